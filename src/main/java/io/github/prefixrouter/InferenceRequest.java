@@ -1,0 +1,117 @@
+package io.github.prefixrouter;
+
+import java.util.Arrays;
+import java.util.Objects;
+
+/**
+ * One inference request: an id, the prompt's token ids and the generation parameters.
+ *
+ * <p>Token ids are those of the engine's tokenizer; routing matches them against cached
+ * prefixes. They never leave the node except inside a forwarded request, and never appear in
+ * gossip. The array is copied on construction and on {@link #tokens()}; use
+ * {@link #tokenAt(int)} and {@link #length()} to read without copying.
+ */
+public final class InferenceRequest {
+
+  /** Longest request id accepted, in characters. */
+  public static final int MAX_ID_LENGTH = 128;
+
+  /** Largest token id accepted (exclusive); covers every tokenizer in use (up to 2^24 ids). */
+  public static final int MAX_TOKEN_ID = 1 << 24;
+
+  /** Longest prompt accepted, in tokens. */
+  public static final int MAX_PROMPT_TOKENS = 1 << 20;
+
+  private final String id;
+  private final int[] tokens;
+  private final GenerationParams params;
+
+  /**
+   * Creates a request.
+   *
+   * @throws IllegalArgumentException if the id is empty or too long, the prompt is empty or too
+   *     long, or a token id is negative or not below {@link #MAX_TOKEN_ID}
+   */
+  public InferenceRequest(String id, int[] tokens, GenerationParams params) {
+    Objects.requireNonNull(id, "id");
+    Objects.requireNonNull(tokens, "tokens");
+    Objects.requireNonNull(params, "params");
+    if (id.isEmpty() || id.length() > MAX_ID_LENGTH) {
+      throw new IllegalArgumentException(
+          "request id must have 1 to " + MAX_ID_LENGTH + " characters, was " + id.length());
+    }
+    if (tokens.length == 0) {
+      throw new IllegalArgumentException("request " + id + ": prompt must have at least one token");
+    }
+    if (tokens.length > MAX_PROMPT_TOKENS) {
+      throw new IllegalArgumentException(
+          "request " + id + ": prompt has " + tokens.length + " tokens, limit " + MAX_PROMPT_TOKENS);
+    }
+    for (int i = 0; i < tokens.length; i++) {
+      if (tokens[i] < 0 || tokens[i] >= MAX_TOKEN_ID) {
+        throw new IllegalArgumentException(
+            "request " + id + ": token id " + tokens[i] + " at index " + i
+                + " is outside [0, " + MAX_TOKEN_ID + ")");
+      }
+    }
+    this.id = id;
+    this.tokens = tokens.clone();
+    this.params = params;
+  }
+
+  /** A request with {@link GenerationParams#DEFAULT}. */
+  public static InferenceRequest of(String id, int[] tokens) {
+    return new InferenceRequest(id, tokens, GenerationParams.DEFAULT);
+  }
+
+  /** The request id, unique per origin node. */
+  public String id() {
+    return id;
+  }
+
+  /** A copy of the prompt's token ids. */
+  public int[] tokens() {
+    return tokens.clone();
+  }
+
+  /** The prompt length in tokens. */
+  public int length() {
+    return tokens.length;
+  }
+
+  /** The token id at {@code index}. */
+  public int tokenAt(int index) {
+    return tokens[index];
+  }
+
+  /** The generation parameters. */
+  public GenerationParams params() {
+    return params;
+  }
+
+  /**
+   * The prompt array itself, without copying. For the library's internals and engine adapters
+   * that promise not to modify it.
+   */
+  public int[] tokensUnsafe() {
+    return tokens;
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    return o instanceof InferenceRequest r
+        && id.equals(r.id)
+        && Arrays.equals(tokens, r.tokens)
+        && params.equals(r.params);
+  }
+
+  @Override
+  public int hashCode() {
+    return 31 * (31 * id.hashCode() + Arrays.hashCode(tokens)) + params.hashCode();
+  }
+
+  @Override
+  public String toString() {
+    return "InferenceRequest{id=" + id + ", tokens=" + tokens.length + ", " + params + "}";
+  }
+}

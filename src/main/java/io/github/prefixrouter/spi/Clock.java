@@ -1,0 +1,21 @@
+package io.github.prefixrouter.spi;
+
+/**
+ * A monotonic time source in nanoseconds, injected into every component that needs time.
+ *
+ * <p>The library never reads the system clock itself: a node takes its clock from its builder,
+ * so a whole cluster can run on a simulated clock (see
+ * {@link io.github.prefixrouter.testing.SimulatedScheduler}) and every run replays from its seed.
+ * Values are only meaningful as differences, like {@link System#nanoTime()}.
+ */
+@FunctionalInterface
+public interface Clock {
+
+  /** Returns the current time in nanoseconds; never decreases between two calls. */
+  long nanoTime();
+
+  /** The production clock, backed by {@link System#nanoTime()}. */
+  static Clock system() {
+    return System::nanoTime;
+  }
+}

@@ -1,0 +1,44 @@
+package io.github.prefixrouter.spi;
+
+import io.github.prefixrouter.InferenceRequest;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * The LLM engine next to which a node runs: vLLM, SGLang, llama.cpp or any server the host
+ * wires in. The library calls {@link #execute} for every request this node serves, whether it
+ * came from a local client or was forwarded by a peer.
+ *
+ * <p>Contract (checked by {@code io.github.prefixrouter.contract.InferenceEngineContractTest}):
+ * <ul>
+ *   <li>{@link #execute} never blocks the caller's thread and returns a future that completes
+ *       exactly once: with an {@link EngineResult} or exceptionally with an
+ *       {@link EngineException}.
+ *   <li>The same tokens and parameters give the same output on any node (deterministic
+ *       decoding), so routing never changes an answer.
+ *   <li>{@link #load()} is cheap and never blocks: the library calls it on its hot path.
+ * </ul>
+ */
+public interface InferenceEngine {
+
+  /** Runs one request. */
+  CompletableFuture<EngineResult> execute(InferenceRequest request);
+
+  /** The engine's current load. Cheap and non-blocking. */
+  default EngineLoad load() {
+    return EngineLoad.IDLE;
+  }
+
+  /** Best-effort cancellation of a running or queued request; may do nothing. */
+  default void cancel(String requestId) {}
+
+  /**
+   * Whether this engine publishes cache events through {@link #setCacheEventListener}. When it
+   * does, the node runs its local tree in engine-driven mode; otherwise in self-managed mode.
+   */
+  default boolean publishesCacheEvents() {
+    return false;
+  }
+
+  /** Called once by the node, before any request, when {@link #publishesCacheEvents()} is true. */
+  default void setCacheEventListener(CacheEventListener listener) {}
+}

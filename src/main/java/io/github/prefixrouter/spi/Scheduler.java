@@ -1,0 +1,28 @@
+package io.github.prefixrouter.spi;
+
+/**
+ * Runs delayed tasks for the library: gossip rounds, forwarding timeouts, cool-down expiry.
+ *
+ * <p>The library never starts a thread: every timer goes through the scheduler its host gives
+ * it. Implementations must run each task at most once, never on the caller's thread from inside
+ * {@link #schedule}, and may run tasks concurrently with other library calls (the library is
+ * thread-safe). {@link io.github.prefixrouter.testing.SimulatedScheduler} runs tasks in simulated
+ * time on one thread; {@link Schedulers#newSingleThread(String)} is a production implementation.
+ */
+public interface Scheduler {
+
+  /**
+   * Runs {@code task} once, {@code delayNanos} nanoseconds from now (0 means as soon as possible).
+   *
+   * @return a handle that cancels the task if it has not started yet
+   * @throws IllegalArgumentException if {@code delayNanos} is negative
+   */
+  Cancellable schedule(long delayNanos, Runnable task);
+
+  /** A scheduled task that may still be cancelled. */
+  @FunctionalInterface
+  interface Cancellable {
+    /** Prevents the task from running; returns false if it already ran or was cancelled. */
+    boolean cancel();
+  }
+}

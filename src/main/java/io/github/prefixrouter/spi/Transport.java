@@ -1,0 +1,57 @@
+package io.github.prefixrouter.spi;
+
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * Moves opaque byte payloads between nodes. Host applications implement it over their network
+ * stack; the library ships an HTTP implementation and an in-memory one for tests.
+ *
+ * <p>Contract (checked by {@code io.github.prefixrouter.contract.TransportContractTest}):
+ * <ul>
+ *   <li>{@link #send} is one-way and best effort: it never blocks the caller on the network and
+ *       never throws for delivery problems (the message is simply lost).
+ *   <li>{@link #request} returns a future that completes exactly once: with the peer's answer,
+ *       or exceptionally with a {@link TransportException} ({@code TIMEOUT} when no answer came
+ *       within {@code timeout}). It never blocks the caller's thread.
+ *   <li>Inbound messages and requests go to the {@link InboundHandler} given to {@link #start};
+ *       {@code from} names the sender as the transport authenticated it.
+ *   <li>{@link #close} completes every pending request (exceptionally, {@code CLOSED}) and
+ *       stops delivering inbound messages.
+ * </ul>
+ */
+public interface Transport extends AutoCloseable {
+
+  /** Starts delivering inbound traffic to {@code handler}. Called once, before any send. */
+  void start(InboundHandler handler);
+
+  /** The address peers use to reach this node. Valid after {@link #start}. */
+  PeerAddress localAddress();
+
+  /** Sends a one-way message (gossip). Best effort: it may be lost, duplicated or reordered. */
+  void send(PeerAddress to, byte[] payload);
+
+  /**
+   * Sends a request and returns a future of the peer's answer (forwarded inference).
+   *
+   * @param timeout how long to wait for the answer before failing with {@code TIMEOUT}
+   */
+  CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout);
+
+  /** Fails every pending request with {@code CLOSED} and releases the transport's resources. */
+  @Override
+  void close();
+
+  /** Receives what peers send. Implemented by the library's node. */
+  interface InboundHandler {
+
+    /** A one-way message arrived. Must not block. */
+    default void onMessage(PeerAddress from, byte[] payload) {}
+
+    /**
+     * A request arrived; the returned future's value is sent back as the answer, and an
+     * exceptional completion is reported to the requester as a failure. Must not block.
+     */
+    CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload);
+  }
+}

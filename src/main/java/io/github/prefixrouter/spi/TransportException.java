@@ -1,0 +1,41 @@
+package io.github.prefixrouter.spi;
+
+/**
+ * Why a {@link Transport} request failed. Transports complete a request future exceptionally
+ * with this exception (or a subclass), never with an unchecked surprise.
+ */
+public class TransportException extends RuntimeException {
+
+  private static final long serialVersionUID = 1L;
+
+  /** The kind of failure, which decides how the caller reacts. */
+  public enum Kind {
+    /** No answer within the timeout. The peer may still have acted on the request. */
+    TIMEOUT,
+    /** The peer could not be reached (connection refused, unknown address, partition). */
+    UNREACHABLE,
+    /** The peer answered that it will not take the request now (overloaded). */
+    BUSY,
+    /** The message was too large, malformed or failed authentication. */
+    PROTOCOL,
+    /** The transport was closed before the request completed. */
+    CLOSED
+  }
+
+  private final Kind kind;
+
+  public TransportException(Kind kind, String message) {
+    super(kind + ": " + message);
+    this.kind = kind;
+  }
+
+  public TransportException(Kind kind, String message, Throwable cause) {
+    super(kind + ": " + message, cause);
+    this.kind = kind;
+  }
+
+  /** The kind of failure. */
+  public Kind kind() {
+    return kind;
+  }
+}

@@ -1,0 +1,159 @@
+package io.github.prefixrouter.testing;
+
+import io.github.prefixrouter.spi.Clock;
+import io.github.prefixrouter.spi.Scheduler;
+import java.util.PriorityQueue;
+
+/**
+ * A {@link Clock} and {@link Scheduler} in simulated time, for deterministic tests and
+ * simulations: nothing runs until the test calls {@link #runNext()}, {@link #advanceBy},
+ * {@link #advanceTo} or {@link #runUntilIdle}, and tasks due at the same instant run in the order
+ * they were scheduled. A whole cluster can share one instance, so a run replays exactly from its
+ * seed.
+ *
+ * <p>Not thread-safe by design: drive it from one thread. Tasks it runs may schedule more tasks.
+ */
+public final class SimulatedScheduler implements Clock, Scheduler {
+
+  private final PriorityQueue<Task> queue = new PriorityQueue<>();
+  private long now;
+  private long sequence;
+  private long executed;
+
+  /** Starts at time 0. */
+  public SimulatedScheduler() {
+    this(0L);
+  }
+
+  /** Starts at {@code startNanos}. */
+  public SimulatedScheduler(long startNanos) {
+    this.now = startNanos;
+  }
+
+  @Override
+  public long nanoTime() {
+    return now;
+  }
+
+  @Override
+  public Cancellable schedule(long delayNanos, Runnable task) {
+    if (delayNanos < 0) {
+      throw new IllegalArgumentException("delayNanos must be >= 0, was " + delayNanos);
+    }
+    if (task == null) {
+      throw new NullPointerException("task");
+    }
+    long due = now + delayNanos;
+    if (due < now) {
+      due = Long.MAX_VALUE; // saturate instead of overflowing
+    }
+    Task t = new Task(due, sequence++, task);
+    queue.add(t);
+    return t;
+  }
+
+  /** Runs the next due task, advancing time to it; returns false if none is pending. */
+  public boolean runNext() {
+    Task t;
+    while ((t = queue.poll()) != null) {
+      if (t.cancelled) {
+        continue;
+      }
+      now = Math.max(now, t.due);
+      t.done = true;
+      executed++;
+      t.task.run();
+      return true;
+    }
+    return false;
+  }
+
+  /** Runs every task due up to {@code timeNanos}, then sets the clock to it. */
+  public void advanceTo(long timeNanos) {
+    if (timeNanos < now) {
+      throw new IllegalArgumentException("cannot go back in time: " + timeNanos + " < " + now);
+    }
+    while (true) {
+      Task head = peekLive();
+      if (head == null || head.due > timeNanos) {
+        break;
+      }
+      runNext();
+    }
+    now = timeNanos;
+  }
+
+  /** Runs every task due within the next {@code nanos} nanoseconds. */
+  public void advanceBy(long nanos) {
+    if (nanos < 0) {
+      throw new IllegalArgumentException("nanos must be >= 0, was " + nanos);
+    }
+    advanceTo(now + nanos);
+  }
+
+  /**
+   * Runs tasks until none is pending or {@code maxTasks} ran.
+   *
+   * @return the number of tasks run
+   */
+  public long runUntilIdle(long maxTasks) {
+    long n = 0;
+    while (n < maxTasks && runNext()) {
+      n++;
+    }
+    return n;
+  }
+
+  /** Number of live tasks waiting. */
+  public int pendingTasks() {
+    int n = 0;
+    for (Task t : queue) {
+      if (!t.cancelled) {
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** Total number of tasks run so far. */
+  public long executedTasks() {
+    return executed;
+  }
+
+  private Task peekLive() {
+    Task t;
+    while ((t = queue.peek()) != null && t.cancelled) {
+      queue.poll();
+    }
+    return t;
+  }
+
+  private static final class Task implements Comparable<Task>, Cancellable {
+    final long due;
+    final long seq;
+    final Runnable task;
+    boolean cancelled;
+    boolean done;
+
+    Task(long due, long seq, Runnable task) {
+      this.due = due;
+      this.seq = seq;
+      this.task = task;
+    }
+
+    @Override
+    public boolean cancel() {
+      if (done || cancelled) {
+        return false;
+      }
+      cancelled = true;
+      return true;
+    }
+
+    @Override
+    public int compareTo(Task o) {
+      int c = Long.compare(due, o.due);
+      return c != 0 ? c : Long.compare(seq, o.seq);
+    }
+  }
+}

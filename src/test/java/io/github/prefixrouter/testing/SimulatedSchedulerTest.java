@@ -1,0 +1,49 @@
+package io.github.prefixrouter.testing;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.spi.Scheduler;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class SimulatedSchedulerTest {
+
+  @Test
+  void runsTasksInTimeThenSchedulingOrder() {
+    SimulatedScheduler s = new SimulatedScheduler();
+    List<String> log = new ArrayList<>();
+    s.schedule(20, () -> log.add("b@" + s.nanoTime()));
+    s.schedule(10, () -> log.add("a@" + s.nanoTime()));
+    s.schedule(20, () -> log.add("c@" + s.nanoTime()));
+    s.advanceTo(15);
+    assertEquals(List.of("a@10"), log);
+    assertEquals(15, s.nanoTime());
+    s.runUntilIdle(100);
+    assertEquals(List.of("a@10", "b@20", "c@20"), log);
+  }
+
+  @Test
+  void cancelledTasksNeverRunAndTasksMayScheduleTasks() {
+    SimulatedScheduler s = new SimulatedScheduler();
+    List<Long> log = new ArrayList<>();
+    Scheduler.Cancellable c = s.schedule(5, () -> log.add(-1L));
+    s.schedule(1, () -> s.schedule(3, () -> log.add(s.nanoTime())));
+    assertTrue(c.cancel());
+    assertFalse(c.cancel());
+    assertEquals(1, s.pendingTasks());
+    s.runUntilIdle(10);
+    assertEquals(List.of(4L), log);
+    assertEquals(2, s.executedTasks());
+  }
+
+  @Test
+  void rejectsNegativeDelayAndTimeTravel() {
+    SimulatedScheduler s = new SimulatedScheduler(100);
+    assertThrows(IllegalArgumentException.class, () -> s.schedule(-1, () -> {}));
+    assertThrows(IllegalArgumentException.class, () -> s.advanceTo(99));
+  }
+}
