@@ -6,6 +6,8 @@ import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
@@ -13,23 +15,24 @@ import java.util.concurrent.CompletableFuture;
 
 /**
  * A cluster of the library's real {@link PrefixRouterNode}s, one per engine, on the run's
- * simulated clock and network. Each node knows every other as a seed; the only settings that
+ * simulated clock and the library's {@link InMemoryNetwork} (one-way delay Δ plus uniform jitter
+ * in [0, jitterFraction × Δ), seeded loss). Each node knows every other as a seed; the only settings that
  * differ from {@link RouterConfig#defaults()} are the policy and the engine facts a host would
  * configure (block size, KV capacity).
  */
 final class LibraryCluster implements SimCluster {
 
   private final List<PrefixRouterNode> nodes = new ArrayList<>();
-  private final SimNetwork network;
+  private final InMemoryNetwork network;
 
   LibraryCluster(Simulation.Context ctx, RoutingPolicy policy) {
     SimConfig cfg = ctx.config();
-    network =
-        new SimNetwork(
-            ctx.scheduler(),
-            ctx.newLink(11),
-            cfg.lossProbability(),
-            new SplittableRandom(ctx.seed() ^ 0x10557L));
+    network = new InMemoryNetwork(ctx.scheduler(), ctx.seed() ^ 0x10557L);
+    long delay = ctx.delayNanos();
+    network.setDefaultLink(
+        InMemoryNetwork.Link.delay(Duration.ofNanos(delay))
+            .withJitter(Duration.ofNanos(Math.round(delay * cfg.jitterFraction())))
+            .withLoss(cfg.lossProbability()));
     RouterConfig rc =
         RouterConfig.builder()
             .policy(policy)
@@ -38,7 +41,7 @@ final class LibraryCluster implements SimCluster {
             .build();
     List<PeerAddress> all = new ArrayList<>();
     for (int i = 0; i < cfg.nodes(); i++) {
-      all.add(network.address(nodeId(i)));
+      all.add(InMemoryNetwork.addressOf(nodeId(i)));
     }
     for (int i = 0; i < cfg.nodes(); i++) {
       List<PeerAddress> seeds = new ArrayList<>(all);
