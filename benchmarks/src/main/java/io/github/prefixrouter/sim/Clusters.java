@@ -1,5 +1,6 @@
 package io.github.prefixrouter.sim;
 
+import io.github.prefixrouter.RoutingPolicy;
 import java.util.SplittableRandom;
 
 /** Builds the cluster of each policy. */
@@ -22,10 +23,19 @@ final class Clusters {
 
   static SimCluster create(Simulation.Context ctx) {
     Policy p = ctx.scenario().policy();
+    switch (p) {
+      case NO_ROUTING:
+        return new LibraryCluster(ctx, RoutingPolicy.LOCAL_ONLY);
+      case PAPER:
+        return new LibraryCluster(ctx, RoutingPolicy.LONGEST_PREFIX);
+      case COST_AWARE:
+        return new LibraryCluster(ctx, RoutingPolicy.COST_AWARE);
+      default:
+        break;
+    }
     SplittableRandom rnd = new SplittableRandom(ctx.seed() ^ Baselines.mix(p.ordinal() + 101));
     DispatchCluster.Dispatcher d =
         switch (p) {
-          case NO_ROUTING -> Baselines.local();
           case RANDOM -> Baselines.random(rnd);
           case LEAST_LOADED -> Baselines.leastLoaded(rnd);
           case CHWBL ->
@@ -40,8 +50,7 @@ final class Clusters {
                   SGLANG_BALANCE_ABS_THRESHOLD,
                   SGLANG_BALANCE_REL_THRESHOLD,
                   SGLANG_CACHE_THRESHOLD);
-          case PAPER, COST_AWARE ->
-              throw new UnsupportedOperationException(p.label() + " needs the routing node");
+          case NO_ROUTING, PAPER, COST_AWARE -> throw new AssertionError(p);
         };
     return new DispatchCluster(ctx.scheduler(), ctx.engines(), ctx.newLink(7), d);
   }

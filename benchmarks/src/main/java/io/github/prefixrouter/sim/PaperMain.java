@@ -28,7 +28,7 @@ public final class PaperMain {
         --warmup N               first requests not measured (default 10%% of requests)
         --zipf S                 Zipf exponent of the skewed distribution (default 1.0)
         --delays A,B,..          one-way network delays in ms (default 2,200,1000)
-        --jitter F               delay jitter, uniform +-F of the delay (default 0.1)
+        --jitter F               extra delay, uniform in [0, F x delay) (default 0.1)
         --loss P                 message loss probability (default 0)
         --output-tokens N        tokens generated per request (default 1)
         --capacity TOKENS        KV-cache capacity per node in tokens (default 16384)

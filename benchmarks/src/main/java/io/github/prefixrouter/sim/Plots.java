@@ -1,5 +1,7 @@
 package io.github.prefixrouter.sim;
 
+import java.awt.BasicStroke;
+import java.awt.Color;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -41,6 +43,27 @@ final class Plots {
     return out;
   }
 
+  /** A fixed, distinct color per policy; the library's policies draw solid, baselines dashed. */
+  private static void style(XYSeries s, Policy p) {
+    Color[] colors = {
+      new Color(0x33, 0x33, 0x33), // no-routing
+      new Color(0x99, 0x99, 0x99), // random
+      new Color(0x1f, 0x77, 0xb4), // least-loaded
+      new Color(0x2c, 0xa0, 0x2c), // chwbl
+      new Color(0x94, 0x67, 0xbd), // sglang-oracle
+      new Color(0xff, 0x7f, 0x0e), // paper
+      new Color(0xd6, 0x27, 0x28) // cost-aware
+    };
+    s.setLineColor(colors[p.ordinal()]);
+    s.setMarkerColor(colors[p.ordinal()]);
+    boolean library = p.library();
+    s.setLineStyle(
+        library
+            ? new BasicStroke(2.5f)
+            : new BasicStroke(
+                1.5f, BasicStroke.CAP_BUTT, BasicStroke.JOIN_MITER, 10f, new float[] {6f, 4f}, 0f));
+  }
+
   private static Path save(XYChart chart, Path dir, String name) throws IOException {
     Path file = dir.resolve(name + ".png");
     BitmapEncoder.saveBitmap(chart, file.toString(), BitmapFormat.PNG);
@@ -55,9 +78,10 @@ final class Plots {
             .title("Mean latency vs one-way network delay (" + d.label() + ", "
                 + cfg.nodes() + " nodes)")
             .xAxisTitle("network delay (ms, log scale)")
-            .yAxisTitle("mean latency (s)")
+            .yAxisTitle("mean latency (s, log scale)")
             .build();
     c.getStyler().setXAxisLogarithmic(true);
+    c.getStyler().setYAxisLogarithmic(true);
     c.getStyler().setLegendPosition(org.knowm.xchart.style.Styler.LegendPosition.InsideNW);
     for (Policy p : cfg.policies()) {
       List<Double> xs = new ArrayList<>();
@@ -72,6 +96,7 @@ final class Plots {
       if (!xs.isEmpty()) {
         XYSeries s = c.addSeries(p.label(), xs, ys);
         s.setMarker(SeriesMarkers.CIRCLE);
+        style(s, p);
       }
     }
     return c;
@@ -87,6 +112,7 @@ final class Plots {
             .xAxisTitle("simulated time (s)")
             .yAxisTitle("hit rate (cached / prompt tokens)")
             .build();
+    c.getStyler().setYAxisDecimalPattern("0.00");
     for (Policy p : cfg.policies()) {
       RunResult r = PaperRunner.find(results, p, delay, Distribution.SKEWED);
       if (r == null) {
@@ -101,7 +127,9 @@ final class Plots {
         }
       }
       if (!xs.isEmpty()) {
-        c.addSeries(p.label(), xs, ys).setMarker(SeriesMarkers.NONE);
+        XYSeries s = c.addSeries(p.label(), xs, ys);
+        s.setMarker(SeriesMarkers.NONE);
+        style(s, p);
       }
     }
     return c;
@@ -122,6 +150,7 @@ final class Plots {
             .build();
     c.getStyler().setYAxisMin(0.0);
     c.getStyler().setYAxisMax(1.0);
+    c.getStyler().setYAxisDecimalPattern("0.0");
     for (int n = 0; n < cfg.nodes(); n++) {
       List<Double> xs = new ArrayList<>();
       List<Double> ys = new ArrayList<>();

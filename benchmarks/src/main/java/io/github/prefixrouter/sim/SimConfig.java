@@ -14,7 +14,7 @@ import java.util.Objects;
  * @param warmupRequests first requests of each run that are executed but not measured
  * @param zipfExponent exponent of the subject popularity of the skewed distribution
  * @param delaysMs one-way network delays to compare, in milliseconds
- * @param jitterFraction each message's delay is uniform in delay × (1 ± jitterFraction)
+ * @param jitterFraction each message takes delay + uniform[0, jitterFraction × delay)
  * @param lossProbability probability that a one-way message is lost (forwarding and gossip)
  * @param outputTokens tokens generated per request
  * @param engine the engine model of every node

@@ -2,7 +2,10 @@ package io.github.prefixrouter.sim;
 
 import java.util.random.RandomGenerator;
 
-/** One-way message delay of the simulated network: delay × (1 ± jitter), uniform. */
+/**
+ * One-way message delay for the simulator-level baselines, the same model as the library's
+ * {@code InMemoryNetwork} links: delay plus a uniform jitter in [0, jitterFraction × delay).
+ */
 final class SimLink {
 
   private final long delayNanos;
@@ -19,7 +22,6 @@ final class SimLink {
     if (jitterFraction == 0 || delayNanos == 0) {
       return delayNanos;
     }
-    double f = 1.0 + jitterFraction * (2 * random.nextDouble() - 1);
-    return Math.max(0, Math.round(delayNanos * f));
+    return delayNanos + (long) (random.nextDouble() * jitterFraction * delayNanos);
   }
 }
