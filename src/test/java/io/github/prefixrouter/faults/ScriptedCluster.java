@@ -51,10 +51,17 @@ final class ScriptedCluster {
 
   ScriptedCluster(RouterConfig config, long seed, List<String> ids,
       UnaryOperator<SimulatedEngine.Builder> engineTweak) {
+    this(config, seed, ids, Map.of(), engineTweak);
+  }
+
+  /** Engines of the nodes in {@code tweaks} get their own settings, the others {@code rest}. */
+  ScriptedCluster(RouterConfig config, long seed, List<String> ids,
+      Map<String, UnaryOperator<SimulatedEngine.Builder>> tweaks,
+      UnaryOperator<SimulatedEngine.Builder> rest) {
     this.config = config;
     this.net = new InMemoryNetwork(clock, clock, new SplittableRandom(seed));
     for (String id : ids) {
-      SimulatedEngine e = engineTweak.apply(SimulatedEngine.builder().scheduler(clock)
+      SimulatedEngine e = tweaks.getOrDefault(id, rest).apply(SimulatedEngine.builder().scheduler(clock)
           .clock(clock).slots(1).capacityTokens(1 << 16).prefillOverheadNanos(2_000_000)
           .prefillNanosPerToken(200_000).decodeNanosPerToken(5_000_000)
           .vocabularySize(VOCABULARY)).build();
