@@ -458,8 +458,8 @@ public final class GossipEngine {
     }
   }
 
-  /** (peer, block) pairs replicated. */
-  long replicatedPairs() {
+  /** (peer, block) pairs replicated over all peers. Thread-safe. */
+  public long replicatedPairs() {
     lock.readLock().lock();
     try {
       return index.pairs();
@@ -468,8 +468,11 @@ public final class GossipEngine {
     }
   }
 
-  /** Bytes held by the replica index alone. */
-  long indexBytes() {
+  /**
+   * Bytes held by the replica index (hash table, holder cells, per-slot counters); divided by
+   * {@link #replicatedPairs()} it gives the memory per replicated block. Thread-safe.
+   */
+  public long indexBytes() {
     lock.readLock().lock();
     try {
       return index.retainedBytes();
