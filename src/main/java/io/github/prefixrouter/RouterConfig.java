@@ -41,6 +41,7 @@ public final class RouterConfig {
   private final Duration forwardOverhead;
   private final Duration forwardTimeoutMin;
   private final Duration forwardTimeoutMax;
+  private final Duration engineTimeout;
   private final int hopLimit;
   private final int highWatermark;
   private final int lowWatermark;
@@ -67,6 +68,7 @@ public final class RouterConfig {
     forwardOverhead = b.forwardOverhead;
     forwardTimeoutMin = b.forwardTimeoutMin;
     forwardTimeoutMax = b.forwardTimeoutMax;
+    engineTimeout = b.engineTimeout;
     hopLimit = b.hopLimit;
     highWatermark = b.highWatermark;
     lowWatermark = b.lowWatermark;
@@ -129,6 +131,7 @@ public final class RouterConfig {
       p.add("forwardTimeoutMin (" + forwardTimeoutMin + ") must not exceed forwardTimeoutMax ("
           + forwardTimeoutMax + "): raise the maximum or lower the minimum");
     }
+    positive(p, "engineTimeout", engineTimeout);
     if (hopLimit < 0 || hopLimit > MAX_HOP_LIMIT) {
       p.add("hopLimit must be between 0 (never forward) and " + MAX_HOP_LIMIT + ", was "
           + hopLimit);
@@ -241,6 +244,15 @@ public final class RouterConfig {
     return forwardTimeoutMax;
   }
 
+  /**
+   * Longest a request may run on the local engine; then the node cancels it there and fails it
+   * with {@link RequestFailedException}, so a stalled engine cannot hold a request forever.
+   * Default 10 minutes.
+   */
+  public Duration engineTimeout() {
+    return engineTimeout;
+  }
+
   /** How many times a request may be forwarded. Default 1: a forwarded request runs there. */
   public int hopLimit() {
     return hopLimit;
@@ -331,6 +343,7 @@ public final class RouterConfig {
     private Duration forwardOverhead = Duration.ofNanos(200_000);
     private Duration forwardTimeoutMin = Duration.ofMillis(50);
     private Duration forwardTimeoutMax = Duration.ofSeconds(60);
+    private Duration engineTimeout = Duration.ofMinutes(10);
     private int hopLimit = 1;
     private int highWatermark = 32;
     private int lowWatermark = 16;
@@ -359,6 +372,7 @@ public final class RouterConfig {
       forwardOverhead = c.forwardOverhead;
       forwardTimeoutMin = c.forwardTimeoutMin;
       forwardTimeoutMax = c.forwardTimeoutMax;
+      engineTimeout = c.engineTimeout;
       hopLimit = c.hopLimit;
       highWatermark = c.highWatermark;
       lowWatermark = c.lowWatermark;
@@ -430,6 +444,12 @@ public final class RouterConfig {
     public Builder forwardTimeout(Duration min, Duration max) {
       this.forwardTimeoutMin = Objects.requireNonNull(min, "min");
       this.forwardTimeoutMax = Objects.requireNonNull(max, "max");
+      return this;
+    }
+
+    /** Longest a request may run on the local engine before it fails (default 10 min). */
+    public Builder engineTimeout(Duration timeout) {
+      this.engineTimeout = Objects.requireNonNull(timeout, "engineTimeout");
       return this;
     }
 

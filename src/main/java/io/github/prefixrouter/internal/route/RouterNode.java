@@ -503,7 +503,21 @@ public final class RouterNode implements PrefixRouterNode {
     } catch (RuntimeException e) {
       f = CompletableFuture.failedFuture(e);
     }
+    long limit = config.engineTimeout().toNanos();
+    Scheduler.Cancellable guard = scheduler.schedule(limit, () -> {
+      if (!ex.claim(seq)) {
+        return;
+      }
+      try {
+        engine.cancel(ex.request.id());
+      } catch (RuntimeException e) {
+        LOG.debug("node {}: engine cancel failed", nodeId, e);
+      }
+      complete(ex, null, nodeId, false, new EngineException(
+          "no answer within engineTimeout " + config.engineTimeout(), true));
+    });
     f.whenComplete((res, err) -> {
+      guard.cancel();
       if (!ex.claim(seq)) {
         return;
       }
