@@ -1,5 +1,6 @@
 package io.github.prefixrouter.sim;
 
+import java.io.IOException;
 import java.nio.file.Path;
 
 /** Chooses the prompt source: real MMLU when a directory is given, else the generator. */
@@ -7,10 +8,10 @@ final class Prompts {
 
   private Prompts() {}
 
-  static PromptSet load(Path mmluDir, long seed) {
+  static PromptSet load(Path mmluDir, long seed) throws IOException {
     if (mmluDir == null) {
       return new SyntheticPromptSet(seed, 57, 200);
     }
-    throw new UnsupportedOperationException("MMLU loading is not wired yet");
+    return new MmluPromptSet(mmluDir);
   }
 }
