@@ -5,8 +5,9 @@
  * implement ({@code io.github.prefixrouter.spi}), the in-process test support
  * ({@code io.github.prefixrouter.testing}), the HTTP transport
  * ({@code io.github.prefixrouter.transport.http}), the engine adapters
- * ({@code io.github.prefixrouter.engine.openai}, {@code io.github.prefixrouter.engine.reference})
- * and the runnable node ({@code io.github.prefixrouter.server}). Everything under
+ * ({@code io.github.prefixrouter.engine.openai}, {@code io.github.prefixrouter.engine.reference}).
+ * The runnable node ({@code io.github.prefixrouter.server.NodeMain}) is a main class, not API.
+ * Everything under
  * {@code io.github.prefixrouter.internal} is implementation and not exported.
  */
 module io.github.prefixrouter {

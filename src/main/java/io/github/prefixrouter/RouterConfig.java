@@ -55,6 +55,7 @@ public final class RouterConfig {
   private final int gossipFanout;
   private final Duration peerSuspectAfter;
   private final Duration peerDeadAfter;
+  private final int maxPeers;
 
   private RouterConfig(Builder b) {
     blockSize = b.blockSize;
@@ -82,6 +83,7 @@ public final class RouterConfig {
     gossipFanout = b.gossipFanout;
     peerSuspectAfter = b.peerSuspectAfter;
     peerDeadAfter = b.peerDeadAfter;
+    maxPeers = b.maxPeers;
   }
 
   /** A builder with every default. */
@@ -167,9 +169,13 @@ public final class RouterConfig {
       p.add("peerSuspectAfter (" + peerSuspectAfter + ") must exceed gossipInterval ("
           + gossipInterval + "), or every peer is suspected between two rounds");
     }
-    if (peerDeadAfter.compareTo(peerSuspectAfter) < 0) {
-      p.add("peerDeadAfter (" + peerDeadAfter + ") must be at least peerSuspectAfter ("
+    if (peerDeadAfter.compareTo(peerSuspectAfter) <= 0) {
+      p.add("peerDeadAfter (" + peerDeadAfter + ") must exceed peerSuspectAfter ("
           + peerSuspectAfter + ")");
+    }
+    if (maxPeers < 1 || maxPeers > 65_536) {
+      p.add("maxPeers must be between 1 and 65536 (peers beyond it are not tracked), was "
+          + maxPeers);
     }
     if (!p.isEmpty()) {
       throw new IllegalArgumentException("invalid RouterConfig: " + String.join("; ", p));
@@ -234,7 +240,7 @@ public final class RouterConfig {
     return forwardOverhead;
   }
 
-  /** Lower bound of the adaptive forwarding timeout. Default 50 ms. */
+  /** Lower bound of the adaptive forwarding timeout. Default 1 s. */
   public Duration forwardTimeoutMin() {
     return forwardTimeoutMin;
   }
@@ -321,6 +327,11 @@ public final class RouterConfig {
     return peerDeadAfter;
   }
 
+  /** Most peers tracked (replica slots). Default 1,024. */
+  public int maxPeers() {
+    return maxPeers;
+  }
+
   @Override
   public String toString() {
     return "RouterConfig{policy=" + policy + ", blockSize=" + blockSize + ", treeCapacityTokens="
@@ -341,7 +352,7 @@ public final class RouterConfig {
     private Duration forwardMarginMin = Duration.ofNanos(500_000);
     private long initialPrefillNanosPerToken = 100_000;
     private Duration forwardOverhead = Duration.ofNanos(200_000);
-    private Duration forwardTimeoutMin = Duration.ofMillis(50);
+    private Duration forwardTimeoutMin = Duration.ofSeconds(1);
     private Duration forwardTimeoutMax = Duration.ofSeconds(60);
     private Duration engineTimeout = Duration.ofMinutes(10);
     private int hopLimit = 1;
@@ -357,6 +368,7 @@ public final class RouterConfig {
     private int gossipFanout = 3;
     private Duration peerSuspectAfter = Duration.ofSeconds(2);
     private Duration peerDeadAfter = Duration.ofSeconds(10);
+    private int maxPeers = 1024;
 
     private Builder() {}
 
@@ -386,6 +398,7 @@ public final class RouterConfig {
       gossipFanout = c.gossipFanout;
       peerSuspectAfter = c.peerSuspectAfter;
       peerDeadAfter = c.peerDeadAfter;
+      maxPeers = c.maxPeers;
     }
 
     /** Tokens per block (default 16); must match the engine's block size in engine-driven mode. */
@@ -440,7 +453,7 @@ public final class RouterConfig {
       return this;
     }
 
-    /** Bounds of the adaptive forwarding timeout (defaults 50 ms and 60 s). */
+    /** Bounds of the adaptive forwarding timeout (defaults 1 s and 60 s). */
     public Builder forwardTimeout(Duration min, Duration max) {
       this.forwardTimeoutMin = Objects.requireNonNull(min, "min");
       this.forwardTimeoutMax = Objects.requireNonNull(max, "max");
@@ -516,6 +529,12 @@ public final class RouterConfig {
     public Builder peerTimeouts(Duration suspectAfter, Duration deadAfter) {
       this.peerSuspectAfter = Objects.requireNonNull(suspectAfter, "suspectAfter");
       this.peerDeadAfter = Objects.requireNonNull(deadAfter, "deadAfter");
+      return this;
+    }
+
+    /** Most peers tracked, each with a replica (default 1,024). */
+    public Builder maxPeers(int peers) {
+      this.maxPeers = peers;
       return this;
     }
 

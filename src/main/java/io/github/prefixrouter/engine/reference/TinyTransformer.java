@@ -201,13 +201,14 @@ final class TinyTransformer {
       length = pos + 1;
       if (logits != null) {
         rmsNorm(x, h);
+        float logitScale = (float) (1.0 / Math.sqrt(dim));
         for (int t = 0; t < vocab; t++) {
           float s = 0f;
           int eb = t * dim;
           for (int i = 0; i < dim; i++) {
             s += h[i] * embedding[eb + i];
           }
-          logits[t] = s;
+          logits[t] = s * logitScale;
         }
       }
     }
@@ -222,12 +223,12 @@ final class TinyTransformer {
     if (x < -87f) {
       return 0f;
     }
-    // x = k ln2 + r with |r| <= ln2 / 2
-    float kf = Math.round(x * 1.44269504f);
-    float r = x - kf * 0.693147181f;
-    float p = 1f + r * (1f + r * (0.5f + r * (0.166666667f + r * (0.0416666667f
-        + r * (0.00833333333f + r * 0.00138888889f)))));
-    return Math.scalb(p, (int) kf);
+    // x = k ln2 + r with |r| <= ln2 / 2, in double; Taylor terms to r^8
+    double k = Math.rint(x * 1.4426950408889634);
+    double r = x - k * 0.6931471805599453;
+    double p = 1 + r * (1 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120
+        + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320))))))));
+    return (float) Math.scalb(p, (int) k);
   }
 
   private static void rmsNorm(float[] in, float[] out) {

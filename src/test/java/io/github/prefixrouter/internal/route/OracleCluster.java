@@ -193,7 +193,8 @@ final class OracleCluster {
       int[] f = new int[n];
       boolean[] over = new boolean[n];
       long[] rtt = new long[n];
-      long[] age = new long[n];
+      boolean[] suspect = new boolean[n];
+      long[] sync = new long[n];
       for (int i = 0; i < n; i++) {
         a[i] = InMemoryNetwork.addressOf(ids.get(i));
         EngineLoad l = engines.get(ids.get(i)).load();
@@ -201,8 +202,9 @@ final class OracleCluster {
         f[i] = l.inFlight();
         over[i] = l.queueDepth() >= config.highWatermark();
         rtt[i] = rttNanos;
+        sync[i] = sim.nanoTime();
       }
-      return new PeerSet(a, slots, q, f, over, rtt, age);
+      return new PeerSet(a, slots, q, f, over, suspect, rtt, sync);
     }
 
     @Override

@@ -65,9 +65,9 @@ class RoutePlannerTest {
         q[i] = queue.getOrDefault(id, 0);
         o[i] = overloaded.contains(id);
         r[i] = rtt.get(id);
-        g[i] = age.getOrDefault(id, 0L);
+        g[i] = -age.getOrDefault(id, 0L); // the planner's clock reads 0
       }
-      return new PeerSet(a, new int[n], q, new int[n], o, r, g);
+      return new PeerSet(a, new int[n], q, new int[n], o, new boolean[n], r, g);
     }
 
     @Override

@@ -94,7 +94,7 @@ class HttpTransportTest {
   void requestAndMessageRoundTripWithAuthenticatedSender() throws Exception {
     Recorder ra = new Recorder();
     HttpTransport a = start(node("a"), ra);
-    HttpTransport b = start(node("b"), new Recorder());
+    HttpTransport b = start(node("b").maxInFlightPerPeer(256), new Recorder());
     byte[] answer = b.request(a.localAddress(), "hi".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(5))
         .get(10, TimeUnit.SECONDS);
     assertEquals("echo b hi", new String(answer, StandardCharsets.UTF_8));
