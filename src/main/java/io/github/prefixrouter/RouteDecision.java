@@ -43,6 +43,8 @@ public final class RouteDecision {
   public enum SkipReason {
     /** Eligible. */
     NONE,
+    /** The peer's heartbeat stopped advancing: it may be down. */
+    SUSPECT,
     /** The peer advertises overload (push-back). */
     OVERLOADED,
     /** The peer answered "busy" recently and is cooling down. */

@@ -41,6 +41,7 @@ public final class RouterConfig {
   private final Duration forwardOverhead;
   private final Duration forwardTimeoutMin;
   private final Duration forwardTimeoutMax;
+  private final Duration engineTimeout;
   private final int hopLimit;
   private final int highWatermark;
   private final int lowWatermark;
@@ -54,6 +55,7 @@ public final class RouterConfig {
   private final int gossipFanout;
   private final Duration peerSuspectAfter;
   private final Duration peerDeadAfter;
+  private final int maxPeers;
 
   private RouterConfig(Builder b) {
     blockSize = b.blockSize;
@@ -67,6 +69,7 @@ public final class RouterConfig {
     forwardOverhead = b.forwardOverhead;
     forwardTimeoutMin = b.forwardTimeoutMin;
     forwardTimeoutMax = b.forwardTimeoutMax;
+    engineTimeout = b.engineTimeout;
     hopLimit = b.hopLimit;
     highWatermark = b.highWatermark;
     lowWatermark = b.lowWatermark;
@@ -80,6 +83,7 @@ public final class RouterConfig {
     gossipFanout = b.gossipFanout;
     peerSuspectAfter = b.peerSuspectAfter;
     peerDeadAfter = b.peerDeadAfter;
+    maxPeers = b.maxPeers;
   }
 
   /** A builder with every default. */
@@ -129,6 +133,7 @@ public final class RouterConfig {
       p.add("forwardTimeoutMin (" + forwardTimeoutMin + ") must not exceed forwardTimeoutMax ("
           + forwardTimeoutMax + "): raise the maximum or lower the minimum");
     }
+    positive(p, "engineTimeout", engineTimeout);
     if (hopLimit < 0 || hopLimit > MAX_HOP_LIMIT) {
       p.add("hopLimit must be between 0 (never forward) and " + MAX_HOP_LIMIT + ", was "
           + hopLimit);
@@ -164,9 +169,13 @@ public final class RouterConfig {
       p.add("peerSuspectAfter (" + peerSuspectAfter + ") must exceed gossipInterval ("
           + gossipInterval + "), or every peer is suspected between two rounds");
     }
-    if (peerDeadAfter.compareTo(peerSuspectAfter) < 0) {
-      p.add("peerDeadAfter (" + peerDeadAfter + ") must be at least peerSuspectAfter ("
+    if (peerDeadAfter.compareTo(peerSuspectAfter) <= 0) {
+      p.add("peerDeadAfter (" + peerDeadAfter + ") must exceed peerSuspectAfter ("
           + peerSuspectAfter + ")");
+    }
+    if (maxPeers < 1 || maxPeers > 65_536) {
+      p.add("maxPeers must be between 1 and 65536 (peers beyond it are not tracked), was "
+          + maxPeers);
     }
     if (!p.isEmpty()) {
       throw new IllegalArgumentException("invalid RouterConfig: " + String.join("; ", p));
@@ -231,7 +240,7 @@ public final class RouterConfig {
     return forwardOverhead;
   }
 
-  /** Lower bound of the adaptive forwarding timeout. Default 50 ms. */
+  /** Lower bound of the adaptive forwarding timeout. Default 1 s. */
   public Duration forwardTimeoutMin() {
     return forwardTimeoutMin;
   }
@@ -239,6 +248,15 @@ public final class RouterConfig {
   /** Upper bound of the adaptive forwarding timeout. Default 60 s. */
   public Duration forwardTimeoutMax() {
     return forwardTimeoutMax;
+  }
+
+  /**
+   * Longest a request may run on the local engine; then the node cancels it there and fails it
+   * with {@link RequestFailedException}, so a stalled engine cannot hold a request forever.
+   * Default 10 minutes.
+   */
+  public Duration engineTimeout() {
+    return engineTimeout;
   }
 
   /** How many times a request may be forwarded. Default 1: a forwarded request runs there. */
@@ -309,6 +327,11 @@ public final class RouterConfig {
     return peerDeadAfter;
   }
 
+  /** Most peers tracked (replica slots). Default 1,024. */
+  public int maxPeers() {
+    return maxPeers;
+  }
+
   @Override
   public String toString() {
     return "RouterConfig{policy=" + policy + ", blockSize=" + blockSize + ", treeCapacityTokens="
@@ -329,8 +352,9 @@ public final class RouterConfig {
     private Duration forwardMarginMin = Duration.ofNanos(500_000);
     private long initialPrefillNanosPerToken = 100_000;
     private Duration forwardOverhead = Duration.ofNanos(200_000);
-    private Duration forwardTimeoutMin = Duration.ofMillis(50);
+    private Duration forwardTimeoutMin = Duration.ofSeconds(1);
     private Duration forwardTimeoutMax = Duration.ofSeconds(60);
+    private Duration engineTimeout = Duration.ofMinutes(10);
     private int hopLimit = 1;
     private int highWatermark = 32;
     private int lowWatermark = 16;
@@ -344,6 +368,7 @@ public final class RouterConfig {
     private int gossipFanout = 3;
     private Duration peerSuspectAfter = Duration.ofSeconds(2);
     private Duration peerDeadAfter = Duration.ofSeconds(10);
+    private int maxPeers = 1024;
 
     private Builder() {}
 
@@ -359,6 +384,7 @@ public final class RouterConfig {
       forwardOverhead = c.forwardOverhead;
       forwardTimeoutMin = c.forwardTimeoutMin;
       forwardTimeoutMax = c.forwardTimeoutMax;
+      engineTimeout = c.engineTimeout;
       hopLimit = c.hopLimit;
       highWatermark = c.highWatermark;
       lowWatermark = c.lowWatermark;
@@ -372,6 +398,7 @@ public final class RouterConfig {
       gossipFanout = c.gossipFanout;
       peerSuspectAfter = c.peerSuspectAfter;
       peerDeadAfter = c.peerDeadAfter;
+      maxPeers = c.maxPeers;
     }
 
     /** Tokens per block (default 16); must match the engine's block size in engine-driven mode. */
@@ -426,10 +453,16 @@ public final class RouterConfig {
       return this;
     }
 
-    /** Bounds of the adaptive forwarding timeout (defaults 50 ms and 60 s). */
+    /** Bounds of the adaptive forwarding timeout (defaults 1 s and 60 s). */
     public Builder forwardTimeout(Duration min, Duration max) {
       this.forwardTimeoutMin = Objects.requireNonNull(min, "min");
       this.forwardTimeoutMax = Objects.requireNonNull(max, "max");
+      return this;
+    }
+
+    /** Longest a request may run on the local engine before it fails (default 10 min). */
+    public Builder engineTimeout(Duration timeout) {
+      this.engineTimeout = Objects.requireNonNull(timeout, "engineTimeout");
       return this;
     }
 
@@ -496,6 +529,12 @@ public final class RouterConfig {
     public Builder peerTimeouts(Duration suspectAfter, Duration deadAfter) {
       this.peerSuspectAfter = Objects.requireNonNull(suspectAfter, "suspectAfter");
       this.peerDeadAfter = Objects.requireNonNull(deadAfter, "deadAfter");
+      return this;
+    }
+
+    /** Most peers tracked, each with a replica (default 1,024). */
+    public Builder maxPeers(int peers) {
+      this.maxPeers = peers;
       return this;
     }
 

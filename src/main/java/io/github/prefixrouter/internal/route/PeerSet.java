@@ -16,7 +16,7 @@ public final class PeerSet {
   /** No peers. */
   public static final PeerSet EMPTY =
       new PeerSet(new PeerAddress[0], new int[0], new int[0], new int[0], new boolean[0],
-          new long[0], new long[0]);
+          new boolean[0], new long[0], new long[0]);
 
   final int size;
   final PeerAddress[] addresses;
@@ -26,8 +26,9 @@ public final class PeerSet {
   final int[] queueDepth;
   final int[] inFlight;
   final boolean[] overloaded;
+  final boolean[] suspect;
   final long[] rttNanos;
-  final long[] summaryAgeNanos;
+  final long[] lastSyncNanos;
   final PeerHealth.PeerState[] states;
 
   /**
@@ -36,8 +37,9 @@ public final class PeerSet {
    * @param queueDepth advertised queue depth
    * @param inFlight advertised requests in flight
    * @param overloaded advertised overload flag
+   * @param suspect the peer's heartbeat stopped advancing (not routed to)
    * @param rttNanos smoothed round trip, or -1 if not measured yet
-   * @param summaryAgeNanos age of the peer's latest summary at snapshot time
+   * @param lastSyncNanos clock time at which the peer's replica was last known up to date
    */
   public PeerSet(
       PeerAddress[] addresses,
@@ -45,11 +47,13 @@ public final class PeerSet {
       int[] queueDepth,
       int[] inFlight,
       boolean[] overloaded,
+      boolean[] suspect,
       long[] rttNanos,
-      long[] summaryAgeNanos) {
+      long[] lastSyncNanos) {
     int n = addresses.length;
     if (slots.length != n || queueDepth.length != n || inFlight.length != n
-        || overloaded.length != n || rttNanos.length != n || summaryAgeNanos.length != n) {
+        || overloaded.length != n || suspect.length != n || rttNanos.length != n
+        || lastSyncNanos.length != n) {
       throw new IllegalArgumentException("peer arrays must have equal lengths");
     }
     this.size = n;
@@ -58,8 +62,9 @@ public final class PeerSet {
     this.queueDepth = queueDepth;
     this.inFlight = inFlight;
     this.overloaded = overloaded;
+    this.suspect = suspect;
     this.rttNanos = rttNanos;
-    this.summaryAgeNanos = summaryAgeNanos;
+    this.lastSyncNanos = lastSyncNanos;
     this.ids = new String[n];
     this.idHashes = new long[n];
     for (int i = 0; i < n; i++) {

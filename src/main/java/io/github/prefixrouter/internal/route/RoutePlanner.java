@@ -178,7 +178,7 @@ final class RoutePlanner {
         rtt = 0;
       }
       double trust = st.accuracy;
-      long age = ps.summaryAgeNanos[i];
+      long age = now - ps.lastSyncNanos[i];
       if (age > 0) {
         trust *= Math.pow(0.5, age / halfLifeNanos);
       }
@@ -192,6 +192,8 @@ final class RoutePlanner {
       SkipReason skip;
       if (contains(tried, triedCount, ps.ids[i])) {
         skip = SkipReason.ALREADY_TRIED;
+      } else if (ps.suspect[i]) {
+        skip = SkipReason.SUSPECT;
       } else if (ps.overloaded[i]) {
         skip = SkipReason.OVERLOADED;
       } else if (st.busyUntil > now) {

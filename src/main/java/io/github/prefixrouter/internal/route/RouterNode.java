@@ -56,7 +56,9 @@ import org.slf4j.LoggerFactory;
  *       peer or local. After {@link #MAX_FORWARDS} forwards the request runs locally. A local
  *       engine failure is final ({@link RequestFailedException}).
  *   <li><b>Timeouts.</b> The forwarding timeout is
- *       {@code clamp(2 × (estimated cost + maxTokens × decode per token) + rtt, min, max)}, and a
+ *       {@code clamp(4 × (estimated cost + maxTokens × decode per token) + 2 × rtt, min, max)}:
+ *       generous, because a false timeout runs the request twice, and dead peers are also
+ *       caught by the failure detector, and a
  *       guard timer 25% later protects against a transport that never answers.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
  *       running or its engine queue is at the high watermark; a duplicate of a request already
@@ -359,7 +361,7 @@ public final class RouterNode implements PrefixRouterNode {
     long rtt = Math.max(0, target.rttNanos());
     double expected = target.costNanos() + ex.request.params().maxTokens()
         * cost.decodeNanosPerToken();
-    long timeout = clamp((long) Math.min(Long.MAX_VALUE / 4, 2 * expected) + rtt,
+    long timeout = clamp((long) Math.min(Long.MAX_VALUE / 4, 4 * expected) + 2 * rtt,
         config.forwardTimeoutMin().toNanos(), config.forwardTimeoutMax().toNanos());
     Attempt a;
     synchronized (ex) {
@@ -503,7 +505,21 @@ public final class RouterNode implements PrefixRouterNode {
     } catch (RuntimeException e) {
       f = CompletableFuture.failedFuture(e);
     }
+    long limit = config.engineTimeout().toNanos();
+    Scheduler.Cancellable guard = scheduler.schedule(limit, () -> {
+      if (!ex.claim(seq)) {
+        return;
+      }
+      try {
+        engine.cancel(ex.request.id());
+      } catch (RuntimeException e) {
+        LOG.debug("node {}: engine cancel failed", nodeId, e);
+      }
+      complete(ex, null, nodeId, false, new EngineException(
+          "no answer within engineTimeout " + config.engineTimeout(), true));
+    });
     f.whenComplete((res, err) -> {
+      guard.cancel();
       if (!ex.claim(seq)) {
         return;
       }

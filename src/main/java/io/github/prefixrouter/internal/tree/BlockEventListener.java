@@ -1,0 +1,26 @@
+package io.github.prefixrouter.internal.tree;
+
+/**
+ * Receives the block-level changes of a {@link ConcurrentPrefixTree}, in the order they happen.
+ * Hashes are the tree's own chained block hashes ({@link BlockHasher}), never token ids.
+ *
+ * <p>Replaying every event since the tree was created into an empty set (add on stored, remove
+ * on evicted, empty on cleared) yields exactly the hashes of the full blocks the tree holds.
+ * A block is held once however many cached prompts share it, so a hash is reported stored once
+ * when it first becomes cached and evicted once when its last copy goes.
+ *
+ * <p>Calls are made one at a time, in order, after the tree's write lock has been released, so
+ * a listener may read the tree. A listener that throws is logged and otherwise ignored. The
+ * arrays passed are owned by the listener.
+ */
+public interface BlockEventListener {
+
+  /** Full blocks that became cached, in prefix order (a parent before its continuation). */
+  default void onStored(long[] blockHashes) {}
+
+  /** Full blocks that are no longer cached. */
+  default void onEvicted(long[] blockHashes) {}
+
+  /** The tree dropped everything. */
+  default void onCleared() {}
+}

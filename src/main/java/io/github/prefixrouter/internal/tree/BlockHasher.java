@@ -1,0 +1,165 @@
+package io.github.prefixrouter.internal.tree;
+
+/**
+ * Computes the 64-bit chained hash of fixed-size token blocks: the only thing peers ever see of
+ * a prompt.
+ *
+ * <h2>Algorithm (version 1, fixed; see docs/tree.md for a language-neutral description)</h2>
+ *
+ * <p>All arithmetic is on unsigned 64-bit words modulo 2<sup>64</sup>; {@code rotl(x, r)}
+ * rotates left, {@code >>>} shifts right without sign. Constants:
+ *
+ * <pre>
+ *   P1   = 0x9E3779B97F4A7C15   P2 = 0xC2B2AE3D27D4EB4F   P3 = 0x165667B19E3779F9
+ *   M1   = 0xFF51AFD7ED558CCD   M2 = 0xC4CEB9FE1A85EC53
+ *   ROOT = 0x6A09E667F3BCC908   (parent of the first block of every prompt)
+ *   fmix(x) = x ^= x >>> 33; x *= M1; x ^= x >>> 33; x *= M2; x ^= x >>> 33
+ *   saltKey = fmix(salt + P3)
+ * </pre>
+ *
+ * To hash one block of {@code B} tokens {@code t[0..B-1]} (each token id taken as its unsigned
+ * 32-bit value) continuing the block whose hash is {@code parent}:
+ *
+ * <pre>
+ *   h = (parent ^ saltKey) + B * P1
+ *   for i = 0, 2, 4, ... while i + 1 &lt; B:          // pairs of tokens
+ *       k = t[i] | (t[i+1] &lt;&lt; 32)
+ *       h = round(h, k)
+ *   if B is odd: h = round(h, t[B-1])              // the last token alone
+ *   h = fmix(h)
+ *   return h == 0 ? P3 : h                         // never 0
+ *   round(h, k) = rotl(h ^ (rotl(k * P2, 31) * P1), 27) * P1 + P3
+ * </pre>
+ *
+ * The chain of a prompt is {@code c[0] = hashBlock(ROOT, block 0)},
+ * {@code c[j] = hashBlock(c[j-1], block j)}; a trailing partial block has no hash. The hash is
+ * never 0, so 0 can mark "no block" ({@link io.github.prefixrouter.spi.CacheEventListener#NO_PARENT}).
+ *
+ * <p>Instances are immutable and thread-safe; the chain methods do not allocate except
+ * {@link #chain(int[])}.
+ */
+public final class BlockHasher {
+
+  /** Parent hash used for the first block of every prompt. */
+  public static final long ROOT_PARENT = 0x6A09E667F3BCC908L;
+
+  /** Version of the algorithm above; bumped if it ever changes. */
+  public static final int ALGORITHM_VERSION = 1;
+
+  static final long P1 = 0x9E3779B97F4A7C15L;
+  static final long P2 = 0xC2B2AE3D27D4EB4FL;
+  static final long P3 = 0x165667B19E3779F9L;
+  private static final long M1 = 0xFF51AFD7ED558CCDL;
+  private static final long M2 = 0xC4CEB9FE1A85EC53L;
+
+  private final int blockSize;
+  private final long salt;
+  private final long saltKey;
+  private final long lengthTerm;
+
+  /**
+   * @param blockSize tokens per block, at least 1
+   * @param salt per-cluster salt; 0 is an ordinary value (no special meaning)
+   * @throws IllegalArgumentException if {@code blockSize < 1}
+   */
+  public BlockHasher(int blockSize, long salt) {
+    if (blockSize < 1) {
+      throw new IllegalArgumentException("blockSize must be at least 1, was " + blockSize);
+    }
+    this.blockSize = blockSize;
+    this.salt = salt;
+    this.saltKey = fmix(salt + P3);
+    this.lengthTerm = blockSize * P1;
+  }
+
+  /** Tokens per block. */
+  public int blockSize() {
+    return blockSize;
+  }
+
+  /** The per-cluster salt this hasher mixes into every block. */
+  public long salt() {
+    return salt;
+  }
+
+  /**
+   * Hashes the block of {@link #blockSize()} tokens starting at {@code tokens[from]},
+   * continuing the block whose hash is {@code parentHash} ({@link #ROOT_PARENT} for the first
+   * block of a prompt).
+   *
+   * @throws IndexOutOfBoundsException if the block does not fit in {@code tokens}
+   */
+  public long hashBlock(long parentHash, int[] tokens, int from) {
+    if (from < 0 || from > tokens.length - blockSize) {
+      throw new IndexOutOfBoundsException(
+          "block [" + from + ", " + ((long) from + blockSize) + ") outside tokens of length "
+              + tokens.length);
+    }
+    return hashUnchecked(parentHash, tokens, from);
+  }
+
+  private long hashUnchecked(long parentHash, int[] tokens, int from) {
+    long h = (parentHash ^ saltKey) + lengthTerm;
+    int end = from + blockSize;
+    int i = from;
+    for (; i + 1 < end; i += 2) {
+      long k = (tokens[i] & 0xFFFF_FFFFL) | ((long) tokens[i + 1] << 32);
+      h = round(h, k);
+    }
+    if (i < end) {
+      h = round(h, tokens[i] & 0xFFFF_FFFFL);
+    }
+    h = fmix(h);
+    return h == 0 ? P3 : h;
+  }
+
+  private static long round(long h, long k) {
+    return Long.rotateLeft(h ^ (Long.rotateLeft(k * P2, 31) * P1), 27) * P1 + P3;
+  }
+
+  static long fmix(long x) {
+    x ^= x >>> 33;
+    x *= M1;
+    x ^= x >>> 33;
+    x *= M2;
+    x ^= x >>> 33;
+    return x;
+  }
+
+  /**
+   * Writes the chained hashes of the full blocks among the first {@code length} tokens into
+   * {@code out} and returns how many there are ({@code length / blockSize}). Allocates nothing.
+   *
+   * @throws IllegalArgumentException if {@code length} is negative or exceeds the array, or
+   *     {@code out} is too short
+   */
+  public int chain(int[] tokens, int length, long[] out) {
+    if (length < 0 || length > tokens.length) {
+      throw new IllegalArgumentException(
+          "length must be in [0, " + tokens.length + "], was " + length);
+    }
+    int blocks = length / blockSize;
+    if (out.length < blocks) {
+      throw new IllegalArgumentException(
+          "out has room for " + out.length + " hashes, needs " + blocks);
+    }
+    long parent = ROOT_PARENT;
+    for (int b = 0; b < blocks; b++) {
+      parent = hashUnchecked(parent, tokens, b * blockSize);
+      out[b] = parent;
+    }
+    return blocks;
+  }
+
+  /** The chained hashes of all full blocks of {@code tokens}. */
+  public long[] chain(int[] tokens) {
+    long[] out = new long[tokens.length / blockSize];
+    chain(tokens, tokens.length, out);
+    return out;
+  }
+
+  @Override
+  public String toString() {
+    return "BlockHasher{v" + ALGORITHM_VERSION + ", blockSize=" + blockSize + ", salt=" + salt + "}";
+  }
+}

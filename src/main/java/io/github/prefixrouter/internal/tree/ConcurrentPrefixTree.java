@@ -1,0 +1,1421 @@
+package io.github.prefixrouter.internal.tree;
+
+import io.github.prefixrouter.spi.CacheEventListener;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.concurrent.locks.StampedLock;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The exact radix tree of the token prefixes that this node's inference engine holds in its KV
+ * cache: optimistic lock-free reads, serialized writes.
+ *
+ * <h2>Thread safety</h2>
+ *
+ * Any number of threads may call {@link #match} concurrently with each other and with one
+ * writer. A match takes no lock and allocates nothing: it reads the tree under a
+ * {@link StampedLock} optimistic stamp and validates the stamp at the end; if a write overlapped
+ * it retries, and after {@value #OPTIMISTIC_ATTEMPTS} overlapped attempts it takes the shared
+ * read lock for one final pass (so a reader can never starve, and never returns a value from a
+ * torn state). Every mutation ({@link #insert}, {@link #acquire}, {@link Lease#release},
+ * {@link #evictTo}, {@link #clear}, engine events) runs under the exclusive write lock, so
+ * writes are serialized and each is atomic with respect to readers.
+ *
+ * <h2>Design notes</h2>
+ *
+ * <ul>
+ *   <li><b>Shape.</b> Nodes hold a compressed edge ({@code int[]} of token ids, never empty
+ *       except at the root) and their children in two parallel arrays sorted by first token
+ *       ({@code int[] keys}, {@code Node[] kids}): a linear scan for up to 8 children, binary
+ *       search above. Matching compares edges with {@link Arrays#mismatch(int[], int, int,
+ *       int[], int, int)}, which the JIT vectorizes.
+ *   <li><b>Blocks.</b> Every node keeps the chained hashes ({@link BlockHasher}) of the full
+ *       blocks whose last token lies on its edge, so stored/evicted events never rehash what is
+ *       already cached: an insert hashes only its new blocks, an eviction hashes nothing.
+ *   <li><b>Self-managed mode</b> (token granularity). {@link #insert} records an executed prompt;
+ *       every node on its path gets the operation's access stamp (a counter, not a clock). The
+ *       path is split where the prompt ends, so all tokens of a node share one stamp. This makes
+ *       node-level LRU identical to token-level LRU: evicting down to capacity repeatedly
+ *       removes the cached token with no cached continuation, no lease, and the oldest stamp.
+ *       Evictable leaves (unlocked, non-root) sit in an intrusive binary min-heap by stamp;
+ *       eviction trims the top leaf's edge by exactly the excess or removes it whole.
+ *   <li><b>Leases.</b> {@link #acquire} pins the cached prefix of a running request: the path
+ *       is split at the match end and each node on it gets its reference count incremented;
+ *       nodes with a count are never evicted. A split keeps the node's identity for the lower
+ *       part, and a merge lets the child absorb its parent, so a lease's end node stays valid.
+ *   <li><b>Normal form.</b> A non-root node with exactly one child is merged with it unless a
+ *       lease ends at it or it was touched more recently than the child (the only boundaries
+ *       kept); see {@link #checkInvariants()}.
+ *   <li><b>Engine-driven mode</b> (block granularity). The engine's stored/removed/cleared
+ *       events ({@link #engineEvents()}) are the only mutations; the tree maps each engine block
+ *       hash to the node holding the block's last token and the block's index there. Removing
+ *       a block removes everything continuing it. Matches are rounded down to whole blocks,
+ *       since an engine serves only whole cached blocks. Events that cannot be applied are
+ *       counted ({@link #engineEventStats()}), never thrown.
+ *   <li><b>Events</b> are queued under the write lock and delivered in order, one at a time,
+ *       after it is released; a listener may therefore read the tree.
+ * </ul>
+ */
+public final class ConcurrentPrefixTree {
+
+  private static final Logger LOG = LoggerFactory.getLogger(ConcurrentPrefixTree.class);
+
+  /** Optimistic read attempts before a match takes the shared read lock. */
+  static final int OPTIMISTIC_ATTEMPTS = 4;
+
+  private static final int[] NO_TOKENS = new int[0];
+  private static final Node[] NO_NODES = new Node[0];
+  private static final long[] NO_HASHES = new long[0];
+
+  /** How the tree learns what is cached. */
+  public enum Mode {
+    /** The tree records executed prompts itself and applies LRU at its capacity. */
+    SELF_MANAGED,
+    /** The tree mirrors the engine's own cache events, at block granularity. */
+    ENGINE_DRIVEN
+  }
+
+  private final Mode mode;
+  private final int blockSize;
+  private final BlockHasher hasher;
+  private final long capacity;
+
+  private final StampedLock lock = new StampedLock();
+  private final Node root = new Node();
+  private volatile long size;
+  private long clock;
+  private int epoch;
+
+  // LRU heap of evictable leaves (self-managed mode), guarded by the write lock
+  private Node[] heap = new Node[16];
+  private int heapSize;
+
+  // engine-driven mode, guarded by the write lock
+  private final Map<Long, Node> engineIndex;
+  private final Map<Long, Long> aliases;
+  private long storedEvents;
+  private long removedEvents;
+  private long clearedEvents;
+  private long unknownParents;
+  private long unknownBlocks;
+  private long malformedEvents;
+  private long duplicateBlocks;
+  private long aliasedBlocks;
+
+  // events
+  private final CopyOnWriteArrayList<BlockEventListener> listeners = new CopyOnWriteArrayList<>();
+  private final ConcurrentLinkedQueue<Event> pending = new ConcurrentLinkedQueue<>();
+  private final ReentrantLock delivery = new ReentrantLock();
+  private final LongBuffer storedBuf = new LongBuffer();
+  private final LongBuffer evictedBuf = new LongBuffer();
+  private volatile long listenerFailures;
+
+  private final CacheEventListener engineListener = new EngineListener();
+
+  private ConcurrentPrefixTree(Builder b) {
+    this.mode = b.mode;
+    this.blockSize = b.blockSize;
+    this.hasher = new BlockHasher(b.blockSize, b.salt);
+    this.capacity = b.capacityTokens;
+    this.engineIndex = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
+    this.aliases = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
+    root.edge = NO_TOKENS;
+    root.keys = NO_TOKENS;
+    root.kids = NO_NODES;
+  }
+
+  /** A builder; the defaults are self-managed mode, block size 16, salt 0, no capacity limit. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** A self-managed tree holding at most {@code capacityTokens} tokens, block size 16, salt 0. */
+  public static ConcurrentPrefixTree selfManaged(long capacityTokens) {
+    return builder().capacityTokens(capacityTokens).build();
+  }
+
+  /** An engine-driven tree for an engine with the given block size, salt 0. */
+  public static ConcurrentPrefixTree engineDriven(int blockSize) {
+    return builder().mode(Mode.ENGINE_DRIVEN).blockSize(blockSize).build();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // reads
+
+  /** The length in tokens of the longest cached prefix of {@code tokens}. */
+  public int match(int[] tokens) {
+    Objects.requireNonNull(tokens, "tokens");
+    return match(tokens, tokens.length);
+  }
+
+  /**
+   * The length in tokens of the longest cached prefix of the first {@code length} tokens. In
+   * engine-driven mode the result is a multiple of the block size. Takes no lock and allocates
+   * nothing unless writers keep interfering (see the class notes).
+   *
+   * @throws IllegalArgumentException if {@code length} is negative or exceeds the array
+   */
+  public int match(int[] tokens, int length) {
+    Objects.requireNonNull(tokens, "tokens");
+    if (length < 0 || length > tokens.length) {
+      throw new IllegalArgumentException(
+          "length must be in [0, " + tokens.length + "], was " + length);
+    }
+    for (int attempt = 0; attempt < OPTIMISTIC_ATTEMPTS; attempt++) {
+      long stamp = lock.tryOptimisticRead();
+      if (stamp != 0) {
+        int r;
+        try {
+          r = walk(tokens, length);
+        } catch (RuntimeException tornRead) {
+          r = -1; // a concurrent write was seen half-done; validation below fails
+        }
+        if (lock.validate(stamp) && r >= 0) {
+          return roundDown(r);
+        }
+      }
+      Thread.onSpinWait();
+    }
+    long stamp = lock.readLock();
+    try {
+      return roundDown(walk(tokens, length));
+    } finally {
+      lock.unlockRead(stamp);
+    }
+  }
+
+  private int roundDown(int matched) {
+    return mode == Mode.ENGINE_DRIVEN ? matched - matched % blockSize : matched;
+  }
+
+  /** Returns the matched length, or -1 if it saw an inconsistent (torn) state. */
+  private int walk(int[] q, int length) {
+    Node n = root;
+    int pos = 0;
+    while (pos < length) {
+      int i = indexOf(n.keys, q[pos]);
+      if (i < 0) {
+        break;
+      }
+      Node c = n.kids[i];
+      int[] e = c.edge;
+      int el = e.length;
+      if (el == 0) {
+        return -1;
+      }
+      int m = Math.min(el, length - pos);
+      int mm = Arrays.mismatch(e, 0, m, q, pos, pos + m);
+      if (mm >= 0) {
+        return pos + mm;
+      }
+      pos += m;
+      if (m < el) {
+        break;
+      }
+      n = c;
+    }
+    return pos;
+  }
+
+  static int indexOf(int[] keys, int key) {
+    int n = keys.length;
+    if (n <= 8) {
+      for (int i = 0; i < n; i++) {
+        if (keys[i] == key) {
+          return i;
+        }
+      }
+      return -1;
+    }
+    int i = Arrays.binarySearch(keys, key);
+    return i >= 0 ? i : -1;
+  }
+
+  /** Tokens currently cached (the sum of all edge lengths). */
+  public long sizeTokens() {
+    return size;
+  }
+
+  /** The configured capacity in tokens ({@link Long#MAX_VALUE} when unlimited). */
+  public long capacityTokens() {
+    return capacity;
+  }
+
+  /** Tokens per block. */
+  public int blockSize() {
+    return blockSize;
+  }
+
+  /** The hasher that computes the block hashes this tree reports. */
+  public BlockHasher hasher() {
+    return hasher;
+  }
+
+  /** The tree's mode. */
+  public Mode mode() {
+    return mode;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // self-managed writes
+
+  /**
+   * Records an executed prompt (self-managed mode): its tokens are now cached, and every prefix
+   * of it becomes the most recently used. Then evicts least recently used unleased tokens until
+   * the size is within capacity.
+   *
+   * @throws IllegalArgumentException if {@code tokens} is empty
+   * @throws IllegalStateException if the tree is engine-driven
+   */
+  public void insert(int[] tokens) {
+    Objects.requireNonNull(tokens, "tokens");
+    insert(tokens, tokens.length);
+  }
+
+  /** Like {@link #insert(int[])} for the first {@code length} tokens. */
+  public void insert(int[] tokens, int length) {
+    Objects.requireNonNull(tokens, "tokens");
+    requireSelfManaged("insert");
+    if (length < 1 || length > tokens.length) {
+      throw new IllegalArgumentException(
+          "length must be in [1, " + tokens.length + "] (no empty prompts), was " + length);
+    }
+    long ws = lock.writeLock();
+    try {
+      long now = ++clock;
+      Node end = extend(root, 0, tokens, 0, length, 0, now, true);
+      normalizeUpward(end);
+      evictLocked(capacity);
+      flushEvents();
+    } finally {
+      lock.unlockWrite(ws);
+    }
+    deliver();
+  }
+
+  /**
+   * Pins the cached prefix of {@code tokens} for a running request (self-managed mode): those
+   * tokens are not evicted until the lease is released, and they become the most recently
+   * used. In engine-driven mode the engine owns eviction, so the lease pins nothing but still
+   * reports the matched length and must still be released once.
+   *
+   * @throws IllegalArgumentException if {@code tokens} is empty
+   */
+  public Lease acquire(int[] tokens) {
+    Objects.requireNonNull(tokens, "tokens");
+    if (tokens.length == 0) {
+      throw new IllegalArgumentException("tokens must not be empty");
+    }
+    if (mode == Mode.ENGINE_DRIVEN) {
+      return new Lease(this, null, match(tokens), 0);
+    }
+    long ws = lock.writeLock();
+    try {
+      int matched = walk(tokens, tokens.length);
+      if (matched == 0) {
+        return new Lease(this, null, 0, epoch);
+      }
+      long now = ++clock;
+      Node end = extend(root, 0, tokens, 0, matched, 0, now, true);
+      for (Node x = end; x != root; x = x.parent) {
+        if (x.locks++ == 0 && x.heapIndex >= 0) {
+          heapRemove(x);
+        }
+      }
+      normalizeUpward(end);
+      return new Lease(this, end, matched, epoch);
+    } finally {
+      lock.unlockWrite(ws);
+    }
+  }
+
+  void release(Lease lease) {
+    long ws = lock.writeLock();
+    try {
+      if (lease.released) {
+        throw new IllegalStateException(
+            "lease on " + lease.lockedTokens() + " tokens was already released");
+      }
+      lease.released = true;
+      Node end = lease.end;
+      if (end == null || lease.epoch != epoch) {
+        return; // nothing pinned, or the tree was cleared since
+      }
+      for (Node x = end; x != root; x = x.parent) {
+        if (--x.locks == 0 && x.kids.length == 0) {
+          heapAdd(x);
+        }
+      }
+      normalizeUpward(end.kids.length == 1 ? end.kids[0] : end);
+      evictLocked(capacity);
+      flushEvents();
+    } finally {
+      lock.unlockWrite(ws);
+    }
+    deliver();
+  }
+
+  /**
+   * Evicts least recently used unleased tokens until at most {@code targetTokens} remain (or
+   * nothing more can be evicted), for example when the engine reports memory pressure.
+   * Self-managed mode only.
+   *
+   * @return the number of tokens evicted
+   */
+  public long evictTo(long targetTokens) {
+    requireSelfManaged("evictTo");
+    if (targetTokens < 0) {
+      throw new IllegalArgumentException("targetTokens must be >= 0, was " + targetTokens);
+    }
+    long ws = lock.writeLock();
+    long evicted;
+    try {
+      long before = size;
+      evictLocked(targetTokens);
+      evicted = before - size;
+      flushEvents();
+    } finally {
+      lock.unlockWrite(ws);
+    }
+    deliver();
+    return evicted;
+  }
+
+  /** Drops everything. Outstanding leases become no-ops (their release still counts once). */
+  public void clear() {
+    long ws = lock.writeLock();
+    try {
+      clearLocked();
+    } finally {
+      lock.unlockWrite(ws);
+    }
+    deliver();
+  }
+
+  private void clearLocked() {
+    flushEvents();
+    root.keys = NO_TOKENS;
+    root.kids = NO_NODES;
+    Arrays.fill(heap, 0, heapSize, null);
+    heapSize = 0;
+    size = 0;
+    epoch++;
+    if (engineIndex != null) {
+      engineIndex.clear();
+      aliases.clear();
+    }
+    pending.add(new Event(Event.CLEARED, null));
+  }
+
+  private void requireSelfManaged(String op) {
+    if (mode != Mode.SELF_MANAGED) {
+      throw new IllegalStateException(
+          op + " is for self-managed trees; this tree is engine-driven: feed it engineEvents()");
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // the path walk shared by insert, acquire and engine stores
+
+  /**
+   * Makes sure the path continuing position (n, d) by t[off..to) exists and returns the node on
+   * which it ends. Token t[i] sits at depth i + shift. If {@code touch}, every node on the way
+   * gets stamp {@code now}, and the path is split where it ends (self-managed mode).
+   */
+  private Node extend(
+      Node n, int d, int[] t, int off, int to, int shift, long now, boolean touch) {
+    while (true) {
+      int nEnd = n.start + n.edge.length;
+      if (d < nEnd) { // inside n's edge
+        int eo = d - n.start;
+        int m = Math.min(n.edge.length - eo, to - off);
+        int mm = Arrays.mismatch(n.edge, eo, eo + m, t, off, off + m);
+        int matched = mm < 0 ? m : mm;
+        d += matched;
+        off += matched;
+        if (d < nEnd) {
+          if (off == to) { // the sequence ends inside this edge
+            if (touch) {
+              Node u = splitAt(n, d);
+              u.stamp = now;
+              return u;
+            }
+            return n;
+          }
+          Node u = splitAt(n, d); // diverges inside this edge
+          if (touch) {
+            u.stamp = now;
+          }
+          return addLeaf(u, t, off, to, shift, now);
+        }
+        if (touch) {
+          touch(n, now); // the whole edge is on the path
+        }
+        continue;
+      }
+      if (off == to) {
+        return n;
+      }
+      int i = indexOf(n.keys, t[off]);
+      if (i < 0) {
+        if (n != root && n.kids.length == 0 && n.locks == 0) {
+          extendLeaf(n, t, off, to, shift);
+          return n;
+        }
+        return addLeaf(n, t, off, to, shift, now);
+      }
+      n = n.kids[i];
+    }
+  }
+
+  private void touch(Node n, long now) {
+    n.stamp = now;
+    if (n.heapIndex >= 0) {
+      siftDown(n.heapIndex);
+    }
+  }
+
+  /** Splits n at absolute depth d (n.start < d < n.end): returns the new upper node. */
+  private Node splitAt(Node n, int d) {
+    int m = d - n.start;
+    int[] e = n.edge;
+    Node u = new Node();
+    u.edge = Arrays.copyOfRange(e, 0, m);
+    u.start = n.start;
+    u.stamp = n.stamp;
+    u.locks = n.locks;
+    u.parent = n.parent;
+    u.keys = new int[] {e[m]};
+    u.kids = new Node[] {n};
+    int ku = d / blockSize - n.start / blockSize;
+    if (n.blocks != null) {
+      int total = n.blocks.length;
+      u.blocks = ku == 0 ? null : Arrays.copyOfRange(n.blocks, 0, ku);
+      n.blocks = ku == total ? null : Arrays.copyOfRange(n.blocks, ku, total);
+      if (n.engineBlocks != null) {
+        u.engineBlocks = ku == 0 ? null : Arrays.copyOfRange(n.engineBlocks, 0, ku);
+        n.engineBlocks = ku == total ? null : Arrays.copyOfRange(n.engineBlocks, ku, total);
+        reindex(u);
+      }
+    }
+    n.edge = Arrays.copyOfRange(e, m, e.length);
+    n.start = d;
+    replaceChild(u.parent, n, u);
+    n.parent = u;
+    return u;
+  }
+
+  private Node addLeaf(Node parent, int[] t, int off, int to, int shift, long now) {
+    Node leaf = new Node();
+    leaf.edge = Arrays.copyOfRange(t, off, to);
+    leaf.start = off + shift;
+    leaf.stamp = now;
+    leaf.parent = parent;
+    leaf.keys = NO_TOKENS;
+    leaf.kids = NO_NODES;
+    leaf.blocks = hashNewBlocks(parent, leaf.start, leaf.start + leaf.edge.length, t, shift);
+    if (leaf.blocks != null && mode == Mode.ENGINE_DRIVEN) {
+      leaf.engineBlocks = new long[leaf.blocks.length];
+    }
+    boolean wasLeaf = parent.kids.length == 0;
+    insertChild(parent, leaf);
+    if (wasLeaf && parent.heapIndex >= 0) {
+      heapRemove(parent);
+    }
+    size += leaf.edge.length;
+    if (mode == Mode.SELF_MANAGED) {
+      heapAdd(leaf);
+    }
+    return leaf;
+  }
+
+  private void extendLeaf(Node n, int[] t, int off, int to, int shift) {
+    int oldEnd = n.start + n.edge.length;
+    int[] e = Arrays.copyOf(n.edge, n.edge.length + (to - off));
+    System.arraycopy(t, off, e, n.edge.length, to - off);
+    long[] added = hashNewBlocks(n, oldEnd, oldEnd + (to - off), t, shift);
+    n.edge = e;
+    if (added != null) {
+      n.blocks = concat(n.blocks, added);
+      if (mode == Mode.ENGINE_DRIVEN) {
+        n.engineBlocks = concat(n.engineBlocks, new long[added.length]);
+      }
+    }
+    size += to - off;
+  }
+
+  /**
+   * Hashes the blocks ending in (from, to] of a path whose position at depth {@code from} is on
+   * node {@code at} (at.end >= from); token at depth x is t[x - shift]. Records them as stored.
+   */
+  private long[] hashNewBlocks(Node at, int from, int to, int[] t, int shift) {
+    int first = from / blockSize;
+    int count = to / blockSize - first;
+    if (count == 0) {
+      return null;
+    }
+    long prev = hashEndingAt(at, first * blockSize);
+    long[] out = new long[count];
+    for (int k = 0; k < count; k++) {
+      int blockStart = (first + k) * blockSize;
+      prev = hasher.hashBlock(prev, t, blockStart - shift);
+      out[k] = prev;
+    }
+    storedBuf.addAll(out);
+    return out;
+  }
+
+  /** The hash of the block ending at depth f on the path through n (n.end >= f). */
+  private long hashEndingAt(Node n, int f) {
+    if (f == 0) {
+      return BlockHasher.ROOT_PARENT;
+    }
+    Node x = n;
+    while (x.start >= f) {
+      x = x.parent;
+    }
+    return x.blocks[f / blockSize - x.start / blockSize - 1];
+  }
+
+  private static void insertChild(Node p, Node c) {
+    int key = c.edge[0];
+    int[] keys = p.keys;
+    int at = 0;
+    while (at < keys.length && keys[at] < key) {
+      at++;
+    }
+    int[] nk = new int[keys.length + 1];
+    Node[] nn = new Node[keys.length + 1];
+    System.arraycopy(keys, 0, nk, 0, at);
+    System.arraycopy(p.kids, 0, nn, 0, at);
+    nk[at] = key;
+    nn[at] = c;
+    System.arraycopy(keys, at, nk, at + 1, keys.length - at);
+    System.arraycopy(p.kids, at, nn, at + 1, keys.length - at);
+    p.kids = nn;
+    p.keys = nk;
+  }
+
+  private static void removeChild(Node p, Node c) {
+    Node[] kids = p.kids;
+    int at = 0;
+    while (kids[at] != c) {
+      at++;
+    }
+    if (kids.length == 1) {
+      p.keys = NO_TOKENS;
+      p.kids = NO_NODES;
+      return;
+    }
+    int[] nk = new int[kids.length - 1];
+    Node[] nn = new Node[kids.length - 1];
+    System.arraycopy(p.keys, 0, nk, 0, at);
+    System.arraycopy(kids, 0, nn, 0, at);
+    System.arraycopy(p.keys, at + 1, nk, at, kids.length - at - 1);
+    System.arraycopy(kids, at + 1, nn, at, kids.length - at - 1);
+    p.kids = nn;
+    p.keys = nk;
+  }
+
+  private static void replaceChild(Node p, Node old, Node by) {
+    Node[] kids = p.kids;
+    for (int i = 0; i < kids.length; i++) {
+      if (kids[i] == old) {
+        kids[i] = by;
+        return;
+      }
+    }
+    throw new AssertionError("not a child");
+  }
+
+  /** Restores the normal form on the path from n up to the root after stamps or locks changed. */
+  private void normalizeUpward(Node n) {
+    Node x = n;
+    while (x != root && x.parent != root) {
+      Node p = x.parent;
+      if (p.kids.length == 1 && p.locks == x.locks && p.stamp == x.stamp) {
+        mergeIntoChild(p, x);
+      } else {
+        x = p;
+      }
+    }
+  }
+
+  /** Child c absorbs its parent p (p's only child, p not the root). */
+  private void mergeIntoChild(Node p, Node c) {
+    int[] e = new int[p.edge.length + c.edge.length];
+    System.arraycopy(p.edge, 0, e, 0, p.edge.length);
+    System.arraycopy(c.edge, 0, e, p.edge.length, c.edge.length);
+    Node gp = p.parent;
+    c.blocks = concat(p.blocks, c.blocks);
+    if (mode == Mode.ENGINE_DRIVEN) {
+      c.engineBlocks = concat(p.engineBlocks, c.engineBlocks);
+    }
+    c.edge = e;
+    c.start = p.start;
+    replaceChild(gp, p, c);
+    c.parent = gp;
+    p.parent = null;
+    if (mode == Mode.ENGINE_DRIVEN) {
+      reindex(c);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // eviction (self-managed)
+
+  private void evictLocked(long target) {
+    while (size > target && heapSize > 0) {
+      Node l = heap[0];
+      long excess = size - target;
+      int len = l.edge.length;
+      if (excess < len) {
+        trimLeaf(l, len - (int) excess);
+      } else {
+        removeLeafSelfManaged(l);
+      }
+    }
+  }
+
+  /** Shortens leaf l's edge to newLen >= 1 tokens, reporting the blocks that go. */
+  private void trimLeaf(Node l, int newLen) {
+    int keep = (l.start + newLen) / blockSize - l.start / blockSize;
+    if (l.blocks != null && keep < l.blocks.length) {
+      evictedBuf.addRange(l.blocks, keep, l.blocks.length);
+      if (l.engineBlocks != null) {
+        unindex(l.engineBlocks, keep, l.engineBlocks.length);
+        l.engineBlocks = keep == 0 ? null : Arrays.copyOf(l.engineBlocks, keep);
+      }
+      l.blocks = keep == 0 ? null : Arrays.copyOf(l.blocks, keep);
+    }
+    size -= l.edge.length - newLen;
+    l.edge = Arrays.copyOf(l.edge, newLen);
+  }
+
+  private void removeLeafSelfManaged(Node l) {
+    detach(l);
+    heapRemove(l);
+    Node p = l.parent;
+    l.parent = null;
+    if (p == root) {
+      return;
+    }
+    if (p.kids.length == 0) {
+      if (p.locks == 0) {
+        heapAdd(p);
+      }
+    } else if (p.kids.length == 1) {
+      Node c = p.kids[0];
+      if (p.locks == c.locks && p.stamp == c.stamp) {
+        mergeIntoChild(p, c);
+      }
+    }
+  }
+
+  /** Removes leaf l from its parent, reporting its blocks; l.parent is left for the caller. */
+  private void detach(Node l) {
+    if (l.blocks != null) {
+      evictedBuf.addAll(l.blocks);
+      if (l.engineBlocks != null) {
+        unindex(l.engineBlocks, 0, l.engineBlocks.length);
+      }
+    }
+    size -= l.edge.length;
+    removeChild(l.parent, l);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // engine-driven mode
+
+  /**
+   * The listener to register with the engine (engine-driven mode): its events are the only
+   * thing that changes this tree. It never throws; events it cannot apply are counted in
+   * {@link #engineEventStats()}.
+   *
+   * @throws IllegalStateException if the tree is self-managed
+   */
+  public CacheEventListener engineEvents() {
+    if (mode != Mode.ENGINE_DRIVEN) {
+      throw new IllegalStateException(
+          "engineEvents() is for engine-driven trees; this tree is self-managed: call insert()");
+    }
+    return engineListener;
+  }
+
+  /** Counters of the engine events received so far. */
+  public EngineEventStats engineEventStats() {
+    long ws = lock.writeLock();
+    try {
+      return new EngineEventStats(
+          storedEvents,
+          removedEvents,
+          clearedEvents,
+          unknownParents,
+          unknownBlocks,
+          malformedEvents,
+          duplicateBlocks,
+          aliasedBlocks);
+    } finally {
+      lock.unlockWrite(ws);
+    }
+  }
+
+  private final class EngineListener implements CacheEventListener {
+    @Override
+    public void onBlocksStored(long parentBlockHash, long[] blockHashes, int[] tokenIds) {
+      try {
+        long ws = lock.writeLock();
+        try {
+          engineStore(parentBlockHash, blockHashes, tokenIds);
+          flushEvents();
+        } finally {
+          lock.unlockWrite(ws);
+        }
+        deliver();
+      } catch (RuntimeException e) {
+        LOG.error("engine stored event could not be applied", e);
+      }
+    }
+
+    @Override
+    public void onBlocksRemoved(long[] blockHashes) {
+      try {
+        long ws = lock.writeLock();
+        try {
+          engineRemove(blockHashes);
+          flushEvents();
+        } finally {
+          lock.unlockWrite(ws);
+        }
+        deliver();
+      } catch (RuntimeException e) {
+        LOG.error("engine removed event could not be applied", e);
+      }
+    }
+
+    @Override
+    public void onAllCleared() {
+      try {
+        long ws = lock.writeLock();
+        try {
+          clearedEvents++;
+          clearLocked();
+        } finally {
+          lock.unlockWrite(ws);
+        }
+        deliver();
+      } catch (RuntimeException e) {
+        LOG.error("engine cleared event could not be applied", e);
+      }
+    }
+
+    @Override
+    public String toString() {
+      return "engine events of " + ConcurrentPrefixTree.this;
+    }
+  }
+
+  private void engineStore(long parent, long[] hashes, int[] tokens) {
+    if (hashes == null || tokens == null || tokens.length != (long) hashes.length * blockSize) {
+      malformedEvents++;
+      return;
+    }
+    for (long h : hashes) {
+      if (h == CacheEventListener.NO_PARENT) {
+        malformedEvents++;
+        return;
+      }
+    }
+    storedEvents++;
+    if (hashes.length == 0) {
+      return;
+    }
+    Node n;
+    int d;
+    if (parent == CacheEventListener.NO_PARENT) {
+      n = root;
+      d = 0;
+    } else {
+      long primary = aliases.getOrDefault(parent, parent);
+      n = engineIndex.get(primary);
+      if (n == null) {
+        unknownParents++;
+        return;
+      }
+      d = blockEnd(n, indexOfHash(n.engineBlocks, primary));
+    }
+    Node end = extend(n, d, tokens, 0, tokens.length, d, 0, false);
+    // record the engine's hashes on the blocks of the path, deepest first
+    Node x = end;
+    for (int i = hashes.length - 1; i >= 0; i--) {
+      int blockEndDepth = d + (i + 1) * blockSize;
+      while (x.start >= blockEndDepth) {
+        x = x.parent;
+      }
+      int k = blockEndDepth / blockSize - x.start / blockSize - 1;
+      long existing = x.engineBlocks[k];
+      if (existing == 0) {
+        x.engineBlocks[k] = hashes[i];
+        engineIndex.put(hashes[i], x);
+      } else if (existing == hashes[i]) {
+        duplicateBlocks++;
+      } else if (aliases.getOrDefault(hashes[i], 0L) != existing) {
+        aliasedBlocks++;
+        aliases.put(hashes[i], existing);
+      } else {
+        duplicateBlocks++;
+      }
+    }
+  }
+
+  private void engineRemove(long[] hashes) {
+    if (hashes == null) {
+      malformedEvents++;
+      return;
+    }
+    removedEvents++;
+    for (long h : hashes) {
+      Long aliasOf = aliases.remove(h);
+      if (aliasOf != null) {
+        continue; // the block stays cached under its first hash
+      }
+      Node n = engineIndex.get(h);
+      if (n == null) {
+        unknownBlocks++;
+        continue;
+      }
+      int k = indexOfHash(n.engineBlocks, h);
+      // everything continuing the block goes, then the block itself and the rest of the edge
+      for (Node c : n.kids.clone()) {
+        removeSubtree(c);
+      }
+      int keepEnd = blockEnd(n, k) - blockSize;
+      if (keepEnd <= n.start) {
+        Node p = n.parent;
+        detach(n);
+        n.parent = null;
+        pruneEngine(p);
+      } else {
+        trimLeaf(n, keepEnd - n.start);
+      }
+    }
+  }
+
+  private void removeSubtree(Node n) {
+    for (Node c : n.kids.clone()) {
+      removeSubtree(c);
+    }
+    detach(n);
+    n.parent = null;
+  }
+
+  /** After p lost a child: drop a trailing partial block from a new leaf, merge a single child. */
+  private void pruneEngine(Node p) {
+    while (p != root) {
+      if (p.kids.length == 0) {
+        int end = p.start + p.edge.length;
+        int aligned = end - end % blockSize;
+        if (aligned > p.start) {
+          if (aligned < end) {
+            trimLeaf(p, aligned - p.start);
+          }
+          return;
+        }
+        Node gp = p.parent;
+        detach(p);
+        p.parent = null;
+        p = gp;
+      } else {
+        if (p.kids.length == 1) {
+          mergeIntoChild(p, p.kids[0]);
+        }
+        return;
+      }
+    }
+  }
+
+  private int blockEnd(Node n, int k) {
+    return (n.start / blockSize + 1 + k) * blockSize;
+  }
+
+  private static int indexOfHash(long[] hashes, long h) {
+    for (int i = 0; i < hashes.length; i++) {
+      if (hashes[i] == h) {
+        return i;
+      }
+    }
+    throw new AssertionError("engine index points to a node without the hash");
+  }
+
+  private void reindex(Node n) {
+    if (n.engineBlocks != null) {
+      for (long h : n.engineBlocks) {
+        if (h != 0) {
+          engineIndex.put(h, n);
+        }
+      }
+    }
+  }
+
+  private void unindex(long[] engineHashes, int from, int to) {
+    for (int i = from; i < to; i++) {
+      if (engineHashes[i] != 0) {
+        engineIndex.remove(engineHashes[i]);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // LRU heap (min-heap by stamp of unlocked non-root leaves)
+
+  private void heapAdd(Node n) {
+    if (heapSize == heap.length) {
+      heap = Arrays.copyOf(heap, heapSize * 2);
+    }
+    heap[heapSize] = n;
+    n.heapIndex = heapSize;
+    heapSize++;
+    siftUp(heapSize - 1);
+  }
+
+  private void heapRemove(Node n) {
+    int i = n.heapIndex;
+    n.heapIndex = -1;
+    heapSize--;
+    if (i == heapSize) {
+      heap[i] = null;
+      return;
+    }
+    Node last = heap[heapSize];
+    heap[heapSize] = null;
+    heap[i] = last;
+    last.heapIndex = i;
+    siftDown(i);
+    siftUp(last.heapIndex);
+  }
+
+  private void siftUp(int i) {
+    Node n = heap[i];
+    while (i > 0) {
+      int p = (i - 1) >>> 1;
+      Node pn = heap[p];
+      if (pn.stamp <= n.stamp) {
+        break;
+      }
+      heap[i] = pn;
+      pn.heapIndex = i;
+      i = p;
+    }
+    heap[i] = n;
+    n.heapIndex = i;
+  }
+
+  private void siftDown(int i) {
+    Node n = heap[i];
+    int half = heapSize >>> 1;
+    while (i < half) {
+      int c = 2 * i + 1;
+      Node cn = heap[c];
+      int r = c + 1;
+      if (r < heapSize && heap[r].stamp < cn.stamp) {
+        c = r;
+        cn = heap[r];
+      }
+      if (n.stamp <= cn.stamp) {
+        break;
+      }
+      heap[i] = cn;
+      cn.heapIndex = i;
+      i = c;
+    }
+    heap[i] = n;
+    n.heapIndex = i;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // events
+
+  /** Adds a listener for the block events that follow. */
+  public void addListener(BlockEventListener listener) {
+    listeners.add(Objects.requireNonNull(listener, "listener"));
+  }
+
+  /** Removes a listener added before. */
+  public void removeListener(BlockEventListener listener) {
+    listeners.remove(listener);
+  }
+
+  /** How many listener calls threw (each is logged and otherwise ignored). */
+  public long listenerFailures() {
+    return listenerFailures;
+  }
+
+  /** Moves the buffered block changes of the current write to the delivery queue. */
+  private void flushEvents() {
+    if (storedBuf.size > 0) {
+      pending.add(new Event(Event.STORED, storedBuf.drain()));
+    }
+    if (evictedBuf.size > 0) {
+      pending.add(new Event(Event.EVICTED, evictedBuf.drain()));
+    }
+  }
+
+  private void deliver() {
+    if (pending.isEmpty()) {
+      return;
+    }
+    delivery.lock();
+    try {
+      Event e;
+      while ((e = pending.poll()) != null) {
+        for (BlockEventListener l : listeners) {
+          try {
+            switch (e.kind) {
+              case Event.STORED -> l.onStored(e.hashes.clone());
+              case Event.EVICTED -> l.onEvicted(e.hashes.clone());
+              default -> l.onCleared();
+            }
+          } catch (RuntimeException ex) {
+            listenerFailures++;
+            LOG.warn("block event listener {} failed", l, ex);
+          }
+        }
+      }
+    } finally {
+      delivery.unlock();
+    }
+  }
+
+  private static final class Event {
+    static final int STORED = 0;
+    static final int EVICTED = 1;
+    static final int CLEARED = 2;
+    final int kind;
+    final long[] hashes;
+
+    Event(int kind, long[] hashes) {
+      this.kind = kind;
+      this.hashes = hashes;
+    }
+  }
+
+  /** A growable long array reused across writes. */
+  private static final class LongBuffer {
+    long[] a = new long[64];
+    int size;
+
+    void addAll(long[] v) {
+      addRange(v, 0, v.length);
+    }
+
+    void addRange(long[] v, int from, int to) {
+      int n = to - from;
+      if (size + n > a.length) {
+        a = Arrays.copyOf(a, Math.max(a.length * 2, size + n));
+      }
+      System.arraycopy(v, from, a, size, n);
+      size += n;
+    }
+
+    long[] drain() {
+      long[] out = Arrays.copyOf(a, size);
+      size = 0;
+      return out;
+    }
+  }
+
+  private static long[] concat(long[] a, long[] b) {
+    if (a == null) {
+      return b;
+    }
+    if (b == null) {
+      return a;
+    }
+    long[] r = Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, r, a.length, b.length);
+    return r;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // diagnostics
+
+  /**
+   * Verifies every structural invariant and throws {@link IllegalStateException} naming the
+   * first one broken. Linear in the tree's size; meant for tests.
+   */
+  public void checkInvariants() {
+    long ws = lock.writeLock();
+    try {
+      new InvariantChecker().check();
+    } finally {
+      lock.unlockWrite(ws);
+    }
+  }
+
+  private final class InvariantChecker {
+    long total;
+    int evictable;
+    long blocks;
+
+    void check() {
+      require(root.edge.length == 0 && root.start == 0, "root has an edge");
+      require(root.locks == 0, "root has locks");
+      int[] path = new int[16];
+      visit(root, path);
+      require(total == size, "size " + size + " != sum of edges " + total);
+      if (mode == Mode.SELF_MANAGED) {
+        require(evictable == heapSize,
+            "LRU heap holds " + heapSize + " nodes, " + evictable + " leaves are evictable");
+        for (int i = 0; i < heapSize; i++) {
+          require(heap[i].heapIndex == i, "heap index broken at " + i);
+          require(i == 0 || heap[(i - 1) / 2].stamp <= heap[i].stamp, "heap order broken");
+        }
+        require(size <= capacity || heapSize == 0,
+            "size " + size + " exceeds capacity " + capacity + " with evictable leaves");
+      } else {
+        require(heapSize == 0, "engine-driven tree has an LRU heap");
+        require(engineIndex.size() == blocks,
+            "engine index has " + engineIndex.size() + " hashes, tree holds " + blocks + " blocks");
+      }
+    }
+
+    private void visit(Node n, int[] path) {
+      int end = n.start + n.edge.length;
+      if (path.length < end) {
+        path = Arrays.copyOf(path, Math.max(end, path.length * 2));
+      }
+      System.arraycopy(n.edge, 0, path, n.start, n.edge.length);
+      if (n != root) {
+        require(n.edge.length > 0, "empty edge at depth " + n.start);
+        total += n.edge.length;
+        checkBlocks(n, path);
+        boolean leaf = n.kids.length == 0;
+        require(n.locks >= 0, "negative lock count");
+        if (leaf && n.locks == 0) {
+          evictable++;
+          require(n.heapIndex >= 0 || mode == Mode.ENGINE_DRIVEN, "evictable leaf not in heap");
+        } else {
+          require(n.heapIndex < 0, "non-evictable node in heap");
+        }
+        if (mode == Mode.ENGINE_DRIVEN && leaf) {
+          require(end % blockSize == 0, "engine-driven leaf ends mid-block at " + end);
+        }
+        if (n.kids.length == 1 && n.parent != null) {
+          Node c = n.kids[0];
+          require(n.locks != c.locks || n.stamp != c.stamp,
+              "single-child chain at depth " + end + " with no lease or recency boundary");
+        }
+      }
+      require(n.keys.length == n.kids.length, "keys and kids differ in length");
+      long lockSum = 0;
+      for (int i = 0; i < n.kids.length; i++) {
+        Node c = n.kids[i];
+        require(i == 0 || n.keys[i - 1] < n.keys[i], "child keys not strictly sorted");
+        require(c.parent == n, "child's parent pointer is wrong");
+        require(c.start == end, "child starts at " + c.start + ", parent ends at " + end);
+        require(c.edge.length > 0 && n.keys[i] == c.edge[0], "child key is not its first token");
+        require(c.stamp <= n.stamp || n == root, "child used more recently than its parent");
+        lockSum += c.locks;
+        visit(c, path);
+      }
+      require(n == root || n.locks >= lockSum, "node has fewer locks than its children");
+    }
+
+    private void checkBlocks(Node n, int[] path) {
+      int end = n.start + n.edge.length;
+      int count = end / blockSize - n.start / blockSize;
+      if (count == 0) {
+        require(n.blocks == null, "block hashes on a node without blocks");
+        require(n.engineBlocks == null, "engine hashes on a node without blocks");
+        return;
+      }
+      require(n.blocks != null && n.blocks.length == count,
+          "node at depth " + n.start + " should hold " + count + " block hashes");
+      blocks += count;
+      int first = n.start / blockSize;
+      for (int k = 0; k < count; k++) {
+        int blockStart = (first + k) * blockSize;
+        long parent = blockStart == 0 ? BlockHasher.ROOT_PARENT : hashAt(n, blockStart);
+        require(hasher.hashBlock(parent, path, blockStart) == n.blocks[k],
+            "wrong block hash for the block ending at " + (blockStart + blockSize));
+      }
+      if (mode == Mode.ENGINE_DRIVEN) {
+        require(n.engineBlocks != null && n.engineBlocks.length == count,
+            "engine hashes missing at depth " + n.start);
+        for (long h : n.engineBlocks) {
+          require(h != 0 && engineIndex.get(h) == n, "engine hash not indexed to its node");
+        }
+      } else {
+        require(n.engineBlocks == null, "engine hashes in a self-managed tree");
+      }
+    }
+
+    private long hashAt(Node n, int f) {
+      return hashEndingAt(n, f);
+    }
+
+    private void require(boolean ok, String what) {
+      if (!ok) {
+        throw new IllegalStateException("prefix tree invariant broken: " + what);
+      }
+    }
+  }
+
+  /** Visits every cached sequence that has no cached continuation (tests only). */
+  List<int[]> leafSequences() {
+    long ws = lock.writeLock();
+    try {
+      List<int[]> out = new ArrayList<>();
+      collect(root, NO_TOKENS, out);
+      return out;
+    } finally {
+      lock.unlockWrite(ws);
+    }
+  }
+
+  private static void collect(Node n, int[] prefix, List<int[]> out) {
+    int[] p = Arrays.copyOf(prefix, prefix.length + n.edge.length);
+    System.arraycopy(n.edge, 0, p, prefix.length, n.edge.length);
+    if (n.kids.length == 0) {
+      if (p.length > 0) {
+        out.add(p);
+      }
+      return;
+    }
+    for (Node c : n.kids) {
+      collect(c, p, out);
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "ConcurrentPrefixTree{" + mode + ", blockSize=" + blockSize + ", size=" + size
+        + ", capacity=" + capacity + "}";
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  /**
+   * A tree node. Fields read by {@link #match} ({@code edge}, {@code keys}, {@code kids}) are
+   * written only under the write lock and read under an optimistic stamp; the rest is touched
+   * only under the write lock.
+   */
+  static final class Node {
+    int[] edge;
+    int[] keys;
+    Node[] kids;
+    Node parent;
+    /** Chained hashes of the blocks whose last token is on this edge, or null if none. */
+    long[] blocks;
+    /** Engine-driven mode: the engine's hashes of the same blocks, or null. */
+    long[] engineBlocks;
+    long stamp;
+    int start;
+    int locks;
+    int heapIndex = -1;
+  }
+
+  /**
+   * A pin on the cached prefix of a running request. Release it exactly once (or close it);
+   * until then its tokens are not evicted.
+   */
+  public static final class Lease implements AutoCloseable {
+    private final ConcurrentPrefixTree tree;
+    private final Node end;
+    private final int tokens;
+    private final int epoch;
+    private boolean released; // guarded by the tree's write lock
+
+    Lease(ConcurrentPrefixTree tree, Node end, int tokens, int epoch) {
+      this.tree = tree;
+      this.end = end;
+      this.tokens = tokens;
+      this.epoch = epoch;
+    }
+
+    /** The number of leading tokens this lease pins (the cached prefix when acquired). */
+    public int lockedTokens() {
+      return tokens;
+    }
+
+    /**
+     * Unpins the prefix.
+     *
+     * @throws IllegalStateException if the lease was already released
+     */
+    public void release() {
+      tree.release(this);
+    }
+
+    /** Releases the lease if it is still held; a no-op otherwise. */
+    @Override
+    public void close() {
+      try {
+        tree.release(this);
+      } catch (IllegalStateException alreadyReleased) {
+        // close is idempotent
+      }
+    }
+
+    @Override
+    public String toString() {
+      return "Lease{" + tokens + " tokens}";
+    }
+  }
+
+  /** Configuration of a {@link ConcurrentPrefixTree}; every setter validates its argument. */
+  public static final class Builder {
+    private Mode mode = Mode.SELF_MANAGED;
+    private int blockSize = 16;
+    private long salt;
+    private long capacityTokens = Long.MAX_VALUE;
+
+    private Builder() {}
+
+    /** Self-managed (default) or engine-driven. */
+    public Builder mode(Mode mode) {
+      this.mode = Objects.requireNonNull(mode, "mode");
+      return this;
+    }
+
+    /** Tokens per block, at least 1 (default 16). */
+    public Builder blockSize(int blockSize) {
+      if (blockSize < 1) {
+        throw new IllegalArgumentException("blockSize must be at least 1, was " + blockSize);
+      }
+      this.blockSize = blockSize;
+      return this;
+    }
+
+    /** Per-cluster salt mixed into every block hash (default 0). */
+    public Builder salt(long salt) {
+      this.salt = salt;
+      return this;
+    }
+
+    /**
+     * Capacity in tokens, at least 1 (default unlimited). Self-managed trees evict down to it;
+     * engine-driven trees only report it.
+     */
+    public Builder capacityTokens(long capacityTokens) {
+      if (capacityTokens < 1) {
+        throw new IllegalArgumentException(
+            "capacityTokens must be at least 1, was " + capacityTokens);
+      }
+      this.capacityTokens = capacityTokens;
+      return this;
+    }
+
+    public ConcurrentPrefixTree build() {
+      return new ConcurrentPrefixTree(this);
+    }
+  }
+}

@@ -1,0 +1,27 @@
+package io.github.prefixrouter.internal.tree;
+
+/**
+ * Counters of the engine events a {@link ConcurrentPrefixTree} received in engine-driven mode.
+ * Events that cannot be applied are counted here rather than thrown back at the engine.
+ *
+ * @param storedEvents {@code onBlocksStored} calls applied (possibly partly duplicates)
+ * @param removedEvents {@code onBlocksRemoved} calls received
+ * @param clearedEvents {@code onAllCleared} calls received
+ * @param unknownParents stored events dropped because their parent block is not in the tree
+ *     (for example its store event was lost, or it was evicted already)
+ * @param unknownBlocks removed block hashes that are not in the tree (already gone or never seen)
+ * @param malformedEvents events dropped because their arrays were null, a hash was
+ *     {@code NO_PARENT}, or the token count was not {@code blocks × blockSize}
+ * @param duplicateBlocks stored blocks that the tree already held under the same hash
+ * @param aliasedBlocks stored blocks whose tokens the tree already held under a different hash
+ *     (the new hash is remembered as an alias of the first)
+ */
+public record EngineEventStats(
+    long storedEvents,
+    long removedEvents,
+    long clearedEvents,
+    long unknownParents,
+    long unknownBlocks,
+    long malformedEvents,
+    long duplicateBlocks,
+    long aliasedBlocks) {}

@@ -1,0 +1,110 @@
+package io.github.prefixrouter.internal.tree;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.HashSet;
+import java.util.Set;
+import java.util.SplittableRandom;
+import java.util.stream.IntStream;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Golden values computed by an independent implementation of the algorithm as written in
+ * docs/tree.md (the Python reference there), not by this class.
+ */
+class BlockHasherTest {
+
+  private static final int[] RANGE_40 = IntStream.range(0, 40).toArray();
+
+  @Test
+  void goldenChainBlockSize16() {
+    assertArrayEquals(
+        new long[] {0x2a4fe5dba4640c64L, 0x88c78def0701fc9fL},
+        new BlockHasher(16, 0).chain(RANGE_40));
+  }
+
+  @Test
+  void goldenChainWithSalt() {
+    assertArrayEquals(
+        new long[] {0x8c2875d8488da4c1L, 0x60d340d289fbaef8L},
+        new BlockHasher(16, 42).chain(RANGE_40));
+  }
+
+  @Test
+  void goldenOddBlockSizeAndExtremeTokenIds() {
+    int[] tokens = {-1, 0, 100_000, Integer.MAX_VALUE, Integer.MIN_VALUE, 7, 8};
+    assertArrayEquals(
+        new long[] {0x106f3434a628bd21L, 0xe52b777a73ff62a0L},
+        new BlockHasher(3, 0).chain(tokens));
+  }
+
+  @Test
+  void goldenBlockSizeOneAndZeros() {
+    assertArrayEquals(
+        new long[] {0x28a7a9b7e853fcfdL, 0xf08b374982eca5dcL},
+        new BlockHasher(1, 0).chain(new int[] {5, 6}));
+    assertArrayEquals(
+        new long[] {0x5c08961aaf71cfc5L, 0xe70067427f25ed2dL},
+        new BlockHasher(16, 0).chain(new int[32]));
+  }
+
+  @Test
+  void hashBlockChainsFromTheRootParent() {
+    BlockHasher h = new BlockHasher(16, 0);
+    long first = h.hashBlock(BlockHasher.ROOT_PARENT, RANGE_40, 0);
+    assertEquals(0x2a4fe5dba4640c64L, first);
+    assertEquals(0x88c78def0701fc9fL, h.hashBlock(first, RANGE_40, 16));
+  }
+
+  @Test
+  void chainIntoBufferCountsOnlyFullBlocksAndAllocatesNothingElse() {
+    BlockHasher h = new BlockHasher(16, 0);
+    long[] out = new long[4];
+    out[2] = 99;
+    assertEquals(2, h.chain(RANGE_40, 40, out));
+    assertEquals(0x88c78def0701fc9fL, out[1]);
+    assertEquals(99, out[2]);
+    assertEquals(1, h.chain(RANGE_40, 31, out));
+    assertEquals(0, h.chain(RANGE_40, 15, out));
+  }
+
+  @Test
+  void differentPrefixesGiveDifferentHashesForTheSameBlock() {
+    BlockHasher h = new BlockHasher(4, 0);
+    int[] a = {1, 2, 3, 4, 9, 9, 9, 9};
+    int[] b = {1, 2, 3, 5, 9, 9, 9, 9};
+    assertNotEquals(h.chain(a)[1], h.chain(b)[1]);
+  }
+
+  @Test
+  void hashesAreNeverZeroAndRarelyCollide() {
+    BlockHasher h = new BlockHasher(2, 0);
+    SplittableRandom r = new SplittableRandom(1);
+    Set<Long> seen = new HashSet<>();
+    int[] t = new int[2];
+    for (int i = 0; i < 200_000; i++) {
+      t[0] = r.nextInt(1000);
+      t[1] = r.nextInt(1000);
+      long v = h.hashBlock(i, t, 0);
+      assertNotEquals(0L, v);
+      seen.add(v);
+    }
+    assertTrue(seen.size() > 199_990, "collisions: " + (200_000 - seen.size()));
+  }
+
+  @Test
+  void rejectsBadArguments() {
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> new BlockHasher(0, 0));
+    assertTrue(e.getMessage().contains("blockSize"), e.getMessage());
+    BlockHasher h = new BlockHasher(16, 0);
+    assertThrows(IndexOutOfBoundsException.class, () -> h.hashBlock(0, RANGE_40, 30));
+    assertThrows(IndexOutOfBoundsException.class, () -> h.hashBlock(0, RANGE_40, -1));
+    assertThrows(IllegalArgumentException.class, () -> h.chain(RANGE_40, 41, new long[4]));
+    assertThrows(IllegalArgumentException.class, () -> h.chain(RANGE_40, 40, new long[1]));
+  }
+}

@@ -1,0 +1,159 @@
+package io.github.prefixrouter.internal.tree;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Readers match while a writer inserts, evicts and clears. The writer runs a fixed script whose
+ * match results after every operation were computed beforehand on a private tree; each
+ * concurrent match must equal the result of some state that existed while it ran, i.e. between
+ * the number of operations completed before it started and one past the number completed
+ * after it returned. No torn read can pass that check, and none may throw.
+ */
+class ConcurrentPrefixTreeConcurrencyTest {
+
+  static final int QUERIES = 24;
+
+  sealed interface Op permits Insert, Evict, Clear {}
+
+  record Insert(int[] tokens) implements Op {}
+
+  record Evict(long target) implements Op {}
+
+  record Clear() implements Op {}
+
+  @Test
+  void concurrentMatchesSeeOnlyStatesThatExisted() throws Exception {
+    SplittableRandom r = new SplittableRandom(42);
+    int[][] bases = new int[6][];
+    for (int i = 0; i < bases.length; i++) {
+      bases[i] = r.ints(400, 0, 50).toArray();
+    }
+    List<Op> script = new ArrayList<>();
+    for (int i = 0; i < 3000; i++) {
+      int roll = r.nextInt(100);
+      if (roll < 90) {
+        int[] base = bases[r.nextInt(bases.length)];
+        int[] s = Arrays.copyOf(base, 20 + r.nextInt(380));
+        for (int k = r.nextInt(s.length); k < s.length; k += 1 + r.nextInt(40)) {
+          s[k] = r.nextInt(50); // diverge here and there
+        }
+        script.add(new Insert(s));
+      } else if (roll < 99) {
+        script.add(new Evict(r.nextInt(3000)));
+      } else {
+        script.add(new Clear());
+      }
+    }
+    script.add(new Clear()); // every round starts from empty
+    int[][] queries = new int[QUERIES][];
+    for (int q = 0; q < QUERIES; q++) {
+      int[] base = bases[q % bases.length];
+      queries[q] = Arrays.copyOf(base, 50 + r.nextInt(350));
+      if (q % 3 == 0) {
+        queries[q][r.nextInt(queries[q].length)] = 49;
+      }
+    }
+    // expected[state][q]: state k = after k operations of a round
+    int n = script.size();
+    int[][] expected = new int[n + 1][QUERIES];
+    ConcurrentPrefixTree reference = newTree();
+    for (int k = 0; k <= n; k++) {
+      if (k > 0) {
+        apply(reference, script.get(k - 1));
+      }
+      for (int q = 0; q < QUERIES; q++) {
+        expected[k][q] = reference.match(queries[q]);
+      }
+    }
+
+    ConcurrentPrefixTree tree = newTree();
+    AtomicLong done = new AtomicLong();
+    AtomicBoolean stop = new AtomicBoolean();
+    ConcurrentLinkedQueue<Throwable> failures = new ConcurrentLinkedQueue<>();
+    AtomicLong matches = new AtomicLong();
+    CountDownLatch started = new CountDownLatch(3);
+    Thread writer = new Thread(() -> {
+      started.countDown();
+      try {
+        for (long g = 0; !stop.get(); g++) {
+          apply(tree, script.get((int) (g % n)));
+          done.set(g + 1);
+        }
+      } catch (Throwable t) {
+        failures.add(t);
+      }
+    }, "writer");
+    List<Thread> readers = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      int seed = i;
+      readers.add(new Thread(() -> {
+        started.countDown();
+        SplittableRandom rr = new SplittableRandom(seed);
+        try {
+          while (!stop.get()) {
+            int q = rr.nextInt(QUERIES);
+            long before = done.get();
+            int got = tree.match(queries[q]);
+            long after = done.get();
+            boolean ok = false;
+            for (long g = before; g <= after + 1 && !ok; g++) {
+              ok = expected[(int) (g % n)][q] == got;
+            }
+            if (!ok) {
+              fail("match " + got + " for query " + q + " matches no state in ops " + before + ".."
+                  + (after + 1));
+            }
+            matches.incrementAndGet();
+          }
+        } catch (Throwable t) {
+          failures.add(t);
+        }
+      }, "reader-" + i));
+    }
+    writer.start();
+    readers.forEach(Thread::start);
+    started.await();
+    Thread.sleep(2000);
+    stop.set(true);
+    writer.join();
+    for (Thread t : readers) {
+      t.join();
+    }
+    if (!failures.isEmpty()) {
+      throw new AssertionError("concurrent failure", failures.peek());
+    }
+    tree.checkInvariants();
+    assertTrue(done.get() > n, "the writer ran at least one full round: " + done.get());
+    assertTrue(matches.get() > 10_000, "readers ran: " + matches.get());
+    assertEquals(0, tree.listenerFailures());
+  }
+
+  private static ConcurrentPrefixTree newTree() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(4000).blockSize(16)
+        .build();
+    t.addListener(new BlockEventListener() {});
+    return t;
+  }
+
+  private static void apply(ConcurrentPrefixTree t, Op op) {
+    if (op instanceof Insert i) {
+      t.insert(i.tokens());
+    } else if (op instanceof Evict e) {
+      t.evictTo(e.target());
+    } else {
+      t.clear();
+    }
+  }
+}

@@ -1,0 +1,206 @@
+package io.github.prefixrouter.internal.tree;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.spi.CacheEventListener;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.stream.IntStream;
+import org.junit.jupiter.api.Test;
+
+class ConcurrentPrefixTreeTest {
+
+  static int[] seq(int from, int to) {
+    return IntStream.range(from, to).toArray();
+  }
+
+  static int[] cat(int[] a, int[] b) {
+    int[] r = java.util.Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, r, a.length, b.length);
+    return r;
+  }
+
+  /** Replays block events into a set. */
+  static final class Replay implements BlockEventListener {
+    final Set<Long> held = new HashSet<>();
+    final List<String> log = new ArrayList<>();
+
+    @Override
+    public void onStored(long[] hashes) {
+      for (long h : hashes) {
+        assertTrue(held.add(h), "stored twice: " + h);
+      }
+      log.add("stored " + hashes.length);
+    }
+
+    @Override
+    public void onEvicted(long[] hashes) {
+      for (long h : hashes) {
+        assertTrue(held.remove(h), "evicted but not held: " + h);
+      }
+      log.add("evicted " + hashes.length);
+    }
+
+    @Override
+    public void onCleared() {
+      held.clear();
+      log.add("cleared");
+    }
+  }
+
+  @Test
+  void matchesLongestCachedPrefix() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.selfManaged(1000);
+    assertEquals(0, t.match(seq(0, 10)));
+    t.insert(seq(0, 10));
+    t.checkInvariants();
+    assertEquals(10, t.match(seq(0, 10)));
+    assertEquals(5, t.match(seq(0, 5)));
+    assertEquals(10, t.match(seq(0, 20)));
+    assertEquals(3, t.match(new int[] {0, 1, 2, 99}));
+    assertEquals(0, t.match(new int[] {1}));
+    assertEquals(4, t.match(seq(0, 10), 4));
+    assertEquals(0, t.match(new int[0]));
+    t.insert(new int[] {0, 1, 2, 7, 7});
+    t.checkInvariants();
+    assertEquals(5, t.match(new int[] {0, 1, 2, 7, 7, 7}));
+    assertEquals(10, t.match(seq(0, 12)));
+    assertEquals(12, t.sizeTokens());
+  }
+
+  @Test
+  void evictsLeastRecentlyUsedTokensDownToCapacity() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(20).blockSize(4).build();
+    int[] a = cat(seq(0, 5), seq(100, 110)); // 15 tokens
+    int[] b = cat(seq(0, 5), seq(200, 210)); // shares 5
+    t.insert(a);
+    t.insert(b); // 25 tokens > 20: 5 tokens of a's tail go
+    t.checkInvariants();
+    assertEquals(20, t.sizeTokens());
+    assertEquals(10, t.match(a));
+    assertEquals(15, t.match(b));
+    t.insert(a); // touches a's remaining prefix, re-adds its tail; b's tail now older
+    t.checkInvariants();
+    assertEquals(20, t.sizeTokens());
+    assertEquals(15, t.match(a));
+    assertEquals(10, t.match(b));
+  }
+
+  @Test
+  void leasePinsThePrefixUntilReleased() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(10).blockSize(4).build();
+    int[] a = seq(0, 10);
+    t.insert(a);
+    ConcurrentPrefixTree.Lease lease = t.acquire(cat(seq(0, 6), seq(50, 60)));
+    assertEquals(6, lease.lockedTokens());
+    t.insert(seq(500, 510)); // a's unpinned tail goes, then the new prompt's own tail
+    t.checkInvariants();
+    assertEquals(6, t.match(a));
+    assertEquals(4, t.match(seq(500, 510)));
+    assertEquals(10, t.sizeTokens());
+    lease.release();
+    t.checkInvariants();
+    assertEquals(6, t.match(a));
+    t.insert(seq(500, 510)); // now a's prefix is unpinned and older
+    t.checkInvariants();
+    assertEquals(10, t.sizeTokens());
+    assertEquals(0, t.match(a));
+    assertEquals(10, t.match(seq(500, 510)));
+    IllegalStateException e = assertThrows(IllegalStateException.class, lease::release);
+    assertTrue(e.getMessage().contains("already released"), e.getMessage());
+    lease.close(); // idempotent
+  }
+
+  @Test
+  void eventsReplayToTheHeldBlocks() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(30).blockSize(4).build();
+    Replay r = new Replay();
+    t.addListener(r);
+    BlockHasher h = t.hasher();
+    int[] a = seq(0, 18);
+    t.insert(a);
+    assertEquals(Set.of(h.chain(a)[0], h.chain(a)[1], h.chain(a)[2], h.chain(a)[3]), r.held);
+    int[] b = cat(seq(0, 6), seq(100, 120)); // 26 tokens, shares 6: a loses tokens
+    t.insert(b);
+    t.checkInvariants();
+    Set<Long> expect = new HashSet<>();
+    for (long x : h.chain(java.util.Arrays.copyOf(a, t.match(a)))) {
+      expect.add(x);
+    }
+    for (long x : h.chain(b)) {
+      expect.add(x);
+    }
+    assertEquals(expect, r.held);
+    t.clear();
+    assertEquals(Set.of(), r.held);
+    assertEquals(0, t.sizeTokens());
+  }
+
+  @Test
+  void engineDrivenMirrorsStoredAndRemovedBlocks() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(4);
+    Replay r = new Replay();
+    t.addListener(r);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {11, 12}, seq(0, 8));
+    engine.onBlocksStored(12, new long[] {13}, seq(8, 12));
+    engine.onBlocksStored(11, new long[] {22}, new int[] {4, 5, 9, 9}); // branch mid-block
+    t.checkInvariants();
+    assertEquals(12, t.match(seq(0, 14)));
+    assertEquals(4, t.match(new int[] {0, 1, 2, 3, 4, 5, 6})); // partial block: not served
+    assertEquals(8, t.match(new int[] {0, 1, 2, 3, 4, 5, 9, 9, 1}));
+    assertEquals(5, r.held.size() + 1); // 4 distinct blocks
+    engine.onBlocksRemoved(new long[] {12}); // and 13 with it
+    t.checkInvariants();
+    assertEquals(4, t.match(seq(0, 14)));
+    assertEquals(8, t.match(new int[] {0, 1, 2, 3, 4, 5, 9, 9}));
+    assertEquals(2, r.held.size());
+    engine.onBlocksStored(99, new long[] {1}, seq(0, 4)); // unknown parent
+    engine.onBlocksStored(0, new long[] {1}, seq(0, 3)); // wrong token count
+    engine.onBlocksRemoved(new long[] {77}); // unknown
+    EngineEventStats s = t.engineEventStats();
+    assertEquals(1, s.unknownParents());
+    assertEquals(1, s.malformedEvents());
+    assertEquals(1, s.unknownBlocks());
+    engine.onAllCleared();
+    assertEquals(0, t.sizeTokens());
+    assertEquals(0, r.held.size());
+    t.checkInvariants();
+  }
+
+  @Test
+  void rejectsInvalidArguments() {
+    assertMessage(() -> ConcurrentPrefixTree.selfManaged(0), "capacityTokens");
+    assertMessage(() -> ConcurrentPrefixTree.selfManaged(-5), "-5");
+    assertMessage(() -> ConcurrentPrefixTree.builder().blockSize(0), "blockSize");
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.selfManaged(100);
+    assertMessage(() -> t.insert(new int[0]), "empty");
+    assertMessage(() -> t.acquire(new int[0]), "empty");
+    assertMessage(() -> t.match(new int[3], 4), "length");
+    assertMessage(() -> t.evictTo(-1), "targetTokens");
+    assertThrows(NullPointerException.class, () -> t.insert(null));
+    assertThrows(IllegalStateException.class, t::engineEvents);
+    ConcurrentPrefixTree e = ConcurrentPrefixTree.engineDriven(16);
+    assertThrows(IllegalStateException.class, () -> e.insert(new int[] {1}));
+  }
+
+  private static void assertMessage(Runnable r, String part) {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, r::run);
+    assertTrue(e.getMessage().contains(part), e.getMessage());
+  }
+
+  @Test
+  void leafSequencesListsWhatIsCached() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.selfManaged(100);
+    t.insert(new int[] {1, 2, 3});
+    t.insert(new int[] {1, 2, 4});
+    List<int[]> leaves = t.leafSequences();
+    assertEquals(2, leaves.size());
+    assertArrayEquals(new int[] {1, 2, 3}, leaves.get(0));
+  }
+}

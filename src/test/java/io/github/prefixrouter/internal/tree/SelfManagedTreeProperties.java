@@ -1,0 +1,257 @@
+package io.github.prefixrouter.internal.tree;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.stream.Collectors;
+import net.jqwik.api.Arbitraries;
+import net.jqwik.api.Arbitrary;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.Provide;
+import net.jqwik.api.Tuple;
+import net.jqwik.api.constraints.IntRange;
+
+/**
+ * Random operation sequences on a self-managed tree, checked after every operation against a
+ * deliberately naive model: a map from every cached prefix (as a list) to its last-use time and
+ * lease count, with eviction by scanning for the oldest unleased prefix that nothing continues.
+ */
+class SelfManagedTreeProperties {
+
+  sealed interface Op permits Insert, Match, Acquire, Release, EvictTo, Clear {}
+
+  record Insert(int[] tokens) implements Op {
+    @Override
+    public String toString() {
+      return "insert" + Arrays.toString(tokens);
+    }
+  }
+
+  record Match(int[] tokens) implements Op {
+    @Override
+    public String toString() {
+      return "match" + Arrays.toString(tokens);
+    }
+  }
+
+  record Acquire(int[] tokens) implements Op {
+    @Override
+    public String toString() {
+      return "acquire" + Arrays.toString(tokens);
+    }
+  }
+
+  record Release(int which) implements Op {}
+
+  record EvictTo(int target) implements Op {}
+
+  record Clear() implements Op {}
+
+  /** The naive reference model. */
+  static final class Model {
+    final long capacity;
+    final Map<List<Integer>, Long> lastUse = new HashMap<>();
+    final Map<List<Integer>, Integer> leases = new HashMap<>();
+    long clock;
+    int epoch;
+
+    Model(long capacity) {
+      this.capacity = capacity;
+    }
+
+    static List<Integer> prefix(int[] s, int k) {
+      return Arrays.stream(s, 0, k).boxed().collect(Collectors.toList());
+    }
+
+    int match(int[] q) {
+      int k = 0;
+      while (k < q.length && lastUse.containsKey(prefix(q, k + 1))) {
+        k++;
+      }
+      return k;
+    }
+
+    void insert(int[] s) {
+      long now = ++clock;
+      for (int k = 1; k <= s.length; k++) {
+        lastUse.put(prefix(s, k), now);
+      }
+      evict(capacity);
+    }
+
+    int[] acquire(int[] q) {
+      int m = match(q);
+      if (m > 0) {
+        long now = ++clock;
+        for (int k = 1; k <= m; k++) {
+          lastUse.put(prefix(q, k), now);
+          leases.merge(prefix(q, k), 1, Integer::sum);
+        }
+      }
+      return Arrays.copyOf(q, m);
+    }
+
+    void release(int[] pinned, int leaseEpoch) {
+      if (leaseEpoch == epoch) {
+        for (int k = 1; k <= pinned.length; k++) {
+          leases.merge(prefix(pinned, k), -1, Integer::sum);
+        }
+        evict(capacity);
+      }
+    }
+
+    void evict(long target) {
+      while (lastUse.size() > target) {
+        Set<List<Integer>> continued = new HashSet<>();
+        for (List<Integer> p : lastUse.keySet()) {
+          continued.add(p.subList(0, p.size() - 1));
+        }
+        List<Integer> victim = null;
+        for (Map.Entry<List<Integer>, Long> e : lastUse.entrySet()) {
+          List<Integer> p = e.getKey();
+          if (continued.contains(p) || leases.getOrDefault(p, 0) > 0) {
+            continue;
+          }
+          if (victim == null || e.getValue() < lastUse.get(victim)) {
+            victim = p;
+          }
+        }
+        if (victim == null) {
+          return;
+        }
+        lastUse.remove(victim);
+      }
+    }
+
+    void clear() {
+      lastUse.clear();
+      leases.clear();
+      epoch++;
+    }
+
+    Set<List<Integer>> leaves() {
+      Set<List<Integer>> continued = new HashSet<>();
+      for (List<Integer> p : lastUse.keySet()) {
+        continued.add(p.subList(0, p.size() - 1));
+      }
+      Set<List<Integer>> out = new HashSet<>(lastUse.keySet());
+      out.removeAll(continued);
+      return out;
+    }
+
+    Set<Long> blockHashes(BlockHasher h) {
+      Set<Long> out = new HashSet<>();
+      for (List<Integer> p : lastUse.keySet()) {
+        if (p.size() % h.blockSize() == 0) {
+          long[] chain = h.chain(p.stream().mapToInt(Integer::intValue).toArray());
+          out.add(chain[chain.length - 1]);
+        }
+      }
+      return out;
+    }
+  }
+
+  record ModelLease(int[] pinned, int epoch) {}
+
+  @Provide
+  Arbitrary<List<Op>> ops() {
+    // a small alphabet and short prompts so that prompts share prefixes often
+    Arbitrary<int[]> prompt =
+        Arbitraries.integers().between(0, 2).array(int[].class).ofMinSize(1).ofMaxSize(12);
+    Arbitrary<Op> op =
+        Arbitraries.frequencyOf(
+            Tuple.of(12, prompt.map(Insert::new)),
+            Tuple.of(6, prompt.map(Match::new)),
+            Tuple.of(4, prompt.map(Acquire::new)),
+            Tuple.of(4, Arbitraries.integers().between(0, 9).map(Release::new)),
+            Tuple.of(2, Arbitraries.integers().between(0, 30).map(EvictTo::new)),
+            Tuple.of(1, Arbitraries.just(new Clear())));
+    return op.list().ofMaxSize(60);
+  }
+
+  @Property
+  void behavesLikeTheNaiveModel(
+      @ForAll("ops") List<Op> ops,
+      @ForAll @IntRange(min = 1, max = 40) int capacity,
+      @ForAll @IntRange(min = 1, max = 5) int blockSize) {
+    ConcurrentPrefixTree tree =
+        ConcurrentPrefixTree.builder().capacityTokens(capacity).blockSize(blockSize).build();
+    ConcurrentPrefixTreeTest.Replay replay = new ConcurrentPrefixTreeTest.Replay();
+    tree.addListener(replay);
+    Model model = new Model(capacity);
+    List<ConcurrentPrefixTree.Lease> leases = new ArrayList<>();
+    List<ModelLease> modelLeases = new ArrayList<>();
+    List<Boolean> released = new ArrayList<>();
+    for (Op op : ops) {
+      if (op instanceof Insert i) {
+        tree.insert(i.tokens());
+        model.insert(i.tokens());
+      } else if (op instanceof Match m) {
+        assertEquals(model.match(m.tokens()), tree.match(m.tokens()), "match");
+      } else if (op instanceof Acquire a) {
+        ConcurrentPrefixTree.Lease l = tree.acquire(a.tokens());
+        int[] pinned = model.acquire(a.tokens());
+        assertEquals(pinned.length, l.lockedTokens(), "leased tokens");
+        leases.add(l);
+        modelLeases.add(new ModelLease(pinned, model.epoch));
+        released.add(false);
+      } else if (op instanceof Release r) {
+        if (leases.isEmpty()) {
+          continue;
+        }
+        int w = r.which() % leases.size();
+        if (released.get(w)) {
+          assertThrows(IllegalStateException.class, leases.get(w)::release);
+        } else {
+          leases.get(w).release();
+          model.release(modelLeases.get(w).pinned(), modelLeases.get(w).epoch());
+          released.set(w, true);
+        }
+      } else if (op instanceof EvictTo e) {
+        long before = model.lastUse.size();
+        model.evict(e.target());
+        assertEquals(before - model.lastUse.size(), tree.evictTo(e.target()), "evicted");
+      } else {
+        tree.clear();
+        model.clear();
+      }
+      tree.checkInvariants();
+      assertEquals(model.lastUse.size(), tree.sizeTokens(), "size after " + op);
+      assertEquals(sorted(model.leaves()), sorted(asLists(tree.leafSequences())), "after " + op);
+      assertEquals(model.blockHashes(tree.hasher()), replay.held, "replayed blocks after " + op);
+    }
+  }
+
+  static Set<List<Integer>> asLists(List<int[]> seqs) {
+    Set<List<Integer>> out = new HashSet<>();
+    for (int[] s : seqs) {
+      out.add(Arrays.stream(s).boxed().collect(Collectors.toList()));
+    }
+    return out;
+  }
+
+  static TreeSet<List<Integer>> sorted(Set<List<Integer>> s) {
+    Comparator<List<Integer>> cmp = (a, b) -> {
+      for (int i = 0; i < Math.min(a.size(), b.size()); i++) {
+        int c = Integer.compare(a.get(i), b.get(i));
+        if (c != 0) {
+          return c;
+        }
+      }
+      return Integer.compare(a.size(), b.size());
+    };
+    TreeSet<List<Integer>> t = new TreeSet<>(cmp);
+    t.addAll(s);
+    return t;
+  }
+}
