@@ -26,7 +26,7 @@ import net.jqwik.api.constraints.IntRange;
  * deliberately naive model: a map from every cached prefix (as a list) to its last-use time and
  * lease count, with eviction by scanning for the oldest unleased prefix that nothing continues.
  */
-class SelfManagedTreeProperties {
+class SelfManagedTreePropertyTest {
 
   sealed interface Op permits Insert, Match, Acquire, Release, EvictTo, Clear {}
 
