@@ -174,6 +174,13 @@ class ConcurrentPrefixTreeTest {
   }
 
   @Test
+  void aSelfManagedTreeNeedsACapacity() {
+    IllegalStateException e = assertThrows(IllegalStateException.class,
+        () -> ConcurrentPrefixTree.builder().build());
+    assertTrue(e.getMessage().contains("capacityTokens"), e.getMessage());
+  }
+
+  @Test
   void rejectsInvalidArguments() {
     assertMessage(() -> ConcurrentPrefixTree.selfManaged(0), "capacityTokens");
     assertMessage(() -> ConcurrentPrefixTree.selfManaged(-5), "-5");
@@ -273,7 +280,7 @@ class ConcurrentPrefixTreeTest {
 
   @Test
   void aThrowingListenerDoesNotBreakTheTreeOrOtherListeners() {
-    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(2).build();
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(2).capacityTokens(1000).build();
     t.addListener(new BlockEventListener() {
       @Override
       public void onStored(long[] hashes) {
@@ -290,7 +297,7 @@ class ConcurrentPrefixTreeTest {
 
   @Test
   void aListenerMayReadAndWriteTheTreeFromItsCallback() {
-    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(2).build();
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(2).capacityTokens(1000).build();
     List<Integer> seen = new ArrayList<>();
     t.addListener(new BlockEventListener() {
       @Override
