@@ -169,6 +169,7 @@ public final class GossipEngine {
   private boolean localOverloaded;
   private long relayHashes;
   private long synStamp;
+  private int slotHighWater; // one more than the highest slot ever assigned
   private final long heartbeatLagToCorrect;
 
   private final AtomicLongArray counters = new AtomicLongArray(GossipCounter.values().length);
@@ -262,7 +263,9 @@ public final class GossipEngine {
    *
    * @param chain chained block hashes of the request, first block first
    * @param n how many of {@code chain} to consider
-   * @param outPerSlot receives the count per slot; length at least {@link #slotCapacity()}
+   * @param outPerSlot receives the count per slot; length at least {@link #slotCapacity()}.
+   *     Only the slots that have ever been assigned are written (the others keep whatever
+   *     they held): read the entries of the peers in a {@link #view()}
    * @return the largest count over all peers
    */
   public int leadingBlocks(long[] chain, int n, int[] outPerSlot) {
@@ -276,7 +279,7 @@ public final class GossipEngine {
     ReentrantReadWriteLock.ReadLock r = lock.readLock();
     r.lock();
     try {
-      return index.leadingBlocks(chain, n, outPerSlot);
+      return index.leadingBlocks(chain, n, outPerSlot, slotHighWater);
     } finally {
       r.unlock();
     }
@@ -714,7 +717,7 @@ public final class GossipEngine {
           if (now - m.deadSinceNanos > forget) {
             it.remove();
             bySlot[m.slot] = null;
-            freeSlots[freeSlotCount++] = m.slot;
+            releaseSlot(m.slot);
             snapshotCacheRemove(m.nodeId);
             count(GossipCounter.MEMBERS_FORGOTTEN, 1);
           }
@@ -722,6 +725,16 @@ public final class GossipEngine {
       }
     }
     retrimRelayLogs();
+  }
+
+  /** Returns a slot to the free stack, keeping it sorted so the lowest free slot goes first. */
+  private void releaseSlot(int slot) {
+    int i = freeSlotCount++;
+    while (i > 0 && freeSlots[i - 1] < slot) {
+      freeSlots[i] = freeSlots[i - 1];
+      i--;
+    }
+    freeSlots[i] = slot;
   }
 
   private void declareDead(Member m, long now) {
@@ -1066,6 +1079,7 @@ public final class GossipEngine {
       }
       PeerAddress addr = thirdParty ? new PeerAddress(e.nodeId(), u.address()) : from;
       int slot = freeSlots[--freeSlotCount];
+      slotHighWater = Math.max(slotHighWater, slot + 1);
       m = new Member(e.nodeId(), addr, slot, relayCap());
       m.generation = e.generation();
       m.heartbeat = e.heartbeat();
