@@ -619,12 +619,44 @@ public final class GossipEngine {
     if (targets.isEmpty()) {
       return;
     }
-    List<DigestEntry> digest = buildDigest(live);
-    for (PeerAddress t : targets) {
-      long round = nextRound++;
-      pendingSyns.put(round, new PendingSyn(t.nodeId(), now));
-      out.add(new Outgoing(t, codec.encode(new Syn(round, generation, digest))));
+    // The first exchange starts now; the others are spread over the interval, each with a
+    // digest taken when it is sent. Sending all SYNs at once would have every target answer
+    // with the same missing deltas; spreading them lets each answer build on the last one.
+    out.add(syn(targets.get(0), live, now));
+    long spacing = config.intervalNanos() / targets.size();
+    for (int k = 1; k < targets.size(); k++) {
+      PeerAddress t = targets.get(k);
+      scheduler.schedule(k * spacing, () -> sendLater(t));
     }
+  }
+
+  private Outgoing syn(PeerAddress to, List<Member> live, long now) {
+    long round = nextRound++;
+    pendingSyns.put(round, new PendingSyn(to.nodeId(), now));
+    return new Outgoing(to, codec.encode(new Syn(round, generation, buildDigest(live))));
+  }
+
+  private void sendLater(PeerAddress to) {
+    List<Outgoing> out = new ArrayList<>(1);
+    lock.writeLock().lock();
+    try {
+      if (!running) {
+        return;
+      }
+      List<Member> live = new ArrayList<>();
+      for (Member m : members.values()) {
+        if (m.status != Status.DEAD) {
+          live.add(m);
+        }
+      }
+      out.add(syn(to, live, clock.nanoTime()));
+    } catch (RuntimeException e) {
+      count(GossipCounter.INTERNAL_ERRORS, 1);
+      log.warn("error sending a gossip digest", e);
+    } finally {
+      lock.writeLock().unlock();
+    }
+    flush(out);
   }
 
   private <T> List<T> pickRandom(List<T> from, int k) {
@@ -1137,6 +1169,7 @@ public final class GossipEngine {
   private void applyDeltas(Member m, Update u) {
     for (Delta d : u.deltas()) {
       if (d.seq() <= m.version) {
+        count(GossipCounter.DELTAS_REDUNDANT, 1);
         continue;
       }
       if (d.seq() != m.version + 1) {
