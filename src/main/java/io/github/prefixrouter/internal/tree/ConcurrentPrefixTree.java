@@ -19,8 +19,8 @@ import org.slf4j.LoggerFactory;
  *
  * <h2>Thread safety</h2>
  *
- * Any number of threads may call {@link #match} concurrently with each other and with one
- * writer. A match takes no lock and allocates nothing: it reads the tree under a
+ * Any number of threads may call {@link #match} concurrently with each other and with any
+ * number of writing threads (whose writes are serialized). A match takes no lock and allocates nothing: it reads the tree under a
  * {@link StampedLock} optimistic stamp and validates the stamp at the end; if a write overlapped
  * it retries, and after {@value #OPTIMISTIC_ATTEMPTS} overlapped attempts it takes the shared
  * read lock for one final pass (so a reader can never starve, and never returns a value from a
@@ -61,6 +61,11 @@ import org.slf4j.LoggerFactory;
  *       counted ({@link #engineEventStats()}), never thrown.
  *   <li><b>Events</b> are queued under the write lock and delivered in order, one at a time,
  *       after it is released; a listener may therefore read the tree.
+ *   <li><b>Why a stamp rather than copy-on-write nodes.</b> Leases, the LRU heap and the
+ *       engine-hash index hold node identities that path copying would have to move on every
+ *       write; in-place updates validated by a stamp keep nodes small and writes cheap, and
+ *       cost readers two volatile reads. A half-written state seen by a reader (a stale array,
+ *       a null) is caught and discarded with the failed validation.
  * </ul>
  */
 public final class ConcurrentPrefixTree {
@@ -72,7 +77,6 @@ public final class ConcurrentPrefixTree {
 
   private static final int[] NO_TOKENS = new int[0];
   private static final Node[] NO_NODES = new Node[0];
-  private static final long[] NO_HASHES = new long[0];
 
   /** How the tree learns what is cached. */
   public enum Mode {
