@@ -160,4 +160,108 @@ class SimulatedEnginePropertyTest {
     assertEquals(replay.keySet(), engineSet, "replayed events == engine's cached blocks");
     assertTrue(e.cachedBlocks() <= e.capacityBlocks(), "capacity respected");
   }
+
+  /**
+   * A deliberately naive LRU model of the cache for requests run one at a time: a list of block
+   * chains (token prefixes) with a last-use stamp, evicting the least recently used leaf by a
+   * linear scan.
+   */
+  static final class NaiveCache {
+    final int capacity;
+    /** Cached prefixes, each a whole number of blocks long: key = the prefix's tokens. */
+    final java.util.LinkedHashMap<java.util.List<Integer>, long[]> blocks =
+        new java.util.LinkedHashMap<>(); // value: {lastUsed, insertionSeq}
+    long tick;
+    long seq;
+
+    NaiveCache(int capacityBlocks) {
+      this.capacity = capacityBlocks;
+    }
+
+    static java.util.List<Integer> prefix(int[] t, int blocks) {
+      java.util.List<Integer> l = new java.util.ArrayList<>();
+      for (int i = 0; i < blocks * BLOCK; i++) {
+        l.add(t[i]);
+      }
+      return l;
+    }
+
+    boolean isLeaf(java.util.List<Integer> key) {
+      for (java.util.List<Integer> k : blocks.keySet()) {
+        if (k.size() == key.size() + BLOCK && k.subList(0, key.size()).equals(key)) {
+          return false;
+        }
+      }
+      return true;
+    }
+
+    /** Runs one request alone; returns the cached-token count the engine must report. */
+    int run(int[] t) {
+      int full = t.length / BLOCK;
+      int matched = 0;
+      while (matched < full && blocks.containsKey(prefix(t, matched + 1))) {
+        matched++;
+      }
+      long start = ++tick;
+      java.util.Set<java.util.List<Integer>> pinned = new java.util.HashSet<>();
+      for (int b = 1; b <= matched; b++) {
+        blocks.get(prefix(t, b))[0] = start;
+        pinned.add(prefix(t, b));
+      }
+      int need = full - matched;
+      while (blocks.size() + need > capacity) {
+        java.util.List<Integer> victim = null;
+        long[] best = null;
+        for (var e : blocks.entrySet()) {
+          if (pinned.contains(e.getKey()) || !isLeaf(e.getKey())) {
+            continue;
+          }
+          long[] v = e.getValue();
+          if (best == null || v[0] < best[0] || (v[0] == best[0] && v[1] < best[1])) {
+            best = v;
+            victim = e.getKey();
+          }
+        }
+        if (victim == null) {
+          break;
+        }
+        blocks.remove(victim);
+      }
+      int room = Math.max(0, Math.min(need, capacity - blocks.size()));
+      long stored = ++tick;
+      for (int b = matched + 1; b <= matched + room; b++) {
+        blocks.put(prefix(t, b), new long[] {stored, seq++});
+      }
+      long end = ++tick;
+      for (int b = 1; b <= matched + room; b++) {
+        blocks.get(prefix(t, b))[0] = end;
+      }
+      return Math.min(matched * BLOCK, ((t.length - 1) / BLOCK) * BLOCK);
+    }
+  }
+
+  @Property
+  void sequentialRequestsMatchANaiveLruModel(
+      @ForAll("steps") List<Step> steps, @ForAll @IntRange(min = 0, max = 12) int capacityBlocks) {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    SimulatedEngine e =
+        SimulatedEngine.builder()
+            .scheduler(sim)
+            .blockSize(BLOCK)
+            .capacityTokens((long) capacityBlocks * BLOCK)
+            .build();
+    NaiveCache model = new NaiveCache(capacityBlocks);
+    int n = 0;
+    for (Step s : steps) {
+      int[] p = promptOf(s);
+      CompletableFuture<EngineResult> f = e.execute(InferenceRequest.of("r" + n++, p));
+      sim.runUntilIdle(10_000);
+      assertEquals(model.run(p), f.join().cachedPromptTokens(), "cached tokens of request " + n);
+      assertEquals(model.blocks.size(), e.cachedBlocks(), "cached block count");
+      for (java.util.List<Integer> k : model.blocks.keySet()) {
+        int[] t = k.stream().mapToInt(Integer::intValue).toArray();
+        assertEquals(t.length, e.cachedPrefixTokens(t), "model's block is cached");
+      }
+    }
+  }
 }

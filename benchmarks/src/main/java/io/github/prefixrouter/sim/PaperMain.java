@@ -1,5 +1,6 @@
 package io.github.prefixrouter.sim;
 
+import io.github.prefixrouter.workload.PromptSource;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
@@ -23,7 +24,7 @@ public final class PaperMain {
         --mmlu DIR               build real MMLU 5-shot prompts from DIR (else MMLU-shaped generator)
         --seed N                 master seed (default 42)
         --nodes N                number of nodes (default 4)
-        --rate R                 cluster-wide Poisson arrival rate, requests/s (default 8)
+        --rate R                 cluster-wide Poisson arrival rate, requests/s (default 4.5)
         --requests N             requests per run, warm-up included (default 6000)
         --warmup N               first requests not measured (default 10%% of requests)
         --zipf S                 Zipf exponent of the skewed distribution (default 1.0)
@@ -66,7 +67,7 @@ public final class PaperMain {
 
   static List<RunResult> run(SimConfig cfg, boolean plots, PrintStream out, PrintStream err)
       throws IOException, InterruptedException {
-    PromptSet prompts = Prompts.load(cfg.mmluDir(), cfg.seed());
+    PromptSource prompts = Prompts.load(cfg.mmluDir(), cfg.seed());
     List<Scenario> scenarios = PaperRunner.scenarios(cfg);
     err.printf(Locale.ROOT, "%d runs x %d requests, %d nodes, %s%n",
         scenarios.size(), cfg.requests(), cfg.nodes(), prompts.description());

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.sim;
 
+import io.github.prefixrouter.workload.PromptSource;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.List;
@@ -30,7 +31,7 @@ final class PaperRunner {
   }
 
   static List<RunResult> run(
-      SimConfig cfg, PromptSet prompts, Simulation.ClusterFactory factory, ProgressBar bar)
+      SimConfig cfg, PromptSource prompts, Simulation.ClusterFactory factory, ProgressBar bar)
       throws InterruptedException {
     Map<Distribution, Trace> traces = new EnumMap<>(Distribution.class);
     for (Distribution d : cfg.distributions()) {

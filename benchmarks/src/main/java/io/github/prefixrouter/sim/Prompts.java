@@ -1,5 +1,8 @@
 package io.github.prefixrouter.sim;
 
+import io.github.prefixrouter.workload.MmluPrompts;
+import io.github.prefixrouter.workload.PromptSource;
+import io.github.prefixrouter.workload.SyntheticMmluPrompts;
 import java.nio.file.Path;
 
 /** Chooses the prompt source: real MMLU when a directory is given, else the generator. */
@@ -7,10 +10,10 @@ final class Prompts {
 
   private Prompts() {}
 
-  static PromptSet load(Path mmluDir, long seed) {
+  static PromptSource load(Path mmluDir, long seed) {
     if (mmluDir == null) {
-      return new SyntheticPromptSet(seed, 57, 200);
+      return SyntheticMmluPrompts.create(seed);
     }
-    throw new UnsupportedOperationException("MMLU loading is not wired yet");
+    return MmluPrompts.load(mmluDir);
   }
 }

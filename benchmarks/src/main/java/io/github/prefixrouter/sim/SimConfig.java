@@ -49,7 +49,7 @@ public record SimConfig(
     return new SimConfig(
         42L,
         4,
-        8.0,
+        4.5,
         6_000,
         600,
         1.0,

@@ -4,6 +4,7 @@ import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import io.github.prefixrouter.testing.SimulatedScheduler;
+import io.github.prefixrouter.workload.PromptSource;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -60,7 +61,7 @@ final class Simulation {
   static RunResult run(
       Scenario scenario,
       SimConfig cfg,
-      PromptSet prompts,
+      PromptSource prompts,
       Trace trace,
       ClusterFactory factory,
       IntConsumer progress) {
@@ -110,7 +111,7 @@ final class Simulation {
   static RunResult summarize(
       Scenario scenario,
       SimConfig cfg,
-      PromptSet prompts,
+      PromptSource prompts,
       Trace trace,
       RunRecorder rec,
       long endNanos,

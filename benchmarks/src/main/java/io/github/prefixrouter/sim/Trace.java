@@ -1,5 +1,6 @@
 package io.github.prefixrouter.sim;
 
+import io.github.prefixrouter.workload.PromptSource;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -32,9 +33,9 @@ final class Trace {
     return popularityRank[r];
   }
 
-  static Trace generate(PromptSet prompts, Distribution dist, SimConfig cfg, long seed) {
+  static Trace generate(PromptSource prompts, Distribution dist, SimConfig cfg, long seed) {
     SplittableRandom rnd = new SplittableRandom(seed ^ (dist.ordinal() + 1) * 0x9E3779B97F4A7C15L);
-    int n = prompts.subjects();
+    int n = prompts.subjectCount();
     // popularity ranks in a seeded random order, so rank 1 is not always the first file
     List<Integer> order = new ArrayList<>();
     for (int s = 0; s < n; s++) {
@@ -62,7 +63,7 @@ final class Trace {
         r++;
       }
       int subject = rank[r];
-      int question = rnd.nextInt(prompts.questions(subject));
+      int question = rnd.nextInt(prompts.promptCount(subject));
       int entry = rnd.nextInt(cfg.nodes());
       out.add(new Arrival(i, Math.round(t * 1e9), entry, subject, question));
     }

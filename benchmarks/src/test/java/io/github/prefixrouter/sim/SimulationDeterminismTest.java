@@ -3,10 +3,11 @@ package io.github.prefixrouter.sim;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-
+import io.github.prefixrouter.workload.PromptSource;
 import java.nio.file.Path;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+
 
 class SimulationDeterminismTest {
 
@@ -18,7 +19,7 @@ class SimulationDeterminismTest {
 
   @Test
   void sameSeedGivesIdenticalResultsWhateverTheParallelism() throws Exception {
-    PromptSet prompts = Prompts.load(null, 42);
+    PromptSource prompts = Prompts.load(null, 42);
     SimConfig one = small(42, 1);
     SimConfig two = small(42, 2);
     List<RunResult> a = PaperRunner.run(one, prompts, Clusters::create, null);
@@ -36,7 +37,7 @@ class SimulationDeterminismTest {
 
   @Test
   void everyPolicyRunsTheSameTrace() throws Exception {
-    PromptSet prompts = Prompts.load(null, 42);
+    PromptSource prompts = Prompts.load(null, 42);
     SimConfig cfg = small(9, 2);
     List<RunResult> rs = PaperRunner.run(cfg, prompts, Clusters::create, null);
     assertEquals(PaperRunner.scenarios(cfg).size(), rs.size());

@@ -2,13 +2,15 @@ package io.github.prefixrouter.sim;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-
+import io.github.prefixrouter.workload.PromptSource;
+import io.github.prefixrouter.workload.SyntheticMmluPrompts;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
+
 class TraceTest {
 
-  private final PromptSet prompts = new SyntheticPromptSet(1, 57, 50);
+  private final PromptSource prompts = SyntheticMmluPrompts.create(1, 50);
 
   private SimConfig cfg(int requests, double rate, double zipf) {
     SimConfig d = SimConfig.defaults();
