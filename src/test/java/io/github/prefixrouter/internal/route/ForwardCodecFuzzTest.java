@@ -31,7 +31,7 @@ import net.jqwik.api.constraints.IntRange;
  * {@link MalformedMessageException}, and a bomb must be rejected before its claimed size is
  * allocated.
  */
-class ForwardCodecFuzzProperties {
+class ForwardCodecFuzzTest {
 
   // ---------------------------------------------------------------- round trips
 

@@ -24,7 +24,7 @@ import net.jqwik.api.constraints.IntRange;
  * decode is counted as malformed and changes nothing (replica, version, membership); nothing is
  * thrown out of {@link GossipEngine#onMessage}.
  */
-class GossipMalformedInputProperties {
+class GossipMalformedInputTest {
 
   private static final GossipConfig CONFIG = GossipConfig.builder()
       .interval(Duration.ofMillis(100)).suspectAfter(Duration.ofMillis(500))
@@ -36,7 +36,7 @@ class GossipMalformedInputProperties {
   private final GossipCodec codec = new GossipCodec(CONFIG.messageByteCap(), CONFIG.maxPeers() + 1);
   private final List<byte[]> valid;
 
-  GossipMalformedInputProperties() {
+  GossipMalformedInputTest() {
     c = SimCluster.of(2, 3, CONFIG);
     receiver = c.nodes.get(0);
     c.nodes.get(1).localSummary().onStored(OWN);
@@ -60,7 +60,7 @@ class GossipMalformedInputProperties {
       @ForAll @IntRange(min = 0, max = 1 << 20) int where,
       @ForAll @IntRange(min = 0, max = 8) int how,
       @ForAll byte b) {
-    byte[] m = io.github.prefixrouter.internal.route.ForwardCodecFuzzPropertiesAccess.mutate(
+    byte[] m = io.github.prefixrouter.internal.route.FrameMutations.mutate(
         valid.get(which), where, how, b);
     boolean malformed;
     try {
