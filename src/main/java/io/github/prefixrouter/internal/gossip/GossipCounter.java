@@ -1,0 +1,50 @@
+package io.github.prefixrouter.internal.gossip;
+
+/** The counters a {@link GossipEngine} keeps (read them with {@link GossipEngine#stats()}). */
+public enum GossipCounter {
+  /** Gossip rounds run by this node. */
+  ROUNDS,
+  /** Messages handed to the send function. */
+  MESSAGES_SENT,
+  /** Payload bytes handed to the send function. */
+  BYTES_SENT,
+  /** Messages received (well-formed or not). */
+  MESSAGES_RECEIVED,
+  /** Payload bytes received. */
+  BYTES_RECEIVED,
+  /** Received messages dropped because they failed to decode. */
+  MALFORMED_DROPPED,
+  /** Updates, digest entries or chunks ignored as absurd or forged (far-future generation or
+   * version, a claim about this node's own state, a message from this node's own id). */
+  REJECTED,
+  /** Deltas applied to replicas. */
+  DELTAS_APPLIED,
+  /** Deltas received that the replica already had (redundant deliveries). */
+  DELTAS_REDUNDANT,
+  /** Snapshots whose chunks were sent (at least one chunk). */
+  SNAPSHOTS_SENT,
+  /** Snapshot chunk messages sent. */
+  SNAPSHOT_CHUNKS_SENT,
+  /** Snapshots installed into a replica. */
+  SNAPSHOTS_INSTALLED,
+  /** Block hashes not replicated because of a per-peer or total cap. */
+  BLOCKS_REFUSED,
+  /** Peers learned. */
+  MEMBERS_JOINED,
+  /** Peers that became suspect. */
+  MEMBERS_SUSPECTED,
+  /** Peers declared dead. */
+  MEMBERS_DEAD,
+  /** Dead peers forgotten. */
+  MEMBERS_FORGOTTEN,
+  /** Peers not tracked because {@code maxPeers} was reached. */
+  MEMBERS_REFUSED,
+  /** Replicas replaced because their origin restarted with a new generation. */
+  GENERATIONS_REPLACED,
+  /** Round-trip samples taken from SYN→ACK. */
+  RTT_SAMPLES,
+  /** Calls to the send function that threw. */
+  SEND_FAILURES,
+  /** Unexpected internal errors caught while handling a message (each one is a bug). */
+  INTERNAL_ERRORS
+}

@@ -1,0 +1,1353 @@
+package io.github.prefixrouter.internal.gossip;
+
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
+import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Request;
+import io.github.prefixrouter.internal.gossip.GossipMessage.SnapshotChunk;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
+import io.github.prefixrouter.internal.wire.MalformedMessageException;
+import io.github.prefixrouter.spi.Clock;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Scheduler;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.EnumMap;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.function.BiConsumer;
+import java.util.function.Supplier;
+import java.util.random.RandomGenerator;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Anti-entropy gossip: keeps read-only replicas of every peer's block hashes, the peers' load
+ * and liveness, and publishes this node's own {@link LocalSummary}.
+ *
+ * <h2>Design notes</h2>
+ *
+ * <p><b>State per origin.</b> Every origin (a node) owns its block set; only it changes it, so
+ * there are no conflicts. The set is versioned by (generation, version): the generation is new
+ * on every restart and must grow; the version counts changes, version 0 being the empty set.
+ * A replica at version {@code v} applies delta {@code v+1} and ignores any other, so applying
+ * is idempotent and order-insensitive: duplicated or reordered deltas are ignored, gaps are
+ * filled by a later exchange. A snapshot installs only if newer than the replica. A higher
+ * generation resets the replica to the empty set of that generation.
+ *
+ * <p><b>Exchange</b> (Cassandra's three messages). Every interval (jittered) the node sends a
+ * SYN holding its digest, one entry per known live origin (generation, version, heartbeat,
+ * load, overload flag), to {@code fanout} random live peers (seeds while it knows too few, a
+ * random seed and a dead peer now and then so partitions heal). The receiver answers with an
+ * ACK carrying the updates the initiator lacks (deltas from the owner's delta log or from the
+ * relay log kept for third-party origins, else a snapshot in chunks) and requests for what it
+ * lacks itself; the initiator answers the requests with an ACK2. Third-party origins are
+ * relayed, so a change reaches all N nodes in O(log N) rounds. Snapshot chunks of one
+ * (origin, generation, version) are cached by the sender while its log still covers that
+ * version, so a receiver can collect them over several rounds under loss.
+ *
+ * <p><b>Membership.</b> A peer whose heartbeat has not advanced for {@code suspectAfter} is
+ * suspect; after {@code deadAfter} it is dead: its replica and relay log are dropped and only a
+ * tombstone (generation, heartbeat) remains, so stale gossip cannot revive it; a newer
+ * heartbeat or generation does. After {@code forgetAfter} the tombstone goes and its slot is
+ * freed. Updates heard from a third party that jump absurdly far ahead
+ * ({@code maxGenerationJump}, {@code maxSequenceJump}) are rejected and counted.
+ *
+ * <p><b>Threads.</b> The engine starts no thread: rounds run on the injected
+ * {@link Scheduler}, time comes from the injected {@link Clock}, randomness from the injected
+ * {@link RandomGenerator}. All mutation ({@link #onMessage}, rounds) happens under the write
+ * lock of a read-write lock; {@link #leadingBlocks} takes the read lock, so request threads
+ * query concurrently with each other and only wait while a message is being applied.
+ * {@link #view()} and {@link #stats()} read immutable snapshots and never block on gossip.
+ * Messages are sent after the lock is released.
+ */
+public final class GossipEngine {
+
+  private static final Logger log = LoggerFactory.getLogger(GossipEngine.class);
+
+  /** Sends one gossip payload to a peer; must not block; may drop. */
+  @FunctionalInterface
+  public interface Sender {
+    void send(PeerAddress to, byte[] payload);
+  }
+
+  enum Status { ALIVE, SUSPECT, DEAD }
+
+  /** A pending snapshot assembly for one origin. */
+  private static final class Assembly {
+    final long generation;
+    final long version;
+    final long[][] chunks;
+    int received;
+    long hashes;
+    long lastProgressNanos;
+
+    Assembly(long generation, long version, int chunkCount, long now) {
+      this.generation = generation;
+      this.version = version;
+      this.chunks = new long[chunkCount][];
+      this.lastProgressNanos = now;
+    }
+  }
+
+  /** Everything known of one origin. */
+  private static final class Member {
+    final String nodeId;
+    PeerAddress address;
+    final int slot;
+    long generation;
+    long version;
+    long heartbeat;
+    int queueDepth;
+    int inFlight;
+    boolean overloaded;
+    long heartbeatNanos;
+    long lastSyncNanos;
+    long deadSinceNanos;
+    Status status = Status.ALIVE;
+    final DeltaLog relayLog;
+    Assembly pending;
+    long rttNanos = -1;
+    long seenStamp;
+
+    Member(String nodeId, PeerAddress address, int slot, long relayCap) {
+      this.nodeId = nodeId;
+      this.address = address;
+      this.slot = slot;
+      this.relayLog = new DeltaLog(relayCap, 0);
+    }
+
+    DigestEntry entry() {
+      return new DigestEntry(
+          nodeId, generation, version, heartbeat, queueDepth, inFlight, overloaded);
+    }
+  }
+
+  private record CachedSnapshot(long generation, long version, List<byte[]> chunks, long bytes) {}
+
+  private record PendingSyn(String nodeId, long sentNanos) {}
+
+  private record Outgoing(PeerAddress to, byte[] payload) {}
+
+  private final PeerAddress self;
+  private final long generation;
+  private final GossipConfig config;
+  private final List<PeerAddress> seeds;
+  private final Clock clock;
+  private final Scheduler scheduler;
+  private final RandomGenerator random;
+  private final Supplier<EngineLoad> loadSupplier;
+  private final Sender sender;
+  private final GossipCodec codec;
+  private final LocalSummary summary;
+  private final ReplicaIndex index;
+
+  private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
+  private final Map<String, Member> members = new HashMap<>();
+  private final int[] freeSlots;
+  private int freeSlotCount;
+  private final Member[] bySlot;
+  private final LinkedHashMap<String, CachedSnapshot> snapshotCache =
+      new LinkedHashMap<>(16, 0.75f, true);
+  private long snapshotCacheBytes;
+  private final long snapshotCacheMaxBytes;
+  private final Map<Long, PendingSyn> pendingSyns = new HashMap<>();
+  private long pendingHashes;
+  private long nextRound = 1;
+  private long heartbeat;
+  private int localQueueDepth;
+  private int localInFlight;
+  private boolean localOverloaded;
+  private long relayHashes;
+  private long synStamp;
+  private int slotHighWater; // one more than the highest slot ever assigned
+  private final long heartbeatLagToCorrect;
+
+  private final AtomicLongArray counters = new AtomicLongArray(GossipCounter.values().length);
+  private volatile GossipView view;
+  private volatile boolean viewDirty = true;
+  private Scheduler.Cancellable nextTick;
+  private boolean running;
+
+  /**
+   * @param self this node's id and address
+   * @param generation this node's generation, at least 1 and larger than any earlier
+   *     generation of the same node id (for example seconds since the epoch at start)
+   * @param seeds peers to contact first (this node's own address may be among them)
+   * @param load this node's current load; called once per round on the scheduler's thread
+   * @param sender sends a gossip payload; must not block
+   */
+  public GossipEngine(
+      PeerAddress self,
+      long generation,
+      GossipConfig config,
+      List<PeerAddress> seeds,
+      Clock clock,
+      Scheduler scheduler,
+      RandomGenerator random,
+      Supplier<EngineLoad> load,
+      Sender sender) {
+    this.self = Objects.requireNonNull(self, "self");
+    if (generation < 1 || generation > GossipMessage.MAX_COUNTER) {
+      throw new IllegalArgumentException(
+          "generation must be in 1.." + GossipMessage.MAX_COUNTER + ", was " + generation);
+    }
+    this.generation = generation;
+    this.config = Objects.requireNonNull(config, "config");
+    this.clock = Objects.requireNonNull(clock, "clock");
+    this.scheduler = Objects.requireNonNull(scheduler, "scheduler");
+    this.random = Objects.requireNonNull(random, "random");
+    this.loadSupplier = Objects.requireNonNull(load, "load");
+    this.sender = Objects.requireNonNull(sender, "sender");
+    List<PeerAddress> s = new ArrayList<>();
+    for (PeerAddress p : Objects.requireNonNull(seeds, "seeds")) {
+      Objects.requireNonNull(p, "seed");
+      if (!p.nodeId().equals(self.nodeId()) && !s.contains(p)) {
+        s.add(p);
+      }
+    }
+    this.seeds = List.copyOf(s);
+    this.codec = new GossipCodec(config.messageByteCap(), config.maxPeers() + 1);
+    int maxHashesPerDelta = Math.max(1, (config.messageByteCap() - 1_024) / 8 / 2);
+    this.summary = new LocalSummary(generation, config.deltaLogMaxHashes(), maxHashesPerDelta);
+    this.index = new ReplicaIndex(config.maxPeers(), config.maxBlocksPerPeer(),
+        config.maxBlocksTotal());
+    this.freeSlots = new int[config.maxPeers()];
+    for (int i = 0; i < freeSlots.length; i++) {
+      freeSlots[i] = freeSlots.length - 1 - i;
+    }
+    this.freeSlotCount = freeSlots.length;
+    this.bySlot = new Member[config.maxPeers()];
+    this.snapshotCacheMaxBytes = 4L * config.snapshotBytesPerExchange();
+    this.heartbeatLagToCorrect =
+        Math.max(1, config.suspectAfter().toNanos() / config.intervalNanos() / 2);
+  }
+
+  // ================================================================ public surface
+
+  public PeerAddress self() {
+    return self;
+  }
+
+  public long generation() {
+    return generation;
+  }
+
+  public GossipConfig config() {
+    return config;
+  }
+
+  /** This node's own summary: register it as the local tree's block event listener. */
+  public LocalSummary localSummary() {
+    return summary;
+  }
+
+  /** Number of slots, the minimum length of the array given to {@link #leadingBlocks}. */
+  public int slotCapacity() {
+    return config.maxPeers();
+  }
+
+  /**
+   * For a request's chain of block hashes, how many leading blocks each peer's replica holds,
+   * in one pass over the chain whatever the number of peers. Map slots to peers with
+   * {@link #view()}. Thread-safe; takes the read lock.
+   *
+   * @param chain chained block hashes of the request, first block first
+   * @param n how many of {@code chain} to consider
+   * @param outPerSlot receives the count per slot; length at least {@link #slotCapacity()}.
+   *     Only the slots that have ever been assigned are written (the others keep whatever
+   *     they held): read the entries of the peers in a {@link #view()}
+   * @return the largest count over all peers
+   */
+  public int leadingBlocks(long[] chain, int n, int[] outPerSlot) {
+    if (n < 0 || n > chain.length) {
+      throw new IllegalArgumentException("n must be in 0.." + chain.length + ", was " + n);
+    }
+    if (outPerSlot.length < config.maxPeers()) {
+      throw new IllegalArgumentException(
+          "outPerSlot needs " + config.maxPeers() + " entries, has " + outPerSlot.length);
+    }
+    ReentrantReadWriteLock.ReadLock r = lock.readLock();
+    r.lock();
+    try {
+      return index.leadingBlocks(chain, n, outPerSlot, slotHighWater);
+    } finally {
+      r.unlock();
+    }
+  }
+
+  /** The live membership as of the last change. Thread-safe and cheap. */
+  public GossipView view() {
+    GossipView v = view;
+    if (!viewDirty && v != null) {
+      return v;
+    }
+    ReentrantReadWriteLock.WriteLock w = lock.writeLock();
+    w.lock();
+    try {
+      return rebuildView();
+    } finally {
+      w.unlock();
+    }
+  }
+
+  /** The counters. Thread-safe. */
+  public Map<GossipCounter, Long> stats() {
+    Map<GossipCounter, Long> m = new EnumMap<>(GossipCounter.class);
+    for (GossipCounter c : GossipCounter.values()) {
+      m.put(c, counters.get(c.ordinal()));
+    }
+    return m;
+  }
+
+  public long counter(GossipCounter c) {
+    return counters.get(c.ordinal());
+  }
+
+  /** This node's overload flag as it advertises it. */
+  public boolean localOverloaded() {
+    lock.readLock().lock();
+    try {
+      return localOverloaded;
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /** Starts gossiping: the first round runs after a random fraction of the interval. */
+  public void start() {
+    lock.writeLock().lock();
+    try {
+      if (running) {
+        return;
+      }
+      running = true;
+      long first = (long) (random.nextDouble() * config.intervalNanos());
+      nextTick = scheduler.schedule(first, this::tick);
+    } finally {
+      lock.writeLock().unlock();
+    }
+  }
+
+  /** Stops gossiping; messages received afterwards are still applied. */
+  public void stop() {
+    lock.writeLock().lock();
+    try {
+      running = false;
+      if (nextTick != null) {
+        nextTick.cancel();
+        nextTick = null;
+      }
+    } finally {
+      lock.writeLock().unlock();
+    }
+  }
+
+  /**
+   * Handles one gossip payload from {@code from} (as authenticated by the transport). A
+   * malformed payload is counted and dropped without changing any state; no exception escapes.
+   */
+  public void onMessage(PeerAddress from, byte[] payload) {
+    count(GossipCounter.MESSAGES_RECEIVED, 1);
+    count(GossipCounter.BYTES_RECEIVED, payload.length);
+    GossipMessage m;
+    try {
+      m = codec.decode(payload);
+    } catch (MalformedMessageException e) {
+      count(GossipCounter.MALFORMED_DROPPED, 1);
+      log.debug("dropped gossip from {}: {}", from, e.getMessage());
+      return;
+    }
+    handle(from, m);
+  }
+
+  /** Handles one decoded message; exposed to tests that bypass the codec. */
+  void handle(PeerAddress from, GossipMessage m) {
+    if (from.nodeId().equals(self.nodeId())) {
+      count(GossipCounter.REJECTED, 1);
+      return;
+    }
+    List<Outgoing> out = new ArrayList<>();
+    lock.writeLock().lock();
+    try {
+      if (m instanceof Syn s) {
+        onSyn(from, s, out);
+      } else if (m instanceof Ack a) {
+        onAck(from, a, out);
+      } else if (m instanceof Ack2 a) {
+        for (Update u : a.updates()) {
+          apply(from, u);
+        }
+      } else {
+        onChunk(from, (SnapshotChunk) m);
+      }
+      viewDirty = true;
+    } catch (RuntimeException e) {
+      count(GossipCounter.INTERNAL_ERRORS, 1);
+      log.warn("error handling gossip from {}", from, e);
+    } finally {
+      lock.writeLock().unlock();
+    }
+    flush(out);
+  }
+
+  /** Runs one gossip round now (the scheduler calls this; tests may too). */
+  public void runRound() {
+    List<Outgoing> out = new ArrayList<>();
+    lock.writeLock().lock();
+    try {
+      round(out);
+      viewDirty = true;
+    } catch (RuntimeException e) {
+      count(GossipCounter.INTERNAL_ERRORS, 1);
+      log.warn("error in gossip round", e);
+    } finally {
+      lock.writeLock().unlock();
+    }
+    flush(out);
+  }
+
+  // ================================================================ test and accounting access
+
+  /** Exact block hashes replicated for {@code nodeId}, or {@code null} if not a live member. */
+  long[] replicaOf(String nodeId) {
+    lock.readLock().lock();
+    try {
+      Member m = members.get(nodeId);
+      return m == null || m.status == Status.DEAD ? null : index.blocksOf(m.slot);
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /** (generation, version) of the replica of {@code nodeId}, or {@code null}. */
+  long[] replicaVersion(String nodeId) {
+    lock.readLock().lock();
+    try {
+      Member m = members.get(nodeId);
+      return m == null ? null : new long[] {m.generation, m.version};
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /** Status of {@code nodeId}, or {@code null} if unknown (never learned, or forgotten). */
+  Status statusOf(String nodeId) {
+    lock.readLock().lock();
+    try {
+      Member m = members.get(nodeId);
+      return m == null ? null : m.status;
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /** Members tracked, tombstones included. */
+  int memberCount() {
+    lock.readLock().lock();
+    try {
+      return members.size();
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /** (peer, block) pairs replicated over all peers. Thread-safe. */
+  public long replicatedPairs() {
+    lock.readLock().lock();
+    try {
+      return index.pairs();
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /**
+   * Bytes held by the replica index (hash table, holder cells, per-slot counters); divided by
+   * {@link #replicatedPairs()} it gives the memory per replicated block. Thread-safe.
+   */
+  public long indexBytes() {
+    lock.readLock().lock();
+    try {
+      return index.retainedBytes();
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /**
+   * An estimate of the bytes held by the replicas, relay logs, membership, pending snapshots and
+   * snapshot cache (not the local summary), from array lengths and fixed per-object costs.
+   */
+  long retainedBytesEstimate() {
+    lock.readLock().lock();
+    try {
+      long b = index.retainedBytes() + 8L * bySlot.length + 4L * freeSlots.length;
+      b += 64L + 48L * members.size(); // hash map entries
+      for (Member m : members.values()) {
+        b += 200 + m.relayLog.retainedBytes();
+        if (m.pending != null) {
+          b += 64 + 16L * m.pending.chunks.length + 8 * m.pending.hashes;
+        }
+      }
+      b += snapshotCacheBytes + 100L * snapshotCache.size();
+      b += 100L * pendingSyns.size();
+      return b;
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /** Checks internal invariants (tests call it after every step). */
+  void checkInvariants() {
+    lock.readLock().lock();
+    try {
+      index.checkInvariants();
+      int used = 0;
+      long relay = 0;
+      for (Member m : members.values()) {
+        if (bySlot[m.slot] != m) {
+          throw new IllegalStateException("slot table out of sync for " + m.nodeId);
+        }
+        if (m.status == Status.DEAD && index.blocks(m.slot) != 0) {
+          throw new IllegalStateException("dead member " + m.nodeId + " still has blocks");
+        }
+        if (m.relayLog.last() != m.version && m.status != Status.DEAD) {
+          throw new IllegalStateException("relay log of " + m.nodeId + " not at its version");
+        }
+        relay += m.relayLog.hashCount();
+        used++;
+      }
+      if (used + freeSlotCount != bySlot.length) {
+        throw new IllegalStateException("slots leaked: " + used + " + " + freeSlotCount);
+      }
+      if (relay != relayHashes) {
+        throw new IllegalStateException("relay hash count " + relayHashes + " != " + relay);
+      }
+      if (members.size() > config.maxPeers()) {
+        throw new IllegalStateException("more members than maxPeers");
+      }
+      if (index.pairs() > config.maxBlocksTotal()) {
+        throw new IllegalStateException("replica pairs over cap");
+      }
+      if (snapshotCacheBytes > snapshotCacheMaxBytes) {
+        throw new IllegalStateException("snapshot cache over cap");
+      }
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  // ================================================================ rounds
+
+  private void tick() {
+    boolean again;
+    lock.writeLock().lock();
+    try {
+      again = running;
+    } finally {
+      lock.writeLock().unlock();
+    }
+    if (!again) {
+      return;
+    }
+    runRound();
+    lock.writeLock().lock();
+    try {
+      if (running) {
+        double j = config.jitter() * (2 * random.nextDouble() - 1);
+        long delay = Math.max(1, (long) (config.intervalNanos() * (1 + j)));
+        nextTick = scheduler.schedule(delay, this::tick);
+      }
+    } finally {
+      lock.writeLock().unlock();
+    }
+  }
+
+  private void round(List<Outgoing> out) {
+    long now = clock.nanoTime();
+    count(GossipCounter.ROUNDS, 1);
+    heartbeat++;
+    sampleLoad();
+    updateMembership(now);
+    expirePendingSyns(now);
+
+    List<Member> live = new ArrayList<>();
+    List<Member> dead = new ArrayList<>();
+    for (Member m : members.values()) {
+      (m.status == Status.DEAD ? dead : live).add(m);
+    }
+    // stable order so a seeded run replays exactly (HashMap order depends only on ids)
+    List<PeerAddress> targets = new ArrayList<>();
+    for (Member m : pickRandom(live, config.fanout())) {
+      targets.add(m.address);
+    }
+    if (targets.size() < config.fanout()) {
+      List<PeerAddress> fill = new ArrayList<>();
+      for (PeerAddress s : seeds) {
+        Member m = members.get(s.nodeId());
+        if (!targets.contains(s) && (m == null || m.status == Status.DEAD)) {
+          fill.add(s);
+        }
+      }
+      for (PeerAddress s : pickRandom(fill, config.fanout() - targets.size())) {
+        targets.add(s);
+      }
+    }
+    if (!seeds.isEmpty()
+        && random.nextDouble() < (double) seeds.size() / (live.size() + dead.size() + 1)) {
+      PeerAddress s = seeds.get(random.nextInt(seeds.size()));
+      if (!targets.contains(s)) {
+        targets.add(s);
+      }
+    }
+    if (!dead.isEmpty() && random.nextDouble() < (double) dead.size() / (live.size() + 1)) {
+      PeerAddress d = dead.get(random.nextInt(dead.size())).address;
+      if (!targets.contains(d)) {
+        targets.add(d);
+      }
+    }
+    if (targets.isEmpty()) {
+      return;
+    }
+    // The first exchange starts now; the others are spread over the interval, each with a
+    // digest taken when it is sent. Sending all SYNs at once would have every target answer
+    // with the same missing deltas; spreading them lets each answer build on the last one.
+    out.add(syn(targets.get(0), live, now));
+    long spacing = config.intervalNanos() / targets.size();
+    for (int k = 1; k < targets.size(); k++) {
+      PeerAddress t = targets.get(k);
+      scheduler.schedule(k * spacing, () -> sendLater(t));
+    }
+  }
+
+  private Outgoing syn(PeerAddress to, List<Member> live, long now) {
+    long round = nextRound++;
+    pendingSyns.put(round, new PendingSyn(to.nodeId(), now));
+    return new Outgoing(to, codec.encode(new Syn(round, generation, buildDigest(live))));
+  }
+
+  private void sendLater(PeerAddress to) {
+    List<Outgoing> out = new ArrayList<>(1);
+    lock.writeLock().lock();
+    try {
+      if (!running) {
+        return;
+      }
+      List<Member> live = new ArrayList<>();
+      for (Member m : members.values()) {
+        if (m.status != Status.DEAD) {
+          live.add(m);
+        }
+      }
+      out.add(syn(to, live, clock.nanoTime()));
+    } catch (RuntimeException e) {
+      count(GossipCounter.INTERNAL_ERRORS, 1);
+      log.warn("error sending a gossip digest", e);
+    } finally {
+      lock.writeLock().unlock();
+    }
+    flush(out);
+  }
+
+  private <T> List<T> pickRandom(List<T> from, int k) {
+    if (from.size() <= k) {
+      List<T> all = new ArrayList<>(from);
+      Collections.shuffle(all, asRandom());
+      return all;
+    }
+    List<T> copy = new ArrayList<>(from);
+    for (int i = 0; i < k; i++) {
+      int j = i + random.nextInt(copy.size() - i);
+      Collections.swap(copy, i, j);
+    }
+    return copy.subList(0, k);
+  }
+
+  private java.util.Random asRandom() {
+    return new java.util.Random(random.nextLong());
+  }
+
+  private void sampleLoad() {
+    EngineLoad l;
+    try {
+      l = loadSupplier.get();
+    } catch (RuntimeException e) {
+      log.warn("load supplier failed; keeping the last figures", e);
+      return;
+    }
+    if (l == null) {
+      return;
+    }
+    localQueueDepth = l.queueDepth();
+    localInFlight = l.inFlight();
+    long total = (long) l.queueDepth() + l.inFlight();
+    if (!localOverloaded && total >= config.highWatermark()) {
+      localOverloaded = true;
+    } else if (localOverloaded && total <= config.lowWatermark()) {
+      localOverloaded = false;
+    }
+  }
+
+  private DigestEntry selfEntry() {
+    return new DigestEntry(self.nodeId(), generation, summary.version(), heartbeat,
+        localQueueDepth, localInFlight, localOverloaded);
+  }
+
+  private List<DigestEntry> buildDigest(List<Member> live) {
+    List<DigestEntry> digest = new ArrayList<>(live.size() + 1);
+    DigestEntry me = selfEntry();
+    digest.add(me);
+    int budget = config.messageByteCap() - GossipCodec.synOverhead(Long.MAX_VALUE >>> 2,
+        generation, live.size() + 1) - GossipCodec.sizeOf(me);
+    int n = live.size();
+    int start = n == 0 ? 0 : random.nextInt(n);
+    for (int i = 0; i < n; i++) {
+      DigestEntry e = live.get((start + i) % n).entry();
+      int size = GossipCodec.sizeOf(e);
+      if (size > budget) {
+        break; // the rest goes in a later round (start rotates)
+      }
+      budget -= size;
+      digest.add(e);
+    }
+    return digest;
+  }
+
+  private void updateMembership(long now) {
+    long suspect = config.suspectAfter().toNanos();
+    long dead = config.deadAfter().toNanos();
+    long forget = config.forgetAfter().toNanos();
+    Iterator<Member> it = members.values().iterator();
+    while (it.hasNext()) {
+      Member m = it.next();
+      long age = now - m.heartbeatNanos;
+      switch (m.status) {
+        case ALIVE -> {
+          if (age > dead) {
+            declareDead(m, now);
+          } else if (age > suspect) {
+            m.status = Status.SUSPECT;
+            count(GossipCounter.MEMBERS_SUSPECTED, 1);
+          }
+        }
+        case SUSPECT -> {
+          if (age > dead) {
+            declareDead(m, now);
+          }
+        }
+        case DEAD -> {
+          if (now - m.deadSinceNanos > forget) {
+            it.remove();
+            bySlot[m.slot] = null;
+            releaseSlot(m.slot);
+            snapshotCacheRemove(m.nodeId);
+            count(GossipCounter.MEMBERS_FORGOTTEN, 1);
+          }
+        }
+      }
+    }
+    retrimRelayLogs();
+  }
+
+  /** Returns a slot to the free stack, keeping it sorted so the lowest free slot goes first. */
+  private void releaseSlot(int slot) {
+    int i = freeSlotCount++;
+    while (i > 0 && freeSlots[i - 1] < slot) {
+      freeSlots[i] = freeSlots[i - 1];
+      i--;
+    }
+    freeSlots[i] = slot;
+  }
+
+  private void declareDead(Member m, long now) {
+    m.status = Status.DEAD;
+    m.deadSinceNanos = now;
+    index.clearSlot(m.slot);
+    resetRelay(m, 0);
+    m.version = 0;
+    dropPending(m);
+    snapshotCacheRemove(m.nodeId);
+    count(GossipCounter.MEMBERS_DEAD, 1);
+  }
+
+  private void expirePendingSyns(long now) {
+    long maxAge = config.deadAfter().toNanos();
+    pendingSyns.values().removeIf(p -> now - p.sentNanos() > maxAge);
+  }
+
+  // ================================================================ SYN / ACK / ACK2
+
+  private void onSyn(PeerAddress from, Syn syn, List<Outgoing> out) {
+    long now = clock.nanoTime();
+    List<Update> updates = new ArrayList<>();
+    List<Request> requests = new ArrayList<>();
+    List<Outgoing> chunks = new ArrayList<>();
+    int[] snapshotBudget = {config.snapshotBytesPerExchange()};
+    int budget = config.messageByteCap() - 64;
+    long stamp = ++synStamp;
+    boolean selfSeen = false;
+    for (DigestEntry e : syn.digest()) {
+      if (e.nodeId().equals(self.nodeId())) {
+        if (selfSeen) {
+          continue; // duplicate entry: first one wins
+        }
+        selfSeen = true;
+        if (e.generation() > generation) {
+          count(GossipCounter.REJECTED, 1);
+          continue;
+        }
+        if (e.generation() < generation || e.version() < summary.version()
+            || e.heartbeat() < heartbeat) {
+          budget = addUpdate(updates, serveSelf(from, e.generation(), e.version(), budget,
+              chunks, snapshotBudget), budget);
+        }
+        continue;
+      }
+      Member m = members.get(e.nodeId());
+      boolean thirdParty = !e.nodeId().equals(from.nodeId());
+      if (m != null) {
+        if (m.seenStamp == stamp) {
+          continue; // duplicate entry: first one wins
+        }
+        m.seenStamp = stamp;
+      }
+      if (m == null) {
+        if (members.size() < config.maxPeers()) {
+          requests.add(new Request(e.nodeId(), 0, 0));
+        } else {
+          count(GossipCounter.MEMBERS_REFUSED, 1);
+        }
+        continue;
+      }
+      if (thirdParty && absurd(m, e)) {
+        count(GossipCounter.REJECTED, 1);
+        continue;
+      }
+      if (m.status == Status.DEAD) {
+        if (e.generation() > m.generation
+            || (e.generation() == m.generation && e.heartbeat() > m.heartbeat)) {
+          requests.add(new Request(m.nodeId, m.generation, 0));
+        }
+        continue;
+      }
+      if (e.generation() > m.generation) {
+        requests.add(new Request(m.nodeId, m.generation, m.version));
+        continue;
+      }
+      if (e.generation() < m.generation) {
+        budget = addUpdate(updates,
+            serveMember(m, e.generation(), e.version(), budget, from, chunks, snapshotBudget),
+            budget);
+        continue;
+      }
+      if (e.heartbeat() > m.heartbeat) {
+        acceptHeartbeat(m, e, now);
+      }
+      if (e.version() > m.version) {
+        requests.add(new Request(m.nodeId, m.generation, m.version));
+      } else if (e.version() < m.version) {
+        budget = addUpdate(updates,
+            serveMember(m, e.generation(), e.version(), budget, from, chunks, snapshotBudget),
+            budget);
+      } else {
+        m.lastSyncNanos = now;
+        // heartbeats spread by the digests themselves; answer a heartbeat-only difference
+        // only when the initiator is far enough behind to start suspecting the origin
+        if (m.heartbeat - e.heartbeat() > heartbeatLagToCorrect) {
+          budget = addUpdate(updates, headerOnly(m, e.version()), budget);
+        }
+      }
+    }
+    // what the initiator does not know at all
+    if (!selfSeen) {
+      budget = addUpdate(updates, serveSelf(from, 0, 0, budget, chunks, snapshotBudget), budget);
+    }
+    for (Member m : members.values()) {
+      if (m.status != Status.DEAD && m.seenStamp != stamp
+          && !m.nodeId.equals(from.nodeId())) {
+        budget = addUpdate(updates,
+            serveMember(m, 0, 0, budget, from, chunks, snapshotBudget), budget);
+      }
+    }
+    trimRequests(requests, budget);
+    out.add(new Outgoing(from, codec.encode(new Ack(syn.round(), generation, updates, requests))));
+    out.addAll(chunks);
+  }
+
+  private void trimRequests(List<Request> requests, int budget) {
+    int used = 0;
+    for (int i = 0; i < requests.size(); i++) {
+      used += GossipCodec.sizeOf(requests.get(i));
+      if (used > budget) {
+        requests.subList(i, requests.size()).clear();
+        return;
+      }
+    }
+  }
+
+  private int addUpdate(List<Update> updates, Update u, int budget) {
+    if (u == null) {
+      return budget;
+    }
+    int size = GossipCodec.sizeOf(u);
+    if (size > budget) {
+      return budget;
+    }
+    updates.add(u);
+    return budget - size;
+  }
+
+  private void onAck(PeerAddress from, Ack ack, List<Outgoing> out) {
+    long now = clock.nanoTime();
+    PendingSyn p = pendingSyns.get(ack.round());
+    if (p != null && p.nodeId().equals(from.nodeId())) {
+      pendingSyns.remove(ack.round());
+      long sample = now - p.sentNanos();
+      Member m = members.get(from.nodeId());
+      if (m != null && sample >= 0) {
+        m.rttNanos = m.rttNanos < 0 ? sample
+            : (long) ((1 - config.rttSmoothing()) * m.rttNanos + config.rttSmoothing() * sample);
+        count(GossipCounter.RTT_SAMPLES, 1);
+      }
+    }
+    for (Update u : ack.updates()) {
+      apply(from, u);
+    }
+    // RTT sample for a first contact lands once the member exists
+    if (p != null && p.nodeId().equals(from.nodeId())) {
+      Member m = members.get(from.nodeId());
+      if (m != null && m.rttNanos < 0) {
+        m.rttNanos = now - p.sentNanos();
+        count(GossipCounter.RTT_SAMPLES, 1);
+      }
+    }
+    if (ack.requests().isEmpty()) {
+      return;
+    }
+    List<Update> updates = new ArrayList<>();
+    List<Outgoing> chunks = new ArrayList<>();
+    int[] snapshotBudget = {config.snapshotBytesPerExchange()};
+    int budget = config.messageByteCap() - 32;
+    for (Request r : ack.requests()) {
+      Update u;
+      if (r.nodeId().equals(self.nodeId())) {
+        u = serveSelf(from, r.generation(), r.version(), budget, chunks, snapshotBudget);
+      } else {
+        Member m = members.get(r.nodeId());
+        if (m == null || m.status == Status.DEAD) {
+          continue;
+        }
+        u = serveMember(m, r.generation(), r.version(), budget, from, chunks, snapshotBudget);
+      }
+      budget = addUpdate(updates, u, budget);
+    }
+    if (!updates.isEmpty()) {
+      out.add(new Outgoing(from, codec.encode(new Ack2(generation, updates))));
+    }
+    out.addAll(chunks);
+  }
+
+  private boolean absurd(Member m, DigestEntry e) {
+    if (e.generation() > m.generation && e.generation() - m.generation > config.maxGenerationJump()) {
+      return true;
+    }
+    if (e.generation() == m.generation) {
+      return (e.version() > m.version && e.version() - m.version > config.maxSequenceJump())
+          || (e.heartbeat() > m.heartbeat
+              && e.heartbeat() - m.heartbeat > config.maxSequenceJump());
+    }
+    return false;
+  }
+
+  private void acceptHeartbeat(Member m, DigestEntry e, long now) {
+    m.heartbeat = e.heartbeat();
+    m.queueDepth = e.queueDepth();
+    m.inFlight = e.inFlight();
+    m.overloaded = e.overloaded();
+    m.heartbeatNanos = now;
+    m.status = Status.ALIVE;
+  }
+
+  // ================================================================ serving updates
+
+  private Update headerOnly(Member m, long fromVersion) {
+    return new Update(m.entry(), m.address.address(), fromVersion, List.of());
+  }
+
+  private Update serveSelf(PeerAddress to, long gen, long version, int budget,
+      List<Outgoing> chunks, int[] snapshotBudget) {
+    DigestEntry me = selfEntry();
+    String addr = self.address();
+    long myVersion = me.version();
+    if (gen == generation && version >= myVersion) {
+      return new Update(me, addr, myVersion, List.of());
+    }
+    if (gen <= generation) {
+      long from = gen == generation ? version : 0; // an older generation restarts from empty
+      int headerSize = GossipCodec.headerOnlySize(me, addr, from) + 8;
+      int maxSingle = config.messageByteCap() - 256 - headerSize;
+      List<Delta> deltas = summary.deltasAfter(from, budget - headerSize, maxSingle);
+      if (deltas != null) {
+        return new Update(me, addr, from, deltas);
+      }
+    }
+    // a snapshot: header-only update now (so the receiver resets to this generation) + chunks
+    sendSnapshot(to, self.nodeId(), generation, chunks, snapshotBudget, () -> summary.snapshot(),
+        v -> summary.logCovers(v));
+    return new Update(me, addr, 0, List.of());
+  }
+
+  private Update serveMember(Member m, long gen, long version, int budget, PeerAddress to,
+      List<Outgoing> chunks, int[] snapshotBudget) {
+    if (gen > m.generation || (gen == m.generation && version >= m.version)) {
+      return headerOnly(m, m.version);
+    }
+    long from = gen == m.generation ? version : 0;
+    int headerSize = GossipCodec.headerOnlySize(m.entry(), m.address.address(), from) + 8;
+    int maxSingle = config.messageByteCap() - 256 - headerSize;
+    List<Delta> deltas = m.relayLog.after(from, budget - headerSize, maxSingle);
+    if (deltas != null) {
+      return new Update(m.entry(), m.address.address(), from, deltas);
+    }
+    if (m.version > 0 && index.refused(m.slot) == 0) {
+      sendSnapshot(to, m.nodeId, m.generation, chunks, snapshotBudget,
+          () -> new LocalSummary.Snapshot(m.version, index.blocksOf(m.slot)),
+          v -> m.relayLog.covers(v) || v == m.version);
+    }
+    return headerOnly(m, 0);
+  }
+
+  private void sendSnapshot(PeerAddress to, String origin, long gen, List<Outgoing> chunks,
+      int[] snapshotBudget, Supplier<LocalSummary.Snapshot> take,
+      java.util.function.LongPredicate stillUseful) {
+    CachedSnapshot c = snapshotCache.get(origin);
+    if (c == null || c.generation() != gen || !stillUseful.test(c.version())) {
+      snapshotCacheRemove(origin);
+      LocalSummary.Snapshot s = take.get();
+      c = encodeSnapshot(origin, gen, s);
+      if (c.bytes() <= snapshotCacheMaxBytes / 2) {
+        snapshotCache.put(origin, c);
+        snapshotCacheBytes += c.bytes();
+        Iterator<Map.Entry<String, CachedSnapshot>> it = snapshotCache.entrySet().iterator();
+        while (snapshotCacheBytes > snapshotCacheMaxBytes && it.hasNext()) {
+          Map.Entry<String, CachedSnapshot> e = it.next();
+          if (e.getKey().equals(origin)) {
+            continue;
+          }
+          snapshotCacheBytes -= e.getValue().bytes();
+          it.remove();
+        }
+      }
+    }
+    List<byte[]> all = c.chunks();
+    int n = all.size();
+    int start = n == 1 ? 0 : random.nextInt(n);
+    boolean any = false;
+    for (int i = 0; i < n; i++) {
+      byte[] chunk = all.get((start + i) % n);
+      if (chunk.length > snapshotBudget[0]) {
+        break;
+      }
+      snapshotBudget[0] -= chunk.length;
+      chunks.add(new Outgoing(to, chunk));
+      count(GossipCounter.SNAPSHOT_CHUNKS_SENT, 1);
+      any = true;
+    }
+    if (any) {
+      count(GossipCounter.SNAPSHOTS_SENT, 1);
+    }
+  }
+
+  private CachedSnapshot encodeSnapshot(String origin, long gen, LocalSummary.Snapshot s) {
+    int perChunk = (config.messageByteCap() - GossipCodec.chunkOverhead(origin, gen, s.version()))
+        / 8;
+    long[] h = s.hashes();
+    int count = Math.max(1, (h.length + perChunk - 1) / perChunk);
+    List<byte[]> chunks = new ArrayList<>(count);
+    long bytes = 0;
+    for (int i = 0; i < count; i++) {
+      long[] part = Arrays.copyOfRange(h, i * perChunk, Math.min(h.length, (i + 1) * perChunk));
+      byte[] b = codec.encode(new SnapshotChunk(origin, gen, s.version(), i, count, part));
+      chunks.add(b);
+      bytes += b.length;
+    }
+    return new CachedSnapshot(gen, s.version(), chunks, bytes);
+  }
+
+  private void snapshotCacheRemove(String origin) {
+    CachedSnapshot c = snapshotCache.remove(origin);
+    if (c != null) {
+      snapshotCacheBytes -= c.bytes();
+    }
+  }
+
+  // ================================================================ applying
+
+  private void apply(PeerAddress from, Update u) {
+    long now = clock.nanoTime();
+    DigestEntry e = u.header();
+    if (e.nodeId().equals(self.nodeId())) {
+      if (e.generation() > generation) {
+        count(GossipCounter.REJECTED, 1);
+      }
+      return;
+    }
+    boolean thirdParty = !e.nodeId().equals(from.nodeId());
+    Member m = members.get(e.nodeId());
+    if (m == null) {
+      if (freeSlotCount == 0 || members.size() >= config.maxPeers()) {
+        count(GossipCounter.MEMBERS_REFUSED, 1);
+        return;
+      }
+      PeerAddress addr = thirdParty ? new PeerAddress(e.nodeId(), u.address()) : from;
+      int slot = freeSlots[--freeSlotCount];
+      slotHighWater = Math.max(slotHighWater, slot + 1);
+      m = new Member(e.nodeId(), addr, slot, relayCap());
+      m.generation = e.generation();
+      m.heartbeat = e.heartbeat();
+      m.queueDepth = e.queueDepth();
+      m.inFlight = e.inFlight();
+      m.overloaded = e.overloaded();
+      m.heartbeatNanos = now;
+      m.lastSyncNanos = now;
+      members.put(m.nodeId, m);
+      bySlot[slot] = m;
+      count(GossipCounter.MEMBERS_JOINED, 1);
+    } else {
+      if (thirdParty && absurd(m, e)) {
+        count(GossipCounter.REJECTED, 1);
+        return;
+      }
+      if (e.generation() < m.generation) {
+        return; // stale
+      }
+      if (m.status == Status.DEAD) {
+        if (e.generation() == m.generation && e.heartbeat() <= m.heartbeat) {
+          return; // stale gossip about a dead peer does not revive it
+        }
+        m.status = Status.ALIVE;
+        m.heartbeatNanos = now;
+      }
+      if (e.generation() > m.generation) {
+        newGeneration(m, e, thirdParty ? new PeerAddress(e.nodeId(), u.address()) : from, now);
+      } else if (e.heartbeat() > m.heartbeat) {
+        acceptHeartbeat(m, e, now);
+      }
+    }
+    applyDeltas(m, u);
+    if (m.version == e.version()) {
+      m.lastSyncNanos = now;
+    }
+  }
+
+  private void newGeneration(Member m, DigestEntry e, PeerAddress addr, long now) {
+    index.clearSlot(m.slot);
+    resetRelay(m, 0);
+    if (m.pending != null && m.pending.generation < e.generation()) {
+      dropPending(m);
+    }
+    snapshotCacheRemove(m.nodeId);
+    m.generation = e.generation();
+    m.version = 0;
+    m.address = addr;
+    m.rttNanos = -1;
+    acceptHeartbeat(m, e, now);
+    m.lastSyncNanos = now;
+    count(GossipCounter.GENERATIONS_REPLACED, 1);
+  }
+
+  private void applyDeltas(Member m, Update u) {
+    for (Delta d : u.deltas()) {
+      if (d.seq() <= m.version) {
+        count(GossipCounter.DELTAS_REDUNDANT, 1);
+        continue;
+      }
+      if (d.seq() != m.version + 1) {
+        break; // gap: a later exchange fills it
+      }
+      switch (d.op()) {
+        case Delta.STORE -> {
+          for (long h : d.hashes()) {
+            if (index.add(m.slot, h) < 0) {
+              count(GossipCounter.BLOCKS_REFUSED, 1);
+            }
+          }
+        }
+        case Delta.EVICT -> {
+          for (long h : d.hashes()) {
+            index.remove(m.slot, h);
+          }
+        }
+        default -> index.clearSlot(m.slot);
+      }
+      m.version = d.seq();
+      appendRelay(m, d);
+      count(GossipCounter.DELTAS_APPLIED, 1);
+    }
+  }
+
+  private void onChunk(PeerAddress from, SnapshotChunk c) {
+    long now = clock.nanoTime();
+    if (c.nodeId().equals(self.nodeId())) {
+      if (c.generation() > generation) {
+        count(GossipCounter.REJECTED, 1);
+      }
+      return;
+    }
+    Member m = members.get(c.nodeId());
+    if (m == null || m.status == Status.DEAD) {
+      return; // learn the origin from an update first
+    }
+    boolean thirdParty = !c.nodeId().equals(from.nodeId());
+    if (thirdParty && absurd(m, new DigestEntry(c.nodeId(), c.generation(), c.version(),
+        m.heartbeat, 0, 0, false))) {
+      count(GossipCounter.REJECTED, 1);
+      return;
+    }
+    if (c.generation() < m.generation
+        || (c.generation() == m.generation && c.version() <= m.version)) {
+      return; // not newer than the replica
+    }
+    Assembly a = m.pending;
+    if (a != null && (a.generation != c.generation() || a.version != c.version()
+        || a.chunks.length != c.chunkCount())) {
+      boolean newer = c.generation() > a.generation
+          || (c.generation() == a.generation && c.version() > a.version);
+      boolean stale = now - a.lastProgressNanos > 4 * config.intervalNanos();
+      if (!newer && !stale) {
+        return;
+      }
+      dropPending(m);
+      a = null;
+    }
+    if (a == null) {
+      long maxChunks = config.maxBlocksPerPeer() / Math.max(1, (config.messageByteCap() / 16)) + 2;
+      if (c.chunkCount() > maxChunks) {
+        count(GossipCounter.REJECTED, 1);
+        return;
+      }
+      a = new Assembly(c.generation(), c.version(), c.chunkCount(), now);
+      m.pending = a;
+    }
+    if (a.chunks[c.chunkIndex()] != null) {
+      return; // duplicate
+    }
+    if (pendingHashes + c.hashes().length > config.maxBlocksTotal()
+        || a.hashes + c.hashes().length > config.maxBlocksPerPeer() + (long) c.hashes().length) {
+      count(GossipCounter.BLOCKS_REFUSED, c.hashes().length);
+      return;
+    }
+    a.chunks[c.chunkIndex()] = c.hashes();
+    a.received++;
+    a.hashes += c.hashes().length;
+    pendingHashes += c.hashes().length;
+    a.lastProgressNanos = now;
+    if (a.received < a.chunks.length) {
+      return;
+    }
+    // complete: install
+    if (a.generation > m.generation) {
+      newGeneration(m, new DigestEntry(m.nodeId, a.generation, 0, m.heartbeat, m.queueDepth,
+          m.inFlight, m.overloaded), m.address, now);
+    }
+    index.clearSlot(m.slot);
+    for (long[] part : a.chunks) {
+      for (long h : part) {
+        if (index.add(m.slot, h) < 0) {
+          count(GossipCounter.BLOCKS_REFUSED, 1);
+        }
+      }
+    }
+    m.version = a.version;
+    resetRelay(m, a.version);
+    dropPending(m);
+    m.lastSyncNanos = now;
+    count(GossipCounter.SNAPSHOTS_INSTALLED, 1);
+  }
+
+  private void dropPending(Member m) {
+    if (m.pending != null) {
+      pendingHashes -= m.pending.hashes;
+      m.pending = null;
+    }
+  }
+
+  // ================================================================ relay logs
+
+  private long relayCap() {
+    long live = Math.max(1, members.size());
+    return Math.min(config.relayLogMaxHashesPerOrigin(), config.relayLogMaxHashesTotal() / live);
+  }
+
+  private void appendRelay(Member m, Delta d) {
+    long before = m.relayLog.hashCount();
+    m.relayLog.setMaxHashes(relayCap());
+    m.relayLog.append(d);
+    relayHashes += m.relayLog.hashCount() - before;
+  }
+
+  private void resetRelay(Member m, long version) {
+    relayHashes -= m.relayLog.hashCount();
+    m.relayLog.reset(version);
+  }
+
+  private void retrimRelayLogs() {
+    long cap = relayCap();
+    for (Member m : members.values()) {
+      if (m.relayLog.hashCount() > cap) {
+        long before = m.relayLog.hashCount();
+        m.relayLog.setMaxHashes(cap);
+        relayHashes += m.relayLog.hashCount() - before;
+      }
+    }
+  }
+
+  // ================================================================ plumbing
+
+  private GossipView rebuildView() {
+    viewDirty = false;
+    List<PeerView> peers = new ArrayList<>();
+    PeerView[] slots = new PeerView[bySlot.length];
+    for (Member m : bySlot) {
+      if (m == null || m.status == Status.DEAD) {
+        continue;
+      }
+      PeerView p = new PeerView(m.address, m.slot, m.generation, m.status == Status.SUSPECT,
+          m.queueDepth, m.inFlight, m.overloaded, m.rttNanos, m.lastSyncNanos,
+          m.heartbeatNanos, index.blocks(m.slot), m.version, index.refused(m.slot) > 0);
+      peers.add(p);
+      slots[m.slot] = p;
+    }
+    GossipView v = new GossipView(List.copyOf(peers), slots, localOverloaded);
+    view = v;
+    return v;
+  }
+
+  private void flush(List<Outgoing> out) {
+    for (Outgoing o : out) {
+      count(GossipCounter.MESSAGES_SENT, 1);
+      count(GossipCounter.BYTES_SENT, o.payload().length);
+      try {
+        sender.send(o.to(), o.payload());
+      } catch (RuntimeException e) {
+        count(GossipCounter.SEND_FAILURES, 1);
+        log.debug("send to {} failed", o.to(), e);
+      }
+    }
+  }
+
+  private void count(GossipCounter c, long n) {
+    counters.addAndGet(c.ordinal(), n);
+  }
+
+}

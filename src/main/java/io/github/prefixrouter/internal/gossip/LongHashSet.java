@@ -1,0 +1,164 @@
+package io.github.prefixrouter.internal.gossip;
+
+import java.util.Arrays;
+
+/**
+ * An open-addressing set of {@code long} values (linear probing, backward-shift deletion, no
+ * boxing). Key 0 marks an empty slot, so a real 0 is kept in a separate flag. The table doubles
+ * above 3/4 load and halves below 1/8 load, so memory follows the content both ways.
+ *
+ * <p>Not thread-safe.
+ */
+final class LongHashSet {
+
+  private static final int MIN_CAPACITY = 16;
+
+  private long[] table;
+  private int mask;
+  private int size; // keys in table, excluding the zero key
+  private boolean hasZero;
+
+  LongHashSet() {
+    table = new long[MIN_CAPACITY];
+    mask = MIN_CAPACITY - 1;
+  }
+
+  static int mix(long key) {
+    long h = key * 0x9E3779B97F4A7C15L;
+    return (int) (h ^ (h >>> 32));
+  }
+
+  int size() {
+    return size + (hasZero ? 1 : 0);
+  }
+
+  boolean contains(long key) {
+    if (key == 0) {
+      return hasZero;
+    }
+    for (int i = mix(key) & mask; ; i = (i + 1) & mask) {
+      long k = table[i];
+      if (k == key) {
+        return true;
+      }
+      if (k == 0) {
+        return false;
+      }
+    }
+  }
+
+  /** Adds {@code key}; returns false if it was already present. */
+  boolean add(long key) {
+    if (key == 0) {
+      if (hasZero) {
+        return false;
+      }
+      hasZero = true;
+      return true;
+    }
+    int i = mix(key) & mask;
+    for (; ; i = (i + 1) & mask) {
+      long k = table[i];
+      if (k == key) {
+        return false;
+      }
+      if (k == 0) {
+        break;
+      }
+    }
+    table[i] = key;
+    if (++size > (table.length >>> 2) * 3) {
+      rehash(table.length << 1);
+    }
+    return true;
+  }
+
+  /** Removes {@code key}; returns false if it was absent. */
+  boolean remove(long key) {
+    if (key == 0) {
+      boolean had = hasZero;
+      hasZero = false;
+      return had;
+    }
+    for (int i = mix(key) & mask; ; i = (i + 1) & mask) {
+      long k = table[i];
+      if (k == 0) {
+        return false;
+      }
+      if (k == key) {
+        shiftBack(i);
+        size--;
+        if (table.length > MIN_CAPACITY && size < (table.length >>> 3)) {
+          rehash(table.length >>> 1);
+        }
+        return true;
+      }
+    }
+  }
+
+  void clear() {
+    table = new long[MIN_CAPACITY];
+    mask = MIN_CAPACITY - 1;
+    size = 0;
+    hasZero = false;
+  }
+
+  long[] toArray() {
+    long[] out = new long[size()];
+    int n = 0;
+    if (hasZero) {
+      out[n++] = 0;
+    }
+    for (long k : table) {
+      if (k != 0) {
+        out[n++] = k;
+      }
+    }
+    return out;
+  }
+
+  /** Bytes held by the table array (for memory accounting). */
+  long retainedBytes() {
+    return 16L + 8L * table.length;
+  }
+
+  private void shiftBack(int hole) {
+    int i = hole;
+    while (true) {
+      i = (i + 1) & mask;
+      long k = table[i];
+      if (k == 0) {
+        break;
+      }
+      int home = mix(k) & mask;
+      // move k into the hole if its home is not cyclically within (hole, i]
+      if (((i - home) & mask) >= ((i - hole) & mask)) {
+        table[hole] = k;
+        hole = i;
+      }
+    }
+    table[hole] = 0;
+  }
+
+  private void rehash(int newCapacity) {
+    long[] old = table;
+    table = new long[newCapacity];
+    mask = newCapacity - 1;
+    for (long k : old) {
+      if (k != 0) {
+        int i = mix(k) & mask;
+        while (table[i] != 0) {
+          i = (i + 1) & mask;
+        }
+        table[i] = k;
+      }
+    }
+  }
+
+  @Override
+  public String toString() {
+    long[] a = toArray();
+    Arrays.sort(a);
+    return Arrays.toString(a);
+  }
+}

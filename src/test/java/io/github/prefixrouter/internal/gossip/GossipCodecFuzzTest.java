@@ -1,0 +1,217 @@
+package io.github.prefixrouter.internal.gossip;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
+import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Request;
+import io.github.prefixrouter.internal.gossip.GossipMessage.SnapshotChunk;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
+import io.github.prefixrouter.internal.wire.ByteWriter;
+import io.github.prefixrouter.internal.wire.MalformedMessageException;
+import io.github.prefixrouter.internal.wire.MalformedMessageException.Reason;
+import java.util.ArrayList;
+import java.util.List;
+import net.jqwik.api.Arbitraries;
+import net.jqwik.api.Arbitrary;
+import net.jqwik.api.Combinators;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.Provide;
+import net.jqwik.api.constraints.IntRange;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Every gossip message type: valid messages round-trip; random bytes and mutated valid messages
+ * raise nothing but {@link MalformedMessageException}, and what does decode never holds more
+ * hashes than its bytes could carry.
+ */
+class GossipCodecFuzzTest {
+
+  static final int CAP = 4_096;
+  final GossipCodec codec = new GossipCodec(CAP, 64);
+
+  static Arbitrary<String> ids() {
+    return Arbitraries.strings().withCharRange('!', '~').ofMinLength(1).ofMaxLength(12);
+  }
+
+  static Arbitrary<Long> counters() {
+    return Arbitraries.oneOf(
+        Arbitraries.longs().between(0, 1_000), Arbitraries.longs().between(0, GossipMessage.MAX_COUNTER));
+  }
+
+  static Arbitrary<DigestEntry> entries() {
+    return Combinators.combine(ids(), counters(), counters(), counters(),
+            Arbitraries.integers().between(0, Integer.MAX_VALUE),
+            Arbitraries.integers().between(0, 1_000), Arbitraries.of(true, false))
+        .as(DigestEntry::new);
+  }
+
+  static Arbitrary<Delta> deltaAt(long seq) {
+    return Combinators.combine(Arbitraries.integers().between(1, 3),
+            Arbitraries.longs().array(long[].class).ofMaxSize(6))
+        .as((op, h) -> new Delta(seq, op, op == Delta.CLEAR ? Delta.NO_HASHES : h));
+  }
+
+  static Arbitrary<Update> updates() {
+    return Combinators.combine(entries(), ids(), Arbitraries.longs().between(0, 100),
+            Arbitraries.integers().between(0, 3))
+        .flatAs((e, addr, from, n) -> {
+          List<Arbitrary<Delta>> ds = new ArrayList<>();
+          for (int i = 0; i < n; i++) {
+            ds.add(deltaAt(from + i + 1));
+          }
+          DigestEntry header = new DigestEntry(e.nodeId(), e.generation(),
+              Math.max(e.version(), from + n), e.heartbeat(), e.queueDepth(), e.inFlight(),
+              e.overloaded());
+          return Combinators.combine(ds).as(list -> new Update(header, addr, from, list));
+        });
+  }
+
+  @Provide
+  Arbitrary<GossipMessage> messages() {
+    Arbitrary<GossipMessage> syn = Combinators.combine(counters(), counters(),
+        entries().list().ofMaxSize(8)).as(Syn::new);
+    Arbitrary<Request> request = Combinators.combine(ids(), counters(), counters())
+        .as(Request::new);
+    Arbitrary<GossipMessage> ack = Combinators.combine(counters(), counters(),
+        updates().list().ofMaxSize(4), request.list().ofMaxSize(4)).as(Ack::new);
+    Arbitrary<GossipMessage> ack2 = Combinators.combine(counters(), updates().list().ofMaxSize(4))
+        .as(Ack2::new);
+    Arbitrary<GossipMessage> chunk = Combinators.combine(ids(), counters(), counters(),
+            Arbitraries.integers().between(1, 50),
+            Arbitraries.longs().array(long[].class).ofMaxSize(30))
+        .flatAs((id, g, v, count, h) -> Arbitraries.integers().between(0, count - 1)
+            .map(i -> (GossipMessage) new SnapshotChunk(id, g, v, i, count, h)));
+    return Arbitraries.oneOf(syn, ack, ack2, chunk);
+  }
+
+  @Property
+  void validMessagesRoundTrip(@ForAll("messages") GossipMessage m)
+      throws MalformedMessageException {
+    byte[] bytes = codec.encode(m);
+    GossipMessage back = codec.decode(bytes);
+    assertEquals(m.getClass(), back.getClass());
+    assertArrayEquals(bytes, codec.encode(back));
+  }
+
+  /** kind 0: flip a byte; 1: truncate; 2: insert a byte; 3: overwrite with 0xFF run; 4: 0x80 run */
+  @Property
+  void mutatedMessagesFailTyped(
+      @ForAll("messages") GossipMessage m,
+      @ForAll @IntRange(min = 0, max = 4) int kind,
+      @ForAll @IntRange(min = 0, max = 10_000) int where,
+      @ForAll byte value) {
+    byte[] bytes = codec.encode(m);
+    int at = where % (bytes.length + 1);
+    byte[] mutated;
+    switch (kind) {
+      case 0 -> {
+        mutated = bytes.clone();
+        if (at < mutated.length) {
+          mutated[at] ^= (byte) (value == 0 ? 1 : value);
+        }
+      }
+      case 1 -> mutated = java.util.Arrays.copyOf(bytes, at);
+      case 2 -> {
+        mutated = new byte[bytes.length + 1];
+        System.arraycopy(bytes, 0, mutated, 0, at);
+        mutated[at] = value;
+        System.arraycopy(bytes, at, mutated, at + 1, bytes.length - at);
+      }
+      default -> {
+        mutated = bytes.clone();
+        for (int i = at; i < Math.min(mutated.length, at + 10); i++) {
+          mutated[i] = (byte) (kind == 3 ? 0xFF : 0x80);
+        }
+      }
+    }
+    decodeOnlyTyped(mutated);
+  }
+
+  @Property
+  void randomBytesFailTyped(@ForAll byte[] junk, @ForAll @IntRange(min = 0x10, max = 0x13) int type) {
+    decodeOnlyTyped(junk);
+    byte[] framed = new byte[junk.length + 2];
+    framed[0] = (byte) type;
+    framed[1] = 1;
+    System.arraycopy(junk, 0, framed, 2, junk.length);
+    decodeOnlyTyped(framed);
+  }
+
+  private void decodeOnlyTyped(byte[] bytes) {
+    try {
+      GossipMessage m = codec.decode(bytes);
+      assertTrue(hashesIn(m) * 8 <= bytes.length, "decoded more hashes than bytes allow");
+    } catch (MalformedMessageException expected) {
+      assertTrue(expected.field() != null && !expected.field().isEmpty());
+    }
+  }
+
+  private static long hashesIn(GossipMessage m) {
+    long n = 0;
+    List<Update> ups = m instanceof Ack a ? a.updates() : m instanceof Ack2 a ? a.updates()
+        : List.of();
+    for (Update u : ups) {
+      for (Delta d : u.deltas()) {
+        n += d.hashes().length;
+      }
+    }
+    if (m instanceof SnapshotChunk c) {
+      n += c.hashes().length;
+    }
+    return n;
+  }
+
+  @Test
+  void hugeCountsAreRejectedBeforeAllocating() {
+    ByteWriter w = new ByteWriter(64, 64);
+    w.writeByte(GossipMessage.TYPE_SYN).writeByte(1).writeVarLong(1).writeVarLong(1);
+    w.writeVarLong(Integer.MAX_VALUE); // digest count
+    MalformedMessageException e =
+        assertThrows(MalformedMessageException.class, () -> codec.decode(w.toByteArray()));
+    assertEquals(Reason.TOO_LARGE, e.reason());
+    assertEquals("digest.count", e.field());
+
+    ByteWriter c = new ByteWriter(64, 64);
+    c.writeByte(GossipMessage.TYPE_SNAPSHOT_CHUNK).writeByte(1).writeAscii("x", 64);
+    c.writeVarLong(1).writeVarLong(1).writeVarLong(0).writeVarLong(1);
+    c.writeVarLong(400); // 400 hashes claimed, within cap/8 = 512, but none present
+    MalformedMessageException e2 =
+        assertThrows(MalformedMessageException.class, () -> codec.decode(c.toByteArray()));
+    assertEquals(Reason.TRUNCATED, e2.reason());
+    assertEquals("chunk.hashes", e2.field());
+  }
+
+  @Test
+  void unknownVersionTypeAndOversizeAreRejected() {
+    assertEquals(Reason.UNKNOWN_VERSION, assertThrows(MalformedMessageException.class,
+        () -> codec.decode(new byte[] {0x10, 2, 0, 0, 0})).reason());
+    assertEquals(Reason.UNKNOWN_TYPE, assertThrows(MalformedMessageException.class,
+        () -> codec.decode(new byte[] {0x20, 1})).reason());
+    assertEquals(Reason.TOO_LARGE, assertThrows(MalformedMessageException.class,
+        () -> codec.decode(new byte[CAP + 1])).reason());
+    assertEquals(Reason.TRUNCATED, assertThrows(MalformedMessageException.class,
+        () -> codec.decode(new byte[0])).reason());
+  }
+
+  @Test
+  void inconsistentFieldsAreRejected() {
+    // a delta run past the header's version
+    DigestEntry e = new DigestEntry("a", 1, 1, 1, 0, 0, false);
+    Update u = new Update(e, "addr", 1, List.of(new Delta(2, Delta.STORE, new long[] {5})));
+    byte[] b = codec.encode(new Ack2(1, List.of(u)));
+    assertEquals(Reason.INCONSISTENT,
+        assertThrows(MalformedMessageException.class, () -> codec.decode(b)).reason());
+    // an unknown flag bit
+    byte[] syn = codec.encode(new Syn(1, 1, List.of(new DigestEntry("a", 1, 1, 1, 0, 0, true))));
+    syn[syn.length - 1] = 3;
+    assertEquals("entry.flags",
+        assertThrows(MalformedMessageException.class, () -> codec.decode(syn)).field());
+  }
+}

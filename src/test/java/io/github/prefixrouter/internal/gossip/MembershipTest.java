@@ -1,0 +1,215 @@
+package io.github.prefixrouter.internal.gossip;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.internal.gossip.GossipEngine.Status;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.PeerAddress;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class MembershipTest {
+
+  static GossipConfig config() {
+    return GossipConfig.builder()
+        .interval(Duration.ofMillis(100))
+        .suspectAfter(Duration.ofMillis(500))
+        .deadAfter(Duration.ofMillis(1_000))
+        .forgetAfter(Duration.ofMillis(2_000))
+        .highWatermark(10)
+        .lowWatermark(4)
+        .build();
+  }
+
+  static PeerView peer(GossipEngine e, String id) {
+    return e.view().peers().stream().filter(p -> p.address().nodeId().equals(id)).findFirst()
+        .orElse(null);
+  }
+
+  @Test
+  void joinSuspectDeathForgetAndRestartWithNewGeneration() {
+    SimCluster c = new SimCluster(7, config());
+    c.delayNanos = 1_000_000;
+    GossipEngine a = c.add(0, 1, List.of());
+    GossipEngine b = c.add(1, 1, List.of(SimCluster.addressOf(0)));
+    GossipEngine d = c.add(2, 1, List.of(SimCluster.addressOf(0)));
+    a.start();
+    b.start();
+    d.start();
+    b.localSummary().onStored(new long[] {11, 12, 13});
+
+    // join: d only knows a as a seed but learns b from a's digest, with b's blocks
+    c.runFor(2 * c.interval() * 10);
+    assertEquals(Status.ALIVE, d.statusOf("node-1"));
+    long[] rep = d.replicaOf("node-1");
+    java.util.Arrays.sort(rep);
+    assertArrayEquals(new long[] {11, 12, 13}, rep);
+    assertEquals(2, d.view().peers().size());
+
+    // suspicion, then death: b stops
+    c.crash(b);
+    c.runFor(600_000_000L + c.interval());
+    assertEquals(Status.SUSPECT, d.statusOf("node-1"));
+    assertTrue(peer(d, "node-1").suspect());
+    c.runFor(600_000_000L);
+    assertEquals(Status.DEAD, d.statusOf("node-1"));
+    assertNull(peer(d, "node-1"), "a dead peer is not in the view");
+    assertNull(d.replicaOf("node-1"));
+    assertEquals(0, d.replicatedPairs());
+
+    // stale gossip does not revive it; after forgetAfter it is gone
+    c.runFor(2_100_000_000L);
+    assertNull(d.statusOf("node-1"));
+    assertNull(a.statusOf("node-1"));
+    assertEquals(1, d.memberCount());
+
+    // restart with a new generation at the same address: replaces the old replica
+    GossipEngine b2 = c.add(1, 2, List.of(SimCluster.addressOf(0)));
+    b2.start();
+    b2.localSummary().onStored(new long[] {21});
+    c.runFor(20 * c.interval());
+    assertEquals(Status.ALIVE, d.statusOf("node-1"));
+    assertArrayEquals(new long[] {21}, d.replicaOf("node-1"));
+    assertEquals(2, peer(d, "node-1").generation());
+    assertTrue(c.converged(), c.firstDivergence());
+  }
+
+  @Test
+  void restartBeforeDeathReplacesTheReplica() {
+    SimCluster c = SimCluster.of(3, 11, config());
+    c.delayNanos = 1_000_000;
+    c.nodes.get(1).localSummary().onStored(new long[] {1, 2, 3});
+    assertTrue(c.runUntilConverged(50) >= 0);
+    GossipEngine b2 = c.add(1, 5, List.of(SimCluster.addressOf(0)));
+    b2.start();
+    b2.localSummary().onStored(new long[] {4});
+    assertTrue(c.runUntilConverged(50) >= 0, c.firstDivergence());
+    assertArrayEquals(new long[] {4}, c.nodes.get(0).replicaOf("node-1"));
+    assertTrue(c.nodes.get(0).counter(GossipCounter.GENERATIONS_REPLACED) >= 1);
+  }
+
+  @Test
+  void loadIsAdvertisedWithHysteresis() {
+    SimCluster c = SimCluster.of(2, 3, config());
+    c.delayNanos = 1_000_000;
+    GossipEngine a = c.nodes.get(0);
+    GossipEngine b = c.nodes.get(1);
+    String bAddr = b.self().address();
+    c.runFor(10 * c.interval());
+    c.loads.put(bAddr, new EngineLoad(6, 3)); // 9 < high 10
+    c.runFor(5 * c.interval());
+    assertFalse(peer(a, "node-1").overloaded());
+    assertEquals(6, peer(a, "node-1").queueDepth());
+    c.loads.put(bAddr, new EngineLoad(8, 2)); // 10: set
+    c.runFor(5 * c.interval());
+    assertTrue(b.localOverloaded());
+    assertTrue(peer(a, "node-1").overloaded());
+    c.loads.put(bAddr, new EngineLoad(3, 2)); // 5 > low 4: stays set
+    c.runFor(5 * c.interval());
+    assertTrue(peer(a, "node-1").overloaded());
+    c.loads.put(bAddr, new EngineLoad(2, 2)); // 4: cleared
+    c.runFor(5 * c.interval());
+    assertFalse(peer(a, "node-1").overloaded());
+    assertEquals(2, peer(a, "node-1").inFlight());
+  }
+
+  @Test
+  void roundTripIsMeasuredAndSmoothed() {
+    SimCluster c = SimCluster.of(2, 5, config());
+    c.delayNanos = 10_000_000; // 20 ms round trip
+    c.runFor(20 * c.interval());
+    PeerView p = peer(c.nodes.get(0), "node-1");
+    assertNotNull(p);
+    assertEquals(20_000_000, p.rttNanos());
+    c.delayNanos = 30_000_000; // 60 ms: the estimate moves towards it, smoothly
+    c.runFor(2 * c.interval());
+    long after1 = peer(c.nodes.get(0), "node-1").rttNanos();
+    assertTrue(after1 > 20_000_000 && after1 < 60_000_000, "rtt " + after1);
+    c.runFor(60 * c.interval());
+    long later = peer(c.nodes.get(0), "node-1").rttNanos();
+    assertTrue(Math.abs(later - 60_000_000) < 2_000_000, "rtt " + later);
+  }
+
+  @Test
+  void summaryAgeReflectsStaleness() {
+    SimCluster c = SimCluster.of(2, 9, config());
+    c.delayNanos = 1_000_000;
+    c.runFor(10 * c.interval());
+    GossipEngine a = c.nodes.get(0);
+    assertTrue(peer(a, "node-1").summaryAgeNanos(c.time.nanoTime()) <= 2 * c.interval());
+    c.cut.add(c.nodes.get(1).self().address() + "|" + a.self().address());
+    c.cut.add(a.self().address() + "|" + c.nodes.get(1).self().address());
+    c.runFor(4 * c.interval());
+    assertTrue(peer(a, "node-1").summaryAgeNanos(c.time.nanoTime()) >= 3 * c.interval());
+  }
+
+  /** 1,000 peers join (each with blocks) and leave; membership and replica memory return. */
+  @Test
+  void thousandJoinLeaveCyclesReturnMemoryToItsStart() {
+    SimCluster c = SimCluster.of(3, 13, config());
+    c.delayNanos = 1_000_000;
+    for (int i = 0; i < 3; i++) {
+      long[] blocks = new long[200];
+      for (int k = 0; k < blocks.length; k++) {
+        blocks[k] = (i + 1) * 100_000L + k;
+      }
+      c.nodes.get(i).localSummary().onStored(blocks);
+    }
+    assertTrue(c.runUntilConverged(100) >= 0);
+    c.runFor(50 * c.interval());
+    GossipEngine watcher = c.nodes.get(0);
+    long startBytes = watcher.retainedBytesEstimate();
+    int startMembers = watcher.memberCount();
+    long startPairs = watcher.replicatedPairs();
+    for (int k = 0; k < 1_000; k++) {
+      int id = 1_000 + k;
+      GossipEngine j = c.add(id, 1, List.of(SimCluster.addressOf(k % 3)));
+      j.start();
+      j.localSummary().onStored(new long[] {id * 7L, id * 7L + 1, id * 7L + 2});
+      c.runFor(3 * c.interval());
+      c.crash(j);
+      c.byAddress.remove(j.self().address());
+      c.nodes.remove(j);
+      if (k % 100 == 0) {
+        watcher.checkInvariants();
+      }
+    }
+    assertTrue(watcher.counter(GossipCounter.MEMBERS_JOINED) >= 900,
+        "joined " + watcher.counter(GossipCounter.MEMBERS_JOINED));
+    c.runFor(40 * c.interval()); // deadAfter + forgetAfter
+    for (GossipEngine e : c.nodes) {
+      e.checkInvariants();
+      assertEquals(startMembers, e.memberCount());
+    }
+    assertEquals(startPairs, watcher.replicatedPairs());
+    long endBytes = watcher.retainedBytesEstimate();
+    assertTrue(Math.abs(endBytes - startBytes) <= startBytes / 10,
+        "memory " + startBytes + " -> " + endBytes);
+    assertTrue(c.converged(), c.firstDivergence());
+  }
+
+  @Test
+  void membersBeyondMaxPeersAreRefusedAndCounted() {
+    GossipConfig small = GossipConfig.builder().interval(Duration.ofMillis(100))
+        .suspectAfter(Duration.ofMillis(500)).deadAfter(Duration.ofMillis(1_000))
+        .forgetAfter(Duration.ofMillis(2_000)).maxPeers(2).build();
+    SimCluster c = SimCluster.of(5, 17, small);
+    c.delayNanos = 1_000_000;
+    c.runFor(30 * c.interval());
+    for (GossipEngine e : c.nodes) {
+      assertTrue(e.memberCount() <= 2);
+      e.checkInvariants();
+    }
+    assertTrue(c.nodes.get(0).counter(GossipCounter.MEMBERS_REFUSED) > 0);
+  }
+
+  static PeerAddress addr(int i) {
+    return SimCluster.addressOf(i);
+  }
+}

@@ -1,0 +1,142 @@
+package io.github.prefixrouter.internal.gossip;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import net.jqwik.api.Arbitraries;
+import net.jqwik.api.Arbitrary;
+import net.jqwik.api.Combinators;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.Provide;
+import org.junit.jupiter.api.Test;
+
+/** The replica index against a naive model: a set of hashes per slot. */
+class ReplicaIndexPropertyTest {
+
+  static final int SLOTS = 6;
+  static final long PER_SLOT = 40;
+  static final long TOTAL = 150;
+
+  /** kind 0 add, 1 remove, 2 clearSlot, 3 query. Hashes come from a small pool (with 0). */
+  record Op(int kind, int slot, long hash, List<Long> chain) {}
+
+  @Provide
+  Arbitrary<List<Op>> ops() {
+    Arbitrary<Long> hash = Arbitraries.longs().between(-3, 60).map(h -> h * 0x9E3779B97F4A7C15L);
+    Arbitrary<Op> op =
+        Combinators.combine(
+                Arbitraries.integers().between(0, 9),
+                Arbitraries.integers().between(0, SLOTS - 1),
+                hash,
+                hash.list().ofMaxSize(8))
+            .as((k, s, h, c) -> new Op(k < 5 ? 0 : k < 7 ? 1 : k < 8 ? 2 : 3, s, h, c));
+    return op.list().ofMaxSize(300);
+  }
+
+  @Property
+  void behavesLikeSetsPerSlot(@ForAll("ops") List<Op> ops) {
+    ReplicaIndex index = new ReplicaIndex(SLOTS, PER_SLOT, TOTAL);
+    Map<Integer, Set<Long>> model = new HashMap<>();
+    for (int s = 0; s < SLOTS; s++) {
+      model.put(s, new HashSet<>());
+    }
+    int[] out = new int[SLOTS];
+    for (Op op : ops) {
+      Set<Long> set = model.get(op.slot());
+      switch (op.kind()) {
+        case 0 -> {
+          int total = model.values().stream().mapToInt(Set::size).sum();
+          int expected =
+              set.contains(op.hash()) ? 0 : (set.size() >= PER_SLOT || total >= TOTAL) ? -1 : 1;
+          assertEquals(expected, index.add(op.slot(), op.hash()), "add " + op);
+          if (expected == 1) {
+            set.add(op.hash());
+          }
+        }
+        case 1 -> assertEquals(set.remove(op.hash()), index.remove(op.slot(), op.hash()));
+        case 2 -> {
+          index.clearSlot(op.slot());
+          set.clear();
+        }
+        default -> {
+          long[] chain = op.chain().stream().mapToLong(Long::longValue).toArray();
+          java.util.Arrays.fill(out, -7);
+          int best = index.leadingBlocks(chain, chain.length, out, SLOTS);
+          int modelBest = 0;
+          for (int s = 0; s < SLOTS; s++) {
+            int k = 0;
+            while (k < chain.length && model.get(s).contains(chain[k])) {
+              k++;
+            }
+            assertEquals(k, out[s], "slot " + s + " on " + Arrays.toString(chain));
+            modelBest = Math.max(modelBest, k);
+          }
+          assertEquals(modelBest, best);
+        }
+      }
+      index.checkInvariants();
+      for (int s = 0; s < SLOTS; s++) {
+        assertEquals(model.get(s).size(), index.blocks(s));
+        long[] got = index.blocksOf(s);
+        Arrays.sort(got);
+        long[] want = model.get(s).stream().mapToLong(Long::longValue).sorted().toArray();
+        assertArrayEquals(want, got);
+      }
+    }
+  }
+
+  @Test
+  void memoryReturnsToStartAfterFillingAndClearing() {
+    ReplicaIndex index = new ReplicaIndex(4, 1 << 20, 1 << 22);
+    long start = index.retainedBytes();
+    for (int s = 0; s < 4; s++) {
+      for (long h = 1; h <= 50_000; h++) {
+        index.add(s, h * 0x9E3779B97F4A7C15L + s);
+      }
+    }
+    for (int s = 0; s < 4; s++) {
+      index.clearSlot(s);
+    }
+    assertEquals(0, index.pairs());
+    assertEquals(start, index.retainedBytes());
+  }
+
+  /**
+   * Bytes per replicated (peer, block) pair for distinct blocks (the worst case: no sharing) and
+   * for a workload where 8 peers share half of their blocks. Target: at most 32 bytes.
+   */
+  @Test
+  void bytesPerReplicatedBlockWithinBudget() {
+    List<String> report = new ArrayList<>();
+    for (int n : new int[] {10_000, 100_000, 400_000}) {
+      ReplicaIndex distinct = new ReplicaIndex(8, 1 << 20, 1 << 23);
+      for (int i = 0; i < n; i++) {
+        distinct.add(i % 8, (i + 1) * 0x9E3779B97F4A7C15L);
+      }
+      double perPair = (double) distinct.retainedBytes() / distinct.pairs();
+      report.add("distinct " + n + ": " + perPair);
+      // right after a resize the table is 3/8 full: 12 B / 0.375 = 32 B per lone block
+      assertTrue(perPair <= 32, report::toString);
+      ReplicaIndex shared = new ReplicaIndex(8, 1 << 20, 1 << 23);
+      for (int s = 0; s < 8; s++) {
+        for (int i = 0; i < n / 8; i++) {
+          long h = i < n / 16 ? (i + 1) * 0x9E3779B97F4A7C15L : ((long) s << 40 | i) * 31 + 7;
+          shared.add(s, h);
+        }
+      }
+      double sharedPerPair = (double) shared.retainedBytes() / shared.pairs();
+      report.add("shared " + n + ": " + sharedPerPair);
+      assertTrue(sharedPerPair <= 32, report::toString);
+    }
+    System.out.println("bytes per replicated block: " + report);
+  }
+}
