@@ -1,0 +1,130 @@
+package io.github.prefixrouter.bench.tree;
+
+import io.github.prefixrouter.workload.MmluPrompts;
+import io.github.prefixrouter.workload.PromptSource;
+import io.github.prefixrouter.workload.RandomSequences;
+import io.github.prefixrouter.workload.SyntheticMmluPrompts;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * One benchmark workload: the sequences cached before measuring, the match queries, and the
+ * sequences inserted by the insert benchmark, each with its string key for the baselines.
+ *
+ * <ul>
+ *   <li>{@code mmlu}: 2,000 cached prompts (subject {@code k mod 57}, question {@code k / 57}),
+ *       1,000 queries that are other questions of the same subjects (so they match their
+ *       subject's shared prefix, like a new request), 2,000 further prompts to insert. Real
+ *       MMLU prompts when a directory is given (system property {@value #MMLU_PROPERTY}), else
+ *       the synthetic generator (seed 1).
+ *   <li>{@code random-512} / {@code random-4096}: 2,000 / 250 cached random sequences; each
+ *       query is a cached sequence whose tail from a uniformly chosen cut in [len/2, len] is
+ *       replaced by fresh random tokens (a quarter match fully); as many fresh sequences to
+ *       insert.
+ * </ul>
+ */
+final class TreeWorkload {
+
+  static final String MMLU_PROPERTY = "prefixrouter.mmlu";
+  static final String[] NAMES = {"mmlu", "random-512", "random-4096"};
+
+  final String name;
+  final String description;
+  final int[][] cached;
+  final String[] cachedKeys;
+  final int[][] queries;
+  final String[] queryKeys;
+  final int[][] inserts;
+  final String[] insertKeys;
+  /** Distinct tokens of the cached set: what a prefix tree holds after inserting it. */
+  final long distinctCachedTokens;
+
+  private static final Map<String, TreeWorkload> CACHE = new ConcurrentHashMap<>();
+  private static volatile PromptSource mmlu;
+
+  private TreeWorkload(String name, String description, int[][] cached, int[][] queries,
+      int[][] inserts) {
+    this.name = name;
+    this.description = description;
+    this.cached = cached;
+    this.queries = queries;
+    this.inserts = inserts;
+    this.cachedKeys = keys(cached);
+    this.queryKeys = keys(queries);
+    this.insertKeys = keys(inserts);
+    io.github.prefixrouter.internal.tree.ConcurrentPrefixTree t =
+        io.github.prefixrouter.internal.tree.ConcurrentPrefixTree.selfManaged(Long.MAX_VALUE);
+    for (int[] c : cached) {
+      t.insert(c);
+    }
+    this.distinctCachedTokens = t.sizeTokens();
+  }
+
+  private static String[] keys(int[][] seqs) {
+    return Arrays.stream(seqs).map(TokenStrings::encode).toArray(String[]::new);
+  }
+
+  static TreeWorkload get(String name) {
+    return CACHE.computeIfAbsent(name, TreeWorkload::build);
+  }
+
+  static synchronized PromptSource mmluSource() {
+    if (mmlu == null) {
+      String dir = System.getProperty(MMLU_PROPERTY);
+      mmlu = dir == null || dir.isEmpty()
+          ? SyntheticMmluPrompts.create(1, 100)
+          : MmluPrompts.load(Path.of(dir), 100);
+    }
+    return mmlu;
+  }
+
+  /** Total tokens in the cached sequences (shared prefixes counted once per sequence). */
+  long cachedTokensWithRepeats() {
+    long n = 0;
+    for (int[] s : cached) {
+      n += s.length;
+    }
+    return n;
+  }
+
+  private static TreeWorkload build(String name) {
+    return switch (name) {
+      case "mmlu" -> mmluWorkload();
+      case "random-512" -> randomWorkload(name, 2_000, 512);
+      case "random-4096" -> randomWorkload(name, 250, 4_096);
+      default -> throw new IllegalArgumentException("unknown workload " + name);
+    };
+  }
+
+  private static TreeWorkload mmluWorkload() {
+    PromptSource p = mmluSource();
+    int subjects = p.subjectCount();
+    int[][] all = new int[5_000][];
+    for (int k = 0; k < all.length; k++) {
+      int s = k % subjects;
+      all[k] = p.prompt(s, (k / subjects) % p.promptCount(s));
+    }
+    return new TreeWorkload("mmlu", p.description(), Arrays.copyOfRange(all, 0, 2_000),
+        Arrays.copyOfRange(all, 2_000, 3_000), Arrays.copyOfRange(all, 3_000, 5_000));
+  }
+
+  private static TreeWorkload randomWorkload(String name, int count, int length) {
+    int[][] cached = RandomSequences.create(11, count, length);
+    int[][] inserts = RandomSequences.create(12, count, length);
+    SplittableRandom r = new SplittableRandom(13);
+    int[][] queries = new int[Math.min(count, 1_000)][];
+    for (int i = 0; i < queries.length; i++) {
+      int[] q = cached[r.nextInt(count)].clone();
+      int cut = r.nextInt(4) == 0 ? length : length / 2 + r.nextInt(length / 2);
+      for (int k = cut; k < length; k++) {
+        q[k] = r.nextInt(SyntheticMmluPrompts.VOCABULARY);
+      }
+      queries[i] = q;
+    }
+    return new TreeWorkload(name, count + " random sequences of " + length + " tokens", cached,
+        queries, inserts);
+  }
+}

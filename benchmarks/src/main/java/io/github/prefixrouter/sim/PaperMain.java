@@ -1,0 +1,204 @@
+package io.github.prefixrouter.sim;
+
+import io.github.prefixrouter.workload.PromptSource;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * The main job: the source paper's evaluation on a simulated cluster running the library's real
+ * nodes, with baselines side by side on the same seeds. Prints the table, writes
+ * {@code paper.json} and the plots. {@code --help} lists the flags.
+ */
+public final class PaperMain {
+
+  private PaperMain() {}
+
+  static final String USAGE =
+      """
+      usage: benchmarks/run paper [flags]
+        --mmlu DIR               build real MMLU 5-shot prompts from DIR (else MMLU-shaped generator)
+        --seed N                 master seed (default 42)
+        --nodes N                number of nodes (default 4)
+        --rate R                 cluster-wide Poisson arrival rate, requests/s (default 4.5)
+        --requests N             requests per run, warm-up included (default 6000)
+        --warmup N               first requests not measured (default 10%% of requests)
+        --zipf S                 Zipf exponent of the skewed distribution (default 1.0)
+        --delays A,B,..          one-way network delays in ms (default 2,200,1000)
+        --jitter F               extra delay, uniform in [0, F x delay) (default 0.1)
+        --loss P                 message loss probability (default 0)
+        --output-tokens N        tokens generated per request (default 1)
+        --capacity TOKENS        KV-cache capacity per node in tokens (default 16384)
+        --slots N                concurrent requests per engine (default 1)
+        --block-size N           tokens per KV block (default 16)
+        --prefill-overhead-ms X  fixed prefill time (default 10)
+        --prefill-ms-per-token X prefill time per uncached token (default 0.5)
+        --decode-ms-per-token X  decode time per output token (default 15)
+        --policies A,B,..        subset of: %s
+        --distributions A,B      subset of: uniform,skewed
+        --window S               timeline window in simulated seconds (default 20)
+        --threads N              runs in parallel (default: cores, at most 4)
+        --out DIR                output directory (default benchmarks/target/results)
+        --no-plots               skip the PNG charts
+        --help                   this text
+      """.formatted(Policy.labels());
+
+  public static void main(String[] args) throws Exception {
+    System.setProperty("java.awt.headless", "true");
+    Options o;
+    try {
+      o = parse(args);
+    } catch (IllegalArgumentException e) {
+      System.err.println("error: " + e.getMessage());
+      System.err.print(USAGE);
+      System.exit(2);
+      return;
+    }
+    if (o == null) {
+      System.out.print(USAGE);
+      return;
+    }
+    run(o.config, o.plots, System.out, System.err);
+  }
+
+  static List<RunResult> run(SimConfig cfg, boolean plots, PrintStream out, PrintStream err)
+      throws IOException, InterruptedException {
+    PromptSource prompts = Prompts.load(cfg.mmluDir(), cfg.seed());
+    List<Scenario> scenarios = PaperRunner.scenarios(cfg);
+    err.printf(Locale.ROOT, "%d runs x %d requests, %d nodes, %s%n",
+        scenarios.size(), cfg.requests(), cfg.nodes(), prompts.description());
+    ProgressBar bar =
+        new ProgressBar(err, "simulating", (long) scenarios.size() * cfg.requests(),
+            scenarios.size());
+    List<RunResult> results = PaperRunner.run(cfg, prompts, Clusters::create, bar);
+    out.print(Report.table(cfg, results));
+    Path json = cfg.outDir().resolve("paper.json");
+    Report.writeJson(json, cfg, prompts.description(), results);
+    out.println();
+    out.println("JSON: " + json.toAbsolutePath().normalize());
+    if (plots) {
+      for (Path p : Plots.write(cfg.outDir(), cfg, results)) {
+        out.println("plot: " + p.toAbsolutePath().normalize());
+      }
+    }
+    return results;
+  }
+
+  record Options(SimConfig config, boolean plots) {}
+
+  /** Parses the flags; returns null for {@code --help}. */
+  static Options parse(String[] args) {
+    SimConfig d = SimConfig.defaults();
+    long seed = d.seed();
+    int nodes = d.nodes();
+    double rate = d.ratePerSecond();
+    int requests = d.requests();
+    Integer warmup = null;
+    double zipf = d.zipfExponent();
+    List<Integer> delays = d.delaysMs();
+    double jitter = d.jitterFraction();
+    double loss = d.lossProbability();
+    int outputTokens = d.outputTokens();
+    EngineProfile e = d.engine();
+    int blockSize = e.blockSize();
+    long capacity = e.capacityTokens();
+    int slots = e.slots();
+    double overheadMs = e.prefillOverheadNanos() / 1e6;
+    double prefillMs = e.prefillNanosPerToken() / 1e6;
+    double decodeMs = e.decodeNanosPerToken() / 1e6;
+    double window = d.timelineWindowSeconds();
+    int threads = d.threads();
+    List<Policy> policies = d.policies();
+    List<Distribution> dists = d.distributions();
+    Path mmlu = null;
+    Path outDir = d.outDir();
+    boolean plots = true;
+    for (int i = 0; i < args.length; i++) {
+      String a = args[i];
+      if (a.equals("--help") || a.equals("-h")) {
+        return null;
+      }
+      if (a.equals("--no-plots")) {
+        plots = false;
+        continue;
+      }
+      if (i + 1 >= args.length) {
+        throw new IllegalArgumentException("flag " + a + " needs a value");
+      }
+      String v = args[++i];
+      try {
+        switch (a) {
+          case "--mmlu" -> mmlu = Path.of(v);
+          case "--seed" -> seed = Long.parseLong(v);
+          case "--nodes" -> nodes = Integer.parseInt(v);
+          case "--rate" -> rate = Double.parseDouble(v);
+          case "--requests" -> requests = Integer.parseInt(v);
+          case "--warmup" -> warmup = Integer.parseInt(v);
+          case "--zipf" -> zipf = Double.parseDouble(v);
+          case "--delays" -> {
+            delays = new ArrayList<>();
+            for (String s : v.split(",")) {
+              delays.add(Integer.parseInt(s.trim()));
+            }
+          }
+          case "--jitter" -> jitter = Double.parseDouble(v);
+          case "--loss" -> loss = Double.parseDouble(v);
+          case "--output-tokens" -> outputTokens = Integer.parseInt(v);
+          case "--capacity" -> capacity = Long.parseLong(v);
+          case "--slots" -> slots = Integer.parseInt(v);
+          case "--block-size" -> blockSize = Integer.parseInt(v);
+          case "--prefill-overhead-ms" -> overheadMs = Double.parseDouble(v);
+          case "--prefill-ms-per-token" -> prefillMs = Double.parseDouble(v);
+          case "--decode-ms-per-token" -> decodeMs = Double.parseDouble(v);
+          case "--window" -> window = Double.parseDouble(v);
+          case "--threads" -> threads = Integer.parseInt(v);
+          case "--policies" -> {
+            policies = new ArrayList<>();
+            for (String s : v.split(",")) {
+              policies.add(Policy.parse(s.trim()));
+            }
+          }
+          case "--distributions" -> {
+            dists = new ArrayList<>();
+            for (String s : v.split(",")) {
+              dists.add(parseDistribution(s.trim()));
+            }
+          }
+          case "--out" -> outDir = Path.of(v);
+          default -> throw new IllegalArgumentException("unknown flag " + a);
+        }
+      } catch (NumberFormatException ex) {
+        throw new IllegalArgumentException("flag " + a + ": not a number: '" + v + "'");
+      }
+    }
+    if (mmlu != null && !Files.isDirectory(mmlu)) {
+      throw new IllegalArgumentException("--mmlu " + mmlu + " is not a directory");
+    }
+    EngineProfile engine =
+        new EngineProfile(
+            blockSize,
+            capacity,
+            slots,
+            Math.round(overheadMs * 1e6),
+            Math.round(prefillMs * 1e6),
+            Math.round(decodeMs * 1e6));
+    int w = warmup != null ? warmup : requests / 10;
+    SimConfig cfg =
+        new SimConfig(seed, nodes, rate, requests, w, zipf, delays, jitter, loss, outputTokens,
+            engine, window, threads, policies, dists, mmlu, outDir);
+    return new Options(cfg, plots);
+  }
+
+  private static Distribution parseDistribution(String s) {
+    for (Distribution d : Distribution.values()) {
+      if (d.label().equalsIgnoreCase(s)) {
+        return d;
+      }
+    }
+    throw new IllegalArgumentException("unknown distribution '" + s + "'; known: uniform, skewed");
+  }
+}

@@ -1,0 +1,61 @@
+package io.github.prefixrouter.sim;
+
+import java.io.PrintStream;
+
+/** A one-line progress bar on a stream (stderr), redrawn in place. Thread-safe. */
+final class ProgressBar {
+
+  private final PrintStream out;
+  private final long total;
+  private final long startNanos = System.nanoTime();
+  private final String label;
+  private long done;
+  private int lastPercent = -1;
+  private long lastDrawNanos;
+  private int runsDone;
+  private final int runs;
+
+  ProgressBar(PrintStream out, String label, long total, int runs) {
+    this.out = out;
+    this.label = label;
+    this.total = Math.max(1, total);
+    this.runs = runs;
+  }
+
+  synchronized void advance(long n) {
+    done = Math.min(total, done + n);
+    int percent = (int) (done * 100 / total);
+    long now = System.nanoTime();
+    if (percent != lastPercent && now - lastDrawNanos >= 200_000_000L) {
+      lastPercent = percent;
+      lastDrawNanos = now;
+      draw();
+    }
+  }
+
+  synchronized void runFinished() {
+    runsDone++;
+    draw();
+  }
+
+  synchronized void finish() {
+    done = total;
+    draw();
+    out.println();
+    out.flush();
+  }
+
+  private void draw() {
+    int width = 30;
+    int filled = (int) (done * width / total);
+    long secs = (System.nanoTime() - startNanos) / 1_000_000_000L;
+    StringBuilder sb = new StringBuilder("\r").append(label).append(" [");
+    for (int i = 0; i < width; i++) {
+      sb.append(i < filled ? '#' : '.');
+    }
+    sb.append(String.format(
+        "] %3d%%  runs %d/%d  %d:%02d", done * 100 / total, runsDone, runs, secs / 60, secs % 60));
+    out.print(sb);
+    out.flush();
+  }
+}

@@ -1,0 +1,59 @@
+package io.github.prefixrouter.sim;
+
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.testing.SimulatedEngine;
+import java.util.concurrent.CompletableFuture;
+
+/** A node's {@link SimulatedEngine}, noting in the run's recorder which node served what. */
+final class RecordingEngine implements InferenceEngine {
+
+  private final int node;
+  private final SimulatedEngine engine;
+  private final RunRecorder recorder;
+
+  RecordingEngine(int node, SimulatedEngine engine, RunRecorder recorder) {
+    this.node = node;
+    this.engine = engine;
+    this.recorder = recorder;
+  }
+
+  SimulatedEngine engine() {
+    return engine;
+  }
+
+  @Override
+  public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+    CompletableFuture<EngineResult> f = engine.execute(request);
+    f.whenComplete(
+        (r, e) -> {
+          if (r != null) {
+            recorder.executed(request.id(), node, r);
+          }
+        });
+    return f;
+  }
+
+  @Override
+  public EngineLoad load() {
+    return engine.load();
+  }
+
+  @Override
+  public void cancel(String requestId) {
+    engine.cancel(requestId);
+  }
+
+  @Override
+  public boolean publishesCacheEvents() {
+    return engine.publishesCacheEvents();
+  }
+
+  @Override
+  public void setCacheEventListener(CacheEventListener listener) {
+    engine.setCacheEventListener(listener);
+  }
+}

@@ -1,0 +1,127 @@
+package io.github.prefixrouter.sim;
+
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * Everything a simulation run depends on. Same configuration, same results.
+ *
+ * @param seed master seed: workload, network jitter, node randomness and baselines derive from it
+ * @param nodes number of nodes
+ * @param ratePerSecond cluster-wide Poisson arrival rate, requests per simulated second
+ * @param requests requests per run, warm-up included
+ * @param warmupRequests first requests of each run that are executed but not measured
+ * @param zipfExponent exponent of the subject popularity of the skewed distribution
+ * @param delaysMs one-way network delays to compare, in milliseconds
+ * @param jitterFraction each message takes delay + uniform[0, jitterFraction × delay)
+ * @param lossProbability probability that a one-way message is lost (forwarding and gossip)
+ * @param outputTokens tokens generated per request
+ * @param engine the engine model of every node
+ * @param timelineWindowSeconds width of the windows of the over-time series
+ * @param threads runs executed in parallel (each run is single-threaded and deterministic)
+ * @param policies the policies to compare
+ * @param distributions the popularity distributions to compare
+ * @param mmluDir the MMLU data directory, or null for the MMLU-shaped generator
+ * @param outDir where the JSON and plots go
+ */
+public record SimConfig(
+    long seed,
+    int nodes,
+    double ratePerSecond,
+    int requests,
+    int warmupRequests,
+    double zipfExponent,
+    List<Integer> delaysMs,
+    double jitterFraction,
+    double lossProbability,
+    int outputTokens,
+    EngineProfile engine,
+    double timelineWindowSeconds,
+    int threads,
+    List<Policy> policies,
+    List<Distribution> distributions,
+    Path mmluDir,
+    Path outDir) {
+
+  /** The main job's defaults (docs/simulator.md explains each). */
+  public static SimConfig defaults() {
+    return new SimConfig(
+        42L,
+        4,
+        4.5,
+        6_000,
+        600,
+        1.0,
+        List.of(2, 200, 1000),
+        0.1,
+        0.0,
+        1,
+        EngineProfile.DEFAULT,
+        20.0,
+        Math.max(1, Math.min(4, Runtime.getRuntime().availableProcessors())),
+        List.of(Policy.values()),
+        List.of(Distribution.values()),
+        null,
+        Path.of("benchmarks/target/results"));
+  }
+
+  public SimConfig {
+    Objects.requireNonNull(delaysMs, "delaysMs");
+    Objects.requireNonNull(engine, "engine");
+    Objects.requireNonNull(policies, "policies");
+    Objects.requireNonNull(distributions, "distributions");
+    Objects.requireNonNull(outDir, "outDir");
+    delaysMs = List.copyOf(delaysMs);
+    policies = List.copyOf(policies);
+    distributions = List.copyOf(distributions);
+    if (nodes < 1 || nodes > 1024) {
+      throw new IllegalArgumentException("nodes must be 1 to 1024, was " + nodes);
+    }
+    if (!(ratePerSecond > 0) || Double.isInfinite(ratePerSecond)) {
+      throw new IllegalArgumentException("rate must be > 0 requests/s, was " + ratePerSecond);
+    }
+    if (requests < 1) {
+      throw new IllegalArgumentException("requests must be >= 1, was " + requests);
+    }
+    if (warmupRequests < 0 || warmupRequests >= requests) {
+      throw new IllegalArgumentException(
+          "warm-up must be in [0, requests=" + requests + "), was " + warmupRequests);
+    }
+    if (!(zipfExponent >= 0) || Double.isInfinite(zipfExponent)) {
+      throw new IllegalArgumentException("zipf exponent must be >= 0, was " + zipfExponent);
+    }
+    if (delaysMs.isEmpty()) {
+      throw new IllegalArgumentException("give at least one network delay");
+    }
+    for (int d : delaysMs) {
+      if (d < 0) {
+        throw new IllegalArgumentException("network delays must be >= 0 ms, was " + d);
+      }
+    }
+    if (!(jitterFraction >= 0 && jitterFraction < 1)) {
+      throw new IllegalArgumentException("jitter must be in [0, 1), was " + jitterFraction);
+    }
+    if (!(lossProbability >= 0 && lossProbability < 1)) {
+      throw new IllegalArgumentException("loss must be in [0, 1), was " + lossProbability);
+    }
+    if (outputTokens < 1) {
+      throw new IllegalArgumentException("output tokens must be >= 1, was " + outputTokens);
+    }
+    if (!(timelineWindowSeconds > 0)) {
+      throw new IllegalArgumentException("timeline window must be > 0 s");
+    }
+    if (threads < 1) {
+      throw new IllegalArgumentException("threads must be >= 1, was " + threads);
+    }
+    if (policies.isEmpty() || distributions.isEmpty()) {
+      throw new IllegalArgumentException("give at least one policy and one distribution");
+    }
+  }
+
+  SimConfig withSeed(long s) {
+    return new SimConfig(s, nodes, ratePerSecond, requests, warmupRequests, zipfExponent,
+        delaysMs, jitterFraction, lossProbability, outputTokens, engine, timelineWindowSeconds,
+        threads, policies, distributions, mmluDir, outDir);
+  }
+}

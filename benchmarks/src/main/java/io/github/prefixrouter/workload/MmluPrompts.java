@@ -1,0 +1,234 @@
+package io.github.prefixrouter.workload;
+
+import com.knuddels.jtokkit.Encodings;
+import com.knuddels.jtokkit.api.Encoding;
+import com.knuddels.jtokkit.api.EncodingType;
+import java.io.IOException;
+import java.io.Reader;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.stream.Stream;
+import org.apache.commons.csv.CSVFormat;
+import org.apache.commons.csv.CSVRecord;
+
+/**
+ * Real MMLU 5-shot prompts, tokenized with cl100k_base (jtokkit).
+ *
+ * <p>Reads {@code dev/<subject>_dev.csv} (the 5 shots) and {@code test/<subject>_test.csv} (the
+ * questions) from an MMLU directory, CSV without header, six columns (question, A, B, C, D,
+ * answer letter). The prompt of a test question is the standard 5-shot layout:
+ *
+ * <pre>
+ * The following are multiple choice questions (with answers) about abstract algebra.
+ *
+ * {dev question}
+ * A. ...
+ * B. ...
+ * C. ...
+ * D. ...
+ * Answer: B
+ *
+ * ... (5 shots) ...
+ * {test question}
+ * A. ...
+ * ...
+ * D. ...
+ * Answer:
+ * </pre>
+ *
+ * The shared prefix is the header and the 5 shots; {@link #sharedPrefixLength} is the length of
+ * its tokens, which every prompt of the subject starts with (loading checks it).
+ */
+public final class MmluPrompts implements PromptSource {
+
+  private static final CSVFormat CSV = CSVFormat.DEFAULT.builder().build();
+
+  private final Path dir;
+  private final String[] names;
+  private final int[][] prefixes;
+  private final int[][][] prompts;
+
+  private MmluPrompts(Path dir, String[] names, int[][] prefixes, int[][][] prompts) {
+    this.dir = dir;
+    this.names = names;
+    this.prefixes = prefixes;
+    this.prompts = prompts;
+  }
+
+  /** Loads every test question of every subject. */
+  public static MmluPrompts load(Path dir) {
+    return load(dir, Integer.MAX_VALUE);
+  }
+
+  /**
+   * Loads at most {@code maxQuestionsPerSubject} test questions per subject (the first ones in
+   * file order), to keep tokenization short.
+   *
+   * @throws IllegalArgumentException if the directory does not look like MMLU
+   * @throws UncheckedIOException if a file cannot be read
+   */
+  public static MmluPrompts load(Path dir, int maxQuestionsPerSubject) {
+    return load(dir, maxQuestionsPerSubject, false);
+  }
+
+  /**
+   * With {@code tokenizeWhole}, every prompt text is tokenized as a whole; without, a question
+   * that starts with a non-space character is tokenized alone and appended to the prefix tokens,
+   * which gives the same ids (cl100k_base pre-tokenization always cuts after the prefix's final
+   * blank line in that case) several times faster.
+   */
+  static MmluPrompts load(Path dir, int maxQuestionsPerSubject, boolean tokenizeWhole) {
+    if (maxQuestionsPerSubject < 1) {
+      throw new IllegalArgumentException(
+          "maxQuestionsPerSubject must be at least 1, was " + maxQuestionsPerSubject);
+    }
+    Path devDir = dir.resolve("dev");
+    Path testDir = dir.resolve("test");
+    if (!Files.isDirectory(devDir) || !Files.isDirectory(testDir)) {
+      throw new IllegalArgumentException(
+          "not an MMLU directory (needs dev/ and test/): " + dir.toAbsolutePath());
+    }
+    List<String> subjects = new ArrayList<>();
+    try (Stream<Path> files = Files.list(devDir)) {
+      files.map(p -> p.getFileName().toString())
+          .filter(n -> n.endsWith("_dev.csv"))
+          .map(n -> n.substring(0, n.length() - "_dev.csv".length()))
+          .sorted()
+          .forEach(subjects::add);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    if (subjects.isEmpty()) {
+      throw new IllegalArgumentException("no dev/*_dev.csv files in " + dir.toAbsolutePath());
+    }
+    Encoding enc = Encodings.newLazyEncodingRegistry().getEncoding(EncodingType.CL100K_BASE);
+    int n = subjects.size();
+    int[][] prefixes = new int[n][];
+    int[][][] prompts = new int[n][][];
+    // subjects are independent: tokenize them in parallel (the result does not depend on it)
+    java.util.stream.IntStream.range(0, n).parallel().forEach(s -> {
+      String subject = subjects.get(s);
+      List<CSVRecord> shots = read(devDir.resolve(subject + "_dev.csv"));
+      List<CSVRecord> tests = read(testDir.resolve(subject + "_test.csv"));
+      String prefix = prefixText(subject, shots);
+      prefixes[s] = enc.encode(prefix).toArray();
+      int count = Math.min(tests.size(), maxQuestionsPerSubject);
+      prompts[s] = new int[count][];
+      for (int q = 0; q < count; q++) {
+        prompts[s][q] = tokenize(enc, prefix, prefixes[s], questionText(tests.get(q)),
+            tokenizeWhole, subject, q);
+      }
+    });
+    return new MmluPrompts(dir, subjects.toArray(String[]::new), prefixes, prompts);
+  }
+
+  private static int[] tokenize(Encoding enc, String prefix, int[] prefixTokens, String question,
+      boolean whole, String subject, int q) {
+    int[] tokens;
+    if (whole || question.isEmpty() || Character.isWhitespace(question.charAt(0))) {
+      tokens = enc.encode(prefix + question).toArray();
+    } else {
+      int[] qt = enc.encode(question).toArray();
+      tokens = Arrays.copyOf(prefixTokens, prefixTokens.length + qt.length);
+      System.arraycopy(qt, 0, tokens, prefixTokens.length, qt.length);
+    }
+    if (!Arrays.equals(tokens, 0, prefixTokens.length, prefixTokens, 0, prefixTokens.length)) {
+      throw new IllegalStateException(
+          "prompt " + q + " of " + subject + " does not start with the prefix tokens");
+    }
+    return tokens;
+  }
+
+  /** The per-subject header and 5 answered shots. */
+  public static String prefixText(String subject, List<CSVRecord> shots) {
+    StringBuilder b = new StringBuilder();
+    b.append("The following are multiple choice questions (with answers) about ")
+        .append(subject.replace('_', ' '))
+        .append(".\n\n");
+    for (CSVRecord r : shots) {
+      appendQuestion(b, r);
+      b.append(' ').append(field(r, 5)).append("\n\n");
+    }
+    return b.toString();
+  }
+
+  /** A test question in the shot layout, ending with "Answer:". */
+  public static String questionText(CSVRecord r) {
+    StringBuilder b = new StringBuilder();
+    appendQuestion(b, r);
+    return b.toString();
+  }
+
+  private static void appendQuestion(StringBuilder b, CSVRecord r) {
+    b.append(field(r, 0));
+    char letter = 'A';
+    for (int i = 1; i <= 4; i++, letter++) {
+      b.append('\n').append(letter).append(". ").append(field(r, i));
+    }
+    b.append("\nAnswer:");
+  }
+
+  private static String field(CSVRecord r, int i) {
+    if (r.size() != 6) {
+      throw new IllegalArgumentException(
+          "MMLU row " + r.getRecordNumber() + " has " + r.size() + " columns, expected 6");
+    }
+    return r.get(i);
+  }
+
+  private static List<CSVRecord> read(Path file) {
+    try (Reader in = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+      return CSV.parse(in).getRecords();
+    } catch (NoSuchFileException e) {
+      throw new IllegalArgumentException("missing MMLU file " + file.toAbsolutePath(), e);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  @Override
+  public int subjectCount() {
+    return names.length;
+  }
+
+  @Override
+  public String subjectName(int subject) {
+    return names[subject];
+  }
+
+  @Override
+  public int promptCount(int subject) {
+    return prompts[subject].length;
+  }
+
+  @Override
+  public int[] sharedPrefix(int subject) {
+    return prefixes[subject].clone();
+  }
+
+  @Override
+  public int sharedPrefixLength(int subject) {
+    return prefixes[subject].length;
+  }
+
+  @Override
+  public int[] prompt(int subject, int index) {
+    return prompts[subject][index].clone();
+  }
+
+  @Override
+  public String description() {
+    int total = 0;
+    for (int[][] p : prompts) {
+      total += p.length;
+    }
+    return "MMLU 5-shot prompts from " + dir + " (" + names.length + " subjects, " + total
+        + " prompts, cl100k_base)";
+  }
+}

@@ -1,0 +1,90 @@
+package io.github.prefixrouter.sim;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class PaperMainTest {
+
+  @Test
+  void parsesFlags() {
+    PaperMain.Options o =
+        PaperMain.parse(new String[] {
+          "--seed", "7", "--nodes", "6", "--rate", "3.5", "--requests", "1000", "--zipf", "1.2",
+          "--delays", "5, 50", "--policies", "paper,cost-aware", "--distributions", "skewed",
+          "--capacity", "8192", "--no-plots"
+        });
+    SimConfig c = o.config();
+    assertEquals(7, c.seed());
+    assertEquals(6, c.nodes());
+    assertEquals(3.5, c.ratePerSecond());
+    assertEquals(100, c.warmupRequests());
+    assertEquals(1.2, c.zipfExponent());
+    assertEquals(List.of(5, 50), c.delaysMs());
+    assertEquals(List.of(Policy.PAPER, Policy.COST_AWARE), c.policies());
+    assertEquals(List.of(Distribution.SKEWED), c.distributions());
+    assertEquals(8192, c.engine().capacityTokens());
+    assertEquals(false, o.plots());
+    assertNull(PaperMain.parse(new String[] {"--help"}));
+  }
+
+  @Test
+  void rejectsBadFlagsWithClearMessages() {
+    assertTrue(
+        assertThrows(IllegalArgumentException.class, () -> PaperMain.parse(new String[] {"--x", "1"}))
+            .getMessage().contains("unknown flag --x"));
+    assertTrue(
+        assertThrows(IllegalArgumentException.class,
+                () -> PaperMain.parse(new String[] {"--rate", "fast"}))
+            .getMessage().contains("not a number"));
+    assertTrue(
+        assertThrows(IllegalArgumentException.class,
+                () -> PaperMain.parse(new String[] {"--policies", "magic"}))
+            .getMessage().contains("unknown policy"));
+    assertTrue(
+        assertThrows(IllegalArgumentException.class,
+                () -> PaperMain.parse(new String[] {"--nodes", "0"}))
+            .getMessage().contains("nodes"));
+    assertTrue(
+        assertThrows(IllegalArgumentException.class, () -> PaperMain.parse(new String[] {"--seed"}))
+            .getMessage().contains("needs a value"));
+  }
+
+  @Test
+  void writesTableJsonAndPlots(@TempDir Path dir) throws Exception {
+    PaperMain.Options o =
+        PaperMain.parse(new String[] {
+          "--requests", "300", "--delays", "2,200", "--out", dir.toString(), "--threads", "2"
+        });
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    PaperMain.run(o.config(), true, new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    String table = out.toString(StandardCharsets.UTF_8);
+    for (Policy p : Policy.values()) {
+      assertTrue(table.contains("| " + p.label()), p.label());
+    }
+    assertTrue(err.toString(StandardCharsets.UTF_8).contains("100%"));
+    String json = Files.readString(dir.resolve("paper.json"));
+    for (String field : List.of("\"policy\"", "\"delay_ms\"", "\"distribution\"",
+        "\"mean_latency_s\"", "\"p50_latency_s\"", "\"p99_latency_s\"", "\"hit_rate\"",
+        "\"forwarded_share\"", "\"max_node_share\"", "\"gossip_bytes_per_node_per_s\"",
+        "\"timeline\"")) {
+      assertTrue(json.contains(field), field);
+    }
+    assertEquals(28, json.split("\"policy\"").length - 1, "one record per policy x delay x dist");
+    assertTrue(Files.size(dir.resolve("latency-vs-delay-uniform.png")) > 1000);
+    assertTrue(Files.size(dir.resolve("hit-rate-over-time-skewed.png")) > 1000);
+    assertTrue(Files.size(dir.resolve("topic-share-over-time-paper.png")) > 1000);
+  }
+}

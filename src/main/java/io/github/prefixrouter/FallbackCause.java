@@ -1,0 +1,22 @@
+package io.github.prefixrouter;
+
+/**
+ * Why a forwarded attempt did not produce the answer, so the node tried the next candidate or
+ * ran the request locally. Counted per cause in {@link NodeStats#fallbacks()}.
+ */
+public enum FallbackCause {
+  /** No fallback happened. */
+  NONE,
+  /** The peer did not answer within the forwarding timeout; a cancel was sent to it. */
+  TIMEOUT,
+  /** The peer refused the work because it is above its high watermark (push-back). */
+  BUSY,
+  /** The transport could not reach the peer. */
+  UNREACHABLE,
+  /** The peer's engine failed the request. */
+  PEER_FAILED,
+  /** The peer's answer was malformed or the transport reported a protocol error. */
+  PROTOCOL_ERROR,
+  /** The transport was closed while the request was in flight. */
+  TRANSPORT_CLOSED
+}

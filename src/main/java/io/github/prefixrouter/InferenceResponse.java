@@ -1,0 +1,41 @@
+package io.github.prefixrouter;
+
+import io.github.prefixrouter.spi.EngineResult;
+import java.util.Objects;
+
+/**
+ * The answer to one submitted request.
+ *
+ * @param requestId the request's id
+ * @param result what the serving node's engine produced; routing never changes it
+ * @param servedBy id of the node whose engine ran the request
+ * @param forwarded true if a peer ran it
+ * @param attempts how many executions were tried (1 when the first choice answered)
+ * @param fallbackCause why the last forwarding attempt fell back, or {@link FallbackCause#NONE}
+ * @param decision the routing decision taken for the first attempt
+ */
+public record InferenceResponse(
+    String requestId,
+    EngineResult result,
+    String servedBy,
+    boolean forwarded,
+    int attempts,
+    FallbackCause fallbackCause,
+    RouteDecision decision) {
+
+  public InferenceResponse {
+    Objects.requireNonNull(requestId, "requestId");
+    Objects.requireNonNull(result, "result");
+    Objects.requireNonNull(servedBy, "servedBy");
+    Objects.requireNonNull(fallbackCause, "fallbackCause");
+    Objects.requireNonNull(decision, "decision");
+    if (attempts < 1) {
+      throw new IllegalArgumentException("attempts must be >= 1, was " + attempts);
+    }
+  }
+
+  /** Prompt tokens the serving engine reported as served from its cache, or -1 if unknown. */
+  public int cachedPromptTokens() {
+    return result.cachedPromptTokens();
+  }
+}

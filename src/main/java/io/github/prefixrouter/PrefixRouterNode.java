@@ -1,0 +1,208 @@
+package io.github.prefixrouter;
+
+import io.github.prefixrouter.internal.route.RouterNode;
+import io.github.prefixrouter.spi.Clock;
+import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Scheduler;
+import io.github.prefixrouter.spi.Transport;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Objects;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.random.RandomGenerator;
+
+/**
+ * A prefix-cache-aware routing node, embedded next to one LLM engine. For every submitted
+ * request it decides, from its exact local prefix tree and its gossiped replicas of its peers'
+ * caches, whether to run the request on its own engine or forward it to the peer most likely to
+ * hold its prefix; it also serves requests that peers forward to it.
+ *
+ * <h2>Lifecycle</h2>
+ * <pre>
+ *   NEW --start()--> RUNNING --stop()/close()--> STOPPING --(in-flight work done)--> STOPPED
+ * </pre>
+ * <ul>
+ *   <li>{@link #start()} is legal only in {@code NEW}; it starts the transport and gossip.
+ *   <li>{@link #stop()} from {@code RUNNING} stops accepting requests (local or forwarded), lets
+ *       every accepted request complete, then stops gossip, closes the transport and, if the node
+ *       created its own scheduler, that scheduler. From {@code NEW} it goes straight to
+ *       {@code STOPPED}. From {@code STOPPING} or {@code STOPPED} it returns the same future.
+ *   <li>{@code start()} in any state but {@code NEW} throws {@link IllegalStateException}.
+ *   <li>{@link #submit} outside {@code RUNNING} returns a future failed with
+ *       {@link NodeNotRunningException}.
+ * </ul>
+ *
+ * <h2>Guarantees</h2>
+ * Every request accepted by {@link #submit} completes exactly once: with the answer of the engine
+ * that ran it, or with {@link RequestFailedException} when the local engine itself failed it.
+ * Forwarding failures (timeout, push-back, unreachable peer) fall back to the next candidate or
+ * to local execution and never reach the caller. All methods are thread-safe and never block
+ * except {@link #close()}.
+ */
+public interface PrefixRouterNode extends AutoCloseable {
+
+  /** Lifecycle states; see the class documentation. */
+  enum State {
+    NEW,
+    RUNNING,
+    STOPPING,
+    STOPPED
+  }
+
+  /** A new builder. */
+  static Builder builder() {
+    return new Builder();
+  }
+
+  /** This node's id, unique in the cluster. */
+  String nodeId();
+
+  /**
+   * Starts the node: transport, gossip with the seeds, serving.
+   *
+   * @throws IllegalStateException if the node is not {@link State#NEW}
+   */
+  void start();
+
+  /** Stops gracefully (see the class documentation); the future completes when STOPPED. */
+  CompletableFuture<Void> stop();
+
+  /**
+   * Routes and runs one request. Never blocks; the future completes exactly once.
+   *
+   * @throws NullPointerException if {@code request} is null
+   */
+  CompletableFuture<InferenceResponse> submit(InferenceRequest request);
+
+  /** The decision {@link #submit} would take for {@code request} now, without running it. */
+  RouteDecision explain(InferenceRequest request);
+
+  /** A snapshot of the node's counters and gauges. */
+  NodeStats stats();
+
+  /** The current lifecycle state. */
+  State state();
+
+  /** Stops the node and waits until it is {@link State#STOPPED}. */
+  @Override
+  void close();
+
+  /**
+   * Builds a {@link PrefixRouterNode}. Required: {@link #nodeId}, {@link #transport} and
+   * {@link #engine}. Defaults:
+   * <ul>
+   *   <li>{@code config}: {@link RouterConfig#defaults()};
+   *   <li>{@code clock}: {@link Clock#system()};
+   *   <li>{@code scheduler}: if none is given, {@code build()} creates
+   *       {@link io.github.prefixrouter.spi.Schedulers#newSingleThread} named
+   *       {@code prefix-router-<nodeId>}, owned by the node and closed when it stops (the only
+   *       thread the library ever creates, and only on this explicit default). Pass a scheduler
+   *       whenever the host has one, and always in tests
+   *       ({@link io.github.prefixrouter.testing.SimulatedScheduler});
+   *   <li>{@code random}: a {@link SplittableRandom} seeded from the node id's hash mixed with the
+   *       clock's reading at {@code build()}: deterministic for a given clock (a simulated clock
+   *       replays exactly), different across restarts on the system clock;
+   *   <li>{@code seeds}: none (a node without seeds waits for peers to contact it).
+   * </ul>
+   * The node takes ownership of the transport: it starts it on {@link #start()} and closes it on
+   * stop. It does not own the engine.
+   */
+  final class Builder {
+    private String nodeId;
+    private RouterConfig config = RouterConfig.defaults();
+    private Transport transport;
+    private InferenceEngine engine;
+    private Clock clock;
+    private Scheduler scheduler;
+    private RandomGenerator random;
+    private final List<PeerAddress> seeds = new ArrayList<>();
+
+    private Builder() {}
+
+    /** This node's id: 1 to 64 printable ASCII characters, no spaces. Required. */
+    public Builder nodeId(String nodeId) {
+      this.nodeId = PeerAddress.checkNodeId(nodeId);
+      return this;
+    }
+
+    /** The configuration (default {@link RouterConfig#defaults()}). */
+    public Builder config(RouterConfig config) {
+      this.config = Objects.requireNonNull(config, "config");
+      return this;
+    }
+
+    /** The transport to peers. Required; owned by the node afterwards. */
+    public Builder transport(Transport transport) {
+      this.transport = Objects.requireNonNull(transport, "transport");
+      return this;
+    }
+
+    /** The local engine. Required. */
+    public Builder engine(InferenceEngine engine) {
+      this.engine = Objects.requireNonNull(engine, "engine");
+      return this;
+    }
+
+    /** The time source (default {@link Clock#system()}). */
+    public Builder clock(Clock clock) {
+      this.clock = Objects.requireNonNull(clock, "clock");
+      return this;
+    }
+
+    /** The timer source (default: a node-owned single thread; see the class documentation). */
+    public Builder scheduler(Scheduler scheduler) {
+      this.scheduler = Objects.requireNonNull(scheduler, "scheduler");
+      return this;
+    }
+
+    /** The random source (default: seeded from node id and clock; see the class documentation). */
+    public Builder random(RandomGenerator random) {
+      this.random = Objects.requireNonNull(random, "random");
+      return this;
+    }
+
+    /** Addresses of peers to join through. Replaces any seeds given before. */
+    public Builder seeds(Collection<PeerAddress> seeds) {
+      Objects.requireNonNull(seeds, "seeds");
+      this.seeds.clear();
+      for (PeerAddress s : seeds) {
+        this.seeds.add(Objects.requireNonNull(s, "seed"));
+      }
+      return this;
+    }
+
+    /**
+     * Builds the node in state {@link State#NEW}.
+     *
+     * @throws IllegalStateException if a required setting is missing
+     * @throws IllegalArgumentException if the configuration is invalid
+     */
+    public PrefixRouterNode build() {
+      List<String> missing = new ArrayList<>();
+      if (nodeId == null) {
+        missing.add("nodeId(String)");
+      }
+      if (transport == null) {
+        missing.add("transport(Transport)");
+      }
+      if (engine == null) {
+        missing.add("engine(InferenceEngine)");
+      }
+      if (!missing.isEmpty()) {
+        throw new IllegalStateException(
+            "PrefixRouterNode.Builder is missing required settings: " + String.join(", ", missing));
+      }
+      config.validate();
+      Clock c = clock != null ? clock : Clock.system();
+      RandomGenerator r = random;
+      if (r == null) {
+        long seed = nodeId.hashCode() * 0x9E3779B97F4A7C15L ^ c.nanoTime();
+        r = new SplittableRandom(seed);
+      }
+      return new RouterNode(nodeId, config, transport, engine, c, scheduler, r, List.copyOf(seeds));
+    }
+  }
+}

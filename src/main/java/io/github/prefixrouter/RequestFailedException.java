@@ -1,0 +1,23 @@
+package io.github.prefixrouter;
+
+/**
+ * A request could not be served anywhere: every forwarding attempt (if any) fell back, and the
+ * local engine itself failed it. The cause is the engine's
+ * {@link io.github.prefixrouter.spi.EngineException} (or whatever the engine reported).
+ */
+public class RequestFailedException extends PrefixRouterException {
+
+  private static final long serialVersionUID = 1L;
+
+  private final String requestId;
+
+  public RequestFailedException(String requestId, String message, Throwable cause) {
+    super("request " + requestId + ": " + message, cause);
+    this.requestId = requestId;
+  }
+
+  /** The id of the request that failed. */
+  public String requestId() {
+    return requestId;
+  }
+}

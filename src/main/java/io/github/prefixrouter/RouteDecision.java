@@ -1,0 +1,230 @@
+package io.github.prefixrouter;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * Why a request went where it went: every candidate considered (the local node first, then the
+ * live peers) with its estimated prefix match, load, round trip and estimated cost, the chosen
+ * target and the reason.
+ *
+ * <p>Decisions are built on the routing hot path from flat arrays; {@link #candidates()} creates
+ * the per-candidate view lazily, so logging or inspecting a decision costs nothing until done.
+ */
+public final class RouteDecision {
+
+  /** Why the target was chosen. */
+  public enum Reason {
+    /** The policy is {@link RoutingPolicy#LOCAL_ONLY}. */
+    LOCAL_ONLY_POLICY,
+    /** The request was forwarded to this node and reached the hop limit: it must run here. */
+    HOP_LIMIT,
+    /** No live peer is known. */
+    NO_PEERS,
+    /** Every peer was skipped (overloaded, cooling down, or already tried). */
+    ALL_PEERS_SKIPPED,
+    /** Local execution has the lowest estimated cost (cost-aware). */
+    LOCAL_CHEAPEST,
+    /** A peer is cheaper, but not by the forwarding margin (cost-aware). */
+    MARGIN_NOT_MET,
+    /** A peer beats local execution by more than the margin (cost-aware). */
+    PEER_CHEAPER,
+    /** No peer holds a longer prefix than the local tree (longest-prefix policy). */
+    LOCAL_LONGEST_OR_TIE,
+    /** A peer holds the longest estimated prefix (longest-prefix policy). */
+    PEER_LONGEST,
+    /** Nobody holds any block: placed by bounded-load rendezvous hashing of the first block. */
+    COLD_PLACEMENT
+  }
+
+  /** Why a peer was not eligible. */
+  public enum SkipReason {
+    /** Eligible. */
+    NONE,
+    /** The peer's heartbeat stopped advancing: it may be down. */
+    SUSPECT,
+    /** The peer advertises overload (push-back). */
+    OVERLOADED,
+    /** The peer answered "busy" recently and is cooling down. */
+    BUSY_COOLDOWN,
+    /** Forwarding to the peer failed recently (timeout, unreachable) and it is cooling down. */
+    FAILED_COOLDOWN,
+    /** The peer was already tried for this request, or sent it here. */
+    ALREADY_TRIED
+  }
+
+  /**
+   * One candidate.
+   *
+   * @param nodeId the candidate's node id
+   * @param local true for this node
+   * @param matchedTokens estimated prefix tokens cached there (exact for the local node)
+   * @param effectiveMatchedTokens {@code matchedTokens} discounted by staleness and accuracy
+   * @param load advertised queue depth plus in flight (plus work this node sent it since)
+   * @param rttNanos smoothed round trip (0 for the local node)
+   * @param costNanos estimated latency ({@code Long.MAX_VALUE} when skipped)
+   * @param skipped why the candidate was not eligible, or {@link SkipReason#NONE}
+   */
+  public record Candidate(
+      String nodeId,
+      boolean local,
+      int matchedTokens,
+      int effectiveMatchedTokens,
+      int load,
+      long rttNanos,
+      long costNanos,
+      SkipReason skipped) {
+
+    @Override
+    public String toString() {
+      StringBuilder sb = new StringBuilder();
+      sb.append(nodeId).append(local ? "(local)" : "").append(" match=").append(matchedTokens);
+      if (effectiveMatchedTokens != matchedTokens) {
+        sb.append("~").append(effectiveMatchedTokens);
+      }
+      sb.append(" load=").append(load);
+      if (!local) {
+        sb.append(" rtt=").append(fmtNanos(rttNanos));
+      }
+      if (skipped != SkipReason.NONE) {
+        sb.append(" skipped=").append(skipped);
+      } else if (costNanos != Long.MAX_VALUE) {
+        sb.append(" cost=").append(fmtNanos(costNanos));
+      }
+      return sb.toString();
+    }
+  }
+
+  private final RoutingPolicy policy;
+  private final int promptTokens;
+  private final String[] ids;
+  private final int[] matched;
+  private final int[] effective;
+  private final int[] load;
+  private final long[] rtt;
+  private final long[] cost;
+  private final SkipReason[] skipped;
+  private final int chosen;
+  private final Reason reason;
+  private volatile List<Candidate> view;
+
+  /**
+   * Creates a decision from parallel arrays, index 0 being the local node. The arrays are owned
+   * by the decision afterwards; callers pass copies.
+   */
+  public RouteDecision(
+      RoutingPolicy policy,
+      int promptTokens,
+      String[] ids,
+      int[] matched,
+      int[] effective,
+      int[] load,
+      long[] rtt,
+      long[] cost,
+      SkipReason[] skipped,
+      int chosen,
+      Reason reason) {
+    this.policy = Objects.requireNonNull(policy, "policy");
+    this.reason = Objects.requireNonNull(reason, "reason");
+    int n = ids.length;
+    if (n < 1 || matched.length != n || effective.length != n || load.length != n
+        || rtt.length != n || cost.length != n || skipped.length != n) {
+      throw new IllegalArgumentException("candidate arrays must be non-empty and of equal length");
+    }
+    if (chosen < 0 || chosen >= n) {
+      throw new IllegalArgumentException("chosen index " + chosen + " outside [0, " + n + ")");
+    }
+    this.promptTokens = promptTokens;
+    this.ids = ids;
+    this.matched = matched;
+    this.effective = effective;
+    this.load = load;
+    this.rtt = rtt;
+    this.cost = cost;
+    this.skipped = skipped;
+    this.chosen = chosen;
+  }
+
+  /** The policy that took the decision. */
+  public RoutingPolicy policy() {
+    return policy;
+  }
+
+  /** The prompt length in tokens. */
+  public int promptTokens() {
+    return promptTokens;
+  }
+
+  /** Every candidate, the local node first. */
+  public List<Candidate> candidates() {
+    List<Candidate> v = view;
+    if (v == null) {
+      List<Candidate> list = new ArrayList<>(ids.length);
+      for (int i = 0; i < ids.length; i++) {
+        list.add(candidate(i));
+      }
+      v = Collections.unmodifiableList(list);
+      view = v;
+    }
+    return v;
+  }
+
+  /** Number of candidates, including the local node. */
+  public int candidateCount() {
+    return ids.length;
+  }
+
+  /** The chosen candidate. */
+  public Candidate target() {
+    return candidate(chosen);
+  }
+
+  /** The chosen node's id. */
+  public String targetNodeId() {
+    return ids[chosen];
+  }
+
+  /** True if the request runs on this node. */
+  public boolean isLocal() {
+    return chosen == 0;
+  }
+
+  /** Why the target was chosen. */
+  public Reason reason() {
+    return reason;
+  }
+
+  private Candidate candidate(int i) {
+    return new Candidate(ids[i], i == 0, matched[i], effective[i], load[i], rtt[i], cost[i],
+        skipped[i]);
+  }
+
+  @Override
+  public String toString() {
+    StringBuilder sb = new StringBuilder(64 + 48 * ids.length);
+    sb.append("RouteDecision{").append(policy).append(", prompt=").append(promptTokens)
+        .append(" tokens -> ").append(ids[chosen]).append(" (").append(reason).append("); ");
+    for (int i = 0; i < ids.length; i++) {
+      if (i > 0) {
+        sb.append(" | ");
+      }
+      sb.append(candidate(i));
+    }
+    return sb.append('}').toString();
+  }
+
+  static String fmtNanos(long nanos) {
+    if (nanos == Long.MAX_VALUE) {
+      return "inf";
+    }
+    if (nanos < 10_000L) {
+      return nanos + "ns";
+    }
+    if (nanos < 10_000_000L) {
+      return (nanos / 1_000L) + "us";
+    }
+    return (nanos / 1_000_000L) + "ms";
+  }
+}

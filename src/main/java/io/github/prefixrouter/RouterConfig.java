@@ -1,0 +1,550 @@
+package io.github.prefixrouter;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * Immutable configuration of a {@link PrefixRouterNode}. Build with {@link #builder()}; every
+ * setting has a default suited to a small GPU fleet, documented on its builder method.
+ *
+ * <p>{@link Builder#build()} calls {@link #validate()}, which rejects an inconsistent
+ * configuration with an {@link IllegalArgumentException} listing every problem and how to fix it.
+ */
+public final class RouterConfig {
+
+  /** How the local prefix tree learns what the engine holds. */
+  public enum TreeMode {
+    /** Engine-driven when the engine publishes cache events, else self-managed. The default. */
+    AUTO,
+    /** Mirror the engine's cache events exactly (the engine must publish them). */
+    ENGINE_DRIVEN,
+    /** Record every executed prompt and apply LRU at the configured capacity. */
+    SELF_MANAGED
+  }
+
+  /** Largest block size accepted, in tokens. */
+  public static final int MAX_BLOCK_SIZE = 1024;
+
+  /** Largest hop limit accepted. */
+  public static final int MAX_HOP_LIMIT = 8;
+
+  private final int blockSize;
+  private final long treeCapacityTokens;
+  private final TreeMode treeMode;
+  private final long hashSalt;
+  private final RoutingPolicy policy;
+  private final double forwardMarginRatio;
+  private final Duration forwardMarginMin;
+  private final long initialPrefillNanosPerToken;
+  private final Duration forwardOverhead;
+  private final Duration forwardTimeoutMin;
+  private final Duration forwardTimeoutMax;
+  private final Duration engineTimeout;
+  private final int hopLimit;
+  private final int highWatermark;
+  private final int lowWatermark;
+  private final Duration busyCooldown;
+  private final Duration failureCooldown;
+  private final boolean coldPlacement;
+  private final double coldPlacementLoadBound;
+  private final double coldPlacementSlack;
+  private final Duration stalenessHalfLife;
+  private final Duration gossipInterval;
+  private final int gossipFanout;
+  private final Duration peerSuspectAfter;
+  private final Duration peerDeadAfter;
+  private final int maxPeers;
+
+  private RouterConfig(Builder b) {
+    blockSize = b.blockSize;
+    treeCapacityTokens = b.treeCapacityTokens;
+    treeMode = b.treeMode;
+    hashSalt = b.hashSalt;
+    policy = b.policy;
+    forwardMarginRatio = b.forwardMarginRatio;
+    forwardMarginMin = b.forwardMarginMin;
+    initialPrefillNanosPerToken = b.initialPrefillNanosPerToken;
+    forwardOverhead = b.forwardOverhead;
+    forwardTimeoutMin = b.forwardTimeoutMin;
+    forwardTimeoutMax = b.forwardTimeoutMax;
+    engineTimeout = b.engineTimeout;
+    hopLimit = b.hopLimit;
+    highWatermark = b.highWatermark;
+    lowWatermark = b.lowWatermark;
+    busyCooldown = b.busyCooldown;
+    failureCooldown = b.failureCooldown;
+    coldPlacement = b.coldPlacement;
+    coldPlacementLoadBound = b.coldPlacementLoadBound;
+    coldPlacementSlack = b.coldPlacementSlack;
+    stalenessHalfLife = b.stalenessHalfLife;
+    gossipInterval = b.gossipInterval;
+    gossipFanout = b.gossipFanout;
+    peerSuspectAfter = b.peerSuspectAfter;
+    peerDeadAfter = b.peerDeadAfter;
+    maxPeers = b.maxPeers;
+  }
+
+  /** A builder with every default. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** The default configuration. */
+  public static RouterConfig defaults() {
+    return builder().build();
+  }
+
+  /** A builder initialised with this configuration's values. */
+  public Builder toBuilder() {
+    return new Builder(this);
+  }
+
+  /**
+   * Checks the configuration as a whole.
+   *
+   * @return this
+   * @throws IllegalArgumentException listing every problem found, each with how to fix it
+   */
+  public RouterConfig validate() {
+    List<String> p = new ArrayList<>();
+    if (blockSize < 1 || blockSize > MAX_BLOCK_SIZE) {
+      p.add("blockSize must be between 1 and " + MAX_BLOCK_SIZE + " tokens (engines use 16 or 32)"
+          + ", was " + blockSize);
+    }
+    if (treeCapacityTokens < blockSize) {
+      p.add("treeCapacityTokens must be at least blockSize (" + blockSize + "); set it to the "
+          + "engine's KV-cache size in tokens, was " + treeCapacityTokens);
+    }
+    if (!(forwardMarginRatio >= 0.0 && forwardMarginRatio < 1.0)) {
+      p.add("forwardMarginRatio must be in [0, 1) (0.05 = forward when 5% faster), was "
+          + forwardMarginRatio);
+    }
+    nonNegative(p, "forwardMarginMin", forwardMarginMin);
+    if (initialPrefillNanosPerToken < 1 || initialPrefillNanosPerToken > 1_000_000_000L) {
+      p.add("initialPrefillNanosPerToken must be between 1 ns and 1 s, was "
+          + initialPrefillNanosPerToken);
+    }
+    nonNegative(p, "forwardOverhead", forwardOverhead);
+    positive(p, "forwardTimeoutMin", forwardTimeoutMin);
+    positive(p, "forwardTimeoutMax", forwardTimeoutMax);
+    if (forwardTimeoutMin.compareTo(forwardTimeoutMax) > 0) {
+      p.add("forwardTimeoutMin (" + forwardTimeoutMin + ") must not exceed forwardTimeoutMax ("
+          + forwardTimeoutMax + "): raise the maximum or lower the minimum");
+    }
+    positive(p, "engineTimeout", engineTimeout);
+    if (hopLimit < 0 || hopLimit > MAX_HOP_LIMIT) {
+      p.add("hopLimit must be between 0 (never forward) and " + MAX_HOP_LIMIT + ", was "
+          + hopLimit);
+    }
+    if (lowWatermark < 0) {
+      p.add("lowWatermark must be >= 0, was " + lowWatermark);
+    }
+    if (highWatermark < 1) {
+      p.add("highWatermark must be >= 1 (queued requests above which forwarded work is refused)"
+          + ", was " + highWatermark);
+    }
+    if (lowWatermark >= highWatermark) {
+      p.add("lowWatermark (" + lowWatermark + ") must be below highWatermark (" + highWatermark
+          + ") so the overload flag has hysteresis");
+    }
+    positive(p, "busyCooldown", busyCooldown);
+    positive(p, "failureCooldown", failureCooldown);
+    if (!(coldPlacementLoadBound >= 1.0 && coldPlacementLoadBound <= 100.0)) {
+      p.add("coldPlacementLoadBound must be in [1, 100] (1.25 = at most 25% above the mean "
+          + "load), was " + coldPlacementLoadBound);
+    }
+    if (!(coldPlacementSlack >= 0.0 && coldPlacementSlack <= 10.0)) {
+      p.add("coldPlacementSlack must be in [0, 10], was " + coldPlacementSlack);
+    }
+    positive(p, "stalenessHalfLife", stalenessHalfLife);
+    positive(p, "gossipInterval", gossipInterval);
+    if (gossipFanout < 1 || gossipFanout > 64) {
+      p.add("gossipFanout must be between 1 and 64, was " + gossipFanout);
+    }
+    positive(p, "peerSuspectAfter", peerSuspectAfter);
+    positive(p, "peerDeadAfter", peerDeadAfter);
+    if (peerSuspectAfter.compareTo(gossipInterval) <= 0) {
+      p.add("peerSuspectAfter (" + peerSuspectAfter + ") must exceed gossipInterval ("
+          + gossipInterval + "), or every peer is suspected between two rounds");
+    }
+    if (peerDeadAfter.compareTo(peerSuspectAfter) <= 0) {
+      p.add("peerDeadAfter (" + peerDeadAfter + ") must exceed peerSuspectAfter ("
+          + peerSuspectAfter + ")");
+    }
+    if (maxPeers < 1 || maxPeers > 65_536) {
+      p.add("maxPeers must be between 1 and 65536 (peers beyond it are not tracked), was "
+          + maxPeers);
+    }
+    if (!p.isEmpty()) {
+      throw new IllegalArgumentException("invalid RouterConfig: " + String.join("; ", p));
+    }
+    return this;
+  }
+
+  private static void positive(List<String> p, String name, Duration d) {
+    if (d.isNegative() || d.isZero()) {
+      p.add(name + " must be positive, was " + d);
+    }
+  }
+
+  private static void nonNegative(List<String> p, String name, Duration d) {
+    if (d.isNegative()) {
+      p.add(name + " must be >= 0, was " + d);
+    }
+  }
+
+  /** Tokens per block; peers only ever see chained hashes of full blocks. Default 16. */
+  public int blockSize() {
+    return blockSize;
+  }
+
+  /** Capacity of the local tree in tokens (self-managed LRU). Default 1,048,576. */
+  public long treeCapacityTokens() {
+    return treeCapacityTokens;
+  }
+
+  /** How the local tree is fed. Default {@link TreeMode#AUTO}. */
+  public TreeMode treeMode() {
+    return treeMode;
+  }
+
+  /** Per-cluster salt mixed into block hashes; all nodes of a cluster must agree. Default 0. */
+  public long hashSalt() {
+    return hashSalt;
+  }
+
+  /** The routing policy. Default {@link RoutingPolicy#COST_AWARE}. */
+  public RoutingPolicy policy() {
+    return policy;
+  }
+
+  /** Relative margin a peer must beat local execution by. Default 0.05. */
+  public double forwardMarginRatio() {
+    return forwardMarginRatio;
+  }
+
+  /** Absolute margin a peer must beat local execution by. Default 500 µs. */
+  public Duration forwardMarginMin() {
+    return forwardMarginMin;
+  }
+
+  /** Prefill cost per uncached token until the engine's timings refine it. Default 100 µs. */
+  public long initialPrefillNanosPerToken() {
+    return initialPrefillNanosPerToken;
+  }
+
+  /** Fixed cost added to every forwarded attempt (codec, queueing in the transport). */
+  public Duration forwardOverhead() {
+    return forwardOverhead;
+  }
+
+  /** Lower bound of the adaptive forwarding timeout. Default 1 s. */
+  public Duration forwardTimeoutMin() {
+    return forwardTimeoutMin;
+  }
+
+  /** Upper bound of the adaptive forwarding timeout. Default 60 s. */
+  public Duration forwardTimeoutMax() {
+    return forwardTimeoutMax;
+  }
+
+  /**
+   * Longest a request may run on the local engine; then the node cancels it there and fails it
+   * with {@link RequestFailedException}, so a stalled engine cannot hold a request forever.
+   * Default 10 minutes.
+   */
+  public Duration engineTimeout() {
+    return engineTimeout;
+  }
+
+  /** How many times a request may be forwarded. Default 1: a forwarded request runs there. */
+  public int hopLimit() {
+    return hopLimit;
+  }
+
+  /** Engine queue depth above which forwarded work is refused and overload advertised. */
+  public int highWatermark() {
+    return highWatermark;
+  }
+
+  /** Engine queue depth below which the overload flag clears. */
+  public int lowWatermark() {
+    return lowWatermark;
+  }
+
+  /** How long a peer that answered "busy" is skipped. Default 1 s. */
+  public Duration busyCooldown() {
+    return busyCooldown;
+  }
+
+  /** How long a peer whose forward timed out or was unreachable is skipped. Default 2 s. */
+  public Duration failureCooldown() {
+    return failureCooldown;
+  }
+
+  /** Whether cold prefixes are placed by bounded-load rendezvous hashing. Default true. */
+  public boolean coldPlacement() {
+    return coldPlacement;
+  }
+
+  /** Load bound of cold placement, as a multiple of the mean load. Default 1.25. */
+  public double coldPlacementLoadBound() {
+    return coldPlacementLoadBound;
+  }
+
+  /**
+   * How much slower than local (as a fraction of the local estimate) a cold placement may be
+   * under the cost-aware policy; beyond that the request stays local. Default 0.25.
+   */
+  public double coldPlacementSlack() {
+    return coldPlacementSlack;
+  }
+
+  /** Age of a peer's summary at which its estimates count half. Default 30 s. */
+  public Duration stalenessHalfLife() {
+    return stalenessHalfLife;
+  }
+
+  /** Anti-entropy round interval (jittered). Default 200 ms. */
+  public Duration gossipInterval() {
+    return gossipInterval;
+  }
+
+  /** Peers contacted per anti-entropy round. Default 3. */
+  public int gossipFanout() {
+    return gossipFanout;
+  }
+
+  /** Silence after which a peer is suspected and no longer routed to. Default 2 s. */
+  public Duration peerSuspectAfter() {
+    return peerSuspectAfter;
+  }
+
+  /** Silence after which a peer is declared dead and its replica dropped. Default 10 s. */
+  public Duration peerDeadAfter() {
+    return peerDeadAfter;
+  }
+
+  /** Most peers tracked (replica slots). Default 1,024. */
+  public int maxPeers() {
+    return maxPeers;
+  }
+
+  @Override
+  public String toString() {
+    return "RouterConfig{policy=" + policy + ", blockSize=" + blockSize + ", treeCapacityTokens="
+        + treeCapacityTokens + ", treeMode=" + treeMode + ", forwardMargin=" + forwardMarginRatio
+        + "/" + forwardMarginMin + ", hopLimit=" + hopLimit + ", watermarks=" + lowWatermark + "/"
+        + highWatermark + ", coldPlacement=" + coldPlacement + "(" + coldPlacementLoadBound
+        + "), gossip=" + gossipInterval + "x" + gossipFanout + "}";
+  }
+
+  /** Builder of {@link RouterConfig}. Setters check nulls; {@link #build()} checks the rest. */
+  public static final class Builder {
+    private int blockSize = 16;
+    private long treeCapacityTokens = 1L << 20;
+    private TreeMode treeMode = TreeMode.AUTO;
+    private long hashSalt;
+    private RoutingPolicy policy = RoutingPolicy.COST_AWARE;
+    private double forwardMarginRatio = 0.05;
+    private Duration forwardMarginMin = Duration.ofNanos(500_000);
+    private long initialPrefillNanosPerToken = 100_000;
+    private Duration forwardOverhead = Duration.ofNanos(200_000);
+    private Duration forwardTimeoutMin = Duration.ofSeconds(1);
+    private Duration forwardTimeoutMax = Duration.ofSeconds(60);
+    private Duration engineTimeout = Duration.ofMinutes(10);
+    private int hopLimit = 1;
+    private int highWatermark = 32;
+    private int lowWatermark = 16;
+    private Duration busyCooldown = Duration.ofSeconds(1);
+    private Duration failureCooldown = Duration.ofSeconds(2);
+    private boolean coldPlacement = true;
+    private double coldPlacementLoadBound = 1.25;
+    private double coldPlacementSlack = 0.25;
+    private Duration stalenessHalfLife = Duration.ofSeconds(30);
+    private Duration gossipInterval = Duration.ofMillis(200);
+    private int gossipFanout = 3;
+    private Duration peerSuspectAfter = Duration.ofSeconds(2);
+    private Duration peerDeadAfter = Duration.ofSeconds(10);
+    private int maxPeers = 1024;
+
+    private Builder() {}
+
+    private Builder(RouterConfig c) {
+      blockSize = c.blockSize;
+      treeCapacityTokens = c.treeCapacityTokens;
+      treeMode = c.treeMode;
+      hashSalt = c.hashSalt;
+      policy = c.policy;
+      forwardMarginRatio = c.forwardMarginRatio;
+      forwardMarginMin = c.forwardMarginMin;
+      initialPrefillNanosPerToken = c.initialPrefillNanosPerToken;
+      forwardOverhead = c.forwardOverhead;
+      forwardTimeoutMin = c.forwardTimeoutMin;
+      forwardTimeoutMax = c.forwardTimeoutMax;
+      engineTimeout = c.engineTimeout;
+      hopLimit = c.hopLimit;
+      highWatermark = c.highWatermark;
+      lowWatermark = c.lowWatermark;
+      busyCooldown = c.busyCooldown;
+      failureCooldown = c.failureCooldown;
+      coldPlacement = c.coldPlacement;
+      coldPlacementLoadBound = c.coldPlacementLoadBound;
+      coldPlacementSlack = c.coldPlacementSlack;
+      stalenessHalfLife = c.stalenessHalfLife;
+      gossipInterval = c.gossipInterval;
+      gossipFanout = c.gossipFanout;
+      peerSuspectAfter = c.peerSuspectAfter;
+      peerDeadAfter = c.peerDeadAfter;
+      maxPeers = c.maxPeers;
+    }
+
+    /** Tokens per block (default 16); must match the engine's block size in engine-driven mode. */
+    public Builder blockSize(int tokens) {
+      this.blockSize = tokens;
+      return this;
+    }
+
+    /** Capacity of the local tree in tokens (default 2^20). */
+    public Builder treeCapacityTokens(long tokens) {
+      this.treeCapacityTokens = tokens;
+      return this;
+    }
+
+    /** How the local tree is fed (default {@link TreeMode#AUTO}). */
+    public Builder treeMode(TreeMode mode) {
+      this.treeMode = Objects.requireNonNull(mode, "treeMode");
+      return this;
+    }
+
+    /** Per-cluster hash salt (default 0). */
+    public Builder hashSalt(long salt) {
+      this.hashSalt = salt;
+      return this;
+    }
+
+    /** Routing policy (default {@link RoutingPolicy#COST_AWARE}). */
+    public Builder policy(RoutingPolicy policy) {
+      this.policy = Objects.requireNonNull(policy, "policy");
+      return this;
+    }
+
+    /**
+     * Forward only when the best peer's estimate is below local's by both {@code ratio} of the
+     * local estimate and {@code min} (defaults 0.05 and 500 µs).
+     */
+    public Builder forwardMargin(double ratio, Duration min) {
+      this.forwardMarginRatio = ratio;
+      this.forwardMarginMin = Objects.requireNonNull(min, "min");
+      return this;
+    }
+
+    /** Initial prefill cost per uncached token, before the engine's timings refine it. */
+    public Builder initialPrefillNanosPerToken(long nanos) {
+      this.initialPrefillNanosPerToken = nanos;
+      return this;
+    }
+
+    /** Fixed overhead added to every forwarded candidate's estimate (default 200 µs). */
+    public Builder forwardOverhead(Duration overhead) {
+      this.forwardOverhead = Objects.requireNonNull(overhead, "forwardOverhead");
+      return this;
+    }
+
+    /** Bounds of the adaptive forwarding timeout (defaults 1 s and 60 s). */
+    public Builder forwardTimeout(Duration min, Duration max) {
+      this.forwardTimeoutMin = Objects.requireNonNull(min, "min");
+      this.forwardTimeoutMax = Objects.requireNonNull(max, "max");
+      return this;
+    }
+
+    /** Longest a request may run on the local engine before it fails (default 10 min). */
+    public Builder engineTimeout(Duration timeout) {
+      this.engineTimeout = Objects.requireNonNull(timeout, "engineTimeout");
+      return this;
+    }
+
+    /** Hop limit (default 1; 0 disables forwarding). */
+    public Builder hopLimit(int hops) {
+      this.hopLimit = hops;
+      return this;
+    }
+
+    /**
+     * Push-back watermarks on the engine's queue depth (defaults 16 and 32): above {@code high}
+     * the node refuses forwarded work and advertises overload; the flag clears below {@code low}.
+     */
+    public Builder watermarks(int low, int high) {
+      this.lowWatermark = low;
+      this.highWatermark = high;
+      return this;
+    }
+
+    /** How long a peer that answered "busy" is skipped (default 1 s). */
+    public Builder busyCooldown(Duration d) {
+      this.busyCooldown = Objects.requireNonNull(d, "busyCooldown");
+      return this;
+    }
+
+    /** How long a peer that timed out or was unreachable is skipped (default 2 s). */
+    public Builder failureCooldown(Duration d) {
+      this.failureCooldown = Objects.requireNonNull(d, "failureCooldown");
+      return this;
+    }
+
+    /** Enables or disables cold-prefix placement (default on). */
+    public Builder coldPlacement(boolean enabled) {
+      this.coldPlacement = enabled;
+      return this;
+    }
+
+    /** Load bound of cold placement as a multiple of the mean load (default 1.25). */
+    public Builder coldPlacementLoadBound(double bound) {
+      this.coldPlacementLoadBound = bound;
+      return this;
+    }
+
+    /** Fraction by which a cold placement may exceed the local estimate (default 0.25). */
+    public Builder coldPlacementSlack(double slack) {
+      this.coldPlacementSlack = slack;
+      return this;
+    }
+
+    /** Summary age at which a peer's estimates count half (default 30 s). */
+    public Builder stalenessHalfLife(Duration d) {
+      this.stalenessHalfLife = Objects.requireNonNull(d, "stalenessHalfLife");
+      return this;
+    }
+
+    /** Anti-entropy interval and fanout (defaults 200 ms and 3). */
+    public Builder gossip(Duration interval, int fanout) {
+      this.gossipInterval = Objects.requireNonNull(interval, "interval");
+      this.gossipFanout = fanout;
+      return this;
+    }
+
+    /** Failure detection: suspect after, dead after (defaults 2 s and 10 s). */
+    public Builder peerTimeouts(Duration suspectAfter, Duration deadAfter) {
+      this.peerSuspectAfter = Objects.requireNonNull(suspectAfter, "suspectAfter");
+      this.peerDeadAfter = Objects.requireNonNull(deadAfter, "deadAfter");
+      return this;
+    }
+
+    /** Most peers tracked, each with a replica (default 1,024). */
+    public Builder maxPeers(int peers) {
+      this.maxPeers = peers;
+      return this;
+    }
+
+    /**
+     * Builds and validates the configuration.
+     *
+     * @throws IllegalArgumentException listing every problem (see {@link RouterConfig#validate()})
+     */
+    public RouterConfig build() {
+      return new RouterConfig(this).validate();
+    }
+  }
+}

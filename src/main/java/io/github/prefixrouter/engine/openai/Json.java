@@ -1,0 +1,596 @@
+package io.github.prefixrouter.engine.openai;
+
+import java.math.BigDecimal;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * A small, strict JSON (RFC 8259) reader and writer with hard limits, used by the
+ * OpenAI-compatible engine adapter and the node's client endpoint, so the core needs no JSON
+ * library.
+ *
+ * <p>Values map to Java as: object → unmodifiable {@link Map} (insertion order), array →
+ * unmodifiable {@link List}, string → {@link String}, number → {@link Long} when it is an
+ * integer that fits, else {@link Double} (a number outside the double range is rejected), true
+ * / false → {@link Boolean}, null → {@link #NULL}.
+ *
+ * <p>Strict means: exactly one value with optional surrounding whitespace; no comments, no
+ * trailing commas, no single quotes, no leading zeros, no control characters inside strings, no
+ * lone surrogates from escapes, no duplicate keys, no NaN or Infinity. Every violation and every
+ * exceeded limit throws {@link JsonException} with the offset of the problem; no other exception
+ * escapes {@link #parse} for any input.
+ */
+public final class Json {
+
+  /** The JSON {@code null} value (maps cannot hold Java null as a value here). */
+  public static final Object NULL =
+      new Object() {
+        @Override
+        public String toString() {
+          return "null";
+        }
+      };
+
+  /** Default cap on the input length, in characters. */
+  public static final int DEFAULT_MAX_LENGTH = 16 << 20;
+
+  /** Default cap on nesting depth of arrays and objects. */
+  public static final int DEFAULT_MAX_DEPTH = 64;
+
+  /** Cap on the number of digits in a number literal. */
+  private static final int MAX_NUMBER_CHARS = 400;
+
+  private Json() {}
+
+  /** Parses {@code text} with the default limits. */
+  public static Object parse(String text) {
+    return parse(text, DEFAULT_MAX_LENGTH, DEFAULT_MAX_DEPTH);
+  }
+
+  /**
+   * Parses {@code text}.
+   *
+   * @param maxLength longest input accepted, in characters
+   * @param maxDepth deepest nesting of arrays and objects accepted (1 allows {@code [1]})
+   * @throws JsonException if the text is not exactly one strict JSON value within the limits
+   */
+  public static Object parse(String text, int maxLength, int maxDepth) {
+    Objects.requireNonNull(text, "text");
+    if (maxLength < 1 || maxDepth < 0) {
+      throw new IllegalArgumentException("maxLength must be >= 1 and maxDepth >= 0");
+    }
+    if (text.length() > maxLength) {
+      throw new JsonException(
+          "input has " + text.length() + " characters, limit " + maxLength, 0);
+    }
+    Reader r = new Reader(text, maxDepth);
+    r.skipWhitespace();
+    Object v = r.readValue(0);
+    r.skipWhitespace();
+    if (r.pos != text.length()) {
+      throw r.error("unexpected content after the JSON value");
+    }
+    return v;
+  }
+
+  /**
+   * Writes {@code value} as compact JSON. Accepts {@link Map} with {@link String} keys,
+   * {@link Iterable}, {@code int[]}, {@code long[]}, {@link CharSequence}, {@link Number}
+   * (finite), {@link Boolean}, {@link #NULL} and Java {@code null}.
+   *
+   * @throws IllegalArgumentException for a non-finite number, a non-string key, a string with a
+   *     lone surrogate, an unsupported type or nesting deeper than {@link #DEFAULT_MAX_DEPTH}
+   */
+  public static String write(Object value) {
+    StringBuilder sb = new StringBuilder();
+    write(sb, value, 0);
+    return sb.toString();
+  }
+
+  private static void write(StringBuilder sb, Object v, int depth) {
+    if (depth > DEFAULT_MAX_DEPTH) {
+      throw new IllegalArgumentException("value nests deeper than " + DEFAULT_MAX_DEPTH);
+    }
+    if (v == null || v == NULL) {
+      sb.append("null");
+    } else if (v instanceof CharSequence s) {
+      writeString(sb, s);
+    } else if (v instanceof Boolean b) {
+      sb.append(b.booleanValue());
+    } else if (v instanceof Double || v instanceof Float) {
+      double d = ((Number) v).doubleValue();
+      if (!Double.isFinite(d)) {
+        throw new IllegalArgumentException("JSON cannot represent " + d);
+      }
+      sb.append(d); // Double.toString of a finite value is a valid JSON number
+    } else if (v instanceof BigDecimal bd) {
+      sb.append(bd.toString());
+    } else if (v instanceof Number n) {
+      sb.append(n.longValue());
+    } else if (v instanceof int[] a) {
+      sb.append('[');
+      for (int i = 0; i < a.length; i++) {
+        if (i > 0) {
+          sb.append(',');
+        }
+        sb.append(a[i]);
+      }
+      sb.append(']');
+    } else if (v instanceof long[] a) {
+      sb.append('[');
+      for (int i = 0; i < a.length; i++) {
+        if (i > 0) {
+          sb.append(',');
+        }
+        sb.append(a[i]);
+      }
+      sb.append(']');
+    } else if (v instanceof Map<?, ?> m) {
+      sb.append('{');
+      boolean first = true;
+      for (Map.Entry<?, ?> e : m.entrySet()) {
+        if (!(e.getKey() instanceof String k)) {
+          throw new IllegalArgumentException("JSON object keys must be strings, got " + e.getKey());
+        }
+        if (!first) {
+          sb.append(',');
+        }
+        first = false;
+        writeString(sb, k);
+        sb.append(':');
+        write(sb, e.getValue(), depth + 1);
+      }
+      sb.append('}');
+    } else if (v instanceof Iterable<?> it) {
+      sb.append('[');
+      boolean first = true;
+      for (Object o : it) {
+        if (!first) {
+          sb.append(',');
+        }
+        first = false;
+        write(sb, o, depth + 1);
+      }
+      sb.append(']');
+    } else {
+      throw new IllegalArgumentException("cannot write " + v.getClass().getName() + " as JSON");
+    }
+  }
+
+  private static void writeString(StringBuilder sb, CharSequence s) {
+    sb.append('"');
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      switch (c) {
+        case '"' -> sb.append("\\\"");
+        case '\\' -> sb.append("\\\\");
+        case '\n' -> sb.append("\\n");
+        case '\r' -> sb.append("\\r");
+        case '\t' -> sb.append("\\t");
+        case '\b' -> sb.append("\\b");
+        case '\f' -> sb.append("\\f");
+        default -> {
+          if (Character.isSurrogate(c) && !validSurrogateAt(s, i)) {
+            throw new IllegalArgumentException("string has a lone surrogate at index " + i);
+          } else if (c < 0x20) {
+            sb.append(String.format("\\u%04x", (int) c));
+          } else {
+            sb.append(c);
+          }
+        }
+      }
+    }
+    sb.append('"');
+  }
+
+  private static boolean validSurrogateAt(CharSequence s, int i) {
+    char c = s.charAt(i);
+    if (Character.isHighSurrogate(c)) {
+      return i + 1 < s.length() && Character.isLowSurrogate(s.charAt(i + 1));
+    }
+    return i > 0 && Character.isHighSurrogate(s.charAt(i - 1));
+  }
+
+  // ---------------------------------------------------------------- typed accessors
+
+  /** The member {@code key} of {@code object}, or null if absent; throws if not an object. */
+  public static Object member(Object object, String key) {
+    if (!(object instanceof Map<?, ?> m)) {
+      throw new JsonException("expected an object holding \"" + key + "\"", -1);
+    }
+    return m.get(key);
+  }
+
+  /** Follows a path of object keys; null if any step is absent or JSON null. */
+  public static Object path(Object root, String... keys) {
+    Object cur = root;
+    for (String k : keys) {
+      if (!(cur instanceof Map<?, ?> m)) {
+        return null;
+      }
+      cur = m.get(k);
+      if (cur == null || cur == NULL) {
+        return null;
+      }
+    }
+    return cur;
+  }
+
+  /** {@code value} as an int, or a {@link JsonException} naming {@code what}. */
+  public static int asInt(Object value, String what) {
+    if (value instanceof Long l && l >= Integer.MIN_VALUE && l <= Integer.MAX_VALUE) {
+      return l.intValue();
+    }
+    throw new JsonException(what + " must be an integer in int range, was " + describe(value), -1);
+  }
+
+  /** {@code value} as a string, or a {@link JsonException} naming {@code what}. */
+  public static String asString(Object value, String what) {
+    if (value instanceof String s) {
+      return s;
+    }
+    throw new JsonException(what + " must be a string, was " + describe(value), -1);
+  }
+
+  /** {@code value} as a list, or a {@link JsonException} naming {@code what}. */
+  public static List<?> asList(Object value, String what) {
+    if (value instanceof List<?> l) {
+      return l;
+    }
+    throw new JsonException(what + " must be an array, was " + describe(value), -1);
+  }
+
+  /** {@code value} as a double, or a {@link JsonException} naming {@code what}. */
+  public static double asDouble(Object value, String what) {
+    if (value instanceof Long l) {
+      return l;
+    }
+    if (value instanceof Double d) {
+      return d;
+    }
+    throw new JsonException(what + " must be a number, was " + describe(value), -1);
+  }
+
+  /** {@code value} as an array of ints, or a {@link JsonException} naming {@code what}. */
+  public static int[] asIntArray(Object value, String what) {
+    List<?> l = asList(value, what);
+    int[] out = new int[l.size()];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = asInt(l.get(i), what + "[" + i + "]");
+    }
+    return out;
+  }
+
+  private static String describe(Object v) {
+    if (v == null) {
+      return "absent";
+    }
+    if (v instanceof Map) {
+      return "an object";
+    }
+    if (v instanceof List) {
+      return "an array";
+    }
+    if (v instanceof String) {
+      return "a string";
+    }
+    String s = String.valueOf(v);
+    return s.length() > 40 ? s.substring(0, 40) + "..." : s;
+  }
+
+  // ---------------------------------------------------------------- reader
+
+  private static final class Reader {
+    final String s;
+    final int maxDepth;
+    int pos;
+
+    Reader(String s, int maxDepth) {
+      this.s = s;
+      this.maxDepth = maxDepth;
+    }
+
+    JsonException error(String message) {
+      return new JsonException(message, pos);
+    }
+
+    void skipWhitespace() {
+      while (pos < s.length()) {
+        char c = s.charAt(pos);
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+          pos++;
+        } else {
+          break;
+        }
+      }
+    }
+
+    Object readValue(int depth) {
+      if (pos >= s.length()) {
+        throw error("unexpected end of input, expected a value");
+      }
+      char c = s.charAt(pos);
+      switch (c) {
+        case '{':
+          return readObject(depth + 1);
+        case '[':
+          return readArray(depth + 1);
+        case '"':
+          return readString();
+        case 't':
+          expectLiteral("true");
+          return Boolean.TRUE;
+        case 'f':
+          expectLiteral("false");
+          return Boolean.FALSE;
+        case 'n':
+          expectLiteral("null");
+          return NULL;
+        default:
+          if (c == '-' || (c >= '0' && c <= '9')) {
+            return readNumber();
+          }
+          throw error("unexpected character '" + printable(c) + "', expected a value");
+      }
+    }
+
+    void expectLiteral(String lit) {
+      if (!s.startsWith(lit, pos)) {
+        throw error("invalid literal, expected " + lit);
+      }
+      pos += lit.length();
+    }
+
+    Map<String, Object> readObject(int depth) {
+      if (depth > maxDepth) {
+        throw error("nesting deeper than " + maxDepth);
+      }
+      pos++; // '{'
+      LinkedHashMap<String, Object> m = new LinkedHashMap<>();
+      skipWhitespace();
+      if (pos < s.length() && s.charAt(pos) == '}') {
+        pos++;
+        return Collections.unmodifiableMap(m);
+      }
+      while (true) {
+        skipWhitespace();
+        if (pos >= s.length() || s.charAt(pos) != '"') {
+          throw error("expected a string key");
+        }
+        int keyPos = pos;
+        String key = readString();
+        skipWhitespace();
+        if (pos >= s.length() || s.charAt(pos) != ':') {
+          throw error("expected ':' after key");
+        }
+        pos++;
+        skipWhitespace();
+        Object v = readValue(depth);
+        if (m.putIfAbsent(key, v) != null) {
+          throw new JsonException("duplicate key \"" + shorten(key) + "\"", keyPos);
+        }
+        skipWhitespace();
+        if (pos >= s.length()) {
+          throw error("unexpected end of input inside an object");
+        }
+        char c = s.charAt(pos++);
+        if (c == '}') {
+          return Collections.unmodifiableMap(m);
+        }
+        if (c != ',') {
+          pos--;
+          throw error("expected ',' or '}' in an object");
+        }
+      }
+    }
+
+    List<Object> readArray(int depth) {
+      if (depth > maxDepth) {
+        throw error("nesting deeper than " + maxDepth);
+      }
+      pos++; // '['
+      ArrayList<Object> l = new ArrayList<>();
+      skipWhitespace();
+      if (pos < s.length() && s.charAt(pos) == ']') {
+        pos++;
+        return Collections.unmodifiableList(l);
+      }
+      while (true) {
+        skipWhitespace();
+        l.add(readValue(depth));
+        skipWhitespace();
+        if (pos >= s.length()) {
+          throw error("unexpected end of input inside an array");
+        }
+        char c = s.charAt(pos++);
+        if (c == ']') {
+          return Collections.unmodifiableList(l);
+        }
+        if (c != ',') {
+          pos--;
+          throw error("expected ',' or ']' in an array");
+        }
+      }
+    }
+
+    String readString() {
+      pos++; // opening quote
+      StringBuilder sb = null;
+      int start = pos;
+      while (true) {
+        if (pos >= s.length()) {
+          throw error("unterminated string");
+        }
+        char c = s.charAt(pos);
+        if (c == '"') {
+          String out = sb == null ? s.substring(start, pos) : sb.append(s, start, pos).toString();
+          pos++;
+          return out;
+        }
+        if (c < 0x20) {
+          throw error("unescaped control character in a string");
+        }
+        if (c == '\\') {
+          if (sb == null) {
+            sb = new StringBuilder();
+          }
+          sb.append(s, start, pos);
+          pos++;
+          if (pos >= s.length()) {
+            throw error("unterminated escape");
+          }
+          char e = s.charAt(pos++);
+          switch (e) {
+            case '"' -> sb.append('"');
+            case '\\' -> sb.append('\\');
+            case '/' -> sb.append('/');
+            case 'b' -> sb.append('\b');
+            case 'f' -> sb.append('\f');
+            case 'n' -> sb.append('\n');
+            case 'r' -> sb.append('\r');
+            case 't' -> sb.append('\t');
+            case 'u' -> readUnicodeEscape(sb);
+            default -> {
+              pos--;
+              throw error("invalid escape '\\" + printable(e) + "'");
+            }
+          }
+          start = pos;
+        } else {
+          pos++;
+        }
+      }
+    }
+
+    void readUnicodeEscape(StringBuilder sb) {
+      char c = (char) readHex4();
+      if (Character.isHighSurrogate(c)) {
+        if (!s.startsWith("\\u", pos)) {
+          throw error("high surrogate escape not followed by a low surrogate escape");
+        }
+        pos += 2;
+        char low = (char) readHex4();
+        if (!Character.isLowSurrogate(low)) {
+          throw error("high surrogate escape not followed by a low surrogate escape");
+        }
+        sb.append(c).append(low);
+      } else if (Character.isLowSurrogate(c)) {
+        throw error("lone low surrogate escape");
+      } else {
+        sb.append(c);
+      }
+    }
+
+    int readHex4() {
+      if (pos + 4 > s.length()) {
+        throw error("truncated \\u escape");
+      }
+      int v = 0;
+      for (int i = 0; i < 4; i++) {
+        int d = Character.digit(s.charAt(pos), 16);
+        if (d < 0 || s.charAt(pos) > 'f') {
+          throw error("invalid hex digit in \\u escape");
+        }
+        v = v * 16 + d;
+        pos++;
+      }
+      return v;
+    }
+
+    Object readNumber() {
+      int start = pos;
+      if (s.charAt(pos) == '-') {
+        pos++;
+      }
+      if (pos >= s.length()) {
+        throw error("truncated number");
+      }
+      char c = s.charAt(pos);
+      if (c == '0') {
+        pos++;
+        if (pos < s.length() && isDigit(s.charAt(pos))) {
+          throw error("leading zero in a number");
+        }
+      } else if (c >= '1' && c <= '9') {
+        skipDigits();
+      } else {
+        throw error("expected a digit");
+      }
+      boolean integral = true;
+      if (pos < s.length() && s.charAt(pos) == '.') {
+        integral = false;
+        pos++;
+        if (pos >= s.length() || !isDigit(s.charAt(pos))) {
+          throw error("expected a digit after the decimal point");
+        }
+        skipDigits();
+      }
+      if (pos < s.length() && (s.charAt(pos) == 'e' || s.charAt(pos) == 'E')) {
+        integral = false;
+        pos++;
+        if (pos < s.length() && (s.charAt(pos) == '+' || s.charAt(pos) == '-')) {
+          pos++;
+        }
+        if (pos >= s.length() || !isDigit(s.charAt(pos))) {
+          throw error("expected a digit in the exponent");
+        }
+        skipDigits();
+      }
+      if (pos - start > MAX_NUMBER_CHARS) {
+        throw new JsonException("number longer than " + MAX_NUMBER_CHARS + " characters", start);
+      }
+      String lit = s.substring(start, pos);
+      if (integral && lit.length() <= 20) {
+        try {
+          return Long.parseLong(lit);
+        } catch (NumberFormatException overflow) {
+          // falls through to double
+        }
+      }
+      double d = Double.parseDouble(lit);
+      if (Double.isInfinite(d)) {
+        throw new JsonException("number out of range: " + shorten(lit), start);
+      }
+      return d;
+    }
+
+    void skipDigits() {
+      while (pos < s.length() && isDigit(s.charAt(pos))) {
+        pos++;
+      }
+    }
+
+    static boolean isDigit(char c) {
+      return c >= '0' && c <= '9';
+    }
+  }
+
+  private static String printable(char c) {
+    return c >= 0x20 && c < 0x7f ? String.valueOf(c) : String.format("\\u%04x", (int) c);
+  }
+
+  private static String shorten(String s) {
+    return s.length() > 40 ? s.substring(0, 40) + "..." : s;
+  }
+
+  /** The input is not strict JSON, exceeds a limit, or does not have the expected shape. */
+  public static final class JsonException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    private final int offset;
+
+    /** @param offset character offset of the problem in the input, or -1 for shape errors */
+    public JsonException(String message, int offset) {
+      super(offset >= 0 ? message + " at offset " + offset : message);
+      this.offset = offset;
+    }
+
+    /** Character offset of the problem, or -1 when it concerns a value's shape. */
+    public int offset() {
+      return offset;
+    }
+  }
+}

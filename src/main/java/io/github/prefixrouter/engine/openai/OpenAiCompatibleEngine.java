@@ -1,0 +1,491 @@
+package io.github.prefixrouter.engine.openai;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InferenceEngine;
+import java.io.IOException;
+import java.net.ConnectException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpConnectTimeoutException;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.net.http.HttpTimeoutException;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * An {@link InferenceEngine} backed by an OpenAI-compatible completions server: vLLM, SGLang or
+ * llama.cpp's {@code llama-server}.
+ *
+ * <p>Each request is one {@code POST <base>/v1/completions} whose {@code prompt} is the request's
+ * token ids (so the server does not re-tokenize and the prefix the router matched is exactly the
+ * prefix the server caches), with {@code max_tokens}, {@code temperature}, {@code top_p} and
+ * {@code seed} from the request's {@link GenerationParams}. With {@link Builder#returnTokenIds}
+ * (on by default) it also sends {@code "return_token_ids": true}, which vLLM answers with
+ * {@code choices[0].token_ids}; servers that ignore the field answer with text only and the
+ * result's output tokens are then empty.
+ *
+ * <p>From the answer it takes {@code choices[0].text}, {@code choices[0].token_ids} where present,
+ * {@code usage.prompt_tokens} and {@code usage.prompt_tokens_details.cached_tokens} (reported by
+ * vLLM with {@code --enable-prompt-tokens-details} and by SGLang; when absent the result says
+ * {@code -1}, unknown). The server does not report prefill and decode times, so those are
+ * {@code -1} too.
+ *
+ * <p>Errors, all as {@link EngineException}: HTTP 408, 429 and 5xx, timeouts and connection
+ * failures are retryable (another node may serve the request); other 4xx are not (the request
+ * itself is bad); an answer that is not strict JSON of the expected shape, or larger than
+ * {@code maxResponseBytes}, is retryable (the server misbehaved, not the request).
+ *
+ * <p>{@link #load()} reports the requests this adapter has in flight (the server's own queue is
+ * not visible through this API). At most {@code maxInFlight} requests are sent at once; further
+ * ones fail at once with a retryable "busy" error so the node can push back or run them
+ * elsewhere. {@link #health()} probes {@code /health}, falling back to {@code /v1/models}.
+ *
+ * <p>Threads: the JDK {@link HttpClient} runs on the executor given to the builder, or on its
+ * default pool. Instances are thread-safe.
+ */
+public final class OpenAiCompatibleEngine implements InferenceEngine {
+
+  private static final Logger log = LoggerFactory.getLogger(OpenAiCompatibleEngine.class);
+
+  private final URI completionsUri;
+  private final URI healthUri;
+  private final URI modelsUri;
+  private final String model;
+  private final String apiKey;
+  private final Duration requestTimeout;
+  private final int maxResponseBytes;
+  private final int maxInFlight;
+  private final boolean returnTokenIds;
+  private final HttpClient client;
+  private final AtomicInteger inFlight = new AtomicInteger();
+  private final Map<String, CompletableFuture<?>> running = new ConcurrentHashMap<>();
+
+  private OpenAiCompatibleEngine(Builder b) {
+    String base = b.baseUrl.toString();
+    if (base.endsWith("/")) {
+      base = base.substring(0, base.length() - 1);
+    }
+    if (base.endsWith("/v1")) {
+      base = base.substring(0, base.length() - 3);
+    }
+    this.completionsUri = URI.create(base + "/v1/completions");
+    this.healthUri = URI.create(base + "/health");
+    this.modelsUri = URI.create(base + "/v1/models");
+    this.model = b.model;
+    this.apiKey = b.apiKey;
+    this.requestTimeout = b.requestTimeout;
+    this.maxResponseBytes = b.maxResponseBytes;
+    this.maxInFlight = b.maxInFlight;
+    this.returnTokenIds = b.returnTokenIds;
+    HttpClient.Builder cb =
+        HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(b.connectTimeout)
+            .followRedirects(HttpClient.Redirect.NEVER);
+    if (b.executor != null) {
+      cb.executor(b.executor);
+    }
+    this.client = cb.build();
+  }
+
+  /** A builder; the base URL is required. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  @Override
+  public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+    Objects.requireNonNull(request, "request");
+    CompletableFuture<EngineResult> result = new CompletableFuture<>();
+    if (inFlight.incrementAndGet() > maxInFlight) {
+      inFlight.decrementAndGet();
+      result.completeExceptionally(
+          new EngineException(
+              "engine busy: " + maxInFlight + " requests already in flight to " + completionsUri, true));
+      return result;
+    }
+    result.whenComplete((r, e) -> {
+      inFlight.decrementAndGet();
+      running.remove(request.id(), result);
+    });
+    HttpRequest http;
+    try {
+      String body = Json.write(requestBody(request));
+      HttpRequest.Builder hb =
+          HttpRequest.newBuilder(completionsUri)
+              .timeout(requestTimeout)
+              .header("Content-Type", "application/json")
+              .header("Accept", "application/json")
+              .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8));
+      if (apiKey != null) {
+        hb.header("Authorization", "Bearer " + apiKey);
+      }
+      http = hb.build();
+    } catch (RuntimeException e) {
+      result.completeExceptionally(new EngineException("cannot build request " + request.id() + ": " + e.getMessage(), false, e));
+      return result;
+    }
+    running.put(request.id(), result);
+    CompletableFuture<HttpResponse<byte[]>> call;
+    try {
+      call = client.sendAsync(http, info -> capped(info));
+    } catch (RuntimeException e) {
+      result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));
+      return result;
+    }
+    result.whenComplete((r, e) -> {
+      if (e != null) {
+        call.cancel(true);
+      }
+    });
+    call.whenComplete(
+        (resp, err) -> {
+          if (err != null) {
+            Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
+            result.completeExceptionally(mapFailure(request, c));
+            return;
+          }
+          try {
+            result.complete(parseAnswer(request, resp.statusCode(), resp.body()));
+          } catch (EngineException e) {
+            result.completeExceptionally(e);
+          } catch (RuntimeException e) {
+            result.completeExceptionally(
+                new EngineException("request " + request.id() + ": unusable answer: " + e.getMessage(), true, e));
+          }
+        });
+    return result;
+  }
+
+  private Map<String, Object> requestBody(InferenceRequest request) {
+    GenerationParams p = request.params();
+    Map<String, Object> m = new LinkedHashMap<>();
+    if (model != null) {
+      m.put("model", model);
+    }
+    m.put("prompt", request.tokensUnsafe());
+    m.put("max_tokens", p.maxTokens());
+    m.put("temperature", p.temperature());
+    m.put("top_p", p.topP());
+    m.put("seed", p.seed());
+    m.put("stream", false);
+    if (returnTokenIds) {
+      m.put("return_token_ids", true);
+    }
+    return m;
+  }
+
+  private HttpResponse.BodySubscriber<byte[]> capped(HttpResponse.ResponseInfo info) {
+    long declared = info.headers().firstValueAsLong("Content-Length").orElse(-1);
+    return new CappedBody(maxResponseBytes, declared > maxResponseBytes);
+  }
+
+  /** Collects a body up to a cap; completes with null (after cancelling) when it is larger. */
+  private static final class CappedBody implements HttpResponse.BodySubscriber<byte[]> {
+    private final int cap;
+    private final boolean refuse;
+    private final CompletableFuture<byte[]> body = new CompletableFuture<>();
+    private final java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream();
+    private java.util.concurrent.Flow.Subscription subscription;
+
+    CappedBody(int cap, boolean refuse) {
+      this.cap = cap;
+      this.refuse = refuse;
+    }
+
+    @Override
+    public java.util.concurrent.CompletionStage<byte[]> getBody() {
+      return body;
+    }
+
+    @Override
+    public void onSubscribe(java.util.concurrent.Flow.Subscription s) {
+      subscription = s;
+      if (refuse) {
+        s.cancel();
+        body.complete(null);
+      } else {
+        s.request(Long.MAX_VALUE);
+      }
+    }
+
+    @Override
+    public void onNext(List<java.nio.ByteBuffer> items) {
+      if (body.isDone()) {
+        return;
+      }
+      for (java.nio.ByteBuffer b : items) {
+        if (buf.size() + (long) b.remaining() > cap) {
+          subscription.cancel();
+          body.complete(null);
+          return;
+        }
+        byte[] chunk = new byte[b.remaining()];
+        b.get(chunk);
+        buf.write(chunk, 0, chunk.length);
+      }
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      body.completeExceptionally(t);
+    }
+
+    @Override
+    public void onComplete() {
+      body.complete(buf.toByteArray());
+    }
+  }
+
+  private EngineException mapFailure(InferenceRequest request, Throwable c) {
+    String where = "request " + request.id() + " to " + completionsUri;
+    if (c instanceof HttpConnectTimeoutException || c instanceof ConnectException) {
+      return new EngineException(where + ": server unreachable: " + c, true, c);
+    }
+    if (c instanceof HttpTimeoutException) {
+      return new EngineException(where + ": no answer within " + requestTimeout.toMillis() + " ms", true, c);
+    }
+    if (c instanceof IOException) {
+      return new EngineException(where + ": I/O failure: " + c, true, c);
+    }
+    if (c instanceof java.util.concurrent.CancellationException) {
+      return new EngineException(where + ": cancelled", false, c);
+    }
+    return new EngineException(where + ": " + c, true, c);
+  }
+
+  /** Turns an HTTP answer into a result or a typed error. Package-private for tests. */
+  EngineResult parseAnswer(InferenceRequest request, int status, byte[] body) {
+    String where = "request " + request.id();
+    if (body == null) {
+      throw new EngineException(where + ": answer larger than " + maxResponseBytes + " bytes", true);
+    }
+    if (status != 200) {
+      boolean retryable = status == 408 || status == 429 || status >= 500;
+      throw new EngineException(
+          where + ": server answered HTTP " + status + errorDetail(body), retryable);
+    }
+    Object root;
+    try {
+      String text =
+          StandardCharsets.UTF_8
+              .newDecoder()
+              .onMalformedInput(CodingErrorAction.REPORT)
+              .onUnmappableCharacter(CodingErrorAction.REPORT)
+              .decode(java.nio.ByteBuffer.wrap(body))
+              .toString();
+      root = Json.parse(text, maxResponseBytes, 32);
+    } catch (CharacterCodingException e) {
+      throw new EngineException(where + ": answer is not valid UTF-8", true, e);
+    } catch (Json.JsonException e) {
+      throw new EngineException(where + ": malformed JSON answer: " + e.getMessage(), true, e);
+    }
+    try {
+      List<?> choices = Json.asList(Json.member(root, "choices"), "choices");
+      if (choices.isEmpty()) {
+        throw new Json.JsonException("choices is empty", -1);
+      }
+      Object choice = choices.get(0);
+      Object textValue = Json.member(choice, "text");
+      String text = textValue == null || textValue == Json.NULL ? "" : Json.asString(textValue, "choices[0].text");
+      Object ids = Json.member(choice, "token_ids");
+      int[] output = ids == null || ids == Json.NULL ? new int[0] : Json.asIntArray(ids, "choices[0].token_ids");
+      Object promptTokens = Json.path(root, "usage", "prompt_tokens");
+      int prompt = promptTokens == null ? request.length() : Json.asInt(promptTokens, "usage.prompt_tokens");
+      if (prompt < 0) {
+        throw new Json.JsonException("usage.prompt_tokens is negative: " + prompt, -1);
+      }
+      Object cachedValue = Json.path(root, "usage", "prompt_tokens_details", "cached_tokens");
+      int cached = cachedValue == null ? -1 : Json.asInt(cachedValue, "usage.prompt_tokens_details.cached_tokens");
+      if (cached < -1 || cached > prompt) {
+        throw new Json.JsonException(
+            "usage.prompt_tokens_details.cached_tokens " + cached + " is outside [0, prompt_tokens=" + prompt + "]", -1);
+      }
+      return new EngineResult(output, text, prompt, cached, -1, -1);
+    } catch (Json.JsonException e) {
+      throw new EngineException(where + ": unexpected answer shape: " + e.getMessage(), true, e);
+    }
+  }
+
+  private static String errorDetail(byte[] body) {
+    if (body.length == 0) {
+      return "";
+    }
+    String s = new String(body, 0, Math.min(body.length, 300), StandardCharsets.UTF_8);
+    StringBuilder sb = new StringBuilder(": ");
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      sb.append(c < 0x20 ? ' ' : c);
+    }
+    return sb.toString();
+  }
+
+  /** Requests this adapter has in flight (the server's internal queue is not visible). */
+  @Override
+  public EngineLoad load() {
+    return new EngineLoad(0, Math.max(0, inFlight.get()));
+  }
+
+  /**
+   * Stops waiting for the request's answer and fails its future with a non-retryable error;
+   * the server may finish the request anyway (the completions API has no cancel call).
+   */
+  @Override
+  public void cancel(String requestId) {
+    CompletableFuture<?> f = running.get(requestId);
+    if (f != null) {
+      f.completeExceptionally(new EngineException("request " + requestId + " cancelled", false));
+    }
+  }
+
+  /**
+   * Probes the server: {@code GET /health} (vLLM, SGLang, llama.cpp), falling back to
+   * {@code GET /v1/models} when {@code /health} is not found. Completes with true if the server
+   * answered 2xx, false otherwise (never exceptionally).
+   */
+  public CompletableFuture<Boolean> health() {
+    return probe(healthUri)
+        .thenCompose(status -> status == 404 ? probe(modelsUri) : CompletableFuture.completedFuture(status))
+        .thenApply(status -> status >= 200 && status < 300)
+        .exceptionally(e -> false);
+  }
+
+  private CompletableFuture<Integer> probe(URI uri) {
+    HttpRequest.Builder hb = HttpRequest.newBuilder(uri).timeout(requestTimeout).GET();
+    if (apiKey != null) {
+      hb.header("Authorization", "Bearer " + apiKey);
+    }
+    return client.sendAsync(hb.build(), HttpResponse.BodyHandlers.discarding()).thenApply(HttpResponse::statusCode);
+  }
+
+  /** The completions endpoint this engine posts to. */
+  public URI completionsUri() {
+    return completionsUri;
+  }
+
+  @Override
+  public String toString() {
+    return "OpenAiCompatibleEngine{" + completionsUri + (model != null ? ", model=" + model : "") + "}";
+  }
+
+  /** Configures an {@link OpenAiCompatibleEngine}. */
+  public static final class Builder {
+    private URI baseUrl;
+    private String model;
+    private String apiKey;
+    private Duration connectTimeout = Duration.ofSeconds(2);
+    private Duration requestTimeout = Duration.ofSeconds(60);
+    private int maxResponseBytes = 8 << 20;
+    private int maxInFlight = 256;
+    private boolean returnTokenIds = true;
+    private Executor executor;
+
+    private Builder() {}
+
+    /** The server's base URL, e.g. {@code http://127.0.0.1:8000} (a trailing {@code /v1} is fine). Required. */
+    public Builder baseUrl(String url) {
+      this.baseUrl = url == null ? null : URI.create(url);
+      return this;
+    }
+
+    /** The model name sent as {@code "model"} (vLLM and SGLang require it when serving several). */
+    public Builder model(String model) {
+      this.model = model;
+      return this;
+    }
+
+    /** A bearer token for servers started with an API key. */
+    public Builder apiKey(String apiKey) {
+      this.apiKey = apiKey;
+      return this;
+    }
+
+    /** TCP connect timeout. Default 2 s. */
+    public Builder connectTimeout(Duration d) {
+      this.connectTimeout = d;
+      return this;
+    }
+
+    /** How long to wait for an answer's headers. Default 60 s. */
+    public Builder requestTimeout(Duration d) {
+      this.requestTimeout = d;
+      return this;
+    }
+
+    /** Largest answer accepted, in bytes. Default 8 MiB. */
+    public Builder maxResponseBytes(int n) {
+      this.maxResponseBytes = n;
+      return this;
+    }
+
+    /** Requests outstanding at once at most; more fail at once as busy (retryable). Default 256. */
+    public Builder maxInFlight(int n) {
+      this.maxInFlight = n;
+      return this;
+    }
+
+    /** Whether to ask for generated token ids ({@code "return_token_ids": true}). Default true. */
+    public Builder returnTokenIds(boolean on) {
+      this.returnTokenIds = on;
+      return this;
+    }
+
+    /** Executor for the HTTP client's work (default: the JDK client's own pool). */
+    public Builder executor(Executor executor) {
+      this.executor = executor;
+      return this;
+    }
+
+    /**
+     * Validates and builds.
+     *
+     * @throws IllegalArgumentException naming the first invalid setting
+     */
+    public OpenAiCompatibleEngine build() {
+      if (baseUrl == null) {
+        throw new IllegalArgumentException("baseUrl is required, e.g. http://127.0.0.1:8000");
+      }
+      String scheme = baseUrl.getScheme();
+      if (!"http".equals(scheme) && !"https".equals(scheme) || baseUrl.getHost() == null) {
+        throw new IllegalArgumentException("baseUrl must be an http(s) URL with a host, was " + baseUrl);
+      }
+      if (baseUrl.getQuery() != null || baseUrl.getFragment() != null) {
+        throw new IllegalArgumentException("baseUrl must not have a query or fragment, was " + baseUrl);
+      }
+      if (connectTimeout == null || connectTimeout.isNegative() || connectTimeout.isZero()) {
+        throw new IllegalArgumentException("connectTimeout must be positive, was " + connectTimeout);
+      }
+      if (requestTimeout == null || requestTimeout.isNegative() || requestTimeout.isZero()) {
+        throw new IllegalArgumentException("requestTimeout must be positive, was " + requestTimeout);
+      }
+      if (maxResponseBytes < 1024) {
+        throw new IllegalArgumentException("maxResponseBytes must be at least 1024, was " + maxResponseBytes);
+      }
+      if (maxInFlight < 1) {
+        throw new IllegalArgumentException("maxInFlight must be at least 1, was " + maxInFlight);
+      }
+      if (apiKey != null && (apiKey.isEmpty() || apiKey.chars().anyMatch(c -> c < 0x21 || c > 0x7e))) {
+        throw new IllegalArgumentException("apiKey must be non-empty printable ASCII without spaces");
+      }
+      return new OpenAiCompatibleEngine(this);
+    }
+  }
+}

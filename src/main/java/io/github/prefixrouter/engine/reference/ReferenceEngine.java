@@ -1,0 +1,503 @@
+package io.github.prefixrouter.engine.reference;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.spi.Clock;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InferenceEngine;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * A real but tiny in-process inference engine, <strong>for tests and demos only</strong>: it runs
+ * a small decoder-only transformer with fixed-seed random weights (its answers are deterministic
+ * but meaningless) and keeps a prefix KV cache, so a request whose prompt starts with a cached
+ * prefix really skips that part of the prefill computation, as vLLM or SGLang would.
+ *
+ * <ul>
+ *   <li><b>Model</b>: by default 2 layers, model width 64, 4 heads, feed-forward width 256 and
+ *       1,024 embedding buckets; any token id is accepted (ids are hashed into buckets). The
+ *       weights come from {@link Builder#seed}, so engines with the same settings give
+ *       bit-identical outputs in any process.
+ *   <li><b>Prefix cache</b>: full blocks of {@link Builder#blockSize} tokens, at most
+ *       {@link Builder#cacheCapacityTokens} tokens, LRU eviction of leaf blocks. When a whole
+ *       prompt is cached, the last token is still evaluated (its logits start decoding), as in
+ *       vLLM. Blocks are published as vLLM-shaped cache events ({@link #publishesCacheEvents()}
+ *       is true), so a node can run its local tree in engine-driven mode.
+ *   <li><b>Decoding</b>: greedy when {@code temperature} is 0; otherwise nucleus sampling drawn
+ *       from the request's seed, so it is deterministic too. Generated tokens are ids in
+ *       {@code [0, vocabBuckets)}; the text is empty (there is no tokenizer).
+ *   <li><b>Work counters</b>: {@link #stats()} counts evaluated positions and multiply-adds, so
+ *       tests and demos can show the saving of prefix reuse without timing anything.
+ *   <li><b>Threads</b>: requests run on the executor given to {@link Builder#executor}; without
+ *       one, the engine creates {@link Builder#threads} daemon threads named
+ *       {@code reference-engine-N} and stops them on {@link #close()}.
+ * </ul>
+ */
+public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
+
+  private final TinyTransformer model;
+  private final PrefixKvCache cache;
+  private final Executor executor;
+  private final ExecutorService ownedExecutor;
+  private final Clock clock;
+  private final int maxPromptTokens;
+  private final int maxOutputTokens;
+  private final AtomicInteger queued = new AtomicInteger();
+  private final AtomicInteger running = new AtomicInteger();
+  private final Map<String, Job> jobs = new ConcurrentHashMap<>();
+  private final AtomicBoolean closed = new AtomicBoolean();
+  private final AtomicLong requests = new AtomicLong();
+  private final AtomicLong promptTokens = new AtomicLong();
+  private final AtomicLong cachedPromptTokens = new AtomicLong();
+  private final AtomicLong evaluatedPositions = new AtomicLong();
+  private final AtomicLong generatedTokens = new AtomicLong();
+  private final AtomicLong multiplyAdds = new AtomicLong();
+  private volatile boolean listenerSet;
+
+  private ReferenceEngine(Builder b) {
+    this.model = new TinyTransformer(b.seed, b.layers, b.modelDim, b.heads, b.ffnDim, b.vocabBuckets);
+    this.cache = new PrefixKvCache(b.blockSize, Math.max(1, b.cacheCapacityTokens / b.blockSize));
+    this.clock = b.clock;
+    this.maxPromptTokens = b.maxPromptTokens;
+    this.maxOutputTokens = b.maxOutputTokens;
+    if (b.executor != null) {
+      this.executor = b.executor;
+      this.ownedExecutor = null;
+    } else {
+      AtomicInteger n = new AtomicInteger();
+      this.ownedExecutor =
+          Executors.newFixedThreadPool(
+              b.threads,
+              r -> {
+                Thread t = new Thread(r, "reference-engine-" + n.incrementAndGet());
+                t.setDaemon(true);
+                return t;
+              });
+      this.executor = ownedExecutor;
+    }
+  }
+
+  /** A builder with the default (tiny) model. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  @Override
+  public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+    Objects.requireNonNull(request, "request");
+    CompletableFuture<EngineResult> f = new CompletableFuture<>();
+    if (closed.get()) {
+      f.completeExceptionally(new EngineException("engine closed", true));
+      return f;
+    }
+    if (request.length() > maxPromptTokens) {
+      f.completeExceptionally(new EngineException(
+          "request " + request.id() + ": prompt of " + request.length() + " tokens exceeds maxPromptTokens "
+              + maxPromptTokens, false));
+      return f;
+    }
+    if (request.params().maxTokens() > maxOutputTokens) {
+      f.completeExceptionally(new EngineException(
+          "request " + request.id() + ": maxTokens " + request.params().maxTokens()
+              + " exceeds maxOutputTokens " + maxOutputTokens, false));
+      return f;
+    }
+    Job job = new Job(request, f);
+    jobs.put(request.id(), job);
+    f.whenComplete((r, e) -> jobs.remove(request.id(), job));
+    queued.incrementAndGet();
+    try {
+      executor.execute(job);
+    } catch (RejectedExecutionException e) {
+      queued.decrementAndGet();
+      f.completeExceptionally(new EngineException("engine cannot accept work: " + e.getMessage(), true, e));
+    }
+    return f;
+  }
+
+  private final class Job implements Runnable {
+    final InferenceRequest request;
+    final CompletableFuture<EngineResult> future;
+    volatile boolean cancelled;
+
+    Job(InferenceRequest request, CompletableFuture<EngineResult> future) {
+      this.request = request;
+      this.future = future;
+    }
+
+    @Override
+    public void run() {
+      queued.decrementAndGet();
+      if (cancelled || future.isDone()) {
+        future.completeExceptionally(new EngineException("request " + request.id() + " cancelled", false));
+        return;
+      }
+      running.incrementAndGet();
+      try {
+        future.complete(compute(this));
+      } catch (EngineException e) {
+        future.completeExceptionally(e);
+      } catch (RuntimeException | OutOfMemoryError e) {
+        future.completeExceptionally(
+            new EngineException("request " + request.id() + " failed in the engine: " + e, true, e));
+      } finally {
+        running.decrementAndGet();
+      }
+    }
+  }
+
+  private EngineResult compute(Job job) {
+    InferenceRequest req = job.request;
+    int[] tokens = req.tokensUnsafe();
+    int n = tokens.length;
+    int bs = cache.blockSize();
+    long t0 = clock.nanoTime();
+    List<PrefixKvCache.Block> hit = cache.match(tokens);
+    // the last prompt position is always evaluated: its logits start decoding
+    int reused = Math.min(hit.size() * bs, n - 1);
+    GenerationParams p = req.params();
+    TinyTransformer.Sequence seq = model.new Sequence(n + p.maxTokens());
+    for (int b = 0; b * bs < reused; b++) {
+      PrefixKvCache.Block blk = hit.get(b);
+      seq.load(b * bs, Math.min(bs, reused - b * bs), blk.keys, blk.values, 0);
+    }
+    float[] logits = new float[model.vocab];
+    long macs = 0;
+    for (int pos = reused; pos < n; pos++) {
+      if (job.cancelled) {
+        throw new EngineException("request " + req.id() + " cancelled", false);
+      }
+      boolean last = pos == n - 1;
+      seq.step(tokens[pos], last ? logits : null);
+      macs += model.macsForPosition(pos) + (last ? model.macsForLogits() : 0);
+    }
+    // cache the prompt's full blocks that were not cached yet
+    int fullBlocks = n / bs;
+    if (fullBlocks > hit.size()) {
+      int first = hit.size();
+      int layers = model.layers;
+      float[][] k = new float[layers][];
+      float[][] v = new float[layers][];
+      int from = first * bs * model.dim;
+      int to = fullBlocks * bs * model.dim;
+      for (int l = 0; l < layers; l++) {
+        k[l] = java.util.Arrays.copyOfRange(seq.keys[l], from, to);
+        v[l] = java.util.Arrays.copyOfRange(seq.values[l], from, to);
+      }
+      long parent = first == 0 ? CacheEventListener.NO_PARENT : hit.get(first - 1).hash;
+      cache.store(tokens, first, fullBlocks - first, parent, k, v, model.dim);
+    }
+    long t1 = clock.nanoTime();
+    int[] out = new int[p.maxTokens()];
+    SplittableRandom sampler = p.temperature() > 0 ? new SplittableRandom(p.seed()) : null;
+    for (int i = 0; i < out.length; i++) {
+      int next = sampler == null ? argmax(logits) : sample(logits, p, sampler);
+      out[i] = next;
+      if (i + 1 < out.length) {
+        if (job.cancelled) {
+          throw new EngineException("request " + req.id() + " cancelled", false);
+        }
+        macs += model.macsForPosition(seq.length) + model.macsForLogits();
+        seq.step(next, logits);
+      }
+    }
+    long t2 = clock.nanoTime();
+    requests.incrementAndGet();
+    promptTokens.addAndGet(n);
+    cachedPromptTokens.addAndGet(reused);
+    evaluatedPositions.addAndGet((n - reused) + (out.length - 1));
+    generatedTokens.addAndGet(out.length);
+    multiplyAdds.addAndGet(macs);
+    return new EngineResult(out, "", n, reused, Math.max(0, t1 - t0), Math.max(0, t2 - t1));
+  }
+
+  private static int argmax(float[] logits) {
+    int best = 0;
+    for (int i = 1; i < logits.length; i++) {
+      if (logits[i] > logits[best]) {
+        best = i;
+      }
+    }
+    return best;
+  }
+
+  private static int sample(float[] logits, GenerationParams p, SplittableRandom rnd) {
+    int v = logits.length;
+    double[] prob = new double[v];
+    double max = Double.NEGATIVE_INFINITY;
+    for (float l : logits) {
+      max = Math.max(max, l);
+    }
+    double sum = 0;
+    for (int i = 0; i < v; i++) {
+      prob[i] = TinyTransformer.expNonPositive((float) ((logits[i] - max) / p.temperature()));
+      sum += prob[i];
+    }
+    Integer[] order = new Integer[v];
+    for (int i = 0; i < v; i++) {
+      order[i] = i;
+    }
+    java.util.Arrays.sort(order, (a, b) -> prob[a] != prob[b] ? Double.compare(prob[b], prob[a]) : Integer.compare(a, b));
+    double mass = 0;
+    int keep = 0;
+    while (keep < v && (keep == 0 || mass < p.topP() * sum)) {
+      mass += prob[order[keep]];
+      keep++;
+    }
+    double u = rnd.nextDouble() * mass;
+    double acc = 0;
+    for (int i = 0; i < keep; i++) {
+      acc += prob[order[i]];
+      if (u < acc) {
+        return order[i];
+      }
+    }
+    return order[keep - 1];
+  }
+
+  @Override
+  public EngineLoad load() {
+    return new EngineLoad(Math.max(0, queued.get()), Math.max(0, running.get()));
+  }
+
+  /** Stops a queued or running request; its future fails with a non-retryable error. */
+  @Override
+  public void cancel(String requestId) {
+    Job j = jobs.get(requestId);
+    if (j != null) {
+      j.cancelled = true;
+    }
+  }
+
+  @Override
+  public boolean publishesCacheEvents() {
+    return true;
+  }
+
+  @Override
+  public void setCacheEventListener(CacheEventListener listener) {
+    Objects.requireNonNull(listener, "listener");
+    if (listenerSet) {
+      throw new IllegalStateException("cache event listener already set");
+    }
+    listenerSet = true;
+    cache.setListener(listener);
+  }
+
+  /** The cache's block size in tokens. */
+  public int blockSize() {
+    return cache.blockSize();
+  }
+
+  /** Drops the whole prefix cache (reported as an all-cleared event). */
+  public void clearCache() {
+    cache.clear();
+  }
+
+  /** Work done since the engine was built. */
+  public Stats stats() {
+    return new Stats(
+        requests.get(),
+        promptTokens.get(),
+        cachedPromptTokens.get(),
+        evaluatedPositions.get(),
+        generatedTokens.get(),
+        multiplyAdds.get(),
+        cache.size() * (long) cache.blockSize(),
+        cache.storedCount(),
+        cache.evictedCount());
+  }
+
+  /** Checks the cache's structural invariants; returns a description of the problem or null. */
+  String checkCacheInvariants() {
+    return cache.checkInvariants();
+  }
+
+  /**
+   * Stops accepting requests and, if the engine created its own threads, stops them; requests
+   * still queued on them fail with a retryable error.
+   */
+  @Override
+  public void close() {
+    if (!closed.compareAndSet(false, true)) {
+      return;
+    }
+    if (ownedExecutor != null) {
+      for (Runnable r : ownedExecutor.shutdownNow()) {
+        if (r instanceof Job j) {
+          queued.decrementAndGet();
+          j.future.completeExceptionally(new EngineException("engine closed", true));
+        }
+      }
+    }
+    for (Job j : jobs.values()) {
+      j.cancelled = true;
+    }
+  }
+
+  /**
+   * Work counters.
+   *
+   * @param requests requests completed
+   * @param promptTokens prompt tokens of those requests
+   * @param cachedPromptTokens prompt tokens whose keys and values came from the prefix cache
+   * @param evaluatedPositions positions run through the model (prompt and decode)
+   * @param generatedTokens tokens generated
+   * @param multiplyAdds multiply-add operations of the forward passes
+   * @param cachedTokens tokens held in the prefix cache now
+   * @param blocksStored blocks stored since start
+   * @param blocksEvicted blocks evicted since start
+   */
+  public record Stats(
+      long requests,
+      long promptTokens,
+      long cachedPromptTokens,
+      long evaluatedPositions,
+      long generatedTokens,
+      long multiplyAdds,
+      long cachedTokens,
+      long blocksStored,
+      long blocksEvicted) {}
+
+  /** Configures a {@link ReferenceEngine}; {@link #build()} validates. */
+  public static final class Builder {
+    private long seed = 42L;
+    private int layers = 2;
+    private int modelDim = 64;
+    private int heads = 4;
+    private int ffnDim = 256;
+    private int vocabBuckets = 1024;
+    private int blockSize = 16;
+    private int cacheCapacityTokens = 1 << 16;
+    private int maxPromptTokens = 16384;
+    private int maxOutputTokens = 1024;
+    private int threads = 1;
+    private Executor executor;
+    private Clock clock = Clock.system();
+
+    private Builder() {}
+
+    /** Seed of the weights: engines that should give the same answers need the same seed. Default 42. */
+    public Builder seed(long seed) {
+      this.seed = seed;
+      return this;
+    }
+
+    /** Transformer layers (1 to 64). Default 2. */
+    public Builder layers(int n) {
+      this.layers = n;
+      return this;
+    }
+
+    /** Model width, a multiple of {@link #heads} (4 to 4096). Default 64. */
+    public Builder modelDim(int n) {
+      this.modelDim = n;
+      return this;
+    }
+
+    /** Attention heads. Default 4. */
+    public Builder heads(int n) {
+      this.heads = n;
+      return this;
+    }
+
+    /** Feed-forward width (1 to 16384). Default 256. */
+    public Builder ffnDim(int n) {
+      this.ffnDim = n;
+      return this;
+    }
+
+    /** Embedding buckets token ids are hashed into; also the range of generated ids. Default 1,024. */
+    public Builder vocabBuckets(int n) {
+      this.vocabBuckets = n;
+      return this;
+    }
+
+    /** Cache block size in tokens; match the node's block size. Default 16. */
+    public Builder blockSize(int n) {
+      this.blockSize = n;
+      return this;
+    }
+
+    /** Prefix cache capacity in tokens (rounded down to whole blocks). Default 65,536. */
+    public Builder cacheCapacityTokens(int n) {
+      this.cacheCapacityTokens = n;
+      return this;
+    }
+
+    /** Longest prompt accepted; longer ones fail (not retryable). Default 16,384. */
+    public Builder maxPromptTokens(int n) {
+      this.maxPromptTokens = n;
+      return this;
+    }
+
+    /** Largest {@code maxTokens} accepted; larger ones fail (not retryable). Default 1,024. */
+    public Builder maxOutputTokens(int n) {
+      this.maxOutputTokens = n;
+      return this;
+    }
+
+    /** Threads the engine creates when no executor is given. Default 1. */
+    public Builder threads(int n) {
+      this.threads = n;
+      return this;
+    }
+
+    /** Run requests on the host's executor (the engine then creates no thread). */
+    public Builder executor(Executor executor) {
+      this.executor = executor;
+      return this;
+    }
+
+    /** Clock for the reported prefill and decode times. Default {@link Clock#system()}. */
+    public Builder clock(Clock clock) {
+      this.clock = clock;
+      return this;
+    }
+
+    /**
+     * Validates and builds.
+     *
+     * @throws IllegalArgumentException naming the first invalid setting
+     */
+    public ReferenceEngine build() {
+      range("layers", layers, 1, 64);
+      range("modelDim", modelDim, 4, 4096);
+      range("heads", heads, 1, modelDim);
+      if (modelDim % heads != 0 || modelDim % 2 != 0) {
+        throw new IllegalArgumentException(
+            "modelDim must be even and divisible by heads, was modelDim=" + modelDim + " heads=" + heads);
+      }
+      range("ffnDim", ffnDim, 1, 16384);
+      range("vocabBuckets", vocabBuckets, 2, 1 << 20);
+      range("blockSize", blockSize, 1, 4096);
+      range("cacheCapacityTokens", cacheCapacityTokens, blockSize, Integer.MAX_VALUE);
+      range("maxPromptTokens", maxPromptTokens, 1, InferenceRequest.MAX_PROMPT_TOKENS);
+      range("maxOutputTokens", maxOutputTokens, 1, GenerationParams.MAX_TOKENS_LIMIT);
+      range("threads", threads, 1, 256);
+      Objects.requireNonNull(clock, "clock");
+      return new ReferenceEngine(this);
+    }
+
+    private static void range(String name, int v, int lo, int hi) {
+      if (v < lo || v > hi) {
+        throw new IllegalArgumentException(name + " must be between " + lo + " and " + hi + ", was " + v);
+      }
+    }
+  }
+}

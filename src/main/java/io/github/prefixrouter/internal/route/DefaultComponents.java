@@ -1,0 +1,77 @@
+package io.github.prefixrouter.internal.route;
+
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.internal.gossip.GossipConfig;
+import io.github.prefixrouter.internal.gossip.GossipEngine;
+import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
+import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.PeerAddress;
+
+/**
+ * Assembles a node: the local tree (engine-driven or self-managed), whose block events feed the
+ * gossiped local summary; the anti-entropy engine, sending through the node's transport; and
+ * the router's view of the peers over it.
+ */
+final class DefaultComponents {
+
+  private DefaultComponents() {}
+
+  static RouterNode.Components create(RouterNode node) {
+    RouterConfig config = node.config();
+    ConcurrentPrefixTree tree = localTree(config, node.engine());
+    if (tree.mode() == ConcurrentPrefixTree.Mode.ENGINE_DRIVEN) {
+      node.engine().setCacheEventListener(tree.engineEvents());
+    }
+    TreeIndex local = new TreeIndex(tree);
+    long generation = generation(node);
+    GossipConfig gossipConfig = GossipPeerView.gossipConfig(config); // fails at build if invalid
+    GossipPeerView peers = new GossipPeerView(() -> {
+      PeerAddress self = node.transport().localAddress();
+      if (!self.nodeId().equals(node.nodeId())) {
+        throw new IllegalStateException("the transport's address " + self
+            + " names another node id than this node's " + node.nodeId());
+      }
+      GossipEngine gossip = new GossipEngine(self, generation,
+          gossipConfig, node.seeds(), node.clock(), node.scheduler(),
+          node.random(), node::engineLoad, (to, payload) -> node.transport().send(to, payload));
+      tree.addListener(GossipPeerView.summaryFeed(gossip.localSummary()));
+      return gossip;
+    }, config.maxPeers());
+    return new RouterNode.Components(local, tree.hasher()::chain, peers);
+  }
+
+  /**
+   * The node's gossip generation: microseconds of its clock at build time, at least 1. It grows
+   * across restarts on one machine (a monotonic clock, or simulated time); a restart after a
+   * reboot may get a smaller value, which peers accept once the old incarnation's tombstone is
+   * forgotten ({@code 4 × peerDeadAfter}).
+   */
+  static long generation(RouterNode node) {
+    return Math.max(1L, Math.min(1L << 62, node.clock().nanoTime() / 1_000L + 1));
+  }
+
+  /**
+   * The local tree in the configured mode: engine-driven when the engine publishes cache events
+   * (or the configuration demands it), else self-managed at the configured capacity.
+   *
+   * @throws IllegalArgumentException if engine-driven mode is demanded of an engine that
+   *     publishes no events
+   */
+  static ConcurrentPrefixTree localTree(RouterConfig config, InferenceEngine engine) {
+    boolean publishes = engine.publishesCacheEvents();
+    ConcurrentPrefixTree.Mode mode = switch (config.treeMode()) {
+      case AUTO -> publishes ? ConcurrentPrefixTree.Mode.ENGINE_DRIVEN
+          : ConcurrentPrefixTree.Mode.SELF_MANAGED;
+      case ENGINE_DRIVEN -> {
+        if (!publishes) {
+          throw new IllegalArgumentException("treeMode ENGINE_DRIVEN needs an engine that "
+              + "publishes cache events; this engine does not: use AUTO or SELF_MANAGED");
+        }
+        yield ConcurrentPrefixTree.Mode.ENGINE_DRIVEN;
+      }
+      case SELF_MANAGED -> ConcurrentPrefixTree.Mode.SELF_MANAGED;
+    };
+    return ConcurrentPrefixTree.builder().mode(mode).blockSize(config.blockSize())
+        .salt(config.hashSalt()).capacityTokens(config.treeCapacityTokens()).build();
+  }
+}

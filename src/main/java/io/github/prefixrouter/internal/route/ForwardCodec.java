@@ -1,0 +1,259 @@
+package io.github.prefixrouter.internal.route;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.internal.wire.ByteReader;
+import io.github.prefixrouter.internal.wire.ByteWriter;
+import io.github.prefixrouter.internal.wire.MalformedMessageException;
+import io.github.prefixrouter.internal.wire.MalformedMessageException.Reason;
+import io.github.prefixrouter.internal.wire.WireTypes;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * Binary codec of the forwarding protocol (type codes {@code 0x21..0x25} of the forwarding
+ * range; layout in {@code docs/routing.md}). Every message is {@code type, version, body}.
+ *
+ * <pre>
+ * FORWARD (request)  id bytes(512, UTF-8, 1..128 chars), origin ascii(64), hops varint(0..8),
+ *                    maxTokens varint, temperature fixed64, topP fixed64, seed fixed64,
+ *                    tokens count(2^20, 1) × varint(0..2^24-1)
+ * RESULT  (answer)   id, servedBy ascii(64), serverNanos varint, output count × varint,
+ *                    text bytes(1 MiB, UTF-8), promptTokens varint, cached zigzag,
+ *                    prefillNanos zigzag, decodeNanos zigzag
+ * BUSY    (answer)   id, queueDepth varint
+ * FAILED  (answer)   id, retryable bool, message bytes(1 KiB, UTF-8)
+ * CANCEL  (one-way)  id, origin ascii(64)
+ * </pre>
+ *
+ * Decoding is strict: every length and range is checked before allocating, trailing bytes are
+ * rejected, and any problem is a {@link MalformedMessageException}.
+ */
+final class ForwardCodec {
+
+  static final int FORWARD = 0x21;
+  static final int RESULT = 0x22;
+  static final int BUSY = 0x23;
+  static final int FAILED = 0x24;
+  static final int CANCEL = 0x25;
+
+  static final int VERSION = 1;
+  static final int MAX_TEXT_BYTES = 1 << 20;
+  static final int MAX_ERROR_BYTES = 1024;
+  static final int MAX_OUTPUT_TOKENS = GenerationParams.MAX_TOKENS_LIMIT;
+  /** Cap of one encoded message: a maximal prompt of 4-byte varints plus headers. */
+  static final int MAX_MESSAGE_BYTES = InferenceRequest.MAX_PROMPT_TOKENS * 4 + MAX_TEXT_BYTES;
+
+  private ForwardCodec() {}
+
+  /** A decoded forwarding message. */
+  sealed interface Message permits Forward, Result, Busy, Failed, Cancel {
+    String requestId();
+  }
+
+  record Forward(String requestId, String origin, int hops, InferenceRequest request)
+      implements Message {}
+
+  record Result(String requestId, String servedBy, long serverNanos, EngineResult result)
+      implements Message {}
+
+  record Busy(String requestId, int queueDepth) implements Message {}
+
+  record Failed(String requestId, boolean retryable, String message) implements Message {}
+
+  record Cancel(String requestId, String origin) implements Message {}
+
+  static boolean isForwarding(byte[] payload) {
+    return payload.length > 0 && WireTypes.isForwarding(payload[0] & 0xFF);
+  }
+
+  static byte[] forward(InferenceRequest r, String origin, int hops) {
+    int[] t = r.tokensUnsafe();
+    ByteWriter w = new ByteWriter(64 + t.length * 3, MAX_MESSAGE_BYTES);
+    w.writeByte(FORWARD).writeByte(VERSION);
+    writeId(w, r.id());
+    w.writeAscii(origin, PeerAddress.MAX_NODE_ID_LENGTH);
+    w.writeVarInt(hops);
+    GenerationParams p = r.params();
+    w.writeVarInt(p.maxTokens());
+    w.writeFixedLong(Double.doubleToLongBits(p.temperature()));
+    w.writeFixedLong(Double.doubleToLongBits(p.topP()));
+    w.writeFixedLong(p.seed());
+    w.writeVarInt(t.length);
+    for (int x : t) {
+      w.writeVarInt(x);
+    }
+    return w.toByteArray();
+  }
+
+  static byte[] result(String requestId, String servedBy, long serverNanos, EngineResult r) {
+    int[] out = r.outputTokens();
+    byte[] text = r.text().getBytes(StandardCharsets.UTF_8);
+    if (text.length > MAX_TEXT_BYTES) {
+      throw new IllegalArgumentException(
+          "result text of " + text.length + " bytes exceeds the " + MAX_TEXT_BYTES + " limit");
+    }
+    ByteWriter w = new ByteWriter(64 + out.length * 3 + text.length, MAX_MESSAGE_BYTES);
+    w.writeByte(RESULT).writeByte(VERSION);
+    writeId(w, requestId);
+    w.writeAscii(servedBy, PeerAddress.MAX_NODE_ID_LENGTH);
+    w.writeVarLong(Math.max(0, serverNanos));
+    w.writeVarInt(out.length);
+    for (int x : out) {
+      w.writeVarLong(x & 0xFFFFFFFFL);
+    }
+    w.writeBytes(text);
+    w.writeVarInt(r.promptTokens());
+    w.writeZigZagLong(r.cachedPromptTokens());
+    w.writeZigZagLong(r.prefillNanos());
+    w.writeZigZagLong(r.decodeNanos());
+    return w.toByteArray();
+  }
+
+  static byte[] busy(String requestId, int queueDepth) {
+    ByteWriter w = new ByteWriter(32, 256);
+    w.writeByte(BUSY).writeByte(VERSION);
+    writeId(w, requestId);
+    w.writeVarInt(Math.max(0, queueDepth));
+    return w.toByteArray();
+  }
+
+  static byte[] failed(String requestId, boolean retryable, String message) {
+    byte[] m = String.valueOf(message).getBytes(StandardCharsets.UTF_8);
+    if (m.length > MAX_ERROR_BYTES) {
+      m = java.util.Arrays.copyOf(m, MAX_ERROR_BYTES);
+      // cut back to a character boundary so the text stays valid UTF-8
+      int end = MAX_ERROR_BYTES;
+      while (end > 0 && (m[end - 1] & 0xC0) == 0x80) {
+        end--;
+      }
+      if (end > 0 && (m[end - 1] & 0x80) != 0) {
+        end--;
+      }
+      m = java.util.Arrays.copyOf(m, end);
+    }
+    ByteWriter w = new ByteWriter(32 + m.length, 2048);
+    w.writeByte(FAILED).writeByte(VERSION);
+    writeId(w, requestId);
+    w.writeBoolean(retryable);
+    w.writeBytes(m);
+    return w.toByteArray();
+  }
+
+  static byte[] cancel(String requestId, String origin) {
+    ByteWriter w = new ByteWriter(64, 512);
+    w.writeByte(CANCEL).writeByte(VERSION);
+    writeId(w, requestId);
+    w.writeAscii(origin, PeerAddress.MAX_NODE_ID_LENGTH);
+    return w.toByteArray();
+  }
+
+  /** Decodes any forwarding message. */
+  static Message decode(byte[] payload) throws MalformedMessageException {
+    ByteReader r = new ByteReader(payload);
+    int type = r.readUnsignedByte("type");
+    if (!WireTypes.isForwarding(type) || type < FORWARD || type > CANCEL) {
+      throw MalformedMessageException.of(Reason.UNKNOWN_TYPE, "type", type, 0,
+          "not a forwarding message type");
+    }
+    int version = r.readUnsignedByte("version");
+    if (version != VERSION) {
+      throw MalformedMessageException.of(Reason.UNKNOWN_VERSION, "version", version, 1,
+          "forwarding messages speak version " + VERSION);
+    }
+    String id = readId(r);
+    Message m;
+    switch (type) {
+      case FORWARD -> m = decodeForward(r, id);
+      case RESULT -> m = decodeResult(r, id);
+      case BUSY -> m = new Busy(id, r.readVarInt("queueDepth", 0, Integer.MAX_VALUE));
+      case FAILED -> {
+        boolean retryable = r.readBoolean("retryable");
+        byte[] msg = r.readBytes("message", MAX_ERROR_BYTES);
+        m = new Failed(id, retryable, new String(msg, StandardCharsets.UTF_8));
+      }
+      default -> m = new Cancel(id, r.readAscii("origin", PeerAddress.MAX_NODE_ID_LENGTH));
+    }
+    r.expectEnd(typeName(type));
+    return m;
+  }
+
+  private static Forward decodeForward(ByteReader r, String id) throws MalformedMessageException {
+    String origin = r.readAscii("origin", PeerAddress.MAX_NODE_ID_LENGTH);
+    int hops = r.readVarInt("hops", 0, 64);
+    int maxTokens = r.readVarInt("maxTokens", 1, GenerationParams.MAX_TOKENS_LIMIT);
+    int at = r.position();
+    double temperature = Double.longBitsToDouble(r.readFixedLong("temperature"));
+    double topP = Double.longBitsToDouble(r.readFixedLong("topP"));
+    long seed = r.readFixedLong("seed");
+    GenerationParams params;
+    try {
+      params = new GenerationParams(maxTokens, temperature, topP, seed);
+    } catch (IllegalArgumentException e) {
+      throw MalformedMessageException.of(Reason.OUT_OF_RANGE, "params", 0, at, e.getMessage());
+    }
+    int n = r.readCount("tokens", InferenceRequest.MAX_PROMPT_TOKENS, 1);
+    if (n == 0) {
+      throw MalformedMessageException.outOfRange("tokens", 0, 1, InferenceRequest.MAX_PROMPT_TOKENS,
+          r.position());
+    }
+    int[] tokens = new int[n];
+    for (int i = 0; i < n; i++) {
+      tokens[i] = r.readVarInt("token", 0, InferenceRequest.MAX_TOKEN_ID - 1);
+    }
+    return new Forward(id, origin, hops, new InferenceRequest(id, tokens, params));
+  }
+
+  private static Result decodeResult(ByteReader r, String id) throws MalformedMessageException {
+    String servedBy = r.readAscii("servedBy", PeerAddress.MAX_NODE_ID_LENGTH);
+    long serverNanos = r.readVarLong("serverNanos", 0, Long.MAX_VALUE);
+    int n = r.readCount("output", MAX_OUTPUT_TOKENS, 1);
+    int[] out = new int[n];
+    for (int i = 0; i < n; i++) {
+      out[i] = (int) r.readVarLong("outputToken", 0, 0xFFFFFFFFL);
+    }
+    byte[] text = r.readBytes("text", MAX_TEXT_BYTES);
+    int at = r.position();
+    int prompt = r.readVarInt("promptTokens", 0, InferenceRequest.MAX_PROMPT_TOKENS);
+    long cached = r.readZigZagLong("cachedPromptTokens");
+    long prefill = r.readZigZagLong("prefillNanos");
+    long decode = r.readZigZagLong("decodeNanos");
+    if (cached < -1 || cached > prompt) {
+      throw MalformedMessageException.outOfRange("cachedPromptTokens", cached, -1, prompt, at);
+    }
+    if (prefill < -1 || decode < -1) {
+      throw MalformedMessageException.of(Reason.OUT_OF_RANGE, "timings", Math.min(prefill, decode),
+          at, "timings must be >= -1");
+    }
+    EngineResult result = new EngineResult(out, new String(text, StandardCharsets.UTF_8), prompt,
+        (int) cached, prefill, decode);
+    return new Result(id, servedBy, serverNanos, result);
+  }
+
+  /** Request ids are any 1..128 characters, written as UTF-8 (at most 512 bytes). */
+  private static void writeId(ByteWriter w, String id) {
+    w.writeBytes(id.getBytes(StandardCharsets.UTF_8));
+  }
+
+  private static String readId(ByteReader r) throws MalformedMessageException {
+    int at = r.position();
+    byte[] b = r.readBytes("requestId", InferenceRequest.MAX_ID_LENGTH * 4);
+    String id = new String(b, StandardCharsets.UTF_8);
+    if (id.isEmpty() || id.length() > InferenceRequest.MAX_ID_LENGTH) {
+      throw MalformedMessageException.outOfRange("requestId", id.length(), 1,
+          InferenceRequest.MAX_ID_LENGTH, at);
+    }
+    return id;
+  }
+
+  private static String typeName(int type) {
+    return switch (type) {
+      case FORWARD -> "FORWARD";
+      case RESULT -> "RESULT";
+      case BUSY -> "BUSY";
+      case FAILED -> "FAILED";
+      default -> "CANCEL";
+    };
+  }
+}

@@ -1,0 +1,192 @@
+package io.github.prefixrouter.internal.route;
+
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.internal.gossip.GossipConfig;
+import io.github.prefixrouter.internal.gossip.GossipCounter;
+import io.github.prefixrouter.internal.gossip.GossipEngine;
+import io.github.prefixrouter.internal.gossip.GossipView;
+import io.github.prefixrouter.internal.gossip.LocalSummary;
+import io.github.prefixrouter.internal.tree.BlockEventListener;
+import io.github.prefixrouter.internal.wire.WireTypes;
+import io.github.prefixrouter.spi.PeerAddress;
+import java.time.Duration;
+import java.util.List;
+import java.util.function.Supplier;
+
+/**
+ * The router's {@link PeerView} over the anti-entropy engine: live peers with their advertised
+ * load, overload flag, smoothed round trip and replica age, and the single-pass leading-block
+ * query over all replicas. The {@link PeerSet} is rebuilt only when the gossip view changes.
+ */
+final class GossipPeerView implements PeerView {
+
+  private final Supplier<GossipEngine> factory;
+  private final ThreadLocal<int[]> perSlot;
+  private volatile GossipEngine engine;
+  private volatile Cached cached;
+
+  private record Cached(GossipView view, PeerSet peers) {}
+
+  /**
+   * @param factory creates the engine on {@link #start()}, once the transport knows its own
+   *     address
+   * @param slots the engine's slot capacity (the configured maximum number of peers)
+   */
+  GossipPeerView(Supplier<GossipEngine> factory, int slots) {
+    this.factory = factory;
+    this.perSlot = ThreadLocal.withInitial(() -> new int[slots]);
+  }
+
+  /** The gossip settings a router configuration implies. */
+  static GossipConfig gossipConfig(RouterConfig c) {
+    Duration forget = c.peerDeadAfter().multipliedBy(4);
+    return GossipConfig.builder()
+        .interval(c.gossipInterval())
+        .fanout(c.gossipFanout())
+        .suspectAfter(c.peerSuspectAfter())
+        .deadAfter(c.peerDeadAfter())
+        .forgetAfter(forget)
+        .maxPeers(c.maxPeers())
+        .highWatermark(c.highWatermark())
+        .lowWatermark(c.lowWatermark())
+        .build();
+  }
+
+  /** Feeds the local tree's block events into the gossiped local summary. */
+  static BlockEventListener summaryFeed(LocalSummary summary) {
+    return new BlockEventListener() {
+      @Override
+      public void onStored(long[] blockHashes) {
+        summary.onStored(blockHashes);
+      }
+
+      @Override
+      public void onEvicted(long[] blockHashes) {
+        summary.onEvicted(blockHashes);
+      }
+
+      @Override
+      public void onCleared() {
+        summary.onCleared();
+      }
+    };
+  }
+
+  /** The engine, or null before {@link #start()}. */
+  GossipEngine engine() {
+    return engine;
+  }
+
+  @Override
+  public PeerSet livePeers() {
+    GossipEngine e = engine;
+    if (e == null) {
+      return PeerSet.EMPTY;
+    }
+    GossipView v = e.view();
+    Cached c = cached;
+    if (c != null && c.view == v) {
+      return c.peers;
+    }
+    PeerSet ps = build(v);
+    cached = new Cached(v, ps);
+    return ps;
+  }
+
+  private static PeerSet build(GossipView v) {
+    List<io.github.prefixrouter.internal.gossip.PeerView> list = v.peers();
+    int n = list.size();
+    PeerAddress[] a = new PeerAddress[n];
+    int[] slots = new int[n];
+    int[] q = new int[n];
+    int[] f = new int[n];
+    boolean[] over = new boolean[n];
+    boolean[] suspect = new boolean[n];
+    long[] rtt = new long[n];
+    long[] sync = new long[n];
+    for (int i = 0; i < n; i++) {
+      var p = list.get(i);
+      a[i] = p.address();
+      slots[i] = p.slot();
+      q[i] = p.queueDepth();
+      f[i] = p.inFlight();
+      over[i] = p.overloaded();
+      suspect[i] = p.suspect();
+      rtt[i] = p.rttNanos();
+      sync[i] = p.lastSyncNanos();
+    }
+    return new PeerSet(a, slots, q, f, over, suspect, rtt, sync);
+  }
+
+  @Override
+  public void leadingBlocks(PeerSet peers, long[] chain, int blocks, int[] out) {
+    GossipEngine e = engine;
+    if (e == null || peers.size == 0) {
+      return;
+    }
+    int[] slotCounts = perSlot.get();
+    e.leadingBlocks(chain, blocks, slotCounts);
+    for (int i = 0; i < peers.size; i++) {
+      out[i] = slotCounts[peers.slots[i]];
+    }
+  }
+
+  @Override
+  public synchronized void start() {
+    if (engine == null) {
+      engine = factory.get();
+      engine.start();
+    }
+  }
+
+  @Override
+  public void stop() {
+    GossipEngine e = engine;
+    if (e != null) {
+      e.stop();
+    }
+  }
+
+  @Override
+  public boolean onMessage(PeerAddress from, byte[] payload) {
+    if (payload.length == 0 || !WireTypes.isGossip(payload[0] & 0xFF)) {
+      return false;
+    }
+    GossipEngine e = engine;
+    if (e != null) {
+      e.onMessage(from, payload);
+    }
+    return true;
+  }
+
+  @Override
+  public long localBlocks() {
+    GossipEngine e = engine;
+    return e == null ? 0 : e.localSummary().size();
+  }
+
+  @Override
+  public long replicaBlocks() {
+    GossipEngine e = engine;
+    if (e == null) {
+      return 0;
+    }
+    long n = 0;
+    for (var p : e.view().peers()) {
+      n += p.replicaBlocks();
+    }
+    return n;
+  }
+
+  @Override
+  public long bytesIn() {
+    GossipEngine e = engine;
+    return e == null ? 0 : e.counter(GossipCounter.BYTES_RECEIVED);
+  }
+
+  @Override
+  public long bytesOut() {
+    GossipEngine e = engine;
+    return e == null ? 0 : e.counter(GossipCounter.BYTES_SENT);
+  }
+}

@@ -1,0 +1,68 @@
+package io.github.prefixrouter.internal.route;
+
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * What this node learned about each peer from its own forwarding: push-back and failure
+ * cool-downs, requests outstanding there, the accuracy of its replica estimates, and a round trip
+ * measured on forwards (used until gossip has measured one).
+ */
+final class PeerHealth {
+
+  /** Per-peer state; fields are read without locks on the routing path. */
+  static final class PeerState {
+    volatile long busyUntil = Long.MIN_VALUE;
+    volatile long failedUntil = Long.MIN_VALUE;
+    final AtomicInteger outstanding = new AtomicInteger();
+    /** EWMA of min(actual, estimated) / estimated cached tokens; 1 = always right. */
+    volatile double accuracy = 1.0;
+    /** Round trip measured on forwards (total minus the peer's service time), or -1. */
+    volatile long forwardRttNanos = -1;
+
+    synchronized void observeAccuracy(int estimated, int actual) {
+      if (estimated <= 0 || actual < 0) {
+        return;
+      }
+      double sample = Math.min(1.0, (double) actual / estimated);
+      accuracy = 0.8 * accuracy + 0.2 * sample;
+    }
+
+    synchronized void observeRtt(long nanos) {
+      if (nanos < 0) {
+        return;
+      }
+      long prev = forwardRttNanos;
+      forwardRttNanos = prev < 0 ? nanos : (long) (0.875 * prev + 0.125 * nanos);
+    }
+  }
+
+  private final ConcurrentHashMap<String, PeerState> states = new ConcurrentHashMap<>();
+
+  PeerState get(String nodeId) {
+    return states.computeIfAbsent(nodeId, k -> new PeerState());
+  }
+
+  /** The state of peer {@code i} of {@code peers}, cached in the snapshot. */
+  PeerState get(PeerSet peers, int i) {
+    PeerState s = peers.states[i];
+    if (s == null) {
+      s = get(peers.ids[i]);
+      peers.states[i] = s;
+    }
+    return s;
+  }
+
+  /** Forgets peers that are not live, have nothing outstanding and no running cool-down. */
+  void prune(Set<String> live, long now) {
+    states.entrySet().removeIf(e -> !live.contains(e.getKey())
+        && e.getValue().outstanding.get() == 0
+        && e.getValue().busyUntil < now
+        && e.getValue().failedUntil < now);
+  }
+
+  int size() {
+    return states.size();
+  }
+}

@@ -1,0 +1,96 @@
+package io.github.prefixrouter.internal.route;
+
+import io.github.prefixrouter.spi.PeerAddress;
+
+/**
+ * An immutable snapshot of the live peers a routing decision considers, as flat parallel
+ * arrays so the decision loop touches no per-peer objects. Index {@code i} refers to the same
+ * peer in every array; {@link #slots} is the peer's slot in the replica store, passed back to
+ * {@link PeerView#leadingBlocks}.
+ *
+ * <p>{@link #states} is a lazily filled cache of each peer's {@link PeerHealth.PeerState}
+ * (benign race: every writer stores the same object).
+ */
+public final class PeerSet {
+
+  /** No peers. */
+  public static final PeerSet EMPTY =
+      new PeerSet(new PeerAddress[0], new int[0], new int[0], new int[0], new boolean[0],
+          new boolean[0], new long[0], new long[0]);
+
+  final int size;
+  final PeerAddress[] addresses;
+  final String[] ids;
+  final long[] idHashes;
+  final int[] slots;
+  final int[] queueDepth;
+  final int[] inFlight;
+  final boolean[] overloaded;
+  final boolean[] suspect;
+  final long[] rttNanos;
+  final long[] lastSyncNanos;
+  final PeerHealth.PeerState[] states;
+
+  /**
+   * @param addresses the peers
+   * @param slots each peer's replica slot (opaque to the router)
+   * @param queueDepth advertised queue depth
+   * @param inFlight advertised requests in flight
+   * @param overloaded advertised overload flag
+   * @param suspect the peer's heartbeat stopped advancing (not routed to)
+   * @param rttNanos smoothed round trip, or -1 if not measured yet
+   * @param lastSyncNanos clock time at which the peer's replica was last known up to date
+   */
+  public PeerSet(
+      PeerAddress[] addresses,
+      int[] slots,
+      int[] queueDepth,
+      int[] inFlight,
+      boolean[] overloaded,
+      boolean[] suspect,
+      long[] rttNanos,
+      long[] lastSyncNanos) {
+    int n = addresses.length;
+    if (slots.length != n || queueDepth.length != n || inFlight.length != n
+        || overloaded.length != n || suspect.length != n || rttNanos.length != n
+        || lastSyncNanos.length != n) {
+      throw new IllegalArgumentException("peer arrays must have equal lengths");
+    }
+    this.size = n;
+    this.addresses = addresses;
+    this.slots = slots;
+    this.queueDepth = queueDepth;
+    this.inFlight = inFlight;
+    this.overloaded = overloaded;
+    this.suspect = suspect;
+    this.rttNanos = rttNanos;
+    this.lastSyncNanos = lastSyncNanos;
+    this.ids = new String[n];
+    this.idHashes = new long[n];
+    for (int i = 0; i < n; i++) {
+      ids[i] = addresses[i].nodeId();
+      idHashes[i] = Rendezvous.nodeHash(ids[i]);
+    }
+    this.states = new PeerHealth.PeerState[n];
+  }
+
+  /** Number of peers. */
+  public int size() {
+    return size;
+  }
+
+  /** The address of peer {@code i}. */
+  public PeerAddress address(int i) {
+    return addresses[i];
+  }
+
+  /** Index of the peer with this node id, or -1. */
+  public int indexOf(String nodeId) {
+    for (int i = 0; i < size; i++) {
+      if (ids[i].equals(nodeId)) {
+        return i;
+      }
+    }
+    return -1;
+  }
+}

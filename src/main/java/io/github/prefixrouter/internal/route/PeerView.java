@@ -1,0 +1,67 @@
+package io.github.prefixrouter.internal.route;
+
+import io.github.prefixrouter.spi.PeerAddress;
+
+/**
+ * What the router knows about its peers: who is alive with what load and round trip, and how
+ * many leading blocks of a prompt each one holds. Implemented over the gossip layer's replicas
+ * and live-peer view; tests use a scripted implementation.
+ */
+public interface PeerView {
+
+  /** The live peers now. Cheap: called on every routing decision. */
+  PeerSet livePeers();
+
+  /**
+   * For every peer of {@code peers}, how many leading blocks of {@code chain[0..blocks)} it
+   * holds, written to {@code out[i]}. One pass over the chain whatever the number of peers.
+   */
+  void leadingBlocks(PeerSet peers, long[] chain, int blocks, int[] out);
+
+  /** Starts gossip (joins through the seeds). */
+  default void start() {}
+
+  /** Stops gossip. */
+  default void stop() {}
+
+  /**
+   * Handles a gossip message from the transport.
+   *
+   * @return false if the payload is not a gossip message this view understands
+   */
+  default boolean onMessage(PeerAddress from, byte[] payload) {
+    return false;
+  }
+
+  /** Distinct full blocks this node advertises (its own summary). */
+  default long localBlocks() {
+    return 0;
+  }
+
+  /** Block hashes held in all replicas. */
+  default long replicaBlocks() {
+    return 0;
+  }
+
+  /** Gossip bytes received. */
+  default long bytesIn() {
+    return 0;
+  }
+
+  /** Gossip bytes sent. */
+  default long bytesOut() {
+    return 0;
+  }
+
+  /** A view with no peers: the node routes nothing. */
+  PeerView NONE =
+      new PeerView() {
+        @Override
+        public PeerSet livePeers() {
+          return PeerSet.EMPTY;
+        }
+
+        @Override
+        public void leadingBlocks(PeerSet peers, long[] chain, int blocks, int[] out) {}
+      };
+}

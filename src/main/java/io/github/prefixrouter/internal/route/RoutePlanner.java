@@ -1,0 +1,325 @@
+package io.github.prefixrouter.internal.route;
+
+import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RouteDecision.Reason;
+import io.github.prefixrouter.RouteDecision.SkipReason;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.spi.Clock;
+import io.github.prefixrouter.spi.EngineLoad;
+import java.util.Arrays;
+import java.util.function.Supplier;
+
+/**
+ * The routing decision.
+ *
+ * <p>Design notes:
+ * <ul>
+ *   <li>Hot path, called once per request attempt: hash the prompt's blocks once, match the local
+ *       tree, ask the replicas for every peer's leading-block count in one pass, then one loop
+ *       over the peers computing each candidate's cost into thread-local scratch arrays. No
+ *       per-candidate object is allocated; the {@link RouteDecision} copies the arrays once.
+ *   <li>Cost (nanoseconds) of running a prompt of {@code n} tokens on candidate {@code c}:
+ *       {@code rtt(c) + overhead(c) + queueDepth(c) × service + prefill × (n − effMatch(c))}
+ *       where rtt and overhead are 0 for the local node, {@code effMatch} is the estimated
+ *       match discounted by the peer's accuracy and by {@code 0.5^(summaryAge / halfLife)}, and
+ *       the queue depth of a peer includes the requests this node has outstanding there (its
+ *       advertised load lags by a gossip round). Decode is the same everywhere and left out.
+ *   <li>Cost-aware: forward to the cheapest eligible peer only if it beats local by
+ *       {@code max(ratio × local, min)}; so when the round trip exceeds the prefill it saves,
+ *       the request stays local by itself.
+ *   <li>Longest-prefix (the source design): the eligible peer with the longest raw estimated
+ *       match wins if strictly longer than the local match (ties: lower load, then lower
+ *       index); otherwise local.
+ *   <li>Cold prefixes (cost-aware only, when no eligible candidate holds any block): bounded-load
+ *       rendezvous hashing of the first block hash over the local node and eligible peers, kept
+ *       only if not slower than local by more than the configured slack.
+ *   <li>Eligibility (push-back): peers already tried for this request, advertising overload, or
+ *       in a busy / failure cool-down are skipped.
+ * </ul>
+ */
+final class RoutePlanner {
+
+  private final RouterConfig config;
+  private final String localId;
+  private final long localIdHash;
+  private final LocalPrefixIndex local;
+  private final ChainHasher hasher;
+  private final PeerView peers;
+  private final CostModel cost;
+  private final PeerHealth health;
+  private final Clock clock;
+  private final Supplier<EngineLoad> localLoad;
+  private final int blockSize;
+  private final double halfLifeNanos;
+  private final long overheadNanos;
+  private final long marginMinNanos;
+
+  private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
+
+  /** Per-thread working arrays, grown on demand and reused. */
+  static final class Scratch {
+    long[] chain = new long[256];
+    int[] lead = new int[64];
+    int[] matched = new int[65];
+    int[] effective = new int[65];
+    int[] load = new int[65];
+    long[] rtt = new long[65];
+    long[] costs = new long[65];
+    SkipReason[] skipped = new SkipReason[65];
+    int[] queue = new int[65];
+
+    void ensure(int blocks, int candidates) {
+      if (chain.length < blocks) {
+        chain = new long[Math.max(blocks, chain.length * 2)];
+      }
+      if (matched.length < candidates) {
+        int n = Math.max(candidates, matched.length * 2);
+        lead = new int[n];
+        matched = new int[n];
+        effective = new int[n];
+        load = new int[n];
+        rtt = new long[n];
+        costs = new long[n];
+        skipped = new SkipReason[n];
+        queue = new int[n];
+      }
+    }
+  }
+
+  RoutePlanner(
+      RouterConfig config,
+      String localId,
+      LocalPrefixIndex local,
+      ChainHasher hasher,
+      PeerView peers,
+      CostModel cost,
+      PeerHealth health,
+      Clock clock,
+      Supplier<EngineLoad> localLoad) {
+    this.config = config;
+    this.localId = localId;
+    this.localIdHash = Rendezvous.nodeHash(localId);
+    this.local = local;
+    this.hasher = hasher;
+    this.peers = peers;
+    this.cost = cost;
+    this.health = health;
+    this.clock = clock;
+    this.localLoad = localLoad;
+    this.blockSize = config.blockSize();
+    this.halfLifeNanos = config.stalenessHalfLife().toNanos();
+    this.overheadNanos = config.forwardOverhead().toNanos();
+    this.marginMinNanos = config.forwardMarginMin().toNanos();
+  }
+
+  /** The decision for a request with no hop and no peer tried yet. */
+  RouteDecision decide(int[] tokens) {
+    return decide(tokens, 0, null, 0, null);
+  }
+
+  /**
+   * Decides where a request runs.
+   *
+   * @param tokens the prompt
+   * @param hops how many times the request was forwarded already
+   * @param tried node ids excluded (already tried, or the sender); may be null
+   * @param triedCount how many entries of {@code tried} are used
+   * @param peerSetOut if not null, receives the peer snapshot used (index i+1 of the decision's
+   *     candidates is peer i of it)
+   */
+  RouteDecision decide(
+      int[] tokens, int hops, String[] tried, int triedCount, PeerSet[] peerSetOut) {
+    RoutingPolicy policy = config.policy();
+    PeerSet ps = peers.livePeers();
+    if (peerSetOut != null) {
+      peerSetOut[0] = ps;
+    }
+    int n = tokens.length;
+    int p = ps.size;
+    int c = p + 1;
+    int maxBlocks = n / blockSize;
+    Scratch s = SCRATCH.get();
+    s.ensure(maxBlocks, c);
+    double prefill = cost.prefillNanosPerToken();
+    double service = cost.serviceNanos();
+
+    // Local candidate (index 0): exact match from the tree, fresh load from the engine.
+    int localMatch = Math.min(local.match(tokens), n);
+    EngineLoad ll = localLoad.get();
+    s.matched[0] = localMatch;
+    s.effective[0] = localMatch;
+    s.load[0] = ll.total();
+    s.queue[0] = ll.total();
+    s.rtt[0] = 0;
+    s.skipped[0] = SkipReason.NONE;
+    long localCost = (long) (ll.queueDepth() * service + prefill * (n - localMatch));
+    s.costs[0] = localCost;
+
+    boolean routing = policy != RoutingPolicy.LOCAL_ONLY && hops < config.hopLimit() && p > 0;
+    int blocks = 0;
+    if (routing && maxBlocks > 0) {
+      blocks = hasher.chain(tokens, n, s.chain);
+      peers.leadingBlocks(ps, s.chain, blocks, s.lead);
+    } else {
+      Arrays.fill(s.lead, 0, p, 0);
+    }
+
+    long now = clock.nanoTime();
+    int eligible = 0;
+    int anyMatch = localMatch > 0 ? 1 : 0;
+    for (int i = 0; i < p; i++) {
+      int k = i + 1;
+      PeerHealth.PeerState st = health.get(ps, i);
+      int outstanding = st.outstanding.get();
+      int matched = Math.min(s.lead[i] * blockSize, n);
+      long rtt = ps.rttNanos[i] >= 0 ? ps.rttNanos[i] : st.forwardRttNanos;
+      if (rtt < 0) {
+        rtt = 0;
+      }
+      double trust = st.accuracy;
+      long age = now - ps.lastSyncNanos[i];
+      if (age > 0) {
+        trust *= Math.pow(0.5, age / halfLifeNanos);
+      }
+      int eff = (int) (matched * trust);
+      int queue = ps.queueDepth[i] + outstanding;
+      s.matched[k] = matched;
+      s.effective[k] = eff;
+      s.load[k] = ps.queueDepth[i] + ps.inFlight[i] + outstanding;
+      s.queue[k] = queue;
+      s.rtt[k] = rtt;
+      SkipReason skip;
+      if (contains(tried, triedCount, ps.ids[i])) {
+        skip = SkipReason.ALREADY_TRIED;
+      } else if (ps.suspect[i]) {
+        skip = SkipReason.SUSPECT;
+      } else if (ps.overloaded[i]) {
+        skip = SkipReason.OVERLOADED;
+      } else if (st.busyUntil > now) {
+        skip = SkipReason.BUSY_COOLDOWN;
+      } else if (st.failedUntil > now) {
+        skip = SkipReason.FAILED_COOLDOWN;
+      } else {
+        skip = SkipReason.NONE;
+      }
+      s.skipped[k] = skip;
+      if (skip == SkipReason.NONE) {
+        eligible++;
+        if (matched > 0) {
+          anyMatch = 1;
+        }
+        s.costs[k] = rtt + overheadNanos + (long) (queue * service + prefill * (n - eff));
+      } else {
+        s.costs[k] = Long.MAX_VALUE;
+      }
+    }
+
+    int chosen = 0;
+    Reason reason;
+    if (policy == RoutingPolicy.LOCAL_ONLY) {
+      reason = Reason.LOCAL_ONLY_POLICY;
+    } else if (hops >= config.hopLimit()) {
+      reason = Reason.HOP_LIMIT;
+    } else if (p == 0) {
+      reason = Reason.NO_PEERS;
+    } else if (eligible == 0) {
+      reason = Reason.ALL_PEERS_SKIPPED;
+    } else if (policy == RoutingPolicy.LONGEST_PREFIX) {
+      int best = -1;
+      for (int k = 1; k < c; k++) {
+        if (s.skipped[k] != SkipReason.NONE) {
+          continue;
+        }
+        if (best < 0 || s.matched[k] > s.matched[best]
+            || (s.matched[k] == s.matched[best] && s.load[k] < s.load[best])) {
+          best = k;
+        }
+      }
+      if (s.matched[best] > localMatch) {
+        chosen = best;
+        reason = Reason.PEER_LONGEST;
+      } else {
+        reason = Reason.LOCAL_LONGEST_OR_TIE;
+      }
+    } else if (anyMatch == 0 && config.coldPlacement() && blocks > 0) {
+      int target = coldTarget(s, ps, c, s.chain[0]);
+      reason = Reason.COLD_PLACEMENT;
+      if (target != 0 && s.costs[target] <= localCost * (1.0 + config.coldPlacementSlack())) {
+        chosen = target;
+      } else if (target != 0) {
+        reason = Reason.LOCAL_CHEAPEST;
+      }
+    } else {
+      int best = -1;
+      for (int k = 1; k < c; k++) {
+        if (s.skipped[k] == SkipReason.NONE && (best < 0 || s.costs[k] < s.costs[best])) {
+          best = k;
+        }
+      }
+      long margin = Math.max((long) (config.forwardMarginRatio() * localCost), marginMinNanos);
+      if (s.costs[best] < localCost - margin) {
+        chosen = best;
+        reason = Reason.PEER_CHEAPER;
+      } else if (s.costs[best] < localCost) {
+        reason = Reason.MARGIN_NOT_MET;
+      } else {
+        reason = Reason.LOCAL_CHEAPEST;
+      }
+    }
+
+    String[] ids = new String[c];
+    ids[0] = localId;
+    System.arraycopy(ps.ids, 0, ids, 1, p);
+    return new RouteDecision(
+        policy, n, ids,
+        Arrays.copyOf(s.matched, c),
+        Arrays.copyOf(s.effective, c),
+        Arrays.copyOf(s.load, c),
+        Arrays.copyOf(s.rtt, c),
+        Arrays.copyOf(s.costs, c),
+        Arrays.copyOf(s.skipped, c),
+        chosen, reason);
+  }
+
+  /** Bounded-load rendezvous over the local node and eligible peers. */
+  private int coldTarget(Scratch s, PeerSet ps, int c, long key) {
+    long total = 0;
+    int count = 0;
+    for (int k = 0; k < c; k++) {
+      if (s.skipped[k] == SkipReason.NONE) {
+        total += s.load[k];
+        count++;
+      }
+    }
+    long cap = Rendezvous.capacity(config.coldPlacementLoadBound(), total, count);
+    int best = -1;
+    long bestScore = 0;
+    int fallback = 0;
+    long fallbackScore = 0;
+    for (int k = 0; k < c; k++) {
+      if (s.skipped[k] != SkipReason.NONE) {
+        continue;
+      }
+      long score = Rendezvous.score(key, k == 0 ? localIdHash : ps.idHashes[k - 1]);
+      if (k == 0 || Long.compareUnsigned(score, fallbackScore) > 0) {
+        fallback = k;
+        fallbackScore = score;
+      }
+      if (s.load[k] + 1L <= cap && (best < 0 || Long.compareUnsigned(score, bestScore) > 0)) {
+        best = k;
+        bestScore = score;
+      }
+    }
+    return best >= 0 ? best : fallback;
+  }
+
+  private static boolean contains(String[] tried, int count, String id) {
+    for (int i = 0; i < count; i++) {
+      if (tried[i].equals(id)) {
+        return true;
+      }
+    }
+    return false;
+  }
+}

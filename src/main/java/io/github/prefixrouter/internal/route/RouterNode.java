@@ -1,0 +1,793 @@
+package io.github.prefixrouter.internal.route;
+
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.NodeNotRunningException;
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.internal.wire.MalformedMessageException;
+import io.github.prefixrouter.spi.Clock;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Scheduler;
+import io.github.prefixrouter.spi.Schedulers;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
+import java.time.Duration;
+import java.util.EnumMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.random.RandomGenerator;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The routing node.
+ *
+ * <p>Design notes:
+ * <ul>
+ *   <li><b>Executions.</b> Every request this node takes on (submitted locally, or forwarded to
+ *       it by a peer) is an {@code Execution}: a sequence of attempts (forward to a peer, or run
+ *       on the local engine), each numbered. A callback acts only if it claims the current
+ *       attempt number under the execution's lock, so late answers, duplicate answers, a guard
+ *       timer racing a transport timeout, or a misbehaving SPI that completes twice are ignored.
+ *       The final answer goes through a compare-and-set once-only flag: every execution
+ *       completes exactly once.
+ *   <li><b>Fallback.</b> A forward that times out (a best-effort CANCEL is sent), is refused
+ *       as busy, cannot reach the peer, fails at the peer or returns garbage counts a fallback
+ *       under its cause, excludes that peer for this request, and routes again: the next best
+ *       peer or local. After {@link #MAX_FORWARDS} forwards the request runs locally. A local
+ *       engine failure is final ({@link RequestFailedException}).
+ *   <li><b>Timeouts.</b> The forwarding timeout is
+ *       {@code clamp(4 × (estimated cost + maxTokens × decode per token) + 2 × rtt, min, max)}:
+ *       generous, because a false timeout runs the request twice, and dead peers are also
+ *       caught by the failure detector, and a
+ *       guard timer 25% later protects against a transport that never answers.
+ *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
+ *       running or its engine queue is at the high watermark; a duplicate of a request already
+ *       running here (same sender and id) joins the running execution instead of running twice.
+ *       Below the hop limit it may be routed again; at the limit it runs here.
+ *   <li><b>Threads.</b> None of its own: work runs on the callers' threads, the transport's
+ *       and engine's completion threads, and the injected scheduler.
+ * </ul>
+ */
+public final class RouterNode implements PrefixRouterNode {
+
+  private static final Logger LOG = LoggerFactory.getLogger(RouterNode.class);
+
+  /** Forwarding attempts per request before it runs locally. */
+  static final int MAX_FORWARDS = 3;
+
+  /** The parts the node is assembled from; tests substitute their own. */
+  public record Components(LocalPrefixIndex local, ChainHasher hasher, PeerView peers) {
+    public Components {
+      Objects.requireNonNull(local, "local");
+      Objects.requireNonNull(hasher, "hasher");
+      Objects.requireNonNull(peers, "peers");
+    }
+  }
+
+  private final String nodeId;
+  private final RouterConfig config;
+  private final Transport transport;
+  private final InferenceEngine engine;
+  private final Clock clock;
+  private final Scheduler scheduler;
+  private final Schedulers.ClosableScheduler ownedScheduler;
+  private final RandomGenerator random;
+  private final List<PeerAddress> seeds;
+  private final LocalPrefixIndex local;
+  private final PeerView peers;
+  private final CostModel cost;
+  private final PeerHealth health = new PeerHealth();
+  private final RoutePlanner planner;
+
+  private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
+  private final CompletableFuture<Void> stopped = new CompletableFuture<>();
+  private final AtomicBoolean stopFinished = new AtomicBoolean();
+  private final AtomicInteger inFlight = new AtomicInteger();
+  private final ConcurrentHashMap<String, Execution> servingForPeers = new ConcurrentHashMap<>();
+
+  private final LongAdder requests = new LongAdder();
+  private final LongAdder servedLocally = new LongAdder();
+  private final LongAdder forwarded = new LongAdder();
+  private final LongAdder failed = new LongAdder();
+  private final LongAdder coldPlacements = new LongAdder();
+  private final LongAdder servedForPeers = new LongAdder();
+  private final LongAdder refusedForPeers = new LongAdder();
+  private final LongAdder pushedBack = new LongAdder();
+  private final EnumMap<FallbackCause, LongAdder> fallbacks = new EnumMap<>(FallbackCause.class);
+  private final LongAdder estimatedCached = new LongAdder();
+  private final LongAdder actualCached = new LongAdder();
+  private final LongAdder promptTokens = new LongAdder();
+  private final LongAdder cachedPromptTokens = new LongAdder();
+  private final LongAdder malformedInbound = new LongAdder();
+  private final AtomicLong decisions = new AtomicLong();
+
+  /** Builds a node with the default components (used by {@link PrefixRouterNode.Builder}). */
+  public RouterNode(
+      String nodeId,
+      RouterConfig config,
+      Transport transport,
+      InferenceEngine engine,
+      Clock clock,
+      Scheduler scheduler,
+      RandomGenerator random,
+      List<PeerAddress> seeds) {
+    this(nodeId, config, transport, engine, clock, scheduler, random, seeds, null);
+  }
+
+  /** Builds a node from explicit components; {@code components == null} means the defaults. */
+  public RouterNode(
+      String nodeId,
+      RouterConfig config,
+      Transport transport,
+      InferenceEngine engine,
+      Clock clock,
+      Scheduler scheduler,
+      RandomGenerator random,
+      List<PeerAddress> seeds,
+      Components components) {
+    this.nodeId = PeerAddress.checkNodeId(nodeId);
+    this.config = Objects.requireNonNull(config, "config").validate();
+    this.transport = Objects.requireNonNull(transport, "transport");
+    this.engine = Objects.requireNonNull(engine, "engine");
+    this.clock = Objects.requireNonNull(clock, "clock");
+    this.random = Objects.requireNonNull(random, "random");
+    this.seeds = List.copyOf(seeds);
+    if (scheduler == null) {
+      this.ownedScheduler = Schedulers.newSingleThread("prefix-router-" + nodeId);
+      this.scheduler = ownedScheduler;
+    } else {
+      this.ownedScheduler = null;
+      this.scheduler = scheduler;
+    }
+    for (FallbackCause c : FallbackCause.values()) {
+      if (c != FallbackCause.NONE) {
+        fallbacks.put(c, new LongAdder());
+      }
+    }
+    Components parts = components != null ? components : DefaultComponents.create(this);
+    this.local = parts.local();
+    this.peers = parts.peers();
+    this.cost = new CostModel(config.initialPrefillNanosPerToken());
+    this.planner = new RoutePlanner(config, nodeId, local, parts.hasher(), peers, cost, health,
+        clock, this::engineLoad);
+  }
+
+  // ---------------------------------------------------------------- accessors for wiring
+
+  RouterConfig config() {
+    return config;
+  }
+
+  Transport transport() {
+    return transport;
+  }
+
+  InferenceEngine engine() {
+    return engine;
+  }
+
+  Clock clock() {
+    return clock;
+  }
+
+  Scheduler scheduler() {
+    return scheduler;
+  }
+
+  RandomGenerator random() {
+    return random;
+  }
+
+  List<PeerAddress> seeds() {
+    return seeds;
+  }
+
+  PeerView peerView() {
+    return peers;
+  }
+
+  LocalPrefixIndex localIndex() {
+    return local;
+  }
+
+  /** The engine's load, guarded against a misbehaving engine. */
+  EngineLoad engineLoad() {
+    try {
+      EngineLoad l = engine.load();
+      return l != null ? l : EngineLoad.IDLE;
+    } catch (RuntimeException e) {
+      return EngineLoad.IDLE;
+    }
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  @Override
+  public String nodeId() {
+    return nodeId;
+  }
+
+  @Override
+  public State state() {
+    return state.get();
+  }
+
+  @Override
+  public void start() {
+    if (!state.compareAndSet(State.NEW, State.RUNNING)) {
+      throw new IllegalStateException(
+          "node " + nodeId + " can only start from NEW, it is " + state.get());
+    }
+    transport.start(new Inbound());
+    peers.start();
+    LOG.info("node {} started: {}", nodeId, config);
+  }
+
+  @Override
+  public CompletableFuture<Void> stop() {
+    while (true) {
+      State s = state.get();
+      if (s == State.NEW) {
+        if (state.compareAndSet(State.NEW, State.STOPPING)) {
+          finishStop(false);
+          return stopped;
+        }
+      } else if (s == State.RUNNING) {
+        if (state.compareAndSet(State.RUNNING, State.STOPPING)) {
+          if (inFlight.get() == 0) {
+            finishStop(true);
+          }
+          return stopped;
+        }
+      } else {
+        return stopped;
+      }
+    }
+  }
+
+  @Override
+  public void close() {
+    stop().join();
+  }
+
+  private void finishStop(boolean started) {
+    if (!stopFinished.compareAndSet(false, true)) {
+      return;
+    }
+    try {
+      if (started) {
+        peers.stop();
+      }
+      transport.close();
+    } catch (RuntimeException e) {
+      LOG.warn("node {}: error while stopping", nodeId, e);
+    } finally {
+      state.set(State.STOPPED);
+      if (ownedScheduler != null) {
+        ownedScheduler.close();
+      }
+      stopped.complete(null);
+      LOG.info("node {} stopped", nodeId);
+    }
+  }
+
+  private void executionEnded() {
+    if (inFlight.decrementAndGet() == 0 && state.get() == State.STOPPING) {
+      finishStop(true);
+    }
+  }
+
+  // ---------------------------------------------------------------- submit and routing
+
+  @Override
+  public CompletableFuture<InferenceResponse> submit(InferenceRequest request) {
+    Objects.requireNonNull(request, "request");
+    inFlight.incrementAndGet();
+    State s = state.get();
+    if (s != State.RUNNING) {
+      executionEnded();
+      return CompletableFuture.failedFuture(new NodeNotRunningException(nodeId, s));
+    }
+    requests.increment();
+    Execution ex = new Execution(request, 0, null);
+    try {
+      route(ex);
+    } catch (RuntimeException e) {
+      LOG.error("node {}: routing failed for {}", nodeId, request.id(), e);
+      runLocal(ex);
+    }
+    return ex.future;
+  }
+
+  @Override
+  public RouteDecision explain(InferenceRequest request) {
+    Objects.requireNonNull(request, "request");
+    return planner.decide(request.tokensUnsafe());
+  }
+
+  private void route(Execution ex) {
+    PeerSet[] ps = new PeerSet[1];
+    String[] tried;
+    int triedCount;
+    synchronized (ex) {
+      tried = ex.tried;
+      triedCount = ex.triedCount;
+    }
+    RouteDecision d = planner.decide(ex.request.tokensUnsafe(), ex.hops, tried, triedCount, ps);
+    if ((decisions.incrementAndGet() & 1023) == 0) {
+      pruneHealth(ps[0]);
+    }
+    if (ex.firstDecision == null) {
+      ex.firstDecision = d;
+      if (d.reason() == RouteDecision.Reason.COLD_PLACEMENT) {
+        coldPlacements.increment();
+      }
+    }
+    if (LOG.isDebugEnabled()) {
+      LOG.debug("node {} request {}: {}", nodeId, ex.request.id(), d);
+    }
+    if (d.isLocal()) {
+      runLocal(ex);
+    } else {
+      int i = ps[0].indexOf(d.targetNodeId());
+      forward(ex, d, ps[0], i);
+    }
+  }
+
+  private void pruneHealth(PeerSet ps) {
+    Set<String> live = new HashSet<>();
+    for (int i = 0; i < ps.size; i++) {
+      live.add(ps.ids[i]);
+    }
+    health.prune(live, clock.nanoTime());
+  }
+
+  private void forward(Execution ex, RouteDecision d, PeerSet ps, int i) {
+    PeerAddress to = ps.address(i);
+    PeerHealth.PeerState st = health.get(ps, i);
+    RouteDecision.Candidate target = d.target();
+    long rtt = Math.max(0, target.rttNanos());
+    double expected = target.costNanos() + ex.request.params().maxTokens()
+        * cost.decodeNanosPerToken();
+    long timeout = clamp((long) Math.min(Long.MAX_VALUE / 4, 4 * expected) + 2 * rtt,
+        config.forwardTimeoutMin().toNanos(), config.forwardTimeoutMax().toNanos());
+    Attempt a;
+    synchronized (ex) {
+      a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens());
+      ex.attempts++;
+      ex.forwards++;
+      ex.tried[ex.triedCount++] = to.nodeId();
+    }
+    st.outstanding.incrementAndGet();
+    byte[] payload = ForwardCodec.forward(ex.request, nodeId, ex.hops + 1);
+    Scheduler.Cancellable guard = scheduler.schedule(timeout + timeout / 4 + 1_000_000L,
+        () -> onForwardDone(ex, a, null,
+            new TransportException(TransportException.Kind.TIMEOUT,
+                "no answer from " + to + " within the forwarding timeout (transport guard)")));
+    CompletableFuture<byte[]> f;
+    try {
+      f = transport.request(to, payload, Duration.ofNanos(timeout));
+      if (f == null) {
+        f = CompletableFuture.failedFuture(new TransportException(
+            TransportException.Kind.PROTOCOL, "transport returned no future"));
+      }
+    } catch (RuntimeException e) {
+      f = CompletableFuture.failedFuture(e);
+    }
+    f.whenComplete((bytes, err) -> {
+      guard.cancel();
+      onForwardDone(ex, a, bytes, err);
+    });
+  }
+
+  private void onForwardDone(Execution ex, Attempt a, byte[] bytes, Throwable err) {
+    if (a.released.compareAndSet(false, true)) {
+      a.peer.outstanding.decrementAndGet();
+    }
+    if (!ex.claim(a.seq)) {
+      return;
+    }
+    long now = clock.nanoTime();
+    FallbackCause cause;
+    String detail;
+    if (err != null) {
+      Throwable t = unwrap(err);
+      TransportException.Kind kind = t instanceof TransportException te
+          ? te.kind() : TransportException.Kind.UNREACHABLE;
+      detail = String.valueOf(t.getMessage());
+      switch (kind) {
+        case TIMEOUT -> {
+          cause = FallbackCause.TIMEOUT;
+          a.peer.failedUntil = now + config.failureCooldown().toNanos();
+          try {
+            transport.send(a.to, ForwardCodec.cancel(ex.request.id(), nodeId));
+          } catch (RuntimeException e) {
+            LOG.debug("node {}: cancel to {} failed", nodeId, a.to, e);
+          }
+        }
+        case BUSY -> {
+          cause = FallbackCause.BUSY;
+          pushedBack.increment();
+          a.peer.busyUntil = now + config.busyCooldown().toNanos();
+        }
+        case PROTOCOL -> cause = FallbackCause.PROTOCOL_ERROR;
+        case CLOSED -> cause = FallbackCause.TRANSPORT_CLOSED;
+        default -> {
+          cause = FallbackCause.UNREACHABLE;
+          a.peer.failedUntil = now + config.failureCooldown().toNanos();
+        }
+      }
+    } else {
+      ForwardCodec.Message m;
+      try {
+        m = ForwardCodec.decode(bytes);
+      } catch (MalformedMessageException | RuntimeException e) {
+        m = null;
+        malformedInbound.increment();
+        LOG.warn("node {}: malformed answer from {}: {}", nodeId, a.to, e.getMessage());
+      }
+      if (m != null && !m.requestId().equals(ex.request.id())) {
+        LOG.warn("node {}: answer from {} names request {} instead of {}", nodeId, a.to,
+            m.requestId(), ex.request.id());
+        m = null;
+      }
+      if (m instanceof ForwardCodec.Result r) {
+        cost.observe(r.result());
+        int actual = r.result().cachedPromptTokens();
+        if (actual >= 0) {
+          a.peer.observeAccuracy(a.estimatedMatched, actual);
+          if (!ex.fromPeer) {
+            estimatedCached.add(a.estimatedMatched);
+            actualCached.add(actual);
+          }
+        }
+        a.peer.observeRtt(now - a.sentAt - r.serverNanos());
+        complete(ex, r.result(), r.servedBy(), true, null);
+        return;
+      } else if (m instanceof ForwardCodec.Busy) {
+        cause = FallbackCause.BUSY;
+        detail = "busy";
+        pushedBack.increment();
+        a.peer.busyUntil = now + config.busyCooldown().toNanos();
+      } else if (m instanceof ForwardCodec.Failed fm) {
+        cause = FallbackCause.PEER_FAILED;
+        detail = fm.message();
+      } else {
+        cause = FallbackCause.PROTOCOL_ERROR;
+        detail = "unexpected or malformed answer";
+      }
+    }
+    fallbacks.get(cause).increment();
+    ex.lastCause = cause;
+    LOG.debug("node {} request {}: forward to {} fell back ({}: {})", nodeId, ex.request.id(),
+        a.to, cause, detail);
+    int forwards;
+    synchronized (ex) {
+      forwards = ex.forwards;
+    }
+    try {
+      if (forwards >= MAX_FORWARDS) {
+        runLocal(ex);
+      } else {
+        route(ex);
+      }
+    } catch (RuntimeException e) {
+      LOG.error("node {}: fallback routing failed for {}", nodeId, ex.request.id(), e);
+      runLocal(ex);
+    }
+  }
+
+  private void runLocal(Execution ex) {
+    int seq;
+    synchronized (ex) {
+      seq = ++ex.attemptSeq;
+      ex.attempts++;
+    }
+    CompletableFuture<EngineResult> f;
+    try {
+      f = engine.execute(ex.request);
+      if (f == null) {
+        f = CompletableFuture.failedFuture(
+            new EngineException("engine returned no future", false));
+      }
+    } catch (RuntimeException e) {
+      f = CompletableFuture.failedFuture(e);
+    }
+    long limit = config.engineTimeout().toNanos();
+    Scheduler.Cancellable guard = scheduler.schedule(limit, () -> {
+      if (!ex.claim(seq)) {
+        return;
+      }
+      try {
+        engine.cancel(ex.request.id());
+      } catch (RuntimeException e) {
+        LOG.debug("node {}: engine cancel failed", nodeId, e);
+      }
+      complete(ex, null, nodeId, false, new EngineException(
+          "no answer within engineTimeout " + config.engineTimeout(), true));
+    });
+    f.whenComplete((res, err) -> {
+      guard.cancel();
+      if (!ex.claim(seq)) {
+        return;
+      }
+      if (err != null || res == null) {
+        Throwable t = err != null ? unwrap(err)
+            : new EngineException("engine completed with no result", false);
+        complete(ex, null, nodeId, false, t);
+      } else {
+        cost.observe(res);
+        try {
+          local.onExecuted(ex.request.tokensUnsafe());
+        } catch (RuntimeException e) {
+          LOG.warn("node {}: local index update failed", nodeId, e);
+        }
+        complete(ex, res, nodeId, false, null);
+      }
+    });
+  }
+
+  private void complete(Execution ex, EngineResult result, String servedBy, boolean wasForwarded,
+      Throwable error) {
+    if (!ex.done.compareAndSet(false, true)) {
+      return;
+    }
+    try {
+      if (error != null) {
+        if (!ex.fromPeer) {
+          failed.increment();
+        }
+        ex.future.completeExceptionally(new RequestFailedException(ex.request.id(),
+            "the local engine failed: " + error.getMessage(), error));
+        return;
+      }
+      if (ex.fromPeer) {
+        if (!wasForwarded) {
+          servedForPeers.increment();
+        }
+      } else {
+        if (wasForwarded) {
+          forwarded.increment();
+        } else {
+          servedLocally.increment();
+        }
+        promptTokens.add(ex.request.length());
+        if (result.cachedPromptTokens() >= 0) {
+          cachedPromptTokens.add(result.cachedPromptTokens());
+        }
+      }
+      InferenceResponse resp = new InferenceResponse(ex.request.id(), result, servedBy,
+          wasForwarded, Math.max(1, ex.attempts), ex.lastCause, ex.firstDecision);
+      ex.future.complete(resp);
+    } finally {
+      executionEnded();
+    }
+  }
+
+  // ---------------------------------------------------------------- serving peers
+
+  private CompletableFuture<byte[]> onForwardRequest(PeerAddress from, byte[] payload) {
+    ForwardCodec.Message m;
+    try {
+      m = ForwardCodec.decode(payload);
+    } catch (MalformedMessageException e) {
+      malformedInbound.increment();
+      LOG.warn("node {}: malformed request from {}: {}", nodeId, from, e.getMessage());
+      return CompletableFuture.failedFuture(
+          new TransportException(TransportException.Kind.PROTOCOL, e.getMessage()));
+    }
+    if (!(m instanceof ForwardCodec.Forward fw)) {
+      malformedInbound.increment();
+      return CompletableFuture.failedFuture(new TransportException(
+          TransportException.Kind.PROTOCOL, "expected a FORWARD request"));
+    }
+    long receivedAt = clock.nanoTime();
+    String id = fw.requestId();
+    if (state.get() != State.RUNNING) {
+      refusedForPeers.increment();
+      return CompletableFuture.completedFuture(ForwardCodec.busy(id, 0));
+    }
+    String key = from.nodeId() + "\n" + id;
+    Execution existing = servingForPeers.get(key);
+    if (existing == null) {
+      EngineLoad load = engineLoad();
+      if (load.queueDepth() >= config.highWatermark()) {
+        refusedForPeers.increment();
+        return CompletableFuture.completedFuture(ForwardCodec.busy(id, load.queueDepth()));
+      }
+      Execution ex = new Execution(fw.request(), fw.hops(), from.nodeId());
+      existing = servingForPeers.putIfAbsent(key, ex);
+      if (existing == null) {
+        inFlight.incrementAndGet();
+        if (state.get() != State.RUNNING) {
+          // lost a race with stop(): refuse and release
+          servingForPeers.remove(key, ex);
+          refusedForPeers.increment();
+          ex.done.set(true);
+          executionEnded();
+          return CompletableFuture.completedFuture(ForwardCodec.busy(id, 0));
+        }
+        ex.future.whenComplete((r, t) -> servingForPeers.remove(key, ex));
+        try {
+          route(ex);
+        } catch (RuntimeException e) {
+          runLocal(ex);
+        }
+        existing = ex;
+      }
+    }
+    return existing.future.handle((resp, err) -> {
+      if (resp != null) {
+        return ForwardCodec.result(id, resp.servedBy(), clock.nanoTime() - receivedAt,
+            resp.result());
+      }
+      Throwable t = unwrap(err);
+      boolean retryable = !(t.getCause() instanceof EngineException ee) || ee.retryable();
+      return ForwardCodec.failed(id, retryable, String.valueOf(t.getMessage()));
+    });
+  }
+
+  private void onOneWay(PeerAddress from, byte[] payload) {
+    if (ForwardCodec.isForwarding(payload)) {
+      try {
+        ForwardCodec.Message m = ForwardCodec.decode(payload);
+        if (m instanceof ForwardCodec.Cancel c) {
+          Execution ex = servingForPeers.get(from.nodeId() + "\n" + c.requestId());
+          if (ex != null) {
+            engine.cancel(c.requestId());
+          }
+        } else {
+          malformedInbound.increment();
+        }
+      } catch (MalformedMessageException | RuntimeException e) {
+        malformedInbound.increment();
+        LOG.debug("node {}: bad one-way message from {}: {}", nodeId, from, e.getMessage());
+      }
+      return;
+    }
+    try {
+      if (!peers.onMessage(from, payload)) {
+        malformedInbound.increment();
+      }
+    } catch (RuntimeException e) {
+      malformedInbound.increment();
+      LOG.warn("node {}: gossip message from {} failed", nodeId, from, e);
+    }
+  }
+
+  private final class Inbound implements Transport.InboundHandler {
+    @Override
+    public void onMessage(PeerAddress from, byte[] payload) {
+      if (from == null || payload == null) {
+        malformedInbound.increment();
+        return;
+      }
+      onOneWay(from, payload);
+    }
+
+    @Override
+    public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+      if (from == null || payload == null) {
+        malformedInbound.increment();
+        return CompletableFuture.failedFuture(
+            new TransportException(TransportException.Kind.PROTOCOL, "null sender or payload"));
+      }
+      try {
+        return onForwardRequest(from, payload);
+      } catch (RuntimeException e) {
+        LOG.error("node {}: serving a request from {} failed", nodeId, from, e);
+        return CompletableFuture.failedFuture(
+            new TransportException(TransportException.Kind.PROTOCOL, String.valueOf(e)));
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- stats
+
+  @Override
+  public NodeStats stats() {
+    Map<FallbackCause, Long> fb = new EnumMap<>(FallbackCause.class);
+    fallbacks.forEach((k, v) -> fb.put(k, v.sum()));
+    return new NodeStats(nodeId, state.get(), requests.sum(), servedLocally.sum(),
+        forwarded.sum(), failed.sum(), coldPlacements.sum(), servedForPeers.sum(),
+        refusedForPeers.sum(), pushedBack.sum(), fb, estimatedCached.sum(), actualCached.sum(),
+        promptTokens.sum(), cachedPromptTokens.sum(), peers.bytesIn(), peers.bytesOut(),
+        local.cachedTokens(), peers.localBlocks(), peers.replicaBlocks(), peers.livePeers().size(), inFlight.get());
+  }
+
+  /** Inbound messages that could not be decoded (counted and dropped). */
+  public long malformedMessages() {
+    return malformedInbound.sum();
+  }
+
+  /** The current learned prefill cost per token, for tests and diagnostics. */
+  double learnedPrefillNanosPerToken() {
+    return cost.prefillNanosPerToken();
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  private static long clamp(long v, long min, long max) {
+    return Math.max(min, Math.min(max, v));
+  }
+
+  private static Throwable unwrap(Throwable t) {
+    while ((t instanceof java.util.concurrent.CompletionException
+        || t instanceof java.util.concurrent.ExecutionException) && t.getCause() != null) {
+      t = t.getCause();
+    }
+    return t;
+  }
+
+  /** One forwarding attempt. */
+  private static final class Attempt {
+    final int seq;
+    final PeerAddress to;
+    final PeerHealth.PeerState peer;
+    final long sentAt;
+    final int estimatedMatched;
+    final AtomicBoolean released = new AtomicBoolean();
+
+    Attempt(int seq, PeerAddress to, PeerHealth.PeerState peer, long sentAt, int est) {
+      this.seq = seq;
+      this.to = to;
+      this.peer = peer;
+      this.sentAt = sentAt;
+      this.estimatedMatched = est;
+    }
+  }
+
+  /** One request this node has taken on. */
+  private static final class Execution {
+    final InferenceRequest request;
+    final int hops;
+    final boolean fromPeer;
+    final CompletableFuture<InferenceResponse> future = new CompletableFuture<>();
+    final AtomicBoolean done = new AtomicBoolean();
+    final String[] tried = new String[MAX_FORWARDS + 1];
+    int triedCount;
+    int attemptSeq;
+    int attempts;
+    int forwards;
+    volatile RouteDecision firstDecision;
+    volatile FallbackCause lastCause = FallbackCause.NONE;
+
+    Execution(InferenceRequest request, int hops, String sender) {
+      this.request = request;
+      this.hops = hops;
+      this.fromPeer = sender != null;
+      if (sender != null) {
+        tried[triedCount++] = sender;
+      }
+    }
+
+    /** Claims the current attempt; false if it is stale or the execution is done. */
+    synchronized boolean claim(int seq) {
+      if (done.get() || attemptSeq != seq) {
+        return false;
+      }
+      attemptSeq++;
+      return true;
+    }
+  }
+}

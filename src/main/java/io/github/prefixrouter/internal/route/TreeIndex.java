@@ -1,0 +1,36 @@
+package io.github.prefixrouter.internal.route;
+
+import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
+
+/** The local prefix tree as the router's {@link LocalPrefixIndex}. */
+final class TreeIndex implements LocalPrefixIndex {
+
+  private final ConcurrentPrefixTree tree;
+  private final boolean selfManaged;
+
+  TreeIndex(ConcurrentPrefixTree tree) {
+    this.tree = tree;
+    this.selfManaged = tree.mode() == ConcurrentPrefixTree.Mode.SELF_MANAGED;
+  }
+
+  ConcurrentPrefixTree tree() {
+    return tree;
+  }
+
+  @Override
+  public int match(int[] tokens) {
+    return tree.match(tokens);
+  }
+
+  @Override
+  public void onExecuted(int[] tokens) {
+    if (selfManaged) {
+      tree.insert(tokens);
+    }
+  }
+
+  @Override
+  public long cachedTokens() {
+    return tree.sizeTokens();
+  }
+}

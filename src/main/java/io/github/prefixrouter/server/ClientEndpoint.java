@@ -1,0 +1,220 @@
+package io.github.prefixrouter.server;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.NodeNotRunningException;
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.engine.openai.Json;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The small client-facing HTTP API of a {@link NodeMain} process.
+ *
+ * <ul>
+ *   <li>{@code POST /v1/route/completions} with
+ *       {@code {"id": "...", "prompt": [token ids], "max_tokens": 1, "temperature": 0,
+ *       "top_p": 1, "seed": 0}} (all but {@code prompt} optional) submits one request to the
+ *       node and answers {@code {"id", "served_by", "forwarded", "attempts", "fallback",
+ *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}. 400 for a bad request
+ *       (the message says what), 503 when the node is not running or too many client requests
+ *       are in flight, 502 when the request failed everywhere.
+ *   <li>{@code GET /v1/stats}: the node's {@link NodeStats} (plus transport and engine counters)
+ *       as JSON.
+ *   <li>{@code GET /health}: 200 while the node runs.
+ * </ul>
+ *
+ * Requests are answered asynchronously: no thread waits for the engine.
+ */
+final class ClientEndpoint {
+
+  private static final Logger log = LoggerFactory.getLogger(ClientEndpoint.class);
+  private static final int MAX_BODY = 8 << 20;
+
+  private final PrefixRouterNode node;
+  private final Supplier<Map<String, Object>> extraStats;
+  private final int maxInFlight;
+  private final AtomicInteger inFlight = new AtomicInteger();
+  private final AtomicLong ids = new AtomicLong();
+  private HttpServer server;
+  private ExecutorService executor;
+
+  ClientEndpoint(PrefixRouterNode node, Supplier<Map<String, Object>> extraStats, int maxInFlight) {
+    this.node = node;
+    this.extraStats = extraStats;
+    this.maxInFlight = maxInFlight;
+  }
+
+  InetSocketAddress start(String host, int port) throws IOException {
+    server = HttpServer.create(new InetSocketAddress(host, port), 256);
+    AtomicInteger n = new AtomicInteger();
+    executor = Executors.newFixedThreadPool(2, r -> {
+      Thread t = new Thread(r, "client-endpoint-" + n.incrementAndGet());
+      t.setDaemon(true);
+      return t;
+    });
+    server.setExecutor(executor);
+    server.createContext("/v1/route/completions", this::completions);
+    server.createContext("/v1/stats", this::stats);
+    server.createContext("/health", ex -> respond(ex, node.state() == PrefixRouterNode.State.RUNNING ? 200 : 503,
+        Map.of("state", node.state().name())));
+    server.start();
+    return server.getAddress();
+  }
+
+  void stop() {
+    if (server != null) {
+      server.stop(0);
+      executor.shutdownNow();
+    }
+  }
+
+  private void completions(HttpExchange ex) {
+    if (!"POST".equals(ex.getRequestMethod())) {
+      respond(ex, 405, Map.of("error", "use POST"));
+      return;
+    }
+    InferenceRequest request;
+    try {
+      request = parseRequest(ex);
+    } catch (IOException e) {
+      respond(ex, 400, Map.of("error", "cannot read the request body"));
+      return;
+    } catch (IllegalArgumentException e) { // includes Json.JsonException's shape errors
+      respond(ex, 400, Map.of("error", String.valueOf(e.getMessage())));
+      return;
+    }
+    if (inFlight.incrementAndGet() > maxInFlight) {
+      inFlight.decrementAndGet();
+      respond(ex, 503, Map.of("error", "too many requests in flight at this node"));
+      return;
+    }
+    node.submit(request).whenComplete((resp, err) -> {
+      inFlight.decrementAndGet();
+      if (err == null) {
+        respond(ex, 200, toJson(resp));
+        return;
+      }
+      Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
+      int status = c instanceof NodeNotRunningException ? 503 : 502;
+      respond(ex, status, Map.of("id", request.id(), "error", String.valueOf(c.getMessage())));
+    });
+  }
+
+  private InferenceRequest parseRequest(HttpExchange ex) throws IOException {
+    long declared = -1;
+    String cl = ex.getRequestHeaders().getFirst("Content-Length");
+    if (cl != null) {
+      try {
+        declared = Long.parseLong(cl.trim());
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException("bad Content-Length");
+      }
+    }
+    if (declared > MAX_BODY) {
+      throw new IllegalArgumentException("body larger than " + MAX_BODY + " bytes");
+    }
+    byte[] body = ex.getRequestBody().readNBytes(MAX_BODY + 1);
+    if (body.length > MAX_BODY) {
+      throw new IllegalArgumentException("body larger than " + MAX_BODY + " bytes");
+    }
+    Object root = Json.parse(new String(body, StandardCharsets.UTF_8), MAX_BODY, 8);
+    if (!(root instanceof Map<?, ?> m)) {
+      throw new IllegalArgumentException("the body must be a JSON object");
+    }
+    Object idValue = m.get("id");
+    String id = idValue == null ? node.nodeId() + "-c" + ids.incrementAndGet() : Json.asString(idValue, "id");
+    int[] prompt = Json.asIntArray(m.get("prompt"), "prompt");
+    int maxTokens = m.containsKey("max_tokens") ? Json.asInt(m.get("max_tokens"), "max_tokens") : 1;
+    double temperature = m.containsKey("temperature") ? Json.asDouble(m.get("temperature"), "temperature") : 0.0;
+    double topP = m.containsKey("top_p") ? Json.asDouble(m.get("top_p"), "top_p") : 1.0;
+    long seed = 0;
+    if (m.containsKey("seed")) {
+      if (!(m.get("seed") instanceof Long l)) {
+        throw new IllegalArgumentException("seed must be an integer");
+      }
+      seed = l;
+    }
+    return new InferenceRequest(id, prompt, new GenerationParams(maxTokens, temperature, topP, seed));
+  }
+
+  private static Map<String, Object> toJson(InferenceResponse r) {
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("id", r.requestId());
+    m.put("served_by", r.servedBy());
+    m.put("forwarded", r.forwarded());
+    m.put("attempts", r.attempts());
+    m.put("fallback", r.fallbackCause() == FallbackCause.NONE ? Json.NULL : r.fallbackCause().name());
+    m.put("token_ids", r.result().outputTokens());
+    m.put("text", r.result().text());
+    m.put("prompt_tokens", r.result().promptTokens());
+    m.put("cached_tokens", r.result().cachedPromptTokens());
+    m.put("reason", r.decision().reason().name());
+    return m;
+  }
+
+  private void stats(HttpExchange ex) {
+    Map<String, Object> m = statsJson(node.stats());
+    m.putAll(extraStats.get());
+    respond(ex, 200, m);
+  }
+
+  static Map<String, Object> statsJson(NodeStats s) {
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("node_id", s.nodeId());
+    m.put("state", s.state().name());
+    m.put("requests", s.requests());
+    m.put("served_locally", s.servedLocally());
+    m.put("forwarded", s.forwarded());
+    m.put("failed", s.failed());
+    m.put("cold_placements", s.coldPlacements());
+    m.put("served_for_peers", s.servedForPeers());
+    m.put("refused_for_peers", s.refusedForPeers());
+    m.put("pushed_back", s.pushedBack());
+    Map<String, Object> fb = new LinkedHashMap<>();
+    s.fallbacks().forEach((k, v) -> fb.put(k.name(), v));
+    m.put("fallbacks", fb);
+    m.put("estimated_cached_tokens", s.estimatedCachedTokens());
+    m.put("actual_cached_tokens", s.actualCachedTokens());
+    m.put("prompt_tokens", s.promptTokens());
+    m.put("cached_prompt_tokens", s.cachedPromptTokens());
+    m.put("hit_rate", s.hitRate());
+    m.put("gossip_bytes_in", s.gossipBytesIn());
+    m.put("gossip_bytes_out", s.gossipBytesOut());
+    m.put("local_cached_tokens", s.localCachedTokens());
+    m.put("replica_blocks", s.replicaBlocks());
+    m.put("peers_live", s.peersLive());
+    m.put("in_flight", s.inFlight());
+    return m;
+  }
+
+  private static void respond(HttpExchange ex, int status, Map<String, ?> body) {
+    byte[] b = Json.write(body).getBytes(StandardCharsets.UTF_8);
+    try (ex) {
+      ex.getResponseHeaders().add("Content-Type", "application/json");
+      ex.sendResponseHeaders(status, b.length);
+      try (OutputStream out = ex.getResponseBody()) {
+        out.write(b);
+      }
+    } catch (IOException | RuntimeException e) {
+      log.debug("could not answer client {}: {}", ex.getRemoteAddress(), e.toString());
+    }
+  }
+}

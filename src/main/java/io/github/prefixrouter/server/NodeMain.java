@@ -1,0 +1,208 @@
+package io.github.prefixrouter.server;
+
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
+import io.github.prefixrouter.engine.reference.ReferenceEngine;
+import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.Schedulers;
+import io.github.prefixrouter.transport.http.HttpTransport;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.StandardCopyOption;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Runs one prefix-router node as a process: an {@link HttpTransport} to its peers, an engine (the
+ * {@link ReferenceEngine} or an {@link OpenAiCompatibleEngine} in front of vLLM, SGLang or
+ * llama.cpp), the routing node, and a small client endpoint (see {@link ClientEndpoint}) where
+ * clients and load generators submit token-id prompts.
+ *
+ * <pre>
+ * java -cp prefix-router.jar:guava.jar:slf4j-api.jar:slf4j-simple.jar \
+ *     io.github.prefixrouter.server.NodeMain --id n1 --listen 127.0.0.1:7001 \
+ *     --client 127.0.0.1:8001 --seeds n2@127.0.0.1:7002 --cluster-key-file cluster.key \
+ *     --engine http://127.0.0.1:8000 --policy cost-aware
+ * </pre>
+ *
+ * Flags and the properties file are described in {@link NodeOptions#USAGE} ({@code --help}).
+ * Logs go through SLF4J. On SIGTERM or SIGINT the node stops gracefully (accepted requests are
+ * answered) and prints its stats. Exit status 2 means bad flags.
+ */
+public final class NodeMain {
+
+  private static final Logger log = LoggerFactory.getLogger(NodeMain.class);
+
+  private NodeMain() {}
+
+  public static void main(String[] args) throws Exception {
+    NodeOptions o;
+    try {
+      o = NodeOptions.parse(args, System.getenv());
+    } catch (IllegalArgumentException e) {
+      System.err.println("error: " + e.getMessage());
+      System.err.println();
+      System.err.println(NodeOptions.USAGE);
+      System.exit(2);
+      return;
+    }
+    if (o.help) {
+      System.out.println(NodeOptions.USAGE);
+      return;
+    }
+    Running r = start(o);
+    CountDownLatch stopped = new CountDownLatch(1);
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      r.close();
+      stopped.countDown();
+    }, "node-shutdown"));
+    stopped.await();
+  }
+
+  /** Starts a node from parsed options; {@link Running#close()} stops it. */
+  static Running start(NodeOptions o) throws IOException {
+    InferenceEngine engine;
+    ReferenceEngine reference = null;
+    if (o.engine.equals("reference")) {
+      reference = ReferenceEngine.builder()
+          .seed(o.engineSeed)
+          .blockSize(o.config.blockSize())
+          .cacheCapacityTokens(o.engineCacheTokens)
+          .threads(o.engineThreads)
+          .build();
+      engine = reference;
+    } else {
+      OpenAiCompatibleEngine.Builder b = OpenAiCompatibleEngine.builder().baseUrl(o.engine);
+      if (o.model != null) {
+        b.model(o.model);
+      }
+      OpenAiCompatibleEngine oe = b.build();
+      if (!oe.health().join()) {
+        log.warn("engine at {} does not answer its health check yet", o.engine);
+      }
+      engine = oe;
+    }
+    HttpTransport.Builder tb = HttpTransport.builder().nodeId(o.id).listen(o.listenHost, o.listenPort);
+    if (o.advertise != null) {
+      tb.advertisedAddress(o.advertise);
+    }
+    if (o.clusterKey != null) {
+      tb.clusterKey(o.clusterKey);
+    } else {
+      tb.insecureWithoutAuthentication();
+    }
+    HttpTransport transport = tb.build();
+    Schedulers.ClosableScheduler scheduler = Schedulers.newSingleThread("prefix-router-" + o.id);
+    PrefixRouterNode node = PrefixRouterNode.builder()
+        .nodeId(o.id)
+        .config(o.config)
+        .transport(transport)
+        .engine(engine)
+        .scheduler(scheduler)
+        .seeds(o.seeds)
+        .build();
+    node.start();
+    ReferenceEngine ref = reference;
+    ClientEndpoint endpoint = new ClientEndpoint(node, () -> extraStats(transport, ref), 4096);
+    InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
+    String clientAddress = client.getHostString() + ":" + client.getPort();
+    String peerAddress = transport.localAddress().address();
+    String banner = String.format("node %s serving: peers %s, clients http://%s/v1/route/completions, engine %s, policy %s",
+        o.id, peerAddress, clientAddress, o.engine, o.config.policy());
+    log.debug(banner);
+    System.out.println(banner);
+    if (o.readyFile != null) {
+      var tmp = o.readyFile.resolveSibling(o.readyFile.getFileName() + ".tmp");
+      Files.writeString(tmp, "peer=" + peerAddress + " client=" + clientAddress + "\n", StandardCharsets.UTF_8);
+      Files.move(tmp, o.readyFile, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+    }
+    return new Running(node, transport, engine, scheduler, endpoint, clientAddress);
+  }
+
+  private static Map<String, Object> extraStats(HttpTransport t, ReferenceEngine e) {
+    Map<String, Object> m = new LinkedHashMap<>();
+    HttpTransport.Stats s = t.stats();
+    Map<String, Object> ts = new LinkedHashMap<>();
+    ts.put("requests_sent", s.requestsSent());
+    ts.put("requests_failed", s.requestsFailed());
+    ts.put("requests_received", s.requestsReceived());
+    ts.put("messages_sent", s.messagesSent());
+    ts.put("messages_received", s.messagesReceived());
+    ts.put("auth_failures", s.authFailures());
+    ts.put("replays_rejected", s.replaysRejected());
+    ts.put("oversize_rejected", s.oversizeRejected());
+    ts.put("bytes_in", s.bytesIn());
+    ts.put("bytes_out", s.bytesOut());
+    m.put("transport", ts);
+    if (e != null) {
+      ReferenceEngine.Stats es = e.stats();
+      Map<String, Object> em = new LinkedHashMap<>();
+      em.put("requests", es.requests());
+      em.put("prompt_tokens", es.promptTokens());
+      em.put("cached_prompt_tokens", es.cachedPromptTokens());
+      em.put("evaluated_positions", es.evaluatedPositions());
+      em.put("multiply_adds", es.multiplyAdds());
+      em.put("cached_tokens", es.cachedTokens());
+      m.put("engine", em);
+    }
+    return m;
+  }
+
+  /** A started node process's parts; {@link #close()} stops them in order and prints stats. */
+  static final class Running implements AutoCloseable {
+    final PrefixRouterNode node;
+    final HttpTransport transport;
+    final InferenceEngine engine;
+    final Schedulers.ClosableScheduler scheduler;
+    final ClientEndpoint endpoint;
+    final String clientAddress;
+    private final AtomicBoolean closed = new AtomicBoolean();
+
+    Running(PrefixRouterNode node, HttpTransport transport, InferenceEngine engine,
+        Schedulers.ClosableScheduler scheduler, ClientEndpoint endpoint, String clientAddress) {
+      this.node = node;
+      this.transport = transport;
+      this.engine = engine;
+      this.scheduler = scheduler;
+      this.endpoint = endpoint;
+      this.clientAddress = clientAddress;
+    }
+
+    @Override
+    public void close() {
+      if (!closed.compareAndSet(false, true)) {
+        return;
+      }
+      try {
+        node.close(); // answers accepted requests, then closes the transport
+      } finally {
+        endpoint.stop();
+        scheduler.close();
+        if (engine instanceof AutoCloseable c) {
+          try {
+            c.close();
+          } catch (Exception e) {
+            log.warn("closing the engine failed", e);
+          }
+        }
+      }
+      NodeStats s = node.stats();
+      String summary = String.format(
+          "node %s stopped: requests=%d local=%d forwarded=%d failed=%d servedForPeers=%d "
+              + "refusedForPeers=%d pushedBack=%d fallbacks=%s hitRate=%.3f peersLive=%d "
+              + "gossipBytesIn=%d gossipBytesOut=%d transport=%s",
+          s.nodeId(), s.requests(), s.servedLocally(), s.forwarded(), s.failed(), s.servedForPeers(),
+          s.refusedForPeers(), s.pushedBack(), s.fallbacks(), s.hitRate(), s.peersLive(),
+          s.gossipBytesIn(), s.gossipBytesOut(), transport.stats());
+      log.debug(summary);
+      System.out.println(summary);
+    }
+  }
+}

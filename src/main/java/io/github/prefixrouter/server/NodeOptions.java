@@ -1,0 +1,323 @@
+package io.github.prefixrouter.server;
+
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.spi.PeerAddress;
+import java.io.IOException;
+import java.io.Reader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+
+/**
+ * The settings of one {@link NodeMain} process, from command-line flags and an optional
+ * properties file (flags win). Every key is accepted both as {@code --key value} /
+ * {@code --key=value} and as {@code key=value} in the file; see {@link #USAGE}.
+ */
+public final class NodeOptions {
+
+  /** The command-line help. */
+  public static final String USAGE =
+      String.join(
+          "\n",
+          "Usage: NodeMain [--config FILE] --id ID --listen HOST:PORT --client HOST:PORT [options]",
+          "",
+          "  --config FILE            properties file with any of the keys below (flags win)",
+          "  --id ID                  this node's id (required)",
+          "  --listen HOST:PORT       peer-to-peer address (required; port 0 picks one)",
+          "  --advertise HOST:PORT    address peers should use, if different from --listen",
+          "  --client HOST:PORT       client endpoint (POST /v1/route/completions); default 127.0.0.1:0",
+          "  --seeds LIST             peers to join through: id@host:port,id@host:port",
+          "  --cluster-key-file FILE  file holding the shared cluster key (hex, or raw bytes)",
+          "                           (or env PREFIX_ROUTER_CLUSTER_KEY, hex); one is required",
+          "  --insecure               no message authentication (trusted test networks only)",
+          "  --engine reference|URL   the reference engine, or an OpenAI-compatible server URL",
+          "  --model NAME             model name sent to the OpenAI-compatible server",
+          "  --engine-seed N          reference engine weight seed (same on all nodes); default 42",
+          "  --engine-threads N       reference engine threads; default 1",
+          "  --engine-cache-tokens N  reference engine prefix cache capacity; default 65536",
+          "  --policy P               cost-aware | longest-prefix | local-only; default cost-aware",
+          "  --block-size N           tokens per block (same on all nodes); default 16",
+          "  --gossip-interval-ms N   anti-entropy interval; default 200",
+          "  --peer-suspect-ms N      silence before a peer is suspected; default 2000",
+          "  --peer-dead-ms N         silence before a peer is dropped; default 10000",
+          "  --hop-limit N            forwards per request; default 1",
+          "  --watermarks LOW,HIGH    engine queue push-back watermarks; default 16,32",
+          "  --ready-file FILE        write 'peer=HOST:PORT client=HOST:PORT' here once serving",
+          "  --help                   this text");
+
+  private static final Set<String> KEYS =
+      Set.of(
+          "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file", "insecure",
+          "engine", "model", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
+          "block-size", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
+          "watermarks", "ready-file", "help");
+
+  private static final Set<String> FLAGS_WITHOUT_VALUE = Set.of("insecure", "help");
+
+  final String id;
+  final String listenHost;
+  final int listenPort;
+  final String advertise;
+  final String clientHost;
+  final int clientPort;
+  final List<PeerAddress> seeds;
+  final byte[] clusterKey; // null when insecure
+  final String engine;
+  final String model;
+  final long engineSeed;
+  final int engineThreads;
+  final int engineCacheTokens;
+  final RouterConfig config;
+  final Path readyFile;
+  final boolean help;
+
+  private NodeOptions(Map<String, String> v, Map<String, String> env) {
+    this.help = v.containsKey("help");
+    if (help) {
+      id = null;
+      listenHost = clientHost = advertise = engine = model = null;
+      listenPort = clientPort = engineThreads = engineCacheTokens = 0;
+      engineSeed = 0;
+      seeds = List.of();
+      clusterKey = null;
+      config = null;
+      readyFile = null;
+      return;
+    }
+    this.id = PeerAddress.checkNodeId(required(v, "id"));
+    String[] listen = hostPort("listen", required(v, "listen"));
+    this.listenHost = listen[0];
+    this.listenPort = port("listen", listen[1]);
+    this.advertise = v.get("advertise");
+    if (advertise != null) {
+      hostPort("advertise", advertise);
+    }
+    String[] client = hostPort("client", v.getOrDefault("client", "127.0.0.1:0"));
+    this.clientHost = client[0];
+    this.clientPort = port("client", client[1]);
+    this.seeds = parseSeeds(v.getOrDefault("seeds", ""));
+    boolean insecure = v.containsKey("insecure");
+    String keyFile = v.get("cluster-key-file");
+    String envKey = env.get("PREFIX_ROUTER_CLUSTER_KEY");
+    if (insecure && (keyFile != null)) {
+      throw new IllegalArgumentException("--insecure and --cluster-key-file are exclusive");
+    }
+    if (insecure) {
+      this.clusterKey = null;
+    } else if (keyFile != null) {
+      this.clusterKey = readKey(Path.of(keyFile));
+    } else if (envKey != null) {
+      this.clusterKey = decodeKey(envKey.trim(), "PREFIX_ROUTER_CLUSTER_KEY");
+    } else {
+      throw new IllegalArgumentException(
+          "a cluster key is required: --cluster-key-file FILE or env PREFIX_ROUTER_CLUSTER_KEY "
+              + "(or --insecure on a trusted test network)");
+    }
+    if (clusterKey != null && clusterKey.length < 16) {
+      throw new IllegalArgumentException("the cluster key must have at least 16 bytes, had " + clusterKey.length);
+    }
+    this.engine = v.getOrDefault("engine", "reference");
+    if (!engine.equals("reference") && !engine.startsWith("http://") && !engine.startsWith("https://")) {
+      throw new IllegalArgumentException("--engine must be 'reference' or an http(s) URL, was " + engine);
+    }
+    this.model = v.get("model");
+    this.engineSeed = longValue(v, "engine-seed", 42);
+    this.engineThreads = (int) longValue(v, "engine-threads", 1);
+    this.engineCacheTokens = (int) longValue(v, "engine-cache-tokens", 65536);
+    RouterConfig.Builder cb = RouterConfig.builder();
+    cb.policy(policy(v.getOrDefault("policy", "cost-aware")));
+    if (v.containsKey("block-size")) {
+      cb.blockSize((int) longValue(v, "block-size", 16));
+    }
+    if (v.containsKey("gossip-interval-ms")) {
+      cb.gossip(Duration.ofMillis(longValue(v, "gossip-interval-ms", 200)), RouterConfig.defaults().gossipFanout());
+    }
+    if (v.containsKey("peer-suspect-ms") || v.containsKey("peer-dead-ms")) {
+      RouterConfig d = RouterConfig.defaults();
+      cb.peerTimeouts(
+          Duration.ofMillis(longValue(v, "peer-suspect-ms", d.peerSuspectAfter().toMillis())),
+          Duration.ofMillis(longValue(v, "peer-dead-ms", d.peerDeadAfter().toMillis())));
+    }
+    if (v.containsKey("hop-limit")) {
+      cb.hopLimit((int) longValue(v, "hop-limit", 1));
+    }
+    if (v.containsKey("watermarks")) {
+      String[] w = v.get("watermarks").split(",");
+      if (w.length != 2) {
+        throw new IllegalArgumentException("--watermarks must be LOW,HIGH, was " + v.get("watermarks"));
+      }
+      cb.watermarks(parseInt("watermarks", w[0]), parseInt("watermarks", w[1]));
+    }
+    this.config = cb.build();
+    this.readyFile = v.containsKey("ready-file") ? Path.of(v.get("ready-file")) : null;
+  }
+
+  /**
+   * Parses flags (and the properties file named by {@code --config}).
+   *
+   * @throws IllegalArgumentException naming the bad or missing setting
+   */
+  public static NodeOptions parse(String[] args, Map<String, String> env) {
+    Map<String, String> flags = new LinkedHashMap<>();
+    for (int i = 0; i < args.length; i++) {
+      String a = args[i];
+      if (!a.startsWith("--")) {
+        throw new IllegalArgumentException("unexpected argument '" + a + "'; flags start with --");
+      }
+      String key = a.substring(2);
+      String value;
+      int eq = key.indexOf('=');
+      if (eq >= 0) {
+        value = key.substring(eq + 1);
+        key = key.substring(0, eq);
+      } else if (FLAGS_WITHOUT_VALUE.contains(key)) {
+        value = "true";
+      } else {
+        if (i + 1 >= args.length) {
+          throw new IllegalArgumentException("--" + key + " needs a value");
+        }
+        value = args[++i];
+      }
+      checkKey(key, "flag --");
+      flags.put(key, value);
+    }
+    Map<String, String> all = new LinkedHashMap<>();
+    if (flags.containsKey("config")) {
+      Properties p = new Properties();
+      Path file = Path.of(flags.get("config"));
+      try (Reader r = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+        p.load(r);
+      } catch (IOException e) {
+        throw new IllegalArgumentException("cannot read --config " + file + ": " + e.getMessage(), e);
+      }
+      for (String k : p.stringPropertyNames()) {
+        checkKey(k, "key in " + file + ": ");
+        all.put(k, p.getProperty(k).trim());
+      }
+    }
+    all.putAll(flags);
+    if ("false".equals(all.get("insecure"))) {
+      all.remove("insecure");
+    }
+    return new NodeOptions(all, env);
+  }
+
+  private static void checkKey(String key, String what) {
+    if (!KEYS.contains(key)) {
+      throw new IllegalArgumentException("unknown " + what + key + " (see --help)");
+    }
+  }
+
+  private static String required(Map<String, String> v, String key) {
+    String s = v.get(key);
+    if (s == null || s.isEmpty()) {
+      throw new IllegalArgumentException("--" + key + " is required (see --help)");
+    }
+    return s;
+  }
+
+  private static String[] hostPort(String what, String s) {
+    int i = s.lastIndexOf(':');
+    if (i <= 0 || i == s.length() - 1) {
+      throw new IllegalArgumentException("--" + what + " must be HOST:PORT, was '" + s + "'");
+    }
+    String host = s.substring(0, i);
+    if (host.startsWith("[") && host.endsWith("]")) {
+      host = host.substring(1, host.length() - 1);
+    }
+    return new String[] {host, s.substring(i + 1)};
+  }
+
+  private static int port(String what, String s) {
+    int p = parseInt(what, s);
+    if (p < 0 || p > 65535) {
+      throw new IllegalArgumentException("--" + what + " port must be 0 to 65535, was " + p);
+    }
+    return p;
+  }
+
+  private static int parseInt(String what, String s) {
+    try {
+      return Integer.parseInt(s.trim());
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("--" + what + " needs an integer, was '" + s + "'");
+    }
+  }
+
+  private static long longValue(Map<String, String> v, String key, long dflt) {
+    String s = v.get(key);
+    if (s == null) {
+      return dflt;
+    }
+    try {
+      return Long.parseLong(s.trim());
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("--" + key + " needs an integer, was '" + s + "'");
+    }
+  }
+
+  static RoutingPolicy policy(String s) {
+    switch (s.toLowerCase(Locale.ROOT).replace('_', '-')) {
+      case "cost-aware":
+        return RoutingPolicy.COST_AWARE;
+      case "longest-prefix":
+      case "paper":
+        return RoutingPolicy.LONGEST_PREFIX;
+      case "local-only":
+      case "local":
+        return RoutingPolicy.LOCAL_ONLY;
+      default:
+        throw new IllegalArgumentException(
+            "--policy must be cost-aware, longest-prefix or local-only, was '" + s + "'");
+    }
+  }
+
+  static List<PeerAddress> parseSeeds(String s) {
+    List<PeerAddress> out = new ArrayList<>();
+    for (String part : s.split(",")) {
+      String p = part.trim();
+      if (p.isEmpty()) {
+        continue;
+      }
+      int at = p.indexOf('@');
+      if (at <= 0 || at == p.length() - 1) {
+        throw new IllegalArgumentException("--seeds entries must be id@host:port, was '" + p + "'");
+      }
+      hostPort("seeds", p.substring(at + 1));
+      out.add(new PeerAddress(p.substring(0, at), p.substring(at + 1)));
+    }
+    return List.copyOf(out);
+  }
+
+  private static byte[] readKey(Path file) {
+    byte[] raw;
+    try {
+      raw = Files.readAllBytes(file);
+    } catch (IOException e) {
+      throw new IllegalArgumentException("cannot read --cluster-key-file " + file + ": " + e.getMessage(), e);
+    }
+    String text = new String(raw, StandardCharsets.ISO_8859_1).trim();
+    if (!text.isEmpty() && text.length() % 2 == 0 && text.chars().allMatch(c -> Character.digit(c, 16) >= 0)) {
+      return decodeKey(text, file.toString());
+    }
+    return raw;
+  }
+
+  private static byte[] decodeKey(String hex, String source) {
+    try {
+      return HexFormat.of().parseHex(hex);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("the cluster key in " + source + " is not hex: " + e.getMessage(), e);
+    }
+  }
+}

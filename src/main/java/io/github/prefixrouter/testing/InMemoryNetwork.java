@@ -1,0 +1,459 @@
+package io.github.prefixrouter.testing;
+
+import io.github.prefixrouter.spi.Clock;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Scheduler;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.random.RandomGenerator;
+
+/**
+ * An in-process network of {@link Transport}s for tests and simulations, on an injected clock
+ * and scheduler (normally one {@link SimulatedScheduler} for the whole cluster), with seeded,
+ * controllable faults per directed link: one-way delay, jitter, loss, duplication, reordering,
+ * and partitions; plus crashes of whole nodes.
+ *
+ * <h2>Model</h2>
+ * <ul>
+ *   <li>Every message (one-way, request, or answer) crosses a directed link {@code from -> to}
+ *       whose {@link Link} settings apply: it is lost with probability {@code loss}, otherwise
+ *       delivered after {@code delay + uniform[0, jitter)}, plus, with probability
+ *       {@code reorder}, an extra {@code uniform[0, delay + jitter]} so it may overtake or be
+ *       overtaken; with probability {@code duplicate} a second copy is delivered independently.
+ *       Payloads are copied on send.
+ *   <li>A partition between two nodes (one-way or both ways) drops everything on the link.
+ *   <li>A request to an address nobody registered, or whose transport is closed, fails with
+ *       {@code UNREACHABLE} after one link delay (like a refused connection). A request to a
+ *       {@link #crash crashed} node, or lost on the way, simply gets no answer: the requester
+ *       sees {@code TIMEOUT}. A duplicated request runs the handler twice; the requester keeps
+ *       the first answer.
+ *   <li>A handler's exceptional answer reaches the requester as that {@link TransportException}
+ *       if it is one, else as {@code PROTOCOL}.
+ *   <li>Deliveries run as scheduler tasks, never on the sender's thread.
+ * </ul>
+ * Same seed, same scheduler, same calls: same deliveries. Thread-safe (coarse lock), though a
+ * simulation drives it from one thread.
+ */
+public final class InMemoryNetwork {
+
+  /**
+   * Settings of a directed link.
+   *
+   * @param delay one-way base delay
+   * @param jitter extra uniform delay in {@code [0, jitter)}
+   * @param loss probability that a message is lost, in [0, 1]
+   * @param duplicate probability that a message is delivered twice, in [0, 1]
+   * @param reorder probability that a message gets an extra random delay, in [0, 1]
+   */
+  public record Link(Duration delay, Duration jitter, double loss, double duplicate,
+      double reorder) {
+
+    /** No delay, no faults. */
+    public static final Link PERFECT = new Link(Duration.ZERO, Duration.ZERO, 0, 0, 0);
+
+    public Link {
+      Objects.requireNonNull(delay, "delay");
+      Objects.requireNonNull(jitter, "jitter");
+      if (delay.isNegative() || jitter.isNegative()) {
+        throw new IllegalArgumentException("delay and jitter must be >= 0");
+      }
+      checkProbability("loss", loss);
+      checkProbability("duplicate", duplicate);
+      checkProbability("reorder", reorder);
+    }
+
+    /** A fault-free link with this one-way delay. */
+    public static Link delay(Duration delay) {
+      return new Link(delay, Duration.ZERO, 0, 0, 0);
+    }
+
+    public Link withJitter(Duration j) {
+      return new Link(delay, j, loss, duplicate, reorder);
+    }
+
+    public Link withLoss(double p) {
+      return new Link(delay, jitter, p, duplicate, reorder);
+    }
+
+    public Link withDuplicate(double p) {
+      return new Link(delay, jitter, loss, p, reorder);
+    }
+
+    public Link withReorder(double p) {
+      return new Link(delay, jitter, loss, duplicate, p);
+    }
+
+    private static void checkProbability(String name, double p) {
+      if (!(p >= 0.0 && p <= 1.0)) {
+        throw new IllegalArgumentException(name + " must be a probability in [0, 1], was " + p);
+      }
+    }
+  }
+
+  private final Clock clock;
+  private final Scheduler scheduler;
+  private final RandomGenerator random;
+  private final Map<String, MemoryTransport> byAddress = new HashMap<>();
+  private final Map<String, Link> links = new HashMap<>();
+  private final Set<String> cut = new HashSet<>();
+  private final Set<String> crashed = new HashSet<>();
+  private Link defaultLink = Link.PERFECT;
+  private long sent;
+  private long delivered;
+  private long dropped;
+  private long bytes;
+
+  /**
+   * @param clock the cluster's clock
+   * @param scheduler the cluster's scheduler
+   * @param random the seeded source of every fault decision
+   */
+  public InMemoryNetwork(Clock clock, Scheduler scheduler, RandomGenerator random) {
+    this.clock = Objects.requireNonNull(clock, "clock");
+    this.scheduler = Objects.requireNonNull(scheduler, "scheduler");
+    this.random = Objects.requireNonNull(random, "random");
+  }
+
+  /** A network on a simulated scheduler with faults drawn from {@code seed}. */
+  public InMemoryNetwork(SimulatedScheduler sim, long seed) {
+    this(sim, sim, new java.util.SplittableRandom(seed));
+  }
+
+  /** The address the in-memory transport of {@code nodeId} has: {@code mem:<nodeId>}. */
+  public static PeerAddress addressOf(String nodeId) {
+    return new PeerAddress(nodeId, "mem:" + nodeId);
+  }
+
+  /**
+   * Creates and registers the transport of {@code nodeId}. A node may be registered again after
+   * its previous transport was closed (a restart).
+   *
+   * @throws IllegalStateException if an open transport already has this node id
+   */
+  public synchronized Transport transport(String nodeId) {
+    PeerAddress a = addressOf(nodeId);
+    MemoryTransport old = byAddress.get(a.address());
+    if (old != null && !old.closed) {
+      throw new IllegalStateException("node " + nodeId + " already has an open transport");
+    }
+    MemoryTransport t = new MemoryTransport(a);
+    byAddress.put(a.address(), t);
+    crashed.remove(nodeId);
+    return t;
+  }
+
+  /** Sets the settings of links without their own. */
+  public synchronized void setDefaultLink(Link link) {
+    this.defaultLink = Objects.requireNonNull(link, "link");
+  }
+
+  /** Sets the settings of the directed link {@code from -> to}. */
+  public synchronized void setLink(String from, String to, Link link) {
+    links.put(from + "->" + to, Objects.requireNonNull(link, "link"));
+  }
+
+  /** Sets both directions between {@code a} and {@code b}. */
+  public synchronized void setLinkBothWays(String a, String b, Link link) {
+    setLink(a, b, link);
+    setLink(b, a, link);
+  }
+
+  /** Drops everything from {@code from} to {@code to} until {@link #heal}. */
+  public synchronized void partitionOneWay(String from, String to) {
+    cut.add(from + "->" + to);
+  }
+
+  /** Drops everything between every node of {@code a} and every node of {@code b}. */
+  public synchronized void partition(Set<String> a, Set<String> b) {
+    for (String x : a) {
+      for (String y : b) {
+        cut.add(x + "->" + y);
+        cut.add(y + "->" + x);
+      }
+    }
+  }
+
+  /** Removes every partition. */
+  public synchronized void heal() {
+    cut.clear();
+  }
+
+  /**
+   * Crashes a node: from now on nothing it sends leaves and nothing reaches it (requests to it
+   * time out); its transport stays "open" from its own point of view, as a hung process would.
+   * Registering a new transport for the id ({@link #transport}) after closing the old one
+   * restarts it.
+   */
+  public synchronized void crash(String nodeId) {
+    crashed.add(nodeId);
+  }
+
+  /** The network's clock. */
+  public Clock clock() {
+    return clock;
+  }
+
+  /** Messages handed to the network (copies by duplication not counted). */
+  public synchronized long messagesSent() {
+    return sent;
+  }
+
+  /** Messages delivered to a handler or a pending request. */
+  public synchronized long messagesDelivered() {
+    return delivered;
+  }
+
+  /** Messages lost, cut by a partition or crash, or addressed to nobody. */
+  public synchronized long messagesDropped() {
+    return dropped;
+  }
+
+  /** Payload bytes handed to the network. */
+  public synchronized long bytesSent() {
+    return bytes;
+  }
+
+  // ---------------------------------------------------------------- delivery
+
+  /**
+   * Schedules {@code delivery} over the link, applying faults. Returns false if the message was
+   * dropped at once (lost, partitioned, crashed endpoint).
+   */
+  private synchronized boolean transmit(String from, String to, int size, Runnable delivery) {
+    sent++;
+    bytes += size;
+    if (crashed.contains(from) || crashed.contains(to) || cut.contains(from + "->" + to)) {
+      dropped++;
+      return false;
+    }
+    Link l = links.getOrDefault(from + "->" + to, defaultLink);
+    if (l.loss() > 0 && random.nextDouble() < l.loss()) {
+      dropped++;
+      return false;
+    }
+    int copies = l.duplicate() > 0 && random.nextDouble() < l.duplicate() ? 2 : 1;
+    for (int c = 0; c < copies; c++) {
+      long d = l.delay().toNanos();
+      long j = l.jitter().toNanos();
+      if (j > 0) {
+        d += random.nextLong(j);
+      }
+      if (l.reorder() > 0 && random.nextDouble() < l.reorder()) {
+        d += random.nextLong(l.delay().toNanos() + j + 1);
+      }
+      scheduler.schedule(d, () -> {
+        boolean ok;
+        synchronized (InMemoryNetwork.this) {
+          ok = !crashed.contains(to) && !cut.contains(from + "->" + to);
+          if (ok) {
+            delivered++;
+          } else {
+            dropped++;
+          }
+        }
+        if (ok) {
+          delivery.run();
+        }
+      });
+    }
+    return true;
+  }
+
+  private synchronized MemoryTransport lookup(PeerAddress to) {
+    MemoryTransport t = byAddress.get(to.address());
+    if (t == null || !t.address.nodeId().equals(to.nodeId())) {
+      return null;
+    }
+    return t;
+  }
+
+  private final class MemoryTransport implements Transport {
+    final PeerAddress address;
+    volatile InboundHandler handler;
+    volatile boolean closed;
+    private final Map<Long, Pending> pending = new HashMap<>();
+    private long nextId;
+
+    MemoryTransport(PeerAddress address) {
+      this.address = address;
+    }
+
+    @Override
+    public void start(InboundHandler h) {
+      Objects.requireNonNull(h, "handler");
+      synchronized (this) {
+        if (handler != null) {
+          throw new IllegalStateException("transport of " + address + " already started");
+        }
+        if (closed) {
+          throw new IllegalStateException("transport of " + address + " is closed");
+        }
+        handler = h;
+      }
+    }
+
+    @Override
+    public PeerAddress localAddress() {
+      return address;
+    }
+
+    @Override
+    public void send(PeerAddress to, byte[] payload) {
+      Objects.requireNonNull(to, "to");
+      Objects.requireNonNull(payload, "payload");
+      if (closed) {
+        return;
+      }
+      byte[] copy = payload.clone();
+      transmit(address.nodeId(), to.nodeId(), copy.length, () -> {
+        MemoryTransport dest = lookup(to);
+        if (dest != null) {
+          dest.deliverMessage(address, copy);
+        }
+      });
+    }
+
+    @Override
+    public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout) {
+      Objects.requireNonNull(to, "to");
+      Objects.requireNonNull(payload, "payload");
+      Objects.requireNonNull(timeout, "timeout");
+      CompletableFuture<byte[]> f = new CompletableFuture<>();
+      if (timeout.isNegative() || timeout.isZero()) {
+        f.completeExceptionally(new IllegalArgumentException("timeout must be positive"));
+        return f;
+      }
+      long id;
+      Pending p;
+      synchronized (this) {
+        if (closed) {
+          f.completeExceptionally(
+              new TransportException(TransportException.Kind.CLOSED, "transport is closed"));
+          return f;
+        }
+        id = nextId++;
+        p = new Pending(f);
+        pending.put(id, p);
+      }
+      p.timer = scheduler.schedule(timeout.toNanos(), () -> fail(id,
+          new TransportException(TransportException.Kind.TIMEOUT,
+              "no answer from " + to + " within " + timeout)));
+      byte[] copy = payload.clone();
+      String from = address.nodeId();
+      transmit(from, to.nodeId(), copy.length, () -> {
+        MemoryTransport dest = lookup(to);
+        if (dest == null || dest.closed || dest.handler == null) {
+          // connection refused: the refusal travels back over the reverse link
+          transmit(to.nodeId(), from, 0, () -> fail(id, new TransportException(
+              TransportException.Kind.UNREACHABLE, "nobody listens at " + to)));
+          return;
+        }
+        CompletableFuture<byte[]> answer;
+        try {
+          answer = dest.handler.onRequest(address, copy);
+        } catch (RuntimeException e) {
+          answer = CompletableFuture.failedFuture(e);
+        }
+        if (answer == null) {
+          answer = CompletableFuture.failedFuture(new TransportException(
+              TransportException.Kind.PROTOCOL, "handler returned no answer"));
+        }
+        answer.whenComplete((bytes, err) -> {
+          if (dest.closed) {
+            return;
+          }
+          byte[] back = bytes == null ? null : bytes.clone();
+          transmit(to.nodeId(), from, back == null ? 0 : back.length, () -> {
+            if (err != null) {
+              Throwable t = err instanceof java.util.concurrent.CompletionException
+                  && err.getCause() != null ? err.getCause() : err;
+              fail(id, t instanceof TransportException te ? te
+                  : new TransportException(TransportException.Kind.PROTOCOL,
+                      "peer failed the request: " + t, t));
+            } else {
+              succeed(id, back);
+            }
+          });
+        });
+      });
+      return f;
+    }
+
+    private void deliverMessage(PeerAddress from, byte[] payload) {
+      InboundHandler h = handler;
+      if (closed || h == null) {
+        return;
+      }
+      try {
+        h.onMessage(from, payload);
+      } catch (RuntimeException e) {
+        // a handler must not throw; the network drops the message like a real one would
+      }
+    }
+
+    private void succeed(long id, byte[] value) {
+      Pending p;
+      synchronized (this) {
+        p = pending.remove(id);
+      }
+      if (p != null) {
+        Scheduler.Cancellable timer = p.timer;
+        if (timer != null) {
+          timer.cancel();
+        }
+        p.future.complete(value);
+      }
+    }
+
+    private void fail(long id, Throwable t) {
+      Pending p;
+      synchronized (this) {
+        p = pending.remove(id);
+      }
+      if (p != null) {
+        if (p.timer != null) {
+          p.timer.cancel();
+        }
+        p.future.completeExceptionally(t);
+      }
+    }
+
+    @Override
+    public void close() {
+      Map<Long, Pending> toFail;
+      synchronized (this) {
+        if (closed) {
+          return;
+        }
+        closed = true;
+        toFail = new HashMap<>(pending);
+        pending.clear();
+      }
+      for (Iterator<Pending> it = toFail.values().iterator(); it.hasNext(); ) {
+        Pending p = it.next();
+        if (p.timer != null) {
+          p.timer.cancel();
+        }
+        p.future.completeExceptionally(
+            new TransportException(TransportException.Kind.CLOSED, "transport closed"));
+      }
+    }
+  }
+
+  private static final class Pending {
+    final CompletableFuture<byte[]> future;
+    volatile Scheduler.Cancellable timer;
+
+    Pending(CompletableFuture<byte[]> future) {
+      this.future = future;
+    }
+  }
+}

@@ -1,0 +1,1087 @@
+package io.github.prefixrouter.transport.http;
+
+import com.sun.net.httpserver.Headers;
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import com.sun.net.httpserver.HttpsConfigurator;
+import com.sun.net.httpserver.HttpsServer;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.ConnectException;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpConnectTimeoutException;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.net.http.HttpTimeoutException;
+import java.nio.ByteBuffer;
+import java.nio.channels.ClosedChannelException;
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.LongSupplier;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A {@link Transport} over HTTP/1.1 built on the JDK alone: {@link HttpServer} (or
+ * {@link HttpsServer} with TLS) for inbound traffic and {@link HttpClient} for outbound.
+ *
+ * <h2>Wire protocol</h2>
+ * One-way messages are {@code POST /prefix-router/v1/message} (answered 204 before delivery);
+ * requests are {@code POST /prefix-router/v1/request}, answered 200 with the handler's bytes.
+ * The body is the opaque payload. Headers carry the envelope: {@code PR-Sender} (node id),
+ * {@code PR-Sender-Address}, {@code PR-Recipient} (node id), {@code PR-Timestamp} (sender's
+ * epoch milliseconds), {@code PR-Nonce} and {@code PR-Mac}. Status codes: 401 failed
+ * authentication or replay, 413 too large, 503 busy (mapped to
+ * {@link TransportException.Kind#BUSY}), 504 handler timed out at the peer, 500 handler failed.
+ *
+ * <h2>Security</h2>
+ * With a cluster key, every message and every answer carries an HMAC-SHA256 binding the sender's
+ * id and address, the recipient's id, the timestamp, the nonce and the payload (see
+ * {@link MessageAuthenticator}); the receiver also rejects timestamps outside the replay window
+ * and nonces it has already accepted (see {@link ReplayGuard}). A message failing either check is
+ * dropped and counted in {@link Stats}, never delivered. Nodes' wall clocks must agree to within
+ * the replay window (NTP is ample). TLS is optional: pass the host's {@link SSLContext} to
+ * encrypt traffic; it is used for both the server and the client, so the context's trust store
+ * must accept the peers' certificates (and their addresses must match the certificates).
+ *
+ * <h2>Limits and back-pressure</h2>
+ * Inbound bodies above {@code maxMessageBytes} are refused from their {@code Content-Length}
+ * header before any byte is read, and bodies without a length are cut off at the cap. Outbound,
+ * at most {@code maxInFlightPerPeer} requests and messages may be outstanding to one peer: a
+ * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
+ * counted). Inbound, at most {@code maxInboundRequests} requests are handled at once; more are
+ * answered 503.
+ *
+ * <h2>Threads</h2>
+ * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
+ * threads named {@code prefix-router-http-<nodeId>-...}: the HTTP server's dispatcher thread,
+ * {@code serverThreads} handler threads, one client executor (cached, idle threads expire) and
+ * one timer thread. {@link #close()} stops all of them; the JDK 17 {@link HttpClient} keeps its
+ * own selector thread until the client object is garbage collected.
+ *
+ * <h2>Close</h2>
+ * {@link #close()} fails every pending outbound request with {@code CLOSED}, stops accepting
+ * inbound traffic, answers inbound requests still being handled with 503 and releases its
+ * threads. It is idempotent. Messages sent after close are dropped; requests fail with
+ * {@code CLOSED}.
+ *
+ * <p>Instances are thread-safe.
+ */
+public final class HttpTransport implements Transport {
+
+  private static final Logger log = LoggerFactory.getLogger(HttpTransport.class);
+
+  static final String MESSAGE_PATH = "/prefix-router/v1/message";
+  static final String REQUEST_PATH = "/prefix-router/v1/request";
+  static final String H_SENDER = "PR-Sender";
+  static final String H_SENDER_ADDRESS = "PR-Sender-Address";
+  static final String H_RECIPIENT = "PR-Recipient";
+  static final String H_TIMESTAMP = "PR-Timestamp";
+  static final String H_NONCE = "PR-Nonce";
+  static final String H_MAC = "PR-Mac";
+  static final String H_ERROR = "PR-Error";
+  static final String TAG_MESSAGE = "message";
+  static final String TAG_REQUEST = "request";
+  static final String TAG_RESPONSE = "response";
+
+  private final Builder config;
+  private final MessageAuthenticator auth; // null when authentication is disabled
+  private final ReplayGuard replayGuard; // null when authentication is disabled
+  private final String bootId;
+  private final AtomicLong nonceCounter = new AtomicLong();
+  private final Set<CompletableFuture<byte[]>> pending = ConcurrentHashMap.newKeySet();
+  private final Map<String, AtomicInteger> inFlightByPeer = new ConcurrentHashMap<>();
+  private final Set<HttpExchange> inboundPending = ConcurrentHashMap.newKeySet();
+  private final AtomicInteger inboundRequests = new AtomicInteger();
+  private final AtomicBoolean started = new AtomicBoolean();
+  private final AtomicBoolean closed = new AtomicBoolean();
+  private final Counters counters = new Counters();
+
+  private volatile InboundHandler handler;
+  private volatile PeerAddress localAddress;
+  private HttpServer server;
+  private ThreadPoolExecutor serverExecutor;
+  private ExecutorService clientExecutor;
+  private ScheduledExecutorService timer;
+  private HttpClient client;
+
+  private HttpTransport(Builder b) {
+    this.config = b.copy();
+    if (b.clusterKey != null) {
+      this.auth = new MessageAuthenticator(b.clusterKey);
+      this.replayGuard = new ReplayGuard(b.replayWindow.toMillis(), b.maxNoncesPerSender);
+    } else {
+      this.auth = null;
+      this.replayGuard = null;
+    }
+    byte[] boot = new byte[8];
+    new SecureRandom().nextBytes(boot);
+    StringBuilder sb = new StringBuilder();
+    for (byte x : boot) {
+      sb.append(String.format("%02x", x));
+    }
+    this.bootId = sb.toString();
+  }
+
+  /** A builder; {@code nodeId}, a listen address and a key choice are required. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  /**
+   * Binds the server and starts delivering inbound traffic.
+   *
+   * @throws IllegalStateException if called twice or after close
+   * @throws java.io.UncheckedIOException if the listen address cannot be bound
+   */
+  @Override
+  public void start(InboundHandler handler) {
+    Objects.requireNonNull(handler, "handler");
+    if (closed.get()) {
+      throw new IllegalStateException("transport is closed");
+    }
+    if (!started.compareAndSet(false, true)) {
+      throw new IllegalStateException("transport already started");
+    }
+    this.handler = handler;
+    String prefix = "prefix-router-http-" + config.nodeId;
+    try {
+      InetSocketAddress bind = new InetSocketAddress(config.listenHost, config.listenPort);
+      if (config.sslContext != null) {
+        HttpsServer https = HttpsServer.create(bind, config.backlog);
+        https.setHttpsConfigurator(new HttpsConfigurator(config.sslContext));
+        server = https;
+      } else {
+        server = HttpServer.create(bind, config.backlog);
+      }
+    } catch (IOException e) {
+      started.set(false);
+      throw new java.io.UncheckedIOException(
+          "cannot listen on " + config.listenHost + ":" + config.listenPort, e);
+    }
+    serverExecutor =
+        new ThreadPoolExecutor(
+            config.serverThreads,
+            config.serverThreads,
+            60,
+            TimeUnit.SECONDS,
+            new LinkedBlockingQueue<>(),
+            daemonThreads(prefix + "-server"));
+    clientExecutor = Executors.newCachedThreadPool(daemonThreads(prefix + "-client"));
+    ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemonThreads(prefix + "-timer"));
+    t.setRemoveOnCancelPolicy(true);
+    timer = t;
+    server.setExecutor(serverExecutor);
+    server.createContext(MESSAGE_PATH, ex -> handleInbound(ex, false));
+    server.createContext(REQUEST_PATH, ex -> handleInbound(ex, true));
+    server.start();
+    HttpClient.Builder cb =
+        HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(config.connectTimeout)
+            .followRedirects(HttpClient.Redirect.NEVER)
+            .executor(clientExecutor);
+    if (config.sslContext != null) {
+      cb.sslContext(config.sslContext);
+    }
+    client = cb.build();
+    String advertised = config.advertisedAddress;
+    if (advertised == null) {
+      InetSocketAddress a = server.getAddress();
+      String host = config.listenHost;
+      if (host.equals("0.0.0.0") || host.equals("::")) {
+        host = "127.0.0.1";
+      }
+      advertised = hostPort(host, a.getPort());
+    }
+    localAddress = new PeerAddress(config.nodeId, advertised);
+    log.info(
+        "{} listening on {} ({}, {})",
+        config.nodeId,
+        advertised,
+        config.sslContext != null ? "TLS" : "plain HTTP",
+        auth != null ? "HMAC-SHA256 authentication" : "NO authentication");
+  }
+
+  @Override
+  public PeerAddress localAddress() {
+    PeerAddress a = localAddress;
+    if (a == null) {
+      throw new IllegalStateException("transport not started");
+    }
+    return a;
+  }
+
+  /**
+   * Fails every pending request with {@code CLOSED}, answers inbound requests still in progress
+   * with 503, stops the server and releases all threads. Idempotent.
+   */
+  @Override
+  public void close() {
+    if (!closed.compareAndSet(false, true)) {
+      return;
+    }
+    for (CompletableFuture<byte[]> f : pending) {
+      f.completeExceptionally(
+          new TransportException(TransportException.Kind.CLOSED, "transport closed"));
+    }
+    pending.clear();
+    for (HttpExchange ex : inboundPending) {
+      if (inboundPending.remove(ex)) {
+        respondQuietly(ex, 503, new byte[0], "transport closed", null);
+      }
+    }
+    if (server != null) {
+      server.stop(0);
+    }
+    if (serverExecutor != null) {
+      serverExecutor.shutdownNow();
+    }
+    if (timer != null) {
+      timer.shutdownNow();
+    }
+    if (clientExecutor != null) {
+      clientExecutor.shutdownNow();
+    }
+    log.info("{} transport closed: {}", config.nodeId, stats());
+  }
+
+  // ---------------------------------------------------------------- outbound
+
+  /** Best effort: never throws for delivery problems; drops (and counts) what it cannot send. */
+  @Override
+  public void send(PeerAddress to, byte[] payload) {
+    Objects.requireNonNull(to, "to");
+    Objects.requireNonNull(payload, "payload");
+    if (closed.get() || client == null) {
+      counters.messagesDropped.increment();
+      return;
+    }
+    if (payload.length > config.maxMessageBytes) {
+      counters.messagesDropped.increment();
+      log.warn("dropping {}-byte message to {}: above maxMessageBytes", payload.length, to);
+      return;
+    }
+    AtomicInteger inFlight = inFlightByPeer.computeIfAbsent(to.address(), k -> new AtomicInteger());
+    if (inFlight.incrementAndGet() > config.maxInFlightPerPeer) {
+      inFlight.decrementAndGet();
+      counters.messagesDropped.increment();
+      counters.outboundBusy.increment();
+      return;
+    }
+    HttpRequest req;
+    try {
+      req = buildRequest(to, payload, MESSAGE_PATH, TAG_MESSAGE, config.messageTimeout, nextNonce());
+    } catch (IllegalArgumentException e) {
+      inFlight.decrementAndGet();
+      counters.messagesDropped.increment();
+      log.warn("dropping message to {}: {}", to, e.getMessage());
+      return;
+    }
+    counters.messagesSent.increment();
+    counters.bytesOut.add(payload.length);
+    try {
+      client
+          .sendAsync(req, HttpResponse.BodyHandlers.discarding())
+          .whenComplete(
+              (r, e) -> {
+                inFlight.decrementAndGet();
+                if (e != null || r.statusCode() != 204) {
+                  counters.messagesFailed.increment();
+                  if (log.isDebugEnabled()) {
+                    log.debug("message to {} failed: {}", to, e != null ? e.toString() : r.statusCode());
+                  }
+                }
+              });
+    } catch (RuntimeException e) { // executor shut down by a concurrent close
+      inFlight.decrementAndGet();
+      counters.messagesFailed.increment();
+    }
+  }
+
+  @Override
+  public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout) {
+    Objects.requireNonNull(to, "to");
+    Objects.requireNonNull(payload, "payload");
+    Objects.requireNonNull(timeout, "timeout");
+    CompletableFuture<byte[]> result = new CompletableFuture<>();
+    if (timeout.isNegative() || timeout.isZero()) {
+      result.completeExceptionally(
+          new TransportException(TransportException.Kind.TIMEOUT, "timeout must be positive, was " + timeout));
+      return result;
+    }
+    if (client == null) {
+      result.completeExceptionally(
+          new TransportException(
+              closed.get() ? TransportException.Kind.CLOSED : TransportException.Kind.UNREACHABLE,
+              closed.get() ? "transport closed" : "transport not started"));
+      return result;
+    }
+    pending.add(result);
+    if (closed.get()) {
+      pending.remove(result);
+      result.completeExceptionally(new TransportException(TransportException.Kind.CLOSED, "transport closed"));
+      return result;
+    }
+    if (payload.length > config.maxMessageBytes) {
+      fail(result, TransportException.Kind.PROTOCOL,
+          "request of " + payload.length + " bytes exceeds maxMessageBytes " + config.maxMessageBytes, null);
+      return result;
+    }
+    AtomicInteger inFlight = inFlightByPeer.computeIfAbsent(to.address(), k -> new AtomicInteger());
+    if (inFlight.incrementAndGet() > config.maxInFlightPerPeer) {
+      inFlight.decrementAndGet();
+      counters.outboundBusy.increment();
+      fail(result, TransportException.Kind.BUSY,
+          config.maxInFlightPerPeer + " requests already in flight to " + to, null);
+      return result;
+    }
+    result.whenComplete((v, e) -> inFlight.decrementAndGet());
+    String nonce = nextNonce();
+    HttpRequest req;
+    try {
+      // the HTTP client's own timeout is a backstop; the timer below decides
+      req = buildRequest(to, payload, REQUEST_PATH, TAG_REQUEST, timeout.plusSeconds(1), nonce);
+    } catch (IllegalArgumentException e) {
+      fail(result, TransportException.Kind.UNREACHABLE, "bad peer address " + to.address() + ": " + e.getMessage(), e);
+      return result;
+    }
+    counters.requestsSent.increment();
+    counters.bytesOut.add(payload.length);
+    CompletableFuture<HttpResponse<byte[]>> http;
+    try {
+      ScheduledFuture<?> timeoutTask =
+          timer.schedule(
+              () -> fail(result, TransportException.Kind.TIMEOUT,
+                  "no answer from " + to + " within " + timeout.toMillis() + " ms", null),
+              timeout.toNanos(),
+              TimeUnit.NANOSECONDS);
+      result.whenComplete((v, e) -> timeoutTask.cancel(false));
+      http = client.sendAsync(req, info -> CappedBodySubscriber.forResponse(info, config.maxMessageBytes));
+    } catch (RuntimeException e) { // executors shut down by a concurrent close
+      fail(result, TransportException.Kind.CLOSED, "transport closed", e);
+      return result;
+    }
+    result.whenComplete((v, e) -> {
+      if (e != null) {
+        http.cancel(true);
+      }
+    });
+    http.whenComplete(
+        (resp, err) -> {
+          if (err != null) {
+            Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
+            fail(result, kindOf(c), "request to " + to + " failed: " + c, c);
+            return;
+          }
+          completeFromResponse(result, to, nonce, resp);
+        });
+    return result;
+  }
+
+  private void completeFromResponse(
+      CompletableFuture<byte[]> result, PeerAddress to, String nonce, HttpResponse<byte[]> resp) {
+    int status = resp.statusCode();
+    byte[] body = resp.body() == null ? new byte[0] : resp.body();
+    String error = resp.headers().firstValue(H_ERROR).orElse("");
+    switch (status) {
+      case 200 -> {
+        if (auth != null) {
+          String mac = resp.headers().firstValue(H_MAC).orElse(null);
+          if (!auth.verify(mac, body, TAG_RESPONSE, to.nodeId(), config.nodeId, nonce, "200")) {
+            counters.authFailures.increment();
+            fail(result, TransportException.Kind.PROTOCOL,
+                "answer from " + to + " failed authentication; dropped", null);
+            return;
+          }
+        }
+        counters.bytesIn.add(body.length);
+        pending.remove(result);
+        result.complete(body);
+      }
+      case 503 -> fail(result, TransportException.Kind.BUSY, to + " is busy" + suffix(error), null);
+      case 504 -> fail(result, TransportException.Kind.TIMEOUT, to + " timed out handling the request" + suffix(error), null);
+      case 401 -> fail(result, TransportException.Kind.PROTOCOL, to + " rejected the request's authentication" + suffix(error), null);
+      case 413 -> fail(result, TransportException.Kind.PROTOCOL, to + " rejected the request as too large" + suffix(error), null);
+      default -> fail(result, TransportException.Kind.PROTOCOL, to + " answered HTTP " + status + suffix(error), null);
+    }
+  }
+
+  private static String suffix(String error) {
+    return error.isEmpty() ? "" : ": " + error;
+  }
+
+  private void fail(CompletableFuture<byte[]> f, TransportException.Kind kind, String message, Throwable cause) {
+    pending.remove(f);
+    if (f.completeExceptionally(new TransportException(kind, message, cause))) {
+      counters.requestsFailed.increment();
+    }
+  }
+
+  private TransportException.Kind kindOf(Throwable t) {
+    if (t instanceof TooLargeException) {
+      return TransportException.Kind.PROTOCOL;
+    }
+    if (t instanceof HttpConnectTimeoutException || t instanceof ConnectException) {
+      return TransportException.Kind.UNREACHABLE;
+    }
+    if (t instanceof HttpTimeoutException) {
+      return TransportException.Kind.TIMEOUT;
+    }
+    if (closed.get() || t instanceof ClosedChannelException) {
+      return closed.get() ? TransportException.Kind.CLOSED : TransportException.Kind.UNREACHABLE;
+    }
+    if (t instanceof SSLException) {
+      return TransportException.Kind.PROTOCOL;
+    }
+    return TransportException.Kind.UNREACHABLE;
+  }
+
+  private HttpRequest buildRequest(
+      PeerAddress to, byte[] payload, String path, String tag, Duration timeout, String nonce) {
+    URI uri = URI.create((config.sslContext != null ? "https://" : "http://") + to.address() + path);
+    if (uri.getHost() == null || uri.getPort() < 0) {
+      throw new IllegalArgumentException("address must be host:port");
+    }
+    String ts = Long.toString(config.wallClockMillis.getAsLong());
+    PeerAddress me = localAddress;
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(uri)
+            .timeout(timeout)
+            .header(H_SENDER, me.nodeId())
+            .header(H_SENDER_ADDRESS, me.address())
+            .header(H_RECIPIENT, to.nodeId())
+            .header(H_TIMESTAMP, ts)
+            .header(H_NONCE, nonce)
+            .header("Content-Type", "application/octet-stream")
+            .POST(HttpRequest.BodyPublishers.ofByteArray(payload));
+    if (auth != null) {
+      b.header(H_MAC, auth.sign(payload, tag, me.nodeId(), me.address(), to.nodeId(), ts, nonce));
+    }
+    return b.build();
+  }
+
+  private String nextNonce() {
+    return bootId + "-" + Long.toHexString(nonceCounter.incrementAndGet());
+  }
+
+  // ---------------------------------------------------------------- inbound
+
+  private void handleInbound(HttpExchange ex, boolean isRequest) {
+    try {
+      if (closed.get()) {
+        respondQuietly(ex, 503, new byte[0], "transport closed", null);
+        return;
+      }
+      if (!"POST".equals(ex.getRequestMethod())) {
+        ex.getResponseHeaders().add("Allow", "POST");
+        respondQuietly(ex, 405, new byte[0], "use POST", null);
+        return;
+      }
+      Headers h = ex.getRequestHeaders();
+      long declared = parseLong(h.getFirst("Content-Length"), -1);
+      if (declared > config.maxMessageBytes) {
+        counters.oversizeRejected.increment();
+        respondQuietly(ex, 413, new byte[0], "body of " + declared + " bytes exceeds " + config.maxMessageBytes, null);
+        return;
+      }
+      byte[] body = readCapped(ex.getRequestBody(), config.maxMessageBytes);
+      if (body == null) {
+        counters.oversizeRejected.increment();
+        respondQuietly(ex, 413, new byte[0], "body exceeds " + config.maxMessageBytes + " bytes", null);
+        return;
+      }
+      String sender = h.getFirst(H_SENDER);
+      String senderAddress = h.getFirst(H_SENDER_ADDRESS);
+      String recipient = h.getFirst(H_RECIPIENT);
+      String ts = h.getFirst(H_TIMESTAMP);
+      String nonce = h.getFirst(H_NONCE);
+      PeerAddress from;
+      long timestamp;
+      try {
+        from = new PeerAddress(sender, senderAddress);
+        timestamp = Long.parseLong(Objects.requireNonNull(ts, H_TIMESTAMP));
+        Objects.requireNonNull(nonce, H_NONCE);
+        if (nonce.isEmpty() || nonce.length() > 64) {
+          throw new IllegalArgumentException("nonce must have 1 to 64 characters");
+        }
+      } catch (RuntimeException e) {
+        counters.malformedRejected.increment();
+        respondQuietly(ex, 400, new byte[0], "bad envelope: " + e.getMessage(), null);
+        return;
+      }
+      if (!config.nodeId.equals(recipient)) {
+        counters.authFailures.increment();
+        respondQuietly(ex, 401, new byte[0], "message addressed to another node", null);
+        return;
+      }
+      if (auth != null) {
+        String tag = isRequest ? TAG_REQUEST : TAG_MESSAGE;
+        if (!auth.verify(h.getFirst(H_MAC), body, tag, sender, senderAddress, recipient, ts, nonce)) {
+          counters.authFailures.increment();
+          log.debug("dropping message from {} that failed authentication", from);
+          respondQuietly(ex, 401, new byte[0], "authentication failed", null);
+          return;
+        }
+        ReplayGuard.Verdict v =
+            replayGuard.check(sender, nonce, timestamp, config.wallClockMillis.getAsLong());
+        if (v != ReplayGuard.Verdict.ACCEPT) {
+          counters.replaysRejected.increment();
+          log.debug("dropping message from {}: {}", from, v);
+          respondQuietly(ex, 401, new byte[0], "rejected: " + v.name().toLowerCase(java.util.Locale.ROOT), null);
+          return;
+        }
+      }
+      counters.bytesIn.add(body.length);
+      if (!isRequest) {
+        counters.messagesReceived.increment();
+        respondQuietly(ex, 204, null, null, null);
+        try {
+          handler.onMessage(from, body);
+        } catch (RuntimeException e) {
+          log.warn("inbound message handler failed for a message from {}", from, e);
+        }
+        return;
+      }
+      handleRequest(ex, from, body, nonce);
+    } catch (IOException e) {
+      respondQuietly(ex, 400, new byte[0], "cannot read body", null);
+    } catch (RuntimeException e) {
+      log.warn("unexpected failure handling inbound traffic", e);
+      respondQuietly(ex, 500, new byte[0], "internal error", null);
+    }
+  }
+
+  private void handleRequest(HttpExchange ex, PeerAddress from, byte[] body, String nonce) {
+    if (inboundRequests.incrementAndGet() > config.maxInboundRequests) {
+      inboundRequests.decrementAndGet();
+      counters.inboundBusy.increment();
+      respondQuietly(ex, 503, new byte[0], "too many requests in progress", null);
+      return;
+    }
+    counters.requestsReceived.increment();
+    inboundPending.add(ex);
+    CompletableFuture<byte[]> answer;
+    try {
+      answer = Objects.requireNonNull(handler.onRequest(from, body), "handler returned null");
+    } catch (RuntimeException e) {
+      answer = CompletableFuture.failedFuture(e);
+    }
+    ScheduledFuture<?> guard;
+    try {
+      guard =
+          timer.schedule(
+              () -> {
+                if (inboundPending.remove(ex)) {
+                  inboundRequests.decrementAndGet();
+                  respondQuietly(ex, 504, new byte[0], "handler did not answer in time", null);
+                }
+              },
+              config.maxHandlingTime.toNanos(),
+              TimeUnit.NANOSECONDS);
+    } catch (RuntimeException closing) {
+      guard = null;
+    }
+    ScheduledFuture<?> g = guard;
+    answer.whenComplete(
+        (bytes, err) -> {
+          if (g != null) {
+            g.cancel(false);
+          }
+          if (!inboundPending.remove(ex)) {
+            return; // answered already (timeout guard or close)
+          }
+          inboundRequests.decrementAndGet();
+          if (err != null) {
+            Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
+            int status =
+                c instanceof TransportException te && te.kind() == TransportException.Kind.BUSY ? 503 : 500;
+            respondQuietly(ex, status, new byte[0], String.valueOf(c.getMessage()), null);
+          } else if (bytes == null || bytes.length > config.maxMessageBytes) {
+            respondQuietly(ex, 500, new byte[0], "handler answer missing or above maxMessageBytes", null);
+          } else {
+            String mac =
+                auth == null
+                    ? null
+                    : auth.sign(bytes, TAG_RESPONSE, config.nodeId, from.nodeId(), nonce, "200");
+            counters.bytesOut.add(bytes.length);
+            respondQuietly(ex, 200, bytes, null, mac);
+          }
+        });
+  }
+
+  private void respondQuietly(HttpExchange ex, int status, byte[] body, String error, String mac) {
+    try (ex) {
+      if (error != null) {
+        ex.getResponseHeaders().add(H_ERROR, sanitize(error));
+      }
+      if (mac != null) {
+        ex.getResponseHeaders().add(H_MAC, mac);
+      }
+      if (body == null || body.length == 0) {
+        ex.sendResponseHeaders(status, -1);
+      } else {
+        ex.sendResponseHeaders(status, body.length);
+        try (OutputStream out = ex.getResponseBody()) {
+          out.write(body);
+        }
+      }
+    } catch (IOException | RuntimeException e) {
+      log.debug("could not answer {}: {}", ex.getRemoteAddress(), e.toString());
+    }
+  }
+
+  private static String sanitize(String s) {
+    StringBuilder sb = new StringBuilder(Math.min(s.length(), 200));
+    for (int i = 0; i < s.length() && sb.length() < 200; i++) {
+      char c = s.charAt(i);
+      sb.append(c >= 0x20 && c < 0x7f ? c : '?');
+    }
+    return sb.toString();
+  }
+
+  /** Reads at most {@code cap} bytes; returns null if the stream holds more. */
+  static byte[] readCapped(InputStream in, int cap) throws IOException {
+    byte[] buf = new byte[Math.min(cap + 1, 8192)];
+    int n = 0;
+    while (true) {
+      if (n == buf.length) {
+        if (buf.length > cap) {
+          return null;
+        }
+        buf = java.util.Arrays.copyOf(buf, (int) Math.min((long) cap + 1, buf.length * 2L));
+      }
+      int r = in.read(buf, n, buf.length - n);
+      if (r < 0) {
+        return java.util.Arrays.copyOf(buf, n);
+      }
+      n += r;
+      if (n > cap) {
+        return null;
+      }
+    }
+  }
+
+  private static long parseLong(String s, long dflt) {
+    if (s == null) {
+      return dflt;
+    }
+    try {
+      return Long.parseLong(s.trim());
+    } catch (NumberFormatException e) {
+      return dflt;
+    }
+  }
+
+  private static String hostPort(String host, int port) {
+    return (host.indexOf(':') >= 0 && !host.startsWith("[") ? "[" + host + "]" : host) + ":" + port;
+  }
+
+  private static ThreadFactory daemonThreads(String prefix) {
+    AtomicInteger n = new AtomicInteger();
+    return r -> {
+      Thread t = new Thread(r, prefix + "-" + n.incrementAndGet());
+      t.setDaemon(true);
+      return t;
+    };
+  }
+
+  // ---------------------------------------------------------------- stats
+
+  /** A snapshot of this transport's counters. */
+  public Stats stats() {
+    return new Stats(
+        counters.messagesSent.sum(),
+        counters.messagesDropped.sum(),
+        counters.messagesFailed.sum(),
+        counters.requestsSent.sum(),
+        counters.requestsFailed.sum(),
+        counters.outboundBusy.sum(),
+        counters.messagesReceived.sum(),
+        counters.requestsReceived.sum(),
+        counters.authFailures.sum(),
+        counters.replaysRejected.sum(),
+        counters.oversizeRejected.sum(),
+        counters.malformedRejected.sum(),
+        counters.inboundBusy.sum(),
+        counters.bytesIn.sum(),
+        counters.bytesOut.sum(),
+        pending.size());
+  }
+
+  /**
+   * Counters of a transport since it was built.
+   *
+   * @param messagesSent one-way messages handed to the network
+   * @param messagesDropped one-way messages dropped before sending (closed, too large, peer busy)
+   * @param messagesFailed one-way messages the peer did not accept (network error or non-204)
+   * @param requestsSent requests handed to the network
+   * @param requestsFailed requests completed exceptionally, for any reason
+   * @param outboundBusy requests and messages refused locally: too many in flight to the peer
+   * @param messagesReceived inbound one-way messages delivered to the handler
+   * @param requestsReceived inbound requests delivered to the handler
+   * @param authFailures inbound messages (and answers) dropped for a bad MAC or recipient
+   * @param replaysRejected inbound messages dropped as stale or already seen
+   * @param oversizeRejected inbound messages refused as larger than {@code maxMessageBytes}
+   * @param malformedRejected inbound messages refused for a malformed envelope
+   * @param inboundBusy inbound requests answered 503 because too many were in progress
+   * @param bytesIn payload bytes accepted
+   * @param bytesOut payload bytes sent
+   * @param pendingRequests outbound requests waiting for an answer now
+   */
+  public record Stats(
+      long messagesSent,
+      long messagesDropped,
+      long messagesFailed,
+      long requestsSent,
+      long requestsFailed,
+      long outboundBusy,
+      long messagesReceived,
+      long requestsReceived,
+      long authFailures,
+      long replaysRejected,
+      long oversizeRejected,
+      long malformedRejected,
+      long inboundBusy,
+      long bytesIn,
+      long bytesOut,
+      int pendingRequests) {}
+
+  private static final class Counters {
+    final LongAdder messagesSent = new LongAdder();
+    final LongAdder messagesDropped = new LongAdder();
+    final LongAdder messagesFailed = new LongAdder();
+    final LongAdder requestsSent = new LongAdder();
+    final LongAdder requestsFailed = new LongAdder();
+    final LongAdder outboundBusy = new LongAdder();
+    final LongAdder messagesReceived = new LongAdder();
+    final LongAdder requestsReceived = new LongAdder();
+    final LongAdder authFailures = new LongAdder();
+    final LongAdder replaysRejected = new LongAdder();
+    final LongAdder oversizeRejected = new LongAdder();
+    final LongAdder malformedRejected = new LongAdder();
+    final LongAdder inboundBusy = new LongAdder();
+    final LongAdder bytesIn = new LongAdder();
+    final LongAdder bytesOut = new LongAdder();
+  }
+
+  // ---------------------------------------------------------------- body cap
+
+  /** An answer's body was larger than the cap. */
+  static final class TooLargeException extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    TooLargeException(String message) {
+      super(message);
+    }
+  }
+
+  /** Collects a response body, refusing one above the cap before or while reading it. */
+  static final class CappedBodySubscriber implements HttpResponse.BodySubscriber<byte[]> {
+    private final int cap;
+    private final CompletableFuture<byte[]> body = new CompletableFuture<>();
+    private final java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream();
+    private final boolean refuse;
+    private java.util.concurrent.Flow.Subscription subscription;
+
+    private CappedBodySubscriber(int cap, boolean refuse) {
+      this.cap = cap;
+      this.refuse = refuse;
+    }
+
+    static HttpResponse.BodySubscriber<byte[]> forResponse(HttpResponse.ResponseInfo info, int cap) {
+      long declared = info.headers().firstValueAsLong("Content-Length").orElse(-1);
+      return new CappedBodySubscriber(cap, declared > cap);
+    }
+
+    @Override
+    public CompletionStage<byte[]> getBody() {
+      return body;
+    }
+
+    @Override
+    public void onSubscribe(java.util.concurrent.Flow.Subscription s) {
+      subscription = s;
+      if (refuse) {
+        s.cancel();
+        body.completeExceptionally(new TooLargeException("answer's Content-Length exceeds " + cap + " bytes"));
+      } else {
+        s.request(Long.MAX_VALUE);
+      }
+    }
+
+    @Override
+    public void onNext(List<ByteBuffer> items) {
+      if (body.isDone()) {
+        return;
+      }
+      for (ByteBuffer b : items) {
+        if (buf.size() + (long) b.remaining() > cap) {
+          subscription.cancel();
+          body.completeExceptionally(new TooLargeException("answer exceeds " + cap + " bytes"));
+          return;
+        }
+        byte[] chunk = new byte[b.remaining()];
+        b.get(chunk);
+        buf.write(chunk, 0, chunk.length);
+      }
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      body.completeExceptionally(t);
+    }
+
+    @Override
+    public void onComplete() {
+      body.complete(buf.toByteArray());
+    }
+  }
+
+  // ---------------------------------------------------------------- builder
+
+  /** Configures an {@link HttpTransport}; {@link #build()} validates everything. */
+  public static final class Builder {
+    private String nodeId;
+    private String listenHost = "127.0.0.1";
+    private int listenPort = -1;
+    private String advertisedAddress;
+    private byte[] clusterKey;
+    private boolean insecure;
+    private SSLContext sslContext;
+    private Duration connectTimeout = Duration.ofSeconds(2);
+    private Duration messageTimeout = Duration.ofSeconds(5);
+    private Duration maxHandlingTime = Duration.ofMinutes(5);
+    private Duration replayWindow = Duration.ofSeconds(30);
+    private int maxNoncesPerSender = 1 << 17;
+    private int maxMessageBytes = 4 << 20;
+    private int maxInFlightPerPeer = 64;
+    private int maxInboundRequests = 256;
+    private int serverThreads = 4;
+    private int backlog = 128;
+    private LongSupplier wallClockMillis = System::currentTimeMillis;
+
+    private Builder() {}
+
+    private Builder copy() {
+      Builder b = new Builder();
+      b.nodeId = nodeId;
+      b.listenHost = listenHost;
+      b.listenPort = listenPort;
+      b.advertisedAddress = advertisedAddress;
+      b.clusterKey = clusterKey == null ? null : clusterKey.clone();
+      b.insecure = insecure;
+      b.sslContext = sslContext;
+      b.connectTimeout = connectTimeout;
+      b.messageTimeout = messageTimeout;
+      b.maxHandlingTime = maxHandlingTime;
+      b.replayWindow = replayWindow;
+      b.maxNoncesPerSender = maxNoncesPerSender;
+      b.maxMessageBytes = maxMessageBytes;
+      b.maxInFlightPerPeer = maxInFlightPerPeer;
+      b.maxInboundRequests = maxInboundRequests;
+      b.serverThreads = serverThreads;
+      b.backlog = backlog;
+      b.wallClockMillis = wallClockMillis;
+      return b;
+    }
+
+    /** This node's id (required); peers see it as the sender of everything sent. */
+    public Builder nodeId(String nodeId) {
+      this.nodeId = nodeId;
+      return this;
+    }
+
+    /** Host and port to listen on (required); port 0 picks a free port. */
+    public Builder listen(String host, int port) {
+      this.listenHost = host;
+      this.listenPort = port;
+      return this;
+    }
+
+    /**
+     * The {@code host:port} peers should use to reach this node, when it differs from the listen
+     * address (for example behind NAT or when listening on 0.0.0.0). Default: the bound address.
+     */
+    public Builder advertisedAddress(String hostPort) {
+      this.advertisedAddress = hostPort;
+      return this;
+    }
+
+    /**
+     * The shared cluster key for HMAC-SHA256 message authentication: at least 16 bytes, the same
+     * on every node. Either this or {@link #insecureWithoutAuthentication()} is required.
+     */
+    public Builder clusterKey(byte[] key) {
+      this.clusterKey = key == null ? null : key.clone();
+      return this;
+    }
+
+    /** Accept unauthenticated traffic. Only for tests or fully trusted networks. */
+    public Builder insecureWithoutAuthentication() {
+      this.insecure = true;
+      return this;
+    }
+
+    /** Serve and connect over TLS with the host's context (default: plain HTTP). */
+    public Builder tls(SSLContext context) {
+      this.sslContext = context;
+      return this;
+    }
+
+    /** How long to wait for a TCP (and TLS) connection to a peer. Default 2 s. */
+    public Builder connectTimeout(Duration d) {
+      this.connectTimeout = d;
+      return this;
+    }
+
+    /** How long a one-way message may take to be accepted before it counts as failed. Default 5 s. */
+    public Builder messageTimeout(Duration d) {
+      this.messageTimeout = d;
+      return this;
+    }
+
+    /** How long an inbound request may wait for the handler before it is answered 504. Default 5 min. */
+    public Builder maxHandlingTime(Duration d) {
+      this.maxHandlingTime = d;
+      return this;
+    }
+
+    /** How far a message's timestamp may be from this node's clock. Default 30 s. */
+    public Builder replayWindow(Duration d) {
+      this.replayWindow = d;
+      return this;
+    }
+
+    /** Nonces remembered per sender at most (bounds replay-guard memory). Default 131,072. */
+    public Builder maxNoncesPerSender(int n) {
+      this.maxNoncesPerSender = n;
+      return this;
+    }
+
+    /** Largest payload sent or accepted, in bytes. Default 4 MiB. */
+    public Builder maxMessageBytes(int bytes) {
+      this.maxMessageBytes = bytes;
+      return this;
+    }
+
+    /** Requests and messages outstanding to one peer at most. Default 64. */
+    public Builder maxInFlightPerPeer(int n) {
+      this.maxInFlightPerPeer = n;
+      return this;
+    }
+
+    /** Inbound requests handled at once at most; more are answered busy. Default 256. */
+    public Builder maxInboundRequests(int n) {
+      this.maxInboundRequests = n;
+      return this;
+    }
+
+    /** Threads reading and authenticating inbound traffic. Default 4. */
+    public Builder serverThreads(int n) {
+      this.serverThreads = n;
+      return this;
+    }
+
+    /**
+     * The wall clock (epoch milliseconds) used for message timestamps and the replay window.
+     * Default {@link System#currentTimeMillis()}; tests inject their own.
+     */
+    public Builder wallClockMillis(LongSupplier clock) {
+      this.wallClockMillis = clock;
+      return this;
+    }
+
+    /**
+     * Validates the configuration and creates the transport (not yet listening; see
+     * {@link HttpTransport#start}).
+     *
+     * @throws IllegalArgumentException naming the first invalid setting
+     */
+    public HttpTransport build() {
+      if (nodeId == null) {
+        throw new IllegalArgumentException("nodeId is required");
+      }
+      PeerAddress.checkNodeId(nodeId);
+      if (listenHost == null || listenHost.isEmpty()) {
+        throw new IllegalArgumentException("listen host is required");
+      }
+      if (listenPort < 0 || listenPort > 65535) {
+        throw new IllegalArgumentException(
+            "listen port must be 0 to 65535 (call listen(host, port)), was " + listenPort);
+      }
+      if (advertisedAddress != null) {
+        new PeerAddress(nodeId, advertisedAddress);
+        URI u = URI.create("http://" + advertisedAddress);
+        if (u.getHost() == null || u.getPort() < 0) {
+          throw new IllegalArgumentException("advertisedAddress must be host:port, was " + advertisedAddress);
+        }
+      }
+      if (clusterKey == null && !insecure) {
+        throw new IllegalArgumentException(
+            "set clusterKey(bytes) for message authentication, or insecureWithoutAuthentication()");
+      }
+      if (clusterKey != null && insecure) {
+        throw new IllegalArgumentException("clusterKey and insecureWithoutAuthentication() are exclusive");
+      }
+      if (clusterKey != null && clusterKey.length < 16) {
+        throw new IllegalArgumentException(
+            "clusterKey must have at least 16 bytes, had " + clusterKey.length);
+      }
+      requirePositive("connectTimeout", connectTimeout);
+      requirePositive("messageTimeout", messageTimeout);
+      requirePositive("maxHandlingTime", maxHandlingTime);
+      requirePositive("replayWindow", replayWindow);
+      requireRange("maxMessageBytes", maxMessageBytes, 64, Integer.MAX_VALUE - 8);
+      requireRange("maxInFlightPerPeer", maxInFlightPerPeer, 1, 1 << 20);
+      requireRange("maxInboundRequests", maxInboundRequests, 1, 1 << 20);
+      requireRange("serverThreads", serverThreads, 1, 1024);
+      requireRange("maxNoncesPerSender", maxNoncesPerSender, 16, 1 << 24);
+      Objects.requireNonNull(wallClockMillis, "wallClockMillis");
+      return new HttpTransport(this);
+    }
+
+    private static void requirePositive(String name, Duration d) {
+      if (d == null || d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException(name + " must be positive, was " + d);
+      }
+    }
+
+    private static void requireRange(String name, int v, int lo, int hi) {
+      if (v < lo || v > hi) {
+        throw new IllegalArgumentException(name + " must be between " + lo + " and " + hi + ", was " + v);
+      }
+    }
+  }
+}

@@ -1,0 +1,131 @@
+package io.github.prefixrouter;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import io.github.prefixrouter.testing.SimulatedEngine;
+import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Test;
+
+/** Whole nodes built through the public API: real tree, real gossip, in-memory network. */
+class ClusterTest {
+
+  final SimulatedScheduler sim = new SimulatedScheduler();
+  final InMemoryNetwork net = new InMemoryNetwork(sim, 11);
+  final Map<String, PrefixRouterNode> nodes = new LinkedHashMap<>();
+  final Map<String, SimulatedEngine> engines = new LinkedHashMap<>();
+
+  void cluster(int n, RouterConfig cfg) {
+    net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(1)));
+    List<PeerAddress> seeds = List.of(InMemoryNetwork.addressOf("n0"));
+    for (int i = 0; i < n; i++) {
+      String id = "n" + i;
+      SimulatedEngine e = SimulatedEngine.builder().scheduler(sim).slots(2)
+          .capacityTokens(32_768).prefillOverheadNanos(2_000_000).prefillNanosPerToken(200_000)
+          .decodeNanosPerToken(5_000_000).vocabularySize(1000).build();
+      engines.put(id, e);
+      nodes.put(id, PrefixRouterNode.builder().nodeId(id).config(cfg)
+          .transport(net.transport(id)).engine(e).clock(sim).scheduler(sim)
+          .random(new SplittableRandom(i)).seeds(seeds).build());
+    }
+    nodes.values().forEach(PrefixRouterNode::start);
+    sim.advanceBy(Duration.ofSeconds(3).toNanos()); // membership converges
+  }
+
+  static int[] prompt(long seed, int n) {
+    SplittableRandom r = new SplittableRandom(seed);
+    int[] t = new int[n];
+    for (int i = 0; i < n; i++) {
+      t[i] = r.nextInt(1000);
+    }
+    return t;
+  }
+
+  static int[] concat(int[] a, int[] b) {
+    int[] r = java.util.Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, r, a.length, b.length);
+    return r;
+  }
+
+  InferenceResponse run(String at, InferenceRequest r) {
+    CompletableFuture<InferenceResponse> f = nodes.get(at).submit(r);
+    long deadline = sim.nanoTime() + Duration.ofSeconds(60).toNanos();
+    while (!f.isDone() && sim.nanoTime() < deadline) {
+      sim.advanceBy(1_000_000);
+    }
+    return f.join();
+  }
+
+  @Test
+  void gossipedReplicasRouteRequestsToTheNodeHoldingTheirPrefix() {
+    cluster(4, RouterConfig.defaults());
+    for (PrefixRouterNode n : nodes.values()) {
+      assertEquals(3, n.stats().peersLive(), n.nodeId() + " sees " + n.stats());
+    }
+    int[] prefix = prompt(1, 480);
+    InferenceResponse first = run("n0", InferenceRequest.of("first", concat(prefix, prompt(2, 32))));
+    String holder = first.servedBy();
+    assertEquals(1, first.attempts());
+    assertEquals(1, engines.values().stream().mapToLong(e -> e.stats().requests()).sum());
+    assertEquals(RouteDecision.Reason.COLD_PLACEMENT, first.decision().reason());
+    sim.advanceBy(Duration.ofSeconds(2).toNanos()); // the holder's summary spreads
+
+    List<String> others = new ArrayList<>(nodes.keySet());
+    others.remove(holder);
+    for (String at : others) {
+      InferenceRequest r = InferenceRequest.of("q-" + at, concat(prefix, prompt(at.hashCode(), 32)));
+      InferenceResponse resp = run(at, r);
+      assertEquals(holder, resp.servedBy(), resp.decision().toString());
+      assertTrue(resp.cachedPromptTokens() >= 480, "cached " + resp.cachedPromptTokens());
+      assertArrayEquals(SimulatedEngine.expectedOutput(r.tokensUnsafe(), r.params(), 1000),
+          resp.result().outputTokens());
+      NodeStats s = nodes.get(at).stats();
+      assertTrue(s.gossipBytesIn() > 0 && s.gossipBytesOut() > 0, s.toString());
+      assertTrue(s.replicaBlocks() >= 30, s.toString());
+    }
+    // the first request came from n0 by cold placement unless n0 itself is the holder
+    assertEquals(holder.equals("n0") ? 3 : 4, nodes.get(holder).stats().servedForPeers());
+  }
+
+  @Test
+  void deadPeerDisappearsAndRequestsStillGetAnswers() {
+    cluster(3, RouterConfig.defaults());
+    int[] prefix = prompt(5, 480);
+    String holder = run("n0", InferenceRequest.of("w", concat(prefix, prompt(6, 16)))).servedBy();
+    sim.advanceBy(Duration.ofSeconds(2).toNanos());
+    String asker = holder.equals("n1") ? "n2" : "n1";
+    net.crash(holder);
+    // in the window before the failure detector notices, the forward times out and falls back
+    InferenceRequest r = InferenceRequest.of("q", concat(prefix, prompt(7, 16)));
+    InferenceResponse resp = run(asker, r);
+    assertFalse(resp.servedBy().equals(holder));
+    assertEquals(FallbackCause.TIMEOUT, resp.fallbackCause());
+    sim.advanceBy(RouterConfig.defaults().peerDeadAfter().plusSeconds(2).toNanos());
+    assertEquals(1, nodes.get(asker).stats().peersLive());
+    RouteDecision d = nodes.get(asker).explain(r);
+    assertTrue(d.candidates().stream().noneMatch(c -> c.nodeId().equals(holder)), d.toString());
+  }
+
+  @Test
+  void stopDrainsAndClosesTheNode() {
+    cluster(2, RouterConfig.defaults());
+    CompletableFuture<InferenceResponse> f =
+        nodes.get("n1").submit(InferenceRequest.of("x", prompt(9, 100)));
+    CompletableFuture<Void> stop = nodes.get("n1").stop();
+    sim.advanceBy(Duration.ofSeconds(2).toNanos());
+    assertTrue(f.isDone() && !f.isCompletedExceptionally());
+    assertTrue(stop.isDone());
+    assertEquals(PrefixRouterNode.State.STOPPED, nodes.get("n1").state());
+  }
+}

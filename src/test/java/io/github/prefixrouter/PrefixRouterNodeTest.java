@@ -1,0 +1,73 @@
+package io.github.prefixrouter;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import io.github.prefixrouter.testing.SimulatedEngine;
+import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.util.Arrays;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Test;
+
+/** The public builder and a single node with the real local tree. */
+class PrefixRouterNodeTest {
+
+  final SimulatedScheduler sim = new SimulatedScheduler();
+  final InMemoryNetwork net = new InMemoryNetwork(sim, 1);
+
+  SimulatedEngine engine(boolean events) {
+    return SimulatedEngine.builder().scheduler(sim).publishesCacheEvents(events)
+        .vocabularySize(1000).build();
+  }
+
+  @Test
+  void builderNamesEveryMissingSetting() {
+    IllegalStateException e = assertThrows(IllegalStateException.class,
+        () -> PrefixRouterNode.builder().build());
+    assertTrue(e.getMessage().contains("nodeId(String)"), e.getMessage());
+    assertTrue(e.getMessage().contains("transport(Transport)"), e.getMessage());
+    assertTrue(e.getMessage().contains("engine(InferenceEngine)"), e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> PrefixRouterNode.builder().nodeId("a b"));
+    assertThrows(NullPointerException.class, () -> PrefixRouterNode.builder().clock(null));
+  }
+
+  @Test
+  void engineDrivenModeDemandedOfASilentEngineIsRejected() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> PrefixRouterNode.builder().nodeId("a").transport(net.transport("a"))
+            .engine(engine(false)).clock(sim).scheduler(sim)
+            .config(RouterConfig.builder().treeMode(RouterConfig.TreeMode.ENGINE_DRIVEN).build())
+            .build());
+    assertTrue(e.getMessage().contains("ENGINE_DRIVEN"), e.getMessage());
+  }
+
+  @Test
+  void localTreeFollowsTheEngineInBothModes() {
+    for (boolean events : new boolean[] {true, false}) {
+      String id = events ? "driven" : "self";
+      PrefixRouterNode node = PrefixRouterNode.builder().nodeId(id).transport(net.transport(id))
+          .engine(engine(events)).clock(sim).scheduler(sim).random(new SplittableRandom(1))
+          .build();
+      node.start();
+      int[] tokens = new int[100];
+      Arrays.setAll(tokens, i -> (i * 7) % 1000);
+      InferenceRequest r = InferenceRequest.of("r", tokens);
+      CompletableFuture<InferenceResponse> f = node.submit(r);
+      sim.runUntilIdle(100_000);
+      InferenceResponse resp = f.join();
+      assertEquals(id, resp.servedBy());
+      assertArrayEquals(SimulatedEngine.expectedOutput(tokens, r.params(), 1000),
+          resp.result().outputTokens());
+      // engine-driven mirrors the engine's 6 whole blocks; self-managed records all 100 tokens
+      assertEquals(events ? 96 : 100, node.stats().localCachedTokens(), id);
+      assertEquals(events ? 96 : 100, node.explain(r).candidates().get(0).matchedTokens());
+      CompletableFuture<Void> stop = node.stop();
+      sim.runUntilIdle(100_000);
+      assertTrue(stop.isDone());
+    }
+  }
+}

@@ -1,0 +1,222 @@
+package io.github.prefixrouter.contract;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InferenceEngine;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The {@link InferenceEngine} contract, as a test kit any engine adapter can run.
+ *
+ * <p>Extend it in your test tree and supply {@link #createEngine()} (a fresh engine with an empty
+ * cache). Engines in simulated time override {@link #awaitCondition(BooleanSupplier, Duration)}
+ * to advance their clock; engines that can be told to fail override
+ * {@link #failNextRequest(InferenceEngine)}. Depend on the {@code tests} classifier of
+ * {@code prefix-router}.
+ *
+ * <p>Checked: {@code execute} returns without blocking and its future completes exactly once;
+ * results are well formed (prompt tokens, cached tokens within bounds, 1..maxTokens outputs);
+ * the same request gives the same output; {@code load()} is cheap and sane; cancelling an
+ * unknown request is harmless; failures surface as {@link EngineException}; engines that
+ * publish cache events announce the blocks of a prompt they ran, and report a cache hit when the
+ * same prompt runs again.
+ */
+public abstract class InferenceEngineContractTest {
+
+  /** A fresh engine with an empty cache. */
+  protected abstract InferenceEngine createEngine();
+
+  /** Longest any request may take in these tests. */
+  protected Duration patience() {
+    return Duration.ofSeconds(60);
+  }
+
+  /** Vocabulary the sample prompts draw from (ids in {@code [0, vocabulary)}). */
+  protected int vocabulary() {
+    return 1000;
+  }
+
+  /** Prompt length of the sample prompts: a few blocks of any usual block size. */
+  protected int promptTokens() {
+    return 96;
+  }
+
+  /**
+   * Makes the engine fail its next request, if it can be told to.
+   *
+   * @return false if the engine has no such hook (the failure test is then skipped)
+   */
+  protected boolean failNextRequest(InferenceEngine engine) {
+    return false;
+  }
+
+  /**
+   * Waits until {@code condition} holds or {@code max} elapses, returning the condition's final
+   * value. The default polls in real time; simulated engines advance their clock instead.
+   */
+  protected boolean awaitCondition(BooleanSupplier condition, Duration max) {
+    long deadline = System.nanoTime() + max.toNanos();
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        return false;
+      }
+      try {
+        Thread.sleep(2);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return condition.getAsBoolean();
+      }
+    }
+    return true;
+  }
+
+  /** A deterministic sample prompt. */
+  protected int[] prompt(long seed) {
+    int[] t = new int[promptTokens()];
+    long x = seed * 0x9E3779B97F4A7C15L + 1;
+    for (int i = 0; i < t.length; i++) {
+      x ^= x << 13;
+      x ^= x >>> 7;
+      x ^= x << 17;
+      t[i] = (int) Math.floorMod(x, (long) vocabulary());
+    }
+    return t;
+  }
+
+  private EngineResult run(InferenceEngine e, InferenceRequest r) {
+    CompletableFuture<EngineResult> f = assertTimeoutPreemptively(Duration.ofSeconds(5),
+        () -> e.execute(r), "execute blocked the caller");
+    assertNotNull(f, "execute returned null");
+    assertTrue(awaitCondition(f::isDone, patience()), "request " + r.id() + " never completed");
+    return f.join();
+  }
+
+  @Test
+  void resultIsWellFormed() {
+    InferenceEngine e = createEngine();
+    int[] p = prompt(1);
+    EngineResult r = run(e, new InferenceRequest("r1", p, GenerationParams.greedy(4)));
+    assertEquals(p.length, r.promptTokens(), "promptTokens");
+    assertTrue(r.cachedPromptTokens() >= -1 && r.cachedPromptTokens() <= p.length, "cached");
+    int out = r.outputTokens().length;
+    assertTrue(out >= 1 && out <= 4, "between 1 and maxTokens outputs, got " + out);
+  }
+
+  @Test
+  void sameRequestGivesTheSameOutput() {
+    InferenceEngine e = createEngine();
+    int[] p = prompt(2);
+    EngineResult a = run(e, new InferenceRequest("a", p, GenerationParams.greedy(3)));
+    EngineResult b = run(e, new InferenceRequest("b", p, GenerationParams.greedy(3)));
+    assertArrayEquals(a.outputTokens(), b.outputTokens());
+    assertEquals(a.text(), b.text());
+  }
+
+  @Test
+  void everyFutureCompletesExactlyOnce() {
+    InferenceEngine e = createEngine();
+    int n = 20;
+    AtomicInteger completions = new AtomicInteger();
+    List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      CompletableFuture<EngineResult> f = e.execute(
+          new InferenceRequest("c" + i, prompt(100 + i % 5), GenerationParams.DEFAULT));
+      assertNotNull(f);
+      f.whenComplete((v, err) -> completions.incrementAndGet());
+      fs.add(f);
+    }
+    assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()));
+    awaitCondition(() -> false, Duration.ofMillis(50));
+    assertEquals(n, completions.get());
+    for (CompletableFuture<EngineResult> f : fs) {
+      assertNotNull(f.join());
+    }
+  }
+
+  @Test
+  void loadIsSaneAndCheap() {
+    InferenceEngine e = createEngine();
+    EngineLoad l = assertTimeoutPreemptively(Duration.ofSeconds(1), e::load);
+    assertNotNull(l, "load() returned null");
+    CompletableFuture<EngineResult> f = e.execute(
+        new InferenceRequest("l", prompt(3), GenerationParams.DEFAULT));
+    EngineLoad busy = e.load();
+    assertNotNull(busy);
+    assertTrue(f.isDone() || busy.total() >= 1,
+        "a request not yet complete must show in the load, got " + busy);
+    assertTrue(awaitCondition(f::isDone, patience()));
+  }
+
+  @Test
+  void cancellingAnUnknownRequestIsHarmless() {
+    InferenceEngine e = createEngine();
+    e.cancel("no-such-request");
+    EngineResult r = run(e, new InferenceRequest("after", prompt(4), GenerationParams.DEFAULT));
+    assertNotNull(r);
+  }
+
+  @Test
+  void failuresSurfaceAsEngineException() {
+    InferenceEngine e = createEngine();
+    Assumptions.assumeTrue(failNextRequest(e), "engine cannot be told to fail");
+    CompletableFuture<EngineResult> f = e.execute(
+        new InferenceRequest("f", prompt(5), GenerationParams.DEFAULT));
+    assertTrue(awaitCondition(f::isDone, patience()));
+    try {
+      f.join();
+      fail("the request should have failed");
+    } catch (CompletionException ex) {
+      assertInstanceOf(EngineException.class, ex.getCause());
+    }
+  }
+
+  @Test
+  void publishedCacheEventsAnnounceTheBlocksAndRepeatsHitTheCache() {
+    InferenceEngine e = createEngine();
+    Assumptions.assumeTrue(e.publishesCacheEvents(), "engine publishes no cache events");
+    AtomicLong storedBlocks = new AtomicLong();
+    AtomicLong storedTokens = new AtomicLong();
+    AtomicInteger badEvents = new AtomicInteger();
+    e.setCacheEventListener(new CacheEventListener() {
+      @Override
+      public void onBlocksStored(long parent, long[] hashes, int[] tokenIds) {
+        if (hashes.length == 0 || tokenIds.length % hashes.length != 0) {
+          badEvents.incrementAndGet();
+        }
+        storedBlocks.addAndGet(hashes.length);
+        storedTokens.addAndGet(tokenIds.length);
+      }
+    });
+    int[] p = prompt(6);
+    EngineResult first = run(e, new InferenceRequest("e1", p, GenerationParams.DEFAULT));
+    assertEquals(0, badEvents.get(), "stored events must carry blockSize tokens per block");
+    assertTrue(storedBlocks.get() >= 1, "a " + p.length + "-token prompt stored no block");
+    assertTrue(storedTokens.get() <= p.length, "more tokens stored than the prompt has");
+    EngineResult second = run(e, new InferenceRequest("e2", p, GenerationParams.DEFAULT));
+    if (second.cachedPromptTokens() >= 0) {
+      assertTrue(second.cachedPromptTokens() > Math.max(0, first.cachedPromptTokens()),
+          "running the same prompt again must hit the cache");
+    }
+  }
+}

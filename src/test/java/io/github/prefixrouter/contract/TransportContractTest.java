@@ -1,0 +1,274 @@
+package io.github.prefixrouter.contract;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The {@link Transport} contract, as a test kit any implementation can run.
+ *
+ * <p>Extend it in your test tree and supply {@link #createTransport(String)} (a fresh, unstarted
+ * transport for a node id, reachable by the others created in the same test) and
+ * {@link #unreachableAddress()}. Transports in simulated time also override
+ * {@link #awaitCondition(BooleanSupplier, Duration)} to advance their clock instead of
+ * sleeping. Depend on the {@code tests} classifier of {@code prefix-router}:
+ *
+ * <pre>{@code
+ * class HttpTransportContractTest extends TransportContractTest {
+ *   protected Transport createTransport(String nodeId) { return HttpTransport.listen(nodeId, 0); }
+ *   protected PeerAddress unreachableAddress() { return new PeerAddress("ghost", "127.0.0.1:1"); }
+ * }
+ * }</pre>
+ *
+ * Checked: answers reach the requester with the sender's identity, one-way messages arrive,
+ * timeouts are honoured (never early, and a late answer does not override them), handler
+ * failures surface as {@link TransportException}, every request completes exactly once, the
+ * caller's thread is never blocked, {@code close()} fails pending requests with {@code CLOSED},
+ * and many concurrent requests each get their own answer.
+ */
+public abstract class TransportContractTest {
+
+  private final List<Transport> created = new ArrayList<>();
+
+  /** A fresh, unstarted transport for {@code nodeId}. */
+  protected abstract Transport createTransport(String nodeId);
+
+  /** An address where nothing listens. */
+  protected abstract PeerAddress unreachableAddress();
+
+  /** The timeout used by the timeout tests; short but above the transport's round trip. */
+  protected Duration shortTimeout() {
+    return Duration.ofMillis(300);
+  }
+
+  /** The longest any answer may take in these tests. */
+  protected Duration patience() {
+    return Duration.ofSeconds(10);
+  }
+
+  /**
+   * Waits until {@code condition} holds or {@code max} elapses, returning the condition's final
+   * value. The default polls in real time; simulated transports advance their clock instead.
+   */
+  protected boolean awaitCondition(BooleanSupplier condition, Duration max) {
+    long deadline = System.nanoTime() + max.toNanos();
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        return false;
+      }
+      try {
+        Thread.sleep(2);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return condition.getAsBoolean();
+      }
+    }
+    return true;
+  }
+
+  /** Lets {@code d} of (real or simulated) time pass. */
+  protected void pass(Duration d) {
+    awaitCondition(() -> false, d);
+  }
+
+  @AfterEach
+  void closeAll() {
+    for (Transport t : created) {
+      try {
+        t.close();
+      } catch (RuntimeException e) {
+        // closing twice or after failure must not matter here
+      }
+    }
+  }
+
+  private Transport started(String nodeId, Transport.InboundHandler handler) {
+    Transport t = createTransport(nodeId);
+    assertNotNull(t, "createTransport returned null");
+    created.add(t);
+    t.start(handler);
+    return t;
+  }
+
+  private static Transport.InboundHandler echo() {
+    return (from, payload) -> CompletableFuture.completedFuture(
+        concat((from.nodeId() + ":").getBytes(StandardCharsets.US_ASCII), payload));
+  }
+
+  private static byte[] concat(byte[] a, byte[] b) {
+    byte[] r = new byte[a.length + b.length];
+    System.arraycopy(a, 0, r, 0, a.length);
+    System.arraycopy(b, 0, r, a.length, b.length);
+    return r;
+  }
+
+  private static TransportException.Kind kindOf(CompletableFuture<?> f) {
+    try {
+      f.join();
+      return fail("expected the request to fail");
+    } catch (CompletionException e) {
+      Throwable c = e.getCause();
+      assertInstanceOf(TransportException.class, c, "failures must be TransportException: " + c);
+      return ((TransportException) c).kind();
+    }
+  }
+
+  @Test
+  void requestGetsTheAnswerAndTheHandlerSeesTheSender() {
+    Transport b = started("b", echo());
+    Transport a = started("a", echo());
+    byte[] payload = {1, 2, 3, 4, 5};
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), payload, patience());
+    assertTrue(awaitCondition(f::isDone, patience()), "no answer");
+    assertArrayEquals(concat("a:".getBytes(StandardCharsets.US_ASCII), payload), f.join());
+  }
+
+  @Test
+  void oneWayMessageArrivesWithTheSendersIdentity() {
+    ConcurrentLinkedQueue<String> got = new ConcurrentLinkedQueue<>();
+    Transport b = started("b", new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        got.add(from.nodeId() + "/" + new String(payload, StandardCharsets.US_ASCII));
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        return CompletableFuture.completedFuture(new byte[0]);
+      }
+    });
+    Transport a = started("a", echo());
+    a.send(b.localAddress(), "hello".getBytes(StandardCharsets.US_ASCII));
+    assertTrue(awaitCondition(() -> !got.isEmpty(), patience()), "message not delivered");
+    assertEquals("a/hello", got.peek());
+  }
+
+  @Test
+  void timeoutIsHonouredAndALateAnswerDoesNotOverrideIt() {
+    CompletableFuture<byte[]> never = new CompletableFuture<>();
+    Transport b = started("b", (from, p) -> never);
+    Transport a = started("a", echo());
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {9}, shortTimeout());
+    pass(shortTimeout().dividedBy(2));
+    assertFalse(f.isDone(), "the request completed before its timeout without an answer");
+    assertTrue(awaitCondition(f::isDone, shortTimeout().multipliedBy(3).plus(patience())),
+        "the timeout was not honoured");
+    assertEquals(TransportException.Kind.TIMEOUT, kindOf(f));
+    never.complete(new byte[] {1});
+    pass(shortTimeout());
+    assertEquals(TransportException.Kind.TIMEOUT, kindOf(f), "a late answer changed the outcome");
+  }
+
+  @Test
+  void handlerFailureSurfacesAsTransportException() {
+    Transport b = started("b", (from, p) -> CompletableFuture.failedFuture(
+        new IllegalStateException("boom")));
+    Transport a = started("a", echo());
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());
+    assertTrue(awaitCondition(f::isDone, patience()), "no answer");
+    assertNotNull(kindOf(f));
+  }
+
+  @Test
+  void everyRequestCompletesExactlyOnce() {
+    AtomicInteger served = new AtomicInteger();
+    Transport b = started("b", (from, p) -> {
+      served.incrementAndGet();
+      return CompletableFuture.completedFuture(p);
+    });
+    Transport a = started("a", echo());
+    int n = 50;
+    AtomicInteger completions = new AtomicInteger();
+    List<CompletableFuture<byte[]>> fs = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {(byte) i}, patience());
+      f.whenComplete((v, e) -> completions.incrementAndGet());
+      fs.add(f);
+    }
+    assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()));
+    pass(shortTimeout());
+    assertEquals(n, completions.get());
+    for (int i = 0; i < n; i++) {
+      assertArrayEquals(new byte[] {(byte) i}, fs.get(i).join(), "answer of request " + i);
+    }
+  }
+
+  @Test
+  void requestAndSendNeverBlockTheCaller() {
+    CompletableFuture<byte[]> slow = new CompletableFuture<>();
+    Transport b = started("b", (from, p) -> slow);
+    Transport a = started("a", echo());
+    CompletableFuture<byte[]> f = assertTimeoutPreemptively(Duration.ofSeconds(2),
+        () -> a.request(b.localAddress(), new byte[] {1}, patience()));
+    assertFalse(f.isDone(), "the request completed although the handler has not answered");
+    assertTimeoutPreemptively(Duration.ofSeconds(2),
+        () -> a.send(unreachableAddress(), new byte[] {1}));
+    slow.complete(new byte[] {7});
+    assertTrue(awaitCondition(f::isDone, patience()));
+    assertArrayEquals(new byte[] {7}, f.join());
+  }
+
+  @Test
+  void closeFailsPendingRequestsWithClosed() {
+    Transport b = started("b", (from, p) -> new CompletableFuture<>());
+    Transport a = started("a", echo());
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());
+    pass(Duration.ofMillis(20));
+    a.close();
+    assertTrue(awaitCondition(f::isDone, patience()), "close left a request pending");
+    assertEquals(TransportException.Kind.CLOSED, kindOf(f));
+  }
+
+  @Test
+  void requestAfterCloseFailsWithClosed() {
+    Transport b = started("b", echo());
+    Transport a = started("a", echo());
+    a.close();
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());
+    assertTrue(awaitCondition(f::isDone, patience()));
+    assertEquals(TransportException.Kind.CLOSED, kindOf(f));
+  }
+
+  @Test
+  void unreachablePeerFailsWithoutHanging() {
+    Transport a = started("a", echo());
+    CompletableFuture<byte[]> f = a.request(unreachableAddress(), new byte[] {1}, shortTimeout());
+    assertTrue(awaitCondition(f::isDone, shortTimeout().multipliedBy(3).plus(patience())));
+    TransportException.Kind k = kindOf(f);
+    assertTrue(k == TransportException.Kind.UNREACHABLE || k == TransportException.Kind.TIMEOUT,
+        "expected UNREACHABLE or TIMEOUT, got " + k);
+  }
+
+  @Test
+  void largePayloadRoundTrips() {
+    Transport b = started("b", (from, p) -> CompletableFuture.completedFuture(p));
+    Transport a = started("a", echo());
+    byte[] big = new byte[256 * 1024];
+    for (int i = 0; i < big.length; i++) {
+      big[i] = (byte) (i * 31);
+    }
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), big, patience());
+    assertTrue(awaitCondition(f::isDone, patience()));
+    assertArrayEquals(big, f.join());
+  }
+}

@@ -1,0 +1,120 @@
+package io.github.prefixrouter.engine.openai;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import net.jqwik.api.Arbitraries;
+import net.jqwik.api.Arbitrary;
+import net.jqwik.api.Combinators;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.Provide;
+import net.jqwik.api.constraints.IntRange;
+
+/** Fuzzes the JSON reader: round trips, random text and mutations of valid documents. */
+class JsonFuzzProperties {
+
+  @Property
+  void writeThenParseIsIdentity(@ForAll("values") Object value) {
+    assertEquals(value, Json.parse(Json.write(value)));
+  }
+
+  @Property
+  void randomTextOnlyEverThrowsJsonException(@ForAll("jsonishText") String text) {
+    parseOrTypedError(text);
+  }
+
+  @Property
+  void mutatedDocumentsOnlyEverThrowJsonException(
+      @ForAll("values") Object value,
+      @ForAll @IntRange(min = 0, max = 10_000) int where,
+      @ForAll @IntRange(min = 0, max = 5) int how,
+      @ForAll("jsonishChars") char c) {
+    StringBuilder sb = new StringBuilder(Json.write(value));
+    int i = sb.length() == 0 ? 0 : where % sb.length();
+    switch (how) {
+      case 0 -> sb.insert(i, c);
+      case 1 -> sb.setCharAt(i, c);
+      case 2 -> sb.deleteCharAt(i);
+      case 3 -> sb.setLength(i); // truncation
+      case 4 -> sb.insert(i, "[".repeat(100));
+      default -> sb.append(c);
+    }
+    parseOrTypedError(sb.toString());
+  }
+
+  private static void parseOrTypedError(String text) {
+    try {
+      Object v = Json.parse(text, 1 << 20, 32);
+      // whatever parsed must write back and parse to the same value
+      assertEquals(v, Json.parse(Json.write(v)));
+    } catch (Json.JsonException expected) {
+      // the only failure allowed
+    }
+  }
+
+  @Provide
+  Arbitrary<String> jsonishText() {
+    return jsonishChars().list().ofMaxSize(40).map(l -> {
+      StringBuilder sb = new StringBuilder();
+      l.forEach(sb::append);
+      return sb.toString();
+    });
+  }
+
+  @Provide
+  Arbitrary<Character> jsonishChars() {
+    return Arbitraries.oneOf(
+        Arbitraries.of('{', '}', '[', ']', ',', ':', '"', '\\', '-', '+', '.', 'e', 'E', '0', '1',
+            '9', 't', 'r', 'u', 'n', 'l', 'f', 'a', 's', ' ', '\n', 'x', '/'),
+        Arbitraries.chars());
+  }
+
+  @Provide
+  Arbitrary<Object> values() {
+    return value(3);
+  }
+
+  private Arbitrary<Object> value(int depth) {
+    Arbitrary<Object> leaf =
+        Arbitraries.oneOf(
+            Arbitraries.longs().map(x -> (Object) x),
+            Arbitraries.doubles().filter(Double::isFinite).map(x -> (Object) x),
+            Arbitraries.strings().all().ofMaxLength(12).filter(JsonFuzzProperties::wellFormed)
+                .map(x -> (Object) x),
+            Arbitraries.of(Boolean.TRUE, Boolean.FALSE, Json.NULL));
+    if (depth == 0) {
+      return leaf;
+    }
+    Arbitrary<Object> list = value(depth - 1).list().ofMaxSize(4).map(l -> (Object) new ArrayList<>(l));
+    Arbitrary<Object> map =
+        Combinators.combine(Arbitraries.strings().ofMaxLength(6).list().ofMaxSize(4).uniqueElements(),
+                value(depth - 1).list().ofSize(4))
+            .as((keys, vals) -> {
+              Map<String, Object> m = new LinkedHashMap<>();
+              for (int i = 0; i < keys.size(); i++) {
+                m.put(keys.get(i), vals.get(i));
+              }
+              return (Object) m;
+            });
+    return Arbitraries.frequencyOf(
+        net.jqwik.api.Tuple.of(3, leaf), net.jqwik.api.Tuple.of(1, list), net.jqwik.api.Tuple.of(1, map));
+  }
+
+  private static boolean wellFormed(String s) {
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (Character.isHighSurrogate(c)) {
+        if (i + 1 >= s.length() || !Character.isLowSurrogate(s.charAt(i + 1))) {
+          return false;
+        }
+        i++;
+      } else if (Character.isLowSurrogate(c)) {
+        return false;
+      }
+    }
+    return true;
+  }
+}

@@ -1,0 +1,90 @@
+package io.github.prefixrouter.engine.openai;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+class JsonTest {
+
+  @Test
+  void parsesEveryKindOfValue() {
+    Object v = Json.parse(" {\"a\": [1, -2.5, 3e2, true, false, null, \"x\\n\\u00e9\\ud83d\\ude00\"], \"b\": {}} ");
+    Map<?, ?> m = (Map<?, ?>) v;
+    List<?> a = (List<?>) m.get("a");
+    assertEquals(1L, a.get(0));
+    assertEquals(-2.5, a.get(1));
+    assertEquals(300.0, a.get(2));
+    assertEquals(Boolean.TRUE, a.get(3));
+    assertEquals(Boolean.FALSE, a.get(4));
+    assertSame(Json.NULL, a.get(5));
+    assertEquals("x\n\u00e9\ud83d\ude00", a.get(6));
+    assertEquals(Map.of(), m.get("b"));
+  }
+
+  @Test
+  void integersBeyondLongBecomeDoubles() {
+    assertEquals(9223372036854775807L, Json.parse("9223372036854775807"));
+    assertEquals(9.223372036854775808E18, Json.parse("9223372036854775808"));
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {
+      "", " ", "[1,]", "{\"a\":1,}", "[01]", "-", "1.", ".5", "1e", "+1", "NaN", "Infinity",
+      "'a'", "\"a", "\"\\x\"", "\"\\u12\"", "\"\\ud800\"", "\"\\udc00\"", "[1 2]", "{\"a\" 1}",
+      "{1:2}", "tru", "nul", "[1]]", "{\"a\":1,\"a\":2}", "\"tab\there\"", "/*c*/1", "1e999",
+      "[", "{", "{\"a\":", "\"\\ud800\\u0041\""})
+  void rejectsInvalidInputWithTypedException(String text) {
+    assertThrows(Json.JsonException.class, () -> Json.parse(text));
+  }
+
+  @Test
+  void depthLimitIsEnforced() {
+    String deep = "[".repeat(65) + "]".repeat(65);
+    Json.JsonException e = assertThrows(Json.JsonException.class, () -> Json.parse(deep));
+    assertTrue(e.getMessage().contains("nesting"), e.getMessage());
+    assertEquals(List.of(List.of()), Json.parse("[[]]", 100, 2));
+    assertThrows(Json.JsonException.class, () -> Json.parse("[[[]]]", 100, 2));
+    // a nesting bomb far deeper than the limit fails fast, without a stack overflow
+    assertThrows(Json.JsonException.class, () -> Json.parse("[".repeat(1_000_000)));
+  }
+
+  @Test
+  void lengthLimitIsCheckedBeforeParsing() {
+    Json.JsonException e = assertThrows(Json.JsonException.class, () -> Json.parse("[1,2,3]", 5, 10));
+    assertTrue(e.getMessage().contains("limit 5"), e.getMessage());
+  }
+
+  @Test
+  void writesCompactEscapedJson() {
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("prompt", new int[] {1, 2, 3});
+    m.put("t", 0.5);
+    m.put("s", "q\"\\\u0001\n");
+    m.put("n", null);
+    m.put("l", List.of(true, 7L));
+    assertEquals(
+        "{\"prompt\":[1,2,3],\"t\":0.5,\"s\":\"q\\\"\\\\\\u0001\\n\",\"n\":null,\"l\":[true,7]}",
+        Json.write(m));
+    assertThrows(IllegalArgumentException.class, () -> Json.write(Double.NaN));
+    assertThrows(IllegalArgumentException.class, () -> Json.write(Map.of(1, 2)));
+    assertThrows(IllegalArgumentException.class, () -> Json.write(new Object()));
+  }
+
+  @Test
+  void typedAccessorsNameTheField() {
+    Object root = Json.parse("{\"usage\":{\"prompt_tokens\":\"x\"}}");
+    Json.JsonException e =
+        assertThrows(Json.JsonException.class,
+            () -> Json.asInt(Json.path(root, "usage", "prompt_tokens"), "usage.prompt_tokens"));
+    assertTrue(e.getMessage().contains("usage.prompt_tokens"), e.getMessage());
+    assertEquals(null, Json.path(root, "usage", "missing", "deeper"));
+  }
+}

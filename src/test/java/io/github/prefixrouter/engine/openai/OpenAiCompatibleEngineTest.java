@@ -1,0 +1,281 @@
+package io.github.prefixrouter.engine.openai;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineResult;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** The adapter against a fake OpenAI-compatible server on loopback. */
+class OpenAiCompatibleEngineTest {
+
+  /** What the fake server does with the next completions request. */
+  interface Behaviour {
+    void answer(HttpExchange ex, Map<?, ?> body) throws IOException;
+  }
+
+  private HttpServer server;
+  private final AtomicReference<Behaviour> behaviour = new AtomicReference<>();
+  private final AtomicReference<Map<?, ?>> lastBody = new AtomicReference<>();
+  private volatile int healthStatus = 200;
+  private final CountDownLatch release = new CountDownLatch(1);
+
+  @BeforeEach
+  void startFakeServer() throws IOException {
+    server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    server.setExecutor(Executors.newCachedThreadPool(r -> {
+      Thread t = new Thread(r, "fake-llm-server");
+      t.setDaemon(true);
+      return t;
+    }));
+    server.createContext("/v1/completions", ex -> {
+      try (ex) {
+        Map<?, ?> body = (Map<?, ?>) Json.parse(new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
+        lastBody.set(body);
+        behaviour.get().answer(ex, body);
+      } catch (IOException e) {
+        // client went away
+      }
+    });
+    server.createContext("/health", ex -> {
+      ex.sendResponseHeaders(healthStatus, -1);
+      ex.close();
+    });
+    server.createContext("/v1/models", ex -> {
+      byte[] b = "{\"data\":[]}".getBytes(StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(200, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    server.start();
+  }
+
+  @AfterEach
+  void stop() {
+    release.countDown();
+    server.stop(0);
+  }
+
+  private String base() {
+    return "http://127.0.0.1:" + server.getAddress().getPort();
+  }
+
+  private OpenAiCompatibleEngine engine() {
+    return OpenAiCompatibleEngine.builder().baseUrl(base()).model("m").requestTimeout(Duration.ofSeconds(5)).build();
+  }
+
+  static void reply(HttpExchange ex, int status, String body) throws IOException {
+    byte[] b = body.getBytes(StandardCharsets.UTF_8);
+    ex.getResponseHeaders().add("Content-Type", "application/json");
+    ex.sendResponseHeaders(status, b.length == 0 ? -1 : b.length);
+    if (b.length > 0) {
+      ex.getResponseBody().write(b);
+    }
+  }
+
+  private static InferenceRequest request() {
+    return new InferenceRequest("r1", new int[] {101, 7, 7, 9000}, new GenerationParams(3, 0.0, 0.9, 17L));
+  }
+
+  private static EngineException failure(CompletableFuture<EngineResult> f) {
+    ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(20, TimeUnit.SECONDS));
+    assertTrue(e.getCause() instanceof EngineException, "cause: " + e.getCause());
+    return (EngineException) e.getCause();
+  }
+
+  @Test
+  void sendsTokenIdsAndParsesTextTokensAndCachedTokens() throws Exception {
+    behaviour.set((ex, body) -> reply(ex, 200,
+        "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\" B\","
+            + "\"token_ids\":[426,13,198],\"finish_reason\":\"length\"}],"
+            + "\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":3,\"total_tokens\":7,"
+            + "\"prompt_tokens_details\":{\"cached_tokens\":2}}}"));
+    EngineResult r = engine().execute(request()).get(20, TimeUnit.SECONDS);
+    assertEquals(" B", r.text());
+    assertArrayEquals(new int[] {426, 13, 198}, r.outputTokens());
+    assertEquals(4, r.promptTokens());
+    assertEquals(2, r.cachedPromptTokens());
+    Map<?, ?> sent = lastBody.get();
+    assertEquals(List.of(101L, 7L, 7L, 9000L), sent.get("prompt"));
+    assertEquals(3L, sent.get("max_tokens"));
+    assertEquals(0.0, sent.get("temperature"));
+    assertEquals(0.9, sent.get("top_p"));
+    assertEquals(17L, sent.get("seed"));
+    assertEquals("m", sent.get("model"));
+    assertEquals(Boolean.TRUE, sent.get("return_token_ids"));
+  }
+
+  @Test
+  void cachedTokensAbsentMeansUnknownAndTextOnlyAnswersHaveNoTokens() throws Exception {
+    // llama.cpp-like answer: no token ids, no prompt_tokens_details
+    behaviour.set((ex, body) -> reply(ex, 200,
+        "{\"choices\":[{\"text\":\"hello\",\"index\":0}],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1}}"));
+    EngineResult r = engine().execute(request()).get(20, TimeUnit.SECONDS);
+    assertEquals("hello", r.text());
+    assertEquals(0, r.outputTokens().length);
+    assertEquals(4, r.promptTokens());
+    assertEquals(-1, r.cachedPromptTokens());
+    // null details (SGLang without the option) also mean unknown
+    behaviour.set((ex, body) -> reply(ex, 200,
+        "{\"choices\":[{\"text\":\"x\"}],\"usage\":{\"prompt_tokens\":4,\"prompt_tokens_details\":null}}"));
+    assertEquals(-1, engine().execute(request()).get(20, TimeUnit.SECONDS).cachedPromptTokens());
+  }
+
+  @Test
+  void slowAnswerTimesOutAsRetryable() {
+    behaviour.set((ex, body) -> {
+      try {
+        release.await(30, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    OpenAiCompatibleEngine e =
+        OpenAiCompatibleEngine.builder().baseUrl(base()).requestTimeout(Duration.ofMillis(300)).build();
+    EngineException err = failure(e.execute(request()));
+    assertTrue(err.retryable());
+    assertTrue(err.getMessage().contains("no answer within 300 ms"), err.getMessage());
+    assertEquals(0, e.load().total(), "in-flight counter released");
+  }
+
+  @Test
+  void httpErrorsMapToRetryableOrNot() {
+    int[] statuses = {429, 503, 500, 502, 400, 404, 422};
+    boolean[] retryable = {true, true, true, true, false, false, false};
+    for (int i = 0; i < statuses.length; i++) {
+      int s = statuses[i];
+      behaviour.set((ex, body) -> reply(ex, s, "{\"error\":{\"message\":\"boom " + s + "\"}}"));
+      EngineException err = failure(engine().execute(request()));
+      assertEquals(retryable[i], err.retryable(), "status " + s);
+      assertTrue(err.getMessage().contains("HTTP " + s) && err.getMessage().contains("boom"), err.getMessage());
+    }
+  }
+
+  @Test
+  void malformedOrMisshapenAnswersAreTypedErrors() {
+    String[] bodies = {
+        "{\"choices\":[{\"text\":\"x\"}", // truncated
+        "not json",
+        "{\"choices\":[]}",
+        "{\"choices\":[{\"text\":5}]}",
+        "{\"choices\":[{\"text\":\"x\",\"token_ids\":[\"a\"]}]}",
+        "{\"choices\":[{\"text\":\"x\"}],\"usage\":{\"prompt_tokens\":4,\"prompt_tokens_details\":{\"cached_tokens\":9}}}",
+        "{\"choices\":[{\"text\":\"x\"}],\"usage\":{\"prompt_tokens\":-1}}",
+        "[" .repeat(100) + "]".repeat(100),
+    };
+    for (String b : bodies) {
+      behaviour.set((ex, body) -> reply(ex, 200, b));
+      EngineException err = failure(engine().execute(request()));
+      assertTrue(err.retryable(), b);
+    }
+  }
+
+  @Test
+  void oversizedAnswerIsRefused() {
+    behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"text\":\"" + "x".repeat(5000) + "\"}]}"));
+    OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base()).maxResponseBytes(1024).build();
+    EngineException err = failure(e.execute(request()));
+    assertTrue(err.getMessage().contains("larger than 1024"), err.getMessage());
+  }
+
+  @Test
+  void unreachableServerIsRetryable() throws Exception {
+    int port;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+      port = s.getLocalPort();
+    }
+    OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl("http://127.0.0.1:" + port).build();
+    assertTrue(failure(e.execute(request())).retryable());
+  }
+
+  @Test
+  void loadCountsInFlightAndExcessRequestsAreBusy() throws Exception {
+    CountDownLatch arrived = new CountDownLatch(2);
+    behaviour.set((ex, body) -> {
+      arrived.countDown();
+      try {
+        release.await(30, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      reply(ex, 200, "{\"choices\":[{\"text\":\"ok\"}]}");
+    });
+    OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base()).maxInFlight(2).build();
+    CompletableFuture<EngineResult> f1 = e.execute(request());
+    CompletableFuture<EngineResult> f2 = e.execute(new InferenceRequest("r2", new int[] {1}, GenerationParams.DEFAULT));
+    assertTrue(arrived.await(10, TimeUnit.SECONDS));
+    assertEquals(2, e.load().inFlight());
+    EngineException busy = failure(e.execute(new InferenceRequest("r3", new int[] {1}, GenerationParams.DEFAULT)));
+    assertTrue(busy.retryable() && busy.getMessage().contains("busy"), busy.getMessage());
+    release.countDown();
+    assertEquals("ok", f1.get(10, TimeUnit.SECONDS).text());
+    assertEquals("ok", f2.get(10, TimeUnit.SECONDS).text());
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
+  void cancelFailsThePendingFutureOnce() throws Exception {
+    CountDownLatch arrived = new CountDownLatch(1);
+    behaviour.set((ex, body) -> {
+      arrived.countDown();
+      try {
+        release.await(30, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    OpenAiCompatibleEngine e = engine();
+    CompletableFuture<EngineResult> f = e.execute(request());
+    assertTrue(arrived.await(10, TimeUnit.SECONDS));
+    e.cancel("r1");
+    assertFalse(failure(f).retryable());
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
+  void healthChecksHealthThenModels() throws Exception {
+    assertTrue(engine().health().get(10, TimeUnit.SECONDS));
+    healthStatus = 404; // no /health: falls back to /v1/models
+    assertTrue(engine().health().get(10, TimeUnit.SECONDS));
+    healthStatus = 503;
+    assertFalse(engine().health().get(10, TimeUnit.SECONDS));
+    server.stop(0);
+    assertFalse(engine().health().get(10, TimeUnit.SECONDS));
+  }
+
+  @Test
+  void invalidConfigurationIsRejected() {
+    assertThrows(IllegalArgumentException.class, () -> OpenAiCompatibleEngine.builder().build());
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> OpenAiCompatibleEngine.builder().baseUrl("ftp://x").build());
+    assertTrue(e.getMessage().contains("http"), e.getMessage());
+    assertThrows(IllegalArgumentException.class,
+        () -> OpenAiCompatibleEngine.builder().baseUrl(base()).maxInFlight(0).build());
+    assertThrows(IllegalArgumentException.class,
+        () -> OpenAiCompatibleEngine.builder().baseUrl(base()).requestTimeout(Duration.ZERO).build());
+    assertEquals(base() + "/v1/completions",
+        OpenAiCompatibleEngine.builder().baseUrl(base() + "/v1/").build().completionsUri().toString());
+  }
+}

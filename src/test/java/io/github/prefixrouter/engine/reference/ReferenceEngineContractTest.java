@@ -1,0 +1,32 @@
+package io.github.prefixrouter.engine.reference;
+
+import io.github.prefixrouter.contract.InferenceEngineContractTest;
+import io.github.prefixrouter.spi.InferenceEngine;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.AfterEach;
+
+/** The reference engine against the InferenceEngine contract. */
+class ReferenceEngineContractTest extends InferenceEngineContractTest {
+
+  private final List<ReferenceEngine> engines = new ArrayList<>();
+
+  @Override
+  protected InferenceEngine createEngine() {
+    ReferenceEngine e = ReferenceEngine.builder().build();
+    engines.add(e);
+    return e;
+  }
+
+  /** A closed engine fails every request with an {@code EngineException}. */
+  @Override
+  protected boolean failNextRequest(InferenceEngine engine) {
+    ((ReferenceEngine) engine).close();
+    return true;
+  }
+
+  @AfterEach
+  void close() {
+    engines.forEach(ReferenceEngine::close);
+  }
+}

@@ -1,0 +1,280 @@
+package io.github.prefixrouter.engine.reference;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineResult;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+class ReferenceEngineTest {
+
+  static int[] prompt(long seed, int n) {
+    SplittableRandom r = new SplittableRandom(seed);
+    int[] t = new int[n];
+    for (int i = 0; i < n; i++) {
+      t[i] = r.nextInt(100_000);
+    }
+    return t;
+  }
+
+  static int[] concat(int[] a, int[] b) {
+    int[] c = Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, c, a.length, b.length);
+    return c;
+  }
+
+  static EngineResult run(ReferenceEngine e, String id, int[] tokens, int maxTokens) throws Exception {
+    return e.execute(new InferenceRequest(id, tokens, GenerationParams.greedy(maxTokens))).get(60, TimeUnit.SECONDS);
+  }
+
+  @Test
+  void reusingACachedPrefixSkipsItsComputeAndKeepsTheAnswer() throws Exception {
+    int[] shared = prompt(1, 200);
+    int[] q = concat(shared, prompt(2, 40));
+    try (ReferenceEngine warm = ReferenceEngine.builder().build();
+        ReferenceEngine cold = ReferenceEngine.builder().build()) {
+      run(warm, "a", concat(shared, prompt(3, 30)), 1);
+      ReferenceEngine.Stats before = warm.stats();
+      EngineResult hit = run(warm, "b", q, 4);
+      ReferenceEngine.Stats after = warm.stats();
+      EngineResult miss = run(cold, "b", q, 4);
+
+      // 200 shared tokens = 12 full blocks of 16 = 192 cached tokens
+      assertEquals(192, hit.cachedPromptTokens());
+      assertEquals(0, miss.cachedPromptTokens());
+      assertEquals(240, hit.promptTokens());
+      // the work: only 48 prompt positions evaluated instead of 240 (plus 3 decode steps each)
+      assertEquals(48 + 3, after.evaluatedPositions() - before.evaluatedPositions());
+      assertEquals(240 + 3, cold.stats().evaluatedPositions());
+      long hitMacs = after.multiplyAdds() - before.multiplyAdds();
+      long missMacs = cold.stats().multiplyAdds();
+      assertTrue(hitMacs * 3 < missMacs, "hit " + hitMacs + " vs miss " + missMacs);
+      // and the answer is bit-identical
+      assertArrayEquals(miss.outputTokens(), hit.outputTokens());
+    }
+  }
+
+  @Test
+  void fullyCachedPromptStillEvaluatesItsLastToken() throws Exception {
+    int[] p = prompt(5, 64); // exactly 4 blocks
+    try (ReferenceEngine e = ReferenceEngine.builder().build()) {
+      EngineResult first = run(e, "a", p, 2);
+      long positions = e.stats().evaluatedPositions();
+      EngineResult second = run(e, "b", p, 2);
+      assertEquals(63, second.cachedPromptTokens());
+      assertEquals(1 + 1, e.stats().evaluatedPositions() - positions);
+      assertArrayEquals(first.outputTokens(), second.outputTokens());
+    }
+  }
+
+  @Test
+  void outputIsDeterministicAcrossEnginesAndDependsOnSeedAndPrompt() throws Exception {
+    int[] p = prompt(9, 50);
+    try (ReferenceEngine a = ReferenceEngine.builder().seed(7).build();
+        ReferenceEngine b = ReferenceEngine.builder().seed(7).threads(2).build();
+        ReferenceEngine c = ReferenceEngine.builder().seed(8).build()) {
+      int[] out = run(a, "x", p, 16).outputTokens();
+      assertEquals(16, out.length);
+      assertArrayEquals(out, run(b, "x", p, 16).outputTokens());
+      assertFalse(Arrays.equals(out, run(c, "x", p, 16).outputTokens()));
+      int[] p2 = p.clone();
+      p2[49]++;
+      assertFalse(Arrays.equals(out, run(a, "y", p2, 16).outputTokens()));
+      for (int t : out) {
+        assertTrue(t >= 0 && t < 1024);
+      }
+      // seeded sampling is deterministic too, and seeds matter
+      GenerationParams s1 = new GenerationParams(16, 0.8, 0.9, 123);
+      GenerationParams s2 = new GenerationParams(16, 0.8, 0.9, 124);
+      int[] x1 = a.execute(new InferenceRequest("s", p, s1)).get().outputTokens();
+      assertArrayEquals(x1, b.execute(new InferenceRequest("s", p, s1)).get().outputTokens());
+      assertNotEquals(Arrays.toString(x1), Arrays.toString(a.execute(new InferenceRequest("t", p, s2)).get().outputTokens()));
+    }
+  }
+
+  /** Records events and rebuilds the engine's cache contents from them. */
+  static final class Mirror implements CacheEventListener {
+    final java.util.Map<Long, Long> parentOf = new java.util.HashMap<>();
+    final List<String> log = new ArrayList<>();
+    int blockSize = 16;
+    String problem;
+
+    @Override
+    public synchronized void onBlocksStored(long parentBlockHash, long[] blockHashes, int[] tokenIds) {
+      log.add("stored " + blockHashes.length);
+      if (tokenIds.length != blockHashes.length * blockSize) {
+        problem = "token count " + tokenIds.length + " for " + blockHashes.length + " blocks";
+      }
+      if (parentBlockHash != NO_PARENT && !parentOf.containsKey(parentBlockHash)) {
+        problem = "stored under unknown parent";
+      }
+      long p = parentBlockHash;
+      for (long h : blockHashes) {
+        if (parentOf.put(h, p) != null) {
+          problem = "stored twice";
+        }
+        p = h;
+      }
+    }
+
+    @Override
+    public synchronized void onBlocksRemoved(long[] blockHashes) {
+      log.add("removed " + blockHashes.length);
+      for (long h : blockHashes) {
+        if (parentOf.remove(h) == null) {
+          problem = "removed unknown block";
+        }
+        if (parentOf.containsValue(h)) {
+          problem = "removed a block that still has children";
+        }
+      }
+    }
+
+    @Override
+    public synchronized void onAllCleared() {
+      log.add("cleared");
+      parentOf.clear();
+    }
+  }
+
+  @Test
+  void publishesStoredAndRemovedEventsThatMirrorTheCache() throws Exception {
+    Mirror m = new Mirror();
+    try (ReferenceEngine e = ReferenceEngine.builder().cacheCapacityTokens(64).build()) {
+      assertTrue(e.publishesCacheEvents());
+      e.setCacheEventListener(m);
+      assertThrows(IllegalStateException.class, () -> e.setCacheEventListener(m));
+      int[] a = prompt(1, 40); // 2 full blocks
+      run(e, "a", a, 1);
+      assertEquals(List.of("stored 2"), m.log);
+      run(e, "b", concat(Arrays.copyOf(a, 32), prompt(2, 16)), 1); // shares 2 blocks, adds 1
+      assertEquals(List.of("stored 2", "stored 1"), m.log);
+      run(e, "c", prompt(3, 32), 1); // capacity 4 blocks: one eviction needed for 2 new blocks
+      assertEquals(List.of("stored 2", "stored 1", "removed 1", "stored 2"), m.log);
+      assertNull(m.problem);
+      assertEquals(4, m.parentOf.size());
+      assertEquals(64, e.stats().cachedTokens());
+      assertNull(e.checkCacheInvariants());
+      e.clearCache();
+      assertEquals("cleared", m.log.get(m.log.size() - 1));
+      assertEquals(0, e.stats().cachedTokens());
+    }
+  }
+
+  @Test
+  void lruEvictsTheLeastRecentlyUsedLeafNeverAnAncestor() throws Exception {
+    Mirror m = new Mirror();
+    try (ReferenceEngine e = ReferenceEngine.builder().cacheCapacityTokens(48).build()) {
+      e.setCacheEventListener(m);
+      int[] root = prompt(1, 16);
+      int[] x = concat(root, prompt(2, 16));
+      int[] y = concat(root, prompt(3, 16));
+      run(e, "x", x, 1); // root, x1
+      run(e, "y", y, 1); // root, y1 (3 blocks, full)
+      run(e, "x2", x, 1); // touches root and x1: y1 is now least recently used
+      run(e, "z", concat(root, prompt(4, 16)), 1); // needs one block: evicts y1, not root
+      assertEquals(31, run(e, "x3", x, 1).cachedPromptTokens());
+      assertEquals(16, run(e, "y2", concat(y, new int[] {1}), 1).cachedPromptTokens(),
+          "y's own block was evicted, the shared root was kept");
+      assertNull(m.problem);
+      assertNull(e.checkCacheInvariants());
+    }
+  }
+
+  @Test
+  void rejectsOversizedRequestsWithNonRetryableErrors() {
+    try (ReferenceEngine e = ReferenceEngine.builder().maxPromptTokens(10).maxOutputTokens(5).build()) {
+      ExecutionException x = assertThrows(ExecutionException.class,
+          () -> e.execute(InferenceRequest.of("a", new int[11])).get());
+      assertFalse(((EngineException) x.getCause()).retryable());
+      assertTrue(x.getCause().getMessage().contains("maxPromptTokens"));
+      x = assertThrows(ExecutionException.class,
+          () -> e.execute(new InferenceRequest("b", new int[1], GenerationParams.greedy(6))).get());
+      assertTrue(x.getCause().getMessage().contains("maxOutputTokens"));
+    }
+  }
+
+  @Test
+  void loadReportsQueueAndRunningAndCancelStopsQueuedWork() throws Exception {
+    CountDownLatch gate = new CountDownLatch(1);
+    java.util.concurrent.ExecutorService ex = java.util.concurrent.Executors.newSingleThreadExecutor();
+    try (ReferenceEngine e = ReferenceEngine.builder().executor(ex).build()) {
+      ex.execute(() -> {
+        try {
+          gate.await();
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+        }
+      });
+      CompletableFuture<EngineResult> f1 = e.execute(InferenceRequest.of("a", prompt(1, 20)));
+      CompletableFuture<EngineResult> f2 = e.execute(InferenceRequest.of("b", prompt(2, 20)));
+      assertEquals(2, e.load().queueDepth());
+      e.cancel("b");
+      gate.countDown();
+      assertEquals(1, f1.get(30, TimeUnit.SECONDS).outputTokens().length);
+      ExecutionException x = assertThrows(ExecutionException.class, () -> f2.get(30, TimeUnit.SECONDS));
+      assertFalse(((EngineException) x.getCause()).retryable());
+      assertEquals(0, e.load().total());
+    } finally {
+      ex.shutdownNow();
+    }
+  }
+
+  @Test
+  void closeFailsQueuedRequestsAndRefusesNewOnes() throws Exception {
+    ReferenceEngine e = ReferenceEngine.builder().build();
+    List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+    for (int i = 0; i < 20; i++) {
+      fs.add(e.execute(InferenceRequest.of("r" + i, prompt(i, 300))));
+    }
+    e.close();
+    for (CompletableFuture<EngineResult> f : fs) {
+      try {
+        f.get(30, TimeUnit.SECONDS);
+      } catch (ExecutionException x) {
+        assertTrue(x.getCause() instanceof EngineException, x.toString());
+      }
+    }
+    ExecutionException x = assertThrows(ExecutionException.class,
+        () -> e.execute(InferenceRequest.of("late", new int[] {1})).get());
+    assertTrue(((EngineException) x.getCause()).retryable());
+  }
+
+  @Test
+  void invalidConfigurationNamesTheSetting() {
+    IllegalArgumentException x = assertThrows(IllegalArgumentException.class,
+        () -> ReferenceEngine.builder().modelDim(63).build());
+    assertTrue(x.getMessage().contains("modelDim"), x.getMessage());
+    x = assertThrows(IllegalArgumentException.class, () -> ReferenceEngine.builder().blockSize(0).build());
+    assertTrue(x.getMessage().contains("blockSize"), x.getMessage());
+    x = assertThrows(IllegalArgumentException.class,
+        () -> ReferenceEngine.builder().cacheCapacityTokens(8).build());
+    assertTrue(x.getMessage().contains("cacheCapacityTokens"), x.getMessage());
+  }
+
+  @Test
+  void expApproximationIsAccurate() {
+    for (float x = -80f; x <= 0f; x += 0.01f) {
+      double want = Math.exp(x);
+      double got = TinyTransformer.expNonPositive(x);
+      assertTrue(Math.abs(got - want) <= 1e-6 * want + 1e-30, "x=" + x + " got " + got + " want " + want);
+    }
+  }
+}

@@ -1,0 +1,707 @@
+package io.github.prefixrouter.faults;
+
+import static io.github.prefixrouter.faults.FaultPlan.MS;
+import static io.github.prefixrouter.faults.FaultPlan.S;
+
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.faults.FaultPlan.Fault;
+import io.github.prefixrouter.faults.FaultPlan.Kind;
+import io.github.prefixrouter.faults.FaultPlan.Submission;
+import io.github.prefixrouter.internal.gossip.GossipProbe;
+import io.github.prefixrouter.internal.route.ChainHasher;
+import io.github.prefixrouter.internal.route.LocalPrefixIndex;
+import io.github.prefixrouter.internal.route.NodeProbe;
+import io.github.prefixrouter.internal.route.PeerSet;
+import io.github.prefixrouter.internal.route.PeerView;
+import io.github.prefixrouter.internal.route.RouterNode;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import io.github.prefixrouter.testing.InMemoryNetwork.Link;
+import io.github.prefixrouter.testing.SimulatedEngine;
+import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.SplittableRandom;
+import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+
+/**
+ * One deterministic fault-injection run: a cluster of real routing nodes on one simulated clock,
+ * an {@link InMemoryNetwork} and {@link SimulatedEngine}s, driven through a {@link FaultPlan}
+ * (network faults, partitions, crash and restart, slow and failing engines, pauses), then healed
+ * and checked against the invariants of {@code docs/reliability.md}.
+ *
+ * <p>Two wirings of the peer view:
+ * <ul>
+ *   <li>{@link Wiring#LIBRARY}: nodes built by {@link PrefixRouterNode#builder()} exactly as a
+ *       host would (the library's own local tree, replicas and gossip).
+ *   <li>{@link Wiring#STALE_VIEW}: the real {@link RouterNode} (planner, forwarding, fallback,
+ *       push-back) over a peer view that learns the peers' real caches and loads only through
+ *       simulated gossip rounds over the faulty links, so it is stale, lags crashes and restarts,
+ *       and keeps listing dead peers until they time out. It stresses forwarding regardless of
+ *       how good the gossip layer is.
+ * </ul>
+ */
+final class FaultCluster {
+
+  enum Wiring { LIBRARY, STALE_VIEW }
+
+  /** What a run found. */
+  record Outcome(FaultPlan plan, Wiring wiring, List<String> violations, Summary summary) {
+    boolean ok() {
+      return violations.isEmpty();
+    }
+  }
+
+  /** Figures of a run, for the campaign's report. */
+  record Summary(int accepted, int succeeded, int failed, long forwarded, long fallbacks,
+      long forwardFrames, long duplicateExecutions, long crashes, long simulatedMillis,
+      boolean gossipActive, long convergenceMillis) {}
+
+  private final FaultPlan plan;
+  private final Wiring wiring;
+  private final SimulatedScheduler sim = new SimulatedScheduler();
+  private final GuardedScheduler clock = new GuardedScheduler(sim);
+  private final InMemoryNetwork net;
+  private final Invariants inv;
+  private final RouterConfig config;
+  private final int n;
+  private final String[] ids;
+  private final Instance[] current;
+  private final List<Instance> all = new ArrayList<>();
+  private final Map<String, Accepted> accepted = new LinkedHashMap<>();
+  private final List<Fault> active = new ArrayList<>();
+  private final Set<String> cuts = new HashSet<>();
+  private final Link[][] links;
+  private boolean healed;
+  private long crashes;
+  private final SplittableRandom viewRandom;
+
+  private final class Instance {
+    final int index;
+    final String id;
+    final int generation;
+    final String key;
+    final SimulatedEngine simEngine;
+    final FaultyEngine engine;
+    final WatchedTransport transport;
+    final PrefixRouterNode node;
+    boolean up = true;
+    boolean retired;
+    int acceptedHere;
+
+    Instance(int index, int generation) {
+      this.index = index;
+      this.id = ids[index];
+      this.generation = generation;
+      this.key = id + "#" + generation;
+      long s = plan.seed * 31 + index * 1_000_003L + generation;
+      int slow = plan.slowFactor[index];
+      simEngine = SimulatedEngine.builder().scheduler(clock).clock(clock)
+          .capacityTokens(plan.engineCapacityTokens[index]).blockSize(FaultPlan.BLOCK)
+          .slots(plan.engineSlots[index]).prefillOverheadNanos(2 * MS * slow)
+          .prefillNanosPerToken(150_000L * slow).decodeNanosPerToken(5 * MS * slow)
+          .vocabularySize(FaultPlan.VOCABULARY).build();
+      engine = new FaultyEngine(id, simEngine, clock, s, rid -> id.equals(inv.originOf.get(rid)),
+          plan.failureProbability[index], plan.stallProbability[index], plan.maxStallNanos, inv,
+          config.highWatermark());
+      engine.sabotage = sabotage;
+      transport = new WatchedTransport(id, key, net.transport(id), inv, clock);
+      List<PeerAddress> seeds = new ArrayList<>();
+      for (int j = 0; j < Math.min(2, n); j++) {
+        if (j != index) {
+          seeds.add(InMemoryNetwork.addressOf(ids[j]));
+        }
+      }
+      SplittableRandom random = new SplittableRandom(s ^ 0x5DEECE66DL);
+      if (wiring == Wiring.LIBRARY) {
+        node = PrefixRouterNode.builder().nodeId(id).config(config).transport(transport)
+            .engine(engine).clock(clock).scheduler(clock).random(random).seeds(seeds).build();
+      } else {
+        StaleView view = new StaleView(this);
+        LocalPrefixIndex local = new LocalPrefixIndex() {
+          @Override
+          public int match(int[] tokens) {
+            return simEngine.cachedPrefixTokens(tokens);
+          }
+
+          @Override
+          public void onExecuted(int[] tokens) {}
+
+          @Override
+          public long cachedTokens() {
+            return (long) simEngine.cachedBlocks() * FaultPlan.BLOCK;
+          }
+        };
+        ChainHasher hasher = (tokens, length, out) -> {
+          int blocks = length / FaultPlan.BLOCK;
+          for (int b = 0; b < blocks; b++) {
+            out[b] = simEngine.blockIdOf(tokens, b);
+          }
+          return blocks;
+        };
+        node = new RouterNode(id, config, transport, engine, clock, clock, random, seeds,
+            new RouterNode.Components(local, hasher, view));
+        clock.schedule(0, view::refresh);
+      }
+    }
+  }
+
+  private record Accepted(InferenceRequest request, Instance origin,
+      CompletableFuture<InferenceResponse> future) {}
+
+  FaultCluster(FaultPlan plan, Wiring wiring) {
+    this.plan = plan;
+    this.wiring = wiring;
+    this.config = plan.config;
+    this.n = plan.nodes;
+    this.ids = new String[n];
+    for (int i = 0; i < n; i++) {
+      ids[i] = "n" + i;
+    }
+    this.inv = new Invariants(config.hopLimit(), Set.of(ids), config.hopLimit() == 1);
+    this.net = new InMemoryNetwork(clock, clock, new SplittableRandom(plan.seed * 7 + 1));
+    this.viewRandom = new SplittableRandom(plan.seed * 13 + 5);
+    this.links = new Link[n][n];
+    this.current = new Instance[n];
+  }
+
+  static Outcome run(long seed, Wiring wiring) {
+    return run(seed, wiring, FaultyEngine.Sabotage.NONE);
+  }
+
+  /** A run whose engines misbehave on purpose: checks that the invariants can fail. */
+  static Outcome run(long seed, Wiring wiring, FaultyEngine.Sabotage sabotage) {
+    FaultPlan plan = new FaultPlan(seed);
+    FaultCluster c = new FaultCluster(plan, wiring);
+    c.sabotage = sabotage;
+    return c.execute();
+  }
+
+  private FaultyEngine.Sabotage sabotage = FaultyEngine.Sabotage.NONE;
+
+  private Outcome execute() {
+    try {
+      return doExecute();
+    } catch (RuntimeException | Error e) {
+      clock.recordEscape("simulation driver", e);
+      List<String> v = new ArrayList<>(inv.violations());
+      v.addAll(clock.escaped());
+      return new Outcome(plan, wiring, v, null);
+    }
+  }
+
+  private Outcome doExecute() {
+    applyNetwork();
+    for (int i = 0; i < n; i++) {
+      current[i] = new Instance(i, 1);
+      all.add(current[i]);
+    }
+    for (Instance in : current) {
+      in.node.start();
+    }
+    for (Fault f : plan.faults) {
+      clock.schedule(f.atNanos(), () -> startFault(f));
+    }
+    List<Submission> subs = plan.submissions;
+    for (int q = 0; q < subs.size(); q++) {
+      int k = q;
+      clock.schedule(subs.get(q).atNanos(), () -> submit(k, subs.get(k)));
+    }
+    // gauges within caps, sampled while faults are on
+    for (long t = 250 * MS; t < plan.faultPhaseNanos; t += 250 * MS) {
+      clock.schedule(t, this::checkGauges);
+    }
+    clock.advanceTo(plan.faultPhaseNanos);
+
+    // heal everything
+    healed = true;
+    active.clear();
+    applyNetwork();
+    for (int i = 0; i < n; i++) {
+      if (!current[i].up) {
+        restart(i);
+      }
+    }
+    long healedAt = clock.nanoTime();
+    boolean allDone = clock.runUntil(
+        () -> accepted.values().stream().allMatch(a -> a.future.isDone()),
+        healedAt + 600 * S, 50 * MS);
+    if (!allDone) {
+      for (Accepted a : accepted.values()) {
+        if (!a.future.isDone()) {
+          inv.violation("request " + a.request.id() + " accepted by " + a.origin.key
+              + " never completed (liveness, 600 s after healing)");
+        }
+      }
+    }
+    // every node drains: nothing left in flight (no leaked executions)
+    boolean drained = clock.runUntil(() -> all.stream().allMatch(in -> in.retired
+            ? in.node.state() == PrefixRouterNode.State.STOPPED
+            : in.node.stats().inFlight() == 0),
+        clock.nanoTime() + 120 * S, 50 * MS);
+    if (!drained) {
+      for (Instance in : all) {
+        NodeStats st = in.node.stats();
+        if (st.inFlight() != 0 || (in.retired && st.state() != PrefixRouterNode.State.STOPPED)) {
+          inv.violation("node " + in.key + " did not drain: state " + st.state() + ", inFlight "
+              + st.inFlight());
+        }
+      }
+    }
+    checkCounters();
+    checkGauges();
+    long convergence = checkConvergence();
+    int ok = 0;
+    int failed = 0;
+    for (Accepted a : accepted.values()) {
+      if (a.future.isDone()) {
+        if (a.future.isCompletedExceptionally()) {
+          failed++;
+        } else {
+          ok++;
+        }
+      }
+    }
+    long forwarded = 0;
+    long fallbacks = 0;
+    long executions = 0;
+    for (Instance in : all) {
+      NodeStats st = in.node.stats();
+      forwarded += st.forwarded();
+      fallbacks += st.totalFallbacks();
+      executions += in.engine.executions - in.engine.injectedFailures;
+    }
+    for (Instance in : current) {
+      in.node.stop();
+    }
+    clock.runUntil(() -> Arrays.stream(current)
+        .allMatch(in -> in.node.state() == PrefixRouterNode.State.STOPPED),
+        clock.nanoTime() + 120 * S, 50 * MS);
+    List<String> v = new ArrayList<>(inv.violations());
+    v.addAll(clock.escaped());
+    boolean gossip = all.stream().anyMatch(in -> in.node.stats().gossipBytesOut() > 0);
+    return new Outcome(plan, wiring, v, new Summary(accepted.size(), ok, failed, forwarded,
+        fallbacks, inv.forwardFrames, Math.max(0, executions - ok), crashes,
+        clock.nanoTime() / MS, gossip, convergence));
+  }
+
+  // ---------------------------------------------------------------- workload
+
+  private void submit(int k, Submission s) {
+    List<Instance> ups = new ArrayList<>();
+    for (Instance in : current) {
+      if (in.up) {
+        ups.add(in);
+      }
+    }
+    Instance at = ups.get(s.nodePick() % ups.size());
+    String id = "r" + k;
+    GenerationParams params = new GenerationParams(s.maxTokens(), s.temperature(), 1.0,
+        s.sampleSeed());
+    InferenceRequest req = new InferenceRequest(id, plan.prompt(s), params);
+    inv.originOf.put(id, at.id);
+    CompletableFuture<InferenceResponse> f;
+    try {
+      f = at.node.submit(req);
+    } catch (RuntimeException e) {
+      clock.recordEscape("submit to " + at.key, e);
+      return;
+    }
+    at.acceptedHere++;
+    accepted.put(id, new Accepted(req, at, f));
+    f.whenComplete((resp, err) -> checkAnswer(req, at, resp, err));
+  }
+
+  private void checkAnswer(InferenceRequest req, Instance origin, InferenceResponse resp,
+      Throwable err) {
+    String id = req.id();
+    if (err != null) {
+      Throwable t = err instanceof CompletionException && err.getCause() != null
+          ? err.getCause() : err;
+      if (!(t instanceof RequestFailedException)) {
+        inv.violation("request " + id + " at " + origin.key + " failed with untyped " + t);
+      } else if (origin.engine.injectedFailures == 0
+          && !(config.engineTimeout().toSeconds() < 60
+              && String.valueOf(t.getMessage()).contains("engineTimeout"))) {
+        // engines here never stall for more than seconds: only a short engine deadline may
+        // legitimately expire
+        inv.violation("request " + id + " at " + origin.key + " failed although its local engine"
+            + " never failed: " + t.getMessage());
+      }
+      return;
+    }
+    int[] expected = SimulatedEngine.expectedOutput(req.tokensUnsafe(), req.params(),
+        FaultPlan.VOCABULARY);
+    int[] got = resp.result().outputTokens();
+    if (!Arrays.equals(expected, got)) {
+      inv.violation("request " + id + " answered by " + resp.servedBy() + " with "
+          + Arrays.toString(got) + ", a local engine gives " + Arrays.toString(expected));
+    }
+    if (!id.equals(resp.requestId())) {
+      inv.violation("request " + id + " answered as " + resp.requestId());
+    }
+    if (resp.result().promptTokens() != req.length()) {
+      inv.violation("request " + id + ": answer reports " + resp.result().promptTokens()
+          + " prompt tokens, prompt has " + req.length());
+    }
+    boolean provenance = false;
+    for (Instance in : all) {
+      if (in.id.equals(resp.servedBy())) {
+        for (int[] out : in.engine.producedFor(id)) {
+          provenance |= Arrays.equals(out, got);
+        }
+      }
+    }
+    if (!provenance) {
+      inv.violation("request " + id + ": no engine of " + resp.servedBy()
+          + " produced the answer the client got");
+    }
+    if (resp.forwarded() == resp.servedBy().equals(origin.id)) {
+      inv.violation("request " + id + " at " + origin.id + ": forwarded=" + resp.forwarded()
+          + " but servedBy=" + resp.servedBy());
+    }
+    if (resp.attempts() < 1 || resp.attempts() > 4) {
+      inv.violation("request " + id + ": " + resp.attempts() + " attempts (at most 3 forwards"
+          + " and one local run)");
+    }
+    if (resp.fallbackCause() != FallbackCause.NONE && resp.attempts() < 2) {
+      inv.violation("request " + id + ": fell back (" + resp.fallbackCause() + ") in one attempt");
+    }
+    if (config.hopLimit() == 1 && inv.forwardsFor.getOrDefault(id, 0) > 3) {
+      inv.violation("request " + id + ": " + inv.forwardsFor.get(id) + " FORWARD frames sent");
+    }
+  }
+
+  // ---------------------------------------------------------------- checks
+
+  private void checkGauges() {
+    long maxReplica = 0;
+    for (int i = 0; i < n; i++) {
+      maxReplica += plan.engineCapacityTokens[i] / FaultPlan.BLOCK;
+    }
+    for (Instance in : all) {
+      if (in.retired) {
+        continue;
+      }
+      NodeStats st = in.node.stats();
+      if (st.peersLive() < 0 || st.peersLive() > n - 1) {
+        inv.violation("node " + in.key + " counts " + st.peersLive() + " live peers in a cluster"
+            + " of " + n);
+      }
+      if (st.replicaBlocks() < 0 || st.replicaBlocks() > maxReplica) {
+        inv.violation("node " + in.key + " replicates " + st.replicaBlocks() + " blocks, more"
+            + " than all peers' caches can hold (" + maxReplica + ")");
+      }
+      if (st.localCachedTokens() > Math.max(config.treeCapacityTokens(),
+          plan.engineCapacityTokens[in.index])) {
+        inv.violation("node " + in.key + " local tree holds " + st.localCachedTokens()
+            + " tokens, above its capacity");
+      }
+      GossipProbe g = wiring == Wiring.LIBRARY ? NodeProbe.gossipOf(in.node) : null;
+      if (g != null) {
+        try {
+          g.checkInvariants();
+        } catch (RuntimeException e) {
+          inv.violation("node " + in.key + " gossip invariant: " + e.getMessage());
+        }
+      }
+      if (st.inFlight() < 0) {
+        inv.violation("node " + in.key + " has negative inFlight " + st.inFlight());
+      }
+    }
+  }
+
+  private void checkCounters() {
+    for (Instance in : all) {
+      NodeStats st = in.node.stats();
+      if (st.requests() != in.acceptedHere) {
+        inv.violation("node " + in.key + " counts " + st.requests() + " requests, clients had "
+            + in.acceptedHere + " accepted");
+      }
+      long answered = st.servedLocally() + st.forwarded() + st.failed();
+      if (answered != st.requests()) {
+        inv.violation("node " + in.key + ": servedLocally " + st.servedLocally() + " + forwarded "
+            + st.forwarded() + " + failed " + st.failed() + " != requests " + st.requests());
+      }
+      if (st.pushedBack() != st.fallbacks().get(FallbackCause.BUSY)) {
+        inv.violation("node " + in.key + ": pushedBack " + st.pushedBack()
+            + " != BUSY fallbacks " + st.fallbacks().get(FallbackCause.BUSY));
+      }
+      long sent = inv.forwardsSentBy.getOrDefault(in.key, 0L);
+      if (config.hopLimit() == 1 && sent != st.forwarded() + st.totalFallbacks()) {
+        inv.violation("node " + in.key + " sent " + sent + " forwards but counts "
+            + st.forwarded() + " answered + " + st.totalFallbacks() + " fallbacks "
+            + st.fallbacks() + ": a fallback went uncounted or was counted twice");
+      }
+      long fromResponses = 0;
+      for (Accepted a : accepted.values()) {
+        if (a.origin == in && a.future.isDone() && !a.future.isCompletedExceptionally()
+            && a.future.join().forwarded()) {
+          fromResponses++;
+        }
+      }
+      if (fromResponses != st.forwarded()) {
+        inv.violation("node " + in.key + " counts " + st.forwarded() + " forwarded, clients got "
+            + fromResponses + " forwarded answers");
+      }
+    }
+  }
+
+  /**
+   * After healing and draining, with the library's gossip: every live node must see every
+   * other live node alive and hold, for each, exactly the owner's current advertised block set
+   * at the owner's (generation, version); and each owner's advertised set must mirror its
+   * engine's cache block for block. Returns the simulated milliseconds convergence took, or -1
+   * if this wiring has no gossip to check.
+   */
+  private long checkConvergence() {
+    if (wiring != Wiring.LIBRARY || NodeProbe.gossipOf(current[0].node) == null) {
+      return -1;
+    }
+    long start = clock.nanoTime();
+    long rounds = 4L * (32 - Integer.numberOfLeadingZeros(n)) + 10;
+    long bound = config.peerDeadAfter().toNanos() + rounds * config.gossipInterval().toNanos();
+    boolean ok = clock.runUntil(() -> divergence() == null, start + bound,
+        config.gossipInterval().toNanos());
+    if (!ok) {
+      inv.violation("replicas did not converge within " + bound / MS + " ms after healing: "
+          + divergence());
+      return -1;
+    }
+    return (clock.nanoTime() - start) / MS;
+  }
+
+  /** The first difference between a replica and its owner, or null if all agree. */
+  private String divergence() {
+    for (Instance owner : current) {
+      GossipProbe o = NodeProbe.gossipOf(owner.node);
+      long[] own = o.ownBlocks();
+      if (own.length != owner.simEngine.cachedBlocks()) {
+        return owner.key + " advertises " + own.length + " blocks, its engine caches "
+            + owner.simEngine.cachedBlocks();
+      }
+      for (Instance holder : current) {
+        if (holder == owner) {
+          continue;
+        }
+        GossipProbe h = NodeProbe.gossipOf(holder.node);
+        long[] rep = h.replicaOf(owner.id);
+        long[] ver = h.replicaVersion(owner.id);
+        if (rep == null || ver == null) {
+          return holder.key + " has no live replica of " + owner.key;
+        }
+        if (ver[0] != o.generation() || ver[1] != o.ownVersion() || !Arrays.equals(rep, own)) {
+          return holder.key + " holds " + owner.key + " at generation " + ver[0] + " version "
+              + ver[1] + " (" + rep.length + " blocks); the owner is at " + o.generation()
+              + "/" + o.ownVersion() + " (" + own.length + " blocks)";
+        }
+      }
+      if (owner.node.stats().peersLive() != n - 1) {
+        return owner.key + " sees " + owner.node.stats().peersLive() + " live peers of "
+            + (n - 1);
+      }
+    }
+    return null;
+  }
+
+  // ---------------------------------------------------------------- faults
+
+  private void startFault(Fault f) {
+    if (healed) {
+      return;
+    }
+    switch (f.kind()) {
+      case CRASH -> {
+        int x = f.sideA().get(0);
+        long up = Arrays.stream(current).filter(in -> in.up).count();
+        if (!current[x].up || up <= 1) {
+          return;
+        }
+        crash(x);
+        clock.schedule(f.forNanos(), () -> {
+          if (!healed && !current[x].up) {
+            restart(x);
+          }
+        });
+        return;
+      }
+      case PAUSE -> {
+        current[f.sideA().get(0)].engine.pauseUntil(clock.nanoTime() + f.forNanos());
+        return;
+      }
+      default -> {
+        active.add(f);
+        applyNetwork();
+        clock.schedule(f.forNanos(), () -> {
+          if (active.remove(f)) {
+            applyNetwork();
+          }
+        });
+      }
+    }
+  }
+
+  private void crash(int x) {
+    crashes++;
+    Instance in = current[x];
+    in.up = false;
+    net.crash(in.id);
+  }
+
+  private void restart(int x) {
+    Instance old = current[x];
+    old.retired = true;
+    old.transport.inner().close();
+    old.node.stop();
+    Instance fresh = new Instance(x, old.generation + 1);
+    current[x] = fresh;
+    all.add(fresh);
+    fresh.node.start();
+  }
+
+  /** Recomputes every link and cut from the base link and the active faults. */
+  private void applyNetwork() {
+    net.heal();
+    cuts.clear();
+    Link base = healed
+        ? new Link(plan.baseLink.delay(), Duration.ZERO, 0, 0, 0)
+        : plan.baseLink;
+    for (int i = 0; i < n; i++) {
+      for (int j = 0; j < n; j++) {
+        links[i][j] = base;
+      }
+    }
+    for (Fault f : active) {
+      for (int a : f.sideA()) {
+        for (int b : f.sideB()) {
+          switch (f.kind()) {
+            case PARTITION -> {
+              cuts.add(a + ">" + b);
+              cuts.add(b + ">" + a);
+            }
+            case ONE_WAY_CUT -> cuts.add(a + ">" + b);
+            case DELAY_SPIKE -> {
+              links[a][b] = withDelay(links[a][b], f.spikeDelayNanos());
+              links[b][a] = withDelay(links[b][a], f.spikeDelayNanos());
+            }
+            case LOSS_BURST -> links[a][b] = links[a][b].withLoss(f.lossBurst());
+            default -> { }
+          }
+        }
+      }
+    }
+    for (int i = 0; i < n; i++) {
+      for (int j = 0; j < n; j++) {
+        if (i != j) {
+          net.setLink(ids[i], ids[j], links[i][j]);
+          if (cuts.contains(i + ">" + j)) {
+            net.partitionOneWay(ids[i], ids[j]);
+          }
+        }
+      }
+    }
+  }
+
+  private static Link withDelay(Link l, long extraNanos) {
+    return new Link(l.delay().plusNanos(extraNanos), l.jitter(), l.loss(), l.duplicate(),
+        l.reorder());
+  }
+
+  // ---------------------------------------------------------------- stale peer view
+
+  /**
+   * A peer view fed by simulated gossip: every interval (jittered) the node hears from each
+   * peer whose messages can reach it now (not crashed, not cut, not lost on the link), and then
+   * learns that peer's real cache and load as of that moment. Peers it has not heard from for
+   * {@code peerDeadAfter} disappear.
+   */
+  private final class StaleView implements PeerView {
+    private final Instance self;
+    private final TreeMap<String, Known> known = new TreeMap<>();
+
+    private record Known(long heardAt, long[] blockIds, int queue, int inFlight,
+        boolean overloaded) {}
+
+    StaleView(Instance self) {
+      this.self = self;
+    }
+
+    void refresh() {
+      if (self.retired) {
+        return;
+      }
+      if (self.up) {
+        long now = clock.nanoTime();
+        for (int p = 0; p < n; p++) {
+          Instance peer = current[p];
+          if (p == self.index || !peer.up || cuts.contains(p + ">" + self.index)
+              || viewRandom.nextDouble() < links[p][self.index].loss()) {
+            continue;
+          }
+          EngineLoad l = peer.engine.load();
+          known.put(peer.id, new Known(now, peer.simEngine.cachedBlockIds(), l.queueDepth(),
+              l.inFlight(), l.queueDepth() >= config.highWatermark()));
+        }
+      }
+      long interval = config.gossipInterval().toNanos();
+      clock.schedule(interval / 2 + viewRandom.nextLong(interval), this::refresh);
+    }
+
+    @Override
+    public PeerSet livePeers() {
+      long now = clock.nanoTime();
+      known.values().removeIf(k -> now - k.heardAt() >= config.peerDeadAfter().toNanos());
+      int size = known.size();
+      PeerAddress[] a = new PeerAddress[size];
+      int[] slots = new int[size];
+      int[] q = new int[size];
+      int[] f = new int[size];
+      boolean[] over = new boolean[size];
+      long[] rtt = new long[size];
+      long[] lastSync = new long[size];
+      int i = 0;
+      for (Map.Entry<String, Known> e : known.entrySet()) {
+        Known k = e.getValue();
+        a[i] = InMemoryNetwork.addressOf(e.getKey());
+        slots[i] = i;
+        q[i] = k.queue();
+        f[i] = k.inFlight();
+        over[i] = k.overloaded();
+        rtt[i] = 2 * plan.baseLink.delay().toNanos();
+        lastSync[i] = k.heardAt();
+        i++;
+      }
+      return new PeerSet(a, slots, q, f, over, new boolean[size], rtt, lastSync);
+    }
+
+    @Override
+    public void leadingBlocks(PeerSet peers, long[] chain, int blocks, int[] out) {
+      for (int i = 0; i < peers.size(); i++) {
+        Known k = known.get(peers.address(i).nodeId());
+        int m = 0;
+        if (k != null) {
+          while (m < blocks && Arrays.binarySearch(k.blockIds(), chain[m]) >= 0) {
+            m++;
+          }
+        }
+        out[i] = m;
+      }
+    }
+  }
+}

@@ -1,0 +1,160 @@
+package io.github.prefixrouter.faults;
+
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.testing.InMemoryNetwork.Link;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+
+/**
+ * Everything a simulated run does, drawn from one seed: cluster size, configuration, engines,
+ * the network's background faults, a timeline of fault events, and the workload. The same seed
+ * always gives the same plan, so a failing run replays exactly.
+ */
+final class FaultPlan {
+
+  static final long MS = 1_000_000L;
+  static final long S = 1_000 * MS;
+  static final int VOCABULARY = 1000;
+  static final int BLOCK = 16;
+
+  enum Kind { PARTITION, ONE_WAY_CUT, DELAY_SPIKE, LOSS_BURST, CRASH, PAUSE }
+
+  /** A fault that starts at {@code atNanos} and heals {@code forNanos} later. */
+  record Fault(Kind kind, long atNanos, long forNanos, List<Integer> sideA, List<Integer> sideB,
+      long spikeDelayNanos, double lossBurst) {}
+
+  /** One client request: submitted at {@code atNanos} to a random live node. */
+  record Submission(long atNanos, int topic, int suffixLength, long suffixSeed, int maxTokens,
+      double temperature, long sampleSeed, int nodePick) {}
+
+  final long seed;
+  final int nodes;
+  final RouterConfig config;
+  final Link baseLink;
+  final long faultPhaseNanos;
+  final int topics;
+  final int[] topicLength;
+  final long topicSeedBase;
+  final long[] engineCapacityTokens;
+  final int[] engineSlots;
+  final int[] slowFactor;
+  final double[] failureProbability;
+  final double[] stallProbability;
+  final long maxStallNanos;
+  final List<Fault> faults = new ArrayList<>();
+  final List<Submission> submissions = new ArrayList<>();
+
+  FaultPlan(long seed) {
+    this.seed = seed;
+    SplittableRandom r = new SplittableRandom(seed ^ 0x6A09E667F3BCC908L);
+    nodes = r.nextInt(8) == 0 ? 8 + r.nextInt(9) : 3 + r.nextInt(5);
+    int low = 1 + r.nextInt(3);
+    int high = low + 1 + r.nextInt(5);
+    long gossipMs = 100 + r.nextInt(200);
+    long suspectMs = gossipMs * (4 + r.nextInt(6));
+    config = RouterConfig.builder()
+        .blockSize(BLOCK)
+        .treeCapacityTokens(1 << 14)
+        .policy(r.nextInt(5) < 3 ? RoutingPolicy.COST_AWARE : RoutingPolicy.LONGEST_PREFIX)
+        .hopLimit(r.nextInt(5) == 0 ? 2 : 1)
+        .engineTimeout(Duration.ofSeconds(r.nextInt(3) == 0 ? 3 + r.nextInt(10) : 600))
+        .watermarks(low, high)
+        .forwardTimeout(Duration.ofMillis(20 + r.nextInt(80)), Duration.ofMillis(1500 + r.nextInt(6000)))
+        .busyCooldown(Duration.ofMillis(100 + r.nextInt(900)))
+        .failureCooldown(Duration.ofMillis(300 + r.nextInt(2000)))
+        .initialPrefillNanosPerToken(100_000 + r.nextInt(200_000))
+        .forwardMargin(0.05 * r.nextInt(3), Duration.ofNanos(r.nextInt(500_000)))
+        .coldPlacement(r.nextBoolean())
+        .gossip(Duration.ofMillis(gossipMs), 1 + r.nextInt(3))
+        .peerTimeouts(Duration.ofMillis(suspectMs), Duration.ofMillis(suspectMs * (2 + r.nextInt(3))))
+        .build();
+    double[] losses = {0, 0, 0.01, 0.05, 0.2, 0.5};
+    double[] dups = {0, 0, 0.05, 0.3};
+    double[] reorders = {0, 0.1, 0.5};
+    baseLink = new Link(Duration.ofNanos(1000L * (100 + r.nextInt(5000))), Duration.ofNanos(1000L * r.nextInt(3000)),
+        losses[r.nextInt(losses.length)], dups[r.nextInt(dups.length)],
+        reorders[r.nextInt(reorders.length)]);
+    faultPhaseNanos = (6 + r.nextInt(9)) * S;
+    topics = 2 + r.nextInt(8);
+    topicLength = new int[topics];
+    for (int i = 0; i < topics; i++) {
+      topicLength[i] = BLOCK * (2 + r.nextInt(14));
+    }
+    topicSeedBase = r.nextLong();
+    engineCapacityTokens = new long[nodes];
+    engineSlots = new int[nodes];
+    slowFactor = new int[nodes];
+    failureProbability = new double[nodes];
+    stallProbability = new double[nodes];
+    double[] fails = {0, 0, 0, 0.02, 0.1};
+    double[] stalls = {0, 0, 0.05, 0.3};
+    for (int i = 0; i < nodes; i++) {
+      engineCapacityTokens[i] = BLOCK * (64L + r.nextInt(512));
+      engineSlots[i] = 1 + r.nextInt(3);
+      slowFactor[i] = r.nextInt(6) == 0 ? 2 + r.nextInt(7) : 1;
+      failureProbability[i] = fails[r.nextInt(fails.length)];
+      stallProbability[i] = stalls[r.nextInt(stalls.length)];
+    }
+    maxStallNanos = (1 + r.nextInt(10)) * S;
+    int faultCount = r.nextInt(16);
+    for (int f = 0; f < faultCount; f++) {
+      Kind kind = Kind.values()[r.nextInt(Kind.values().length)];
+      long at = r.nextLong(faultPhaseNanos - S);
+      long len = 200 * MS + r.nextLong(6 * S);
+      List<Integer> a = new ArrayList<>();
+      List<Integer> b = new ArrayList<>();
+      for (int i = 0; i < nodes; i++) {
+        (r.nextBoolean() ? a : b).add(i);
+      }
+      if (a.isEmpty() || b.isEmpty()) {
+        a.clear();
+        b.clear();
+        int x = r.nextInt(nodes);
+        a.add(x);
+        for (int i = 0; i < nodes; i++) {
+          if (i != x) {
+            b.add(i);
+          }
+        }
+      }
+      faults.add(new Fault(kind, at, len, a, b, (50 + r.nextInt(2000)) * MS,
+          0.5 + r.nextDouble() * 0.5));
+    }
+    int requests = 20 + r.nextInt(120);
+    for (int q = 0; q < requests; q++) {
+      submissions.add(new Submission(r.nextLong(faultPhaseNanos), zipf(r, topics),
+          r.nextInt(48), r.nextLong(), 1 + r.nextInt(4), r.nextInt(3) == 0 ? 0.7 : 0.0,
+          r.nextLong(), r.nextInt(1 << 20)));
+    }
+    submissions.sort((x, y) -> Long.compare(x.atNanos(), y.atNanos()));
+  }
+
+  private static int zipf(SplittableRandom r, int n) {
+    // P(k) roughly 1/(k+1): pick uniformly below a uniformly chosen bound
+    return r.nextInt(r.nextInt(n) + 1);
+  }
+
+  /** The prompt tokens of a submission: its topic's shared prefix, then a private suffix. */
+  int[] prompt(Submission s) {
+    int plen = topicLength[s.topic()];
+    int[] t = new int[plen + s.suffixLength() + 1];
+    SplittableRandom tr = new SplittableRandom(topicSeedBase + s.topic());
+    for (int i = 0; i < plen; i++) {
+      t[i] = tr.nextInt(VOCABULARY);
+    }
+    SplittableRandom sr = new SplittableRandom(s.suffixSeed());
+    for (int i = plen; i < t.length; i++) {
+      t[i] = sr.nextInt(VOCABULARY);
+    }
+    return t;
+  }
+
+  @Override
+  public String toString() {
+    return "seed=" + seed + " nodes=" + nodes + " requests=" + submissions.size() + " faults="
+        + faults.size() + " link=" + baseLink + " config=" + config;
+  }
+}

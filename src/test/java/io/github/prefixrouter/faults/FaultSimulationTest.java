@@ -1,0 +1,87 @@
+package io.github.prefixrouter.faults;
+
+import static org.junit.jupiter.api.Assertions.fail;
+
+import io.github.prefixrouter.faults.FaultCluster.Outcome;
+import io.github.prefixrouter.faults.FaultCluster.Wiring;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The deterministic fault campaign (see {@code docs/reliability.md}): every seed builds a
+ * cluster, injects the faults its {@link FaultPlan} draws, heals, and checks the invariants.
+ *
+ * <ul>
+ *   <li>Default run: 200 seeds, each under both wirings.
+ *   <li>{@code mvn -B -ntp -Plong test -Dtest=FaultSimulationTest}: 10,000 seeds (tagged long).
+ *   <li>{@code -Dfaults.seed=S [-Dfaults.wiring=LIBRARY|STALE_VIEW]}: replay one seed.
+ *   <li>{@code -Dfaults.firstSeed=F -Dfaults.seeds=K}: any other range.
+ * </ul>
+ */
+class FaultSimulationTest {
+
+  @Test
+  void defaultCampaign() {
+    String one = System.getProperty("faults.seed");
+    if (one != null && !one.isBlank()) {
+      campaign(Long.parseLong(one.trim()), 1);
+    } else {
+      campaign(Long.getLong("faults.firstSeed", 1L), Integer.getInteger("faults.seeds", 200));
+    }
+  }
+
+  @Test
+  @Tag("long")
+  void longCampaign() {
+    campaign(Long.getLong("faults.firstSeed", 1L), Integer.getInteger("faults.seeds", 10_000));
+  }
+
+  static void campaign(long first, int count) {
+    String onlyWiring = System.getProperty("faults.wiring");
+    List<String> failures = new ArrayList<>();
+    long accepted = 0;
+    long forwarded = 0;
+    long fallbacks = 0;
+    long duplicates = 0;
+    long crashes = 0;
+    long converged = 0;
+    long started = System.nanoTime();
+    for (long seed = first; seed < first + count; seed++) {
+      for (Wiring w : Wiring.values()) {
+        if (onlyWiring != null && !onlyWiring.isBlank() && !w.name().equals(onlyWiring.trim())) {
+          continue;
+        }
+        Outcome o = FaultCluster.run(seed, w);
+        if (o.summary() != null) {
+          accepted += o.summary().accepted();
+          forwarded += o.summary().forwarded();
+          fallbacks += o.summary().fallbacks();
+          duplicates += o.summary().duplicateExecutions();
+          crashes += o.summary().crashes();
+          converged += o.summary().convergenceMillis() >= 0 ? 1 : 0;
+        }
+        if (!o.ok()) {
+          String replay = "mvn -B -ntp test -Dtest=FaultSimulationTest -Dfaults.seed=" + seed
+              + " -Dfaults.wiring=" + w;
+          StringBuilder sb = new StringBuilder("FAILED seed " + seed + " (" + w + "): "
+              + o.plan() + "\n  replay: " + replay);
+          for (String v : o.violations()) {
+            sb.append("\n  - ").append(v);
+          }
+          System.err.println(sb);
+          failures.add(sb.toString());
+        }
+      }
+    }
+    long ms = (System.nanoTime() - started) / 1_000_000;
+    System.out.printf("fault campaign: seeds %d..%d, %d requests, %d forwarded, %d fallbacks, "
+            + "%d duplicate executions, %d crashes, %d converged runs, %d failing runs, %d ms%n",
+        first, first + count - 1, accepted, forwarded, fallbacks, duplicates, crashes, converged,
+        failures.size(), ms);
+    if (!failures.isEmpty()) {
+      fail(failures.size() + " failing run(s); first:\n" + failures.get(0));
+    }
+  }
+}

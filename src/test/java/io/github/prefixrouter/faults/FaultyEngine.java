@@ -1,0 +1,190 @@
+package io.github.prefixrouter.faults;
+
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.testing.SimulatedEngine;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Predicate;
+
+/**
+ * A {@link SimulatedEngine} with injected faults, and a record of everything it produced.
+ *
+ * <ul>
+ *   <li><b>Failures</b>: with probability {@code failureProbability} a request fails (retryable
+ *       {@link EngineException}) shortly after it is submitted.
+ *   <li><b>Pauses</b> (a stalled process, a GC pause): while paused, finished results are held
+ *       back until the pause ends.
+ *   <li><b>Stalls of forwarded work</b>: with probability {@code stallProbability}, a request
+ *       forwarded by a peer hangs until the peer cancels it (the future then fails) or
+ *       {@code maxStallNanos} pass (it then runs). Bounded, so a lost cancel leaks nothing.
+ * </ul>
+ * Every successful answer is recorded per request id, so the harness can check that an answer
+ * a client got was really produced by the engine of the node that claims to have served it.
+ */
+final class FaultyEngine implements InferenceEngine {
+
+  private final String nodeId;
+  private final SimulatedEngine inner;
+  private final GuardedScheduler scheduler;
+  private final SplittableRandom random;
+  private final Predicate<String> isLocalRequest;
+  private final double failureProbability;
+  private final double stallProbability;
+  private final long maxStallNanos;
+  private final Invariants invariants;
+  private final int highWatermark;
+
+  private long pausedUntil;
+  private final Map<String, List<Runnable>> stalled = new HashMap<>();
+  private int stalledCount;
+  private final Map<String, List<int[]>> produced = new HashMap<>();
+  /** Test of the harness itself: corrupt answers to forwarded requests, or lose local ones. */
+  enum Sabotage { NONE, WRONG_FORWARDED_ANSWER, LOSE_LOCAL_ANSWER }
+
+  Sabotage sabotage = Sabotage.NONE;
+  long executions;
+  long injectedFailures;
+  long injectedStalls;
+  long cancelsReceived;
+
+  FaultyEngine(String nodeId, SimulatedEngine inner, GuardedScheduler scheduler, long seed,
+      Predicate<String> isLocalRequest, double failureProbability, double stallProbability,
+      long maxStallNanos, Invariants invariants, int highWatermark) {
+    this.nodeId = nodeId;
+    this.inner = inner;
+    this.scheduler = scheduler;
+    this.random = new SplittableRandom(seed);
+    this.isLocalRequest = isLocalRequest;
+    this.failureProbability = failureProbability;
+    this.stallProbability = stallProbability;
+    this.maxStallNanos = maxStallNanos;
+    this.invariants = invariants;
+    this.highWatermark = highWatermark;
+  }
+
+  SimulatedEngine inner() {
+    return inner;
+  }
+
+  /** Holds results back until {@code untilNanos}. */
+  void pauseUntil(long untilNanos) {
+    pausedUntil = Math.max(pausedUntil, untilNanos);
+  }
+
+  /** Outputs this engine produced for {@code requestId} (empty if none). */
+  List<int[]> producedFor(String requestId) {
+    return produced.getOrDefault(requestId, List.of());
+  }
+
+  @Override
+  public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+    executions++;
+    boolean foreign = !isLocalRequest.test(request.id());
+    if (foreign && invariants.checkWatermarks()) {
+      EngineLoad l = load();
+      if (l.queueDepth() >= highWatermark) {
+        invariants.violation("node " + nodeId + " accepted forwarded request " + request.id()
+            + " with queue depth " + l.queueDepth() + " >= high watermark " + highWatermark);
+      }
+    }
+    CompletableFuture<EngineResult> out = new CompletableFuture<>();
+    if (random.nextDouble() < failureProbability) {
+      injectedFailures++;
+      scheduler.schedule(1_000_000L, () -> out.completeExceptionally(
+          new EngineException("injected engine failure on " + nodeId, true)));
+      return out;
+    }
+    Runnable run = () -> inner.execute(request).whenComplete((res, err) -> deliver(request, out,
+        res, err));
+    if (foreign && random.nextDouble() < stallProbability) {
+      injectedStalls++;
+      stalledCount++;
+      boolean[] released = new boolean[1];
+      Runnable release = () -> {
+        if (!released[0]) {
+          released[0] = true;
+          stalledCount--;
+        }
+      };
+      stalled.computeIfAbsent(request.id(), k -> new ArrayList<>()).add(() -> {
+        if (!released[0]) {
+          release.run();
+          out.completeExceptionally(new EngineException("request " + request.id()
+              + " cancelled while stalled on " + nodeId, false));
+        }
+      });
+      scheduler.schedule(maxStallNanos, () -> {
+        if (!released[0]) {
+          release.run();
+          run.run();
+        }
+      });
+      return out;
+    }
+    if (sabotage == Sabotage.LOSE_LOCAL_ANSWER && !foreign) {
+      return out;
+    }
+    run.run();
+    return out;
+  }
+
+  private void deliver(InferenceRequest request, CompletableFuture<EngineResult> out,
+      EngineResult res, Throwable err) {
+    long now = scheduler.nanoTime();
+    Runnable complete = () -> {
+      if (err != null) {
+        out.completeExceptionally(err);
+      } else {
+        EngineResult r = res;
+        if (sabotage == Sabotage.WRONG_FORWARDED_ANSWER && !isLocalRequest.test(request.id())) {
+          int[] o = res.outputTokens();
+          o[0] ^= 1;
+          r = new EngineResult(o, res.text(), res.promptTokens(), res.cachedPromptTokens(),
+              res.prefillNanos(), res.decodeNanos());
+        }
+        produced.computeIfAbsent(request.id(), k -> new ArrayList<>()).add(r.outputTokens());
+        out.complete(r);
+      }
+    };
+    if (pausedUntil > now) {
+      scheduler.schedule(pausedUntil - now, complete);
+    } else {
+      complete.run();
+    }
+  }
+
+  @Override
+  public EngineLoad load() {
+    EngineLoad l = inner.load();
+    return new EngineLoad(l.queueDepth(), l.inFlight() + stalledCount);
+  }
+
+  @Override
+  public void cancel(String requestId) {
+    cancelsReceived++;
+    List<Runnable> s = stalled.remove(requestId);
+    if (s != null) {
+      s.forEach(Runnable::run);
+    }
+    inner.cancel(requestId);
+  }
+
+  @Override
+  public boolean publishesCacheEvents() {
+    return inner.publishesCacheEvents();
+  }
+
+  @Override
+  public void setCacheEventListener(CacheEventListener listener) {
+    inner.setCacheEventListener(listener);
+  }
+}

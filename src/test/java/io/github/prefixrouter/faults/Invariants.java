@@ -1,0 +1,84 @@
+package io.github.prefixrouter.faults;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Invariants of one simulated run, checked as events happen (forwarded hops, watermarks) and
+ * at the end (completion, answers, counters). Collects violations instead of throwing, so a run
+ * reports everything that went wrong together with its seed.
+ */
+final class Invariants {
+
+  private static final int MAX_REPORTED = 25;
+
+  private final int hopLimit;
+  private final Set<String> clusterIds;
+  private final boolean checkWatermarks;
+  private final List<String> violations = new ArrayList<>();
+  private int suppressed;
+  /** Request id -> node id it was submitted to. */
+  final Map<String, String> originOf = new HashMap<>();
+  /** Sender instance key -> FORWARD frames it sent. */
+  final Map<String, Long> forwardsSentBy = new HashMap<>();
+  /** Request id -> FORWARD frames sent for it, all senders. */
+  final Map<String, Integer> forwardsFor = new HashMap<>();
+  long forwardFrames;
+
+  Invariants(int hopLimit, Set<String> clusterIds, boolean checkWatermarks) {
+    this.hopLimit = hopLimit;
+    this.clusterIds = clusterIds;
+    this.checkWatermarks = checkWatermarks;
+  }
+
+  boolean checkWatermarks() {
+    return checkWatermarks;
+  }
+
+  void violation(String what) {
+    if (violations.size() < MAX_REPORTED) {
+      violations.add(what);
+    } else {
+      suppressed++;
+    }
+  }
+
+  List<String> violations() {
+    List<String> v = new ArrayList<>(violations);
+    if (suppressed > 0) {
+      v.add("... and " + suppressed + " more");
+    }
+    return v;
+  }
+
+  /**
+   * A node sent a FORWARD frame. Hops must be within the limit, the first hop must come from
+   * the node the client submitted to, later hops from elsewhere, and the target must be a node
+   * of the cluster (never an address nobody announced).
+   */
+  void onForwardSent(String senderKey, String from, String to, String requestId, int hops) {
+    forwardFrames++;
+    forwardsSentBy.merge(senderKey, 1L, Long::sum);
+    forwardsFor.merge(requestId, 1, Integer::sum);
+    if (!clusterIds.contains(to)) {
+      violation("node " + from + " forwarded " + requestId + " to unknown node " + to);
+    }
+    if (to.equals(from)) {
+      violation("node " + from + " forwarded " + requestId + " to itself");
+    }
+    if (hops < 1 || hops > hopLimit) {
+      violation("node " + from + " forwarded " + requestId + " with hops=" + hops
+          + " (hop limit " + hopLimit + ")");
+    }
+    String origin = originOf.get(requestId);
+    if (origin == null) {
+      violation("node " + from + " forwarded " + requestId + " that no client submitted");
+    } else if (origin.equals(from) != (hops == 1)) {
+      violation("node " + from + " forwarded " + requestId + " (submitted to " + origin
+          + ") with hops=" + hops + ": only the origin may send the first hop");
+    }
+  }
+}

@@ -1,0 +1,108 @@
+package io.github.prefixrouter.internal.route;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.atomic.AtomicInteger;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.constraints.DoubleRange;
+import net.jqwik.api.constraints.LongRange;
+
+/**
+ * Every submitted request completes exactly once, with the answer its prompt deserves, whatever
+ * the network loses, duplicates or reorders and whatever engines fail or stall.
+ */
+class ExactlyOnceProperty {
+
+  @Property(tries = 8)
+  void everyRequestCompletesExactlyOnce(
+      @ForAll @LongRange(min = 1, max = 1_000_000) long seed,
+      @ForAll @DoubleRange(min = 0, max = 0.5) double loss,
+      @ForAll @DoubleRange(min = 0, max = 0.5) double duplicate,
+      @ForAll("policies") RoutingPolicy policy) {
+    SplittableRandom r = new SplittableRandom(seed);
+    RouterConfig cfg = RouterConfig.builder().policy(policy).initialPrefillNanosPerToken(200_000)
+        .watermarks(1, 3).forwardTimeout(Duration.ofMillis(30), Duration.ofSeconds(5))
+        .engineTimeout(Duration.ofSeconds(20)).build();
+    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
+    hooks.engineTweak = b -> b.random(new SplittableRandom(seed ^ 0x5EED))
+        .failureProbability(0.03).stallProbability(0.03);
+    OracleCluster c = new OracleCluster(4, cfg, seed, hooks);
+    c.net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(2))
+        .withJitter(Duration.ofMillis(3)).withLoss(loss).withDuplicate(duplicate)
+        .withReorder(0.2));
+    c.rttNanos = Duration.ofMillis(4).toNanos();
+    c.start();
+
+    int[][] prefixes = new int[5][];
+    for (int i = 0; i < prefixes.length; i++) {
+      prefixes[i] = OracleCluster.prompt(seed * 31 + i, 160 + 32 * i);
+    }
+    int n = 80;
+    List<InferenceRequest> reqs = new ArrayList<>();
+    List<CompletableFuture<InferenceResponse>> fs = new ArrayList<>();
+    AtomicInteger[] completions = new AtomicInteger[n];
+    for (int i = 0; i < n; i++) {
+      int[] t = OracleCluster.concat(prefixes[r.nextInt(prefixes.length)],
+          OracleCluster.prompt(r.nextLong(), 8 + r.nextInt(40)));
+      InferenceRequest q = OracleCluster.request("r" + i, t);
+      reqs.add(q);
+      completions[i] = new AtomicInteger();
+      AtomicInteger counter = completions[i];
+      CompletableFuture<InferenceResponse> f = c.node("n" + r.nextInt(4)).submit(q);
+      f.whenComplete((v, e) -> counter.incrementAndGet());
+      fs.add(f);
+      c.sim.advanceBy(r.nextLong(Duration.ofMillis(8).toNanos()));
+    }
+    // stalled engine requests end only by a timeout: forwarded ones by the forwarding timeout,
+    // local ones by engineTimeout; queues behind a stalled slot drain after that
+    c.sim.advanceBy(Duration.ofMinutes(30).toNanos());
+
+    for (int i = 0; i < n; i++) {
+      CompletableFuture<InferenceResponse> f = fs.get(i);
+      assertTrue(f.isDone(), "request " + i + " never completed");
+      assertEquals(1, completions[i].get(), "request " + i + " completed more than once");
+      try {
+        InferenceResponse resp = f.join();
+        assertArrayEquals(OracleCluster.expected(reqs.get(i)), resp.result().outputTokens(),
+            "request " + i + " got the wrong answer");
+        assertTrue(resp.attempts() >= 1 && resp.attempts() <= RouterNode.MAX_FORWARDS + 1);
+      } catch (CompletionException e) {
+        assertInstanceOf(RequestFailedException.class, e.getCause());
+      }
+    }
+    long requests = 0;
+    long resolved = 0;
+    long inFlight = 0;
+    for (RouterNode node : c.nodes.values()) {
+      NodeStats s = node.stats();
+      requests += s.requests();
+      resolved += s.servedLocally() + s.forwarded() + s.failed();
+      inFlight += s.inFlight();
+    }
+    assertEquals(n, requests);
+    assertEquals(n, resolved, "answers counted once each");
+    assertEquals(0, inFlight);
+  }
+
+  @net.jqwik.api.Provide
+  net.jqwik.api.Arbitrary<RoutingPolicy> policies() {
+    return net.jqwik.api.Arbitraries.of(RoutingPolicy.COST_AWARE, RoutingPolicy.LONGEST_PREFIX);
+  }
+}

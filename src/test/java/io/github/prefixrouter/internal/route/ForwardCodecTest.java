@@ -1,0 +1,144 @@
+package io.github.prefixrouter.internal.route;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.internal.wire.MalformedMessageException;
+import io.github.prefixrouter.spi.EngineResult;
+import java.util.Arrays;
+import net.jqwik.api.Arbitraries;
+import net.jqwik.api.Arbitrary;
+import net.jqwik.api.Combinators;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.Provide;
+import net.jqwik.api.constraints.IntRange;
+import net.jqwik.api.constraints.Size;
+import org.junit.jupiter.api.Test;
+
+class ForwardCodecTest {
+
+  @Provide
+  Arbitrary<InferenceRequest> requests() {
+    Arbitrary<String> ids = Arbitraries.strings().ofMinLength(1).ofMaxLength(128);
+    Arbitrary<int[]> tokens = Arbitraries.integers().between(0, InferenceRequest.MAX_TOKEN_ID - 1)
+        .array(int[].class).ofMinSize(1).ofMaxSize(600);
+    Arbitrary<GenerationParams> params = Combinators.combine(
+        Arbitraries.integers().between(1, GenerationParams.MAX_TOKENS_LIMIT),
+        Arbitraries.doubles().between(0, 100),
+        Arbitraries.doubles().between(0.01, 1.0).ofScale(3),
+        Arbitraries.longs()).as(GenerationParams::new);
+    return Combinators.combine(ids, tokens, params).as(InferenceRequest::new);
+  }
+
+  @Property
+  void forwardRoundTrips(@ForAll("requests") InferenceRequest r,
+      @ForAll @IntRange(min = 0, max = 8) int hops) throws Exception {
+    ForwardCodec.Forward f = (ForwardCodec.Forward) ForwardCodec.decode(
+        ForwardCodec.forward(r, "origin-1", hops));
+    assertEquals(r, f.request());
+    assertEquals(r.id(), f.requestId());
+    assertEquals("origin-1", f.origin());
+    assertEquals(hops, f.hops());
+  }
+
+  @Property
+  void resultRoundTrips(@ForAll @Size(max = 50) int[] out, @ForAll String text,
+      @ForAll @IntRange(min = 0, max = 5000) int prompt,
+      @ForAll @IntRange(min = -1, max = 5000) int cached) throws Exception {
+    EngineResult er = new EngineResult(out, text, prompt, Math.min(cached, prompt), 123, -1);
+    ForwardCodec.Result r = (ForwardCodec.Result) ForwardCodec.decode(
+        ForwardCodec.result("id", "srv", 77, er));
+    assertEquals(er, r.result());
+    assertEquals("srv", r.servedBy());
+    assertEquals(77, r.serverNanos());
+  }
+
+  @Test
+  void smallMessagesRoundTrip() throws Exception {
+    assertEquals(new ForwardCodec.Busy("x", 5), ForwardCodec.decode(ForwardCodec.busy("x", 5)));
+    assertEquals(new ForwardCodec.Cancel("x", "o"),
+        ForwardCodec.decode(ForwardCodec.cancel("x", "o")));
+    assertEquals(new ForwardCodec.Failed("x", true, "boom"),
+        ForwardCodec.decode(ForwardCodec.failed("x", true, "boom")));
+    ForwardCodec.Failed longMsg = (ForwardCodec.Failed) ForwardCodec.decode(
+        ForwardCodec.failed("x", false, "é".repeat(2000)));
+    assertTrue(longMsg.message().length() <= ForwardCodec.MAX_ERROR_BYTES);
+    assertTrue(longMsg.message().chars().allMatch(ch -> ch == 'é'), "cut mid-character");
+  }
+
+  @Property
+  void randomBytesOnlyRaiseTheTypedException(@ForAll @Size(max = 200) byte[] bytes) {
+    try {
+      ForwardCodec.decode(bytes);
+    } catch (MalformedMessageException e) {
+      // expected for nearly everything
+    }
+  }
+
+  @Property
+  void mutatedMessagesOnlyRaiseTheTypedException(@ForAll("requests") InferenceRequest r,
+      @ForAll @IntRange(min = 0, max = 10_000) int position, @ForAll byte value,
+      @ForAll @IntRange(min = 0, max = 3) int mode) {
+    byte[] m = ForwardCodec.forward(r, "o", 1);
+    int at = position % m.length;
+    byte[] bad = switch (mode) {
+      case 0 -> {
+        byte[] c = m.clone();
+        c[at] = value;
+        yield c;
+      }
+      case 1 -> Arrays.copyOf(m, at);
+      case 2 -> Arrays.copyOf(m, m.length + 1 + at % 7);
+      default -> {
+        byte[] c = m.clone();
+        c[Math.min(c.length - 1, 2 + at % 4)] = (byte) 0xFF;
+        yield c;
+      }
+    };
+    try {
+      ForwardCodec.decode(bad);
+    } catch (MalformedMessageException e) {
+      // expected
+    }
+  }
+
+  @Test
+  void lyingTokenCountIsRejectedBeforeAllocating() {
+    byte[] m = ForwardCodec.forward(InferenceRequest.of("a", new int[] {1, 2, 3}), "o", 1);
+    // the token count is the varint right before the 3 one-byte tokens
+    byte[] lie = Arrays.copyOf(m, m.length);
+    lie[m.length - 4] = 0x7F; // 127 tokens claimed, 3 bytes left
+    MalformedMessageException e = assertThrows(MalformedMessageException.class,
+        () -> ForwardCodec.decode(lie));
+    assertEquals(MalformedMessageException.Reason.TRUNCATED, e.reason());
+  }
+
+  @Test
+  void unknownVersionAndTypeAreRejected() {
+    byte[] m = ForwardCodec.busy("x", 1);
+    m[1] = 9;
+    assertEquals(MalformedMessageException.Reason.UNKNOWN_VERSION,
+        assertThrows(MalformedMessageException.class, () -> ForwardCodec.decode(m)).reason());
+    byte[] t = ForwardCodec.busy("x", 1);
+    t[0] = 0x12;
+    assertEquals(MalformedMessageException.Reason.UNKNOWN_TYPE,
+        assertThrows(MalformedMessageException.class, () -> ForwardCodec.decode(t)).reason());
+  }
+
+  @Test
+  void outOfRangeParamsAreRejected() {
+    byte[] m = ForwardCodec.forward(InferenceRequest.of("a", new int[] {1}), "o", 1);
+    // temperature is the fixed64 after id(2), origin(2), hops(1), maxTokens(1) + type/version(2)
+    byte[] bad = m.clone();
+    long nan = Double.doubleToLongBits(Double.NaN);
+    for (int i = 0; i < 8; i++) {
+      bad[8 + i] = (byte) (nan >>> (56 - 8 * i));
+    }
+    assertEquals(MalformedMessageException.Reason.OUT_OF_RANGE,
+        assertThrows(MalformedMessageException.class, () -> ForwardCodec.decode(bad)).reason());
+  }
+}

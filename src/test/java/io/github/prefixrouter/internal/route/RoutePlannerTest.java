@@ -1,0 +1,251 @@
+package io.github.prefixrouter.internal.route;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RouteDecision.Reason;
+import io.github.prefixrouter.RouteDecision.SkipReason;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.tree.BlockHasher;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.PeerAddress;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+/** The decision alone, against a scripted peer view. */
+class RoutePlannerTest {
+
+  static final BlockHasher HASHER = new BlockHasher(16, 0);
+
+  /** A peer view whose peers hold given block sets, with given load, rtt and summary age. */
+  static final class ScriptedView implements PeerView {
+    final List<String> ids = new ArrayList<>();
+    final Map<String, Set<Long>> blocks = new HashMap<>();
+    final Map<String, Integer> queue = new HashMap<>();
+    final Map<String, Long> rtt = new HashMap<>();
+    final Map<String, Long> age = new HashMap<>();
+    final Set<String> overloaded = new HashSet<>();
+
+    ScriptedView peer(String id, long rttNanos) {
+      ids.add(id);
+      blocks.put(id, new HashSet<>());
+      rtt.put(id, rttNanos);
+      return this;
+    }
+
+    ScriptedView holds(String id, int[] tokens, int length) {
+      long[] c = new long[length / 16];
+      int n = HASHER.chain(tokens, length, c);
+      for (int i = 0; i < n; i++) {
+        blocks.get(id).add(c[i]);
+      }
+      return this;
+    }
+
+    @Override
+    public PeerSet livePeers() {
+      int n = ids.size();
+      PeerAddress[] a = new PeerAddress[n];
+      int[] q = new int[n];
+      boolean[] o = new boolean[n];
+      long[] r = new long[n];
+      long[] g = new long[n];
+      for (int i = 0; i < n; i++) {
+        String id = ids.get(i);
+        a[i] = new PeerAddress(id, "addr-" + id);
+        q[i] = queue.getOrDefault(id, 0);
+        o[i] = overloaded.contains(id);
+        r[i] = rtt.get(id);
+        g[i] = -age.getOrDefault(id, 0L); // the planner's clock reads 0
+      }
+      return new PeerSet(a, new int[n], q, new int[n], o, new boolean[n], r, g);
+    }
+
+    @Override
+    public void leadingBlocks(PeerSet peers, long[] chain, int count, int[] out) {
+      for (int i = 0; i < peers.size(); i++) {
+        Set<Long> held = blocks.get(peers.address(i).nodeId());
+        int k = 0;
+        while (k < count && held.contains(chain[k])) {
+          k++;
+        }
+        out[i] = k;
+      }
+    }
+  }
+
+  static RoutePlanner planner(RouterConfig cfg, String self, ScriptedView view, int localMatch,
+      PeerHealth health) {
+    LocalPrefixIndex local = new LocalPrefixIndex() {
+      @Override
+      public int match(int[] tokens) {
+        return Math.min(localMatch, tokens.length);
+      }
+
+      @Override
+      public void onExecuted(int[] tokens) {}
+
+      @Override
+      public long cachedTokens() {
+        return 0;
+      }
+    };
+    return new RoutePlanner(cfg, self, local, HASHER::chain, view,
+        new CostModel(cfg.initialPrefillNanosPerToken()), health, () -> 0L, () -> EngineLoad.IDLE);
+  }
+
+  static int[] tokens(long seed, int n) {
+    return OracleCluster.prompt(seed, n);
+  }
+
+  static final long MS = 1_000_000L;
+
+  @Test
+  void stalenessDiscountsAnOldSummary() {
+    // half-life 10 s: a 20 s old summary counts a quarter
+    RouterConfig cfg = RouterConfig.builder().stalenessHalfLife(Duration.ofSeconds(10))
+        .initialPrefillNanosPerToken(100_000).build();
+    int[] t = tokens(1, 640);
+    ScriptedView v = new ScriptedView().peer("fresh", 2 * MS).peer("old", 2 * MS)
+        .holds("fresh", t, 320).holds("old", t, 640);
+    v.age.put("old", 20_000 * MS);
+    RouteDecision d = planner(cfg, "me", v, 0, new PeerHealth()).decide(t);
+    assertEquals(640, d.candidates().get(2).matchedTokens());
+    assertEquals(160, d.candidates().get(2).effectiveMatchedTokens());
+    assertEquals(320, d.candidates().get(1).effectiveMatchedTokens());
+    assertEquals("fresh", d.targetNodeId(), d.toString());
+  }
+
+  @Test
+  void inaccuratePeersAreTrustedLess() {
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(100_000).build();
+    int[] t = tokens(2, 640);
+    ScriptedView v = new ScriptedView().peer("liar", 2 * MS).peer("honest", 2 * MS)
+        .holds("liar", t, 640).holds("honest", t, 480);
+    PeerHealth h = new PeerHealth();
+    assertEquals("liar", planner(cfg, "me", v, 0, h).decide(t).targetNodeId());
+    for (int i = 0; i < 10; i++) {
+      h.get("liar").observeAccuracy(640, 0); // claimed 640 cached, engine served none
+    }
+    RouteDecision d = planner(cfg, "me", v, 0, h).decide(t);
+    assertEquals("honest", d.targetNodeId(), d.toString());
+    assertTrue(d.candidates().get(1).effectiveMatchedTokens() < 100);
+  }
+
+  @Test
+  void pushBackSkipsOverloadedAndCoolingPeers() {
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(100_000).build();
+    int[] t = tokens(3, 640);
+    ScriptedView v = new ScriptedView().peer("a", 2 * MS).peer("b", 2 * MS).peer("c", 2 * MS)
+        .holds("a", t, 640).holds("b", t, 640).holds("c", t, 320);
+    v.overloaded.add("a");
+    PeerHealth h = new PeerHealth();
+    h.get("b").busyUntil = 10;
+    RouteDecision d = planner(cfg, "me", v, 0, h).decide(t);
+    assertEquals(SkipReason.OVERLOADED, d.candidates().get(1).skipped());
+    assertEquals(SkipReason.BUSY_COOLDOWN, d.candidates().get(2).skipped());
+    assertEquals(Long.MAX_VALUE, d.candidates().get(1).costNanos());
+    assertEquals("c", d.targetNodeId());
+    RouteDecision tried = planner(cfg, "me", v, 0, h).decide(t, 0, new String[] {"c"}, 1, null);
+    assertEquals(Reason.ALL_PEERS_SKIPPED, tried.reason());
+    assertTrue(tried.isLocal());
+  }
+
+  @Test
+  void queueWaitMakesALoadedHolderLoseToLocal() {
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(100_000).build();
+    int[] t = tokens(4, 640);
+    ScriptedView v = new ScriptedView().peer("hot", 2 * MS).holds("hot", t, 640);
+    assertEquals("hot", planner(cfg, "me", v, 0, new PeerHealth()).decide(t).targetNodeId());
+    v.queue.put("hot", 20); // 20 x 25.6 ms service estimate >> 64 ms local prefill
+    RouteDecision d = planner(cfg, "me", v, 0, new PeerHealth()).decide(t);
+    assertEquals(Reason.LOCAL_CHEAPEST, d.reason(), d.toString());
+  }
+
+  @Test
+  void longestPrefixPolicyPrefersLocalOnTies() {
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX).build();
+    int[] t = tokens(5, 640);
+    ScriptedView v = new ScriptedView().peer("p", 1000 * MS).holds("p", t, 320);
+    assertEquals(Reason.LOCAL_LONGEST_OR_TIE,
+        planner(cfg, "me", v, 320, new PeerHealth()).decide(t).reason());
+    RouteDecision d = planner(cfg, "me", v, 319, new PeerHealth()).decide(t);
+    assertEquals(Reason.PEER_LONGEST, d.reason());
+    assertEquals("p", d.targetNodeId(), "the paper's policy ignores a 1 s round trip");
+  }
+
+  @Test
+  void localOnlyAndHopLimitNeverForward() {
+    int[] t = tokens(6, 640);
+    ScriptedView v = new ScriptedView().peer("p", MS).holds("p", t, 640);
+    RouterConfig local = RouterConfig.builder().policy(RoutingPolicy.LOCAL_ONLY).build();
+    assertEquals(Reason.LOCAL_ONLY_POLICY,
+        planner(local, "me", v, 0, new PeerHealth()).decide(t).reason());
+    RouterConfig cfg = RouterConfig.defaults();
+    assertEquals(Reason.HOP_LIMIT,
+        planner(cfg, "me", v, 0, new PeerHealth()).decide(t, 1, null, 0, null).reason());
+  }
+
+  @Test
+  void coldPrefixesArePlacedWhereEveryNodeAgrees() {
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(100_000).build();
+    List<String> all = List.of("n0", "n1", "n2", "n3", "n4", "n5");
+    Map<String, Integer> placed = new HashMap<>();
+    SplittableRandom r = new SplittableRandom(9);
+    for (int k = 0; k < 300; k++) {
+      int[] t = tokens(r.nextLong(), 64);
+      String agreed = null;
+      for (String self : all) {
+        ScriptedView v = new ScriptedView();
+        for (String p : all) {
+          if (!p.equals(self)) {
+            v.peer(p, MS);
+          }
+        }
+        RouteDecision d = planner(cfg, self, v, 0, new PeerHealth()).decide(t);
+        assertEquals(Reason.COLD_PLACEMENT, d.reason());
+        if (agreed == null) {
+          agreed = d.targetNodeId();
+        }
+        assertEquals(agreed, d.targetNodeId(), "nodes disagree on a cold prefix");
+      }
+      placed.merge(agreed, 1, Integer::sum);
+    }
+    for (String n : all) {
+      int got = placed.getOrDefault(n, 0);
+      assertTrue(got > 20 && got < 90, n + " got " + got + " of 300 cold prefixes: " + placed);
+    }
+  }
+
+  @Test
+  void coldPlacementRespectsTheLoadBound() {
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(100_000)
+        .coldPlacementSlack(10).build();
+    int[] t = tokens(7, 64);
+    ScriptedView v = new ScriptedView().peer("a", MS).peer("b", MS).peer("c", MS);
+    String first = planner(cfg, "me", v, 0, new PeerHealth()).decide(t).targetNodeId();
+    if (first.equals("me")) {
+      return; // the bound test needs a peer winner; seed 7 gives one (checked below)
+    }
+    v.queue.put(first, 10); // mean (10+1)/4 x 1.25 -> capacity 4; first is above it
+    RouteDecision d = planner(cfg, "me", v, 0, new PeerHealth()).decide(t);
+    assertTrue(!d.targetNodeId().equals(first), d.toString());
+    assertEquals(Reason.COLD_PLACEMENT, d.reason());
+  }
+
+  @Test
+  void coldPlacementWinnerIsAPeerForThisSeed() {
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(100_000).build();
+    ScriptedView v = new ScriptedView().peer("a", MS).peer("b", MS).peer("c", MS);
+    assertTrue(!planner(cfg, "me", v, 0, new PeerHealth()).decide(tokens(7, 64)).isLocal());
+  }
+}

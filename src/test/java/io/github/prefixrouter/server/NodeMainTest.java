@@ -1,0 +1,94 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.engine.openai.Json;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class NodeMainTest {
+
+  static final String KEY_HEX = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+  @TempDir Path dir;
+
+  private static NodeOptions parse(String... args) {
+    return NodeOptions.parse(args, Map.of("PREFIX_ROUTER_CLUSTER_KEY", KEY_HEX));
+  }
+
+  @Test
+  void parsesFlagsAndAPropertiesFileWithFlagsWinning() throws Exception {
+    Path cfg = dir.resolve("node.properties");
+    Files.writeString(cfg, "id=n1\nlisten=127.0.0.1:7001\npolicy=local-only\nseeds=n2@127.0.0.1:7002, n3@h:7003\n");
+    NodeOptions o = parse("--config", cfg.toString(), "--policy=longest-prefix", "--block-size", "32");
+    assertEquals("n1", o.id);
+    assertEquals(7001, o.listenPort);
+    assertEquals(RoutingPolicy.LONGEST_PREFIX, o.config.policy());
+    assertEquals(32, o.config.blockSize());
+    assertEquals(2, o.seeds.size());
+    assertEquals("n3", o.seeds.get(1).nodeId());
+    assertEquals("h:7003", o.seeds.get(1).address());
+    assertEquals(32, o.clusterKey.length);
+  }
+
+  @Test
+  void badFlagsAreRejectedWithAMessageThatSaysWhatToFix() {
+    assertMessage("--id is required", () -> parse("--listen", "127.0.0.1:1"));
+    assertMessage("HOST:PORT", () -> parse("--id", "a", "--listen", "nowhere"));
+    assertMessage("unknown flag --bogus", () -> parse("--id", "a", "--bogus", "1"));
+    assertMessage("--policy must be", () -> parse("--id", "a", "--listen", "h:1", "--policy", "random"));
+    assertMessage("id@host:port", () -> parse("--id", "a", "--listen", "h:1", "--seeds", "h:2"));
+    assertMessage("cluster key is required",
+        () -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1"}, Map.of()));
+    assertMessage("at least 16 bytes",
+        () -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1"}, Map.of("PREFIX_ROUTER_CLUSTER_KEY", "00ff")));
+    assertMessage("--engine must be", () -> parse("--id", "a", "--listen", "h:1", "--engine", "gpt"));
+    assertMessage("needs an integer", () -> parse("--id", "a", "--listen", "h:1", "--block-size", "x"));
+  }
+
+  private static void assertMessage(String fragment, org.junit.jupiter.api.function.Executable e) {
+    IllegalArgumentException x = assertThrows(IllegalArgumentException.class, e);
+    assertTrue(x.getMessage().contains(fragment), "'" + x.getMessage() + "' should mention '" + fragment + "'");
+  }
+
+  @Test
+  void servesClientRequestsOverHttpAndReportsStats() throws Exception {
+    Path ready = dir.resolve("ready");
+    NodeOptions o = parse("--id", "solo", "--listen", "127.0.0.1:0", "--client", "127.0.0.1:0",
+        "--ready-file", ready.toString());
+    try (NodeMain.Running r = NodeMain.start(o)) {
+      assertTrue(Files.readString(ready).contains("client=" + r.clientAddress));
+      HttpClient c = HttpClient.newHttpClient();
+      String body = "{\"id\":\"q1\",\"prompt\":[5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21],\"max_tokens\":3}";
+      HttpResponse<String> resp = c.send(HttpRequest.newBuilder(URI.create("http://" + r.clientAddress + "/v1/route/completions"))
+          .POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
+      assertEquals(200, resp.statusCode(), resp.body());
+      Map<?, ?> m = (Map<?, ?>) Json.parse(resp.body());
+      assertEquals("q1", m.get("id"));
+      assertEquals("solo", m.get("served_by"));
+      assertEquals(3, ((List<?>) m.get("token_ids")).size());
+      assertEquals(17L, m.get("prompt_tokens"));
+      // bad input gets a 400 that names the problem
+      HttpResponse<String> bad = c.send(HttpRequest.newBuilder(URI.create("http://" + r.clientAddress + "/v1/route/completions"))
+          .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":[]}")).build(), HttpResponse.BodyHandlers.ofString());
+      assertEquals(400, bad.statusCode());
+      assertTrue(bad.body().contains("at least one token"), bad.body());
+      HttpResponse<String> stats = c.send(HttpRequest.newBuilder(URI.create("http://" + r.clientAddress + "/v1/stats")).build(),
+          HttpResponse.BodyHandlers.ofString());
+      Map<?, ?> s = (Map<?, ?>) Json.parse(stats.body());
+      assertEquals(1L, s.get("requests"));
+      assertEquals(1L, ((Map<?, ?>) s.get("engine")).get("requests"));
+    }
+  }
+}

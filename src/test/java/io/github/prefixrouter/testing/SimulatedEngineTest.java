@@ -1,0 +1,383 @@
+package io.github.prefixrouter.testing;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.EngineResult;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import org.junit.jupiter.api.Test;
+
+class SimulatedEngineTest {
+
+  private static final long MS = 1_000_000L;
+
+  private final SimulatedScheduler sim = new SimulatedScheduler();
+
+  private SimulatedEngine.Builder engine() {
+    return SimulatedEngine.builder()
+        .scheduler(sim)
+        .blockSize(16)
+        .capacityTokens(16 * 100)
+        .prefillOverheadNanos(10 * MS)
+        .prefillNanosPerToken(MS / 10) // 0.1 ms per token
+        .decodeNanosPerToken(5 * MS);
+  }
+
+  /** Tokens {@code base, base+1, ...}: prompts with different bases share no block. */
+  private static int[] prompt(int base, int length) {
+    int[] t = new int[length];
+    for (int i = 0; i < length; i++) {
+      t[i] = base + i;
+    }
+    return t;
+  }
+
+  private static int[] concat(int[] a, int[] b) {
+    int[] t = new int[a.length + b.length];
+    System.arraycopy(a, 0, t, 0, a.length);
+    System.arraycopy(b, 0, t, a.length, b.length);
+    return t;
+  }
+
+  private EngineResult run(SimulatedEngine e, String id, int[] tokens) throws Exception {
+    CompletableFuture<EngineResult> f = e.execute(InferenceRequest.of(id, tokens));
+    sim.runUntilIdle(1_000_000);
+    assertTrue(f.isDone(), "request " + id + " did not complete");
+    return f.get();
+  }
+
+  @Test
+  void countsCachedTokensInWholeBlocksAndAlwaysComputesOneToken() throws Exception {
+    SimulatedEngine e = engine().build();
+    int[] p100 = prompt(1000, 100); // 6 full blocks + 4 tokens
+    assertEquals(0, run(e, "a", p100).cachedPromptTokens());
+    assertEquals(96, run(e, "b", p100).cachedPromptTokens());
+    // a prompt sharing the first 40 tokens: 2 full blocks are shared
+    int[] other = concat(prompt(1000, 40), prompt(50_000, 60));
+    assertEquals(32, run(e, "c", other).cachedPromptTokens());
+    // an exactly block-aligned, fully cached prompt recomputes its last block
+    int[] p96 = prompt(1000, 96);
+    EngineResult r = run(e, "d", p96);
+    assertEquals(80, r.cachedPromptTokens());
+    assertEquals(96, r.promptTokens());
+    SimulatedEngine.Stats s = e.stats();
+    assertEquals(4, s.completed());
+    assertEquals(100 + 100 + 100 + 96, s.promptTokens());
+    assertEquals(0 + 96 + 32 + 80, s.cachedPromptTokens());
+  }
+
+  @Test
+  void prefillAndDecodeTakeTheConfiguredSimulatedTime() throws Exception {
+    SimulatedEngine e = engine().build();
+    int[] p = prompt(7, 200);
+    CompletableFuture<EngineResult> f =
+        e.execute(new InferenceRequest("x", p, GenerationParams.greedy(3)));
+    // prefill 10 ms + 200 * 0.1 ms = 30 ms; decode 3 * 5 ms = 15 ms
+    sim.advanceTo(45 * MS - 1);
+    assertFalse(f.isDone());
+    sim.advanceTo(45 * MS);
+    assertTrue(f.isDone());
+    EngineResult r = f.get();
+    assertEquals(30 * MS, r.prefillNanos());
+    assertEquals(15 * MS, r.decodeNanos());
+    assertEquals(3, r.outputTokens().length);
+    // again: 192 tokens cached, 8 computed
+    long t0 = sim.nanoTime();
+    CompletableFuture<EngineResult> g = e.execute(InferenceRequest.of("y", p));
+    sim.runUntilIdle(1000);
+    assertEquals(10 * MS + 8 * MS / 10, g.get().prefillNanos());
+    assertEquals(t0 + 10 * MS + 8 * MS / 10 + 5 * MS, sim.nanoTime());
+  }
+
+  @Test
+  void queuesFifoBehindBusySlots() throws Exception {
+    SimulatedEngine e = engine().slots(2).build();
+    List<String> order = new ArrayList<>();
+    List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+    for (int i = 0; i < 5; i++) {
+      String id = "r" + i;
+      CompletableFuture<EngineResult> f = e.execute(InferenceRequest.of(id, prompt(i * 10_000, 100)));
+      f.thenRun(() -> order.add(id));
+      fs.add(f);
+    }
+    assertEquals(new EngineLoad(5, 0), e.load());
+    sim.runNext(); // dispatch
+    assertEquals(new EngineLoad(3, 2), e.load());
+    sim.runUntilIdle(10_000);
+    assertEquals(List.of("r0", "r1", "r2", "r3", "r4"), order);
+    assertEquals(EngineLoad.IDLE, e.load());
+    // each request: 10 + 10 ms prefill, 5 ms decode = 25 ms; three waves on two slots
+    assertEquals(75 * MS, sim.nanoTime());
+    // r2 and r3 wait 25 ms, r4 waits 50 ms
+    assertEquals(100 * MS, e.stats().queueWaitNanos());
+  }
+
+  @Test
+  void evictsTheLeastRecentlyUsedBlocksFirst() throws Exception {
+    SimulatedEngine e = engine().capacityTokens(16 * 4).build();
+    int[] a = prompt(0, 33); // 2 full blocks
+    int[] b = prompt(10_000, 33);
+    int[] c = prompt(20_000, 33);
+    run(e, "a", a);
+    run(e, "b", b);
+    run(e, "a2", a); // a is now more recent than b
+    run(e, "c", c); // needs 2 blocks: b's go
+    assertEquals(32, e.cachedPrefixTokens(a));
+    assertEquals(0, e.cachedPrefixTokens(b));
+    assertEquals(32, e.cachedPrefixTokens(c));
+    assertEquals(4, e.cachedBlocks());
+    assertEquals(2, e.stats().evictedBlocks());
+  }
+
+  @Test
+  void evictsSuffixBlocksBeforeTheSharedPrefix() throws Exception {
+    SimulatedEngine e = engine().capacityTokens(16 * 4).build();
+    int[] shared = prompt(0, 32);
+    int[] x = concat(shared, prompt(10_000, 17)); // blocks S1 S2 X1
+    int[] y = concat(shared, prompt(20_000, 17)); // S1 S2 Y1
+    int[] z = concat(shared, prompt(30_000, 17)); // S1 S2 Z1
+    run(e, "x", x);
+    run(e, "y", y);
+    assertEquals(4, e.cachedBlocks());
+    run(e, "z", z); // full: the LRU leaf X1 goes, the shared blocks stay
+    assertEquals(32, e.cachedPrefixTokens(x));
+    assertEquals(48, e.cachedPrefixTokens(y));
+    assertEquals(48, e.cachedPrefixTokens(z));
+  }
+
+  @Test
+  void pinnedBlocksOfRunningRequestsAreNeverEvicted() throws Exception {
+    SimulatedEngine e = engine().capacityTokens(16 * 2).slots(2).build();
+    int[] a = prompt(0, 33);
+    int[] b = prompt(10_000, 33);
+    // a decodes for a long time after its prefill stored its 2 blocks
+    CompletableFuture<EngineResult> fa =
+        e.execute(new InferenceRequest("a", a, GenerationParams.greedy(100)));
+    sim.advanceBy(50 * MS);
+    assertEquals(32, e.cachedPrefixTokens(a));
+    EngineResult rb = run(e, "b", b.clone());
+    assertTrue(fa.isDone(), "runUntilIdle also finished a");
+    assertEquals(0, rb.cachedPromptTokens());
+    // b could not cache anything while a pinned the whole cache
+    assertEquals(0, e.cachedPrefixTokens(b));
+    assertEquals(32, e.cachedPrefixTokens(a));
+    // once a is done, b's blocks can replace a's
+    run(e, "b2", b);
+    assertEquals(32, e.cachedPrefixTokens(b));
+    assertEquals(0, e.cachedPrefixTokens(a));
+  }
+
+  @Test
+  void answersArePureFunctionsOfPromptAndParameters() throws Exception {
+    SimulatedEngine e1 = engine().blockIdSeed(1).build();
+    SimulatedEngine e2 = engine().blockIdSeed(2).capacityTokens(0).build();
+    int[] p = prompt(5, 70);
+    GenerationParams g = new GenerationParams(4, 0.7, 0.9, 42);
+    run(e1, "warm", p);
+    CompletableFuture<EngineResult> f1 = e1.execute(new InferenceRequest("a", p, g));
+    CompletableFuture<EngineResult> f2 = e2.execute(new InferenceRequest("b", p, g));
+    sim.runUntilIdle(1000);
+    assertNotEquals(f1.get().cachedPromptTokens(), f2.get().cachedPromptTokens());
+    assertArrayEquals(f1.get().outputTokens(), f2.get().outputTokens());
+    assertArrayEquals(SimulatedEngine.expectedOutput(p, g, 151_936), f1.get().outputTokens());
+    GenerationParams otherSeed = new GenerationParams(4, 0.7, 0.9, 43);
+    assertFalse(
+        java.util.Arrays.equals(
+            SimulatedEngine.expectedOutput(p, g, 151_936),
+            SimulatedEngine.expectedOutput(p, otherSeed, 151_936)));
+    int[] q = p.clone();
+    q[69]++;
+    assertFalse(
+        java.util.Arrays.equals(
+            SimulatedEngine.expectedOutput(p, g, 151_936),
+            SimulatedEngine.expectedOutput(q, g, 151_936)));
+  }
+
+  @Test
+  void publishesVllmShapedEvents() throws Exception {
+    SimulatedEngine e = engine().capacityTokens(16 * 3).build();
+    List<String> log = new ArrayList<>();
+    e.setCacheEventListener(
+        new CacheEventListener() {
+          @Override
+          public void onBlocksStored(long parent, long[] ids, int[] tokens) {
+            log.add("stored parent=" + parent + " n=" + ids.length + " tokens=" + tokens.length
+                + " first=" + tokens[0]);
+          }
+
+          @Override
+          public void onBlocksRemoved(long[] ids) {
+            log.add("removed n=" + ids.length);
+          }
+
+          @Override
+          public void onAllCleared() {
+            log.add("cleared");
+          }
+        });
+    int[] a = prompt(100, 40); // 2 blocks
+    int[] a2 = concat(prompt(100, 32), prompt(9000, 20)); // shares 2 blocks, adds 1
+    int[] b = prompt(5000, 20); // 1 block: evicts a2's leaf
+    run(e, "a", a);
+    run(e, "a2", a2);
+    run(e, "b", b);
+    long a1id = e.blockIdOf(a, 1);
+    assertEquals(
+        List.of(
+            "stored parent=0 n=2 tokens=32 first=100",
+            "stored parent=" + a1id + " n=1 tokens=16 first=9000",
+            "removed n=1",
+            "stored parent=0 n=1 tokens=16 first=5000"),
+        log);
+    e.clearCache();
+    assertEquals("cleared", log.get(log.size() - 1));
+    assertEquals(0, e.cachedBlocks());
+    assertThrows(IllegalStateException.class, () -> e.setCacheEventListener(new CacheEventListener() {}));
+  }
+
+  @Test
+  void noEventsWhenDisabled() throws Exception {
+    SimulatedEngine e = engine().publishesCacheEvents(false).build();
+    assertFalse(e.publishesCacheEvents());
+    List<String> log = new ArrayList<>();
+    e.setCacheEventListener(
+        new CacheEventListener() {
+          @Override
+          public void onBlocksStored(long parent, long[] ids, int[] tokens) {
+            log.add("stored");
+          }
+        });
+    run(e, "a", prompt(0, 64));
+    assertEquals(List.of(), log);
+    assertEquals(48, run(e, "b", prompt(0, 64)).cachedPromptTokens());
+  }
+
+  @Test
+  void injectedFailuresAreRetryableAndNeverCompleteOnTheCallersThread() throws Exception {
+    SimulatedEngine e = engine().build();
+    e.failNext(2);
+    CompletableFuture<EngineResult> f1 = e.execute(InferenceRequest.of("1", prompt(0, 20)));
+    CompletableFuture<EngineResult> f2 = e.execute(InferenceRequest.of("2", prompt(0, 20)));
+    CompletableFuture<EngineResult> f3 = e.execute(InferenceRequest.of("3", prompt(0, 20)));
+    assertFalse(f1.isDone());
+    sim.runUntilIdle(1000);
+    for (CompletableFuture<EngineResult> f : List.of(f1, f2)) {
+      ExecutionException ex = assertThrows(ExecutionException.class, f::get);
+      assertTrue(ex.getCause() instanceof EngineException);
+      assertTrue(((EngineException) ex.getCause()).retryable());
+    }
+    assertEquals(1, f3.get().outputTokens().length);
+    assertEquals(2, e.stats().failed());
+  }
+
+  @Test
+  void probabilisticFailuresReplayFromTheSeed() {
+    List<Boolean> first = failurePattern(99);
+    assertEquals(first, failurePattern(99));
+    long failures = first.stream().filter(b -> b).count();
+    assertTrue(failures > 20 && failures < 80, "about 50 of 200 should fail, was " + failures);
+  }
+
+  private List<Boolean> failurePattern(long seed) {
+    SimulatedScheduler s = new SimulatedScheduler();
+    SimulatedEngine e =
+        SimulatedEngine.builder()
+            .scheduler(s)
+            .random(new SplittableRandom(seed))
+            .failureProbability(0.25)
+            .build();
+    List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+    for (int i = 0; i < 200; i++) {
+      fs.add(e.execute(InferenceRequest.of("r" + i, prompt(i, 20))));
+    }
+    s.runUntilIdle(1_000_000);
+    List<Boolean> out = new ArrayList<>();
+    for (CompletableFuture<EngineResult> f : fs) {
+      assertTrue(f.isDone());
+      out.add(f.isCompletedExceptionally());
+    }
+    return out;
+  }
+
+  @Test
+  void stalledRequestsHoldTheirSlotUntilCancelled() throws Exception {
+    SimulatedEngine e = engine().slots(1).build();
+    e.stallNext(1);
+    CompletableFuture<EngineResult> stuck = e.execute(InferenceRequest.of("stuck", prompt(0, 40)));
+    CompletableFuture<EngineResult> next = e.execute(InferenceRequest.of("next", prompt(0, 40)));
+    sim.advanceBy(10_000 * MS);
+    assertFalse(stuck.isDone());
+    assertFalse(next.isDone());
+    assertEquals(new EngineLoad(1, 1), e.load());
+    e.cancel("stuck");
+    sim.runUntilIdle(1000);
+    ExecutionException ex = assertThrows(ExecutionException.class, stuck::get);
+    assertTrue(ex.getCause() instanceof EngineException);
+    assertFalse(((EngineException) ex.getCause()).retryable());
+    assertEquals(0, next.get().cachedPromptTokens()); // the stalled prefill stored nothing
+    assertEquals(1, e.stats().cancelled());
+  }
+
+  @Test
+  void cancelsQueuedAndRunningRequests() throws Exception {
+    SimulatedEngine e = engine().slots(1).build();
+    CompletableFuture<EngineResult> running =
+        e.execute(new InferenceRequest("run", prompt(0, 40), GenerationParams.greedy(50)));
+    CompletableFuture<EngineResult> queued = e.execute(InferenceRequest.of("q", prompt(500, 40)));
+    sim.advanceBy(100 * MS); // run is decoding: its blocks are stored
+    e.cancel("q");
+    e.cancel("run");
+    e.cancel("unknown");
+    sim.runUntilIdle(1000);
+    assertTrue(running.isCompletedExceptionally());
+    assertTrue(queued.isCompletedExceptionally());
+    assertEquals(EngineLoad.IDLE, e.load());
+    assertEquals(32, e.cachedPrefixTokens(prompt(0, 40)));
+    assertEquals(2, e.stats().cancelled());
+  }
+
+  @Test
+  void rejectsInvalidConfigurationWithClearMessages() {
+    SimulatedEngine.Builder b = SimulatedEngine.builder();
+    assertTrue(
+        assertThrows(IllegalArgumentException.class, () -> b.blockSize(0))
+            .getMessage().contains("blockSize"));
+    assertTrue(
+        assertThrows(IllegalArgumentException.class, () -> b.capacityTokens(-1))
+            .getMessage().contains("capacityTokens"));
+    assertTrue(
+        assertThrows(IllegalArgumentException.class, () -> b.slots(0))
+            .getMessage().contains("slots"));
+    assertTrue(
+        assertThrows(IllegalArgumentException.class, () -> b.prefillNanosPerToken(-5))
+            .getMessage().contains("prefillNanosPerToken"));
+    assertTrue(
+        assertThrows(IllegalArgumentException.class, () -> b.failureProbability(1.5))
+            .getMessage().contains("failureProbability"));
+    assertTrue(
+        assertThrows(IllegalArgumentException.class, () -> b.stallProbability(Double.NaN))
+            .getMessage().contains("stallProbability"));
+    assertTrue(
+        assertThrows(IllegalStateException.class, b::build).getMessage().contains("scheduler"));
+    b.scheduler((d, t) -> () -> false);
+    assertTrue(assertThrows(IllegalStateException.class, b::build).getMessage().contains("clock"));
+    b.clock(() -> 0L).failureProbability(0.1);
+    assertTrue(assertThrows(IllegalStateException.class, b::build).getMessage().contains("random"));
+    SimulatedEngine e = engine().build();
+    assertThrows(IllegalArgumentException.class, () -> e.failNext(-1));
+    assertThrows(NullPointerException.class, () -> e.execute(null));
+  }
+}

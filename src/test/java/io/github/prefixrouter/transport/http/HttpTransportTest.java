@@ -1,0 +1,429 @@
+package io.github.prefixrouter.transport.http;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+class HttpTransportTest {
+
+  static final byte[] KEY = "0123456789abcdef0123456789abcdef".getBytes(StandardCharsets.US_ASCII);
+  static final byte[] OTHER_KEY = "fedcba9876543210fedcba9876543210".getBytes(StandardCharsets.US_ASCII);
+
+  private final List<AutoCloseable> toClose = new ArrayList<>();
+
+  @AfterEach
+  void closeAll() throws Exception {
+    for (AutoCloseable c : toClose) {
+      c.close();
+    }
+  }
+
+  /** Records inbound traffic; requests are answered by {@link #answer}. */
+  static final class Recorder implements Transport.InboundHandler {
+    final BlockingQueue<String> messages = new LinkedBlockingQueue<>();
+    final List<CompletableFuture<byte[]>> held = new CopyOnWriteArrayList<>();
+    volatile boolean hold;
+    volatile boolean busy;
+
+    @Override
+    public void onMessage(PeerAddress from, byte[] payload) {
+      messages.add(from.nodeId() + "@" + from.address() + ":" + new String(payload, StandardCharsets.UTF_8));
+    }
+
+    @Override
+    public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+      if (busy) {
+        return CompletableFuture.failedFuture(new TransportException(TransportException.Kind.BUSY, "full"));
+      }
+      if (hold) {
+        CompletableFuture<byte[]> f = new CompletableFuture<>();
+        held.add(f);
+        return f;
+      }
+      String s = "echo " + from.nodeId() + " " + new String(payload, StandardCharsets.UTF_8);
+      return CompletableFuture.completedFuture(s.getBytes(StandardCharsets.UTF_8));
+    }
+  }
+
+  private HttpTransport start(HttpTransport.Builder b, Transport.InboundHandler h) {
+    HttpTransport t = b.build();
+    toClose.add(t);
+    t.start(h);
+    return t;
+  }
+
+  private static HttpTransport.Builder node(String id) {
+    return HttpTransport.builder().nodeId(id).listen("127.0.0.1", 0).clusterKey(KEY);
+  }
+
+  private static TransportException.Kind failureKind(CompletableFuture<?> f) throws Exception {
+    ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS));
+    assertTrue(e.getCause() instanceof TransportException, "cause: " + e.getCause());
+    return ((TransportException) e.getCause()).kind();
+  }
+
+  @Test
+  void requestAndMessageRoundTripWithAuthenticatedSender() throws Exception {
+    Recorder ra = new Recorder();
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b").maxInFlightPerPeer(256), new Recorder());
+    byte[] answer = b.request(a.localAddress(), "hi".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(5))
+        .get(10, TimeUnit.SECONDS);
+    assertEquals("echo b hi", new String(answer, StandardCharsets.UTF_8));
+    b.send(a.localAddress(), "gossip".getBytes(StandardCharsets.UTF_8));
+    assertEquals("b@" + b.localAddress().address() + ":gossip", ra.messages.poll(10, TimeUnit.SECONDS));
+    // many requests over reused connections
+    List<CompletableFuture<byte[]>> fs = new ArrayList<>();
+    for (int i = 0; i < 200; i++) {
+      fs.add(b.request(a.localAddress(), ("r" + i).getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10)));
+    }
+    for (int i = 0; i < 200; i++) {
+      assertEquals("echo b r" + i, new String(fs.get(i).get(20, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+    }
+    assertEquals(201, a.stats().requestsReceived());
+    assertEquals(0, a.stats().authFailures());
+  }
+
+  @Test
+  void requestTimesOutWhenThePeerDoesNotAnswer() throws Exception {
+    Recorder ra = new Recorder();
+    ra.hold = true;
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b"), new Recorder());
+    CompletableFuture<byte[]> f = b.request(a.localAddress(), new byte[] {1}, Duration.ofMillis(300));
+    assertEquals(TransportException.Kind.TIMEOUT, failureKind(f));
+    assertEquals(0, b.stats().pendingRequests());
+  }
+
+  @Test
+  void unreachablePeerFailsWithUnreachable() throws Exception {
+    int port;
+    try (ServerSocket s = new ServerSocket(0)) {
+      port = s.getLocalPort();
+    }
+    HttpTransport b = start(node("b"), new Recorder());
+    CompletableFuture<byte[]> f =
+        b.request(new PeerAddress("x", "127.0.0.1:" + port), new byte[] {1}, Duration.ofSeconds(5));
+    assertEquals(TransportException.Kind.UNREACHABLE, failureKind(f));
+    b.send(new PeerAddress("x", "127.0.0.1:" + port), new byte[] {1}); // never throws
+  }
+
+  @Test
+  void peerBusyIsReportedAsBusy() throws Exception {
+    Recorder ra = new Recorder();
+    ra.busy = true;
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b"), new Recorder());
+    assertEquals(TransportException.Kind.BUSY,
+        failureKind(b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(5))));
+  }
+
+  @Test
+  void tooManyRequestsInFlightToOnePeerFailFastWithBusy() throws Exception {
+    Recorder ra = new Recorder();
+    ra.hold = true;
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b").maxInFlightPerPeer(2), new Recorder());
+    CompletableFuture<byte[]> f1 = b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(10));
+    CompletableFuture<byte[]> f2 = b.request(a.localAddress(), new byte[] {2}, Duration.ofSeconds(10));
+    CompletableFuture<byte[]> f3 = b.request(a.localAddress(), new byte[] {3}, Duration.ofSeconds(10));
+    assertTrue(f3.isDone(), "third request must fail at once");
+    assertEquals(TransportException.Kind.BUSY, failureKind(f3));
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (ra.held.size() < 2 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    ra.held.forEach(h -> h.complete(new byte[] {9}));
+    assertArrayEquals(new byte[] {9}, f1.get(10, TimeUnit.SECONDS));
+    assertArrayEquals(new byte[] {9}, f2.get(10, TimeUnit.SECONDS));
+    // capacity is released: a new request goes through
+    ra.hold = false;
+    assertEquals("echo b \u0004",
+        new String(b.request(a.localAddress(), new byte[] {4}, Duration.ofSeconds(10)).get(10, TimeUnit.SECONDS),
+            StandardCharsets.UTF_8));
+  }
+
+  @Test
+  void inboundRequestsAboveTheLimitAreAnsweredBusy() throws Exception {
+    Recorder ra = new Recorder();
+    ra.hold = true;
+    HttpTransport a = start(node("a").maxInboundRequests(1), ra);
+    HttpTransport b = start(node("b"), new Recorder());
+    CompletableFuture<byte[]> f1 = b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(10));
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (ra.held.isEmpty() && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(TransportException.Kind.BUSY,
+        failureKind(b.request(a.localAddress(), new byte[] {2}, Duration.ofSeconds(10))));
+    assertEquals(1, a.stats().inboundBusy());
+    ra.held.get(0).complete(new byte[] {7});
+    assertArrayEquals(new byte[] {7}, f1.get(10, TimeUnit.SECONDS));
+  }
+
+  @Test
+  void closeFailsEveryPendingRequestWithClosed() throws Exception {
+    Recorder ra = new Recorder();
+    ra.hold = true;
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b"), new Recorder());
+    List<CompletableFuture<byte[]>> fs = new ArrayList<>();
+    for (int i = 0; i < 5; i++) {
+      fs.add(b.request(a.localAddress(), new byte[] {(byte) i}, Duration.ofSeconds(30)));
+    }
+    b.close();
+    for (CompletableFuture<byte[]> f : fs) {
+      assertEquals(TransportException.Kind.CLOSED, failureKind(f));
+    }
+    assertEquals(TransportException.Kind.CLOSED,
+        failureKind(b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(1))));
+    b.send(a.localAddress(), new byte[] {1}); // dropped, never throws
+    b.close(); // idempotent
+  }
+
+  @Test
+  void closingTheServerSideAnswersItsInboundRequests() throws Exception {
+    Recorder ra = new Recorder();
+    ra.hold = true;
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b"), new Recorder());
+    CompletableFuture<byte[]> f = b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(30));
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (ra.held.isEmpty() && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    a.close();
+    TransportException.Kind k = failureKind(f);
+    assertTrue(k == TransportException.Kind.BUSY || k == TransportException.Kind.UNREACHABLE, "kind " + k);
+  }
+
+  @Test
+  void wrongClusterKeyIsRejectedCountedAndNeverDelivered() throws Exception {
+    Recorder ra = new Recorder();
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport intruder =
+        start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0).clusterKey(OTHER_KEY), new Recorder());
+    assertEquals(TransportException.Kind.PROTOCOL,
+        failureKind(intruder.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(5))));
+    intruder.send(a.localAddress(), "forged".getBytes(StandardCharsets.UTF_8));
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (a.stats().authFailures() < 2 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(2, a.stats().authFailures());
+    assertEquals(0, a.stats().requestsReceived());
+    assertTrue(ra.messages.isEmpty());
+  }
+
+  @Test
+  void tamperedPayloadOrSenderFailsAuthentication() throws Exception {
+    Recorder ra = new Recorder();
+    HttpTransport a = start(node("a"), ra);
+    MessageAuthenticator auth = new MessageAuthenticator(KEY);
+    String ts = Long.toString(System.currentTimeMillis());
+    byte[] body = "real".getBytes(StandardCharsets.UTF_8);
+    String mac = auth.sign(body, "message", "b", "127.0.0.1:1", "a", ts, "n1");
+    // payload changed
+    assertEquals(401, post(a, "/prefix-router/v1/message", "forged".getBytes(StandardCharsets.UTF_8),
+        "b", "127.0.0.1:1", "a", ts, "n1", mac));
+    // sender changed (claims another node's identity)
+    assertEquals(401, post(a, "/prefix-router/v1/message", body, "c", "127.0.0.1:1", "a", ts, "n1", mac));
+    // addressed to another node
+    assertEquals(401, post(a, "/prefix-router/v1/message", body, "b", "127.0.0.1:1", "z", ts, "n1", mac));
+    // intact
+    assertEquals(204, post(a, "/prefix-router/v1/message", body, "b", "127.0.0.1:1", "a", ts, "n1", mac));
+    assertEquals("b@127.0.0.1:1:real", ra.messages.poll(10, TimeUnit.SECONDS));
+    assertEquals(3, a.stats().authFailures());
+    assertTrue(ra.messages.isEmpty());
+  }
+
+  @Test
+  void replayedAndStaleMessagesAreRejectedAndCounted() throws Exception {
+    Recorder ra = new Recorder();
+    AtomicLong wall = new AtomicLong(1_000_000_000L);
+    HttpTransport a = start(node("a").wallClockMillis(wall::get).replayWindow(Duration.ofSeconds(30)), ra);
+    MessageAuthenticator auth = new MessageAuthenticator(KEY);
+    byte[] body = "g".getBytes(StandardCharsets.UTF_8);
+    String ts = Long.toString(wall.get());
+    String mac = auth.sign(body, "message", "b", "127.0.0.1:1", "a", ts, "n1");
+    assertEquals(204, post(a, "/prefix-router/v1/message", body, "b", "127.0.0.1:1", "a", ts, "n1", mac));
+    assertEquals(401, post(a, "/prefix-router/v1/message", body, "b", "127.0.0.1:1", "a", ts, "n1", mac));
+    // still rejected later inside the window
+    wall.addAndGet(25_000);
+    assertEquals(401, post(a, "/prefix-router/v1/message", body, "b", "127.0.0.1:1", "a", ts, "n1", mac));
+    // outside the window: stale
+    wall.addAndGet(10_000);
+    assertEquals(401, post(a, "/prefix-router/v1/message", body, "b", "127.0.0.1:1", "a", ts, "n1", mac));
+    // a fresh message with a new nonce passes
+    String ts2 = Long.toString(wall.get());
+    String mac2 = auth.sign(body, "message", "b", "127.0.0.1:1", "a", ts2, "n2");
+    assertEquals(204, post(a, "/prefix-router/v1/message", body, "b", "127.0.0.1:1", "a", ts2, "n2", mac2));
+    assertEquals(3, a.stats().replaysRejected());
+    assertEquals(2, a.stats().messagesReceived());
+    assertEquals(2, ra.messages.size());
+  }
+
+  @Test
+  void replayGuardForgetsNoncesAfterTwoWindowsAndStaysBounded() {
+    ReplayGuard g = new ReplayGuard(1_000, 16);
+    for (int i = 0; i < 16; i++) {
+      assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("b", "n" + i, 10_000, 10_000));
+    }
+    assertEquals(ReplayGuard.Verdict.FULL, g.check("b", "x", 10_000, 10_000));
+    assertEquals(ReplayGuard.Verdict.REPLAY, g.check("b", "n3", 10_500, 10_500));
+    assertEquals(ReplayGuard.Verdict.STALE, g.check("b", "y", 8_000, 10_500));
+    // after two windows the old nonces are forgotten (they could no longer pass the time check)
+    assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("b", "z", 12_001, 12_001));
+    assertEquals(1, g.size());
+  }
+
+  @Test
+  void oversizedBodyIsRefusedFromContentLengthBeforeReading() throws Exception {
+    Recorder ra = new Recorder();
+    HttpTransport a = start(node("a").maxMessageBytes(1024), ra);
+    InetSocketAddress addr = hostPort(a.localAddress().address());
+    try (Socket s = new Socket(addr.getHostString(), addr.getPort())) {
+      s.setSoTimeout(10_000);
+      OutputStream out = s.getOutputStream();
+      // declares 100 MB but sends nothing: the answer must come without waiting for the body
+      out.write(("POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n")
+          .getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      InputStream in = s.getInputStream();
+      byte[] buf = new byte[12];
+      int n = 0;
+      while (n < 12) {
+        int r = in.read(buf, n, 12 - n);
+        if (r < 0) {
+          break;
+        }
+        n += r;
+      }
+      assertEquals("HTTP/1.1 413", new String(buf, 0, n, StandardCharsets.US_ASCII));
+    }
+    assertEquals(1, a.stats().oversizeRejected());
+  }
+
+  @Test
+  void oversizedBodyWithoutLengthIsCutOffAtTheCap() throws Exception {
+    Recorder ra = new Recorder();
+    HttpTransport a = start(node("a").maxMessageBytes(1024), ra);
+    HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+    // ofInputStream has no known length, so the client sends it chunked
+    HttpRequest req = HttpRequest.newBuilder(URI.create("http://" + a.localAddress().address() + "/prefix-router/v1/message"))
+        .POST(HttpRequest.BodyPublishers.ofInputStream(() -> new java.io.ByteArrayInputStream(new byte[64 * 1024])))
+        .build();
+    int status;
+    try {
+      status = c.send(req, HttpResponse.BodyHandlers.discarding()).statusCode();
+    } catch (java.io.IOException reset) {
+      status = 413; // the server may close the connection while the client still writes
+    }
+    assertEquals(413, status);
+    assertEquals(1, a.stats().oversizeRejected());
+    assertTrue(ra.messages.isEmpty());
+  }
+
+  @Test
+  void outboundPayloadAboveTheCapFailsWithProtocol() throws Exception {
+    HttpTransport a = start(node("a"), new Recorder());
+    HttpTransport b = start(node("b").maxMessageBytes(100), new Recorder());
+    assertEquals(TransportException.Kind.PROTOCOL,
+        failureKind(b.request(a.localAddress(), new byte[101], Duration.ofSeconds(5))));
+  }
+
+  @Test
+  void answerLargerThanTheCapIsRefused() throws Exception {
+    HttpTransport a = start(node("a"), (from, p) -> CompletableFuture.completedFuture(new byte[5000]));
+    HttpTransport b = start(node("b").maxMessageBytes(1000), new Recorder());
+    assertEquals(TransportException.Kind.PROTOCOL,
+        failureKind(b.request(a.localAddress(), new byte[1], Duration.ofSeconds(5))));
+  }
+
+  @Test
+  void unauthenticatedAnswerIsDropped() throws Exception {
+    // an impostor server that answers 200 without a valid MAC
+    HttpServer fake = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    fake.createContext("/", ex -> {
+      ex.getRequestBody().readAllBytes();
+      byte[] body = "forged answer".getBytes(StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(200, body.length);
+      ex.getResponseBody().write(body);
+      ex.close();
+    });
+    fake.start();
+    toClose.add(() -> fake.stop(0));
+    HttpTransport b = start(node("b"), new Recorder());
+    CompletableFuture<byte[]> f = b.request(
+        new PeerAddress("a", "127.0.0.1:" + fake.getAddress().getPort()), new byte[1], Duration.ofSeconds(5));
+    assertEquals(TransportException.Kind.PROTOCOL, failureKind(f));
+    assertEquals(1, b.stats().authFailures());
+  }
+
+  @Test
+  void invalidConfigurationIsRejectedWithAMessageThatSaysWhatToFix() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0).build());
+    assertTrue(e.getMessage().contains("clusterKey"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0).clusterKey(new byte[8]).build());
+    assertTrue(e.getMessage().contains("16 bytes"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> node("a").maxInFlightPerPeer(0).build());
+    assertTrue(e.getMessage().contains("maxInFlightPerPeer"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class, () -> node("a").listen("127.0.0.1", 70000).build());
+    assertTrue(e.getMessage().contains("port"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class, () -> node("bad id").build());
+    assertTrue(e.getMessage().contains("nodeId"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class, () -> node("a").connectTimeout(Duration.ZERO).build());
+    assertTrue(e.getMessage().contains("connectTimeout"), e.getMessage());
+  }
+
+  static int post(HttpTransport target, String path, byte[] body, String sender, String senderAddress,
+      String recipient, String ts, String nonce, String mac) throws Exception {
+    HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+    HttpRequest req = HttpRequest.newBuilder(URI.create("http://" + target.localAddress().address() + path))
+        .header("PR-Sender", sender)
+        .header("PR-Sender-Address", senderAddress)
+        .header("PR-Recipient", recipient)
+        .header("PR-Timestamp", ts)
+        .header("PR-Nonce", nonce)
+        .header("PR-Mac", mac)
+        .POST(HttpRequest.BodyPublishers.ofByteArray(body))
+        .build();
+    return c.send(req, HttpResponse.BodyHandlers.discarding()).statusCode();
+  }
+
+  static InetSocketAddress hostPort(String address) {
+    int i = address.lastIndexOf(':');
+    return new InetSocketAddress(address.substring(0, i), Integer.parseInt(address.substring(i + 1)));
+  }
+}
