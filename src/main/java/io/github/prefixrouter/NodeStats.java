@@ -27,7 +27,9 @@ import java.util.Objects;
  * @param cachedPromptTokens of those, tokens the serving engines reported as served from cache
  * @param gossipBytesIn gossip bytes received
  * @param gossipBytesOut gossip bytes sent
- * @param localCachedTokens tokens held by the local prefix tree now
+ * @param localCachedTokens tokens held by the local prefix tree now (prompts sharing a partial
+ *     block share its tokens, so this may be less than {@code localBlocks × blockSize})
+ * @param localBlocks distinct full blocks this node holds and advertises to its peers
  * @param replicaBlocks block hashes held in peer replicas now
  * @param peersLive peers currently considered alive
  * @param inFlight submitted requests not yet answered
@@ -51,6 +53,7 @@ public record NodeStats(
     long gossipBytesIn,
     long gossipBytesOut,
     long localCachedTokens,
+    long localBlocks,
     long replicaBlocks,
     int peersLive,
     int inFlight) {

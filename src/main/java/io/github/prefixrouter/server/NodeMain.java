@@ -114,8 +114,10 @@ public final class NodeMain {
     InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
     String clientAddress = client.getHostString() + ":" + client.getPort();
     String peerAddress = transport.localAddress().address();
-    log.info("node {} serving: peers {} clients http://{}/v1/route/completions, engine {}, policy {}",
+    String banner = String.format("node %s serving: peers %s, clients http://%s/v1/route/completions, engine %s, policy %s",
         o.id, peerAddress, clientAddress, o.engine, o.config.policy());
+    log.debug(banner);
+    System.out.println(banner);
     if (o.readyFile != null) {
       var tmp = o.readyFile.resolveSibling(o.readyFile.getFileName() + ".tmp");
       Files.writeString(tmp, "peer=" + peerAddress + " client=" + clientAddress + "\n", StandardCharsets.UTF_8);

@@ -60,6 +60,7 @@ final class FaultPlan {
         .treeCapacityTokens(1 << 14)
         .policy(r.nextInt(5) < 3 ? RoutingPolicy.COST_AWARE : RoutingPolicy.LONGEST_PREFIX)
         .hopLimit(r.nextInt(5) == 0 ? 2 : 1)
+        .engineTimeout(Duration.ofSeconds(r.nextInt(3) == 0 ? 3 + r.nextInt(10) : 600))
         .watermarks(low, high)
         .forwardTimeout(Duration.ofMillis(20 + r.nextInt(80)), Duration.ofMillis(1500 + r.nextInt(6000)))
         .busyCooldown(Duration.ofMillis(100 + r.nextInt(900)))

@@ -30,8 +30,8 @@ final class TinyTransformer {
   private final float[][] wk;
   private final float[][] wv;
   private final float[][] wo;
-  private final float[][] w1; // dim x ffn
-  private final float[][] w2; // ffn x dim
+  private final float[][] w1; // ffn rows of dim (transposed: row c feeds output c)
+  private final float[][] w2; // dim rows of ffn
   private final long hashSeed;
 
   TinyTransformer(long seed, int layers, int dim, int heads, int ffn, int vocab) {
@@ -203,12 +203,7 @@ final class TinyTransformer {
         rmsNorm(x, h);
         float logitScale = (float) (1.0 / Math.sqrt(dim));
         for (int t = 0; t < vocab; t++) {
-          float s = 0f;
-          int eb = t * dim;
-          for (int i = 0; i < dim; i++) {
-            s += h[i] * embedding[eb + i];
-          }
-          logits[t] = s * logitScale;
+          logits[t] = dot(h, 0, embedding, t * dim, dim) * logitScale;
         }
       }
     }
@@ -228,7 +223,8 @@ final class TinyTransformer {
     double r = x - k * 0.6931471805599453;
     double p = 1 + r * (1 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120
         + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320))))))));
-    return (float) Math.scalb(p, (int) k);
+    // k is in [-126, 0] here: 2^k is a normal double, and scaling by it is exact
+    return (float) (p * Double.longBitsToDouble((long) ((int) k + 1023) << 52));
   }
 
   private static void rmsNorm(float[] in, float[] out) {
@@ -242,28 +238,43 @@ final class TinyTransformer {
     }
   }
 
-  /** out[outOff + c] = sum_r in[r] * w[r * cols + c]. */
+  /**
+   * out[outOff + c] = dot(in, row c of w), with w holding {@code cols} rows of {@code rows}
+   * weights each (the transpose of the usual layout, so each output is one contiguous dot
+   * product).
+   */
   private static void matVec(float[] in, float[] w, float[] out, int rows, int cols, int outOff) {
     for (int c = 0; c < cols; c++) {
-      out[outOff + c] = 0f;
-    }
-    for (int r = 0; r < rows; r++) {
-      float a = in[r];
-      int wb = r * cols;
-      for (int c = 0; c < cols; c++) {
-        out[outOff + c] += a * w[wb + c];
-      }
+      out[outOff + c] = dot(in, 0, w, c * rows, rows);
     }
   }
 
-  /** out[c] += sum_r in[r] * w[r * cols + c]. */
+  /** out[c] += dot(in, row c of w). */
   private static void matVecAdd(float[] in, float[] w, float[] out, int rows, int cols) {
-    for (int r = 0; r < rows; r++) {
-      float a = in[r];
-      int wb = r * cols;
-      for (int c = 0; c < cols; c++) {
-        out[c] += a * w[wb + c];
-      }
+    for (int c = 0; c < cols; c++) {
+      out[c] += dot(in, 0, w, c * rows, rows);
     }
+  }
+
+  /**
+   * A dot product with four independent accumulators (summed in a fixed order), which keeps
+   * the FPU pipeline busy while staying bit-for-bit deterministic.
+   */
+  static float dot(float[] a, int ao, float[] b, int bo, int n) {
+    float s0 = 0f;
+    float s1 = 0f;
+    float s2 = 0f;
+    float s3 = 0f;
+    int i = 0;
+    for (; i + 3 < n; i += 4) {
+      s0 += a[ao + i] * b[bo + i];
+      s1 += a[ao + i + 1] * b[bo + i + 1];
+      s2 += a[ao + i + 2] * b[bo + i + 2];
+      s3 += a[ao + i + 3] * b[bo + i + 3];
+    }
+    for (; i < n; i++) {
+      s0 += a[ao + i] * b[bo + i];
+    }
+    return (s0 + s1) + (s2 + s3);
   }
 }

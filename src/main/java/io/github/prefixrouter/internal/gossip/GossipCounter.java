@@ -19,6 +19,8 @@ public enum GossipCounter {
   REJECTED,
   /** Deltas applied to replicas. */
   DELTAS_APPLIED,
+  /** Deltas received that the replica already had (redundant deliveries). */
+  DELTAS_REDUNDANT,
   /** Snapshots whose chunks were sent (at least one chunk). */
   SNAPSHOTS_SENT,
   /** Snapshot chunk messages sent. */

@@ -169,6 +169,7 @@ public final class GossipEngine {
   private boolean localOverloaded;
   private long relayHashes;
   private long synStamp;
+  private int slotHighWater; // one more than the highest slot ever assigned
   private final long heartbeatLagToCorrect;
 
   private final AtomicLongArray counters = new AtomicLongArray(GossipCounter.values().length);
@@ -262,7 +263,9 @@ public final class GossipEngine {
    *
    * @param chain chained block hashes of the request, first block first
    * @param n how many of {@code chain} to consider
-   * @param outPerSlot receives the count per slot; length at least {@link #slotCapacity()}
+   * @param outPerSlot receives the count per slot; length at least {@link #slotCapacity()}.
+   *     Only the slots that have ever been assigned are written (the others keep whatever
+   *     they held): read the entries of the peers in a {@link #view()}
    * @return the largest count over all peers
    */
   public int leadingBlocks(long[] chain, int n, int[] outPerSlot) {
@@ -276,7 +279,7 @@ public final class GossipEngine {
     ReentrantReadWriteLock.ReadLock r = lock.readLock();
     r.lock();
     try {
-      return index.leadingBlocks(chain, n, outPerSlot);
+      return index.leadingBlocks(chain, n, outPerSlot, slotHighWater);
     } finally {
       r.unlock();
     }
@@ -458,8 +461,8 @@ public final class GossipEngine {
     }
   }
 
-  /** (peer, block) pairs replicated. */
-  long replicatedPairs() {
+  /** (peer, block) pairs replicated over all peers. Thread-safe. */
+  public long replicatedPairs() {
     lock.readLock().lock();
     try {
       return index.pairs();
@@ -468,8 +471,11 @@ public final class GossipEngine {
     }
   }
 
-  /** Bytes held by the replica index alone. */
-  long indexBytes() {
+  /**
+   * Bytes held by the replica index (hash table, holder cells, per-slot counters); divided by
+   * {@link #replicatedPairs()} it gives the memory per replicated block. Thread-safe.
+   */
+  public long indexBytes() {
     lock.readLock().lock();
     try {
       return index.retainedBytes();
@@ -613,12 +619,44 @@ public final class GossipEngine {
     if (targets.isEmpty()) {
       return;
     }
-    List<DigestEntry> digest = buildDigest(live);
-    for (PeerAddress t : targets) {
-      long round = nextRound++;
-      pendingSyns.put(round, new PendingSyn(t.nodeId(), now));
-      out.add(new Outgoing(t, codec.encode(new Syn(round, generation, digest))));
+    // The first exchange starts now; the others are spread over the interval, each with a
+    // digest taken when it is sent. Sending all SYNs at once would have every target answer
+    // with the same missing deltas; spreading them lets each answer build on the last one.
+    out.add(syn(targets.get(0), live, now));
+    long spacing = config.intervalNanos() / targets.size();
+    for (int k = 1; k < targets.size(); k++) {
+      PeerAddress t = targets.get(k);
+      scheduler.schedule(k * spacing, () -> sendLater(t));
     }
+  }
+
+  private Outgoing syn(PeerAddress to, List<Member> live, long now) {
+    long round = nextRound++;
+    pendingSyns.put(round, new PendingSyn(to.nodeId(), now));
+    return new Outgoing(to, codec.encode(new Syn(round, generation, buildDigest(live))));
+  }
+
+  private void sendLater(PeerAddress to) {
+    List<Outgoing> out = new ArrayList<>(1);
+    lock.writeLock().lock();
+    try {
+      if (!running) {
+        return;
+      }
+      List<Member> live = new ArrayList<>();
+      for (Member m : members.values()) {
+        if (m.status != Status.DEAD) {
+          live.add(m);
+        }
+      }
+      out.add(syn(to, live, clock.nanoTime()));
+    } catch (RuntimeException e) {
+      count(GossipCounter.INTERNAL_ERRORS, 1);
+      log.warn("error sending a gossip digest", e);
+    } finally {
+      lock.writeLock().unlock();
+    }
+    flush(out);
   }
 
   private <T> List<T> pickRandom(List<T> from, int k) {
@@ -711,7 +749,7 @@ public final class GossipEngine {
           if (now - m.deadSinceNanos > forget) {
             it.remove();
             bySlot[m.slot] = null;
-            freeSlots[freeSlotCount++] = m.slot;
+            releaseSlot(m.slot);
             snapshotCacheRemove(m.nodeId);
             count(GossipCounter.MEMBERS_FORGOTTEN, 1);
           }
@@ -719,6 +757,16 @@ public final class GossipEngine {
       }
     }
     retrimRelayLogs();
+  }
+
+  /** Returns a slot to the free stack, keeping it sorted so the lowest free slot goes first. */
+  private void releaseSlot(int slot) {
+    int i = freeSlotCount++;
+    while (i > 0 && freeSlots[i - 1] < slot) {
+      freeSlots[i] = freeSlots[i - 1];
+      i--;
+    }
+    freeSlots[i] = slot;
   }
 
   private void declareDead(Member m, long now) {
@@ -1063,6 +1111,7 @@ public final class GossipEngine {
       }
       PeerAddress addr = thirdParty ? new PeerAddress(e.nodeId(), u.address()) : from;
       int slot = freeSlots[--freeSlotCount];
+      slotHighWater = Math.max(slotHighWater, slot + 1);
       m = new Member(e.nodeId(), addr, slot, relayCap());
       m.generation = e.generation();
       m.heartbeat = e.heartbeat();
@@ -1120,6 +1169,7 @@ public final class GossipEngine {
   private void applyDeltas(Member m, Update u) {
     for (Delta d : u.deltas()) {
       if (d.seq() <= m.version) {
+        count(GossipCounter.DELTAS_REDUNDANT, 1);
         continue;
       }
       if (d.seq() != m.version + 1) {

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.gossip;
 
+import io.github.prefixrouter.internal.tree.BlockEventListener;
 import java.util.Arrays;
 import java.util.List;
 
@@ -8,7 +9,7 @@ import java.util.List;
  * engine holds, a sequence number bumped by every change, and a bounded log of the recent
  * changes that peers catch up from.
  *
- * <p>It receives the local tree's block events ({@link #onStored}, {@link #onEvicted},
+ * <p>It is the local tree's {@link BlockEventListener} and receives its block events ({@link #onStored}, {@link #onEvicted},
  * {@link #onCleared}). Events are applied with set semantics: a stored block already present
  * or an evicted block absent changes nothing and bumps no sequence number. A batch larger than
  * {@code maxHashesPerDelta} is split into several deltas so every delta fits in one message.
@@ -16,7 +17,7 @@ import java.util.List;
  *
  * <p>Thread-safe: event methods and readers synchronize on this object; they are short.
  */
-public final class LocalSummary {
+public final class LocalSummary implements BlockEventListener {
 
   private final long generation;
   private final int maxHashesPerDelta;
@@ -57,16 +58,19 @@ public final class LocalSummary {
   }
 
   /** Blocks the engine stored. */
+  @Override
   public synchronized void onStored(long[] blockHashes) {
     record(Delta.STORE, blockHashes);
   }
 
   /** Blocks the engine evicted. */
+  @Override
   public synchronized void onEvicted(long[] blockHashes) {
     record(Delta.EVICT, blockHashes);
   }
 
   /** The engine dropped its whole cache. */
+  @Override
   public synchronized void onCleared() {
     if (blocks.size() == 0) {
       return;

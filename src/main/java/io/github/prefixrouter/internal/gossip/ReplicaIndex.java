@@ -348,11 +348,12 @@ final class ReplicaIndex {
   /**
    * For each slot, how many leading blocks of {@code chain[0..n)} it holds.
    *
-   * @param outPerSlot at least {@link #maxSlots()} long; every entry is overwritten
+   * @param outPerSlot receives the counts; entries {@code 0..slotLimit-1} are overwritten
+   * @param slotLimit one more than the highest slot that may hold blocks
    * @return the largest count over all slots
    */
-  int leadingBlocks(long[] chain, int n, int[] outPerSlot) {
-    Arrays.fill(outPerSlot, 0, maxSlots, 0);
+  int leadingBlocks(long[] chain, int n, int[] outPerSlot, int slotLimit) {
+    Arrays.fill(outPerSlot, 0, slotLimit, 0);
     int best = 0;
     for (int i = 0; i < n; i++) {
       long h = chain[i];

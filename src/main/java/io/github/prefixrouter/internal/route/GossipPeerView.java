@@ -160,6 +160,12 @@ final class GossipPeerView implements PeerView {
   }
 
   @Override
+  public long localBlocks() {
+    GossipEngine e = engine;
+    return e == null ? 0 : e.localSummary().size();
+  }
+
+  @Override
   public long replicaBlocks() {
     GossipEngine e = engine;
     if (e == null) {

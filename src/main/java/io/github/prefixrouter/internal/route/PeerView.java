@@ -33,6 +33,11 @@ public interface PeerView {
     return false;
   }
 
+  /** Distinct full blocks this node advertises (its own summary). */
+  default long localBlocks() {
+    return 0;
+  }
+
   /** Block hashes held in all replicas. */
   default long replicaBlocks() {
     return 0;

@@ -202,6 +202,14 @@ public final class RouterNode implements PrefixRouterNode {
     return seeds;
   }
 
+  PeerView peerView() {
+    return peers;
+  }
+
+  LocalPrefixIndex localIndex() {
+    return local;
+  }
+
   /** The engine's load, guarded against a misbehaving engine. */
   EngineLoad engineLoad() {
     try {
@@ -704,7 +712,7 @@ public final class RouterNode implements PrefixRouterNode {
         forwarded.sum(), failed.sum(), coldPlacements.sum(), servedForPeers.sum(),
         refusedForPeers.sum(), pushedBack.sum(), fb, estimatedCached.sum(), actualCached.sum(),
         promptTokens.sum(), cachedPromptTokens.sum(), peers.bytesIn(), peers.bytesOut(),
-        local.cachedTokens(), peers.replicaBlocks(), peers.livePeers().size(), inFlight.get());
+        local.cachedTokens(), peers.localBlocks(), peers.replicaBlocks(), peers.livePeers().size(), inFlight.get());
   }
 
   /** Inbound messages that could not be decoded (counted and dropped). */

@@ -4,8 +4,10 @@ package io.github.prefixrouter.internal.tree;
  * Receives the block-level changes of a {@link ConcurrentPrefixTree}, in the order they happen.
  * Hashes are the tree's own chained block hashes ({@link BlockHasher}), never token ids.
  *
- * <p>Replaying every event since the tree was created into an empty set (add on stored, remove
- * on evicted, empty on cleared) yields exactly the hashes of the full blocks the tree holds.
+ * <p>Replaying the events into the snapshot returned by
+ * {@link ConcurrentPrefixTree#addListenerWithSnapshot} (add on stored, remove on evicted, empty
+ * on cleared) yields exactly the hashes of the full blocks the tree holds; for a listener added
+ * to a new tree the snapshot is empty.
  * A block is held once however many cached prompts share it, so a hash is reported stored once
  * when it first becomes cached and evicted once when its last copy goes.
  *

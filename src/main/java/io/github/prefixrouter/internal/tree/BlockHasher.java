@@ -7,33 +7,35 @@ package io.github.prefixrouter.internal.tree;
  * <h2>Algorithm (version 1, fixed; see docs/tree.md for a language-neutral description)</h2>
  *
  * <p>All arithmetic is on unsigned 64-bit words modulo 2<sup>64</sup>; {@code rotl(x, r)}
- * rotates left, {@code >>>} shifts right without sign. Constants:
+ * rotates left, {@code >>>} shifts right without sign. Constants (those of XXH64 and
+ * MurmurHash3's finalizer):
  *
  * <pre>
- *   P1   = 0x9E3779B97F4A7C15   P2 = 0xC2B2AE3D27D4EB4F   P3 = 0x165667B19E3779F9
- *   M1   = 0xFF51AFD7ED558CCD   M2 = 0xC4CEB9FE1A85EC53
+ *   P1 = 0x9E3779B185EBCA87   P2 = 0xC2B2AE3D27D4EB4F   P3 = 0x165667B19E3779F9
+ *   P5 = 0x27D4EB2F165667C5   M1 = 0xFF51AFD7ED558CCD   M2 = 0xC4CEB9FE1A85EC53
  *   ROOT = 0x6A09E667F3BCC908   (parent of the first block of every prompt)
- *   fmix(x) = x ^= x >>> 33; x *= M1; x ^= x >>> 33; x *= M2; x ^= x >>> 33
- *   saltKey = fmix(salt + P3)
+ *   round(v, w) = rotl(v + w * P2, 31) * P1
+ *   fmix(x)     = x ^= x >>> 33; x *= M1; x ^= x >>> 33; x *= M2; x ^= x >>> 33
+ *   saltKey     = fmix(salt + P3)
  * </pre>
  *
  * To hash one block of {@code B} tokens {@code t[0..B-1]} (each token id taken as its unsigned
  * 32-bit value) continuing the block whose hash is {@code parent}:
  *
  * <pre>
- *   h = (parent ^ saltKey) + B * P1
- *   for i = 0, 2, 4, ... while i + 1 &lt; B:          // pairs of tokens
- *       k = t[i] | (t[i+1] &lt;&lt; 32)
- *       h = round(h, k)
- *   if B is odd: h = round(h, t[B-1])              // the last token alone
- *   h = fmix(h)
- *   return h == 0 ? P3 : h                         // never 0
- *   round(h, k) = rotl(h ^ (rotl(k * P2, 31) * P1), 27) * P1 + P3
+ *   words: w[j] = t[2j] | t[2j+1] &lt;&lt; 32 for j &lt; B/2, and if B is odd a last word t[B-1]
+ *   v1 = saltKey + P1 + P2;  v2 = saltKey + P2;  v3 = saltKey;  v4 = saltKey - P1
+ *   word j goes to lane j mod 4:  v = round(v, w[j])
+ *   acc = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18) + B * P5
+ *   h = fmix(acc + round(0, parent))
+ *   return h == 0 ? P3 : h                                       // never 0
  * </pre>
  *
- * The chain of a prompt is {@code c[0] = hashBlock(ROOT, block 0)},
- * {@code c[j] = hashBlock(c[j-1], block j)}; a trailing partial block has no hash. The hash is
- * never 0, so 0 can mark "no block" ({@link io.github.prefixrouter.spi.CacheEventListener#NO_PARENT}).
+ * The four lanes do not depend on the parent, so a processor overlaps the token work of the next
+ * block with the finalization of the current one; only the last step is chained. The chain of a
+ * prompt is {@code c[0] = hashBlock(ROOT, block 0)}, {@code c[j] = hashBlock(c[j-1], block j)};
+ * a trailing partial block has no hash. The hash is never 0, so 0 can mark "no block"
+ * ({@link io.github.prefixrouter.spi.CacheEventListener#NO_PARENT}).
  *
  * <p>Instances are immutable and thread-safe; the chain methods do not allocate except
  * {@link #chain(int[])}.
@@ -46,9 +48,10 @@ public final class BlockHasher {
   /** Version of the algorithm above; bumped if it ever changes. */
   public static final int ALGORITHM_VERSION = 1;
 
-  static final long P1 = 0x9E3779B97F4A7C15L;
+  static final long P1 = 0x9E3779B185EBCA87L;
   static final long P2 = 0xC2B2AE3D27D4EB4FL;
   static final long P3 = 0x165667B19E3779F9L;
+  static final long P5 = 0x27D4EB2F165667C5L;
   private static final long M1 = 0xFF51AFD7ED558CCDL;
   private static final long M2 = 0xC4CEB9FE1A85EC53L;
 
@@ -56,6 +59,9 @@ public final class BlockHasher {
   private final long salt;
   private final long saltKey;
   private final long lengthTerm;
+  private final long lane1;
+  private final long lane2;
+  private final long lane4;
 
   /**
    * @param blockSize tokens per block, at least 1
@@ -69,7 +75,10 @@ public final class BlockHasher {
     this.blockSize = blockSize;
     this.salt = salt;
     this.saltKey = fmix(salt + P3);
-    this.lengthTerm = blockSize * P1;
+    this.lengthTerm = blockSize * P5;
+    this.lane1 = saltKey + P1 + P2;
+    this.lane2 = saltKey + P2;
+    this.lane4 = saltKey - P1;
   }
 
   /** Tokens per block. */
@@ -99,22 +108,49 @@ public final class BlockHasher {
   }
 
   private long hashUnchecked(long parentHash, int[] tokens, int from) {
-    long h = (parentHash ^ saltKey) + lengthTerm;
+    long v1 = lane1;
+    long v2 = lane2;
+    long v3 = saltKey;
+    long v4 = lane4;
     int end = from + blockSize;
     int i = from;
-    for (; i + 1 < end; i += 2) {
-      long k = (tokens[i] & 0xFFFF_FFFFL) | ((long) tokens[i + 1] << 32);
-      h = round(h, k);
+    for (; i + 7 < end; i += 8) { // four words, one per lane
+      v1 = round(v1, word(tokens, i));
+      v2 = round(v2, word(tokens, i + 2));
+      v3 = round(v3, word(tokens, i + 4));
+      v4 = round(v4, word(tokens, i + 6));
+    }
+    // the remaining 0..7 tokens: up to three whole words, then perhaps a single token
+    int lane = 0;
+    for (; i + 1 < end; i += 2, lane++) {
+      long w = word(tokens, i);
+      switch (lane) {
+        case 0 -> v1 = round(v1, w);
+        case 1 -> v2 = round(v2, w);
+        default -> v3 = round(v3, w);
+      }
     }
     if (i < end) {
-      h = round(h, tokens[i] & 0xFFFF_FFFFL);
+      long w = tokens[i] & 0xFFFF_FFFFL;
+      switch (lane) {
+        case 0 -> v1 = round(v1, w);
+        case 1 -> v2 = round(v2, w);
+        case 2 -> v3 = round(v3, w);
+        default -> v4 = round(v4, w);
+      }
     }
-    h = fmix(h);
+    long acc = Long.rotateLeft(v1, 1) + Long.rotateLeft(v2, 7) + Long.rotateLeft(v3, 12)
+        + Long.rotateLeft(v4, 18) + lengthTerm;
+    long h = fmix(acc + round(0, parentHash));
     return h == 0 ? P3 : h;
   }
 
-  private static long round(long h, long k) {
-    return Long.rotateLeft(h ^ (Long.rotateLeft(k * P2, 31) * P1), 27) * P1 + P3;
+  private static long word(int[] t, int i) {
+    return (t[i] & 0xFFFF_FFFFL) | ((long) t[i + 1] << 32);
+  }
+
+  private static long round(long v, long w) {
+    return Long.rotateLeft(v + w * P2, 31) * P1;
   }
 
   static long fmix(long x) {

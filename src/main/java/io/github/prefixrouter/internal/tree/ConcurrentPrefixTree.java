@@ -8,7 +8,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.concurrent.locks.StampedLock;
 import org.slf4j.Logger;
@@ -20,8 +19,8 @@ import org.slf4j.LoggerFactory;
  *
  * <h2>Thread safety</h2>
  *
- * Any number of threads may call {@link #match} concurrently with each other and with one
- * writer. A match takes no lock and allocates nothing: it reads the tree under a
+ * Any number of threads may call {@link #match} concurrently with each other and with any
+ * number of writing threads (whose writes are serialized). A match takes no lock and allocates nothing: it reads the tree under a
  * {@link StampedLock} optimistic stamp and validates the stamp at the end; if a write overlapped
  * it retries, and after {@value #OPTIMISTIC_ATTEMPTS} overlapped attempts it takes the shared
  * read lock for one final pass (so a reader can never starve, and never returns a value from a
@@ -62,6 +61,11 @@ import org.slf4j.LoggerFactory;
  *       counted ({@link #engineEventStats()}), never thrown.
  *   <li><b>Events</b> are queued under the write lock and delivered in order, one at a time,
  *       after it is released; a listener may therefore read the tree.
+ *   <li><b>Why a stamp rather than copy-on-write nodes.</b> Leases, the LRU heap and the
+ *       engine-hash index hold node identities that path copying would have to move on every
+ *       write; in-place updates validated by a stamp keep nodes small and writes cheap, and
+ *       cost readers two volatile reads. A half-written state seen by a reader (a stale array,
+ *       a null) is caught and discarded with the failed validation.
  * </ul>
  */
 public final class ConcurrentPrefixTree {
@@ -73,7 +77,6 @@ public final class ConcurrentPrefixTree {
 
   private static final int[] NO_TOKENS = new int[0];
   private static final Node[] NO_NODES = new Node[0];
-  private static final long[] NO_HASHES = new long[0];
 
   /** How the tree learns what is cached. */
   public enum Mode {
@@ -111,7 +114,8 @@ public final class ConcurrentPrefixTree {
   private long aliasedBlocks;
 
   // events
-  private final CopyOnWriteArrayList<BlockEventListener> listeners = new CopyOnWriteArrayList<>();
+  /** Replaced (never mutated) under the write lock; each queued event keeps the array of its time. */
+  private volatile BlockEventListener[] listeners = new BlockEventListener[0];
   private final ConcurrentLinkedQueue<Event> pending = new ConcurrentLinkedQueue<>();
   private final ReentrantLock delivery = new ReentrantLock();
   private final LongBuffer storedBuf = new LongBuffer();
@@ -132,7 +136,10 @@ public final class ConcurrentPrefixTree {
     root.kids = NO_NODES;
   }
 
-  /** A builder; the defaults are self-managed mode, block size 16, salt 0, no capacity limit. */
+  /**
+   * A builder; the defaults are self-managed mode, block size 16, salt 0. A self-managed tree
+   * needs a capacity; an engine-driven one only reports it (default unlimited).
+   */
   public static Builder builder() {
     return new Builder();
   }
@@ -412,7 +419,9 @@ public final class ConcurrentPrefixTree {
       engineIndex.clear();
       aliases.clear();
     }
-    pending.add(new Event(Event.CLEARED, null));
+    if (listeners.length > 0) {
+      pending.add(new Event(Event.CLEARED, null, listeners));
+    }
   }
 
   private void requireSelfManaged(String op) {
@@ -1045,12 +1054,65 @@ public final class ConcurrentPrefixTree {
 
   /** Adds a listener for the block events that follow. */
   public void addListener(BlockEventListener listener) {
-    listeners.add(Objects.requireNonNull(listener, "listener"));
+    addListenerWithSnapshot(listener);
   }
 
-  /** Removes a listener added before. */
+  /**
+   * Adds a listener and returns, atomically with the registration, the hashes of every block
+   * held now (in depth-first prefix order: a block before its continuations). The listener then
+   * receives exactly the changes made after this snapshot, so the snapshot plus the replayed
+   * events always equal the blocks held.
+   */
+  public long[] addListenerWithSnapshot(BlockEventListener listener) {
+    Objects.requireNonNull(listener, "listener");
+    long ws = lock.writeLock();
+    try {
+      flushEvents();
+      BlockEventListener[] now = Arrays.copyOf(listeners, listeners.length + 1);
+      now[now.length - 1] = listener;
+      listeners = now;
+      return blockHashesLocked();
+    } finally {
+      lock.unlockWrite(ws);
+    }
+  }
+
+  /** Removes a listener added before; events already queued may still reach it. */
   public void removeListener(BlockEventListener listener) {
-    listeners.remove(listener);
+    long ws = lock.writeLock();
+    try {
+      BlockEventListener[] now = Arrays.stream(listeners).filter(l -> l != listener)
+          .toArray(BlockEventListener[]::new);
+      listeners = now;
+    } finally {
+      lock.unlockWrite(ws);
+    }
+  }
+
+  /** The hashes of every block held now, in depth-first prefix order. */
+  public long[] blockHashes() {
+    long ws = lock.writeLock();
+    try {
+      return blockHashesLocked();
+    } finally {
+      lock.unlockWrite(ws);
+    }
+  }
+
+  private long[] blockHashesLocked() {
+    LongBuffer out = new LongBuffer();
+    java.util.ArrayDeque<Node> stack = new java.util.ArrayDeque<>();
+    stack.push(root);
+    while (!stack.isEmpty()) {
+      Node n = stack.pop();
+      if (n.blocks != null) {
+        out.addAll(n.blocks);
+      }
+      for (int i = n.kids.length - 1; i >= 0; i--) {
+        stack.push(n.kids[i]);
+      }
+    }
+    return out.drain();
   }
 
   /** How many listener calls threw (each is logged and otherwise ignored). */
@@ -1060,11 +1122,16 @@ public final class ConcurrentPrefixTree {
 
   /** Moves the buffered block changes of the current write to the delivery queue. */
   private void flushEvents() {
+    if (listeners.length == 0) {
+      storedBuf.size = 0;
+      evictedBuf.size = 0;
+      return;
+    }
     if (storedBuf.size > 0) {
-      pending.add(new Event(Event.STORED, storedBuf.drain()));
+      pending.add(new Event(Event.STORED, storedBuf.drain(), listeners));
     }
     if (evictedBuf.size > 0) {
-      pending.add(new Event(Event.EVICTED, evictedBuf.drain()));
+      pending.add(new Event(Event.EVICTED, evictedBuf.drain(), listeners));
     }
   }
 
@@ -1076,7 +1143,7 @@ public final class ConcurrentPrefixTree {
     try {
       Event e;
       while ((e = pending.poll()) != null) {
-        for (BlockEventListener l : listeners) {
+        for (BlockEventListener l : e.listeners) {
           try {
             switch (e.kind) {
               case Event.STORED -> l.onStored(e.hashes.clone());
@@ -1100,10 +1167,12 @@ public final class ConcurrentPrefixTree {
     static final int CLEARED = 2;
     final int kind;
     final long[] hashes;
+    final BlockEventListener[] listeners;
 
-    Event(int kind, long[] hashes) {
+    Event(int kind, long[] hashes, BlockEventListener[] listeners) {
       this.kind = kind;
       this.hashes = hashes;
+      this.listeners = listeners;
     }
   }
 
@@ -1377,6 +1446,7 @@ public final class ConcurrentPrefixTree {
     private int blockSize = 16;
     private long salt;
     private long capacityTokens = Long.MAX_VALUE;
+    private boolean capacitySet;
 
     private Builder() {}
 
@@ -1411,10 +1481,21 @@ public final class ConcurrentPrefixTree {
             "capacityTokens must be at least 1, was " + capacityTokens);
       }
       this.capacityTokens = capacityTokens;
+      this.capacitySet = true;
       return this;
     }
 
+    /**
+     * Builds the tree.
+     *
+     * @throws IllegalStateException if the tree is self-managed and no capacity was set (it
+     *     would never evict; pass {@code Long.MAX_VALUE} to mean that)
+     */
     public ConcurrentPrefixTree build() {
+      if (mode == Mode.SELF_MANAGED && !capacitySet) {
+        throw new IllegalStateException(
+            "a self-managed tree needs capacityTokens(...): the engine's KV capacity in tokens");
+      }
       return new ConcurrentPrefixTree(this);
     }
   }

@@ -18,6 +18,13 @@ class ReferenceEngineContractTest extends InferenceEngineContractTest {
     return e;
   }
 
+  /** A closed engine fails every request with an {@code EngineException}. */
+  @Override
+  protected boolean failNextRequest(InferenceEngine engine) {
+    ((ReferenceEngine) engine).close();
+    return true;
+  }
+
   @AfterEach
   void close() {
     engines.forEach(ReferenceEngine::close);

@@ -69,7 +69,8 @@ class ReplicaIndexPropertyTest {
         }
         default -> {
           long[] chain = op.chain().stream().mapToLong(Long::longValue).toArray();
-          int best = index.leadingBlocks(chain, chain.length, out);
+          java.util.Arrays.fill(out, -7);
+          int best = index.leadingBlocks(chain, chain.length, out, SLOTS);
           int modelBest = 0;
           for (int s = 0; s < SLOTS; s++) {
             int k = 0;

@@ -23,14 +23,14 @@ class BlockHasherTest {
   @Test
   void goldenChainBlockSize16() {
     assertArrayEquals(
-        new long[] {0x2a4fe5dba4640c64L, 0x88c78def0701fc9fL},
+        new long[] {0x0d695e414099018aL, 0x0b958564312cbf02L},
         new BlockHasher(16, 0).chain(RANGE_40));
   }
 
   @Test
   void goldenChainWithSalt() {
     assertArrayEquals(
-        new long[] {0x8c2875d8488da4c1L, 0x60d340d289fbaef8L},
+        new long[] {0x657f1cd1acff4159L, 0xe34db0181c434377L},
         new BlockHasher(16, 42).chain(RANGE_40));
   }
 
@@ -38,26 +38,36 @@ class BlockHasherTest {
   void goldenOddBlockSizeAndExtremeTokenIds() {
     int[] tokens = {-1, 0, 100_000, Integer.MAX_VALUE, Integer.MIN_VALUE, 7, 8};
     assertArrayEquals(
-        new long[] {0x106f3434a628bd21L, 0xe52b777a73ff62a0L},
+        new long[] {0x3d5e3a54cf2672c8L, 0x364e827717600daaL},
         new BlockHasher(3, 0).chain(tokens));
   }
 
   @Test
   void goldenBlockSizeOneAndZeros() {
     assertArrayEquals(
-        new long[] {0x28a7a9b7e853fcfdL, 0xf08b374982eca5dcL},
+        new long[] {0xcd9d67e228123091L, 0xdd4830264948b21dL},
         new BlockHasher(1, 0).chain(new int[] {5, 6}));
     assertArrayEquals(
-        new long[] {0x5c08961aaf71cfc5L, 0xe70067427f25ed2dL},
+        new long[] {0x54d3d49f3adfbb76L, 0x915f9960bca317feL},
         new BlockHasher(16, 0).chain(new int[32]));
+  }
+
+  @Test
+  void goldenBlockSizesWithEveryLaneRemainder() {
+    assertArrayEquals(
+        new long[] {0x1cb41ddc02029eccL, 0x30e91f9a6351b59dL},
+        new BlockHasher(7, 0).chain(IntStream.range(0, 15).toArray()));
+    assertArrayEquals(
+        new long[] {0x1a68406ad00ebd1bL, 0xbf241754b91ce772L},
+        new BlockHasher(13, 0).chain(IntStream.range(1000, 1026).toArray()));
   }
 
   @Test
   void hashBlockChainsFromTheRootParent() {
     BlockHasher h = new BlockHasher(16, 0);
     long first = h.hashBlock(BlockHasher.ROOT_PARENT, RANGE_40, 0);
-    assertEquals(0x2a4fe5dba4640c64L, first);
-    assertEquals(0x88c78def0701fc9fL, h.hashBlock(first, RANGE_40, 16));
+    assertEquals(0x0d695e414099018aL, first);
+    assertEquals(0x0b958564312cbf02L, h.hashBlock(first, RANGE_40, 16));
   }
 
   @Test
@@ -66,7 +76,7 @@ class BlockHasherTest {
     long[] out = new long[4];
     out[2] = 99;
     assertEquals(2, h.chain(RANGE_40, 40, out));
-    assertEquals(0x88c78def0701fc9fL, out[1]);
+    assertEquals(0x0b958564312cbf02L, out[1]);
     assertEquals(99, out[2]);
     assertEquals(1, h.chain(RANGE_40, 31, out));
     assertEquals(0, h.chain(RANGE_40, 15, out));

@@ -12,6 +12,7 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -25,7 +26,7 @@ class ConcurrentPrefixTreeConcurrencyTest {
 
   static final int QUERIES = 24;
 
-  sealed interface Op permits Insert, Evict, Clear {}
+  sealed interface Op permits Insert, Evict, Clear, Acquire, Release {}
 
   record Insert(int[] tokens) implements Op {}
 
@@ -33,9 +34,25 @@ class ConcurrentPrefixTreeConcurrencyTest {
 
   record Clear() implements Op {}
 
+  record Acquire(int[] tokens) implements Op {}
+
+  record Release() implements Op {}
+
   @Test
   void concurrentMatchesSeeOnlyStatesThatExisted() throws Exception {
-    SplittableRandom r = new SplittableRandom(42);
+    run(42, 2_000);
+  }
+
+  @Test
+  @Tag("long")
+  void concurrentMatchesSeeOnlyStatesThatExistedManySeeds() throws Exception {
+    for (int seed = 1; seed <= 10; seed++) {
+      run(seed, 6_000);
+    }
+  }
+
+  private void run(long seed, long millis) throws Exception {
+    SplittableRandom r = new SplittableRandom(seed);
     int[][] bases = new int[6][];
     for (int i = 0; i < bases.length; i++) {
       bases[i] = r.ints(400, 0, 50).toArray();
@@ -49,14 +66,20 @@ class ConcurrentPrefixTreeConcurrencyTest {
         for (int k = r.nextInt(s.length); k < s.length; k += 1 + r.nextInt(40)) {
           s[k] = r.nextInt(50); // diverge here and there
         }
-        script.add(new Insert(s));
+        if (roll < 8) {
+          script.add(new Acquire(s)); // pinned until a later release
+        } else if (roll < 16) {
+          script.add(new Release());
+        } else {
+          script.add(new Insert(s));
+        }
       } else if (roll < 99) {
         script.add(new Evict(r.nextInt(3000)));
       } else {
         script.add(new Clear());
       }
     }
-    script.add(new Clear()); // every round starts from empty
+    script.add(new Clear()); // every round starts from empty (outstanding leases become no-ops)
     int[][] queries = new int[QUERIES][];
     for (int q = 0; q < QUERIES; q++) {
       int[] base = bases[q % bases.length];
@@ -69,9 +92,10 @@ class ConcurrentPrefixTreeConcurrencyTest {
     int n = script.size();
     int[][] expected = new int[n + 1][QUERIES];
     ConcurrentPrefixTree reference = newTree();
+    java.util.ArrayDeque<ConcurrentPrefixTree.Lease> referenceLeases = new java.util.ArrayDeque<>();
     for (int k = 0; k <= n; k++) {
       if (k > 0) {
-        apply(reference, script.get(k - 1));
+        apply(reference, script.get(k - 1), referenceLeases);
       }
       for (int q = 0; q < QUERIES; q++) {
         expected[k][q] = reference.match(queries[q]);
@@ -86,9 +110,13 @@ class ConcurrentPrefixTreeConcurrencyTest {
     CountDownLatch started = new CountDownLatch(3);
     Thread writer = new Thread(() -> {
       started.countDown();
+      java.util.ArrayDeque<ConcurrentPrefixTree.Lease> leases = new java.util.ArrayDeque<>();
       try {
         for (long g = 0; !stop.get(); g++) {
-          apply(tree, script.get((int) (g % n)));
+          if (g % n == 0) {
+            leases.clear(); // the script's final clear made them no-ops
+          }
+          apply(tree, script.get((int) (g % n)), leases);
           done.set(g + 1);
         }
       } catch (Throwable t) {
@@ -97,10 +125,10 @@ class ConcurrentPrefixTreeConcurrencyTest {
     }, "writer");
     List<Thread> readers = new ArrayList<>();
     for (int i = 0; i < 2; i++) {
-      int seed = i;
+      int readerSeed = i;
       readers.add(new Thread(() -> {
         started.countDown();
-        SplittableRandom rr = new SplittableRandom(seed);
+        SplittableRandom rr = new SplittableRandom(readerSeed);
         try {
           while (!stop.get()) {
             int q = rr.nextInt(QUERIES);
@@ -125,7 +153,7 @@ class ConcurrentPrefixTreeConcurrencyTest {
     writer.start();
     readers.forEach(Thread::start);
     started.await();
-    Thread.sleep(2000);
+    Thread.sleep(millis);
     stop.set(true);
     writer.join();
     for (Thread t : readers) {
@@ -147,9 +175,16 @@ class ConcurrentPrefixTreeConcurrencyTest {
     return t;
   }
 
-  private static void apply(ConcurrentPrefixTree t, Op op) {
+  private static void apply(ConcurrentPrefixTree t, Op op,
+      java.util.ArrayDeque<ConcurrentPrefixTree.Lease> leases) {
     if (op instanceof Insert i) {
       t.insert(i.tokens());
+    } else if (op instanceof Acquire a) {
+      leases.push(t.acquire(a.tokens()));
+    } else if (op instanceof Release) {
+      if (!leases.isEmpty()) {
+        leases.pop().release();
+      }
     } else if (op instanceof Evict e) {
       t.evictTo(e.target());
     } else {

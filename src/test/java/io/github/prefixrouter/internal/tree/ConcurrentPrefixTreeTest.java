@@ -174,6 +174,13 @@ class ConcurrentPrefixTreeTest {
   }
 
   @Test
+  void aSelfManagedTreeNeedsACapacity() {
+    IllegalStateException e = assertThrows(IllegalStateException.class,
+        () -> ConcurrentPrefixTree.builder().build());
+    assertTrue(e.getMessage().contains("capacityTokens"), e.getMessage());
+  }
+
+  @Test
   void rejectsInvalidArguments() {
     assertMessage(() -> ConcurrentPrefixTree.selfManaged(0), "capacityTokens");
     assertMessage(() -> ConcurrentPrefixTree.selfManaged(-5), "-5");
@@ -202,5 +209,132 @@ class ConcurrentPrefixTreeTest {
     List<int[]> leaves = t.leafSequences();
     assertEquals(2, leaves.size());
     assertArrayEquals(new int[] {1, 2, 3}, leaves.get(0));
+  }
+
+  @Test
+  void engineAliasesKeepTheBlockUntilItsFirstHashGoes() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1, 2}, new int[] {5, 6, 7, 8});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {9}, new int[] {5, 6}); // alias
+    engine.onBlocksStored(9, new long[] {10}, new int[] {0, 0}); // continues the alias
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6}); // dup
+    t.checkInvariants();
+    EngineEventStats s = t.engineEventStats();
+    assertEquals(1, s.aliasedBlocks());
+    assertEquals(1, s.duplicateBlocks());
+    assertEquals(4, t.match(new int[] {5, 6, 0, 0}));
+    engine.onBlocksRemoved(new long[] {9}); // the alias goes; the block stays under hash 1
+    t.checkInvariants();
+    assertEquals(4, t.match(new int[] {5, 6, 7, 8}));
+    assertEquals(4, t.match(new int[] {5, 6, 0, 0}));
+    engine.onBlocksRemoved(new long[] {1}); // everything continuing block 1 goes
+    t.checkInvariants();
+    assertEquals(0, t.sizeTokens());
+    engine.onBlocksStored(9, new long[] {11}, new int[] {1, 1}); // a forgotten alias: unknown
+    assertEquals(1, t.engineEventStats().unknownParents());
+  }
+
+  @Test
+  void engineListenerNeverThrowsOnGarbage() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, null, new int[0]);
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, null);
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {0}, new int[] {1, 2});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[0], new int[0]);
+    engine.onBlocksRemoved(null);
+    engine.onBlocksRemoved(new long[0]);
+    assertEquals(4, t.engineEventStats().malformedEvents());
+    assertEquals(0, t.sizeTokens());
+    t.checkInvariants();
+  }
+
+  @Test
+  void leasesInEngineModePinNothingButReleaseOnce() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    t.engineEvents().onBlocksStored(0, new long[] {1}, new int[] {3, 4});
+    ConcurrentPrefixTree.Lease l = t.acquire(new int[] {3, 4, 5});
+    assertEquals(2, l.lockedTokens());
+    t.engineEvents().onBlocksRemoved(new long[] {1});
+    assertEquals(0, t.match(new int[] {3, 4}));
+    l.release();
+    assertThrows(IllegalStateException.class, l::release);
+  }
+
+  @Test
+  void leaseOnAnUncachedPromptAndAcrossClear() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.selfManaged(100);
+    ConcurrentPrefixTree.Lease none = t.acquire(new int[] {1, 2});
+    assertEquals(0, none.lockedTokens());
+    t.insert(new int[] {1, 2, 3});
+    ConcurrentPrefixTree.Lease l = t.acquire(new int[] {1, 2, 3});
+    t.clear();
+    t.insert(new int[] {1, 2, 3, 4});
+    l.release(); // the tree was cleared since: nothing to unpin, but it counts once
+    none.release();
+    t.checkInvariants();
+    assertEquals(4, t.evictTo(0)); // nothing stayed pinned
+    assertThrows(IllegalStateException.class, l::release);
+  }
+
+  @Test
+  void aThrowingListenerDoesNotBreakTheTreeOrOtherListeners() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(2).capacityTokens(1000).build();
+    t.addListener(new BlockEventListener() {
+      @Override
+      public void onStored(long[] hashes) {
+        throw new IllegalStateException("listener bug");
+      }
+    });
+    Replay r = new Replay();
+    t.addListener(r);
+    t.insert(new int[] {1, 2, 3, 4});
+    assertEquals(1, t.listenerFailures());
+    assertEquals(2, r.held.size());
+    assertEquals(4, t.match(new int[] {1, 2, 3, 4}));
+  }
+
+  @Test
+  void aListenerMayReadAndWriteTheTreeFromItsCallback() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(2).capacityTokens(1000).build();
+    List<Integer> seen = new ArrayList<>();
+    t.addListener(new BlockEventListener() {
+      @Override
+      public void onStored(long[] hashes) {
+        seen.add(t.match(new int[] {1, 2, 3, 4}));
+        if (seen.size() == 1) {
+          t.insert(new int[] {9, 9}); // a nested write delivers its event after this one
+        }
+      }
+    });
+    t.insert(new int[] {1, 2, 3, 4});
+    assertEquals(List.of(4, 4), seen);
+  }
+
+  @Test
+  void storedEventsComeInPrefixOrderAndEvictionsAfterThem() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(2).capacityTokens(6)
+        .build();
+    List<long[]> stored = new ArrayList<>();
+    List<String> order = new ArrayList<>();
+    t.addListener(new BlockEventListener() {
+      @Override
+      public void onStored(long[] hashes) {
+        stored.add(hashes);
+        order.add("stored");
+      }
+
+      @Override
+      public void onEvicted(long[] hashes) {
+        order.add("evicted " + hashes.length);
+      }
+    });
+    int[] a = {1, 2, 3, 4, 5, 6};
+    t.insert(a);
+    assertArrayEquals(t.hasher().chain(a), stored.get(0));
+    t.insert(new int[] {7, 8, 9, 10}); // 10 tokens > 6: the 4 oldest go, a keeps 2
+    assertEquals(List.of("stored", "stored", "evicted 2"), order);
+    assertEquals(2, t.match(a));
   }
 }

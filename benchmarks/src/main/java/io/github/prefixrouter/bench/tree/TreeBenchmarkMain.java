@@ -6,7 +6,6 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -126,26 +125,11 @@ public final class TreeBenchmarkMain {
     }
 
     System.out.println("== JMH (" + (full ? "full" : "quick") + " mode)");
-    ChainedOptionsBuilder opts = new OptionsBuilder()
-        .include(TreeBenchmark.class.getName() + "\\.")
-        .shouldFailOnError(true)
-        .verbosity(VerboseMode.SILENT)
-        .timeUnit(TimeUnit.NANOSECONDS);
-    if (full) {
-      List<String> jvmArgs = new ArrayList<>(List.of("-Xmx4g", "-Xms1g"));
-      if (mmlu != null) {
-        jvmArgs.add("-D" + TreeWorkload.MMLU_PROPERTY + "="
-            + System.getProperty(TreeWorkload.MMLU_PROPERTY));
-      }
-      opts.forks(2).jvmArgsAppend(jvmArgs.toArray(String[]::new))
-          .warmupIterations(5).warmupTime(TimeValue.seconds(1))
-          .measurementIterations(5).measurementTime(TimeValue.seconds(1));
-    } else {
-      opts.forks(0)
-          .warmupIterations(2).warmupTime(TimeValue.milliseconds(400))
-          .measurementIterations(3).measurementTime(TimeValue.milliseconds(400));
-    }
-    Collection<RunResult> results = new Runner(opts.build()).run();
+    List<RunResult> results = new ArrayList<>();
+    // match: time-based iterations, each call sampled (median and percentiles)
+    results.addAll(new Runner(jmhOptions(full, mmlu, ".match$", false).build()).run());
+    // insert: one batch per iteration on a freshly filled structure, so more iterations
+    results.addAll(new Runner(jmhOptions(full, mmlu, ".insertBatch$", true).build()).run());
     for (RunResult rr : results) {
       String bench = rr.getParams().getBenchmark();
       String impl = rr.getParams().getParam("impl");
@@ -166,6 +150,38 @@ public final class TreeBenchmarkMain {
     Files.createDirectories(out.toAbsolutePath().getParent());
     Files.writeString(out, json, StandardCharsets.UTF_8);
     System.out.printf(Locale.ROOT, "%nwrote %s (%.0f s)%n", out, (System.nanoTime() - t0) / 1e9);
+  }
+
+  private static ChainedOptionsBuilder jmhOptions(boolean full, String mmlu, String method,
+      boolean batches) {
+    ChainedOptionsBuilder opts = new OptionsBuilder()
+        .include(TreeBenchmark.class.getName() + method)
+        .shouldFailOnError(true)
+        .verbosity(VerboseMode.SILENT)
+        .timeUnit(TimeUnit.NANOSECONDS);
+    if (full) {
+      List<String> jvmArgs = new ArrayList<>(List.of("-Xmx4g", "-Xms1g"));
+      if (mmlu != null) {
+        jvmArgs.add("-D" + TreeWorkload.MMLU_PROPERTY + "="
+            + System.getProperty(TreeWorkload.MMLU_PROPERTY));
+      }
+      opts.forks(2).jvmArgsAppend(jvmArgs.toArray(String[]::new));
+      if (batches) {
+        opts.warmupIterations(20).measurementIterations(20);
+      } else {
+        opts.warmupIterations(5).warmupTime(TimeValue.seconds(1))
+            .measurementIterations(5).measurementTime(TimeValue.seconds(1));
+      }
+    } else {
+      opts.forks(0);
+      if (batches) {
+        opts.warmupIterations(8).measurementIterations(6);
+      } else {
+        opts.warmupIterations(2).warmupTime(TimeValue.milliseconds(500))
+            .measurementIterations(3).measurementTime(TimeValue.milliseconds(500));
+      }
+    }
+    return opts;
   }
 
   private static String requireValue(String[] args, int i, String flag) {

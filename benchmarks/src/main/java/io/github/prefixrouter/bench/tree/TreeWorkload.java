@@ -56,7 +56,7 @@ final class TreeWorkload {
     this.queryKeys = keys(queries);
     this.insertKeys = keys(inserts);
     io.github.prefixrouter.internal.tree.ConcurrentPrefixTree t =
-        io.github.prefixrouter.internal.tree.ConcurrentPrefixTree.builder().build();
+        io.github.prefixrouter.internal.tree.ConcurrentPrefixTree.selfManaged(Long.MAX_VALUE);
     for (int[] c : cached) {
       t.insert(c);
     }

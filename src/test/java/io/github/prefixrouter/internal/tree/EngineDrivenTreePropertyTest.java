@@ -24,7 +24,7 @@ import net.jqwik.api.constraints.IntRange;
  * from engine block hash to (parent hash, tokens), where removing a block removes everything
  * continuing it.
  */
-class EngineDrivenTreeProperties {
+class EngineDrivenTreePropertyTest {
 
   static final int B = 3;
 
@@ -197,8 +197,8 @@ class EngineDrivenTreeProperties {
         model.blocks.clear();
       }
       tree.checkInvariants();
-      assertEquals(SelfManagedTreeProperties.sorted(model.leaves()),
-          SelfManagedTreeProperties.sorted(SelfManagedTreeProperties.asLists(tree.leafSequences())),
+      assertEquals(SelfManagedTreePropertyTest.sorted(model.leaves()),
+          SelfManagedTreePropertyTest.sorted(SelfManagedTreePropertyTest.asLists(tree.leafSequences())),
           "after " + op);
       assertEquals(model.treeHashes(tree.hasher()), replay.held, "replayed blocks after " + op);
       EngineEventStats stats = tree.engineEventStats();

@@ -26,7 +26,7 @@ import net.jqwik.api.constraints.IntRange;
  * deliberately naive model: a map from every cached prefix (as a list) to its last-use time and
  * lease count, with eviction by scanning for the oldest unleased prefix that nothing continues.
  */
-class SelfManagedTreeProperties {
+class SelfManagedTreePropertyTest {
 
   sealed interface Op permits Insert, Match, Acquire, Release, EvictTo, Clear {}
 
@@ -192,7 +192,14 @@ class SelfManagedTreeProperties {
     List<ConcurrentPrefixTree.Lease> leases = new ArrayList<>();
     List<ModelLease> modelLeases = new ArrayList<>();
     List<Boolean> released = new ArrayList<>();
+    ConcurrentPrefixTreeTest.Replay late = new ConcurrentPrefixTreeTest.Replay();
+    int step = 0;
     for (Op op : ops) {
+      if (step++ == ops.size() / 2) {
+        for (long h : tree.addListenerWithSnapshot(late)) {
+          late.held.add(h);
+        }
+      }
       if (op instanceof Insert i) {
         tree.insert(i.tokens());
         model.insert(i.tokens());
@@ -228,7 +235,13 @@ class SelfManagedTreeProperties {
       tree.checkInvariants();
       assertEquals(model.lastUse.size(), tree.sizeTokens(), "size after " + op);
       assertEquals(sorted(model.leaves()), sorted(asLists(tree.leafSequences())), "after " + op);
-      assertEquals(model.blockHashes(tree.hasher()), replay.held, "replayed blocks after " + op);
+      Set<Long> expectedBlocks = model.blockHashes(tree.hasher());
+      assertEquals(expectedBlocks, replay.held, "replayed blocks after " + op);
+      assertEquals(expectedBlocks, Arrays.stream(tree.blockHashes()).boxed()
+          .collect(Collectors.toSet()), "block snapshot after " + op);
+      if (step > ops.size() / 2) {
+        assertEquals(expectedBlocks, late.held, "snapshot plus later events after " + op);
+      }
     }
   }
 

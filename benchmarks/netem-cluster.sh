@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Four routing nodes in separate network namespaces with netem delay on their links, driven by
+# the load generator with the cost-aware and the local-only policy for each delay.
+#
+#   sudo benchmarks/netem-cluster.sh [--delays "0 1 5 20 100"] [--requests 300] [--mmlu DIR]
+#
+# Needs root, iproute2 and the sch_netem kernel module. Creates namespaces pr-n0..pr-n3 and a
+# bridge pr-br0 (10.77.0.254/24 in the root namespace); removes them on exit. Delays are one
+# way, on every node's egress, so a node-to-node round trip is twice the delay.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+jar="$here/target/benchmarks.jar"
+delays="0 1 5 20 100"
+requests=300
+extra=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --delays) delays="$2"; shift 2 ;;
+    --requests) requests="$2"; shift 2 ;;
+    --mmlu) extra+=(--mmlu "$2"); shift 2 ;;
+    *) sed -n '2,10p' "$0" >&2; exit 2 ;;
+  esac
+done
+[[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces)" >&2; exit 1; }
+"$here/run" load --help >/dev/null   # builds the jar if needed
+
+nodes=4
+work="$(mktemp -d)"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/cluster.key"
+
+cleanup() {
+  for pid in $(cat "$work"/*.pid 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
+  sleep 1
+  for i in $(seq 0 $((nodes - 1))); do ip netns del "pr-n$i" 2>/dev/null || true; done
+  ip link del pr-br0 2>/dev/null || true
+}
+trap cleanup EXIT
+
+ip link add pr-br0 type bridge
+ip addr add 10.77.0.254/24 dev pr-br0
+ip link set pr-br0 up
+for i in $(seq 0 $((nodes - 1))); do
+  ip netns add "pr-n$i"
+  ip link add "pr-v$i" type veth peer name "pr-p$i"
+  ip link set "pr-v$i" netns "pr-n$i"
+  ip link set "pr-p$i" master pr-br0 up
+  ip -n "pr-n$i" addr add "10.77.0.$((i + 1))/24" dev "pr-v$i"
+  ip -n "pr-n$i" link set "pr-v$i" up
+  ip -n "pr-n$i" link set lo up
+  if ! ip netns exec "pr-n$i" tc qdisc add dev "pr-v$i" root netem delay 0ms 2>/dev/null; then
+    echo "the kernel has no sch_netem module (modprobe sch_netem); cannot add delay" >&2
+    exit 1
+  fi
+done
+
+seeds=""
+for i in $(seq 0 $((nodes - 1))); do seeds+="${seeds:+,}n$i@10.77.0.$((i + 1)):7000"; done
+endpoints=""
+for i in $(seq 0 $((nodes - 1))); do endpoints+="${endpoints:+,}10.77.0.$((i + 1)):8000"; done
+
+printf "%-8s %-11s %9s %8s %9s %9s %9s\n" "delay" "policy" "forwarded" "hitRate" "mean ms" "p50 ms" "p99 ms"
+for d in $delays; do
+  for i in $(seq 0 $((nodes - 1))); do
+    ip netns exec "pr-n$i" tc qdisc change dev "pr-v$i" root netem delay "${d}ms"
+  done
+  for policy in cost-aware local-only; do
+    for i in $(seq 0 $((nodes - 1))); do
+      ip netns exec "pr-n$i" java -Xmx512m -cp "$jar" io.github.prefixrouter.server.NodeMain \
+        --id "n$i" --listen "10.77.0.$((i + 1)):7000" --client "10.77.0.$((i + 1)):8000" \
+        --seeds "$seeds" --cluster-key-file "$work/cluster.key" --engine reference \
+        --engine-cache-tokens 8192 --policy "$policy" > "$work/n$i-$d-$policy.log" 2>&1 &
+      echo $! > "$work/n$i.pid"
+    done
+    sleep 8   # JVM start and membership
+    java -cp "$jar" io.github.prefixrouter.load.LoadGeneratorMain --nodes "$endpoints" \
+      --requests "$requests" --concurrency 4 --json "$work/$d-$policy.json" "${extra[@]}" \
+      > "$work/$d-$policy.out" 2>/dev/null || true
+    for pid in $(cat "$work"/*.pid); do kill "$pid" 2>/dev/null || true; done
+    sleep 3
+    rm -f "$work"/*.pid
+    python3 - "$work/$d-$policy.json" "$d" "$policy" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+l = r["latency_ms"]
+print("%-8s %-11s %9.3f %8.3f %9.1f %9.1f %9.1f" % (sys.argv[2] + "ms", sys.argv[3],
+      r["forwarded_share"], r["hit_rate"], l["mean"], l["p50"], l["p99"]))
+EOF
+  done
+done
+echo "logs and JSON in $work"

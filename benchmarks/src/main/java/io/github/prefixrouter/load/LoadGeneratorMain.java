@@ -1,0 +1,225 @@
+package io.github.prefixrouter.load;
+
+import io.github.prefixrouter.engine.openai.Json;
+import io.github.prefixrouter.server.LoadDriver;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Drives a running cluster of nodes over HTTP with MMLU or an MMLU-shaped workload, and prints
+ * latency percentiles, the cache hit rate, the forwarded share and per-node traffic.
+ *
+ * <pre>
+ * benchmarks/run load --nodes 127.0.0.1:8001,127.0.0.1:8002 [--requests 1000] [--concurrency 8]
+ *     [--mmlu ../shared/data/mmlu] [--zipf 1.1] [--subjects 57] [--max-tokens 1] [--seed 1]
+ *     [--json results.json]
+ * </pre>
+ */
+public final class LoadGeneratorMain {
+
+  private LoadGeneratorMain() {}
+
+  static final String USAGE = String.join("\n",
+      "Usage: LoadGeneratorMain --nodes HOST:PORT[,HOST:PORT...] [options]",
+      "  --nodes LIST        client endpoints of the nodes (their --client addresses); required",
+      "  --requests N        requests to issue (default 1000)",
+      "  --concurrency N     requests outstanding at once (default 8)",
+      "  --mmlu DIR          MMLU data directory (dev/, test/); default: MMLU-shaped generator",
+      "  --subjects N        subjects of the generator (default 57)",
+      "  --zipf S            Zipf exponent of subject popularity, 0 = uniform (default 0)",
+      "  --max-tokens N      tokens generated per request (default 1)",
+      "  --seed N            workload seed (default 1)",
+      "  --json FILE         also write the results as JSON");
+
+  public static void main(String[] args) throws Exception {
+    Map<String, String> o = new LinkedHashMap<>();
+    for (int i = 0; i < args.length; i++) {
+      String a = args[i];
+      if (a.equals("--help")) {
+        System.out.println(USAGE);
+        return;
+      }
+      if (!a.startsWith("--") || i + 1 >= args.length) {
+        fail("bad argument '" + a + "'");
+      }
+      o.put(a.substring(2), args[++i]);
+    }
+    if (!o.containsKey("nodes")) {
+      fail("--nodes is required");
+    }
+    List<String> nodes = Arrays.stream(o.get("nodes").split(",")).map(String::trim).filter(s -> !s.isEmpty()).toList();
+    int requests = intArg(o, "requests", 1000);
+    int concurrency = intArg(o, "concurrency", 8);
+    int subjects = intArg(o, "subjects", 57);
+    int maxTokens = intArg(o, "max-tokens", 1);
+    long seed = intArg(o, "seed", 1);
+    double zipf = Double.parseDouble(o.getOrDefault("zipf", "0"));
+
+    List<LoadWorkload.Subject> set;
+    String source;
+    if (o.containsKey("mmlu")) {
+      Path dir = Path.of(o.get("mmlu"));
+      if (Files.isDirectory(dir)) {
+        set = LoadWorkload.mmlu(dir, 200);
+        source = "MMLU 5-shot from " + dir + " (cl100k_base)";
+      } else {
+        System.err.println("warning: " + dir + " not found; using the MMLU-shaped generator");
+        set = LoadWorkload.synthetic(subjects, 200, seed);
+        source = "MMLU-shaped generator";
+      }
+    } else {
+      set = LoadWorkload.synthetic(subjects, 200, seed);
+      source = "MMLU-shaped generator";
+    }
+    List<int[]> prompts = LoadWorkload.sequence(set, requests, zipf, seed);
+    long tokens = prompts.stream().mapToLong(p -> p.length).sum();
+    System.out.printf("workload: %s, %d subjects, %d requests, %.0f prompt tokens on average, %s%n",
+        source, set.size(), requests, (double) tokens / Math.max(1, requests),
+        zipf > 0 ? "Zipf s=" + zipf : "uniform subjects");
+
+    ProgressBar bar = new ProgressBar(requests);
+    LoadDriver driver = LoadDriver.builder()
+        .endpoints(nodes)
+        .concurrency(concurrency)
+        .maxTokens(maxTokens)
+        .idPrefix("load-" + Long.toHexString(System.currentTimeMillis()) + "-")
+        .onCompleted(bar::update)
+        .build();
+    Map<String, Map<?, ?>> before = new LinkedHashMap<>();
+    for (String n : nodes) {
+      before.put(n, driver.stats(n));
+    }
+    LoadDriver.Result r = driver.run(prompts);
+    bar.finish();
+
+    System.out.println();
+    System.out.printf("answered %d of %d (%d errors), %.1f s, %.1f requests/s, %d client failovers%n",
+        r.answered().size(), requests, requests - r.answered().size(), r.wallNanos() / 1e9,
+        r.answered().size() / (r.wallNanos() / 1e9), r.clientRetries());
+    System.out.printf("latency ms: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f%n", r.meanLatencyMillis(),
+        r.latencyPercentileMillis(50), r.latencyPercentileMillis(90), r.latencyPercentileMillis(99),
+        r.latencyPercentileMillis(100));
+    System.out.printf("cache hit rate (cached / prompt tokens, engine-reported): %.3f%n", r.hitRate());
+    System.out.printf("forwarded share: %.3f%n", r.forwardedShare());
+    System.out.println();
+    System.out.printf("%-22s %10s %10s %10s %12s %10s %10s%n", "node", "served", "submitted", "forwarded",
+        "servedForPeer", "pushedBack", "fallbacks");
+    Map<String, Long> served = r.servedBy();
+    List<Map<String, Object>> perNode = new ArrayList<>();
+    for (String n : nodes) {
+      Map<?, ?> s0 = before.get(n);
+      Map<?, ?> s1 = driver.stats(n);
+      String id = s1 != null ? String.valueOf(s1.get("node_id")) : s0 != null ? String.valueOf(s0.get("node_id")) : n;
+      Map<String, Object> row = new LinkedHashMap<>();
+      row.put("endpoint", n);
+      row.put("node_id", id);
+      row.put("served", served.getOrDefault(id, 0L));
+      for (String k : List.of("requests", "forwarded", "served_for_peers", "pushed_back")) {
+        row.put(k, delta(s0, s1, k));
+      }
+      row.put("fallbacks", s1 == null ? -1 : fallbacks(s1) - (s0 == null ? 0 : fallbacks(s0)));
+      perNode.add(row);
+      System.out.printf("%-22s %10d %10d %10d %12d %10d %10d%n", id + "@" + n, row.get("served"), row.get("requests"),
+          row.get("forwarded"), row.get("served_for_peers"), row.get("pushed_back"), row.get("fallbacks"));
+    }
+    if (o.containsKey("json")) {
+      Map<String, Object> j = new LinkedHashMap<>();
+      j.put("workload", source);
+      j.put("requests", requests);
+      j.put("answered", r.answered().size());
+      j.put("wall_seconds", r.wallNanos() / 1e9);
+      j.put("latency_ms", Map.of("mean", r.meanLatencyMillis(), "p50", r.latencyPercentileMillis(50),
+          "p90", r.latencyPercentileMillis(90), "p99", r.latencyPercentileMillis(99)));
+      j.put("hit_rate", r.hitRate());
+      j.put("forwarded_share", r.forwardedShare());
+      j.put("client_failovers", r.clientRetries());
+      j.put("nodes", perNode);
+      Files.writeString(Path.of(o.get("json")), Json.write(j) + "\n", StandardCharsets.UTF_8);
+    }
+    if (r.answered().size() != requests) {
+      System.exit(1);
+    }
+  }
+
+  private static long delta(Map<?, ?> a, Map<?, ?> b, String key) {
+    if (b == null) {
+      return -1;
+    }
+    long v1 = ((Number) b.get(key)).longValue();
+    long v0 = a == null ? 0 : ((Number) a.get(key)).longValue();
+    return v1 - v0;
+  }
+
+  private static long fallbacks(Map<?, ?> s) {
+    Object f = s.get("fallbacks");
+    long n = 0;
+    if (f instanceof Map<?, ?> m) {
+      for (Object v : m.values()) {
+        n += ((Number) v).longValue();
+      }
+    }
+    return n;
+  }
+
+  private static int intArg(Map<String, String> o, String key, int dflt) {
+    String s = o.get(key);
+    if (s == null) {
+      return dflt;
+    }
+    try {
+      return Integer.parseInt(s);
+    } catch (NumberFormatException e) {
+      fail("--" + key + " needs an integer, was '" + s + "'");
+      return dflt;
+    }
+  }
+
+  private static void fail(String message) {
+    System.err.println("error: " + message);
+    System.err.println(USAGE);
+    System.exit(2);
+  }
+
+  /** A one-line progress bar on stderr, redrawn at most ten times a second. */
+  static final class ProgressBar {
+    private final int total;
+    private final long start = System.nanoTime();
+    private final AtomicLong lastDraw = new AtomicLong();
+
+    ProgressBar(int total) {
+      this.total = total;
+    }
+
+    void update(int done) {
+      long now = System.nanoTime();
+      long last = lastDraw.get();
+      if (done < total && now - last < 100_000_000L) {
+        return;
+      }
+      if (!lastDraw.compareAndSet(last, now)) {
+        return;
+      }
+      draw(done, now);
+    }
+
+    private synchronized void draw(int done, long now) {
+      int width = 40;
+      int filled = total == 0 ? width : (int) ((long) done * width / total);
+      double secs = (now - start) / 1e9;
+      System.err.printf("\r[%s%s] %3d%% %d/%d %.1f req/s", "#".repeat(filled), ".".repeat(width - filled),
+          total == 0 ? 100 : done * 100 / total, done, total, done / Math.max(secs, 1e-9));
+    }
+
+    void finish() {
+      draw(total, System.nanoTime());
+      System.err.println();
+    }
+  }
+}

@@ -1,0 +1,364 @@
+package io.github.prefixrouter.server;
+
+import io.github.prefixrouter.engine.openai.Json;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.function.IntConsumer;
+
+/**
+ * A closed-loop HTTP client for a running cluster of {@link NodeMain} processes, used by the
+ * load generator and the end-to-end test.
+ *
+ * <p>{@link #run(List)} issues each prompt once, in order, spreading them round-robin over the
+ * nodes' client endpoints with {@code concurrency} requests outstanding. When a node cannot be
+ * reached (connection refused or reset) or answers 503 (not running), the request is retried,
+ * with the same id, at the next node (a client-side failover; an unreachable node is then
+ * skipped for the rest of the run). Every prompt ends with exactly one {@link Sample}: an answer or an error.
+ * Latency is measured from the first send to the final answer, retries included.
+ */
+public final class LoadDriver {
+
+  private final List<String> endpoints;
+  private final int concurrency;
+  private final int maxTokens;
+  private final Duration requestTimeout;
+  private final String idPrefix;
+  private final IntConsumer onCompleted;
+  private final HttpClient client;
+
+  private LoadDriver(Builder b) {
+    this.endpoints = List.copyOf(b.endpoints);
+    this.concurrency = b.concurrency;
+    this.maxTokens = b.maxTokens;
+    this.requestTimeout = b.requestTimeout;
+    this.idPrefix = b.idPrefix;
+    this.onCompleted = b.onCompleted;
+    this.client = HttpClient.newBuilder()
+        .version(HttpClient.Version.HTTP_1_1)
+        .connectTimeout(Duration.ofSeconds(2))
+        .build();
+  }
+
+  /** A builder; at least one endpoint is required. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /**
+   * One request's outcome.
+   *
+   * @param index position in the prompt list
+   * @param id the request id sent
+   * @param origin endpoint (host:port) that finally answered, or the last one tried
+   * @param servedBy node whose engine ran it (null on error)
+   * @param forwarded whether the origin forwarded it
+   * @param fallback the node's fallback cause, or null
+   * @param latencyNanos client-observed latency, retries included
+   * @param promptTokens prompt tokens reported
+   * @param cachedTokens cached prompt tokens reported by the serving engine (-1 unknown)
+   * @param tokenIds generated token ids
+   * @param clientRetries how many times the client re-sent it to another node
+   * @param error null on success, else what went wrong
+   */
+  public record Sample(
+      int index, String id, String origin, String servedBy, boolean forwarded, String fallback,
+      long latencyNanos, int promptTokens, int cachedTokens, int[] tokenIds, int clientRetries,
+      String error) {
+
+    /** True if the request was answered. */
+    public boolean ok() {
+      return error == null;
+    }
+  }
+
+  /** The outcome of a run. */
+  public record Result(List<Sample> samples, long wallNanos, int completions) {
+
+    /** Answered samples. */
+    public List<Sample> answered() {
+      return samples.stream().filter(Sample::ok).toList();
+    }
+
+    /** Latency percentile (0..100) of answered requests, in milliseconds; NaN if none. */
+    public double latencyPercentileMillis(double p) {
+      long[] l = answered().stream().mapToLong(Sample::latencyNanos).sorted().toArray();
+      if (l.length == 0) {
+        return Double.NaN;
+      }
+      int i = (int) Math.ceil(p / 100.0 * l.length) - 1;
+      return l[Math.max(0, Math.min(l.length - 1, i))] / 1e6;
+    }
+
+    /** Mean latency of answered requests in milliseconds. */
+    public double meanLatencyMillis() {
+      return answered().stream().mapToLong(Sample::latencyNanos).average().orElse(Double.NaN) / 1e6;
+    }
+
+    /** Cached prompt tokens / prompt tokens over answered requests that report it. */
+    public double hitRate() {
+      long p = 0;
+      long c = 0;
+      for (Sample s : answered()) {
+        if (s.cachedTokens() >= 0) {
+          p += s.promptTokens();
+          c += s.cachedTokens();
+        }
+      }
+      return p == 0 ? 0 : (double) c / p;
+    }
+
+    /** Share of answered requests that their origin forwarded to a peer. */
+    public double forwardedShare() {
+      List<Sample> a = answered();
+      return a.isEmpty() ? 0 : (double) a.stream().filter(Sample::forwarded).count() / a.size();
+    }
+
+    /** Answered requests per serving node. */
+    public Map<String, Long> servedBy() {
+      Map<String, Long> m = new TreeMap<>();
+      for (Sample s : answered()) {
+        m.merge(s.servedBy(), 1L, Long::sum);
+      }
+      return m;
+    }
+
+    /** Client-side retries (failovers to another node). */
+    public long clientRetries() {
+      return samples.stream().mapToLong(Sample::clientRetries).sum();
+    }
+
+    /** A one-paragraph summary. */
+    public String summary() {
+      return String.format(
+          "requests=%d answered=%d errors=%d wall=%.1fs throughput=%.1f/s latency ms: mean=%.1f p50=%.1f "
+              + "p90=%.1f p99=%.1f max=%.1f hitRate=%.3f forwarded=%.3f clientRetries=%d servedBy=%s",
+          samples.size(), answered().size(), samples.size() - answered().size(), wallNanos / 1e9,
+          answered().size() / Math.max(1e-9, wallNanos / 1e9), meanLatencyMillis(),
+          latencyPercentileMillis(50), latencyPercentileMillis(90), latencyPercentileMillis(99),
+          latencyPercentileMillis(100), hitRate(), forwardedShare(), clientRetries(), servedBy());
+    }
+  }
+
+  /** Issues every prompt once and waits for all answers. */
+  public Result run(List<int[]> prompts) {
+    int n = prompts.size();
+    AtomicReferenceArray<Sample> samples = new AtomicReferenceArray<>(n);
+    AtomicInteger next = new AtomicInteger();
+    AtomicInteger completions = new AtomicInteger();
+    Map<String, Boolean> down = new ConcurrentHashMap<>();
+    CompletableFuture<Void> all = new CompletableFuture<>();
+    AtomicInteger done = new AtomicInteger();
+    long start = System.nanoTime();
+    int workers = Math.min(concurrency, Math.max(1, n));
+    if (n == 0) {
+      all.complete(null);
+    }
+    Runnable[] issue = new Runnable[1];
+    issue[0] = () -> {
+      int i = next.getAndIncrement();
+      if (i >= n) {
+        return;
+      }
+      String id = idPrefix + i;
+      long t0 = System.nanoTime();
+      send(prompts.get(i), id, i % endpoints.size(), 0, down).whenComplete((s, err) -> {
+        Sample sample = err != null
+            ? new Sample(i, id, null, null, false, null, System.nanoTime() - t0, prompts.get(i).length, -1,
+                new int[0], 0, "client failure: " + err)
+            : withLatency(s, i, System.nanoTime() - t0);
+        completions.incrementAndGet();
+        if (!samples.compareAndSet(i, null, sample)) {
+          throw new IllegalStateException("request " + id + " completed twice");
+        }
+        int d = done.incrementAndGet();
+        if (onCompleted != null) {
+          onCompleted.accept(d);
+        }
+        if (d == n) {
+          all.complete(null);
+        } else {
+          issue[0].run();
+        }
+      });
+    };
+    for (int w = 0; w < workers; w++) {
+      issue[0].run();
+    }
+    all.join();
+    long wall = System.nanoTime() - start;
+    List<Sample> out = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      out.add(samples.get(i));
+    }
+    return new Result(List.copyOf(out), wall, completions.get());
+  }
+
+  private static Sample withLatency(Sample s, int index, long latency) {
+    return new Sample(index, s.id(), s.origin(), s.servedBy(), s.forwarded(), s.fallback(), latency,
+        s.promptTokens(), s.cachedTokens(), s.tokenIds(), s.clientRetries(), s.error());
+  }
+
+  private CompletableFuture<Sample> send(int[] prompt, String id, int endpointIndex, int retries,
+      Map<String, Boolean> down) {
+    // pick the next endpoint that is not known to be down
+    int k = endpointIndex;
+    for (int tries = 0; tries < endpoints.size() && down.containsKey(endpoints.get(k)); tries++) {
+      k = (k + 1) % endpoints.size();
+    }
+    String endpoint = endpoints.get(k);
+    int chosen = k;
+    Map<String, Object> body = new LinkedHashMap<>();
+    body.put("id", id);
+    body.put("prompt", prompt);
+    body.put("max_tokens", maxTokens);
+    HttpRequest req = HttpRequest.newBuilder(URI.create("http://" + endpoint + "/v1/route/completions"))
+        .timeout(requestTimeout)
+        .header("Content-Type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofString(Json.write(body), StandardCharsets.UTF_8))
+        .build();
+    return client.sendAsync(req, HttpResponse.BodyHandlers.ofString())
+        .handle((resp, err) -> {
+          Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
+          boolean nodeGone = c instanceof IOException && !(c instanceof java.net.http.HttpTimeoutException);
+          boolean unavailable = resp != null && resp.statusCode() == 503;
+          if ((nodeGone || unavailable) && retries + 1 < endpoints.size()) {
+            if (nodeGone) {
+              down.put(endpoint, Boolean.TRUE);
+            }
+            return send(prompt, id, (chosen + 1) % endpoints.size(), retries + 1, down);
+          }
+          if (c != null) {
+            return CompletableFuture.completedFuture(new Sample(0, id, endpoint, null, false, null, 0,
+                prompt.length, -1, new int[0], retries, String.valueOf(c)));
+          }
+          return CompletableFuture.completedFuture(parse(id, endpoint, retries, prompt.length, resp));
+        })
+        .thenCompose(f -> f);
+  }
+
+  private static Sample parse(String id, String endpoint, int retries, int promptLength, HttpResponse<String> resp) {
+    try {
+      Map<?, ?> m = (Map<?, ?>) Json.parse(resp.body());
+      if (resp.statusCode() != 200) {
+        return new Sample(0, id, endpoint, null, false, null, 0, promptLength, -1, new int[0], retries,
+            "HTTP " + resp.statusCode() + ": " + m.get("error"));
+      }
+      Object fb = m.get("fallback");
+      return new Sample(0, id, endpoint, Json.asString(m.get("served_by"), "served_by"),
+          Boolean.TRUE.equals(m.get("forwarded")), fb instanceof String s ? s : null, 0,
+          Json.asInt(m.get("prompt_tokens"), "prompt_tokens"), Json.asInt(m.get("cached_tokens"), "cached_tokens"),
+          Json.asIntArray(m.get("token_ids"), "token_ids"), retries, null);
+    } catch (RuntimeException e) {
+      return new Sample(0, id, endpoint, null, false, null, 0, promptLength, -1, new int[0], retries,
+          "unusable answer (HTTP " + resp.statusCode() + "): " + e.getMessage());
+    }
+  }
+
+  /** Fetches {@code GET /v1/stats} of one endpoint, or null if it does not answer. */
+  public Map<?, ?> stats(String endpoint) {
+    try {
+      HttpResponse<String> r = client.send(
+          HttpRequest.newBuilder(URI.create("http://" + endpoint + "/v1/stats")).timeout(Duration.ofSeconds(5)).build(),
+          HttpResponse.BodyHandlers.ofString());
+      return r.statusCode() == 200 ? (Map<?, ?>) Json.parse(r.body()) : null;
+    } catch (IOException | RuntimeException e) {
+      return null;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return null;
+    }
+  }
+
+  /** Configures a {@link LoadDriver}. */
+  public static final class Builder {
+    private final List<String> endpoints = new ArrayList<>();
+    private int concurrency = 4;
+    private int maxTokens = 1;
+    private Duration requestTimeout = Duration.ofSeconds(120);
+    private String idPrefix = "load-";
+    private IntConsumer onCompleted;
+
+    private Builder() {}
+
+    /** Client endpoints ({@code host:port}) of the nodes. */
+    public Builder endpoints(List<String> hostPorts) {
+      endpoints.clear();
+      endpoints.addAll(hostPorts);
+      return this;
+    }
+
+    /** Requests outstanding at once. Default 4. */
+    public Builder concurrency(int n) {
+      this.concurrency = n;
+      return this;
+    }
+
+    /** Tokens generated per request. Default 1 (MMLU answers are one token). */
+    public Builder maxTokens(int n) {
+      this.maxTokens = n;
+      return this;
+    }
+
+    /** How long one HTTP exchange may take. Default 120 s. */
+    public Builder requestTimeout(Duration d) {
+      this.requestTimeout = d;
+      return this;
+    }
+
+    /** Prefix of the request ids (ids are prefix + index). Default "load-". */
+    public Builder idPrefix(String p) {
+      this.idPrefix = p;
+      return this;
+    }
+
+    /** Called with the number of completed requests after each completion (any thread). */
+    public Builder onCompleted(IntConsumer c) {
+      this.onCompleted = c;
+      return this;
+    }
+
+    /** Validates and builds. */
+    public LoadDriver build() {
+      if (endpoints.isEmpty()) {
+        throw new IllegalArgumentException("at least one endpoint is required");
+      }
+      for (String e : endpoints) {
+        Objects.requireNonNull(e, "endpoint");
+        URI u = URI.create("http://" + e);
+        if (u.getHost() == null || u.getPort() < 0) {
+          throw new IllegalArgumentException("endpoints must be host:port, was " + e);
+        }
+      }
+      if (concurrency < 1 || concurrency > 10_000) {
+        throw new IllegalArgumentException("concurrency must be 1 to 10000, was " + concurrency);
+      }
+      if (maxTokens < 1) {
+        throw new IllegalArgumentException("maxTokens must be >= 1, was " + maxTokens);
+      }
+      Objects.requireNonNull(requestTimeout, "requestTimeout");
+      return new LoadDriver(this);
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "LoadDriver" + Arrays.toString(endpoints.toArray());
+  }
+}

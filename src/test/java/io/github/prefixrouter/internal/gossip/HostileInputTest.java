@@ -1,0 +1,193 @@
+package io.github.prefixrouter.internal.gossip;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
+import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
+import io.github.prefixrouter.internal.gossip.GossipMessage.SnapshotChunk;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** Forged, replayed, absurd and malformed input is ignored or rejected, counted, and harmless. */
+class HostileInputTest {
+
+  final PeerAddress me = new PeerAddress("me", "sim:me");
+  final PeerAddress honest = new PeerAddress("honest", "sim:honest");
+  final PeerAddress liar = new PeerAddress("liar", "sim:liar");
+  final List<byte[]> sent = new ArrayList<>();
+  SimulatedScheduler time;
+  GossipEngine engine;
+  GossipCodec codec;
+
+  @BeforeEach
+  void setUp() {
+    time = new SimulatedScheduler();
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100))
+        .maxSequenceJump(1_000).maxGenerationJump(1_000).build();
+    engine = new GossipEngine(me, 10, config, List.of(), time, time, new SplittableRandom(1),
+        () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
+    codec = new GossipCodec(config.messageByteCap(), config.maxPeers() + 1);
+    engine.localSummary().onStored(new long[] {1, 2, 3});
+    // the honest peer tells us about itself: generation 5, version 2 (blocks 7 and 8)
+    engine.handle(honest, new Ack2(5, List.of(update("honest", 5, 2, 1, 0,
+        new Delta(1, Delta.STORE, new long[] {7}), new Delta(2, Delta.STORE, new long[] {8})))));
+    assertArrayEquals(new long[] {7, 8}, sorted(engine.replicaOf("honest")));
+  }
+
+  static Update update(String id, long gen, long version, long hb, long from, Delta... deltas) {
+    return new Update(new DigestEntry(id, gen, version, hb, 0, 0, false), "sim:" + id, from,
+        List.of(deltas));
+  }
+
+  static long[] sorted(long[] a) {
+    long[] c = a.clone();
+    java.util.Arrays.sort(c);
+    return c;
+  }
+
+  @Test
+  void claimsAboutThisNodesOwnStateAreIgnored() {
+    long before = engine.counter(GossipCounter.REJECTED);
+    engine.handle(liar, new Ack2(1, List.of(update("me", 99, 50, 1, 0,
+        new Delta(1, Delta.CLEAR, Delta.NO_HASHES)))));
+    engine.handle(liar, new SnapshotChunk("me", 99, 5, 0, 1, new long[] {666}));
+    assertEquals(before + 2, engine.counter(GossipCounter.REJECTED));
+    assertEquals(3, engine.localSummary().size());
+    assertEquals(1, engine.localSummary().version());
+  }
+
+  @Test
+  void absurdGenerationOrVersionFromAThirdPartyIsRejected() {
+    long before = engine.counter(GossipCounter.REJECTED);
+    // generation far in the future: would wipe the honest peer's replica
+    engine.handle(liar, new Ack2(1, List.of(update("honest", 5 + 100_000, 0, 1, 0))));
+    // version far in the future: would freeze the replica
+    engine.handle(liar, new Ack2(1, List.of(update("honest", 5, 2 + 100_000, 1, 0))));
+    engine.handle(liar, new Syn(1, 1, List.of(
+        new DigestEntry("honest", 5, 2, 1_000_000, 0, 0, true))));
+    engine.handle(liar, new SnapshotChunk("honest", 5, 500_000, 0, 1, new long[] {666}));
+    assertEquals(before + 4, engine.counter(GossipCounter.REJECTED));
+    assertArrayEquals(new long[] {7, 8}, sorted(engine.replicaOf("honest")));
+    assertEquals(5, engine.replicaVersion("honest")[0]);
+    assertEquals(2, engine.replicaVersion("honest")[1]);
+    // the origin itself may jump (it restarted long after)
+    engine.handle(honest, new Ack2(5 + 100_000, List.of(update("honest", 5 + 100_000, 0, 1, 0))));
+    assertEquals(5 + 100_000, engine.replicaVersion("honest")[0]);
+  }
+
+  @Test
+  void replayedAndReorderedDeltasChangeNothing() {
+    Delta evict7 = new Delta(3, Delta.EVICT, new long[] {7});
+    Delta store9 = new Delta(4, Delta.STORE, new long[] {9});
+    // 4 before 3: the gap is not applied
+    engine.handle(honest, new Ack2(5, List.of(update("honest", 5, 4, 2, 3, store9))));
+    assertArrayEquals(new long[] {7, 8}, sorted(engine.replicaOf("honest")));
+    engine.handle(honest, new Ack2(5, List.of(update("honest", 5, 4, 2, 2, evict7, store9))));
+    assertArrayEquals(new long[] {8, 9}, sorted(engine.replicaOf("honest")));
+    // replaying old deltas (1 and 2 stored 7 and 8; 3 evicted 7) changes nothing
+    engine.handle(liar, new Ack2(1, List.of(update("honest", 5, 3, 2, 0,
+        new Delta(1, Delta.STORE, new long[] {7}), new Delta(2, Delta.STORE, new long[] {8}),
+        evict7))));
+    engine.handle(honest, new Ack2(5, List.of(update("honest", 5, 4, 2, 2, evict7, store9))));
+    assertArrayEquals(new long[] {8, 9}, sorted(engine.replicaOf("honest")));
+    assertEquals(4, engine.replicaVersion("honest")[1]);
+    // an older generation is ignored
+    engine.handle(liar, new Ack2(1, List.of(update("honest", 4, 9, 9, 0,
+        new Delta(1, Delta.CLEAR, Delta.NO_HASHES)))));
+    assertArrayEquals(new long[] {8, 9}, sorted(engine.replicaOf("honest")));
+  }
+
+  @Test
+  void messagesClaimingToComeFromThisNodeAreRejected() {
+    long before = engine.counter(GossipCounter.REJECTED);
+    engine.handle(me, new Ack2(1, List.of(update("ghost", 1, 0, 1, 0))));
+    assertEquals(before + 1, engine.counter(GossipCounter.REJECTED));
+    assertEquals(null, engine.statusOf("ghost"));
+  }
+
+  @Property(tries = 300)
+  void malformedPayloadsAreCountedAndChangeNothing(@ForAll byte[] junk) {
+    setUp();
+    long[] before = sorted(engine.replicaOf("honest"));
+    int members = engine.memberCount();
+    long dropped = engine.counter(GossipCounter.MALFORMED_DROPPED);
+    byte[] framed = new byte[junk.length + 2];
+    framed[0] = 0x12;
+    framed[1] = 1;
+    System.arraycopy(junk, 0, framed, 2, junk.length);
+    for (byte[] p : new byte[][] {junk, framed}) {
+      boolean valid;
+      try {
+        codec.decode(p);
+        valid = true;
+      } catch (Exception e) {
+        valid = false;
+      }
+      engine.onMessage(liar, p);
+      if (!valid) {
+        dropped++;
+      }
+    }
+    assertEquals(dropped, engine.counter(GossipCounter.MALFORMED_DROPPED));
+    if (engine.memberCount() == members) {
+      assertArrayEquals(before, sorted(engine.replicaOf("honest")));
+    }
+    assertEquals(0, engine.counter(GossipCounter.INTERNAL_ERRORS));
+    engine.checkInvariants();
+  }
+
+  @Test
+  void configurationErrorsNameTheSetting() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> GossipConfig.builder().fanout(0).build());
+    assertTrue(e.getMessage().contains("fanout"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> GossipConfig.builder().lowWatermark(70).build());
+    assertTrue(e.getMessage().contains("lowWatermark") && e.getMessage().contains("64"),
+        e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> GossipConfig.builder().deadAfter(Duration.ofSeconds(2)).build());
+    assertTrue(e.getMessage().contains("deadAfter"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> GossipConfig.builder().jitter(0.9).build());
+    assertTrue(e.getMessage().contains("jitter"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> GossipConfig.builder().messageByteCap(100).build());
+    assertTrue(e.getMessage().contains("messageByteCap"), e.getMessage());
+    assertThrows(NullPointerException.class,
+        () -> GossipConfig.builder().interval(null).build());
+    assertThrows(IllegalArgumentException.class, () -> new GossipEngine(me, 0,
+        GossipConfig.defaults(), List.of(), time, time, new SplittableRandom(1),
+        () -> EngineLoad.IDLE, (to, p) -> {}));
+  }
+
+  @Test
+  void aThrowingSenderOrLoadSupplierDoesNotBreakTheEngine() {
+    GossipEngine e = new GossipEngine(me, 1, GossipConfig.defaults(),
+        List.of(honest), time, time, new SplittableRandom(1),
+        () -> {
+          throw new IllegalStateException("engine down");
+        },
+        (to, p) -> {
+          throw new IllegalStateException("network down");
+        });
+    e.runRound();
+    e.runRound();
+    assertTrue(e.counter(GossipCounter.SEND_FAILURES) >= 2);
+    assertEquals(0, e.counter(GossipCounter.INTERNAL_ERRORS));
+  }
+}
