@@ -545,6 +545,24 @@ final class FaultCluster {
         current[f.sideA().get(0)].engine.pauseUntil(clock.nanoTime() + f.forNanos());
         return;
       }
+      case REPLAY -> {
+        // the network delivers old frames of one node again, seconds after they were sent:
+        // stale digests and deltas, forwards of requests long answered, old cancels
+        // (after a restart, frames of the previous incarnation: an old generation's gossip)
+        Instance in = current[f.sideA().get(0)];
+        Instance from = in;
+        for (Instance old : all) {
+          if (old.index == in.index) {
+            from = old; // the earliest incarnation
+            break;
+          }
+        }
+        if (in.up) {
+          from.transport.replay(viewRandom, 5 + (int) (f.forNanos() / S) * 5,
+              in.transport.inner());
+        }
+        return;
+      }
       default -> {
         active.add(f);
         applyNetwork();

@@ -20,7 +20,7 @@ final class FaultPlan {
   static final int VOCABULARY = 1000;
   static final int BLOCK = 16;
 
-  enum Kind { PARTITION, ONE_WAY_CUT, DELAY_SPIKE, LOSS_BURST, CRASH, PAUSE }
+  enum Kind { PARTITION, ONE_WAY_CUT, DELAY_SPIKE, LOSS_BURST, CRASH, PAUSE, REPLAY }
 
   /** A fault that starts at {@code atNanos} and heals {@code forNanos} later. */
   record Fault(Kind kind, long atNanos, long forNanos, List<Integer> sideA, List<Integer> sideB,
