@@ -64,7 +64,7 @@ class PaperMainTest {
   void writesTableJsonAndPlots(@TempDir Path dir) throws Exception {
     PaperMain.Options o =
         PaperMain.parse(new String[] {
-          "--requests", "300", "--delays", "2,200", "--out", dir.toString(), "--threads", "2"
+          "--requests", "200", "--delays", "2,200", "--out", dir.toString(), "--threads", "2"
         });
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     ByteArrayOutputStream err = new ByteArrayOutputStream();
