@@ -1131,6 +1131,10 @@ public final class GossipEngine {
       if (e.generation() < m.generation) {
         return; // stale
       }
+      if (e.generation() > m.generation && !adoptsGeneration(m, thirdParty, now)) {
+        count(GossipCounter.REJECTED, 1);
+        return; // the origin is visibly alive in its current generation
+      }
       if (m.status == Status.DEAD) {
         if (e.generation() == m.generation && e.heartbeat() <= m.heartbeat) {
           return; // stale gossip about a dead peer does not revive it
@@ -1139,7 +1143,8 @@ public final class GossipEngine {
         m.heartbeatNanos = now;
       }
       if (e.generation() > m.generation) {
-        newGeneration(m, e, thirdParty ? new PeerAddress(e.nodeId(), u.address()) : from, now);
+        // the address changes only on word from the origin itself
+        newGeneration(m, e, thirdParty ? m.address : from, now);
       } else if (e.heartbeat() > m.heartbeat) {
         acceptHeartbeat(m, e, now);
       }
@@ -1148,6 +1153,17 @@ public final class GossipEngine {
     if (m.version == e.version()) {
       m.lastSyncNanos = now;
     }
+  }
+
+  /**
+   * Whether a higher generation of {@code m} is taken as a restart. Heard from the origin
+   * itself, always. Heard from a third party, only once the current generation's heartbeat has
+   * stopped advancing for half the suspicion time (a restarted node's old heartbeat stops), so
+   * a forged "restart" cannot wipe the replica of a peer that is visibly alive.
+   */
+  private boolean adoptsGeneration(Member m, boolean thirdParty, long now) {
+    return !thirdParty || m.status == Status.DEAD
+        || now - m.heartbeatNanos >= config.suspectAfter().toNanos() / 2;
   }
 
   private void newGeneration(Member m, DigestEntry e, PeerAddress addr, long now) {
@@ -1256,6 +1272,11 @@ public final class GossipEngine {
       return;
     }
     // complete: install
+    if (a.generation > m.generation && !adoptsGeneration(m, thirdParty, now)) {
+      dropPending(m);
+      count(GossipCounter.REJECTED, 1);
+      return;
+    }
     if (a.generation > m.generation) {
       newGeneration(m, new DigestEntry(m.nodeId, a.generation, 0, m.heartbeat, m.queueDepth,
           m.inFlight, m.overloaded), m.address, now);

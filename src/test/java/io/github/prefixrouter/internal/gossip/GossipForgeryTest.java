@@ -15,7 +15,6 @@ import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -137,14 +136,6 @@ class GossipForgeryTest {
   }
 
   @Test
-  @Disabled("BUG in GossipEngine.apply: a third-party update for a known origin with a slightly"
-      + " higher generation (within maxGenerationJump) is taken as a restart: it clears the"
-      + " origin's replica and replaces the origin's address with the one in the update, so"
-      + " any sender can evict a peer's real state and redirect forwarded requests meant for it"
-      + " to an address of its choosing; the real owner's later direct gossip (lower"
-      + " generation) is then ignored as stale. An address should only change on word from the"
-      + " origin itself, and a generation heard only from third parties should not override"
-      + " what the origin says directly")
   void aForgedRestartCannotEvictAPeerOrRedirectIt() {
     long[] ver = version();
     inject(new Ack2(1, List.of(update("node-1", ver[0] + 1, 0, 1, "sim:evil", 0, List.of()))));
