@@ -14,8 +14,10 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.faults.FaultPlan.Fault;
 import io.github.prefixrouter.faults.FaultPlan.Kind;
 import io.github.prefixrouter.faults.FaultPlan.Submission;
+import io.github.prefixrouter.internal.gossip.GossipProbe;
 import io.github.prefixrouter.internal.route.ChainHasher;
 import io.github.prefixrouter.internal.route.LocalPrefixIndex;
+import io.github.prefixrouter.internal.route.NodeProbe;
 import io.github.prefixrouter.internal.route.PeerSet;
 import io.github.prefixrouter.internal.route.PeerView;
 import io.github.prefixrouter.internal.route.RouterNode;
@@ -411,6 +413,14 @@ final class FaultCluster {
         inv.violation("node " + in.key + " local tree holds " + st.localCachedTokens()
             + " tokens, above its capacity");
       }
+      GossipProbe g = wiring == Wiring.LIBRARY ? NodeProbe.gossipOf(in.node) : null;
+      if (g != null) {
+        try {
+          g.checkInvariants();
+        } catch (RuntimeException e) {
+          inv.violation("node " + in.key + " gossip invariant: " + e.getMessage());
+        }
+      }
       if (st.inFlight() < 0) {
         inv.violation("node " + in.key + " has negative inFlight " + st.inFlight());
       }
@@ -454,50 +464,60 @@ final class FaultCluster {
   }
 
   /**
-   * After healing and draining, with gossip active: every node must see every other node alive
-   * and hold, in its replicas, exactly as many blocks as the other nodes' local trees hold.
-   * Returns the simulated milliseconds it took, or -1 if gossip is not active in this build.
+   * After healing and draining, with the library's gossip: every live node must see every
+   * other live node alive and hold, for each, exactly the owner's current advertised block set
+   * at the owner's (generation, version); and each owner's advertised set must mirror its
+   * engine's cache block for block. Returns the simulated milliseconds convergence took, or -1
+   * if this wiring has no gossip to check.
    */
   private long checkConvergence() {
-    if (wiring != Wiring.LIBRARY) {
-      return -1;
-    }
-    boolean gossip = Arrays.stream(current).anyMatch(in -> in.node.stats().gossipBytesOut() > 0);
-    if (!gossip) {
+    if (wiring != Wiring.LIBRARY || NodeProbe.gossipOf(current[0].node) == null) {
       return -1;
     }
     long start = clock.nanoTime();
     long rounds = 4L * (32 - Integer.numberOfLeadingZeros(n)) + 10;
     long bound = config.peerDeadAfter().toNanos() + rounds * config.gossipInterval().toNanos();
-    boolean ok = clock.runUntil(this::converged, start + bound, config.gossipInterval().toNanos());
+    boolean ok = clock.runUntil(() -> divergence() == null, start + bound,
+        config.gossipInterval().toNanos());
     if (!ok) {
-      StringBuilder sb = new StringBuilder();
-      for (Instance in : current) {
-        NodeStats st = in.node.stats();
-        sb.append(' ').append(in.key).append("(peers=").append(st.peersLive())
-            .append(", replicaBlocks=").append(st.replicaBlocks()).append(", localBlocks=")
-            .append(st.localBlocks()).append(')');
-      }
-      inv.violation("replicas did not converge within " + bound / MS + " ms after healing:"
-          + sb);
+      inv.violation("replicas did not converge within " + bound / MS + " ms after healing: "
+          + divergence());
       return -1;
     }
     return (clock.nanoTime() - start) / MS;
   }
 
-  private boolean converged() {
-    long total = 0;
-    for (Instance in : current) {
-      total += in.node.stats().localBlocks();
-    }
-    for (Instance in : current) {
-      NodeStats st = in.node.stats();
-      long own = st.localBlocks();
-      if (st.peersLive() != n - 1 || st.replicaBlocks() != total - own) {
-        return false;
+  /** The first difference between a replica and its owner, or null if all agree. */
+  private String divergence() {
+    for (Instance owner : current) {
+      GossipProbe o = NodeProbe.gossipOf(owner.node);
+      long[] own = o.ownBlocks();
+      if (own.length != owner.simEngine.cachedBlocks()) {
+        return owner.key + " advertises " + own.length + " blocks, its engine caches "
+            + owner.simEngine.cachedBlocks();
+      }
+      for (Instance holder : current) {
+        if (holder == owner) {
+          continue;
+        }
+        GossipProbe h = NodeProbe.gossipOf(holder.node);
+        long[] rep = h.replicaOf(owner.id);
+        long[] ver = h.replicaVersion(owner.id);
+        if (rep == null || ver == null) {
+          return holder.key + " has no live replica of " + owner.key;
+        }
+        if (ver[0] != o.generation() || ver[1] != o.ownVersion() || !Arrays.equals(rep, own)) {
+          return holder.key + " holds " + owner.key + " at generation " + ver[0] + " version "
+              + ver[1] + " (" + rep.length + " blocks); the owner is at " + o.generation()
+              + "/" + o.ownVersion() + " (" + own.length + " blocks)";
+        }
+      }
+      if (owner.node.stats().peersLive() != n - 1) {
+        return owner.key + " sees " + owner.node.stats().peersLive() + " live peers of "
+            + (n - 1);
       }
     }
-    return true;
+    return null;
   }
 
   // ---------------------------------------------------------------- faults
@@ -523,6 +543,24 @@ final class FaultCluster {
       }
       case PAUSE -> {
         current[f.sideA().get(0)].engine.pauseUntil(clock.nanoTime() + f.forNanos());
+        return;
+      }
+      case REPLAY -> {
+        // the network delivers old frames of one node again, seconds after they were sent:
+        // stale digests and deltas, forwards of requests long answered, old cancels
+        // (after a restart, frames of the previous incarnation: an old generation's gossip)
+        Instance in = current[f.sideA().get(0)];
+        Instance from = in;
+        for (Instance old : all) {
+          if (old.index == in.index) {
+            from = old; // the earliest incarnation
+            break;
+          }
+        }
+        if (in.up) {
+          from.transport.replay(viewRandom, 5 + (int) (f.forNanos() / S) * 5,
+              in.transport.inner());
+        }
         return;
       }
       default -> {

@@ -20,7 +20,7 @@ final class FaultPlan {
   static final int VOCABULARY = 1000;
   static final int BLOCK = 16;
 
-  enum Kind { PARTITION, ONE_WAY_CUT, DELAY_SPIKE, LOSS_BURST, CRASH, PAUSE }
+  enum Kind { PARTITION, ONE_WAY_CUT, DELAY_SPIKE, LOSS_BURST, CRASH, PAUSE, REPLAY }
 
   /** A fault that starts at {@code atNanos} and heals {@code forNanos} later. */
   record Fault(Kind kind, long atNanos, long forNanos, List<Integer> sideA, List<Integer> sideB,
@@ -50,7 +50,7 @@ final class FaultPlan {
   FaultPlan(long seed) {
     this.seed = seed;
     SplittableRandom r = new SplittableRandom(seed ^ 0x6A09E667F3BCC908L);
-    nodes = 3 + (r.nextInt(4) == 0 ? r.nextInt(14) : r.nextInt(5));
+    nodes = r.nextInt(8) == 0 ? 8 + r.nextInt(9) : 3 + r.nextInt(5);
     int low = 1 + r.nextInt(3);
     int high = low + 1 + r.nextInt(5);
     long gossipMs = 100 + r.nextInt(200);
@@ -77,7 +77,7 @@ final class FaultPlan {
     baseLink = new Link(Duration.ofNanos(1000L * (100 + r.nextInt(5000))), Duration.ofNanos(1000L * r.nextInt(3000)),
         losses[r.nextInt(losses.length)], dups[r.nextInt(dups.length)],
         reorders[r.nextInt(reorders.length)]);
-    faultPhaseNanos = (10 + r.nextInt(15)) * S;
+    faultPhaseNanos = (6 + r.nextInt(9)) * S;
     topics = 2 + r.nextInt(8);
     topicLength = new int[topics];
     for (int i = 0; i < topics; i++) {
@@ -123,7 +123,7 @@ final class FaultPlan {
       faults.add(new Fault(kind, at, len, a, b, (50 + r.nextInt(2000)) * MS,
           0.5 + r.nextDouble() * 0.5));
     }
-    int requests = 30 + r.nextInt(150);
+    int requests = 20 + r.nextInt(120);
     for (int q = 0; q < requests; q++) {
       submissions.add(new Submission(r.nextLong(faultPhaseNanos), zipf(r, topics),
           r.nextInt(48), r.nextLong(), 1 + r.nextInt(4), r.nextInt(3) == 0 ? 0.7 : 0.0,

@@ -49,6 +49,10 @@ class FaultSimulationTest {
     long converged = 0;
     long started = System.nanoTime();
     for (long seed = first; seed < first + count; seed++) {
+      if (count >= 1000 && (seed - first) % 500 == 0 && seed > first) {
+        System.out.printf("fault campaign: %d of %d seeds done, %d failing runs, %d s%n",
+            seed - first, count, failures.size(), (System.nanoTime() - started) / 1_000_000_000L);
+      }
       for (Wiring w : Wiring.values()) {
         if (onlyWiring != null && !onlyWiring.isBlank() && !w.name().equals(onlyWiring.trim())) {
           continue;

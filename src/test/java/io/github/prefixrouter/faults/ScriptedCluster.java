@@ -181,7 +181,9 @@ final class ScriptedCluster {
         slots[i] = i;
         rtt[i] = 200_000;
       }
-      return new PeerSet(a, slots, q, f, new boolean[n], rtt, new long[n]);
+      long[] lastSync = new long[n];
+      Arrays.fill(lastSync, clock.nanoTime());
+      return new PeerSet(a, slots, q, f, new boolean[n], new boolean[n], rtt, lastSync);
     }
 
     @Override

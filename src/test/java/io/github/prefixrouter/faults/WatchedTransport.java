@@ -33,6 +33,42 @@ final class WatchedTransport implements Transport {
     return inner;
   }
 
+  /** A frame this node sent, kept so the network can replay it much later. */
+  record Sent(PeerAddress to, byte[] payload, boolean request) {}
+
+  private static final int HISTORY = 256;
+  private final java.util.ArrayDeque<Sent> history = new java.util.ArrayDeque<>();
+  long replayed;
+
+  private void remember(PeerAddress to, byte[] payload, boolean request) {
+    if (history.size() == HISTORY) {
+      history.pollFirst();
+    }
+    history.addLast(new Sent(to, payload.clone(), request));
+  }
+
+  /**
+   * Replays {@code count} frames this node sent earlier, picked at random, through {@code via}
+   * (this node's transport, or the transport of a later incarnation of the same node), as the
+   * network would deliver a very late duplicate: same sender, same destination, same bytes.
+   * Answers to replayed requests go nowhere.
+   */
+  void replay(java.util.random.RandomGenerator random, int count, Transport via) {
+    if (history.isEmpty()) {
+      return;
+    }
+    Sent[] all = history.toArray(new Sent[0]);
+    for (int i = 0; i < count; i++) {
+      Sent s = all[random.nextInt(all.length)];
+      replayed++;
+      if (s.request()) {
+        via.request(s.to(), s.payload(), Duration.ofSeconds(30));
+      } else {
+        via.send(s.to(), s.payload());
+      }
+    }
+  }
+
   @Override
   public void start(InboundHandler handler) {
     inner.start(new InboundHandler() {
@@ -70,6 +106,7 @@ final class WatchedTransport implements Transport {
 
   @Override
   public void send(PeerAddress to, byte[] payload) {
+    remember(to, payload, false);
     inner.send(to, payload);
   }
 
@@ -79,6 +116,7 @@ final class WatchedTransport implements Transport {
     if (h != null) {
       invariants.onForwardSent(instanceKey, nodeId, to.nodeId(), h.requestId(), h.hops());
     }
+    remember(to, payload, true);
     return inner.request(to, payload, timeout);
   }
 

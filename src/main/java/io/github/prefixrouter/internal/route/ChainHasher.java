@@ -10,4 +10,15 @@ public interface ChainHasher {
    * @return the number of full blocks hashed
    */
   int chain(int[] tokens, int length, long[] out);
+
+  /**
+   * Extends a chain whose first {@code done} hashes are already in {@code out} to the full
+   * blocks of {@code tokens[0..length)}, so a caller can hash a prompt lazily, only as far as
+   * it needs. The default recomputes everything.
+   *
+   * @return the number of full blocks now in {@code out}
+   */
+  default int extend(int[] tokens, int done, int length, long[] out) {
+    return chain(tokens, length, out);
+  }
 }

@@ -37,7 +37,7 @@ final class DefaultComponents {
       tree.addListener(GossipPeerView.summaryFeed(gossip.localSummary()));
       return gossip;
     }, config.maxPeers());
-    return new RouterNode.Components(local, tree.hasher()::chain, peers);
+    return new RouterNode.Components(local, new BlockChain(tree.hasher()), peers);
   }
 
   /**

@@ -15,8 +15,10 @@ import java.util.function.Supplier;
  *
  * <p>Design notes:
  * <ul>
- *   <li>Hot path, called once per request attempt: hash the prompt's blocks once, match the local
- *       tree, ask the replicas for every peer's leading-block count in one pass, then one loop
+ *   <li>Hot path, called once per request attempt: match the local tree, hash the prompt's
+ *       blocks lazily (only while some peer still holds every block so far: the hash chain is
+ *       serial, a few ns per token), ask the replicas for every peer's leading-block count in
+ *       one pass per extension, then one loop
  *       over the peers computing each candidate's cost into thread-local scratch arrays. No
  *       per-candidate object is allocated; the {@link RouteDecision} copies the arrays once.
  *   <li>Cost (nanoseconds) of running a prompt of {@code n} tokens on candidate {@code c}:
@@ -54,6 +56,9 @@ final class RoutePlanner {
   private final double halfLifeNanos;
   private final long overheadNanos;
   private final long marginMinNanos;
+
+  /** Blocks hashed before the first replica query. */
+  static final int FIRST_BLOCKS = 8;
 
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
@@ -159,8 +164,19 @@ final class RoutePlanner {
     boolean routing = policy != RoutingPolicy.LOCAL_ONLY && hops < config.hopLimit() && p > 0;
     int blocks = 0;
     if (routing && maxBlocks > 0) {
-      blocks = hasher.chain(tokens, n, s.chain);
-      peers.leadingBlocks(ps, s.chain, blocks, s.lead);
+      // Hash lazily: a block only matters if some peer holds every block before it, so hash
+      // a few blocks, ask the replicas, and hash further (4x each time) only while some peer
+      // still matches all of them. The chain is serial, so this bounds hashing to about 4x
+      // the longest peer match instead of the whole prompt.
+      blocks = hasher.chain(tokens, Math.min(maxBlocks, FIRST_BLOCKS) * blockSize, s.chain);
+      while (true) {
+        peers.leadingBlocks(ps, s.chain, blocks, s.lead);
+        if (blocks == maxBlocks || max(s.lead, p) < blocks) {
+          break;
+        }
+        int more = Math.min(maxBlocks, blocks * 4);
+        blocks = hasher.extend(tokens, blocks, more * blockSize, s.chain);
+      }
     } else {
       Arrays.fill(s.lead, 0, p, 0);
     }
@@ -312,6 +328,14 @@ final class RoutePlanner {
       }
     }
     return best >= 0 ? best : fallback;
+  }
+
+  private static int max(int[] a, int n) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      m = Math.max(m, a[i]);
+    }
+    return m;
   }
 
   private static boolean contains(String[] tried, int count, String id) {

@@ -31,11 +31,14 @@ import org.slf4j.LoggerFactory;
  * <h2>Design notes</h2>
  *
  * <ul>
- *   <li><b>Shape.</b> Nodes hold a compressed edge ({@code int[]} of token ids, never empty
- *       except at the root) and their children in two parallel arrays sorted by first token
- *       ({@code int[] keys}, {@code Node[] kids}): a linear scan for up to 8 children, binary
- *       search above. Matching compares edges with {@link Arrays#mismatch(int[], int, int,
- *       int[], int, int)}, which the JIT vectorizes.
+ *   <li><b>Shape.</b> Nodes hold a compressed edge (token ids, never empty except at the root)
+ *       and their children in two parallel arrays sorted by first token ({@code int[] keys},
+ *       {@code Node[] kids}): a linear scan for up to 8 children, binary search above.
+ *   <li><b>Packed edges.</b> An edge is one {@code char[]} ({@link PackedTokens}): 16 low bits
+ *       per id plus one bit per id for bit 16 when every id is below 2^17 (every tokenizer
+ *       vocabulary up to 131,072 ids: 2.125 bytes per token instead of 4), else 16 low and 16
+ *       high bits per id. Matching compares group by group of 16 ids, a plain char comparison
+ *       for a group whose ids are all below 65,536 (nearly all groups of real text).
  *   <li><b>Blocks.</b> Every node keeps the chained hashes ({@link BlockHasher}) of the full
  *       blocks whose last token lies on its edge, so stored/evicted events never rehash what is
  *       already cached: an insert hashes only its new blocks, an eviction hashes nothing.
@@ -131,7 +134,7 @@ public final class ConcurrentPrefixTree {
     this.capacity = b.capacityTokens;
     this.engineIndex = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
     this.aliases = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
-    root.edge = NO_TOKENS;
+    root.edge = PackedTokens.EMPTY;
     root.keys = NO_TOKENS;
     root.kids = NO_NODES;
   }
@@ -213,13 +216,13 @@ public final class ConcurrentPrefixTree {
         break;
       }
       Node c = n.kids[i];
-      int[] e = c.edge;
-      int el = e.length;
+      char[] e = c.edge;
+      int el = c.len;
       if (el == 0) {
         return -1;
       }
       int m = Math.min(el, length - pos);
-      int mm = Arrays.mismatch(e, 0, m, q, pos, pos + m);
+      int mm = PackedTokens.mismatch(e, el, 0, q, pos, m);
       if (mm >= 0) {
         return pos + mm;
       }
@@ -442,11 +445,11 @@ public final class ConcurrentPrefixTree {
   private Node extend(
       Node n, int d, int[] t, int off, int to, int shift, long now, boolean touch) {
     while (true) {
-      int nEnd = n.start + n.edge.length;
+      int nEnd = n.start + n.len;
       if (d < nEnd) { // inside n's edge
         int eo = d - n.start;
-        int m = Math.min(n.edge.length - eo, to - off);
-        int mm = Arrays.mismatch(n.edge, eo, eo + m, t, off, off + m);
+        int m = Math.min(n.len - eo, to - off);
+        int mm = PackedTokens.mismatch(n.edge, n.len, eo, t, off, m);
         int matched = mm < 0 ? m : mm;
         d += matched;
         off += matched;
@@ -495,14 +498,16 @@ public final class ConcurrentPrefixTree {
   /** Splits n at absolute depth d (n.start < d < n.end): returns the new upper node. */
   private Node splitAt(Node n, int d) {
     int m = d - n.start;
-    int[] e = n.edge;
+    char[] e = n.edge;
+    int el = n.len;
     Node u = new Node();
-    u.edge = Arrays.copyOfRange(e, 0, m);
+    u.edge = PackedTokens.slice(e, el, 0, m);
+    u.len = m;
     u.start = n.start;
     u.stamp = n.stamp;
     u.locks = n.locks;
     u.parent = n.parent;
-    u.keys = new int[] {e[m]};
+    u.keys = new int[] {PackedTokens.get(e, el, m)};
     u.kids = new Node[] {n};
     int ku = d / blockSize - n.start / blockSize;
     if (n.blocks != null) {
@@ -515,7 +520,8 @@ public final class ConcurrentPrefixTree {
         reindex(u);
       }
     }
-    n.edge = Arrays.copyOfRange(e, m, e.length);
+    n.edge = PackedTokens.slice(e, el, m, el);
+    n.len = el - m;
     n.start = d;
     replaceChild(u.parent, n, u);
     n.parent = u;
@@ -524,13 +530,14 @@ public final class ConcurrentPrefixTree {
 
   private Node addLeaf(Node parent, int[] t, int off, int to, int shift, long now) {
     Node leaf = new Node();
-    leaf.edge = Arrays.copyOfRange(t, off, to);
+    leaf.edge = PackedTokens.encode(t, off, to);
+    leaf.len = to - off;
     leaf.start = off + shift;
     leaf.stamp = now;
     leaf.parent = parent;
     leaf.keys = NO_TOKENS;
     leaf.kids = NO_NODES;
-    leaf.blocks = hashNewBlocks(parent, leaf.start, leaf.start + leaf.edge.length, t, shift);
+    leaf.blocks = hashNewBlocks(parent, leaf.start, leaf.start + leaf.len, t, shift);
     if (leaf.blocks != null && mode == Mode.ENGINE_DRIVEN) {
       leaf.engineBlocks = new long[leaf.blocks.length];
     }
@@ -539,7 +546,7 @@ public final class ConcurrentPrefixTree {
     if (wasLeaf && parent.heapIndex >= 0) {
       heapRemove(parent);
     }
-    size += leaf.edge.length;
+    size += leaf.len;
     if (mode == Mode.SELF_MANAGED) {
       heapAdd(leaf);
     }
@@ -547,11 +554,11 @@ public final class ConcurrentPrefixTree {
   }
 
   private void extendLeaf(Node n, int[] t, int off, int to, int shift) {
-    int oldEnd = n.start + n.edge.length;
-    int[] e = Arrays.copyOf(n.edge, n.edge.length + (to - off));
-    System.arraycopy(t, off, e, n.edge.length, to - off);
+    int oldEnd = n.start + n.len;
+    char[] e = PackedTokens.append(n.edge, n.len, t, off, to);
     long[] added = hashNewBlocks(n, oldEnd, oldEnd + (to - off), t, shift);
     n.edge = e;
+    n.len += to - off;
     if (added != null) {
       n.blocks = concat(n.blocks, added);
       if (mode == Mode.ENGINE_DRIVEN) {
@@ -595,7 +602,7 @@ public final class ConcurrentPrefixTree {
   }
 
   private static void insertChild(Node p, Node c) {
-    int key = c.edge[0];
+    int key = PackedTokens.get(c.edge, c.len, 0);
     int[] keys = p.keys;
     int at = 0;
     while (at < keys.length && keys[at] < key) {
@@ -660,15 +667,14 @@ public final class ConcurrentPrefixTree {
 
   /** Child c absorbs its parent p (p's only child, p not the root). */
   private void mergeIntoChild(Node p, Node c) {
-    int[] e = new int[p.edge.length + c.edge.length];
-    System.arraycopy(p.edge, 0, e, 0, p.edge.length);
-    System.arraycopy(c.edge, 0, e, p.edge.length, c.edge.length);
+    char[] e = PackedTokens.concat(p.edge, p.len, c.edge, c.len);
     Node gp = p.parent;
     c.blocks = concat(p.blocks, c.blocks);
     if (mode == Mode.ENGINE_DRIVEN) {
       c.engineBlocks = concat(p.engineBlocks, c.engineBlocks);
     }
     c.edge = e;
+    c.len += p.len;
     c.start = p.start;
     replaceChild(gp, p, c);
     c.parent = gp;
@@ -685,7 +691,7 @@ public final class ConcurrentPrefixTree {
     while (size > target && heapSize > 0) {
       Node l = heap[0];
       long excess = size - target;
-      int len = l.edge.length;
+      int len = l.len;
       if (excess < len) {
         trimLeaf(l, len - (int) excess);
       } else {
@@ -705,8 +711,9 @@ public final class ConcurrentPrefixTree {
       }
       l.blocks = keep == 0 ? null : Arrays.copyOf(l.blocks, keep);
     }
-    size -= l.edge.length - newLen;
-    l.edge = Arrays.copyOf(l.edge, newLen);
+    size -= l.len - newLen;
+    l.edge = PackedTokens.slice(l.edge, l.len, 0, newLen);
+    l.len = newLen;
   }
 
   private void removeLeafSelfManaged(Node l) {
@@ -737,7 +744,7 @@ public final class ConcurrentPrefixTree {
         unindex(l.engineBlocks, 0, l.engineBlocks.length);
       }
     }
-    size -= l.edge.length;
+    size -= l.len;
     removeChild(l.parent, l);
   }
 
@@ -930,7 +937,7 @@ public final class ConcurrentPrefixTree {
   private void pruneEngine(Node p) {
     while (p != root) {
       if (p.kids.length == 0) {
-        int end = p.start + p.edge.length;
+        int end = p.start + p.len;
         int aligned = end - end % blockSize;
         if (aligned > p.start) {
           if (aligned < end) {
@@ -1235,7 +1242,7 @@ public final class ConcurrentPrefixTree {
     long blocks;
 
     void check() {
-      require(root.edge.length == 0 && root.start == 0, "root has an edge");
+      require(root.len == 0 && root.edge.length == 0 && root.start == 0, "root has an edge");
       require(root.locks == 0, "root has locks");
       int[] path = new int[16];
       visit(root, path);
@@ -1257,14 +1264,17 @@ public final class ConcurrentPrefixTree {
     }
 
     private void visit(Node n, int[] path) {
-      int end = n.start + n.edge.length;
+      int end = n.start + n.len;
       if (path.length < end) {
         path = Arrays.copyOf(path, Math.max(end, path.length * 2));
       }
-      System.arraycopy(n.edge, 0, path, n.start, n.edge.length);
+      int[] ids = PackedTokens.decode(n.edge, n.len);
+      require(Arrays.equals(PackedTokens.encode(ids, 0, ids.length), n.edge),
+          "edge at depth " + n.start + " is not in its canonical encoding");
+      System.arraycopy(ids, 0, path, n.start, n.len);
       if (n != root) {
-        require(n.edge.length > 0, "empty edge at depth " + n.start);
-        total += n.edge.length;
+        require(n.len > 0, "empty edge at depth " + n.start);
+        total += n.len;
         checkBlocks(n, path);
         boolean leaf = n.kids.length == 0;
         require(n.locks >= 0, "negative lock count");
@@ -1290,7 +1300,8 @@ public final class ConcurrentPrefixTree {
         require(i == 0 || n.keys[i - 1] < n.keys[i], "child keys not strictly sorted");
         require(c.parent == n, "child's parent pointer is wrong");
         require(c.start == end, "child starts at " + c.start + ", parent ends at " + end);
-        require(c.edge.length > 0 && n.keys[i] == c.edge[0], "child key is not its first token");
+        require(c.len > 0 && n.keys[i] == PackedTokens.get(c.edge, c.len, 0),
+            "child key is not its first token");
         require(c.stamp <= n.stamp || n == root, "child used more recently than its parent");
         lockSum += c.locks;
         visit(c, path);
@@ -1299,7 +1310,7 @@ public final class ConcurrentPrefixTree {
     }
 
     private void checkBlocks(Node n, int[] path) {
-      int end = n.start + n.edge.length;
+      int end = n.start + n.len;
       int count = end / blockSize - n.start / blockSize;
       if (count == 0) {
         require(n.blocks == null, "block hashes on a node without blocks");
@@ -1351,8 +1362,8 @@ public final class ConcurrentPrefixTree {
   }
 
   private static void collect(Node n, int[] prefix, List<int[]> out) {
-    int[] p = Arrays.copyOf(prefix, prefix.length + n.edge.length);
-    System.arraycopy(n.edge, 0, p, prefix.length, n.edge.length);
+    int[] p = Arrays.copyOf(prefix, prefix.length + n.len);
+    PackedTokens.decode(n.edge, n.len, 0, n.len, p, prefix.length);
     if (n.kids.length == 0) {
       if (p.length > 0) {
         out.add(p);
@@ -1378,7 +1389,8 @@ public final class ConcurrentPrefixTree {
    * only under the write lock.
    */
   static final class Node {
-    int[] edge;
+    /** The edge's token ids, encoded by {@link PackedTokens}; {@link #len} tokens. */
+    char[] edge;
     int[] keys;
     Node[] kids;
     Node parent;
@@ -1388,6 +1400,7 @@ public final class ConcurrentPrefixTree {
     long[] engineBlocks;
     long stamp;
     int start;
+    int len;
     int locks;
     int heapIndex = -1;
   }

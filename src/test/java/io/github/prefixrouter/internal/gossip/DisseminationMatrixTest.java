@@ -37,10 +37,9 @@ class DisseminationMatrixTest {
 
   @ParameterizedTest(name = "{0} nodes, {1} loss, {2} ms")
   @Tag("long")
-  @CsvSource({"4, 0.0, 2", "10, 0.5, 2", "50, 0.1, 100", "256, 0.05, 20", "512, 0.1, 50",
-      "100, 0.3, 200"})
+  @CsvSource({"4, 0.0, 2", "10, 0.5, 2", "50, 0.1, 100", "256, 0.05, 20", "100, 0.3, 200"})
   void manySeeds(int n, double loss, int delayMillis) {
-    for (long seed = 1; seed <= 10; seed++) {
+    for (long seed = 1; seed <= 5; seed++) {
       int worst = measure(n, loss, delayMillis, 10, seed * 1_000 + n);
       assertTrue(worst <= bound(n, loss), "seed " + seed + ": " + worst + " rounds");
     }

@@ -337,4 +337,43 @@ class ConcurrentPrefixTreeTest {
     assertEquals(List.of("stored", "stored", "evicted 2"), order);
     assertEquals(2, t.match(a));
   }
+
+  @Test
+  void edgesChangeLayoutOnSplitTrimAndMerge() {
+    // 40 ids, a third of them with bit 16 set; id 30 needs the wide layout
+    int[] a = IntStream.range(0, 40).map(i -> i * 7 + (i % 3 == 0 ? 65_536 : 0)).toArray();
+    a[30] = 200_000;
+    int[] b = cat(java.util.Arrays.copyOf(a, 20), seq(500, 530));
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.selfManaged(10_000);
+    t.insert(a);
+    t.checkInvariants(); // checks every edge is in its canonical (smallest) layout
+    t.insert(b); // splits the wide edge into a narrow upper part and a wide lower part
+    t.checkInvariants();
+    assertEquals(40, t.match(a));
+    assertEquals(50, t.match(b));
+    int[] q = a.clone();
+    q[30] = 200_000 & 0xFFFF; // same low 16 bits
+    assertEquals(30, t.match(q));
+    q = a.clone();
+    q[25] ^= 1 << 16;
+    assertEquals(25, t.match(q));
+    q = a.clone();
+    q[3] = 3 * 7; // bit 16 missing
+    assertEquals(3, t.match(q));
+
+    t.evictTo(t.sizeTokens() - 15); // a's leaf is the oldest: trimmed to 5 ids, now narrow
+    t.checkInvariants();
+    assertEquals(25, t.match(a));
+    assertEquals(50, t.match(b));
+
+    t.insert(a); // extends the trimmed leaf by a wide tail again
+    t.checkInvariants();
+    assertEquals(40, t.match(a));
+    t.evictTo(t.sizeTokens() - 30); // removes b's leaf; the rest of a merges into one wide edge
+    t.checkInvariants();
+    assertEquals(40, t.match(a));
+    assertEquals(20, t.match(b));
+    assertEquals(List.of(java.util.Arrays.stream(a).boxed().toList()),
+        t.leafSequences().stream().map(x -> java.util.Arrays.stream(x).boxed().toList()).toList());
+  }
 }

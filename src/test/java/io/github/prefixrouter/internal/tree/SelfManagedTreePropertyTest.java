@@ -165,9 +165,10 @@ class SelfManagedTreePropertyTest {
 
   @Provide
   Arbitrary<List<Op>> ops() {
-    // a small alphabet and short prompts so that prompts share prefixes often
+    // a small alphabet and short prompts so that prompts share prefixes often; the three ids
+    // share their low 16 bits and cover both edge layouts (below 2^16, below 2^17, above)
     Arbitrary<int[]> prompt =
-        Arbitraries.integers().between(0, 2).array(int[].class).ofMinSize(1).ofMaxSize(12);
+        Arbitraries.of(1, 65_537, 131_073).array(int[].class).ofMinSize(1).ofMaxSize(12);
     Arbitrary<Op> op =
         Arbitraries.frequencyOf(
             Tuple.of(12, prompt.map(Insert::new)),

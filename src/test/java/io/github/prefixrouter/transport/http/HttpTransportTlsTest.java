@@ -30,8 +30,9 @@ class HttpTransportTlsTest {
 
   @BeforeAll
   static void makeCertificates() throws Exception {
-    trusted = context(keystore("node", "san=ip:127.0.0.1"));
-    untrusted = context(keystore("other", "san=ip:127.0.0.1"));
+    Path ks = keystore("node", "san=ip:127.0.0.1");
+    trusted = context(ks, true);
+    untrusted = context(ks, false);
   }
 
   private static Path keystore(String name, String san) throws Exception {
@@ -46,8 +47,11 @@ class HttpTransportTlsTest {
     return ks;
   }
 
-  /** Key and trust from the same keystore: the cluster trusts its own certificate. */
-  private static SSLContext context(Path ks) throws Exception {
+  /**
+   * Key and trust from the same keystore, so the cluster trusts its own certificate; or, with
+   * {@code trust} false, the same key and an empty trust store, which trusts no peer.
+   */
+  private static SSLContext context(Path ks, boolean trust) throws Exception {
     KeyStore store = KeyStore.getInstance("PKCS12");
     try (InputStream in = Files.newInputStream(ks)) {
       store.load(in, "changeit".toCharArray());
@@ -55,7 +59,9 @@ class HttpTransportTlsTest {
     KeyManagerFactory kmf = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
     kmf.init(store, "changeit".toCharArray());
     TrustManagerFactory tmf = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
-    tmf.init(store);
+    KeyStore empty = KeyStore.getInstance("PKCS12");
+    empty.load(null, null);
+    tmf.init(trust ? store : empty);
     SSLContext c = SSLContext.getInstance("TLS");
     c.init(kmf.getKeyManagers(), tmf.getTrustManagers(), null);
     return c;
@@ -65,9 +71,9 @@ class HttpTransportTlsTest {
   void requestsAndMessagesTravelOverTls() throws Exception {
     HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
     try (HttpTransport a = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
-            .clusterKey(HttpTransportTest.KEY).tls(trusted).build();
+            .clusterKey(HttpTransportTest.KEY).tls(trusted).connectTimeout(Duration.ofSeconds(20)).build();
         HttpTransport b = HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
-            .clusterKey(HttpTransportTest.KEY).tls(trusted).build()) {
+            .clusterKey(HttpTransportTest.KEY).tls(trusted).connectTimeout(Duration.ofSeconds(20)).build()) {
       a.start(ra);
       b.start(new HttpTransportTest.Recorder());
       byte[] answer = b.request(a.localAddress(), "tls".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10))
@@ -80,14 +86,15 @@ class HttpTransportTlsTest {
 
   @Test
   void peerWithAnUntrustedCertificateIsRefused() throws Exception {
+    // b trusts no certificate, so it must refuse a's
     try (HttpTransport a = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
-            .clusterKey(HttpTransportTest.KEY).tls(untrusted).build();
+            .clusterKey(HttpTransportTest.KEY).tls(trusted).connectTimeout(Duration.ofSeconds(20)).build();
         HttpTransport b = HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
-            .clusterKey(HttpTransportTest.KEY).tls(trusted).build()) {
+            .clusterKey(HttpTransportTest.KEY).tls(untrusted).connectTimeout(Duration.ofSeconds(20)).build()) {
       a.start(new HttpTransportTest.Recorder());
       b.start(new HttpTransportTest.Recorder());
       CompletableFuture<byte[]> f = b.request(a.localAddress(), new byte[1], Duration.ofSeconds(10));
-      ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(20, TimeUnit.SECONDS));
+      ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(60, TimeUnit.SECONDS));
       TransportException te = (TransportException) e.getCause();
       assertTrue(te.kind() == TransportException.Kind.PROTOCOL || te.kind() == TransportException.Kind.UNREACHABLE,
           "kind " + te.kind());

@@ -1,0 +1,55 @@
+package io.github.prefixrouter.bench.route;
+
+import io.github.prefixrouter.RouteDecision;
+import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+
+/**
+ * Routing-decision latency: the library's full decision (hash the prompt's blocks, match the
+ * local tree, one pass over the replica index for all peers, cost every candidate, build the
+ * {@link RouteDecision}) side by side with a naive per-peer scan that only finds the longest
+ * match (a lower bound on what the naive design would cost for a full decision).
+ */
+@State(Scope.Thread)
+@BenchmarkMode(Mode.SampleTime)
+@OutputTimeUnit(TimeUnit.NANOSECONDS)
+public class RouteBenchmark {
+
+  @Param({"4", "64", "1024"})
+  public int peers;
+
+  @Param({"512", "4096"})
+  public int promptTokens;
+
+  private RouteFixture fixture;
+  private int next;
+
+  @Setup(Level.Trial)
+  public void setUp() {
+    fixture = new RouteFixture(peers, promptTokens, 42);
+  }
+
+  private int[] nextQuery() {
+    int[][] q = fixture.queries;
+    next = (next + 1) & (q.length - 1);
+    return q[next];
+  }
+
+  @Benchmark
+  public RouteDecision decide() {
+    return fixture.decide.apply(nextQuery());
+  }
+
+  @Benchmark
+  public int naivePerPeerScan() {
+    return fixture.naiveBest(nextQuery());
+  }
+}

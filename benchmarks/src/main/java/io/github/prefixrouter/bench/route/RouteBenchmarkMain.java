@@ -1,0 +1,150 @@
+package io.github.prefixrouter.bench.route;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Locale;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.results.RunResult;
+import org.openjdk.jmh.runner.Runner;
+import org.openjdk.jmh.runner.RunnerException;
+import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
+import org.openjdk.jmh.runner.options.OptionsBuilder;
+import org.openjdk.jmh.runner.options.TimeValue;
+import org.openjdk.jmh.util.Statistics;
+
+/**
+ * Runs {@link RouteBenchmark} and writes {@code benchmarks/target/results/route.json}.
+ *
+ * <pre>
+ *   benchmarks/run route            quick: 1 fork, 2 x 1 s warm-up, 3 x 1 s measurement
+ *   benchmarks/run route --full     2 forks, 3 x 2 s warm-up, 5 x 2 s measurement
+ *   benchmarks/run route --out F    write the JSON to F
+ * </pre>
+ *
+ * The JSON holds, per (implementation, peers, prompt tokens): samples, mean, p50, p90, p99 and
+ * p99.9 in nanoseconds; per (peers, prompt tokens) the ratio naive / library at p50 and p99;
+ * and the target check (p99 of the library's decision at 64 peers and 4,096 tokens at most
+ * 10,000 ns).
+ */
+public final class RouteBenchmarkMain {
+
+  static final long TARGET_P99_NANOS = 10_000;
+
+  private RouteBenchmarkMain() {}
+
+  public static void main(String[] args) throws RunnerException, IOException {
+    boolean full = false;
+    Path out = Path.of("benchmarks", "target", "results", "route.json");
+    if (!Files.isDirectory(Path.of("benchmarks")) && Files.isDirectory(Path.of("target"))) {
+      out = Path.of("target", "results", "route.json");
+    }
+    for (int i = 0; i < args.length; i++) {
+      switch (args[i]) {
+        case "--full" -> full = true;
+        case "--out" -> out = Path.of(args[++i]);
+        default -> {
+          System.err.println("usage: RouteBenchmarkMain [--full] [--out FILE]");
+          System.exit(2);
+        }
+      }
+    }
+    ChainedOptionsBuilder o = new OptionsBuilder()
+        .include(RouteBenchmark.class.getName() + "\\.")
+        .timeUnit(TimeUnit.NANOSECONDS)
+        .jvmArgsAppend("-Xmx3g");
+    if (full) {
+      o.forks(2).warmupIterations(3).warmupTime(TimeValue.seconds(2))
+          .measurementIterations(5).measurementTime(TimeValue.seconds(2));
+    } else {
+      o.forks(1).warmupIterations(2).warmupTime(TimeValue.seconds(1))
+          .measurementIterations(3).measurementTime(TimeValue.seconds(1));
+    }
+    Collection<RunResult> results = new Runner(o.build()).run();
+    String json = toJson(results, full);
+    Files.createDirectories(out.toAbsolutePath().getParent());
+    Files.writeString(out, json, StandardCharsets.UTF_8);
+    System.out.println(table(results));
+    System.out.println("wrote " + out.toAbsolutePath());
+  }
+
+  record Row(String impl, int peers, int tokens, Statistics s) {}
+
+  static List<Row> rows(Collection<RunResult> results) {
+    List<Row> rows = new ArrayList<>();
+    for (RunResult r : results) {
+      String label = r.getParams().getBenchmark();
+      String impl = label.substring(label.lastIndexOf('.') + 1);
+      int peers = Integer.parseInt(r.getParams().getParam("peers"));
+      int tokens = Integer.parseInt(r.getParams().getParam("promptTokens"));
+      rows.add(new Row(impl, peers, tokens, r.getPrimaryResult().getStatistics()));
+    }
+    return rows;
+  }
+
+  static String table(Collection<RunResult> results) {
+    StringBuilder sb = new StringBuilder();
+    sb.append(String.format(Locale.ROOT, "%-18s %6s %6s %10s %10s %10s %10s%n", "impl", "peers",
+        "tokens", "p50 ns", "p99 ns", "p99.9 ns", "mean ns"));
+    for (Row r : rows(results)) {
+      sb.append(String.format(Locale.ROOT, "%-18s %6d %6d %10.0f %10.0f %10.0f %10.0f%n",
+          r.impl, r.peers, r.tokens, r.s.getPercentile(50), r.s.getPercentile(99),
+          r.s.getPercentile(99.9), r.s.getMean()));
+    }
+    return sb.toString();
+  }
+
+  static String toJson(Collection<RunResult> results, boolean full) {
+    List<Row> rows = rows(results);
+    StringBuilder sb = new StringBuilder();
+    sb.append("{\n  \"benchmark\": \"route\",\n  \"mode\": \"").append(full ? "full" : "quick")
+        .append("\",\n  \"unit\": \"ns\",\n  \"results\": [\n");
+    for (int i = 0; i < rows.size(); i++) {
+      Row r = rows.get(i);
+      sb.append(String.format(Locale.ROOT,
+          "    {\"impl\": \"%s\", \"peers\": %d, \"promptTokens\": %d, \"samples\": %d, "
+              + "\"mean\": %.1f, \"p50\": %.1f, \"p90\": %.1f, \"p99\": %.1f, \"p999\": %.1f}%s%n",
+          r.impl, r.peers, r.tokens, r.s.getN(), r.s.getMean(), r.s.getPercentile(50),
+          r.s.getPercentile(90), r.s.getPercentile(99), r.s.getPercentile(99.9),
+          i + 1 < rows.size() ? "," : ""));
+    }
+    sb.append("  ],\n  \"ratios\": [\n");
+    TreeMap<String, Row[]> pairs = new TreeMap<>();
+    for (Row r : rows) {
+      String key = String.format(Locale.ROOT, "%05d/%05d", r.peers, r.tokens);
+      Row[] p = pairs.computeIfAbsent(key, k -> new Row[2]);
+      p[r.impl.equals("decide") ? 0 : 1] = r;
+    }
+    List<String> lines = new ArrayList<>();
+    Row target = null;
+    for (Row[] p : pairs.values()) {
+      if (p[0] != null && p[0].peers == 64 && p[0].tokens == 4096) {
+        target = p[0];
+      }
+      if (p[0] == null || p[1] == null) {
+        continue;
+      }
+      lines.add(String.format(Locale.ROOT,
+          "    {\"peers\": %d, \"promptTokens\": %d, \"naiveOverLibraryP50\": %.2f, "
+              + "\"naiveOverLibraryP99\": %.2f}",
+          p[0].peers, p[0].tokens, p[1].s.getPercentile(50) / p[0].s.getPercentile(50),
+          p[1].s.getPercentile(99) / p[0].s.getPercentile(99)));
+    }
+    sb.append(String.join(",\n", lines)).append("\n  ],\n");
+    if (target != null) {
+      double p99 = target.s.getPercentile(99);
+      sb.append(String.format(Locale.ROOT,
+          "  \"target\": {\"peers\": 64, \"promptTokens\": 4096, \"p99LimitNs\": %d, "
+              + "\"p99Ns\": %.1f, \"met\": %b}%n",
+          TARGET_P99_NANOS, p99, p99 <= TARGET_P99_NANOS));
+    } else {
+      sb.append("  \"target\": null\n");
+    }
+    return sb.append("}\n").toString();
+  }
+}

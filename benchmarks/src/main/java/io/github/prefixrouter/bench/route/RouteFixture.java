@@ -1,0 +1,155 @@
+package io.github.prefixrouter.bench.route;
+
+import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.internal.gossip.GossipConfig;
+import io.github.prefixrouter.internal.gossip.GossipEngine;
+import io.github.prefixrouter.internal.route.RoutingDecisions;
+import io.github.prefixrouter.internal.tree.BlockHasher;
+import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.SplittableRandom;
+import java.util.function.Function;
+
+/**
+ * A node's routing state with {@code peers} peers, built through the real gossip protocol: every
+ * peer runs a {@link GossipEngine} whose summary holds a random-length prefix of one of 16 base
+ * prompts, and exchanges anti-entropy rounds with the observing node (messages delivered
+ * in-process, synchronously) until the observer's replicas hold every peer. The observer's local
+ * tree holds a few prompts of its own. The same block sets also feed the naive baseline: one
+ * {@code HashSet<Long>} per peer, scanned peer by peer.
+ */
+final class RouteFixture {
+
+  static final int BASES = 16;
+
+  final int peers;
+  final int promptTokens;
+  final Function<int[], RouteDecision> decide;
+  final int[][] queries;
+  final BlockHasher hasher = new BlockHasher(16, 0);
+  final List<Set<Long>> naiveReplicas = new ArrayList<>();
+  final long[] naiveChain;
+  final int[] naiveOut;
+
+  RouteFixture(int peers, int promptTokens, long seed) {
+    this.peers = peers;
+    this.promptTokens = promptTokens;
+    SplittableRandom r = new SplittableRandom(seed);
+    int[][] bases = new int[BASES][];
+    for (int b = 0; b < BASES; b++) {
+      bases[b] = new int[promptTokens];
+      for (int i = 0; i < promptTokens; i++) {
+        bases[b][i] = r.nextInt(100_000);
+      }
+    }
+    int blocks = promptTokens / 16;
+    SimulatedScheduler sim = new SimulatedScheduler();
+    RouterConfig config = RouterConfig.builder().maxPeers(Math.max(16, 2 * peers)).build();
+    // one exchange moves at most one message worth of updates, so the peers (which learn each
+    // other through the observer) stay cheap to set up: O(peers) bytes per exchange
+    GossipConfig observerCfg = GossipConfig.builder().maxPeers(config.maxPeers())
+        .snapshotBytesPerExchange(65_536).build();
+    GossipConfig peerCfg = GossipConfig.builder().maxPeers(config.maxPeers())
+        .snapshotBytesPerExchange(65_536).maxBlocksTotal(65_536).build();
+    Map<String, GossipEngine> engines = new HashMap<>();
+    PeerAddress self = new PeerAddress("me", "bench:me");
+    GossipEngine observer = new GossipEngine(self, 1, observerCfg, List.of(), sim, sim,
+        new SplittableRandom(seed), () -> EngineLoad.IDLE,
+        (to, payload) -> deliver(engines, self, to, payload));
+    engines.put("me", observer);
+    List<GossipEngine> peerEngines = new ArrayList<>();
+    for (int p = 0; p < peers; p++) {
+      PeerAddress a = new PeerAddress("p" + p, "bench:p" + p);
+      GossipEngine e = new GossipEngine(a, 1, peerCfg, List.of(self), sim, sim,
+          new SplittableRandom(seed + p + 1), () -> new EngineLoad(0, 1),
+          (to, payload) -> deliver(engines, a, to, payload));
+      engines.put(a.nodeId(), e);
+      int[] base = bases[p % BASES];
+      long[] chain = new long[blocks];
+      hasher.chain(base, base.length, chain);
+      int held = r.nextInt(blocks + 1);
+      long[] mine = Arrays.copyOf(chain, held);
+      if (held > 0) {
+        e.localSummary().onStored(mine);
+      }
+      Set<Long> naive = new HashSet<>();
+      for (long h : mine) {
+        naive.add(h);
+      }
+      naiveReplicas.add(naive);
+      peerEngines.add(e);
+    }
+    long expected = naiveReplicas.stream().mapToLong(Set::size).sum();
+    long replicated = 0;
+    for (int round = 0; round < 10; round++) {
+      // each peer starts one exchange; the first one goes to its seed, the observer
+      for (GossipEngine e : peerEngines) {
+        e.runRound();
+      }
+      replicated = observer.view().peers().stream().mapToLong(v -> v.replicaBlocks()).sum();
+      if (observer.view().peers().size() == peers && replicated == expected) {
+        break;
+      }
+    }
+    if (observer.view().peers().size() != peers || replicated != expected) {
+      throw new IllegalStateException("fixture did not converge: " + observer.view().peers().size()
+          + " peers, " + replicated + " of " + expected + " blocks replicated");
+    }
+    ConcurrentPrefixTree local = ConcurrentPrefixTree.selfManaged(1 << 20);
+    local.insert(Arrays.copyOf(bases[0], promptTokens / 4));
+    local.insert(bases[1]);
+    this.decide = RoutingDecisions.planner(config, "me", local, observer, sim,
+        () -> new EngineLoad(1, 2));
+    this.queries = new int[8][];
+    for (int q = 0; q < queries.length; q++) {
+      int[] t = bases[q % 4].clone();
+      for (int i = promptTokens - 64; i < promptTokens; i++) {
+        t[i] = r.nextInt(100_000);
+      }
+      queries[q] = t;
+    }
+    this.naiveChain = new long[blocks];
+    this.naiveOut = new int[peers];
+  }
+
+  private static void deliver(Map<String, GossipEngine> engines, PeerAddress from, PeerAddress to,
+      byte[] payload) {
+    GossipEngine target = engines.get(to.nodeId());
+    if (target != null) {
+      target.onMessage(from, payload);
+    }
+  }
+
+  /**
+   * The baseline: hash the prompt, then for each peer walk the chain in its own hash set until
+   * the first miss, and pick the longest. What a router without a shared block index does.
+   */
+  int naiveBest(int[] tokens) {
+    int n = hasher.chain(tokens, tokens.length, naiveChain);
+    int best = -1;
+    int bestLen = -1;
+    for (int p = 0; p < naiveReplicas.size(); p++) {
+      Set<Long> s = naiveReplicas.get(p);
+      int k = 0;
+      while (k < n && s.contains(naiveChain[k])) {
+        k++;
+      }
+      naiveOut[p] = k;
+      if (k > bestLen) {
+        bestLen = k;
+        best = p;
+      }
+    }
+    return best;
+  }
+}

@@ -1,0 +1,60 @@
+package io.github.prefixrouter.internal.gossip;
+
+import java.util.Arrays;
+
+/**
+ * Test access to a gossip engine's exact state, for the fault campaign's convergence and
+ * resource checks (the engine's accessors are package-private).
+ */
+public final class GossipProbe {
+
+  private final GossipEngine engine;
+
+  public GossipProbe(Object engine) {
+    this.engine = (GossipEngine) engine;
+  }
+
+  public long generation() {
+    return engine.generation();
+  }
+
+  /** This node's own advertised block hashes, sorted, and their version. */
+  public long[] ownBlocks() {
+    long[] h = engine.localSummary().snapshot().hashes();
+    Arrays.sort(h);
+    return h;
+  }
+
+  public long ownVersion() {
+    return engine.localSummary().version();
+  }
+
+  /** The replica of {@code nodeId}, sorted, or null if it is not a live member. */
+  public long[] replicaOf(String nodeId) {
+    long[] r = engine.replicaOf(nodeId);
+    if (r != null) {
+      Arrays.sort(r);
+    }
+    return r;
+  }
+
+  /** (generation, version) of the replica of {@code nodeId}, or null. */
+  public long[] replicaVersion(String nodeId) {
+    return engine.replicaVersion(nodeId);
+  }
+
+  /** Members tracked, tombstones included. */
+  public int memberCount() {
+    return engine.memberCount();
+  }
+
+  /** Estimated bytes held by replicas, relay logs, membership and snapshot buffers. */
+  public long retainedBytes() {
+    return engine.retainedBytesEstimate();
+  }
+
+  /** Throws IllegalStateException if an internal invariant or cap is violated. */
+  public void checkInvariants() {
+    engine.checkInvariants();
+  }
+}
