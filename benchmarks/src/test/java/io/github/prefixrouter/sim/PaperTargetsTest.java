@@ -76,7 +76,7 @@ class PaperTargetsTest {
    * The paper saw a larger gain under skew than uniform. Not met by this model: with KV caches
    * that cannot hold every subject's prefix, no routing suffers most under the uniform
    * distribution (every node must cycle through all 57 prefixes), so routing gains most there.
-   * Measured (main job, 2 ms): paper / no-routing 0.24 uniform, 0.44 skewed. See
+   * Measured (main job, 2 ms): paper / no-routing 0.24 uniform, 0.42 skewed. See
    * docs/simulator.md, "Against the paper".
    */
   @Test
