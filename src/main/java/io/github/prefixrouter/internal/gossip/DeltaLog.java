@@ -1,8 +1,6 @@
 package io.github.prefixrouter.internal.gossip;
 
-import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.Iterator;
 import java.util.List;
 
 /**
@@ -11,11 +9,17 @@ import java.util.List;
  * {@code floor() <= v <= last()} can be brought up to date from it; an older one needs a
  * snapshot. The oldest deltas are dropped first when the bound is passed.
  *
+ * <p>Deltas carry consecutive sequence numbers, so they sit in a ring buffer where the delta
+ * following version {@code v} is found by index ({@code v - floor()}) in O(1): answering a peer
+ * costs only the deltas sent, not the length of the retained log.
+ *
  * <p>Not thread-safe.
  */
 final class DeltaLog {
 
-  private final ArrayDeque<Delta> deltas = new ArrayDeque<>();
+  private Delta[] ring = new Delta[16];
+  private int head; // index of the oldest delta
+  private int count;
   private long floor;
   private long last;
   private long hashes;
@@ -40,12 +44,18 @@ final class DeltaLog {
   }
 
   int size() {
-    return deltas.size();
+    return count;
+  }
+
+  private Delta get(int i) {
+    return ring[(head + i) & (ring.length - 1)];
   }
 
   /** Drops everything and restarts the log at {@code version}. */
   void reset(long version) {
-    deltas.clear();
+    java.util.Arrays.fill(ring, null);
+    head = 0;
+    count = 0;
     hashes = 0;
     floor = version;
     last = version;
@@ -62,15 +72,27 @@ final class DeltaLog {
     if (d.seq() != last + 1) {
       throw new IllegalArgumentException("delta " + d.seq() + " does not follow " + last);
     }
-    deltas.addLast(d);
+    if (count == ring.length) {
+      Delta[] bigger = new Delta[ring.length * 2];
+      for (int i = 0; i < count; i++) {
+        bigger[i] = get(i);
+      }
+      ring = bigger;
+      head = 0;
+    }
+    ring[(head + count) & (ring.length - 1)] = d;
+    count++;
     hashes += d.hashes().length;
     last = d.seq();
     trim();
   }
 
   private void trim() {
-    while (!deltas.isEmpty() && (hashes > maxHashes)) {
-      Delta old = deltas.removeFirst();
+    while (count > 0 && (hashes > maxHashes)) {
+      Delta old = ring[head];
+      ring[head] = null;
+      head = (head + 1) & (ring.length - 1);
+      count--;
       hashes -= old.hashes().length;
       floor = old.seq();
     }
@@ -95,12 +117,9 @@ final class DeltaLog {
       return out;
     }
     int used = 0;
-    Iterator<Delta> it = deltas.iterator();
-    while (it.hasNext()) {
-      Delta d = it.next();
-      if (d.seq() <= version) {
-        continue;
-      }
+    // covers(version) and version < last: the next delta is at index version - floor
+    for (int i = (int) (version - floor); i < count; i++) {
+      Delta d = get(i);
       int size = d.encodedSize();
       if (out.isEmpty() && size > maxSingleDelta) {
         return null;
@@ -115,6 +134,6 @@ final class DeltaLog {
   }
 
   long retainedBytes() {
-    return 64L + 48L * deltas.size() + 8L * hashes;
+    return 64L + 48L * count + 8L * hashes;
   }
 }
