@@ -25,7 +25,11 @@ import org.openjdk.jmh.util.Statistics;
  *   benchmarks/run route            quick: 1 fork, 2 x 1 s warm-up, 3 x 1 s measurement
  *   benchmarks/run route --full     2 forks, 3 x 2 s warm-up, 5 x 2 s measurement
  *   benchmarks/run route --out F    write the JSON to F
+ *   benchmarks/run route --peers 4,64 --tokens 4096   a subset of the sizes
  * </pre>
+ *
+ * The 1,024-peer fixture is built through real anti-entropy exchanges and takes a few minutes
+ * on 2 cores; {@code --peers 4,64} skips it.
  *
  * The JSON holds, per (implementation, peers, prompt tokens): samples, mean, p50, p90, p99 and
  * p99.9 in nanoseconds; per (peers, prompt tokens) the ratio naive / library at p50 and p99;
@@ -40,6 +44,8 @@ public final class RouteBenchmarkMain {
 
   public static void main(String[] args) throws RunnerException, IOException {
     boolean full = false;
+    String peers = null;
+    String tokens = null;
     Path out = Path.of("benchmarks", "target", "results", "route.json");
     if (!Files.isDirectory(Path.of("benchmarks")) && Files.isDirectory(Path.of("target"))) {
       out = Path.of("target", "results", "route.json");
@@ -48,8 +54,11 @@ public final class RouteBenchmarkMain {
       switch (args[i]) {
         case "--full" -> full = true;
         case "--out" -> out = Path.of(args[++i]);
+        case "--peers" -> peers = args[++i];
+        case "--tokens" -> tokens = args[++i];
         default -> {
-          System.err.println("usage: RouteBenchmarkMain [--full] [--out FILE]");
+          System.err.println(
+              "usage: RouteBenchmarkMain [--full] [--out FILE] [--peers N,..] [--tokens N,..]");
           System.exit(2);
         }
       }
@@ -58,6 +67,12 @@ public final class RouteBenchmarkMain {
         .include(RouteBenchmark.class.getName() + "\\.")
         .timeUnit(TimeUnit.NANOSECONDS)
         .jvmArgsAppend("-Xmx3g");
+    if (peers != null) {
+      o.param("peers", peers.split(","));
+    }
+    if (tokens != null) {
+      o.param("promptTokens", tokens.split(","));
+    }
     if (full) {
       o.forks(2).warmupIterations(3).warmupTime(TimeValue.seconds(2))
           .measurementIterations(5).measurementTime(TimeValue.seconds(2));

@@ -91,11 +91,13 @@ final class RouteFixture {
     }
     long expected = naiveReplicas.stream().mapToLong(Set::size).sum();
     long replicated = 0;
-    for (int round = 0; round < 10; round++) {
-      // each peer starts one exchange; the first one goes to its seed, the observer
+    for (int round = 0; round < 40; round++) {
+      // each peer starts one exchange (the first goes to its seed, the observer), and the
+      // observer pulls from a few peers of its own
       for (GossipEngine e : peerEngines) {
         e.runRound();
       }
+      observer.runRound();
       replicated = observer.view().peers().stream().mapToLong(v -> v.replicaBlocks()).sum();
       if (observer.view().peers().size() == peers && replicated == expected) {
         break;
