@@ -30,7 +30,6 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.function.BiFunction;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -69,10 +68,6 @@ class HostileInputTest {
   // ---------------------------------------------------------------- forged forwarding frames
 
   @Test
-  @Disabled("BUG in RouterNode.onForwardRequest: the hop count of a received FORWARD is taken"
-      + " from the frame, so a peer that sends hops=0 makes the receiver treat the request as"
-      + " fresh and forward it again, beyond the hop limit; a received forward should count as"
-      + " at least max(1, hops) hops")
   void aForwardClaimingZeroHopsIsNotForwardedAgain() {
     ScriptedCluster c = new ScriptedCluster(LONGEST, 1, List.of("b", "c")).start();
     int[] p = ScriptedCluster.prompt(7, 256);

@@ -112,7 +112,8 @@ final class ForwardCodec {
   }
 
   static byte[] busy(String requestId, int queueDepth) {
-    ByteWriter w = new ByteWriter(32, 256);
+    // id up to 512 UTF-8 bytes + its length + type, version and a varint
+    ByteWriter w = new ByteWriter(32, 1024);
     w.writeByte(BUSY).writeByte(VERSION);
     writeId(w, requestId);
     w.writeVarInt(Math.max(0, queueDepth));
@@ -142,7 +143,8 @@ final class ForwardCodec {
   }
 
   static byte[] cancel(String requestId, String origin) {
-    ByteWriter w = new ByteWriter(64, 512);
+    // id up to 512 UTF-8 bytes + origin up to 64 ASCII + lengths, type and version
+    ByteWriter w = new ByteWriter(64, 1152);
     w.writeByte(CANCEL).writeByte(VERSION);
     writeId(w, requestId);
     w.writeAscii(origin, PeerAddress.MAX_NODE_ID_LENGTH);

@@ -615,7 +615,8 @@ public final class RouterNode implements PrefixRouterNode {
         refusedForPeers.increment();
         return CompletableFuture.completedFuture(ForwardCodec.busy(id, load.queueDepth()));
       }
-      Execution ex = new Execution(fw.request(), fw.hops(), from.nodeId());
+      // a received forward has travelled at least one hop, whatever the frame claims
+      Execution ex = new Execution(fw.request(), Math.max(1, fw.hops()), from.nodeId());
       existing = servingForPeers.putIfAbsent(key, ex);
       if (existing == null) {
         inFlight.incrementAndGet();
