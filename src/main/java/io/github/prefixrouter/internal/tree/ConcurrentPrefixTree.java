@@ -36,8 +36,9 @@ import org.slf4j.LoggerFactory;
  *       ({@code int[] keys}, {@code Node[] kids}): a linear scan for up to 8 children, binary
  *       search above. Matching compares edges with {@link Arrays#mismatch(int[], int, int,
  *       int[], int, int)}, which the JIT vectorizes. (Edges packed to 2.125 bytes per token,
- *       16 low bits plus one bit per id, were measured: they cut memory per token by 40% but
- *       made the match 2 to 5 times slower, since a comparison of chars with ints is scalar.)
+ *       16 low bits plus one bit per id, were measured: they cut memory per token by 35 to 47%
+ *       but made the match 2 to 6 times slower, since a comparison of chars with ints is
+ *       scalar; see docs/tree.md.)
  *   <li><b>Blocks.</b> Every node keeps one chained hash ({@link BlockHasher}): that of the
  *       last full block ending at or before its end. An insert hashes only its new blocks
  *       (continuing from that hash; a path that leaves an edge mid-way rehashes at most that
@@ -1124,7 +1125,8 @@ public final class ConcurrentPrefixTree {
    * Adds a listener and returns, atomically with the registration, the hashes of every block
    * held now (in depth-first prefix order: a block before its continuations). The listener then
    * receives exactly the changes made after this snapshot, so the snapshot plus the replayed
-   * events always equal the blocks held.
+   * events always equal the blocks held. Like {@link #blockHashes()}, the snapshot is
+   * recomputed from the cached tokens under the write lock.
    */
   public long[] addListenerWithSnapshot(BlockEventListener listener) {
     Objects.requireNonNull(listener, "listener");
@@ -1152,7 +1154,11 @@ public final class ConcurrentPrefixTree {
     }
   }
 
-  /** The hashes of every block held now, in depth-first prefix order. */
+  /**
+   * The hashes of every block held now, in depth-first prefix order. They are recomputed from
+   * the cached tokens (the tree keeps one hash per node), so this takes time linear in the
+   * cached tokens, about 1 ns each, under the write lock.
+   */
   public long[] blockHashes() {
     long ws = lock.writeLock();
     try {
