@@ -491,6 +491,10 @@ public final class ConcurrentPrefixTree {
     }
   }
 
+  private Node newNode() {
+    return mode == Mode.ENGINE_DRIVEN ? new EngineNode() : new Node();
+  }
+
   private void touch(Node n, long now) {
     n.stamp = now;
     if (n.heapIndex >= 0) {
@@ -502,7 +506,7 @@ public final class ConcurrentPrefixTree {
   private Node splitAt(Node n, int d) {
     int m = d - n.start;
     int[] e = n.edge;
-    Node u = new Node();
+    Node u = newNode();
     u.edge = Arrays.copyOfRange(e, 0, m);
     u.start = n.start;
     u.stamp = n.stamp;
@@ -514,9 +518,9 @@ public final class ConcurrentPrefixTree {
     u.lastHash = ku == 0 ? n.parent.lastHash : hashEndingAt(n, (d / blockSize) * blockSize);
     if (ku > 0) {
       int total = blockCount(n);
-      if (n.engineBlocks != null) {
-        u.engineBlocks = Arrays.copyOfRange(n.engineBlocks, 0, ku);
-        n.engineBlocks = ku == total ? null : Arrays.copyOfRange(n.engineBlocks, ku, total);
+      if (n.engineBlocks() != null) {
+        u.engineBlocks(Arrays.copyOfRange(n.engineBlocks(), 0, ku));
+        n.engineBlocks(ku == total ? null : Arrays.copyOfRange(n.engineBlocks(), ku, total));
         reindex(u);
       }
     }
@@ -528,7 +532,7 @@ public final class ConcurrentPrefixTree {
   }
 
   private Node addLeaf(Node parent, int[] t, int off, int to, int shift, long now) {
-    Node leaf = new Node();
+    Node leaf = newNode();
     leaf.edge = Arrays.copyOfRange(t, off, to);
     leaf.start = off + shift;
     leaf.stamp = now;
@@ -538,7 +542,7 @@ public final class ConcurrentPrefixTree {
     long[] added = hashNewBlocks(parent, leaf.start, leaf.start + leaf.edge.length, t, shift);
     leaf.lastHash = added == null ? parent.lastHash : added[added.length - 1];
     if (added != null && mode == Mode.ENGINE_DRIVEN) {
-      leaf.engineBlocks = new long[added.length];
+      leaf.engineBlocks(new long[added.length]);
     }
     boolean wasLeaf = parent.kids.length == 0;
     insertChild(parent, leaf);
@@ -561,7 +565,7 @@ public final class ConcurrentPrefixTree {
     if (added != null) {
       n.lastHash = added[added.length - 1];
       if (mode == Mode.ENGINE_DRIVEN) {
-        n.engineBlocks = concat(n.engineBlocks, new long[added.length]);
+        n.engineBlocks(concat(n.engineBlocks(), new long[added.length]));
       }
     }
     size += to - off;
@@ -722,7 +726,7 @@ public final class ConcurrentPrefixTree {
     System.arraycopy(c.edge, 0, e, p.edge.length, c.edge.length);
     Node gp = p.parent;
     if (mode == Mode.ENGINE_DRIVEN) {
-      c.engineBlocks = concat(p.engineBlocks, c.engineBlocks);
+      c.engineBlocks(concat(p.engineBlocks(), c.engineBlocks()));
     }
     c.edge = e;
     c.start = p.start;
@@ -762,9 +766,9 @@ public final class ConcurrentPrefixTree {
       } else {
         l.lastHash = hashEndingAt(l, (l.start / blockSize + keep) * blockSize);
       }
-      if (l.engineBlocks != null) {
-        unindex(l.engineBlocks, keep, l.engineBlocks.length);
-        l.engineBlocks = keep == 0 ? null : Arrays.copyOf(l.engineBlocks, keep);
+      if (l.engineBlocks() != null) {
+        unindex(l.engineBlocks(), keep, l.engineBlocks().length);
+        l.engineBlocks(keep == 0 ? null : Arrays.copyOf(l.engineBlocks(), keep));
       }
     }
     size -= l.edge.length - newLen;
@@ -797,8 +801,8 @@ public final class ConcurrentPrefixTree {
       if (listeners.length > 0) {
         evictedBuf.addAll(blockHashesOf(l));
       }
-      if (l.engineBlocks != null) {
-        unindex(l.engineBlocks, 0, l.engineBlocks.length);
+      if (l.engineBlocks() != null) {
+        unindex(l.engineBlocks(), 0, l.engineBlocks().length);
       }
     }
     size -= l.edge.length;
@@ -923,7 +927,7 @@ public final class ConcurrentPrefixTree {
         unknownParents++;
         return;
       }
-      d = blockEnd(n, indexOfHash(n.engineBlocks, primary));
+      d = blockEnd(n, indexOfHash(n.engineBlocks(), primary));
     }
     Node end = extend(n, d, tokens, 0, tokens.length, d, 0, false);
     // record the engine's hashes on the blocks of the path, deepest first
@@ -934,9 +938,9 @@ public final class ConcurrentPrefixTree {
         x = x.parent;
       }
       int k = blockEndDepth / blockSize - x.start / blockSize - 1;
-      long existing = x.engineBlocks[k];
+      long existing = x.engineBlocks()[k];
       if (existing == 0) {
-        x.engineBlocks[k] = hashes[i];
+        x.engineBlocks()[k] = hashes[i];
         engineIndex.put(hashes[i], x);
       } else if (existing == hashes[i]) {
         duplicateBlocks++;
@@ -965,7 +969,7 @@ public final class ConcurrentPrefixTree {
         unknownBlocks++;
         continue;
       }
-      int k = indexOfHash(n.engineBlocks, h);
+      int k = indexOfHash(n.engineBlocks(), h);
       // everything continuing the block goes, then the block itself and the rest of the edge
       for (Node c : n.kids.clone()) {
         removeSubtree(c);
@@ -1029,8 +1033,8 @@ public final class ConcurrentPrefixTree {
   }
 
   private void reindex(Node n) {
-    if (n.engineBlocks != null) {
-      for (long h : n.engineBlocks) {
+    if (n.engineBlocks() != null) {
+      for (long h : n.engineBlocks()) {
         if (h != 0) {
           engineIndex.put(h, n);
         }
@@ -1333,6 +1337,8 @@ public final class ConcurrentPrefixTree {
       System.arraycopy(n.edge, 0, path, n.start, n.edge.length);
       if (n != root) {
         require(n.edge.length > 0, "empty edge at depth " + n.start);
+        require((mode == Mode.ENGINE_DRIVEN) == (n instanceof EngineNode),
+            "node class does not fit the mode at depth " + n.start);
         total += n.edge.length;
         checkBlocks(n, path);
         boolean leaf = n.kids.length == 0;
@@ -1381,7 +1387,7 @@ public final class ConcurrentPrefixTree {
       require(n.lastHash == h,
           "wrong hash of the last block ending by depth " + end + " (at depth " + n.start + ")");
       if (count == 0) {
-        require(n.engineBlocks == null, "engine hashes on a node without blocks");
+        require(n.engineBlocks() == null, "engine hashes on a node without blocks");
         return;
       }
       blocks += count;
@@ -1392,13 +1398,13 @@ public final class ConcurrentPrefixTree {
             "wrong block hash for the block ending at " + (first + k + 1) * blockSize);
       }
       if (mode == Mode.ENGINE_DRIVEN) {
-        require(n.engineBlocks != null && n.engineBlocks.length == count,
+        require(n.engineBlocks() != null && n.engineBlocks().length == count,
             "engine hashes missing at depth " + n.start);
-        for (long eh : n.engineBlocks) {
+        for (long eh : n.engineBlocks()) {
           require(eh != 0 && engineIndex.get(eh) == n, "engine hash not indexed to its node");
         }
       } else {
-        require(n.engineBlocks == null, "engine hashes in a self-managed tree");
+        require(n.engineBlocks() == null, "engine hashes in a self-managed tree");
       }
     }
 
@@ -1448,7 +1454,7 @@ public final class ConcurrentPrefixTree {
    * written only under the write lock and read under an optimistic stamp; the rest is touched
    * only under the write lock.
    */
-  static final class Node {
+  static class Node {
     /** The edge's token ids. */
     int[] edge;
     int[] keys;
@@ -1460,12 +1466,39 @@ public final class ConcurrentPrefixTree {
      * recomputed from the tokens when needed.
      */
     long lastHash = BlockHasher.ROOT_PARENT;
-    /** Engine-driven mode: the engine's hashes of the same blocks, or null. */
-    long[] engineBlocks;
     long stamp;
     int start;
     int locks;
     int heapIndex = -1;
+
+    /** Engine-driven mode: the engine's hashes of the blocks ending on the edge, or null. */
+    long[] engineBlocks() {
+      return null;
+    }
+
+    void engineBlocks(long[] hashes) {
+      if (hashes != null) {
+        throw new AssertionError("engine hashes on a self-managed node");
+      }
+    }
+  }
+
+  /**
+   * A node of an engine-driven tree: self-managed nodes do without the field (a node object
+   * of 56 rather than 64 bytes).
+   */
+  static final class EngineNode extends Node {
+    long[] engineBlocks;
+
+    @Override
+    long[] engineBlocks() {
+      return engineBlocks;
+    }
+
+    @Override
+    void engineBlocks(long[] hashes) {
+      engineBlocks = hashes;
+    }
   }
 
   /**
