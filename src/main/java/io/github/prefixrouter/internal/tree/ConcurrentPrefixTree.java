@@ -31,17 +31,20 @@ import org.slf4j.LoggerFactory;
  * <h2>Design notes</h2>
  *
  * <ul>
- *   <li><b>Shape.</b> Nodes hold a compressed edge (token ids, never empty except at the root)
- *       and their children in two parallel arrays sorted by first token ({@code int[] keys},
- *       {@code Node[] kids}): a linear scan for up to 8 children, binary search above.
- *   <li><b>Packed edges.</b> An edge is one {@code char[]} ({@link PackedTokens}): 16 low bits
- *       per id plus one bit per id for bit 16 when every id is below 2^17 (every tokenizer
- *       vocabulary up to 131,072 ids: 2.125 bytes per token instead of 4), else 16 low and 16
- *       high bits per id. Matching compares group by group of 16 ids, a plain char comparison
- *       for a group whose ids are all below 65,536 (nearly all groups of real text).
- *   <li><b>Blocks.</b> Every node keeps the chained hashes ({@link BlockHasher}) of the full
- *       blocks whose last token lies on its edge, so stored/evicted events never rehash what is
- *       already cached: an insert hashes only its new blocks, an eviction hashes nothing.
+ *   <li><b>Shape.</b> Nodes hold a compressed edge ({@code int[]} of token ids, never empty
+ *       except at the root) and their children in two parallel arrays sorted by first token
+ *       ({@code int[] keys}, {@code Node[] kids}): a linear scan for up to 8 children, binary
+ *       search above. Matching compares edges with {@link Arrays#mismatch(int[], int, int,
+ *       int[], int, int)}, which the JIT vectorizes. (Edges packed to 2.125 bytes per token,
+ *       16 low bits plus one bit per id, were measured: they cut memory per token by 35 to 47%
+ *       but made the match 2 to 6 times slower, since a comparison of chars with ints is
+ *       scalar; see docs/tree.md.)
+ *   <li><b>Blocks.</b> Every node keeps one chained hash ({@link BlockHasher}): that of the
+ *       last full block ending at or before its end. An insert hashes only its new blocks
+ *       (continuing from that hash; a path that leaves an edge mid-way rehashes at most that
+ *       edge); an eviction recomputes the hashes of the evicted blocks from the tokens only if
+ *       a listener needs them (about 1 ns per token), instead of every node storing 8 bytes
+ *       per block.
  *   <li><b>Self-managed mode</b> (token granularity). {@link #insert} records an executed prompt;
  *       every node on its path gets the operation's access stamp (a counter, not a clock). The
  *       path is split where the prompt ends, so all tokens of a node share one stamp. This makes
@@ -134,7 +137,7 @@ public final class ConcurrentPrefixTree {
     this.capacity = b.capacityTokens;
     this.engineIndex = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
     this.aliases = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
-    root.edge = PackedTokens.EMPTY;
+    root.edge = NO_TOKENS;
     root.keys = NO_TOKENS;
     root.kids = NO_NODES;
   }
@@ -216,13 +219,13 @@ public final class ConcurrentPrefixTree {
         break;
       }
       Node c = n.kids[i];
-      char[] e = c.edge;
-      int el = c.len;
+      int[] e = c.edge;
+      int el = e.length;
       if (el == 0) {
         return -1;
       }
       int m = Math.min(el, length - pos);
-      int mm = PackedTokens.mismatch(e, el, 0, q, pos, m);
+      int mm = Arrays.mismatch(e, 0, m, q, pos, pos + m);
       if (mm >= 0) {
         return pos + mm;
       }
@@ -445,11 +448,11 @@ public final class ConcurrentPrefixTree {
   private Node extend(
       Node n, int d, int[] t, int off, int to, int shift, long now, boolean touch) {
     while (true) {
-      int nEnd = n.start + n.len;
+      int nEnd = n.start + n.edge.length;
       if (d < nEnd) { // inside n's edge
         int eo = d - n.start;
-        int m = Math.min(n.len - eo, to - off);
-        int mm = PackedTokens.mismatch(n.edge, n.len, eo, t, off, m);
+        int m = Math.min(n.edge.length - eo, to - off);
+        int mm = Arrays.mismatch(n.edge, eo, eo + m, t, off, off + m);
         int matched = mm < 0 ? m : mm;
         d += matched;
         off += matched;
@@ -488,6 +491,10 @@ public final class ConcurrentPrefixTree {
     }
   }
 
+  private Node newNode() {
+    return mode == Mode.ENGINE_DRIVEN ? new EngineNode() : new Node();
+  }
+
   private void touch(Node n, long now) {
     n.stamp = now;
     if (n.heapIndex >= 0) {
@@ -498,30 +505,26 @@ public final class ConcurrentPrefixTree {
   /** Splits n at absolute depth d (n.start < d < n.end): returns the new upper node. */
   private Node splitAt(Node n, int d) {
     int m = d - n.start;
-    char[] e = n.edge;
-    int el = n.len;
-    Node u = new Node();
-    u.edge = PackedTokens.slice(e, el, 0, m);
-    u.len = m;
+    int[] e = n.edge;
+    Node u = newNode();
+    u.edge = Arrays.copyOfRange(e, 0, m);
     u.start = n.start;
     u.stamp = n.stamp;
     u.locks = n.locks;
     u.parent = n.parent;
-    u.keys = new int[] {PackedTokens.get(e, el, m)};
+    u.keys = new int[] {e[m]};
     u.kids = new Node[] {n};
     int ku = d / blockSize - n.start / blockSize;
-    if (n.blocks != null) {
-      int total = n.blocks.length;
-      u.blocks = ku == 0 ? null : Arrays.copyOfRange(n.blocks, 0, ku);
-      n.blocks = ku == total ? null : Arrays.copyOfRange(n.blocks, ku, total);
-      if (n.engineBlocks != null) {
-        u.engineBlocks = ku == 0 ? null : Arrays.copyOfRange(n.engineBlocks, 0, ku);
-        n.engineBlocks = ku == total ? null : Arrays.copyOfRange(n.engineBlocks, ku, total);
+    u.lastHash = ku == 0 ? n.parent.lastHash : hashEndingAt(n, (d / blockSize) * blockSize);
+    if (ku > 0) {
+      int total = blockCount(n);
+      if (n.engineBlocks() != null) {
+        u.engineBlocks(Arrays.copyOfRange(n.engineBlocks(), 0, ku));
+        n.engineBlocks(ku == total ? null : Arrays.copyOfRange(n.engineBlocks(), ku, total));
         reindex(u);
       }
     }
-    n.edge = PackedTokens.slice(e, el, m, el);
-    n.len = el - m;
+    n.edge = Arrays.copyOfRange(e, m, e.length);
     n.start = d;
     replaceChild(u.parent, n, u);
     n.parent = u;
@@ -529,24 +532,24 @@ public final class ConcurrentPrefixTree {
   }
 
   private Node addLeaf(Node parent, int[] t, int off, int to, int shift, long now) {
-    Node leaf = new Node();
-    leaf.edge = PackedTokens.encode(t, off, to);
-    leaf.len = to - off;
+    Node leaf = newNode();
+    leaf.edge = Arrays.copyOfRange(t, off, to);
     leaf.start = off + shift;
     leaf.stamp = now;
     leaf.parent = parent;
     leaf.keys = NO_TOKENS;
     leaf.kids = NO_NODES;
-    leaf.blocks = hashNewBlocks(parent, leaf.start, leaf.start + leaf.len, t, shift);
-    if (leaf.blocks != null && mode == Mode.ENGINE_DRIVEN) {
-      leaf.engineBlocks = new long[leaf.blocks.length];
+    long[] added = hashNewBlocks(parent, leaf.start, leaf.start + leaf.edge.length, t, shift);
+    leaf.lastHash = added == null ? parent.lastHash : added[added.length - 1];
+    if (added != null && mode == Mode.ENGINE_DRIVEN) {
+      leaf.engineBlocks(new long[added.length]);
     }
     boolean wasLeaf = parent.kids.length == 0;
     insertChild(parent, leaf);
     if (wasLeaf && parent.heapIndex >= 0) {
       heapRemove(parent);
     }
-    size += leaf.len;
+    size += leaf.edge.length;
     if (mode == Mode.SELF_MANAGED) {
       heapAdd(leaf);
     }
@@ -554,15 +557,15 @@ public final class ConcurrentPrefixTree {
   }
 
   private void extendLeaf(Node n, int[] t, int off, int to, int shift) {
-    int oldEnd = n.start + n.len;
-    char[] e = PackedTokens.append(n.edge, n.len, t, off, to);
+    int oldEnd = n.start + n.edge.length;
+    int[] e = Arrays.copyOf(n.edge, n.edge.length + (to - off));
+    System.arraycopy(t, off, e, n.edge.length, to - off);
     long[] added = hashNewBlocks(n, oldEnd, oldEnd + (to - off), t, shift);
     n.edge = e;
-    n.len += to - off;
     if (added != null) {
-      n.blocks = concat(n.blocks, added);
+      n.lastHash = added[added.length - 1];
       if (mode == Mode.ENGINE_DRIVEN) {
-        n.engineBlocks = concat(n.engineBlocks, new long[added.length]);
+        n.engineBlocks(concat(n.engineBlocks(), new long[added.length]));
       }
     }
     size += to - off;
@@ -598,11 +601,62 @@ public final class ConcurrentPrefixTree {
     while (x.start >= f) {
       x = x.parent;
     }
-    return x.blocks[f / blockSize - x.start / blockSize - 1];
+    if (f == (x.start + x.edge.length) / blockSize * blockSize) {
+      return x.lastHash; // x's last block
+    }
+    // rehash x's blocks up to f from the last block ending before x (at most x's edge)
+    int g = x.start / blockSize * blockSize;
+    long prev = x.parent.lastHash;
+    int[] buf = new int[f - g];
+    pathTokens(x, g, f, buf);
+    for (int s = 0; s < buf.length; s += blockSize) {
+      prev = hasher.hashBlock(prev, buf, s);
+    }
+    return prev;
+  }
+
+  /** Full blocks whose last token lies on n's edge. */
+  private int blockCount(Node n) {
+    return (n.start + n.edge.length) / blockSize - n.start / blockSize;
+  }
+
+  /** Writes the tokens at depths [from, to) of the path ending on node x (to <= x.end). */
+  private static void pathTokens(Node x, int from, int to, int[] dst) {
+    Node y = x;
+    int hi = to;
+    while (hi > from) {
+      while (y.start >= hi) {
+        y = y.parent;
+      }
+      int lo = Math.max(from, y.start);
+      System.arraycopy(y.edge, lo - y.start, dst, lo - from, hi - lo);
+      hi = lo;
+    }
+  }
+
+  /**
+   * The chained hashes of the blocks whose last token lies on n's edge (null if none),
+   * recomputed from the path's tokens and the hash held by n's parent.
+   */
+  private long[] blockHashesOf(Node n) {
+    int count = blockCount(n);
+    if (count == 0) {
+      return null;
+    }
+    int g = n.start / blockSize * blockSize;
+    long prev = n.parent.lastHash;
+    int[] buf = new int[count * blockSize];
+    pathTokens(n, g, g + buf.length, buf);
+    long[] out = new long[count];
+    for (int k = 0; k < count; k++) {
+      prev = hasher.hashBlock(prev, buf, k * blockSize);
+      out[k] = prev;
+    }
+    return out;
   }
 
   private static void insertChild(Node p, Node c) {
-    int key = PackedTokens.get(c.edge, c.len, 0);
+    int key = c.edge[0];
     int[] keys = p.keys;
     int at = 0;
     while (at < keys.length && keys[at] < key) {
@@ -667,14 +721,14 @@ public final class ConcurrentPrefixTree {
 
   /** Child c absorbs its parent p (p's only child, p not the root). */
   private void mergeIntoChild(Node p, Node c) {
-    char[] e = PackedTokens.concat(p.edge, p.len, c.edge, c.len);
+    int[] e = new int[p.edge.length + c.edge.length];
+    System.arraycopy(p.edge, 0, e, 0, p.edge.length);
+    System.arraycopy(c.edge, 0, e, p.edge.length, c.edge.length);
     Node gp = p.parent;
-    c.blocks = concat(p.blocks, c.blocks);
     if (mode == Mode.ENGINE_DRIVEN) {
-      c.engineBlocks = concat(p.engineBlocks, c.engineBlocks);
+      c.engineBlocks(concat(p.engineBlocks(), c.engineBlocks()));
     }
     c.edge = e;
-    c.len += p.len;
     c.start = p.start;
     replaceChild(gp, p, c);
     c.parent = gp;
@@ -691,7 +745,7 @@ public final class ConcurrentPrefixTree {
     while (size > target && heapSize > 0) {
       Node l = heap[0];
       long excess = size - target;
-      int len = l.len;
+      int len = l.edge.length;
       if (excess < len) {
         trimLeaf(l, len - (int) excess);
       } else {
@@ -703,17 +757,22 @@ public final class ConcurrentPrefixTree {
   /** Shortens leaf l's edge to newLen >= 1 tokens, reporting the blocks that go. */
   private void trimLeaf(Node l, int newLen) {
     int keep = (l.start + newLen) / blockSize - l.start / blockSize;
-    if (l.blocks != null && keep < l.blocks.length) {
-      evictedBuf.addRange(l.blocks, keep, l.blocks.length);
-      if (l.engineBlocks != null) {
-        unindex(l.engineBlocks, keep, l.engineBlocks.length);
-        l.engineBlocks = keep == 0 ? null : Arrays.copyOf(l.engineBlocks, keep);
+    int count = blockCount(l);
+    if (keep < count) {
+      if (listeners.length > 0) { // the evicted hashes are only needed for the events
+        long[] hashes = blockHashesOf(l);
+        evictedBuf.addRange(hashes, keep, count);
+        l.lastHash = keep == 0 ? l.parent.lastHash : hashes[keep - 1];
+      } else {
+        l.lastHash = hashEndingAt(l, (l.start / blockSize + keep) * blockSize);
       }
-      l.blocks = keep == 0 ? null : Arrays.copyOf(l.blocks, keep);
+      if (l.engineBlocks() != null) {
+        unindex(l.engineBlocks(), keep, l.engineBlocks().length);
+        l.engineBlocks(keep == 0 ? null : Arrays.copyOf(l.engineBlocks(), keep));
+      }
     }
-    size -= l.len - newLen;
-    l.edge = PackedTokens.slice(l.edge, l.len, 0, newLen);
-    l.len = newLen;
+    size -= l.edge.length - newLen;
+    l.edge = Arrays.copyOf(l.edge, newLen);
   }
 
   private void removeLeafSelfManaged(Node l) {
@@ -738,13 +797,15 @@ public final class ConcurrentPrefixTree {
 
   /** Removes leaf l from its parent, reporting its blocks; l.parent is left for the caller. */
   private void detach(Node l) {
-    if (l.blocks != null) {
-      evictedBuf.addAll(l.blocks);
-      if (l.engineBlocks != null) {
-        unindex(l.engineBlocks, 0, l.engineBlocks.length);
+    if (blockCount(l) > 0) {
+      if (listeners.length > 0) {
+        evictedBuf.addAll(blockHashesOf(l));
+      }
+      if (l.engineBlocks() != null) {
+        unindex(l.engineBlocks(), 0, l.engineBlocks().length);
       }
     }
-    size -= l.len;
+    size -= l.edge.length;
     removeChild(l.parent, l);
   }
 
@@ -866,7 +927,7 @@ public final class ConcurrentPrefixTree {
         unknownParents++;
         return;
       }
-      d = blockEnd(n, indexOfHash(n.engineBlocks, primary));
+      d = blockEnd(n, indexOfHash(n.engineBlocks(), primary));
     }
     Node end = extend(n, d, tokens, 0, tokens.length, d, 0, false);
     // record the engine's hashes on the blocks of the path, deepest first
@@ -877,9 +938,9 @@ public final class ConcurrentPrefixTree {
         x = x.parent;
       }
       int k = blockEndDepth / blockSize - x.start / blockSize - 1;
-      long existing = x.engineBlocks[k];
+      long existing = x.engineBlocks()[k];
       if (existing == 0) {
-        x.engineBlocks[k] = hashes[i];
+        x.engineBlocks()[k] = hashes[i];
         engineIndex.put(hashes[i], x);
       } else if (existing == hashes[i]) {
         duplicateBlocks++;
@@ -908,7 +969,7 @@ public final class ConcurrentPrefixTree {
         unknownBlocks++;
         continue;
       }
-      int k = indexOfHash(n.engineBlocks, h);
+      int k = indexOfHash(n.engineBlocks(), h);
       // everything continuing the block goes, then the block itself and the rest of the edge
       for (Node c : n.kids.clone()) {
         removeSubtree(c);
@@ -937,7 +998,7 @@ public final class ConcurrentPrefixTree {
   private void pruneEngine(Node p) {
     while (p != root) {
       if (p.kids.length == 0) {
-        int end = p.start + p.len;
+        int end = p.start + p.edge.length;
         int aligned = end - end % blockSize;
         if (aligned > p.start) {
           if (aligned < end) {
@@ -972,8 +1033,8 @@ public final class ConcurrentPrefixTree {
   }
 
   private void reindex(Node n) {
-    if (n.engineBlocks != null) {
-      for (long h : n.engineBlocks) {
+    if (n.engineBlocks() != null) {
+      for (long h : n.engineBlocks()) {
         if (h != 0) {
           engineIndex.put(h, n);
         }
@@ -1068,7 +1129,8 @@ public final class ConcurrentPrefixTree {
    * Adds a listener and returns, atomically with the registration, the hashes of every block
    * held now (in depth-first prefix order: a block before its continuations). The listener then
    * receives exactly the changes made after this snapshot, so the snapshot plus the replayed
-   * events always equal the blocks held.
+   * events always equal the blocks held. Like {@link #blockHashes()}, the snapshot is
+   * recomputed from the cached tokens under the write lock.
    */
   public long[] addListenerWithSnapshot(BlockEventListener listener) {
     Objects.requireNonNull(listener, "listener");
@@ -1096,7 +1158,11 @@ public final class ConcurrentPrefixTree {
     }
   }
 
-  /** The hashes of every block held now, in depth-first prefix order. */
+  /**
+   * The hashes of every block held now, in depth-first prefix order. They are recomputed from
+   * the cached tokens (the tree keeps one hash per node), so this takes time linear in the
+   * cached tokens, about 1 ns each, under the write lock.
+   */
   public long[] blockHashes() {
     long ws = lock.writeLock();
     try {
@@ -1112,8 +1178,8 @@ public final class ConcurrentPrefixTree {
     stack.push(root);
     while (!stack.isEmpty()) {
       Node n = stack.pop();
-      if (n.blocks != null) {
-        out.addAll(n.blocks);
+      if (n != root && blockCount(n) > 0) {
+        out.addAll(blockHashesOf(n));
       }
       for (int i = n.kids.length - 1; i >= 0; i--) {
         stack.push(n.kids[i]);
@@ -1242,7 +1308,7 @@ public final class ConcurrentPrefixTree {
     long blocks;
 
     void check() {
-      require(root.len == 0 && root.edge.length == 0 && root.start == 0, "root has an edge");
+      require(root.edge.length == 0 && root.edge.length == 0 && root.start == 0, "root has an edge");
       require(root.locks == 0, "root has locks");
       int[] path = new int[16];
       visit(root, path);
@@ -1264,17 +1330,16 @@ public final class ConcurrentPrefixTree {
     }
 
     private void visit(Node n, int[] path) {
-      int end = n.start + n.len;
+      int end = n.start + n.edge.length;
       if (path.length < end) {
         path = Arrays.copyOf(path, Math.max(end, path.length * 2));
       }
-      int[] ids = PackedTokens.decode(n.edge, n.len);
-      require(Arrays.equals(PackedTokens.encode(ids, 0, ids.length), n.edge),
-          "edge at depth " + n.start + " is not in its canonical encoding");
-      System.arraycopy(ids, 0, path, n.start, n.len);
+      System.arraycopy(n.edge, 0, path, n.start, n.edge.length);
       if (n != root) {
-        require(n.len > 0, "empty edge at depth " + n.start);
-        total += n.len;
+        require(n.edge.length > 0, "empty edge at depth " + n.start);
+        require((mode == Mode.ENGINE_DRIVEN) == (n instanceof EngineNode),
+            "node class does not fit the mode at depth " + n.start);
+        total += n.edge.length;
         checkBlocks(n, path);
         boolean leaf = n.kids.length == 0;
         require(n.locks >= 0, "negative lock count");
@@ -1300,7 +1365,7 @@ public final class ConcurrentPrefixTree {
         require(i == 0 || n.keys[i - 1] < n.keys[i], "child keys not strictly sorted");
         require(c.parent == n, "child's parent pointer is wrong");
         require(c.start == end, "child starts at " + c.start + ", parent ends at " + end);
-        require(c.len > 0 && n.keys[i] == PackedTokens.get(c.edge, c.len, 0),
+        require(c.edge.length > 0 && n.keys[i] == c.edge[0],
             "child key is not its first token");
         require(c.stamp <= n.stamp || n == root, "child used more recently than its parent");
         lockSum += c.locks;
@@ -1310,36 +1375,37 @@ public final class ConcurrentPrefixTree {
     }
 
     private void checkBlocks(Node n, int[] path) {
-      int end = n.start + n.len;
+      int end = n.start + n.edge.length;
       int count = end / blockSize - n.start / blockSize;
+      // the chain recomputed from the path alone, independent of the nodes' hashes
+      long[] chain = new long[end / blockSize];
+      long h = BlockHasher.ROOT_PARENT;
+      for (int j = 0; j < chain.length; j++) {
+        h = hasher.hashBlock(h, path, j * blockSize);
+        chain[j] = h;
+      }
+      require(n.lastHash == h,
+          "wrong hash of the last block ending by depth " + end + " (at depth " + n.start + ")");
       if (count == 0) {
-        require(n.blocks == null, "block hashes on a node without blocks");
-        require(n.engineBlocks == null, "engine hashes on a node without blocks");
+        require(n.engineBlocks() == null, "engine hashes on a node without blocks");
         return;
       }
-      require(n.blocks != null && n.blocks.length == count,
-          "node at depth " + n.start + " should hold " + count + " block hashes");
       blocks += count;
+      long[] held = blockHashesOf(n);
       int first = n.start / blockSize;
       for (int k = 0; k < count; k++) {
-        int blockStart = (first + k) * blockSize;
-        long parent = blockStart == 0 ? BlockHasher.ROOT_PARENT : hashAt(n, blockStart);
-        require(hasher.hashBlock(parent, path, blockStart) == n.blocks[k],
-            "wrong block hash for the block ending at " + (blockStart + blockSize));
+        require(held[k] == chain[first + k],
+            "wrong block hash for the block ending at " + (first + k + 1) * blockSize);
       }
       if (mode == Mode.ENGINE_DRIVEN) {
-        require(n.engineBlocks != null && n.engineBlocks.length == count,
+        require(n.engineBlocks() != null && n.engineBlocks().length == count,
             "engine hashes missing at depth " + n.start);
-        for (long h : n.engineBlocks) {
-          require(h != 0 && engineIndex.get(h) == n, "engine hash not indexed to its node");
+        for (long eh : n.engineBlocks()) {
+          require(eh != 0 && engineIndex.get(eh) == n, "engine hash not indexed to its node");
         }
       } else {
-        require(n.engineBlocks == null, "engine hashes in a self-managed tree");
+        require(n.engineBlocks() == null, "engine hashes in a self-managed tree");
       }
-    }
-
-    private long hashAt(Node n, int f) {
-      return hashEndingAt(n, f);
     }
 
     private void require(boolean ok, String what) {
@@ -1362,8 +1428,8 @@ public final class ConcurrentPrefixTree {
   }
 
   private static void collect(Node n, int[] prefix, List<int[]> out) {
-    int[] p = Arrays.copyOf(prefix, prefix.length + n.len);
-    PackedTokens.decode(n.edge, n.len, 0, n.len, p, prefix.length);
+    int[] p = Arrays.copyOf(prefix, prefix.length + n.edge.length);
+    System.arraycopy(n.edge, 0, p, prefix.length, n.edge.length);
     if (n.kids.length == 0) {
       if (p.length > 0) {
         out.add(p);
@@ -1388,21 +1454,51 @@ public final class ConcurrentPrefixTree {
    * written only under the write lock and read under an optimistic stamp; the rest is touched
    * only under the write lock.
    */
-  static final class Node {
-    /** The edge's token ids, encoded by {@link PackedTokens}; {@link #len} tokens. */
-    char[] edge;
+  static class Node {
+    /** The edge's token ids. */
+    int[] edge;
     int[] keys;
     Node[] kids;
     Node parent;
-    /** Chained hashes of the blocks whose last token is on this edge, or null if none. */
-    long[] blocks;
-    /** Engine-driven mode: the engine's hashes of the same blocks, or null. */
-    long[] engineBlocks;
+    /**
+     * The chained hash of the last full block ending at or before this node's end on its path
+     * ({@link BlockHasher#ROOT_PARENT} if none); the hashes of the other blocks on the edge are
+     * recomputed from the tokens when needed.
+     */
+    long lastHash = BlockHasher.ROOT_PARENT;
     long stamp;
     int start;
-    int len;
     int locks;
     int heapIndex = -1;
+
+    /** Engine-driven mode: the engine's hashes of the blocks ending on the edge, or null. */
+    long[] engineBlocks() {
+      return null;
+    }
+
+    void engineBlocks(long[] hashes) {
+      if (hashes != null) {
+        throw new AssertionError("engine hashes on a self-managed node");
+      }
+    }
+  }
+
+  /**
+   * A node of an engine-driven tree: self-managed nodes do without the field (a node object
+   * of 56 rather than 64 bytes).
+   */
+  static final class EngineNode extends Node {
+    long[] engineBlocks;
+
+    @Override
+    long[] engineBlocks() {
+      return engineBlocks;
+    }
+
+    @Override
+    void engineBlocks(long[] hashes) {
+      engineBlocks = hashes;
+    }
   }
 
   /**

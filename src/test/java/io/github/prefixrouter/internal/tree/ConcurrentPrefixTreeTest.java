@@ -339,15 +339,15 @@ class ConcurrentPrefixTreeTest {
   }
 
   @Test
-  void edgesChangeLayoutOnSplitTrimAndMerge() {
-    // 40 ids, a third of them with bit 16 set; id 30 needs the wide layout
+  void largeIdsSurviveSplitTrimAndMerge() {
+    // 40 ids, a third of them above 65,535, one above 131,071
     int[] a = IntStream.range(0, 40).map(i -> i * 7 + (i % 3 == 0 ? 65_536 : 0)).toArray();
     a[30] = 200_000;
     int[] b = cat(java.util.Arrays.copyOf(a, 20), seq(500, 530));
     ConcurrentPrefixTree t = ConcurrentPrefixTree.selfManaged(10_000);
     t.insert(a);
-    t.checkInvariants(); // checks every edge is in its canonical (smallest) layout
-    t.insert(b); // splits the wide edge into a narrow upper part and a wide lower part
+    t.checkInvariants();
+    t.insert(b); // splits the edge at 20
     t.checkInvariants();
     assertEquals(40, t.match(a));
     assertEquals(50, t.match(b));
@@ -361,15 +361,15 @@ class ConcurrentPrefixTreeTest {
     q[3] = 3 * 7; // bit 16 missing
     assertEquals(3, t.match(q));
 
-    t.evictTo(t.sizeTokens() - 15); // a's leaf is the oldest: trimmed to 5 ids, now narrow
+    t.evictTo(t.sizeTokens() - 15); // a's leaf is the oldest: trimmed to 5 ids
     t.checkInvariants();
     assertEquals(25, t.match(a));
     assertEquals(50, t.match(b));
 
-    t.insert(a); // extends the trimmed leaf by a wide tail again
+    t.insert(a); // extends the trimmed leaf again
     t.checkInvariants();
     assertEquals(40, t.match(a));
-    t.evictTo(t.sizeTokens() - 30); // removes b's leaf; the rest of a merges into one wide edge
+    t.evictTo(t.sizeTokens() - 30); // removes b's leaf; the rest of a merges into one edge
     t.checkInvariants();
     assertEquals(40, t.match(a));
     assertEquals(20, t.match(b));

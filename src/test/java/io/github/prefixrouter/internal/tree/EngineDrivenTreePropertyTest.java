@@ -117,7 +117,7 @@ class EngineDrivenTreePropertyTest {
   @Provide
   Arbitrary<List<Op>> ops() {
     // a binary alphabet makes blocks that share their first tokens and diverge mid-block; the
-    // two ids share their low 16 bits and need different edge layouts (below and above 2^17)
+    // two ids share their low 16 bits
     Arbitrary<Integer> symbol = Arbitraries.of(65_537, 131_073);
     Arbitrary<int[]> blocks =
         Arbitraries.integers().between(1, 4).flatMap(n ->
