@@ -179,19 +179,20 @@ final class RoutePlanner {
       // Hash lazily: a block only matters if some peer holds every block before it, so hash
       // a few blocks, ask the replicas, and hash further (4x each time) only while some peer
       // still matches all of them. This bounds hashing to about 4x the longest peer match
-      // instead of the whole prompt. Each query restarts from the first block, so once the
-      // next step would cover half the prompt or more, hash all of it: re-querying the same
-      // blocks costs more than hashing the rest (long shared prefixes are the common case).
+      // instead of the whole prompt. Each query restarts from the first block and costs, per
+      // block, about one probe plus one step per peer holding it; once several peers still
+      // match every block, re-querying costs as much as hashing, so hash all of the prompt.
       blocks = hasher.chain(tokens, Math.min(maxBlocks, FIRST_BLOCKS) * blockSize, s.chain);
       while (true) {
         peers.leadingBlocks(ps, s.chain, blocks, s.lead);
-        if (blocks == maxBlocks || max(s.lead, p) < blocks) {
+        if (blocks == maxBlocks) {
           break;
         }
-        int more = blocks * 4;
-        if (more >= maxBlocks / 2) {
-          more = maxBlocks;
+        int holders = holding(s.lead, p, blocks);
+        if (holders == 0) {
+          break;
         }
+        int more = holders > 1 ? maxBlocks : Math.min(maxBlocks, blocks * 4);
         blocks = hasher.extend(tokens, blocks, more * blockSize, s.chain);
       }
     } else {
@@ -345,12 +346,15 @@ final class RoutePlanner {
     return best >= 0 ? best : fallback;
   }
 
-  private static int max(int[] a, int n) {
-    int m = 0;
+  /** How many of the first {@code n} counts equal {@code blocks}. */
+  private static int holding(int[] lead, int n, int blocks) {
+    int h = 0;
     for (int i = 0; i < n; i++) {
-      m = Math.max(m, a[i]);
+      if (lead[i] == blocks) {
+        h++;
+      }
     }
-    return m;
+    return h;
   }
 
   private static boolean contains(String[] tried, int count, String id) {
