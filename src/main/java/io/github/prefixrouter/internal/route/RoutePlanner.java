@@ -19,8 +19,12 @@ import java.util.function.Supplier;
  *       blocks lazily (only while some peer still holds every block so far: the hash chain is
  *       serial, a few ns per token), ask the replicas for every peer's leading-block count in
  *       one pass per extension, then one loop
- *       over the peers computing each candidate's cost into thread-local scratch arrays. No
- *       per-candidate object is allocated; the {@link RouteDecision} copies the arrays once.
+ *       over the peers computing each candidate's cost straight into the arrays the
+ *       {@link RouteDecision} keeps (no copy, no per-candidate object); the chain and the
+ *       per-peer counts live in thread-local scratch arrays. A peer with no match skips the
+ *       staleness discount (its effective match is 0 whatever the trust).
+ *   <li>The chain comes from {@link BlockChain}, which computes the block hashes' token work
+ *       for all blocks first and chains them in a second, short serial pass.
  *   <li>Cost (nanoseconds) of running a prompt of {@code n} tokens on candidate {@code c}:
  *       {@code rtt(c) + overhead(c) + queueDepth(c) × service + prefill × (n − effMatch(c))}
  *       where rtt and overhead are 0 for the local node, {@code effMatch} is the estimated
@@ -66,29 +70,36 @@ final class RoutePlanner {
   static final class Scratch {
     long[] chain = new long[256];
     int[] lead = new int[64];
-    int[] matched = new int[65];
-    int[] effective = new int[65];
-    int[] load = new int[65];
-    long[] rtt = new long[65];
-    long[] costs = new long[65];
-    SkipReason[] skipped = new SkipReason[65];
     int[] queue = new int[65];
 
     void ensure(int blocks, int candidates) {
       if (chain.length < blocks) {
         chain = new long[Math.max(blocks, chain.length * 2)];
       }
-      if (matched.length < candidates) {
-        int n = Math.max(candidates, matched.length * 2);
+      if (queue.length < candidates) {
+        int n = Math.max(candidates, queue.length * 2);
         lead = new int[n];
-        matched = new int[n];
-        effective = new int[n];
-        load = new int[n];
-        rtt = new long[n];
-        costs = new long[n];
-        skipped = new SkipReason[n];
         queue = new int[n];
       }
+    }
+  }
+
+  /** The per-candidate columns of one decision, handed to the {@link RouteDecision} as is. */
+  private static final class Columns {
+    final int[] matched;
+    final int[] effective;
+    final int[] load;
+    final long[] rtt;
+    final long[] costs;
+    final SkipReason[] skipped;
+
+    Columns(int c) {
+      matched = new int[c];
+      effective = new int[c];
+      load = new int[c];
+      rtt = new long[c];
+      costs = new long[c];
+      skipped = new SkipReason[c];
     }
   }
 
@@ -146,35 +157,42 @@ final class RoutePlanner {
     int maxBlocks = n / blockSize;
     Scratch s = SCRATCH.get();
     s.ensure(maxBlocks, c);
+    Columns o = new Columns(c);
     double prefill = cost.prefillNanosPerToken();
     double service = cost.serviceNanos();
 
     // Local candidate (index 0): exact match from the tree, fresh load from the engine.
     int localMatch = Math.min(local.match(tokens), n);
     EngineLoad ll = localLoad.get();
-    s.matched[0] = localMatch;
-    s.effective[0] = localMatch;
-    s.load[0] = ll.total();
+    o.matched[0] = localMatch;
+    o.effective[0] = localMatch;
+    o.load[0] = ll.total();
     s.queue[0] = ll.total();
-    s.rtt[0] = 0;
-    s.skipped[0] = SkipReason.NONE;
+    o.rtt[0] = 0;
+    o.skipped[0] = SkipReason.NONE;
     long localCost = (long) (ll.queueDepth() * service + prefill * (n - localMatch));
-    s.costs[0] = localCost;
+    o.costs[0] = localCost;
 
     boolean routing = policy != RoutingPolicy.LOCAL_ONLY && hops < config.hopLimit() && p > 0;
     int blocks = 0;
     if (routing && maxBlocks > 0) {
       // Hash lazily: a block only matters if some peer holds every block before it, so hash
       // a few blocks, ask the replicas, and hash further (4x each time) only while some peer
-      // still matches all of them. The chain is serial, so this bounds hashing to about 4x
-      // the longest peer match instead of the whole prompt.
+      // still matches all of them. This bounds hashing to about 4x the longest peer match
+      // instead of the whole prompt. Each query restarts from the first block and costs, per
+      // block, about one probe plus one step per peer holding it; once several peers still
+      // match every block, re-querying costs as much as hashing, so hash all of the prompt.
       blocks = hasher.chain(tokens, Math.min(maxBlocks, FIRST_BLOCKS) * blockSize, s.chain);
       while (true) {
         peers.leadingBlocks(ps, s.chain, blocks, s.lead);
-        if (blocks == maxBlocks || max(s.lead, p) < blocks) {
+        if (blocks == maxBlocks) {
           break;
         }
-        int more = Math.min(maxBlocks, blocks * 4);
+        int holders = holding(s.lead, p, blocks);
+        if (holders == 0) {
+          break;
+        }
+        int more = holders > 1 ? maxBlocks : Math.min(maxBlocks, blocks * 4);
         blocks = hasher.extend(tokens, blocks, more * blockSize, s.chain);
       }
     } else {
@@ -193,18 +211,21 @@ final class RoutePlanner {
       if (rtt < 0) {
         rtt = 0;
       }
-      double trust = st.accuracy;
-      long age = now - ps.lastSyncNanos[i];
-      if (age > 0) {
-        trust *= Math.pow(0.5, age / halfLifeNanos);
+      int eff = 0;
+      if (matched > 0) { // no match: 0 whatever the trust, so skip the pow
+        double trust = st.accuracy;
+        long age = now - ps.lastSyncNanos[i];
+        if (age > 0) {
+          trust *= Math.pow(0.5, age / halfLifeNanos);
+        }
+        eff = (int) (matched * trust);
       }
-      int eff = (int) (matched * trust);
       int queue = ps.queueDepth[i] + outstanding;
-      s.matched[k] = matched;
-      s.effective[k] = eff;
-      s.load[k] = ps.queueDepth[i] + ps.inFlight[i] + outstanding;
+      o.matched[k] = matched;
+      o.effective[k] = eff;
+      o.load[k] = ps.queueDepth[i] + ps.inFlight[i] + outstanding;
       s.queue[k] = queue;
-      s.rtt[k] = rtt;
+      o.rtt[k] = rtt;
       SkipReason skip;
       if (contains(tried, triedCount, ps.ids[i])) {
         skip = SkipReason.ALREADY_TRIED;
@@ -219,15 +240,15 @@ final class RoutePlanner {
       } else {
         skip = SkipReason.NONE;
       }
-      s.skipped[k] = skip;
+      o.skipped[k] = skip;
       if (skip == SkipReason.NONE) {
         eligible++;
         if (matched > 0) {
           anyMatch = 1;
         }
-        s.costs[k] = rtt + overheadNanos + (long) (queue * service + prefill * (n - eff));
+        o.costs[k] = rtt + overheadNanos + (long) (queue * service + prefill * (n - eff));
       } else {
-        s.costs[k] = Long.MAX_VALUE;
+        o.costs[k] = Long.MAX_VALUE;
       }
     }
 
@@ -244,24 +265,24 @@ final class RoutePlanner {
     } else if (policy == RoutingPolicy.LONGEST_PREFIX) {
       int best = -1;
       for (int k = 1; k < c; k++) {
-        if (s.skipped[k] != SkipReason.NONE) {
+        if (o.skipped[k] != SkipReason.NONE) {
           continue;
         }
-        if (best < 0 || s.matched[k] > s.matched[best]
-            || (s.matched[k] == s.matched[best] && s.load[k] < s.load[best])) {
+        if (best < 0 || o.matched[k] > o.matched[best]
+            || (o.matched[k] == o.matched[best] && o.load[k] < o.load[best])) {
           best = k;
         }
       }
-      if (s.matched[best] > localMatch) {
+      if (o.matched[best] > localMatch) {
         chosen = best;
         reason = Reason.PEER_LONGEST;
       } else {
         reason = Reason.LOCAL_LONGEST_OR_TIE;
       }
     } else if (anyMatch == 0 && config.coldPlacement() && blocks > 0) {
-      int target = coldTarget(s, ps, c, s.chain[0]);
+      int target = coldTarget(o, ps, c, s.chain[0]);
       reason = Reason.COLD_PLACEMENT;
-      if (target != 0 && s.costs[target] <= localCost * (1.0 + config.coldPlacementSlack())) {
+      if (target != 0 && o.costs[target] <= localCost * (1.0 + config.coldPlacementSlack())) {
         chosen = target;
       } else if (target != 0) {
         reason = Reason.LOCAL_CHEAPEST;
@@ -269,15 +290,15 @@ final class RoutePlanner {
     } else {
       int best = -1;
       for (int k = 1; k < c; k++) {
-        if (s.skipped[k] == SkipReason.NONE && (best < 0 || s.costs[k] < s.costs[best])) {
+        if (o.skipped[k] == SkipReason.NONE && (best < 0 || o.costs[k] < o.costs[best])) {
           best = k;
         }
       }
       long margin = Math.max((long) (config.forwardMarginRatio() * localCost), marginMinNanos);
-      if (s.costs[best] < localCost - margin) {
+      if (o.costs[best] < localCost - margin) {
         chosen = best;
         reason = Reason.PEER_CHEAPER;
-      } else if (s.costs[best] < localCost) {
+      } else if (o.costs[best] < localCost) {
         reason = Reason.MARGIN_NOT_MET;
       } else {
         reason = Reason.LOCAL_CHEAPEST;
@@ -289,22 +310,17 @@ final class RoutePlanner {
     System.arraycopy(ps.ids, 0, ids, 1, p);
     return new RouteDecision(
         policy, n, ids,
-        Arrays.copyOf(s.matched, c),
-        Arrays.copyOf(s.effective, c),
-        Arrays.copyOf(s.load, c),
-        Arrays.copyOf(s.rtt, c),
-        Arrays.copyOf(s.costs, c),
-        Arrays.copyOf(s.skipped, c),
+        o.matched, o.effective, o.load, o.rtt, o.costs, o.skipped,
         chosen, reason);
   }
 
   /** Bounded-load rendezvous over the local node and eligible peers. */
-  private int coldTarget(Scratch s, PeerSet ps, int c, long key) {
+  private int coldTarget(Columns o, PeerSet ps, int c, long key) {
     long total = 0;
     int count = 0;
     for (int k = 0; k < c; k++) {
-      if (s.skipped[k] == SkipReason.NONE) {
-        total += s.load[k];
+      if (o.skipped[k] == SkipReason.NONE) {
+        total += o.load[k];
         count++;
       }
     }
@@ -314,7 +330,7 @@ final class RoutePlanner {
     int fallback = 0;
     long fallbackScore = 0;
     for (int k = 0; k < c; k++) {
-      if (s.skipped[k] != SkipReason.NONE) {
+      if (o.skipped[k] != SkipReason.NONE) {
         continue;
       }
       long score = Rendezvous.score(key, k == 0 ? localIdHash : ps.idHashes[k - 1]);
@@ -322,7 +338,7 @@ final class RoutePlanner {
         fallback = k;
         fallbackScore = score;
       }
-      if (s.load[k] + 1L <= cap && (best < 0 || Long.compareUnsigned(score, bestScore) > 0)) {
+      if (o.load[k] + 1L <= cap && (best < 0 || Long.compareUnsigned(score, bestScore) > 0)) {
         best = k;
         bestScore = score;
       }
@@ -330,12 +346,15 @@ final class RoutePlanner {
     return best >= 0 ? best : fallback;
   }
 
-  private static int max(int[] a, int n) {
-    int m = 0;
+  /** How many of the first {@code n} counts equal {@code blocks}. */
+  private static int holding(int[] lead, int n, int blocks) {
+    int h = 0;
     for (int i = 0; i < n; i++) {
-      m = Math.max(m, a[i]);
+      if (lead[i] == blocks) {
+        h++;
+      }
     }
-    return m;
+    return h;
   }
 
   private static boolean contains(String[] tried, int count, String id) {
