@@ -108,6 +108,24 @@ public final class BlockHasher {
   }
 
   private long hashUnchecked(long parentHash, int[] tokens, int from) {
+    return finish(accumulate(tokens, from), parentHash);
+  }
+
+  /** The last, parent-dependent step of a block's hash. */
+  private static long finish(long acc, long parentHash) {
+    long h = fmix(acc + round(0, parentHash));
+    return h == 0 ? P3 : h;
+  }
+
+  /**
+   * The parent-independent part of a block's hash: the four lanes over its tokens, merged.
+   * Only {@link #finish} depends on the previous block, which is what lets {@link #extend} do
+   * this work for every block first and chain them in a short serial pass.
+   */
+  private long accumulate(int[] tokens, int from) {
+    if (blockSize == 16) {
+      return accumulate16(tokens, from);
+    }
     long v1 = lane1;
     long v2 = lane2;
     long v3 = saltKey;
@@ -139,10 +157,22 @@ public final class BlockHasher {
         default -> v4 = round(v4, w);
       }
     }
-    long acc = Long.rotateLeft(v1, 1) + Long.rotateLeft(v2, 7) + Long.rotateLeft(v3, 12)
+    return Long.rotateLeft(v1, 1) + Long.rotateLeft(v2, 7) + Long.rotateLeft(v3, 12)
         + Long.rotateLeft(v4, 18) + lengthTerm;
-    long h = fmix(acc + round(0, parentHash));
-    return h == 0 ? P3 : h;
+  }
+
+  /** {@link #accumulate} unrolled for the default 16-token block: two words per lane. */
+  private long accumulate16(int[] t, int i) {
+    long v1 = round(lane1, word(t, i));
+    long v2 = round(lane2, word(t, i + 2));
+    long v3 = round(saltKey, word(t, i + 4));
+    long v4 = round(lane4, word(t, i + 6));
+    v1 = round(v1, word(t, i + 8));
+    v2 = round(v2, word(t, i + 10));
+    v3 = round(v3, word(t, i + 12));
+    v4 = round(v4, word(t, i + 14));
+    return Long.rotateLeft(v1, 1) + Long.rotateLeft(v2, 7) + Long.rotateLeft(v3, 12)
+        + Long.rotateLeft(v4, 18) + lengthTerm;
   }
 
   private static long word(int[] t, int i) {
@@ -170,6 +200,19 @@ public final class BlockHasher {
    *     {@code out} is too short
    */
   public int chain(int[] tokens, int length, long[] out) {
+    return extend(tokens, 0, length, out);
+  }
+
+  /**
+   * Like {@link #chain(int[], int, long[])}, but {@code out[0 .. done)} already holds the hashes
+   * of the first {@code done} blocks: only the blocks after them are computed. Returns the number
+   * of full blocks among the first {@code length} tokens (or {@code done} if that is larger).
+   * Allocates nothing.
+   *
+   * @throws IllegalArgumentException if {@code length} is negative or exceeds the array, or
+   *     {@code out} is too short
+   */
+  public int extend(int[] tokens, int done, int length, long[] out) {
     if (length < 0 || length > tokens.length) {
       throw new IllegalArgumentException(
           "length must be in [0, " + tokens.length + "], was " + length);
@@ -179,9 +222,18 @@ public final class BlockHasher {
       throw new IllegalArgumentException(
           "out has room for " + out.length + " hashes, needs " + blocks);
     }
-    long parent = ROOT_PARENT;
-    for (int b = 0; b < blocks; b++) {
-      parent = hashUnchecked(parent, tokens, b * blockSize);
+    done = Math.max(done, 0);
+    if (blocks <= done) {
+      return done;
+    }
+    // pass 1: the parent-independent work of every new block (independent, so it overlaps)
+    for (int b = done; b < blocks; b++) {
+      out[b] = accumulate(tokens, b * blockSize);
+    }
+    // pass 2: chain them
+    long parent = done == 0 ? ROOT_PARENT : out[done - 1];
+    for (int b = done; b < blocks; b++) {
+      parent = finish(out[b], parent);
       out[b] = parent;
     }
     return blocks;
