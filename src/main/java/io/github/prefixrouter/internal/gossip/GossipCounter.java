@@ -46,5 +46,10 @@ public enum GossipCounter {
   /** Calls to the send function that threw. */
   SEND_FAILURES,
   /** Unexpected internal errors caught while handling a message (each one is a bug). */
-  INTERNAL_ERRORS
+  INTERNAL_ERRORS,
+  /**
+   * Deltas not sent again because an earlier answer carrying them to the same peer is still in
+   * flight (counted per delta version skipped).
+   */
+  DELTAS_IN_FLIGHT_SKIPPED
 }

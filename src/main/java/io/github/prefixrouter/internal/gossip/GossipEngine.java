@@ -118,6 +118,8 @@ public final class GossipEngine {
     Assembly pending;
     long rttNanos = -1;
     long seenStamp;
+    /** Deltas sent to this peer, per origin, that its digests do not show yet (lazy). */
+    Map<String, InFlight> sent;
 
     Member(String nodeId, PeerAddress address, int slot, long relayCap) {
       this.nodeId = nodeId;
@@ -131,6 +133,70 @@ public final class GossipEngine {
           nodeId, generation, version, heartbeat, queueDepth, inFlight, overloaded);
     }
   }
+
+  /**
+   * Deltas of one origin sent to one peer and not yet visible in that peer's digests: up to
+   * {@link #IN_FLIGHT_SEGMENTS} contiguous segments {@code (from, end]}, each with the time it
+   * was sent (arrays grow from 4). Merging two segments keeps the older time, so it can only
+   * shorten the wait before a resend.
+   */
+  private static final class InFlight {
+    long generation;
+    long[] from = new long[4];
+    long[] end = new long[4];
+    long[] at = new long[4];
+    int n;
+
+    /** Drops the segments the peer's digest shows it has. */
+    void confirm(long version) {
+      int k = 0;
+      while (k < n && end[k] <= version) {
+        k++;
+      }
+      if (k > 0) {
+        System.arraycopy(from, k, from, 0, n - k);
+        System.arraycopy(end, k, end, 0, n - k);
+        System.arraycopy(at, k, at, 0, n - k);
+        n -= k;
+      }
+    }
+
+    void add(long f, long e, long now) {
+      while (n > 0 && end[n - 1] > f) {
+        n--; // superseded by this send
+      }
+      if (n > 0 && end[n - 1] != f) {
+        n = 0; // keep the segments contiguous
+      }
+      if (n == from.length) {
+        if (n < IN_FLIGHT_SEGMENTS) {
+          from = java.util.Arrays.copyOf(from, 2 * n);
+          end = java.util.Arrays.copyOf(end, 2 * n);
+          at = java.util.Arrays.copyOf(at, 2 * n);
+        } else {
+          // merge the two neighbours sent closest together, keeping the older time
+          int best = 0;
+          for (int i = 1; i < n - 1; i++) {
+            if (at[i + 1] - at[i] < at[best + 1] - at[best]) {
+              best = i;
+            }
+          }
+          end[best] = end[best + 1];
+          System.arraycopy(from, best + 2, from, best + 1, n - best - 2);
+          System.arraycopy(end, best + 2, end, best + 1, n - best - 2);
+          System.arraycopy(at, best + 2, at, best + 1, n - best - 2);
+          n--;
+        }
+      }
+      from[n] = f;
+      end[n] = e;
+      at[n] = now;
+      n++;
+    }
+  }
+
+  private static final int IN_FLIGHT_SEGMENTS = 32;
+  private static final int IN_FLIGHT_MAX_ENTRIES = 1 << 14;
 
   private record CachedSnapshot(long generation, long version, List<byte[]> chunks, long bytes) {}
 
@@ -168,6 +234,7 @@ public final class GossipEngine {
   private int localInFlight;
   private boolean localOverloaded;
   private long relayHashes;
+  private int inFlightEntries;
   private long synStamp;
   private int slotHighWater; // one more than the highest slot ever assigned
   private final long heartbeatLagToCorrect;
@@ -514,6 +581,7 @@ public final class GossipEngine {
       index.checkInvariants();
       int used = 0;
       long relay = 0;
+      int inFlight = 0;
       for (Member m : members.values()) {
         if (bySlot[m.slot] != m) {
           throw new IllegalStateException("slot table out of sync for " + m.nodeId);
@@ -526,6 +594,22 @@ public final class GossipEngine {
         }
         relay += m.relayLog.hashCount();
         used++;
+        if (m.sent != null) {
+          if (m.status == Status.DEAD) {
+            throw new IllegalStateException("dead member " + m.nodeId + " has in-flight deltas");
+          }
+          inFlight += m.sent.size();
+          for (InFlight f : m.sent.values()) {
+            for (int i = 0; i < f.n; i++) {
+              if (f.from[i] >= f.end[i] || (i > 0 && f.from[i] != f.end[i - 1])) {
+                throw new IllegalStateException("in-flight segments to " + m.nodeId + " broken");
+              }
+            }
+          }
+        }
+      }
+      if (inFlight != inFlightEntries || inFlight > IN_FLIGHT_MAX_ENTRIES) {
+        throw new IllegalStateException("in-flight entries " + inFlightEntries + " != " + inFlight);
       }
       if (used + freeSlotCount != bySlot.length) {
         throw new IllegalStateException("slots leaked: " + used + " + " + freeSlotCount);
@@ -757,6 +841,7 @@ public final class GossipEngine {
       }
     }
     retrimRelayLogs();
+    sweepInFlight(now);
   }
 
   /** Returns a slot to the free stack, keeping it sorted so the lowest free slot goes first. */
@@ -771,6 +856,7 @@ public final class GossipEngine {
 
   private void declareDead(Member m, long now) {
     m.status = Status.DEAD;
+    clearInFlight(m);
     m.deadSinceNanos = now;
     index.clearSlot(m.slot);
     resetRelay(m, 0);
@@ -880,6 +966,7 @@ public final class GossipEngine {
       }
     }
     trimRequests(requests, budget);
+    recordInFlight(from, updates);
     out.add(new Outgoing(from, codec.encode(new Ack(syn.round(), generation, updates, requests))));
     out.addAll(chunks);
   }
@@ -952,6 +1039,7 @@ public final class GossipEngine {
       budget = addUpdate(updates, u, budget);
     }
     if (!updates.isEmpty()) {
+      recordInFlight(from, updates);
       out.add(new Outgoing(from, codec.encode(new Ack2(generation, updates))));
     }
     out.addAll(chunks);
@@ -992,6 +1080,12 @@ public final class GossipEngine {
     if (gen == generation && version >= myVersion) {
       return new Update(me, addr, myVersion, List.of());
     }
+    if (gen == generation) {
+      version = servedFrom(to, self.nodeId(), generation, version);
+      if (version >= myVersion) {
+        return new Update(me, addr, myVersion, List.of()); // the rest is in flight
+      }
+    }
     if (gen <= generation) {
       long from = gen == generation ? version : 0; // an older generation restarts from empty
       int headerSize = GossipCodec.headerOnlySize(me, addr, from) + 8;
@@ -1012,6 +1106,12 @@ public final class GossipEngine {
     if (gen > m.generation || (gen == m.generation && version >= m.version)) {
       return headerOnly(m, m.version);
     }
+    if (gen == m.generation) {
+      version = servedFrom(to, m.nodeId, m.generation, version);
+      if (version >= m.version) {
+        return null; // all in flight; heartbeats travel in the digests
+      }
+    }
     long from = gen == m.generation ? version : 0;
     int headerSize = GossipCodec.headerOnlySize(m.entry(), m.address.address(), from) + 8;
     int maxSingle = config.messageByteCap() - 256 - headerSize;
@@ -1025,6 +1125,123 @@ public final class GossipEngine {
           v -> m.relayLog.covers(v) || v == m.version);
     }
     return headerOnly(m, 0);
+  }
+
+  /**
+   * How long deltas sent to {@code peer} count as in flight: twice its smoothed round trip or
+   * one interval, whichever is longer, plus half an interval. A peer's digest taken before our
+   * answer reached it cannot show that answer's deltas; after this window the answer is
+   * presumed lost and the digest is believed again.
+   */
+  private long inFlightWindow(Member peer) {
+    long interval = config.interval().toNanos();
+    return Math.max(2 * Math.max(peer.rttNanos, 0), interval) + interval / 2;
+  }
+
+  /**
+   * The version to serve {@code origin} (current generation {@code gen}) from to {@code to},
+   * whose digest or request says it holds {@code version}: that version, or the end of the
+   * deltas already sent to it and still in flight.
+   */
+  private long servedFrom(PeerAddress to, String origin, long gen, long version) {
+    Member peer = members.get(to.nodeId());
+    if (peer == null || peer.sent == null) {
+      return version;
+    }
+    InFlight f = peer.sent.get(origin);
+    if (f == null) {
+      return version;
+    }
+    if (f.generation != gen) {
+      removeInFlight(peer, origin);
+      return version;
+    }
+    f.confirm(version);
+    if (f.n == 0) {
+      removeInFlight(peer, origin);
+      return version;
+    }
+    if (f.from[0] > version || clock.nanoTime() - f.at[0] >= inFlightWindow(peer)) {
+      return version; // a gap, or presumed lost: serve from what the peer shows
+    }
+    long end = f.end[f.n - 1];
+    count(GossipCounter.DELTAS_IN_FLIGHT_SKIPPED, end - version);
+    return end;
+  }
+
+  /** Remembers the deltas just sent to {@code to}. */
+  private void recordInFlight(PeerAddress to, List<Update> updates) {
+    Member peer = members.get(to.nodeId());
+    if (peer == null || peer.status == Status.DEAD) {
+      return;
+    }
+    long now = clock.nanoTime();
+    for (Update u : updates) {
+      List<Delta> deltas = u.deltas();
+      if (deltas.isEmpty()) {
+        continue;
+      }
+      String origin = u.header().nodeId();
+      InFlight f = peer.sent == null ? null : peer.sent.get(origin);
+      if (f == null) {
+        if (inFlightEntries >= IN_FLIGHT_MAX_ENTRIES) {
+          continue; // full: this peer simply gets the deltas again
+        }
+        if (peer.sent == null) {
+          peer.sent = new HashMap<>();
+        }
+        f = new InFlight();
+        f.generation = u.header().generation();
+        peer.sent.put(origin, f);
+        inFlightEntries++;
+      } else if (f.generation != u.header().generation()) {
+        f.generation = u.header().generation();
+        f.n = 0;
+      }
+      f.add(u.fromVersion(), deltas.get(deltas.size() - 1).seq(), now);
+    }
+  }
+
+  private void removeInFlight(Member peer, String origin) {
+    if (peer.sent != null && peer.sent.remove(origin) != null) {
+      inFlightEntries--;
+    }
+  }
+
+  private void clearInFlight(Member peer) {
+    if (peer.sent != null) {
+      inFlightEntries -= peer.sent.size();
+      peer.sent = null;
+    }
+  }
+
+  /** Drops in-flight entries that expired or whose origin is gone or restarted. */
+  private void sweepInFlight(long now) {
+    for (Member peer : members.values()) {
+      if (peer.sent == null) {
+        continue;
+      }
+      long window = inFlightWindow(peer);
+      Iterator<Map.Entry<String, InFlight>> it = peer.sent.entrySet().iterator();
+      while (it.hasNext()) {
+        Map.Entry<String, InFlight> en = it.next();
+        InFlight f = en.getValue();
+        long gen;
+        if (en.getKey().equals(self.nodeId())) {
+          gen = generation;
+        } else {
+          Member o = members.get(en.getKey());
+          gen = o == null || o.status == Status.DEAD ? -1 : o.generation;
+        }
+        if (f.n == 0 || f.generation != gen || now - f.at[f.n - 1] >= window) {
+          it.remove();
+          inFlightEntries--;
+        }
+      }
+      if (peer.sent.isEmpty()) {
+        peer.sent = null;
+      }
+    }
   }
 
   private void sendSnapshot(PeerAddress to, String origin, long gen, List<Outgoing> chunks,
@@ -1177,6 +1394,7 @@ public final class GossipEngine {
     m.version = 0;
     m.address = addr;
     m.rttNanos = -1;
+    clearInFlight(m);
     acceptHeartbeat(m, e, now);
     m.lastSyncNanos = now;
     count(GossipCounter.GENERATIONS_REPLACED, 1);
