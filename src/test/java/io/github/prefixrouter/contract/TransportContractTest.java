@@ -71,19 +71,7 @@ public abstract class TransportContractTest {
    * value. The default polls in real time; simulated transports advance their clock instead.
    */
   protected boolean awaitCondition(BooleanSupplier condition, Duration max) {
-    long deadline = System.nanoTime() + max.toNanos();
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        return false;
-      }
-      try {
-        Thread.sleep(2);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        return condition.getAsBoolean();
-      }
-    }
-    return true;
+    return RealTimeWait.await(condition, max);
   }
 
   /** Lets {@code d} of (real or simulated) time pass. */
