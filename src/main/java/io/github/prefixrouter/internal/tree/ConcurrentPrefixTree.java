@@ -84,6 +84,12 @@ public final class ConcurrentPrefixTree {
   private static final int[] NO_TOKENS = new int[0];
   private static final Node[] NO_NODES = new Node[0];
 
+  /**
+   * Children up to this count sit in sorted dense arrays; more go to an open-addressing table
+   * (see {@link Node#kids}).
+   */
+  static final int DENSE_MAX = 2;
+
   /** How the tree learns what is cached. */
   public enum Mode {
     /** The tree records executed prompts itself and applies LRU at its capacity. */
@@ -214,11 +220,10 @@ public final class ConcurrentPrefixTree {
     Node n = root;
     int pos = 0;
     while (pos < length) {
-      int i = indexOf(n.keys, q[pos]);
-      if (i < 0) {
+      Node c = child(n, q[pos]);
+      if (c == null) {
         break;
       }
-      Node c = n.kids[i];
       int[] e = c.edge;
       int el = e.length;
       if (el == 0) {
@@ -238,18 +243,40 @@ public final class ConcurrentPrefixTree {
     return pos;
   }
 
-  static int indexOf(int[] keys, int key) {
-    int n = keys.length;
-    if (n <= 8) {
-      for (int i = 0; i < n; i++) {
+  /**
+   * The child of n whose edge starts with {@code key}, or null. Safe on a torn state (bounded,
+   * may throw an index exception or return a wrong node, which the caller's validation discards).
+   */
+  static Node child(Node n, int key) {
+    Node[] kids = n.kids;
+    int[] keys = n.keys;
+    int len = kids.length;
+    if (len <= DENSE_MAX) {
+      for (int i = 0; i < len; i++) {
         if (keys[i] == key) {
-          return i;
+          return kids[i];
         }
       }
-      return -1;
+      return null;
     }
-    int i = Arrays.binarySearch(keys, key);
-    return i >= 0 ? i : -1;
+    int mask = len - 1;
+    int h = slot(key, len);
+    for (int probes = 0; probes < len; probes++) {
+      Node c = kids[h];
+      if (c == null) {
+        return null;
+      }
+      if (keys[h] == key) {
+        return c;
+      }
+      h = (h + 1) & mask;
+    }
+    return null;
+  }
+
+  /** Home slot of a first token in a child table of {@code len} (a power of two) slots. */
+  static int slot(int key, int len) {
+    return (key * 0x9E3779B9) >>> Integer.numberOfLeadingZeros(len - 1);
   }
 
   /** Tokens currently cached (the sum of all edge lengths). */
@@ -479,15 +506,15 @@ public final class ConcurrentPrefixTree {
       if (off == to) {
         return n;
       }
-      int i = indexOf(n.keys, t[off]);
-      if (i < 0) {
+      Node next = child(n, t[off]);
+      if (next == null) {
         if (n != root && n.kids.length == 0 && n.locks == 0) {
           extendLeaf(n, t, off, to, shift);
           return n;
         }
         return addLeaf(n, t, off, to, shift, now);
       }
-      n = n.kids[i];
+      n = next;
     }
   }
 
@@ -655,55 +682,164 @@ public final class ConcurrentPrefixTree {
     return out;
   }
 
-  private static void insertChild(Node p, Node c) {
-    int key = c.edge[0];
-    int[] keys = p.keys;
-    int at = 0;
-    while (at < keys.length && keys[at] < key) {
-      at++;
-    }
-    int[] nk = new int[keys.length + 1];
-    Node[] nn = new Node[keys.length + 1];
-    System.arraycopy(keys, 0, nk, 0, at);
-    System.arraycopy(p.kids, 0, nn, 0, at);
-    nk[at] = key;
-    nn[at] = c;
-    System.arraycopy(keys, at, nk, at + 1, keys.length - at);
-    System.arraycopy(p.kids, at, nn, at + 1, keys.length - at);
-    p.kids = nn;
-    p.keys = nk;
+  /** The number of children (dense arrays hold exactly them; a table keeps the count). */
+  static int childCount(Node p) {
+    int len = p.kids.length;
+    return len <= DENSE_MAX ? len : p.keys[len];
   }
 
-  private static void removeChild(Node p, Node c) {
+  private static void insertChild(Node p, Node c) {
+    int key = c.edge[0];
     Node[] kids = p.kids;
-    int at = 0;
-    while (kids[at] != c) {
-      at++;
+    int len = kids.length;
+    if (len < DENSE_MAX) {
+      int at = 0;
+      while (at < len && p.keys[at] < key) {
+        at++;
+      }
+      int[] nk = new int[len + 1];
+      Node[] nn = new Node[len + 1];
+      System.arraycopy(p.keys, 0, nk, 0, at);
+      System.arraycopy(kids, 0, nn, 0, at);
+      nk[at] = key;
+      nn[at] = c;
+      System.arraycopy(p.keys, at, nk, at + 1, len - at);
+      System.arraycopy(kids, at, nn, at + 1, len - at);
+      p.kids = nn;
+      p.keys = nk;
+      return;
     }
-    if (kids.length == 1) {
+    int count = childCount(p);
+    if (len == DENSE_MAX || (count + 1) * 4 > len * 3) {
+      Node[] all = new Node[count + 1];
+      int k = 0;
+      for (Node x : kids) {
+        if (x != null) {
+          all[k++] = x;
+        }
+      }
+      all[k] = c;
+      setChildren(p, all);
+      return;
+    }
+    int[] keys = p.keys;
+    int h = slot(key, len);
+    while (kids[h] != null) {
+      h = (h + 1) & (len - 1);
+    }
+    keys[h] = key;
+    keys[len] = count + 1;
+    kids[h] = c;
+  }
+
+  /**
+   * Replaces p's children by {@code all} (each with a non-empty edge, distinct first tokens):
+   * sorted dense arrays for up to {@value #DENSE_MAX}, else a table filled to at most 3/4.
+   */
+  private static void setChildren(Node p, Node[] all) {
+    int count = all.length;
+    if (count == 0) {
       p.keys = NO_TOKENS;
       p.kids = NO_NODES;
       return;
     }
-    int[] nk = new int[kids.length - 1];
-    Node[] nn = new Node[kids.length - 1];
-    System.arraycopy(p.keys, 0, nk, 0, at);
-    System.arraycopy(kids, 0, nn, 0, at);
-    System.arraycopy(p.keys, at + 1, nk, at, kids.length - at - 1);
-    System.arraycopy(kids, at + 1, nn, at, kids.length - at - 1);
+    if (count <= DENSE_MAX) {
+      Node[] nn = all.clone();
+      Arrays.sort(nn, (a, b) -> Integer.compare(a.edge[0], b.edge[0]));
+      int[] nk = new int[count];
+      for (int i = 0; i < count; i++) {
+        nk[i] = nn[i].edge[0];
+      }
+      p.kids = nn;
+      p.keys = nk;
+      return;
+    }
+    int len = 4;
+    while (count * 4 > len * 3) {
+      len <<= 1;
+    }
+    int[] nk = new int[len + 1];
+    Node[] nn = new Node[len];
+    for (Node x : all) {
+      int key = x.edge[0];
+      int h = slot(key, len);
+      while (nn[h] != null) {
+        h = (h + 1) & (len - 1);
+      }
+      nk[h] = key;
+      nn[h] = x;
+    }
+    nk[len] = count;
     p.kids = nn;
     p.keys = nk;
   }
 
-  private static void replaceChild(Node p, Node old, Node by) {
+  /** The index of child c (first token {@code key}) in p's child arrays. */
+  private static int indexOfChild(Node p, Node c, int key) {
     Node[] kids = p.kids;
-    for (int i = 0; i < kids.length; i++) {
-      if (kids[i] == old) {
-        kids[i] = by;
-        return;
+    int len = kids.length;
+    int h = len <= DENSE_MAX ? 0 : slot(key, len);
+    for (int probes = 0; probes < len; probes++) {
+      if (kids[h] == c) {
+        return h;
       }
+      h = (h + 1) & (len - 1);
     }
     throw new AssertionError("not a child");
+  }
+
+  private static void removeChild(Node p, Node c) {
+    Node[] kids = p.kids;
+    int len = kids.length;
+    int at = indexOfChild(p, c, c.edge[0]);
+    if (len <= DENSE_MAX) {
+      if (len == 1) {
+        p.keys = NO_TOKENS;
+        p.kids = NO_NODES;
+        return;
+      }
+      int[] nk = new int[len - 1];
+      Node[] nn = new Node[len - 1];
+      System.arraycopy(p.keys, 0, nk, 0, at);
+      System.arraycopy(kids, 0, nn, 0, at);
+      System.arraycopy(p.keys, at + 1, nk, at, len - at - 1);
+      System.arraycopy(kids, at + 1, nn, at, len - at - 1);
+      p.kids = nn;
+      p.keys = nk;
+      return;
+    }
+    int count = childCount(p) - 1;
+    if (count <= DENSE_MAX || count * 8 < len) { // back to dense arrays, or a smaller table
+      Node[] rest = new Node[count];
+      int k = 0;
+      for (Node x : kids) {
+        if (x != null && x != c) {
+          rest[k++] = x;
+        }
+      }
+      setChildren(p, rest);
+      return;
+    }
+    // linear probing deletion: shift later entries of the cluster back into the hole
+    int[] keys = p.keys;
+    int mask = len - 1;
+    int hole = at;
+    kids[hole] = null;
+    for (int j = (hole + 1) & mask; kids[j] != null; j = (j + 1) & mask) {
+      int home = slot(keys[j], len);
+      boolean between = hole <= j ? hole < home && home <= j : hole < home || home <= j;
+      if (!between) {
+        keys[hole] = keys[j];
+        kids[hole] = kids[j];
+        kids[j] = null;
+        hole = j;
+      }
+    }
+    keys[len] = count;
+  }
+
+  private static void replaceChild(Node p, Node old, Node by) {
+    p.kids[indexOfChild(p, old, by.edge[0])] = by;
   }
 
   /** Restores the normal form on the path from n up to the root after stamps or locks changed. */
@@ -972,7 +1108,9 @@ public final class ConcurrentPrefixTree {
       int k = indexOfHash(n.engineBlocks(), h);
       // everything continuing the block goes, then the block itself and the rest of the edge
       for (Node c : n.kids.clone()) {
-        removeSubtree(c);
+        if (c != null) {
+          removeSubtree(c);
+        }
       }
       int keepEnd = blockEnd(n, k) - blockSize;
       if (keepEnd <= n.start) {
@@ -988,7 +1126,9 @@ public final class ConcurrentPrefixTree {
 
   private void removeSubtree(Node n) {
     for (Node c : n.kids.clone()) {
-      removeSubtree(c);
+      if (c != null) {
+        removeSubtree(c);
+      }
     }
     detach(n);
     n.parent = null;
@@ -1182,7 +1322,9 @@ public final class ConcurrentPrefixTree {
         out.addAll(blockHashesOf(n));
       }
       for (int i = n.kids.length - 1; i >= 0; i--) {
-        stack.push(n.kids[i]);
+        if (n.kids[i] != null) {
+          stack.push(n.kids[i]);
+        }
       }
     }
     return out.drain();
@@ -1358,15 +1500,35 @@ public final class ConcurrentPrefixTree {
               "single-child chain at depth " + end + " with no lease or recency boundary");
         }
       }
-      require(n.keys.length == n.kids.length, "keys and kids differ in length");
+      int len = n.kids.length;
+      int count = 0;
+      if (len <= DENSE_MAX) {
+        require(n.keys.length == len, "dense keys and kids differ in length");
+        count = len;
+      } else {
+        require(Integer.bitCount(len) == 1, "child table of " + len + " slots");
+        require(n.keys.length == len + 1, "child table keys do not hold the count");
+        for (Node c : n.kids) {
+          count += c == null ? 0 : 1;
+        }
+        require(n.keys[len] == count, "child table count " + n.keys[len] + " != " + count);
+        require(count > DENSE_MAX, "child table with only " + count + " children");
+        require(count * 4 <= len * 3, "child table over 3/4 full");
+        require(count * 8 >= len || len == 4, "child table under 1/8 full");
+      }
       long lockSum = 0;
-      for (int i = 0; i < n.kids.length; i++) {
+      for (int i = 0; i < len; i++) {
         Node c = n.kids[i];
-        require(i == 0 || n.keys[i - 1] < n.keys[i], "child keys not strictly sorted");
-        require(c.parent == n, "child's parent pointer is wrong");
-        require(c.start == end, "child starts at " + c.start + ", parent ends at " + end);
+        if (c == null) {
+          continue;
+        }
+        require(len > DENSE_MAX || i == 0 || n.keys[i - 1] < n.keys[i],
+            "child keys not strictly sorted");
         require(c.edge.length > 0 && n.keys[i] == c.edge[0],
             "child key is not its first token");
+        require(child(n, c.edge[0]) == c, "child not found by its first token");
+        require(c.parent == n, "child's parent pointer is wrong");
+        require(c.start == end, "child starts at " + c.start + ", parent ends at " + end);
         require(c.stamp <= n.stamp || n == root, "child used more recently than its parent");
         lockSum += c.locks;
         visit(c, path);
@@ -1415,6 +1577,11 @@ public final class ConcurrentPrefixTree {
     }
   }
 
+  /** The root node (tests only). */
+  Node rootForTest() {
+    return root;
+  }
+
   /** Visits every cached sequence that has no cached continuation (tests only). */
   List<int[]> leafSequences() {
     long ws = lock.writeLock();
@@ -1437,7 +1604,9 @@ public final class ConcurrentPrefixTree {
       return;
     }
     for (Node c : n.kids) {
-      collect(c, p, out);
+      if (c != null) {
+        collect(c, p, out);
+      }
     }
   }
 
@@ -1457,6 +1626,15 @@ public final class ConcurrentPrefixTree {
   static class Node {
     /** The edge's token ids. */
     int[] edge;
+    /**
+     * The children, by the first token of their edges. Up to {@value ConcurrentPrefixTree#DENSE_MAX}: dense arrays
+     * sorted by first token ({@code keys[i]} is {@code kids[i].edge[0]}). More: an
+     * open-addressing table with linear probing of {@code kids.length} slots (a power of two,
+     * at most 3/4 full, home slot {@link #slot}), a free slot holding null, and
+     * {@code keys[kids.length]} the number of children. A table so always has more than
+     * {@value ConcurrentPrefixTree#DENSE_MAX} children: {@code kids.length == 0} means a leaf and
+     * {@code kids.length == 1} exactly one child.
+     */
     int[] keys;
     Node[] kids;
     Node parent;

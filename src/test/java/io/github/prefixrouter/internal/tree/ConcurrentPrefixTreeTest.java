@@ -53,6 +53,42 @@ class ConcurrentPrefixTreeTest {
     }
   }
 
+  /**
+   * A node's children go from dense arrays to a child table and back as they come and go: the
+   * root here gets up to 200 children whose first tokens collide in small tables, then loses
+   * them in LRU order; every step keeps the invariants and every match.
+   */
+  @Test
+  void childTablesGrowAndShrinkWithTheChildren() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.selfManaged(10_000);
+    int n = 200;
+    int[][] prompts = new int[n][];
+    for (int i = 0; i < n; i++) {
+      int first = (i % 2 == 0 ? i : -i) * 1024; // equal low bits: many share a home slot
+      prompts[i] = new int[] {first, i, i + 1};
+      t.insert(prompts[i]);
+      t.checkInvariants();
+      assertEquals(i + 1, ConcurrentPrefixTree.childCount(t.rootForTest()));
+    }
+    assertTrue(t.rootForTest().kids.length > n, "a table, not dense arrays");
+    for (int i = 0; i < n; i++) {
+      assertEquals(3, t.match(prompts[i]), "prompt " + i);
+      assertEquals(1, t.match(new int[] {prompts[i][0], -7}));
+    }
+    assertEquals(0, t.match(new int[] {5 * 1024 + 1}));
+    for (int i = 0; i < n; i++) { // evicts prompt i, the least recently used
+      t.evictTo(3L * (n - i - 1));
+      t.checkInvariants();
+      assertEquals(n - i - 1, ConcurrentPrefixTree.childCount(t.rootForTest()));
+      assertEquals(0, t.match(prompts[i]));
+      if (i + 1 < n) {
+        assertEquals(3, t.match(prompts[n - 1]));
+        assertEquals(3, t.match(prompts[i + 1]));
+      }
+    }
+    assertEquals(0, t.rootForTest().kids.length);
+  }
+
   @Test
   void matchesLongestCachedPrefix() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.selfManaged(1000);

@@ -169,6 +169,24 @@ class SelfManagedTreePropertyTest {
     // share their low 16 bits (below 2^16, below 2^17, above)
     Arbitrary<int[]> prompt =
         Arbitraries.of(1, 65_537, 131_073).array(int[].class).ofMinSize(1).ofMaxSize(12);
+    return opsOf(prompt, 60);
+  }
+
+  /**
+   * Many first tokens and short prompts, so that nodes get many children and their child tables
+   * grow, shrink and turn back into dense arrays; the ids include negative ones and ids whose
+   * home slots coincide in small tables.
+   */
+  @Provide
+  Arbitrary<List<Op>> wideOps() {
+    Arbitrary<Integer> id = Arbitraries.frequencyOf(
+        Tuple.of(6, Arbitraries.integers().between(0, 40)),
+        Tuple.of(1, Arbitraries.of(-1, Integer.MIN_VALUE, Integer.MAX_VALUE, 1 << 30, 3 << 30)));
+    Arbitrary<int[]> prompt = id.array(int[].class).ofMinSize(1).ofMaxSize(4);
+    return opsOf(prompt, 150);
+  }
+
+  private static Arbitrary<List<Op>> opsOf(Arbitrary<int[]> prompt, int maxOps) {
     Arbitrary<Op> op =
         Arbitraries.frequencyOf(
             Tuple.of(12, prompt.map(Insert::new)),
@@ -177,7 +195,7 @@ class SelfManagedTreePropertyTest {
             Tuple.of(4, Arbitraries.integers().between(0, 9).map(Release::new)),
             Tuple.of(2, Arbitraries.integers().between(0, 30).map(EvictTo::new)),
             Tuple.of(1, Arbitraries.just(new Clear())));
-    return op.list().ofMaxSize(60);
+    return op.list().ofMaxSize(maxOps);
   }
 
   @Property
@@ -186,6 +204,20 @@ class SelfManagedTreePropertyTest {
       @ForAll @IntRange(min = 1, max = 40) int capacity,
       @ForAll @IntRange(min = 1, max = 5) int blockSize,
       @ForAll boolean listenFromStart) {
+    check(ops, capacity, blockSize, listenFromStart);
+  }
+
+  @Property
+  void behavesLikeTheNaiveModelWithWideFanout(
+      @ForAll("wideOps") List<Op> ops,
+      @ForAll @IntRange(min = 1, max = 120) int capacity,
+      @ForAll @IntRange(min = 1, max = 3) int blockSize,
+      @ForAll boolean listenFromStart) {
+    check(ops, capacity, blockSize, listenFromStart);
+  }
+
+  private static void check(
+      List<Op> ops, int capacity, int blockSize, boolean listenFromStart) {
     ConcurrentPrefixTree tree =
         ConcurrentPrefixTree.builder().capacityTokens(capacity).blockSize(blockSize).build();
     ConcurrentPrefixTreeTest.Replay replay = new ConcurrentPrefixTreeTest.Replay();
