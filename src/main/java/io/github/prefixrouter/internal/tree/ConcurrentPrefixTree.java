@@ -215,7 +215,12 @@ public final class ConcurrentPrefixTree {
     return mode == Mode.ENGINE_DRIVEN ? matched - matched % blockSize : matched;
   }
 
-  /** Returns the matched length, or -1 if it saw an inconsistent (torn) state. */
+  /**
+   * Returns the matched length, or -1 if it saw an inconsistent (torn) state. The next query
+   * position comes from the child's {@code end} field rather than from its edge's length, so
+   * the next child's lookup does not wait for the edge array to arrive from memory (the edge
+   * is compared while the processor already fetches the path further down).
+   */
   private int walk(int[] q, int length) {
     Node n = root;
     int pos = 0;
@@ -225,19 +230,20 @@ public final class ConcurrentPrefixTree {
         break;
       }
       int[] e = c.edge;
+      int end = c.end;
       int el = e.length;
-      if (el == 0) {
+      if (el == 0 || end - el != pos) {
         return -1;
       }
-      int m = Math.min(el, length - pos);
-      int mm = Arrays.mismatch(e, 0, m, q, pos, pos + m);
+      if (end > length) { // the query ends inside this edge
+        int mm = Arrays.mismatch(e, 0, length - pos, q, pos, length);
+        return mm >= 0 ? pos + mm : length;
+      }
+      int mm = Arrays.mismatch(e, 0, el, q, pos, end);
       if (mm >= 0) {
         return pos + mm;
       }
-      pos += m;
-      if (m < el) {
-        break;
-      }
+      pos = end;
       n = c;
     }
     return pos;
@@ -475,9 +481,9 @@ public final class ConcurrentPrefixTree {
   private Node extend(
       Node n, int d, int[] t, int off, int to, int shift, long now, boolean touch) {
     while (true) {
-      int nEnd = n.start + n.edge.length;
+      int nEnd = n.end;
       if (d < nEnd) { // inside n's edge
-        int eo = d - n.start;
+        int eo = d - n.start();
         int m = Math.min(n.edge.length - eo, to - off);
         int mm = Arrays.mismatch(n.edge, eo, eo + m, t, off, off + m);
         int matched = mm < 0 ? m : mm;
@@ -529,19 +535,19 @@ public final class ConcurrentPrefixTree {
     }
   }
 
-  /** Splits n at absolute depth d (n.start < d < n.end): returns the new upper node. */
+  /** Splits n at absolute depth d (n.start() < d < n.end): returns the new upper node. */
   private Node splitAt(Node n, int d) {
-    int m = d - n.start;
+    int m = d - n.start();
     int[] e = n.edge;
     Node u = newNode();
     u.edge = Arrays.copyOfRange(e, 0, m);
-    u.start = n.start;
+    u.end = d;
     u.stamp = n.stamp;
     u.locks = n.locks;
     u.parent = n.parent;
     u.keys = new int[] {e[m]};
     u.kids = new Node[] {n};
-    int ku = d / blockSize - n.start / blockSize;
+    int ku = d / blockSize - n.start() / blockSize;
     u.lastHash = ku == 0 ? n.parent.lastHash : hashEndingAt(n, (d / blockSize) * blockSize);
     if (ku > 0) {
       int total = blockCount(n);
@@ -551,8 +557,7 @@ public final class ConcurrentPrefixTree {
         reindex(u);
       }
     }
-    n.edge = Arrays.copyOfRange(e, m, e.length);
-    n.start = d;
+    n.edge = Arrays.copyOfRange(e, m, e.length); // n.end stays
     replaceChild(u.parent, n, u);
     n.parent = u;
     return u;
@@ -561,12 +566,12 @@ public final class ConcurrentPrefixTree {
   private Node addLeaf(Node parent, int[] t, int off, int to, int shift, long now) {
     Node leaf = newNode();
     leaf.edge = Arrays.copyOfRange(t, off, to);
-    leaf.start = off + shift;
+    leaf.end = to + shift;
     leaf.stamp = now;
     leaf.parent = parent;
     leaf.keys = NO_TOKENS;
     leaf.kids = NO_NODES;
-    long[] added = hashNewBlocks(parent, leaf.start, leaf.start + leaf.edge.length, t, shift);
+    long[] added = hashNewBlocks(parent, leaf.start(), leaf.end, t, shift);
     leaf.lastHash = added == null ? parent.lastHash : added[added.length - 1];
     if (added != null && mode == Mode.ENGINE_DRIVEN) {
       leaf.engineBlocks(new long[added.length]);
@@ -584,11 +589,12 @@ public final class ConcurrentPrefixTree {
   }
 
   private void extendLeaf(Node n, int[] t, int off, int to, int shift) {
-    int oldEnd = n.start + n.edge.length;
+    int oldEnd = n.end;
     int[] e = Arrays.copyOf(n.edge, n.edge.length + (to - off));
     System.arraycopy(t, off, e, n.edge.length, to - off);
     long[] added = hashNewBlocks(n, oldEnd, oldEnd + (to - off), t, shift);
     n.edge = e;
+    n.end = oldEnd + (to - off);
     if (added != null) {
       n.lastHash = added[added.length - 1];
       if (mode == Mode.ENGINE_DRIVEN) {
@@ -625,14 +631,14 @@ public final class ConcurrentPrefixTree {
       return BlockHasher.ROOT_PARENT;
     }
     Node x = n;
-    while (x.start >= f) {
+    while (x.start() >= f) {
       x = x.parent;
     }
-    if (f == (x.start + x.edge.length) / blockSize * blockSize) {
+    if (f == (x.end) / blockSize * blockSize) {
       return x.lastHash; // x's last block
     }
     // rehash x's blocks up to f from the last block ending before x (at most x's edge)
-    int g = x.start / blockSize * blockSize;
+    int g = x.start() / blockSize * blockSize;
     long prev = x.parent.lastHash;
     int[] buf = new int[f - g];
     pathTokens(x, g, f, buf);
@@ -644,7 +650,7 @@ public final class ConcurrentPrefixTree {
 
   /** Full blocks whose last token lies on n's edge. */
   private int blockCount(Node n) {
-    return (n.start + n.edge.length) / blockSize - n.start / blockSize;
+    return (n.end) / blockSize - n.start() / blockSize;
   }
 
   /** Writes the tokens at depths [from, to) of the path ending on node x (to <= x.end). */
@@ -652,11 +658,11 @@ public final class ConcurrentPrefixTree {
     Node y = x;
     int hi = to;
     while (hi > from) {
-      while (y.start >= hi) {
+      while (y.start() >= hi) {
         y = y.parent;
       }
-      int lo = Math.max(from, y.start);
-      System.arraycopy(y.edge, lo - y.start, dst, lo - from, hi - lo);
+      int lo = Math.max(from, y.start());
+      System.arraycopy(y.edge, lo - y.start(), dst, lo - from, hi - lo);
       hi = lo;
     }
   }
@@ -670,7 +676,7 @@ public final class ConcurrentPrefixTree {
     if (count == 0) {
       return null;
     }
-    int g = n.start / blockSize * blockSize;
+    int g = n.start() / blockSize * blockSize;
     long prev = n.parent.lastHash;
     int[] buf = new int[count * blockSize];
     pathTokens(n, g, g + buf.length, buf);
@@ -864,8 +870,7 @@ public final class ConcurrentPrefixTree {
     if (mode == Mode.ENGINE_DRIVEN) {
       c.engineBlocks(concat(p.engineBlocks(), c.engineBlocks()));
     }
-    c.edge = e;
-    c.start = p.start;
+    c.edge = e; // c.end stays
     replaceChild(gp, p, c);
     c.parent = gp;
     p.parent = null;
@@ -892,7 +897,7 @@ public final class ConcurrentPrefixTree {
 
   /** Shortens leaf l's edge to newLen >= 1 tokens, reporting the blocks that go. */
   private void trimLeaf(Node l, int newLen) {
-    int keep = (l.start + newLen) / blockSize - l.start / blockSize;
+    int keep = (l.start() + newLen) / blockSize - l.start() / blockSize;
     int count = blockCount(l);
     if (keep < count) {
       if (listeners.length > 0) { // the evicted hashes are only needed for the events
@@ -900,7 +905,7 @@ public final class ConcurrentPrefixTree {
         evictedBuf.addRange(hashes, keep, count);
         l.lastHash = keep == 0 ? l.parent.lastHash : hashes[keep - 1];
       } else {
-        l.lastHash = hashEndingAt(l, (l.start / blockSize + keep) * blockSize);
+        l.lastHash = hashEndingAt(l, (l.start() / blockSize + keep) * blockSize);
       }
       if (l.engineBlocks() != null) {
         unindex(l.engineBlocks(), keep, l.engineBlocks().length);
@@ -908,6 +913,7 @@ public final class ConcurrentPrefixTree {
       }
     }
     size -= l.edge.length - newLen;
+    l.end = l.start() + newLen;
     l.edge = Arrays.copyOf(l.edge, newLen);
   }
 
@@ -1070,10 +1076,10 @@ public final class ConcurrentPrefixTree {
     Node x = end;
     for (int i = hashes.length - 1; i >= 0; i--) {
       int blockEndDepth = d + (i + 1) * blockSize;
-      while (x.start >= blockEndDepth) {
+      while (x.start() >= blockEndDepth) {
         x = x.parent;
       }
-      int k = blockEndDepth / blockSize - x.start / blockSize - 1;
+      int k = blockEndDepth / blockSize - x.start() / blockSize - 1;
       long existing = x.engineBlocks()[k];
       if (existing == 0) {
         x.engineBlocks()[k] = hashes[i];
@@ -1113,13 +1119,13 @@ public final class ConcurrentPrefixTree {
         }
       }
       int keepEnd = blockEnd(n, k) - blockSize;
-      if (keepEnd <= n.start) {
+      if (keepEnd <= n.start()) {
         Node p = n.parent;
         detach(n);
         n.parent = null;
         pruneEngine(p);
       } else {
-        trimLeaf(n, keepEnd - n.start);
+        trimLeaf(n, keepEnd - n.start());
       }
     }
   }
@@ -1138,11 +1144,11 @@ public final class ConcurrentPrefixTree {
   private void pruneEngine(Node p) {
     while (p != root) {
       if (p.kids.length == 0) {
-        int end = p.start + p.edge.length;
+        int end = p.end;
         int aligned = end - end % blockSize;
-        if (aligned > p.start) {
+        if (aligned > p.start()) {
           if (aligned < end) {
-            trimLeaf(p, aligned - p.start);
+            trimLeaf(p, aligned - p.start());
           }
           return;
         }
@@ -1160,7 +1166,7 @@ public final class ConcurrentPrefixTree {
   }
 
   private int blockEnd(Node n, int k) {
-    return (n.start / blockSize + 1 + k) * blockSize;
+    return (n.start() / blockSize + 1 + k) * blockSize;
   }
 
   private static int indexOfHash(long[] hashes, long h) {
@@ -1450,7 +1456,7 @@ public final class ConcurrentPrefixTree {
     long blocks;
 
     void check() {
-      require(root.edge.length == 0 && root.edge.length == 0 && root.start == 0, "root has an edge");
+      require(root.edge.length == 0 && root.edge.length == 0 && root.start() == 0, "root has an edge");
       require(root.locks == 0, "root has locks");
       int[] path = new int[16];
       visit(root, path);
@@ -1472,15 +1478,15 @@ public final class ConcurrentPrefixTree {
     }
 
     private void visit(Node n, int[] path) {
-      int end = n.start + n.edge.length;
+      int end = n.end;
       if (path.length < end) {
         path = Arrays.copyOf(path, Math.max(end, path.length * 2));
       }
-      System.arraycopy(n.edge, 0, path, n.start, n.edge.length);
+      System.arraycopy(n.edge, 0, path, n.start(), n.edge.length);
       if (n != root) {
-        require(n.edge.length > 0, "empty edge at depth " + n.start);
+        require(n.edge.length > 0, "empty edge at depth " + n.start());
         require((mode == Mode.ENGINE_DRIVEN) == (n instanceof EngineNode),
-            "node class does not fit the mode at depth " + n.start);
+            "node class does not fit the mode at depth " + n.start());
         total += n.edge.length;
         checkBlocks(n, path);
         boolean leaf = n.kids.length == 0;
@@ -1528,7 +1534,7 @@ public final class ConcurrentPrefixTree {
             "child key is not its first token");
         require(child(n, c.edge[0]) == c, "child not found by its first token");
         require(c.parent == n, "child's parent pointer is wrong");
-        require(c.start == end, "child starts at " + c.start + ", parent ends at " + end);
+        require(c.start() == end, "child starts at " + c.start() + ", parent ends at " + end);
         require(c.stamp <= n.stamp || n == root, "child used more recently than its parent");
         lockSum += c.locks;
         visit(c, path);
@@ -1537,8 +1543,8 @@ public final class ConcurrentPrefixTree {
     }
 
     private void checkBlocks(Node n, int[] path) {
-      int end = n.start + n.edge.length;
-      int count = end / blockSize - n.start / blockSize;
+      int end = n.end;
+      int count = end / blockSize - n.start() / blockSize;
       // the chain recomputed from the path alone, independent of the nodes' hashes
       long[] chain = new long[end / blockSize];
       long h = BlockHasher.ROOT_PARENT;
@@ -1547,21 +1553,21 @@ public final class ConcurrentPrefixTree {
         chain[j] = h;
       }
       require(n.lastHash == h,
-          "wrong hash of the last block ending by depth " + end + " (at depth " + n.start + ")");
+          "wrong hash of the last block ending by depth " + end + " (at depth " + n.start() + ")");
       if (count == 0) {
         require(n.engineBlocks() == null, "engine hashes on a node without blocks");
         return;
       }
       blocks += count;
       long[] held = blockHashesOf(n);
-      int first = n.start / blockSize;
+      int first = n.start() / blockSize;
       for (int k = 0; k < count; k++) {
         require(held[k] == chain[first + k],
             "wrong block hash for the block ending at " + (first + k + 1) * blockSize);
       }
       if (mode == Mode.ENGINE_DRIVEN) {
         require(n.engineBlocks() != null && n.engineBlocks().length == count,
-            "engine hashes missing at depth " + n.start);
+            "engine hashes missing at depth " + n.start());
         for (long eh : n.engineBlocks()) {
           require(eh != 0 && engineIndex.get(eh) == n, "engine hash not indexed to its node");
         }
@@ -1645,9 +1651,18 @@ public final class ConcurrentPrefixTree {
      */
     long lastHash = BlockHasher.ROOT_PARENT;
     long stamp;
-    int start;
+    /**
+     * Depth just past this node's edge (where its children start); the walk takes the next
+     * query position from here, without waiting for the edge array's length.
+     */
+    int end;
     int locks;
     int heapIndex = -1;
+
+    /** Depth of the edge's first token. */
+    int start() {
+      return end - edge.length;
+    }
 
     /** Engine-driven mode: the engine's hashes of the blocks ending on the edge, or null. */
     long[] engineBlocks() {
