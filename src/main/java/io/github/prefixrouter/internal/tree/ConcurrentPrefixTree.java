@@ -106,7 +106,9 @@ public final class ConcurrentPrefixTree {
   private final StampedLock lock = new StampedLock();
   private final Node root = new Node();
   private volatile long size;
-  private long clock;
+  private int clock;
+  /** The clock value at which stamps are renumbered (a field so that tests can lower it). */
+  private int stampLimit = Integer.MAX_VALUE - 1;
   private int epoch;
 
   // LRU heap of evictable leaves (self-managed mode), guarded by the write lock
@@ -336,7 +338,7 @@ public final class ConcurrentPrefixTree {
     }
     long ws = lock.writeLock();
     try {
-      long now = ++clock;
+      int now = nextStamp();
       Node end = extend(root, 0, tokens, 0, length, 0, now, true);
       normalizeUpward(end);
       evictLocked(capacity);
@@ -369,12 +371,13 @@ public final class ConcurrentPrefixTree {
       if (matched == 0) {
         return new Lease(this, null, 0, epoch);
       }
-      long now = ++clock;
+      int now = nextStamp();
       Node end = extend(root, 0, tokens, 0, matched, 0, now, true);
       for (Node x = end; x != root; x = x.parent) {
-        if (x.locks++ == 0 && x.heapIndex >= 0) {
+        if (x.lru >= 0) {
           heapRemove(x);
         }
+        x.lru--; // one more lock
       }
       normalizeUpward(end);
       return new Lease(this, end, matched, epoch);
@@ -396,7 +399,7 @@ public final class ConcurrentPrefixTree {
         return; // nothing pinned, or the tree was cleared since
       }
       for (Node x = end; x != root; x = x.parent) {
-        if (--x.locks == 0 && x.kids.length == 0) {
+        if (++x.lru == -1 && x.kids.length == 0) { // one lock less, now none
           heapAdd(x);
         }
       }
@@ -479,7 +482,7 @@ public final class ConcurrentPrefixTree {
    * gets stamp {@code now}, and the path is split where it ends (self-managed mode).
    */
   private Node extend(
-      Node n, int d, int[] t, int off, int to, int shift, long now, boolean touch) {
+      Node n, int d, int[] t, int off, int to, int shift, int now, boolean touch) {
     while (true) {
       int nEnd = n.end;
       if (d < nEnd) { // inside n's edge
@@ -514,7 +517,7 @@ public final class ConcurrentPrefixTree {
       }
       Node next = child(n, t[off]);
       if (next == null) {
-        if (n != root && n.kids.length == 0 && n.locks == 0) {
+        if (n != root && n.kids.length == 0 && n.locks() == 0) {
           extendLeaf(n, t, off, to, shift);
           return n;
         }
@@ -524,14 +527,51 @@ public final class ConcurrentPrefixTree {
     }
   }
 
+  /**
+   * The next use stamp. Stamps are 32-bit to keep nodes small; before the counter would
+   * overflow, every node's stamp is replaced by its rank among the distinct stamps in use,
+   * which keeps all comparisons (LRU order, the heap, the normal form) as they were.
+   */
+  private int nextStamp() {
+    if (clock >= stampLimit) {
+      renumberStamps();
+    }
+    return ++clock;
+  }
+
+  private void renumberStamps() {
+    List<Node> all = new ArrayList<>();
+    java.util.ArrayDeque<Node> stack = new java.util.ArrayDeque<>();
+    stack.push(root);
+    while (!stack.isEmpty()) {
+      Node n = stack.pop();
+      all.add(n);
+      for (Node c : n.kids) {
+        if (c != null) {
+          stack.push(c);
+        }
+      }
+    }
+    int[] distinct = all.stream().mapToInt(n -> n.stamp).sorted().distinct().toArray();
+    for (Node n : all) {
+      n.stamp = Arrays.binarySearch(distinct, n.stamp); // the root keeps 0, the smallest
+    }
+    clock = distinct.length - 1;
+  }
+
+  /** Lowers the stamp renumbering threshold (tests only). */
+  void stampLimitForTest(int limit) {
+    stampLimit = limit;
+  }
+
   private Node newNode() {
     return mode == Mode.ENGINE_DRIVEN ? new EngineNode() : new Node();
   }
 
-  private void touch(Node n, long now) {
+  private void touch(Node n, int now) {
     n.stamp = now;
-    if (n.heapIndex >= 0) {
-      siftDown(n.heapIndex);
+    if (n.lru >= 0) {
+      siftDown(n.lru);
     }
   }
 
@@ -543,7 +583,7 @@ public final class ConcurrentPrefixTree {
     u.edge = Arrays.copyOfRange(e, 0, m);
     u.end = d;
     u.stamp = n.stamp;
-    u.locks = n.locks;
+    u.lru = -1 - n.locks(); // an inner node: never in the heap
     u.parent = n.parent;
     u.keys = new int[] {e[m]};
     u.kids = new Node[] {n};
@@ -563,7 +603,7 @@ public final class ConcurrentPrefixTree {
     return u;
   }
 
-  private Node addLeaf(Node parent, int[] t, int off, int to, int shift, long now) {
+  private Node addLeaf(Node parent, int[] t, int off, int to, int shift, int now) {
     Node leaf = newNode();
     leaf.edge = Arrays.copyOfRange(t, off, to);
     leaf.end = to + shift;
@@ -578,7 +618,7 @@ public final class ConcurrentPrefixTree {
     }
     boolean wasLeaf = parent.kids.length == 0;
     insertChild(parent, leaf);
-    if (wasLeaf && parent.heapIndex >= 0) {
+    if (wasLeaf && parent.lru >= 0) {
       heapRemove(parent);
     }
     size += leaf.edge.length;
@@ -853,7 +893,7 @@ public final class ConcurrentPrefixTree {
     Node x = n;
     while (x != root && x.parent != root) {
       Node p = x.parent;
-      if (p.kids.length == 1 && p.locks == x.locks && p.stamp == x.stamp) {
+      if (p.kids.length == 1 && p.locks() == x.locks() && p.stamp == x.stamp) {
         mergeIntoChild(p, x);
       } else {
         x = p;
@@ -926,12 +966,12 @@ public final class ConcurrentPrefixTree {
       return;
     }
     if (p.kids.length == 0) {
-      if (p.locks == 0) {
+      if (p.locks() == 0) {
         heapAdd(p);
       }
     } else if (p.kids.length == 1) {
       Node c = p.kids[0];
-      if (p.locks == c.locks && p.stamp == c.stamp) {
+      if (p.locks() == c.locks() && p.stamp == c.stamp) {
         mergeIntoChild(p, c);
       }
     }
@@ -1204,14 +1244,14 @@ public final class ConcurrentPrefixTree {
       heap = Arrays.copyOf(heap, heapSize * 2);
     }
     heap[heapSize] = n;
-    n.heapIndex = heapSize;
+    n.lru = heapSize;
     heapSize++;
     siftUp(heapSize - 1);
   }
 
   private void heapRemove(Node n) {
-    int i = n.heapIndex;
-    n.heapIndex = -1;
+    int i = n.lru;
+    n.lru = -1;
     heapSize--;
     if (i == heapSize) {
       heap[i] = null;
@@ -1220,9 +1260,9 @@ public final class ConcurrentPrefixTree {
     Node last = heap[heapSize];
     heap[heapSize] = null;
     heap[i] = last;
-    last.heapIndex = i;
+    last.lru = i;
     siftDown(i);
-    siftUp(last.heapIndex);
+    siftUp(last.lru);
   }
 
   private void siftUp(int i) {
@@ -1234,11 +1274,11 @@ public final class ConcurrentPrefixTree {
         break;
       }
       heap[i] = pn;
-      pn.heapIndex = i;
+      pn.lru = i;
       i = p;
     }
     heap[i] = n;
-    n.heapIndex = i;
+    n.lru = i;
   }
 
   private void siftDown(int i) {
@@ -1256,11 +1296,11 @@ public final class ConcurrentPrefixTree {
         break;
       }
       heap[i] = cn;
-      cn.heapIndex = i;
+      cn.lru = i;
       i = c;
     }
     heap[i] = n;
-    n.heapIndex = i;
+    n.lru = i;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1457,7 +1497,7 @@ public final class ConcurrentPrefixTree {
 
     void check() {
       require(root.edge.length == 0 && root.edge.length == 0 && root.start() == 0, "root has an edge");
-      require(root.locks == 0, "root has locks");
+      require(root.lru == -1, "root has locks or sits in the LRU heap");
       int[] path = new int[16];
       visit(root, path);
       require(total == size, "size " + size + " != sum of edges " + total);
@@ -1465,7 +1505,7 @@ public final class ConcurrentPrefixTree {
         require(evictable == heapSize,
             "LRU heap holds " + heapSize + " nodes, " + evictable + " leaves are evictable");
         for (int i = 0; i < heapSize; i++) {
-          require(heap[i].heapIndex == i, "heap index broken at " + i);
+          require(heap[i].lru == i, "heap index broken at " + i);
           require(i == 0 || heap[(i - 1) / 2].stamp <= heap[i].stamp, "heap order broken");
         }
         require(size <= capacity || heapSize == 0,
@@ -1490,19 +1530,18 @@ public final class ConcurrentPrefixTree {
         total += n.edge.length;
         checkBlocks(n, path);
         boolean leaf = n.kids.length == 0;
-        require(n.locks >= 0, "negative lock count");
-        if (leaf && n.locks == 0) {
+        if (leaf && n.locks() == 0) {
           evictable++;
-          require(n.heapIndex >= 0 || mode == Mode.ENGINE_DRIVEN, "evictable leaf not in heap");
+          require(n.lru >= 0 || mode == Mode.ENGINE_DRIVEN, "evictable leaf not in heap");
         } else {
-          require(n.heapIndex < 0, "non-evictable node in heap");
+          require(n.lru < 0, "non-evictable node in heap");
         }
         if (mode == Mode.ENGINE_DRIVEN && leaf) {
           require(end % blockSize == 0, "engine-driven leaf ends mid-block at " + end);
         }
         if (n.kids.length == 1 && n.parent != null) {
           Node c = n.kids[0];
-          require(n.locks != c.locks || n.stamp != c.stamp,
+          require(n.locks() != c.locks() || n.stamp != c.stamp,
               "single-child chain at depth " + end + " with no lease or recency boundary");
         }
       }
@@ -1536,10 +1575,10 @@ public final class ConcurrentPrefixTree {
         require(c.parent == n, "child's parent pointer is wrong");
         require(c.start() == end, "child starts at " + c.start() + ", parent ends at " + end);
         require(c.stamp <= n.stamp || n == root, "child used more recently than its parent");
-        lockSum += c.locks;
+        lockSum += c.locks();
         visit(c, path);
       }
-      require(n == root || n.locks >= lockSum, "node has fewer locks than its children");
+      require(n == root || n.locks() >= lockSum, "node has fewer locks than its children");
     }
 
     private void checkBlocks(Node n, int[] path) {
@@ -1650,14 +1689,23 @@ public final class ConcurrentPrefixTree {
      * recomputed from the tokens when needed.
      */
     long lastHash = BlockHasher.ROOT_PARENT;
-    long stamp;
+    /** Last use (self-managed mode): an operation counter, renumbered before it overflows. */
+    int stamp;
     /**
      * Depth just past this node's edge (where its children start); the walk takes the next
      * query position from here, without waiting for the edge array's length.
      */
     int end;
-    int locks;
-    int heapIndex = -1;
+    /**
+     * The LRU state in one field: {@code >= 0} the node's index in the LRU heap (an unleased
+     * leaf), else {@code -1 - locks} with {@code locks} the number of leases through it.
+     */
+    int lru = -1;
+
+    /** The number of leases whose prefix passes through this node. */
+    int locks() {
+      return lru >= 0 ? 0 : -1 - lru;
+    }
 
     /** Depth of the edge's first token. */
     int start() {

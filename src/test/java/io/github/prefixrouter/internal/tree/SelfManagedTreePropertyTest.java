@@ -203,8 +203,9 @@ class SelfManagedTreePropertyTest {
       @ForAll("ops") List<Op> ops,
       @ForAll @IntRange(min = 1, max = 40) int capacity,
       @ForAll @IntRange(min = 1, max = 5) int blockSize,
-      @ForAll boolean listenFromStart) {
-    check(ops, capacity, blockSize, listenFromStart);
+      @ForAll boolean listenFromStart,
+      @ForAll @IntRange(min = 0, max = 8) int stampLimit) {
+    check(ops, capacity, blockSize, listenFromStart, stampLimit);
   }
 
   @Property
@@ -213,13 +214,21 @@ class SelfManagedTreePropertyTest {
       @ForAll @IntRange(min = 1, max = 120) int capacity,
       @ForAll @IntRange(min = 1, max = 3) int blockSize,
       @ForAll boolean listenFromStart) {
-    check(ops, capacity, blockSize, listenFromStart);
+    check(ops, capacity, blockSize, listenFromStart, 0);
   }
 
-  private static void check(
-      List<Op> ops, int capacity, int blockSize, boolean listenFromStart) {
+  /**
+   * Runs the operations on a tree and the model. A positive {@code stampLimit} makes the tree
+   * renumber its use stamps whenever its counter reaches it (normally near 2^31), which must
+   * change nothing observable.
+   */
+  private static void check(List<Op> ops, int capacity, int blockSize, boolean listenFromStart,
+      int stampLimit) {
     ConcurrentPrefixTree tree =
         ConcurrentPrefixTree.builder().capacityTokens(capacity).blockSize(blockSize).build();
+    if (stampLimit > 0) {
+      tree.stampLimitForTest(stampLimit);
+    }
     ConcurrentPrefixTreeTest.Replay replay = new ConcurrentPrefixTreeTest.Replay();
     if (listenFromStart) { // else the first half runs with no listener (no evicted hashes)
       tree.addListener(replay);
