@@ -32,13 +32,20 @@ import org.slf4j.LoggerFactory;
  *
  * <ul>
  *   <li><b>Shape.</b> Nodes hold a compressed edge ({@code int[]} of token ids, never empty
- *       except at the root) and their children in two parallel arrays sorted by first token
- *       ({@code int[] keys}, {@code Node[] kids}): a linear scan for up to 8 children, binary
- *       search above. Matching compares edges with {@link Arrays#mismatch(int[], int, int,
- *       int[], int, int)}, which the JIT vectorizes. (Edges packed to 2.125 bytes per token,
- *       16 low bits plus one bit per id, were measured: they cut memory per token by 35 to 47%
- *       but made the match 2 to 6 times slower, since a comparison of chars with ints is
- *       scalar; see docs/tree.md.)
+ *       except at the root), the depth just past it ({@code end}; the start depth is derived),
+ *       and their children by first token: up to two in sorted dense arrays, more in an
+ *       open-addressing table with linear probing, at most 3/4 full, so that a lookup is about
+ *       one probe with no data-dependent branch (a binary search over the 2,000 children of a
+ *       wide root mispredicts a branch per probe). Matching compares edges with {@link
+ *       Arrays#mismatch(int[], int, int, int[], int, int)}, which the JIT vectorizes, and takes
+ *       the next position from {@code end}, so the next lookup does not wait for the edge
+ *       array. (Edges packed to 2.125 bytes per token, 16 low bits plus one bit per id, were
+ *       measured: they cut memory per token by 35 to 47% but made the match 2 to 6 times
+ *       slower, since a comparison of chars with ints is scalar; see docs/tree.md.)
+ *   <li><b>Node size.</b> A self-managed node is 48 bytes: four references (edge, child keys,
+ *       children, parent), the one block hash, and three ints: the use stamp (32-bit,
+ *       renumbered by rank before it would overflow), {@code end}, and one field that is either
+ *       the node's LRU heap index (an unleased leaf) or its lease count.
  *   <li><b>Blocks.</b> Every node keeps one chained hash ({@link BlockHasher}): that of the
  *       last full block ending at or before its end. An insert hashes only its new blocks
  *       (continuing from that hash; a path that leaves an edge mid-way rehashes at most that
@@ -1664,9 +1671,9 @@ public final class ConcurrentPrefixTree {
   // ---------------------------------------------------------------------------------------------
 
   /**
-   * A tree node. Fields read by {@link #match} ({@code edge}, {@code keys}, {@code kids}) are
-   * written only under the write lock and read under an optimistic stamp; the rest is touched
-   * only under the write lock.
+   * A tree node. Fields read by {@link #match} ({@code edge}, {@code end}, {@code keys},
+   * {@code kids}) are written only under the write lock and read under an optimistic stamp; the
+   * rest is touched only under the write lock.
    */
   static class Node {
     /** The edge's token ids. */
@@ -1726,7 +1733,7 @@ public final class ConcurrentPrefixTree {
 
   /**
    * A node of an engine-driven tree: self-managed nodes do without the field (a node object
-   * of 56 rather than 64 bytes).
+   * of 48 rather than 56 bytes).
    */
   static final class EngineNode extends Node {
     long[] engineBlocks;
