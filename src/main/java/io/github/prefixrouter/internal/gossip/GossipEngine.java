@@ -74,6 +74,9 @@ public final class GossipEngine {
 
   private static final Logger log = LoggerFactory.getLogger(GossipEngine.class);
 
+  /** Bytes one replicated block takes in a delta or a snapshot chunk on the wire. */
+  public static final int WIRE_BYTES_PER_BLOCK = 8;
+
   /** Sends one gossip payload to a peer; must not block; may drop. */
   @FunctionalInterface
   public interface Sender {
@@ -717,7 +720,9 @@ public final class GossipEngine {
   private Outgoing syn(PeerAddress to, List<Member> live, long now) {
     long round = nextRound++;
     pendingSyns.put(round, new PendingSyn(to.nodeId(), now));
-    return new Outgoing(to, codec.encode(new Syn(round, generation, buildDigest(live))));
+    byte[] payload = codec.encode(new Syn(round, generation, buildDigest(live)));
+    count(GossipCounter.DIGEST_BYTES_SENT, payload.length);
+    return new Outgoing(to, payload);
   }
 
   private void sendLater(PeerAddress to) {
@@ -967,6 +972,7 @@ public final class GossipEngine {
     }
     trimRequests(requests, budget);
     recordInFlight(from, updates);
+    countUpdateBytes(updates);
     out.add(new Outgoing(from, codec.encode(new Ack(syn.round(), generation, updates, requests))));
     out.addAll(chunks);
   }
@@ -1040,6 +1046,7 @@ public final class GossipEngine {
     }
     if (!updates.isEmpty()) {
       recordInFlight(from, updates);
+      countUpdateBytes(updates);
       out.add(new Outgoing(from, codec.encode(new Ack2(generation, updates))));
     }
     out.addAll(chunks);
@@ -1202,6 +1209,19 @@ public final class GossipEngine {
     }
   }
 
+  /** Splits the bytes of updates about to be sent into headers, own and relayed deltas. */
+  private void countUpdateBytes(List<Update> updates) {
+    for (Update u : updates) {
+      long deltaBytes = 0;
+      for (Delta d : u.deltas()) {
+        deltaBytes += d.encodedSize();
+      }
+      count(GossipCounter.UPDATE_HEADER_BYTES_SENT, GossipCodec.sizeOf(u) - deltaBytes);
+      count(u.header().nodeId().equals(self.nodeId()) ? GossipCounter.OWN_DELTA_BYTES_SENT
+          : GossipCounter.RELAYED_DELTA_BYTES_SENT, deltaBytes);
+    }
+  }
+
   private void removeInFlight(Member peer, String origin) {
     if (peer.sent != null && peer.sent.remove(origin) != null) {
       inFlightEntries--;
@@ -1278,6 +1298,7 @@ public final class GossipEngine {
       snapshotBudget[0] -= chunk.length;
       chunks.add(new Outgoing(to, chunk));
       count(GossipCounter.SNAPSHOT_CHUNKS_SENT, 1);
+      count(GossipCounter.SNAPSHOT_BYTES_SENT, chunk.length);
       any = true;
     }
     if (any) {
@@ -1404,6 +1425,7 @@ public final class GossipEngine {
     for (Delta d : u.deltas()) {
       if (d.seq() <= m.version) {
         count(GossipCounter.DELTAS_REDUNDANT, 1);
+        count(GossipCounter.REDUNDANT_DELTA_BYTES_RECEIVED, d.encodedSize());
         continue;
       }
       if (d.seq() != m.version + 1) {

@@ -119,12 +119,24 @@ public final class GossipBenchmarkMain {
   /** Counts blocks newly cached, to price a KV-cache transfer of the same prefixes. */
   static final class StoredCounter implements BlockEventListener {
     long stored;
+    long evicted;
 
     @Override
     public synchronized void onStored(long[] blockHashes) {
       stored += blockHashes.length;
     }
+
+    @Override
+    public synchronized void onEvicted(long[] blockHashes) {
+      evicted += blockHashes.length;
+    }
   }
+
+  /** Where the delta protocol's bytes go, per node per second over the measurement window. */
+  static final GossipCounter[] BREAKDOWN = {
+      GossipCounter.DIGEST_BYTES_SENT, GossipCounter.UPDATE_HEADER_BYTES_SENT,
+      GossipCounter.OWN_DELTA_BYTES_SENT, GossipCounter.RELAYED_DELTA_BYTES_SENT,
+      GossipCounter.SNAPSHOT_BYTES_SENT, GossipCounter.REDUNDANT_DELTA_BYTES_RECEIVED};
 
   static void bandwidth(StringBuilder json, PromptSource prompts, int n, double rate,
       long capacity, int warmupS, int measureS, int fanout, long seed) {
@@ -179,11 +191,25 @@ public final class GossipBenchmarkMain {
     long fullBefore = fulls.stream().mapToLong(f -> f.bytesSent).sum();
     long storedBefore = stored.stream().mapToLong(c -> c.stored).sum();
     long snapBefore = sum(engines, GossipCounter.SNAPSHOT_CHUNKS_SENT);
+    long evictedBefore = stored.stream().mapToLong(c -> c.evicted).sum();
+    long[] partsBefore = new long[BREAKDOWN.length];
+    for (int k = 0; k < BREAKDOWN.length; k++) {
+      partsBefore[k] = sum(engines, BREAKDOWN[k]);
+    }
     net.time.advanceBy(measureS * s);
+    double[] parts = new double[BREAKDOWN.length];
+    for (int k = 0; k < BREAKDOWN.length; k++) {
+      parts[k] = (sum(engines, BREAKDOWN[k]) - partsBefore[k]) / (double) n / measureS;
+    }
     double deltaRate = (sum(engines, GossipCounter.BYTES_SENT) - deltaBefore) / (double) n / measureS;
     double fullRate = (fulls.stream().mapToLong(f -> f.bytesSent).sum() - fullBefore)
         / (double) n / measureS;
     long storedBlocks = stored.stream().mapToLong(c -> c.stored).sum() - storedBefore;
+    long evictedBlocks = stored.stream().mapToLong(c -> c.evicted).sum() - evictedBefore;
+    double changesPerNode = (storedBlocks + evictedBlocks) / (double) n / measureS;
+    // every change delivered exactly once to each of the n - 1 other nodes, block bytes only
+    double floor = (n - 1) * changesPerNode * GossipEngine.WIRE_BYTES_PER_BLOCK;
+    double other = deltaRate - parts[0] - parts[1] - parts[2] - parts[3] - parts[4];
     double kvRate = storedBlocks * (double) BLOCK * KV_BYTES_PER_TOKEN / n / measureS;
     long snapshotsInWindow = sum(engines, GossipCounter.SNAPSHOT_CHUNKS_SENT) - snapBefore;
     double blocksPerNode = trees.stream().mapToLong(t -> t.sizeTokens()).average().orElse(0)
@@ -212,6 +238,16 @@ public final class GossipBenchmarkMain {
         100 * deltaRate / kvRate, indexBytes / (double) Math.max(1, pairs),
         100 * err / Math.max(1, samples), snapshotsInWindow);
     System.out.println(line);
+    String breakdown = String.format(Locale.ROOT,
+        "  breakdown (B/node/s): digests (SYN) %.0f, update headers %.0f, own deltas %.0f, "
+            + "relayed deltas %.0f, snapshots %.0f, other (ACK/ACK2 framing, requests) %.0f; "
+            + "redundant delta bytes received %.0f; block changes %.1f/node/s (stored %.1f, "
+            + "evicted %.1f); floor (each change once to each of %d peers at %d B) %.0f B/node/s "
+            + "= %.2f%% of full; protocol / floor = %.2f",
+        parts[0], parts[1], parts[2], parts[3], parts[4], other, parts[5], changesPerNode,
+        storedBlocks / (double) n / measureS, evictedBlocks / (double) n / measureS, n - 1,
+        GossipEngine.WIRE_BYTES_PER_BLOCK, floor, 100 * floor / fullRate, deltaRate / floor);
+    System.out.println(breakdown);
     json.append(String.format(Locale.ROOT, "  {\n    \"nodes\": %d, \"requestsPerSecondPerNode\": %.2f,"
             + " \"capacityTokens\": %d, \"warmupSeconds\": %d, \"measureSeconds\": %d,"
             + " \"intervalMs\": 1000, \"fanout\": %d,\n"
@@ -223,10 +259,17 @@ public final class GossipBenchmarkMain {
             + "    \"deltaOverKvTransfer\": %.8f,\n"
             + "    \"replicaIndexBytesPerBlock\": %.2f, \"targetReplicaIndexBytesPerBlock\": 32,\n"
             + "    \"meanReplicaSizeError\": %.6f,\n"
-            + "    \"snapshotChunksInWindow\": %d\n  }",
+            + "    \"snapshotChunksInWindow\": %d,\n"
+            + "    \"breakdownBytesPerNodePerSecond\": {\"digests\": %.1f, \"updateHeaders\": %.1f,"
+            + " \"ownDeltas\": %.1f, \"relayedDeltas\": %.1f, \"snapshots\": %.1f, \"other\": %.1f,"
+            + " \"redundantDeltasReceived\": %.1f},\n"
+            + "    \"blockChangesPerNodePerSecond\": %.2f, \"wireBytesPerBlock\": %d,\n"
+            + "    \"floorBytesPerNodePerSecond\": %.1f, \"floorOverFull\": %.6f\n  }",
         n, rate, capacity, warmupS, measureS, fanout, blocksPerNode, deltaRate, fullRate, ratio,
         kvRate, deltaRate / kvRate, indexBytes / (double) Math.max(1, pairs),
-        err / Math.max(1, samples), snapshotsInWindow));
+        err / Math.max(1, samples), snapshotsInWindow, parts[0], parts[1], parts[2], parts[3],
+        parts[4], other, parts[5], changesPerNode, GossipEngine.WIRE_BYTES_PER_BLOCK, floor,
+        floor / fullRate));
   }
 
   private static void scheduleFull(SimNet net, FullSnapshotGossip f, List<PeerAddress> peers,
