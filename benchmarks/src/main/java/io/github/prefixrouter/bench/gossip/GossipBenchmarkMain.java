@@ -149,6 +149,7 @@ public final class GossipBenchmarkMain {
     }
     List<GossipEngine> engines = new ArrayList<>();
     List<FullSnapshotGossip> fulls = new ArrayList<>();
+    List<FullSnapshotGossip> fulls4 = new ArrayList<>();
     List<ConcurrentPrefixTree> trees = new ArrayList<>();
     List<StoredCounter> stored = new ArrayList<>();
     SplittableRandom rnd = new SplittableRandom(seed);
@@ -157,22 +158,27 @@ public final class GossipBenchmarkMain {
       GossipEngine e = new GossipEngine(a, 1, config, List.of(addrs.get(0)), net.time, net.time,
           new SplittableRandom(seed * 1_000 + i), () -> EngineLoad.IDLE,
           (to, p) -> net.send(a, to, p));
-      FullSnapshotGossip f = new FullSnapshotGossip(a, config.messageByteCap());
+      FullSnapshotGossip f = new FullSnapshotGossip(a, config.messageByteCap(), 8);
+      FullSnapshotGossip f4 = new FullSnapshotGossip(a, config.messageByteCap(), 4);
       ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(BLOCK)
           .capacityTokens(capacity).build();
       StoredCounter sc = new StoredCounter();
       t.addListener(e.localSummary());
       t.addListener(f);
+      t.addListener(f4);
       t.addListener(sc);
       net.register(a, (from, p) -> {
-        if (p.length > 0 && (p[0] & 0xFF) == 0x1F) {
+        if (p.length > 0 && (p[0] & 0xFF) == FullSnapshotGossip.typeFor(8)) {
           f.onMessage(from, p);
+        } else if (p.length > 0 && (p[0] & 0xFF) == FullSnapshotGossip.typeFor(4)) {
+          f4.onMessage(from, p);
         } else {
           e.onMessage(from, p);
         }
       });
       engines.add(e);
       fulls.add(f);
+      fulls4.add(f4);
       trees.add(t);
       stored.add(sc);
       e.start();
@@ -183,12 +189,16 @@ public final class GossipBenchmarkMain {
       // measured) from the start of the measurement window, on the same caches
       net.time.schedule(warmupS * 1_000_000_000L,
           () -> scheduleFull(net, f, others, fanout, fr, config.interval().toNanos()));
+      SplittableRandom fr4 = new SplittableRandom(seed * 7 + i);
+      net.time.schedule(warmupS * 1_000_000_000L,
+          () -> scheduleFull(net, f4, others, fanout, fr4, config.interval().toNanos()));
       scheduleRequests(net, t, prompts, rate, new SplittableRandom(seed * 13 + i));
     }
     long s = 1_000_000_000L;
     net.time.advanceBy(warmupS * s);
     long deltaBefore = sum(engines, GossipCounter.BYTES_SENT);
     long fullBefore = fulls.stream().mapToLong(f -> f.bytesSent).sum();
+    long full4Before = fulls4.stream().mapToLong(f -> f.bytesSent).sum();
     long storedBefore = stored.stream().mapToLong(c -> c.stored).sum();
     long snapBefore = sum(engines, GossipCounter.SNAPSHOT_CHUNKS_SENT);
     long evictedBefore = stored.stream().mapToLong(c -> c.evicted).sum();
@@ -203,6 +213,8 @@ public final class GossipBenchmarkMain {
     }
     double deltaRate = (sum(engines, GossipCounter.BYTES_SENT) - deltaBefore) / (double) n / measureS;
     double fullRate = (fulls.stream().mapToLong(f -> f.bytesSent).sum() - fullBefore)
+        / (double) n / measureS;
+    double full4Rate = (fulls4.stream().mapToLong(f -> f.bytesSent).sum() - full4Before)
         / (double) n / measureS;
     long storedBlocks = stored.stream().mapToLong(c -> c.stored).sum() - storedBefore;
     long evictedBlocks = stored.stream().mapToLong(c -> c.evicted).sum() - evictedBefore;
@@ -222,7 +234,7 @@ public final class GossipBenchmarkMain {
     for (GossipEngine e : engines) {
       for (var p : e.view().peers()) {
         int owner = Integer.parseInt(p.address().nodeId().substring(5));
-        long truth = engines.get(owner).localSummary().size();
+        long truth = engines.get(owner).localSummary().fingerprintCount();
         err += Math.abs(p.replicaBlocks() - truth) / (double) Math.max(1, truth);
         samples++;
       }
@@ -243,10 +255,12 @@ public final class GossipBenchmarkMain {
             + "relayed deltas %.0f, snapshots %.0f, other (ACK/ACK2 framing, requests) %.0f; "
             + "redundant delta bytes received %.0f; block changes %.1f/node/s (stored %.1f, "
             + "evicted %.1f); floor (each change once to each of %d peers at %d B) %.0f B/node/s "
-            + "= %.2f%% of full; protocol / floor = %.2f",
+            + "= %.2f%% of full; protocol / floor = %.2f; full snapshots of 4-byte fingerprints "
+            + "%.0f B/node/s (delta/full4 = %.2f%%, floor/full4 = %.2f%%)",
         parts[0], parts[1], parts[2], parts[3], parts[4], other, parts[5], changesPerNode,
         storedBlocks / (double) n / measureS, evictedBlocks / (double) n / measureS, n - 1,
-        GossipEngine.WIRE_BYTES_PER_BLOCK, floor, 100 * floor / fullRate, deltaRate / floor);
+        GossipEngine.WIRE_BYTES_PER_BLOCK, floor, 100 * floor / fullRate, deltaRate / floor,
+        full4Rate, 100 * deltaRate / full4Rate, 100 * floor / full4Rate);
     System.out.println(breakdown);
     json.append(String.format(Locale.ROOT, "  {\n    \"nodes\": %d, \"requestsPerSecondPerNode\": %.2f,"
             + " \"capacityTokens\": %d, \"warmupSeconds\": %d, \"measureSeconds\": %d,"
@@ -264,12 +278,14 @@ public final class GossipBenchmarkMain {
             + " \"ownDeltas\": %.1f, \"relayedDeltas\": %.1f, \"snapshots\": %.1f, \"other\": %.1f,"
             + " \"redundantDeltasReceived\": %.1f},\n"
             + "    \"blockChangesPerNodePerSecond\": %.2f, \"wireBytesPerBlock\": %d,\n"
-            + "    \"floorBytesPerNodePerSecond\": %.1f, \"floorOverFull\": %.6f\n  }",
+            + "    \"floorBytesPerNodePerSecond\": %.1f, \"floorOverFull\": %.6f,\n"
+            + "    \"fullSnapshot4ByteFingerprintsBytesPerNodePerSecond\": %.1f,"
+            + " \"deltaOverFull4\": %.6f, \"floorOverFull4\": %.6f\n  }",
         n, rate, capacity, warmupS, measureS, fanout, blocksPerNode, deltaRate, fullRate, ratio,
         kvRate, deltaRate / kvRate, indexBytes / (double) Math.max(1, pairs),
         err / Math.max(1, samples), snapshotsInWindow, parts[0], parts[1], parts[2], parts[3],
         parts[4], other, parts[5], changesPerNode, GossipEngine.WIRE_BYTES_PER_BLOCK, floor,
-        floor / fullRate));
+        floor / fullRate, full4Rate, deltaRate / full4Rate, floor / full4Rate));
   }
 
   private static void scheduleFull(SimNet net, FullSnapshotGossip f, List<PeerAddress> peers,
