@@ -65,8 +65,8 @@ import org.slf4j.LoggerFactory;
  * <p><b>Threads.</b> The engine starts no thread: rounds run on the injected
  * {@link Scheduler}, time comes from the injected {@link Clock}, randomness from the injected
  * {@link RandomGenerator}. All mutation ({@link #onMessage}, rounds) happens under the write
- * lock of a read-write lock; {@link #leadingBlocks} takes the read lock, so request threads
- * query concurrently with each other and only wait while a message is being applied.
+ * lock of a read-write lock; {@link #leadingBlocks} takes no lock of it: it reads the replica
+ * index optimistically (see {@link ReplicaIndex}), so request threads never wait for gossip.
  * {@link #view()} and {@link #stats()} read immutable snapshots and never block on gossip.
  * Messages are sent after the lock is released.
  */
@@ -236,7 +236,7 @@ public final class GossipEngine {
   private long relayHashes;
   private int inFlightEntries;
   private long synStamp;
-  private int slotHighWater; // one more than the highest slot ever assigned
+  private volatile int slotHighWater; // one more than the highest slot ever assigned
   private final long heartbeatLagToCorrect;
 
   private final AtomicLongArray counters = new AtomicLongArray(GossipCounter.values().length);
@@ -326,7 +326,7 @@ public final class GossipEngine {
   /**
    * For a request's chain of block hashes, how many leading blocks each peer's replica holds,
    * in one pass over the chain whatever the number of peers. Map slots to peers with
-   * {@link #view()}. Thread-safe; takes the read lock.
+   * {@link #view()}. Thread-safe and lock-free in the common case (see {@link ReplicaIndex}).
    *
    * @param chain chained block hashes of the request, first block first
    * @param n how many of {@code chain} to consider
@@ -339,17 +339,20 @@ public final class GossipEngine {
     if (n < 0 || n > chain.length) {
       throw new IllegalArgumentException("n must be in 0.." + chain.length + ", was " + n);
     }
+    return leadingBlocks(BlockChainSource.of(chain, n), outPerSlot);
+  }
+
+  /**
+   * Like {@link #leadingBlocks(long[], int, int[])}, but pulls the chain from {@code chain} in
+   * chunks only while some peer still holds every block so far, so the caller hashes a prompt
+   * only about as far as the longest match.
+   */
+  public int leadingBlocks(BlockChainSource chain, int[] outPerSlot) {
     if (outPerSlot.length < config.maxPeers()) {
       throw new IllegalArgumentException(
           "outPerSlot needs " + config.maxPeers() + " entries, has " + outPerSlot.length);
     }
-    ReentrantReadWriteLock.ReadLock r = lock.readLock();
-    r.lock();
-    try {
-      return index.leadingBlocks(chain, n, outPerSlot, slotHighWater);
-    } finally {
-      r.unlock();
-    }
+    return index.leadingBlocks(chain, outPerSlot, slotHighWater);
   }
 
   /** The live membership as of the last change. Thread-safe and cheap. */
