@@ -15,16 +15,18 @@ import java.util.function.Supplier;
  *
  * <p>Design notes:
  * <ul>
- *   <li>Hot path, called once per request attempt: match the local tree, hash the prompt's
- *       blocks lazily (only while some peer still holds every block so far: the hash chain is
- *       serial, a few ns per token), ask the replicas for every peer's leading-block count in
- *       one pass per extension, then one loop
- *       over the peers computing each candidate's cost straight into the arrays the
- *       {@link RouteDecision} keeps (no copy, no per-candidate object); the chain and the
- *       per-peer counts live in thread-local scratch arrays. A peer with no match skips the
- *       staleness discount (its effective match is 0 whatever the trust).
- *   <li>The chain comes from {@link BlockChain}, which computes the block hashes' token work
- *       for all blocks first and chains them in a second, short serial pass.
+ *   <li>Hot path, called once per request attempt: match the local tree, ask the replicas for
+ *       every peer's leading-block count in one pass over the chain (a bitmap of the peers
+ *       still matching, intersected with each block's holders), the chain being hashed lazily
+ *       by a per-thread {@link PromptChain} in chunks pulled by the query only while some peer
+ *       still holds every block so far (the hash chain is serial, about 1 ns per token, so
+ *       this is the only way to save hashing); then one loop over the peers computing each
+ *       candidate's cost straight into the arrays the {@link RouteDecision} keeps (no copy, no
+ *       per-candidate object). The chain and the per-peer counts live in thread-local scratch;
+ *       the only allocation is the decision itself. A peer with no match skips the staleness
+ *       discount (its effective match is 0 whatever the trust).
+ *   <li>The chain comes from {@link BlockChain}: the tree's {@link
+ *       io.github.prefixrouter.internal.tree.BlockHasher}, software-pipelined.
  *   <li>Cost (nanoseconds) of running a prompt of {@code n} tokens on candidate {@code c}:
  *       {@code rtt(c) + overhead(c) + queueDepth(c) × service + prefill × (n − effMatch(c))}
  *       where rtt and overhead are 0 for the local node, {@code effMatch} is the estimated
@@ -288,11 +290,8 @@ final class RoutePlanner {
       }
     }
 
-    String[] ids = new String[c];
-    ids[0] = localId;
-    System.arraycopy(ps.ids, 0, ids, 1, p);
     return new RouteDecision(
-        policy, n, ids,
+        policy, n, ps.idsWithLocal(localId),
         o.matched, o.effective, o.load, o.rtt, o.costs, o.skipped,
         chosen, reason);
   }
