@@ -808,13 +808,19 @@ public final class GossipEngine {
     List<DigestEntry> digest = new ArrayList<>(live.size() + 1);
     DigestEntry me = selfEntry();
     digest.add(me);
+    GossipCodec.Prev prev = new GossipCodec.Prev();
     int budget = config.messageByteCap() - GossipCodec.synOverhead(Long.MAX_VALUE >>> 2,
-        generation, live.size() + 1) - GossipCodec.sizeOf(me);
-    int n = live.size();
+        generation, live.size() + 1) - GossipCodec.sizeOf(me, prev);
+    prev.set(me.nodeId(), me.generation());
+    // sorted by id, so each id is coded as the prefix it shares with the previous one + the rest
+    List<Member> sorted = new ArrayList<>(live);
+    sorted.sort((x, y) -> x.nodeId.compareTo(y.nodeId));
+    int n = sorted.size();
     int start = n == 0 ? 0 : random.nextInt(n);
     for (int i = 0; i < n; i++) {
-      DigestEntry e = live.get((start + i) % n).entry();
-      int size = GossipCodec.sizeOf(e);
+      DigestEntry e = sorted.get((start + i) % n).entry();
+      int size = GossipCodec.sizeOf(e, prev);
+      prev.set(e.nodeId(), e.generation());
       if (size > budget) {
         break; // the rest goes in a later round (start rotates)
       }
@@ -1232,15 +1238,18 @@ public final class GossipEngine {
 
   /** Splits the bytes of updates about to be sent into headers, own and relayed deltas. */
   private void countUpdateBytes(List<Update> updates) {
+    long allDeltaBytes = 0;
     for (Update u : updates) {
       long deltaBytes = 0;
       for (Delta d : u.deltas()) {
         deltaBytes += d.encodedSize();
       }
-      count(GossipCounter.UPDATE_HEADER_BYTES_SENT, GossipCodec.sizeOf(u) - deltaBytes);
+      allDeltaBytes += deltaBytes;
       count(u.header().nodeId().equals(self.nodeId()) ? GossipCounter.OWN_DELTA_BYTES_SENT
           : GossipCounter.RELAYED_DELTA_BYTES_SENT, deltaBytes);
     }
+    count(GossipCounter.UPDATE_HEADER_BYTES_SENT,
+        GossipCodec.updatesSize(updates) - allDeltaBytes);
   }
 
   private void removeInFlight(Member peer, String origin) {
