@@ -37,6 +37,9 @@ final class GossipCodec {
   private static final int FLAG_OVERLOADED = 1;
   /** Entry flag: queue depth and in-flight count follow (both are 0 when absent). */
   private static final int FLAG_LOAD = 2;
+  /** Entry flag (SYN only): an answer about this origin is awaited from another peer. */
+  private static final int FLAG_PENDING = 4;
+  private static final int ENTRY_FLAGS = FLAG_OVERLOADED | FLAG_LOAD | FLAG_PENDING;
   /** Update flag: the origin's address follows. */
   private static final int UPDATE_HAS_ADDRESS = 1;
 
@@ -191,7 +194,8 @@ final class GossipCodec {
     writeId(w, e.nodeId(), e.generation(), prev);
     w.writeVarLong(e.version()).writeVarLong(e.heartbeat());
     boolean load = e.queueDepth() != 0 || e.inFlight() != 0;
-    w.writeByte((e.overloaded() ? FLAG_OVERLOADED : 0) | (load ? FLAG_LOAD : 0));
+    w.writeByte((e.overloaded() ? FLAG_OVERLOADED : 0) | (load ? FLAG_LOAD : 0)
+        | (e.pending() ? FLAG_PENDING : 0));
     if (load) {
       w.writeVarInt(e.queueDepth()).writeVarInt(e.inFlight());
     }
@@ -381,9 +385,8 @@ final class GossipCodec {
     long hb = counter(r, "entry.heartbeat");
     int pos = r.position();
     int flags = r.readUnsignedByte("entry.flags");
-    if ((flags & ~(FLAG_OVERLOADED | FLAG_LOAD)) != 0) {
-      throw MalformedMessageException.outOfRange("entry.flags", flags, 0,
-          FLAG_OVERLOADED | FLAG_LOAD, pos);
+    if ((flags & ~ENTRY_FLAGS) != 0) {
+      throw MalformedMessageException.outOfRange("entry.flags", flags, 0, ENTRY_FLAGS, pos);
     }
     int queue = 0;
     int inFlight = 0;
@@ -392,7 +395,7 @@ final class GossipCodec {
       inFlight = r.readVarInt("entry.inFlight", 0, Integer.MAX_VALUE);
     }
     return new DigestEntry(prev.id, prev.generation, ver, hb, queue, inFlight,
-        (flags & FLAG_OVERLOADED) != 0);
+        (flags & FLAG_OVERLOADED) != 0, (flags & FLAG_PENDING) != 0);
   }
 
   /** Reads a front-coded id and a zigzag generation difference into {@code prev}. */

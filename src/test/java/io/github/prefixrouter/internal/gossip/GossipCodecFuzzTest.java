@@ -54,7 +54,10 @@ class GossipCodecFuzzTest {
     return Combinators.combine(ids(), counters(), counters(), counters(),
             Arbitraries.integers().between(0, Integer.MAX_VALUE),
             Arbitraries.integers().between(0, 1_000), Arbitraries.of(true, false))
-        .as(DigestEntry::new);
+        .as(DigestEntry::new)
+        .flatMap(e -> Arbitraries.of(true, false).map(pending -> new DigestEntry(e.nodeId(),
+            e.generation(), e.version(), e.heartbeat(), e.queueDepth(), e.inFlight(),
+            e.overloaded(), pending)));
   }
 
   static Arbitrary<Delta> deltaAt(long seq) {
@@ -322,7 +325,7 @@ class GossipCodecFuzzTest {
             List.of(new Delta(1, Delta.STORE, new long[] {1L << 32})))))));
     // an unknown flag bit
     byte[] syn = codec.encode(new Syn(1, 1, List.of(new DigestEntry("a", 1, 1, 1, 0, 0, true))));
-    syn[syn.length - 1] = 4;
+    syn[syn.length - 1] = 8;
     assertEquals("entry.flags",
         assertThrows(MalformedMessageException.class, () -> codec.decode(syn)).field());
   }
