@@ -65,8 +65,8 @@ import org.slf4j.LoggerFactory;
  * <p><b>Threads.</b> The engine starts no thread: rounds run on the injected
  * {@link Scheduler}, time comes from the injected {@link Clock}, randomness from the injected
  * {@link RandomGenerator}. All mutation ({@link #onMessage}, rounds) happens under the write
- * lock of a read-write lock; {@link #leadingBlocks} takes the read lock, so request threads
- * query concurrently with each other and only wait while a message is being applied.
+ * lock of a read-write lock; {@link #leadingBlocks} takes no lock of it: it reads the replica
+ * index optimistically (see {@link ReplicaIndex}), so request threads never wait for gossip.
  * {@link #view()} and {@link #stats()} read immutable snapshots and never block on gossip.
  * Messages are sent after the lock is released.
  */
@@ -77,9 +77,9 @@ public final class GossipEngine {
   /** Bytes one replicated block takes in a delta or a snapshot chunk on the wire. */
   public static final int WIRE_BYTES_PER_BLOCK = BlockFingerprint.BYTES;
 
-  /** Per request thread: the request's chain mapped to block fingerprints. */
-  private static final ThreadLocal<long[]> FINGERPRINTS =
-      ThreadLocal.withInitial(() -> new long[64]);
+  /** Per request thread: a view of the request's chain as block fingerprints, reused. */
+  private static final ThreadLocal<FingerprintedChain> FINGERPRINTED =
+      ThreadLocal.withInitial(FingerprintedChain::new);
 
   /** Sends one gossip payload to a peer; must not block; may drop. */
   @FunctionalInterface
@@ -246,7 +246,7 @@ public final class GossipEngine {
   private long relayHashes;
   private int inFlightEntries;
   private long synStamp;
-  private int slotHighWater; // one more than the highest slot ever assigned
+  private volatile int slotHighWater; // one more than the highest slot ever assigned
   private final long heartbeatLagToCorrect;
 
   private final AtomicLongArray counters = new AtomicLongArray(GossipCounter.values().length);
@@ -336,7 +336,7 @@ public final class GossipEngine {
   /**
    * For a request's chain of block hashes, how many leading blocks each peer's replica holds,
    * in one pass over the chain whatever the number of peers. Map slots to peers with
-   * {@link #view()}. Thread-safe; takes the read lock.
+   * {@link #view()}. Thread-safe and lock-free in the common case (see {@link ReplicaIndex}).
    *
    * @param chain chained block hashes of the request, first block first
    * @param n how many of {@code chain} to consider
@@ -349,24 +349,56 @@ public final class GossipEngine {
     if (n < 0 || n > chain.length) {
       throw new IllegalArgumentException("n must be in 0.." + chain.length + ", was " + n);
     }
+    return leadingBlocks(BlockChainSource.of(chain, n), outPerSlot);
+  }
+
+  /**
+   * Like {@link #leadingBlocks(long[], int, int[])}, but pulls the chain from {@code chain} in
+   * chunks only while some peer still holds every block so far, so the caller hashes a prompt
+   * only about as far as the longest match.
+   */
+  public int leadingBlocks(BlockChainSource chain, int[] outPerSlot) {
     if (outPerSlot.length < config.maxPeers()) {
       throw new IllegalArgumentException(
           "outPerSlot needs " + config.maxPeers() + " entries, has " + outPerSlot.length);
     }
-    long[] fingerprints = FINGERPRINTS.get();
-    if (fingerprints.length < n) {
-      fingerprints = new long[Math.max(n, 2 * fingerprints.length)];
-      FINGERPRINTS.set(fingerprints);
+    return index.leadingBlocks(FINGERPRINTED.get().of(chain), outPerSlot, slotHighWater);
+  }
+
+  /**
+   * A request's chain as the fingerprints replicas hold ({@link BlockFingerprint}), folded as
+   * the replica query pulls blocks, into an array reused per thread.
+   */
+  private static final class FingerprintedChain implements BlockChainSource {
+    private BlockChainSource source;
+    private long[] fingerprints = new long[64];
+    private int folded;
+
+    FingerprintedChain of(BlockChainSource chain) {
+      source = chain;
+      folded = 0;
+      return this;
     }
-    for (int i = 0; i < n; i++) {
-      fingerprints[i] = BlockFingerprint.of(chain[i]);
+
+    @Override
+    public int ensure(int blocks) {
+      int n = source.ensure(blocks);
+      if (n > folded) {
+        long[] hashes = source.hashes();
+        if (fingerprints.length < n) {
+          fingerprints = Arrays.copyOf(fingerprints, Math.max(n, 2 * fingerprints.length));
+        }
+        for (int i = folded; i < n; i++) {
+          fingerprints[i] = BlockFingerprint.of(hashes[i]);
+        }
+        folded = n;
+      }
+      return n;
     }
-    ReentrantReadWriteLock.ReadLock r = lock.readLock();
-    r.lock();
-    try {
-      return index.leadingBlocks(fingerprints, n, outPerSlot, slotHighWater);
-    } finally {
-      r.unlock();
+
+    @Override
+    public long[] hashes() {
+      return fingerprints;
     }
   }
 
