@@ -25,16 +25,21 @@ import java.util.List;
  */
 final class GossipCodec {
 
-  /** Smallest encoding of a digest entry: id (2) + 5 varints (5) + flags (1). */
-  static final int MIN_DIGEST_ENTRY_BYTES = 8;
+  /** Smallest encoding of a digest entry: id (shared + rest length: 2) + 3 varints + flags. */
+  static final int MIN_DIGEST_ENTRY_BYTES = 6;
   /** Smallest update: digest entry + update flags (1) + back (1) + delta count (1). */
   static final int MIN_UPDATE_BYTES = MIN_DIGEST_ENTRY_BYTES + 3;
-  /** Smallest request: id (2) + 2 varints. */
+  /** Smallest request: id (shared + rest length: 2) + generation + version. */
   static final int MIN_REQUEST_BYTES = 4;
   /** Smallest delta: the head varint (op and count) alone. */
   static final int MIN_DELTA_BYTES = 1;
 
   private static final int FLAG_OVERLOADED = 1;
+  /** Entry flag: queue depth and in-flight count follow (both are 0 when absent). */
+  private static final int FLAG_LOAD = 2;
+  /** Entry flag (SYN only): an answer about this origin is awaited from another peer. */
+  private static final int FLAG_PENDING = 4;
+  private static final int ENTRY_FLAGS = FLAG_OVERLOADED | FLAG_LOAD | FLAG_PENDING;
   /** Update flag: the origin's address follows. */
   private static final int UPDATE_HAS_ADDRESS = 1;
 
@@ -52,14 +57,62 @@ final class GossipCodec {
 
   // ---------------------------------------------------------------- sizes
 
-  static int sizeOf(DigestEntry e) {
-    return asciiSize(e.nodeId())
-        + ByteWriter.varLongSize(e.generation())
+  /**
+   * Ids and generations in a list (digest entries, update headers, requests) are coded against
+   * the previous element of the same list: the id as the length of the prefix it shares with
+   * the previous id plus the rest, the generation as the zigzag difference.
+   */
+  static final class Prev {
+    String id = "";
+    long generation;
+
+    void set(String id, long generation) {
+      this.id = id;
+      this.generation = generation;
+    }
+  }
+
+  /** Exact size of {@code e} coded after {@code prev}. */
+  static int sizeOf(DigestEntry e, Prev prev) {
+    return idSize(e.nodeId(), prev.id)
+        + ByteWriter.varLongSize(zigzag(e.generation() - prev.generation))
         + ByteWriter.varLongSize(e.version())
         + ByteWriter.varLongSize(e.heartbeat())
-        + ByteWriter.varLongSize(e.queueDepth())
-        + ByteWriter.varLongSize(e.inFlight())
+        + loadSize(e)
         + 1;
+  }
+
+  /** An upper bound of the size of {@code e} wherever it is in its list. */
+  static int sizeOf(DigestEntry e) {
+    return 1 + asciiSize(e.nodeId())
+        + ByteWriter.MAX_VARLONG_BYTES
+        + ByteWriter.varLongSize(e.version())
+        + ByteWriter.varLongSize(e.heartbeat())
+        + loadSize(e)
+        + 1;
+  }
+
+  private static int loadSize(DigestEntry e) {
+    return e.queueDepth() == 0 && e.inFlight() == 0 ? 0
+        : ByteWriter.varLongSize(e.queueDepth()) + ByteWriter.varLongSize(e.inFlight());
+  }
+
+  static int idSize(String id, String prevId) {
+    int shared = sharedPrefix(id, prevId);
+    return 1 + asciiSize(id.substring(shared));
+  }
+
+  private static int sharedPrefix(String a, String b) {
+    int n = Math.min(a.length(), b.length());
+    int i = 0;
+    while (i < n && a.charAt(i) == b.charAt(i)) {
+      i++;
+    }
+    return i;
+  }
+
+  static long zigzag(long v) {
+    return (v << 1) ^ (v >> 63);
   }
 
   static int sizeOf(Update u) {
@@ -77,9 +130,10 @@ final class GossipCodec {
         + ByteWriter.varLongSize(header.version() - fromVersion) + 1;
   }
 
+  /** An upper bound of the size of {@code r} wherever it is in its list. */
   static int sizeOf(Request r) {
-    return asciiSize(r.nodeId())
-        + ByteWriter.varLongSize(r.generation())
+    return 1 + asciiSize(r.nodeId())
+        + ByteWriter.MAX_VARLONG_BYTES
         + ByteWriter.varLongSize(r.version());
   }
 
@@ -107,17 +161,19 @@ final class GossipCodec {
       w.writeByte(GossipMessage.TYPE_SYN).writeByte(GossipMessage.VERSION);
       w.writeVarLong(s.round()).writeVarLong(s.senderGeneration());
       w.writeVarInt(s.digest().size());
+      Prev prev = new Prev();
       for (DigestEntry e : s.digest()) {
-        write(w, e);
+        write(w, e, prev);
       }
     } else if (m instanceof Ack a) {
       w.writeByte(GossipMessage.TYPE_ACK).writeByte(GossipMessage.VERSION);
       w.writeVarLong(a.round()).writeVarLong(a.senderGeneration());
       writeUpdates(w, a.updates());
       w.writeVarInt(a.requests().size());
+      Prev prev = new Prev();
       for (Request r : a.requests()) {
-        w.writeAscii(r.nodeId(), PeerAddress.MAX_NODE_ID_LENGTH);
-        w.writeVarLong(r.generation()).writeVarLong(r.version());
+        writeId(w, r.nodeId(), r.generation(), prev);
+        w.writeVarLong(r.version());
       }
     } else if (m instanceof Ack2 a) {
       w.writeByte(GossipMessage.TYPE_ACK2).writeByte(GossipMessage.VERSION);
@@ -134,17 +190,42 @@ final class GossipCodec {
     return w.toByteArray();
   }
 
-  private static void write(ByteWriter w, DigestEntry e) {
-    w.writeAscii(e.nodeId(), PeerAddress.MAX_NODE_ID_LENGTH);
-    w.writeVarLong(e.generation()).writeVarLong(e.version()).writeVarLong(e.heartbeat());
-    w.writeVarInt(e.queueDepth()).writeVarInt(e.inFlight());
-    w.writeByte(e.overloaded() ? FLAG_OVERLOADED : 0);
+  private static void write(ByteWriter w, DigestEntry e, Prev prev) {
+    writeId(w, e.nodeId(), e.generation(), prev);
+    w.writeVarLong(e.version()).writeVarLong(e.heartbeat());
+    boolean load = e.queueDepth() != 0 || e.inFlight() != 0;
+    w.writeByte((e.overloaded() ? FLAG_OVERLOADED : 0) | (load ? FLAG_LOAD : 0)
+        | (e.pending() ? FLAG_PENDING : 0));
+    if (load) {
+      w.writeVarInt(e.queueDepth()).writeVarInt(e.inFlight());
+    }
+  }
+
+  /** Id (front-coded against the previous id) and generation (zigzag difference). */
+  private static void writeId(ByteWriter w, String id, long generation, Prev prev) {
+    if (id.isEmpty() || id.length() > PeerAddress.MAX_NODE_ID_LENGTH) {
+      throw new IllegalArgumentException("node id length must be 1.."
+          + PeerAddress.MAX_NODE_ID_LENGTH + ": " + id);
+    }
+    int shared = sharedPrefix(id, prev.id);
+    w.writeVarInt(shared);
+    w.writeBytes(id.substring(shared).getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+    w.writeVarLong(zigzag(generation - prev.generation));
+    prev.set(id, generation);
+  }
+
+  /** Exact bytes of an update list as {@link #encode} writes it (for accounting). */
+  static int updatesSize(List<Update> updates) {
+    ByteWriter w = new ByteWriter(256, Integer.MAX_VALUE);
+    writeUpdates(w, updates);
+    return w.size();
   }
 
   private static void writeUpdates(ByteWriter w, List<Update> updates) {
     w.writeVarInt(updates.size());
+    Prev prev = new Prev();
     for (Update u : updates) {
-      write(w, u.header());
+      write(w, u.header(), prev);
       if (u.address() == null) {
         w.writeByte(0);
       } else {
@@ -204,8 +285,9 @@ final class GossipCodec {
         long gen = counter(r, "senderGeneration");
         int n = r.readCount("digest.count", maxOrigins, MIN_DIGEST_ENTRY_BYTES);
         List<DigestEntry> digest = new ArrayList<>(n);
+        Prev prev = new Prev();
         for (int i = 0; i < n; i++) {
-          digest.add(readEntry(r));
+          digest.add(readEntry(r, prev));
         }
         m = new Syn(round, gen, digest);
       }
@@ -215,10 +297,10 @@ final class GossipCodec {
         List<Update> updates = readUpdates(r);
         int n = r.readCount("requests.count", maxOrigins, MIN_REQUEST_BYTES);
         List<Request> requests = new ArrayList<>(n);
+        Prev prev = new Prev();
         for (int i = 0; i < n; i++) {
-          String id = r.readAscii("request.nodeId", PeerAddress.MAX_NODE_ID_LENGTH);
-          requests.add(new Request(id, counter(r, "request.generation"),
-              counter(r, "request.version")));
+          readId(r, "request", prev);
+          requests.add(new Request(prev.id, prev.generation, counter(r, "request.version")));
         }
         m = new Ack(round, gen, updates, requests);
       }
@@ -248,8 +330,9 @@ final class GossipCodec {
   private List<Update> readUpdates(ByteReader r) throws MalformedMessageException {
     int n = r.readCount("updates.count", maxOrigins, MIN_UPDATE_BYTES);
     List<Update> updates = new ArrayList<>(n);
+    Prev prev = new Prev();
     for (int i = 0; i < n; i++) {
-      DigestEntry e = readEntry(r);
+      DigestEntry e = readEntry(r, prev);
       int pos = r.position();
       int flags = r.readUnsignedByte("update.flags");
       if ((flags & ~UPDATE_HAS_ADDRESS) != 0) {
@@ -295,19 +378,54 @@ final class GossipCodec {
     return updates;
   }
 
-  private static DigestEntry readEntry(ByteReader r) throws MalformedMessageException {
-    String id = r.readAscii("entry.nodeId", PeerAddress.MAX_NODE_ID_LENGTH);
-    long gen = counter(r, "entry.generation");
+  private static DigestEntry readEntry(ByteReader r, Prev prev)
+      throws MalformedMessageException {
+    readId(r, "entry", prev);
     long ver = counter(r, "entry.version");
     long hb = counter(r, "entry.heartbeat");
-    int queue = r.readVarInt("entry.queueDepth", 0, Integer.MAX_VALUE);
-    int inFlight = r.readVarInt("entry.inFlight", 0, Integer.MAX_VALUE);
     int pos = r.position();
     int flags = r.readUnsignedByte("entry.flags");
-    if ((flags & ~FLAG_OVERLOADED) != 0) {
-      throw MalformedMessageException.outOfRange("entry.flags", flags, 0, FLAG_OVERLOADED, pos);
+    if ((flags & ~ENTRY_FLAGS) != 0) {
+      throw MalformedMessageException.outOfRange("entry.flags", flags, 0, ENTRY_FLAGS, pos);
     }
-    return new DigestEntry(id, gen, ver, hb, queue, inFlight, flags == FLAG_OVERLOADED);
+    int queue = 0;
+    int inFlight = 0;
+    if ((flags & FLAG_LOAD) != 0) {
+      queue = r.readVarInt("entry.queueDepth", 0, Integer.MAX_VALUE);
+      inFlight = r.readVarInt("entry.inFlight", 0, Integer.MAX_VALUE);
+    }
+    return new DigestEntry(prev.id, prev.generation, ver, hb, queue, inFlight,
+        (flags & FLAG_OVERLOADED) != 0, (flags & FLAG_PENDING) != 0);
+  }
+
+  /** Reads a front-coded id and a zigzag generation difference into {@code prev}. */
+  private static void readId(ByteReader r, String what, Prev prev)
+      throws MalformedMessageException {
+    int shared = r.readVarInt(what + ".nodeId.shared", 0, prev.id.length());
+    int pos = r.position();
+    byte[] rest = r.readBytes(what + ".nodeId.rest", PeerAddress.MAX_NODE_ID_LENGTH - shared);
+    if (shared + rest.length == 0) {
+      throw MalformedMessageException.outOfRange(what + ".nodeId", 0, 1,
+          PeerAddress.MAX_NODE_ID_LENGTH, pos);
+    }
+    for (int i = 0; i < rest.length; i++) {
+      int c = rest[i] & 0xFF;
+      if (c < 0x21 || c > 0x7E) {
+        throw MalformedMessageException.of(Reason.BAD_CHARACTER, what + ".nodeId", c,
+            pos + 1 + i, "not printable ASCII");
+      }
+    }
+    pos = r.position();
+    long diff = r.readZigZagLong(what + ".generation");
+    long gen = prev.generation + diff;
+    if (diff > GossipMessage.MAX_COUNTER || diff < -GossipMessage.MAX_COUNTER
+        || gen < 0 || gen > GossipMessage.MAX_COUNTER) {
+      throw MalformedMessageException.outOfRange(what + ".generation", gen, 0,
+          GossipMessage.MAX_COUNTER, pos);
+    }
+    String id = prev.id.substring(0, shared)
+        + new String(rest, java.nio.charset.StandardCharsets.US_ASCII);
+    prev.set(id, gen);
   }
 
   private static long counter(ByteReader r, String field) throws MalformedMessageException {

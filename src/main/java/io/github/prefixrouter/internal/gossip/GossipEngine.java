@@ -125,6 +125,8 @@ public final class GossipEngine {
     Assembly pending;
     long rttNanos = -1;
     long seenStamp;
+    /** When this node's replica of the origin last changed (generation or version). */
+    long versionNanos;
     /** Deltas sent to this peer, per origin, that its digests do not show yet (lazy). */
     Map<String, InFlight> sent;
 
@@ -207,7 +209,8 @@ public final class GossipEngine {
 
   private record CachedSnapshot(long generation, long version, List<byte[]> chunks, long bytes) {}
 
-  private record PendingSyn(String nodeId, long sentNanos) {}
+  /** A SYN awaiting its ACK; {@code complete} if its digest listed every live origin. */
+  private record PendingSyn(String nodeId, long sentNanos, boolean complete) {}
 
   private record Outgoing(PeerAddress to, byte[] payload) {}
 
@@ -763,8 +766,9 @@ public final class GossipEngine {
 
   private Outgoing syn(PeerAddress to, List<Member> live, long now) {
     long round = nextRound++;
-    pendingSyns.put(round, new PendingSyn(to.nodeId(), now));
-    byte[] payload = codec.encode(new Syn(round, generation, buildDigest(live)));
+    List<DigestEntry> digest = buildDigest(live, to.nodeId(), askedAt(to.nodeId(), now));
+    pendingSyns.put(round, new PendingSyn(to.nodeId(), now, digest.size() == live.size() + 1));
+    byte[] payload = codec.encode(new Syn(round, generation, digest));
     count(GossipCounter.DIGEST_BYTES_SENT, payload.length);
     return new Outgoing(to, payload);
   }
@@ -836,17 +840,52 @@ public final class GossipEngine {
         localQueueDepth, localInFlight, localOverloaded);
   }
 
-  private List<DigestEntry> buildDigest(List<Member> live) {
+  /**
+   * When the newest SYN still awaiting its answer was sent, among complete SYNs to peers other
+   * than {@code target} sent within their in-flight window; {@code Long.MIN_VALUE} if none.
+   * Third-party origins unchanged since then were asked about already: the digest for
+   * {@code target} marks them pending so that several peers do not all answer with the same
+   * third-party deltas while the first answer is on its way.
+   */
+  private long askedAt(String target, long now) {
+    long at = Long.MIN_VALUE;
+    for (PendingSyn p : pendingSyns.values()) {
+      if (!p.complete() || p.nodeId().equals(target) || p.sentNanos() <= at) {
+        continue;
+      }
+      Member peer = members.get(p.nodeId());
+      if (peer == null || peer.status == Status.DEAD) {
+        continue;
+      }
+      if (now - p.sentNanos() < inFlightWindow(peer)) {
+        at = p.sentNanos();
+      }
+    }
+    return at;
+  }
+
+  private List<DigestEntry> buildDigest(List<Member> live, String target, long askedAt) {
     List<DigestEntry> digest = new ArrayList<>(live.size() + 1);
     DigestEntry me = selfEntry();
     digest.add(me);
+    GossipCodec.Prev prev = new GossipCodec.Prev();
     int budget = config.messageByteCap() - GossipCodec.synOverhead(Long.MAX_VALUE >>> 2,
-        generation, live.size() + 1) - GossipCodec.sizeOf(me);
-    int n = live.size();
+        generation, live.size() + 1) - GossipCodec.sizeOf(me, prev);
+    prev.set(me.nodeId(), me.generation());
+    // sorted by id, so each id is coded as the prefix it shares with the previous one + the rest
+    List<Member> sorted = new ArrayList<>(live);
+    sorted.sort((x, y) -> x.nodeId.compareTo(y.nodeId));
+    int n = sorted.size();
     int start = n == 0 ? 0 : random.nextInt(n);
     for (int i = 0; i < n; i++) {
-      DigestEntry e = live.get((start + i) % n).entry();
-      int size = GossipCodec.sizeOf(e);
+      Member m = sorted.get((start + i) % n);
+      DigestEntry e = m.entry();
+      if (m.versionNanos <= askedAt && !m.nodeId.equals(target)) {
+        e = new DigestEntry(e.nodeId(), e.generation(), e.version(), e.heartbeat(),
+            e.queueDepth(), e.inFlight(), e.overloaded(), true);
+      }
+      int size = GossipCodec.sizeOf(e, prev);
+      prev.set(e.nodeId(), e.generation());
       if (size > budget) {
         break; // the rest goes in a later round (start rotates)
       }
@@ -907,6 +946,7 @@ public final class GossipEngine {
     m.status = Status.DEAD;
     clearInFlight(m);
     m.deadSinceNanos = now;
+    m.versionNanos = now;
     index.clearSlot(m.slot);
     resetRelay(m, 0);
     m.version = 0;
@@ -990,6 +1030,9 @@ public final class GossipEngine {
       }
       if (e.version() > m.version) {
         requests.add(new Request(m.nodeId, m.generation, m.version));
+      } else if (e.pending() && thirdParty) {
+        m.lastSyncNanos = e.version() == m.version ? now : m.lastSyncNanos;
+        continue; // the initiator awaits this origin's news from another peer
       } else if (e.version() < m.version) {
         budget = addUpdate(updates, known(
             serveMember(m, e.generation(), e.version(), budget, from, chunks, snapshotBudget)),
@@ -1264,15 +1307,18 @@ public final class GossipEngine {
 
   /** Splits the bytes of updates about to be sent into headers, own and relayed deltas. */
   private void countUpdateBytes(List<Update> updates) {
+    long allDeltaBytes = 0;
     for (Update u : updates) {
       long deltaBytes = 0;
       for (Delta d : u.deltas()) {
         deltaBytes += d.encodedSize();
       }
-      count(GossipCounter.UPDATE_HEADER_BYTES_SENT, GossipCodec.sizeOf(u) - deltaBytes);
+      allDeltaBytes += deltaBytes;
       count(u.header().nodeId().equals(self.nodeId()) ? GossipCounter.OWN_DELTA_BYTES_SENT
           : GossipCounter.RELAYED_DELTA_BYTES_SENT, deltaBytes);
     }
+    count(GossipCounter.UPDATE_HEADER_BYTES_SENT,
+        GossipCodec.updatesSize(updates) - allDeltaBytes);
   }
 
   private void removeInFlight(Member peer, String origin) {
@@ -1414,6 +1460,7 @@ public final class GossipEngine {
       m.overloaded = e.overloaded();
       m.heartbeatNanos = now;
       m.lastSyncNanos = now;
+      m.versionNanos = now;
       members.put(m.nodeId, m);
       bySlot[slot] = m;
       count(GossipCounter.MEMBERS_JOINED, 1);
@@ -1469,6 +1516,7 @@ public final class GossipEngine {
     snapshotCacheRemove(m.nodeId);
     m.generation = e.generation();
     m.version = 0;
+    m.versionNanos = now;
     m.address = addr;
     m.rttNanos = -1;
     clearInFlight(m);
@@ -1503,6 +1551,7 @@ public final class GossipEngine {
         default -> index.clearSlot(m.slot);
       }
       m.version = d.seq();
+      m.versionNanos = clock.nanoTime();
       appendRelay(m, d);
       count(GossipCounter.DELTAS_APPLIED, 1);
     }
@@ -1586,6 +1635,7 @@ public final class GossipEngine {
       }
     }
     m.version = a.version;
+    m.versionNanos = now;
     resetRelay(m, a.version);
     dropPending(m);
     m.lastSyncNanos = now;

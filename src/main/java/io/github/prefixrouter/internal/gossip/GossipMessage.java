@@ -24,7 +24,9 @@ sealed interface GossipMessage {
 
   /**
    * What a node knows of one origin: its generation, the version of its block set, its
-   * heartbeat and its advertised load.
+   * heartbeat and its advertised load. In a SYN, {@code pending} says that the initiator has
+   * already asked another peer about this origin at this version and awaits the answer: the
+   * receiver sends no deltas for it (it still requests what it lacks).
    */
   record DigestEntry(
       String nodeId,
@@ -33,7 +35,15 @@ sealed interface GossipMessage {
       long heartbeat,
       int queueDepth,
       int inFlight,
-      boolean overloaded) {}
+      boolean overloaded,
+      boolean pending) {
+
+    /** An entry without the pending mark. */
+    DigestEntry(String nodeId, long generation, long version, long heartbeat, int queueDepth,
+        int inFlight, boolean overloaded) {
+      this(nodeId, generation, version, heartbeat, queueDepth, inFlight, overloaded, false);
+    }
+  }
 
   /**
    * State of one origin sent to a peer that lacks it: the full header (with the address, so the

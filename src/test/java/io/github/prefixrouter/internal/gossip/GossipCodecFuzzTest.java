@@ -37,7 +37,12 @@ class GossipCodecFuzzTest {
   final GossipCodec codec = new GossipCodec(CAP, 64);
 
   static Arbitrary<String> ids() {
-    return Arbitraries.strings().withCharRange('!', '~').ofMinLength(1).ofMaxLength(12);
+    // random ids, and fleet-style ids sharing long prefixes (front coding), up to 64 characters
+    return Arbitraries.oneOf(
+        Arbitraries.strings().withCharRange('!', '~').ofMinLength(1).ofMaxLength(12),
+        Arbitraries.integers().between(0, 30).map(i -> "node-" + i),
+        Arbitraries.integers().between(0, 99).map(i -> "x".repeat(60) + i),
+        Arbitraries.strings().withCharRange('!', '~').ofLength(64));
   }
 
   static Arbitrary<Long> counters() {
@@ -49,7 +54,10 @@ class GossipCodecFuzzTest {
     return Combinators.combine(ids(), counters(), counters(), counters(),
             Arbitraries.integers().between(0, Integer.MAX_VALUE),
             Arbitraries.integers().between(0, 1_000), Arbitraries.of(true, false))
-        .as(DigestEntry::new);
+        .as(DigestEntry::new)
+        .flatMap(e -> Arbitraries.of(true, false).map(pending -> new DigestEntry(e.nodeId(),
+            e.generation(), e.version(), e.heartbeat(), e.queueDepth(), e.inFlight(),
+            e.overloaded(), pending)));
   }
 
   static Arbitrary<Delta> deltaAt(long seq) {
@@ -234,6 +242,45 @@ class GossipCodecFuzzTest {
         () -> codec.decode(new byte[0])).reason());
   }
 
+  /** A digest entry as version 2 lays it out: no shared prefix, no load figures. */
+  static void rawEntry(ByteWriter w, String id, long gen, long version, long heartbeat) {
+    w.writeVarInt(0).writeBytes(id.getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+    w.writeZigZagLong(gen).writeVarLong(version).writeVarLong(heartbeat).writeByte(0);
+  }
+
+  @Test
+  void frontCodedIdsAreCheckedAndShareTheirPrefix() throws MalformedMessageException {
+    List<DigestEntry> digest = new ArrayList<>();
+    for (int i = 0; i < 20; i++) {
+      digest.add(new DigestEntry("gpu-node-" + (100 + i), 1_700_000_000_000_000L + i, i, i, 0,
+          0, false));
+    }
+    byte[] b = codec.encode(new Syn(1, 1, digest));
+    assertEquals(digest, ((Syn) codec.decode(b)).digest());
+    // after the first, each entry costs 1 (shared) + 2 (rest "NN") + 1 (generation +1) + 3
+    assertTrue(b.length < 40 + 20 * 8, "front coding not applied: " + b.length + " bytes");
+    // a shared prefix longer than the previous id
+    ByteWriter w = new ByteWriter(64, 64);
+    w.writeByte(GossipMessage.TYPE_SYN).writeByte(GossipMessage.VERSION).writeVarLong(1)
+        .writeVarLong(1).writeVarInt(2);
+    rawEntry(w, "ab", 1, 0, 0);
+    w.writeVarInt(3).writeBytes(new byte[] {'c'});
+    w.writeZigZagLong(0).writeVarLong(0).writeVarLong(0).writeByte(0);
+    assertEquals("entry.nodeId.shared", assertThrows(MalformedMessageException.class,
+        () -> codec.decode(w.toByteArray())).field());
+    // an empty id, a non-printable character, a generation below zero
+    for (int k = 0; k < 3; k++) {
+      ByteWriter v = new ByteWriter(64, 64);
+      v.writeByte(GossipMessage.TYPE_SYN).writeByte(GossipMessage.VERSION).writeVarLong(1)
+          .writeVarLong(1).writeVarInt(1);
+      v.writeVarInt(0).writeBytes(k == 0 ? new byte[0] : new byte[] {(byte) (k == 1 ? ' ' : 'a')});
+      v.writeZigZagLong(k == 2 ? -1 : 1).writeVarLong(0).writeVarLong(0).writeByte(0);
+      MalformedMessageException e = assertThrows(MalformedMessageException.class,
+          () -> codec.decode(v.toByteArray()));
+      assertEquals(k == 2 ? "entry.generation" : "entry.nodeId", e.field());
+    }
+  }
+
   @Test
   void inconsistentFieldsAreRejected() {
     // a delta run past the header's version
@@ -245,8 +292,8 @@ class GossipCodecFuzzTest {
     // a delta whose head claims more fingerprints than the message holds
     ByteWriter w = new ByteWriter(64, 64);
     w.writeByte(GossipMessage.TYPE_ACK2).writeByte(GossipMessage.VERSION).writeVarLong(1);
-    w.writeVarInt(1).writeAscii("a", 64).writeVarLong(1).writeVarLong(5).writeVarLong(1)
-        .writeVarLong(0).writeVarLong(0).writeByte(0); // entry at version 5
+    w.writeVarInt(1);
+    rawEntry(w, "a", 1, 5, 1); // entry at version 5
     w.writeByte(0).writeVarLong(5).writeVarInt(1); // no address, back 5, one delta
     w.writeVarLong((100L << 2) | Delta.STORE); // 100 fingerprints, none present
     MalformedMessageException t =
@@ -257,8 +304,8 @@ class GossipCodecFuzzTest {
     for (long head : new long[] {1L << 2, (1L << 2) | Delta.CLEAR}) {
       ByteWriter h = new ByteWriter(64, 64);
       h.writeByte(GossipMessage.TYPE_ACK2).writeByte(GossipMessage.VERSION).writeVarLong(1);
-      h.writeVarInt(1).writeAscii("a", 64).writeVarLong(1).writeVarLong(5).writeVarLong(1)
-          .writeVarLong(0).writeVarLong(0).writeByte(0);
+      h.writeVarInt(1);
+      rawEntry(h, "a", 1, 5, 1);
       h.writeByte(0).writeVarLong(5).writeVarInt(1).writeVarLong(head).writeFixedInt(7);
       assertThrows(MalformedMessageException.class, () -> codec.decode(h.toByteArray()));
     }
@@ -278,7 +325,7 @@ class GossipCodecFuzzTest {
             List.of(new Delta(1, Delta.STORE, new long[] {1L << 32})))))));
     // an unknown flag bit
     byte[] syn = codec.encode(new Syn(1, 1, List.of(new DigestEntry("a", 1, 1, 1, 0, 0, true))));
-    syn[syn.length - 1] = 3;
+    syn[syn.length - 1] = 8;
     assertEquals("entry.flags",
         assertThrows(MalformedMessageException.class, () -> codec.decode(syn)).field());
   }

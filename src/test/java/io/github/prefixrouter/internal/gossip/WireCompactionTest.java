@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.internal.gossip.GossipMessage.Ack;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
@@ -71,6 +72,43 @@ class WireCompactionTest {
     Update mine = fresh.updates().stream().filter(x -> x.header().nodeId().equals("me"))
         .findFirst().orElseThrow();
     assertEquals("sim:me", mine.address());
+  }
+
+  @Test
+  void aPendingThirdPartyEntryGetsNoDeltasButTheOriginsOwnEntryAlwaysDoes()
+      throws MalformedMessageException {
+    // we know "third" at version 2 and our own set is at version 1
+    engine.handle(new PeerAddress("third", "sim:third"), new Ack2(2, List.of(new Update(
+        new DigestEntry("third", 2, 2, 1, 0, 0, false), "sim:third", 0, List.of(
+            new Delta(1, Delta.STORE, new long[] {1}), new Delta(2, Delta.STORE, new long[] {2})))
+    )));
+    engine.localSummary().onStored(new long[] {5});
+    // pending first: a pass without the mark would leave the third party's deltas in flight
+    for (boolean pending : new boolean[] {true, false}) {
+      engine.handle(peer, new Syn(1, 3, List.of(
+          new DigestEntry("peer", 3, 0, 1, 0, 0, false),
+          new DigestEntry("me", 10, 0, 0, 0, 0, false, pending),
+          new DigestEntry("third", 2, 0, 1, 0, 0, false, pending))));
+      Ack ack = (Ack) codec.decode(sent.remove(sent.size() - 1));
+      List<String> origins = ack.updates().stream().map(u -> u.header().nodeId()).toList();
+      // our own deltas always; the third party's only when the initiator is not awaiting them
+      assertEquals(pending ? List.of("me") : List.of("me", "third"), origins);
+      for (Update u : ack.updates()) {
+        assertEquals(u.header().nodeId().equals("me") ? 1 : 2, u.deltas().size());
+      }
+    }
+  }
+
+  @Test
+  void aPendingEntryStillRequestsWhatTheReceiverLacks() throws MalformedMessageException {
+    engine.handle(new PeerAddress("far", "sim:far"), new Ack2(4, List.of(new Update(
+        new DigestEntry("far", 4, 1, 1, 0, 0, false), "sim:far", 0,
+        List.of(new Delta(1, Delta.STORE, new long[] {1}))))));
+    engine.handle(peer, new Syn(1, 3, List.of(new DigestEntry("peer", 3, 0, 1, 0, 0, false),
+        new DigestEntry("far", 4, 7, 1, 0, 0, false, true))));
+    Ack ack = (Ack) codec.decode(sent.remove(sent.size() - 1));
+    assertTrue(ack.requests().stream().anyMatch(r -> r.nodeId().equals("far")
+        && r.generation() == 4 && r.version() == 1), ack.requests().toString());
   }
 
   @Test

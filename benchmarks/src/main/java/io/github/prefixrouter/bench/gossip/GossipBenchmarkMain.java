@@ -54,6 +54,7 @@ public final class GossipBenchmarkMain {
     int measure = 120;
     int fanout = 3;
     long seed = 1;
+    double delayMs = 2; // one-way delay of the bandwidth runs (plus up to half as much jitter)
     int[] sizes = {4, 16, 64, 256, 1_024};
     Path out = Path.of("benchmarks/target/results/gossip.json");
     for (int i = 0; i < args.length; i++) {
@@ -67,6 +68,8 @@ public final class GossipBenchmarkMain {
         case "--measure-s" -> measure = Integer.parseInt(args[++i]);
         case "--fanout" -> fanout = Integer.parseInt(args[++i]);
         case "--seed" -> seed = Long.parseLong(args[++i]);
+        case "--delay-ms" -> delayMs = Double.parseDouble(args[++i]);
+        case "--skip-dissemination" -> sizes = new int[0];
         case "--out" -> out = Path.of(args[++i]);
         case "--sizes" -> sizes = java.util.Arrays.stream(args[++i].split(","))
             .mapToInt(Integer::parseInt).toArray();
@@ -100,7 +103,8 @@ public final class GossipBenchmarkMain {
       // about twice the time the cache needs to fill with ~75 new tokens per request
       int w = warmup > 0 ? warmup
           : (int) Math.max(120, Math.min(3_600, 2 * capacities[k] / (rate * 75)));
-      bandwidth(json, prompts, nodes, rate, capacities[k], w, measure, fanout, seed);
+      bandwidth(json, prompts, nodes, rate, capacities[k], w, measure, fanout, seed,
+          (long) (delayMs * 1e6));
       json.append(k + 1 < capacities.length ? ",\n" : "\n");
     }
     json.append("  ],\n  \"dissemination\": [\n");
@@ -139,10 +143,10 @@ public final class GossipBenchmarkMain {
       GossipCounter.SNAPSHOT_BYTES_SENT, GossipCounter.REDUNDANT_DELTA_BYTES_RECEIVED};
 
   static void bandwidth(StringBuilder json, PromptSource prompts, int n, double rate,
-      long capacity, int warmupS, int measureS, int fanout, long seed) {
+      long capacity, int warmupS, int measureS, int fanout, long seed, long delayNanos) {
     GossipConfig config = GossipConfig.builder().interval(Duration.ofSeconds(1)).fanout(fanout)
         .build();
-    SimNet net = new SimNet(seed, 2_000_000, 1_000_000, 0);
+    SimNet net = new SimNet(seed, delayNanos, delayNanos / 2, 0);
     List<PeerAddress> addrs = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       addrs.add(new PeerAddress("node-" + i, "sim:" + i));
@@ -241,12 +245,12 @@ public final class GossipBenchmarkMain {
     }
     double ratio = deltaRate / fullRate;
     String line = String.format(Locale.ROOT,
-        "bandwidth: %d nodes, %.1f req/s/node, capacity %d tokens (%.0f blocks cached/node): "
+        "bandwidth: %d nodes, %.1f req/s/node, one-way delay %.0f ms, capacity %d tokens (%.0f blocks cached/node): "
             + "delta gossip %.0f B/node/s, full snapshots %.0f B/node/s (delta/full = %.4f = "
             + "%.2f%%), KV transfer of the same new prefixes %.0f B/node/s (gossip = %.5f%% of "
             + "it), replica index %.1f B/block, mean replica error %.4f%%, snapshot chunks in "
             + "window %d",
-        n, rate, capacity, blocksPerNode, deltaRate, fullRate, ratio, 100 * ratio, kvRate,
+        n, rate, delayNanos / 1e6, capacity, blocksPerNode, deltaRate, fullRate, ratio, 100 * ratio, kvRate,
         100 * deltaRate / kvRate, indexBytes / (double) Math.max(1, pairs),
         100 * err / Math.max(1, samples), snapshotsInWindow);
     System.out.println(line);
@@ -264,7 +268,7 @@ public final class GossipBenchmarkMain {
     System.out.println(breakdown);
     json.append(String.format(Locale.ROOT, "  {\n    \"nodes\": %d, \"requestsPerSecondPerNode\": %.2f,"
             + " \"capacityTokens\": %d, \"warmupSeconds\": %d, \"measureSeconds\": %d,"
-            + " \"intervalMs\": 1000, \"fanout\": %d,\n"
+            + " \"intervalMs\": 1000, \"oneWayDelayMs\": %.1f, \"fanout\": %d,\n"
             + "    \"blocksCachedPerNode\": %.1f,\n"
             + "    \"deltaGossipBytesPerNodePerSecond\": %.1f,\n"
             + "    \"fullSnapshotBytesPerNodePerSecond\": %.1f,\n"
@@ -281,7 +285,7 @@ public final class GossipBenchmarkMain {
             + "    \"floorBytesPerNodePerSecond\": %.1f, \"floorOverFull\": %.6f,\n"
             + "    \"fullSnapshot4ByteFingerprintsBytesPerNodePerSecond\": %.1f,"
             + " \"deltaOverFull4\": %.6f, \"floorOverFull4\": %.6f\n  }",
-        n, rate, capacity, warmupS, measureS, fanout, blocksPerNode, deltaRate, fullRate, ratio,
+        n, rate, capacity, warmupS, measureS, delayNanos / 1e6, fanout, blocksPerNode, deltaRate, fullRate, ratio,
         kvRate, deltaRate / kvRate, indexBytes / (double) Math.max(1, pairs),
         err / Math.max(1, samples), snapshotsInWindow, parts[0], parts[1], parts[2], parts[3],
         parts[4], other, parts[5], changesPerNode, GossipEngine.WIRE_BYTES_PER_BLOCK, floor,
