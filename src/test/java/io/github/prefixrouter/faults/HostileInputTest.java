@@ -14,6 +14,7 @@ import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeNotRunningException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.route.ForwardFrames;
@@ -207,6 +208,13 @@ class HostileInputTest {
       assertEquals("a", resp.servedBy(), resp::toString);
       assertEquals(3, resp.attempts(), resp::toString);
       assertEquals(FallbackCause.PROTOCOL_ERROR, resp.fallbackCause());
+      // both liars answered garbage: they are skipped for the busy cool-down, then tried again
+      RouteDecision now = a.explain(r);
+      for (int k = 1; k < now.candidates().size(); k++) {
+        assertEquals(RouteDecision.SkipReason.FAILED_COOLDOWN, now.candidates().get(k).skipped(),
+            now::toString);
+      }
+      c.clock.advanceTo(c.sim.nanoTime() + LONGEST.busyCooldown().toNanos() + 1);
     }
     assertEquals(4, a.stats().fallbacks().get(FallbackCause.PROTOCOL_ERROR));
     assertTrue(c.clock.escaped().isEmpty(), c.clock.escaped()::toString);

@@ -430,7 +430,10 @@ public final class RouterNode implements PrefixRouterNode {
           pushedBack.increment();
           a.peer.busyUntil = now + config.busyCooldown().toNanos();
         }
-        case PROTOCOL -> cause = FallbackCause.PROTOCOL_ERROR;
+        case PROTOCOL -> {
+          cause = FallbackCause.PROTOCOL_ERROR;
+          coolDownAfterGarbage(a.peer, now);
+        }
         case CLOSED -> cause = FallbackCause.TRANSPORT_CLOSED;
         default -> {
           cause = FallbackCause.UNREACHABLE;
@@ -475,6 +478,7 @@ public final class RouterNode implements PrefixRouterNode {
       } else {
         cause = FallbackCause.PROTOCOL_ERROR;
         detail = "unexpected or malformed answer";
+        coolDownAfterGarbage(a.peer, now);
       }
     }
     fallbacks.get(cause).increment();
@@ -494,6 +498,18 @@ public final class RouterNode implements PrefixRouterNode {
     } catch (RuntimeException e) {
       LOG.error("node {}: fallback routing failed for {}", nodeId, ex.request.id(), e);
       runLocal(ex);
+    }
+  }
+
+  /**
+   * A peer that answered a forward with a malformed, mismatched or unexpected frame is skipped
+   * for {@code busyCooldown} (as a failure: {@code FAILED_COOLDOWN}), so the origin does not
+   * try it first again while it misbehaves.
+   */
+  private void coolDownAfterGarbage(PeerHealth.PeerState peer, long now) {
+    long until = now + config.busyCooldown().toNanos();
+    if (peer.failedUntil < until) {
+      peer.failedUntil = until;
     }
   }
 

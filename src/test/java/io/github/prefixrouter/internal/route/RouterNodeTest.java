@@ -195,6 +195,43 @@ class RouterNodeTest {
   }
 
   @Test
+  void malformedAnswerFallsBackAndCoolsThePeerDown() {
+    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
+    var n1 = InMemoryNetwork.addressOf("n1");
+    // n0's transport garbles every answer n1 gives to a forward
+    hooks.transportWrap = t -> {
+      if (!t.localAddress().nodeId().equals("n0")) {
+        return t;
+      }
+      Transport m = mock(Transport.class, delegatesTo(t));
+      org.mockito.Mockito.doAnswer(inv -> t.request(inv.getArgument(0), inv.getArgument(1),
+              inv.getArgument(2)).thenApply(answer -> new byte[] {ForwardCodec.RESULT, 1, 7}))
+          .when(m).request(eq(n1), argThat(b -> b.length > 0 && b[0] == ForwardCodec.FORWARD),
+              any());
+      return m;
+    };
+    RouterConfig cfg = config(RoutingPolicy.LONGEST_PREFIX).build();
+    OracleCluster c = new OracleCluster(2, cfg, 3, hooks).rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(1, 32)));
+    InferenceRequest r1 = request("q1", concat(PREFIX, prompt(9, 32)));
+    InferenceRequest r2 = request("q2", concat(PREFIX, prompt(10, 32)));
+    assertEquals("n1", c.node("n0").explain(r1).target().nodeId());
+    InferenceResponse resp = c.submitAndWait("n0", r1);
+    assertEquals("n0", resp.servedBy());
+    assertEquals(FallbackCause.PROTOCOL_ERROR, resp.fallbackCause());
+    assertEquals(2, resp.attempts());
+    assertArrayEquals(expected(r1), resp.result().outputTokens());
+    assertEquals(1, c.node("n0").stats().fallbacks().get(FallbackCause.PROTOCOL_ERROR));
+    // within the cool-down the peer is skipped; afterwards it is a candidate again
+    RouteDecision d = c.node("n0").explain(r2);
+    assertEquals(RouteDecision.SkipReason.FAILED_COOLDOWN, d.candidates().get(1).skipped());
+    assertEquals("n0", d.target().nodeId());
+    c.sim.advanceBy(cfg.busyCooldown().toNanos() + 1);
+    assertEquals(RouteDecision.SkipReason.NONE,
+        c.node("n0").explain(r2).candidates().get(1).skipped());
+  }
+
+  @Test
   void timeoutCancelsAtThePeerThenRunsLocally() {
     OracleCluster.Hooks hooks = new OracleCluster.Hooks();
     // delegating mocks, not spies: the network must keep talking to the real objects

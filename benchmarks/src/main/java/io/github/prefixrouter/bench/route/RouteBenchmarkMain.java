@@ -28,6 +28,7 @@ import org.openjdk.jmh.util.Statistics;
  *   benchmarks/run route --full     2 forks, 3 x 2 s warm-up, 5 x 2 s measurement
  *   benchmarks/run route --out F    write the JSON to F
  *   benchmarks/run route --peers 4,64 --tokens 4096   a subset of the sizes
+ *   benchmarks/run route --gc       also JMH's GC profiler: bytes allocated per decision
  * </pre>
  *
  * The 1,024-peer fixture is built through real anti-entropy exchanges and takes a few minutes
