@@ -36,7 +36,14 @@ public final class RouteDecision {
     /** A peer holds the longest estimated prefix (longest-prefix policy). */
     PEER_LONGEST,
     /** Nobody holds any block: placed by bounded-load rendezvous hashing of the first block. */
-    COLD_PLACEMENT
+    COLD_PLACEMENT,
+    /**
+     * A peer holding the prefix is cheaper for this request, but running it here caches the
+     * prefix locally, and the requests this node expects for it before eviction, each spared the
+     * forwarding premium, make up for the miss (cost-aware, {@link
+     * RouterConfig#localCaching()}).
+     */
+    LOCAL_CACHING
   }
 
   /** Why a peer was not eligible. */

@@ -50,6 +50,7 @@ public final class RouterConfig {
   private final boolean coldPlacement;
   private final double coldPlacementLoadBound;
   private final double coldPlacementSlack;
+  private final boolean localCaching;
   private final Duration stalenessHalfLife;
   private final Duration gossipInterval;
   private final int gossipFanout;
@@ -79,6 +80,7 @@ public final class RouterConfig {
     coldPlacement = b.coldPlacement;
     coldPlacementLoadBound = b.coldPlacementLoadBound;
     coldPlacementSlack = b.coldPlacementSlack;
+    localCaching = b.localCaching;
     stalenessHalfLife = b.stalenessHalfLife;
     gossipInterval = b.gossipInterval;
     gossipFanout = b.gossipFanout;
@@ -308,6 +310,16 @@ public final class RouterConfig {
     return coldPlacementSlack;
   }
 
+  /**
+   * Whether the cost-aware policy counts what caching a prefix locally is worth: a request whose
+   * prefix only a peer holds runs here anyway (a miss now) when the requests for that prefix this
+   * node expects before its cache would evict it, each saved the forwarding premium, make up for
+   * the miss. Off: every request goes where it is cheapest for itself. Default true.
+   */
+  public boolean localCaching() {
+    return localCaching;
+  }
+
   /** Age of a peer's summary at which its estimates count half. Default 30 s. */
   public Duration stalenessHalfLife() {
     return stalenessHalfLife;
@@ -352,7 +364,7 @@ public final class RouterConfig {
         + treeCapacityTokens + ", treeMode=" + treeMode + ", forwardMargin=" + forwardMarginRatio
         + "/" + forwardMarginMin + ", hopLimit=" + hopLimit + ", watermarks=" + lowWatermark + "/"
         + highWatermark + ", coldPlacement=" + coldPlacement + "(" + coldPlacementLoadBound
-        + "), gossip=" + gossipInterval + "x" + gossipFanout + "}";
+        + "), localCaching=" + localCaching + ", gossip=" + gossipInterval + "x" + gossipFanout + "}";
   }
 
   /** Builder of {@link RouterConfig}. Setters check nulls; {@link #build()} checks the rest. */
@@ -377,6 +389,7 @@ public final class RouterConfig {
     private boolean coldPlacement = true;
     private double coldPlacementLoadBound = 1.25;
     private double coldPlacementSlack = 0.25;
+    private boolean localCaching = true;
     private Duration stalenessHalfLife = Duration.ofSeconds(30);
     private Duration gossipInterval = Duration.ofMillis(200);
     private int gossipFanout = 3;
@@ -408,6 +421,7 @@ public final class RouterConfig {
       coldPlacement = c.coldPlacement;
       coldPlacementLoadBound = c.coldPlacementLoadBound;
       coldPlacementSlack = c.coldPlacementSlack;
+      localCaching = c.localCaching;
       stalenessHalfLife = c.stalenessHalfLife;
       gossipInterval = c.gossipInterval;
       gossipFanout = c.gossipFanout;
@@ -525,6 +539,12 @@ public final class RouterConfig {
     /** Fraction by which a cold placement may exceed the local estimate (default 0.25). */
     public Builder coldPlacementSlack(double slack) {
       this.coldPlacementSlack = slack;
+      return this;
+    }
+
+    /** Enables or disables the value of local caching in cost-aware decisions (default on). */
+    public Builder localCaching(boolean enabled) {
+      this.localCaching = enabled;
       return this;
     }
 

@@ -39,6 +39,19 @@ import java.util.function.Supplier;
  *   <li>Longest-prefix (the source design): the eligible peer with the longest raw estimated
  *       match wins if strictly longer than the local match (ties: lower load, then lower
  *       index); otherwise local.
+ *   <li>Local caching (cost-aware, {@link RouterConfig#localCaching()}): when the cheapest peer
+ *       wins only because it holds more of the prompt, forwarding "rents" its cache: each such
+ *       request pays the round trip and the forwarding overhead, while running here "buys" the
+ *       prefix once, for {@code cost(local) − cost(peer)} now. With {@code E} the later requests
+ *       for this prefix the node expects before its cache would evict it ({@link LocalDemand}),
+ *       it runs here when {@code (rtt(peer) + overhead) × E > cost(local) − cost(peer)}. Only
+ *       the link counts as the lasting premium: queue differences come and go. Demand is counted
+ *       per prompt head (its first {@link #FIRST_BLOCKS} blocks), so this applies only when the
+ *       local node lacks part of that head: a peer's longer match deeper in the prompt (a
+ *       repeated question after a shared prefix) says nothing about later reuse.
+ *       On a fast link the premium is small and the cluster's caches partition the prefixes; on
+ *       a slow link every node keeps the prefixes it keeps being asked for. Demand and cache
+ *       insertions are recorded only by real routing attempts, never by {@code explain}.
  *   <li>Cold prefixes (cost-aware only, when no eligible candidate holds any block): bounded-load
  *       rendezvous hashing of the first block hash over the local node and eligible peers, kept
  *       only if not slower than local by more than the configured slack.
@@ -62,6 +75,7 @@ final class RoutePlanner {
   private final double halfLifeNanos;
   private final long overheadNanos;
   private final long marginMinNanos;
+  private final LocalDemand demand;
 
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
@@ -123,6 +137,7 @@ final class RoutePlanner {
     this.halfLifeNanos = config.stalenessHalfLife().toNanos();
     this.overheadNanos = config.forwardOverhead().toNanos();
     this.marginMinNanos = config.forwardMarginMin().toNanos();
+    this.demand = new LocalDemand(config.treeCapacityTokens());
   }
 
   /** The decision for a request with no hop and no peer tried yet. */
@@ -185,6 +200,15 @@ final class RoutePlanner {
     }
 
     long now = clock.nanoTime();
+    boolean caching = policy == RoutingPolicy.COST_AWARE && config.localCaching()
+        && peerSetOut != null;
+    // demand is counted per prompt head (the first FIRST_BLOCKS blocks): it predicts reuse of
+    // what is bought only when the local node lacks part of that head
+    int demandBlocks = Math.min(blocks, FIRST_BLOCKS);
+    long demandKey = blocks > 0 ? s.chain[demandBlocks - 1] : 0;
+    if (caching && blocks > 0 && hops == 0 && triedCount == 0) {
+      demand.requested(demandKey, now);
+    }
     int eligible = 0;
     int anyMatch = localMatch > 0 ? 1 : 0;
     for (int i = 0; i < p; i++) {
@@ -283,6 +307,18 @@ final class RoutePlanner {
       if (o.costs[best] < localCost - margin) {
         chosen = best;
         reason = Reason.PEER_CHEAPER;
+        if (caching && blocks > 0 && localMatch < demandBlocks * blockSize
+            && o.effective[best] > localMatch) {
+          // buying costs this request localCost - cost(best); each later request for the
+          // prefix is then spared the round trip and overhead (queues come and go, so only
+          // the link counts as the lasting premium)
+          long premium = o.rtt[best] + overheadNanos;
+          double buy = localCost - o.costs[best];
+          if (premium * demand.expectedRequests(demandKey, now) > buy) {
+            chosen = 0;
+            reason = Reason.LOCAL_CACHING;
+          }
+        }
       } else if (o.costs[best] < localCost) {
         reason = Reason.MARGIN_NOT_MET;
       } else {
@@ -290,6 +326,9 @@ final class RoutePlanner {
       }
     }
 
+    if (caching && chosen == 0) {
+      demand.inserted(n - localMatch, now);
+    }
     return new RouteDecision(
         policy, n, ps.idsWithLocal(localId),
         o.matched, o.effective, o.load, o.rtt, o.costs, o.skipped,

@@ -248,4 +248,53 @@ class RoutePlannerTest {
     ScriptedView v = new ScriptedView().peer("a", MS).peer("b", MS).peer("c", MS);
     assertTrue(!planner(cfg, "me", v, 0, new PeerHealth()).decide(tokens(7, 64)).isLocal());
   }
+  /** Requests {@code count} prompts sharing a 320-token head through real routing attempts. */
+  private static RouteDecision askRepeatedly(RoutePlanner p, int count) {
+    RouteDecision d = null;
+    for (int i = 0; i < count; i++) {
+      int[] t = tokens(5, 320);
+      d = p.decide(t, 0, null, 0, new PeerSet[1]);
+    }
+    return d;
+  }
+
+  @Test
+  void onASlowLinkAFrequentlyRequestedPrefixIsCachedLocally() {
+    // 200 ms round trip; the peer's 320 cached tokens save 320 ms of prefill: forwarding wins
+    // once, but after a few requests for the same head caching it here pays off
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(MS).build();
+    int[] t = tokens(5, 320);
+    ScriptedView v = new ScriptedView().peer("holder", 200 * MS).holds("holder", t, 320);
+    RoutePlanner p = planner(cfg, "me", v, 0, new PeerHealth());
+    RouteDecision first = p.decide(t, 0, null, 0, new PeerSet[1]);
+    assertEquals(Reason.PEER_CHEAPER, first.reason(), first.toString());
+    RouteDecision later = askRepeatedly(p, 3);
+    assertEquals(Reason.LOCAL_CACHING, later.reason(), later.toString());
+    assertTrue(later.isLocal());
+    // explain() records nothing: a fresh planner asked many times still forwards
+    RoutePlanner q = planner(cfg, "me", v, 0, new PeerHealth());
+    for (int i = 0; i < 10; i++) {
+      q.decide(t);
+    }
+    assertEquals(Reason.PEER_CHEAPER, q.decide(t, 0, null, 0, new PeerSet[1]).reason());
+  }
+
+  @Test
+  void onAFastLinkThePrefixStaysWithItsHolder() {
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(MS).build();
+    int[] t = tokens(5, 320);
+    ScriptedView v = new ScriptedView().peer("holder", 2 * MS).holds("holder", t, 320);
+    RouteDecision d = askRepeatedly(planner(cfg, "me", v, 0, new PeerHealth()), 20);
+    assertEquals(Reason.PEER_CHEAPER, d.reason(), d.toString());
+  }
+
+  @Test
+  void localCachingCanBeTurnedOff() {
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(MS)
+        .localCaching(false).build();
+    int[] t = tokens(5, 320);
+    ScriptedView v = new ScriptedView().peer("holder", 200 * MS).holds("holder", t, 320);
+    RouteDecision d = askRepeatedly(planner(cfg, "me", v, 0, new PeerHealth()), 20);
+    assertEquals(Reason.PEER_CHEAPER, d.reason(), d.toString());
+  }
 }
