@@ -77,6 +77,9 @@ final class RoutePlanner {
   private final long marginMinNanos;
   private final LocalDemand demand;
 
+  /** Blocks of a prompt's head, by which local demand is counted. */
+  static final int FIRST_BLOCKS = 8;
+
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
   /** Per-thread working arrays, grown on demand and reused. */
@@ -193,6 +196,9 @@ final class RoutePlanner {
       // matching holds: the prompt is hashed about as far as the longest peer match.
       chain.reset(tokens, hasher, blockSize);
       peers.leadingBlocks(ps, chain, maxBlocks, s.lead);
+      if (policy == RoutingPolicy.COST_AWARE && config.localCaching()) {
+        chain.ensure(FIRST_BLOCKS); // the prompt head that local demand is counted by
+      }
       blocks = chain.hashed();
       chain.clear();
     } else {
@@ -205,7 +211,7 @@ final class RoutePlanner {
     // demand is counted per prompt head (the first FIRST_BLOCKS blocks): it predicts reuse of
     // what is bought only when the local node lacks part of that head
     int demandBlocks = Math.min(blocks, FIRST_BLOCKS);
-    long demandKey = blocks > 0 ? s.chain[demandBlocks - 1] : 0;
+    long demandKey = blocks > 0 ? chain.hashes()[demandBlocks - 1] : 0;
     if (caching && blocks > 0 && hops == 0 && triedCount == 0) {
       demand.requested(demandKey, now);
     }
