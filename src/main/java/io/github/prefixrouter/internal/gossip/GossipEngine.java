@@ -74,6 +74,13 @@ public final class GossipEngine {
 
   private static final Logger log = LoggerFactory.getLogger(GossipEngine.class);
 
+  /** Bytes one replicated block takes in a delta or a snapshot chunk on the wire. */
+  public static final int WIRE_BYTES_PER_BLOCK = BlockFingerprint.BYTES;
+
+  /** Per request thread: a view of the request's chain as block fingerprints, reused. */
+  private static final ThreadLocal<FingerprintedChain> FINGERPRINTED =
+      ThreadLocal.withInitial(FingerprintedChain::new);
+
   /** Sends one gossip payload to a peer; must not block; may drop. */
   @FunctionalInterface
   public interface Sender {
@@ -352,7 +359,44 @@ public final class GossipEngine {
       throw new IllegalArgumentException(
           "outPerSlot needs " + config.maxPeers() + " entries, has " + outPerSlot.length);
     }
-    return index.leadingBlocks(chain, outPerSlot, slotHighWater);
+    return index.leadingBlocks(FINGERPRINTED.get().of(chain), outPerSlot, slotHighWater);
+  }
+
+  /**
+   * A request's chain as the fingerprints replicas hold ({@link BlockFingerprint}), folded as
+   * the replica query pulls blocks, into an array reused per thread.
+   */
+  private static final class FingerprintedChain implements BlockChainSource {
+    private BlockChainSource source;
+    private long[] fingerprints = new long[64];
+    private int folded;
+
+    FingerprintedChain of(BlockChainSource chain) {
+      source = chain;
+      folded = 0;
+      return this;
+    }
+
+    @Override
+    public int ensure(int blocks) {
+      int n = source.ensure(blocks);
+      if (n > folded) {
+        long[] hashes = source.hashes();
+        if (fingerprints.length < n) {
+          fingerprints = Arrays.copyOf(fingerprints, Math.max(n, 2 * fingerprints.length));
+        }
+        for (int i = folded; i < n; i++) {
+          fingerprints[i] = BlockFingerprint.of(hashes[i]);
+        }
+        folded = n;
+      }
+      return n;
+    }
+
+    @Override
+    public long[] hashes() {
+      return fingerprints;
+    }
   }
 
   /** The live membership as of the last change. Thread-safe and cheap. */
@@ -720,7 +764,9 @@ public final class GossipEngine {
   private Outgoing syn(PeerAddress to, List<Member> live, long now) {
     long round = nextRound++;
     pendingSyns.put(round, new PendingSyn(to.nodeId(), now));
-    return new Outgoing(to, codec.encode(new Syn(round, generation, buildDigest(live))));
+    byte[] payload = codec.encode(new Syn(round, generation, buildDigest(live)));
+    count(GossipCounter.DIGEST_BYTES_SENT, payload.length);
+    return new Outgoing(to, payload);
   }
 
   private void sendLater(PeerAddress to) {
@@ -897,8 +943,8 @@ public final class GossipEngine {
         }
         if (e.generation() < generation || e.version() < summary.version()
             || e.heartbeat() < heartbeat) {
-          budget = addUpdate(updates, serveSelf(from, e.generation(), e.version(), budget,
-              chunks, snapshotBudget), budget);
+          budget = addUpdate(updates, known(serveSelf(from, e.generation(), e.version(), budget,
+              chunks, snapshotBudget)), budget);
         }
         continue;
       }
@@ -934,8 +980,8 @@ public final class GossipEngine {
         continue;
       }
       if (e.generation() < m.generation) {
-        budget = addUpdate(updates,
-            serveMember(m, e.generation(), e.version(), budget, from, chunks, snapshotBudget),
+        budget = addUpdate(updates, known(
+            serveMember(m, e.generation(), e.version(), budget, from, chunks, snapshotBudget)),
             budget);
         continue;
       }
@@ -945,15 +991,15 @@ public final class GossipEngine {
       if (e.version() > m.version) {
         requests.add(new Request(m.nodeId, m.generation, m.version));
       } else if (e.version() < m.version) {
-        budget = addUpdate(updates,
-            serveMember(m, e.generation(), e.version(), budget, from, chunks, snapshotBudget),
+        budget = addUpdate(updates, known(
+            serveMember(m, e.generation(), e.version(), budget, from, chunks, snapshotBudget)),
             budget);
       } else {
         m.lastSyncNanos = now;
         // heartbeats spread by the digests themselves; answer a heartbeat-only difference
         // only when the initiator is far enough behind to start suspecting the origin
         if (m.heartbeat - e.heartbeat() > heartbeatLagToCorrect) {
-          budget = addUpdate(updates, headerOnly(m, e.version()), budget);
+          budget = addUpdate(updates, known(headerOnly(m, e.version())), budget);
         }
       }
     }
@@ -970,8 +1016,18 @@ public final class GossipEngine {
     }
     trimRequests(requests, budget);
     recordInFlight(from, updates);
+    countUpdateBytes(updates);
     out.add(new Outgoing(from, codec.encode(new Ack(syn.round(), generation, updates, requests))));
     out.addAll(chunks);
+  }
+
+  /**
+   * {@code u} without the origin's address, for a receiver that listed the origin (in its
+   * digest or a request with a known generation) and so knows its address already.
+   */
+  private static Update known(Update u) {
+    return u == null || u.address() == null ? u
+        : new Update(u.header(), null, u.fromVersion(), u.deltas());
   }
 
   private void trimRequests(List<Request> requests, int budget) {
@@ -1039,10 +1095,11 @@ public final class GossipEngine {
         }
         u = serveMember(m, r.generation(), r.version(), budget, from, chunks, snapshotBudget);
       }
-      budget = addUpdate(updates, u, budget);
+      budget = addUpdate(updates, r.generation() == 0 ? u : known(u), budget);
     }
     if (!updates.isEmpty()) {
       recordInFlight(from, updates);
+      countUpdateBytes(updates);
       out.add(new Outgoing(from, codec.encode(new Ack2(generation, updates))));
     }
     out.addAll(chunks);
@@ -1205,6 +1262,19 @@ public final class GossipEngine {
     }
   }
 
+  /** Splits the bytes of updates about to be sent into headers, own and relayed deltas. */
+  private void countUpdateBytes(List<Update> updates) {
+    for (Update u : updates) {
+      long deltaBytes = 0;
+      for (Delta d : u.deltas()) {
+        deltaBytes += d.encodedSize();
+      }
+      count(GossipCounter.UPDATE_HEADER_BYTES_SENT, GossipCodec.sizeOf(u) - deltaBytes);
+      count(u.header().nodeId().equals(self.nodeId()) ? GossipCounter.OWN_DELTA_BYTES_SENT
+          : GossipCounter.RELAYED_DELTA_BYTES_SENT, deltaBytes);
+    }
+  }
+
   private void removeInFlight(Member peer, String origin) {
     if (peer.sent != null && peer.sent.remove(origin) != null) {
       inFlightEntries--;
@@ -1281,6 +1351,7 @@ public final class GossipEngine {
       snapshotBudget[0] -= chunk.length;
       chunks.add(new Outgoing(to, chunk));
       count(GossipCounter.SNAPSHOT_CHUNKS_SENT, 1);
+      count(GossipCounter.SNAPSHOT_BYTES_SENT, chunk.length);
       any = true;
     }
     if (any) {
@@ -1290,7 +1361,7 @@ public final class GossipEngine {
 
   private CachedSnapshot encodeSnapshot(String origin, long gen, LocalSummary.Snapshot s) {
     int perChunk = (config.messageByteCap() - GossipCodec.chunkOverhead(origin, gen, s.version()))
-        / 8;
+        / BlockFingerprint.BYTES;
     long[] h = s.hashes();
     int count = Math.max(1, (h.length + perChunk - 1) / perChunk);
     List<byte[]> chunks = new ArrayList<>(count);
@@ -1328,6 +1399,9 @@ public final class GossipEngine {
       if (freeSlotCount == 0 || members.size() >= config.maxPeers()) {
         count(GossipCounter.MEMBERS_REFUSED, 1);
         return;
+      }
+      if (thirdParty && u.address() == null) {
+        return; // an update for a receiver that knew the origin, which this one forgot since
       }
       PeerAddress addr = thirdParty ? new PeerAddress(e.nodeId(), u.address()) : from;
       int slot = freeSlots[--freeSlotCount];
@@ -1407,6 +1481,7 @@ public final class GossipEngine {
     for (Delta d : u.deltas()) {
       if (d.seq() <= m.version) {
         count(GossipCounter.DELTAS_REDUNDANT, 1);
+        count(GossipCounter.REDUNDANT_DELTA_BYTES_RECEIVED, d.encodedSize());
         continue;
       }
       if (d.seq() != m.version + 1) {
