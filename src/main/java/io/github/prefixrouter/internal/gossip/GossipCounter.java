@@ -63,5 +63,10 @@ public enum GossipCounter {
   /** Bytes of snapshot chunk messages sent. */
   SNAPSHOT_BYTES_SENT,
   /** Bytes of deltas received that the replica already had (wasted by redundant deliveries). */
-  REDUNDANT_DELTA_BYTES_RECEIVED
+  REDUNDANT_DELTA_BYTES_RECEIVED,
+  /**
+   * Digest entries sent marked pending: third-party origins already asked about in another
+   * exchange still awaiting its answer, for which the receiver sends no deltas.
+   */
+  PENDING_MARKS_SENT
 }

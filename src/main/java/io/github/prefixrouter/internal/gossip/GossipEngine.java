@@ -883,6 +883,7 @@ public final class GossipEngine {
       if (m.versionNanos <= askedAt && !m.nodeId.equals(target)) {
         e = new DigestEntry(e.nodeId(), e.generation(), e.version(), e.heartbeat(),
             e.queueDepth(), e.inFlight(), e.overloaded(), true);
+        count(GossipCounter.PENDING_MARKS_SENT, 1);
       }
       int size = GossipCodec.sizeOf(e, prev);
       prev.set(e.nodeId(), e.generation());
