@@ -7,6 +7,9 @@ import io.github.prefixrouter.internal.tree.BlockEventListener;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.workload.MmluPrompts;
+import io.github.prefixrouter.workload.PromptSource;
+import io.github.prefixrouter.workload.SyntheticMmluPrompts;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -86,16 +89,16 @@ public final class GossipBenchmarkMain {
     }
     PromptSource prompts;
     if (mmlu != null && Files.isDirectory(mmlu)) {
-      prompts = PromptSource.mmlu(mmlu);
+      prompts = MmluPrompts.load(mmlu);
     } else {
       if (mmlu != null) {
         System.err.println("no MMLU data at " + mmlu + "; using the MMLU-shaped generator");
       }
-      prompts = PromptSource.synthetic(seed, 250);
+      prompts = SyntheticMmluPrompts.create(seed);
     }
-    System.out.println("workload: " + prompts.description);
+    System.out.println("workload: " + prompts.description());
     StringBuilder json = new StringBuilder("{\n");
-    json.append("  \"workload\": \"").append(esc(prompts.description)).append("\",\n");
+    json.append("  \"workload\": \"").append(esc(prompts.description())).append("\",\n");
     json.append("  \"kvBytesPerToken\": ").append(KV_BYTES_PER_TOKEN).append(",\n");
     json.append("  \"kvModel\": \"Qwen2.5-0.5B: 24 layers x 2 (K,V) x 2 KV heads x 64 dims x 2 B\",\n");
     json.append("  \"bandwidth\": [\n");
@@ -305,8 +308,8 @@ public final class GossipBenchmarkMain {
       PromptSource prompts, double rate, SplittableRandom rnd) {
     long gap = (long) (-Math.log(1 - rnd.nextDouble()) / rate * 1e9);
     net.time.schedule(gap, () -> {
-      int[][] subject = prompts.prompts[rnd.nextInt(prompts.prompts.length)];
-      tree.insert(subject[rnd.nextInt(subject.length)]);
+      int subject = rnd.nextInt(prompts.subjectCount());
+      tree.insert(prompts.prompt(subject, rnd.nextInt(prompts.promptCount(subject))));
       scheduleRequests(net, tree, prompts, rate, rnd);
     });
   }
