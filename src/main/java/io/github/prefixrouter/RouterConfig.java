@@ -57,6 +57,7 @@ public final class RouterConfig {
   private final Duration peerSuspectAfter;
   private final Duration peerDeadAfter;
   private final int maxPeers;
+  private final long gossipGeneration;
 
   private RouterConfig(Builder b) {
     blockSize = b.blockSize;
@@ -86,6 +87,7 @@ public final class RouterConfig {
     peerSuspectAfter = b.peerSuspectAfter;
     peerDeadAfter = b.peerDeadAfter;
     maxPeers = b.maxPeers;
+    gossipGeneration = b.gossipGeneration;
   }
 
   /** A builder with every default. */
@@ -178,6 +180,10 @@ public final class RouterConfig {
     if (maxPeers < 1 || maxPeers > 65_536) {
       p.add("maxPeers must be between 1 and 65536 (peers beyond it are not tracked), was "
           + maxPeers);
+    }
+    if (gossipGeneration < 0 || gossipGeneration > (1L << 62)) {
+      p.add("gossipGeneration must be in 1..2^62, or 0 to take it from the node's clock, was "
+          + gossipGeneration);
     }
     if (!p.isEmpty()) {
       throw new IllegalArgumentException("invalid RouterConfig: " + String.join("; ", p));
@@ -344,6 +350,14 @@ public final class RouterConfig {
     return maxPeers;
   }
 
+  /**
+   * This node's gossip generation as supplied by the host, or 0 (the default) to take it from
+   * the node's clock at build time. See {@link Builder#gossipGeneration(long)}.
+   */
+  public long gossipGeneration() {
+    return gossipGeneration;
+  }
+
   @Override
   public String toString() {
     return "RouterConfig{policy=" + policy + ", blockSize=" + blockSize + ", treeCapacityTokens="
@@ -382,6 +396,7 @@ public final class RouterConfig {
     private Duration peerSuspectAfter = Duration.ofSeconds(2);
     private Duration peerDeadAfter = Duration.ofSeconds(10);
     private int maxPeers = 1024;
+    private long gossipGeneration;
 
     private Builder() {}
 
@@ -413,6 +428,7 @@ public final class RouterConfig {
       peerSuspectAfter = c.peerSuspectAfter;
       peerDeadAfter = c.peerDeadAfter;
       maxPeers = c.maxPeers;
+      gossipGeneration = c.gossipGeneration;
     }
 
     /** Tokens per block (default 16); must match the engine's block size in engine-driven mode. */
@@ -555,6 +571,19 @@ public final class RouterConfig {
     /** Most peers tracked, each with a replica (default 1,024). */
     public Builder maxPeers(int peers) {
       this.maxPeers = peers;
+      return this;
+    }
+
+    /**
+     * This node's gossip generation, which must be larger than that of any earlier run of the
+     * same node id (peers ignore a smaller one until the old run is declared dead and forgotten).
+     * By default (0) it is the node's monotonic clock in microseconds at build time, which grows
+     * across restarts of a process but may go backwards after a machine reboot; hosts that can,
+     * should supply a value that survives reboots, for example microseconds since the epoch at
+     * start, or a counter kept on disk. Range 1..2^62, or 0 for the default.
+     */
+    public Builder gossipGeneration(long generation) {
+      this.gossipGeneration = generation;
       return this;
     }
 

@@ -2,6 +2,10 @@ package io.github.prefixrouter.load;
 
 import io.github.prefixrouter.engine.openai.Json;
 import io.github.prefixrouter.server.LoadDriver;
+import io.github.prefixrouter.workload.MmluPrompts;
+import io.github.prefixrouter.workload.PromptSource;
+import io.github.prefixrouter.workload.SubjectPopularity;
+import io.github.prefixrouter.workload.SyntheticMmluPrompts;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -10,6 +14,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.SplittableRandom;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -18,7 +23,7 @@ import java.util.concurrent.atomic.AtomicLong;
  *
  * <pre>
  * benchmarks/run load --nodes 127.0.0.1:8001,127.0.0.1:8002 [--requests 1000] [--concurrency 8]
- *     [--mmlu ../shared/data/mmlu] [--zipf 1.1] [--subjects 57] [--max-tokens 1] [--seed 1]
+ *     [--mmlu ../shared/data/mmlu] [--zipf 1.1] [--max-tokens 1] [--seed 1]
  *     [--json results.json]
  * </pre>
  */
@@ -32,7 +37,6 @@ public final class LoadGeneratorMain {
       "  --requests N        requests to issue (default 1000)",
       "  --concurrency N     requests outstanding at once (default 8)",
       "  --mmlu DIR          MMLU data directory (dev/, test/); default: MMLU-shaped generator",
-      "  --subjects N        subjects of the generator (default 57)",
       "  --zipf S            Zipf exponent of subject popularity, 0 = uniform (default 0)",
       "  --max-tokens N      tokens generated per request (default 1)",
       "  --seed N            workload seed (default 1)",
@@ -57,31 +61,23 @@ public final class LoadGeneratorMain {
     List<String> nodes = Arrays.stream(o.get("nodes").split(",")).map(String::trim).filter(s -> !s.isEmpty()).toList();
     int requests = intArg(o, "requests", 1000);
     int concurrency = intArg(o, "concurrency", 8);
-    int subjects = intArg(o, "subjects", 57);
     int maxTokens = intArg(o, "max-tokens", 1);
     long seed = intArg(o, "seed", 1);
     double zipf = Double.parseDouble(o.getOrDefault("zipf", "0"));
 
-    List<LoadWorkload.Subject> set;
-    String source;
-    if (o.containsKey("mmlu")) {
-      Path dir = Path.of(o.get("mmlu"));
-      if (Files.isDirectory(dir)) {
-        set = LoadWorkload.mmlu(dir, 200);
-        source = "MMLU 5-shot from " + dir + " (cl100k_base)";
-      } else {
-        System.err.println("warning: " + dir + " not found; using the MMLU-shaped generator");
-        set = LoadWorkload.synthetic(subjects, 200, seed);
-        source = "MMLU-shaped generator";
-      }
+    PromptSource set;
+    if (o.containsKey("mmlu") && Files.isDirectory(Path.of(o.get("mmlu")))) {
+      set = MmluPrompts.load(Path.of(o.get("mmlu")), 200);
     } else {
-      set = LoadWorkload.synthetic(subjects, 200, seed);
-      source = "MMLU-shaped generator";
+      if (o.containsKey("mmlu")) {
+        System.err.println("warning: " + o.get("mmlu") + " not found; using the MMLU-shaped generator");
+      }
+      set = SyntheticMmluPrompts.create(seed, 200);
     }
-    List<int[]> prompts = LoadWorkload.sequence(set, requests, zipf, seed);
+    List<int[]> prompts = requestSequence(set, requests, zipf, seed);
     long tokens = prompts.stream().mapToLong(p -> p.length).sum();
     System.out.printf("workload: %s, %d subjects, %d requests, %.0f prompt tokens on average, %s%n",
-        source, set.size(), requests, (double) tokens / Math.max(1, requests),
+        set.description(), set.subjectCount(), requests, (double) tokens / Math.max(1, requests),
         zipf > 0 ? "Zipf s=" + zipf : "uniform subjects");
 
     ProgressBar bar = new ProgressBar(requests);
@@ -131,7 +127,7 @@ public final class LoadGeneratorMain {
     }
     if (o.containsKey("json")) {
       Map<String, Object> j = new LinkedHashMap<>();
-      j.put("workload", source);
+      j.put("workload", set.description());
       j.put("requests", requests);
       j.put("answered", r.answered().size());
       j.put("wall_seconds", r.wallNanos() / 1e9);
@@ -146,6 +142,21 @@ public final class LoadGeneratorMain {
     if (r.answered().size() != requests) {
       System.exit(1);
     }
+  }
+
+  /**
+   * The request sequence: {@code n} prompts, subjects drawn uniformly or from a Zipf law with
+   * exponent {@code zipf} (0 for uniform) over a seeded random ranking of subjects, questions
+   * drawn uniformly within the subject.
+   */
+  static List<int[]> requestSequence(PromptSource prompts, int n, double zipf, long seed) {
+    SplittableRandom rnd = new SplittableRandom(seed);
+    SubjectPopularity popularity = SubjectPopularity.of(prompts.subjectCount(), zipf, rnd.nextLong());
+    List<int[]> out = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      out.add(prompts.prompt(popularity.sample(rnd.nextDouble()), rnd));
+    }
+    return out;
   }
 
   private static long delta(Map<?, ?> a, Map<?, ?> b, String key) {

@@ -7,7 +7,8 @@ package io.github.prefixrouter.internal.gossip;
  *
  * @param seq the origin's sequence number after this change
  * @param op {@link #STORE}, {@link #EVICT} or {@link #CLEAR}
- * @param hashes the blocks stored or evicted (empty for {@link #CLEAR}); never modified
+ * @param hashes the {@link BlockFingerprint}s of the blocks stored or evicted (empty for
+ *     {@link #CLEAR}); never modified
  */
 record Delta(long seq, int op, long[] hashes) {
 
@@ -23,9 +24,10 @@ record Delta(long seq, int op, long[] hashes) {
     }
   }
 
-  /** Bytes this delta takes inside a DELTAS update on the wire. */
+  /** Bytes this delta takes inside an update on the wire: head varint, then fingerprints. */
   int encodedSize() {
     int n = hashes.length;
-    return 1 + io.github.prefixrouter.internal.wire.ByteWriter.varLongSize(n) + 8 * n;
+    return io.github.prefixrouter.internal.wire.ByteWriter.varLongSize(((long) n << 2) | op)
+        + BlockFingerprint.BYTES * n;
   }
 }

@@ -27,14 +27,16 @@ final class GossipCodec {
 
   /** Smallest encoding of a digest entry: id (2) + 5 varints (5) + flags (1). */
   static final int MIN_DIGEST_ENTRY_BYTES = 8;
-  /** Smallest update: digest entry + address (2) + fromVersion (1) + delta count (1). */
-  static final int MIN_UPDATE_BYTES = MIN_DIGEST_ENTRY_BYTES + 4;
+  /** Smallest update: digest entry + update flags (1) + back (1) + delta count (1). */
+  static final int MIN_UPDATE_BYTES = MIN_DIGEST_ENTRY_BYTES + 3;
   /** Smallest request: id (2) + 2 varints. */
   static final int MIN_REQUEST_BYTES = 4;
-  /** Smallest delta: op (1) + count (1). */
-  static final int MIN_DELTA_BYTES = 2;
+  /** Smallest delta: the head varint (op and count) alone. */
+  static final int MIN_DELTA_BYTES = 1;
 
   private static final int FLAG_OVERLOADED = 1;
+  /** Update flag: the origin's address follows. */
+  private static final int UPDATE_HAS_ADDRESS = 1;
 
   private final int messageByteCap;
   private final int maxOrigins;
@@ -61,7 +63,7 @@ final class GossipCodec {
   }
 
   static int sizeOf(Update u) {
-    int n = sizeOf(u.header()) + asciiSize(u.address()) + ByteWriter.varLongSize(u.fromVersion())
+    int n = headerOnlySize(u.header(), u.address(), u.fromVersion()) - 1
         + ByteWriter.varLongSize(u.deltas().size());
     for (Delta d : u.deltas()) {
       n += d.encodedSize();
@@ -69,9 +71,10 @@ final class GossipCodec {
     return n;
   }
 
-  /** Size of an update for {@code header} and {@code address} without deltas. */
+  /** Size of an update for {@code header} and {@code address} (or none) without deltas. */
   static int headerOnlySize(DigestEntry header, String address, long fromVersion) {
-    return sizeOf(header) + asciiSize(address) + ByteWriter.varLongSize(fromVersion) + 1;
+    return sizeOf(header) + 1 + (address == null ? 0 : asciiSize(address))
+        + ByteWriter.varLongSize(header.version() - fromVersion) + 1;
   }
 
   static int sizeOf(Request r) {
@@ -84,10 +87,10 @@ final class GossipCodec {
     return ByteWriter.varLongSize(s.length()) + s.length();
   }
 
-  /** Bytes taken by the fixed part of a snapshot chunk (everything but the hashes). */
+  /** Bytes taken by the fixed part of a snapshot chunk (everything but the fingerprints). */
   static int chunkOverhead(String nodeId, long generation, long version) {
     return 2 + asciiSize(nodeId) + ByteWriter.varLongSize(generation)
-        + ByteWriter.varLongSize(version) + 3 + 3 + 3;
+        + ByteWriter.varLongSize(version) + 3 + 3 + 4;
   }
 
   /** Bytes of SYN framing before the entries (type, version, round, generation, count). */
@@ -126,10 +129,7 @@ final class GossipCodec {
       w.writeAscii(c.nodeId(), PeerAddress.MAX_NODE_ID_LENGTH);
       w.writeVarLong(c.generation()).writeVarLong(c.version());
       w.writeVarInt(c.chunkIndex()).writeVarInt(c.chunkCount());
-      w.writeVarInt(c.hashes().length);
-      for (long h : c.hashes()) {
-        w.writeFixedLong(h);
-      }
+      writeFingerprints(w, c.hashes());
     }
     return w.toByteArray();
   }
@@ -145,17 +145,38 @@ final class GossipCodec {
     w.writeVarInt(updates.size());
     for (Update u : updates) {
       write(w, u.header());
-      w.writeAscii(u.address(), PeerAddress.MAX_ADDRESS_LENGTH);
-      w.writeVarLong(u.fromVersion());
+      if (u.address() == null) {
+        w.writeByte(0);
+      } else {
+        w.writeByte(UPDATE_HAS_ADDRESS);
+        w.writeAscii(u.address(), PeerAddress.MAX_ADDRESS_LENGTH);
+      }
+      if (u.fromVersion() > u.header().version()) {
+        throw new IllegalArgumentException("update starts past its header's version");
+      }
+      w.writeVarLong(u.header().version() - u.fromVersion());
       w.writeVarInt(u.deltas().size());
       for (Delta d : u.deltas()) {
-        w.writeByte(d.op());
-        w.writeVarInt(d.hashes().length);
+        w.writeVarLong(((long) d.hashes().length << 2) | d.op());
         for (long h : d.hashes()) {
-          w.writeFixedLong(h);
+          writeFingerprint(w, h);
         }
       }
     }
+  }
+
+  private static void writeFingerprints(ByteWriter w, long[] fingerprints) {
+    w.writeVarInt(fingerprints.length);
+    for (long h : fingerprints) {
+      writeFingerprint(w, h);
+    }
+  }
+
+  private static void writeFingerprint(ByteWriter w, long h) {
+    if (!BlockFingerprint.valid(h)) {
+      throw new IllegalArgumentException("not a 32-bit block fingerprint: " + h);
+    }
+    w.writeFixedInt((int) h);
   }
 
   // ---------------------------------------------------------------- decode
@@ -173,7 +194,8 @@ final class GossipCodec {
     int version = r.readUnsignedByte("version");
     if (version != GossipMessage.VERSION) {
       throw MalformedMessageException.of(
-          Reason.UNKNOWN_VERSION, "version", version, 1, "this node speaks version 1");
+          Reason.UNKNOWN_VERSION, "version", version, 1,
+          "this node speaks version " + GossipMessage.VERSION);
     }
     GossipMessage m;
     switch (type) {
@@ -214,7 +236,8 @@ final class GossipCodec {
         if (index >= count) {
           throw MalformedMessageException.outOfRange("chunk.index", index, 0, count - 1, pos);
         }
-        long[] hashes = r.readFixedLongArray("chunk.hashes", messageByteCap / 8);
+        long[] hashes = r.readFixedUnsignedIntArray("chunk.hashes",
+            messageByteCap / BlockFingerprint.BYTES);
         m = new SnapshotChunk(id, gen, ver, index, count, hashes);
       }
     }
@@ -227,30 +250,45 @@ final class GossipCodec {
     List<Update> updates = new ArrayList<>(n);
     for (int i = 0; i < n; i++) {
       DigestEntry e = readEntry(r);
-      String address = r.readAscii("update.address", PeerAddress.MAX_ADDRESS_LENGTH);
-      long from = counter(r, "update.fromVersion");
+      int pos = r.position();
+      int flags = r.readUnsignedByte("update.flags");
+      if ((flags & ~UPDATE_HAS_ADDRESS) != 0) {
+        throw MalformedMessageException.outOfRange("update.flags", flags, 0, UPDATE_HAS_ADDRESS,
+            pos);
+      }
+      String address = flags == UPDATE_HAS_ADDRESS
+          ? r.readAscii("update.address", PeerAddress.MAX_ADDRESS_LENGTH) : null;
+      long back = r.readVarLong("update.back", 0, e.version());
+      long from = e.version() - back;
+      pos = r.position();
       int nd = r.readCount("update.deltas.count", messageByteCap, MIN_DELTA_BYTES);
+      if (nd > back) {
+        throw MalformedMessageException.of(Reason.INCONSISTENT, "update.deltas", nd, pos,
+            "deltas run past the header's version " + e.version());
+      }
       List<Delta> deltas = new ArrayList<>(nd);
       for (int j = 0; j < nd; j++) {
-        int pos = r.position();
-        int op = r.readUnsignedByte("delta.op");
-        if (op < Delta.STORE || op > Delta.CLEAR) {
+        pos = r.position();
+        long head = r.readVarLong("delta.head", 0,
+            ((long) (messageByteCap / BlockFingerprint.BYTES) << 2) | Delta.CLEAR);
+        int op = (int) (head & 3);
+        int count = (int) (head >>> 2);
+        if (op < Delta.STORE) {
           throw MalformedMessageException.outOfRange("delta.op", op, Delta.STORE, Delta.CLEAR, pos);
         }
-        long[] hashes = r.readFixedLongArray("delta.hashes", messageByteCap / 8);
-        if (op == Delta.CLEAR && hashes.length != 0) {
+        if (op == Delta.CLEAR && count != 0) {
           throw MalformedMessageException.of(
-              Reason.INCONSISTENT, "delta.hashes", hashes.length, pos, "CLEAR carries no hashes");
+              Reason.INCONSISTENT, "delta.hashes", count, pos, "CLEAR carries no hashes");
         }
-        if (from + j + 1 > GossipMessage.MAX_COUNTER) {
-          throw MalformedMessageException.outOfRange(
-              "delta.seq", from + j + 1, 0, GossipMessage.MAX_COUNTER, pos);
+        if ((long) count * BlockFingerprint.BYTES > r.remaining()) {
+          throw MalformedMessageException.truncated("delta.hashes",
+              (long) count * BlockFingerprint.BYTES, r.remaining(), pos);
         }
-        deltas.add(new Delta(from + j + 1, op, hashes.length == 0 ? Delta.NO_HASHES : hashes));
-      }
-      if (from + nd > e.version()) {
-        throw MalformedMessageException.of(Reason.INCONSISTENT, "update.deltas", from + nd,
-            r.position(), "deltas run past the header's version " + e.version());
+        long[] hashes = count == 0 ? Delta.NO_HASHES : new long[count];
+        for (int k = 0; k < count; k++) {
+          hashes[k] = r.readFixedInt("delta.hashes") & 0xFFFF_FFFFL;
+        }
+        deltas.add(new Delta(from + j + 1, op, hashes));
       }
       updates.add(new Update(e, address, from, deltas));
     }

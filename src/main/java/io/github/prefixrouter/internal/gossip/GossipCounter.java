@@ -51,5 +51,17 @@ public enum GossipCounter {
    * Deltas not sent again because an earlier answer carrying them to the same peer is still in
    * flight (counted per delta version skipped).
    */
-  DELTAS_IN_FLIGHT_SKIPPED
+  DELTAS_IN_FLIGHT_SKIPPED,
+  /** Bytes of SYN messages sent (the digests, framing included). */
+  DIGEST_BYTES_SENT,
+  /** Bytes of update headers sent in ACKs and ACK2s (origin entry, address, range, count). */
+  UPDATE_HEADER_BYTES_SENT,
+  /** Bytes of this node's own deltas sent (op, count and block fingerprints). */
+  OWN_DELTA_BYTES_SENT,
+  /** Bytes of third-party deltas relayed (op, count and block fingerprints). */
+  RELAYED_DELTA_BYTES_SENT,
+  /** Bytes of snapshot chunk messages sent. */
+  SNAPSHOT_BYTES_SENT,
+  /** Bytes of deltas received that the replica already had (wasted by redundant deliveries). */
+  REDUNDANT_DELTA_BYTES_RECEIVED
 }

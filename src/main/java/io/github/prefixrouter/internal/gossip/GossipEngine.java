@@ -65,14 +65,21 @@ import org.slf4j.LoggerFactory;
  * <p><b>Threads.</b> The engine starts no thread: rounds run on the injected
  * {@link Scheduler}, time comes from the injected {@link Clock}, randomness from the injected
  * {@link RandomGenerator}. All mutation ({@link #onMessage}, rounds) happens under the write
- * lock of a read-write lock; {@link #leadingBlocks} takes the read lock, so request threads
- * query concurrently with each other and only wait while a message is being applied.
+ * lock of a read-write lock; {@link #leadingBlocks} takes no lock of it: it reads the replica
+ * index optimistically (see {@link ReplicaIndex}), so request threads never wait for gossip.
  * {@link #view()} and {@link #stats()} read immutable snapshots and never block on gossip.
  * Messages are sent after the lock is released.
  */
 public final class GossipEngine {
 
   private static final Logger log = LoggerFactory.getLogger(GossipEngine.class);
+
+  /** Bytes one replicated block takes in a delta or a snapshot chunk on the wire. */
+  public static final int WIRE_BYTES_PER_BLOCK = BlockFingerprint.BYTES;
+
+  /** Per request thread: a view of the request's chain as block fingerprints, reused. */
+  private static final ThreadLocal<FingerprintedChain> FINGERPRINTED =
+      ThreadLocal.withInitial(FingerprintedChain::new);
 
   /** Sends one gossip payload to a peer; must not block; may drop. */
   @FunctionalInterface
@@ -236,7 +243,7 @@ public final class GossipEngine {
   private long relayHashes;
   private int inFlightEntries;
   private long synStamp;
-  private int slotHighWater; // one more than the highest slot ever assigned
+  private volatile int slotHighWater; // one more than the highest slot ever assigned
   private final long heartbeatLagToCorrect;
 
   private final AtomicLongArray counters = new AtomicLongArray(GossipCounter.values().length);
@@ -326,7 +333,7 @@ public final class GossipEngine {
   /**
    * For a request's chain of block hashes, how many leading blocks each peer's replica holds,
    * in one pass over the chain whatever the number of peers. Map slots to peers with
-   * {@link #view()}. Thread-safe; takes the read lock.
+   * {@link #view()}. Thread-safe and lock-free in the common case (see {@link ReplicaIndex}).
    *
    * @param chain chained block hashes of the request, first block first
    * @param n how many of {@code chain} to consider
@@ -339,16 +346,56 @@ public final class GossipEngine {
     if (n < 0 || n > chain.length) {
       throw new IllegalArgumentException("n must be in 0.." + chain.length + ", was " + n);
     }
+    return leadingBlocks(BlockChainSource.of(chain, n), outPerSlot);
+  }
+
+  /**
+   * Like {@link #leadingBlocks(long[], int, int[])}, but pulls the chain from {@code chain} in
+   * chunks only while some peer still holds every block so far, so the caller hashes a prompt
+   * only about as far as the longest match.
+   */
+  public int leadingBlocks(BlockChainSource chain, int[] outPerSlot) {
     if (outPerSlot.length < config.maxPeers()) {
       throw new IllegalArgumentException(
           "outPerSlot needs " + config.maxPeers() + " entries, has " + outPerSlot.length);
     }
-    ReentrantReadWriteLock.ReadLock r = lock.readLock();
-    r.lock();
-    try {
-      return index.leadingBlocks(chain, n, outPerSlot, slotHighWater);
-    } finally {
-      r.unlock();
+    return index.leadingBlocks(FINGERPRINTED.get().of(chain), outPerSlot, slotHighWater);
+  }
+
+  /**
+   * A request's chain as the fingerprints replicas hold ({@link BlockFingerprint}), folded as
+   * the replica query pulls blocks, into an array reused per thread.
+   */
+  private static final class FingerprintedChain implements BlockChainSource {
+    private BlockChainSource source;
+    private long[] fingerprints = new long[64];
+    private int folded;
+
+    FingerprintedChain of(BlockChainSource chain) {
+      source = chain;
+      folded = 0;
+      return this;
+    }
+
+    @Override
+    public int ensure(int blocks) {
+      int n = source.ensure(blocks);
+      if (n > folded) {
+        long[] hashes = source.hashes();
+        if (fingerprints.length < n) {
+          fingerprints = Arrays.copyOf(fingerprints, Math.max(n, 2 * fingerprints.length));
+        }
+        for (int i = folded; i < n; i++) {
+          fingerprints[i] = BlockFingerprint.of(hashes[i]);
+        }
+        folded = n;
+      }
+      return n;
+    }
+
+    @Override
+    public long[] hashes() {
+      return fingerprints;
     }
   }
 
@@ -717,7 +764,9 @@ public final class GossipEngine {
   private Outgoing syn(PeerAddress to, List<Member> live, long now) {
     long round = nextRound++;
     pendingSyns.put(round, new PendingSyn(to.nodeId(), now));
-    return new Outgoing(to, codec.encode(new Syn(round, generation, buildDigest(live))));
+    byte[] payload = codec.encode(new Syn(round, generation, buildDigest(live)));
+    count(GossipCounter.DIGEST_BYTES_SENT, payload.length);
+    return new Outgoing(to, payload);
   }
 
   private void sendLater(PeerAddress to) {
@@ -894,8 +943,8 @@ public final class GossipEngine {
         }
         if (e.generation() < generation || e.version() < summary.version()
             || e.heartbeat() < heartbeat) {
-          budget = addUpdate(updates, serveSelf(from, e.generation(), e.version(), budget,
-              chunks, snapshotBudget), budget);
+          budget = addUpdate(updates, known(serveSelf(from, e.generation(), e.version(), budget,
+              chunks, snapshotBudget)), budget);
         }
         continue;
       }
@@ -931,8 +980,8 @@ public final class GossipEngine {
         continue;
       }
       if (e.generation() < m.generation) {
-        budget = addUpdate(updates,
-            serveMember(m, e.generation(), e.version(), budget, from, chunks, snapshotBudget),
+        budget = addUpdate(updates, known(
+            serveMember(m, e.generation(), e.version(), budget, from, chunks, snapshotBudget)),
             budget);
         continue;
       }
@@ -942,15 +991,15 @@ public final class GossipEngine {
       if (e.version() > m.version) {
         requests.add(new Request(m.nodeId, m.generation, m.version));
       } else if (e.version() < m.version) {
-        budget = addUpdate(updates,
-            serveMember(m, e.generation(), e.version(), budget, from, chunks, snapshotBudget),
+        budget = addUpdate(updates, known(
+            serveMember(m, e.generation(), e.version(), budget, from, chunks, snapshotBudget)),
             budget);
       } else {
         m.lastSyncNanos = now;
         // heartbeats spread by the digests themselves; answer a heartbeat-only difference
         // only when the initiator is far enough behind to start suspecting the origin
         if (m.heartbeat - e.heartbeat() > heartbeatLagToCorrect) {
-          budget = addUpdate(updates, headerOnly(m, e.version()), budget);
+          budget = addUpdate(updates, known(headerOnly(m, e.version())), budget);
         }
       }
     }
@@ -967,8 +1016,18 @@ public final class GossipEngine {
     }
     trimRequests(requests, budget);
     recordInFlight(from, updates);
+    countUpdateBytes(updates);
     out.add(new Outgoing(from, codec.encode(new Ack(syn.round(), generation, updates, requests))));
     out.addAll(chunks);
+  }
+
+  /**
+   * {@code u} without the origin's address, for a receiver that listed the origin (in its
+   * digest or a request with a known generation) and so knows its address already.
+   */
+  private static Update known(Update u) {
+    return u == null || u.address() == null ? u
+        : new Update(u.header(), null, u.fromVersion(), u.deltas());
   }
 
   private void trimRequests(List<Request> requests, int budget) {
@@ -1036,10 +1095,11 @@ public final class GossipEngine {
         }
         u = serveMember(m, r.generation(), r.version(), budget, from, chunks, snapshotBudget);
       }
-      budget = addUpdate(updates, u, budget);
+      budget = addUpdate(updates, r.generation() == 0 ? u : known(u), budget);
     }
     if (!updates.isEmpty()) {
       recordInFlight(from, updates);
+      countUpdateBytes(updates);
       out.add(new Outgoing(from, codec.encode(new Ack2(generation, updates))));
     }
     out.addAll(chunks);
@@ -1202,6 +1262,19 @@ public final class GossipEngine {
     }
   }
 
+  /** Splits the bytes of updates about to be sent into headers, own and relayed deltas. */
+  private void countUpdateBytes(List<Update> updates) {
+    for (Update u : updates) {
+      long deltaBytes = 0;
+      for (Delta d : u.deltas()) {
+        deltaBytes += d.encodedSize();
+      }
+      count(GossipCounter.UPDATE_HEADER_BYTES_SENT, GossipCodec.sizeOf(u) - deltaBytes);
+      count(u.header().nodeId().equals(self.nodeId()) ? GossipCounter.OWN_DELTA_BYTES_SENT
+          : GossipCounter.RELAYED_DELTA_BYTES_SENT, deltaBytes);
+    }
+  }
+
   private void removeInFlight(Member peer, String origin) {
     if (peer.sent != null && peer.sent.remove(origin) != null) {
       inFlightEntries--;
@@ -1278,6 +1351,7 @@ public final class GossipEngine {
       snapshotBudget[0] -= chunk.length;
       chunks.add(new Outgoing(to, chunk));
       count(GossipCounter.SNAPSHOT_CHUNKS_SENT, 1);
+      count(GossipCounter.SNAPSHOT_BYTES_SENT, chunk.length);
       any = true;
     }
     if (any) {
@@ -1287,7 +1361,7 @@ public final class GossipEngine {
 
   private CachedSnapshot encodeSnapshot(String origin, long gen, LocalSummary.Snapshot s) {
     int perChunk = (config.messageByteCap() - GossipCodec.chunkOverhead(origin, gen, s.version()))
-        / 8;
+        / BlockFingerprint.BYTES;
     long[] h = s.hashes();
     int count = Math.max(1, (h.length + perChunk - 1) / perChunk);
     List<byte[]> chunks = new ArrayList<>(count);
@@ -1325,6 +1399,9 @@ public final class GossipEngine {
       if (freeSlotCount == 0 || members.size() >= config.maxPeers()) {
         count(GossipCounter.MEMBERS_REFUSED, 1);
         return;
+      }
+      if (thirdParty && u.address() == null) {
+        return; // an update for a receiver that knew the origin, which this one forgot since
       }
       PeerAddress addr = thirdParty ? new PeerAddress(e.nodeId(), u.address()) : from;
       int slot = freeSlots[--freeSlotCount];
@@ -1404,6 +1481,7 @@ public final class GossipEngine {
     for (Delta d : u.deltas()) {
       if (d.seq() <= m.version) {
         count(GossipCounter.DELTAS_REDUNDANT, 1);
+        count(GossipCounter.REDUNDANT_DELTA_BYTES_RECEIVED, d.encodedSize());
         continue;
       }
       if (d.seq() != m.version + 1) {

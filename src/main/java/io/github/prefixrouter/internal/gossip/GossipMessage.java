@@ -17,7 +17,7 @@ sealed interface GossipMessage {
   int TYPE_SNAPSHOT_CHUNK = 0x13;
 
   /** Version byte this codec writes and the only one it reads. */
-  int VERSION = 1;
+  int VERSION = 2;
 
   /** Largest generation, version or heartbeat accepted: 2^62. */
   long MAX_COUNTER = 1L << 62;
@@ -39,6 +39,8 @@ sealed interface GossipMessage {
    * State of one origin sent to a peer that lacks it: the full header (with the address, so the
    * receiver can learn the origin) and optionally the deltas following {@code fromVersion}.
    *
+   * @param address the origin's address, or {@code null} when the receiver already knows the
+   *     origin (it listed it in its digest or request)
    * @param deltas consecutive deltas with sequences {@code fromVersion+1, fromVersion+2, ...};
    *     empty for a header-only update
    */

@@ -2,7 +2,9 @@ package io.github.prefixrouter.internal.gossip;
 
 import io.github.prefixrouter.internal.tree.BlockEventListener;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * The versioned summary of this node's own cache: the exact set of block hashes the local
@@ -15,6 +17,11 @@ import java.util.List;
  * {@code maxHashesPerDelta} is split into several deltas so every delta fits in one message.
  * Version 0 is the empty set at the start of the generation.
  *
+ * <p>What it publishes are {@link BlockFingerprint}s: a fingerprint is stored when the first of
+ * this node's blocks with that fingerprint is stored and evicted when the last one is evicted
+ * (distinct blocks rarely share one; the few that do are counted aside), so the published set
+ * is exactly the set of fingerprints of the blocks held.
+ *
  * <p>Thread-safe: event methods and readers synchronize on this object; they are short.
  */
 public final class LocalSummary implements BlockEventListener {
@@ -22,6 +29,9 @@ public final class LocalSummary implements BlockEventListener {
   private final long generation;
   private final int maxHashesPerDelta;
   private final LongHashSet blocks = new LongHashSet();
+  private final LongHashSet fingerprints = new LongHashSet();
+  /** For the rare fingerprints shared by several held blocks: how many blocks beyond the first. */
+  private final Map<Long, Integer> sharedFingerprints = new HashMap<>();
   private final DeltaLog log;
   private long version;
 
@@ -76,6 +86,8 @@ public final class LocalSummary implements BlockEventListener {
       return;
     }
     blocks.clear();
+    fingerprints.clear();
+    sharedFingerprints.clear();
     log.append(new Delta(++version, Delta.CLEAR, Delta.NO_HASHES));
   }
 
@@ -86,9 +98,10 @@ public final class LocalSummary implements BlockEventListener {
     long[] changed = new long[Math.min(hashes.length, maxHashesPerDelta)];
     int n = 0;
     for (long h : hashes) {
-      boolean change = op == Delta.STORE ? blocks.add(h) : blocks.remove(h);
+      boolean change = op == Delta.STORE ? blocks.add(h) && addFingerprint(h)
+          : blocks.remove(h) && removeFingerprint(h);
       if (change) {
-        changed[n++] = h;
+        changed[n++] = BlockFingerprint.of(h);
         if (n == changed.length) {
           log.append(new Delta(++version, op, changed));
           changed = new long[Math.min(hashes.length, maxHashesPerDelta)];
@@ -101,9 +114,39 @@ public final class LocalSummary implements BlockEventListener {
     }
   }
 
-  /** The current set and the version it is at. */
+  /** True if the fingerprint of newly held block {@code h} was not published yet. */
+  private boolean addFingerprint(long h) {
+    long f = BlockFingerprint.of(h);
+    if (fingerprints.add(f)) {
+      return true;
+    }
+    sharedFingerprints.merge(f, 1, Integer::sum);
+    return false;
+  }
+
+  /** True if no held block is left with the fingerprint of just-evicted block {@code h}. */
+  private boolean removeFingerprint(long h) {
+    long f = BlockFingerprint.of(h);
+    Integer extra = sharedFingerprints.get(f);
+    if (extra != null) {
+      if (extra == 1) {
+        sharedFingerprints.remove(f);
+      } else {
+        sharedFingerprints.put(f, extra - 1);
+      }
+      return false;
+    }
+    return fingerprints.remove(f);
+  }
+
+  /** Number of distinct fingerprints published (the size of a peer's replica). */
+  public synchronized int fingerprintCount() {
+    return fingerprints.size();
+  }
+
+  /** The current set of fingerprints and the version it is at. */
   synchronized Snapshot snapshot() {
-    return new Snapshot(version, blocks.toArray());
+    return new Snapshot(version, fingerprints.toArray());
   }
 
   /** See {@link DeltaLog#after}. */
@@ -117,7 +160,8 @@ public final class LocalSummary implements BlockEventListener {
   }
 
   synchronized long retainedBytes() {
-    return blocks.retainedBytes() + log.retainedBytes();
+    return blocks.retainedBytes() + fingerprints.retainedBytes() + 64L * sharedFingerprints.size()
+        + log.retainedBytes();
   }
 
   /** An origin's full set at one version. */

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.internal.gossip;
 
 import java.util.Arrays;
+import java.util.concurrent.locks.StampedLock;
 
 /**
  * The block hashes every peer holds, indexed by block hash, answering "how many leading blocks
@@ -11,17 +12,31 @@ import java.util.Arrays;
  * <p>Peers are numbered by dense <em>slots</em> {@code 0..maxSlots-1}. One open-addressing
  * table (linear probing, backward-shift deletion, key 0 held aside) maps a block hash to its
  * holders. The value is an {@code int}: {@code >= 0} is the single holder's slot (the common
- * case, no further memory); {@code < 0} is {@code -(cell + 1)}, the head of a linked list of
- * holder cells kept in two parallel {@code int} arrays ({@code cellSlot}, {@code cellNext}) with
- * a free list. A replicated (peer, block) pair therefore costs 12 bytes of table entry divided
- * by the load factor (between 3/8 and 3/4) when it is the block's only holder, and 8 more bytes
- * per holder when several peers share the block: at most 32 bytes for a lone holder right after
- * a resize, about 20 on average, less when peers share prefixes.
+ * case, no further memory); {@code < 0} is {@code -(cell + 1)}, the head of a short linked list
+ * of <em>word cells</em> that together form a bitmap of the holders: each cell is one 64-slot
+ * word of the bitmap ({@code cellWord} = slot / 64, {@code cellBits} = the holders among those
+ * 64 slots, never 0), kept in parallel arrays with a free list. With at most 64 slots in use a
+ * shared block is exactly one cell (16 bytes, whatever the number of holders); beyond, one cell
+ * per 64-slot word that has a holder. A replicated (peer, block) pair therefore costs 12 bytes
+ * of table entry divided by the load factor (3/8 to 3/4) when it is the block's only holder, and
+ * at most 16 more bytes per holder (usually far less) when several peers share the block.
  *
- * <p>{@link #leadingBlocks} walks the chain once: at block {@code i}, every holder {@code s}
- * whose count is still {@code i} moves to {@code i + 1}; the walk stops as soon as no peer is
- * still matching. The cost per block is the number of holders of that block, never the number
- * of peers.
+ * <p>{@link #leadingBlocks} walks the chain once with the set of peers still matching as a
+ * bitmap: block 0's holders start it, each later block intersects it with the block's holders
+ * ({@code alive &= holders}, one word when at most 64 slots are in use), a peer that drops out
+ * gets its count then, and the walk stops as soon as no peer remains. The cost per block is one
+ * probe plus one AND per live 64-slot word, never the number of peers. The chain is pulled from
+ * a {@link BlockChainSource} in chunks, so a prompt is hashed only a chunk past the longest
+ * match.
+ *
+ * <p><b>Concurrency.</b> Mutations are serialized by the owner ({@link GossipEngine}'s write
+ * lock) and each one also holds this index's {@link StampedLock} write lock. {@link
+ * #leadingBlocks} is lock-free in the common case: it runs under an optimistic stamp, reading
+ * only local copies of the arrays with bounded probe and cell walks (a torn read can produce a
+ * wrong count or an exception, never a hang), and keeps the result only if the stamp is still
+ * valid; otherwise it retries, and after a few failed attempts takes the read lock. Every answer
+ * therefore equals the index's contents at one instant. Every other method must be called under
+ * the owner's lock.
  *
  * <p>Per-slot enumeration (for snapshots) and per-slot removal (a dead peer, a new generation)
  * scan the whole table. Both are rare events, and avoiding a second per-peer set keeps the
@@ -31,17 +46,21 @@ import java.util.Arrays;
  * the index holds {@code maxTotal} pairs. Refusals are counted per slot; the replica is then a
  * subset of the owner's set (the router underestimates, never overestimates). Removals are
  * always applied.
- *
- * <p>Not thread-safe: {@link GossipEngine} guards it with a read-write lock.
  */
 final class ReplicaIndex {
 
   private static final int MIN_CAPACITY = 16;
   private static final int NO_CELL = -1;
+  /** Blocks asked for in the first chunk of a lazily hashed chain. */
+  static final int FIRST_CHUNK = 8;
+  /** Blocks asked for in every further chunk. */
+  static final int CHUNK = 16;
+  private static final int OPTIMISTIC_TRIES = 3;
 
   private final int maxSlots;
   private final long maxPerSlot;
   private final long maxTotal;
+  private final StampedLock guard = new StampedLock();
 
   private long[] keys;
   private int[] vals;
@@ -50,14 +69,35 @@ final class ReplicaIndex {
   private boolean hasZero;
   private int zeroVal;
 
-  private int[] cellSlot = new int[0];
+  private int[] cellWord = new int[0];
+  private long[] cellBits = new long[0];
   private int[] cellNext = new int[0];
   private int freeCell = NO_CELL;
   private int cellsUsed;
+  private int liveCells;
 
   private final long[] perSlot;
   private final long[] refusedPerSlot;
   private long pairs;
+  /** One more than the highest slot ever added (never decreases). */
+  private int slotLimit;
+
+  /** Per-thread bitmaps for queries over more than 64 slots. */
+  private static final class Scratch {
+    long[] alive = new long[0];
+    long[] holders = new long[0];
+    int[] aliveWords = new int[0];
+
+    void ensure(int words) {
+      if (alive.length < words) {
+        alive = new long[words];
+        holders = new long[words];
+        aliveWords = new int[words];
+      }
+    }
+  }
+
+  private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
   ReplicaIndex(int maxSlots, long maxPerSlot, long maxTotal) {
     this.maxSlots = maxSlots;
@@ -95,8 +135,8 @@ final class ReplicaIndex {
 
   /** Bytes held by the index arrays (table and cells), for the bytes-per-block figure. */
   long retainedBytes() {
-    return 32L + 8L * keys.length + 4L * vals.length + 4L * cellSlot.length + 4L * cellNext.length
-        + 16L * maxSlots;
+    return 32L + 8L * keys.length + 4L * vals.length + 4L * cellWord.length
+        + 8L * cellBits.length + 4L * cellNext.length + 16L * maxSlots;
   }
 
   boolean contains(int slot, long hash) {
@@ -113,15 +153,7 @@ final class ReplicaIndex {
       }
       v = vals[i];
     }
-    if (v >= 0) {
-      return v == slot;
-    }
-    for (int c = -v - 1; c != NO_CELL; c = cellNext[c]) {
-      if (cellSlot[c] == slot) {
-        return true;
-      }
-    }
-    return false;
+    return holds(v, slot);
   }
 
   /**
@@ -130,6 +162,15 @@ final class ReplicaIndex {
    * @return 1 if added, 0 if already present, -1 if refused by a cap
    */
   int add(int slot, long hash) {
+    long stamp = guard.writeLock();
+    try {
+      return addUnguarded(slot, hash);
+    } finally {
+      guard.unlockWrite(stamp);
+    }
+  }
+
+  private int addUnguarded(int slot, long hash) {
     if (hash == 0) {
       if (!hasZero) {
         if (!roomFor(slot)) {
@@ -141,8 +182,11 @@ final class ReplicaIndex {
         return 1;
       }
       int nv = addHolder(zeroVal, slot);
-      if (nv == zeroVal || nv == Integer.MIN_VALUE) {
-        return nv == Integer.MIN_VALUE ? -1 : 0;
+      if (nv == Integer.MIN_VALUE) {
+        return -1;
+      }
+      if (nv == zeroVal && !listGrew) {
+        return 0;
       }
       zeroVal = nv;
       counted(slot);
@@ -182,11 +226,14 @@ final class ReplicaIndex {
   private boolean listGrew;
 
   /**
-   * Adds {@code slot} to the holder value {@code v}; returns the new value, {@code v} itself if
-   * the slot was already there (with {@link #listGrew} false), or MIN_VALUE if refused.
+   * Adds {@code slot} to the holder value {@code v}; returns the new value ({@code v} itself when
+   * the slot went into an existing cell, with {@link #listGrew} true, or when it was already
+   * there, with {@link #listGrew} false), or MIN_VALUE if refused.
    */
   private int addHolder(int v, int slot) {
     listGrew = false;
+    int word = slot >>> 6;
+    long bit = 1L << slot;
     if (v >= 0) {
       if (v == slot) {
         return v;
@@ -194,23 +241,32 @@ final class ReplicaIndex {
       if (!roomFor(slot)) {
         return Integer.MIN_VALUE;
       }
-      int second = newCell(slot, NO_CELL);
-      int first = newCell(v, second);
       listGrew = true;
-      return -first - 1;
+      if (v >>> 6 == word) {
+        return -newCell(word, bit | (1L << v), NO_CELL) - 1;
+      }
+      int second = newCell(word, bit, NO_CELL);
+      return -newCell(v >>> 6, 1L << v, second) - 1;
     }
     int head = -v - 1;
     for (int c = head; c != NO_CELL; c = cellNext[c]) {
-      if (cellSlot[c] == slot) {
+      if (cellWord[c] == word) {
+        if ((cellBits[c] & bit) != 0) {
+          return v;
+        }
+        if (!roomFor(slot)) {
+          return Integer.MIN_VALUE;
+        }
+        cellBits[c] |= bit;
+        listGrew = true;
         return v;
       }
     }
     if (!roomFor(slot)) {
       return Integer.MIN_VALUE;
     }
-    int c = newCell(slot, head);
     listGrew = true;
-    return -c - 1;
+    return -newCell(word, bit, head) - 1;
   }
 
   private boolean roomFor(int slot) {
@@ -224,16 +280,28 @@ final class ReplicaIndex {
   private void counted(int slot) {
     perSlot[slot]++;
     pairs++;
+    if (slot >= slotLimit) {
+      slotLimit = slot + 1;
+    }
   }
 
   /** Records that {@code slot} no longer holds {@code hash}; returns false if it did not. */
   boolean remove(int slot, long hash) {
+    long stamp = guard.writeLock();
+    try {
+      return removeUnguarded(slot, hash);
+    } finally {
+      guard.unlockWrite(stamp);
+    }
+  }
+
+  private boolean removeUnguarded(int slot, long hash) {
     if (hash == 0) {
       if (!hasZero) {
         return false;
       }
       int nv = removeHolder(zeroVal, slot);
-      if (nv == zeroVal && !listShrank) {
+      if (!listShrank) {
         return false;
       }
       if (nv == EMPTY) {
@@ -249,7 +317,7 @@ final class ReplicaIndex {
       return false;
     }
     int nv = removeHolder(vals[i], slot);
-    if (nv == vals[i] && !listShrank) {
+    if (!listShrank) {
       return false;
     }
     uncounted(slot);
@@ -275,17 +343,25 @@ final class ReplicaIndex {
       }
       return v;
     }
+    int word = slot >>> 6;
+    long bit = 1L << slot;
     int head = -v - 1;
     int prev = NO_CELL;
     for (int c = head; c != NO_CELL; prev = c, c = cellNext[c]) {
-      if (cellSlot[c] == slot) {
+      if (cellWord[c] == word) {
+        if ((cellBits[c] & bit) == 0) {
+          return v;
+        }
         listShrank = true;
-        int next = cellNext[c];
-        freeCell(c);
-        if (prev == NO_CELL) {
-          head = next;
-        } else {
-          cellNext[prev] = next;
+        cellBits[c] &= ~bit;
+        if (cellBits[c] == 0) {
+          int next = cellNext[c];
+          freeCell(c);
+          if (prev == NO_CELL) {
+            head = next;
+          } else {
+            cellNext[prev] = next;
+          }
         }
         break;
       }
@@ -294,8 +370,8 @@ final class ReplicaIndex {
       return v;
     }
     // a single remaining holder goes back inline
-    if (cellNext[head] == NO_CELL) {
-      int only = cellSlot[head];
+    if (cellNext[head] == NO_CELL && Long.bitCount(cellBits[head]) == 1) {
+      int only = cellWord[head] << 6 | Long.numberOfTrailingZeros(cellBits[head]);
       freeCell(head);
       return only;
     }
@@ -313,8 +389,14 @@ final class ReplicaIndex {
     if (perSlot[slot] == 0) {
       return;
     }
-    for (long k : blocksOf(slot)) {
-      remove(slot, k);
+    long[] held = blocksOf(slot);
+    long stamp = guard.writeLock();
+    try {
+      for (long k : held) {
+        removeUnguarded(slot, k);
+      }
+    } finally {
+      guard.unlockWrite(stamp);
     }
   }
 
@@ -337,9 +419,10 @@ final class ReplicaIndex {
     if (v >= 0) {
       return v == slot;
     }
+    int word = slot >>> 6;
     for (int c = -v - 1; c != NO_CELL; c = cellNext[c]) {
-      if (cellSlot[c] == slot) {
-        return true;
+      if (cellWord[c] == word) {
+        return (cellBits[c] & (1L << slot)) != 0;
       }
     }
     return false;
@@ -353,44 +436,220 @@ final class ReplicaIndex {
    * @return the largest count over all slots
    */
   int leadingBlocks(long[] chain, int n, int[] outPerSlot, int slotLimit) {
-    Arrays.fill(outPerSlot, 0, slotLimit, 0);
-    int best = 0;
-    for (int i = 0; i < n; i++) {
-      long h = chain[i];
-      int v;
-      if (h == 0) {
-        if (!hasZero) {
-          break;
-        }
-        v = zeroVal;
-      } else {
-        int idx = find(h);
-        if (idx < 0) {
-          break;
-        }
-        v = vals[idx];
+    return leadingBlocks(BlockChainSource.of(chain, n), outPerSlot, slotLimit);
+  }
+
+  /**
+   * For each slot, how many leading blocks of the chain it holds, pulling the chain from
+   * {@code chain} in chunks only while some slot still holds every block so far. Safe to call
+   * concurrently with mutations (see the class notes); the answer is the index's contents at
+   * one instant.
+   *
+   * @param outPerSlot receives the counts; entries {@code 0..slotLimit-1} are overwritten
+   * @param slotLimit one more than the highest slot that may hold blocks
+   * @return the largest count over all slots
+   */
+  int leadingBlocks(BlockChainSource chain, int[] outPerSlot, int slotLimit) {
+    for (int attempt = 0; attempt < OPTIMISTIC_TRIES; attempt++) {
+      long stamp = guard.tryOptimisticRead();
+      if (stamp == 0) {
+        Thread.onSpinWait();
+        continue;
       }
-      boolean advanced = false;
-      if (v >= 0) {
-        if (outPerSlot[v] == i) {
-          outPerSlot[v] = i + 1;
-          advanced = true;
+      int best;
+      try {
+        best = query(chain, outPerSlot, slotLimit);
+      } catch (RuntimeException torn) { // only a torn read can throw here; retried below
+        best = -1;
+      }
+      if (guard.validate(stamp)) {
+        if (best < 0) {
+          throw new IllegalStateException("replica index query failed on a stable index");
         }
-      } else {
-        for (int c = -v - 1; c != NO_CELL; c = cellNext[c]) {
-          int s = cellSlot[c];
-          if (outPerSlot[s] == i) {
-            outPerSlot[s] = i + 1;
-            advanced = true;
+        return best;
+      }
+    }
+    long stamp = guard.readLock();
+    try {
+      return query(chain, outPerSlot, slotLimit);
+    } finally {
+      guard.unlockRead(stamp);
+    }
+  }
+
+  /** The query itself, reading every field once into locals; see {@link #leadingBlocks}. */
+  private int query(BlockChainSource src, int[] out, int limit) {
+    int slots = Math.max(limit, slotLimit);
+    Arrays.fill(out, 0, Math.min(slots, out.length), 0);
+    long[] k = keys;
+    int[] vs = vals;
+    if (vs.length != k.length) {
+      return -1; // a resize in progress: invalid, retried
+    }
+    int m = k.length - 1;
+    boolean zero = hasZero;
+    int zv = zeroVal;
+    long[] bits = cellBits;
+    if (slots <= 64) {
+      return queryOneWord(src, out, k, vs, m, zero, zv, bits);
+    }
+    return queryWords(src, out, k, vs, m, zero, zv, bits, cellWord, cellNext, (slots + 63) >>> 6);
+  }
+
+  /** The holder value of {@code h}, or {@link #EMPTY} if nobody holds it. */
+  private static int lookup(long h, long[] k, int[] vs, int m, boolean zero, int zv) {
+    if (h == 0) {
+      return zero ? zv : EMPTY;
+    }
+    int i = mix(h) & m;
+    for (int probes = 0; probes <= m; probes++, i = (i + 1) & m) {
+      long key = k[i];
+      if (key == h) {
+        return vs[i];
+      }
+      if (key == 0) {
+        return EMPTY;
+      }
+    }
+    return EMPTY;
+  }
+
+  private static int nextChunk(int i) {
+    return i == 0 ? FIRST_CHUNK : i + CHUNK;
+  }
+
+  /** All slots below 64: the live set is one {@code long}. */
+  private static int queryOneWord(BlockChainSource src, int[] out, long[] k, int[] vs, int m,
+      boolean zero, int zv, long[] bits) {
+    long alive = -1L;
+    long[] chain = null;
+    int avail = 0;
+    int i = 0;
+    while (true) {
+      if (i == avail) {
+        avail = src.ensure(nextChunk(i));
+        chain = src.hashes();
+        if (i >= avail) {
+          break;
+        }
+      }
+      int v = lookup(chain[i], k, vs, m, zero, zv);
+      long holders = v >= 0 ? 1L << v : v == EMPTY ? 0 : bits[-v - 1];
+      long dropped = alive & ~holders;
+      if (i > 0) {
+        for (long d = dropped; d != 0; d &= d - 1) {
+          out[Long.numberOfTrailingZeros(d)] = i;
+        }
+      }
+      alive &= holders;
+      if (alive == 0) {
+        return i;
+      }
+      i++;
+    }
+    if (i == 0) {
+      return 0; // an empty chain
+    }
+    for (long a = alive; a != 0; a &= a - 1) {
+      out[Long.numberOfTrailingZeros(a)] = i;
+    }
+    return i;
+  }
+
+  /** Slots beyond 64: the live set is a bitmap with a list of its non-zero words. */
+  private static int queryWords(BlockChainSource src, int[] out, long[] k, int[] vs, int m,
+      boolean zero, int zv, long[] bits, int[] words, int[] next, int wordCount) {
+    Scratch s = SCRATCH.get();
+    s.ensure(wordCount);
+    long[] alive = s.alive;
+    long[] holders = s.holders;
+    int[] aliveWords = s.aliveWords;
+    int live = 0;
+    long[] chain = null;
+    int avail = 0;
+    int i = 0;
+    try {
+      while (true) {
+        if (i == avail) {
+          avail = src.ensure(nextChunk(i));
+          chain = src.hashes();
+          if (i >= avail) {
+            break;
           }
         }
+        int v = lookup(chain[i], k, vs, m, zero, zv);
+        if (v == EMPTY) {
+          return dropAll(out, alive, aliveWords, live, i);
+        }
+        // spread the block's holders into the holders bitmap
+        int cells = 0;
+        if (v >= 0) {
+          holders[v >>> 6] = 1L << v;
+        } else {
+          for (int c = -v - 1; c != NO_CELL; c = next[c]) {
+            holders[words[c]] = bits[c];
+            if (++cells > wordCount) {
+              return -1; // a cycle: only a torn read
+            }
+          }
+        }
+        if (i == 0) {
+          if (v >= 0) {
+            alive[v >>> 6] = 1L << v;
+            aliveWords[live++] = v >>> 6;
+          } else {
+            for (int c = -v - 1; c != NO_CELL; c = next[c]) {
+              alive[words[c]] = bits[c];
+              aliveWords[live++] = words[c];
+            }
+          }
+        } else {
+          int kept = 0;
+          for (int j = 0; j < live; j++) {
+            int w = aliveWords[j];
+            long a = alive[w];
+            long h = holders[w];
+            for (long d = a & ~h; d != 0; d &= d - 1) {
+              out[w << 6 | Long.numberOfTrailingZeros(d)] = i;
+            }
+            alive[w] = a & h;
+            if ((a & h) != 0) {
+              aliveWords[kept++] = w;
+            }
+          }
+          live = kept;
+        }
+        // clear the holders bitmap for the next block
+        if (v >= 0) {
+          holders[v >>> 6] = 0;
+        } else {
+          for (int c = -v - 1; c != NO_CELL; c = next[c]) {
+            holders[words[c]] = 0;
+          }
+        }
+        if (live == 0) {
+          return i;
+        }
+        i++;
       }
-      if (!advanced) {
-        break;
-      }
-      best = i + 1;
+      return dropAll(out, alive, aliveWords, live, i);
+    } finally {
+      // leave the scratch bitmaps zeroed whatever happened (a torn read may have written
+      // anywhere in them)
+      Arrays.fill(alive, 0);
+      Arrays.fill(holders, 0);
     }
-    return best;
+  }
+
+  /** Every slot still alive holds {@code count} leading blocks. */
+  private static int dropAll(int[] out, long[] alive, int[] aliveWords, int live, int count) {
+    for (int j = 0; j < live; j++) {
+      int w = aliveWords[j];
+      for (long a = alive[w]; a != 0; a &= a - 1) {
+        out[w << 6 | Long.numberOfTrailingZeros(a)] = count;
+      }
+    }
+    return count;
   }
 
   private int find(long hash) {
@@ -409,35 +668,37 @@ final class ReplicaIndex {
     return LongHashSet.mix(key);
   }
 
-  private int newCell(int slot, int next) {
+  private int newCell(int word, long bits, int next) {
     int c;
     if (freeCell != NO_CELL) {
       c = freeCell;
       freeCell = cellNext[c];
     } else {
-      if (cellsUsed == cellSlot.length) {
-        int cap = Math.max(16, cellSlot.length * 2);
-        cellSlot = Arrays.copyOf(cellSlot, cap);
+      if (cellsUsed == cellWord.length) {
+        int cap = Math.max(16, cellWord.length * 2);
+        cellWord = Arrays.copyOf(cellWord, cap);
+        cellBits = Arrays.copyOf(cellBits, cap);
         cellNext = Arrays.copyOf(cellNext, cap);
       }
       c = cellsUsed++;
     }
-    cellSlot[c] = slot;
+    cellWord[c] = word;
+    cellBits[c] = bits;
     cellNext[c] = next;
     liveCells++;
     return c;
   }
 
-  private int liveCells;
-
   private void freeCell(int c) {
-    cellSlot[c] = -1;
+    cellWord[c] = -1;
+    cellBits[c] = 0;
     cellNext[c] = freeCell;
     freeCell = c;
     liveCells--;
-    if (liveCells == 0 && cellSlot.length > 0) {
+    if (liveCells == 0 && cellWord.length > 0) {
       // no shared block left: release the cell arrays entirely
-      cellSlot = new int[0];
+      cellWord = new int[0];
+      cellBits = new long[0];
       cellNext = new int[0];
       cellsUsed = 0;
       freeCell = NO_CELL;
@@ -472,20 +733,23 @@ final class ReplicaIndex {
   private void rehash(int newCapacity) {
     long[] oldKeys = keys;
     int[] oldVals = vals;
-    keys = new long[newCapacity];
-    vals = new int[newCapacity];
-    mask = newCapacity - 1;
+    long[] newKeys = new long[newCapacity];
+    int[] newVals = new int[newCapacity];
+    int newMask = newCapacity - 1;
     for (int j = 0; j < oldKeys.length; j++) {
       long k = oldKeys[j];
       if (k != 0) {
-        int i = mix(k) & mask;
-        while (keys[i] != 0) {
-          i = (i + 1) & mask;
+        int i = mix(k) & newMask;
+        while (newKeys[i] != 0) {
+          i = (i + 1) & newMask;
         }
-        keys[i] = k;
-        vals[i] = oldVals[j];
+        newKeys[i] = k;
+        newVals[i] = oldVals[j];
       }
     }
+    keys = newKeys;
+    vals = newVals;
+    mask = newMask;
   }
 
   /** Checks the index's invariants; throws {@link IllegalStateException} naming the first one broken. */
@@ -516,6 +780,9 @@ final class ReplicaIndex {
       if (perSlot[s] > maxPerSlot) {
         throw new IllegalStateException("slot " + s + " over its cap");
       }
+      if (counted[s] > 0 && s >= slotLimit) {
+        throw new IllegalStateException("slot " + s + " holds blocks beyond the slot limit");
+      }
       total += counted[s];
     }
     if (total != pairs || pairs > maxTotal) {
@@ -528,15 +795,29 @@ final class ReplicaIndex {
       counted[v]++;
       return;
     }
-    int n = 0;
+    int holders = 0;
+    int cells = 0;
+    long seenWords = 0;
     for (int c = -v - 1; c != NO_CELL; c = cellNext[c]) {
-      counted[cellSlot[c]]++;
-      if (++n > maxSlots) {
-        throw new IllegalStateException("holder list cycle");
+      if (++cells > (maxSlots + 63) / 64) {
+        throw new IllegalStateException("holder list longer than the slot words (a cycle?)");
+      }
+      int w = cellWord[c];
+      long b = cellBits[c];
+      if (b == 0) {
+        throw new IllegalStateException("empty holder cell " + c);
+      }
+      if (w < 64 && (seenWords & (1L << w)) != 0) {
+        throw new IllegalStateException("holder word " + w + " twice in one list");
+      }
+      seenWords |= w < 64 ? 1L << w : 0;
+      for (long x = b; x != 0; x &= x - 1) {
+        counted[w << 6 | Long.numberOfTrailingZeros(x)]++;
+        holders++;
       }
     }
-    if (n < 2) {
-      throw new IllegalStateException("holder list of " + n + " should be inline");
+    if (holders < 2) {
+      throw new IllegalStateException("holder set of " + holders + " should be inline");
     }
   }
 }

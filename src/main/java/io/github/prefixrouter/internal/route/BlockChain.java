@@ -5,8 +5,8 @@ import io.github.prefixrouter.internal.tree.BlockHasher;
 /**
  * {@link ChainHasher} over the tree's {@link BlockHasher}, so the router computes exactly the
  * block hashes the tree publishes; chains are extended incrementally with
- * {@link BlockHasher#extend}, which does every block's parent-independent work first and then
- * chains the blocks in a short serial pass.
+ * {@link BlockHasher#extend}, which computes the next block's parent-independent lanes while
+ * the current block is finalized (software pipelining).
  */
 final class BlockChain implements ChainHasher {
 

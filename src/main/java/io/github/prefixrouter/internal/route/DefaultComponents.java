@@ -41,12 +41,17 @@ final class DefaultComponents {
   }
 
   /**
-   * The node's gossip generation: microseconds of its clock at build time, at least 1. It grows
+   * The node's gossip generation: the host-supplied {@link RouterConfig#gossipGeneration()} if
+   * set, else microseconds of its clock at build time, at least 1. The clock's value grows
    * across restarts on one machine (a monotonic clock, or simulated time); a restart after a
    * reboot may get a smaller value, which peers accept once the old incarnation's tombstone is
-   * forgotten ({@code 4 × peerDeadAfter}).
+   * forgotten ({@code 4 × peerDeadAfter}); a host-supplied generation avoids that wait.
    */
   static long generation(RouterNode node) {
+    long supplied = node.config().gossipGeneration();
+    if (supplied > 0) {
+      return supplied;
+    }
     return Math.max(1L, Math.min(1L << 62, node.clock().nanoTime() / 1_000L + 1));
   }
 

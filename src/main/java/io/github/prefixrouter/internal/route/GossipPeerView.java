@@ -1,6 +1,7 @@
 package io.github.prefixrouter.internal.route;
 
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.internal.gossip.BlockChainSource;
 import io.github.prefixrouter.internal.gossip.GossipConfig;
 import io.github.prefixrouter.internal.gossip.GossipCounter;
 import io.github.prefixrouter.internal.gossip.GossipEngine;
@@ -128,6 +129,21 @@ final class GossipPeerView implements PeerView {
     e.leadingBlocks(chain, blocks, slotCounts);
     for (int i = 0; i < peers.size; i++) {
       out[i] = slotCounts[peers.slots[i]];
+    }
+  }
+
+  @Override
+  public void leadingBlocks(PeerSet peers, BlockChainSource chain, int maxBlocks, int[] out) {
+    GossipEngine e = engine;
+    if (e == null || peers.size == 0) {
+      chain.ensure(Math.min(maxBlocks, 1)); // the first block's hash, for cold placement
+      return;
+    }
+    int[] slotCounts = perSlot.get();
+    e.leadingBlocks(chain, slotCounts);
+    int[] slots = peers.slots;
+    for (int i = 0; i < peers.size; i++) {
+      out[i] = slotCounts[slots[i]];
     }
   }
 

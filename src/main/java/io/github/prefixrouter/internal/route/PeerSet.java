@@ -30,6 +30,8 @@ public final class PeerSet {
   final long[] rttNanos;
   final long[] lastSyncNanos;
   final PeerHealth.PeerState[] states;
+  /** {@link #idsWithLocal}'s last answer (benign race: equal arrays). */
+  private String[] withLocal;
 
   /**
    * @param addresses the peers
@@ -72,6 +74,21 @@ public final class PeerSet {
       idHashes[i] = Rendezvous.nodeHash(ids[i]);
     }
     this.states = new PeerHealth.PeerState[n];
+  }
+
+  /**
+   * The node ids of a decision's candidates: {@code localId} then the peers', shared by every
+   * decision over this snapshot (never modified).
+   */
+  String[] idsWithLocal(String localId) {
+    String[] w = withLocal;
+    if (w == null || !w[0].equals(localId)) {
+      w = new String[size + 1];
+      w[0] = localId;
+      System.arraycopy(ids, 0, w, 1, size);
+      withLocal = w;
+    }
+    return w;
   }
 
   /** Number of peers. */

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.route;
 
+import io.github.prefixrouter.internal.gossip.BlockChainSource;
 import io.github.prefixrouter.spi.PeerAddress;
 
 /**
@@ -17,6 +18,18 @@ public interface PeerView {
    * holds, written to {@code out[i]}. One pass over the chain whatever the number of peers.
    */
   void leadingBlocks(PeerSet peers, long[] chain, int blocks, int[] out);
+
+  /**
+   * Like {@link #leadingBlocks(PeerSet, long[], int, int[])}, but the chain is computed on
+   * demand: an implementation asks {@code chain} for more blocks only while some peer still
+   * holds every block so far. The default hashes the whole prompt first.
+   *
+   * @param maxBlocks the prompt's number of full blocks
+   */
+  default void leadingBlocks(PeerSet peers, BlockChainSource chain, int maxBlocks, int[] out) {
+    int n = chain.ensure(maxBlocks);
+    leadingBlocks(peers, chain.hashes(), n, out);
+  }
 
   /** Starts gossip (joins through the seeds). */
   default void start() {}

@@ -15,16 +15,18 @@ import java.util.function.Supplier;
  *
  * <p>Design notes:
  * <ul>
- *   <li>Hot path, called once per request attempt: match the local tree, hash the prompt's
- *       blocks lazily (only while some peer still holds every block so far: the hash chain is
- *       serial, a few ns per token), ask the replicas for every peer's leading-block count in
- *       one pass per extension, then one loop
- *       over the peers computing each candidate's cost straight into the arrays the
- *       {@link RouteDecision} keeps (no copy, no per-candidate object); the chain and the
- *       per-peer counts live in thread-local scratch arrays. A peer with no match skips the
- *       staleness discount (its effective match is 0 whatever the trust).
- *   <li>The chain comes from {@link BlockChain}, which computes the block hashes' token work
- *       for all blocks first and chains them in a second, short serial pass.
+ *   <li>Hot path, called once per request attempt: match the local tree, ask the replicas for
+ *       every peer's leading-block count in one pass over the chain (a bitmap of the peers
+ *       still matching, intersected with each block's holders), the chain being hashed lazily
+ *       by a per-thread {@link PromptChain} in chunks pulled by the query only while some peer
+ *       still holds every block so far (the hash chain is serial, about 1 ns per token, so
+ *       this is the only way to save hashing); then one loop over the peers computing each
+ *       candidate's cost straight into the arrays the {@link RouteDecision} keeps (no copy, no
+ *       per-candidate object). The chain and the per-peer counts live in thread-local scratch;
+ *       the only allocation is the decision itself. A peer with no match skips the staleness
+ *       discount (its effective match is 0 whatever the trust).
+ *   <li>The chain comes from {@link BlockChain}: the tree's {@link
+ *       io.github.prefixrouter.internal.tree.BlockHasher}, software-pipelined.
  *   <li>Cost (nanoseconds) of running a prompt of {@code n} tokens on candidate {@code c}:
  *       {@code rtt(c) + overhead(c) + queueDepth(c) × service + prefill × (n − effMatch(c))}
  *       where rtt and overhead are 0 for the local node, {@code effMatch} is the estimated
@@ -44,7 +46,7 @@ import java.util.function.Supplier;
  *       for this prefix the node expects before its cache would evict it ({@link LocalDemand}),
  *       it runs here when {@code (rtt(peer) + overhead) × E > cost(local) − cost(peer)}. Only
  *       the link counts as the lasting premium: queue differences come and go. Demand is counted
- *       per prompt head (its first {@link #FIRST_BLOCKS} blocks), so this applies only when the
+ *       per prompt head (its first {@link #HEAD_BLOCKS} blocks), so this applies only when the
  *       local node lacks part of that head: a peer's longer match deeper in the prompt (a
  *       repeated question after a shared prefix) says nothing about later reuse.
  *       On a fast link the premium is small and the cluster's caches partition the prefixes; on
@@ -75,21 +77,18 @@ final class RoutePlanner {
   private final long marginMinNanos;
   private final LocalDemand demand;
 
-  /** Blocks hashed before the first replica query. */
-  static final int FIRST_BLOCKS = 8;
+  /** Blocks of the prompt head that local-caching demand is counted by (128 tokens of 16). */
+  static final int HEAD_BLOCKS = 8;
 
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
   /** Per-thread working arrays, grown on demand and reused. */
   static final class Scratch {
-    long[] chain = new long[256];
+    final PromptChain chain = new PromptChain();
     int[] lead = new int[64];
     int[] queue = new int[65];
 
-    void ensure(int blocks, int candidates) {
-      if (chain.length < blocks) {
-        chain = new long[Math.max(blocks, chain.length * 2)];
-      }
+    void ensure(int candidates) {
       if (queue.length < candidates) {
         int n = Math.max(candidates, queue.length * 2);
         lead = new int[n];
@@ -171,7 +170,7 @@ final class RoutePlanner {
     int c = p + 1;
     int maxBlocks = n / blockSize;
     Scratch s = SCRATCH.get();
-    s.ensure(maxBlocks, c);
+    s.ensure(c);
     Columns o = new Columns(c);
     double prefill = cost.prefillNanosPerToken();
     double service = cost.serviceNanos();
@@ -189,38 +188,30 @@ final class RoutePlanner {
     o.costs[0] = localCost;
 
     boolean routing = policy != RoutingPolicy.LOCAL_ONLY && hops < config.hopLimit() && p > 0;
+    boolean caching = policy == RoutingPolicy.COST_AWARE && config.localCaching()
+        && peerSetOut != null;
     int blocks = 0;
+    PromptChain chain = s.chain;
     if (routing && maxBlocks > 0) {
-      // Hash lazily: a block only matters if some peer holds every block before it, so hash
-      // a few blocks, ask the replicas, and hash further (4x each time) only while some peer
-      // still matches all of them. This bounds hashing to about 4x the longest peer match
-      // instead of the whole prompt. Each query restarts from the first block and costs, per
-      // block, about one probe plus one step per peer holding it; once several peers still
-      // match every block, re-querying costs as much as hashing, so hash all of the prompt.
-      blocks = hasher.chain(tokens, Math.min(maxBlocks, FIRST_BLOCKS) * blockSize, s.chain);
-      while (true) {
-        peers.leadingBlocks(ps, s.chain, blocks, s.lead);
-        if (blocks == maxBlocks) {
-          break;
-        }
-        int holders = holding(s.lead, p, blocks);
-        if (holders == 0) {
-          break;
-        }
-        int more = holders > 1 ? maxBlocks : Math.min(maxBlocks, blocks * 4);
-        blocks = hasher.extend(tokens, blocks, more * blockSize, s.chain);
+      // Hash lazily: a block only matters if some peer holds every block before it, so the
+      // replica query pulls the chain in chunks and stops at the first block nobody still
+      // matching holds: the prompt is hashed about as far as the longest peer match.
+      chain.reset(tokens, hasher, blockSize);
+      peers.leadingBlocks(ps, chain, maxBlocks, s.lead);
+      if (caching) {
+        chain.ensure(HEAD_BLOCKS); // the demand key needs the same head whatever peers hold
       }
+      blocks = chain.hashed();
+      chain.clear();
     } else {
       Arrays.fill(s.lead, 0, p, 0);
     }
 
     long now = clock.nanoTime();
-    boolean caching = policy == RoutingPolicy.COST_AWARE && config.localCaching()
-        && peerSetOut != null;
-    // demand is counted per prompt head (the first FIRST_BLOCKS blocks): it predicts reuse of
+    // demand is counted per prompt head (the first HEAD_BLOCKS blocks): it predicts reuse of
     // what is bought only when the local node lacks part of that head
-    int demandBlocks = Math.min(blocks, FIRST_BLOCKS);
-    long demandKey = blocks > 0 ? s.chain[demandBlocks - 1] : 0;
+    int demandBlocks = Math.min(blocks, HEAD_BLOCKS);
+    long demandKey = blocks > 0 ? chain.hashes()[demandBlocks - 1] : 0;
     if (caching && blocks > 0 && hops == 0 && triedCount == 0) {
       demand.requested(demandKey, now);
     }
@@ -304,7 +295,7 @@ final class RoutePlanner {
         reason = Reason.LOCAL_LONGEST_OR_TIE;
       }
     } else if (anyMatch == 0 && config.coldPlacement() && blocks > 0) {
-      int target = coldTarget(o, ps, c, s.chain[0]);
+      int target = coldTarget(o, ps, c, chain.hashes()[0]);
       reason = Reason.COLD_PLACEMENT;
       if (target != 0 && o.costs[target] <= localCost * (1.0 + config.coldPlacementSlack())) {
         chosen = target;
@@ -344,11 +335,8 @@ final class RoutePlanner {
     if (caching && chosen == 0) {
       demand.inserted(n - localMatch, now);
     }
-    String[] ids = new String[c];
-    ids[0] = localId;
-    System.arraycopy(ps.ids, 0, ids, 1, p);
     return new RouteDecision(
-        policy, n, ids,
+        policy, n, ps.idsWithLocal(localId),
         o.matched, o.effective, o.load, o.rtt, o.costs, o.skipped,
         chosen, reason);
   }
@@ -383,17 +371,6 @@ final class RoutePlanner {
       }
     }
     return best >= 0 ? best : fallback;
-  }
-
-  /** How many of the first {@code n} counts equal {@code blocks}. */
-  private static int holding(int[] lead, int n, int blocks) {
-    int h = 0;
-    for (int i = 0; i < n; i++) {
-      if (lead[i] == blocks) {
-        h++;
-      }
-    }
-    return h;
   }
 
   private static boolean contains(String[] tried, int count, String id) {

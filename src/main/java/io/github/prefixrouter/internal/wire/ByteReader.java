@@ -206,6 +206,20 @@ public final class ByteReader {
   }
 
   /** Skips {@code n} bytes. */
+  /**
+   * Reads a {@code count(maxCount, 4)} followed by that many {@code fixed32}, each returned as an
+   * unsigned value in {@code 0..2^32-1}.
+   */
+  public long[] readFixedUnsignedIntArray(String field, int maxCount)
+      throws MalformedMessageException {
+    int n = readCount(field, maxCount, 4);
+    long[] out = new long[n];
+    for (int i = 0; i < n; i++) {
+      out[i] = readFixedInt(field) & 0xFFFF_FFFFL;
+    }
+    return out;
+  }
+
   public void skip(String field, int n) throws MalformedMessageException {
     need(field, n);
     pos += n;

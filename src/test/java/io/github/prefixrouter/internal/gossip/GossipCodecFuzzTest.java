@@ -54,12 +54,19 @@ class GossipCodecFuzzTest {
 
   static Arbitrary<Delta> deltaAt(long seq) {
     return Combinators.combine(Arbitraries.integers().between(1, 3),
-            Arbitraries.longs().array(long[].class).ofMaxSize(6))
+            fingerprints().array(long[].class).ofMaxSize(6))
         .as((op, h) -> new Delta(seq, op, op == Delta.CLEAR ? Delta.NO_HASHES : h));
   }
 
+  /** Block fingerprints: 32-bit unsigned values, edges included. */
+  static Arbitrary<Long> fingerprints() {
+    return Arbitraries.oneOf(Arbitraries.longs().between(0, 0xFFFF_FFFFL),
+        Arbitraries.of(0L, 1L, 0x7FFF_FFFFL, 0x8000_0000L, 0xFFFF_FFFFL));
+  }
+
   static Arbitrary<Update> updates() {
-    return Combinators.combine(entries(), ids(), Arbitraries.longs().between(0, 100),
+    // a null address: the receiver knows the origin already
+    return Combinators.combine(entries(), ids().injectNull(0.3), Arbitraries.longs().between(0, 100),
             Arbitraries.integers().between(0, 3))
         .flatAs((e, addr, from, n) -> {
           List<Arbitrary<Delta>> ds = new ArrayList<>();
@@ -85,7 +92,7 @@ class GossipCodecFuzzTest {
         .as(Ack2::new);
     Arbitrary<GossipMessage> chunk = Combinators.combine(ids(), counters(), counters(),
             Arbitraries.integers().between(1, 50),
-            Arbitraries.longs().array(long[].class).ofMaxSize(30))
+            fingerprints().array(long[].class).ofMaxSize(30))
         .flatAs((id, g, v, count, h) -> Arbitraries.integers().between(0, count - 1)
             .map(i -> (GossipMessage) new SnapshotChunk(id, g, v, i, count, h)));
     return Arbitraries.oneOf(syn, ack, ack2, chunk);
@@ -98,6 +105,25 @@ class GossipCodecFuzzTest {
     GossipMessage back = codec.decode(bytes);
     assertEquals(m.getClass(), back.getClass());
     assertArrayEquals(bytes, codec.encode(back));
+    List<Update> sent = updatesOf(m);
+    List<Update> got = updatesOf(back);
+    assertEquals(sent.size(), got.size());
+    for (int i = 0; i < sent.size(); i++) {
+      assertEquals(sent.get(i).header(), got.get(i).header());
+      assertEquals(sent.get(i).address(), got.get(i).address());
+      assertEquals(sent.get(i).fromVersion(), got.get(i).fromVersion());
+      assertEquals(sent.get(i).deltas().size(), got.get(i).deltas().size());
+      for (int k = 0; k < sent.get(i).deltas().size(); k++) {
+        Delta a = sent.get(i).deltas().get(k);
+        Delta b = got.get(i).deltas().get(k);
+        assertEquals(a.seq(), b.seq());
+        assertEquals(a.op(), b.op());
+        assertArrayEquals(a.hashes(), b.hashes());
+      }
+    }
+    if (m instanceof SnapshotChunk c) {
+      assertArrayEquals(c.hashes(), ((SnapshotChunk) back).hashes());
+    }
   }
 
   /** kind 0: flip a byte; 1: truncate; 2: insert a byte; 3: overwrite with 0xFF run; 4: 0x80 run */
@@ -139,7 +165,7 @@ class GossipCodecFuzzTest {
     decodeOnlyTyped(junk);
     byte[] framed = new byte[junk.length + 2];
     framed[0] = (byte) type;
-    framed[1] = 1;
+    framed[1] = (byte) GossipMessage.VERSION;
     System.arraycopy(junk, 0, framed, 2, junk.length);
     decodeOnlyTyped(framed);
   }
@@ -147,17 +173,20 @@ class GossipCodecFuzzTest {
   private void decodeOnlyTyped(byte[] bytes) {
     try {
       GossipMessage m = codec.decode(bytes);
-      assertTrue(hashesIn(m) * 8 <= bytes.length, "decoded more hashes than bytes allow");
+      assertTrue(hashesIn(m) * BlockFingerprint.BYTES <= bytes.length,
+          "decoded more fingerprints than bytes allow");
     } catch (MalformedMessageException expected) {
       assertTrue(expected.field() != null && !expected.field().isEmpty());
     }
   }
 
+  private static List<Update> updatesOf(GossipMessage m) {
+    return m instanceof Ack a ? a.updates() : m instanceof Ack2 a ? a.updates() : List.of();
+  }
+
   private static long hashesIn(GossipMessage m) {
     long n = 0;
-    List<Update> ups = m instanceof Ack a ? a.updates() : m instanceof Ack2 a ? a.updates()
-        : List.of();
-    for (Update u : ups) {
+    for (Update u : updatesOf(m)) {
       for (Delta d : u.deltas()) {
         n += d.hashes().length;
       }
@@ -171,7 +200,8 @@ class GossipCodecFuzzTest {
   @Test
   void hugeCountsAreRejectedBeforeAllocating() {
     ByteWriter w = new ByteWriter(64, 64);
-    w.writeByte(GossipMessage.TYPE_SYN).writeByte(1).writeVarLong(1).writeVarLong(1);
+    w.writeByte(GossipMessage.TYPE_SYN).writeByte(GossipMessage.VERSION).writeVarLong(1)
+        .writeVarLong(1);
     w.writeVarLong(Integer.MAX_VALUE); // digest count
     MalformedMessageException e =
         assertThrows(MalformedMessageException.class, () -> codec.decode(w.toByteArray()));
@@ -179,9 +209,10 @@ class GossipCodecFuzzTest {
     assertEquals("digest.count", e.field());
 
     ByteWriter c = new ByteWriter(64, 64);
-    c.writeByte(GossipMessage.TYPE_SNAPSHOT_CHUNK).writeByte(1).writeAscii("x", 64);
+    c.writeByte(GossipMessage.TYPE_SNAPSHOT_CHUNK).writeByte(GossipMessage.VERSION)
+        .writeAscii("x", 64);
     c.writeVarLong(1).writeVarLong(1).writeVarLong(0).writeVarLong(1);
-    c.writeVarLong(400); // 400 hashes claimed, within cap/8 = 512, but none present
+    c.writeVarLong(400); // 400 fingerprints claimed, within cap/4 = 1,024, but none present
     MalformedMessageException e2 =
         assertThrows(MalformedMessageException.class, () -> codec.decode(c.toByteArray()));
     assertEquals(Reason.TRUNCATED, e2.reason());
@@ -190,8 +221,11 @@ class GossipCodecFuzzTest {
 
   @Test
   void unknownVersionTypeAndOversizeAreRejected() {
+    // version 1 (8-byte hashes, one op byte per delta) is no longer spoken
     assertEquals(Reason.UNKNOWN_VERSION, assertThrows(MalformedMessageException.class,
-        () -> codec.decode(new byte[] {0x10, 2, 0, 0, 0})).reason());
+        () -> codec.decode(new byte[] {0x10, 1, 0, 0, 0})).reason());
+    assertEquals(Reason.UNKNOWN_VERSION, assertThrows(MalformedMessageException.class,
+        () -> codec.decode(new byte[] {0x10, 3, 0, 0, 0})).reason());
     assertEquals(Reason.UNKNOWN_TYPE, assertThrows(MalformedMessageException.class,
         () -> codec.decode(new byte[] {0x20, 1})).reason());
     assertEquals(Reason.TOO_LARGE, assertThrows(MalformedMessageException.class,
@@ -208,6 +242,40 @@ class GossipCodecFuzzTest {
     byte[] b = codec.encode(new Ack2(1, List.of(u)));
     assertEquals(Reason.INCONSISTENT,
         assertThrows(MalformedMessageException.class, () -> codec.decode(b)).reason());
+    // a delta whose head claims more fingerprints than the message holds
+    ByteWriter w = new ByteWriter(64, 64);
+    w.writeByte(GossipMessage.TYPE_ACK2).writeByte(GossipMessage.VERSION).writeVarLong(1);
+    w.writeVarInt(1).writeAscii("a", 64).writeVarLong(1).writeVarLong(5).writeVarLong(1)
+        .writeVarLong(0).writeVarLong(0).writeByte(0); // entry at version 5
+    w.writeByte(0).writeVarLong(5).writeVarInt(1); // no address, back 5, one delta
+    w.writeVarLong((100L << 2) | Delta.STORE); // 100 fingerprints, none present
+    MalformedMessageException t =
+        assertThrows(MalformedMessageException.class, () -> codec.decode(w.toByteArray()));
+    assertEquals(Reason.TRUNCATED, t.reason());
+    assertEquals("delta.hashes", t.field());
+    // op 0 in a delta head, and a CLEAR that carries fingerprints
+    for (long head : new long[] {1L << 2, (1L << 2) | Delta.CLEAR}) {
+      ByteWriter h = new ByteWriter(64, 64);
+      h.writeByte(GossipMessage.TYPE_ACK2).writeByte(GossipMessage.VERSION).writeVarLong(1);
+      h.writeVarInt(1).writeAscii("a", 64).writeVarLong(1).writeVarLong(5).writeVarLong(1)
+          .writeVarLong(0).writeVarLong(0).writeByte(0);
+      h.writeByte(0).writeVarLong(5).writeVarInt(1).writeVarLong(head).writeFixedInt(7);
+      assertThrows(MalformedMessageException.class, () -> codec.decode(h.toByteArray()));
+    }
+    // back past the header's version, and an unknown update flag
+    byte[] ok = codec.encode(new Ack2(1, List.of(new Update(e, null, 1, List.of()))));
+    byte[] past = ok.clone();
+    past[past.length - 2] = 2; // back = 2 > version 1
+    assertEquals("update.back",
+        assertThrows(MalformedMessageException.class, () -> codec.decode(past)).field());
+    byte[] flag = ok.clone();
+    flag[flag.length - 3] = 2;
+    assertEquals("update.flags",
+        assertThrows(MalformedMessageException.class, () -> codec.decode(flag)).field());
+    // an encoder never writes a value that is not a 32-bit fingerprint
+    assertThrows(IllegalArgumentException.class, () -> codec.encode(new Ack2(1, List.of(
+        new Update(new DigestEntry("a", 1, 1, 1, 0, 0, false), null, 0,
+            List.of(new Delta(1, Delta.STORE, new long[] {1L << 32})))))));
     // an unknown flag bit
     byte[] syn = codec.encode(new Syn(1, 1, List.of(new DigestEntry("a", 1, 1, 1, 0, 0, true))));
     syn[syn.length - 1] = 3;

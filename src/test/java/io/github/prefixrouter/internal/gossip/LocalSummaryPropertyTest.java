@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Set;
 import net.jqwik.api.Arbitraries;
 import net.jqwik.api.Arbitrary;
+import net.jqwik.api.Combinators;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.Provide;
@@ -71,6 +72,74 @@ class LocalSummaryPropertyTest {
     assertArrayEquals(model.stream().mapToLong(Long::longValue).sorted().toArray(), snap);
   }
 
+  @Provide
+  Arbitrary<List<List<Long>>> collidingBatches() {
+    // hashes a | b << 32 with a, b in 0..5: fingerprint a ^ b, so distinct blocks often share one
+    Arbitrary<Long> hash = Arbitraries.longs().between(0, 5).list().ofSize(2)
+        .map(ab -> ab.get(0) | (ab.get(1) << 32));
+    return Combinators.combine(Arbitraries.longs().between(0, 8), hash.list().ofMaxSize(6))
+        .as((op, hs) -> {
+          List<Long> b = new java.util.ArrayList<>();
+          b.add(op);
+          b.addAll(hs);
+          return b;
+        }).list().ofMaxSize(80);
+  }
+
+  /**
+   * With fingerprints shared by distinct blocks, the deltas publish exactly the set of
+   * fingerprints of the blocks held: every STORE adds a fingerprint not yet published, every
+   * EVICT removes one that is, and after every batch the replayed set equals the naive model's.
+   */
+  @Property
+  void sharedFingerprintsPublishTheExactFingerprintSet(
+      @ForAll("collidingBatches") List<List<Long>> batches) {
+    LocalSummary s = new LocalSummary(1, 1_000_000, 4);
+    Set<Long> blocks = new HashSet<>();
+    Set<Long> replay = new HashSet<>();
+    long v = 0;
+    for (List<Long> b : batches) {
+      long[] hashes = b.subList(1, b.size()).stream().mapToLong(Long::longValue).toArray();
+      switch ((int) (b.get(0) % 9)) {
+        case 8 -> {
+          s.onCleared();
+          blocks.clear();
+        }
+        case 0, 1, 2, 3 -> {
+          s.onEvicted(hashes);
+          for (long h : hashes) {
+            blocks.remove(h);
+          }
+        }
+        default -> {
+          s.onStored(hashes);
+          for (long h : hashes) {
+            blocks.add(h);
+          }
+        }
+      }
+      for (Delta d : s.deltasAfter(v, Integer.MAX_VALUE, Integer.MAX_VALUE)) {
+        assertEquals(v + 1, d.seq());
+        v = d.seq();
+        switch (d.op()) {
+          case Delta.STORE -> Arrays.stream(d.hashes()).forEach(f -> assertTrue(replay.add(f)));
+          case Delta.EVICT -> Arrays.stream(d.hashes()).forEach(f -> assertTrue(replay.remove(f)));
+          default -> replay.clear();
+        }
+      }
+      Set<Long> expected = new HashSet<>();
+      for (long h : blocks) {
+        expected.add((h ^ (h >>> 32)) & 0xFFFF_FFFFL);
+      }
+      assertEquals(expected, replay);
+      assertEquals(blocks.size(), s.size());
+      assertEquals(expected.size(), s.fingerprintCount());
+      long[] snap = s.snapshot().hashes();
+      Arrays.sort(snap);
+      assertArrayEquals(expected.stream().mapToLong(Long::longValue).sorted().toArray(), snap);
+    }
+  }
+
   @Test
   void logIsBoundedAndReportsWhatItNoLongerCovers() {
     LocalSummary s = new LocalSummary(1, 10, 4);
@@ -82,8 +151,8 @@ class LocalSummaryPropertyTest {
     assertTrue(!s.logCovers(9));
     assertNull(s.deltasAfter(5, 1 << 20, 1 << 20));
     assertEquals(10, s.deltasAfter(10, 1 << 20, 1 << 20).size());
-    // byte budget: each single-hash delta is 1 + 1 + 8 = 10 bytes
-    assertEquals(3, s.deltasAfter(10, 35, 1 << 20).size());
+    // byte budget: each single-fingerprint delta is 1 (head) + 4 = 5 bytes
+    assertEquals(3, s.deltasAfter(10, 17, 1 << 20).size());
     // no-op events bump nothing
     s.onStored(new long[] {20});
     s.onEvicted(new long[] {999});

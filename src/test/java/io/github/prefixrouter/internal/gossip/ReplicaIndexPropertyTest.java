@@ -94,6 +94,108 @@ class ReplicaIndexPropertyTest {
     }
   }
 
+  /**
+   * The same against the naive model with 200 slots (four 64-slot bitmap words, so shared
+   * blocks have holders in several words), chains pulled lazily: every count equals the naive
+   * per-slot scan, and the query never pulls more than a chunk past the longest match.
+   */
+  @Property
+  void wideSlotsAndLazyChainsBehaveLikeNaiveScan(@ForAll("wideOps") List<Op> ops) {
+    int slots = 200;
+    ReplicaIndex index = new ReplicaIndex(slots, 1_000, 10_000);
+    List<Set<Long>> model = new ArrayList<>();
+    for (int s = 0; s < slots; s++) {
+      model.add(new HashSet<>());
+    }
+    int[] out = new int[slots];
+    for (Op op : ops) {
+      Set<Long> set = model.get(op.slot());
+      switch (op.kind()) {
+        case 0 -> assertEquals(set.add(op.hash()) ? 1 : 0, index.add(op.slot(), op.hash()));
+        case 1 -> assertEquals(set.remove(op.hash()), index.remove(op.slot(), op.hash()));
+        case 2 -> {
+          index.clearSlot(op.slot());
+          set.clear();
+        }
+        default -> {
+          long[] chain = op.chain().stream().mapToLong(Long::longValue).toArray();
+          int[] pulled = {0};
+          BlockChainSource lazy = new BlockChainSource() {
+            @Override
+            public int ensure(int blocks) {
+              pulled[0] = Math.max(pulled[0], Math.min(blocks, chain.length));
+              return pulled[0];
+            }
+
+            @Override
+            public long[] hashes() {
+              return chain;
+            }
+          };
+          Arrays.fill(out, -7);
+          int best = index.leadingBlocks(lazy, out, slots);
+          int modelBest = 0;
+          for (int s = 0; s < slots; s++) {
+            int k = 0;
+            while (k < chain.length && model.get(s).contains(chain[k])) {
+              k++;
+            }
+            assertEquals(k, out[s], "slot " + s);
+            modelBest = Math.max(modelBest, k);
+          }
+          assertEquals(modelBest, best);
+          assertTrue(pulled[0] <= Math.max(ReplicaIndex.FIRST_CHUNK, best + ReplicaIndex.CHUNK),
+              "pulled " + pulled[0] + " blocks for a longest match of " + best);
+        }
+      }
+      index.checkInvariants();
+    }
+    for (int s = 0; s < slots; s++) {
+      assertEquals(model.get(s).size(), index.blocks(s));
+    }
+  }
+
+  /**
+   * Slots spread over four bitmap words; chains are prefixes of a few base chains (as prompts
+   * sharing prefixes are), up to 60 blocks so the lazy pulls take several chunks.
+   */
+  @Provide
+  Arbitrary<List<Op>> wideOps() {
+    Arbitrary<Integer> slot = Arbitraries.oneOf(Arbitraries.integers().between(0, 3),
+        Arbitraries.integers().between(60, 70), Arbitraries.integers().between(125, 131),
+        Arbitraries.integers().between(190, 199));
+    Arbitrary<Integer> base = Arbitraries.integers().between(0, 2);
+    Arbitrary<Integer> depth = Arbitraries.integers().between(0, 59);
+    Arbitrary<Op> op = Combinators.combine(Arbitraries.integers().between(0, 19), slot, base, depth)
+        .as((k, s, b, d) -> {
+          long h = baseHash(b, d);
+          List<Long> chain = new ArrayList<>();
+          for (int i = 0; i <= d; i++) {
+            chain.add(baseHash(b, i));
+          }
+          // adds dominate so long shared prefixes build up; removals punch holes in them
+          int kind = k < 14 ? 0 : k < 16 ? 1 : k < 17 ? 2 : 3;
+          if (kind == 0) {
+            return new Op(0, s, h, List.of());
+          }
+          return new Op(kind, s, h, chain);
+        });
+    // adds of a whole prefix at once, like a stored prompt
+    Arbitrary<List<Op>> prefixAdds = Combinators.combine(slot, base, depth).as((s, b, d) -> {
+      List<Op> l = new ArrayList<>();
+      for (int i = 0; i <= d; i++) {
+        l.add(new Op(0, s, baseHash(b, i), List.of()));
+      }
+      return l;
+    });
+    return Arbitraries.oneOf(op.map(List::of), prefixAdds).list().ofMaxSize(80)
+        .map(ls -> ls.stream().flatMap(List::stream).toList());
+  }
+
+  private static long baseHash(int base, int depth) {
+    return (base * 1_000L + depth + 1) * 0x9E3779B97F4A7C15L;
+  }
+
   @Test
   void memoryReturnsToStartAfterFillingAndClearing() {
     ReplicaIndex index = new ReplicaIndex(4, 1 << 20, 1 << 22);

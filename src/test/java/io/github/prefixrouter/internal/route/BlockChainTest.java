@@ -29,8 +29,13 @@ class BlockChainTest {
       tokens[i] = r.nextInt(4) == 0 ? r.nextInt() : r.nextInt(200_000);
     }
     BlockHasher reference = new BlockHasher(blockSize, salt);
+    // expected: block by block through hashBlock, not through the pipelined chain loop
     long[] expected = new long[length / blockSize];
-    reference.chain(tokens, length, expected);
+    long parent = BlockHasher.ROOT_PARENT;
+    for (int b = 0; b < expected.length; b++) {
+      parent = reference.hashBlock(parent, tokens, b * blockSize);
+      expected[b] = parent;
+    }
 
     BlockChain chain = new BlockChain(reference);
     long[] whole = new long[expected.length + 2];

@@ -16,7 +16,9 @@ import java.util.SplittableRandom;
 /**
  * The baseline: naive full-state anti-entropy. Every round a node pushes its whole block set
  * to {@code fanout} random peers, in chunks of at most {@code messageByteCap} bytes using the
- * same primitive encoding as the delta protocol (8 bytes per hash plus a small header); the
+ * same primitive encoding as the delta protocol (a small header, then 8 bytes per block hash,
+ * or 4 bytes per block for the variant that sends the same 32-bit fingerprints as the delta
+ * protocol's wire format); the
  * receiver replaces its replica once all chunks of a round arrived. Runs beside the delta
  * protocol on the same caches, so both see the same event stream.
  */
@@ -24,6 +26,8 @@ final class FullSnapshotGossip implements BlockEventListener {
 
   private final PeerAddress self;
   private final int messageByteCap;
+  private final int bytesPerBlock;
+  private final int type;
   private final Set<Long> blocks = new HashSet<>();
   private final Map<String, long[]> replicas = new HashMap<>();
   private final Map<String, List<long[]>> assembling = new HashMap<>();
@@ -31,9 +35,20 @@ final class FullSnapshotGossip implements BlockEventListener {
   long messagesSent;
   long round;
 
-  FullSnapshotGossip(PeerAddress self, int messageByteCap) {
+  /** @param bytesPerBlock 8 (the 64-bit hash) or 4 (its 32-bit fingerprint) */
+  FullSnapshotGossip(PeerAddress self, int messageByteCap, int bytesPerBlock) {
+    if (bytesPerBlock != 8 && bytesPerBlock != 4) {
+      throw new IllegalArgumentException("bytesPerBlock must be 8 or 4");
+    }
     this.self = self;
     this.messageByteCap = messageByteCap;
+    this.bytesPerBlock = bytesPerBlock;
+    this.type = typeFor(bytesPerBlock);
+  }
+
+  /** The (benchmark-only) message type byte of the variant with {@code bytesPerBlock}. */
+  static int typeFor(int bytesPerBlock) {
+    return bytesPerBlock == 8 ? 0x1F : 0x1E;
   }
 
   @Override
@@ -62,18 +77,22 @@ final class FullSnapshotGossip implements BlockEventListener {
     synchronized (this) {
       all = blocks.stream().mapToLong(Long::longValue).toArray();
     }
-    int perChunk = (messageByteCap - 96) / 8;
+    int perChunk = (messageByteCap - 96) / bytesPerBlock;
     int chunks = Math.max(1, (all.length + perChunk - 1) / perChunk);
     List<byte[]> encoded = new ArrayList<>(chunks);
     for (int c = 0; c < chunks; c++) {
       ByteWriter w = new ByteWriter(messageByteCap, messageByteCap);
-      w.writeByte(0x1F).writeByte(1).writeAscii(self.nodeId(), PeerAddress.MAX_NODE_ID_LENGTH);
+      w.writeByte(type).writeByte(1).writeAscii(self.nodeId(), PeerAddress.MAX_NODE_ID_LENGTH);
       w.writeVarLong(round).writeVarInt(c).writeVarInt(chunks);
       int from = c * perChunk;
       int to = Math.min(all.length, from + perChunk);
       w.writeVarInt(to - from);
       for (int i = from; i < to; i++) {
-        w.writeFixedLong(all[i]);
+        if (bytesPerBlock == 8) {
+          w.writeFixedLong(all[i]);
+        } else {
+          w.writeFixedInt((int) (all[i] ^ (all[i] >>> 32)));
+        }
       }
       encoded.add(w.toByteArray());
     }
@@ -100,7 +119,8 @@ final class FullSnapshotGossip implements BlockEventListener {
       r.readVarLong("round");
       int index = r.readVarInt("index", 0, 1 << 20);
       int count = r.readVarInt("count", 1, 1 << 20);
-      long[] hashes = r.readFixedLongArray("hashes", messageByteCap / 8);
+      long[] hashes = bytesPerBlock == 8 ? r.readFixedLongArray("hashes", messageByteCap / 8)
+          : r.readFixedUnsignedIntArray("hashes", messageByteCap / 4);
       r.expectEnd("message");
       List<long[]> parts = assembling.computeIfAbsent(origin, k -> new ArrayList<>());
       if (index == 0) {

@@ -119,12 +119,24 @@ public final class GossipBenchmarkMain {
   /** Counts blocks newly cached, to price a KV-cache transfer of the same prefixes. */
   static final class StoredCounter implements BlockEventListener {
     long stored;
+    long evicted;
 
     @Override
     public synchronized void onStored(long[] blockHashes) {
       stored += blockHashes.length;
     }
+
+    @Override
+    public synchronized void onEvicted(long[] blockHashes) {
+      evicted += blockHashes.length;
+    }
   }
+
+  /** Where the delta protocol's bytes go, per node per second over the measurement window. */
+  static final GossipCounter[] BREAKDOWN = {
+      GossipCounter.DIGEST_BYTES_SENT, GossipCounter.UPDATE_HEADER_BYTES_SENT,
+      GossipCounter.OWN_DELTA_BYTES_SENT, GossipCounter.RELAYED_DELTA_BYTES_SENT,
+      GossipCounter.SNAPSHOT_BYTES_SENT, GossipCounter.REDUNDANT_DELTA_BYTES_RECEIVED};
 
   static void bandwidth(StringBuilder json, PromptSource prompts, int n, double rate,
       long capacity, int warmupS, int measureS, int fanout, long seed) {
@@ -137,6 +149,7 @@ public final class GossipBenchmarkMain {
     }
     List<GossipEngine> engines = new ArrayList<>();
     List<FullSnapshotGossip> fulls = new ArrayList<>();
+    List<FullSnapshotGossip> fulls4 = new ArrayList<>();
     List<ConcurrentPrefixTree> trees = new ArrayList<>();
     List<StoredCounter> stored = new ArrayList<>();
     SplittableRandom rnd = new SplittableRandom(seed);
@@ -145,22 +158,27 @@ public final class GossipBenchmarkMain {
       GossipEngine e = new GossipEngine(a, 1, config, List.of(addrs.get(0)), net.time, net.time,
           new SplittableRandom(seed * 1_000 + i), () -> EngineLoad.IDLE,
           (to, p) -> net.send(a, to, p));
-      FullSnapshotGossip f = new FullSnapshotGossip(a, config.messageByteCap());
+      FullSnapshotGossip f = new FullSnapshotGossip(a, config.messageByteCap(), 8);
+      FullSnapshotGossip f4 = new FullSnapshotGossip(a, config.messageByteCap(), 4);
       ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(BLOCK)
           .capacityTokens(capacity).build();
       StoredCounter sc = new StoredCounter();
       t.addListener(e.localSummary());
       t.addListener(f);
+      t.addListener(f4);
       t.addListener(sc);
       net.register(a, (from, p) -> {
-        if (p.length > 0 && (p[0] & 0xFF) == 0x1F) {
+        if (p.length > 0 && (p[0] & 0xFF) == FullSnapshotGossip.typeFor(8)) {
           f.onMessage(from, p);
+        } else if (p.length > 0 && (p[0] & 0xFF) == FullSnapshotGossip.typeFor(4)) {
+          f4.onMessage(from, p);
         } else {
           e.onMessage(from, p);
         }
       });
       engines.add(e);
       fulls.add(f);
+      fulls4.add(f4);
       trees.add(t);
       stored.add(sc);
       e.start();
@@ -171,19 +189,39 @@ public final class GossipBenchmarkMain {
       // measured) from the start of the measurement window, on the same caches
       net.time.schedule(warmupS * 1_000_000_000L,
           () -> scheduleFull(net, f, others, fanout, fr, config.interval().toNanos()));
+      SplittableRandom fr4 = new SplittableRandom(seed * 7 + i);
+      net.time.schedule(warmupS * 1_000_000_000L,
+          () -> scheduleFull(net, f4, others, fanout, fr4, config.interval().toNanos()));
       scheduleRequests(net, t, prompts, rate, new SplittableRandom(seed * 13 + i));
     }
     long s = 1_000_000_000L;
     net.time.advanceBy(warmupS * s);
     long deltaBefore = sum(engines, GossipCounter.BYTES_SENT);
     long fullBefore = fulls.stream().mapToLong(f -> f.bytesSent).sum();
+    long full4Before = fulls4.stream().mapToLong(f -> f.bytesSent).sum();
     long storedBefore = stored.stream().mapToLong(c -> c.stored).sum();
     long snapBefore = sum(engines, GossipCounter.SNAPSHOT_CHUNKS_SENT);
+    long evictedBefore = stored.stream().mapToLong(c -> c.evicted).sum();
+    long[] partsBefore = new long[BREAKDOWN.length];
+    for (int k = 0; k < BREAKDOWN.length; k++) {
+      partsBefore[k] = sum(engines, BREAKDOWN[k]);
+    }
     net.time.advanceBy(measureS * s);
+    double[] parts = new double[BREAKDOWN.length];
+    for (int k = 0; k < BREAKDOWN.length; k++) {
+      parts[k] = (sum(engines, BREAKDOWN[k]) - partsBefore[k]) / (double) n / measureS;
+    }
     double deltaRate = (sum(engines, GossipCounter.BYTES_SENT) - deltaBefore) / (double) n / measureS;
     double fullRate = (fulls.stream().mapToLong(f -> f.bytesSent).sum() - fullBefore)
         / (double) n / measureS;
+    double full4Rate = (fulls4.stream().mapToLong(f -> f.bytesSent).sum() - full4Before)
+        / (double) n / measureS;
     long storedBlocks = stored.stream().mapToLong(c -> c.stored).sum() - storedBefore;
+    long evictedBlocks = stored.stream().mapToLong(c -> c.evicted).sum() - evictedBefore;
+    double changesPerNode = (storedBlocks + evictedBlocks) / (double) n / measureS;
+    // every change delivered exactly once to each of the n - 1 other nodes, block bytes only
+    double floor = (n - 1) * changesPerNode * GossipEngine.WIRE_BYTES_PER_BLOCK;
+    double other = deltaRate - parts[0] - parts[1] - parts[2] - parts[3] - parts[4];
     double kvRate = storedBlocks * (double) BLOCK * KV_BYTES_PER_TOKEN / n / measureS;
     long snapshotsInWindow = sum(engines, GossipCounter.SNAPSHOT_CHUNKS_SENT) - snapBefore;
     double blocksPerNode = trees.stream().mapToLong(t -> t.sizeTokens()).average().orElse(0)
@@ -196,7 +234,7 @@ public final class GossipBenchmarkMain {
     for (GossipEngine e : engines) {
       for (var p : e.view().peers()) {
         int owner = Integer.parseInt(p.address().nodeId().substring(5));
-        long truth = engines.get(owner).localSummary().size();
+        long truth = engines.get(owner).localSummary().fingerprintCount();
         err += Math.abs(p.replicaBlocks() - truth) / (double) Math.max(1, truth);
         samples++;
       }
@@ -212,6 +250,18 @@ public final class GossipBenchmarkMain {
         100 * deltaRate / kvRate, indexBytes / (double) Math.max(1, pairs),
         100 * err / Math.max(1, samples), snapshotsInWindow);
     System.out.println(line);
+    String breakdown = String.format(Locale.ROOT,
+        "  breakdown (B/node/s): digests (SYN) %.0f, update headers %.0f, own deltas %.0f, "
+            + "relayed deltas %.0f, snapshots %.0f, other (ACK/ACK2 framing, requests) %.0f; "
+            + "redundant delta bytes received %.0f; block changes %.1f/node/s (stored %.1f, "
+            + "evicted %.1f); floor (each change once to each of %d peers at %d B) %.0f B/node/s "
+            + "= %.2f%% of full; protocol / floor = %.2f; full snapshots of 4-byte fingerprints "
+            + "%.0f B/node/s (delta/full4 = %.2f%%, floor/full4 = %.2f%%)",
+        parts[0], parts[1], parts[2], parts[3], parts[4], other, parts[5], changesPerNode,
+        storedBlocks / (double) n / measureS, evictedBlocks / (double) n / measureS, n - 1,
+        GossipEngine.WIRE_BYTES_PER_BLOCK, floor, 100 * floor / fullRate, deltaRate / floor,
+        full4Rate, 100 * deltaRate / full4Rate, 100 * floor / full4Rate);
+    System.out.println(breakdown);
     json.append(String.format(Locale.ROOT, "  {\n    \"nodes\": %d, \"requestsPerSecondPerNode\": %.2f,"
             + " \"capacityTokens\": %d, \"warmupSeconds\": %d, \"measureSeconds\": %d,"
             + " \"intervalMs\": 1000, \"fanout\": %d,\n"
@@ -223,10 +273,19 @@ public final class GossipBenchmarkMain {
             + "    \"deltaOverKvTransfer\": %.8f,\n"
             + "    \"replicaIndexBytesPerBlock\": %.2f, \"targetReplicaIndexBytesPerBlock\": 32,\n"
             + "    \"meanReplicaSizeError\": %.6f,\n"
-            + "    \"snapshotChunksInWindow\": %d\n  }",
+            + "    \"snapshotChunksInWindow\": %d,\n"
+            + "    \"breakdownBytesPerNodePerSecond\": {\"digests\": %.1f, \"updateHeaders\": %.1f,"
+            + " \"ownDeltas\": %.1f, \"relayedDeltas\": %.1f, \"snapshots\": %.1f, \"other\": %.1f,"
+            + " \"redundantDeltasReceived\": %.1f},\n"
+            + "    \"blockChangesPerNodePerSecond\": %.2f, \"wireBytesPerBlock\": %d,\n"
+            + "    \"floorBytesPerNodePerSecond\": %.1f, \"floorOverFull\": %.6f,\n"
+            + "    \"fullSnapshot4ByteFingerprintsBytesPerNodePerSecond\": %.1f,"
+            + " \"deltaOverFull4\": %.6f, \"floorOverFull4\": %.6f\n  }",
         n, rate, capacity, warmupS, measureS, fanout, blocksPerNode, deltaRate, fullRate, ratio,
         kvRate, deltaRate / kvRate, indexBytes / (double) Math.max(1, pairs),
-        err / Math.max(1, samples), snapshotsInWindow));
+        err / Math.max(1, samples), snapshotsInWindow, parts[0], parts[1], parts[2], parts[3],
+        parts[4], other, parts[5], changesPerNode, GossipEngine.WIRE_BYTES_PER_BLOCK, floor,
+        floor / fullRate, full4Rate, deltaRate / full4Rate, floor / full4Rate));
   }
 
   private static void scheduleFull(SimNet net, FullSnapshotGossip f, List<PeerAddress> peers,

@@ -15,8 +15,10 @@ import org.openjdk.jmh.annotations.State;
 /**
  * Routing-decision latency: the library's full decision (hash the prompt's blocks, match the
  * local tree, one pass over the replica index for all peers, cost every candidate, build the
- * {@link RouteDecision}) side by side with a naive per-peer scan that only finds the longest
- * match (a lower bound on what the naive design would cost for a full decision).
+ * {@link RouteDecision}) side by side with the previous version's decision ({@link
+ * PreviousPlanner}, the baseline: same decisions, checked at set-up) and a naive per-peer scan
+ * that only finds the longest match (a lower bound on what the naive design would cost for a
+ * full decision).
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.SampleTime)
@@ -35,6 +37,7 @@ public class RouteBenchmark {
   @Setup(Level.Trial)
   public void setUp() {
     fixture = new RouteFixture(peers, promptTokens, 42);
+    fixture.checkSameDecisions(24, 7);
   }
 
   private int[] nextQuery() {
@@ -46,6 +49,12 @@ public class RouteBenchmark {
   @Benchmark
   public RouteDecision decide() {
     return fixture.decide.apply(nextQuery());
+  }
+
+  /** The decision as the previous version of the library took it (the baseline). */
+  @Benchmark
+  public RouteDecision previousDecide() {
+    return fixture.previous.decide(nextQuery());
   }
 
   @Benchmark

@@ -10,6 +10,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.profile.GCProfiler;
+import org.openjdk.jmh.results.Result;
 import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.runner.Runner;
 import org.openjdk.jmh.runner.RunnerException;
@@ -32,7 +34,8 @@ import org.openjdk.jmh.util.Statistics;
  * on 2 cores; {@code --peers 4,64} skips it.
  *
  * The JSON holds, per (implementation, peers, prompt tokens): samples, mean, p50, p90, p99 and
- * p99.9 in nanoseconds; per (peers, prompt tokens) the ratio naive / library at p50 and p99;
+ * p99.9 in nanoseconds; per (peers, prompt tokens) the ratios previous version / library and
+ * naive / library at p50 and p99 (from the same run);
  * and the target check (p99 of the library's decision at 64 peers and 4,096 tokens at most
  * 10,000 ns).
  */
@@ -44,6 +47,7 @@ public final class RouteBenchmarkMain {
 
   public static void main(String[] args) throws RunnerException, IOException {
     boolean full = false;
+    boolean gc = false;
     String peers = null;
     String tokens = null;
     Path out = Path.of("benchmarks", "target", "results", "route.json");
@@ -56,9 +60,10 @@ public final class RouteBenchmarkMain {
         case "--out" -> out = Path.of(args[++i]);
         case "--peers" -> peers = args[++i];
         case "--tokens" -> tokens = args[++i];
+        case "--gc" -> gc = true;
         default -> {
           System.err.println(
-              "usage: RouteBenchmarkMain [--full] [--out FILE] [--peers N,..] [--tokens N,..]");
+              "usage: RouteBenchmarkMain [--full] [--gc] [--out FILE] [--peers N,..] [--tokens N,..]");
           System.exit(2);
         }
       }
@@ -67,6 +72,9 @@ public final class RouteBenchmarkMain {
         .include(RouteBenchmark.class.getName() + "\\.")
         .timeUnit(TimeUnit.NANOSECONDS)
         .jvmArgsAppend("-Xmx3g");
+    if (gc) {
+      o.addProfiler(GCProfiler.class);
+    }
     if (peers != null) {
       o.param("peers", peers.split(","));
     }
@@ -88,7 +96,8 @@ public final class RouteBenchmarkMain {
     System.out.println("wrote " + out.toAbsolutePath());
   }
 
-  record Row(String impl, int peers, int tokens, Statistics s) {}
+  /** One result; {@code allocBytes} is the allocation per decision, or -1 without --gc. */
+  record Row(String impl, int peers, int tokens, Statistics s, double allocBytes) {}
 
   static List<Row> rows(Collection<RunResult> results) {
     List<Row> rows = new ArrayList<>();
@@ -97,21 +106,27 @@ public final class RouteBenchmarkMain {
       String impl = label.substring(label.lastIndexOf('.') + 1);
       int peers = Integer.parseInt(r.getParams().getParam("peers"));
       int tokens = Integer.parseInt(r.getParams().getParam("promptTokens"));
-      rows.add(new Row(impl, peers, tokens, r.getPrimaryResult().getStatistics()));
+      Result<?> alloc = r.getSecondaryResults().get("gc.alloc.rate.norm");
+      rows.add(new Row(impl, peers, tokens, r.getPrimaryResult().getStatistics(),
+          alloc == null ? -1 : alloc.getScore()));
     }
     return rows;
   }
 
   static String table(Collection<RunResult> results) {
     StringBuilder sb = new StringBuilder();
-    sb.append(String.format(Locale.ROOT, "%-18s %6s %6s %10s %10s %10s %10s%n", "impl", "peers",
-        "tokens", "p50 ns", "p99 ns", "p99.9 ns", "mean ns"));
+    sb.append(String.format(Locale.ROOT, "%-18s %6s %6s %10s %10s %10s %10s %10s%n", "impl",
+        "peers", "tokens", "p50 ns", "p99 ns", "p99.9 ns", "mean ns", "B/op"));
     for (Row r : rows(results)) {
-      sb.append(String.format(Locale.ROOT, "%-18s %6d %6d %10.0f %10.0f %10.0f %10.0f%n",
+      sb.append(String.format(Locale.ROOT, "%-18s %6d %6d %10.0f %10.0f %10.0f %10.0f %10.0f%n",
           r.impl, r.peers, r.tokens, r.s.getPercentile(50), r.s.getPercentile(99),
-          r.s.getPercentile(99.9), r.s.getMean()));
+          r.s.getPercentile(99.9), r.s.getMean(), r.allocBytes));
     }
     return sb.toString();
+  }
+
+  private static double ratio(Row a, Row b, double percentile) {
+    return a.s.getPercentile(percentile) / b.s.getPercentile(percentile);
   }
 
   static String toJson(Collection<RunResult> results, boolean full) {
@@ -123,17 +138,18 @@ public final class RouteBenchmarkMain {
       Row r = rows.get(i);
       sb.append(String.format(Locale.ROOT,
           "    {\"impl\": \"%s\", \"peers\": %d, \"promptTokens\": %d, \"samples\": %d, "
-              + "\"mean\": %.1f, \"p50\": %.1f, \"p90\": %.1f, \"p99\": %.1f, \"p999\": %.1f}%s%n",
+              + "\"mean\": %.1f, \"p50\": %.1f, \"p90\": %.1f, \"p99\": %.1f, \"p999\": %.1f, "
+              + "\"allocBytesPerOp\": %.1f}%s%n",
           r.impl, r.peers, r.tokens, r.s.getN(), r.s.getMean(), r.s.getPercentile(50),
-          r.s.getPercentile(90), r.s.getPercentile(99), r.s.getPercentile(99.9),
+          r.s.getPercentile(90), r.s.getPercentile(99), r.s.getPercentile(99.9), r.allocBytes,
           i + 1 < rows.size() ? "," : ""));
     }
     sb.append("  ],\n  \"ratios\": [\n");
     TreeMap<String, Row[]> pairs = new TreeMap<>();
     for (Row r : rows) {
       String key = String.format(Locale.ROOT, "%05d/%05d", r.peers, r.tokens);
-      Row[] p = pairs.computeIfAbsent(key, k -> new Row[2]);
-      p[r.impl.equals("decide") ? 0 : 1] = r;
+      Row[] p = pairs.computeIfAbsent(key, k -> new Row[3]);
+      p[r.impl.equals("decide") ? 0 : r.impl.equals("previousDecide") ? 1 : 2] = r;
     }
     List<String> lines = new ArrayList<>();
     Row target = null;
@@ -141,14 +157,22 @@ public final class RouteBenchmarkMain {
       if (p[0] != null && p[0].peers == 64 && p[0].tokens == 4096) {
         target = p[0];
       }
-      if (p[0] == null || p[1] == null) {
+      if (p[0] == null) {
         continue;
       }
-      lines.add(String.format(Locale.ROOT,
-          "    {\"peers\": %d, \"promptTokens\": %d, \"naiveOverLibraryP50\": %.2f, "
-              + "\"naiveOverLibraryP99\": %.2f}",
-          p[0].peers, p[0].tokens, p[1].s.getPercentile(50) / p[0].s.getPercentile(50),
-          p[1].s.getPercentile(99) / p[0].s.getPercentile(99)));
+      StringBuilder line = new StringBuilder(String.format(Locale.ROOT,
+          "    {\"peers\": %d, \"promptTokens\": %d", p[0].peers, p[0].tokens));
+      if (p[1] != null) {
+        line.append(String.format(Locale.ROOT,
+            ", \"previousOverLibraryP50\": %.2f, \"previousOverLibraryP99\": %.2f",
+            ratio(p[1], p[0], 50), ratio(p[1], p[0], 99)));
+      }
+      if (p[2] != null) {
+        line.append(String.format(Locale.ROOT,
+            ", \"naiveOverLibraryP50\": %.2f, \"naiveOverLibraryP99\": %.2f",
+            ratio(p[2], p[0], 50), ratio(p[2], p[0], 99)));
+      }
+      lines.add(line.append('}').toString());
     }
     sb.append(String.join(",\n", lines)).append("\n  ],\n");
     if (target != null) {

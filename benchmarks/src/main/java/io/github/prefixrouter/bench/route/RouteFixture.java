@@ -35,6 +35,7 @@ final class RouteFixture {
   final int peers;
   final int promptTokens;
   final Function<int[], RouteDecision> decide;
+  final PreviousPlanner previous;
   final int[][] queries;
   final BlockHasher hasher = new BlockHasher(16, 0);
   final List<Set<Long>> naiveReplicas = new ArrayList<>();
@@ -112,6 +113,16 @@ final class RouteFixture {
     local.insert(bases[1]);
     this.decide = RoutingDecisions.planner(config, "me", local, observer, sim,
         () -> new EngineLoad(1, 2));
+    List<long[]> bySlot = new ArrayList<>();
+    for (int i = 0; i < config.maxPeers(); i++) {
+      bySlot.add(null);
+    }
+    for (var v : observer.view().peers()) {
+      int p = Integer.parseInt(v.address().nodeId().substring(1));
+      bySlot.set(v.slot(), naiveReplicas.get(p).stream().mapToLong(Long::longValue).toArray());
+    }
+    this.previous = new PreviousPlanner(config, "me", local, observer.view(), bySlot,
+        config.maxPeers(), sim, () -> new EngineLoad(1, 2));
     this.queries = new int[8][];
     for (int q = 0; q < queries.length; q++) {
       int[] t = bases[q % 4].clone();
@@ -122,6 +133,31 @@ final class RouteFixture {
     }
     this.naiveChain = new long[blocks];
     this.naiveOut = new int[peers];
+  }
+
+  /**
+   * Checks that the library and the previous planner take the same decision (same target,
+   * reason and per-candidate columns) for the queries and {@code truncations} random
+   * truncations of each; throws naming the first prompt that differs.
+   *
+   * @return the number of prompts compared
+   */
+  int checkSameDecisions(int truncations, long seed) {
+    SplittableRandom r = new SplittableRandom(seed);
+    int compared = 0;
+    for (int[] q : queries) {
+      for (int t = 0; t <= truncations; t++) {
+        int[] prompt = t == 0 ? q : Arrays.copyOf(q, r.nextInt(q.length + 1));
+        String now = decide.apply(prompt).toString();
+        String before = previous.decide(prompt).toString();
+        if (!now.equals(before)) {
+          throw new IllegalStateException("decisions differ for a prompt of " + prompt.length
+              + " tokens:\n  library:  " + now + "\n  previous: " + before);
+        }
+        compared++;
+      }
+    }
+    return compared;
   }
 
   private static void deliver(Map<String, GossipEngine> engines, PeerAddress from, PeerAddress to,

@@ -1,0 +1,50 @@
+package io.github.prefixrouter.load;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.workload.SyntheticMmluPrompts;
+import java.util.Arrays;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class LoadGeneratorMainTest {
+
+  private static final SyntheticMmluPrompts PROMPTS = SyntheticMmluPrompts.create(2, 3);
+
+  private static int subjectOf(int[] prompt) {
+    for (int s = 0; s < PROMPTS.subjectCount(); s++) {
+      int[] prefix = PROMPTS.sharedPrefix(s);
+      if (prompt.length >= prefix.length
+          && Arrays.equals(prompt, 0, prefix.length, prefix, 0, prefix.length)) {
+        return s;
+      }
+    }
+    throw new AssertionError("prompt of no subject");
+  }
+
+  private static double topSubjectShare(List<int[]> seq) {
+    int[] counts = new int[PROMPTS.subjectCount()];
+    seq.forEach(p -> counts[subjectOf(p)]++);
+    return Arrays.stream(counts).max().getAsInt() / (double) seq.size();
+  }
+
+  @Test
+  void zipfSequenceConcentratesOnFewSubjectsAndUniformDoesNot() {
+    List<int[]> uniform = LoadGeneratorMain.requestSequence(PROMPTS, 2000, 0, 3);
+    List<int[]> zipf = LoadGeneratorMain.requestSequence(PROMPTS, 2000, 1.2, 3);
+    assertEquals(2000, uniform.size());
+    assertTrue(topSubjectShare(uniform) < 0.05, "uniform top subject share " + topSubjectShare(uniform));
+    assertTrue(topSubjectShare(zipf) > 0.25, "zipf top subject share " + topSubjectShare(zipf));
+  }
+
+  @Test
+  void sameSeedSameSequence() {
+    List<int[]> a = LoadGeneratorMain.requestSequence(PROMPTS, 100, 1.0, 9);
+    List<int[]> b = LoadGeneratorMain.requestSequence(PROMPTS, 100, 1.0, 9);
+    for (int i = 0; i < a.size(); i++) {
+      assertArrayEquals(a.get(i), b.get(i));
+    }
+  }
+}
