@@ -30,6 +30,8 @@ final class Clusters {
         return new LibraryCluster(ctx, RoutingPolicy.LONGEST_PREFIX);
       case COST_AWARE:
         return new LibraryCluster(ctx, RoutingPolicy.COST_AWARE);
+      case COST_AWARE_GREEDY:
+        return new LibraryCluster(ctx, RoutingPolicy.COST_AWARE, b -> b.localCaching(false));
       default:
         break;
     }
@@ -50,7 +52,7 @@ final class Clusters {
                   SGLANG_BALANCE_ABS_THRESHOLD,
                   SGLANG_BALANCE_REL_THRESHOLD,
                   SGLANG_CACHE_THRESHOLD);
-          case NO_ROUTING, PAPER, COST_AWARE -> throw new AssertionError(p);
+          case NO_ROUTING, PAPER, COST_AWARE, COST_AWARE_GREEDY -> throw new AssertionError(p);
         };
     return new DispatchCluster(ctx.scheduler(), ctx.engines(), ctx.newLink(7), d);
   }

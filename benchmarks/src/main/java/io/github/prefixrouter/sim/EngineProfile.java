@@ -25,7 +25,7 @@ public record EngineProfile(
 
   /** The defaults documented in docs/simulator.md. */
   public static final EngineProfile DEFAULT =
-      new EngineProfile(16, 16_384, 1, 10_000_000L, 500_000L, 15_000_000L);
+      new EngineProfile(16, 65_536, 1, 10_000_000L, 2_500_000L, 15_000_000L);
 
   public EngineProfile {
     if (blockSize < 1) {

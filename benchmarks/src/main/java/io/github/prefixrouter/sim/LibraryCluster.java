@@ -26,6 +26,14 @@ final class LibraryCluster implements SimCluster {
   private final InMemoryNetwork network;
 
   LibraryCluster(Simulation.Context ctx, RoutingPolicy policy) {
+    this(ctx, policy, b -> b);
+  }
+
+  /** A cluster whose configuration {@code tweak} changes further (for ablations). */
+  LibraryCluster(
+      Simulation.Context ctx,
+      RoutingPolicy policy,
+      java.util.function.UnaryOperator<RouterConfig.Builder> tweak) {
     SimConfig cfg = ctx.config();
     network = new InMemoryNetwork(ctx.scheduler(), ctx.seed() ^ 0x10557L);
     long delay = ctx.delayNanos();
@@ -34,10 +42,12 @@ final class LibraryCluster implements SimCluster {
             .withJitter(Duration.ofNanos(Math.round(delay * cfg.jitterFraction())))
             .withLoss(cfg.lossProbability()));
     RouterConfig rc =
-        RouterConfig.builder()
-            .policy(policy)
-            .blockSize(cfg.engine().blockSize())
-            .treeCapacityTokens(cfg.engine().capacityTokens())
+        tweak
+            .apply(
+                RouterConfig.builder()
+                    .policy(policy)
+                    .blockSize(cfg.engine().blockSize())
+                    .treeCapacityTokens(cfg.engine().capacityTokens()))
             .build();
     List<PeerAddress> all = new ArrayList<>();
     for (int i = 0; i < cfg.nodes(); i++) {

@@ -25,18 +25,18 @@ public final class PaperMain {
         --seed N                 master seed (default 42)
         --nodes N                number of nodes (default 4)
         --rate R                 cluster-wide Poisson arrival rate, requests/s (default 4.5)
-        --requests N             requests per run, warm-up included (default 6000)
-        --warmup N               first requests not measured (default 10%% of requests)
+        --requests N             requests per run, warm-up included (default 7500)
+        --warmup N               first requests not measured (default 20%% of requests)
         --zipf S                 Zipf exponent of the skewed distribution (default 1.0)
         --delays A,B,..          one-way network delays in ms (default 2,200,1000)
         --jitter F               extra delay, uniform in [0, F x delay) (default 0.1)
         --loss P                 message loss probability (default 0)
         --output-tokens N        tokens generated per request (default 1)
-        --capacity TOKENS        KV-cache capacity per node in tokens (default 16384)
+        --capacity TOKENS        KV-cache capacity per node in tokens (default 65536)
         --slots N                concurrent requests per engine (default 1)
         --block-size N           tokens per KV block (default 16)
         --prefill-overhead-ms X  fixed prefill time (default 10)
-        --prefill-ms-per-token X prefill time per uncached token (default 0.5)
+        --prefill-ms-per-token X prefill time per uncached token (default 2.5)
         --decode-ms-per-token X  decode time per output token (default 15)
         --policies A,B,..        subset of: %s
         --distributions A,B      subset of: uniform,skewed
@@ -186,7 +186,7 @@ public final class PaperMain {
             Math.round(overheadMs * 1e6),
             Math.round(prefillMs * 1e6),
             Math.round(decodeMs * 1e6));
-    int w = warmup != null ? warmup : requests / 10;
+    int w = warmup != null ? warmup : requests / 5;
     SimConfig cfg =
         new SimConfig(seed, nodes, rate, requests, w, zipf, delays, jitter, loss, outputTokens,
             engine, window, threads, policies, dists, mmlu, outDir);

@@ -15,7 +15,19 @@ public enum Policy {
   /** The source paper's policy: longest estimated prefix, local on ties (LONGEST_PREFIX). */
   PAPER("paper", true),
   /** The library's default cost-aware policy (COST_AWARE). */
-  COST_AWARE("cost-aware", true);
+  COST_AWARE("cost-aware", true),
+  /**
+   * The cost-aware policy without the value of local caching ({@code
+   * RouterConfig.localCaching(false)}): every request goes where it is cheapest for itself. For
+   * comparison only, not in the default set.
+   */
+  COST_AWARE_GREEDY("cost-aware-greedy", true);
+
+  /** The policies of the main job: every one but the ablation. */
+  public static java.util.List<Policy> defaults() {
+    return java.util.List.of(
+        NO_ROUTING, RANDOM, LEAST_LOADED, CHWBL, ORACLE, PAPER, COST_AWARE);
+  }
 
   private final String label;
   private final boolean library;

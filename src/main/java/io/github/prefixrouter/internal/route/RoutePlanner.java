@@ -46,7 +46,7 @@ import java.util.function.Supplier;
  *       for this prefix the node expects before its cache would evict it ({@link LocalDemand}),
  *       it runs here when {@code (rtt(peer) + overhead) × E > cost(local) − cost(peer)}. Only
  *       the link counts as the lasting premium: queue differences come and go. Demand is counted
- *       per prompt head (its first {@link #FIRST_BLOCKS} blocks), so this applies only when the
+ *       per prompt head (its first {@link #HEAD_BLOCKS} blocks), so this applies only when the
  *       local node lacks part of that head: a peer's longer match deeper in the prompt (a
  *       repeated question after a shared prefix) says nothing about later reuse.
  *       On a fast link the premium is small and the cluster's caches partition the prefixes; on
@@ -77,8 +77,8 @@ final class RoutePlanner {
   private final long marginMinNanos;
   private final LocalDemand demand;
 
-  /** Blocks of a prompt's head, by which local demand is counted. */
-  static final int FIRST_BLOCKS = 8;
+  /** Blocks of the prompt head that local-caching demand is counted by (128 tokens of 16). */
+  static final int HEAD_BLOCKS = 8;
 
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
@@ -188,6 +188,8 @@ final class RoutePlanner {
     o.costs[0] = localCost;
 
     boolean routing = policy != RoutingPolicy.LOCAL_ONLY && hops < config.hopLimit() && p > 0;
+    boolean caching = policy == RoutingPolicy.COST_AWARE && config.localCaching()
+        && peerSetOut != null;
     int blocks = 0;
     PromptChain chain = s.chain;
     if (routing && maxBlocks > 0) {
@@ -196,8 +198,8 @@ final class RoutePlanner {
       // matching holds: the prompt is hashed about as far as the longest peer match.
       chain.reset(tokens, hasher, blockSize);
       peers.leadingBlocks(ps, chain, maxBlocks, s.lead);
-      if (policy == RoutingPolicy.COST_AWARE && config.localCaching()) {
-        chain.ensure(FIRST_BLOCKS); // the prompt head that local demand is counted by
+      if (caching) {
+        chain.ensure(HEAD_BLOCKS); // the demand key needs the same head whatever peers hold
       }
       blocks = chain.hashed();
       chain.clear();
@@ -206,11 +208,9 @@ final class RoutePlanner {
     }
 
     long now = clock.nanoTime();
-    boolean caching = policy == RoutingPolicy.COST_AWARE && config.localCaching()
-        && peerSetOut != null;
-    // demand is counted per prompt head (the first FIRST_BLOCKS blocks): it predicts reuse of
+    // demand is counted per prompt head (the first HEAD_BLOCKS blocks): it predicts reuse of
     // what is bought only when the local node lacks part of that head
-    int demandBlocks = Math.min(blocks, FIRST_BLOCKS);
+    int demandBlocks = Math.min(blocks, HEAD_BLOCKS);
     long demandKey = blocks > 0 ? chain.hashes()[demandBlocks - 1] : 0;
     if (caching && blocks > 0 && hops == 0 && triedCount == 0) {
       demand.requested(demandKey, now);
