@@ -24,6 +24,10 @@ package io.github.prefixrouter.internal.route;
  *   <li>Bounded: an open-addressed table of {@link #SLOTS} keys; a new key takes its slot, or the
  *       slot of the two probed with the smaller decayed count. Forgetting a key only makes the
  *       policy forward more (as if the prefix had no local demand), never wrong.
+ *   <li>Reservation: a bought miss is a long prefill that the engine's queue depth does not
+ *       show (it counts requests, priced at the mean service time), so the planner records
+ *       until when the miss occupies the engine and adds what is left of it to the local cost of
+ *       the requests that follow; they go to a peer when that is cheaper than waiting.
  *   <li>Only routing attempts record (never {@code explain}); methods synchronize (one short
  *       critical section per decision, no allocation).
  * </ul>
@@ -48,6 +52,9 @@ final class LocalDemand {
   private double inserted;
   private long insertedAt;
   private boolean any;
+
+  private long reservedUntil;
+  private boolean reserved;
 
   LocalDemand(long capacityTokens) {
     this.capacityTokens = Math.max(1, capacityTokens);
@@ -105,6 +112,29 @@ final class LocalDemand {
     inserted += tokens;
     insertedAt = nowNanos;
     any = true;
+  }
+
+  /**
+   * Records that a miss bought here occupies the local engine until {@code untilNanos} (a later
+   * reservation extends an earlier one, never shortens it).
+   */
+  synchronized void reserve(long untilNanos) {
+    if (!reserved || untilNanos - reservedUntil > 0) {
+      reservedUntil = untilNanos;
+      reserved = true;
+    }
+  }
+
+  /**
+   * Nanoseconds of a bought miss still ahead of a request queued here now (0 if none): the
+   * engine's queue depth says how many requests wait, not that one of them is a long prefill.
+   */
+  synchronized long reservedNanos(long nowNanos) {
+    if (!reserved) {
+      return 0;
+    }
+    long left = reservedUntil - nowNanos;
+    return left > 0 ? left : 0;
   }
 
   /** Estimated time a newly cached prefix stays in the local cache. */

@@ -50,8 +50,15 @@ import java.util.function.Supplier;
  *       local node lacks part of that head: a peer's longer match deeper in the prompt (a
  *       repeated question after a shared prefix) says nothing about later reuse.
  *       On a fast link the premium is small and the cluster's caches partition the prefixes; on
- *       a slow link every node keeps the prefixes it keeps being asked for. Demand and cache
- *       insertions are recorded only by real routing attempts, never by {@code explain}.
+ *       a slow link every node keeps the prefixes it keeps being asked for. A buy is a long
+ *       prefill (seconds for a long prefix on a slow link), so it is timed and accounted for:
+ *       the node buys only when its engine has no request waiting (else it rents this time and
+ *       buys on a later request for the head, so the miss holds up nobody already queued), and
+ *       until the bought miss is expected to finish, the rest of it is added to the local cost
+ *       (the queue depth prices each waiting request at the mean service time and does not
+ *       know that one of them is a long prefill), so requests arriving meanwhile go to a peer
+ *       when that is cheaper than waiting. Demand, cache insertions and reservations are
+ *       recorded only by real routing attempts, never by {@code explain}.
  *   <li>Cold prefixes (cost-aware only, when no eligible candidate holds any block): bounded-load
  *       rendezvous hashing of the first block hash over the local node and eligible peers, kept
  *       only if not slower than local by more than the configured slack.
@@ -185,6 +192,10 @@ final class RoutePlanner {
     o.rtt[0] = 0;
     o.skipped[0] = SkipReason.NONE;
     long localCost = (long) (ll.queueDepth() * service + prefill * (n - localMatch));
+    if (policy == RoutingPolicy.COST_AWARE && config.localCaching()) {
+      // a miss bought for local caching still occupies the engine (see LocalDemand)
+      localCost += demand.reservedNanos(clock.nanoTime());
+    }
     o.costs[0] = localCost;
 
     boolean routing = policy != RoutingPolicy.LOCAL_ONLY && hops < config.hopLimit() && p > 0;
@@ -320,9 +331,13 @@ final class RoutePlanner {
           // the link counts as the lasting premium)
           long premium = o.rtt[best] + overheadNanos;
           double buy = localCost - o.costs[best];
-          if (premium * demand.expectedRequests(demandKey, now) > buy) {
+          // buy only when nobody waits for the local engine, so the miss holds up no request
+          // already queued; otherwise rent this time and buy on a later request for the head
+          if (ll.queueDepth() == 0
+              && premium * demand.expectedRequests(demandKey, now) > buy) {
             chosen = 0;
             reason = Reason.LOCAL_CACHING;
+            demand.reserve(now + (long) (prefill * (n - localMatch)));
           }
         }
       } else if (o.costs[best] < localCost) {

@@ -62,4 +62,19 @@ class LocalDemandTest {
     // the hot key survives as long as colliding newcomers are colder than it
     assertTrue(d.expectedRequests(1, 300) > 90);
   }
+
+  @Test
+  void aReservationIsWhatIsLeftOfTheBoughtMiss() {
+    LocalDemand d = new LocalDemand(1_000);
+    assertEquals(0, d.reservedNanos(0));
+    d.reserve(100);
+    assertEquals(100, d.reservedNanos(0));
+    assertEquals(60, d.reservedNanos(40));
+    d.reserve(80); // an earlier end never shortens the reservation
+    assertEquals(60, d.reservedNanos(40));
+    d.reserve(150);
+    assertEquals(110, d.reservedNanos(40));
+    assertEquals(0, d.reservedNanos(150));
+    assertEquals(0, d.reservedNanos(1_000));
+  }
 }

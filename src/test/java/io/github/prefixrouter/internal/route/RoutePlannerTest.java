@@ -19,6 +19,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.SplittableRandom;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
 /** The decision alone, against a scripted peer view. */
@@ -296,5 +298,88 @@ class RoutePlannerTest {
     ScriptedView v = new ScriptedView().peer("holder", 200 * MS).holds("holder", t, 320);
     RouteDecision d = askRepeatedly(planner(cfg, "me", v, 0, new PeerHealth()), 20);
     assertEquals(Reason.PEER_CHEAPER, d.reason(), d.toString());
+  }
+
+  /** A planner with no local match whose clock and engine load the test sets. */
+  static RoutePlanner plannerWith(RouterConfig cfg, ScriptedView view, AtomicLong now,
+      AtomicReference<EngineLoad> load) {
+    LocalPrefixIndex local = new LocalPrefixIndex() {
+      @Override
+      public int match(int[] tokens) {
+        return 0;
+      }
+
+      @Override
+      public void onExecuted(int[] tokens) {}
+
+      @Override
+      public long cachedTokens() {
+        return 0;
+      }
+    };
+    return new RoutePlanner(cfg, "me", local, HASHER::chain, view,
+        new CostModel(cfg.initialPrefillNanosPerToken()), new PeerHealth(), now::get, load::get);
+  }
+
+  @Test
+  void aBusyEngineRentsAndBuysOnALaterRequestWhenNobodyWaits() {
+    // 1 ms a token: local costs 320 ms (+256 ms a waiting request), the peer 200.2 ms
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(MS).build();
+    int[] t = tokens(5, 320);
+    ScriptedView v = new ScriptedView().peer("holder", 200 * MS).holds("holder", t, 320);
+    AtomicLong now = new AtomicLong();
+    AtomicReference<EngineLoad> load = new AtomicReference<>(new EngineLoad(1, 1));
+    RoutePlanner p = plannerWith(cfg, v, now, load);
+    for (int i = 0; i < 10; i++) {
+      RouteDecision d = p.decide(t, 0, null, 0, new PeerSet[1]);
+      assertEquals(Reason.PEER_CHEAPER, d.reason(), "request " + i + ": " + d);
+    }
+    // busy but nobody waiting (the slot is taken, the queue empty): buying delays no one queued
+    load.set(new EngineLoad(0, 1));
+    RouteDecision bought = p.decide(t, 0, null, 0, new PeerSet[1]);
+    assertEquals(Reason.LOCAL_CACHING, bought.reason(), bought.toString());
+  }
+
+  @Test
+  void theRestOfABoughtMissIsChargedToTheLocalEngine() {
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(MS).build();
+    int[] t = tokens(5, 320);
+    ScriptedView v = new ScriptedView().peer("holder", 200 * MS).holds("holder", t, 320);
+    AtomicLong now = new AtomicLong();
+    AtomicReference<EngineLoad> load = new AtomicReference<>(EngineLoad.IDLE);
+    RoutePlanner p = plannerWith(cfg, v, now, load);
+    RouteDecision first = p.decide(t, 0, null, 0, new PeerSet[1]);
+    assertEquals(Reason.PEER_CHEAPER, first.reason(), first.toString());
+    assertEquals(320 * MS, first.candidates().get(0).costNanos());
+    RouteDecision bought = null;
+    for (int i = 0; i < 5 && (bought == null || bought.reason() != Reason.LOCAL_CACHING); i++) {
+      bought = p.decide(t, 0, null, 0, new PeerSet[1]);
+    }
+    assertEquals(Reason.LOCAL_CACHING, bought.reason(), bought.toString());
+    // the bought miss (320 ms of prefill) occupies the engine: what is left of it is added to
+    // the local cost, so the requests arriving meanwhile go to the peer
+    RouteDecision during = p.decide(t, 0, null, 0, new PeerSet[1]);
+    assertEquals(640 * MS, during.candidates().get(0).costNanos(), during.toString());
+    assertEquals(Reason.PEER_CHEAPER, during.reason(), during.toString());
+    now.set(200 * MS);
+    // explain sees what is left of the reservation (and records nothing)
+    assertEquals(440 * MS, p.decide(t).candidates().get(0).costNanos());
+    now.set(400 * MS);
+    RouteDecision after = p.decide(t, 0, null, 0, new PeerSet[1]);
+    assertEquals(320 * MS, after.candidates().get(0).costNanos(), after.toString());
+  }
+
+  @Test
+  void withoutLocalCachingNothingIsReserved() {
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(MS)
+        .localCaching(false).build();
+    int[] t = tokens(5, 320);
+    ScriptedView v = new ScriptedView().peer("holder", 200 * MS).holds("holder", t, 320);
+    RoutePlanner p = plannerWith(cfg, v, new AtomicLong(), new AtomicReference<>(EngineLoad.IDLE));
+    for (int i = 0; i < 10; i++) {
+      RouteDecision d = p.decide(t, 0, null, 0, new PeerSet[1]);
+      assertEquals(Reason.PEER_CHEAPER, d.reason(), d.toString());
+      assertEquals(320 * MS, d.candidates().get(0).costNanos());
+    }
   }
 }
