@@ -4,6 +4,7 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.internal.route.ChainHasher;
+import io.github.prefixrouter.internal.route.EngineCacheIndex;
 import io.github.prefixrouter.internal.route.LocalPrefixIndex;
 import io.github.prefixrouter.internal.route.PeerSet;
 import io.github.prefixrouter.internal.route.PeerView;
@@ -103,20 +104,7 @@ final class ScriptedCluster {
           inner.close();
         }
       };
-      LocalPrefixIndex local = new LocalPrefixIndex() {
-        @Override
-        public int match(int[] tokens) {
-          return e.cachedPrefixTokens(tokens);
-        }
-
-        @Override
-        public void onExecuted(int[] tokens) {}
-
-        @Override
-        public long cachedTokens() {
-          return (long) e.cachedBlocks() * e.blockSize();
-        }
-      };
+      LocalPrefixIndex local = EngineCacheIndex.of(e);
       ChainHasher hasher = (tokens, length, out) -> {
         int blocks = length / e.blockSize();
         for (int b = 0; b < blocks; b++) {

@@ -191,16 +191,18 @@ final class RoutePlanner {
     s.queue[0] = ll.total();
     o.rtt[0] = 0;
     o.skipped[0] = SkipReason.NONE;
+    long now = clock.nanoTime();
+    boolean localCaching = policy == RoutingPolicy.COST_AWARE && config.localCaching();
     long localCost = (long) (ll.queueDepth() * service + prefill * (n - localMatch));
-    if (policy == RoutingPolicy.COST_AWARE && config.localCaching()) {
+    if (localCaching) {
       // a miss bought for local caching still occupies the engine (see LocalDemand)
-      localCost += demand.reservedNanos(clock.nanoTime());
+      localCost += demand.reservedNanos(now);
     }
     o.costs[0] = localCost;
 
     boolean routing = policy != RoutingPolicy.LOCAL_ONLY && hops < config.hopLimit() && p > 0;
-    boolean caching = policy == RoutingPolicy.COST_AWARE && config.localCaching()
-        && peerSetOut != null;
+    // demand, insertions and reservations are recorded by routing attempts only, not explain
+    boolean caching = localCaching && peerSetOut != null;
     int blocks = 0;
     PromptChain chain = s.chain;
     if (routing && maxBlocks > 0) {
@@ -218,7 +220,6 @@ final class RoutePlanner {
       Arrays.fill(s.lead, 0, p, 0);
     }
 
-    long now = clock.nanoTime();
     // demand is counted per prompt head (the first HEAD_BLOCKS blocks): it predicts reuse of
     // what is bought only when the local node lacks part of that head
     int demandBlocks = Math.min(blocks, HEAD_BLOCKS);

@@ -80,20 +80,7 @@ final class OracleCluster {
       InferenceEngine spi = hooks.engineWrap.apply(e);
       engineSpis.put(id, spi);
       transports.put(id, t);
-      LocalPrefixIndex local = new LocalPrefixIndex() {
-        @Override
-        public int match(int[] tokens) {
-          return e.cachedPrefixTokens(tokens);
-        }
-
-        @Override
-        public void onExecuted(int[] tokens) {}
-
-        @Override
-        public long cachedTokens() {
-          return (long) e.cachedBlocks() * e.blockSize();
-        }
-      };
+      LocalPrefixIndex local = EngineCacheIndex.of(e);
       ChainHasher hasher = (tokens, length, out) -> {
         routing.set(tokens);
         return length / config.blockSize();
