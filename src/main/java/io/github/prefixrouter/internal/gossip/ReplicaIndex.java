@@ -133,6 +133,14 @@ final class ReplicaIndex {
     return refusedPerSlot[slot];
   }
 
+  /**
+   * Records a block of {@code slot} refused outside the index (its replica is a subset now),
+   * as {@link #refused} reports until the next {@link #clearSlot}.
+   */
+  void refuse(int slot) {
+    refusedPerSlot[slot]++;
+  }
+
   /** Bytes held by the index arrays (table and cells), for the bytes-per-block figure. */
   long retainedBytes() {
     return 32L + 8L * keys.length + 4L * vals.length + 4L * cellWord.length
