@@ -13,10 +13,12 @@ import java.util.Arrays;
  * <p>Store numbers only grow, so entries are appended in ascending order to two parallel
  * {@code int} arrays: the store number as an offset from a base, and the fingerprint. A lookup
  * is a binary search. A removal marks its entry dead by flipping the offset's sign (keeping the
- * order searchable); once dead entries outnumber live ones the arrays are compacted and the
- * base moved to the oldest live entry. That costs 8 bytes per live entry, times at most 2 for
- * dead entries not yet compacted and 1.5 for growth: 8 to 24 bytes, about 12 on a cache in
- * steady churn (see {@code ReplicaIndexPropertyTest} and the benchmark's bytes per block).
+ * order searchable); once a quarter of the entries are dead the arrays are compacted (to 1/8
+ * above the live entries) and the base moved to the oldest live entry. That costs 8 bytes per
+ * live entry, times at most 4/3 for dead entries not yet compacted and 5/4 for growth: 8 to
+ * 13.3 bytes, about 11 on a cache in steady churn (the benchmark reports it). Compaction is
+ * linear but runs at most once per {@code n/4} removals, so a removal costs O(1) amortized
+ * plus its O(log n) search.
  *
  * <p>Offsets are 31-bit: a block still held 2^31 stores after the oldest one in the arrays
  * after compaction cannot be appended ({@link #append} returns false and the caller refuses
@@ -66,7 +68,7 @@ final class StoreOrder {
       return false;
     }
     if (n == offsets.length) {
-      int cap = Math.max(16, n + (n >>> 1));
+      int cap = Math.max(16, n + (n >>> 2));
       offsets = Arrays.copyOf(offsets, cap);
       fingerprints = Arrays.copyOf(fingerprints, cap);
     }
@@ -110,7 +112,7 @@ final class StoreOrder {
     }
     offsets[i] = -offsets[i] - 1;
     dead++;
-    if (dead > 8 && 2 * dead > n) {
+    if (dead > 8 && 4 * dead > n) {
       compact();
     }
   }
@@ -143,7 +145,7 @@ final class StoreOrder {
 
   private void compact() {
     int live = n - dead;
-    int cap = live == 0 ? 0 : Math.max(16, live + (live >>> 2));
+    int cap = live == 0 ? 0 : Math.max(16, live + (live >>> 3));
     int[] o = new int[cap];
     int[] f = new int[cap];
     long newBase = 0;

@@ -31,6 +31,9 @@ final class FullSnapshotGossip implements BlockEventListener {
   private final Set<Long> blocks = new HashSet<>();
   private final Map<String, long[]> replicas = new HashMap<>();
   private final Map<String, List<long[]>> assembling = new HashMap<>();
+  /** When the replica of each origin was last replaced (simulated nanoseconds). */
+  private final Map<String, Long> installedAt = new HashMap<>();
+  private java.util.function.LongSupplier clock = () -> 0;
   long bytesSent;
   long messagesSent;
   long round;
@@ -44,6 +47,17 @@ final class FullSnapshotGossip implements BlockEventListener {
     this.messageByteCap = messageByteCap;
     this.bytesPerBlock = bytesPerBlock;
     this.type = typeFor(bytesPerBlock);
+  }
+
+  /** Reads receive times from {@code clock} (for {@link #installedAt}). */
+  void clock(java.util.function.LongSupplier clock) {
+    this.clock = clock;
+  }
+
+  /** When the replica of {@code origin} was last replaced, or -1 if never. */
+  long installedAt(String origin) {
+    Long t = installedAt.get(origin);
+    return t == null ? -1 : t;
   }
 
   /** The (benchmark-only) message type byte of the variant with {@code bytesPerBlock}. */
@@ -136,6 +150,7 @@ final class FullSnapshotGossip implements BlockEventListener {
           at += p.length;
         }
         replicas.put(origin, all);
+        installedAt.put(origin, clock.getAsLong());
         parts.clear();
       }
     } catch (MalformedMessageException e) {
