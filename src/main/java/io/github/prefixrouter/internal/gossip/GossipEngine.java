@@ -45,6 +45,13 @@ import org.slf4j.LoggerFactory;
  * filled by a later exchange. A snapshot installs only if newer than the replica. A higher
  * generation resets the replica to the empty set of that generation.
  *
+ * <p><b>Evictions by store number.</b> An origin numbers the fingerprints it publishes as
+ * stored (1, 2, 3, ... per generation) and names evicted blocks by those numbers (about a byte
+ * each on the wire instead of a 4-byte fingerprint). Every replica keeps its blocks' numbers in
+ * a {@link StoreOrder}, snapshots carry them, relayers forward deltas unchanged. An eviction
+ * that does not resolve is never half-applied: the replica restarts from the empty set at
+ * version 0 and the next exchange refills it.
+ *
  * <p><b>Exchange</b> (Cassandra's three messages). Every interval (jittered) the node sends a
  * SYN holding its digest, one entry per known live origin (generation, version, heartbeat,
  * load, overload flag), to {@code fanout} random live peers (seeds while it knows too few, a

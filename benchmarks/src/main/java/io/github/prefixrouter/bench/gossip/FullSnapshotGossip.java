@@ -40,14 +40,25 @@ final class FullSnapshotGossip implements BlockEventListener {
 
   /** @param bytesPerBlock 8 (the 64-bit hash) or 4 (its 32-bit fingerprint) */
   FullSnapshotGossip(PeerAddress self, int messageByteCap, int bytesPerBlock) {
+    this(self, messageByteCap, bytesPerBlock, typeFor(bytesPerBlock));
+  }
+
+  /**
+   * @param bytesPerBlock 8 (the 64-bit hash) or 4 (its 32-bit fingerprint)
+   * @param type the (benchmark-only) message type byte that tells this variant's messages apart
+   */
+  FullSnapshotGossip(PeerAddress self, int messageByteCap, int bytesPerBlock, int type) {
     if (bytesPerBlock != 8 && bytesPerBlock != 4) {
       throw new IllegalArgumentException("bytesPerBlock must be 8 or 4");
     }
     this.self = self;
     this.messageByteCap = messageByteCap;
     this.bytesPerBlock = bytesPerBlock;
-    this.type = typeFor(bytesPerBlock);
+    this.type = type;
   }
+
+  /** Type byte of the variant that pushes 4-byte fingerprints to every peer every round. */
+  static final int TYPE_ALL_PEERS = 0x1D;
 
   /** Reads receive times from {@code clock} (for {@link #installedAt}). */
   void clock(java.util.function.LongSupplier clock) {

@@ -303,6 +303,7 @@ public final class GossipBenchmarkMain {
     List<VersionHistory> histories = new ArrayList<>();
     List<FullSnapshotGossip> fulls = new ArrayList<>();
     List<FullSnapshotGossip> fulls4 = new ArrayList<>();
+    List<FullSnapshotGossip> fullsAll = new ArrayList<>();
     List<ConcurrentPrefixTree> trees = new ArrayList<>();
     List<StoredCounter> stored = new ArrayList<>();
     long s = 1_000_000_000L;
@@ -319,7 +320,10 @@ public final class GossipBenchmarkMain {
           (to, p) -> net.send(sa, to, p));
       FullSnapshotGossip f = new FullSnapshotGossip(a, config.messageByteCap(), 8);
       FullSnapshotGossip f4 = new FullSnapshotGossip(a, config.messageByteCap(), 4);
+      FullSnapshotGossip fa = new FullSnapshotGossip(a, config.messageByteCap(), 4,
+          FullSnapshotGossip.TYPE_ALL_PEERS);
       f.clock(net.time::nanoTime);
+      fa.clock(net.time::nanoTime);
       ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(BLOCK)
           .capacityTokens(capacity).build();
       StoredCounter sc = new StoredCounter();
@@ -331,12 +335,15 @@ public final class GossipBenchmarkMain {
       }
       t.addListener(f);
       t.addListener(f4);
+      t.addListener(fa);
       t.addListener(sc);
       net.register(a, (from, p) -> {
         if (p.length > 0 && (p[0] & 0xFF) == FullSnapshotGossip.typeFor(8)) {
           f.onMessage(from, p);
         } else if (p.length > 0 && (p[0] & 0xFF) == FullSnapshotGossip.typeFor(4)) {
           f4.onMessage(from, p);
+        } else if (p.length > 0 && (p[0] & 0xFF) == FullSnapshotGossip.TYPE_ALL_PEERS) {
+          fa.onMessage(from, p);
         } else {
           e.onMessage(from, p);
         }
@@ -347,6 +354,7 @@ public final class GossipBenchmarkMain {
       histories.add(vh);
       fulls.add(f);
       fulls4.add(f4);
+      fullsAll.add(fa);
       trees.add(t);
       stored.add(sc);
       e.start();
@@ -366,12 +374,16 @@ public final class GossipBenchmarkMain {
       SplittableRandom fr4 = new SplittableRandom(seed * 7 + i);
       net.time.schedule((warmupS - snapshotLeadS) * s,
           () -> scheduleFull(net, f4, others, fanout, fr4, config.interval().toNanos()));
+      SplittableRandom fra = new SplittableRandom(seed * 7 + i);
+      net.time.schedule((warmupS - snapshotLeadS) * s,
+          () -> scheduleFull(net, fa, others, n - 1, fra, config.interval().toNanos()));
       scheduleRequests(net, t, prompts, fresh, rate, new SplittableRandom(seed * 13 + i));
     }
     net.time.advanceBy(warmupS * s);
     long deltaBefore = sum(engines, GossipCounter.BYTES_SENT);
     long fullBefore = fulls.stream().mapToLong(f -> f.bytesSent).sum();
     long full4Before = fulls4.stream().mapToLong(f -> f.bytesSent).sum();
+    long fullAllBefore = fullsAll.stream().mapToLong(f -> f.bytesSent).sum();
     long storedBefore = stored.stream().mapToLong(x -> x.stored).sum();
     long snapBefore = sum(engines, GossipCounter.SNAPSHOT_CHUNKS_SENT);
     long evictedBefore = stored.stream().mapToLong(x -> x.evicted).sum();
@@ -386,6 +398,7 @@ public final class GossipBenchmarkMain {
     Staleness deltaStale = new Staleness();
     Staleness snapStale = new Staleness();
     Staleness ownStale = new Staleness();
+    Staleness allStale = new Staleness();
     double[] snapParts = new double[BREAKDOWN.length];
     double snapRate = 0;
     for (int sec = 0; sec < measureS; sec++) {
@@ -396,6 +409,7 @@ public final class GossipBenchmarkMain {
         sampleStaleness(snaps, histories, snapStale);
       }
       sampleOwnSnapshotStaleness(fulls, addrs, histories, net.time.nanoTime(), ownStale);
+      sampleOwnSnapshotStaleness(fullsAll, addrs, histories, net.time.nanoTime(), allStale);
       net.time.advanceBy(s - s / 2);
       if (snapshotMode && sec + 1 == snapshotModeMeasureS) {
         for (int k = 0; k < BREAKDOWN.length; k++) {
@@ -414,6 +428,8 @@ public final class GossipBenchmarkMain {
     double fullRate = (fulls.stream().mapToLong(f -> f.bytesSent).sum() - fullBefore)
         / (double) n / measureS;
     double full4Rate = (fulls4.stream().mapToLong(f -> f.bytesSent).sum() - full4Before)
+        / (double) n / measureS;
+    double fullAllRate = (fullsAll.stream().mapToLong(f -> f.bytesSent).sum() - fullAllBefore)
         / (double) n / measureS;
     long storedBlocks = stored.stream().mapToLong(x -> x.stored).sum() - storedBefore;
     long evictedBlocks = stored.stream().mapToLong(x -> x.evicted).sum() - evictedBefore;
@@ -452,12 +468,15 @@ public final class GossipBenchmarkMain {
         "bandwidth: %d nodes, %.1f req/s/node, %s, one-way delay %.0f ms, capacity %d tokens "
             + "(%.0f blocks cached/node): delta gossip %.0f B/node/s; own snapshot to %d peers "
             + "per round, 8-byte hashes %.0f B/node/s (delta/full = %.2f%%), 4-byte fingerprints "
-            + "%.0f B/node/s (delta/full4 = %.2f%%); same protocol sending full snapshots %s; "
+            + "%.0f B/node/s (delta/full4 = %.2f%%); own snapshot to all %d peers per round, "
+            + "4-byte fingerprints %.0f B/node/s (delta/that = %.2f%%); "
+            + "same protocol sending full snapshots %s; "
             + "KV transfer of the same new prefixes %.0f B/node/s (gossip = %.5f%% of it), "
             + "replica index %.1f B/block (of which store numbers %.1f), mean replica error "
             + "%.4f%%, snapshot chunks in window %d, unresolved evictions %d",
         n, rate, workload, delayNanos / 1e6, capacity, blocksPerNode, deltaRate, fanout,
-        fullRate, 100 * ratio, full4Rate, 100 * deltaRate / full4Rate,
+        fullRate, 100 * ratio, full4Rate, 100 * deltaRate / full4Rate, n - 1, fullAllRate,
+        100 * deltaRate / fullAllRate,
         snapshotMode ? String.format(Locale.ROOT, "%.0f B/node/s (delta/that = %.3f%%, over %d s)",
             snapRate, 100 * deltaRate / snapRate, snapshotModeMeasureS) : "not run",
         kvRate, 100 * deltaRate / kvRate, indexBytes / (double) Math.max(1, pairs),
@@ -478,7 +497,8 @@ public final class GossipBenchmarkMain {
     System.out.println(breakdown);
     System.out.println("  staleness (age of the oldest change a replica lacks, sampled every "
         + "second): delta protocol " + deltaStale.text() + "; own snapshot to " + fanout
-        + " peers per round " + ownStale.text()
+        + " peers per round " + ownStale.text() + "; own snapshot to all " + (n - 1)
+        + " peers per round " + allStale.text()
         + (snapshotMode ? "; same protocol with full snapshots " + snapStale.text() : ""));
     if (snapshotMode) {
       System.out.println(String.format(Locale.ROOT,
@@ -496,8 +516,11 @@ public final class GossipBenchmarkMain {
             + "    \"deltaOverFull\": %.6f, \"targetDeltaOverFull\": 0.02,\n"
             + "    \"fullSnapshot4ByteFingerprintsBytesPerNodePerSecond\": %.1f,"
             + " \"deltaOverFull4\": %.6f,\n"
+            + "    \"fullSnapshotToAllPeers4ByteFingerprintsBytesPerNodePerSecond\": %.1f,"
+            + " \"deltaOverFullToAllPeers\": %.6f,\n"
             + "    \"sameProtocolFullSnapshots\": %s,\n"
-            + "    \"staleness\": {\"delta\": %s, \"ownSnapshotToFanout\": %s, \"sameProtocolFullSnapshots\": %s},\n"
+            + "    \"staleness\": {\"delta\": %s, \"ownSnapshotToFanout\": %s,"
+            + " \"ownSnapshotToAllPeers\": %s, \"sameProtocolFullSnapshots\": %s},\n"
             + "    \"kvTransferBytesPerNodePerSecond\": %.1f,\n"
             + "    \"deltaOverKvTransfer\": %.8f,\n"
             + "    \"replicaIndexBytesPerBlock\": %.2f, \"storeNumberBytesPerBlock\": %.2f,"
@@ -513,14 +536,15 @@ public final class GossipBenchmarkMain {
             + " \"floor4OverFull4\": %.6f,\n"
             + "    \"floorStores4Evictions1BytesPerNodePerSecond\": %.1f\n  }",
         n, rate, workload, capacity, warmupS, measureS, delayNanos / 1e6, fanout, blocksPerNode,
-        deltaRate, fullRate, ratio, full4Rate, deltaRate / full4Rate,
+        deltaRate, fullRate, ratio, full4Rate, deltaRate / full4Rate, fullAllRate,
+        deltaRate / fullAllRate,
         snapshotMode ? String.format(Locale.ROOT, "{\"bytesPerNodePerSecond\": %.1f,"
                 + " \"deltaOverIt\": %.6f, \"measureSeconds\": %d, \"digests\": %.1f,"
                 + " \"snapshotChunks\": %.1f, \"storeNumbersInChunks\": %.1f,"
                 + " \"updateHeaders\": %.1f}", snapRate, deltaRate / snapRate,
             snapshotModeMeasureS, snapParts[0], snapParts[4], snapParts[6], snapParts[1])
             : "null",
-        deltaStale.json(), ownStale.json(), snapshotMode ? snapStale.json() : "null",
+        deltaStale.json(), ownStale.json(), allStale.json(), snapshotMode ? snapStale.json() : "null",
         kvRate, deltaRate / kvRate, indexBytes / (double) Math.max(1, pairs),
         orderBytes / (double) Math.max(1, pairs), err / Math.max(1, samples), unresolved,
         snapshotsInWindow, parts[0], parts[1], parts[2], parts[3], parts[4], other, parts[5],
