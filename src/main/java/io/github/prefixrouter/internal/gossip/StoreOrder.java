@@ -13,12 +13,13 @@ import java.util.Arrays;
  * <p>Store numbers only grow, so entries are appended in ascending order to two parallel
  * {@code int} arrays: the store number as an offset from a base, and the fingerprint. A lookup
  * is a binary search. A removal marks its entry dead by flipping the offset's sign (keeping the
- * order searchable); once a quarter of the entries are dead the arrays are compacted (to 1/8
- * above the live entries) and the base moved to the oldest live entry. That costs 8 bytes per
- * live entry, times at most 4/3 for dead entries not yet compacted and 5/4 for growth: 8 to
- * 13.3 bytes, about 11 on a cache in steady churn (the benchmark reports it). Compaction is
- * linear but runs at most once per {@code n/4} removals, so a removal costs O(1) amortized
- * plus its O(log n) search.
+ * order searchable); once an eighth of the entries are dead the arrays are compacted (to 1/8
+ * above the live entries) and the base moved to the oldest live entry; they grow by 1/8. That
+ * costs 8 bytes per live entry, times at most 8/7 for dead entries not yet compacted and 9/8
+ * for growth: 8 to 10.3 bytes, so that with the replica index's at most 21.3 bytes per lone
+ * block a replicated block stays within 32 bytes (the benchmark reports the figure). Compaction
+ * and growth are linear but run at most once per {@code n/8} removals or appends, so each costs
+ * O(1) amortized (plus a removal's O(log n) search).
  *
  * <p>Offsets are 31-bit: a block still held 2^31 stores after the oldest one in the arrays
  * after compaction cannot be appended ({@link #append} returns false and the caller refuses
@@ -68,7 +69,7 @@ final class StoreOrder {
       return false;
     }
     if (n == offsets.length) {
-      int cap = Math.max(16, n + (n >>> 2));
+      int cap = Math.max(16, n + (n >>> 3));
       offsets = Arrays.copyOf(offsets, cap);
       fingerprints = Arrays.copyOf(fingerprints, cap);
     }
@@ -112,7 +113,7 @@ final class StoreOrder {
     }
     offsets[i] = -offsets[i] - 1;
     dead++;
-    if (dead > 8 && 4 * dead > n) {
+    if (dead > 8 && 8 * dead > n) {
       compact();
     }
   }
