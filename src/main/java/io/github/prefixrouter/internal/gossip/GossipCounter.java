@@ -56,9 +56,9 @@ public enum GossipCounter {
   DIGEST_BYTES_SENT,
   /** Bytes of update headers sent in ACKs and ACK2s (origin entry, address, range, count). */
   UPDATE_HEADER_BYTES_SENT,
-  /** Bytes of this node's own deltas sent (op, count and block fingerprints). */
+  /** Bytes of this node's own deltas sent (op, count, fingerprints or store numbers). */
   OWN_DELTA_BYTES_SENT,
-  /** Bytes of third-party deltas relayed (op, count and block fingerprints). */
+  /** Bytes of third-party deltas relayed (op, count, fingerprints or store numbers). */
   RELAYED_DELTA_BYTES_SENT,
   /** Bytes of snapshot chunk messages sent. */
   SNAPSHOT_BYTES_SENT,

@@ -31,8 +31,10 @@ final class FullSnapshotGossip implements BlockEventListener {
   private final Set<Long> blocks = new HashSet<>();
   private final Map<String, long[]> replicas = new HashMap<>();
   private final Map<String, List<long[]>> assembling = new HashMap<>();
-  /** When the replica of each origin was last replaced (simulated nanoseconds). */
-  private final Map<String, Long> installedAt = new HashMap<>();
+  /** The origin's round whose snapshot the replica of each origin holds. */
+  private final Map<String, Long> installedRound = new HashMap<>();
+  /** When this node sent the snapshot of each of its rounds (simulated nanoseconds). */
+  private final Map<Long, Long> sentAt = new HashMap<>();
   private java.util.function.LongSupplier clock = () -> 0;
   long bytesSent;
   long messagesSent;
@@ -60,14 +62,18 @@ final class FullSnapshotGossip implements BlockEventListener {
   /** Type byte of the variant that pushes 4-byte fingerprints to every peer every round. */
   static final int TYPE_ALL_PEERS = 0x1D;
 
-  /** Reads receive times from {@code clock} (for {@link #installedAt}). */
+  /** Reads send times from {@code clock} (for {@link #snapshotTakenAt}). */
   void clock(java.util.function.LongSupplier clock) {
     this.clock = clock;
   }
 
-  /** When the replica of {@code origin} was last replaced, or -1 if never. */
-  long installedAt(String origin) {
-    Long t = installedAt.get(origin);
+  /**
+   * When {@code origin} (whose instance is {@code sender}) took the snapshot this node's replica
+   * of it holds, or -1 if none arrived yet.
+   */
+  long snapshotTakenAt(String origin, FullSnapshotGossip sender) {
+    Long r = installedRound.get(origin);
+    Long t = r == null ? null : sender.sentAt.get(r);
     return t == null ? -1 : t;
   }
 
@@ -98,6 +104,7 @@ final class FullSnapshotGossip implements BlockEventListener {
   /** One round: push the full set to {@code fanout} random peers of {@code peers}. */
   void runRound(List<PeerAddress> peers, int fanout, SplittableRandom rnd, SimNet net) {
     round++;
+    sentAt.put(round, clock.getAsLong());
     long[] all;
     synchronized (this) {
       all = blocks.stream().mapToLong(Long::longValue).toArray();
@@ -141,7 +148,7 @@ final class FullSnapshotGossip implements BlockEventListener {
       r.readUnsignedByte("type");
       r.readUnsignedByte("version");
       String origin = r.readAscii("origin", PeerAddress.MAX_NODE_ID_LENGTH);
-      r.readVarLong("round");
+      long round = r.readVarLong("round");
       int index = r.readVarInt("index", 0, 1 << 20);
       int count = r.readVarInt("count", 1, 1 << 20);
       long[] hashes = bytesPerBlock == 8 ? r.readFixedLongArray("hashes", messageByteCap / 8)
@@ -161,7 +168,7 @@ final class FullSnapshotGossip implements BlockEventListener {
           at += p.length;
         }
         replicas.put(origin, all);
-        installedAt.put(origin, clock.getAsLong());
+        installedRound.put(origin, round);
         parts.clear();
       }
     } catch (MalformedMessageException e) {

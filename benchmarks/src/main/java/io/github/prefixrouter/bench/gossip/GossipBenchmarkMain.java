@@ -25,11 +25,16 @@ import java.util.SplittableRandom;
  *
  * <ol>
  *   <li><b>Bandwidth.</b> N nodes, each with a self-managed prefix tree (LRU at its token
- *       capacity) executing MMLU 5-shot prompts (or the MMLU-shaped generator) at a given rate.
- *       The tree's block events feed both the delta protocol ({@link GossipEngine}) and, side by
- *       side on the same caches, a full-snapshot-every-round baseline. After a warm-up that fills
- *       the caches, gossip bytes per node per second are measured for both, and compared with
- *       the bytes a KV-cache transfer of the same newly cached prefixes would move.
+ *       capacity) executing MMLU 5-shot prompts (or the MMLU-shaped generator; or, for the
+ *       {@code --fresh-capacity-tokens} cases, {@link FreshQuestions}: a new question on every
+ *       request, so large caches churn) at a given rate. The tree's block events feed, side by
+ *       side on the same caches, the delta protocol ({@link GossipEngine}), the same engine in
+ *       full-snapshot mode ({@code GossipConfig.fullSnapshotsOnly}), and three
+ *       own-snapshot-every-round baselines ({@link FullSnapshotGossip}: to {@code fanout} peers
+ *       with 8-byte hashes or 4-byte fingerprints, to all peers with fingerprints). After a
+ *       warm-up that fills the caches, gossip bytes per node per second and replica staleness
+ *       are measured for each, and compared with the bytes a KV-cache transfer of the same newly
+ *       cached prefixes would move.
  *   <li><b>Dissemination.</b> For each cluster size, a formed cluster gets single-block changes
  *       at random nodes; the time until 99% (and 100%) of the other nodes' replicas hold the
  *       block, in gossip rounds, against the target 2·log2(N)+3.
@@ -38,7 +43,8 @@ import java.util.SplittableRandom;
  * <p>Writes {@code benchmarks/target/results/gossip.json}. Flags: {@code --mmlu DIR},
  * {@code --nodes N}, {@code --rate R} (requests/s/node), {@code --capacity-tokens T},
  * {@code --warmup-s S}, {@code --measure-s S}, {@code --sizes 4,16,...}, {@code --fanout F},
- * {@code --seed S}, {@code --quick}, {@code --out FILE}.
+ * {@code --seed S}, {@code --quick}, {@code --out FILE}, {@code --fresh-capacity-tokens T,...}
+ * (empty: none), {@code --snapshot-mode-measure-s S} (0: skip the full-snapshot engine).
  */
 public final class GossipBenchmarkMain {
 
@@ -572,7 +578,7 @@ public final class GossipBenchmarkMain {
         if (o == i) {
           continue;
         }
-        long at = fulls.get(i).installedAt(addrs.get(o).nodeId());
+        long at = fulls.get(i).snapshotTakenAt(addrs.get(o).nodeId(), fulls.get(o));
         if (at < 0) {
           continue;
         }
