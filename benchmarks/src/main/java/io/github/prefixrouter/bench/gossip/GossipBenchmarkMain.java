@@ -540,7 +540,7 @@ public final class GossipBenchmarkMain {
             + " \"blocksEvictedPerNodePerSecond\": %.2f, \"versionsPerNodePerSecond\": %.2f,\n"
             + "    \"floor4BytesPerNodePerSecond\": %.1f, \"floor4OverFull\": %.6f,"
             + " \"floor4OverFull4\": %.6f,\n"
-            + "    \"floorStores4Evictions1BytesPerNodePerSecond\": %.1f\n  }",
+            + "    \"floorStores4Evictions1BytesPerNodePerSecond\": %.1f%s\n  }",
         n, rate, workload, capacity, warmupS, measureS, delayNanos / 1e6, fanout, blocksPerNode,
         deltaRate, fullRate, ratio, full4Rate, deltaRate / full4Rate, fullAllRate,
         deltaRate / fullAllRate,
@@ -555,7 +555,28 @@ public final class GossipBenchmarkMain {
         orderBytes / (double) Math.max(1, pairs), err / Math.max(1, samples), unresolved,
         snapshotsInWindow, parts[0], parts[1], parts[2], parts[3], parts[4], other, parts[5],
         changesPerNode, storesPerNode, evictionsPerNode, versionsPerNode, floor4,
-        floor4 / fullRate, floor4 / full4Rate, (n - 1) * (storesPerNode * 4 + evictionsPerNode)));
+        floor4 / fullRate, floor4 / full4Rate, (n - 1) * (storesPerNode * 4 + evictionsPerNode),
+        recordedBefore(c, n, rate, fanout, seed, delayNanos)));
+  }
+
+  /**
+   * For the default 131k-token MMLU case only: the figures wire version 2 (evictions named by
+   * fingerprint) measured with the same command and seed, recorded (not measured in this run),
+   * so that the results file shows before and after side by side.
+   */
+  private static String recordedBefore(Case c, int n, double rate, int fanout, long seed,
+      long delayNanos) {
+    if (c.fresh() || c.capacityTokens() != 131_072 || n != 16 || rate != 10 || fanout != 3
+        || seed != 1 || delayNanos != 2_000_000) {
+      return "";
+    }
+    return ",\n    \"recordedBeforeWireVersion3\": {\"note\": \"wire version 2 (evictions by"
+        + " fingerprint), same command and seed, 29 Nov 2026; recorded, not measured in this run\","
+        + " \"deltaGossipBytesPerNodePerSecond\": 7016.5, \"deltaOverFull\": 0.035612,"
+        + " \"deltaOverFull4\": 0.071224, \"replicaIndexBytesPerBlock\": 11.16,"
+        + " \"breakdownBytesPerNodePerSecond\": {\"digests\": 475.2, \"updateHeaders\": 446.4,"
+        + " \"ownDeltas\": 1397.1, \"relayedDeltas\": 4575.4, \"other\": 122.5,"
+        + " \"redundantDeltasReceived\": 54.3}}";
   }
 
   /** Staleness of every engine's replica of every other node, now. */
