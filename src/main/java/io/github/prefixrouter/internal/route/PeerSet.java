@@ -1,6 +1,8 @@
 package io.github.prefixrouter.internal.route;
 
+import io.github.prefixrouter.RouteDecision.SkipReason;
 import io.github.prefixrouter.spi.PeerAddress;
+import java.util.Arrays;
 
 /**
  * An immutable snapshot of the live peers a routing decision considers, as flat parallel
@@ -32,6 +34,13 @@ public final class PeerSet {
   final PeerHealth.PeerState[] states;
   /** {@link #idsWithLocal}'s last answer (benign race: equal arrays). */
   private String[] withLocal;
+  /** Every candidate eligible: {@link SkipReason#NONE} {@code size + 1} times, never modified. */
+  final SkipReason[] noneSkipped;
+  /**
+   * The round-trip column of a decision when gossip measured every peer's round trip: 0 for the
+   * local node, then {@link #rttNanos}; null if some peer has none yet. Never modified.
+   */
+  final long[] rttWithLocal;
 
   /**
    * @param addresses the peers
@@ -74,6 +83,18 @@ public final class PeerSet {
       idHashes[i] = Rendezvous.nodeHash(ids[i]);
     }
     this.states = new PeerHealth.PeerState[n];
+    this.noneSkipped = new SkipReason[n + 1];
+    Arrays.fill(noneSkipped, SkipReason.NONE);
+    boolean measured = true;
+    for (long r : rttNanos) {
+      measured &= r >= 0;
+    }
+    long[] w = null;
+    if (measured) {
+      w = new long[n + 1];
+      System.arraycopy(rttNanos, 0, w, 1, n);
+    }
+    this.rttWithLocal = w;
   }
 
   /**
