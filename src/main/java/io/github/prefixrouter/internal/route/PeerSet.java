@@ -8,7 +8,8 @@ import java.util.Arrays;
  * An immutable snapshot of the live peers a routing decision considers, as flat parallel
  * arrays so the decision loop touches no per-peer objects. Index {@code i} refers to the same
  * peer in every array; {@link #slots} is the peer's slot in the replica store, passed back to
- * {@link PeerView#leadingBlocks}.
+ * {@link PeerView#leadingBlocks}. The snapshot keeps the arrays it is given: callers must not
+ * modify them afterwards.
  *
  * <p>{@link #states} is a lazily filled cache of each peer's {@link PeerHealth.PeerState}
  * (benign race: every writer stores the same object).

@@ -20,11 +20,17 @@ import java.util.function.Supplier;
  *       still matching, intersected with each block's holders), the chain being hashed lazily
  *       by a per-thread {@link PromptChain} in chunks pulled by the query only while some peer
  *       still holds every block so far (the hash chain is serial, about 1 ns per token, so
- *       this is the only way to save hashing); then one loop over the peers computing each
- *       candidate's cost straight into the arrays the {@link RouteDecision} keeps (no copy, no
- *       per-candidate object). The chain and the per-peer counts live in thread-local scratch;
- *       the only allocation is the decision itself. A peer with no match skips the staleness
- *       discount (its effective match is 0 whatever the trust).
+ *       this is the only way to save hashing); the blocks a recently seen prompt shares with
+ *       this one are not hashed at all but copied from the {@link PrefixHashCache} after
+ *       comparing their tokens. Then one loop over the peers computes each candidate's cost
+ *       straight into the arrays the {@link RouteDecision} keeps (no copy, no per-candidate
+ *       object) and picks the cheapest and the longest eligible peer on the way. The chain and
+ *       the per-peer counts live in thread-local scratch. A decision allocates its match, load
+ *       and cost columns; the columns that usually do not vary between decisions over one peer
+ *       snapshot (every candidate eligible, every round trip measured by gossip, effective
+ *       match equal to the raw match) are shared with the {@link PeerSet} until a candidate
+ *       differs. A peer with no match skips the staleness discount (its effective match is 0
+ *       whatever the trust).
  *   <li>The chain comes from {@link BlockChain}: the tree's {@link
  *       io.github.prefixrouter.internal.tree.BlockHasher}, software-pipelined.
  *   <li>Cost (nanoseconds) of running a prompt of {@code n} tokens on candidate {@code c}:
@@ -244,6 +250,9 @@ final class RoutePlanner {
     int eligible = 0;
     int anyMatch = localMatch > 0 ? 1 : 0;
     int[] lead = s.lead;
+    double prefillAll = prefill * n; // a peer with no effective match (the usual case)
+    int cheapest = -1; // the first eligible peer of least cost (cost-aware)
+    int longestPeer = -1; // the first eligible peer of longest match, then least load
     for (int i = 0; i < p; i++) {
       int k = i + 1;
       PeerHealth.PeerState st = health.get(ps, i);
@@ -293,7 +302,16 @@ final class RoutePlanner {
         if (matched > 0) {
           anyMatch = 1;
         }
-        costCol[k] = rtt + overheadNanos + (long) (queue * service + prefill * (n - eff));
+        long ck = rtt + overheadNanos
+            + (long) (queue * service + (eff == 0 ? prefillAll : prefill * (n - eff)));
+        costCol[k] = ck;
+        if (cheapest < 0 || ck < costCol[cheapest]) {
+          cheapest = k;
+        }
+        if (longestPeer < 0 || matched > matchedCol[longestPeer]
+            || (matched == matchedCol[longestPeer] && loadCol[k] < loadCol[longestPeer])) {
+          longestPeer = k;
+        }
       } else {
         if (skipCol == ps.noneSkipped) {
           skipCol = ps.noneSkipped.clone(); // the earlier candidates were all eligible
@@ -314,16 +332,7 @@ final class RoutePlanner {
     } else if (eligible == 0) {
       reason = Reason.ALL_PEERS_SKIPPED;
     } else if (policy == RoutingPolicy.LONGEST_PREFIX) {
-      int best = -1;
-      for (int k = 1; k < c; k++) {
-        if (skipCol[k] != SkipReason.NONE) {
-          continue;
-        }
-        if (best < 0 || matchedCol[k] > matchedCol[best]
-            || (matchedCol[k] == matchedCol[best] && loadCol[k] < loadCol[best])) {
-          best = k;
-        }
-      }
+      int best = longestPeer;
       if (matchedCol[best] > localMatch) {
         chosen = best;
         reason = Reason.PEER_LONGEST;
@@ -339,12 +348,7 @@ final class RoutePlanner {
         reason = Reason.LOCAL_CHEAPEST;
       }
     } else {
-      int best = -1;
-      for (int k = 1; k < c; k++) {
-        if (skipCol[k] == SkipReason.NONE && (best < 0 || costCol[k] < costCol[best])) {
-          best = k;
-        }
-      }
+      int best = cheapest;
       long margin = Math.max((long) (config.forwardMarginRatio() * localCost), marginMinNanos);
       if (costCol[best] < localCost - margin) {
         chosen = best;

@@ -6,7 +6,14 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RouteDecision.Candidate;
+import io.github.prefixrouter.RouteDecision.Reason;
+import io.github.prefixrouter.RouteDecision.SkipReason;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.tree.BlockHasher;
+import io.github.prefixrouter.spi.EngineLoad;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashSet;
@@ -125,6 +132,97 @@ class PrefixHashCacheTest {
       chain.finish();
       offered.add(t);
       checkInvariants(cache, hasher.hasher);
+    }
+  }
+
+  @Property(tries = 60)
+  void decisionsAreTheSameWithAndWithoutTheCache(
+      @ForAll long seed,
+      @ForAll @IntRange(min = 1, max = 12) int peers,
+      @ForAll boolean longestPrefix) {
+    SplittableRandom r = new SplittableRandom(seed);
+    int[][] pre = preambles(r, 4, 16);
+    RouterConfig cfg = RouterConfig.builder()
+        .policy(longestPrefix ? RoutingPolicy.LONGEST_PREFIX : RoutingPolicy.COST_AWARE)
+        .initialPrefillNanosPerToken(1 + r.nextInt(200_000)).build();
+    RoutePlannerTest.ScriptedView v = new RoutePlannerTest.ScriptedView();
+    for (int p = 0; p < peers; p++) {
+      String id = "p" + p;
+      v.peer(id, r.nextInt(4) == 0 ? -1 : r.nextLong(50_000_000L));
+      int[] held = prompt(r, pre, 16 * 20);
+      v.holds(id, held, r.nextInt(held.length + 1));
+      v.queue.put(id, r.nextInt(3));
+      if (r.nextInt(3) == 0) {
+        v.age.put(id, r.nextLong(60_000_000_000L));
+      }
+      if (r.nextInt(6) == 0) {
+        v.overloaded.add(id);
+      }
+    }
+    int localMatch = r.nextInt(16 * 20);
+    PeerHealth health = new PeerHealth();
+    RoutePlanner cached = planner(cfg, v, localMatch, health, true);
+    RoutePlanner plain = planner(cfg, v, localMatch, health, false);
+    for (int q = 0; q < 40; q++) {
+      int[] t = prompt(r, pre, 16 * 20);
+      RouteDecision a = cached.decide(t);
+      RouteDecision b = plain.decide(t);
+      assertEquals(b.toString(), a.toString());
+      checkChoice(a, longestPrefix);
+    }
+  }
+
+  private static RoutePlanner planner(RouterConfig cfg, PeerView v, int localMatch,
+      PeerHealth health, boolean cache) {
+    LocalPrefixIndex local = new LocalPrefixIndex() {
+      @Override
+      public int match(int[] tokens) {
+        return Math.min(localMatch, tokens.length);
+      }
+
+      @Override
+      public void onExecuted(int[] tokens) {}
+
+      @Override
+      public long cachedTokens() {
+        return 0;
+      }
+    };
+    return new RoutePlanner(cfg, "me", local, new BlockChain(RoutePlannerTest.HASHER), v,
+        new CostModel(cfg.initialPrefillNanosPerToken()), health, () -> 0L,
+        () -> EngineLoad.IDLE, cache);
+  }
+
+  /** The target against a naive scan of the decision's own candidates. */
+  private static void checkChoice(RouteDecision d, boolean longestPrefix) {
+    List<Candidate> c = d.candidates();
+    int best = -1;
+    for (int k = 1; k < c.size(); k++) {
+      Candidate x = c.get(k);
+      if (x.skipped() != SkipReason.NONE) {
+        continue;
+      }
+      boolean better;
+      if (best < 0) {
+        better = true;
+      } else if (longestPrefix) {
+        Candidate y = c.get(best);
+        better = x.matchedTokens() > y.matchedTokens()
+            || (x.matchedTokens() == y.matchedTokens() && x.load() < y.load());
+      } else {
+        better = x.costNanos() < c.get(best).costNanos();
+      }
+      if (better) {
+        best = k;
+      }
+    }
+    if (d.reason() == Reason.PEER_LONGEST || d.reason() == Reason.PEER_CHEAPER) {
+      assertEquals(c.get(best).nodeId(), d.targetNodeId(), d.toString());
+    }
+    if (longestPrefix && best > 0) {
+      boolean peerWins = c.get(best).matchedTokens() > c.get(0).matchedTokens();
+      assertEquals(peerWins ? Reason.PEER_LONGEST : Reason.LOCAL_LONGEST_OR_TIE, d.reason(),
+          d.toString());
     }
   }
 
