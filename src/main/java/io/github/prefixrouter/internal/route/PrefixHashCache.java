@@ -45,6 +45,8 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  *   <li><b>Concurrency.</b> Lock-free: entries are immutable and published through an {@link
  *       AtomicReferenceArray}, the filter is an {@link AtomicLongArray}. Concurrent admissions to
  *       one set race benignly (the last one wins; every entry is valid). Readers never block.
+ *   <li><b>Short prompts</b> (at most {@link #MIN_PROMPT_BLOCKS} blocks) bypass the cache: their
+ *       whole chain costs about what a lookup of a cold entry does.
  *   <li><b>Determinism.</b> No clock, no randomness: the contents depend only on the sequence of
  *       prompts. Decisions never depend on the contents (only their cost does).
  * </ul>
@@ -59,6 +61,12 @@ final class PrefixHashCache {
   static final int WAYS = 2;
   /** Longest prefix an entry keeps, in blocks (8,192 tokens at 16 per block). */
   static final int MAX_ENTRY_BLOCKS = 512;
+  /**
+   * Prompts of at most this many blocks (512 tokens at 16 per block) do not use the cache:
+   * hashing them costs a few hundred nanoseconds, about what a lookup costs when the cached
+   * entry is not in the processor's caches.
+   */
+  static final int MIN_PROMPT_BLOCKS = 32;
   /** Fewest blocks a decision must have hashed past the cache for its prompt to be admitted. */
   static final int MIN_ADMIT_BLOCKS = 8;
   /** Slots of the admission filter (a power of two). */

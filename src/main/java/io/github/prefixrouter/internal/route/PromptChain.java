@@ -42,7 +42,7 @@ final class PromptChain implements BlockChainSource {
     this.tokens = tokens;
     this.maxBlocks = tokens.length / blockSize;
     this.done = 0;
-    this.cache = cache != null && maxBlocks > PrefixHashCache.HEAD_BLOCKS ? cache : null;
+    this.cache = cache != null && maxBlocks > PrefixHashCache.MIN_PROMPT_BLOCKS ? cache : null;
     this.source = null;
     this.looked = false;
     this.reused = 0;

@@ -252,7 +252,10 @@ final class RoutePlanner {
     int[] lead = s.lead;
     double prefillAll = prefill * n; // a peer with no effective match (the usual case)
     int cheapest = -1; // the first eligible peer of least cost (cost-aware)
+    long cheapestCost = Long.MAX_VALUE;
     int longestPeer = -1; // the first eligible peer of longest match, then least load
+    int longestMatch = -1;
+    int longestLoad = Integer.MAX_VALUE;
     for (int i = 0; i < p; i++) {
       int k = i + 1;
       PeerHealth.PeerState st = health.get(ps, i);
@@ -305,12 +308,16 @@ final class RoutePlanner {
         long ck = rtt + overheadNanos
             + (long) (queue * service + (eff == 0 ? prefillAll : prefill * (n - eff)));
         costCol[k] = ck;
-        if (cheapest < 0 || ck < costCol[cheapest]) {
+        if (cheapest < 0 || ck < cheapestCost) {
           cheapest = k;
+          cheapestCost = ck;
         }
-        if (longestPeer < 0 || matched > matchedCol[longestPeer]
-            || (matched == matchedCol[longestPeer] && loadCol[k] < loadCol[longestPeer])) {
+        int load = loadCol[k];
+        if (longestPeer < 0 || matched > longestMatch
+            || (matched == longestMatch && load < longestLoad)) {
           longestPeer = k;
+          longestMatch = matched;
+          longestLoad = load;
         }
       } else {
         if (skipCol == ps.noneSkipped) {

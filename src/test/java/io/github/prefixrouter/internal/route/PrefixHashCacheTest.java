@@ -80,7 +80,7 @@ class PrefixHashCacheTest {
       common[i] = r.nextInt(1000);
     }
     for (int f = 0; f < families; f++) {
-      p[f] = Arrays.copyOf(common, common.length + r.nextInt(30 * blockSize));
+      p[f] = Arrays.copyOf(common, common.length + r.nextInt(60 * blockSize));
       for (int i = common.length; i < p[f].length; i++) {
         p[f][i] = r.nextInt(1000);
       }
@@ -122,6 +122,9 @@ class PrefixHashCacheTest {
       int done = chain.hashed();
       long[] expected = hasher.hasher.chain(t);
       assertArrayEquals(Arrays.copyOf(expected, done), Arrays.copyOf(chain.hashes(), done));
+      if (maxBlocks <= PrefixHashCache.MIN_PROMPT_BLOCKS) {
+        assertEquals(0, chain.reused(), "a short prompt bypasses the cache");
+      }
       assertEquals(done, chain.reused() + (hasher.blocks - before), "reused + hashed = done");
       int shared = 0;
       for (int[] o : offered) {
@@ -280,7 +283,7 @@ class PrefixHashCacheTest {
     PromptChain chain = new PromptChain();
     BlockHasher hasher = new BlockHasher(16, 0);
     for (int q = 0; q < 2_000; q++) {
-      int[] t = new int[16 * (9 + r.nextInt(300))];
+      int[] t = new int[16 * (PrefixHashCache.MIN_PROMPT_BLOCKS + 1 + r.nextInt(300))];
       for (int i = 0; i < t.length; i++) {
         t[i] = r.nextInt();
       }
