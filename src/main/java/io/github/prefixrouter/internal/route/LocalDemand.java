@@ -44,8 +44,8 @@ package io.github.prefixrouter.internal.route;
  *       show (it counts requests, priced at the mean service time), so the planner records
  *       until when the miss occupies the engine and adds what is left of it to the local cost of
  *       the requests that follow; they go to a peer when that is cheaper than waiting.
- *   <li>Only routing attempts record (never {@code explain}); methods synchronize (one short
- *       critical section per decision, no allocation).
+ *   <li>Only routing attempts record (never {@code explain}); methods synchronize (short
+ *       critical sections, two to four per cost-aware decision; no allocation).
  * </ul>
  */
 final class LocalDemand {
