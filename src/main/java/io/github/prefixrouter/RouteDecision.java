@@ -10,8 +10,10 @@ import java.util.Objects;
  * live peers) with its estimated prefix match, load, round trip and estimated cost, the chosen
  * target and the reason.
  *
- * <p>Decisions are built on the routing hot path from flat arrays; {@link #candidates()} creates
- * the per-candidate view lazily, so logging or inspecting a decision costs nothing until done.
+ * <p>Decisions are built on the routing hot path from flat arrays, one per column rather than one
+ * object per candidate; {@link #candidates()}, {@link #target()} and {@link #toString()} create
+ * the per-candidate view when asked, so every decision can be inspected or logged with each
+ * candidate's estimated match, load, round trip and cost, and costs nothing until it is.
  */
 public final class RouteDecision {
 
@@ -118,8 +120,9 @@ public final class RouteDecision {
   private volatile List<Candidate> view;
 
   /**
-   * Creates a decision from parallel arrays, index 0 being the local node. The arrays are owned
-   * by the decision afterwards; callers pass copies.
+   * Creates a decision from parallel arrays, index 0 being the local node. The decision keeps the
+   * arrays as they are and never modifies them (so several decisions may share an array whose
+   * contents are the same for all of them); callers must not modify them afterwards.
    */
   public RouteDecision(
       RoutingPolicy policy,

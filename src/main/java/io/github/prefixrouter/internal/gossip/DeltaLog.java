@@ -117,10 +117,11 @@ final class DeltaLog {
       return out;
     }
     int used = 0;
+    long prevRef = 0; // EVICT store numbers are coded against the previous EVICT of the update
     // covers(version) and version < last: the next delta is at index version - floor
     for (int i = (int) (version - floor); i < count; i++) {
       Delta d = get(i);
-      int size = d.encodedSize();
+      int size = d.encodedSize(prevRef);
       if (out.isEmpty() && size > maxSingleDelta) {
         return null;
       }
@@ -129,6 +130,7 @@ final class DeltaLog {
       }
       out.add(d);
       used += size;
+      prevRef = d.lastRef(prevRef);
     }
     return out;
   }

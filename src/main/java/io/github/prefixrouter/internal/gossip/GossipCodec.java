@@ -116,12 +116,8 @@ final class GossipCodec {
   }
 
   static int sizeOf(Update u) {
-    int n = headerOnlySize(u.header(), u.address(), u.fromVersion()) - 1
-        + ByteWriter.varLongSize(u.deltas().size());
-    for (Delta d : u.deltas()) {
-      n += d.encodedSize();
-    }
-    return n;
+    return headerOnlySize(u.header(), u.address(), u.fromVersion()) - 1
+        + ByteWriter.varLongSize(u.deltas().size()) + (int) Delta.encodedSize(u.deltas());
   }
 
   /** Size of an update for {@code header} and {@code address} (or none) without deltas. */
@@ -142,10 +138,13 @@ final class GossipCodec {
   }
 
   /** Bytes taken by the fixed part of a snapshot chunk (everything but the fingerprints). */
-  static int chunkOverhead(String nodeId, long generation, long version) {
+  static int chunkOverhead(String nodeId, long generation, long version, long storeCount) {
     return 2 + asciiSize(nodeId) + ByteWriter.varLongSize(generation)
-        + ByteWriter.varLongSize(version) + 3 + 3 + 4;
+        + ByteWriter.varLongSize(version) + ByteWriter.varLongSize(storeCount) + 3 + 3 + 4;
   }
+
+  /** Smallest encoding of one block of a snapshot chunk: store gap (1) + fingerprint (4). */
+  static final int MIN_CHUNK_BLOCK_BYTES = 1 + BlockFingerprint.BYTES;
 
   /** Bytes of SYN framing before the entries (type, version, round, generation, count). */
   static int synOverhead(long round, long generation, int entries) {
@@ -183,9 +182,20 @@ final class GossipCodec {
       SnapshotChunk c = (SnapshotChunk) m;
       w.writeByte(GossipMessage.TYPE_SNAPSHOT_CHUNK).writeByte(GossipMessage.VERSION);
       w.writeAscii(c.nodeId(), PeerAddress.MAX_NODE_ID_LENGTH);
-      w.writeVarLong(c.generation()).writeVarLong(c.version());
+      w.writeVarLong(c.generation()).writeVarLong(c.version()).writeVarLong(c.storeCount());
       w.writeVarInt(c.chunkIndex()).writeVarInt(c.chunkCount());
-      writeFingerprints(w, c.hashes());
+      w.writeVarInt(c.hashes().length);
+      long prev = 0;
+      for (int i = 0; i < c.hashes().length; i++) {
+        long store = c.stores()[i];
+        if (store <= prev || store > c.storeCount()) {
+          throw new IllegalArgumentException("snapshot store numbers must ascend within 1.."
+              + c.storeCount() + ": " + store + " after " + prev);
+        }
+        w.writeVarLong(store - prev);
+        writeFingerprint(w, c.hashes()[i]);
+        prev = store;
+      }
     }
     return w.toByteArray();
   }
@@ -237,19 +247,26 @@ final class GossipCodec {
       }
       w.writeVarLong(u.header().version() - u.fromVersion());
       w.writeVarInt(u.deltas().size());
+      long prevRef = 0;
       for (Delta d : u.deltas()) {
         w.writeVarLong(((long) d.hashes().length << 2) | d.op());
-        for (long h : d.hashes()) {
-          writeFingerprint(w, h);
+        if (d.op() == Delta.EVICT) {
+          long[] refs = d.hashes();
+          for (int i = 0; i < refs.length; i++) {
+            long r = refs[i];
+            if (r < 1 || r > Delta.MAX_STORE || (i > 0 && r <= refs[i - 1])) {
+              throw new IllegalArgumentException(
+                  "EVICT store numbers must ascend within 1..2^62: " + r);
+            }
+            w.writeVarLong(i == 0 ? zigzag(r - prevRef) : r - refs[i - 1] - 1);
+          }
+          prevRef = d.lastRef(prevRef);
+        } else {
+          for (long h : d.hashes()) {
+            writeFingerprint(w, h);
+          }
         }
       }
-    }
-  }
-
-  private static void writeFingerprints(ByteWriter w, long[] fingerprints) {
-    w.writeVarInt(fingerprints.length);
-    for (long h : fingerprints) {
-      writeFingerprint(w, h);
     }
   }
 
@@ -312,15 +329,29 @@ final class GossipCodec {
         String id = r.readAscii("chunk.nodeId", PeerAddress.MAX_NODE_ID_LENGTH);
         long gen = counter(r, "chunk.generation");
         long ver = counter(r, "chunk.version");
+        long storeCount = counter(r, "chunk.storeCount");
         int pos = r.position();
         int index = r.readVarInt("chunk.index", 0, Integer.MAX_VALUE);
         int count = r.readVarInt("chunk.count", 1, 1 << 20);
         if (index >= count) {
           throw MalformedMessageException.outOfRange("chunk.index", index, 0, count - 1, pos);
         }
-        long[] hashes = r.readFixedUnsignedIntArray("chunk.hashes",
-            messageByteCap / BlockFingerprint.BYTES);
-        m = new SnapshotChunk(id, gen, ver, index, count, hashes);
+        int n = r.readCount("chunk.blocks", messageByteCap / MIN_CHUNK_BLOCK_BYTES,
+            MIN_CHUNK_BLOCK_BYTES);
+        long[] stores = new long[n];
+        long[] hashes = new long[n];
+        long prev = 0;
+        for (int i = 0; i < n; i++) {
+          pos = r.position();
+          long store = prev + r.readVarLong("chunk.storeGap", 1, GossipMessage.MAX_COUNTER);
+          if (store > storeCount) {
+            throw MalformedMessageException.outOfRange("chunk.store", store, 1, storeCount, pos);
+          }
+          stores[i] = store;
+          hashes[i] = r.readFixedInt("chunk.fingerprint") & 0xFFFF_FFFFL;
+          prev = store;
+        }
+        m = new SnapshotChunk(id, gen, ver, storeCount, index, count, stores, hashes);
       }
     }
     r.expectEnd("message");
@@ -350,10 +381,10 @@ final class GossipCodec {
             "deltas run past the header's version " + e.version());
       }
       List<Delta> deltas = new ArrayList<>(nd);
+      long prevRef = 0;
       for (int j = 0; j < nd; j++) {
         pos = r.position();
-        long head = r.readVarLong("delta.head", 0,
-            ((long) (messageByteCap / BlockFingerprint.BYTES) << 2) | Delta.CLEAR);
+        long head = r.readVarLong("delta.head", 0, ((long) messageByteCap << 2) | Delta.CLEAR);
         int op = (int) (head & 3);
         int count = (int) (head >>> 2);
         if (op < Delta.STORE) {
@@ -363,13 +394,40 @@ final class GossipCodec {
           throw MalformedMessageException.of(
               Reason.INCONSISTENT, "delta.hashes", count, pos, "CLEAR carries no hashes");
         }
-        if ((long) count * BlockFingerprint.BYTES > r.remaining()) {
-          throw MalformedMessageException.truncated("delta.hashes",
-              (long) count * BlockFingerprint.BYTES, r.remaining(), pos);
+        // a fingerprint takes 4 bytes, a store number at least 1
+        long need = (long) count * (op == Delta.EVICT ? 1 : BlockFingerprint.BYTES);
+        if (need > r.remaining()) {
+          throw MalformedMessageException.truncated(op == Delta.EVICT ? "delta.stores"
+              : "delta.hashes", need, r.remaining(), pos);
         }
         long[] hashes = count == 0 ? Delta.NO_HASHES : new long[count];
-        for (int k = 0; k < count; k++) {
-          hashes[k] = r.readFixedInt("delta.hashes") & 0xFFFF_FFFFL;
+        if (op == Delta.EVICT) {
+          for (int k = 0; k < count; k++) {
+            pos = r.position();
+            long ref;
+            if (k == 0) {
+              long diff = r.readZigZagLong("delta.stores");
+              ref = prevRef + diff;
+              if (diff > Delta.MAX_STORE || diff < -Delta.MAX_STORE) {
+                ref = -1; // out of range whatever prevRef is
+              }
+            } else {
+              long gap = r.readVarLong("delta.stores", 0, Delta.MAX_STORE);
+              ref = hashes[k - 1] + gap + 1;
+            }
+            if (ref < 1 || ref > Delta.MAX_STORE) {
+              throw MalformedMessageException.outOfRange("delta.stores", ref, 1, Delta.MAX_STORE,
+                  pos);
+            }
+            hashes[k] = ref;
+          }
+          if (count > 0) {
+            prevRef = hashes[count - 1];
+          }
+        } else {
+          for (int k = 0; k < count; k++) {
+            hashes[k] = r.readFixedInt("delta.hashes") & 0xFFFF_FFFFL;
+          }
         }
         deltas.add(new Delta(from + j + 1, op, hashes));
       }

@@ -35,6 +35,7 @@ public final class GossipConfig {
   private final double rttSmoothing;
   private final long maxGenerationJump;
   private final long maxSequenceJump;
+  private final boolean fullSnapshotsOnly;
 
   private GossipConfig(Builder b) {
     interval = positive("interval", b.interval);
@@ -76,6 +77,16 @@ public final class GossipConfig {
     rttSmoothing = b.rttSmoothing;
     maxGenerationJump = range("maxGenerationJump", b.maxGenerationJump, 1, Long.MAX_VALUE);
     maxSequenceJump = range("maxSequenceJump", b.maxSequenceJump, 1, Long.MAX_VALUE);
+    fullSnapshotsOnly = b.fullSnapshotsOnly;
+  }
+
+  /**
+   * True in the baseline mode that answers every lagging peer with the origin's full snapshot
+   * instead of deltas (same exchanges, relaying and caps otherwise). It exists to measure what
+   * deltas save; never useful in production. Default false.
+   */
+  public boolean fullSnapshotsOnly() {
+    return fullSnapshotsOnly;
   }
 
   public static Builder builder() {
@@ -249,6 +260,7 @@ public final class GossipConfig {
     private double rttSmoothing = 0.2;
     private long maxGenerationJump = 1L << 40;
     private long maxSequenceJump = 1L << 32;
+    private boolean fullSnapshotsOnly;
 
     private Builder() {}
 
@@ -271,6 +283,8 @@ public final class GossipConfig {
     public Builder rttSmoothing(double v) { rttSmoothing = v; return this; }
     public Builder maxGenerationJump(long v) { maxGenerationJump = v; return this; }
     public Builder maxSequenceJump(long v) { maxSequenceJump = v; return this; }
+    /** See {@link GossipConfig#fullSnapshotsOnly()}: a baseline for benchmarks only. */
+    public Builder fullSnapshotsOnly(boolean v) { fullSnapshotsOnly = v; return this; }
 
     /** Validates and builds; throws {@link IllegalArgumentException} naming a bad setting. */
     public GossipConfig build() {

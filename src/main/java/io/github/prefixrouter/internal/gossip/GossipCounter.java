@@ -68,5 +68,15 @@ public enum GossipCounter {
    * Digest entries sent marked pending: third-party origins already asked about in another
    * exchange still awaiting its answer, for which the receiver sends no deltas.
    */
-  PENDING_MARKS_SENT
+  PENDING_MARKS_SENT,
+  /**
+   * Evictions naming a store number the replica cannot resolve (a forged or corrupted update):
+   * the delta is not applied and the replica restarts from the empty set at version 0, so the
+   * next exchange refills it from deltas or a snapshot. Never happens between correct nodes.
+   */
+  UNRESOLVED_EVICTIONS,
+  /** Evictions (named by store number) applied to replicas. */
+  EVICTIONS_RESOLVED,
+  /** Bytes of the store numbers inside snapshot chunks sent (part of SNAPSHOT_BYTES_SENT). */
+  SNAPSHOT_STORE_NUMBER_BYTES_SENT
 }

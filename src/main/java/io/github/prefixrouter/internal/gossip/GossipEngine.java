@@ -7,6 +7,7 @@ import io.github.prefixrouter.internal.gossip.GossipMessage.Request;
 import io.github.prefixrouter.internal.gossip.GossipMessage.SnapshotChunk;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
+import io.github.prefixrouter.internal.wire.ByteWriter;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineLoad;
@@ -43,6 +44,13 @@ import org.slf4j.LoggerFactory;
  * is idempotent and order-insensitive: duplicated or reordered deltas are ignored, gaps are
  * filled by a later exchange. A snapshot installs only if newer than the replica. A higher
  * generation resets the replica to the empty set of that generation.
+ *
+ * <p><b>Evictions by store number.</b> An origin numbers the fingerprints it publishes as
+ * stored (1, 2, 3, ... per generation) and names evicted blocks by those numbers (about a byte
+ * each on the wire instead of a 4-byte fingerprint). Every replica keeps its blocks' numbers in
+ * a {@link StoreOrder}, snapshots carry them, relayers forward deltas unchanged. An eviction
+ * that does not resolve is never half-applied: the replica restarts from the empty set at
+ * version 0 and the next exchange refills it.
  *
  * <p><b>Exchange</b> (Cassandra's three messages). Every interval (jittered) the node sends a
  * SYN holding its digest, one entry per known live origin (generation, version, heartbeat,
@@ -93,15 +101,19 @@ public final class GossipEngine {
   private static final class Assembly {
     final long generation;
     final long version;
+    final long storeCount;
     final long[][] chunks;
+    final long[][] stores;
     int received;
     long hashes;
     long lastProgressNanos;
 
-    Assembly(long generation, long version, int chunkCount, long now) {
+    Assembly(long generation, long version, long storeCount, int chunkCount, long now) {
       this.generation = generation;
       this.version = version;
+      this.storeCount = storeCount;
       this.chunks = new long[chunkCount][];
+      this.stores = new long[chunkCount][];
       this.lastProgressNanos = now;
     }
   }
@@ -122,6 +134,10 @@ public final class GossipEngine {
     long deadSinceNanos;
     Status status = Status.ALIVE;
     final DeltaLog relayLog;
+    /** Store number -> fingerprint of every block the replica holds. */
+    final StoreOrder order = new StoreOrder();
+    /** The origin's last store number handed out, as of the replica's version. */
+    long storeCount;
     Assembly pending;
     long rttNanos = -1;
     long seenStamp;
@@ -207,7 +223,9 @@ public final class GossipEngine {
   private static final int IN_FLIGHT_SEGMENTS = 32;
   private static final int IN_FLIGHT_MAX_ENTRIES = 1 << 14;
 
-  private record CachedSnapshot(long generation, long version, List<byte[]> chunks, long bytes) {}
+  /** An encoded snapshot; {@code storeBytes[i]} bytes of chunk {@code i} are store numbers. */
+  private record CachedSnapshot(long generation, long version, List<byte[]> chunks, long bytes,
+      long[] storeBytes) {}
 
   /** A SYN awaiting its ACK; {@code complete} if its digest listed every live origin. */
   private record PendingSyn(String nodeId, long sentNanos, boolean complete) {}
@@ -546,6 +564,24 @@ public final class GossipEngine {
     }
   }
 
+  /**
+   * The replica of {@code nodeId} as {store numbers ascending, their fingerprints, {store
+   * count}}, or {@code null} if not a live member.
+   */
+  long[][] replicaStores(String nodeId) {
+    lock.readLock().lock();
+    try {
+      Member m = members.get(nodeId);
+      if (m == null || m.status == Status.DEAD) {
+        return null;
+      }
+      long[][] a = m.order.toArrays();
+      return new long[][] {a[0], a[1], {m.storeCount}};
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
   /** (generation, version) of the replica of {@code nodeId}, or {@code null}. */
   long[] replicaVersion(String nodeId) {
     lock.readLock().lock();
@@ -595,10 +631,31 @@ public final class GossipEngine {
   public long indexBytes() {
     lock.readLock().lock();
     try {
-      return index.retainedBytes();
+      return index.retainedBytes() + storeOrderBytesLocked();
     } finally {
       lock.readLock().unlock();
     }
+  }
+
+  /**
+   * Bytes held by the replicas' store-number maps (part of {@link #indexBytes()}), which
+   * resolve evictions named by store number. Thread-safe.
+   */
+  public long storeOrderBytes() {
+    lock.readLock().lock();
+    try {
+      return storeOrderBytesLocked();
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  private long storeOrderBytesLocked() {
+    long b = 0;
+    for (Member m : members.values()) {
+      b += m.order.retainedBytes();
+    }
+    return b;
   }
 
   /**
@@ -608,12 +665,13 @@ public final class GossipEngine {
   long retainedBytesEstimate() {
     lock.readLock().lock();
     try {
-      long b = index.retainedBytes() + 8L * bySlot.length + 4L * freeSlots.length;
+      long b = index.retainedBytes() + storeOrderBytesLocked() + 8L * bySlot.length
+          + 4L * freeSlots.length;
       b += 64L + 48L * members.size(); // hash map entries
       for (Member m : members.values()) {
         b += 200 + m.relayLog.retainedBytes();
         if (m.pending != null) {
-          b += 64 + 16L * m.pending.chunks.length + 8 * m.pending.hashes;
+          b += 64 + 32L * m.pending.chunks.length + 16 * m.pending.hashes;
         }
       }
       b += snapshotCacheBytes + 100L * snapshotCache.size();
@@ -638,6 +696,14 @@ public final class GossipEngine {
         }
         if (m.status == Status.DEAD && index.blocks(m.slot) != 0) {
           throw new IllegalStateException("dead member " + m.nodeId + " still has blocks");
+        }
+        m.order.checkInvariants();
+        if (m.order.size() != index.blocks(m.slot)) {
+          throw new IllegalStateException("store numbers of " + m.nodeId + ": " + m.order.size()
+              + " for " + index.blocks(m.slot) + " blocks");
+        }
+        if (m.order.lastStore() > m.storeCount) {
+          throw new IllegalStateException("store number past the store count for " + m.nodeId);
         }
         if (m.relayLog.last() != m.version && m.status != Status.DEAD) {
           throw new IllegalStateException("relay log of " + m.nodeId + " not at its version");
@@ -948,9 +1014,10 @@ public final class GossipEngine {
     clearInFlight(m);
     m.deadSinceNanos = now;
     m.versionNanos = now;
-    index.clearSlot(m.slot);
+    clearReplica(m);
     resetRelay(m, 0);
     m.version = 0;
+    m.storeCount = 0;
     dropPending(m);
     snapshotCacheRemove(m.nodeId);
     count(GossipCounter.MEMBERS_DEAD, 1);
@@ -1190,7 +1257,7 @@ public final class GossipEngine {
         return new Update(me, addr, myVersion, List.of()); // the rest is in flight
       }
     }
-    if (gen <= generation) {
+    if (gen <= generation && !config.fullSnapshotsOnly()) {
       long from = gen == generation ? version : 0; // an older generation restarts from empty
       int headerSize = GossipCodec.headerOnlySize(me, addr, from) + 8;
       int maxSingle = config.messageByteCap() - 256 - headerSize;
@@ -1201,7 +1268,7 @@ public final class GossipEngine {
     }
     // a snapshot: header-only update now (so the receiver resets to this generation) + chunks
     sendSnapshot(to, self.nodeId(), generation, chunks, snapshotBudget, () -> summary.snapshot(),
-        v -> summary.logCovers(v));
+        v -> v == summary.version() || (!config.fullSnapshotsOnly() && summary.logCovers(v)));
     return new Update(me, addr, 0, List.of());
   }
 
@@ -1219,14 +1286,16 @@ public final class GossipEngine {
     long from = gen == m.generation ? version : 0;
     int headerSize = GossipCodec.headerOnlySize(m.entry(), m.address.address(), from) + 8;
     int maxSingle = config.messageByteCap() - 256 - headerSize;
-    List<Delta> deltas = m.relayLog.after(from, budget - headerSize, maxSingle);
+    List<Delta> deltas = config.fullSnapshotsOnly() ? null
+        : m.relayLog.after(from, budget - headerSize, maxSingle);
     if (deltas != null) {
       return new Update(m.entry(), m.address.address(), from, deltas);
     }
     if (m.version > 0 && index.refused(m.slot) == 0) {
-      sendSnapshot(to, m.nodeId, m.generation, chunks, snapshotBudget,
-          () -> new LocalSummary.Snapshot(m.version, index.blocksOf(m.slot)),
-          v -> m.relayLog.covers(v) || v == m.version);
+      sendSnapshot(to, m.nodeId, m.generation, chunks, snapshotBudget, () -> {
+        long[][] a = m.order.toArrays();
+        return new LocalSummary.Snapshot(m.version, m.storeCount, a[0], a[1]);
+      }, v -> v == m.version || (!config.fullSnapshotsOnly() && m.relayLog.covers(v)));
     }
     return headerOnly(m, 0);
   }
@@ -1310,10 +1379,7 @@ public final class GossipEngine {
   private void countUpdateBytes(List<Update> updates) {
     long allDeltaBytes = 0;
     for (Update u : updates) {
-      long deltaBytes = 0;
-      for (Delta d : u.deltas()) {
-        deltaBytes += d.encodedSize();
-      }
+      long deltaBytes = Delta.encodedSize(u.deltas());
       allDeltaBytes += deltaBytes;
       count(u.header().nodeId().equals(self.nodeId()) ? GossipCounter.OWN_DELTA_BYTES_SENT
           : GossipCounter.RELAYED_DELTA_BYTES_SENT, deltaBytes);
@@ -1391,7 +1457,8 @@ public final class GossipEngine {
     int start = n == 1 ? 0 : random.nextInt(n);
     boolean any = false;
     for (int i = 0; i < n; i++) {
-      byte[] chunk = all.get((start + i) % n);
+      int k = (start + i) % n;
+      byte[] chunk = all.get(k);
       if (chunk.length > snapshotBudget[0]) {
         break;
       }
@@ -1399,6 +1466,7 @@ public final class GossipEngine {
       chunks.add(new Outgoing(to, chunk));
       count(GossipCounter.SNAPSHOT_CHUNKS_SENT, 1);
       count(GossipCounter.SNAPSHOT_BYTES_SENT, chunk.length);
+      count(GossipCounter.SNAPSHOT_STORE_NUMBER_BYTES_SENT, c.storeBytes()[k]);
       any = true;
     }
     if (any) {
@@ -1407,19 +1475,43 @@ public final class GossipEngine {
   }
 
   private CachedSnapshot encodeSnapshot(String origin, long gen, LocalSummary.Snapshot s) {
-    int perChunk = (config.messageByteCap() - GossipCodec.chunkOverhead(origin, gen, s.version()))
-        / BlockFingerprint.BYTES;
+    int budget = config.messageByteCap()
+        - GossipCodec.chunkOverhead(origin, gen, s.version(), s.storeCount());
     long[] h = s.hashes();
-    int count = Math.max(1, (h.length + perChunk - 1) / perChunk);
+    long[] st = s.stores();
+    // chunk boundaries: each block costs its store-number gap (the first of a chunk: the store
+    // number itself) plus its fingerprint
+    List<Integer> starts = new ArrayList<>();
+    List<Long> storeBytesPerChunk = new ArrayList<>();
+    starts.add(0);
+    storeBytesPerChunk.add(0L);
+    int used = 0;
+    for (int i = 0; i < h.length; i++) {
+      boolean first = i == starts.get(starts.size() - 1);
+      int size = ByteWriter.varLongSize(first ? st[i] : st[i] - st[i - 1]) + BlockFingerprint.BYTES;
+      if (!first && used + size > budget) {
+        starts.add(i);
+        storeBytesPerChunk.add(0L);
+        size = ByteWriter.varLongSize(st[i]) + BlockFingerprint.BYTES;
+        used = 0;
+      }
+      used += size;
+      int last = storeBytesPerChunk.size() - 1;
+      storeBytesPerChunk.set(last, storeBytesPerChunk.get(last) + size - BlockFingerprint.BYTES);
+    }
+    int count = starts.size();
+    long[] storeBytes = storeBytesPerChunk.stream().mapToLong(Long::longValue).toArray();
     List<byte[]> chunks = new ArrayList<>(count);
     long bytes = 0;
     for (int i = 0; i < count; i++) {
-      long[] part = Arrays.copyOfRange(h, i * perChunk, Math.min(h.length, (i + 1) * perChunk));
-      byte[] b = codec.encode(new SnapshotChunk(origin, gen, s.version(), i, count, part));
+      int from = starts.get(i);
+      int to = i + 1 < count ? starts.get(i + 1) : h.length;
+      byte[] b = codec.encode(new SnapshotChunk(origin, gen, s.version(), s.storeCount(), i,
+          count, Arrays.copyOfRange(st, from, to), Arrays.copyOfRange(h, from, to)));
       chunks.add(b);
       bytes += b.length;
     }
-    return new CachedSnapshot(gen, s.version(), chunks, bytes);
+    return new CachedSnapshot(gen, s.version(), chunks, bytes, storeBytes);
   }
 
   private void snapshotCacheRemove(String origin) {
@@ -1509,7 +1601,7 @@ public final class GossipEngine {
   }
 
   private void newGeneration(Member m, DigestEntry e, PeerAddress addr, long now) {
-    index.clearSlot(m.slot);
+    clearReplica(m);
     resetRelay(m, 0);
     if (m.pending != null && m.pending.generation < e.generation()) {
       dropPending(m);
@@ -1517,6 +1609,7 @@ public final class GossipEngine {
     snapshotCacheRemove(m.nodeId);
     m.generation = e.generation();
     m.version = 0;
+    m.storeCount = 0;
     m.versionNanos = now;
     m.address = addr;
     m.rttNanos = -1;
@@ -1527,10 +1620,13 @@ public final class GossipEngine {
   }
 
   private void applyDeltas(Member m, Update u) {
+    long prevRef = 0;
     for (Delta d : u.deltas()) {
+      long ref = prevRef;
+      prevRef = d.lastRef(prevRef);
       if (d.seq() <= m.version) {
         count(GossipCounter.DELTAS_REDUNDANT, 1);
-        count(GossipCounter.REDUNDANT_DELTA_BYTES_RECEIVED, d.encodedSize());
+        count(GossipCounter.REDUNDANT_DELTA_BYTES_RECEIVED, d.encodedSize(ref));
         continue;
       }
       if (d.seq() != m.version + 1) {
@@ -1539,23 +1635,77 @@ public final class GossipEngine {
       switch (d.op()) {
         case Delta.STORE -> {
           for (long h : d.hashes()) {
-            if (index.add(m.slot, h) < 0) {
+            long store = ++m.storeCount;
+            int added = index.add(m.slot, h);
+            if (added < 0) {
+              count(GossipCounter.BLOCKS_REFUSED, 1);
+            } else if (added > 0 && !m.order.append(store, h)) {
+              index.remove(m.slot, h); // held 2^31 stores after the oldest block: refuse it
+              index.refuse(m.slot);
               count(GossipCounter.BLOCKS_REFUSED, 1);
             }
           }
         }
         case Delta.EVICT -> {
-          for (long h : d.hashes()) {
-            index.remove(m.slot, h);
+          if (!resolves(m, d.hashes())) {
+            unresolved(m);
+            return;
           }
+          for (long store : d.hashes()) {
+            int i = m.order.find(store);
+            if (i >= 0) { // absent only from a truncated replica
+              index.remove(m.slot, m.order.fingerprintAt(i));
+              m.order.removeAt(i);
+            }
+          }
+          count(GossipCounter.EVICTIONS_RESOLVED, d.hashes().length);
         }
-        default -> index.clearSlot(m.slot);
+        default -> clearReplica(m);
       }
       m.version = d.seq();
       m.versionNanos = clock.nanoTime();
       appendRelay(m, d);
       count(GossipCounter.DELTAS_APPLIED, 1);
     }
+  }
+
+  /**
+   * True if every store number of an eviction names a block the replica holds, or the replica
+   * is truncated (a refused block has no entry, and evicting it changes nothing).
+   */
+  private boolean resolves(Member m, long[] stores) {
+    if (index.refused(m.slot) > 0) {
+      return true;
+    }
+    for (long store : stores) {
+      if (m.order.find(store) < 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * An eviction named a block the replica does not hold under that store number: between
+   * correct nodes this cannot happen (a replica at version v holds exactly the origin's blocks
+   * and store numbers at v). Rather than guess, the replica goes back to the origin's empty set
+   * at version 0 of the generation, a true if old state, and the next exchange refills it from
+   * deltas or a snapshot.
+   */
+  private void unresolved(Member m) {
+    count(GossipCounter.UNRESOLVED_EVICTIONS, 1);
+    clearReplica(m);
+    m.storeCount = 0;
+    m.version = 0;
+    m.versionNanos = clock.nanoTime();
+    resetRelay(m, 0);
+    snapshotCacheRemove(m.nodeId);
+  }
+
+  /** Empties the replica of {@code m} (index and store numbers; the store count goes on). */
+  private void clearReplica(Member m) {
+    index.clearSlot(m.slot);
+    m.order.clear();
   }
 
   private void onChunk(PeerAddress from, SnapshotChunk c) {
@@ -1582,7 +1732,7 @@ public final class GossipEngine {
     }
     Assembly a = m.pending;
     if (a != null && (a.generation != c.generation() || a.version != c.version()
-        || a.chunks.length != c.chunkCount())) {
+        || a.chunks.length != c.chunkCount() || a.storeCount != c.storeCount())) {
       boolean newer = c.generation() > a.generation
           || (c.generation() == a.generation && c.version() > a.version);
       boolean stale = now - a.lastProgressNanos > 4 * config.intervalNanos();
@@ -1598,7 +1748,7 @@ public final class GossipEngine {
         count(GossipCounter.REJECTED, 1);
         return;
       }
-      a = new Assembly(c.generation(), c.version(), c.chunkCount(), now);
+      a = new Assembly(c.generation(), c.version(), c.storeCount(), c.chunkCount(), now);
       m.pending = a;
     }
     if (a.chunks[c.chunkIndex()] != null) {
@@ -1610,6 +1760,7 @@ public final class GossipEngine {
       return;
     }
     a.chunks[c.chunkIndex()] = c.hashes();
+    a.stores[c.chunkIndex()] = c.stores();
     a.received++;
     a.hashes += c.hashes().length;
     pendingHashes += c.hashes().length;
@@ -1618,7 +1769,8 @@ public final class GossipEngine {
       return;
     }
     // complete: install
-    if (a.generation > m.generation && !adoptsGeneration(m, thirdParty, now)) {
+    if ((a.generation > m.generation && !adoptsGeneration(m, thirdParty, now))
+        || !ascending(a.stores)) {
       dropPending(m);
       count(GossipCounter.REJECTED, 1);
       return;
@@ -1627,20 +1779,43 @@ public final class GossipEngine {
       newGeneration(m, new DigestEntry(m.nodeId, a.generation, 0, m.heartbeat, m.queueDepth,
           m.inFlight, m.overloaded), m.address, now);
     }
-    index.clearSlot(m.slot);
-    for (long[] part : a.chunks) {
-      for (long h : part) {
-        if (index.add(m.slot, h) < 0) {
+    clearReplica(m);
+    for (int k = 0; k < a.chunks.length; k++) {
+      long[] part = a.chunks[k];
+      long[] stores = a.stores[k];
+      for (int i = 0; i < part.length; i++) {
+        long h = part[i];
+        int added = index.add(m.slot, h);
+        if (added < 0) {
+          count(GossipCounter.BLOCKS_REFUSED, 1);
+        } else if (added > 0 && !m.order.append(stores[i], h)) {
+          index.remove(m.slot, h);
+          index.refuse(m.slot);
           count(GossipCounter.BLOCKS_REFUSED, 1);
         }
       }
     }
+    m.storeCount = a.storeCount;
     m.version = a.version;
     m.versionNanos = now;
     resetRelay(m, a.version);
     dropPending(m);
     m.lastSyncNanos = now;
     count(GossipCounter.SNAPSHOTS_INSTALLED, 1);
+  }
+
+  /** True if the store numbers of the chunks, in chunk order, ascend strictly. */
+  private static boolean ascending(long[][] stores) {
+    long prev = 0;
+    for (long[] part : stores) {
+      for (long s : part) {
+        if (s <= prev) {
+          return false;
+        }
+        prev = s;
+      }
+    }
+    return true;
   }
 
   private void dropPending(Member m) {

@@ -17,7 +17,7 @@ sealed interface GossipMessage {
   int TYPE_SNAPSHOT_CHUNK = 0x13;
 
   /** Version byte this codec writes and the only one it reads. */
-  int VERSION = 2;
+  int VERSION = 3;
 
   /** Largest generation, version or heartbeat accepted: 2^62. */
   long MAX_COUNTER = 1L << 62;
@@ -73,8 +73,20 @@ sealed interface GossipMessage {
   /**
    * One chunk of an origin's full block set at {@code version}. The chunks of one snapshot are
    * numbered {@code 0..chunkCount-1}; the receiver installs the snapshot once it has them all.
+   * Each fingerprint comes with its store number ({@code stores}, parallel to {@code hashes},
+   * strictly ascending within the chunk and across the chunks in index order), so that later
+   * evictions naming store numbers resolve; {@code storeCount} is the last store number the
+   * origin had handed out at {@code version}.
    */
   record SnapshotChunk(
-      String nodeId, long generation, long version, int chunkIndex, int chunkCount, long[] hashes)
-      implements GossipMessage {}
+      String nodeId, long generation, long version, long storeCount, int chunkIndex,
+      int chunkCount, long[] stores, long[] hashes)
+      implements GossipMessage {
+
+    public SnapshotChunk {
+      if (stores.length != hashes.length) {
+        throw new IllegalArgumentException("stores and hashes differ in length");
+      }
+    }
+  }
 }

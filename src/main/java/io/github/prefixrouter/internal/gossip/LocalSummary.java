@@ -20,7 +20,9 @@ import java.util.Map;
  * <p>What it publishes are {@link BlockFingerprint}s: a fingerprint is stored when the first of
  * this node's blocks with that fingerprint is stored and evicted when the last one is evicted
  * (distinct blocks rarely share one; the few that do are counted aside), so the published set
- * is exactly the set of fingerprints of the blocks held.
+ * is exactly the set of fingerprints of the blocks held. Each fingerprint published as stored
+ * gets the next store number of the generation, and its eviction names it by that number (see
+ * {@link Delta}).
  *
  * <p>Thread-safe: event methods and readers synchronize on this object; they are short.
  */
@@ -29,11 +31,14 @@ public final class LocalSummary implements BlockEventListener {
   private final long generation;
   private final int maxHashesPerDelta;
   private final LongHashSet blocks = new LongHashSet();
-  private final LongHashSet fingerprints = new LongHashSet();
+  /** Published fingerprint -> its store number (see {@link Delta}). */
+  private final LongLongMap published = new LongLongMap();
   /** For the rare fingerprints shared by several held blocks: how many blocks beyond the first. */
   private final Map<Long, Integer> sharedFingerprints = new HashMap<>();
   private final DeltaLog log;
   private long version;
+  /** Store numbers handed out in this generation (the last one). */
+  private long stores;
 
   /**
    * @param generation this node's generation (from its builder)
@@ -86,7 +91,7 @@ public final class LocalSummary implements BlockEventListener {
       return;
     }
     blocks.clear();
-    fingerprints.clear();
+    published.clear();
     sharedFingerprints.clear();
     log.append(new Delta(++version, Delta.CLEAR, Delta.NO_HASHES));
   }
@@ -98,34 +103,52 @@ public final class LocalSummary implements BlockEventListener {
     long[] changed = new long[Math.min(hashes.length, maxHashesPerDelta)];
     int n = 0;
     for (long h : hashes) {
-      boolean change = op == Delta.STORE ? blocks.add(h) && addFingerprint(h)
-          : blocks.remove(h) && removeFingerprint(h);
-      if (change) {
-        changed[n++] = BlockFingerprint.of(h);
+      long item;
+      if (op == Delta.STORE) {
+        item = blocks.add(h) && addFingerprint(h) ? BlockFingerprint.of(h) : -1;
+      } else {
+        item = blocks.remove(h) ? removeFingerprint(h) : -1; // the store number, or -1
+      }
+      if (item >= 0) {
+        changed[n++] = item;
         if (n == changed.length) {
-          log.append(new Delta(++version, op, changed));
+          append(op, changed);
           changed = new long[Math.min(hashes.length, maxHashesPerDelta)];
           n = 0;
         }
       }
     }
     if (n > 0) {
-      log.append(new Delta(++version, op, Arrays.copyOf(changed, n)));
+      append(op, Arrays.copyOf(changed, n));
     }
   }
 
-  /** True if the fingerprint of newly held block {@code h} was not published yet. */
+  private void append(int op, long[] items) {
+    if (op == Delta.EVICT) {
+      Arrays.sort(items); // store numbers, ascending on the wire
+    }
+    log.append(new Delta(++version, op, items));
+  }
+
+  /**
+   * True if the fingerprint of newly held block {@code h} was not published yet (it then gets
+   * the next store number).
+   */
   private boolean addFingerprint(long h) {
     long f = BlockFingerprint.of(h);
-    if (fingerprints.add(f)) {
+    if (published.get(f) == LongLongMap.ABSENT) {
+      published.put(f, ++stores);
       return true;
     }
     sharedFingerprints.merge(f, 1, Integer::sum);
     return false;
   }
 
-  /** True if no held block is left with the fingerprint of just-evicted block {@code h}. */
-  private boolean removeFingerprint(long h) {
+  /**
+   * The store number of the fingerprint of just-evicted block {@code h} if no held block is
+   * left with it (it is unpublished), else -1.
+   */
+  private long removeFingerprint(long h) {
     long f = BlockFingerprint.of(h);
     Integer extra = sharedFingerprints.get(f);
     if (extra != null) {
@@ -134,19 +157,46 @@ public final class LocalSummary implements BlockEventListener {
       } else {
         sharedFingerprints.put(f, extra - 1);
       }
-      return false;
+      return -1;
     }
-    return fingerprints.remove(f);
+    long store = published.remove(f);
+    return store == LongLongMap.ABSENT ? -1 : store;
   }
 
   /** Number of distinct fingerprints published (the size of a peer's replica). */
   public synchronized int fingerprintCount() {
-    return fingerprints.size();
+    return published.size();
   }
 
-  /** The current set of fingerprints and the version it is at. */
+  /** The last store number handed out in this generation (0 before any). */
+  public synchronized long storeCount() {
+    return stores;
+  }
+
+  /**
+   * The current set of fingerprints with their store numbers, ascending by store number, and
+   * the version it is at.
+   */
   synchronized Snapshot snapshot() {
-    return new Snapshot(version, fingerprints.toArray());
+    int n = published.size();
+    long[] pairs = new long[2 * n];
+    int[] k = {0};
+    published.forEach((f, s) -> {
+      pairs[k[0]++] = s;
+      pairs[k[0]++] = f;
+    });
+    Integer[] order = new Integer[n];
+    for (int i = 0; i < n; i++) {
+      order[i] = i;
+    }
+    Arrays.sort(order, (a, b) -> Long.compare(pairs[2 * a], pairs[2 * b]));
+    long[] storeNumbers = new long[n];
+    long[] fps = new long[n];
+    for (int i = 0; i < n; i++) {
+      storeNumbers[i] = pairs[2 * order[i]];
+      fps[i] = pairs[2 * order[i] + 1];
+    }
+    return new Snapshot(version, stores, storeNumbers, fps);
   }
 
   /** See {@link DeltaLog#after}. */
@@ -160,10 +210,13 @@ public final class LocalSummary implements BlockEventListener {
   }
 
   synchronized long retainedBytes() {
-    return blocks.retainedBytes() + fingerprints.retainedBytes() + 64L * sharedFingerprints.size()
+    return blocks.retainedBytes() + published.retainedBytes() + 64L * sharedFingerprints.size()
         + log.retainedBytes();
   }
 
-  /** An origin's full set at one version. */
-  record Snapshot(long version, long[] hashes) {}
+  /**
+   * An origin's full set at one version: its fingerprints ({@code hashes}) with their store
+   * numbers ({@code stores}, ascending, parallel), and the last store number handed out.
+   */
+  record Snapshot(long version, long storeCount, long[] stores, long[] hashes) {}
 }

@@ -17,9 +17,11 @@ import java.util.concurrent.locks.StampedLock;
  * word of the bitmap ({@code cellWord} = slot / 64, {@code cellBits} = the holders among those
  * 64 slots, never 0), kept in parallel arrays with a free list. With at most 64 slots in use a
  * shared block is exactly one cell (16 bytes, whatever the number of holders); beyond, one cell
- * per 64-slot word that has a holder. A replicated (peer, block) pair therefore costs 12 bytes
- * of table entry divided by the load factor (3/8 to 3/4) when it is the block's only holder, and
- * at most 16 more bytes per holder (usually far less) when several peers share the block.
+ * per 64-slot word that has a holder. Keys are the 32-bit {@link BlockFingerprint}s the
+ * replicas hold, stored in an {@code int} array. A replicated (peer, block) pair therefore
+ * costs 8 bytes of table entry divided by the load factor (3/8 to 3/4) when it is the block's
+ * only holder, and at most 16 more bytes per holder (usually far less) when several peers share
+ * the block.
  *
  * <p>{@link #leadingBlocks} walks the chain once with the set of peers still matching as a
  * bitmap: block 0's holders start it, each later block intersects it with the block's holders
@@ -62,7 +64,7 @@ final class ReplicaIndex {
   private final long maxTotal;
   private final StampedLock guard = new StampedLock();
 
-  private long[] keys;
+  private int[] keys; // 32-bit fingerprints; 0 marks an empty slot (fingerprint 0 is aside)
   private int[] vals;
   private int mask;
   private int keyCount; // keys in table, excluding the zero key
@@ -105,7 +107,7 @@ final class ReplicaIndex {
     this.maxTotal = maxTotal;
     this.perSlot = new long[maxSlots];
     this.refusedPerSlot = new long[maxSlots];
-    this.keys = new long[MIN_CAPACITY];
+    this.keys = new int[MIN_CAPACITY];
     this.vals = new int[MIN_CAPACITY];
     this.mask = MIN_CAPACITY - 1;
   }
@@ -133,14 +135,25 @@ final class ReplicaIndex {
     return refusedPerSlot[slot];
   }
 
+  /**
+   * Records a block of {@code slot} refused outside the index (its replica is a subset now),
+   * as {@link #refused} reports until the next {@link #clearSlot}.
+   */
+  void refuse(int slot) {
+    refusedPerSlot[slot]++;
+  }
+
   /** Bytes held by the index arrays (table and cells), for the bytes-per-block figure. */
   long retainedBytes() {
-    return 32L + 8L * keys.length + 4L * vals.length + 4L * cellWord.length
+    return 32L + 4L * keys.length + 4L * vals.length + 4L * cellWord.length
         + 8L * cellBits.length + 4L * cellNext.length + 16L * maxSlots;
   }
 
   boolean contains(int slot, long hash) {
     int v;
+    if (!BlockFingerprint.valid(hash)) {
+      return false;
+    }
     if (hash == 0) {
       if (!hasZero) {
         return false;
@@ -171,6 +184,9 @@ final class ReplicaIndex {
   }
 
   private int addUnguarded(int slot, long hash) {
+    if (!BlockFingerprint.valid(hash)) {
+      throw new IllegalArgumentException("not a 32-bit block fingerprint: " + hash);
+    }
     if (hash == 0) {
       if (!hasZero) {
         if (!roomFor(slot)) {
@@ -192,10 +208,11 @@ final class ReplicaIndex {
       counted(slot);
       return 1;
     }
-    int i = mix(hash) & mask;
+    int key = (int) hash;
+    int i = mix(key) & mask;
     for (; ; i = (i + 1) & mask) {
-      long k = keys[i];
-      if (k == hash) {
+      int k = keys[i];
+      if (k == key) {
         int nv = addHolder(vals[i], slot);
         if (nv == Integer.MIN_VALUE) {
           return -1;
@@ -214,7 +231,7 @@ final class ReplicaIndex {
     if (!roomFor(slot)) {
       return -1;
     }
-    keys[i] = hash;
+    keys[i] = key;
     vals[i] = slot;
     counted(slot);
     if (++keyCount > (keys.length >>> 2) * 3) {
@@ -296,6 +313,9 @@ final class ReplicaIndex {
   }
 
   private boolean removeUnguarded(int slot, long hash) {
+    if (!BlockFingerprint.valid(hash)) {
+      return false;
+    }
     if (hash == 0) {
       if (!hasZero) {
         return false;
@@ -409,7 +429,7 @@ final class ReplicaIndex {
     }
     for (int i = 0; i < keys.length && n < out.length; i++) {
       if (keys[i] != 0 && holds(vals[i], slot)) {
-        out[n++] = keys[i];
+        out[n++] = keys[i] & 0xFFFF_FFFFL;
       }
     }
     return n == out.length ? out : Arrays.copyOf(out, n);
@@ -481,7 +501,7 @@ final class ReplicaIndex {
   private int query(BlockChainSource src, int[] out, int limit) {
     int slots = Math.max(limit, slotLimit);
     Arrays.fill(out, 0, Math.min(slots, out.length), 0);
-    long[] k = keys;
+    int[] k = keys;
     int[] vs = vals;
     if (vs.length != k.length) {
       return -1; // a resize in progress: invalid, retried
@@ -497,14 +517,18 @@ final class ReplicaIndex {
   }
 
   /** The holder value of {@code h}, or {@link #EMPTY} if nobody holds it. */
-  private static int lookup(long h, long[] k, int[] vs, int m, boolean zero, int zv) {
+  private static int lookup(long h, int[] k, int[] vs, int m, boolean zero, int zv) {
     if (h == 0) {
       return zero ? zv : EMPTY;
     }
-    int i = mix(h) & m;
+    if ((h >>> 32) != 0) {
+      return EMPTY; // not a fingerprint: nobody holds it
+    }
+    int hk = (int) h;
+    int i = mix(hk) & m;
     for (int probes = 0; probes <= m; probes++, i = (i + 1) & m) {
-      long key = k[i];
-      if (key == h) {
+      int key = k[i];
+      if (key == hk) {
         return vs[i];
       }
       if (key == 0) {
@@ -519,7 +543,7 @@ final class ReplicaIndex {
   }
 
   /** All slots below 64: the live set is one {@code long}. */
-  private static int queryOneWord(BlockChainSource src, int[] out, long[] k, int[] vs, int m,
+  private static int queryOneWord(BlockChainSource src, int[] out, int[] k, int[] vs, int m,
       boolean zero, int zv, long[] bits) {
     long alive = -1L;
     long[] chain = null;
@@ -557,7 +581,7 @@ final class ReplicaIndex {
   }
 
   /** Slots beyond 64: the live set is a bitmap with a list of its non-zero words. */
-  private static int queryWords(BlockChainSource src, int[] out, long[] k, int[] vs, int m,
+  private static int queryWords(BlockChainSource src, int[] out, int[] k, int[] vs, int m,
       boolean zero, int zv, long[] bits, int[] words, int[] next, int wordCount) {
     Scratch s = SCRATCH.get();
     s.ensure(wordCount);
@@ -652,10 +676,12 @@ final class ReplicaIndex {
     return count;
   }
 
+  /** The table index of non-zero fingerprint {@code hash}, or -1. */
   private int find(long hash) {
-    for (int i = mix(hash) & mask; ; i = (i + 1) & mask) {
-      long k = keys[i];
-      if (k == hash) {
+    int key = (int) hash;
+    for (int i = mix(key) & mask; ; i = (i + 1) & mask) {
+      int k = keys[i];
+      if (k == key) {
         return i;
       }
       if (k == 0) {
@@ -664,8 +690,9 @@ final class ReplicaIndex {
     }
   }
 
-  private static int mix(long key) {
-    return LongHashSet.mix(key);
+  /** The home of a fingerprint key, mixed as its unsigned value. */
+  private static int mix(int key) {
+    return LongHashSet.mix(key & 0xFFFF_FFFFL);
   }
 
   private int newCell(int word, long bits, int next) {
@@ -709,7 +736,7 @@ final class ReplicaIndex {
     int i = hole;
     while (true) {
       i = (i + 1) & mask;
-      long k = keys[i];
+      int k = keys[i];
       if (k == 0) {
         break;
       }
@@ -731,13 +758,13 @@ final class ReplicaIndex {
   }
 
   private void rehash(int newCapacity) {
-    long[] oldKeys = keys;
+    int[] oldKeys = keys;
     int[] oldVals = vals;
-    long[] newKeys = new long[newCapacity];
+    int[] newKeys = new int[newCapacity];
     int[] newVals = new int[newCapacity];
     int newMask = newCapacity - 1;
     for (int j = 0; j < oldKeys.length; j++) {
-      long k = oldKeys[j];
+      int k = oldKeys[j];
       if (k != 0) {
         int i = mix(k) & newMask;
         while (newKeys[i] != 0) {
@@ -761,7 +788,7 @@ final class ReplicaIndex {
         continue;
       }
       keysSeen++;
-      if (find(keys[i]) != i) {
+      if (find(keys[i] & 0xFFFF_FFFFL) != i) {
         throw new IllegalStateException("key at " + i + " not reachable from its home");
       }
       countHolders(vals[i], counted);

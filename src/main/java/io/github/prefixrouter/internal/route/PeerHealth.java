@@ -2,7 +2,7 @@ package io.github.prefixrouter.internal.route;
 
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 
 /**
  * What this node learned about each peer from its own forwarding: push-back and failure
@@ -15,11 +15,22 @@ final class PeerHealth {
   static final class PeerState {
     volatile long busyUntil = Long.MIN_VALUE;
     volatile long failedUntil = Long.MIN_VALUE;
-    final AtomicInteger outstanding = new AtomicInteger();
+    /** Requests this node has forwarded there and not yet seen answered. */
+    volatile int outstanding;
     /** EWMA of min(actual, estimated) / estimated cached tokens; 1 = always right. */
     volatile double accuracy = 1.0;
     /** Round trip measured on forwards (total minus the peer's service time), or -1. */
     volatile long forwardRttNanos = -1;
+
+    /** Counts a request forwarded there. */
+    void forwarded() {
+      OUTSTANDING.incrementAndGet(this);
+    }
+
+    /** Counts the end of a request forwarded there. */
+    void answered() {
+      OUTSTANDING.decrementAndGet(this);
+    }
 
     synchronized void observeAccuracy(int estimated, int actual) {
       if (estimated <= 0 || actual < 0) {
@@ -37,6 +48,10 @@ final class PeerHealth {
       forwardRttNanos = prev < 0 ? nanos : (long) (0.875 * prev + 0.125 * nanos);
     }
   }
+
+  /** A field updater rather than an AtomicInteger: the routing loop reads one object per peer. */
+  private static final AtomicIntegerFieldUpdater<PeerState> OUTSTANDING =
+      AtomicIntegerFieldUpdater.newUpdater(PeerState.class, "outstanding");
 
   private final ConcurrentHashMap<String, PeerState> states = new ConcurrentHashMap<>();
 
@@ -57,7 +72,7 @@ final class PeerHealth {
   /** Forgets peers that are not live, have nothing outstanding and no running cool-down. */
   void prune(Set<String> live, long now) {
     states.entrySet().removeIf(e -> !live.contains(e.getKey())
-        && e.getValue().outstanding.get() == 0
+        && e.getValue().outstanding == 0
         && e.getValue().busyUntil < now
         && e.getValue().failedUntil < now);
   }

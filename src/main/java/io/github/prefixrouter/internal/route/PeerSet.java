@@ -1,12 +1,15 @@
 package io.github.prefixrouter.internal.route;
 
+import io.github.prefixrouter.RouteDecision.SkipReason;
 import io.github.prefixrouter.spi.PeerAddress;
+import java.util.Arrays;
 
 /**
  * An immutable snapshot of the live peers a routing decision considers, as flat parallel
  * arrays so the decision loop touches no per-peer objects. Index {@code i} refers to the same
  * peer in every array; {@link #slots} is the peer's slot in the replica store, passed back to
- * {@link PeerView#leadingBlocks}.
+ * {@link PeerView#leadingBlocks}. The snapshot keeps the arrays it is given: callers must not
+ * modify them afterwards.
  *
  * <p>{@link #states} is a lazily filled cache of each peer's {@link PeerHealth.PeerState}
  * (benign race: every writer stores the same object).
@@ -32,6 +35,13 @@ public final class PeerSet {
   final PeerHealth.PeerState[] states;
   /** {@link #idsWithLocal}'s last answer (benign race: equal arrays). */
   private String[] withLocal;
+  /** Every candidate eligible: {@link SkipReason#NONE} {@code size + 1} times, never modified. */
+  final SkipReason[] noneSkipped;
+  /**
+   * The round-trip column of a decision when gossip measured every peer's round trip: 0 for the
+   * local node, then {@link #rttNanos}; null if some peer has none yet. Never modified.
+   */
+  final long[] rttWithLocal;
 
   /**
    * @param addresses the peers
@@ -74,6 +84,18 @@ public final class PeerSet {
       idHashes[i] = Rendezvous.nodeHash(ids[i]);
     }
     this.states = new PeerHealth.PeerState[n];
+    this.noneSkipped = new SkipReason[n + 1];
+    Arrays.fill(noneSkipped, SkipReason.NONE);
+    boolean measured = true;
+    for (long r : rttNanos) {
+      measured &= r >= 0;
+    }
+    long[] w = null;
+    if (measured) {
+      w = new long[n + 1];
+      System.arraycopy(rttNanos, 0, w, 1, n);
+    }
+    this.rttWithLocal = w;
   }
 
   /**

@@ -20,11 +20,17 @@ import java.util.function.Supplier;
  *       still matching, intersected with each block's holders), the chain being hashed lazily
  *       by a per-thread {@link PromptChain} in chunks pulled by the query only while some peer
  *       still holds every block so far (the hash chain is serial, about 1 ns per token, so
- *       this is the only way to save hashing); then one loop over the peers computing each
- *       candidate's cost straight into the arrays the {@link RouteDecision} keeps (no copy, no
- *       per-candidate object). The chain and the per-peer counts live in thread-local scratch;
- *       the only allocation is the decision itself. A peer with no match skips the staleness
- *       discount (its effective match is 0 whatever the trust).
+ *       this is the only way to save hashing); the blocks a recently seen prompt shares with
+ *       this one are not hashed at all but copied from the {@link PrefixHashCache} after
+ *       comparing their tokens. Then one loop over the peers computes each candidate's cost
+ *       straight into the arrays the {@link RouteDecision} keeps (no copy, no per-candidate
+ *       object) and picks the cheapest and the longest eligible peer on the way. The chain and
+ *       the per-peer counts live in thread-local scratch. A decision allocates its match, load
+ *       and cost columns; the columns that usually do not vary between decisions over one peer
+ *       snapshot (every candidate eligible, every round trip measured by gossip, effective
+ *       match equal to the raw match) are shared with the {@link PeerSet} until a candidate
+ *       differs. A peer with no match skips the staleness discount (its effective match is 0
+ *       whatever the trust).
  *   <li>The chain comes from {@link BlockChain}: the tree's {@link
  *       io.github.prefixrouter.internal.tree.BlockHasher}, software-pipelined.
  *   <li>Cost (nanoseconds) of running a prompt of {@code n} tokens on candidate {@code c}:
@@ -86,6 +92,8 @@ final class RoutePlanner {
   private final long overheadNanos;
   private final long marginMinNanos;
   private final LocalDemand demand;
+  /** Chain hashes of recently seen prompt prefixes, or null when disabled. */
+  private final PrefixHashCache prefixHashes;
 
   /** Blocks of the prompt head that local-caching demand is counted by (128 tokens of 16). */
   static final int HEAD_BLOCKS = 8;
@@ -96,33 +104,11 @@ final class RoutePlanner {
   static final class Scratch {
     final PromptChain chain = new PromptChain();
     int[] lead = new int[64];
-    int[] queue = new int[65];
 
-    void ensure(int candidates) {
-      if (queue.length < candidates) {
-        int n = Math.max(candidates, queue.length * 2);
-        lead = new int[n];
-        queue = new int[n];
+    void ensure(int peers) {
+      if (lead.length < peers) {
+        lead = new int[Math.max(peers, lead.length * 2)];
       }
-    }
-  }
-
-  /** The per-candidate columns of one decision, handed to the {@link RouteDecision} as is. */
-  private static final class Columns {
-    final int[] matched;
-    final int[] effective;
-    final int[] load;
-    final long[] rtt;
-    final long[] costs;
-    final SkipReason[] skipped;
-
-    Columns(int c) {
-      matched = new int[c];
-      effective = new int[c];
-      load = new int[c];
-      rtt = new long[c];
-      costs = new long[c];
-      skipped = new SkipReason[c];
     }
   }
 
@@ -136,6 +122,24 @@ final class RoutePlanner {
       PeerHealth health,
       Clock clock,
       Supplier<EngineLoad> localLoad) {
+    this(config, localId, local, hasher, peers, cost, health, clock, localLoad, true);
+  }
+
+  /**
+   * @param prefixHashCache whether decisions reuse the chain hashes of recently seen prompt
+   *     prefixes ({@link PrefixHashCache}); only a benchmark comparing the two turns it off
+   */
+  RoutePlanner(
+      RouterConfig config,
+      String localId,
+      LocalPrefixIndex local,
+      ChainHasher hasher,
+      PeerView peers,
+      CostModel cost,
+      PeerHealth health,
+      Clock clock,
+      Supplier<EngineLoad> localLoad,
+      boolean prefixHashCache) {
     this.config = config;
     this.localId = localId;
     this.localIdHash = Rendezvous.nodeHash(localId);
@@ -151,6 +155,7 @@ final class RoutePlanner {
     this.overheadNanos = config.forwardOverhead().toNanos();
     this.marginMinNanos = config.forwardMarginMin().toNanos();
     this.demand = new LocalDemand(config.treeCapacityTokens());
+    this.prefixHashes = prefixHashCache ? new PrefixHashCache(blockSize) : null;
   }
 
   /** The decision for a request with no hop and no peer tried yet. */
@@ -180,27 +185,36 @@ final class RoutePlanner {
     int c = p + 1;
     int maxBlocks = n / blockSize;
     Scratch s = SCRATCH.get();
-    s.ensure(c);
-    Columns o = new Columns(c);
+    s.ensure(p);
+    // The decision's columns, handed to the RouteDecision as they are. Those that are usually
+    // the same for every decision over this peer snapshot are shared with the snapshot until
+    // a candidate differs: all eligible, every round trip measured by gossip, effective match
+    // equal to the raw match (no staleness or accuracy discount).
+    int[] matchedCol = new int[c];
+    int[] effCol = matchedCol;
+    int[] loadCol = new int[c];
+    long[] costCol = new long[c];
+    long[] rttCol = ps.rttWithLocal;
+    boolean ownRtt = rttCol == null;
+    if (ownRtt) {
+      rttCol = new long[c];
+    }
+    SkipReason[] skipCol = ps.noneSkipped;
     double prefill = cost.prefillNanosPerToken();
     double service = cost.serviceNanos();
 
     // Local candidate (index 0): exact match from the tree, fresh load from the engine.
     int localMatch = Math.min(local.match(tokens), n);
     EngineLoad ll = localLoad.get();
-    o.matched[0] = localMatch;
-    o.effective[0] = localMatch;
-    o.load[0] = ll.total();
-    s.queue[0] = ll.total();
-    o.rtt[0] = 0;
-    o.skipped[0] = SkipReason.NONE;
+    matchedCol[0] = localMatch;
+    loadCol[0] = ll.total();
     long now = clock.nanoTime();
     boolean localCaching = policy == RoutingPolicy.COST_AWARE && config.localCaching();
     long localCost = (long) (ll.queueDepth() * service + prefill * (n - localMatch));
     // a miss bought for local caching still occupies the engine (see LocalDemand)
     long reserved = localCaching ? demand.reservedNanos(now) : 0;
     localCost += reserved;
-    o.costs[0] = localCost;
+    costCol[0] = localCost;
 
     boolean routing = policy != RoutingPolicy.LOCAL_ONLY && hops < config.hopLimit() && p > 0;
     // demand, insertions and reservations are recorded by routing attempts only, not explain
@@ -211,13 +225,19 @@ final class RoutePlanner {
       // Hash lazily: a block only matters if some peer holds every block before it, so the
       // replica query pulls the chain in chunks and stops at the first block nobody still
       // matching holds: the prompt is hashed about as far as the longest peer match.
-      chain.reset(tokens, hasher, blockSize);
+      chain.reset(tokens, hasher, blockSize, prefixHashes);
       peers.leadingBlocks(ps, chain, maxBlocks, s.lead);
       if (caching) {
         chain.ensure(HEAD_BLOCKS); // the demand key needs the same head whatever peers hold
       }
       blocks = chain.hashed();
-      chain.clear();
+      int longest = 0;
+      for (int i = 0; i < p; i++) {
+        longest = Math.max(longest, s.lead[i]);
+      }
+      // offers the prompt to the prefix hash cache; the blocks past the longest peer match
+      // (plus the one where it ended) were hashed only to find that nobody holds them
+      chain.finish(Math.max(longest + 1, caching ? HEAD_BLOCKS : 0));
     } else {
       Arrays.fill(s.lead, 0, p, 0);
     }
@@ -231,14 +251,24 @@ final class RoutePlanner {
     }
     int eligible = 0;
     int anyMatch = localMatch > 0 ? 1 : 0;
+    int[] lead = s.lead;
+    double prefillAll = prefill * n; // a peer with no effective match (the usual case)
+    int cheapest = -1; // the first eligible peer of least cost (cost-aware)
+    long cheapestCost = Long.MAX_VALUE;
+    int longestPeer = -1; // the first eligible peer of longest match, then least load
+    int longestMatch = -1;
+    int longestLoad = Integer.MAX_VALUE;
     for (int i = 0; i < p; i++) {
       int k = i + 1;
       PeerHealth.PeerState st = health.get(ps, i);
-      int outstanding = st.outstanding.get();
-      int matched = Math.min(s.lead[i] * blockSize, n);
-      long rtt = ps.rttNanos[i] >= 0 ? ps.rttNanos[i] : st.forwardRttNanos;
-      if (rtt < 0) {
-        rtt = 0;
+      int outstanding = st.outstanding;
+      int matched = Math.min(lead[i] * blockSize, n);
+      long rtt = ps.rttNanos[i];
+      if (ownRtt) {
+        if (rtt < 0) {
+          rtt = Math.max(st.forwardRttNanos, 0);
+        }
+        rttCol[k] = rtt;
       }
       int eff = 0;
       if (matched > 0) { // no match: 0 whatever the trust, so skip the pow
@@ -249,14 +279,17 @@ final class RoutePlanner {
         }
         eff = (int) (matched * trust);
       }
+      matchedCol[k] = matched;
+      if (effCol == matchedCol && eff != matched) {
+        effCol = Arrays.copyOf(matchedCol, c); // the earlier candidates had eff == matched
+      }
+      if (effCol != matchedCol) {
+        effCol[k] = eff;
+      }
       int queue = ps.queueDepth[i] + outstanding;
-      o.matched[k] = matched;
-      o.effective[k] = eff;
-      o.load[k] = ps.queueDepth[i] + ps.inFlight[i] + outstanding;
-      s.queue[k] = queue;
-      o.rtt[k] = rtt;
+      loadCol[k] = queue + ps.inFlight[i];
       SkipReason skip;
-      if (contains(tried, triedCount, ps.ids[i])) {
+      if (triedCount > 0 && contains(tried, triedCount, ps.ids[i])) {
         skip = SkipReason.ALREADY_TRIED;
       } else if (ps.suspect[i]) {
         skip = SkipReason.SUSPECT;
@@ -269,15 +302,31 @@ final class RoutePlanner {
       } else {
         skip = SkipReason.NONE;
       }
-      o.skipped[k] = skip;
       if (skip == SkipReason.NONE) {
         eligible++;
         if (matched > 0) {
           anyMatch = 1;
         }
-        o.costs[k] = rtt + overheadNanos + (long) (queue * service + prefill * (n - eff));
+        long ck = rtt + overheadNanos
+            + (long) (queue * service + (eff == 0 ? prefillAll : prefill * (n - eff)));
+        costCol[k] = ck;
+        if (cheapest < 0 || ck < cheapestCost) {
+          cheapest = k;
+          cheapestCost = ck;
+        }
+        int load = loadCol[k];
+        if (longestPeer < 0 || matched > longestMatch
+            || (matched == longestMatch && load < longestLoad)) {
+          longestPeer = k;
+          longestMatch = matched;
+          longestLoad = load;
+        }
       } else {
-        o.costs[k] = Long.MAX_VALUE;
+        if (skipCol == ps.noneSkipped) {
+          skipCol = ps.noneSkipped.clone(); // the earlier candidates were all eligible
+        }
+        skipCol[k] = skip;
+        costCol[k] = Long.MAX_VALUE;
       }
     }
 
@@ -292,49 +341,35 @@ final class RoutePlanner {
     } else if (eligible == 0) {
       reason = Reason.ALL_PEERS_SKIPPED;
     } else if (policy == RoutingPolicy.LONGEST_PREFIX) {
-      int best = -1;
-      for (int k = 1; k < c; k++) {
-        if (o.skipped[k] != SkipReason.NONE) {
-          continue;
-        }
-        if (best < 0 || o.matched[k] > o.matched[best]
-            || (o.matched[k] == o.matched[best] && o.load[k] < o.load[best])) {
-          best = k;
-        }
-      }
-      if (o.matched[best] > localMatch) {
+      int best = longestPeer;
+      if (matchedCol[best] > localMatch) {
         chosen = best;
         reason = Reason.PEER_LONGEST;
       } else {
         reason = Reason.LOCAL_LONGEST_OR_TIE;
       }
     } else if (anyMatch == 0 && config.coldPlacement() && blocks > 0) {
-      int target = coldTarget(o, ps, c, chain.hashes()[0]);
+      int target = coldTarget(skipCol, loadCol, ps, c, chain.hashes()[0]);
       reason = Reason.COLD_PLACEMENT;
-      if (target != 0 && o.costs[target] <= localCost * (1.0 + config.coldPlacementSlack())) {
+      if (target != 0 && costCol[target] <= localCost * (1.0 + config.coldPlacementSlack())) {
         chosen = target;
       } else if (target != 0) {
         reason = Reason.LOCAL_CHEAPEST;
       }
     } else {
-      int best = -1;
-      for (int k = 1; k < c; k++) {
-        if (o.skipped[k] == SkipReason.NONE && (best < 0 || o.costs[k] < o.costs[best])) {
-          best = k;
-        }
-      }
+      int best = cheapest;
       long margin = Math.max((long) (config.forwardMarginRatio() * localCost), marginMinNanos);
-      if (o.costs[best] < localCost - margin) {
+      if (costCol[best] < localCost - margin) {
         chosen = best;
         reason = Reason.PEER_CHEAPER;
         if (caching && blocks > 0 && localMatch < demandBlocks * blockSize
-            && o.effective[best] > localMatch) {
+            && effCol[best] > localMatch) {
           // buying costs this request localCost - cost(best); each later request for the
           // prefix is then spared the round trip and overhead (queues come and go, so only
           // the link counts as the lasting premium)
-          long premium = o.rtt[best] + overheadNanos;
+          long premium = rttCol[best] + overheadNanos;
           double miss = prefill * (n - localMatch);
-          double buy = localCost - o.costs[best]
+          double buy = localCost - costCol[best]
               + heldUp(miss, premium, demand.arrivalsPerSecond(now));
           // buy only when nobody waits for the local engine and no bought miss occupies it,
           // so the miss holds up no request already queued and waits for no other; otherwise
@@ -346,7 +381,7 @@ final class RoutePlanner {
             demand.reserve(now + (long) miss);
           }
         }
-      } else if (o.costs[best] < localCost) {
+      } else if (costCol[best] < localCost) {
         reason = Reason.MARGIN_NOT_MET;
       } else {
         reason = Reason.LOCAL_CHEAPEST;
@@ -358,7 +393,7 @@ final class RoutePlanner {
     }
     return new RouteDecision(
         policy, n, ps.idsWithLocal(localId),
-        o.matched, o.effective, o.load, o.rtt, o.costs, o.skipped,
+        matchedCol, effCol, loadCol, rttCol, costCol, skipCol,
         chosen, reason);
   }
 
@@ -377,12 +412,12 @@ final class RoutePlanner {
   }
 
   /** Bounded-load rendezvous over the local node and eligible peers. */
-  private int coldTarget(Columns o, PeerSet ps, int c, long key) {
+  private int coldTarget(SkipReason[] skipCol, int[] loadCol, PeerSet ps, int c, long key) {
     long total = 0;
     int count = 0;
     for (int k = 0; k < c; k++) {
-      if (o.skipped[k] == SkipReason.NONE) {
-        total += o.load[k];
+      if (skipCol[k] == SkipReason.NONE) {
+        total += loadCol[k];
         count++;
       }
     }
@@ -392,7 +427,7 @@ final class RoutePlanner {
     int fallback = 0;
     long fallbackScore = 0;
     for (int k = 0; k < c; k++) {
-      if (o.skipped[k] != SkipReason.NONE) {
+      if (skipCol[k] != SkipReason.NONE) {
         continue;
       }
       long score = Rendezvous.score(key, k == 0 ? localIdHash : ps.idHashes[k - 1]);
@@ -400,7 +435,7 @@ final class RoutePlanner {
         fallback = k;
         fallbackScore = score;
       }
-      if (o.load[k] + 1L <= cap && (best < 0 || Long.compareUnsigned(score, bestScore) > 0)) {
+      if (loadCol[k] + 1L <= cap && (best < 0 || Long.compareUnsigned(score, bestScore) > 0)) {
         best = k;
         bestScore = score;
       }

@@ -378,7 +378,7 @@ public final class RouterNode implements PrefixRouterNode {
       ex.forwards++;
       ex.tried[ex.triedCount++] = to.nodeId();
     }
-    st.outstanding.incrementAndGet();
+    st.forwarded();
     byte[] payload = ForwardCodec.forward(ex.request, nodeId, ex.hops + 1);
     Scheduler.Cancellable guard = scheduler.schedule(timeout + timeout / 4 + 1_000_000L,
         () -> onForwardDone(ex, a, null,
@@ -402,7 +402,7 @@ public final class RouterNode implements PrefixRouterNode {
 
   private void onForwardDone(Execution ex, Attempt a, byte[] bytes, Throwable err) {
     if (a.released.compareAndSet(false, true)) {
-      a.peer.outstanding.decrementAndGet();
+      a.peer.answered();
     }
     if (!ex.claim(a.seq)) {
       return;

@@ -28,11 +28,28 @@ public final class RoutingDecisions {
       GossipEngine gossip,
       Clock clock,
       Supplier<EngineLoad> localLoad) {
+    return planner(config, localId, local, gossip, clock, localLoad, true);
+  }
+
+  /**
+   * Like {@link #planner(RouterConfig, String, ConcurrentPrefixTree, GossipEngine, Clock,
+   * Supplier)}; with {@code prefixHashCache} false the decisions hash every prompt from its first
+   * block instead of reusing the chain hashes of recently seen prefixes (same decisions; for
+   * measuring what the cache saves).
+   */
+  public static Function<int[], RouteDecision> planner(
+      RouterConfig config,
+      String localId,
+      ConcurrentPrefixTree local,
+      GossipEngine gossip,
+      Clock clock,
+      Supplier<EngineLoad> localLoad,
+      boolean prefixHashCache) {
     GossipPeerView peers = new GossipPeerView(() -> gossip, gossip.slotCapacity());
     peers.start();
     RoutePlanner planner = new RoutePlanner(config, localId, new TreeIndex(local),
         new BlockChain(local.hasher()), peers, new CostModel(config.initialPrefillNanosPerToken()),
-        new PeerHealth(), clock, localLoad);
+        new PeerHealth(), clock, localLoad, prefixHashCache);
     return planner::decide;
   }
 }

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.gossip;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.spi.PeerAddress;
@@ -8,6 +9,7 @@ import java.util.List;
 import java.util.SplittableRandom;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
+import net.jqwik.api.statistics.Statistics;
 import net.jqwik.api.Tag;
 import net.jqwik.api.constraints.DoubleRange;
 import net.jqwik.api.constraints.IntRange;
@@ -40,7 +42,24 @@ class ConvergencePropertyTest {
       @ForAll @DoubleRange(min = 0, max = 0.5) double loss,
       @ForAll @DoubleRange(min = 0, max = 0.3) double dup,
       @ForAll @IntRange(min = 0, max = 300) int reorderMillis) {
-    check(seed, n, loss, dup, reorderMillis);
+    collect(check(seed, n, loss, dup, reorderMillis));
+  }
+
+  /**
+   * Evictions name blocks by store number; the tries must exercise that path together with
+   * snapshots (store numbers installed from chunks) and relaying (third-party deltas).
+   */
+  static void collect(long[] totals) {
+    Statistics.label("evictions resolved").collect(totals[0] > 0);
+    Statistics.label("evictions resolved and snapshots installed")
+        .collect(totals[0] > 0 && totals[1] > 0);
+    Statistics.label("evictions resolved and relayed")
+        .collect(totals[0] > 0 && totals[2] > 0);
+    Statistics.label("evictions resolved").coverage(c -> c.check(true).percentage(p -> p >= 80));
+    Statistics.label("evictions resolved and snapshots installed")
+        .coverage(c -> c.check(true).percentage(p -> p >= 50));
+    Statistics.label("evictions resolved and relayed")
+        .coverage(c -> c.check(true).percentage(p -> p >= 50));
   }
 
   @Property(tries = 300)
@@ -51,16 +70,21 @@ class ConvergencePropertyTest {
       @ForAll @DoubleRange(min = 0, max = 0.5) double loss,
       @ForAll @DoubleRange(min = 0, max = 0.3) double dup,
       @ForAll @IntRange(min = 0, max = 300) int reorderMillis) {
-    check(seed, n, loss, dup, reorderMillis);
+    collect(check(seed, n, loss, dup, reorderMillis));
   }
 
-  static void check(long seed, int n, double loss, double dup, int reorderMillis) {
+  /**
+   * Runs one scenario; returns, summed over every engine of the run, {evictions resolved by
+   * store number, snapshots installed, relayed delta bytes sent}.
+   */
+  static long[] check(long seed, int n, double loss, double dup, int reorderMillis) {
     SimCluster c = SimCluster.of(n, seed, tight());
     SplittableRandom ops = new SplittableRandom(seed ^ 0x5DEECE66DL);
     c.delayNanos = 1_000_000;
     c.loss = loss;
     c.duplication = dup;
     c.extraDelayNanos = reorderMillis * 1_000_000L;
+    List<GossipEngine> retired = new java.util.ArrayList<>();
     long[] gens = new long[n];
     java.util.Arrays.fill(gens, 1);
     for (int step = 0; step < 60; step++) {
@@ -85,6 +109,7 @@ class ConvergencePropertyTest {
         // restart with a new generation and an empty cache, at the same address
         GossipEngine old = c.nodes.get(who);
         old.stop();
+        retired.add(old);
         gens[who]++;
         GossipEngine fresh = c.add(who, gens[who], List.of(SimCluster.addressOf((who + 1) % n)));
         c.nodes.remove(fresh);
@@ -103,6 +128,20 @@ class ConvergencePropertyTest {
     }
     assertTrue(rounds >= 0, "seed " + seed + ": not converged after 300 intervals: "
         + c.firstDivergence());
+    List<GossipEngine> all = new java.util.ArrayList<>(c.nodes);
+    all.addAll(retired);
+    long[] totals = new long[3];
+    for (GossipEngine g : all) {
+      // between correct nodes every store number an eviction names resolves: a replica at
+      // version v holds exactly its origin's blocks and store numbers at v, however the deltas
+      // were lost, duplicated, reordered, relayed or replaced by a snapshot
+      assertEquals(0, g.counter(GossipCounter.UNRESOLVED_EVICTIONS), "seed " + seed);
+      assertEquals(0, g.counter(GossipCounter.INTERNAL_ERRORS), "seed " + seed);
+      totals[0] += g.counter(GossipCounter.EVICTIONS_RESOLVED);
+      totals[1] += g.counter(GossipCounter.SNAPSHOTS_INSTALLED);
+      totals[2] += g.counter(GossipCounter.RELAYED_DELTA_BYTES_SENT);
+    }
+    return totals;
   }
 
   static PeerAddress addr(int i) {

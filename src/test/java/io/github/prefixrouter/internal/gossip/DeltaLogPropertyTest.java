@@ -56,18 +56,21 @@ class DeltaLogPropertyTest {
     }
     List<Delta> out = new ArrayList<>();
     int used = 0;
+    long prevRef = 0;
     for (Delta d : model) {
       if (d.seq() <= v) {
         continue;
       }
-      if (out.isEmpty() && d.encodedSize() > maxSingle) {
+      int size = d.encodedSize(prevRef);
+      if (out.isEmpty() && size > maxSingle) {
         return null;
       }
-      if (used + d.encodedSize() > budget) {
+      if (used + size > budget) {
         break;
       }
       out.add(d);
-      used += d.encodedSize();
+      used += size;
+      prevRef = d.lastRef(prevRef);
     }
     return out;
   }

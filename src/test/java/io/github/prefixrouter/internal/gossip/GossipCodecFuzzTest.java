@@ -61,9 +61,25 @@ class GossipCodecFuzzTest {
   }
 
   static Arbitrary<Delta> deltaAt(long seq) {
-    return Combinators.combine(Arbitraries.integers().between(1, 3),
+    Arbitrary<Delta> byFingerprint = Combinators.combine(Arbitraries.of(Delta.STORE, Delta.CLEAR),
             fingerprints().array(long[].class).ofMaxSize(6))
         .as((op, h) -> new Delta(seq, op, op == Delta.CLEAR ? Delta.NO_HASHES : h));
+    Arbitrary<Delta> byStoreNumber = storeNumbers(6).map(r -> new Delta(seq, Delta.EVICT, r));
+    return Arbitraries.oneOf(byFingerprint, byStoreNumber);
+  }
+
+  /**
+   * Strictly ascending store numbers in 1..2^62: runs of neighbours (what evictions of blocks
+   * stored together look like), small numbers, far jumps and both edges.
+   */
+  static Arbitrary<long[]> storeNumbers(int max) {
+    return Arbitraries.oneOf(
+            Arbitraries.longs().between(1, 40),
+            Arbitraries.longs().between(1, 100_000),
+            Arbitraries.longs().between(1, GossipMessage.MAX_COUNTER),
+            Arbitraries.of(1L, 127L, 128L, GossipMessage.MAX_COUNTER - 1, GossipMessage.MAX_COUNTER))
+        .set().ofMaxSize(max)
+        .map(set -> set.stream().mapToLong(Long::longValue).sorted().toArray());
   }
 
   /** Block fingerprints: 32-bit unsigned values, edges included. */
@@ -99,10 +115,15 @@ class GossipCodecFuzzTest {
     Arbitrary<GossipMessage> ack2 = Combinators.combine(counters(), updates().list().ofMaxSize(4))
         .as(Ack2::new);
     Arbitrary<GossipMessage> chunk = Combinators.combine(ids(), counters(), counters(),
-            Arbitraries.integers().between(1, 50),
-            fingerprints().array(long[].class).ofMaxSize(30))
-        .flatAs((id, g, v, count, h) -> Arbitraries.integers().between(0, count - 1)
-            .map(i -> (GossipMessage) new SnapshotChunk(id, g, v, i, count, h)));
+            Arbitraries.integers().between(1, 50), storeNumbers(30),
+            Arbitraries.longs().between(0, 1_000))
+        .flatAs((id, g, v, count, stores, extra) -> Combinators.combine(
+                Arbitraries.integers().between(0, count - 1),
+                fingerprints().array(long[].class).ofSize(stores.length))
+            .as((i, h) -> (GossipMessage) new SnapshotChunk(id, g, v,
+                Math.min(GossipMessage.MAX_COUNTER,
+                    (stores.length == 0 ? 0 : stores[stores.length - 1]) + extra),
+                i, count, stores, h)));
     return Arbitraries.oneOf(syn, ack, ack2, chunk);
   }
 
@@ -131,6 +152,8 @@ class GossipCodecFuzzTest {
     }
     if (m instanceof SnapshotChunk c) {
       assertArrayEquals(c.hashes(), ((SnapshotChunk) back).hashes());
+      assertArrayEquals(c.stores(), ((SnapshotChunk) back).stores());
+      assertEquals(c.storeCount(), ((SnapshotChunk) back).storeCount());
     }
   }
 
@@ -181,8 +204,8 @@ class GossipCodecFuzzTest {
   private void decodeOnlyTyped(byte[] bytes) {
     try {
       GossipMessage m = codec.decode(bytes);
-      assertTrue(hashesIn(m) * BlockFingerprint.BYTES <= bytes.length,
-          "decoded more fingerprints than bytes allow");
+      assertTrue(minimumBytes(m) <= bytes.length,
+          "decoded more fingerprints and store numbers than bytes allow");
     } catch (MalformedMessageException expected) {
       assertTrue(expected.field() != null && !expected.field().isEmpty());
     }
@@ -192,17 +215,79 @@ class GossipCodecFuzzTest {
     return m instanceof Ack a ? a.updates() : m instanceof Ack2 a ? a.updates() : List.of();
   }
 
-  private static long hashesIn(GossipMessage m) {
+  /** Bytes the decoded elements need at least: 4 per fingerprint, 1 per store number. */
+  private static long minimumBytes(GossipMessage m) {
     long n = 0;
     for (Update u : updatesOf(m)) {
       for (Delta d : u.deltas()) {
-        n += d.hashes().length;
+        n += (long) d.hashes().length * (d.op() == Delta.EVICT ? 1 : BlockFingerprint.BYTES);
       }
     }
     if (m instanceof SnapshotChunk c) {
-      n += c.hashes().length;
+      n += (long) c.hashes().length * (1 + BlockFingerprint.BYTES);
     }
     return n;
+  }
+
+  @Test
+  void evictionsByStoreNumberAreCodedAgainstThePreviousOneAndChecked()
+      throws MalformedMessageException {
+    DigestEntry e = new DigestEntry("a", 1, 3, 1, 0, 0, false);
+    // three evictions: 1000..1002, then 1005 and 1010 in the next delta, then 7 (backwards)
+    Update u = new Update(e, null, 0, List.of(
+        new Delta(1, Delta.EVICT, new long[] {1_000, 1_001, 1_002}),
+        new Delta(2, Delta.EVICT, new long[] {1_005, 1_010}),
+        new Delta(3, Delta.EVICT, new long[] {7})));
+    byte[] b = codec.encode(new Ack2(1, List.of(u)));
+    Update back = ((Ack2) codec.decode(b)).updates().get(0);
+    for (int i = 0; i < 3; i++) {
+      assertArrayEquals(u.deltas().get(i).hashes(), back.deltas().get(i).hashes());
+    }
+    // 1000 costs 2 bytes (zigzag 2000), its neighbours 1 each; 1005 one byte (zigzag +3), 1010
+    // one (gap 4); 7 two (zigzag -1003): 8 bytes of store numbers plus 3 head bytes
+    assertEquals(8 + 3, Delta.encodedSize(u.deltas()));
+    // the encoder refuses store numbers that do not ascend, or lie outside 1..2^62
+    for (long[] bad : new long[][] {{5, 5}, {6, 5}, {0}, {GossipMessage.MAX_COUNTER + 1}}) {
+      assertThrows(IllegalArgumentException.class, () -> codec.encode(new Ack2(1, List.of(
+          new Update(e, null, 2, List.of(new Delta(3, Delta.EVICT, bad)))))));
+    }
+    // the decoder: a first store number below 1, one past 2^62, and a truncated list
+    for (int k = 0; k < 3; k++) {
+      ByteWriter w = new ByteWriter(64, 64);
+      w.writeByte(GossipMessage.TYPE_ACK2).writeByte(GossipMessage.VERSION).writeVarLong(1);
+      w.writeVarInt(1);
+      rawEntry(w, "a", 1, 5, 1);
+      w.writeByte(0).writeVarLong(5).writeVarInt(1); // no address, back 5, one delta
+      if (k == 0) {
+        w.writeVarLong((1L << 2) | Delta.EVICT).writeZigZagLong(0); // store number 0
+      } else if (k == 1) {
+        w.writeVarLong((2L << 2) | Delta.EVICT).writeZigZagLong(GossipMessage.MAX_COUNTER)
+            .writeVarLong(0); // 2^62, then 2^62 + 1
+      } else {
+        w.writeVarLong((9L << 2) | Delta.EVICT).writeZigZagLong(1).writeVarLong(0);
+      }
+      MalformedMessageException x =
+          assertThrows(MalformedMessageException.class, () -> codec.decode(w.toByteArray()));
+      assertEquals(k == 2 ? Reason.TRUNCATED : Reason.OUT_OF_RANGE, x.reason());
+      assertEquals("delta.stores", x.field());
+    }
+  }
+
+  @Test
+  void snapshotStoreNumbersMustAscendWithinTheStoreCount() {
+    for (int k = 0; k < 2; k++) {
+      ByteWriter c = new ByteWriter(64, 64);
+      c.writeByte(GossipMessage.TYPE_SNAPSHOT_CHUNK).writeByte(GossipMessage.VERSION)
+          .writeAscii("x", 64);
+      c.writeVarLong(1).writeVarLong(1).writeVarLong(10).writeVarLong(0).writeVarLong(1);
+      c.writeVarLong(2); // two blocks
+      c.writeVarLong(3).writeFixedInt(1);
+      c.writeVarLong(k == 0 ? 0 : 8).writeFixedInt(2); // gap 0, or store 11 > storeCount 10
+      MalformedMessageException x =
+          assertThrows(MalformedMessageException.class, () -> codec.decode(c.toByteArray()));
+      assertEquals(Reason.OUT_OF_RANGE, x.reason());
+      assertEquals(k == 0 ? "chunk.storeGap" : "chunk.store", x.field());
+    }
   }
 
   @Test
@@ -219,21 +304,21 @@ class GossipCodecFuzzTest {
     ByteWriter c = new ByteWriter(64, 64);
     c.writeByte(GossipMessage.TYPE_SNAPSHOT_CHUNK).writeByte(GossipMessage.VERSION)
         .writeAscii("x", 64);
-    c.writeVarLong(1).writeVarLong(1).writeVarLong(0).writeVarLong(1);
-    c.writeVarLong(400); // 400 fingerprints claimed, within cap/4 = 1,024, but none present
+    c.writeVarLong(1).writeVarLong(1).writeVarLong(400).writeVarLong(0).writeVarLong(1);
+    c.writeVarLong(400); // 400 blocks claimed, within cap/5 = 819, but none present
     MalformedMessageException e2 =
         assertThrows(MalformedMessageException.class, () -> codec.decode(c.toByteArray()));
     assertEquals(Reason.TRUNCATED, e2.reason());
-    assertEquals("chunk.hashes", e2.field());
+    assertEquals("chunk.blocks", e2.field());
   }
 
   @Test
   void unknownVersionTypeAndOversizeAreRejected() {
-    // version 1 (8-byte hashes, one op byte per delta) is no longer spoken
-    assertEquals(Reason.UNKNOWN_VERSION, assertThrows(MalformedMessageException.class,
-        () -> codec.decode(new byte[] {0x10, 1, 0, 0, 0})).reason());
-    assertEquals(Reason.UNKNOWN_VERSION, assertThrows(MalformedMessageException.class,
-        () -> codec.decode(new byte[] {0x10, 3, 0, 0, 0})).reason());
+    // versions 1 (8-byte hashes) and 2 (evictions by fingerprint) are no longer spoken
+    for (int v : new int[] {1, 2, 4}) {
+      assertEquals(Reason.UNKNOWN_VERSION, assertThrows(MalformedMessageException.class,
+          () -> codec.decode(new byte[] {0x10, (byte) v, 0, 0, 0})).reason());
+    }
     assertEquals(Reason.UNKNOWN_TYPE, assertThrows(MalformedMessageException.class,
         () -> codec.decode(new byte[] {0x20, 1})).reason());
     assertEquals(Reason.TOO_LARGE, assertThrows(MalformedMessageException.class,

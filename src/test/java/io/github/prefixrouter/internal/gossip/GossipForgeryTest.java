@@ -86,7 +86,8 @@ class GossipForgeryTest {
         List.of(new Delta(1, Delta.CLEAR, Delta.NO_HASHES))))));
     inject(new Ack2(1, List.of(update("node-1", ver[0], ver[1] + 1_000_000, 1, "sim:evil",
         ver[1], List.of(new Delta(ver[1] + 1, Delta.CLEAR, Delta.NO_HASHES))))));
-    inject(new SnapshotChunk("node-1", ver[0] + 1_000_000, 1, 0, 1, new long[] {666}));
+    inject(new SnapshotChunk("node-1", ver[0] + 1_000_000, 1, 1, 0, 1, new long[] {1},
+        new long[] {666}));
     assertEquals(before + 3, victimHolder.counter(GossipCounter.REJECTED));
     assertArrayEquals(OWN, replica());
     assertArrayEquals(ver, version());
@@ -109,7 +110,8 @@ class GossipForgeryTest {
   void aSnapshotBombIsRefusedBeforeAllocating() {
     long[] ver = version();
     long before = victimHolder.counter(GossipCounter.REJECTED);
-    inject(new SnapshotChunk("node-1", ver[0], ver[1] + 1, 0, 1 << 20, new long[] {1}));
+    inject(new SnapshotChunk("node-1", ver[0], ver[1] + 1, 1, 0, 1 << 20, new long[] {1},
+        new long[] {1}));
     assertEquals(before + 1, victimHolder.counter(GossipCounter.REJECTED));
     assertArrayEquals(OWN, replica());
   }

@@ -51,7 +51,8 @@ class GossipMalformedInputTest {
         codec.encode(new Syn(7, 1, List.of(e, new DigestEntry("x", 2, 3, 4, 0, 0, false)))),
         codec.encode(new Ack(7, 1, List.of(u), List.of(new Request("node-0", 1, 0)))),
         codec.encode(new Ack2(1, List.of(u))),
-        codec.encode(new SnapshotChunk("node-1", 1, 12, 0, 2, new long[] {1, 2, 3})));
+        codec.encode(new SnapshotChunk("node-1", 1, 12, 9, 0, 2, new long[] {1, 4, 9},
+            new long[] {1, 2, 3})));
   }
 
   @Property(tries = 500)

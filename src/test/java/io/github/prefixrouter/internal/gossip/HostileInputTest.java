@@ -64,7 +64,7 @@ class HostileInputTest {
     long before = engine.counter(GossipCounter.REJECTED);
     engine.handle(liar, new Ack2(1, List.of(update("me", 99, 50, 1, 0,
         new Delta(1, Delta.CLEAR, Delta.NO_HASHES)))));
-    engine.handle(liar, new SnapshotChunk("me", 99, 5, 0, 1, new long[] {666}));
+    engine.handle(liar, new SnapshotChunk("me", 99, 5, 1, 0, 1, new long[] {1}, new long[] {666}));
     assertEquals(before + 2, engine.counter(GossipCounter.REJECTED));
     assertEquals(3, engine.localSummary().size());
     assertEquals(1, engine.localSummary().version());
@@ -79,7 +79,8 @@ class HostileInputTest {
     engine.handle(liar, new Ack2(1, List.of(update("honest", 5, 2 + 100_000, 1, 0))));
     engine.handle(liar, new Syn(1, 1, List.of(
         new DigestEntry("honest", 5, 2, 1_000_000, 0, 0, true))));
-    engine.handle(liar, new SnapshotChunk("honest", 5, 500_000, 0, 1, new long[] {666}));
+    engine.handle(liar, new SnapshotChunk("honest", 5, 500_000, 1, 0, 1, new long[] {1},
+        new long[] {666}));
     assertEquals(before + 4, engine.counter(GossipCounter.REJECTED));
     assertArrayEquals(new long[] {7, 8}, sorted(engine.replicaOf("honest")));
     assertEquals(5, engine.replicaVersion("honest")[0]);
@@ -91,7 +92,8 @@ class HostileInputTest {
 
   @Test
   void replayedAndReorderedDeltasChangeNothing() {
-    Delta evict7 = new Delta(3, Delta.EVICT, new long[] {7});
+    // fingerprint 7 was the honest node's first store: its eviction names store number 1
+    Delta evict7 = new Delta(3, Delta.EVICT, new long[] {1});
     Delta store9 = new Delta(4, Delta.STORE, new long[] {9});
     // 4 before 3: the gap is not applied
     engine.handle(honest, new Ack2(5, List.of(update("honest", 5, 4, 2, 3, store9))));
@@ -109,6 +111,26 @@ class HostileInputTest {
     engine.handle(liar, new Ack2(1, List.of(update("honest", 4, 9, 9, 0,
         new Delta(1, Delta.CLEAR, Delta.NO_HASHES)))));
     assertArrayEquals(new long[] {8, 9}, sorted(engine.replicaOf("honest")));
+  }
+
+  @Test
+  void anEvictionNamingAnUnknownStoreNumberRestartsTheReplicaInsteadOfGuessing() {
+    // the honest node's store numbers 1 and 2 are blocks 7 and 8; number 5 names nothing
+    engine.handle(liar, new Ack2(1, List.of(update("honest", 5, 3, 1, 2,
+        new Delta(3, Delta.EVICT, new long[] {1, 5})))));
+    assertEquals(1, engine.counter(GossipCounter.UNRESOLVED_EVICTIONS));
+    // not applied, not even in part: the replica is the origin's true state at version 0
+    assertArrayEquals(new long[0], engine.replicaOf("honest"));
+    assertEquals(0, engine.replicaVersion("honest")[1]);
+    engine.checkInvariants();
+    // the next exchange refills it from version 0, and store numbers resolve again
+    engine.handle(honest, new Ack2(5, List.of(update("honest", 5, 3, 2, 0,
+        new Delta(1, Delta.STORE, new long[] {7}), new Delta(2, Delta.STORE, new long[] {8}),
+        new Delta(3, Delta.EVICT, new long[] {1})))));
+    assertArrayEquals(new long[] {8}, engine.replicaOf("honest"));
+    assertEquals(3, engine.replicaVersion("honest")[1]);
+    assertEquals(1, engine.counter(GossipCounter.UNRESOLVED_EVICTIONS));
+    engine.checkInvariants();
   }
 
   @Test

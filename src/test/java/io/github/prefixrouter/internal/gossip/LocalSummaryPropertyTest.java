@@ -19,6 +19,50 @@ import org.junit.jupiter.api.Test;
 
 class LocalSummaryPropertyTest {
 
+  /**
+   * The naive receiver: a map store number -> fingerprint, filled by STOREs in order (each
+   * fingerprint takes the next store number), emptied by EVICTs that name store numbers.
+   */
+  static final class Replay {
+    final java.util.TreeMap<Long, Long> byStore = new java.util.TreeMap<>();
+    final Set<Long> set = new HashSet<>();
+    long stores;
+
+    void apply(Delta d) {
+      switch (d.op()) {
+        case Delta.STORE -> {
+          for (long f : d.hashes()) {
+            byStore.put(++stores, f);
+            assertTrue(set.add(f), "STORE of a fingerprint already published: " + f);
+          }
+        }
+        case Delta.EVICT -> {
+          long prev = 0;
+          for (long r : d.hashes()) {
+            assertTrue(r > prev, "EVICT store numbers not ascending");
+            prev = r;
+            Long f = byStore.remove(r);
+            assertTrue(f != null, "EVICT names store number " + r + ", which holds nothing");
+            assertTrue(set.remove(f));
+          }
+        }
+        default -> {
+          byStore.clear();
+          set.clear();
+        }
+      }
+    }
+
+    /** The snapshot carries exactly this replay's store numbers and fingerprints. */
+    void checkSnapshot(LocalSummary.Snapshot snap) {
+      assertEquals(stores, snap.storeCount());
+      assertArrayEquals(byStore.keySet().stream().mapToLong(Long::longValue).toArray(),
+          snap.stores());
+      assertArrayEquals(byStore.values().stream().mapToLong(Long::longValue).toArray(),
+          snap.hashes());
+    }
+  }
+
   @Provide
   Arbitrary<List<List<Long>>> batches() {
     // each batch: first element picks the op (0 store, 1 evict, 2 clear), rest are hashes
@@ -53,20 +97,19 @@ class LocalSummaryPropertyTest {
       }
       assertEquals(model.size(), s.size());
     }
-    Set<Long> replay = new HashSet<>();
+    Replay replay = new Replay();
     long v = 0;
     for (Delta d : s.deltasAfter(0, Integer.MAX_VALUE, Integer.MAX_VALUE)) {
       assertEquals(v + 1, d.seq());
       assertTrue(d.hashes().length <= 3);
       v = d.seq();
-      switch (d.op()) {
-        case Delta.STORE -> Arrays.stream(d.hashes()).forEach(replay::add);
-        case Delta.EVICT -> Arrays.stream(d.hashes()).forEach(replay::remove);
-        default -> replay.clear();
-      }
+      replay.apply(d);
     }
     assertEquals(s.version(), v);
-    assertEquals(model, replay);
+    Set<Long> fingerprints = new HashSet<>();
+    model.forEach(h -> fingerprints.add(BlockFingerprint.of(h)));
+    assertEquals(fingerprints, replay.set);
+    replay.checkSnapshot(s.snapshot());
     long[] snap = s.snapshot().hashes();
     Arrays.sort(snap);
     assertArrayEquals(model.stream().mapToLong(Long::longValue).sorted().toArray(), snap);
@@ -96,7 +139,7 @@ class LocalSummaryPropertyTest {
       @ForAll("collidingBatches") List<List<Long>> batches) {
     LocalSummary s = new LocalSummary(1, 1_000_000, 4);
     Set<Long> blocks = new HashSet<>();
-    Set<Long> replay = new HashSet<>();
+    Replay replay = new Replay();
     long v = 0;
     for (List<Long> b : batches) {
       long[] hashes = b.subList(1, b.size()).stream().mapToLong(Long::longValue).toArray();
@@ -121,17 +164,14 @@ class LocalSummaryPropertyTest {
       for (Delta d : s.deltasAfter(v, Integer.MAX_VALUE, Integer.MAX_VALUE)) {
         assertEquals(v + 1, d.seq());
         v = d.seq();
-        switch (d.op()) {
-          case Delta.STORE -> Arrays.stream(d.hashes()).forEach(f -> assertTrue(replay.add(f)));
-          case Delta.EVICT -> Arrays.stream(d.hashes()).forEach(f -> assertTrue(replay.remove(f)));
-          default -> replay.clear();
-        }
+        replay.apply(d);
       }
       Set<Long> expected = new HashSet<>();
       for (long h : blocks) {
         expected.add((h ^ (h >>> 32)) & 0xFFFF_FFFFL);
       }
-      assertEquals(expected, replay);
+      assertEquals(expected, replay.set);
+      replay.checkSnapshot(s.snapshot());
       assertEquals(blocks.size(), s.size());
       assertEquals(expected.size(), s.fingerprintCount());
       long[] snap = s.snapshot().hashes();

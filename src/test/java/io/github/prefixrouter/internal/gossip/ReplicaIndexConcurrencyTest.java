@@ -29,7 +29,7 @@ class ReplicaIndexConcurrencyTest {
     int blocks = 2_000;
     long[] chain = new long[blocks];
     for (int i = 0; i < blocks; i++) {
-      chain[i] = (i + 1) * 0x9E3779B97F4A7C15L;
+      chain[i] = BlockFingerprint.of((i + 1) * 0x9E3779B97F4A7C15L);
     }
     ReplicaIndex index = new ReplicaIndex(256, 1 << 20, 1 << 22);
     AtomicBoolean done = new AtomicBoolean();

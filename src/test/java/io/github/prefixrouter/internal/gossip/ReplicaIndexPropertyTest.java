@@ -31,7 +31,8 @@ class ReplicaIndexPropertyTest {
 
   @Provide
   Arbitrary<List<Op>> ops() {
-    Arbitrary<Long> hash = Arbitraries.longs().between(-3, 60).map(h -> h * 0x9E3779B97F4A7C15L);
+    Arbitrary<Long> hash = Arbitraries.longs().between(-3, 60)
+        .map(h -> BlockFingerprint.of(h * 0x9E3779B97F4A7C15L)); // the index holds fingerprints
     Arbitrary<Op> op =
         Combinators.combine(
                 Arbitraries.integers().between(0, 9),
@@ -193,7 +194,7 @@ class ReplicaIndexPropertyTest {
   }
 
   private static long baseHash(int base, int depth) {
-    return (base * 1_000L + depth + 1) * 0x9E3779B97F4A7C15L;
+    return BlockFingerprint.of((base * 1_000L + depth + 1) * 0x9E3779B97F4A7C15L);
   }
 
   @Test
@@ -202,7 +203,7 @@ class ReplicaIndexPropertyTest {
     long start = index.retainedBytes();
     for (int s = 0; s < 4; s++) {
       for (long h = 1; h <= 50_000; h++) {
-        index.add(s, h * 0x9E3779B97F4A7C15L + s);
+        index.add(s, BlockFingerprint.of(h * 0x9E3779B97F4A7C15L + s));
       }
     }
     for (int s = 0; s < 4; s++) {
@@ -217,22 +218,42 @@ class ReplicaIndexPropertyTest {
    * for a workload where 8 peers share half of their blocks. Target: at most 32 bytes.
    */
   @Test
+  void onlyFingerprintsAreHeld() {
+    ReplicaIndex index = new ReplicaIndex(2, 100, 100);
+    org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+        () -> index.add(0, 1L << 32));
+    org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+        () -> index.add(0, -1));
+    assertEquals(1, index.add(0, 0xFFFF_FFFFL));
+    assertTrue(index.contains(0, 0xFFFF_FFFFL));
+    // a 64-bit value whose low half matches is another block, held by nobody
+    assertTrue(!index.contains(0, 0x1_FFFF_FFFFL));
+    assertTrue(!index.remove(0, 0x1_FFFF_FFFFL));
+    int[] out = new int[2];
+    assertEquals(0, index.leadingBlocks(new long[] {0x1_FFFF_FFFFL}, 1, out, 2));
+    assertEquals(1, index.leadingBlocks(new long[] {0xFFFF_FFFFL}, 1, out, 2));
+    assertEquals(java.util.List.of(0xFFFF_FFFFL),
+        java.util.Arrays.stream(index.blocksOf(0)).boxed().toList());
+    index.checkInvariants();
+  }
+
+  @Test
   void bytesPerReplicatedBlockWithinBudget() {
     List<String> report = new ArrayList<>();
     for (int n : new int[] {10_000, 100_000, 400_000}) {
       ReplicaIndex distinct = new ReplicaIndex(8, 1 << 20, 1 << 23);
       for (int i = 0; i < n; i++) {
-        distinct.add(i % 8, (i + 1) * 0x9E3779B97F4A7C15L);
+        distinct.add(i % 8, BlockFingerprint.of((i + 1) * 0x9E3779B97F4A7C15L));
       }
       double perPair = (double) distinct.retainedBytes() / distinct.pairs();
       report.add("distinct " + n + ": " + perPair);
-      // right after a resize the table is 3/8 full: 12 B / 0.375 = 32 B per lone block
-      assertTrue(perPair <= 32, report::toString);
+      // right after a resize the table is 3/8 full: 8 B / 0.375 = 21.3 B per lone block
+      assertTrue(perPair <= 22, report::toString);
       ReplicaIndex shared = new ReplicaIndex(8, 1 << 20, 1 << 23);
       for (int s = 0; s < 8; s++) {
         for (int i = 0; i < n / 8; i++) {
           long h = i < n / 16 ? (i + 1) * 0x9E3779B97F4A7C15L : ((long) s << 40 | i) * 31 + 7;
-          shared.add(s, h);
+          shared.add(s, BlockFingerprint.of(h));
         }
       }
       double sharedPerPair = (double) shared.retainedBytes() / shared.pairs();

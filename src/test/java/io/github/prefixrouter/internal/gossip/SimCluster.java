@@ -119,7 +119,10 @@ final class SimCluster {
     return config.intervalNanos();
   }
 
-  /** True if every live node's replica of every other live node equals that node's own set. */
+  /**
+   * True if every live node's replica of every other live node equals that node's own set, with
+   * the same store numbers.
+   */
   boolean converged() {
     return firstDivergence() == null;
   }
@@ -146,6 +149,15 @@ final class SimCluster {
           return peer.self().nodeId() + " has " + owner.self().nodeId() + " at gen " + v[0]
               + " v" + v[1] + " (" + rep.length + " blocks), owner at gen "
               + owner.generation() + " v" + ver + " (" + own.length + " blocks)";
+        }
+        // and the same store numbers, so that later evictions naming them resolve alike
+        LocalSummary.Snapshot mine = owner.localSummary().snapshot();
+        long[][] theirs = peer.replicaStores(owner.self().nodeId());
+        if (!java.util.Arrays.equals(mine.stores(), theirs[0])
+            || !java.util.Arrays.equals(mine.hashes(), theirs[1])
+            || mine.storeCount() != theirs[2][0]) {
+          return peer.self().nodeId() + " holds other store numbers for "
+              + owner.self().nodeId();
         }
       }
     }

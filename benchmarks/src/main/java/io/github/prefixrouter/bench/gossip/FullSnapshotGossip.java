@@ -31,19 +31,44 @@ final class FullSnapshotGossip implements BlockEventListener {
   private final Set<Long> blocks = new HashSet<>();
   private final Map<String, long[]> replicas = new HashMap<>();
   private final Map<String, List<long[]>> assembling = new HashMap<>();
+  /** When the replica of each origin was last replaced (simulated nanoseconds). */
+  private final Map<String, Long> installedAt = new HashMap<>();
+  private java.util.function.LongSupplier clock = () -> 0;
   long bytesSent;
   long messagesSent;
   long round;
 
   /** @param bytesPerBlock 8 (the 64-bit hash) or 4 (its 32-bit fingerprint) */
   FullSnapshotGossip(PeerAddress self, int messageByteCap, int bytesPerBlock) {
+    this(self, messageByteCap, bytesPerBlock, typeFor(bytesPerBlock));
+  }
+
+  /**
+   * @param bytesPerBlock 8 (the 64-bit hash) or 4 (its 32-bit fingerprint)
+   * @param type the (benchmark-only) message type byte that tells this variant's messages apart
+   */
+  FullSnapshotGossip(PeerAddress self, int messageByteCap, int bytesPerBlock, int type) {
     if (bytesPerBlock != 8 && bytesPerBlock != 4) {
       throw new IllegalArgumentException("bytesPerBlock must be 8 or 4");
     }
     this.self = self;
     this.messageByteCap = messageByteCap;
     this.bytesPerBlock = bytesPerBlock;
-    this.type = typeFor(bytesPerBlock);
+    this.type = type;
+  }
+
+  /** Type byte of the variant that pushes 4-byte fingerprints to every peer every round. */
+  static final int TYPE_ALL_PEERS = 0x1D;
+
+  /** Reads receive times from {@code clock} (for {@link #installedAt}). */
+  void clock(java.util.function.LongSupplier clock) {
+    this.clock = clock;
+  }
+
+  /** When the replica of {@code origin} was last replaced, or -1 if never. */
+  long installedAt(String origin) {
+    Long t = installedAt.get(origin);
+    return t == null ? -1 : t;
   }
 
   /** The (benchmark-only) message type byte of the variant with {@code bytesPerBlock}. */
@@ -136,6 +161,7 @@ final class FullSnapshotGossip implements BlockEventListener {
           at += p.length;
         }
         replicas.put(origin, all);
+        installedAt.put(origin, clock.getAsLong());
         parts.clear();
       }
     } catch (MalformedMessageException e) {

@@ -7,6 +7,7 @@ import io.github.prefixrouter.internal.tree.BlockEventListener;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.workload.FreshQuestions;
 import io.github.prefixrouter.workload.MmluPrompts;
 import io.github.prefixrouter.workload.PromptSource;
 import io.github.prefixrouter.workload.SyntheticMmluPrompts;
@@ -53,6 +54,8 @@ public final class GossipBenchmarkMain {
     int nodes = 16;
     double rate = 10;
     long[] capacities = {131_072, 1_048_576};
+    long[] freshCapacities = {1_048_576};
+    int snapshotModeMeasure = -1; // automatic: 30 s, 10 s above 262,144 tokens
     int warmup = -1; // automatic: long enough to fill the caches
     int measure = 120;
     int fanout = 3;
@@ -65,8 +68,9 @@ public final class GossipBenchmarkMain {
         case "--mmlu" -> mmlu = Path.of(args[++i]);
         case "--nodes" -> nodes = Integer.parseInt(args[++i]);
         case "--rate" -> rate = Double.parseDouble(args[++i]);
-        case "--capacity-tokens" -> capacities = java.util.Arrays.stream(args[++i].split(","))
-            .mapToLong(Long::parseLong).toArray();
+        case "--capacity-tokens" -> capacities = longs(args[++i]);
+        case "--fresh-capacity-tokens" -> freshCapacities = longs(args[++i]);
+        case "--snapshot-mode-measure-s" -> snapshotModeMeasure = Integer.parseInt(args[++i]);
         case "--warmup-s" -> warmup = Integer.parseInt(args[++i]);
         case "--measure-s" -> measure = Integer.parseInt(args[++i]);
         case "--fanout" -> fanout = Integer.parseInt(args[++i]);
@@ -79,6 +83,7 @@ public final class GossipBenchmarkMain {
         case "--quick" -> {
           sizes = new int[] {4, 16, 64, 256};
           capacities = new long[] {131_072};
+          freshCapacities = new long[0];
           measure = 60;
         }
         default -> {
@@ -102,13 +107,23 @@ public final class GossipBenchmarkMain {
     json.append("  \"kvBytesPerToken\": ").append(KV_BYTES_PER_TOKEN).append(",\n");
     json.append("  \"kvModel\": \"Qwen2.5-0.5B: 24 layers x 2 (K,V) x 2 KV heads x 64 dims x 2 B\",\n");
     json.append("  \"bandwidth\": [\n");
-    for (int k = 0; k < capacities.length; k++) {
+    List<Case> cases = new ArrayList<>();
+    for (long c : capacities) {
+      cases.add(new Case(c, false));
+    }
+    for (long c : freshCapacities) {
+      cases.add(new Case(c, true));
+    }
+    for (int k = 0; k < cases.size(); k++) {
+      Case c = cases.get(k);
       // about twice the time the cache needs to fill with ~75 new tokens per request
       int w = warmup > 0 ? warmup
-          : (int) Math.max(120, Math.min(3_600, 2 * capacities[k] / (rate * 75)));
-      bandwidth(json, prompts, nodes, rate, capacities[k], w, measure, fanout, seed,
+          : (int) Math.max(120, Math.min(3_600, 2 * c.capacityTokens() / (rate * 75)));
+      int sm = snapshotModeMeasure >= 0 ? Math.min(snapshotModeMeasure, measure)
+          : Math.min(measure, c.capacityTokens() > 262_144 ? 10 : 30);
+      bandwidth(json, prompts, c, nodes, rate, w, measure, sm, fanout, seed,
           (long) (delayMs * 1e6));
-      json.append(k + 1 < capacities.length ? ",\n" : "\n");
+      json.append(k + 1 < cases.size() ? ",\n" : "\n");
     }
     json.append("  ],\n  \"dissemination\": [\n");
     for (int k = 0; k < sizes.length; k++) {
@@ -139,81 +154,272 @@ public final class GossipBenchmarkMain {
     }
   }
 
+  /**
+   * When each version of a node's block set came to be: registered on the tree after the
+   * node's summary, it reads the summary's version after every block event.
+   */
+  static final class VersionHistory implements BlockEventListener {
+    private final GossipEngine engine;
+    private final SimNet net;
+    private long[] times = new long[1_024];
+    private long[] versions = new long[1_024];
+    private int n;
+
+    VersionHistory(GossipEngine engine, SimNet net) {
+      this.engine = engine;
+      this.net = net;
+    }
+
+    private void record() {
+      long v = engine.localSummary().version();
+      if (n > 0 && versions[n - 1] == v) {
+        return;
+      }
+      if (n == times.length) {
+        times = java.util.Arrays.copyOf(times, 2 * n);
+        versions = java.util.Arrays.copyOf(versions, 2 * n);
+      }
+      times[n] = net.time.nanoTime();
+      versions[n++] = v;
+    }
+
+    @Override
+    public void onStored(long[] blockHashes) {
+      record();
+    }
+
+    @Override
+    public void onEvicted(long[] blockHashes) {
+      record();
+    }
+
+    @Override
+    public void onCleared() {
+      record();
+    }
+
+    /** When the first version after {@code v} appeared, or -1 if none yet. */
+    long firstAfterVersion(long v) {
+      int lo = 0;
+      int hi = n;
+      while (lo < hi) {
+        int mid = (lo + hi) >>> 1;
+        if (versions[mid] > v) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+      }
+      return lo < n ? times[lo] : -1;
+    }
+
+    /** When the first change after time {@code t} happened, or -1 if none yet. */
+    long firstChangeAfter(long t) {
+      int lo = 0;
+      int hi = n;
+      while (lo < hi) {
+        int mid = (lo + hi) >>> 1;
+        if (times[mid] > t) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+      }
+      return lo < n ? times[lo] : -1;
+    }
+  }
+
+  /**
+   * Staleness of the replicas a variant keeps, sampled: for every (node, origin) pair, how long
+   * ago the oldest change the node's replica lacks happened at the origin (0 when current).
+   */
+  static final class Staleness {
+    final List<Double> samples = new ArrayList<>();
+
+    void add(long nanos) {
+      samples.add(nanos / 1e9);
+    }
+
+    double mean() {
+      return samples.stream().mapToDouble(Double::doubleValue).average().orElse(0);
+    }
+
+    double quantile(double q) {
+      if (samples.isEmpty()) {
+        return 0;
+      }
+      double[] s = samples.stream().mapToDouble(Double::doubleValue).sorted().toArray();
+      return s[Math.min(s.length - 1, (int) Math.floor(q * s.length))];
+    }
+
+    double current() {
+      return samples.stream().filter(x -> x == 0).count() / (double) Math.max(1, samples.size());
+    }
+
+    String json() {
+      return String.format(Locale.ROOT,
+          "{\"meanSeconds\": %.3f, \"p50Seconds\": %.3f, \"p99Seconds\": %.3f,"
+              + " \"fractionCurrent\": %.4f, \"samples\": %d}",
+          mean(), quantile(0.5), quantile(0.99), current(), samples.size());
+    }
+
+    String text() {
+      return String.format(Locale.ROOT, "mean %.2f s, p50 %.2f s, p99 %.2f s, %.1f%% current",
+          mean(), quantile(0.5), quantile(0.99), 100 * current());
+    }
+  }
+
   /** Where the delta protocol's bytes go, per node per second over the measurement window. */
   static final GossipCounter[] BREAKDOWN = {
       GossipCounter.DIGEST_BYTES_SENT, GossipCounter.UPDATE_HEADER_BYTES_SENT,
       GossipCounter.OWN_DELTA_BYTES_SENT, GossipCounter.RELAYED_DELTA_BYTES_SENT,
-      GossipCounter.SNAPSHOT_BYTES_SENT, GossipCounter.REDUNDANT_DELTA_BYTES_RECEIVED};
+      GossipCounter.SNAPSHOT_BYTES_SENT, GossipCounter.REDUNDANT_DELTA_BYTES_RECEIVED,
+      GossipCounter.SNAPSHOT_STORE_NUMBER_BYTES_SENT};
 
-  static void bandwidth(StringBuilder json, PromptSource prompts, int n, double rate,
-      long capacity, int warmupS, int measureS, int fanout, long seed, long delayNanos) {
+  /** A bandwidth case: cache capacity and whether every request asks a fresh question. */
+  record Case(long capacityTokens, boolean fresh) {}
+
+  static void bandwidth(StringBuilder json, PromptSource prompts, Case c, int n, double rate,
+      int warmupS, int measureS, int snapshotModeMeasureS, int fanout, long seed,
+      long delayNanos) {
+    long capacity = c.capacityTokens();
+    FreshQuestions fresh = c.fresh() ? new FreshQuestions(prompts) : null;
     GossipConfig config = GossipConfig.builder().interval(Duration.ofSeconds(1)).fanout(fanout)
         .build();
+    // the same protocol answering every lagging peer with full snapshots instead of deltas; no
+    // per-exchange snapshot cap, so that it keeps the delta protocol's freshness
+    GossipConfig snapshotConfig = GossipConfig.builder().interval(Duration.ofSeconds(1))
+        .fanout(fanout).fullSnapshotsOnly(true).snapshotBytesPerExchange(1 << 30)
+        .maxBlocksTotal(1L << 31).build();
     SimNet net = new SimNet(seed, delayNanos, delayNanos / 2, 0);
     List<PeerAddress> addrs = new ArrayList<>();
+    List<PeerAddress> snapAddrs = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       addrs.add(new PeerAddress("node-" + i, "sim:" + i));
+      snapAddrs.add(new PeerAddress("node-" + i, "snap:" + i));
     }
     List<GossipEngine> engines = new ArrayList<>();
+    List<GossipEngine> snaps = new ArrayList<>();
+    List<VersionHistory> histories = new ArrayList<>();
     List<FullSnapshotGossip> fulls = new ArrayList<>();
     List<FullSnapshotGossip> fulls4 = new ArrayList<>();
+    List<FullSnapshotGossip> fullsAll = new ArrayList<>();
     List<ConcurrentPrefixTree> trees = new ArrayList<>();
     List<StoredCounter> stored = new ArrayList<>();
-    SplittableRandom rnd = new SplittableRandom(seed);
+    long s = 1_000_000_000L;
+    int snapshotLeadS = Math.min(20, warmupS / 2);
+    boolean snapshotMode = snapshotModeMeasureS > 0;
     for (int i = 0; i < n; i++) {
       PeerAddress a = addrs.get(i);
+      PeerAddress sa = snapAddrs.get(i);
       GossipEngine e = new GossipEngine(a, 1, config, List.of(addrs.get(0)), net.time, net.time,
           new SplittableRandom(seed * 1_000 + i), () -> EngineLoad.IDLE,
           (to, p) -> net.send(a, to, p));
+      GossipEngine se = new GossipEngine(sa, 1, snapshotConfig, List.of(snapAddrs.get(0)),
+          net.time, net.time, new SplittableRandom(seed * 1_000 + i), () -> EngineLoad.IDLE,
+          (to, p) -> net.send(sa, to, p));
       FullSnapshotGossip f = new FullSnapshotGossip(a, config.messageByteCap(), 8);
       FullSnapshotGossip f4 = new FullSnapshotGossip(a, config.messageByteCap(), 4);
+      FullSnapshotGossip fa = new FullSnapshotGossip(a, config.messageByteCap(), 4,
+          FullSnapshotGossip.TYPE_ALL_PEERS);
+      f.clock(net.time::nanoTime);
+      fa.clock(net.time::nanoTime);
       ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(BLOCK)
           .capacityTokens(capacity).build();
       StoredCounter sc = new StoredCounter();
+      VersionHistory vh = new VersionHistory(e, net);
       t.addListener(e.localSummary());
+      t.addListener(vh);
+      if (snapshotMode) {
+        t.addListener(se.localSummary());
+      }
       t.addListener(f);
       t.addListener(f4);
+      t.addListener(fa);
       t.addListener(sc);
       net.register(a, (from, p) -> {
         if (p.length > 0 && (p[0] & 0xFF) == FullSnapshotGossip.typeFor(8)) {
           f.onMessage(from, p);
         } else if (p.length > 0 && (p[0] & 0xFF) == FullSnapshotGossip.typeFor(4)) {
           f4.onMessage(from, p);
+        } else if (p.length > 0 && (p[0] & 0xFF) == FullSnapshotGossip.TYPE_ALL_PEERS) {
+          fa.onMessage(from, p);
         } else {
           e.onMessage(from, p);
         }
       });
+      net.register(sa, se::onMessage);
       engines.add(e);
+      snaps.add(se);
+      histories.add(vh);
       fulls.add(f);
       fulls4.add(f4);
+      fullsAll.add(fa);
       trees.add(t);
       stored.add(sc);
       e.start();
+      if (snapshotMode) {
+        // started shortly before the window (it fills every replica within a few rounds) and
+        // stopped after its own, possibly shorter, window: it is costly to simulate
+        net.time.schedule((warmupS - snapshotLeadS) * s, se::start);
+        net.time.schedule((warmupS + snapshotModeMeasureS) * s, se::stop);
+      }
       List<PeerAddress> others = new ArrayList<>(addrs);
       others.remove(a);
       SplittableRandom fr = new SplittableRandom(seed * 7 + i);
-      // the baseline's traffic depends only on the current set size, so it runs (and is
-      // measured) from the start of the measurement window, on the same caches
-      net.time.schedule(warmupS * 1_000_000_000L,
+      // the own-snapshot baselines' traffic depends only on the current set size, so they
+      // start shortly before the measurement window, on the same caches
+      net.time.schedule((warmupS - snapshotLeadS) * s,
           () -> scheduleFull(net, f, others, fanout, fr, config.interval().toNanos()));
       SplittableRandom fr4 = new SplittableRandom(seed * 7 + i);
-      net.time.schedule(warmupS * 1_000_000_000L,
+      net.time.schedule((warmupS - snapshotLeadS) * s,
           () -> scheduleFull(net, f4, others, fanout, fr4, config.interval().toNanos()));
-      scheduleRequests(net, t, prompts, rate, new SplittableRandom(seed * 13 + i));
+      SplittableRandom fra = new SplittableRandom(seed * 7 + i);
+      net.time.schedule((warmupS - snapshotLeadS) * s,
+          () -> scheduleFull(net, fa, others, n - 1, fra, config.interval().toNanos()));
+      scheduleRequests(net, t, prompts, fresh, rate, new SplittableRandom(seed * 13 + i));
     }
-    long s = 1_000_000_000L;
     net.time.advanceBy(warmupS * s);
     long deltaBefore = sum(engines, GossipCounter.BYTES_SENT);
     long fullBefore = fulls.stream().mapToLong(f -> f.bytesSent).sum();
     long full4Before = fulls4.stream().mapToLong(f -> f.bytesSent).sum();
-    long storedBefore = stored.stream().mapToLong(c -> c.stored).sum();
+    long fullAllBefore = fullsAll.stream().mapToLong(f -> f.bytesSent).sum();
+    long storedBefore = stored.stream().mapToLong(x -> x.stored).sum();
     long snapBefore = sum(engines, GossipCounter.SNAPSHOT_CHUNKS_SENT);
-    long evictedBefore = stored.stream().mapToLong(c -> c.evicted).sum();
+    long evictedBefore = stored.stream().mapToLong(x -> x.evicted).sum();
+    long versionsBefore = engines.stream().mapToLong(e -> e.localSummary().version()).sum();
     long[] partsBefore = new long[BREAKDOWN.length];
+    long[] snapPartsBefore = new long[BREAKDOWN.length];
     for (int k = 0; k < BREAKDOWN.length; k++) {
       partsBefore[k] = sum(engines, BREAKDOWN[k]);
+      snapPartsBefore[k] = sum(snaps, BREAKDOWN[k]);
     }
-    net.time.advanceBy(measureS * s);
+    long snapBytesBefore = sum(snaps, GossipCounter.BYTES_SENT);
+    Staleness deltaStale = new Staleness();
+    Staleness snapStale = new Staleness();
+    Staleness ownStale = new Staleness();
+    Staleness allStale = new Staleness();
+    double[] snapParts = new double[BREAKDOWN.length];
+    double snapRate = 0;
+    for (int sec = 0; sec < measureS; sec++) {
+      net.time.advanceBy(s / 2);
+      // sample once a second, half-way through, while the variants run side by side
+      sampleStaleness(engines, histories, deltaStale);
+      if (snapshotMode && sec < snapshotModeMeasureS) {
+        sampleStaleness(snaps, histories, snapStale);
+      }
+      sampleOwnSnapshotStaleness(fulls, addrs, histories, net.time.nanoTime(), ownStale);
+      sampleOwnSnapshotStaleness(fullsAll, addrs, histories, net.time.nanoTime(), allStale);
+      net.time.advanceBy(s - s / 2);
+      if (snapshotMode && sec + 1 == snapshotModeMeasureS) {
+        for (int k = 0; k < BREAKDOWN.length; k++) {
+          snapParts[k] = (sum(snaps, BREAKDOWN[k]) - snapPartsBefore[k]) / (double) n
+              / snapshotModeMeasureS;
+        }
+        snapRate = (sum(snaps, GossipCounter.BYTES_SENT) - snapBytesBefore) / (double) n
+            / snapshotModeMeasureS;
+      }
+    }
     double[] parts = new double[BREAKDOWN.length];
     for (int k = 0; k < BREAKDOWN.length; k++) {
       parts[k] = (sum(engines, BREAKDOWN[k]) - partsBefore[k]) / (double) n / measureS;
@@ -223,11 +429,18 @@ public final class GossipBenchmarkMain {
         / (double) n / measureS;
     double full4Rate = (fulls4.stream().mapToLong(f -> f.bytesSent).sum() - full4Before)
         / (double) n / measureS;
-    long storedBlocks = stored.stream().mapToLong(c -> c.stored).sum() - storedBefore;
-    long evictedBlocks = stored.stream().mapToLong(c -> c.evicted).sum() - evictedBefore;
+    double fullAllRate = (fullsAll.stream().mapToLong(f -> f.bytesSent).sum() - fullAllBefore)
+        / (double) n / measureS;
+    long storedBlocks = stored.stream().mapToLong(x -> x.stored).sum() - storedBefore;
+    long evictedBlocks = stored.stream().mapToLong(x -> x.evicted).sum() - evictedBefore;
     double changesPerNode = (storedBlocks + evictedBlocks) / (double) n / measureS;
-    // every change delivered exactly once to each of the n - 1 other nodes, block bytes only
-    double floor = (n - 1) * changesPerNode * GossipEngine.WIRE_BYTES_PER_BLOCK;
+    double storesPerNode = storedBlocks / (double) n / measureS;
+    double evictionsPerNode = evictedBlocks / (double) n / measureS;
+    double versionsPerNode = (engines.stream().mapToLong(e -> e.localSummary().version()).sum()
+        - versionsBefore) / (double) n / measureS;
+    // every change delivered exactly once to each of the n - 1 other nodes, block bytes only:
+    // at 4 bytes per change (version 2), and at 4 per store and 1 per eviction (version 3)
+    double floor4 = (n - 1) * changesPerNode * GossipEngine.WIRE_BYTES_PER_BLOCK;
     double other = deltaRate - parts[0] - parts[1] - parts[2] - parts[3] - parts[4];
     double kvRate = storedBlocks * (double) BLOCK * KV_BYTES_PER_TOKEN / n / measureS;
     long snapshotsInWindow = sum(engines, GossipCounter.SNAPSHOT_CHUNKS_SENT) - snapBefore;
@@ -235,6 +448,9 @@ public final class GossipBenchmarkMain {
         / BLOCK;
     long pairs = engines.stream().mapToLong(GossipEngine::replicatedPairs).sum();
     long indexBytes = engines.stream().mapToLong(GossipEngine::indexBytes).sum();
+    long orderBytes = engines.stream().mapToLong(GossipEngine::storeOrderBytes).sum();
+    long unresolved = sum(engines, GossipCounter.UNRESOLVED_EVICTIONS)
+        + sum(snaps, GossipCounter.UNRESOLVED_EVICTIONS);
     // replica accuracy at the end: replicated blocks vs the owner's exact count
     double err = 0;
     int samples = 0;
@@ -247,52 +463,123 @@ public final class GossipBenchmarkMain {
       }
     }
     double ratio = deltaRate / fullRate;
+    String workload = c.fresh() ? "fresh questions" : "MMLU questions";
     String line = String.format(Locale.ROOT,
-        "bandwidth: %d nodes, %.1f req/s/node, one-way delay %.0f ms, capacity %d tokens (%.0f blocks cached/node): "
-            + "delta gossip %.0f B/node/s, full snapshots %.0f B/node/s (delta/full = %.4f = "
-            + "%.2f%%), KV transfer of the same new prefixes %.0f B/node/s (gossip = %.5f%% of "
-            + "it), replica index %.1f B/block, mean replica error %.4f%%, snapshot chunks in "
-            + "window %d",
-        n, rate, delayNanos / 1e6, capacity, blocksPerNode, deltaRate, fullRate, ratio, 100 * ratio, kvRate,
-        100 * deltaRate / kvRate, indexBytes / (double) Math.max(1, pairs),
-        100 * err / Math.max(1, samples), snapshotsInWindow);
+        "bandwidth: %d nodes, %.1f req/s/node, %s, one-way delay %.0f ms, capacity %d tokens "
+            + "(%.0f blocks cached/node): delta gossip %.0f B/node/s; own snapshot to %d peers "
+            + "per round, 8-byte hashes %.0f B/node/s (delta/full = %.2f%%), 4-byte fingerprints "
+            + "%.0f B/node/s (delta/full4 = %.2f%%); own snapshot to all %d peers per round, "
+            + "4-byte fingerprints %.0f B/node/s (delta/that = %.2f%%); "
+            + "same protocol sending full snapshots %s; "
+            + "KV transfer of the same new prefixes %.0f B/node/s (gossip = %.5f%% of it), "
+            + "replica index %.1f B/block (of which store numbers %.1f), mean replica error "
+            + "%.4f%%, snapshot chunks in window %d, unresolved evictions %d",
+        n, rate, workload, delayNanos / 1e6, capacity, blocksPerNode, deltaRate, fanout,
+        fullRate, 100 * ratio, full4Rate, 100 * deltaRate / full4Rate, n - 1, fullAllRate,
+        100 * deltaRate / fullAllRate,
+        snapshotMode ? String.format(Locale.ROOT, "%.0f B/node/s (delta/that = %.3f%%, over %d s)",
+            snapRate, 100 * deltaRate / snapRate, snapshotModeMeasureS) : "not run",
+        kvRate, 100 * deltaRate / kvRate, indexBytes / (double) Math.max(1, pairs),
+        orderBytes / (double) Math.max(1, pairs), 100 * err / Math.max(1, samples),
+        snapshotsInWindow, unresolved);
     System.out.println(line);
     String breakdown = String.format(Locale.ROOT,
         "  breakdown (B/node/s): digests (SYN) %.0f, update headers %.0f, own deltas %.0f, "
             + "relayed deltas %.0f, snapshots %.0f, other (ACK/ACK2 framing, requests) %.0f; "
             + "redundant delta bytes received %.0f; block changes %.1f/node/s (stored %.1f, "
-            + "evicted %.1f); floor (each change once to each of %d peers at %d B) %.0f B/node/s "
-            + "= %.2f%% of full; protocol / floor = %.2f; full snapshots of 4-byte fingerprints "
-            + "%.0f B/node/s (delta/full4 = %.2f%%, floor/full4 = %.2f%%)",
+            + "evicted %.1f) in %.1f versions/node/s; floor at 4 B per change (each change once "
+            + "to each of %d peers) %.0f B/node/s = %.2f%% of full; floor of stores at 4 B "
+            + "and evictions at 1 B %.0f B/node/s = %.2f%% of full",
         parts[0], parts[1], parts[2], parts[3], parts[4], other, parts[5], changesPerNode,
-        storedBlocks / (double) n / measureS, evictedBlocks / (double) n / measureS, n - 1,
-        GossipEngine.WIRE_BYTES_PER_BLOCK, floor, 100 * floor / fullRate, deltaRate / floor,
-        full4Rate, 100 * deltaRate / full4Rate, 100 * floor / full4Rate);
+        storesPerNode, evictionsPerNode, versionsPerNode, n - 1, floor4, 100 * floor4 / fullRate,
+        (n - 1) * (storesPerNode * 4 + evictionsPerNode), 100 * (n - 1)
+            * (storesPerNode * 4 + evictionsPerNode) / fullRate);
     System.out.println(breakdown);
+    System.out.println("  staleness (age of the oldest change a replica lacks, sampled every "
+        + "second): delta protocol " + deltaStale.text() + "; own snapshot to " + fanout
+        + " peers per round " + ownStale.text() + "; own snapshot to all " + (n - 1)
+        + " peers per round " + allStale.text()
+        + (snapshotMode ? "; same protocol with full snapshots " + snapStale.text() : ""));
+    if (snapshotMode) {
+      System.out.println(String.format(Locale.ROOT,
+          "  same protocol with full snapshots (B/node/s): digests %.0f, snapshot chunks %.0f "
+              + "(of which store numbers %.0f), update headers %.0f",
+          snapParts[0], snapParts[4], snapParts[6], snapParts[1]));
+    }
     json.append(String.format(Locale.ROOT, "  {\n    \"nodes\": %d, \"requestsPerSecondPerNode\": %.2f,"
-            + " \"capacityTokens\": %d, \"warmupSeconds\": %d, \"measureSeconds\": %d,"
+            + " \"workload\": \"%s\", \"capacityTokens\": %d, \"warmupSeconds\": %d,"
+            + " \"measureSeconds\": %d,"
             + " \"intervalMs\": 1000, \"oneWayDelayMs\": %.1f, \"fanout\": %d,\n"
             + "    \"blocksCachedPerNode\": %.1f,\n"
             + "    \"deltaGossipBytesPerNodePerSecond\": %.1f,\n"
             + "    \"fullSnapshotBytesPerNodePerSecond\": %.1f,\n"
             + "    \"deltaOverFull\": %.6f, \"targetDeltaOverFull\": 0.02,\n"
+            + "    \"fullSnapshot4ByteFingerprintsBytesPerNodePerSecond\": %.1f,"
+            + " \"deltaOverFull4\": %.6f,\n"
+            + "    \"fullSnapshotToAllPeers4ByteFingerprintsBytesPerNodePerSecond\": %.1f,"
+            + " \"deltaOverFullToAllPeers\": %.6f,\n"
+            + "    \"sameProtocolFullSnapshots\": %s,\n"
+            + "    \"staleness\": {\"delta\": %s, \"ownSnapshotToFanout\": %s,"
+            + " \"ownSnapshotToAllPeers\": %s, \"sameProtocolFullSnapshots\": %s},\n"
             + "    \"kvTransferBytesPerNodePerSecond\": %.1f,\n"
             + "    \"deltaOverKvTransfer\": %.8f,\n"
-            + "    \"replicaIndexBytesPerBlock\": %.2f, \"targetReplicaIndexBytesPerBlock\": 32,\n"
-            + "    \"meanReplicaSizeError\": %.6f,\n"
+            + "    \"replicaIndexBytesPerBlock\": %.2f, \"storeNumberBytesPerBlock\": %.2f,"
+            + " \"targetReplicaIndexBytesPerBlock\": 32,\n"
+            + "    \"meanReplicaSizeError\": %.6f, \"unresolvedEvictions\": %d,\n"
             + "    \"snapshotChunksInWindow\": %d,\n"
             + "    \"breakdownBytesPerNodePerSecond\": {\"digests\": %.1f, \"updateHeaders\": %.1f,"
             + " \"ownDeltas\": %.1f, \"relayedDeltas\": %.1f, \"snapshots\": %.1f, \"other\": %.1f,"
             + " \"redundantDeltasReceived\": %.1f},\n"
-            + "    \"blockChangesPerNodePerSecond\": %.2f, \"wireBytesPerBlock\": %d,\n"
-            + "    \"floorBytesPerNodePerSecond\": %.1f, \"floorOverFull\": %.6f,\n"
-            + "    \"fullSnapshot4ByteFingerprintsBytesPerNodePerSecond\": %.1f,"
-            + " \"deltaOverFull4\": %.6f, \"floorOverFull4\": %.6f\n  }",
-        n, rate, capacity, warmupS, measureS, delayNanos / 1e6, fanout, blocksPerNode, deltaRate, fullRate, ratio,
+            + "    \"blockChangesPerNodePerSecond\": %.2f, \"blocksStoredPerNodePerSecond\": %.2f,"
+            + " \"blocksEvictedPerNodePerSecond\": %.2f, \"versionsPerNodePerSecond\": %.2f,\n"
+            + "    \"floor4BytesPerNodePerSecond\": %.1f, \"floor4OverFull\": %.6f,"
+            + " \"floor4OverFull4\": %.6f,\n"
+            + "    \"floorStores4Evictions1BytesPerNodePerSecond\": %.1f\n  }",
+        n, rate, workload, capacity, warmupS, measureS, delayNanos / 1e6, fanout, blocksPerNode,
+        deltaRate, fullRate, ratio, full4Rate, deltaRate / full4Rate, fullAllRate,
+        deltaRate / fullAllRate,
+        snapshotMode ? String.format(Locale.ROOT, "{\"bytesPerNodePerSecond\": %.1f,"
+                + " \"deltaOverIt\": %.6f, \"measureSeconds\": %d, \"digests\": %.1f,"
+                + " \"snapshotChunks\": %.1f, \"storeNumbersInChunks\": %.1f,"
+                + " \"updateHeaders\": %.1f}", snapRate, deltaRate / snapRate,
+            snapshotModeMeasureS, snapParts[0], snapParts[4], snapParts[6], snapParts[1])
+            : "null",
+        deltaStale.json(), ownStale.json(), allStale.json(), snapshotMode ? snapStale.json() : "null",
         kvRate, deltaRate / kvRate, indexBytes / (double) Math.max(1, pairs),
-        err / Math.max(1, samples), snapshotsInWindow, parts[0], parts[1], parts[2], parts[3],
-        parts[4], other, parts[5], changesPerNode, GossipEngine.WIRE_BYTES_PER_BLOCK, floor,
-        floor / fullRate, full4Rate, deltaRate / full4Rate, floor / full4Rate));
+        orderBytes / (double) Math.max(1, pairs), err / Math.max(1, samples), unresolved,
+        snapshotsInWindow, parts[0], parts[1], parts[2], parts[3], parts[4], other, parts[5],
+        changesPerNode, storesPerNode, evictionsPerNode, versionsPerNode, floor4,
+        floor4 / fullRate, floor4 / full4Rate, (n - 1) * (storesPerNode * 4 + evictionsPerNode)));
+  }
+
+  /** Staleness of every engine's replica of every other node, now. */
+  private static void sampleStaleness(List<GossipEngine> engines, List<VersionHistory> histories,
+      Staleness out) {
+    for (GossipEngine e : engines) {
+      for (var p : e.view().peers()) {
+        VersionHistory h = histories.get(Integer.parseInt(p.address().nodeId().substring(5)));
+        long missingSince = h.firstAfterVersion(p.replicaVersion());
+        out.add(missingSince < 0 ? 0 : h.net.time.nanoTime() - missingSince);
+      }
+    }
+  }
+
+  /** Staleness of the own-snapshot baseline's replicas (a node that never got one: skipped). */
+  private static void sampleOwnSnapshotStaleness(List<FullSnapshotGossip> fulls,
+      List<PeerAddress> addrs, List<VersionHistory> histories, long now, Staleness out) {
+    for (int i = 0; i < fulls.size(); i++) {
+      for (int o = 0; o < addrs.size(); o++) {
+        if (o == i) {
+          continue;
+        }
+        long at = fulls.get(i).installedAt(addrs.get(o).nodeId());
+        if (at < 0) {
+          continue;
+        }
+        long missingSince = histories.get(o).firstChangeAfter(at);
+        out.add(missingSince < 0 ? 0 : now - missingSince);
+      }
+    }
   }
 
   private static void scheduleFull(SimNet net, FullSnapshotGossip f, List<PeerAddress> peers,
@@ -305,12 +592,14 @@ public final class GossipBenchmarkMain {
   }
 
   private static void scheduleRequests(SimNet net, ConcurrentPrefixTree tree,
-      PromptSource prompts, double rate, SplittableRandom rnd) {
+      PromptSource prompts, FreshQuestions fresh, double rate, SplittableRandom rnd) {
     long gap = (long) (-Math.log(1 - rnd.nextDouble()) / rate * 1e9);
     net.time.schedule(gap, () -> {
       int subject = rnd.nextInt(prompts.subjectCount());
-      tree.insert(prompts.prompt(subject, rnd.nextInt(prompts.promptCount(subject))));
-      scheduleRequests(net, tree, prompts, rate, rnd);
+      int question = rnd.nextInt(prompts.promptCount(subject));
+      tree.insert(fresh == null ? prompts.prompt(subject, question)
+          : fresh.next(subject, question, rnd));
+      scheduleRequests(net, tree, prompts, fresh, rate, rnd);
     });
   }
 
@@ -407,6 +696,11 @@ public final class GossipBenchmarkMain {
       }
     }
     return true;
+  }
+
+  private static long[] longs(String csv) {
+    return csv.isEmpty() ? new long[0]
+        : java.util.Arrays.stream(csv.split(",")).mapToLong(Long::parseLong).toArray();
   }
 
   private static String esc(String s) {

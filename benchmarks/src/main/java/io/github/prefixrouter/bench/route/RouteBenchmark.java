@@ -15,10 +15,12 @@ import org.openjdk.jmh.annotations.State;
 /**
  * Routing-decision latency: the library's full decision (hash the prompt's blocks, match the
  * local tree, one pass over the replica index for all peers, cost every candidate, build the
- * {@link RouteDecision}) side by side with the previous version's decision ({@link
+ * {@link RouteDecision}) side by side with the same decision without the prefix hash cache
+ * (every prompt hashed from its first block), the previous version's decision ({@link
  * PreviousPlanner}, the baseline: same decisions, checked at set-up) and a naive per-peer scan
  * that only finds the longest match (a lower bound on what the naive design would cost for a
- * full decision).
+ * full decision). Two workloads ({@link RouteFixture.Workload}): the fixed 8 queries, and
+ * distinct queries sharing family preambles as served traffic does.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.SampleTime)
@@ -31,12 +33,15 @@ public class RouteBenchmark {
   @Param({"512", "4096"})
   public int promptTokens;
 
+  @Param({"FIXED", "SHARED"})
+  public String workload;
+
   private RouteFixture fixture;
   private int next;
 
   @Setup(Level.Trial)
   public void setUp() {
-    fixture = new RouteFixture(peers, promptTokens, 42);
+    fixture = new RouteFixture(peers, promptTokens, 42, RouteFixture.Workload.valueOf(workload));
     fixture.checkSameDecisions(24, 7);
   }
 
@@ -49,6 +54,12 @@ public class RouteBenchmark {
   @Benchmark
   public RouteDecision decide() {
     return fixture.decide.apply(nextQuery());
+  }
+
+  /** The library's decision hashing every prompt from its first block (no prefix hash cache). */
+  @Benchmark
+  public RouteDecision decideWithoutPrefixCache() {
+    return fixture.decideWithoutCache.apply(nextQuery());
   }
 
   /** The decision as the previous version of the library took it (the baseline). */

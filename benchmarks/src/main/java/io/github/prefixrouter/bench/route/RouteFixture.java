@@ -22,35 +22,69 @@ import java.util.function.Function;
 
 /**
  * A node's routing state with {@code peers} peers, built through the real gossip protocol: every
- * peer runs a {@link GossipEngine} whose summary holds a random-length prefix of one of 16 base
- * prompts, and exchanges anti-entropy rounds with the observing node (messages delivered
- * in-process, synchronously) until the observer's replicas hold every peer. The observer's local
- * tree holds a few prompts of its own. The same block sets also feed the naive baseline: one
+ * peer runs a {@link GossipEngine} whose summary holds a random-length prefix of one base prompt,
+ * and exchanges anti-entropy rounds with the observing node (messages delivered in-process,
+ * synchronously) until the observer's replicas hold every peer. The observer's local tree holds
+ * a few prompts of its own. The same block sets also feed the naive baseline: one
  * {@code HashSet<Long>} per peer, scanned peer by peer.
+ *
+ * <p>Two workloads ({@link Workload}): {@code FIXED}, 16 random base prompts and 8 queries (4 of
+ * the bases with a fresh 64-token tail each), cycled; and {@code SHARED}, traffic that repeats
+ * prefixes the way served traffic does: 32 families, each a shared preamble (a system prompt or
+ * few-shot examples) of a quarter to seven eighths of the prompt, picked with Zipf popularity
+ * (exponent 1); every query is its family's preamble followed by its own random tail, and the
+ * 1,024 queries are distinct. Peers hold a random-length prefix of their family's preamble
+ * followed by a tail of their own.
  */
 final class RouteFixture {
 
+  /** What the queries and the peers' caches look like. */
+  enum Workload { FIXED, SHARED }
+
   static final int BASES = 16;
+  static final int FAMILIES = 32;
+  static final int SHARED_QUERIES = 1024;
 
   final int peers;
   final int promptTokens;
+  final Workload workload;
   final Function<int[], RouteDecision> decide;
+  /** The library's decision without the prefix hash cache (every prompt hashed from block 0). */
+  final Function<int[], RouteDecision> decideWithoutCache;
   final PreviousPlanner previous;
   final int[][] queries;
   final BlockHasher hasher = new BlockHasher(16, 0);
   final List<Set<Long>> naiveReplicas = new ArrayList<>();
   final long[] naiveChain;
   final int[] naiveOut;
+  /** The observer's local tree and gossip engine (for the per-stage benchmark). */
+  final ConcurrentPrefixTree localTree;
+  final GossipEngine observer;
 
   RouteFixture(int peers, int promptTokens, long seed) {
+    this(peers, promptTokens, seed, Workload.FIXED);
+  }
+
+  RouteFixture(int peers, int promptTokens, long seed, Workload workload) {
     this.peers = peers;
     this.promptTokens = promptTokens;
+    this.workload = workload;
     SplittableRandom r = new SplittableRandom(seed);
-    int[][] bases = new int[BASES][];
-    for (int b = 0; b < BASES; b++) {
-      bases[b] = new int[promptTokens];
-      for (int i = 0; i < promptTokens; i++) {
-        bases[b][i] = r.nextInt(100_000);
+    int[][] bases;
+    int[][] preambles = null;
+    if (workload == Workload.FIXED) {
+      bases = new int[BASES][];
+      for (int b = 0; b < BASES; b++) {
+        bases[b] = randomTokens(r, promptTokens);
+      }
+    } else {
+      preambles = new int[FAMILIES][];
+      for (int f = 0; f < FAMILIES; f++) {
+        preambles[f] = randomTokens(r, promptTokens / 4 + r.nextInt(promptTokens * 5 / 8 + 1));
+      }
+      bases = new int[Math.max(2, peers)][];
+      for (int p = 0; p < bases.length; p++) {
+        bases[p] = withTail(r, preambles[p % FAMILIES], promptTokens);
       }
     }
     int blocks = promptTokens / 16;
@@ -75,7 +109,7 @@ final class RouteFixture {
           new SplittableRandom(seed + p + 1), () -> new EngineLoad(0, 1),
           (to, payload) -> deliver(engines, a, to, payload));
       engines.put(a.nodeId(), e);
-      int[] base = bases[p % BASES];
+      int[] base = bases[p % bases.length];
       long[] chain = new long[blocks];
       hasher.chain(base, base.length, chain);
       int held = r.nextInt(blocks + 1);
@@ -113,6 +147,8 @@ final class RouteFixture {
     local.insert(bases[1]);
     this.decide = RoutingDecisions.planner(config, "me", local, observer, sim,
         () -> new EngineLoad(1, 2));
+    this.decideWithoutCache = RoutingDecisions.planner(config, "me", local, observer, sim,
+        () -> new EngineLoad(1, 2), false);
     List<long[]> bySlot = new ArrayList<>();
     for (int i = 0; i < config.maxPeers(); i++) {
       bySlot.add(null);
@@ -123,16 +159,36 @@ final class RouteFixture {
     }
     this.previous = new PreviousPlanner(config, "me", local, observer.view(), bySlot,
         config.maxPeers(), sim, () -> new EngineLoad(1, 2));
-    this.queries = new int[8][];
-    for (int q = 0; q < queries.length; q++) {
-      int[] t = bases[q % 4].clone();
-      for (int i = promptTokens - 64; i < promptTokens; i++) {
-        t[i] = r.nextInt(100_000);
+    if (workload == Workload.FIXED) {
+      this.queries = new int[8][];
+      for (int q = 0; q < queries.length; q++) {
+        int[] t = bases[q % 4].clone();
+        for (int i = promptTokens - 64; i < promptTokens; i++) {
+          t[i] = r.nextInt(100_000);
+        }
+        queries[q] = t;
       }
-      queries[q] = t;
+    } else {
+      double[] cdf = new double[FAMILIES];
+      double sum = 0;
+      for (int f = 0; f < FAMILIES; f++) {
+        sum += 1.0 / (f + 1);
+        cdf[f] = sum;
+      }
+      this.queries = new int[SHARED_QUERIES][];
+      for (int q = 0; q < queries.length; q++) {
+        double u = r.nextDouble() * sum;
+        int f = 0;
+        while (cdf[f] < u) {
+          f++;
+        }
+        queries[q] = withTail(r, preambles[f], promptTokens);
+      }
     }
     this.naiveChain = new long[blocks];
     this.naiveOut = new int[peers];
+    this.localTree = local;
+    this.observer = observer;
   }
 
   /**
@@ -145,19 +201,42 @@ final class RouteFixture {
   int checkSameDecisions(int truncations, long seed) {
     SplittableRandom r = new SplittableRandom(seed);
     int compared = 0;
-    for (int[] q : queries) {
-      for (int t = 0; t <= truncations; t++) {
-        int[] prompt = t == 0 ? q : Arrays.copyOf(q, r.nextInt(q.length + 1));
-        String now = decide.apply(prompt).toString();
-        String before = previous.decide(prompt).toString();
-        if (!now.equals(before)) {
-          throw new IllegalStateException("decisions differ for a prompt of " + prompt.length
-              + " tokens:\n  library:  " + now + "\n  previous: " + before);
+    int step = Math.max(1, queries.length / 8);
+    for (int pass = 0; pass < 2; pass++) { // the second pass meets a warm prefix hash cache
+      for (int k = 0; k < queries.length; k += step) {
+        int[] q = queries[k];
+        for (int t = 0; t <= truncations; t++) {
+          int[] prompt = t == 0 ? q : Arrays.copyOf(q, r.nextInt(q.length + 1));
+          String now = decide.apply(prompt).toString();
+          String uncached = decideWithoutCache.apply(prompt).toString();
+          String before = previous.decide(prompt).toString();
+          if (!now.equals(before) || !uncached.equals(before)) {
+            throw new IllegalStateException("decisions differ for a prompt of " + prompt.length
+                + " tokens:\n  library:  " + now + "\n  uncached: " + uncached
+                + "\n  previous: " + before);
+          }
+          compared++;
         }
-        compared++;
       }
     }
     return compared;
+  }
+
+  private static int[] randomTokens(SplittableRandom r, int n) {
+    int[] t = new int[n];
+    for (int i = 0; i < n; i++) {
+      t[i] = r.nextInt(100_000);
+    }
+    return t;
+  }
+
+  /** {@code prefix} followed by random tokens up to {@code length}. */
+  private static int[] withTail(SplittableRandom r, int[] prefix, int length) {
+    int[] t = Arrays.copyOf(prefix, length);
+    for (int i = prefix.length; i < length; i++) {
+      t[i] = r.nextInt(100_000);
+    }
+    return t;
   }
 
   private static void deliver(Map<String, GossipEngine> engines, PeerAddress from, PeerAddress to,

@@ -8,17 +8,18 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * The benchmark's premise: the library and the previous planner (its baseline) take the same
- * decisions on the benchmark's replicas, and those decisions route to the peers the naive scan
- * finds longest.
+ * The benchmark's premise: the library (with and without its prefix hash cache) and the
+ * previous planner (its baseline) take the same decisions on the benchmark's replicas, and those
+ * decisions route to the peers the naive scan finds longest.
  */
 class RouteFixtureTest {
 
   @ParameterizedTest
-  @CsvSource({"4, 512", "64, 512", "64, 4096"})
-  void libraryAndPreviousPlannerDecideAlike(int peers, int tokens) {
-    RouteFixture f = new RouteFixture(peers, tokens, 42);
-    assertEquals(8 * 41, f.checkSameDecisions(40, 11));
+  @CsvSource({"4, 512, FIXED", "64, 512, FIXED", "64, 4096, FIXED", "64, 4096, SHARED"})
+  void libraryAndPreviousPlannerDecideAlike(int peers, int tokens, RouteFixture.Workload w) {
+    RouteFixture f = new RouteFixture(peers, tokens, 42, w);
+    // 8 queries (a sample of the shared workload's), each whole and 40 truncations, twice
+    assertEquals(2 * 8 * 41, f.checkSameDecisions(40, 11));
     int routed = 0;
     for (int[] q : f.queries) {
       RouteDecision d = f.decide.apply(q);
