@@ -6,7 +6,6 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -100,20 +99,43 @@ class PaperTargetsTest {
   }
 
   /**
-   * Not met on this scenario (MMLU-shaped generator, 4,000 requests, 1,500 warm-up): cost-aware /
-   * no-routing 1.237 at 200 ms uniform, 1.058 at 200 ms skewed, 1.000 at 1,000 ms uniform, 1.158
-   * at 1,000 ms skewed (1.296, 1.112, 1.000, 1.322 before local-caching buys waited for an
-   * empty queue and reserved the engine). The main job (real MMLU, 7,500 requests) gives 0.974,
-   * 0.971, 1.005 and 1.025. In this shorter run the nodes are still learning which prefixes they
-   * are asked for; see docs/simulator.md.
+   * On slow links, a longer run of its own: no routing and cost-aware at 200 and 1,000 ms, 10,000
+   * requests of which 8,500 measured (1,500 warm-up, as above). The 2,500 measured requests of
+   * the scenario above cannot resolve a 2% target there: one local-caching buy of a long prefix
+   * (several seconds of prefill and the requests it sends over the link meanwhile) moves the mean
+   * by about 2%: the cost-aware / no-routing ratio at 1,000 ms skewed spans 0.93 to 1.12 over
+   * seeds 1, 2, 3 and 42 at 2,500 measured requests, 0.94 to 1.02 over the same seeds at 8,500
+   * (figures in docs/simulator.md).
    */
   @Test
-  @Disabled("target not met: cost-aware / no-routing 1.237 at 200 ms uniform, 1.058 at 200 ms"
-      + " skewed, 1.158 at 1000 ms skewed on this scenario (main job: 0.974, 0.971, 1.005, 1.025)")
-  void costAwareNeverLosesMuchOnSlowLinks() {
-    for (int delay : List.of(200, 1000)) {
+  void costAwareNeverLosesMuchOnSlowLinks() throws Exception {
+    SimConfig slow =
+        new SimConfig(
+            cfg.seed(),
+            cfg.nodes(),
+            cfg.ratePerSecond(),
+            10_000,
+            1_500,
+            cfg.zipfExponent(),
+            List.of(200, 1000),
+            cfg.jitterFraction(),
+            0.0,
+            1,
+            cfg.engine(),
+            20,
+            2,
+            List.of(Policy.NO_ROUTING, Policy.COST_AWARE),
+            List.of(Distribution.UNIFORM, Distribution.SKEWED),
+            null,
+            Path.of("target/test-results"));
+    List<RunResult> runs =
+        PaperRunner.run(slow, Prompts.load(null, slow.seed()), Clusters::create, null);
+    System.out.println(Report.table(slow, runs));
+    for (int delay : slow.delaysMs()) {
       for (Distribution d : Distribution.values()) {
-        double x = ratio(Policy.COST_AWARE, delay, d);
+        double x =
+            PaperRunner.find(runs, Policy.COST_AWARE, delay, d).meanLatencySeconds()
+                / PaperRunner.find(runs, Policy.NO_ROUTING, delay, d).meanLatencySeconds();
         assertTrue(
             x <= 1.02,
             fmt("cost-aware / no-routing, " + delay + " ms " + d.label() + " (target <= 1.02)", x));

@@ -18,9 +18,25 @@ package io.github.prefixrouter.internal.route;
  *       {@link #MAX_RESIDENCY_NANOS}. An LRU cache keeps an item roughly as long as it is used more
  *       often than that (Che's approximation); before the cache fills, the cap applies.
  *   <li>Demand: per prefix key (the hash of the prompt's first blocks), a count of the requests
- *       that entered at this node, exponentially decayed with the current residency as time
- *       constant: at steady state, the number of requests for that prefix seen during one
- *       residency, which predicts how many the next residency will see.
+ *       that entered at this node, exponentially decayed with the current residency {@code T} as
+ *       time constant: at steady state, {@code λT}, the requests for that prefix seen during one
+ *       residency.
+ *   <li>Expected requests while cached: an LRU cache keeps an item until a gap between two of
+ *       its requests exceeds {@code T} (Che's approximation); with Poisson requests at rate
+ *       {@code λ} that gap comes after {@code e^(λT) − 1} hits on average, far more than
+ *       {@code λT} for a prefix requested several times per residency. Capped at
+ *       {@code horizon / T} times the count, the requests of a {@link #PLANNING_HORIZON_NANOS}
+ *       horizon at the rate seen: demand drifts, and a buy must repay within the hour.
+ *   <li>Learning: until the node has observed for about one residency, the count covers only
+ *       the time since its first request, {@code λT(1 − e^(−age/T))}; in the exponent it is
+ *       divided by that coverage (as a bias-corrected moving average is, at most
+ *       {@code 1 / }{@link #MIN_COVERAGE}-fold), so a node that has just started does not take
+ *       a prefix it has seen twice in a minute for a rare one. The horizon cap multiplies the
+ *       uncorrected count: a young node expects several times what it saw, never an hour of a
+ *       rate extrapolated from a few requests.
+ *   <li>Arrival rate: all requests entering at this node, decayed over
+ *       {@link #RATE_WINDOW_NANOS} (bias-corrected the same way): how many requests a bought
+ *       miss holds up while it occupies the engine (see {@link RoutePlanner}).
  *   <li>Bounded: an open-addressed table of {@link #SLOTS} keys; a new key takes its slot, or the
  *       slot of the two probed with the smaller decayed count. Forgetting a key only makes the
  *       policy forward more (as if the prefix had no local demand), never wrong.
@@ -28,8 +44,8 @@ package io.github.prefixrouter.internal.route;
  *       show (it counts requests, priced at the mean service time), so the planner records
  *       until when the miss occupies the engine and adds what is left of it to the local cost of
  *       the requests that follow; they go to a peer when that is cheaper than waiting.
- *   <li>Only routing attempts record (never {@code explain}); methods synchronize (one short
- *       critical section per decision, no allocation).
+ *   <li>Only routing attempts record (never {@code explain}); methods synchronize (short
+ *       critical sections, two to four per cost-aware decision; no allocation).
  * </ul>
  */
 final class LocalDemand {
@@ -43,6 +59,15 @@ final class LocalDemand {
   /** Upper bound of the residency estimate (and its value before anything was inserted). */
   static final long MAX_RESIDENCY_NANOS = 600_000_000_000L;
 
+  /** Longest time over which the requests expected for a bought prefix are counted. */
+  static final long PLANNING_HORIZON_NANOS = 3_600_000_000_000L;
+
+  /** Smallest share of a time constant the counts are extrapolated from (at most 10-fold). */
+  static final double MIN_COVERAGE = 0.1;
+
+  /** {@code e^x} is finite (and any cap smaller) for x below this. */
+  private static final double MAX_EXPONENT = 700;
+
   private final long capacityTokens;
   private final long[] keys = new long[SLOTS];
   private final double[] counts = new double[SLOTS];
@@ -53,6 +78,11 @@ final class LocalDemand {
   private long insertedAt;
   private boolean any;
 
+  private boolean observing;
+  private long observingSince;
+  private double arrivals;
+  private long arrivalsAt;
+
   private long reservedUntil;
   private boolean reserved;
 
@@ -62,6 +92,13 @@ final class LocalDemand {
 
   /** Records a request for {@code key} that entered at this node. */
   synchronized void requested(long key, long nowNanos) {
+    if (!observing) {
+      observing = true;
+      observingSince = nowNanos;
+      arrivalsAt = nowNanos;
+    }
+    arrivals = decay(arrivals, nowNanos - arrivalsAt, RATE_WINDOW_NANOS) + 1.0;
+    arrivalsAt = nowNanos;
     double tau = residencyNanos(nowNanos);
     int i = slot(key);
     if (used[i] && keys[i] == key) {
@@ -86,8 +123,10 @@ final class LocalDemand {
   }
 
   /**
-   * Requests for {@code key} expected while a prefix cached now would stay cached: the decayed
-   * count of past requests, the current one excluded.
+   * Requests for {@code key} expected while a prefix cached now would stay cached: with {@code c}
+   * the decayed count of past requests (the current one excluded) and {@code x ≈ λT} that count
+   * corrected for the time observed so far, the expected hits before an LRU gap,
+   * {@code e^x − 1}, at most {@code c × horizon / T}.
    */
   synchronized double expectedRequests(long key, long nowNanos) {
     int i = slot(key);
@@ -97,8 +136,30 @@ final class LocalDemand {
         return 0;
       }
     }
-    double c = decay(counts[i], nowNanos - stamps[i], residencyNanos(nowNanos));
-    return Math.max(0, c - 1.0);
+    long tau = residencyNanos(nowNanos);
+    double past = Math.max(0, decay(counts[i], nowNanos - stamps[i], tau) - 1.0);
+    double perResidency = past / coverage(nowNanos - observingSince, tau);
+    // the horizon multiplies what was seen, not what was extrapolated from a short start
+    double perHorizon = past * ((double) PLANNING_HORIZON_NANOS / tau);
+    return Math.min(Math.expm1(Math.min(perResidency, MAX_EXPONENT)), perHorizon);
+  }
+
+  /**
+   * Requests per second entering at this node (recorded by {@link #requested}), decayed over
+   * {@link #RATE_WINDOW_NANOS}; 0 before the first.
+   */
+  synchronized double arrivalsPerSecond(long nowNanos) {
+    if (!observing) {
+      return 0;
+    }
+    double a = decay(arrivals, nowNanos - arrivalsAt, RATE_WINDOW_NANOS);
+    return a / coverage(nowNanos - observingSince, RATE_WINDOW_NANOS) / (RATE_WINDOW_NANOS / 1e9);
+  }
+
+  /** Share of a decayed count's steady state reached after observing for {@code age}. */
+  private static double coverage(long ageNanos, double tauNanos) {
+    double f = ageNanos <= 0 ? 0 : -Math.expm1(-ageNanos / tauNanos);
+    return Math.max(f, MIN_COVERAGE);
   }
 
   /** Records that this node runs a request and so inserts {@code tokens} into its cache. */

@@ -50,7 +50,9 @@ import java.util.function.Supplier;
  *       request pays the round trip and the forwarding overhead, while running here "buys" the
  *       prefix once, for {@code cost(local) − cost(peer)} now. With {@code E} the later requests
  *       for this prefix the node expects before its cache would evict it ({@link LocalDemand}),
- *       it runs here when {@code (rtt(peer) + overhead) × E > cost(local) − cost(peer)}. Only
+ *       it runs here when {@code (rtt(peer) + overhead) × E > cost(local) − cost(peer) + H},
+ *       where {@code H} is what the miss costs the requests entering while it runs (each waits
+ *       for the rest of it or pays the premium elsewhere, whichever is less). Only
  *       the link counts as the lasting premium: queue differences come and go. Demand is counted
  *       per prompt head (its first {@link #HEAD_BLOCKS} blocks), so this applies only when the
  *       local node lacks part of that head: a peer's longer match deeper in the prompt (a
@@ -58,8 +60,9 @@ import java.util.function.Supplier;
  *       On a fast link the premium is small and the cluster's caches partition the prefixes; on
  *       a slow link every node keeps the prefixes it keeps being asked for. A buy is a long
  *       prefill (seconds for a long prefix on a slow link), so it is timed and accounted for:
- *       the node buys only when its engine has no request waiting (else it rents this time and
- *       buys on a later request for the head, so the miss holds up nobody already queued), and
+ *       the node buys only when its engine has no request waiting and no bought miss running
+ *       (else it rents this time and buys on a later request for the head, so the miss holds up
+ *       nobody already queued and one bought miss never queues behind another), and
  *       until the bought miss is expected to finish, the rest of it is added to the local cost
  *       (the queue depth prices each waiting request at the mean service time and does not
  *       know that one of them is a long prefill), so requests arriving meanwhile go to a peer
@@ -208,10 +211,9 @@ final class RoutePlanner {
     long now = clock.nanoTime();
     boolean localCaching = policy == RoutingPolicy.COST_AWARE && config.localCaching();
     long localCost = (long) (ll.queueDepth() * service + prefill * (n - localMatch));
-    if (localCaching) {
-      // a miss bought for local caching still occupies the engine (see LocalDemand)
-      localCost += demand.reservedNanos(now);
-    }
+    // a miss bought for local caching still occupies the engine (see LocalDemand)
+    long reserved = localCaching ? demand.reservedNanos(now) : 0;
+    localCost += reserved;
     costCol[0] = localCost;
 
     boolean routing = policy != RoutingPolicy.LOCAL_ONLY && hops < config.hopLimit() && p > 0;
@@ -366,14 +368,17 @@ final class RoutePlanner {
           // prefix is then spared the round trip and overhead (queues come and go, so only
           // the link counts as the lasting premium)
           long premium = rttCol[best] + overheadNanos;
-          double buy = localCost - costCol[best];
-          // buy only when nobody waits for the local engine, so the miss holds up no request
-          // already queued; otherwise rent this time and buy on a later request for the head
-          if (ll.queueDepth() == 0
+          double miss = prefill * (n - localMatch);
+          double buy = localCost - costCol[best]
+              + heldUp(miss, premium, demand.arrivalsPerSecond(now));
+          // buy only when nobody waits for the local engine and no bought miss occupies it,
+          // so the miss holds up no request already queued and waits for no other; otherwise
+          // rent this time and buy on a later request for the head
+          if (ll.queueDepth() == 0 && reserved == 0
               && premium * demand.expectedRequests(demandKey, now) > buy) {
             chosen = 0;
             reason = Reason.LOCAL_CACHING;
-            demand.reserve(now + (long) (prefill * (n - localMatch)));
+            demand.reserve(now + (long) miss);
           }
         }
       } else if (costCol[best] < localCost) {
@@ -390,6 +395,20 @@ final class RoutePlanner {
         policy, n, ps.idsWithLocal(localId),
         matchedCol, effCol, loadCol, rttCol, costCol, skipCol,
         chosen, reason);
+  }
+
+  /**
+   * What a bought miss of {@code missNanos} costs the requests that enter while it occupies the
+   * engine (at {@code perSecond}): one entering {@code t} into the miss waits for the rest of
+   * it or pays the premium to run elsewhere, whichever is less, so the expected total is
+   * {@code perSecond × ∫₀^miss min(miss − t, premium) dt}.
+   */
+  static double heldUp(double missNanos, double premiumNanos, double perSecond) {
+    if (!(missNanos > 0) || !(perSecond > 0)) {
+      return 0;
+    }
+    double r = Math.min(missNanos, premiumNanos);
+    return perSecond / 1e9 * (r * missNanos - r * r / 2);
   }
 
   /** Bounded-load rendezvous over the local node and eligible peers. */

@@ -21,24 +21,92 @@ class LocalDemandTest {
     assertTrue(tau > 55 && tau < 65, "60,000 tokens at 1,000 tokens/s stay about 60 s: " + tau);
   }
 
-  @Test
-  void expectedRequestsCountPastRequestsWithinAResidency() {
-    LocalDemand d = new LocalDemand(60_000);
-    for (int t = 0; t < 600; t++) {
-      d.inserted(1_000, t * S); // residency ~60 s
-      if (t % 2 == 0) {
-        d.requested(7, t * S); // one request every 2 s
+  /** A node whose cache turns over in about {@code residencyS} seconds. */
+  private static LocalDemand withResidency(int residencyS) {
+    return new LocalDemand(1_000L * residencyS); // fed 1,000 tokens/s by insertAndAsk
+  }
+
+  /** Feeds 1,000 inserted tokens/s from {@code from} to {@code to} s, asking for key 7 every {@code everyS}. */
+  private static void insertAndAsk(LocalDemand d, int from, int to, int everyS) {
+    for (int t = from; t < to; t++) {
+      d.inserted(1_000, t * S);
+      if (everyS > 0 && t % everyS == 0) {
+        d.requested(7, t * S);
       }
     }
+  }
+
+  @Test
+  void aPrefixRequestedManyTimesPerResidencyIsExpectedForTheWholeHorizon() {
+    LocalDemand d = withResidency(60);
+    insertAndAsk(d, 0, 600, 2); // one request every 2 s, 30 per 60 s residency
     double e = d.expectedRequests(7, 599 * S);
-    assertTrue(e > 25 && e < 32, "about 30 requests per 60 s residency, the current excluded: " + e);
+    // an LRU cache keeps it (no 60 s gap between its requests): what bounds the expectation
+    // is the planning horizon, one hour of requests at one every 2 s
+    assertTrue(e > 1_400 && e < 2_100, "about 1,800 requests in an hour: " + e);
     assertEquals(0, d.expectedRequests(8, 599 * S));
-    // a minute (one residency) without requests for it: the count decays by about e
-    for (int t = 600; t < 660; t++) {
-      d.inserted(1_000, t * S);
-    }
+    // a minute (one residency) without requests for it: the estimated rate drops by about e
+    insertAndAsk(d, 600, 660, 0);
     double later = d.expectedRequests(7, 660 * S);
     assertTrue(later < e / 2, later + " vs " + e);
+  }
+
+  @Test
+  void aPrefixRequestedAFewTimesPerResidencyOutlivesIt() {
+    LocalDemand d = withResidency(60);
+    insertAndAsk(d, 0, 1_200, 20); // 3 requests per residency
+    d.requested(7, 1_200 * S);
+    double e = d.expectedRequests(7, 1_200 * S);
+    // gaps above 60 s are rare at one request per 20 s: it is hit many residencies' worth of
+    // times before eviction, far more than the 3 of one residency, yet fewer than an hour's 180
+    assertTrue(e > 6 && e < 40, "expected hits before eviction: " + e);
+  }
+
+  @Test
+  void aPrefixRequestedLessThanOncePerResidencyIsExpectedLessThanOnceMore() {
+    LocalDemand d = withResidency(60);
+    insertAndAsk(d, 0, 1_200, 120); // one request every two residencies
+    d.requested(7, 1_200 * S);
+    double e = d.expectedRequests(7, 1_200 * S);
+    assertTrue(e < 1, "evicted before its next request, most of the time: " + e);
+  }
+
+  @Test
+  void aNodeThatJustStartedLearnsTheRateNotTheCount() {
+    // nothing inserted: the residency is the 10-minute cap
+    LocalDemand young = new LocalDemand(1_000_000);
+    LocalDemand old = new LocalDemand(1_000_000);
+    for (int t = 0; t <= 3_000; t += 10) {
+      old.requested(7, t * S);
+      if (t <= 60) {
+        young.requested(7, t * S); // the same rate, observed for one minute only
+      }
+    }
+    double y = young.expectedRequests(7, 60 * S);
+    double o = old.expectedRequests(7, 3_000 * S);
+    // six past requests in a minute: far more than a residency's 6 at the raw count would say
+    // (e^6 - 1 = 402 hits before eviction are capped), the young node expects several times
+    // what it saw, but an hour's worth only of what it saw, not of a rate it guessed
+    assertTrue(y > 3 * 6 && y <= 6 * 6, "young " + y);
+    // the old node has seen 60 per residency: an hour of them
+    assertTrue(o > 300 && o < 400, "old " + o);
+  }
+
+  @Test
+  void arrivalsPerSecondCountsEveryRequestFromTheStart() {
+    LocalDemand d = new LocalDemand(1_000);
+    assertEquals(0, d.arrivalsPerSecond(0));
+    for (int i = 0; i < 20; i++) {
+      d.requested(i, i * S / 2); // 2 per second, 20 keys
+    }
+    double early = d.arrivalsPerSecond(10 * S);
+    assertTrue(early > 1.5 && early < 2.5, "2/s after 10 s: " + early);
+    for (int i = 20; i < 1_200; i++) {
+      d.requested(i % 20, i * S / 2);
+    }
+    double later = d.arrivalsPerSecond(600 * S);
+    assertTrue(later > 1.8 && later < 2.2, "2/s after 10 min: " + later);
+    assertTrue(d.arrivalsPerSecond(1_200 * S) < later / 2, "decays without requests");
   }
 
   @Test

@@ -36,6 +36,8 @@ class RoutePlannerTest {
     final Map<String, Long> rtt = new HashMap<>();
     final Map<String, Long> age = new HashMap<>();
     final Set<String> overloaded = new HashSet<>();
+    /** When the summaries were last refreshed, before their ages (tests with a moving clock). */
+    long syncedAt;
 
     ScriptedView peer(String id, long rttNanos) {
       ids.add(id);
@@ -67,7 +69,7 @@ class RoutePlannerTest {
         q[i] = queue.getOrDefault(id, 0);
         o[i] = overloaded.contains(id);
         r[i] = rtt.get(id);
-        g[i] = -age.getOrDefault(id, 0L); // the planner's clock reads 0
+        g[i] = syncedAt - age.getOrDefault(id, 0L); // the planner's clock reads 0 by default
       }
       return new PeerSet(a, new int[n], q, new int[n], o, new boolean[n], r, g);
     }
@@ -270,7 +272,11 @@ class RoutePlannerTest {
     RoutePlanner p = planner(cfg, "me", v, 0, new PeerHealth());
     RouteDecision first = p.decide(t, 0, null, 0, new PeerSet[1]);
     assertEquals(Reason.PEER_CHEAPER, first.reason(), first.toString());
-    RouteDecision later = askRepeatedly(p, 3);
+    // the first of the next requests that buys runs here (those during its miss are rented)
+    RouteDecision later = null;
+    for (int i = 0; i < 3 && (later == null || later.reason() != Reason.LOCAL_CACHING); i++) {
+      later = p.decide(t, 0, null, 0, new PeerSet[1]);
+    }
     assertEquals(Reason.LOCAL_CACHING, later.reason(), later.toString());
     assertTrue(later.isLocal());
     // explain() records nothing: a fresh planner asked many times still forwards
@@ -283,11 +289,76 @@ class RoutePlannerTest {
 
   @Test
   void onAFastLinkThePrefixStaysWithItsHolder() {
+    // once a minute for 20 minutes: on a 2 ms link an hour of such requests saves less than
+    // the 320 ms miss, so the prefix stays with its holder; on a 200 ms link it is bought
     RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(MS).build();
     int[] t = tokens(5, 320);
-    ScriptedView v = new ScriptedView().peer("holder", 2 * MS).holds("holder", t, 320);
-    RouteDecision d = askRepeatedly(planner(cfg, "me", v, 0, new PeerHealth()), 20);
-    assertEquals(Reason.PEER_CHEAPER, d.reason(), d.toString());
+    for (long rttMs : new long[] {2, 200}) {
+      ScriptedView v = new ScriptedView().peer("holder", rttMs * MS).holds("holder", t, 320);
+      AtomicLong now = new AtomicLong();
+      RoutePlanner p = plannerWith(cfg, v, now, new AtomicReference<>(EngineLoad.IDLE));
+      RouteDecision d = null;
+      for (int minute = 0; minute <= 20; minute++) {
+        now.set(minute * 60_000 * MS);
+        v.syncedAt = now.get();
+        d = p.decide(t, 0, null, 0, new PeerSet[1]);
+        if (d.reason() == Reason.LOCAL_CACHING) {
+          break;
+        }
+      }
+      assertEquals(rttMs == 2 ? Reason.PEER_CHEAPER : Reason.LOCAL_CACHING, d.reason(),
+          rttMs + " ms: " + d);
+    }
+  }
+
+  @Test
+  void aMissThatWouldHoldUpManyArrivalsWaitsForMoreDemand() {
+    // 1 s link, a 4,000-token prefix the peer holds (4 s here at 1 ms a token, 1 s there),
+    // requested every 30 s; the busy node also takes 40 other requests a second, each of
+    // which the 4 s miss would hold up (or send over the 1 s link)
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(MS).build();
+    int[] t = tokens(5, 4_000);
+    int[] other = tokens(6, 16);
+    List<Reason> quiet = new ArrayList<>();
+    List<Reason> busy = new ArrayList<>();
+    for (List<Reason> out : List.of(quiet, busy)) {
+      ScriptedView v = new ScriptedView().peer("holder", 1_000 * MS).holds("holder", t, 4_000);
+      AtomicLong now = new AtomicLong();
+      RoutePlanner p = plannerWith(cfg, v, now, new AtomicReference<>(EngineLoad.IDLE));
+      for (int i = 0; i < 3 && !out.contains(Reason.LOCAL_CACHING); i++) {
+        for (int k = 0; out == busy && k < 30 * 40; k++) {
+          now.set(i * 30_000 * MS + k * 25 * MS);
+          p.decide(other, 0, null, 0, new PeerSet[1]);
+        }
+        now.set((i + 1) * 30_000 * MS);
+        v.syncedAt = now.get();
+        out.add(p.decide(t, 0, null, 0, new PeerSet[1]).reason());
+      }
+    }
+    assertTrue(quiet.contains(Reason.LOCAL_CACHING), "quiet node: " + quiet);
+    assertEquals(List.of(Reason.PEER_CHEAPER, Reason.PEER_CHEAPER, Reason.PEER_CHEAPER), busy);
+  }
+
+  @Test
+  void heldUpIsTheExpectedCostToArrivalsDuringTheMiss() {
+    // naive reference: integrate min(rest of the miss, premium) over arrival times
+    double[][] cases = {{5e9, 2e9, 1.0}, {1e9, 2e9, 3.0}, {4e9, 4e9, 0.5}, {3e9, 1e6, 10}};
+    for (double[] c : cases) {
+      double miss = c[0];
+      double premium = c[1];
+      double rate = c[2];
+      int steps = 100_000;
+      double sum = 0;
+      for (int i = 0; i < steps; i++) {
+        double at = (i + 0.5) * miss / steps;
+        sum += Math.min(miss - at, premium) * (miss / steps);
+      }
+      double expected = rate / 1e9 * sum;
+      double got = RoutePlanner.heldUp(miss, premium, rate);
+      assertEquals(expected, got, 1e-6 * expected, java.util.Arrays.toString(c));
+    }
+    assertEquals(0, RoutePlanner.heldUp(5e9, 2e9, 0));
+    assertEquals(0, RoutePlanner.heldUp(0, 2e9, 1));
   }
 
   @Test
@@ -358,6 +429,7 @@ class RoutePlannerTest {
     assertEquals(Reason.LOCAL_CACHING, bought.reason(), bought.toString());
     // the bought miss (320 ms of prefill) occupies the engine: what is left of it is added to
     // the local cost, so the requests arriving meanwhile go to the peer
+    // (and a second buy would queue behind the first: none while it runs)
     RouteDecision during = p.decide(t, 0, null, 0, new PeerSet[1]);
     assertEquals(640 * MS, during.candidates().get(0).costNanos(), during.toString());
     assertEquals(Reason.PEER_CHEAPER, during.reason(), during.toString());
