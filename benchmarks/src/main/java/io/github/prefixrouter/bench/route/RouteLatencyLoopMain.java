@@ -1,0 +1,93 @@
+package io.github.prefixrouter.bench.route;
+
+import io.github.prefixrouter.RouteDecision;
+import java.util.Arrays;
+import java.util.Locale;
+
+/**
+ * Times every decision of a closed loop on {@link RouteBenchmark}'s fixture, without JMH, to
+ * tell the decision's own cost from interruptions of the machine: prints the percentiles of all
+ * decisions, the share slower than a threshold, how far apart in time those slow decisions are
+ * (evenly spaced ones are periodic interruptions, not slow prompts), and each query's median and
+ * p99.
+ *
+ * <pre>
+ *   java -cp benchmarks/target/benchmarks.jar io.github.prefixrouter.bench.route.RouteLatencyLoopMain \\
+ *       [peers] [promptTokens] [FIXED|SHARED] [slowNanos]     (default 64 4096 FIXED 15000)
+ * </pre>
+ */
+public final class RouteLatencyLoopMain {
+
+  private static final int WARMUP = 200_000;
+  private static final int MEASURED = 400_000;
+
+  private static Object sink;
+
+  private RouteLatencyLoopMain() {}
+
+  public static void main(String[] args) {
+    int peers = args.length > 0 ? Integer.parseInt(args[0]) : 64;
+    int tokens = args.length > 1 ? Integer.parseInt(args[1]) : 4096;
+    RouteFixture.Workload w =
+        RouteFixture.Workload.valueOf(args.length > 2 ? args[2] : "FIXED");
+    long slowNanos = args.length > 3 ? Long.parseLong(args[3]) : 15_000;
+    RouteFixture f = new RouteFixture(peers, tokens, 42, w);
+    int[][] queries = f.queries;
+    int mask = queries.length - 1;
+    for (int i = 0; i < WARMUP; i++) {
+      sink = f.decide.apply(queries[i & mask]);
+    }
+    long[] took = new long[MEASURED];
+    long[] startedAt = new long[MEASURED];
+    long origin = System.nanoTime();
+    for (int i = 0; i < MEASURED; i++) {
+      long start = System.nanoTime();
+      RouteDecision d = f.decide.apply(queries[i & mask]);
+      long end = System.nanoTime();
+      sink = d;
+      took[i] = end - start;
+      startedAt[i] = start - origin;
+    }
+    long[] sorted = took.clone();
+    Arrays.sort(sorted);
+    System.out.printf(Locale.ROOT, "%s workload, %d peers, %d tokens, %d decisions in %.0f ms%n",
+        w, peers, tokens, MEASURED, startedAt[MEASURED - 1] / 1e6);
+    System.out.printf(Locale.ROOT, "all decisions: p50 %d  p90 %d  p99 %d  p99.9 %d ns%n",
+        at(sorted, 0.5), at(sorted, 0.9), at(sorted, 0.99), at(sorted, 0.999));
+    long[] gaps = new long[MEASURED];
+    int slow = 0;
+    long last = -1;
+    for (int i = 0; i < MEASURED; i++) {
+      if (took[i] > slowNanos) {
+        if (last >= 0) {
+          gaps[slow - 1] = startedAt[i] - last;
+        }
+        last = startedAt[i];
+        slow++;
+      }
+    }
+    System.out.printf(Locale.ROOT, "slower than %d ns: %d (%.3f%%)%n", slowNanos, slow,
+        100.0 * slow / MEASURED);
+    if (slow > 2) {
+      long[] g = Arrays.copyOf(gaps, slow - 1);
+      Arrays.sort(g);
+      System.out.printf(Locale.ROOT, "time between slow decisions: p10 %d  p50 %d  p90 %d us%n",
+          at(g, 0.1) / 1000, at(g, 0.5) / 1000, at(g, 0.9) / 1000);
+    }
+    int perQuery = Math.min(queries.length, 16);
+    for (int q = 0; q < perQuery; q++) {
+      long[] mine = new long[(MEASURED + queries.length - 1 - q) / queries.length];
+      int n = 0;
+      for (int i = q; i < MEASURED; i += queries.length) {
+        mine[n++] = took[i];
+      }
+      Arrays.sort(mine, 0, n);
+      long[] m = Arrays.copyOf(mine, n);
+      System.out.printf(Locale.ROOT, "query %2d: p50 %d  p99 %d ns%n", q, at(m, 0.5), at(m, 0.99));
+    }
+  }
+
+  private static long at(long[] sorted, double quantile) {
+    return sorted[Math.min(sorted.length - 1, (int) (quantile * sorted.length))];
+  }
+}
