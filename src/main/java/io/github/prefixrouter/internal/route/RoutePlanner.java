@@ -362,8 +362,11 @@ final class RoutePlanner {
       if (costCol[best] < localCost - margin) {
         chosen = best;
         reason = Reason.PEER_CHEAPER;
+        // buy only when nobody waits for the local engine and no bought miss occupies it,
+        // so the miss holds up no request already queued and waits for no other; otherwise
+        // rent this time and buy on a later request for the head
         if (caching && blocks > 0 && localMatch < demandBlocks * blockSize
-            && effCol[best] > localMatch) {
+            && effCol[best] > localMatch && ll.queueDepth() == 0 && reserved == 0) {
           // buying costs this request localCost - cost(best); each later request for the
           // prefix is then spared the round trip and overhead (queues come and go, so only
           // the link counts as the lasting premium)
@@ -371,11 +374,7 @@ final class RoutePlanner {
           double miss = prefill * (n - localMatch);
           double buy = localCost - costCol[best]
               + heldUp(miss, premium, demand.arrivalsPerSecond(now));
-          // buy only when nobody waits for the local engine and no bought miss occupies it,
-          // so the miss holds up no request already queued and waits for no other; otherwise
-          // rent this time and buy on a later request for the head
-          if (ll.queueDepth() == 0 && reserved == 0
-              && premium * demand.expectedRequests(demandKey, now) > buy) {
+          if (premium * demand.expectedRequests(demandKey, now) > buy) {
             chosen = 0;
             reason = Reason.LOCAL_CACHING;
             demand.reserve(now + (long) miss);

@@ -164,8 +164,8 @@ class PrefixHashCacheTest {
     }
     int localMatch = r.nextInt(16 * 20);
     PeerHealth health = new PeerHealth();
-    RoutePlanner cached = planner(cfg, v, localMatch, health, true);
-    RoutePlanner plain = planner(cfg, v, localMatch, health, false);
+    RoutePlanner cached = RoutePlannerTest.planner(cfg, "me", v, localMatch, health, true);
+    RoutePlanner plain = RoutePlannerTest.planner(cfg, "me", v, localMatch, health, false);
     for (int q = 0; q < 40; q++) {
       int[] t = prompt(r, pre, 16 * 20);
       RouteDecision a = cached.decide(t);
@@ -173,27 +173,6 @@ class PrefixHashCacheTest {
       assertEquals(b.toString(), a.toString());
       checkChoice(a, longestPrefix);
     }
-  }
-
-  private static RoutePlanner planner(RouterConfig cfg, PeerView v, int localMatch,
-      PeerHealth health, boolean cache) {
-    LocalPrefixIndex local = new LocalPrefixIndex() {
-      @Override
-      public int match(int[] tokens) {
-        return Math.min(localMatch, tokens.length);
-      }
-
-      @Override
-      public void onExecuted(int[] tokens) {}
-
-      @Override
-      public long cachedTokens() {
-        return 0;
-      }
-    };
-    return new RoutePlanner(cfg, "me", local, new BlockChain(RoutePlannerTest.HASHER), v,
-        new CostModel(cfg.initialPrefillNanosPerToken()), health, () -> 0L,
-        () -> EngineLoad.IDLE, cache);
   }
 
   /** The target against a naive scan of the decision's own candidates. */

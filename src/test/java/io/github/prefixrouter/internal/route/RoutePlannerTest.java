@@ -89,22 +89,18 @@ class RoutePlannerTest {
 
   static RoutePlanner planner(RouterConfig cfg, String self, ScriptedView view, int localMatch,
       PeerHealth health) {
-    LocalPrefixIndex local = new LocalPrefixIndex() {
-      @Override
-      public int match(int[] tokens) {
-        return Math.min(localMatch, tokens.length);
-      }
+    return planner(cfg, self, view, localMatch, health, true);
+  }
 
-      @Override
-      public void onExecuted(int[] tokens) {}
-
-      @Override
-      public long cachedTokens() {
-        return 0;
-      }
-    };
-    return new RoutePlanner(cfg, self, local, HASHER::chain, view,
-        new CostModel(cfg.initialPrefillNanosPerToken()), health, () -> 0L, () -> EngineLoad.IDLE);
+  /**
+   * A planner over {@code view} whose local tree matches {@code localMatch} tokens of every
+   * prompt, on the production chain hasher; {@code prefixHashCache} as in {@link RoutePlanner}.
+   */
+  static RoutePlanner planner(RouterConfig cfg, String self, PeerView view, int localMatch,
+      PeerHealth health, boolean prefixHashCache) {
+    return new RoutePlanner(cfg, self, matching(localMatch), new BlockChain(HASHER), view,
+        new CostModel(cfg.initialPrefillNanosPerToken()), health, () -> 0L, () -> EngineLoad.IDLE,
+        prefixHashCache);
   }
 
   static int[] tokens(long seed, int n) {
@@ -374,10 +370,16 @@ class RoutePlannerTest {
   /** A planner with no local match whose clock and engine load the test sets. */
   static RoutePlanner plannerWith(RouterConfig cfg, ScriptedView view, AtomicLong now,
       AtomicReference<EngineLoad> load) {
-    LocalPrefixIndex local = new LocalPrefixIndex() {
+    return new RoutePlanner(cfg, "me", matching(0), new BlockChain(HASHER), view,
+        new CostModel(cfg.initialPrefillNanosPerToken()), new PeerHealth(), now::get, load::get);
+  }
+
+  /** A local tree that matches {@code localMatch} tokens of every prompt (all of shorter ones). */
+  static LocalPrefixIndex matching(int localMatch) {
+    return new LocalPrefixIndex() {
       @Override
       public int match(int[] tokens) {
-        return 0;
+        return Math.min(localMatch, tokens.length);
       }
 
       @Override
@@ -388,8 +390,6 @@ class RoutePlannerTest {
         return 0;
       }
     };
-    return new RoutePlanner(cfg, "me", local, HASHER::chain, view,
-        new CostModel(cfg.initialPrefillNanosPerToken()), new PeerHealth(), now::get, load::get);
   }
 
   @Test

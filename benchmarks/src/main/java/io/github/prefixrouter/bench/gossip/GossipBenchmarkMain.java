@@ -206,32 +206,29 @@ public final class GossipBenchmarkMain {
 
     /** When the first version after {@code v} appeared, or -1 if none yet. */
     long firstAfterVersion(long v) {
-      int lo = 0;
-      int hi = n;
-      while (lo < hi) {
-        int mid = (lo + hi) >>> 1;
-        if (versions[mid] > v) {
-          hi = mid;
-        } else {
-          lo = mid + 1;
-        }
-      }
-      return lo < n ? times[lo] : -1;
+      int i = firstAbove(versions, v);
+      return i < n ? times[i] : -1;
     }
 
     /** When the first change after time {@code t} happened, or -1 if none yet. */
     long firstChangeAfter(long t) {
+      int i = firstAbove(times, t);
+      return i < n ? times[i] : -1;
+    }
+
+    /** Index of the first of the {@code n} recorded (ascending) values above {@code x}. */
+    private int firstAbove(long[] ascending, long x) {
       int lo = 0;
       int hi = n;
       while (lo < hi) {
         int mid = (lo + hi) >>> 1;
-        if (times[mid] > t) {
+        if (ascending[mid] > x) {
           hi = mid;
         } else {
           lo = mid + 1;
         }
       }
-      return lo < n ? times[lo] : -1;
+      return lo;
     }
   }
 

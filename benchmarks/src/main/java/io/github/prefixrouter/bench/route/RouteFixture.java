@@ -65,6 +65,17 @@ final class RouteFixture {
     this(peers, promptTokens, seed, Workload.FIXED);
   }
 
+  /**
+   * The fixture the command-line tools take as {@code [peers] [promptTokens] [FIXED|SHARED]}
+   * (defaults 64, 4096, FIXED), with the benchmark's seed.
+   */
+  static RouteFixture fromArgs(String[] args) {
+    int peers = args.length > 0 ? Integer.parseInt(args[0]) : 64;
+    int tokens = args.length > 1 ? Integer.parseInt(args[1]) : 4096;
+    Workload w = Workload.valueOf(args.length > 2 ? args[2] : "FIXED");
+    return new RouteFixture(peers, tokens, 42, w);
+  }
+
   RouteFixture(int peers, int promptTokens, long seed, Workload workload) {
     this.peers = peers;
     this.promptTokens = promptTokens;

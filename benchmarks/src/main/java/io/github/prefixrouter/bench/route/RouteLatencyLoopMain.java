@@ -26,12 +26,8 @@ public final class RouteLatencyLoopMain {
   private RouteLatencyLoopMain() {}
 
   public static void main(String[] args) {
-    int peers = args.length > 0 ? Integer.parseInt(args[0]) : 64;
-    int tokens = args.length > 1 ? Integer.parseInt(args[1]) : 4096;
-    RouteFixture.Workload w =
-        RouteFixture.Workload.valueOf(args.length > 2 ? args[2] : "FIXED");
+    RouteFixture f = RouteFixture.fromArgs(args);
     long slowNanos = args.length > 3 ? Long.parseLong(args[3]) : 15_000;
-    RouteFixture f = new RouteFixture(peers, tokens, 42, w);
     int[][] queries = f.queries;
     int mask = queries.length - 1;
     for (int i = 0; i < WARMUP; i++) {
@@ -51,7 +47,7 @@ public final class RouteLatencyLoopMain {
     long[] sorted = took.clone();
     Arrays.sort(sorted);
     System.out.printf(Locale.ROOT, "%s workload, %d peers, %d tokens, %d decisions in %.0f ms%n",
-        w, peers, tokens, MEASURED, startedAt[MEASURED - 1] / 1e6);
+        f.workload, f.peers, f.promptTokens, MEASURED, startedAt[MEASURED - 1] / 1e6);
     System.out.printf(Locale.ROOT, "all decisions: p50 %d  p90 %d  p99 %d  p99.9 %d ns%n",
         at(sorted, 0.5), at(sorted, 0.9), at(sorted, 0.99), at(sorted, 0.999));
     long[] gaps = new long[MEASURED];

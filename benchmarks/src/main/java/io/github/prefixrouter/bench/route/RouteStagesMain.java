@@ -28,11 +28,10 @@ public final class RouteStagesMain {
   private RouteStagesMain() {}
 
   public static void main(String[] args) {
-    int peers = args.length > 0 ? Integer.parseInt(args[0]) : 64;
-    int tokens = args.length > 1 ? Integer.parseInt(args[1]) : 4096;
-    RouteFixture.Workload w =
-        RouteFixture.Workload.valueOf(args.length > 2 ? args[2] : "FIXED");
-    RouteFixture f = new RouteFixture(peers, tokens, 42, w);
+    RouteFixture f = RouteFixture.fromArgs(args);
+    int peers = f.peers;
+    int tokens = f.promptTokens;
+    RouteFixture.Workload w = f.workload;
     f.checkSameDecisions(4, 7);
     int nq = f.queries.length;
     BlockChainSource[] hashed = new BlockChainSource[nq];
