@@ -76,7 +76,7 @@ public final class RouteBenchmarkMain {
     ChainedOptionsBuilder o = new OptionsBuilder()
         .include(RouteBenchmark.class.getName() + "\\.")
         .timeUnit(TimeUnit.NANOSECONDS)
-        .jvmArgsAppend("-Xmx3g");
+        .jvmArgsAppend(RouteBenchmark.JVM_ARGS);
     if (gc) {
       o.addProfiler(GCProfiler.class);
     }

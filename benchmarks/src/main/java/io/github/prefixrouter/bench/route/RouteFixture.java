@@ -53,6 +53,16 @@ final class RouteFixture {
   final Function<int[], RouteDecision> decideWithoutCache;
   final PreviousPlanner previous;
   final int[][] queries;
+  /**
+   * The order in which the benchmarks take the queries: {@code order[j] = j mod queries}, of
+   * prime length {@value #ORDER_LENGTH}. JMH's sample mode times one call in {@code 2^k}
+   * (the low bits of a linear congruential generator, so exactly periodic); a benchmark cycling
+   * through a power-of-two number of queries would always time the same query (FIXED: 1 of 8).
+   * Over a prime period every query is timed equally often.
+   */
+  final int[] order;
+
+  static final int ORDER_LENGTH = 8191;
   final BlockHasher hasher = new BlockHasher(16, 0);
   final List<Set<Long>> naiveReplicas = new ArrayList<>();
   final long[] naiveChain;
@@ -78,6 +88,7 @@ final class RouteFixture {
 
   RouteFixture(int peers, int promptTokens, long seed, Workload workload) {
     this.peers = peers;
+    this.order = new int[ORDER_LENGTH];
     this.promptTokens = promptTokens;
     this.workload = workload;
     SplittableRandom r = new SplittableRandom(seed);
@@ -195,6 +206,9 @@ final class RouteFixture {
         }
         queries[q] = withTail(r, preambles[f], promptTokens);
       }
+    }
+    for (int j = 0; j < ORDER_LENGTH; j++) {
+      order[j] = j % queries.length;
     }
     this.naiveChain = new long[blocks];
     this.naiveOut = new int[peers];

@@ -13,13 +13,14 @@ import java.util.Locale;
  *
  * <pre>
  *   java -cp benchmarks/target/benchmarks.jar io.github.prefixrouter.bench.route.RouteLatencyLoopMain \\
- *       [peers] [promptTokens] [FIXED|SHARED] [slowNanos]     (default 64 4096 FIXED 15000)
+ *       [peers] [promptTokens] [FIXED|SHARED] [slowNanos] [decisions]
+ *       (default 64 4096 FIXED 15000 400000; {@code benchmarks/run route-loop ...} runs it with
+ *       the fixed, pre-touched heap of {@link RouteBenchmark}'s forks)
  * </pre>
  */
 public final class RouteLatencyLoopMain {
 
   private static final int WARMUP = 200_000;
-  private static final int MEASURED = 400_000;
 
   private static Object sink;
 
@@ -28,15 +29,16 @@ public final class RouteLatencyLoopMain {
   public static void main(String[] args) {
     RouteFixture f = RouteFixture.fromArgs(args);
     long slowNanos = args.length > 3 ? Long.parseLong(args[3]) : 15_000;
+    final int measured = args.length > 4 ? Integer.parseInt(args[4]) : 400_000;
     int[][] queries = f.queries;
     int mask = queries.length - 1;
     for (int i = 0; i < WARMUP; i++) {
       sink = f.decide.apply(queries[i & mask]);
     }
-    long[] took = new long[MEASURED];
-    long[] startedAt = new long[MEASURED];
+    long[] took = new long[measured];
+    long[] startedAt = new long[measured];
     long origin = System.nanoTime();
-    for (int i = 0; i < MEASURED; i++) {
+    for (int i = 0; i < measured; i++) {
       long start = System.nanoTime();
       RouteDecision d = f.decide.apply(queries[i & mask]);
       long end = System.nanoTime();
@@ -47,13 +49,13 @@ public final class RouteLatencyLoopMain {
     long[] sorted = took.clone();
     Arrays.sort(sorted);
     System.out.printf(Locale.ROOT, "%s workload, %d peers, %d tokens, %d decisions in %.0f ms%n",
-        f.workload, f.peers, f.promptTokens, MEASURED, startedAt[MEASURED - 1] / 1e6);
+        f.workload, f.peers, f.promptTokens, measured, startedAt[measured - 1] / 1e6);
     System.out.printf(Locale.ROOT, "all decisions: p50 %d  p90 %d  p99 %d  p99.9 %d ns%n",
         at(sorted, 0.5), at(sorted, 0.9), at(sorted, 0.99), at(sorted, 0.999));
-    long[] gaps = new long[MEASURED];
+    long[] gaps = new long[measured];
     int slow = 0;
     long last = -1;
-    for (int i = 0; i < MEASURED; i++) {
+    for (int i = 0; i < measured; i++) {
       if (took[i] > slowNanos) {
         if (last >= 0) {
           gaps[slow - 1] = startedAt[i] - last;
@@ -63,7 +65,7 @@ public final class RouteLatencyLoopMain {
       }
     }
     System.out.printf(Locale.ROOT, "slower than %d ns: %d (%.3f%%)%n", slowNanos, slow,
-        100.0 * slow / MEASURED);
+        100.0 * slow / measured);
     if (slow > 2) {
       long[] g = Arrays.copyOf(gaps, slow - 1);
       Arrays.sort(g);
@@ -72,9 +74,9 @@ public final class RouteLatencyLoopMain {
     }
     int perQuery = Math.min(queries.length, 16);
     for (int q = 0; q < perQuery; q++) {
-      long[] mine = new long[(MEASURED + queries.length - 1 - q) / queries.length];
+      long[] mine = new long[(measured + queries.length - 1 - q) / queries.length];
       int n = 0;
-      for (int i = q; i < MEASURED; i += queries.length) {
+      for (int i = q; i < measured; i += queries.length) {
         mine[n++] = took[i];
       }
       Arrays.sort(mine, 0, n);

@@ -72,9 +72,11 @@ public class RouteStagesBenchmark {
     }
   }
 
+  /** The query indices in {@link RouteFixture#order} (a prime period, see there). */
   private int nextIndex() {
-    next = (next + 1) & (fixture.queries.length - 1);
-    return next;
+    int[] o = fixture.order;
+    next = next + 1 == o.length ? 0 : next + 1;
+    return o[next];
   }
 
   @Benchmark
