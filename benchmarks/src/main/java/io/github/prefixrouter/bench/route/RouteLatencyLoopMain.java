@@ -72,6 +72,10 @@ public final class RouteLatencyLoopMain {
       System.out.printf(Locale.ROOT, "time between slow decisions: p10 %d  p50 %d  p90 %d us%n",
           at(g, 0.1) / 1000, at(g, 0.5) / 1000, at(g, 0.9) / 1000);
     }
+    long[] jmh = jmhSampleMode(took, startedAt[measured - 1], 0x5EED);
+    System.out.printf(Locale.ROOT,
+        "the same calls through JMH's sample-mode histogram: p50 %d  p90 %d  p99 %d  p99.9 %d ns%n",
+        jmh[0], jmh[1], jmh[2], jmh[3]);
     int perQuery = Math.min(queries.length, 16);
     for (int q = 0; q < perQuery; q++) {
       long[] mine = new long[(measured + queries.length - 1 - q) / queries.length];
@@ -83,6 +87,66 @@ public final class RouteLatencyLoopMain {
       long[] m = Arrays.copyOf(mine, n);
       System.out.printf(Locale.ROOT, "query %2d: p50 %d  p99 %d ns%n", q, at(m, 0.5), at(m, 0.99));
     }
+  }
+
+  /**
+   * The p50, p90, p99 and p99.9 that JMH 1.37's {@code Mode.SampleTime} would report for these
+   * calls had it timed them as one iteration lasting {@code iterationNanos}: it times the calls
+   * its linear congruential generator picks ({@code (rnd & mask) == 0}, the mask starting at 0),
+   * records each in a histogram of 1,024 sub-buckets per power of two, and whenever it has taken
+   * more than 20 samples per millisecond of the iteration since the last time, halves every
+   * bucket's count and doubles the mask. The halving is {@code count / 2} stored only if not 0,
+   * so a bucket holding one sample keeps it: after h halvings a rare slow call weighs up to 2^h
+   * times what a call of the body weighs, and the upper percentiles move into the tail.
+   */
+  static long[] jmhSampleMode(long[] took, long iterationNanos, int seed) {
+    int[][] hdr = new int[64][];
+    long target = Math.max(1, iterationNanos / 1_000_000 * 20);
+    int rnd = seed;
+    int mask = 0;
+    long stride = 0;
+    for (long t : took) {
+      rnd = rnd * 1664525 + 1013904223;
+      if ((rnd & mask) != 0) {
+        continue;
+      }
+      int bucket = Math.max(0, 54 - Long.numberOfLeadingZeros(t));
+      if (hdr[bucket] == null) {
+        hdr[bucket] = new int[1024];
+      }
+      hdr[bucket][(int) (t >> bucket)]++;
+      if (stride++ > target) {
+        for (int[] b : hdr) {
+          for (int j = 0; b != null && j < b.length; j++) {
+            int v = b[j] / 2;
+            if (v != 0) {
+              b[j] = v;
+            }
+          }
+        }
+        stride = 0;
+        mask = (mask << 1) + 1;
+      }
+    }
+    long total = 0;
+    for (int[] b : hdr) {
+      for (int j = 0; b != null && j < b.length; j++) {
+        total += b[j];
+      }
+    }
+    double[] qs = {0.5, 0.9, 0.99, 0.999};
+    long[] out = new long[qs.length];
+    int k = 0;
+    long seen = 0;
+    for (int i = 0; i < hdr.length && k < qs.length; i++) {
+      for (int j = 0; hdr[i] != null && j < 1024 && k < qs.length; j++) {
+        seen += hdr[i][j];
+        while (k < qs.length && seen > qs[k] * total) {
+          out[k++] = (long) j << i;
+        }
+      }
+    }
+    return out;
   }
 
   private static long at(long[] sorted, double quantile) {
