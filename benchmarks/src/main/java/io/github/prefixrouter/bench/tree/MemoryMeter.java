@@ -1,5 +1,6 @@
 package io.github.prefixrouter.bench.tree;
 
+import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
 import java.lang.management.MemoryMXBean;
 import java.lang.ref.Reference;
@@ -16,6 +17,23 @@ final class MemoryMeter {
   private static final MemoryMXBean MEMORY = ManagementFactory.getMemoryMXBean();
 
   private MemoryMeter() {}
+
+  /**
+   * Why retained-heap figures cannot be trusted in this JVM, or null. With the serial collector
+   * (which the JVM picks when it sees a single CPU, for example under {@code taskset -c 1}) the
+   * used-heap difference around a build came out as 0, a few hundred bytes or negative for some
+   * structures (a structure of an earlier sample still counted in the baseline, or one not yet
+   * counted), while the same code under G1 gives the same figures run after run.
+   */
+  static String unreliableReason() {
+    for (GarbageCollectorMXBean gc : ManagementFactory.getGarbageCollectorMXBeans()) {
+      if (gc.getName().equals("MarkSweepCompact")) {
+        return "this JVM runs the serial collector, under which the retained-heap samples are"
+            + " wrong (0 or negative for some structures); run the JVM with -XX:+UseG1GC";
+      }
+    }
+    return null;
+  }
 
   static long usedAfterGc() {
     long last = Long.MAX_VALUE;

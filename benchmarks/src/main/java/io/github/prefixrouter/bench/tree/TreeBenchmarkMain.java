@@ -112,8 +112,13 @@ public final class TreeBenchmarkMain {
       }
     }
 
-    System.out.println("== memory (retained heap after GC, median of 3 builds)");
-    for (String w : TreeWorkload.NAMES) {
+    String memoryUnreliable = MemoryMeter.unreliableReason();
+    if (memoryUnreliable != null) {
+      System.out.println("== memory skipped: " + memoryUnreliable);
+    } else {
+      System.out.println("== memory (retained heap after GC, median of 3 builds)");
+    }
+    for (String w : memoryUnreliable != null ? new String[0] : TreeWorkload.NAMES) {
       TreeWorkload wl = TreeWorkload.get(w);
       for (String impl : MATCH_IMPLS) {
         Row r = rows.get(key(impl, w));
@@ -253,9 +258,10 @@ public final class TreeBenchmarkMain {
       Row i = better(rows, w, r -> r.insertNs, true);
       Row b = better(rows, w, Row::bytesPerToken, true);
       System.out.printf(Locale.ROOT,
-          "%-12s match p50 %.1fx (vs %s)   insert %.1fx (vs %s)   memory %.2fx (vs %s)%n", w,
+          "%-12s match p50 %.1fx (vs %s)   insert %.1fx (vs %s)   memory %s%n", w,
           m.matchP50 / ours.matchP50, m.impl, i.insertNs / ours.insertNs, i.impl,
-          ours.bytesPerToken() / b.bytesPerToken(), b.impl);
+          b == null ? "-" : String.format(Locale.ROOT, "%.2fx (vs %s)",
+              ours.bytesPerToken() / b.bytesPerToken(), b.impl));
     }
     Row r512 = rows.get(key(OURS, "random-512"));
     System.out.printf(Locale.ROOT, "target: 512-token match median <= 1000 ns: %.0f ns (%s)%n",
@@ -320,8 +326,9 @@ public final class TreeBenchmarkMain {
           .append(", \"match_baseline\": ").append(str(m.impl))
           .append(", \"insert_speedup\": ").append(num(in.insertNs / ours.insertNs))
           .append(", \"insert_baseline\": ").append(str(in.impl))
-          .append(", \"memory_ratio\": ").append(num(ours.bytesPerToken() / mem.bytesPerToken()))
-          .append(", \"memory_baseline\": ").append(str(mem.impl))
+          .append(", \"memory_ratio\": ")
+          .append(mem == null ? "null" : num(ours.bytesPerToken() / mem.bytesPerToken()))
+          .append(", \"memory_baseline\": ").append(mem == null ? "null" : str(mem.impl))
           .append("}").append(i + 1 < TreeWorkload.NAMES.length ? ",\n" : "\n");
     }
     b.append("  ]\n}\n");
