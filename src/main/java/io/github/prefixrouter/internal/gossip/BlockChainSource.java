@@ -16,6 +16,19 @@ public interface BlockChainSource {
    */
   int ensure(int blocks);
 
+  /**
+   * Like {@link #ensure}, but may stop short of {@code blocks} where going on would mean hashing
+   * blocks that are probably not needed: the replica query, which asks for blocks in chunks only
+   * while some peer still matches, calls this. Makes at least one more block available than
+   * before if the prompt has one, and never more than {@code blocks}. The default is {@link
+   * #ensure}.
+   *
+   * @return how many hashes are available now
+   */
+  default int ensureSome(int blocks) {
+    return ensure(blocks);
+  }
+
   /** The hashes computed so far; read it again after {@link #ensure}, which may replace it. */
   long[] hashes();
 

@@ -400,7 +400,16 @@ public final class GossipEngine {
 
     @Override
     public int ensure(int blocks) {
-      int n = source.ensure(blocks);
+      return fold(source.ensure(blocks));
+    }
+
+    @Override
+    public int ensureSome(int blocks) {
+      return fold(source.ensureSome(blocks));
+    }
+
+    /** Folds the hashes up to {@code n} not folded yet; returns {@code n}. */
+    private int fold(int n) {
       if (n > folded) {
         long[] hashes = source.hashes();
         if (fingerprints.length < n) {

@@ -551,7 +551,7 @@ final class ReplicaIndex {
     int i = 0;
     while (true) {
       if (i == avail) {
-        avail = src.ensure(nextChunk(i));
+        avail = src.ensureSome(nextChunk(i));
         chain = src.hashes();
         if (i >= avail) {
           break;
@@ -595,7 +595,7 @@ final class ReplicaIndex {
     try {
       while (true) {
         if (i == avail) {
-          avail = src.ensure(nextChunk(i));
+          avail = src.ensureSome(nextChunk(i));
           chain = src.hashes();
           if (i >= avail) {
             break;

@@ -12,8 +12,18 @@ import java.util.Arrays;
  * asked for, copies the cached hash instead of hashing as long as the block's tokens equal the
  * cached prompt's (compared chunk by chunk, only as far as asked); from the first difference on
  * it hashes. {@link #finish} offers the prompt to the cache.
+ *
+ * <p>Past the blocks copied from a cached prompt, {@link #ensureSome} (what the replica query
+ * calls) hashes {@value #MIN_STEP} blocks, then as many as it has hashed since the copy ended
+ * (doubling), instead of the query's whole chunk: the usual prompt after a cached preamble is
+ * its own tail (a user turn), which no peer holds, so the query stops at its first block, and
+ * hashing a whole chunk of it would be wasted. A peer that does hold more (the same
+ * conversation, one turn longer) costs a few more calls, at most twice the blocks it matches.
  */
 final class PromptChain implements BlockChainSource {
+
+  /** Blocks {@link #ensureSome} hashes first past a stretch copied from the cache. */
+  static final int MIN_STEP = 2;
 
   private ChainHasher hasher;
   private PrefixHashCache cache;
@@ -92,6 +102,19 @@ final class PromptChain implements BlockChainSource {
 
   @Override
   public int ensure(int blocks) {
+    return extend(blocks, false);
+  }
+
+  @Override
+  public int ensureSome(int blocks) {
+    return extend(blocks, true);
+  }
+
+  /**
+   * Makes {@code blocks} available ({@code some}: or fewer, but at least one more, when they
+   * would be hashed right after blocks copied from the cache; see the class notes).
+   */
+  private int extend(int blocks, boolean some) {
     int want = Math.min(blocks, maxBlocks);
     if (want <= done) {
       return done;
@@ -108,6 +131,10 @@ final class PromptChain implements BlockChainSource {
       }
     }
     if (want > done) {
+      if (some && reused > 0) { // past a copied stretch: a little at a time, doubling
+        int hashedSinceCopy = done - (PrefixHashCache.HEAD_BLOCKS + reused);
+        want = Math.min(want, done + Math.max(MIN_STEP, hashedSinceCopy));
+      }
       done = hasher.extend(tokens, done, want * blockSize, hashes);
     }
     return done;

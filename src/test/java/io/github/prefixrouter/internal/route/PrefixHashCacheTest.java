@@ -255,6 +255,111 @@ class PrefixHashCacheTest {
     assertArrayEquals(new long[] {240, 240, 48, 48}, hashedPerRequest);
   }
 
+  /**
+   * {@link PromptChain#ensureSome} as the replica query calls it (chunks of 8, then 16 more),
+   * stopping at a random block as if no peer held it: the chain is the hasher's, every call
+   * makes progress and never passes what was asked, {@link PromptChain#ensure} still gives all
+   * that is asked, and past a copied stretch at most {@code max(MIN_STEP, 2 × needed)} blocks are
+   * hashed for the {@code needed} blocks the query went on to read.
+   */
+  @Property
+  void ensureSomeProgressesAndHashesLittlePastACopiedStretch(
+      @ForAll long seed,
+      @ForAll @IntRange(min = 1, max = 8) int families,
+      @ForAll @IntRange(min = 1, max = 40) int requests) {
+    SplittableRandom r = new SplittableRandom(seed);
+    int blockSize = 16;
+    int[][] pre = new int[families][];
+    for (int f = 0; f < families; f++) {
+      pre[f] = new int[blockSize * (HEAD + 30 + r.nextInt(100))];
+      for (int i = 0; i < pre[f].length; i++) {
+        pre[f][i] = r.nextInt(1000);
+      }
+    }
+    CountingHasher hasher = new CountingHasher(blockSize, 0);
+    PrefixHashCache cache = new PrefixHashCache(blockSize);
+    PromptChain chain = new PromptChain();
+    for (int q = 0; q < requests; q++) {
+      int[] p = pre[r.nextInt(families)];
+      int[] t = Arrays.copyOf(p, p.length + blockSize * r.nextInt(60));
+      for (int i = p.length; i < t.length; i++) {
+        t[i] = r.nextInt(1000);
+      }
+      int maxBlocks = t.length / blockSize;
+      long[] expected = hasher.hasher.chain(t);
+      int stop = r.nextInt(maxBlocks + 1); // the first block no peer holds
+      chain.reset(t, hasher, blockSize, cache);
+      long before = hasher.blocks;
+      int i = 0;
+      int avail = 0;
+      while (i < stop) {
+        if (i == avail) {
+          int asked = i == 0 ? HEAD : i + 16;
+          int got = chain.ensureSome(asked);
+          assertTrue(got > avail || avail == maxBlocks, "no progress at " + avail);
+          assertTrue(got <= Math.min(asked, maxBlocks), got + " blocks for " + asked);
+          avail = got;
+        }
+        i++;
+      }
+      int done = chain.hashed();
+      assertArrayEquals(Arrays.copyOf(expected, done), Arrays.copyOf(chain.hashes(), done));
+      long hashed = hasher.blocks - before;
+      assertEquals(done, chain.reused() + hashed, "reused + hashed = done");
+      int copyEnd = HEAD + chain.reused();
+      if (chain.reused() > 0 && done > copyEnd) {
+        int needed = Math.max(0, stop - copyEnd);
+        assertTrue(done - copyEnd <= Math.max(PromptChain.MIN_STEP, 2 * needed),
+            (done - copyEnd) + " blocks hashed past the copy for " + needed + " needed");
+      }
+      // ensure still gives everything asked
+      assertEquals(maxBlocks, chain.ensure(maxBlocks));
+      assertArrayEquals(expected, Arrays.copyOf(chain.hashes(), maxBlocks));
+      chain.finish();
+      checkInvariants(cache, hasher.hasher);
+    }
+  }
+
+  /**
+   * The common served prompt, a cached preamble then a user turn no peer holds: the query reads
+   * up to the first block of the turn, so past the preamble two blocks are hashed, not a chunk.
+   */
+  @Test
+  void aTurnAfterACachedPreambleIsHashedTwoBlocksFar() {
+    SplittableRandom r = new SplittableRandom(9);
+    int[] preamble = new int[16 * 140];
+    for (int i = 0; i < preamble.length; i++) {
+      preamble[i] = r.nextInt(50_000);
+    }
+    CountingHasher hasher = new CountingHasher(16, 0);
+    PrefixHashCache cache = new PrefixHashCache(16);
+    PromptChain chain = new PromptChain();
+    long[] hashedPerRequest = new long[4];
+    for (int q = 0; q < 4; q++) {
+      int[] t = Arrays.copyOf(preamble, preamble.length + 16 * 40);
+      for (int i = preamble.length; i < t.length; i++) {
+        t[i] = r.nextInt(50_000);
+      }
+      chain.reset(t, hasher, 16, cache);
+      long before = hasher.blocks;
+      int i = 0;
+      int avail = 0;
+      while (i <= 140) { // peers hold the preamble, nobody block 140, the turn's first
+        if (i == avail) {
+          avail = chain.ensureSome(i == 0 ? HEAD : i + 16);
+        }
+        i++;
+      }
+      hashedPerRequest[q] = hasher.blocks - before;
+      chain.finish(141);
+    }
+    // 1st and 2nd: hashed to the end of the chunk holding block 140 (152 = 8 + 9 x 16), the 2nd
+    // admitted with the preamble; 3rd and 4th: the head, then two blocks past the copied
+    // preamble (a whole chunk would have been 12)
+    assertArrayEquals(new long[] {152, 152, HEAD + PromptChain.MIN_STEP,
+        HEAD + PromptChain.MIN_STEP}, hashedPerRequest);
+  }
+
   @Test
   void promptsWithoutSharedPrefixesAreNeverAdmitted() {
     SplittableRandom r = new SplittableRandom(5);
