@@ -73,6 +73,15 @@ class PrefixHashCacheTest {
     return t;
   }
 
+  /** {@code prefix} followed by {@code tail} random tokens below {@code bound}. */
+  static int[] withRandomTail(SplittableRandom r, int[] prefix, int tail, int bound) {
+    int[] t = Arrays.copyOf(prefix, prefix.length + tail);
+    for (int i = prefix.length; i < t.length; i++) {
+      t[i] = r.nextInt(bound);
+    }
+    return t;
+  }
+
   static int[][] preambles(SplittableRandom r, int families, int blockSize) {
     int[][] p = new int[families][];
     int[] common = new int[r.nextInt(3 * blockSize)]; // families may share a first few tokens
@@ -230,19 +239,13 @@ class PrefixHashCacheTest {
   @Test
   void aFamilyIsAdmittedOnItsSecondRequestAndThenReusesItsPreamble() {
     SplittableRandom r = new SplittableRandom(3);
-    int[] preamble = new int[16 * 200];
-    for (int i = 0; i < preamble.length; i++) {
-      preamble[i] = r.nextInt(50_000);
-    }
+    int[] preamble = withRandomTail(r, new int[0], 16 * 200, 50_000);
     CountingHasher hasher = new CountingHasher(16, 0);
     PrefixHashCache cache = new PrefixHashCache(16);
     PromptChain chain = new PromptChain();
     long[] hashedPerRequest = new long[4];
     for (int q = 0; q < 4; q++) {
-      int[] t = Arrays.copyOf(preamble, preamble.length + 16 * 40);
-      for (int i = preamble.length; i < t.length; i++) {
-        t[i] = r.nextInt(50_000);
-      }
+      int[] t = withRandomTail(r, preamble, 16 * 40, 50_000);
       long before = hasher.blocks;
       chain.reset(t, hasher, 16, cache);
       assertEquals(240, chain.ensure(240));
@@ -271,20 +274,13 @@ class PrefixHashCacheTest {
     int blockSize = 16;
     int[][] pre = new int[families][];
     for (int f = 0; f < families; f++) {
-      pre[f] = new int[blockSize * (HEAD + 30 + r.nextInt(100))];
-      for (int i = 0; i < pre[f].length; i++) {
-        pre[f][i] = r.nextInt(1000);
-      }
+      pre[f] = withRandomTail(r, new int[0], blockSize * (HEAD + 30 + r.nextInt(100)), 1000);
     }
     CountingHasher hasher = new CountingHasher(blockSize, 0);
     PrefixHashCache cache = new PrefixHashCache(blockSize);
     PromptChain chain = new PromptChain();
     for (int q = 0; q < requests; q++) {
-      int[] p = pre[r.nextInt(families)];
-      int[] t = Arrays.copyOf(p, p.length + blockSize * r.nextInt(60));
-      for (int i = p.length; i < t.length; i++) {
-        t[i] = r.nextInt(1000);
-      }
+      int[] t = withRandomTail(r, pre[r.nextInt(families)], blockSize * r.nextInt(60), 1000);
       int maxBlocks = t.length / blockSize;
       long[] expected = hasher.hasher.chain(t);
       int stop = r.nextInt(maxBlocks + 1); // the first block no peer holds
@@ -327,19 +323,13 @@ class PrefixHashCacheTest {
   @Test
   void aTurnAfterACachedPreambleIsHashedTwoBlocksFar() {
     SplittableRandom r = new SplittableRandom(9);
-    int[] preamble = new int[16 * 140];
-    for (int i = 0; i < preamble.length; i++) {
-      preamble[i] = r.nextInt(50_000);
-    }
+    int[] preamble = withRandomTail(r, new int[0], 16 * 140, 50_000);
     CountingHasher hasher = new CountingHasher(16, 0);
     PrefixHashCache cache = new PrefixHashCache(16);
     PromptChain chain = new PromptChain();
     long[] hashedPerRequest = new long[4];
     for (int q = 0; q < 4; q++) {
-      int[] t = Arrays.copyOf(preamble, preamble.length + 16 * 40);
-      for (int i = preamble.length; i < t.length; i++) {
-        t[i] = r.nextInt(50_000);
-      }
+      int[] t = withRandomTail(r, preamble, 16 * 40, 50_000);
       chain.reset(t, hasher, 16, cache);
       long before = hasher.blocks;
       int i = 0;
