@@ -181,6 +181,31 @@ public class RouteBenchmark {
     return d;
   }
 
+  /** Sum of the prompts read by {@link #decideReceivedEveryCall}, so the reads stay. */
+  private long promptSum;
+
+  /**
+   * {@link #decideEveryCall}, but the prompt is read once, untimed, before the timed decision,
+   * as receiving a request leaves it: {@code InferenceRequest} copies the prompt when it is
+   * built and {@code submit} decides on the copy at once, and a forwarded request is decoded
+   * into a fresh array just before its decision, so the prompt is in the processor's cache. ({@link
+   * #decideEveryCall} takes it wherever the previous decisions left it: on SHARED, whose 1,024
+   * prompts are 16 MB, mostly from memory.)
+   */
+  @Benchmark
+  public RouteDecision decideReceivedEveryCall(EveryCall counts) {
+    int[] q = nextQuery();
+    long sum = 0;
+    for (int t : q) {
+      sum += t;
+    }
+    promptSum += sum;
+    long start = System.nanoTime();
+    RouteDecision d = fixture.decide.apply(q);
+    counts.record(System.nanoTime() - start);
+    return d;
+  }
+
   /** {@link #previousDecide()}, every call timed into {@link EveryCall}. */
   @Benchmark
   public RouteDecision previousDecideEveryCall(EveryCall counts) {
