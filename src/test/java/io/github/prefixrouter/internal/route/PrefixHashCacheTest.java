@@ -236,26 +236,39 @@ class PrefixHashCacheTest {
     }
   }
 
-  @Test
-  void aFamilyIsAdmittedOnItsSecondRequestAndThenReusesItsPreamble() {
-    SplittableRandom r = new SplittableRandom(3);
-    int[] preamble = withRandomTail(r, new int[0], 16 * 200, 50_000);
+  /**
+   * Blocks the hasher computed for each of four requests of one family: a random preamble of
+   * {@code preambleBlocks} blocks, then a fresh 40-block tail; {@code use} asks the chain for
+   * blocks as a decision would, and the chain is then offered to the cache.
+   */
+  private static long[] hashedPerRequestOfOneFamily(
+      long seed, int preambleBlocks, java.util.function.BiConsumer<PromptChain, int[]> use) {
+    SplittableRandom r = new SplittableRandom(seed);
+    int[] preamble = withRandomTail(r, new int[0], 16 * preambleBlocks, 50_000);
     CountingHasher hasher = new CountingHasher(16, 0);
     PrefixHashCache cache = new PrefixHashCache(16);
     PromptChain chain = new PromptChain();
     long[] hashedPerRequest = new long[4];
     for (int q = 0; q < 4; q++) {
       int[] t = withRandomTail(r, preamble, 16 * 40, 50_000);
-      long before = hasher.blocks;
       chain.reset(t, hasher, 16, cache);
-      assertEquals(240, chain.ensure(240));
+      long before = hasher.blocks;
+      use.accept(chain, t);
       hashedPerRequest[q] = hasher.blocks - before;
-      assertArrayEquals(hasher.hasher.chain(t), Arrays.copyOf(chain.hashes(), 240));
+      assertArrayEquals(Arrays.copyOf(hasher.hasher.chain(t), chain.hashed()),
+          Arrays.copyOf(chain.hashes(), chain.hashed()));
       chain.finish();
     }
+    return hashedPerRequest;
+  }
+
+  @Test
+  void aFamilyIsAdmittedOnItsSecondRequestAndThenReusesItsPreamble() {
+    long[] hashed = hashedPerRequestOfOneFamily(3, 200,
+        (chain, t) -> assertEquals(240, chain.ensure(240)));
     // 1st: all hashed, remembered by the filter; 2nd: all hashed, admitted; 3rd and 4th: the
     // head and the tail hashed, the preamble's other 192 blocks copied
-    assertArrayEquals(new long[] {240, 240, 48, 48}, hashedPerRequest);
+    assertArrayEquals(new long[] {240, 240, 48, 48}, hashed);
   }
 
   /**
@@ -322,32 +335,19 @@ class PrefixHashCacheTest {
    */
   @Test
   void aTurnAfterACachedPreambleIsHashedTwoBlocksFar() {
-    SplittableRandom r = new SplittableRandom(9);
-    int[] preamble = withRandomTail(r, new int[0], 16 * 140, 50_000);
-    CountingHasher hasher = new CountingHasher(16, 0);
-    PrefixHashCache cache = new PrefixHashCache(16);
-    PromptChain chain = new PromptChain();
-    long[] hashedPerRequest = new long[4];
-    for (int q = 0; q < 4; q++) {
-      int[] t = withRandomTail(r, preamble, 16 * 40, 50_000);
-      chain.reset(t, hasher, 16, cache);
-      long before = hasher.blocks;
-      int i = 0;
+    long[] hashed = hashedPerRequestOfOneFamily(9, 140, (chain, t) -> {
       int avail = 0;
-      while (i <= 140) { // peers hold the preamble, nobody block 140, the turn's first
+      for (int i = 0; i <= 140; i++) { // peers hold the preamble, nobody the turn (block 140)
         if (i == avail) {
           avail = chain.ensureSome(i == 0 ? HEAD : i + 16);
         }
-        i++;
       }
-      hashedPerRequest[q] = hasher.blocks - before;
-      chain.finish(141);
-    }
+    });
     // 1st and 2nd: hashed to the end of the chunk holding block 140 (152 = 8 + 9 x 16), the 2nd
     // admitted with the preamble; 3rd and 4th: the head, then two blocks past the copied
     // preamble (a whole chunk would have been 12)
     assertArrayEquals(new long[] {152, 152, HEAD + PromptChain.MIN_STEP,
-        HEAD + PromptChain.MIN_STEP}, hashedPerRequest);
+        HEAD + PromptChain.MIN_STEP}, hashed);
   }
 
   @Test
