@@ -35,7 +35,7 @@ import org.openjdk.jmh.annotations.State;
  * <p>Percentiles. JMH's sample mode halves its histogram's counts whenever it has taken 20
  * samples per millisecond of the iteration, but a bucket holding a single sample keeps it
  * ({@code count / 2} is stored only when not 0), so rare slow calls, each alone in its bucket,
- * end up weighing 2 to 16 times what calls of the body weigh and its upper percentiles move
+ * end up weighing 8 to 16 times what calls of the body weigh and its upper percentiles move
  * into the tail: on the same calls, timed one by one, its histogram gives a p99 of 15.5 µs
  * where the exact p99 is 6.2 µs ({@code RouteLatencyLoopMain} prints both). So the {@code
  * EveryCall} variants time every call themselves and count exactly how many exceed fixed
