@@ -24,7 +24,8 @@ import org.openjdk.jmh.annotations.State;
  * full decision). Two workloads ({@link RouteFixture.Workload}): the fixed 8 queries, and
  * distinct queries sharing family preambles as served traffic does.
  *
- * <p>Every fork runs with a fixed, pre-touched heap ({@link #JVM_ARGS}). A decision allocates
+ * <p>Every fork runs with a fixed, pre-touched heap (the {@code @Fork} flags below, which
+ * {@code RouteBenchmarkMain} and {@code benchmarks/run jmh} both use). A decision allocates
  * its columns (about 1.7 KB at 64 peers), so a growing heap takes page faults on the first
  * touch of every new eden page for as long as it grows: measured with {@code
  * RouteLatencyLoopMain}, that start-up cost alone lifted the p99 at 64 peers and 4,096 tokens
@@ -47,9 +48,6 @@ import org.openjdk.jmh.annotations.State;
 @BenchmarkMode(Mode.SampleTime)
 @OutputTimeUnit(TimeUnit.NANOSECONDS)
 public class RouteBenchmark {
-
-  /** The JVM flags of every fork: a fixed heap, touched before the benchmark starts. */
-  static final String[] JVM_ARGS = {"-Xms3g", "-Xmx3g", "-XX:+AlwaysPreTouch"};
 
   @Param({"4", "64", "1024"})
   public int peers;

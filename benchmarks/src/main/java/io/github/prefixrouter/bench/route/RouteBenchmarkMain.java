@@ -85,8 +85,7 @@ public final class RouteBenchmarkMain {
     }
     ChainedOptionsBuilder o = new OptionsBuilder()
         .include(RouteBenchmark.class.getName() + "\\.")
-        .timeUnit(TimeUnit.NANOSECONDS)
-        .jvmArgsAppend(RouteBenchmark.JVM_ARGS);
+        .timeUnit(TimeUnit.NANOSECONDS); // fork JVM flags: RouteBenchmark's @Fork
     if (gc) {
       o.addProfiler(GCProfiler.class);
     }

@@ -29,8 +29,8 @@ import java.util.function.ToIntFunction;
  * <p>Each build is loaded in its own class loader, so both run in one JVM on the same queries.
  * Every JVM holds four trees, {@code old}, {@code new}, {@code old'} and {@code new'} (the
  * primes are second copies of the same build), and times passes over all queries in rotating
- * order. Where a tree was built in the JVM changes its match time by up to 25% for identical
- * code (measured: the last-built of four copies is the slowest), more than the changes usually
+ * order. Where a tree was built in the JVM changes its match time by up to 35% for identical
+ * code (measured on MMLU; up to 10% on the random workloads), more than the changes usually
  * judged, so the tool runs four JVMs, one per row of a Latin square of build orders, and
  * reports for each workload the median per-round ratio of {@code new} (both copies) to {@code
  * old} (both copies), averaged over the four JVMs, with {@code old'} against {@code old} as the
