@@ -27,9 +27,12 @@ import org.openjdk.jmh.util.Statistics;
  * per cached token, on the MMLU workload and random 512- and 4,096-token sequences. Prints a
  * table with ratios against the better baseline and writes {@code target/results/tree.json}.
  *
- * <p>Quick mode (default) runs JMH in this JVM with short iterations, under two minutes on two
- * cores; {@code --full} forks two JVMs per benchmark with five 1-second warmup and measurement
- * iterations.
+ * <p>Every benchmark runs in a JVM of its own, so no implementation is compiled with profiles
+ * shaped by another's. Quick mode (default) forks one JVM per benchmark with short iterations,
+ * about 90 seconds on two cores; {@code --full} forks two per benchmark with five 1-second
+ * warmup and measurement iterations, about 5 minutes. The memory section also prints, per
+ * workload, half the better baseline's bytes per token (the memory target) and the order-0
+ * entropy of the distinct cached tokens.
  */
 public final class TreeBenchmarkMain {
 
@@ -127,6 +130,10 @@ public final class TreeBenchmarkMain {
         System.out.printf(Locale.ROOT, "%-12s %-22s %,12d bytes %8.2f bytes/token%n", w, impl,
             r.retained, r.bytesPerToken());
       }
+      Row b = better(rows, w, Row::bytesPerToken, true);
+      System.out.printf(Locale.ROOT, "%-12s half the better baseline: %.2f bytes/token;"
+          + " order-0 entropy of the distinct cached tokens: %.2f bits = %.2f bytes/token%n", w,
+          b.bytesPerToken() / 2, wl.entropyBitsPerToken, wl.entropyBitsPerToken / 8);
     }
 
     System.out.println("== JMH (" + (full ? "full" : "quick") + " mode)");
@@ -164,13 +171,15 @@ public final class TreeBenchmarkMain {
         .shouldFailOnError(true)
         .verbosity(VerboseMode.SILENT)
         .timeUnit(TimeUnit.NANOSECONDS);
+    // every benchmark runs in a JVM of its own, so no implementation's match runs with a
+    // profile (call sites, inlining) shaped by another's
+    List<String> jvmArgs = new ArrayList<>(List.of("-Xmx4g", "-Xms1g"));
+    if (mmlu != null) {
+      jvmArgs.add("-D" + TreeWorkload.MMLU_PROPERTY + "="
+          + System.getProperty(TreeWorkload.MMLU_PROPERTY));
+    }
+    opts.forks(full ? 2 : 1).jvmArgsAppend(jvmArgs.toArray(String[]::new));
     if (full) {
-      List<String> jvmArgs = new ArrayList<>(List.of("-Xmx4g", "-Xms1g"));
-      if (mmlu != null) {
-        jvmArgs.add("-D" + TreeWorkload.MMLU_PROPERTY + "="
-            + System.getProperty(TreeWorkload.MMLU_PROPERTY));
-      }
-      opts.forks(2).jvmArgsAppend(jvmArgs.toArray(String[]::new));
       if (batches) {
         opts.warmupIterations(20).measurementIterations(20);
       } else {
@@ -178,11 +187,10 @@ public final class TreeBenchmarkMain {
             .measurementIterations(5).measurementTime(TimeValue.seconds(1));
       }
     } else {
-      opts.forks(0);
       if (batches) {
         opts.warmupIterations(8).measurementIterations(6);
       } else {
-        opts.warmupIterations(2).warmupTime(TimeValue.milliseconds(500))
+        opts.warmupIterations(3).warmupTime(TimeValue.seconds(1))
             .measurementIterations(3).measurementTime(TimeValue.milliseconds(500));
       }
     }
@@ -293,6 +301,7 @@ public final class TreeBenchmarkMain {
       b.append("    ").append(str(w.name)).append(": {\"description\": ").append(str(w.description))
           .append(", \"cached_sequences\": ").append(w.cached.length)
           .append(", \"distinct_cached_tokens\": ").append(w.distinctCachedTokens)
+          .append(", \"entropy_bits_per_token\": ").append(num(w.entropyBitsPerToken))
           .append(", \"queries\": ").append(w.queries.length)
           .append(", \"insert_batch\": ").append(w.inserts.length).append("}")
           .append(i + 1 < TreeWorkload.NAMES.length ? ",\n" : "\n");

@@ -41,6 +41,13 @@ final class TreeWorkload {
   final String[] insertKeys;
   /** Distinct tokens of the cached set: what a prefix tree holds after inserting it. */
   final long distinctCachedTokens;
+  /**
+   * Order-0 empirical entropy of those distinct tokens, in bits per token: what a code that
+   * spends the same bits on every occurrence of a token id needs at least. For the random
+   * workloads (independent, uniform ids) no exact representation of the tokens can be smaller
+   * on average; for text, codes that look at context can be.
+   */
+  final double entropyBitsPerToken;
 
   private static final Map<String, TreeWorkload> CACHE = new ConcurrentHashMap<>();
   private static volatile PromptSource mmlu;
@@ -57,10 +64,34 @@ final class TreeWorkload {
     this.insertKeys = keys(inserts);
     io.github.prefixrouter.internal.tree.ConcurrentPrefixTree t =
         io.github.prefixrouter.internal.tree.ConcurrentPrefixTree.selfManaged(Long.MAX_VALUE);
+    Map<Integer, Integer> counts = new java.util.HashMap<>();
     for (int[] c : cached) {
+      // the tokens this insert adds are those past what the tree already holds of it
+      for (int i = t.match(c); i < c.length; i++) {
+        counts.merge(c[i], 1, Integer::sum);
+      }
       t.insert(c);
     }
     this.distinctCachedTokens = t.sizeTokens();
+    long counted = counts.values().stream().mapToLong(Integer::longValue).sum();
+    if (counted != distinctCachedTokens) {
+      throw new IllegalStateException(
+          "counted " + counted + " added tokens, the tree holds " + distinctCachedTokens);
+    }
+    this.entropyBitsPerToken = entropyBits(counts.values(), distinctCachedTokens);
+  }
+
+  /**
+   * Order-0 empirical entropy, in bits per token, of a multiset of tokens given by its counts:
+   * {@code -sum p log2 p} with {@code p = count / total}.
+   */
+  static double entropyBits(Iterable<Integer> counts, long total) {
+    double h = 0;
+    for (int c : counts) {
+      double p = (double) c / total;
+      h -= p * Math.log(p);
+    }
+    return h / Math.log(2);
   }
 
   private static String[] keys(int[][] seqs) {
