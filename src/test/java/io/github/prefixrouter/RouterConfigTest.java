@@ -1,10 +1,15 @@
 package io.github.prefixrouter;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.function.UnaryOperator;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
@@ -23,6 +28,78 @@ class RouterConfigTest {
     assertEquals(1.25, c.coldPlacementLoadBound());
     assertEquals(RouterConfig.TreeMode.AUTO, c.treeMode());
     assertEquals(c.toString(), c.toBuilder().build().toString());
+  }
+
+  /** Every setting away from its default, all valid together. */
+  static RouterConfig everySettingChanged() {
+    return RouterConfig.builder()
+        .blockSize(32)
+        .treeCapacityTokens(1L << 16)
+        .treeMode(RouterConfig.TreeMode.SELF_MANAGED)
+        .hashSalt(0x5eed)
+        .policy(RoutingPolicy.LONGEST_PREFIX)
+        .forwardMargin(0.2, Duration.ofMillis(3))
+        .initialPrefillNanosPerToken(7_000)
+        .forwardOverhead(Duration.ofMillis(1))
+        .forwardTimeout(Duration.ofSeconds(2), Duration.ofSeconds(20))
+        .engineTimeout(Duration.ofMinutes(3))
+        .hopLimit(2)
+        .watermarks(4, 9)
+        .busyCooldown(Duration.ofSeconds(4))
+        .failureCooldown(Duration.ofSeconds(5))
+        .coldPlacement(false)
+        .coldPlacementLoadBound(2.0)
+        .coldPlacementSlack(0.5)
+        .localCaching(false)
+        .stalenessHalfLife(Duration.ofSeconds(11))
+        .gossip(Duration.ofMillis(300), 5)
+        .peerTimeouts(Duration.ofSeconds(3), Duration.ofSeconds(13))
+        .maxPeers(77)
+        .gossipGeneration(12_345)
+        .build();
+  }
+
+  /** The public accessors of RouterConfig: every setting it exposes. */
+  static List<Method> settings() throws Exception {
+    List<Method> out = new ArrayList<>();
+    for (Method m : RouterConfig.class.getDeclaredMethods()) {
+      if (Modifier.isPublic(m.getModifiers()) && !Modifier.isStatic(m.getModifiers())
+          && m.getParameterCount() == 0 && m.getReturnType() != void.class
+          && !List.of("toBuilder", "validate", "toString", "hashCode").contains(m.getName())) {
+        out.add(m);
+      }
+    }
+    assertTrue(out.size() >= 28, "accessors found: " + out);
+    return out;
+  }
+
+  @Test
+  void everySettingIsKeptAndToBuilderCopiesEveryOne() throws Exception {
+    RouterConfig d = RouterConfig.defaults();
+    RouterConfig c = everySettingChanged();
+    RouterConfig copy = c.toBuilder().build();
+    for (Method m : settings()) {
+      Object value = m.invoke(c);
+      assertNotEquals(m.invoke(d), value, m.getName() + " was not changed from its default");
+      assertEquals(value, m.invoke(copy), m.getName() + " lost by toBuilder()");
+    }
+    assertEquals(32, c.blockSize());
+    assertEquals(RouterConfig.TreeMode.SELF_MANAGED, c.treeMode());
+    assertEquals(0x5eed, c.hashSalt());
+    assertEquals(0.2, c.forwardMarginRatio());
+    assertEquals(Duration.ofMillis(3), c.forwardMarginMin());
+    assertEquals(Duration.ofSeconds(2), c.forwardTimeoutMin());
+    assertEquals(Duration.ofSeconds(20), c.forwardTimeoutMax());
+    assertEquals(4, c.lowWatermark());
+    assertEquals(9, c.highWatermark());
+    assertEquals(Duration.ofMillis(300), c.gossipInterval());
+    assertEquals(5, c.gossipFanout());
+    assertEquals(Duration.ofSeconds(3), c.peerSuspectAfter());
+    assertEquals(Duration.ofSeconds(13), c.peerDeadAfter());
+    // a builder from toBuilder() is independent of the configuration it came from
+    RouterConfig changed = c.toBuilder().hopLimit(0).build();
+    assertEquals(0, changed.hopLimit());
+    assertEquals(2, c.hopLimit());
   }
 
   static Stream<Arguments> invalid() {
