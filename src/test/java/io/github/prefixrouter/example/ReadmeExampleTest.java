@@ -11,14 +11,21 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 
-/** The README's example, compiled and run so it cannot rot. */
+/**
+ * The README's example, compiled and run so it cannot rot: the README must show this code and
+ * the line it prints.
+ */
 class ReadmeExampleTest {
 
   @Test
@@ -59,6 +66,8 @@ class ReadmeExampleTest {
     System.out.println(answer.servedBy() + " " + answer.decision());
     // --- README example end
 
+    assertEquals(readmeBlock("prints"), answer.servedBy() + " " + answer.decision(),
+        "the README shows what the example prints");
     assertFalse(first.join().forwarded());
     assertEquals("b", answer.servedBy());
     assertTrue(answer.forwarded());
@@ -66,6 +75,43 @@ class ReadmeExampleTest {
     nodes.forEach(n -> n.stop());
     time.advanceBy(Duration.ofSeconds(30).toNanos());
     nodes.forEach(n -> assertEquals(PrefixRouterNode.State.STOPPED, n.state()));
+  }
+
+  @Test
+  void theReadmeShowsThisExampleVerbatim() throws IOException {
+    String source = Files.readString(
+        Path.of("src/test/java/io/github/prefixrouter/example/ReadmeExampleTest.java"));
+    int from = source.indexOf('\n', source.indexOf("// --- README example start")) + 1;
+    int to = source.lastIndexOf('\n', source.indexOf("// --- README example end"));
+    String example = source.substring(from, to).lines()
+        .map(l -> l.startsWith("    ") ? l.substring(4) : l)
+        .collect(Collectors.joining("\n"));
+    String readme = readmeBlock("```java");
+    assertEquals(example, readme.substring(0, Math.min(readme.length(), example.length())),
+        "README.md's example must start with the code this test runs");
+    assertTrue(readme.contains("static int[] withQuestion("),
+        "README.md's example must define withQuestion");
+  }
+
+  /**
+   * The first fenced block of README.md's "## Example" section after a line starting with
+   * {@code after} (the block itself when {@code after} is its opening fence).
+   */
+  private static String readmeBlock(String after) throws IOException {
+    List<String> lines = Files.readAllLines(Path.of("README.md"));
+    int i = lines.indexOf("## Example");
+    assertTrue(i >= 0, "README.md has an Example section");
+    while (!lines.get(i).startsWith(after)) {
+      i++;
+    }
+    while (!lines.get(i).startsWith("```")) {
+      i++;
+    }
+    int end = i + 1;
+    while (!lines.get(end).equals("```")) {
+      end++;
+    }
+    return String.join("\n", lines.subList(i + 1, end));
   }
 
   private static int[] withQuestion(int[] prefix, int question) {
