@@ -7,14 +7,25 @@ package io.github.prefixrouter.spi;
  * so a whole cluster can run on a simulated clock (see
  * {@link io.github.prefixrouter.testing.SimulatedScheduler}) and every run replays from its seed.
  * Values are only meaningful as differences, like {@link System#nanoTime()}.
+ *
+ * <p>Implementations must be thread-safe: the library reads the clock from request threads,
+ * transport threads and scheduler tasks at once.
  */
 @FunctionalInterface
 public interface Clock {
 
-  /** Returns the current time in nanoseconds; never decreases between two calls. */
+  /**
+   * Returns the current time; never decreases between two calls.
+   *
+   * @return the current time in nanoseconds, from an arbitrary origin
+   */
   long nanoTime();
 
-  /** The production clock, backed by {@link System#nanoTime()}. */
+  /**
+   * The production clock.
+   *
+   * @return a clock backed by {@link System#nanoTime()}
+   */
   static Clock system() {
     return System::nanoTime;
   }

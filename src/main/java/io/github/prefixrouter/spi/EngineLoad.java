@@ -2,6 +2,7 @@ package io.github.prefixrouter.spi;
 
 /**
  * An engine's current load, reported by {@link InferenceEngine#load()} and advertised to peers.
+ * Immutable.
  *
  * @param queueDepth requests waiting to start
  * @param inFlight requests running now
@@ -11,6 +12,13 @@ public record EngineLoad(int queueDepth, int inFlight) {
   /** No queue, nothing running. */
   public static final EngineLoad IDLE = new EngineLoad(0, 0);
 
+  /**
+   * Checks the figures.
+   *
+   * @param queueDepth requests waiting to start
+   * @param inFlight requests running now
+   * @throws IllegalArgumentException if either figure is negative
+   */
   public EngineLoad {
     if (queueDepth < 0 || inFlight < 0) {
       throw new IllegalArgumentException(
@@ -18,7 +26,11 @@ public record EngineLoad(int queueDepth, int inFlight) {
     }
   }
 
-  /** Queue depth plus requests in flight. */
+  /**
+   * The total load.
+   *
+   * @return queue depth plus requests in flight
+   */
   public int total() {
     return queueDepth + inFlight;
   }

@@ -13,6 +13,9 @@ import java.util.Objects;
  *     {@code -1} if the engine does not report it
  * @param prefillNanos time spent on the prompt (prefill), or {@code -1} if unknown
  * @param decodeNanos time spent generating (decode), or {@code -1} if unknown
+ *
+ * <p>Immutable: the token array is copied in and out. {@code outputTokens} and {@code text} are
+ * never null.
  */
 public record EngineResult(
     int[] outputTokens,
@@ -22,6 +25,18 @@ public record EngineResult(
     long prefillNanos,
     long decodeNanos) {
 
+  /**
+   * Checks and copies the components.
+   *
+   * @param outputTokens the generated token ids (copied)
+   * @param text the generated text, or the empty string
+   * @param promptTokens how many prompt tokens the engine processed
+   * @param cachedPromptTokens how many of them came from the prefix cache, or {@code -1}
+   * @param prefillNanos prefill time, or {@code -1}
+   * @param decodeNanos decode time, or {@code -1}
+   * @throws NullPointerException if {@code outputTokens} or {@code text} is null
+   * @throws IllegalArgumentException if a count or timing is out of range
+   */
   public EngineResult {
     Objects.requireNonNull(outputTokens, "outputTokens");
     Objects.requireNonNull(text, "text");
@@ -39,6 +54,11 @@ public record EngineResult(
     }
   }
 
+  /**
+   * The generated token ids.
+   *
+   * @return a copy of the generated token ids
+   */
   @Override
   public int[] outputTokens() {
     return outputTokens.clone();

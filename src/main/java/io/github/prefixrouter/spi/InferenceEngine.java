@@ -16,29 +16,51 @@ import java.util.concurrent.CompletableFuture;
  *   <li>The same tokens and parameters give the same output on any node (deterministic
  *       decoding), so routing never changes an answer.
  *   <li>{@link #load()} is cheap and never blocks: the library calls it on its hot path.
+ *   <li>Implementations are thread-safe: the library calls every method from request threads,
+ *       transport threads and scheduler tasks at once. Arguments are never null.
  * </ul>
  */
 public interface InferenceEngine {
 
-  /** Runs one request. */
+  /**
+   * Runs one request.
+   *
+   * @param request the request (prompt tokens and generation parameters); never null
+   * @return a future completed once with the result, or exceptionally with an
+   *     {@link EngineException}; never null
+   */
   CompletableFuture<EngineResult> execute(InferenceRequest request);
 
-  /** The engine's current load. Cheap and non-blocking. */
+  /**
+   * The engine's current load. Cheap and non-blocking.
+   *
+   * @return the current load; never null ({@link EngineLoad#IDLE} by default)
+   */
   default EngineLoad load() {
     return EngineLoad.IDLE;
   }
 
-  /** Best-effort cancellation of a running or queued request; may do nothing. */
+  /**
+   * Best-effort cancellation of a running or queued request; may do nothing.
+   *
+   * @param requestId the {@link InferenceRequest#id()} of the request to cancel
+   */
   default void cancel(String requestId) {}
 
   /**
    * Whether this engine publishes cache events through {@link #setCacheEventListener}. When it
    * does, the node runs its local tree in engine-driven mode; otherwise in self-managed mode.
+   *
+   * @return true if the engine reports its cache events (false by default)
    */
   default boolean publishesCacheEvents() {
     return false;
   }
 
-  /** Called once by the node, before any request, when {@link #publishesCacheEvents()} is true. */
+  /**
+   * Called once by the node, before any request, when {@link #publishesCacheEvents()} is true.
+   *
+   * @param listener where to report every later change of the engine's cache
+   */
   default void setCacheEventListener(CacheEventListener listener) {}
 }

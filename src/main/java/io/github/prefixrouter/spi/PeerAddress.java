@@ -8,6 +8,8 @@ import java.util.Objects;
  *
  * @param nodeId the peer's node id: 1 to 64 characters, printable ASCII, no spaces
  * @param address the transport address: 1 to 255 characters, printable ASCII, no spaces
+ *
+ * <p>Immutable; neither component is ever null.
  */
 public record PeerAddress(String nodeId, String address) {
 
@@ -17,12 +19,28 @@ public record PeerAddress(String nodeId, String address) {
   /** Longest address accepted, in characters. */
   public static final int MAX_ADDRESS_LENGTH = 255;
 
+  /**
+   * Checks both components.
+   *
+   * @param nodeId the peer's node id
+   * @param address the transport address
+   * @throws NullPointerException if either is null
+   * @throws IllegalArgumentException if either is empty, too long or has a character outside
+   *     printable ASCII or a space
+   */
   public PeerAddress {
     checkToken("nodeId", nodeId, MAX_NODE_ID_LENGTH);
     checkToken("address", address, MAX_ADDRESS_LENGTH);
   }
 
-  /** Validates a node id, throwing {@link IllegalArgumentException} that names the problem. */
+  /**
+   * Validates a node id.
+   *
+   * @param nodeId the node id to check
+   * @return {@code nodeId}
+   * @throws NullPointerException if {@code nodeId} is null
+   * @throws IllegalArgumentException naming the problem, if it is not a valid node id
+   */
   public static String checkNodeId(String nodeId) {
     checkToken("nodeId", nodeId, MAX_NODE_ID_LENGTH);
     return nodeId;

@@ -14,6 +14,8 @@ public interface Scheduler {
   /**
    * Runs {@code task} once, {@code delayNanos} nanoseconds from now (0 means as soon as possible).
    *
+   * @param delayNanos the delay in nanoseconds of the scheduler's clock, {@code >= 0}
+   * @param task what to run; never null
    * @return a handle that cancels the task if it has not started yet
    * @throws IllegalArgumentException if {@code delayNanos} is negative
    */
@@ -22,7 +24,11 @@ public interface Scheduler {
   /** A scheduled task that may still be cancelled. */
   @FunctionalInterface
   interface Cancellable {
-    /** Prevents the task from running; returns false if it already ran or was cancelled. */
+    /**
+     * Prevents the task from running.
+     *
+     * @return false if it already ran or was cancelled, true otherwise
+     */
     boolean cancel();
   }
 }

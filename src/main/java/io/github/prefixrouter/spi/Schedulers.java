@@ -6,13 +6,17 @@ import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
-/** Production {@link Scheduler} implementations. */
+/** Production {@link Scheduler} implementations. Every scheduler returned is thread-safe. */
 public final class Schedulers {
 
   private Schedulers() {}
 
   /**
    * A scheduler backed by the given executor. The caller owns the executor and shuts it down.
+   *
+   * @param executor the executor that runs the tasks
+   * @return a scheduler that schedules on {@code executor}
+   * @throws NullPointerException if {@code executor} is null
    */
   public static Scheduler of(ScheduledExecutorService executor) {
     if (executor == null) {
@@ -31,6 +35,9 @@ public final class Schedulers {
    * Creates a scheduler with one daemon thread named {@code name-N}. This is the only place in
    * the library that creates a thread, and only when the host calls it; the returned scheduler
    * is {@link AutoCloseable} and stops its thread on {@link ClosableScheduler#close()}.
+   *
+   * @param name the thread name's prefix
+   * @return a new scheduler with its own thread, which the caller closes
    */
   public static ClosableScheduler newSingleThread(String name) {
     AtomicInteger n = new AtomicInteger();

@@ -18,23 +18,41 @@ import java.util.concurrent.CompletableFuture;
  *       {@code from} names the sender as the transport authenticated it.
  *   <li>{@link #close} completes every pending request (exceptionally, {@code CLOSED}) and
  *       stops delivering inbound messages.
+ *   <li>Implementations are thread-safe: the node calls {@link #send} and {@link #request}
+ *       from many threads at once. The node never passes null arguments.
  * </ul>
  */
 public interface Transport extends AutoCloseable {
 
-  /** Starts delivering inbound traffic to {@code handler}. Called once, before any send. */
+  /**
+   * Starts delivering inbound traffic to {@code handler}. Called once, before any send.
+   *
+   * @param handler the node's handler of inbound messages and requests
+   */
   void start(InboundHandler handler);
 
-  /** The address peers use to reach this node. Valid after {@link #start}. */
+  /**
+   * The address peers use to reach this node. Valid after {@link #start}.
+   *
+   * @return this node's address; never null
+   */
   PeerAddress localAddress();
 
-  /** Sends a one-way message (gossip). Best effort: it may be lost, duplicated or reordered. */
+  /**
+   * Sends a one-way message (gossip). Best effort: it may be lost, duplicated or reordered.
+   *
+   * @param to the receiving peer
+   * @param payload the message bytes
+   */
   void send(PeerAddress to, byte[] payload);
 
   /**
    * Sends a request and returns a future of the peer's answer (forwarded inference).
    *
+   * @param to the receiving peer
+   * @param payload the request bytes
    * @param timeout how long to wait for the answer before failing with {@code TIMEOUT}
+   * @return a future of the answer's bytes, completed once; never null
    */
   CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout);
 
@@ -45,12 +63,21 @@ public interface Transport extends AutoCloseable {
   /** Receives what peers send. Implemented by the library's node. */
   interface InboundHandler {
 
-    /** A one-way message arrived. Must not block. */
+    /**
+     * A one-way message arrived. Must not block.
+     *
+     * @param from the sender, as the transport authenticated it
+     * @param payload the message bytes
+     */
     default void onMessage(PeerAddress from, byte[] payload) {}
 
     /**
      * A request arrived; the returned future's value is sent back as the answer, and an
      * exceptional completion is reported to the requester as a failure. Must not block.
+     *
+     * @param from the sender, as the transport authenticated it
+     * @param payload the request bytes
+     * @return a future of the answer's bytes; never null
      */
     CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload);
   }

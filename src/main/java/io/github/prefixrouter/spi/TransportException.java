@@ -2,7 +2,7 @@ package io.github.prefixrouter.spi;
 
 /**
  * Why a {@link Transport} request failed. Transports complete a request future exceptionally
- * with this exception (or a subclass), never with an unchecked surprise.
+ * with this exception (or a subclass), never with an unchecked surprise. Immutable once thrown.
  */
 public class TransportException extends RuntimeException {
 
@@ -22,19 +22,37 @@ public class TransportException extends RuntimeException {
     CLOSED
   }
 
+  /** The kind of failure. */
   private final Kind kind;
 
+  /**
+   * Creates a transport failure.
+   *
+   * @param kind the kind of failure
+   * @param message what went wrong; the exception's message is {@code kind + ": " + message}
+   */
   public TransportException(Kind kind, String message) {
     super(kind + ": " + message);
     this.kind = kind;
   }
 
+  /**
+   * Creates a transport failure with its cause.
+   *
+   * @param kind the kind of failure
+   * @param message what went wrong; the exception's message is {@code kind + ": " + message}
+   * @param cause the underlying failure (may be null)
+   */
   public TransportException(Kind kind, String message, Throwable cause) {
     super(kind + ": " + message, cause);
     this.kind = kind;
   }
 
-  /** The kind of failure. */
+  /**
+   * The kind of failure.
+   *
+   * @return the kind given at construction
+   */
   public Kind kind() {
     return kind;
   }
