@@ -40,7 +40,7 @@ import java.util.random.RandomGenerator;
  *   <li>Deliveries run as scheduler tasks, never on the sender's thread.
  * </ul>
  * Same seed, same scheduler, same calls: same deliveries. Thread-safe (coarse lock), though a
- * simulation drives it from one thread.
+ * simulation drives it from one thread. Arguments must not be null.
  */
 public final class InMemoryNetwork {
 
@@ -59,6 +59,18 @@ public final class InMemoryNetwork {
     /** No delay, no faults. */
     public static final Link PERFECT = new Link(Duration.ZERO, Duration.ZERO, 0, 0, 0);
 
+    /**
+     * Checks the settings.
+     *
+     * @param delay one-way base delay, {@code >= 0}
+     * @param jitter extra uniform delay bound, {@code >= 0}
+     * @param loss loss probability
+     * @param duplicate duplication probability
+     * @param reorder reordering probability
+     * @throws NullPointerException if a duration is null
+     * @throws IllegalArgumentException if a duration is negative or a probability is outside
+     *     [0, 1]
+     */
     public Link {
       Objects.requireNonNull(delay, "delay");
       Objects.requireNonNull(jitter, "jitter");
@@ -70,23 +82,52 @@ public final class InMemoryNetwork {
       checkProbability("reorder", reorder);
     }
 
-    /** A fault-free link with this one-way delay. */
+    /**
+     * A fault-free link.
+     *
+     * @param delay the one-way delay
+     * @return a link with this delay and no jitter or faults
+     */
     public static Link delay(Duration delay) {
       return new Link(delay, Duration.ZERO, 0, 0, 0);
     }
 
+    /**
+     * This link with another jitter.
+     *
+     * @param j the jitter bound
+     * @return a copy of this link with jitter {@code j}
+     */
     public Link withJitter(Duration j) {
       return new Link(delay, j, loss, duplicate, reorder);
     }
 
+    /**
+     * This link with another loss probability.
+     *
+     * @param p the loss probability
+     * @return a copy of this link with loss {@code p}
+     */
     public Link withLoss(double p) {
       return new Link(delay, jitter, p, duplicate, reorder);
     }
 
+    /**
+     * This link with another duplication probability.
+     *
+     * @param p the duplication probability
+     * @return a copy of this link with duplication {@code p}
+     */
     public Link withDuplicate(double p) {
       return new Link(delay, jitter, loss, p, reorder);
     }
 
+    /**
+     * This link with another reordering probability.
+     *
+     * @param p the reordering probability
+     * @return a copy of this link with reordering {@code p}
+     */
     public Link withReorder(double p) {
       return new Link(delay, jitter, loss, duplicate, p);
     }
@@ -112,6 +153,8 @@ public final class InMemoryNetwork {
   private long bytes;
 
   /**
+   * A network on any clock and scheduler.
+   *
    * @param clock the cluster's clock
    * @param scheduler the cluster's scheduler
    * @param random the seeded source of every fault decision
@@ -122,12 +165,22 @@ public final class InMemoryNetwork {
     this.random = Objects.requireNonNull(random, "random");
   }
 
-  /** A network on a simulated scheduler with faults drawn from {@code seed}. */
+  /**
+   * A network on a simulated scheduler with faults drawn from {@code seed}.
+   *
+   * @param sim the cluster's simulated clock and scheduler
+   * @param seed the seed of every fault decision
+   */
   public InMemoryNetwork(SimulatedScheduler sim, long seed) {
     this(sim, sim, new java.util.SplittableRandom(seed));
   }
 
-  /** The address the in-memory transport of {@code nodeId} has: {@code mem:<nodeId>}. */
+  /**
+   * The address the in-memory transport of {@code nodeId} has: {@code mem:<nodeId>}.
+   *
+   * @param nodeId a valid node id
+   * @return the node's address on any in-memory network
+   */
   public static PeerAddress addressOf(String nodeId) {
     return new PeerAddress(nodeId, "mem:" + nodeId);
   }
@@ -136,6 +189,8 @@ public final class InMemoryNetwork {
    * Creates and registers the transport of {@code nodeId}. A node may be registered again after
    * its previous transport was closed (a restart).
    *
+   * @param nodeId the node's id
+   * @return the node's transport, not yet started
    * @throws IllegalStateException if an open transport already has this node id
    */
   public synchronized Transport transport(String nodeId) {
@@ -150,28 +205,54 @@ public final class InMemoryNetwork {
     return t;
   }
 
-  /** Sets the settings of links without their own. */
+  /**
+   * Sets the settings of links without their own.
+   *
+   * @param link the settings
+   */
   public synchronized void setDefaultLink(Link link) {
     this.defaultLink = Objects.requireNonNull(link, "link");
   }
 
-  /** Sets the settings of the directed link {@code from -> to}. */
+  /**
+   * Sets the settings of the directed link {@code from -> to}.
+   *
+   * @param from the sending node's id
+   * @param to the receiving node's id
+   * @param link the settings
+   */
   public synchronized void setLink(String from, String to, Link link) {
     links.put(from + "->" + to, Objects.requireNonNull(link, "link"));
   }
 
-  /** Sets both directions between {@code a} and {@code b}. */
+  /**
+   * Sets both directions between {@code a} and {@code b}.
+   *
+   * @param a one node's id
+   * @param b the other node's id
+   * @param link the settings of both directions
+   */
   public synchronized void setLinkBothWays(String a, String b, Link link) {
     setLink(a, b, link);
     setLink(b, a, link);
   }
 
-  /** Drops everything from {@code from} to {@code to} until {@link #heal}. */
+  /**
+   * Drops everything from {@code from} to {@code to} until {@link #heal}.
+   *
+   * @param from the sending node's id
+   * @param to the receiving node's id
+   */
   public synchronized void partitionOneWay(String from, String to) {
     cut.add(from + "->" + to);
   }
 
-  /** Drops everything between every node of {@code a} and every node of {@code b}. */
+  /**
+   * Drops everything between every node of {@code a} and every node of {@code b}.
+   *
+   * @param a node ids on one side
+   * @param b node ids on the other side
+   */
   public synchronized void partition(Set<String> a, Set<String> b) {
     for (String x : a) {
       for (String y : b) {
@@ -191,32 +272,54 @@ public final class InMemoryNetwork {
    * time out); its transport stays "open" from its own point of view, as a hung process would.
    * Registering a new transport for the id ({@link #transport}) after closing the old one
    * restarts it.
+   *
+   * @param nodeId the node's id
    */
   public synchronized void crash(String nodeId) {
     crashed.add(nodeId);
   }
 
-  /** The network's clock. */
+  /**
+   * The network's clock.
+   *
+   * @return the clock given at construction
+   */
   public Clock clock() {
     return clock;
   }
 
-  /** Messages handed to the network (copies by duplication not counted). */
+  /**
+   * Messages handed to the network (copies by duplication not counted).
+   *
+   * @return the count since construction
+   */
   public synchronized long messagesSent() {
     return sent;
   }
 
-  /** Messages delivered to a handler or a pending request. */
+  /**
+   * Messages delivered to a handler or a pending request.
+   *
+   * @return the count since construction
+   */
   public synchronized long messagesDelivered() {
     return delivered;
   }
 
-  /** Messages lost, cut by a partition or crash, or addressed to nobody. */
+  /**
+   * Messages lost, cut by a partition or crash, or addressed to nobody.
+   *
+   * @return the count since construction
+   */
   public synchronized long messagesDropped() {
     return dropped;
   }
 
-  /** Payload bytes handed to the network. */
+  /**
+   * Payload bytes handed to the network.
+   *
+   * @return the count since construction
+   */
   public synchronized long bytesSent() {
     return bytes;
   }

@@ -66,6 +66,7 @@ import java.util.random.RandomGenerator;
  * <p>All time comes from the injected {@link Scheduler}; every future completes from a scheduled
  * task, never on the caller's thread. Methods are synchronized so a multi-threaded host may call
  * them, but a simulation normally drives everything from one {@link SimulatedScheduler} thread.
+ * Arguments must not be null.
  */
 public final class SimulatedEngine implements InferenceEngine {
 
@@ -128,7 +129,11 @@ public final class SimulatedEngine implements InferenceEngine {
     this.stallProbability = b.stallProbability;
   }
 
-  /** A builder; {@link Builder#scheduler} is required. */
+  /**
+   * A builder; {@link Builder#scheduler} is required.
+   *
+   * @return a new builder with the defaults below
+   */
   public static Builder builder() {
     return new Builder();
   }
@@ -196,7 +201,11 @@ public final class SimulatedEngine implements InferenceEngine {
 
   // ---------------------------------------------------------------- fault injection
 
-  /** The next {@code n} requests to reach a slot fail with a retryable {@link EngineException}. */
+  /**
+   * The next {@code n} requests to reach a slot fail with a retryable {@link EngineException}.
+   *
+   * @param n how many requests, {@code >= 0}; replaces any earlier count
+   */
   public synchronized void failNext(int n) {
     if (n < 0) {
       throw new IllegalArgumentException("failNext count must be >= 0, was " + n);
@@ -207,6 +216,8 @@ public final class SimulatedEngine implements InferenceEngine {
   /**
    * The next {@code n} requests to reach a slot stall: they hold the slot and never complete
    * until cancelled.
+   *
+   * @param n how many requests, {@code >= 0}; replaces any earlier count
    */
   public synchronized void stallNext(int n) {
     if (n < 0) {
@@ -235,22 +246,38 @@ public final class SimulatedEngine implements InferenceEngine {
 
   // ---------------------------------------------------------------- introspection
 
-  /** The block size in tokens. */
+  /**
+   * The block size in tokens.
+   *
+   * @return tokens per block
+   */
   public int blockSize() {
     return blockSize;
   }
 
-  /** The cache capacity in full blocks. */
+  /**
+   * The cache capacity in full blocks.
+   *
+   * @return how many full blocks the cache holds at most
+   */
   public int capacityBlocks() {
     return capacityBlocks;
   }
 
-  /** The ids of the blocks cached now, sorted. */
+  /**
+   * The ids of the blocks cached now, sorted.
+   *
+   * @return a new sorted array of the cached blocks' ids
+   */
   public synchronized long[] cachedBlockIds() {
     return blocks.keySet().stream().mapToLong(Long::longValue).sorted().toArray();
   }
 
-  /** Number of blocks cached now. */
+  /**
+   * Number of blocks cached now.
+   *
+   * @return the number of cached blocks
+   */
   public synchronized int cachedBlocks() {
     return blocks.size();
   }
@@ -258,6 +285,9 @@ public final class SimulatedEngine implements InferenceEngine {
   /**
    * How many leading tokens of {@code tokens} the cache holds now (whole blocks, without the
    * at-least-one-computed-token cap that execution applies).
+   *
+   * @param tokens a prompt
+   * @return the number of leading tokens of {@code tokens} in whole cached blocks
    */
   public synchronized int cachedPrefixTokens(int[] tokens) {
     long parent = CacheEventListener.NO_PARENT;
@@ -274,7 +304,13 @@ public final class SimulatedEngine implements InferenceEngine {
     return matched * blockSize;
   }
 
-  /** The engine's id of the {@code index}-th block of {@code tokens} (0-based). */
+  /**
+   * The engine's id of the {@code index}-th block of {@code tokens} (0-based).
+   *
+   * @param tokens a prompt
+   * @param index the block's index, 0-based; the block must be full
+   * @return the id the engine gives that block
+   */
   public long blockIdOf(int[] tokens, int index) {
     if (index < 0 || (long) (index + 1) * blockSize > tokens.length) {
       throw new IllegalArgumentException(
@@ -287,7 +323,11 @@ public final class SimulatedEngine implements InferenceEngine {
     return parent;
   }
 
-  /** Counters since creation. */
+  /**
+   * Counters since creation.
+   *
+   * @return a snapshot of the counters
+   */
   public synchronized Stats stats() {
     return new Stats(
         requests, completed, failed, cancelled, promptTokens, cachedPromptTokens, evictedBlocks,
@@ -321,6 +361,11 @@ public final class SimulatedEngine implements InferenceEngine {
   /**
    * The deterministic answer this engine (and every other one) gives: {@code params.maxTokens()}
    * token ids derived from a hash of the prompt and the parameters.
+   *
+   * @param promptTokens the prompt
+   * @param params the generation parameters
+   * @param vocabulary the output vocabulary size, as {@link Builder#vocabularySize}
+   * @return the {@code params.maxTokens()} output token ids
    */
   public static int[] expectedOutput(int[] promptTokens, GenerationParams params, int vocabulary) {
     long h = 0x9E3779B97F4A7C15L;
@@ -612,19 +657,32 @@ public final class SimulatedEngine implements InferenceEngine {
     /**
      * The scheduler that times prefill and decode (required). If it is also a {@link Clock}
      * (as {@link SimulatedScheduler} is) and no clock is given, it is the clock too.
+     *
+     * @param scheduler the scheduler
+     * @return this builder
      */
     public Builder scheduler(Scheduler scheduler) {
       this.scheduler = Objects.requireNonNull(scheduler, "scheduler");
       return this;
     }
 
-    /** The clock; defaults to the scheduler when it is a {@link Clock}. */
+    /**
+     * The clock; defaults to the scheduler when it is a {@link Clock}.
+     *
+     * @param clock the clock
+     * @return this builder
+     */
     public Builder clock(Clock clock) {
       this.clock = Objects.requireNonNull(clock, "clock");
       return this;
     }
 
-    /** KV-cache capacity in tokens (rounded down to whole blocks); default 2^20. */
+    /**
+     * KV-cache capacity in tokens (rounded down to whole blocks); default 2^20.
+     *
+     * @param tokens the capacity, {@code >= 0}
+     * @return this builder
+     */
     public Builder capacityTokens(long tokens) {
       if (tokens < 0) {
         throw new IllegalArgumentException("capacityTokens must be >= 0, was " + tokens);
@@ -633,7 +691,12 @@ public final class SimulatedEngine implements InferenceEngine {
       return this;
     }
 
-    /** Tokens per cache block, 1 to 1024; default 16 (vLLM's default). */
+    /**
+     * Tokens per cache block, 1 to 1024; default 16 (vLLM's default).
+     *
+     * @param tokens the block size
+     * @return this builder
+     */
     public Builder blockSize(int tokens) {
       if (tokens < 1 || tokens > 1024) {
         throw new IllegalArgumentException("blockSize must be 1 to 1024 tokens, was " + tokens);
@@ -642,7 +705,12 @@ public final class SimulatedEngine implements InferenceEngine {
       return this;
     }
 
-    /** Requests that run concurrently, 1 to 4096; default 1. */
+    /**
+     * Requests that run concurrently, 1 to 4096; default 1.
+     *
+     * @param slots the number of slots
+     * @return this builder
+     */
     public Builder slots(int slots) {
       if (slots < 1 || slots > 4096) {
         throw new IllegalArgumentException("slots must be 1 to 4096, was " + slots);
@@ -651,37 +719,67 @@ public final class SimulatedEngine implements InferenceEngine {
       return this;
     }
 
-    /** Fixed time of every prefill, in nanoseconds; default 20 ms. */
+    /**
+     * Fixed time of every prefill, in nanoseconds; default 20 ms.
+     *
+     * @param nanos the overhead, {@code >= 0}
+     * @return this builder
+     */
     public Builder prefillOverheadNanos(long nanos) {
       this.prefillOverheadNanos = nonNegative("prefillOverheadNanos", nanos);
       return this;
     }
 
-    /** Prefill time per uncached prompt token, in nanoseconds; default 50 µs. */
+    /**
+     * Prefill time per uncached prompt token, in nanoseconds; default 50 µs.
+     *
+     * @param nanos the time per token, {@code >= 0}
+     * @return this builder
+     */
     public Builder prefillNanosPerToken(long nanos) {
       this.prefillNanosPerToken = nonNegative("prefillNanosPerToken", nanos);
       return this;
     }
 
-    /** Decode time per output token, in nanoseconds; default 10 ms. */
+    /**
+     * Decode time per output token, in nanoseconds; default 10 ms.
+     *
+     * @param nanos the time per token, {@code >= 0}
+     * @return this builder
+     */
     public Builder decodeNanosPerToken(long nanos) {
       this.decodeNanosPerToken = nonNegative("decodeNanosPerToken", nanos);
       return this;
     }
 
-    /** Whether the engine publishes cache events (default true). */
+    /**
+     * Whether the engine publishes cache events (default true).
+     *
+     * @param publishes false for an engine that reports nothing
+     * @return this builder
+     */
     public Builder publishesCacheEvents(boolean publishes) {
       this.publishesCacheEvents = publishes;
       return this;
     }
 
-    /** Seed of the engine's own block ids (engines with different seeds use different ids). */
+    /**
+     * Seed of the engine's own block ids (engines with different seeds use different ids).
+     *
+     * @param seed the seed
+     * @return this builder
+     */
     public Builder blockIdSeed(long seed) {
       this.blockIdSeed = seed;
       return this;
     }
 
-    /** Size of the output vocabulary, at least 2; default 151,936 (Qwen2.5's). */
+    /**
+     * Size of the output vocabulary, at least 2; default 151,936 (Qwen2.5's).
+     *
+     * @param size the vocabulary size
+     * @return this builder
+     */
     public Builder vocabularySize(int size) {
       if (size < 2) {
         throw new IllegalArgumentException("vocabularySize must be >= 2, was " + size);
@@ -690,19 +788,34 @@ public final class SimulatedEngine implements InferenceEngine {
       return this;
     }
 
-    /** The seeded source for random fault injection; required if a probability is set. */
+    /**
+     * The seeded source for random fault injection; required if a probability is set.
+     *
+     * @param random the seeded source
+     * @return this builder
+     */
     public Builder random(RandomGenerator random) {
       this.random = Objects.requireNonNull(random, "random");
       return this;
     }
 
-    /** Probability that a request fails when it reaches a slot; default 0. */
+    /**
+     * Probability that a request fails when it reaches a slot; default 0.
+     *
+     * @param p the probability, in [0, 1]
+     * @return this builder
+     */
     public Builder failureProbability(double p) {
       this.failureProbability = probability("failureProbability", p);
       return this;
     }
 
-    /** Probability that a request stalls when it reaches a slot; default 0. */
+    /**
+     * Probability that a request stalls when it reaches a slot; default 0.
+     *
+     * @param p the probability, in [0, 1]
+     * @return this builder
+     */
     public Builder stallProbability(double p) {
       this.stallProbability = probability("stallProbability", p);
       return this;
@@ -711,6 +824,7 @@ public final class SimulatedEngine implements InferenceEngine {
     /**
      * Builds the engine.
      *
+     * @return the engine
      * @throws IllegalStateException if the scheduler is missing, no clock is available, the
      *     capacity in blocks overflows an int, or a fault probability is set without a random
      *     source

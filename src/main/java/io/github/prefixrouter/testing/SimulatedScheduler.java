@@ -12,6 +12,7 @@ import java.util.PriorityQueue;
  * seed.
  *
  * <p>Not thread-safe by design: drive it from one thread. Tasks it runs may schedule more tasks.
+ * A null task is rejected with {@link NullPointerException}.
  */
 public final class SimulatedScheduler implements Clock, Scheduler {
 
@@ -25,7 +26,11 @@ public final class SimulatedScheduler implements Clock, Scheduler {
     this(0L);
   }
 
-  /** Starts at {@code startNanos}. */
+  /**
+   * Starts at {@code startNanos}.
+   *
+   * @param startNanos the clock's first reading, in nanoseconds
+   */
   public SimulatedScheduler(long startNanos) {
     this.now = startNanos;
   }
@@ -52,7 +57,11 @@ public final class SimulatedScheduler implements Clock, Scheduler {
     return t;
   }
 
-  /** Runs the next due task, advancing time to it; returns false if none is pending. */
+  /**
+   * Runs the next due task, advancing time to it.
+   *
+   * @return true if a task ran, false if none is pending
+   */
   public boolean runNext() {
     Task t;
     while ((t = queue.poll()) != null) {
@@ -68,7 +77,12 @@ public final class SimulatedScheduler implements Clock, Scheduler {
     return false;
   }
 
-  /** Runs every task due up to {@code timeNanos}, then sets the clock to it. */
+  /**
+   * Runs every task due up to {@code timeNanos}, then sets the clock to it.
+   *
+   * @param timeNanos the time to reach, in nanoseconds
+   * @throws IllegalArgumentException if {@code timeNanos} is before the current time
+   */
   public void advanceTo(long timeNanos) {
     if (timeNanos < now) {
       throw new IllegalArgumentException("cannot go back in time: " + timeNanos + " < " + now);
@@ -83,7 +97,13 @@ public final class SimulatedScheduler implements Clock, Scheduler {
     now = timeNanos;
   }
 
-  /** Runs every task due within the next {@code nanos} nanoseconds. */
+  /**
+   * Runs every task due within the next {@code nanos} nanoseconds, then advances the clock by
+   * {@code nanos}.
+   *
+   * @param nanos how far to advance, {@code >= 0}
+   * @throws IllegalArgumentException if {@code nanos} is negative
+   */
   public void advanceBy(long nanos) {
     if (nanos < 0) {
       throw new IllegalArgumentException("nanos must be >= 0, was " + nanos);
@@ -92,8 +112,9 @@ public final class SimulatedScheduler implements Clock, Scheduler {
   }
 
   /**
-   * Runs tasks until none is pending or {@code maxTasks} ran.
+   * Runs tasks until none is pending or {@code maxTasks} ran, advancing time to each.
    *
+   * @param maxTasks the most tasks to run (a bound for tasks that keep rescheduling themselves)
    * @return the number of tasks run
    */
   public long runUntilIdle(long maxTasks) {
@@ -104,7 +125,11 @@ public final class SimulatedScheduler implements Clock, Scheduler {
     return n;
   }
 
-  /** Number of live tasks waiting. */
+  /**
+   * Number of live tasks waiting.
+   *
+   * @return the number of scheduled tasks neither run nor cancelled
+   */
   public int pendingTasks() {
     int n = 0;
     for (Task t : queue) {
@@ -115,7 +140,11 @@ public final class SimulatedScheduler implements Clock, Scheduler {
     return n;
   }
 
-  /** Total number of tasks run so far. */
+  /**
+   * Total number of tasks run so far.
+   *
+   * @return the number of tasks run since construction
+   */
   public long executedTasks() {
     return executed;
   }
