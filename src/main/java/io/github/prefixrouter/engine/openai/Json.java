@@ -23,6 +23,8 @@ import java.util.Objects;
  * lone surrogates from escapes, no duplicate keys, no NaN or Infinity. Every violation and every
  * exceeded limit throws {@link JsonException} with the offset of the problem; no other exception
  * escapes {@link #parse} for any input.
+ *
+ * <p>Stateless and thread-safe; parsed maps and lists are unmodifiable.
  */
 public final class Json {
 
@@ -46,7 +48,13 @@ public final class Json {
 
   private Json() {}
 
-  /** Parses {@code text} with the default limits. */
+  /**
+   * Parses {@code text} with the default limits.
+   *
+   * @param text the JSON text
+   * @return the value, mapped to Java as the class comment says
+   * @throws JsonException if the text is not exactly one strict JSON value within the limits
+   */
   public static Object parse(String text) {
     return parse(text, DEFAULT_MAX_LENGTH, DEFAULT_MAX_DEPTH);
   }
@@ -54,8 +62,10 @@ public final class Json {
   /**
    * Parses {@code text}.
    *
+   * @param text the JSON text
    * @param maxLength longest input accepted, in characters
    * @param maxDepth deepest nesting of arrays and objects accepted (1 allows {@code [1]})
+   * @return the value, as for {@link #parse(String)}
    * @throws JsonException if the text is not exactly one strict JSON value within the limits
    */
   public static Object parse(String text, int maxLength, int maxDepth) {
@@ -82,6 +92,9 @@ public final class Json {
    * {@link Iterable}, {@code int[]}, {@code long[]}, {@link CharSequence}, {@link Number}
    * (finite), {@link Boolean}, {@link #NULL} and Java {@code null}.
    *
+   * @param value a value of the types {@link #parse(String)} returns, or any {@code Number},
+   *     {@code Map} with string keys, {@code Iterable}, {@code int[]} or {@code long[]}
+   * @return the compact JSON text
    * @throws IllegalArgumentException for a non-finite number, a non-string key, a string with a
    *     lone surrogate, an unsupported type or nesting deeper than {@link #DEFAULT_MAX_DEPTH}
    */
@@ -197,7 +210,13 @@ public final class Json {
 
   // ---------------------------------------------------------------- typed accessors
 
-  /** The member {@code key} of {@code object}, or null if absent; throws if not an object. */
+  /**
+   * The member {@code key} of {@code object}, or null if absent; throws if not an object.
+   *
+   * @param object a parsed JSON object
+   * @param key the member's name
+   * @return the member's value, or null if absent
+   */
   public static Object member(Object object, String key) {
     if (!(object instanceof Map<?, ?> m)) {
       throw new JsonException("expected an object holding \"" + key + "\"", -1);
@@ -205,7 +224,13 @@ public final class Json {
     return m.get(key);
   }
 
-  /** Follows a path of object keys; null if any step is absent or JSON null. */
+  /**
+   * Follows a path of object keys; null if any step is absent or JSON null.
+   *
+   * @param root a parsed JSON value
+   * @param keys the object keys to follow, outermost first
+   * @return the value at the end of the path, or null
+   */
   public static Object path(Object root, String... keys) {
     Object cur = root;
     for (String k : keys) {
@@ -220,7 +245,13 @@ public final class Json {
     return cur;
   }
 
-  /** {@code value} as an int, or a {@link JsonException} naming {@code what}. */
+  /**
+   * {@code value} as an int, or a {@link JsonException} naming {@code what}.
+   *
+   * @param value a parsed value
+   * @param what the value's name, for the exception's message
+   * @return the value as an int
+   */
   public static int asInt(Object value, String what) {
     if (value instanceof Long l && l >= Integer.MIN_VALUE && l <= Integer.MAX_VALUE) {
       return l.intValue();
@@ -228,7 +259,13 @@ public final class Json {
     throw new JsonException(what + " must be an integer in int range, was " + describe(value), -1);
   }
 
-  /** {@code value} as a string, or a {@link JsonException} naming {@code what}. */
+  /**
+   * {@code value} as a string, or a {@link JsonException} naming {@code what}.
+   *
+   * @param value a parsed value
+   * @param what the value's name, for the exception's message
+   * @return the value as a string
+   */
   public static String asString(Object value, String what) {
     if (value instanceof String s) {
       return s;
@@ -236,7 +273,13 @@ public final class Json {
     throw new JsonException(what + " must be a string, was " + describe(value), -1);
   }
 
-  /** {@code value} as a list, or a {@link JsonException} naming {@code what}. */
+  /**
+   * {@code value} as a list, or a {@link JsonException} naming {@code what}.
+   *
+   * @param value a parsed value
+   * @param what the value's name, for the exception's message
+   * @return the value as a list
+   */
   public static List<?> asList(Object value, String what) {
     if (value instanceof List<?> l) {
       return l;
@@ -244,7 +287,13 @@ public final class Json {
     throw new JsonException(what + " must be an array, was " + describe(value), -1);
   }
 
-  /** {@code value} as a double, or a {@link JsonException} naming {@code what}. */
+  /**
+   * {@code value} as a double, or a {@link JsonException} naming {@code what}.
+   *
+   * @param value a parsed value
+   * @param what the value's name, for the exception's message
+   * @return the value as a double
+   */
   public static double asDouble(Object value, String what) {
     if (value instanceof Long l) {
       return l;
@@ -255,7 +304,13 @@ public final class Json {
     throw new JsonException(what + " must be a number, was " + describe(value), -1);
   }
 
-  /** {@code value} as an array of ints, or a {@link JsonException} naming {@code what}. */
+  /**
+   * {@code value} as an array of ints, or a {@link JsonException} naming {@code what}.
+   *
+   * @param value a parsed value
+   * @param what the value's name, for the exception's message
+   * @return the value as a new int array
+   */
   public static int[] asIntArray(Object value, String what) {
     List<?> l = asList(value, what);
     int[] out = new int[l.size()];
@@ -580,15 +635,25 @@ public final class Json {
   /** The input is not strict JSON, exceeds a limit, or does not have the expected shape. */
   public static final class JsonException extends RuntimeException {
     private static final long serialVersionUID = 1L;
+    /** Character offset of the problem, or -1. */
     private final int offset;
 
-    /** @param offset character offset of the problem in the input, or -1 for shape errors */
+    /**
+     * Creates the exception.
+     *
+     * @param message what is wrong
+     * @param offset character offset of the problem in the input, or -1 for shape errors
+     */
     public JsonException(String message, int offset) {
       super(offset >= 0 ? message + " at offset " + offset : message);
       this.offset = offset;
     }
 
-    /** Character offset of the problem, or -1 when it concerns a value's shape. */
+    /**
+     * Character offset of the problem, or -1 when it concerns a value's shape.
+     *
+     * @return the character offset, or -1
+     */
     public int offset() {
       return offset;
     }

@@ -106,7 +106,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine {
     this.client = cb.build();
   }
 
-  /** A builder; the base URL is required. */
+  /**
+   * A builder; the base URL is required.
+   *
+   * @return a new builder
+   */
   public static Builder builder() {
     return new Builder();
   }
@@ -360,6 +364,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine {
    * Probes the server: {@code GET /health} (vLLM, SGLang, llama.cpp), falling back to
    * {@code GET /v1/models} when {@code /health} is not found. Completes with true if the server
    * answered 2xx, false otherwise (never exceptionally).
+   *
+   * @return a future of whether the server answered 2xx; never completes exceptionally
    */
   public CompletableFuture<Boolean> health() {
     return probe(healthUri)
@@ -376,7 +382,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine {
     return client.sendAsync(hb.build(), HttpResponse.BodyHandlers.discarding()).thenApply(HttpResponse::statusCode);
   }
 
-  /** The completions endpoint this engine posts to. */
+  /**
+   * The completions endpoint this engine posts to.
+   *
+   * @return the {@code <base>/v1/completions} URI
+   */
   public URI completionsUri() {
     return completionsUri;
   }
@@ -400,55 +410,101 @@ public final class OpenAiCompatibleEngine implements InferenceEngine {
 
     private Builder() {}
 
-    /** The server's base URL, e.g. {@code http://127.0.0.1:8000} (a trailing {@code /v1} is fine). Required. */
+    /**
+     * The server's base URL, e.g. {@code http://127.0.0.1:8000} (a trailing {@code /v1} is
+     * fine). Required.
+     *
+     * @param url the base URL
+     * @return this builder
+     */
     public Builder baseUrl(String url) {
       this.baseUrl = url == null ? null : URI.create(url);
       return this;
     }
 
-    /** The model name sent as {@code "model"} (vLLM and SGLang require it when serving several). */
+    /**
+     * The model name sent as {@code "model"} (vLLM and SGLang require it when serving several).
+     *
+     * @param model the model name
+     * @return this builder
+     */
     public Builder model(String model) {
       this.model = model;
       return this;
     }
 
-    /** A bearer token for servers started with an API key. */
+    /**
+     * A bearer token for servers started with an API key.
+     *
+     * @param apiKey the token, sent as {@code Authorization: Bearer <apiKey>}
+     * @return this builder
+     */
     public Builder apiKey(String apiKey) {
       this.apiKey = apiKey;
       return this;
     }
 
-    /** TCP connect timeout. Default 2 s. */
+    /**
+     * TCP connect timeout. Default 2 s.
+     *
+     * @param d the timeout, positive
+     * @return this builder
+     */
     public Builder connectTimeout(Duration d) {
       this.connectTimeout = d;
       return this;
     }
 
-    /** How long to wait for an answer's headers. Default 60 s. */
+    /**
+     * How long to wait for an answer's headers. Default 60 s.
+     *
+     * @param d the timeout, positive
+     * @return this builder
+     */
     public Builder requestTimeout(Duration d) {
       this.requestTimeout = d;
       return this;
     }
 
-    /** Largest answer accepted, in bytes. Default 8 MiB. */
+    /**
+     * Largest answer accepted, in bytes. Default 8 MiB.
+     *
+     * @param n the limit in bytes
+     * @return this builder
+     */
     public Builder maxResponseBytes(int n) {
       this.maxResponseBytes = n;
       return this;
     }
 
-    /** Requests outstanding at once at most; more fail at once as busy (retryable). Default 256. */
+    /**
+     * Requests outstanding at once at most; more fail at once as busy (retryable). Default 256.
+     *
+     * @param n the limit
+     * @return this builder
+     */
     public Builder maxInFlight(int n) {
       this.maxInFlight = n;
       return this;
     }
 
-    /** Whether to ask for generated token ids ({@code "return_token_ids": true}). Default true. */
+    /**
+     * Whether to ask for generated token ids ({@code "return_token_ids": true}). Default true.
+     *
+     * @param on false for servers that reject the field
+     * @return this builder
+     */
     public Builder returnTokenIds(boolean on) {
       this.returnTokenIds = on;
       return this;
     }
 
-    /** Executor for the HTTP client's work (default: the JDK client's own pool). */
+    /**
+     * Executor for the HTTP client's work (default: the JDK client's own pool).
+     *
+     * @param executor the executor, owned by the caller
+     * @return this builder
+     */
     public Builder executor(Executor executor) {
       this.executor = executor;
       return this;
@@ -457,6 +513,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine {
     /**
      * Validates and builds.
      *
+     * @return the engine
      * @throws IllegalArgumentException naming the first invalid setting
      */
     public OpenAiCompatibleEngine build() {

@@ -45,7 +45,8 @@ import java.util.concurrent.atomic.AtomicLong;
  *       tests and demos can show the saving of prefix reuse without timing anything.
  *   <li><b>Threads</b>: requests run on the executor given to {@link Builder#executor}; without
  *       one, the engine creates {@link Builder#threads} daemon threads named
- *       {@code reference-engine-N} and stops them on {@link #close()}.
+ *       {@code reference-engine-N} and stops them on {@link #close()}. The engine is
+ *       thread-safe, as {@link InferenceEngine} requires; arguments must not be null.
  * </ul>
  */
 public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
@@ -92,7 +93,11 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     }
   }
 
-  /** A builder with the default (tiny) model. */
+  /**
+   * A builder with the default (tiny) model.
+   *
+   * @return a new builder
+   */
   public static Builder builder() {
     return new Builder();
   }
@@ -299,7 +304,11 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     cache.setListener(listener);
   }
 
-  /** The cache's block size in tokens. */
+  /**
+   * The cache's block size in tokens.
+   *
+   * @return tokens per cache block
+   */
   public int blockSize() {
     return cache.blockSize();
   }
@@ -309,7 +318,11 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     cache.clear();
   }
 
-  /** Work done since the engine was built. */
+  /**
+   * Work done since the engine was built.
+   *
+   * @return a snapshot of the counters
+   */
   public Stats stats() {
     return new Stats(
         requests.get(),
@@ -392,79 +405,145 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
 
     private Builder() {}
 
-    /** Seed of the weights: engines that should give the same answers need the same seed. Default 42. */
+    /**
+     * Seed of the weights: engines that should give the same answers need the same seed.
+     * Default 42.
+     *
+     * @param seed the weights' seed
+     * @return this builder
+     */
     public Builder seed(long seed) {
       this.seed = seed;
       return this;
     }
 
-    /** Transformer layers (1 to 64). Default 2. */
+    /**
+     * Transformer layers (1 to 64). Default 2.
+     *
+     * @param n the number of layers
+     * @return this builder
+     */
     public Builder layers(int n) {
       this.layers = n;
       return this;
     }
 
-    /** Model width, a multiple of {@link #heads} (4 to 4096). Default 64. */
+    /**
+     * Model width, a multiple of {@link #heads} (4 to 4096). Default 64.
+     *
+     * @param n the width
+     * @return this builder
+     */
     public Builder modelDim(int n) {
       this.modelDim = n;
       return this;
     }
 
-    /** Attention heads. Default 4. */
+    /**
+     * Attention heads. Default 4.
+     *
+     * @param n the number of heads
+     * @return this builder
+     */
     public Builder heads(int n) {
       this.heads = n;
       return this;
     }
 
-    /** Feed-forward width (1 to 16384). Default 256. */
+    /**
+     * Feed-forward width (1 to 16384). Default 256.
+     *
+     * @param n the width
+     * @return this builder
+     */
     public Builder ffnDim(int n) {
       this.ffnDim = n;
       return this;
     }
 
-    /** Embedding buckets token ids are hashed into; also the range of generated ids. Default 1,024. */
+    /**
+     * Embedding buckets token ids are hashed into; also the range of generated ids. Default 1,024.
+     *
+     * @param n the number of buckets
+     * @return this builder
+     */
     public Builder vocabBuckets(int n) {
       this.vocabBuckets = n;
       return this;
     }
 
-    /** Cache block size in tokens; match the node's block size. Default 16. */
+    /**
+     * Cache block size in tokens; match the node's block size. Default 16.
+     *
+     * @param n tokens per block
+     * @return this builder
+     */
     public Builder blockSize(int n) {
       this.blockSize = n;
       return this;
     }
 
-    /** Prefix cache capacity in tokens (rounded down to whole blocks). Default 65,536. */
+    /**
+     * Prefix cache capacity in tokens (rounded down to whole blocks). Default 65,536.
+     *
+     * @param n the capacity in tokens
+     * @return this builder
+     */
     public Builder cacheCapacityTokens(int n) {
       this.cacheCapacityTokens = n;
       return this;
     }
 
-    /** Longest prompt accepted; longer ones fail (not retryable). Default 16,384. */
+    /**
+     * Longest prompt accepted; longer ones fail (not retryable). Default 16,384.
+     *
+     * @param n the limit in tokens
+     * @return this builder
+     */
     public Builder maxPromptTokens(int n) {
       this.maxPromptTokens = n;
       return this;
     }
 
-    /** Largest {@code maxTokens} accepted; larger ones fail (not retryable). Default 1,024. */
+    /**
+     * Largest {@code maxTokens} accepted; larger ones fail (not retryable). Default 1,024.
+     *
+     * @param n the limit in tokens
+     * @return this builder
+     */
     public Builder maxOutputTokens(int n) {
       this.maxOutputTokens = n;
       return this;
     }
 
-    /** Threads the engine creates when no executor is given. Default 1. */
+    /**
+     * Threads the engine creates when no executor is given. Default 1.
+     *
+     * @param n the number of threads
+     * @return this builder
+     */
     public Builder threads(int n) {
       this.threads = n;
       return this;
     }
 
-    /** Run requests on the host's executor (the engine then creates no thread). */
+    /**
+     * Run requests on the host's executor (the engine then creates no thread).
+     *
+     * @param executor the executor, owned by the caller
+     * @return this builder
+     */
     public Builder executor(Executor executor) {
       this.executor = executor;
       return this;
     }
 
-    /** Clock for the reported prefill and decode times. Default {@link Clock#system()}. */
+    /**
+     * Clock for the reported prefill and decode times. Default {@link Clock#system()}.
+     *
+     * @param clock the clock
+     * @return this builder
+     */
     public Builder clock(Clock clock) {
       this.clock = clock;
       return this;
@@ -473,6 +552,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     /**
      * Validates and builds.
      *
+     * @return the engine
      * @throws IllegalArgumentException naming the first invalid setting
      */
     public ReferenceEngine build() {
