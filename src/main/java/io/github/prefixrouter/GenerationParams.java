@@ -8,6 +8,8 @@ package io.github.prefixrouter;
  * @param temperature sampling temperature, 0 for greedy decoding: 0 to 100
  * @param topP nucleus sampling mass: greater than 0, at most 1
  * @param seed seed for sampling, so the same request gives the same answer on any node
+ *
+ * <p>Immutable and thread-safe.
  */
 public record GenerationParams(int maxTokens, double temperature, double topP, long seed) {
 
@@ -17,6 +19,15 @@ public record GenerationParams(int maxTokens, double temperature, double topP, l
   /** One greedy token: the MMLU-style default. */
   public static final GenerationParams DEFAULT = new GenerationParams(1, 0.0, 1.0, 0L);
 
+  /**
+   * Checks the parameters.
+   *
+   * @param maxTokens how many tokens to generate at most
+   * @param temperature sampling temperature
+   * @param topP nucleus sampling mass
+   * @param seed seed for sampling
+   * @throws IllegalArgumentException if a parameter is out of its range
+   */
   public GenerationParams {
     if (maxTokens < 1 || maxTokens > MAX_TOKENS_LIMIT) {
       throw new IllegalArgumentException(
@@ -30,7 +41,12 @@ public record GenerationParams(int maxTokens, double temperature, double topP, l
     }
   }
 
-  /** Greedy decoding of up to {@code maxTokens} tokens. */
+  /**
+   * Greedy decoding of up to {@code maxTokens} tokens.
+   *
+   * @param maxTokens how many tokens to generate at most
+   * @return the parameters, with temperature 0, top-p 1 and seed 0
+   */
   public static GenerationParams greedy(int maxTokens) {
     return new GenerationParams(maxTokens, 0.0, 1.0, 0L);
   }

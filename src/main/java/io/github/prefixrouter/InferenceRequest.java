@@ -10,6 +10,9 @@ import java.util.Objects;
  * prefixes. They never leave the node except inside a forwarded request, and never appear in
  * gossip. The array is copied on construction and on {@link #tokens()}; use
  * {@link #tokenAt(int)} and {@link #length()} to read without copying.
+ *
+ * <p>Immutable and thread-safe, as long as callers of {@link #tokensUnsafe()} keep its promise.
+ * No component is ever null.
  */
 public final class InferenceRequest {
 
@@ -29,6 +32,10 @@ public final class InferenceRequest {
   /**
    * Creates a request.
    *
+   * @param id the request id, 1 to {@link #MAX_ID_LENGTH} characters, unique per origin node
+   * @param tokens the prompt's token ids (copied), 1 to {@link #MAX_PROMPT_TOKENS} of them
+   * @param params the generation parameters
+   * @throws NullPointerException if an argument is null
    * @throws IllegalArgumentException if the id is empty or too long, the prompt is empty or too
    *     long, or a token id is negative or not below {@link #MAX_TOKEN_ID}
    */
@@ -59,32 +66,62 @@ public final class InferenceRequest {
     this.params = params;
   }
 
-  /** A request with {@link GenerationParams#DEFAULT}. */
+  /**
+   * A request with {@link GenerationParams#DEFAULT}.
+   *
+   * @param id the request id
+   * @param tokens the prompt's token ids (copied)
+   * @return the request
+   * @throws NullPointerException if an argument is null
+   * @throws IllegalArgumentException as {@link #InferenceRequest(String, int[], GenerationParams)}
+   */
   public static InferenceRequest of(String id, int[] tokens) {
     return new InferenceRequest(id, tokens, GenerationParams.DEFAULT);
   }
 
-  /** The request id, unique per origin node. */
+  /**
+   * The request id, unique per origin node.
+   *
+   * @return the id
+   */
   public String id() {
     return id;
   }
 
-  /** A copy of the prompt's token ids. */
+  /**
+   * A copy of the prompt's token ids.
+   *
+   * @return a new array of the token ids
+   */
   public int[] tokens() {
     return tokens.clone();
   }
 
-  /** The prompt length in tokens. */
+  /**
+   * The prompt length in tokens.
+   *
+   * @return the number of prompt tokens
+   */
   public int length() {
     return tokens.length;
   }
 
-  /** The token id at {@code index}. */
+  /**
+   * The token id at {@code index}.
+   *
+   * @param index the position, 0 to {@code length() - 1}
+   * @return the token id
+   * @throws ArrayIndexOutOfBoundsException if {@code index} is out of range
+   */
   public int tokenAt(int index) {
     return tokens[index];
   }
 
-  /** The generation parameters. */
+  /**
+   * The generation parameters.
+   *
+   * @return the parameters
+   */
   public GenerationParams params() {
     return params;
   }
@@ -92,6 +129,8 @@ public final class InferenceRequest {
   /**
    * The prompt array itself, without copying. For the library's internals and engine adapters
    * that promise not to modify it.
+   *
+   * @return the request's own token array
    */
   public int[] tokensUnsafe() {
     return tokens;

@@ -13,6 +13,8 @@ import java.util.Objects;
  * @param attempts how many executions were tried (1 when the first choice answered)
  * @param fallbackCause why the last forwarding attempt fell back, or {@link FallbackCause#NONE}
  * @param decision the routing decision taken for the first attempt
+ *
+ * <p>Immutable and thread-safe; no component is null.
  */
 public record InferenceResponse(
     String requestId,
@@ -23,6 +25,20 @@ public record InferenceResponse(
     FallbackCause fallbackCause,
     RouteDecision decision) {
 
+  /**
+   * Checks the components.
+   *
+   * @param requestId the request's id
+   * @param result what the serving node's engine produced; routing never changes it
+   * @param servedBy id of the node whose engine ran the request
+   * @param forwarded true if a peer ran it
+   * @param attempts how many executions were tried (1 when the first choice answered)
+   * @param fallbackCause why the last forwarding attempt fell back, or {@link FallbackCause#NONE}
+   * @param decision the routing decision taken for the first attempt
+   * @throws NullPointerException if a component other than {@code forwarded} and {@code attempts}
+   *     is null
+   * @throws IllegalArgumentException if {@code attempts} is below 1
+   */
   public InferenceResponse {
     Objects.requireNonNull(requestId, "requestId");
     Objects.requireNonNull(result, "result");
@@ -34,7 +50,11 @@ public record InferenceResponse(
     }
   }
 
-  /** Prompt tokens the serving engine reported as served from its cache, or -1 if unknown. */
+  /**
+   * Prompt tokens the serving engine reported as served from its cache.
+   *
+   * @return the count, or -1 if the engine does not report it
+   */
   public int cachedPromptTokens() {
     return result.cachedPromptTokens();
   }

@@ -8,14 +8,25 @@ public class NodeNotRunningException extends PrefixRouterException {
 
   private static final long serialVersionUID = 1L;
 
+  /** The state the node was in. */
   private final PrefixRouterNode.State state;
 
+  /**
+   * Creates the exception.
+   *
+   * @param nodeId the node's id
+   * @param state the state the node was in
+   */
   public NodeNotRunningException(String nodeId, PrefixRouterNode.State state) {
     super("node " + nodeId + " is " + state + ", not RUNNING");
     this.state = state;
   }
 
-  /** The state the node was in. */
+  /**
+   * The state the node was in.
+   *
+   * @return the state when the request was refused
+   */
   public PrefixRouterNode.State state() {
     return state;
   }

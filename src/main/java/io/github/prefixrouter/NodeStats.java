@@ -6,6 +6,7 @@ import java.util.Objects;
 
 /**
  * A snapshot of a node's counters (monotonic since start) and gauges (current values).
+ * Immutable and thread-safe; {@code nodeId}, {@code state} and {@code fallbacks} are never null.
  *
  * @param nodeId the node
  * @param state the node's lifecycle state
@@ -58,6 +59,37 @@ public record NodeStats(
     int peersLive,
     int inFlight) {
 
+  /**
+   * Checks the components and copies {@code fallbacks}, with a zero for every missing cause.
+   *
+   * @param nodeId the node
+   * @param state the node's lifecycle state
+   * @param requests requests submitted to this node and accepted
+   * @param servedLocally submitted requests answered by this node's engine
+   * @param forwarded submitted requests answered by a peer
+   * @param failed submitted requests that failed everywhere ({@link RequestFailedException})
+   * @param coldPlacements decisions taken by cold-prefix placement
+   * @param servedForPeers forwarded requests this node's engine answered for peers
+   * @param refusedForPeers forwarded requests this node refused because it was above its high
+   *     watermark or not running (push-back given)
+   * @param pushedBack forwarding attempts that peers refused as busy (push-back received)
+   * @param fallbacks forwarding attempts that fell back, by cause
+   * @param estimatedCachedTokens sum, over forwarded requests answered with a cached-token count,
+   *     of the prefix tokens this node estimated the target held
+   * @param actualCachedTokens sum, over the same requests, of the cached tokens the target's engine
+   *     reported
+   * @param promptTokens prompt tokens of the answered submitted requests
+   * @param cachedPromptTokens of those, tokens the serving engines reported as served from cache
+   * @param gossipBytesIn gossip bytes received
+   * @param gossipBytesOut gossip bytes sent
+   * @param localCachedTokens tokens held by the local prefix tree now (prompts sharing a partial
+   *     block share its tokens, so this may be less than {@code localBlocks × blockSize})
+   * @param localBlocks distinct full blocks this node holds and advertises to its peers
+   * @param replicaBlocks block hashes held in peer replicas now
+   * @param peersLive peers currently considered alive
+   * @param inFlight submitted requests not yet answered
+   * @throws NullPointerException if {@code nodeId}, {@code state} or {@code fallbacks} is null
+   */
   public NodeStats {
     Objects.requireNonNull(nodeId, "nodeId");
     Objects.requireNonNull(state, "state");
@@ -70,7 +102,11 @@ public record NodeStats(
     fallbacks = java.util.Collections.unmodifiableMap(copy);
   }
 
-  /** Total forwarding attempts that fell back, all causes together. */
+  /**
+   * Total forwarding attempts that fell back, all causes together.
+   *
+   * @return the sum of {@code fallbacks}
+   */
   public long totalFallbacks() {
     long n = 0;
     for (long v : fallbacks.values()) {
@@ -79,7 +115,11 @@ public record NodeStats(
     return n;
   }
 
-  /** Cached prompt tokens / prompt tokens of answered requests, or 0 if none. */
+  /**
+   * Cached prompt tokens / prompt tokens of answered requests.
+   *
+   * @return the hit rate in [0, 1], or 0 if no request was answered
+   */
   public double hitRate() {
     return promptTokens == 0 ? 0.0 : (double) cachedPromptTokens / promptTokens;
   }

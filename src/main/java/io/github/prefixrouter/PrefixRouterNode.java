@@ -40,24 +40,37 @@ import java.util.random.RandomGenerator;
  * that ran it, or with {@link RequestFailedException} when the local engine itself failed it.
  * Forwarding failures (timeout, push-back, unreachable peer) fall back to the next candidate or
  * to local execution and never reach the caller. All methods are thread-safe and never block
- * except {@link #close()}.
+ * except {@link #close()}. No method or builder setter accepts null (a null argument throws
+ * {@link NullPointerException}); no method returns null.
  */
 public interface PrefixRouterNode extends AutoCloseable {
 
   /** Lifecycle states; see the class documentation. */
   enum State {
+    /** Built, not started. */
     NEW,
+    /** Accepting and serving requests. */
     RUNNING,
+    /** Refusing new requests, completing the accepted ones. */
     STOPPING,
+    /** Every accepted request completed; transport and gossip stopped. */
     STOPPED
   }
 
-  /** A new builder. */
+  /**
+   * A new builder.
+   *
+   * @return a new builder with the defaults below
+   */
   static Builder builder() {
     return new Builder();
   }
 
-  /** This node's id, unique in the cluster. */
+  /**
+   * This node's id, unique in the cluster.
+   *
+   * @return the node id given to the builder
+   */
   String nodeId();
 
   /**
@@ -67,23 +80,44 @@ public interface PrefixRouterNode extends AutoCloseable {
    */
   void start();
 
-  /** Stops gracefully (see the class documentation); the future completes when STOPPED. */
+  /**
+   * Stops gracefully (see the class documentation); the future completes when STOPPED.
+   *
+   * @return a future completed when the node is {@link State#STOPPED}; the same future on every
+   *     call
+   */
   CompletableFuture<Void> stop();
 
   /**
    * Routes and runs one request. Never blocks; the future completes exactly once.
    *
+   * @param request the request
+   * @return a future completed exactly once with the response, or exceptionally with {@link
+   *     NodeNotRunningException} or {@link RequestFailedException}
    * @throws NullPointerException if {@code request} is null
    */
   CompletableFuture<InferenceResponse> submit(InferenceRequest request);
 
-  /** The decision {@link #submit} would take for {@code request} now, without running it. */
+  /**
+   * The decision {@link #submit} would take for {@code request} now, without running it.
+   *
+   * @param request the request
+   * @return the decision, with every candidate's estimate
+   */
   RouteDecision explain(InferenceRequest request);
 
-  /** A snapshot of the node's counters and gauges. */
+  /**
+   * A snapshot of the node's counters and gauges.
+   *
+   * @return a new snapshot
+   */
   NodeStats stats();
 
-  /** The current lifecycle state. */
+  /**
+   * The current lifecycle state.
+   *
+   * @return the current state
+   */
   State state();
 
   /** Stops the node and waits until it is {@link State#STOPPED}. */
@@ -122,49 +156,89 @@ public interface PrefixRouterNode extends AutoCloseable {
 
     private Builder() {}
 
-    /** This node's id: 1 to 64 printable ASCII characters, no spaces. Required. */
+    /**
+     * This node's id: 1 to 64 printable ASCII characters, no spaces. Required.
+     *
+     * @param nodeId the node id
+     * @return this builder
+     */
     public Builder nodeId(String nodeId) {
       this.nodeId = PeerAddress.checkNodeId(nodeId);
       return this;
     }
 
-    /** The configuration (default {@link RouterConfig#defaults()}). */
+    /**
+     * The configuration (default {@link RouterConfig#defaults()}).
+     *
+     * @param config the configuration
+     * @return this builder
+     */
     public Builder config(RouterConfig config) {
       this.config = Objects.requireNonNull(config, "config");
       return this;
     }
 
-    /** The transport to peers. Required; owned by the node afterwards. */
+    /**
+     * The transport to peers. Required; owned by the node afterwards.
+     *
+     * @param transport the transport
+     * @return this builder
+     */
     public Builder transport(Transport transport) {
       this.transport = Objects.requireNonNull(transport, "transport");
       return this;
     }
 
-    /** The local engine. Required. */
+    /**
+     * The local engine. Required.
+     *
+     * @param engine the engine
+     * @return this builder
+     */
     public Builder engine(InferenceEngine engine) {
       this.engine = Objects.requireNonNull(engine, "engine");
       return this;
     }
 
-    /** The time source (default {@link Clock#system()}). */
+    /**
+     * The time source (default {@link Clock#system()}).
+     *
+     * @param clock the clock
+     * @return this builder
+     */
     public Builder clock(Clock clock) {
       this.clock = Objects.requireNonNull(clock, "clock");
       return this;
     }
 
-    /** The timer source (default: a node-owned single thread; see the class documentation). */
+    /**
+     * The timer source (default: a node-owned single thread; see the class documentation).
+     *
+     * @param scheduler the scheduler, owned by the host
+     * @return this builder
+     */
     public Builder scheduler(Scheduler scheduler) {
       this.scheduler = Objects.requireNonNull(scheduler, "scheduler");
       return this;
     }
 
-    /** The random source (default: seeded from node id and clock; see the class documentation). */
+    /**
+     * The random source (default: seeded from node id and clock; see the class documentation).
+     *
+     * @param random the random source; seed it for reproducible runs
+     * @return this builder
+     */
     public Builder random(RandomGenerator random) {
       this.random = Objects.requireNonNull(random, "random");
       return this;
     }
 
-    /** Addresses of peers to join through. Replaces any seeds given before. */
+    /**
+     * Addresses of peers to join through. Replaces any seeds given before.
+     *
+     * @param seeds the seeds' addresses
+     * @return this builder
+     */
     public Builder seeds(Collection<PeerAddress> seeds) {
       Objects.requireNonNull(seeds, "seeds");
       this.seeds.clear();
@@ -177,6 +251,7 @@ public interface PrefixRouterNode extends AutoCloseable {
     /**
      * Builds the node in state {@link State#NEW}.
      *
+     * @return the node, in state {@link State#NEW}
      * @throws IllegalStateException if a required setting is missing
      * @throws IllegalArgumentException if the configuration is invalid
      */

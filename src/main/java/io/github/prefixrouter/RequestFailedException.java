@@ -9,14 +9,26 @@ public class RequestFailedException extends PrefixRouterException {
 
   private static final long serialVersionUID = 1L;
 
+  /** The id of the request that failed. */
   private final String requestId;
 
+  /**
+   * Creates the exception.
+   *
+   * @param requestId the id of the request that failed
+   * @param message what happened
+   * @param cause the engine's failure
+   */
   public RequestFailedException(String requestId, String message, Throwable cause) {
     super("request " + requestId + ": " + message, cause);
     this.requestId = requestId;
   }
 
-  /** The id of the request that failed. */
+  /**
+   * The id of the request that failed.
+   *
+   * @return the request id
+   */
   public String requestId() {
     return requestId;
   }

@@ -14,6 +14,9 @@ import java.util.Objects;
  * object per candidate; {@link #candidates()}, {@link #target()} and {@link #toString()} create
  * the per-candidate view when asked, so every decision can be inspected or logged with each
  * candidate's estimated match, load, round trip and cost, and costs nothing until it is.
+ *
+ * <p>Immutable and thread-safe once built (the arrays it keeps are never modified); no accessor
+ * returns null. Hosts read decisions; the library builds them.
  */
 public final class RouteDecision {
 
@@ -123,6 +126,22 @@ public final class RouteDecision {
    * Creates a decision from parallel arrays, index 0 being the local node. The decision keeps the
    * arrays as they are and never modifies them (so several decisions may share an array whose
    * contents are the same for all of them); callers must not modify them afterwards.
+   *
+   * @param policy the policy that took the decision
+   * @param promptTokens the prompt length in tokens
+   * @param ids the candidates' node ids
+   * @param matched each candidate's estimated cached prefix, in tokens
+   * @param effective {@code matched} discounted by staleness and accuracy
+   * @param load each candidate's load
+   * @param rtt each candidate's smoothed round trip, in nanoseconds (0 for the local node)
+   * @param cost each candidate's estimated latency, in nanoseconds ({@code Long.MAX_VALUE} when
+   *     skipped)
+   * @param skipped why each candidate was not eligible, or {@link SkipReason#NONE}
+   * @param chosen the index of the chosen candidate
+   * @param reason why it was chosen
+   * @throws NullPointerException if an argument is null
+   * @throws IllegalArgumentException if the arrays are empty or of different lengths, or
+   *     {@code chosen} is not an index of them
    */
   public RouteDecision(
       RoutingPolicy policy,
@@ -157,17 +176,29 @@ public final class RouteDecision {
     this.chosen = chosen;
   }
 
-  /** The policy that took the decision. */
+  /**
+   * The policy that took the decision.
+   *
+   * @return the policy
+   */
   public RoutingPolicy policy() {
     return policy;
   }
 
-  /** The prompt length in tokens. */
+  /**
+   * The prompt length in tokens.
+   *
+   * @return the number of prompt tokens
+   */
   public int promptTokens() {
     return promptTokens;
   }
 
-  /** Every candidate, the local node first. */
+  /**
+   * Every candidate, the local node first.
+   *
+   * @return an unmodifiable list of the candidates, built on the first call
+   */
   public List<Candidate> candidates() {
     List<Candidate> v = view;
     if (v == null) {
@@ -181,27 +212,47 @@ public final class RouteDecision {
     return v;
   }
 
-  /** Number of candidates, including the local node. */
+  /**
+   * Number of candidates, including the local node.
+   *
+   * @return the number of candidates, at least 1
+   */
   public int candidateCount() {
     return ids.length;
   }
 
-  /** The chosen candidate. */
+  /**
+   * The chosen candidate.
+   *
+   * @return the chosen candidate
+   */
   public Candidate target() {
     return candidate(chosen);
   }
 
-  /** The chosen node's id. */
+  /**
+   * The chosen node's id.
+   *
+   * @return the chosen node's id
+   */
   public String targetNodeId() {
     return ids[chosen];
   }
 
-  /** True if the request runs on this node. */
+  /**
+   * Whether the request runs on this node.
+   *
+   * @return true if the chosen candidate is the local node
+   */
   public boolean isLocal() {
     return chosen == 0;
   }
 
-  /** Why the target was chosen. */
+  /**
+   * Why the target was chosen.
+   *
+   * @return the reason
+   */
   public Reason reason() {
     return reason;
   }

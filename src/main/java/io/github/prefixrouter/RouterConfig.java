@@ -90,17 +90,29 @@ public final class RouterConfig {
     gossipGeneration = b.gossipGeneration;
   }
 
-  /** A builder with every default. */
+  /**
+   * A builder with every default.
+   *
+   * @return a new builder with the defaults
+   */
   public static Builder builder() {
     return new Builder();
   }
 
-  /** The default configuration. */
+  /**
+   * The default configuration.
+   *
+   * @return the default configuration
+   */
   public static RouterConfig defaults() {
     return builder().build();
   }
 
-  /** A builder initialised with this configuration's values. */
+  /**
+   * A builder initialised with this configuration's values.
+   *
+   * @return a new builder holding this configuration's values
+   */
   public Builder toBuilder() {
     return new Builder(this);
   }
@@ -203,57 +215,101 @@ public final class RouterConfig {
     }
   }
 
-  /** Tokens per block; peers only ever see chained hashes of full blocks. Default 16. */
+  /**
+   * Tokens per block; peers only ever see chained hashes of full blocks. Default 16.
+   *
+   * @return tokens per block
+   */
   public int blockSize() {
     return blockSize;
   }
 
-  /** Capacity of the local tree in tokens (self-managed LRU). Default 1,048,576. */
+  /**
+   * Capacity of the local tree in tokens (self-managed LRU). Default 1,048,576.
+   *
+   * @return capacity of the local tree in tokens
+   */
   public long treeCapacityTokens() {
     return treeCapacityTokens;
   }
 
-  /** How the local tree is fed. Default {@link TreeMode#AUTO}. */
+  /**
+   * How the local tree is fed. Default {@link TreeMode#AUTO}.
+   *
+   * @return how the local tree is fed
+   */
   public TreeMode treeMode() {
     return treeMode;
   }
 
-  /** Per-cluster salt mixed into block hashes; all nodes of a cluster must agree. Default 0. */
+  /**
+   * Per-cluster salt mixed into block hashes; all nodes of a cluster must agree. Default 0.
+   *
+   * @return per-cluster salt mixed into block hashes
+   */
   public long hashSalt() {
     return hashSalt;
   }
 
-  /** The routing policy. Default {@link RoutingPolicy#COST_AWARE}. */
+  /**
+   * The routing policy. Default {@link RoutingPolicy#COST_AWARE}.
+   *
+   * @return the routing policy
+   */
   public RoutingPolicy policy() {
     return policy;
   }
 
-  /** Relative margin a peer must beat local execution by. Default 0.05. */
+  /**
+   * Relative margin a peer must beat local execution by. Default 0.05.
+   *
+   * @return relative margin a peer must beat local execution by
+   */
   public double forwardMarginRatio() {
     return forwardMarginRatio;
   }
 
-  /** Absolute margin a peer must beat local execution by. Default 500 µs. */
+  /**
+   * Absolute margin a peer must beat local execution by. Default 500 µs.
+   *
+   * @return absolute margin a peer must beat local execution by
+   */
   public Duration forwardMarginMin() {
     return forwardMarginMin;
   }
 
-  /** Prefill cost per uncached token until the engine's timings refine it. Default 100 µs. */
+  /**
+   * Prefill cost per uncached token until the engine's timings refine it. Default 100 µs.
+   *
+   * @return prefill cost per uncached token until the engine's timings refine it
+   */
   public long initialPrefillNanosPerToken() {
     return initialPrefillNanosPerToken;
   }
 
-  /** Fixed cost added to every forwarded attempt (codec, queueing in the transport). */
+  /**
+   * Fixed cost added to every forwarded attempt (codec, queueing in the transport).
+   *
+   * @return fixed cost added to every forwarded attempt
+   */
   public Duration forwardOverhead() {
     return forwardOverhead;
   }
 
-  /** Lower bound of the adaptive forwarding timeout. Default 1 s. */
+  /**
+   * Lower bound of the adaptive forwarding timeout. Default 1 s.
+   *
+   * @return lower bound of the adaptive forwarding timeout
+   */
   public Duration forwardTimeoutMin() {
     return forwardTimeoutMin;
   }
 
-  /** Upper bound of the adaptive forwarding timeout. Default 60 s. */
+  /**
+   * Upper bound of the adaptive forwarding timeout. Default 60 s.
+   *
+   * @return upper bound of the adaptive forwarding timeout
+   */
   public Duration forwardTimeoutMax() {
     return forwardTimeoutMax;
   }
@@ -262,42 +318,72 @@ public final class RouterConfig {
    * Longest a request may run on the local engine; then the node cancels it there and fails it
    * with {@link RequestFailedException}, so a stalled engine cannot hold a request forever.
    * Default 10 minutes.
+   *
+   * @return longest a request may run on the local engine
    */
   public Duration engineTimeout() {
     return engineTimeout;
   }
 
-  /** How many times a request may be forwarded. Default 1: a forwarded request runs there. */
+  /**
+   * How many times a request may be forwarded. Default 1: a forwarded request runs there.
+   *
+   * @return how many times a request may be forwarded
+   */
   public int hopLimit() {
     return hopLimit;
   }
 
-  /** Engine queue depth above which forwarded work is refused and overload advertised. */
+  /**
+   * Engine queue depth above which forwarded work is refused and overload advertised.
+   *
+   * @return engine queue depth above which forwarded work is refused and overload advertised
+   */
   public int highWatermark() {
     return highWatermark;
   }
 
-  /** Engine queue depth below which the overload flag clears. */
+  /**
+   * Engine queue depth below which the overload flag clears.
+   *
+   * @return engine queue depth below which the overload flag clears
+   */
   public int lowWatermark() {
     return lowWatermark;
   }
 
-  /** How long a peer that answered "busy" is skipped. Default 1 s. */
+  /**
+   * How long a peer that answered "busy" is skipped. Default 1 s.
+   *
+   * @return how long a peer that answered "busy" is skipped
+   */
   public Duration busyCooldown() {
     return busyCooldown;
   }
 
-  /** How long a peer whose forward timed out or was unreachable is skipped. Default 2 s. */
+  /**
+   * How long a peer whose forward timed out or was unreachable is skipped. Default 2 s.
+   *
+   * @return how long a peer whose forward timed out or was unreachable is skipped
+   */
   public Duration failureCooldown() {
     return failureCooldown;
   }
 
-  /** Whether cold prefixes are placed by bounded-load rendezvous hashing. Default true. */
+  /**
+   * Whether cold prefixes are placed by bounded-load rendezvous hashing. Default true.
+   *
+   * @return whether cold prefixes are placed by bounded-load rendezvous hashing
+   */
   public boolean coldPlacement() {
     return coldPlacement;
   }
 
-  /** Load bound of cold placement, as a multiple of the mean load. Default 1.25. */
+  /**
+   * Load bound of cold placement, as a multiple of the mean load. Default 1.25.
+   *
+   * @return load bound of cold placement, as a multiple of the mean load
+   */
   public double coldPlacementLoadBound() {
     return coldPlacementLoadBound;
   }
@@ -305,6 +391,8 @@ public final class RouterConfig {
   /**
    * How much slower than local (as a fraction of the local estimate) a cold placement may be
    * under the cost-aware policy; beyond that the request stays local. Default 0.25.
+   *
+   * @return how much slower than local a cold placement may be, as a fraction
    */
   public double coldPlacementSlack() {
     return coldPlacementSlack;
@@ -315,37 +403,63 @@ public final class RouterConfig {
    * prefix only a peer holds runs here anyway (a miss now) when the requests for that prefix this
    * node expects before its cache would evict it, each saved the forwarding premium, make up for
    * the miss. Off: every request goes where it is cheapest for itself. Default true.
+   *
+   * @return whether the cost-aware policy counts what caching a prefix locally is worth
    */
   public boolean localCaching() {
     return localCaching;
   }
 
-  /** Age of a peer's summary at which its estimates count half. Default 30 s. */
+  /**
+   * Age of a peer's summary at which its estimates count half. Default 30 s.
+   *
+   * @return age of a peer's summary at which its estimates count half
+   */
   public Duration stalenessHalfLife() {
     return stalenessHalfLife;
   }
 
-  /** Anti-entropy round interval (jittered). Default 200 ms. */
+  /**
+   * Anti-entropy round interval (jittered). Default 200 ms.
+   *
+   * @return anti-entropy round interval
+   */
   public Duration gossipInterval() {
     return gossipInterval;
   }
 
-  /** Peers contacted per anti-entropy round. Default 3. */
+  /**
+   * Peers contacted per anti-entropy round. Default 3.
+   *
+   * @return peers contacted per anti-entropy round
+   */
   public int gossipFanout() {
     return gossipFanout;
   }
 
-  /** Silence after which a peer is suspected and no longer routed to. Default 2 s. */
+  /**
+   * Silence after which a peer is suspected and no longer routed to. Default 2 s.
+   *
+   * @return silence after which a peer is suspected and no longer routed to
+   */
   public Duration peerSuspectAfter() {
     return peerSuspectAfter;
   }
 
-  /** Silence after which a peer is declared dead and its replica dropped. Default 10 s. */
+  /**
+   * Silence after which a peer is declared dead and its replica dropped. Default 10 s.
+   *
+   * @return silence after which a peer is declared dead and its replica dropped
+   */
   public Duration peerDeadAfter() {
     return peerDeadAfter;
   }
 
-  /** Most peers tracked (replica slots). Default 1,024. */
+  /**
+   * Most peers tracked (replica slots). Default 1,024.
+   *
+   * @return most peers tracked
+   */
   public int maxPeers() {
     return maxPeers;
   }
@@ -353,6 +467,8 @@ public final class RouterConfig {
   /**
    * This node's gossip generation as supplied by the host, or 0 (the default) to take it from
    * the node's clock at build time. See {@link Builder#gossipGeneration(long)}.
+   *
+   * @return this node's gossip generation as supplied by the host, or 0
    */
   public long gossipGeneration() {
     return gossipGeneration;
@@ -431,31 +547,56 @@ public final class RouterConfig {
       gossipGeneration = c.gossipGeneration;
     }
 
-    /** Tokens per block (default 16); must match the engine's block size in engine-driven mode. */
+    /**
+     * Tokens per block (default 16); must match the engine's block size in engine-driven mode.
+     *
+     * @param tokens tokens per block, 1 to {@link #MAX_BLOCK_SIZE}
+     * @return this builder
+     */
     public Builder blockSize(int tokens) {
       this.blockSize = tokens;
       return this;
     }
 
-    /** Capacity of the local tree in tokens (default 2^20). */
+    /**
+     * Capacity of the local tree in tokens (default 2^20).
+     *
+     * @param tokens the capacity, at least the block size
+     * @return this builder
+     */
     public Builder treeCapacityTokens(long tokens) {
       this.treeCapacityTokens = tokens;
       return this;
     }
 
-    /** How the local tree is fed (default {@link TreeMode#AUTO}). */
+    /**
+     * How the local tree is fed (default {@link TreeMode#AUTO}).
+     *
+     * @param mode the mode
+     * @return this builder
+     */
     public Builder treeMode(TreeMode mode) {
       this.treeMode = Objects.requireNonNull(mode, "treeMode");
       return this;
     }
 
-    /** Per-cluster hash salt (default 0). */
+    /**
+     * Per-cluster hash salt (default 0).
+     *
+     * @param salt the salt, the same on every node of the cluster
+     * @return this builder
+     */
     public Builder hashSalt(long salt) {
       this.hashSalt = salt;
       return this;
     }
 
-    /** Routing policy (default {@link RoutingPolicy#COST_AWARE}). */
+    /**
+     * Routing policy (default {@link RoutingPolicy#COST_AWARE}).
+     *
+     * @param policy the policy
+     * @return this builder
+     */
     public Builder policy(RoutingPolicy policy) {
       this.policy = Objects.requireNonNull(policy, "policy");
       return this;
@@ -464,6 +605,10 @@ public final class RouterConfig {
     /**
      * Forward only when the best peer's estimate is below local's by both {@code ratio} of the
      * local estimate and {@code min} (defaults 0.05 and 500 µs).
+     *
+     * @param ratio the relative margin, in [0, 1)
+     * @param min the absolute margin, {@code >= 0}
+     * @return this builder
      */
     public Builder forwardMargin(double ratio, Duration min) {
       this.forwardMarginRatio = ratio;
@@ -471,32 +616,58 @@ public final class RouterConfig {
       return this;
     }
 
-    /** Initial prefill cost per uncached token, before the engine's timings refine it. */
+    /**
+     * Initial prefill cost per uncached token, before the engine's timings refine it.
+     *
+     * @param nanos nanoseconds per token, 1 to 10^9
+     * @return this builder
+     */
     public Builder initialPrefillNanosPerToken(long nanos) {
       this.initialPrefillNanosPerToken = nanos;
       return this;
     }
 
-    /** Fixed overhead added to every forwarded candidate's estimate (default 200 µs). */
+    /**
+     * Fixed overhead added to every forwarded candidate's estimate (default 200 µs).
+     *
+     * @param overhead the overhead, {@code >= 0}
+     * @return this builder
+     */
     public Builder forwardOverhead(Duration overhead) {
       this.forwardOverhead = Objects.requireNonNull(overhead, "forwardOverhead");
       return this;
     }
 
-    /** Bounds of the adaptive forwarding timeout (defaults 1 s and 60 s). */
+    /**
+     * Bounds of the adaptive forwarding timeout (defaults 1 s and 60 s).
+     *
+     * @param min the lower bound, positive
+     * @param max the upper bound, at least {@code min}
+     * @return this builder
+     */
     public Builder forwardTimeout(Duration min, Duration max) {
       this.forwardTimeoutMin = Objects.requireNonNull(min, "min");
       this.forwardTimeoutMax = Objects.requireNonNull(max, "max");
       return this;
     }
 
-    /** Longest a request may run on the local engine before it fails (default 10 min). */
+    /**
+     * Longest a request may run on the local engine before it fails (default 10 min).
+     *
+     * @param timeout the timeout, positive
+     * @return this builder
+     */
     public Builder engineTimeout(Duration timeout) {
       this.engineTimeout = Objects.requireNonNull(timeout, "engineTimeout");
       return this;
     }
 
-    /** Hop limit (default 1; 0 disables forwarding). */
+    /**
+     * Hop limit (default 1; 0 disables forwarding).
+     *
+     * @param hops 0 to {@link #MAX_HOP_LIMIT}
+     * @return this builder
+     */
     public Builder hopLimit(int hops) {
       this.hopLimit = hops;
       return this;
@@ -505,6 +676,10 @@ public final class RouterConfig {
     /**
      * Push-back watermarks on the engine's queue depth (defaults 16 and 32): above {@code high}
      * the node refuses forwarded work and advertises overload; the flag clears below {@code low}.
+     *
+     * @param low the low watermark, {@code >= 0}
+     * @param high the high watermark, above {@code low}
+     * @return this builder
      */
     public Builder watermarks(int low, int high) {
       this.lowWatermark = low;
@@ -512,63 +687,115 @@ public final class RouterConfig {
       return this;
     }
 
-    /** How long a peer that answered "busy" is skipped (default 1 s). */
+    /**
+     * How long a peer that answered "busy" is skipped (default 1 s).
+     *
+     * @param d the cool-down, positive
+     * @return this builder
+     */
     public Builder busyCooldown(Duration d) {
       this.busyCooldown = Objects.requireNonNull(d, "busyCooldown");
       return this;
     }
 
-    /** How long a peer that timed out or was unreachable is skipped (default 2 s). */
+    /**
+     * How long a peer that timed out or was unreachable is skipped (default 2 s).
+     *
+     * @param d the cool-down, positive
+     * @return this builder
+     */
     public Builder failureCooldown(Duration d) {
       this.failureCooldown = Objects.requireNonNull(d, "failureCooldown");
       return this;
     }
 
-    /** Enables or disables cold-prefix placement (default on). */
+    /**
+     * Enables or disables cold-prefix placement (default on).
+     *
+     * @param enabled false to place cold prefixes by cost alone
+     * @return this builder
+     */
     public Builder coldPlacement(boolean enabled) {
       this.coldPlacement = enabled;
       return this;
     }
 
-    /** Load bound of cold placement as a multiple of the mean load (default 1.25). */
+    /**
+     * Load bound of cold placement as a multiple of the mean load (default 1.25).
+     *
+     * @param bound the bound, in [1, 100]
+     * @return this builder
+     */
     public Builder coldPlacementLoadBound(double bound) {
       this.coldPlacementLoadBound = bound;
       return this;
     }
 
-    /** Fraction by which a cold placement may exceed the local estimate (default 0.25). */
+    /**
+     * Fraction by which a cold placement may exceed the local estimate (default 0.25).
+     *
+     * @param slack the slack, in [0, 10]
+     * @return this builder
+     */
     public Builder coldPlacementSlack(double slack) {
       this.coldPlacementSlack = slack;
       return this;
     }
 
-    /** Enables or disables the value of local caching in cost-aware decisions (default on). */
+    /**
+     * Enables or disables the value of local caching in cost-aware decisions (default on).
+     *
+     * @param enabled false to send every request where it is cheapest for itself
+     * @return this builder
+     */
     public Builder localCaching(boolean enabled) {
       this.localCaching = enabled;
       return this;
     }
 
-    /** Summary age at which a peer's estimates count half (default 30 s). */
+    /**
+     * Summary age at which a peer's estimates count half (default 30 s).
+     *
+     * @param d the half-life, positive
+     * @return this builder
+     */
     public Builder stalenessHalfLife(Duration d) {
       this.stalenessHalfLife = Objects.requireNonNull(d, "stalenessHalfLife");
       return this;
     }
 
-    /** Anti-entropy interval and fanout (defaults 200 ms and 3). */
+    /**
+     * Anti-entropy interval and fanout (defaults 200 ms and 3).
+     *
+     * @param interval the round interval, positive
+     * @param fanout peers per round, 1 to 64
+     * @return this builder
+     */
     public Builder gossip(Duration interval, int fanout) {
       this.gossipInterval = Objects.requireNonNull(interval, "interval");
       this.gossipFanout = fanout;
       return this;
     }
 
-    /** Failure detection: suspect after, dead after (defaults 2 s and 10 s). */
+    /**
+     * Failure detection: suspect after, dead after (defaults 2 s and 10 s).
+     *
+     * @param suspectAfter silence before suspicion, above the gossip interval
+     * @param deadAfter silence before death, above {@code suspectAfter}
+     * @return this builder
+     */
     public Builder peerTimeouts(Duration suspectAfter, Duration deadAfter) {
       this.peerSuspectAfter = Objects.requireNonNull(suspectAfter, "suspectAfter");
       this.peerDeadAfter = Objects.requireNonNull(deadAfter, "deadAfter");
       return this;
     }
 
-    /** Most peers tracked, each with a replica (default 1,024). */
+    /**
+     * Most peers tracked, each with a replica (default 1,024).
+     *
+     * @param peers 1 to 65,536
+     * @return this builder
+     */
     public Builder maxPeers(int peers) {
       this.maxPeers = peers;
       return this;
@@ -581,6 +808,9 @@ public final class RouterConfig {
      * across restarts of a process but may go backwards after a machine reboot; hosts that can,
      * should supply a value that survives reboots, for example microseconds since the epoch at
      * start, or a counter kept on disk. Range 1..2^62, or 0 for the default.
+     *
+     * @param generation 1 to 2^62, or 0 for the clock's value
+     * @return this builder
      */
     public Builder gossipGeneration(long generation) {
       this.gossipGeneration = generation;
@@ -590,6 +820,7 @@ public final class RouterConfig {
     /**
      * Builds and validates the configuration.
      *
+     * @return the validated configuration
      * @throws IllegalArgumentException listing every problem (see {@link RouterConfig#validate()})
      */
     public RouterConfig build() {
