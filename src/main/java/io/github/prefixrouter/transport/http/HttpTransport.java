@@ -152,7 +152,11 @@ public final class HttpTransport implements Transport {
     this.bootId = sb.toString();
   }
 
-  /** A builder; {@code nodeId}, a listen address and a key choice are required. */
+  /**
+   * A builder; {@code nodeId}, a listen address and a key choice are required.
+   *
+   * @return a new builder
+   */
   public static Builder builder() {
     return new Builder();
   }
@@ -917,13 +921,24 @@ public final class HttpTransport implements Transport {
       return b;
     }
 
-    /** This node's id (required); peers see it as the sender of everything sent. */
+    /**
+     * This node's id (required); peers see it as the sender of everything sent.
+     *
+     * @param nodeId the node id
+     * @return this builder
+     */
     public Builder nodeId(String nodeId) {
       this.nodeId = nodeId;
       return this;
     }
 
-    /** Host and port to listen on (required); port 0 picks a free port. */
+    /**
+     * Host and port to listen on (required); port 0 picks a free port.
+     *
+     * @param host the host or address to bind
+     * @param port the port, 0 for any free one
+     * @return this builder
+     */
     public Builder listen(String host, int port) {
       this.listenHost = host;
       this.listenPort = port;
@@ -933,6 +948,9 @@ public final class HttpTransport implements Transport {
     /**
      * The {@code host:port} peers should use to reach this node, when it differs from the listen
      * address (for example behind NAT or when listening on 0.0.0.0). Default: the bound address.
+     *
+     * @param hostPort the address as {@code host:port}
+     * @return this builder
      */
     public Builder advertisedAddress(String hostPort) {
       this.advertisedAddress = hostPort;
@@ -942,37 +960,65 @@ public final class HttpTransport implements Transport {
     /**
      * The shared cluster key for HMAC-SHA256 message authentication: at least 16 bytes, the same
      * on every node. Either this or {@link #insecureWithoutAuthentication()} is required.
+     *
+     * @param key the shared key
+     * @return this builder
      */
     public Builder clusterKey(byte[] key) {
       this.clusterKey = key == null ? null : key.clone();
       return this;
     }
 
-    /** Accept unauthenticated traffic. Only for tests or fully trusted networks. */
+    /**
+     * Accept unauthenticated traffic. Only for tests or fully trusted networks.
+     *
+     * @return this builder
+     */
     public Builder insecureWithoutAuthentication() {
       this.insecure = true;
       return this;
     }
 
-    /** Serve and connect over TLS with the host's context (default: plain HTTP). */
+    /**
+     * Serve and connect over TLS with the host's context (default: plain HTTP).
+     *
+     * @param context the TLS context
+     * @return this builder
+     */
     public Builder tls(SSLContext context) {
       this.sslContext = context;
       return this;
     }
 
-    /** How long to wait for a TCP (and TLS) connection to a peer. Default 2 s. */
+    /**
+     * How long to wait for a TCP (and TLS) connection to a peer. Default 2 s.
+     *
+     * @param d the timeout, positive
+     * @return this builder
+     */
     public Builder connectTimeout(Duration d) {
       this.connectTimeout = d;
       return this;
     }
 
-    /** How long a one-way message may take to be accepted before it counts as failed. Default 5 s. */
+    /**
+     * How long a one-way message may take to be accepted before it counts as failed. Default 5 s.
+     *
+     * @param d the timeout, positive
+     * @return this builder
+     */
     public Builder messageTimeout(Duration d) {
       this.messageTimeout = d;
       return this;
     }
 
-    /** How long an inbound request may wait for the handler before it is answered 504. Default 5 min. */
+    /**
+     * How long an inbound request may wait for the handler before it is answered 504. Default 5
+     * min.
+     *
+     * @param d the limit, positive
+     * @return this builder
+     */
     public Builder maxHandlingTime(Duration d) {
       this.maxHandlingTime = d;
       return this;
@@ -984,31 +1030,56 @@ public final class HttpTransport implements Transport {
       return this;
     }
 
-    /** Nonces remembered per sender at most (bounds replay-guard memory). Default 131,072. */
+    /**
+     * Nonces remembered per sender at most (bounds replay-guard memory). Default 131,072.
+     *
+     * @param n the limit
+     * @return this builder
+     */
     public Builder maxNoncesPerSender(int n) {
       this.maxNoncesPerSender = n;
       return this;
     }
 
-    /** Largest payload sent or accepted, in bytes. Default 4 MiB. */
+    /**
+     * Largest payload sent or accepted, in bytes. Default 4 MiB.
+     *
+     * @param bytes the limit in bytes
+     * @return this builder
+     */
     public Builder maxMessageBytes(int bytes) {
       this.maxMessageBytes = bytes;
       return this;
     }
 
-    /** Requests and messages outstanding to one peer at most. Default 64. */
+    /**
+     * Requests and messages outstanding to one peer at most. Default 64.
+     *
+     * @param n the limit
+     * @return this builder
+     */
     public Builder maxInFlightPerPeer(int n) {
       this.maxInFlightPerPeer = n;
       return this;
     }
 
-    /** Inbound requests handled at once at most; more are answered busy. Default 256. */
+    /**
+     * Inbound requests handled at once at most; more are answered busy. Default 256.
+     *
+     * @param n the limit
+     * @return this builder
+     */
     public Builder maxInboundRequests(int n) {
       this.maxInboundRequests = n;
       return this;
     }
 
-    /** Threads reading and authenticating inbound traffic. Default 4. */
+    /**
+     * Threads reading and authenticating inbound traffic. Default 4.
+     *
+     * @param n the number of threads
+     * @return this builder
+     */
     public Builder serverThreads(int n) {
       this.serverThreads = n;
       return this;
@@ -1017,6 +1088,9 @@ public final class HttpTransport implements Transport {
     /**
      * The wall clock (epoch milliseconds) used for message timestamps and the replay window.
      * Default {@link System#currentTimeMillis()}; tests inject their own.
+     *
+     * @param clock the wall clock, in milliseconds since the epoch
+     * @return this builder
      */
     public Builder wallClockMillis(LongSupplier clock) {
       this.wallClockMillis = clock;
@@ -1027,6 +1101,7 @@ public final class HttpTransport implements Transport {
      * Validates the configuration and creates the transport (not yet listening; see
      * {@link HttpTransport#start}).
      *
+     * @return the transport, not yet started
      * @throws IllegalArgumentException naming the first invalid setting
      */
     public HttpTransport build() {
