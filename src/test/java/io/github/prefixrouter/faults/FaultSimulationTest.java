@@ -1,5 +1,7 @@
 package io.github.prefixrouter.faults;
 
+import static org.junit.jupiter.api.Assertions.assertAll;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import io.github.prefixrouter.faults.FaultCluster.Outcome;
@@ -87,5 +89,22 @@ class FaultSimulationTest {
     if (!failures.isEmpty()) {
       fail(failures.size() + " failing run(s); first:\n" + failures.get(0));
     }
+    if (count >= MIN_SEEDS_FOR_COVERAGE) {
+      // a campaign whose plans stopped injecting faults would pass every invariant vacuously
+      long c = crashes;
+      long fb = fallbacks;
+      long fw = forwarded;
+      long acc = accepted;
+      long conv = converged;
+      assertAll("the campaign must exercise what it checks",
+          () -> assertTrue(acc > 0, "no request accepted"),
+          () -> assertTrue(fw > 0, "no request forwarded"),
+          () -> assertTrue(fb > 0, "no forward fell back"),
+          () -> assertTrue(c > 0, "no node crashed"),
+          () -> assertTrue(conv > 0, "no run converged"));
+    }
   }
+
+  /** Campaigns of at least this many seeds must have forwarded, fallen back, crashed. */
+  static final int MIN_SEEDS_FOR_COVERAGE = 20;
 }
