@@ -161,6 +161,7 @@ class HttpTransportTest {
     while (ra.held.size() < 2 && System.nanoTime() < deadline) {
       Thread.sleep(10);
     }
+    assertEquals(2, ra.held.size(), "the first two requests reach the handler");
     ra.held.forEach(h -> h.complete(new byte[] {9}));
     assertArrayEquals(new byte[] {9}, f1.get(10, TimeUnit.SECONDS));
     assertArrayEquals(new byte[] {9}, f2.get(10, TimeUnit.SECONDS));
@@ -182,6 +183,7 @@ class HttpTransportTest {
     while (ra.held.isEmpty() && System.nanoTime() < deadline) {
       Thread.sleep(10);
     }
+    assertEquals(1, ra.held.size(), "the first request holds the only inbound slot");
     assertEquals(TransportException.Kind.BUSY,
         failureKind(b.request(a.localAddress(), new byte[] {2}, Duration.ofSeconds(10))));
     assertEquals(1, a.stats().inboundBusy());
@@ -220,6 +222,7 @@ class HttpTransportTest {
     while (ra.held.isEmpty() && System.nanoTime() < deadline) {
       Thread.sleep(10);
     }
+    assertEquals(1, ra.held.size(), "the request must be in the handler when the server closes");
     a.close();
     TransportException.Kind k = failureKind(f);
     assertTrue(k == TransportException.Kind.BUSY || k == TransportException.Kind.UNREACHABLE, "kind " + k);
