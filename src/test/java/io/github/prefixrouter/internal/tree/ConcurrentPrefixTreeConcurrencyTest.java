@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Tag;
@@ -26,6 +27,8 @@ class ConcurrentPrefixTreeConcurrencyTest {
 
   static final int QUERIES = 24;
 
+  static final long MIN_MATCHES = 100_000;
+
   sealed interface Op permits Insert, Evict, Clear, Acquire, Release {}
 
   record Insert(int[] tokens) implements Op {}
@@ -40,18 +43,22 @@ class ConcurrentPrefixTreeConcurrencyTest {
 
   @Test
   void concurrentMatchesSeeOnlyStatesThatExisted() throws Exception {
-    run(42, 2_000);
+    run(42, 20);
   }
 
   @Test
   @Tag("long")
   void concurrentMatchesSeeOnlyStatesThatExistedManySeeds() throws Exception {
     for (int seed = 1; seed <= 10; seed++) {
-      run(seed, 6_000);
+      run(seed, 60);
     }
   }
 
-  private void run(long seed, long millis) throws Exception {
+  /**
+   * Runs the writer for {@code rounds} rounds of its script while two readers match (at least
+   * {@link #MIN_MATCHES} matches), however long that takes on this machine.
+   */
+  private void run(long seed, int rounds) throws Exception {
     SplittableRandom r = new SplittableRandom(seed);
     int[][] bases = new int[6][];
     for (int i = 0; i < bases.length; i++) {
@@ -153,7 +160,11 @@ class ConcurrentPrefixTreeConcurrencyTest {
     writer.start();
     readers.forEach(Thread::start);
     started.await();
-    Thread.sleep(millis);
+    long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(5);
+    while ((done.get() < (long) rounds * n || matches.get() < MIN_MATCHES)
+        && failures.isEmpty() && System.nanoTime() < deadline) {
+      Thread.sleep(5); // polls the progress counters; the threads do not wait for it
+    }
     stop.set(true);
     writer.join();
     for (Thread t : readers) {
@@ -163,8 +174,9 @@ class ConcurrentPrefixTreeConcurrencyTest {
       throw new AssertionError("concurrent failure", failures.peek());
     }
     tree.checkInvariants();
-    assertTrue(done.get() > n, "the writer ran at least one full round: " + done.get());
-    assertTrue(matches.get() > 10_000, "readers ran: " + matches.get());
+    assertTrue(done.get() >= (long) rounds * n,
+        "the writer ran " + rounds + " rounds of " + n + " operations: " + done.get());
+    assertTrue(matches.get() >= MIN_MATCHES, "readers ran: " + matches.get());
     assertEquals(0, tree.listenerFailures());
   }
 
