@@ -3,7 +3,7 @@ package io.github.prefixrouter.testing;
 import java.time.Duration;
 import java.util.function.BooleanSupplier;
 
-/** Test helper: runs a {@link SimulatedScheduler} until a condition holds or time runs out. */
+/** Test support: runs a {@link SimulatedScheduler} until a condition holds or time runs out. */
 final class SimulatedTime {
 
   private SimulatedTime() {}

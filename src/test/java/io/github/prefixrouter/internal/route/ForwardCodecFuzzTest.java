@@ -213,7 +213,7 @@ class ForwardCodecFuzzTest {
     }
   }
 
-  // ---------------------------------------------------------------- helpers
+  // ---------------------------------------------------------------- allocation, decoding, frames
 
   /** Bytes allocated by this thread so far (HotSpot's ThreadMXBean, reached reflectively). */
   static long allocatedBytes() {
