@@ -94,14 +94,14 @@ class ReadmeExampleTest {
   }
 
   /**
-   * The first fenced block of README.md's "## Example" section after a line starting with
+   * The first fenced block of README.md's "## Example" section after a line ending with
    * {@code after} (the block itself when {@code after} is its opening fence).
    */
   private static String readmeBlock(String after) throws IOException {
     List<String> lines = Files.readAllLines(Path.of("README.md"));
     int i = lines.indexOf("## Example");
     assertTrue(i >= 0, "README.md has an Example section");
-    while (!lines.get(i).startsWith(after)) {
+    while (!lines.get(i).endsWith(after)) {
       i++;
     }
     while (!lines.get(i).startsWith("```")) {
