@@ -371,6 +371,7 @@ public final class RouterNode implements PrefixRouterNode {
         * cost.decodeNanosPerToken();
     long timeout = clamp((long) Math.min(Long.MAX_VALUE / 4, 4 * expected) + 2 * rtt,
         config.forwardTimeoutMin().toNanos(), config.forwardTimeoutMax().toNanos());
+    byte[] payload = ForwardCodec.forward(ex.request, nodeId, ex.hops + 1);
     Attempt a;
     synchronized (ex) {
       a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens());
@@ -379,8 +380,7 @@ public final class RouterNode implements PrefixRouterNode {
       ex.tried[ex.triedCount++] = to.nodeId();
     }
     st.forwarded();
-    byte[] payload = ForwardCodec.forward(ex.request, nodeId, ex.hops + 1);
-    Scheduler.Cancellable guard = scheduler.schedule(timeout + timeout / 4 + 1_000_000L,
+    Scheduler.Cancellable guard = schedule(timeout + timeout / 4 + 1_000_000L,
         () -> onForwardDone(ex, a, null,
             new TransportException(TransportException.Kind.TIMEOUT,
                 "no answer from " + to + " within the forwarding timeout (transport guard)")));
@@ -530,7 +530,7 @@ public final class RouterNode implements PrefixRouterNode {
       f = CompletableFuture.failedFuture(e);
     }
     long limit = config.engineTimeout().toNanos();
-    Scheduler.Cancellable guard = scheduler.schedule(limit, () -> {
+    Scheduler.Cancellable guard = schedule(limit, () -> {
       if (!ex.claim(seq)) {
         return;
       }
@@ -743,6 +743,21 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   // ---------------------------------------------------------------- helpers
+
+  /**
+   * Schedules a guard timer. A scheduler that refuses (a host's executor shut down under the
+   * node) must not make an attempt that already started throw: its caller would start it again,
+   * running the request twice and never completing it. The attempt then goes on without the
+   * guard; the transport's own timeout or the engine still ends it.
+   */
+  private Scheduler.Cancellable schedule(long delayNanos, Runnable task) {
+    try {
+      return scheduler.schedule(delayNanos, task);
+    } catch (RuntimeException e) {
+      LOG.error("node {}: the scheduler refused a guard timer; going on without it", nodeId, e);
+      return () -> false;
+    }
+  }
 
   private static long clamp(long v, long min, long max) {
     return Math.max(min, Math.min(max, v));

@@ -1,0 +1,112 @@
+package io.github.prefixrouter.internal.route;
+
+import static io.github.prefixrouter.internal.route.OracleCluster.concat;
+import static io.github.prefixrouter.internal.route.OracleCluster.expected;
+import static io.github.prefixrouter.internal.route.OracleCluster.prompt;
+import static io.github.prefixrouter.internal.route.OracleCluster.request;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.Scheduler;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.time.Duration;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The request lifecycle under misbehaving surroundings: every accepted request runs at most once
+ * per attempt and completes exactly once, whatever the scheduler, the engine or a peer does.
+ */
+class RequestLifecycleTest {
+
+  static final int[] PREFIX = prompt(42, 480);
+
+  /** An engine that answers every request at once, counting executions. */
+  static final class CountingEngine implements InferenceEngine {
+    final AtomicInteger executions = new AtomicInteger();
+
+    @Override
+    public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+      executions.incrementAndGet();
+      return CompletableFuture.completedFuture(
+          new EngineResult(expected(r), "", r.length(), 0, 1_000, 1_000));
+    }
+  }
+
+  static final LocalPrefixIndex NO_CACHE = new LocalPrefixIndex() {
+    @Override
+    public int match(int[] tokens) {
+      return 0;
+    }
+
+    @Override
+    public void onExecuted(int[] tokens) {}
+
+    @Override
+    public long cachedTokens() {
+      return 0;
+    }
+  };
+
+  @Test
+  void aSchedulerThatRefusesTheEngineGuardNeitherRunsTheRequestTwiceNorLosesIt() {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    InMemoryNetwork net = new InMemoryNetwork(sim, 1);
+    // a host scheduler shut down under the node: every timer is refused
+    Scheduler refusing = (delay, task) -> {
+      throw new RejectedExecutionException("scheduler shut down");
+    };
+    CountingEngine engine = new CountingEngine();
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LOCAL_ONLY).build();
+    RouterNode node = new RouterNode("n0", cfg, net.transport("n0"), engine, sim, refusing,
+        new SplittableRandom(1), List.of(), new RouterNode.Components(
+            NO_CACHE, (t, l, o) -> 0, PeerView.NONE));
+    node.start();
+
+    InferenceRequest r = request("q", prompt(1, 64));
+    CompletableFuture<InferenceResponse> f = node.submit(r);
+
+    assertEquals(1, engine.executions.get(), "the engine ran the request more than once");
+    assertTrue(f.isDone(), "the engine answered but the request never completed");
+    assertArrayEquals(expected(r), f.join().result().outputTokens());
+    NodeStats s = node.stats();
+    assertEquals(1, s.requests());
+    assertEquals(1, s.servedLocally());
+    assertEquals(0, s.inFlight());
+    assertTrue(node.stop().isDone(), "stop must not wait for a request already answered");
+    assertEquals(PrefixRouterNode.State.STOPPED, node.state());
+  }
+
+  @Test
+  void anEngineTimeoutBeyondTheNanosecondRangeIsRejected() {
+    // Duration.toNanos() overflows past about 292 years: the node would throw on every request
+    for (Duration huge : List.of(Duration.ofDays(200_000), Duration.ofSeconds(Long.MAX_VALUE))) {
+      IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(
+          IllegalArgumentException.class,
+          () -> RouterConfig.builder().engineTimeout(huge).build());
+      assertTrue(e.getMessage().contains("engineTimeout"), e.getMessage());
+    }
+  }
+
+  private static String describe(CompletableFuture<?> f) {
+    try {
+      return String.valueOf(f.join());
+    } catch (RuntimeException e) {
+      return String.valueOf(e.getCause());
+    }
+  }
+}
