@@ -104,6 +104,8 @@ public final class RouterNode implements PrefixRouterNode {
   private final AtomicBoolean stopFinished = new AtomicBoolean();
   private final AtomicInteger inFlight = new AtomicInteger();
   private final ConcurrentHashMap<String, Execution> servingForPeers = new ConcurrentHashMap<>();
+  /** Engine runs in progress by request id (unique per origin only: several may share one). */
+  private final ConcurrentHashMap<String, Integer> onEngine = new ConcurrentHashMap<>();
 
   private final LongAdder requests = new LongAdder();
   private final LongAdder servedLocally = new LongAdder();
@@ -518,7 +520,19 @@ public final class RouterNode implements PrefixRouterNode {
     synchronized (ex) {
       seq = ++ex.attemptSeq;
       ex.attempts++;
+      ex.engineRuns++;
     }
+    String id = ex.request.id();
+    onEngine.merge(id, 1, Integer::sum);
+    AtomicBoolean runEnded = new AtomicBoolean();
+    Runnable endRun = () -> {
+      if (runEnded.compareAndSet(false, true)) {
+        synchronized (ex) {
+          ex.engineRuns--;
+        }
+        onEngine.computeIfPresent(id, (k, v) -> v == 1 ? null : v - 1);
+      }
+    };
     CompletableFuture<EngineResult> f;
     try {
       f = engine.execute(ex.request);
@@ -534,15 +548,13 @@ public final class RouterNode implements PrefixRouterNode {
       if (!ex.claim(seq)) {
         return;
       }
-      try {
-        engine.cancel(ex.request.id());
-      } catch (RuntimeException e) {
-        LOG.debug("node {}: engine cancel failed", nodeId, e);
-      }
+      cancelOnEngine(ex);
+      endRun.run(); // abandoned: whatever the engine still does for it is not this execution's
       complete(ex, null, nodeId, false, new EngineException(
           "no answer within engineTimeout " + config.engineTimeout(), true));
     });
     f.whenComplete((res, err) -> {
+      endRun.run();
       guard.cancel();
       if (!ex.claim(seq)) {
         return;
@@ -561,6 +573,31 @@ public final class RouterNode implements PrefixRouterNode {
         complete(ex, res, nodeId, false, null);
       }
     });
+  }
+
+  /**
+   * Cancels {@code ex}'s run on the engine, which cancels by request id. Ids are unique per
+   * origin only, so another execution here (this node's own client, or another peer) may run
+   * under the same id: then nothing is cancelled, rather than failing a bystander. (A run of
+   * the same id starting between the check and the cancel is not excluded.)
+   */
+  private void cancelOnEngine(Execution ex) {
+    String id = ex.request.id();
+    int mine;
+    synchronized (ex) {
+      mine = ex.engineRuns;
+    }
+    Integer all = onEngine.get(id);
+    if (mine == 0 || all == null || all != mine) {
+      LOG.debug("node {}: not cancelling {} on the engine ({} of {} runs of that id are its)",
+          nodeId, id, mine, all);
+      return;
+    }
+    try {
+      engine.cancel(id);
+    } catch (RuntimeException e) {
+      LOG.debug("node {}: engine cancel failed", nodeId, e);
+    }
   }
 
   private void complete(Execution ex, EngineResult result, String servedBy, boolean wasForwarded,
@@ -671,7 +708,7 @@ public final class RouterNode implements PrefixRouterNode {
         if (m instanceof ForwardCodec.Cancel c) {
           Execution ex = servingForPeers.get(from.nodeId() + "\n" + c.requestId());
           if (ex != null) {
-            engine.cancel(c.requestId());
+            cancelOnEngine(ex);
           }
         } else {
           malformedInbound.increment();
@@ -801,6 +838,8 @@ public final class RouterNode implements PrefixRouterNode {
     int attemptSeq;
     int attempts;
     int forwards;
+    /** Runs of this execution on the local engine not yet ended. */
+    int engineRuns;
     volatile RouteDecision firstDecision;
     volatile FallbackCause lastCause = FallbackCause.NONE;
 

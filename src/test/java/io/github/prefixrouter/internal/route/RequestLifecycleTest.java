@@ -102,6 +102,33 @@ class RequestLifecycleTest {
     }
   }
 
+  @Test
+  void aPeersCancelDoesNotCancelThisNodesOwnRequestOfTheSameId() {
+    // request ids are unique per origin only: n0's client and n1's client both use "r1"
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false)
+        .forwardTimeout(Duration.ofMillis(50), Duration.ofMillis(50)).build();
+    OracleCluster c = new OracleCluster(2, cfg, 1).rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(1, 40)));
+
+    // n1's own r1 runs for a while on n1's engine (100 tokens of 5 ms decode)
+    InferenceRequest mine = new InferenceRequest("r1", concat(PREFIX, prompt(2, 40)),
+        io.github.prefixrouter.GenerationParams.greedy(100));
+    CompletableFuture<InferenceResponse> local = c.node("n1").submit(mine);
+    c.sim.advanceBy(Duration.ofMillis(5).toNanos());
+    // n0's r1 is forwarded to n1, queues behind it, times out at n0, which sends CANCEL r1
+    InferenceRequest theirs = request("r1", concat(PREFIX, prompt(9, 64)));
+    InferenceResponse other = c.submitAndWait("n0", theirs);
+    assertArrayEquals(expected(theirs), other.result().outputTokens());
+    c.sim.runUntilIdle(1_000_000);
+
+    assertTrue(local.isDone());
+    assertTrue(!local.isCompletedExceptionally(),
+        "n0's cancel of its own r1 failed n1's client request r1: " + describe(local));
+    assertArrayEquals(expected(mine), local.join().result().outputTokens());
+    assertEquals(0, c.node("n1").stats().failed());
+  }
+
   private static String describe(CompletableFuture<?> f) {
     try {
       return String.valueOf(f.join());
