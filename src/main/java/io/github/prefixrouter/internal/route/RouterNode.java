@@ -53,8 +53,9 @@ import org.slf4j.LoggerFactory;
  *   <li><b>Fallback.</b> A forward that times out (a best-effort CANCEL is sent), is refused
  *       as busy, cannot reach the peer, fails at the peer or returns garbage counts a fallback
  *       under its cause, excludes that peer for this request, and routes again: the next best
- *       peer or local. After {@link #MAX_FORWARDS} forwards the request runs locally. A local
- *       engine failure is final ({@link RequestFailedException}).
+ *       peer or local. After {@link #MAX_FORWARDS} forwards, or when the transport is closed,
+ *       the request runs locally. A local engine failure is final
+ *       ({@link RequestFailedException}).
  *   <li><b>Timeouts.</b> The forwarding timeout is
  *       {@code clamp(4 × (estimated cost + maxTokens × decode per token) + 2 × rtt, min, max)}:
  *       generous, because a false timeout runs the request twice, and dead peers are also
@@ -492,7 +493,8 @@ public final class RouterNode implements PrefixRouterNode {
       forwards = ex.forwards;
     }
     try {
-      if (forwards >= MAX_FORWARDS) {
+      // a closed transport fails every forward: no other peer can be reached either
+      if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
         runLocal(ex);
       } else {
         route(ex);

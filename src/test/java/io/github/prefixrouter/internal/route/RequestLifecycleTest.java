@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeStats;
@@ -16,7 +17,10 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Scheduler;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.time.Duration;
@@ -127,6 +131,57 @@ class RequestLifecycleTest {
         "n0's cancel of its own r1 failed n1's client request r1: " + describe(local));
     assertArrayEquals(expected(mine), local.join().result().outputTokens());
     assertEquals(0, c.node("n1").stats().failed());
+  }
+
+  @Test
+  void aClosedTransportRunsTheRequestLocallyWithoutTryingMorePeers() {
+    // n0's transport was closed under it (by the host): every forward fails with CLOSED
+    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
+    AtomicInteger forwards = new AtomicInteger();
+    hooks.transportWrap = t -> {
+      if (!t.localAddress().nodeId().equals("n0")) {
+        return t;
+      }
+      return new Transport() {
+        @Override
+        public void start(InboundHandler handler) {
+          t.start(handler);
+        }
+
+        @Override
+        public PeerAddress localAddress() {
+          return t.localAddress();
+        }
+
+        @Override
+        public void send(PeerAddress to, byte[] payload) {}
+
+        @Override
+        public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+          forwards.incrementAndGet();
+          return CompletableFuture.failedFuture(new TransportException(
+              TransportException.Kind.CLOSED, "transport closed"));
+        }
+
+        @Override
+        public void close() {
+          t.close();
+        }
+      };
+    };
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false).build();
+    OracleCluster c = new OracleCluster(4, cfg, 1, hooks).rtt(Duration.ofMillis(1)).start();
+    for (String id : List.of("n1", "n2", "n3")) {
+      c.warm(id, concat(PREFIX, prompt(1, 40)));
+    }
+    InferenceRequest r = request("q", concat(PREFIX, prompt(9, 64)));
+    InferenceResponse resp = c.submitAndWait("n0", r);
+    assertEquals("n0", resp.servedBy());
+    assertEquals(FallbackCause.TRANSPORT_CLOSED, resp.fallbackCause());
+    assertEquals(1, forwards.get(), "a closed transport fails every forward: go local at once");
+    assertEquals(2, resp.attempts());
+    assertEquals(1, c.node("n0").stats().fallbacks().get(FallbackCause.TRANSPORT_CLOSED));
   }
 
   private static String describe(CompletableFuture<?> f) {
