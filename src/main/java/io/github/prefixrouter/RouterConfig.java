@@ -310,7 +310,10 @@ public final class RouterConfig {
     return busyCooldown;
   }
 
-  /** How long a peer whose forward timed out or was unreachable is skipped. Default 2 s. */
+  /**
+   * How long a peer whose forward timed out, was unreachable or failed in its engine (a
+   * retryable failure) is skipped. Default 2 s.
+   */
   public Duration failureCooldown() {
     return failureCooldown;
   }
@@ -541,7 +544,7 @@ public final class RouterConfig {
       return this;
     }
 
-    /** How long a peer that timed out or was unreachable is skipped (default 2 s). */
+    /** How long a peer that timed out, was unreachable or failed is skipped (default 2 s). */
     public Builder failureCooldown(Duration d) {
       this.failureCooldown = Objects.requireNonNull(d, "failureCooldown");
       return this;

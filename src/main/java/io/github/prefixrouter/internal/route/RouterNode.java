@@ -478,6 +478,15 @@ public final class RouterNode implements PrefixRouterNode {
       } else if (m instanceof ForwardCodec.Failed fm) {
         cause = FallbackCause.PEER_FAILED;
         detail = fm.message();
+        if (fm.retryable()) {
+          // the peer's engine is failing (down, overloaded, timing out): one that fails fast
+          // looks idle and keeps its advertised cache, so without a cool-down it would draw
+          // every request for its prefixes and cost each of them a round trip
+          long until = now + config.failureCooldown().toNanos();
+          if (a.peer.failedUntil < until) {
+            a.peer.failedUntil = until;
+          }
+        }
       } else {
         cause = FallbackCause.PROTOCOL_ERROR;
         detail = "unexpected or malformed answer";

@@ -13,6 +13,7 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.spi.EngineResult;
@@ -182,6 +183,30 @@ class RequestLifecycleTest {
     assertEquals(1, forwards.get(), "a closed transport fails every forward: go local at once");
     assertEquals(2, resp.attempts());
     assertEquals(1, c.node("n0").stats().fallbacks().get(FallbackCause.TRANSPORT_CLOSED));
+  }
+
+  @Test
+  void aPeerWhoseEngineFailsFastDoesNotAttractEveryRequest() {
+    // n1 holds the prefix but its engine fails every request at once: it looks idle and cached,
+    // so without a cool-down every request pays a round trip there before running elsewhere
+    OracleCluster c = new OracleCluster(3, RouterConfig.builder()
+        .policy(RoutingPolicy.LONGEST_PREFIX).initialPrefillNanosPerToken(200_000)
+        .coldPlacement(false).build(), 1).rtt(Duration.ofMillis(1)).start();
+    int n = 5;
+    for (int i = 0; i < n; i++) { // one prefix per request: n0 never holds the next one
+      c.warm("n1", concat(prompt(50 + i, 480), prompt(1, 40)));
+    }
+    c.engine("n1").failNext(1_000);
+    for (int i = 0; i < n; i++) {
+      InferenceRequest r = request("q" + i, concat(prompt(50 + i, 480), prompt(100 + i, 64)));
+      InferenceResponse resp = c.submitAndWait("n0", r);
+      assertArrayEquals(expected(r), resp.result().outputTokens());
+      c.sim.advanceBy(Duration.ofMillis(10).toNanos());
+    }
+    assertEquals(1, c.node("n0").stats().fallbacks().get(FallbackCause.PEER_FAILED),
+        "after a retryable failure the peer is cooled down like an unreachable one");
+    RouteDecision d = c.node("n0").explain(request("x", concat(prompt(50, 480), prompt(7, 64))));
+    assertEquals(RouteDecision.SkipReason.FAILED_COOLDOWN, d.candidates().get(1).skipped());
   }
 
   private static String describe(CompletableFuture<?> f) {
