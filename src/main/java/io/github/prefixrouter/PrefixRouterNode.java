@@ -61,9 +61,12 @@ public interface PrefixRouterNode extends AutoCloseable {
   String nodeId();
 
   /**
-   * Starts the node: transport, gossip with the seeds, serving.
+   * Starts the node: transport, gossip with the seeds, serving. If starting the transport or
+   * gossip fails, the node stops at once ({@link State#STOPPED}, transport closed) and the
+   * failure is rethrown.
    *
-   * @throws IllegalStateException if the node is not {@link State#NEW}
+   * @throws IllegalStateException if the node is not {@link State#NEW}, or if the transport's
+   *     address names another node id
    */
   void start();
 

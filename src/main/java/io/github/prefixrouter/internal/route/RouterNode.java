@@ -241,8 +241,17 @@ public final class RouterNode implements PrefixRouterNode {
       throw new IllegalStateException(
           "node " + nodeId + " can only start from NEW, it is " + state.get());
     }
-    transport.start(new Inbound());
-    peers.start();
+    try {
+      transport.start(new Inbound());
+      peers.start();
+    } catch (RuntimeException | Error e) {
+      // a node that failed to start must not look RUNNING and take requests it cannot serve
+      // as configured; nothing was accepted yet, so it stops at once
+      LOG.error("node {} failed to start; stopping it", nodeId, e);
+      state.set(State.STOPPING);
+      finishStop(true);
+      throw e;
+    }
     LOG.info("node {} started: {}", nodeId, config);
   }
 
@@ -685,10 +694,12 @@ public final class RouterNode implements PrefixRouterNode {
       if (existing == null) {
         inFlight.incrementAndGet();
         if (state.get() != State.RUNNING) {
-          // lost a race with stop(): refuse and release
+          // lost a race with stop(): refuse and release; a duplicate that joined it meanwhile
+          // gets a (retryable) failure instead of waiting for an answer that never comes
           servingForPeers.remove(key, ex);
           refusedForPeers.increment();
           ex.done.set(true);
+          ex.future.completeExceptionally(new NodeNotRunningException(nodeId, state.get()));
           executionEnded();
           return CompletableFuture.completedFuture(ForwardCodec.busy(id, 0));
         }

@@ -209,6 +209,24 @@ class RequestLifecycleTest {
     assertEquals(RouteDecision.SkipReason.FAILED_COOLDOWN, d.candidates().get(1).skipped());
   }
 
+  @Test
+  void aStartThatFailsLeavesTheNodeStoppedAndItsTransportClosed() {
+    // the transport answers for another node id: gossip refuses to start
+    SimulatedScheduler sim = new SimulatedScheduler();
+    InMemoryNetwork net = new InMemoryNetwork(sim, 1);
+    PrefixRouterNode node = PrefixRouterNode.builder().nodeId("a").transport(net.transport("b"))
+        .engine(new CountingEngine()).clock(sim).scheduler(sim).random(new SplittableRandom(1))
+        .build();
+    org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class, node::start);
+    assertEquals(PrefixRouterNode.State.STOPPED, node.state(),
+        "a node whose start failed must not look RUNNING and accept requests");
+    assertTrue(node.stop().isDone());
+    assertTrue(node.submit(request("q", prompt(1, 20))).isCompletedExceptionally());
+    // the transport was closed: its address is free for a new node
+    Transport again = net.transport("b");
+    again.start((from, p) -> CompletableFuture.completedFuture(p));
+  }
+
   private static String describe(CompletableFuture<?> f) {
     try {
       return String.valueOf(f.join());
