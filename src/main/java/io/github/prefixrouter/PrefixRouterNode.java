@@ -80,7 +80,13 @@ public interface PrefixRouterNode extends AutoCloseable {
    */
   CompletableFuture<InferenceResponse> submit(InferenceRequest request);
 
-  /** The decision {@link #submit} would take for {@code request} now, without running it. */
+  /**
+   * The decision {@link #submit} would take for {@code request} now, without running it and
+   * without changing any state. One difference follows: {@code explain} neither counts the
+   * request toward the local-caching demand nor reserves the engine for a bought miss, so it
+   * never returns {@link RouteDecision.Reason#LOCAL_CACHING}; where {@code submit} would buy the
+   * prefix locally, it shows the peer the request would otherwise go to.
+   */
   RouteDecision explain(InferenceRequest request);
 
   /** A snapshot of the node's counters and gauges. */
