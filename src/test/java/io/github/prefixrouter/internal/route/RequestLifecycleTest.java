@@ -227,6 +227,92 @@ class RequestLifecycleTest {
     again.start((from, p) -> CompletableFuture.completedFuture(p));
   }
 
+  @Test
+  void concurrentSubmitsAndStopAnswerEveryAcceptedRequestExactlyOnce() throws Exception {
+    // real threads: submitters, an engine completing on its own pool, the node's own timer
+    // thread, and a stop() in the middle of it all
+    java.util.concurrent.ExecutorService enginePool =
+        java.util.concurrent.Executors.newFixedThreadPool(3);
+    java.util.concurrent.ExecutorService clients =
+        java.util.concurrent.Executors.newFixedThreadPool(4);
+    try {
+      for (int round = 0; round < 20; round++) {
+        AtomicInteger executions = new AtomicInteger();
+        InferenceEngine engine = r -> {
+          executions.incrementAndGet();
+          CompletableFuture<EngineResult> f = new CompletableFuture<>();
+          enginePool.execute(() -> {
+            if (r.id().hashCode() % 7 == 0) {
+              f.completeExceptionally(new io.github.prefixrouter.spi.EngineException("x", true));
+            } else {
+              f.complete(new EngineResult(new int[] {1}, "", r.length(), 0, 10, 10));
+            }
+            f.complete(null); // a second completion must change nothing
+          });
+          return f;
+        };
+        SimulatedScheduler unusedTime = new SimulatedScheduler();
+        InMemoryNetwork net = new InMemoryNetwork(unusedTime, round);
+        RouterNode node = new RouterNode("n0", RouterConfig.builder()
+            .policy(RoutingPolicy.LOCAL_ONLY).build(), net.transport("n0"), engine,
+            io.github.prefixrouter.spi.Clock.system(), null, new SplittableRandom(round),
+            List.of(), new RouterNode.Components(NO_CACHE, (t, l, o) -> 0, PeerView.NONE));
+        node.start();
+        int perClient = 50;
+        java.util.concurrent.ConcurrentLinkedQueue<CompletableFuture<InferenceResponse>> all =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
+        AtomicInteger completions = new AtomicInteger();
+        java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+        List<java.util.concurrent.Future<?>> done = new java.util.ArrayList<>();
+        for (int c = 0; c < 4; c++) {
+          int client = c;
+          done.add(clients.submit(() -> {
+            go.await();
+            for (int i = 0; i < perClient; i++) {
+              CompletableFuture<InferenceResponse> f =
+                  node.submit(request("c" + client + "-" + i, prompt(i, 8)));
+              f.whenComplete((v, e) -> completions.incrementAndGet());
+              all.add(f);
+            }
+            return null;
+          }));
+        }
+        go.countDown();
+        Thread.sleep(1);
+        CompletableFuture<Void> stopped = node.stop();
+        for (var d : done) {
+          d.get(30, java.util.concurrent.TimeUnit.SECONDS);
+        }
+        stopped.get(30, java.util.concurrent.TimeUnit.SECONDS);
+        assertEquals(PrefixRouterNode.State.STOPPED, node.state());
+        int accepted = 0;
+        for (CompletableFuture<InferenceResponse> f : all) {
+          assertTrue(f.isDone(), "an accepted request was not answered before STOPPED");
+          try {
+            f.join();
+            accepted++;
+          } catch (java.util.concurrent.CompletionException e) {
+            if (e.getCause() instanceof io.github.prefixrouter.RequestFailedException) {
+              accepted++;
+            } else {
+              assertTrue(e.getCause() instanceof io.github.prefixrouter.NodeNotRunningException,
+                  String.valueOf(e.getCause()));
+            }
+          }
+        }
+        assertEquals(4 * perClient, completions.get());
+        NodeStats s = node.stats();
+        assertEquals(accepted, s.requests());
+        assertEquals(s.requests(), s.servedLocally() + s.failed());
+        assertEquals(accepted, executions.get(), "each accepted request runs once");
+        assertEquals(0, s.inFlight());
+      }
+    } finally {
+      enginePool.shutdownNow();
+      clients.shutdownNow();
+    }
+  }
+
   private static String describe(CompletableFuture<?> f) {
     try {
       return String.valueOf(f.join());
