@@ -466,6 +466,11 @@ public final class RouterNode implements PrefixRouterNode {
             m.requestId(), ex.request.id());
         m = null;
       }
+      if (m instanceof ForwardCodec.Result r && !couldAnswer(r.result(), ex.request)) {
+        LOG.warn("node {}: answer from {} cannot be for request {}: {}", nodeId, a.to,
+            ex.request.id(), r.result());
+        m = null;
+      }
       if (m instanceof ForwardCodec.Result r) {
         cost.observe(r.result());
         int actual = r.result().cachedPromptTokens();
@@ -816,6 +821,15 @@ public final class RouterNode implements PrefixRouterNode {
       LOG.error("node {}: the scheduler refused a guard timer; going on without it", nodeId, e);
       return () -> false;
     }
+  }
+
+  /**
+   * Whether an engine could have produced {@code r} for {@code request}: it processed the
+   * request's prompt and generated at most {@code maxTokens} tokens (the engine contract).
+   */
+  private static boolean couldAnswer(EngineResult r, InferenceRequest request) {
+    return r.promptTokens() == request.length()
+        && r.outputTokens().length <= request.params().maxTokens();
   }
 
   private static long clamp(long v, long min, long max) {

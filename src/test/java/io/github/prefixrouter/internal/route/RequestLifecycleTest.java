@@ -313,6 +313,47 @@ class RequestLifecycleTest {
     }
   }
 
+  @Test
+  void anAnswerThatCannotBelongToTheRequestIsFallenBackFrom() {
+    // n1 answers q with well-formed results that no engine can give for q: more output tokens
+    // than maxTokens, or another prompt length
+    for (int variant = 0; variant < 2; variant++) {
+      int v = variant;
+      OracleCluster.Hooks hooks = new OracleCluster.Hooks();
+      hooks.transportWrap = t -> {
+        if (!t.localAddress().nodeId().equals("n0")) {
+          return t;
+        }
+        Transport m = org.mockito.Mockito.mock(Transport.class,
+            org.mockito.AdditionalAnswers.delegatesTo(t));
+        org.mockito.Mockito.doAnswer(inv -> {
+          byte[] frame = inv.getArgument(1);
+          InferenceRequest asked = ((ForwardCodec.Forward) ForwardCodec.decode(frame)).request();
+          EngineResult bad = v == 0
+              ? new EngineResult(new int[asked.params().maxTokens() + 3], "", asked.length(), 0,
+                  1, 1)
+              : new EngineResult(expected(asked), "", asked.length() + 7, 0, 1, 1);
+          return CompletableFuture.completedFuture(
+              ForwardCodec.result(asked.id(), "n1", 0, bad));
+        }).when(m).request(org.mockito.ArgumentMatchers.any(),
+            org.mockito.ArgumentMatchers.argThat(b -> b.length > 0 && b[0] == ForwardCodec.FORWARD),
+            org.mockito.ArgumentMatchers.any());
+        return m;
+      };
+      RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+          .initialPrefillNanosPerToken(200_000).coldPlacement(false).build();
+      OracleCluster c = new OracleCluster(2, cfg, 1, hooks).rtt(Duration.ofMillis(1)).start();
+      c.warm("n1", concat(PREFIX, prompt(1, 40)));
+      InferenceRequest r = new InferenceRequest("q", concat(PREFIX, prompt(9, 64)),
+          io.github.prefixrouter.GenerationParams.greedy(2));
+      InferenceResponse resp = c.submitAndWait("n0", r);
+      assertEquals("n0", resp.servedBy(), "variant " + v + ": an impossible answer was believed");
+      assertEquals(FallbackCause.PROTOCOL_ERROR, resp.fallbackCause());
+      assertArrayEquals(expected(r), resp.result().outputTokens());
+      assertEquals(0, c.node("n0").stats().forwarded());
+    }
+  }
+
   private static String describe(CompletableFuture<?> f) {
     try {
       return String.valueOf(f.join());
