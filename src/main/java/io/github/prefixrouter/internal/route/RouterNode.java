@@ -246,10 +246,12 @@ public final class RouterNode implements PrefixRouterNode {
       peers.start();
     } catch (RuntimeException | Error e) {
       // a node that failed to start must not look RUNNING and take requests it cannot serve
-      // as configured; nothing was accepted yet, so it stops at once
+      // as configured: it stops (at once, unless a request slipped in meanwhile)
       LOG.error("node {} failed to start; stopping it", nodeId, e);
       state.set(State.STOPPING);
-      finishStop(true);
+      if (inFlight.get() == 0) {
+        finishStop(true);
+      }
       throw e;
     }
     LOG.info("node {} started: {}", nodeId, config);
