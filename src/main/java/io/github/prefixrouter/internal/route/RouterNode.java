@@ -63,7 +63,8 @@ import org.slf4j.LoggerFactory;
  *       guard timer 25% later protects against a transport that never answers.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
  *       running or its engine queue is at the high watermark; a duplicate of a request already
- *       running here (same sender and id) joins the running execution instead of running twice.
+ *       running here (same sender, id, prompt and parameters) joins the running execution
+ *       instead of running twice.
  *       Below the hop limit it may be routed again; at the limit it runs here.
  *   <li><b>Threads.</b> None of its own: work runs on the callers' threads, the transport's
  *       and engine's completion threads, and the injected scheduler.
@@ -689,6 +690,14 @@ public final class RouterNode implements PrefixRouterNode {
     }
     String key = from.nodeId() + "\n" + id;
     Execution existing = servingForPeers.get(key);
+    // Only a replay of the same request joins it. Ids are unique per origin only, and a peer
+    // relaying for several origins (hop limit above 1) may send two requests of one id: the
+    // second runs on its own, without duplicate detection (the key is taken).
+    boolean keyed = true;
+    if (existing != null && !existing.request.equals(fw.request())) {
+      existing = null;
+      keyed = false;
+    }
     if (existing == null) {
       EngineLoad load = engineLoad();
       if (load.queueDepth() >= config.highWatermark()) {
@@ -697,20 +706,28 @@ public final class RouterNode implements PrefixRouterNode {
       }
       // a received forward has travelled at least one hop, whatever the frame claims
       Execution ex = new Execution(fw.request(), Math.max(1, fw.hops()), from.nodeId());
-      existing = servingForPeers.putIfAbsent(key, ex);
+      existing = keyed ? servingForPeers.putIfAbsent(key, ex) : null;
+      if (existing != null && !existing.request.equals(ex.request)) {
+        existing = null; // another request of this id took the key meanwhile
+        keyed = false;
+      }
       if (existing == null) {
         inFlight.incrementAndGet();
         if (state.get() != State.RUNNING) {
           // lost a race with stop(): refuse and release; a duplicate that joined it meanwhile
           // gets a (retryable) failure instead of waiting for an answer that never comes
-          servingForPeers.remove(key, ex);
+          if (keyed) {
+            servingForPeers.remove(key, ex);
+          }
           refusedForPeers.increment();
           ex.done.set(true);
           ex.future.completeExceptionally(new NodeNotRunningException(nodeId, state.get()));
           executionEnded();
           return CompletableFuture.completedFuture(ForwardCodec.busy(id, 0));
         }
-        ex.future.whenComplete((r, t) -> servingForPeers.remove(key, ex));
+        if (keyed) {
+          ex.future.whenComplete((r, t) -> servingForPeers.remove(key, ex));
+        }
         try {
           route(ex);
         } catch (RuntimeException e) {

@@ -354,6 +354,36 @@ class RequestLifecycleTest {
     }
   }
 
+  @Test
+  void twoRequestsOfOneIdRelayedByOnePeerEachGetTheirOwnAnswer() {
+    // with a hop limit above 1 a peer relays requests of several origins, whose ids are unique
+    // per origin only: x relays origin A's r1 and origin D's r1, two different prompts
+    OracleCluster c = new OracleCluster(2, RouterConfig.builder()
+        .policy(RoutingPolicy.COST_AWARE).hopLimit(2).build(), 1).start();
+    Transport x = c.net.transport("x");
+    x.start((from, p) -> CompletableFuture.completedFuture(new byte[0]));
+    InferenceRequest fromA = request("r1", prompt(3, 100));
+    InferenceRequest fromD = request("r1", prompt(4, 120));
+    CompletableFuture<byte[]> a = x.request(InMemoryNetwork.addressOf("n1"),
+        ForwardCodec.forward(fromA, "x", 2), Duration.ofSeconds(30));
+    CompletableFuture<byte[]> d = x.request(InMemoryNetwork.addressOf("n1"),
+        ForwardCodec.forward(fromD, "x", 2), Duration.ofSeconds(30));
+    c.sim.runUntilIdle(1_000_000);
+    assertArrayEquals(expected(fromA), result(a).result().outputTokens());
+    assertArrayEquals(expected(fromD), result(d).result().outputTokens(),
+        "the second r1 was joined to the first and got its answer");
+    assertEquals(2, c.engine("n1").stats().requests());
+    assertEquals(2, c.node("n1").stats().servedForPeers());
+  }
+
+  private static ForwardCodec.Result result(CompletableFuture<byte[]> f) {
+    try {
+      return (ForwardCodec.Result) ForwardCodec.decode(f.join());
+    } catch (Exception e) {
+      throw new AssertionError(e);
+    }
+  }
+
   private static String describe(CompletableFuture<?> f) {
     try {
       return String.valueOf(f.join());
