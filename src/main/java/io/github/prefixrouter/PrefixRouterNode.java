@@ -74,9 +74,12 @@ public interface PrefixRouterNode extends AutoCloseable {
   String nodeId();
 
   /**
-   * Starts the node: transport, gossip with the seeds, serving.
+   * Starts the node: transport, gossip with the seeds, serving. If starting the transport or
+   * gossip fails, the node stops at once ({@link State#STOPPED}, transport closed) and the
+   * failure is rethrown.
    *
-   * @throws IllegalStateException if the node is not {@link State#NEW}
+   * @throws IllegalStateException if the node is not {@link State#NEW}, or if the transport's
+   *     address names another node id
    */
   void start();
 
@@ -99,7 +102,11 @@ public interface PrefixRouterNode extends AutoCloseable {
   CompletableFuture<InferenceResponse> submit(InferenceRequest request);
 
   /**
-   * The decision {@link #submit} would take for {@code request} now, without running it.
+   * The decision {@link #submit} would take for {@code request} now, without running it and
+   * without changing any state. One difference follows: {@code explain} neither counts the
+   * request toward the local-caching demand nor reserves the engine for a bought miss, so it
+   * never returns {@link RouteDecision.Reason#LOCAL_CACHING}; where {@code submit} would buy the
+   * prefix locally, it shows the peer the request would otherwise go to.
    *
    * @param request the request
    * @return the decision, with every candidate's estimate

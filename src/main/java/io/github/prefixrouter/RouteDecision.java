@@ -24,7 +24,10 @@ public final class RouteDecision {
   public enum Reason {
     /** The policy is {@link RoutingPolicy#LOCAL_ONLY}. */
     LOCAL_ONLY_POLICY,
-    /** The request was forwarded to this node and reached the hop limit: it must run here. */
+    /**
+     * The request has been forwarded as often as the hop limit allows (always, with a hop limit
+     * of 0): it must run here.
+     */
     HOP_LIMIT,
     /** No live peer is known. */
     NO_PEERS,
@@ -61,7 +64,10 @@ public final class RouteDecision {
     OVERLOADED,
     /** The peer answered "busy" recently and is cooling down. */
     BUSY_COOLDOWN,
-    /** Forwarding to the peer failed recently (timeout, unreachable) and it is cooling down. */
+    /**
+     * Forwarding to the peer failed recently (timeout, unreachable, a retryable failure of its
+     * engine, a malformed answer) and it is cooling down.
+     */
     FAILED_COOLDOWN,
     /** The peer was already tried for this request, or sent it here. */
     ALREADY_TRIED

@@ -11,6 +11,7 @@ import java.util.Objects;
  *
  * <p>{@link Builder#build()} calls {@link #validate()}, which rejects an inconsistent
  * configuration with an {@link IllegalArgumentException} listing every problem and how to fix it.
+ * Every duration setting is at most 365 days.
  */
 public final class RouterConfig {
 
@@ -29,6 +30,9 @@ public final class RouterConfig {
 
   /** Largest hop limit accepted. */
   public static final int MAX_HOP_LIMIT = 8;
+
+  /** Longest duration any setting accepts (they are used in nanoseconds). */
+  private static final Duration MAX_DURATION = Duration.ofDays(365);
 
   private final int blockSize;
   private final long treeCapacityTokens;
@@ -197,6 +201,19 @@ public final class RouterConfig {
       p.add("gossipGeneration must be in 1..2^62, or 0 to take it from the node's clock, was "
           + gossipGeneration);
     }
+    // every duration is used in nanoseconds and added to clock readings: keep it far from
+    // the 292-year overflow of Duration.toNanos()
+    atMostMax(p, "forwardMarginMin", forwardMarginMin);
+    atMostMax(p, "forwardOverhead", forwardOverhead);
+    atMostMax(p, "forwardTimeoutMin", forwardTimeoutMin);
+    atMostMax(p, "forwardTimeoutMax", forwardTimeoutMax);
+    atMostMax(p, "engineTimeout", engineTimeout);
+    atMostMax(p, "busyCooldown", busyCooldown);
+    atMostMax(p, "failureCooldown", failureCooldown);
+    atMostMax(p, "stalenessHalfLife", stalenessHalfLife);
+    atMostMax(p, "gossipInterval", gossipInterval);
+    atMostMax(p, "peerSuspectAfter", peerSuspectAfter);
+    atMostMax(p, "peerDeadAfter", peerDeadAfter);
     if (!p.isEmpty()) {
       throw new IllegalArgumentException("invalid RouterConfig: " + String.join("; ", p));
     }
@@ -206,6 +223,12 @@ public final class RouterConfig {
   private static void positive(List<String> p, String name, Duration d) {
     if (d.isNegative() || d.isZero()) {
       p.add(name + " must be positive, was " + d);
+    }
+  }
+
+  private static void atMostMax(List<String> p, String name, Duration d) {
+    if (d.compareTo(MAX_DURATION) > 0) {
+      p.add(name + " must be at most " + MAX_DURATION.toDays() + " days, was " + d);
     }
   }
 
@@ -362,9 +385,10 @@ public final class RouterConfig {
   }
 
   /**
-   * How long a peer whose forward timed out or was unreachable is skipped. Default 2 s.
+   * How long a peer whose forward timed out, was unreachable or failed in its engine (a
+   * retryable failure) is skipped. Default 2 s.
    *
-   * @return how long a peer whose forward timed out or was unreachable is skipped
+   * @return how long such a peer is skipped
    */
   public Duration failureCooldown() {
     return failureCooldown;
@@ -699,7 +723,8 @@ public final class RouterConfig {
     }
 
     /**
-     * How long a peer that timed out or was unreachable is skipped (default 2 s).
+     * How long a peer that timed out, was unreachable or failed in its engine (a retryable
+     * failure) is skipped (default 2 s).
      *
      * @param d the cool-down, positive
      * @return this builder

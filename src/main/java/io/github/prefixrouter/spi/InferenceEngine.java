@@ -14,7 +14,8 @@ import java.util.concurrent.CompletableFuture;
  *       exactly once: with an {@link EngineResult} or exceptionally with an
  *       {@link EngineException}.
  *   <li>The same tokens and parameters give the same output on any node (deterministic
- *       decoding), so routing never changes an answer.
+ *       decoding; a sampled request draws from its {@code seed}, not from a source of the
+ *       engine's own), so routing never changes an answer.
  *   <li>{@link #load()} is cheap and never blocks: the library calls it on its hot path.
  *   <li>Implementations are thread-safe: the library calls every method from request threads,
  *       transport threads and scheduler tasks at once. Arguments are never null.
@@ -41,7 +42,10 @@ public interface InferenceEngine {
   }
 
   /**
-   * Best-effort cancellation of a running or queued request; may do nothing.
+   * Best-effort cancellation of a running or queued request; may do nothing, but the request's
+   * future still completes (exceptionally with an {@link EngineException}, or with its result).
+   * Request ids are unique per origin node only, so requests of the same id may be in flight
+   * here; the node calls {@code cancel} only while a single one of them is.
    *
    * @param requestId the {@link InferenceRequest#id()} of the request to cancel
    */

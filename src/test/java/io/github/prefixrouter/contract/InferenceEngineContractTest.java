@@ -37,8 +37,10 @@ import org.junit.jupiter.api.Test;
  *
  * <p>Checked: {@code execute} returns without blocking and its future completes exactly once;
  * results are well formed (prompt tokens, cached tokens within bounds, 1..maxTokens outputs);
- * the same request gives the same output; {@code load()} is cheap and sane; cancelling an
- * unknown request is harmless; failures surface as {@link EngineException}; engines that
+ * the same request gives the same output, also when sampled, on two engines; {@code load()} is
+ * cheap and sane; cancelling an unknown request is harmless; a cancelled request's future still
+ * completes and cancelling one request leaves the others alone; failures surface as
+ * {@link EngineException}; engines that
  * publish cache events announce the blocks of a prompt they ran, and report a cache hit when the
  * same prompt runs again.
  */
@@ -162,6 +164,45 @@ public abstract class InferenceEngineContractTest {
     e.cancel("no-such-request");
     EngineResult r = run(e, new InferenceRequest("after", prompt(4), GenerationParams.DEFAULT));
     assertNotNull(r);
+  }
+
+  @Test
+  void sampledRequestsGiveTheSameOutputOnEveryEngine() {
+    // a forwarded request must get the answer the origin's own engine would give: with
+    // sampling, that takes the request's seed, not a per-engine or per-call random source
+    GenerationParams sampled = new GenerationParams(4, 0.9, 0.95, 1234L);
+    int[] p = prompt(7);
+    EngineResult a = run(createEngine(), new InferenceRequest("s1", p, sampled));
+    EngineResult b = run(createEngine(), new InferenceRequest("s2", p, sampled));
+    assertArrayEquals(a.outputTokens(), b.outputTokens(),
+        "two engines sampled different outputs for the same tokens, parameters and seed");
+    assertEquals(a.text(), b.text());
+  }
+
+  @Test
+  void cancelledRequestsStillCompleteAndOthersAreUntouched() {
+    // the library cancels a request it has given up on and relies on its future completing
+    InferenceEngine e = createEngine();
+    int n = 6;
+    List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      fs.add(e.execute(new InferenceRequest("k" + i, prompt(200 + i), GenerationParams.greedy(8))));
+    }
+    e.cancel("k" + (n - 1)); // the last one: most likely still queued
+    e.cancel("k0"); // the first one: most likely running
+    assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()),
+        "a cancelled request's future never completed");
+    for (int i = 1; i < n - 1; i++) {
+      assertNotNull(fs.get(i).join(), "request k" + i + " was not cancelled and must answer");
+    }
+    for (int i : new int[] {0, n - 1}) {
+      try {
+        fs.get(i).join(); // answering anyway is allowed: cancel is best effort
+      } catch (CompletionException ex) {
+        assertInstanceOf(EngineException.class, ex.getCause(),
+            "a cancelled request must fail with EngineException");
+      }
+    }
   }
 
   @Test

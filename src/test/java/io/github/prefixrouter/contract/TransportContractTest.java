@@ -43,8 +43,9 @@ import org.junit.jupiter.api.Test;
  * Checked: answers reach the requester with the sender's identity, one-way messages arrive,
  * timeouts are honoured (never early, and a late answer does not override them), handler
  * failures surface as {@link TransportException}, every request completes exactly once, the
- * caller's thread is never blocked, {@code close()} fails pending requests with {@code CLOSED},
- * and many concurrent requests each get their own answer.
+ * caller's thread is never blocked, {@code close()} fails pending requests with {@code CLOSED}
+ * and stops inbound delivery, and many concurrent requests each get their own answer, also when
+ * the peer answers them in another order than they arrived.
  */
 public abstract class TransportContractTest {
 
@@ -199,6 +200,70 @@ public abstract class TransportContractTest {
     for (int i = 0; i < n; i++) {
       assertArrayEquals(new byte[] {(byte) i}, fs.get(i).join(), "answer of request " + i);
     }
+  }
+
+  @Test
+  void answersGivenInAnotherOrderReachTheirOwnRequests() {
+    // the node answers forwarded requests as engines finish, not in arrival order
+    List<CompletableFuture<byte[]>> held = new ArrayList<>();
+    List<byte[]> asked = new ArrayList<>();
+    Transport b = started("b", (from, p) -> {
+      CompletableFuture<byte[]> f = new CompletableFuture<>();
+      synchronized (held) {
+        held.add(f);
+        asked.add(p);
+      }
+      return f;
+    });
+    Transport a = started("a", echo());
+    int n = 8;
+    List<CompletableFuture<byte[]>> fs = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      fs.add(a.request(b.localAddress(), new byte[] {(byte) i}, patience()));
+    }
+    assertTrue(awaitCondition(() -> {
+      synchronized (held) {
+        return held.size() == n;
+      }
+    }, patience()), "not every request reached the handler");
+    synchronized (held) {
+      for (int i = n - 1; i >= 0; i--) {
+        held.get(i).complete(new byte[] {asked.get(i)[0], 42});
+      }
+    }
+    assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()));
+    for (int i = 0; i < n; i++) {
+      assertArrayEquals(new byte[] {(byte) i, 42}, fs.get(i).join(),
+          "request " + i + " got another request's answer");
+    }
+  }
+
+  @Test
+  void aClosedTransportDeliversNothingInbound() {
+    AtomicInteger delivered = new AtomicInteger();
+    Transport b = started("b", new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        delivered.incrementAndGet();
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        delivered.incrementAndGet();
+        return CompletableFuture.completedFuture(payload);
+      }
+    });
+    Transport a = started("a", echo());
+    PeerAddress to = b.localAddress();
+    b.close();
+    a.send(to, new byte[] {1});
+    CompletableFuture<byte[]> f = a.request(to, new byte[] {2}, shortTimeout());
+    assertTrue(awaitCondition(f::isDone, shortTimeout().multipliedBy(3).plus(patience())),
+        "a request to a closed transport never completed");
+    assertTrue(f.isCompletedExceptionally(), "a closed transport answered a request");
+    kindOf(f);
+    pass(shortTimeout());
+    assertEquals(0, delivered.get(), "a closed transport still delivered inbound traffic");
   }
 
   @Test

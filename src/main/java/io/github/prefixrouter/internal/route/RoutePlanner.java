@@ -213,7 +213,7 @@ final class RoutePlanner {
     long localCost = (long) (ll.queueDepth() * service + prefill * (n - localMatch));
     // a miss bought for local caching still occupies the engine (see LocalDemand)
     long reserved = localCaching ? demand.reservedNanos(now) : 0;
-    localCost += reserved;
+    localCost = addCapped(localCost, reserved);
     costCol[0] = localCost;
 
     boolean routing = policy != RoutingPolicy.LOCAL_ONLY && hops < config.hopLimit() && p > 0;
@@ -307,8 +307,11 @@ final class RoutePlanner {
         if (matched > 0) {
           anyMatch = 1;
         }
-        long ck = rtt + overheadNanos
-            + (long) (queue * service + (eff == 0 ? prefillAll : prefill * (n - eff)));
+        // saturate: the cast caps a huge estimate at Long.MAX_VALUE (an absurd timing an
+        // engine reported can make the learned service time enormous), and adding the round
+        // trip to that must not wrap to a negative cost that makes the busiest peer cheapest
+        long ck = addCapped(rtt + overheadNanos,
+            (long) (queue * service + (eff == 0 ? prefillAll : prefill * (n - eff))));
         costCol[k] = ck;
         if (cheapest < 0 || ck < cheapestCost) {
           cheapest = k;
@@ -440,6 +443,12 @@ final class RoutePlanner {
       }
     }
     return best >= 0 ? best : fallback;
+  }
+
+  /** {@code a + b} for non-negative operands, {@link Long#MAX_VALUE} instead of overflowing. */
+  static long addCapped(long a, long b) {
+    long r = a + b;
+    return r < 0 ? Long.MAX_VALUE : r;
   }
 
   private static boolean contains(String[] tried, int count, String id) {

@@ -53,8 +53,9 @@ import org.slf4j.LoggerFactory;
  *   <li><b>Fallback.</b> A forward that times out (a best-effort CANCEL is sent), is refused
  *       as busy, cannot reach the peer, fails at the peer or returns garbage counts a fallback
  *       under its cause, excludes that peer for this request, and routes again: the next best
- *       peer or local. After {@link #MAX_FORWARDS} forwards the request runs locally. A local
- *       engine failure is final ({@link RequestFailedException}).
+ *       peer or local. After {@link #MAX_FORWARDS} forwards, or when the transport is closed,
+ *       the request runs locally. A local engine failure is final
+ *       ({@link RequestFailedException}).
  *   <li><b>Timeouts.</b> The forwarding timeout is
  *       {@code clamp(4 × (estimated cost + maxTokens × decode per token) + 2 × rtt, min, max)}:
  *       generous, because a false timeout runs the request twice, and dead peers are also
@@ -62,7 +63,8 @@ import org.slf4j.LoggerFactory;
  *       guard timer 25% later protects against a transport that never answers.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
  *       running or its engine queue is at the high watermark; a duplicate of a request already
- *       running here (same sender and id) joins the running execution instead of running twice.
+ *       running here (same sender, id, prompt and parameters) joins the running execution
+ *       instead of running twice.
  *       Below the hop limit it may be routed again; at the limit it runs here.
  *   <li><b>Threads.</b> None of its own: work runs on the callers' threads, the transport's
  *       and engine's completion threads, and the injected scheduler.
@@ -104,6 +106,8 @@ public final class RouterNode implements PrefixRouterNode {
   private final AtomicBoolean stopFinished = new AtomicBoolean();
   private final AtomicInteger inFlight = new AtomicInteger();
   private final ConcurrentHashMap<String, Execution> servingForPeers = new ConcurrentHashMap<>();
+  /** Engine runs in progress by request id (unique per origin only: several may share one). */
+  private final ConcurrentHashMap<String, Integer> onEngine = new ConcurrentHashMap<>();
 
   private final LongAdder requests = new LongAdder();
   private final LongAdder servedLocally = new LongAdder();
@@ -238,8 +242,19 @@ public final class RouterNode implements PrefixRouterNode {
       throw new IllegalStateException(
           "node " + nodeId + " can only start from NEW, it is " + state.get());
     }
-    transport.start(new Inbound());
-    peers.start();
+    try {
+      transport.start(new Inbound());
+      peers.start();
+    } catch (RuntimeException | Error e) {
+      // a node that failed to start must not look RUNNING and take requests it cannot serve
+      // as configured: it stops (at once, unless a request slipped in meanwhile)
+      LOG.error("node {} failed to start; stopping it", nodeId, e);
+      state.set(State.STOPPING);
+      if (inFlight.get() == 0) {
+        finishStop(true);
+      }
+      throw e;
+    }
     LOG.info("node {} started: {}", nodeId, config);
   }
 
@@ -371,6 +386,7 @@ public final class RouterNode implements PrefixRouterNode {
         * cost.decodeNanosPerToken();
     long timeout = clamp((long) Math.min(Long.MAX_VALUE / 4, 4 * expected) + 2 * rtt,
         config.forwardTimeoutMin().toNanos(), config.forwardTimeoutMax().toNanos());
+    byte[] payload = ForwardCodec.forward(ex.request, nodeId, ex.hops + 1);
     Attempt a;
     synchronized (ex) {
       a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens());
@@ -379,8 +395,7 @@ public final class RouterNode implements PrefixRouterNode {
       ex.tried[ex.triedCount++] = to.nodeId();
     }
     st.forwarded();
-    byte[] payload = ForwardCodec.forward(ex.request, nodeId, ex.hops + 1);
-    Scheduler.Cancellable guard = scheduler.schedule(timeout + timeout / 4 + 1_000_000L,
+    Scheduler.Cancellable guard = schedule(timeout + timeout / 4 + 1_000_000L,
         () -> onForwardDone(ex, a, null,
             new TransportException(TransportException.Kind.TIMEOUT,
                 "no answer from " + to + " within the forwarding timeout (transport guard)")));
@@ -454,6 +469,11 @@ public final class RouterNode implements PrefixRouterNode {
             m.requestId(), ex.request.id());
         m = null;
       }
+      if (m instanceof ForwardCodec.Result r && !couldAnswer(r.result(), ex.request)) {
+        LOG.warn("node {}: answer from {} cannot be for request {}: {}", nodeId, a.to,
+            ex.request.id(), r.result());
+        m = null;
+      }
       if (m instanceof ForwardCodec.Result r) {
         cost.observe(r.result());
         int actual = r.result().cachedPromptTokens();
@@ -475,6 +495,15 @@ public final class RouterNode implements PrefixRouterNode {
       } else if (m instanceof ForwardCodec.Failed fm) {
         cause = FallbackCause.PEER_FAILED;
         detail = fm.message();
+        if (fm.retryable()) {
+          // the peer's engine is failing (down, overloaded, timing out): one that fails fast
+          // looks idle and keeps its advertised cache, so without a cool-down it would draw
+          // every request for its prefixes and cost each of them a round trip
+          long until = now + config.failureCooldown().toNanos();
+          if (a.peer.failedUntil < until) {
+            a.peer.failedUntil = until;
+          }
+        }
       } else {
         cause = FallbackCause.PROTOCOL_ERROR;
         detail = "unexpected or malformed answer";
@@ -490,7 +519,8 @@ public final class RouterNode implements PrefixRouterNode {
       forwards = ex.forwards;
     }
     try {
-      if (forwards >= MAX_FORWARDS) {
+      // a closed transport fails every forward: no other peer can be reached either
+      if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
         runLocal(ex);
       } else {
         route(ex);
@@ -518,7 +548,19 @@ public final class RouterNode implements PrefixRouterNode {
     synchronized (ex) {
       seq = ++ex.attemptSeq;
       ex.attempts++;
+      ex.engineRuns++;
     }
+    String id = ex.request.id();
+    onEngine.merge(id, 1, Integer::sum);
+    AtomicBoolean runEnded = new AtomicBoolean();
+    Runnable endRun = () -> {
+      if (runEnded.compareAndSet(false, true)) {
+        synchronized (ex) {
+          ex.engineRuns--;
+        }
+        onEngine.computeIfPresent(id, (k, v) -> v == 1 ? null : v - 1);
+      }
+    };
     CompletableFuture<EngineResult> f;
     try {
       f = engine.execute(ex.request);
@@ -530,19 +572,17 @@ public final class RouterNode implements PrefixRouterNode {
       f = CompletableFuture.failedFuture(e);
     }
     long limit = config.engineTimeout().toNanos();
-    Scheduler.Cancellable guard = scheduler.schedule(limit, () -> {
+    Scheduler.Cancellable guard = schedule(limit, () -> {
       if (!ex.claim(seq)) {
         return;
       }
-      try {
-        engine.cancel(ex.request.id());
-      } catch (RuntimeException e) {
-        LOG.debug("node {}: engine cancel failed", nodeId, e);
-      }
+      cancelOnEngine(ex);
+      endRun.run(); // abandoned: whatever the engine still does for it is not this execution's
       complete(ex, null, nodeId, false, new EngineException(
           "no answer within engineTimeout " + config.engineTimeout(), true));
     });
     f.whenComplete((res, err) -> {
+      endRun.run();
       guard.cancel();
       if (!ex.claim(seq)) {
         return;
@@ -561,6 +601,31 @@ public final class RouterNode implements PrefixRouterNode {
         complete(ex, res, nodeId, false, null);
       }
     });
+  }
+
+  /**
+   * Cancels {@code ex}'s run on the engine, which cancels by request id. Ids are unique per
+   * origin only, so another execution here (this node's own client, or another peer) may run
+   * under the same id: then nothing is cancelled, rather than failing a bystander. (A run of
+   * the same id starting between the check and the cancel is not excluded.)
+   */
+  private void cancelOnEngine(Execution ex) {
+    String id = ex.request.id();
+    int mine;
+    synchronized (ex) {
+      mine = ex.engineRuns;
+    }
+    Integer all = onEngine.get(id);
+    if (mine == 0 || all == null || all != mine) {
+      LOG.debug("node {}: not cancelling {} on the engine ({} of {} runs of that id are its)",
+          nodeId, id, mine, all);
+      return;
+    }
+    try {
+      engine.cancel(id);
+    } catch (RuntimeException e) {
+      LOG.debug("node {}: engine cancel failed", nodeId, e);
+    }
   }
 
   private void complete(Execution ex, EngineResult result, String servedBy, boolean wasForwarded,
@@ -625,6 +690,14 @@ public final class RouterNode implements PrefixRouterNode {
     }
     String key = from.nodeId() + "\n" + id;
     Execution existing = servingForPeers.get(key);
+    // Only a replay of the same request joins it. Ids are unique per origin only, and a peer
+    // relaying for several origins (hop limit above 1) may send two requests of one id: the
+    // second runs on its own, without duplicate detection (the key is taken).
+    boolean keyed = true;
+    if (existing != null && !existing.request.equals(fw.request())) {
+      existing = null;
+      keyed = false;
+    }
     if (existing == null) {
       EngineLoad load = engineLoad();
       if (load.queueDepth() >= config.highWatermark()) {
@@ -633,18 +706,28 @@ public final class RouterNode implements PrefixRouterNode {
       }
       // a received forward has travelled at least one hop, whatever the frame claims
       Execution ex = new Execution(fw.request(), Math.max(1, fw.hops()), from.nodeId());
-      existing = servingForPeers.putIfAbsent(key, ex);
+      existing = keyed ? servingForPeers.putIfAbsent(key, ex) : null;
+      if (existing != null && !existing.request.equals(ex.request)) {
+        existing = null; // another request of this id took the key meanwhile
+        keyed = false;
+      }
       if (existing == null) {
         inFlight.incrementAndGet();
         if (state.get() != State.RUNNING) {
-          // lost a race with stop(): refuse and release
-          servingForPeers.remove(key, ex);
+          // lost a race with stop(): refuse and release; a duplicate that joined it meanwhile
+          // gets a (retryable) failure instead of waiting for an answer that never comes
+          if (keyed) {
+            servingForPeers.remove(key, ex);
+          }
           refusedForPeers.increment();
           ex.done.set(true);
+          ex.future.completeExceptionally(new NodeNotRunningException(nodeId, state.get()));
           executionEnded();
           return CompletableFuture.completedFuture(ForwardCodec.busy(id, 0));
         }
-        ex.future.whenComplete((r, t) -> servingForPeers.remove(key, ex));
+        if (keyed) {
+          ex.future.whenComplete((r, t) -> servingForPeers.remove(key, ex));
+        }
         try {
           route(ex);
         } catch (RuntimeException e) {
@@ -671,7 +754,7 @@ public final class RouterNode implements PrefixRouterNode {
         if (m instanceof ForwardCodec.Cancel c) {
           Execution ex = servingForPeers.get(from.nodeId() + "\n" + c.requestId());
           if (ex != null) {
-            engine.cancel(c.requestId());
+            cancelOnEngine(ex);
           }
         } else {
           malformedInbound.increment();
@@ -744,6 +827,30 @@ public final class RouterNode implements PrefixRouterNode {
 
   // ---------------------------------------------------------------- helpers
 
+  /**
+   * Schedules a guard timer. A scheduler that refuses (a host's executor shut down under the
+   * node) must not make an attempt that already started throw: its caller would start it again,
+   * running the request twice and never completing it. The attempt then goes on without the
+   * guard; the transport's own timeout or the engine still ends it.
+   */
+  private Scheduler.Cancellable schedule(long delayNanos, Runnable task) {
+    try {
+      return scheduler.schedule(delayNanos, task);
+    } catch (RuntimeException e) {
+      LOG.error("node {}: the scheduler refused a guard timer; going on without it", nodeId, e);
+      return () -> false;
+    }
+  }
+
+  /**
+   * Whether an engine could have produced {@code r} for {@code request}: it processed the
+   * request's prompt and generated at most {@code maxTokens} tokens (the engine contract).
+   */
+  private static boolean couldAnswer(EngineResult r, InferenceRequest request) {
+    return r.promptTokens() == request.length()
+        && r.outputTokens().length <= request.params().maxTokens();
+  }
+
   private static long clamp(long v, long min, long max) {
     return Math.max(min, Math.min(max, v));
   }
@@ -786,6 +893,8 @@ public final class RouterNode implements PrefixRouterNode {
     int attemptSeq;
     int attempts;
     int forwards;
+    /** Runs of this execution on the local engine not yet ended. */
+    int engineRuns;
     volatile RouteDecision firstDecision;
     volatile FallbackCause lastCause = FallbackCause.NONE;
 

@@ -110,6 +110,28 @@ class RoutePlannerTest {
   static final long MS = 1_000_000L;
 
   @Test
+  void anAbsurdEngineTimingDoesNotMakeTheBusiestPeerLookCheapest() {
+    // one result reporting a decode of ~146 years (the contract accepts any timing >= -1)
+    // pushes the learned service time to ~2e17 ns; a queue of 40 then prices a peer beyond
+    // Long.MAX_VALUE, and the cost must saturate rather than wrap to a negative number
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.COST_AWARE)
+        .coldPlacement(false).localCaching(false).initialPrefillNanosPerToken(100_000).build();
+    int[] t = tokens(9, 640);
+    ScriptedView v = new ScriptedView().peer("idle", 2 * MS).peer("swamped", 2 * MS);
+    v.queue.put("swamped", 40);
+    CostModel cost = new CostModel(cfg.initialPrefillNanosPerToken());
+    cost.observe(new io.github.prefixrouter.spi.EngineResult(new int[] {1}, "", 640, 0, 1_000,
+        Long.MAX_VALUE / 2));
+    RoutePlanner p = new RoutePlanner(cfg, "me", matching(0), new BlockChain(HASHER), v, cost,
+        new PeerHealth(), () -> 0L, () -> EngineLoad.IDLE, true);
+    RouteDecision d = p.decide(t);
+    for (RouteDecision.Candidate c : d.candidates()) {
+      assertTrue(c.costNanos() >= 0, "negative cost: " + d);
+    }
+    assertTrue(!"swamped".equals(d.targetNodeId()), d.toString());
+  }
+
+  @Test
   void stalenessDiscountsAnOldSummary() {
     // half-life 10 s: a 20 s old summary counts a quarter
     RouterConfig cfg = RouterConfig.builder().stalenessHalfLife(Duration.ofSeconds(10))

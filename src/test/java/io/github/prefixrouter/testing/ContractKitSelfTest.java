@@ -1,0 +1,337 @@
+package io.github.prefixrouter.testing;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.contract.InferenceEngineContractTest;
+import io.github.prefixrouter.contract.TransportContractTest;
+import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.Arrays;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.opentest4j.TestAbortedException;
+
+/**
+ * The contract test kit catches misbehaving implementations: each broken engine or transport
+ * below passes every check of the kit but the one written for its defect, which fails it.
+ */
+class ContractKitSelfTest {
+
+  /** Runs every test of a fresh kit instance each; returns the names of the tests that failed. */
+  private static Set<String> failingTests(Class<?> kit, Supplier<Object> fresh) {
+    Set<String> failed = new TreeSet<>();
+    for (Method m : kit.getDeclaredMethods()) {
+      if (!m.isAnnotationPresent(Test.class)) {
+        continue;
+      }
+      Object instance = fresh.get();
+      m.setAccessible(true);
+      try {
+        m.invoke(instance);
+      } catch (InvocationTargetException e) {
+        Throwable t = e.getCause();
+        if (t instanceof TestAbortedException) {
+          continue; // skipped by an assumption
+        }
+        if (!(t instanceof AssertionError)) {
+          throw new IllegalStateException(m.getName() + " broke instead of failing", t);
+        }
+        failed.add(m.getName());
+      } catch (IllegalAccessException e) {
+        throw new IllegalStateException(e);
+      } finally {
+        closeAll(kit, instance);
+      }
+    }
+    return failed;
+  }
+
+  private static void closeAll(Class<?> kit, Object instance) {
+    for (Method m : kit.getDeclaredMethods()) {
+      if (m.isAnnotationPresent(AfterEach.class)) {
+        m.setAccessible(true);
+        try {
+          m.invoke(instance);
+        } catch (ReflectiveOperationException e) {
+          throw new IllegalStateException(e);
+        }
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- engines
+
+  /** The kit over simulated engines, each wrapped by {@code wrap}. */
+  static class EngineKit extends InferenceEngineContractTest {
+    final SimulatedScheduler sim = new SimulatedScheduler();
+    final java.util.function.BiFunction<SimulatedEngine, Integer, InferenceEngine> wrap;
+    int created;
+
+    EngineKit(java.util.function.BiFunction<SimulatedEngine, Integer, InferenceEngine> wrap) {
+      this.wrap = wrap;
+    }
+
+    @Override
+    protected InferenceEngine createEngine() {
+      return wrap.apply(SimulatedEngine.builder().scheduler(sim).slots(2).capacityTokens(4096)
+          .build(), ++created);
+    }
+
+    @Override
+    protected boolean awaitCondition(BooleanSupplier condition, Duration max) {
+      return SimulatedTime.await(sim, condition, max);
+    }
+  }
+
+  /** Forwards everything to a simulated engine; subclasses break one thing. */
+  static class EngineWrapper implements InferenceEngine {
+    final SimulatedEngine e;
+
+    EngineWrapper(SimulatedEngine e) {
+      this.e = e;
+    }
+
+    @Override
+    public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+      return e.execute(r);
+    }
+
+    @Override
+    public EngineLoad load() {
+      return e.load();
+    }
+
+    @Override
+    public void cancel(String id) {
+      e.cancel(id);
+    }
+
+    @Override
+    public boolean publishesCacheEvents() {
+      return e.publishesCacheEvents();
+    }
+
+    @Override
+    public void setCacheEventListener(CacheEventListener l) {
+      e.setCacheEventListener(l);
+    }
+  }
+
+  @Test
+  void theWellBehavedEnginePassesEverything() {
+    assertEquals(Set.of(), failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e))));
+  }
+
+  @Test
+  void anEngineWhoseCancelForgetsTheRequestIsCaught() {
+    // cancel drops the job: its future never completes, so the node waits for engineTimeout
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          final Set<String> forgotten = ConcurrentHashMap.newKeySet();
+
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            CompletableFuture<EngineResult> mine = new CompletableFuture<>();
+            e.execute(r).whenComplete((v, err) -> {
+              if (forgotten.contains(r.id())) {
+                return;
+              }
+              if (err != null) {
+                mine.completeExceptionally(err);
+              } else {
+                mine.complete(v);
+              }
+            });
+            return mine;
+          }
+
+          @Override
+          public void cancel(String id) {
+            forgotten.add(id);
+          }
+        }));
+    assertEquals(Set.of("cancelledRequestsStillCompleteAndOthersAreUntouched"), failed);
+  }
+
+  @Test
+  void anEngineThatSamplesWithItsOwnRandomSourceIsCaught() {
+    // greedy answers are right; sampled ones depend on the engine instance, not the seed
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            CompletableFuture<EngineResult> f = e.execute(r);
+            if (r.params().temperature() == 0) {
+              return f;
+            }
+            return f.thenApply(x -> new EngineResult(
+                Arrays.stream(x.outputTokens()).map(t -> (t + n) % 1000).toArray(), x.text(),
+                x.promptTokens(), x.cachedPromptTokens(), x.prefillNanos(), x.decodeNanos()));
+          }
+        }));
+    assertEquals(Set.of("sampledRequestsGiveTheSameOutputOnEveryEngine"), failed);
+  }
+
+  // ---------------------------------------------------------------- transports
+
+  /** The kit over in-memory transports on perfect links, each wrapped by {@code wrap}. */
+  static class TransportKit extends TransportContractTest {
+    final SimulatedScheduler sim = new SimulatedScheduler();
+    final InMemoryNetwork net = new InMemoryNetwork(sim, 1);
+    final java.util.function.UnaryOperator<Transport> wrap;
+
+    TransportKit(java.util.function.UnaryOperator<Transport> wrap) {
+      this.wrap = wrap;
+    }
+
+    @Override
+    protected Transport createTransport(String nodeId) {
+      return wrap.apply(net.transport(nodeId));
+    }
+
+    @Override
+    protected PeerAddress unreachableAddress() {
+      return InMemoryNetwork.addressOf("ghost");
+    }
+
+    @Override
+    protected boolean awaitCondition(BooleanSupplier condition, Duration max) {
+      return SimulatedTime.await(sim, condition, max);
+    }
+  }
+
+  /** Forwards everything to an in-memory transport; subclasses break one thing. */
+  static class TransportWrapper implements Transport {
+    final Transport t;
+
+    TransportWrapper(Transport t) {
+      this.t = t;
+    }
+
+    @Override
+    public void start(InboundHandler handler) {
+      t.start(handler);
+    }
+
+    @Override
+    public PeerAddress localAddress() {
+      return t.localAddress();
+    }
+
+    @Override
+    public void send(PeerAddress to, byte[] payload) {
+      t.send(to, payload);
+    }
+
+    @Override
+    public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout) {
+      return t.request(to, payload, timeout);
+    }
+
+    @Override
+    public void close() {
+      t.close();
+    }
+  }
+
+  private static void pass(CompletableFuture<byte[]> to, byte[] v, Throwable err) {
+    if (err != null) {
+      to.completeExceptionally(
+          err instanceof CompletionException && err.getCause() != null ? err.getCause() : err);
+    } else {
+      to.complete(v);
+    }
+  }
+
+  @Test
+  void theWellBehavedTransportPassesEverything() {
+    assertEquals(Set.of(), failingTests(TransportContractTest.class,
+        () -> new TransportKit(TransportWrapper::new)));
+  }
+
+  @Test
+  void aTransportThatMatchesAnswersToRequestsByOrderIsCaught() {
+    // the oldest waiting request takes whichever answer comes first
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new TransportWrapper(t) {
+          final ArrayDeque<CompletableFuture<byte[]>> waiting = new ArrayDeque<>();
+
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            CompletableFuture<byte[]> mine = new CompletableFuture<>();
+            synchronized (waiting) {
+              waiting.add(mine);
+            }
+            t.request(to, p, timeout).whenComplete((v, err) -> {
+              CompletableFuture<byte[]> oldest;
+              synchronized (waiting) {
+                oldest = waiting.poll();
+              }
+              pass(oldest, v, err);
+            });
+            return mine;
+          }
+        }));
+    assertEquals(Set.of("answersGivenInAnotherOrderReachTheirOwnRequests"), failed);
+  }
+
+  @Test
+  void aTransportThatKeepsDeliveringAfterCloseIsCaught() {
+    // close() fails its own pending requests and refuses new ones, but the listener stays up
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new TransportWrapper(t) {
+          final Set<CompletableFuture<byte[]>> pending = ConcurrentHashMap.newKeySet();
+          volatile boolean closed;
+
+          @Override
+          public void send(PeerAddress to, byte[] payload) {
+            if (!closed) {
+              t.send(to, payload);
+            }
+          }
+
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            CompletableFuture<byte[]> mine = new CompletableFuture<>();
+            if (closed) {
+              mine.completeExceptionally(new io.github.prefixrouter.spi.TransportException(
+                  io.github.prefixrouter.spi.TransportException.Kind.CLOSED, "closed"));
+              return mine;
+            }
+            pending.add(mine);
+            t.request(to, p, timeout).whenComplete((v, err) -> {
+              pending.remove(mine);
+              pass(mine, v, err);
+            });
+            return mine;
+          }
+
+          @Override
+          public void close() {
+            closed = true;
+            for (CompletableFuture<byte[]> f : pending) {
+              f.completeExceptionally(new io.github.prefixrouter.spi.TransportException(
+                  io.github.prefixrouter.spi.TransportException.Kind.CLOSED, "closed"));
+            }
+          }
+        }));
+    assertEquals(Set.of("aClosedTransportDeliversNothingInbound"), failed);
+  }
+}
