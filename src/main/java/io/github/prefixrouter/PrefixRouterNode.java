@@ -40,7 +40,8 @@ import java.util.random.RandomGenerator;
  * that ran it, or with {@link RequestFailedException} when the local engine itself failed it.
  * Forwarding failures (timeout, push-back, unreachable peer) fall back to the next candidate or
  * to local execution and never reach the caller. All methods are thread-safe and never block
- * except {@link #close()}. No method or builder setter accepts null (a null argument throws
+ * except {@link #close()}, and {@link #stop()} for as long as the transport's
+ * {@link io.github.prefixrouter.spi.Transport#close()} takes when nothing is in flight. No method or builder setter accepts null (a null argument throws
  * {@link NullPointerException}); no method returns null.
  */
 public interface PrefixRouterNode extends AutoCloseable {

@@ -56,7 +56,11 @@ public interface Transport extends AutoCloseable {
    */
   CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout);
 
-  /** Fails every pending request with {@code CLOSED} and releases the transport's resources. */
+  /**
+   * Fails every pending request with {@code CLOSED} and releases the transport's resources. Must
+   * return promptly (release, do not wait for, in-flight exchanges): the node calls it from
+   * {@code stop()}, or from whichever thread completes the node's last in-flight request.
+   */
   @Override
   void close();
 
