@@ -75,7 +75,8 @@ import org.slf4j.LoggerFactory;
  *       since an engine serves only whole cached blocks. Events that cannot be applied are
  *       counted ({@link #engineEventStats()}), never thrown.
  *   <li><b>Events</b> are queued under the write lock and delivered in order, one at a time,
- *       after it is released; a listener may therefore read the tree.
+ *       after it is released; a listener may therefore read the tree, and write to it (the
+ *       events of such a nested write follow the current event, to every listener).
  *   <li><b>Why a stamp rather than copy-on-write nodes.</b> Leases, the LRU heap and the
  *       engine-hash index hold node identities that path copying would have to move on every
  *       write; in-place updates validated by a stamp keep nodes small and writes cheap, and
@@ -1405,8 +1406,15 @@ public final class ConcurrentPrefixTree {
     }
   }
 
+  /**
+   * Delivers the queued events in order. A write made by a listener from its callback finds the
+   * delivery lock held by its own thread and returns at once: its events wait in the queue until
+   * the event being delivered has reached every listener, so that all listeners see all events
+   * in write order (delivering them from the nested call would show them to the later listeners
+   * before the current event).
+   */
   private void deliver() {
-    if (pending.isEmpty()) {
+    if (pending.isEmpty() || delivery.isHeldByCurrentThread()) {
       return;
     }
     delivery.lock();

@@ -348,6 +348,32 @@ class ConcurrentPrefixTreeTest {
     assertEquals(List.of(4, 4), seen);
   }
 
+  /**
+   * A listener that writes to the tree from its callback: every listener, not only the writing
+   * one, must still receive the events in the order of the writes (here the nested eviction of
+   * the blocks must not reach the second listener before their storing).
+   */
+  @Test
+  void aNestedWriteFromAListenerReachesEveryListenerInWriteOrder() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(2).capacityTokens(1000).build();
+    List<String> order = new ArrayList<>();
+    t.addListener(new BlockEventListener() {
+      @Override
+      public void onStored(long[] hashes) {
+        if (t.sizeTokens() > 0) {
+          t.evictTo(0); // memory pressure noticed by the first listener
+        }
+      }
+    });
+    Replay second = new Replay();
+    t.addListener(second);
+    t.insert(new int[] {1, 2, 3, 4});
+    t.checkInvariants();
+    assertEquals(0, t.sizeTokens());
+    assertEquals(List.of("stored 2", "evicted 2"), second.log);
+    assertEquals(Set.of(), second.held);
+  }
+
   @Test
   void storedEventsComeInPrefixOrderAndEvictionsAfterThem() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(2).capacityTokens(6)
