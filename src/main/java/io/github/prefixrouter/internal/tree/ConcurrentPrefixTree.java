@@ -1134,6 +1134,9 @@ public final class ConcurrentPrefixTree {
       if (existing == 0) {
         x.engineBlocks()[k] = hashes[i];
         engineIndex.put(hashes[i], x);
+        // it may be remembered as an alias of a block that has gone since: it names this block
+        // now, so parents and removals naming it must find it here, not through the alias
+        aliases.remove(hashes[i]);
       } else if (existing == hashes[i]) {
         duplicateBlocks++;
       } else if (aliases.getOrDefault(hashes[i], 0L) != existing) {
@@ -1531,6 +1534,9 @@ public final class ConcurrentPrefixTree {
         require(heapSize == 0, "engine-driven tree has an LRU heap");
         require(engineIndex.size() == blocks,
             "engine index has " + engineIndex.size() + " hashes, tree holds " + blocks + " blocks");
+        for (Long alias : aliases.keySet()) {
+          require(!engineIndex.containsKey(alias), "hash " + alias + " is both indexed and an alias");
+        }
       }
     }
 
