@@ -7,7 +7,9 @@ import java.util.List;
  * The most recent deltas of one origin, bounded by the number of block hashes they carry. It
  * covers the versions {@code floor()+1 .. last()}: a replica at any version {@code v} with
  * {@code floor() <= v <= last()} can be brought up to date from it; an older one needs a
- * snapshot. The oldest deltas are dropped first when the bound is passed.
+ * snapshot. The oldest deltas are dropped first when the bound is passed. A delta without
+ * hashes (a CLEAR, one byte on the wire) counts as one hash toward the bound, so that a stream
+ * of them cannot grow the log without limit.
  *
  * <p>Deltas carry consecutive sequence numbers, so they sit in a ring buffer where the delta
  * following version {@code v} is found by index ({@code v - floor()}) in O(1): answering a peer
@@ -39,8 +41,14 @@ final class DeltaLog {
     return last;
   }
 
+  /** The hashes held, a delta without hashes counting as one (what the bound limits). */
   long hashCount() {
     return hashes;
+  }
+
+  /** What a delta counts toward the bound: its hashes, and at least one. */
+  private static long weight(Delta d) {
+    return Math.max(1, d.hashes().length);
   }
 
   int size() {
@@ -82,7 +90,7 @@ final class DeltaLog {
     }
     ring[(head + count) & (ring.length - 1)] = d;
     count++;
-    hashes += d.hashes().length;
+    hashes += weight(d);
     last = d.seq();
     trim();
   }
@@ -93,7 +101,7 @@ final class DeltaLog {
       ring[head] = null;
       head = (head + 1) & (ring.length - 1);
       count--;
-      hashes -= old.hashes().length;
+      hashes -= weight(old);
       floor = old.seq();
     }
   }

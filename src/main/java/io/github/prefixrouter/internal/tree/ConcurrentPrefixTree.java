@@ -75,7 +75,8 @@ import org.slf4j.LoggerFactory;
  *       since an engine serves only whole cached blocks. Events that cannot be applied are
  *       counted ({@link #engineEventStats()}), never thrown.
  *   <li><b>Events</b> are queued under the write lock and delivered in order, one at a time,
- *       after it is released; a listener may therefore read the tree.
+ *       after it is released; a listener may therefore read the tree, and write to it (the
+ *       events of such a nested write follow the current event, to every listener).
  *   <li><b>Why a stamp rather than copy-on-write nodes.</b> Leases, the LRU heap and the
  *       engine-hash index hold node identities that path copying would have to move on every
  *       write; in-place updates validated by a stamp keep nodes small and writes cheap, and
@@ -1133,6 +1134,9 @@ public final class ConcurrentPrefixTree {
       if (existing == 0) {
         x.engineBlocks()[k] = hashes[i];
         engineIndex.put(hashes[i], x);
+        // it may be remembered as an alias of a block that has gone since: it names this block
+        // now, so parents and removals naming it must find it here, not through the alias
+        aliases.remove(hashes[i]);
       } else if (existing == hashes[i]) {
         duplicateBlocks++;
       } else if (aliases.getOrDefault(hashes[i], 0L) != existing) {
@@ -1405,8 +1409,15 @@ public final class ConcurrentPrefixTree {
     }
   }
 
+  /**
+   * Delivers the queued events in order. A write made by a listener from its callback finds the
+   * delivery lock held by its own thread and returns at once: its events wait in the queue until
+   * the event being delivered has reached every listener, so that all listeners see all events
+   * in write order (delivering them from the nested call would show them to the later listeners
+   * before the current event).
+   */
   private void deliver() {
-    if (pending.isEmpty()) {
+    if (pending.isEmpty() || delivery.isHeldByCurrentThread()) {
       return;
     }
     delivery.lock();
@@ -1523,6 +1534,9 @@ public final class ConcurrentPrefixTree {
         require(heapSize == 0, "engine-driven tree has an LRU heap");
         require(engineIndex.size() == blocks,
             "engine index has " + engineIndex.size() + " hashes, tree holds " + blocks + " blocks");
+        for (Long alias : aliases.keySet()) {
+          require(!engineIndex.containsKey(alias), "hash " + alias + " is both indexed and an alias");
+        }
       }
     }
 

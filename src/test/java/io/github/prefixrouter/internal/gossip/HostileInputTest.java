@@ -114,6 +114,29 @@ class HostileInputTest {
   }
 
   @Test
+  void deltasWithoutHashesCannotGrowARelayLogWithoutBound() {
+    // CLEAR deltas carry no hashes and cost one byte each on the wire: the relay log's bound
+    // (relayLogMaxHashesPerOrigin, 8,192 by default) must still hold them to a bounded count
+    long before = engine.retainedBytesEstimate();
+    long seq = 2;
+    for (int batch = 0; batch < 50; batch++) {
+      List<Delta> clears = new ArrayList<>();
+      for (int i = 0; i < 2_000; i++) {
+        clears.add(new Delta(++seq, Delta.CLEAR, Delta.NO_HASHES));
+      }
+      engine.handle(honest, new Ack2(5, List.of(new Update(
+          new DigestEntry("honest", 5, seq, 2 + batch, 0, 0, false), "sim:honest", seq - 2_000,
+          clears))));
+    }
+    assertEquals(seq, engine.replicaVersion("honest")[1]);
+    engine.checkInvariants();
+    // at most the per-origin bound's worth of deltas stays (the estimate counts 56 bytes for
+    // each: 48 for the delta, 8 for the one hash it counts as); 100,000 arrived
+    long grown = engine.retainedBytesEstimate() - before;
+    assertTrue(grown <= 56L * 8_192 + 4_096, "relay log grew by " + grown + " bytes");
+  }
+
+  @Test
   void anEvictionNamingAnUnknownStoreNumberRestartsTheReplicaInsteadOfGuessing() {
     // the honest node's store numbers 1 and 2 are blocks 7 and 8; number 5 names nothing
     engine.handle(liar, new Ack2(1, List.of(update("honest", 5, 3, 1, 2,

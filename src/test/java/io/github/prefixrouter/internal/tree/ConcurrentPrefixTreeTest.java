@@ -271,6 +271,33 @@ class ConcurrentPrefixTreeTest {
     assertEquals(1, t.engineEventStats().unknownParents());
   }
 
+  /**
+   * A hash remembered as an alias whose first hash has gone, then stored again on its own: it
+   * is the block's hash now, and its removal must remove the block (a stale alias entry used to
+   * turn that removal into "forget the alias", keeping the block and its index entry forever).
+   */
+  @Test
+  void aStaleAliasStoredAgainIsRemovedByItsRemoval() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    Replay replay = new Replay();
+    t.addListener(replay);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {9}, new int[] {5, 6}); // alias
+    engine.onBlocksRemoved(new long[] {1}); // the block goes with its first hash
+    assertEquals(0, t.sizeTokens());
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {9}, new int[] {5, 6});
+    engine.onBlocksStored(9, new long[] {10}, new int[] {7, 8}); // continues block 9
+    t.checkInvariants();
+    assertEquals(4, t.match(new int[] {5, 6, 7, 8}));
+    engine.onBlocksRemoved(new long[] {9});
+    t.checkInvariants();
+    assertEquals(0, t.sizeTokens());
+    assertEquals(0, t.match(new int[] {5, 6, 7, 8}));
+    assertEquals(Set.of(), replay.held);
+    assertEquals(0, t.engineEventStats().unknownBlocks());
+  }
+
   @Test
   void engineListenerNeverThrowsOnGarbage() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
@@ -346,6 +373,32 @@ class ConcurrentPrefixTreeTest {
     });
     t.insert(new int[] {1, 2, 3, 4});
     assertEquals(List.of(4, 4), seen);
+  }
+
+  /**
+   * A listener that writes to the tree from its callback: every listener, not only the writing
+   * one, must still receive the events in the order of the writes (here the nested eviction of
+   * the blocks must not reach the second listener before their storing).
+   */
+  @Test
+  void aNestedWriteFromAListenerReachesEveryListenerInWriteOrder() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(2).capacityTokens(1000).build();
+    List<String> order = new ArrayList<>();
+    t.addListener(new BlockEventListener() {
+      @Override
+      public void onStored(long[] hashes) {
+        if (t.sizeTokens() > 0) {
+          t.evictTo(0); // memory pressure noticed by the first listener
+        }
+      }
+    });
+    Replay second = new Replay();
+    t.addListener(second);
+    t.insert(new int[] {1, 2, 3, 4});
+    t.checkInvariants();
+    assertEquals(0, t.sizeTokens());
+    assertEquals(List.of("stored 2", "evicted 2"), second.log);
+    assertEquals(Set.of(), second.held);
   }
 
   @Test
