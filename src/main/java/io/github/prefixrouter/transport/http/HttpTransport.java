@@ -79,7 +79,9 @@ import org.slf4j.LoggerFactory;
  * at most {@code maxInFlightPerPeer} requests and messages may be outstanding to one peer: a
  * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
  * counted). Inbound, at most {@code maxInboundRequests} requests are handled at once; more are
- * answered 503.
+ * answered 503. A connection that has started a request must deliver all of it (request line,
+ * headers and body) within {@code inboundReadTimeout}, or it is closed and counted
+ * ({@link Stats#slowRejected()}).
  *
  * <h2>Threads</h2>
  * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
@@ -125,6 +127,9 @@ public final class HttpTransport implements Transport {
   private final AtomicBoolean started = new AtomicBoolean();
   private final AtomicBoolean closed = new AtomicBoolean();
   private final Counters counters = new Counters();
+
+  /** The read watch of the inbound exchange the current server thread is running, if any. */
+  private final ThreadLocal<ReadWatch> readWatch = new ThreadLocal<>();
 
   private volatile InboundHandler handler;
   private volatile PeerAddress localAddress;
@@ -202,7 +207,8 @@ public final class HttpTransport implements Transport {
     ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemonThreads(prefix + "-timer"));
     t.setRemoveOnCancelPolicy(true);
     timer = t;
-    server.setExecutor(serverExecutor);
+    ThreadPoolExecutor pool = serverExecutor;
+    server.setExecutor(task -> pool.execute(() -> runWatched(task)));
     server.createContext(MESSAGE_PATH, ex -> handleInbound(ex, false));
     server.createContext(REQUEST_PATH, ex -> handleInbound(ex, true));
     server.start();
@@ -517,6 +523,10 @@ public final class HttpTransport implements Transport {
         return;
       }
       byte[] body = readCapped(ex.getRequestBody(), config.maxMessageBytes);
+      if (!endReadPhase()) {
+        respondQuietly(ex, 408, new byte[0], "request not received within the read timeout", null);
+        return;
+      }
       if (body == null) {
         counters.oversizeRejected.increment();
         respondQuietly(ex, 413, new byte[0], "body exceeds " + config.maxMessageBytes + " bytes", null);
@@ -576,10 +586,95 @@ public final class HttpTransport implements Transport {
       }
       handleRequest(ex, from, body, nonce);
     } catch (IOException e) {
+      if (!endReadPhase()) {
+        log.debug("closed a connection that did not deliver its request within {}", config.inboundReadTimeout);
+      }
       respondQuietly(ex, 400, new byte[0], "cannot read body", null);
     } catch (RuntimeException e) {
       log.warn("unexpected failure handling inbound traffic", e);
       respondQuietly(ex, 500, new byte[0], "internal error", null);
+    }
+  }
+
+  /**
+   * Runs one task of the HTTP server (reading a request's line, headers and body, then handling
+   * it) under a read deadline: a connection that has not delivered its whole request within
+   * {@code inboundReadTimeout} of the task's start has its thread interrupted, which closes the
+   * connection (socket channels are interruptible). Without it, a peer (or anyone who can open a
+   * connection, before any authentication) that sends part of a request and stalls holds a
+   * server thread forever, and {@code serverThreads} such connections stop all inbound traffic.
+   */
+  private void runWatched(Runnable task) {
+    ReadWatch w = new ReadWatch(Thread.currentThread());
+    ScheduledFuture<?> expiry;
+    try {
+      expiry = timer.schedule(w::expire, config.inboundReadTimeout.toNanos(), TimeUnit.NANOSECONDS);
+    } catch (RuntimeException closing) {
+      expiry = null;
+    }
+    readWatch.set(w);
+    try {
+      task.run();
+    } finally {
+      readWatch.remove();
+      if (w.end()) {
+        counters.slowRejected.increment();
+      }
+      if (expiry != null) {
+        expiry.cancel(false);
+      }
+    }
+  }
+
+  /**
+   * Ends the read phase of the current exchange: its deadline no longer applies. False if the
+   * deadline had passed (the connection was or is being closed).
+   */
+  private boolean endReadPhase() {
+    ReadWatch w = readWatch.get();
+    if (w == null) {
+      return true;
+    }
+    readWatch.remove();
+    if (w.end()) {
+      counters.slowRejected.increment();
+      return false;
+    }
+    return true;
+  }
+
+  /** The read deadline of one server task; {@link #expire} and {@link #end} race safely. */
+  private static final class ReadWatch {
+    private static final int READING = 0;
+    private static final int ENDED = 1;
+    private static final int EXPIRED = 2;
+    private final Thread thread;
+    private int state = READING;
+
+    ReadWatch(Thread thread) {
+      this.thread = thread;
+    }
+
+    /** Interrupts the thread if it is still reading; never after {@link #end}. */
+    synchronized void expire() {
+      if (state == READING) {
+        state = EXPIRED;
+        thread.interrupt();
+      }
+    }
+
+    /**
+     * Called on the watched thread: ends the read phase; true (once) if the deadline had passed.
+     * The interrupt {@link #expire} sent is cleared here so it cannot reach later work.
+     */
+    synchronized boolean end() {
+      int s = state;
+      state = ENDED;
+      if (s == EXPIRED) {
+        Thread.interrupted();
+        return true;
+      }
+      return false;
     }
   }
 
@@ -735,6 +830,7 @@ public final class HttpTransport implements Transport {
         counters.oversizeRejected.sum(),
         counters.malformedRejected.sum(),
         counters.inboundBusy.sum(),
+        counters.slowRejected.sum(),
         counters.bytesIn.sum(),
         counters.bytesOut.sum(),
         pending.size());
@@ -756,6 +852,8 @@ public final class HttpTransport implements Transport {
    * @param oversizeRejected inbound messages refused as larger than {@code maxMessageBytes}
    * @param malformedRejected inbound messages refused for a malformed envelope
    * @param inboundBusy inbound requests answered 503 because too many were in progress
+   * @param slowRejected inbound connections closed because their request (line, headers and
+   *     body) did not arrive within {@code inboundReadTimeout}
    * @param bytesIn payload bytes accepted
    * @param bytesOut payload bytes sent
    * @param pendingRequests outbound requests waiting for an answer now
@@ -774,6 +872,7 @@ public final class HttpTransport implements Transport {
       long oversizeRejected,
       long malformedRejected,
       long inboundBusy,
+      long slowRejected,
       long bytesIn,
       long bytesOut,
       int pendingRequests) {}
@@ -792,6 +891,7 @@ public final class HttpTransport implements Transport {
     final LongAdder oversizeRejected = new LongAdder();
     final LongAdder malformedRejected = new LongAdder();
     final LongAdder inboundBusy = new LongAdder();
+    final LongAdder slowRejected = new LongAdder();
     final LongAdder bytesIn = new LongAdder();
     final LongAdder bytesOut = new LongAdder();
   }
@@ -883,6 +983,7 @@ public final class HttpTransport implements Transport {
     private Duration connectTimeout = Duration.ofSeconds(2);
     private Duration messageTimeout = Duration.ofSeconds(5);
     private Duration maxHandlingTime = Duration.ofMinutes(5);
+    private Duration inboundReadTimeout = Duration.ofSeconds(10);
     private Duration replayWindow = Duration.ofSeconds(30);
     private int maxNoncesPerSender = 1 << 17;
     private int maxMessageBytes = 4 << 20;
@@ -906,6 +1007,7 @@ public final class HttpTransport implements Transport {
       b.connectTimeout = connectTimeout;
       b.messageTimeout = messageTimeout;
       b.maxHandlingTime = maxHandlingTime;
+      b.inboundReadTimeout = inboundReadTimeout;
       b.replayWindow = replayWindow;
       b.maxNoncesPerSender = maxNoncesPerSender;
       b.maxMessageBytes = maxMessageBytes;
@@ -975,6 +1077,18 @@ public final class HttpTransport implements Transport {
     /** How long an inbound request may wait for the handler before it is answered 504. Default 5 min. */
     public Builder maxHandlingTime(Duration d) {
       this.maxHandlingTime = d;
+      return this;
+    }
+
+    /**
+     * How long an inbound connection may take to deliver one whole request (request line,
+     * headers and body) once it has started sending it; a connection that takes longer is
+     * closed. This keeps peers that stall mid-request (and strangers, before any authentication)
+     * from holding the {@code serverThreads}. Set it above {@code maxMessageBytes} divided by the
+     * slowest link's throughput. Default 10 s.
+     */
+    public Builder inboundReadTimeout(Duration d) {
+      this.inboundReadTimeout = d;
       return this;
     }
 
@@ -1062,6 +1176,7 @@ public final class HttpTransport implements Transport {
       requirePositive("connectTimeout", connectTimeout);
       requirePositive("messageTimeout", messageTimeout);
       requirePositive("maxHandlingTime", maxHandlingTime);
+      requirePositive("inboundReadTimeout", inboundReadTimeout);
       requirePositive("replayWindow", replayWindow);
       requireRange("maxMessageBytes", maxMessageBytes, 64, Integer.MAX_VALUE - 8);
       requireRange("maxInFlightPerPeer", maxInFlightPerPeer, 1, 1 << 20);

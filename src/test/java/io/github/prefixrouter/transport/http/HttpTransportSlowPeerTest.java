@@ -1,0 +1,77 @@
+package io.github.prefixrouter.transport.http;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.github.prefixrouter.spi.Transport;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** Peers (or strangers) that open connections and then stall must not starve everyone else. */
+class HttpTransportSlowPeerTest {
+
+  private final List<AutoCloseable> toClose = new ArrayList<>();
+
+  @AfterEach
+  void closeAll() throws Exception {
+    for (AutoCloseable c : toClose) {
+      c.close();
+    }
+  }
+
+  private HttpTransport start(HttpTransport.Builder b, Transport.InboundHandler h) {
+    HttpTransport t = b.build();
+    toClose.add(t);
+    t.start(h);
+    return t;
+  }
+
+  private Socket stall(InetSocketAddress addr, String prefix) throws Exception {
+    Socket s = new Socket(addr.getHostString(), addr.getPort());
+    toClose.add(s);
+    OutputStream out = s.getOutputStream();
+    out.write(prefix.getBytes(StandardCharsets.US_ASCII));
+    out.flush();
+    return s;
+  }
+
+  @Test
+  void stalledConnectionsDoNotStarveOtherPeers() throws Exception {
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY).serverThreads(2).inboundReadTimeout(Duration.ofSeconds(1)),
+        new HttpTransportTest.Recorder());
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
+    // two strangers stall in the request headers, two in a body they never finish
+    for (int i = 0; i < 2; i++) {
+      stall(addr, "POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n");
+      stall(addr, "POST /prefix-router/v1/message HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc");
+    }
+    Thread.sleep(300);
+    byte[] answer = b.request(a.localAddress(), "hi".getBytes(StandardCharsets.UTF_8),
+        Duration.ofSeconds(20)).get(30, TimeUnit.SECONDS);
+    assertEquals("echo b hi", new String(answer, StandardCharsets.UTF_8));
+    // every stalled connection is cut and counted; the peer that answered is not
+    for (AutoCloseable c : toClose) {
+      if (c instanceof Socket s) {
+        s.setSoTimeout(10_000);
+        assertEquals(-1, s.getInputStream().read(), "a stalled connection is closed");
+      }
+    }
+    // counted just after the connection closes
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (a.stats().slowRejected() < 4 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(4, a.stats().slowRejected());
+    assertEquals(1, a.stats().requestsReceived());
+  }
+}
