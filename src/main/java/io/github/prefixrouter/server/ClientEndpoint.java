@@ -71,10 +71,10 @@ final class ClientEndpoint {
       return t;
     });
     server.setExecutor(executor);
-    server.createContext("/v1/route/completions", this::completions);
-    server.createContext("/v1/stats", this::stats);
-    server.createContext("/health", ex -> respond(ex, node.state() == PrefixRouterNode.State.RUNNING ? 200 : 503,
-        Map.of("state", node.state().name())));
+    server.createContext("/v1/route/completions", ex -> answered(ex, this::completions));
+    server.createContext("/v1/stats", ex -> answered(ex, this::stats));
+    server.createContext("/health", ex -> answered(ex, e -> respond(e,
+        node.state() == PrefixRouterNode.State.RUNNING ? 200 : 503, Map.of("state", node.state().name()))));
     server.start();
     return server.getAddress();
   }
@@ -83,6 +83,19 @@ final class ClientEndpoint {
     if (server != null) {
       server.stop(0);
       executor.shutdownNow();
+    }
+  }
+
+  /**
+   * Runs a handler so that the exchange gets an answer whatever it throws: the JDK server would
+   * otherwise close the connection without one.
+   */
+  private static void answered(HttpExchange ex, com.sun.net.httpserver.HttpHandler h) {
+    try {
+      h.handle(ex);
+    } catch (IOException | RuntimeException e) {
+      log.warn("client request to {} failed", ex.getRequestURI(), e);
+      respond(ex, 500, Map.of("error", "internal error: " + e));
     }
   }
 
@@ -97,7 +110,7 @@ final class ClientEndpoint {
     } catch (IOException e) {
       respond(ex, 400, Map.of("error", "cannot read the request body"));
       return;
-    } catch (IllegalArgumentException e) { // includes Json.JsonException's shape errors
+    } catch (IllegalArgumentException | Json.JsonException e) { // bad JSON, shape or values
       respond(ex, 400, Map.of("error", String.valueOf(e.getMessage())));
       return;
     }
@@ -106,7 +119,13 @@ final class ClientEndpoint {
       respond(ex, 503, Map.of("error", "too many requests in flight at this node"));
       return;
     }
-    node.submit(request).whenComplete((resp, err) -> {
+    java.util.concurrent.CompletableFuture<InferenceResponse> answer;
+    try {
+      answer = node.submit(request);
+    } catch (RuntimeException e) {
+      answer = java.util.concurrent.CompletableFuture.failedFuture(e);
+    }
+    answer.whenComplete((resp, err) -> {
       inFlight.decrementAndGet();
       if (err == null) {
         respond(ex, 200, toJson(resp));
