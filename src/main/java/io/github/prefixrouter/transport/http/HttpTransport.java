@@ -80,8 +80,10 @@ import org.slf4j.LoggerFactory;
  * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
  * counted). Inbound, at most {@code maxInboundRequests} requests are handled at once; more are
  * answered 503. A connection that has started a request must deliver all of it (request line,
- * headers and body) within {@code inboundReadTimeout}, or it is closed and counted
- * ({@link Stats#slowRejected()}).
+ * headers and body) within {@code inboundIoTimeout}, and take an answer within the same time
+ * once it is written, or it is closed and counted ({@link Stats#slowConnectionsClosed()}).
+ * Answers are written by the server threads, never by the thread that completed the handler's
+ * future.
  *
  * <h2>Threads</h2>
  * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
@@ -587,7 +589,7 @@ public final class HttpTransport implements Transport {
       handleRequest(ex, from, body, nonce);
     } catch (IOException e) {
       if (!endReadPhase()) {
-        log.debug("closed a connection that did not deliver its request within {}", config.inboundReadTimeout);
+        log.debug("closed a connection that did not deliver its request within {}", config.inboundIoTimeout);
       }
       respondQuietly(ex, 400, new byte[0], "cannot read body", null);
     } catch (RuntimeException e) {
@@ -598,17 +600,18 @@ public final class HttpTransport implements Transport {
 
   /**
    * Runs one task of the HTTP server (reading a request's line, headers and body, then handling
-   * it) under a read deadline: a connection that has not delivered its whole request within
-   * {@code inboundReadTimeout} of the task's start has its thread interrupted, which closes the
-   * connection (socket channels are interruptible). Without it, a peer (or anyone who can open a
-   * connection, before any authentication) that sends part of a request and stalls holds a
-   * server thread forever, and {@code serverThreads} such connections stop all inbound traffic.
+   * it; or writing an answer) under a deadline: a connection that has not delivered its whole
+   * request (or taken its answer) within {@code inboundIoTimeout} of the task's start has its
+   * thread interrupted, which closes the connection (socket channels are interruptible). Without
+   * it, a peer (or anyone who can open a connection, before any authentication) that sends part
+   * of a request and stalls holds a server thread forever, and {@code serverThreads} such
+   * connections stop all inbound traffic.
    */
   private void runWatched(Runnable task) {
     ReadWatch w = new ReadWatch(Thread.currentThread());
     ScheduledFuture<?> expiry;
     try {
-      expiry = timer.schedule(w::expire, config.inboundReadTimeout.toNanos(), TimeUnit.NANOSECONDS);
+      expiry = timer.schedule(w::expire, config.inboundIoTimeout.toNanos(), TimeUnit.NANOSECONDS);
     } catch (RuntimeException closing) {
       expiry = null;
     }
@@ -618,7 +621,7 @@ public final class HttpTransport implements Transport {
     } finally {
       readWatch.remove();
       if (w.end()) {
-        counters.slowRejected.increment();
+        counters.slowConnectionsClosed.increment();
       }
       if (expiry != null) {
         expiry.cancel(false);
@@ -637,7 +640,7 @@ public final class HttpTransport implements Transport {
     }
     readWatch.remove();
     if (w.end()) {
-      counters.slowRejected.increment();
+      counters.slowConnectionsClosed.increment();
       return false;
     }
     return true;
@@ -714,26 +717,39 @@ public final class HttpTransport implements Transport {
           if (g != null) {
             g.cancel(false);
           }
-          if (!inboundPending.remove(ex)) {
-            return; // answered already (timeout guard or close)
-          }
-          inboundRequests.decrementAndGet();
-          if (err != null) {
-            Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
-            int status =
-                c instanceof TransportException te && te.kind() == TransportException.Kind.BUSY ? 503 : 500;
-            respondQuietly(ex, status, new byte[0], String.valueOf(c.getMessage()), null);
-          } else if (bytes == null || bytes.length > config.maxMessageBytes) {
-            respondQuietly(ex, 500, new byte[0], "handler answer missing or above maxMessageBytes", null);
-          } else {
-            String mac =
-                auth == null
-                    ? null
-                    : auth.sign(bytes, TAG_RESPONSE, config.nodeId, from.nodeId(), nonce, "200");
-            counters.bytesOut.add(bytes.length);
-            respondQuietly(ex, 200, bytes, null, mac);
+          // the answer is written by a server thread under the I/O deadline, never by the
+          // thread that completed the handler's future (an engine's or a scheduler's): a peer
+          // that does not read its answer must not block that thread
+          try {
+            serverExecutor.execute(() -> runWatched(() -> answer(ex, from, nonce, bytes, err)));
+          } catch (RuntimeException closing) { // executor shut down by close()
+            if (inboundPending.remove(ex)) {
+              respondQuietly(ex, 503, new byte[0], "transport closed", null);
+            }
           }
         });
+  }
+
+  private void answer(HttpExchange ex, PeerAddress from, String nonce, byte[] bytes, Throwable err) {
+    if (!inboundPending.remove(ex)) {
+      return; // answered already (timeout guard or close)
+    }
+    inboundRequests.decrementAndGet();
+    if (err != null) {
+      Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
+      int status =
+          c instanceof TransportException te && te.kind() == TransportException.Kind.BUSY ? 503 : 500;
+      respondQuietly(ex, status, new byte[0], String.valueOf(c.getMessage()), null);
+    } else if (bytes == null || bytes.length > config.maxMessageBytes) {
+      respondQuietly(ex, 500, new byte[0], "handler answer missing or above maxMessageBytes", null);
+    } else {
+      String mac =
+          auth == null
+              ? null
+              : auth.sign(bytes, TAG_RESPONSE, config.nodeId, from.nodeId(), nonce, "200");
+      counters.bytesOut.add(bytes.length);
+      respondQuietly(ex, 200, bytes, null, mac);
+    }
   }
 
   private void respondQuietly(HttpExchange ex, int status, byte[] body, String error, String mac) {
@@ -830,7 +846,7 @@ public final class HttpTransport implements Transport {
         counters.oversizeRejected.sum(),
         counters.malformedRejected.sum(),
         counters.inboundBusy.sum(),
-        counters.slowRejected.sum(),
+        counters.slowConnectionsClosed.sum(),
         counters.bytesIn.sum(),
         counters.bytesOut.sum(),
         pending.size());
@@ -852,8 +868,9 @@ public final class HttpTransport implements Transport {
    * @param oversizeRejected inbound messages refused as larger than {@code maxMessageBytes}
    * @param malformedRejected inbound messages refused for a malformed envelope
    * @param inboundBusy inbound requests answered 503 because too many were in progress
-   * @param slowRejected inbound connections closed because their request (line, headers and
-   *     body) did not arrive within {@code inboundReadTimeout}
+   * @param slowConnectionsClosed inbound connections closed because their request (line,
+   *     headers and body) did not arrive, or their answer was not taken, within
+   *     {@code inboundIoTimeout}
    * @param bytesIn payload bytes accepted
    * @param bytesOut payload bytes sent
    * @param pendingRequests outbound requests waiting for an answer now
@@ -872,7 +889,7 @@ public final class HttpTransport implements Transport {
       long oversizeRejected,
       long malformedRejected,
       long inboundBusy,
-      long slowRejected,
+      long slowConnectionsClosed,
       long bytesIn,
       long bytesOut,
       int pendingRequests) {}
@@ -891,7 +908,7 @@ public final class HttpTransport implements Transport {
     final LongAdder oversizeRejected = new LongAdder();
     final LongAdder malformedRejected = new LongAdder();
     final LongAdder inboundBusy = new LongAdder();
-    final LongAdder slowRejected = new LongAdder();
+    final LongAdder slowConnectionsClosed = new LongAdder();
     final LongAdder bytesIn = new LongAdder();
     final LongAdder bytesOut = new LongAdder();
   }
@@ -983,7 +1000,7 @@ public final class HttpTransport implements Transport {
     private Duration connectTimeout = Duration.ofSeconds(2);
     private Duration messageTimeout = Duration.ofSeconds(5);
     private Duration maxHandlingTime = Duration.ofMinutes(5);
-    private Duration inboundReadTimeout = Duration.ofSeconds(10);
+    private Duration inboundIoTimeout = Duration.ofSeconds(10);
     private Duration replayWindow = Duration.ofSeconds(30);
     private int maxNoncesPerSender = 1 << 17;
     private int maxMessageBytes = 4 << 20;
@@ -1007,7 +1024,7 @@ public final class HttpTransport implements Transport {
       b.connectTimeout = connectTimeout;
       b.messageTimeout = messageTimeout;
       b.maxHandlingTime = maxHandlingTime;
-      b.inboundReadTimeout = inboundReadTimeout;
+      b.inboundIoTimeout = inboundIoTimeout;
       b.replayWindow = replayWindow;
       b.maxNoncesPerSender = maxNoncesPerSender;
       b.maxMessageBytes = maxMessageBytes;
@@ -1082,13 +1099,13 @@ public final class HttpTransport implements Transport {
 
     /**
      * How long an inbound connection may take to deliver one whole request (request line,
-     * headers and body) once it has started sending it; a connection that takes longer is
-     * closed. This keeps peers that stall mid-request (and strangers, before any authentication)
-     * from holding the {@code serverThreads}. Set it above {@code maxMessageBytes} divided by the
-     * slowest link's throughput. Default 10 s.
+     * headers and body) once it has started sending it, and to take one answer once it is being
+     * written; a connection that takes longer is closed. This keeps peers that stall (and
+     * strangers, before any authentication) from holding the {@code serverThreads}. Set it
+     * above {@code maxMessageBytes} divided by the slowest link's throughput. Default 10 s.
      */
-    public Builder inboundReadTimeout(Duration d) {
-      this.inboundReadTimeout = d;
+    public Builder inboundIoTimeout(Duration d) {
+      this.inboundIoTimeout = d;
       return this;
     }
 
@@ -1176,7 +1193,7 @@ public final class HttpTransport implements Transport {
       requirePositive("connectTimeout", connectTimeout);
       requirePositive("messageTimeout", messageTimeout);
       requirePositive("maxHandlingTime", maxHandlingTime);
-      requirePositive("inboundReadTimeout", inboundReadTimeout);
+      requirePositive("inboundIoTimeout", inboundIoTimeout);
       requirePositive("replayWindow", replayWindow);
       requireRange("maxMessageBytes", maxMessageBytes, 64, Integer.MAX_VALUE - 8);
       requireRange("maxInFlightPerPeer", maxInFlightPerPeer, 1, 1 << 20);

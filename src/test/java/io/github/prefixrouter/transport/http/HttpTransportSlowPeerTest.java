@@ -2,7 +2,9 @@ package io.github.prefixrouter.transport.http;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
+import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
@@ -10,6 +12,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -45,7 +48,7 @@ class HttpTransportSlowPeerTest {
   @Test
   void stalledConnectionsDoNotStarveOtherPeers() throws Exception {
     HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
-        .clusterKey(HttpTransportTest.KEY).serverThreads(2).inboundReadTimeout(Duration.ofSeconds(1)),
+        .clusterKey(HttpTransportTest.KEY).serverThreads(2).inboundIoTimeout(Duration.ofSeconds(1)),
         new HttpTransportTest.Recorder());
     HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
         .clusterKey(HttpTransportTest.KEY), new HttpTransportTest.Recorder());
@@ -68,10 +71,54 @@ class HttpTransportSlowPeerTest {
     }
     // counted just after the connection closes
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (a.stats().slowRejected() < 4 && System.nanoTime() < deadline) {
+    while (a.stats().slowConnectionsClosed() < 4 && System.nanoTime() < deadline) {
       Thread.sleep(10);
     }
-    assertEquals(4, a.stats().slowRejected());
+    assertEquals(4, a.stats().slowConnectionsClosed());
     assertEquals(1, a.stats().requestsReceived());
+  }
+
+  @Test
+  void aPeerThatDoesNotReadItsAnswerDoesNotBlockTheThreadThatAnswers() throws Exception {
+    CompletableFuture<byte[]> answer = new CompletableFuture<>();
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().inboundIoTimeout(Duration.ofSeconds(1)),
+        new Transport.InboundHandler() {
+          @Override
+          public void onMessage(PeerAddress from, byte[] payload) {}
+
+          @Override
+          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+            return answer;
+          }
+        });
+    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
+    // a peer that sends a request and never reads the answer
+    Socket s = stall(addr, "POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n"
+        + "PR-Sender: b\r\nPR-Sender-Address: 127.0.0.1:1\r\nPR-Recipient: a\r\n"
+        + "PR-Timestamp: 0\r\nPR-Nonce: n1\r\nContent-Length: 1\r\n\r\nx");
+    s.setReceiveBufferSize(4096);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (a.stats().requestsReceived() < 1 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(1, a.stats().requestsReceived());
+    // the thread that completes the handler's answer (an engine's, a scheduler's) must not be
+    // the one left writing 4 MB into a connection nobody reads
+    CompletableFuture<Void> completing = CompletableFuture.runAsync(
+        () -> answer.complete(new byte[(4 << 20) - 64]));
+    completing.get(5, TimeUnit.SECONDS);
+    // and the connection is cut once the answer has not been taken within the timeout
+    s.setSoTimeout(20_000);
+    InputStream in = s.getInputStream();
+    byte[] buf = new byte[8192];
+    while (in.read(buf) >= 0) {
+      // drain until the server closes the connection
+    }
+    deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (a.stats().slowConnectionsClosed() < 1 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(1, a.stats().slowConnectionsClosed());
   }
 }
