@@ -37,7 +37,10 @@ final class ReplayGuard {
   }
 
   synchronized Verdict check(String sender, String nonce, long timestampMillis, long nowMillis) {
-    if (Math.abs(nowMillis - timestampMillis) > windowMillis) {
+    long skew = nowMillis - timestampMillis;
+    boolean overflowed = ((nowMillis ^ timestampMillis) & (nowMillis ^ skew)) < 0;
+    // not Math.abs: abs(Long.MIN_VALUE) is negative and would pass as fresh
+    if (overflowed || skew > windowMillis || skew < -windowMillis) {
       return Verdict.STALE;
     }
     LinkedHashMap<String, Long> nonces = seen.computeIfAbsent(sender, k -> new LinkedHashMap<>());

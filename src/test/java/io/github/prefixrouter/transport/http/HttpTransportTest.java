@@ -309,6 +309,21 @@ class HttpTransportTest {
   }
 
   @Test
+  void replayGuardRejectsTimestampsWhoseDistanceOverflows() {
+    ReplayGuard g = new ReplayGuard(1_000, 16);
+    long now = 1_700_000_000_000L;
+    // now - ts wraps to Long.MIN_VALUE, whose absolute value is negative
+    assertEquals(ReplayGuard.Verdict.STALE, g.check("b", "n1", now + Long.MIN_VALUE, now));
+    assertEquals(ReplayGuard.Verdict.STALE, g.check("b", "n2", Long.MIN_VALUE, now));
+    assertEquals(ReplayGuard.Verdict.STALE, g.check("b", "n3", Long.MAX_VALUE, now));
+    assertEquals(ReplayGuard.Verdict.STALE, g.check("b", "n4", Long.MAX_VALUE, -now));
+    assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("b", "n5", now - 1_000, now));
+    assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("b", "n6", now + 1_000, now));
+    assertEquals(ReplayGuard.Verdict.STALE, g.check("b", "n7", now + 1_001, now));
+    assertEquals(2, g.size());
+  }
+
+  @Test
   void oversizedBodyIsRefusedFromContentLengthBeforeReading() throws Exception {
     Recorder ra = new Recorder();
     HttpTransport a = start(node("a").maxMessageBytes(1024), ra);
