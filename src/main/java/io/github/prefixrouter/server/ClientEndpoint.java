@@ -12,13 +12,16 @@ import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.engine.openai.Json;
 import java.io.IOException;
 import java.io.OutputStream;
+import io.github.prefixrouter.internal.wire.IoDeadline;
 import java.net.InetSocketAddress;
+import java.time.Duration;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
@@ -51,15 +54,25 @@ final class ClientEndpoint {
   private final PrefixRouterNode node;
   private final Supplier<Map<String, Object>> extraStats;
   private final int maxInFlight;
+  private final Duration ioTimeout;
   private final AtomicInteger inFlight = new AtomicInteger();
   private final AtomicLong ids = new AtomicLong();
+  private final AtomicLong slowConnectionsClosed = new AtomicLong();
   private HttpServer server;
   private ExecutorService executor;
+  private ScheduledThreadPoolExecutor timer;
+  private IoDeadline ioDeadline;
 
-  ClientEndpoint(PrefixRouterNode node, Supplier<Map<String, Object>> extraStats, int maxInFlight) {
+  /**
+   * @param ioTimeout how long a client connection may take to deliver one request once it has
+   *     started it, and to take its answer; a connection that takes longer is closed
+   */
+  ClientEndpoint(PrefixRouterNode node, Supplier<Map<String, Object>> extraStats, int maxInFlight,
+      Duration ioTimeout) {
     this.node = node;
     this.extraStats = extraStats;
     this.maxInFlight = maxInFlight;
+    this.ioTimeout = ioTimeout;
   }
 
   InetSocketAddress start(String host, int port) throws IOException {
@@ -70,7 +83,16 @@ final class ClientEndpoint {
       t.setDaemon(true);
       return t;
     });
-    server.setExecutor(executor);
+    timer = new ScheduledThreadPoolExecutor(1, r -> {
+      Thread t = new Thread(r, "client-endpoint-timer");
+      t.setDaemon(true);
+      return t;
+    });
+    timer.setRemoveOnCancelPolicy(true);
+    // requests are read (and answers written) with blocking I/O on the two threads: a client
+    // that stalls mid-request or does not read its answer is cut off after ioTimeout
+    ioDeadline = new IoDeadline(timer, ioTimeout, slowConnectionsClosed::incrementAndGet);
+    server.setExecutor(ioDeadline.wrap(executor));
     server.createContext("/v1/route/completions", ex -> answered(ex, this::completions));
     server.createContext("/v1/stats", ex -> answered(ex, this::stats));
     server.createContext("/health", ex -> answered(ex, e -> respond(e,
@@ -83,6 +105,7 @@ final class ClientEndpoint {
     if (server != null) {
       server.stop(0);
       executor.shutdownNow();
+      timer.shutdownNow();
     }
   }
 
@@ -108,11 +131,18 @@ final class ClientEndpoint {
     try {
       request = parseRequest(ex);
     } catch (IOException e) {
-      respond(ex, 400, Map.of("error", "cannot read the request body"));
+      if (ioDeadline.endPhase()) {
+        respond(ex, 400, Map.of("error", "cannot read the request body"));
+      }
       return;
     } catch (IllegalArgumentException | Json.JsonException e) { // bad JSON, shape or values
-      respond(ex, 400, Map.of("error", String.valueOf(e.getMessage())));
+      if (ioDeadline.endPhase()) {
+        respond(ex, 400, Map.of("error", String.valueOf(e.getMessage())));
+      }
       return;
+    }
+    if (!ioDeadline.endPhase()) {
+      return; // the body came too late: the connection is being closed
     }
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
@@ -127,13 +157,21 @@ final class ClientEndpoint {
     }
     answer.whenComplete((resp, err) -> {
       inFlight.decrementAndGet();
+      // written by an endpoint thread under the I/O deadline, never by the engine's or the
+      // node's thread that completed the request: a client that does not read must not block it
+      Runnable write;
       if (err == null) {
-        respond(ex, 200, toJson(resp));
-        return;
+        write = () -> respond(ex, 200, toJson(resp));
+      } else {
+        Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
+        int status = c instanceof NodeNotRunningException ? 503 : 502;
+        write = () -> respond(ex, status, Map.of("id", request.id(), "error", String.valueOf(c.getMessage())));
       }
-      Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
-      int status = c instanceof NodeNotRunningException ? 503 : 502;
-      respond(ex, status, Map.of("id", request.id(), "error", String.valueOf(c.getMessage())));
+      try {
+        executor.execute(() -> ioDeadline.run(write));
+      } catch (RuntimeException stopped) { // the endpoint is stopping; its server closed the connection
+        ex.close();
+      }
     });
   }
 
@@ -187,6 +225,11 @@ final class ClientEndpoint {
     m.put("cached_tokens", r.result().cachedPromptTokens());
     m.put("reason", r.decision().reason().name());
     return m;
+  }
+
+  /** Client connections closed for stalling mid-request or not reading their answer. */
+  long slowConnectionsClosed() {
+    return slowConnectionsClosed.get();
   }
 
   private void stats(HttpExchange ex) {

@@ -5,6 +5,7 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import com.sun.net.httpserver.HttpsConfigurator;
 import com.sun.net.httpserver.HttpsServer;
+import io.github.prefixrouter.internal.wire.IoDeadline;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
@@ -130,15 +131,13 @@ public final class HttpTransport implements Transport {
   private final AtomicBoolean closed = new AtomicBoolean();
   private final Counters counters = new Counters();
 
-  /** The read watch of the inbound exchange the current server thread is running, if any. */
-  private final ThreadLocal<ReadWatch> readWatch = new ThreadLocal<>();
-
   private volatile InboundHandler handler;
   private volatile PeerAddress localAddress;
   private HttpServer server;
   private ThreadPoolExecutor serverExecutor;
   private ExecutorService clientExecutor;
   private ScheduledExecutorService timer;
+  private IoDeadline ioDeadline;
   private HttpClient client;
 
   private HttpTransport(Builder b) {
@@ -209,8 +208,11 @@ public final class HttpTransport implements Transport {
     ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemonThreads(prefix + "-timer"));
     t.setRemoveOnCancelPolicy(true);
     timer = t;
-    ThreadPoolExecutor pool = serverExecutor;
-    server.setExecutor(task -> pool.execute(() -> runWatched(task)));
+    // the JDK server reads requests with blocking reads on these threads: every task runs
+    // under the I/O deadline, or a connection that stalls mid-request (anyone's, before any
+    // authentication) holds a thread forever, and serverThreads of them stop all inbound traffic
+    ioDeadline = new IoDeadline(timer, config.inboundIoTimeout, counters.slowConnectionsClosed::increment);
+    server.setExecutor(ioDeadline.wrap(serverExecutor));
     server.createContext(MESSAGE_PATH, ex -> handleInbound(ex, false));
     server.createContext(REQUEST_PATH, ex -> handleInbound(ex, true));
     server.start();
@@ -525,7 +527,7 @@ public final class HttpTransport implements Transport {
         return;
       }
       byte[] body = readCapped(ex.getRequestBody(), config.maxMessageBytes);
-      if (!endReadPhase()) {
+      if (!ioDeadline.endPhase()) {
         respondQuietly(ex, 408, new byte[0], "request not received within the read timeout", null);
         return;
       }
@@ -588,96 +590,13 @@ public final class HttpTransport implements Transport {
       }
       handleRequest(ex, from, body, nonce);
     } catch (IOException e) {
-      if (!endReadPhase()) {
+      if (!ioDeadline.endPhase()) {
         log.debug("closed a connection that did not deliver its request within {}", config.inboundIoTimeout);
       }
       respondQuietly(ex, 400, new byte[0], "cannot read body", null);
     } catch (RuntimeException e) {
       log.warn("unexpected failure handling inbound traffic", e);
       respondQuietly(ex, 500, new byte[0], "internal error", null);
-    }
-  }
-
-  /**
-   * Runs one task of the HTTP server (reading a request's line, headers and body, then handling
-   * it; or writing an answer) under a deadline: a connection that has not delivered its whole
-   * request (or taken its answer) within {@code inboundIoTimeout} of the task's start has its
-   * thread interrupted, which closes the connection (socket channels are interruptible). Without
-   * it, a peer (or anyone who can open a connection, before any authentication) that sends part
-   * of a request and stalls holds a server thread forever, and {@code serverThreads} such
-   * connections stop all inbound traffic.
-   */
-  private void runWatched(Runnable task) {
-    ReadWatch w = new ReadWatch(Thread.currentThread());
-    ScheduledFuture<?> expiry;
-    try {
-      expiry = timer.schedule(w::expire, config.inboundIoTimeout.toNanos(), TimeUnit.NANOSECONDS);
-    } catch (RuntimeException closing) {
-      expiry = null;
-    }
-    readWatch.set(w);
-    try {
-      task.run();
-    } finally {
-      readWatch.remove();
-      if (w.end()) {
-        counters.slowConnectionsClosed.increment();
-      }
-      if (expiry != null) {
-        expiry.cancel(false);
-      }
-    }
-  }
-
-  /**
-   * Ends the read phase of the current exchange: its deadline no longer applies. False if the
-   * deadline had passed (the connection was or is being closed).
-   */
-  private boolean endReadPhase() {
-    ReadWatch w = readWatch.get();
-    if (w == null) {
-      return true;
-    }
-    readWatch.remove();
-    if (w.end()) {
-      counters.slowConnectionsClosed.increment();
-      return false;
-    }
-    return true;
-  }
-
-  /** The read deadline of one server task; {@link #expire} and {@link #end} race safely. */
-  private static final class ReadWatch {
-    private static final int READING = 0;
-    private static final int ENDED = 1;
-    private static final int EXPIRED = 2;
-    private final Thread thread;
-    private int state = READING;
-
-    ReadWatch(Thread thread) {
-      this.thread = thread;
-    }
-
-    /** Interrupts the thread if it is still reading; never after {@link #end}. */
-    synchronized void expire() {
-      if (state == READING) {
-        state = EXPIRED;
-        thread.interrupt();
-      }
-    }
-
-    /**
-     * Called on the watched thread: ends the read phase; true (once) if the deadline had passed.
-     * The interrupt {@link #expire} sent is cleared here so it cannot reach later work.
-     */
-    synchronized boolean end() {
-      int s = state;
-      state = ENDED;
-      if (s == EXPIRED) {
-        Thread.interrupted();
-        return true;
-      }
-      return false;
     }
   }
 
@@ -721,7 +640,7 @@ public final class HttpTransport implements Transport {
           // thread that completed the handler's future (an engine's or a scheduler's): a peer
           // that does not read its answer must not block that thread
           try {
-            serverExecutor.execute(() -> runWatched(() -> answer(ex, from, nonce, bytes, err)));
+            serverExecutor.execute(() -> ioDeadline.run(() -> answer(ex, from, nonce, bytes, err)));
           } catch (RuntimeException closing) { // executor shut down by close()
             if (inboundPending.remove(ex)) {
               respondQuietly(ex, 503, new byte[0], "transport closed", null);

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
-import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
@@ -108,13 +107,8 @@ class HttpTransportSlowPeerTest {
     CompletableFuture<Void> completing = CompletableFuture.runAsync(
         () -> answer.complete(new byte[(4 << 20) - 64]));
     completing.get(5, TimeUnit.SECONDS);
-    // and the connection is cut once the answer has not been taken within the timeout
-    s.setSoTimeout(20_000);
-    InputStream in = s.getInputStream();
-    byte[] buf = new byte[8192];
-    while (in.read(buf) >= 0) {
-      // drain until the server closes the connection
-    }
+    // and the connection is cut once the answer has not been taken within the timeout (what
+    // the kernel buffered before the cut still trickles to the client afterwards)
     deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
     while (a.stats().slowConnectionsClosed() < 1 && System.nanoTime() < deadline) {
       Thread.sleep(10);
