@@ -322,18 +322,23 @@ public final class HttpTransport implements Transport {
     counters.messagesSent.increment();
     counters.bytesOut.add(payload.length);
     try {
-      client
-          .sendAsync(req, HttpResponse.BodyHandlers.discarding())
-          .whenComplete(
-              (r, e) -> {
-                inFlight.decrementAndGet();
-                if (e != null || r.statusCode() != 204) {
-                  counters.messagesFailed.increment();
-                  if (log.isDebugEnabled()) {
-                    log.debug("message to {} failed: {}", to, e != null ? e.toString() : r.statusCode());
-                  }
-                }
-              });
+      CompletableFuture<HttpResponse<Void>> f =
+          client.sendAsync(req, HttpResponse.BodyHandlers.discarding());
+      // the HTTP client's timeout ends when the answer's headers arrive: a peer that stalls in
+      // the body would hold this message's in-flight slot (and the connection) forever
+      ScheduledFuture<?> limit =
+          timer.schedule(() -> f.cancel(true), config.messageTimeout.toNanos(), TimeUnit.NANOSECONDS);
+      f.whenComplete(
+          (r, e) -> {
+            limit.cancel(false);
+            inFlight.decrementAndGet();
+            if (e != null || r.statusCode() != 204) {
+              counters.messagesFailed.increment();
+              if (log.isDebugEnabled()) {
+                log.debug("message to {} failed: {}", to, e != null ? e.toString() : r.statusCode());
+              }
+            }
+          });
     } catch (RuntimeException e) { // executor shut down by a concurrent close
       inFlight.decrementAndGet();
       counters.messagesFailed.increment();
@@ -1004,7 +1009,10 @@ public final class HttpTransport implements Transport {
       return this;
     }
 
-    /** How long a one-way message may take to be accepted before it counts as failed. Default 5 s. */
+    /**
+     * How long a one-way message may take to be accepted, answer included, before it counts as
+     * failed and its in-flight slot is released. Default 5 s.
+     */
     public Builder messageTimeout(Duration d) {
       this.messageTimeout = d;
       return this;

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
+import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
@@ -114,5 +115,52 @@ class HttpTransportSlowPeerTest {
       Thread.sleep(10);
     }
     assertEquals(1, a.stats().slowConnectionsClosed());
+  }
+
+  @Test
+  void aPeerThatStallsInTheAnswerToAMessageDoesNotHoldItsSlotForever() throws Exception {
+    // a "peer" that answers every message with headers and then stalls in the body
+    java.net.ServerSocket fake = new java.net.ServerSocket(0, 50,
+        java.net.InetAddress.getByName("127.0.0.1"));
+    toClose.add(fake);
+    Thread acceptor = new Thread(() -> {
+      try {
+        while (true) {
+          Socket s = fake.accept();
+          toClose.add(s);
+          InputStream in = s.getInputStream();
+          // read up to the end of the headers, then answer without finishing the body
+          int matched = 0;
+          while (matched < 4) {
+            int c = in.read();
+            if (c < 0) {
+              break;
+            }
+            matched = (c == (matched % 2 == 0 ? '\r' : '\n')) ? matched + 1 : 0;
+          }
+          s.getOutputStream().write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nx"
+              .getBytes(StandardCharsets.US_ASCII));
+          s.getOutputStream().flush();
+        }
+      } catch (java.io.IOException closed) {
+        // the test is over
+      }
+    });
+    acceptor.setDaemon(true);
+    acceptor.start();
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY).maxInFlightPerPeer(1)
+        .messageTimeout(Duration.ofMillis(300)), new HttpTransportTest.Recorder());
+    PeerAddress peer = new PeerAddress("a", "127.0.0.1:" + fake.getLocalPort());
+    b.send(peer, new byte[] {1});
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (b.stats().messagesFailed() < 1 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(1, b.stats().messagesFailed(), "the stalled answer fails the message");
+    // its slot is free again: the next message is sent, not dropped as busy
+    b.send(peer, new byte[] {2});
+    assertEquals(0, b.stats().outboundBusy());
+    assertEquals(2, b.stats().messagesSent());
   }
 }
