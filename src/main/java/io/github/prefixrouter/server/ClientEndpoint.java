@@ -268,7 +268,14 @@ final class ClientEndpoint {
   }
 
   private static void respond(HttpExchange ex, int status, Map<String, ?> body) {
-    byte[] b = Json.write(body).getBytes(StandardCharsets.UTF_8);
+    byte[] b;
+    try {
+      b = Json.write(body).getBytes(StandardCharsets.UTF_8);
+    } catch (RuntimeException e) { // a value JSON cannot carry (a lone surrogate in a text)
+      log.warn("cannot write the answer to {} as JSON: {}", ex.getRequestURI(), e.getMessage());
+      status = 500;
+      b = "{\"error\":\"the answer cannot be written as JSON\"}".getBytes(StandardCharsets.UTF_8);
+    }
     try (ex) {
       ex.getResponseHeaders().add("Content-Type", "application/json");
       ex.sendResponseHeaders(status, b.length);

@@ -8,7 +8,11 @@ import static org.mockito.Mockito.mock;
 import static org.mockito.Mockito.mockingDetails;
 import static org.mockito.Mockito.when;
 
+import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.engine.openai.Json;
 import java.io.InputStream;
@@ -113,6 +117,34 @@ class ClientEndpointTest {
       for (Socket s : sockets) {
         s.close();
       }
+      endpoint.stop();
+    }
+  }
+
+  @Test
+  void anAnswerJsonCannotCarryIsStillAnswered() throws Exception {
+    PrefixRouterNode node = mock(PrefixRouterNode.class);
+    when(node.state()).thenReturn(PrefixRouterNode.State.RUNNING);
+    when(node.nodeId()).thenReturn("solo");
+    // an engine's text with a lone surrogate: Json.write refuses it
+    RouteDecision d = new RouteDecision(RoutingPolicy.COST_AWARE, 1, new String[] {"solo"},
+        new int[1], new int[1], new int[1], new long[1], new long[1],
+        new RouteDecision.SkipReason[] {RouteDecision.SkipReason.NONE}, 0,
+        RouteDecision.Reason.LOCAL_ONLY_POLICY);
+    InferenceResponse r = new InferenceResponse("q", new EngineResult(new int[] {1}, "a\uD800", 1,
+        0, 1, 1), "solo", false, 1, FallbackCause.NONE, d);
+    when(node.submit(any())).thenReturn(CompletableFuture.completedFuture(r));
+    ClientEndpoint endpoint = new ClientEndpoint(node, Map::of, 16, Duration.ofSeconds(5));
+    InetSocketAddress addr = endpoint.start("127.0.0.1", 0);
+    try {
+      HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+      HttpResponse<String> resp = c.sendAsync(HttpRequest.newBuilder(
+              URI.create("http://127.0.0.1:" + addr.getPort() + "/v1/route/completions"))
+          .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":[1]}")).build(),
+          HttpResponse.BodyHandlers.ofString()).get(20, TimeUnit.SECONDS);
+      assertEquals(500, resp.statusCode(), resp.body());
+      assertTrue(resp.body().contains("error"), resp.body());
+    } finally {
       endpoint.stop();
     }
   }
