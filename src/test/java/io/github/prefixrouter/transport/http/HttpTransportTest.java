@@ -309,6 +309,22 @@ class HttpTransportTest {
   }
 
   @Test
+  void replayGuardForgetsTheNoncesOfSendersThatFellSilent() {
+    ReplayGuard g = new ReplayGuard(1_000, 1 << 10);
+    // nodes that sent a burst and left the cluster (churn)
+    for (int node = 0; node < 50; node++) {
+      for (int i = 0; i < 20; i++) {
+        assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("gone-" + node, "n" + i, 10_000, 10_000));
+      }
+    }
+    assertEquals(1_000, g.size());
+    // two windows later only what can still pass the time check is remembered, whoever sends
+    assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("b", "x", 12_001, 12_001));
+    assertEquals(1, g.size());
+    assertEquals(1, g.senders());
+  }
+
+  @Test
   void replayGuardRejectsTimestampsWhoseDistanceOverflows() {
     ReplayGuard g = new ReplayGuard(1_000, 16);
     long now = 1_700_000_000_000L;
