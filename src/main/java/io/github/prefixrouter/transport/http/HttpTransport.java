@@ -124,7 +124,8 @@ public final class HttpTransport implements Transport {
   private final String bootId;
   private final AtomicLong nonceCounter = new AtomicLong();
   private final Set<CompletableFuture<byte[]>> pending = ConcurrentHashMap.newKeySet();
-  private final Map<String, AtomicInteger> inFlightByPeer = new ConcurrentHashMap<>();
+  /** Requests and messages outstanding per peer address; an address with none has no entry. */
+  private final Map<String, Integer> inFlightByPeer = new ConcurrentHashMap<>();
   private final Set<HttpExchange> inboundPending = ConcurrentHashMap.newKeySet();
   private final AtomicInteger inboundRequests = new AtomicInteger();
   private final AtomicBoolean started = new AtomicBoolean();
@@ -303,9 +304,8 @@ public final class HttpTransport implements Transport {
       log.warn("dropping {}-byte message to {}: above maxMessageBytes", payload.length, to);
       return;
     }
-    AtomicInteger inFlight = inFlightByPeer.computeIfAbsent(to.address(), k -> new AtomicInteger());
-    if (inFlight.incrementAndGet() > config.maxInFlightPerPeer) {
-      inFlight.decrementAndGet();
+    String peer = to.address();
+    if (!acquire(peer)) {
       counters.messagesDropped.increment();
       counters.outboundBusy.increment();
       return;
@@ -314,7 +314,7 @@ public final class HttpTransport implements Transport {
     try {
       req = buildRequest(to, payload, MESSAGE_PATH, TAG_MESSAGE, config.messageTimeout, nextNonce());
     } catch (IllegalArgumentException e) {
-      inFlight.decrementAndGet();
+      release(peer);
       counters.messagesDropped.increment();
       log.warn("dropping message to {}: {}", to, e.getMessage());
       return;
@@ -331,7 +331,7 @@ public final class HttpTransport implements Transport {
       f.whenComplete(
           (r, e) -> {
             limit.cancel(false);
-            inFlight.decrementAndGet();
+            release(peer);
             if (e != null || r.statusCode() != 204) {
               counters.messagesFailed.increment();
               if (log.isDebugEnabled()) {
@@ -340,7 +340,7 @@ public final class HttpTransport implements Transport {
             }
           });
     } catch (RuntimeException e) { // executor shut down by a concurrent close
-      inFlight.decrementAndGet();
+      release(peer);
       counters.messagesFailed.increment();
     }
   }
@@ -374,15 +374,14 @@ public final class HttpTransport implements Transport {
           "request of " + payload.length + " bytes exceeds maxMessageBytes " + config.maxMessageBytes, null);
       return result;
     }
-    AtomicInteger inFlight = inFlightByPeer.computeIfAbsent(to.address(), k -> new AtomicInteger());
-    if (inFlight.incrementAndGet() > config.maxInFlightPerPeer) {
-      inFlight.decrementAndGet();
+    String peer = to.address();
+    if (!acquire(peer)) {
       counters.outboundBusy.increment();
       fail(result, TransportException.Kind.BUSY,
           config.maxInFlightPerPeer + " requests already in flight to " + to, null);
       return result;
     }
-    result.whenComplete((v, e) -> inFlight.decrementAndGet());
+    result.whenComplete((v, e) -> release(peer));
     String nonce = nextNonce();
     HttpRequest req;
     try {
@@ -423,6 +422,33 @@ public final class HttpTransport implements Transport {
           completeFromResponse(result, to, nonce, resp);
         });
     return result;
+  }
+
+  /**
+   * Takes one of the peer's {@code maxInFlightPerPeer} slots; false if none is free. Entries
+   * exist only while something is in flight, so addresses of peers long gone (churn) take no
+   * memory.
+   */
+  private boolean acquire(String peer) {
+    boolean[] taken = new boolean[1];
+    inFlightByPeer.compute(peer, (k, n) -> {
+      int c = n == null ? 0 : n;
+      if (c >= config.maxInFlightPerPeer) {
+        return n;
+      }
+      taken[0] = true;
+      return c + 1;
+    });
+    return taken[0];
+  }
+
+  private void release(String peer) {
+    inFlightByPeer.computeIfPresent(peer, (k, n) -> n <= 1 ? null : n - 1);
+  }
+
+  /** Peer addresses with requests or messages in flight now (for tests). */
+  int peersInFlight() {
+    return inFlightByPeer.size();
   }
 
   private void completeFromResponse(

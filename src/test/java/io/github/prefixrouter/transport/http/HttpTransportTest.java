@@ -309,6 +309,31 @@ class HttpTransportTest {
   }
 
   @Test
+  void inFlightAccountingForgetsAddressesWithNothingInFlight() throws Exception {
+    HttpTransport b = start(node("b"), new Recorder());
+    // peers that come and go, each at its own address (closed ports: unreachable)
+    List<CompletableFuture<byte[]>> fs = new ArrayList<>();
+    for (int i = 0; i < 20; i++) {
+      int port;
+      try (ServerSocket s = new ServerSocket(0)) {
+        port = s.getLocalPort();
+      }
+      PeerAddress gone = new PeerAddress("gone-" + i, "127.0.0.1:" + port);
+      fs.add(b.request(gone, new byte[] {1}, Duration.ofSeconds(5)));
+      b.send(gone, new byte[] {2});
+    }
+    for (CompletableFuture<byte[]> f : fs) {
+      failureKind(f);
+    }
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (b.stats().messagesFailed() < 20 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(20, b.stats().messagesFailed());
+    assertEquals(0, b.peersInFlight());
+  }
+
+  @Test
   void replayGuardForgetsTheNoncesOfSendersThatFellSilent() {
     ReplayGuard g = new ReplayGuard(1_000, 1 << 10);
     // nodes that sent a burst and left the cluster (churn)
