@@ -12,13 +12,16 @@ import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.engine.openai.Json;
 import java.io.IOException;
 import java.io.OutputStream;
+import io.github.prefixrouter.internal.wire.IoDeadline;
 import java.net.InetSocketAddress;
+import java.time.Duration;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
@@ -51,15 +54,25 @@ final class ClientEndpoint {
   private final PrefixRouterNode node;
   private final Supplier<Map<String, Object>> extraStats;
   private final int maxInFlight;
+  private final Duration ioTimeout;
   private final AtomicInteger inFlight = new AtomicInteger();
   private final AtomicLong ids = new AtomicLong();
+  private final AtomicLong slowConnectionsClosed = new AtomicLong();
   private HttpServer server;
   private ExecutorService executor;
+  private ScheduledThreadPoolExecutor timer;
+  private IoDeadline ioDeadline;
 
-  ClientEndpoint(PrefixRouterNode node, Supplier<Map<String, Object>> extraStats, int maxInFlight) {
+  /**
+   * @param ioTimeout how long a client connection may take to deliver one request once it has
+   *     started it, and to take its answer; a connection that takes longer is closed
+   */
+  ClientEndpoint(PrefixRouterNode node, Supplier<Map<String, Object>> extraStats, int maxInFlight,
+      Duration ioTimeout) {
     this.node = node;
     this.extraStats = extraStats;
     this.maxInFlight = maxInFlight;
+    this.ioTimeout = ioTimeout;
   }
 
   InetSocketAddress start(String host, int port) throws IOException {
@@ -70,11 +83,20 @@ final class ClientEndpoint {
       t.setDaemon(true);
       return t;
     });
-    server.setExecutor(executor);
-    server.createContext("/v1/route/completions", this::completions);
-    server.createContext("/v1/stats", this::stats);
-    server.createContext("/health", ex -> respond(ex, node.state() == PrefixRouterNode.State.RUNNING ? 200 : 503,
-        Map.of("state", node.state().name())));
+    timer = new ScheduledThreadPoolExecutor(1, r -> {
+      Thread t = new Thread(r, "client-endpoint-timer");
+      t.setDaemon(true);
+      return t;
+    });
+    timer.setRemoveOnCancelPolicy(true);
+    // requests are read (and answers written) with blocking I/O on the two threads: a client
+    // that stalls mid-request or does not read its answer is cut off after ioTimeout
+    ioDeadline = new IoDeadline(timer, ioTimeout, slowConnectionsClosed::incrementAndGet);
+    server.setExecutor(ioDeadline.wrap(executor));
+    server.createContext("/v1/route/completions", ex -> answered(ex, this::completions));
+    server.createContext("/v1/stats", ex -> answered(ex, this::stats));
+    server.createContext("/health", ex -> answered(ex, e -> respond(e,
+        node.state() == PrefixRouterNode.State.RUNNING ? 200 : 503, Map.of("state", node.state().name()))));
     server.start();
     return server.getAddress();
   }
@@ -83,6 +105,20 @@ final class ClientEndpoint {
     if (server != null) {
       server.stop(0);
       executor.shutdownNow();
+      timer.shutdownNow();
+    }
+  }
+
+  /**
+   * Runs a handler so that the exchange gets an answer whatever it throws: the JDK server would
+   * otherwise close the connection without one.
+   */
+  private static void answered(HttpExchange ex, com.sun.net.httpserver.HttpHandler h) {
+    try {
+      h.handle(ex);
+    } catch (IOException | RuntimeException e) {
+      log.warn("client request to {} failed", ex.getRequestURI(), e);
+      respond(ex, 500, Map.of("error", "internal error: " + e));
     }
   }
 
@@ -95,26 +131,47 @@ final class ClientEndpoint {
     try {
       request = parseRequest(ex);
     } catch (IOException e) {
-      respond(ex, 400, Map.of("error", "cannot read the request body"));
+      if (ioDeadline.endPhase()) {
+        respond(ex, 400, Map.of("error", "cannot read the request body"));
+      }
       return;
-    } catch (IllegalArgumentException e) { // includes Json.JsonException's shape errors
-      respond(ex, 400, Map.of("error", String.valueOf(e.getMessage())));
+    } catch (IllegalArgumentException | Json.JsonException e) { // bad JSON, shape or values
+      if (ioDeadline.endPhase()) {
+        respond(ex, 400, Map.of("error", String.valueOf(e.getMessage())));
+      }
       return;
+    }
+    if (!ioDeadline.endPhase()) {
+      return; // the body came too late: the connection is being closed
     }
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
       respond(ex, 503, Map.of("error", "too many requests in flight at this node"));
       return;
     }
-    node.submit(request).whenComplete((resp, err) -> {
+    java.util.concurrent.CompletableFuture<InferenceResponse> answer;
+    try {
+      answer = node.submit(request);
+    } catch (RuntimeException e) {
+      answer = java.util.concurrent.CompletableFuture.failedFuture(e);
+    }
+    answer.whenComplete((resp, err) -> {
       inFlight.decrementAndGet();
+      // written by an endpoint thread under the I/O deadline, never by the engine's or the
+      // node's thread that completed the request: a client that does not read must not block it
+      Runnable write;
       if (err == null) {
-        respond(ex, 200, toJson(resp));
-        return;
+        write = () -> respond(ex, 200, toJson(resp));
+      } else {
+        Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
+        int status = c instanceof NodeNotRunningException ? 503 : 502;
+        write = () -> respond(ex, status, Map.of("id", request.id(), "error", String.valueOf(c.getMessage())));
       }
-      Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
-      int status = c instanceof NodeNotRunningException ? 503 : 502;
-      respond(ex, status, Map.of("id", request.id(), "error", String.valueOf(c.getMessage())));
+      try {
+        executor.execute(() -> ioDeadline.run(write));
+      } catch (RuntimeException stopped) { // the endpoint is stopping; its server closed the connection
+        ex.close();
+      }
     });
   }
 
@@ -170,6 +227,11 @@ final class ClientEndpoint {
     return m;
   }
 
+  /** Client connections closed for stalling mid-request or not reading their answer. */
+  long slowConnectionsClosed() {
+    return slowConnectionsClosed.get();
+  }
+
   private void stats(HttpExchange ex) {
     Map<String, Object> m = statsJson(node.stats());
     m.putAll(extraStats.get());
@@ -206,7 +268,14 @@ final class ClientEndpoint {
   }
 
   private static void respond(HttpExchange ex, int status, Map<String, ?> body) {
-    byte[] b = Json.write(body).getBytes(StandardCharsets.UTF_8);
+    byte[] b;
+    try {
+      b = Json.write(body).getBytes(StandardCharsets.UTF_8);
+    } catch (RuntimeException e) { // a value JSON cannot carry (a lone surrogate in a text)
+      log.warn("cannot write the answer to {} as JSON: {}", ex.getRequestURI(), e.getMessage());
+      status = 500;
+      b = "{\"error\":\"the answer cannot be written as JSON\"}".getBytes(StandardCharsets.UTF_8);
+    }
     try (ex) {
       ex.getResponseHeaders().add("Content-Type", "application/json");
       ex.sendResponseHeaders(status, b.length);

@@ -233,7 +233,18 @@ public final class LoadDriver {
         .header("Content-Type", "application/json")
         .POST(HttpRequest.BodyPublishers.ofString(Json.write(body), StandardCharsets.UTF_8))
         .build();
-    return client.sendAsync(req, HttpResponse.BodyHandlers.ofString())
+    CompletableFuture<HttpResponse<String>> http =
+        client.sendAsync(req, HttpResponse.BodyHandlers.ofString());
+    // the HTTP client's timeout ends when the answer's headers arrive; an endpoint that stalls
+    // in the body would hang the run, so the whole exchange is bounded too
+    CompletableFuture<HttpResponse<String>> bounded =
+        http.copy().orTimeout(requestTimeout.toNanos(), java.util.concurrent.TimeUnit.NANOSECONDS);
+    bounded.whenComplete((r, e) -> {
+      if (e != null) {
+        http.cancel(true);
+      }
+    });
+    return bounded
         .handle((resp, err) -> {
           Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
           boolean nodeGone = c instanceof IOException && !(c instanceof java.net.http.HttpTimeoutException);
@@ -316,7 +327,7 @@ public final class LoadDriver {
       return this;
     }
 
-    /** How long one HTTP exchange may take. Default 120 s. */
+    /** How long one HTTP exchange may take, answer body included. Default 120 s. */
     public Builder requestTimeout(Duration d) {
       this.requestTimeout = d;
       return this;

@@ -110,7 +110,8 @@ public final class NodeMain {
         .build();
     node.start();
     ReferenceEngine ref = reference;
-    ClientEndpoint endpoint = new ClientEndpoint(node, () -> extraStats(transport, ref), 4096);
+    ClientEndpoint endpoint = new ClientEndpoint(node, () -> extraStats(transport, ref), 4096,
+        java.time.Duration.ofSeconds(10));
     InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
     String clientAddress = client.getHostString() + ":" + client.getPort();
     String peerAddress = transport.localAddress().address();

@@ -132,12 +132,12 @@ public final class NodeOptions {
     }
     this.model = v.get("model");
     this.engineSeed = longValue(v, "engine-seed", 42);
-    this.engineThreads = (int) longValue(v, "engine-threads", 1);
-    this.engineCacheTokens = (int) longValue(v, "engine-cache-tokens", 65536);
+    this.engineThreads = intValue(v, "engine-threads", 1);
+    this.engineCacheTokens = intValue(v, "engine-cache-tokens", 65536);
     RouterConfig.Builder cb = RouterConfig.builder();
     cb.policy(policy(v.getOrDefault("policy", "cost-aware")));
     if (v.containsKey("block-size")) {
-      cb.blockSize((int) longValue(v, "block-size", 16));
+      cb.blockSize(intValue(v, "block-size", 16));
     }
     if (v.containsKey("gossip-interval-ms")) {
       cb.gossip(Duration.ofMillis(longValue(v, "gossip-interval-ms", 200)), RouterConfig.defaults().gossipFanout());
@@ -149,7 +149,7 @@ public final class NodeOptions {
           Duration.ofMillis(longValue(v, "peer-dead-ms", d.peerDeadAfter().toMillis())));
     }
     if (v.containsKey("hop-limit")) {
-      cb.hopLimit((int) longValue(v, "hop-limit", 1));
+      cb.hopLimit(intValue(v, "hop-limit", 1));
     }
     if (v.containsKey("watermarks")) {
       String[] w = v.get("watermarks").split(",");
@@ -252,6 +252,12 @@ public final class NodeOptions {
     } catch (NumberFormatException e) {
       throw new IllegalArgumentException("--" + what + " needs an integer, was '" + s + "'");
     }
+  }
+
+  /** An int setting; a value outside int range is rejected, never truncated. */
+  private static int intValue(Map<String, String> v, String key, int dflt) {
+    String s = v.get(key);
+    return s == null ? dflt : parseInt(key, s);
   }
 
   private static long longValue(Map<String, String> v, String key, long dflt) {

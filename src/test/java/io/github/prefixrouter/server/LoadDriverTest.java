@@ -56,6 +56,50 @@ class LoadDriverTest {
   }
 
   @Test
+  void anEndpointThatStallsInItsAnswerTimesOutInsteadOfHangingTheRun() throws Exception {
+    // an "endpoint" that sends an answer's headers and one byte of its body, then stalls
+    try (java.net.ServerSocket fake = new java.net.ServerSocket(0, 50,
+        java.net.InetAddress.getByName("127.0.0.1"))) {
+      List<java.net.Socket> held = new java.util.concurrent.CopyOnWriteArrayList<>();
+      Thread acceptor = new Thread(() -> {
+        try {
+          while (true) {
+            java.net.Socket s = fake.accept();
+            held.add(s);
+            java.io.InputStream in = s.getInputStream();
+            int matched = 0;
+            while (matched < 4) {
+              int c = in.read();
+              if (c < 0) {
+                break;
+              }
+              matched = (c == (matched % 2 == 0 ? '\r' : '\n')) ? matched + 1 : 0;
+            }
+            s.getOutputStream().write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n{"
+                .getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+            s.getOutputStream().flush();
+          }
+        } catch (java.io.IOException closed) {
+          // the test is over
+        }
+      });
+      acceptor.setDaemon(true);
+      acceptor.start();
+      LoadDriver d = LoadDriver.builder().endpoints(List.of("127.0.0.1:" + fake.getLocalPort()))
+          .concurrency(1).requestTimeout(java.time.Duration.ofMillis(500)).build();
+      LoadDriver.Result r = java.util.concurrent.CompletableFuture.supplyAsync(() -> d.run(prompts(2)))
+          .get(30, java.util.concurrent.TimeUnit.SECONDS);
+      assertEquals(2, r.samples().size());
+      for (LoadDriver.Sample s : r.samples()) {
+        assertTrue(s.error() != null, "a stalled answer is an error, not a hang");
+      }
+      for (java.net.Socket s : held) {
+        s.close();
+      }
+    }
+  }
+
+  @Test
   void invalidSettingsAreRejected() {
     assertThrows(IllegalArgumentException.class, () -> LoadDriver.builder().build());
     assertThrows(IllegalArgumentException.class, () -> LoadDriver.builder().endpoints(List.of("nohost")).build());

@@ -55,6 +55,11 @@ class NodeMainTest {
         () -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1"}, Map.of("PREFIX_ROUTER_CLUSTER_KEY", "00ff")));
     assertMessage("--engine must be", () -> parse("--id", "a", "--listen", "h:1", "--engine", "gpt"));
     assertMessage("needs an integer", () -> parse("--id", "a", "--listen", "h:1", "--block-size", "x"));
+    // 2^32 + 16 must not wrap to a valid block size (or thread count, cache size, hop limit)
+    for (String flag : new String[] {"--block-size", "--engine-threads", "--engine-cache-tokens",
+        "--hop-limit"}) {
+      assertMessage("needs an integer", () -> parse("--id", "a", "--listen", "h:1", flag, "4294967312"));
+    }
   }
 
   private static void assertMessage(String fragment, org.junit.jupiter.api.function.Executable e) {

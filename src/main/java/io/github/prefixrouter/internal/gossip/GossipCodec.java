@@ -343,10 +343,13 @@ final class GossipCodec {
         long prev = 0;
         for (int i = 0; i < n; i++) {
           pos = r.position();
-          long store = prev + r.readVarLong("chunk.storeGap", 1, GossipMessage.MAX_COUNTER);
-          if (store > storeCount) {
-            throw MalformedMessageException.outOfRange("chunk.store", store, 1, storeCount, pos);
+          long gap = r.readVarLong("chunk.storeGap", 1, GossipMessage.MAX_COUNTER);
+          // compared as a gap: prev + gap can pass 2^63 and wrap negative
+          if (gap > storeCount - prev) {
+            throw MalformedMessageException.outOfRange("chunk.store",
+                gap > Long.MAX_VALUE - prev ? Long.MAX_VALUE : prev + gap, 1, storeCount, pos);
           }
+          long store = prev + gap;
           stores[i] = store;
           hashes[i] = r.readFixedInt("chunk.fingerprint") & 0xFFFF_FFFFL;
           prev = store;

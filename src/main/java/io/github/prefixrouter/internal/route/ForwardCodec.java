@@ -9,14 +9,18 @@ import io.github.prefixrouter.internal.wire.ByteWriter;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.internal.wire.MalformedMessageException.Reason;
 import io.github.prefixrouter.internal.wire.WireTypes;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 
 /**
  * Binary codec of the forwarding protocol (type codes {@code 0x21..0x25} of the forwarding
  * range; layout in {@code docs/routing.md}). Every message is {@code type, version, body}.
+ * Request ids must be well-formed UTF-8 (BAD_CHARACTER otherwise).
  *
  * <pre>
- * FORWARD (request)  id bytes(512, UTF-8, 1..128 chars), origin ascii(64), hops varint(0..8),
+ * FORWARD (request)  id bytes(512, UTF-8, 1..128 chars), origin ascii(64), hops varint(0..64),
  *                    maxTokens varint, temperature fixed64, topP fixed64, seed fixed64,
  *                    tokens count(2^20, 1) × varint(0..2^24-1)
  * RESULT  (answer)   id, servedBy ascii(64), serverNanos varint, output count × varint,
@@ -241,7 +245,17 @@ final class ForwardCodec {
   private static String readId(ByteReader r) throws MalformedMessageException {
     int at = r.position();
     byte[] b = r.readBytes("requestId", InferenceRequest.MAX_ID_LENGTH * 4);
-    String id = new String(b, StandardCharsets.UTF_8);
+    String id;
+    try {
+      // strict: replacing bad bytes would run (and answer) the request under another id
+      id = StandardCharsets.UTF_8.newDecoder()
+          .onMalformedInput(CodingErrorAction.REPORT)
+          .onUnmappableCharacter(CodingErrorAction.REPORT)
+          .decode(ByteBuffer.wrap(b)).toString();
+    } catch (CharacterCodingException e) {
+      throw MalformedMessageException.of(Reason.BAD_CHARACTER, "requestId", b.length, at,
+          "not UTF-8");
+    }
     if (id.isEmpty() || id.length() > InferenceRequest.MAX_ID_LENGTH) {
       throw MalformedMessageException.outOfRange("requestId", id.length(), 1,
           InferenceRequest.MAX_ID_LENGTH, at);

@@ -205,7 +205,6 @@ public final class ByteReader {
     return out;
   }
 
-  /** Skips {@code n} bytes. */
   /**
    * Reads a {@code count(maxCount, 4)} followed by that many {@code fixed32}, each returned as an
    * unsigned value in {@code 0..2^32-1}.
@@ -220,6 +219,7 @@ public final class ByteReader {
     return out;
   }
 
+  /** Skips {@code n} bytes. */
   public void skip(String field, int n) throws MalformedMessageException {
     need(field, n);
     pos += n;

@@ -5,6 +5,7 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import com.sun.net.httpserver.HttpsConfigurator;
 import com.sun.net.httpserver.HttpsServer;
+import io.github.prefixrouter.internal.wire.IoDeadline;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
@@ -79,7 +80,11 @@ import org.slf4j.LoggerFactory;
  * at most {@code maxInFlightPerPeer} requests and messages may be outstanding to one peer: a
  * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
  * counted). Inbound, at most {@code maxInboundRequests} requests are handled at once; more are
- * answered 503.
+ * answered 503. A connection that has started a request must deliver all of it (request line,
+ * headers and body) within {@code inboundIoTimeout}, and take an answer within the same time
+ * once it is written, or it is closed and counted ({@link Stats#slowConnectionsClosed()}).
+ * Answers are written by the server threads, never by the thread that completed the handler's
+ * future.
  *
  * <h2>Threads</h2>
  * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
@@ -119,7 +124,8 @@ public final class HttpTransport implements Transport {
   private final String bootId;
   private final AtomicLong nonceCounter = new AtomicLong();
   private final Set<CompletableFuture<byte[]>> pending = ConcurrentHashMap.newKeySet();
-  private final Map<String, AtomicInteger> inFlightByPeer = new ConcurrentHashMap<>();
+  /** Requests and messages outstanding per peer address; an address with none has no entry. */
+  private final Map<String, Integer> inFlightByPeer = new ConcurrentHashMap<>();
   private final Set<HttpExchange> inboundPending = ConcurrentHashMap.newKeySet();
   private final AtomicInteger inboundRequests = new AtomicInteger();
   private final AtomicBoolean started = new AtomicBoolean();
@@ -132,6 +138,7 @@ public final class HttpTransport implements Transport {
   private ThreadPoolExecutor serverExecutor;
   private ExecutorService clientExecutor;
   private ScheduledExecutorService timer;
+  private IoDeadline ioDeadline;
   private HttpClient client;
 
   private HttpTransport(Builder b) {
@@ -206,7 +213,11 @@ public final class HttpTransport implements Transport {
     ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemonThreads(prefix + "-timer"));
     t.setRemoveOnCancelPolicy(true);
     timer = t;
-    server.setExecutor(serverExecutor);
+    // the JDK server reads requests with blocking reads on these threads: every task runs
+    // under the I/O deadline, or a connection that stalls mid-request (anyone's, before any
+    // authentication) holds a thread forever, and serverThreads of them stop all inbound traffic
+    ioDeadline = new IoDeadline(timer, config.inboundIoTimeout, counters.slowConnectionsClosed::increment);
+    server.setExecutor(ioDeadline.wrap(serverExecutor));
     server.createContext(MESSAGE_PATH, ex -> handleInbound(ex, false));
     server.createContext(REQUEST_PATH, ex -> handleInbound(ex, true));
     server.start();
@@ -297,9 +308,8 @@ public final class HttpTransport implements Transport {
       log.warn("dropping {}-byte message to {}: above maxMessageBytes", payload.length, to);
       return;
     }
-    AtomicInteger inFlight = inFlightByPeer.computeIfAbsent(to.address(), k -> new AtomicInteger());
-    if (inFlight.incrementAndGet() > config.maxInFlightPerPeer) {
-      inFlight.decrementAndGet();
+    String peer = to.address();
+    if (!acquire(peer)) {
       counters.messagesDropped.increment();
       counters.outboundBusy.increment();
       return;
@@ -308,7 +318,7 @@ public final class HttpTransport implements Transport {
     try {
       req = buildRequest(to, payload, MESSAGE_PATH, TAG_MESSAGE, config.messageTimeout, nextNonce());
     } catch (IllegalArgumentException e) {
-      inFlight.decrementAndGet();
+      release(peer);
       counters.messagesDropped.increment();
       log.warn("dropping message to {}: {}", to, e.getMessage());
       return;
@@ -316,20 +326,25 @@ public final class HttpTransport implements Transport {
     counters.messagesSent.increment();
     counters.bytesOut.add(payload.length);
     try {
-      client
-          .sendAsync(req, HttpResponse.BodyHandlers.discarding())
-          .whenComplete(
-              (r, e) -> {
-                inFlight.decrementAndGet();
-                if (e != null || r.statusCode() != 204) {
-                  counters.messagesFailed.increment();
-                  if (log.isDebugEnabled()) {
-                    log.debug("message to {} failed: {}", to, e != null ? e.toString() : r.statusCode());
-                  }
-                }
-              });
+      CompletableFuture<HttpResponse<Void>> f =
+          client.sendAsync(req, HttpResponse.BodyHandlers.discarding());
+      // the HTTP client's timeout ends when the answer's headers arrive: a peer that stalls in
+      // the body would hold this message's in-flight slot (and the connection) forever
+      ScheduledFuture<?> limit =
+          timer.schedule(() -> f.cancel(true), config.messageTimeout.toNanos(), TimeUnit.NANOSECONDS);
+      f.whenComplete(
+          (r, e) -> {
+            limit.cancel(false);
+            release(peer);
+            if (e != null || r.statusCode() != 204) {
+              counters.messagesFailed.increment();
+              if (log.isDebugEnabled()) {
+                log.debug("message to {} failed: {}", to, e != null ? e.toString() : r.statusCode());
+              }
+            }
+          });
     } catch (RuntimeException e) { // executor shut down by a concurrent close
-      inFlight.decrementAndGet();
+      release(peer);
       counters.messagesFailed.increment();
     }
   }
@@ -363,15 +378,14 @@ public final class HttpTransport implements Transport {
           "request of " + payload.length + " bytes exceeds maxMessageBytes " + config.maxMessageBytes, null);
       return result;
     }
-    AtomicInteger inFlight = inFlightByPeer.computeIfAbsent(to.address(), k -> new AtomicInteger());
-    if (inFlight.incrementAndGet() > config.maxInFlightPerPeer) {
-      inFlight.decrementAndGet();
+    String peer = to.address();
+    if (!acquire(peer)) {
       counters.outboundBusy.increment();
       fail(result, TransportException.Kind.BUSY,
           config.maxInFlightPerPeer + " requests already in flight to " + to, null);
       return result;
     }
-    result.whenComplete((v, e) -> inFlight.decrementAndGet());
+    result.whenComplete((v, e) -> release(peer));
     String nonce = nextNonce();
     HttpRequest req;
     try {
@@ -412,6 +426,33 @@ public final class HttpTransport implements Transport {
           completeFromResponse(result, to, nonce, resp);
         });
     return result;
+  }
+
+  /**
+   * Takes one of the peer's {@code maxInFlightPerPeer} slots; false if none is free. Entries
+   * exist only while something is in flight, so addresses of peers long gone (churn) take no
+   * memory.
+   */
+  private boolean acquire(String peer) {
+    boolean[] taken = new boolean[1];
+    inFlightByPeer.compute(peer, (k, n) -> {
+      int c = n == null ? 0 : n;
+      if (c >= config.maxInFlightPerPeer) {
+        return n;
+      }
+      taken[0] = true;
+      return c + 1;
+    });
+    return taken[0];
+  }
+
+  private void release(String peer) {
+    inFlightByPeer.computeIfPresent(peer, (k, n) -> n <= 1 ? null : n - 1);
+  }
+
+  /** Peer addresses with requests or messages in flight now (for tests). */
+  int peersInFlight() {
+    return inFlightByPeer.size();
   }
 
   private void completeFromResponse(
@@ -521,6 +562,10 @@ public final class HttpTransport implements Transport {
         return;
       }
       byte[] body = readCapped(ex.getRequestBody(), config.maxMessageBytes);
+      if (!ioDeadline.endPhase()) {
+        respondQuietly(ex, 408, new byte[0], "request not received within the read timeout", null);
+        return;
+      }
       if (body == null) {
         counters.oversizeRejected.increment();
         respondQuietly(ex, 413, new byte[0], "body exceeds " + config.maxMessageBytes + " bytes", null);
@@ -580,6 +625,9 @@ public final class HttpTransport implements Transport {
       }
       handleRequest(ex, from, body, nonce);
     } catch (IOException e) {
+      if (!ioDeadline.endPhase()) {
+        log.debug("closed a connection that did not deliver its request within {}", config.inboundIoTimeout);
+      }
       respondQuietly(ex, 400, new byte[0], "cannot read body", null);
     } catch (RuntimeException e) {
       log.warn("unexpected failure handling inbound traffic", e);
@@ -623,26 +671,39 @@ public final class HttpTransport implements Transport {
           if (g != null) {
             g.cancel(false);
           }
-          if (!inboundPending.remove(ex)) {
-            return; // answered already (timeout guard or close)
-          }
-          inboundRequests.decrementAndGet();
-          if (err != null) {
-            Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
-            int status =
-                c instanceof TransportException te && te.kind() == TransportException.Kind.BUSY ? 503 : 500;
-            respondQuietly(ex, status, new byte[0], String.valueOf(c.getMessage()), null);
-          } else if (bytes == null || bytes.length > config.maxMessageBytes) {
-            respondQuietly(ex, 500, new byte[0], "handler answer missing or above maxMessageBytes", null);
-          } else {
-            String mac =
-                auth == null
-                    ? null
-                    : auth.sign(bytes, TAG_RESPONSE, config.nodeId, from.nodeId(), nonce, "200");
-            counters.bytesOut.add(bytes.length);
-            respondQuietly(ex, 200, bytes, null, mac);
+          // the answer is written by a server thread under the I/O deadline, never by the
+          // thread that completed the handler's future (an engine's or a scheduler's): a peer
+          // that does not read its answer must not block that thread
+          try {
+            serverExecutor.execute(() -> ioDeadline.run(() -> answer(ex, from, nonce, bytes, err)));
+          } catch (RuntimeException closing) { // executor shut down by close()
+            if (inboundPending.remove(ex)) {
+              respondQuietly(ex, 503, new byte[0], "transport closed", null);
+            }
           }
         });
+  }
+
+  private void answer(HttpExchange ex, PeerAddress from, String nonce, byte[] bytes, Throwable err) {
+    if (!inboundPending.remove(ex)) {
+      return; // answered already (timeout guard or close)
+    }
+    inboundRequests.decrementAndGet();
+    if (err != null) {
+      Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
+      int status =
+          c instanceof TransportException te && te.kind() == TransportException.Kind.BUSY ? 503 : 500;
+      respondQuietly(ex, status, new byte[0], String.valueOf(c.getMessage()), null);
+    } else if (bytes == null || bytes.length > config.maxMessageBytes) {
+      respondQuietly(ex, 500, new byte[0], "handler answer missing or above maxMessageBytes", null);
+    } else {
+      String mac =
+          auth == null
+              ? null
+              : auth.sign(bytes, TAG_RESPONSE, config.nodeId, from.nodeId(), nonce, "200");
+      counters.bytesOut.add(bytes.length);
+      respondQuietly(ex, 200, bytes, null, mac);
+    }
   }
 
   private void respondQuietly(HttpExchange ex, int status, byte[] body, String error, String mac) {
@@ -739,6 +800,7 @@ public final class HttpTransport implements Transport {
         counters.oversizeRejected.sum(),
         counters.malformedRejected.sum(),
         counters.inboundBusy.sum(),
+        counters.slowConnectionsClosed.sum(),
         counters.bytesIn.sum(),
         counters.bytesOut.sum(),
         pending.size());
@@ -760,6 +822,9 @@ public final class HttpTransport implements Transport {
    * @param oversizeRejected inbound messages refused as larger than {@code maxMessageBytes}
    * @param malformedRejected inbound messages refused for a malformed envelope
    * @param inboundBusy inbound requests answered 503 because too many were in progress
+   * @param slowConnectionsClosed inbound connections closed because their request (line,
+   *     headers and body) did not arrive, or their answer was not taken, within
+   *     {@code inboundIoTimeout}
    * @param bytesIn payload bytes accepted
    * @param bytesOut payload bytes sent
    * @param pendingRequests outbound requests waiting for an answer now
@@ -778,6 +843,7 @@ public final class HttpTransport implements Transport {
       long oversizeRejected,
       long malformedRejected,
       long inboundBusy,
+      long slowConnectionsClosed,
       long bytesIn,
       long bytesOut,
       int pendingRequests) {}
@@ -796,6 +862,7 @@ public final class HttpTransport implements Transport {
     final LongAdder oversizeRejected = new LongAdder();
     final LongAdder malformedRejected = new LongAdder();
     final LongAdder inboundBusy = new LongAdder();
+    final LongAdder slowConnectionsClosed = new LongAdder();
     final LongAdder bytesIn = new LongAdder();
     final LongAdder bytesOut = new LongAdder();
   }
@@ -887,6 +954,7 @@ public final class HttpTransport implements Transport {
     private Duration connectTimeout = Duration.ofSeconds(2);
     private Duration messageTimeout = Duration.ofSeconds(5);
     private Duration maxHandlingTime = Duration.ofMinutes(5);
+    private Duration inboundIoTimeout = Duration.ofSeconds(10);
     private Duration replayWindow = Duration.ofSeconds(30);
     private int maxNoncesPerSender = 1 << 17;
     private int maxMessageBytes = 4 << 20;
@@ -910,6 +978,7 @@ public final class HttpTransport implements Transport {
       b.connectTimeout = connectTimeout;
       b.messageTimeout = messageTimeout;
       b.maxHandlingTime = maxHandlingTime;
+      b.inboundIoTimeout = inboundIoTimeout;
       b.replayWindow = replayWindow;
       b.maxNoncesPerSender = maxNoncesPerSender;
       b.maxMessageBytes = maxMessageBytes;
@@ -1002,7 +1071,8 @@ public final class HttpTransport implements Transport {
     }
 
     /**
-     * How long a one-way message may take to be accepted before it counts as failed. Default 5 s.
+     * How long a one-way message may take to be accepted, answer included, before it counts as
+     * failed and its in-flight slot is released. Default 5 s.
      *
      * @param d the timeout, positive
      * @return this builder
@@ -1021,6 +1091,18 @@ public final class HttpTransport implements Transport {
      */
     public Builder maxHandlingTime(Duration d) {
       this.maxHandlingTime = d;
+      return this;
+    }
+
+    /**
+     * How long an inbound connection may take to deliver one whole request (request line,
+     * headers and body) once it has started sending it, and to take one answer once it is being
+     * written; a connection that takes longer is closed. This keeps peers that stall (and
+     * strangers, before any authentication) from holding the {@code serverThreads}. Set it
+     * above {@code maxMessageBytes} divided by the slowest link's throughput. Default 10 s.
+     */
+    public Builder inboundIoTimeout(Duration d) {
+      this.inboundIoTimeout = d;
       return this;
     }
 
@@ -1137,6 +1219,7 @@ public final class HttpTransport implements Transport {
       requirePositive("connectTimeout", connectTimeout);
       requirePositive("messageTimeout", messageTimeout);
       requirePositive("maxHandlingTime", maxHandlingTime);
+      requirePositive("inboundIoTimeout", inboundIoTimeout);
       requirePositive("replayWindow", replayWindow);
       requireRange("maxMessageBytes", maxMessageBytes, 64, Integer.MAX_VALUE - 8);
       requireRange("maxInFlightPerPeer", maxInFlightPerPeer, 1, 1 << 20);

@@ -12,9 +12,11 @@ import java.util.Map;
  * accepted only if the timestamp is within {@code window} of the receiver's clock and the
  * (sender, nonce) pair has not been accepted before. A pair accepted at receive time R with
  * timestamp T can only pass the timestamp check again until T + window ≤ R + 2·window, so each
- * nonce is remembered for 2·window and then forgotten: memory is bounded by the message rate,
- * and by {@code maxNoncesPerSender} in any case (beyond it new messages are refused rather than
- * weakening the check). Only messages whose MAC verified reach this class, so only cluster
+ * nonce is remembered for 2·window and then forgotten, whoever sends next: the pairs are kept in
+ * one list in acceptance order, and every check drops the expired ones at its head (so a sender
+ * that left the cluster leaves nothing behind). Memory is bounded by the message rate, and by
+ * {@code maxNoncesPerSender} per sender in any case (beyond it new messages are refused rather
+ * than weakening the check). Only messages whose MAC verified reach this class, so only cluster
  * members can occupy its memory.
  */
 final class ReplayGuard {
@@ -29,7 +31,12 @@ final class ReplayGuard {
 
   private final long windowMillis;
   private final int maxNoncesPerSender;
-  private final Map<String, LinkedHashMap<String, Long>> seen = new HashMap<>();
+  /** (sender, nonce) to the receive time it was accepted at, in acceptance order. */
+  private final LinkedHashMap<Pair, Long> seen = new LinkedHashMap<>();
+  /** Nonces remembered per sender; a sender with none has no entry. */
+  private final Map<String, Integer> perSender = new HashMap<>();
+
+  private record Pair(String sender, String nonce) {}
 
   ReplayGuard(long windowMillis, int maxNoncesPerSender) {
     this.windowMillis = windowMillis;
@@ -37,36 +44,42 @@ final class ReplayGuard {
   }
 
   synchronized Verdict check(String sender, String nonce, long timestampMillis, long nowMillis) {
-    if (Math.abs(nowMillis - timestampMillis) > windowMillis) {
+    long skew = nowMillis - timestampMillis;
+    boolean overflowed = ((nowMillis ^ timestampMillis) & (nowMillis ^ skew)) < 0;
+    // not Math.abs: abs(Long.MIN_VALUE) is negative and would pass as fresh
+    if (overflowed || skew > windowMillis || skew < -windowMillis) {
       return Verdict.STALE;
     }
-    LinkedHashMap<String, Long> nonces = seen.computeIfAbsent(sender, k -> new LinkedHashMap<>());
-    // forget nonces that can no longer pass the timestamp check
+    // forget nonces that can no longer pass the timestamp check, whoever sent them
     long horizon = nowMillis - 2 * windowMillis;
-    Iterator<Long> it = nonces.values().iterator();
+    Iterator<Map.Entry<Pair, Long>> it = seen.entrySet().iterator();
     while (it.hasNext()) {
-      if (it.next() < horizon) {
-        it.remove();
-      } else {
+      Map.Entry<Pair, Long> e = it.next();
+      if (e.getValue() >= horizon) {
         break;
       }
+      it.remove();
+      perSender.computeIfPresent(e.getKey().sender(), (k, n) -> n == 1 ? null : n - 1);
     }
-    if (nonces.containsKey(nonce)) {
+    Pair p = new Pair(sender, nonce);
+    if (seen.containsKey(p)) {
       return Verdict.REPLAY;
     }
-    if (nonces.size() >= maxNoncesPerSender) {
+    if (perSender.getOrDefault(sender, 0) >= maxNoncesPerSender) {
       return Verdict.FULL;
     }
-    nonces.put(nonce, nowMillis);
+    seen.put(p, nowMillis);
+    perSender.merge(sender, 1, Integer::sum);
     return Verdict.ACCEPT;
   }
 
   /** Nonces currently remembered, over all senders (for tests and stats). */
   synchronized int size() {
-    int n = 0;
-    for (LinkedHashMap<String, Long> m : seen.values()) {
-      n += m.size();
-    }
-    return n;
+    return seen.size();
+  }
+
+  /** Senders with at least one nonce remembered (for tests). */
+  synchronized int senders() {
+    return perSender.size();
   }
 }

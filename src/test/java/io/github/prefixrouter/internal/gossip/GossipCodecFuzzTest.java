@@ -206,8 +206,41 @@ class GossipCodecFuzzTest {
       GossipMessage m = codec.decode(bytes);
       assertTrue(minimumBytes(m) <= bytes.length,
           "decoded more fingerprints and store numbers than bytes allow");
+      assertDocumentedRanges(m);
     } catch (MalformedMessageException expected) {
       assertTrue(expected.field() != null && !expected.field().isEmpty());
+    }
+  }
+
+  /** Whatever decodes holds the ranges docs/wire-format.md promises. */
+  private static void assertDocumentedRanges(GossipMessage m) {
+    for (Update u : updatesOf(m)) {
+      long v = u.header().version();
+      assertTrue(u.header().generation() >= 0 && u.header().generation() <= GossipMessage.MAX_COUNTER);
+      assertTrue(v >= 0 && v <= GossipMessage.MAX_COUNTER && u.fromVersion() >= 0
+          && u.fromVersion() <= v && u.deltas().size() <= v - u.fromVersion());
+      for (Delta d : u.deltas()) {
+        if (d.op() == Delta.EVICT) {
+          long prev = 0;
+          for (long s : d.hashes()) {
+            assertTrue(s >= 1 && s <= Delta.MAX_STORE && s > prev, "store number " + s);
+            prev = s;
+          }
+        } else {
+          for (long h : d.hashes()) {
+            assertTrue(BlockFingerprint.valid(h));
+          }
+        }
+      }
+    }
+    if (m instanceof SnapshotChunk c) {
+      assertTrue(c.chunkIndex() >= 0 && c.chunkIndex() < c.chunkCount());
+      long prev = 0;
+      for (long s : c.stores()) {
+        assertTrue(s > prev && s <= c.storeCount(), "store " + s + " after " + prev
+            + " with store count " + c.storeCount());
+        prev = s;
+      }
     }
   }
 
@@ -288,6 +321,23 @@ class GossipCodecFuzzTest {
       assertEquals(Reason.OUT_OF_RANGE, x.reason());
       assertEquals(k == 0 ? "chunk.storeGap" : "chunk.store", x.field());
     }
+  }
+
+  @Test
+  void snapshotStoreGapsThatOverflowAreOutOfRange() {
+    // store 2^62 (the largest), then a gap of 2^62: the sum passes 2^63 and must not wrap
+    ByteWriter c = new ByteWriter(64, 64);
+    c.writeByte(GossipMessage.TYPE_SNAPSHOT_CHUNK).writeByte(GossipMessage.VERSION)
+        .writeAscii("x", 64);
+    c.writeVarLong(1).writeVarLong(1).writeVarLong(GossipMessage.MAX_COUNTER)
+        .writeVarLong(0).writeVarLong(1);
+    c.writeVarLong(2);
+    c.writeVarLong(GossipMessage.MAX_COUNTER).writeFixedInt(1);
+    c.writeVarLong(GossipMessage.MAX_COUNTER).writeFixedInt(2);
+    MalformedMessageException x =
+        assertThrows(MalformedMessageException.class, () -> codec.decode(c.toByteArray()));
+    assertEquals(Reason.OUT_OF_RANGE, x.reason());
+    assertEquals("chunk.store", x.field());
   }
 
   @Test

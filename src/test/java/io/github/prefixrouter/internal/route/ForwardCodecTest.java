@@ -141,4 +141,20 @@ class ForwardCodecTest {
     assertEquals(MalformedMessageException.Reason.OUT_OF_RANGE,
         assertThrows(MalformedMessageException.class, () -> ForwardCodec.decode(bad)).reason());
   }
+
+  @Test
+  void requestIdsThatAreNotUtf8AreRejected() {
+    // a lone continuation byte, a truncated two-byte sequence, an overlong '/' and a surrogate
+    byte[][] ids = {{(byte) 0x80}, {'a', (byte) 0xC3}, {(byte) 0xC0, (byte) 0xAF},
+        {(byte) 0xED, (byte) 0xA0, (byte) 0x80}};
+    for (byte[] id : ids) {
+      io.github.prefixrouter.internal.wire.ByteWriter w =
+          new io.github.prefixrouter.internal.wire.ByteWriter(16, 64);
+      w.writeByte(ForwardCodec.BUSY).writeByte(ForwardCodec.VERSION).writeBytes(id).writeVarInt(1);
+      MalformedMessageException e =
+          assertThrows(MalformedMessageException.class, () -> ForwardCodec.decode(w.toByteArray()));
+      assertEquals(MalformedMessageException.Reason.BAD_CHARACTER, e.reason());
+      assertEquals("requestId", e.field());
+    }
+  }
 }

@@ -312,6 +312,62 @@ class HttpTransportTest {
   }
 
   @Test
+  void inFlightAccountingForgetsAddressesWithNothingInFlight() throws Exception {
+    HttpTransport b = start(node("b"), new Recorder());
+    // peers that come and go, each at its own address (closed ports: unreachable)
+    List<CompletableFuture<byte[]>> fs = new ArrayList<>();
+    for (int i = 0; i < 20; i++) {
+      int port;
+      try (ServerSocket s = new ServerSocket(0)) {
+        port = s.getLocalPort();
+      }
+      PeerAddress gone = new PeerAddress("gone-" + i, "127.0.0.1:" + port);
+      fs.add(b.request(gone, new byte[] {1}, Duration.ofSeconds(5)));
+      b.send(gone, new byte[] {2});
+    }
+    for (CompletableFuture<byte[]> f : fs) {
+      failureKind(f);
+    }
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (b.stats().messagesFailed() < 20 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(20, b.stats().messagesFailed());
+    assertEquals(0, b.peersInFlight());
+  }
+
+  @Test
+  void replayGuardForgetsTheNoncesOfSendersThatFellSilent() {
+    ReplayGuard g = new ReplayGuard(1_000, 1 << 10);
+    // nodes that sent a burst and left the cluster (churn)
+    for (int node = 0; node < 50; node++) {
+      for (int i = 0; i < 20; i++) {
+        assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("gone-" + node, "n" + i, 10_000, 10_000));
+      }
+    }
+    assertEquals(1_000, g.size());
+    // two windows later only what can still pass the time check is remembered, whoever sends
+    assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("b", "x", 12_001, 12_001));
+    assertEquals(1, g.size());
+    assertEquals(1, g.senders());
+  }
+
+  @Test
+  void replayGuardRejectsTimestampsWhoseDistanceOverflows() {
+    ReplayGuard g = new ReplayGuard(1_000, 16);
+    long now = 1_700_000_000_000L;
+    // now - ts wraps to Long.MIN_VALUE, whose absolute value is negative
+    assertEquals(ReplayGuard.Verdict.STALE, g.check("b", "n1", now + Long.MIN_VALUE, now));
+    assertEquals(ReplayGuard.Verdict.STALE, g.check("b", "n2", Long.MIN_VALUE, now));
+    assertEquals(ReplayGuard.Verdict.STALE, g.check("b", "n3", Long.MAX_VALUE, now));
+    assertEquals(ReplayGuard.Verdict.STALE, g.check("b", "n4", Long.MAX_VALUE, -now));
+    assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("b", "n5", now - 1_000, now));
+    assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("b", "n6", now + 1_000, now));
+    assertEquals(ReplayGuard.Verdict.STALE, g.check("b", "n7", now + 1_001, now));
+    assertEquals(2, g.size());
+  }
+
+  @Test
   void oversizedBodyIsRefusedFromContentLengthBeforeReading() throws Exception {
     Recorder ra = new Recorder();
     HttpTransport a = start(node("a").maxMessageBytes(1024), ra);

@@ -1,0 +1,160 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import static org.mockito.ArgumentMatchers.any;
+import static org.mockito.Mockito.mock;
+import static org.mockito.Mockito.mockingDetails;
+import static org.mockito.Mockito.when;
+
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.engine.openai.Json;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** Whatever a client sends, it gets exactly one answer, and a bad request is a 400. */
+class ClientEndpointTest {
+
+  private static HttpResponse<String> post(HttpClient c, String address, String body) throws Exception {
+    return c.send(HttpRequest.newBuilder(URI.create("http://" + address + "/v1/route/completions"))
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  @Test
+  void everyMalformedBodyIsAnswered400WithTheProblem() throws Exception {
+    NodeOptions o = NodeOptions.parse(new String[] {"--id", "solo", "--listen", "127.0.0.1:0",
+        "--client", "127.0.0.1:0"}, Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
+    try (NodeMain.Running r = NodeMain.start(o)) {
+      HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+      List<String> bodies = List.of(
+          "",                                      // not JSON at all
+          "not json",
+          "{\"prompt\":[1,2,",                    // truncated
+          "{\"prompt\":\"1 2 3\"}",                // wrong shape
+          "{\"prompt\":[1,2.5]}",                  // not an integer
+          "{\"prompt\":[1],\"id\":7}",             // id not a string
+          "{\"prompt\":[1],\"prompt\":[2]}",       // duplicate key
+          "{\"prompt\":[1],\"max_tokens\":1e999}", // out of range
+          "{\"prompt\":[[[[[[[[[[[[1]]]]]]]]]]]]}", // too deep
+          "[1,2,3]");                              // not an object
+      for (String body : bodies) {
+        HttpResponse<String> resp = post(c, r.clientAddress, body);
+        assertEquals(400, resp.statusCode(), body + " -> " + resp.body());
+        Map<?, ?> m = (Map<?, ?>) Json.parse(resp.body());
+        assertTrue(m.get("error") instanceof String e && !e.isEmpty(), resp.body());
+      }
+      // the endpoint still serves well-formed requests afterwards
+      HttpResponse<String> ok = post(c, r.clientAddress, "{\"prompt\":[5,6,7],\"max_tokens\":1}");
+      assertEquals(200, ok.statusCode(), ok.body());
+    }
+  }
+
+  @Test
+  void stalledClientsAreCutOffAndDoNotBlockTheThreadThatAnswers() throws Exception {
+    PrefixRouterNode node = mock(PrefixRouterNode.class);
+    when(node.state()).thenReturn(PrefixRouterNode.State.RUNNING);
+    when(node.nodeId()).thenReturn("solo");
+    CompletableFuture<InferenceResponse> held = new CompletableFuture<>();
+    when(node.submit(any())).thenReturn(held);
+    ClientEndpoint endpoint = new ClientEndpoint(node, Map::of, 16, Duration.ofSeconds(1));
+    InetSocketAddress addr = endpoint.start("127.0.0.1", 0);
+    List<Socket> sockets = new ArrayList<>();
+    try {
+      // as many stalled connections as the endpoint has threads, stuck in headers and body
+      sockets.add(stall(addr, "POST /v1/route/completions HTTP/1.1\r\nHost: x\r\n"));
+      sockets.add(stall(addr, "POST /v1/route/completions HTTP/1.1\r\nHost: x\r\n"
+          + "Content-Length: 100\r\n\r\n{\"prompt\""));
+      Thread.sleep(200);
+      // a client that sends its request and never reads the answer
+      Socket reader = stall(addr, "POST /v1/route/completions HTTP/1.1\r\nHost: x\r\n"
+          + "Content-Length: 14\r\n\r\n{\"prompt\":[1]}");
+      sockets.add(reader);
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      while (mockingDetails(node).getInvocations().stream()
+          .noneMatch(i -> i.getMethod().getName().equals("submit")) && System.nanoTime() < deadline) {
+        Thread.sleep(10);
+      }
+      // its answer is large; completing the request must not wait for the client to read it
+      CompletableFuture<Void> completing = CompletableFuture.runAsync(
+          () -> held.completeExceptionally(new IllegalStateException("x".repeat(8 << 20))));
+      completing.get(5, TimeUnit.SECONDS);
+      // the stalled connections are closed; the one not reading its answer is cut and counted
+      // (what the kernel buffered before the cut still trickles to it afterwards)
+      for (Socket s : sockets.subList(0, 2)) {
+        s.setSoTimeout(20_000);
+        InputStream in = s.getInputStream();
+        byte[] buf = new byte[8192];
+        while (in.read(buf) >= 0) {
+          // until the endpoint closes the connection
+        }
+      }
+      deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (endpoint.slowConnectionsClosed() < 3 && System.nanoTime() < deadline) {
+        Thread.sleep(10);
+      }
+      assertEquals(3, endpoint.slowConnectionsClosed());
+    } finally {
+      for (Socket s : sockets) {
+        s.close();
+      }
+      endpoint.stop();
+    }
+  }
+
+  @Test
+  void anAnswerJsonCannotCarryIsStillAnswered() throws Exception {
+    PrefixRouterNode node = mock(PrefixRouterNode.class);
+    when(node.state()).thenReturn(PrefixRouterNode.State.RUNNING);
+    when(node.nodeId()).thenReturn("solo");
+    // an engine's text with a lone surrogate: Json.write refuses it
+    RouteDecision d = new RouteDecision(RoutingPolicy.COST_AWARE, 1, new String[] {"solo"},
+        new int[1], new int[1], new int[1], new long[1], new long[1],
+        new RouteDecision.SkipReason[] {RouteDecision.SkipReason.NONE}, 0,
+        RouteDecision.Reason.LOCAL_ONLY_POLICY);
+    InferenceResponse r = new InferenceResponse("q", new EngineResult(new int[] {1}, "a\uD800", 1,
+        0, 1, 1), "solo", false, 1, FallbackCause.NONE, d);
+    when(node.submit(any())).thenReturn(CompletableFuture.completedFuture(r));
+    ClientEndpoint endpoint = new ClientEndpoint(node, Map::of, 16, Duration.ofSeconds(5));
+    InetSocketAddress addr = endpoint.start("127.0.0.1", 0);
+    try {
+      HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+      HttpResponse<String> resp = c.sendAsync(HttpRequest.newBuilder(
+              URI.create("http://127.0.0.1:" + addr.getPort() + "/v1/route/completions"))
+          .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":[1]}")).build(),
+          HttpResponse.BodyHandlers.ofString()).get(20, TimeUnit.SECONDS);
+      assertEquals(500, resp.statusCode(), resp.body());
+      assertTrue(resp.body().contains("error"), resp.body());
+    } finally {
+      endpoint.stop();
+    }
+  }
+
+  private static Socket stall(InetSocketAddress addr, String prefix) throws Exception {
+    Socket s = new Socket(addr.getHostString(), addr.getPort());
+    s.setReceiveBufferSize(4096);
+    OutputStream out = s.getOutputStream();
+    out.write(prefix.getBytes(StandardCharsets.US_ASCII));
+    out.flush();
+    return s;
+  }
+}

@@ -1,0 +1,166 @@
+package io.github.prefixrouter.transport.http;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** Peers (or strangers) that open connections and then stall must not starve everyone else. */
+class HttpTransportSlowPeerTest {
+
+  private final List<AutoCloseable> toClose = new ArrayList<>();
+
+  @AfterEach
+  void closeAll() throws Exception {
+    for (AutoCloseable c : toClose) {
+      c.close();
+    }
+  }
+
+  private HttpTransport start(HttpTransport.Builder b, Transport.InboundHandler h) {
+    HttpTransport t = b.build();
+    toClose.add(t);
+    t.start(h);
+    return t;
+  }
+
+  private Socket stall(InetSocketAddress addr, String prefix) throws Exception {
+    Socket s = new Socket(addr.getHostString(), addr.getPort());
+    toClose.add(s);
+    OutputStream out = s.getOutputStream();
+    out.write(prefix.getBytes(StandardCharsets.US_ASCII));
+    out.flush();
+    return s;
+  }
+
+  @Test
+  void stalledConnectionsDoNotStarveOtherPeers() throws Exception {
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY).serverThreads(2).inboundIoTimeout(Duration.ofSeconds(1)),
+        new HttpTransportTest.Recorder());
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
+    // two strangers stall in the request headers, two in a body they never finish
+    for (int i = 0; i < 2; i++) {
+      stall(addr, "POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n");
+      stall(addr, "POST /prefix-router/v1/message HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc");
+    }
+    Thread.sleep(300);
+    byte[] answer = b.request(a.localAddress(), "hi".getBytes(StandardCharsets.UTF_8),
+        Duration.ofSeconds(20)).get(30, TimeUnit.SECONDS);
+    assertEquals("echo b hi", new String(answer, StandardCharsets.UTF_8));
+    // every stalled connection is cut and counted; the peer that answered is not
+    for (AutoCloseable c : toClose) {
+      if (c instanceof Socket s) {
+        s.setSoTimeout(10_000);
+        assertEquals(-1, s.getInputStream().read(), "a stalled connection is closed");
+      }
+    }
+    // counted just after the connection closes
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (a.stats().slowConnectionsClosed() < 4 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(4, a.stats().slowConnectionsClosed());
+    assertEquals(1, a.stats().requestsReceived());
+  }
+
+  @Test
+  void aPeerThatDoesNotReadItsAnswerDoesNotBlockTheThreadThatAnswers() throws Exception {
+    CompletableFuture<byte[]> answer = new CompletableFuture<>();
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().inboundIoTimeout(Duration.ofSeconds(1)),
+        new Transport.InboundHandler() {
+          @Override
+          public void onMessage(PeerAddress from, byte[] payload) {}
+
+          @Override
+          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+            return answer;
+          }
+        });
+    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
+    // a peer that sends a request and never reads the answer
+    Socket s = stall(addr, "POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n"
+        + "PR-Sender: b\r\nPR-Sender-Address: 127.0.0.1:1\r\nPR-Recipient: a\r\n"
+        + "PR-Timestamp: 0\r\nPR-Nonce: n1\r\nContent-Length: 1\r\n\r\nx");
+    s.setReceiveBufferSize(4096);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (a.stats().requestsReceived() < 1 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(1, a.stats().requestsReceived());
+    // the thread that completes the handler's answer (an engine's, a scheduler's) must not be
+    // the one left writing 4 MB into a connection nobody reads
+    CompletableFuture<Void> completing = CompletableFuture.runAsync(
+        () -> answer.complete(new byte[(4 << 20) - 64]));
+    completing.get(5, TimeUnit.SECONDS);
+    // and the connection is cut once the answer has not been taken within the timeout (what
+    // the kernel buffered before the cut still trickles to the client afterwards)
+    deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (a.stats().slowConnectionsClosed() < 1 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(1, a.stats().slowConnectionsClosed());
+  }
+
+  @Test
+  void aPeerThatStallsInTheAnswerToAMessageDoesNotHoldItsSlotForever() throws Exception {
+    // a "peer" that answers every message with headers and then stalls in the body
+    java.net.ServerSocket fake = new java.net.ServerSocket(0, 50,
+        java.net.InetAddress.getByName("127.0.0.1"));
+    toClose.add(fake);
+    Thread acceptor = new Thread(() -> {
+      try {
+        while (true) {
+          Socket s = fake.accept();
+          toClose.add(s);
+          InputStream in = s.getInputStream();
+          // read up to the end of the headers, then answer without finishing the body
+          int matched = 0;
+          while (matched < 4) {
+            int c = in.read();
+            if (c < 0) {
+              break;
+            }
+            matched = (c == (matched % 2 == 0 ? '\r' : '\n')) ? matched + 1 : 0;
+          }
+          s.getOutputStream().write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nx"
+              .getBytes(StandardCharsets.US_ASCII));
+          s.getOutputStream().flush();
+        }
+      } catch (java.io.IOException closed) {
+        // the test is over
+      }
+    });
+    acceptor.setDaemon(true);
+    acceptor.start();
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY).maxInFlightPerPeer(1)
+        .messageTimeout(Duration.ofMillis(300)), new HttpTransportTest.Recorder());
+    PeerAddress peer = new PeerAddress("a", "127.0.0.1:" + fake.getLocalPort());
+    b.send(peer, new byte[] {1});
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (b.stats().messagesFailed() < 1 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(1, b.stats().messagesFailed(), "the stalled answer fails the message");
+    // its slot is free again: the next message is sent, not dropped as busy
+    b.send(peer, new byte[] {2});
+    assertEquals(0, b.stats().outboundBusy());
+    assertEquals(2, b.stats().messagesSent());
+  }
+}
