@@ -32,12 +32,13 @@ public final class InferenceRequest {
   /**
    * Creates a request.
    *
-   * @param id the request id, 1 to {@link #MAX_ID_LENGTH} characters, unique per origin node
+   * @param id the request id, 1 to {@link #MAX_ID_LENGTH} characters of well-formed UTF-16 (no
+   *     lone surrogates), unique per origin node
    * @param tokens the prompt's token ids (copied), 1 to {@link #MAX_PROMPT_TOKENS} of them
    * @param params the generation parameters
    * @throws NullPointerException if an argument is null
-   * @throws IllegalArgumentException if the id is empty or too long, the prompt is empty or too
-   *     long, or a token id is negative or not below {@link #MAX_TOKEN_ID}
+   * @throws IllegalArgumentException if the id is empty, too long or has a lone surrogate, the
+   *     prompt is empty or too long, or a token id is negative or not below {@link #MAX_TOKEN_ID}
    */
   public InferenceRequest(String id, int[] tokens, GenerationParams params) {
     Objects.requireNonNull(id, "id");
@@ -46,6 +47,16 @@ public final class InferenceRequest {
     if (id.isEmpty() || id.length() > MAX_ID_LENGTH) {
       throw new IllegalArgumentException(
           "request id must have 1 to " + MAX_ID_LENGTH + " characters, was " + id.length());
+    }
+    for (int i = 0; i < id.length(); i++) {
+      char c = id.charAt(i);
+      if (Character.isHighSurrogate(c) && i + 1 < id.length()
+          && Character.isLowSurrogate(id.charAt(i + 1))) {
+        i++;
+      } else if (Character.isSurrogate(c)) {
+        // UTF-8 cannot carry it: a forwarded request would be answered under another id
+        throw new IllegalArgumentException("request id has a lone surrogate at index " + i);
+      }
     }
     if (tokens.length == 0) {
       throw new IllegalArgumentException("request " + id + ": prompt must have at least one token");

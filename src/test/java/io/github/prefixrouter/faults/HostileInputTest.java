@@ -258,6 +258,9 @@ class HostileInputTest {
         "outside");
     assertMessage(() -> InferenceRequest.of("", new int[] {1}), "request id");
     assertMessage(() -> InferenceRequest.of("x".repeat(129), new int[] {1}), "request id");
+    assertMessage(() -> InferenceRequest.of("a\uD800b", new int[] {1}), "lone surrogate at index 1");
+    assertMessage(() -> InferenceRequest.of("\uDC00", new int[] {1}), "lone surrogate at index 0");
+    assertEquals("\uD83D\uDE00", InferenceRequest.of("\uD83D\uDE00", new int[] {1}).id());
     assertMessage(() -> InferenceRequest.of("x", new int[InferenceRequest.MAX_PROMPT_TOKENS + 1]),
         "limit");
     assertMessage(() -> new GenerationParams(0, 0, 1, 0), "maxTokens");
