@@ -9,7 +9,7 @@ import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeNotRunningException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
-import io.github.prefixrouter.engine.openai.Json;
+import io.github.prefixrouter.internal.json.Json;
 import java.io.IOException;
 import java.io.OutputStream;
 import io.github.prefixrouter.internal.wire.IoDeadline;

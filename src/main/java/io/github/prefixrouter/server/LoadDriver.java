@@ -1,6 +1,6 @@
 package io.github.prefixrouter.server;
 
-import io.github.prefixrouter.engine.openai.Json;
+import io.github.prefixrouter.internal.json.Json;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;

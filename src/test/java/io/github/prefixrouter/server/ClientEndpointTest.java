@@ -14,7 +14,7 @@ import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.PrefixRouterNode;
-import io.github.prefixrouter.engine.openai.Json;
+import io.github.prefixrouter.internal.json.Json;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;

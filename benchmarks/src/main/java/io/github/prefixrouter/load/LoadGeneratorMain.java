@@ -1,6 +1,6 @@
 package io.github.prefixrouter.load;
 
-import io.github.prefixrouter.engine.openai.Json;
+import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.server.LoadDriver;
 import io.github.prefixrouter.workload.MmluPrompts;
 import io.github.prefixrouter.workload.PromptSource;

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.engine.openai;
 
+import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.spi.EngineException;

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.engine.openai;
 
+import io.github.prefixrouter.internal.json.Json;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;

@@ -1,4 +1,4 @@
-package io.github.prefixrouter.engine.openai;
+package io.github.prefixrouter.internal.json;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;

@@ -1,4 +1,4 @@
-package io.github.prefixrouter.engine.openai;
+package io.github.prefixrouter.internal.json;
 
 import java.math.BigDecimal;
 import java.util.ArrayList;
