@@ -70,10 +70,12 @@ import org.slf4j.LoggerFactory;
  *       kept); see {@link #checkInvariants()}.
  *   <li><b>Engine-driven mode</b> (block granularity). The engine's stored/removed/cleared
  *       events ({@link #engineEvents()}) are the only mutations; the tree maps each engine block
- *       hash to the node holding the block's last token and the block's index there. Removing
- *       a block removes everything continuing it. Matches are rounded down to whole blocks,
- *       since an engine serves only whole cached blocks. Events that cannot be applied are
- *       counted ({@link #engineEventStats()}), never thrown.
+ *       hash to the node holding the block's last token and the block's index there. An engine
+ *       may hold several copies of a block under one hash (each stored and removed on its own):
+ *       the tree counts them, and the removal of the last copy removes the block and everything
+ *       continuing it. Matches are rounded down to whole blocks, since an engine serves only
+ *       whole cached blocks. Events that cannot be applied are counted
+ *       ({@link #engineEventStats()}), never thrown.
  *   <li><b>Events</b> are queued under the write lock and delivered in order, one at a time,
  *       after it is released; a listener may therefore read the tree, and write to it (the
  *       events of such a nested write follow the current event, to every listener).
@@ -1578,7 +1580,8 @@ public final class ConcurrentPrefixTree {
           require(!engineIndex.containsKey(alias), "hash " + alias + " is both indexed and an alias");
         }
         for (Map.Entry<Long, Long> e : extraCopies.entrySet()) {
-          require(e.getValue() >= 1, "hash " + e.getKey() + " has " + e.getValue() + " extra copies");
+          require(e.getValue() >= 1,
+              "hash " + e.getKey() + " has " + e.getValue() + " extra copies");
           require(engineIndex.containsKey(e.getKey()) || aliases.containsKey(e.getKey()),
               "copies counted for hash " + e.getKey() + ", which is neither indexed nor an alias");
         }
