@@ -13,6 +13,10 @@ package io.github.prefixrouter.spi;
  * it for one cache in the order the changes happened. It applies each event before returning.
  * Malformed events (null arrays, a token count that is not {@code blockHashes.length ×
  * blockSize}) are counted and ignored, never thrown back at the engine.
+ *
+ * <p>An engine that holds two copies of a block under the same hash (it computed the block for
+ * two requests before either was cached) reports a store for each and later a removal for
+ * each: the block counts as cached until its last copy is removed.
  */
 public interface CacheEventListener {
 

@@ -70,10 +70,12 @@ import org.slf4j.LoggerFactory;
  *       kept); see {@link #checkInvariants()}.
  *   <li><b>Engine-driven mode</b> (block granularity). The engine's stored/removed/cleared
  *       events ({@link #engineEvents()}) are the only mutations; the tree maps each engine block
- *       hash to the node holding the block's last token and the block's index there. Removing
- *       a block removes everything continuing it. Matches are rounded down to whole blocks,
- *       since an engine serves only whole cached blocks. Events that cannot be applied are
- *       counted ({@link #engineEventStats()}), never thrown.
+ *       hash to the node holding the block's last token and the block's index there. An engine
+ *       may hold several copies of a block under one hash (each stored and removed on its own):
+ *       the tree counts them, and the removal of the last copy removes the block and everything
+ *       continuing it. Matches are rounded down to whole blocks, since an engine serves only
+ *       whole cached blocks. Events that cannot be applied are counted
+ *       ({@link #engineEventStats()}), never thrown.
  *   <li><b>Events</b> are queued under the write lock and delivered in order, one at a time,
  *       after it is released; a listener may therefore read the tree, and write to it (the
  *       events of such a nested write follow the current event, to every listener).
@@ -128,6 +130,12 @@ public final class ConcurrentPrefixTree {
   // engine-driven mode, guarded by the write lock
   private final Map<Long, Node> engineIndex;
   private final Map<Long, Long> aliases;
+  /**
+   * Copies beyond the first of an engine hash held more than once (the engine computed the same
+   * block for two requests and stored both): hash to a count of at least 1. Only hashes in
+   * {@code engineIndex} or {@code aliases} have an entry, so it is no larger than those.
+   */
+  private final Map<Long, Long> extraCopies;
   private long storedEvents;
   private long removedEvents;
   private long clearedEvents;
@@ -155,6 +163,7 @@ public final class ConcurrentPrefixTree {
     this.capacity = b.capacityTokens;
     this.engineIndex = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
     this.aliases = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
+    this.extraCopies = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
     root.edge = NO_TOKENS;
     root.keys = NO_TOKENS;
     root.kids = NO_NODES;
@@ -470,6 +479,7 @@ public final class ConcurrentPrefixTree {
     if (engineIndex != null) {
       engineIndex.clear();
       aliases.clear();
+      extraCopies.clear();
     }
     if (listeners.length > 0) {
       pending.add(new Event(Event.CLEARED, null, listeners));
@@ -1037,6 +1047,23 @@ public final class ConcurrentPrefixTree {
     }
   }
 
+  /**
+   * How many copies of the engine hash {@code h} the tree counts: the stores of it not yet
+   * matched by a removal, while it names a held block or is an alias; 0 if the tree does not
+   * know it (tests only).
+   */
+  long engineCopies(long h) {
+    long ws = lock.writeLock();
+    try {
+      if (!engineIndex.containsKey(h) && !aliases.containsKey(h)) {
+        return 0;
+      }
+      return 1 + extraCopies.getOrDefault(h, 0L);
+    } finally {
+      lock.unlockWrite(ws);
+    }
+  }
+
   private final class EngineListener implements CacheEventListener {
     @Override
     public void onBlocksStored(long parentBlockHash, long[] blockHashes, int[] tokenIds) {
@@ -1135,15 +1162,20 @@ public final class ConcurrentPrefixTree {
         x.engineBlocks()[k] = hashes[i];
         engineIndex.put(hashes[i], x);
         // it may be remembered as an alias of a block that has gone since: it names this block
-        // now, so parents and removals naming it must find it here, not through the alias
+        // now, so parents and removals naming it must find it here, not through the alias; the
+        // copies counted for the alias were copies of the block that went, so it starts at one
         aliases.remove(hashes[i]);
+        extraCopies.remove(hashes[i]);
       } else if (existing == hashes[i]) {
-        duplicateBlocks++;
+        duplicateBlocks++; // another copy: the block stays until every copy is removed
+        extraCopies.merge(hashes[i], 1L, Long::sum);
       } else if (aliases.getOrDefault(hashes[i], 0L) != existing) {
         aliasedBlocks++;
         aliases.put(hashes[i], existing);
+        extraCopies.remove(hashes[i]); // a new alias (or one of a block that has gone): one copy
       } else {
-        duplicateBlocks++;
+        duplicateBlocks++; // another copy of the alias
+        extraCopies.merge(hashes[i], 1L, Long::sum);
       }
     }
   }
@@ -1155,6 +1187,15 @@ public final class ConcurrentPrefixTree {
     }
     removedEvents++;
     for (long h : hashes) {
+      Long extra = extraCopies.get(h);
+      if (extra != null) { // another copy is still held: the block (or alias) stays
+        if (extra == 1) {
+          extraCopies.remove(h);
+        } else {
+          extraCopies.put(h, extra - 1);
+        }
+        continue;
+      }
       Long aliasOf = aliases.remove(h);
       if (aliasOf != null) {
         continue; // the block stays cached under its first hash
@@ -1245,6 +1286,7 @@ public final class ConcurrentPrefixTree {
     for (int i = from; i < to; i++) {
       if (engineHashes[i] != 0) {
         engineIndex.remove(engineHashes[i]);
+        extraCopies.remove(engineHashes[i]); // every copy goes with the block
       }
     }
   }
@@ -1536,6 +1578,12 @@ public final class ConcurrentPrefixTree {
             "engine index has " + engineIndex.size() + " hashes, tree holds " + blocks + " blocks");
         for (Long alias : aliases.keySet()) {
           require(!engineIndex.containsKey(alias), "hash " + alias + " is both indexed and an alias");
+        }
+        for (Map.Entry<Long, Long> e : extraCopies.entrySet()) {
+          require(e.getValue() >= 1,
+              "hash " + e.getKey() + " has " + e.getValue() + " extra copies");
+          require(engineIndex.containsKey(e.getKey()) || aliases.containsKey(e.getKey()),
+              "copies counted for hash " + e.getKey() + ", which is neither indexed nor an alias");
         }
       }
     }

@@ -12,7 +12,10 @@ package io.github.prefixrouter.internal.tree;
  * @param unknownBlocks removed block hashes that are not in the tree (already gone or never seen)
  * @param malformedEvents events dropped because their arrays were null, a hash was
  *     {@code NO_PARENT}, or the token count was not {@code blocks × blockSize}
- * @param duplicateBlocks stored blocks that the tree already held under the same hash
+ * @param duplicateBlocks stored blocks that the tree already held under the same hash (or
+ *     alias): each is another copy of the block, which stays cached until every copy has been
+ *     removed (an engine can hold the same block twice when it computed it for two requests
+ *     at once)
  * @param aliasedBlocks stored blocks whose tokens the tree already held under a different hash
  *     (the new hash is remembered as an alias of the first)
  */

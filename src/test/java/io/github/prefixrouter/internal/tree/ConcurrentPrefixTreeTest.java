@@ -209,6 +209,95 @@ class ConcurrentPrefixTreeTest {
     t.checkInvariants();
   }
 
+  /**
+   * An engine may hold two physical blocks with the same hash (two requests computed the same
+   * block before either was cached): each is stored and later removed on its own, and the block
+   * is cached until the last copy goes. Listeners hear of it once each way.
+   */
+  @Test
+  void aBlockStoredTwiceStaysUntilItsLastCopyIsRemoved() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    Replay r = new Replay();
+    t.addListener(r);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    engine.onBlocksStored(1, new long[] {2}, new int[] {7, 8});
+    t.checkInvariants();
+    assertEquals(1, t.engineEventStats().duplicateBlocks());
+    assertEquals(4, t.match(new int[] {5, 6, 7, 8}));
+    engine.onBlocksRemoved(new long[] {1}); // one copy goes, the other is still held
+    t.checkInvariants();
+    assertEquals(4, t.match(new int[] {5, 6, 7, 8}));
+    assertEquals(2, r.held.size());
+    engine.onBlocksStored(1, new long[] {3}, new int[] {7, 9}); // block 1 still names a parent
+    assertEquals(4, t.match(new int[] {5, 6, 7, 9}));
+    engine.onBlocksRemoved(new long[] {1}); // the last copy: the block and its continuations go
+    t.checkInvariants();
+    assertEquals(0, t.match(new int[] {5, 6, 7, 8}));
+    assertEquals(0, t.sizeTokens());
+    assertEquals(Set.of(), r.held);
+    assertEquals(List.of("stored 1", "stored 1", "stored 1", "evicted 3"), r.log);
+    engine.onBlocksRemoved(new long[] {1}); // not held any more
+    EngineEventStats s = t.engineEventStats();
+    assertEquals(1, s.unknownBlocks());
+    assertEquals(0, s.unknownParents());
+  }
+
+  /** Copies die with their block when a block they continue goes, and with a clear. */
+  @Test
+  void copiesGoWithTheirBlockAndWithAClear() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    Replay r = new Replay();
+    t.addListener(r);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1, 2}, new int[] {5, 6, 7, 8});
+    engine.onBlocksStored(1, new long[] {2}, new int[] {7, 8}); // a second copy of block 2
+    engine.onBlocksRemoved(new long[] {1}); // block 2 continues block 1: both go
+    t.checkInvariants();
+    assertEquals(0, t.sizeTokens());
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1, 2}, new int[] {5, 6, 7, 8});
+    engine.onBlocksRemoved(new long[] {2}); // one copy only now: it goes
+    t.checkInvariants();
+    assertEquals(2, t.match(new int[] {5, 6, 7, 8}));
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    engine.onAllCleared(); // forgets every copy
+    t.checkInvariants();
+    assertEquals(0, t.engineCopies(1));
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    engine.onBlocksRemoved(new long[] {1});
+    t.checkInvariants();
+    assertEquals(0, t.sizeTokens());
+    assertEquals(Set.of(), r.held);
+    assertEquals(0, t.engineEventStats().unknownBlocks());
+  }
+
+  /**
+   * A misbehaving engine that repeats a store many times holds a count, not a list: the copies
+   * are all removed in the end and nothing is left behind.
+   */
+  @Test
+  void repeatedStoresAreCountedAndAllRemoved() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    CacheEventListener engine = t.engineEvents();
+    for (int i = 0; i < 1_000; i++) {
+      engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    }
+    assertEquals(1_000, t.engineCopies(1));
+    assertEquals(999, t.engineEventStats().duplicateBlocks());
+    for (int i = 0; i < 999; i++) {
+      engine.onBlocksRemoved(new long[] {1});
+    }
+    t.checkInvariants();
+    assertEquals(2, t.match(new int[] {5, 6}));
+    assertEquals(1, t.engineCopies(1));
+    engine.onBlocksRemoved(new long[] {1});
+    assertEquals(0, t.sizeTokens());
+    assertEquals(0, t.engineCopies(1));
+    t.checkInvariants();
+  }
+
   @Test
   void aSelfManagedTreeNeedsACapacity() {
     IllegalStateException e = assertThrows(IllegalStateException.class,
@@ -264,11 +353,37 @@ class ConcurrentPrefixTreeTest {
     t.checkInvariants();
     assertEquals(4, t.match(new int[] {5, 6, 7, 8}));
     assertEquals(4, t.match(new int[] {5, 6, 0, 0}));
-    engine.onBlocksRemoved(new long[] {1}); // everything continuing block 1 goes
+    engine.onBlocksRemoved(new long[] {1}); // one of the two copies of block 1 goes
+    t.checkInvariants();
+    assertEquals(4, t.match(new int[] {5, 6, 0, 0}));
+    engine.onBlocksRemoved(new long[] {1}); // the last copy: everything continuing block 1 goes
     t.checkInvariants();
     assertEquals(0, t.sizeTokens());
     engine.onBlocksStored(9, new long[] {11}, new int[] {1, 1}); // a forgotten alias: unknown
     assertEquals(1, t.engineEventStats().unknownParents());
+  }
+
+  /** An alias stored twice names the block until both copies are removed. */
+  @Test
+  void anAliasStoredTwiceStaysUntilItsLastCopyIsRemoved() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {9}, new int[] {5, 6}); // alias
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {9}, new int[] {5, 6}); // again
+    assertEquals(1, t.engineEventStats().aliasedBlocks());
+    assertEquals(1, t.engineEventStats().duplicateBlocks());
+    engine.onBlocksRemoved(new long[] {9}); // one copy of the alias goes
+    engine.onBlocksStored(9, new long[] {10}, new int[] {0, 0}); // continues the alias
+    t.checkInvariants();
+    assertEquals(4, t.match(new int[] {5, 6, 0, 0}));
+    engine.onBlocksRemoved(new long[] {9}); // the alias is forgotten, the block stays
+    engine.onBlocksRemoved(new long[] {9}); // not held any more
+    t.checkInvariants();
+    assertEquals(4, t.match(new int[] {5, 6, 0, 0}));
+    EngineEventStats s = t.engineEventStats();
+    assertEquals(0, s.unknownParents());
+    assertEquals(1, s.unknownBlocks());
   }
 
   /**
