@@ -144,6 +144,7 @@ public final class ConcurrentPrefixTree {
   private long malformedEvents;
   private long duplicateBlocks;
   private long aliasedBlocks;
+  private long conflictingEvents;
 
   // events
   /** Replaced (never mutated) under the write lock; each queued event keeps the array of its time. */
@@ -1041,7 +1042,8 @@ public final class ConcurrentPrefixTree {
           unknownBlocks,
           malformedEvents,
           duplicateBlocks,
-          aliasedBlocks);
+          aliasedBlocks,
+          conflictingEvents);
     } finally {
       lock.unlockWrite(ws);
     }
@@ -1148,6 +1150,10 @@ public final class ConcurrentPrefixTree {
       }
       d = blockEnd(n, indexOfHash(n.engineBlocks(), primary));
     }
+    if (reusesAHeldHash(n, d, hashes, tokens)) {
+      conflictingEvents++;
+      return;
+    }
     Node end = extend(n, d, tokens, 0, tokens.length, d, 0, false);
     // record the engine's hashes on the blocks of the path, deepest first
     Node x = end;
@@ -1178,6 +1184,73 @@ public final class ConcurrentPrefixTree {
         extraCopies.merge(hashes[i], 1L, Long::sum);
       }
     }
+  }
+
+  /**
+   * Whether the store would tie one hash to two blocks: a hash appears twice in the event, or
+   * names (as a block's hash or a live alias) a block other than the one the event puts it on.
+   * An engine whose hashes are chained through the parent never does this; one that is not (or
+   * a broken hasher) would otherwise leave a block that no removal can reach.
+   */
+  private boolean reusesAHeldHash(Node n, int d, long[] hashes, int[] tokens) {
+    if (hashes.length > 1) {
+      long[] sorted = hashes.clone();
+      Arrays.sort(sorted);
+      for (int i = 1; i < sorted.length; i++) {
+        if (sorted[i] == sorted[i - 1]) {
+          return true;
+        }
+      }
+    }
+    Node[] held = null;
+    for (int i = 0; i < hashes.length; i++) {
+      long h = hashes[i];
+      Node at = engineIndex.get(h);
+      if (at == null) {
+        Long primary = aliases.get(h);
+        if (primary == null || (at = engineIndex.get(primary)) == null) {
+          continue; // unknown, or an alias of a block that has gone: free to name this block
+        }
+        h = primary;
+      }
+      if (held == null) {
+        held = blocksOnPath(n, d, tokens, hashes.length);
+      }
+      Node x = held[i];
+      int blockEndDepth = d + (i + 1) * blockSize;
+      if (x != at || indexOfHash(at.engineBlocks(), h)
+          != blockEndDepth / blockSize - x.start() / blockSize - 1) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * For each of the event's blocks, the node whose edge holds the block's last token if the
+   * tree already holds the block at that place, else null.
+   */
+  private Node[] blocksOnPath(Node n, int d, int[] tokens, int blocks) {
+    Node[] out = new Node[blocks];
+    Node cur = n;
+    int pos = d;
+    for (int j = 0; j < tokens.length; j++) {
+      if (pos == cur.end) {
+        Node c = child(cur, tokens[j]);
+        if (c == null) {
+          break;
+        }
+        cur = c;
+      }
+      if (cur.edge[pos - cur.start()] != tokens[j]) {
+        break;
+      }
+      pos++;
+      if ((j + 1) % blockSize == 0) {
+        out[j / blockSize] = cur;
+      }
+    }
+    return out;
   }
 
   private void engineRemove(long[] hashes) {

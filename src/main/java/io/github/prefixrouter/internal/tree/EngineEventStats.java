@@ -18,6 +18,10 @@ package io.github.prefixrouter.internal.tree;
  *     at once)
  * @param aliasedBlocks stored blocks whose tokens the tree already held under a different hash
  *     (the new hash is remembered as an alias of the first)
+ * @param conflictingEvents stored events dropped because a hash in them already names another
+ *     block in the tree, or appears twice in the event: the engine reused a hash for different
+ *     tokens (its hashes are not chained through the parent, or its hasher is broken), and
+ *     applying it would tie two blocks to one hash
  */
 public record EngineEventStats(
     long storedEvents,
@@ -27,4 +31,5 @@ public record EngineEventStats(
     long unknownBlocks,
     long malformedEvents,
     long duplicateBlocks,
-    long aliasedBlocks) {}
+    long aliasedBlocks,
+    long conflictingEvents) {}

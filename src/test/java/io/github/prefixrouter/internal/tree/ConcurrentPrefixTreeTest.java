@@ -274,6 +274,37 @@ class ConcurrentPrefixTreeTest {
   }
 
   /**
+   * An engine that reuses a hash for another block (a hash that is not chained through the
+   * parent, or a broken hasher) must not tie two blocks to one hash: the store is refused and
+   * counted, and everything the tree holds can still be removed by the engine's removals.
+   */
+  @Test
+  void aStoreReusingAHashHeldForAnotherBlockIsRefusedAndCounted() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    // hash 1 again for other tokens, for the same tokens one block deeper, twice in one event
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {7, 8});
+    engine.onBlocksStored(1, new long[] {1}, new int[] {5, 6});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {3, 3}, new int[] {9, 9, 9, 9});
+    engine.onBlocksStored(1, new long[] {4, 1}, new int[] {1, 2, 3, 4});
+    t.checkInvariants();
+    assertEquals(4, t.engineEventStats().conflictingEvents());
+    assertEquals(0, t.engineEventStats().duplicateBlocks());
+    assertEquals(2, t.sizeTokens());
+    assertEquals(0, t.match(new int[] {7, 8}));
+    assertEquals(0, t.match(new int[] {9, 9}));
+    assertEquals(2, t.match(new int[] {5, 6, 1, 2}));
+    // a real copy of the held block is still a copy, and the removals empty the tree
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    assertEquals(1, t.engineEventStats().duplicateBlocks());
+    engine.onBlocksRemoved(new long[] {1});
+    engine.onBlocksRemoved(new long[] {1});
+    t.checkInvariants();
+    assertEquals(0, t.sizeTokens());
+  }
+
+  /**
    * A misbehaving engine that repeats a store many times holds a count, not a list: the copies
    * are all removed in the end and nothing is left behind.
    */
