@@ -34,11 +34,12 @@ import java.util.concurrent.locks.StampedLock;
  * <p><b>Concurrency.</b> Mutations are serialized by the owner ({@link GossipEngine}'s write
  * lock) and each one also holds this index's {@link StampedLock} write lock. {@link
  * #leadingBlocks} is lock-free in the common case: it runs under an optimistic stamp, reading
- * only local copies of the arrays with bounded probe and cell walks (a torn read can produce a
- * wrong count or an exception, never a hang), and keeps the result only if the stamp is still
- * valid; otherwise it retries, and after a few failed attempts takes the read lock. Every answer
- * therefore equals the index's contents at one instant. Every other method must be called under
- * the owner's lock.
+ * only local copies of the arrays with bounded probe and cell walks (every walk over a block's
+ * holder cells stops after as many cells as there are 64-slot words, every probe sequence after
+ * the table's length; a torn read can produce a wrong count or an exception, never a hang), and
+ * keeps the result only if the stamp is still valid; otherwise it retries, and after a few
+ * failed attempts takes the read lock. Every answer therefore equals the index's contents at one
+ * instant. Every other method must be called under the owner's lock.
  *
  * <p>Per-slot enumeration (for snapshots) and per-slot removal (a dead peer, a new generation)
  * scan the whole table. Both are rare events, and avoiding a second per-peer set keeps the
@@ -623,6 +624,9 @@ final class ReplicaIndex {
             aliveWords[live++] = v >>> 6;
           } else {
             for (int c = -v - 1; c != NO_CELL; c = next[c]) {
+              if (live == wordCount) {
+                return -1; // more cells than words: only a torn read
+              }
               alive[words[c]] = bits[c];
               aliveWords[live++] = words[c];
             }
@@ -643,12 +647,17 @@ final class ReplicaIndex {
           }
           live = kept;
         }
-        // clear the holders bitmap for the next block
+        // clear the holders bitmap for the next block; the cells may have changed under a
+        // torn read since the first walk, so this walk is bounded the same way
         if (v >= 0) {
           holders[v >>> 6] = 0;
         } else {
+          cells = 0;
           for (int c = -v - 1; c != NO_CELL; c = next[c]) {
             holders[words[c]] = 0;
+            if (++cells > wordCount) {
+              return -1; // a cycle: only a torn read
+            }
           }
         }
         if (live == 0) {
