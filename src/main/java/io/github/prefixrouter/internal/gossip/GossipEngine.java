@@ -314,8 +314,10 @@ public final class GossipEngine {
     this.codec = new GossipCodec(config.messageByteCap(), config.maxPeers() + 1);
     int maxHashesPerDelta = Math.max(1, (config.messageByteCap() - 1_024) / 8 / 2);
     this.summary = new LocalSummary(generation, config.deltaLogMaxHashes(), maxHashesPerDelta);
+    // the replica index keys its home slots with a secret drawn from the injected source, so
+    // peers cannot choose fingerprints that crowd one probe cluster (see ReplicaIndex)
     this.index = new ReplicaIndex(config.maxPeers(), config.maxBlocksPerPeer(),
-        config.maxBlocksTotal());
+        config.maxBlocksTotal(), random.nextLong());
     this.freeSlots = new int[config.maxPeers()];
     for (int i = 0; i < freeSlots.length; i++) {
       freeSlots[i] = freeSlots.length - 1 - i;
@@ -1647,7 +1649,7 @@ public final class GossipEngine {
             long store = ++m.storeCount;
             int added = index.add(m.slot, h);
             if (added < 0) {
-              count(GossipCounter.BLOCKS_REFUSED, 1);
+              refused(added);
             } else if (added > 0 && !m.order.append(store, h)) {
               index.remove(m.slot, h); // held 2^31 stores after the oldest block: refuse it
               index.refuse(m.slot);
@@ -1796,7 +1798,7 @@ public final class GossipEngine {
         long h = part[i];
         int added = index.add(m.slot, h);
         if (added < 0) {
-          count(GossipCounter.BLOCKS_REFUSED, 1);
+          refused(added);
         } else if (added > 0 && !m.order.append(stores[i], h)) {
           index.remove(m.slot, h);
           index.refuse(m.slot);
@@ -1811,6 +1813,14 @@ public final class GossipEngine {
     dropPending(m);
     m.lastSyncNanos = now;
     count(GossipCounter.SNAPSHOTS_INSTALLED, 1);
+  }
+
+  /** Counts a block {@link ReplicaIndex#add} refused ({@code added} is its negative result). */
+  private void refused(int added) {
+    count(GossipCounter.BLOCKS_REFUSED, 1);
+    if (added == -2) {
+      count(GossipCounter.BLOCKS_REFUSED_PROBE_LIMIT, 1);
+    }
   }
 
   /** True if the store numbers of the chunks, in chunk order, ascend strictly. */
