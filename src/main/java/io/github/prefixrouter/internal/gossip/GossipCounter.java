@@ -87,5 +87,10 @@ public enum GossipCounter {
    * free slot within its probe limit of their home: fingerprints crowding one region of the
    * table, which only a peer that knew this node's secret mix could choose.
    */
-  BLOCKS_REFUSED_PROBE_LIMIT
+  BLOCKS_REFUSED_PROBE_LIMIT,
+  /**
+   * Fresh snapshots asked for (the digest shows version 0 for the origin) because a replica
+   * truncated by a cap could hold its origin's whole set again.
+   */
+  REPLICA_REFRESHES
 }
