@@ -36,10 +36,10 @@ import java.util.concurrent.locks.StampedLock;
  * #leadingBlocks} is lock-free in the common case: it runs under an optimistic stamp, reading
  * only local copies of the arrays with bounded probe and cell walks (every walk over a block's
  * holder cells stops after as many cells as there are 64-slot words, every probe sequence after
- * the table's longest displacement; a torn read can produce a wrong count or an exception, never a hang), and
- * keeps the result only if the stamp is still valid; otherwise it retries, and after a few
- * failed attempts takes the read lock. Every answer therefore equals the index's contents at one
- * instant. Every other method must be called under the owner's lock.
+ * the table's longest displacement; a torn read can produce a wrong count or an exception,
+ * never a hang), and keeps the result only if the stamp is still valid; otherwise it retries,
+ * and after a few failed attempts takes the read lock. Every answer therefore equals the index's
+ * contents at one instant. Every other method must be called under the owner's lock.
  *
  * <p>Per-slot enumeration (for snapshots) and per-slot removal (a dead peer, a new generation)
  * scan the whole table. Both are rare events, and avoiding a second per-peer set keeps the
@@ -55,17 +55,19 @@ import java.util.concurrent.locks.StampedLock;
  * 64-bit finalizer), the seed drawn once from the node's injected random source. With a public
  * mix a peer could pick its {@code maxPerSlot} fingerprints with adjacent homes and build one
  * probe cluster of 262,144 slots: quadratic to build under the gossip lock, and up to ~10^5
- * probes for every request-path lookup landing in it. The keyed mix costs one multiply and two
- * xor-shifts more per looked-up block than the single multiply before (nothing per probe), far
- * less than the cache miss of the probe itself; a cryptographic keyed hash (SipHash) would cost
- * several times that on every block of every request. As fmix64 is not a cryptographic function,
- * insertions are bounded as well: a new fingerprint that would sit more than {@link
- * #MAX_DISPLACEMENT} slots from its home is refused like a block over a cap (counted per slot and
- * in {@link #probeRefusals}), and lookups stop after the longest displacement in the table
- * ({@code maxDisplacement}, which only rehashing can raise past the limit). With random homes at
+ * probes for every request-path lookup landing in it. Per looked-up block the keyed mix costs an
+ * xor with the seed, one multiply and two xor-shifts more than the single multiply-and-fold
+ * used before, and nothing per probe: far less than the cache miss of the probe itself. A
+ * cryptographic keyed hash (SipHash) would cost several times that on every block of every
+ * request. As fmix64 is not a cryptographic function, insertions are bounded as well: a new
+ * fingerprint that would sit more than {@link #MAX_DISPLACEMENT} slots from its home is refused
+ * like a block over a cap (counted per slot and in {@link #probeRefusals}), and lookups stop
+ * after the longest displacement in the table ({@code maxDisplacement}). With random homes at
  * the 3/4 maximum load the longest displacement is about 100 to 190 slots in tables of 2^16 to
- * 2^23 slots, so honest blocks are practically never refused, and whatever the fingerprints a
- * lookup reads at most {@code MAX_DISPLACEMENT + 1} slots (2 KiB) instead of a whole cluster.
+ * 2^23 slots, so honest blocks are practically never refused, and a lookup reads at most
+ * {@code MAX_DISPLACEMENT + 1} slots (2 KiB) instead of a whole cluster. Only a resize can
+ * place keys farther (when the table halves, runs from its two halves may merge), which takes
+ * fingerprints aimed with the secret.
  */
 final class ReplicaIndex {
 
