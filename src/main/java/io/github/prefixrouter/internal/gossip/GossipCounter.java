@@ -27,7 +27,10 @@ public enum GossipCounter {
   SNAPSHOT_CHUNKS_SENT,
   /** Snapshots installed into a replica. */
   SNAPSHOTS_INSTALLED,
-  /** Block hashes not replicated because of a per-peer or total cap. */
+  /**
+   * Block hashes not replicated because of a per-peer or total cap, or because the replica
+   * index found no free slot near their home (see {@link #BLOCKS_REFUSED_PROBE_LIMIT}).
+   */
   BLOCKS_REFUSED,
   /** Peers learned. */
   MEMBERS_JOINED,
@@ -78,5 +81,16 @@ public enum GossipCounter {
   /** Evictions (named by store number) applied to replicas. */
   EVICTIONS_RESOLVED,
   /** Bytes of the store numbers inside snapshot chunks sent (part of SNAPSHOT_BYTES_SENT). */
-  SNAPSHOT_STORE_NUMBER_BYTES_SENT
+  SNAPSHOT_STORE_NUMBER_BYTES_SENT,
+  /**
+   * Blocks refused (also counted in {@link #BLOCKS_REFUSED}) because the replica index holds no
+   * free slot within its probe limit of their home: fingerprints crowding one region of the
+   * table, which only a peer that knew this node's secret mix could choose.
+   */
+  BLOCKS_REFUSED_PROBE_LIMIT,
+  /**
+   * Fresh snapshots asked for (the digest shows version 0 for the origin) because a replica
+   * truncated by a cap could hold its origin's whole set again.
+   */
+  REPLICA_REFRESHES
 }

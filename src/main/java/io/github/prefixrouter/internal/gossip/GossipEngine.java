@@ -43,7 +43,9 @@ import org.slf4j.LoggerFactory;
  * A replica at version {@code v} applies delta {@code v+1} and ignores any other, so applying
  * is idempotent and order-insensitive: duplicated or reordered deltas are ignored, gaps are
  * filled by a later exchange. A snapshot installs only if newer than the replica. A higher
- * generation resets the replica to the empty set of that generation.
+ * generation resets the replica to the empty set of that generation. A replica truncated by a
+ * cap asks again for the whole set (its digest shows version 0, rate-limited) once the
+ * origin's set would fit, so it does not stay a subset after the origin shrank.
  *
  * <p><b>Evictions by store number.</b> An origin numbers the fingerprints it publishes as
  * stored (1, 2, 3, ... per generation) and names evicted blocks by those numbers (about a byte
@@ -138,6 +140,19 @@ public final class GossipEngine {
     final StoreOrder order = new StoreOrder();
     /** The origin's last store number handed out, as of the replica's version. */
     long storeCount;
+    /**
+     * The number of fingerprints in the origin's set at the replica's version, from the deltas
+     * and snapshots applied (a truncated replica holds fewer).
+     */
+    long originBlocks;
+    /**
+     * True while this truncated replica asks for a fresh snapshot: the digest and requests
+     * show version 0 for the origin, and a snapshot at the replica's own version installs.
+     */
+    boolean refreshing;
+    long refreshSinceNanos;
+    /** No refresh starts before this time (one per {@link #REFRESH_SPACING} intervals). */
+    long nextRefreshNanos = Long.MIN_VALUE;
     Assembly pending;
     long rttNanos = -1;
     long seenStamp;
@@ -221,6 +236,10 @@ public final class GossipEngine {
   }
 
   private static final int IN_FLIGHT_SEGMENTS = 32;
+  /** Rounds between two refreshes of one truncated replica (at most one per this many). */
+  private static final int REFRESH_SPACING = 32;
+  /** Rounds a refresh waits for its snapshot before it gives up (until the next one). */
+  private static final int REFRESH_WINDOW = 16;
   private static final int IN_FLIGHT_MAX_ENTRIES = 1 << 14;
 
   /** An encoded snapshot; {@code storeBytes[i]} bytes of chunk {@code i} are store numbers. */
@@ -314,8 +333,10 @@ public final class GossipEngine {
     this.codec = new GossipCodec(config.messageByteCap(), config.maxPeers() + 1);
     int maxHashesPerDelta = Math.max(1, (config.messageByteCap() - 1_024) / 8 / 2);
     this.summary = new LocalSummary(generation, config.deltaLogMaxHashes(), maxHashesPerDelta);
+    // the replica index keys its home slots with a secret drawn from the injected source, so
+    // peers cannot choose fingerprints that crowd one probe cluster (see ReplicaIndex)
     this.index = new ReplicaIndex(config.maxPeers(), config.maxBlocksPerPeer(),
-        config.maxBlocksTotal());
+        config.maxBlocksTotal(), random.nextLong());
     this.freeSlots = new int[config.maxPeers()];
     for (int i = 0; i < freeSlots.length; i++) {
       freeSlots[i] = freeSlots.length - 1 - i;
@@ -714,6 +735,9 @@ public final class GossipEngine {
         if (m.order.lastStore() > m.storeCount) {
           throw new IllegalStateException("store number past the store count for " + m.nodeId);
         }
+        if (m.refreshing && index.refused(m.slot) == 0) {
+          throw new IllegalStateException("complete replica of " + m.nodeId + " refreshing");
+        }
         if (m.relayLog.last() != m.version && m.status != Status.DEAD) {
           throw new IllegalStateException("relay log of " + m.nodeId + " not at its version");
         }
@@ -789,6 +813,7 @@ public final class GossipEngine {
     sampleLoad();
     updateMembership(now);
     expirePendingSyns(now);
+    refreshTruncatedReplicas(now);
 
     List<Member> live = new ArrayList<>();
     List<Member> dead = new ArrayList<>();
@@ -955,7 +980,11 @@ public final class GossipEngine {
     for (int i = 0; i < n; i++) {
       Member m = sorted.get((start + i) % n);
       DigestEntry e = m.entry();
-      if (m.versionNanos <= askedAt && !m.nodeId.equals(target)) {
+      if (m.refreshing) {
+        // a truncated replica asking for a fresh snapshot (see refreshTruncatedReplicas)
+        e = new DigestEntry(e.nodeId(), e.generation(), 0, e.heartbeat(), e.queueDepth(),
+            e.inFlight(), e.overloaded());
+      } else if (m.versionNanos <= askedAt && !m.nodeId.equals(target)) {
         e = new DigestEntry(e.nodeId(), e.generation(), e.version(), e.heartbeat(),
             e.queueDepth(), e.inFlight(), e.overloaded(), true);
         count(GossipCounter.PENDING_MARKS_SENT, 1);
@@ -1027,9 +1056,41 @@ public final class GossipEngine {
     resetRelay(m, 0);
     m.version = 0;
     m.storeCount = 0;
+    m.originBlocks = 0;
     dropPending(m);
     snapshotCacheRemove(m.nodeId);
     count(GossipCounter.MEMBERS_DEAD, 1);
+  }
+
+  /**
+   * A replica that a cap truncated stays a subset while deltas alone update it: nothing brings
+   * back the blocks it refused. Once its origin's set would fit again (below 7/8 of the per-peer
+   * cap, and of the total cap with the other replicas), it asks for a fresh snapshot: its digest
+   * entries and requests show version 0 for the origin until a snapshot (or the deltas from
+   * version 0) arrives, while the truncated replica keeps answering lookups. At most one refresh
+   * per origin every {@link #REFRESH_SPACING} rounds, each given up after
+   * {@link #REFRESH_WINDOW} rounds; with the 1/8 hysteresis, an origin hovering around the cap
+   * cannot cause a snapshot every round.
+   */
+  private void refreshTruncatedReplicas(long now) {
+    long interval = config.intervalNanos();
+    for (Member m : members.values()) {
+      if (m.refreshing && now - m.refreshSinceNanos >= REFRESH_WINDOW * interval) {
+        m.refreshing = false; // no snapshot came: try again after the spacing
+      }
+      if (m.refreshing || m.status == Status.DEAD || m.version == 0
+          || index.refused(m.slot) == 0 || now < m.nextRefreshNanos) {
+        continue;
+      }
+      long others = index.pairs() - index.blocks(m.slot);
+      if (m.originBlocks * 8 <= config.maxBlocksPerPeer() * 7
+          && (others + m.originBlocks) * 8 <= config.maxBlocksTotal() * 7) {
+        m.refreshing = true;
+        m.refreshSinceNanos = now;
+        m.nextRefreshNanos = now + REFRESH_SPACING * interval;
+        count(GossipCounter.REPLICA_REFRESHES, 1);
+      }
+    }
   }
 
   private void expirePendingSyns(long now) {
@@ -1106,7 +1167,7 @@ public final class GossipEngine {
         acceptHeartbeat(m, e, now);
       }
       if (e.version() > m.version) {
-        requests.add(new Request(m.nodeId, m.generation, m.version));
+        requests.add(new Request(m.nodeId, m.generation, m.refreshing ? 0 : m.version));
       } else if (e.pending() && thirdParty) {
         m.lastSyncNanos = e.version() == m.version ? now : m.lastSyncNanos;
         continue; // the initiator awaits this origin's news from another peer
@@ -1619,6 +1680,7 @@ public final class GossipEngine {
     m.generation = e.generation();
     m.version = 0;
     m.storeCount = 0;
+    m.originBlocks = 0;
     m.versionNanos = now;
     m.address = addr;
     m.rttNanos = -1;
@@ -1629,6 +1691,11 @@ public final class GossipEngine {
   }
 
   private void applyDeltas(Member m, Update u) {
+    if (m.refreshing && m.version > 0 && u.fromVersion() == 0 && !u.deltas().isEmpty()
+        && u.deltas().get(0).seq() == 1) {
+      replayFromEmpty(m, u);
+      return;
+    }
     long prevRef = 0;
     for (Delta d : u.deltas()) {
       long ref = prevRef;
@@ -1645,9 +1712,10 @@ public final class GossipEngine {
         case Delta.STORE -> {
           for (long h : d.hashes()) {
             long store = ++m.storeCount;
+            m.originBlocks++;
             int added = index.add(m.slot, h);
             if (added < 0) {
-              count(GossipCounter.BLOCKS_REFUSED, 1);
+              refused(added);
             } else if (added > 0 && !m.order.append(store, h)) {
               index.remove(m.slot, h); // held 2^31 stores after the oldest block: refuse it
               index.refuse(m.slot);
@@ -1667,15 +1735,86 @@ public final class GossipEngine {
               m.order.removeAt(i);
             }
           }
+          m.originBlocks = Math.max(0, m.originBlocks - d.hashes().length);
           count(GossipCounter.EVICTIONS_RESOLVED, d.hashes().length);
         }
-        default -> clearReplica(m);
+        default -> {
+          clearReplica(m);
+          m.originBlocks = 0;
+        }
       }
       m.version = d.seq();
       m.versionNanos = clock.nanoTime();
       appendRelay(m, d);
       count(GossipCounter.DELTAS_APPLIED, 1);
     }
+  }
+
+  /**
+   * A refresh answered with the origin's history from version 0 rather than a snapshot: the
+   * replica restarts from the empty set and takes the net result of the deltas (the blocks
+   * still held at their end), so that blocks the origin held only while it was past the cap
+   * do not fill the replica and truncate it again on the way.
+   */
+  private void replayFromEmpty(Member m, Update u) {
+    restart(m);
+    LongLongMap net = new LongLongMap(); // store number -> fingerprint
+    long[] stores = new long[16]; // every store number put in net, ascending
+    int n = 0;
+    for (Delta d : u.deltas()) {
+      if (d.seq() != m.version + 1) {
+        break; // gap: a later exchange fills it
+      }
+      switch (d.op()) {
+        case Delta.STORE -> {
+          for (long h : d.hashes()) {
+            long store = ++m.storeCount;
+            m.originBlocks++;
+            net.put(store, h);
+            if (n == stores.length) {
+              stores = Arrays.copyOf(stores, 2 * n);
+            }
+            stores[n++] = store;
+          }
+        }
+        case Delta.EVICT -> {
+          for (long store : d.hashes()) {
+            if (net.get(store) == LongLongMap.ABSENT) {
+              unresolved(m);
+              return;
+            }
+          }
+          for (long store : d.hashes()) {
+            net.remove(store);
+          }
+          m.originBlocks -= d.hashes().length;
+          count(GossipCounter.EVICTIONS_RESOLVED, d.hashes().length);
+        }
+        default -> {
+          net.clear();
+          n = 0;
+          m.originBlocks = 0;
+        }
+      }
+      m.version = d.seq();
+      appendRelay(m, d);
+      count(GossipCounter.DELTAS_APPLIED, 1);
+    }
+    for (int i = 0; i < n; i++) {
+      long h = net.get(stores[i]);
+      if (h == LongLongMap.ABSENT) {
+        continue;
+      }
+      int added = index.add(m.slot, h);
+      if (added < 0) {
+        refused(added);
+      } else if (added > 0 && !m.order.append(stores[i], h)) {
+        index.remove(m.slot, h);
+        index.refuse(m.slot);
+        count(GossipCounter.BLOCKS_REFUSED, 1);
+      }
+    }
+    m.versionNanos = clock.nanoTime();
   }
 
   /**
@@ -1703,18 +1842,28 @@ public final class GossipEngine {
    */
   private void unresolved(Member m) {
     count(GossipCounter.UNRESOLVED_EVICTIONS, 1);
+    restart(m);
+  }
+
+  /** Puts the replica of {@code m} back to the empty set at version 0 of its generation. */
+  private void restart(Member m) {
     clearReplica(m);
     m.storeCount = 0;
+    m.originBlocks = 0;
     m.version = 0;
     m.versionNanos = clock.nanoTime();
     resetRelay(m, 0);
     snapshotCacheRemove(m.nodeId);
   }
 
-  /** Empties the replica of {@code m} (index and store numbers; the store count goes on). */
+  /**
+   * Empties the replica of {@code m} (index and store numbers; the store count goes on). An
+   * empty replica is exact, so a refresh in progress is over.
+   */
   private void clearReplica(Member m) {
     index.clearSlot(m.slot);
     m.order.clear();
+    m.refreshing = false;
   }
 
   private void onChunk(PeerAddress from, SnapshotChunk c) {
@@ -1735,9 +1884,9 @@ public final class GossipEngine {
       count(GossipCounter.REJECTED, 1);
       return;
     }
-    if (c.generation() < m.generation
-        || (c.generation() == m.generation && c.version() <= m.version)) {
-      return; // not newer than the replica
+    if (c.generation() < m.generation || (c.generation() == m.generation
+        && (c.version() < m.version || (c.version() == m.version && !m.refreshing)))) {
+      return; // not newer than the replica (nor the fresh copy a truncated one asked for)
     }
     Assembly a = m.pending;
     if (a != null && (a.generation != c.generation() || a.version != c.version()
@@ -1796,7 +1945,7 @@ public final class GossipEngine {
         long h = part[i];
         int added = index.add(m.slot, h);
         if (added < 0) {
-          count(GossipCounter.BLOCKS_REFUSED, 1);
+          refused(added);
         } else if (added > 0 && !m.order.append(stores[i], h)) {
           index.remove(m.slot, h);
           index.refuse(m.slot);
@@ -1805,12 +1954,21 @@ public final class GossipEngine {
       }
     }
     m.storeCount = a.storeCount;
+    m.originBlocks = a.hashes;
     m.version = a.version;
     m.versionNanos = now;
     resetRelay(m, a.version);
     dropPending(m);
     m.lastSyncNanos = now;
     count(GossipCounter.SNAPSHOTS_INSTALLED, 1);
+  }
+
+  /** Counts a block {@link ReplicaIndex#add} refused ({@code added} is its negative result). */
+  private void refused(int added) {
+    count(GossipCounter.BLOCKS_REFUSED, 1);
+    if (added == -2) {
+      count(GossipCounter.BLOCKS_REFUSED_PROBE_LIMIT, 1);
+    }
   }
 
   /** True if the store numbers of the chunks, in chunk order, ascend strictly. */

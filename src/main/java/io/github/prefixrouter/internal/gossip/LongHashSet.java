@@ -23,9 +23,21 @@ final class LongHashSet {
     mask = MIN_CAPACITY - 1;
   }
 
+  /**
+   * The home of {@code key} before masking: the 64-bit finalizer of MurmurHash3 ({@code fmix64}:
+   * xor-shift by 33, multiply, xor-shift, multiply, xor-shift), so that every bit of the key
+   * affects every bit of the result, the low ones a table masks with included. (A single
+   * multiply folded to 32 bits left the low bits of the home independent of the key's high
+   * bits: keys {@code i << 44} all went to slot 0 of a table of up to 4,096 slots.)
+   */
   static int mix(long key) {
-    long h = key * 0x9E3779B97F4A7C15L;
-    return (int) (h ^ (h >>> 32));
+    long h = key;
+    h ^= h >>> 33;
+    h *= 0xFF51AFD7ED558CCDL;
+    h ^= h >>> 33;
+    h *= 0xC4CEB9FE1A85EC53L;
+    h ^= h >>> 33;
+    return (int) h;
   }
 
   int size() {
@@ -115,6 +127,17 @@ final class LongHashSet {
       }
     }
     return out;
+  }
+
+  /** The longest distance of a key from its home slot (tests bound it). */
+  int maxDisplacement() {
+    int max = 0;
+    for (int i = 0; i < table.length; i++) {
+      if (table[i] != 0) {
+        max = Math.max(max, (i - mix(table[i])) & mask);
+      }
+    }
+    return max;
   }
 
   /** Bytes held by the table array (for memory accounting). */

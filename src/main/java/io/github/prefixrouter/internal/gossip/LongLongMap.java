@@ -2,8 +2,9 @@ package io.github.prefixrouter.internal.gossip;
 
 /**
  * An open-addressing map from {@code long} to {@code long} (linear probing, backward-shift
- * deletion, no boxing), the same scheme as {@link LongHashSet}: key 0 marks an empty slot, so a
- * real key 0 is kept aside. The table doubles above 3/4 load and halves below 1/8 load.
+ * deletion, no boxing), the same scheme and mix as {@link LongHashSet}: key 0 marks an empty
+ * slot, so a real key 0 is kept aside. The table doubles above 3/4 load and halves below 1/8
+ * load.
  *
  * <p>Not thread-safe.
  */
@@ -120,6 +121,17 @@ final class LongLongMap {
   @FunctionalInterface
   interface Entry {
     void accept(long key, long value);
+  }
+
+  /** The longest distance of a key from its home slot (tests bound it). */
+  int maxDisplacement() {
+    int max = 0;
+    for (int i = 0; i < keys.length; i++) {
+      if (keys[i] != 0) {
+        max = Math.max(max, (i - LongHashSet.mix(keys[i])) & mask);
+      }
+    }
+    return max;
   }
 
   long retainedBytes() {

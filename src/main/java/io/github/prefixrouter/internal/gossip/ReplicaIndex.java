@@ -34,11 +34,12 @@ import java.util.concurrent.locks.StampedLock;
  * <p><b>Concurrency.</b> Mutations are serialized by the owner ({@link GossipEngine}'s write
  * lock) and each one also holds this index's {@link StampedLock} write lock. {@link
  * #leadingBlocks} is lock-free in the common case: it runs under an optimistic stamp, reading
- * only local copies of the arrays with bounded probe and cell walks (a torn read can produce a
- * wrong count or an exception, never a hang), and keeps the result only if the stamp is still
- * valid; otherwise it retries, and after a few failed attempts takes the read lock. Every answer
- * therefore equals the index's contents at one instant. Every other method must be called under
- * the owner's lock.
+ * only local copies of the arrays with bounded probe and cell walks (every walk over a block's
+ * holder cells stops after as many cells as there are 64-slot words, every probe sequence after
+ * the table's longest displacement; a torn read can produce a wrong count or an exception,
+ * never a hang), and keeps the result only if the stamp is still valid; otherwise it retries,
+ * and after a few failed attempts takes the read lock. Every answer therefore equals the index's
+ * contents at one instant. Every other method must be called under the owner's lock.
  *
  * <p>Per-slot enumeration (for snapshots) and per-slot removal (a dead peer, a new generation)
  * scan the whole table. Both are rare events, and avoiding a second per-peer set keeps the
@@ -48,6 +49,25 @@ import java.util.concurrent.locks.StampedLock;
  * the index holds {@code maxTotal} pairs. Refusals are counted per slot; the replica is then a
  * subset of the owner's set (the router underestimates, never overestimates). Removals are
  * always applied.
+ *
+ * <p><b>Hostile fingerprints.</b> Peers choose the fingerprints the table holds, so the home slot
+ * of a key is keyed with a per-node secret: {@code fmix64(fingerprint ^ seed)} (MurmurHash3's
+ * 64-bit finalizer), the seed drawn once from the node's injected random source. With a public
+ * mix a peer could pick its {@code maxPerSlot} fingerprints with adjacent homes and build one
+ * probe cluster of 262,144 slots: quadratic to build under the gossip lock, and up to ~10^5
+ * probes for every request-path lookup landing in it. Per looked-up block the keyed mix costs an
+ * xor with the seed, one multiply and two xor-shifts more than the single multiply-and-fold
+ * used before, and nothing per probe: far less than the cache miss of the probe itself. A
+ * cryptographic keyed hash (SipHash) would cost several times that on every block of every
+ * request. As fmix64 is not a cryptographic function, insertions are bounded as well: a new
+ * fingerprint that would sit more than {@link #MAX_DISPLACEMENT} slots from its home is refused
+ * like a block over a cap (counted per slot and in {@link #probeRefusals}), and lookups stop
+ * after the longest displacement in the table ({@code maxDisplacement}). With random homes at
+ * the 3/4 maximum load the longest displacement is about 100 to 190 slots in tables of 2^16 to
+ * 2^23 slots, so honest blocks are practically never refused, and a lookup reads at most
+ * {@code MAX_DISPLACEMENT + 1} slots (2 KiB) instead of a whole cluster. Only a resize can
+ * place keys farther (when the table halves, runs from its two halves may merge), which takes
+ * fingerprints aimed with the secret.
  */
 final class ReplicaIndex {
 
@@ -58,16 +78,23 @@ final class ReplicaIndex {
   /** Blocks asked for in every further chunk. */
   static final int CHUNK = 16;
   private static final int OPTIMISTIC_TRIES = 3;
+  /** The farthest a newly added fingerprint may sit from its home slot; beyond, it is refused. */
+  static final int MAX_DISPLACEMENT = 512;
 
   private final int maxSlots;
   private final long maxPerSlot;
   private final long maxTotal;
+  /** The secret that keys the home slots; see the class notes. */
+  private final long seed;
   private final StampedLock guard = new StampedLock();
 
   private int[] keys; // 32-bit fingerprints; 0 marks an empty slot (fingerprint 0 is aside)
   private int[] vals;
   private int mask;
   private int keyCount; // keys in table, excluding the zero key
+  /** No key sits farther than this from its home (an upper bound: removals do not lower it). */
+  private int maxDisplacement;
+  private long probeRefusals;
   private boolean hasZero;
   private int zeroVal;
 
@@ -101,10 +128,15 @@ final class ReplicaIndex {
 
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
-  ReplicaIndex(int maxSlots, long maxPerSlot, long maxTotal) {
+  /**
+   * @param seed the secret keying the home slots: draw it from the node's random source, so a
+   *     peer cannot choose fingerprints that share their homes (see the class notes)
+   */
+  ReplicaIndex(int maxSlots, long maxPerSlot, long maxTotal, long seed) {
     this.maxSlots = maxSlots;
     this.maxPerSlot = maxPerSlot;
     this.maxTotal = maxTotal;
+    this.seed = seed;
     this.perSlot = new long[maxSlots];
     this.refusedPerSlot = new long[maxSlots];
     this.keys = new int[MIN_CAPACITY];
@@ -128,6 +160,41 @@ final class ReplicaIndex {
 
   long blocks(int slot) {
     return perSlot[slot];
+  }
+
+  /**
+   * New fingerprints refused because they would have sat more than {@link #MAX_DISPLACEMENT}
+   * slots from their home (also counted per slot in {@link #refused}).
+   */
+  long probeRefusals() {
+    return probeRefusals;
+  }
+
+  /** No key sits farther than this from its home slot (an upper bound). */
+  int maxDisplacement() {
+    return maxDisplacement;
+  }
+
+  /** The longest run of occupied table slots (scans the table; for tests). */
+  int longestCluster() {
+    int n = keys.length;
+    int start = 0;
+    while (start < n && keys[start] != 0) {
+      start++;
+    }
+    if (start == n) {
+      return n;
+    }
+    int best = 0;
+    int run = 0;
+    for (int j = 1; j <= n; j++) {
+      if (keys[(start + j) & mask] != 0) {
+        best = Math.max(best, ++run);
+      } else {
+        run = 0;
+      }
+    }
+    return best;
   }
 
   /** Blocks refused for {@code slot} by a cap since its last {@link #clearSlot}. */
@@ -172,7 +239,8 @@ final class ReplicaIndex {
   /**
    * Records that {@code slot} holds {@code hash}.
    *
-   * @return 1 if added, 0 if already present, -1 if refused by a cap
+   * @return 1 if added, 0 if already present, -1 if refused by a cap, -2 if refused because it
+   *     would sit more than {@link #MAX_DISPLACEMENT} slots from its home
    */
   int add(int slot, long hash) {
     long stamp = guard.writeLock();
@@ -209,8 +277,13 @@ final class ReplicaIndex {
       return 1;
     }
     int key = (int) hash;
-    int i = mix(key) & mask;
-    for (; ; i = (i + 1) & mask) {
+    int i = home(key, seed) & mask;
+    int limit = Math.max(MAX_DISPLACEMENT, maxDisplacement);
+    int d = 0;
+    for (; ; i = (i + 1) & mask, d++) {
+      if (d > limit) {
+        break; // absent (no key sits this far from home), and no room near its home
+      }
       int k = keys[i];
       if (k == key) {
         int nv = addHolder(vals[i], slot);
@@ -228,11 +301,19 @@ final class ReplicaIndex {
         break;
       }
     }
+    if (d > MAX_DISPLACEMENT) {
+      refusedPerSlot[slot]++;
+      probeRefusals++;
+      return -2;
+    }
     if (!roomFor(slot)) {
       return -1;
     }
     keys[i] = key;
     vals[i] = slot;
+    if (d > maxDisplacement) {
+      maxDisplacement = d;
+    }
     counted(slot);
     if (++keyCount > (keys.length >>> 2) * 3) {
       rehash(keys.length << 1);
@@ -507,17 +588,24 @@ final class ReplicaIndex {
       return -1; // a resize in progress: invalid, retried
     }
     int m = k.length - 1;
+    int md = Math.min(maxDisplacement, m);
+    long sd = seed;
     boolean zero = hasZero;
     int zv = zeroVal;
     long[] bits = cellBits;
     if (slots <= 64) {
-      return queryOneWord(src, out, k, vs, m, zero, zv, bits);
+      return queryOneWord(src, out, k, vs, m, md, sd, zero, zv, bits);
     }
-    return queryWords(src, out, k, vs, m, zero, zv, bits, cellWord, cellNext, (slots + 63) >>> 6);
+    return queryWords(src, out, k, vs, m, md, sd, zero, zv, bits, cellWord, cellNext,
+        (slots + 63) >>> 6);
   }
 
-  /** The holder value of {@code h}, or {@link #EMPTY} if nobody holds it. */
-  private static int lookup(long h, int[] k, int[] vs, int m, boolean zero, int zv) {
+  /**
+   * The holder value of {@code h}, or {@link #EMPTY} if nobody holds it; probes at most
+   * {@code md + 1} slots (no key sits farther than {@code md} from its home).
+   */
+  private static int lookup(long h, int[] k, int[] vs, int m, int md, long sd, boolean zero,
+      int zv) {
     if (h == 0) {
       return zero ? zv : EMPTY;
     }
@@ -525,8 +613,8 @@ final class ReplicaIndex {
       return EMPTY; // not a fingerprint: nobody holds it
     }
     int hk = (int) h;
-    int i = mix(hk) & m;
-    for (int probes = 0; probes <= m; probes++, i = (i + 1) & m) {
+    int i = home(hk, sd) & m;
+    for (int probes = 0; probes <= md; probes++, i = (i + 1) & m) {
       int key = k[i];
       if (key == hk) {
         return vs[i];
@@ -544,7 +632,7 @@ final class ReplicaIndex {
 
   /** All slots below 64: the live set is one {@code long}. */
   private static int queryOneWord(BlockChainSource src, int[] out, int[] k, int[] vs, int m,
-      boolean zero, int zv, long[] bits) {
+      int md, long sd, boolean zero, int zv, long[] bits) {
     long alive = -1L;
     long[] chain = null;
     int avail = 0;
@@ -557,7 +645,7 @@ final class ReplicaIndex {
           break;
         }
       }
-      int v = lookup(chain[i], k, vs, m, zero, zv);
+      int v = lookup(chain[i], k, vs, m, md, sd, zero, zv);
       long holders = v >= 0 ? 1L << v : v == EMPTY ? 0 : bits[-v - 1];
       long dropped = alive & ~holders;
       if (i > 0) {
@@ -582,7 +670,8 @@ final class ReplicaIndex {
 
   /** Slots beyond 64: the live set is a bitmap with a list of its non-zero words. */
   private static int queryWords(BlockChainSource src, int[] out, int[] k, int[] vs, int m,
-      boolean zero, int zv, long[] bits, int[] words, int[] next, int wordCount) {
+      int md, long sd, boolean zero, int zv, long[] bits, int[] words, int[] next,
+      int wordCount) {
     Scratch s = SCRATCH.get();
     s.ensure(wordCount);
     long[] alive = s.alive;
@@ -601,7 +690,7 @@ final class ReplicaIndex {
             break;
           }
         }
-        int v = lookup(chain[i], k, vs, m, zero, zv);
+        int v = lookup(chain[i], k, vs, m, md, sd, zero, zv);
         if (v == EMPTY) {
           return dropAll(out, alive, aliveWords, live, i);
         }
@@ -623,6 +712,9 @@ final class ReplicaIndex {
             aliveWords[live++] = v >>> 6;
           } else {
             for (int c = -v - 1; c != NO_CELL; c = next[c]) {
+              if (live == wordCount) {
+                return -1; // more cells than words: only a torn read
+              }
               alive[words[c]] = bits[c];
               aliveWords[live++] = words[c];
             }
@@ -643,12 +735,17 @@ final class ReplicaIndex {
           }
           live = kept;
         }
-        // clear the holders bitmap for the next block
+        // clear the holders bitmap for the next block; the cells may have changed under a
+        // torn read since the first walk, so this walk is bounded the same way
         if (v >= 0) {
           holders[v >>> 6] = 0;
         } else {
+          cells = 0;
           for (int c = -v - 1; c != NO_CELL; c = next[c]) {
             holders[words[c]] = 0;
+            if (++cells > wordCount) {
+              return -1; // a cycle: only a torn read
+            }
           }
         }
         if (live == 0) {
@@ -679,7 +776,8 @@ final class ReplicaIndex {
   /** The table index of non-zero fingerprint {@code hash}, or -1. */
   private int find(long hash) {
     int key = (int) hash;
-    for (int i = mix(key) & mask; ; i = (i + 1) & mask) {
+    int i = home(key, seed) & mask;
+    for (int d = 0; d <= maxDisplacement; d++, i = (i + 1) & mask) {
       int k = keys[i];
       if (k == key) {
         return i;
@@ -688,11 +786,15 @@ final class ReplicaIndex {
         return -1;
       }
     }
+    return -1;
   }
 
-  /** The home of a fingerprint key, mixed as its unsigned value. */
-  private static int mix(int key) {
-    return LongHashSet.mix(key & 0xFFFF_FFFFL);
+  /**
+   * The home of fingerprint {@code key} (before masking), keyed with {@code seed}: MurmurHash3's
+   * 64-bit finalizer of the unsigned fingerprint xor the seed.
+   */
+  static int home(int key, long seed) {
+    return LongHashSet.mix((key & 0xFFFF_FFFFL) ^ seed);
   }
 
   private int newCell(int word, long bits, int next) {
@@ -740,7 +842,7 @@ final class ReplicaIndex {
       if (k == 0) {
         break;
       }
-      int home = mix(k) & mask;
+      int home = home(k, seed) & mask;
       if (((i - home) & mask) >= ((i - hole) & mask)) {
         keys[hole] = k;
         vals[hole] = vals[i];
@@ -763,20 +865,24 @@ final class ReplicaIndex {
     int[] newKeys = new int[newCapacity];
     int[] newVals = new int[newCapacity];
     int newMask = newCapacity - 1;
+    int newMax = 0;
     for (int j = 0; j < oldKeys.length; j++) {
       int k = oldKeys[j];
       if (k != 0) {
-        int i = mix(k) & newMask;
+        int h = home(k, seed) & newMask;
+        int i = h;
         while (newKeys[i] != 0) {
           i = (i + 1) & newMask;
         }
         newKeys[i] = k;
         newVals[i] = oldVals[j];
+        newMax = Math.max(newMax, (i - h) & newMask);
       }
     }
     keys = newKeys;
     vals = newVals;
     mask = newMask;
+    maxDisplacement = newMax;
   }
 
   /** Checks the index's invariants; throws {@link IllegalStateException} naming the first one broken. */
@@ -788,6 +894,10 @@ final class ReplicaIndex {
         continue;
       }
       keysSeen++;
+      if (((i - home(keys[i], seed)) & mask) > maxDisplacement) {
+        throw new IllegalStateException("key at " + i + " farther from home than "
+            + maxDisplacement);
+      }
       if (find(keys[i] & 0xFFFF_FFFFL) != i) {
         throw new IllegalStateException("key at " + i + " not reachable from its home");
       }

@@ -23,7 +23,15 @@ import java.util.Arrays;
  *
  * <p>Offsets are 31-bit: a block still held 2^31 stores after the oldest one in the arrays
  * after compaction cannot be appended ({@link #append} returns false and the caller refuses
- * it, as with a full replica).
+ * it, as with a full replica). The base is always the store number of the first entry, live or
+ * dead, and the index of the first live entry is kept ({@code firstLive}, advanced as entries
+ * die: O(1) amortized), so an append past the 31-bit range compacts only when that moves the
+ * base far enough to place it; otherwise it is refused in O(1) without touching the arrays,
+ * however many appends are refused in a row. Such a compaction costs O(n) and needs the oldest
+ * live entry to have been removed since the last one, so it runs at most once per removal of the
+ * oldest entry: the worst case, every removal of the oldest entry followed by an append at the
+ * 2^31 edge, costs O(n) per removal, and requires blocks held across 2^31 stores of their origin
+ * (over a year at 60 stores per second).
  *
  * <p>Not thread-safe (the engine's lock guards it).
  */
@@ -36,6 +44,9 @@ final class StoreOrder {
   private int[] fingerprints = NONE;
   private int n;
   private int dead;
+  /** The index of the first live entry, {@code n} if none. */
+  private int firstLive;
+  private long compactions;
 
   /** Live entries. */
   int size() {
@@ -61,12 +72,15 @@ final class StoreOrder {
       throw new IllegalArgumentException("store " + store + " not after " + lastStore());
     }
     if (n > 0 && store - base > Integer.MAX_VALUE) {
+      // compaction moves the base to the first live entry: worth its O(n) only if that lets
+      // this store in (otherwise nothing changed since the last refusal)
+      if (firstLive < n && store - (base + offsets[firstLive]) > Integer.MAX_VALUE) {
+        return false;
+      }
       compact();
     }
     if (n == 0) {
       base = store;
-    } else if (store - base > Integer.MAX_VALUE) {
-      return false;
     }
     if (n == offsets.length) {
       int cap = Math.max(16, n + (n >>> 3));
@@ -113,6 +127,9 @@ final class StoreOrder {
     }
     offsets[i] = -offsets[i] - 1;
     dead++;
+    while (firstLive < n && offsets[firstLive] < 0) {
+      firstLive++;
+    }
     if (dead > 8 && 8 * dead > n) {
       compact();
     }
@@ -123,6 +140,7 @@ final class StoreOrder {
     fingerprints = NONE;
     n = 0;
     dead = 0;
+    firstLive = 0;
     base = 0;
   }
 
@@ -144,7 +162,13 @@ final class StoreOrder {
     return 48L + 4L * offsets.length + 4L * fingerprints.length;
   }
 
+  /** Compactions run since construction (tests bound them). */
+  long compactions() {
+    return compactions;
+  }
+
   private void compact() {
+    compactions++;
     int live = n - dead;
     int cap = live == 0 ? 0 : Math.max(16, live + (live >>> 3));
     int[] o = new int[cap];
@@ -166,6 +190,7 @@ final class StoreOrder {
     base = newBase;
     n = k;
     dead = 0;
+    firstLive = 0;
   }
 
   /** Checks ascending offsets and the dead count; throws {@link IllegalStateException}. */
@@ -181,6 +206,16 @@ final class StoreOrder {
     }
     if (d != dead) {
       throw new IllegalStateException("dead entries " + dead + " != " + d);
+    }
+    int first = 0;
+    while (first < n && offsets[first] < 0) {
+      first++;
+    }
+    if (first != firstLive) {
+      throw new IllegalStateException("first live entry " + firstLive + " != " + first);
+    }
+    if (n > 0 && offset(0) != 0) {
+      throw new IllegalStateException("base is not the first entry's store number");
     }
   }
 }

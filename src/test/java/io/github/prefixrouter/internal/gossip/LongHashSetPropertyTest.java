@@ -2,6 +2,7 @@ package io.github.prefixrouter.internal.gossip;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.HashSet;
 import java.util.List;
@@ -11,6 +12,7 @@ import net.jqwik.api.Arbitrary;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.Provide;
+import org.junit.jupiter.api.Test;
 
 class LongHashSetPropertyTest {
 
@@ -40,5 +42,26 @@ class LongHashSetPropertyTest {
     long[] got = set.toArray();
     java.util.Arrays.sort(got);
     assertArrayEquals(model.stream().mapToLong(Long::longValue).sorted().toArray(), got);
+  }
+
+  /**
+   * Keys that differ only in their high bits ({@code i << 44}) spread over the table: every key
+   * bit reaches the home slot. With a mix that ignored them, all 2,048 went to slot 0 of the
+   * 4,096-slot table and the last one sat 2,047 slots from home.
+   */
+  @Test
+  void keysDifferingOnlyInHighBitsSpread() {
+    for (int shift : new int[] {32, 40, 44, 52}) {
+      LongHashSet set = new LongHashSet();
+      for (long i = 1; i <= 2_048; i++) {
+        assertTrue(set.add(i << shift));
+      }
+      for (long i = 1; i <= 2_048; i++) {
+        assertTrue(set.contains(i << shift));
+      }
+      assertEquals(2_048, set.size());
+      int d = set.maxDisplacement();
+      assertTrue(d <= 64, "keys i << " + shift + ": a key sits " + d + " slots from home");
+    }
   }
 }

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.internal.gossip;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.HashMap;
 import java.util.List;
@@ -11,22 +12,36 @@ import net.jqwik.api.Combinators;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.Provide;
+import org.junit.jupiter.api.Test;
 
 /**
  * LongLongMap against a HashMap, every key of the pool looked up after every operation. The
- * pool holds key 0 (kept aside) and keys that differ only above bit 40, which share their home
- * slot in every table this test reaches, so that probe clusters form, wrap around the end of
- * the table and are shifted back on removal.
+ * pool holds key 0 (kept aside) and keys chosen (by search under the map's mix) to share the
+ * last slot as their home in every table this test reaches, so that probe clusters form, wrap
+ * around the end of the table and are shifted back on removal.
  */
 class LongLongMapPropertyTest {
 
   static final int POOL = 48;
 
+  /** Non-zero keys whose home is the last slot of every table up to 128 slots. */
+  static final long[] SHARED_HOME = new long[POOL / 2];
+
+  static {
+    int n = 0;
+    for (long x = 1; n < SHARED_HOME.length; x++) {
+      long candidate = x * 0x9E3779B97F4A7C15L;
+      if ((LongHashSet.mix(candidate) & 127) == 127) {
+        SHARED_HOME[n++] = candidate;
+      }
+    }
+  }
+
   static long key(int k) {
     if (k == 0) {
       return 0;
     }
-    return k % 2 == 0 ? (long) k << 40 : k * 0x9E3779B97F4A7C15L;
+    return k % 2 == 0 ? SHARED_HOME[k / 2] : k * 0x9E3779B97F4A7C15L;
   }
 
   record Op(int kind, int key, long value) {}
@@ -70,5 +85,22 @@ class LongLongMapPropertyTest {
     Map<Long, Long> seen = new HashMap<>();
     map.forEach((k, v) -> assertEquals(null, seen.put(k, v), "key listed twice: " + k));
     assertEquals(model, seen);
+  }
+
+  /**
+   * Keys that differ only in their high bits ({@code i << 44}) spread over the table: with a mix
+   * that ignored those bits they all shared slot 0 of the 4,096-slot table.
+   */
+  @Test
+  void keysDifferingOnlyInHighBitsSpread() {
+    LongLongMap map = new LongLongMap();
+    for (long i = 1; i <= 2_048; i++) {
+      map.put(i << 44, i);
+    }
+    for (long i = 1; i <= 2_048; i++) {
+      assertEquals(i, map.get(i << 44));
+    }
+    int d = map.maxDisplacement();
+    assertTrue(d <= 64, "a key sits " + d + " slots from home");
   }
 }

@@ -22,6 +22,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 class ReplicaIndexConcurrencyTest {
 
+  static final long SEED = 0x5EED_1DE7L;
+
   @ParameterizedTest
   @ValueSource(strings = {"3,9,40,63", "5,9,70,200"})
   void everyConcurrentAnswerIsAStateTheWriterPassedThrough(String slotList) throws Exception {
@@ -31,7 +33,7 @@ class ReplicaIndexConcurrencyTest {
     for (int i = 0; i < blocks; i++) {
       chain[i] = BlockFingerprint.of((i + 1) * 0x9E3779B97F4A7C15L);
     }
-    ReplicaIndex index = new ReplicaIndex(256, 1 << 20, 1 << 22);
+    ReplicaIndex index = new ReplicaIndex(256, 1 << 20, 1 << 22, SEED);
     AtomicBoolean done = new AtomicBoolean();
     AtomicReference<Throwable> failure = new AtomicReference<>();
     AtomicInteger answers = new AtomicInteger();

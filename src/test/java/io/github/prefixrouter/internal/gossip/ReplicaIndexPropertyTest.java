@@ -22,6 +22,7 @@ import org.junit.jupiter.api.Test;
 /** The replica index against a naive model: a set of hashes per slot. */
 class ReplicaIndexPropertyTest {
 
+  static final long SEED = 0x2545_F491_4F6C_DD1DL;
   static final int SLOTS = 6;
   static final long PER_SLOT = 40;
   static final long TOTAL = 150;
@@ -45,7 +46,7 @@ class ReplicaIndexPropertyTest {
 
   @Property
   void behavesLikeSetsPerSlot(@ForAll("ops") List<Op> ops) {
-    ReplicaIndex index = new ReplicaIndex(SLOTS, PER_SLOT, TOTAL);
+    ReplicaIndex index = new ReplicaIndex(SLOTS, PER_SLOT, TOTAL, SEED);
     Map<Integer, Set<Long>> model = new HashMap<>();
     for (int s = 0; s < SLOTS; s++) {
       model.put(s, new HashSet<>());
@@ -103,7 +104,7 @@ class ReplicaIndexPropertyTest {
   @Property
   void wideSlotsAndLazyChainsBehaveLikeNaiveScan(@ForAll("wideOps") List<Op> ops) {
     int slots = 200;
-    ReplicaIndex index = new ReplicaIndex(slots, 1_000, 10_000);
+    ReplicaIndex index = new ReplicaIndex(slots, 1_000, 10_000, SEED);
     List<Set<Long>> model = new ArrayList<>();
     for (int s = 0; s < slots; s++) {
       model.add(new HashSet<>());
@@ -199,7 +200,7 @@ class ReplicaIndexPropertyTest {
 
   @Test
   void memoryReturnsToStartAfterFillingAndClearing() {
-    ReplicaIndex index = new ReplicaIndex(4, 1 << 20, 1 << 22);
+    ReplicaIndex index = new ReplicaIndex(4, 1 << 20, 1 << 22, SEED);
     long start = index.retainedBytes();
     for (int s = 0; s < 4; s++) {
       for (long h = 1; h <= 50_000; h++) {
@@ -219,7 +220,7 @@ class ReplicaIndexPropertyTest {
    */
   @Test
   void onlyFingerprintsAreHeld() {
-    ReplicaIndex index = new ReplicaIndex(2, 100, 100);
+    ReplicaIndex index = new ReplicaIndex(2, 100, 100, SEED);
     org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
         () -> index.add(0, 1L << 32));
     org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
@@ -241,7 +242,7 @@ class ReplicaIndexPropertyTest {
   void bytesPerReplicatedBlockWithinBudget() {
     List<String> report = new ArrayList<>();
     for (int n : new int[] {10_000, 100_000, 400_000}) {
-      ReplicaIndex distinct = new ReplicaIndex(8, 1 << 20, 1 << 23);
+      ReplicaIndex distinct = new ReplicaIndex(8, 1 << 20, 1 << 23, SEED);
       for (int i = 0; i < n; i++) {
         distinct.add(i % 8, BlockFingerprint.of((i + 1) * 0x9E3779B97F4A7C15L));
       }
@@ -249,7 +250,7 @@ class ReplicaIndexPropertyTest {
       report.add("distinct " + n + ": " + perPair);
       // right after a resize the table is 3/8 full: 8 B / 0.375 = 21.3 B per lone block
       assertTrue(perPair <= 22, report::toString);
-      ReplicaIndex shared = new ReplicaIndex(8, 1 << 20, 1 << 23);
+      ReplicaIndex shared = new ReplicaIndex(8, 1 << 20, 1 << 23, SEED);
       for (int s = 0; s < 8; s++) {
         for (int i = 0; i < n / 8; i++) {
           long h = i < n / 16 ? (i + 1) * 0x9E3779B97F4A7C15L : ((long) s << 40 | i) * 31 + 7;

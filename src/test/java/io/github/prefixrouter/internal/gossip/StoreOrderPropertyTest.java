@@ -85,4 +85,44 @@ class StoreOrderPropertyTest {
     assertEquals(3, order.fingerprintAt(order.find(10 + (1L << 31))));
     order.checkInvariants();
   }
+
+  /**
+   * While the oldest entry is held, a block 2^31 stores later is refused in constant time: no
+   * compaction (linear in the entries) is run for it, since it could not move the base. Once the
+   * oldest entry goes, the next such append compacts once and is placed.
+   */
+  @Test
+  void refusingAFarStoreDoesNotCompactUntilTheOldestEntryGoes() {
+    StoreOrder order = new StoreOrder();
+    for (long s = 1; s <= 1_000; s++) {
+      assertTrue(order.append(s, s));
+    }
+    long far = 1 + (1L << 31);
+    for (int k = 0; k < 100; k++) {
+      assertFalse(order.append(far + k, 7));
+    }
+    assertEquals(0, order.compactions(), "compactions for refused appends");
+    assertEquals(1_000, order.size());
+    // removing a later entry does not move the base either
+    order.removeAt(order.find(500));
+    assertFalse(order.append(far, 7));
+    assertEquals(0, order.compactions());
+    // the oldest goes: one compaction moves the base to store 2, and the far block fits
+    order.removeAt(order.find(1));
+    assertTrue(order.append(far, 7));
+    assertEquals(1, order.compactions());
+    // store 2 is held now: one store further is refused, again without compacting
+    assertFalse(order.append(far + 1, 8));
+    assertEquals(1, order.compactions());
+    assertEquals(7, order.fingerprintAt(order.find(far)));
+    assertEquals(2, order.fingerprintAt(order.find(2)));
+    order.checkInvariants();
+    // every entry dead: the next far append compacts to empty and starts a new base
+    StoreOrder gone = new StoreOrder();
+    assertTrue(gone.append(5, 1));
+    gone.removeAt(gone.find(5));
+    assertTrue(gone.append(5 + (1L << 40), 2));
+    assertEquals(1, gone.size());
+    gone.checkInvariants();
+  }
 }

@@ -1,0 +1,180 @@
+package io.github.prefixrouter.internal.gossip;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayDeque;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A replica truncated by its cap asks for a fresh snapshot once its origin's set would fit
+ * again, so it converges to the exact set; and an origin hovering around the cap does not cause
+ * a snapshot every round.
+ */
+class TruncatedReplicaRecoveryTest {
+
+  static final int CAP = 200;
+
+  static final GossipConfig CONFIG = GossipConfig.builder()
+      .interval(Duration.ofMillis(100))
+      .suspectAfter(Duration.ofSeconds(3))
+      .deadAfter(Duration.ofSeconds(6))
+      .forgetAfter(Duration.ofSeconds(12))
+      .maxBlocksPerPeer(CAP)
+      .deltaLogMaxHashes(4_096) // every change travels as a delta: no snapshot is needed
+      .relayLogMaxHashesPerOrigin(4_096)
+      .build();
+
+  static long[] blocks(int from, int n) {
+    long[] h = new long[n];
+    for (int i = 0; i < n; i++) {
+      h[i] = (from + i) * 0x9E3779B97F4A7C15L + 29;
+    }
+    return h;
+  }
+
+  static void converge(SimCluster c) {
+    int rounds = c.runUntilConverged(300);
+    assertTrue(rounds >= 0, c.firstDivergence());
+    for (GossipEngine e : c.nodes) {
+      e.checkInvariants();
+      for (PeerView p : e.view().peers()) {
+        assertFalse(p.replicaTruncated(), e.self().nodeId() + " truncated " + p.address());
+      }
+    }
+  }
+
+  static boolean truncatedAtEveryPeer(SimCluster c, String origin) {
+    for (GossipEngine e : c.nodes) {
+      if (e.self().nodeId().equals(origin)) {
+        continue;
+      }
+      boolean found = false;
+      for (PeerView p : e.view().peers()) {
+        if (p.address().nodeId().equals(origin)) {
+          found = p.replicaTruncated();
+        }
+      }
+      if (!found) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** The origin's log holds its whole history: the refresh is answered with deltas from 0. */
+  @Test
+  void aTruncatedReplicaConvergesOnceItsOriginShrinksFromTheWholeHistory() {
+    long[] snapshots = growShrinkAndConverge(CONFIG, 11);
+    assertEquals(0, snapshots[1]);
+    assertEquals(0, snapshots[2]);
+  }
+
+  /** The origin's log holds only the recent deltas: the refresh is answered with a snapshot. */
+  @Test
+  void aTruncatedReplicaConvergesOnceItsOriginShrinksFromASnapshot() {
+    GossipConfig shortLogs = GossipConfig.builder()
+        .interval(Duration.ofMillis(100))
+        .suspectAfter(Duration.ofSeconds(3))
+        .deadAfter(Duration.ofSeconds(6))
+        .forgetAfter(Duration.ofSeconds(12))
+        .maxBlocksPerPeer(CAP)
+        .deltaLogMaxHashes(200) // the eviction of 150 travels as a delta, the history does not
+        .relayLogMaxHashesPerOrigin(200)
+        .build();
+    long[] snapshots = growShrinkAndConverge(shortLogs, 13);
+    assertTrue(snapshots[1] >= 1 && snapshots[2] >= 1, java.util.Arrays.toString(snapshots));
+  }
+
+  /** Returns the snapshots each node installed after the origin shrank. */
+  static long[] growShrinkAndConverge(GossipConfig config, long seed) {
+    SimCluster c = SimCluster.of(3, seed, config);
+    converge(c);
+    GossipEngine owner = c.nodes.get(0);
+    // grows to 300 blocks, past the cap of 200
+    for (int b = 0; b < 10; b++) {
+      owner.localSummary().onStored(blocks(b * 30, 30));
+      c.runFor(c.interval());
+    }
+    c.runFor(30 * c.interval());
+    assertTrue(truncatedAtEveryPeer(c, "node-0"));
+    long[] installed = new long[3];
+    for (int i = 1; i < 3; i++) {
+      GossipEngine e = c.nodes.get(i);
+      assertEquals(CAP, e.replicaOf("node-0").length);
+      assertEquals(0, e.counter(GossipCounter.REPLICA_REFRESHES));
+      installed[i] = e.counter(GossipCounter.SNAPSHOTS_INSTALLED);
+      e.checkInvariants();
+    }
+    assertFalse(c.converged());
+    // shrinks to 150, evicting the oldest: deltas alone leave the replicas the 50 blocks
+    // 150..199 of the 150 blocks 150..299
+    owner.localSummary().onEvicted(blocks(0, 150));
+    converge(c);
+    long[] snapshots = new long[3];
+    for (int i = 1; i < 3; i++) {
+      GossipEngine e = c.nodes.get(i);
+      assertEquals(150, e.replicaOf("node-0").length);
+      assertTrue(e.counter(GossipCounter.REPLICA_REFRESHES) >= 1);
+      snapshots[i] = e.counter(GossipCounter.SNAPSHOTS_INSTALLED) - installed[i];
+    }
+    return snapshots;
+  }
+
+  @Test
+  void anOriginHoveringAroundTheCapDoesNotCauseASnapshotEveryRound() {
+    SimCluster c = SimCluster.of(3, 12, CONFIG);
+    converge(c);
+    GossipEngine owner = c.nodes.get(0);
+    ArrayDeque<long[]> held = new ArrayDeque<>();
+    int next = 0;
+    for (int b = 0; b < 21; b++) { // 210 blocks in batches of 10: past the cap
+      long[] batch = blocks(next, 10);
+      next += 10;
+      owner.localSummary().onStored(batch);
+      held.add(batch);
+      c.runFor(c.interval() / 3);
+    }
+    c.runFor(30 * c.interval());
+    assertTrue(truncatedAtEveryPeer(c, "node-0"));
+    long[] refreshes = new long[3];
+    long[] installed = new long[3];
+    for (int i = 1; i < 3; i++) {
+      refreshes[i] = c.nodes.get(i).counter(GossipCounter.REPLICA_REFRESHES);
+      installed[i] = c.nodes.get(i).counter(GossipCounter.SNAPSHOTS_INSTALLED);
+    }
+    // every 4 rounds: down to 170 blocks (would fit: below 7/8 of the cap) for two rounds, then
+    // back to 210 (past the cap) for two
+    int rounds = 200;
+    for (int r = 0; r < rounds; r++) {
+      for (int k = 0; k < 4; k++) {
+        if (r % 4 == 0) {
+          owner.localSummary().onEvicted(held.poll());
+        } else if (r % 4 == 2) {
+          long[] batch = blocks(next, 10);
+          next += 10;
+          owner.localSummary().onStored(batch);
+          held.add(batch);
+        }
+      }
+      c.runFor(c.interval());
+    }
+    for (int i = 1; i < 3; i++) {
+      GossipEngine e = c.nodes.get(i);
+      long asked = e.counter(GossipCounter.REPLICA_REFRESHES) - refreshes[i];
+      long got = e.counter(GossipCounter.SNAPSHOTS_INSTALLED) - installed[i];
+      // at most one refresh per origin every 32 rounds
+      assertTrue(asked >= 1 && asked <= rounds / 32 + 1, "refreshes asked " + asked);
+      assertTrue(got <= rounds / 32 + 1, "snapshots installed " + got);
+      e.checkInvariants();
+    }
+    // the origin settles below the cap: exact again
+    owner.localSummary().onEvicted(held.poll());
+    owner.localSummary().onEvicted(held.poll());
+    owner.localSummary().onEvicted(held.poll());
+    owner.localSummary().onEvicted(held.poll());
+    converge(c);
+  }
+}
