@@ -784,7 +784,11 @@ public final class HttpTransport implements Transport {
 
   // ---------------------------------------------------------------- stats
 
-  /** A snapshot of this transport's counters. */
+  /**
+   * A snapshot of this transport's counters.
+   *
+   * @return the counters now
+   */
   public Stats stats() {
     return new Stats(
         counters.messagesSent.sum(),
@@ -1100,13 +1104,21 @@ public final class HttpTransport implements Transport {
      * written; a connection that takes longer is closed. This keeps peers that stall (and
      * strangers, before any authentication) from holding the {@code serverThreads}. Set it
      * above {@code maxMessageBytes} divided by the slowest link's throughput. Default 10 s.
+     *
+     * @param d the deadline, positive
+     * @return this builder
      */
     public Builder inboundIoTimeout(Duration d) {
       this.inboundIoTimeout = d;
       return this;
     }
 
-    /** How far a message's timestamp may be from this node's clock. Default 30 s. */
+    /**
+     * How far a message's timestamp may be from this node's clock. Default 30 s.
+     *
+     * @param d the window, positive
+     * @return this builder
+     */
     public Builder replayWindow(Duration d) {
       this.replayWindow = d;
       return this;
