@@ -1713,14 +1713,7 @@ public final class GossipEngine {
           for (long h : d.hashes()) {
             long store = ++m.storeCount;
             m.originBlocks++;
-            int added = index.add(m.slot, h);
-            if (added < 0) {
-              refused(added);
-            } else if (added > 0 && !m.order.append(store, h)) {
-              index.remove(m.slot, h); // held 2^31 stores after the oldest block: refuse it
-              index.refuse(m.slot);
-              count(GossipCounter.BLOCKS_REFUSED, 1);
-            }
+            addToReplica(m, store, h);
           }
         }
         case Delta.EVICT -> {
@@ -1805,14 +1798,7 @@ public final class GossipEngine {
       if (h == LongLongMap.ABSENT) {
         continue;
       }
-      int added = index.add(m.slot, h);
-      if (added < 0) {
-        refused(added);
-      } else if (added > 0 && !m.order.append(stores[i], h)) {
-        index.remove(m.slot, h);
-        index.refuse(m.slot);
-        count(GossipCounter.BLOCKS_REFUSED, 1);
-      }
+      addToReplica(m, stores[i], h);
     }
     m.versionNanos = clock.nanoTime();
   }
@@ -1943,14 +1929,7 @@ public final class GossipEngine {
       long[] stores = a.stores[k];
       for (int i = 0; i < part.length; i++) {
         long h = part[i];
-        int added = index.add(m.slot, h);
-        if (added < 0) {
-          refused(added);
-        } else if (added > 0 && !m.order.append(stores[i], h)) {
-          index.remove(m.slot, h);
-          index.refuse(m.slot);
-          count(GossipCounter.BLOCKS_REFUSED, 1);
-        }
+        addToReplica(m, stores[i], h);
       }
     }
     m.storeCount = a.storeCount;
@@ -1963,11 +1942,22 @@ public final class GossipEngine {
     count(GossipCounter.SNAPSHOTS_INSTALLED, 1);
   }
 
-  /** Counts a block {@link ReplicaIndex#add} refused ({@code added} is its negative result). */
-  private void refused(int added) {
-    count(GossipCounter.BLOCKS_REFUSED, 1);
-    if (added == -2) {
-      count(GossipCounter.BLOCKS_REFUSED_PROBE_LIMIT, 1);
+  /**
+   * Adds fingerprint {@code h}, the origin's store number {@code store}, to the replica of
+   * {@code m}, and counts a refusal: by the index (a cap or the probe limit), or by the store
+   * order (held 2^31 stores after the oldest block).
+   */
+  private void addToReplica(Member m, long store, long h) {
+    int added = index.add(m.slot, h);
+    if (added < 0) {
+      count(GossipCounter.BLOCKS_REFUSED, 1);
+      if (added == -2) {
+        count(GossipCounter.BLOCKS_REFUSED_PROBE_LIMIT, 1);
+      }
+    } else if (added > 0 && !m.order.append(store, h)) {
+      index.remove(m.slot, h);
+      index.refuse(m.slot);
+      count(GossipCounter.BLOCKS_REFUSED, 1);
     }
   }
 
