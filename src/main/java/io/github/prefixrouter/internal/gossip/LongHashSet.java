@@ -131,10 +131,18 @@ final class LongHashSet {
 
   /** The longest distance of a key from its home slot (tests bound it). */
   int maxDisplacement() {
+    return maxDisplacement(table, mask);
+  }
+
+  /**
+   * The longest distance of a key of {@code keys} (an open-addressing table of this scheme, 0
+   * marking an empty slot) from its home slot.
+   */
+  static int maxDisplacement(long[] keys, int mask) {
     int max = 0;
-    for (int i = 0; i < table.length; i++) {
-      if (table[i] != 0) {
-        max = Math.max(max, (i - mix(table[i])) & mask);
+    for (int i = 0; i < keys.length; i++) {
+      if (keys[i] != 0) {
+        max = Math.max(max, (i - mix(keys[i])) & mask);
       }
     }
     return max;

@@ -125,13 +125,7 @@ final class LongLongMap {
 
   /** The longest distance of a key from its home slot (tests bound it). */
   int maxDisplacement() {
-    int max = 0;
-    for (int i = 0; i < keys.length; i++) {
-      if (keys[i] != 0) {
-        max = Math.max(max, (i - LongHashSet.mix(keys[i])) & mask);
-      }
-    }
-    return max;
+    return LongHashSet.maxDisplacement(keys, mask);
   }
 
   long retainedBytes() {
