@@ -1162,7 +1162,7 @@ public final class ConcurrentPrefixTree {
       while (x.start() >= blockEndDepth) {
         x = x.parent;
       }
-      int k = blockEndDepth / blockSize - x.start() / blockSize - 1;
+      int k = blockEndingAt(x, blockEndDepth);
       long existing = x.engineBlocks()[k];
       if (existing == 0) {
         x.engineBlocks()[k] = hashes[i];
@@ -1218,8 +1218,7 @@ public final class ConcurrentPrefixTree {
       }
       Node x = held[i];
       int blockEndDepth = d + (i + 1) * blockSize;
-      if (x != at || indexOfHash(at.engineBlocks(), h)
-          != blockEndDepth / blockSize - x.start() / blockSize - 1) {
+      if (x != at || indexOfHash(at.engineBlocks(), h) != blockEndingAt(x, blockEndDepth)) {
         return true;
       }
     }
@@ -1334,6 +1333,11 @@ public final class ConcurrentPrefixTree {
 
   private int blockEnd(Node n, int k) {
     return (n.start() / blockSize + 1 + k) * blockSize;
+  }
+
+  /** The index on {@code n}'s edge of the block ending at depth {@code end}; see blockEnd. */
+  private int blockEndingAt(Node n, int end) {
+    return end / blockSize - n.start() / blockSize - 1;
   }
 
   private static int indexOfHash(long[] hashes, long h) {
