@@ -13,10 +13,21 @@ import java.util.PriorityQueue;
  *
  * <p>Not thread-safe by design: drive it from one thread. Tasks it runs may schedule more tasks.
  * A null task is rejected with {@link NullPointerException}.
+ *
+ * <p>A cancelled task leaves the queue when it falls due, or earlier: once cancelled tasks are
+ * more than half of a queue of over {@value #PURGE_MIN} tasks, they are all removed at once (the
+ * order of the rest is unchanged). So a simulation whose guard timers are almost all cancelled
+ * (a node's forwarding and engine timeouts) holds memory for the live timers only, not for every
+ * timer set within the longest timeout.
  */
 public final class SimulatedScheduler implements Clock, Scheduler {
 
+  /** Queues at most this long are never purged of cancelled tasks. */
+  static final int PURGE_MIN = 1024;
+
   private final PriorityQueue<Task> queue = new PriorityQueue<>();
+  /** Cancelled tasks still in {@link #queue}. */
+  private int cancelledQueued;
   private long now;
   private long sequence;
   private long executed;
@@ -52,7 +63,7 @@ public final class SimulatedScheduler implements Clock, Scheduler {
     if (due < now) {
       due = Long.MAX_VALUE; // saturate instead of overflowing
     }
-    Task t = new Task(due, sequence++, task);
+    Task t = new Task(this, due, sequence++, task);
     queue.add(t);
     return t;
   }
@@ -66,6 +77,7 @@ public final class SimulatedScheduler implements Clock, Scheduler {
     Task t;
     while ((t = queue.poll()) != null) {
       if (t.cancelled) {
+        cancelledQueued--;
         continue;
       }
       now = Math.max(now, t.due);
@@ -131,13 +143,12 @@ public final class SimulatedScheduler implements Clock, Scheduler {
    * @return the number of scheduled tasks neither run nor cancelled
    */
   public int pendingTasks() {
-    int n = 0;
-    for (Task t : queue) {
-      if (!t.cancelled) {
-        n++;
-      }
-    }
-    return n;
+    return queue.size() - cancelledQueued;
+  }
+
+  /** Tasks held in the queue, cancelled ones included (for tests of the purge). */
+  int queuedTasks() {
+    return queue.size();
   }
 
   /**
@@ -153,18 +164,30 @@ public final class SimulatedScheduler implements Clock, Scheduler {
     Task t;
     while ((t = queue.peek()) != null && t.cancelled) {
       queue.poll();
+      cancelledQueued--;
     }
     return t;
   }
 
+  private void cancelled() {
+    cancelledQueued++;
+    int size = queue.size();
+    if (size > PURGE_MIN && cancelledQueued > size / 2) {
+      queue.removeIf(t -> t.cancelled);
+      cancelledQueued = 0;
+    }
+  }
+
   private static final class Task implements Comparable<Task>, Cancellable {
+    final SimulatedScheduler owner;
     final long due;
     final long seq;
     final Runnable task;
     boolean cancelled;
     boolean done;
 
-    Task(long due, long seq, Runnable task) {
+    Task(SimulatedScheduler owner, long due, long seq, Runnable task) {
+      this.owner = owner;
       this.due = due;
       this.seq = seq;
       this.task = task;
@@ -176,6 +199,7 @@ public final class SimulatedScheduler implements Clock, Scheduler {
         return false;
       }
       cancelled = true;
+      owner.cancelled();
       return true;
     }
 

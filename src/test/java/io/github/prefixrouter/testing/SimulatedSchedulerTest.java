@@ -41,6 +41,29 @@ class SimulatedSchedulerTest {
   }
 
   @Test
+  void cancelledTimersDoNotAccumulateInTheQueue() {
+    SimulatedScheduler s = new SimulatedScheduler();
+    List<Long> log = new ArrayList<>();
+    long hour = 3_600_000_000_000L;
+    for (int i = 0; i < 100_000; i++) {
+      Scheduler.Cancellable guard = s.schedule(hour, () -> log.add(-1L));
+      long at = i;
+      s.schedule(i, () -> log.add(at));
+      assertTrue(guard.cancel());
+    }
+    assertEquals(100_000, s.pendingTasks());
+    assertTrue(s.queuedTasks() <= 2 * 100_000, "queued " + s.queuedTasks());
+    s.runUntilIdle(Long.MAX_VALUE);
+    assertEquals(100_000, log.size());
+    assertEquals(99_999L, log.get(log.size() - 1));
+    for (int i = 0; i < 100_000; i++) {
+      s.schedule(hour, () -> log.add(-1L)).cancel();
+    }
+    assertEquals(0, s.pendingTasks());
+    assertTrue(s.queuedTasks() <= SimulatedScheduler.PURGE_MIN + 1, "queued " + s.queuedTasks());
+  }
+
+  @Test
   void rejectsNegativeDelayAndTimeTravel() {
     SimulatedScheduler s = new SimulatedScheduler(100);
     assertThrows(IllegalArgumentException.class, () -> s.schedule(-1, () -> {}));
