@@ -15,9 +15,9 @@ import java.util.List;
  * that writes whatever bytes a test wants, valid or not. Connections stay open until the
  * script returns or the peer is closed.
  */
-final class HostilePeer implements AutoCloseable {
+public final class HostilePeer implements AutoCloseable {
 
-  interface Script {
+  public interface Script {
     void run(Socket socket, InputStream in, OutputStream out) throws Exception;
   }
 
@@ -26,7 +26,7 @@ final class HostilePeer implements AutoCloseable {
   private final List<Socket> accepted = new ArrayList<>();
   private volatile int connections;
 
-  HostilePeer(Script script) throws IOException {
+  public HostilePeer(Script script) throws IOException {
     server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
     thread = new Thread(() -> serve(script), "hostile-peer");
     thread.setDaemon(true);
@@ -57,20 +57,20 @@ final class HostilePeer implements AutoCloseable {
     }
   }
 
-  int port() {
+  public int port() {
     return server.getLocalPort();
   }
 
-  ZmtpEndpoint endpoint() {
+  public ZmtpEndpoint endpoint() {
     return new ZmtpEndpoint("127.0.0.1", port());
   }
 
-  int connections() {
+  public int connections() {
     return connections;
   }
 
   /** Reads a client's greeting and the one short command frame (its READY) that follows. */
-  static void readClientHandshake(InputStream in) throws IOException {
+  public static void readClientHandshake(InputStream in) throws IOException {
     DataInputStream d = new DataInputStream(in);
     d.readFully(new byte[64]);
     readFrame(d);
@@ -86,7 +86,7 @@ final class HostilePeer implements AutoCloseable {
   }
 
   /** Blocks until the client closes the connection. */
-  static void awaitClientClose(InputStream in) throws IOException {
+  public static void awaitClientClose(InputStream in) throws IOException {
     byte[] b = new byte[4096];
     while (in.read(b) >= 0) {
       // discard

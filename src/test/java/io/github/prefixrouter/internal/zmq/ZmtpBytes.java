@@ -4,11 +4,11 @@ import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 
 /** Builds the bytes a (possibly hostile) ZMTP peer sends, written out by hand from RFC 23. */
-final class ZmtpBytes {
+public final class ZmtpBytes {
 
   private final ByteArrayOutputStream out = new ByteArrayOutputStream();
 
-  static ZmtpBytes of() {
+  public static ZmtpBytes of() {
     return new ZmtpBytes();
   }
 
@@ -26,12 +26,12 @@ final class ZmtpBytes {
   }
 
   /** The greeting of a ZMTP 3.1 peer using NULL, as libzmq 4.3 sends it. */
-  ZmtpBytes greeting() {
+  public ZmtpBytes greeting() {
     return greeting(3, 1, "NULL");
   }
 
   /** A READY command with one Socket-Type property. */
-  ZmtpBytes ready(String socketType) {
+  public ZmtpBytes ready(String socketType) {
     return command("READY", property("Socket-Type", socketType));
   }
 
@@ -70,7 +70,7 @@ final class ZmtpBytes {
   }
 
   /** A multipart message. */
-  ZmtpBytes message(byte[]... frames) {
+  public ZmtpBytes message(byte[]... frames) {
     for (int i = 0; i < frames.length; i++) {
       frame(i < frames.length - 1 ? ZmtpSocket.FLAG_MORE : 0, frames[i]);
     }
@@ -86,16 +86,16 @@ final class ZmtpBytes {
     return this;
   }
 
-  ZmtpBytes raw(byte... bytes) {
+  public ZmtpBytes raw(byte... bytes) {
     out.writeBytes(bytes);
     return this;
   }
 
-  byte[] bytes() {
+  public byte[] bytes() {
     return out.toByteArray();
   }
 
-  static byte[] ascii(String s) {
+  public static byte[] ascii(String s) {
     return s.getBytes(StandardCharsets.US_ASCII);
   }
 }
