@@ -315,6 +315,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     long next = nextSeq();
     if (next >= 0 && seq > next && replayEndpoint != null) {
       replay(next, seq);
+      if (closed) {
+        return; // closed during the replay: nothing more reaches the sink
+      }
     }
     try {
       sink.onMessage(seq, payload);
