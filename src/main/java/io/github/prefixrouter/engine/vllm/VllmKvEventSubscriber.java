@@ -287,6 +287,11 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   }
 
   private long delay(long backoff) {
+    return delay(backoff, jitter);
+  }
+
+  /** The wait for {@code backoff}: itself, or with jitter uniform in its upper half. */
+  static long delay(long backoff, RandomGenerator jitter) {
     if (jitter == null) {
       return backoff;
     }

@@ -145,6 +145,7 @@ final class FakeVllmPublisher implements AutoCloseable {
   }
 
   /** Closes the PUB socket (dropping its subscribers) and binds a new one on the same port. */
+  @SuppressWarnings("deprecation") // destroySocket: closes and forgets the socket
   void restartPublisher() {
     ctx.destroySocket(pub);
     pub = ctx.createSocket(SocketType.PUB);
@@ -164,10 +165,14 @@ final class FakeVllmPublisher implements AutoCloseable {
   }
 
   @Override
-  public void close() throws InterruptedException {
+  public void close() {
     closed = true;
     if (replayThread != null) {
-      replayThread.join(10_000);
+      try {
+        replayThread.join(10_000);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
     }
     ctx.close();
   }

@@ -349,6 +349,23 @@ class VllmKvEventSubscriberTest {
   }
 
   @Test
+  void jitterDrawsEachWaitFromTheUpperHalfOfTheBackoffReproducibly() {
+    assertEquals(800, VllmKvEventSubscriber.delay(800, null));
+    java.util.SplittableRandom a = new java.util.SplittableRandom(7);
+    java.util.SplittableRandom b = new java.util.SplittableRandom(7);
+    java.util.Set<Long> seen = new java.util.HashSet<>();
+    for (int i = 0; i < 1000; i++) {
+      long d = VllmKvEventSubscriber.delay(800, a);
+      assertTrue(d >= 400 && d <= 800, "wait " + d);
+      assertEquals(d, VllmKvEventSubscriber.delay(800, b), "same seed, same waits");
+      seen.add(d);
+    }
+    assertTrue(seen.size() > 100, "the waits vary: " + seen.size());
+    long tiny = VllmKvEventSubscriber.delay(1, new java.util.SplittableRandom(1));
+    assertTrue(tiny == 0 || tiny == 1, "a backoff of 1 ns: " + tiny);
+  }
+
+  @Test
   void endpointsOtherThanTcpHostPortAreRefusedClearly() {
     VllmKvEventSubscriber.Builder b = VllmKvEventSubscriber.builder();
     IllegalArgumentException ipc =

@@ -94,13 +94,17 @@ public final class HostilePeer implements AutoCloseable {
   }
 
   @Override
-  public void close() throws IOException, InterruptedException {
+  public void close() throws IOException {
     server.close();
     synchronized (accepted) {
       for (Socket s : accepted) {
         s.close();
       }
     }
-    thread.join(10_000);
+    try {
+      thread.join(10_000);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 }

@@ -202,6 +202,7 @@ class ZmtpJeromqInteropTest {
   }
 
   @Test
+  @SuppressWarnings("deprecation") // destroySocket: closes and forgets the socket
   void aJeromqPublisherThatClosesEndsTheStreamWithAnIoException() throws Exception {
     ZMQ.Socket pub = bound(SocketType.PUB);
     ZmtpSocket sub = connect(ZmtpSocket.Type.SUB, pub);
