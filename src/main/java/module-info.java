@@ -22,4 +22,5 @@ module io.github.prefixrouter {
   exports io.github.prefixrouter.transport.http;
   exports io.github.prefixrouter.engine.openai;
   exports io.github.prefixrouter.engine.reference;
+  exports io.github.prefixrouter.engine.vllm;
 }

@@ -1,0 +1,615 @@
+package io.github.prefixrouter.engine.vllm;
+
+import io.github.prefixrouter.internal.zmq.ZmtpEndpoint;
+import io.github.prefixrouter.internal.zmq.ZmtpOptions;
+import io.github.prefixrouter.internal.zmq.ZmtpSocket;
+import io.github.prefixrouter.spi.CacheEventListener;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.random.RandomGenerator;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Reads vLLM's KV-cache events from its ZeroMQ publisher ({@code vllm serve ...
+ * --kv-events-config '{"enable_kv_cache_events": true, "publisher": "zmq", ...}'}) and hands
+ * them, in order, to a {@link VllmKvEventReceiver} (or, in tests, another sink). Speaks ZMTP
+ * 3.0 itself: no ZeroMQ library is needed.
+ *
+ * <p><b>One thread.</b> {@link #start()} creates exactly one thread, with the builder's {@link
+ * Builder#threadFactory ThreadFactory} (by default a daemon thread named {@code
+ * prefix-router-kv-events}). It is the adapter's only thread: it connects, reads, replays and
+ * calls the sink, so the sink is never called from two threads at once. {@link #close()} stops
+ * it promptly (it closes the connection the thread is blocked on) and waits for it to end.
+ *
+ * <p><b>The stream.</b> The thread connects a SUB socket to the publisher's endpoint,
+ * subscribes to the topic and reads messages of three frames: the topic (exactly the
+ * configured one; others are counted and ignored), an 8-byte big-endian sequence number and
+ * the msgpack payload, which this class does not look into. A message of another shape is
+ * counted as malformed and dropped. When the connection breaks (the publisher restarted, the
+ * network failed, the peer broke the protocol or a limit), it is counted and made again after
+ * a backoff that doubles from the minimum to the maximum and restarts at the minimum after a
+ * successful handshake (with {@link Builder#jitter} each wait is drawn from the upper half of
+ * the current backoff).
+ *
+ * <p><b>Replay.</b> A message whose sequence number is above the sink's {@link
+ * KvEventSink#nextSeq()} means messages were lost (the publisher drops messages for a slow
+ * subscriber, and everything published while disconnected is lost). With a replay endpoint
+ * configured, the thread then opens a DEALER connection to it, asks for everything from {@code
+ * nextSeq()} on, passes each replayed message before the live one to {@link
+ * KvEventSink#onReplayed}, stops at vLLM's end marker (sequence number -1) or at the live
+ * message's sequence number, closes the connection, and then passes the live message. vLLM
+ * keeps a bounded buffer, so a replay may start after the first missing message, or fail;
+ * either way the live message follows and the sink decides what a remaining gap means.
+ *
+ * <p><b>Failures never stop the thread:</b> an exception from the sink is logged and counted,
+ * and the next message is read. See {@link Stats} for the counters.
+ */
+public final class VllmKvEventSubscriber implements AutoCloseable {
+
+  private static final Logger log = LoggerFactory.getLogger(VllmKvEventSubscriber.class);
+
+  /** The name of the default reader thread. */
+  public static final String THREAD_NAME = "prefix-router-kv-events";
+
+  /** The sequence number of vLLM's end-of-replay marker. */
+  static final long END_OF_REPLAY = -1;
+
+  private static final long JOIN_MILLIS = 10_000;
+
+  private final ZmtpEndpoint endpoint;
+  private final ZmtpEndpoint replayEndpoint;
+  private final byte[] topic;
+  private final String topicName;
+  private final KvEventSink sink;
+  private final ThreadFactory threadFactory;
+  private final long minBackoffNanos;
+  private final long maxBackoffNanos;
+  private final RandomGenerator jitter;
+  private final ZmtpOptions liveOptions;
+  private final ZmtpOptions replayOptions;
+
+  private final AtomicLong connects = new AtomicLong();
+  private final AtomicLong connectFailures = new AtomicLong();
+  private final AtomicLong disconnects = new AtomicLong();
+  private final AtomicLong messages = new AtomicLong();
+  private final AtomicLong malformedMessages = new AtomicLong();
+  private final AtomicLong otherTopicMessages = new AtomicLong();
+  private final AtomicLong replaysRequested = new AtomicLong();
+  private final AtomicLong replayedMessages = new AtomicLong();
+  private final AtomicLong replayFailures = new AtomicLong();
+  private final AtomicLong sinkFailures = new AtomicLong();
+
+  private final CountDownLatch closing = new CountDownLatch(1);
+  private volatile boolean closed;
+  private volatile ZmtpSocket live;
+  private volatile ZmtpSocket replay;
+  private Thread thread; // guarded by this
+
+  private VllmKvEventSubscriber(Builder b, KvEventSink sink) {
+    this.endpoint = b.endpoint;
+    this.replayEndpoint = b.replayEndpoint;
+    this.topicName = b.topic;
+    this.topic = b.topic.getBytes(StandardCharsets.UTF_8);
+    this.sink = sink;
+    this.threadFactory = b.threadFactory;
+    this.minBackoffNanos = b.minBackoff.toNanos();
+    this.maxBackoffNanos = b.maxBackoff.toNanos();
+    this.jitter = b.jitter;
+    this.liveOptions =
+        new ZmtpOptions(
+            b.connectTimeout,
+            b.handshakeTimeout,
+            b.readTimeout,
+            b.idleTimeout,
+            b.maxMessageBytes,
+            b.maxFrames);
+    this.replayOptions =
+        new ZmtpOptions(
+            b.replayTimeout,
+            b.replayTimeout,
+            b.replayTimeout,
+            b.replayTimeout,
+            b.maxMessageBytes,
+            b.maxFrames);
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /**
+   * Starts the reader thread.
+   *
+   * @throws IllegalStateException if already started or closed, or if the thread factory
+   *     returns null
+   */
+  public synchronized void start() {
+    if (closed) {
+      throw new IllegalStateException("closed");
+    }
+    if (thread != null) {
+      throw new IllegalStateException("already started");
+    }
+    Thread t = threadFactory.newThread(this::run);
+    if (t == null) {
+      throw new IllegalStateException("the thread factory returned no thread");
+    }
+    thread = t;
+    t.start();
+  }
+
+  /**
+   * Stops the reader thread: closes its connections, and waits (up to 10 seconds) for it to end,
+   * unless called from that thread. Idempotent.
+   */
+  @Override
+  public void close() {
+    Thread t;
+    synchronized (this) {
+      closed = true;
+      t = thread;
+    }
+    closing.countDown();
+    closeQuietly(live);
+    closeQuietly(replay);
+    if (t != null && t != Thread.currentThread()) {
+      try {
+        t.join(JOIN_MILLIS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+      if (t.isAlive()) {
+        log.warn("the KV-event reader thread {} did not stop within {} ms (blocked in the sink?)",
+            t.getName(), JOIN_MILLIS);
+      }
+    }
+  }
+
+  /** The counters so far. */
+  public Stats stats() {
+    return new Stats(
+        connects.get(),
+        connectFailures.get(),
+        disconnects.get(),
+        messages.get(),
+        malformedMessages.get(),
+        otherTopicMessages.get(),
+        replaysRequested.get(),
+        replayedMessages.get(),
+        replayFailures.get(),
+        sinkFailures.get());
+  }
+
+  /**
+   * The subscriber's counters.
+   *
+   * @param connects connections to the publisher whose handshake completed
+   * @param connectFailures attempts that failed before the handshake completed (refused,
+   *     timed out, or a peer that is not a ZMTP 3 publisher)
+   * @param disconnects established connections that broke (not counting {@link #close()})
+   * @param messages well-formed messages of the topic received live
+   * @param malformedMessages live messages dropped for their shape (not 3 frames, a sequence
+   *     number frame that is not 8 bytes, or a negative sequence number)
+   * @param otherTopicMessages live messages of another topic that the publisher let through
+   *     (a topic starting with ours), ignored
+   * @param replaysRequested replays asked for, after a gap in the sequence numbers
+   * @param replayedMessages messages received by replay and passed to the sink
+   * @param replayFailures replays that failed (no connection, timeout, malformed answer)
+   * @param sinkFailures exceptions thrown by the sink, logged and ignored
+   */
+  public record Stats(
+      long connects,
+      long connectFailures,
+      long disconnects,
+      long messages,
+      long malformedMessages,
+      long otherTopicMessages,
+      long replaysRequested,
+      long replayedMessages,
+      long replayFailures,
+      long sinkFailures) {}
+
+  @Override
+  public String toString() {
+    return "VllmKvEventSubscriber{" + endpoint + ", topic=" + topicName
+        + (replayEndpoint == null ? "" : ", replay=" + replayEndpoint) + "}";
+  }
+
+  // ---- the reader thread ----
+
+  private void run() {
+    long backoff = minBackoffNanos;
+    boolean failing = false;
+    while (!closed) {
+      ZmtpSocket s = new ZmtpSocket(ZmtpSocket.Type.SUB, liveOptions);
+      live = s;
+      if (closed) {
+        s.close();
+        break;
+      }
+      boolean established = false;
+      try {
+        s.connect(endpoint);
+        s.subscribe(topic);
+        established = true;
+        connects.incrementAndGet();
+        backoff = minBackoffNanos;
+        failing = false;
+        log.info("connected to vLLM's KV-event publisher at {} (topic '{}')", endpoint, topicName);
+        while (!closed) {
+          handle(s.receive());
+        }
+      } catch (IOException e) {
+        if (closed) {
+          break;
+        }
+        long wait = delay(backoff);
+        if (established) {
+          disconnects.incrementAndGet();
+          log.warn("KV-event connection to {} lost ({}); reconnecting in {} ms",
+              endpoint, e.toString(), TimeUnit.NANOSECONDS.toMillis(wait));
+        } else {
+          connectFailures.incrementAndGet();
+          if (!failing) {
+            log.warn("cannot connect to vLLM's KV-event publisher at {} ({}); retrying",
+                endpoint, e.toString());
+          } else {
+            log.debug("cannot connect to {} ({}); retrying in {} ms",
+                endpoint, e.toString(), TimeUnit.NANOSECONDS.toMillis(wait));
+          }
+          failing = true;
+        }
+        s.close();
+        try {
+          if (closing.await(wait, TimeUnit.NANOSECONDS)) {
+            break;
+          }
+        } catch (InterruptedException ie) {
+          break; // the thread's owner wants it to end
+        }
+        backoff = Math.min(maxBackoffNanos, backoff * 2);
+      } finally {
+        s.close();
+        live = null;
+      }
+    }
+    log.debug("KV-event reader for {} stopped", endpoint);
+  }
+
+  private long delay(long backoff) {
+    return delay(backoff, jitter);
+  }
+
+  /** The wait for {@code backoff}: itself, or with jitter uniform in its upper half. */
+  static long delay(long backoff, RandomGenerator jitter) {
+    if (jitter == null) {
+      return backoff;
+    }
+    long half = backoff / 2;
+    return half + jitter.nextLong(backoff - half + 1);
+  }
+
+  private void handle(List<byte[]> msg) {
+    if (msg.size() != 3 || msg.get(1).length != 8) {
+      malformedMessages.incrementAndGet();
+      log.debug("dropped a malformed KV-event message of {} frame(s)", msg.size());
+      return;
+    }
+    if (!Arrays.equals(msg.get(0), topic)) {
+      otherTopicMessages.incrementAndGet();
+      return;
+    }
+    long seq = seq(msg.get(1));
+    if (seq < 0) {
+      malformedMessages.incrementAndGet();
+      log.debug("dropped a KV-event message with negative sequence number {}", seq);
+      return;
+    }
+    messages.incrementAndGet();
+    byte[] payload = msg.get(2);
+    long next = nextSeq();
+    if (next >= 0 && seq > next && replayEndpoint != null) {
+      replay(next, seq);
+      if (closed) {
+        return; // closed during the replay: nothing more reaches the sink
+      }
+    }
+    try {
+      sink.onMessage(seq, payload);
+    } catch (RuntimeException e) {
+      sinkFailed("message " + seq, e);
+    }
+  }
+
+  private long nextSeq() {
+    try {
+      return sink.nextSeq();
+    } catch (RuntimeException e) {
+      sinkFailed("nextSeq", e);
+      return -1;
+    }
+  }
+
+  private void sinkFailed(String what, RuntimeException e) {
+    if (sinkFailures.incrementAndGet() == 1) {
+      log.warn("the KV-event sink failed on {} (later failures are logged at debug level)",
+          what, e);
+    } else {
+      log.debug("the KV-event sink failed on {}", what, e);
+    }
+  }
+
+  /** Replays {@code [from, liveSeq)} into the sink, as far as the publisher still has it. */
+  private void replay(long from, long liveSeq) {
+    replaysRequested.incrementAndGet();
+    ZmtpSocket r = new ZmtpSocket(ZmtpSocket.Type.DEALER, replayOptions);
+    replay = r;
+    if (closed) {
+      r.close();
+      return;
+    }
+    int received = 0;
+    try {
+      r.connect(replayEndpoint);
+      r.send(List.of(new byte[0], seqBytes(from)));
+      long last = Long.MIN_VALUE;
+      while (!closed) {
+        List<byte[]> m = r.receive();
+        if (m.size() != 3 || m.get(0).length != 0 || m.get(1).length != 8) {
+          throw new IOException("a replayed message of " + m.size()
+              + " frame(s) is not [empty, 8-byte sequence number, payload]");
+        }
+        long seq = seq(m.get(1));
+        if (seq == END_OF_REPLAY) {
+          break;
+        }
+        if (seq < 0 || seq <= last) {
+          throw new IOException("replayed sequence number " + seq + " after " + last);
+        }
+        if (seq >= liveSeq) {
+          break;
+        }
+        last = seq;
+        received++;
+        replayedMessages.incrementAndGet();
+        try {
+          sink.onReplayed(seq, m.get(2));
+        } catch (RuntimeException e) {
+          sinkFailed("replayed message " + seq, e);
+        }
+      }
+      log.debug("replayed {} KV-event message(s) from {} before {}", received, from, liveSeq);
+    } catch (IOException e) {
+      if (!closed) {
+        replayFailures.incrementAndGet();
+        log.warn("KV-event replay from {} (sequence numbers {} to {}) failed after {} message(s):"
+            + " {}", replayEndpoint, from, liveSeq - 1, received, e.toString());
+      }
+    } finally {
+      r.close();
+      replay = null;
+    }
+  }
+
+  static long seq(byte[] b) {
+    long v = 0;
+    for (int i = 0; i < 8; i++) {
+      v = (v << 8) | (b[i] & 0xff);
+    }
+    return v;
+  }
+
+  static byte[] seqBytes(long v) {
+    byte[] b = new byte[8];
+    for (int i = 7; i >= 0; i--) {
+      b[i] = (byte) v;
+      v >>>= 8;
+    }
+    return b;
+  }
+
+  private static void closeQuietly(ZmtpSocket s) {
+    if (s != null) {
+      s.close();
+    }
+  }
+
+  /** Configures a {@link VllmKvEventSubscriber}. */
+  public static final class Builder {
+    private ZmtpEndpoint endpoint;
+    private ZmtpEndpoint replayEndpoint;
+    private String topic = "kv-events";
+    private KvEventSink sink;
+    private CacheEventListener listener;
+    private int blockSize;
+    private ThreadFactory threadFactory =
+        r -> {
+          Thread t = new Thread(r, THREAD_NAME);
+          t.setDaemon(true);
+          return t;
+        };
+    private Duration minBackoff = Duration.ofMillis(100);
+    private Duration maxBackoff = Duration.ofSeconds(5);
+    private RandomGenerator jitter;
+    private Duration connectTimeout = ZmtpOptions.DEFAULTS.connectTimeout();
+    private Duration handshakeTimeout = ZmtpOptions.DEFAULTS.handshakeTimeout();
+    private Duration readTimeout = ZmtpOptions.DEFAULTS.readTimeout();
+    private Duration idleTimeout = ZmtpOptions.DEFAULTS.idleTimeout();
+    private Duration replayTimeout = Duration.ofSeconds(2);
+    private int maxMessageBytes = ZmtpOptions.DEFAULTS.maxMessageBytes();
+    private int maxFrames = ZmtpOptions.DEFAULTS.maxFrames();
+
+    private Builder() {}
+
+    /**
+     * The publisher's endpoint, {@code tcp://host:port} (vLLM's {@code endpoint}, with the
+     * host it runs on in place of {@code *}). Required.
+     *
+     * @throws IllegalArgumentException if it is not a {@code tcp://host:port} endpoint
+     */
+    public Builder endpoint(String endpoint) {
+      this.endpoint = ZmtpEndpoint.parse(endpoint);
+      return this;
+    }
+
+    /**
+     * The publisher's replay endpoint, {@code tcp://host:port} (vLLM's {@code
+     * replay_endpoint}); without one, lost messages are not replayed.
+     *
+     * @throws IllegalArgumentException if it is not a {@code tcp://host:port} endpoint
+     */
+    public Builder replayEndpoint(String replayEndpoint) {
+      this.replayEndpoint = ZmtpEndpoint.parse(replayEndpoint);
+      return this;
+    }
+
+    /** The topic, as given to vLLM ({@code topic}); default {@code kv-events}. */
+    public Builder topic(String topic) {
+      this.topic = Objects.requireNonNull(topic, "topic");
+      return this;
+    }
+
+    /**
+     * Where decoded events go: the node's cache-event listener. The subscriber applies them
+     * through a {@link VllmKvEventReceiver} of {@link #blockSize} tokens per block.
+     */
+    public Builder listener(CacheEventListener listener) {
+      this.listener = Objects.requireNonNull(listener, "listener");
+      return this;
+    }
+
+    /** The node's block size in tokens (vLLM's {@code --block-size}); required with a listener. */
+    public Builder blockSize(int blockSize) {
+      this.blockSize = blockSize;
+      return this;
+    }
+
+    /** Where messages go, instead of a listener (tests). */
+    Builder sink(KvEventSink sink) {
+      this.sink = Objects.requireNonNull(sink, "sink");
+      return this;
+    }
+
+    /** Creates the one reader thread; default: a daemon thread named {@value VllmKvEventSubscriber#THREAD_NAME}. */
+    public Builder threadFactory(ThreadFactory threadFactory) {
+      this.threadFactory = Objects.requireNonNull(threadFactory, "threadFactory");
+      return this;
+    }
+
+    /**
+     * The wait before reconnecting: {@code min} after the first failure, doubling up to {@code
+     * max}; default 100 ms to 5 s.
+     */
+    public Builder reconnectBackoff(Duration min, Duration max) {
+      Objects.requireNonNull(min, "min");
+      Objects.requireNonNull(max, "max");
+      if (min.isNegative() || min.isZero() || max.compareTo(min) < 0) {
+        throw new IllegalArgumentException(
+            "reconnect backoff needs 0 < min <= max, was " + min + ", " + max);
+      }
+      this.minBackoff = min;
+      this.maxBackoff = max;
+      return this;
+    }
+
+    /**
+     * Draws each reconnect wait uniformly from the upper half of the current backoff, so that
+     * many subscribers of one publisher do not reconnect in step; default: no jitter.
+     */
+    public Builder jitter(RandomGenerator random) {
+      this.jitter = Objects.requireNonNull(random, "random");
+      return this;
+    }
+
+    /** The TCP connect timeout; default 5 s. */
+    public Builder connectTimeout(Duration d) {
+      this.connectTimeout = d;
+      return this;
+    }
+
+    /** How long the ZMTP handshake may take; default 5 s. */
+    public Builder handshakeTimeout(Duration d) {
+      this.handshakeTimeout = d;
+      return this;
+    }
+
+    /**
+     * How long a message may take to arrive once its first byte has: a publisher that stops
+     * inside a message is disconnected after it; default 10 s.
+     */
+    public Builder readTimeout(Duration d) {
+      this.readTimeout = d;
+      return this;
+    }
+
+    /**
+     * Reconnect when no message has arrived for this long; default {@link Duration#ZERO}, never
+     * (vLLM publishes nothing while idle, and sends no heartbeats).
+     */
+    public Builder idleTimeout(Duration d) {
+      this.idleTimeout = d;
+      return this;
+    }
+
+    /**
+     * The timeout of each step of a replay (connect, handshake, each replayed message);
+     * default 2 s. The live stream waits meanwhile.
+     */
+    public Builder replayTimeout(Duration d) {
+      this.replayTimeout = d;
+      return this;
+    }
+
+    /** The largest message accepted (sum of its frames); default 16 MiB. */
+    public Builder maxMessageBytes(int n) {
+      this.maxMessageBytes = n;
+      return this;
+    }
+
+    /** The most frames a message may have; default 16 (vLLM sends 3). */
+    public Builder maxFramesPerMessage(int n) {
+      this.maxFrames = n;
+      return this;
+    }
+
+    /**
+     * Builds the subscriber (not started).
+     *
+     * @throws IllegalStateException if the endpoint or the listener is missing, or a listener
+     *     is given without a block size
+     * @throws IllegalArgumentException if a timeout or limit is out of range
+     */
+    public VllmKvEventSubscriber build() {
+      if (endpoint == null) {
+        throw new IllegalStateException("endpoint is required");
+      }
+      KvEventSink s = sink;
+      if (s == null) {
+        if (listener == null) {
+          throw new IllegalStateException("listener is required");
+        }
+        if (blockSize <= 0) {
+          throw new IllegalStateException(
+              "blockSize is required with a listener (vLLM's --block-size), was " + blockSize);
+        }
+        s = new VllmKvEventReceiver(listener, blockSize);
+      } else if (listener != null) {
+        throw new IllegalStateException("give either a listener or a sink, not both");
+      }
+      if (replayTimeout == null || replayTimeout.isNegative() || replayTimeout.isZero()) {
+        throw new IllegalArgumentException("replayTimeout must be positive, was " + replayTimeout);
+      }
+      return new VllmKvEventSubscriber(this, s);
+    }
+  }
+}

@@ -1,0 +1,399 @@
+package io.github.prefixrouter.engine.vllm;
+
+import static io.github.prefixrouter.engine.vllm.FakeVllmPublisher.TOPIC;
+import static io.github.prefixrouter.engine.vllm.FakeVllmPublisher.payload;
+import static io.github.prefixrouter.engine.vllm.FakeVllmPublisher.seq;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.engine.vllm.RecordingSink.Call;
+import io.github.prefixrouter.internal.zmq.HostilePeer;
+import io.github.prefixrouter.internal.zmq.ZmtpBytes;
+import io.github.prefixrouter.spi.CacheEventListener;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The subscriber end to end against a JeroMQ stand-in for vLLM's publisher (PUB and replay
+ * ROUTER), with a recording sink.
+ */
+class VllmKvEventSubscriberTest {
+
+  private final RecordingSink sink = new RecordingSink();
+  private final List<Thread> threads = new CopyOnWriteArrayList<>();
+  private final ThreadFactory factory = r -> {
+    Thread t = new Thread(r, "kv-events-under-test");
+    t.setDaemon(true);
+    threads.add(t);
+    return t;
+  };
+  private final List<AutoCloseable> toClose = new ArrayList<>();
+
+  @AfterEach
+  void closeAll() throws Exception {
+    for (int i = toClose.size() - 1; i >= 0; i--) {
+      toClose.get(i).close();
+    }
+    for (Thread t : threads) {
+      assertFalse(t.isAlive(), "the reader thread ends with close()");
+    }
+    assertFalse(sink.overlapped(), "the sink is never called from two threads at once");
+  }
+
+  private FakeVllmPublisher publisher(int buffer) {
+    FakeVllmPublisher p = new FakeVllmPublisher(buffer);
+    toClose.add(p);
+    return p;
+  }
+
+  private VllmKvEventSubscriber.Builder builder(String endpoint) {
+    return VllmKvEventSubscriber.builder()
+        .endpoint(endpoint)
+        .sink(sink)
+        .threadFactory(factory)
+        .reconnectBackoff(Duration.ofMillis(10), Duration.ofMillis(100));
+  }
+
+  private VllmKvEventSubscriber start(VllmKvEventSubscriber.Builder b) {
+    VllmKvEventSubscriber s = b.build();
+    toClose.add(s);
+    s.start();
+    return s;
+  }
+
+  private static void await(BooleanSupplier condition, String what) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out waiting until " + what);
+      }
+      Thread.sleep(5);
+    }
+  }
+
+  /** The calls after the first {@code skip}. */
+  private List<Call> callsAfter(int skip) {
+    List<Call> c = sink.calls();
+    return c.subList(skip, c.size());
+  }
+
+  private static void assertCall(Call c, boolean replayed, long seq) {
+    assertEquals(replayed, c.replayed(), "replayed? " + c);
+    assertEquals(seq, c.seq(), c.toString());
+    assertArrayEquals(payload(seq), c.payload(), c.toString());
+  }
+
+  @Test
+  void liveMessagesReachTheSinkInOrder() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
+    long next = vllm.publishUntil(0, () -> sink.size() > 0);
+    for (int i = 0; i < 50; i++) {
+      vllm.publish(next++);
+    }
+    long last = next - 1;
+    await(() -> sink.sawLive(last), "the last message arrived");
+    List<Call> calls = sink.calls();
+    long first = calls.get(0).seq();
+    assertEquals(last - first + 1, calls.size(), calls.toString());
+    for (int i = 0; i < calls.size(); i++) {
+      assertCall(calls.get(i), false, first + i);
+    }
+    VllmKvEventSubscriber.Stats st = s.stats();
+    assertEquals(1, st.connects());
+    assertEquals(calls.size(), st.messages());
+    assertEquals(0, st.malformedMessages());
+    assertEquals(0, st.replaysRequested());
+    assertEquals(threads, List.copyOf(sink.threads()), "only the reader thread calls the sink");
+  }
+
+  @Test
+  void aGapIsFilledByReplayBeforeTheLiveMessage() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    String replay = vllm.startReplay();
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint()).replayEndpoint(replay));
+    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    int before = sink.size();
+    vllm.publish(n);
+    vllm.lose(n + 1);
+    vllm.lose(n + 2);
+    vllm.lose(n + 3);
+    vllm.publish(n + 4);
+    vllm.publish(n + 5);
+    await(() -> sink.sawLive(n + 5), "the message after the gap arrived");
+    List<Call> after = callsAfter(before);
+    assertEquals(6, after.size(), after.toString());
+    assertCall(after.get(0), false, n);
+    assertCall(after.get(1), true, n + 1);
+    assertCall(after.get(2), true, n + 2);
+    assertCall(after.get(3), true, n + 3);
+    assertCall(after.get(4), false, n + 4);
+    assertCall(after.get(5), false, n + 5);
+    VllmKvEventSubscriber.Stats st = s.stats();
+    assertEquals(1, st.replaysRequested());
+    assertEquals(3, st.replayedMessages());
+    assertEquals(0, st.replayFailures());
+    assertEquals(1, vllm.replayRequests());
+    assertEquals(1, st.connects());
+  }
+
+  @Test
+  void aReplayFromATrimmedBufferStartsLaterAndTheLiveMessageFollows() throws Exception {
+    FakeVllmPublisher vllm = publisher(2);
+    String replay = vllm.startReplay();
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint()).replayEndpoint(replay));
+    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    int before = sink.size();
+    for (long i = n; i < n + 4; i++) {
+      vllm.lose(i);
+    }
+    vllm.publish(n + 4); // the buffer now holds n + 3 and n + 4
+    await(() -> sink.sawLive(n + 4), "the message after the gap arrived");
+    List<Call> after = callsAfter(before);
+    assertEquals(2, after.size(), after.toString());
+    assertCall(after.get(0), true, n + 3);
+    assertCall(after.get(1), false, n + 4);
+    assertEquals(1, s.stats().replayedMessages());
+  }
+
+  @Test
+  void withoutAReplayEndpointAGapGoesToTheSinkAsIs() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
+    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    int before = sink.size();
+    vllm.lose(n);
+    vllm.lose(n + 1);
+    vllm.publish(n + 2);
+    await(() -> sink.sawLive(n + 2), "the message after the gap arrived");
+    List<Call> after = callsAfter(before);
+    assertEquals(1, after.size(), after.toString());
+    assertCall(after.get(0), false, n + 2);
+    assertEquals(0, s.stats().replaysRequested());
+  }
+
+  @Test
+  void aReplayServerThatIsDownIsCountedAndTheLiveMessageStillDelivered() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    int deadPort;
+    try (ServerSocket ss = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      deadPort = ss.getLocalPort();
+    }
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint())
+        .replayEndpoint("tcp://127.0.0.1:" + deadPort)
+        .replayTimeout(Duration.ofMillis(500)));
+    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    int before = sink.size();
+    vllm.lose(n);
+    vllm.publish(n + 1);
+    vllm.publish(n + 2);
+    await(() -> sink.sawLive(n + 2), "the messages after the gap arrived");
+    List<Call> after = callsAfter(before);
+    assertEquals(2, after.size(), after.toString());
+    assertCall(after.get(0), false, n + 1);
+    assertCall(after.get(1), false, n + 2);
+    VllmKvEventSubscriber.Stats st = s.stats();
+    assertEquals(1, st.replaysRequested());
+    assertEquals(1, st.replayFailures());
+    assertEquals(0, st.replayedMessages());
+    assertEquals(1, st.connects(), "the live connection is kept");
+    assertEquals(0, st.disconnects());
+  }
+
+  @Test
+  void aRestartedPublisherIsReconnectedAndTheStreamGoesOn() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
+    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    vllm.restartPublisher();
+    await(() -> s.stats().disconnects() == 1, "the broken connection was counted");
+    int before = sink.size();
+    long m = vllm.publishUntil(n, () -> sink.size() > before);
+    vllm.publish(m);
+    await(() -> sink.sawLive(m), "messages arrive over the new connection");
+    VllmKvEventSubscriber.Stats st = s.stats();
+    assertEquals(2, st.connects());
+    assertEquals(1, st.disconnects());
+    List<Call> after = callsAfter(before);
+    for (int i = 1; i < after.size(); i++) {
+      assertEquals(after.get(i - 1).seq() + 1, after.get(i).seq(), after.toString());
+    }
+  }
+
+  @Test
+  void malformedMessagesAndOtherTopicsAreCountedAndDropped() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
+    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    int before = sink.size();
+    byte[] topic = TOPIC.getBytes(StandardCharsets.US_ASCII);
+    vllm.send(topic, new byte[4], payload(n));                  // short sequence number
+    vllm.send(topic, seq(n));                                   // two frames
+    vllm.send(topic, seq(n), payload(n), new byte[1]);          // four frames
+    vllm.send(topic, seq(-5), payload(n));                      // negative sequence number
+    vllm.send("kv-events-other".getBytes(StandardCharsets.US_ASCII), seq(n), payload(n));
+    vllm.publish(n);
+    await(() -> sink.sawLive(n), "the good message arrived");
+    List<Call> after = callsAfter(before);
+    assertEquals(1, after.size(), after.toString());
+    VllmKvEventSubscriber.Stats st = s.stats();
+    assertEquals(4, st.malformedMessages());
+    assertEquals(1, st.otherTopicMessages());
+    assertEquals(0, st.disconnects(), "a malformed message does not break the connection");
+  }
+
+  @Test
+  void anExceptionFromTheSinkIsCountedAndTheLoopGoesOn() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
+    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    sink.failOn(seq -> seq == n);
+    vllm.publish(n);
+    vllm.publish(n + 1);
+    await(() -> sink.sawLive(n + 1), "the message after the failing one arrived");
+    assertEquals(1, s.stats().sinkFailures());
+    assertEquals(0, s.stats().disconnects());
+    assertTrue(threads.get(0).isAlive());
+  }
+
+  @Test
+  void closeEndsTheThreadWhileItReadsAndIsIdempotent() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
+    vllm.publishUntil(0, () -> sink.size() > 0);
+    s.close();
+    assertFalse(threads.get(0).isAlive());
+    s.close();
+    assertThrows(IllegalStateException.class, s::start);
+    assertEquals(0, s.stats().disconnects(), "close() is not a broken connection");
+  }
+
+  @Test
+  void closeEndsTheThreadDuringALongBackoff() throws Exception {
+    int deadPort;
+    try (ServerSocket ss = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      deadPort = ss.getLocalPort();
+    }
+    VllmKvEventSubscriber s = start(builder("tcp://127.0.0.1:" + deadPort)
+        .reconnectBackoff(Duration.ofHours(1), Duration.ofHours(1)));
+    await(() -> s.stats().connectFailures() == 1, "the refused connect was counted");
+    s.close();
+    assertFalse(threads.get(0).isAlive(), "close() does not wait out the backoff");
+    assertEquals(1, s.stats().connectFailures());
+  }
+
+  @Test
+  void theDefaultThreadIsOneDaemonNamedPrefixRouterKvEvents() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    VllmKvEventSubscriber s = VllmKvEventSubscriber.builder().endpoint(vllm.endpoint())
+        .sink(sink).build();
+    s.start();
+    assertThrows(IllegalStateException.class, s::start, "one thread only");
+    vllm.publishUntil(0, () -> sink.size() > 0);
+    assertEquals(1, sink.threads().size());
+    Thread reader = sink.threads().iterator().next();
+    assertEquals(VllmKvEventSubscriber.THREAD_NAME, reader.getName());
+    assertTrue(reader.isDaemon());
+    s.close();
+    assertFalse(reader.isAlive());
+  }
+
+  @Test
+  void aPeerThatIsNotAZmtpPublisherIsRetriedAndCounted() throws Exception {
+    try (HostilePeer peer = new HostilePeer((sock, in, out) -> {
+      out.write(new byte[] {0x01, 0x00}); // a ZMTP 1.0 greeting
+      out.flush();
+      HostilePeer.awaitClientClose(in);
+    })) {
+      VllmKvEventSubscriber s = start(builder("tcp://127.0.0.1:" + peer.port()));
+      await(() -> s.stats().connectFailures() >= 3, "three refused handshakes");
+      assertEquals(0, s.stats().connects());
+      s.close();
+      assertFalse(threads.get(0).isAlive());
+    }
+    assertEquals(0, sink.size());
+  }
+
+  @Test
+  void aPublisherStoppingInsideAMessageIsCutAndReconnected() throws Exception {
+    byte[] stall = ZmtpBytes.of().greeting().ready("PUB")
+        .raw((byte) 0x01, (byte) 9).raw(ZmtpBytes.ascii("kv-ev")).bytes();
+    try (HostilePeer peer = new HostilePeer((sock, in, out) -> {
+      HostilePeer.readClientHandshake(in);
+      out.write(stall);
+      out.flush();
+      HostilePeer.awaitClientClose(in);
+    })) {
+      VllmKvEventSubscriber s = start(builder("tcp://127.0.0.1:" + peer.port())
+          .readTimeout(Duration.ofMillis(200)));
+      await(() -> s.stats().disconnects() >= 2, "two stalled connections were cut");
+      assertTrue(s.stats().connects() >= 2);
+      s.close();
+      assertFalse(threads.get(0).isAlive());
+    }
+    assertEquals(0, sink.size());
+  }
+
+  @Test
+  void jitterDrawsEachWaitFromTheUpperHalfOfTheBackoffReproducibly() {
+    assertEquals(800, VllmKvEventSubscriber.delay(800, null));
+    java.util.SplittableRandom a = new java.util.SplittableRandom(7);
+    java.util.SplittableRandom b = new java.util.SplittableRandom(7);
+    java.util.Set<Long> seen = new java.util.HashSet<>();
+    for (int i = 0; i < 1000; i++) {
+      long d = VllmKvEventSubscriber.delay(800, a);
+      assertTrue(d >= 400 && d <= 800, "wait " + d);
+      assertEquals(d, VllmKvEventSubscriber.delay(800, b), "same seed, same waits");
+      seen.add(d);
+    }
+    assertTrue(seen.size() > 100, "the waits vary: " + seen.size());
+    long tiny = VllmKvEventSubscriber.delay(1, new java.util.SplittableRandom(1));
+    assertTrue(tiny == 0 || tiny == 1, "a backoff of 1 ns: " + tiny);
+  }
+
+  @Test
+  void endpointsOtherThanTcpHostPortAreRefusedClearly() {
+    VllmKvEventSubscriber.Builder b = VllmKvEventSubscriber.builder();
+    IllegalArgumentException ipc =
+        assertThrows(IllegalArgumentException.class, () -> b.endpoint("ipc:///tmp/kv"));
+    assertTrue(ipc.getMessage().contains("only tcp://"), ipc.getMessage());
+    IllegalArgumentException star =
+        assertThrows(IllegalArgumentException.class, () -> b.endpoint("tcp://*:5557"));
+    assertTrue(star.getMessage().contains("bind address"), star.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> b.replayEndpoint("inproc://replay"));
+    assertThrows(IllegalArgumentException.class, () -> b.endpoint("tcp://localhost"));
+    assertThrows(IllegalArgumentException.class, () -> b.endpoint("tcp://localhost:70000"));
+  }
+
+  @Test
+  void theBuilderNeedsAnEndpointAndAListenerWithItsBlockSize() {
+    CacheEventListener listener = new CacheEventListener() {};
+    assertThrows(IllegalStateException.class,
+        () -> VllmKvEventSubscriber.builder().listener(listener).blockSize(16).build());
+    IllegalStateException noBlockSize = assertThrows(IllegalStateException.class,
+        () -> VllmKvEventSubscriber.builder().endpoint("tcp://127.0.0.1:5557")
+            .listener(listener).build());
+    assertTrue(noBlockSize.getMessage().contains("blockSize"), noBlockSize.getMessage());
+    assertThrows(IllegalStateException.class,
+        () -> VllmKvEventSubscriber.builder().endpoint("tcp://127.0.0.1:5557").build());
+    assertThrows(IllegalArgumentException.class,
+        () -> VllmKvEventSubscriber.builder().reconnectBackoff(Duration.ofSeconds(2),
+            Duration.ofSeconds(1)));
+    assertNotNull(VllmKvEventSubscriber.builder().endpoint("tcp://[::1]:5557")
+        .listener(listener).blockSize(16).build());
+  }
+}
