@@ -314,9 +314,11 @@ final class MsgpackReader {
         pos += b == 0xCA ? 4 : 8;
         return;
       case STR:
-      case BIN:
-        pos += bytesHeader(k, field);
+      case BIN: {
+        int n = bytesHeader(k, field); // before pos is read: the header moves it
+        pos += n;
         return;
+      }
       case EXT:
         skipExt(b, field);
         return;
