@@ -23,7 +23,9 @@ import org.slf4j.LoggerFactory;
  * (a sequence number above the one expected), after a publisher restart (one below it, on a
  * live message), and after a malformed batch (its events are lost). A cleared mirror
  * under-reports the engine's cache until new stores arrive, which only costs cache hits; it
- * never claims blocks the engine dropped.
+ * never claims blocks the engine dropped. One restart sequence numbers cannot show (its first
+ * messages lost, exactly as many as were received before it) is covered by {@link #reset()},
+ * which the subscriber calls whenever its connection to the publisher is made again.
  *
  * <p>Nothing is thrown at the caller for bad input or a failing listener: malformed batches
  * and listener exceptions are logged and counted in {@link #stats()}. Deterministic: no clock,
@@ -54,6 +56,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
   private long gaps;
   private long restarts;
   private long duplicatesIgnored;
+  private long resets;
   private long listenerFailures;
 
   /**
@@ -65,8 +68,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * @param storedEvents {@code BlockStored} events passed to the listener
    * @param removedEvents {@code BlockRemoved} events passed to the listener
    * @param clearedEvents {@code AllBlocksCleared} events passed to the listener (not the clears
-   *     the receiver issues itself: those are {@code gaps + restarts + malformedBatches}, at
-   *     most one per message)
+   *     the receiver issues itself: those are at most one per message, for a gap, a restart or a
+   *     malformed batch, and one per {@code reset()})
    * @param ignoredEvents events with a tag this receiver does not know, skipped
    * @param blockSizeMismatches {@code BlockStored} events whose block size differs from the
    *     receiver's, skipped (vLLM and the node are configured differently)
@@ -78,6 +81,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * @param restarts live messages whose sequence number was below the one expected (the
    *     publisher restarted)
    * @param duplicatesIgnored replayed messages already applied, ignored
+   * @param resets calls of {@link VllmKvEventReceiver#reset()}
    * @param listenerFailures listener calls that threw a {@link RuntimeException}
    */
   public record Stats(
@@ -93,6 +97,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
       long gaps,
       long restarts,
       long duplicatesIgnored,
+      long resets,
       long listenerFailures) {}
 
   /**
@@ -174,6 +179,24 @@ public final class VllmKvEventReceiver implements KvEventSink {
     receive(seq, payload, clear, true);
   }
 
+  /**
+   * Forgets the stream: clears the listener (counted in {@link Stats#resets()}) and takes the
+   * next message, live or replayed, as the first. Call it when the connection to the publisher
+   * was lost and made again. Sequence numbers alone cannot show every restart: a publisher
+   * that restarted (with an empty cache) and whose first messages were lost, exactly as many as
+   * the node had received before, continues at the very number expected.
+   */
+  public synchronized void reset() {
+    resets++;
+    started = false;
+    nextSeq = -1;
+    try {
+      listener.onAllCleared();
+    } catch (RuntimeException e) {
+      listenerFailed("clear", e);
+    }
+  }
+
   /** The counters so far. */
   public synchronized Stats stats() {
     return new Stats(
@@ -189,6 +212,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
         gaps,
         restarts,
         duplicatesIgnored,
+        resets,
         listenerFailures);
   }
 
