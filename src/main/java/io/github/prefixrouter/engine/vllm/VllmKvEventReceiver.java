@@ -28,8 +28,9 @@ import org.slf4j.LoggerFactory;
  * which the subscriber calls whenever its connection to the publisher is made again.
  *
  * <p>Nothing is thrown at the caller for bad input or a failing listener: malformed batches
- * and listener exceptions are logged and counted in {@link #stats()}. Deterministic: no clock,
- * no threads, no randomness.
+ * and listener exceptions are logged and counted in {@link #stats()} (only a null payload, a
+ * caller's bug, throws a {@link NullPointerException}, before anything changes).
+ * Deterministic: no clock, no threads, no randomness.
  *
  * <p>Thread-safe: every method is synchronized, so batches are applied one at a time and in
  * the order they are passed. The listener is called while the receiver's lock is held.
@@ -197,7 +198,11 @@ public final class VllmKvEventReceiver implements KvEventSink {
     }
   }
 
-  /** The counters so far. */
+  /**
+   * The counters so far.
+   *
+   * @return a snapshot of the counters, consistent with each other (taken under the lock)
+   */
   public synchronized Stats stats() {
     return new Stats(
         batchesApplied,
