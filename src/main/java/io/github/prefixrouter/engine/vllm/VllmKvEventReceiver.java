@@ -227,8 +227,13 @@ public final class VllmKvEventReceiver implements KvEventSink {
       events = KvEventDecoder.decode(payload);
     } catch (MalformedKvEventException e) {
       malformedBatches++;
-      LOG.warn("KV-event batch {} ({} bytes) is malformed, dropped; clearing the mirror of the "
-          + "engine's cache: {}", seq, payload.length, e.getMessage());
+      if (logNow(malformedBatches)) {
+        LOG.warn("KV-event batch {} ({} bytes) is malformed, dropped; clearing the mirror of the "
+            + "engine's cache ({} malformed so far): {}", seq, payload.length, malformedBatches,
+            e.getMessage());
+      } else {
+        LOG.debug("KV-event batch {} is malformed: {}", seq, e.getMessage());
+      }
       events = null;
       clear = true;
     }
@@ -294,6 +299,19 @@ public final class VllmKvEventReceiver implements KvEventSink {
 
   private void listenerFailed(String call, RuntimeException e) {
     listenerFailures++;
-    LOG.warn("cache event listener failed on {} (failure {})", call, listenerFailures, e);
+    if (logNow(listenerFailures)) {
+      LOG.warn("cache event listener failed on {} ({} failures so far)", call, listenerFailures,
+          e);
+    } else {
+      LOG.debug("cache event listener failed on {}", call, e);
+    }
+  }
+
+  /**
+   * Whether the {@code count}-th occurrence of a repeated problem is logged at warn level: the
+   * 1st, 2nd, 4th, 8th... (the others at debug), so a stream of bad input cannot flood the log.
+   */
+  private static boolean logNow(long count) {
+    return Long.bitCount(count) == 1;
   }
 }
