@@ -5,7 +5,9 @@
  * implement ({@code io.github.prefixrouter.spi}), the in-process test support
  * ({@code io.github.prefixrouter.testing}), the HTTP transport
  * ({@code io.github.prefixrouter.transport.http}), the engine adapters
- * ({@code io.github.prefixrouter.engine.openai}, {@code io.github.prefixrouter.engine.reference}).
+ * ({@code io.github.prefixrouter.engine.openai}, {@code io.github.prefixrouter.engine.reference},
+ * and {@code io.github.prefixrouter.engine.vllm}, which feeds vLLM's KV-cache events to the
+ * node's engine-driven tree).
  * The runnable node ({@code io.github.prefixrouter.server.NodeMain}) is a main class, not API.
  * Everything under
  * {@code io.github.prefixrouter.internal} is implementation and not exported.

@@ -1,20 +1,105 @@
 package io.github.prefixrouter.engine.vllm;
 
 import io.github.prefixrouter.spi.CacheEventListener;
+import java.util.List;
 import java.util.Objects;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Applies vLLM's KV-cache event stream to a {@link CacheEventListener}: the messages of vLLM's
  * ZMQ event publisher ({@code --kv-events-config}), each a sequence number and a msgpack-encoded
  * event batch.
  *
+ * <p>Each batch is decoded whole before any of it is applied: {@code BlockStored} becomes
+ * {@link CacheEventListener#onBlocksStored}, {@code BlockRemoved}
+ * {@link CacheEventListener#onBlocksRemoved}, {@code AllBlocksCleared}
+ * {@link CacheEventListener#onAllCleared}; events with other tags are skipped. A store whose
+ * declared block size differs from this receiver's, or whose token count is not its block count
+ * times the block size, cannot be mirrored and is skipped.
+ *
+ * <p>Whenever the mirror may hold blocks the engine no longer has, the receiver clears it
+ * ({@link CacheEventListener#onAllCleared}) before applying the next batch: after lost messages
+ * (a sequence number above the one expected), after a publisher restart (one below it, on a
+ * live message), and after a malformed batch (its events are lost). A cleared mirror
+ * under-reports the engine's cache until new stores arrive, which only costs cache hits; it
+ * never claims blocks the engine dropped. One restart sequence numbers cannot show (its first
+ * messages lost, exactly as many as were received before it) is covered by {@link #reset()},
+ * which the subscriber calls whenever its connection to the publisher is made again.
+ *
+ * <p>Nothing is thrown at the caller for bad input or a failing listener: malformed batches
+ * and listener exceptions are logged and counted in {@link #stats()} (only a null payload, a
+ * caller's bug, throws a {@link NullPointerException}, before anything changes).
+ * Deterministic: no clock, no threads, no randomness.
+ *
  * <p>Thread-safe: every method is synchronized, so batches are applied one at a time and in
- * the order they are passed.
+ * the order they are passed. The listener is called while the receiver's lock is held.
  */
 public final class VllmKvEventReceiver implements KvEventSink {
 
+  private static final Logger LOG = LoggerFactory.getLogger(VllmKvEventReceiver.class);
+
   private final CacheEventListener listener;
   private final int blockSize;
+
+  private boolean started;
+  private long nextSeq = -1;
+
+  private long batchesApplied;
+  private long replayedBatches;
+  private long storedEvents;
+  private long removedEvents;
+  private long clearedEvents;
+  private long ignoredEvents;
+  private long blockSizeMismatches;
+  private long tokenCountMismatches;
+  private long malformedBatches;
+  private long gaps;
+  private long restarts;
+  private long duplicatesIgnored;
+  private long resets;
+  private long listenerFailures;
+
+  /**
+   * Counters of what the receiver did since it was created. Events are counted once each,
+   * when the listener returned normally from the call they became.
+   *
+   * @param batchesApplied batches decoded and applied, live or replayed
+   * @param replayedBatches of those, batches that came through {@code onReplayed}
+   * @param storedEvents {@code BlockStored} events passed to the listener
+   * @param removedEvents {@code BlockRemoved} events passed to the listener
+   * @param clearedEvents {@code AllBlocksCleared} events passed to the listener (not the clears
+   *     the receiver issues itself: those are at most one per message, for a gap, a restart or a
+   *     malformed batch, and one per {@code reset()})
+   * @param ignoredEvents events with a tag this receiver does not know, skipped
+   * @param blockSizeMismatches {@code BlockStored} events whose block size differs from the
+   *     receiver's, skipped (vLLM and the node are configured differently)
+   * @param tokenCountMismatches {@code BlockStored} events with the right block size whose
+   *     token count is not their block count times the block size, skipped
+   * @param malformedBatches payloads that did not decode; none of their events were applied
+   * @param gaps messages whose sequence number was above the one expected (messages lost),
+   *     live or replayed
+   * @param restarts live messages whose sequence number was below the one expected (the
+   *     publisher restarted)
+   * @param duplicatesIgnored replayed messages already applied, ignored
+   * @param resets calls of {@link VllmKvEventReceiver#reset()}
+   * @param listenerFailures listener calls that threw a {@link RuntimeException}
+   */
+  public record Stats(
+      long batchesApplied,
+      long replayedBatches,
+      long storedEvents,
+      long removedEvents,
+      long clearedEvents,
+      long ignoredEvents,
+      long blockSizeMismatches,
+      long tokenCountMismatches,
+      long malformedBatches,
+      long gaps,
+      long restarts,
+      long duplicatesIgnored,
+      long resets,
+      long listenerFailures) {}
 
   /**
    * A receiver applying events to {@code listener}.
@@ -31,18 +116,202 @@ public final class VllmKvEventReceiver implements KvEventSink {
     this.blockSize = blockSize;
   }
 
+  /**
+   * The sequence number expected next: one past the last message applied (or dropped as
+   * malformed), or {@code -1} before the first message.
+   */
   @Override
   public synchronized long nextSeq() {
-    throw new UnsupportedOperationException("not yet implemented");
+    return started ? nextSeq : -1;
   }
 
+  /**
+   * Applies a message received live. The first message is applied as it is; after that, a
+   * sequence number above {@link #nextSeq()} clears the listener first (messages were lost:
+   * counted in {@link Stats#gaps()}), one below it clears it too (the publisher restarted with
+   * an empty cache: {@link Stats#restarts()}). Either way the batch is then applied and
+   * {@code nextSeq()} becomes {@code seq + 1}. A malformed payload clears the listener, is
+   * counted and applies nothing.
+   *
+   * @param seq the message's sequence number (its second frame)
+   * @param payload the message's msgpack payload (its third frame); not modified
+   */
   @Override
   public synchronized void onMessage(long seq, byte[] payload) {
-    throw new UnsupportedOperationException("not yet implemented");
+    Objects.requireNonNull(payload, "payload");
+    boolean clear = false;
+    if (started && seq > nextSeq) {
+      gaps++;
+      clear = true;
+      LOG.warn("KV events {}..{} were lost; clearing the mirror of the engine's cache",
+          nextSeq, seq - 1);
+    } else if (started && seq < nextSeq) {
+      restarts++;
+      clear = true;
+      LOG.warn("KV-event sequence went back from {} to {}: the publisher restarted; "
+          + "clearing the mirror of the engine's cache", nextSeq - 1, seq);
+    }
+    receive(seq, payload, clear, false);
   }
 
+  /**
+   * Applies a message received from the publisher's replay endpoint. One already applied
+   * ({@code seq < nextSeq()}) is ignored and counted in {@link Stats#duplicatesIgnored()}; one
+   * above {@code nextSeq()} means the replay itself misses messages: the listener is cleared
+   * first (counted in {@link Stats#gaps()}). Otherwise as {@link #onMessage}.
+   *
+   * @param seq the message's sequence number
+   * @param payload the message's msgpack payload; not modified
+   */
   @Override
   public synchronized void onReplayed(long seq, byte[] payload) {
-    throw new UnsupportedOperationException("not yet implemented");
+    Objects.requireNonNull(payload, "payload");
+    boolean clear = false;
+    if (started && seq < nextSeq) {
+      duplicatesIgnored++;
+      return;
+    }
+    if (started && seq > nextSeq) {
+      gaps++;
+      clear = true;
+      LOG.warn("KV events {}..{} are missing from the replay; clearing the mirror of the "
+          + "engine's cache", nextSeq, seq - 1);
+    }
+    receive(seq, payload, clear, true);
+  }
+
+  /**
+   * Forgets the stream: clears the listener (counted in {@link Stats#resets()}) and takes the
+   * next message, live or replayed, as the first. Call it when the connection to the publisher
+   * was lost and made again. Sequence numbers alone cannot show every restart: a publisher
+   * that restarted (with an empty cache) and whose first messages were lost, exactly as many as
+   * the node had received before, continues at the very number expected.
+   */
+  public synchronized void reset() {
+    resets++;
+    started = false;
+    nextSeq = -1;
+    try {
+      listener.onAllCleared();
+    } catch (RuntimeException e) {
+      listenerFailed("clear", e);
+    }
+  }
+
+  /**
+   * The counters so far.
+   *
+   * @return a snapshot of the counters, consistent with each other (taken under the lock)
+   */
+  public synchronized Stats stats() {
+    return new Stats(
+        batchesApplied,
+        replayedBatches,
+        storedEvents,
+        removedEvents,
+        clearedEvents,
+        ignoredEvents,
+        blockSizeMismatches,
+        tokenCountMismatches,
+        malformedBatches,
+        gaps,
+        restarts,
+        duplicatesIgnored,
+        resets,
+        listenerFailures);
+  }
+
+  private void receive(long seq, byte[] payload, boolean clear, boolean replayed) {
+    List<KvEvent> events;
+    try {
+      events = KvEventDecoder.decode(payload);
+    } catch (MalformedKvEventException e) {
+      malformedBatches++;
+      if (logNow(malformedBatches)) {
+        LOG.warn("KV-event batch {} ({} bytes) is malformed, dropped; clearing the mirror of the "
+            + "engine's cache ({} malformed so far): {}", seq, payload.length, malformedBatches,
+            e.getMessage());
+      } else {
+        LOG.debug("KV-event batch {} is malformed: {}", seq, e.getMessage());
+      }
+      events = null;
+      clear = true;
+    }
+    started = true;
+    nextSeq = seq + 1;
+    if (clear) {
+      try {
+        listener.onAllCleared();
+      } catch (RuntimeException e) {
+        listenerFailed("clear", e);
+      }
+    }
+    if (events == null) {
+      return;
+    }
+    batchesApplied++;
+    if (replayed) {
+      replayedBatches++;
+    }
+    for (KvEvent event : events) {
+      try {
+        apply(event);
+      } catch (RuntimeException e) {
+        listenerFailed(event.getClass().getSimpleName(), e);
+      }
+    }
+  }
+
+  private void apply(KvEvent event) {
+    if (event instanceof KvEvent.Stored s) {
+      if (s.blockSize() != blockSize) {
+        if (blockSizeMismatches++ == 0) {
+          LOG.error("vLLM reports blocks of {} tokens, this node is configured for {}: its "
+              + "stores cannot be mirrored and are skipped; configure the same block size on "
+              + "both", s.blockSize(), blockSize);
+        } else {
+          LOG.debug("skipped a BlockStored of block size {} (node: {})", s.blockSize(),
+              blockSize);
+        }
+      } else if (s.tokens().length != (long) s.hashes().length * blockSize) {
+        if (tokenCountMismatches++ == 0) {
+          LOG.warn("skipped a BlockStored of {} blocks with {} tokens (block size {})",
+              s.hashes().length, s.tokens().length, blockSize);
+        }
+      } else {
+        listener.onBlocksStored(s.parent(), s.hashes(), s.tokens());
+        storedEvents++;
+      }
+    } else if (event instanceof KvEvent.Removed r) {
+      listener.onBlocksRemoved(r.hashes());
+      removedEvents++;
+    } else if (event instanceof KvEvent.Cleared) {
+      listener.onAllCleared();
+      clearedEvents++;
+    } else {
+      String tag = ((KvEvent.Unknown) event).tag();
+      if (ignoredEvents++ == 0) {
+        LOG.warn("skipping KV events tagged \"{}\", unknown to this version",
+            tag.length() > 64 ? tag.substring(0, 64) + "..." : tag);
+      }
+    }
+  }
+
+  private void listenerFailed(String call, RuntimeException e) {
+    listenerFailures++;
+    if (logNow(listenerFailures)) {
+      LOG.warn("cache event listener failed on {} ({} failures so far)", call, listenerFailures,
+          e);
+    } else {
+      LOG.debug("cache event listener failed on {}", call, e);
+    }
+  }
+
+  /**
+   * Whether the {@code count}-th occurrence of a repeated problem is logged at warn level: the
+   * 1st, 2nd, 4th, 8th... (the others at debug), so a stream of bad input cannot flood the log.
+   */
+  private static boolean logNow(long count) {
+    return Long.bitCount(count) == 1;
   }
 }

@@ -1,0 +1,250 @@
+package io.github.prefixrouter.engine.vllm;
+
+import io.github.prefixrouter.engine.vllm.MsgpackReader.Kind;
+import io.github.prefixrouter.spi.CacheEventListener;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Decodes the msgpack payload of one vLLM KV-event message (a {@code KVEventBatch}) into
+ * {@link KvEvent}s. The whole payload is decoded before anything is returned, so a malformed
+ * batch yields no events at all.
+ *
+ * <p>Accepted: the batch as an array {@code [ts, events, data_parallel_rank?, ...]} (or a map
+ * with those keys); each event as a tagged array {@code [tag, field...]} or a tagged map
+ * {@code {"type": tag, field: value, ...}}. Fields this decoder does not need, and trailing
+ * elements added by newer versions, are skipped whatever their kind. Stateless and
+ * thread-safe.
+ */
+final class KvEventDecoder {
+
+  static final String STORED = "BlockStored";
+  static final String REMOVED = "BlockRemoved";
+  static final String CLEARED = "AllBlocksCleared";
+
+  /** The key of the tag in an event encoded as a map (msgspec's default tag field). */
+  static final String TAG_KEY = "type";
+
+  private static final int BATCH_DEPTH = 1;
+  private static final int EVENT_DEPTH = 3;
+  private static final int FIELD_DEPTH = 4;
+
+  private KvEventDecoder() {}
+
+  /**
+   * The events of one batch, in order.
+   *
+   * @throws MalformedKvEventException if the payload is not exactly one well-formed batch
+   */
+  static List<KvEvent> decode(byte[] payload) throws MalformedKvEventException {
+    MsgpackReader r = new MsgpackReader(payload);
+    List<KvEvent> events = null;
+    Kind kind = r.peekKind("batch");
+    if (kind == Kind.ARRAY) {
+      int n = r.readArrayHeader("batch");
+      if (n < 2) {
+        throw new MalformedKvEventException(
+            "batch: array of " + n + " elements, needs ts and events", 0);
+      }
+      r.skipNumber("batch.ts");
+      events = readEvents(r);
+      if (n >= 3 && !r.tryNil("batch.data_parallel_rank")) {
+        r.readLongBits("batch.data_parallel_rank");
+      }
+      for (int i = 3; i < n; i++) {
+        r.skip(BATCH_DEPTH + 1, "batch (trailing element)");
+      }
+    } else if (kind == Kind.MAP) {
+      for (int i = r.readMapHeader("batch"); i > 0; i--) {
+        String key = r.readString("batch (key)");
+        switch (key) {
+          case "ts":
+            r.skipNumber("batch.ts");
+            break;
+          case "events":
+            events = readEvents(r);
+            break;
+          case "data_parallel_rank":
+            if (!r.tryNil("batch.data_parallel_rank")) {
+              r.readLongBits("batch.data_parallel_rank");
+            }
+            break;
+          default:
+            r.skip(BATCH_DEPTH + 1, "batch." + key);
+        }
+      }
+      if (events == null) {
+        throw new MalformedKvEventException("batch: map without events", r.position());
+      }
+    } else {
+      throw new MalformedKvEventException("batch: expected an array, found " + kind, 0);
+    }
+    if (!r.atEnd()) {
+      throw new MalformedKvEventException(
+          "batch: " + (payload.length - r.position()) + " byte(s) after the batch", r.position());
+    }
+    return events;
+  }
+
+  private static List<KvEvent> readEvents(MsgpackReader r) throws MalformedKvEventException {
+    int n = r.readArrayHeader("batch.events");
+    List<KvEvent> events = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      events.add(readEvent(r));
+    }
+    return events;
+  }
+
+  private static KvEvent readEvent(MsgpackReader r) throws MalformedKvEventException {
+    int start = r.position();
+    Kind kind = r.peekKind("event");
+    if (kind == Kind.MAP) {
+      return readMapEvent(r);
+    }
+    if (kind != Kind.ARRAY) {
+      throw new MalformedKvEventException("event: expected an array or a map, found " + kind,
+          start);
+    }
+    int n = r.readArrayHeader("event");
+    if (n < 1) {
+      throw new MalformedKvEventException("event: empty array, no tag", start);
+    }
+    String tag = r.readString("event.tag");
+    KvEvent event;
+    int used;
+    switch (tag) {
+      case STORED: {
+        if (n < 5) {
+          throw new MalformedKvEventException(
+              "BlockStored: " + (n - 1) + " fields, needs block_hashes, parent_block_hash, "
+                  + "token_ids and block_size", start);
+        }
+        long[] hashes = readHashes(r, "BlockStored.block_hashes");
+        long parent = readParent(r);
+        int[] tokens = readTokens(r);
+        long blockSize = r.readLongBits("BlockStored.block_size");
+        event = new KvEvent.Stored(parent, hashes, tokens, blockSize);
+        used = 5;
+        break;
+      }
+      case REMOVED:
+        if (n < 2) {
+          throw new MalformedKvEventException("BlockRemoved: no block_hashes", start);
+        }
+        event = new KvEvent.Removed(readHashes(r, "BlockRemoved.block_hashes"));
+        used = 2;
+        break;
+      case CLEARED:
+        event = new KvEvent.Cleared();
+        used = 1;
+        break;
+      default:
+        event = new KvEvent.Unknown(tag);
+        used = 1;
+    }
+    for (int i = used; i < n; i++) {
+      r.skip(FIELD_DEPTH, tag + " (field " + i + ")");
+    }
+    return event;
+  }
+
+  /**
+   * An event encoded as a map: a first pass finds the tag (it may be any entry), a second
+   * reads the fields the tag needs.
+   */
+  private static KvEvent readMapEvent(MsgpackReader r) throws MalformedKvEventException {
+    int start = r.position();
+    int n = r.readMapHeader("event");
+    int fields = r.position();
+    String tag = null;
+    for (int i = 0; i < n; i++) {
+      String key = r.readString("event (key)");
+      if (key.equals(TAG_KEY)) {
+        tag = r.readString("event.type");
+      } else {
+        r.skip(FIELD_DEPTH, "event." + key);
+      }
+    }
+    if (tag == null) {
+      throw new MalformedKvEventException("event: map without a \"type\" tag", start);
+    }
+    if (!tag.equals(STORED) && !tag.equals(REMOVED)) {
+      return tag.equals(CLEARED) ? new KvEvent.Cleared() : new KvEvent.Unknown(tag);
+    }
+    r.reset(fields);
+    long[] hashes = null;
+    long parent = CacheEventListener.NO_PARENT;
+    int[] tokens = null;
+    Long blockSize = null;
+    for (int i = 0; i < n; i++) {
+      String key = r.readString("event (key)");
+      // a BlockRemoved needs only its block_hashes
+      String wanted = tag.equals(STORED) || key.equals("block_hashes") ? key : "";
+      switch (wanted) {
+        case "block_hashes":
+          hashes = readHashes(r, tag + ".block_hashes");
+          break;
+        case "parent_block_hash":
+          parent = readParent(r);
+          break;
+        case "token_ids":
+          tokens = readTokens(r);
+          break;
+        case "block_size":
+          blockSize = r.readLongBits("BlockStored.block_size");
+          break;
+        default:
+          r.skip(FIELD_DEPTH, tag + "." + key);
+      }
+    }
+    if (hashes == null) {
+      throw new MalformedKvEventException(tag + ": no block_hashes", start);
+    }
+    if (tag.equals(REMOVED)) {
+      return new KvEvent.Removed(hashes);
+    }
+    if (tokens == null || blockSize == null) {
+      throw new MalformedKvEventException(
+          "BlockStored: " + (tokens == null ? "no token_ids" : "no block_size"), start);
+    }
+    return new KvEvent.Stored(parent, hashes, tokens, blockSize);
+  }
+
+  private static long[] readHashes(MsgpackReader r, String field)
+      throws MalformedKvEventException {
+    int n = r.readArrayHeader(field);
+    long[] hashes = new long[n];
+    for (int i = 0; i < n; i++) {
+      hashes[i] = r.readHash(field);
+    }
+    return hashes;
+  }
+
+  private static long readParent(MsgpackReader r) throws MalformedKvEventException {
+    if (r.tryNil("BlockStored.parent_block_hash")) {
+      return CacheEventListener.NO_PARENT;
+    }
+    return r.readHash("BlockStored.parent_block_hash");
+  }
+
+  /** Token ids; an element that is a 2-element array (a bigram id) gives its first element. */
+  private static int[] readTokens(MsgpackReader r) throws MalformedKvEventException {
+    int n = r.readArrayHeader("BlockStored.token_ids");
+    int[] tokens = new int[n];
+    for (int i = 0; i < n; i++) {
+      if (r.peekKind("BlockStored.token_ids") == Kind.ARRAY) {
+        int start = r.position();
+        int m = r.readArrayHeader("BlockStored.token_ids (bigram)");
+        if (m != 2) {
+          throw new MalformedKvEventException(
+              "BlockStored.token_ids: bigram id of " + m + " elements", start);
+        }
+        tokens[i] = r.readInt("BlockStored.token_ids");
+        r.skip(FIELD_DEPTH + 2, "BlockStored.token_ids (bigram)");
+      } else {
+        tokens[i] = r.readInt("BlockStored.token_ids");
+      }
+    }
+    return tokens;
+  }
+}

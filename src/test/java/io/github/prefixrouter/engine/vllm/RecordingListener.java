@@ -1,0 +1,53 @@
+package io.github.prefixrouter.engine.vllm;
+
+import io.github.prefixrouter.spi.CacheEventListener;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/** Records every listener call as a line of text; can be told to throw on chosen calls. */
+final class RecordingListener implements CacheEventListener {
+
+  final List<String> calls = new ArrayList<>();
+  /** Calls (by their text's prefix) that throw after being recorded. */
+  String failOn;
+
+  static String stored(long parent, long[] hashes, int[] tokens) {
+    return "stored " + parent + " " + Arrays.toString(hashes) + " " + Arrays.toString(tokens);
+  }
+
+  static String removed(long... hashes) {
+    return "removed " + Arrays.toString(hashes);
+  }
+
+  static final String CLEARED = "cleared";
+
+  private void record(String call) {
+    calls.add(call);
+    if (failOn != null && call.startsWith(failOn)) {
+      throw new IllegalStateException("listener failure on " + call);
+    }
+  }
+
+  @Override
+  public void onBlocksStored(long parentBlockHash, long[] blockHashes, int[] tokenIds) {
+    record(stored(parentBlockHash, blockHashes, tokenIds));
+  }
+
+  @Override
+  public void onBlocksRemoved(long[] blockHashes) {
+    record(removed(blockHashes));
+  }
+
+  @Override
+  public void onAllCleared() {
+    record(CLEARED);
+  }
+
+  /** The calls so far, forgetting them. */
+  List<String> take() {
+    List<String> out = new ArrayList<>(calls);
+    calls.clear();
+    return out;
+  }
+}
