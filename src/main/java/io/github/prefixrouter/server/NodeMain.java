@@ -4,6 +4,8 @@ import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
+import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
+import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.Schedulers;
 import io.github.prefixrouter.transport.http.HttpTransport;
@@ -83,6 +85,18 @@ public final class NodeMain {
       if (o.model != null) {
         b.model(o.model);
       }
+      if (o.kvEvents != null) {
+        VllmKvEventSubscriber.Builder events = VllmKvEventSubscriber.builder()
+            .endpoint(o.kvEvents)
+            .blockSize(o.config.blockSize());
+        if (o.kvEventsReplay != null) {
+          events.replayEndpoint(o.kvEventsReplay);
+        }
+        if (o.kvEventsTopic != null) {
+          events.topic(o.kvEventsTopic);
+        }
+        b.kvEvents(events);
+      }
       OpenAiCompatibleEngine oe = b.build();
       if (!oe.health().join()) {
         log.warn("engine at {} does not answer its health check yet", o.engine);
@@ -110,7 +124,8 @@ public final class NodeMain {
         .build();
     node.start();
     ReferenceEngine ref = reference;
-    ClientEndpoint endpoint = new ClientEndpoint(node, () -> extraStats(transport, ref), 4096,
+    InferenceEngine eng = engine;
+    ClientEndpoint endpoint = new ClientEndpoint(node, () -> extraStats(transport, ref, eng), 4096,
         java.time.Duration.ofSeconds(10));
     InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
     String clientAddress = client.getHostString() + ":" + client.getPort();
@@ -127,7 +142,8 @@ public final class NodeMain {
     return new Running(node, transport, engine, scheduler, endpoint, clientAddress);
   }
 
-  private static Map<String, Object> extraStats(HttpTransport t, ReferenceEngine e) {
+  private static Map<String, Object> extraStats(HttpTransport t, ReferenceEngine e,
+      InferenceEngine engine) {
     Map<String, Object> m = new LinkedHashMap<>();
     HttpTransport.Stats s = t.stats();
     Map<String, Object> ts = new LinkedHashMap<>();
@@ -152,6 +168,31 @@ public final class NodeMain {
       em.put("multiply_adds", es.multiplyAdds());
       em.put("cached_tokens", es.cachedTokens());
       m.put("engine", em);
+    }
+    if (engine instanceof OpenAiCompatibleEngine oe && oe.kvEventSubscriber() != null) {
+      VllmKvEventSubscriber sub = oe.kvEventSubscriber();
+      VllmKvEventSubscriber.Stats ss = sub.stats();
+      VllmKvEventReceiver.Stats rs = sub.receiverStats();
+      Map<String, Object> km = new LinkedHashMap<>();
+      km.put("connects", ss.connects());
+      km.put("disconnects", ss.disconnects());
+      km.put("connect_failures", ss.connectFailures());
+      km.put("messages", ss.messages());
+      km.put("malformed_messages", ss.malformedMessages());
+      km.put("replays_requested", ss.replaysRequested());
+      km.put("replayed_messages", ss.replayedMessages());
+      km.put("replay_failures", ss.replayFailures());
+      km.put("batches_applied", rs.batchesApplied());
+      km.put("stored_events", rs.storedEvents());
+      km.put("removed_events", rs.removedEvents());
+      km.put("cleared_events", rs.clearedEvents());
+      km.put("malformed_batches", rs.malformedBatches());
+      km.put("block_size_mismatches", rs.blockSizeMismatches());
+      km.put("token_count_mismatches", rs.tokenCountMismatches());
+      km.put("gaps", rs.gaps());
+      km.put("restarts", rs.restarts());
+      km.put("resets", rs.resets());
+      m.put("kv_events", km);
     }
     return m;
   }

@@ -2,6 +2,7 @@ package io.github.prefixrouter.server;
 
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.spi.PeerAddress;
 import java.io.IOException;
 import java.io.Reader;
@@ -42,6 +43,10 @@ public final class NodeOptions {
           "  --insecure               no message authentication (trusted test networks only)",
           "  --engine reference|URL   the reference engine, or an OpenAI-compatible server URL",
           "  --model NAME             model name sent to the OpenAI-compatible server",
+          "  --kv-events tcp://H:P    vLLM's KV-event publisher (--kv-events-config endpoint): the",
+          "                           tree mirrors vLLM's cache exactly; --block-size must be vLLM's",
+          "  --kv-events-replay tcp://H:P  vLLM's replay endpoint, to recover lost events",
+          "  --kv-events-topic T      the events' topic; default kv-events",
           "  --engine-seed N          reference engine weight seed (same on all nodes); default 42",
           "  --engine-threads N       reference engine threads; default 1",
           "  --engine-cache-tokens N  reference engine prefix cache capacity; default 65536",
@@ -58,7 +63,7 @@ public final class NodeOptions {
   private static final Set<String> KEYS =
       Set.of(
           "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file", "insecure",
-          "engine", "model", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
+          "engine", "model", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "ready-file", "help");
 
@@ -74,6 +79,10 @@ public final class NodeOptions {
   final byte[] clusterKey; // null when insecure
   final String engine;
   final String model;
+  /** vLLM's KV-event endpoint, replay endpoint and topic; null when not given. */
+  final String kvEvents;
+  final String kvEventsReplay;
+  final String kvEventsTopic;
   final long engineSeed;
   final int engineThreads;
   final int engineCacheTokens;
@@ -86,6 +95,7 @@ public final class NodeOptions {
     if (help) {
       id = null;
       listenHost = clientHost = advertise = engine = model = null;
+      kvEvents = kvEventsReplay = kvEventsTopic = null;
       listenPort = clientPort = engineThreads = engineCacheTokens = 0;
       engineSeed = 0;
       seeds = List.of();
@@ -131,6 +141,26 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--engine must be 'reference' or an http(s) URL, was " + engine);
     }
     this.model = v.get("model");
+    this.kvEvents = v.get("kv-events");
+    this.kvEventsReplay = v.get("kv-events-replay");
+    this.kvEventsTopic = v.get("kv-events-topic");
+    if (kvEvents == null && (kvEventsReplay != null || kvEventsTopic != null)) {
+      throw new IllegalArgumentException("--kv-events-replay and --kv-events-topic need --kv-events");
+    }
+    if (kvEvents != null) {
+      if (engine.equals("reference")) {
+        throw new IllegalArgumentException(
+            "--kv-events needs --engine URL (the reference engine reports its cache itself)");
+      }
+      // the same checks the engine makes when it subscribes, so a bad value fails here
+      VllmKvEventSubscriber.Builder check = VllmKvEventSubscriber.builder().endpoint(kvEvents);
+      if (kvEventsReplay != null) {
+        check.replayEndpoint(kvEventsReplay);
+      }
+      if (kvEventsTopic != null) {
+        check.topic(kvEventsTopic);
+      }
+    }
     this.engineSeed = longValue(v, "engine-seed", 42);
     this.engineThreads = intValue(v, "engine-threads", 1);
     this.engineCacheTokens = intValue(v, "engine-cache-tokens", 65536);

@@ -55,6 +55,18 @@ class NodeMainTest {
         () -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1"}, Map.of("PREFIX_ROUTER_CLUSTER_KEY", "00ff")));
     assertMessage("--engine must be", () -> parse("--id", "a", "--listen", "h:1", "--engine", "gpt"));
     assertMessage("needs an integer", () -> parse("--id", "a", "--listen", "h:1", "--block-size", "x"));
+    assertMessage("--kv-events needs --engine URL",
+        () -> parse("--id", "a", "--listen", "h:1", "--kv-events", "tcp://127.0.0.1:5557"));
+    assertMessage("only tcp:// endpoints", () -> parse("--id", "a", "--listen", "h:1",
+        "--engine", "http://127.0.0.1:8000", "--kv-events", "ipc:///tmp/kv"));
+    assertMessage("need --kv-events", () -> parse("--id", "a", "--listen", "h:1",
+        "--engine", "http://127.0.0.1:8000", "--kv-events-replay", "tcp://127.0.0.1:5558"));
+    NodeOptions kv = parse("--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000",
+        "--kv-events", "tcp://127.0.0.1:5557", "--kv-events-replay", "tcp://127.0.0.1:5558",
+        "--kv-events-topic", "kv");
+    assertEquals("tcp://127.0.0.1:5557", kv.kvEvents);
+    assertEquals("tcp://127.0.0.1:5558", kv.kvEventsReplay);
+    assertEquals("kv", kv.kvEventsTopic);
     // 2^32 + 16 must not wrap to a valid block size (or thread count, cache size, hop limit)
     for (String flag : new String[] {"--block-size", "--engine-threads", "--engine-cache-tokens",
         "--hop-limit"}) {

@@ -1,8 +1,10 @@
 package io.github.prefixrouter.engine.openai;
 
+import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
@@ -59,10 +61,18 @@ import org.slf4j.LoggerFactory;
  * ones fail at once with a retryable "busy" error so the node can push back or run them
  * elsewhere. {@link #health()} probes {@code /health}, falling back to {@code /v1/models}.
  *
+ * <p><b>Cache events.</b> On its own the adapter reports no cache events, so the node runs its
+ * tree in self-managed mode (an estimate of what the server caches). In front of vLLM started
+ * with {@code --kv-events-config}, {@link Builder#kvEvents} makes it subscribe to vLLM's
+ * KV-event stream ({@link VllmKvEventSubscriber}) once the node hands it its listener: the
+ * node's tree then mirrors exactly what vLLM holds (engine-driven mode). The subscription's
+ * thread ends with {@link #close()}.
+ *
  * <p>Threads: the JDK {@link HttpClient} runs on the executor given to the builder, or on its
- * default pool. Instances are thread-safe.
+ * default pool; with {@link Builder#kvEvents}, the subscriber's one reader thread. Instances
+ * are thread-safe.
  */
-public final class OpenAiCompatibleEngine implements InferenceEngine {
+public final class OpenAiCompatibleEngine implements InferenceEngine, AutoCloseable {
 
   private static final Logger log = LoggerFactory.getLogger(OpenAiCompatibleEngine.class);
 
@@ -78,6 +88,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine {
   private final HttpClient client;
   private final AtomicInteger inFlight = new AtomicInteger();
   private final Map<String, CompletableFuture<?>> running = new ConcurrentHashMap<>();
+  private final VllmKvEventSubscriber.Builder kvEvents;
+  private VllmKvEventSubscriber subscriber; // guarded by this
+  private boolean closed; // guarded by this
 
   private OpenAiCompatibleEngine(Builder b) {
     String base = b.baseUrl.toString();
@@ -96,6 +109,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine {
     this.maxResponseBytes = b.maxResponseBytes;
     this.maxInFlight = b.maxInFlight;
     this.returnTokenIds = b.returnTokenIds;
+    this.kvEvents = b.kvEvents;
     HttpClient.Builder cb =
         HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
@@ -362,6 +376,65 @@ public final class OpenAiCompatibleEngine implements InferenceEngine {
   }
 
   /**
+   * True when built with {@link Builder#kvEvents}: the node then runs its tree in engine-driven
+   * mode, fed by vLLM's KV events.
+   */
+  @Override
+  public boolean publishesCacheEvents() {
+    return kvEvents != null;
+  }
+
+  /**
+   * Starts the subscription to vLLM's KV events, delivering them to {@code listener}. Called
+   * once by the node when {@link #publishesCacheEvents()} is true; does nothing otherwise.
+   *
+   * @throws IllegalStateException if called twice, after {@link #close()}, or if the
+   *     {@link Builder#kvEvents} builder is incomplete (it names what is missing)
+   */
+  @Override
+  public synchronized void setCacheEventListener(CacheEventListener listener) {
+    Objects.requireNonNull(listener, "listener");
+    if (kvEvents == null) {
+      return;
+    }
+    if (closed) {
+      throw new IllegalStateException("engine closed");
+    }
+    if (subscriber != null) {
+      throw new IllegalStateException("the cache event listener was already set");
+    }
+    VllmKvEventSubscriber s = kvEvents.listener(listener).build();
+    s.start();
+    subscriber = s;
+  }
+
+  /**
+   * The subscription to vLLM's KV events, once started.
+   *
+   * @return the subscriber (for its {@code stats()} and {@code receiverStats()}), or null
+   *     without {@link Builder#kvEvents} or before the node set its listener
+   */
+  public synchronized VllmKvEventSubscriber kvEventSubscriber() {
+    return subscriber;
+  }
+
+  /**
+   * Stops the KV-event subscription, if any (its thread ends). Requests in flight are not
+   * affected; the HTTP client needs no closing. Idempotent.
+   */
+  @Override
+  public void close() {
+    VllmKvEventSubscriber s;
+    synchronized (this) {
+      closed = true;
+      s = subscriber;
+    }
+    if (s != null) {
+      s.close();
+    }
+  }
+
+  /**
    * Probes the server: {@code GET /health} (vLLM, SGLang, llama.cpp), falling back to
    * {@code GET /v1/models} when {@code /health} is not found. Completes with true if the server
    * answered 2xx, false otherwise (never exceptionally).
@@ -408,6 +481,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine {
     private int maxInFlight = 256;
     private boolean returnTokenIds = true;
     private Executor executor;
+    private VllmKvEventSubscriber.Builder kvEvents;
 
     private Builder() {}
 
@@ -508,6 +582,28 @@ public final class OpenAiCompatibleEngine implements InferenceEngine {
      */
     public Builder executor(Executor executor) {
       this.executor = executor;
+      return this;
+    }
+
+    /**
+     * Mirror the server's cache exactly from vLLM's KV-event stream: the engine then reports
+     * {@link #publishesCacheEvents()} and, when the node hands it its listener, builds and starts
+     * a subscriber from {@code events} (the engine sets its listener; the builder is the
+     * engine's from then on). Give the endpoint, the replay endpoint if vLLM has one, and the
+     * node's block size, which must be vLLM's {@code --block-size}:
+     *
+     * <pre>{@code
+     * .kvEvents(VllmKvEventSubscriber.builder()
+     *     .endpoint("tcp://127.0.0.1:5557")
+     *     .replayEndpoint("tcp://127.0.0.1:5558")
+     *     .blockSize(config.blockSize()))
+     * }</pre>
+     *
+     * @param events the subscriber's settings, or null for none (the default)
+     * @return this builder
+     */
+    public Builder kvEvents(VllmKvEventSubscriber.Builder events) {
+      this.kvEvents = events;
       return this;
     }
 

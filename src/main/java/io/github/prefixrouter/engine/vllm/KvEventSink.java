@@ -24,4 +24,11 @@ interface KvEventSink {
    * ({@code seq < nextSeq()}) are ignored.
    */
   void onReplayed(long seq, byte[] payload);
+
+  /**
+   * The connection to the publisher was made again after it broke: anything may have happened
+   * meanwhile, including a restart that sequence numbers alone cannot show, so the stream
+   * starts over (the next message counts as the first).
+   */
+  void reset();
 }

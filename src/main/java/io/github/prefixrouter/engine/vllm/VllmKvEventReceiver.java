@@ -187,6 +187,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * that restarted (with an empty cache) and whose first messages were lost, exactly as many as
    * the node had received before, continues at the very number expected.
    */
+  @Override
   public synchronized void reset() {
     resets++;
     started = false;

@@ -38,7 +38,9 @@ import org.slf4j.LoggerFactory;
  * network failed, the peer broke the protocol or a limit), it is counted and made again after
  * a backoff that doubles from the minimum to the maximum and restarts at the minimum after a
  * successful handshake (with {@link Builder#jitter} each wait is drawn from the upper half of
- * the current backoff).
+ * the current backoff). Every connection after the first starts the stream over ({@link
+ * VllmKvEventReceiver#reset()}: the mirror is cleared), because a publisher that restarted
+ * with an empty cache may continue at the very sequence number expected.
  *
  * <p><b>Replay.</b> A message whose sequence number is above the sink's {@link
  * KvEventSink#nextSeq()} means messages were lost (the publisher drops messages for a slow
@@ -70,6 +72,8 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private final byte[] topic;
   private final String topicName;
   private final KvEventSink sink;
+  /** The sink when it is the library's receiver (always, outside this package's tests). */
+  private final VllmKvEventReceiver receiver;
   private final ThreadFactory threadFactory;
   private final long minBackoffNanos;
   private final long maxBackoffNanos;
@@ -100,6 +104,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     this.topicName = b.topic;
     this.topic = b.topic.getBytes(StandardCharsets.UTF_8);
     this.sink = sink;
+    this.receiver = sink instanceof VllmKvEventReceiver r ? r : null;
     this.threadFactory = b.threadFactory;
     this.minBackoffNanos = b.minBackoff.toNanos();
     this.maxBackoffNanos = b.maxBackoff.toNanos();
@@ -191,6 +196,19 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   }
 
   /**
+   * The counters of the receiver that decodes the messages and applies them to the listener
+   * (batches and events applied, malformed batches, gaps, restarts, block-size mismatches).
+   *
+   * @return the receiver's counters so far
+   */
+  public VllmKvEventReceiver.Stats receiverStats() {
+    if (receiver == null) {
+      throw new IllegalStateException("built with a sink of its own, not a receiver");
+    }
+    return receiver.stats();
+  }
+
+  /**
    * The subscriber's counters.
    *
    * @param connects connections to the publisher whose handshake completed
@@ -242,7 +260,12 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         s.connect(endpoint);
         s.subscribe(topic);
         established = true;
-        connects.incrementAndGet();
+        if (connects.incrementAndGet() > 1) {
+          // the connection broke and is made again: the publisher may have restarted with an
+          // empty cache and lost exactly as many messages as this stream had seen, which
+          // sequence numbers cannot show, so the sink starts over
+          resetSink();
+        }
         backoff = minBackoffNanos;
         failing = false;
         log.info("connected to vLLM's KV-event publisher at {} (topic '{}')", endpoint, topicName);
@@ -337,6 +360,14 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     } catch (RuntimeException e) {
       sinkFailed("nextSeq", e);
       return -1;
+    }
+  }
+
+  private void resetSink() {
+    try {
+      sink.reset();
+    } catch (RuntimeException e) {
+      sinkFailed("reset", e);
     }
   }
 

@@ -113,6 +113,17 @@ final class FakeVllmPublisher implements AutoCloseable {
     send(TOPIC.getBytes(StandardCharsets.US_ASCII), seq(seq), payload(seq));
   }
 
+  /** Publishes message {@code seq} with the given payload (and keeps it for replay). */
+  void publish(long seq, byte[] payload) {
+    remember(seq, payload);
+    send(TOPIC.getBytes(StandardCharsets.US_ASCII), seq(seq), payload);
+  }
+
+  /** Keeps {@code payload} as message {@code seq} for replay without sending it: it is lost. */
+  void lose(long seq, byte[] payload) {
+    remember(seq, payload);
+  }
+
   /** Keeps message {@code seq} for replay without sending it: it is lost on the way. */
   void lose(long seq) {
     remember(seq, payload(seq));

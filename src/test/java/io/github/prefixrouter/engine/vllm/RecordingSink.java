@@ -17,9 +17,12 @@ final class RecordingSink implements KvEventSink {
   record Call(boolean replayed, long seq, byte[] payload) {
     @Override
     public String toString() {
-      return (replayed ? "replayed " : "live ") + seq;
+      return seq == RESET ? "reset" : (replayed ? "replayed " : "live ") + seq;
     }
   }
+
+  /** The sequence number of a recorded {@link #reset()}. */
+  static final long RESET = Long.MIN_VALUE;
 
   private final List<Call> calls = new ArrayList<>();
   private final AtomicInteger inside = new AtomicInteger();
@@ -86,12 +89,36 @@ final class RecordingSink implements KvEventSink {
     }
   }
 
+  @Override
+  public void reset() {
+    enter();
+    try {
+      synchronized (this) {
+        calls.add(new Call(false, RESET, new byte[0]));
+        next = -1;
+      }
+    } finally {
+      exit();
+    }
+  }
+
+  synchronized int resets() {
+    return (int) calls.stream().filter(c -> c.seq() == RESET).count();
+  }
+
+  /** Messages received (live or replayed), in order, without resets. */
   synchronized List<Call> calls() {
+    return calls.stream().filter(c -> c.seq() != RESET).toList();
+  }
+
+  /** Every call in order, resets included. */
+  synchronized List<Call> allCalls() {
     return List.copyOf(calls);
   }
 
+  /** Messages received (live or replayed), not counting resets. */
   synchronized int size() {
-    return calls.size();
+    return calls.size() - resets();
   }
 
   synchronized boolean sawLive(long seq) {

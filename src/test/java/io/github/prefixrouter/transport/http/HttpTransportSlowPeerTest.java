@@ -13,6 +13,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -20,12 +21,14 @@ import org.junit.jupiter.api.Test;
 /** Peers (or strangers) that open connections and then stall must not starve everyone else. */
 class HttpTransportSlowPeerTest {
 
-  private final List<AutoCloseable> toClose = new ArrayList<>();
+  /** Added to by the test's own acceptor thread too, while {@link #closeAll} may run. */
+  private final List<AutoCloseable> toClose = new CopyOnWriteArrayList<>();
 
   @AfterEach
   void closeAll() throws Exception {
-    for (AutoCloseable c : toClose) {
-      c.close();
+    // until empty: a socket the acceptor takes while the others close is closed too
+    while (!toClose.isEmpty()) {
+      toClose.remove(0).close();
     }
   }
 
