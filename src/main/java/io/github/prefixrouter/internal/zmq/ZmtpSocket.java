@@ -47,7 +47,9 @@ import java.util.concurrent.TimeUnit;
  *   <li><b>Limits before allocation.</b> A frame's size is checked against what is left of
  *       {@code maxMessageBytes} for its message, and the frame count against {@code maxFrames},
  *       before its body is allocated: a peer announcing a frame of 2^62 bytes costs nothing.
- *       Command bodies are bounded by {@code maxMessageBytes} too.
+ *       A body above 64 KiB is read into an array that doubles as its bytes arrive, so a
+ *       frame announced at the limit costs memory only as it is actually sent. Command bodies
+ *       are bounded by {@code maxMessageBytes} too.
  *   <li><b>Timeouts.</b> Each read from the socket is given the time left until a deadline: the
  *       handshake's while handshaking; while waiting for the first byte of a message, the idle
  *       timeout (by default none, since a publisher may be silent for long); from that first
@@ -89,6 +91,8 @@ public final class ZmtpSocket implements Closeable {
   static final int FLAG_LONG = 0x02;
   static final int FLAG_COMMAND = 0x04;
   private static final int MAX_PING_CONTEXT = 16;
+  /** Bodies above this size are read into an array that grows as their bytes arrive. */
+  static final int BODY_CHUNK = 64 * 1024;
 
   private final Type type;
   private final ZmtpOptions options;
@@ -333,8 +337,7 @@ public final class ZmtpSocket implements Closeable {
           ZmtpProtocolException.Reason.TOO_MANY_FRAMES,
           "a message of more than " + options.maxFrames() + " frames");
     }
-    byte[] body = new byte[(int) size];
-    readFully(body, "the body of " + what + " (" + size + " bytes)");
+    byte[] body = readBody((int) size, "the body of " + what + " (" + size + " bytes)");
     return new Frame(command, more, body);
   }
 
@@ -556,6 +559,32 @@ public final class ZmtpSocket implements Closeable {
     int b = in.read();
     if (b < 0) {
       throw truncated(what);
+    }
+    return b;
+  }
+
+  /**
+   * Reads a body of {@code size} bytes into an array that grows (doubling from
+   * {@value #BODY_CHUNK} bytes) as the bytes arrive: a peer announcing a large frame has to
+   * send it to make this side hold it.
+   */
+  private byte[] readBody(int size, String what) throws IOException {
+    if (size <= BODY_CHUNK) {
+      byte[] b = new byte[size];
+      readFully(b, what);
+      return b;
+    }
+    byte[] b = new byte[BODY_CHUNK];
+    int off = 0;
+    while (off < size) {
+      if (off == b.length) {
+        b = java.util.Arrays.copyOf(b, (int) Math.min(size, 2L * b.length));
+      }
+      int n = in.read(b, off, b.length - off);
+      if (n < 0) {
+        throw truncated(what + ", " + off + " of " + size + " byte(s) read");
+      }
+      off += n;
     }
     return b;
   }
