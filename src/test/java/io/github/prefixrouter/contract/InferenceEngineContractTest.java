@@ -239,6 +239,12 @@ public abstract class InferenceEngineContractTest {
     });
     int[] p = prompt(6);
     EngineResult first = run(e, new InferenceRequest("e1", p, GenerationParams.DEFAULT));
+    // events may arrive asynchronously (vLLM publishes them over ZeroMQ): soon, not at once
+    long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+    while (storedBlocks.get() == 0 && System.nanoTime() < deadline) {
+      Thread.onSpinWait();
+      Thread.yield();
+    }
     assertEquals(0, badEvents.get(), "stored events must carry blockSize tokens per block");
     assertTrue(storedBlocks.get() >= 1, "a " + p.length + "-token prompt stored no block");
     assertTrue(storedTokens.get() <= p.length, "more tokens stored than the prompt has");

@@ -26,7 +26,8 @@ import org.junit.jupiter.api.BeforeEach;
 class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
 
   private HttpServer server;
-  private ReferenceEngine backend;
+  /** The engine behind the fake server's {@code /v1/completions}. */
+  protected ReferenceEngine backend;
   private final AtomicBoolean failNext = new AtomicBoolean();
 
   @BeforeEach
@@ -73,7 +74,12 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
 
   @Override
   protected InferenceEngine createEngine() {
-    return OpenAiCompatibleEngine.builder().baseUrl("http://127.0.0.1:" + server.getAddress().getPort()).build();
+    return engineBuilder().build();
+  }
+
+  /** A builder for an adapter talking to the fake server. */
+  protected OpenAiCompatibleEngine.Builder engineBuilder() {
+    return OpenAiCompatibleEngine.builder().baseUrl("http://127.0.0.1:" + server.getAddress().getPort());
   }
 
   @Override

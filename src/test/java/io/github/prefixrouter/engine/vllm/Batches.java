@@ -2,13 +2,16 @@ package io.github.prefixrouter.engine.vllm;
 
 import java.io.ByteArrayOutputStream;
 
-/** vLLM-shaped batches for tests, built with {@link MsgpackWriter} (shortest encodings). */
-final class Batches {
+/**
+ * vLLM-shaped batches for tests, built with {@link MsgpackWriter} (shortest encodings). Public
+ * for the engine adapters' tests in other packages.
+ */
+public final class Batches {
 
   private Batches() {}
 
   /** {@code [ts, [events...], 0]}: the events are already-encoded msgpack values. */
-  static byte[] batch(byte[]... events) {
+  public static byte[] batch(byte[]... events) {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     out.writeBytes(new MsgpackWriter().array(3).float64(1.5e9).array(events.length).bytes());
     for (byte[] e : events) {
@@ -19,7 +22,7 @@ final class Batches {
   }
 
   /** {@code ["BlockStored", hashes, parent or nil, tokens, blockSize, nil, "GPU"]}. */
-  static byte[] stored(Long parent, long[] hashes, int[] tokens, int blockSize) {
+  public static byte[] stored(Long parent, long[] hashes, int[] tokens, int blockSize) {
     MsgpackWriter w = new MsgpackWriter().array(7).str("BlockStored").array(hashes.length);
     for (long h : hashes) {
       w.integer(h);
@@ -55,7 +58,7 @@ final class Batches {
   }
 
   /** {@code ["BlockRemoved", hashes, "GPU"]}. */
-  static byte[] removed(long... hashes) {
+  public static byte[] removed(long... hashes) {
     MsgpackWriter w = new MsgpackWriter().array(3).str("BlockRemoved").array(hashes.length);
     for (long h : hashes) {
       w.integer(h);
@@ -73,7 +76,7 @@ final class Batches {
   }
 
   /** {@code ["AllBlocksCleared"]}. */
-  static byte[] cleared() {
+  public static byte[] cleared() {
     return new MsgpackWriter().array(1).str("AllBlocksCleared").bytes();
   }
 
