@@ -341,6 +341,9 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   private void route(Execution ex) {
+    if (ex.done.get()) {
+      return; // cancelled by the peer that sent it while the last attempt was ending
+    }
     PeerSet[] ps = new PeerSet[1];
     String[] tried;
     int triedCount;
@@ -390,6 +393,7 @@ public final class RouterNode implements PrefixRouterNode {
     Attempt a;
     synchronized (ex) {
       a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens());
+      ex.forwarding = a;
       ex.attempts++;
       ex.forwards++;
       ex.tried[ex.triedCount++] = to.nodeId();
@@ -544,6 +548,9 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   private void runLocal(Execution ex) {
+    if (ex.done.get()) {
+      return; // cancelled by the peer that sent it while the last attempt was ending
+    }
     int seq;
     synchronized (ex) {
       seq = ++ex.attemptSeq;
@@ -628,6 +635,54 @@ public final class RouterNode implements PrefixRouterNode {
     }
   }
 
+  /**
+   * The peer that sent {@code ex} gave up on it (its CANCEL): whatever this node does for it
+   * stops. The current attempt is claimed, so its answer, failure or guard timer is ignored and
+   * no fallback follows (a relay would otherwise run the request itself when the next hop
+   * fails it); a run on the local engine is cancelled (unless another execution here shares its
+   * id), a forward in flight gets a CANCEL of its own, so the cancellation travels along the
+   * whole path; the execution ends with a failure, which the sender no longer waits for.
+   */
+  private void cancelForPeer(Execution ex, PeerAddress from) {
+    int seq;
+    Attempt fwd;
+    while (true) {
+      synchronized (ex) {
+        seq = ex.attemptSeq;
+        fwd = ex.forwarding;
+      }
+      if (ex.done.get()) {
+        return;
+      }
+      if (ex.claim(seq)) {
+        break; // between attempts, the next one sees the execution done and does not start
+      }
+      // another attempt started meanwhile: cancel that one
+    }
+    if (fwd != null && fwd.seq == seq) {
+      if (fwd.released.compareAndSet(false, true)) {
+        fwd.peer.answered();
+      }
+      try {
+        transport.send(fwd.to, ForwardCodec.cancel(ex.request.id(), nodeId));
+      } catch (RuntimeException e) {
+        LOG.debug("node {}: cancel to {} failed", nodeId, fwd.to, e);
+      }
+    } else {
+      cancelOnEngine(ex);
+    }
+    complete(ex, null, nodeId, false, new CancelledByPeer(from.nodeId()));
+  }
+
+  /** The failure of an execution whose sender cancelled it. */
+  private static final class CancelledByPeer extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    CancelledByPeer(String peer) {
+      super("cancelled by " + peer + ", which sent the request", null, false, false);
+    }
+  }
+
   private void complete(Execution ex, EngineResult result, String servedBy, boolean wasForwarded,
       Throwable error) {
     if (!ex.done.compareAndSet(false, true)) {
@@ -639,7 +694,8 @@ public final class RouterNode implements PrefixRouterNode {
           failed.increment();
         }
         ex.future.completeExceptionally(new RequestFailedException(ex.request.id(),
-            "the local engine failed: " + error.getMessage(), error));
+            error instanceof CancelledByPeer ? error.getMessage()
+                : "the local engine failed: " + error.getMessage(), error));
         return;
       }
       if (ex.fromPeer) {
@@ -742,7 +798,8 @@ public final class RouterNode implements PrefixRouterNode {
             resp.result());
       }
       Throwable t = unwrap(err);
-      boolean retryable = !(t.getCause() instanceof EngineException ee) || ee.retryable();
+      boolean retryable = !(t.getCause() instanceof CancelledByPeer)
+          && (!(t.getCause() instanceof EngineException ee) || ee.retryable());
       return ForwardCodec.failed(id, retryable, String.valueOf(t.getMessage()));
     });
   }
@@ -754,7 +811,7 @@ public final class RouterNode implements PrefixRouterNode {
         if (m instanceof ForwardCodec.Cancel c) {
           Execution ex = servingForPeers.get(from.nodeId() + "\n" + c.requestId());
           if (ex != null) {
-            cancelOnEngine(ex);
+            cancelForPeer(ex, from);
           }
         } else {
           malformedInbound.increment();
@@ -895,6 +952,8 @@ public final class RouterNode implements PrefixRouterNode {
     int forwards;
     /** Runs of this execution on the local engine not yet ended. */
     int engineRuns;
+    /** The last forwarding attempt (current while {@code attemptSeq == forwarding.seq}). */
+    Attempt forwarding;
     volatile RouteDecision firstDecision;
     volatile FallbackCause lastCause = FallbackCause.NONE;
 

@@ -376,6 +376,40 @@ class RequestLifecycleTest {
     assertEquals(2, c.node("n1").stats().servedForPeers());
   }
 
+  @Test
+  void aCancelReachesTheNodeARelayForwardedTheRequestTo() {
+    // hop limit 2: origin x forwards r1 to n0, which relays it to n1 (warm for its prefix);
+    // x gives up and sends CANCEL r1 to n0, which must pass it on and not run r1 itself
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false).hopLimit(2).build();
+    OracleCluster c = new OracleCluster(2, cfg, 1).rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(1, 40)));
+    long warmed = c.engine("n1").stats().requests();
+    Transport x = c.net.transport("x");
+    x.start((from, p) -> CompletableFuture.completedFuture(new byte[0]));
+    // 100 tokens of 5 ms decode: n1 works on it for about half a second
+    InferenceRequest r = new InferenceRequest("r1", concat(PREFIX, prompt(2, 40)),
+        io.github.prefixrouter.GenerationParams.greedy(100));
+    CompletableFuture<byte[]> answer = x.request(InMemoryNetwork.addressOf("n0"),
+        ForwardCodec.forward(r, "x", 1), Duration.ofSeconds(30));
+    c.sim.advanceBy(Duration.ofMillis(20).toNanos());
+    assertEquals(warmed + 1, c.engine("n1").stats().requests(), "n0 relayed r1 to n1");
+    x.send(InMemoryNetwork.addressOf("n0"), ForwardCodec.cancel("r1", "x"));
+    c.sim.runUntilIdle(1_000_000);
+
+    assertEquals(1, c.engine("n1").stats().cancelled(), "the CANCEL stopped at the relay");
+    assertEquals(0, c.engine("n0").stats().requests(), "the relay ran a cancelled request");
+    assertTrue(answer.isDone());
+    ForwardCodec.Message m;
+    try {
+      m = ForwardCodec.decode(answer.join());
+    } catch (Exception e) {
+      throw new AssertionError(e);
+    }
+    assertTrue(m instanceof ForwardCodec.Failed f && !f.retryable(), String.valueOf(m));
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
   private static ForwardCodec.Result result(CompletableFuture<byte[]> f) {
     try {
       return (ForwardCodec.Result) ForwardCodec.decode(f.join());
