@@ -127,6 +127,12 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
             b.maxFrames);
   }
 
+  /**
+   * A builder; the endpoint and either a listener with the block size (hosts) or a sink (tests)
+   * are required.
+   *
+   * @return a new builder
+   */
   public static Builder builder() {
     return new Builder();
   }
@@ -180,7 +186,11 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     }
   }
 
-  /** The counters so far. */
+  /**
+   * The counters so far.
+   *
+   * @return a snapshot of the subscriber's counters
+   */
   public Stats stats() {
     return new Stats(
         connects.get(),
@@ -486,6 +496,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * The publisher's endpoint, {@code tcp://host:port} (vLLM's {@code endpoint}, with the
      * host it runs on in place of {@code *}). Required.
      *
+     * @param endpoint vLLM's {@code endpoint} with its host in place of {@code *}, e.g.
+     *     {@code tcp://127.0.0.1:5557}
+     * @return this builder
      * @throws IllegalArgumentException if it is not a {@code tcp://host:port} endpoint
      */
     public Builder endpoint(String endpoint) {
@@ -497,6 +510,8 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * The publisher's replay endpoint, {@code tcp://host:port} (vLLM's {@code
      * replay_endpoint}); without one, lost messages are not replayed.
      *
+     * @param replayEndpoint vLLM's {@code replay_endpoint}, e.g. {@code tcp://127.0.0.1:5558}
+     * @return this builder
      * @throws IllegalArgumentException if it is not a {@code tcp://host:port} endpoint
      */
     public Builder replayEndpoint(String replayEndpoint) {
@@ -504,7 +519,12 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       return this;
     }
 
-    /** The topic, as given to vLLM ({@code topic}); default {@code kv-events}. */
+    /**
+     * The topic, as given to vLLM ({@code topic}); default {@code kv-events}.
+     *
+     * @param topic the topic
+     * @return this builder
+     */
     public Builder topic(String topic) {
       this.topic = Objects.requireNonNull(topic, "topic");
       return this;
@@ -513,13 +533,21 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     /**
      * Where decoded events go: the node's cache-event listener. The subscriber applies them
      * through a {@link VllmKvEventReceiver} of {@link #blockSize} tokens per block.
+     *
+     * @param listener the node's listener, handed to the engine adapter in {@code setCacheEventListener}
+     * @return this builder
      */
     public Builder listener(CacheEventListener listener) {
       this.listener = Objects.requireNonNull(listener, "listener");
       return this;
     }
 
-    /** The node's block size in tokens (vLLM's {@code --block-size}); required with a listener. */
+    /**
+     * The node's block size in tokens (vLLM's {@code --block-size}); required with a listener.
+     *
+     * @param blockSize tokens per block, positive
+     * @return this builder
+     */
     public Builder blockSize(int blockSize) {
       this.blockSize = blockSize;
       return this;
@@ -531,7 +559,12 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       return this;
     }
 
-    /** Creates the one reader thread; default: a daemon thread named {@value VllmKvEventSubscriber#THREAD_NAME}. */
+    /**
+     * Creates the one reader thread; default: a daemon thread named {@value VllmKvEventSubscriber#THREAD_NAME}.
+     *
+     * @param threadFactory the factory of the reader thread
+     * @return this builder
+     */
     public Builder threadFactory(ThreadFactory threadFactory) {
       this.threadFactory = Objects.requireNonNull(threadFactory, "threadFactory");
       return this;
@@ -540,6 +573,10 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     /**
      * The wait before reconnecting: {@code min} after the first failure, doubling up to {@code
      * max}; default 100 ms to 5 s.
+     *
+     * @param min the first wait, positive
+     * @param max the longest wait, at least {@code min}
+     * @return this builder
      */
     public Builder reconnectBackoff(Duration min, Duration max) {
       Objects.requireNonNull(min, "min");
@@ -556,19 +593,32 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     /**
      * Draws each reconnect wait uniformly from the upper half of the current backoff, so that
      * many subscribers of one publisher do not reconnect in step; default: no jitter.
+     *
+     * @param random the source of the jitter (seeded by the host)
+     * @return this builder
      */
     public Builder jitter(RandomGenerator random) {
       this.jitter = Objects.requireNonNull(random, "random");
       return this;
     }
 
-    /** The TCP connect timeout; default 5 s. */
+    /**
+     * The TCP connect timeout; default 5 s.
+     *
+     * @param d the timeout, positive
+     * @return this builder
+     */
     public Builder connectTimeout(Duration d) {
       this.connectTimeout = d;
       return this;
     }
 
-    /** How long the ZMTP handshake may take; default 5 s. */
+    /**
+     * How long the ZMTP handshake may take; default 5 s.
+     *
+     * @param d the timeout, positive
+     * @return this builder
+     */
     public Builder handshakeTimeout(Duration d) {
       this.handshakeTimeout = d;
       return this;
@@ -577,6 +627,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     /**
      * How long a message may take to arrive once its first byte has: a publisher that stops
      * inside a message is disconnected after it; default 10 s.
+     *
+     * @param d the timeout, positive
+     * @return this builder
      */
     public Builder readTimeout(Duration d) {
       this.readTimeout = d;
@@ -586,6 +639,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     /**
      * Reconnect when no message has arrived for this long; default {@link Duration#ZERO}, never
      * (vLLM publishes nothing while idle, and sends no heartbeats).
+     *
+     * @param d the timeout, or zero for none
+     * @return this builder
      */
     public Builder idleTimeout(Duration d) {
       this.idleTimeout = d;
@@ -595,19 +651,32 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     /**
      * The timeout of each step of a replay (connect, handshake, each replayed message);
      * default 2 s. The live stream waits meanwhile.
+     *
+     * @param d the timeout, positive
+     * @return this builder
      */
     public Builder replayTimeout(Duration d) {
       this.replayTimeout = d;
       return this;
     }
 
-    /** The largest message accepted (sum of its frames); default 16 MiB. */
+    /**
+     * The largest message accepted (sum of its frames); default 16 MiB.
+     *
+     * @param n the limit in bytes
+     * @return this builder
+     */
     public Builder maxMessageBytes(int n) {
       this.maxMessageBytes = n;
       return this;
     }
 
-    /** The most frames a message may have; default 16 (vLLM sends 3). */
+    /**
+     * The most frames a message may have; default 16 (vLLM sends 3).
+     *
+     * @param n the limit
+     * @return this builder
+     */
     public Builder maxFramesPerMessage(int n) {
       this.maxFrames = n;
       return this;
@@ -616,6 +685,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     /**
      * Builds the subscriber (not started).
      *
+     * @return the subscriber; {@link VllmKvEventSubscriber#start()} starts it
      * @throws IllegalStateException if the endpoint or the listener is missing, or a listener
      *     is given without a block size
      * @throws IllegalArgumentException if a timeout or limit is out of range
