@@ -282,14 +282,24 @@ public final class LoadDriver {
     }
   }
 
-  /** Fetches {@code GET /v1/stats} of one endpoint, or null if it does not answer. */
+  /**
+   * Fetches {@code GET /v1/stats} of one endpoint, or null if it does not answer within 5
+   * seconds (the whole exchange: the client's timeout covers only the headers, and a body that
+   * stalls would otherwise block the caller).
+   */
   public Map<?, ?> stats(String endpoint) {
+    CompletableFuture<HttpResponse<String>> f = null;
     try {
-      HttpResponse<String> r = client.send(
+      f = client.sendAsync(
           HttpRequest.newBuilder(URI.create("http://" + endpoint + "/v1/stats")).timeout(Duration.ofSeconds(5)).build(),
           HttpResponse.BodyHandlers.ofString());
+      HttpResponse<String> r = f.get(5, java.util.concurrent.TimeUnit.SECONDS);
       return r.statusCode() == 200 ? (Map<?, ?>) Json.parse(r.body()) : null;
-    } catch (IOException | RuntimeException e) {
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException
+        | RuntimeException e) {
+      if (f != null) {
+        f.cancel(true);
+      }
       return null;
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();

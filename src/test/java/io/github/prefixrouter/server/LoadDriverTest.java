@@ -93,6 +93,10 @@ class LoadDriverTest {
       for (LoadDriver.Sample s : r.samples()) {
         assertTrue(s.error() != null, "a stalled answer is an error, not a hang");
       }
+      // the stats of such an endpoint: null after at most 5 s, not a hang
+      java.util.Map<?, ?> stats = java.util.concurrent.CompletableFuture.supplyAsync(
+          () -> d.stats("127.0.0.1:" + fake.getLocalPort())).get(30, java.util.concurrent.TimeUnit.SECONDS);
+      assertEquals(null, stats);
       for (java.net.Socket s : held) {
         s.close();
       }
