@@ -324,7 +324,7 @@ public final class RouterNode implements PrefixRouterNode {
       return CompletableFuture.failedFuture(new NodeNotRunningException(nodeId, s));
     }
     requests.increment();
-    Execution ex = new Execution(request, 0, null);
+    Execution ex = new Execution(request, 0, null, nodeId);
     try {
       route(ex);
     } catch (RuntimeException e) {
@@ -389,7 +389,7 @@ public final class RouterNode implements PrefixRouterNode {
         * cost.decodeNanosPerToken();
     long timeout = clamp((long) Math.min(Long.MAX_VALUE / 4, 4 * expected) + 2 * rtt,
         config.forwardTimeoutMin().toNanos(), config.forwardTimeoutMax().toNanos());
-    byte[] payload = ForwardCodec.forward(ex.request, nodeId, ex.hops + 1);
+    byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1);
     Attempt a;
     synchronized (ex) {
       a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens());
@@ -761,7 +761,8 @@ public final class RouterNode implements PrefixRouterNode {
         return CompletableFuture.completedFuture(ForwardCodec.busy(id, load.queueDepth()));
       }
       // a received forward has travelled at least one hop, whatever the frame claims
-      Execution ex = new Execution(fw.request(), Math.max(1, fw.hops()), from.nodeId());
+      Execution ex = new Execution(fw.request(), Math.max(1, fw.hops()), from.nodeId(),
+          fw.origin());
       existing = keyed ? servingForPeers.putIfAbsent(key, ex) : null;
       if (existing != null && !existing.request.equals(ex.request)) {
         existing = null; // another request of this id took the key meanwhile
@@ -945,7 +946,10 @@ public final class RouterNode implements PrefixRouterNode {
     final boolean fromPeer;
     final CompletableFuture<InferenceResponse> future = new CompletableFuture<>();
     final AtomicBoolean done = new AtomicBoolean();
-    final String[] tried = new String[MAX_FORWARDS + 1];
+    /** The sender and the origin (when another node), then every peer tried. */
+    final String[] tried = new String[MAX_FORWARDS + 2];
+    /** The node whose client submitted the request (this node, or as a FORWARD names it). */
+    final String origin;
     int triedCount;
     int attemptSeq;
     int attempts;
@@ -957,12 +961,18 @@ public final class RouterNode implements PrefixRouterNode {
     volatile RouteDecision firstDecision;
     volatile FallbackCause lastCause = FallbackCause.NONE;
 
-    Execution(InferenceRequest request, int hops, String sender) {
+    Execution(InferenceRequest request, int hops, String sender, String origin) {
       this.request = request;
       this.hops = hops;
       this.fromPeer = sender != null;
+      this.origin = origin;
       if (sender != null) {
         tried[triedCount++] = sender;
+        // a relay never sends a request back to where it entered the cluster: the origin
+        // chose not to run it, and a round trip there would only come back again
+        if (!origin.equals(sender)) {
+          tried[triedCount++] = origin;
+        }
       }
     }
 

@@ -410,6 +410,28 @@ class RequestLifecycleTest {
     assertEquals(0, c.node("n0").stats().inFlight());
   }
 
+  @Test
+  void aRelayNeverSendsARequestBackToItsOrigin() {
+    // hop limit 3: x relays n1's request r1 to n0 (the frame names n1 as its origin); n1 is
+    // warm for the prefix, so n0 alone would forward there, back where the request came from
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false).hopLimit(3).build();
+    OracleCluster c = new OracleCluster(2, cfg, 1).rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(1, 40)));
+    long warmed = c.engine("n1").stats().requests();
+    InferenceRequest r = request("r1", concat(PREFIX, prompt(2, 40)));
+    assertEquals("n1", c.node("n0").explain(r).targetNodeId(), "n0 would pick n1 on its own");
+    Transport x = c.net.transport("x");
+    x.start((from, p) -> CompletableFuture.completedFuture(new byte[0]));
+    CompletableFuture<byte[]> answer = x.request(InMemoryNetwork.addressOf("n0"),
+        ForwardCodec.forward(r, "n1", 2), Duration.ofSeconds(30));
+    c.sim.runUntilIdle(1_000_000);
+
+    assertArrayEquals(expected(r), result(answer).result().outputTokens());
+    assertEquals(warmed, c.engine("n1").stats().requests(), "the request went back to its origin");
+    assertEquals(1, c.engine("n0").stats().requests());
+  }
+
   private static ForwardCodec.Result result(CompletableFuture<byte[]> f) {
     try {
       return (ForwardCodec.Result) ForwardCodec.decode(f.join());
