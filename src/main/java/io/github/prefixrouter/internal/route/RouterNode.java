@@ -65,7 +65,9 @@ import org.slf4j.LoggerFactory;
  *       running or its engine queue is at the high watermark; a duplicate of a request already
  *       running here (same sender, id, prompt and parameters) joins the running execution
  *       instead of running twice.
- *       Below the hop limit it may be routed again; at the limit it runs here.
+ *       Below the hop limit it may be routed again (never back to its sender or its origin);
+ *       at the limit it runs here. A CANCEL from the sender ends the execution here at once:
+ *       its engine run is cancelled, or its forward in flight gets a CANCEL of its own.
  *   <li><b>Threads.</b> None of its own: work runs on the callers' threads, the transport's
  *       and engine's completion threads, and the injected scheduler.
  * </ul>
