@@ -1,0 +1,171 @@
+package io.github.prefixrouter.bench.kvevents;
+
+import java.io.IOException;
+import java.net.URISyntaxException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.Locale;
+import java.util.Map;
+import org.openjdk.jmh.results.Result;
+import org.openjdk.jmh.results.RunResult;
+import org.openjdk.jmh.runner.Runner;
+import org.openjdk.jmh.runner.RunnerException;
+import org.openjdk.jmh.runner.options.CommandLineOptionException;
+import org.openjdk.jmh.runner.options.CommandLineOptions;
+import org.openjdk.jmh.runner.options.OptionsBuilder;
+
+/**
+ * Runs {@link KvEventBenchmark} (JMH's own flags, for example {@code -f 2 -wi 3 -w 1s -i 5 -r
+ * 1s}; without them the class's defaults), prints per batch and per block the cost of each
+ * benchmark and the ratios against the msgpack-core baselines of the same run, and writes
+ * {@code benchmarks/target/results/kvevents.json}.
+ *
+ * <pre>
+ *   taskset -c 1 java -cp benchmarks/target/benchmarks.jar \
+ *       io.github.prefixrouter.bench.kvevents.KvEventBenchmarkMain -f 2 -wi 3 -w 1s -i 5 -r 1s
+ *   benchmarks/run kvevents [JMH flags]
+ * </pre>
+ *
+ * "Per block" divides the time per batch by the blocks a batch stores on average (each of them
+ * is also removed once in the cycle, by a {@code BlockRemoved} event of its own); blocks per
+ * second per core is its inverse.
+ */
+public final class KvEventBenchmarkMain {
+
+  static final String APPLY = "applyToTree";
+  static final String[] METHODS = {
+    APPLY, "receiveNoTree", "decodeOnly", "msgpackCoreValues", "msgpackCoreTyped"};
+  static final String[] KINDS = {"INT", "BIN"};
+
+  private KvEventBenchmarkMain() {}
+
+  public static void main(String[] args) throws RunnerException, IOException {
+    CommandLineOptions cmd;
+    try {
+      cmd = new CommandLineOptions(args);
+    } catch (CommandLineOptionException e) {
+      System.err.println("bad JMH flags: " + e.getMessage());
+      System.exit(2);
+      return;
+    }
+    OptionsBuilder opts = new OptionsBuilder();
+    opts.parent(cmd);
+    if (cmd.getIncludes().isEmpty()) {
+      opts.include(KvEventBenchmark.class.getName() + "\\.");
+    }
+    opts.shouldFailOnError(true);
+    long t0 = System.nanoTime();
+    Collection<RunResult> results = new Runner(opts.build()).run();
+
+    Map<String, KvEventWorkload> workloads = new LinkedHashMap<>();
+    for (String k : KINDS) {
+      workloads.put(k, KvEventWorkload.standard(KvEventWorkload.HashKind.valueOf(k)));
+    }
+    Map<String, Result<?>> byKey = new LinkedHashMap<>();
+    for (RunResult rr : results) {
+      String bench = rr.getParams().getBenchmark();
+      String method = bench.substring(bench.lastIndexOf('.') + 1);
+      byKey.put(method + "|" + rr.getParams().getParam("hashes"), rr.getPrimaryResult());
+    }
+
+    StringBuilder json = new StringBuilder();
+    json.append("{\n  \"benchmark\": \"kvevents\",\n");
+    json.append("  \"command\": ").append(str("KvEventBenchmarkMain " + String.join(" ", args)))
+        .append(",\n");
+    json.append("  \"java\": ").append(str(System.getProperty("java.vm.name") + " "
+        + System.getProperty("java.version"))).append(",\n");
+    json.append("  \"cpus\": ").append(Runtime.getRuntime().availableProcessors()).append(",\n");
+    json.append("  \"workloads\": {\n");
+    int i = 0;
+    for (Map.Entry<String, KvEventWorkload> e : workloads.entrySet()) {
+      KvEventWorkload w = e.getValue();
+      json.append("    ").append(str(e.getKey())).append(": {\"description\": ")
+          .append(str(w.description())).append(", \"held_tokens\": ").append(w.heldTokens())
+          .append(", \"batches_per_cycle\": ").append(w.batches())
+          .append(", \"blocks_per_batch\": ").append(num(w.blocksPerBatch()))
+          .append(", \"events_per_batch\": ").append(num(w.eventsPerBatch()))
+          .append(", \"bytes_per_batch\": ").append(num(w.bytesPerBatch())).append("}")
+          .append(++i < workloads.size() ? ",\n" : "\n");
+    }
+    json.append("  },\n  \"results\": [\n");
+
+    System.out.println();
+    for (KvEventWorkload w : workloads.values()) {
+      System.out.println(w.description());
+    }
+    System.out.printf(Locale.ROOT, "%n%-6s %-18s %14s %10s %12s %16s%n", "hashes", "benchmark",
+        "ns/batch", "+-", "ns/block", "blocks/s/core");
+    int n = 0;
+    for (String k : KINDS) {
+      KvEventWorkload w = workloads.get(k);
+      for (String m : METHODS) {
+        Result<?> r = byKey.get(m + "|" + k);
+        if (r == null) {
+          continue;
+        }
+        double perBatch = r.getScore();
+        double perBlock = perBatch / w.blocksPerBatch();
+        System.out.printf(Locale.ROOT, "%-6s %-18s %,14.0f %10.0f %12.1f %,16.0f%n", k, m,
+            perBatch, r.getScoreError(), perBlock, 1e9 / perBlock);
+        json.append(n++ > 0 ? ",\n" : "").append("    {\"hashes\": ").append(str(k))
+            .append(", \"benchmark\": ").append(str(m))
+            .append(", \"ns_per_batch\": ").append(num(perBatch))
+            .append(", \"ns_per_batch_error_99_9\": ").append(num(r.getScoreError()))
+            .append(", \"ns_per_block\": ").append(num(perBlock))
+            .append(", \"blocks_per_s_per_core\": ").append(num(1e9 / perBlock))
+            .append(", \"batches_per_s_per_core\": ").append(num(1e9 / perBatch)).append("}");
+      }
+    }
+    json.append("\n  ],\n  \"ratios\": [\n");
+    System.out.println();
+    n = 0;
+    for (String k : KINDS) {
+      String[][] pairs = {
+        {APPLY, "msgpackCoreValues"}, {APPLY, "msgpackCoreTyped"}, {APPLY, "decodeOnly"},
+        {"receiveNoTree", "decodeOnly"}, {"decodeOnly", "msgpackCoreValues"},
+        {"decodeOnly", "msgpackCoreTyped"}};
+      for (String[] p : pairs) {
+        Result<?> a = byKey.get(p[0] + "|" + k);
+        Result<?> b = byKey.get(p[1] + "|" + k);
+        if (a == null || b == null) {
+          continue;
+        }
+        double ratio = a.getScore() / b.getScore();
+        System.out.printf(Locale.ROOT, "%-6s %-18s / %-18s = %.2fx%n", k, p[0], p[1], ratio);
+        json.append(n++ > 0 ? ",\n" : "").append("    {\"hashes\": ").append(str(k))
+            .append(", \"numerator\": ").append(str(p[0]))
+            .append(", \"denominator\": ").append(str(p[1]))
+            .append(", \"ratio\": ").append(num(ratio)).append("}");
+      }
+    }
+    json.append("\n  ],\n  \"seconds\": ").append(num((System.nanoTime() - t0) / 1e9))
+        .append("\n}\n");
+    Path out = resultsDir().resolve("kvevents.json");
+    Files.createDirectories(out.getParent());
+    Files.writeString(out, json, StandardCharsets.UTF_8);
+    System.out.printf(Locale.ROOT, "%nwrote %s%n", out);
+  }
+
+  private static String num(double v) {
+    return Double.isNaN(v) || Double.isInfinite(v) ? "null"
+        : String.format(Locale.ROOT, "%.4g", v);
+  }
+
+  private static String str(String s) {
+    return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
+  }
+
+  /** benchmarks/target/results, next to the jar (or classes directory) this class runs from. */
+  static Path resultsDir() {
+    try {
+      Path code = Path.of(KvEventBenchmarkMain.class.getProtectionDomain().getCodeSource()
+          .getLocation().toURI());
+      return code.getParent().resolve("results");
+    } catch (URISyntaxException | RuntimeException e) {
+      return Path.of("benchmarks", "target", "results");
+    }
+  }
+}
