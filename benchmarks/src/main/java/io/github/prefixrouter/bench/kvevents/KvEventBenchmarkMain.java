@@ -1,7 +1,10 @@
 package io.github.prefixrouter.bench.kvevents;
 
+import static io.github.prefixrouter.bench.ResultsJson.num;
+import static io.github.prefixrouter.bench.ResultsJson.str;
+
+import io.github.prefixrouter.bench.ResultsJson;
 import java.io.IOException;
-import java.net.URISyntaxException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -143,29 +146,12 @@ public final class KvEventBenchmarkMain {
     }
     json.append("\n  ],\n  \"seconds\": ").append(num((System.nanoTime() - t0) / 1e9))
         .append("\n}\n");
-    Path out = resultsDir().resolve("kvevents.json");
+    Path out = ResultsJson.resultsDir(KvEventBenchmarkMain.class).resolve("kvevents.json");
     Files.createDirectories(out.getParent());
     Files.writeString(out, json, StandardCharsets.UTF_8);
     System.out.printf(Locale.ROOT, "%nwrote %s%n", out);
   }
 
-  private static String num(double v) {
-    return Double.isNaN(v) || Double.isInfinite(v) ? "null"
-        : String.format(Locale.ROOT, "%.4g", v);
-  }
 
-  private static String str(String s) {
-    return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
-  }
 
-  /** benchmarks/target/results, next to the jar (or classes directory) this class runs from. */
-  static Path resultsDir() {
-    try {
-      Path code = Path.of(KvEventBenchmarkMain.class.getProtectionDomain().getCodeSource()
-          .getLocation().toURI());
-      return code.getParent().resolve("results");
-    } catch (URISyntaxException | RuntimeException e) {
-      return Path.of("benchmarks", "target", "results");
-    }
-  }
 }

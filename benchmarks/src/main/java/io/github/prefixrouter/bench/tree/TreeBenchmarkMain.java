@@ -1,7 +1,10 @@
 package io.github.prefixrouter.bench.tree;
 
+import static io.github.prefixrouter.bench.ResultsJson.num;
+import static io.github.prefixrouter.bench.ResultsJson.str;
+
+import io.github.prefixrouter.bench.ResultsJson;
 import java.io.IOException;
-import java.net.URISyntaxException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -91,7 +94,7 @@ public final class TreeBenchmarkMain {
       }
     }
     if (out == null) {
-      out = resultsDir().resolve("tree.json");
+      out = ResultsJson.resultsDir(TreeBenchmarkMain.class).resolve("tree.json");
     }
     long t0 = System.nanoTime();
 
@@ -344,25 +347,6 @@ public final class TreeBenchmarkMain {
     return b.toString();
   }
 
-  private static String num(double v) {
-    return Double.isNaN(v) || Double.isInfinite(v) ? "null"
-        : String.format(Locale.ROOT, "%.4g", v);
-  }
 
-  private static String str(String s) {
-    return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
-  }
 
-  /** benchmarks/target/results, next to the jar this class runs from. */
-  static Path resultsDir() {
-    try {
-      Path code = Path.of(TreeBenchmarkMain.class.getProtectionDomain().getCodeSource()
-          .getLocation().toURI());
-      Path target = Files.isRegularFile(code) ? code.getParent()
-          : code.getParent(); // target/classes -> target
-      return target.resolve("results");
-    } catch (URISyntaxException | RuntimeException e) {
-      return Path.of("benchmarks", "target", "results");
-    }
-  }
 }
