@@ -53,7 +53,9 @@ import org.slf4j.LoggerFactory;
  *       (continuing from that hash; a path that leaves an edge mid-way rehashes at most that
  *       edge); an eviction recomputes the hashes of the evicted blocks from the tokens only if
  *       a listener needs them (about 1 ns per token), instead of every node storing 8 bytes
- *       per block.
+ *       per block. An engine-driven leaf keeps its edge's hashes once the engine starts
+ *       removing its blocks ({@link EngineNode#blockHashCache}), so that removing a chain one
+ *       block at a time rehashes it once.
  *   <li><b>Self-managed mode</b> (token granularity). {@link #insert} records an executed prompt;
  *       every node on its path gets the operation's access stamp (a counter, not a clock). The
  *       path is split where the prompt ends, so all tokens of a node share one stamp. This makes
