@@ -53,7 +53,9 @@ import org.slf4j.LoggerFactory;
  *       (continuing from that hash; a path that leaves an edge mid-way rehashes at most that
  *       edge); an eviction recomputes the hashes of the evicted blocks from the tokens only if
  *       a listener needs them (about 1 ns per token), instead of every node storing 8 bytes
- *       per block.
+ *       per block. An engine-driven leaf keeps its edge's hashes once the engine starts
+ *       removing its blocks ({@link EngineNode#blockHashCache}), so that removing a chain one
+ *       block at a time rehashes it once.
  *   <li><b>Self-managed mode</b> (token granularity). {@link #insert} records an executed prompt;
  *       every node on its path gets the operation's access stamp (a counter, not a clock). The
  *       path is split where the prompt ends, so all tokens of a node share one stamp. This makes
@@ -122,6 +124,8 @@ public final class ConcurrentPrefixTree {
   /** The clock value at which stamps are renumbered (a field so that tests can lower it). */
   private int stampLimit = Integer.MAX_VALUE - 1;
   private int epoch;
+  /** Blocks whose hashes were recomputed from held tokens (tests only), under the write lock. */
+  private long rehashedBlocks;
 
   // LRU heap of evictable leaves (self-managed mode), guarded by the write lock
   private Node[] heap = new Node[16];
@@ -580,6 +584,20 @@ public final class ConcurrentPrefixTree {
     clock = distinct.length - 1;
   }
 
+  /**
+   * How many block hashes the tree has recomputed from the tokens it holds (not counting the
+   * hashes of newly stored blocks), including those {@link #checkInvariants()} recomputes
+   * (tests only).
+   */
+  long rehashedBlocksForTest() {
+    long ws = lock.writeLock();
+    try {
+      return rehashedBlocks;
+    } finally {
+      lock.unlockWrite(ws);
+    }
+  }
+
   /** Lowers the stamp renumbering threshold (tests only). */
   void stampLimitForTest(int limit) {
     stampLimit = limit;
@@ -619,6 +637,7 @@ public final class ConcurrentPrefixTree {
       }
     }
     n.edge = Arrays.copyOfRange(e, m, e.length); // n.end stays
+    n.dropBlockHashCache(); // its edge starts later: other blocks, another parent hash
     replaceChild(u.parent, n, u);
     n.parent = u;
     return u;
@@ -656,6 +675,7 @@ public final class ConcurrentPrefixTree {
     long[] added = hashNewBlocks(n, oldEnd, oldEnd + (to - off), t, shift);
     n.edge = e;
     n.end = oldEnd + (to - off);
+    n.dropBlockHashCache(); // more blocks than it holds
     if (added != null) {
       n.lastHash = added[added.length - 1];
       if (mode == Mode.ENGINE_DRIVEN) {
@@ -706,6 +726,7 @@ public final class ConcurrentPrefixTree {
     for (int s = 0; s < buf.length; s += blockSize) {
       prev = hasher.hashBlock(prev, buf, s);
     }
+    rehashedBlocks += buf.length / blockSize;
     return prev;
   }
 
@@ -746,6 +767,7 @@ public final class ConcurrentPrefixTree {
       prev = hasher.hashBlock(prev, buf, k * blockSize);
       out[k] = prev;
     }
+    rehashedBlocks += count;
     return out;
   }
 
@@ -932,6 +954,7 @@ public final class ConcurrentPrefixTree {
       c.engineBlocks(concat(p.engineBlocks(), c.engineBlocks()));
     }
     c.edge = e; // c.end stays
+    c.dropBlockHashCache(); // its edge starts earlier: p's blocks come first
     replaceChild(gp, p, c);
     c.parent = gp;
     p.parent = null;
@@ -961,7 +984,22 @@ public final class ConcurrentPrefixTree {
     int keep = (l.start() + newLen) / blockSize - l.start() / blockSize;
     int count = blockCount(l);
     if (keep < count) {
-      if (listeners.length > 0) { // the evicted hashes are only needed for the events
+      if (mode == Mode.ENGINE_DRIVEN) {
+        // the engine evicts a chain one block at a time: keep the edge's block hashes, whose
+        // first ones stay valid while only tail blocks go (see EngineNode#blockHashCache)
+        EngineNode en = (EngineNode) l;
+        long[] hashes = en.blockHashCache;
+        if (hashes == null) {
+          hashes = blockHashesOf(l);
+        }
+        if (listeners.length > 0) { // the evicted hashes are only needed for the events
+          evictedBuf.addRange(hashes, keep, count);
+        }
+        l.lastHash = keep == 0 ? l.parent.lastHash : hashes[keep - 1];
+        // at most twice the blocks kept, so that a long edge trimmed short frees its hashes
+        en.blockHashCache = keep == 0 ? null
+            : keep * 2 < hashes.length ? Arrays.copyOf(hashes, keep) : hashes;
+      } else if (listeners.length > 0) { // the evicted hashes are only needed for the events
         long[] hashes = blockHashesOf(l);
         evictedBuf.addRange(hashes, keep, count);
         l.lastHash = keep == 0 ? l.parent.lastHash : hashes[keep - 1];
@@ -1743,6 +1781,7 @@ public final class ConcurrentPrefixTree {
           "wrong hash of the last block ending by depth " + end + " (at depth " + n.start() + ")");
       if (count == 0) {
         require(n.engineBlocks() == null, "engine hashes on a node without blocks");
+        require(n.blockHashCache() == null, "cached block hashes on a node without blocks");
         return;
       }
       blocks += count;
@@ -1751,6 +1790,16 @@ public final class ConcurrentPrefixTree {
       for (int k = 0; k < count; k++) {
         require(held[k] == chain[first + k],
             "wrong block hash for the block ending at " + (first + k + 1) * blockSize);
+      }
+      long[] cached = n.blockHashCache();
+      if (cached != null) {
+        require(cached.length >= count && cached.length <= 2 * count,
+            "cached block hashes: " + cached.length + " for " + count + " blocks at depth "
+                + n.start());
+        for (int k = 0; k < count; k++) {
+          require(cached[k] == chain[first + k],
+              "stale cached hash for the block ending at " + (first + k + 1) * blockSize);
+        }
       }
       if (mode == Mode.ENGINE_DRIVEN) {
         require(n.engineBlocks() != null && n.engineBlocks().length == count,
@@ -1870,14 +1919,42 @@ public final class ConcurrentPrefixTree {
         throw new AssertionError("engine hashes on a self-managed node");
       }
     }
+
+    /** Engine-driven mode: forgets the cached block hashes of the edge (none here). */
+    void dropBlockHashCache() {}
+
+    /** Engine-driven mode: the cached block hashes of the edge, or null (none here). */
+    long[] blockHashCache() {
+      return null;
+    }
   }
 
   /**
-   * A node of an engine-driven tree: self-managed nodes do without the field (a node object
-   * of 48 rather than 56 bytes).
+   * A node of an engine-driven tree: self-managed nodes do without its two fields (a node
+   * object of 48 rather than 56 bytes).
    */
   static final class EngineNode extends Node {
     long[] engineBlocks;
+    /**
+     * The chained hashes of the blocks ending on the edge ({@code [0, blockCount)}; the array
+     * may be longer, at most twice that, its tail stale), or null: filled by the first trim of
+     * this leaf and kept by later trims, which only remove tail blocks and so leave the hashes
+     * of the blocks kept unchanged; dropped by every other change of the edge (split, leaf
+     * extension, merge), which is also every change of its start or of the path above it. So
+     * the engine removing a chain one block at a time, last block first, rehashes the chain
+     * once rather than once per block.
+     */
+    long[] blockHashCache;
+
+    @Override
+    void dropBlockHashCache() {
+      blockHashCache = null;
+    }
+
+    @Override
+    long[] blockHashCache() {
+      return blockHashCache;
+    }
 
     @Override
     long[] engineBlocks() {

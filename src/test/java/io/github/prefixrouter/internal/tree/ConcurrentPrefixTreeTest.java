@@ -210,6 +210,81 @@ class ConcurrentPrefixTreeTest {
   }
 
   /**
+   * vLLM frees a request's blocks one at a time, last block first. Removing a 256-block chain
+   * that way reports each block's own hash, in that order, keeps the invariants (the cached
+   * hashes of the trimmed edge among them) and recomputes about one hash per block: the edge's
+   * hashes once, not once per removal (which would be 256 * 257 / 2 = 32,896). The chain hangs
+   * below a 2-block preamble and starts mid-block (a sibling shares its first 5 tokens), so the
+   * first recomputed block takes tokens from above the edge and the preamble's hash.
+   */
+  @Test
+  void removingAChainBlockByBlockReportsEachBlockAndRehashesItOnce() {
+    int b = 16;
+    int blocks = 256;
+    java.util.SplittableRandom rnd = new java.util.SplittableRandom(7);
+    int[] preamble = rnd.ints(2 * b, 0, 50_000).toArray();
+    int[] chain = rnd.ints(blocks * b, 0, 50_000).toArray();
+    int[] sibling = rnd.ints(b, 0, 50_000).toArray();
+    System.arraycopy(chain, 0, sibling, 0, 5);
+    sibling[5] = chain[5] + 1;
+    long[] expected = new BlockHasher(b, 0).chain(cat(preamble, chain));
+    for (boolean listening : new boolean[] {true, false}) {
+      ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(b);
+      List<Long> evicted = new ArrayList<>();
+      List<Long> stored = new ArrayList<>();
+      if (listening) {
+        t.addListener(new BlockEventListener() {
+          @Override
+          public void onStored(long[] hashes) {
+            for (long h : hashes) {
+              stored.add(h);
+            }
+          }
+
+          @Override
+          public void onEvicted(long[] hashes) {
+            for (long h : hashes) {
+              evicted.add(h);
+            }
+          }
+        });
+      }
+      CacheEventListener engine = t.engineEvents();
+      engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1, 2}, preamble);
+      long[] engineHashes = new long[blocks];
+      for (int i = 0; i < blocks; i++) {
+        engineHashes[i] = 1000 + i;
+      }
+      engine.onBlocksStored(2, engineHashes, chain);
+      engine.onBlocksStored(2, new long[] {999}, sibling);
+      t.checkInvariants();
+      if (listening) {
+        assertEquals(blocks + 3, stored.size());
+        for (int i = 0; i < blocks + 2; i++) {
+          assertEquals(expected[i], stored.get(i), "stored hash of block " + i);
+        }
+      }
+      long rehashed = 0;
+      for (int i = blocks - 1; i >= 0; i--) {
+        long before = t.rehashedBlocksForTest();
+        engine.onBlocksRemoved(new long[] {engineHashes[i]});
+        rehashed += t.rehashedBlocksForTest() - before;
+        t.checkInvariants();
+        assertEquals(2 * b + i * b, t.match(cat(preamble, chain)));
+      }
+      assertEquals(0, t.engineEventStats().unknownBlocks());
+      assertEquals(3 * b, t.sizeTokens()); // the preamble and the sibling
+      assertTrue(rehashed <= blocks + 1, "recomputed " + rehashed + " block hashes");
+      if (listening) {
+        assertEquals(blocks, evicted.size());
+        for (int k = 0; k < blocks; k++) {
+          assertEquals(expected[2 + blocks - 1 - k], evicted.get(k), "evicted hash " + k);
+        }
+      }
+    }
+  }
+
+  /**
    * An engine may hold two physical blocks with the same hash (two requests computed the same
    * block before either was cached): each is stored and later removed on its own, and the block
    * is cached until the last copy goes. Listeners hear of it once each way.
