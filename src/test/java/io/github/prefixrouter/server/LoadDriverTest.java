@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.transport.http.StallingHttpPeer;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -58,34 +59,9 @@ class LoadDriverTest {
   @Test
   void anEndpointThatStallsInItsAnswerTimesOutInsteadOfHangingTheRun() throws Exception {
     // an "endpoint" that sends an answer's headers and one byte of its body, then stalls
-    try (java.net.ServerSocket fake = new java.net.ServerSocket(0, 50,
-        java.net.InetAddress.getByName("127.0.0.1"))) {
-      List<java.net.Socket> held = new java.util.concurrent.CopyOnWriteArrayList<>();
-      Thread acceptor = new Thread(() -> {
-        try {
-          while (true) {
-            java.net.Socket s = fake.accept();
-            held.add(s);
-            java.io.InputStream in = s.getInputStream();
-            int matched = 0;
-            while (matched < 4) {
-              int c = in.read();
-              if (c < 0) {
-                break;
-              }
-              matched = (c == (matched % 2 == 0 ? '\r' : '\n')) ? matched + 1 : 0;
-            }
-            s.getOutputStream().write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n{"
-                .getBytes(java.nio.charset.StandardCharsets.US_ASCII));
-            s.getOutputStream().flush();
-          }
-        } catch (java.io.IOException closed) {
-          // the test is over
-        }
-      });
-      acceptor.setDaemon(true);
-      acceptor.start();
-      LoadDriver d = LoadDriver.builder().endpoints(List.of("127.0.0.1:" + fake.getLocalPort()))
+    try (StallingHttpPeer fake = new StallingHttpPeer(
+        "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n{")) {
+      LoadDriver d = LoadDriver.builder().endpoints(List.of("127.0.0.1:" + fake.port()))
           .concurrency(1).requestTimeout(java.time.Duration.ofMillis(500)).build();
       LoadDriver.Result r = java.util.concurrent.CompletableFuture.supplyAsync(() -> d.run(prompts(2)))
           .get(30, java.util.concurrent.TimeUnit.SECONDS);
@@ -95,11 +71,8 @@ class LoadDriverTest {
       }
       // the stats of such an endpoint: null after at most 5 s, not a hang
       java.util.Map<?, ?> stats = java.util.concurrent.CompletableFuture.supplyAsync(
-          () -> d.stats("127.0.0.1:" + fake.getLocalPort())).get(30, java.util.concurrent.TimeUnit.SECONDS);
+          () -> d.stats("127.0.0.1:" + fake.port())).get(30, java.util.concurrent.TimeUnit.SECONDS);
       assertEquals(null, stats);
-      for (java.net.Socket s : held) {
-        s.close();
-      }
     }
   }
 

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
-import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
@@ -13,7 +12,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -21,14 +19,12 @@ import org.junit.jupiter.api.Test;
 /** Peers (or strangers) that open connections and then stall must not starve everyone else. */
 class HttpTransportSlowPeerTest {
 
-  /** Added to by the test's own acceptor thread too, while {@link #closeAll} may run. */
-  private final List<AutoCloseable> toClose = new CopyOnWriteArrayList<>();
+  private final List<AutoCloseable> toClose = new ArrayList<>();
 
   @AfterEach
   void closeAll() throws Exception {
-    // until empty: a socket the acceptor takes while the others close is closed too
-    while (!toClose.isEmpty()) {
-      toClose.remove(0).close();
+    for (AutoCloseable c : toClose) {
+      c.close();
     }
   }
 
@@ -123,38 +119,13 @@ class HttpTransportSlowPeerTest {
   @Test
   void aPeerThatStallsInTheAnswerToAMessageDoesNotHoldItsSlotForever() throws Exception {
     // a "peer" that answers every message with headers and then stalls in the body
-    java.net.ServerSocket fake = new java.net.ServerSocket(0, 50,
-        java.net.InetAddress.getByName("127.0.0.1"));
+    StallingHttpPeer fake = new StallingHttpPeer(
+        "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nx");
     toClose.add(fake);
-    Thread acceptor = new Thread(() -> {
-      try {
-        while (true) {
-          Socket s = fake.accept();
-          toClose.add(s);
-          InputStream in = s.getInputStream();
-          // read up to the end of the headers, then answer without finishing the body
-          int matched = 0;
-          while (matched < 4) {
-            int c = in.read();
-            if (c < 0) {
-              break;
-            }
-            matched = (c == (matched % 2 == 0 ? '\r' : '\n')) ? matched + 1 : 0;
-          }
-          s.getOutputStream().write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nx"
-              .getBytes(StandardCharsets.US_ASCII));
-          s.getOutputStream().flush();
-        }
-      } catch (java.io.IOException closed) {
-        // the test is over
-      }
-    });
-    acceptor.setDaemon(true);
-    acceptor.start();
     HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
         .clusterKey(HttpTransportTest.KEY).maxInFlightPerPeer(1)
         .messageTimeout(Duration.ofMillis(300)), new HttpTransportTest.Recorder());
-    PeerAddress peer = new PeerAddress("a", "127.0.0.1:" + fake.getLocalPort());
+    PeerAddress peer = new PeerAddress("a", "127.0.0.1:" + fake.port());
     b.send(peer, new byte[] {1});
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
     while (b.stats().messagesFailed() < 1 && System.nanoTime() < deadline) {
