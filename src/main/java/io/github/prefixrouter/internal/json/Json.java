@@ -428,17 +428,8 @@ public final class Json {
         if (m.putIfAbsent(key, v) != null) {
           throw new JsonException("duplicate key \"" + shorten(key) + "\"", keyPos);
         }
-        skipWhitespace();
-        if (pos >= s.length()) {
-          throw error("unexpected end of input inside an object");
-        }
-        char c = s.charAt(pos++);
-        if (c == '}') {
+        if (closes('}', "an object")) {
           return Collections.unmodifiableMap(m);
-        }
-        if (c != ',') {
-          pos--;
-          throw error("expected ',' or '}' in an object");
         }
       }
     }
@@ -457,19 +448,30 @@ public final class Json {
       while (true) {
         skipWhitespace();
         l.add(readValue(depth));
-        skipWhitespace();
-        if (pos >= s.length()) {
-          throw error("unexpected end of input inside an array");
-        }
-        char c = s.charAt(pos++);
-        if (c == ']') {
+        if (closes(']', "an array")) {
           return Collections.unmodifiableList(l);
         }
-        if (c != ',') {
-          pos--;
-          throw error("expected ',' or ']' in an array");
-        }
       }
+    }
+
+    /**
+     * After a member of an object or an element of an array: consumes {@code close} (true) or
+     * a comma (false); anything else, or the end of the input, is an error naming {@code what}.
+     */
+    private boolean closes(char close, String what) {
+      skipWhitespace();
+      if (pos >= s.length()) {
+        throw error("unexpected end of input inside " + what);
+      }
+      char c = s.charAt(pos++);
+      if (c == close) {
+        return true;
+      }
+      if (c != ',') {
+        pos--;
+        throw error("expected ',' or '" + close + "' in " + what);
+      }
+      return false;
     }
 
     String readString() {
