@@ -85,17 +85,9 @@ public final class NodeMain {
       if (o.model != null) {
         b.model(o.model);
       }
-      if (o.kvEvents != null) {
-        VllmKvEventSubscriber.Builder events = VllmKvEventSubscriber.builder()
-            .endpoint(o.kvEvents)
-            .blockSize(o.config.blockSize());
-        if (o.kvEventsReplay != null) {
-          events.replayEndpoint(o.kvEventsReplay);
-        }
-        if (o.kvEventsTopic != null) {
-          events.topic(o.kvEventsTopic);
-        }
-        b.kvEvents(events);
+      VllmKvEventSubscriber.Builder events = o.kvEventsBuilder();
+      if (events != null) {
+        b.kvEvents(events.blockSize(o.config.blockSize()));
       }
       OpenAiCompatibleEngine oe = b.build();
       if (!oe.health().join()) {

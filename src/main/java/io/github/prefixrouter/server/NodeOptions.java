@@ -152,14 +152,7 @@ public final class NodeOptions {
         throw new IllegalArgumentException(
             "--kv-events needs --engine URL (the reference engine reports its cache itself)");
       }
-      // the same checks the engine makes when it subscribes, so a bad value fails here
-      VllmKvEventSubscriber.Builder check = VllmKvEventSubscriber.builder().endpoint(kvEvents);
-      if (kvEventsReplay != null) {
-        check.replayEndpoint(kvEventsReplay);
-      }
-      if (kvEventsTopic != null) {
-        check.topic(kvEventsTopic);
-      }
+      kvEventsBuilder(); // the checks the subscriber makes, so that a bad value fails here
     }
     this.engineSeed = longValue(v, "engine-seed", 42);
     this.engineThreads = intValue(v, "engine-threads", 1);
@@ -190,6 +183,24 @@ public final class NodeOptions {
     }
     this.config = cb.build();
     this.readyFile = v.containsKey("ready-file") ? Path.of(v.get("ready-file")) : null;
+  }
+
+  /**
+   * The subscription to vLLM's KV events the flags describe (endpoint, replay endpoint, topic),
+   * without the block size; null without {@code --kv-events}.
+   */
+  VllmKvEventSubscriber.Builder kvEventsBuilder() {
+    if (kvEvents == null) {
+      return null;
+    }
+    VllmKvEventSubscriber.Builder b = VllmKvEventSubscriber.builder().endpoint(kvEvents);
+    if (kvEventsReplay != null) {
+      b.replayEndpoint(kvEventsReplay);
+    }
+    if (kvEventsTopic != null) {
+      b.topic(kvEventsTopic);
+    }
+    return b;
   }
 
   /**
