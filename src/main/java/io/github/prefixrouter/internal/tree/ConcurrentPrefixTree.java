@@ -984,11 +984,10 @@ public final class ConcurrentPrefixTree {
     int keep = (l.start() + newLen) / blockSize - l.start() / blockSize;
     int count = blockCount(l);
     if (keep < count) {
-      if (mode == Mode.ENGINE_DRIVEN) {
-        // the engine evicts a chain one block at a time: keep the edge's block hashes, whose
-        // first ones stay valid while only tail blocks go (see EngineNode#blockHashCache)
-        EngineNode en = (EngineNode) l;
-        long[] hashes = en.blockHashCache;
+      if (mode == Mode.ENGINE_DRIVEN || listeners.length > 0) {
+        // the engine evicts a chain one block at a time: an engine node keeps the edge's block
+        // hashes, whose first ones stay valid while only tail blocks go (EngineNode#blockHashCache)
+        long[] hashes = l.blockHashCache();
         if (hashes == null) {
           hashes = blockHashesOf(l);
         }
@@ -996,13 +995,11 @@ public final class ConcurrentPrefixTree {
           evictedBuf.addRange(hashes, keep, count);
         }
         l.lastHash = keep == 0 ? l.parent.lastHash : hashes[keep - 1];
-        // at most twice the blocks kept, so that a long edge trimmed short frees its hashes
-        en.blockHashCache = keep == 0 ? null
-            : keep * 2 < hashes.length ? Arrays.copyOf(hashes, keep) : hashes;
-      } else if (listeners.length > 0) { // the evicted hashes are only needed for the events
-        long[] hashes = blockHashesOf(l);
-        evictedBuf.addRange(hashes, keep, count);
-        l.lastHash = keep == 0 ? l.parent.lastHash : hashes[keep - 1];
+        if (l instanceof EngineNode en) {
+          // at most twice the blocks kept, so that a long edge trimmed short frees its hashes
+          en.blockHashCache = keep == 0 ? null
+              : keep * 2 < hashes.length ? Arrays.copyOf(hashes, keep) : hashes;
+        }
       } else {
         l.lastHash = hashEndingAt(l, (l.start() / blockSize + keep) * blockSize);
       }
