@@ -1,11 +1,15 @@
 package io.github.prefixrouter.server;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.json.Json;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -72,6 +76,34 @@ class NodeMainTest {
         "--hop-limit"}) {
       assertMessage("needs an integer", () -> parse("--id", "a", "--listen", "h:1", flag, "4294967312"));
     }
+  }
+
+  @Test
+  void aNodeWhoseClientPortIsTakenStopsAndReleasesItsPeerPort() throws Exception {
+    int peerPort;
+    try (ServerSocket probe = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      peerPort = probe.getLocalPort();
+    }
+    try (ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      NodeOptions o = parse("--id", "blocked", "--listen", "127.0.0.1:" + peerPort,
+          "--client", "127.0.0.1:" + taken.getLocalPort());
+      assertThrows(IOException.class, () -> NodeMain.start(o));
+    }
+    // the node that could not open its client endpoint must not stay behind as a cluster
+    // member: its transport is closed (the peer port is free again) and its timer thread ends
+    try (ServerSocket again = new ServerSocket(peerPort, 1, InetAddress.getLoopbackAddress())) {
+      assertEquals(peerPort, again.getLocalPort());
+    }
+    long deadline = System.nanoTime() + 10_000_000_000L;
+    while (threadNamed("prefix-router-blocked") && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertFalse(threadNamed("prefix-router-blocked"), "the node's scheduler thread still runs");
+  }
+
+  private static boolean threadNamed(String prefix) {
+    return Thread.getAllStackTraces().keySet().stream()
+        .anyMatch(t -> t.isAlive() && t.getName().startsWith(prefix));
   }
 
   private static void assertMessage(String fragment, org.junit.jupiter.api.function.Executable e) {
