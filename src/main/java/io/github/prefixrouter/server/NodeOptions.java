@@ -182,6 +182,17 @@ public final class NodeOptions {
       cb.watermarks(parseInt("watermarks", w[0]), parseInt("watermarks", w[1]));
     }
     this.config = cb.build();
+    if (engine.equals("reference")) {
+      // the reference engine's own limits (ReferenceEngine.Builder), checked here so that a bad
+      // value is a bad flag (status 2, naming it) rather than a failure while starting
+      if (engineThreads < 1 || engineThreads > 256) {
+        throw new IllegalArgumentException("--engine-threads must be 1 to 256, was " + engineThreads);
+      }
+      if (engineCacheTokens < config.blockSize()) {
+        throw new IllegalArgumentException("--engine-cache-tokens must be at least the block size ("
+            + config.blockSize() + "), was " + engineCacheTokens);
+      }
+    }
     this.readyFile = v.containsKey("ready-file") ? Path.of(v.get("ready-file")) : null;
   }
 

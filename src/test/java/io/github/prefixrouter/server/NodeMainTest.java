@@ -71,6 +71,10 @@ class NodeMainTest {
     assertEquals("tcp://127.0.0.1:5557", kv.kvEvents);
     assertEquals("tcp://127.0.0.1:5558", kv.kvEventsReplay);
     assertEquals("kv", kv.kvEventsTopic);
+    assertMessage("--engine-threads must be 1 to 256, was 0",
+        () -> parse("--id", "a", "--listen", "h:1", "--engine-threads", "0"));
+    assertMessage("--engine-cache-tokens must be at least the block size (16), was -1",
+        () -> parse("--id", "a", "--listen", "h:1", "--engine-cache-tokens", "-1"));
     // 2^32 + 16 must not wrap to a valid block size (or thread count, cache size, hop limit)
     for (String flag : new String[] {"--block-size", "--engine-threads", "--engine-cache-tokens",
         "--hop-limit"}) {
