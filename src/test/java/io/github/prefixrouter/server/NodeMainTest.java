@@ -44,6 +44,10 @@ class NodeMainTest {
     assertEquals("n3", o.seeds.get(1).nodeId());
     assertEquals("h:7003", o.seeds.get(1).address());
     assertEquals(32, o.clusterKey.length);
+    // next to an engine without cache events the tree is self-managed at this capacity
+    assertEquals(1_048_576, o.config.treeCapacityTokens());
+    NodeOptions sized = parse("--config", cfg.toString(), "--tree-capacity-tokens", "200000");
+    assertEquals(200_000, sized.config.treeCapacityTokens());
   }
 
   @Test
@@ -71,6 +75,8 @@ class NodeMainTest {
     assertEquals("tcp://127.0.0.1:5557", kv.kvEvents);
     assertEquals("tcp://127.0.0.1:5558", kv.kvEventsReplay);
     assertEquals("kv", kv.kvEventsTopic);
+    assertMessage("treeCapacityTokens must be at least blockSize",
+        () -> parse("--id", "a", "--listen", "h:1", "--tree-capacity-tokens", "8"));
     assertMessage("--engine-threads must be 1 to 256, was 0",
         () -> parse("--id", "a", "--listen", "h:1", "--engine-threads", "0"));
     assertMessage("--engine-cache-tokens must be at least the block size (16), was -1",
