@@ -173,12 +173,19 @@ public final class NodeMain {
     ts.put("requests_failed", s.requestsFailed());
     ts.put("requests_received", s.requestsReceived());
     ts.put("messages_sent", s.messagesSent());
+    ts.put("messages_dropped", s.messagesDropped());
+    ts.put("messages_failed", s.messagesFailed());
     ts.put("messages_received", s.messagesReceived());
+    ts.put("outbound_busy", s.outboundBusy());
+    ts.put("inbound_busy", s.inboundBusy());
     ts.put("auth_failures", s.authFailures());
     ts.put("replays_rejected", s.replaysRejected());
     ts.put("oversize_rejected", s.oversizeRejected());
+    ts.put("malformed_rejected", s.malformedRejected());
+    ts.put("slow_connections_closed", s.slowConnectionsClosed());
     ts.put("bytes_in", s.bytesIn());
     ts.put("bytes_out", s.bytesOut());
+    ts.put("pending_requests", s.pendingRequests());
     m.put("transport", ts);
     if (e != null) {
       ReferenceEngine.Stats es = e.stats();

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.transport.http.HttpTransport;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.ServerSocket;
@@ -148,6 +149,15 @@ class NodeMainTest {
       Map<?, ?> s = (Map<?, ?>) Json.parse(stats.body());
       assertEquals(1L, s.get("requests"));
       assertEquals(1L, ((Map<?, ?>) s.get("engine")).get("requests"));
+      // every transport counter reaches the operator (dropped messages, slow connections, ...)
+      Map<?, ?> transport = (Map<?, ?>) s.get("transport");
+      for (var rc : HttpTransport.Stats.class.getRecordComponents()) {
+        String key = rc.getName().replaceAll("([A-Z])", "_$1").toLowerCase(java.util.Locale.ROOT);
+        assertTrue(transport.containsKey(key), "/v1/stats lacks transport." + key + ": " + transport);
+      }
+      Map<?, ?> client = (Map<?, ?>) s.get("client");
+      assertEquals(0L, client.get("slow_connections_closed"), String.valueOf(s));
+      assertEquals(0L, client.get("rejected_busy"), String.valueOf(s));
     }
   }
 }
