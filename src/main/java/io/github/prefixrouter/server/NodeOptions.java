@@ -113,6 +113,9 @@ public final class NodeOptions {
     this.advertise = v.get("advertise");
     if (advertise != null) {
       hostPort("advertise", advertise);
+    } else if (Set.of("0.0.0.0", "::", "0:0:0:0:0:0:0:0").contains(listenHost)) {
+      throw new IllegalArgumentException("--listen " + listenHost + " (every interface) needs "
+          + "--advertise HOST:PORT, the address peers reach this node at");
     }
     String[] client = hostPort("client", v.getOrDefault("client", "127.0.0.1:0"));
     this.clientHost = client[0];

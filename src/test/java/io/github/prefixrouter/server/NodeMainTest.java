@@ -78,6 +78,10 @@ class NodeMainTest {
     assertEquals("kv", kv.kvEventsTopic);
     assertMessage("treeCapacityTokens must be at least blockSize",
         () -> parse("--id", "a", "--listen", "h:1", "--tree-capacity-tokens", "8"));
+    assertMessage("--listen 0.0.0.0 (every interface) needs --advertise",
+        () -> parse("--id", "a", "--listen", "0.0.0.0:7000"));
+    assertEquals("10.0.0.1:7000",
+        parse("--id", "a", "--listen", "0.0.0.0:7000", "--advertise", "10.0.0.1:7000").advertise);
     assertMessage("--engine-threads must be 1 to 256, was 0",
         () -> parse("--id", "a", "--listen", "h:1", "--engine-threads", "0"));
     assertMessage("--engine-cache-tokens must be at least the block size (16), was -1",
