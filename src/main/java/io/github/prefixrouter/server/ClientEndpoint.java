@@ -39,8 +39,8 @@ import org.slf4j.LoggerFactory;
  *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}. 400 for a bad request
  *       (the message says what), 503 when the node is not running or too many client requests
  *       are in flight, 502 when the request failed everywhere.
- *   <li>{@code GET /v1/stats}: the node's {@link NodeStats} (plus transport and engine counters)
- *       as JSON.
+ *   <li>{@code GET /v1/stats}: the node's {@link NodeStats} (plus transport, engine and this
+ *       endpoint's own counters) as JSON.
  *   <li>{@code GET /health}: 200 while the node runs.
  * </ul>
  *
@@ -58,6 +58,7 @@ final class ClientEndpoint {
   private final AtomicInteger inFlight = new AtomicInteger();
   private final AtomicLong ids = new AtomicLong();
   private final AtomicLong slowConnectionsClosed = new AtomicLong();
+  private final AtomicLong rejectedBusy = new AtomicLong();
   private HttpServer server;
   private ExecutorService executor;
   private ScheduledThreadPoolExecutor timer;
@@ -146,6 +147,7 @@ final class ClientEndpoint {
     }
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
+      rejectedBusy.incrementAndGet();
       respond(ex, 503, Map.of("error", "too many requests in flight at this node"));
       return;
     }
@@ -235,6 +237,11 @@ final class ClientEndpoint {
   private void stats(HttpExchange ex) {
     Map<String, Object> m = statsJson(node.stats());
     m.putAll(extraStats.get());
+    Map<String, Object> client = new LinkedHashMap<>();
+    client.put("in_flight", inFlight.get());
+    client.put("rejected_busy", rejectedBusy.get());
+    client.put("slow_connections_closed", slowConnectionsClosed.get());
+    m.put("client", client);
     respond(ex, 200, m);
   }
 

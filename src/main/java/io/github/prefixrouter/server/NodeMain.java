@@ -95,43 +95,73 @@ public final class NodeMain {
       }
       engine = oe;
     }
-    HttpTransport.Builder tb = HttpTransport.builder().nodeId(o.id).listen(o.listenHost, o.listenPort);
-    if (o.advertise != null) {
-      tb.advertisedAddress(o.advertise);
+    // whatever fails from here on (a port taken, a bad address) must not leave a half-started
+    // node behind: its transport's server thread would keep the process alive and the node
+    // would serve its peers without a client endpoint
+    HttpTransport transport = null;
+    Schedulers.ClosableScheduler scheduler = null;
+    PrefixRouterNode node = null;
+    ClientEndpoint endpoint = null;
+    try {
+      HttpTransport.Builder tb = HttpTransport.builder().nodeId(o.id).listen(o.listenHost, o.listenPort);
+      if (o.advertise != null) {
+        tb.advertisedAddress(o.advertise);
+      }
+      if (o.clusterKey != null) {
+        tb.clusterKey(o.clusterKey);
+      } else {
+        tb.insecureWithoutAuthentication();
+      }
+      transport = tb.build();
+      scheduler = Schedulers.newSingleThread("prefix-router-" + o.id);
+      node = PrefixRouterNode.builder()
+          .nodeId(o.id)
+          .config(o.config)
+          .transport(transport)
+          .engine(engine)
+          .scheduler(scheduler)
+          .seeds(o.seeds)
+          .build();
+      node.start();
+      HttpTransport t = transport;
+      ReferenceEngine ref = reference;
+      InferenceEngine eng = engine;
+      endpoint = new ClientEndpoint(node, () -> extraStats(t, ref, eng), 4096,
+          java.time.Duration.ofSeconds(10));
+      InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
+      String clientAddress = client.getHostString() + ":" + client.getPort();
+      String peerAddress = transport.localAddress().address();
+      String banner = String.format("node %s serving: peers %s, clients http://%s/v1/route/completions, engine %s, policy %s",
+          o.id, peerAddress, clientAddress, o.engine, o.config.policy());
+      log.debug(banner);
+      System.out.println(banner);
+      if (o.readyFile != null) {
+        var tmp = o.readyFile.resolveSibling(o.readyFile.getFileName() + ".tmp");
+        Files.writeString(tmp, "peer=" + peerAddress + " client=" + clientAddress + "\n", StandardCharsets.UTF_8);
+        Files.move(tmp, o.readyFile, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+      }
+      return new Running(node, transport, engine, scheduler, endpoint, clientAddress);
+    } catch (IOException | RuntimeException | Error e) {
+      if (endpoint != null) {
+        endpoint.stop();
+      }
+      if (node != null) {
+        node.close(); // closes the transport too
+      } else if (transport != null) {
+        transport.close();
+      }
+      if (scheduler != null) {
+        scheduler.close();
+      }
+      if (engine instanceof AutoCloseable c) {
+        try {
+          c.close();
+        } catch (Exception suppressed) {
+          e.addSuppressed(suppressed);
+        }
+      }
+      throw e;
     }
-    if (o.clusterKey != null) {
-      tb.clusterKey(o.clusterKey);
-    } else {
-      tb.insecureWithoutAuthentication();
-    }
-    HttpTransport transport = tb.build();
-    Schedulers.ClosableScheduler scheduler = Schedulers.newSingleThread("prefix-router-" + o.id);
-    PrefixRouterNode node = PrefixRouterNode.builder()
-        .nodeId(o.id)
-        .config(o.config)
-        .transport(transport)
-        .engine(engine)
-        .scheduler(scheduler)
-        .seeds(o.seeds)
-        .build();
-    node.start();
-    ReferenceEngine ref = reference;
-    InferenceEngine eng = engine;
-    ClientEndpoint endpoint = new ClientEndpoint(node, () -> extraStats(transport, ref, eng), 4096,
-        java.time.Duration.ofSeconds(10));
-    InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
-    String clientAddress = client.getHostString() + ":" + client.getPort();
-    String peerAddress = transport.localAddress().address();
-    String banner = String.format("node %s serving: peers %s, clients http://%s/v1/route/completions, engine %s, policy %s",
-        o.id, peerAddress, clientAddress, o.engine, o.config.policy());
-    log.debug(banner);
-    System.out.println(banner);
-    if (o.readyFile != null) {
-      var tmp = o.readyFile.resolveSibling(o.readyFile.getFileName() + ".tmp");
-      Files.writeString(tmp, "peer=" + peerAddress + " client=" + clientAddress + "\n", StandardCharsets.UTF_8);
-      Files.move(tmp, o.readyFile, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-    }
-    return new Running(node, transport, engine, scheduler, endpoint, clientAddress);
   }
 
   private static Map<String, Object> extraStats(HttpTransport t, ReferenceEngine e,
@@ -143,12 +173,19 @@ public final class NodeMain {
     ts.put("requests_failed", s.requestsFailed());
     ts.put("requests_received", s.requestsReceived());
     ts.put("messages_sent", s.messagesSent());
+    ts.put("messages_dropped", s.messagesDropped());
+    ts.put("messages_failed", s.messagesFailed());
     ts.put("messages_received", s.messagesReceived());
+    ts.put("outbound_busy", s.outboundBusy());
+    ts.put("inbound_busy", s.inboundBusy());
     ts.put("auth_failures", s.authFailures());
     ts.put("replays_rejected", s.replaysRejected());
     ts.put("oversize_rejected", s.oversizeRejected());
+    ts.put("malformed_rejected", s.malformedRejected());
+    ts.put("slow_connections_closed", s.slowConnectionsClosed());
     ts.put("bytes_in", s.bytesIn());
     ts.put("bytes_out", s.bytesOut());
+    ts.put("pending_requests", s.pendingRequests());
     m.put("transport", ts);
     if (e != null) {
       ReferenceEngine.Stats es = e.stats();

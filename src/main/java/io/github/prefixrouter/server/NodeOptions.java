@@ -52,6 +52,8 @@ public final class NodeOptions {
           "  --engine-cache-tokens N  reference engine prefix cache capacity; default 65536",
           "  --policy P               cost-aware | longest-prefix | local-only; default cost-aware",
           "  --block-size N           tokens per block (same on all nodes); default 16",
+          "  --tree-capacity-tokens N the server's prefix cache in tokens, for the self-managed",
+          "                           tree (an engine without cache events); default 1048576",
           "  --gossip-interval-ms N   anti-entropy interval; default 200",
           "  --peer-suspect-ms N      silence before a peer is suspected; default 2000",
           "  --peer-dead-ms N         silence before a peer is dropped; default 10000",
@@ -64,7 +66,7 @@ public final class NodeOptions {
       Set.of(
           "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file", "insecure",
           "engine", "model", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
-          "block-size", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
+          "block-size", "tree-capacity-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "ready-file", "help");
 
   private static final Set<String> FLAGS_WITHOUT_VALUE = Set.of("insecure", "help");
@@ -111,6 +113,9 @@ public final class NodeOptions {
     this.advertise = v.get("advertise");
     if (advertise != null) {
       hostPort("advertise", advertise);
+    } else if (Set.of("0.0.0.0", "::", "0:0:0:0:0:0:0:0").contains(listenHost)) {
+      throw new IllegalArgumentException("--listen " + listenHost + " (every interface) needs "
+          + "--advertise HOST:PORT, the address peers reach this node at");
     }
     String[] client = hostPort("client", v.getOrDefault("client", "127.0.0.1:0"));
     this.clientHost = client[0];
@@ -162,6 +167,9 @@ public final class NodeOptions {
     if (v.containsKey("block-size")) {
       cb.blockSize(intValue(v, "block-size", 16));
     }
+    if (v.containsKey("tree-capacity-tokens")) {
+      cb.treeCapacityTokens(longValue(v, "tree-capacity-tokens", 0));
+    }
     if (v.containsKey("gossip-interval-ms")) {
       cb.gossip(Duration.ofMillis(longValue(v, "gossip-interval-ms", 200)), RouterConfig.defaults().gossipFanout());
     }
@@ -182,6 +190,17 @@ public final class NodeOptions {
       cb.watermarks(parseInt("watermarks", w[0]), parseInt("watermarks", w[1]));
     }
     this.config = cb.build();
+    if (engine.equals("reference")) {
+      // the reference engine's own limits (ReferenceEngine.Builder), checked here so that a bad
+      // value is a bad flag (status 2, naming it) rather than a failure while starting
+      if (engineThreads < 1 || engineThreads > 256) {
+        throw new IllegalArgumentException("--engine-threads must be 1 to 256, was " + engineThreads);
+      }
+      if (engineCacheTokens < config.blockSize()) {
+        throw new IllegalArgumentException("--engine-cache-tokens must be at least the block size ("
+            + config.blockSize() + "), was " + engineCacheTokens);
+      }
+    }
     this.readyFile = v.containsKey("ready-file") ? Path.of(v.get("ready-file")) : null;
   }
 

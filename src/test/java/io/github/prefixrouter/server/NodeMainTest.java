@@ -1,11 +1,16 @@
 package io.github.prefixrouter.server;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.transport.http.HttpTransport;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -40,6 +45,10 @@ class NodeMainTest {
     assertEquals("n3", o.seeds.get(1).nodeId());
     assertEquals("h:7003", o.seeds.get(1).address());
     assertEquals(32, o.clusterKey.length);
+    // next to an engine without cache events the tree is self-managed at this capacity
+    assertEquals(1_048_576, o.config.treeCapacityTokens());
+    NodeOptions sized = parse("--config", cfg.toString(), "--tree-capacity-tokens", "200000");
+    assertEquals(200_000, sized.config.treeCapacityTokens());
   }
 
   @Test
@@ -67,11 +76,49 @@ class NodeMainTest {
     assertEquals("tcp://127.0.0.1:5557", kv.kvEvents);
     assertEquals("tcp://127.0.0.1:5558", kv.kvEventsReplay);
     assertEquals("kv", kv.kvEventsTopic);
+    assertMessage("treeCapacityTokens must be at least blockSize",
+        () -> parse("--id", "a", "--listen", "h:1", "--tree-capacity-tokens", "8"));
+    assertMessage("--listen 0.0.0.0 (every interface) needs --advertise",
+        () -> parse("--id", "a", "--listen", "0.0.0.0:7000"));
+    assertEquals("10.0.0.1:7000",
+        parse("--id", "a", "--listen", "0.0.0.0:7000", "--advertise", "10.0.0.1:7000").advertise);
+    assertMessage("--engine-threads must be 1 to 256, was 0",
+        () -> parse("--id", "a", "--listen", "h:1", "--engine-threads", "0"));
+    assertMessage("--engine-cache-tokens must be at least the block size (16), was -1",
+        () -> parse("--id", "a", "--listen", "h:1", "--engine-cache-tokens", "-1"));
     // 2^32 + 16 must not wrap to a valid block size (or thread count, cache size, hop limit)
     for (String flag : new String[] {"--block-size", "--engine-threads", "--engine-cache-tokens",
         "--hop-limit"}) {
       assertMessage("needs an integer", () -> parse("--id", "a", "--listen", "h:1", flag, "4294967312"));
     }
+  }
+
+  @Test
+  void aNodeWhoseClientPortIsTakenStopsAndReleasesItsPeerPort() throws Exception {
+    int peerPort;
+    try (ServerSocket probe = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      peerPort = probe.getLocalPort();
+    }
+    try (ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      NodeOptions o = parse("--id", "blocked", "--listen", "127.0.0.1:" + peerPort,
+          "--client", "127.0.0.1:" + taken.getLocalPort());
+      assertThrows(IOException.class, () -> NodeMain.start(o));
+    }
+    // the node that could not open its client endpoint must not stay behind as a cluster
+    // member: its transport is closed (the peer port is free again) and its timer thread ends
+    try (ServerSocket again = new ServerSocket(peerPort, 1, InetAddress.getLoopbackAddress())) {
+      assertEquals(peerPort, again.getLocalPort());
+    }
+    long deadline = System.nanoTime() + 10_000_000_000L;
+    while (threadNamed("prefix-router-blocked") && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertFalse(threadNamed("prefix-router-blocked"), "the node's scheduler thread still runs");
+  }
+
+  private static boolean threadNamed(String prefix) {
+    return Thread.getAllStackTraces().keySet().stream()
+        .anyMatch(t -> t.isAlive() && t.getName().startsWith(prefix));
   }
 
   private static void assertMessage(String fragment, org.junit.jupiter.api.function.Executable e) {
@@ -106,6 +153,15 @@ class NodeMainTest {
       Map<?, ?> s = (Map<?, ?>) Json.parse(stats.body());
       assertEquals(1L, s.get("requests"));
       assertEquals(1L, ((Map<?, ?>) s.get("engine")).get("requests"));
+      // every transport counter reaches the operator (dropped messages, slow connections, ...)
+      Map<?, ?> transport = (Map<?, ?>) s.get("transport");
+      for (var rc : HttpTransport.Stats.class.getRecordComponents()) {
+        String key = rc.getName().replaceAll("([A-Z])", "_$1").toLowerCase(java.util.Locale.ROOT);
+        assertTrue(transport.containsKey(key), "/v1/stats lacks transport." + key + ": " + transport);
+      }
+      Map<?, ?> client = (Map<?, ?>) s.get("client");
+      assertEquals(0L, client.get("slow_connections_closed"), String.valueOf(s));
+      assertEquals(0L, client.get("rejected_busy"), String.valueOf(s));
     }
   }
 }

@@ -577,7 +577,7 @@ public final class RouterNode implements PrefixRouterNode {
         f = CompletableFuture.failedFuture(
             new EngineException("engine returned no future", false));
       }
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) { // thrown on, an Error would leave the request open
       f = CompletableFuture.failedFuture(e);
     }
     long limit = config.engineTimeout().toNanos();

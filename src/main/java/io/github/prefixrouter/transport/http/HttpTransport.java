@@ -234,11 +234,7 @@ public final class HttpTransport implements Transport {
     String advertised = config.advertisedAddress;
     if (advertised == null) {
       InetSocketAddress a = server.getAddress();
-      String host = config.listenHost;
-      if (host.equals("0.0.0.0") || host.equals("::")) {
-        host = "127.0.0.1";
-      }
-      advertised = hostPort(host, a.getPort());
+      advertised = hostPort(config.listenHost, a.getPort()); // never a wildcard (see build())
     }
     localAddress = new PeerAddress(config.nodeId, advertised);
     log.info(
@@ -949,6 +945,9 @@ public final class HttpTransport implements Transport {
   /** Configures an {@link HttpTransport}; {@link #build()} validates everything. */
   public static final class Builder {
     private String nodeId;
+    private static final java.util.Set<String> WILDCARD_HOSTS =
+        java.util.Set.of("0.0.0.0", "::", "0:0:0:0:0:0:0:0", "[::]");
+
     private String listenHost = "127.0.0.1";
     private int listenPort = -1;
     private String advertisedAddress;
@@ -1020,7 +1019,8 @@ public final class HttpTransport implements Transport {
 
     /**
      * The {@code host:port} peers should use to reach this node, when it differs from the listen
-     * address (for example behind NAT or when listening on 0.0.0.0). Default: the bound address.
+     * address (for example behind NAT), and required when listening on a wildcard address
+     * ({@code 0.0.0.0} or {@code ::}). Default: the listen host and the bound port.
      *
      * @param hostPort the address as {@code host:port}
      * @return this builder
@@ -1209,6 +1209,11 @@ public final class HttpTransport implements Transport {
       if (listenPort < 0 || listenPort > 65535) {
         throw new IllegalArgumentException(
             "listen port must be 0 to 65535 (call listen(host, port)), was " + listenPort);
+      }
+      if (advertisedAddress == null && WILDCARD_HOSTS.contains(listenHost)) {
+        // there is no address to tell peers: one on another host cannot reach a wildcard
+        throw new IllegalArgumentException("listening on " + listenHost + " needs "
+            + "advertisedAddress(host:port), the address peers reach this node at");
       }
       if (advertisedAddress != null) {
         new PeerAddress(nodeId, advertisedAddress);

@@ -13,6 +13,7 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
@@ -93,6 +94,30 @@ class RequestLifecycleTest {
     assertEquals(1, s.servedLocally());
     assertEquals(0, s.inFlight());
     assertTrue(node.stop().isDone(), "stop must not wait for a request already answered");
+    assertEquals(PrefixRouterNode.State.STOPPED, node.state());
+  }
+
+  @Test
+  void anEngineThatThrowsAnErrorFailsTheRequestAndLetsTheNodeStop() {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    InMemoryNetwork net = new InMemoryNetwork(sim, 1);
+    // an adapter missing an optional dependency throws an Error, not a RuntimeException
+    InferenceEngine throwing = r -> {
+      throw new NoClassDefFoundError("org/example/EngineClient");
+    };
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LOCAL_ONLY).build();
+    RouterNode node = new RouterNode("n0", cfg, net.transport("n0"), throwing, sim, sim,
+        new SplittableRandom(1), List.of(), new RouterNode.Components(
+            NO_CACHE, (t, l, o) -> 0, PeerView.NONE));
+    node.start();
+
+    CompletableFuture<InferenceResponse> f = node.submit(request("q", prompt(1, 64)));
+
+    assertTrue(f.isCompletedExceptionally(), "the request must fail, not throw or hang");
+    Throwable cause = f.handle((r, t) -> t).join();
+    assertTrue(cause instanceof RequestFailedException, String.valueOf(cause));
+    assertEquals(0, node.stats().inFlight());
+    assertTrue(node.stop().isDone(), "a request that failed must not keep the node from stopping");
     assertEquals(PrefixRouterNode.State.STOPPED, node.state());
   }
 

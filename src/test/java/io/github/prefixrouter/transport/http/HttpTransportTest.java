@@ -467,6 +467,19 @@ class HttpTransportTest {
     assertTrue(e.getMessage().contains("nodeId"), e.getMessage());
     e = assertThrows(IllegalArgumentException.class, () -> node("a").connectTimeout(Duration.ZERO).build());
     assertTrue(e.getMessage().contains("connectTimeout"), e.getMessage());
+    // a wildcard listen address is no address for peers on other hosts (it was advertised as
+    // 127.0.0.1, so each of them sent this node's traffic to itself)
+    for (String wildcard : List.of("0.0.0.0", "::")) {
+      e = assertThrows(IllegalArgumentException.class, () -> node("a").listen(wildcard, 0).build());
+      assertTrue(e.getMessage().contains("advertisedAddress"), e.getMessage());
+    }
+  }
+
+  @Test
+  void aWildcardListenAddressAdvertisesTheGivenAddress() {
+    HttpTransport t = start(node("a").listen("0.0.0.0", 0).advertisedAddress("10.1.2.3:7000"),
+        new Recorder());
+    assertEquals("10.1.2.3:7000", t.localAddress().address());
   }
 
   static int post(HttpTransport target, String path, byte[] body, String sender, String senderAddress,
