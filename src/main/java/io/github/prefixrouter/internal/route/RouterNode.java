@@ -383,14 +383,18 @@ public final class RouterNode implements PrefixRouterNode {
       LOG.debug("node {} request {}: {}", nodeId, ex.request.id(), d);
     }
     Throwable localFailure = ex.localFailure;
-    if (d.isLocal() && localFailure != null) {
+    if (localFailure != null) {
       // the local engine failed it retryably: the cheapest eligible peer, if any, else give up
-      int best = cheapestEligiblePeer(d);
-      if (best < 0) {
+      RouteDecision.Candidate c = d.isLocal() ? cheapestEligiblePeer(d) : d.target();
+      if (c == null) {
         complete(ex, null, nodeId, false, localFailure);
         return;
       }
-      RouteDecision.Candidate c = d.candidates().get(best);
+      if (!ex.localFailureCounted) {
+        ex.localFailureCounted = true;
+        ex.lastCause = FallbackCause.LOCAL_FAILED;
+        fallbacks.get(FallbackCause.LOCAL_FAILED).increment();
+      }
       forward(ex, c, ps[0], ps[0].indexOf(c.nodeId()));
     } else if (d.isLocal()) {
       runLocal(ex);
@@ -400,15 +404,15 @@ public final class RouterNode implements PrefixRouterNode {
     }
   }
 
-  /** The eligible peer of least estimated cost in {@code d} (its candidate index), or -1. */
-  private static int cheapestEligiblePeer(RouteDecision d) {
+  /** The eligible peer of least estimated cost in {@code d}, or null. */
+  private static RouteDecision.Candidate cheapestEligiblePeer(RouteDecision d) {
     List<RouteDecision.Candidate> cs = d.candidates();
-    int best = -1;
+    RouteDecision.Candidate best = null;
     for (int k = 1; k < cs.size(); k++) {
       RouteDecision.Candidate c = cs.get(k);
       if (c.skipped() == RouteDecision.SkipReason.NONE
-          && (best < 0 || c.costNanos() < cs.get(best).costNanos())) {
-        best = k;
+          && (best == null || c.costNanos() < best.costNanos())) {
+        best = c;
       }
     }
     return best;
@@ -434,8 +438,6 @@ public final class RouterNode implements PrefixRouterNode {
       return;
     }
     ex.localFailure = t;
-    ex.lastCause = FallbackCause.LOCAL_FAILED;
-    fallbacks.get(FallbackCause.LOCAL_FAILED).increment();
     LOG.debug("node {} request {}: the local engine failed ({}); trying a peer", nodeId,
         ex.request.id(), t.getMessage());
     try {
@@ -1062,6 +1064,8 @@ public final class RouterNode implements PrefixRouterNode {
     volatile FallbackCause lastCause = FallbackCause.NONE;
     /** The local engine's retryable failure, once it failed: then only peers are tried. */
     volatile Throwable localFailure;
+    /** Whether the local failure was counted ({@code LOCAL_FAILED}) when a peer was tried. */
+    volatile boolean localFailureCounted;
 
     Execution(InferenceRequest request, int hops, String sender, String origin) {
       this.request = request;

@@ -219,6 +219,7 @@ class LocalFailureTest {
     Throwable u = failure(solo.submit("n0", request("q", prompt(5, 200))));
     assertInstanceOf(EngineBusyException.class, u.getCause());
     assertEquals(0, solo.engine(1).calls.get());
+    assertEquals(0, solo.c.node("n0").stats().fallbacks().get(FallbackCause.LOCAL_FAILED));
   }
 
   @ParameterizedTest
@@ -233,6 +234,8 @@ class LocalFailureTest {
     assertTrue(e.retryable());
     assertTrue(e.getMessage().contains("cannot be for the request"), e.getMessage());
     assertEquals(0, solo.c.node("n0").stats().cachedPromptTokens());
+    assertEquals(0, solo.c.node("n0").stats().fallbacks().get(FallbackCause.LOCAL_FAILED),
+        "no peer was tried");
     assertCounters(solo.c.node("n0").stats());
 
     // with a peer, the peer serves it
