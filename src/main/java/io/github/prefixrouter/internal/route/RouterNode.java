@@ -60,8 +60,8 @@ import org.slf4j.LoggerFactory;
  *   <li><b>Local failures.</b> A retryable failure of the local engine (busy, unreachable, an
  *       answer that cannot be for the request) on a request this node's client submitted is
  *       tried on the cheapest eligible peer ({@link FallbackCause#LOCAL_FAILED}), and from then
- *       on the request is routed to peers only; when none is eligible, or after
- *       {@link #MAX_FORWARDS} forwards and a last local run, it fails
+ *       on the request is routed to peers only; when none is eligible or none serves it
+ *       within {@link #MAX_FORWARDS} forwards, it fails (at most one local run per request)
  *       ({@link RequestFailedException} with the local engine's failure as its cause). A
  *       request a peer forwarded is not sent on after a local failure: a busy engine answers
  *       it BUSY (push-back), any other failure FAILED, and the peer tries elsewhere. Any
@@ -600,7 +600,12 @@ public final class RouterNode implements PrefixRouterNode {
     try {
       // a closed transport fails every forward: no other peer can be reached either
       if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
-        runLocal(ex);
+        Throwable localFailure = ex.localFailure;
+        if (localFailure != null) {
+          complete(ex, null, nodeId, false, localFailure); // it ran here once already
+        } else {
+          runLocal(ex);
+        }
       } else {
         route(ex);
       }
