@@ -649,6 +649,8 @@ public final class RouterNode implements PrefixRouterNode {
       }
     };
     CompletableFuture<EngineResult> f;
+    boolean idle = engineLoad().total() == 0;
+    long startedAt = clock.nanoTime();
     try {
       f = engine.execute(ex.request);
       if (f == null) {
@@ -658,6 +660,9 @@ public final class RouterNode implements PrefixRouterNode {
     } catch (RuntimeException | Error e) { // thrown on, an Error would leave the request open
       f = CompletableFuture.failedFuture(e);
     }
+    // a run that got a slot at once (the engine was idle, or nothing waits after it was
+    // submitted) times the engine's service, for engines that report no timings
+    boolean atOnce = !f.isDone() && (idle || engineLoad().queueDepth() == 0);
     long limit = config.engineTimeout().toNanos();
     Scheduler.Cancellable guard = schedule(limit, () -> {
       if (!ex.claim(seq)) {
@@ -686,6 +691,9 @@ public final class RouterNode implements PrefixRouterNode {
             + " output tokens): " + res, true));
       } else {
         cost.observe(res);
+        if (atOnce && res.prefillNanos() < 0 && res.decodeNanos() < 0) {
+          cost.observeLatency(clock.nanoTime() - startedAt, res.outputTokens().length);
+        }
         try {
           local.onExecuted(ex.request.tokensUnsafe());
         } catch (RuntimeException e) {
@@ -968,6 +976,11 @@ public final class RouterNode implements PrefixRouterNode {
   /** Inbound messages that could not be decoded (counted and dropped). */
   public long malformedMessages() {
     return malformedInbound.sum();
+  }
+
+  /** The current learned service time, for tests and diagnostics. */
+  double learnedServiceNanos() {
+    return cost.serviceNanos();
   }
 
   /** The current learned prefill cost per token, for tests and diagnostics. */

@@ -100,6 +100,45 @@ class HttpEngineLoadTest {
   }
 
   @Test
+  void anEngineWithoutTimingsTeachesTheServiceTimeByTheLatencyOfRunsThatStartedAtOnce() {
+    // like an HTTP server: results carry no prefill or decode time
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.engineWrap = e -> new io.github.prefixrouter.spi.InferenceEngine() {
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+        return e.execute(r).thenApply(res -> new EngineResult(res.outputTokens(), res.text(),
+            res.promptTokens(), res.cachedPromptTokens(), -1, -1));
+      }
+
+      @Override
+      public EngineLoad load() {
+        return e.load();
+      }
+    };
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(200_000).build();
+    OracleCluster c = new OracleCluster(1, cfg, 3, h).start();
+    RouterNode n0 = c.node("n0");
+    double initial = n0.learnedServiceNanos(); // 256 tokens of initial prefill: 51.2 ms
+    // the simulated engine takes 2 ms + 64 x 200 us prefill + 5 ms decode = 19.8 ms, one at a time
+    for (int i = 0; i < 100; i++) {
+      c.submitAndWait("n0", InferenceRequest.of("q" + i, OracleCluster.prompt(100 + i, 64)));
+    }
+    double learned = n0.learnedServiceNanos();
+    assertTrue(Math.abs(learned - 19_800_000) < 0.05 * 19_800_000,
+        "service time " + learned + " ns, initially " + initial);
+
+    // requests that queued (and so took longer than their service) teach nothing
+    List<CompletableFuture<InferenceResponse>> burst = new ArrayList<>();
+    for (int i = 0; i < 20; i++) {
+      burst.add(n0.submit(InferenceRequest.of("b" + i, OracleCluster.prompt(500 + i, 64))));
+    }
+    c.sim.runUntilIdle(1_000_000);
+    burst.forEach(CompletableFuture::join);
+    assertTrue(n0.learnedServiceNanos() < 1.1 * learned,
+        "queued runs inflated the service time: " + n0.learnedServiceNanos());
+  }
+
+  @Test
   void anImpossibleAnswerOfTheServerFailsTheRequestAndABosTokenDoesNot() throws Exception {
     SimulatedScheduler sim = new SimulatedScheduler();
     InMemoryNetwork net = new InMemoryNetwork(sim, 1);
