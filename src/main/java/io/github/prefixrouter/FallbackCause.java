@@ -2,7 +2,8 @@ package io.github.prefixrouter;
 
 /**
  * Why a forwarded attempt did not produce the answer, so the node tried the next candidate or
- * ran the request locally. Counted per cause in {@link NodeStats#fallbacks()}.
+ * ran the request locally (or, {@link #LOCAL_FAILED}, why a local run was followed by a
+ * forward). Counted per cause in {@link NodeStats#fallbacks()}.
  */
 public enum FallbackCause {
   /** No fallback happened. */
@@ -18,5 +19,11 @@ public enum FallbackCause {
   /** The peer's answer was malformed or the transport reported a protocol error. */
   PROTOCOL_ERROR,
   /** The transport was closed while the request was in flight. */
-  TRANSPORT_CLOSED
+  TRANSPORT_CLOSED,
+  /**
+   * The local engine failed the request with a retryable error (busy, unreachable, an answer
+   * that cannot be for the request), so it was tried on a peer. Not a forwarding attempt: not
+   * part of {@link NodeStats#totalFallbacks()}.
+   */
+  LOCAL_FAILED
 }

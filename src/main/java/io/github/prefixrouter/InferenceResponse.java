@@ -11,7 +11,8 @@ import java.util.Objects;
  * @param servedBy id of the node whose engine ran the request
  * @param forwarded true if a peer ran it
  * @param attempts how many executions were tried (1 when the first choice answered)
- * @param fallbackCause why the last forwarding attempt fell back, or {@link FallbackCause#NONE}
+ * @param fallbackCause why the last forwarding attempt fell back ({@link FallbackCause#LOCAL_FAILED}:
+ *     the local engine failed it retryably and a peer was tried), or {@link FallbackCause#NONE}
  * @param decision the routing decision taken for the first attempt
  *
  * <p>Immutable and thread-safe; no component is null.
@@ -33,7 +34,8 @@ public record InferenceResponse(
    * @param servedBy id of the node whose engine ran the request
    * @param forwarded true if a peer ran it
    * @param attempts how many executions were tried (1 when the first choice answered)
-   * @param fallbackCause why the last forwarding attempt fell back, or {@link FallbackCause#NONE}
+   * @param fallbackCause why the last forwarding attempt fell back ({@link FallbackCause#LOCAL_FAILED}:
+   *     the local engine failed it retryably and a peer was tried), or {@link FallbackCause#NONE}
    * @param decision the routing decision taken for the first attempt
    * @throws NullPointerException if a component other than {@code forwarded} and {@code attempts}
    *     is null

@@ -19,7 +19,8 @@ import java.util.Objects;
  * @param refusedForPeers forwarded requests this node refused because it was above its high
  *     watermark or not running (push-back given)
  * @param pushedBack forwarding attempts that peers refused as busy (push-back received)
- * @param fallbacks forwarding attempts that fell back, by cause
+ * @param fallbacks forwarding attempts that fell back, by cause (under {@code LOCAL_FAILED}:
+ *     local runs that failed retryably and were tried on a peer)
  * @param estimatedCachedTokens sum, over forwarded requests answered with a cached-token count,
  *     of the prefix tokens this node estimated the target held
  * @param actualCachedTokens sum, over the same requests, of the cached tokens the target's engine
@@ -74,7 +75,8 @@ public record NodeStats(
    * @param refusedForPeers forwarded requests this node refused because it was above its high
    *     watermark or not running (push-back given)
    * @param pushedBack forwarding attempts that peers refused as busy (push-back received)
-   * @param fallbacks forwarding attempts that fell back, by cause
+   * @param fallbacks forwarding attempts that fell back, by cause (under {@code LOCAL_FAILED}:
+   *     local runs that failed retryably and were tried on a peer)
    * @param estimatedCachedTokens sum, over forwarded requests answered with a cached-token count,
    *     of the prefix tokens this node estimated the target held
    * @param actualCachedTokens sum, over the same requests, of the cached tokens the target's engine
@@ -104,14 +106,17 @@ public record NodeStats(
   }
 
   /**
-   * Total forwarding attempts that fell back, all causes together.
+   * Total forwarding attempts that fell back, all causes together (but
+   * {@link FallbackCause#LOCAL_FAILED}, which counts local runs).
    *
-   * @return the sum of {@code fallbacks}
+   * @return the sum of {@code fallbacks} but {@code LOCAL_FAILED}
    */
   public long totalFallbacks() {
     long n = 0;
-    for (long v : fallbacks.values()) {
-      n += v;
+    for (Map.Entry<FallbackCause, Long> e : fallbacks.entrySet()) {
+      if (e.getKey() != FallbackCause.LOCAL_FAILED) {
+        n += e.getValue();
+      }
     }
     return n;
   }

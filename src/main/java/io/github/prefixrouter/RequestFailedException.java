@@ -3,7 +3,9 @@ package io.github.prefixrouter;
 /**
  * A request could not be served anywhere: every forwarding attempt (if any) fell back, and the
  * local engine itself failed it. The cause is the engine's
- * {@link io.github.prefixrouter.spi.EngineException} (or whatever the engine reported).
+ * {@link io.github.prefixrouter.spi.EngineException} (or whatever the engine reported); an
+ * {@link io.github.prefixrouter.spi.EngineBusyException} means the local engine was at capacity
+ * and no peer could take the request either: try again a little later.
  */
 public class RequestFailedException extends PrefixRouterException {
 

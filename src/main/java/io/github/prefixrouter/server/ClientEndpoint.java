@@ -10,6 +10,7 @@ import io.github.prefixrouter.NodeNotRunningException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.spi.EngineBusyException;
 import java.io.IOException;
 import java.io.OutputStream;
 import io.github.prefixrouter.internal.wire.IoDeadline;
@@ -37,19 +38,30 @@ import org.slf4j.LoggerFactory;
  *       "top_p": 1, "seed": 0}} (all but {@code prompt} optional) submits one request to the
  *       node and answers {@code {"id", "served_by", "forwarded", "attempts", "fallback",
  *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}. 400 for a bad request
- *       (the message says what), 503 when the node is not running or too many client requests
- *       are in flight, 502 when the request failed everywhere.
+ *       (the message says what); 503 with {@code Retry-After} when the engines that could serve
+ *       it are busy (the local one at capacity and every peer tried pushed back), when too many
+ *       client requests are in flight here, and (without {@code Retry-After}) when the node is
+ *       not running: the client should try again, here later or at another node; 502 when the
+ *       request failed everywhere otherwise.
  *   <li>{@code GET /v1/stats}: the node's {@link NodeStats} (plus transport, engine and this
  *       endpoint's own counters) as JSON.
  *   <li>{@code GET /health}: 200 while the node runs.
  * </ul>
  *
  * Requests are answered asynchronously: no thread waits for the engine.
+ *
+ * <p>A client that disconnects before its answer does not cancel its request: the JDK HTTP
+ * server reports no disconnect (an exchange exposes neither its socket nor a close callback; a
+ * closed connection shows only when the answer is written), and the node's API has no
+ * cancellation for a request its own client submitted. The request runs to its end and its
+ * answer is dropped.
  */
 final class ClientEndpoint {
 
   private static final Logger log = LoggerFactory.getLogger(ClientEndpoint.class);
   private static final int MAX_BODY = 8 << 20;
+  /** Seconds a client told to try again later should wait: about a node's busy cool-down. */
+  static final String RETRY_AFTER_SECONDS = "1";
 
   private final PrefixRouterNode node;
   private final Supplier<Map<String, Object>> extraStats;
@@ -148,6 +160,7 @@ final class ClientEndpoint {
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
       rejectedBusy.incrementAndGet();
+      ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
       respond(ex, 503, Map.of("error", "too many requests in flight at this node"));
       return;
     }
@@ -166,8 +179,14 @@ final class ClientEndpoint {
         write = () -> respond(ex, 200, toJson(resp));
       } else {
         Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
-        int status = c instanceof NodeNotRunningException ? 503 : 502;
-        write = () -> respond(ex, status, Map.of("id", request.id(), "error", String.valueOf(c.getMessage())));
+        boolean busy = c.getCause() instanceof EngineBusyException;
+        int status = c instanceof NodeNotRunningException || busy ? 503 : 502;
+        write = () -> {
+          if (busy) {
+            ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+          }
+          respond(ex, status, Map.of("id", request.id(), "error", String.valueOf(c.getMessage())));
+        };
       }
       try {
         executor.execute(() -> ioDeadline.run(write));

@@ -81,10 +81,7 @@ public final class NodeMain {
           .build();
       engine = reference;
     } else {
-      OpenAiCompatibleEngine.Builder b = OpenAiCompatibleEngine.builder().baseUrl(o.engine);
-      if (o.model != null) {
-        b.model(o.model);
-      }
+      OpenAiCompatibleEngine.Builder b = o.openAiBuilder();
       VllmKvEventSubscriber.Builder events = o.kvEventsBuilder();
       if (events != null) {
         b.kvEvents(events.blockSize(o.config.blockSize()));

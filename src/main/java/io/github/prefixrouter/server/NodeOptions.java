@@ -43,6 +43,10 @@ public final class NodeOptions {
           "  --insecure               no message authentication (trusted test networks only)",
           "  --engine reference|URL   the reference engine, or an OpenAI-compatible server URL",
           "  --model NAME             model name sent to the OpenAI-compatible server",
+          "  --engine-slots N         requests the server runs at once (vLLM --max-num-seqs);",
+          "                           more outstanding are its queue, for push-back; default 256",
+          "  --engine-max-in-flight N requests outstanding at the server at most; more are",
+          "                           busy (tried on a peer); default twice --engine-slots",
           "  --kv-events tcp://H:P    vLLM's KV-event publisher (--kv-events-config endpoint): the",
           "                           tree mirrors vLLM's cache exactly; --block-size must be vLLM's",
           "  --kv-events-replay tcp://H:P  vLLM's replay endpoint, to recover lost events",
@@ -65,7 +69,7 @@ public final class NodeOptions {
   private static final Set<String> KEYS =
       Set.of(
           "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file", "insecure",
-          "engine", "model", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
+          "engine", "model", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "ready-file", "help");
 
@@ -81,6 +85,9 @@ public final class NodeOptions {
   final byte[] clusterKey; // null when insecure
   final String engine;
   final String model;
+  /** The OpenAI-compatible server's slots and outstanding-request cap; 0 when not given. */
+  final int engineSlots;
+  final int engineMaxInFlight;
   /** vLLM's KV-event endpoint, replay endpoint and topic; null when not given. */
   final String kvEvents;
   final String kvEventsReplay;
@@ -98,7 +105,7 @@ public final class NodeOptions {
       id = null;
       listenHost = clientHost = advertise = engine = model = null;
       kvEvents = kvEventsReplay = kvEventsTopic = null;
-      listenPort = clientPort = engineThreads = engineCacheTokens = 0;
+      listenPort = clientPort = engineThreads = engineCacheTokens = engineSlots = engineMaxInFlight = 0;
       engineSeed = 0;
       seeds = List.of();
       clusterKey = null;
@@ -146,6 +153,22 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--engine must be 'reference' or an http(s) URL, was " + engine);
     }
     this.model = v.get("model");
+    this.engineSlots = v.containsKey("engine-slots") ? intValue(v, "engine-slots", 0) : 0;
+    this.engineMaxInFlight =
+        v.containsKey("engine-max-in-flight") ? intValue(v, "engine-max-in-flight", 0) : 0;
+    for (String k : List.of("engine-slots", "engine-max-in-flight")) {
+      if (v.containsKey(k) && intValue(v, k, 0) < 1) {
+        throw new IllegalArgumentException("--" + k + " must be at least 1, was " + v.get(k));
+      }
+    }
+    if (engine.equals("reference") && (engineSlots != 0 || engineMaxInFlight != 0)) {
+      throw new IllegalArgumentException(
+          "--engine-slots and --engine-max-in-flight need --engine URL (the reference engine's "
+              + "threads are --engine-threads)");
+    }
+    if (!engine.equals("reference")) {
+      openAiBuilder(); // the adapter's checks, so that a bad value is a bad flag
+    }
     this.kvEvents = v.get("kv-events");
     this.kvEventsReplay = v.get("kv-events-replay");
     this.kvEventsTopic = v.get("kv-events-topic");
@@ -202,6 +225,36 @@ public final class NodeOptions {
       }
     }
     this.readyFile = v.containsKey("ready-file") ? Path.of(v.get("ready-file")) : null;
+  }
+
+  /**
+   * The OpenAI-compatible engine the flags describe (URL, model, slots, in-flight cap), without
+   * the KV-event subscription.
+   *
+   * @throws IllegalArgumentException naming the bad setting
+   */
+  io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine.Builder openAiBuilder() {
+    var b = io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine.builder().baseUrl(engine);
+    if (model != null) {
+      b.model(model);
+    }
+    if (engineSlots != 0) {
+      b.slots(engineSlots);
+    }
+    if (engineMaxInFlight != 0) {
+      b.maxInFlight(engineMaxInFlight);
+    }
+    try {
+      b.build(); // validates; the engine holds nothing until used
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException(flagName(e.getMessage()), e);
+    }
+    return b;
+  }
+
+  private static String flagName(String message) {
+    return message.replace("maxInFlight", "--engine-max-in-flight").replace("slots", "--engine-slots")
+        .replace("baseUrl", "--engine");
   }
 
   /**

@@ -14,6 +14,7 @@ import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.engine.openai.FakeOpenAiServer;
 import io.github.prefixrouter.internal.json.Json;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -66,6 +67,40 @@ class ClientEndpointTest {
       // the endpoint still serves well-formed requests afterwards
       HttpResponse<String> ok = post(c, r.clientAddress, "{\"prompt\":[5,6,7],\"max_tokens\":1}");
       assertEquals(200, ok.statusCode(), ok.body());
+    }
+  }
+
+  @Test
+  void busyEverywhereIsA503WithRetryAfterNotA502() throws Exception {
+    try (FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
+      // a server running one request at once, two outstanding at most, and holding them
+      server.hold();
+      NodeOptions o = NodeOptions.parse(new String[] {"--id", "solo", "--listen", "127.0.0.1:0",
+          "--client", "127.0.0.1:0", "--engine", server.baseUrl(), "--engine-slots", "1",
+          "--engine-max-in-flight", "2"}, Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
+      try (NodeMain.Running r = NodeMain.start(o)) {
+        HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+        List<CompletableFuture<HttpResponse<String>>> held = new ArrayList<>();
+        for (int i = 0; i < 2; i++) {
+          held.add(c.sendAsync(HttpRequest.newBuilder(
+                  URI.create("http://" + r.clientAddress + "/v1/route/completions"))
+              .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":[1,2," + i + "]}")).build(),
+              HttpResponse.BodyHandlers.ofString()));
+        }
+        assertTrue(server.awaitArrived(2, Duration.ofSeconds(20)));
+
+        HttpResponse<String> busy = post(c, r.clientAddress, "{\"prompt\":[1,2,3]}");
+
+        assertEquals(503, busy.statusCode(), busy.body());
+        assertEquals("1", busy.headers().firstValue("Retry-After").orElse(null));
+        assertTrue(busy.body().contains("busy"), busy.body());
+        assertEquals(2, server.arrived(), "the busy request reached the server");
+        server.release();
+        for (CompletableFuture<HttpResponse<String>> f : held) {
+          HttpResponse<String> ok = f.get(20, TimeUnit.SECONDS);
+          assertEquals(200, ok.statusCode(), ok.body());
+        }
+      }
     }
   }
 

@@ -121,6 +121,24 @@ class NodeMainTest {
         .anyMatch(t -> t.isAlive() && t.getName().startsWith(prefix));
   }
 
+  @Test
+  void engineSlotsAndInFlightCapAreFlagsOfTheOpenAiEngine() {
+    NodeOptions o = parse("--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000",
+        "--engine-slots", "8", "--engine-max-in-flight", "12");
+    var e = o.openAiBuilder().build();
+    assertEquals(8, e.slots());
+    assertEquals(12, e.maxInFlight());
+    assertEquals(16, parse("--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000",
+        "--engine-slots", "8").openAiBuilder().build().maxInFlight());
+    assertMessage("--engine-slots must be at least 1", () -> parse("--id", "a", "--listen", "h:1",
+        "--engine", "http://127.0.0.1:8000", "--engine-slots", "0"));
+    assertMessage("--engine-max-in-flight (4) must be at least --engine-slots (8)",
+        () -> parse("--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000",
+            "--engine-slots", "8", "--engine-max-in-flight", "4"));
+    assertMessage("need --engine URL", () -> parse("--id", "a", "--listen", "h:1",
+        "--engine-slots", "8"));
+  }
+
   private static void assertMessage(String fragment, org.junit.jupiter.api.function.Executable e) {
     IllegalArgumentException x = assertThrows(IllegalArgumentException.class, e);
     assertTrue(x.getMessage().contains(fragment), "'" + x.getMessage() + "' should mention '" + fragment + "'");

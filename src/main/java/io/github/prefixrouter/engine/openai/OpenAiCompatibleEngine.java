@@ -5,6 +5,7 @@ import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
@@ -54,12 +55,20 @@ import org.slf4j.LoggerFactory;
  * <p>Errors, all as {@link EngineException}: HTTP 408, 429 and 5xx, timeouts and connection
  * failures are retryable (another node may serve the request); other 4xx are not (the request
  * itself is bad); an answer that is not strict JSON of the expected shape, or larger than
- * {@code maxResponseBytes}, is retryable (the server misbehaved, not the request).
+ * {@code maxResponseBytes}, is retryable (the server misbehaved, not the request). HTTP 429 and
+ * 503 (the server says it is overloaded) are {@link EngineBusyException}s.
  *
- * <p>{@link #load()} reports the requests this adapter has in flight (the server's own queue is
- * not visible through this API). At most {@code maxInFlight} requests are sent at once; further
- * ones fail at once with a retryable "busy" error so the node can push back or run them
- * elsewhere. {@link #health()} probes {@code /health}, falling back to {@code /v1/models}.
+ * <p><b>Load.</b> The server runs at most {@link Builder#slots} requests at once (vLLM's
+ * {@code --max-num-seqs}, SGLang's {@code --max-running-requests}, llama.cpp's
+ * {@code --parallel}); the ones this adapter has outstanding beyond that wait in the server's
+ * queue. {@link #load()} reports them so: {@code inFlight = min(outstanding, slots)},
+ * {@code queueDepth = outstanding − inFlight}, which lets the node push back (refuse forwarded
+ * work at its high watermark) and price the wait in its routing cost. (Only this adapter's own
+ * requests are counted: the completions API shows neither other clients' requests nor a batch
+ * the server shrinks for lack of KV-cache memory.) At most {@link Builder#maxInFlight} requests
+ * are outstanding at once; further ones fail at once with an {@link EngineBusyException}, which
+ * the node turns into push-back or runs elsewhere. {@link #health()} probes {@code /health},
+ * falling back to {@code /v1/models}.
  *
  * <p><b>Cache events.</b> On its own the adapter reports no cache events, so the node runs its
  * tree in self-managed mode (an estimate of what the server caches). In front of vLLM started
@@ -84,6 +93,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final Duration requestTimeout;
   private final int maxResponseBytes;
   private final int maxInFlight;
+  private final int slots;
   private final boolean returnTokenIds;
   private final HttpClient client;
   private final AtomicInteger inFlight = new AtomicInteger();
@@ -107,7 +117,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     this.apiKey = b.apiKey;
     this.requestTimeout = b.requestTimeout;
     this.maxResponseBytes = b.maxResponseBytes;
-    this.maxInFlight = b.maxInFlight;
+    this.maxInFlight = b.resolvedMaxInFlight();
+    this.slots = b.resolvedSlots();
     this.returnTokenIds = b.returnTokenIds;
     this.kvEvents = b.kvEvents;
     HttpClient.Builder cb =
@@ -137,8 +148,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
       result.completeExceptionally(
-          new EngineException(
-              "engine busy: " + maxInFlight + " requests already in flight to " + completionsUri, true));
+          new EngineBusyException(
+              "engine busy: " + maxInFlight + " requests already in flight to " + completionsUri));
       return result;
     }
     result.whenComplete((r, e) -> {
@@ -297,8 +308,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     if (body == null) {
       throw new EngineException(where + ": answer larger than " + maxResponseBytes + " bytes", true);
     }
+    if (status == 429 || status == 503) {
+      throw new EngineBusyException(where + ": server answered HTTP " + status + errorDetail(body));
+    }
     if (status != 200) {
-      boolean retryable = status == 408 || status == 429 || status >= 500;
+      boolean retryable = status == 408 || status >= 500;
       throw new EngineException(
           where + ": server answered HTTP " + status + errorDetail(body), retryable);
     }
@@ -357,10 +371,33 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     return sb.toString();
   }
 
-  /** Requests this adapter has in flight (the server's internal queue is not visible). */
+  /**
+   * This adapter's outstanding requests: up to {@link Builder#slots} as running, the rest as
+   * waiting in the server's queue.
+   */
   @Override
   public EngineLoad load() {
-    return new EngineLoad(0, Math.max(0, inFlight.get()));
+    int outstanding = Math.max(0, Math.min(inFlight.get(), maxInFlight));
+    int running = Math.min(outstanding, slots);
+    return new EngineLoad(outstanding - running, running);
+  }
+
+  /**
+   * The requests the server runs at once, as configured.
+   *
+   * @return {@link Builder#slots}
+   */
+  public int slots() {
+    return slots;
+  }
+
+  /**
+   * The requests outstanding at once at most, as configured.
+   *
+   * @return {@link Builder#maxInFlight}
+   */
+  public int maxInFlight() {
+    return maxInFlight;
   }
 
   /**
@@ -478,7 +515,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     private Duration connectTimeout = Duration.ofSeconds(2);
     private Duration requestTimeout = Duration.ofSeconds(60);
     private int maxResponseBytes = 8 << 20;
-    private int maxInFlight = 256;
+    private Integer maxInFlight; // null: 2 x slots
+    private Integer slots; // null: 256, or maxInFlight when that is set lower
     private boolean returnTokenIds = true;
     private Executor executor;
     private VllmKvEventSubscriber.Builder kvEvents;
@@ -553,14 +591,44 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * Requests outstanding at once at most; more fail at once as busy (retryable). Default 256.
+     * Requests outstanding at once at most (running on the server plus waiting in its queue);
+     * more fail at once with an {@link EngineBusyException}. Default twice {@link #slots}.
      *
-     * @param n the limit
+     * @param n the limit, at least {@link #slots}
      * @return this builder
      */
     public Builder maxInFlight(int n) {
       this.maxInFlight = n;
       return this;
+    }
+
+    /**
+     * Requests the server runs at once: vLLM's {@code --max-num-seqs}, SGLang's
+     * {@code --max-running-requests}, llama.cpp's {@code --parallel}. Outstanding requests
+     * beyond it are reported as the engine's queue depth ({@link #load()}), which the node's
+     * push-back watermarks and routing cost use. Default 256 (vLLM's default on most GPUs), or
+     * {@link #maxInFlight} if that is set lower.
+     *
+     * @param n the slots, at least 1
+     * @return this builder
+     */
+    public Builder slots(int n) {
+      this.slots = n;
+      return this;
+    }
+
+    int resolvedSlots() {
+      if (slots != null) {
+        return slots;
+      }
+      return maxInFlight != null ? Math.min(256, maxInFlight) : 256;
+    }
+
+    int resolvedMaxInFlight() {
+      if (maxInFlight != null) {
+        return maxInFlight;
+      }
+      return (int) Math.min(Integer.MAX_VALUE, 2L * resolvedSlots());
     }
 
     /**
@@ -633,8 +701,15 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       if (maxResponseBytes < 1024) {
         throw new IllegalArgumentException("maxResponseBytes must be at least 1024, was " + maxResponseBytes);
       }
-      if (maxInFlight < 1) {
+      if (slots != null && slots < 1) {
+        throw new IllegalArgumentException("slots must be at least 1, was " + slots);
+      }
+      if (maxInFlight != null && maxInFlight < 1) {
         throw new IllegalArgumentException("maxInFlight must be at least 1, was " + maxInFlight);
+      }
+      if (resolvedMaxInFlight() < resolvedSlots()) {
+        throw new IllegalArgumentException("maxInFlight (" + resolvedMaxInFlight()
+            + ") must be at least slots (" + resolvedSlots() + ")");
       }
       if (apiKey != null && (apiKey.isEmpty() || apiKey.chars().anyMatch(c -> c < 0x21 || c > 0x7e))) {
         throw new IllegalArgumentException("apiKey must be non-empty printable ASCII without spaces");

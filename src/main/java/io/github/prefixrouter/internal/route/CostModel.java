@@ -5,6 +5,9 @@ import io.github.prefixrouter.spi.EngineResult;
 /**
  * Online estimates of the engine's costs, learned from the timings engines report.
  *
+ * <p>An engine that reports no timings teaches the service time through the latency of its
+ * runs that started at once ({@link #observeLatency}).
+ *
  * <p>Design: prefill time is modelled as {@code a + b × uncachedTokens}. Only the slope {@code b}
  * matters for routing (the intercept is the same wherever a request runs), so it is fitted by
  * exponentially weighted least squares over (uncached tokens, prefill nanos) samples, which
@@ -51,6 +54,25 @@ final class CostModel {
   /** Nanoseconds per generated token. */
   double decodeNanosPerToken() {
     return decodePerToken;
+  }
+
+  /**
+   * Learns from the latency of a local run that started at once (no queue) on an engine that
+   * reports no timings (an HTTP server: the completions API has none): the latency is the
+   * service time, and spread over the output tokens an upper bound of decode per token (which
+   * only sizes forwarding timeouts, where erring long is the safe side).
+   *
+   * @param latencyNanos from submission to the answer
+   * @param outputTokens tokens generated
+   */
+  synchronized void observeLatency(long latencyNanos, int outputTokens) {
+    if (latencyNanos <= 0) {
+      return;
+    }
+    serviceNanos = (1 - ALPHA) * serviceNanos + ALPHA * latencyNanos;
+    if (outputTokens > 0) {
+      decodePerToken = (1 - ALPHA) * decodePerToken + ALPHA * ((double) latencyNanos / outputTokens);
+    }
   }
 
   /** Learns from one engine result; ignores figures the engine did not report. */

@@ -9,8 +9,10 @@ import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.Clock;
+import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
@@ -54,8 +56,16 @@ import org.slf4j.LoggerFactory;
  *       as busy, cannot reach the peer, fails at the peer or returns garbage counts a fallback
  *       under its cause, excludes that peer for this request, and routes again: the next best
  *       peer or local. After {@link #MAX_FORWARDS} forwards, or when the transport is closed,
- *       the request runs locally. A local engine failure is final
- *       ({@link RequestFailedException}).
+ *       the request runs locally.
+ *   <li><b>Local failures.</b> A retryable failure of the local engine (busy, unreachable, an
+ *       answer that cannot be for the request) on a request this node's client submitted is
+ *       tried on the cheapest eligible peer ({@link FallbackCause#LOCAL_FAILED}), and from then
+ *       on the request is routed to peers only; when none is eligible or none serves it
+ *       within {@link #MAX_FORWARDS} forwards, it fails (at most one local run per request)
+ *       ({@link RequestFailedException} with the local engine's failure as its cause). A
+ *       request a peer forwarded is not sent on after a local failure: a busy engine answers
+ *       it BUSY (push-back), any other failure FAILED, and the peer tries elsewhere. Any
+ *       engine's answer is checked as a forwarded one is (see {@link #couldAnswer}).
  *   <li><b>Timeouts.</b> The forwarding timeout is
  *       {@code clamp(4 × (estimated cost + maxTokens × decode per token) + 2 × rtt, min, max)}:
  *       generous, because a false timeout runs the request twice, and dead peers are also
@@ -78,6 +88,12 @@ public final class RouterNode implements PrefixRouterNode {
 
   /** Forwarding attempts per request before it runs locally. */
   static final int MAX_FORWARDS = 3;
+
+  /**
+   * How many more prompt tokens than the request has an engine may report having processed:
+   * a server may add a BOS or another special token to a prompt of token ids.
+   */
+  static final int PROMPT_TOKENS_SLACK = 4;
 
   /** The parts the node is assembled from; tests substitute their own. */
   public record Components(LocalPrefixIndex local, ChainHasher hasher, PeerView peers) {
@@ -366,11 +382,69 @@ public final class RouterNode implements PrefixRouterNode {
     if (LOG.isDebugEnabled()) {
       LOG.debug("node {} request {}: {}", nodeId, ex.request.id(), d);
     }
-    if (d.isLocal()) {
+    Throwable localFailure = ex.localFailure;
+    if (localFailure != null) {
+      // the local engine failed it retryably: the cheapest eligible peer, if any, else give up
+      RouteDecision.Candidate c = d.isLocal() ? cheapestEligiblePeer(d) : d.target();
+      if (c == null) {
+        complete(ex, null, nodeId, false, localFailure);
+        return;
+      }
+      if (!ex.localFailureCounted) {
+        ex.localFailureCounted = true;
+        ex.lastCause = FallbackCause.LOCAL_FAILED;
+        fallbacks.get(FallbackCause.LOCAL_FAILED).increment();
+      }
+      forward(ex, c, ps[0], ps[0].indexOf(c.nodeId()));
+    } else if (d.isLocal()) {
       runLocal(ex);
     } else {
       int i = ps[0].indexOf(d.targetNodeId());
-      forward(ex, d, ps[0], i);
+      forward(ex, d.target(), ps[0], i);
+    }
+  }
+
+  /** The eligible peer of least estimated cost in {@code d}, or null. */
+  private static RouteDecision.Candidate cheapestEligiblePeer(RouteDecision d) {
+    List<RouteDecision.Candidate> cs = d.candidates();
+    RouteDecision.Candidate best = null;
+    for (int k = 1; k < cs.size(); k++) {
+      RouteDecision.Candidate c = cs.get(k);
+      if (c.skipped() == RouteDecision.SkipReason.NONE
+          && (best == null || c.costNanos() < best.costNanos())) {
+        best = c;
+      }
+    }
+    return best;
+  }
+
+  /**
+   * The local engine failed {@code ex} with {@code t}. A retryable failure of a request this
+   * node's client submitted is tried on a peer (routed to peers only from then on) while
+   * forwards are left and the policy and hop limit allow forwarding; otherwise the request
+   * fails.
+   */
+  private void localFailed(Execution ex, Throwable t) {
+    boolean retry = !ex.fromPeer && t instanceof EngineException ee && ee.retryable()
+        && config.policy() != RoutingPolicy.LOCAL_ONLY && ex.hops < config.hopLimit()
+        && ex.lastCause != FallbackCause.TRANSPORT_CLOSED;
+    if (retry) {
+      synchronized (ex) {
+        retry = ex.forwards < MAX_FORWARDS;
+      }
+    }
+    if (!retry) {
+      complete(ex, null, nodeId, false, t);
+      return;
+    }
+    ex.localFailure = t;
+    LOG.debug("node {} request {}: the local engine failed ({}); trying a peer", nodeId,
+        ex.request.id(), t.getMessage());
+    try {
+      route(ex);
+    } catch (RuntimeException e) {
+      LOG.error("node {}: routing after a local failure failed for {}", nodeId, ex.request.id(), e);
+      complete(ex, null, nodeId, false, t);
     }
   }
 
@@ -382,10 +456,9 @@ public final class RouterNode implements PrefixRouterNode {
     health.prune(live, clock.nanoTime());
   }
 
-  private void forward(Execution ex, RouteDecision d, PeerSet ps, int i) {
+  private void forward(Execution ex, RouteDecision.Candidate target, PeerSet ps, int i) {
     PeerAddress to = ps.address(i);
     PeerHealth.PeerState st = health.get(ps, i);
-    RouteDecision.Candidate target = d.target();
     long rtt = Math.max(0, target.rttNanos());
     double expected = target.costNanos() + ex.request.params().maxTokens()
         * cost.decodeNanosPerToken();
@@ -527,7 +600,12 @@ public final class RouterNode implements PrefixRouterNode {
     try {
       // a closed transport fails every forward: no other peer can be reached either
       if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
-        runLocal(ex);
+        Throwable localFailure = ex.localFailure;
+        if (localFailure != null) {
+          complete(ex, null, nodeId, false, localFailure); // it ran here once already
+        } else {
+          runLocal(ex);
+        }
       } else {
         route(ex);
       }
@@ -571,6 +649,8 @@ public final class RouterNode implements PrefixRouterNode {
       }
     };
     CompletableFuture<EngineResult> f;
+    boolean idle = engineLoad().total() == 0;
+    long startedAt = clock.nanoTime();
     try {
       f = engine.execute(ex.request);
       if (f == null) {
@@ -580,6 +660,9 @@ public final class RouterNode implements PrefixRouterNode {
     } catch (RuntimeException | Error e) { // thrown on, an Error would leave the request open
       f = CompletableFuture.failedFuture(e);
     }
+    // a run that got a slot at once (the engine was idle, or nothing waits after it was
+    // submitted) times the engine's service, for engines that report no timings
+    boolean atOnce = !f.isDone() && (idle || engineLoad().queueDepth() == 0);
     long limit = config.engineTimeout().toNanos();
     Scheduler.Cancellable guard = schedule(limit, () -> {
       if (!ex.claim(seq)) {
@@ -599,9 +682,18 @@ public final class RouterNode implements PrefixRouterNode {
       if (err != null || res == null) {
         Throwable t = err != null ? unwrap(err)
             : new EngineException("engine completed with no result", false);
-        complete(ex, null, nodeId, false, t);
+        localFailed(ex, t);
+      } else if (!couldAnswer(res, ex.request)) {
+        LOG.warn("node {}: the engine's answer cannot be for request {}: {}", nodeId,
+            ex.request.id(), res);
+        localFailed(ex, new EngineException("the engine's answer cannot be for the request ("
+            + ex.request.length() + " prompt tokens, at most " + ex.request.params().maxTokens()
+            + " output tokens): " + res, true));
       } else {
         cost.observe(res);
+        if (atOnce && res.prefillNanos() < 0 && res.decodeNanos() < 0) {
+          cost.observeLatency(clock.nanoTime() - startedAt, res.outputTokens().length);
+        }
         try {
           local.onExecuted(ex.request.tokensUnsafe());
         } catch (RuntimeException e) {
@@ -712,7 +804,8 @@ public final class RouterNode implements PrefixRouterNode {
         }
         promptTokens.add(ex.request.length());
         if (result.cachedPromptTokens() >= 0) {
-          cachedPromptTokens.add(result.cachedPromptTokens());
+          // at most the prompt: an engine that added a special token may count it as cached
+          cachedPromptTokens.add(Math.min(result.cachedPromptTokens(), ex.request.length()));
         }
       }
       InferenceResponse resp = new InferenceResponse(ex.request.id(), result, servedBy,
@@ -801,6 +894,11 @@ public final class RouterNode implements PrefixRouterNode {
             resp.result());
       }
       Throwable t = unwrap(err);
+      if (t.getCause() instanceof EngineBusyException) {
+        // the engine is at capacity: push back, so the sender tries elsewhere and cools down
+        refusedForPeers.increment();
+        return ForwardCodec.busy(id, engineLoad().queueDepth());
+      }
       boolean retryable = !(t.getCause() instanceof CancelledByPeer)
           && (!(t.getCause() instanceof EngineException ee) || ee.retryable());
       return ForwardCodec.failed(id, retryable, String.valueOf(t.getMessage()));
@@ -880,6 +978,11 @@ public final class RouterNode implements PrefixRouterNode {
     return malformedInbound.sum();
   }
 
+  /** The current learned service time, for tests and diagnostics. */
+  double learnedServiceNanos() {
+    return cost.serviceNanos();
+  }
+
   /** The current learned prefill cost per token, for tests and diagnostics. */
   double learnedPrefillNanosPerToken() {
     return cost.prefillNanosPerToken();
@@ -903,12 +1006,27 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   /**
-   * Whether an engine could have produced {@code r} for {@code request}: it processed the
-   * request's prompt and generated at most {@code maxTokens} tokens (the engine contract).
+   * Whether an engine could have produced {@code r} for {@code request} (the engine contract):
+   * it processed the request's prompt (reporting its length, or up to
+   * {@link #PROMPT_TOKENS_SLACK} more for special tokens a server adds; never fewer, which
+   * would be another or a truncated prompt) and generated at most {@code maxTokens} tokens,
+   * none of them a negative id. Checked on the local engine's answers and on forwarded ones.
    */
-  private static boolean couldAnswer(EngineResult r, InferenceRequest request) {
-    return r.promptTokens() == request.length()
-        && r.outputTokens().length <= request.params().maxTokens();
+  static boolean couldAnswer(EngineResult r, InferenceRequest request) {
+    long extra = (long) r.promptTokens() - request.length();
+    if (extra < 0 || extra > PROMPT_TOKENS_SLACK) {
+      return false;
+    }
+    int[] out = r.outputTokens();
+    if (out.length > request.params().maxTokens()) {
+      return false;
+    }
+    for (int t : out) {
+      if (t < 0) {
+        return false;
+      }
+    }
+    return true;
   }
 
   private static long clamp(long v, long min, long max) {
@@ -962,6 +1080,10 @@ public final class RouterNode implements PrefixRouterNode {
     Attempt forwarding;
     volatile RouteDecision firstDecision;
     volatile FallbackCause lastCause = FallbackCause.NONE;
+    /** The local engine's retryable failure, once it failed: then only peers are tried. */
+    volatile Throwable localFailure;
+    /** Whether the local failure was counted ({@code LOCAL_FAILED}) when a peer was tried. */
+    volatile boolean localFailureCounted;
 
     Execution(InferenceRequest request, int hops, String sender, String origin) {
       this.request = request;

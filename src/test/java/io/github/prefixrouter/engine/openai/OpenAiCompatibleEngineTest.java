@@ -237,6 +237,70 @@ class OpenAiCompatibleEngineTest {
   }
 
   @Test
+  void requestsBeyondTheSlotsAreReportedAsQueueDepthAndBeyondMaxInFlightAsBusy() throws Exception {
+    CountDownLatch arrived = new CountDownLatch(5);
+    behaviour.set((ex, body) -> {
+      arrived.countDown();
+      try {
+        release.await(30, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      reply(ex, 200, "{\"choices\":[{\"text\":\"ok\"}]}");
+    });
+    // a server running 2 requests at once (vLLM --max-num-seqs 2); 5 outstanding at most
+    OpenAiCompatibleEngine e =
+        OpenAiCompatibleEngine.builder().baseUrl(base()).slots(2).maxInFlight(5).build();
+    List<CompletableFuture<EngineResult>> held = new java.util.ArrayList<>();
+    for (int i = 0; i < 5; i++) {
+      held.add(e.execute(new InferenceRequest("q" + i, new int[] {1, i}, GenerationParams.DEFAULT)));
+      assertEquals(new io.github.prefixrouter.spi.EngineLoad(Math.max(0, i - 1), Math.min(i + 1, 2)),
+          e.load(), "after " + (i + 1) + " requests");
+    }
+    assertTrue(arrived.await(10, TimeUnit.SECONDS), "every outstanding request reaches the server");
+    EngineException busy = failure(e.execute(new InferenceRequest("q5", new int[] {1}, GenerationParams.DEFAULT)));
+    assertTrue(busy instanceof io.github.prefixrouter.spi.EngineBusyException, busy.toString());
+    assertTrue(busy.retryable());
+    assertEquals(new io.github.prefixrouter.spi.EngineLoad(3, 2), e.load(), "a refused request is not counted");
+    release.countDown();
+    for (CompletableFuture<EngineResult> f : held) {
+      assertEquals("ok", f.get(10, TimeUnit.SECONDS).text());
+    }
+    assertEquals(io.github.prefixrouter.spi.EngineLoad.IDLE, e.load());
+  }
+
+  @Test
+  void serverOverloadAnswersAreBusyOtherFailuresAreNot() {
+    for (int s : new int[] {429, 503}) {
+      behaviour.set((ex, body) -> reply(ex, s, "{\"error\":{\"message\":\"overloaded\"}}"));
+      EngineException err = failure(engine().execute(request()));
+      assertTrue(err instanceof io.github.prefixrouter.spi.EngineBusyException, s + ": " + err);
+      assertTrue(err.retryable() && err.getMessage().contains("HTTP " + s), err.getMessage());
+    }
+    for (int s : new int[] {500, 502, 400}) {
+      behaviour.set((ex, body) -> reply(ex, s, "{}"));
+      EngineException err = failure(engine().execute(request()));
+      assertFalse(err instanceof io.github.prefixrouter.spi.EngineBusyException, s + ": " + err);
+    }
+  }
+
+  @Test
+  void slotsAndMaxInFlightDefaultsAndChecks() {
+    OpenAiCompatibleEngine d = OpenAiCompatibleEngine.builder().baseUrl(base()).build();
+    assertEquals(256, d.slots());
+    assertEquals(512, d.maxInFlight());
+    OpenAiCompatibleEngine s = OpenAiCompatibleEngine.builder().baseUrl(base()).slots(8).build();
+    assertEquals(16, s.maxInFlight());
+    OpenAiCompatibleEngine m = OpenAiCompatibleEngine.builder().baseUrl(base()).maxInFlight(2).build();
+    assertEquals(2, m.slots(), "a cap below the default slots is all running");
+    assertThrows(IllegalArgumentException.class,
+        () -> OpenAiCompatibleEngine.builder().baseUrl(base()).slots(0).build());
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> OpenAiCompatibleEngine.builder().baseUrl(base()).slots(8).maxInFlight(4).build());
+    assertTrue(e.getMessage().contains("slots"), e.getMessage());
+  }
+
+  @Test
   void cancelFailsThePendingFutureOnce() throws Exception {
     CountDownLatch arrived = new CountDownLatch(1);
     behaviour.set((ex, body) -> {

@@ -1,0 +1,157 @@
+package io.github.prefixrouter.engine.openai;
+
+import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.internal.json.Json;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * A fake OpenAI-compatible completions server on loopback, for tests of what sits in front of
+ * one: it answers {@code POST /v1/completions} with what {@link Answer} makes of the prompt, and
+ * can hold every request until released (a slow or saturated server).
+ */
+public final class FakeOpenAiServer implements AutoCloseable {
+
+  /** The JSON answer to one request. */
+  public interface Answer {
+    /**
+     * @param prompt the request's token ids
+     * @param maxTokens its {@code max_tokens}
+     * @return the answer's JSON body (status 200)
+     */
+    String body(int[] prompt, int maxTokens);
+  }
+
+  /** A well-formed answer: {@code maxTokens} tokens, each the prompt length, and its usage. */
+  public static final Answer ECHO = (prompt, maxTokens) -> answer(prompt.length,
+      java.util.Collections.nCopies(maxTokens, prompt.length).toString());
+
+  private final HttpServer server;
+  private final ExecutorService executor;
+  private final AtomicInteger arrived = new AtomicInteger();
+  private volatile Answer answer;
+  private volatile CountDownLatch gate = new CountDownLatch(0);
+
+  private FakeOpenAiServer(Answer answer) {
+    this.answer = answer;
+    try {
+      server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 512);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    executor = Executors.newCachedThreadPool(r -> {
+      Thread t = new Thread(r, "fake-openai-server");
+      t.setDaemon(true);
+      return t;
+    });
+    server.setExecutor(executor);
+    server.createContext("/v1/completions", ex -> {
+      try (ex) {
+        java.util.Map<?, ?> body = (java.util.Map<?, ?>) Json.parse(
+            new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
+        int[] prompt = Json.asIntArray(body.get("prompt"), "prompt");
+        int maxTokens = Json.asInt(body.get("max_tokens"), "max_tokens");
+        CountDownLatch g = gate;
+        arrived.incrementAndGet();
+        g.await(60, TimeUnit.SECONDS);
+        byte[] b = this.answer.body(prompt, maxTokens).getBytes(StandardCharsets.UTF_8);
+        ex.getResponseHeaders().add("Content-Type", "application/json");
+        ex.sendResponseHeaders(200, b.length);
+        ex.getResponseBody().write(b);
+      } catch (IOException | InterruptedException e) {
+        // the client went away, or the server is stopping
+      }
+    });
+    server.createContext("/health", ex -> {
+      ex.sendResponseHeaders(200, -1);
+      ex.close();
+    });
+    server.start();
+  }
+
+  /**
+   * Starts a server.
+   *
+   * @param answer what it answers
+   * @return the running server
+   */
+  public static FakeOpenAiServer start(Answer answer) {
+    return new FakeOpenAiServer(answer);
+  }
+
+  /** An answer body with the given {@code usage.prompt_tokens} and {@code token_ids} (JSON). */
+  public static String answer(int promptTokens, String tokenIdsJson) {
+    return "{\"choices\":[{\"index\":0,\"text\":\"\",\"token_ids\":" + tokenIdsJson
+        + "}],\"usage\":{\"prompt_tokens\":" + promptTokens + "}}";
+  }
+
+  /**
+   * The base URL to give the adapter.
+   *
+   * @return {@code http://127.0.0.1:port}
+   */
+  public String baseUrl() {
+    return "http://127.0.0.1:" + server.getAddress().getPort();
+  }
+
+  /** From now on, requests wait (for up to a minute) until {@link #release()}. */
+  public void hold() {
+    gate = new CountDownLatch(1);
+  }
+
+  /** Lets every waiting request be answered, and later ones at once. */
+  public void release() {
+    gate.countDown();
+  }
+
+  /**
+   * Changes the answer of later requests.
+   *
+   * @param a the answer
+   */
+  public void answer(Answer a) {
+    this.answer = a;
+  }
+
+  /**
+   * Waits until at least {@code n} requests have arrived in all.
+   *
+   * @param n how many
+   * @param within how long to wait at most
+   * @return whether they did
+   */
+  public boolean awaitArrived(int n, Duration within) throws InterruptedException {
+    long deadline = System.nanoTime() + within.toNanos();
+    while (arrived.get() < n) {
+      if (System.nanoTime() > deadline) {
+        return false;
+      }
+      Thread.sleep(5);
+    }
+    return true;
+  }
+
+  /**
+   * Requests that arrived so far.
+   *
+   * @return the count
+   */
+  public int arrived() {
+    return arrived.get();
+  }
+
+  @Override
+  public void close() {
+    release();
+    server.stop(0);
+    executor.shutdownNow();
+  }
+}

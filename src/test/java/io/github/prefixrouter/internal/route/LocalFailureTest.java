@@ -1,0 +1,275 @@
+package io.github.prefixrouter.internal.route;
+
+import static io.github.prefixrouter.internal.route.OracleCluster.concat;
+import static io.github.prefixrouter.internal.route.OracleCluster.expected;
+import static io.github.prefixrouter.internal.route.OracleCluster.prompt;
+import static io.github.prefixrouter.internal.route.OracleCluster.request;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.spi.EngineBusyException;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InferenceEngine;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BiFunction;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * What the node does when its own engine fails a request or answers one impossibly, and how it
+ * checks engines' answers, in simulated time.
+ */
+class LocalFailureTest {
+
+  static final int[] PREFIX = prompt(42, 480);
+
+  /** How a wrapped engine misbehaves. */
+  enum Fault {
+    NONE,
+    BUSY,
+    UNREACHABLE,
+    BAD_REQUEST,
+    TOO_MANY_TOKENS,
+    NEGATIVE_TOKEN,
+    FEWER_PROMPT_TOKENS,
+    FAR_MORE_PROMPT_TOKENS,
+    ONE_MORE_PROMPT_TOKEN
+  }
+
+  /** Wraps a node's engine with a switchable fault; counts the calls that reached it. */
+  static final class Faulty implements InferenceEngine {
+    final InferenceEngine inner;
+    volatile Fault fault = Fault.NONE;
+    final AtomicInteger calls = new AtomicInteger();
+
+    Faulty(InferenceEngine inner) {
+      this.inner = inner;
+    }
+
+    @Override
+    public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+      calls.incrementAndGet();
+      switch (fault) {
+        case BUSY:
+          return CompletableFuture.failedFuture(new EngineBusyException("engine busy: 4 in flight"));
+        case UNREACHABLE:
+          return CompletableFuture.failedFuture(new EngineException("server unreachable", true));
+        case BAD_REQUEST:
+          return CompletableFuture.failedFuture(new EngineException("HTTP 400", false));
+        default:
+          break;
+      }
+      Fault f = fault;
+      return inner.execute(r).thenApply(res -> alter(res, f));
+    }
+
+    private static EngineResult alter(EngineResult r, Fault f) {
+      BiFunction<int[], Integer, EngineResult> with = (out, prompt) -> new EngineResult(out,
+          r.text(), prompt, Math.min(r.cachedPromptTokens(), prompt), r.prefillNanos(),
+          r.decodeNanos());
+      int[] out = r.outputTokens();
+      return switch (f) {
+        case TOO_MANY_TOKENS -> with.apply(new int[out.length + 47], r.promptTokens());
+        case NEGATIVE_TOKEN -> {
+          int[] o = out.clone();
+          o[0] = -4;
+          yield with.apply(o, r.promptTokens());
+        }
+        case FEWER_PROMPT_TOKENS -> with.apply(out, r.promptTokens() - 1);
+        case FAR_MORE_PROMPT_TOKENS -> with.apply(out, r.promptTokens() + 50);
+        case ONE_MORE_PROMPT_TOKEN -> with.apply(out, r.promptTokens() + 1); // a BOS token
+        default -> r;
+      };
+    }
+
+    @Override
+    public EngineLoad load() {
+      return inner.load();
+    }
+
+    @Override
+    public void cancel(String requestId) {
+      inner.cancel(requestId);
+    }
+  }
+
+  static final class Cluster {
+    final OracleCluster c;
+    final List<Faulty> engines = new ArrayList<>();
+
+    Cluster(int n, RouterConfig config) {
+      OracleCluster.Hooks h = new OracleCluster.Hooks();
+      h.engineWrap = e -> {
+        Faulty f = new Faulty(e);
+        engines.add(f);
+        return f;
+      };
+      c = new OracleCluster(n, config, 7, h).rtt(Duration.ofMillis(1)).start();
+    }
+
+    Faulty engine(int i) {
+      return engines.get(i);
+    }
+
+    CompletableFuture<InferenceResponse> submit(String at, InferenceRequest r) {
+      CompletableFuture<InferenceResponse> f = c.node(at).submit(r);
+      long deadline = c.sim.nanoTime() + Duration.ofMinutes(10).toNanos();
+      while (!f.isDone() && c.sim.nanoTime() < deadline && c.sim.runNext()) {
+        // keep going
+      }
+      assertTrue(f.isDone(), "the request never completed");
+      return f;
+    }
+  }
+
+  static RouterConfig.Builder config(RoutingPolicy policy) {
+    return RouterConfig.builder().policy(policy).initialPrefillNanosPerToken(200_000)
+        .coldPlacement(false);
+  }
+
+  static Throwable failure(CompletableFuture<InferenceResponse> f) {
+    Throwable t = f.handle((r, e) -> e).join();
+    if (t instanceof CompletionException && t.getCause() != null) {
+      t = t.getCause();
+    }
+    assertInstanceOf(RequestFailedException.class, t);
+    return t;
+  }
+
+  static void assertCounters(NodeStats s) {
+    assertEquals(s.requests(), s.servedLocally() + s.forwarded() + s.failed(), s.toString());
+    assertEquals(s.pushedBack(), s.fallbacks().get(FallbackCause.BUSY), s.toString());
+    assertEquals(0, s.inFlight(), s.toString());
+  }
+
+  @ParameterizedTest
+  @EnumSource(value = Fault.class, names = {"BUSY", "UNREACHABLE"})
+  void aRetryableLocalFailureIsTriedOnAPeer(Fault fault) {
+    Cluster k = new Cluster(2, config(RoutingPolicy.COST_AWARE).build());
+    k.engine(0).fault = fault;
+    InferenceRequest r = request("q", prompt(5, 200));
+
+    InferenceResponse resp = k.submit("n0", r).join();
+
+    assertEquals("n1", resp.servedBy(), "the local engine failed " + fault + ": " + resp.decision());
+    assertTrue(resp.forwarded());
+    assertEquals(2, resp.attempts());
+    assertEquals(FallbackCause.LOCAL_FAILED, resp.fallbackCause());
+    assertArrayEquals(expected(r), resp.result().outputTokens());
+    assertTrue(resp.decision().isLocal(), "the first choice was local: " + resp.decision());
+    NodeStats s = k.c.node("n0").stats();
+    assertEquals(1, s.fallbacks().get(FallbackCause.LOCAL_FAILED));
+    assertEquals(0, s.totalFallbacks(), "a local failure is not a forward that fell back");
+    assertEquals(1, s.forwarded());
+    assertEquals(0, s.failed());
+    assertCounters(s);
+
+    // a failure that says the request itself is bad is final: no peer sees it
+    k.engine(0).fault = Fault.BAD_REQUEST;
+    int before = k.engine(1).calls.get();
+    Throwable t = failure(k.submit("n0", request("bad", prompt(6, 200))));
+    assertInstanceOf(EngineException.class, t.getCause());
+    assertEquals(before, k.engine(1).calls.get(), "a bad request was sent to a peer");
+    assertCounters(k.c.node("n0").stats());
+  }
+
+  @Test
+  void busyEverywhereFailsWithTheBusyCauseAndTheBusyPeerPushesBack() {
+    Cluster k = new Cluster(3, config(RoutingPolicy.COST_AWARE).build());
+    for (int i = 0; i < 3; i++) {
+      k.engine(i).fault = Fault.BUSY;
+    }
+
+    Throwable t = failure(k.submit("n0", request("q", prompt(5, 200))));
+
+    assertInstanceOf(EngineBusyException.class, t.getCause(), "busy everywhere: " + t);
+    NodeStats s = k.c.node("n0").stats();
+    assertEquals(1, s.failed());
+    assertEquals(1, s.fallbacks().get(FallbackCause.LOCAL_FAILED));
+    // each peer's busy engine answered the forward BUSY: push-back, not a peer failure
+    assertEquals(2, s.fallbacks().get(FallbackCause.BUSY), s.fallbacks().toString());
+    assertEquals(0, s.fallbacks().get(FallbackCause.PEER_FAILED), s.fallbacks().toString());
+    assertEquals(2, s.pushedBack());
+    assertEquals(1, k.c.node("n1").stats().refusedForPeers());
+    assertEquals(1, k.c.node("n2").stats().refusedForPeers());
+    assertEquals(1, k.engine(0).calls.get(), "the busy local engine was asked again");
+    assertCounters(s);
+
+    // the local-only policy never forwards, busy or not
+    Cluster solo = new Cluster(2, config(RoutingPolicy.LOCAL_ONLY).build());
+    solo.engine(0).fault = Fault.BUSY;
+    Throwable u = failure(solo.submit("n0", request("q", prompt(5, 200))));
+    assertInstanceOf(EngineBusyException.class, u.getCause());
+    assertEquals(0, solo.engine(1).calls.get());
+    assertEquals(0, solo.c.node("n0").stats().fallbacks().get(FallbackCause.LOCAL_FAILED));
+  }
+
+  @ParameterizedTest
+  @EnumSource(value = Fault.class,
+      names = {"TOO_MANY_TOKENS", "NEGATIVE_TOKEN", "FEWER_PROMPT_TOKENS", "FAR_MORE_PROMPT_TOKENS"})
+  void anImpossibleLocalAnswerIsAnEngineFailureAndIsTriedOnAPeer(Fault fault) {
+    // alone, the request fails with a typed engine error instead of passing the answer on
+    Cluster solo = new Cluster(1, config(RoutingPolicy.COST_AWARE).build());
+    solo.engine(0).fault = fault;
+    Throwable t = failure(solo.submit("n0", request("q", prompt(5, 200))));
+    EngineException e = assertInstanceOf(EngineException.class, t.getCause());
+    assertTrue(e.retryable());
+    assertTrue(e.getMessage().contains("cannot be for the request"), e.getMessage());
+    assertEquals(0, solo.c.node("n0").stats().cachedPromptTokens());
+    assertEquals(0, solo.c.node("n0").stats().fallbacks().get(FallbackCause.LOCAL_FAILED),
+        "no peer was tried");
+    assertCounters(solo.c.node("n0").stats());
+
+    // with a peer, the peer serves it
+    Cluster k = new Cluster(2, config(RoutingPolicy.COST_AWARE).build());
+    k.engine(0).fault = fault;
+    InferenceRequest r = request("q", prompt(5, 200));
+    InferenceResponse resp = k.submit("n0", r).join();
+    assertEquals("n1", resp.servedBy());
+    assertArrayEquals(expected(r), resp.result().outputTokens());
+    assertEquals(FallbackCause.LOCAL_FAILED, resp.fallbackCause());
+    assertCounters(k.c.node("n0").stats());
+  }
+
+  @Test
+  void anEngineThatCountsABosTokenIsBelievedLocallyAndWhenForwarded() {
+    Cluster k = new Cluster(2, config(RoutingPolicy.COST_AWARE).build());
+    k.engine(0).fault = Fault.ONE_MORE_PROMPT_TOKEN;
+    k.engine(1).fault = Fault.ONE_MORE_PROMPT_TOKEN;
+    k.c.warm("n1", concat(PREFIX, prompt(1, 40)));
+    InferenceRequest r = request("q", concat(PREFIX, prompt(9, 64)));
+
+    InferenceResponse resp = k.submit("n0", r).join();
+
+    assertEquals("n1", resp.servedBy(), "the peer's answer was rejected: " + resp);
+    assertEquals(FallbackCause.NONE, resp.fallbackCause());
+    assertEquals(r.length() + 1, resp.result().promptTokens());
+    assertEquals(0, k.c.node("n0").stats().fallbacks().get(FallbackCause.PROTOCOL_ERROR));
+
+    InferenceRequest cold = request("c", prompt(11, 100));
+    InferenceResponse local = k.submit("n0", cold).join();
+    assertEquals("n0", local.servedBy());
+    assertFalse(local.forwarded());
+    NodeStats s = k.c.node("n0").stats();
+    assertTrue(s.cachedPromptTokens() <= s.promptTokens(), s.toString());
+    assertCounters(s);
+  }
+}
