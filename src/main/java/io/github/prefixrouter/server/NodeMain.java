@@ -181,6 +181,7 @@ public final class NodeMain {
       km.put("malformed_batches", rs.malformedBatches());
       km.put("block_size_mismatches", rs.blockSizeMismatches());
       km.put("token_count_mismatches", rs.tokenCountMismatches());
+      km.put("unattributed_stores", rs.unattributedStores());
       km.put("gaps", rs.gaps());
       km.put("restarts", rs.restarts());
       km.put("resets", rs.resets());
