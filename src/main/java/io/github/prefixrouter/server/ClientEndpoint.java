@@ -2,6 +2,7 @@ package io.github.prefixrouter.server;
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
@@ -34,11 +35,16 @@ import org.slf4j.LoggerFactory;
  * <ul>
  *   <li>{@code POST /v1/route/completions} with
  *       {@code {"id": "...", "prompt": [token ids], "max_tokens": 1, "temperature": 0,
- *       "top_p": 1, "seed": 0}} (all but {@code prompt} optional) submits one request to the
- *       node and answers {@code {"id", "served_by", "forwarded", "attempts", "fallback",
+ *       "top_p": 1, "seed": 0, "model": "sql-lora", "cache_salt": "tenant-1"}} (all but
+ *       {@code prompt} optional) submits one request to the node and answers {@code {"id", "served_by", "forwarded", "attempts", "fallback",
  *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}. 400 for a bad request
  *       (the message says what), 503 when the node is not running or too many client requests
  *       are in flight, 502 when the request failed everywhere.
+ *   <li>The request's {@link CacheScope}, as in vLLM's OpenAI API: {@code "model"} names a LoRA
+ *       adapter, unless it is absent, empty or the node's base model ({@code --model}); then
+ *       the request is of the base model. {@code "cache_salt"} (absent or empty: none) keys
+ *       the engine's prefix cache per tenant. Routing matches a request only against prefixes
+ *       cached in its own scope; an OpenAI-compatible engine receives both fields back.
  *   <li>{@code GET /v1/stats}: the node's {@link NodeStats} (plus transport and engine counters)
  *       as JSON.
  *   <li>{@code GET /health}: 200 while the node runs.
@@ -52,6 +58,7 @@ final class ClientEndpoint {
   private static final int MAX_BODY = 8 << 20;
 
   private final PrefixRouterNode node;
+  private final String baseModel;
   private final Supplier<Map<String, Object>> extraStats;
   private final int maxInFlight;
   private final Duration ioTimeout;
@@ -69,6 +76,17 @@ final class ClientEndpoint {
    */
   ClientEndpoint(PrefixRouterNode node, Supplier<Map<String, Object>> extraStats, int maxInFlight,
       Duration ioTimeout) {
+    this(node, extraStats, maxInFlight, ioTimeout, null);
+  }
+
+  /**
+   * @param ioTimeout as above
+   * @param baseModel the base model's name: a request's {@code "model"} equal to it names no
+   *     adapter (null: none, every non-empty {@code "model"} names an adapter)
+   */
+  ClientEndpoint(PrefixRouterNode node, Supplier<Map<String, Object>> extraStats, int maxInFlight,
+      Duration ioTimeout, String baseModel) {
+    this.baseModel = baseModel;
     this.node = node;
     this.extraStats = extraStats;
     this.maxInFlight = maxInFlight;
@@ -209,7 +227,12 @@ final class ClientEndpoint {
       }
       seed = l;
     }
-    return new InferenceRequest(id, prompt, new GenerationParams(maxTokens, temperature, topP, seed));
+    String model = m.containsKey("model") ? Json.asString(m.get("model"), "model") : "";
+    String salt = m.containsKey("cache_salt") ? Json.asString(m.get("cache_salt"), "cache_salt")
+        : "";
+    CacheScope scope = CacheScope.of(model.equals(baseModel) ? "" : model, salt);
+    return new InferenceRequest(id, prompt, new GenerationParams(maxTokens, temperature, topP, seed),
+        scope);
   }
 
   private static Map<String, Object> toJson(InferenceResponse r) {

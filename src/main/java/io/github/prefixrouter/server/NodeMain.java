@@ -118,7 +118,7 @@ public final class NodeMain {
     ReferenceEngine ref = reference;
     InferenceEngine eng = engine;
     ClientEndpoint endpoint = new ClientEndpoint(node, () -> extraStats(transport, ref, eng), 4096,
-        java.time.Duration.ofSeconds(10));
+        java.time.Duration.ofSeconds(10), o.model);
     InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
     String clientAddress = client.getHostString() + ":" + client.getPort();
     String peerAddress = transport.localAddress().address();
