@@ -115,6 +115,10 @@ class ClusterTest {
           concat(prefix, prompt(at.hashCode(), 32))).withScope(a));
       assertEquals(holder, same.servedBy(), same.decision().toString());
       assertTrue(same.cachedPromptTokens() >= 480, "cached " + same.cachedPromptTokens());
+      // drawn by the holder's gossiped prefix, not by where cold placement happens to send it
+      assertTrue(same.decision().candidates().stream()
+          .anyMatch(c -> c.nodeId().equals(holder) && c.matchedTokens() >= 480),
+          same.decision().toString());
       for (CacheScope other : List.of(b, CacheScope.DEFAULT)) {
         InferenceRequest r = InferenceRequest.of("o-" + at + other.salt(),
             concat(prefix, prompt(at.hashCode() + 1, 32))).withScope(other);
