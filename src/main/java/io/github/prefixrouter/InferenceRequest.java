@@ -4,7 +4,8 @@ import java.util.Arrays;
 import java.util.Objects;
 
 /**
- * One inference request: an id, the prompt's token ids and the generation parameters.
+ * One inference request: an id, the prompt's token ids, the generation parameters and the
+ * {@link CacheScope} (LoRA adapter and cache salt) whose cached prefixes it may use.
  *
  * <p>Token ids are those of the engine's tokenizer; routing matches them against cached
  * prefixes. They never leave the node except inside a forwarded request, and never appear in
@@ -28,9 +29,10 @@ public final class InferenceRequest {
   private final String id;
   private final int[] tokens;
   private final GenerationParams params;
+  private final CacheScope scope;
 
   /**
-   * Creates a request.
+   * Creates a request of the {@link CacheScope#DEFAULT} scope (the base model, no cache salt).
    *
    * @param id the request id, 1 to {@link #MAX_ID_LENGTH} characters of well-formed UTF-16 (no
    *     lone surrogates), unique per origin node
@@ -41,9 +43,24 @@ public final class InferenceRequest {
    *     prompt is empty or too long, or a token id is negative or not below {@link #MAX_TOKEN_ID}
    */
   public InferenceRequest(String id, int[] tokens, GenerationParams params) {
+    this(id, tokens, params, CacheScope.DEFAULT);
+  }
+
+  /**
+   * Creates a request of a given cache scope.
+   *
+   * @param id the request id, as for {@link #InferenceRequest(String, int[], GenerationParams)}
+   * @param tokens the prompt's token ids (copied), 1 to {@link #MAX_PROMPT_TOKENS} of them
+   * @param params the generation parameters
+   * @param scope the adapter and cache salt the request runs under
+   * @throws NullPointerException if an argument is null
+   * @throws IllegalArgumentException as {@link #InferenceRequest(String, int[], GenerationParams)}
+   */
+  public InferenceRequest(String id, int[] tokens, GenerationParams params, CacheScope scope) {
     Objects.requireNonNull(id, "id");
     Objects.requireNonNull(tokens, "tokens");
     Objects.requireNonNull(params, "params");
+    Objects.requireNonNull(scope, "scope");
     if (id.isEmpty() || id.length() > MAX_ID_LENGTH) {
       throw new IllegalArgumentException(
           "request id must have 1 to " + MAX_ID_LENGTH + " characters, was " + id.length());
@@ -75,6 +92,14 @@ public final class InferenceRequest {
     this.id = id;
     this.tokens = tokens.clone();
     this.params = params;
+    this.scope = scope;
+  }
+
+  private InferenceRequest(InferenceRequest r, CacheScope scope) {
+    this.id = r.id;
+    this.tokens = r.tokens; // immutable, shared
+    this.params = r.params;
+    this.scope = scope;
   }
 
   /**
@@ -138,6 +163,27 @@ public final class InferenceRequest {
   }
 
   /**
+   * The cache scope: the adapter and cache salt whose cached prefixes this request can use.
+   *
+   * @return the scope, {@link CacheScope#DEFAULT} unless one was given
+   */
+  public CacheScope scope() {
+    return scope;
+  }
+
+  /**
+   * This request under another cache scope (same id, tokens and parameters).
+   *
+   * @param scope the scope
+   * @return a request equal to this one but for its scope ({@code this} if it is the same)
+   * @throws NullPointerException if the scope is null
+   */
+  public InferenceRequest withScope(CacheScope scope) {
+    Objects.requireNonNull(scope, "scope");
+    return scope.equals(this.scope) ? this : new InferenceRequest(this, scope);
+  }
+
+  /**
    * The prompt array itself, without copying. For the library's internals and engine adapters
    * that promise not to modify it.
    *
@@ -152,16 +198,19 @@ public final class InferenceRequest {
     return o instanceof InferenceRequest r
         && id.equals(r.id)
         && Arrays.equals(tokens, r.tokens)
-        && params.equals(r.params);
+        && params.equals(r.params)
+        && scope.equals(r.scope);
   }
 
   @Override
   public int hashCode() {
-    return 31 * (31 * id.hashCode() + Arrays.hashCode(tokens)) + params.hashCode();
+    return 31 * (31 * (31 * id.hashCode() + Arrays.hashCode(tokens)) + params.hashCode())
+        + scope.hashCode();
   }
 
   @Override
   public String toString() {
-    return "InferenceRequest{id=" + id + ", tokens=" + tokens.length + ", " + params + "}";
+    return "InferenceRequest{id=" + id + ", tokens=" + tokens.length + ", " + params
+        + (scope.isDefault() ? "" : ", " + scope) + "}";
   }
 }

@@ -18,7 +18,8 @@ import java.util.random.RandomGenerator;
  * A prefix-cache-aware routing node, embedded next to one LLM engine. For every submitted
  * request it decides, from its exact local prefix tree and its gossiped replicas of its peers'
  * caches, whether to run the request on its own engine or forward it to the peer most likely to
- * hold its prefix; it also serves requests that peers forward to it.
+ * hold its prefix; it also serves requests that peers forward to it. Prefixes count only within
+ * the request's {@link CacheScope} (LoRA adapter and cache salt), as in the engine's own cache.
  *
  * <h2>Lifecycle</h2>
  * <pre>

@@ -99,6 +99,40 @@ class ClusterTest {
   }
 
   @Test
+  void aPrefixCachedUnderOneScopeAttractsOnlyRequestsOfThatScope() {
+    cluster(4, RouterConfig.defaults());
+    CacheScope a = CacheScope.of("lora-a", "tenant-1");
+    CacheScope b = CacheScope.of("lora-a", "tenant-2");
+    int[] prefix = prompt(11, 480);
+    InferenceResponse first = run("n0",
+        InferenceRequest.of("first", concat(prefix, prompt(12, 32))).withScope(a));
+    String holder = first.servedBy();
+    sim.advanceBy(Duration.ofSeconds(2).toNanos()); // the holder's summary spreads
+    List<String> others = new ArrayList<>(nodes.keySet());
+    others.remove(holder);
+    for (String at : others) {
+      InferenceResponse same = run(at, InferenceRequest.of("a-" + at,
+          concat(prefix, prompt(at.hashCode(), 32))).withScope(a));
+      assertEquals(holder, same.servedBy(), same.decision().toString());
+      assertTrue(same.cachedPromptTokens() >= 480, "cached " + same.cachedPromptTokens());
+      // drawn by the holder's gossiped prefix, not by where cold placement happens to send it
+      assertTrue(same.decision().candidates().stream()
+          .anyMatch(c -> c.nodeId().equals(holder) && c.matchedTokens() >= 480),
+          same.decision().toString());
+      for (CacheScope other : List.of(b, CacheScope.DEFAULT)) {
+        InferenceRequest r = InferenceRequest.of("o-" + at + other.salt(),
+            concat(prefix, prompt(at.hashCode() + 1, 32))).withScope(other);
+        RouteDecision d = nodes.get(at).explain(r);
+        assertTrue(d.candidates().stream().allMatch(c -> c.matchedTokens() == 0), d.toString());
+      }
+    }
+    // run in another scope, the same tokens hit nothing, wherever they run
+    InferenceResponse other = run(holder,
+        InferenceRequest.of("b-1", concat(prefix, prompt(13, 32))).withScope(b));
+    assertEquals(0, other.cachedPromptTokens());
+  }
+
+  @Test
   void deadPeerDisappearsAndRequestsStillGetAnswers() {
     cluster(3, RouterConfig.defaults());
     int[] prefix = prompt(5, 480);

@@ -2,6 +2,7 @@ package io.github.prefixrouter.server;
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
@@ -35,14 +36,19 @@ import org.slf4j.LoggerFactory;
  * <ul>
  *   <li>{@code POST /v1/route/completions} with
  *       {@code {"id": "...", "prompt": [token ids], "max_tokens": 1, "temperature": 0,
- *       "top_p": 1, "seed": 0}} (all but {@code prompt} optional) submits one request to the
- *       node and answers {@code {"id", "served_by", "forwarded", "attempts", "fallback",
+ *       "top_p": 1, "seed": 0, "model": "sql-lora", "cache_salt": "tenant-1"}} (all but
+ *       {@code prompt} optional) submits one request to the node and answers {@code {"id", "served_by", "forwarded", "attempts", "fallback",
  *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}. 400 for a bad request
  *       (the message says what); 503 with {@code Retry-After} when the engines that could serve
  *       it are busy (the local one at capacity and every peer tried pushed back), when too many
  *       client requests are in flight here, and (without {@code Retry-After}) when the node is
  *       not running: the client should try again, here later or at another node; 502 when the
  *       request failed everywhere otherwise.
+ *   <li>The request's {@link CacheScope}, as in vLLM's OpenAI API: {@code "model"} names a LoRA
+ *       adapter, unless it is absent, empty or the node's base model ({@code --model}); then
+ *       the request is of the base model. {@code "cache_salt"} (absent or empty: none) keys
+ *       the engine's prefix cache per tenant. Routing matches a request only against prefixes
+ *       cached in its own scope; an OpenAI-compatible engine receives both fields back.
  *   <li>{@code GET /v1/stats}: the node's {@link NodeStats} (plus transport, engine and this
  *       endpoint's own counters) as JSON.
  *   <li>{@code GET /health}: 200 while the node runs.
@@ -64,6 +70,7 @@ final class ClientEndpoint {
   static final String RETRY_AFTER_SECONDS = "1";
 
   private final PrefixRouterNode node;
+  private final String baseModel;
   private final Supplier<Map<String, Object>> extraStats;
   private final int maxInFlight;
   private final Duration ioTimeout;
@@ -82,6 +89,17 @@ final class ClientEndpoint {
    */
   ClientEndpoint(PrefixRouterNode node, Supplier<Map<String, Object>> extraStats, int maxInFlight,
       Duration ioTimeout) {
+    this(node, extraStats, maxInFlight, ioTimeout, null);
+  }
+
+  /**
+   * @param ioTimeout as above
+   * @param baseModel the base model's name: a request's {@code "model"} equal to it names no
+   *     adapter (null: none, every non-empty {@code "model"} names an adapter)
+   */
+  ClientEndpoint(PrefixRouterNode node, Supplier<Map<String, Object>> extraStats, int maxInFlight,
+      Duration ioTimeout, String baseModel) {
+    this.baseModel = baseModel;
     this.node = node;
     this.extraStats = extraStats;
     this.maxInFlight = maxInFlight;
@@ -230,7 +248,12 @@ final class ClientEndpoint {
       }
       seed = l;
     }
-    return new InferenceRequest(id, prompt, new GenerationParams(maxTokens, temperature, topP, seed));
+    String model = m.containsKey("model") ? Json.asString(m.get("model"), "model") : "";
+    String salt = m.containsKey("cache_salt") ? Json.asString(m.get("cache_salt"), "cache_salt")
+        : "";
+    CacheScope scope = CacheScope.of(model.equals(baseModel) ? "" : model, salt);
+    return new InferenceRequest(id, prompt, new GenerationParams(maxTokens, temperature, topP, seed),
+        scope);
   }
 
   private static Map<String, Object> toJson(InferenceResponse r) {

@@ -124,7 +124,7 @@ public final class NodeMain {
       ReferenceEngine ref = reference;
       InferenceEngine eng = engine;
       endpoint = new ClientEndpoint(node, () -> extraStats(t, ref, eng), 4096,
-          java.time.Duration.ofSeconds(10));
+          java.time.Duration.ofSeconds(10), o.model);
       InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
       String clientAddress = client.getHostString() + ":" + client.getPort();
       String peerAddress = transport.localAddress().address();
@@ -215,6 +215,7 @@ public final class NodeMain {
       km.put("malformed_batches", rs.malformedBatches());
       km.put("block_size_mismatches", rs.blockSizeMismatches());
       km.put("token_count_mismatches", rs.tokenCountMismatches());
+      km.put("unattributed_stores", rs.unattributedStores());
       km.put("gaps", rs.gaps());
       km.put("restarts", rs.restarts());
       km.put("resets", rs.resets());

@@ -16,6 +16,10 @@ import java.util.concurrent.CompletableFuture;
  *   <li>The same tokens and parameters give the same output on any node (deterministic
  *       decoding; a sampled request draws from its {@code seed}, not from a source of the
  *       engine's own), so routing never changes an answer.
+ *   <li>A request runs under its {@link io.github.prefixrouter.CacheScope}: with its LoRA
+ *       adapter, and with a prefix cache keyed by adapter and cache salt, so that a prefix
+ *       cached in one scope is no hit in another (an engine that publishes cache events reports
+ *       a chain's scope with its first blocks).
  *   <li>{@link #load()} is cheap and never blocks: the library calls it on its hot path.
  *   <li>Implementations are thread-safe: the library calls every method from request threads,
  *       transport threads and scheduler tasks at once. Arguments are never null.

@@ -1,7 +1,9 @@
 package io.github.prefixrouter.testing;
 
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineException;
@@ -33,7 +35,9 @@ import java.util.random.RandomGenerator;
  *       {@code blockSize} tokens. A block is identified by a chained 64-bit hash of its parent's
  *       id and its own tokens (seeded by {@link Builder#blockIdSeed}), so a block can only be hit
  *       together with the whole prefix before it. A prompt's trailing partial block is never
- *       cached, as in vLLM.
+ *       cached, as in vLLM. The first block's id also covers the request's {@link CacheScope}
+ *       (LoRA adapter, cache salt), as vLLM's extra keys do, so a prefix cached in one scope is
+ *       never a hit in another; a stored chain's first blocks are reported with their scope.
  *   <li><b>Hits.</b> A request's cached prefix is its longest run of leading blocks held in the
  *       cache when it starts, capped so that at least one prompt token is computed (vLLM
  *       recomputes the last token of a fully cached prompt).
@@ -290,7 +294,20 @@ public final class SimulatedEngine implements InferenceEngine {
    * @return the number of leading tokens of {@code tokens} in whole cached blocks
    */
   public synchronized int cachedPrefixTokens(int[] tokens) {
-    long parent = CacheEventListener.NO_PARENT;
+    return cachedPrefixTokens(CacheScope.DEFAULT, tokens);
+  }
+
+  /**
+   * How many leading tokens of {@code tokens} the cache holds now for a request of
+   * {@code scope}: the engine keys blocks by scope (LoRA adapter, cache salt) as vLLM does, so
+   * blocks cached in another scope do not count.
+   *
+   * @param scope the request's cache scope
+   * @param tokens a prompt
+   * @return the number of leading tokens of {@code tokens} in whole cached blocks of the scope
+   */
+  public synchronized int cachedPrefixTokens(CacheScope scope, int[] tokens) {
+    long parent = scopeSeed(scope);
     int n = tokens.length / blockSize;
     int matched = 0;
     for (int i = 0; i < n; i++) {
@@ -312,11 +329,24 @@ public final class SimulatedEngine implements InferenceEngine {
    * @return the id the engine gives that block
    */
   public long blockIdOf(int[] tokens, int index) {
+    return blockIdOf(CacheScope.DEFAULT, tokens, index);
+  }
+
+  /**
+   * The engine's id of the {@code index}-th block of {@code tokens} in a request of
+   * {@code scope}.
+   *
+   * @param scope the request's cache scope
+   * @param tokens a prompt
+   * @param index the block's index, 0-based; the block must be full
+   * @return the id the engine gives that block
+   */
+  public long blockIdOf(CacheScope scope, int[] tokens, int index) {
     if (index < 0 || (long) (index + 1) * blockSize > tokens.length) {
       throw new IllegalArgumentException(
           "block " + index + " is not a full block of a " + tokens.length + "-token prompt");
     }
-    long parent = CacheEventListener.NO_PARENT;
+    long parent = scopeSeed(scope);
     for (int i = 0; i <= index; i++) {
       parent = blockId(parent, tokens, i * blockSize);
     }
@@ -418,7 +448,7 @@ public final class SimulatedEngine implements InferenceEngine {
     int fullBlocks = tokens.length / blockSize;
     // longest cached run of leading blocks, pinned for the request's lifetime
     long tick = ++useTick;
-    long parent = CacheEventListener.NO_PARENT;
+    long parent = scopeSeed(r.scope()); // what the first block's id continues
     int matched = 0;
     while (matched < fullBlocks) {
       long id = blockId(parent, tokens, matched * blockSize);
@@ -494,7 +524,7 @@ public final class SimulatedEngine implements InferenceEngine {
     int runStart = -1;
     List<Long> newIds = new ArrayList<>();
     for (int i = job.matchedBlocks; i < end; i++) {
-      long id = blockId(parent, tokens, i * blockSize);
+      long id = blockId(i == 0 ? scopeSeed(job.request.scope()) : parent, tokens, i * blockSize);
       Block b = blocks.get(id);
       if (b == null) {
         Block p = parent == CacheEventListener.NO_PARENT ? null : blocks.get(parent);
@@ -520,7 +550,7 @@ public final class SimulatedEngine implements InferenceEngine {
       long[] ids = newIds.stream().mapToLong(Long::longValue).toArray();
       int[] blockTokens =
           Arrays.copyOfRange(tokens, runStart * blockSize, (runStart + ids.length) * blockSize);
-      listener.onBlocksStored(runParent, ids, blockTokens);
+      listener.onBlocksStored(job.request.scope(), runParent, ids, blockTokens);
     }
   }
 
@@ -580,6 +610,14 @@ public final class SimulatedEngine implements InferenceEngine {
 
   private static EngineException cancelledException(String id) {
     return new EngineException("request " + id + " was cancelled", false);
+  }
+
+  /**
+   * What the id of a chain's first block continues: {@link CacheEventListener#NO_PARENT} in the
+   * default scope (the ids of before scopes), else the scope's root.
+   */
+  private static long scopeSeed(CacheScope scope) {
+    return scope.isDefault() ? CacheEventListener.NO_PARENT : BlockHasher.scopeRoot(scope);
   }
 
   private long blockId(long parent, int[] tokens, int from) {

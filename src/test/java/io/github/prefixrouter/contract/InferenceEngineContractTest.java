@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.spi.CacheEventListener;
@@ -42,7 +43,10 @@ import org.junit.jupiter.api.Test;
  * completes and cancelling one request leaves the others alone; failures surface as
  * {@link EngineException}; engines that
  * publish cache events announce the blocks of a prompt they ran, and report a cache hit when the
- * same prompt runs again.
+ * same prompt runs again; a request of another cache scope (by default a cache salt, see
+ * {@link #scopeForTests()}) is served, does not hit the prefix the default scope cached, hits
+ * its own when repeated, and (for engines whose events name scopes) has its chain's first blocks
+ * reported under its scope.
  */
 public abstract class InferenceEngineContractTest {
 
@@ -79,6 +83,22 @@ public abstract class InferenceEngineContractTest {
    */
   protected boolean awaitCondition(BooleanSupplier condition, Duration max) {
     return RealTimeWait.await(condition, max);
+  }
+
+  /**
+   * The cache scope of the scoped-request check: by default a cache salt, which any engine
+   * accepts (an adapter must be one the engine serves; override to test one).
+   */
+  protected CacheScope scopeForTests() {
+    return CacheScope.salt("contract-tenant-1");
+  }
+
+  /**
+   * Whether the engine's cache events name the scope of a chain's first blocks (vLLM's events
+   * name the adapter but not the cache salt: override to false for such an engine).
+   */
+  protected boolean cacheEventsNameTheScope() {
+    return true;
   }
 
   /** A deterministic sample prompt. */
@@ -217,6 +237,51 @@ public abstract class InferenceEngineContractTest {
       fail("the request should have failed");
     } catch (CompletionException ex) {
       assertInstanceOf(EngineException.class, ex.getCause());
+    }
+  }
+
+  @Test
+  void aScopedRequestIsServedAndHitsOnlyItsOwnScopesCache() {
+    InferenceEngine e = createEngine();
+    CacheScope scope = scopeForTests();
+    List<CacheScope> rootScopes = java.util.Collections.synchronizedList(new ArrayList<>());
+    boolean events = e.publishesCacheEvents() && cacheEventsNameTheScope();
+    if (events) {
+      e.setCacheEventListener(new CacheEventListener() {
+        @Override
+        public void onBlocksStored(CacheScope s, long parent, long[] hashes, int[] tokenIds) {
+          if (parent == NO_PARENT) {
+            rootScopes.add(s);
+          }
+        }
+      });
+    }
+    int[] p = prompt(7);
+    GenerationParams g = GenerationParams.greedy(3);
+    run(e, new InferenceRequest("d1", p, g));
+    EngineResult plain = run(e, new InferenceRequest("d2", p, g));
+    EngineResult scoped = run(e, new InferenceRequest("s1", p, g, scope));
+    assertEquals(p.length, scoped.promptTokens(), "promptTokens of a scoped request");
+    int out = scoped.outputTokens().length;
+    assertTrue(out >= 1 && out <= 3, "between 1 and maxTokens outputs, got " + out);
+    if (scope.adapter().isEmpty()) { // a salt changes what is cached, not what is computed
+      assertArrayEquals(plain.outputTokens(), scoped.outputTokens(),
+          "a cache salt changed the output");
+    }
+    if (plain.cachedPromptTokens() > 0 && scoped.cachedPromptTokens() >= 0) {
+      assertEquals(0, scoped.cachedPromptTokens(),
+          "a request of " + scope + " hit the prefix cached for the default scope");
+      EngineResult again = run(e, new InferenceRequest("s2", p, g, scope));
+      assertTrue(again.cachedPromptTokens() > 0, "a repeated scoped request must hit its cache");
+    }
+    if (events) {
+      long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+      while (!rootScopes.contains(scope) && System.nanoTime() < deadline) {
+        Thread.onSpinWait();
+        Thread.yield();
+      }
+      assertTrue(rootScopes.contains(scope),
+          "the first blocks of a " + scope + " request were reported under " + rootScopes);
     }
   }
 

@@ -57,6 +57,10 @@ class ClientEndpointTest {
           "{\"prompt\":[1],\"prompt\":[2]}",       // duplicate key
           "{\"prompt\":[1],\"max_tokens\":1e999}", // out of range
           "{\"prompt\":[[[[[[[[[[[[1]]]]]]]]]]]]}", // too deep
+          "{\"prompt\":[1],\"model\":7}",          // model not a string
+          "{\"prompt\":[1],\"cache_salt\":\"a\\nb\"}", // a control character
+          "{\"prompt\":[1],\"model\":\"\\ud800\"}", // a lone surrogate
+          "{\"prompt\":[1],\"cache_salt\":\"" + "s".repeat(257) + "\"}", // too long
           "[1,2,3]");                              // not an object
       for (String body : bodies) {
         HttpResponse<String> resp = post(c, r.clientAddress, body);
@@ -101,6 +105,51 @@ class ClientEndpointTest {
           assertEquals(200, ok.statusCode(), ok.body());
         }
       }
+    }
+  }
+
+  @Test
+  void theModelNamesAnAdapterUnlessItIsTheBaseModelAndTheSaltIsPassedOn() throws Exception {
+    PrefixRouterNode node = mock(PrefixRouterNode.class);
+    when(node.state()).thenReturn(PrefixRouterNode.State.RUNNING);
+    when(node.nodeId()).thenReturn("solo");
+    List<io.github.prefixrouter.InferenceRequest> submitted =
+        java.util.Collections.synchronizedList(new ArrayList<>());
+    when(node.submit(any())).thenAnswer(inv -> {
+      submitted.add(inv.getArgument(0));
+      return new CompletableFuture<InferenceResponse>(); // never answered: only parsing counts
+    });
+    ClientEndpoint endpoint =
+        new ClientEndpoint(node, Map::of, 16, Duration.ofSeconds(5), "base-7b");
+    InetSocketAddress addr = endpoint.start("127.0.0.1", 0);
+    try {
+      HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+      String a = addr.getHostString() + ":" + addr.getPort();
+      for (String body : List.of(
+          "{\"prompt\":[1]}",
+          "{\"prompt\":[1],\"model\":\"base-7b\"}",
+          "{\"prompt\":[1],\"model\":\"\"}",
+          "{\"prompt\":[1],\"model\":\"sql-lora\"}",
+          "{\"prompt\":[1],\"model\":\"base-7b\",\"cache_salt\":\"tenant-1\"}",
+          "{\"prompt\":[1],\"model\":\"sql-lora\",\"cache_salt\":\"t\u00e9\"}")) {
+        c.sendAsync(HttpRequest.newBuilder(URI.create("http://" + a + "/v1/route/completions"))
+            .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+            HttpResponse.BodyHandlers.ofString());
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        int before = submitted.size();
+        while (submitted.size() == before && System.nanoTime() < deadline) {
+          Thread.sleep(5);
+        }
+      }
+      assertEquals(List.of(io.github.prefixrouter.CacheScope.DEFAULT,
+              io.github.prefixrouter.CacheScope.DEFAULT,
+              io.github.prefixrouter.CacheScope.DEFAULT,
+              io.github.prefixrouter.CacheScope.adapter("sql-lora"),
+              io.github.prefixrouter.CacheScope.salt("tenant-1"),
+              io.github.prefixrouter.CacheScope.of("sql-lora", "t\u00e9")),
+          submitted.stream().map(io.github.prefixrouter.InferenceRequest::scope).toList());
+    } finally {
+      endpoint.stop();
     }
   }
 

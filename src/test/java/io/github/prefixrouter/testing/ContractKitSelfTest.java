@@ -189,6 +189,47 @@ class ContractKitSelfTest {
     assertEquals(Set.of("sampledRequestsGiveTheSameOutputOnEveryEngine"), failed);
   }
 
+  @Test
+  void anEngineThatIgnoresCacheScopesIsCaught() {
+    // every request runs in the default scope: a salted tenant hits another tenant's prefix
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            return e.execute(r.withScope(io.github.prefixrouter.CacheScope.DEFAULT));
+          }
+        }));
+    assertEquals(Set.of("aScopedRequestIsServedAndHitsOnlyItsOwnScopesCache"), failed);
+  }
+
+  @Test
+  void anEngineWhoseEventsLoseTheScopeIsCaught() {
+    // the cache is scoped, but the events report every chain under the default scope
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          @Override
+          public void setCacheEventListener(CacheEventListener l) {
+            e.setCacheEventListener(new CacheEventListener() {
+              @Override
+              public void onBlocksStored(long parent, long[] hashes, int[] tokenIds) {
+                l.onBlocksStored(parent, hashes, tokenIds);
+              }
+
+              @Override
+              public void onBlocksRemoved(long[] hashes) {
+                l.onBlocksRemoved(hashes);
+              }
+
+              @Override
+              public void onAllCleared() {
+                l.onAllCleared();
+              }
+            });
+          }
+        }));
+    assertEquals(Set.of("aScopedRequestIsServedAndHitsOnlyItsOwnScopesCache"), failed);
+  }
+
   // ---------------------------------------------------------------- transports
 
   /** The kit over in-memory transports on perfect links, each wrapped by {@code wrap}. */

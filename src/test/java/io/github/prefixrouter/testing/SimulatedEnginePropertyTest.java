@@ -49,6 +49,16 @@ class SimulatedEnginePropertyTest {
     return step.list().ofMinSize(1).ofMaxSize(60);
   }
 
+  /** The cache scopes requests run in: the same prompts in each (a submitted step's advance picks). */
+  static final io.github.prefixrouter.CacheScope[] SCOPES = {
+    io.github.prefixrouter.CacheScope.DEFAULT, io.github.prefixrouter.CacheScope.adapter("lora-a"),
+    io.github.prefixrouter.CacheScope.salt("tenant-1")
+  };
+
+  static io.github.prefixrouter.CacheScope scopeOf(Step s) {
+    return SCOPES[s.advance() % SCOPES.length];
+  }
+
   static int[] promptOf(Step s) {
     int[] t = new int[s.length()];
     for (int i = 0; i < t.length; i++) {
@@ -76,8 +86,18 @@ class SimulatedEnginePropertyTest {
             .build();
     Map<Long, Long> replay = new HashMap<>(); // block id -> parent id
     Map<Long, int[]> tokensOf = new HashMap<>();
+    Map<Long, io.github.prefixrouter.CacheScope> scopeOf = new HashMap<>(); // chain start -> scope
     e.setCacheEventListener(
         new CacheEventListener() {
+          @Override
+          public void onBlocksStored(io.github.prefixrouter.CacheScope scope, long parent,
+              long[] ids, int[] tokens) {
+            if (parent == NO_PARENT) {
+              scopeOf.put(ids[0], scope);
+            }
+            onBlocksStored(parent, ids, tokens);
+          }
+
           @Override
           public void onBlocksStored(long parent, long[] ids, int[] tokens) {
             assertEquals(ids.length * BLOCK, tokens.length, "tokens of the stored blocks");
@@ -114,7 +134,8 @@ class SimulatedEnginePropertyTest {
         prompts.add(p);
         futures.add(
             e.execute(
-                new InferenceRequest("r" + n++, p, GenerationParams.greedy(s.outputs()))));
+                new InferenceRequest("r" + n++, p, GenerationParams.greedy(s.outputs()),
+                    scopeOf(s))));
       } else if (s.kind() <= 8) {
         sim.advanceBy(s.advance());
       } else if (n > 0) {
@@ -138,17 +159,26 @@ class SimulatedEnginePropertyTest {
         assertEquals(3 + (p.length - r.cachedPromptTokens()), r.prefillNanos());
       }
     }
-    // every cached chain is reachable from the root with the tokens the events carried
+    // every cached chain is reachable from its scope's root with the tokens the events
+    // carried, and from no other scope's
     for (long id : replay.keySet()) {
       List<int[]> chain = new ArrayList<>();
       long cur = id;
+      long start = id;
       while (cur != CacheEventListener.NO_PARENT) {
         chain.add(0, tokensOf.get(cur));
+        start = cur;
         cur = replay.get(cur);
       }
       int[] full = chain.stream().flatMapToInt(java.util.Arrays::stream).toArray();
-      assertEquals(full.length, e.cachedPrefixTokens(full));
-      assertEquals(id, e.blockIdOf(full, chain.size() - 1));
+      io.github.prefixrouter.CacheScope scope = scopeOf.get(start);
+      assertEquals(full.length, e.cachedPrefixTokens(scope, full));
+      assertEquals(id, e.blockIdOf(scope, full, chain.size() - 1));
+      for (io.github.prefixrouter.CacheScope other : SCOPES) {
+        if (!other.equals(scope)) {
+          assertTrue(e.blockIdOf(other, full, 0) != start, "one block id in two scopes");
+        }
+      }
     }
   }
 

@@ -208,8 +208,16 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private Map<String, Object> requestBody(InferenceRequest request) {
     GenerationParams p = request.params();
     Map<String, Object> m = new LinkedHashMap<>();
-    if (model != null) {
+    // vLLM serves a LoRA adapter under its own model name: a request of an adapter names it,
+    // the others the builder's model (the base); the salt keys vLLM's prefix cache per tenant
+    String adapter = request.scope().adapter();
+    if (!adapter.isEmpty()) {
+      m.put("model", adapter);
+    } else if (model != null) {
       m.put("model", model);
+    }
+    if (!request.scope().salt().isEmpty()) {
+      m.put("cache_salt", request.scope().salt());
     }
     m.put("prompt", request.tokensUnsafe());
     m.put("max_tokens", p.maxTokens());

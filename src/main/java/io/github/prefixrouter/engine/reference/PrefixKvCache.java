@@ -1,5 +1,7 @@
 package io.github.prefixrouter.engine.reference;
 
+import io.github.prefixrouter.CacheScope;
+import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -13,7 +15,9 @@ import java.util.Map;
  * The reference engine's prefix KV cache: full blocks of {@code blockSize} tokens with their
  * keys and values for every layer, keyed by a chained block hash (a block's hash covers its
  * parent's hash and its own tokens, as in vLLM), bounded to {@code capacityBlocks} blocks and
- * evicted least-recently-used, leaves first.
+ * evicted least-recently-used, leaves first. Like vLLM's, the hash of a prompt's first block
+ * also covers the request's {@link CacheScope} (LoRA adapter, cache salt), so a prefix cached in
+ * one scope is never a hit in another; stores of a chain's first blocks report the scope.
  *
  * <p>Design note: a request touches its matched path deepest block first and the root last, so
  * a parent is always more recently used than each of its children; the LRU end of the access
@@ -78,14 +82,28 @@ final class PrefixKvCache {
   }
 
   /**
-   * The cached blocks continuing the start of {@code tokens}, in order, touched as most
-   * recently used (deepest first).
+   * What a chain's first block is hashed as continuing: {@link CacheEventListener#NO_PARENT}
+   * for the default scope (the hashes of before scopes), else the scope's root.
    */
+  static long scopeSeed(CacheScope scope) {
+    return scope.isDefault() ? CacheEventListener.NO_PARENT : BlockHasher.scopeRoot(scope);
+  }
+
+  /** {@link #match(CacheScope, int[])} in the default scope. */
   synchronized List<Block> match(int[] tokens) {
+    return match(CacheScope.DEFAULT, tokens);
+  }
+
+  /**
+   * The cached blocks of {@code scope} continuing the start of {@code tokens}, in order,
+   * touched as most recently used (deepest first).
+   */
+  synchronized List<Block> match(CacheScope scope, int[] tokens) {
     List<Block> out = new ArrayList<>();
     long parent = CacheEventListener.NO_PARENT;
+    long seed = scopeSeed(scope);
     for (int b = 0; (b + 1) * blockSize <= tokens.length; b++) {
-      long h = chain(parent, tokens, b * blockSize, blockSize);
+      long h = chain(b == 0 ? seed : parent, tokens, b * blockSize, blockSize);
       Block blk = blocks.get(h); // get() touches; order fixed below
       if (blk == null || blk.parent != parent
           || !Arrays.equals(blk.tokens, 0, blockSize, tokens, b * blockSize, (b + 1) * blockSize)) {
@@ -111,7 +129,16 @@ final class PrefixKvCache {
   synchronized int store(
       int[] tokens, int firstBlock, int blockCount, long parentHash, float[][] keys, float[][] values,
       int dim) {
+    return store(CacheScope.DEFAULT, tokens, firstBlock, blockCount, parentHash, keys, values,
+        dim);
+  }
+
+  /** {@link #store(int[], int, int, long, float[][], float[][], int)} of a request of scope. */
+  synchronized int store(CacheScope scope,
+      int[] tokens, int firstBlock, int blockCount, long parentHash, float[][] keys, float[][] values,
+      int dim) {
     int layers = keys.length;
+    long seed = scopeSeed(scope);
     long parent = parentHash;
     if (parent != CacheEventListener.NO_PARENT && !blocks.containsKey(parent)) {
       return 0; // the parent was evicted meanwhile; a child would be unreachable
@@ -122,10 +149,10 @@ final class PrefixKvCache {
     int added = 0;
     List<Long> path = new ArrayList<>();
     for (int b = firstBlock; b < firstBlock + blockCount; b++) {
-      long h = chain(parent, tokens, b * blockSize, blockSize);
+      long h = chain(b == 0 ? seed : parent, tokens, b * blockSize, blockSize);
       Block existing = blocks.get(h);
       if (existing != null) {
-        flushRun(runParent, runHashes, tokens, runStart);
+        flushRun(scope, runParent, runHashes, tokens, runStart);
         runHashes.clear();
         runStart = -1;
         if (existing.parent != parent) {
@@ -160,7 +187,7 @@ final class PrefixKvCache {
       added++;
       parent = h;
     }
-    flushRun(runParent, runHashes, tokens, runStart);
+    flushRun(scope, runParent, runHashes, tokens, runStart);
     // keep every parent more recently used than its children
     for (int i = path.size() - 1; i >= 0; i--) {
       blocks.get(path.get(i));
@@ -171,7 +198,8 @@ final class PrefixKvCache {
     return added;
   }
 
-  private void flushRun(long runParent, List<Long> hashes, int[] tokens, int runStart) {
+  private void flushRun(
+      CacheScope scope, long runParent, List<Long> hashes, int[] tokens, int runStart) {
     if (hashes.isEmpty()) {
       return;
     }
@@ -181,7 +209,7 @@ final class PrefixKvCache {
     }
     int[] ids = Arrays.copyOfRange(tokens, runStart * blockSize, (runStart + hs.length) * blockSize);
     try {
-      listener.onBlocksStored(runParent, hs, ids);
+      listener.onBlocksStored(scope, runParent, hs, ids);
     } catch (RuntimeException e) {
       // a failing listener must not corrupt the cache; it is the host's bug to see in its logs
       org.slf4j.LoggerFactory.getLogger(PrefixKvCache.class).warn("cache event listener failed", e);

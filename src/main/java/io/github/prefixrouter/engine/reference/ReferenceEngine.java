@@ -172,7 +172,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     int n = tokens.length;
     int bs = cache.blockSize();
     long t0 = clock.nanoTime();
-    List<PrefixKvCache.Block> hit = cache.match(tokens);
+    List<PrefixKvCache.Block> hit = cache.match(req.scope(), tokens);
     // the last prompt position is always evaluated: its logits start decoding
     int reused = Math.min(hit.size() * bs, n - 1);
     GenerationParams p = req.params();
@@ -205,7 +205,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
         v[l] = java.util.Arrays.copyOfRange(seq.values[l], from, to);
       }
       long parent = first == 0 ? CacheEventListener.NO_PARENT : hit.get(first - 1).hash;
-      cache.store(tokens, first, fullBlocks - first, parent, k, v, model.dim);
+      cache.store(req.scope(), tokens, first, fullBlocks - first, parent, k, v, model.dim);
     }
     long t1 = clock.nanoTime();
     int[] out = new int[p.maxTokens()];

@@ -12,8 +12,18 @@ sealed interface KvEvent {
    * @param hashes the new blocks' hashes, in order
    * @param tokens their token ids (a bigram id contributes its first element)
    * @param blockSize the block size the engine declares
+   * @param loraId the LoRA adapter's id ({@code lora_id}), or null if nil or absent (the base
+   *     model)
+   * @param loraName the LoRA adapter's name ({@code lora_name}), or null if nil or absent
    */
-  record Stored(long parent, long[] hashes, int[] tokens, long blockSize) implements KvEvent {}
+  record Stored(long parent, long[] hashes, int[] tokens, long blockSize, Long loraId,
+      String loraName) implements KvEvent {
+
+    /** A store of the base model (no LoRA fields). */
+    Stored(long parent, long[] hashes, int[] tokens, long blockSize) {
+      this(parent, hashes, tokens, blockSize, null, null);
+    }
+  }
 
   /** {@code BlockRemoved}: the engine evicted these blocks. */
   record Removed(long[] hashes) implements KvEvent {}

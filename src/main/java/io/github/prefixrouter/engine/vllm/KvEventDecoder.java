@@ -123,8 +123,14 @@ final class KvEventDecoder {
         long parent = readParent(r);
         int[] tokens = readTokens(r);
         long blockSize = r.readLongBits("BlockStored.block_size");
-        event = new KvEvent.Stored(parent, hashes, tokens, blockSize);
-        used = 5;
+        // then lora_id, medium, lora_name (vLLM omits trailing defaults)
+        Long loraId = n > 5 ? readLoraId(r) : null;
+        if (n > 6) {
+          r.skip(FIELD_DEPTH, "BlockStored.medium");
+        }
+        String loraName = n > 7 ? readLoraName(r) : null;
+        event = new KvEvent.Stored(parent, hashes, tokens, blockSize, loraId, loraName);
+        used = Math.min(n, 8);
         break;
       }
       case REMOVED:
@@ -176,6 +182,8 @@ final class KvEventDecoder {
     long parent = CacheEventListener.NO_PARENT;
     int[] tokens = null;
     Long blockSize = null;
+    Long loraId = null;
+    String loraName = null;
     for (int i = 0; i < n; i++) {
       String key = r.readString("event (key)");
       // a BlockRemoved needs only its block_hashes
@@ -193,6 +201,12 @@ final class KvEventDecoder {
         case "block_size":
           blockSize = r.readLongBits("BlockStored.block_size");
           break;
+        case "lora_id":
+          loraId = readLoraId(r);
+          break;
+        case "lora_name":
+          loraName = readLoraName(r);
+          break;
         default:
           r.skip(FIELD_DEPTH, tag + "." + key);
       }
@@ -207,7 +221,23 @@ final class KvEventDecoder {
       throw new MalformedKvEventException(
           "BlockStored: " + (tokens == null ? "no token_ids" : "no block_size"), start);
     }
-    return new KvEvent.Stored(parent, hashes, tokens, blockSize);
+    return new KvEvent.Stored(parent, hashes, tokens, blockSize, loraId, loraName);
+  }
+
+  /** {@code lora_id}: nil (the base model) or an int. */
+  private static Long readLoraId(MsgpackReader r) throws MalformedKvEventException {
+    if (r.tryNil("BlockStored.lora_id")) {
+      return null;
+    }
+    return r.readLongBits("BlockStored.lora_id");
+  }
+
+  /** {@code lora_name}: nil or a string. */
+  private static String readLoraName(MsgpackReader r) throws MalformedKvEventException {
+    if (r.tryNil("BlockStored.lora_name")) {
+      return null;
+    }
+    return r.readString("BlockStored.lora_name");
   }
 
   private static long[] readHashes(MsgpackReader r, String field)

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.engine.vllm;
 
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.util.List;
 import java.util.Objects;
@@ -53,6 +54,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
   private long ignoredEvents;
   private long blockSizeMismatches;
   private long tokenCountMismatches;
+  private long unattributedStores;
   private long malformedBatches;
   private long gaps;
   private long restarts;
@@ -84,6 +86,10 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * @param duplicatesIgnored replayed messages already applied, ignored
    * @param resets calls of {@link VllmKvEventReceiver#reset()}
    * @param listenerFailures listener calls that threw a {@link RuntimeException}
+   * @param unattributedStores {@code BlockStored} events starting a chain ({@code
+   *     parent_block_hash} nil) of a LoRA adapter this receiver cannot name (a {@code lora_id}
+   *     without a {@code lora_name}, or a name that is no valid {@link CacheScope} adapter),
+   *     skipped rather than credited to the base model
    */
   public record Stats(
       long batchesApplied,
@@ -99,7 +105,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
       long restarts,
       long duplicatesIgnored,
       long resets,
-      long listenerFailures) {}
+      long listenerFailures,
+      long unattributedStores) {}
 
   /**
    * A receiver applying events to {@code listener}.
@@ -219,7 +226,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
         restarts,
         duplicatesIgnored,
         resets,
-        listenerFailures);
+        listenerFailures,
+        unattributedStores);
   }
 
   private void receive(long seq, byte[] payload, boolean clear, boolean replayed) {
@@ -263,6 +271,27 @@ public final class VllmKvEventReceiver implements KvEventSink {
     }
   }
 
+  /**
+   * The cache scope of a store: a chain's continuation is in its parent's scope (the listener
+   * ignores the one passed); a chain's first blocks are in the scope of their {@code lora_name},
+   * or the default scope without LoRA fields; null when an adapter is named by id only (or by
+   * a name that is no valid adapter name), which cannot be attributed. vLLM's events do not name
+   * the cache salt: salted chains are reported under their adapter (or the base model).
+   */
+  private static CacheScope scopeOf(KvEvent.Stored s) {
+    if (s.parent() != CacheEventListener.NO_PARENT) {
+      return CacheScope.DEFAULT;
+    }
+    if (s.loraName() != null && !s.loraName().isEmpty()) {
+      try {
+        return CacheScope.adapter(s.loraName());
+      } catch (IllegalArgumentException e) {
+        return null;
+      }
+    }
+    return s.loraId() == null ? CacheScope.DEFAULT : null;
+  }
+
   private void apply(KvEvent event) {
     if (event instanceof KvEvent.Stored s) {
       if (s.blockSize() != blockSize) {
@@ -280,7 +309,16 @@ public final class VllmKvEventReceiver implements KvEventSink {
               s.hashes().length, s.tokens().length, blockSize);
         }
       } else {
-        listener.onBlocksStored(s.parent(), s.hashes(), s.tokens());
+        CacheScope scope = scopeOf(s);
+        if (scope == null) {
+          if (unattributedStores++ == 0) {
+            LOG.warn("skipped a BlockStored starting a chain of LoRA adapter id {} named {}: "
+                + "its blocks cannot be attributed to an adapter, nor to the base model "
+                + "(counted in unattributedStores)", s.loraId(), s.loraName());
+          }
+          return;
+        }
+        listener.onBlocksStored(scope, s.parent(), s.hashes(), s.tokens());
         storedEvents++;
       }
     } else if (event instanceof KvEvent.Removed r) {

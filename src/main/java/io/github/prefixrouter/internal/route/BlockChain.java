@@ -25,4 +25,9 @@ final class BlockChain implements ChainHasher {
   public int extend(int[] tokens, int done, int length, long[] out) {
     return hasher.extend(tokens, done, length, out);
   }
+
+  @Override
+  public int extend(long scopeRoot, int[] tokens, int done, int length, long[] out) {
+    return hasher.extend(scopeRoot, tokens, done, length, out);
+  }
 }

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.route;
 
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.spi.EngineResult;
@@ -23,6 +24,8 @@ import java.nio.charset.StandardCharsets;
  * FORWARD (request)  id bytes(512, UTF-8, 1..128 chars), origin ascii(64), hops varint(0..64),
  *                    maxTokens varint, temperature fixed64, topP fixed64, seed fixed64,
  *                    tokens count(2^20, 1) × varint(0..2^24-1)
+ *                    version 2 only (a request of a cache scope other than the default):
+ *                    adapter bytes(256, UTF-8), salt bytes(256, UTF-8), not both empty
  * RESULT  (answer)   id, servedBy ascii(64), serverNanos varint, output count × varint,
  *                    text bytes(1 MiB, UTF-8), promptTokens varint, cached zigzag,
  *                    prefillNanos zigzag, decodeNanos zigzag
@@ -33,6 +36,12 @@ import java.nio.charset.StandardCharsets;
  *
  * Decoding is strict: every length and range is checked before allocating, trailing bytes are
  * rejected, and any problem is a {@link MalformedMessageException}.
+ *
+ * <p>A request of the default cache scope is encoded as version 1, byte for byte as before
+ * scopes existed, so nodes that predate them decode it. A scoped request is version 2 (the same
+ * body plus the scope): such nodes reject it as {@code UNKNOWN_VERSION}, a protocol failure
+ * to the sender, which then falls back as for any failed forward (next candidate or local).
+ * Every other message type stays at version 1.
  */
 final class ForwardCodec {
 
@@ -43,6 +52,8 @@ final class ForwardCodec {
   static final int CANCEL = 0x25;
 
   static final int VERSION = 1;
+  /** FORWARD of a request with a cache scope other than the default. */
+  static final int SCOPED_FORWARD_VERSION = 2;
   static final int MAX_TEXT_BYTES = 1 << 20;
   static final int MAX_ERROR_BYTES = 1024;
   static final int MAX_OUTPUT_TOKENS = GenerationParams.MAX_TOKENS_LIMIT;
@@ -74,8 +85,9 @@ final class ForwardCodec {
 
   static byte[] forward(InferenceRequest r, String origin, int hops) {
     int[] t = r.tokensUnsafe();
+    CacheScope scope = r.scope();
     ByteWriter w = new ByteWriter(64 + t.length * 3, MAX_MESSAGE_BYTES);
-    w.writeByte(FORWARD).writeByte(VERSION);
+    w.writeByte(FORWARD).writeByte(scope.isDefault() ? VERSION : SCOPED_FORWARD_VERSION);
     writeId(w, r.id());
     w.writeAscii(origin, PeerAddress.MAX_NODE_ID_LENGTH);
     w.writeVarInt(hops);
@@ -87,6 +99,10 @@ final class ForwardCodec {
     w.writeVarInt(t.length);
     for (int x : t) {
       w.writeVarInt(x);
+    }
+    if (!scope.isDefault()) {
+      w.writeBytes(scope.adapter().getBytes(StandardCharsets.UTF_8));
+      w.writeBytes(scope.salt().getBytes(StandardCharsets.UTF_8));
     }
     return w.toByteArray();
   }
@@ -164,14 +180,15 @@ final class ForwardCodec {
           "not a forwarding message type");
     }
     int version = r.readUnsignedByte("version");
-    if (version != VERSION) {
+    if (version != VERSION && !(type == FORWARD && version == SCOPED_FORWARD_VERSION)) {
       throw MalformedMessageException.of(Reason.UNKNOWN_VERSION, "version", version, 1,
-          "forwarding messages speak version " + VERSION);
+          type == FORWARD ? "FORWARD speaks versions " + VERSION + " and "
+              + SCOPED_FORWARD_VERSION : "forwarding messages speak version " + VERSION);
     }
     String id = readId(r);
     Message m;
     switch (type) {
-      case FORWARD -> m = decodeForward(r, id);
+      case FORWARD -> m = decodeForward(r, id, version == SCOPED_FORWARD_VERSION);
       case RESULT -> m = decodeResult(r, id);
       case BUSY -> m = new Busy(id, r.readVarInt("queueDepth", 0, Integer.MAX_VALUE));
       case FAILED -> {
@@ -185,7 +202,8 @@ final class ForwardCodec {
     return m;
   }
 
-  private static Forward decodeForward(ByteReader r, String id) throws MalformedMessageException {
+  private static Forward decodeForward(ByteReader r, String id, boolean scoped)
+      throws MalformedMessageException {
     String origin = r.readAscii("origin", PeerAddress.MAX_NODE_ID_LENGTH);
     int hops = r.readVarInt("hops", 0, 64);
     int maxTokens = r.readVarInt("maxTokens", 1, GenerationParams.MAX_TOKENS_LIMIT);
@@ -208,7 +226,38 @@ final class ForwardCodec {
     for (int i = 0; i < n; i++) {
       tokens[i] = r.readVarInt("token", 0, InferenceRequest.MAX_TOKEN_ID - 1);
     }
-    return new Forward(id, origin, hops, new InferenceRequest(id, tokens, params));
+    CacheScope scope = CacheScope.DEFAULT;
+    if (scoped) {
+      int scopeAt = r.position();
+      String adapter = readUtf8(r, "adapter", CacheScope.MAX_ADAPTER_BYTES);
+      String salt = readUtf8(r, "salt", CacheScope.MAX_SALT_BYTES);
+      try {
+        scope = CacheScope.of(adapter, salt);
+      } catch (IllegalArgumentException e) { // a control character or a lone surrogate
+        throw MalformedMessageException.of(Reason.BAD_CHARACTER, "scope", 0, scopeAt,
+            e.getMessage());
+      }
+      if (scope.isDefault()) { // one encoding per request: the default scope is version 1
+        throw MalformedMessageException.of(Reason.OUT_OF_RANGE, "scope", 0, scopeAt,
+            "a version-2 FORWARD names an adapter or a salt");
+      }
+    }
+    return new Forward(id, origin, hops, new InferenceRequest(id, tokens, params, scope));
+  }
+
+  /** A string of at most {@code maxBytes} bytes of well-formed UTF-8. */
+  private static String readUtf8(ByteReader r, String field, int maxBytes)
+      throws MalformedMessageException {
+    int at = r.position();
+    byte[] b = r.readBytes(field, maxBytes);
+    try {
+      return StandardCharsets.UTF_8.newDecoder()
+          .onMalformedInput(CodingErrorAction.REPORT)
+          .onUnmappableCharacter(CodingErrorAction.REPORT)
+          .decode(ByteBuffer.wrap(b)).toString();
+    } catch (CharacterCodingException e) {
+      throw MalformedMessageException.of(Reason.BAD_CHARACTER, field, b.length, at, "not UTF-8");
+    }
   }
 
   private static Result decodeResult(ByteReader r, String id) throws MalformedMessageException {

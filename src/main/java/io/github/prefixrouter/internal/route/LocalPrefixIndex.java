@@ -12,6 +12,27 @@ public interface LocalPrefixIndex {
    */
   void onExecuted(int[] tokens);
 
+  /**
+   * Length in tokens of the longest prefix of {@code tokens} cached in the scope whose chains
+   * start from {@code scopeRoot} ({@link io.github.prefixrouter.internal.tree.BlockHasher#scopeRoot}).
+   * The default serves the default scope and reports nothing cached in any other (an index
+   * that does not know scopes must not credit one scope's prefixes to another).
+   */
+  default int match(long scopeRoot, int[] tokens) {
+    return scopeRoot == io.github.prefixrouter.internal.tree.BlockHasher.ROOT_PARENT
+        ? match(tokens) : 0;
+  }
+
+  /**
+   * A request of the scope {@code scopeRoot} ran on the local engine; the default records only
+   * requests of the default scope.
+   */
+  default void onExecuted(long scopeRoot, int[] tokens) {
+    if (scopeRoot == io.github.prefixrouter.internal.tree.BlockHasher.ROOT_PARENT) {
+      onExecuted(tokens);
+    }
+  }
+
   /** Tokens held now. */
   long cachedTokens();
 }

@@ -1,5 +1,7 @@
 package io.github.prefixrouter.internal.route;
 
+import io.github.prefixrouter.internal.tree.BlockHasher;
+
 import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
@@ -18,8 +20,9 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  *       tokens up to the end of that block, so hashes can be copied from an earlier prompt for
  *       every leading block whose tokens are equal.
  *   <li><b>Correctness.</b> A hash is reused only after the tokens of its block and of every
- *       block before it were compared equal to those of the cached prompt, whose hashes were
- *       computed by the same hasher: the result is exactly the chain the hasher would compute.
+ *       block before it were compared equal to those of the cached prompt, of the same cache
+ *       scope (the chain's root parent, compared too), whose hashes were computed by the same
+ *       hasher: the result is exactly the chain the hasher would compute.
  *       A key collision or a stale entry can only cost a lookup, never a wrong hash.
  *   <li><b>Structure.</b> {@link #SETS} sets of {@link #WAYS} entries, the set chosen by the
  *       chained hash of the prompt's first {@link #HEAD_BLOCKS} blocks (the head, which a
@@ -74,6 +77,8 @@ final class PrefixHashCache {
 
   /** A prompt's first {@code hashes.length} blocks and their chained hashes. Immutable. */
   static final class Entry {
+    /** The root parent of the chain (its cache scope's): equal tokens hash alike only in one scope. */
+    final long scopeRoot;
     final int[] tokens;
     final long[] hashes;
     /**
@@ -82,7 +87,8 @@ final class PrefixHashCache {
      */
     volatile boolean used;
 
-    Entry(int[] tokens, long[] hashes) {
+    Entry(long scopeRoot, int[] tokens, long[] hashes) {
+      this.scopeRoot = scopeRoot;
       this.tokens = tokens;
       this.hashes = hashes;
     }
@@ -117,11 +123,16 @@ final class PrefixHashCache {
    * null. Only the head is compared here; the caller compares further as it needs.
    */
   Entry find(long headKey, int[] tokens) {
+    return find(BlockHasher.ROOT_PARENT, headKey, tokens);
+  }
+
+  /** {@link #find(long, int[])} for a prompt of the scope whose chain starts at scopeRoot. */
+  Entry find(long scopeRoot, long headKey, int[] tokens) {
     int base = set(headKey) * WAYS;
     int headTokens = HEAD_BLOCKS * blockSize;
     for (int w = 0; w < WAYS; w++) {
       Entry e = entries.get(base + w);
-      if (e != null && e.headKey() == headKey
+      if (e != null && e.headKey() == headKey && e.scopeRoot == scopeRoot
           && Arrays.equals(tokens, 0, headTokens, e.tokens, 0, headTokens)) {
         if (!e.used) {
           e.used = true; // written only when it changes, so hits do not contend
@@ -143,6 +154,12 @@ final class PrefixHashCache {
    * @return true if the prompt was admitted
    */
   boolean offer(int[] tokens, long[] hashes, int hashed, int reused, int useful) {
+    return offer(BlockHasher.ROOT_PARENT, tokens, hashes, hashed, reused, useful);
+  }
+
+  /** {@link #offer(int[], long[], int, int, int)} of a prompt chained from scopeRoot. */
+  boolean offer(long scopeRoot, int[] tokens, long[] hashes, int hashed, int reused,
+      int useful) {
     int fresh = Math.min(useful, hashed) - HEAD_BLOCKS - reused;
     if (hashed <= HEAD_BLOCKS || fresh < MIN_ADMIT_BLOCKS
         || HEAD_BLOCKS + reused >= MAX_ENTRY_BLOCKS) { // nothing an entry could add
@@ -179,7 +196,8 @@ final class PrefixHashCache {
     }
     int blocks = Math.min(hashed, MAX_ENTRY_BLOCKS);
     entries.set(base + victim,
-        new Entry(Arrays.copyOf(tokens, blocks * blockSize), Arrays.copyOf(hashes, blocks)));
+        new Entry(scopeRoot, Arrays.copyOf(tokens, blocks * blockSize),
+            Arrays.copyOf(hashes, blocks)));
     return true;
   }
 

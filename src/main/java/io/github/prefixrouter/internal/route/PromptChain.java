@@ -1,5 +1,7 @@
 package io.github.prefixrouter.internal.route;
 
+import io.github.prefixrouter.internal.tree.BlockHasher;
+
 import io.github.prefixrouter.internal.gossip.BlockChainSource;
 import java.util.Arrays;
 
@@ -26,6 +28,8 @@ final class PromptChain implements BlockChainSource {
   static final int MIN_STEP = 2;
 
   private ChainHasher hasher;
+  /** The root parent of the prompt's chain: its cache scope's. */
+  private long scopeRoot = BlockHasher.ROOT_PARENT;
   private PrefixHashCache cache;
   private int blockSize;
   private long[] hashes = new long[256];
@@ -47,6 +51,17 @@ final class PromptChain implements BlockChainSource {
    * have been filled by chains over the same hasher.
    */
   void reset(int[] tokens, ChainHasher hasher, int blockSize, PrefixHashCache cache) {
+    reset(BlockHasher.ROOT_PARENT, tokens, hasher, blockSize, cache);
+  }
+
+  /**
+   * Starts a new prompt of the cache scope whose chain starts from {@code scopeRoot}
+   * ({@link BlockHasher#scopeRoot}); cached hashes are reused only from prompts of the same
+   * scope.
+   */
+  void reset(long scopeRoot, int[] tokens, ChainHasher hasher, int blockSize,
+      PrefixHashCache cache) {
+    this.scopeRoot = scopeRoot;
     this.hasher = hasher;
     this.blockSize = blockSize;
     this.tokens = tokens;
@@ -80,7 +95,7 @@ final class PromptChain implements BlockChainSource {
    */
   void finish(int useful) {
     if (cache != null) {
-      cache.offer(tokens, hashes, done, reused, useful);
+      cache.offer(scopeRoot, tokens, hashes, done, reused, useful);
     }
     clear();
   }
@@ -122,9 +137,9 @@ final class PromptChain implements BlockChainSource {
     if (cache != null) {
       int head = PrefixHashCache.HEAD_BLOCKS;
       if (!looked && want >= head) {
-        done = hasher.extend(tokens, done, head * blockSize, hashes);
+        done = hasher.extend(scopeRoot, tokens, done, head * blockSize, hashes);
         looked = true;
-        source = cache.find(hashes[head - 1], tokens);
+        source = cache.find(scopeRoot, hashes[head - 1], tokens);
       }
       if (source != null && want > done) {
         copyFromSource(want);
@@ -135,7 +150,7 @@ final class PromptChain implements BlockChainSource {
         int hashedSinceCopy = done - (PrefixHashCache.HEAD_BLOCKS + reused);
         want = Math.min(want, done + Math.max(MIN_STEP, hashedSinceCopy));
       }
-      done = hasher.extend(tokens, done, want * blockSize, hashes);
+      done = hasher.extend(scopeRoot, tokens, done, want * blockSize, hashes);
     }
     return done;
   }

@@ -5,6 +5,7 @@ import io.github.prefixrouter.RouteDecision.Reason;
 import io.github.prefixrouter.RouteDecision.SkipReason;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineLoad;
 import java.util.Arrays;
@@ -175,6 +176,22 @@ final class RoutePlanner {
    */
   RouteDecision decide(
       int[] tokens, int hops, String[] tried, int triedCount, PeerSet[] peerSetOut) {
+    return decide(BlockHasher.ROOT_PARENT, tokens, hops, tried, triedCount, peerSetOut);
+  }
+
+  /** The decision for a request of a cache scope with no hop and no peer tried yet. */
+  RouteDecision decide(long scopeRoot, int[] tokens) {
+    return decide(scopeRoot, tokens, 0, null, 0, null);
+  }
+
+  /**
+   * Decides where a request of the cache scope whose chains start from {@code scopeRoot}
+   * ({@link BlockHasher#scopeRoot}) runs: the local match is the scope's, and the chain peers
+   * are asked about starts from the scope's root, so only prefixes of that scope count.
+   * The other parameters are those of {@link #decide(int[], int, String[], int, PeerSet[])}.
+   */
+  RouteDecision decide(long scopeRoot,
+      int[] tokens, int hops, String[] tried, int triedCount, PeerSet[] peerSetOut) {
     RoutingPolicy policy = config.policy();
     PeerSet ps = peers.livePeers();
     if (peerSetOut != null) {
@@ -204,7 +221,9 @@ final class RoutePlanner {
     double service = cost.serviceNanos();
 
     // Local candidate (index 0): exact match from the tree, fresh load from the engine.
-    int localMatch = Math.min(local.match(tokens), n);
+    int localMatch = Math.min(
+        scopeRoot == BlockHasher.ROOT_PARENT ? local.match(tokens) : local.match(scopeRoot, tokens),
+        n);
     EngineLoad ll = localLoad.get();
     matchedCol[0] = localMatch;
     loadCol[0] = ll.total();
@@ -225,7 +244,7 @@ final class RoutePlanner {
       // Hash lazily: a block only matters if some peer holds every block before it, so the
       // replica query pulls the chain in chunks and stops at the first block nobody still
       // matching holds: the prompt is hashed about as far as the longest peer match.
-      chain.reset(tokens, hasher, blockSize, prefixHashes);
+      chain.reset(scopeRoot, tokens, hasher, blockSize, prefixHashes);
       peers.leadingBlocks(ps, chain, maxBlocks, s.lead);
       if (caching) {
         chain.ensure(HEAD_BLOCKS); // the demand key needs the same head whatever peers hold

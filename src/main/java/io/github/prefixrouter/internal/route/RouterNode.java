@@ -10,6 +10,7 @@ import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineBusyException;
@@ -355,7 +356,7 @@ public final class RouterNode implements PrefixRouterNode {
   @Override
   public RouteDecision explain(InferenceRequest request) {
     Objects.requireNonNull(request, "request");
-    return planner.decide(request.tokensUnsafe());
+    return planner.decide(BlockHasher.scopeRoot(request.scope()), request.tokensUnsafe());
   }
 
   private void route(Execution ex) {
@@ -369,7 +370,8 @@ public final class RouterNode implements PrefixRouterNode {
       tried = ex.tried;
       triedCount = ex.triedCount;
     }
-    RouteDecision d = planner.decide(ex.request.tokensUnsafe(), ex.hops, tried, triedCount, ps);
+    RouteDecision d = planner.decide(
+        ex.scopeRoot, ex.request.tokensUnsafe(), ex.hops, tried, triedCount, ps);
     if ((decisions.incrementAndGet() & 1023) == 0) {
       pruneHealth(ps[0]);
     }
@@ -695,7 +697,11 @@ public final class RouterNode implements PrefixRouterNode {
           cost.observeLatency(clock.nanoTime() - startedAt, res.outputTokens().length);
         }
         try {
-          local.onExecuted(ex.request.tokensUnsafe());
+          if (ex.scopeRoot == BlockHasher.ROOT_PARENT) {
+            local.onExecuted(ex.request.tokensUnsafe());
+          } else {
+            local.onExecuted(ex.scopeRoot, ex.request.tokensUnsafe());
+          }
         } catch (RuntimeException e) {
           LOG.warn("node {}: local index update failed", nodeId, e);
         }
@@ -1062,6 +1068,8 @@ public final class RouterNode implements PrefixRouterNode {
   /** One request this node has taken on. */
   private static final class Execution {
     final InferenceRequest request;
+    /** The root parent of the request's chain: its cache scope's (computed once). */
+    final long scopeRoot;
     final int hops;
     final boolean fromPeer;
     final CompletableFuture<InferenceResponse> future = new CompletableFuture<>();
@@ -1087,6 +1095,7 @@ public final class RouterNode implements PrefixRouterNode {
 
     Execution(InferenceRequest request, int hops, String sender, String origin) {
       this.request = request;
+      this.scopeRoot = BlockHasher.scopeRoot(request.scope());
       this.hops = hops;
       this.fromPeer = sender != null;
       this.origin = origin;

@@ -30,6 +30,18 @@ final class TreeIndex implements LocalPrefixIndex {
   }
 
   @Override
+  public int match(long scopeRoot, int[] tokens) {
+    return tree.match(scopeRoot, tokens);
+  }
+
+  @Override
+  public void onExecuted(long scopeRoot, int[] tokens) {
+    if (selfManaged) {
+      tree.insert(scopeRoot, tokens, tokens.length);
+    }
+  }
+
+  @Override
   public long cachedTokens() {
     return tree.sizeTokens();
   }

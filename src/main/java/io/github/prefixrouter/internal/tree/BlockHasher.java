@@ -37,6 +37,25 @@ package io.github.prefixrouter.internal.tree;
  * a trailing partial block has no hash. The hash is never 0, so 0 can mark "no block"
  * ({@link io.github.prefixrouter.spi.CacheEventListener#NO_PARENT}).
  *
+ * <h2>Scope roots</h2>
+ *
+ * <p>A prompt of a {@link io.github.prefixrouter.CacheScope} other than the default (a LoRA
+ * adapter, a cache salt) chains from its scope's root instead of {@code ROOT}, so its blocks
+ * never hash like those of the same tokens in another scope:
+ *
+ * <pre>
+ *   scopeRoot("", "") = ROOT
+ *   otherwise, with a = UTF-8(adapter), s = UTF-8(salt):
+ *     m = u32le(len(a)) || a || u32le(len(s)) || s       (lengths in bytes)
+ *     pad m with zero bytes to a multiple of 8; w[j] = its 8-byte little-endian words
+ *     h = ROOT;  for each word: h = round(h, w[j])
+ *     h = fmix(h + len(m before padding) * P5)
+ *     return (h == 0 || h == ROOT) ? P3 : h                 // never 0, never the default's
+ * </pre>
+ *
+ * The lengths make it unambiguous (("ab", "c") and ("a", "bc") give different messages); it
+ * does not depend on the per-cluster salt, which enters every block through {@code saltKey}.
+ *
  * <p>Instances are immutable and thread-safe; the chain methods do not allocate except
  * {@link #chain(int[])}.
  */
@@ -44,6 +63,35 @@ public final class BlockHasher {
 
   /** Parent hash used for the first block of every prompt. */
   public static final long ROOT_PARENT = 0x6A09E667F3BCC908L;
+
+  /**
+   * The parent hash of the first block of a prompt of the scope ({@code adapter}, {@code salt}):
+   * {@link #ROOT_PARENT} for the default scope (both empty), else the function in the class
+   * notes.
+   */
+  public static long scopeRoot(String adapter, String salt) {
+    if (adapter.isEmpty() && salt.isEmpty()) {
+      return ROOT_PARENT;
+    }
+    byte[] a = adapter.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    byte[] s = salt.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    int len = 8 + a.length + s.length;
+    byte[] m = new byte[(len + 7) & ~7];
+    java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(m).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+    b.putInt(a.length).put(a).putInt(s.length).put(s);
+    b.rewind();
+    long h = ROOT_PARENT;
+    while (b.hasRemaining()) {
+      h = round(h, b.getLong());
+    }
+    h = fmix(h + len * P5);
+    return h == 0 || h == ROOT_PARENT ? P3 : h;
+  }
+
+  /** {@link #scopeRoot(String, String)} of a request's scope. */
+  public static long scopeRoot(io.github.prefixrouter.CacheScope scope) {
+    return scope.isDefault() ? ROOT_PARENT : scopeRoot(scope.adapter(), scope.salt());
+  }
 
   /** Version of the algorithm above; bumped if it ever changes. */
   public static final int ALGORITHM_VERSION = 1;
@@ -213,6 +261,14 @@ public final class BlockHasher {
    *     {@code out} is too short
    */
   public int extend(int[] tokens, int done, int length, long[] out) {
+    return extend(ROOT_PARENT, tokens, done, length, out);
+  }
+
+  /**
+   * Like {@link #extend(int[], int, int, long[])} for a chain whose first block continues
+   * {@code rootParent} (a {@link #scopeRoot}) rather than {@link #ROOT_PARENT}.
+   */
+  public int extend(long rootParent, int[] tokens, int done, int length, long[] out) {
     if (length < 0 || length > tokens.length) {
       throw new IllegalArgumentException(
           "length must be in [0, " + tokens.length + "], was " + length);
@@ -229,7 +285,7 @@ public final class BlockHasher {
     // Software-pipelined: the parent-independent lanes of block b + 1 are computed in the same
     // iteration as the serial finalization of block b, so the processor overlaps the two
     // (the chain's latency, about 20 cycles per block, hides under the lanes' multiplications).
-    long parent = done == 0 ? ROOT_PARENT : out[done - 1];
+    long parent = done == 0 ? rootParent : out[done - 1];
     long acc = accumulate(tokens, done * blockSize);
     for (int b = done; b < blocks - 1; b++) {
       long next = accumulate(tokens, (b + 1) * blockSize);
@@ -243,8 +299,13 @@ public final class BlockHasher {
 
   /** The chained hashes of all full blocks of {@code tokens}. */
   public long[] chain(int[] tokens) {
+    return chain(ROOT_PARENT, tokens);
+  }
+
+  /** The chained hashes of all full blocks of {@code tokens}, chained from {@code rootParent}. */
+  public long[] chain(long rootParent, int[] tokens) {
     long[] out = new long[tokens.length / blockSize];
-    chain(tokens, tokens.length, out);
+    extend(rootParent, tokens, 0, tokens.length, out);
     return out;
   }
 

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.tree;
 
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -7,6 +8,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.concurrent.locks.StampedLock;
@@ -78,6 +80,15 @@ import org.slf4j.LoggerFactory;
  *       continuing it. Matches are rounded down to whole blocks, since an engine serves only
  *       whole cached blocks. Events that cannot be applied are counted
  *       ({@link #engineEventStats()}), never thrown.
+ *   <li><b>Scopes.</b> An engine keys its cache by the LoRA adapter and cache salt as well as
+ *       the tokens ({@link CacheScope}). Each scope other than the default has its own root
+ *       node, found by the scope's root hash ({@link BlockHasher#scopeRoot}) in a concurrent
+ *       map; the root's {@code lastHash} is that hash, so every block hash below it is the
+ *       scope's chain, and a match, insert or lease of one scope never sees another's nodes.
+ *       The LRU heap, the capacity, the size and the engine-hash index stay global: one engine
+ *       cache holds every scope. A scope root goes as soon as it holds nothing (a client
+ *       sending a million salts leaves no empty roots behind); the default scope's root is the
+ *       field {@code root} and stays, and its hot path is unchanged (no map lookup).
  *   <li><b>Events</b> are queued under the write lock and delivered in order, one at a time,
  *       after it is released; a listener may therefore read the tree, and write to it (the
  *       events of such a nested write follow the current event, to every listener).
@@ -119,6 +130,11 @@ public final class ConcurrentPrefixTree {
 
   private final StampedLock lock = new StampedLock();
   private final Node root = new Node();
+  /**
+   * The roots of the scopes other than the default, by scope root hash: written under the
+   * write lock, read by matches without it. Each holds at least one child.
+   */
+  private final ConcurrentHashMap<Long, Node> scopeRoots = new ConcurrentHashMap<>();
   private volatile long size;
   private int clock;
   /** The clock value at which stamps are renumbered (a field so that tests can lower it). */
@@ -219,7 +235,7 @@ public final class ConcurrentPrefixTree {
       if (stamp != 0) {
         int r;
         try {
-          r = walk(tokens, length);
+          r = walk(root, tokens, length);
         } catch (RuntimeException tornRead) {
           r = -1; // a concurrent write was seen half-done; validation below fails
         }
@@ -231,10 +247,63 @@ public final class ConcurrentPrefixTree {
     }
     long stamp = lock.readLock();
     try {
-      return roundDown(walk(tokens, length));
+      return roundDown(walk(root, tokens, length));
     } finally {
       lock.unlockRead(stamp);
     }
+  }
+
+  /**
+   * The length in tokens of the longest prefix of the first {@code length} tokens cached in the
+   * scope whose root hash is {@code scopeRoot} ({@link BlockHasher#scopeRoot}); for
+   * {@link BlockHasher#ROOT_PARENT} exactly {@link #match(int[], int)}. Takes no lock; a scoped
+   * match may box the key of its map lookup.
+   *
+   * @throws IllegalArgumentException if {@code length} is negative or exceeds the array
+   */
+  public int match(long scopeRoot, int[] tokens, int length) {
+    if (scopeRoot == BlockHasher.ROOT_PARENT) {
+      return match(tokens, length);
+    }
+    Objects.requireNonNull(tokens, "tokens");
+    if (length < 0 || length > tokens.length) {
+      throw new IllegalArgumentException(
+          "length must be in [0, " + tokens.length + "], was " + length);
+    }
+    for (int attempt = 0; attempt < OPTIMISTIC_ATTEMPTS; attempt++) {
+      long stamp = lock.tryOptimisticRead();
+      if (stamp != 0) {
+        int r;
+        try {
+          Node start = scopeRoots.get(scopeRoot);
+          r = start == null ? 0 : walk(start, tokens, length);
+        } catch (RuntimeException tornRead) {
+          r = -1;
+        }
+        if (lock.validate(stamp) && r >= 0) {
+          return roundDown(r);
+        }
+      }
+      Thread.onSpinWait();
+    }
+    long stamp = lock.readLock();
+    try {
+      Node start = scopeRoots.get(scopeRoot);
+      return start == null ? 0 : roundDown(walk(start, tokens, length));
+    } finally {
+      lock.unlockRead(stamp);
+    }
+  }
+
+  /** {@link #match(long, int[], int)} of the whole array. */
+  public int match(long scopeRoot, int[] tokens) {
+    Objects.requireNonNull(tokens, "tokens");
+    return match(scopeRoot, tokens, tokens.length);
+  }
+
+  /** The number of scopes other than the default that hold something now. */
+  public int scopeCount() {
+    return scopeRoots.size();
   }
 
   private int roundDown(int matched) {
@@ -247,8 +316,8 @@ public final class ConcurrentPrefixTree {
    * the next child's lookup does not wait for the edge array to arrive from memory (the edge
    * is compared while the processor already fetches the path further down).
    */
-  private int walk(int[] q, int length) {
-    Node n = root;
+  private int walk(Node start, int[] q, int length) {
+    Node n = start;
     int pos = 0;
     while (pos < length) {
       Node c = child(n, q[pos]);
@@ -354,6 +423,15 @@ public final class ConcurrentPrefixTree {
 
   /** Like {@link #insert(int[])} for the first {@code length} tokens. */
   public void insert(int[] tokens, int length) {
+    insert(BlockHasher.ROOT_PARENT, tokens, length);
+  }
+
+  /**
+   * Like {@link #insert(int[], int)} in the scope whose root hash is {@code scopeRoot}
+   * ({@link BlockHasher#scopeRoot}; {@link BlockHasher#ROOT_PARENT} for the default scope).
+   * Capacity and LRU order are shared by all scopes.
+   */
+  public void insert(long scopeRoot, int[] tokens, int length) {
     Objects.requireNonNull(tokens, "tokens");
     requireSelfManaged("insert");
     if (length < 1 || length > tokens.length) {
@@ -363,7 +441,8 @@ public final class ConcurrentPrefixTree {
     long ws = lock.writeLock();
     try {
       int now = nextStamp();
-      Node end = extend(root, 0, tokens, 0, length, 0, now, true);
+      Node start = rootForWrite(scopeRoot);
+      Node end = extend(start, 0, tokens, 0, length, 0, now, true);
       normalizeUpward(end);
       evictLocked(capacity);
       flushEvents();
@@ -382,22 +461,33 @@ public final class ConcurrentPrefixTree {
    * @throws IllegalArgumentException if {@code tokens} is empty
    */
   public Lease acquire(int[] tokens) {
+    return acquire(BlockHasher.ROOT_PARENT, tokens);
+  }
+
+  /**
+   * Like {@link #acquire(int[])} in the scope whose root hash is {@code scopeRoot}
+   * ({@link BlockHasher#scopeRoot}; {@link BlockHasher#ROOT_PARENT} for the default scope).
+   *
+   * @throws IllegalArgumentException if {@code tokens} is empty
+   */
+  public Lease acquire(long scopeRoot, int[] tokens) {
     Objects.requireNonNull(tokens, "tokens");
     if (tokens.length == 0) {
       throw new IllegalArgumentException("tokens must not be empty");
     }
     if (mode == Mode.ENGINE_DRIVEN) {
-      return new Lease(this, null, match(tokens), 0);
+      return new Lease(this, null, match(scopeRoot, tokens, tokens.length), 0);
     }
     long ws = lock.writeLock();
     try {
-      int matched = walk(tokens, tokens.length);
+      Node start = scopeRoot == BlockHasher.ROOT_PARENT ? root : scopeRoots.get(scopeRoot);
+      int matched = start == null ? 0 : walk(start, tokens, tokens.length);
       if (matched == 0) {
         return new Lease(this, null, 0, epoch);
       }
       int now = nextStamp();
-      Node end = extend(root, 0, tokens, 0, matched, 0, now, true);
-      for (Node x = end; x != root; x = x.parent) {
+      Node end = extend(start, 0, tokens, 0, matched, 0, now, true);
+      for (Node x = end; x.parent != null; x = x.parent) {
         if (x.lru >= 0) {
           heapRemove(x);
         }
@@ -422,7 +512,7 @@ public final class ConcurrentPrefixTree {
       if (end == null || lease.epoch != epoch) {
         return; // nothing pinned, or the tree was cleared since
       }
-      for (Node x = end; x != root; x = x.parent) {
+      for (Node x = end; x.parent != null; x = x.parent) {
         if (++x.lru == -1 && x.kids.length == 0) { // one lock less, now none
           heapAdd(x);
         }
@@ -477,6 +567,7 @@ public final class ConcurrentPrefixTree {
     flushEvents();
     root.keys = NO_TOKENS;
     root.kids = NO_NODES;
+    scopeRoots.clear();
     Arrays.fill(heap, 0, heapSize, null);
     heapSize = 0;
     size = 0;
@@ -495,6 +586,38 @@ public final class ConcurrentPrefixTree {
     if (mode != Mode.SELF_MANAGED) {
       throw new IllegalStateException(
           op + " is for self-managed trees; this tree is engine-driven: feed it engineEvents()");
+    }
+  }
+
+  /**
+   * The root of the scope {@code scopeRoot}, created (empty, and registered) if it has none; a
+   * caller that may leave it empty calls {@link #dropIfEmptyScope} after.
+   */
+  private Node rootForWrite(long scopeRoot) {
+    if (scopeRoot == BlockHasher.ROOT_PARENT) {
+      return root;
+    }
+    Node r = scopeRoots.get(scopeRoot);
+    if (r == null) {
+      r = newScopeRoot(scopeRoot);
+      scopeRoots.put(scopeRoot, r);
+    }
+    return r;
+  }
+
+  private static Node newScopeRoot(long scopeRoot) {
+    Node r = new Node();
+    r.edge = NO_TOKENS;
+    r.keys = NO_TOKENS;
+    r.kids = NO_NODES;
+    r.lastHash = scopeRoot;
+    return r;
+  }
+
+  /** Forgets root r if it is a scope root that holds nothing (the default root stays). */
+  private void dropIfEmptyScope(Node r) {
+    if (r != root && r.kids.length == 0) {
+      scopeRoots.remove(r.lastHash, r);
     }
   }
 
@@ -542,7 +665,7 @@ public final class ConcurrentPrefixTree {
       }
       Node next = child(n, t[off]);
       if (next == null) {
-        if (n != root && n.kids.length == 0 && n.locks() == 0) {
+        if (n.parent != null && n.kids.length == 0 && n.locks() == 0) { // not a root
           extendLeaf(n, t, off, to, shift);
           return n;
         }
@@ -568,6 +691,7 @@ public final class ConcurrentPrefixTree {
     List<Node> all = new ArrayList<>();
     java.util.ArrayDeque<Node> stack = new java.util.ArrayDeque<>();
     stack.push(root);
+    scopeRoots.values().forEach(stack::push);
     while (!stack.isEmpty()) {
       Node n = stack.pop();
       all.add(n);
@@ -579,7 +703,7 @@ public final class ConcurrentPrefixTree {
     }
     int[] distinct = all.stream().mapToInt(n -> n.stamp).sorted().distinct().toArray();
     for (Node n : all) {
-      n.stamp = Arrays.binarySearch(distinct, n.stamp); // the root keeps 0, the smallest
+      n.stamp = Arrays.binarySearch(distinct, n.stamp); // the roots keep 0, the smallest
     }
     clock = distinct.length - 1;
   }
@@ -708,11 +832,8 @@ public final class ConcurrentPrefixTree {
 
   /** The hash of the block ending at depth f on the path through n (n.end >= f). */
   private long hashEndingAt(Node n, int f) {
-    if (f == 0) {
-      return BlockHasher.ROOT_PARENT;
-    }
     Node x = n;
-    while (x.start() >= f) {
+    while (x.start() >= f && x.parent != null) { // f == 0 ends on the root: its scope's hash
       x = x.parent;
     }
     if (f == (x.end) / blockSize * blockSize) {
@@ -934,7 +1055,7 @@ public final class ConcurrentPrefixTree {
   /** Restores the normal form on the path from n up to the root after stamps or locks changed. */
   private void normalizeUpward(Node n) {
     Node x = n;
-    while (x != root && x.parent != root) {
+    while (x.parent != null && x.parent.parent != null) { // x and its parent are not roots
       Node p = x.parent;
       if (p.kids.length == 1 && p.locks() == x.locks() && p.stamp == x.stamp) {
         mergeIntoChild(p, x);
@@ -1018,7 +1139,8 @@ public final class ConcurrentPrefixTree {
     heapRemove(l);
     Node p = l.parent;
     l.parent = null;
-    if (p == root) {
+    if (p.parent == null) { // a root
+      dropIfEmptyScope(p);
       return;
     }
     if (p.kids.length == 0) {
@@ -1104,10 +1226,17 @@ public final class ConcurrentPrefixTree {
   private final class EngineListener implements CacheEventListener {
     @Override
     public void onBlocksStored(long parentBlockHash, long[] blockHashes, int[] tokenIds) {
+      onBlocksStored(CacheScope.DEFAULT, parentBlockHash, blockHashes, tokenIds);
+    }
+
+    @Override
+    public void onBlocksStored(
+        CacheScope scope, long parentBlockHash, long[] blockHashes, int[] tokenIds) {
       try {
+        long scopeRoot = BlockHasher.scopeRoot(scope);
         long ws = lock.writeLock();
         try {
-          engineStore(parentBlockHash, blockHashes, tokenIds);
+          engineStore(scopeRoot, parentBlockHash, blockHashes, tokenIds);
           flushEvents();
         } finally {
           lock.unlockWrite(ws);
@@ -1156,7 +1285,11 @@ public final class ConcurrentPrefixTree {
     }
   }
 
-  private void engineStore(long parent, long[] hashes, int[] tokens) {
+  /**
+   * Applies a store; {@code scopeRoot} is the scope of a chain starting at
+   * {@link CacheEventListener#NO_PARENT} (a continued chain is in its parent's scope).
+   */
+  private void engineStore(long scopeRoot, long parent, long[] hashes, int[] tokens) {
     if (hashes == null || tokens == null || tokens.length != (long) hashes.length * blockSize) {
       malformedEvents++;
       return;
@@ -1173,8 +1306,13 @@ public final class ConcurrentPrefixTree {
     }
     Node n;
     int d;
+    boolean newScope = false;
     if (parent == CacheEventListener.NO_PARENT) {
-      n = root;
+      n = scopeRoot == BlockHasher.ROOT_PARENT ? root : scopeRoots.get(scopeRoot);
+      if (n == null) { // registered below, once the event is known to apply
+        n = newScopeRoot(scopeRoot);
+        newScope = true;
+      }
       d = 0;
     } else {
       long primary = aliases.getOrDefault(parent, parent);
@@ -1188,6 +1326,9 @@ public final class ConcurrentPrefixTree {
     if (reusesAHeldHash(n, d, hashes, tokens)) {
       conflictingEvents++;
       return;
+    }
+    if (newScope) {
+      scopeRoots.put(scopeRoot, n);
     }
     Node end = extend(n, d, tokens, 0, tokens.length, d, 0, false);
     // record the engine's hashes on the blocks of the path, deepest first
@@ -1343,7 +1484,7 @@ public final class ConcurrentPrefixTree {
 
   /** After p lost a child: drop a trailing partial block from a new leaf, merge a single child. */
   private void pruneEngine(Node p) {
-    while (p != root) {
+    while (p.parent != null) { // not a root
       if (p.kids.length == 0) {
         int end = p.end;
         int aligned = end - end % blockSize;
@@ -1364,6 +1505,7 @@ public final class ConcurrentPrefixTree {
         return;
       }
     }
+    dropIfEmptyScope(p);
   }
 
   private int blockEnd(Node n, int k) {
@@ -1528,10 +1670,11 @@ public final class ConcurrentPrefixTree {
   private long[] blockHashesLocked() {
     LongBuffer out = new LongBuffer();
     java.util.ArrayDeque<Node> stack = new java.util.ArrayDeque<>();
+    scopeRoots.values().forEach(stack::push);
     stack.push(root);
     while (!stack.isEmpty()) {
       Node n = stack.pop();
-      if (n != root && blockCount(n) > 0) {
+      if (n.parent != null && blockCount(n) > 0) {
         out.addAll(blockHashesOf(n));
       }
       for (int i = n.kids.length - 1; i >= 0; i--) {
@@ -1665,6 +1808,8 @@ public final class ConcurrentPrefixTree {
   }
 
   private final class InvariantChecker {
+    /** The root hash of the scope being visited. */
+    long scopeRoot;
     long total;
     int evictable;
     long blocks;
@@ -1673,7 +1818,21 @@ public final class ConcurrentPrefixTree {
       require(root.edge.length == 0 && root.edge.length == 0 && root.start() == 0, "root has an edge");
       require(root.lru == -1, "root has locks or sits in the LRU heap");
       int[] path = new int[16];
+      scopeRoot = BlockHasher.ROOT_PARENT;
       visit(root, path);
+      require(root.lastHash == BlockHasher.ROOT_PARENT && root.parent == null,
+          "default root's hash or parent changed");
+      for (Map.Entry<Long, Node> e : scopeRoots.entrySet()) {
+        Node r = e.getValue();
+        require(r != root && e.getKey() != BlockHasher.ROOT_PARENT, "default root among scopes");
+        require(r.lastHash == e.getKey(), "scope root " + e.getKey() + " holds hash " + r.lastHash);
+        require(r.parent == null && r.edge.length == 0 && r.end == 0, "scope root has an edge");
+        require(r.lru == -1 && r.stamp == 0 && r.engineBlocks() == null,
+            "scope root has locks, a stamp or blocks");
+        require(r.kids.length > 0, "empty scope root " + e.getKey() + " kept");
+        scopeRoot = r.lastHash;
+        visit(r, path);
+      }
       require(total == size, "size " + size + " != sum of edges " + total);
       if (mode == Mode.SELF_MANAGED) {
         require(evictable == heapSize,
@@ -1706,7 +1865,7 @@ public final class ConcurrentPrefixTree {
         path = Arrays.copyOf(path, Math.max(end, path.length * 2));
       }
       System.arraycopy(n.edge, 0, path, n.start(), n.edge.length);
-      if (n != root) {
+      if (n.parent != null) {
         require(n.edge.length > 0, "empty edge at depth " + n.start());
         require((mode == Mode.ENGINE_DRIVEN) == (n instanceof EngineNode),
             "node class does not fit the mode at depth " + n.start());
@@ -1757,11 +1916,13 @@ public final class ConcurrentPrefixTree {
         require(child(n, c.edge[0]) == c, "child not found by its first token");
         require(c.parent == n, "child's parent pointer is wrong");
         require(c.start() == end, "child starts at " + c.start() + ", parent ends at " + end);
-        require(c.stamp <= n.stamp || n == root, "child used more recently than its parent");
+        require(c.stamp <= n.stamp || n.parent == null,
+            "child used more recently than its parent");
         lockSum += c.locks();
         visit(c, path);
       }
-      require(n == root || n.locks() >= lockSum, "node has fewer locks than its children");
+      require(n.parent == null || n.locks() >= lockSum,
+          "node has fewer locks than its children");
     }
 
     private void checkBlocks(Node n, int[] path) {
@@ -1769,7 +1930,7 @@ public final class ConcurrentPrefixTree {
       int count = end / blockSize - n.start() / blockSize;
       // the chain recomputed from the path alone, independent of the nodes' hashes
       long[] chain = new long[end / blockSize];
-      long h = BlockHasher.ROOT_PARENT;
+      long h = scopeRoot;
       for (int j = 0; j < chain.length; j++) {
         h = hasher.hashBlock(h, path, j * blockSize);
         chain[j] = h;
@@ -1821,12 +1982,28 @@ public final class ConcurrentPrefixTree {
     return root;
   }
 
+  /** The default root and every scope root (tests only). */
+  List<Node> rootsForTest() {
+    List<Node> out = new ArrayList<>();
+    out.add(root);
+    out.addAll(scopeRoots.values());
+    return out;
+  }
+
   /** Visits every cached sequence that has no cached continuation (tests only). */
   List<int[]> leafSequences() {
+    return leafSequences(BlockHasher.ROOT_PARENT);
+  }
+
+  /** {@link #leafSequences()} of one scope (tests only). */
+  List<int[]> leafSequences(long scopeRoot) {
     long ws = lock.writeLock();
     try {
       List<int[]> out = new ArrayList<>();
-      collect(root, NO_TOKENS, out);
+      Node r = scopeRoot == BlockHasher.ROOT_PARENT ? root : scopeRoots.get(scopeRoot);
+      if (r != null) {
+        collect(r, NO_TOKENS, out);
+      }
       return out;
     } finally {
       lock.unlockWrite(ws);

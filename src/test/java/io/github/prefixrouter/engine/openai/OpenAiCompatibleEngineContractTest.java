@@ -2,6 +2,7 @@ package io.github.prefixrouter.engine.openai;
 
 import io.github.prefixrouter.internal.json.Json;
 import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.contract.InferenceEngineContractTest;
@@ -48,7 +49,13 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
         }
         int[] prompt = Json.asIntArray(body.get("prompt"), "prompt");
         int maxTokens = Json.asInt(body.get("max_tokens"), "max_tokens");
-        EngineResult r = backend.execute(new InferenceRequest("x", prompt, GenerationParams.greedy(maxTokens))).join();
+        // like vLLM: the model names an adapter (this fake serves every name as the base
+        // weights), and the cache salt keys the prefix cache
+        CacheScope scope = CacheScope.of(
+            body.get("model") instanceof String m ? m : "",
+            body.get("cache_salt") instanceof String s ? s : "");
+        EngineResult r = backend.execute(new InferenceRequest("x", prompt,
+            GenerationParams.greedy(maxTokens), scope)).join();
         Map<String, Object> choice = new LinkedHashMap<>();
         choice.put("index", 0);
         choice.put("text", "");

@@ -129,6 +129,24 @@ class OpenAiCompatibleEngineTest {
   }
 
   @Test
+  void aScopedRequestNamesItsAdapterAsTheModelAndSendsItsSalt() throws Exception {
+    String ok = "{\"choices\":[{\"index\":0,\"text\":\" B\",\"token_ids\":[1]}]}";
+    behaviour.set((ex, body) -> reply(ex, 200, ok));
+    OpenAiCompatibleEngine e = engine();
+    e.execute(request().withScope(io.github.prefixrouter.CacheScope.of("sql-lora", "t\u00e9nant-1")))
+        .get(20, TimeUnit.SECONDS);
+    assertEquals("sql-lora", lastBody.get().get("model"));
+    assertEquals("t\u00e9nant-1", lastBody.get().get("cache_salt"));
+    e.execute(request().withScope(io.github.prefixrouter.CacheScope.salt("t2")))
+        .get(20, TimeUnit.SECONDS);
+    assertEquals("m", lastBody.get().get("model"), "the base model without an adapter");
+    assertEquals("t2", lastBody.get().get("cache_salt"));
+    e.execute(request()).get(20, TimeUnit.SECONDS);
+    assertEquals("m", lastBody.get().get("model"));
+    assertTrue(!lastBody.get().containsKey("cache_salt"), "no salt, no cache_salt");
+  }
+
+  @Test
   void cachedTokensAbsentMeansUnknownAndTextOnlyAnswersHaveNoTokens() throws Exception {
     // llama.cpp-like answer: no token ids, no prompt_tokens_details
     behaviour.set((ex, body) -> reply(ex, 200,

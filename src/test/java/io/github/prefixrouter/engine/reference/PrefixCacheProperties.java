@@ -29,7 +29,14 @@ class PrefixCacheProperties {
   @Property(tries = 60)
   void cachedTokensMatchTheNaiveModel(
       @ForAll("prompts") List<int[]> prompts, @ForAll @IntRange(min = 1, max = 12) int capacityBlocks,
-      @ForAll boolean unbounded) throws Exception {
+      @ForAll boolean unbounded, @ForAll @IntRange(min = 1, max = 3) int scopeCount,
+      @ForAll long scopeSeed) throws Exception {
+    // each prompt runs in one of scopeCount cache scopes: it may hit only its own scope's blocks
+    io.github.prefixrouter.CacheScope[] scopes = {io.github.prefixrouter.CacheScope.DEFAULT,
+        io.github.prefixrouter.CacheScope.adapter("lora-a"),
+        io.github.prefixrouter.CacheScope.salt("tenant-1")};
+    java.util.SplittableRandom pick = new java.util.SplittableRandom(scopeSeed);
+    List<io.github.prefixrouter.CacheScope> seenScopes = new ArrayList<>();
     ReferenceEngineTest.Mirror mirror = new ReferenceEngineTest.Mirror();
     mirror.blockSize = BS;
     int capacity = unbounded ? 1 << 20 : capacityBlocks * BS;
@@ -41,10 +48,14 @@ class PrefixCacheProperties {
       e.setCacheEventListener(mirror);
       int i = 0;
       for (int[] p : prompts) {
-        EngineResult r = e.execute(new InferenceRequest("r" + i++, p, GenerationParams.greedy(2))).get();
+        io.github.prefixrouter.CacheScope scope = scopes[pick.nextInt(scopeCount)];
+        EngineResult r = e.execute(new InferenceRequest("r" + i++, p, GenerationParams.greedy(2),
+            scope)).get();
         int bound = 0;
-        for (int[] s : seen) {
-          bound = Math.max(bound, commonBlocks(s, p) * BS);
+        for (int k = 0; k < seen.size(); k++) {
+          if (seenScopes.get(k).equals(scope)) {
+            bound = Math.max(bound, commonBlocks(seen.get(k), p) * BS);
+          }
         }
         bound = Math.min(bound, p.length - 1);
         if (unbounded) {
@@ -60,6 +71,14 @@ class PrefixCacheProperties {
         assertNull(mirror.problem);
         assertEquals(e.stats().cachedTokens(), (long) mirror.parentOf.size() * BS);
         seen.add(p);
+        seenScopes.add(scope);
+        if (p.length >= BS && r.cachedPromptTokens() == 0 && mirror.parentOf.size() > 0) {
+          // a chain this request started is reported under its scope
+          long first = PrefixKvCache.chain(PrefixKvCache.scopeSeed(scope), p, 0, BS);
+          if (mirror.rootScope.containsKey(first) && mirror.parentOf.containsKey(first)) {
+            assertEquals(scope, mirror.rootScope.get(first));
+          }
+        }
       }
     }
   }

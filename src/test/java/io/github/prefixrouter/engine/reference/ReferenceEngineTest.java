@@ -134,6 +134,19 @@ class ReferenceEngineTest {
       }
     }
 
+    /** The scope each chain start was stored under. */
+    final java.util.Map<Long, io.github.prefixrouter.CacheScope> rootScope =
+        new java.util.HashMap<>();
+
+    @Override
+    public synchronized void onBlocksStored(io.github.prefixrouter.CacheScope scope,
+        long parentBlockHash, long[] blockHashes, int[] tokenIds) {
+      if (parentBlockHash == NO_PARENT) {
+        rootScope.put(blockHashes[0], scope);
+      }
+      onBlocksStored(parentBlockHash, blockHashes, tokenIds);
+    }
+
     @Override
     public synchronized void onBlocksRemoved(long[] blockHashes) {
       log.add("removed " + blockHashes.length);

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.engine.vllm;
 
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -29,9 +30,24 @@ final class RecordingListener implements CacheEventListener {
     }
   }
 
+  /** A store whose chain starts in an adapter's scope. */
+  static String stored(String adapter, long parent, long[] hashes, int[] tokens) {
+    return stored(parent, hashes, tokens) + " @" + adapter;
+  }
+
   @Override
   public void onBlocksStored(long parentBlockHash, long[] blockHashes, int[] tokenIds) {
     record(stored(parentBlockHash, blockHashes, tokenIds));
+  }
+
+  @Override
+  public void onBlocksStored(
+      CacheScope scope, long parentBlockHash, long[] blockHashes, int[] tokenIds) {
+    if (scope.isDefault() || parentBlockHash != NO_PARENT) {
+      record(stored(parentBlockHash, blockHashes, tokenIds)); // a continuation: its parent's
+    } else {
+      record(stored(scope.adapter(), parentBlockHash, blockHashes, tokenIds));
+    }
   }
 
   @Override

@@ -108,9 +108,39 @@ class VllmKvEventReceiverTest {
       + "756dc082a474797065ad4b564675747572654576656e74ac626c6f636b5f686173686573aa6e6f742061"
       + "206c69737481a474797065b0416c6c426c6f636b73436c6561726564");
 
+  /**
+   * msgpack encoding of {@code [1764630000.25, [["BlockStored", [51], None, [1, 2, 3, 4], 4, 2,
+   * "GPU", "sql-lora"], ["BlockStored", [52], 51, [5, 6, 7, 8], 4, 2, "GPU", "sql-lora"],
+   * ["BlockStored", [53], None, [1, 2, 3, 4], 4, 3, "GPU"], ["BlockStored", [54], 53, [5, 6, 7,
+   * 8], 4, 3, "GPU"], ["BlockStored", [55], None, [1, 2, 3, 4], 4, None, "GPU", None]], 0]}:
+   * a chain of a named adapter, one of an adapter known by id only, one of the base model.
+   */
+  static final byte[] LORA_ARRAYS = hex("93cb41da4b877c1000009598ab426c6f636b53746f7265649133c0"
+      + "94010203040402a3475055a873716c2d6c6f726198ab426c6f636b53746f72656491343394050607080402"
+      + "a3475055a873716c2d6c6f726197ab426c6f636b53746f7265649135c094010203040403a347505597ab42"
+      + "6c6f636b53746f72656491363594050607080403a347505598ab426c6f636b53746f7265649137c0940102"
+      + "030404c0a3475055c000");
+
+  /**
+   * msgpack encoding of {@code [1764630000.25, [{"type": "BlockStored", "block_hashes": [61],
+   * "parent_block_hash": None, "token_ids": [9, 9, 9, 9], "block_size": 4, "lora_id": 5,
+   * "medium": "GPU", "lora_name": "tenant-lora"}, {"type": "BlockStored", "block_hashes": [62],
+   * "token_ids": [9, 9, 9, 9], "block_size": 4, "lora_id": 6}, {"type": "BlockStored",
+   * "block_hashes": [63], "token_ids": [8, 8, 8, 8], "block_size": 4, "lora_name": "bad\nname",
+   * "lora_id": 7}]]}: the same as maps, and a name that is no valid adapter name.
+   */
+  static final byte[] LORA_MAPS = hex("92cb41da4b877c1000009388a474797065ab426c6f636b53746f7265"
+      + "64ac626c6f636b5f686173686573913db1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f69"
+      + "64739409090909aa626c6f636b5f73697a6504a76c6f72615f696405a66d656469756da3475055a96c6f72"
+      + "615f6e616d65ab74656e616e742d6c6f726185a474797065ab426c6f636b53746f726564ac626c6f636b5f"
+      + "686173686573913ea9746f6b656e5f6964739409090909aa626c6f636b5f73697a6504a76c6f72615f6964"
+      + "0686a474797065ab426c6f636b53746f726564ac626c6f636b5f686173686573913fa9746f6b656e5f6964"
+      + "739408080808aa626c6f636b5f73697a6504a96c6f72615f6e616d65a86261640a6e616d65a76c6f7261"
+      + "5f696407");
+
   static final List<byte[]> GOLDEN =
       List.of(INT_HASHES, WIDE_HASHES, BYTES_HASHES, EXTRA_FIELDS, BIGRAMS, UNKNOWN_TAG,
-          MAP_EVENTS);
+          MAP_EVENTS, LORA_ARRAYS, LORA_MAPS);
 
   final RecordingListener listener = new RecordingListener();
   final VllmKvEventReceiver receiver = new VllmKvEventReceiver(listener, B);
@@ -156,12 +186,46 @@ class VllmKvEventReceiverTest {
 
   @Test
   void fieldsAndElementsBeyondTheKnownOnesAreSkipped() {
-    assertEquals(List.of(
-            stored(NO_PARENT, new long[] {11}, new int[] {1, 2, 3, 4}),
+    assertEquals(List.of( // lora_id 7 named "adapter": the chain is that adapter's
+            RecordingListener.stored("adapter", NO_PARENT, new long[] {11}, new int[] {1, 2, 3, 4}),
             removed(11),
             CLEARED),
         apply(EXTRA_FIELDS));
     assertEquals(0, receiver.stats().malformedBatches());
+  }
+
+  @Test
+  void aChainStartsInTheScopeOfItsLoraNameAndOneKnownByIdOnlyIsSkipped() {
+    assertEquals(List.of(
+            RecordingListener.stored("sql-lora", NO_PARENT, new long[] {51}, range(1, 5)),
+            stored(51, new long[] {52}, range(5, 9)),
+            // 53 (lora id 3, no name) skipped; its continuation goes on, to an unknown parent
+            stored(53, new long[] {54}, range(5, 9)),
+            stored(NO_PARENT, new long[] {55}, range(1, 5))),
+        apply(LORA_ARRAYS));
+    assertEquals(1, receiver.stats().unattributedStores());
+    assertEquals(4, receiver.stats().storedEvents());
+    assertEquals(List.of(
+            RecordingListener.stored("tenant-lora", NO_PARENT, new long[] {61},
+                new int[] {9, 9, 9, 9})),
+        apply(LORA_MAPS));
+    assertEquals(3, receiver.stats().unattributedStores()); // id only; a name with a newline
+    assertEquals(0, receiver.stats().malformedBatches());
+  }
+
+  @Test
+  void aChainOfANamedAdapterGoesUnderItsScopeInTheTree() {
+    io.github.prefixrouter.internal.tree.ConcurrentPrefixTree tree =
+        io.github.prefixrouter.internal.tree.ConcurrentPrefixTree.engineDriven(B);
+    VllmKvEventReceiver r = new VllmKvEventReceiver(tree.engineEvents(), B);
+    r.onMessage(0, LORA_ARRAYS);
+    int[] prompt = range(1, 9);
+    long lora = io.github.prefixrouter.internal.tree.BlockHasher.scopeRoot("sql-lora", "");
+    assertEquals(8, tree.match(lora, prompt));
+    assertEquals(4, tree.match(prompt)); // 55, the base model's; 53 and 54 not attributed
+    assertEquals(0, tree.match(
+        io.github.prefixrouter.internal.tree.BlockHasher.scopeRoot("other", ""), prompt));
+    tree.checkInvariants();
   }
 
   @Test

@@ -98,8 +98,10 @@ class ForwardCodecFuzzTest {
   @Property
   void unknownVersionsAreRejectedByName(@ForAll("validFrames") byte[] valid,
       @ForAll @IntRange(min = 0, max = 255) int version) {
-    if (version == ForwardCodec.VERSION) {
-      return;
+    if (version == ForwardCodec.VERSION || (valid[0] == ForwardCodec.FORWARD
+        && version == ForwardCodec.SCOPED_FORWARD_VERSION)) {
+      return; // FORWARD speaks both (an unscoped body read as scoped is TRUNCATED, and a
+              // scoped one read as unscoped has TRAILING_BYTES: see ScopedForwardCodecTest)
     }
     byte[] m = valid.clone();
     m[1] = (byte) version;
@@ -369,7 +371,16 @@ class ForwardCodecFuzzTest {
         Arbitraries.integers().between(1, GenerationParams.MAX_TOKENS_LIMIT),
         Arbitraries.doubles().between(0, 100), Arbitraries.doubles().between(0.01, 1),
         Arbitraries.longs()).as(GenerationParams::new);
-    return Combinators.combine(ids(), tokens, params).as(InferenceRequest::new);
+    return Combinators.combine(ids(), tokens, params, scopes()).as(InferenceRequest::new);
+  }
+
+  /** The default scope half the time, else adapters and salts of ASCII and other characters. */
+  @Provide
+  Arbitrary<io.github.prefixrouter.CacheScope> scopes() {
+    Arbitrary<String> name = Arbitraries.of("a", "lora-", "7", "\u00e9", "\u20ac", "\uD83D\uDE00", " ")
+        .list().ofMaxSize(12).map(l -> String.join("", l));
+    return Arbitraries.oneOf(Arbitraries.just(io.github.prefixrouter.CacheScope.DEFAULT),
+        Combinators.combine(name, name).as(io.github.prefixrouter.CacheScope::of));
   }
 
   @Provide

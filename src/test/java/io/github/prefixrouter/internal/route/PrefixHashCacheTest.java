@@ -55,11 +55,21 @@ class PrefixHashCacheTest {
 
     @Override
     public int extend(int[] tokens, int done, int length, long[] out) {
-      int n = hasher.extend(tokens, done, length, out);
+      return extend(BlockHasher.ROOT_PARENT, tokens, done, length, out);
+    }
+
+    @Override
+    public int extend(long scopeRoot, int[] tokens, int done, int length, long[] out) {
+      int n = hasher.extend(scopeRoot, tokens, done, length, out);
       blocks += Math.max(0, n - done);
       return n;
     }
   }
+
+  /** The cache scopes requests are drawn from (their chains' root parents). */
+  static final long[] SCOPES = {
+    BlockHasher.ROOT_PARENT, BlockHasher.scopeRoot("lora-a", ""), BlockHasher.scopeRoot("", "t1")
+  };
 
   /** A workload of prompt families: a shared preamble per family, then a random tail. */
   static int[] prompt(SplittableRandom r, int[][] preambles, int maxTail) {
@@ -109,17 +119,24 @@ class PrefixHashCacheTest {
       @ForAll long salt,
       @ForAll long seed,
       @ForAll @IntRange(min = 1, max = 70) int families,
-      @ForAll @IntRange(min = 1, max = 60) int requests) {
+      @ForAll @IntRange(min = 1, max = 60) int requests,
+      @ForAll @IntRange(min = 1, max = 3) int scopes) {
     SplittableRandom r = new SplittableRandom(seed);
     int[][] pre = preambles(r, families, blockSize);
     CountingHasher hasher = new CountingHasher(blockSize, salt);
     PrefixHashCache cache = new PrefixHashCache(blockSize);
     PromptChain chain = new PromptChain();
     List<int[]> offered = new ArrayList<>();
+    List<Long> offeredScopes = new ArrayList<>();
     for (int q = 0; q < requests; q++) {
       int[] t = prompt(r, pre, 20 * blockSize);
+      long scope = SCOPES[r.nextInt(scopes)]; // the same prompts in several scopes
       int maxBlocks = t.length / blockSize;
-      chain.reset(t, hasher, blockSize, cache);
+      if (scope == BlockHasher.ROOT_PARENT && r.nextBoolean()) {
+        chain.reset(t, hasher, blockSize, cache);
+      } else {
+        chain.reset(scope, t, hasher, blockSize, cache);
+      }
       long before = hasher.blocks;
       // ask in chunks as the replica query does, and stop at a random point
       int stop = r.nextInt(maxBlocks + 2);
@@ -129,20 +146,23 @@ class PrefixHashCacheTest {
         assertEquals(Math.min(asked, maxBlocks), chain.ensure(asked));
       }
       int done = chain.hashed();
-      long[] expected = hasher.hasher.chain(t);
+      long[] expected = hasher.hasher.chain(scope, t);
       assertArrayEquals(Arrays.copyOf(expected, done), Arrays.copyOf(chain.hashes(), done));
       if (maxBlocks <= PrefixHashCache.MIN_PROMPT_BLOCKS) {
         assertEquals(0, chain.reused(), "a short prompt bypasses the cache");
       }
       assertEquals(done, chain.reused() + (hasher.blocks - before), "reused + hashed = done");
       int shared = 0;
-      for (int[] o : offered) {
-        shared = Math.max(shared, commonBlocks(t, o, blockSize));
+      for (int i = 0; i < offered.size(); i++) {
+        if (offeredScopes.get(i) == scope) { // only a prompt of the same scope can lend hashes
+          shared = Math.max(shared, commonBlocks(t, offered.get(i), blockSize));
+        }
       }
       assertTrue(chain.reused() <= Math.max(0, shared - HEAD),
           "reused " + chain.reused() + " blocks, but earlier prompts share only " + shared);
       chain.finish();
       offered.add(t);
+      offeredScopes.add(scope);
       checkInvariants(cache, hasher.hasher);
     }
   }
@@ -230,7 +250,8 @@ class PrefixHashCacheTest {
         }
         assertTrue(e.blocks() > HEAD && e.blocks() <= PrefixHashCache.MAX_ENTRY_BLOCKS);
         assertEquals(e.blocks() * bs, e.tokens.length);
-        assertArrayEquals(reference.chain(e.tokens), e.hashes, "an entry's hashes are its chain");
+        assertArrayEquals(reference.chain(e.scopeRoot, e.tokens), e.hashes,
+            "an entry's hashes are its chain");
         assertTrue(heads.add(e.headKey()), "two entries for one head in a set");
       }
     }

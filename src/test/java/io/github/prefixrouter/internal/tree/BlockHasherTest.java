@@ -63,6 +63,55 @@ class BlockHasherTest {
   }
 
   @Test
+  void goldenScopeRoots() {
+    assertEquals(BlockHasher.ROOT_PARENT, BlockHasher.scopeRoot("", ""));
+    assertEquals(0x248b0bd7a65dc2b0L, BlockHasher.scopeRoot("sql-lora", ""));
+    assertEquals(0x93ec9744a224ce41L, BlockHasher.scopeRoot("", "tenant-1"));
+    assertEquals(0x917192a1bb3ad63dL, BlockHasher.scopeRoot("sql-lora", "tenant-1"));
+    assertEquals(0x2126cab3c0cb032cL, BlockHasher.scopeRoot("ab", "c"));
+    assertEquals(0xfc2a9f9e35400c27L, BlockHasher.scopeRoot("a", "bc"));
+    assertEquals(0xceadb4eb1fb32adeL, BlockHasher.scopeRoot("\u00e9\uD83D\uDE00", "\u00fc"));
+    assertEquals(0x0482594a7856dba7L, BlockHasher.scopeRoot("x".repeat(13), ""));
+    assertEquals(0x917192a1bb3ad63dL,
+        BlockHasher.scopeRoot(io.github.prefixrouter.CacheScope.of("sql-lora", "tenant-1")));
+    assertEquals(BlockHasher.ROOT_PARENT,
+        BlockHasher.scopeRoot(io.github.prefixrouter.CacheScope.DEFAULT));
+  }
+
+  @Test
+  void goldenScopedChains() {
+    assertArrayEquals(
+        new long[] {0x3ddaaa4cf47c5f35L, 0x19cb5d0d1a274504L},
+        new BlockHasher(16, 0).chain(BlockHasher.scopeRoot("sql-lora", ""), RANGE_40));
+    assertArrayEquals(
+        new long[] {0x4b1aee151fefb508L, 0x922576bd58e916a5L},
+        new BlockHasher(16, 42).chain(BlockHasher.scopeRoot("", "tenant-1"), RANGE_40));
+    // the default scope's chain is the unscoped one
+    assertArrayEquals(new BlockHasher(16, 0).chain(RANGE_40),
+        new BlockHasher(16, 0).chain(BlockHasher.ROOT_PARENT, RANGE_40));
+    // extending a scoped chain part-way continues it
+    long[] out = new long[2];
+    BlockHasher h = new BlockHasher(16, 0);
+    long root = BlockHasher.scopeRoot("sql-lora", "");
+    assertEquals(1, h.extend(root, RANGE_40, 0, 16, out));
+    assertEquals(2, h.extend(root, RANGE_40, 1, 40, out));
+    assertArrayEquals(new long[] {0x3ddaaa4cf47c5f35L, 0x19cb5d0d1a274504L}, out);
+  }
+
+  @Test
+  void scopeRootsOfManyScopesAreDistinctAndNeverZeroOrTheDefault() {
+    Set<Long> seen = new HashSet<>();
+    for (int i = 0; i < 2000; i++) {
+      for (String[] as : new String[][] {{"a" + i, ""}, {"", "a" + i}, {"a", i + ""},
+          {"a" + i, "b"}}) {
+        long r = BlockHasher.scopeRoot(as[0], as[1]);
+        assertTrue(r != 0 && r != BlockHasher.ROOT_PARENT);
+        assertTrue(seen.add(r), "collision at " + as[0] + "/" + as[1]);
+      }
+    }
+  }
+
+  @Test
   void hashBlockChainsFromTheRootParent() {
     BlockHasher h = new BlockHasher(16, 0);
     long first = h.hashBlock(BlockHasher.ROOT_PARENT, RANGE_40, 0);

@@ -21,7 +21,9 @@ import org.junit.jupiter.api.Test;
  * match results after every operation were computed beforehand on a private tree; each
  * concurrent match must equal the result of some state that existed while it ran, i.e. between
  * the number of operations completed before it started and one past the number completed
- * after it returned. No torn read can pass that check, and none may throw.
+ * after it returned. No torn read can pass that check, and none may throw. Inserts, leases
+ * and queries are spread over three cache scopes, so scope roots come and go (the capacity
+ * evicts a scope's last leaf, a clear drops them all) while readers look them up.
  */
 class ConcurrentPrefixTreeConcurrencyTest {
 
@@ -31,13 +33,18 @@ class ConcurrentPrefixTreeConcurrencyTest {
 
   sealed interface Op permits Insert, Evict, Clear, Acquire, Release {}
 
-  record Insert(int[] tokens) implements Op {}
+  /** The scopes' root hashes: the default and two others. */
+  static final long[] SCOPES = {
+    BlockHasher.ROOT_PARENT, BlockHasher.scopeRoot("lora-a", ""), BlockHasher.scopeRoot("", "t1")
+  };
+
+  record Insert(long scope, int[] tokens) implements Op {}
 
   record Evict(long target) implements Op {}
 
   record Clear() implements Op {}
 
-  record Acquire(int[] tokens) implements Op {}
+  record Acquire(long scope, int[] tokens) implements Op {}
 
   record Release() implements Op {}
 
@@ -73,12 +80,13 @@ class ConcurrentPrefixTreeConcurrencyTest {
         for (int k = r.nextInt(s.length); k < s.length; k += 1 + r.nextInt(40)) {
           s[k] = r.nextInt(50); // diverge here and there
         }
+        long scope = SCOPES[r.nextInt(SCOPES.length)];
         if (roll < 8) {
-          script.add(new Acquire(s)); // pinned until a later release
+          script.add(new Acquire(scope, s)); // pinned until a later release
         } else if (roll < 16) {
           script.add(new Release());
         } else {
-          script.add(new Insert(s));
+          script.add(new Insert(scope, s));
         }
       } else if (roll < 99) {
         script.add(new Evict(r.nextInt(3000)));
@@ -88,7 +96,9 @@ class ConcurrentPrefixTreeConcurrencyTest {
     }
     script.add(new Clear()); // every round starts from empty (outstanding leases become no-ops)
     int[][] queries = new int[QUERIES][];
+    long[] queryScopes = new long[QUERIES];
     for (int q = 0; q < QUERIES; q++) {
+      queryScopes[q] = SCOPES[(q / 3) % SCOPES.length];
       int[] base = bases[q % bases.length];
       queries[q] = Arrays.copyOf(base, 50 + r.nextInt(350));
       if (q % 3 == 0) {
@@ -105,7 +115,7 @@ class ConcurrentPrefixTreeConcurrencyTest {
         apply(reference, script.get(k - 1), referenceLeases);
       }
       for (int q = 0; q < QUERIES; q++) {
-        expected[k][q] = reference.match(queries[q]);
+        expected[k][q] = reference.match(queryScopes[q], queries[q]);
       }
     }
 
@@ -140,7 +150,8 @@ class ConcurrentPrefixTreeConcurrencyTest {
           while (!stop.get()) {
             int q = rr.nextInt(QUERIES);
             long before = done.get();
-            int got = tree.match(queries[q]);
+            int got = queryScopes[q] == BlockHasher.ROOT_PARENT
+                ? tree.match(queries[q]) : tree.match(queryScopes[q], queries[q]);
             long after = done.get();
             boolean ok = false;
             for (long g = before; g <= after + 1 && !ok; g++) {
@@ -190,9 +201,9 @@ class ConcurrentPrefixTreeConcurrencyTest {
   private static void apply(ConcurrentPrefixTree t, Op op,
       java.util.ArrayDeque<ConcurrentPrefixTree.Lease> leases) {
     if (op instanceof Insert i) {
-      t.insert(i.tokens());
+      t.insert(i.scope(), i.tokens(), i.tokens().length);
     } else if (op instanceof Acquire a) {
-      leases.push(t.acquire(a.tokens()));
+      leases.push(t.acquire(a.scope(), a.tokens()));
     } else if (op instanceof Release) {
       if (!leases.isEmpty()) {
         leases.pop().release();

@@ -2,6 +2,7 @@ package io.github.prefixrouter.internal.tree;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -26,20 +27,33 @@ import net.jqwik.api.constraints.IntRange;
  * naive model of the engine's cache: a map from engine block hash to (parent hash, tokens) and a
  * multiset of the held hashes (how many copies of each block the engine holds), where removing
  * a copy only lowers the count and removing the last copy removes the block and everything
- * continuing it.
+ * continuing it. Chains start in one of three scopes (the default, an adapter, a salt), whose
+ * engine hashes differ as vLLM's do; the model keeps each block's scope, matches and leaves are
+ * compared per scope, and the replayed block hashes are the scoped chains.
  */
 class EngineDrivenTreePropertyTest {
 
   static final int B = 3;
 
+  /** The scopes drawn: index 0 is the default. */
+  static final CacheScope[] SCOPES = {
+    CacheScope.DEFAULT, CacheScope.adapter("lora-a"), CacheScope.salt("tenant-1")
+  };
+
+  /** The engine's own root parents of the scopes' chains (the engine keys blocks by scope). */
+  static final long[] ENGINE_ROOTS = {BlockHasher.ROOT_PARENT, 0x5151L, 0x7272L};
+
   sealed interface Op permits Store, Fork, Restore, Remove, Evict, Clear, Match {}
 
-  /** parentPick selects an existing block (mod count), -1 = prompt start, -2 = unknown. */
-  record Store(int parentPick, int[] tokens, boolean malformed) implements Op {
+  /**
+   * parentPick selects an existing block (mod count), -1 = prompt start, -2 = unknown; the
+   * scope is passed with the event (it only matters for a prompt start).
+   */
+  record Store(int parentPick, int[] tokens, boolean malformed, int scope) implements Op {
     @Override
     public String toString() {
       return "store(" + parentPick + ", " + Arrays.toString(tokens) + (malformed ? ", bad" : "")
-          + ")";
+          + (scope == 0 ? "" : ", @" + scope) + ")";
     }
   }
 
@@ -78,14 +92,15 @@ class EngineDrivenTreePropertyTest {
 
   record Clear() implements Op {}
 
-  record Match(int[] tokens) implements Op {
+  record Match(int scope, int[] tokens) implements Op {
     @Override
     public String toString() {
-      return "match" + Arrays.toString(tokens);
+      return "match" + (scope == 0 ? "" : "@" + scope) + Arrays.toString(tokens);
     }
   }
 
-  record Block(long parent, int[] tokens) {}
+  /** A block: its parent (or NO_PARENT), tokens and the scope of its chain. */
+  record Block(long parent, int[] tokens, int scope) {}
 
   /** The engine: hashes derive from content (like vLLM's), with its own salt. */
   static final class EngineModel {
@@ -137,9 +152,12 @@ class EngineDrivenTreePropertyTest {
       copies.keySet().retainAll(blocks.keySet());
     }
 
-    int match(int[] q) {
+    int match(int scope, int[] q) {
       int best = 0;
       for (long h : blocks.keySet()) {
+        if (blocks.get(h).scope() != scope) {
+          continue;
+        }
         int[] p = path(h);
         if (p.length > best && p.length <= q.length
             && Arrays.equals(p, 0, p.length, q, 0, p.length)) {
@@ -152,20 +170,27 @@ class EngineDrivenTreePropertyTest {
     Set<Long> treeHashes(BlockHasher h) {
       Set<Long> out = new HashSet<>();
       for (long e : blocks.keySet()) {
-        long[] chain = h.chain(path(e));
+        long root = BlockHasher.scopeRoot(SCOPES[blocks.get(e).scope()]);
+        long[] chain = h.chain(root, path(e));
         out.add(chain[chain.length - 1]);
       }
       return out;
     }
 
-    Set<List<Integer>> leaves() {
+    /** The scopes other than the default that hold a block. */
+    long scopesHeld() {
+      return blocks.values().stream().mapToInt(Block::scope).filter(x -> x != 0).distinct()
+          .count();
+    }
+
+    Set<List<Integer>> leaves(int scope) {
       Set<Long> parents = new HashSet<>();
       for (Block b : blocks.values()) {
         parents.add(b.parent());
       }
       Set<List<Integer>> out = new HashSet<>();
       for (long h : blocks.keySet()) {
-        if (!parents.contains(h)) {
+        if (!parents.contains(h) && blocks.get(h).scope() == scope) {
           out.add(Arrays.stream(path(h)).boxed().toList());
         }
       }
@@ -193,6 +218,9 @@ class EngineDrivenTreePropertyTest {
     // a binary alphabet makes blocks that share their first tokens and diverge mid-block; the
     // two ids share their low 16 bits
     Arbitrary<Integer> symbol = Arbitraries.of(65_537, 131_073);
+    Arbitrary<Integer> scope = Arbitraries.frequencyOf(
+        Tuple.of(2, Arbitraries.just(0)), Tuple.of(1, Arbitraries.just(1)),
+        Tuple.of(1, Arbitraries.just(2)));
     Arbitrary<int[]> blocks =
         Arbitraries.integers().between(1, 4).flatMap(n ->
             symbol.array(int[].class).ofSize(n * B));
@@ -200,7 +228,7 @@ class EngineDrivenTreePropertyTest {
         Arbitraries.frequencyOf(
             Tuple.of(store, net.jqwik.api.Combinators.combine(
                     Arbitraries.integers().between(-2, 30), blocks,
-                    Arbitraries.integers().between(0, 19).map(x -> x == 0))
+                    Arbitraries.integers().between(0, 19).map(x -> x == 0), scope)
                 .as(Store::new)),
             Tuple.of(restore, net.jqwik.api.Combinators.combine(
                     Arbitraries.integers().between(0, 30), Arbitraries.integers().between(1, 3))
@@ -217,8 +245,9 @@ class EngineDrivenTreePropertyTest {
             Tuple.of(evict, net.jqwik.api.Combinators.combine(
                     Arbitraries.integers().between(0, 30), Arbitraries.integers().between(1, 4))
                 .as(Evict::new)),
-            Tuple.of(match, symbol.array(int[].class).ofMaxSize(14)
-                .map(Match::new)),
+            Tuple.of(match, net.jqwik.api.Combinators.combine(
+                    scope, symbol.array(int[].class).ofMaxSize(14))
+                .as(Match::new)),
             Tuple.of(1, Arbitraries.just(new Clear())));
     // uniform sizes: jqwik's default bias gives most tries fewer than ten events, too few to
     // store a block, store it again and remove a copy
@@ -293,7 +322,7 @@ class EngineDrivenTreePropertyTest {
         tokens[shared] = tokens[shared] == f.tail()[0] ? f.tail()[1] : f.tail()[0];
         System.arraycopy(f.tail(), shared + 1, tokens, shared + 1, tokens.length - shared - 1);
         forkParent = model.blocks.get(chain.get(0)).parent();
-        op = new Store(0, tokens, false);
+        op = new Store(0, tokens, false, model.blocks.get(chain.get(0)).scope());
       }
       if (op instanceof Fork) {
         // nothing held: nothing to fork from
@@ -310,26 +339,34 @@ class EngineDrivenTreePropertyTest {
         }
         int n = s.tokens().length / B;
         long[] hashes = new long[n];
-        long p = parent == CacheEventListener.NO_PARENT ? BlockHasher.ROOT_PARENT : parent;
+        long p = parent == CacheEventListener.NO_PARENT ? ENGINE_ROOTS[s.scope()] : parent;
         for (int i = 0; i < n; i++) {
           p = model.engineHasher.hashBlock(p, s.tokens(), i * B);
           hashes[i] = p;
         }
         if (s.malformed()) {
-          engine.onBlocksStored(parent, hashes, Arrays.copyOf(s.tokens(), s.tokens().length - 1));
+          engine.onBlocksStored(SCOPES[s.scope()], parent, hashes,
+              Arrays.copyOf(s.tokens(), s.tokens().length - 1));
           expectMalformed++;
         } else {
-          engine.onBlocksStored(parent, hashes, s.tokens());
+          if (s.scope() == 0 && s.tokens().length % 2 == 0) {
+            engine.onBlocksStored(parent, hashes, s.tokens()); // the unscoped form: the default
+          } else {
+            engine.onBlocksStored(SCOPES[s.scope()], parent, hashes, s.tokens());
+          }
           if (parent != CacheEventListener.NO_PARENT && !model.blocks.containsKey(parent)) {
             expectUnknownParents++;
           } else {
+            // a continued chain stays in its parent's scope, whatever the event says
+            int scope = parent == CacheEventListener.NO_PARENT
+                ? s.scope() : model.blocks.get(parent).scope();
             long prev = parent;
             for (int i = 0; i < n; i++) {
               if (model.blocks.containsKey(hashes[i])) {
                 expectDuplicates++;
               }
               model.store(hashes[i], new Block(prev, Arrays.copyOfRange(s.tokens(), i * B,
-                  (i + 1) * B)));
+                  (i + 1) * B), scope));
               prev = hashes[i];
             }
           }
@@ -346,7 +383,8 @@ class EngineDrivenTreePropertyTest {
         for (int i = 0; i < hashes.length; i++) {
           System.arraycopy(model.blocks.get(hashes[i]).tokens(), 0, tokens, i * B, B);
         }
-        engine.onBlocksStored(model.blocks.get(hashes[0]).parent(), hashes, tokens);
+        Block first = model.blocks.get(hashes[0]);
+        engine.onBlocksStored(SCOPES[first.scope()], first.parent(), hashes, tokens);
         for (long h : hashes) {
           model.store(h, model.blocks.get(h));
           expectDuplicates++;
@@ -391,7 +429,12 @@ class EngineDrivenTreePropertyTest {
       } else if (op instanceof Restore) {
         // nothing held: nothing to store again
       } else if (op instanceof Match m) {
-        assertEquals(model.match(m.tokens()), tree.match(m.tokens()), "match");
+        long root = BlockHasher.scopeRoot(SCOPES[m.scope()]);
+        int expected = model.match(m.scope(), m.tokens());
+        assertEquals(expected, tree.match(root, m.tokens()), "match");
+        if (m.scope() == 0) {
+          assertEquals(expected, tree.match(m.tokens()), "unscoped match");
+        }
       } else {
         engine.onAllCleared();
         model.clear();
@@ -413,9 +456,13 @@ class EngineDrivenTreePropertyTest {
           }
         }
       }
-      assertEquals(SelfManagedTreePropertyTest.sorted(model.leaves()),
-          SelfManagedTreePropertyTest.sorted(SelfManagedTreePropertyTest.asLists(tree.leafSequences())),
-          "after " + op);
+      for (int sc = 0; sc < SCOPES.length; sc++) {
+        assertEquals(SelfManagedTreePropertyTest.sorted(model.leaves(sc)),
+            SelfManagedTreePropertyTest.sorted(SelfManagedTreePropertyTest.asLists(
+                tree.leafSequences(BlockHasher.scopeRoot(SCOPES[sc])))),
+            "scope " + sc + " after " + op);
+      }
+      assertEquals(model.scopesHeld(), tree.scopeCount(), "scope roots after " + op);
       assertEquals(model.treeHashes(tree.hasher()), replay.held, "replayed blocks after " + op);
       for (Map.Entry<Long, Integer> e : model.copies.entrySet()) {
         assertEquals((long) e.getValue(), tree.engineCopies(e.getKey()),
@@ -435,7 +482,7 @@ class EngineDrivenTreePropertyTest {
   static Map<ConcurrentPrefixTree.Node, int[]> cachedEdges(ConcurrentPrefixTree tree) {
     Map<ConcurrentPrefixTree.Node, int[]> out = new java.util.IdentityHashMap<>();
     java.util.ArrayDeque<ConcurrentPrefixTree.Node> stack = new java.util.ArrayDeque<>();
-    stack.push(tree.rootForTest());
+    tree.rootsForTest().forEach(stack::push);
     while (!stack.isEmpty()) {
       ConcurrentPrefixTree.Node n = stack.pop();
       if (n.blockHashCache() != null) {

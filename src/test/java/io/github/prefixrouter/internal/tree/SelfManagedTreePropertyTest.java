@@ -23,31 +23,40 @@ import net.jqwik.api.constraints.IntRange;
 
 /**
  * Random operation sequences on a self-managed tree, checked after every operation against a
- * deliberately naive model: a map from every cached prefix (as a list) to its last-use time and
- * lease count, with eviction by scanning for the oldest unleased prefix that nothing continues.
+ * deliberately naive model: a map from every cached (scope, prefix) (as a list: the scope's
+ * marker, then the tokens) to its last-use time and lease count, with eviction by scanning for
+ * the oldest unleased prefix that nothing continues, over all scopes at once (one capacity).
+ * Operations are drawn in three scopes: the default, an adapter and a salt.
  */
 class SelfManagedTreePropertyTest {
 
   sealed interface Op permits Insert, Match, Acquire, Release, EvictTo, Clear {}
 
-  record Insert(int[] tokens) implements Op {
+  /** The scopes drawn: index 0 is the default. */
+  static final long[] SCOPES = {
+    BlockHasher.ROOT_PARENT,
+    BlockHasher.scopeRoot("lora-a", ""),
+    BlockHasher.scopeRoot("", "tenant-1"),
+  };
+
+  record Insert(int scope, int[] tokens) implements Op {
     @Override
     public String toString() {
-      return "insert" + Arrays.toString(tokens);
+      return "insert" + (scope == 0 ? "" : "@" + scope) + Arrays.toString(tokens);
     }
   }
 
-  record Match(int[] tokens) implements Op {
+  record Match(int scope, int[] tokens) implements Op {
     @Override
     public String toString() {
-      return "match" + Arrays.toString(tokens);
+      return "match" + (scope == 0 ? "" : "@" + scope) + Arrays.toString(tokens);
     }
   }
 
-  record Acquire(int[] tokens) implements Op {
+  record Acquire(int scope, int[] tokens) implements Op {
     @Override
     public String toString() {
-      return "acquire" + Arrays.toString(tokens);
+      return "acquire" + (scope == 0 ? "" : "@" + scope) + Arrays.toString(tokens);
     }
   }
 
@@ -69,42 +78,52 @@ class SelfManagedTreePropertyTest {
       this.capacity = capacity;
     }
 
-    static List<Integer> prefix(int[] s, int k) {
-      return Arrays.stream(s, 0, k).boxed().collect(Collectors.toList());
+    /** A key's first element: the scope's marker (no token id is below -1000). */
+    static int marker(int scope) {
+      return Integer.MIN_VALUE + scope;
     }
 
-    int match(int[] q) {
+    static List<Integer> prefix(int scope, int[] s, int k) {
+      List<Integer> p = new ArrayList<>(k + 1);
+      p.add(marker(scope));
+      for (int i = 0; i < k; i++) {
+        p.add(s[i]);
+      }
+      return p;
+    }
+
+    int match(int scope, int[] q) {
       int k = 0;
-      while (k < q.length && lastUse.containsKey(prefix(q, k + 1))) {
+      while (k < q.length && lastUse.containsKey(prefix(scope, q, k + 1))) {
         k++;
       }
       return k;
     }
 
-    void insert(int[] s) {
+    void insert(int scope, int[] s) {
       long now = ++clock;
       for (int k = 1; k <= s.length; k++) {
-        lastUse.put(prefix(s, k), now);
+        lastUse.put(prefix(scope, s, k), now);
       }
       evict(capacity);
     }
 
-    int[] acquire(int[] q) {
-      int m = match(q);
+    int[] acquire(int scope, int[] q) {
+      int m = match(scope, q);
       if (m > 0) {
         long now = ++clock;
         for (int k = 1; k <= m; k++) {
-          lastUse.put(prefix(q, k), now);
-          leases.merge(prefix(q, k), 1, Integer::sum);
+          lastUse.put(prefix(scope, q, k), now);
+          leases.merge(prefix(scope, q, k), 1, Integer::sum);
         }
       }
       return Arrays.copyOf(q, m);
     }
 
-    void release(int[] pinned, int leaseEpoch) {
+    void release(int scope, int[] pinned, int leaseEpoch) {
       if (leaseEpoch == epoch) {
         for (int k = 1; k <= pinned.length; k++) {
-          leases.merge(prefix(pinned, k), -1, Integer::sum);
+          leases.merge(prefix(scope, pinned, k), -1, Integer::sum);
         }
         evict(capacity);
       }
@@ -139,21 +158,41 @@ class SelfManagedTreePropertyTest {
       epoch++;
     }
 
-    Set<List<Integer>> leaves() {
+    /** The cached sequences of a scope that nothing continues, without the marker. */
+    Set<List<Integer>> leaves(int scope) {
       Set<List<Integer>> continued = new HashSet<>();
       for (List<Integer> p : lastUse.keySet()) {
         continued.add(p.subList(0, p.size() - 1));
       }
-      Set<List<Integer>> out = new HashSet<>(lastUse.keySet());
-      out.removeAll(continued);
+      Set<List<Integer>> out = new HashSet<>();
+      for (List<Integer> p : lastUse.keySet()) {
+        if (p.get(0) == marker(scope) && !continued.contains(p)) {
+          out.add(new ArrayList<>(p.subList(1, p.size())));
+        }
+      }
       return out;
     }
 
+    /** The scopes other than the default that hold something. */
+    int scopesHeld() {
+      Set<Integer> held = new HashSet<>();
+      for (List<Integer> p : lastUse.keySet()) {
+        if (p.get(0) != marker(0)) {
+          held.add(p.get(0));
+        }
+      }
+      return held.size();
+    }
+
+    /** Every cached full block's hash, chained from its scope's root. */
     Set<Long> blockHashes(BlockHasher h) {
       Set<Long> out = new HashSet<>();
       for (List<Integer> p : lastUse.keySet()) {
-        if (p.size() % h.blockSize() == 0) {
-          long[] chain = h.chain(p.stream().mapToInt(Integer::intValue).toArray());
+        int tokens = p.size() - 1;
+        if (tokens % h.blockSize() == 0) {
+          long root = SCOPES[p.get(0) - marker(0)];
+          long[] chain = h.chain(root, p.subList(1, p.size()).stream()
+              .mapToInt(Integer::intValue).toArray());
           out.add(chain[chain.length - 1]);
         }
       }
@@ -161,7 +200,7 @@ class SelfManagedTreePropertyTest {
     }
   }
 
-  record ModelLease(int[] pinned, int epoch) {}
+  record ModelLease(int scope, int[] pinned, int epoch) {}
 
   @Provide
   Arbitrary<List<Op>> ops() {
@@ -187,11 +226,15 @@ class SelfManagedTreePropertyTest {
   }
 
   private static Arbitrary<List<Op>> opsOf(Arbitrary<int[]> prompt, int maxOps) {
+    // the default scope most often; the same prompts in the others
+    Arbitrary<Integer> scope = Arbitraries.frequencyOf(
+        Tuple.of(3, Arbitraries.just(0)), Tuple.of(1, Arbitraries.just(1)),
+        Tuple.of(1, Arbitraries.just(2)));
     Arbitrary<Op> op =
         Arbitraries.frequencyOf(
-            Tuple.of(12, prompt.map(Insert::new)),
-            Tuple.of(6, prompt.map(Match::new)),
-            Tuple.of(4, prompt.map(Acquire::new)),
+            Tuple.of(12, net.jqwik.api.Combinators.combine(scope, prompt).as(Insert::new)),
+            Tuple.of(6, net.jqwik.api.Combinators.combine(scope, prompt).as(Match::new)),
+            Tuple.of(4, net.jqwik.api.Combinators.combine(scope, prompt).as(Acquire::new)),
             Tuple.of(4, Arbitraries.integers().between(0, 9).map(Release::new)),
             Tuple.of(2, Arbitraries.integers().between(0, 30).map(EvictTo::new)),
             Tuple.of(1, Arbitraries.just(new Clear())));
@@ -246,16 +289,25 @@ class SelfManagedTreePropertyTest {
         }
       }
       if (op instanceof Insert i) {
-        tree.insert(i.tokens());
-        model.insert(i.tokens());
+        if (i.scope() == 0) {
+          tree.insert(i.tokens());
+        } else {
+          tree.insert(SCOPES[i.scope()], i.tokens(), i.tokens().length);
+        }
+        model.insert(i.scope(), i.tokens());
       } else if (op instanceof Match m) {
-        assertEquals(model.match(m.tokens()), tree.match(m.tokens()), "match");
+        int expected = model.match(m.scope(), m.tokens());
+        assertEquals(expected, tree.match(SCOPES[m.scope()], m.tokens()), "match");
+        if (m.scope() == 0) {
+          assertEquals(expected, tree.match(m.tokens()), "unscoped match");
+        }
       } else if (op instanceof Acquire a) {
-        ConcurrentPrefixTree.Lease l = tree.acquire(a.tokens());
-        int[] pinned = model.acquire(a.tokens());
+        ConcurrentPrefixTree.Lease l = a.scope() == 0
+            ? tree.acquire(a.tokens()) : tree.acquire(SCOPES[a.scope()], a.tokens());
+        int[] pinned = model.acquire(a.scope(), a.tokens());
         assertEquals(pinned.length, l.lockedTokens(), "leased tokens");
         leases.add(l);
-        modelLeases.add(new ModelLease(pinned, model.epoch));
+        modelLeases.add(new ModelLease(a.scope(), pinned, model.epoch));
         released.add(false);
       } else if (op instanceof Release r) {
         if (leases.isEmpty()) {
@@ -266,7 +318,8 @@ class SelfManagedTreePropertyTest {
           assertThrows(IllegalStateException.class, leases.get(w)::release);
         } else {
           leases.get(w).release();
-          model.release(modelLeases.get(w).pinned(), modelLeases.get(w).epoch());
+          ModelLease ml = modelLeases.get(w);
+          model.release(ml.scope(), ml.pinned(), ml.epoch());
           released.set(w, true);
         }
       } else if (op instanceof EvictTo e) {
@@ -279,7 +332,11 @@ class SelfManagedTreePropertyTest {
       }
       tree.checkInvariants();
       assertEquals(model.lastUse.size(), tree.sizeTokens(), "size after " + op);
-      assertEquals(sorted(model.leaves()), sorted(asLists(tree.leafSequences())), "after " + op);
+      for (int sc = 0; sc < SCOPES.length; sc++) {
+        assertEquals(sorted(model.leaves(sc)),
+            sorted(asLists(tree.leafSequences(SCOPES[sc]))), "scope " + sc + " after " + op);
+      }
+      assertEquals(model.scopesHeld(), tree.scopeCount(), "scope roots after " + op);
       Set<Long> expectedBlocks = model.blockHashes(tree.hasher());
       if (listenFromStart) {
         assertEquals(expectedBlocks, replay.held, "replayed blocks after " + op);

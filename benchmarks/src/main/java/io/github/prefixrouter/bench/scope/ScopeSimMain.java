@@ -1,0 +1,273 @@
+package io.github.prefixrouter.bench.scope;
+
+import io.github.prefixrouter.CacheScope;
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import io.github.prefixrouter.testing.SimulatedEngine;
+import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * A multi-LoRA fleet in simulated time: several adapters share the same system prompts, and the
+ * engines key their prefix caches by adapter (as vLLM does). The same requests, on the same
+ * seeds, run through the library twice, side by side in one process:
+ *
+ * <ul>
+ *   <li><b>scope-aware</b>: requests carry their {@link CacheScope}; the trees, replicas and
+ *       forwards separate scopes (the current code);
+ *   <li><b>scope-blind</b>: the router sees every request as the base model's and the engine's
+ *       cache events credit every chain to the base model (the behaviour before scopes), while
+ *       the engines still run each request under its adapter, so a prefix cached for one
+ *       adapter is a miss for another.
+ * </ul>
+ *
+ * <pre>
+ * java -cp benchmarks/target/benchmarks.jar io.github.prefixrouter.bench.scope.ScopeSimMain \
+ *     [--seeds N] [--requests N] [--adapters N] [--prompts N] [--rate PER_SECOND]
+ * </pre>
+ *
+ * <p>Prints, per seed and mode, the prompt-token hit rate (cached / prompt tokens, from the
+ * engines' own results) and the latency (submission to answer, simulated) mean, median and
+ * p99, then the aware / blind ratios.
+ */
+public final class ScopeSimMain {
+
+  record Params(int nodes, int requests, int adapters, int prompts, int systemTokens,
+      int maxSuffix, double ratePerSecond, long oneWayDelayNanos, int capacityTokens) {}
+
+  record Outcome(double hitRate, double meanMs, double p50Ms, double p99Ms, long forwarded,
+      long failed) {}
+
+  private ScopeSimMain() {}
+
+  public static void main(String[] args) {
+    int seeds = 3;
+    int requests = 6000;
+    int adapters = 4;
+    int prompts = 8;
+    double rate = 120;
+    for (int i = 0; i < args.length; i++) {
+      switch (args[i]) {
+        case "--seeds" -> seeds = Integer.parseInt(args[++i]);
+        case "--requests" -> requests = Integer.parseInt(args[++i]);
+        case "--adapters" -> adapters = Integer.parseInt(args[++i]);
+        case "--prompts" -> prompts = Integer.parseInt(args[++i]);
+        case "--rate" -> rate = Double.parseDouble(args[++i]);
+        default -> throw new IllegalArgumentException("unknown argument " + args[i]);
+      }
+    }
+    Params p = new Params(4, requests, adapters, prompts, 1024, 128, rate, 1_000_000, 24_576);
+    System.out.printf(Locale.ROOT, "%d nodes, %d adapters x %d shared system prompts of %d "
+            + "tokens (+0..%d-token questions), %d requests at %.0f/s, %d-token KV cache per node,"
+            + " 1 ms one-way delay%n", p.nodes(), p.adapters(), p.prompts(), p.systemTokens(),
+        p.maxSuffix(), p.requests(), p.ratePerSecond(), p.capacityTokens());
+    System.out.println("seed  mode    hit-rate  mean-ms  p50-ms  p99-ms  forwarded  failed");
+    List<double[]> ratios = new ArrayList<>();
+    for (int s = 1; s <= seeds; s++) {
+      Outcome blind = run(p, s, false);
+      Outcome aware = run(p, s, true);
+      print(s, "blind", blind);
+      print(s, "aware", aware);
+      ratios.add(new double[] {aware.hitRate() / blind.hitRate(), aware.meanMs() / blind.meanMs(),
+          aware.p50Ms() / blind.p50Ms(), aware.p99Ms() / blind.p99Ms()});
+    }
+    System.out.println("aware / blind: hit rate, mean, p50, p99 latency");
+    for (int s = 0; s < ratios.size(); s++) {
+      double[] r = ratios.get(s);
+      System.out.printf(Locale.ROOT, "seed %d  %.2fx  %.2fx  %.2fx  %.2fx%n", s + 1, r[0], r[1],
+          r[2], r[3]);
+    }
+  }
+
+  private static void print(int seed, String mode, Outcome o) {
+    System.out.printf(Locale.ROOT, "%4d  %-6s  %7.3f  %7.1f  %6.1f  %6.1f  %9d  %6d%n", seed,
+        mode, o.hitRate(), o.meanMs(), o.p50Ms(), o.p99Ms(), o.forwarded(), o.failed());
+  }
+
+  /**
+   * Runs the workload of {@code seed}; {@code aware}: the current routing, else scope-blind
+   * (see the class notes).
+   */
+  static Outcome run(Params p, long seed, boolean aware) {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    InMemoryNetwork net = new InMemoryNetwork(sim, seed);
+    net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofNanos(p.oneWayDelayNanos())));
+    Map<String, CacheScope> scopes = new HashMap<>(); // request id -> its adapter (blind mode)
+    List<PeerAddress> all = new ArrayList<>();
+    for (int i = 0; i < p.nodes(); i++) {
+      all.add(InMemoryNetwork.addressOf("n" + i));
+    }
+    RouterConfig cfg = RouterConfig.builder().blockSize(16)
+        .treeCapacityTokens(p.capacityTokens()).build();
+    List<PrefixRouterNode> nodes = new ArrayList<>();
+    for (int i = 0; i < p.nodes(); i++) {
+      SimulatedEngine e = SimulatedEngine.builder().scheduler(sim).slots(4)
+          .capacityTokens(p.capacityTokens()).prefillOverheadNanos(2_000_000)
+          .prefillNanosPerToken(100_000).decodeNanosPerToken(2_000_000).vocabularySize(50_000)
+          .build();
+      InferenceEngine engine = aware ? e : new ScopeBlind(e, scopes);
+      List<PeerAddress> seeds = new ArrayList<>(all);
+      seeds.remove(i);
+      PrefixRouterNode n = PrefixRouterNode.builder().nodeId("n" + i).config(cfg)
+          .transport(net.transport("n" + i)).engine(engine).clock(sim).scheduler(sim)
+          .random(new SplittableRandom(seed * 31 + i)).seeds(seeds).build();
+      nodes.add(n);
+      n.start();
+    }
+    sim.advanceBy(Duration.ofSeconds(3).toNanos()); // membership converges
+
+    // the workload: the same for both modes
+    SplittableRandom r = new SplittableRandom(seed);
+    int[][] system = new int[p.prompts()][];
+    for (int k = 0; k < system.length; k++) {
+      system[k] = tokens(r, p.systemTokens());
+    }
+    CacheScope[] adapterScopes = new CacheScope[p.adapters()];
+    for (int a = 0; a < adapterScopes.length; a++) {
+      adapterScopes[a] = CacheScope.adapter("lora-" + a);
+    }
+    long[] submitted = new long[p.requests()];
+    List<CompletableFuture<InferenceResponse>> futures = new ArrayList<>();
+    long[] done = new long[p.requests()];
+    long t = sim.nanoTime();
+    for (int q = 0; q < p.requests(); q++) {
+      t += (long) (-Math.log(1 - r.nextDouble()) / p.ratePerSecond() * 1e9);
+      int k = r.nextInt(system.length);
+      CacheScope scope = adapterScopes[r.nextInt(adapterScopes.length)];
+      int[] prompt = concat(system[k], tokens(r, 16 + r.nextInt(p.maxSuffix())));
+      int entry = r.nextInt(p.nodes());
+      String id = "q" + q;
+      sim.advanceTo(t);
+      InferenceRequest req = new InferenceRequest(id, prompt, GenerationParams.greedy(8));
+      if (aware) {
+        req = req.withScope(scope);
+      } else {
+        scopes.put(id, scope);
+      }
+      submitted[q] = sim.nanoTime();
+      final int index = q;
+      CompletableFuture<InferenceResponse> f = nodes.get(entry).submit(req);
+      f.whenComplete((v, err) -> done[index] = sim.nanoTime());
+      futures.add(f);
+    }
+    long deadline = sim.nanoTime() + Duration.ofMinutes(10).toNanos();
+    while (futures.stream().anyMatch(f -> !f.isDone()) && sim.nanoTime() < deadline) {
+      sim.advanceBy(Duration.ofMillis(100).toNanos());
+    }
+    long prompt = 0;
+    long cached = 0;
+    long forwarded = 0;
+    long failed = 0;
+    double[] latencies = new double[futures.size()];
+    for (int q = 0; q < futures.size(); q++) {
+      CompletableFuture<InferenceResponse> f = futures.get(q);
+      latencies[q] = (done[q] - submitted[q]) / 1e6;
+      if (!f.isDone() || f.isCompletedExceptionally()) {
+        failed++;
+        continue;
+      }
+      InferenceResponse resp = f.join();
+      prompt += resp.result().promptTokens();
+      cached += Math.max(0, resp.result().cachedPromptTokens());
+      forwarded += resp.forwarded() ? 1 : 0;
+    }
+    nodes.forEach(PrefixRouterNode::stop);
+    sim.advanceBy(Duration.ofSeconds(5).toNanos());
+    Arrays.sort(latencies);
+    double mean = Arrays.stream(latencies).average().orElse(0);
+    return new Outcome((double) cached / prompt, mean, latencies[latencies.length / 2],
+        latencies[(int) (latencies.length * 0.99)], forwarded, failed);
+  }
+
+  static int[] tokens(SplittableRandom r, int n) {
+    int[] t = new int[n];
+    for (int i = 0; i < n; i++) {
+      t[i] = r.nextInt(50_000);
+    }
+    return t;
+  }
+
+  static int[] concat(int[] a, int[] b) {
+    int[] out = Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, out, a.length, b.length);
+    return out;
+  }
+
+  /**
+   * The behaviour before scopes, around an engine that keys its cache by adapter: requests
+   * reach the router without their adapter, which the engine gets back from {@code scopes} (by
+   * request id) when it runs them; its cache events credit every chain to the base model.
+   */
+  static final class ScopeBlind implements InferenceEngine {
+    private final SimulatedEngine engine;
+    private final Map<String, CacheScope> scopes;
+
+    ScopeBlind(SimulatedEngine engine, Map<String, CacheScope> scopes) {
+      this.engine = engine;
+      this.scopes = scopes;
+    }
+
+    @Override
+    public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+      return engine.execute(request.withScope(
+          scopes.getOrDefault(request.id(), CacheScope.DEFAULT)));
+    }
+
+    @Override
+    public EngineLoad load() {
+      return engine.load();
+    }
+
+    @Override
+    public void cancel(String requestId) {
+      engine.cancel(requestId);
+    }
+
+    @Override
+    public boolean publishesCacheEvents() {
+      return engine.publishesCacheEvents();
+    }
+
+    @Override
+    public void setCacheEventListener(CacheEventListener listener) {
+      engine.setCacheEventListener(new CacheEventListener() {
+        @Override
+        public void onBlocksStored(long parent, long[] hashes, int[] tokens) {
+          listener.onBlocksStored(parent, hashes, tokens);
+        }
+
+        @Override
+        public void onBlocksStored(CacheScope scope, long parent, long[] hashes, int[] tokens) {
+          listener.onBlocksStored(parent, hashes, tokens); // every chain: the base model's
+        }
+
+        @Override
+        public void onBlocksRemoved(long[] hashes) {
+          listener.onBlocksRemoved(hashes);
+        }
+
+        @Override
+        public void onAllCleared() {
+          listener.onAllCleared();
+        }
+      });
+    }
+  }
+}
