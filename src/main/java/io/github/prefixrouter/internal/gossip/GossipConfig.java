@@ -168,12 +168,12 @@ public final class GossipConfig {
     return snapshotBytesPerExchange;
   }
 
-  /** Load (queue depth + in flight) at or above which this node advertises overload. Default 64. */
+  /** Engine queue depth at or above which this node advertises overload. Default 64. */
   public int highWatermark() {
     return highWatermark;
   }
 
-  /** Load at or below which the overload flag clears again. Default 32. */
+  /** Engine queue depth at or below which the overload flag clears again. Default 32. */
   public int lowWatermark() {
     return lowWatermark;
   }

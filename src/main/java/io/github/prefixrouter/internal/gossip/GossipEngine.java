@@ -927,10 +927,12 @@ public final class GossipEngine {
     }
     localQueueDepth = l.queueDepth();
     localInFlight = l.inFlight();
-    long total = (long) l.queueDepth() + l.inFlight();
-    if (!localOverloaded && total >= config.highWatermark()) {
+    // the queue alone, as the node's own refusal of forwarded work: running requests are
+    // capacity in use (an HTTP server runs hundreds at once), not overload
+    int queued = l.queueDepth();
+    if (!localOverloaded && queued >= config.highWatermark()) {
       localOverloaded = true;
-    } else if (localOverloaded && total <= config.lowWatermark()) {
+    } else if (localOverloaded && queued <= config.lowWatermark()) {
       localOverloaded = false;
     }
   }

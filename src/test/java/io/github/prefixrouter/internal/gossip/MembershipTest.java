@@ -102,18 +102,20 @@ class MembershipTest {
     GossipEngine b = c.nodes.get(1);
     String bAddr = b.self().address();
     c.runFor(10 * c.interval());
-    c.loads.put(bAddr, new EngineLoad(6, 3)); // 9 < high 10
+    // running requests are capacity in use, not overload: only the queue counts
+    c.loads.put(bAddr, new EngineLoad(9, 200)); // queue 9 < high 10
     c.runFor(5 * c.interval());
     assertFalse(peer(a, "node-1").overloaded());
-    assertEquals(6, peer(a, "node-1").queueDepth());
-    c.loads.put(bAddr, new EngineLoad(8, 2)); // 10: set
+    assertEquals(9, peer(a, "node-1").queueDepth());
+    assertEquals(200, peer(a, "node-1").inFlight());
+    c.loads.put(bAddr, new EngineLoad(10, 2)); // 10: set
     c.runFor(5 * c.interval());
     assertTrue(b.localOverloaded());
     assertTrue(peer(a, "node-1").overloaded());
-    c.loads.put(bAddr, new EngineLoad(3, 2)); // 5 > low 4: stays set
+    c.loads.put(bAddr, new EngineLoad(5, 0)); // 5 > low 4: stays set
     c.runFor(5 * c.interval());
     assertTrue(peer(a, "node-1").overloaded());
-    c.loads.put(bAddr, new EngineLoad(2, 2)); // 4: cleared
+    c.loads.put(bAddr, new EngineLoad(4, 2)); // 4: cleared
     c.runFor(5 * c.interval());
     assertFalse(peer(a, "node-1").overloaded());
     assertEquals(2, peer(a, "node-1").inFlight());
