@@ -221,7 +221,7 @@ public final class RouterNode implements PrefixRouterNode {
     try {
       EngineLoad l = engine.load();
       return l != null ? l : EngineLoad.IDLE;
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
       return EngineLoad.IDLE;
     }
   }
@@ -327,12 +327,7 @@ public final class RouterNode implements PrefixRouterNode {
     }
     requests.increment();
     Execution ex = new Execution(request, 0, null, nodeId);
-    try {
-      route(ex);
-    } catch (RuntimeException e) {
-      LOG.error("node {}: routing failed for {}", nodeId, request.id(), e);
-      runLocal(ex);
-    }
+    routeOrRunLocal(ex);
     return ex.future;
   }
 
@@ -374,6 +369,42 @@ public final class RouterNode implements PrefixRouterNode {
     }
   }
 
+  /**
+   * Routes {@code ex}. If routing throws before an attempt starts (a failing local index, peer
+   * view or engine load, an Error of an SPI), the request runs here, under a local-only decision
+   * if it had none yet, rather than going unanswered; an attempt that did start ends on its own
+   * (every SPI call within one is guarded), so it is not started twice.
+   */
+  private void routeOrRunLocal(Execution ex) {
+    int before;
+    synchronized (ex) {
+      before = ex.attempts;
+    }
+    try {
+      route(ex);
+    } catch (RuntimeException | Error e) {
+      LOG.error("node {}: routing failed for {}; running it here", nodeId, ex.request.id(), e);
+      if (ex.firstDecision == null) {
+        ex.firstDecision = routingFailedDecision(ex.request);
+      }
+      int after;
+      synchronized (ex) {
+        after = ex.attempts;
+      }
+      if (after == before) {
+        runLocal(ex);
+      }
+    }
+  }
+
+  /** The decision recorded for a request whose routing threw: run here. */
+  private RouteDecision routingFailedDecision(InferenceRequest request) {
+    return new RouteDecision(config.policy(), request.length(), new String[] {nodeId},
+        new int[1], new int[1], new int[1], new long[1], new long[1],
+        new RouteDecision.SkipReason[] {RouteDecision.SkipReason.NONE}, 0,
+        RouteDecision.Reason.ROUTING_FAILED);
+  }
+
   private void pruneHealth(PeerSet ps) {
     Set<String> live = new HashSet<>();
     for (int i = 0; i < ps.size; i++) {
@@ -412,11 +443,13 @@ public final class RouterNode implements PrefixRouterNode {
         f = CompletableFuture.failedFuture(new TransportException(
             TransportException.Kind.PROTOCOL, "transport returned no future"));
       }
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
+      // thrown on, an Error would leave the attempt to the guard timer and the answer to a
+      // future the caller never gets
       f = CompletableFuture.failedFuture(e);
     }
     f.whenComplete((bytes, err) -> {
-      guard.cancel();
+      cancelGuard(guard);
       onForwardDone(ex, a, bytes, err);
     });
   }
@@ -442,7 +475,7 @@ public final class RouterNode implements PrefixRouterNode {
           a.peer.failedUntil = now + config.failureCooldown().toNanos();
           try {
             transport.send(a.to, ForwardCodec.cancel(ex.request.id(), nodeId));
-          } catch (RuntimeException e) {
+          } catch (RuntimeException | Error e) {
             LOG.debug("node {}: cancel to {} failed", nodeId, a.to, e);
           }
         }
@@ -524,16 +557,11 @@ public final class RouterNode implements PrefixRouterNode {
     synchronized (ex) {
       forwards = ex.forwards;
     }
-    try {
-      // a closed transport fails every forward: no other peer can be reached either
-      if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
-        runLocal(ex);
-      } else {
-        route(ex);
-      }
-    } catch (RuntimeException e) {
-      LOG.error("node {}: fallback routing failed for {}", nodeId, ex.request.id(), e);
+    // a closed transport fails every forward: no other peer can be reached either
+    if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
       runLocal(ex);
+    } else {
+      routeOrRunLocal(ex);
     }
   }
 
@@ -592,7 +620,7 @@ public final class RouterNode implements PrefixRouterNode {
     });
     f.whenComplete((res, err) -> {
       endRun.run();
-      guard.cancel();
+      cancelGuard(guard);
       if (!ex.claim(seq)) {
         return;
       }
@@ -604,7 +632,7 @@ public final class RouterNode implements PrefixRouterNode {
         cost.observe(res);
         try {
           local.onExecuted(ex.request.tokensUnsafe());
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | Error e) {
           LOG.warn("node {}: local index update failed", nodeId, e);
         }
         complete(ex, res, nodeId, false, null);
@@ -632,7 +660,7 @@ public final class RouterNode implements PrefixRouterNode {
     }
     try {
       engine.cancel(id);
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
       LOG.debug("node {}: engine cancel failed", nodeId, e);
     }
   }
@@ -667,7 +695,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
       try {
         transport.send(fwd.to, ForwardCodec.cancel(ex.request.id(), nodeId));
-      } catch (RuntimeException e) {
+      } catch (RuntimeException | Error e) {
         LOG.debug("node {}: cancel to {} failed", nodeId, fwd.to, e);
       }
     } else {
@@ -715,8 +743,19 @@ public final class RouterNode implements PrefixRouterNode {
           cachedPromptTokens.add(result.cachedPromptTokens());
         }
       }
-      InferenceResponse resp = new InferenceResponse(ex.request.id(), result, servedBy,
-          wasForwarded, Math.max(1, ex.attempts), ex.lastCause, ex.firstDecision);
+      RouteDecision first = ex.firstDecision;
+      if (first == null) { // routing threw before it took a decision
+        first = routingFailedDecision(ex.request);
+      }
+      InferenceResponse resp;
+      try {
+        resp = new InferenceResponse(ex.request.id(), result, servedBy, wasForwarded,
+            Math.max(1, ex.attempts), ex.lastCause, first);
+      } catch (RuntimeException e) { // never leave the caller without an answer
+        ex.future.completeExceptionally(new RequestFailedException(ex.request.id(),
+            "cannot build the response: " + e.getMessage(), e));
+        return;
+      }
       ex.future.complete(resp);
     } finally {
       executionEnded();
@@ -787,11 +826,7 @@ public final class RouterNode implements PrefixRouterNode {
         if (keyed) {
           ex.future.whenComplete((r, t) -> servingForPeers.remove(key, ex));
         }
-        try {
-          route(ex);
-        } catch (RuntimeException e) {
-          runLocal(ex);
-        }
+        routeOrRunLocal(ex);
         existing = ex;
       }
     }
@@ -829,7 +864,7 @@ public final class RouterNode implements PrefixRouterNode {
       if (!peers.onMessage(from, payload)) {
         malformedInbound.increment();
       }
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
       malformedInbound.increment();
       LOG.warn("node {}: gossip message from {} failed", nodeId, from, e);
     }
@@ -854,7 +889,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
       try {
         return onForwardRequest(from, payload);
-      } catch (RuntimeException e) {
+      } catch (RuntimeException | Error e) {
         LOG.error("node {}: serving a request from {} failed", nodeId, from, e);
         return CompletableFuture.failedFuture(
             new TransportException(TransportException.Kind.PROTOCOL, String.valueOf(e)));
@@ -895,10 +930,20 @@ public final class RouterNode implements PrefixRouterNode {
    */
   private Scheduler.Cancellable schedule(long delayNanos, Runnable task) {
     try {
-      return scheduler.schedule(delayNanos, task);
-    } catch (RuntimeException e) {
+      Scheduler.Cancellable c = scheduler.schedule(delayNanos, task);
+      return c != null ? c : () -> false;
+    } catch (RuntimeException | Error e) {
       LOG.error("node {}: the scheduler refused a guard timer; going on without it", nodeId, e);
       return () -> false;
+    }
+  }
+
+  /** Cancels a guard timer; a scheduler that throws there must not lose the answer. */
+  private void cancelGuard(Scheduler.Cancellable guard) {
+    try {
+      guard.cancel();
+    } catch (RuntimeException | Error e) {
+      LOG.warn("node {}: cancelling a guard timer failed", nodeId, e);
     }
   }
 
