@@ -56,11 +56,13 @@ import org.slf4j.LoggerFactory;
  *       peer or local. After {@link #MAX_FORWARDS} forwards, or when the transport is closed,
  *       the request runs locally. A local engine failure is final
  *       ({@link RequestFailedException}).
- *   <li><b>Timeouts.</b> The forwarding timeout is
- *       {@code clamp(4 × (estimated cost + maxTokens × decode per token) + 2 × rtt, min, max)}:
- *       generous, because a false timeout runs the request twice, and dead peers are also
- *       caught by the failure detector, and a
- *       guard timer 25% later protects against a transport that never answers.
+ *   <li><b>Timeouts.</b> The forwarding timeout is about
+ *       {@code 4 × (queue + prefill + maxTokens × decode per token) × slowness + 2 × rtt}
+ *       (see {@link #forwardTimeout}): generous, because a false timeout runs the request
+ *       twice, and dead peers are also caught by the failure detector. The decode time is
+ *       learned from every engine (timed by the node when the engine reports no timings);
+ *       the slowness of each peer from its answers. A guard timer 25% later protects against a
+ *       transport that never answers.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
  *       running or its engine queue is at the high watermark; a duplicate of a request already
  *       running here (same sender, id, prompt and parameters) joins the running execution
@@ -418,14 +420,14 @@ public final class RouterNode implements PrefixRouterNode {
     PeerHealth.PeerState st = health.get(ps, i);
     RouteDecision.Candidate target = d.target();
     long rtt = Math.max(0, target.rttNanos());
-    double expected = target.costNanos() + ex.request.params().maxTokens()
-        * cost.decodeNanosPerToken();
-    long timeout = clamp((long) Math.min(Long.MAX_VALUE / 4, 4 * expected) + 2 * rtt,
-        config.forwardTimeoutMin().toNanos(), config.forwardTimeoutMax().toNanos());
+    // the peer's queue wait and prefill as the model estimates them: the cost less the trip
+    double base = Math.max(0,
+        (double) target.costNanos() - rtt - config.forwardOverhead().toNanos());
+    long timeout = forwardTimeout(st, base, ex.request.params().maxTokens(), rtt);
     byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1);
     Attempt a;
     synchronized (ex) {
-      a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens());
+      a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens(), base);
       ex.forwarding = a;
       ex.attempts++;
       ex.forwards++;
@@ -454,6 +456,33 @@ public final class RouterNode implements PrefixRouterNode {
     });
   }
 
+  /**
+   * How long to wait for {@code peer}'s answer to a forward: {@code 4 × expected + 2 × rtt},
+   * where {@code expected} is the peer's queue wait and prefill ({@code base}) plus
+   * {@code maxTokens} at the learned decode time per token, scaled by how much slower than that
+   * the peer has answered ({@link PeerHealth.PeerState#slowness}). At least
+   * {@code forwardTimeoutMin}. At most {@code forwardTimeoutMax}, unless twice the expected time
+   * exceeds it: then twice the expected time (but no more than {@code engineTimeout}, after which
+   * the peer fails the request itself) plus the round trip, so a long generation is not cut off
+   * by the cap and run a second time here. While nothing is known of any engine's speed (no
+   * result seen yet, of this node's engine or a peer's) and the peer has never answered, it
+   * waits {@code forwardTimeoutMax}: the prior is a guess, and a false timeout runs the request
+   * twice.
+   */
+  long forwardTimeout(PeerHealth.PeerState peer, double base, int maxTokens, long rtt) {
+    long max = config.forwardTimeoutMax().toNanos();
+    double slowness = peer.slowness;
+    if (slowness < 0 && !cost.hasObservedService()) {
+      return max;
+    }
+    double expected = (base + maxTokens * cost.decodeNanosPerToken()) * Math.max(1.0, slowness);
+    double upper = Math.max(max,
+        Math.min(2 * expected, (double) config.engineTimeout().toNanos()) + 2.0 * rtt);
+    double t = Math.min(upper, 4 * expected + 2.0 * rtt);
+    return (long) Math.min(Long.MAX_VALUE / 4,
+        Math.max(config.forwardTimeoutMin().toNanos(), t));
+  }
+
   private void onForwardDone(Execution ex, Attempt a, byte[] bytes, Throwable err) {
     if (a.released.compareAndSet(false, true)) {
       a.peer.answered();
@@ -473,6 +502,7 @@ public final class RouterNode implements PrefixRouterNode {
         case TIMEOUT -> {
           cause = FallbackCause.TIMEOUT;
           a.peer.failedUntil = now + config.failureCooldown().toNanos();
+          a.peer.timedOut();
           try {
             transport.send(a.to, ForwardCodec.cancel(ex.request.id(), nodeId));
           } catch (RuntimeException | Error e) {
@@ -514,7 +544,11 @@ public final class RouterNode implements PrefixRouterNode {
         m = null;
       }
       if (m instanceof ForwardCodec.Result r) {
-        cost.observe(r.result());
+        EngineResult res = r.result();
+        // timed by the peer (receipt to answer) when its engine reports no timings
+        cost.observe(res, r.serverNanos());
+        a.peer.observeService(r.serverNanos(),
+            a.base + res.outputTokens().length * cost.decodeNanosPerToken());
         int actual = r.result().cachedPromptTokens();
         if (actual >= 0) {
           a.peer.observeAccuracy(a.estimatedMatched, actual);
@@ -599,6 +633,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
     };
     CompletableFuture<EngineResult> f;
+    long started = clock.nanoTime();
     try {
       f = engine.execute(ex.request);
       if (f == null) {
@@ -629,7 +664,8 @@ public final class RouterNode implements PrefixRouterNode {
             : new EngineException("engine completed with no result", false);
         complete(ex, null, nodeId, false, t);
       } else {
-        cost.observe(res);
+        // timed here when the engine reports no timings (the OpenAI-compatible servers)
+        cost.observe(res, clock.nanoTime() - started);
         try {
           local.onExecuted(ex.request.tokensUnsafe());
         } catch (RuntimeException | Error e) {
@@ -956,10 +992,6 @@ public final class RouterNode implements PrefixRouterNode {
         && r.outputTokens().length <= request.params().maxTokens();
   }
 
-  private static long clamp(long v, long min, long max) {
-    return Math.max(min, Math.min(max, v));
-  }
-
   private static Throwable unwrap(Throwable t) {
     while ((t instanceof java.util.concurrent.CompletionException
         || t instanceof java.util.concurrent.ExecutionException) && t.getCause() != null) {
@@ -975,14 +1007,18 @@ public final class RouterNode implements PrefixRouterNode {
     final PeerHealth.PeerState peer;
     final long sentAt;
     final int estimatedMatched;
+    /** The peer's queue wait and prefill as estimated when sent, in nanoseconds. */
+    final double base;
     final AtomicBoolean released = new AtomicBoolean();
 
-    Attempt(int seq, PeerAddress to, PeerHealth.PeerState peer, long sentAt, int est) {
+    Attempt(int seq, PeerAddress to, PeerHealth.PeerState peer, long sentAt, int est,
+        double base) {
       this.seq = seq;
       this.to = to;
       this.peer = peer;
       this.sentAt = sentAt;
       this.estimatedMatched = est;
+      this.base = base;
     }
   }
 
