@@ -24,11 +24,15 @@ final class PeerHealth {
 
     /**
      * How much longer than the cost model predicts the peer takes to answer a forward: an
-     * average of observed / predicted service time (at least 1), doubled by every forward to it
-     * that timed out; -1 before its first answer or timeout. It scales the forwarding timeout
-     * for that peer.
+     * average of observed / predicted service time, at least 1; -1 before its first answer. It
+     * scales the expected time of a forward there.
      */
     volatile double slowness = -1;
+    /**
+     * Doubled by every forward there that timed out (up to {@link #MAX_BACKOFF}), back to 1 at
+     * its next answer: it lengthens the forwarding timeout, within the cap.
+     */
+    volatile double backoff = 1;
     private int slownessSamples;
 
     /** Counts a request forwarded there. */
@@ -64,11 +68,12 @@ final class PeerHealth {
       double w = Math.max(0.25, 1.0 / slownessSamples);
       double prev = slowness;
       slowness = prev < 0 ? ratio : (1 - w) * prev + w * ratio;
+      backoff = 1;
     }
 
     /** A forward to the peer timed out: the next one waits twice as long. */
     synchronized void timedOut() {
-      slowness = Math.min(MAX_SLOWNESS, 2 * Math.max(1.0, slowness));
+      backoff = Math.min(MAX_BACKOFF, 2 * backoff);
     }
 
     synchronized void observeRtt(long nanos) {
@@ -82,6 +87,8 @@ final class PeerHealth {
 
   /** Bound of {@link PeerState#slowness}. */
   static final double MAX_SLOWNESS = 1_000;
+  /** Bound of {@link PeerState#backoff}. */
+  static final double MAX_BACKOFF = 16;
 
   /** A field updater rather than an AtomicInteger: the routing loop reads one object per peer. */
   private static final AtomicIntegerFieldUpdater<PeerState> OUTSTANDING =

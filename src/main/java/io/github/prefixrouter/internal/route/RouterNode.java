@@ -57,7 +57,7 @@ import org.slf4j.LoggerFactory;
  *       the request runs locally. A local engine failure is final
  *       ({@link RequestFailedException}).
  *   <li><b>Timeouts.</b> The forwarding timeout is about
- *       {@code 4 × (queue + prefill + maxTokens × decode per token) × slowness + 2 × rtt}
+ *       {@code 4 × (queue + prefill + maxTokens × decode per token) × slowness × backoff + 2 × rtt}
  *       (see {@link #forwardTimeout}): generous, because a false timeout runs the request
  *       twice, and dead peers are also caught by the failure detector. The decode time is
  *       learned from every engine (timed by the node when the engine reports no timings);
@@ -438,6 +438,10 @@ public final class RouterNode implements PrefixRouterNode {
         () -> onForwardDone(ex, a, null,
             new TransportException(TransportException.Kind.TIMEOUT,
                 "no answer from " + to + " within the forwarding timeout (transport guard)")));
+    long every = Math.max(1_000_000L, config.peerSuspectAfter().toNanos() / 2);
+    if (timeout > every) {
+      a.watch = schedule(every, () -> watchPeer(ex, a, every));
+    }
     CompletableFuture<byte[]> f;
     try {
       f = transport.request(to, payload, Duration.ofNanos(timeout));
@@ -452,22 +456,53 @@ public final class RouterNode implements PrefixRouterNode {
     }
     f.whenComplete((bytes, err) -> {
       cancelGuard(guard);
+      cancelGuard(a.watch);
       onForwardDone(ex, a, bytes, err);
     });
   }
 
   /**
-   * How long to wait for {@code peer}'s answer to a forward: {@code 4 × expected + 2 × rtt},
-   * where {@code expected} is the peer's queue wait and prefill ({@code base}) plus
+   * While a forward's answer is awaited, checks every half {@code peerSuspectAfter} that the
+   * failure detector still holds the peer live and unsuspected; if not, the forward ends at once
+   * as {@code UNREACHABLE} and falls back, instead of waiting out a timeout sized for a long
+   * generation.
+   */
+  private void watchPeer(Execution ex, Attempt a, long every) {
+    synchronized (ex) {
+      if (ex.done.get() || ex.attemptSeq != a.seq) {
+        return;
+      }
+    }
+    boolean gone;
+    try {
+      PeerSet ps = peers.livePeers();
+      int i = ps.indexOf(a.to.nodeId());
+      gone = i < 0 || ps.suspect[i];
+    } catch (RuntimeException | Error e) {
+      LOG.debug("node {}: peer view failed while watching {}", nodeId, a.to, e);
+      gone = false;
+    }
+    if (gone) {
+      onForwardDone(ex, a, null, new TransportException(TransportException.Kind.UNREACHABLE,
+          a.to + " was suspected by the failure detector while its answer was awaited"));
+    } else {
+      a.watch = schedule(every, () -> watchPeer(ex, a, every));
+    }
+  }
+
+  /**
+   * How long to wait for {@code peer}'s answer to a forward: {@code 4 × expected × backoff +
+   * 2 × rtt}, where {@code expected} is the peer's queue wait and prefill ({@code base}) plus
    * {@code maxTokens} at the learned decode time per token, scaled by how much slower than that
-   * the peer has answered ({@link PeerHealth.PeerState#slowness}). At least
-   * {@code forwardTimeoutMin}. At most {@code forwardTimeoutMax}, unless twice the expected time
-   * exceeds it: then twice the expected time (but no more than {@code engineTimeout}, after which
-   * the peer fails the request itself) plus the round trip, so a long generation is not cut off
-   * by the cap and run a second time here. While nothing is known of any engine's speed (no
-   * result seen yet, of this node's engine or a peer's) and the peer has never answered, it
-   * waits {@code forwardTimeoutMax}: the prior is a guess, and a false timeout runs the request
-   * twice.
+   * the peer has answered ({@link PeerHealth.PeerState#slowness}), and {@code backoff} doubles
+   * with each timeout there since its last answer. At least {@code forwardTimeoutMin}. At most
+   * {@code forwardTimeoutMax}, unless twice the expected time exceeds it: then twice the
+   * expected time (but no more than {@code engineTimeout}, after which the peer fails the
+   * request itself) plus the round trip, so a long generation is not cut off by the cap and run
+   * a second time here; timeouts alone never lengthen it past the cap. While nothing is known of
+   * any engine's speed (no result seen yet, of this node's engine or a peer's) and the peer has
+   * never answered, it waits {@code forwardTimeoutMax}: the prior is a guess, and a false
+   * timeout runs the request twice.
    */
   long forwardTimeout(PeerHealth.PeerState peer, double base, int maxTokens, long rtt) {
     long max = config.forwardTimeoutMax().toNanos();
@@ -478,7 +513,7 @@ public final class RouterNode implements PrefixRouterNode {
     double expected = (base + maxTokens * cost.decodeNanosPerToken()) * Math.max(1.0, slowness);
     double upper = Math.max(max,
         Math.min(2 * expected, (double) config.engineTimeout().toNanos()) + 2.0 * rtt);
-    double t = Math.min(upper, 4 * expected + 2.0 * rtt);
+    double t = Math.min(upper, 4 * expected * peer.backoff + 2.0 * rtt);
     return (long) Math.min(Long.MAX_VALUE / 4,
         Math.max(config.forwardTimeoutMin().toNanos(), t));
   }
@@ -976,6 +1011,9 @@ public final class RouterNode implements PrefixRouterNode {
 
   /** Cancels a guard timer; a scheduler that throws there must not lose the answer. */
   private void cancelGuard(Scheduler.Cancellable guard) {
+    if (guard == null) {
+      return;
+    }
     try {
       guard.cancel();
     } catch (RuntimeException | Error e) {
@@ -1009,6 +1047,8 @@ public final class RouterNode implements PrefixRouterNode {
     final int estimatedMatched;
     /** The peer's queue wait and prefill as estimated when sent, in nanoseconds. */
     final double base;
+    /** The next check of the peer's liveness while the answer is awaited, or null. */
+    volatile Scheduler.Cancellable watch;
     final AtomicBoolean released = new AtomicBoolean();
 
     Attempt(int seq, PeerAddress to, PeerHealth.PeerState peer, long sentAt, int est,

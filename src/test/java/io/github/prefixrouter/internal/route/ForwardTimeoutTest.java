@@ -164,4 +164,59 @@ class ForwardTimeoutTest {
     assertEquals(FallbackCause.NONE, resp.fallbackCause());
     assertEquals(timeouts, c.node("n0").stats().fallbacks().get(FallbackCause.TIMEOUT));
   }
+
+  @Test
+  void timeoutsAloneNeverLengthenTheTimeoutPastTheCap() {
+    // a peer that hangs (alive to gossip, silent to forwards) must not be waited for longer and
+    // longer: the backoff of its timeouts stays within forwardTimeoutMax
+    OracleCluster c = cluster(20, false);
+    runLocally(c, 1, 200);
+    RouterNode n0 = c.node("n0");
+    long max = c.config.forwardTimeoutMax().toNanos();
+    PeerHealth.PeerState peer = new PeerHealth.PeerState();
+    long learned = n0.forwardTimeout(peer, 0, 200, 0);
+    // 4 x 200 tokens x the 20 ms/token the node timed (plus the prefill it could not tell apart)
+    assertTrue(learned >= 16e9 && learned < 20e9, "timeout " + learned / 1e9 + " s");
+    peer.timedOut();
+    assertEquals(2 * learned, n0.forwardTimeout(peer, 0, 200, 0), 1e6);
+    for (int i = 0; i < 20; i++) {
+      peer.timedOut();
+    }
+    assertEquals(max, n0.forwardTimeout(peer, 0, 200, 0));
+    peer.observeService(4_000_000_000L, 4e9); // it answers as predicted: the backoff ends
+    assertEquals(learned, n0.forwardTimeout(peer, 0, 200, 0), 1e6);
+    // a generation expected to outlast the cap is still waited for: twice its expected time
+    long longOne = n0.forwardTimeout(peer, 0, 2_000, 0);
+    assertTrue(longOne > max, "timeout " + longOne / 1e9 + " s");
+    assertEquals(longOne, n0.forwardTimeout(peer, 0, 2_000, 0));
+    for (int i = 0; i < 20; i++) {
+      peer.timedOut();
+    }
+    assertEquals(longOne, n0.forwardTimeout(peer, 0, 2_000, 0),
+        "timeouts must not lengthen it past twice the expected time");
+  }
+
+  @Test
+  void aForwardToAPeerThatDiesEndsWhenTheFailureDetectorDropsIt() {
+    // the long timeout of a long generation must not hold a request to a dead peer: old code
+    // timed out after about 1 s (TIMEOUT) only because its timeout was too short for a live peer
+    OracleCluster c = cluster(20, false);
+    InferenceRequest q = new InferenceRequest("q", concat(PREFIX, prompt(9, 64)),
+        GenerationParams.greedy(200));
+    long t0 = c.sim.nanoTime();
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(q);
+    c.sim.advanceBy(Duration.ofMillis(1_500).toNanos());
+    assertTrue(!f.isDone());
+    c.crash("n1");
+    while (!f.isDone() && c.sim.runNext()) {
+      // keep going
+    }
+    InferenceResponse resp = f.join();
+    assertEquals("n0", resp.servedBy());
+    assertEquals(FallbackCause.UNREACHABLE, resp.fallbackCause());
+    double seconds = (c.sim.nanoTime() - t0) / 1e9;
+    // noticed within one check (half of peerSuspectAfter), then 4.1 s here
+    assertTrue(seconds < 1.5 + c.config.peerSuspectAfter().toNanos() / 2e9 + 4.2,
+        "took " + seconds + " s");
+  }
 }
