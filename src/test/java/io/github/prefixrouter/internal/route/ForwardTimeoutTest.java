@@ -103,7 +103,7 @@ class ForwardTimeoutTest {
   @Test
   void anEngineWithoutTimingsIsTimedByTheNodeSoAForwardIsNotCutShort() {
     // old code: the model never learned (decode stayed 1 ms/token), the forward timed out after
-    // about 1 s and the request ran again at n0: about 5.2 s against 4.1 s
+    // about 1 s and the request ran again at n0: 5.1 s against 4.1 s
     OracleCluster c = cluster(20, false);
     runLocally(c, 3, 200);
     assertAnsweredByThePeerOnce(c, 200, 4.1);
@@ -119,7 +119,7 @@ class ForwardTimeoutTest {
   @Test
   void anEngineThatReportsTimingsIsLearnedFromItsFirstResults() {
     // old code: after two results the EWMA had moved from 1 to 2.9 ms/token of the 20: the
-    // forward timed out after about 2.3 s
+    // forward timed out after about 2.3 s, 6.4 s in all
     OracleCluster c = cluster(20, true);
     runLocally(c, 2, 200);
     assertAnsweredByThePeerOnce(c, 200, 4.1);
@@ -127,8 +127,9 @@ class ForwardTimeoutTest {
 
   @Test
   void aGenerationLongerThanTheTimeoutCapIsAnsweredByThePeerOnce() {
-    // 2,000 tokens at 40 ms/token: 80 s, past the 60 s cap. Old code: TIMEOUT at 60 s, then
-    // 80 s more at n0
+    // 2,000 tokens at 40 ms/token: 80 s, past the 60 s cap. Old code: TIMEOUT (after 8 s with
+    // the 1 ms/token prior; the cap would have cut it at 60 s anyway), then 80 s more at n0:
+    // 88 s
     OracleCluster c = cluster(40, false);
     runLocally(c, 1, 200);
     assertAnsweredByThePeerOnce(c, 2_000, 81);
