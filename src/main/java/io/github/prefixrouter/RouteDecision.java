@@ -51,7 +51,12 @@ public final class RouteDecision {
      * forwarding premium, make up for the miss (cost-aware, {@link
      * RouterConfig#localCaching()}).
      */
-    LOCAL_CACHING
+    LOCAL_CACHING,
+    /**
+     * Routing itself failed (the local index, the peer view or the engine's load threw): the
+     * request runs here rather than going unanswered. The node logs the failure.
+     */
+    ROUTING_FAILED
   }
 
   /** Why a peer was not eligible. */

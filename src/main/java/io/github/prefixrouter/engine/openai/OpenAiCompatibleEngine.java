@@ -50,7 +50,8 @@ import org.slf4j.LoggerFactory;
  * {@code usage.prompt_tokens} and {@code usage.prompt_tokens_details.cached_tokens} (reported by
  * vLLM with {@code --enable-prompt-tokens-details} and by SGLang; when absent the result says
  * {@code -1}, unknown). The server does not report prefill and decode times, so those are
- * {@code -1} too.
+ * {@code -1} too; the node then times each request itself (submission to answer, on its
+ * clock), so its cost model and forwarding timeouts still learn the server's speed.
  *
  * <p>Errors, all as {@link EngineException}: HTTP 408, 429 and 5xx, timeouts and connection
  * failures are retryable (another node may serve the request); other 4xx are not (the request
@@ -409,8 +410,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   }
 
   /**
-   * Stops waiting for the request's answer and fails its future with a non-retryable error;
-   * the server may finish the request anyway (the completions API has no cancel call).
+   * Fails the request's future with a non-retryable error and ends its HTTP exchange: the
+   * client closes the connection (the completions API has no cancel call), and vLLM, which
+   * notices a client that disconnects, aborts the request instead of generating on for nobody.
    */
   @Override
   public void cancel(String requestId) {

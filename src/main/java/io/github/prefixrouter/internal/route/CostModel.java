@@ -5,16 +5,24 @@ import io.github.prefixrouter.spi.EngineResult;
 /**
  * Online estimates of the engine's costs, learned from the timings engines report.
  *
- * <p>An engine that reports no timings teaches the service time through the latency of its
- * runs that started at once ({@link #observeLatency}).
- *
  * <p>Design: prefill time is modelled as {@code a + b × uncachedTokens}. Only the slope {@code b}
  * matters for routing (the intercept is the same wherever a request runs), so it is fitted by
  * exponentially weighted least squares over (uncached tokens, prefill nanos) samples, which
  * stays unbiased when engines have a fixed per-request overhead, unlike a plain ratio. Until the
  * samples have enough spread in x, the configured initial slope is used. Service time (for queue
- * wait) and decode time per output token are EWMAs. Results from every node feed the model (the
- * fleet is assumed homogeneous; a forwarded result carries the peer's timings).
+ * wait) and decode time per output token are EWMAs whose first samples are plain means (weight
+ * {@code max(ALPHA, 1/n)} for the n-th sample), so the first observation replaces the prior at
+ * once instead of moving it by 5%. Results from every node feed the model (the fleet is assumed
+ * homogeneous; a forwarded result carries the peer's timings).
+ *
+ * <p><b>Engines that report no timings</b> (the OpenAI-compatible adapter: the completions API
+ * has none) are timed by the node: {@link #observe(EngineResult, long)} takes the time from
+ * submitting the request to its result, measured with the node's clock, by the local node
+ * only for runs that got an engine slot at once (a queued run's wait is priced apart, by the
+ * queue term), and for a forwarded answer the serving peer's own time from receipt to answer. That whole time is a service
+ * sample; the part not explained by the prefill estimate, divided by the output tokens, is a
+ * decode sample (an upper bound: it includes any wait in the engine's queue). The prefill slope
+ * is learned only from reported prefill times.
  *
  * <p>Writers synchronize; readers read volatile fields, so the routing hot path takes no lock.
  */
@@ -30,9 +38,13 @@ final class CostModel {
   private double sxy;
   private int samples;
 
+  private int serviceSamples;
+  private int decodeSamples;
+
   private volatile double prefillPerToken;
   private volatile double serviceNanos;
   private volatile double decodePerToken;
+  private volatile boolean observedService;
 
   CostModel(long initialPrefillNanosPerToken) {
     this.prefillPerToken = initialPrefillNanosPerToken;
@@ -56,29 +68,34 @@ final class CostModel {
     return decodePerToken;
   }
 
-  /**
-   * Learns from the latency of a local run that started at once (no queue) on an engine that
-   * reports no timings (an HTTP server: the completions API has none): the latency is the
-   * service time, and spread over the output tokens an upper bound of decode per token (which
-   * only sizes forwarding timeouts, where erring long is the safe side).
-   *
-   * @param latencyNanos from submission to the answer
-   * @param outputTokens tokens generated
-   */
-  synchronized void observeLatency(long latencyNanos, int outputTokens) {
-    if (latencyNanos <= 0) {
-      return;
-    }
-    serviceNanos = (1 - ALPHA) * serviceNanos + ALPHA * latencyNanos;
-    if (outputTokens > 0) {
-      decodePerToken = (1 - ALPHA) * decodePerToken + ALPHA * ((double) latencyNanos / outputTokens);
-    }
+  /** Whether any service time was observed (reported by an engine or timed by a node). */
+  boolean hasObservedService() {
+    return observedService;
   }
 
   /** Learns from one engine result; ignores figures the engine did not report. */
-  synchronized void observe(EngineResult r) {
+  void observe(EngineResult r) {
+    observe(r, -1);
+  }
+
+  /**
+   * Learns from one engine result that took {@code elapsedNanos} from submission to result
+   * ({@code -1} if unknown); the elapsed time is used only when the engine reported no timing.
+   */
+  synchronized void observe(EngineResult r, long elapsedNanos) {
     long prefill = r.prefillNanos();
     long decode = r.decodeNanos();
+    int out = r.outputTokens().length;
+    if (prefill < 0 && decode < 0) {
+      if (elapsedNanos >= 0) {
+        double uncached = r.promptTokens() - Math.max(0, r.cachedPromptTokens());
+        serviceSample(elapsedNanos);
+        if (out > 0) {
+          decodeSample(Math.max(0, elapsedNanos - prefillPerToken * uncached) / out);
+        }
+      }
+      return;
+    }
     if (prefill >= 0 && r.cachedPromptTokens() >= 0) {
       double x = r.promptTokens() - r.cachedPromptTokens();
       double y = prefill;
@@ -97,13 +114,22 @@ final class CostModel {
         }
       }
     }
-    if (prefill >= 0 || decode >= 0) {
-      double service = Math.max(0, prefill) + Math.max(0, decode);
-      serviceNanos = (1 - ALPHA) * serviceNanos + ALPHA * service;
-    }
-    int out = r.outputTokens().length;
+    serviceSample(Math.max(0, prefill) + Math.max(0, decode));
     if (decode >= 0 && out > 0) {
-      decodePerToken = (1 - ALPHA) * decodePerToken + ALPHA * ((double) decode / out);
+      decodeSample((double) decode / out);
     }
+  }
+
+  private void serviceSample(double service) {
+    serviceSamples = Math.min(serviceSamples + 1, 1 << 20);
+    double w = Math.max(ALPHA, 1.0 / serviceSamples);
+    serviceNanos = (1 - w) * serviceNanos + w * service;
+    observedService = true;
+  }
+
+  private void decodeSample(double perToken) {
+    decodeSamples = Math.min(decodeSamples + 1, 1 << 20);
+    double w = Math.max(ALPHA, 1.0 / decodeSamples);
+    decodePerToken = (1 - w) * decodePerToken + w * perToken;
   }
 }

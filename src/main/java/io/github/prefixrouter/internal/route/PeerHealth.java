@@ -22,6 +22,19 @@ final class PeerHealth {
     /** Round trip measured on forwards (total minus the peer's service time), or -1. */
     volatile long forwardRttNanos = -1;
 
+    /**
+     * How much longer than the cost model predicts the peer takes to answer a forward: an
+     * average of observed / predicted service time, at least 1; -1 before its first answer. It
+     * scales the expected time of a forward there.
+     */
+    volatile double slowness = -1;
+    /**
+     * Doubled by every forward there that timed out (up to {@link #MAX_BACKOFF}), back to 1 at
+     * its next answer: it lengthens the forwarding timeout, within the cap.
+     */
+    volatile double backoff = 1;
+    private int slownessSamples;
+
     /** Counts a request forwarded there. */
     void forwarded() {
       OUTSTANDING.incrementAndGet(this);
@@ -40,6 +53,29 @@ final class PeerHealth {
       accuracy = 0.8 * accuracy + 0.2 * sample;
     }
 
+    /**
+     * The peer answered a forward after {@code observedNanos} of its own time where the cost
+     * model predicts {@code predictedNanos}. The first answers weigh most (a plain mean of the
+     * first four, then an EWMA of weight 1/4), so a timeout learned from one slow answer, or
+     * doubled by a timeout, comes back down within a few answers.
+     */
+    synchronized void observeService(long observedNanos, double predictedNanos) {
+      if (observedNanos < 0 || !(predictedNanos > 0)) {
+        return;
+      }
+      double ratio = Math.min(MAX_SLOWNESS, Math.max(1.0, observedNanos / predictedNanos));
+      slownessSamples = Math.min(slownessSamples + 1, 1 << 20);
+      double w = Math.max(0.25, 1.0 / slownessSamples);
+      double prev = slowness;
+      slowness = prev < 0 ? ratio : (1 - w) * prev + w * ratio;
+      backoff = 1;
+    }
+
+    /** A forward to the peer timed out: the next one waits twice as long. */
+    synchronized void timedOut() {
+      backoff = Math.min(MAX_BACKOFF, 2 * backoff);
+    }
+
     synchronized void observeRtt(long nanos) {
       if (nanos < 0) {
         return;
@@ -48,6 +84,11 @@ final class PeerHealth {
       forwardRttNanos = prev < 0 ? nanos : (long) (0.875 * prev + 0.125 * nanos);
     }
   }
+
+  /** Bound of {@link PeerState#slowness}. */
+  static final double MAX_SLOWNESS = 1_000;
+  /** Bound of {@link PeerState#backoff}. */
+  static final double MAX_BACKOFF = 16;
 
   /** A field updater rather than an AtomicInteger: the routing loop reads one object per peer. */
   private static final AtomicIntegerFieldUpdater<PeerState> OUTSTANDING =

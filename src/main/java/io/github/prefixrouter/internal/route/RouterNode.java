@@ -67,11 +67,13 @@ import org.slf4j.LoggerFactory;
  *       request a peer forwarded is not sent on after a local failure: a busy engine answers
  *       it BUSY (push-back), any other failure FAILED, and the peer tries elsewhere. Any
  *       engine's answer is checked as a forwarded one is (see {@link #couldAnswer}).
- *   <li><b>Timeouts.</b> The forwarding timeout is
- *       {@code clamp(4 × (estimated cost + maxTokens × decode per token) + 2 × rtt, min, max)}:
- *       generous, because a false timeout runs the request twice, and dead peers are also
- *       caught by the failure detector, and a
- *       guard timer 25% later protects against a transport that never answers.
+ *   <li><b>Timeouts.</b> The forwarding timeout is about
+ *       {@code 4 × (queue + prefill + maxTokens × decode per token) × slowness × backoff + 2 × rtt}
+ *       (see {@link #forwardTimeout}): generous, because a false timeout runs the request
+ *       twice, and dead peers are also caught by the failure detector. The decode time is
+ *       learned from every engine (timed by the node when the engine reports no timings);
+ *       the slowness of each peer from its answers. A guard timer 25% later protects against a
+ *       transport that never answers.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
  *       running or its engine queue is at the high watermark; a duplicate of a request already
  *       running here (same sender, id, prompt and parameters) joins the running execution
@@ -238,7 +240,7 @@ public final class RouterNode implements PrefixRouterNode {
     try {
       EngineLoad l = engine.load();
       return l != null ? l : EngineLoad.IDLE;
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
       return EngineLoad.IDLE;
     }
   }
@@ -344,12 +346,7 @@ public final class RouterNode implements PrefixRouterNode {
     }
     requests.increment();
     Execution ex = new Execution(request, 0, null, nodeId);
-    try {
-      route(ex);
-    } catch (RuntimeException e) {
-      LOG.error("node {}: routing failed for {}", nodeId, request.id(), e);
-      runLocal(ex);
-    }
+    routeOrRunLocal(ex);
     return ex.future;
   }
 
@@ -442,12 +439,48 @@ public final class RouterNode implements PrefixRouterNode {
     ex.localFailure = t;
     LOG.debug("node {} request {}: the local engine failed ({}); trying a peer", nodeId,
         ex.request.id(), t.getMessage());
+    routeOrRunLocal(ex);
+  }
+
+  /**
+   * Routes {@code ex}. If routing throws before an attempt starts (a failing local index, peer
+   * view or engine load, an Error of an SPI), the request runs here, under a local-only decision
+   * if it had none yet, rather than going unanswered; an attempt that did start ends on its own
+   * (every SPI call within one is guarded), so it is not started twice.
+   */
+  private void routeOrRunLocal(Execution ex) {
+    int before;
+    synchronized (ex) {
+      before = ex.attempts;
+    }
     try {
       route(ex);
-    } catch (RuntimeException e) {
-      LOG.error("node {}: routing after a local failure failed for {}", nodeId, ex.request.id(), e);
-      complete(ex, null, nodeId, false, t);
+    } catch (RuntimeException | Error e) {
+      LOG.error("node {}: routing failed for {}; running it here", nodeId, ex.request.id(), e);
+      if (ex.firstDecision == null) {
+        ex.firstDecision = routingFailedDecision(ex.request);
+      }
+      int after;
+      synchronized (ex) {
+        after = ex.attempts;
+      }
+      if (after == before) {
+        Throwable localFailure = ex.localFailure;
+        if (localFailure != null) {
+          complete(ex, null, nodeId, false, localFailure); // it ran here once already
+        } else {
+          runLocal(ex);
+        }
+      }
     }
+  }
+
+  /** The decision recorded for a request whose routing threw: run here. */
+  private RouteDecision routingFailedDecision(InferenceRequest request) {
+    return new RouteDecision(config.policy(), request.length(), new String[] {nodeId},
+        new int[1], new int[1], new int[1], new long[1], new long[1],
+        new RouteDecision.SkipReason[] {RouteDecision.SkipReason.NONE}, 0,
+        RouteDecision.Reason.ROUTING_FAILED);
   }
 
   private void pruneHealth(PeerSet ps) {
@@ -462,14 +495,14 @@ public final class RouterNode implements PrefixRouterNode {
     PeerAddress to = ps.address(i);
     PeerHealth.PeerState st = health.get(ps, i);
     long rtt = Math.max(0, target.rttNanos());
-    double expected = target.costNanos() + ex.request.params().maxTokens()
-        * cost.decodeNanosPerToken();
-    long timeout = clamp((long) Math.min(Long.MAX_VALUE / 4, 4 * expected) + 2 * rtt,
-        config.forwardTimeoutMin().toNanos(), config.forwardTimeoutMax().toNanos());
+    // the peer's queue wait and prefill as the model estimates them: the cost less the trip
+    double base = Math.max(0,
+        (double) target.costNanos() - rtt - config.forwardOverhead().toNanos());
+    long timeout = forwardTimeout(st, base, ex.request.params().maxTokens(), rtt);
     byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1);
     Attempt a;
     synchronized (ex) {
-      a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens());
+      a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens(), base);
       ex.forwarding = a;
       ex.attempts++;
       ex.forwards++;
@@ -480,6 +513,10 @@ public final class RouterNode implements PrefixRouterNode {
         () -> onForwardDone(ex, a, null,
             new TransportException(TransportException.Kind.TIMEOUT,
                 "no answer from " + to + " within the forwarding timeout (transport guard)")));
+    long every = Math.max(1_000_000L, config.peerSuspectAfter().toNanos() / 2);
+    if (timeout > every) {
+      a.watch = schedule(every, () -> watchPeer(ex, a, every));
+    }
     CompletableFuture<byte[]> f;
     try {
       f = transport.request(to, payload, Duration.ofNanos(timeout));
@@ -487,13 +524,73 @@ public final class RouterNode implements PrefixRouterNode {
         f = CompletableFuture.failedFuture(new TransportException(
             TransportException.Kind.PROTOCOL, "transport returned no future"));
       }
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
+      // thrown on, an Error would leave the attempt to the guard timer and the answer to a
+      // future the caller never gets
       f = CompletableFuture.failedFuture(e);
     }
     f.whenComplete((bytes, err) -> {
-      guard.cancel();
+      cancelGuard(guard);
+      cancelGuard(a.watch);
       onForwardDone(ex, a, bytes, err);
     });
+  }
+
+  /**
+   * While a forward's answer is awaited, checks every half {@code peerSuspectAfter} that the
+   * failure detector still holds the peer live and unsuspected; if not, the forward ends at once
+   * as {@code UNREACHABLE} and falls back, instead of waiting out a timeout sized for a long
+   * generation.
+   */
+  private void watchPeer(Execution ex, Attempt a, long every) {
+    synchronized (ex) {
+      if (ex.done.get() || ex.attemptSeq != a.seq) {
+        return;
+      }
+    }
+    boolean gone;
+    try {
+      PeerSet ps = peers.livePeers();
+      int i = ps.indexOf(a.to.nodeId());
+      gone = i < 0 || ps.suspect[i];
+    } catch (RuntimeException | Error e) {
+      LOG.debug("node {}: peer view failed while watching {}", nodeId, a.to, e);
+      gone = false;
+    }
+    if (gone) {
+      onForwardDone(ex, a, null, new TransportException(TransportException.Kind.UNREACHABLE,
+          a.to + " was suspected by the failure detector while its answer was awaited"));
+    } else {
+      a.watch = schedule(every, () -> watchPeer(ex, a, every));
+    }
+  }
+
+  /**
+   * How long to wait for {@code peer}'s answer to a forward: {@code 4 × expected × backoff +
+   * 2 × rtt}, where {@code expected} is the peer's queue wait and prefill ({@code base}) plus
+   * {@code maxTokens} at the learned decode time per token, scaled by how much slower than that
+   * the peer has answered ({@link PeerHealth.PeerState#slowness}), and {@code backoff} doubles
+   * with each timeout there since its last answer. At least {@code forwardTimeoutMin}. At most
+   * {@code forwardTimeoutMax}, unless twice the expected time exceeds it: then twice the
+   * expected time (but no more than {@code engineTimeout}, after which the peer fails the
+   * request itself) plus the round trip, so a long generation is not cut off by the cap and run
+   * a second time here; timeouts alone never lengthen it past the cap. While nothing is known of
+   * any engine's speed (no result seen yet, of this node's engine or a peer's) and the peer has
+   * never answered, it waits {@code forwardTimeoutMax}: the prior is a guess, and a false
+   * timeout runs the request twice.
+   */
+  long forwardTimeout(PeerHealth.PeerState peer, double base, int maxTokens, long rtt) {
+    long max = config.forwardTimeoutMax().toNanos();
+    double slowness = peer.slowness;
+    if (slowness < 0 && !cost.hasObservedService()) {
+      return max;
+    }
+    double expected = (base + maxTokens * cost.decodeNanosPerToken()) * Math.max(1.0, slowness);
+    double upper = Math.max(max,
+        Math.min(2 * expected, (double) config.engineTimeout().toNanos()) + 2.0 * rtt);
+    double t = Math.min(upper, 4 * expected * peer.backoff + 2.0 * rtt);
+    return (long) Math.min(Long.MAX_VALUE / 4,
+        Math.max(config.forwardTimeoutMin().toNanos(), t));
   }
 
   private void onForwardDone(Execution ex, Attempt a, byte[] bytes, Throwable err) {
@@ -515,9 +612,10 @@ public final class RouterNode implements PrefixRouterNode {
         case TIMEOUT -> {
           cause = FallbackCause.TIMEOUT;
           a.peer.failedUntil = now + config.failureCooldown().toNanos();
+          a.peer.timedOut();
           try {
             transport.send(a.to, ForwardCodec.cancel(ex.request.id(), nodeId));
-          } catch (RuntimeException e) {
+          } catch (RuntimeException | Error e) {
             LOG.debug("node {}: cancel to {} failed", nodeId, a.to, e);
           }
         }
@@ -556,7 +654,11 @@ public final class RouterNode implements PrefixRouterNode {
         m = null;
       }
       if (m instanceof ForwardCodec.Result r) {
-        cost.observe(r.result());
+        EngineResult res = r.result();
+        // timed by the peer (receipt to answer) when its engine reports no timings
+        cost.observe(res, r.serverNanos());
+        a.peer.observeService(r.serverNanos(),
+            a.base + res.outputTokens().length * cost.decodeNanosPerToken());
         int actual = r.result().cachedPromptTokens();
         if (actual >= 0) {
           a.peer.observeAccuracy(a.estimatedMatched, actual);
@@ -599,21 +701,16 @@ public final class RouterNode implements PrefixRouterNode {
     synchronized (ex) {
       forwards = ex.forwards;
     }
-    try {
-      // a closed transport fails every forward: no other peer can be reached either
-      if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
-        Throwable localFailure = ex.localFailure;
-        if (localFailure != null) {
-          complete(ex, null, nodeId, false, localFailure); // it ran here once already
-        } else {
-          runLocal(ex);
-        }
-      } else {
-        route(ex);
+    // a closed transport fails every forward: no other peer can be reached either
+    if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
+      Throwable localFailure = ex.localFailure;
+      if (localFailure != null) {
+        complete(ex, null, nodeId, false, localFailure); // it ran here once already
+        return;
       }
-    } catch (RuntimeException e) {
-      LOG.error("node {}: fallback routing failed for {}", nodeId, ex.request.id(), e);
       runLocal(ex);
+    } else {
+      routeOrRunLocal(ex);
     }
   }
 
@@ -652,7 +749,7 @@ public final class RouterNode implements PrefixRouterNode {
     };
     CompletableFuture<EngineResult> f;
     boolean idle = engineLoad().total() == 0;
-    long startedAt = clock.nanoTime();
+    long started = clock.nanoTime();
     try {
       f = engine.execute(ex.request);
       if (f == null) {
@@ -677,7 +774,7 @@ public final class RouterNode implements PrefixRouterNode {
     });
     f.whenComplete((res, err) -> {
       endRun.run();
-      guard.cancel();
+      cancelGuard(guard);
       if (!ex.claim(seq)) {
         return;
       }
@@ -692,17 +789,16 @@ public final class RouterNode implements PrefixRouterNode {
             + ex.request.length() + " prompt tokens, at most " + ex.request.params().maxTokens()
             + " output tokens): " + res, true));
       } else {
-        cost.observe(res);
-        if (atOnce && res.prefillNanos() < 0 && res.decodeNanos() < 0) {
-          cost.observeLatency(clock.nanoTime() - startedAt, res.outputTokens().length);
-        }
+        // timed here when the engine reports no timings (the OpenAI-compatible servers); only
+        // a run that got a slot at once times the service: a queued one's wait is priced apart
+        cost.observe(res, atOnce ? clock.nanoTime() - started : -1);
         try {
           if (ex.scopeRoot == BlockHasher.ROOT_PARENT) {
             local.onExecuted(ex.request.tokensUnsafe());
           } else {
             local.onExecuted(ex.scopeRoot, ex.request.tokensUnsafe());
           }
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | Error e) {
           LOG.warn("node {}: local index update failed", nodeId, e);
         }
         complete(ex, res, nodeId, false, null);
@@ -730,7 +826,7 @@ public final class RouterNode implements PrefixRouterNode {
     }
     try {
       engine.cancel(id);
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
       LOG.debug("node {}: engine cancel failed", nodeId, e);
     }
   }
@@ -765,7 +861,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
       try {
         transport.send(fwd.to, ForwardCodec.cancel(ex.request.id(), nodeId));
-      } catch (RuntimeException e) {
+      } catch (RuntimeException | Error e) {
         LOG.debug("node {}: cancel to {} failed", nodeId, fwd.to, e);
       }
     } else {
@@ -814,8 +910,19 @@ public final class RouterNode implements PrefixRouterNode {
           cachedPromptTokens.add(Math.min(result.cachedPromptTokens(), ex.request.length()));
         }
       }
-      InferenceResponse resp = new InferenceResponse(ex.request.id(), result, servedBy,
-          wasForwarded, Math.max(1, ex.attempts), ex.lastCause, ex.firstDecision);
+      RouteDecision first = ex.firstDecision;
+      if (first == null) { // routing threw before it took a decision
+        first = routingFailedDecision(ex.request);
+      }
+      InferenceResponse resp;
+      try {
+        resp = new InferenceResponse(ex.request.id(), result, servedBy, wasForwarded,
+            Math.max(1, ex.attempts), ex.lastCause, first);
+      } catch (RuntimeException e) { // never leave the caller without an answer
+        ex.future.completeExceptionally(new RequestFailedException(ex.request.id(),
+            "cannot build the response: " + e.getMessage(), e));
+        return;
+      }
       ex.future.complete(resp);
     } finally {
       executionEnded();
@@ -886,11 +993,7 @@ public final class RouterNode implements PrefixRouterNode {
         if (keyed) {
           ex.future.whenComplete((r, t) -> servingForPeers.remove(key, ex));
         }
-        try {
-          route(ex);
-        } catch (RuntimeException e) {
-          runLocal(ex);
-        }
+        routeOrRunLocal(ex);
         existing = ex;
       }
     }
@@ -933,7 +1036,7 @@ public final class RouterNode implements PrefixRouterNode {
       if (!peers.onMessage(from, payload)) {
         malformedInbound.increment();
       }
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
       malformedInbound.increment();
       LOG.warn("node {}: gossip message from {} failed", nodeId, from, e);
     }
@@ -958,7 +1061,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
       try {
         return onForwardRequest(from, payload);
-      } catch (RuntimeException e) {
+      } catch (RuntimeException | Error e) {
         LOG.error("node {}: serving a request from {} failed", nodeId, from, e);
         return CompletableFuture.failedFuture(
             new TransportException(TransportException.Kind.PROTOCOL, String.valueOf(e)));
@@ -1004,10 +1107,23 @@ public final class RouterNode implements PrefixRouterNode {
    */
   private Scheduler.Cancellable schedule(long delayNanos, Runnable task) {
     try {
-      return scheduler.schedule(delayNanos, task);
-    } catch (RuntimeException e) {
+      Scheduler.Cancellable c = scheduler.schedule(delayNanos, task);
+      return c != null ? c : () -> false;
+    } catch (RuntimeException | Error e) {
       LOG.error("node {}: the scheduler refused a guard timer; going on without it", nodeId, e);
       return () -> false;
+    }
+  }
+
+  /** Cancels a guard timer; a scheduler that throws there must not lose the answer. */
+  private void cancelGuard(Scheduler.Cancellable guard) {
+    if (guard == null) {
+      return;
+    }
+    try {
+      guard.cancel();
+    } catch (RuntimeException | Error e) {
+      LOG.warn("node {}: cancelling a guard timer failed", nodeId, e);
     }
   }
 
@@ -1035,10 +1151,6 @@ public final class RouterNode implements PrefixRouterNode {
     return true;
   }
 
-  private static long clamp(long v, long min, long max) {
-    return Math.max(min, Math.min(max, v));
-  }
-
   private static Throwable unwrap(Throwable t) {
     while ((t instanceof java.util.concurrent.CompletionException
         || t instanceof java.util.concurrent.ExecutionException) && t.getCause() != null) {
@@ -1054,14 +1166,20 @@ public final class RouterNode implements PrefixRouterNode {
     final PeerHealth.PeerState peer;
     final long sentAt;
     final int estimatedMatched;
+    /** The peer's queue wait and prefill as estimated when sent, in nanoseconds. */
+    final double base;
+    /** The next check of the peer's liveness while the answer is awaited, or null. */
+    volatile Scheduler.Cancellable watch;
     final AtomicBoolean released = new AtomicBoolean();
 
-    Attempt(int seq, PeerAddress to, PeerHealth.PeerState peer, long sentAt, int est) {
+    Attempt(int seq, PeerAddress to, PeerHealth.PeerState peer, long sentAt, int est,
+        double base) {
       this.seq = seq;
       this.to = to;
       this.peer = peer;
       this.sentAt = sentAt;
       this.estimatedMatched = est;
+      this.base = base;
     }
   }
 

@@ -338,6 +338,49 @@ class OpenAiCompatibleEngineTest {
   }
 
   @Test
+  void cancelClosesTheConnectionSoTheServerAbortsTheRequest() throws Exception {
+    // vLLM aborts a request whose client disconnects: a cancel that only stopped waiting would
+    // leave the server generating for nobody. A raw server sees the connection end.
+    try (java.net.ServerSocket raw = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getLoopbackAddress())) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + raw.getLocalPort()).requestTimeout(Duration.ofSeconds(60))
+          .build();
+      CompletableFuture<EngineResult> f = e.execute(request());
+      raw.setSoTimeout(10_000);
+      try (java.net.Socket conn = raw.accept()) {
+        conn.setSoTimeout(10_000);
+        java.io.InputStream in = conn.getInputStream();
+        // read the request: headers, then Content-Length bytes of body
+        StringBuilder head = new StringBuilder();
+        while (!head.toString().endsWith("\r\n\r\n")) {
+          int b = in.read();
+          assertTrue(b >= 0, "the request ended early");
+          head.append((char) b);
+        }
+        java.util.regex.Matcher m = java.util.regex.Pattern
+            .compile("(?i)content-length:\\s*(\\d+)").matcher(head);
+        assertTrue(m.find(), head.toString());
+        in.readNBytes(Integer.parseInt(m.group(1)));
+        assertFalse(f.isDone());
+        // the request is being generated: the node gives up on it
+        e.cancel("r1");
+        assertFalse(failure(f).retryable());
+        int after;
+        try {
+          after = in.read();
+        } catch (java.net.SocketTimeoutException t) {
+          throw new AssertionError("the connection stayed open 10 s after cancel", t);
+        } catch (java.net.SocketException reset) {
+          after = -1; // reset: closed as well
+        }
+        assertEquals(-1, after, "the client sent more instead of closing");
+      }
+      assertEquals(0, e.load().total());
+    }
+  }
+
+  @Test
   void healthChecksHealthThenModels() throws Exception {
     assertTrue(engine().health().get(10, TimeUnit.SECONDS));
     healthStatus = 404; // no /health: falls back to /v1/models

@@ -275,7 +275,9 @@ class RouterNodeTest {
     c.sim.runUntilIdle(1_000_000);
     InferenceResponse resp = f.join();
     assertEquals("n0", resp.servedBy());
-    assertEquals(FallbackCause.TIMEOUT, resp.fallbackCause());
+    // the peer view dropped n1 while its answer was awaited: the forward ends then, not at its
+    // timeout
+    assertEquals(FallbackCause.UNREACHABLE, resp.fallbackCause());
     assertArrayEquals(expected(r), resp.result().outputTokens());
     RouteDecision next = c.node("n0").explain(request("q2", concat(PREFIX, prompt(8, 64))));
     assertEquals(RouteDecision.Reason.NO_PEERS, next.reason());
