@@ -5,6 +5,7 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import com.sun.net.httpserver.HttpsConfigurator;
 import com.sun.net.httpserver.HttpsServer;
+import io.github.prefixrouter.internal.wire.InboundReaders;
 import io.github.prefixrouter.internal.wire.IoDeadline;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
@@ -83,14 +84,20 @@ import org.slf4j.LoggerFactory;
  * answered 503. A connection that has started a request must deliver all of it (request line,
  * headers and body) within {@code inboundIoTimeout}, and take an answer within the same time
  * once it is written, or it is closed and counted ({@link Stats#slowConnectionsClosed()}).
+ * Every connection that starts a request is read (and authenticated) on a reader thread of its
+ * own, so one that stalls holds only its own thread and never delays anyone else's request: at
+ * most {@code readerThreads} requests are read at once (a connection beyond is closed at once),
+ * and at most {@code maxUnfinishedReadsPerAddress} requests from one address may have unfinished
+ * bodies (one beyond is answered 503 at once); both are counted ({@link Stats#readsRefused()}).
  * Answers are written by the server threads, never by the thread that completed the handler's
  * future.
  *
  * <h2>Threads</h2>
  * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
  * threads named {@code prefix-router-http-<nodeId>-...}: the HTTP server's dispatcher thread,
- * {@code serverThreads} handler threads, one client executor (cached, idle threads expire) and
- * one timer thread. {@link #close()} stops all of them; the JDK 17 {@link HttpClient} keeps its
+ * up to {@code readerThreads} reader threads (started on demand, idle ones expire),
+ * {@code serverThreads} threads writing answers, one client executor (cached, idle threads
+ * expire) and one timer thread. {@link #close()} stops all of them; the JDK 17 {@link HttpClient} keeps its
  * own selector thread until the client object is garbage collected.
  *
  * <h2>Close</h2>
@@ -136,6 +143,7 @@ public final class HttpTransport implements Transport {
   private volatile PeerAddress localAddress;
   private HttpServer server;
   private ThreadPoolExecutor serverExecutor;
+  private InboundReaders readers;
   private ExecutorService clientExecutor;
   private ScheduledExecutorService timer;
   private IoDeadline ioDeadline;
@@ -213,11 +221,16 @@ public final class HttpTransport implements Transport {
     ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemonThreads(prefix + "-timer"));
     t.setRemoveOnCancelPolicy(true);
     timer = t;
-    // the JDK server reads requests with blocking reads on these threads: every task runs
-    // under the I/O deadline, or a connection that stalls mid-request (anyone's, before any
-    // authentication) holds a thread forever, and serverThreads of them stop all inbound traffic
+    // the JDK server reads requests with blocking reads on its executor's threads: every task
+    // runs under the I/O deadline, or a connection that stalls mid-request (anyone's, before any
+    // authentication) holds a thread forever
     ioDeadline = new IoDeadline(timer, config.inboundIoTimeout, counters.slowConnectionsClosed::increment);
-    server.setExecutor(ioDeadline.wrap(serverExecutor));
+    // each connection that starts a request is read on a thread of its own (up to
+    // readerThreads, beyond which it is closed at once), so a stalled connection holds only its
+    // own; the answers, for authenticated requests only, are written by the serverThreads
+    readers = new InboundReaders(config.readerThreads, config.maxUnfinishedReadsPerAddress,
+        daemonThreads(prefix + "-reader"), counters.readsRefused::increment);
+    server.setExecutor(readers.executor(ioDeadline));
     server.createContext(MESSAGE_PATH, ex -> handleInbound(ex, false));
     server.createContext(REQUEST_PATH, ex -> handleInbound(ex, true));
     server.start();
@@ -278,6 +291,9 @@ public final class HttpTransport implements Transport {
     }
     if (serverExecutor != null) {
       serverExecutor.shutdownNow();
+    }
+    if (readers != null) {
+      readers.shutdownNow();
     }
     if (timer != null) {
       timer.shutdownNow();
@@ -557,7 +573,17 @@ public final class HttpTransport implements Transport {
         respondQuietly(ex, 413, new byte[0], "body of " + declared + " bytes exceeds " + config.maxMessageBytes, null);
         return;
       }
-      byte[] body = readCapped(ex.getRequestBody(), config.maxMessageBytes);
+      InetSocketAddress remote = ex.getRemoteAddress();
+      if (!readers.tryAcquire(remote)) {
+        respondQuietly(ex, 503, new byte[0], "too many unfinished requests from this address", null);
+        return;
+      }
+      byte[] body;
+      try {
+        body = readCapped(ex.getRequestBody(), config.maxMessageBytes);
+      } finally {
+        readers.release(remote);
+      }
       if (!ioDeadline.endPhase()) {
         respondQuietly(ex, 408, new byte[0], "request not received within the read timeout", null);
         return;
@@ -803,7 +829,8 @@ public final class HttpTransport implements Transport {
         counters.slowConnectionsClosed.sum(),
         counters.bytesIn.sum(),
         counters.bytesOut.sum(),
-        pending.size());
+        pending.size(),
+        counters.readsRefused.sum());
   }
 
   /**
@@ -828,6 +855,9 @@ public final class HttpTransport implements Transport {
    * @param bytesIn payload bytes accepted
    * @param bytesOut payload bytes sent
    * @param pendingRequests outbound requests waiting for an answer now
+   * @param readsRefused inbound connections closed at once because {@code readerThreads}
+   *     requests were being read, and requests answered 503 at once because their address had
+   *     {@code maxUnfinishedReadsPerAddress} requests with unfinished bodies
    */
   public record Stats(
       long messagesSent,
@@ -846,7 +876,8 @@ public final class HttpTransport implements Transport {
       long slowConnectionsClosed,
       long bytesIn,
       long bytesOut,
-      int pendingRequests) {}
+      int pendingRequests,
+      long readsRefused) {}
 
   private static final class Counters {
     final LongAdder messagesSent = new LongAdder();
@@ -865,6 +896,7 @@ public final class HttpTransport implements Transport {
     final LongAdder slowConnectionsClosed = new LongAdder();
     final LongAdder bytesIn = new LongAdder();
     final LongAdder bytesOut = new LongAdder();
+    final LongAdder readsRefused = new LongAdder();
   }
 
   // ---------------------------------------------------------------- body cap
@@ -964,6 +996,8 @@ public final class HttpTransport implements Transport {
     private int maxInFlightPerPeer = 64;
     private int maxInboundRequests = 256;
     private int serverThreads = 4;
+    private int readerThreads = 64;
+    private int maxUnfinishedReadsPerAddress = 8;
     private int backlog = 128;
     private LongSupplier wallClockMillis = System::currentTimeMillis;
 
@@ -988,6 +1022,8 @@ public final class HttpTransport implements Transport {
       b.maxInFlightPerPeer = maxInFlightPerPeer;
       b.maxInboundRequests = maxInboundRequests;
       b.serverThreads = serverThreads;
+      b.readerThreads = readerThreads;
+      b.maxUnfinishedReadsPerAddress = maxUnfinishedReadsPerAddress;
       b.backlog = backlog;
       b.wallClockMillis = wallClockMillis;
       return b;
@@ -1102,7 +1138,7 @@ public final class HttpTransport implements Transport {
      * How long an inbound connection may take to deliver one whole request (request line,
      * headers and body) once it has started sending it, and to take one answer once it is being
      * written; a connection that takes longer is closed. This keeps peers that stall (and
-     * strangers, before any authentication) from holding the {@code serverThreads}. Set it
+     * strangers, before any authentication) from holding a reader or server thread for long. Set it
      * above {@code maxMessageBytes} divided by the slowest link's throughput. Default 10 s.
      *
      * @param d the deadline, positive
@@ -1169,13 +1205,41 @@ public final class HttpTransport implements Transport {
     }
 
     /**
-     * Threads reading and authenticating inbound traffic. Default 4.
+     * Threads writing the answers to inbound requests (authenticated ones only; requests are
+     * read on the {@link #readerThreads}). Default 4.
      *
      * @param n the number of threads
      * @return this builder
      */
     public Builder serverThreads(int n) {
       this.serverThreads = n;
+      return this;
+    }
+
+    /**
+     * Inbound requests read (and authenticated) at the same time at most, each on a thread of its
+     * own so that a connection that stalls holds only its own; a connection that starts a
+     * request beyond this is closed at once and counted ({@link Stats#readsRefused()}). Threads
+     * are started on demand and end after 30 s idle. Default 64.
+     *
+     * @param n the limit
+     * @return this builder
+     */
+    public Builder readerThreads(int n) {
+      this.readerThreads = n;
+      return this;
+    }
+
+    /**
+     * Inbound requests from one remote address whose body is still being read at most; one
+     * beyond is answered 503 at once and counted ({@link Stats#readsRefused()}), so that one
+     * address cannot hold the {@link #readerThreads} with bodies it never finishes. Default 8.
+     *
+     * @param n the limit
+     * @return this builder
+     */
+    public Builder maxUnfinishedReadsPerAddress(int n) {
+      this.maxUnfinishedReadsPerAddress = n;
       return this;
     }
 
@@ -1242,6 +1306,8 @@ public final class HttpTransport implements Transport {
       requireRange("maxInFlightPerPeer", maxInFlightPerPeer, 1, 1 << 20);
       requireRange("maxInboundRequests", maxInboundRequests, 1, 1 << 20);
       requireRange("serverThreads", serverThreads, 1, 1024);
+      requireRange("readerThreads", readerThreads, 1, 4096);
+      requireRange("maxUnfinishedReadsPerAddress", maxUnfinishedReadsPerAddress, 1, 4096);
       requireRange("maxNoncesPerSender", maxNoncesPerSender, 16, 1 << 24);
       Objects.requireNonNull(wallClockMillis, "wallClockMillis");
       return new HttpTransport(this);
