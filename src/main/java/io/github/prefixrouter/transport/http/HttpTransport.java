@@ -121,6 +121,10 @@ public final class HttpTransport implements Transport {
   static final String H_NONCE = "PR-Nonce";
   static final String H_MAC = "PR-Mac";
   static final String H_ERROR = "PR-Error";
+  /** On a 401 for a message addressed to another node: the id of the node that answered. */
+  static final String H_NODE = "PR-Node";
+  /** Distinct (address, expected id) pairs remembered for {@link #noteOtherNode} at most. */
+  private static final int MAX_OTHER_NODES = 1024;
   static final String TAG_MESSAGE = "message";
   static final String TAG_REQUEST = "request";
   static final String TAG_RESPONSE = "response";
@@ -138,6 +142,8 @@ public final class HttpTransport implements Transport {
   private final AtomicBoolean started = new AtomicBoolean();
   private final AtomicBoolean closed = new AtomicBoolean();
   private final Counters counters = new Counters();
+  /** "address expected-id" to the id the node at that address said it has (warned once each). */
+  private final Map<String, String> otherNodes = new ConcurrentHashMap<>();
 
   private volatile InboundHandler handler;
   private volatile PeerAddress localAddress;
@@ -350,6 +356,9 @@ public final class HttpTransport implements Transport {
             release(peer);
             if (e != null || r.statusCode() != 204) {
               counters.messagesFailed.increment();
+              if (e == null) {
+                noteOtherNode(to, r);
+              }
               if (log.isDebugEnabled()) {
                 log.debug("message to {} failed: {}", to, e != null ? e.toString() : r.statusCode());
               }
@@ -489,10 +498,44 @@ public final class HttpTransport implements Transport {
       }
       case 503 -> fail(result, TransportException.Kind.BUSY, to + " is busy" + suffix(error), null);
       case 504 -> fail(result, TransportException.Kind.TIMEOUT, to + " timed out handling the request" + suffix(error), null);
-      case 401 -> fail(result, TransportException.Kind.PROTOCOL, to + " rejected the request's authentication" + suffix(error), null);
+      case 401 -> {
+        String other = noteOtherNode(to, resp);
+        fail(result, TransportException.Kind.PROTOCOL, other != null
+            ? "the node at " + to.address() + " is " + other + ", not " + to.nodeId() + suffix(error)
+            : to + " rejected the request's authentication" + suffix(error), null);
+      }
       case 413 -> fail(result, TransportException.Kind.PROTOCOL, to + " rejected the request as too large" + suffix(error), null);
       default -> fail(result, TransportException.Kind.PROTOCOL, to + " answered HTTP " + status + suffix(error), null);
     }
+  }
+
+  /**
+   * If a peer answered 401 saying it is another node than the one addressed (a seed or peer
+   * list with the wrong id: every message to it fails), logs a warning naming both ids, once per
+   * address and id.
+   *
+   * @return the id the peer says it has, or null if the answer does not say another one
+   */
+  private String noteOtherNode(PeerAddress to, HttpResponse<?> resp) {
+    if (resp.statusCode() != 401) {
+      return null;
+    }
+    String other = resp.headers().firstValue(H_NODE).orElse(null);
+    if (other == null || other.equals(to.nodeId())) {
+      return null;
+    }
+    other = sanitize(other);
+    String key = to.address() + " " + to.nodeId();
+    if (otherNodes.size() < MAX_OTHER_NODES && otherNodes.putIfAbsent(key, other) == null) {
+      log.warn("{}: the node at {} is {}, not {}; messages to {} are refused there (check the "
+          + "seeds or peer list)", config.nodeId, to.address(), other, to.nodeId(), to.nodeId());
+    }
+    return other;
+  }
+
+  /** "address expected-id" to the id the node there said it has, for each warning logged. */
+  Map<String, String> otherNodesSeen() {
+    return Map.copyOf(otherNodes);
   }
 
   private static String suffix(String error) {
@@ -614,6 +657,8 @@ public final class HttpTransport implements Transport {
       }
       if (!config.nodeId.equals(recipient)) {
         counters.authFailures.increment();
+        // says who is here, so that a sender with a wrong id for this address can tell
+        ex.getResponseHeaders().add(H_NODE, config.nodeId);
         respondQuietly(ex, 401, new byte[0], "message addressed to another node", null);
         return;
       }
