@@ -182,6 +182,30 @@ class HttpTransportStrangerTest {
   }
 
   @Test
+  void aPeerSendingAtItsInFlightLimitIsNotRefused() throws Exception {
+    // defaults: a peer may have maxInFlightPerPeer (64) requests in flight to this node, all on
+    // their own connections from one address; their bodies arrive whole and are read at once
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY));
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY));
+    byte[] payload = new byte[Integer.getInteger("stranger.payload", 16 << 10)];
+    int rounds = Integer.getInteger("stranger.rounds", 5);
+    for (int round = 0; round < rounds; round++) {
+      List<java.util.concurrent.CompletableFuture<byte[]>> answers = new ArrayList<>();
+      for (int i = 0; i < 64; i++) {
+        answers.add(b.request(a.localAddress(), payload, Duration.ofSeconds(60)));
+      }
+      for (var f : answers) {
+        f.get(60, TimeUnit.SECONDS);
+      }
+    }
+    assertEquals(0, a.stats().readsRefused());
+    assertEquals(0, a.stats().inboundBusy());
+    assertEquals(64L * rounds, a.stats().requestsReceived());
+  }
+
+  @Test
   void tooSmallLimitsAreRejected() {
     HttpTransport.Builder b = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
         .clusterKey(HttpTransportTest.KEY);
