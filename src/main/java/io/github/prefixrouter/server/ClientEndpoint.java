@@ -45,7 +45,7 @@ import org.slf4j.LoggerFactory;
  *       failed everywhere.
  *   <li>{@code GET /v1/stats}: the node's {@link NodeStats} (plus transport, engine and this
  *       endpoint's own counters) as JSON.
- *   <li>{@code GET /health}: 200 while the node runs, 503 otherwise.
+ *   <li>{@code GET /health} (or {@code HEAD}): 200 while the node runs, 503 otherwise.
  * </ul>
  *
  * Paths match exactly (anything else is 404) and another method is 405. Requests are answered
@@ -172,8 +172,8 @@ final class ClientEndpoint {
           stats(ex);
         }
       }
-      case HEALTH -> {
-        if (allowed(ex, method, "GET")) {
+      case HEALTH -> { // load balancers probe with GET or HEAD
+        if ("HEAD".equals(method) || allowed(ex, method, "GET")) {
           respond(ex, node.state() == PrefixRouterNode.State.RUNNING ? 200 : 503,
               Map.of("state", node.state().name()));
         }
@@ -384,6 +384,10 @@ final class ClientEndpoint {
     }
     try (ex) {
       ex.getResponseHeaders().add("Content-Type", "application/json");
+      if ("HEAD".equals(ex.getRequestMethod())) {
+        ex.sendResponseHeaders(status, -1);
+        return;
+      }
       ex.sendResponseHeaders(status, b.length);
       try (OutputStream out = ex.getResponseBody()) {
         out.write(b);

@@ -173,6 +173,7 @@ class ClientEndpointStrangerTest {
     assertEquals(405, get.statusCode());
     assertEquals("POST", get.headers().firstValue("Allow").orElse(""));
     assertEquals(200, send("GET", "/health", null).statusCode());
+    assertEquals(200, send("HEAD", "/health", null).statusCode());
     assertEquals(200, send("GET", "/v1/stats", null).statusCode());
   }
 
