@@ -14,12 +14,14 @@ import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.spi.EngineBusyException;
 import java.io.IOException;
 import java.io.OutputStream;
+import io.github.prefixrouter.internal.wire.InboundReaders;
 import io.github.prefixrouter.internal.wire.IoDeadline;
 import java.net.InetSocketAddress;
 import java.time.Duration;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -39,9 +41,11 @@ import org.slf4j.LoggerFactory;
  *       "top_p": 1, "seed": 0, "model": "sql-lora", "cache_salt": "tenant-1"}} (all but
  *       {@code prompt} optional) submits one request to the node and answers {@code {"id", "served_by", "forwarded", "attempts", "fallback",
  *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}. 400 for a bad request
- *       (the message says what); 503 with {@code Retry-After} when the engines that could serve
+ *       (the message says what; a key not in {@link #REQUEST_KEYS} is one), 413 for a body
+ *       above 8 MiB; 503 with {@code Retry-After} when the engines that could serve
  *       it are busy (the local one at capacity and every peer tried pushed back), when too many
- *       client requests are in flight here, and (without {@code Retry-After}) when the node is
+ *       client requests are in flight here (or too many bodies from the client's address are
+ *       still arriving), and (without {@code Retry-After}) when the node is
  *       not running: the client should try again, here later or at another node; 502 when the
  *       request failed everywhere otherwise.
  *   <li>The request's {@link CacheScope}, as in vLLM's OpenAI API: {@code "model"} names a LoRA
@@ -51,10 +55,19 @@ import org.slf4j.LoggerFactory;
  *       cached in its own scope; an OpenAI-compatible engine receives both fields back.
  *   <li>{@code GET /v1/stats}: the node's {@link NodeStats} (plus transport, engine and this
  *       endpoint's own counters) as JSON.
- *   <li>{@code GET /health}: 200 while the node runs.
+ *   <li>{@code GET /health} (or {@code HEAD}): 200 while the node runs, 503 otherwise.
  * </ul>
  *
- * Requests are answered asynchronously: no thread waits for the engine.
+ * Paths match exactly (anything else is 404) and another method is 405. Requests are answered
+ * asynchronously: no thread waits for the engine.
+ *
+ * <p>Threads: every connection that starts a request is read on a reader thread of its own
+ * (at most {@value #MAX_READERS} at once; a connection beyond is closed at once), and at most
+ * {@value #MAX_UNFINISHED_PER_ADDRESS} request bodies from one address may be unfinished (one
+ * beyond is answered 503 at once), so clients that stall hold only their own threads and
+ * {@code /health} and {@code /v1/stats} are answered at once, never behind other clients'
+ * requests. Answers to completions are written by two writer threads. Reading a request and
+ * writing an answer each have {@code ioTimeout}; a connection that takes longer is closed.
  *
  * <p>A client that disconnects before its answer does not cancel its request: the JDK HTTP
  * server reports no disconnect (an exchange exposes neither its socket nor a close callback; a
@@ -68,6 +81,20 @@ final class ClientEndpoint {
   private static final int MAX_BODY = 8 << 20;
   /** Seconds a client told to try again later should wait: about a node's busy cool-down. */
   static final String RETRY_AFTER_SECONDS = "1";
+  static final int MAX_READERS = 64;
+  static final int MAX_UNFINISHED_PER_ADDRESS = 16;
+  static final String COMPLETIONS = "/v1/route/completions";
+  static final String STATS = "/v1/stats";
+  static final String HEALTH = "/health";
+
+  /**
+   * The keys a completions request may have; any other is refused with a 400 naming it (a typo
+   * such as {@code max_token} would otherwise be silently ignored, and so would options this
+   * endpoint does not support, such as {@code stream}).
+   */
+  static final Set<String> REQUEST_KEYS =
+      Set.of("id", "prompt", "max_tokens", "temperature", "top_p", "seed", "model",
+          "cache_salt");
 
   private final PrefixRouterNode node;
   private final String baseModel;
@@ -78,8 +105,10 @@ final class ClientEndpoint {
   private final AtomicLong ids = new AtomicLong();
   private final AtomicLong slowConnectionsClosed = new AtomicLong();
   private final AtomicLong rejectedBusy = new AtomicLong();
+  private final AtomicLong readsRefused = new AtomicLong();
   private HttpServer server;
   private ExecutorService executor;
+  private InboundReaders readers;
   private ScheduledThreadPoolExecutor timer;
   private IoDeadline ioDeadline;
 
@@ -110,24 +139,30 @@ final class ClientEndpoint {
     server = HttpServer.create(new InetSocketAddress(host, port), 256);
     AtomicInteger n = new AtomicInteger();
     executor = Executors.newFixedThreadPool(2, r -> {
-      Thread t = new Thread(r, "client-endpoint-" + n.incrementAndGet());
+      Thread t = new Thread(r, "client-endpoint-writer-" + n.incrementAndGet());
       t.setDaemon(true);
       return t;
     });
+    AtomicInteger rn = new AtomicInteger();
+    readers = new InboundReaders(MAX_READERS, MAX_UNFINISHED_PER_ADDRESS, r -> {
+      Thread t = new Thread(r, "client-endpoint-reader-" + rn.incrementAndGet());
+      t.setDaemon(true);
+      return t;
+    }, readsRefused::incrementAndGet);
     timer = new ScheduledThreadPoolExecutor(1, r -> {
       Thread t = new Thread(r, "client-endpoint-timer");
       t.setDaemon(true);
       return t;
     });
     timer.setRemoveOnCancelPolicy(true);
-    // requests are read (and answers written) with blocking I/O on the two threads: a client
-    // that stalls mid-request or does not read its answer is cut off after ioTimeout
+    // requests are read (and answers written) with blocking I/O: a client that stalls
+    // mid-request or does not read its answer is cut off after ioTimeout; each request is read
+    // on a reader thread of its own, so stalled clients hold only theirs
     ioDeadline = new IoDeadline(timer, ioTimeout, slowConnectionsClosed::incrementAndGet);
-    server.setExecutor(ioDeadline.wrap(executor));
-    server.createContext("/v1/route/completions", ex -> answered(ex, this::completions));
-    server.createContext("/v1/stats", ex -> answered(ex, this::stats));
-    server.createContext("/health", ex -> answered(ex, e -> respond(e,
-        node.state() == PrefixRouterNode.State.RUNNING ? 200 : 503, Map.of("state", node.state().name()))));
+    server.setExecutor(readers.executor(ioDeadline));
+    // one context for all: the JDK server matches contexts by prefix ("/healthz" would be
+    // /health), the paths here match exactly
+    server.createContext("/", ex -> answered(ex, this::route));
     server.start();
     return server.getAddress();
   }
@@ -136,6 +171,7 @@ final class ClientEndpoint {
     if (server != null) {
       server.stop(0);
       executor.shutdownNow();
+      readers.shutdownNow();
       timer.shutdownNow();
     }
   }
@@ -153,14 +189,55 @@ final class ClientEndpoint {
     }
   }
 
+  private void route(HttpExchange ex) {
+    String path = ex.getRequestURI().getRawPath();
+    String method = ex.getRequestMethod();
+    switch (path == null ? "" : path) {
+      case COMPLETIONS -> {
+        if (allowed(ex, method, "POST")) {
+          completions(ex);
+        }
+      }
+      case STATS -> {
+        if (allowed(ex, method, "GET")) {
+          stats(ex);
+        }
+      }
+      case HEALTH -> { // load balancers probe with GET or HEAD
+        if ("HEAD".equals(method) || allowed(ex, method, "GET")) {
+          respond(ex, node.state() == PrefixRouterNode.State.RUNNING ? 200 : 503,
+              Map.of("state", node.state().name()));
+        }
+      }
+      default -> respond(ex, 404, Map.of("error", "no such path; use " + COMPLETIONS + ", "
+          + STATS + " or " + HEALTH));
+    }
+  }
+
+  /** True if the method is the one the path takes; otherwise answers 405. */
+  private static boolean allowed(HttpExchange ex, String method, String expected) {
+    if (expected.equals(method)) {
+      return true;
+    }
+    ex.getResponseHeaders().add("Allow", expected);
+    respond(ex, 405, Map.of("error", "use " + expected));
+    return false;
+  }
+
   private void completions(HttpExchange ex) {
-    if (!"POST".equals(ex.getRequestMethod())) {
-      respond(ex, 405, Map.of("error", "use POST"));
+    InferenceRequest request;
+    InetSocketAddress remote = ex.getRemoteAddress();
+    if (!readers.tryAcquire(remote)) {
+      respond(ex, 503, Map.of("error", "too many unfinished requests from this address"));
       return;
     }
-    InferenceRequest request;
     try {
       request = parseRequest(ex);
+    } catch (BodyTooLargeException e) {
+      if (ioDeadline.endPhase()) {
+        respond(ex, 413, Map.of("error", String.valueOf(e.getMessage())));
+      }
+      return;
     } catch (IOException e) {
       if (ioDeadline.endPhase()) {
         respond(ex, 400, Map.of("error", "cannot read the request body"));
@@ -171,6 +248,8 @@ final class ClientEndpoint {
         respond(ex, 400, Map.of("error", String.valueOf(e.getMessage())));
       }
       return;
+    } finally {
+      readers.release(remote);
     }
     if (!ioDeadline.endPhase()) {
       return; // the body came too late: the connection is being closed
@@ -225,15 +304,21 @@ final class ClientEndpoint {
       }
     }
     if (declared > MAX_BODY) {
-      throw new IllegalArgumentException("body larger than " + MAX_BODY + " bytes");
+      throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
     }
     byte[] body = ex.getRequestBody().readNBytes(MAX_BODY + 1);
     if (body.length > MAX_BODY) {
-      throw new IllegalArgumentException("body larger than " + MAX_BODY + " bytes");
+      throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
     }
     Object root = Json.parse(new String(body, StandardCharsets.UTF_8), MAX_BODY, 8);
     if (!(root instanceof Map<?, ?> m)) {
       throw new IllegalArgumentException("the body must be a JSON object");
+    }
+    for (Object key : m.keySet()) {
+      if (!REQUEST_KEYS.contains(key)) {
+        throw new IllegalArgumentException("unknown key \"" + key + "\"; the keys are "
+            + new java.util.TreeSet<>(REQUEST_KEYS));
+      }
     }
     Object idValue = m.get("id");
     String id = idValue == null ? node.nodeId() + "-c" + ids.incrementAndGet() : Json.asString(idValue, "id");
@@ -271,6 +356,20 @@ final class ClientEndpoint {
     return m;
   }
 
+  /** A request body above the cap: answered 413. */
+  private static final class BodyTooLargeException extends IllegalArgumentException {
+    private static final long serialVersionUID = 1L;
+
+    BodyTooLargeException(String message) {
+      super(message);
+    }
+  }
+
+  /** Connections closed, and requests answered 503, at once for lack of a reader slot. */
+  long readsRefused() {
+    return readsRefused.get();
+  }
+
   /** Client connections closed for stalling mid-request or not reading their answer. */
   long slowConnectionsClosed() {
     return slowConnectionsClosed.get();
@@ -283,6 +382,7 @@ final class ClientEndpoint {
     client.put("in_flight", inFlight.get());
     client.put("rejected_busy", rejectedBusy.get());
     client.put("slow_connections_closed", slowConnectionsClosed.get());
+    client.put("reads_refused", readsRefused.get());
     m.put("client", client);
     respond(ex, 200, m);
   }
@@ -327,6 +427,10 @@ final class ClientEndpoint {
     }
     try (ex) {
       ex.getResponseHeaders().add("Content-Type", "application/json");
+      if ("HEAD".equals(ex.getRequestMethod())) {
+        ex.sendResponseHeaders(status, -1);
+        return;
+      }
       ex.sendResponseHeaders(status, b.length);
       try (OutputStream out = ex.getResponseBody()) {
         out.write(b);

@@ -180,6 +180,7 @@ public final class NodeMain {
     ts.put("oversize_rejected", s.oversizeRejected());
     ts.put("malformed_rejected", s.malformedRejected());
     ts.put("slow_connections_closed", s.slowConnectionsClosed());
+    ts.put("reads_refused", s.readsRefused());
     ts.put("bytes_in", s.bytesIn());
     ts.put("bytes_out", s.bytesOut());
     ts.put("pending_requests", s.pendingRequests());

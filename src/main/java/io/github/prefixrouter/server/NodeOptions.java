@@ -30,7 +30,7 @@ public final class NodeOptions {
   public static final String USAGE =
       String.join(
           "\n",
-          "Usage: NodeMain [--config FILE] --id ID --listen HOST:PORT --client HOST:PORT [options]",
+          "Usage: NodeMain [--config FILE] --id ID --listen HOST:PORT [--client HOST:PORT] [options]",
           "",
           "  --config FILE            properties file with any of the keys below (flags win)",
           "  --id ID                  this node's id (required)",

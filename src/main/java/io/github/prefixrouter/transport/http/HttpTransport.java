@@ -5,6 +5,7 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import com.sun.net.httpserver.HttpsConfigurator;
 import com.sun.net.httpserver.HttpsServer;
+import io.github.prefixrouter.internal.wire.InboundReaders;
 import io.github.prefixrouter.internal.wire.IoDeadline;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
@@ -83,14 +84,20 @@ import org.slf4j.LoggerFactory;
  * answered 503. A connection that has started a request must deliver all of it (request line,
  * headers and body) within {@code inboundIoTimeout}, and take an answer within the same time
  * once it is written, or it is closed and counted ({@link Stats#slowConnectionsClosed()}).
+ * Every connection that starts a request is read (and authenticated) on a reader thread of its
+ * own, so one that stalls holds only its own thread and never delays anyone else's request: at
+ * most {@code readerThreads} requests are read at once (a connection beyond is closed at once),
+ * and at most {@code maxUnfinishedReadsPerAddress} requests from one address may have unfinished
+ * bodies (one beyond is answered 503 at once); both are counted ({@link Stats#readsRefused()}).
  * Answers are written by the server threads, never by the thread that completed the handler's
  * future.
  *
  * <h2>Threads</h2>
  * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
  * threads named {@code prefix-router-http-<nodeId>-...}: the HTTP server's dispatcher thread,
- * {@code serverThreads} handler threads, one client executor (cached, idle threads expire) and
- * one timer thread. {@link #close()} stops all of them; the JDK 17 {@link HttpClient} keeps its
+ * up to {@code readerThreads} reader threads (started on demand, idle ones expire),
+ * {@code serverThreads} threads writing answers, one client executor (cached, idle threads
+ * expire) and one timer thread. {@link #close()} stops all of them; the JDK 17 {@link HttpClient} keeps its
  * own selector thread until the client object is garbage collected.
  *
  * <h2>Close</h2>
@@ -114,6 +121,10 @@ public final class HttpTransport implements Transport {
   static final String H_NONCE = "PR-Nonce";
   static final String H_MAC = "PR-Mac";
   static final String H_ERROR = "PR-Error";
+  /** On a 401 for a message addressed to another node: the id of the node that answered. */
+  static final String H_NODE = "PR-Node";
+  /** Distinct (address, expected id) pairs remembered for {@link #noteOtherNode} at most. */
+  private static final int MAX_OTHER_NODES = 1024;
   static final String TAG_MESSAGE = "message";
   static final String TAG_REQUEST = "request";
   static final String TAG_RESPONSE = "response";
@@ -131,11 +142,14 @@ public final class HttpTransport implements Transport {
   private final AtomicBoolean started = new AtomicBoolean();
   private final AtomicBoolean closed = new AtomicBoolean();
   private final Counters counters = new Counters();
+  /** "address expected-id" to the id the node at that address said it has (warned once each). */
+  private final Map<String, String> otherNodes = new ConcurrentHashMap<>();
 
   private volatile InboundHandler handler;
   private volatile PeerAddress localAddress;
   private HttpServer server;
   private ThreadPoolExecutor serverExecutor;
+  private InboundReaders readers;
   private ExecutorService clientExecutor;
   private ScheduledExecutorService timer;
   private IoDeadline ioDeadline;
@@ -213,11 +227,16 @@ public final class HttpTransport implements Transport {
     ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemonThreads(prefix + "-timer"));
     t.setRemoveOnCancelPolicy(true);
     timer = t;
-    // the JDK server reads requests with blocking reads on these threads: every task runs
-    // under the I/O deadline, or a connection that stalls mid-request (anyone's, before any
-    // authentication) holds a thread forever, and serverThreads of them stop all inbound traffic
+    // the JDK server reads requests with blocking reads on its executor's threads: every task
+    // runs under the I/O deadline, or a connection that stalls mid-request (anyone's, before any
+    // authentication) holds a thread forever
     ioDeadline = new IoDeadline(timer, config.inboundIoTimeout, counters.slowConnectionsClosed::increment);
-    server.setExecutor(ioDeadline.wrap(serverExecutor));
+    // each connection that starts a request is read on a thread of its own (up to
+    // readerThreads, beyond which it is closed at once), so a stalled connection holds only its
+    // own; the answers, for authenticated requests only, are written by the serverThreads
+    readers = new InboundReaders(config.readerThreads, config.maxUnfinishedReadsPerAddress,
+        daemonThreads(prefix + "-reader"), counters.readsRefused::increment);
+    server.setExecutor(readers.executor(ioDeadline));
     server.createContext(MESSAGE_PATH, ex -> handleInbound(ex, false));
     server.createContext(REQUEST_PATH, ex -> handleInbound(ex, true));
     server.start();
@@ -279,6 +298,9 @@ public final class HttpTransport implements Transport {
     if (serverExecutor != null) {
       serverExecutor.shutdownNow();
     }
+    if (readers != null) {
+      readers.shutdownNow();
+    }
     if (timer != null) {
       timer.shutdownNow();
     }
@@ -334,6 +356,9 @@ public final class HttpTransport implements Transport {
             release(peer);
             if (e != null || r.statusCode() != 204) {
               counters.messagesFailed.increment();
+              if (e == null) {
+                noteOtherNode(to, r);
+              }
               if (log.isDebugEnabled()) {
                 log.debug("message to {} failed: {}", to, e != null ? e.toString() : r.statusCode());
               }
@@ -473,10 +498,44 @@ public final class HttpTransport implements Transport {
       }
       case 503 -> fail(result, TransportException.Kind.BUSY, to + " is busy" + suffix(error), null);
       case 504 -> fail(result, TransportException.Kind.TIMEOUT, to + " timed out handling the request" + suffix(error), null);
-      case 401 -> fail(result, TransportException.Kind.PROTOCOL, to + " rejected the request's authentication" + suffix(error), null);
+      case 401 -> {
+        String other = noteOtherNode(to, resp);
+        fail(result, TransportException.Kind.PROTOCOL, other != null
+            ? "the node at " + to.address() + " is " + other + ", not " + to.nodeId() + suffix(error)
+            : to + " rejected the request's authentication" + suffix(error), null);
+      }
       case 413 -> fail(result, TransportException.Kind.PROTOCOL, to + " rejected the request as too large" + suffix(error), null);
       default -> fail(result, TransportException.Kind.PROTOCOL, to + " answered HTTP " + status + suffix(error), null);
     }
+  }
+
+  /**
+   * If a peer answered 401 saying it is another node than the one addressed (a seed or peer
+   * list with the wrong id: every message to it fails), logs a warning naming both ids, once per
+   * address and id.
+   *
+   * @return the id the peer says it has, or null if the answer does not say another one
+   */
+  private String noteOtherNode(PeerAddress to, HttpResponse<?> resp) {
+    if (resp.statusCode() != 401) {
+      return null;
+    }
+    String other = resp.headers().firstValue(H_NODE).orElse(null);
+    if (other == null || other.equals(to.nodeId())) {
+      return null;
+    }
+    other = sanitize(other);
+    String key = to.address() + " " + to.nodeId();
+    if (otherNodes.size() < MAX_OTHER_NODES && otherNodes.putIfAbsent(key, other) == null) {
+      log.warn("{}: the node at {} is {}, not {}; messages to {} are refused there (check the "
+          + "seeds or peer list)", config.nodeId, to.address(), other, to.nodeId(), to.nodeId());
+    }
+    return other;
+  }
+
+  /** "address expected-id" to the id the node there said it has, for each warning logged. */
+  Map<String, String> otherNodesSeen() {
+    return Map.copyOf(otherNodes);
   }
 
   private static String suffix(String error) {
@@ -557,7 +616,17 @@ public final class HttpTransport implements Transport {
         respondQuietly(ex, 413, new byte[0], "body of " + declared + " bytes exceeds " + config.maxMessageBytes, null);
         return;
       }
-      byte[] body = readCapped(ex.getRequestBody(), config.maxMessageBytes);
+      InetSocketAddress remote = ex.getRemoteAddress();
+      if (!readers.tryAcquire(remote)) {
+        respondQuietly(ex, 503, new byte[0], "too many unfinished requests from this address", null);
+        return;
+      }
+      byte[] body;
+      try {
+        body = readCapped(ex.getRequestBody(), config.maxMessageBytes);
+      } finally {
+        readers.release(remote);
+      }
       if (!ioDeadline.endPhase()) {
         respondQuietly(ex, 408, new byte[0], "request not received within the read timeout", null);
         return;
@@ -588,6 +657,8 @@ public final class HttpTransport implements Transport {
       }
       if (!config.nodeId.equals(recipient)) {
         counters.authFailures.increment();
+        // says who is here, so that a sender with a wrong id for this address can tell
+        ex.getResponseHeaders().add(H_NODE, config.nodeId);
         respondQuietly(ex, 401, new byte[0], "message addressed to another node", null);
         return;
       }
@@ -803,7 +874,8 @@ public final class HttpTransport implements Transport {
         counters.slowConnectionsClosed.sum(),
         counters.bytesIn.sum(),
         counters.bytesOut.sum(),
-        pending.size());
+        pending.size(),
+        counters.readsRefused.sum());
   }
 
   /**
@@ -828,6 +900,9 @@ public final class HttpTransport implements Transport {
    * @param bytesIn payload bytes accepted
    * @param bytesOut payload bytes sent
    * @param pendingRequests outbound requests waiting for an answer now
+   * @param readsRefused inbound connections closed at once because {@code readerThreads}
+   *     requests were being read, and requests answered 503 at once because their address had
+   *     {@code maxUnfinishedReadsPerAddress} requests with unfinished bodies
    */
   public record Stats(
       long messagesSent,
@@ -846,7 +921,8 @@ public final class HttpTransport implements Transport {
       long slowConnectionsClosed,
       long bytesIn,
       long bytesOut,
-      int pendingRequests) {}
+      int pendingRequests,
+      long readsRefused) {}
 
   private static final class Counters {
     final LongAdder messagesSent = new LongAdder();
@@ -865,6 +941,7 @@ public final class HttpTransport implements Transport {
     final LongAdder slowConnectionsClosed = new LongAdder();
     final LongAdder bytesIn = new LongAdder();
     final LongAdder bytesOut = new LongAdder();
+    final LongAdder readsRefused = new LongAdder();
   }
 
   // ---------------------------------------------------------------- body cap
@@ -964,6 +1041,8 @@ public final class HttpTransport implements Transport {
     private int maxInFlightPerPeer = 64;
     private int maxInboundRequests = 256;
     private int serverThreads = 4;
+    private int readerThreads = 64;
+    private int maxUnfinishedReadsPerAddress = 8;
     private int backlog = 128;
     private LongSupplier wallClockMillis = System::currentTimeMillis;
 
@@ -988,6 +1067,8 @@ public final class HttpTransport implements Transport {
       b.maxInFlightPerPeer = maxInFlightPerPeer;
       b.maxInboundRequests = maxInboundRequests;
       b.serverThreads = serverThreads;
+      b.readerThreads = readerThreads;
+      b.maxUnfinishedReadsPerAddress = maxUnfinishedReadsPerAddress;
       b.backlog = backlog;
       b.wallClockMillis = wallClockMillis;
       return b;
@@ -1102,7 +1183,7 @@ public final class HttpTransport implements Transport {
      * How long an inbound connection may take to deliver one whole request (request line,
      * headers and body) once it has started sending it, and to take one answer once it is being
      * written; a connection that takes longer is closed. This keeps peers that stall (and
-     * strangers, before any authentication) from holding the {@code serverThreads}. Set it
+     * strangers, before any authentication) from holding a reader or server thread for long. Set it
      * above {@code maxMessageBytes} divided by the slowest link's throughput. Default 10 s.
      *
      * @param d the deadline, positive
@@ -1169,13 +1250,41 @@ public final class HttpTransport implements Transport {
     }
 
     /**
-     * Threads reading and authenticating inbound traffic. Default 4.
+     * Threads writing the answers to inbound requests (authenticated ones only; requests are
+     * read on the {@link #readerThreads}). Default 4.
      *
      * @param n the number of threads
      * @return this builder
      */
     public Builder serverThreads(int n) {
       this.serverThreads = n;
+      return this;
+    }
+
+    /**
+     * Inbound requests read (and authenticated) at the same time at most, each on a thread of its
+     * own so that a connection that stalls holds only its own; a connection that starts a
+     * request beyond this is closed at once and counted ({@link Stats#readsRefused()}). Threads
+     * are started on demand and end after 30 s idle. Default 64.
+     *
+     * @param n the limit
+     * @return this builder
+     */
+    public Builder readerThreads(int n) {
+      this.readerThreads = n;
+      return this;
+    }
+
+    /**
+     * Inbound requests from one remote address whose body is still being read at most; one
+     * beyond is answered 503 at once and counted ({@link Stats#readsRefused()}), so that one
+     * address cannot hold the {@link #readerThreads} with bodies it never finishes. Default 8.
+     *
+     * @param n the limit
+     * @return this builder
+     */
+    public Builder maxUnfinishedReadsPerAddress(int n) {
+      this.maxUnfinishedReadsPerAddress = n;
       return this;
     }
 
@@ -1242,6 +1351,8 @@ public final class HttpTransport implements Transport {
       requireRange("maxInFlightPerPeer", maxInFlightPerPeer, 1, 1 << 20);
       requireRange("maxInboundRequests", maxInboundRequests, 1, 1 << 20);
       requireRange("serverThreads", serverThreads, 1, 1024);
+      requireRange("readerThreads", readerThreads, 1, 4096);
+      requireRange("maxUnfinishedReadsPerAddress", maxUnfinishedReadsPerAddress, 1, 4096);
       requireRange("maxNoncesPerSender", maxNoncesPerSender, 16, 1 << 24);
       Objects.requireNonNull(wallClockMillis, "wallClockMillis");
       return new HttpTransport(this);

@@ -25,6 +25,7 @@ import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.Map;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
@@ -266,6 +267,38 @@ class HttpTransportTest {
     assertEquals("b@127.0.0.1:1:real", ra.messages.poll(10, TimeUnit.SECONDS));
     assertEquals(3, a.stats().authFailures());
     assertTrue(ra.messages.isEmpty());
+  }
+
+  @Test
+  void aPeerAddressedByAWrongIdIsNamedOnceByTheSender() throws Exception {
+    Recorder ra = new Recorder();
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b"), new Recorder());
+    PeerAddress wrong = new PeerAddress("wrong", a.localAddress().address());
+    // a seed with the wrong id: messages fail at the peer, and the sender learns who is there
+    for (int i = 0; i < 3; i++) {
+      b.send(wrong, new byte[] {1});
+    }
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (b.stats().messagesFailed() < 3 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(3, b.stats().messagesFailed());
+    assertEquals(Map.of(wrong.address() + " wrong", "a"), b.otherNodesSeen(), "remembered (and warned) once");
+    // a request says it in its failure
+    ExecutionException x = assertThrows(ExecutionException.class,
+        () -> b.request(wrong, new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+    assertTrue(x.getCause().getMessage().contains("is a, not wrong"), x.getCause().getMessage());
+    assertEquals(1, b.otherNodesSeen().size());
+    // the right id works, and nothing is remembered for an ordinary authentication failure
+    b.send(a.localAddress(), new byte[] {2});
+    assertTrue(ra.messages.poll(10, TimeUnit.SECONDS) != null);
+    HttpTransport c = start(HttpTransport.builder().nodeId("c").listen("127.0.0.1", 0)
+        .clusterKey(OTHER_KEY), new Recorder());
+    assertThrows(ExecutionException.class,
+        () -> c.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+    assertTrue(c.otherNodesSeen().isEmpty());
+    assertEquals(3 + 1 + 1, a.stats().authFailures());
   }
 
   @Test

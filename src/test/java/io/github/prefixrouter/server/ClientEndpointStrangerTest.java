@@ -1,0 +1,212 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.mockito.ArgumentMatchers.any;
+import static org.mockito.Mockito.mock;
+import static org.mockito.Mockito.when;
+
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.spi.EngineResult;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Clients (or strangers) that stall mid-request cost only their own reader slots: health checks,
+ * stats and other clients' requests are answered while they are still connected. The I/O
+ * timeout is far above every bound asserted here. Also: exact paths, methods, 413 and unknown
+ * keys.
+ */
+class ClientEndpointStrangerTest {
+
+  private static final Duration LONG_IO_TIMEOUT = Duration.ofSeconds(120);
+  private static final String HEADERS_STALL = "POST /v1/route/completions HTTP/1.1\r\nHost: x\r\n";
+  private static final String BODY_STALL = "POST /v1/route/completions HTTP/1.1\r\nHost: x\r\n"
+      + "Content-Length: 100\r\n\r\n{\"prompt\"";
+
+  private final List<Socket> stallers = new ArrayList<>();
+  private final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+  private ClientEndpoint endpoint;
+  private String base;
+
+  @BeforeEach
+  void startEndpoint() throws IOException {
+    PrefixRouterNode node = mock(PrefixRouterNode.class);
+    when(node.state()).thenReturn(PrefixRouterNode.State.RUNNING);
+    when(node.nodeId()).thenReturn("solo");
+    when(node.stats()).thenReturn(new NodeStats("solo", PrefixRouterNode.State.RUNNING,
+        0, 0, 0, 0, 0, 0, 0, 0, Map.of(), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+    RouteDecision d = new RouteDecision(RoutingPolicy.COST_AWARE, 1, new String[] {"solo"},
+        new int[1], new int[1], new int[1], new long[1], new long[1],
+        new RouteDecision.SkipReason[] {RouteDecision.SkipReason.NONE}, 0,
+        RouteDecision.Reason.LOCAL_ONLY_POLICY);
+    InferenceResponse r = new InferenceResponse("q", new EngineResult(new int[] {7}, "a", 1,
+        0, 1, 1), "solo", false, 1, FallbackCause.NONE, d);
+    when(node.submit(any())).thenReturn(CompletableFuture.completedFuture(r));
+    endpoint = new ClientEndpoint(node, Map::of, 16, LONG_IO_TIMEOUT);
+    InetSocketAddress addr = endpoint.start("127.0.0.1", 0);
+    base = "http://127.0.0.1:" + addr.getPort();
+  }
+
+  @AfterEach
+  void stop() throws IOException {
+    for (Socket s : stallers) {
+      s.close();
+    }
+    endpoint.stop();
+  }
+
+  private Socket connectFrom(String localHost) throws IOException {
+    Socket s = new Socket();
+    stallers.add(s);
+    s.bind(new InetSocketAddress(localHost, 0));
+    URI u = URI.create(base);
+    s.connect(new InetSocketAddress(u.getHost(), u.getPort()), 5_000);
+    return s;
+  }
+
+  private Socket stall(String localHost, String prefix) throws IOException {
+    Socket s = connectFrom(localHost);
+    OutputStream out = s.getOutputStream();
+    out.write(prefix.getBytes(StandardCharsets.US_ASCII));
+    out.flush();
+    return s;
+  }
+
+  private static void assertStillConnected(Socket s) throws IOException {
+    s.setSoTimeout(50);
+    assertThrows(SocketTimeoutException.class, () -> s.getInputStream().read(),
+        "the stalled connection is still open");
+  }
+
+  private HttpResponse<String> send(String method, String path, String body) throws Exception {
+    HttpRequest.BodyPublisher p = body == null
+        ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body);
+    return http.sendAsync(HttpRequest.newBuilder(URI.create(base + path)).method(method, p).build(),
+        HttpResponse.BodyHandlers.ofString()).get(20, TimeUnit.SECONDS);
+  }
+
+  @Test
+  void stallingClientsDoNotDelayHealthStatsOrOtherClients() throws Exception {
+    // four times as many stallers as the endpoint has writer threads, in headers and bodies
+    for (int i = 0; i < 4; i++) {
+      stall("127.0.0.2", HEADERS_STALL);
+      stall("127.0.0.3", BODY_STALL);
+    }
+    Thread.sleep(300); // every staller has reached the endpoint
+    long t0 = System.nanoTime();
+    HttpResponse<String> health = send("GET", "/health", null);
+    assertEquals(200, health.statusCode(), health.body());
+    HttpResponse<String> stats = send("GET", "/v1/stats", null);
+    assertEquals(200, stats.statusCode(), stats.body());
+    HttpResponse<String> completion = send("POST", "/v1/route/completions", "{\"prompt\":[1,2]}");
+    assertEquals(200, completion.statusCode(), completion.body());
+    long elapsedMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+    assertTrue(elapsedMs < 20_000, "answered in " + elapsedMs + " ms");
+    for (Socket s : stallers) {
+      assertStillConnected(s);
+    }
+    assertEquals(0, endpoint.slowConnectionsClosed());
+    assertEquals(0, endpoint.readsRefused());
+  }
+
+  @Test
+  void oneAddressGetsAtMostItsShareOfUnfinishedBodies() throws Exception {
+    for (int i = 0; i < ClientEndpoint.MAX_UNFINISHED_PER_ADDRESS; i++) {
+      stall("127.0.0.2", BODY_STALL);
+    }
+    Thread.sleep(300);
+    Socket next = connectFrom("127.0.0.2");
+    next.getOutputStream().write(BODY_STALL.getBytes(StandardCharsets.US_ASCII));
+    next.setSoTimeout(10_000);
+    InputStream in = next.getInputStream();
+    String status = new String(in.readNBytes(12), StandardCharsets.US_ASCII);
+    assertEquals("HTTP/1.1 503", status, "refused at once, long before the I/O timeout");
+    assertEquals(1, endpoint.readsRefused());
+    HttpResponse<String> stats = send("GET", "/v1/stats", null);
+    Map<?, ?> m = (Map<?, ?>) Json.parse(stats.body());
+    assertEquals(1L, ((Map<?, ?>) m.get("client")).get("reads_refused"), stats.body());
+    // other addresses are served
+    assertEquals(200, send("POST", "/v1/route/completions", "{\"prompt\":[1]}").statusCode());
+    for (Socket s : stallers.subList(0, ClientEndpoint.MAX_UNFINISHED_PER_ADDRESS)) {
+      assertStillConnected(s);
+    }
+  }
+
+  @Test
+  void pathsMatchExactlyAndTakeOneMethod() throws Exception {
+    assertEquals(404, send("GET", "/healthzzz", null).statusCode());
+    assertEquals(404, send("GET", "/health/x", null).statusCode());
+    assertEquals(404, send("GET", "/v1/statsx", null).statusCode());
+    assertEquals(404, send("POST", "/v1/route/completions/x", "{\"prompt\":[1]}").statusCode());
+    assertEquals(404, send("GET", "/", null).statusCode());
+    HttpResponse<String> delete = send("DELETE", "/v1/stats", null);
+    assertEquals(405, delete.statusCode());
+    assertEquals("GET", delete.headers().firstValue("Allow").orElse(""));
+    assertEquals(405, send("POST", "/health", "{}").statusCode());
+    HttpResponse<String> get = send("GET", "/v1/route/completions", null);
+    assertEquals(405, get.statusCode());
+    assertEquals("POST", get.headers().firstValue("Allow").orElse(""));
+    assertEquals(200, send("GET", "/health", null).statusCode());
+    assertEquals(200, send("HEAD", "/health", null).statusCode());
+    assertEquals(200, send("GET", "/v1/stats", null).statusCode());
+  }
+
+  @Test
+  void anOversizedBodyIs413() throws Exception {
+    // declared too large: refused before reading
+    Socket s = connectFrom("127.0.0.1");
+    s.getOutputStream().write(("POST /v1/route/completions HTTP/1.1\r\nHost: x\r\n"
+        + "Content-Length: " + ((8 << 20) + 1) + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+    s.setSoTimeout(10_000);
+    assertEquals("HTTP/1.1 413", new String(s.getInputStream().readNBytes(12), StandardCharsets.US_ASCII));
+    // sent too large without a length: cut off at the cap
+    String big = "{\"prompt\":[1],\"id\":\"" + "x".repeat(8 << 20) + "\"}";
+    HttpResponse<String> resp = http.sendAsync(HttpRequest.newBuilder(URI.create(base + "/v1/route/completions"))
+            .POST(HttpRequest.BodyPublishers.fromPublisher(HttpRequest.BodyPublishers.ofString(big))).build(),
+        HttpResponse.BodyHandlers.ofString()).get(30, TimeUnit.SECONDS);
+    assertEquals(413, resp.statusCode(), resp.body());
+  }
+
+  @Test
+  void anUnknownKeyIs400NamingIt() throws Exception {
+    for (String key : List.of("max_token", "stream", "salt", "n")) {
+      String value = key.equals("stream") ? "true" : key.equals("salt") ? "\"m\"" : "100";
+      HttpResponse<String> resp = send("POST", "/v1/route/completions",
+          "{\"prompt\":[1],\"" + key + "\":" + value + "}");
+      assertEquals(400, resp.statusCode(), resp.body());
+      String error = (String) ((Map<?, ?>) Json.parse(resp.body())).get("error");
+      assertTrue(error.contains("\"" + key + "\""), error);
+    }
+    // every documented key is accepted
+    HttpResponse<String> ok = send("POST", "/v1/route/completions",
+        "{\"id\":\"a\",\"prompt\":[1],\"max_tokens\":1,\"temperature\":0,\"top_p\":1,\"seed\":3,"
+            + "\"model\":\"lora-a\",\"cache_salt\":\"t1\"}");
+    assertEquals(200, ok.statusCode(), ok.body());
+  }
+}
