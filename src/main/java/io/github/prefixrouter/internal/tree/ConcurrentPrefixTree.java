@@ -225,32 +225,7 @@ public final class ConcurrentPrefixTree {
    * @throws IllegalArgumentException if {@code length} is negative or exceeds the array
    */
   public int match(int[] tokens, int length) {
-    Objects.requireNonNull(tokens, "tokens");
-    if (length < 0 || length > tokens.length) {
-      throw new IllegalArgumentException(
-          "length must be in [0, " + tokens.length + "], was " + length);
-    }
-    for (int attempt = 0; attempt < OPTIMISTIC_ATTEMPTS; attempt++) {
-      long stamp = lock.tryOptimisticRead();
-      if (stamp != 0) {
-        int r;
-        try {
-          r = walk(root, tokens, length);
-        } catch (RuntimeException tornRead) {
-          r = -1; // a concurrent write was seen half-done; validation below fails
-        }
-        if (lock.validate(stamp) && r >= 0) {
-          return roundDown(r);
-        }
-      }
-      Thread.onSpinWait();
-    }
-    long stamp = lock.readLock();
-    try {
-      return roundDown(walk(root, tokens, length));
-    } finally {
-      lock.unlockRead(stamp);
-    }
+    return match(BlockHasher.ROOT_PARENT, tokens, length);
   }
 
   /**
@@ -262,9 +237,6 @@ public final class ConcurrentPrefixTree {
    * @throws IllegalArgumentException if {@code length} is negative or exceeds the array
    */
   public int match(long scopeRoot, int[] tokens, int length) {
-    if (scopeRoot == BlockHasher.ROOT_PARENT) {
-      return match(tokens, length);
-    }
     Objects.requireNonNull(tokens, "tokens");
     if (length < 0 || length > tokens.length) {
       throw new IllegalArgumentException(
@@ -275,10 +247,9 @@ public final class ConcurrentPrefixTree {
       if (stamp != 0) {
         int r;
         try {
-          Node start = scopeRoots.get(scopeRoot);
-          r = start == null ? 0 : walk(start, tokens, length);
+          r = walkScope(scopeRoot, tokens, length);
         } catch (RuntimeException tornRead) {
-          r = -1;
+          r = -1; // a concurrent write was seen half-done; validation below fails
         }
         if (lock.validate(stamp) && r >= 0) {
           return roundDown(r);
@@ -288,11 +259,19 @@ public final class ConcurrentPrefixTree {
     }
     long stamp = lock.readLock();
     try {
-      Node start = scopeRoots.get(scopeRoot);
-      return start == null ? 0 : roundDown(walk(start, tokens, length));
+      return roundDown(walkScope(scopeRoot, tokens, length));
     } finally {
       lock.unlockRead(stamp);
     }
+  }
+
+  /** {@link #walk} from the root of the scope {@code scopeRoot}; 0 if it holds nothing. */
+  private int walkScope(long scopeRoot, int[] tokens, int length) {
+    if (scopeRoot == BlockHasher.ROOT_PARENT) {
+      return walk(root, tokens, length);
+    }
+    Node start = scopeRoots.get(scopeRoot);
+    return start == null ? 0 : walk(start, tokens, length);
   }
 
   /** {@link #match(long, int[], int)} of the whole array. */
