@@ -258,40 +258,6 @@ class ContractKitSelfTest {
     }
   }
 
-  /** Forwards everything to an in-memory transport; subclasses break one thing. */
-  static class TransportWrapper implements Transport {
-    final Transport t;
-
-    TransportWrapper(Transport t) {
-      this.t = t;
-    }
-
-    @Override
-    public void start(InboundHandler handler) {
-      t.start(handler);
-    }
-
-    @Override
-    public PeerAddress localAddress() {
-      return t.localAddress();
-    }
-
-    @Override
-    public void send(PeerAddress to, byte[] payload) {
-      t.send(to, payload);
-    }
-
-    @Override
-    public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout) {
-      return t.request(to, payload, timeout);
-    }
-
-    @Override
-    public void close() {
-      t.close();
-    }
-  }
-
   private static void pass(CompletableFuture<byte[]> to, byte[] v, Throwable err) {
     if (err != null) {
       to.completeExceptionally(
@@ -304,14 +270,14 @@ class ContractKitSelfTest {
   @Test
   void theWellBehavedTransportPassesEverything() {
     assertEquals(Set.of(), failingTests(TransportContractTest.class,
-        () -> new TransportKit(TransportWrapper::new)));
+        () -> new TransportKit(ForwardingTransport::new)));
   }
 
   @Test
   void aTransportThatMatchesAnswersToRequestsByOrderIsCaught() {
     // the oldest waiting request takes whichever answer comes first
     Set<String> failed = failingTests(TransportContractTest.class,
-        () -> new TransportKit(t -> new TransportWrapper(t) {
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
           final ArrayDeque<CompletableFuture<byte[]>> waiting = new ArrayDeque<>();
 
           @Override
@@ -337,7 +303,7 @@ class ContractKitSelfTest {
   void aTransportThatKeepsDeliveringAfterCloseIsCaught() {
     // close() fails its own pending requests and refuses new ones, but the listener stays up
     Set<String> failed = failingTests(TransportContractTest.class,
-        () -> new TransportKit(t -> new TransportWrapper(t) {
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
           final Set<CompletableFuture<byte[]>> pending = ConcurrentHashMap.newKeySet();
           volatile boolean closed;
 

@@ -17,6 +17,7 @@ import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.testing.ForwardingTransport;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
@@ -162,7 +163,7 @@ class AnswerNeverLostTest {
     AtomicInteger forwards = new AtomicInteger();
     OracleCluster.Hooks hooks = new OracleCluster.Hooks();
     hooks.transportWrap = t -> !t.localAddress().nodeId().equals("n0") ? t
-        : new DelegatingTransport(t) {
+        : new ForwardingTransport(t) {
           @Override
           public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
             forwards.incrementAndGet();
@@ -190,7 +191,7 @@ class AnswerNeverLostTest {
     // old code: the CANCEL after the timeout threw out of the claimed attempt: never answered
     OracleCluster.Hooks hooks = new OracleCluster.Hooks();
     hooks.transportWrap = t -> !t.localAddress().nodeId().equals("n0") ? t
-        : new DelegatingTransport(t) {
+        : new ForwardingTransport(t) {
           @Override
           public void send(PeerAddress to, byte[] payload) {
             throw new SpiError("transport send");
@@ -307,39 +308,5 @@ class AnswerNeverLostTest {
         .rtt(Duration.ofMillis(1)).start();
     c.warm("n1", concat(PREFIX, prompt(1, 40)));
     return c;
-  }
-
-  /** A transport passing everything to another; tests override what misbehaves. */
-  static class DelegatingTransport implements Transport {
-    private final Transport t;
-
-    DelegatingTransport(Transport t) {
-      this.t = t;
-    }
-
-    @Override
-    public void start(InboundHandler handler) {
-      t.start(handler);
-    }
-
-    @Override
-    public PeerAddress localAddress() {
-      return t.localAddress();
-    }
-
-    @Override
-    public void send(PeerAddress to, byte[] payload) {
-      t.send(to, payload);
-    }
-
-    @Override
-    public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
-      return t.request(to, p, timeout);
-    }
-
-    @Override
-    public void close() {
-      t.close();
-    }
   }
 }

@@ -12,6 +12,7 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
+import io.github.prefixrouter.testing.ForwardingTransport;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -83,7 +84,7 @@ class ScopedForwardTest {
    * UNKNOWN_VERSION and it answers with a protocol failure (RouterNode.onForwardRequest).
    */
   static Transport speakingOnlyVersionOne(Transport t) {
-    return new Transport() {
+    return new ForwardingTransport(t) {
       @Override
       public void start(InboundHandler h) {
         t.start(new InboundHandler() {
@@ -102,26 +103,6 @@ class ScopedForwardTest {
             return h.onRequest(from, payload);
           }
         });
-      }
-
-      @Override
-      public PeerAddress localAddress() {
-        return t.localAddress();
-      }
-
-      @Override
-      public void send(PeerAddress to, byte[] payload) {
-        t.send(to, payload);
-      }
-
-      @Override
-      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout) {
-        return t.request(to, payload, timeout);
-      }
-
-      @Override
-      public void close() {
-        t.close();
       }
     };
   }
