@@ -7,6 +7,7 @@ import com.sun.net.httpserver.HttpsConfigurator;
 import com.sun.net.httpserver.HttpsServer;
 import io.github.prefixrouter.internal.wire.InboundReaders;
 import io.github.prefixrouter.internal.wire.IoDeadline;
+import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
@@ -204,11 +205,11 @@ public final class HttpTransport implements Transport {
     try {
       InetSocketAddress bind = new InetSocketAddress(config.listenHost, config.listenPort);
       if (config.sslContext != null) {
-        HttpsServer https = HttpsServer.create(bind, config.backlog);
+        HttpsServer https = JdkHttpServers.createHttps(bind, config.backlog);
         https.setHttpsConfigurator(new HttpsConfigurator(config.sslContext));
         server = https;
       } else {
-        server = HttpServer.create(bind, config.backlog);
+        server = JdkHttpServers.create(bind, config.backlog);
       }
     } catch (IOException e) {
       started.set(false);
