@@ -22,7 +22,8 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * Sequential request/answer latency on loopback, one request at a time: through
- * {@link HttpTransport} (two transports in one JVM, 100 B and 16 KiB bodies each way) and through
+ * {@link HttpTransport} (two transports in one JVM, 100 B and 16 KiB bodies each way; and a
+ * message sent back as a message, the path of gossip's SYN and ACK that measure the RTT) and through
  * a node's client endpoint (a {@code NodeMain} process, JDK {@link HttpClient}).
  *
  * <p>The JDK HTTP server reads {@code sun.net.httpserver.nodelay} once, so each setting runs in a
@@ -39,6 +40,9 @@ public final class LoopbackLatencyMain {
 
   private static final byte[] KEY =
       "0123456789abcdef0123456789abcdef".getBytes(StandardCharsets.US_ASCII);
+
+  /** Untimed round trips before each timed series. */
+  private static final int WARMUP = 100;
 
   private LoopbackLatencyMain() {}
 
@@ -102,25 +106,43 @@ public final class LoopbackLatencyMain {
     return out;
   }
 
-  /** Two transports, B answers A's requests with a body of the request's size. */
+  /**
+   * Two transports. Requests: B answers A's requests with a body of the request's size. Messages
+   * (the gossip path, SYN then ACK): B sends each message of A's straight back as a message, and
+   * A times the turn from its {@code send} to the echo's arrival.
+   */
   private static Map<String, Double> transportMedians(int n) throws Exception {
-    Transport.InboundHandler echo = new Transport.InboundHandler() {
-      @Override
-      public void onMessage(PeerAddress from, byte[] payload) {}
-
-      @Override
-      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
-        return CompletableFuture.completedFuture(new byte[payload.length]);
-      }
-    };
+    java.util.concurrent.BlockingQueue<byte[]> echoes = new java.util.concurrent.LinkedBlockingQueue<>();
+    HttpTransport a = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0).clusterKey(KEY).build();
+    HttpTransport b = HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0).clusterKey(KEY).build();
     Map<String, Double> out = new LinkedHashMap<>();
-    try (HttpTransport a = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0).clusterKey(KEY).build();
-        HttpTransport b = HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0).clusterKey(KEY).build()) {
-      a.start(echo);
-      b.start(echo);
+    try (a; b) {
+      a.start(new Transport.InboundHandler() {
+        @Override
+        public void onMessage(PeerAddress from, byte[] payload) {
+          echoes.add(payload);
+        }
+
+        @Override
+        public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+          return CompletableFuture.completedFuture(new byte[payload.length]);
+        }
+      });
+      b.start(new Transport.InboundHandler() {
+        @Override
+        public void onMessage(PeerAddress from, byte[] payload) {
+          b.send(from, payload);
+        }
+
+        @Override
+        public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+          return CompletableFuture.completedFuture(new byte[payload.length]);
+        }
+      });
       for (int size : new int[] {100, 16 * 1024}) {
         byte[] body = new byte[size];
-        for (int i = 0; i < 20; i++) {
+        String label = size == 100 ? "100B" : "16KiB";
+        for (int i = 0; i < WARMUP; i++) {
           a.request(b.localAddress(), body, Duration.ofSeconds(10)).get(10, TimeUnit.SECONDS);
         }
         double[] ms = new double[n];
@@ -129,7 +151,18 @@ public final class LoopbackLatencyMain {
           a.request(b.localAddress(), body, Duration.ofSeconds(10)).get(10, TimeUnit.SECONDS);
           ms[i] = (System.nanoTime() - t0) / 1e6;
         }
-        out.put("transport request " + (size == 100 ? "100B" : "16KiB"), median(ms));
+        out.put("transport request " + label, median(ms));
+        for (int i = 0; i < WARMUP + n; i++) {
+          long t0 = System.nanoTime();
+          a.send(b.localAddress(), body);
+          if (echoes.poll(10, TimeUnit.SECONDS) == null) {
+            throw new IllegalStateException("message echo lost");
+          }
+          if (i >= WARMUP) {
+            ms[i - WARMUP] = (System.nanoTime() - t0) / 1e6;
+          }
+        }
+        out.put("transport message+echo " + label, median(ms));
       }
     }
     return out;
@@ -179,7 +212,7 @@ public final class LoopbackLatencyMain {
   }
 
   private static double time(HttpClient http, HttpRequest req, int n) throws Exception {
-    for (int i = 0; i < 20; i++) {
+    for (int i = 0; i < WARMUP; i++) {
       check(http.send(req, HttpResponse.BodyHandlers.ofByteArray()));
     }
     double[] ms = new double[n];
