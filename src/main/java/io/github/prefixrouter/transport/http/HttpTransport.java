@@ -57,6 +57,13 @@ import org.slf4j.LoggerFactory;
  * A {@link Transport} over HTTP/1.1 built on the JDK alone: {@link HttpServer} (or
  * {@link HttpsServer} with TLS) for inbound traffic and {@link HttpClient} for outbound.
  *
+ * <p>The JDK server leaves Nagle's algorithm on for accepted connections unless the system
+ * property {@code sun.net.httpserver.nodelay} is {@code true}, and then an answer's body waits
+ * for the peer's delayed acknowledgement of its headers (about 40 ms on Linux). {@link #start}
+ * sets the property to {@code true} if the host has not set it, before the server is created; a
+ * host that created a JDK HTTP server of its own earlier sets it on its command line
+ * (docs/deployment.md, "JVM settings for the HTTP servers").
+ *
  * <h2>Wire protocol</h2>
  * One-way messages are {@code POST /prefix-router/v1/message} (answered 204 before delivery);
  * requests are {@code POST /prefix-router/v1/request}, answered 200 with the handler's bytes.
