@@ -16,6 +16,7 @@ import java.io.IOException;
 import java.io.OutputStream;
 import io.github.prefixrouter.internal.wire.InboundReaders;
 import io.github.prefixrouter.internal.wire.IoDeadline;
+import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import java.net.InetSocketAddress;
 import java.time.Duration;
 import java.nio.charset.StandardCharsets;
@@ -136,7 +137,7 @@ final class ClientEndpoint {
   }
 
   InetSocketAddress start(String host, int port) throws IOException {
-    server = HttpServer.create(new InetSocketAddress(host, port), 256);
+    server = JdkHttpServers.create(new InetSocketAddress(host, port), 256);
     AtomicInteger n = new AtomicInteger();
     executor = Executors.newFixedThreadPool(2, r -> {
       Thread t = new Thread(r, "client-endpoint-writer-" + n.incrementAndGet());

@@ -7,6 +7,7 @@ import com.sun.net.httpserver.HttpsConfigurator;
 import com.sun.net.httpserver.HttpsServer;
 import io.github.prefixrouter.internal.wire.InboundReaders;
 import io.github.prefixrouter.internal.wire.IoDeadline;
+import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
@@ -55,6 +56,13 @@ import org.slf4j.LoggerFactory;
 /**
  * A {@link Transport} over HTTP/1.1 built on the JDK alone: {@link HttpServer} (or
  * {@link HttpsServer} with TLS) for inbound traffic and {@link HttpClient} for outbound.
+ *
+ * <p>The JDK server leaves Nagle's algorithm on for accepted connections unless the system
+ * property {@code sun.net.httpserver.nodelay} is {@code true}, and then an answer's body waits
+ * for the peer's delayed acknowledgement of its headers (about 40 ms on Linux). {@link #start}
+ * sets the property to {@code true} if the host has not set it, before the server is created; a
+ * host that created a JDK HTTP server of its own earlier sets it on its command line
+ * (docs/deployment.md, "JVM settings for the HTTP servers").
  *
  * <h2>Wire protocol</h2>
  * One-way messages are {@code POST /prefix-router/v1/message} (answered 204 before delivery);
@@ -204,11 +212,11 @@ public final class HttpTransport implements Transport {
     try {
       InetSocketAddress bind = new InetSocketAddress(config.listenHost, config.listenPort);
       if (config.sslContext != null) {
-        HttpsServer https = HttpsServer.create(bind, config.backlog);
+        HttpsServer https = JdkHttpServers.createHttps(bind, config.backlog);
         https.setHttpsConfigurator(new HttpsConfigurator(config.sslContext));
         server = https;
       } else {
-        server = HttpServer.create(bind, config.backlog);
+        server = JdkHttpServers.create(bind, config.backlog);
       }
     } catch (IOException e) {
       started.set(false);
