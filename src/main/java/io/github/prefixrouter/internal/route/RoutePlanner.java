@@ -221,9 +221,7 @@ final class RoutePlanner {
     double service = cost.serviceNanos();
 
     // Local candidate (index 0): exact match from the tree, fresh load from the engine.
-    int localMatch = Math.min(
-        scopeRoot == BlockHasher.ROOT_PARENT ? local.match(tokens) : local.match(scopeRoot, tokens),
-        n);
+    int localMatch = Math.min(local.match(scopeRoot, tokens), n);
     EngineLoad ll = localLoad.get();
     matchedCol[0] = localMatch;
     loadCol[0] = ll.total();

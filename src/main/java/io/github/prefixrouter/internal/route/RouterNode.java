@@ -793,11 +793,7 @@ public final class RouterNode implements PrefixRouterNode {
         // a run that got a slot at once times the service: a queued one's wait is priced apart
         cost.observe(res, atOnce ? clock.nanoTime() - started : -1);
         try {
-          if (ex.scopeRoot == BlockHasher.ROOT_PARENT) {
-            local.onExecuted(ex.request.tokensUnsafe());
-          } else {
-            local.onExecuted(ex.scopeRoot, ex.request.tokensUnsafe());
-          }
+          local.onExecuted(ex.scopeRoot, ex.request.tokensUnsafe());
         } catch (RuntimeException | Error e) {
           LOG.warn("node {}: local index update failed", nodeId, e);
         }

@@ -267,11 +267,13 @@ public final class ConcurrentPrefixTree {
 
   /** {@link #walk} from the root of the scope {@code scopeRoot}; 0 if it holds nothing. */
   private int walkScope(long scopeRoot, int[] tokens, int length) {
-    if (scopeRoot == BlockHasher.ROOT_PARENT) {
-      return walk(root, tokens, length);
-    }
-    Node start = scopeRoots.get(scopeRoot);
+    Node start = rootOf(scopeRoot);
     return start == null ? 0 : walk(start, tokens, length);
+  }
+
+  /** The root node of the scope {@code scopeRoot}, or null if that scope holds nothing. */
+  private Node rootOf(long scopeRoot) {
+    return scopeRoot == BlockHasher.ROOT_PARENT ? root : scopeRoots.get(scopeRoot);
   }
 
   /** {@link #match(long, int[], int)} of the whole array. */
@@ -459,7 +461,7 @@ public final class ConcurrentPrefixTree {
     }
     long ws = lock.writeLock();
     try {
-      Node start = scopeRoot == BlockHasher.ROOT_PARENT ? root : scopeRoots.get(scopeRoot);
+      Node start = rootOf(scopeRoot);
       int matched = start == null ? 0 : walk(start, tokens, tokens.length);
       if (matched == 0) {
         return new Lease(this, null, 0, epoch);
