@@ -465,13 +465,21 @@ public final class RouterNode implements PrefixRouterNode {
         after = ex.attempts;
       }
       if (after == before) {
-        Throwable localFailure = ex.localFailure;
-        if (localFailure != null) {
-          complete(ex, null, nodeId, false, localFailure); // it ran here once already
-        } else {
-          runLocal(ex);
-        }
+        runLocalOnce(ex);
       }
+    }
+  }
+
+  /**
+   * Runs {@code ex} on the local engine, unless that engine already failed it: then the request
+   * fails with that failure (a request runs here at most once).
+   */
+  private void runLocalOnce(Execution ex) {
+    Throwable localFailure = ex.localFailure;
+    if (localFailure != null) {
+      complete(ex, null, nodeId, false, localFailure);
+    } else {
+      runLocal(ex);
     }
   }
 
@@ -703,12 +711,7 @@ public final class RouterNode implements PrefixRouterNode {
     }
     // a closed transport fails every forward: no other peer can be reached either
     if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
-      Throwable localFailure = ex.localFailure;
-      if (localFailure != null) {
-        complete(ex, null, nodeId, false, localFailure); // it ran here once already
-        return;
-      }
-      runLocal(ex);
+      runLocalOnce(ex);
     } else {
       routeOrRunLocal(ex);
     }
