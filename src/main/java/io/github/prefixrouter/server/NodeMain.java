@@ -36,7 +36,8 @@ import org.slf4j.LoggerFactory;
  *
  * Flags and the properties file are described in {@link NodeOptions#USAGE} ({@code --help}).
  * Logs go through SLF4J. On SIGTERM or SIGINT the node stops gracefully (accepted requests are
- * answered) and prints its stats. Exit status 2 means bad flags.
+ * answered; those still running after {@code --shutdown-grace-ms} are answered 503 and
+ * cancelled on the engine) and prints its stats. Exit status 2 means bad flags.
  */
 public final class NodeMain {
 
@@ -137,7 +138,8 @@ public final class NodeMain {
         Files.writeString(tmp, "peer=" + peerAddress + " client=" + clientAddress + "\n", StandardCharsets.UTF_8);
         Files.move(tmp, o.readyFile, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
       }
-      return new Running(node, transport, engine, scheduler, endpoint, clientAddress);
+      return new Running(node, transport, engine, scheduler, endpoint, clientAddress,
+          o.shutdownGrace);
     } catch (IOException | RuntimeException | Error e) {
       if (endpoint != null) {
         endpoint.stop();
@@ -233,10 +235,13 @@ public final class NodeMain {
     final Schedulers.ClosableScheduler scheduler;
     final ClientEndpoint endpoint;
     final String clientAddress;
+    private final java.time.Duration shutdownGrace;
     private final AtomicBoolean closed = new AtomicBoolean();
 
     Running(PrefixRouterNode node, HttpTransport transport, InferenceEngine engine,
-        Schedulers.ClosableScheduler scheduler, ClientEndpoint endpoint, String clientAddress) {
+        Schedulers.ClosableScheduler scheduler, ClientEndpoint endpoint, String clientAddress,
+        java.time.Duration shutdownGrace) {
+      this.shutdownGrace = shutdownGrace;
       this.node = node;
       this.transport = transport;
       this.engine = engine;
@@ -251,7 +256,9 @@ public final class NodeMain {
         return;
       }
       try {
-        node.close(); // answers accepted requests, then closes the transport
+        // answers accepted requests (those still unanswered when the grace period ends with a
+        // 503), then closes the transport; the endpoint then writes the answers it was given
+        node.stop(shutdownGrace).join();
       } finally {
         endpoint.stop();
         scheduler.close();

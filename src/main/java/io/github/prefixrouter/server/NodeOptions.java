@@ -65,6 +65,9 @@ public final class NodeOptions {
           "  --hop-limit N            forwards per request; default 1",
           "  --watermarks LOW,HIGH    engine queue push-back watermarks; default 16,32",
           "  --ready-file FILE        write 'peer=HOST:PORT client=HOST:PORT' here once serving",
+          "  --shutdown-grace-ms N    on SIGTERM, wait at most this long for accepted requests,",
+          "                           then answer the rest 503; below the orchestrator's kill",
+          "                           timeout; default 25000",
           "  --help                   this text");
 
   private static final Set<String> KEYS =
@@ -72,7 +75,7 @@ public final class NodeOptions {
           "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file", "insecure",
           "engine", "model", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
-          "watermarks", "ready-file", "help");
+          "watermarks", "ready-file", "shutdown-grace-ms", "help");
 
   private static final Set<String> FLAGS_WITHOUT_VALUE = Set.of("insecure", "help");
 
@@ -98,6 +101,8 @@ public final class NodeOptions {
   final int engineCacheTokens;
   final RouterConfig config;
   final Path readyFile;
+  /** How long a stop waits for accepted requests before answering the rest 503. */
+  final Duration shutdownGrace;
   final boolean help;
 
   private NodeOptions(Map<String, String> v, Map<String, String> env) {
@@ -112,6 +117,7 @@ public final class NodeOptions {
       clusterKey = null;
       config = null;
       readyFile = null;
+      shutdownGrace = null;
       return;
     }
     this.id = PeerAddress.checkNodeId(required(v, "id"));
@@ -226,6 +232,12 @@ public final class NodeOptions {
       }
     }
     this.readyFile = v.containsKey("ready-file") ? Path.of(v.get("ready-file")) : null;
+    long graceMs = longValue(v, "shutdown-grace-ms", 25_000);
+    if (graceMs < 0 || graceMs > Duration.ofDays(365).toMillis()) {
+      throw new IllegalArgumentException(
+          "--shutdown-grace-ms must be 0 to 365 days in milliseconds, was " + graceMs);
+    }
+    this.shutdownGrace = Duration.ofMillis(graceMs);
   }
 
   /**

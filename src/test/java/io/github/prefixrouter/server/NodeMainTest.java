@@ -86,6 +86,13 @@ class NodeMainTest {
         () -> parse("--id", "a", "--listen", "h:1", "--engine-threads", "0"));
     assertMessage("--engine-cache-tokens must be at least the block size (16), was -1",
         () -> parse("--id", "a", "--listen", "h:1", "--engine-cache-tokens", "-1"));
+    assertMessage("--shutdown-grace-ms must be 0 to 365 days in milliseconds, was -1",
+        () -> parse("--id", "a", "--listen", "h:1", "--shutdown-grace-ms", "-1"));
+    assertMessage("needs an integer",
+        () -> parse("--id", "a", "--listen", "h:1", "--shutdown-grace-ms", "soon"));
+    assertEquals(java.time.Duration.ofSeconds(25), parse("--id", "a", "--listen", "h:1").shutdownGrace);
+    assertEquals(java.time.Duration.ZERO,
+        parse("--id", "a", "--listen", "h:1", "--shutdown-grace-ms", "0").shutdownGrace);
     // 2^32 + 16 must not wrap to a valid block size (or thread count, cache size, hop limit)
     for (String flag : new String[] {"--block-size", "--engine-threads", "--engine-cache-tokens",
         "--hop-limit"}) {
