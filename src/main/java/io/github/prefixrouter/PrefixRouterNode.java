@@ -170,7 +170,10 @@ public interface PrefixRouterNode extends AutoCloseable {
    *   <li>{@code scheduler}: if none is given, {@code build()} creates
    *       {@link io.github.prefixrouter.spi.Schedulers#newSingleThread} named
    *       {@code prefix-router-<nodeId>}, owned by the node and closed when it stops (the only
-   *       thread the library ever creates, and only on this explicit default). Pass a scheduler
+   *       thread the node itself creates, and only on this explicit default; the adapters a
+   *       host chooses run threads of their own: {@code HttpTransport}'s server, readers and
+   *       writers, {@code ReferenceEngine}'s workers, {@code OpenAiCompatibleEngine}'s HTTP
+   *       client, {@code VllmKvEventSubscriber}'s reader, each documented there). Pass a scheduler
    *       whenever the host has one, and always in tests
    *       ({@link io.github.prefixrouter.testing.SimulatedScheduler});
    *   <li>{@code random}: a {@link SplittableRandom} seeded from the node id's hash mixed with the

@@ -2,6 +2,7 @@ package io.github.prefixrouter.server;
 
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
@@ -114,7 +115,7 @@ public final class NodeMain {
       scheduler = Schedulers.newSingleThread("prefix-router-" + o.id);
       node = PrefixRouterNode.builder()
           .nodeId(o.id)
-          .config(o.config)
+          .config(withGossipGeneration(o.config))
           .transport(transport)
           .engine(engine)
           .scheduler(scheduler)
@@ -225,6 +226,19 @@ public final class NodeMain {
       m.put("kv_events", km);
     }
     return m;
+  }
+
+  /**
+   * The config with a gossip generation from the wall clock (microseconds since the epoch) unless
+   * one is set: a node id restarted on another host, or after a reboot, must start a higher
+   * generation than its last run, or its peers ignore it until the old run is declared dead and
+   * forgotten. The node's default, its monotonic clock, restarts from an arbitrary origin.
+   */
+  static RouterConfig withGossipGeneration(RouterConfig c) {
+    if (c.gossipGeneration() != 0) {
+      return c;
+    }
+    return c.toBuilder().gossipGeneration(System.currentTimeMillis() * 1_000L).build();
   }
 
   /** A started node process's parts; {@link #close()} stops them in order and prints stats. */

@@ -35,9 +35,11 @@ public final class NodeOptions {
           "  --config FILE            properties file with any of the keys below (flags win)",
           "  --id ID                  this node's id (required)",
           "  --listen HOST:PORT       peer-to-peer address (required; port 0 picks one)",
-          "  --advertise HOST:PORT    address peers should use, if different from --listen",
+          "  --advertise HOST:PORT    address peers should use, if different from --listen;",
+          "                           required with --listen 0.0.0.0:PORT",
           "  --client HOST:PORT       client endpoint (POST /v1/route/completions); default 127.0.0.1:0",
-          "  --seeds LIST             peers to join through: id@host:port,id@host:port",
+          "  --seeds LIST             peers to join through: id@host:port,id@host:port (the",
+          "                           node's own entry is skipped, so one list serves all)",
           "  --cluster-key-file FILE  file holding the shared cluster key (hex, or raw bytes)",
           "                           (or env PREFIX_ROUTER_CLUSTER_KEY, hex); one is required",
           "  --insecure               no message authentication (trusted test networks only)",
@@ -57,8 +59,10 @@ public final class NodeOptions {
           "  --engine-cache-tokens N  reference engine prefix cache capacity; default 65536",
           "  --policy P               cost-aware | longest-prefix | local-only; default cost-aware",
           "  --block-size N           tokens per block (same on all nodes); default 16",
-          "  --tree-capacity-tokens N the server's prefix cache in tokens, for the self-managed",
-          "                           tree (an engine without cache events); default 1048576",
+          "  --tree-capacity-tokens N the server's prefix cache in tokens: the self-managed tree's",
+          "                           capacity (an engine without cache events) and the basis of",
+          "                           how long a prefix is expected to stay cached; default",
+          "                           --engine-cache-tokens (reference engine), else 1048576",
           "  --gossip-interval-ms N   anti-entropy interval; default 200",
           "  --peer-suspect-ms N      silence before a peer is suspected; default 2000",
           "  --peer-dead-ms N         silence before a peer is dropped; default 10000",
@@ -199,6 +203,12 @@ public final class NodeOptions {
     }
     if (v.containsKey("tree-capacity-tokens")) {
       cb.treeCapacityTokens(longValue(v, "tree-capacity-tokens", 0));
+    } else if (engine.equals("reference") && engineCacheTokens >= 1) {
+      // the routing's estimate of how long a prefix stays cached (local caching) divides this
+      // capacity by the insertion rate, also when the tree mirrors the engine: the reference
+      // engine's cache is the capacity (a value below the block size is refused below)
+      cb.treeCapacityTokens(Math.max(engineCacheTokens,
+          v.containsKey("block-size") ? intValue(v, "block-size", 16) : 16));
     }
     if (v.containsKey("gossip-interval-ms")) {
       cb.gossip(Duration.ofMillis(longValue(v, "gossip-interval-ms", 200)), RouterConfig.defaults().gossipFanout());

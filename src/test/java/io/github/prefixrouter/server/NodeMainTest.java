@@ -45,8 +45,8 @@ class NodeMainTest {
     assertEquals("n3", o.seeds.get(1).nodeId());
     assertEquals("h:7003", o.seeds.get(1).address());
     assertEquals(32, o.clusterKey.length);
-    // next to an engine without cache events the tree is self-managed at this capacity
-    assertEquals(1_048_576, o.config.treeCapacityTokens());
+    // the reference engine's cache (65,536 tokens by default) unless the flag says otherwise
+    assertEquals(65_536, o.config.treeCapacityTokens());
     NodeOptions sized = parse("--config", cfg.toString(), "--tree-capacity-tokens", "200000");
     assertEquals(200_000, sized.config.treeCapacityTokens());
   }
@@ -126,6 +126,29 @@ class NodeMainTest {
   private static boolean threadNamed(String prefix) {
     return Thread.getAllStackTraces().keySet().stream()
         .anyMatch(t -> t.isAlive() && t.getName().startsWith(prefix));
+  }
+
+  @Test
+  void theTreeCapacityDefaultsToTheReferenceEnginesCache() {
+    assertEquals(8192, parse("--id", "a", "--listen", "h:1", "--engine-cache-tokens", "8192")
+        .config.treeCapacityTokens());
+    assertEquals(65536, parse("--id", "a", "--listen", "h:1").config.treeCapacityTokens());
+    assertEquals(4096, parse("--id", "a", "--listen", "h:1", "--engine-cache-tokens", "8192",
+        "--tree-capacity-tokens", "4096").config.treeCapacityTokens());
+    assertEquals(1 << 20, parse("--id", "a", "--listen", "h:1", "--engine",
+        "http://127.0.0.1:8000").config.treeCapacityTokens());
+  }
+
+  @Test
+  void aRestartedNodeStartsAHigherGossipGeneration() throws Exception {
+    io.github.prefixrouter.RouterConfig c = parse("--id", "a", "--listen", "h:1").config;
+    long first = NodeMain.withGossipGeneration(c).gossipGeneration();
+    Thread.sleep(2);
+    long second = NodeMain.withGossipGeneration(c).gossipGeneration();
+    assertTrue(first > 1_600_000_000_000_000L, "not wall-clock microseconds: " + first);
+    assertTrue(second > first, first + " then " + second);
+    io.github.prefixrouter.RouterConfig set = c.toBuilder().gossipGeneration(7).build();
+    assertEquals(7, NodeMain.withGossipGeneration(set).gossipGeneration());
   }
 
   @Test
