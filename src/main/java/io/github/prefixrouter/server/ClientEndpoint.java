@@ -137,6 +137,11 @@ final class ClientEndpoint {
     this.ioTimeout = ioTimeout;
   }
 
+  /** The base model's name (a request's {@code "model"} equal to it names no adapter), or null. */
+  String baseModel() {
+    return baseModel;
+  }
+
   InetSocketAddress start(String host, int port) throws IOException {
     server = JdkHttpServers.create(new InetSocketAddress(host, port), 256);
     AtomicInteger n = new AtomicInteger();

@@ -74,6 +74,7 @@ public final class NodeMain {
   static Running start(NodeOptions o) throws IOException {
     InferenceEngine engine;
     ReferenceEngine reference = null;
+    String baseModel = o.model;
     if (o.engine.equals("reference")) {
       reference = ReferenceEngine.builder()
           .seed(o.engineSeed)
@@ -84,6 +85,12 @@ public final class NodeMain {
       engine = reference;
     } else {
       OpenAiCompatibleEngine.Builder b = o.openAiBuilder();
+      if (baseModel == null) {
+        baseModel = discoverBaseModel(o.engine);
+        if (baseModel != null) {
+          b.model(baseModel);
+        }
+      }
       VllmKvEventSubscriber.Builder events = o.kvEventsBuilder();
       if (events != null) {
         b.kvEvents(events.blockSize(o.config.blockSize()));
@@ -126,7 +133,7 @@ public final class NodeMain {
       ReferenceEngine ref = reference;
       InferenceEngine eng = engine;
       endpoint = new ClientEndpoint(node, () -> extraStats(t, ref, eng), 4096,
-          java.time.Duration.ofSeconds(10), o.model);
+          java.time.Duration.ofSeconds(10), baseModel);
       InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
       String clientAddress = client.getHostString() + ":" + client.getPort();
       String peerAddress = transport.localAddress().address();
@@ -226,6 +233,54 @@ public final class NodeMain {
       m.put("kv_events", km);
     }
     return m;
+  }
+
+  /**
+   * The base model an OpenAI-compatible server serves, from its {@code GET /v1/models}: the one
+   * entry without a {@code "parent"} (vLLM lists each LoRA adapter with its base model as
+   * parent), or null, with a warning, when the server cannot tell (no answer, several base
+   * models). Without it, a client naming the base model in {@code "model"} would be taken to name
+   * an adapter, and its request routed on prefixes cached for that adapter: none.
+   */
+  static String discoverBaseModel(String baseUrl) {
+    String uri = baseUrl.endsWith("/") ? baseUrl + "v1/models" : baseUrl + "/v1/models";
+    try {
+      java.net.http.HttpClient c = java.net.http.HttpClient.newBuilder()
+          .connectTimeout(java.time.Duration.ofSeconds(5)).build();
+      java.net.http.HttpResponse<String> r = c.send(java.net.http.HttpRequest.newBuilder(
+              java.net.URI.create(uri)).timeout(java.time.Duration.ofSeconds(5)).GET().build(),
+          java.net.http.HttpResponse.BodyHandlers.ofString());
+      if (r.statusCode() != 200) {
+        log.warn("{} answered {}: pass --model NAME (the base model), or a client's \"model\" "
+            + "naming it is taken for a LoRA adapter", uri, r.statusCode());
+        return null;
+      }
+      Object root = io.github.prefixrouter.internal.json.Json.parse(r.body(), 1 << 20, 8);
+      java.util.List<String> bases = new java.util.ArrayList<>();
+      if (root instanceof java.util.Map<?, ?> m && m.get("data") instanceof java.util.List<?> data) {
+        for (Object e : data) {
+          if (e instanceof java.util.Map<?, ?> model && model.get("id") instanceof String id
+              && (model.get("parent") == null
+                  || model.get("parent") == io.github.prefixrouter.internal.json.Json.NULL)) {
+            bases.add(id);
+          }
+        }
+      }
+      if (bases.size() == 1) {
+        log.info("base model {} (from {}); pass --model to name it yourself", bases.get(0), uri);
+        return bases.get(0);
+      }
+      log.warn("{} lists {} base models {}: pass --model NAME, or a client's \"model\" naming "
+          + "the base model is taken for a LoRA adapter", uri, bases.size(), bases);
+      return null;
+    } catch (java.io.IOException | RuntimeException e) {
+      log.warn("could not read {} ({}): pass --model NAME, or a client's \"model\" naming the "
+          + "base model is taken for a LoRA adapter", uri, e.toString());
+      return null;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return null;
+    }
   }
 
   /**

@@ -129,6 +129,29 @@ class NodeMainTest {
   }
 
   @Test
+  void theBaseModelIsTakenFromTheServersModelListUnlessGiven() throws Exception {
+    try (io.github.prefixrouter.engine.openai.FakeOpenAiServer server =
+        io.github.prefixrouter.engine.openai.FakeOpenAiServer.start(
+            io.github.prefixrouter.engine.openai.FakeOpenAiServer.ECHO)) {
+      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl()));
+      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl() + "/"));
+      try (NodeMain.Running r = NodeMain.start(parse("--id", "a", "--listen", "127.0.0.1:0",
+          "--engine", server.baseUrl()))) {
+        assertEquals("fake-base", r.endpoint.baseModel());
+      }
+      try (NodeMain.Running r = NodeMain.start(parse("--id", "a", "--listen", "127.0.0.1:0",
+          "--engine", server.baseUrl(), "--model", "mine"))) {
+        assertEquals("mine", r.endpoint.baseModel());
+      }
+      server.models("{\"data\":[{\"id\":\"a\"},{\"id\":\"b\",\"parent\":null}]}");
+      assertEquals(null, NodeMain.discoverBaseModel(server.baseUrl()), "two base models");
+      server.models("not json");
+      assertEquals(null, NodeMain.discoverBaseModel(server.baseUrl()));
+    }
+    assertEquals(null, NodeMain.discoverBaseModel("http://127.0.0.1:1"), "nothing listening");
+  }
+
+  @Test
   void theTreeCapacityDefaultsToTheReferenceEnginesCache() {
     assertEquals(8192, parse("--id", "a", "--listen", "h:1", "--engine-cache-tokens", "8192")
         .config.treeCapacityTokens());
