@@ -2,7 +2,10 @@ package io.github.prefixrouter;
 
 /**
  * The node does not accept requests in its current state (not started yet, stopping or
- * stopped). {@link PrefixRouterNode#submit} returns a future failed with this exception.
+ * stopped). {@link PrefixRouterNode#submit} returns a future failed with this exception, and
+ * completes an accepted request with it when a stop's grace period ended before its answer
+ * ({@link PrefixRouterNode#stop(java.time.Duration)}; state {@code STOPPING}). Either way the
+ * request can be sent again, to another node.
  */
 public class NodeNotRunningException extends PrefixRouterException {
 

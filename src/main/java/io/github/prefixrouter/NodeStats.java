@@ -13,7 +13,8 @@ import java.util.Objects;
  * @param requests requests submitted to this node and accepted
  * @param servedLocally submitted requests answered by this node's engine
  * @param forwarded submitted requests answered by a peer
- * @param failed submitted requests that failed everywhere ({@link RequestFailedException})
+ * @param failed submitted requests that failed everywhere ({@link RequestFailedException}), or
+ *     that a stop's grace period ended before their answer ({@link NodeNotRunningException})
  * @param coldPlacements decisions taken by cold-prefix placement
  * @param servedForPeers forwarded requests this node's engine answered for peers
  * @param refusedForPeers forwarded requests this node refused because it was above its high
@@ -69,7 +70,8 @@ public record NodeStats(
    * @param requests requests submitted to this node and accepted
    * @param servedLocally submitted requests answered by this node's engine
    * @param forwarded submitted requests answered by a peer
-   * @param failed submitted requests that failed everywhere ({@link RequestFailedException})
+   * @param failed submitted requests that failed everywhere ({@link RequestFailedException}),
+   *     or that a stop's grace period ended before their answer
    * @param coldPlacements decisions taken by cold-prefix placement
    * @param servedForPeers forwarded requests this node's engine answered for peers
    * @param refusedForPeers forwarded requests this node refused because it was above its high

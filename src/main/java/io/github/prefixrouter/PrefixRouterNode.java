@@ -6,6 +6,7 @@ import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Scheduler;
 import io.github.prefixrouter.spi.Transport;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
@@ -31,6 +32,8 @@ import java.util.random.RandomGenerator;
  *       every accepted request complete, then stops gossip, closes the transport and, if the node
  *       created its own scheduler, that scheduler. From {@code NEW} it goes straight to
  *       {@code STOPPED}. From {@code STOPPING} or {@code STOPPED} it returns the same future.
+ *       {@link #stop(Duration)} does the same but abandons the requests still unanswered when
+ *       its grace period ends.
  *   <li>{@code start()} in any state but {@code NEW} throws {@link IllegalStateException}.
  *   <li>{@link #submit} outside {@code RUNNING} returns a future failed with
  *       {@link NodeNotRunningException}.
@@ -38,7 +41,8 @@ import java.util.random.RandomGenerator;
  *
  * <h2>Guarantees</h2>
  * Every request accepted by {@link #submit} completes exactly once: with the answer of the engine
- * that ran it, or with {@link RequestFailedException} when the local engine itself failed it.
+ * that ran it, with {@link RequestFailedException} when the local engine itself failed it, or
+ * with {@link NodeNotRunningException} when a stop's grace period ended before its answer.
  * Forwarding failures (timeout, push-back, unreachable peer) fall back to the next candidate or
  * to local execution and never reach the caller. All methods are thread-safe and never block
  * except {@link #close()}, and {@link #stop()} for as long as the transport's
@@ -94,11 +98,35 @@ public interface PrefixRouterNode extends AutoCloseable {
   CompletableFuture<Void> stop();
 
   /**
+   * Stops gracefully, as {@link #stop()}, but waits at most {@code gracePeriod} (on the node's
+   * clock and scheduler) for the accepted requests: when it ends, every request still
+   * unanswered is abandoned. Its run on the local engine is cancelled
+   * ({@link io.github.prefixrouter.spi.InferenceEngine#cancel}), a forward of it in flight is
+   * cancelled at the peer, and it completes exactly once, with {@link NodeNotRunningException}
+   * (state {@code STOPPING}) for a request submitted here, or with a retryable failure for the
+   * peer that forwarded it, which runs it elsewhere. Then the node stops as {@link #stop()}
+   * does. A zero grace period abandons the unanswered requests at once. Calling it again while
+   * the node is stopping adds another deadline (the earliest ends the wait); calling
+   * {@link #stop()} or {@link #close()} adds none.
+   *
+   * <p>Use it where the process has a deadline of its own, for example an orchestrator that
+   * kills it some time after SIGTERM: a grace period shorter than that deadline lets every
+   * client get an answer (a retryable one) instead of a reset connection.
+   *
+   * @param gracePeriod how long to wait for accepted requests, 0 to 365 days
+   * @return the same future as {@link #stop()}
+   * @throws NullPointerException if {@code gracePeriod} is null
+   * @throws IllegalArgumentException if {@code gracePeriod} is negative or above 365 days
+   */
+  CompletableFuture<Void> stop(Duration gracePeriod);
+
+  /**
    * Routes and runs one request. Never blocks; the future completes exactly once.
    *
    * @param request the request
    * @return a future completed exactly once with the response, or exceptionally with {@link
-   *     NodeNotRunningException} or {@link RequestFailedException}
+   *     NodeNotRunningException} (not running, or abandoned when a stop's grace period ended; see
+   *     {@link #stop(Duration)}) or {@link RequestFailedException}
    * @throws NullPointerException if {@code request} is null
    */
   CompletableFuture<InferenceResponse> submit(InferenceRequest request);
@@ -142,7 +170,10 @@ public interface PrefixRouterNode extends AutoCloseable {
    *   <li>{@code scheduler}: if none is given, {@code build()} creates
    *       {@link io.github.prefixrouter.spi.Schedulers#newSingleThread} named
    *       {@code prefix-router-<nodeId>}, owned by the node and closed when it stops (the only
-   *       thread the library ever creates, and only on this explicit default). Pass a scheduler
+   *       thread the node itself creates, and only on this explicit default; the adapters a
+   *       host chooses run threads of their own: {@code HttpTransport}'s server, readers and
+   *       writers, {@code ReferenceEngine}'s workers, {@code OpenAiCompatibleEngine}'s HTTP
+   *       client, {@code VllmKvEventSubscriber}'s reader, each documented there). Pass a scheduler
    *       whenever the host has one, and always in tests
    *       ({@link io.github.prefixrouter.testing.SimulatedScheduler});
    *   <li>{@code random}: a {@link SplittableRandom} seeded from the node id's hash mixed with the

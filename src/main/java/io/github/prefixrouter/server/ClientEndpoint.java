@@ -27,6 +27,7 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
@@ -136,6 +137,11 @@ final class ClientEndpoint {
     this.ioTimeout = ioTimeout;
   }
 
+  /** The base model's name (a request's {@code "model"} equal to it names no adapter), or null. */
+  String baseModel() {
+    return baseModel;
+  }
+
   InetSocketAddress start(String host, int port) throws IOException {
     server = JdkHttpServers.create(new InetSocketAddress(host, port), 256);
     AtomicInteger n = new AtomicInteger();
@@ -168,8 +174,22 @@ final class ClientEndpoint {
     return server.getAddress();
   }
 
+  /**
+   * Stops the endpoint. Answers already handed to the writers (the node answered before this
+   * call) are still written, each within the I/O deadline, before the server closes the
+   * connections: a process that stops its node and then its endpoint loses no answer. Requests
+   * answered after this call find the endpoint closed and their connection closed.
+   */
   void stop() {
     if (server != null) {
+      executor.shutdown();
+      try {
+        if (!executor.awaitTermination(ioTimeout.toMillis() + 1_000, TimeUnit.MILLISECONDS)) {
+          log.warn("client endpoint: answers still being written after {}; closing", ioTimeout);
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
       server.stop(0);
       executor.shutdownNow();
       readers.shutdownNow();

@@ -2,6 +2,7 @@ package io.github.prefixrouter.server;
 
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
@@ -36,7 +37,8 @@ import org.slf4j.LoggerFactory;
  *
  * Flags and the properties file are described in {@link NodeOptions#USAGE} ({@code --help}).
  * Logs go through SLF4J. On SIGTERM or SIGINT the node stops gracefully (accepted requests are
- * answered) and prints its stats. Exit status 2 means bad flags.
+ * answered; those still running after {@code --shutdown-grace-ms} are answered 503 and
+ * cancelled on the engine) and prints its stats. Exit status 2 means bad flags.
  */
 public final class NodeMain {
 
@@ -72,6 +74,7 @@ public final class NodeMain {
   static Running start(NodeOptions o) throws IOException {
     InferenceEngine engine;
     ReferenceEngine reference = null;
+    String baseModel = o.model;
     if (o.engine.equals("reference")) {
       reference = ReferenceEngine.builder()
           .seed(o.engineSeed)
@@ -82,6 +85,12 @@ public final class NodeMain {
       engine = reference;
     } else {
       OpenAiCompatibleEngine.Builder b = o.openAiBuilder();
+      if (baseModel == null) {
+        baseModel = discoverBaseModel(o.engine);
+        if (baseModel != null) {
+          b.model(baseModel);
+        }
+      }
       VllmKvEventSubscriber.Builder events = o.kvEventsBuilder();
       if (events != null) {
         b.kvEvents(events.blockSize(o.config.blockSize()));
@@ -113,7 +122,7 @@ public final class NodeMain {
       scheduler = Schedulers.newSingleThread("prefix-router-" + o.id);
       node = PrefixRouterNode.builder()
           .nodeId(o.id)
-          .config(o.config)
+          .config(withGossipGeneration(o.config))
           .transport(transport)
           .engine(engine)
           .scheduler(scheduler)
@@ -124,7 +133,7 @@ public final class NodeMain {
       ReferenceEngine ref = reference;
       InferenceEngine eng = engine;
       endpoint = new ClientEndpoint(node, () -> extraStats(t, ref, eng), 4096,
-          java.time.Duration.ofSeconds(10), o.model);
+          java.time.Duration.ofSeconds(10), baseModel);
       InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
       String clientAddress = client.getHostString() + ":" + client.getPort();
       String peerAddress = transport.localAddress().address();
@@ -137,7 +146,8 @@ public final class NodeMain {
         Files.writeString(tmp, "peer=" + peerAddress + " client=" + clientAddress + "\n", StandardCharsets.UTF_8);
         Files.move(tmp, o.readyFile, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
       }
-      return new Running(node, transport, engine, scheduler, endpoint, clientAddress);
+      return new Running(node, transport, engine, scheduler, endpoint, clientAddress,
+          o.shutdownGrace);
     } catch (IOException | RuntimeException | Error e) {
       if (endpoint != null) {
         endpoint.stop();
@@ -225,6 +235,67 @@ public final class NodeMain {
     return m;
   }
 
+  /**
+   * The base model an OpenAI-compatible server serves, from its {@code GET /v1/models}: the one
+   * entry without a {@code "parent"} (vLLM lists each LoRA adapter with its base model as
+   * parent), or null, with a warning, when the server cannot tell (no answer, several base
+   * models). Without it, a client naming the base model in {@code "model"} would be taken to name
+   * an adapter, and its request routed on prefixes cached for that adapter: none.
+   */
+  static String discoverBaseModel(String baseUrl) {
+    String uri = baseUrl.endsWith("/") ? baseUrl + "v1/models" : baseUrl + "/v1/models";
+    try {
+      java.net.http.HttpClient c = java.net.http.HttpClient.newBuilder()
+          .connectTimeout(java.time.Duration.ofSeconds(5)).build();
+      java.net.http.HttpResponse<String> r = c.send(java.net.http.HttpRequest.newBuilder(
+              java.net.URI.create(uri)).timeout(java.time.Duration.ofSeconds(5)).GET().build(),
+          java.net.http.HttpResponse.BodyHandlers.ofString());
+      if (r.statusCode() != 200) {
+        log.warn("{} answered {}: pass --model NAME (the base model), or a client's \"model\" "
+            + "naming it is taken for a LoRA adapter", uri, r.statusCode());
+        return null;
+      }
+      Object root = io.github.prefixrouter.internal.json.Json.parse(r.body(), 1 << 20, 8);
+      java.util.List<String> bases = new java.util.ArrayList<>();
+      if (root instanceof java.util.Map<?, ?> m && m.get("data") instanceof java.util.List<?> data) {
+        for (Object e : data) {
+          if (e instanceof java.util.Map<?, ?> model && model.get("id") instanceof String id
+              && (model.get("parent") == null
+                  || model.get("parent") == io.github.prefixrouter.internal.json.Json.NULL)) {
+            bases.add(id);
+          }
+        }
+      }
+      if (bases.size() == 1) {
+        log.info("base model {} (from {}); pass --model to name it yourself", bases.get(0), uri);
+        return bases.get(0);
+      }
+      log.warn("{} lists {} base models {}: pass --model NAME, or a client's \"model\" naming "
+          + "the base model is taken for a LoRA adapter", uri, bases.size(), bases);
+      return null;
+    } catch (java.io.IOException | RuntimeException e) {
+      log.warn("could not read {} ({}): pass --model NAME, or a client's \"model\" naming the "
+          + "base model is taken for a LoRA adapter", uri, e.toString());
+      return null;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return null;
+    }
+  }
+
+  /**
+   * The config with a gossip generation from the wall clock (microseconds since the epoch) unless
+   * one is set: a node id restarted on another host, or after a reboot, must start a higher
+   * generation than its last run, or its peers ignore it until the old run is declared dead and
+   * forgotten. The node's default, its monotonic clock, restarts from an arbitrary origin.
+   */
+  static RouterConfig withGossipGeneration(RouterConfig c) {
+    if (c.gossipGeneration() != 0) {
+      return c;
+    }
+    return c.toBuilder().gossipGeneration(System.currentTimeMillis() * 1_000L).build();
+  }
+
   /** A started node process's parts; {@link #close()} stops them in order and prints stats. */
   static final class Running implements AutoCloseable {
     final PrefixRouterNode node;
@@ -233,10 +304,13 @@ public final class NodeMain {
     final Schedulers.ClosableScheduler scheduler;
     final ClientEndpoint endpoint;
     final String clientAddress;
+    private final java.time.Duration shutdownGrace;
     private final AtomicBoolean closed = new AtomicBoolean();
 
     Running(PrefixRouterNode node, HttpTransport transport, InferenceEngine engine,
-        Schedulers.ClosableScheduler scheduler, ClientEndpoint endpoint, String clientAddress) {
+        Schedulers.ClosableScheduler scheduler, ClientEndpoint endpoint, String clientAddress,
+        java.time.Duration shutdownGrace) {
+      this.shutdownGrace = shutdownGrace;
       this.node = node;
       this.transport = transport;
       this.engine = engine;
@@ -251,7 +325,9 @@ public final class NodeMain {
         return;
       }
       try {
-        node.close(); // answers accepted requests, then closes the transport
+        // answers accepted requests (those still unanswered when the grace period ends with a
+        // 503), then closes the transport; the endpoint then writes the answers it was given
+        node.stop(shutdownGrace).join();
       } finally {
         endpoint.stop();
         scheduler.close();

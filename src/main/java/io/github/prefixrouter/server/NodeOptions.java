@@ -35,15 +35,18 @@ public final class NodeOptions {
           "  --config FILE            properties file with any of the keys below (flags win)",
           "  --id ID                  this node's id (required)",
           "  --listen HOST:PORT       peer-to-peer address (required; port 0 picks one)",
-          "  --advertise HOST:PORT    address peers should use, if different from --listen",
+          "  --advertise HOST:PORT    address peers should use, if different from --listen;",
+          "                           required with --listen 0.0.0.0:PORT",
           "  --client HOST:PORT       client endpoint (POST /v1/route/completions); default 127.0.0.1:0",
-          "  --seeds LIST             peers to join through: id@host:port,id@host:port",
+          "  --seeds LIST             peers to join through: id@host:port,id@host:port (the",
+          "                           node's own entry is skipped, so one list serves all)",
           "  --cluster-key-file FILE  file holding the shared cluster key (hex, or raw bytes)",
           "                           (or env PREFIX_ROUTER_CLUSTER_KEY, hex); one is required",
           "  --insecure               no message authentication (trusted test networks only)",
           "  --engine reference|URL   the reference engine, or an OpenAI-compatible server URL",
           "  --model NAME             model name sent to the OpenAI-compatible server (the base",
-          "                           model: a client's \"model\" naming it names no LoRA adapter)",
+          "                           model: a client's \"model\" naming it names no LoRA adapter);",
+          "                           default: the one base model the server's /v1/models lists",
           "  --engine-slots N         requests the server runs at once (vLLM --max-num-seqs);",
           "                           more outstanding are its queue, for push-back; default 256",
           "  --engine-max-in-flight N requests outstanding at the server at most; more are",
@@ -57,14 +60,19 @@ public final class NodeOptions {
           "  --engine-cache-tokens N  reference engine prefix cache capacity; default 65536",
           "  --policy P               cost-aware | longest-prefix | local-only; default cost-aware",
           "  --block-size N           tokens per block (same on all nodes); default 16",
-          "  --tree-capacity-tokens N the server's prefix cache in tokens, for the self-managed",
-          "                           tree (an engine without cache events); default 1048576",
+          "  --tree-capacity-tokens N the server's prefix cache in tokens: the self-managed tree's",
+          "                           capacity (an engine without cache events) and the basis of",
+          "                           how long a prefix is expected to stay cached; default",
+          "                           --engine-cache-tokens (reference engine), else 1048576",
           "  --gossip-interval-ms N   anti-entropy interval; default 200",
           "  --peer-suspect-ms N      silence before a peer is suspected; default 2000",
           "  --peer-dead-ms N         silence before a peer is dropped; default 10000",
           "  --hop-limit N            forwards per request; default 1",
           "  --watermarks LOW,HIGH    engine queue push-back watermarks; default 16,32",
           "  --ready-file FILE        write 'peer=HOST:PORT client=HOST:PORT' here once serving",
+          "  --shutdown-grace-ms N    on SIGTERM, wait at most this long for accepted requests,",
+          "                           then answer the rest 503; below the orchestrator's kill",
+          "                           timeout; default 25000",
           "  --help                   this text");
 
   private static final Set<String> KEYS =
@@ -72,7 +80,7 @@ public final class NodeOptions {
           "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file", "insecure",
           "engine", "model", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
-          "watermarks", "ready-file", "help");
+          "watermarks", "ready-file", "shutdown-grace-ms", "help");
 
   private static final Set<String> FLAGS_WITHOUT_VALUE = Set.of("insecure", "help");
 
@@ -98,6 +106,8 @@ public final class NodeOptions {
   final int engineCacheTokens;
   final RouterConfig config;
   final Path readyFile;
+  /** How long a stop waits for accepted requests before answering the rest 503. */
+  final Duration shutdownGrace;
   final boolean help;
 
   private NodeOptions(Map<String, String> v, Map<String, String> env) {
@@ -112,6 +122,7 @@ public final class NodeOptions {
       clusterKey = null;
       config = null;
       readyFile = null;
+      shutdownGrace = null;
       return;
     }
     this.id = PeerAddress.checkNodeId(required(v, "id"));
@@ -193,6 +204,12 @@ public final class NodeOptions {
     }
     if (v.containsKey("tree-capacity-tokens")) {
       cb.treeCapacityTokens(longValue(v, "tree-capacity-tokens", 0));
+    } else if (engine.equals("reference") && engineCacheTokens >= 1) {
+      // the routing's estimate of how long a prefix stays cached (local caching) divides this
+      // capacity by the insertion rate, also when the tree mirrors the engine: the reference
+      // engine's cache is the capacity (a value below the block size is refused below)
+      cb.treeCapacityTokens(Math.max(engineCacheTokens,
+          v.containsKey("block-size") ? intValue(v, "block-size", 16) : 16));
     }
     if (v.containsKey("gossip-interval-ms")) {
       cb.gossip(Duration.ofMillis(longValue(v, "gossip-interval-ms", 200)), RouterConfig.defaults().gossipFanout());
@@ -226,6 +243,12 @@ public final class NodeOptions {
       }
     }
     this.readyFile = v.containsKey("ready-file") ? Path.of(v.get("ready-file")) : null;
+    long graceMs = longValue(v, "shutdown-grace-ms", 25_000);
+    if (graceMs < 0 || graceMs > Duration.ofDays(365).toMillis()) {
+      throw new IllegalArgumentException(
+          "--shutdown-grace-ms must be 0 to 365 days in milliseconds, was " + graceMs);
+    }
+    this.shutdownGrace = Duration.ofMillis(graceMs);
   }
 
   /**

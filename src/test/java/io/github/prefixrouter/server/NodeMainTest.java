@@ -45,8 +45,8 @@ class NodeMainTest {
     assertEquals("n3", o.seeds.get(1).nodeId());
     assertEquals("h:7003", o.seeds.get(1).address());
     assertEquals(32, o.clusterKey.length);
-    // next to an engine without cache events the tree is self-managed at this capacity
-    assertEquals(1_048_576, o.config.treeCapacityTokens());
+    // the reference engine's cache (65,536 tokens by default) unless the flag says otherwise
+    assertEquals(65_536, o.config.treeCapacityTokens());
     NodeOptions sized = parse("--config", cfg.toString(), "--tree-capacity-tokens", "200000");
     assertEquals(200_000, sized.config.treeCapacityTokens());
   }
@@ -86,6 +86,13 @@ class NodeMainTest {
         () -> parse("--id", "a", "--listen", "h:1", "--engine-threads", "0"));
     assertMessage("--engine-cache-tokens must be at least the block size (16), was -1",
         () -> parse("--id", "a", "--listen", "h:1", "--engine-cache-tokens", "-1"));
+    assertMessage("--shutdown-grace-ms must be 0 to 365 days in milliseconds, was -1",
+        () -> parse("--id", "a", "--listen", "h:1", "--shutdown-grace-ms", "-1"));
+    assertMessage("needs an integer",
+        () -> parse("--id", "a", "--listen", "h:1", "--shutdown-grace-ms", "soon"));
+    assertEquals(java.time.Duration.ofSeconds(25), parse("--id", "a", "--listen", "h:1").shutdownGrace);
+    assertEquals(java.time.Duration.ZERO,
+        parse("--id", "a", "--listen", "h:1", "--shutdown-grace-ms", "0").shutdownGrace);
     // 2^32 + 16 must not wrap to a valid block size (or thread count, cache size, hop limit)
     for (String flag : new String[] {"--block-size", "--engine-threads", "--engine-cache-tokens",
         "--hop-limit"}) {
@@ -119,6 +126,52 @@ class NodeMainTest {
   private static boolean threadNamed(String prefix) {
     return Thread.getAllStackTraces().keySet().stream()
         .anyMatch(t -> t.isAlive() && t.getName().startsWith(prefix));
+  }
+
+  @Test
+  void theBaseModelIsTakenFromTheServersModelListUnlessGiven() throws Exception {
+    try (io.github.prefixrouter.engine.openai.FakeOpenAiServer server =
+        io.github.prefixrouter.engine.openai.FakeOpenAiServer.start(
+            io.github.prefixrouter.engine.openai.FakeOpenAiServer.ECHO)) {
+      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl()));
+      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl() + "/"));
+      try (NodeMain.Running r = NodeMain.start(parse("--id", "a", "--listen", "127.0.0.1:0",
+          "--engine", server.baseUrl()))) {
+        assertEquals("fake-base", r.endpoint.baseModel());
+      }
+      try (NodeMain.Running r = NodeMain.start(parse("--id", "a", "--listen", "127.0.0.1:0",
+          "--engine", server.baseUrl(), "--model", "mine"))) {
+        assertEquals("mine", r.endpoint.baseModel());
+      }
+      server.models("{\"data\":[{\"id\":\"a\"},{\"id\":\"b\",\"parent\":null}]}");
+      assertEquals(null, NodeMain.discoverBaseModel(server.baseUrl()), "two base models");
+      server.models("not json");
+      assertEquals(null, NodeMain.discoverBaseModel(server.baseUrl()));
+    }
+    assertEquals(null, NodeMain.discoverBaseModel("http://127.0.0.1:1"), "nothing listening");
+  }
+
+  @Test
+  void theTreeCapacityDefaultsToTheReferenceEnginesCache() {
+    assertEquals(8192, parse("--id", "a", "--listen", "h:1", "--engine-cache-tokens", "8192")
+        .config.treeCapacityTokens());
+    assertEquals(65536, parse("--id", "a", "--listen", "h:1").config.treeCapacityTokens());
+    assertEquals(4096, parse("--id", "a", "--listen", "h:1", "--engine-cache-tokens", "8192",
+        "--tree-capacity-tokens", "4096").config.treeCapacityTokens());
+    assertEquals(1 << 20, parse("--id", "a", "--listen", "h:1", "--engine",
+        "http://127.0.0.1:8000").config.treeCapacityTokens());
+  }
+
+  @Test
+  void aRestartedNodeStartsAHigherGossipGeneration() throws Exception {
+    io.github.prefixrouter.RouterConfig c = parse("--id", "a", "--listen", "h:1").config;
+    long first = NodeMain.withGossipGeneration(c).gossipGeneration();
+    Thread.sleep(2);
+    long second = NodeMain.withGossipGeneration(c).gossipGeneration();
+    assertTrue(first > 1_600_000_000_000_000L, "not wall-clock microseconds: " + first);
+    assertTrue(second > first, first + " then " + second);
+    io.github.prefixrouter.RouterConfig set = c.toBuilder().gossipGeneration(7).build();
+    assertEquals(7, NodeMain.withGossipGeneration(set).gossipGeneration());
   }
 
   @Test

@@ -22,10 +22,11 @@ import java.util.concurrent.TimeUnit;
  * Run in a JVM of its own by {@link TcpNoDelayTest} (the JDK server reads
  * {@code sun.net.httpserver.nodelay} once per JVM): times sequential round trips on loopback
  * through two {@link HttpTransport}s (16 KiB each way) and through a {@link ClientEndpoint}'s
- * {@code GET /health}, and prints the property as the servers saw it and each batch's median in
- * milliseconds:
+ * {@code GET /health}, and prints whether the sockets the JDK server accepts have TCP_NODELAY,
+ * the property as the servers saw it and each batch's median in milliseconds:
  *
  * <pre>
+ * accepted true
  * property true
  * transport 0.61 0.55 0.52
  * endpoint 0.40 0.38 0.37
@@ -105,10 +106,58 @@ public final class TcpNoDelayProbe {
     } finally {
       ce.stop();
     }
+    // what the JDK server does with the sockets it accepts: the setting is read once per JVM,
+    // so a server created after the library's shows what the library's servers got
+    com.sun.net.httpserver.HttpServer plain =
+        com.sun.net.httpserver.HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    plain.createContext("/", ex -> {
+      byte[] b = acceptedNoDelay(ex).getBytes(StandardCharsets.US_ASCII);
+      ex.sendResponseHeaders(200, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    plain.start();
+    String accepted;
+    try {
+      accepted = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build().send(
+          HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + plain.getAddress().getPort()
+              + "/")).GET().build(), HttpResponse.BodyHandlers.ofString()).body();
+    } finally {
+      plain.stop(0);
+    }
+    System.out.println("accepted " + accepted);
     System.out.println("property " + System.getProperty("sun.net.httpserver.nodelay"));
     System.out.println(transport);
     System.out.println(endpoint);
     System.exit(0);
+  }
+
+  /**
+   * TCP_NODELAY of the socket an exchange arrived on, read through the JDK server's internals
+   * (the probe's JVM opens {@code sun.net.httpserver}), or "unknown: why".
+   */
+  static String acceptedNoDelay(com.sun.net.httpserver.HttpExchange ex) {
+    try {
+      Object impl = field(ex, "impl");
+      Object connection = field(impl, "connection");
+      java.nio.channels.SocketChannel ch = (java.nio.channels.SocketChannel) field(connection, "chan");
+      return String.valueOf(ch.getOption(java.net.StandardSocketOptions.TCP_NODELAY));
+    } catch (ReflectiveOperationException | RuntimeException | java.io.IOException e) {
+      return "unknown: " + e;
+    }
+  }
+
+  private static Object field(Object o, String name) throws ReflectiveOperationException {
+    for (Class<?> c = o.getClass(); c != null; c = c.getSuperclass()) {
+      try {
+        java.lang.reflect.Field f = c.getDeclaredField(name);
+        f.setAccessible(true);
+        return f.get(o);
+      } catch (NoSuchFieldException e) {
+        // look in the superclass
+      }
+    }
+    throw new NoSuchFieldException(o.getClass().getName() + "." + name);
   }
 
   static double median(double[] v) {

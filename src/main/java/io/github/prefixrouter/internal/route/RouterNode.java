@@ -91,6 +91,8 @@ public final class RouterNode implements PrefixRouterNode {
 
   /** Forwarding attempts per request before it runs locally. */
   static final int MAX_FORWARDS = 3;
+  /** The longest grace period {@link #stop(Duration)} takes, as for the config's durations. */
+  private static final Duration MAX_GRACE = Duration.ofDays(365);
 
   /**
    * How many more prompt tokens than the request has an engine may report having processed:
@@ -127,6 +129,12 @@ public final class RouterNode implements PrefixRouterNode {
   private final AtomicBoolean stopFinished = new AtomicBoolean();
   private final AtomicInteger inFlight = new AtomicInteger();
   private final ConcurrentHashMap<String, Execution> servingForPeers = new ConcurrentHashMap<>();
+  /** Every execution taken on and not yet answered (what a stop's grace period ends). */
+  private final Set<Execution> live = ConcurrentHashMap.newKeySet();
+  /** Set once a stop's grace period has ended: executions still taken on are abandoned. */
+  private volatile boolean abandoning;
+  /** The timers ending stops' grace periods (cancelled when the node stops). */
+  private final List<Scheduler.Cancellable> graceTimers = new java.util.concurrent.CopyOnWriteArrayList<>();
   /** Engine runs in progress by request id (unique per origin only: several may share one). */
   private final ConcurrentHashMap<String, Integer> onEngine = new ConcurrentHashMap<>();
 
@@ -302,6 +310,63 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   @Override
+  public CompletableFuture<Void> stop(Duration gracePeriod) {
+    Objects.requireNonNull(gracePeriod, "gracePeriod");
+    if (gracePeriod.isNegative() || gracePeriod.compareTo(MAX_GRACE) > 0) {
+      throw new IllegalArgumentException(
+          "gracePeriod must be in [0, 365 days], was " + gracePeriod);
+    }
+    CompletableFuture<Void> f = stop();
+    if (!f.isDone()) {
+      if (gracePeriod.isZero()) {
+        abandonAll();
+      } else {
+        Scheduler.Cancellable t = schedule(gracePeriod.toNanos(), this::abandonAll);
+        graceTimers.add(t);
+        if (f.isDone()) { // stopped meanwhile: the timer is not needed
+          cancelGuard(t);
+        }
+      }
+    }
+    return f;
+  }
+
+  /**
+   * Ends a stop's grace period: every execution still taken on is abandoned as a CANCEL from
+   * its sender would end it (engine run cancelled, forward in flight sent a CANCEL), and
+   * answered with {@link NodeNotRunningException} (a peer that sent it gets a retryable FAILED
+   * and runs it elsewhere). An execution taken on while this runs sees {@code abandoning} after
+   * adding itself to {@code live}, so none escapes.
+   */
+  private void abandonAll() {
+    if (state.get() != State.STOPPING) {
+      return;
+    }
+    abandoning = true;
+    List<Execution> unanswered = new java.util.ArrayList<>();
+    for (Execution ex : live) {
+      if (!ex.done.get()) {
+        unanswered.add(ex);
+      }
+    }
+    if (!unanswered.isEmpty()) {
+      LOG.warn("node {}: the stop's grace period ended; abandoning {} unanswered requests",
+          nodeId, unanswered.size());
+    }
+    for (Execution ex : unanswered) {
+      abandon(ex, new NodeNotRunningException(nodeId, State.STOPPING));
+    }
+  }
+
+  /** Registers a new execution; abandons it at once if a grace period has already ended. */
+  private void taken(Execution ex) {
+    live.add(ex);
+    if (abandoning) {
+      abandon(ex, new NodeNotRunningException(nodeId, State.STOPPING));
+    }
+  }
+
+  @Override
   public void close() {
     stop().join();
   }
@@ -309,6 +374,9 @@ public final class RouterNode implements PrefixRouterNode {
   private void finishStop(boolean started) {
     if (!stopFinished.compareAndSet(false, true)) {
       return;
+    }
+    for (Scheduler.Cancellable t : graceTimers) {
+      cancelGuard(t);
     }
     try {
       if (started) {
@@ -346,7 +414,10 @@ public final class RouterNode implements PrefixRouterNode {
     }
     requests.increment();
     Execution ex = new Execution(request, 0, null, nodeId);
-    routeOrRunLocal(ex);
+    taken(ex);
+    if (!ex.done.get()) {
+      routeOrRunLocal(ex);
+    }
     return ex.future;
   }
 
@@ -839,6 +910,16 @@ public final class RouterNode implements PrefixRouterNode {
    * whole path; the execution ends with a failure, which the sender no longer waits for.
    */
   private void cancelForPeer(Execution ex, PeerAddress from) {
+    abandon(ex, new CancelledByPeer(from.nodeId()));
+  }
+
+  /**
+   * Ends {@code ex} at once with {@code why}: the current attempt is claimed (its answer,
+   * failure or guard timer is then ignored and no fallback follows), a run on the local engine
+   * is cancelled (unless another execution here shares its id), a forward in flight gets a
+   * CANCEL.
+   */
+  private void abandon(Execution ex, Throwable why) {
     int seq;
     Attempt fwd;
     while (true) {
@@ -866,7 +947,7 @@ public final class RouterNode implements PrefixRouterNode {
     } else {
       cancelOnEngine(ex);
     }
-    complete(ex, null, nodeId, false, new CancelledByPeer(from.nodeId()));
+    complete(ex, null, nodeId, false, why);
   }
 
   /** The failure of an execution whose sender cancelled it. */
@@ -887,6 +968,10 @@ public final class RouterNode implements PrefixRouterNode {
       if (error != null) {
         if (!ex.fromPeer) {
           failed.increment();
+        }
+        if (error instanceof NodeNotRunningException stopped) {
+          ex.future.completeExceptionally(stopped); // abandoned at the end of a grace period
+          return;
         }
         ex.future.completeExceptionally(new RequestFailedException(ex.request.id(),
             error instanceof CancelledByPeer ? error.getMessage()
@@ -924,6 +1009,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
       ex.future.complete(resp);
     } finally {
+      live.remove(ex);
       executionEnded();
     }
   }
@@ -992,7 +1078,10 @@ public final class RouterNode implements PrefixRouterNode {
         if (keyed) {
           ex.future.whenComplete((r, t) -> servingForPeers.remove(key, ex));
         }
-        routeOrRunLocal(ex);
+        taken(ex);
+        if (!ex.done.get()) {
+          routeOrRunLocal(ex);
+        }
         existing = ex;
       }
     }

@@ -39,6 +39,20 @@ public final class FakeOpenAiServer implements AutoCloseable {
   private final AtomicInteger arrived = new AtomicInteger();
   private volatile Answer answer;
   private volatile CountDownLatch gate = new CountDownLatch(0);
+  /** What {@code GET /v1/models} answers: by default vLLM's list of a base model and a LoRA. */
+  private volatile String models = "{\"object\":\"list\",\"data\":["
+      + "{\"id\":\"fake-base\",\"object\":\"model\",\"root\":\"fake-base\",\"parent\":null},"
+      + "{\"id\":\"fake-lora\",\"object\":\"model\",\"root\":\"/adapters/fake\","
+      + "\"parent\":\"fake-base\"}]}";
+
+  /**
+   * Sets what {@code GET /v1/models} answers.
+   *
+   * @param json the body
+   */
+  public void models(String json) {
+    this.models = json;
+  }
 
   private FakeOpenAiServer(Answer answer) {
     this.answer = answer;
@@ -68,6 +82,16 @@ public final class FakeOpenAiServer implements AutoCloseable {
         ex.getResponseBody().write(b);
       } catch (IOException | InterruptedException e) {
         // the client went away, or the server is stopping
+      }
+    });
+    server.createContext("/v1/models", ex -> {
+      try (ex) {
+        byte[] b = models.getBytes(StandardCharsets.UTF_8);
+        ex.getResponseHeaders().add("Content-Type", "application/json");
+        ex.sendResponseHeaders(200, b.length);
+        ex.getResponseBody().write(b);
+      } catch (IOException e) {
+        // the client went away
       }
     });
     server.createContext("/health", ex -> {

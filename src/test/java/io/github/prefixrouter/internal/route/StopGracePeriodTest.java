@@ -1,0 +1,284 @@
+package io.github.prefixrouter.internal.route;
+
+import static io.github.prefixrouter.internal.route.OracleCluster.concat;
+import static io.github.prefixrouter.internal.route.OracleCluster.expected;
+import static io.github.prefixrouter.internal.route.OracleCluster.prompt;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.NodeNotRunningException;
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.PrefixRouterNode.State;
+import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.wire.MalformedMessageException;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.atomic.AtomicInteger;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.constraints.IntRange;
+import net.jqwik.api.constraints.LongRange;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@code stop(gracePeriod)}: requests that finish within the grace period are answered as by
+ * {@code stop()}; those still unanswered when it ends are abandoned (engine run cancelled,
+ * forward cancelled at the peer) and answered once, with {@link NodeNotRunningException} at
+ * their origin and a retryable FAILED to a peer that forwarded them.
+ */
+class StopGracePeriodTest {
+
+  static final int[] PREFIX = prompt(42, 480);
+  static final long MS = 1_000_000L;
+
+  /** Engines decode at 5 ms per token (OracleCluster's defaults), one slot each. */
+  static InferenceRequest generating(String id, long seed, int maxTokens) {
+    return new InferenceRequest(id, concat(PREFIX, prompt(seed, 40)),
+        GenerationParams.greedy(maxTokens));
+  }
+
+  static RouterConfig localOnly() {
+    return RouterConfig.builder().policy(RoutingPolicy.LOCAL_ONLY).build();
+  }
+
+  static Throwable failure(CompletableFuture<?> f) {
+    assertTrue(f.isDone(), "not answered");
+    CompletionException e = assertThrows(CompletionException.class, f::join);
+    return e.getCause();
+  }
+
+  @Test
+  void aRequestThatEndsWithinTheGracePeriodIsAnswered() {
+    OracleCluster c = new OracleCluster(1, localOnly(), 1).start();
+    RouterNode n0 = c.node("n0");
+    InferenceRequest r = generating("r1", 1, 100); // about 0.5 s
+    CompletableFuture<InferenceResponse> f = n0.submit(r);
+    c.sim.advanceBy(10 * MS);
+    CompletableFuture<Void> stopped = n0.stop(Duration.ofSeconds(5));
+    assertEquals(State.STOPPING, n0.state());
+    c.sim.advanceBy(Duration.ofSeconds(10).toNanos());
+    assertArrayEquals(expected(r), f.join().result().outputTokens());
+    assertTrue(stopped.isDone());
+    assertEquals(State.STOPPED, n0.state());
+    assertEquals(0, c.engine("n0").stats().cancelled());
+    assertEquals(0, c.sim.pendingTasks(), "the grace timer outlived the stop");
+  }
+
+  @Test
+  void theEndOfTheGracePeriodAbandonsALocalRun() {
+    OracleCluster c = new OracleCluster(1, localOnly(), 1).start();
+    RouterNode n0 = c.node("n0");
+    CompletableFuture<InferenceResponse> f = n0.submit(generating("r1", 1, 2_000)); // ~10 s
+    AtomicInteger answers = new AtomicInteger();
+    f.whenComplete((v, t) -> answers.incrementAndGet());
+    c.sim.advanceBy(10 * MS);
+    CompletableFuture<Void> stopped = n0.stop(Duration.ofSeconds(1));
+    c.sim.advanceBy(999 * MS);
+    assertFalse(f.isDone(), "abandoned before the grace period ended");
+    assertEquals(State.STOPPING, n0.state());
+    c.sim.advanceBy(2 * MS);
+
+    NodeNotRunningException e = assertInstanceOf(NodeNotRunningException.class, failure(f));
+    assertEquals(State.STOPPING, e.state());
+    assertTrue(stopped.isDone());
+    assertEquals(State.STOPPED, n0.state());
+    assertEquals(1, c.engine("n0").stats().cancelled(), "the engine run was not cancelled");
+    c.sim.advanceBy(Duration.ofSeconds(30).toNanos()); // the engine's late events change nothing
+    assertEquals(1, answers.get());
+    NodeStats s = n0.stats();
+    assertEquals(1, s.requests());
+    assertEquals(1, s.failed());
+    assertEquals(0, s.servedLocally());
+    assertEquals(0, s.inFlight());
+  }
+
+  @Test
+  void aZeroGracePeriodAbandonsAtOnce() {
+    OracleCluster c = new OracleCluster(1, localOnly(), 1).start();
+    RouterNode n0 = c.node("n0");
+    CompletableFuture<InferenceResponse> f = n0.submit(generating("r1", 1, 2_000));
+    c.sim.advanceBy(10 * MS);
+    CompletableFuture<Void> stopped = n0.stop(Duration.ZERO);
+    assertInstanceOf(NodeNotRunningException.class, failure(f));
+    assertTrue(stopped.isDone());
+    assertEquals(State.STOPPED, n0.state());
+  }
+
+  @Test
+  void theEarliestOfSeveralDeadlinesEndsTheWait() {
+    OracleCluster c = new OracleCluster(1, localOnly(), 1).start();
+    RouterNode n0 = c.node("n0");
+    CompletableFuture<InferenceResponse> f = n0.submit(generating("r1", 1, 2_000));
+    c.sim.advanceBy(10 * MS);
+    CompletableFuture<Void> first = n0.stop(Duration.ofSeconds(8));
+    CompletableFuture<Void> plain = n0.stop();
+    CompletableFuture<Void> second = n0.stop(Duration.ofSeconds(2));
+    assertSame(first, plain);
+    assertSame(first, second);
+    c.sim.advanceBy(2_001 * MS);
+    assertInstanceOf(NodeNotRunningException.class, failure(f));
+    assertTrue(first.isDone());
+  }
+
+  @Test
+  void plainStopStillWaitsForEveryRequest() {
+    OracleCluster c = new OracleCluster(1, localOnly(), 1).start();
+    RouterNode n0 = c.node("n0");
+    InferenceRequest r = generating("r1", 1, 2_000);
+    CompletableFuture<InferenceResponse> f = n0.submit(r);
+    c.sim.advanceBy(10 * MS);
+    CompletableFuture<Void> stopped = n0.stop();
+    c.sim.advanceBy(Duration.ofSeconds(9).toNanos());
+    assertFalse(f.isDone());
+    c.sim.advanceBy(Duration.ofSeconds(5).toNanos());
+    assertArrayEquals(expected(r), f.join().result().outputTokens());
+    assertTrue(stopped.isDone());
+  }
+
+  @Test
+  void theEndOfTheGracePeriodCancelsAForwardAtThePeer() {
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .coldPlacement(false).build();
+    OracleCluster c = new OracleCluster(2, cfg, 1).rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(9, 40)));
+    long cancelledBefore = c.engine("n1").stats().cancelled();
+    RouterNode n0 = c.node("n0");
+    CompletableFuture<InferenceResponse> f = n0.submit(generating("r1", 1, 2_000));
+    c.sim.advanceBy(20 * MS);
+    assertEquals(0, c.engine("n0").stats().requests(), "expected a forward to n1");
+    n0.stop(Duration.ofSeconds(1));
+    c.sim.advanceBy(1_100 * MS);
+
+    assertInstanceOf(NodeNotRunningException.class, failure(f));
+    assertEquals(cancelledBefore + 1, c.engine("n1").stats().cancelled(),
+        "the peer kept generating for a request nobody waits for");
+    assertEquals(State.STOPPED, n0.state());
+    assertEquals(State.RUNNING, c.node("n1").state());
+    assertEquals(0, c.node("n1").stats().inFlight());
+  }
+
+  @Test
+  void aPeersRequestAbandonedAtTheEndOfTheGracePeriodFailsRetryably() throws Exception {
+    OracleCluster c = new OracleCluster(1, localOnly(), 1).start();
+    Transport x = c.net.transport("x");
+    x.start((from, p) -> CompletableFuture.completedFuture(new byte[0]));
+    CompletableFuture<byte[]> answer = x.request(InMemoryNetwork.addressOf("n0"),
+        ForwardCodec.forward(generating("r1", 1, 2_000), "x", 1), Duration.ofSeconds(60));
+    c.sim.advanceBy(20 * MS);
+    assertEquals(1, c.engine("n0").stats().requests());
+    c.node("n0").stop(Duration.ofSeconds(1));
+    c.sim.advanceBy(1_100 * MS);
+    assertTrue(answer.isDone());
+    ForwardCodec.Message m = ForwardCodec.decode(answer.join());
+    assertTrue(m instanceof ForwardCodec.Failed fl && fl.retryable(), String.valueOf(m));
+    assertEquals(1, c.engine("n0").stats().cancelled());
+    assertEquals(State.STOPPED, c.node("n0").state());
+  }
+
+  @Test
+  void badGracePeriodsAreRefusedAndLeaveTheNodeRunning() {
+    OracleCluster c = new OracleCluster(1, localOnly(), 1).start();
+    RouterNode n0 = c.node("n0");
+    assertThrows(NullPointerException.class, () -> n0.stop(null));
+    IllegalArgumentException neg = assertThrows(IllegalArgumentException.class,
+        () -> n0.stop(Duration.ofMillis(-1)));
+    assertTrue(neg.getMessage().contains("gracePeriod"), neg.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> n0.stop(Duration.ofDays(366)));
+    assertEquals(State.RUNNING, n0.state());
+  }
+
+  @Test
+  void aNodeNeverStartedStopsAtOnce() {
+    OracleCluster c = new OracleCluster(1, localOnly(), 1);
+    CompletableFuture<Void> stopped = c.node("n0").stop(Duration.ofSeconds(3));
+    assertTrue(stopped.isDone());
+    assertEquals(State.STOPPED, c.node("n0").state());
+    assertEquals(0, c.sim.pendingTasks());
+  }
+
+  /**
+   * Nodes stop with random grace periods at random times while requests are in flight on a
+   * lossy network: every request is answered exactly once, with its right answer or a typed
+   * failure, and every stopped node ends STOPPED with nothing in flight.
+   */
+  @Property(tries = 12)
+  void everyRequestIsAnsweredOnceWhateverTheGracePeriods(
+      @ForAll @LongRange(min = 1, max = 1_000_000) long seed,
+      @ForAll @IntRange(min = 0, max = 3) int stopping) throws MalformedMessageException {
+    SplittableRandom r = new SplittableRandom(seed);
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.COST_AWARE)
+        .initialPrefillNanosPerToken(200_000).watermarks(1, 3)
+        .forwardTimeout(Duration.ofMillis(30), Duration.ofSeconds(5))
+        .engineTimeout(Duration.ofSeconds(20)).build();
+    OracleCluster c = new OracleCluster(4, cfg, seed);
+    c.net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(2))
+        .withJitter(Duration.ofMillis(3)).withLoss(0.05).withDuplicate(0.05));
+    c.rttNanos = Duration.ofMillis(4).toNanos();
+    c.start();
+    int n = 60;
+    List<InferenceRequest> reqs = new ArrayList<>();
+    List<CompletableFuture<InferenceResponse>> fs = new ArrayList<>();
+    AtomicInteger[] completions = new AtomicInteger[n];
+    int[] stopAt = new int[stopping];
+    for (int k = 0; k < stopping; k++) {
+      stopAt[k] = r.nextInt(n);
+    }
+    for (int i = 0; i < n; i++) {
+      for (int k = 0; k < stopping; k++) {
+        if (stopAt[k] == i) {
+          c.node("n" + k).stop(Duration.ofMillis(r.nextInt(3) == 0 ? 0 : r.nextInt(3_000)));
+        }
+      }
+      InferenceRequest q = new InferenceRequest("r" + i,
+          concat(prompt(seed * 31 + r.nextInt(4), 200), prompt(r.nextLong(), 8 + r.nextInt(40))),
+          GenerationParams.greedy(1 + r.nextInt(300)));
+      reqs.add(q);
+      completions[i] = new AtomicInteger();
+      AtomicInteger counter = completions[i];
+      CompletableFuture<InferenceResponse> f = c.node("n" + r.nextInt(4)).submit(q);
+      f.whenComplete((v, e) -> counter.incrementAndGet());
+      fs.add(f);
+      c.sim.advanceBy(r.nextLong(Duration.ofMillis(40).toNanos()));
+    }
+    c.sim.advanceBy(Duration.ofMinutes(30).toNanos());
+
+    for (int i = 0; i < n; i++) {
+      CompletableFuture<InferenceResponse> f = fs.get(i);
+      assertTrue(f.isDone(), "request " + i + " never completed");
+      assertEquals(1, completions[i].get(), "request " + i + " completed more than once");
+      try {
+        assertArrayEquals(expected(reqs.get(i)), f.join().result().outputTokens(),
+            "request " + i + " got the wrong answer");
+      } catch (CompletionException e) {
+        Throwable t = e.getCause();
+        assertTrue(t instanceof NodeNotRunningException || t instanceof RequestFailedException,
+            String.valueOf(t));
+      }
+    }
+    for (int k = 0; k < 4; k++) {
+      NodeStats s = c.node("n" + k).stats();
+      assertEquals(0, s.inFlight(), "n" + k + " has work left in flight");
+      assertEquals(s.requests(), s.servedLocally() + s.forwarded() + s.failed(),
+          "n" + k + " counted an answer twice or not at all");
+      if (k < stopping) {
+        assertEquals(State.STOPPED, s.state());
+      }
+    }
+  }
+}
