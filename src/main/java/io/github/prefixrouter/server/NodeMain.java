@@ -108,6 +108,12 @@ public final class NodeMain {
       } else {
         tb.insecureWithoutAuthentication();
       }
+      if (o.peerReaderThreads != 0) {
+        tb.readerThreads(o.peerReaderThreads);
+      }
+      if (o.peerMaxUnfinishedReads != 0) {
+        tb.maxUnfinishedReadsPerAddress(o.peerMaxUnfinishedReads);
+      }
       transport = tb.build();
       scheduler = Schedulers.newSingleThread("prefix-router-" + o.id);
       node = PrefixRouterNode.builder()
@@ -123,7 +129,10 @@ public final class NodeMain {
       ReferenceEngine ref = reference;
       InferenceEngine eng = engine;
       endpoint = new ClientEndpoint(node, () -> extraStats(t, ref, eng), 4096,
-          java.time.Duration.ofSeconds(10), o.model);
+          java.time.Duration.ofSeconds(10), o.model,
+          o.clientReaderThreads != 0 ? o.clientReaderThreads : ClientEndpoint.DEFAULT_READER_THREADS,
+          o.clientMaxUnfinishedReads != 0 ? o.clientMaxUnfinishedReads
+              : ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS);
       InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
       String clientAddress = client.getHostString() + ":" + client.getPort();
       String peerAddress = transport.localAddress().address();
