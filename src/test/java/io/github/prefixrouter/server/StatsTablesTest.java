@@ -193,4 +193,17 @@ class StatsTablesTest {
       }
     }
   }
+
+  /** docs/deployment.md lists every family, with its type. */
+  @Test
+  void theDeploymentGuideListsEveryFamily() throws Exception {
+    String doc = java.nio.file.Files.readString(java.nio.file.Path.of("docs", "deployment.md"));
+    for (StatsTable.Section<?> section : ALL) {
+      for (StatsTable.Field<?> f : section.table().fields()) {
+        String name = f.family() + (f.label() == null ? "" : "{" + f.label() + "}");
+        assertTrue(doc.contains("| `" + name + "` | " + f.type().text() + " |"),
+            "docs/deployment.md lacks the row of " + name);
+      }
+    }
+  }
 }
