@@ -31,6 +31,19 @@ class StatsJsonTest {
   }
 
   @Test
+  void theKvEventPartKeepsItsKeysInTheirOrder() {
+    var kv = new StatsTables.KvEventStats(
+        StatsFixtures.distinct(io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber.Stats.class, 0),
+        StatsFixtures.distinct(io.github.prefixrouter.engine.vllm.VllmKvEventReceiver.Stats.class, 0));
+    assertEquals(List.of("connects", "disconnects", "connect_failures", "messages",
+        "malformed_messages", "replays_requested", "replayed_messages", "replay_failures",
+        "batches_applied", "stored_events", "removed_events", "cleared_events",
+        "malformed_batches", "block_size_mismatches", "token_count_mismatches",
+        "unattributed_stores", "gaps", "restarts", "resets"),
+        List.copyOf(StatsTables.KV_EVENTS.json(kv).keySet()));
+  }
+
+  @Test
   void aRunningNodeShowsTheseKeysInThisOrder() throws Exception {
     NodeOptions o = NodeOptions.parse(new String[] {"--id", "solo", "--listen", "127.0.0.1:0",
         "--client", "127.0.0.1:0"}, Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
