@@ -20,7 +20,9 @@ import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import java.net.InetSocketAddress;
 import java.time.Duration;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletionException;
@@ -57,6 +59,8 @@ import org.slf4j.LoggerFactory;
  *       cached in its own scope; an OpenAI-compatible engine receives both fields back.
  *   <li>{@code GET /v1/stats}: the node's {@link NodeStats} (plus transport, engine and this
  *       endpoint's own counters) as JSON.
+ *   <li>{@code GET /metrics} (or {@code HEAD}): the same counters and gauges in Prometheus' text
+ *       format 0.0.4 (see {@link StatsTables} for the names).
  *   <li>{@code GET /health} (or {@code HEAD}): 200 while the node runs, 503 otherwise.
  * </ul>
  *
@@ -64,10 +68,11 @@ import org.slf4j.LoggerFactory;
  * asynchronously: no thread waits for the engine.
  *
  * <p>Threads: every connection that starts a request is read on a reader thread of its own
- * (at most {@value #MAX_READERS} at once; a connection beyond is closed at once), and at most
- * {@value #MAX_UNFINISHED_PER_ADDRESS} request bodies from one address may be unfinished (one
- * beyond is answered 503 at once), so clients that stall hold only their own threads and
- * {@code /health} and {@code /v1/stats} are answered at once, never behind other clients'
+ * (at most {@code readerThreads} at once, default {@value #DEFAULT_READER_THREADS}; a connection
+ * beyond is closed at once), and at most {@code maxUnfinishedPerAddress} request bodies (default
+ * {@value #DEFAULT_MAX_UNFINISHED_PER_ADDRESS}) from one address may be unfinished (one beyond is
+ * answered 503 at once), so clients that stall hold only their own threads and {@code /health},
+ * {@code /v1/stats} and {@code /metrics} are answered at once, never behind other clients'
  * requests. Answers to completions are written by two writer threads. Reading a request and
  * writing an answer each have {@code ioTimeout}; a connection that takes longer is closed.
  *
@@ -83,10 +88,13 @@ final class ClientEndpoint {
   private static final int MAX_BODY = 8 << 20;
   /** Seconds a client told to try again later should wait: about a node's busy cool-down. */
   static final String RETRY_AFTER_SECONDS = "1";
-  static final int MAX_READERS = 64;
-  static final int MAX_UNFINISHED_PER_ADDRESS = 16;
+  static final int DEFAULT_READER_THREADS = 64;
+  static final int DEFAULT_MAX_UNFINISHED_PER_ADDRESS = 16;
+  /** The most reader threads, and unfinished bodies per address, that may be set. */
+  static final int MAX_READER_THREADS = 4096;
   static final String COMPLETIONS = "/v1/route/completions";
   static final String STATS = "/v1/stats";
+  static final String METRICS = "/metrics";
   static final String HEALTH = "/health";
 
   /**
@@ -100,8 +108,10 @@ final class ClientEndpoint {
 
   private final PrefixRouterNode node;
   private final String baseModel;
-  private final Supplier<Map<String, Object>> extraStats;
+  private final Supplier<List<StatsTable.Section<?>>> extraStats;
   private final int maxInFlight;
+  private final int readerThreads;
+  private final int maxUnfinishedPerAddress;
   private final Duration ioTimeout;
   private final AtomicInteger inFlight = new AtomicInteger();
   private final AtomicLong ids = new AtomicLong();
@@ -115,11 +125,13 @@ final class ClientEndpoint {
   private IoDeadline ioDeadline;
 
   /**
+   * @param extraStats the process's counters besides the node's and this endpoint's (transport,
+   *     engine), read for each {@code /v1/stats} and {@code /metrics}
    * @param ioTimeout how long a client connection may take to deliver one request once it has
    *     started it, and to take its answer; a connection that takes longer is closed
    */
-  ClientEndpoint(PrefixRouterNode node, Supplier<Map<String, Object>> extraStats, int maxInFlight,
-      Duration ioTimeout) {
+  ClientEndpoint(PrefixRouterNode node, Supplier<List<StatsTable.Section<?>>> extraStats,
+      int maxInFlight, Duration ioTimeout) {
     this(node, extraStats, maxInFlight, ioTimeout, null);
   }
 
@@ -128,13 +140,39 @@ final class ClientEndpoint {
    * @param baseModel the base model's name: a request's {@code "model"} equal to it names no
    *     adapter (null: none, every non-empty {@code "model"} names an adapter)
    */
-  ClientEndpoint(PrefixRouterNode node, Supplier<Map<String, Object>> extraStats, int maxInFlight,
-      Duration ioTimeout, String baseModel) {
+  ClientEndpoint(PrefixRouterNode node, Supplier<List<StatsTable.Section<?>>> extraStats,
+      int maxInFlight, Duration ioTimeout, String baseModel) {
+    this(node, extraStats, maxInFlight, ioTimeout, baseModel, DEFAULT_READER_THREADS,
+        DEFAULT_MAX_UNFINISHED_PER_ADDRESS);
+  }
+
+  /**
+   * @param baseModel as above
+   * @param readerThreads requests read at once at most, each on a thread of its own; a
+   *     connection that starts one beyond is closed at once (1 to {@value #MAX_READER_THREADS})
+   * @param maxUnfinishedPerAddress request bodies from one address still arriving at most; one
+   *     beyond is answered 503 at once (1 to {@value #MAX_READER_THREADS})
+   * @throws IllegalArgumentException if a limit is out of its range
+   */
+  ClientEndpoint(PrefixRouterNode node, Supplier<List<StatsTable.Section<?>>> extraStats,
+      int maxInFlight, Duration ioTimeout, String baseModel, int readerThreads,
+      int maxUnfinishedPerAddress) {
+    checkRange("readerThreads", readerThreads);
+    checkRange("maxUnfinishedPerAddress", maxUnfinishedPerAddress);
     this.baseModel = baseModel;
     this.node = node;
     this.extraStats = extraStats;
     this.maxInFlight = maxInFlight;
     this.ioTimeout = ioTimeout;
+    this.readerThreads = readerThreads;
+    this.maxUnfinishedPerAddress = maxUnfinishedPerAddress;
+  }
+
+  private static void checkRange(String name, int v) {
+    if (v < 1 || v > MAX_READER_THREADS) {
+      throw new IllegalArgumentException(
+          name + " must be 1 to " + MAX_READER_THREADS + ", was " + v);
+    }
   }
 
   /** The base model's name (a request's {@code "model"} equal to it names no adapter), or null. */
@@ -151,7 +189,7 @@ final class ClientEndpoint {
       return t;
     });
     AtomicInteger rn = new AtomicInteger();
-    readers = new InboundReaders(MAX_READERS, MAX_UNFINISHED_PER_ADDRESS, r -> {
+    readers = new InboundReaders(readerThreads, maxUnfinishedPerAddress, r -> {
       Thread t = new Thread(r, "client-endpoint-reader-" + rn.incrementAndGet());
       t.setDaemon(true);
       return t;
@@ -224,6 +262,11 @@ final class ClientEndpoint {
           stats(ex);
         }
       }
+      case METRICS -> { // Prometheus scrapes with GET
+        if ("HEAD".equals(method) || allowed(ex, method, "GET")) {
+          metrics(ex);
+        }
+      }
       case HEALTH -> { // load balancers probe with GET or HEAD
         if ("HEAD".equals(method) || allowed(ex, method, "GET")) {
           respond(ex, node.state() == PrefixRouterNode.State.RUNNING ? 200 : 503,
@@ -231,7 +274,7 @@ final class ClientEndpoint {
         }
       }
       default -> respond(ex, 404, Map.of("error", "no such path; use " + COMPLETIONS + ", "
-          + STATS + " or " + HEALTH));
+          + STATS + ", " + METRICS + " or " + HEALTH));
     }
   }
 
@@ -396,45 +439,70 @@ final class ClientEndpoint {
     return slowConnectionsClosed.get();
   }
 
+  /**
+   * Every counter and gauge, read now: the node's, the process's others ({@code extraStats}),
+   * this endpoint's. {@code /v1/stats} and {@code /metrics} both write these.
+   */
+  List<StatsTable.Section<?>> sections() {
+    List<StatsTable.Section<?>> all = new ArrayList<>();
+    all.add(StatsTables.NODE.section(null, node.stats()));
+    all.addAll(extraStats.get());
+    all.add(StatsTables.CLIENT.section("client", new StatsTables.ClientStats(inFlight.get(),
+        rejectedBusy.get(), slowConnectionsClosed.get(), readsRefused.get())));
+    return all;
+  }
+
   private void stats(HttpExchange ex) {
-    Map<String, Object> m = statsJson(node.stats());
-    m.putAll(extraStats.get());
-    Map<String, Object> client = new LinkedHashMap<>();
-    client.put("in_flight", inFlight.get());
-    client.put("rejected_busy", rejectedBusy.get());
-    client.put("slow_connections_closed", slowConnectionsClosed.get());
-    client.put("reads_refused", readsRefused.get());
-    m.put("client", client);
+    Map<String, Object> m = new LinkedHashMap<>();
+    for (StatsTable.Section<?> s : sections()) {
+      if (s.key() == null) {
+        m.putAll(s.json());
+      } else {
+        m.put(s.key(), s.json());
+      }
+    }
     respond(ex, 200, m);
   }
 
+  /** The node's part of {@code /v1/stats}. */
   static Map<String, Object> statsJson(NodeStats s) {
-    Map<String, Object> m = new LinkedHashMap<>();
-    m.put("node_id", s.nodeId());
-    m.put("state", s.state().name());
-    m.put("requests", s.requests());
-    m.put("served_locally", s.servedLocally());
-    m.put("forwarded", s.forwarded());
-    m.put("failed", s.failed());
-    m.put("cold_placements", s.coldPlacements());
-    m.put("served_for_peers", s.servedForPeers());
-    m.put("refused_for_peers", s.refusedForPeers());
-    m.put("pushed_back", s.pushedBack());
-    Map<String, Object> fb = new LinkedHashMap<>();
-    s.fallbacks().forEach((k, v) -> fb.put(k.name(), v));
-    m.put("fallbacks", fb);
-    m.put("estimated_cached_tokens", s.estimatedCachedTokens());
-    m.put("actual_cached_tokens", s.actualCachedTokens());
-    m.put("prompt_tokens", s.promptTokens());
-    m.put("cached_prompt_tokens", s.cachedPromptTokens());
-    m.put("hit_rate", s.hitRate());
-    m.put("gossip_bytes_in", s.gossipBytesIn());
-    m.put("gossip_bytes_out", s.gossipBytesOut());
-    m.put("local_cached_tokens", s.localCachedTokens());
-    m.put("replica_blocks", s.replicaBlocks());
-    m.put("peers_live", s.peersLive());
-    m.put("in_flight", s.inFlight());
-    return m;
+    return StatsTables.NODE.json(s);
+  }
+
+  /** Every section in Prometheus' text format. */
+  String metricsText() {
+    PrometheusText out = new PrometheusText();
+    for (StatsTable.Section<?> s : sections()) {
+      s.metrics(out);
+    }
+    return out.toString();
+  }
+
+  private void metrics(HttpExchange ex) {
+    byte[] b;
+    int status = 200;
+    String type = PrometheusText.CONTENT_TYPE;
+    try {
+      b = metricsText().getBytes(StandardCharsets.UTF_8);
+    } catch (RuntimeException e) { // a stats source that failed
+      log.warn("cannot write {}: {}", METRICS, e.toString());
+      status = 500;
+      type = "text/plain; charset=utf-8";
+      b = ("cannot write the metrics: " + e).getBytes(StandardCharsets.UTF_8);
+    }
+    try (ex) {
+      ex.getResponseHeaders().add("Content-Type", type);
+      if ("HEAD".equals(ex.getRequestMethod())) {
+        ex.sendResponseHeaders(status, -1);
+        return;
+      }
+      ex.sendResponseHeaders(status, b.length);
+      try (OutputStream out = ex.getResponseBody()) {
+        out.write(b);
+      }
+    } catch (IOException | RuntimeException e) {
+      log.debug("could not answer client {}: {}", ex.getRemoteAddress(), e.toString());
+    }
   }
 
   private static void respond(HttpExchange ex, int status, Map<String, ?> body) {

@@ -5,7 +5,6 @@ import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
-import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.Schedulers;
@@ -15,8 +14,8 @@ import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.StandardCopyOption;
-import java.util.LinkedHashMap;
-import java.util.Map;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
@@ -118,6 +117,12 @@ public final class NodeMain {
       } else {
         tb.insecureWithoutAuthentication();
       }
+      if (o.peerReaderThreads != 0) {
+        tb.readerThreads(o.peerReaderThreads);
+      }
+      if (o.peerMaxUnfinishedReads != 0) {
+        tb.maxUnfinishedReadsPerAddress(o.peerMaxUnfinishedReads);
+      }
       transport = tb.build();
       scheduler = Schedulers.newSingleThread("prefix-router-" + o.id);
       node = PrefixRouterNode.builder()
@@ -133,7 +138,10 @@ public final class NodeMain {
       ReferenceEngine ref = reference;
       InferenceEngine eng = engine;
       endpoint = new ClientEndpoint(node, () -> extraStats(t, ref, eng), 4096,
-          java.time.Duration.ofSeconds(10), baseModel);
+          java.time.Duration.ofSeconds(10), baseModel,
+          o.clientReaderThreads != 0 ? o.clientReaderThreads : ClientEndpoint.DEFAULT_READER_THREADS,
+          o.clientMaxUnfinishedReads != 0 ? o.clientMaxUnfinishedReads
+              : ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS);
       InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
       String clientAddress = client.getHostString() + ":" + client.getPort();
       String peerAddress = transport.localAddress().address();
@@ -171,68 +179,20 @@ public final class NodeMain {
     }
   }
 
-  private static Map<String, Object> extraStats(HttpTransport t, ReferenceEngine e,
+  /** The process's counters besides the node's and the client endpoint's. */
+  private static List<StatsTable.Section<?>> extraStats(HttpTransport t, ReferenceEngine e,
       InferenceEngine engine) {
-    Map<String, Object> m = new LinkedHashMap<>();
-    HttpTransport.Stats s = t.stats();
-    Map<String, Object> ts = new LinkedHashMap<>();
-    ts.put("requests_sent", s.requestsSent());
-    ts.put("requests_failed", s.requestsFailed());
-    ts.put("requests_received", s.requestsReceived());
-    ts.put("messages_sent", s.messagesSent());
-    ts.put("messages_dropped", s.messagesDropped());
-    ts.put("messages_failed", s.messagesFailed());
-    ts.put("messages_received", s.messagesReceived());
-    ts.put("outbound_busy", s.outboundBusy());
-    ts.put("inbound_busy", s.inboundBusy());
-    ts.put("auth_failures", s.authFailures());
-    ts.put("replays_rejected", s.replaysRejected());
-    ts.put("oversize_rejected", s.oversizeRejected());
-    ts.put("malformed_rejected", s.malformedRejected());
-    ts.put("slow_connections_closed", s.slowConnectionsClosed());
-    ts.put("reads_refused", s.readsRefused());
-    ts.put("bytes_in", s.bytesIn());
-    ts.put("bytes_out", s.bytesOut());
-    ts.put("pending_requests", s.pendingRequests());
-    m.put("transport", ts);
+    List<StatsTable.Section<?>> sections = new ArrayList<>();
+    sections.add(StatsTables.TRANSPORT.section("transport", t.stats()));
     if (e != null) {
-      ReferenceEngine.Stats es = e.stats();
-      Map<String, Object> em = new LinkedHashMap<>();
-      em.put("requests", es.requests());
-      em.put("prompt_tokens", es.promptTokens());
-      em.put("cached_prompt_tokens", es.cachedPromptTokens());
-      em.put("evaluated_positions", es.evaluatedPositions());
-      em.put("multiply_adds", es.multiplyAdds());
-      em.put("cached_tokens", es.cachedTokens());
-      m.put("engine", em);
+      sections.add(StatsTables.REFERENCE_ENGINE.section("engine", e.stats()));
     }
     if (engine instanceof OpenAiCompatibleEngine oe && oe.kvEventSubscriber() != null) {
       VllmKvEventSubscriber sub = oe.kvEventSubscriber();
-      VllmKvEventSubscriber.Stats ss = sub.stats();
-      VllmKvEventReceiver.Stats rs = sub.receiverStats();
-      Map<String, Object> km = new LinkedHashMap<>();
-      km.put("connects", ss.connects());
-      km.put("disconnects", ss.disconnects());
-      km.put("connect_failures", ss.connectFailures());
-      km.put("messages", ss.messages());
-      km.put("malformed_messages", ss.malformedMessages());
-      km.put("replays_requested", ss.replaysRequested());
-      km.put("replayed_messages", ss.replayedMessages());
-      km.put("replay_failures", ss.replayFailures());
-      km.put("batches_applied", rs.batchesApplied());
-      km.put("stored_events", rs.storedEvents());
-      km.put("removed_events", rs.removedEvents());
-      km.put("cleared_events", rs.clearedEvents());
-      km.put("malformed_batches", rs.malformedBatches());
-      km.put("block_size_mismatches", rs.blockSizeMismatches());
-      km.put("token_count_mismatches", rs.tokenCountMismatches());
-      km.put("unattributed_stores", rs.unattributedStores());
-      km.put("gaps", rs.gaps());
-      km.put("restarts", rs.restarts());
-      km.put("resets", rs.resets());
-      m.put("kv_events", km);
+      sections.add(StatsTables.KV_EVENTS.section("kv_events",
+          new StatsTables.KvEventStats(sub.stats(), sub.receiverStats())));
     }
-    return m;
+    return sections;
   }
 
   /**

@@ -37,7 +37,8 @@ public final class NodeOptions {
           "  --listen HOST:PORT       peer-to-peer address (required; port 0 picks one)",
           "  --advertise HOST:PORT    address peers should use, if different from --listen;",
           "                           required with --listen 0.0.0.0:PORT",
-          "  --client HOST:PORT       client endpoint (POST /v1/route/completions); default 127.0.0.1:0",
+          "  --client HOST:PORT       client endpoint (POST /v1/route/completions, GET /v1/stats,",
+          "                           GET /metrics, GET /health); default 127.0.0.1:0",
           "  --seeds LIST             peers to join through: id@host:port,id@host:port (the",
           "                           node's own entry is skipped, so one list serves all)",
           "  --cluster-key-file FILE  file holding the shared cluster key (hex, or raw bytes)",
@@ -69,6 +70,14 @@ public final class NodeOptions {
           "  --peer-dead-ms N         silence before a peer is dropped; default 10000",
           "  --hop-limit N            forwards per request; default 1",
           "  --watermarks LOW,HIGH    engine queue push-back watermarks; default 16,32",
+          "  --peer-reader-threads N  requests read at once on the peer port, a thread each; a",
+          "                           connection beyond is closed at once; default 64",
+          "  --peer-max-unfinished-reads N  requests from one address whose body is still",
+          "                           arriving on the peer port; one beyond is a 503; default 8",
+          "  --client-reader-threads N  as --peer-reader-threads, on the client port; default 64",
+          "  --client-max-unfinished-reads N  as --peer-max-unfinished-reads, on the client",
+          "                           port; default 16",
+          "                           (the four: 1 to 4096)",
           "  --ready-file FILE        write 'peer=HOST:PORT client=HOST:PORT' here once serving",
           "  --shutdown-grace-ms N    on SIGTERM, wait at most this long for accepted requests,",
           "                           then answer the rest 503; below the orchestrator's kill",
@@ -80,7 +89,9 @@ public final class NodeOptions {
           "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file", "insecure",
           "engine", "model", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
-          "watermarks", "ready-file", "shutdown-grace-ms", "help");
+          "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
+          "client-reader-threads", "client-max-unfinished-reads", "ready-file",
+          "shutdown-grace-ms", "help");
 
   private static final Set<String> FLAGS_WITHOUT_VALUE = Set.of("insecure", "help");
 
@@ -105,6 +116,15 @@ public final class NodeOptions {
   final int engineThreads;
   final int engineCacheTokens;
   final RouterConfig config;
+  /**
+   * The reader limits of the peer port (the transport's {@code readerThreads} and
+   * {@code maxUnfinishedReadsPerAddress}) and of the client port; 0 when not given (the
+   * defaults hold).
+   */
+  final int peerReaderThreads;
+  final int peerMaxUnfinishedReads;
+  final int clientReaderThreads;
+  final int clientMaxUnfinishedReads;
   final Path readyFile;
   /** How long a stop waits for accepted requests before answering the rest 503. */
   final Duration shutdownGrace;
@@ -117,6 +137,7 @@ public final class NodeOptions {
       listenHost = clientHost = advertise = engine = model = null;
       kvEvents = kvEventsReplay = kvEventsTopic = null;
       listenPort = clientPort = engineThreads = engineCacheTokens = engineSlots = engineMaxInFlight = 0;
+      peerReaderThreads = peerMaxUnfinishedReads = clientReaderThreads = clientMaxUnfinishedReads = 0;
       engineSeed = 0;
       seeds = List.of();
       clusterKey = null;
@@ -242,6 +263,10 @@ public final class NodeOptions {
             + config.blockSize() + "), was " + engineCacheTokens);
       }
     }
+    this.peerReaderThreads = readerLimit(v, "peer-reader-threads");
+    this.peerMaxUnfinishedReads = readerLimit(v, "peer-max-unfinished-reads");
+    this.clientReaderThreads = readerLimit(v, "client-reader-threads");
+    this.clientMaxUnfinishedReads = readerLimit(v, "client-max-unfinished-reads");
     this.readyFile = v.containsKey("ready-file") ? Path.of(v.get("ready-file")) : null;
     long graceMs = longValue(v, "shutdown-grace-ms", 25_000);
     if (graceMs < 0 || graceMs > Duration.ofDays(365).toMillis()) {
@@ -249,6 +274,22 @@ public final class NodeOptions {
           "--shutdown-grace-ms must be 0 to 365 days in milliseconds, was " + graceMs);
     }
     this.shutdownGrace = Duration.ofMillis(graceMs);
+  }
+
+  /**
+   * A reader limit: 1 to {@value ClientEndpoint#MAX_READER_THREADS} (the bound of the client
+   * endpoint and of {@code HttpTransport.Builder}); 0 when not given.
+   */
+  private static int readerLimit(Map<String, String> v, String key) {
+    if (!v.containsKey(key)) {
+      return 0;
+    }
+    int n = intValue(v, key, 0);
+    if (n < 1 || n > ClientEndpoint.MAX_READER_THREADS) {
+      throw new IllegalArgumentException("--" + key + " must be 1 to "
+          + ClientEndpoint.MAX_READER_THREADS + ", was " + n);
+    }
+    return n;
   }
 
   /**

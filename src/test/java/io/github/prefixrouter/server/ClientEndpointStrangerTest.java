@@ -68,7 +68,7 @@ class ClientEndpointStrangerTest {
     InferenceResponse r = new InferenceResponse("q", new EngineResult(new int[] {7}, "a", 1,
         0, 1, 1), "solo", false, 1, FallbackCause.NONE, d);
     when(node.submit(any())).thenReturn(CompletableFuture.completedFuture(r));
-    endpoint = new ClientEndpoint(node, Map::of, 16, LONG_IO_TIMEOUT);
+    endpoint = new ClientEndpoint(node, List::of, 16, LONG_IO_TIMEOUT);
     InetSocketAddress addr = endpoint.start("127.0.0.1", 0);
     base = "http://127.0.0.1:" + addr.getPort();
   }
@@ -137,7 +137,7 @@ class ClientEndpointStrangerTest {
 
   @Test
   void oneAddressGetsAtMostItsShareOfUnfinishedBodies() throws Exception {
-    for (int i = 0; i < ClientEndpoint.MAX_UNFINISHED_PER_ADDRESS; i++) {
+    for (int i = 0; i < ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS; i++) {
       stall("127.0.0.2", BODY_STALL);
     }
     Thread.sleep(300);
@@ -153,7 +153,7 @@ class ClientEndpointStrangerTest {
     assertEquals(1L, ((Map<?, ?>) m.get("client")).get("reads_refused"), stats.body());
     // other addresses are served
     assertEquals(200, send("POST", "/v1/route/completions", "{\"prompt\":[1]}").statusCode());
-    for (Socket s : stallers.subList(0, ClientEndpoint.MAX_UNFINISHED_PER_ADDRESS)) {
+    for (Socket s : stallers.subList(0, ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS)) {
       assertStillConnected(s);
     }
   }

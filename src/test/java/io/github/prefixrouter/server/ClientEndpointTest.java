@@ -120,7 +120,7 @@ class ClientEndpointTest {
       return new CompletableFuture<InferenceResponse>(); // never answered: only parsing counts
     });
     ClientEndpoint endpoint =
-        new ClientEndpoint(node, Map::of, 16, Duration.ofSeconds(5), "base-7b");
+        new ClientEndpoint(node, List::of, 16, Duration.ofSeconds(5), "base-7b");
     InetSocketAddress addr = endpoint.start("127.0.0.1", 0);
     try {
       HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
@@ -160,7 +160,7 @@ class ClientEndpointTest {
     when(node.nodeId()).thenReturn("solo");
     CompletableFuture<InferenceResponse> held = new CompletableFuture<>();
     when(node.submit(any())).thenReturn(held);
-    ClientEndpoint endpoint = new ClientEndpoint(node, Map::of, 16, Duration.ofSeconds(1));
+    ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 16, Duration.ofSeconds(1));
     InetSocketAddress addr = endpoint.start("127.0.0.1", 0);
     List<Socket> sockets = new ArrayList<>();
     try {
@@ -218,7 +218,7 @@ class ClientEndpointTest {
     InferenceResponse r = new InferenceResponse("q", new EngineResult(new int[] {1}, "a\uD800", 1,
         0, 1, 1), "solo", false, 1, FallbackCause.NONE, d);
     when(node.submit(any())).thenReturn(CompletableFuture.completedFuture(r));
-    ClientEndpoint endpoint = new ClientEndpoint(node, Map::of, 16, Duration.ofSeconds(5));
+    ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 16, Duration.ofSeconds(5));
     InetSocketAddress addr = endpoint.start("127.0.0.1", 0);
     try {
       HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();

@@ -192,6 +192,43 @@ class NodeMainTest {
         "--engine-slots", "8"));
   }
 
+  @Test
+  void theReaderLimitsAreFlagsAndConfigKeysCheckedLikeTheOthers() throws Exception {
+    NodeOptions none = parse("--id", "a", "--listen", "h:1");
+    assertEquals(List.of(0, 0, 0, 0), List.of(none.peerReaderThreads, none.peerMaxUnfinishedReads,
+        none.clientReaderThreads, none.clientMaxUnfinishedReads), "not given: the defaults hold");
+    NodeOptions o = parse("--id", "a", "--listen", "h:1", "--peer-reader-threads", "5",
+        "--peer-max-unfinished-reads=2", "--client-reader-threads", "4096",
+        "--client-max-unfinished-reads", "1");
+    assertEquals(List.of(5, 2, 4096, 1), List.of(o.peerReaderThreads, o.peerMaxUnfinishedReads,
+        o.clientReaderThreads, o.clientMaxUnfinishedReads));
+    Path cfg = dir.resolve("limits.properties");
+    Files.writeString(cfg, "id=n1\nlisten=127.0.0.1:7001\npeer-reader-threads=7\n"
+        + "client-max-unfinished-reads=3\n");
+    NodeOptions f = parse("--config", cfg.toString(), "--client-max-unfinished-reads", "9");
+    assertEquals(7, f.peerReaderThreads);
+    assertEquals(9, f.clientMaxUnfinishedReads, "the flag wins over the file");
+    for (String flag : List.of("--peer-reader-threads", "--peer-max-unfinished-reads",
+        "--client-reader-threads", "--client-max-unfinished-reads")) {
+      assertTrue(NodeOptions.USAGE.contains("  " + flag + " N"), flag + " is not in --help");
+      for (String bad : List.of("0", "-1", "4097")) {
+        assertMessage(flag + " must be 1 to 4096, was " + bad,
+            () -> parse("--id", "a", "--listen", "h:1", flag, bad));
+      }
+      assertMessage(flag + " needs an integer", () -> parse("--id", "a", "--listen", "h:1", flag, "x"));
+      assertMessage(flag + " needs an integer",
+          () -> parse("--id", "a", "--listen", "h:1", flag, "4294967297"));
+      assertMessage(flag + " must be 1 to 4096", () -> parse("--config",
+          writeConfig("id=n1\nlisten=h:1\n" + flag.substring(2) + "=0\n").toString()));
+    }
+  }
+
+  private Path writeConfig(String text) throws IOException {
+    Path p = Files.createTempFile(dir, "node", ".properties");
+    Files.writeString(p, text);
+    return p;
+  }
+
   private static void assertMessage(String fragment, org.junit.jupiter.api.function.Executable e) {
     IllegalArgumentException x = assertThrows(IllegalArgumentException.class, e);
     assertTrue(x.getMessage().contains(fragment), "'" + x.getMessage() + "' should mention '" + fragment + "'");

@@ -65,7 +65,7 @@ class NodeShutdownTest {
       held.add(f);
       return f;
     });
-    ClientEndpoint endpoint = new ClientEndpoint(node, Map::of, 4096, Duration.ofSeconds(5));
+    ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 4096, Duration.ofSeconds(5));
     InetSocketAddress addr = endpoint.start("127.0.0.1", 0);
     HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
     List<CompletableFuture<HttpResponse<String>>> fs =

@@ -83,7 +83,7 @@ public final class TcpNoDelayProbe {
           default -> throw new UnsupportedOperationException(method.getName());
         });
     StringJoiner endpoint = new StringJoiner(" ", "endpoint ", "");
-    ClientEndpoint ce = new ClientEndpoint(node, Map::of, 16, Duration.ofSeconds(5));
+    ClientEndpoint ce = new ClientEndpoint(node, java.util.List::of, 16, Duration.ofSeconds(5));
     InetSocketAddress addr = ce.start("127.0.0.1", 0);
     try {
       HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();

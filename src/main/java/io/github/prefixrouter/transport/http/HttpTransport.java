@@ -1275,7 +1275,7 @@ public final class HttpTransport implements Transport {
      * request beyond this is closed at once and counted ({@link Stats#readsRefused()}). Threads
      * are started on demand and end after 30 s idle. Default 64.
      *
-     * @param n the limit
+     * @param n the limit, 1 to 4096
      * @return this builder
      */
     public Builder readerThreads(int n) {
@@ -1288,7 +1288,7 @@ public final class HttpTransport implements Transport {
      * beyond is answered 503 at once and counted ({@link Stats#readsRefused()}), so that one
      * address cannot hold the {@link #readerThreads} with bodies it never finishes. Default 8.
      *
-     * @param n the limit
+     * @param n the limit, 1 to 4096
      * @return this builder
      */
     public Builder maxUnfinishedReadsPerAddress(int n) {

@@ -1,0 +1,243 @@
+package io.github.prefixrouter.server;
+
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.engine.reference.ReferenceEngine;
+import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
+import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
+import io.github.prefixrouter.server.PrometheusText.Type;
+import io.github.prefixrouter.transport.http.HttpTransport;
+
+/**
+ * Every counter and gauge a {@link NodeMain} process shows, each listed once with its key in
+ * {@code GET /v1/stats} and its Prometheus family in {@code GET /metrics}.
+ *
+ * <p>Names follow Prometheus' conventions: one prefix ({@code prefix_router_}), counters end in
+ * {@code _total}, units are in the name ({@code _tokens}, {@code _bytes}), and no label has the
+ * same value on every series of a process: Prometheus adds {@code instance} and {@code job} to
+ * every series it scrapes, so the node's id is a label of one info family
+ * ({@code prefix_router_node_info{node="n1"} 1}) rather than of every sample.
+ */
+final class StatsTables {
+
+  private StatsTables() {}
+
+  private static final String P = "prefix_router_";
+
+  /** The node's {@link NodeStats}: the top level of {@code /v1/stats}. */
+  static final StatsTable<NodeStats> NODE = StatsTable.<NodeStats>builder()
+      .labelled("node_id", P + "node_info", Type.GAUGE, "node",
+          "This node's id, in the label node; always 1.", NodeStats::nodeId)
+      .labelled("state", P + "node_state", Type.GAUGE, "state",
+          "The node's lifecycle state: 1 for the state it is in, 0 for the others.",
+          NodeStats::state)
+      .counter("requests", P + "requests_total",
+          "Requests submitted to this node and accepted.", NodeStats::requests)
+      .counter("served_locally", P + "requests_served_locally_total",
+          "Submitted requests answered by this node's engine.", NodeStats::servedLocally)
+      .counter("forwarded", P + "requests_forwarded_total",
+          "Submitted requests answered by a peer.", NodeStats::forwarded)
+      .counter("failed", P + "requests_failed_total",
+          "Submitted requests that failed everywhere.", NodeStats::failed)
+      .counter("cold_placements", P + "cold_placements_total",
+          "Routing decisions taken by cold-prefix placement.", NodeStats::coldPlacements)
+      .counter("served_for_peers", P + "served_for_peers_total",
+          "Requests forwarded here by peers that this node's engine answered.",
+          NodeStats::servedForPeers)
+      .counter("refused_for_peers", P + "refused_for_peers_total",
+          "Requests forwarded here that this node refused, above its high watermark or not "
+              + "running (push-back given).", NodeStats::refusedForPeers)
+      .counter("pushed_back", P + "pushed_back_total",
+          "Forwarding attempts that peers refused as busy (push-back received).",
+          NodeStats::pushedBack)
+      .labelled("fallbacks", P + "fallbacks_total", Type.COUNTER, "cause",
+          "Forwarding attempts that fell back, by cause; under LOCAL_FAILED, local runs that "
+              + "failed retryably and were tried on a peer.", NodeStats::fallbacks)
+      .counter("estimated_cached_tokens", P + "estimated_cached_tokens_total",
+          "Over forwarded requests answered with a cached-token count, the prefix tokens this "
+              + "node estimated the target held.", NodeStats::estimatedCachedTokens)
+      .counter("actual_cached_tokens", P + "actual_cached_tokens_total",
+          "Over the same requests, the cached tokens the target's engine reported.",
+          NodeStats::actualCachedTokens)
+      .counter("prompt_tokens", P + "prompt_tokens_total",
+          "Prompt tokens of the answered submitted requests.", NodeStats::promptTokens)
+      .counter("cached_prompt_tokens", P + "cached_prompt_tokens_total",
+          "Of those, the tokens the serving engines reported as served from their prefix cache.",
+          NodeStats::cachedPromptTokens)
+      .gauge("hit_rate", P + "cache_hit_ratio",
+          "cached_prompt_tokens_total / prompt_tokens_total since start (0 before the first "
+              + "answer); over a window, divide the two counters' rates.", NodeStats::hitRate)
+      .counter("gossip_bytes_in", P + "gossip_received_bytes_total",
+          "Gossip bytes received.", NodeStats::gossipBytesIn)
+      .counter("gossip_bytes_out", P + "gossip_sent_bytes_total",
+          "Gossip bytes sent.", NodeStats::gossipBytesOut)
+      .gauge("local_cached_tokens", P + "local_cached_tokens",
+          "Tokens held by the local prefix tree now.", NodeStats::localCachedTokens)
+      .gauge(null, P + "local_blocks",
+          "Distinct full blocks this node holds and advertises to its peers.",
+          NodeStats::localBlocks)
+      .gauge("replica_blocks", P + "replica_blocks",
+          "Block hashes held in the replicas of peers' trees now.", NodeStats::replicaBlocks)
+      .gauge("peers_live", P + "peers_live",
+          "Peers currently considered alive.", NodeStats::peersLive)
+      .gauge("in_flight", P + "in_flight_requests",
+          "Requests this node has taken on and not yet answered: submitted here or forwarded "
+              + "here by peers.", NodeStats::inFlight)
+      .build();
+
+  private static final String T = P + "transport_";
+
+  /** {@link HttpTransport#stats()}: {@code transport} in {@code /v1/stats}. */
+  static final StatsTable<HttpTransport.Stats> TRANSPORT = StatsTable.<HttpTransport.Stats>builder()
+      .counter("requests_sent", T + "requests_sent_total",
+          "Requests to peers handed to the network.", HttpTransport.Stats::requestsSent)
+      .counter("requests_failed", T + "requests_failed_total",
+          "Requests to peers that failed, for any reason.", HttpTransport.Stats::requestsFailed)
+      .counter("requests_received", T + "requests_received_total",
+          "Requests from peers delivered to the node.", HttpTransport.Stats::requestsReceived)
+      .counter("messages_sent", T + "messages_sent_total",
+          "One-way messages (gossip) handed to the network.", HttpTransport.Stats::messagesSent)
+      .counter("messages_dropped", T + "messages_dropped_total",
+          "One-way messages dropped before sending (closed, too large, peer busy).",
+          HttpTransport.Stats::messagesDropped)
+      .counter("messages_failed", T + "messages_failed_total",
+          "One-way messages the peer did not accept (network error or not 204).",
+          HttpTransport.Stats::messagesFailed)
+      .counter("messages_received", T + "messages_received_total",
+          "One-way messages from peers delivered to the node.",
+          HttpTransport.Stats::messagesReceived)
+      .counter("outbound_busy", T + "outbound_busy_total",
+          "Requests and messages refused here: too many in flight to the peer.",
+          HttpTransport.Stats::outboundBusy)
+      .counter("inbound_busy", T + "inbound_busy_total",
+          "Requests from peers answered 503 because too many were in progress.",
+          HttpTransport.Stats::inboundBusy)
+      .counter("auth_failures", T + "auth_failures_total",
+          "Messages and answers dropped for a bad MAC or recipient.",
+          HttpTransport.Stats::authFailures)
+      .counter("replays_rejected", T + "replays_rejected_total",
+          "Messages dropped as stale or already seen.", HttpTransport.Stats::replaysRejected)
+      .counter("oversize_rejected", T + "oversize_rejected_total",
+          "Messages refused as larger than the transport's maxMessageBytes.",
+          HttpTransport.Stats::oversizeRejected)
+      .counter("malformed_rejected", T + "malformed_rejected_total",
+          "Messages refused for a malformed envelope.", HttpTransport.Stats::malformedRejected)
+      .counter("slow_connections_closed", T + "slow_connections_closed_total",
+          "Connections on the peer port closed for not delivering a request, or not taking its "
+              + "answer, within the I/O timeout.", HttpTransport.Stats::slowConnectionsClosed)
+      .counter("reads_refused", T + "reads_refused_total",
+          "Connections on the peer port refused at once for lack of a reader thread, and "
+              + "requests answered 503 for too many unfinished bodies from their address.",
+          HttpTransport.Stats::readsRefused)
+      .counter("bytes_in", T + "received_bytes_total",
+          "Payload bytes accepted from peers.", HttpTransport.Stats::bytesIn)
+      .counter("bytes_out", T + "sent_bytes_total",
+          "Payload bytes sent to peers.", HttpTransport.Stats::bytesOut)
+      .gauge("pending_requests", T + "pending_requests",
+          "Requests to peers waiting for an answer now.", HttpTransport.Stats::pendingRequests)
+      .build();
+
+  private static final String E = P + "engine_";
+
+  /** {@link ReferenceEngine#stats()}: {@code engine} in {@code /v1/stats}. */
+  static final StatsTable<ReferenceEngine.Stats> REFERENCE_ENGINE =
+      StatsTable.<ReferenceEngine.Stats>builder()
+          .counter("requests", E + "requests_total",
+              "Requests the reference engine completed.", ReferenceEngine.Stats::requests)
+          .counter("prompt_tokens", E + "prompt_tokens_total",
+              "Prompt tokens of those requests.", ReferenceEngine.Stats::promptTokens)
+          .counter("cached_prompt_tokens", E + "cached_prompt_tokens_total",
+              "Of those, tokens whose keys and values came from the prefix cache.",
+              ReferenceEngine.Stats::cachedPromptTokens)
+          .counter("evaluated_positions", E + "evaluated_positions_total",
+              "Positions run through the model (prompt and decode).",
+              ReferenceEngine.Stats::evaluatedPositions)
+          .counter("multiply_adds", E + "multiply_adds_total",
+              "Multiply-add operations of the forward passes.",
+              ReferenceEngine.Stats::multiplyAdds)
+          .gauge("cached_tokens", E + "cached_tokens",
+              "Tokens held in the reference engine's prefix cache now.",
+              ReferenceEngine.Stats::cachedTokens)
+          .build();
+
+  /** The counters of a subscription to vLLM's KV events, subscriber and receiver together. */
+  record KvEventStats(VllmKvEventSubscriber.Stats subscriber, VllmKvEventReceiver.Stats receiver) {}
+
+  private static final String K = P + "kv_events_";
+
+  /** {@code kv_events} in {@code /v1/stats}. */
+  static final StatsTable<KvEventStats> KV_EVENTS = StatsTable.<KvEventStats>builder()
+      .counter("connects", K + "connects_total",
+          "Connections to vLLM's KV-event publisher whose handshake completed.",
+          s -> s.subscriber().connects())
+      .counter("disconnects", K + "disconnects_total",
+          "Established connections to the publisher that broke.",
+          s -> s.subscriber().disconnects())
+      .counter("connect_failures", K + "connect_failures_total",
+          "Connection attempts that failed before the handshake completed.",
+          s -> s.subscriber().connectFailures())
+      .counter("messages", K + "messages_total",
+          "Well-formed messages of the topic received live.", s -> s.subscriber().messages())
+      .counter("malformed_messages", K + "malformed_messages_total",
+          "Live messages dropped for their shape.", s -> s.subscriber().malformedMessages())
+      .counter("replays_requested", K + "replays_requested_total",
+          "Replays asked for after a gap in the sequence numbers.",
+          s -> s.subscriber().replaysRequested())
+      .counter("replayed_messages", K + "replayed_messages_total",
+          "Messages received by replay.", s -> s.subscriber().replayedMessages())
+      .counter("replay_failures", K + "replay_failures_total",
+          "Replays that failed (no connection, timeout, malformed answer).",
+          s -> s.subscriber().replayFailures())
+      .counter("batches_applied", K + "batches_applied_total",
+          "Event batches decoded and applied, live or replayed.",
+          s -> s.receiver().batchesApplied())
+      .counter("stored_events", K + "stored_events_total",
+          "BlockStored events applied to the tree.", s -> s.receiver().storedEvents())
+      .counter("removed_events", K + "removed_events_total",
+          "BlockRemoved events applied to the tree.", s -> s.receiver().removedEvents())
+      .counter("cleared_events", K + "cleared_events_total",
+          "AllBlocksCleared events applied to the tree.", s -> s.receiver().clearedEvents())
+      .counter("malformed_batches", K + "malformed_batches_total",
+          "Payloads that did not decode; none of their events were applied.",
+          s -> s.receiver().malformedBatches())
+      .counter("block_size_mismatches", K + "block_size_mismatches_total",
+          "BlockStored events of another block size than the node's, skipped.",
+          s -> s.receiver().blockSizeMismatches())
+      .counter("token_count_mismatches", K + "token_count_mismatches_total",
+          "BlockStored events whose token count is not their blocks times the block size, "
+              + "skipped.", s -> s.receiver().tokenCountMismatches())
+      .counter("unattributed_stores", K + "unattributed_stores_total",
+          "BlockStored events starting a chain of a LoRA adapter that cannot be named, skipped.",
+          s -> s.receiver().unattributedStores())
+      .counter("gaps", K + "gaps_total",
+          "Messages whose sequence number was above the one expected (messages lost).",
+          s -> s.receiver().gaps())
+      .counter("restarts", K + "restarts_total",
+          "Live messages whose sequence number was below the one expected (the publisher "
+              + "restarted).", s -> s.receiver().restarts())
+      .counter("resets", K + "resets_total",
+          "Resets of the receiver.", s -> s.receiver().resets())
+      .build();
+
+  /** The client endpoint's own counters. */
+  record ClientStats(int inFlight, long rejectedBusy, long slowConnectionsClosed,
+      long readsRefused) {}
+
+  private static final String C = P + "client_";
+
+  /** {@code client} in {@code /v1/stats}. */
+  static final StatsTable<ClientStats> CLIENT = StatsTable.<ClientStats>builder()
+      .gauge("in_flight", C + "in_flight_requests",
+          "Client requests accepted by the endpoint and not yet answered.",
+          ClientStats::inFlight)
+      .counter("rejected_busy", C + "rejected_busy_total",
+          "Client requests answered 503 because too many were in flight at the endpoint.",
+          ClientStats::rejectedBusy)
+      .counter("slow_connections_closed", C + "slow_connections_closed_total",
+          "Client connections closed for not delivering a request, or not taking its answer, "
+              + "within the I/O timeout.", ClientStats::slowConnectionsClosed)
+      .counter("reads_refused", C + "reads_refused_total",
+          "Client connections refused at once for lack of a reader thread, and requests "
+              + "answered 503 for too many unfinished bodies from their address.",
+          ClientStats::readsRefused)
+      .build();
+}

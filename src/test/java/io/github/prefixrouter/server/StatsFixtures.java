@@ -1,0 +1,75 @@
+package io.github.prefixrouter.server;
+
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.PrefixRouterNode;
+import java.lang.reflect.RecordComponent;
+import java.util.EnumMap;
+import java.util.Map;
+
+/**
+ * Stats records whose every number is different from every other, so that a field shown under
+ * the wrong name, or not shown at all, is visible in what is written from them.
+ */
+final class StatsFixtures {
+
+  private StatsFixtures() {}
+
+  /** The value {@link #distinct} gives the component at {@code index}: {@code base + 1009 × (index + 1)}. */
+  static long valueAt(long base, int index) {
+    return base + 1009L * (index + 1);
+  }
+
+  /** The fallback count {@link #nodeStats} gives a cause. */
+  static long fallbackValue(FallbackCause c) {
+    return 7_000_003L + 101L * c.ordinal();
+  }
+
+  /**
+   * A record of {@code type} whose numeric components are {@link #valueAt}{@code (base, i)},
+   * strings {@code "node-7"}, enums {@code RUNNING} (or the first constant), and maps of fallback
+   * causes {@link #fallbackValue}.
+   */
+  static <R extends Record> R distinct(Class<R> type, long base) {
+    RecordComponent[] rc = type.getRecordComponents();
+    Class<?>[] types = new Class<?>[rc.length];
+    Object[] args = new Object[rc.length];
+    for (int i = 0; i < rc.length; i++) {
+      Class<?> t = rc[i].getType();
+      types[i] = t;
+      if (t == long.class) {
+        args[i] = valueAt(base, i);
+      } else if (t == int.class) {
+        args[i] = (int) valueAt(base, i);
+      } else if (t == String.class) {
+        args[i] = "node-7";
+      } else if (t == PrefixRouterNode.State.class) {
+        args[i] = PrefixRouterNode.State.RUNNING;
+      } else if (t == Map.class) {
+        Map<FallbackCause, Long> fb = new EnumMap<>(FallbackCause.class);
+        for (FallbackCause c : FallbackCause.values()) {
+          if (c != FallbackCause.NONE) {
+            fb.put(c, fallbackValue(c));
+          }
+        }
+        args[i] = fb;
+      } else {
+        throw new AssertionError("no distinct value for " + t + " " + rc[i].getName());
+      }
+    }
+    try {
+      return type.getDeclaredConstructor(types).newInstance(args);
+    } catch (ReflectiveOperationException e) {
+      throw new AssertionError(e);
+    }
+  }
+
+  static NodeStats nodeStats() {
+    return distinct(NodeStats.class, 0);
+  }
+
+  /** {@code gossipBytesIn} → {@code gossip_bytes_in}. */
+  static String snake(String camel) {
+    return camel.replaceAll("([A-Z])", "_$1").toLowerCase(java.util.Locale.ROOT);
+  }
+}

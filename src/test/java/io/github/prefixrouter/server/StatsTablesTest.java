@@ -1,0 +1,209 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.engine.reference.ReferenceEngine;
+import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
+import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
+import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.server.PrometheusTextParser.Family;
+import io.github.prefixrouter.server.PrometheusTextParser.Sample;
+import io.github.prefixrouter.transport.http.HttpTransport;
+import java.lang.reflect.RecordComponent;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.EnumSet;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Every field of the stats records reaches {@code /metrics} under its own family, and
+ * {@code /v1/stats} and {@code /metrics} show the same values. The snapshots are records whose
+ * every number differs from every other ({@link StatsFixtures}), so a field left out, or read
+ * with another field's getter, shows.
+ */
+class StatsTablesTest {
+
+  private static final NodeStats NODE = StatsFixtures.nodeStats();
+  private static final HttpTransport.Stats TRANSPORT =
+      StatsFixtures.distinct(HttpTransport.Stats.class, 100_000);
+  private static final ReferenceEngine.Stats ENGINE =
+      StatsFixtures.distinct(ReferenceEngine.Stats.class, 200_000);
+  private static final StatsTables.KvEventStats KV = new StatsTables.KvEventStats(
+      StatsFixtures.distinct(VllmKvEventSubscriber.Stats.class, 300_000),
+      StatsFixtures.distinct(VllmKvEventReceiver.Stats.class, 400_000));
+  private static final StatsTables.ClientStats CLIENT =
+      StatsFixtures.distinct(StatsTables.ClientStats.class, 500_000);
+
+  private static final List<StatsTable.Section<?>> ALL = List.of(
+      StatsTables.NODE.section(null, NODE),
+      StatsTables.TRANSPORT.section("transport", TRANSPORT),
+      StatsTables.REFERENCE_ENGINE.section("engine", ENGINE),
+      StatsTables.KV_EVENTS.section("kv_events", KV),
+      StatsTables.CLIENT.section("client", CLIENT));
+
+  private static Map<String, Family> metrics(StatsTable.Section<?>... sections) {
+    PrometheusText out = new PrometheusText();
+    for (StatsTable.Section<?> s : sections) {
+      s.metrics(out);
+    }
+    return PrometheusTextParser.parse(out.toString());
+  }
+
+  private static List<Sample> samples(Map<String, Family> families) {
+    return families.values().stream().flatMap(f -> f.samples.stream()).toList();
+  }
+
+  /** The families among {@code families} with an unlabelled sample of this value. */
+  private static List<String> familiesWithValue(Map<String, Family> families, double value) {
+    return families.values().stream()
+        .filter(f -> f.samples.stream().anyMatch(s -> s.labels().isEmpty() && s.value() == value))
+        .map(f -> f.name).toList();
+  }
+
+  @Test
+  void everyNodeStatsComponentAppearsInMetrics() throws Exception {
+    Map<String, Family> m = metrics(StatsTables.NODE.section(null, NODE));
+    Set<String> used = new HashSet<>();
+    for (RecordComponent rc : NodeStats.class.getRecordComponents()) {
+      Object v = rc.getAccessor().invoke(NODE);
+      String what = "NodeStats." + rc.getName() + " = " + v;
+      if (v instanceof Number n) {
+        List<String> f = familiesWithValue(m, n.doubleValue());
+        assertEquals(1, f.size(), what + " is in these families: " + f);
+        assertTrue(used.add(f.get(0)), what + ": family " + f + " shows two components");
+      } else if (v instanceof String id) {
+        Family f = m.get("prefix_router_node_info");
+        assertEquals(1.0, f.value("node", id), what);
+        used.add(f.name);
+      } else if (v instanceof PrefixRouterNode.State state) {
+        Family f = m.get("prefix_router_node_state");
+        assertEquals(PrefixRouterNode.State.values().length, f.samples.size(), what);
+        for (PrefixRouterNode.State s : PrefixRouterNode.State.values()) {
+          assertEquals(s == state ? 1.0 : 0.0, f.value("state", s.name()), what);
+        }
+        used.add(f.name);
+      } else if (v instanceof Map<?, ?> fallbacks) {
+        Family f = m.get("prefix_router_fallbacks_total");
+        assertEquals("counter", f.type);
+        Set<FallbackCause> causes = EnumSet.allOf(FallbackCause.class);
+        causes.remove(FallbackCause.NONE);
+        assertEquals(causes.stream().map(Enum::name).collect(Collectors.toSet()),
+            f.samples.stream().map(s -> s.labels().get("cause")).collect(Collectors.toSet()), what);
+        fallbacks.forEach((c, n) ->
+            assertEquals(((Long) n).doubleValue(), f.value("cause", ((Enum<?>) c).name()), what));
+        used.add(f.name);
+      } else {
+        throw new AssertionError("a component this test does not know: " + what);
+      }
+    }
+    // hit_rate, a method rather than a component, is a gauge of its own
+    assertEquals(NODE.hitRate(), m.get("prefix_router_cache_hit_ratio").value());
+    used.add("prefix_router_cache_hit_ratio");
+    assertEquals(used, m.keySet(), "families that show no component");
+  }
+
+  @Test
+  void everyHttpTransportStatsComponentAppearsInMetrics() throws Exception {
+    Map<String, Family> m = metrics(StatsTables.TRANSPORT.section("transport", TRANSPORT));
+    Set<String> used = new HashSet<>();
+    for (RecordComponent rc : HttpTransport.Stats.class.getRecordComponents()) {
+      double v = ((Number) rc.getAccessor().invoke(TRANSPORT)).doubleValue();
+      List<String> f = familiesWithValue(m, v);
+      assertEquals(1, f.size(), rc.getName() + " is in " + f);
+      assertTrue(f.get(0).startsWith("prefix_router_transport_"), f.get(0));
+      used.add(f.get(0));
+    }
+    assertEquals(used, m.keySet());
+  }
+
+  /**
+   * Each key of {@code /v1/stats} reads the component of its name, and its value is a sample of
+   * {@code /metrics}; the families are all different, across sections too.
+   */
+  @Test
+  void v1StatsAndMetricsShowTheSameValues() throws Exception {
+    Map<String, Family> all = metrics(ALL.toArray(StatsTable.Section<?>[]::new));
+    List<Double> sampleValues = samples(all).stream().map(Sample::value).toList();
+    for (StatsTable.Section<?> section : ALL) {
+      Map<String, Object> json = section.json();
+      // the JSON survives a round trip: every value is one Json writes
+      assertEquals(json.keySet(), ((Map<?, ?>) Json.parse(Json.write(json))).keySet());
+      int fields = (int) section.table().fields().stream().filter(f -> f.key() != null).count();
+      assertEquals(fields, json.size(), section.key() + ": a key twice");
+      for (Map.Entry<String, Object> e : json.entrySet()) {
+        String where = (section.key() == null ? "" : section.key() + ".") + e.getKey();
+        Object v = e.getValue();
+        if (v instanceof Number n) {
+          assertTrue(sampleValues.contains(n.doubleValue()), where + " = " + n + " not in /metrics");
+          Object component = component(section.snapshot(), e.getKey());
+          if (component != null) {
+            assertEquals(((Number) component).doubleValue(), n.doubleValue(), where);
+          }
+        } else if (v instanceof Map<?, ?> map) {
+          map.forEach((k, n) -> assertTrue(sampleValues.contains(((Number) n).doubleValue()),
+              where + "." + k));
+        }
+      }
+    }
+  }
+
+  /** The component named {@code key} in snake case, of the snapshot or its parts; null if none. */
+  private static Object component(Object snapshot, String key) throws Exception {
+    List<Object> records = new ArrayList<>(List.of(snapshot));
+    if (snapshot instanceof StatsTables.KvEventStats kv) {
+      records = List.of(kv.subscriber(), kv.receiver());
+    }
+    for (Object r : records) {
+      for (RecordComponent rc : r.getClass().getRecordComponents()) {
+        if (StatsFixtures.snake(rc.getName()).equals(key)) {
+          return rc.getAccessor().invoke(r);
+        }
+      }
+    }
+    assertTrue(snapshot instanceof NodeStats && Set.of("hit_rate").contains(key)
+        || Arrays.asList("node_id", "state", "fallbacks").contains(key), "no component " + key);
+    return null;
+  }
+
+  @Test
+  void theNamesFollowPrometheusConventions() {
+    Map<String, Family> all = metrics(ALL.toArray(StatsTable.Section<?>[]::new));
+    for (Family f : all.values()) {
+      assertTrue(f.name.startsWith("prefix_router_"), f.name);
+      assertTrue(f.type.equals("counter") == f.name.endsWith("_total"), f.name + " " + f.type);
+      assertTrue(!f.help.isBlank() && f.help.endsWith("."), f.name + ": " + f.help);
+      for (Sample s : f.samples) {
+        assertTrue(!s.labels().containsKey("node") || f.name.equals("prefix_router_node_info"),
+            "the node's id is a label of the info family alone: " + s);
+      }
+    }
+    // tokens and bytes say so in their names
+    for (String name : all.keySet()) {
+      if (name.contains("bytes")) {
+        assertTrue(name.endsWith("_bytes_total") || name.endsWith("_bytes"), name);
+      }
+    }
+  }
+
+  /** docs/deployment.md lists every family, with its type. */
+  @Test
+  void theDeploymentGuideListsEveryFamily() throws Exception {
+    String doc = java.nio.file.Files.readString(java.nio.file.Path.of("docs", "deployment.md"));
+    for (StatsTable.Section<?> section : ALL) {
+      for (StatsTable.Field<?> f : section.table().fields()) {
+        String name = f.family() + (f.label() == null ? "" : "{" + f.label() + "}");
+        assertTrue(doc.contains("| `" + name + "` | " + f.type().text() + " |"),
+            "docs/deployment.md lacks the row of " + name);
+      }
+    }
+  }
+}
