@@ -80,7 +80,8 @@ final class FaultCluster {
   /** Figures of a run, for the campaign's report. */
   record Summary(int accepted, int succeeded, int failed, long forwarded, long fallbacks,
       long forwardFrames, long duplicateExecutions, long crashes, long simulatedMillis,
-      boolean gossipActive, long convergenceMillis, int scoped, long scopedRejections) {}
+      boolean gossipActive, long convergenceMillis, int scoped, long scopedRejections,
+      long unscopedAtOld) {}
 
   /** The chain root of each scope the plans draw, for the stale view's hasher. */
   private static final Map<Long, CacheScope> SCOPE_OF_ROOT = new HashMap<>();
@@ -110,6 +111,8 @@ final class FaultCluster {
   private long crashes;
   /** Scoped FORWARDs rejected by a node from before scopes. */
   private long scopedRejections;
+  /** Unscoped FORWARDs a node from before scopes was sent (and decoded). */
+  private long unscopedAtOld;
   private final SplittableRandom viewRandom;
 
   private final class Instance {
@@ -231,6 +234,9 @@ final class FaultCluster {
                   TransportException.Kind.PROTOCOL, MalformedMessageException.of(
                       MalformedMessageException.Reason.UNKNOWN_VERSION, "version", payload[1], 1,
                       "forwarding messages speak version 1").getMessage()));
+            }
+            if (payload.length > 1 && payload[0] == ForwardFrames.FORWARD) {
+              unscopedAtOld++;
             }
             return h.onRequest(from, payload);
           }
@@ -382,7 +388,7 @@ final class FaultCluster {
         fallbacks, inv.forwardFrames, Math.max(0, executions - ok), crashes,
         clock.nanoTime() / MS, gossip, convergence,
         (int) accepted.values().stream().filter(a -> !a.request.scope().isDefault()).count(),
-        scopedRejections));
+        scopedRejections, unscopedAtOld));
   }
 
   // ---------------------------------------------------------------- workload

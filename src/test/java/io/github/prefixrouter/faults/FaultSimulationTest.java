@@ -51,6 +51,7 @@ class FaultSimulationTest {
     long converged = 0;
     long scoped = 0;
     long rejections = 0;
+    long unscopedAtOld = 0;
     long started = System.nanoTime();
     for (long seed = first; seed < first + count; seed++) {
       if (count >= 1000 && (seed - first) % 500 == 0 && seed > first) {
@@ -71,6 +72,7 @@ class FaultSimulationTest {
           converged += o.summary().convergenceMillis() >= 0 ? 1 : 0;
           scoped += o.summary().scoped();
           rejections += o.summary().scopedRejections();
+          unscopedAtOld += o.summary().unscopedAtOld();
         }
         if (!o.ok()) {
           String replay = "mvn -B -ntp test -Dtest=FaultSimulationTest -Dfaults.seed=" + seed
@@ -87,10 +89,11 @@ class FaultSimulationTest {
     }
     long ms = (System.nanoTime() - started) / 1_000_000;
     System.out.printf("fault campaign: seeds %d..%d, %d requests (%d scoped), %d forwarded, "
-            + "%d fallbacks, %d duplicate executions, %d crashes, %d scoped forwards rejected by "
-            + "nodes from before scopes, %d converged runs, %d failing runs, %d ms%n",
+            + "%d fallbacks, %d duplicate executions, %d crashes, nodes from before scopes sent "
+            + "%d scoped forwards (rejected) and %d unscoped ones, %d converged runs, "
+            + "%d failing runs, %d ms%n",
         first, first + count - 1, accepted, scoped, forwarded, fallbacks, duplicates, crashes,
-        rejections, converged, failures.size(), ms);
+        rejections, unscopedAtOld, converged, failures.size(), ms);
     if (!failures.isEmpty()) {
       fail(failures.size() + " failing run(s); first:\n" + failures.get(0));
     }
