@@ -158,11 +158,6 @@ public final class PeerSet {
     return addresses[i];
   }
 
-  /** The incarnation of peer {@code i} (its gossip generation), or 0 if unknown. */
-  public long generation(int i) {
-    return generation[i];
-  }
-
   /** Index of the peer with this node id, or -1. */
   public int indexOf(String nodeId) {
     for (int i = 0; i < size; i++) {
