@@ -31,7 +31,10 @@ public final class RouteDecision {
     HOP_LIMIT,
     /** No live peer is known. */
     NO_PEERS,
-    /** Every peer was skipped (overloaded, cooling down, or already tried). */
+    /**
+     * Every peer was skipped (overloaded, cooling down, already tried, or, for a scoped
+     * request, from before cache scopes).
+     */
     ALL_PEERS_SKIPPED,
     /** Local execution has the lowest estimated cost (cost-aware). */
     LOCAL_CHEAPEST,
@@ -75,7 +78,14 @@ public final class RouteDecision {
      */
     FAILED_COOLDOWN,
     /** The peer was already tried for this request, or sent it here. */
-    ALREADY_TRIED
+    ALREADY_TRIED,
+    /**
+     * The request has a cache scope (LoRA adapter or cache salt) and the peer rejected a scoped
+     * forward as a message version it does not know: it runs a version from before cache
+     * scopes. It still gets requests of the default scope. Remembered until the peer restarts
+     * (its gossip generation changes), it leaves the live peers, or five minutes pass.
+     */
+    NO_SCOPES
   }
 
   /**

@@ -5,7 +5,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.internal.route.ForwardFrames;
+import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
+import io.github.prefixrouter.testing.ForwardingTransport;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import io.github.prefixrouter.testing.SimulatedScheduler;
@@ -130,6 +135,105 @@ class ClusterTest {
     InferenceResponse other = run(holder,
         InferenceRequest.of("b-1", concat(prefix, prompt(13, 32))).withScope(b));
     assertEquals(0, other.cachedPromptTokens());
+  }
+
+  /**
+   * The transport of a node from before cache scopes: a FORWARD of any version but 1 is refused
+   * as its decoder refused it (UNKNOWN_VERSION, a protocol failure); all else gets through.
+   */
+  static Transport beforeScopes(Transport t) {
+    return new ForwardingTransport(t) {
+      @Override
+      public void start(InboundHandler h) {
+        t.start(new InboundHandler() {
+          @Override
+          public void onMessage(PeerAddress from, byte[] payload) {
+            h.onMessage(from, payload);
+          }
+
+          @Override
+          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+            if (payload.length > 1 && payload[0] == ForwardFrames.FORWARD && payload[1] != 1) {
+              return CompletableFuture.failedFuture(new TransportException(
+                  TransportException.Kind.PROTOCOL, MalformedMessageException.of(
+                      MalformedMessageException.Reason.UNKNOWN_VERSION, "version", payload[1], 1,
+                      "forwarding messages speak version 1").getMessage()));
+            }
+            return h.onRequest(from, payload);
+          }
+        });
+      }
+    };
+  }
+
+  @Test
+  void aRollingUpgradeSkipsTheOldNodeForScopedRequestsOnlyUntilItRestarts() {
+    // n1 runs a version from before scopes; no cold placement, so a request with no cached
+    // prefix anywhere runs where it is submitted
+    RouterConfig cfg = RouterConfig.builder().coldPlacement(false).build();
+    net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(1)));
+    List<PeerAddress> seeds = List.of(InMemoryNetwork.addressOf("n0"));
+    for (int i = 0; i < 2; i++) {
+      String id = "n" + i;
+      SimulatedEngine e = SimulatedEngine.builder().scheduler(sim).slots(2)
+          .capacityTokens(32_768).prefillOverheadNanos(2_000_000).prefillNanosPerToken(200_000)
+          .decodeNanosPerToken(5_000_000).vocabularySize(1000).build();
+      engines.put(id, e);
+      Transport t = net.transport(id);
+      nodes.put(id, PrefixRouterNode.builder().nodeId(id).config(cfg)
+          .transport(i == 1 ? beforeScopes(t) : t).engine(e).clock(sim).scheduler(sim)
+          .random(new SplittableRandom(i)).seeds(seeds).build());
+    }
+    nodes.values().forEach(PrefixRouterNode::start);
+    sim.advanceBy(Duration.ofSeconds(3).toNanos());
+    CacheScope a = CacheScope.adapter("lora-a");
+    int[] scoped = prompt(21, 480);
+    int[] plain = prompt(22, 480);
+    assertEquals("n1", run("n1", InferenceRequest.of("w1", concat(scoped, prompt(23, 16)))
+        .withScope(a)).servedBy());
+    assertEquals("n1", run("n1", InferenceRequest.of("w2", concat(plain, prompt(24, 16))))
+        .servedBy());
+    sim.advanceBy(Duration.ofSeconds(2).toNanos()); // n1's summary spreads
+
+    InferenceResponse rejected = run("n0",
+        InferenceRequest.of("s1", concat(scoped, prompt(25, 16))).withScope(a));
+    assertEquals("n0", rejected.servedBy(), rejected.toString());
+    assertEquals(FallbackCause.PROTOCOL_ERROR, rejected.fallbackCause());
+    // unscoped requests go to n1 at once, with no cool-down
+    InferenceResponse p = run("n0", InferenceRequest.of("p1", concat(plain, prompt(26, 16))));
+    assertEquals("n1", p.servedBy(), p.decision().toString());
+    assertEquals(1, p.attempts());
+    // a scoped request of a prefix only n1 holds skips it
+    int[] scoped2 = prompt(27, 480);
+    run("n1", InferenceRequest.of("w3", concat(scoped2, prompt(28, 16))).withScope(a));
+    sim.advanceBy(Duration.ofSeconds(2).toNanos());
+    RouteDecision d = nodes.get("n0").explain(
+        InferenceRequest.of("s2", concat(scoped2, prompt(29, 16))).withScope(a));
+    RouteDecision.Candidate n1 = d.candidates().get(1);
+    assertEquals("n1", n1.nodeId());
+    assertTrue(n1.matchedTokens() >= 480, d.toString());
+    assertEquals(RouteDecision.SkipReason.NO_SCOPES, n1.skipped(), d.toString());
+
+    // n1 restarts, upgraded, before n0's failure detector would drop it: its new gossip
+    // generation ends the memory
+    net.crash("n1");
+    nodes.get("n1").close();
+    SimulatedEngine e1 = SimulatedEngine.builder().scheduler(sim).slots(2)
+        .capacityTokens(32_768).prefillOverheadNanos(2_000_000).prefillNanosPerToken(200_000)
+        .decodeNanosPerToken(5_000_000).vocabularySize(1000).build();
+    engines.put("n1", e1);
+    nodes.put("n1", PrefixRouterNode.builder().nodeId("n1").config(cfg)
+        .transport(net.transport("n1")).engine(e1).clock(sim).scheduler(sim)
+        .random(new SplittableRandom(7)).seeds(seeds).build());
+    nodes.get("n1").start();
+    int[] scoped3 = prompt(30, 480);
+    run("n1", InferenceRequest.of("w4", concat(scoped3, prompt(31, 16))).withScope(a));
+    sim.advanceBy(Duration.ofSeconds(2).toNanos());
+    assertEquals(1, nodes.get("n0").stats().peersLive());
+    InferenceResponse upgraded = run("n0",
+        InferenceRequest.of("s3", concat(scoped3, prompt(32, 16))).withScope(a));
+    assertEquals("n1", upgraded.servedBy(), upgraded.decision().toString());
+    assertEquals(1, upgraded.attempts());
   }
 
   @Test

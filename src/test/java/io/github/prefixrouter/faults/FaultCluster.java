@@ -3,6 +3,7 @@ package io.github.prefixrouter.faults;
 import static io.github.prefixrouter.faults.FaultPlan.MS;
 import static io.github.prefixrouter.faults.FaultPlan.S;
 
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
@@ -16,13 +17,20 @@ import io.github.prefixrouter.faults.FaultPlan.Kind;
 import io.github.prefixrouter.faults.FaultPlan.Submission;
 import io.github.prefixrouter.internal.gossip.GossipProbe;
 import io.github.prefixrouter.internal.route.ChainHasher;
+import io.github.prefixrouter.internal.route.ForwardFrames;
 import io.github.prefixrouter.internal.route.LocalPrefixIndex;
 import io.github.prefixrouter.internal.route.NodeProbe;
 import io.github.prefixrouter.internal.route.PeerSet;
 import io.github.prefixrouter.internal.route.PeerView;
 import io.github.prefixrouter.internal.route.RouterNode;
+import io.github.prefixrouter.internal.tree.BlockHasher;
+import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
+import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
+import io.github.prefixrouter.testing.ForwardingTransport;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.InMemoryNetwork.Link;
 import io.github.prefixrouter.testing.SimulatedEngine;
@@ -30,6 +38,7 @@ import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -71,7 +80,17 @@ final class FaultCluster {
   /** Figures of a run, for the campaign's report. */
   record Summary(int accepted, int succeeded, int failed, long forwarded, long fallbacks,
       long forwardFrames, long duplicateExecutions, long crashes, long simulatedMillis,
-      boolean gossipActive, long convergenceMillis) {}
+      boolean gossipActive, long convergenceMillis, int scoped, long scopedRejections,
+      long unscopedAtOld) {}
+
+  /** The chain root of each scope the plans draw, for the stale view's hasher. */
+  private static final Map<Long, CacheScope> SCOPE_OF_ROOT = new HashMap<>();
+
+  static {
+    for (CacheScope sc : FaultPlan.SCOPES) {
+      SCOPE_OF_ROOT.put(BlockHasher.scopeRoot(sc), sc);
+    }
+  }
 
   private final FaultPlan plan;
   private final Wiring wiring;
@@ -90,6 +109,10 @@ final class FaultCluster {
   private final Link[][] links;
   private boolean healed;
   private long crashes;
+  /** Scoped FORWARDs rejected by a node from before scopes. */
+  private long scopedRejections;
+  /** Unscoped FORWARDs a node from before scopes was sent (and decoded). */
+  private long unscopedAtOld;
   private final SplittableRandom viewRandom;
 
   private final class Instance {
@@ -101,6 +124,8 @@ final class FaultCluster {
     final FaultyEngine engine;
     final WatchedTransport transport;
     final PrefixRouterNode node;
+    /** The node's own prefix index (its tree, or in the stale view wiring its engine's cache). */
+    final LocalPrefixIndex local;
     boolean up = true;
     boolean retired;
     int acceptedHere;
@@ -121,7 +146,11 @@ final class FaultCluster {
           plan.failureProbability[index], plan.stallProbability[index], plan.maxStallNanos, inv,
           config.highWatermark());
       engine.sabotage = sabotage;
-      transport = new WatchedTransport(id, key, net.transport(id), inv, clock);
+      Transport wire = net.transport(id);
+      if (plan.beforeScopes == index && generation == 1) {
+        wire = beforeScopes(wire);
+      }
+      transport = new WatchedTransport(id, key, wire, inv, clock);
       List<PeerAddress> seeds = new ArrayList<>();
       for (int j = 0; j < Math.min(2, n); j++) {
         if (j != index) {
@@ -132,13 +161,24 @@ final class FaultCluster {
       if (wiring == Wiring.LIBRARY) {
         node = PrefixRouterNode.builder().nodeId(id).config(config).transport(transport)
             .engine(engine).clock(clock).scheduler(clock).random(random).seeds(seeds).build();
+        local = NodeProbe.localIndexOf(node);
       } else {
         StaleView view = new StaleView(this);
-        LocalPrefixIndex local = new LocalPrefixIndex() {
+        boolean scopeBlind = sabotage == FaultyEngine.Sabotage.SCOPE_BLIND_INDEX;
+        local = new LocalPrefixIndex() {
           @Override
           public int match(int[] tokens) {
             return simEngine.cachedPrefixTokens(tokens);
           }
+
+          @Override
+          public int match(long scopeRoot, int[] tokens) {
+            return simEngine.cachedPrefixTokens(
+                scopeBlind ? CacheScope.DEFAULT : SCOPE_OF_ROOT.get(scopeRoot), tokens);
+          }
+
+          @Override
+          public void onExecuted(long scopeRoot, int[] tokens) {}
 
           @Override
           public void onExecuted(int[] tokens) {}
@@ -148,18 +188,61 @@ final class FaultCluster {
             return (long) simEngine.cachedBlocks() * FaultPlan.BLOCK;
           }
         };
-        ChainHasher hasher = (tokens, length, out) -> {
-          int blocks = length / FaultPlan.BLOCK;
-          for (int b = 0; b < blocks; b++) {
-            out[b] = simEngine.blockIdOf(tokens, b);
+        ChainHasher hasher = new ChainHasher() {
+          @Override
+          public int chain(int[] tokens, int length, long[] out) {
+            return extend(BlockHasher.ROOT_PARENT, tokens, 0, length, out);
           }
-          return blocks;
+
+          @Override
+          public int extend(long scopeRoot, int[] tokens, int done, int length, long[] out) {
+            CacheScope sc = SCOPE_OF_ROOT.get(scopeRoot);
+            int blocks = length / FaultPlan.BLOCK;
+            for (int b = 0; b < blocks; b++) {
+              out[b] = simEngine.blockIdOf(sc, tokens, b);
+            }
+            return blocks;
+          }
         };
         node = new RouterNode(id, config, transport, engine, clock, clock, random, seeds,
             new RouterNode.Components(local, hasher, view));
         clock.schedule(0, view::refresh);
       }
     }
+  }
+
+  /**
+   * The transport of a node from before cache scopes: a FORWARD of any version but 1 is
+   * rejected as its decoder did (UNKNOWN_VERSION, passed back as a protocol failure), and
+   * counted; everything else reaches the node.
+   */
+  private Transport beforeScopes(Transport t) {
+    return new ForwardingTransport(t) {
+      @Override
+      public void start(InboundHandler h) {
+        t.start(new InboundHandler() {
+          @Override
+          public void onMessage(PeerAddress from, byte[] payload) {
+            h.onMessage(from, payload);
+          }
+
+          @Override
+          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+            if (payload.length > 1 && payload[0] == ForwardFrames.FORWARD && payload[1] != 1) {
+              scopedRejections++;
+              return CompletableFuture.failedFuture(new TransportException(
+                  TransportException.Kind.PROTOCOL, MalformedMessageException.of(
+                      MalformedMessageException.Reason.UNKNOWN_VERSION, "version", payload[1], 1,
+                      "forwarding messages speak version 1").getMessage()));
+            }
+            if (payload.length > 1 && payload[0] == ForwardFrames.FORWARD) {
+              unscopedAtOld++;
+            }
+            return h.onRequest(from, payload);
+          }
+        });
+      }
+    };
   }
 
   private record Accepted(InferenceRequest request, Instance origin,
@@ -227,6 +310,10 @@ final class FaultCluster {
     for (long t = 250 * MS; t < plan.faultPhaseNanos; t += 250 * MS) {
       clock.schedule(t, this::checkGauges);
     }
+    // what nodes credit to each scope, while faults are on (cheaper, so less often)
+    for (long t = 2 * S; t < plan.faultPhaseNanos; t += 2 * S) {
+      clock.schedule(t, this::checkCredits);
+    }
     clock.advanceTo(plan.faultPhaseNanos);
 
     // heal everything
@@ -266,6 +353,7 @@ final class FaultCluster {
     }
     checkCounters();
     checkGauges();
+    checkCredits();
     long convergence = checkConvergence();
     int ok = 0;
     int failed = 0;
@@ -298,7 +386,9 @@ final class FaultCluster {
     boolean gossip = all.stream().anyMatch(in -> in.node.stats().gossipBytesOut() > 0);
     return new Outcome(plan, wiring, v, new Summary(accepted.size(), ok, failed, forwarded,
         fallbacks, inv.forwardFrames, Math.max(0, executions - ok), crashes,
-        clock.nanoTime() / MS, gossip, convergence));
+        clock.nanoTime() / MS, gossip, convergence,
+        (int) accepted.values().stream().filter(a -> !a.request.scope().isDefault()).count(),
+        scopedRejections, unscopedAtOld));
   }
 
   // ---------------------------------------------------------------- workload
@@ -314,8 +404,10 @@ final class FaultCluster {
     String id = "r" + k;
     GenerationParams params = new GenerationParams(s.maxTokens(), s.temperature(), 1.0,
         s.sampleSeed());
-    InferenceRequest req = new InferenceRequest(id, plan.prompt(s), params);
+    InferenceRequest req = new InferenceRequest(id, plan.prompt(s), params,
+        FaultPlan.SCOPES[s.scope()]);
     inv.originOf.put(id, at.id);
+    inv.scopeOf.put(id, req.scope());
     CompletableFuture<InferenceResponse> f;
     try {
       f = at.node.submit(req);
@@ -423,6 +515,52 @@ final class FaultCluster {
       }
       if (st.inFlight() < 0) {
         inv.violation("node " + in.key + " has negative inFlight " + st.inFlight());
+      }
+    }
+  }
+
+  private void checkCredits() {
+    for (Instance in : all) {
+      if (!in.retired) {
+        checkCredits(in);
+      }
+    }
+  }
+
+  /**
+   * A node credits a prefix to a scope only if its engine ran a prompt of that scope beginning
+   * with it: for every request submitted so far, the node's own index may match its prompt in
+   * its scope only as far as the engine was given that prefix in that scope. A scoped chain
+   * under the default root, or under another scope's, breaks this (the prompts of all scopes
+   * share their topics' prefixes, and each has a private suffix). The library's tree must also
+   * pass its own invariant check.
+   */
+  private void checkCredits(Instance in) {
+    if (in.local == null) {
+      return;
+    }
+    for (Accepted a : accepted.values()) {
+      CacheScope sc = a.request.scope();
+      int[] t = a.request.tokensUnsafe();
+      int m;
+      try {
+        m = in.local.match(BlockHasher.scopeRoot(sc), t);
+      } catch (RuntimeException e) {
+        inv.violation("node " + in.key + ": local match threw " + e);
+        return;
+      }
+      if (!in.engine.ranPrefix(sc, t, m / FaultPlan.BLOCK)) {
+        inv.violation("node " + in.key + " credits " + m + " tokens of request "
+            + a.request.id() + "'s prompt to scope " + sc + ", a prefix its engine never ran"
+            + " in that scope");
+      }
+    }
+    ConcurrentPrefixTree tree = wiring == Wiring.LIBRARY ? NodeProbe.treeOf(in.node) : null;
+    if (tree != null) {
+      try {
+        tree.checkInvariants();
+      } catch (RuntimeException | AssertionError e) {
+        inv.violation("node " + in.key + " tree invariant: " + e.getMessage());
       }
     }
   }
@@ -584,6 +722,7 @@ final class FaultCluster {
 
   private void restart(int x) {
     Instance old = current[x];
+    checkCredits(old);
     old.retired = true;
     old.transport.inner().close();
     old.node.stop();
@@ -646,7 +785,7 @@ final class FaultCluster {
   /**
    * A peer view fed by simulated gossip: every interval (jittered) the node hears from each
    * peer whose messages can reach it now (not crashed, not cut, not lost on the link), and then
-   * learns that peer's real cache and load as of that moment. Peers it has not heard from for
+   * learns that peer's real cache, load and incarnation as of that moment. Peers it has not heard from for
    * {@code peerDeadAfter} disappear.
    */
   private final class StaleView implements PeerView {
@@ -654,7 +793,7 @@ final class FaultCluster {
     private final TreeMap<String, Known> known = new TreeMap<>();
 
     private record Known(long heardAt, long[] blockIds, int queue, int inFlight,
-        boolean overloaded) {}
+        boolean overloaded, long generation) {}
 
     StaleView(Instance self) {
       this.self = self;
@@ -674,7 +813,7 @@ final class FaultCluster {
           }
           EngineLoad l = peer.engine.load();
           known.put(peer.id, new Known(now, peer.simEngine.cachedBlockIds(), l.queueDepth(),
-              l.inFlight(), l.queueDepth() >= config.highWatermark()));
+              l.inFlight(), l.queueDepth() >= config.highWatermark(), peer.generation));
         }
       }
       long interval = config.gossipInterval().toNanos();
@@ -693,6 +832,7 @@ final class FaultCluster {
       boolean[] over = new boolean[size];
       long[] rtt = new long[size];
       long[] lastSync = new long[size];
+      long[] generation = new long[size];
       int i = 0;
       for (Map.Entry<String, Known> e : known.entrySet()) {
         Known k = e.getValue();
@@ -703,9 +843,10 @@ final class FaultCluster {
         over[i] = k.overloaded();
         rtt[i] = 2 * plan.baseLink.delay().toNanos();
         lastSync[i] = k.heardAt();
+        generation[i] = k.generation();
         i++;
       }
-      return new PeerSet(a, slots, q, f, over, new boolean[size], rtt, lastSync);
+      return new PeerSet(a, slots, q, f, over, new boolean[size], rtt, lastSync, generation);
     }
 
     @Override

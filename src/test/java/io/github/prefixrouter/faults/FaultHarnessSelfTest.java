@@ -41,6 +41,47 @@ class FaultHarnessSelfTest {
         () -> String.join("\n", o.violations()));
   }
 
+  /** The first seed from {@code from} whose plan draws scoped requests at this share or more. */
+  private static long scopedSeed(long from, double share) {
+    long seed = from;
+    while (new FaultPlan(seed).scopedShare < share) {
+      seed++;
+    }
+    return seed;
+  }
+
+  @Test
+  void aScopeLostOnTheWayToAPeerIsCaught() {
+    // the first seeds with many scoped requests until one forwards a scoped request
+    for (Wiring w : Wiring.values()) {
+      boolean caught = false;
+      long seed = FORWARDING_SEED;
+      for (int tries = 0; tries < 20 && !caught; tries++) {
+        seed = scopedSeed(seed + 1, 0.5);
+        caught = FaultCluster.run(seed, w, Sabotage.FORWARD_DROPS_SCOPE).violations().stream()
+            .anyMatch(v -> v.contains("its client submitted it in"));
+      }
+      assertTrue(caught, w + ": no seed caught a forwarded request run without its scope");
+    }
+  }
+
+  @Test
+  void aScopedChainCreditedToTheDefaultScopeIsCaught() {
+    long seed = scopedSeed(1, 0.5);
+    Outcome clean = FaultCluster.run(seed, Wiring.LIBRARY);
+    assertTrue(clean.ok(), () -> String.join("\n", clean.violations()));
+    assertTrue(clean.summary().scoped() > 0);
+    // the engine reports every stored chain as the default scope's: the library's tree holds
+    // scoped chains under the default root
+    Outcome events = FaultCluster.run(seed, Wiring.LIBRARY, Sabotage.SCOPE_BLIND_EVENTS);
+    assertTrue(events.violations().stream().anyMatch(v -> v.contains("never ran in that scope")),
+        () -> String.join("\n", events.violations()));
+    // a local index that looks up every scope in the default scope's cache
+    Outcome index = FaultCluster.run(seed, Wiring.STALE_VIEW, Sabotage.SCOPE_BLIND_INDEX);
+    assertTrue(index.violations().stream().anyMatch(v -> v.contains("never ran in that scope")),
+        () -> String.join("\n", index.violations()));
+  }
+
   @Test
   void anExceptionThrownByAScheduledTaskIsRecorded() {
     GuardedScheduler g = new GuardedScheduler(new SimulatedScheduler());

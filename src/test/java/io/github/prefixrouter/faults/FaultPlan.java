@@ -1,5 +1,6 @@
 package io.github.prefixrouter.faults;
 
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.testing.InMemoryNetwork.Link;
@@ -26,9 +27,26 @@ final class FaultPlan {
   record Fault(Kind kind, long atNanos, long forNanos, List<Integer> sideA, List<Integer> sideB,
       long spikeDelayNanos, double lossBurst) {}
 
-  /** One client request: submitted at {@code atNanos} to a random live node. */
+  /**
+   * One client request: submitted at {@code atNanos} to a random live node, in the cache scope
+   * {@code scopes[scope]} (0: the default scope).
+   */
   record Submission(long atNanos, int topic, int suffixLength, long suffixSeed, int maxTokens,
-      double temperature, long sampleSeed, int nodePick) {}
+      double temperature, long sampleSeed, int nodePick, int scope) {}
+
+  /**
+   * The scopes requests may carry: the default first, then LoRA adapters, cache salts and
+   * both. Prompts do not depend on the scope, so requests of different scopes share their
+   * topics' prefixes, and a prefix credited to the wrong scope shows.
+   */
+  static final CacheScope[] SCOPES = {
+      CacheScope.DEFAULT,
+      CacheScope.adapter("lora-a"),
+      CacheScope.adapter("lora-b"),
+      CacheScope.salt("tenant-1"),
+      CacheScope.of("lora-a", "tenant-2"),
+      CacheScope.salt("tenant-3"),
+  };
 
   final long seed;
   final int nodes;
@@ -46,6 +64,15 @@ final class FaultPlan {
   final long maxStallNanos;
   final List<Fault> faults = new ArrayList<>();
   final List<Submission> submissions = new ArrayList<>();
+  /** Share of requests drawn with a scope other than the default. */
+  final double scopedShare;
+  /** How many of {@link #SCOPES} after the default this run's scoped requests use. */
+  final int scopesUsed;
+  /**
+   * A node whose first incarnation runs a version from before scopes (it rejects scoped
+   * FORWARDs as an unknown version; a restart upgrades it), or -1: a rolling upgrade.
+   */
+  final int beforeScopes;
 
   FaultPlan(long seed) {
     this.seed = seed;
@@ -123,11 +150,19 @@ final class FaultPlan {
       faults.add(new Fault(kind, at, len, a, b, (50 + r.nextInt(2000)) * MS,
           0.5 + r.nextDouble() * 0.5));
     }
+    // scopes come from a stream of their own, so every other draw of a seed is what it was
+    // before requests had scopes
+    SplittableRandom sr = new SplittableRandom(seed ^ 0x3C6EF372FE94F82BL);
+    double[] shares = {0, 0.25, 0.5, 0.75};
+    scopedShare = shares[sr.nextInt(shares.length)];
+    scopesUsed = 1 + sr.nextInt(SCOPES.length - 1);
+    beforeScopes = scopedShare > 0 && sr.nextInt(4) == 0 ? sr.nextInt(nodes) : -1;
     int requests = 20 + r.nextInt(120);
     for (int q = 0; q < requests; q++) {
+      int scope = sr.nextDouble() < scopedShare ? 1 + sr.nextInt(scopesUsed) : 0;
       submissions.add(new Submission(r.nextLong(faultPhaseNanos), zipf(r, topics),
           r.nextInt(48), r.nextLong(), 1 + r.nextInt(4), r.nextInt(3) == 0 ? 0.7 : 0.0,
-          r.nextLong(), r.nextInt(1 << 20)));
+          r.nextLong(), r.nextInt(1 << 20), scope));
     }
     submissions.sort((x, y) -> Long.compare(x.atNanos(), y.atNanos()));
   }
@@ -155,6 +190,8 @@ final class FaultPlan {
   @Override
   public String toString() {
     return "seed=" + seed + " nodes=" + nodes + " requests=" + submissions.size() + " faults="
-        + faults.size() + " link=" + baseLink + " config=" + config;
+        + faults.size() + " scoped=" + scopedShare + "x" + scopesUsed
+        + (beforeScopes >= 0 ? " beforeScopes=n" + beforeScopes : "") + " link=" + baseLink
+        + " config=" + config;
   }
 }

@@ -49,6 +49,9 @@ class FaultSimulationTest {
     long duplicates = 0;
     long crashes = 0;
     long converged = 0;
+    long scoped = 0;
+    long rejections = 0;
+    long unscopedAtOld = 0;
     long started = System.nanoTime();
     for (long seed = first; seed < first + count; seed++) {
       if (count >= 1000 && (seed - first) % 500 == 0 && seed > first) {
@@ -67,6 +70,9 @@ class FaultSimulationTest {
           duplicates += o.summary().duplicateExecutions();
           crashes += o.summary().crashes();
           converged += o.summary().convergenceMillis() >= 0 ? 1 : 0;
+          scoped += o.summary().scoped();
+          rejections += o.summary().scopedRejections();
+          unscopedAtOld += o.summary().unscopedAtOld();
         }
         if (!o.ok()) {
           String replay = "mvn -B -ntp test -Dtest=FaultSimulationTest -Dfaults.seed=" + seed
@@ -82,10 +88,12 @@ class FaultSimulationTest {
       }
     }
     long ms = (System.nanoTime() - started) / 1_000_000;
-    System.out.printf("fault campaign: seeds %d..%d, %d requests, %d forwarded, %d fallbacks, "
-            + "%d duplicate executions, %d crashes, %d converged runs, %d failing runs, %d ms%n",
-        first, first + count - 1, accepted, forwarded, fallbacks, duplicates, crashes, converged,
-        failures.size(), ms);
+    System.out.printf("fault campaign: seeds %d..%d, %d requests (%d scoped), %d forwarded, "
+            + "%d fallbacks, %d duplicate executions, %d crashes, nodes from before scopes sent "
+            + "%d scoped forwards (rejected) and %d unscoped ones, %d converged runs, "
+            + "%d failing runs, %d ms%n",
+        first, first + count - 1, accepted, scoped, forwarded, fallbacks, duplicates, crashes,
+        rejections, unscopedAtOld, converged, failures.size(), ms);
     if (!failures.isEmpty()) {
       fail(failures.size() + " failing run(s); first:\n" + failures.get(0));
     }
@@ -96,12 +104,16 @@ class FaultSimulationTest {
       long fw = forwarded;
       long acc = accepted;
       long conv = converged;
+      long sc = scoped;
+      long rj = rejections;
       assertAll("the campaign must exercise what it checks",
           () -> assertTrue(acc > 0, "no request accepted"),
           () -> assertTrue(fw > 0, "no request forwarded"),
           () -> assertTrue(fb > 0, "no forward fell back"),
           () -> assertTrue(c > 0, "no node crashed"),
-          () -> assertTrue(conv > 0, "no run converged"));
+          () -> assertTrue(conv > 0, "no run converged"),
+          () -> assertTrue(sc > 0, "no scoped request"),
+          () -> assertTrue(rj > 0, "no node from before scopes rejected a scoped forward"));
     }
   }
 

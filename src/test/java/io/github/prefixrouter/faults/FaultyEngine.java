@@ -1,6 +1,8 @@
 package io.github.prefixrouter.faults;
 
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineLoad;
@@ -9,8 +11,10 @@ import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Predicate;
@@ -29,6 +33,9 @@ import java.util.function.Predicate;
  * </ul>
  * Every successful answer is recorded per request id, so the harness can check that an answer
  * a client got was really produced by the engine of the node that claims to have served it.
+ * Every request it is given must carry the cache scope its client submitted it with, and every
+ * prefix it was given is recorded with its scope ({@link #ranPrefix}), so the harness can check
+ * that the node credits a prefix only to the scope it ran in.
  */
 final class FaultyEngine implements InferenceEngine {
 
@@ -47,8 +54,22 @@ final class FaultyEngine implements InferenceEngine {
   private final Map<String, List<Runnable>> stalled = new HashMap<>();
   private int stalledCount;
   private final Map<String, List<int[]>> produced = new HashMap<>();
-  /** Test of the harness itself: corrupt answers to forwarded requests, or lose local ones. */
-  enum Sabotage { NONE, WRONG_FORWARDED_ANSWER, LOSE_LOCAL_ANSWER }
+  /** Chain hashes (scope root first) of every full-block prefix of every prompt given here. */
+  private final Set<Long> ranPrefixes = new HashSet<>();
+  /** Hashes prompts into chains that start from their scope's root, as the router does. */
+  static final BlockHasher HASHER = new BlockHasher(FaultPlan.BLOCK, 0);
+
+  /**
+   * Test of the harness itself: corrupt answers to forwarded requests, lose local ones, run
+   * forwarded requests in the default scope (a scope lost on the way), report every stored
+   * chain as the default scope's (the library's tree then holds scoped chains under the default
+   * root), or, in the stale view wiring, a local index that matches every scope's prompts in
+   * the default scope's cache.
+   */
+  enum Sabotage {
+    NONE, WRONG_FORWARDED_ANSWER, LOSE_LOCAL_ANSWER, FORWARD_DROPS_SCOPE, SCOPE_BLIND_EVENTS,
+    SCOPE_BLIND_INDEX
+  }
 
   Sabotage sabotage = Sabotage.NONE;
   long executions;
@@ -85,10 +106,33 @@ final class FaultyEngine implements InferenceEngine {
     return produced.getOrDefault(requestId, List.of());
   }
 
+  /**
+   * Whether a request of {@code scope} with the prompt {@code tokens} was given to this engine
+   * whose first {@code blocks} blocks are those of {@code tokens}.
+   */
+  boolean ranPrefix(CacheScope scope, int[] tokens, int blocks) {
+    if (blocks <= 0) {
+      return true;
+    }
+    long[] chain = HASHER.chain(BlockHasher.scopeRoot(scope),
+        java.util.Arrays.copyOf(tokens, blocks * FaultPlan.BLOCK));
+    return ranPrefixes.contains(chain[blocks - 1]);
+  }
+
   @Override
-  public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+  public CompletableFuture<EngineResult> execute(InferenceRequest given) {
     executions++;
-    boolean foreign = !isLocalRequest.test(request.id());
+    boolean foreign = !isLocalRequest.test(given.id());
+    InferenceRequest request = sabotage == Sabotage.FORWARD_DROPS_SCOPE && foreign
+        ? new InferenceRequest(given.id(), given.tokensUnsafe(), given.params()) : given;
+    CacheScope submitted = invariants.scopeOf.get(request.id());
+    if (submitted != null && !submitted.equals(request.scope())) {
+      invariants.violation("node " + nodeId + " ran request " + request.id() + " in scope "
+          + request.scope() + "; its client submitted it in scope " + submitted);
+    }
+    for (long h : HASHER.chain(BlockHasher.scopeRoot(request.scope()), request.tokensUnsafe())) {
+      ranPrefixes.add(h);
+    }
     if (foreign && invariants.checkWatermarks()) {
       EngineLoad l = load();
       if (l.queueDepth() >= highWatermark) {
@@ -185,6 +229,31 @@ final class FaultyEngine implements InferenceEngine {
 
   @Override
   public void setCacheEventListener(CacheEventListener listener) {
-    inner.setCacheEventListener(listener);
+    if (sabotage != Sabotage.SCOPE_BLIND_EVENTS) {
+      inner.setCacheEventListener(listener);
+      return;
+    }
+    inner.setCacheEventListener(new CacheEventListener() {
+      @Override
+      public void onBlocksStored(long parentBlockHash, long[] blockHashes, int[] tokenIds) {
+        listener.onBlocksStored(parentBlockHash, blockHashes, tokenIds);
+      }
+
+      @Override
+      public void onBlocksStored(CacheScope scope, long parentBlockHash, long[] blockHashes,
+          int[] tokenIds) {
+        listener.onBlocksStored(CacheScope.DEFAULT, parentBlockHash, blockHashes, tokenIds);
+      }
+
+      @Override
+      public void onBlocksRemoved(long[] blockHashes) {
+        listener.onBlocksRemoved(blockHashes);
+      }
+
+      @Override
+      public void onAllCleared() {
+        listener.onAllCleared();
+      }
+    });
   }
 }

@@ -20,6 +20,8 @@ final class Invariants {
   private final boolean checkWatermarks;
   private final List<String> violations = new ArrayList<>();
   private int suppressed;
+  /** Request id -> the cache scope its client submitted it in. */
+  final Map<String, io.github.prefixrouter.CacheScope> scopeOf = new HashMap<>();
   /** Request id -> node id it was submitted to. */
   final Map<String, String> originOf = new HashMap<>();
   /** Sender instance key -> FORWARD frames it sent. */

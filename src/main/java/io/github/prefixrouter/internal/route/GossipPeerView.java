@@ -105,6 +105,7 @@ final class GossipPeerView implements PeerView {
     boolean[] suspect = new boolean[n];
     long[] rtt = new long[n];
     long[] sync = new long[n];
+    long[] gen = new long[n];
     for (int i = 0; i < n; i++) {
       var p = list.get(i);
       a[i] = p.address();
@@ -115,8 +116,9 @@ final class GossipPeerView implements PeerView {
       suspect[i] = p.suspect();
       rtt[i] = p.rttNanos();
       sync[i] = p.lastSyncNanos();
+      gen[i] = p.generation();
     }
-    return new PeerSet(a, slots, q, f, over, suspect, rtt, sync);
+    return new PeerSet(a, slots, q, f, over, suspect, rtt, sync, gen);
   }
 
   @Override

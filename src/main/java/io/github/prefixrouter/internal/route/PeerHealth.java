@@ -15,6 +15,13 @@ final class PeerHealth {
   static final class PeerState {
     volatile long busyUntil = Long.MIN_VALUE;
     volatile long failedUntil = Long.MIN_VALUE;
+    /**
+     * Until when the peer is known not to speak scoped FORWARDs (a node from before cache
+     * scopes rejected one as an unknown version): scoped requests skip it, unscoped ones do not.
+     */
+    volatile long noScopesUntil = Long.MIN_VALUE;
+    /** The peer's incarnation ({@link PeerSet#generation}) that rejected the scoped FORWARD. */
+    volatile long noScopesGeneration;
     /** Requests this node has forwarded there and not yet seen answered. */
     volatile int outstanding;
     /** EWMA of min(actual, estimated) / estimated cached tokens; 1 = always right. */
@@ -34,6 +41,24 @@ final class PeerHealth {
      */
     volatile double backoff = 1;
     private int slownessSamples;
+
+    /**
+     * The peer, in incarnation {@code generation}, rejected a scoped FORWARD as an unknown
+     * version at {@code now}: scoped requests skip it for {@link #NO_SCOPES_MEMORY} or until it
+     * restarts, whichever comes first.
+     */
+    synchronized void rejectedScopes(long generation, long now) {
+      noScopesGeneration = generation;
+      noScopesUntil = now + NO_SCOPES_MEMORY;
+    }
+
+    /**
+     * Whether the peer, now in incarnation {@code generation}, is remembered not to speak
+     * scoped FORWARDs.
+     */
+    boolean withoutScopes(long generation, long now) {
+      return noScopesUntil > now && noScopesGeneration == generation;
+    }
 
     /** Counts a request forwarded there. */
     void forwarded() {
@@ -84,6 +109,15 @@ final class PeerHealth {
       forwardRttNanos = prev < 0 ? nanos : (long) (0.875 * prev + 0.125 * nanos);
     }
   }
+
+  /**
+   * How long a peer that rejected a scoped FORWARD as an unknown version is skipped by scoped
+   * requests, unless it restarts first (its gossip generation changes). A node from before
+   * scopes stays one until it is upgraded, which restarts it, so the bound matters only where the
+   * peer view knows no generations; after it the next scoped request tries the peer again, at
+   * the price of one round trip and a fallback if the peer is still from before scopes.
+   */
+  static final long NO_SCOPES_MEMORY = 5L * 60 * 1_000_000_000L;
 
   /** Bound of {@link PeerState#slowness}. */
   static final double MAX_SLOWNESS = 1_000;

@@ -32,6 +32,12 @@ public final class PeerSet {
   final boolean[] suspect;
   final long[] rttNanos;
   final long[] lastSyncNanos;
+  /**
+   * Each peer's incarnation (its gossip generation, new at every start), or 0 where the view
+   * does not know it. A memory about a peer that holds only for one incarnation (that it does
+   * not speak scoped FORWARDs) is dropped when this changes.
+   */
+  final long[] generation;
   final PeerHealth.PeerState[] states;
   /** {@link #idsWithLocal}'s last answer (benign race: equal arrays). */
   private String[] withLocal;
@@ -62,10 +68,38 @@ public final class PeerSet {
       boolean[] suspect,
       long[] rttNanos,
       long[] lastSyncNanos) {
+    this(addresses, slots, queueDepth, inFlight, overloaded, suspect, rttNanos, lastSyncNanos,
+        new long[addresses.length]);
+  }
+
+  /**
+   * A snapshot that also knows each peer's incarnation.
+   *
+   * @param addresses the peers
+   * @param slots each peer's replica slot (opaque to the router)
+   * @param queueDepth advertised queue depth
+   * @param inFlight advertised requests in flight
+   * @param overloaded advertised overload flag
+   * @param suspect the peer's heartbeat stopped advancing (not routed to)
+   * @param rttNanos smoothed round trip, or -1 if not measured yet
+   * @param lastSyncNanos clock time at which the peer's replica was last known up to date
+   * @param generation each peer's gossip generation (new at every start of the peer), or 0
+   *     where unknown
+   */
+  public PeerSet(
+      PeerAddress[] addresses,
+      int[] slots,
+      int[] queueDepth,
+      int[] inFlight,
+      boolean[] overloaded,
+      boolean[] suspect,
+      long[] rttNanos,
+      long[] lastSyncNanos,
+      long[] generation) {
     int n = addresses.length;
     if (slots.length != n || queueDepth.length != n || inFlight.length != n
         || overloaded.length != n || suspect.length != n || rttNanos.length != n
-        || lastSyncNanos.length != n) {
+        || lastSyncNanos.length != n || generation.length != n) {
       throw new IllegalArgumentException("peer arrays must have equal lengths");
     }
     this.size = n;
@@ -77,6 +111,7 @@ public final class PeerSet {
     this.suspect = suspect;
     this.rttNanos = rttNanos;
     this.lastSyncNanos = lastSyncNanos;
+    this.generation = generation;
     this.ids = new String[n];
     this.idHashes = new long[n];
     for (int i = 0; i < n; i++) {

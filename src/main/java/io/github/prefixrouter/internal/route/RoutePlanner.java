@@ -73,7 +73,8 @@ import java.util.function.Supplier;
  *       rendezvous hashing of the first block hash over the local node and eligible peers, kept
  *       only if not slower than local by more than the configured slack.
  *   <li>Eligibility (push-back): peers already tried for this request, advertising overload, or
- *       in a busy / failure cool-down are skipped.
+ *       in a busy / failure cool-down are skipped; so are, for a request of a cache scope other
+ *       than the default, peers known not to speak scoped FORWARDs.
  * </ul>
  */
 final class RoutePlanner {
@@ -316,6 +317,9 @@ final class RoutePlanner {
         skip = SkipReason.BUSY_COOLDOWN;
       } else if (st.failedUntil > now) {
         skip = SkipReason.FAILED_COOLDOWN;
+      } else if (scopeRoot != BlockHasher.ROOT_PARENT
+          && st.withoutScopes(ps.generation[i], now)) {
+        skip = SkipReason.NO_SCOPES;
       } else {
         skip = SkipReason.NONE;
       }

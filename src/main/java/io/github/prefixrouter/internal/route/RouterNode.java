@@ -581,7 +581,8 @@ public final class RouterNode implements PrefixRouterNode {
     byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1);
     Attempt a;
     synchronized (ex) {
-      a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens(), base);
+      a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens(), base,
+          ps.generation[i]);
       ex.forwarding = a;
       ex.attempts++;
       ex.forwards++;
@@ -705,7 +706,18 @@ public final class RouterNode implements PrefixRouterNode {
         }
         case PROTOCOL -> {
           cause = FallbackCause.PROTOCOL_ERROR;
-          coolDownAfterGarbage(a.peer, now);
+          if (!ex.request.scope().isDefault() && rejectsScopedForward(detail)) {
+            // a node from before cache scopes: it serves unscoped requests, so it is skipped by
+            // scoped ones only, not cooled down for everyone
+            if (!a.peer.withoutScopes(a.generation, now)) {
+              LOG.warn("node {}: {} does not speak scoped FORWARDs (a version from before cache"
+                  + " scopes); requests with a LoRA adapter or cache salt skip it until it"
+                  + " restarts", nodeId, a.to);
+            }
+            a.peer.rejectedScopes(a.generation, now);
+          } else {
+            coolDownAfterGarbage(a.peer, now);
+          }
         }
         case CLOSED -> cause = FallbackCause.TRANSPORT_CLOSED;
         default -> {
@@ -787,6 +799,20 @@ public final class RouterNode implements PrefixRouterNode {
       routeOrRunLocal(ex);
     }
   }
+
+  /**
+   * Whether a forward's protocol failure says the peer rejected the FORWARD's version: the
+   * decoder's {@code UNKNOWN_VERSION} error on the version byte, which a node from before cache
+   * scopes raises for a scoped (version 2) FORWARD and passes back as the failure's message
+   * (over HTTP, in the error header the sender quotes).
+   */
+  static boolean rejectsScopedForward(String failure) {
+    return failure != null && failure.contains(UNKNOWN_FORWARD_VERSION);
+  }
+
+  /** What the forwarding decoder's message says of a version it does not speak. */
+  private static final String UNKNOWN_FORWARD_VERSION =
+      MalformedMessageException.Reason.UNKNOWN_VERSION + " in field 'version'";
 
   /**
    * A peer that answered a forward with a malformed, mismatched or unexpected frame is skipped
@@ -1256,18 +1282,21 @@ public final class RouterNode implements PrefixRouterNode {
     final int estimatedMatched;
     /** The peer's queue wait and prefill as estimated when sent, in nanoseconds. */
     final double base;
+    /** The peer's incarnation when sent ({@link PeerSet#generation}), or 0 if unknown. */
+    final long generation;
     /** The next check of the peer's liveness while the answer is awaited, or null. */
     volatile Scheduler.Cancellable watch;
     final AtomicBoolean released = new AtomicBoolean();
 
     Attempt(int seq, PeerAddress to, PeerHealth.PeerState peer, long sentAt, int est,
-        double base) {
+        double base, long generation) {
       this.seq = seq;
       this.to = to;
       this.peer = peer;
       this.sentAt = sentAt;
       this.estimatedMatched = est;
       this.base = base;
+      this.generation = generation;
     }
   }
 

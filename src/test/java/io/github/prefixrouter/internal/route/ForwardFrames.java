@@ -12,6 +12,9 @@ public final class ForwardFrames {
 
   private ForwardFrames() {}
 
+  /** The type byte of a FORWARD frame. */
+  public static final int FORWARD = ForwardCodec.FORWARD;
+
   /** What a FORWARD frame says about hops. */
   public record ForwardHeader(String requestId, String origin, int hops) {}
 

@@ -2,17 +2,37 @@ package io.github.prefixrouter.internal.route;
 
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.internal.gossip.GossipProbe;
+import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 import java.lang.reflect.Field;
 
 /**
- * Reaches the gossip engine inside a node built by {@link PrefixRouterNode#builder()}, for the
- * fault campaign's exact convergence checks. {@link RouterNode} keeps its peer view private, so
- * this reads the field reflectively; a package-private {@code RouterNode.peerView()} accessor
- * would make it unnecessary.
+ * Reaches the gossip engine and the local prefix index inside a node built by
+ * {@link PrefixRouterNode#builder()}, for the fault campaign's exact convergence and credit
+ * checks. {@link RouterNode} keeps its peer view and index private, so this reads the fields
+ * reflectively; package-private accessors would make it unnecessary.
  */
 public final class NodeProbe {
 
   private NodeProbe() {}
+
+  /** The node's own prefix index (what it credits to its own cache), or null. */
+  public static LocalPrefixIndex localIndexOf(PrefixRouterNode node) {
+    if (!(node instanceof RouterNode rn)) {
+      return null;
+    }
+    try {
+      Field f = RouterNode.class.getDeclaredField("local");
+      f.setAccessible(true);
+      return (LocalPrefixIndex) f.get(rn);
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("RouterNode changed shape: " + e, e);
+    }
+  }
+
+  /** The library's prefix tree behind the node's own index, or null if it has none. */
+  public static ConcurrentPrefixTree treeOf(PrefixRouterNode node) {
+    return localIndexOf(node) instanceof TreeIndex t ? t.tree() : null;
+  }
 
   /** The node's gossip probe, or null if the node does not run the library's gossip. */
   public static GossipProbe gossipOf(PrefixRouterNode node) {

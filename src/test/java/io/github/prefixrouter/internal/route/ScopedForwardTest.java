@@ -2,16 +2,20 @@ package io.github.prefixrouter.internal.route;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
+import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.testing.ForwardingTransport;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
@@ -20,6 +24,8 @@ import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedScheduler;
+import io.github.prefixrouter.transport.http.HttpTransport;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -27,13 +33,16 @@ import java.util.List;
 import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
  * A scoped request forwarded between two real nodes: the FORWARD carries the scope to the peer's
  * engine; a peer from before scopes (which speaks only version 1 of FORWARD) rejects it with its
- * protocol error, and the sender falls back to its own engine, while unscoped requests still
- * reach that peer.
+ * protocol error, and the sender falls back to its own engine; from then on scoped requests
+ * skip that peer ({@code NO_SCOPES}) until it restarts or the bound passes, while unscoped
+ * requests still reach it, with no cool-down.
  */
 class ScopedForwardTest {
 
@@ -55,6 +64,8 @@ class ScopedForwardTest {
   /** A peer view of one peer, n1, holding the given chain hashes. */
   static final class OnePeer implements PeerView {
     final Set<Long> held = new HashSet<>();
+    /** n1's gossip generation, as the peer view reports it (0: unknown). */
+    volatile long generation;
 
     void holds(CacheScope scope, int[] tokens) {
       for (long h : HASHER.chain(BlockHasher.scopeRoot(scope), tokens)) {
@@ -66,7 +77,7 @@ class ScopedForwardTest {
     public PeerSet livePeers() {
       return new PeerSet(new PeerAddress[] {InMemoryNetwork.addressOf("n1")}, new int[1],
           new int[1], new int[1], new boolean[1], new boolean[1], new long[] {1_000_000},
-          new long[1]);
+          new long[1], new long[] {generation});
     }
 
     @Override
@@ -80,10 +91,26 @@ class ScopedForwardTest {
   }
 
   /**
-   * What a node from before scopes does with a FORWARD of another version: its decoder throws
-   * UNKNOWN_VERSION and it answers with a protocol failure (RouterNode.onForwardRequest).
+   * The failure a node from before scopes answers a FORWARD of another version with: its decoder
+   * threw this (the check of ForwardCodec before scopes, word for word) and
+   * RouterNode.onForwardRequest passed the message on as a protocol failure.
    */
-  static Transport speakingOnlyVersionOne(Transport t) {
+  static TransportException rejectionBeforeScopes(int version) {
+    return new TransportException(TransportException.Kind.PROTOCOL,
+        MalformedMessageException.of(MalformedMessageException.Reason.UNKNOWN_VERSION, "version",
+            version, 1, "forwarding messages speak version 1").getMessage());
+  }
+
+  /** While true, n1 rejects FORWARDs of version 2 as a node from before scopes does. */
+  volatile boolean peerBeforeScopes = true;
+
+  /**
+   * What a node from before scopes does with a FORWARD of another version: its decoder throws
+   * UNKNOWN_VERSION and it answers with a protocol failure (RouterNode.onForwardRequest). It
+   * decodes version 1 as ever. The rejection stops when {@link #peerBeforeScopes} is cleared (the
+   * node was upgraded).
+   */
+  Transport speakingOnlyVersionOne(Transport t) {
     return new ForwardingTransport(t) {
       @Override
       public void start(InboundHandler h) {
@@ -95,10 +122,9 @@ class ScopedForwardTest {
 
           @Override
           public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
-            if (payload.length > 1 && payload[0] == ForwardCodec.FORWARD && payload[1] != 1) {
-              return CompletableFuture.failedFuture(new TransportException(
-                  TransportException.Kind.PROTOCOL, "UNKNOWN_VERSION at byte 1: version "
-                      + payload[1] + " (forwarding messages speak version 1)"));
+            if (peerBeforeScopes && payload.length > 1 && payload[0] == ForwardCodec.FORWARD
+                && payload[1] != 1) {
+              return CompletableFuture.failedFuture(rejectionBeforeScopes(payload[1]));
             }
             return h.onRequest(from, payload);
           }
@@ -114,9 +140,29 @@ class ScopedForwardTest {
   final OnePeer view = new OnePeer();
   RouterNode n0;
 
+  /** FORWARD frames n0 sent. */
+  long forwardFrames;
+  /** While true, n1's answers arrive garbled (a protocol failure of another kind). */
+  volatile boolean garbleAnswers;
+
+  /** n0's transport, counting the FORWARDs it sends and garbling answers on demand. */
+  Transport counting(Transport t) {
+    return new ForwardingTransport(t) {
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout) {
+        if (payload.length > 0 && payload[0] == ForwardCodec.FORWARD) {
+          forwardFrames++;
+        }
+        CompletableFuture<byte[]> f = t.request(to, payload, timeout);
+        return garbleAnswers ? f.thenApply(b -> new byte[] {(byte) 0xEE, 1}) : f;
+      }
+    };
+  }
+
   void start(boolean peerKnowsScopes) {
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX).build();
-    n0 = new RouterNode("n0", cfg, net.transport("n0"), e0, sim, sim, new SplittableRandom(1),
+    n0 = new RouterNode("n0", cfg, counting(net.transport("n0")), e0, sim, sim,
+        new SplittableRandom(1),
         List.of(), new RouterNode.Components(
             new TreeIndex(ConcurrentPrefixTree.selfManaged(1 << 20)), new BlockChain(HASHER),
             view));
@@ -166,12 +212,137 @@ class ScopedForwardTest {
     assertEquals(2, r.attempts());
     assertEquals(A, e0.ran.get(0).scope());
     assertTrue(e1.ran.isEmpty());
-    // an unscoped request is version 1, which that peer decodes and runs (once its cooldown
-    // after the protocol error is over)
-    sim.advanceBy(Duration.ofMinutes(1).toNanos());
+    // an unscoped request is version 1, which that peer decodes and runs: at once, the peer is
+    // not cooled down for everyone
     InferenceResponse plain = submit(InferenceRequest.of("p1", t));
     assertEquals("n1", plain.servedBy(), plain.toString());
+    assertEquals(1, plain.attempts());
     assertEquals(1, e1.ran.size());
     assertEquals(CacheScope.DEFAULT, e1.ran.get(0).scope());
+  }
+
+  @Test
+  void scopedRequestsSkipAPeerFromBeforeScopesWhileUnscopedOnesKeepGoingThere() {
+    start(false);
+    int[] t = OracleCluster.prompt(5, 320);
+    view.holds(A, t);
+    view.holds(CacheScope.DEFAULT, t);
+    CacheScope other = CacheScope.salt("tenant-2");
+    view.holds(other, t);
+    assertEquals(FallbackCause.PROTOCOL_ERROR,
+        submit(InferenceRequest.of("s1", t).withScope(A)).fallbackCause());
+    long framesAfterRejection = forwardFrames;
+    for (int k = 0; k < 3; k++) {
+      // any scope, not only the rejected one's: the peer speaks none
+      InferenceResponse s = submit(InferenceRequest.of("s" + (k + 2), t)
+          .withScope(k % 2 == 0 ? A : other));
+      assertEquals("n0", s.servedBy(), s.toString());
+      assertEquals(1, s.attempts(), s.toString());
+      assertEquals(FallbackCause.NONE, s.fallbackCause());
+      assertEquals(RouteDecision.SkipReason.NO_SCOPES, s.decision().candidates().get(1).skipped(),
+          s.decision().toString());
+      assertEquals(RouteDecision.Reason.ALL_PEERS_SKIPPED, s.decision().reason());
+      InferenceResponse p = submit(InferenceRequest.of("p" + k, t));
+      assertEquals("n1", p.servedBy(), p.toString());
+      assertEquals(RouteDecision.SkipReason.NONE, p.decision().candidates().get(1).skipped());
+    }
+    assertEquals(framesAfterRejection + 3, forwardFrames, "only the unscoped requests went out");
+    assertEquals(3, e1.ran.size());
+    for (InferenceRequest q : e1.ran) {
+      assertEquals(CacheScope.DEFAULT, q.scope());
+    }
+  }
+
+  @Test
+  void thePeerIsAskedAgainWhenItRestartsOrAfterTheBound() {
+    view.generation = 41;
+    start(false);
+    // a fresh prompt per request, held by the peer only, so the local tree never ties
+    int[][] t = new int[7][];
+    for (int k = 1; k < t.length; k++) {
+      t[k] = OracleCluster.prompt(100 + k, 320);
+      view.holds(A, t[k]);
+    }
+    submit(InferenceRequest.of("s1", t[1]).withScope(A));
+    assertEquals(RouteDecision.SkipReason.NO_SCOPES,
+        submit(InferenceRequest.of("s2", t[2]).withScope(A)).decision().candidates().get(1)
+            .skipped());
+    // the peer restarts, upgraded: a new gossip generation, and scoped requests reach it again
+    peerBeforeScopes = false;
+    view.generation = 42;
+    InferenceResponse upgraded = submit(InferenceRequest.of("s3", t[3]).withScope(A));
+    assertEquals("n1", upgraded.servedBy(), upgraded.toString());
+    assertEquals(A, e1.ran.get(0).scope());
+
+    // a view without generations: remembered for the bound, then the peer is tried again
+    peerBeforeScopes = true;
+    view.generation = 0;
+    assertEquals(FallbackCause.PROTOCOL_ERROR,
+        submit(InferenceRequest.of("s4", t[4]).withScope(A)).fallbackCause());
+    sim.advanceBy(PeerHealth.NO_SCOPES_MEMORY - 1_000_000_000L);
+    assertEquals(RouteDecision.SkipReason.NO_SCOPES,
+        submit(InferenceRequest.of("s5", t[5]).withScope(A)).decision().candidates().get(1)
+            .skipped());
+    sim.advanceBy(2_000_000_000L);
+    InferenceResponse again = submit(InferenceRequest.of("s6", t[6]).withScope(A));
+    assertEquals(RouteDecision.SkipReason.NONE, again.decision().candidates().get(1).skipped());
+    assertEquals(FallbackCause.PROTOCOL_ERROR, again.fallbackCause(), again.toString());
+    assertEquals(1, e1.ran.size());
+  }
+
+  @Test
+  void anyOtherProtocolFailureStillCoolsThePeerForEveryRequest() {
+    start(true);
+    int[] t = OracleCluster.prompt(7, 320);
+    view.holds(A, t);
+    view.holds(CacheScope.DEFAULT, t);
+    garbleAnswers = true;
+    InferenceResponse s = submit(InferenceRequest.of("s1", t).withScope(A));
+    assertEquals(FallbackCause.PROTOCOL_ERROR, s.fallbackCause(), s.toString());
+    garbleAnswers = false;
+    InferenceResponse p = submit(InferenceRequest.of("p1", t));
+    assertEquals("n0", p.servedBy(), p.toString());
+    assertEquals(RouteDecision.SkipReason.FAILED_COOLDOWN,
+        p.decision().candidates().get(1).skipped());
+  }
+
+  @Test
+  void theRejectionOfANodeFromBeforeScopesIsRecognisedAfterTheHttpTransport() throws Exception {
+    byte[] key = "0123456789abcdef0123456789abcdef".getBytes(StandardCharsets.US_ASCII);
+    try (HttpTransport old = HttpTransport.builder().nodeId("n1").listen("127.0.0.1", 0)
+            .clusterKey(key).build();
+        HttpTransport sender = HttpTransport.builder().nodeId("n0").listen("127.0.0.1", 0)
+            .clusterKey(key).build()) {
+      Transport.InboundHandler answersNothing = new Transport.InboundHandler() {
+        @Override
+        public void onMessage(PeerAddress from, byte[] payload) {}
+
+        @Override
+        public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+          return CompletableFuture.failedFuture(payload[1] != 1
+              ? rejectionBeforeScopes(payload[1])
+              : new TransportException(TransportException.Kind.PROTOCOL,
+                  "malformed message: TRUNCATED in field 'tokens'"));
+        }
+      };
+      old.start(answersNothing);
+      sender.start(answersNothing);
+      int[] t = OracleCluster.prompt(8, 64);
+      String scoped = failureOf(sender.request(old.localAddress(),
+          ForwardCodec.forward(InferenceRequest.of("s1", t).withScope(A), "n0", 1),
+          Duration.ofSeconds(10)));
+      assertTrue(RouterNode.rejectsScopedForward(scoped), scoped);
+      String other = failureOf(sender.request(old.localAddress(),
+          ForwardCodec.forward(InferenceRequest.of("p1", t), "n0", 1), Duration.ofSeconds(10)));
+      assertFalse(RouterNode.rejectsScopedForward(other), other);
+    }
+  }
+
+  private static String failureOf(CompletableFuture<byte[]> f) throws Exception {
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> f.get(20, TimeUnit.SECONDS));
+    TransportException te = assertInstanceOf(TransportException.class, e.getCause());
+    assertEquals(TransportException.Kind.PROTOCOL, te.kind());
+    return te.getMessage();
   }
 }
