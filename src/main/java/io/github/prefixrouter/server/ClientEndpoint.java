@@ -401,8 +401,15 @@ final class ClientEndpoint {
     String salt = m.containsKey("cache_salt") ? Json.asString(m.get("cache_salt"), "cache_salt")
         : "";
     CacheScope scope = CacheScope.of(model.equals(baseModel) ? "" : model, salt);
-    return new InferenceRequest(id, prompt, new GenerationParams(maxTokens, temperature, topP, seed),
-        scope);
+    GenerationParams params;
+    try {
+      params = new GenerationParams(maxTokens, temperature, topP, seed);
+    } catch (IllegalArgumentException e) {
+      // the library names the Java parameters; the client sent the API's keys
+      throw new IllegalArgumentException(String.valueOf(e.getMessage())
+          .replace("maxTokens", "max_tokens").replace("topP", "top_p"), e);
+    }
+    return new InferenceRequest(id, prompt, params, scope);
   }
 
   private static Map<String, Object> toJson(InferenceResponse r) {

@@ -68,6 +68,14 @@ class ClientEndpointTest {
         Map<?, ?> m = (Map<?, ?>) Json.parse(resp.body());
         assertTrue(m.get("error") instanceof String e && !e.isEmpty(), resp.body());
       }
+      // out-of-range parameters are named by their keys in the API
+      for (String[] bad : new String[][] {{"max_tokens", "0"}, {"top_p", "0"},
+          {"temperature", "-1"}}) {
+        HttpResponse<String> resp = post(c, r.clientAddress,
+            "{\"prompt\":[1],\"" + bad[0] + "\":" + bad[1] + "}");
+        assertEquals(400, resp.statusCode(), resp.body());
+        assertTrue(resp.body().contains("\"error\":\"" + bad[0] + " must be"), resp.body());
+      }
       // the endpoint still serves well-formed requests afterwards
       HttpResponse<String> ok = post(c, r.clientAddress, "{\"prompt\":[5,6,7],\"max_tokens\":1}");
       assertEquals(200, ok.statusCode(), ok.body());
