@@ -15,6 +15,7 @@ import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
@@ -611,6 +612,7 @@ public final class RouterNode implements PrefixRouterNode {
     long now = clock.nanoTime();
     FallbackCause cause;
     String detail;
+    boolean finalAtPeer = false; // the peer's engine says no other engine would serve it
     if (err != null) {
       Throwable t = unwrap(err);
       TransportException.Kind kind = t instanceof TransportException te
@@ -686,6 +688,7 @@ public final class RouterNode implements PrefixRouterNode {
       } else if (m instanceof ForwardCodec.Failed fm) {
         cause = FallbackCause.PEER_FAILED;
         detail = fm.message();
+        finalAtPeer = !fm.retryable();
         if (fm.retryable()) {
           // the peer's engine is failing (down, overloaded, timing out): one that fails fast
           // looks idle and keeps its advertised cache, so without a cool-down it would draw
@@ -709,8 +712,18 @@ public final class RouterNode implements PrefixRouterNode {
     synchronized (ex) {
       forwards = ex.forwards;
     }
-    // a closed transport fails every forward: no other peer can be reached either
-    if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
+    if (finalAtPeer) {
+      // not retryable: the request is invalid, or its generation outlasted the peer's time
+      // limit, so another peer would fail it alike. The local engine judges it once (an
+      // invalid request fails here too, as the client's own engine's failure); if it already
+      // failed it, the peer's answer is final.
+      if (ex.localFailure != null) {
+        complete(ex, null, nodeId, false, new PeerEngineFailure(a.to.nodeId(), detail));
+      } else {
+        runLocal(ex);
+      }
+    } else if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
+      // a closed transport fails every forward: no other peer can be reached either
       runLocalOnce(ex);
     } else {
       routeOrRunLocal(ex);
@@ -772,8 +785,8 @@ public final class RouterNode implements PrefixRouterNode {
       }
       cancelOnEngine(ex);
       endRun.run(); // abandoned: whatever the engine still does for it is not this execution's
-      complete(ex, null, nodeId, false, new EngineException(
-          "no answer within engineTimeout " + config.engineTimeout(), true));
+      complete(ex, null, nodeId, false, new EngineTimeoutException(
+          "no answer within engineTimeout " + config.engineTimeout(), null));
     });
     f.whenComplete((res, err) -> {
       endRun.run();
@@ -869,6 +882,18 @@ public final class RouterNode implements PrefixRouterNode {
     complete(ex, null, nodeId, false, new CancelledByPeer(from.nodeId()));
   }
 
+  /**
+   * A peer's engine failed a request not retryably after the local engine had failed it
+   * retryably: the request fails with the peer's failure.
+   */
+  private static final class PeerEngineFailure extends EngineException {
+    private static final long serialVersionUID = 1L;
+
+    PeerEngineFailure(String peer, String message) {
+      super("the engine of peer " + peer + " failed: " + message, false);
+    }
+  }
+
   /** The failure of an execution whose sender cancelled it. */
   private static final class CancelledByPeer extends RuntimeException {
     private static final long serialVersionUID = 1L;
@@ -889,8 +914,8 @@ public final class RouterNode implements PrefixRouterNode {
           failed.increment();
         }
         ex.future.completeExceptionally(new RequestFailedException(ex.request.id(),
-            error instanceof CancelledByPeer ? error.getMessage()
-                : "the local engine failed: " + error.getMessage(), error));
+            error instanceof CancelledByPeer || error instanceof PeerEngineFailure
+                ? error.getMessage() : "the local engine failed: " + error.getMessage(), error));
         return;
       }
       if (ex.fromPeer) {
