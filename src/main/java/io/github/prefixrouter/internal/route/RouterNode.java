@@ -58,7 +58,9 @@ import org.slf4j.LoggerFactory;
  *       as busy, cannot reach the peer, fails at the peer or returns garbage counts a fallback
  *       under its cause, excludes that peer for this request, and routes again: the next best
  *       peer or local. After {@link #MAX_FORWARDS} forwards, or when the transport is closed,
- *       the request runs locally.
+ *       the request runs locally. A peer's failure that is not retryable (its engine refused
+ *       the request as invalid, or timed out on it) is not tried on another peer: the request
+ *       runs locally once, or fails with that failure if the local engine already failed it.
  *   <li><b>Local failures.</b> A retryable failure of the local engine (busy, unreachable, an
  *       answer that cannot be for the request) on a request this node's client submitted is
  *       tried on the cheapest eligible peer ({@link FallbackCause#LOCAL_FAILED}), and from then
@@ -66,8 +68,11 @@ import org.slf4j.LoggerFactory;
  *       within {@link #MAX_FORWARDS} forwards, it fails (at most one local run per request)
  *       ({@link RequestFailedException} with the local engine's failure as its cause). A
  *       request a peer forwarded is not sent on after a local failure: a busy engine answers
- *       it BUSY (push-back), any other failure FAILED, and the peer tries elsewhere. Any
- *       engine's answer is checked as a forwarded one is (see {@link #couldAnswer}).
+ *       it BUSY (push-back), any other failure FAILED, retryable as the engine said, and the
+ *       peer tries elsewhere (see Fallback). A failure that is not retryable
+ *       ({@code InvalidRequestException}, {@code EngineTimeoutException}, the node's own
+ *       {@code engineTimeout}) is final. Any engine's answer is checked as a forwarded one is
+ *       (see {@link #couldAnswer}).
  *   <li><b>Timeouts.</b> The forwarding timeout is about
  *       {@code 4 × (queue + prefill + maxTokens × decode per token) × slowness × backoff + 2 × rtt}
  *       (see {@link #forwardTimeout}): generous, because a false timeout runs the request
