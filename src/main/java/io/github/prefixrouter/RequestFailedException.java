@@ -5,7 +5,11 @@ package io.github.prefixrouter;
  * local engine itself failed it. The cause is the engine's
  * {@link io.github.prefixrouter.spi.EngineException} (or whatever the engine reported); an
  * {@link io.github.prefixrouter.spi.EngineBusyException} means the local engine was at capacity
- * and no peer could take the request either: try again a little later.
+ * and no peer could take the request either: try again a little later. An
+ * {@link io.github.prefixrouter.spi.InvalidRequestException} means the engine refused the
+ * request itself (no engine would serve it as it is), an
+ * {@link io.github.prefixrouter.spi.EngineTimeoutException} that it was not answered within the
+ * engine's time limit; neither was tried on a peer.
  */
 public class RequestFailedException extends PrefixRouterException {
 

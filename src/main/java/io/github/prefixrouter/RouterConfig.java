@@ -339,8 +339,9 @@ public final class RouterConfig {
 
   /**
    * Longest a request may run on the local engine; then the node cancels it there and fails it
-   * with {@link RequestFailedException}, so a stalled engine cannot hold a request forever.
-   * Default 10 minutes.
+   * with {@link RequestFailedException} (its cause an
+   * {@link io.github.prefixrouter.spi.EngineTimeoutException}, not tried on a peer), so a
+   * stalled engine cannot hold a request forever. Default 10 minutes.
    *
    * @return longest a request may run on the local engine
    */

@@ -12,6 +12,8 @@ import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.spi.EngineBusyException;
+import io.github.prefixrouter.spi.EngineTimeoutException;
+import io.github.prefixrouter.spi.InvalidRequestException;
 import java.io.IOException;
 import java.io.OutputStream;
 import io.github.prefixrouter.internal.wire.InboundReaders;
@@ -50,8 +52,11 @@ import org.slf4j.LoggerFactory;
  *       it are busy (the local one at capacity and every peer tried pushed back), when too many
  *       client requests are in flight here (or too many bodies from the client's address are
  *       still arriving), and (without {@code Retry-After}) when the node is
- *       not running: the client should try again, here later or at another node; 502 when the
- *       request failed everywhere otherwise.
+ *       not running: the client should try again, here later or at another node; 400 when the
+ *       engine refused the request as invalid ({@link InvalidRequestException}: a prompt
+ *       beyond the model's context, say; the message is the engine's), which no node would
+ *       serve; 504 when the engine did not answer in time ({@link EngineTimeoutException}), not
+ *       tried on peers; 502 when the request failed everywhere otherwise.
  *   <li>The request's {@link CacheScope}, as in vLLM's OpenAI API: {@code "model"} names a LoRA
  *       adapter, unless it is absent, empty or the node's base model ({@code --model}); then
  *       the request is of the base model. {@code "cache_salt"} (absent or empty: none) keys
@@ -341,7 +346,7 @@ final class ClientEndpoint {
       } else {
         Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
         boolean busy = c.getCause() instanceof EngineBusyException;
-        int status = c instanceof NodeNotRunningException || busy ? 503 : 502;
+        int status = failureStatus(c);
         write = () -> {
           if (busy) {
             ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
@@ -355,6 +360,25 @@ final class ClientEndpoint {
         ex.close();
       }
     });
+  }
+
+  /**
+   * The status of a failed request: 503 when busy everywhere or the node is not running, 400
+   * when the engine refused the request as invalid, 504 when the engine did not answer in
+   * time, 502 otherwise.
+   */
+  static int failureStatus(Throwable failure) {
+    Throwable cause = failure.getCause();
+    if (failure instanceof NodeNotRunningException || cause instanceof EngineBusyException) {
+      return 503;
+    }
+    if (cause instanceof InvalidRequestException) {
+      return 400;
+    }
+    if (cause instanceof EngineTimeoutException) {
+      return 504;
+    }
+    return 502;
   }
 
   private InferenceRequest parseRequest(HttpExchange ex) throws IOException {

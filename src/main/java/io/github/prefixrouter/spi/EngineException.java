@@ -3,7 +3,9 @@ package io.github.prefixrouter.spi;
 /**
  * The engine could not serve a request. {@link InferenceEngine#execute} futures complete
  * exceptionally with this type (adapters map HTTP errors, timeouts and malformed answers to it).
- * Immutable once thrown.
+ * The node tries a retryable failure on a peer; the subclasses say what the client is told:
+ * {@link EngineBusyException} (try again later), {@link InvalidRequestException} (the request
+ * is invalid), {@link EngineTimeoutException} (no answer in time). Immutable once thrown.
  */
 public class EngineException extends RuntimeException {
 
@@ -38,8 +40,10 @@ public class EngineException extends RuntimeException {
   /**
    * Whether the failure is transient.
    *
-   * @return true if the failure is transient (overload, timeout), false if the request itself
-   *     is bad
+   * @return true if the failure is transient or particular to this engine (overload, an
+   *     unreachable or misbehaving server), so another engine may serve the request; false if
+   *     no engine would ({@link InvalidRequestException}: the request itself is bad;
+   *     {@link EngineTimeoutException}: it outlasted the time limit)
    */
   public boolean retryable() {
     return retryable;

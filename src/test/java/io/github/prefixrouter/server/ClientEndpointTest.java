@@ -11,7 +11,12 @@ import static org.mockito.Mockito.when;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.spi.EngineBusyException;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineTimeoutException;
+import io.github.prefixrouter.spi.InvalidRequestException;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.engine.openai.FakeOpenAiServer;
@@ -113,6 +118,79 @@ class ClientEndpointTest {
           assertEquals(200, ok.statusCode(), ok.body());
         }
       }
+    }
+  }
+
+  @Test
+  void anEngineThatRefusesTheRequestAsInvalidIsA400WithItsMessageNotA502() throws Exception {
+    // vLLM's answer to a prompt longer than --max-model-len, from both nodes' servers
+    String vllm = "{\"object\":\"error\",\"message\":\"This model's maximum context length is 50"
+        + " tokens. However, you requested 101 tokens (100 in the messages, 1 in the completion)."
+        + " Please reduce the length of the messages or completion.\",\"type\":\"BadRequestError\","
+        + "\"param\":null,\"code\":400}";
+    try (FakeOpenAiServer serverA = FakeOpenAiServer.start(FakeOpenAiServer.ECHO);
+         FakeOpenAiServer serverB = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
+      serverA.fail(400, vllm);
+      serverB.fail(400, vllm);
+      Map<String, String> env = Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX);
+      try (NodeMain.Running a = NodeMain.start(NodeOptions.parse(new String[] {"--id", "a",
+              "--listen", "127.0.0.1:0", "--client", "127.0.0.1:0", "--engine",
+              serverA.baseUrl()}, env));
+           NodeMain.Running b = NodeMain.start(NodeOptions.parse(new String[] {"--id", "b",
+              "--listen", "127.0.0.1:0", "--client", "127.0.0.1:0", "--engine",
+              serverB.baseUrl(), "--seeds", "a@" + a.transport.localAddress().address()}, env))) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (a.node.stats().peersLive() < 1 && System.nanoTime() < deadline) {
+          Thread.sleep(20);
+        }
+        assertEquals(1, a.node.stats().peersLive(), "b never joined");
+        HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+        StringBuilder prompt = new StringBuilder("[1");
+        for (int i = 2; i <= 100; i++) {
+          prompt.append(',').append(i);
+        }
+
+        HttpResponse<String> resp = post(c, a.clientAddress,
+            "{\"id\":\"long\",\"prompt\":" + prompt + "]}");
+
+        // a client error, which clients and proxies do not retry elsewhere, with vLLM's words
+        assertEquals(400, resp.statusCode(), resp.body());
+        Map<?, ?> m = (Map<?, ?>) Json.parse(resp.body());
+        assertEquals("long", m.get("id"));
+        assertTrue(String.valueOf(m.get("error")).contains("maximum context length is 50 tokens"),
+            resp.body());
+        // a's engine judged it once; b's at most once, if a sent it there first
+        assertEquals(1, serverA.arrived(), "a's engine");
+        assertTrue(serverB.arrived() <= 1, "b's engine saw it " + serverB.arrived() + " times");
+      }
+    }
+  }
+
+  @Test
+  void eachKindOfFailureHasItsStatus() throws Exception {
+    PrefixRouterNode node = mock(PrefixRouterNode.class);
+    when(node.state()).thenReturn(PrefixRouterNode.State.RUNNING);
+    when(node.nodeId()).thenReturn("solo");
+    Map<Integer, EngineException> causes = new java.util.LinkedHashMap<>();
+    causes.put(504, new EngineTimeoutException("no answer within 60000 ms (requestTimeout)", null));
+    causes.put(400, new InvalidRequestException("server answered HTTP 400: too long"));
+    causes.put(503, new EngineBusyException("engine busy"));
+    causes.put(502, new EngineException("server answered HTTP 500", true));
+    Map<Integer, RuntimeException> failures = new java.util.LinkedHashMap<>();
+    causes.forEach((status, cause) -> failures.put(status, new RequestFailedException("q",
+        "the local engine failed: " + cause.getMessage(), cause)));
+    ClientEndpoint endpoint = new ClientEndpoint(node, Map::of, 16, Duration.ofSeconds(5));
+    InetSocketAddress addr = endpoint.start("127.0.0.1", 0);
+    try {
+      HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+      for (Map.Entry<Integer, RuntimeException> f : failures.entrySet()) {
+        when(node.submit(any())).thenReturn(CompletableFuture.failedFuture(f.getValue()));
+        HttpResponse<String> resp = post(c, "127.0.0.1:" + addr.getPort(), "{\"prompt\":[1]}");
+        assertEquals(f.getKey(), resp.statusCode(), f.getValue().getCause() + " -> " + resp.body());
+        assertTrue(resp.body().contains(f.getValue().getCause().getMessage()), resp.body());
+      }
+    } finally {
+      endpoint.stop();
     }
   }
 

@@ -9,7 +9,9 @@ import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.InvalidRequestException;
 import java.io.IOException;
 import java.net.ConnectException;
 import java.net.URI;
@@ -53,11 +55,17 @@ import org.slf4j.LoggerFactory;
  * {@code -1} too; the node then times each request itself (submission to answer, on its
  * clock), so its cost model and forwarding timeouts still learn the server's speed.
  *
- * <p>Errors, all as {@link EngineException}: HTTP 408, 429 and 5xx, timeouts and connection
- * failures are retryable (another node may serve the request); other 4xx are not (the request
- * itself is bad); an answer that is not strict JSON of the expected shape, or larger than
- * {@code maxResponseBytes}, is retryable (the server misbehaved, not the request). HTTP 429 and
- * 503 (the server says it is overloaded) are {@link EngineBusyException}s.
+ * <p>Errors, all as {@link EngineException}: HTTP 408 and 5xx, connection failures (refused,
+ * reset, not made within {@code connectTimeout}) and an answer that is not strict JSON of the
+ * expected shape, or larger than {@code maxResponseBytes}, are retryable (another node may
+ * serve the request: the server misbehaved, not the request); HTTP 429 and 503 (the server says
+ * it is overloaded) are {@link EngineBusyException}s; 401 and 403 (the server refuses this
+ * node's credentials) are retryable too, since a peer's server may accept its own. Any other
+ * 4xx means the request itself is invalid (vLLM answers 400 to a prompt longer than the
+ * model's context, 404 to an unknown model): an {@link InvalidRequestException} carrying the
+ * server's message. No answer within {@code requestTimeout} is an
+ * {@link EngineTimeoutException}, not retryable: a generation that outlasts the limit here
+ * would outlast it on a peer too.
  *
  * <p><b>Load.</b> The server runs at most {@link Builder#slots} requests at once (vLLM's
  * {@code --max-num-seqs}, SGLang's {@code --max-running-requests}, llama.cpp's
@@ -300,7 +308,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       return new EngineException(where + ": server unreachable: " + c, true, c);
     }
     if (c instanceof HttpTimeoutException) {
-      return new EngineException(where + ": no answer within " + requestTimeout.toMillis() + " ms", true, c);
+      // a long generation, which would time out on a peer as well: not retryable
+      return new EngineTimeoutException(where + ": no answer within "
+          + requestTimeout.toMillis() + " ms (requestTimeout)", c);
     }
     if (c instanceof IOException) {
       return new EngineException(where + ": I/O failure: " + c, true, c);
@@ -321,9 +331,12 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       throw new EngineBusyException(where + ": server answered HTTP " + status + errorDetail(body));
     }
     if (status != 200) {
-      boolean retryable = status == 408 || status >= 500;
-      throw new EngineException(
-          where + ": server answered HTTP " + status + errorDetail(body), retryable);
+      String detail = where + ": server answered HTTP " + status + errorDetail(body);
+      if (status >= 400 && status < 500 && status != 408 && status != 401 && status != 403) {
+        throw new InvalidRequestException(detail);
+      }
+      // 408, 5xx, 401/403 (this node's credentials), and anything else that is not an answer
+      throw new EngineException(detail, true);
     }
     Object root;
     try {
@@ -579,7 +592,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * How long to wait for an answer's headers. Default 60 s.
+     * How long to wait for an answer's headers. Default 60 s. A request not answered by then
+     * fails with an {@link EngineTimeoutException}, which the node does not try on a peer (the
+     * client API answers 504): set it above the longest generation the server is to run.
      *
      * @param d the timeout, positive
      * @return this builder

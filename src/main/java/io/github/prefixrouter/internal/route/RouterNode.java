@@ -17,6 +17,7 @@ import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Scheduler;
@@ -57,7 +58,9 @@ import org.slf4j.LoggerFactory;
  *       as busy, cannot reach the peer, fails at the peer or returns garbage counts a fallback
  *       under its cause, excludes that peer for this request, and routes again: the next best
  *       peer or local. After {@link #MAX_FORWARDS} forwards, or when the transport is closed,
- *       the request runs locally.
+ *       the request runs locally. A peer's failure that is not retryable (its engine refused
+ *       the request as invalid, or timed out on it) is not tried on another peer: the request
+ *       runs locally once, or fails with that failure if the local engine already failed it.
  *   <li><b>Local failures.</b> A retryable failure of the local engine (busy, unreachable, an
  *       answer that cannot be for the request) on a request this node's client submitted is
  *       tried on the cheapest eligible peer ({@link FallbackCause#LOCAL_FAILED}), and from then
@@ -65,8 +68,11 @@ import org.slf4j.LoggerFactory;
  *       within {@link #MAX_FORWARDS} forwards, it fails (at most one local run per request)
  *       ({@link RequestFailedException} with the local engine's failure as its cause). A
  *       request a peer forwarded is not sent on after a local failure: a busy engine answers
- *       it BUSY (push-back), any other failure FAILED, and the peer tries elsewhere. Any
- *       engine's answer is checked as a forwarded one is (see {@link #couldAnswer}).
+ *       it BUSY (push-back), any other failure FAILED, retryable as the engine said, and the
+ *       peer tries elsewhere (see Fallback). A failure that is not retryable
+ *       ({@code InvalidRequestException}, {@code EngineTimeoutException}, the node's own
+ *       {@code engineTimeout}) is final. Any engine's answer is checked as a forwarded one is
+ *       (see {@link #couldAnswer}).
  *   <li><b>Timeouts.</b> The forwarding timeout is about
  *       {@code 4 × (queue + prefill + maxTokens × decode per token) × slowness × backoff + 2 × rtt}
  *       (see {@link #forwardTimeout}): generous, because a false timeout runs the request
@@ -683,6 +689,7 @@ public final class RouterNode implements PrefixRouterNode {
     long now = clock.nanoTime();
     FallbackCause cause;
     String detail;
+    boolean finalAtPeer = false; // the peer's engine says no other engine would serve it
     if (err != null) {
       Throwable t = unwrap(err);
       TransportException.Kind kind = t instanceof TransportException te
@@ -769,6 +776,7 @@ public final class RouterNode implements PrefixRouterNode {
       } else if (m instanceof ForwardCodec.Failed fm) {
         cause = FallbackCause.PEER_FAILED;
         detail = fm.message();
+        finalAtPeer = !fm.retryable();
         if (fm.retryable()) {
           // the peer's engine is failing (down, overloaded, timing out): one that fails fast
           // looks idle and keeps its advertised cache, so without a cool-down it would draw
@@ -792,8 +800,18 @@ public final class RouterNode implements PrefixRouterNode {
     synchronized (ex) {
       forwards = ex.forwards;
     }
-    // a closed transport fails every forward: no other peer can be reached either
-    if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
+    if (finalAtPeer) {
+      // not retryable: the request is invalid, or its generation outlasted the peer's time
+      // limit, so another peer would fail it alike. The local engine judges it once (an
+      // invalid request fails here too, as the client's own engine's failure); if it already
+      // failed it, the peer's answer is final.
+      if (ex.localFailure != null) {
+        complete(ex, null, nodeId, false, new PeerEngineFailure(a.to.nodeId(), detail));
+      } else {
+        runLocal(ex);
+      }
+    } else if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
+      // a closed transport fails every forward: no other peer can be reached either
       runLocalOnce(ex);
     } else {
       routeOrRunLocal(ex);
@@ -869,8 +887,8 @@ public final class RouterNode implements PrefixRouterNode {
       }
       cancelOnEngine(ex);
       endRun.run(); // abandoned: whatever the engine still does for it is not this execution's
-      complete(ex, null, nodeId, false, new EngineException(
-          "no answer within engineTimeout " + config.engineTimeout(), true));
+      complete(ex, null, nodeId, false, new EngineTimeoutException(
+          "no answer within engineTimeout " + config.engineTimeout(), null));
     });
     f.whenComplete((res, err) -> {
       endRun.run();
@@ -976,6 +994,18 @@ public final class RouterNode implements PrefixRouterNode {
     complete(ex, null, nodeId, false, why);
   }
 
+  /**
+   * A peer's engine failed a request not retryably after the local engine had failed it
+   * retryably: the request fails with the peer's failure.
+   */
+  private static final class PeerEngineFailure extends EngineException {
+    private static final long serialVersionUID = 1L;
+
+    PeerEngineFailure(String peer, String message) {
+      super("the engine of peer " + peer + " failed: " + message, false);
+    }
+  }
+
   /** The failure of an execution whose sender cancelled it. */
   private static final class CancelledByPeer extends RuntimeException {
     private static final long serialVersionUID = 1L;
@@ -1000,8 +1030,8 @@ public final class RouterNode implements PrefixRouterNode {
           return;
         }
         ex.future.completeExceptionally(new RequestFailedException(ex.request.id(),
-            error instanceof CancelledByPeer ? error.getMessage()
-                : "the local engine failed: " + error.getMessage(), error));
+            error instanceof CancelledByPeer || error instanceof PeerEngineFailure
+                ? error.getMessage() : "the local engine failed: " + error.getMessage(), error));
         return;
       }
       if (ex.fromPeer) {

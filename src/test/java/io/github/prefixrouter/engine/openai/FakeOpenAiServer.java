@@ -38,6 +38,7 @@ public final class FakeOpenAiServer implements AutoCloseable {
   private final ExecutorService executor;
   private final AtomicInteger arrived = new AtomicInteger();
   private volatile Answer answer;
+  private volatile int status = 200;
   private volatile CountDownLatch gate = new CountDownLatch(0);
   /** What {@code GET /v1/models} answers: by default vLLM's list of a base model and a LoRA. */
   private volatile String models = "{\"object\":\"list\",\"data\":["
@@ -78,7 +79,7 @@ public final class FakeOpenAiServer implements AutoCloseable {
         g.await(60, TimeUnit.SECONDS);
         byte[] b = this.answer.body(prompt, maxTokens).getBytes(StandardCharsets.UTF_8);
         ex.getResponseHeaders().add("Content-Type", "application/json");
-        ex.sendResponseHeaders(200, b.length);
+        ex.sendResponseHeaders(status, b.length);
         ex.getResponseBody().write(b);
       } catch (IOException | InterruptedException e) {
         // the client went away, or the server is stopping
@@ -137,12 +138,24 @@ public final class FakeOpenAiServer implements AutoCloseable {
   }
 
   /**
-   * Changes the answer of later requests.
+   * Changes the answer of later requests (status 200).
    *
    * @param a the answer
    */
   public void answer(Answer a) {
+    this.status = 200;
     this.answer = a;
+  }
+
+  /**
+   * Answers later requests with {@code status} and {@code body} (an error, as vLLM words it).
+   *
+   * @param status the HTTP status
+   * @param body the JSON body
+   */
+  public void fail(int status, String body) {
+    this.answer = (prompt, maxTokens) -> body;
+    this.status = status;
   }
 
   /**

@@ -4,6 +4,7 @@ import io.github.prefixrouter.internal.json.Json;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -13,6 +14,8 @@ import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.EngineTimeoutException;
+import io.github.prefixrouter.spi.InvalidRequestException;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
@@ -163,33 +166,66 @@ class OpenAiCompatibleEngineTest {
   }
 
   @Test
-  void slowAnswerTimesOutAsRetryable() {
+  void slowAnswerTimesOutNotRetryably() throws Exception {
+    OpenAiCompatibleEngine e =
+        OpenAiCompatibleEngine.builder().baseUrl(base()).requestTimeout(Duration.ofMillis(300)).build();
+    // connect first: a request timeout that passes before the connection is made is reported
+    // by the JDK as a connect timeout (server unreachable, retryable), as it should be. The
+    // first exchanges of a JVM may take longer than 300 ms themselves.
+    behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"text\":\"x\"}]}"));
+    boolean connected = false;
+    for (int i = 0; i < 20 && !connected; i++) {
+      try {
+        e.execute(request()).get(20, TimeUnit.SECONDS);
+        connected = true;
+      } catch (ExecutionException slow) {
+        // try again
+      }
+    }
+    assertTrue(connected, "no answer within 300 ms in 20 tries");
     behaviour.set((ex, body) -> {
       try {
         release.await(30, TimeUnit.SECONDS);
-      } catch (InterruptedException e) {
+      } catch (InterruptedException ie) {
         Thread.currentThread().interrupt();
       }
     });
-    OpenAiCompatibleEngine e =
-        OpenAiCompatibleEngine.builder().baseUrl(base()).requestTimeout(Duration.ofMillis(300)).build();
     EngineException err = failure(e.execute(request()));
-    assertTrue(err.retryable());
+    // a generation that outlasts requestTimeout here would outlast it on a peer too
+    assertInstanceOf(EngineTimeoutException.class, err, () -> err + " / " + err.getCause());
+    assertFalse(err.retryable());
     assertTrue(err.getMessage().contains("no answer within 300 ms"), err.getMessage());
     assertEquals(0, e.load().total(), "in-flight counter released");
   }
 
   @Test
   void httpErrorsMapToRetryableOrNot() {
-    int[] statuses = {429, 503, 500, 502, 400, 404, 422};
-    boolean[] retryable = {true, true, true, true, false, false, false};
+    int[] statuses = {429, 503, 500, 502, 408, 401, 403, 400, 404, 413, 422};
+    boolean[] retryable = {true, true, true, true, true, true, true, false, false, false, false};
     for (int i = 0; i < statuses.length; i++) {
       int s = statuses[i];
       behaviour.set((ex, body) -> reply(ex, s, "{\"error\":{\"message\":\"boom " + s + "\"}}"));
       EngineException err = failure(engine().execute(request()));
       assertEquals(retryable[i], err.retryable(), "status " + s);
+      // a client error other than a timeout, overload or refused credentials: the request is
+      // invalid, and says so by its type
+      assertEquals(!retryable[i], err instanceof InvalidRequestException, s + ": " + err);
       assertTrue(err.getMessage().contains("HTTP " + s) && err.getMessage().contains("boom"), err.getMessage());
     }
+  }
+
+  @Test
+  void aPromptBeyondTheContextIsAnInvalidRequestWithTheServersMessage() {
+    // vLLM's answer to a prompt longer than --max-model-len
+    String vllm = "{\"object\":\"error\",\"message\":\"This model's maximum context length is 50"
+        + " tokens. However, you requested 103 tokens (100 in the messages, 3 in the completion)."
+        + " Please reduce the length of the messages or completion.\",\"type\":\"BadRequestError\","
+        + "\"param\":null,\"code\":400}";
+    behaviour.set((ex, body) -> reply(ex, 400, vllm));
+    EngineException err = failure(engine().execute(request()));
+    assertInstanceOf(InvalidRequestException.class, err);
+    assertFalse(err.retryable());
+    assertTrue(err.getMessage().contains("maximum context length is 50 tokens"), err.getMessage());
   }
 
   @Test

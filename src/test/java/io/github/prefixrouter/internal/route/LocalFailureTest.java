@@ -15,13 +15,16 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.InvalidRequestException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -47,6 +50,9 @@ class LocalFailureTest {
     BUSY,
     UNREACHABLE,
     BAD_REQUEST,
+    INVALID,
+    TIMEOUT,
+    HANG,
     TOO_MANY_TOKENS,
     NEGATIVE_TOKEN,
     FEWER_PROMPT_TOKENS,
@@ -74,6 +80,14 @@ class LocalFailureTest {
           return CompletableFuture.failedFuture(new EngineException("server unreachable", true));
         case BAD_REQUEST:
           return CompletableFuture.failedFuture(new EngineException("HTTP 400", false));
+        case INVALID:
+          return CompletableFuture.failedFuture(new InvalidRequestException(
+              "server answered HTTP 400: maximum context length is 50 tokens"));
+        case TIMEOUT:
+          return CompletableFuture.failedFuture(
+              new EngineTimeoutException("no answer within 60000 ms (requestTimeout)", null));
+        case HANG:
+          return new CompletableFuture<>();
         default:
           break;
       }
@@ -271,5 +285,129 @@ class LocalFailureTest {
     NodeStats s = k.c.node("n0").stats();
     assertTrue(s.cachedPromptTokens() <= s.promptTokens(), s.toString());
     assertCounters(s);
+  }
+
+  @ParameterizedTest
+  @EnumSource(value = Fault.class, names = {"INVALID", "TIMEOUT"})
+  void anInvalidRequestOrATimeoutOfTheLocalEngineIsNotTriedOnAPeer(Fault fault) {
+    // an invalid request fails on every engine, and a generation that outlasted the time limit
+    // here would outlast it there: neither is worth a peer's engine time
+    Cluster k = new Cluster(3, config(RoutingPolicy.COST_AWARE).build());
+    k.engine(0).fault = fault;
+
+    Throwable t = failure(k.submit("n0", request("q", prompt(5, 200))));
+
+    EngineException e = assertInstanceOf(EngineException.class, t.getCause());
+    Class<? extends EngineException> type = fault == Fault.INVALID
+        ? InvalidRequestException.class : EngineTimeoutException.class;
+    assertInstanceOf(type, e);
+    assertFalse(e.retryable());
+    assertEquals(1, k.engine(0).calls.get());
+    assertEquals(0, k.engine(1).calls.get() + k.engine(2).calls.get(), "a peer was tried");
+    NodeStats s = k.c.node("n0").stats();
+    assertEquals(0, s.fallbacks().get(FallbackCause.LOCAL_FAILED));
+    assertEquals(1, s.failed());
+    assertCounters(s);
+  }
+
+  @ParameterizedTest
+  @EnumSource(value = Fault.class, names = {"INVALID", "TIMEOUT", "BAD_REQUEST"})
+  void aPeersFailureThatIsNotRetryableIsNotTriedOnAnotherPeer(Fault fault) {
+    // n1 and n2 hold the prefix, n0 does not: the origin forwards to one of them, and before
+    // this was fixed tried the other after its non-retryable failure (then ran it here)
+    Cluster k = new Cluster(3, config(RoutingPolicy.COST_AWARE).build());
+    k.c.warm("n1", concat(PREFIX, prompt(1, 40)));
+    k.c.warm("n2", concat(PREFIX, prompt(1, 40)));
+    k.engine(1).fault = fault;
+    k.engine(2).fault = fault;
+    InferenceRequest r = request("q", concat(PREFIX, prompt(9, 64)));
+
+    InferenceResponse resp = k.submit("n0", r).join();
+
+    // the local engine judges it once; this one serves it (an engine that refuses it as
+    // invalid would fail it here too: see below)
+    assertEquals("n0", resp.servedBy());
+    assertArrayEquals(expected(r), resp.result().outputTokens());
+    assertEquals(FallbackCause.PEER_FAILED, resp.fallbackCause());
+    assertEquals(2, resp.attempts());
+    assertEquals(1, k.engine(1).calls.get() + k.engine(2).calls.get(),
+        "another peer was tried after a non-retryable failure");
+    assertEquals(1, k.engine(0).calls.get());
+    NodeStats s = k.c.node("n0").stats();
+    assertEquals(1, s.fallbacks().get(FallbackCause.PEER_FAILED));
+    assertCounters(s);
+    RouteDecision d = k.c.node("n0").explain(request("x", concat(PREFIX, prompt(7, 64))));
+    for (int i = 1; i < d.candidates().size(); i++) {
+      assertEquals(RouteDecision.SkipReason.NONE, d.candidates().get(i).skipped(),
+          "a peer that refused a request is not cooled down: " + d);
+    }
+
+    if (fault == Fault.INVALID) {
+      // every engine refuses it: one peer and the local engine saw it, and the client learns
+      // that the request is invalid
+      // (another prefix: n0 holds the first one now)
+      int[] other = prompt(43, 480);
+      k.c.warm("n1", concat(other, prompt(1, 40)));
+      k.c.warm("n2", concat(other, prompt(1, 40)));
+      k.engine(0).fault = Fault.INVALID;
+      int peerCalls = k.engine(1).calls.get() + k.engine(2).calls.get();
+      Throwable t = failure(k.submit("n0", request("q2", concat(other, prompt(10, 64)))));
+      assertInstanceOf(InvalidRequestException.class, t.getCause());
+      assertEquals(peerCalls + 1, k.engine(1).calls.get() + k.engine(2).calls.get());
+      assertEquals(2, k.engine(0).calls.get());
+      assertCounters(k.c.node("n0").stats());
+    }
+  }
+
+  @Test
+  void aPeersEngineTimeoutIsNotTriedOnAnotherPeer() {
+    // the peers' engines never answer; each node gives up after engineTimeout, well before the
+    // origin's forwarding timeout, and answers FAILED, not retryable
+    Cluster k = new Cluster(3, config(RoutingPolicy.COST_AWARE)
+        .engineTimeout(Duration.ofSeconds(5)).build());
+    k.c.warm("n1", concat(PREFIX, prompt(1, 40)));
+    k.c.warm("n2", concat(PREFIX, prompt(1, 40)));
+    k.engine(1).fault = Fault.HANG;
+    k.engine(2).fault = Fault.HANG;
+    InferenceRequest r = request("q", concat(PREFIX, prompt(9, 64)));
+
+    InferenceResponse resp = k.submit("n0", r).join();
+
+    assertEquals("n0", resp.servedBy());
+    assertEquals(FallbackCause.PEER_FAILED, resp.fallbackCause());
+    assertEquals(1, k.engine(1).calls.get() + k.engine(2).calls.get(),
+        "a peer's engine timeout was tried on another peer");
+    assertEquals(0, k.c.node("n0").stats().fallbacks().get(FallbackCause.TIMEOUT),
+        "the origin's forwarding timeout fired first: the test does not test the peer's");
+
+    // alone, the node's own engineTimeout is a timeout failure
+    k.engine(0).fault = Fault.HANG;
+    Throwable t = failure(k.submit("n0", request("q2", prompt(12, 100))));
+    EngineTimeoutException e = assertInstanceOf(EngineTimeoutException.class, t.getCause());
+    assertTrue(e.getMessage().contains("engineTimeout"), e.getMessage());
+    assertCounters(k.c.node("n0").stats());
+  }
+
+  @Test
+  void aPeersRefusalAfterTheLocalEngineFailedIsFinal() {
+    // n0 holds the prefix, n1 half of it, n2 nothing: the local engine is busy, so the request
+    // goes to n1, whose engine refuses it as invalid: n2 is not asked, and the failure names
+    // the peer's refusal
+    Cluster k = new Cluster(3, config(RoutingPolicy.COST_AWARE).build());
+    k.c.warm("n0", concat(PREFIX, prompt(1, 40)));
+    k.c.warm("n1", concat(java.util.Arrays.copyOf(PREFIX, 240), prompt(2, 40)));
+    k.engine(0).fault = Fault.BUSY;
+    k.engine(1).fault = Fault.INVALID;
+
+    Throwable t = failure(k.submit("n0", request("q", concat(PREFIX, prompt(9, 64)))));
+
+    EngineException e = assertInstanceOf(EngineException.class, t.getCause());
+    assertFalse(e.retryable());
+    assertTrue(t.getMessage().contains("peer n1") && t.getMessage().contains("context length"),
+        t.getMessage());
+    assertEquals(1, k.engine(1).calls.get());
+    assertEquals(0, k.engine(2).calls.get(), "another peer was tried");
+    assertEquals(1, k.engine(0).calls.get(), "the local engine ran it twice");
+    assertCounters(k.c.node("n0").stats());
   }
 }
