@@ -120,6 +120,9 @@ public final class NodeMain {
       if (o.peerReaderThreads != 0) {
         tb.readerThreads(o.peerReaderThreads);
       }
+      if (o.peerMaxHandling != null) {
+        tb.maxHandlingTime(o.peerMaxHandling);
+      }
       if (o.peerMaxUnfinishedReads != 0) {
         tb.maxUnfinishedReadsPerAddress(o.peerMaxUnfinishedReads);
       }

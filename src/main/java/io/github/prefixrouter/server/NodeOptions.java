@@ -52,6 +52,8 @@ public final class NodeOptions {
           "                           more outstanding are its queue, for push-back; default 256",
           "  --engine-max-in-flight N requests outstanding at the server at most; more are",
           "                           busy (tried on a peer); default twice --engine-slots",
+          "  --engine-request-timeout-ms N  how long the server may take to answer one request",
+          "                           (then 504, not tried on a peer); default 60000",
           "  --kv-events tcp://H:P    vLLM's KV-event publisher (--kv-events-config endpoint): the",
           "                           tree mirrors vLLM's cache exactly; --block-size must be vLLM's",
           "  --kv-events-replay tcp://H:P  vLLM's replay endpoint, to recover lost events",
@@ -69,6 +71,9 @@ public final class NodeOptions {
           "  --peer-suspect-ms N      silence before a peer is suspected; default 2000",
           "  --peer-dead-ms N         silence before a peer is dropped; default 10000",
           "  --hop-limit N            forwards per request; default 1",
+          "  --engine-timeout-ms N    the node's own limit on one engine run; default 600000",
+          "  --peer-max-handling-ms N how long this node may take to answer a peer's forward",
+          "                           (then 504 to the peer); default 300000",
           "  --watermarks LOW,HIGH    engine queue push-back watermarks; default 16,32",
           "  --peer-reader-threads N  requests read at once on the peer port, a thread each; a",
           "                           connection beyond is closed at once; default 64",
@@ -91,7 +96,8 @@ public final class NodeOptions {
           "block-size", "tree-capacity-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "ready-file",
-          "shutdown-grace-ms", "help");
+          "shutdown-grace-ms", "engine-request-timeout-ms", "engine-timeout-ms",
+          "peer-max-handling-ms", "help");
 
   private static final Set<String> FLAGS_WITHOUT_VALUE = Set.of("insecure", "help");
 
@@ -126,6 +132,9 @@ public final class NodeOptions {
   final int clientReaderThreads;
   final int clientMaxUnfinishedReads;
   final Path readyFile;
+  /** The OpenAI-compatible server's answer limit, and the peer port's; null when not given. */
+  final Duration engineRequestTimeout;
+  final Duration peerMaxHandling;
   /** How long a stop waits for accepted requests before answering the rest 503. */
   final Duration shutdownGrace;
   final boolean help;
@@ -144,6 +153,7 @@ public final class NodeOptions {
       config = null;
       readyFile = null;
       shutdownGrace = null;
+      engineRequestTimeout = peerMaxHandling = null;
       return;
     }
     this.id = PeerAddress.checkNodeId(required(v, "id"));
@@ -186,6 +196,12 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--engine must be 'reference' or an http(s) URL, was " + engine);
     }
     this.model = v.get("model");
+    this.engineRequestTimeout = millis(v, "engine-request-timeout-ms");
+    this.peerMaxHandling = millis(v, "peer-max-handling-ms");
+    if (engine.equals("reference") && engineRequestTimeout != null) {
+      throw new IllegalArgumentException("--engine-request-timeout-ms needs --engine URL (the "
+          + "reference engine runs in the process: --engine-timeout-ms bounds it)");
+    }
     this.engineSlots = v.containsKey("engine-slots") ? intValue(v, "engine-slots", 0) : 0;
     this.engineMaxInFlight =
         v.containsKey("engine-max-in-flight") ? intValue(v, "engine-max-in-flight", 0) : 0;
@@ -240,6 +256,10 @@ public final class NodeOptions {
       cb.peerTimeouts(
           Duration.ofMillis(longValue(v, "peer-suspect-ms", d.peerSuspectAfter().toMillis())),
           Duration.ofMillis(longValue(v, "peer-dead-ms", d.peerDeadAfter().toMillis())));
+    }
+    Duration engineTimeout = millis(v, "engine-timeout-ms");
+    if (engineTimeout != null) {
+      cb.engineTimeout(engineTimeout);
     }
     if (v.containsKey("hop-limit")) {
       cb.hopLimit(intValue(v, "hop-limit", 1));
@@ -309,12 +329,28 @@ public final class NodeOptions {
     if (engineMaxInFlight != 0) {
       b.maxInFlight(engineMaxInFlight);
     }
+    if (engineRequestTimeout != null) {
+      b.requestTimeout(engineRequestTimeout);
+    }
     try {
       b.build(); // validates; the engine holds nothing until used
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException(flagName(e.getMessage()), e);
     }
     return b;
+  }
+
+  /** A duration flag in milliseconds, 1 ms to 365 days, or null when not given. */
+  private static Duration millis(Map<String, String> v, String key) {
+    if (!v.containsKey(key)) {
+      return null;
+    }
+    long ms = longValue(v, key, 0);
+    if (ms < 1 || ms > Duration.ofDays(365).toMillis()) {
+      throw new IllegalArgumentException(
+          "--" + key + " must be 1 to 365 days in milliseconds, was " + v.get(key));
+    }
+    return Duration.ofMillis(ms);
   }
 
   private static String flagName(String message) {

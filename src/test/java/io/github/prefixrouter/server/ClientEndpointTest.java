@@ -179,7 +179,7 @@ class ClientEndpointTest {
     Map<Integer, RuntimeException> failures = new java.util.LinkedHashMap<>();
     causes.forEach((status, cause) -> failures.put(status, new RequestFailedException("q",
         "the local engine failed: " + cause.getMessage(), cause)));
-    ClientEndpoint endpoint = new ClientEndpoint(node, Map::of, 16, Duration.ofSeconds(5));
+    ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 16, Duration.ofSeconds(5));
     InetSocketAddress addr = endpoint.start("127.0.0.1", 0);
     try {
       HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();

@@ -152,6 +152,31 @@ class NodeMainTest {
   }
 
   @Test
+  void timeoutFlagsReachTheAdapterTheTransportAndTheConfig() {
+    NodeOptions o = parse("--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000",
+        "--engine-request-timeout-ms", "900000", "--peer-max-handling-ms", "1200000",
+        "--engine-timeout-ms", "1500000");
+    assertEquals(java.time.Duration.ofMinutes(15), o.engineRequestTimeout);
+    assertEquals(java.time.Duration.ofMinutes(20), o.peerMaxHandling);
+    assertEquals(java.time.Duration.ofMinutes(25), o.config.engineTimeout());
+    NodeOptions d = parse("--id", "a", "--listen", "h:1");
+    assertEquals(null, d.engineRequestTimeout);
+    assertEquals(null, d.peerMaxHandling);
+    assertEquals(io.github.prefixrouter.RouterConfig.defaults().engineTimeout(),
+        d.config.engineTimeout());
+    for (String flag : new String[] {"--engine-request-timeout-ms", "--peer-max-handling-ms",
+        "--engine-timeout-ms"}) {
+      assertMessage(flag + " must be 1 to 365 days in milliseconds, was 0",
+          () -> parse("--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000", flag,
+              "0"));
+      assertMessage("needs an integer", () -> parse("--id", "a", "--listen", "h:1", "--engine",
+          "http://127.0.0.1:8000", flag, "1m"));
+    }
+    assertMessage("--engine-request-timeout-ms needs --engine URL",
+        () -> parse("--id", "a", "--listen", "h:1", "--engine-request-timeout-ms", "1000"));
+  }
+
+  @Test
   void theTreeCapacityDefaultsToTheReferenceEnginesCache() {
     assertEquals(8192, parse("--id", "a", "--listen", "h:1", "--engine-cache-tokens", "8192")
         .config.treeCapacityTokens());
