@@ -72,8 +72,9 @@ import org.slf4j.LoggerFactory;
  *       (see {@link #forwardTimeout}): generous, because a false timeout runs the request
  *       twice, and dead peers are also caught by the failure detector. The decode time is
  *       learned from every engine (timed by the node when the engine reports no timings);
- *       the slowness of each peer from its answers. A guard timer 25% later protects against a
- *       transport that never answers.
+ *       the slowness of each peer from its answers. A prompt longer than any sampled waits at
+ *       least {@code forwardTimeoutMax}, and a timeout of such a guess does not cool the peer
+ *       down. A guard timer 25% later protects against a transport that never answers.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
  *       running or its engine queue is at the high watermark; a duplicate of a request already
  *       running here (same sender, id, prompt and parameters) joins the running execution
@@ -506,11 +507,14 @@ public final class RouterNode implements PrefixRouterNode {
     // the peer's queue wait and prefill as the model estimates them: the cost less the trip
     double base = Math.max(0,
         (double) target.costNanos() - rtt - config.forwardOverhead().toNanos());
-    long timeout = forwardTimeout(st, base, ex.request.params().maxTokens(), rtt);
+    int uncached = Math.max(0, ex.request.length() - target.effectiveMatchedTokens());
+    long timeout = forwardTimeout(st, base, uncached, ex.request.params().maxTokens(), rtt);
+    boolean guessed = !cost.hasObservedService() || !cost.covers(uncached);
     byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1);
     Attempt a;
     synchronized (ex) {
-      a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens(), base);
+      a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens(), base,
+          guessed);
       ex.forwarding = a;
       ex.attempts++;
       ex.forwards++;
@@ -586,8 +590,16 @@ public final class RouterNode implements PrefixRouterNode {
    * any engine's speed (no result seen yet, of this node's engine or a peer's) and the peer has
    * never answered, it waits {@code forwardTimeoutMax}: the prior is a guess, and a false
    * timeout runs the request twice.
+   *
+   * <p>The prefill of the {@code uncached} tokens the peer is expected to compute is priced in
+   * {@code base} by the routing slope, which may still be the prior. For the timeout it is
+   * taken at least at the bound the samples give ({@link CostModel#prefillBoundNanosPerToken}),
+   * which can lengthen the timeout up to the cap but not past it; and a prompt longer than any
+   * sample ({@link CostModel#covers}) waits at least {@code forwardTimeoutMax}: nothing
+   * observed bounds its prefill.
    */
-  long forwardTimeout(PeerHealth.PeerState peer, double base, int maxTokens, long rtt) {
+  long forwardTimeout(PeerHealth.PeerState peer, double base, int uncached, int maxTokens,
+      long rtt) {
     long max = config.forwardTimeoutMax().toNanos();
     double slowness = peer.slowness;
     if (slowness < 0 && !cost.hasObservedService()) {
@@ -596,7 +608,13 @@ public final class RouterNode implements PrefixRouterNode {
     double expected = (base + maxTokens * cost.decodeNanosPerToken()) * Math.max(1.0, slowness);
     double upper = Math.max(max,
         Math.min(2 * expected, (double) config.engineTimeout().toNanos()) + 2.0 * rtt);
-    double t = Math.min(upper, 4 * expected * peer.backoff + 2.0 * rtt);
+    if (!cost.covers(uncached)) {
+      return (long) Math.min(Long.MAX_VALUE / 4, upper);
+    }
+    double bounded = Math.max(0,
+        cost.prefillBoundNanosPerToken() - cost.prefillNanosPerToken()) * uncached;
+    double t = Math.min(upper,
+        4 * (expected + bounded * Math.max(1.0, slowness)) * peer.backoff + 2.0 * rtt);
     return (long) Math.min(Long.MAX_VALUE / 4,
         Math.max(config.forwardTimeoutMin().toNanos(), t));
   }
@@ -619,7 +637,11 @@ public final class RouterNode implements PrefixRouterNode {
       switch (kind) {
         case TIMEOUT -> {
           cause = FallbackCause.TIMEOUT;
-          a.peer.failedUntil = now + config.failureCooldown().toNanos();
+          // a timeout set without samples covering the prompt says nothing of the peer's
+          // health: it is not cooled down (only its backoff doubles)
+          if (!a.guessed) {
+            a.peer.failedUntil = now + config.failureCooldown().toNanos();
+          }
           a.peer.timedOut();
           try {
             transport.send(a.to, ForwardCodec.cancel(ex.request.id(), nodeId));
@@ -1167,18 +1189,21 @@ public final class RouterNode implements PrefixRouterNode {
     final int estimatedMatched;
     /** The peer's queue wait and prefill as estimated when sent, in nanoseconds. */
     final double base;
+    /** Whether the timeout was a guess: no sample covered the prompt's uncached part. */
+    final boolean guessed;
     /** The next check of the peer's liveness while the answer is awaited, or null. */
     volatile Scheduler.Cancellable watch;
     final AtomicBoolean released = new AtomicBoolean();
 
     Attempt(int seq, PeerAddress to, PeerHealth.PeerState peer, long sentAt, int est,
-        double base) {
+        double base, boolean guessed) {
       this.seq = seq;
       this.to = to;
       this.peer = peer;
       this.sentAt = sentAt;
       this.estimatedMatched = est;
       this.base = base;
+      this.guessed = guessed;
     }
   }
 
