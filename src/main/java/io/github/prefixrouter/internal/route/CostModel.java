@@ -31,7 +31,11 @@ import io.github.prefixrouter.spi.EngineResult;
  * uncached tokens is <i>covered</i>, and {@code u × T / U} bounds its prefill from above
  * whenever the prefill time per uncached token does not fall with the length (attention makes
  * it grow), whatever the slope prior says and whether or not the slope was learned. Past
- * {@code U} nothing observed bounds the prefill: the prior is a guess there.
+ * {@code U} nothing observed bounds the prefill: the prior is a guess there. A timed sample of
+ * an engine that reports no cached count either (vLLM without
+ * {@code --enable-prompt-tokens-details}) takes the node's estimate of it: the local tree's
+ * match before the run, or the replica's estimate of a forward's; without one it covers
+ * nothing.
  *
  * <p>Writers synchronize; readers read volatile fields, so the routing hot path takes no lock.
  */
@@ -113,7 +117,16 @@ final class CostModel {
    * Learns from one engine result that took {@code elapsedNanos} from submission to result
    * ({@code -1} if unknown); the elapsed time is used only when the engine reported no timing.
    */
-  synchronized void observe(EngineResult r, long elapsedNanos) {
+  void observe(EngineResult r, long elapsedNanos) {
+    observe(r, elapsedNanos, -1);
+  }
+
+  /**
+   * As {@link #observe(EngineResult, long)}; {@code cachedEstimate} is the node's estimate of
+   * the prompt tokens the engine had cached ({@code -1} if none), which stands in for an
+   * engine's unreported count when the samples' coverage is extended.
+   */
+  synchronized void observe(EngineResult r, long elapsedNanos, int cachedEstimate) {
     long prefill = r.prefillNanos();
     long decode = r.decodeNanos();
     int out = r.outputTokens().length;
@@ -121,7 +134,10 @@ final class CostModel {
       if (elapsedNanos >= 0) {
         double uncached = r.promptTokens() - Math.max(0, r.cachedPromptTokens());
         serviceSample(elapsedNanos);
-        cover(uncached, elapsedNanos);
+        int cached = r.cachedPromptTokens() >= 0 ? r.cachedPromptTokens() : cachedEstimate;
+        if (cached >= 0) {
+          cover(r.promptTokens() - cached, elapsedNanos);
+        }
         if (out > 0) {
           decodeSample(Math.max(0, elapsedNanos - prefillPerToken * uncached) / out);
         }

@@ -686,7 +686,7 @@ public final class RouterNode implements PrefixRouterNode {
       if (m instanceof ForwardCodec.Result r) {
         EngineResult res = r.result();
         // timed by the peer (receipt to answer) when its engine reports no timings
-        cost.observe(res, r.serverNanos());
+        cost.observe(res, r.serverNanos(), a.estimatedMatched);
         a.peer.observeService(r.serverNanos(),
             a.base + res.outputTokens().length * cost.decodeNanosPerToken());
         int actual = r.result().cachedPromptTokens();
@@ -774,6 +774,7 @@ public final class RouterNode implements PrefixRouterNode {
     };
     CompletableFuture<EngineResult> f;
     boolean idle = engineLoad().total() == 0;
+    int cachedHere = localMatch(ex); // for an engine that reports no cached count
     long started = clock.nanoTime();
     try {
       f = engine.execute(ex.request);
@@ -816,7 +817,7 @@ public final class RouterNode implements PrefixRouterNode {
       } else {
         // timed here when the engine reports no timings (the OpenAI-compatible servers); only
         // a run that got a slot at once times the service: a queued one's wait is priced apart
-        cost.observe(res, atOnce ? clock.nanoTime() - started : -1);
+        cost.observe(res, atOnce ? clock.nanoTime() - started : -1, cachedHere);
         try {
           local.onExecuted(ex.scopeRoot, ex.request.tokensUnsafe());
         } catch (RuntimeException | Error e) {
@@ -825,6 +826,16 @@ public final class RouterNode implements PrefixRouterNode {
         complete(ex, res, nodeId, false, null);
       }
     });
+  }
+
+  /** The local index's match of {@code ex}'s prompt, or -1 if the index fails. */
+  private int localMatch(Execution ex) {
+    try {
+      return Math.min(local.match(ex.scopeRoot, ex.request.tokensUnsafe()), ex.request.length());
+    } catch (RuntimeException | Error e) {
+      LOG.debug("node {}: local index match failed", nodeId, e);
+      return -1;
+    }
   }
 
   /**

@@ -40,17 +40,49 @@ class LongPromptTimeoutTest {
    * + 1 ms per uncached token of prefill and 5 ms per output token.
    */
   static OracleCluster cluster(int n, boolean timings, Hang hang) {
-    return cluster(n, RouterConfig.builder().build(), timings, hang);
+    return cluster(n, RouterConfig.builder().build(), timings, true, hang);
   }
 
-  static OracleCluster cluster(int n, RouterConfig cfg, boolean timings, Hang hang) {
+  /**
+   * As above; an engine without {@code timings} reports no prefill and decode times, like the
+   * OpenAI-compatible adapter, and one without {@code counts} no cached prompt tokens either
+   * (vLLM without {@code --enable-prompt-tokens-details}).
+   */
+  static OracleCluster cluster(int n, RouterConfig cfg, boolean timings, boolean counts,
+      Hang hang) {
     OracleCluster.Hooks hooks = new OracleCluster.Hooks();
     hooks.engineTweak = b -> b.prefillNanosPerToken(1_000_000).decodeNanosPerToken(5_000_000);
     hooks.engineWrap = e -> {
-      InferenceEngine spi = timings ? e : new ForwardTimeoutTest.NoTimings(e);
+      InferenceEngine spi = timings ? e : counts ? new ForwardTimeoutTest.NoTimings(e)
+          : new NoCounts(e);
       return hang != null && hang.engines++ == 1 ? hang.wrap(spi) : spi;
     };
     return new OracleCluster(n, cfg, 1, hooks).rtt(Duration.ofMillis(5)).start();
+  }
+
+  /** Reports neither timings nor cached prompt tokens. */
+  static final class NoCounts implements InferenceEngine {
+    final InferenceEngine e;
+
+    NoCounts(InferenceEngine e) {
+      this.e = e;
+    }
+
+    @Override
+    public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+      return e.execute(r).thenApply(x -> new EngineResult(x.outputTokens(), x.text(),
+          x.promptTokens(), -1, -1, -1));
+    }
+
+    @Override
+    public EngineLoad load() {
+      return e.load();
+    }
+
+    @Override
+    public void cancel(String requestId) {
+      e.cancel(requestId);
+    }
   }
 
   /** Makes the second engine built (n1's) never answer while {@link #on} is set. */
@@ -157,7 +189,7 @@ class LongPromptTimeoutTest {
     // a timeout of 1 s (the floor) for 2.05 s at n1: TIMEOUT, then 2.5 s more here
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
         .coldPlacement(false).build();
-    OracleCluster c = cluster(2, cfg, true, null);
+    OracleCluster c = cluster(2, cfg, true, true, null);
     InferenceRequest first = new InferenceRequest("first", prompt(7, 3_000),
         GenerationParams.greedy(OUT));
     assertEquals("n0", c.submitAndWait("n0", first).servedBy());
@@ -172,8 +204,19 @@ class LongPromptTimeoutTest {
 
   @Test
   void aPeerThatHangsStillTimesOutWithinTheCapAndItsGuessIsNotCooledDown() {
+    hangingPeer(true);
+  }
+
+  @Test
+  void withoutCachedCountsTheLocalMatchTellsWhatARunCovered() {
+    // the same with engines that report no cached tokens: what n0 ran covers the prompt's
+    // length less the local tree's match, so the second forward is not a guess either
+    hangingPeer(false);
+  }
+
+  void hangingPeer(boolean counts) {
     Hang hang = new Hang();
-    OracleCluster c = cluster(2, false, hang);
+    OracleCluster c = cluster(2, RouterConfig.builder().build(), false, counts, hang);
     shortPrompts(c, 3);
     hang.on.set(true);
     long cap = c.config.forwardTimeoutMax().toNanos();
