@@ -21,35 +21,26 @@ import io.github.prefixrouter.spi.InferenceEngine;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.function.Predicate;
 import org.junit.jupiter.api.Test;
 
 /**
  * The forwarding timeout of a prompt longer than anything the node has seen, on simulated time:
- * the prefill prior (100 µs/token) must not cut short a cold prompt whose peer computes it at
- * 1 ms/token, and a peer that truly hangs is still given up on within the cap.
+ * the prefill prior (100 µs/token) must not cut short a long uncached prompt whose peer computes
+ * it at 1 ms/token, and a peer that truly hangs is still given up on within the cap.
  */
 class LongPromptTimeoutTest {
 
   static final int OUT = 8;
 
   /**
-   * {@code n} nodes with the default (cost-aware, cold placement) configuration, 5 ms one way,
-   * so that a prompt under about 400 tokens runs where it is submitted (a peer costs the trip
-   * more, past the cold placement's slack) and a longer one is placed on a peer; engines of 2 ms
-   * + 1 ms per uncached token of prefill and 5 ms per output token.
+   * {@code n} nodes routing to the longest prefix, 1 ms one way (the oracle view gives no cold
+   * placement: a prompt nobody holds runs where it is submitted); engines of 2 ms + 1 ms per
+   * uncached token of prefill and 5 ms per output token. An engine without {@code timings}
+   * reports no prefill and decode times, like the OpenAI-compatible adapter, and one without
+   * {@code counts} no cached prompt tokens either (vLLM without
+   * {@code --enable-prompt-tokens-details}).
    */
-  static OracleCluster cluster(int n, boolean timings, Hang hang) {
-    return cluster(n, RouterConfig.builder().build(), timings, true, hang);
-  }
-
-  /**
-   * As above; an engine without {@code timings} reports no prefill and decode times, like the
-   * OpenAI-compatible adapter, and one without {@code counts} no cached prompt tokens either
-   * (vLLM without {@code --enable-prompt-tokens-details}).
-   */
-  static OracleCluster cluster(int n, RouterConfig cfg, boolean timings, boolean counts,
-      Hang hang) {
+  static OracleCluster cluster(int n, boolean timings, boolean counts, Hang hang) {
     OracleCluster.Hooks hooks = new OracleCluster.Hooks();
     hooks.engineTweak = b -> b.prefillNanosPerToken(1_000_000).decodeNanosPerToken(5_000_000);
     hooks.engineWrap = e -> {
@@ -57,7 +48,9 @@ class LongPromptTimeoutTest {
           : new NoCounts(e);
       return hang != null && hang.engines++ == 1 ? hang.wrap(spi) : spi;
     };
-    return new OracleCluster(n, cfg, 1, hooks).rtt(Duration.ofMillis(5)).start();
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .coldPlacement(false).build();
+    return new OracleCluster(n, cfg, 1, hooks).rtt(Duration.ofMillis(1)).start();
   }
 
   /** Reports neither timings nor cached prompt tokens. */
@@ -110,26 +103,19 @@ class LongPromptTimeoutTest {
     }
   }
 
-  /** A request of {@code length} fresh tokens whose decision at n0 {@code wanted} accepts. */
-  static InferenceRequest find(OracleCluster c, String id, int length,
-      Predicate<RouteDecision> wanted) {
-    for (long seed = 1_000; seed < 2_000; seed++) {
-      InferenceRequest r = new InferenceRequest(id, prompt(seed, length),
-          GenerationParams.greedy(OUT));
-      if (wanted.test(c.node("n0").explain(r))) {
-        return r;
-      }
+  /** A prefix of 480 tokens (30 blocks), cached at {@code peers}' engines. */
+  static int[] heldBy(OracleCluster c, long seed, String... peers) {
+    int[] prefix = prompt(seed, 480);
+    for (String p : peers) {
+      c.warm(p, concat(prefix, prompt(1, 40)));
     }
-    throw new AssertionError("no prompt of " + length + " tokens is placed as wanted");
+    return prefix;
   }
 
-  static Predicate<RouteDecision> coldPlacedOn(String peer) {
-    return d -> d.reason() == RouteDecision.Reason.COLD_PLACEMENT
-        && peer.equals(d.targetNodeId());
-  }
-
-  static Predicate<RouteDecision> coldPlacedOnAPeer() {
-    return d -> d.reason() == RouteDecision.Reason.COLD_PLACEMENT && !d.isLocal();
+  /** A request of {@code prefix} and {@code fresh} tokens nobody holds. */
+  static InferenceRequest request(String id, int[] prefix, long seed, int fresh) {
+    return new InferenceRequest(id, concat(prefix, prompt(seed, fresh)),
+        GenerationParams.greedy(OUT));
   }
 
   /** n0 serves short prompts (300 tokens) itself and learns from them. */
@@ -171,13 +157,14 @@ class LongPromptTimeoutTest {
   }
 
   @Test
-  void aColdPromptLongerThanAnySampledIsAnsweredByThePeerOnce() {
-    // The review's scenario: n0 ran 300-token prompts, then a 3,000-token cold prompt is placed
-    // on a peer whose engine (no timings) takes 3.04 s. Old code: the prior priced its prefill
-    // at 0.3 s, the timeout was 2.5 s: both peers timed out and it ran at n0 (3 attempts)
-    OracleCluster c = cluster(3, false, null);
+  void aPromptLongerThanAnySampledIsAnsweredByThePeerOnce() {
+    // The review's scenario: n0 ran 300-token prompts, then a prompt of 3,000 uncached tokens
+    // goes to a peer (both peers hold its first 480 tokens) whose engine (no timings) takes
+    // 3.04 s. Old code: the prior priced its prefill at 0.3 s, the timeout was 2.5 s: both
+    // peers timed out and it ran at n0 (3 attempts, 8.4 s; now 3.04 s)
+    OracleCluster c = cluster(3, false, true, null);
     shortPrompts(c, 3);
-    InferenceRequest q = find(c, "long", 3_000, coldPlacedOnAPeer());
+    InferenceRequest q = request("long", heldBy(c, 42, "n1", "n2"), 8, 3_000);
     assertForwardedOnce(c, q, 3.05);
   }
 
@@ -186,19 +173,13 @@ class LongPromptTimeoutTest {
     // An engine that reports timings, but too few samples to learn the slope: the prior says
     // 100 µs/token. n0 ran a 3,000-token prompt itself (3.0 s of prefill); a prompt of 2,000
     // uncached tokens at n1 is covered, its prefill bounded by 2,000 x 3.0 s / 3,000. Old code:
-    // a timeout of 1 s (the floor) for 2.05 s at n1: TIMEOUT, then 2.5 s more here
-    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
-        .coldPlacement(false).build();
-    OracleCluster c = cluster(2, cfg, true, true, null);
+    // a timeout of 1 s (the floor) for 2.04 s at n1: TIMEOUT, then 2.5 s more here (3.5 s)
+    OracleCluster c = cluster(2, true, true, null);
     InferenceRequest first = new InferenceRequest("first", prompt(7, 3_000),
         GenerationParams.greedy(OUT));
     assertEquals("n0", c.submitAndWait("n0", first).servedBy());
     assertEquals(1e5, c.node("n0").learnedPrefillNanosPerToken(), 1, "the slope is the prior");
-    int[] prefix = prompt(42, 480);
-    c.warm("n1", concat(prefix, prompt(1, 40)));
-    InferenceRequest q = new InferenceRequest("q", concat(prefix, prompt(8, 2_000)),
-        GenerationParams.greedy(OUT));
-    assertEquals("n1", c.node("n0").explain(q).targetNodeId());
+    InferenceRequest q = request("q", heldBy(c, 42, "n1"), 8, 2_000);
     assertForwardedOnce(c, q, 2.06);
   }
 
@@ -216,13 +197,16 @@ class LongPromptTimeoutTest {
 
   void hangingPeer(boolean counts) {
     Hang hang = new Hang();
-    OracleCluster c = cluster(2, RouterConfig.builder().build(), false, counts, hang);
+    OracleCluster c = cluster(2, false, counts, hang);
     shortPrompts(c, 3);
+    int[] a = heldBy(c, 42, "n1");
+    int[] b = heldBy(c, 43, "n1");
+    int[] d = heldBy(c, 44, "n1");
     hang.on.set(true);
     long cap = c.config.forwardTimeoutMax().toNanos();
 
-    // a prompt longer than any sampled: the timeout is the cap, then it runs here (3.04 s)
-    InferenceRequest q = find(c, "long", 3_000, coldPlacedOn("n1"));
+    // a prompt longer than any sampled: the timeout is the cap, then it runs here (3.5 s)
+    InferenceRequest q = request("long", a, 8, 3_000);
     long t0 = c.sim.nanoTime();
     InferenceResponse resp = c.submitAndWait("n0", q);
     double seconds = (c.sim.nanoTime() - t0) / 1e9;
@@ -230,13 +214,12 @@ class LongPromptTimeoutTest {
     assertEquals("n0", resp.servedBy());
     assertEquals(2, resp.attempts());
     assertArrayEquals(expected(q), resp.result().outputTokens());
-    assertTrue(seconds >= cap / 1e9 && seconds < cap / 1e9 + 3.1, "took " + seconds + " s");
-    // the timeout was a guess: n1 is not cooled down, a request placed there is sent there
-    InferenceRequest next = find(c, "next", 1_000, coldPlacedOn("n1"));
-    RouteDecision d = c.node("n0").explain(next);
-    assertEquals("n1", d.targetNodeId());
+    assertTrue(seconds >= cap / 1e9 && seconds < cap / 1e9 + 3.6, "took " + seconds + " s");
+    // the timeout was a guess: n1 is not cooled down, the next request for its prefix goes there
+    InferenceRequest next = request("next", b, 9, 1_000);
+    assertEquals("n1", c.node("n0").explain(next).targetNodeId());
 
-    // a prompt the samples (now the 3,000-token run here) cover: timed out on what was
+    // a prompt the samples (now the 3,480-token run here) cover: timed out on what was
     // learned, well within the cap, and then n1 is cooled down
     t0 = c.sim.nanoTime();
     resp = c.submitAndWait("n0", next);
@@ -244,7 +227,8 @@ class LongPromptTimeoutTest {
     assertEquals(FallbackCause.TIMEOUT, resp.fallbackCause());
     assertEquals("n0", resp.servedBy());
     assertTrue(seconds > 2 && seconds < cap / 2e9, "took " + seconds + " s");
-    RouteDecision after = c.node("n0").explain(find(c, "later", 1_000, d2 -> true));
+    RouteDecision after = c.node("n0").explain(request("later", d, 10, 1_000));
+    assertTrue(after.isLocal(), String.valueOf(after));
     assertFalse(after.candidates().stream().anyMatch(k -> "n1".equals(k.nodeId())
         && k.skipped() == RouteDecision.SkipReason.NONE), "n1 was not cooled down: " + after);
   }
