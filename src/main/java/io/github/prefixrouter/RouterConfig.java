@@ -642,7 +642,10 @@ public final class RouterConfig {
     }
 
     /**
-     * Initial prefill cost per uncached token, before the engine's timings refine it.
+     * Initial prefill cost per uncached token, before the engine's timings refine it. The
+     * forwarding timeout does not rely on it for a prompt longer than any the node has seen
+     * run: that forward waits at least {@code forwardTimeoutMax} (docs/routing.md, "Forwarding
+     * timeout").
      *
      * @param nanos nanoseconds per token, 1 to 10^9
      * @return this builder

@@ -24,6 +24,19 @@ import io.github.prefixrouter.spi.EngineResult;
  * decode sample (an upper bound: it includes any wait in the engine's queue). The prefill slope
  * is learned only from reported prefill times.
  *
+ * <p><b>What the samples cover</b> (for the forwarding timeout, not for routing): the model keeps
+ * the longest uncached part of a prompt in any service sample, {@code U}, and the longest time
+ * taken by a sample of that length, {@code T}: the reported prefill time, or for an engine that
+ * reports none the whole timed service (which includes the prefill). A prompt of {@code u ≤ U}
+ * uncached tokens is <i>covered</i>, and {@code u × T / U} bounds its prefill from above
+ * whenever the prefill time per uncached token does not fall with the length (attention makes
+ * it grow), whatever the slope prior says and whether or not the slope was learned. Past
+ * {@code U} nothing observed bounds the prefill: the prior is a guess there. A timed sample of
+ * an engine that reports no cached count either (vLLM without
+ * {@code --enable-prompt-tokens-details}) takes the node's estimate of it: the local tree's
+ * match before the run, or the replica's estimate of a forward's; without one it covers
+ * nothing.
+ *
  * <p>Writers synchronize; readers read volatile fields, so the routing hot path takes no lock.
  */
 final class CostModel {
@@ -45,6 +58,11 @@ final class CostModel {
   private volatile double serviceNanos;
   private volatile double decodePerToken;
   private volatile boolean observedService;
+  /** The longest uncached prompt part of a service sample, and the longest time for it. */
+  private volatile Coverage coverage = new Coverage(0, 0);
+
+  /** {@code uncached} tokens took up to {@code nanos} (prefill, or whole service if unknown). */
+  private record Coverage(int uncached, double nanos) {}
 
   CostModel(long initialPrefillNanosPerToken) {
     this.prefillPerToken = initialPrefillNanosPerToken;
@@ -73,6 +91,23 @@ final class CostModel {
     return observedService;
   }
 
+  /**
+   * Whether a service sample had at least {@code uncached} uncached prompt tokens, so that
+   * {@link #prefillBoundNanosPerToken} bounds the prefill of a prompt of that many.
+   */
+  boolean covers(int uncached) {
+    return uncached <= coverage.uncached();
+  }
+
+  /**
+   * An upper bound of the prefill time per uncached token of a covered prompt (see the class
+   * notes): the longest sample's time over its uncached tokens; 0 before any sample.
+   */
+  double prefillBoundNanosPerToken() {
+    Coverage c = coverage;
+    return c.uncached() > 0 ? c.nanos() / c.uncached() : 0;
+  }
+
   /** Learns from one engine result; ignores figures the engine did not report. */
   void observe(EngineResult r) {
     observe(r, -1);
@@ -82,7 +117,16 @@ final class CostModel {
    * Learns from one engine result that took {@code elapsedNanos} from submission to result
    * ({@code -1} if unknown); the elapsed time is used only when the engine reported no timing.
    */
-  synchronized void observe(EngineResult r, long elapsedNanos) {
+  void observe(EngineResult r, long elapsedNanos) {
+    observe(r, elapsedNanos, -1);
+  }
+
+  /**
+   * As {@link #observe(EngineResult, long)}; {@code cachedEstimate} is the node's estimate of
+   * the prompt tokens the engine had cached ({@code -1} if none), which stands in for an
+   * engine's unreported count when the samples' coverage is extended.
+   */
+  synchronized void observe(EngineResult r, long elapsedNanos, int cachedEstimate) {
     long prefill = r.prefillNanos();
     long decode = r.decodeNanos();
     int out = r.outputTokens().length;
@@ -90,6 +134,10 @@ final class CostModel {
       if (elapsedNanos >= 0) {
         double uncached = r.promptTokens() - Math.max(0, r.cachedPromptTokens());
         serviceSample(elapsedNanos);
+        int cached = r.cachedPromptTokens() >= 0 ? r.cachedPromptTokens() : cachedEstimate;
+        if (cached >= 0) {
+          cover(r.promptTokens() - cached, elapsedNanos);
+        }
         if (out > 0) {
           decodeSample(Math.max(0, elapsedNanos - prefillPerToken * uncached) / out);
         }
@@ -105,6 +153,7 @@ final class CostModel {
       sxx = (1 - ALPHA) * sxx + ALPHA * x * x;
       sxy = (1 - ALPHA) * sxy + ALPHA * x * y;
       samples++;
+      cover(x, y);
       double varX = sxx / sw - (sx / sw) * (sx / sw);
       double meanX = sx / sw;
       if (samples >= MIN_SAMPLES && varX > 1.0 && varX > 0.01 * meanX * meanX) {
@@ -117,6 +166,18 @@ final class CostModel {
     serviceSample(Math.max(0, prefill) + Math.max(0, decode));
     if (decode >= 0 && out > 0) {
       decodeSample((double) decode / out);
+    }
+  }
+
+  private void cover(double uncached, double nanos) {
+    Coverage c = coverage;
+    if (uncached < 1 || uncached > Integer.MAX_VALUE || !(nanos >= 0)) {
+      return;
+    }
+    if (uncached > c.uncached()) {
+      coverage = new Coverage((int) uncached, nanos);
+    } else if (uncached == c.uncached() && nanos > c.nanos()) {
+      coverage = new Coverage(c.uncached(), nanos);
     }
   }
 

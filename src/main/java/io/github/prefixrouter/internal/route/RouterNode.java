@@ -78,8 +78,9 @@ import org.slf4j.LoggerFactory;
  *       (see {@link #forwardTimeout}): generous, because a false timeout runs the request
  *       twice, and dead peers are also caught by the failure detector. The decode time is
  *       learned from every engine (timed by the node when the engine reports no timings);
- *       the slowness of each peer from its answers. A guard timer 25% later protects against a
- *       transport that never answers.
+ *       the slowness of each peer from its answers. A prompt longer than any sampled waits at
+ *       least {@code forwardTimeoutMax}, and a timeout of such a guess does not cool the peer
+ *       down. A guard timer 25% later protects against a transport that never answers.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
  *       running or its engine queue is at the high watermark; a duplicate of a request already
  *       running here (same sender, id, prompt and parameters) joins the running execution
@@ -583,12 +584,14 @@ public final class RouterNode implements PrefixRouterNode {
     // the peer's queue wait and prefill as the model estimates them: the cost less the trip
     double base = Math.max(0,
         (double) target.costNanos() - rtt - config.forwardOverhead().toNanos());
-    long timeout = forwardTimeout(st, base, ex.request.params().maxTokens(), rtt);
+    int uncached = Math.max(0, ex.request.length() - target.effectiveMatchedTokens());
+    long timeout = forwardTimeout(st, base, uncached, ex.request.params().maxTokens(), rtt);
+    boolean guessed = !cost.hasObservedService() || !cost.covers(uncached);
     byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1);
     Attempt a;
     synchronized (ex) {
       a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens(), base,
-          ps.generation[i]);
+          ps.generation[i], guessed);
       ex.forwarding = a;
       ex.attempts++;
       ex.forwards++;
@@ -664,8 +667,16 @@ public final class RouterNode implements PrefixRouterNode {
    * any engine's speed (no result seen yet, of this node's engine or a peer's) and the peer has
    * never answered, it waits {@code forwardTimeoutMax}: the prior is a guess, and a false
    * timeout runs the request twice.
+   *
+   * <p>The prefill of the {@code uncached} tokens the peer is expected to compute is priced in
+   * {@code base} by the routing slope, which may still be the prior. For the timeout it is
+   * taken at least at the bound the samples give ({@link CostModel#prefillBoundNanosPerToken}),
+   * which can lengthen the timeout up to the cap but not past it; and a prompt longer than any
+   * sample ({@link CostModel#covers}) waits at least {@code forwardTimeoutMax}: nothing
+   * observed bounds its prefill.
    */
-  long forwardTimeout(PeerHealth.PeerState peer, double base, int maxTokens, long rtt) {
+  long forwardTimeout(PeerHealth.PeerState peer, double base, int uncached, int maxTokens,
+      long rtt) {
     long max = config.forwardTimeoutMax().toNanos();
     double slowness = peer.slowness;
     if (slowness < 0 && !cost.hasObservedService()) {
@@ -674,7 +685,13 @@ public final class RouterNode implements PrefixRouterNode {
     double expected = (base + maxTokens * cost.decodeNanosPerToken()) * Math.max(1.0, slowness);
     double upper = Math.max(max,
         Math.min(2 * expected, (double) config.engineTimeout().toNanos()) + 2.0 * rtt);
-    double t = Math.min(upper, 4 * expected * peer.backoff + 2.0 * rtt);
+    if (!cost.covers(uncached)) {
+      return (long) Math.min(Long.MAX_VALUE / 4, upper);
+    }
+    double bounded = Math.max(0,
+        cost.prefillBoundNanosPerToken() - cost.prefillNanosPerToken()) * uncached;
+    double t = Math.min(upper,
+        4 * (expected + bounded * Math.max(1.0, slowness)) * peer.backoff + 2.0 * rtt);
     return (long) Math.min(Long.MAX_VALUE / 4,
         Math.max(config.forwardTimeoutMin().toNanos(), t));
   }
@@ -698,7 +715,11 @@ public final class RouterNode implements PrefixRouterNode {
       switch (kind) {
         case TIMEOUT -> {
           cause = FallbackCause.TIMEOUT;
-          a.peer.failedUntil = now + config.failureCooldown().toNanos();
+          // a timeout set without samples covering the prompt says nothing of the peer's
+          // health: it is not cooled down (only its backoff doubles)
+          if (!a.guessed) {
+            a.peer.failedUntil = now + config.failureCooldown().toNanos();
+          }
           a.peer.timedOut();
           try {
             transport.send(a.to, ForwardCodec.cancel(ex.request.id(), nodeId));
@@ -754,7 +775,7 @@ public final class RouterNode implements PrefixRouterNode {
       if (m instanceof ForwardCodec.Result r) {
         EngineResult res = r.result();
         // timed by the peer (receipt to answer) when its engine reports no timings
-        cost.observe(res, r.serverNanos());
+        cost.observe(res, r.serverNanos(), a.estimatedMatched);
         a.peer.observeService(r.serverNanos(),
             a.base + res.outputTokens().length * cost.decodeNanosPerToken());
         int actual = r.result().cachedPromptTokens();
@@ -867,6 +888,7 @@ public final class RouterNode implements PrefixRouterNode {
     };
     CompletableFuture<EngineResult> f;
     boolean idle = engineLoad().total() == 0;
+    int cachedHere = localMatch(ex); // for an engine that reports no cached count
     long started = clock.nanoTime();
     try {
       f = engine.execute(ex.request);
@@ -909,7 +931,7 @@ public final class RouterNode implements PrefixRouterNode {
       } else {
         // timed here when the engine reports no timings (the OpenAI-compatible servers); only
         // a run that got a slot at once times the service: a queued one's wait is priced apart
-        cost.observe(res, atOnce ? clock.nanoTime() - started : -1);
+        cost.observe(res, atOnce ? clock.nanoTime() - started : -1, cachedHere);
         try {
           local.onExecuted(ex.scopeRoot, ex.request.tokensUnsafe());
         } catch (RuntimeException | Error e) {
@@ -918,6 +940,16 @@ public final class RouterNode implements PrefixRouterNode {
         complete(ex, res, nodeId, false, null);
       }
     });
+  }
+
+  /** The local index's match of {@code ex}'s prompt, or -1 if the index fails. */
+  private int localMatch(Execution ex) {
+    try {
+      return Math.min(local.match(ex.scopeRoot, ex.request.tokensUnsafe()), ex.request.length());
+    } catch (RuntimeException | Error e) {
+      LOG.debug("node {}: local index match failed", nodeId, e);
+      return -1;
+    }
   }
 
   /**
@@ -1314,12 +1346,14 @@ public final class RouterNode implements PrefixRouterNode {
     final double base;
     /** The peer's incarnation when sent ({@link PeerSet#generation}), or 0 if unknown. */
     final long generation;
+    /** Whether the timeout was a guess: no sample covered the prompt's uncached part. */
+    final boolean guessed;
     /** The next check of the peer's liveness while the answer is awaited, or null. */
     volatile Scheduler.Cancellable watch;
     final AtomicBoolean released = new AtomicBoolean();
 
     Attempt(int seq, PeerAddress to, PeerHealth.PeerState peer, long sentAt, int est,
-        double base, long generation) {
+        double base, long generation, boolean guessed) {
       this.seq = seq;
       this.to = to;
       this.peer = peer;
@@ -1327,6 +1361,7 @@ public final class RouterNode implements PrefixRouterNode {
       this.estimatedMatched = est;
       this.base = base;
       this.generation = generation;
+      this.guessed = guessed;
     }
   }
 

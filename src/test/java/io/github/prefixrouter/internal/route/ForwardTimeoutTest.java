@@ -175,25 +175,25 @@ class ForwardTimeoutTest {
     RouterNode n0 = c.node("n0");
     long max = c.config.forwardTimeoutMax().toNanos();
     PeerHealth.PeerState peer = new PeerHealth.PeerState();
-    long learned = n0.forwardTimeout(peer, 0, 200, 0);
+    long learned = n0.forwardTimeout(peer, 0, 0, 200, 0);
     // 4 x 200 tokens x the 20 ms/token the node timed (plus the prefill it could not tell apart)
     assertTrue(learned >= 16e9 && learned < 20e9, "timeout " + learned / 1e9 + " s");
     peer.timedOut();
-    assertEquals(2 * learned, n0.forwardTimeout(peer, 0, 200, 0), 1e6);
+    assertEquals(2 * learned, n0.forwardTimeout(peer, 0, 0, 200, 0), 1e6);
     for (int i = 0; i < 20; i++) {
       peer.timedOut();
     }
-    assertEquals(max, n0.forwardTimeout(peer, 0, 200, 0));
+    assertEquals(max, n0.forwardTimeout(peer, 0, 0, 200, 0));
     peer.observeService(4_000_000_000L, 4e9); // it answers as predicted: the backoff ends
-    assertEquals(learned, n0.forwardTimeout(peer, 0, 200, 0), 1e6);
+    assertEquals(learned, n0.forwardTimeout(peer, 0, 0, 200, 0), 1e6);
     // a generation expected to outlast the cap is still waited for: twice its expected time
-    long longOne = n0.forwardTimeout(peer, 0, 2_000, 0);
+    long longOne = n0.forwardTimeout(peer, 0, 0, 2_000, 0);
     assertTrue(longOne > max, "timeout " + longOne / 1e9 + " s");
-    assertEquals(longOne, n0.forwardTimeout(peer, 0, 2_000, 0));
+    assertEquals(longOne, n0.forwardTimeout(peer, 0, 0, 2_000, 0));
     for (int i = 0; i < 20; i++) {
       peer.timedOut();
     }
-    assertEquals(longOne, n0.forwardTimeout(peer, 0, 2_000, 0),
+    assertEquals(longOne, n0.forwardTimeout(peer, 0, 0, 2_000, 0),
         "timeouts must not lengthen it past twice the expected time");
   }
 
