@@ -24,6 +24,16 @@ import io.github.prefixrouter.spi.EngineResult;
  * decode sample (an upper bound: it includes any wait in the engine's queue). The prefill slope
  * is learned only from reported prefill times.
  *
+ * <p><b>Queue wait.</b> An engine runs several requests at once (continuous batching: vLLM's
+ * {@code --max-num-seqs}, the OpenAI-compatible adapter's {@code slots}). A request that finds
+ * {@code q} others waiting on an engine whose {@code S} slots are all busy waits for those
+ * {@code q} to start, and slots free up at a rate of {@code S / service}: about
+ * {@code q × service / S}, not {@code q × service} ({@link #drainingSlots}). An engine reports
+ * waiting requests only when every slot is busy, so while {@code q > 0} the requests it reports
+ * running are its slots. (The wait for the request's own slot, about {@code service / S} more,
+ * is left out as it always was for one slot: an engine with an empty queue may have free slots,
+ * which its load does not tell.)
+ *
  * <p>Writers synchronize; readers read volatile fields, so the routing hot path takes no lock.
  */
 final class CostModel {
@@ -45,6 +55,11 @@ final class CostModel {
   private volatile double serviceNanos;
   private volatile double decodePerToken;
   private volatile boolean observedService;
+  /**
+   * False only for side-by-side comparisons with the pricing before slots were counted and
+   * forward overheads learned ({@link #usePreviousPricing}).
+   */
+  private volatile boolean current = true;
 
   CostModel(long initialPrefillNanosPerToken) {
     this.prefillPerToken = initialPrefillNanosPerToken;
@@ -66,6 +81,34 @@ final class CostModel {
   /** Nanoseconds per generated token. */
   double decodeNanosPerToken() {
     return decodePerToken;
+  }
+
+  /**
+   * The slots that drain an engine's queue while it runs {@code running} requests: {@code
+   * max(1, running)}, so the wait behind {@code q} waiting requests is {@code q × service /
+   * drainingSlots(running)} (see the class notes; with one slot {@code q × service}, as before
+   * slots were counted); 1 when this model charges a full service time per waiting request.
+   */
+  int drainingSlots(int running) {
+    return current ? Math.max(1, running) : 1;
+  }
+
+  /**
+   * Whether the node learns each peer's per-forward overhead from answered forwards ({@link
+   * PeerHealth.PeerState#observeOverhead}); if not, every forward is priced at the configured
+   * {@code forwardOverhead}.
+   */
+  boolean learnsForwardOverhead() {
+    return current;
+  }
+
+  /**
+   * The pricing before slots were counted and forward overheads learned: a full service time per
+   * waiting request whatever the engine runs at once, and the configured overhead for every
+   * forward. For side-by-side comparisons in the simulator only.
+   */
+  void usePreviousPricing() {
+    current = false;
   }
 
   /** Whether any service time was observed (reported by an engine or timed by a node). */

@@ -505,12 +505,13 @@ public final class RouterNode implements PrefixRouterNode {
     long rtt = Math.max(0, target.rttNanos());
     // the peer's queue wait and prefill as the model estimates them: the cost less the trip
     double base = Math.max(0,
-        (double) target.costNanos() - rtt - config.forwardOverhead().toNanos());
+        (double) target.costNanos() - rtt - st.overheadNanos(config.forwardOverhead().toNanos()));
     long timeout = forwardTimeout(st, base, ex.request.params().maxTokens(), rtt);
     byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1);
     Attempt a;
     synchronized (ex) {
       a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens(), base);
+      a.gossipRtt = ps.rttNanos[i];
       ex.forwarding = a;
       ex.attempts++;
       ex.forwards++;
@@ -676,6 +677,10 @@ public final class RouterNode implements PrefixRouterNode {
           }
         }
         a.peer.observeRtt(now - a.sentAt - r.serverNanos());
+        if (a.gossipRtt >= 0 && r.serverNanos() >= 0 && cost.learnsForwardOverhead()) {
+          a.peer.observeOverhead(now - a.sentAt - r.serverNanos() - a.gossipRtt,
+              config.forwardOverhead().toNanos());
+        }
         complete(ex, r.result(), r.servedBy(), true, null);
         return;
       } else if (m instanceof ForwardCodec.Busy) {
@@ -1091,6 +1096,11 @@ public final class RouterNode implements PrefixRouterNode {
     return cost.serviceNanos();
   }
 
+  /** Prices as before slots were counted and overheads learned, for comparisons only. */
+  void usePreviousPricing() {
+    cost.usePreviousPricing();
+  }
+
   /** The current learned prefill cost per token, for tests and diagnostics. */
   double learnedPrefillNanosPerToken() {
     return cost.prefillNanosPerToken();
@@ -1167,6 +1177,8 @@ public final class RouterNode implements PrefixRouterNode {
     final int estimatedMatched;
     /** The peer's queue wait and prefill as estimated when sent, in nanoseconds. */
     final double base;
+    /** Gossip's smoothed round trip to the peer when sent, or -1 if it had none. */
+    long gossipRtt = -1;
     /** The next check of the peer's liveness while the answer is awaited, or null. */
     volatile Scheduler.Cancellable watch;
     final AtomicBoolean released = new AtomicBoolean();
