@@ -55,11 +55,10 @@ final class CostModel {
   private volatile double serviceNanos;
   private volatile double decodePerToken;
   private volatile boolean observedService;
-  /**
-   * False only for side-by-side comparisons with the pricing before slots were counted and
-   * forward overheads learned ({@link #usePreviousPricing}).
-   */
-  private volatile boolean current = true;
+  /** False only for side-by-side comparisons ({@link #usePreviousPricing}). */
+  private volatile boolean perSlot = true;
+  /** False only for side-by-side comparisons ({@link #usePreviousPricing}). */
+  private volatile boolean learnOverhead = true;
 
   CostModel(long initialPrefillNanosPerToken) {
     this.prefillPerToken = initialPrefillNanosPerToken;
@@ -90,7 +89,7 @@ final class CostModel {
    * slots were counted); 1 when this model charges a full service time per waiting request.
    */
   int drainingSlots(int running) {
-    return current ? Math.max(1, running) : 1;
+    return perSlot ? Math.max(1, running) : 1;
   }
 
   /**
@@ -99,16 +98,18 @@ final class CostModel {
    * {@code forwardOverhead}.
    */
   boolean learnsForwardOverhead() {
-    return current;
+    return learnOverhead;
   }
 
   /**
-   * The pricing before slots were counted and forward overheads learned: a full service time per
-   * waiting request whatever the engine runs at once, and the configured overhead for every
-   * forward. For side-by-side comparisons in the simulator only.
+   * The pricing before slots were counted ({@code queue}: a full service time per waiting
+   * request whatever the engine runs at once) and before forward overheads were learned
+   * ({@code overhead}: the configured overhead for every forward). For side-by-side comparisons
+   * in the simulator only.
    */
-  void usePreviousPricing() {
-    current = false;
+  void usePreviousPricing(boolean queue, boolean overhead) {
+    perSlot &= !queue;
+    learnOverhead &= !overhead;
   }
 
   /** Whether any service time was observed (reported by an engine or timed by a node). */

@@ -1096,9 +1096,9 @@ public final class RouterNode implements PrefixRouterNode {
     return cost.serviceNanos();
   }
 
-  /** Prices as before slots were counted and overheads learned, for comparisons only. */
-  void usePreviousPricing() {
-    cost.usePreviousPricing();
+  /** Prices as before slots were counted and/or overheads learned, for comparisons only. */
+  void usePreviousPricing(boolean queue, boolean overhead) {
+    cost.usePreviousPricing(queue, overhead);
   }
 
   /** The current learned prefill cost per token, for tests and diagnostics. */

@@ -156,7 +156,7 @@ class ForwardOverheadTest {
     OracleCluster c = new OracleCluster(2, cfg, 1, hooks);
     sim.set(c.sim);
     if (previousPricing) {
-      c.node("n0").usePreviousPricing();
+      c.node("n0").usePreviousPricing(true, true);
     }
     c.rtt(Duration.ofMillis(1)).start();
     int[] prefix = prompt(42, 480);

@@ -35,7 +35,7 @@ class SlotPricingTest {
       PeerHealth health, boolean previousPricing) {
     CostModel cost = new CostModel(cfg.initialPrefillNanosPerToken());
     if (previousPricing) {
-      cost.usePreviousPricing();
+      cost.usePreviousPricing(true, true);
     }
     return new RoutePlanner(cfg, "me", matching(localMatch), new BlockChain(HASHER), v, cost,
         health, () -> 0L, () -> load, true);
