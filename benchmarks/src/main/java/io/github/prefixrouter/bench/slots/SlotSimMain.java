@@ -41,8 +41,9 @@ import java.util.concurrent.CompletableFuture;
  *
  * <p>Prints, per seed and mode, over the requests after the first 20% (warm-up): the
  * prompt-token hit rate (from the engines' own results), the latency (submission to answer)
- * mean, median and p99, the fraction answered by a peer, and the spread of the requests served
- * per node (most loaded node over the mean); then each mode's ratios to the first.
+ * mean, median and p99, the fraction answered by a peer, the spread of the requests served
+ * per node (most loaded node over the mean), and the engines' busy slot time over the slot
+ * time of the arrival period (warm-up included); then each mode's ratios to the first.
  */
 public final class SlotSimMain {
 
@@ -51,18 +52,18 @@ public final class SlotSimMain {
       int capacityTokens) {}
 
   record Outcome(double hitRate, double meanMs, double p50Ms, double p99Ms, double forwarded,
-      double spread, long failed) {}
+      double spread, double utilization, long failed) {}
 
   private SlotSimMain() {}
 
   public static void main(String[] args) {
     int seeds = 3;
-    int slots = 16;
-    int requests = 20_000;
-    int prompts = 64;
+    int slots = 64;
+    int requests = 12_000;
+    int prompts = 256;
     double zipf = 1.0;
-    double rate = 1_400;
-    int capacity = 65_536;
+    double rate = 4_500;
+    int capacity = 131_072;
     List<String> modes = List.of("previous", "slots", "current");
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
@@ -90,7 +91,7 @@ public final class SlotSimMain {
         p.nodes(), p.slots(), p.capacityTokens(), p.prompts(), p.systemTokens(), p.zipf(),
         p.maxSuffix() + 15, p.outputTokens(), p.requests(), p.ratePerSecond());
     System.out.println("seed  mode      hit-rate  mean-ms  p50-ms  p99-ms  forwarded  spread  "
-        + "failed");
+        + "busy  failed");
     List<Outcome[]> all = new ArrayList<>();
     for (int s = 1; s <= seeds; s++) {
       Outcome[] o = new Outcome[modes.size()];
@@ -114,9 +115,10 @@ public final class SlotSimMain {
   }
 
   private static void print(int seed, String mode, Outcome o) {
-    System.out.printf(Locale.ROOT, "%4d  %-8s  %8.3f  %7.1f  %6.1f  %6.1f  %9.3f  %6.3f  %6d%n",
+    System.out.printf(Locale.ROOT,
+        "%4d  %-8s  %8.3f  %7.1f  %6.1f  %6.1f  %9.3f  %6.3f  %4.2f  %6d%n",
         seed, mode, o.hitRate(), o.meanMs(), o.p50Ms(), o.p99Ms(), o.forwarded(), o.spread(),
-        o.failed());
+        o.utilization(), o.failed());
   }
 
   /** Runs the workload of {@code seed} with the nodes pricing as {@code mode} says. */
@@ -132,11 +134,13 @@ public final class SlotSimMain {
     RouterConfig cfg = RouterConfig.builder().blockSize(16)
         .treeCapacityTokens(p.capacityTokens()).build();
     List<PrefixRouterNode> nodes = new ArrayList<>();
+    List<SimulatedEngine> engines = new ArrayList<>();
     for (int i = 0; i < p.nodes(); i++) {
       SimulatedEngine e = SimulatedEngine.builder().scheduler(sim).slots(p.slots())
           .capacityTokens(p.capacityTokens()).prefillOverheadNanos(2_000_000)
           .prefillNanosPerToken(100_000).decodeNanosPerToken(2_000_000).vocabularySize(50_000)
           .build();
+      engines.add(e);
       List<PeerAddress> seeds = new ArrayList<>(all);
       seeds.remove(i);
       PrefixRouterNode n = PrefixRouterNode.builder().nodeId("n" + i).config(cfg)
@@ -183,6 +187,7 @@ public final class SlotSimMain {
       f.whenComplete((v, err) -> done[index] = sim.nanoTime());
       futures.add(f);
     }
+    long arrivals = t - submitted[0];
     long deadline = sim.nanoTime() + Duration.ofMinutes(10).toNanos();
     while (futures.stream().anyMatch(f -> !f.isDone()) && sim.nanoTime() < deadline) {
       sim.advanceBy(Duration.ofMillis(100).toNanos());
@@ -207,6 +212,9 @@ public final class SlotSimMain {
       forwarded += resp.forwarded() ? 1 : 0;
       served[Integer.parseInt(resp.servedBy().substring(1))]++;
     }
+    // slot time busy over the slot time of the arrival period (the whole run, warm-up included)
+    long busy = engines.stream().mapToLong(e -> e.stats().busyNanos()).sum();
+    double utilization = (double) busy / ((double) arrivals * p.nodes() * p.slots());
     nodes.forEach(PrefixRouterNode::stop);
     sim.advanceBy(Duration.ofSeconds(5).toNanos());
     Arrays.sort(latencies);
@@ -215,7 +223,7 @@ public final class SlotSimMain {
     double maxServed = Arrays.stream(served).max().orElse(0);
     return new Outcome((double) cached / prompt, mean, latencies[latencies.length / 2],
         latencies[(int) (latencies.length * 0.99)], (double) forwarded / latencies.length,
-        maxServed / meanServed, failed);
+        maxServed / meanServed, utilization, failed);
   }
 
   static int[] tokens(SplittableRandom r, int n) {

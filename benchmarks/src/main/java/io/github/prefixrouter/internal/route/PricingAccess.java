@@ -26,4 +26,24 @@ public final class PricingAccess {
     }
     rn.usePreviousPricing(queue, overhead);
   }
+
+  /**
+   * The per-forward overhead {@code node} prices forwards to {@code peerId} with: learned from
+   * its answered forwards there, or the configured prior before any.
+   *
+   * @throws IllegalArgumentException if the node is not the library's own
+   */
+  public static long forwardOverheadNanos(PrefixRouterNode node, String peerId) {
+    if (!(node instanceof RouterNode rn)) {
+      throw new IllegalArgumentException("not a library node: " + node);
+    }
+    try {
+      java.lang.reflect.Field f = RouterNode.class.getDeclaredField("health");
+      f.setAccessible(true);
+      PeerHealth health = (PeerHealth) f.get(rn);
+      return health.get(peerId).overheadNanos(rn.config().forwardOverhead().toNanos());
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("RouterNode changed shape: " + e, e);
+    }
+  }
 }
