@@ -41,6 +41,8 @@ final class PeerHealth {
      * until the first ({@link #overheadNanos} then gives the configured prior).
      */
     volatile long overheadNanos = -1;
+    /** The unclamped estimate behind {@link #overheadNanos} (may dip below the prior). */
+    private double overheadEstimate;
     private int overheadSamples;
 
     /** Counts a request forwarded there. */
@@ -97,9 +99,12 @@ final class PeerHealth {
      * A forward there was answered: {@code sampleNanos} is its elapsed time less the peer's own
      * time on it ({@code serverNanos}) less gossip's smoothed round trip to the peer. The prior
      * counts as one sample, then a plain mean up to eight samples, then an EWMA of weight 1/8;
-     * a sample counts at most {@link #MAX_OVERHEAD_NANOS} (or the prior, if larger) either way,
-     * and the estimate is never below 0 nor above that bound, so one stalled answer cannot keep
-     * the peer from being forwarded to (and so from being measured again).
+     * a sample counts at most {@link #MAX_OVERHEAD_NANOS} (or the prior, if larger) either way.
+     * The overhead used is that estimate within [prior, bound]: never above the bound, so one
+     * stalled answer cannot keep the peer from being forwarded to (and so from being measured
+     * again), and never below the configured overhead, so the noise of round trips that jitter
+     * (or a gossip round trip inflated by load) cannot price a forward below what the host
+     * configured; learning only raises it to what forwards there cost.
      */
     synchronized void observeOverhead(long sampleNanos, long priorNanos) {
       long bound = Math.max(MAX_OVERHEAD_NANOS, priorNanos);
@@ -108,11 +113,8 @@ final class PeerHealth {
       overheadSamples = Math.min(overheadSamples + 1, 1 << 20);
       double w = Math.max(OVERHEAD_WEIGHT, 1.0 / (overheadSamples + 1));
       overheadEstimate = (1 - w) * prev + w * sample;
-      overheadNanos = (long) Math.max(0, Math.min(bound, overheadEstimate));
+      overheadNanos = (long) Math.max(priorNanos, Math.min(bound, overheadEstimate));
     }
-
-    /** The unclamped estimate behind {@link #overheadNanos} (may dip below 0 on jitter). */
-    private double overheadEstimate;
 
     synchronized void observeRtt(long nanos) {
       if (nanos < 0) {

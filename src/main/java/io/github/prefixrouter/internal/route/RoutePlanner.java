@@ -44,8 +44,8 @@ import java.util.function.Supplier;
  *       ({@link CostModel#drainingSlots}: an engine reports a queue only when its slots are all
  *       busy), so a queue of 10 on an engine running 256 at once costs 10/256 of a service
  *       time. {@code overhead(c)} is what a forward to that peer costs beyond gossip's round
- *       trip, learned from answered forwards ({@link PeerHealth.PeerState#overheadNanos}; the
- *       configured {@code forwardOverhead} until then). Decode is the same everywhere and left
+ *       trip, learned from answered forwards ({@link PeerHealth.PeerState#overheadNanos}; never
+ *       below the configured {@code forwardOverhead}). Decode is the same everywhere and left
  *       out.
  *   <li>Cost-aware: forward to the cheapest eligible peer only if it beats local by
  *       {@code max(ratio × local, min)}; so when the round trip exceeds the prefill it saves,

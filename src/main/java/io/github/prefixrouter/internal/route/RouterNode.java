@@ -504,8 +504,8 @@ public final class RouterNode implements PrefixRouterNode {
     PeerHealth.PeerState st = health.get(ps, i);
     long rtt = Math.max(0, target.rttNanos());
     // the peer's queue wait and prefill as the model estimates them: the cost less the trip
-    double base = Math.max(0,
-        (double) target.costNanos() - rtt - st.overheadNanos(config.forwardOverhead().toNanos()));
+    long overhead = st.overheadNanos(config.forwardOverhead().toNanos());
+    double base = Math.max(0, (double) target.costNanos() - rtt - overhead);
     long timeout = forwardTimeout(st, base, ex.request.params().maxTokens(), rtt);
     byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1);
     Attempt a;

@@ -65,17 +65,21 @@ class ForwardOverheadTest {
   }
 
   @Test
-  void aForwardFasterThanGossipsRoundTripLowersItToZeroAtMost() {
+  void forwardsFasterThanGossipsRoundTripNeverPriceBelowTheConfiguredOverhead() {
     PeerHealth.PeerState s = new PeerHealth.PeerState();
-    for (int i = 0; i < 40; i++) {
+    for (int i = 0; i < 20; i++) {
+      s.observeOverhead(4 * MS, PRIOR);
+    }
+    for (int i = 0; i < 60; i++) {
       s.observeOverhead(-2 * MS, PRIOR);
     }
-    assertEquals(0, s.overheadNanos(PRIOR));
+    assertEquals(PRIOR, s.overheadNanos(PRIOR));
   }
 
   /**
-   * Invariant after every sample: the overhead lies between 0 and its bound, and within the range
-   * of the prior and the (bounded) samples seen so far, since it is a weighted mean of them.
+   * Invariant after every sample: the overhead lies between the prior and its bound, and within
+   * the range of the prior and the (bounded) samples seen so far, since it is a weighted mean of
+   * them.
    */
   @Property(tries = 300)
   void theOverheadIsAWeightedMeanOfThePriorAndTheBoundedSamples(
@@ -92,8 +96,8 @@ class ForwardOverheadTest {
       lo = Math.min(lo, clipped);
       hi = Math.max(hi, clipped);
       long o = s.overheadNanos(prior);
-      assertTrue(o >= 0 && o <= bound, "out of [0, bound]: " + o);
-      assertTrue(o >= Math.max(0, (long) Math.floor(lo)) - 1
+      assertTrue(o >= prior && o <= bound, "out of [prior, bound]: " + o);
+      assertTrue(o >= Math.max(prior, (long) Math.floor(lo)) - 1
           && o <= Math.min(bound, (long) Math.ceil(hi)) + 1,
           o + " outside [" + lo + ", " + hi + "]");
     }
@@ -116,7 +120,7 @@ class ForwardOverheadTest {
     assertEquals("far", d.targetNodeId(), d.toString());
   }
 
-  /** Answers to this node's forwards arrive {@code extraNanos} later than the network brings them. */
+  /** Answers to this node's forwards arrive {@code extraNanos} later than the network does. */
   static final class SlowAnswers extends ForwardingTransport {
     final AtomicReference<SimulatedScheduler> sim;
     final long extraNanos;
