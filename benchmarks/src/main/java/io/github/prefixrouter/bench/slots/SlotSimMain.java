@@ -62,7 +62,7 @@ public final class SlotSimMain {
     int requests = 12_000;
     int prompts = 256;
     double zipf = 1.0;
-    double rate = 4_500;
+    double rate = 4_250;
     int capacity = 131_072;
     List<String> modes = List.of("previous", "slots", "current");
     for (int i = 0; i < args.length; i++) {
