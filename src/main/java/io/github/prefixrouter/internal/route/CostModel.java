@@ -37,6 +37,16 @@ import io.github.prefixrouter.spi.EngineResult;
  * match before the run, or the replica's estimate of a forward's; without one it covers
  * nothing.
  *
+ * <p><b>Queue wait.</b> An engine runs several requests at once (continuous batching: vLLM's
+ * {@code --max-num-seqs}, the OpenAI-compatible adapter's {@code slots}). A request that finds
+ * {@code q} others waiting on an engine whose {@code S} slots are all busy waits for those
+ * {@code q} to start, and slots free up at a rate of {@code S / service}: about
+ * {@code q × service / S}, not {@code q × service} ({@link #drainingSlots}). An engine reports
+ * waiting requests only when every slot is busy, so while {@code q > 0} the requests it reports
+ * running are its slots. (The wait for the request's own slot, about {@code service / S} more,
+ * is left out as it always was for one slot: an engine with an empty queue may have free slots,
+ * which its load does not tell.)
+ *
  * <p>Writers synchronize; readers read volatile fields, so the routing hot path takes no lock.
  */
 final class CostModel {
@@ -64,6 +74,11 @@ final class CostModel {
   /** {@code uncached} tokens took up to {@code nanos} (prefill, or whole service if unknown). */
   private record Coverage(int uncached, double nanos) {}
 
+  /** False only for side-by-side comparisons ({@link #usePreviousPricing}). */
+  private volatile boolean perSlot = true;
+  /** False only for side-by-side comparisons ({@link #usePreviousPricing}). */
+  private volatile boolean learnOverhead = true;
+
   CostModel(long initialPrefillNanosPerToken) {
     this.prefillPerToken = initialPrefillNanosPerToken;
     // Before any sample: a 256-token prefill, and decode 10x slower per token than prefill.
@@ -84,6 +99,36 @@ final class CostModel {
   /** Nanoseconds per generated token. */
   double decodeNanosPerToken() {
     return decodePerToken;
+  }
+
+  /**
+   * The slots that drain an engine's queue while it runs {@code running} requests: {@code
+   * max(1, running)}, so the wait behind {@code q} waiting requests is {@code q × service /
+   * drainingSlots(running)} (see the class notes; with one slot {@code q × service}, as before
+   * slots were counted); 1 when this model charges a full service time per waiting request.
+   */
+  int drainingSlots(int running) {
+    return perSlot ? Math.max(1, running) : 1;
+  }
+
+  /**
+   * Whether the node learns each peer's per-forward overhead from answered forwards ({@link
+   * PeerHealth.PeerState#observeOverhead}); if not, every forward is priced at the configured
+   * {@code forwardOverhead}.
+   */
+  boolean learnsForwardOverhead() {
+    return learnOverhead;
+  }
+
+  /**
+   * The pricing before slots were counted ({@code queue}: a full service time per waiting
+   * request whatever the engine runs at once) and before forward overheads were learned
+   * ({@code overhead}: the configured overhead for every forward). For side-by-side comparisons
+   * in the simulator only.
+   */
+  void usePreviousPricing(boolean queue, boolean overhead) {
+    perSlot &= !queue;
+    learnOverhead &= !overhead;
   }
 
   /** Whether any service time was observed (reported by an engine or timed by a node). */

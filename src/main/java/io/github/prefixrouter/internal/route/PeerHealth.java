@@ -6,8 +6,9 @@ import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 
 /**
  * What this node learned about each peer from its own forwarding: push-back and failure
- * cool-downs, requests outstanding there, the accuracy of its replica estimates, and a round trip
- * measured on forwards (used until gossip has measured one).
+ * cool-downs, requests outstanding there, the accuracy of its replica estimates, a round trip
+ * measured on forwards (used until gossip has measured one), and what a forward there costs
+ * beyond gossip's round trip.
  */
 final class PeerHealth {
 
@@ -41,6 +42,15 @@ final class PeerHealth {
      */
     volatile double backoff = 1;
     private int slownessSamples;
+    /**
+     * What a forward there costs beyond gossip's smoothed round trip (a FORWARD and its answer
+     * carry bodies, gossip's bodiless exchanges do not), learned from answered forwards; -1
+     * until the first ({@link #overheadNanos} then gives the configured prior).
+     */
+    volatile long overheadNanos = -1;
+    /** The unclamped estimate behind {@link #overheadNanos} (may dip below the prior). */
+    private double overheadEstimate;
+    private int overheadSamples;
 
     /**
      * The peer, in incarnation {@code generation}, rejected a scoped FORWARD as an unknown
@@ -101,6 +111,36 @@ final class PeerHealth {
       backoff = Math.min(MAX_BACKOFF, 2 * backoff);
     }
 
+    /**
+     * The per-forward overhead to price a forward there with: the learned one, or {@code
+     * priorNanos} (the configured {@code forwardOverhead}) before any forward was answered.
+     */
+    long overheadNanos(long priorNanos) {
+      long o = overheadNanos;
+      return o < 0 ? priorNanos : o;
+    }
+
+    /**
+     * A forward there was answered: {@code sampleNanos} is its elapsed time less the peer's own
+     * time on it ({@code serverNanos}) less gossip's smoothed round trip to the peer. The prior
+     * counts as one sample, then a plain mean up to eight samples, then an EWMA of weight 1/8;
+     * a sample counts at most {@link #MAX_OVERHEAD_NANOS} (or the prior, if larger) either way.
+     * The overhead used is that estimate within [prior, bound]: never above the bound, so one
+     * stalled answer cannot keep the peer from being forwarded to (and so from being measured
+     * again), and never below the configured overhead, so the noise of round trips that jitter
+     * (or a gossip round trip inflated by load) cannot price a forward below what the host
+     * configured; learning only raises it to what forwards there cost.
+     */
+    synchronized void observeOverhead(long sampleNanos, long priorNanos) {
+      long bound = Math.max(MAX_OVERHEAD_NANOS, priorNanos);
+      double sample = Math.max(-bound, Math.min(bound, sampleNanos));
+      double prev = overheadSamples == 0 ? priorNanos : overheadEstimate;
+      overheadSamples = Math.min(overheadSamples + 1, 1 << 20);
+      double w = Math.max(OVERHEAD_WEIGHT, 1.0 / (overheadSamples + 1));
+      overheadEstimate = (1 - w) * prev + w * sample;
+      overheadNanos = (long) Math.max(priorNanos, Math.min(bound, overheadEstimate));
+    }
+
     synchronized void observeRtt(long nanos) {
       if (nanos < 0) {
         return;
@@ -123,6 +163,10 @@ final class PeerHealth {
   static final double MAX_SLOWNESS = 1_000;
   /** Bound of {@link PeerState#backoff}. */
   static final double MAX_BACKOFF = 16;
+  /** Bound of a learned per-forward overhead (unless the configured prior is larger). */
+  static final long MAX_OVERHEAD_NANOS = 50_000_000L;
+  /** Weight of a new overhead sample once eight have been seen. */
+  static final double OVERHEAD_WEIGHT = 0.125;
 
   /** A field updater rather than an AtomicInteger: the routing loop reads one object per peer. */
   private static final AtomicIntegerFieldUpdater<PeerState> OUTSTANDING =

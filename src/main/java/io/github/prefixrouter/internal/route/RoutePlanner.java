@@ -35,11 +35,18 @@ import java.util.function.Supplier;
  *   <li>The chain comes from {@link BlockChain}: the tree's {@link
  *       io.github.prefixrouter.internal.tree.BlockHasher}, software-pipelined.
  *   <li>Cost (nanoseconds) of running a prompt of {@code n} tokens on candidate {@code c}:
- *       {@code rtt(c) + overhead(c) + queueDepth(c) × service + prefill × (n − effMatch(c))}
+ *       {@code rtt(c) + overhead(c) + queueDepth(c) × service / max(1, inFlight(c))
+ *       + prefill × (n − effMatch(c))}
  *       where rtt and overhead are 0 for the local node, {@code effMatch} is the estimated
  *       match discounted by the peer's accuracy and by {@code 0.5^(summaryAge / halfLife)}, and
  *       the queue depth of a peer includes the requests this node has outstanding there (its
- *       advertised load lags by a gossip round). Decode is the same everywhere and left out.
+ *       advertised load lags by a gossip round). The queue drains through every running slot
+ *       ({@link CostModel#drainingSlots}: an engine reports a queue only when its slots are all
+ *       busy), so a queue of 10 on an engine running 256 at once costs 10/256 of a service
+ *       time. {@code overhead(c)} is what a forward to that peer costs beyond gossip's round
+ *       trip, learned from answered forwards ({@link PeerHealth.PeerState#overheadNanos}; never
+ *       below the configured {@code forwardOverhead}). Decode is the same everywhere and left
+ *       out.
  *   <li>Cost-aware: forward to the cheapest eligible peer only if it beats local by
  *       {@code max(ratio × local, min)}; so when the round trip exceeds the prefill it saves,
  *       the request stays local by itself.
@@ -64,10 +71,11 @@ import java.util.function.Supplier;
  *       the node buys only when its engine has no request waiting and no bought miss running
  *       (else it rents this time and buys on a later request for the head, so the miss holds up
  *       nobody already queued and one bought miss never queues behind another), and
- *       until the bought miss is expected to finish, the rest of it is added to the local cost
- *       (the queue depth prices each waiting request at the mean service time and does not
- *       know that one of them is a long prefill), so requests arriving meanwhile go to a peer
- *       when that is cheaper than waiting. Demand, cache insertions and reservations are
+ *       until the bought miss is expected to finish, the rest of it, over the running slots
+ *       as the queue is, is added to the local cost (the queue depth prices each waiting
+ *       request at the mean service time and does not know that one of them is a long
+ *       prefill), so requests arriving meanwhile go to a peer when that is cheaper than
+ *       waiting. Demand, cache insertions and reservations are
  *       recorded only by real routing attempts, never by {@code explain}.
  *   <li>Cold prefixes (cost-aware only, when no eligible candidate holds any block): bounded-load
  *       rendezvous hashing of the first block hash over the local node and eligible peers, kept
@@ -228,10 +236,14 @@ final class RoutePlanner {
     loadCol[0] = ll.total();
     long now = clock.nanoTime();
     boolean localCaching = policy == RoutingPolicy.COST_AWARE && config.localCaching();
-    long localCost = (long) (ll.queueDepth() * service + prefill * (n - localMatch));
-    // a miss bought for local caching still occupies the engine (see LocalDemand)
+    // the queue drains through every slot the engine runs (continuous batching): see CostModel
+    int localSlots = cost.drainingSlots(ll.inFlight());
+    long localCost =
+        (long) (ll.queueDepth() * service / localSlots + prefill * (n - localMatch));
+    // a miss bought for local caching still occupies a slot (see LocalDemand); like the queue,
+    // what is left of it holds up a new request for that time over the running slots
     long reserved = localCaching ? demand.reservedNanos(now) : 0;
-    localCost = addCapped(localCost, reserved);
+    localCost = addCapped(localCost, reserved / localSlots);
     costCol[0] = localCost;
 
     boolean routing = policy != RoutingPolicy.LOCAL_ONLY && hops < config.hopLimit() && p > 0;
@@ -331,8 +343,9 @@ final class RoutePlanner {
         // saturate: the cast caps a huge estimate at Long.MAX_VALUE (an absurd timing an
         // engine reported can make the learned service time enormous), and adding the round
         // trip to that must not wrap to a negative cost that makes the busiest peer cheapest
-        long ck = addCapped(rtt + overheadNanos,
-            (long) (queue * service + (eff == 0 ? prefillAll : prefill * (n - eff))));
+        long ck = addCapped(rtt + st.overheadNanos(overheadNanos),
+            (long) (queue * service / cost.drainingSlots(ps.inFlight[i])
+                + (eff == 0 ? prefillAll : prefill * (n - eff))));
         costCol[k] = ck;
         if (cheapest < 0 || ck < cheapestCost) {
           cheapest = k;
@@ -394,10 +407,11 @@ final class RoutePlanner {
           // buying costs this request localCost - cost(best); each later request for the
           // prefix is then spared the round trip and overhead (queues come and go, so only
           // the link counts as the lasting premium)
-          long premium = rttCol[best] + overheadNanos;
+          long premium = rttCol[best] + health.get(ps, best - 1).overheadNanos(overheadNanos);
           double miss = prefill * (n - localMatch);
+          // a request entering during the miss waits for the rest of it over the running slots
           double buy = localCost - costCol[best]
-              + heldUp(miss, premium, demand.arrivalsPerSecond(now));
+              + localSlots * heldUp(miss / localSlots, premium, demand.arrivalsPerSecond(now));
           if (premium * demand.expectedRequests(demandKey, now) > buy) {
             chosen = 0;
             reason = Reason.LOCAL_CACHING;

@@ -582,8 +582,8 @@ public final class RouterNode implements PrefixRouterNode {
     PeerHealth.PeerState st = health.get(ps, i);
     long rtt = Math.max(0, target.rttNanos());
     // the peer's queue wait and prefill as the model estimates them: the cost less the trip
-    double base = Math.max(0,
-        (double) target.costNanos() - rtt - config.forwardOverhead().toNanos());
+    long overhead = st.overheadNanos(config.forwardOverhead().toNanos());
+    double base = Math.max(0, (double) target.costNanos() - rtt - overhead);
     int uncached = Math.max(0, ex.request.length() - target.effectiveMatchedTokens());
     long timeout = forwardTimeout(st, base, uncached, ex.request.params().maxTokens(), rtt);
     boolean guessed = !cost.hasObservedService() || !cost.covers(uncached);
@@ -592,6 +592,7 @@ public final class RouterNode implements PrefixRouterNode {
     synchronized (ex) {
       a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens(), base,
           ps.generation[i], guessed);
+      a.gossipRtt = ps.rttNanos[i];
       ex.forwarding = a;
       ex.attempts++;
       ex.forwards++;
@@ -787,6 +788,10 @@ public final class RouterNode implements PrefixRouterNode {
           }
         }
         a.peer.observeRtt(now - a.sentAt - r.serverNanos());
+        if (a.gossipRtt >= 0 && r.serverNanos() >= 0 && cost.learnsForwardOverhead()) {
+          a.peer.observeOverhead(now - a.sentAt - r.serverNanos() - a.gossipRtt,
+              config.forwardOverhead().toNanos());
+        }
         complete(ex, r.result(), r.servedBy(), true, null);
         return;
       } else if (m instanceof ForwardCodec.Busy) {
@@ -1268,6 +1273,11 @@ public final class RouterNode implements PrefixRouterNode {
     return cost.serviceNanos();
   }
 
+  /** Prices as before slots were counted and/or overheads learned, for comparisons only. */
+  void usePreviousPricing(boolean queue, boolean overhead) {
+    cost.usePreviousPricing(queue, overhead);
+  }
+
   /** The current learned prefill cost per token, for tests and diagnostics. */
   double learnedPrefillNanosPerToken() {
     return cost.prefillNanosPerToken();
@@ -1348,6 +1358,8 @@ public final class RouterNode implements PrefixRouterNode {
     final long generation;
     /** Whether the timeout was a guess: no sample covered the prompt's uncached part. */
     final boolean guessed;
+    /** Gossip's smoothed round trip to the peer when sent, or -1 if it had none. */
+    long gossipRtt = -1;
     /** The next check of the peer's liveness while the answer is awaited, or null. */
     volatile Scheduler.Cancellable watch;
     final AtomicBoolean released = new AtomicBoolean();

@@ -33,6 +33,7 @@ class RoutePlannerTest {
     final List<String> ids = new ArrayList<>();
     final Map<String, Set<Long>> blocks = new HashMap<>();
     final Map<String, Integer> queue = new HashMap<>();
+    final Map<String, Integer> inFlight = new HashMap<>();
     final Map<String, Long> rtt = new HashMap<>();
     final Map<String, Long> age = new HashMap<>();
     final Set<String> overloaded = new HashSet<>();
@@ -60,6 +61,7 @@ class RoutePlannerTest {
       int n = ids.size();
       PeerAddress[] a = new PeerAddress[n];
       int[] q = new int[n];
+      int[] f = new int[n];
       boolean[] o = new boolean[n];
       long[] r = new long[n];
       long[] g = new long[n];
@@ -67,11 +69,12 @@ class RoutePlannerTest {
         String id = ids.get(i);
         a[i] = new PeerAddress(id, "addr-" + id);
         q[i] = queue.getOrDefault(id, 0);
+        f[i] = inFlight.getOrDefault(id, 0);
         o[i] = overloaded.contains(id);
         r[i] = rtt.get(id);
         g[i] = syncedAt - age.getOrDefault(id, 0L); // the planner's clock reads 0 by default
       }
-      return new PeerSet(a, new int[n], q, new int[n], o, new boolean[n], r, g);
+      return new PeerSet(a, new int[n], q, f, o, new boolean[n], r, g);
     }
 
     @Override

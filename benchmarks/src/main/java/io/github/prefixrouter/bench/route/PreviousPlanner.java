@@ -23,7 +23,8 @@ import java.util.function.Supplier;
  * (or 4x more with a single holder) and query again from the first block; the replica index maps
  * a block hash to its single holder inline or a linked list of holder cells, walked per block
  * under a read lock; costs computed per peer into fresh arrays. Same inputs, same decisions as
- * the library (checked by {@link RouteFixture#checkSameDecisions}).
+ * the library (checked by {@link RouteFixture#checkSameDecisions}); so its queue term follows
+ * the library's (a queue drains through the running slots), which costs the same either way.
  */
 final class PreviousPlanner {
 
@@ -152,7 +153,8 @@ final class PreviousPlanner {
     effective[0] = localMatch;
     load[0] = ll.total();
     skipped[0] = SkipReason.NONE;
-    long localCost = (long) (ll.queueDepth() * service + prefill * (n - localMatch));
+    long localCost = (long) (ll.queueDepth() * service / Math.max(1, ll.inFlight())
+        + prefill * (n - localMatch));
     costs[0] = localCost;
 
     boolean routing = policy != RoutingPolicy.LOCAL_ONLY && 0 < config.hopLimit() && p > 0;
@@ -224,7 +226,8 @@ final class PreviousPlanner {
         if (matched > 0) {
           anyMatch = 1;
         }
-        costs[k] = rtt + overheadNanos + (long) (queue * service + prefill * (n - eff));
+        costs[k] = rtt + overheadNanos
+            + (long) (queue * service / Math.max(1, inFlight[i]) + prefill * (n - eff));
       } else {
         costs[k] = Long.MAX_VALUE;
       }

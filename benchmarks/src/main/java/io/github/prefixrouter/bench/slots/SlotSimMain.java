@@ -1,0 +1,242 @@
+package io.github.prefixrouter.bench.slots;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.internal.route.PricingAccess;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import io.github.prefixrouter.testing.SimulatedEngine;
+import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * A fleet of engines that run many requests at once (continuous batching, as vLLM's
+ * {@code --max-num-seqs}) near saturation, in simulated time. The same requests, on the same
+ * seeds, run through the library in up to three pricings side by side in one process:
+ *
+ * <ul>
+ *   <li><b>previous</b>: the routing cost before slots were counted (a full service time per
+ *       waiting request, whatever the engine runs at once) and with the configured
+ *       {@code forwardOverhead} for every forward;
+ *   <li><b>slots</b>: the queue drains through the running slots ({@code queue × service /
+ *       max(1, inFlight)}), the overhead still the configured one;
+ *   <li><b>current</b>: the library as it is (slots, and each peer's forward overhead learned
+ *       from answered forwards).
+ * </ul>
+ *
+ * <pre>
+ * java -cp benchmarks/target/benchmarks.jar io.github.prefixrouter.bench.slots.SlotSimMain \
+ *     [--seeds N] [--slots N] [--rate PER_SECOND] [--requests N] [--prompts N] [--zipf S]
+ *     [--capacity TOKENS] [--modes previous,slots,current]
+ * </pre>
+ *
+ * <p>Prints, per seed and mode, over the requests after the first 20% (warm-up): the
+ * prompt-token hit rate (from the engines' own results), the latency (submission to answer)
+ * mean, median and p99, the fraction answered by a peer, the spread of the requests served
+ * per node (most loaded node over the mean), and the engines' busy slot time over the slot
+ * time of the arrival period (warm-up included); then each mode's ratios to the first.
+ */
+public final class SlotSimMain {
+
+  record Params(int nodes, int slots, int requests, int prompts, int systemTokens,
+      int maxSuffix, int outputTokens, double zipf, double ratePerSecond, long oneWayDelayNanos,
+      int capacityTokens) {}
+
+  record Outcome(double hitRate, double meanMs, double p50Ms, double p99Ms, double forwarded,
+      double spread, double utilization, long failed) {}
+
+  private SlotSimMain() {}
+
+  public static void main(String[] args) {
+    int seeds = 3;
+    int slots = 64;
+    int requests = 12_000;
+    int prompts = 256;
+    double zipf = 1.0;
+    double rate = 4_250;
+    int capacity = 131_072;
+    List<String> modes = List.of("previous", "slots", "current");
+    for (int i = 0; i < args.length; i++) {
+      switch (args[i]) {
+        case "--seeds" -> seeds = Integer.parseInt(args[++i]);
+        case "--slots" -> slots = Integer.parseInt(args[++i]);
+        case "--requests" -> requests = Integer.parseInt(args[++i]);
+        case "--prompts" -> prompts = Integer.parseInt(args[++i]);
+        case "--zipf" -> zipf = Double.parseDouble(args[++i]);
+        case "--rate" -> rate = Double.parseDouble(args[++i]);
+        case "--capacity" -> capacity = Integer.parseInt(args[++i]);
+        case "--modes" -> modes = List.of(args[++i].split(","));
+        default -> throw new IllegalArgumentException("unknown argument " + args[i]);
+      }
+    }
+    for (String m : modes) {
+      if (!List.of("previous", "slots", "current").contains(m)) {
+        throw new IllegalArgumentException("unknown mode " + m);
+      }
+    }
+    Params p = new Params(4, slots, requests, prompts, 1024, 128, 8, zipf, rate, 1_000_000,
+        capacity);
+    System.out.printf(Locale.ROOT, "%d nodes x %d slots, %d-token KV cache each; %d system "
+            + "prompts of %d tokens (Zipf %.2f) + 16..%d-token questions, %d output tokens; %d "
+            + "requests at %.0f/s (Poisson), first 20%% not measured; 1 ms one-way delay%n",
+        p.nodes(), p.slots(), p.capacityTokens(), p.prompts(), p.systemTokens(), p.zipf(),
+        p.maxSuffix() + 15, p.outputTokens(), p.requests(), p.ratePerSecond());
+    System.out.println("seed  mode      hit-rate  mean-ms  p50-ms  p99-ms  forwarded  spread  "
+        + "busy  failed");
+    List<Outcome[]> all = new ArrayList<>();
+    for (int s = 1; s <= seeds; s++) {
+      Outcome[] o = new Outcome[modes.size()];
+      for (int m = 0; m < modes.size(); m++) {
+        o[m] = run(p, s, modes.get(m));
+        print(s, modes.get(m), o[m]);
+      }
+      all.add(o);
+    }
+    for (int m = 1; m < modes.size(); m++) {
+      System.out.printf(Locale.ROOT, "%s / %s: hit rate, mean, p50, p99 latency, forwarded, "
+          + "spread%n", modes.get(m), modes.get(0));
+      for (int s = 0; s < all.size(); s++) {
+        Outcome a = all.get(s)[m];
+        Outcome b = all.get(s)[0];
+        System.out.printf(Locale.ROOT, "seed %d  %.3fx  %.3fx  %.3fx  %.3fx  %.3fx  %.3fx%n",
+            s + 1, a.hitRate() / b.hitRate(), a.meanMs() / b.meanMs(), a.p50Ms() / b.p50Ms(),
+            a.p99Ms() / b.p99Ms(), a.forwarded() / b.forwarded(), a.spread() / b.spread());
+      }
+    }
+  }
+
+  private static void print(int seed, String mode, Outcome o) {
+    System.out.printf(Locale.ROOT,
+        "%4d  %-8s  %8.3f  %7.1f  %6.1f  %6.1f  %9.3f  %6.3f  %4.2f  %6d%n",
+        seed, mode, o.hitRate(), o.meanMs(), o.p50Ms(), o.p99Ms(), o.forwarded(), o.spread(),
+        o.utilization(), o.failed());
+  }
+
+  /** Runs the workload of {@code seed} with the nodes pricing as {@code mode} says. */
+  static Outcome run(Params p, long seed, String mode) {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    InMemoryNetwork net = new InMemoryNetwork(sim, seed);
+    net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofNanos(p.oneWayDelayNanos()))
+        .withJitter(Duration.ofNanos(p.oneWayDelayNanos() / 10)));
+    List<PeerAddress> all = new ArrayList<>();
+    for (int i = 0; i < p.nodes(); i++) {
+      all.add(InMemoryNetwork.addressOf("n" + i));
+    }
+    RouterConfig cfg = RouterConfig.builder().blockSize(16)
+        .treeCapacityTokens(p.capacityTokens()).build();
+    List<PrefixRouterNode> nodes = new ArrayList<>();
+    List<SimulatedEngine> engines = new ArrayList<>();
+    for (int i = 0; i < p.nodes(); i++) {
+      SimulatedEngine e = SimulatedEngine.builder().scheduler(sim).slots(p.slots())
+          .capacityTokens(p.capacityTokens()).prefillOverheadNanos(2_000_000)
+          .prefillNanosPerToken(100_000).decodeNanosPerToken(2_000_000).vocabularySize(50_000)
+          .build();
+      engines.add(e);
+      List<PeerAddress> seeds = new ArrayList<>(all);
+      seeds.remove(i);
+      PrefixRouterNode n = PrefixRouterNode.builder().nodeId("n" + i).config(cfg)
+          .transport(net.transport("n" + i)).engine(e).clock(sim).scheduler(sim)
+          .random(new SplittableRandom(seed * 31 + i)).seeds(seeds).build();
+      if (!mode.equals("current")) {
+        PricingAccess.usePreviousPricing(n, mode.equals("previous"), true);
+      }
+      nodes.add(n);
+      n.start();
+    }
+    sim.advanceBy(Duration.ofSeconds(3).toNanos()); // membership converges
+
+    // the workload: the same in every mode
+    SplittableRandom r = new SplittableRandom(seed);
+    int[][] system = new int[p.prompts()][];
+    for (int k = 0; k < system.length; k++) {
+      system[k] = tokens(r, p.systemTokens());
+    }
+    double[] cdf = new double[p.prompts()];
+    double sum = 0;
+    for (int k = 0; k < cdf.length; k++) {
+      sum += 1.0 / Math.pow(k + 1, p.zipf());
+      cdf[k] = sum;
+    }
+    long[] submitted = new long[p.requests()];
+    long[] done = new long[p.requests()];
+    List<CompletableFuture<InferenceResponse>> futures = new ArrayList<>();
+    long t = sim.nanoTime();
+    for (int q = 0; q < p.requests(); q++) {
+      t += (long) (-Math.log(1 - r.nextDouble()) / p.ratePerSecond() * 1e9);
+      double u = r.nextDouble() * sum;
+      int k = 0;
+      while (cdf[k] < u) {
+        k++;
+      }
+      int[] prompt = concat(system[k], tokens(r, 16 + r.nextInt(p.maxSuffix())));
+      int entry = r.nextInt(p.nodes());
+      sim.advanceTo(t);
+      submitted[q] = sim.nanoTime();
+      final int index = q;
+      CompletableFuture<InferenceResponse> f = nodes.get(entry).submit(
+          new InferenceRequest("q" + q, prompt, GenerationParams.greedy(p.outputTokens())));
+      f.whenComplete((v, err) -> done[index] = sim.nanoTime());
+      futures.add(f);
+    }
+    long arrivals = t - submitted[0];
+    long deadline = sim.nanoTime() + Duration.ofMinutes(10).toNanos();
+    while (futures.stream().anyMatch(f -> !f.isDone()) && sim.nanoTime() < deadline) {
+      sim.advanceBy(Duration.ofMillis(100).toNanos());
+    }
+    int warmup = p.requests() / 5;
+    long prompt = 0;
+    long cached = 0;
+    long forwarded = 0;
+    long failed = 0;
+    long[] served = new long[p.nodes()];
+    double[] latencies = new double[futures.size() - warmup];
+    for (int q = warmup; q < futures.size(); q++) {
+      CompletableFuture<InferenceResponse> f = futures.get(q);
+      latencies[q - warmup] = (done[q] - submitted[q]) / 1e6;
+      if (!f.isDone() || f.isCompletedExceptionally()) {
+        failed++;
+        continue;
+      }
+      InferenceResponse resp = f.join();
+      prompt += resp.result().promptTokens();
+      cached += Math.max(0, resp.result().cachedPromptTokens());
+      forwarded += resp.forwarded() ? 1 : 0;
+      served[Integer.parseInt(resp.servedBy().substring(1))]++;
+    }
+    // slot time busy over the slot time of the arrival period (the whole run, warm-up included)
+    long busy = engines.stream().mapToLong(e -> e.stats().busyNanos()).sum();
+    double utilization = (double) busy / ((double) arrivals * p.nodes() * p.slots());
+    nodes.forEach(PrefixRouterNode::stop);
+    sim.advanceBy(Duration.ofSeconds(5).toNanos());
+    Arrays.sort(latencies);
+    double mean = Arrays.stream(latencies).average().orElse(0);
+    double meanServed = Arrays.stream(served).average().orElse(0);
+    double maxServed = Arrays.stream(served).max().orElse(0);
+    return new Outcome((double) cached / prompt, mean, latencies[latencies.length / 2],
+        latencies[(int) (latencies.length * 0.99)], (double) forwarded / latencies.length,
+        maxServed / meanServed, utilization, failed);
+  }
+
+  static int[] tokens(SplittableRandom r, int n) {
+    int[] t = new int[n];
+    for (int i = 0; i < n; i++) {
+      t[i] = r.nextInt(50_000);
+    }
+    return t;
+  }
+
+  static int[] concat(int[] a, int[] b) {
+    int[] out = Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, out, a.length, b.length);
+    return out;
+  }
+}
