@@ -72,6 +72,8 @@ public final class NodeOptions {
           "  --peer-dead-ms N         silence before a peer is dropped; default 10000",
           "  --hop-limit N            forwards per request; default 1",
           "  --engine-timeout-ms N    the node's own limit on one engine run; default 600000",
+          "  --initial-prefill-ns-per-token N  prefill time per uncached token until the",
+          "                           engine's timings refine it (routing cost); default 100000",
           "  --peer-max-handling-ms N how long this node may take to answer a peer's forward",
           "                           (then 504 to the peer); default 300000",
           "  --watermarks LOW,HIGH    engine queue push-back watermarks; default 16,32",
@@ -97,7 +99,7 @@ public final class NodeOptions {
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "ready-file",
           "shutdown-grace-ms", "engine-request-timeout-ms", "engine-timeout-ms",
-          "peer-max-handling-ms", "help");
+          "peer-max-handling-ms", "initial-prefill-ns-per-token", "help");
 
   private static final Set<String> FLAGS_WITHOUT_VALUE = Set.of("insecure", "help");
 
@@ -256,6 +258,9 @@ public final class NodeOptions {
       cb.peerTimeouts(
           Duration.ofMillis(longValue(v, "peer-suspect-ms", d.peerSuspectAfter().toMillis())),
           Duration.ofMillis(longValue(v, "peer-dead-ms", d.peerDeadAfter().toMillis())));
+    }
+    if (v.containsKey("initial-prefill-ns-per-token")) {
+      cb.initialPrefillNanosPerToken(longValue(v, "initial-prefill-ns-per-token", 0));
     }
     Duration engineTimeout = millis(v, "engine-timeout-ms");
     if (engineTimeout != null) {

@@ -172,6 +172,10 @@ class NodeMainTest {
       assertMessage("needs an integer", () -> parse("--id", "a", "--listen", "h:1", "--engine",
           "http://127.0.0.1:8000", flag, "1m"));
     }
+    assertEquals(250_000, parse("--id", "a", "--listen", "h:1", "--initial-prefill-ns-per-token",
+        "250000").config.initialPrefillNanosPerToken());
+    assertMessage("initialPrefillNanosPerToken", () -> parse("--id", "a", "--listen", "h:1",
+        "--initial-prefill-ns-per-token", "0"));
     assertMessage("--engine-request-timeout-ms needs --engine URL",
         () -> parse("--id", "a", "--listen", "h:1", "--engine-request-timeout-ms", "1000"));
   }
