@@ -521,19 +521,7 @@ final class ClientEndpoint {
       type = "text/plain; charset=utf-8";
       b = ("cannot write the metrics: " + e).getBytes(StandardCharsets.UTF_8);
     }
-    try (ex) {
-      ex.getResponseHeaders().add("Content-Type", type);
-      if ("HEAD".equals(ex.getRequestMethod())) {
-        ex.sendResponseHeaders(status, -1);
-        return;
-      }
-      ex.sendResponseHeaders(status, b.length);
-      try (OutputStream out = ex.getResponseBody()) {
-        out.write(b);
-      }
-    } catch (IOException | RuntimeException e) {
-      log.debug("could not answer client {}: {}", ex.getRemoteAddress(), e.toString());
-    }
+    send(ex, status, type, b);
   }
 
   private static void respond(HttpExchange ex, int status, Map<String, ?> body) {
@@ -545,8 +533,13 @@ final class ClientEndpoint {
       status = 500;
       b = "{\"error\":\"the answer cannot be written as JSON\"}".getBytes(StandardCharsets.UTF_8);
     }
+    send(ex, status, "application/json", b);
+  }
+
+  /** Answers {@code ex} (headers only for HEAD) and closes it; a client gone is logged. */
+  private static void send(HttpExchange ex, int status, String contentType, byte[] b) {
     try (ex) {
-      ex.getResponseHeaders().add("Content-Type", "application/json");
+      ex.getResponseHeaders().add("Content-Type", contentType);
       if ("HEAD".equals(ex.getRequestMethod())) {
         ex.sendResponseHeaders(status, -1);
         return;
