@@ -137,35 +137,6 @@ class ClusterTest {
     assertEquals(0, other.cachedPromptTokens());
   }
 
-  /**
-   * The transport of a node from before cache scopes: a FORWARD of any version but 1 is refused
-   * as its decoder refused it (UNKNOWN_VERSION, a protocol failure); all else gets through.
-   */
-  static Transport beforeScopes(Transport t) {
-    return new ForwardingTransport(t) {
-      @Override
-      public void start(InboundHandler h) {
-        t.start(new InboundHandler() {
-          @Override
-          public void onMessage(PeerAddress from, byte[] payload) {
-            h.onMessage(from, payload);
-          }
-
-          @Override
-          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
-            if (payload.length > 1 && payload[0] == ForwardFrames.FORWARD && payload[1] != 1) {
-              return CompletableFuture.failedFuture(new TransportException(
-                  TransportException.Kind.PROTOCOL, MalformedMessageException.of(
-                      MalformedMessageException.Reason.UNKNOWN_VERSION, "version", payload[1], 1,
-                      "forwarding messages speak version 1").getMessage()));
-            }
-            return h.onRequest(from, payload);
-          }
-        });
-      }
-    };
-  }
-
   @Test
   void aRollingUpgradeSkipsTheOldNodeForScopedRequestsOnlyUntilItRestarts() {
     // n1 runs a version from before scopes; no cold placement, so a request with no cached
@@ -181,7 +152,7 @@ class ClusterTest {
       engines.put(id, e);
       Transport t = net.transport(id);
       nodes.put(id, PrefixRouterNode.builder().nodeId(id).config(cfg)
-          .transport(i == 1 ? beforeScopes(t) : t).engine(e).clock(sim).scheduler(sim)
+          .transport(i == 1 ? io.github.prefixrouter.internal.route.BeforeScopesTransport.wrap(t) : t).engine(e).clock(sim).scheduler(sim)
           .random(new SplittableRandom(i)).seeds(seeds).build());
     }
     nodes.values().forEach(PrefixRouterNode::start);

@@ -148,7 +148,18 @@ final class FaultCluster {
       engine.sabotage = sabotage;
       Transport wire = net.transport(id);
       if (plan.beforeScopes == index && generation == 1) {
-        wire = beforeScopes(wire);
+        wire = io.github.prefixrouter.internal.route.BeforeScopesTransport.wrap(wire, () -> true,
+            new io.github.prefixrouter.internal.route.BeforeScopesTransport.Observer() {
+              @Override
+              public void rejected() {
+                scopedRejections++;
+              }
+
+              @Override
+              public void acceptedForward() {
+                unscopedAtOld++;
+              }
+            });
       }
       transport = new WatchedTransport(id, key, wire, inv, clock);
       List<PeerAddress> seeds = new ArrayList<>();
@@ -209,40 +220,6 @@ final class FaultCluster {
         clock.schedule(0, view::refresh);
       }
     }
-  }
-
-  /**
-   * The transport of a node from before cache scopes: a FORWARD of any version but 1 is
-   * rejected as its decoder did (UNKNOWN_VERSION, passed back as a protocol failure), and
-   * counted; everything else reaches the node.
-   */
-  private Transport beforeScopes(Transport t) {
-    return new ForwardingTransport(t) {
-      @Override
-      public void start(InboundHandler h) {
-        t.start(new InboundHandler() {
-          @Override
-          public void onMessage(PeerAddress from, byte[] payload) {
-            h.onMessage(from, payload);
-          }
-
-          @Override
-          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
-            if (payload.length > 1 && payload[0] == ForwardFrames.FORWARD && payload[1] != 1) {
-              scopedRejections++;
-              return CompletableFuture.failedFuture(new TransportException(
-                  TransportException.Kind.PROTOCOL, MalformedMessageException.of(
-                      MalformedMessageException.Reason.UNKNOWN_VERSION, "version", payload[1], 1,
-                      "forwarding messages speak version 1").getMessage()));
-            }
-            if (payload.length > 1 && payload[0] == ForwardFrames.FORWARD) {
-              unscopedAtOld++;
-            }
-            return h.onRequest(from, payload);
-          }
-        });
-      }
-    };
   }
 
   private record Accepted(InferenceRequest request, Instance origin,

@@ -90,47 +90,16 @@ class ScopedForwardTest {
     }
   }
 
-  /**
-   * The failure a node from before scopes answers a FORWARD of another version with: its decoder
-   * threw this (the check of ForwardCodec before scopes, word for word) and
-   * RouterNode.onForwardRequest passed the message on as a protocol failure.
-   */
-  static TransportException rejectionBeforeScopes(int version) {
-    return new TransportException(TransportException.Kind.PROTOCOL,
-        MalformedMessageException.of(MalformedMessageException.Reason.UNKNOWN_VERSION, "version",
-            version, 1, "forwarding messages speak version 1").getMessage());
-  }
-
   /** While true, n1 rejects FORWARDs of version 2 as a node from before scopes does. */
   volatile boolean peerBeforeScopes = true;
 
   /**
-   * What a node from before scopes does with a FORWARD of another version: its decoder throws
-   * UNKNOWN_VERSION and it answers with a protocol failure (RouterNode.onForwardRequest). It
-   * decodes version 1 as ever. The rejection stops when {@link #peerBeforeScopes} is cleared (the
-   * node was upgraded).
+   * n1's transport while {@link #peerBeforeScopes}: a node from before scopes
+   * ({@link BeforeScopesTransport}).
    */
   Transport speakingOnlyVersionOne(Transport t) {
-    return new ForwardingTransport(t) {
-      @Override
-      public void start(InboundHandler h) {
-        t.start(new InboundHandler() {
-          @Override
-          public void onMessage(PeerAddress from, byte[] payload) {
-            h.onMessage(from, payload);
-          }
-
-          @Override
-          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
-            if (peerBeforeScopes && payload.length > 1 && payload[0] == ForwardCodec.FORWARD
-                && payload[1] != 1) {
-              return CompletableFuture.failedFuture(rejectionBeforeScopes(payload[1]));
-            }
-            return h.onRequest(from, payload);
-          }
-        });
-      }
-    };
+    return BeforeScopesTransport.wrap(t, () -> peerBeforeScopes,
+        new BeforeScopesTransport.Observer() {});
   }
 
   final SimulatedScheduler sim = new SimulatedScheduler();
@@ -320,7 +289,7 @@ class ScopedForwardTest {
         @Override
         public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
           return CompletableFuture.failedFuture(payload[1] != 1
-              ? rejectionBeforeScopes(payload[1])
+              ? BeforeScopesTransport.rejection(payload[1])
               : new TransportException(TransportException.Kind.PROTOCOL,
                   "malformed message: TRUNCATED in field 'tokens'"));
         }

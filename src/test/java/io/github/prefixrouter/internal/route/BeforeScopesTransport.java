@@ -1,0 +1,87 @@
+package io.github.prefixrouter.internal.route;
+
+import io.github.prefixrouter.internal.wire.MalformedMessageException;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
+import io.github.prefixrouter.testing.ForwardingTransport;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.BooleanSupplier;
+
+/**
+ * The transport of a node from before cache scopes, for tests of rolling upgrades: while
+ * {@code old} says so, a FORWARD of any version but 1 is refused as that node's decoder refused
+ * it (UNKNOWN_VERSION, which RouterNode.onForwardRequest passed back as a protocol failure, word
+ * for word); version 1 and everything else reach the node.
+ */
+public final class BeforeScopesTransport {
+
+  /** What the node from before scopes was sent; both callbacks do nothing by default. */
+  public interface Observer {
+    /** A scoped FORWARD was refused. */
+    default void rejected() {}
+
+    /** An unscoped FORWARD reached the node. */
+    default void acceptedForward() {}
+  }
+
+  private BeforeScopesTransport() {}
+
+  /**
+   * The failure the node answers a FORWARD of {@code version} with.
+   *
+   * @param version the frame's version
+   * @return the protocol failure, with the decoder's message
+   */
+  public static TransportException rejection(int version) {
+    return new TransportException(TransportException.Kind.PROTOCOL,
+        MalformedMessageException.of(MalformedMessageException.Reason.UNKNOWN_VERSION, "version",
+            version, 1, "forwarding messages speak version 1").getMessage());
+  }
+
+  /**
+   * Wraps {@code t} so that its node behaves as one from before scopes while {@code old} is true.
+   *
+   * @param t the node's transport
+   * @param old whether the node is still from before scopes (read per request)
+   * @param observer told of each FORWARD refused or let through
+   * @return the wrapping transport
+   */
+  public static Transport wrap(Transport t, BooleanSupplier old, Observer observer) {
+    return new ForwardingTransport(t) {
+      @Override
+      public void start(InboundHandler h) {
+        t.start(new InboundHandler() {
+          @Override
+          public void onMessage(PeerAddress from, byte[] payload) {
+            h.onMessage(from, payload);
+          }
+
+          @Override
+          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+            boolean forward = payload.length > 1 && payload[0] == ForwardCodec.FORWARD;
+            if (forward && old.getAsBoolean()) {
+              if (payload[1] != 1) {
+                observer.rejected();
+                return CompletableFuture.failedFuture(rejection(payload[1]));
+              }
+              observer.acceptedForward();
+            }
+            return h.onRequest(from, payload);
+          }
+        });
+      }
+    };
+  }
+
+  /**
+   * {@link #wrap(Transport, BooleanSupplier, Observer)} for a node that stays from before scopes,
+   * observed by nobody.
+   *
+   * @param t the node's transport
+   * @return the wrapping transport
+   */
+  public static Transport wrap(Transport t) {
+    return wrap(t, () -> true, new Observer() {});
+  }
+}
