@@ -183,13 +183,7 @@ class OpenAiCompatibleEngineTest {
       }
     }
     assertTrue(connected, "no answer within 300 ms in 20 tries");
-    behaviour.set((ex, body) -> {
-      try {
-        release.await(30, TimeUnit.SECONDS);
-      } catch (InterruptedException ie) {
-        Thread.currentThread().interrupt();
-      }
-    });
+    behaviour.set((ex, body) -> awaitRelease());
     EngineException err = failure(e.execute(request()));
     // a generation that outlasts requestTimeout here would outlast it on a peer too
     assertInstanceOf(EngineTimeoutException.class, err, () -> err + " / " + err.getCause());
@@ -255,6 +249,15 @@ class OpenAiCompatibleEngineTest {
     assertTrue(err.getMessage().contains("larger than 1024"), err.getMessage());
   }
 
+  /** Holds the fake server's handler until the test counts {@code release} down (30 s at most). */
+  private void awaitRelease() {
+    try {
+      release.await(30, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
   @Test
   void unreachableServerIsRetryable() throws Exception {
     int port;
@@ -270,11 +273,7 @@ class OpenAiCompatibleEngineTest {
     CountDownLatch arrived = new CountDownLatch(2);
     behaviour.set((ex, body) -> {
       arrived.countDown();
-      try {
-        release.await(30, TimeUnit.SECONDS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
+      awaitRelease();
       reply(ex, 200, "{\"choices\":[{\"text\":\"ok\"}]}");
     });
     OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base()).maxInFlight(2).build();
@@ -295,11 +294,7 @@ class OpenAiCompatibleEngineTest {
     CountDownLatch arrived = new CountDownLatch(5);
     behaviour.set((ex, body) -> {
       arrived.countDown();
-      try {
-        release.await(30, TimeUnit.SECONDS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
+      awaitRelease();
       reply(ex, 200, "{\"choices\":[{\"text\":\"ok\"}]}");
     });
     // a server running 2 requests at once (vLLM --max-num-seqs 2); 5 outstanding at most
@@ -359,11 +354,7 @@ class OpenAiCompatibleEngineTest {
     CountDownLatch arrived = new CountDownLatch(1);
     behaviour.set((ex, body) -> {
       arrived.countDown();
-      try {
-        release.await(30, TimeUnit.SECONDS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
+      awaitRelease();
     });
     OpenAiCompatibleEngine e = engine();
     CompletableFuture<EngineResult> f = e.execute(request());

@@ -14,6 +14,7 @@ import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import io.github.prefixrouter.testing.SimulatedScheduler;
+import io.github.prefixrouter.workload.Tokens;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -151,7 +152,7 @@ public final class ScopeSimMain {
       t += (long) (-Math.log(1 - r.nextDouble()) / p.ratePerSecond() * 1e9);
       int k = r.nextInt(system.length);
       CacheScope scope = adapterScopes[r.nextInt(adapterScopes.length)];
-      int[] prompt = concat(system[k], tokens(r, 16 + r.nextInt(p.maxSuffix())));
+      int[] prompt = Tokens.concat(system[k], tokens(r, 16 + r.nextInt(p.maxSuffix())));
       int entry = r.nextInt(p.nodes());
       String id = "q" + q;
       sim.advanceTo(t);
@@ -196,18 +197,9 @@ public final class ScopeSimMain {
         latencies[(int) (latencies.length * 0.99)], forwarded, failed);
   }
 
+  /** Token ids of the simulated engines' 50,000-token vocabulary. */
   static int[] tokens(SplittableRandom r, int n) {
-    int[] t = new int[n];
-    for (int i = 0; i < n; i++) {
-      t[i] = r.nextInt(50_000);
-    }
-    return t;
-  }
-
-  static int[] concat(int[] a, int[] b) {
-    int[] out = Arrays.copyOf(a, a.length + b.length);
-    System.arraycopy(b, 0, out, a.length, b.length);
-    return out;
+    return Tokens.random(r, n, 50_000);
   }
 
   /**
