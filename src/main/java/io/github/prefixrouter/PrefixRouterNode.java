@@ -132,6 +132,20 @@ public interface PrefixRouterNode extends AutoCloseable {
   CompletableFuture<InferenceResponse> submit(InferenceRequest request);
 
   /**
+   * Routes and runs one request, as {@link #submit(InferenceRequest)}, and streams its output to
+   * {@code listener} while it is generated, wherever it runs (see {@link OutputListener}). When
+   * the future completes normally, the listener has received the whole output, and the
+   * concatenation of what it received equals the response's tokens and text.
+   *
+   * @param request the request
+   * @param listener where the output goes as it is generated; called one piece at a time, never
+   *     after the future completes; must not block
+   * @return a future completed exactly once, as {@link #submit(InferenceRequest)}'s
+   * @throws NullPointerException if an argument is null
+   */
+  CompletableFuture<InferenceResponse> submit(InferenceRequest request, OutputListener listener);
+
+  /**
    * The decision {@link #submit} would take for {@code request} now, without running it and
    * without changing any state. One difference follows: {@code explain} neither counts the
    * request toward the local-caching demand nor reserves the engine for a bought miss, so it

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.spi;
 
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.OutputListener;
 import java.util.concurrent.CompletableFuture;
 
 /**
@@ -35,6 +36,26 @@ public interface InferenceEngine {
    *     {@link EngineException}; never null
    */
   CompletableFuture<EngineResult> execute(InferenceRequest request);
+
+  /**
+   * Runs one request, as {@link #execute(InferenceRequest)}, and streams its output to
+   * {@code listener} while it is generated (see {@link OutputListener}). The pieces are given
+   * one at a time, in order, all before the future completes; their tokens and texts
+   * concatenated are a prefix of the result's {@code outputTokens} and {@code text} (the node
+   * sends the rest when the future completes, so an engine may stream only part of its output,
+   * or nothing). The default streams nothing and calls {@link #execute(InferenceRequest)}.
+   * An engine that streams implements this method and lets {@code execute(request)} call it
+   * with {@link OutputListener#IGNORE}.
+   *
+   * @param request the request; never null
+   * @param listener where to give the output as it is generated; never null
+   * @return a future completed once with the result, or exceptionally with an
+   *     {@link EngineException}; never null
+   */
+  default CompletableFuture<EngineResult> execute(InferenceRequest request,
+      OutputListener listener) {
+    return execute(request);
+  }
 
   /**
    * The engine's current load. Cheap and non-blocking.

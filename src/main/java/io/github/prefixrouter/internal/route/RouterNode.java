@@ -3,6 +3,7 @@ package io.github.prefixrouter.internal.route;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.NodeNotRunningException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
@@ -426,6 +427,26 @@ public final class RouterNode implements PrefixRouterNode {
       routeOrRunLocal(ex);
     }
     return ex.future;
+  }
+
+  @Override
+  public CompletableFuture<InferenceResponse> submit(InferenceRequest request,
+      OutputListener listener) {
+    Objects.requireNonNull(listener, "listener");
+    CompletableFuture<InferenceResponse> out = new CompletableFuture<>();
+    submit(request).whenComplete((r, e) -> {
+      if (e != null) {
+        out.completeExceptionally(unwrap(e));
+        return;
+      }
+      try {
+        listener.onOutput(r.result().outputTokens(), r.result().text());
+      } catch (RuntimeException | Error t) {
+        LOG.warn("node {}: output listener of {} failed", nodeId, request.id(), t);
+      }
+      out.complete(r);
+    });
+    return out;
   }
 
   @Override

@@ -1,0 +1,34 @@
+package io.github.prefixrouter;
+
+/**
+ * Receives a request's output while it is generated: streaming. Given to
+ * {@link PrefixRouterNode#submit(InferenceRequest, OutputListener)} by a client that wants its
+ * tokens as they come, and to
+ * {@link io.github.prefixrouter.spi.InferenceEngine#execute(InferenceRequest, OutputListener)} by
+ * the node, for engines that can stream.
+ *
+ * <p>Each call carries the output that follows what earlier calls carried: the tokens generated
+ * since the last call and their text (either may be empty, for example the text of a token that
+ * ends inside a multi-byte character, or the tokens of an engine that reports only text).
+ * Calls are made one at a time, in order, never after the request's future completes. The
+ * concatenation of all calls' tokens and of all calls' texts is the request's output, or a
+ * prefix of it if the request fails.
+ *
+ * <p>Implementations must not block: the caller may be a transport or engine thread. A listener
+ * that hands the pieces to a writer queue, for example an HTTP response streamed to the client,
+ * fits that rule. The arrays passed are not reused by the caller and may be kept.
+ */
+@FunctionalInterface
+public interface OutputListener {
+
+  /** A listener that ignores every piece. */
+  OutputListener IGNORE = (tokens, text) -> {};
+
+  /**
+   * The next piece of the output.
+   *
+   * @param tokens the token ids generated since the previous call; never null, possibly empty
+   * @param text their text, since the previous call's; never null, possibly empty
+   */
+  void onOutput(int[] tokens, String text);
+}
