@@ -27,7 +27,9 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
@@ -105,11 +107,11 @@ final class ClientEndpoint {
   /**
    * The keys a completions request may have; any other is refused with a 400 naming it (a typo
    * such as {@code max_token} would otherwise be silently ignored, and so would options this
-   * endpoint does not support, such as {@code stream}).
+   * endpoint does not support, such as {@code stream_options}).
    */
   static final Set<String> REQUEST_KEYS =
       Set.of("id", "prompt", "max_tokens", "temperature", "top_p", "seed", "model",
-          "cache_salt");
+          "cache_salt", "stream");
 
   private final PrefixRouterNode node;
   private final String baseModel;
@@ -123,6 +125,8 @@ final class ClientEndpoint {
   private final AtomicLong slowConnectionsClosed = new AtomicLong();
   private final AtomicLong rejectedBusy = new AtomicLong();
   private final AtomicLong readsRefused = new AtomicLong();
+  /** Streamed answers not yet written to their end (nor given up). */
+  private final Set<StreamedAnswer> openStreams = ConcurrentHashMap.newKeySet();
   private HttpServer server;
   private ExecutorService executor;
   private InboundReaders readers;
@@ -233,11 +237,25 @@ final class ClientEndpoint {
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
-      server.stop(0);
+      server.stop(0); // closes every connection, streams still open included
       executor.shutdownNow();
       readers.shutdownNow();
       timer.shutdownNow();
+      // streams whose request had not ended: their clients are gone with the connections
+      for (StreamedAnswer s : List.copyOf(openStreams)) {
+        s.abandon();
+      }
     }
+  }
+
+  /** Client requests accepted and not yet answered. */
+  int inFlight() {
+    return inFlight.get();
+  }
+
+  /** Streamed answers not yet written to their end (for tests). */
+  int openStreams() {
+    return openStreams.size();
   }
 
   /**
@@ -294,14 +312,14 @@ final class ClientEndpoint {
   }
 
   private void completions(HttpExchange ex) {
-    InferenceRequest request;
+    ParsedRequest parsed;
     InetSocketAddress remote = ex.getRemoteAddress();
     if (!readers.tryAcquire(remote)) {
       respond(ex, 503, Map.of("error", "too many unfinished requests from this address"));
       return;
     }
     try {
-      request = parseRequest(ex);
+      parsed = parseRequest(ex);
     } catch (BodyTooLargeException e) {
       if (ioDeadline.endPhase()) {
         respond(ex, 413, Map.of("error", String.valueOf(e.getMessage())));
@@ -330,11 +348,16 @@ final class ClientEndpoint {
       respond(ex, 503, Map.of("error", "too many requests in flight at this node"));
       return;
     }
-    java.util.concurrent.CompletableFuture<InferenceResponse> answer;
+    InferenceRequest request = parsed.request();
+    if (parsed.stream()) {
+      stream(ex, request);
+      return;
+    }
+    CompletableFuture<InferenceResponse> answer;
     try {
       answer = node.submit(request);
     } catch (RuntimeException e) {
-      answer = java.util.concurrent.CompletableFuture.failedFuture(e);
+      answer = CompletableFuture.failedFuture(e);
     }
     answer.whenComplete((resp, err) -> {
       inFlight.decrementAndGet();
@@ -345,14 +368,7 @@ final class ClientEndpoint {
         write = () -> respond(ex, 200, toJson(resp));
       } else {
         Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
-        boolean busy = c.getCause() instanceof EngineBusyException;
-        int status = failureStatus(c);
-        write = () -> {
-          if (busy) {
-            ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
-          }
-          respond(ex, status, Map.of("id", request.id(), "error", String.valueOf(c.getMessage())));
-        };
+        write = () -> answerFailure(ex, request.id(), c);
       }
       try {
         executor.execute(() -> ioDeadline.run(write));
@@ -360,6 +376,80 @@ final class ClientEndpoint {
         ex.close();
       }
     });
+  }
+
+  /**
+   * Submits a streamed request ({@code "stream": true}): its pieces and its end are written as
+   * server-sent events by the writer threads ({@link StreamedAnswer}).
+   */
+  private void stream(HttpExchange ex, InferenceRequest request) {
+    StreamedAnswer s = new StreamedAnswer(ex, request.id(), executor, ioDeadline,
+        (e, failure) -> answerFailure(e, request.id(), failure), openStreams::remove);
+    openStreams.add(s);
+    CompletableFuture<InferenceResponse> answer;
+    try {
+      answer = node.submit(request, s);
+    } catch (RuntimeException e) {
+      answer = CompletableFuture.failedFuture(e);
+    }
+    s.attach(answer);
+    answer.whenComplete((resp, err) -> {
+      inFlight.decrementAndGet();
+      s.complete(resp, err);
+    });
+  }
+
+  /** Answers a failed request with its status ({@link #failureStatus}) and closes the exchange. */
+  private static void answerFailure(HttpExchange ex, String id, Throwable c) {
+    if (c instanceof StreamedAnswer.UnwritableException) {
+      respond(ex, 500, Map.of("id", id, "error", String.valueOf(c.getMessage())));
+      return;
+    }
+    if (c.getCause() instanceof EngineBusyException) {
+      ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+    }
+    respond(ex, failureStatus(c), Map.of("id", id, "error", String.valueOf(c.getMessage())));
+  }
+
+  /**
+   * The kind of a failed request, for the error event of a streamed answer: {@code busy} and
+   * {@code not_running} (503), {@code invalid_request} (400), {@code timeout} (504),
+   * {@code failed} (502), as {@link #failureStatus}.
+   */
+  static String failureType(Throwable failure) {
+    if (failure instanceof NodeNotRunningException) {
+      return "not_running";
+    }
+    return switch (failureStatus(failure)) {
+      case 503 -> "busy";
+      case 400 -> "invalid_request";
+      case 504 -> "timeout";
+      default -> "failed";
+    };
+  }
+
+  /** {@code s} with every lone surrogate replaced by U+FFFD, so that JSON can carry it. */
+  static String safeText(String s) {
+    StringBuilder b = null;
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      boolean pair = Character.isHighSurrogate(c) && i + 1 < s.length()
+          && Character.isLowSurrogate(s.charAt(i + 1));
+      if (pair) {
+        if (b != null) {
+          b.append(c).append(s.charAt(i + 1));
+        }
+        i++;
+      } else if (Character.isSurrogate(c)) {
+        if (b == null) {
+          b = new StringBuilder(s.length()).append(s, 0, i);
+        }
+        b.append('\uFFFD');
+      } else if (b != null) {
+        b.append(c);
+      }
+    }
+    return b == null ? s : b.toString();
   }
 
   /**
@@ -381,7 +471,10 @@ final class ClientEndpoint {
     return 502;
   }
 
-  private InferenceRequest parseRequest(HttpExchange ex) throws IOException {
+  /** A parsed completions request and whether its answer is streamed. */
+  private record ParsedRequest(InferenceRequest request, boolean stream) {}
+
+  private ParsedRequest parseRequest(HttpExchange ex) throws IOException {
     long declared = -1;
     String cl = ex.getRequestHeaders().getFirst("Content-Length");
     if (cl != null) {
@@ -433,10 +526,18 @@ final class ClientEndpoint {
       throw new IllegalArgumentException(String.valueOf(e.getMessage())
           .replace("maxTokens", "max_tokens").replace("topP", "top_p"), e);
     }
-    return new InferenceRequest(id, prompt, params, scope);
+    boolean stream = false;
+    if (m.containsKey("stream")) {
+      if (!(m.get("stream") instanceof Boolean b)) {
+        throw new IllegalArgumentException("stream must be true or false");
+      }
+      stream = b;
+    }
+    return new ParsedRequest(new InferenceRequest(id, prompt, params, scope), stream);
   }
 
-  private static Map<String, Object> toJson(InferenceResponse r) {
+  /** The answer of a request that is not streamed (a new, modifiable map). */
+  static Map<String, Object> toJson(InferenceResponse r) {
     Map<String, Object> m = new LinkedHashMap<>();
     m.put("id", r.requestId());
     m.put("served_by", r.servedBy());

@@ -1,0 +1,361 @@
+package io.github.prefixrouter.server;
+
+import com.sun.net.httpserver.HttpExchange;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.wire.IoDeadline;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.Future;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One streamed answer of the client endpoint ({@code "stream": true}): the request's output as
+ * server-sent events, written by the endpoint's writer threads, never by the thread that gives
+ * a piece.
+ *
+ * <p>The node's {@link OutputListener} calls and the request's completion only queue what is to
+ * be written (they never block) and hand this answer to a writer when none has it. A writer
+ * takes what is queued at that moment (a batch), writes it under the endpoint's I/O deadline and
+ * flushes; more queued meanwhile is another batch with a deadline of its own, so a client that
+ * keeps reading is never cut off, and one that stops reading for longer than the deadline is
+ * (its connection closed and counted as a slow connection). The answer is 200 with
+ * {@code text/event-stream} from its first piece on; a request that fails before it has given
+ * one is answered with the status a request that is not streamed would get. A write that fails
+ * (the client is gone, or was cut off) cancels the request: the node's future is cancelled.
+ *
+ * <p>Events: one {@code data: {"id", "token_ids", "text"}} per piece (an empty piece is not
+ * sent; a text that ends in the first half of a surrogate pair keeps that half for the next
+ * event); at the end, {@code data: } the answer a request that is not streamed gets, its
+ * {@code token_ids} and {@code text} only what no piece carried (normally nothing), then
+ * {@code data: [DONE]}. A failure after the first piece is
+ * {@code data: {"id", "error": {"message", "type", "status"}}} and the end of the stream, without
+ * {@code [DONE]}.
+ */
+final class StreamedAnswer implements OutputListener {
+
+  private static final Logger log = LoggerFactory.getLogger(StreamedAnswer.class);
+  static final String CONTENT_TYPE = "text/event-stream";
+  private static final byte[] DONE = "data: [DONE]\n\n".getBytes(StandardCharsets.US_ASCII);
+
+  /** How a failed request is answered: the endpoint's status path. */
+  interface FailureAnswer {
+    /** Answers {@code ex} with the status, headers and body of {@code failure}, and closes it. */
+    void answer(HttpExchange ex, Throwable failure);
+  }
+
+  private record Piece(int[] tokens, String text) {}
+
+  private record End(InferenceResponse response, int[] tokens, String text) {}
+
+  private record Fail(Throwable failure) {}
+
+  private final HttpExchange ex;
+  private final String id;
+  private final Executor writers;
+  private final IoDeadline deadline;
+  private final FailureAnswer failureAnswer;
+  private final Consumer<StreamedAnswer> onFinished;
+
+  // queued by the node's threads, taken by the writers (guarded by this)
+  private final ArrayDeque<Object> queue = new ArrayDeque<>();
+  private boolean scheduled;
+  private boolean ended;
+  private boolean abandoned;
+  private int tokensGiven;
+  private int charsGiven;
+  private String heldBack = "";
+  private Future<?> request;
+  private boolean cancelWanted;
+
+  // the writer's state (one writer at a time: guarded by scheduled)
+  private boolean started;
+  private boolean finished;
+
+  /**
+   * @param ex the client's exchange, its request read and nothing answered yet
+   * @param id the request's id, in every event
+   * @param writers the endpoint's writer threads
+   * @param deadline the endpoint's I/O deadline, for each batch written
+   * @param failureAnswer the status answer of a request that failed before its first piece
+   * @param onFinished called once when the answer is written, or given up
+   */
+  StreamedAnswer(HttpExchange ex, String id, Executor writers, IoDeadline deadline,
+      FailureAnswer failureAnswer, Consumer<StreamedAnswer> onFinished) {
+    this.ex = ex;
+    this.id = id;
+    this.writers = writers;
+    this.deadline = deadline;
+    this.failureAnswer = failureAnswer;
+    this.onFinished = onFinished;
+  }
+
+  /** The node's future of this request: cancelled if the client goes. */
+  void attach(Future<?> future) {
+    boolean cancel;
+    synchronized (this) {
+      request = future;
+      cancel = cancelWanted;
+    }
+    if (cancel) {
+      future.cancel(true);
+    }
+  }
+
+  @Override
+  public void onOutput(int[] tokens, String text) {
+    synchronized (this) {
+      if (ended || abandoned) {
+        return; // a piece after the end: the listener's contract says it does not come
+      }
+      tokensGiven += tokens.length;
+      charsGiven += text.length();
+      String t = heldBack.isEmpty() ? text : heldBack + text;
+      heldBack = "";
+      if (!t.isEmpty() && Character.isHighSurrogate(t.charAt(t.length() - 1))) {
+        heldBack = t.substring(t.length() - 1); // its second half comes with the next piece
+        t = t.substring(0, t.length() - 1);
+      }
+      if (tokens.length == 0 && t.isEmpty()) {
+        return;
+      }
+      queue.add(new Piece(tokens, t));
+    }
+    schedule();
+  }
+
+  /** The request completed: its answer, or its failure. */
+  void complete(InferenceResponse response, Throwable failure) {
+    synchronized (this) {
+      if (ended) {
+        return;
+      }
+      ended = true;
+      if (abandoned) {
+        return;
+      }
+      if (failure == null) {
+        // what the pieces did not carry; the node gives it all before completing, normally
+        int[] out = response.result().outputTokens();
+        String text = response.result().text();
+        int[] tail = tokensGiven < out.length ? Arrays.copyOfRange(out, tokensGiven, out.length)
+            : new int[0];
+        String rest = charsGiven < text.length() ? text.substring(charsGiven) : "";
+        queue.add(new End(response, tail, heldBack + rest));
+        heldBack = "";
+      } else {
+        Throwable c = failure instanceof CompletionException && failure.getCause() != null
+            ? failure.getCause() : failure;
+        queue.add(new Fail(c));
+      }
+    }
+    schedule();
+  }
+
+  /**
+   * Gives up the answer without writing more: the endpoint is closing. The request is cancelled;
+   * the connection is left to the server, which closes it.
+   */
+  void abandon() {
+    synchronized (this) {
+      if (abandoned) {
+        return;
+      }
+      abandoned = true;
+      queue.clear();
+    }
+    cancelRequest();
+    onFinished.accept(this);
+  }
+
+  private void schedule() {
+    synchronized (this) {
+      if (scheduled || queue.isEmpty() || abandoned) {
+        return;
+      }
+      scheduled = true;
+    }
+    try {
+      writers.execute(this::drain);
+    } catch (RejectedExecutionException stopped) { // the endpoint has stopped its writers
+      synchronized (this) {
+        scheduled = false;
+      }
+      abandon();
+    }
+  }
+
+  /** On a writer thread: writes the batches queued, each under a deadline of its own. */
+  private void drain() {
+    while (true) {
+      List<Object> batch;
+      synchronized (this) {
+        if (queue.isEmpty() || abandoned) {
+          scheduled = false;
+          return;
+        }
+        batch = new ArrayList<>(queue);
+        queue.clear();
+      }
+      deadline.run(() -> write(batch));
+      synchronized (this) {
+        if (queue.isEmpty() || abandoned) {
+          scheduled = false;
+          return;
+        }
+      }
+      // more came while writing: let other answers' batches go first if the writers take it
+      try {
+        writers.execute(this::drain);
+        return;
+      } catch (RejectedExecutionException stopping) {
+        // the endpoint is stopping: its writers finish what they were given; go on here
+      }
+    }
+  }
+
+  private void write(List<Object> batch) {
+    if (finished) {
+      return;
+    }
+    ByteArrayOutputStream events = new ByteArrayOutputStream();
+    boolean last = false;
+    Fail failBeforeStart = null;
+    for (Object item : batch) {
+      if (item instanceof Fail f && !started && events.size() == 0) {
+        failBeforeStart = f;
+        break;
+      }
+      try {
+        if (item instanceof Piece p) {
+          event(events, piece(p.tokens(), p.text()));
+        } else if (item instanceof End e) {
+          Map<String, Object> m = ClientEndpoint.toJson(e.response());
+          m.put("token_ids", e.tokens());
+          m.put("text", e.text());
+          event(events, m);
+          events.writeBytes(DONE);
+          last = true;
+          break;
+        } else if (item instanceof Fail f) {
+          events.writeBytes(errorEvent(f.failure()));
+          last = true;
+          break;
+        }
+      } catch (IllegalArgumentException e) { // a value JSON cannot carry (a lone surrogate)
+        log.warn("cannot write a piece of {} as JSON: {}", id, e.getMessage());
+        if (!started && events.size() == 0) {
+          failBeforeStart = new Fail(new UnwritableException());
+        } else {
+          events.writeBytes(errorEvent(new UnwritableException()));
+          last = true;
+        }
+        cancelRequest();
+        break;
+      }
+    }
+    if (failBeforeStart != null) {
+      finished = true;
+      if (!(failBeforeStart.failure() instanceof CancellationException)) {
+        failureAnswer.answer(ex, failBeforeStart.failure());
+      } else {
+        ex.close();
+      }
+      onFinished.accept(this);
+      return;
+    }
+    try {
+      if (!started) {
+        ex.getResponseHeaders().add("Content-Type", CONTENT_TYPE);
+        ex.getResponseHeaders().add("Cache-Control", "no-cache");
+        ex.sendResponseHeaders(200, 0); // chunked: the length is not known
+        started = true;
+      }
+      OutputStream out = ex.getResponseBody();
+      out.write(events.toByteArray());
+      out.flush();
+      if (last) {
+        finished = true;
+        out.close(); // the last chunk
+        ex.close();
+        onFinished.accept(this);
+      }
+    } catch (IOException | RuntimeException e) {
+      // the client is gone, or did not read within the deadline (its connection is closed)
+      log.debug("streaming {} to client {} failed: {}", id, ex.getRemoteAddress(), e.toString());
+      finished = true;
+      ex.close();
+      synchronized (this) {
+        abandoned = true;
+        queue.clear();
+      }
+      cancelRequest();
+      onFinished.accept(this);
+    }
+  }
+
+  private void cancelRequest() {
+    Future<?> f;
+    synchronized (this) {
+      f = request;
+      cancelWanted = true;
+    }
+    if (f != null) {
+      f.cancel(true);
+    }
+  }
+
+  private Map<String, Object> piece(int[] tokens, String text) {
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("id", id);
+    m.put("token_ids", tokens);
+    m.put("text", text);
+    return m;
+  }
+
+  private static void event(ByteArrayOutputStream out, Map<String, Object> json) {
+    byte[] b = Json.write(json).getBytes(StandardCharsets.UTF_8);
+    out.writeBytes("data: ".getBytes(StandardCharsets.US_ASCII));
+    out.writeBytes(b);
+    out.writeBytes("\n\n".getBytes(StandardCharsets.US_ASCII));
+  }
+
+  private byte[] errorEvent(Throwable failure) {
+    int status = failure instanceof UnwritableException ? 500 : ClientEndpoint.failureStatus(failure);
+    Map<String, Object> error = new LinkedHashMap<>();
+    error.put("message", ClientEndpoint.safeText(String.valueOf(failure.getMessage())));
+    error.put("type", failure instanceof UnwritableException ? "internal"
+        : ClientEndpoint.failureType(failure));
+    error.put("status", status);
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("id", id);
+    m.put("error", error);
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    event(out, m);
+    return out.toByteArray();
+  }
+
+  /** An answer JSON cannot carry. */
+  static final class UnwritableException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    UnwritableException() {
+      super("the answer cannot be written as JSON", null, false, false);
+    }
+  }
+}
