@@ -377,6 +377,36 @@ class ClientEndpointStreamTest {
   }
 
   @Test
+  void aStreamLongerThanTheDeadlineIsNotCutOffWhileItsClientReads() throws Exception {
+    start(Duration.ofSeconds(1));
+    CompletableFuture<HttpResponse<InputStream>> sent = postStreaming(stream("[1]"));
+    awaitSubmitted(1);
+    OutputListener l = listeners.get(0);
+    CompletableFuture<String> body = CompletableFuture.supplyAsync(() -> {
+      try {
+        return new String(sent.get(20, TimeUnit.SECONDS).body().readAllBytes(),
+            StandardCharsets.UTF_8);
+      } catch (Exception e) {
+        throw new IllegalStateException(e);
+      }
+    });
+    long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(2_500);
+    int n = 0;
+    StringBuilder all = new StringBuilder();
+    while (System.nanoTime() < end) { // 2.5 s of pieces, each a 4 KiB text
+      String t = Integer.toString(n).repeat(4096 / Integer.toString(n).length());
+      l.onOutput(new int[] {n++}, t);
+      all.append(t);
+      Thread.sleep(2);
+    }
+    futures.get(0).complete(response("q1", new int[0], all.toString()));
+    List<Object> events = Sse.parse(body.get(20, TimeUnit.SECONDS));
+    assertEquals(Sse.DONE, events.get(events.size() - 1));
+    assertEquals(n + 2, events.size());
+    assertEquals(0L, endpoint.slowConnectionsClosed());
+  }
+
+  @Test
   void stoppingEndsEveryOpenStream() throws Exception {
     start(Duration.ofSeconds(5));
     int n = 5;
@@ -461,5 +491,38 @@ class ClientEndpointStreamTest {
     out.write(req.toByteArray());
     out.flush();
     return s;
+  }
+
+  @Test
+  void aNodeProcessStreamsWhatItWouldAnswer() throws Exception {
+    NodeOptions o = NodeOptions.parse(new String[] {"--id", "solo", "--listen", "127.0.0.1:0",
+        "--client", "127.0.0.1:0", "--engine", "reference"},
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
+    try (NodeMain.Running r = NodeMain.start(o)) {
+      address = r.clientAddress;
+      String request = "{\"id\":\"r\",\"prompt\":[5,6,7,8],\"max_tokens\":6";
+      Map<?, ?> plain = (Map<?, ?>) Json.parse(post(request + "}").body());
+      HttpResponse<String> streamed = post(request + ",\"stream\":true}");
+      assertEquals(200, streamed.statusCode(), streamed.body());
+      List<Object> events = Sse.parse(streamed.body());
+      assertEquals(Sse.DONE, events.get(events.size() - 1));
+      StringBuilder text = new StringBuilder();
+      List<Long> tokens = new ArrayList<>();
+      for (Object e : events.subList(0, events.size() - 1)) {
+        text.append(Sse.text(e));
+        for (int t : Sse.tokens(e)) {
+          tokens.add((long) t);
+        }
+      }
+      assertEquals(plain.get("token_ids"), tokens);
+      assertEquals(6, tokens.size());
+      assertEquals(plain.get("text"), text.toString());
+      Map<?, ?> end = (Map<?, ?>) events.get(events.size() - 2);
+      for (String k : List.of("id", "served_by", "forwarded", "attempts", "fallback",
+          "prompt_tokens", "reason")) {
+        assertEquals(plain.get(k), end.get(k), k);
+      }
+      assertTrue(end.get("cached_tokens") instanceof Long, end.toString());
+    }
   }
 }

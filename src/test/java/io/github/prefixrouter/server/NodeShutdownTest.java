@@ -45,6 +45,19 @@ class NodeShutdownTest {
     return fs;
   }
 
+  static List<CompletableFuture<HttpResponse<String>>> sendAllStreaming(HttpClient c,
+      String address) {
+    List<CompletableFuture<HttpResponse<String>>> fs = new ArrayList<>();
+    for (int i = 0; i < N; i++) {
+      fs.add(c.sendAsync(HttpRequest.newBuilder(
+              URI.create("http://" + address + "/v1/route/completions"))
+          .POST(HttpRequest.BodyPublishers.ofString(
+              "{\"prompt\":[1,2," + i + "],\"stream\":true}")).build(),
+          HttpResponse.BodyHandlers.ofString()));
+    }
+    return fs;
+  }
+
   static void awaitStopping(PrefixRouterNode node) throws InterruptedException {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     while (node.state() == PrefixRouterNode.State.RUNNING && System.nanoTime() < deadline) {
@@ -139,6 +152,33 @@ class NodeShutdownTest {
         assertTrue(resp.body().contains("STOPPING"), resp.body());
       }
       assertEquals(N, r.node.stats().failed());
+    }
+  }
+
+  @Test
+  void streamsStillRunningWhenTheGracePeriodEndsAre503AndAnsweredOnesEndWithDone()
+      throws Exception {
+    try (FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
+      server.hold();
+      NodeOptions o = NodeOptions.parse(new String[] {"--id", "solo", "--listen", "127.0.0.1:0",
+          "--client", "127.0.0.1:0", "--engine", server.baseUrl(),
+          "--shutdown-grace-ms", "300"},
+          Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
+      NodeMain.Running r = NodeMain.start(o);
+      HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+      List<CompletableFuture<HttpResponse<String>>> fs = sendAllStreaming(c, r.clientAddress);
+      assertTrue(server.awaitArrived(N, Duration.ofSeconds(20)));
+
+      CompletableFuture.runAsync(r::close).get(60, TimeUnit.SECONDS);
+      server.release();
+
+      // nothing was streamed before the grace period ended: each is a 503, as not streamed
+      for (CompletableFuture<HttpResponse<String>> f : fs) {
+        HttpResponse<String> resp = f.get(20, TimeUnit.SECONDS);
+        assertEquals(503, resp.statusCode(), resp.body());
+        assertTrue(resp.body().contains("STOPPING"), resp.body());
+      }
+      assertEquals(0, r.endpoint.openStreams());
     }
   }
 }
