@@ -18,7 +18,9 @@ import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Flow;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.function.IntConsumer;
 
@@ -32,6 +34,10 @@ import java.util.function.IntConsumer;
  * with the same id, at the next node (a client-side failover; an unreachable node is then
  * skipped for the rest of the run). Every prompt ends with exactly one {@link Sample}: an answer or an error.
  * Latency is measured from the first send to the final answer, retries included.
+ *
+ * <p>With {@link Builder#stream(boolean)} each request asks for a streamed answer
+ * ({@code "stream": true}, server-sent events) and its sample also has the time to its first
+ * event (the first piece of output: time to first token, TTFT), from the same first send.
  */
 public final class LoadDriver {
 
@@ -41,6 +47,7 @@ public final class LoadDriver {
   private final Duration requestTimeout;
   private final String idPrefix;
   private final IntConsumer onCompleted;
+  private final boolean stream;
   private final HttpClient client;
 
   private LoadDriver(Builder b) {
@@ -50,6 +57,7 @@ public final class LoadDriver {
     this.requestTimeout = b.requestTimeout;
     this.idPrefix = b.idPrefix;
     this.onCompleted = b.onCompleted;
+    this.stream = b.stream;
     this.client = HttpClient.newBuilder()
         .version(HttpClient.Version.HTTP_1_1)
         .connectTimeout(Duration.ofSeconds(2))
@@ -76,11 +84,13 @@ public final class LoadDriver {
    * @param tokenIds generated token ids
    * @param clientRetries how many times the client re-sent it to another node
    * @param error null on success, else what went wrong
+   * @param firstPieceNanos streamed: client-observed time to the answer's first event (its first
+   *     piece of output), retries included; -1 if not streamed or no event came
    */
   public record Sample(
       int index, String id, String origin, String servedBy, boolean forwarded, String fallback,
       long latencyNanos, int promptTokens, int cachedTokens, int[] tokenIds, int clientRetries,
-      String error) {
+      String error, long firstPieceNanos) {
 
     /** True if the request was answered. */
     public boolean ok() {
@@ -99,6 +109,20 @@ public final class LoadDriver {
     /** Latency percentile (0..100) of answered requests, in milliseconds; NaN if none. */
     public double latencyPercentileMillis(double p) {
       long[] l = answered().stream().mapToLong(Sample::latencyNanos).sorted().toArray();
+      if (l.length == 0) {
+        return Double.NaN;
+      }
+      int i = (int) Math.ceil(p / 100.0 * l.length) - 1;
+      return l[Math.max(0, Math.min(l.length - 1, i))] / 1e6;
+    }
+
+    /**
+     * Percentile (0..100) of the time to the first piece of answered streamed requests, in
+     * milliseconds; NaN if none was streamed.
+     */
+    public double firstPiecePercentileMillis(double p) {
+      long[] l = answered().stream().mapToLong(Sample::firstPieceNanos).filter(t -> t >= 0)
+          .sorted().toArray();
       if (l.length == 0) {
         return Double.NaN;
       }
@@ -146,13 +170,18 @@ public final class LoadDriver {
 
     /** A one-paragraph summary. */
     public String summary() {
+      String ttft = Double.isNaN(firstPiecePercentileMillis(50)) ? ""
+          : String.format(" ttft ms: p50=%.1f p90=%.1f p99=%.1f max=%.1f",
+              firstPiecePercentileMillis(50), firstPiecePercentileMillis(90),
+              firstPiecePercentileMillis(99), firstPiecePercentileMillis(100));
       return String.format(
           "requests=%d answered=%d errors=%d wall=%.1fs throughput=%.1f/s latency ms: mean=%.1f p50=%.1f "
-              + "p90=%.1f p99=%.1f max=%.1f hitRate=%.3f forwarded=%.3f clientRetries=%d servedBy=%s",
+              + "p90=%.1f p99=%.1f max=%.1f%s hitRate=%.3f forwarded=%.3f clientRetries=%d servedBy=%s",
           samples.size(), answered().size(), samples.size() - answered().size(), wallNanos / 1e9,
           answered().size() / Math.max(1e-9, wallNanos / 1e9), meanLatencyMillis(),
           latencyPercentileMillis(50), latencyPercentileMillis(90), latencyPercentileMillis(99),
-          latencyPercentileMillis(100), hitRate(), forwardedShare(), clientRetries(), servedBy());
+          latencyPercentileMillis(100), ttft, hitRate(), forwardedShare(), clientRetries(),
+          servedBy());
     }
   }
 
@@ -178,10 +207,10 @@ public final class LoadDriver {
       }
       String id = idPrefix + i;
       long t0 = System.nanoTime();
-      send(prompts.get(i), id, i % endpoints.size(), 0, down).whenComplete((s, err) -> {
+      send(prompts.get(i), id, i % endpoints.size(), 0, down, t0).whenComplete((s, err) -> {
         Sample sample = err != null
             ? new Sample(i, id, null, null, false, null, System.nanoTime() - t0, prompts.get(i).length, -1,
-                new int[0], 0, "client failure: " + err)
+                new int[0], 0, "client failure: " + err, -1)
             : withLatency(s, i, System.nanoTime() - t0);
         completions.incrementAndGet();
         if (!samples.compareAndSet(i, null, sample)) {
@@ -212,11 +241,12 @@ public final class LoadDriver {
 
   private static Sample withLatency(Sample s, int index, long latency) {
     return new Sample(index, s.id(), s.origin(), s.servedBy(), s.forwarded(), s.fallback(), latency,
-        s.promptTokens(), s.cachedTokens(), s.tokenIds(), s.clientRetries(), s.error());
+        s.promptTokens(), s.cachedTokens(), s.tokenIds(), s.clientRetries(), s.error(),
+        s.firstPieceNanos());
   }
 
   private CompletableFuture<Sample> send(int[] prompt, String id, int endpointIndex, int retries,
-      Map<String, Boolean> down) {
+      Map<String, Boolean> down, long t0) {
     // pick the next endpoint that is not known to be down
     int k = endpointIndex;
     for (int tries = 0; tries < endpoints.size() && down.containsKey(endpoints.get(k)); tries++) {
@@ -228,13 +258,19 @@ public final class LoadDriver {
     body.put("id", id);
     body.put("prompt", prompt);
     body.put("max_tokens", maxTokens);
+    if (stream) {
+      body.put("stream", true);
+    }
     HttpRequest req = HttpRequest.newBuilder(URI.create("http://" + endpoint + "/v1/route/completions"))
         .timeout(requestTimeout)
         .header("Content-Type", "application/json")
         .POST(HttpRequest.BodyPublishers.ofString(Json.write(body), StandardCharsets.UTF_8))
         .build();
-    CompletableFuture<HttpResponse<String>> http =
-        client.sendAsync(req, HttpResponse.BodyHandlers.ofString());
+    AtomicLong firstEvent = new AtomicLong(-1);
+    HttpResponse.BodyHandler<String> handler = !stream ? HttpResponse.BodyHandlers.ofString()
+        : info -> HttpResponse.BodySubscribers.fromLineSubscriber(new Lines(firstEvent),
+            Lines::text, StandardCharsets.UTF_8, "\n");
+    CompletableFuture<HttpResponse<String>> http = client.sendAsync(req, handler);
     // the HTTP client's timeout ends when the answer's headers arrive; an endpoint that stalls
     // in the body would hang the run, so the whole exchange is bounded too
     CompletableFuture<HttpResponse<String>> bounded =
@@ -253,11 +289,16 @@ public final class LoadDriver {
             if (nodeGone) {
               down.put(endpoint, Boolean.TRUE);
             }
-            return send(prompt, id, (chosen + 1) % endpoints.size(), retries + 1, down);
+            return send(prompt, id, (chosen + 1) % endpoints.size(), retries + 1, down, t0);
           }
           if (c != null) {
             return CompletableFuture.completedFuture(new Sample(0, id, endpoint, null, false, null, 0,
-                prompt.length, -1, new int[0], retries, String.valueOf(c)));
+                prompt.length, -1, new int[0], retries, String.valueOf(c), -1));
+          }
+          if (stream && resp.statusCode() == 200) {
+            long first = firstEvent.get();
+            return CompletableFuture.completedFuture(parseStream(id, endpoint, retries,
+                prompt.length, resp.body(), first < 0 ? -1 : first - t0));
           }
           return CompletableFuture.completedFuture(parse(id, endpoint, retries, prompt.length, resp));
         })
@@ -269,16 +310,103 @@ public final class LoadDriver {
       Map<?, ?> m = (Map<?, ?>) Json.parse(resp.body());
       if (resp.statusCode() != 200) {
         return new Sample(0, id, endpoint, null, false, null, 0, promptLength, -1, new int[0], retries,
-            "HTTP " + resp.statusCode() + ": " + m.get("error"));
+            "HTTP " + resp.statusCode() + ": " + m.get("error"), -1);
       }
-      Object fb = m.get("fallback");
-      return new Sample(0, id, endpoint, Json.asString(m.get("served_by"), "served_by"),
-          Boolean.TRUE.equals(m.get("forwarded")), fb instanceof String s ? s : null, 0,
-          Json.asInt(m.get("prompt_tokens"), "prompt_tokens"), Json.asInt(m.get("cached_tokens"), "cached_tokens"),
-          Json.asIntArray(m.get("token_ids"), "token_ids"), retries, null);
+      return answer(id, endpoint, retries, m, Json.asIntArray(m.get("token_ids"), "token_ids"), -1);
     } catch (RuntimeException e) {
       return new Sample(0, id, endpoint, null, false, null, 0, promptLength, -1, new int[0], retries,
-          "unusable answer (HTTP " + resp.statusCode() + "): " + e.getMessage());
+          "unusable answer (HTTP " + resp.statusCode() + "): " + e.getMessage(), -1);
+    }
+  }
+
+  private static Sample answer(String id, String endpoint, int retries, Map<?, ?> m,
+      int[] tokens, long firstPieceNanos) {
+    Object fb = m.get("fallback");
+    return new Sample(0, id, endpoint, Json.asString(m.get("served_by"), "served_by"),
+        Boolean.TRUE.equals(m.get("forwarded")), fb instanceof String s ? s : null, 0,
+        Json.asInt(m.get("prompt_tokens"), "prompt_tokens"),
+        Json.asInt(m.get("cached_tokens"), "cached_tokens"), tokens, retries, null,
+        firstPieceNanos);
+  }
+
+  /**
+   * A streamed answer: its pieces' token ids joined, the last event before {@code [DONE]} the
+   * answer; an error event, or a stream without {@code [DONE]}, is an error.
+   */
+  private static Sample parseStream(String id, String endpoint, int retries, int promptLength,
+      String body, long firstPieceNanos) {
+    try {
+      List<Map<?, ?>> events = new ArrayList<>();
+      boolean done = false;
+      for (String line : body.split("\n")) {
+        if (!line.startsWith("data: ")) {
+          continue;
+        }
+        String payload = line.substring("data: ".length());
+        if (payload.equals("[DONE]")) {
+          done = true;
+          break;
+        }
+        Map<?, ?> event = (Map<?, ?>) Json.parse(payload);
+        if (event.get("error") != null) {
+          return new Sample(0, id, endpoint, null, false, null, 0, promptLength, -1, new int[0],
+              retries, "stream failed: " + Json.write(event.get("error")), firstPieceNanos);
+        }
+        events.add(event);
+      }
+      if (!done || events.isEmpty()) {
+        throw new IllegalArgumentException("the stream ended without [DONE]");
+      }
+      int n = 0;
+      List<int[]> pieces = new ArrayList<>();
+      for (Map<?, ?> e : events) {
+        int[] t = Json.asIntArray(e.get("token_ids"), "token_ids");
+        pieces.add(t);
+        n += t.length;
+      }
+      int[] tokens = new int[n];
+      int at = 0;
+      for (int[] t : pieces) {
+        System.arraycopy(t, 0, tokens, at, t.length);
+        at += t.length;
+      }
+      return answer(id, endpoint, retries, events.get(events.size() - 1), tokens, firstPieceNanos);
+    } catch (RuntimeException e) {
+      return new Sample(0, id, endpoint, null, false, null, 0, promptLength, -1, new int[0], retries,
+          "unusable stream: " + e.getMessage(), firstPieceNanos);
+    }
+  }
+
+  /** Collects a streamed answer's lines and notes when its first event arrived. */
+  private static final class Lines implements Flow.Subscriber<String> {
+    private final AtomicLong firstEvent;
+    private final StringBuilder text = new StringBuilder();
+
+    Lines(AtomicLong firstEvent) {
+      this.firstEvent = firstEvent;
+    }
+
+    @Override
+    public void onSubscribe(Flow.Subscription s) {
+      s.request(Long.MAX_VALUE);
+    }
+
+    @Override
+    public void onNext(String line) {
+      if (line.startsWith("data: ")) {
+        firstEvent.compareAndSet(-1, System.nanoTime());
+      }
+      text.append(line).append('\n');
+    }
+
+    @Override
+    public void onError(Throwable t) {}
+
+    @Override
+    public void onComplete() {}
+
+    String text() {
+      return text.toString();
     }
   }
 
@@ -315,8 +443,18 @@ public final class LoadDriver {
     private Duration requestTimeout = Duration.ofSeconds(120);
     private String idPrefix = "load-";
     private IntConsumer onCompleted;
+    private boolean stream;
 
     private Builder() {}
+
+    /**
+     * Whether to ask for streamed answers ({@code "stream": true}) and measure the time to the
+     * first piece. Default false.
+     */
+    public Builder stream(boolean s) {
+      this.stream = s;
+      return this;
+    }
 
     /** Client endpoints ({@code host:port}) of the nodes. */
     public Builder endpoints(List<String> hostPorts) {

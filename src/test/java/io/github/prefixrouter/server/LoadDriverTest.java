@@ -1,5 +1,6 @@
 package io.github.prefixrouter.server;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -53,6 +54,56 @@ class LoadDriverTest {
       assertTrue(r.latencyPercentileMillis(50) > 0);
       // repeated prompts hit a's cache
       assertTrue(r.hitRate() > 0.3, "hit rate " + r.hitRate());
+    }
+  }
+
+  @Test
+  void streamedRunsGetTheSameAnswersAndATimeToFirstPiece() throws Exception {
+    try (NodeMain.Running a = NodeMain.start(options("a"))) {
+      List<int[]> prompts = prompts(12);
+      LoadDriver.Result plain = LoadDriver.builder().endpoints(List.of(a.clientAddress))
+          .concurrency(2).maxTokens(3).build().run(prompts);
+      LoadDriver.Result streamed = LoadDriver.builder().endpoints(List.of(a.clientAddress))
+          .concurrency(2).maxTokens(3).stream(true).build().run(prompts);
+      assertEquals(12, streamed.answered().size(), streamed.summary());
+      for (int i = 0; i < 12; i++) {
+        LoadDriver.Sample p = plain.samples().get(i);
+        LoadDriver.Sample s = streamed.samples().get(i);
+        assertArrayEquals(p.tokenIds(), s.tokenIds(), "request " + i);
+        assertEquals("a", s.servedBy());
+        assertEquals(p.promptTokens(), s.promptTokens());
+        assertTrue(s.cachedTokens() >= 0);
+        assertTrue(s.firstPieceNanos() > 0 && s.firstPieceNanos() <= s.latencyNanos(),
+            s.firstPieceNanos() + " of " + s.latencyNanos());
+        assertEquals(-1, p.firstPieceNanos());
+      }
+      assertTrue(Double.isNaN(plain.firstPiecePercentileMillis(50)));
+      assertTrue(streamed.firstPiecePercentileMillis(50) <= streamed.latencyPercentileMillis(100));
+      assertTrue(streamed.summary().contains("ttft ms: p50="), streamed.summary());
+      assertTrue(!plain.summary().contains("ttft"), plain.summary());
+    }
+  }
+
+  @Test
+  void aStreamThatFailsOrEndsWithoutDoneIsAnError() throws Exception {
+    for (String body : List.of(
+        "data: {\"id\":\"x\",\"token_ids\":[1],\"text\":\"a\"}\n\n"
+            + "data: {\"id\":\"x\",\"error\":{\"message\":\"m\",\"type\":\"timeout\","
+            + "\"status\":504}}\n\n",
+        "data: {\"id\":\"x\",\"token_ids\":[1],\"text\":\"a\"}\n\n")) {
+      byte[] b = body.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      try (StallingHttpPeer fake = new StallingHttpPeer("HTTP/1.1 200 OK\r\nContent-Type: "
+          + "text/event-stream\r\nConnection: close\r\nContent-Length: " + b.length + "\r\n\r\n"
+          + body)) {
+        LoadDriver d = LoadDriver.builder().endpoints(List.of("127.0.0.1:" + fake.port()))
+            .concurrency(1).stream(true).requestTimeout(java.time.Duration.ofSeconds(5)).build();
+        LoadDriver.Result r = java.util.concurrent.CompletableFuture.supplyAsync(
+            () -> d.run(prompts(1))).get(30, java.util.concurrent.TimeUnit.SECONDS);
+        LoadDriver.Sample s = r.samples().get(0);
+        assertTrue(s.error() != null && (s.error().contains("timeout")
+            || s.error().contains("without [DONE]")), s.error());
+        assertTrue(s.firstPieceNanos() > 0);
+      }
     }
   }
 

@@ -19,12 +19,13 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * Drives a running cluster of nodes over HTTP with MMLU or an MMLU-shaped workload, and prints
- * latency percentiles, the cache hit rate, the forwarded share and per-node traffic.
+ * latency percentiles (with {@code --stream}, also of the time to the first piece of output),
+ * the cache hit rate, the forwarded share and per-node traffic.
  *
  * <pre>
  * benchmarks/run load --nodes 127.0.0.1:8001,127.0.0.1:8002 [--requests 1000] [--concurrency 8]
  *     [--mmlu ../shared/data/mmlu] [--zipf 1.1] [--max-tokens 1] [--seed 1]
- *     [--json results.json]
+ *     [--stream] [--json results.json]
  * </pre>
  */
 public final class LoadGeneratorMain {
@@ -40,6 +41,8 @@ public final class LoadGeneratorMain {
       "  --zipf S            Zipf exponent of subject popularity, 0 = uniform (default 0)",
       "  --max-tokens N      tokens generated per request (default 1)",
       "  --seed N            workload seed (default 1)",
+      "  --stream            ask for streamed answers (\"stream\": true) and report the time",
+      "                      to the first piece (TTFT) next to the latency",
       "  --json FILE         also write the results as JSON");
 
   public static void main(String[] args) throws Exception {
@@ -49,6 +52,10 @@ public final class LoadGeneratorMain {
       if (a.equals("--help")) {
         System.out.println(USAGE);
         return;
+      }
+      if (a.equals("--stream")) {
+        o.put("stream", "true");
+        continue;
       }
       if (!a.startsWith("--") || i + 1 >= args.length) {
         fail("bad argument '" + a + "'");
@@ -85,6 +92,7 @@ public final class LoadGeneratorMain {
         .endpoints(nodes)
         .concurrency(concurrency)
         .maxTokens(maxTokens)
+        .stream(o.containsKey("stream"))
         .idPrefix("load-" + Long.toHexString(System.currentTimeMillis()) + "-")
         .onCompleted(bar::update)
         .build();
@@ -102,6 +110,11 @@ public final class LoadGeneratorMain {
     System.out.printf("latency ms: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f%n", r.meanLatencyMillis(),
         r.latencyPercentileMillis(50), r.latencyPercentileMillis(90), r.latencyPercentileMillis(99),
         r.latencyPercentileMillis(100));
+    if (o.containsKey("stream")) {
+      System.out.printf("time to first piece ms: p50 %.1f  p90 %.1f  p99 %.1f  max %.1f%n",
+          r.firstPiecePercentileMillis(50), r.firstPiecePercentileMillis(90),
+          r.firstPiecePercentileMillis(99), r.firstPiecePercentileMillis(100));
+    }
     System.out.printf("cache hit rate (cached / prompt tokens, engine-reported): %.3f%n", r.hitRate());
     System.out.printf("forwarded share: %.3f%n", r.forwardedShare());
     System.out.println();
@@ -133,6 +146,10 @@ public final class LoadGeneratorMain {
       j.put("wall_seconds", r.wallNanos() / 1e9);
       j.put("latency_ms", Map.of("mean", r.meanLatencyMillis(), "p50", r.latencyPercentileMillis(50),
           "p90", r.latencyPercentileMillis(90), "p99", r.latencyPercentileMillis(99)));
+      if (o.containsKey("stream")) {
+        j.put("ttft_ms", Map.of("p50", r.firstPiecePercentileMillis(50),
+            "p90", r.firstPiecePercentileMillis(90), "p99", r.firstPiecePercentileMillis(99)));
+      }
       j.put("hit_rate", r.hitRate());
       j.put("forwarded_share", r.forwardedShare());
       j.put("client_failovers", r.clientRetries());
