@@ -46,7 +46,7 @@ import org.slf4j.LoggerFactory;
  * <ul>
  *   <li>{@code POST /v1/route/completions} with
  *       {@code {"id": "...", "prompt": [token ids], "max_tokens": 1, "temperature": 0,
- *       "top_p": 1, "seed": 0, "model": "sql-lora", "cache_salt": "tenant-1"}} (all but
+ *       "top_p": 1, "seed": 0, "model": "sql-lora", "cache_salt": "tenant-1", "stream": false}} (all but
  *       {@code prompt} optional) submits one request to the node and answers {@code {"id", "served_by", "forwarded", "attempts", "fallback",
  *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}. 400 for a bad request
  *       (the message says what; a key not in {@link #REQUEST_KEYS} is one), 413 for a body
@@ -59,6 +59,16 @@ import org.slf4j.LoggerFactory;
  *       beyond the model's context, say; the message is the engine's), which no node would
  *       serve; 504 when the engine did not answer in time ({@link EngineTimeoutException}), not
  *       tried on peers; 502 when the request failed everywhere otherwise.
+ *   <li>With {@code "stream": true} (a boolean; anything else is a 400) the answer is streamed
+ *       as server-sent events ({@link StreamedAnswer}): {@code 200} with
+ *       {@code Content-Type: text/event-stream} once the node gives the first piece of output,
+ *       then {@code data: {"id", "token_ids", "text"}} for each piece the node gives, then
+ *       {@code data: } the answer above (its {@code token_ids} and {@code text} only what no
+ *       piece carried, normally nothing), then {@code data: [DONE]}. A request that fails
+ *       before its first piece is answered as above (same statuses); one that fails after it
+ *       gets {@code data: {"id", "error": {"message", "type", "status"}}} (the message and
+ *       status the status answer would have had; {@link #failureType}) and the end of the
+ *       stream, without {@code [DONE]}.
  *   <li>The request's {@link CacheScope}, as in vLLM's OpenAI API: {@code "model"} names a LoRA
  *       adapter, unless it is absent, empty or the node's base model ({@code --model}); then
  *       the request is of the base model. {@code "cache_salt"} (absent or empty: none) keys
@@ -83,11 +93,13 @@ import org.slf4j.LoggerFactory;
  * requests. Answers to completions are written by two writer threads. Reading a request and
  * writing an answer each have {@code ioTimeout}; a connection that takes longer is closed.
  *
- * <p>A client that disconnects before its answer does not cancel its request: the JDK HTTP
- * server reports no disconnect (an exchange exposes neither its socket nor a close callback; a
- * closed connection shows only when the answer is written), and the node's API has no
- * cancellation for a request its own client submitted. The request runs to its end and its
- * answer is dropped.
+ * <p>A streamed request is cancelled ({@code cancel(true)} on the node's future) when a write
+ * to its client fails: the client disconnected, or did not take what was written within
+ * {@code ioTimeout} and was cut off. The JDK HTTP server reports no disconnect otherwise (an
+ * exchange exposes neither its socket nor a close callback; a closed connection shows only when
+ * something is written), so a streamed request is cancelled at its first piece after the client
+ * left, and one that is not streamed is not cancelled: it runs to its end and its answer is
+ * dropped.
  */
 final class ClientEndpoint {
 
@@ -224,8 +236,9 @@ final class ClientEndpoint {
   /**
    * Stops the endpoint. Answers already handed to the writers (the node answered before this
    * call) are still written, each within the I/O deadline, before the server closes the
-   * connections: a process that stops its node and then its endpoint loses no answer. Requests
-   * answered after this call find the endpoint closed and their connection closed.
+   * connections: a process that stops its node and then its endpoint loses no answer (a stream
+   * the node ended gets its end or its error event). Requests answered after this call find the
+   * endpoint closed and their connection closed; streamed ones still running are cancelled.
    */
   void stop() {
     if (server != null) {

@@ -25,7 +25,8 @@ import org.slf4j.LoggerFactory;
  * Runs one prefix-router node as a process: an {@link HttpTransport} to its peers, an engine (the
  * {@link ReferenceEngine} or an {@link OpenAiCompatibleEngine} in front of vLLM, SGLang or
  * llama.cpp), the routing node, and a small client endpoint (see {@link ClientEndpoint}) where
- * clients and load generators submit token-id prompts.
+ * clients and load generators submit token-id prompts and get their answers whole, or streamed
+ * as server-sent events ({@code "stream": true}).
  *
  * <pre>
  * java -cp prefix-router.jar:guava.jar:slf4j-api.jar:slf4j-simple.jar \
