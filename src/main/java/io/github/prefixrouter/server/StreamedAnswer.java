@@ -15,7 +15,6 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.Executor;
 import java.util.concurrent.Future;
@@ -271,11 +270,7 @@ final class StreamedAnswer implements OutputListener {
     }
     if (failBeforeStart != null) {
       finished = true;
-      if (!(failBeforeStart.failure() instanceof CancellationException)) {
-        failureAnswer.answer(ex, failBeforeStart.failure());
-      } else {
-        ex.close();
-      }
+      failureAnswer.answer(ex, failBeforeStart.failure());
       onFinished.accept(this);
       return;
     }

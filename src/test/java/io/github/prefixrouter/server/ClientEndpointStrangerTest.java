@@ -195,8 +195,9 @@ class ClientEndpointStrangerTest {
 
   @Test
   void anUnknownKeyIs400NamingIt() throws Exception {
-    for (String key : List.of("max_token", "stream", "salt", "n")) {
-      String value = key.equals("stream") ? "true" : key.equals("salt") ? "\"m\"" : "100";
+    for (String key : List.of("max_token", "stream_options", "salt", "n")) {
+      String value = key.equals("stream_options") ? "{\"include_usage\":true}"
+          : key.equals("salt") ? "\"m\"" : "100";
       HttpResponse<String> resp = send("POST", "/v1/route/completions",
           "{\"prompt\":[1],\"" + key + "\":" + value + "}");
       assertEquals(400, resp.statusCode(), resp.body());
@@ -206,7 +207,7 @@ class ClientEndpointStrangerTest {
     // every documented key is accepted
     HttpResponse<String> ok = send("POST", "/v1/route/completions",
         "{\"id\":\"a\",\"prompt\":[1],\"max_tokens\":1,\"temperature\":0,\"top_p\":1,\"seed\":3,"
-            + "\"model\":\"lora-a\",\"cache_salt\":\"t1\"}");
+            + "\"model\":\"lora-a\",\"cache_salt\":\"t1\",\"stream\":false}");
     assertEquals(200, ok.statusCode(), ok.body());
   }
 }
