@@ -293,6 +293,44 @@ class ClientEndpointStreamTest {
   }
 
   @Test
+  void outputJsonCannotCarryIsA500BeforeTheFirstPieceAndAnErrorEventAfterIt() throws Exception {
+    start(Duration.ofSeconds(5));
+    CompletableFuture<HttpResponse<InputStream>> first = postStreaming(stream("[1]"));
+    awaitSubmitted(1);
+    listeners.get(0).onOutput(new int[] {1}, "a\uD800b"); // a lone surrogate
+    HttpResponse<InputStream> resp = first.get(20, TimeUnit.SECONDS);
+    assertEquals(500, resp.statusCode());
+    assertEquals(Map.of("id", "q1", "error", "the answer cannot be written as JSON"),
+        Json.parse(new String(resp.body().readAllBytes(), StandardCharsets.UTF_8)));
+    await(() -> futures.get(0).isCancelled(), "the request was not cancelled");
+
+    CompletableFuture<HttpResponse<InputStream>> second = postStreaming(stream("[2]"));
+    awaitSubmitted(2);
+    listeners.get(1).onOutput(new int[] {1}, "fine");
+    resp = second.get(20, TimeUnit.SECONDS);
+    BufferedReader in = new BufferedReader(new InputStreamReader(resp.body(), StandardCharsets.UTF_8));
+    assertEquals("fine", Sse.text(Sse.next(in)));
+    listeners.get(1).onOutput(new int[] {2}, "\uDC00"); // a lone second half
+    Map<?, ?> error = (Map<?, ?>) ((Map<?, ?>) Sse.next(in)).get("error");
+    assertEquals(Map.of("message", "the answer cannot be written as JSON", "type", "internal",
+        "status", 500L), error);
+    assertNull(Sse.next(in));
+    await(() -> futures.get(1).isCancelled(), "the request was not cancelled");
+    // and a failure's message that JSON cannot carry as it is
+    CompletableFuture<HttpResponse<InputStream>> third = postStreaming(stream("[3]"));
+    awaitSubmitted(3);
+    listeners.get(2).onOutput(new int[] {1}, "x");
+    in = new BufferedReader(new InputStreamReader(third.get(20, TimeUnit.SECONDS).body(),
+        StandardCharsets.UTF_8));
+    assertEquals("x", Sse.text(Sse.next(in)));
+    futures.get(2).completeExceptionally(new RequestFailedException("q1", "bad \uD800 text",
+        new EngineException("server answered HTTP 500", true)));
+    error = (Map<?, ?>) ((Map<?, ?>) Sse.next(in)).get("error");
+    assertEquals("request q1: bad \uFFFD text", error.get("message"));
+    assertNull(Sse.next(in));
+  }
+
+  @Test
   void streamMustBeABooleanAndFalseAnswersAsBefore() throws Exception {
     start(Duration.ofSeconds(5));
     for (String bad : List.of("\"yes\"", "1", "null", "[true]")) {
