@@ -137,6 +137,7 @@ final class ClientEndpoint {
   private final AtomicLong slowConnectionsClosed = new AtomicLong();
   private final AtomicLong rejectedBusy = new AtomicLong();
   private final AtomicLong readsRefused = new AtomicLong();
+  private final AtomicLong streamsCancelled = new AtomicLong();
   /** Streamed answers not yet written to their end (nor given up). */
   private final Set<StreamedAnswer> openStreams = ConcurrentHashMap.newKeySet();
   private HttpServer server;
@@ -397,7 +398,8 @@ final class ClientEndpoint {
    */
   private void stream(HttpExchange ex, InferenceRequest request) {
     StreamedAnswer s = new StreamedAnswer(ex, request.id(), executor, ioDeadline,
-        (e, failure) -> answerFailure(e, request.id(), failure), openStreams::remove);
+        (e, failure) -> answerFailure(e, request.id(), failure), openStreams::remove,
+        streamsCancelled::incrementAndGet);
     openStreams.add(s);
     CompletableFuture<InferenceResponse> answer;
     try {
@@ -579,6 +581,11 @@ final class ClientEndpoint {
     return readsRefused.get();
   }
 
+  /** Streamed requests cancelled because a write to their client failed. */
+  long streamsCancelled() {
+    return streamsCancelled.get();
+  }
+
   /** Client connections closed for stalling mid-request or not reading their answer. */
   long slowConnectionsClosed() {
     return slowConnectionsClosed.get();
@@ -593,7 +600,8 @@ final class ClientEndpoint {
     all.add(StatsTables.NODE.section(null, node.stats()));
     all.addAll(extraStats.get());
     all.add(StatsTables.CLIENT.section("client", new StatsTables.ClientStats(inFlight.get(),
-        rejectedBusy.get(), slowConnectionsClosed.get(), readsRefused.get())));
+        rejectedBusy.get(), slowConnectionsClosed.get(), readsRefused.get(), openStreams.size(),
+        streamsCancelled.get())));
     return all;
   }
 

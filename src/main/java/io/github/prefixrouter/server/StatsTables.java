@@ -220,7 +220,7 @@ final class StatsTables {
 
   /** The client endpoint's own counters. */
   record ClientStats(int inFlight, long rejectedBusy, long slowConnectionsClosed,
-      long readsRefused) {}
+      long readsRefused, int streamsOpen, long streamsCancelled) {}
 
   private static final String C = P + "client_";
 
@@ -239,5 +239,12 @@ final class StatsTables {
           "Client connections refused at once for lack of a reader thread, and requests "
               + "answered 503 for too many unfinished bodies from their address.",
           ClientStats::readsRefused)
+      .gauge("streams_open", C + "streams_open",
+          "Streamed answers not yet ended: their request running, or their events not yet all "
+              + "written.", ClientStats::streamsOpen)
+      .counter("streams_cancelled", C + "streams_cancelled_total",
+          "Streamed requests cancelled because a write to their client failed: the client went "
+              + "away, or was cut off for not reading within the I/O timeout.",
+          ClientStats::streamsCancelled)
       .build();
 }

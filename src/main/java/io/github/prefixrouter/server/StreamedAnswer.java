@@ -70,6 +70,7 @@ final class StreamedAnswer implements OutputListener {
   private final IoDeadline deadline;
   private final FailureAnswer failureAnswer;
   private final Consumer<StreamedAnswer> onFinished;
+  private final Runnable onClientGone;
 
   // queued by the node's threads, taken by the writers (guarded by this)
   private final ArrayDeque<Object> queue = new ArrayDeque<>();
@@ -92,16 +93,18 @@ final class StreamedAnswer implements OutputListener {
    * @param writers the endpoint's writer threads
    * @param deadline the endpoint's I/O deadline, for each batch written
    * @param failureAnswer the status answer of a request that failed before its first piece
-   * @param onFinished called once when the answer is written, or given up
+   * @param onFinished called when the answer is written, or given up
+   * @param onClientGone called when a write failed and the request is cancelled for it
    */
   StreamedAnswer(HttpExchange ex, String id, Executor writers, IoDeadline deadline,
-      FailureAnswer failureAnswer, Consumer<StreamedAnswer> onFinished) {
+      FailureAnswer failureAnswer, Consumer<StreamedAnswer> onFinished, Runnable onClientGone) {
     this.ex = ex;
     this.id = id;
     this.writers = writers;
     this.deadline = deadline;
     this.failureAnswer = failureAnswer;
     this.onFinished = onFinished;
+    this.onClientGone = onClientGone;
   }
 
   /** The node's future of this request: cancelled if the client goes. */
@@ -298,6 +301,9 @@ final class StreamedAnswer implements OutputListener {
       synchronized (this) {
         abandoned = true;
         queue.clear();
+      }
+      if (!last) {
+        onClientGone.run(); // (with the last batch the request has ended: nothing cancelled)
       }
       cancelRequest();
       onFinished.accept(this);

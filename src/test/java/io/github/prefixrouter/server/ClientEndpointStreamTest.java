@@ -385,6 +385,7 @@ class ClientEndpointStreamTest {
     assertTrue(f.isCancelled(), "the request was not cancelled");
     await(() -> endpoint.openStreams() == 0, "the stream is forgotten");
     assertEquals(0L, endpoint.slowConnectionsClosed(), "a disconnect is not a slow client");
+    assertEquals(1L, endpoint.streamsCancelled());
     await(() -> endpoint.inFlight() == 0, "no request in flight");
   }
 
@@ -404,6 +405,7 @@ class ClientEndpointStreamTest {
     await(() -> endpoint.slowConnectionsClosed() == 1, "the client was not cut off");
     await(() -> futures.get(0).isCancelled(), "the request was not cancelled");
     await(() -> endpoint.openStreams() == 0, "the stream is forgotten");
+    assertEquals(1L, endpoint.streamsCancelled());
     s.close();
     // the endpoint still streams to others
     CompletableFuture<HttpResponse<InputStream>> sent = postStreaming(stream("[3]"));

@@ -71,7 +71,8 @@ class StatsJsonTest {
           "evaluated_positions", "multiply_adds", "cached_tokens"),
           List.copyOf(((Map<?, ?>) s.get("engine")).keySet()));
       assertEquals(List.of("in_flight", "rejected_busy", "slow_connections_closed",
-          "reads_refused"), List.copyOf(((Map<?, ?>) s.get("client")).keySet()));
+          "reads_refused", "streams_open", "streams_cancelled"),
+          List.copyOf(((Map<?, ?>) s.get("client")).keySet()));
       assertEquals("solo", s.get("node_id"));
       assertEquals("RUNNING", s.get("state"));
       assertEquals(0.0, s.get("hit_rate"));
