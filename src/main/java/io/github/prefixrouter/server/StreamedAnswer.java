@@ -281,6 +281,7 @@ final class StreamedAnswer implements OutputListener {
       if (!started) {
         ex.getResponseHeaders().add("Content-Type", CONTENT_TYPE);
         ex.getResponseHeaders().add("Cache-Control", "no-cache");
+        ex.getResponseHeaders().add("X-Accel-Buffering", "no"); // nginx: pass events on at once
         ex.sendResponseHeaders(200, 0); // chunked: the length is not known
         started = true;
       }

@@ -144,6 +144,8 @@ class ClientEndpointStreamTest {
     HttpResponse<InputStream> resp = sent.get(20, TimeUnit.SECONDS);
     assertEquals(200, resp.statusCode());
     assertEquals("text/event-stream", resp.headers().firstValue("Content-Type").orElse(null));
+    assertEquals("no-cache", resp.headers().firstValue("Cache-Control").orElse(null));
+    assertEquals("no", resp.headers().firstValue("X-Accel-Buffering").orElse(null));
     BufferedReader in = new BufferedReader(new InputStreamReader(resp.body(), StandardCharsets.UTF_8));
     Object first = Sse.next(in);
     assertEquals(Map.of("id", "q1", "token_ids", List.of(10L, 11L), "text", "ab"), first);
