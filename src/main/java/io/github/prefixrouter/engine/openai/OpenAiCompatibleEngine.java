@@ -74,6 +74,26 @@ import org.slf4j.LoggerFactory;
  * {@link EngineTimeoutException}, not retryable: a generation that outlasts the limit here
  * would outlast it on a peer too.
  *
+ * <p><b>Streaming.</b> {@link #execute(InferenceRequest, OutputListener)} with a listener other
+ * than {@link OutputListener#IGNORE} sends {@code "stream": true} and
+ * {@code "stream_options": {"include_usage": true}} and reads the server-sent events as they
+ * arrive: each chunk's {@code choices[0].text} and {@code choices[0].token_ids} (vLLM's
+ * per-chunk token ids, with {@code return_token_ids}) go to the listener at once, one chunk at a
+ * time, on the HTTP client's thread; the result is their concatenation, with the usage chunk's
+ * prompt and cached-token counts ({@code -1}, unknown, without one), and is complete at
+ * {@code data: [DONE]}. A server that ignores {@code return_token_ids} streams text only: the
+ * pieces' and the result's tokens are then empty. The failures are those of a plain request (the
+ * HTTP status of the answer maps as above), and, all retryable: an {@code error} event or a
+ * chunk carrying an {@code error} (how vLLM reports a failure once the stream has begun), a
+ * {@code finish_reason} of {@code abort} or {@code error}, a malformed chunk, a line or event
+ * larger than {@code maxResponseBytes} or an output larger than it (characters plus tokens), a
+ * stream cut before {@code [DONE]}, a connection reset. {@code requestTimeout} bounds the whole
+ * stream, not only the wait for its first bytes: a generation still streaming then fails with
+ * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}. A
+ * listener that throws is not called again; the request runs on. A server that answers a
+ * streamed request with a plain JSON answer is understood: its output is given to the listener
+ * in one piece. {@code execute(request)} does not stream (it sends {@code "stream": false}).
+ *
  * <p><b>Load.</b> The server runs at most {@link Builder#slots} requests at once (vLLM's
  * {@code --max-num-seqs}, SGLang's {@code --max-running-requests}, llama.cpp's
  * {@code --parallel}); the ones this adapter has outstanding beyond that wait in the server's
@@ -94,8 +114,10 @@ import org.slf4j.LoggerFactory;
  * thread ends with {@link #close()}.
  *
  * <p>Threads: the JDK {@link HttpClient} runs on the executor given to the builder, or on its
- * default pool; with {@link Builder#kvEvents}, the subscriber's one reader thread. Instances
- * are thread-safe.
+ * default pool; with {@link Builder#kvEvents}, the subscriber's one reader thread. The deadline
+ * of a streamed request is kept by the JDK's shared {@link CompletableFuture#orTimeout} timer;
+ * a stream that misses it is failed on the builder's executor, or on the common fork-join pool.
+ * Instances are thread-safe.
  */
 public final class OpenAiCompatibleEngine implements InferenceEngine, AutoCloseable {
 
@@ -817,9 +839,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * How long to wait for an answer's headers. Default 60 s. A request not answered by then
-     * fails with an {@link EngineTimeoutException}, which the node does not try on a peer (the
-     * client API answers 504): set it above the longest generation the server is to run.
+     * How long to wait for an answer: for its headers, and for a streamed request also for the
+     * end of its stream. Default 60 s. A request not answered by then fails with an
+     * {@link EngineTimeoutException}, which the node does not try on a peer (the client API
+     * answers 504): set it above the longest generation the server is to run.
      *
      * @param d the timeout, positive
      * @return this builder
@@ -830,7 +853,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * Largest answer accepted, in bytes. Default 8 MiB.
+     * Largest answer accepted, in bytes. Default 8 MiB. For a streamed request, the largest
+     * line or event of the stream, and the largest output (its characters plus its tokens).
      *
      * @param n the limit in bytes
      * @return this builder
@@ -882,7 +906,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * Whether to ask for generated token ids ({@code "return_token_ids": true}). Default true.
+     * Whether to ask for generated token ids ({@code "return_token_ids": true}), in the answer
+     * or in each streamed chunk. Default true.
      *
      * @param on false for servers that reject the field
      * @return this builder

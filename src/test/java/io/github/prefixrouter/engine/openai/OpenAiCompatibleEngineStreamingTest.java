@@ -197,7 +197,8 @@ class OpenAiCompatibleEngineStreamingTest {
 
   @Test
   void aServerThatIgnoresReturnTokenIdsStreamsTextOnly() throws Exception {
-    // llama.cpp and SGLang send no token ids; without the usage chunk the counts are unknown
+    // a server that ignores return_token_ids sends text only; without a usage chunk the
+    // counts are unknown
     behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       send(out, chunk("Hel", null, null) + chunk("lo", null, "stop") + "data: [DONE]\n\n");
