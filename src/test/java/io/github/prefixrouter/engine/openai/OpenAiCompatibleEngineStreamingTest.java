@@ -184,6 +184,23 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void theSharedFakeServerStreamsWhatItWouldAnswer() throws Exception {
+    try (FakeOpenAiServer fake = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(fake.baseUrl()).build();
+      EngineResult plain = e.execute(request()).get(20, TimeUnit.SECONDS);
+      Pieces pieces = new Pieces();
+      EngineResult streamed = pieces.run(e, request()).get(20, TimeUnit.SECONDS);
+      assertEquals(plain, streamed);
+      assertEquals(3, pieces.tokens.size(), "a chunk per token");
+      assertArrayEquals(new int[] {4, 4, 4}, streamed.outputTokens());
+      fake.streams(false); // a server that answers a streamed request in one piece
+      Pieces one = new Pieces();
+      assertEquals(plain, one.run(e, request()).get(20, TimeUnit.SECONDS));
+      assertEquals(1, one.tokens.size());
+    }
+  }
+
+  @Test
   void withoutAListenerTheRequestIsNotStreamed() throws Exception {
     behaviour.set((ex, body) -> OpenAiCompatibleEngineTest.reply(ex, 200,
         "{\"choices\":[{\"text\":\"ok\",\"token_ids\":[1]}]}"));
