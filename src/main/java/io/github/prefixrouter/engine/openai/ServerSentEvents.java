@@ -80,27 +80,53 @@ final class ServerSentEvents {
    * @throws MalformedStreamException if the stream breaks the format or its bounds
    */
   void feed(ByteBuffer bytes) {
-    while (bytes.hasRemaining()) {
-      byte b = bytes.get();
+    if (bytes.hasArray()) {
+      byte[] a = bytes.array();
+      int from = bytes.arrayOffset() + bytes.position();
+      int to = bytes.arrayOffset() + bytes.limit();
+      bytes.position(bytes.limit());
+      feed(a, from, to);
+    } else {
+      byte[] copy = new byte[bytes.remaining()];
+      bytes.get(copy);
+      feed(copy, 0, copy.length);
+    }
+  }
+
+  private void feed(byte[] a, int from, int to) {
+    int i = from;
+    while (i < to) {
+      byte b = a[i];
       if (b == '\n') {
         if (afterCr) {
           afterCr = false; // the LF of a CRLF
         } else {
           endLine();
         }
+        i++;
       } else if (b == '\r') {
         endLine();
         afterCr = true;
+        i++;
       } else {
         afterCr = false;
-        if (lineLength == maxEventBytes) {
+        // the rest of the line in this buffer, copied at once
+        int end = i;
+        while (end < to && a[end] != '\n' && a[end] != '\r') {
+          end++;
+        }
+        int n = end - i;
+        if (lineLength + (long) n > maxEventBytes) {
           throw new MalformedStreamException("a line of the event stream is longer than "
               + maxEventBytes + " bytes");
         }
-        if (lineLength == line.length) {
-          line = Arrays.copyOf(line, (int) Math.min(maxEventBytes, 2L * line.length));
+        if (lineLength + n > line.length) {
+          line = Arrays.copyOf(line,
+              (int) Math.min(maxEventBytes, Math.max(lineLength + n, 2L * line.length)));
         }
-        line[lineLength++] = b;
+        System.arraycopy(a, i, line, lineLength, n);
+        lineLength += n;
+        i = end;
       }
     }
   }
@@ -112,15 +138,19 @@ final class ServerSentEvents {
    * @throws MalformedStreamException if the stream breaks the format or its bounds
    */
   void feed(byte[] bytes) {
-    feed(ByteBuffer.wrap(bytes));
+    feed(bytes, 0, bytes.length);
   }
 
   private void endLine() {
     String s;
-    try {
-      s = utf8.reset().decode(ByteBuffer.wrap(line, 0, lineLength)).toString();
-    } catch (CharacterCodingException e) {
-      throw new MalformedStreamException("the event stream is not valid UTF-8");
+    if (ascii(line, lineLength)) {
+      s = new String(line, 0, lineLength, StandardCharsets.ISO_8859_1);
+    } else {
+      try {
+        s = utf8.reset().decode(ByteBuffer.wrap(line, 0, lineLength)).toString();
+      } catch (CharacterCodingException e) {
+        throw new MalformedStreamException("the event stream is not valid UTF-8");
+      }
     }
     int bytes = lineLength;
     lineLength = 0;
@@ -162,6 +192,15 @@ final class ServerSentEvents {
         // id, retry and unknown fields: nothing to do
       }
     }
+  }
+
+  private static boolean ascii(byte[] a, int n) {
+    for (int i = 0; i < n; i++) {
+      if (a[i] < 0) {
+        return false;
+      }
+    }
+    return true;
   }
 
   private void dispatch() {
