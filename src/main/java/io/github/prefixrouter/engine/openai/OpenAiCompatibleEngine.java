@@ -129,6 +129,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final String model;
   private final String apiKey;
   private final Duration requestTimeout;
+  private final long requestTimeoutNanos;
   private final int maxResponseBytes;
   private final int maxInFlight;
   private final int slots;
@@ -155,6 +156,13 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     this.model = b.model;
     this.apiKey = b.apiKey;
     this.requestTimeout = b.requestTimeout;
+    long nanos;
+    try {
+      nanos = b.requestTimeout.toNanos();
+    } catch (ArithmeticException beyond292Years) {
+      nanos = Long.MAX_VALUE;
+    }
+    this.requestTimeoutNanos = nanos;
     this.maxResponseBytes = b.maxResponseBytes;
     this.maxInFlight = b.resolvedMaxInFlight();
     this.slots = b.resolvedSlots();
@@ -293,7 +301,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     // the whole stream within requestTimeout, as the whole answer of a non-streamed request;
     // until the answer's headers the client's own timeout applies (the JDK's timer)
     CompletableFuture<Void> deadline = new CompletableFuture<>();
-    deadline.orTimeout(requestTimeout.toNanos(), TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
+    deadline.orTimeout(requestTimeoutNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
       EventStreamBody b = events.get();
       if (e instanceof TimeoutException && b != null && !result.isDone()) {
         // off the JDK's timer thread, which the failure's callbacks must not hold up
