@@ -30,7 +30,8 @@ import org.opentest4j.TestAbortedException;
 
 /**
  * The contract test kit catches misbehaving implementations: each broken engine or transport
- * below passes every check of the kit but the one written for its defect, which fails it.
+ * below passes every check of the kit but the one written for its defect, which fails it (the
+ * engine that calls its listener from two threads breaks two rules and fails both checks).
  */
 class ContractKitSelfTest {
 
