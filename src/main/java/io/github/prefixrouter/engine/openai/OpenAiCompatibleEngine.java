@@ -415,6 +415,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         }
       } catch (EngineException e) {
         fail(e);
+      } catch (RuntimeException e) {
+        fail(new EngineException("request " + request.id() + ": unusable stream: " + e, true, e));
       }
     }
 
@@ -434,6 +436,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
           finish(result, stream, stream.result(), null);
         } catch (EngineException e) {
           finish(result, stream, null, e);
+        } catch (RuntimeException e) {
+          finish(result, stream, null,
+              new EngineException("request " + request.id() + ": unusable stream: " + e, true, e));
         }
       }
     }
