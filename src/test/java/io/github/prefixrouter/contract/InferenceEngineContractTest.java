@@ -161,7 +161,7 @@ public abstract class InferenceEngineContractTest {
     /**
      * A recorder.
      *
-     * @param lingerCalls how many of the first calls stay up to 50 ms in the listener (or
+     * @param lingerCalls how many of the first calls stay up to 100 ms in the listener (or
      *     until a second call comes in), so that an engine calling it from two threads at once
      *     is seen doing so
      */
@@ -201,7 +201,7 @@ public abstract class InferenceEngineContractTest {
           text.append(piece);
         }
         if (n <= lingerCalls) {
-          long end = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(50);
+          long end = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(100);
           while (inside.get() == 1 && System.nanoTime() < end) {
             Thread.onSpinWait();
           }

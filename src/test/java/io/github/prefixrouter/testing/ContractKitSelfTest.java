@@ -323,14 +323,21 @@ class ContractKitSelfTest {
         () -> new StreamingEngineKit((e, n) -> new StreamingWrapper(e) {
           @Override
           void deliver(EngineResult v, OutputListener l) {
+            java.util.concurrent.CountDownLatch calling = new java.util.concurrent.CountDownLatch(1);
             Thread other = new Thread(() -> {
               try {
+                calling.countDown();
                 l.onOutput(new int[0], "");
               } catch (RuntimeException ignored) {
                 // the throwing listener
               }
             }, "second-caller");
             other.start();
+            try {
+              calling.await(); // the other thread is calling the listener: call it too
+            } catch (InterruptedException ex) {
+              Thread.currentThread().interrupt();
+            }
             super.deliver(v, l);
             try {
               other.join();
