@@ -68,41 +68,42 @@ public final class FakeOpenAiServer implements AutoCloseable {
   }
 
   /**
-   * Writes a 200 answer as vLLM streams it: a chunk per output token (the answer's text with
-   * the first; one chunk of text if it has no token ids), the last with its finish reason, the
-   * usage chunk if asked for, then {@code [DONE]}.
+   * A 200 answer as vLLM streams it: a chunk per output token (the answer's text with the
+   * first; one chunk of text if it has no token ids), the last with its finish reason, the
+   * usage chunk if asked for, then {@code [DONE]}; null if the answer is not a completion that
+   * can be streamed so (it is then sent as it is).
    */
-  private static void stream(com.sun.net.httpserver.HttpExchange ex, String answerBody,
-      boolean includeUsage) throws IOException {
-    Object root = Json.parse(answerBody);
-    Object choice = ((java.util.List<?>) Json.member(root, "choices")).get(0);
-    Object textValue = Json.member(choice, "text");
-    String text = textValue instanceof String t ? t : "";
-    Object ids = Json.member(choice, "token_ids");
-    int[] tokens = ids == null || ids == Json.NULL ? null : Json.asIntArray(ids, "token_ids");
-    ex.getResponseHeaders().add("Content-Type", "text/event-stream");
-    ex.sendResponseHeaders(200, 0);
-    java.io.OutputStream out = ex.getResponseBody();
-    int chunks = tokens == null ? 1 : Math.max(1, tokens.length);
-    for (int i = 0; i < chunks; i++) {
-      java.util.Map<String, Object> c = new java.util.LinkedHashMap<>();
-      c.put("index", 0);
-      c.put("text", i == 0 ? text : "");
-      if (tokens != null) {
-        c.put("token_ids", tokens.length == 0 ? new int[0] : new int[] {tokens[i]});
+  private static java.util.List<String> events(String answerBody, boolean includeUsage) {
+    java.util.List<String> events = new java.util.ArrayList<>();
+    try {
+      Object root = Json.parse(answerBody);
+      Object choice = Json.asList(Json.member(root, "choices"), "choices").get(0);
+      Object textValue = Json.member(choice, "text");
+      String text = textValue instanceof String t ? t : "";
+      Object ids = Json.member(choice, "token_ids");
+      int[] tokens = ids == null || ids == Json.NULL ? null : Json.asIntArray(ids, "token_ids");
+      int chunks = tokens == null ? 1 : Math.max(1, tokens.length);
+      for (int i = 0; i < chunks; i++) {
+        java.util.Map<String, Object> c = new java.util.LinkedHashMap<>();
+        c.put("index", 0);
+        c.put("text", i == 0 ? text : "");
+        if (tokens != null) {
+          c.put("token_ids", tokens.length == 0 ? new int[0] : new int[] {tokens[i]});
+        }
+        c.put("finish_reason", i == chunks - 1 ? "length" : Json.NULL);
+        events.add("data: " + Json.write(java.util.Map.of("object", "text_completion",
+            "choices", java.util.List.of(c))) + "\n\n");
       }
-      c.put("finish_reason", i == chunks - 1 ? "length" : Json.NULL);
-      String chunk = Json.write(java.util.Map.of("object", "text_completion",
-          "choices", java.util.List.of(c)));
-      out.write(("data: " + chunk + "\n\n").getBytes(StandardCharsets.UTF_8));
-      out.flush();
+      Object usage = Json.member(root, "usage");
+      if (includeUsage && usage != null) {
+        events.add("data: " + Json.write(java.util.Map.of("choices", java.util.List.of(),
+            "usage", usage)) + "\n\n");
+      }
+    } catch (RuntimeException notACompletion) {
+      return null;
     }
-    Object usage = Json.member(root, "usage");
-    if (includeUsage && usage != null) {
-      out.write(("data: " + Json.write(java.util.Map.of("choices", java.util.List.of(),
-          "usage", usage)) + "\n\n").getBytes(StandardCharsets.UTF_8));
-    }
-    out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
+    events.add("data: [DONE]\n\n");
+    return events;
   }
 
   private FakeOpenAiServer(Answer answer) {
@@ -129,9 +130,17 @@ public final class FakeOpenAiServer implements AutoCloseable {
         g.await(60, TimeUnit.SECONDS);
         String answerBody = this.answer.body(prompt, maxTokens);
         if (Boolean.TRUE.equals(body.get("stream")) && status == 200 && streams) {
-          stream(ex, answerBody,
+          java.util.List<String> events = events(answerBody,
               Boolean.TRUE.equals(Json.path(body, "stream_options", "include_usage")));
-          return;
+          if (events != null) {
+            ex.getResponseHeaders().add("Content-Type", "text/event-stream");
+            ex.sendResponseHeaders(200, 0);
+            for (String e : events) {
+              ex.getResponseBody().write(e.getBytes(StandardCharsets.UTF_8));
+              ex.getResponseBody().flush();
+            }
+            return;
+          }
         }
         byte[] b = answerBody.getBytes(StandardCharsets.UTF_8);
         ex.getResponseHeaders().add("Content-Type", "application/json");

@@ -197,6 +197,10 @@ class OpenAiCompatibleEngineStreamingTest {
       Pieces one = new Pieces();
       assertEquals(plain, one.run(e, request()).get(20, TimeUnit.SECONDS));
       assertEquals(1, one.tokens.size());
+      fake.streams(true);
+      fake.answer((p, max) -> "{\"choices\":[]}"); // no completion to stream: sent as it is
+      EngineException bad = failure(new Pieces().run(e, request()));
+      assertTrue(bad.retryable() && bad.getMessage().contains("choices is empty"), bad.getMessage());
     }
   }
 
