@@ -11,6 +11,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineLoad;
@@ -23,6 +24,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
@@ -47,6 +49,18 @@ import org.junit.jupiter.api.Test;
  * {@link #scopeForTests()}) is served, does not hit the prefix the default scope cached, hits
  * its own when repeated, and (for engines whose events name scopes) has its chain's first blocks
  * reported under its scope.
+ *
+ * <p>Streaming ({@link InferenceEngine#execute(InferenceRequest, OutputListener)}), checked for
+ * any engine, whether it streams all of its output, part of it or nothing (the interface's
+ * default): no piece is null; the tokens and texts of the pieces, concatenated, are a prefix of
+ * the result's output tokens and text (equal to them for an engine that declares so with
+ * {@link #streamsWholeOutput()}); calls come one at a time, also when several requests stream
+ * at once, and never after the request's future completes, nor after a cancelled request's
+ * future completes; {@code execute(request)}, {@code execute(request, OutputListener.IGNORE)}
+ * and {@code execute(request, listener)} give the same output, sampled too. A listener that
+ * throws must not break the request: the engine calls it no more (it may log the failure) and
+ * the request runs on, its future completing once, normally, with the output it would have
+ * had without streaming.
  */
 public abstract class InferenceEngineContractTest {
 
@@ -101,6 +115,14 @@ public abstract class InferenceEngineContractTest {
     return true;
   }
 
+  /**
+   * Whether the engine streams its whole output: its pieces then make up exactly the result's
+   * output tokens and text, not only a prefix of them. Override to true for such an engine.
+   */
+  protected boolean streamsWholeOutput() {
+    return false;
+  }
+
   /** A deterministic sample prompt. */
   protected int[] prompt(long seed) {
     int[] t = new int[promptTokens()];
@@ -120,6 +142,124 @@ public abstract class InferenceEngineContractTest {
     assertNotNull(f, "execute returned null");
     assertTrue(awaitCondition(f::isDone, patience()), "request " + r.id() + " never completed");
     return f.join();
+  }
+
+  /**
+   * Records what an engine streams to one request's listener, and each breach of the listener's
+   * rules: a null piece, a call while another is running, a call after the future completed.
+   */
+  private static final class StreamRecorder implements OutputListener {
+    private final AtomicReference<CompletableFuture<EngineResult>> future = new AtomicReference<>();
+    private final AtomicInteger inside = new AtomicInteger();
+    private final AtomicInteger calls = new AtomicInteger();
+    private final AtomicInteger callsAtCompletion = new AtomicInteger(-1);
+    private final List<String> breaches = java.util.Collections.synchronizedList(new ArrayList<>());
+    private final java.io.ByteArrayOutputStream tokenBytes = new java.io.ByteArrayOutputStream();
+    private final StringBuilder text = new StringBuilder();
+    private final int lingerCalls;
+
+    /**
+     * A recorder.
+     *
+     * @param lingerCalls how many of the first calls stay up to 100 ms in the listener (or
+     *     until a second call comes in), so that an engine calling it from two threads at once
+     *     is seen doing so
+     */
+    StreamRecorder(int lingerCalls) {
+      this.lingerCalls = lingerCalls;
+    }
+
+    /** Attaches the request's future, as soon as {@code execute} returned it. */
+    void attach(CompletableFuture<EngineResult> f) {
+      future.set(f);
+      f.whenComplete((v, err) -> callsAtCompletion.compareAndSet(-1, calls.get()));
+    }
+
+    @Override
+    public void onOutput(int[] tokens, String piece) {
+      int n = calls.incrementAndGet();
+      if (inside.incrementAndGet() > 1) {
+        breaches.add("the listener was called while another call was still running");
+      }
+      try {
+        CompletableFuture<EngineResult> f = future.get();
+        if (f != null && f.isDone()) {
+          breaches.add("piece " + n + " came after the future completed");
+        }
+        if (tokens == null || piece == null) {
+          breaches.add("piece " + n + " is null: tokens " + java.util.Arrays.toString(tokens)
+              + ", text " + piece);
+          return;
+        }
+        synchronized (this) {
+          for (int t : tokens) {
+            tokenBytes.write(t >>> 24);
+            tokenBytes.write(t >>> 16);
+            tokenBytes.write(t >>> 8);
+            tokenBytes.write(t);
+          }
+          text.append(piece);
+        }
+        if (n <= lingerCalls) {
+          long end = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(100);
+          while (inside.get() == 1 && System.nanoTime() < end) {
+            Thread.onSpinWait();
+          }
+        }
+      } finally {
+        inside.decrementAndGet();
+      }
+    }
+
+    /** The streamed tokens, concatenated. */
+    synchronized int[] tokens() {
+      java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(tokenBytes.toByteArray());
+      int[] t = new int[b.remaining() / 4];
+      for (int i = 0; i < t.length; i++) {
+        t[i] = b.getInt();
+      }
+      return t;
+    }
+
+    /** The streamed text, concatenated. */
+    synchronized String text() {
+      return text.toString();
+    }
+
+    /** The listener's calls so far. */
+    int calls() {
+      return calls.get();
+    }
+
+    /** The breaches of the listener's rules, and calls made after the future completed. */
+    List<String> breaches() {
+      List<String> b = new ArrayList<>(breaches);
+      int atCompletion = callsAtCompletion.get();
+      if (atCompletion >= 0 && calls.get() > atCompletion) {
+        b.add((calls.get() - atCompletion) + " pieces came after the future completed");
+      }
+      return b;
+    }
+  }
+
+  private CompletableFuture<EngineResult> startStreamed(InferenceEngine e, InferenceRequest r,
+      StreamRecorder rec) {
+    CompletableFuture<EngineResult> f = assertTimeoutPreemptively(Duration.ofSeconds(5),
+        () -> e.execute(r, rec), "execute blocked the caller");
+    assertNotNull(f, "execute returned null");
+    rec.attach(f);
+    return f;
+  }
+
+  private EngineResult runStreamed(InferenceEngine e, InferenceRequest r, StreamRecorder rec) {
+    CompletableFuture<EngineResult> f = startStreamed(e, r, rec);
+    assertTrue(awaitCondition(f::isDone, patience()), "request " + r.id() + " never completed");
+    return f.join();
+  }
+
+  private static boolean startsWith(int[] all, int[] prefix) {
+    return prefix.length <= all.length
+        && java.util.Arrays.equals(prefix, java.util.Arrays.copyOf(all, prefix.length));
   }
 
   @Test
@@ -201,17 +341,28 @@ public abstract class InferenceEngineContractTest {
 
   @Test
   void cancelledRequestsStillCompleteAndOthersAreUntouched() {
-    // the library cancels a request it has given up on and relies on its future completing
+    // the library cancels a request it has given up on and relies on its future completing;
+    // every other request is streamed, and a cancelled one streams nothing once its future
+    // completed (the node has told its client the request failed)
     InferenceEngine e = createEngine();
     int n = 6;
     List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+    List<StreamRecorder> recs = new ArrayList<>();
     for (int i = 0; i < n; i++) {
-      fs.add(e.execute(new InferenceRequest("k" + i, prompt(200 + i), GenerationParams.greedy(8))));
+      InferenceRequest r = new InferenceRequest("k" + i, prompt(200 + i), GenerationParams.greedy(8));
+      if (i % 2 == 1) {
+        StreamRecorder rec = new StreamRecorder(0);
+        recs.add(rec);
+        fs.add(startStreamed(e, r, rec));
+      } else {
+        fs.add(e.execute(r));
+      }
     }
-    e.cancel("k" + (n - 1)); // the last one: most likely still queued
+    e.cancel("k" + (n - 1)); // the last one, streamed: most likely still queued
     e.cancel("k0"); // the first one: most likely running
     assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()),
         "a cancelled request's future never completed");
+    awaitCondition(() -> false, Duration.ofMillis(100));
     for (int i = 1; i < n - 1; i++) {
       assertNotNull(fs.get(i).join(), "request k" + i + " was not cancelled and must answer");
     }
@@ -223,6 +374,8 @@ public abstract class InferenceEngineContractTest {
             "a cancelled request must fail with EngineException");
       }
     }
+    assertEquals(List.of(), recs.get(recs.size() - 1).breaches(),
+        "the cancelled streamed request k" + (n - 1));
   }
 
   @Test
@@ -318,5 +471,102 @@ public abstract class InferenceEngineContractTest {
       assertTrue(second.cachedPromptTokens() > Math.max(0, first.cachedPromptTokens()),
           "running the same prompt again must hit the cache");
     }
+  }
+
+  @Test
+  void streamedOutputIsAPrefixOfTheResult() {
+    InferenceEngine e = createEngine();
+    int[] p = prompt(20);
+    for (GenerationParams g : List.of(GenerationParams.greedy(8),
+        new GenerationParams(8, 0.9, 0.95, 4321L))) {
+      StreamRecorder rec = new StreamRecorder(0);
+      EngineResult r = runStreamed(e, new InferenceRequest("p" + g.temperature(), p, g), rec);
+      int[] streamed = rec.tokens();
+      assertTrue(startsWith(r.outputTokens(), streamed),
+          "streamed tokens " + java.util.Arrays.toString(streamed) + " are no prefix of the output "
+              + java.util.Arrays.toString(r.outputTokens()));
+      assertTrue(r.text().startsWith(rec.text()),
+          "streamed text '" + rec.text() + "' is no prefix of the result's '" + r.text() + "'");
+      if (streamsWholeOutput()) {
+        assertArrayEquals(r.outputTokens(), streamed, "the engine streams its whole output");
+        assertEquals(r.text(), rec.text(), "the engine streams its whole output");
+      }
+      assertTrue(rec.breaches().stream().noneMatch(b -> b.contains("null")), rec.breaches()::toString);
+    }
+  }
+
+  @Test
+  void streamedPiecesComeOneAtATimeAndBeforeTheFutureCompletes() {
+    // several requests streaming at once, each listener lingering in its first calls so that a
+    // second call made meanwhile is seen
+    InferenceEngine e = createEngine();
+    int n = 4;
+    List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+    List<StreamRecorder> recs = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      StreamRecorder rec = new StreamRecorder(1);
+      recs.add(rec);
+      fs.add(startStreamed(e, new InferenceRequest("o" + i, prompt(300 + i),
+          GenerationParams.greedy(6)), rec));
+    }
+    assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()),
+        "a streamed request never completed");
+    awaitCondition(() -> false, Duration.ofMillis(100)); // late pieces would come now
+    for (int i = 0; i < n; i++) {
+      assertNotNull(fs.get(i).join());
+      assertEquals(List.of(), recs.get(i).breaches(), "request o" + i);
+    }
+  }
+
+  @Test
+  void streamingAndPlainExecutionGiveTheSameResult() {
+    InferenceEngine e = createEngine();
+    int[] p = prompt(21);
+    for (GenerationParams g : List.of(GenerationParams.greedy(5),
+        new GenerationParams(5, 0.8, 0.9, 99L))) {
+      EngineResult plain = run(e, new InferenceRequest("a", p, g));
+      EngineResult streamed = runStreamed(e, new InferenceRequest("b", p, g), new StreamRecorder(0));
+      CompletableFuture<EngineResult> f = e.execute(new InferenceRequest("c", p, g), OutputListener.IGNORE);
+      assertNotNull(f, "execute returned null");
+      assertTrue(awaitCondition(f::isDone, patience()), "request c never completed");
+      EngineResult withIgnore = f.join();
+      for (EngineResult other : List.of(streamed, withIgnore)) {
+        assertArrayEquals(plain.outputTokens(), other.outputTokens(),
+            "execute(request) and execute(request, listener) gave different outputs for " + g);
+        assertEquals(plain.text(), other.text());
+        assertEquals(plain.promptTokens(), other.promptTokens());
+      }
+    }
+  }
+
+  @Test
+  void aListenerThatThrowsNeitherBreaksTheRequestNorIsCalledAgain() {
+    InferenceEngine e = createEngine();
+    int[] p = prompt(22);
+    GenerationParams g = GenerationParams.greedy(6);
+    EngineResult plain = run(e, new InferenceRequest("a", p, g));
+    AtomicInteger calls = new AtomicInteger();
+    AtomicInteger completions = new AtomicInteger();
+    OutputListener throwing = (tokens, text) -> {
+      calls.incrementAndGet();
+      throw new IllegalStateException("the client went away");
+    };
+    CompletableFuture<EngineResult> f = assertTimeoutPreemptively(Duration.ofSeconds(5),
+        () -> e.execute(new InferenceRequest("b", p, g), throwing), "execute blocked the caller");
+    assertNotNull(f, "execute returned null");
+    f.whenComplete((v, err) -> completions.incrementAndGet());
+    assertTrue(awaitCondition(f::isDone, patience()),
+        "a request whose listener threw never completed");
+    awaitCondition(() -> false, Duration.ofMillis(100));
+    assertEquals(1, completions.get());
+    EngineResult r;
+    try {
+      r = f.join();
+    } catch (CompletionException ex) {
+      throw new AssertionError("a listener that threw failed the request: " + ex.getCause(), ex);
+    }
+    assertArrayEquals(plain.outputTokens(), r.outputTokens(), "a listener that threw changed the output");
+    assertEquals(plain.text(), r.text());
+    assertTrue(calls.get() <= 1, "the listener threw and was called " + calls.get() + " times in all");
   }
 }

@@ -3,6 +3,7 @@ package io.github.prefixrouter.testing;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.contract.InferenceEngineContractTest;
 import io.github.prefixrouter.contract.TransportContractTest;
 import io.github.prefixrouter.spi.CacheEventListener;
@@ -29,7 +30,8 @@ import org.opentest4j.TestAbortedException;
 
 /**
  * The contract test kit catches misbehaving implementations: each broken engine or transport
- * below passes every check of the kit but the one written for its defect, which fails it.
+ * below passes every check of the kit but the one written for its defect, which fails it (the
+ * engine that calls its listener from two threads breaks two rules and fails both checks).
  */
 class ContractKitSelfTest {
 
@@ -99,6 +101,18 @@ class ContractKitSelfTest {
     }
   }
 
+  /** The kit over engines that declare they stream their whole output. */
+  static class StreamingEngineKit extends EngineKit {
+    StreamingEngineKit(java.util.function.BiFunction<SimulatedEngine, Integer, InferenceEngine> wrap) {
+      super(wrap);
+    }
+
+    @Override
+    protected boolean streamsWholeOutput() {
+      return true;
+    }
+  }
+
   /** Forwards everything to a simulated engine; subclasses break one thing. */
   static class EngineWrapper implements InferenceEngine {
     final SimulatedEngine e;
@@ -131,6 +145,236 @@ class ContractKitSelfTest {
     public void setCacheEventListener(CacheEventListener l) {
       e.setCacheEventListener(l);
     }
+  }
+
+  /**
+   * Streams a simulated engine's output: when the engine answers, it gives the listener the
+   * output one token a piece (the text with the last), then completes its own future; a
+   * listener that throws is not called again. Subclasses break one thing.
+   */
+  static class StreamingWrapper extends EngineWrapper {
+    StreamingWrapper(SimulatedEngine e) {
+      super(e);
+    }
+
+    @Override
+    public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+      return execute(r, OutputListener.IGNORE);
+    }
+
+    @Override
+    public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener l) {
+      CompletableFuture<EngineResult> mine = new CompletableFuture<>();
+      e.execute(r).whenComplete((v, err) -> {
+        if (err != null) {
+          mine.completeExceptionally(
+              err instanceof CompletionException && err.getCause() != null ? err.getCause() : err);
+          return;
+        }
+        deliver(v, l);
+        mine.complete(v);
+      });
+      return mine;
+    }
+
+    /** Gives {@code l} the pieces to stream, until it throws. */
+    void deliver(EngineResult v, OutputListener l) {
+      for (Piece p : streamedPieces(v)) {
+        try {
+          l.onOutput(p.tokens, p.text);
+        } catch (RuntimeException listenerFailed) {
+          return;
+        }
+      }
+    }
+
+    /** The pieces to stream of an output: by default all of it, one token a piece. */
+    java.util.List<Piece> streamedPieces(EngineResult v) {
+      return pieces(v);
+    }
+  }
+
+  /** One piece of streamed output. */
+  record Piece(int[] tokens, String text) {}
+
+  /** The output as pieces of one token each, the text given with the last (or alone). */
+  static java.util.List<Piece> pieces(EngineResult v) {
+    int[] t = v.outputTokens();
+    java.util.List<Piece> out = new java.util.ArrayList<>();
+    for (int i = 0; i < t.length; i++) {
+      out.add(new Piece(new int[] {t[i]}, i == t.length - 1 ? v.text() : ""));
+    }
+    if (t.length == 0 && !v.text().isEmpty()) {
+      out.add(new Piece(new int[0], v.text()));
+    }
+    return out;
+  }
+
+  @Test
+  void theWellBehavedStreamingEnginePassesEverything() {
+    assertEquals(Set.of(), failingTests(InferenceEngineContractTest.class,
+        () -> new StreamingEngineKit((e, n) -> new StreamingWrapper(e))));
+  }
+
+  @Test
+  void anEngineThatStreamsAfterCompletingIsCaught() {
+    // the future completes first, then the pieces come: the node may have answered already
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new StreamingEngineKit((e, n) -> new StreamingWrapper(e) {
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener l) {
+            CompletableFuture<EngineResult> mine = new CompletableFuture<>();
+            e.execute(r).whenComplete((v, err) -> {
+              if (err != null) {
+                mine.completeExceptionally(err);
+                return;
+              }
+              mine.complete(v);
+              deliver(v, l);
+            });
+            return mine;
+          }
+        }));
+    assertEquals(Set.of("streamedPiecesComeOneAtATimeAndBeforeTheFutureCompletes"), failed);
+  }
+
+  @Test
+  void anEngineThatStreamsOtherTokensThanItAnswersIsCaught() {
+    // each streamed token is off by one: the client sees another output than the result
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new StreamingWrapper(e) {
+          @Override
+          java.util.List<Piece> streamedPieces(EngineResult v) {
+            return pieces(v).stream().map(p -> new Piece(
+                Arrays.stream(p.tokens()).map(t -> t + 1).toArray(), p.text())).toList();
+          }
+        }));
+    assertEquals(Set.of("streamedOutputIsAPrefixOfTheResult"), failed);
+  }
+
+  @Test
+  void anEngineThatDeclaresItStreamsEverythingButStreamsHalfIsCaught() {
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new StreamingEngineKit((e, n) -> new StreamingWrapper(e) {
+          @Override
+          java.util.List<Piece> streamedPieces(EngineResult v) {
+            java.util.List<Piece> all = pieces(v);
+            return all.subList(0, all.size() / 2);
+          }
+        }));
+    assertEquals(Set.of("streamedOutputIsAPrefixOfTheResult"), failed);
+  }
+
+  @Test
+  void anEngineWhoseStreamedRequestsRunOtherwiseIsCaught() {
+    // a streamed request is decoded greedily whatever its sampling parameters
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new StreamingEngineKit((e, n) -> new StreamingWrapper(e) {
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener l) {
+            if (l == OutputListener.IGNORE) {
+              return super.execute(r, l);
+            }
+            return super.execute(new InferenceRequest(r.id(), r.tokensUnsafe(),
+                io.github.prefixrouter.GenerationParams.greedy(r.params().maxTokens()), r.scope()), l);
+          }
+        }));
+    assertEquals(Set.of("streamingAndPlainExecutionGiveTheSameResult"), failed);
+  }
+
+  @Test
+  void anEngineThatAThrowingListenerBreaksIsCaught() {
+    // the listener's exception escapes the delivery: the future is never completed
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new StreamingEngineKit((e, n) -> new StreamingWrapper(e) {
+          @Override
+          void deliver(EngineResult v, OutputListener l) {
+            for (Piece p : pieces(v)) {
+              l.onOutput(p.tokens(), p.text());
+            }
+          }
+        }));
+    assertEquals(Set.of("aListenerThatThrowsNeitherBreaksTheRequestNorIsCalledAgain"), failed);
+  }
+
+  @Test
+  void anEngineThatKeepsCallingAThrowingListenerIsCaught() {
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new StreamingEngineKit((e, n) -> new StreamingWrapper(e) {
+          @Override
+          void deliver(EngineResult v, OutputListener l) {
+            for (Piece p : pieces(v)) {
+              try {
+                l.onOutput(p.tokens(), p.text());
+              } catch (RuntimeException ignored) {
+                // and on to the next piece
+              }
+            }
+          }
+        }));
+    assertEquals(Set.of("aListenerThatThrowsNeitherBreaksTheRequestNorIsCalledAgain"), failed);
+  }
+
+  @Test
+  void anEngineThatCallsTheListenerFromTwoThreadsAtOnceIsCaught() {
+    // a second thread gives an empty piece while the output is streamed; it also calls a
+    // listener that already threw, so the throwing-listener check fails it as well
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new StreamingEngineKit((e, n) -> new StreamingWrapper(e) {
+          @Override
+          void deliver(EngineResult v, OutputListener l) {
+            java.util.concurrent.CountDownLatch calling = new java.util.concurrent.CountDownLatch(1);
+            Thread other = new Thread(() -> {
+              try {
+                calling.countDown();
+                l.onOutput(new int[0], "");
+              } catch (RuntimeException ignored) {
+                // the throwing listener
+              }
+            }, "second-caller");
+            other.start();
+            try {
+              calling.await(); // the other thread is calling the listener: call it too
+            } catch (InterruptedException ex) {
+              Thread.currentThread().interrupt();
+            }
+            super.deliver(v, l);
+            try {
+              other.join();
+            } catch (InterruptedException ex) {
+              Thread.currentThread().interrupt();
+            }
+          }
+        }));
+    assertEquals(Set.of("streamedPiecesComeOneAtATimeAndBeforeTheFutureCompletes",
+        "aListenerThatThrowsNeitherBreaksTheRequestNorIsCalledAgain"), failed);
+  }
+
+  @Test
+  void anEngineThatStreamsToACancelledRequestIsCaught() {
+    // cancel fails the future at once but lets the generation run on, streaming to the
+    // listener of a request the node has already given up on
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new StreamingEngineKit((e, n) -> new StreamingWrapper(e) {
+          final java.util.Map<String, CompletableFuture<EngineResult>> running =
+              new ConcurrentHashMap<>();
+
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener l) {
+            CompletableFuture<EngineResult> f = super.execute(r, l);
+            running.put(r.id(), f);
+            return f;
+          }
+
+          @Override
+          public void cancel(String id) {
+            CompletableFuture<EngineResult> f = running.get(id);
+            if (f != null) {
+              f.completeExceptionally(new io.github.prefixrouter.spi.EngineException("cancelled", false));
+            }
+          }
+        }));
+    assertEquals(Set.of("cancelledRequestsStillCompleteAndOthersAreUntouched"), failed);
   }
 
   @Test

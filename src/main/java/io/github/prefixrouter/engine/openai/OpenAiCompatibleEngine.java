@@ -4,6 +4,7 @@ import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
@@ -20,6 +21,7 @@ import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
+import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
@@ -30,9 +32,14 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
+import java.util.concurrent.Flow;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -67,6 +74,26 @@ import org.slf4j.LoggerFactory;
  * {@link EngineTimeoutException}, not retryable: a generation that outlasts the limit here
  * would outlast it on a peer too.
  *
+ * <p><b>Streaming.</b> {@link #execute(InferenceRequest, OutputListener)} with a listener other
+ * than {@link OutputListener#IGNORE} sends {@code "stream": true} and
+ * {@code "stream_options": {"include_usage": true}} and reads the server-sent events as they
+ * arrive: each chunk's {@code choices[0].text} and {@code choices[0].token_ids} (vLLM's
+ * per-chunk token ids, with {@code return_token_ids}) go to the listener at once, one chunk at a
+ * time, on the HTTP client's thread; the result is their concatenation, with the usage chunk's
+ * prompt and cached-token counts ({@code -1}, unknown, without one), and is complete at
+ * {@code data: [DONE]}. A server that ignores {@code return_token_ids} streams text only: the
+ * pieces' and the result's tokens are then empty. The failures are those of a plain request (the
+ * HTTP status of the answer maps as above), and, all retryable: an {@code error} event or a
+ * chunk carrying an {@code error} (how vLLM reports a failure once the stream has begun), a
+ * {@code finish_reason} of {@code abort} or {@code error}, a malformed chunk, a line or event
+ * larger than {@code maxResponseBytes} or an output larger than it (characters plus tokens), a
+ * stream cut before {@code [DONE]}, a connection reset. {@code requestTimeout} bounds the whole
+ * stream, not only the wait for its first bytes: a generation still streaming then fails with
+ * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}. A
+ * listener that throws is not called again; the request runs on. A server that answers a
+ * streamed request with a plain JSON answer is understood: its output is given to the listener
+ * in one piece. {@code execute(request)} does not stream (it sends {@code "stream": false}).
+ *
  * <p><b>Load.</b> The server runs at most {@link Builder#slots} requests at once (vLLM's
  * {@code --max-num-seqs}, SGLang's {@code --max-running-requests}, llama.cpp's
  * {@code --parallel}); the ones this adapter has outstanding beyond that wait in the server's
@@ -87,8 +114,10 @@ import org.slf4j.LoggerFactory;
  * thread ends with {@link #close()}.
  *
  * <p>Threads: the JDK {@link HttpClient} runs on the executor given to the builder, or on its
- * default pool; with {@link Builder#kvEvents}, the subscriber's one reader thread. Instances
- * are thread-safe.
+ * default pool; with {@link Builder#kvEvents}, the subscriber's one reader thread. The deadline
+ * of a streamed request is kept by the JDK's shared {@link CompletableFuture#orTimeout} timer;
+ * a stream that misses it is failed on the builder's executor, or on the common fork-join pool.
+ * Instances are thread-safe.
  */
 public final class OpenAiCompatibleEngine implements InferenceEngine, AutoCloseable {
 
@@ -100,11 +129,13 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final String model;
   private final String apiKey;
   private final Duration requestTimeout;
+  private final long requestTimeoutNanos;
   private final int maxResponseBytes;
   private final int maxInFlight;
   private final int slots;
   private final boolean returnTokenIds;
   private final HttpClient client;
+  private final Executor timeoutExecutor;
   private final AtomicInteger inFlight = new AtomicInteger();
   private final Map<String, CompletableFuture<?>> running = new ConcurrentHashMap<>();
   private final VllmKvEventSubscriber.Builder kvEvents;
@@ -125,6 +156,13 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     this.model = b.model;
     this.apiKey = b.apiKey;
     this.requestTimeout = b.requestTimeout;
+    long nanos;
+    try {
+      nanos = b.requestTimeout.toNanos();
+    } catch (ArithmeticException beyond292Years) {
+      nanos = Long.MAX_VALUE;
+    }
+    this.requestTimeoutNanos = nanos;
     this.maxResponseBytes = b.maxResponseBytes;
     this.maxInFlight = b.resolvedMaxInFlight();
     this.slots = b.resolvedSlots();
@@ -139,6 +177,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       cb.executor(b.executor);
     }
     this.client = cb.build();
+    this.timeoutExecutor = b.executor != null ? b.executor : java.util.concurrent.ForkJoinPool.commonPool();
   }
 
   /**
@@ -152,7 +191,23 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
 
   @Override
   public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+    return execute(request, OutputListener.IGNORE);
+  }
+
+  /**
+   * Runs one request and, unless {@code listener} is {@link OutputListener#IGNORE}, streams its
+   * output: the server is asked for a stream ({@code "stream": true}) and each of its chunks is
+   * given to {@code listener} as it arrives (see the class comment).
+   *
+   * @param request the request; never null
+   * @param listener where to give the output as it is generated; never null
+   * @return a future completed once with the result, or exceptionally with an
+   *     {@link EngineException}
+   */
+  @Override
+  public CompletableFuture<EngineResult> execute(InferenceRequest request, OutputListener listener) {
     Objects.requireNonNull(request, "request");
+    Objects.requireNonNull(listener, "listener");
     CompletableFuture<EngineResult> result = new CompletableFuture<>();
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
@@ -165,14 +220,15 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       inFlight.decrementAndGet();
       running.remove(request.id(), result);
     });
+    boolean streamed = listener != OutputListener.IGNORE;
     HttpRequest http;
     try {
-      String body = Json.write(requestBody(request));
+      String body = Json.write(requestBody(request, streamed));
       HttpRequest.Builder hb =
           HttpRequest.newBuilder(completionsUri)
               .timeout(requestTimeout)
               .header("Content-Type", "application/json")
-              .header("Accept", "application/json")
+              .header("Accept", streamed ? "text/event-stream, application/json" : "application/json")
               .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8));
       if (apiKey != null) {
         hb.header("Authorization", "Bearer " + apiKey);
@@ -183,6 +239,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       return result;
     }
     running.put(request.id(), result);
+    if (streamed) {
+      return executeStreamed(request, listener, http, result);
+    }
     CompletableFuture<HttpResponse<byte[]>> call;
     try {
       call = client.sendAsync(http, info -> capped(info));
@@ -214,7 +273,194 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     return result;
   }
 
-  private Map<String, Object> requestBody(InferenceRequest request) {
+  /**
+   * The streamed exchange: a 200 answer of type {@code text/event-stream} is parsed as it
+   * arrives; any other answer (an error status, or a server that answers a plain JSON body) is
+   * collected and read as the non-streamed answer, its output then given to the listener in
+   * one piece.
+   */
+  private CompletableFuture<EngineResult> executeStreamed(InferenceRequest request,
+      OutputListener listener, HttpRequest http, CompletableFuture<EngineResult> result) {
+    CompletionStream stream = new CompletionStream(request, maxResponseBytes, listener);
+    AtomicReference<EventStreamBody> events = new AtomicReference<>();
+    CompletableFuture<HttpResponse<Object>> call;
+    try {
+      call = client.sendAsync(http, info -> {
+        if (info.statusCode() == 200 && isEventStream(info)) {
+          EventStreamBody b = new EventStreamBody(request, stream, result);
+          events.set(b);
+          return b;
+        }
+        return HttpResponse.BodySubscribers.mapping(capped(info), body -> (Object) body);
+      });
+    } catch (RuntimeException e) {
+      stream.close();
+      result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));
+      return result;
+    }
+    // the whole stream within requestTimeout, as the whole answer of a non-streamed request;
+    // until the answer's headers the client's own timeout applies (the JDK's timer)
+    CompletableFuture<Void> deadline = new CompletableFuture<>();
+    deadline.orTimeout(requestTimeoutNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
+      EventStreamBody b = events.get();
+      if (e instanceof TimeoutException && b != null && !result.isDone()) {
+        // off the JDK's timer thread, which the failure's callbacks must not hold up
+        timeoutExecutor.execute(() -> b.fail(new EngineTimeoutException("request " + request.id()
+            + " to " + completionsUri + ": answer not complete within "
+            + requestTimeout.toMillis() + " ms (requestTimeout)", e)));
+      }
+    });
+    result.whenComplete((r, e) -> {
+      stream.close(); // the listener is not called once the future completed
+      deadline.complete(null);
+      if (e != null) {
+        call.cancel(true);
+        EventStreamBody b = events.get();
+        if (b != null) {
+          b.cancel(); // closes the connection: vLLM aborts the request
+        }
+      }
+    });
+    call.whenComplete((resp, err) -> {
+      if (err != null) {
+        Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
+        finish(result, stream, null, mapFailure(request, c));
+        return;
+      }
+      if (resp.body() instanceof EventStreamBody.Streamed) {
+        return; // the stream completed the future itself
+      }
+      try {
+        EngineResult r = parseAnswer(request, resp.statusCode(), (byte[]) resp.body());
+        stream.deliverWhole(r);
+        finish(result, stream, r, null);
+      } catch (EngineException e) {
+        finish(result, stream, null, e);
+      } catch (RuntimeException e) {
+        finish(result, stream, null,
+            new EngineException("request " + request.id() + ": unusable answer: " + e.getMessage(), true, e));
+      }
+    });
+    return result;
+  }
+
+  private static boolean isEventStream(HttpResponse.ResponseInfo info) {
+    return info.headers().firstValue("Content-Type")
+        .map(t -> t.toLowerCase(java.util.Locale.ROOT).startsWith("text/event-stream"))
+        .orElse(false);
+  }
+
+  /** Completes the request: the stream is closed first, so no piece follows the completion. */
+  private static void finish(CompletableFuture<EngineResult> result, CompletionStream stream,
+      EngineResult r, EngineException e) {
+    stream.close();
+    if (e != null) {
+      result.completeExceptionally(e);
+    } else {
+      result.complete(r);
+    }
+  }
+
+  /**
+   * The body of a streamed answer: feeds its bytes to the {@link CompletionStream} as they
+   * arrive and completes the request at {@code [DONE]}, or with the failure that ended it.
+   * The HTTP client calls it one signal at a time.
+   */
+  private final class EventStreamBody implements HttpResponse.BodySubscriber<Object> {
+    /** What the exchange's body completes with: the request was completed by the stream. */
+    static final class Streamed {}
+
+    private final InferenceRequest request;
+    private final CompletionStream stream;
+    private final CompletableFuture<EngineResult> result;
+    private final CompletableFuture<Object> body = new CompletableFuture<>();
+    private volatile Flow.Subscription subscription;
+    private volatile boolean cancelled;
+
+    EventStreamBody(InferenceRequest request, CompletionStream stream,
+        CompletableFuture<EngineResult> result) {
+      this.request = request;
+      this.stream = stream;
+      this.result = result;
+    }
+
+    @Override
+    public CompletionStage<Object> getBody() {
+      return body;
+    }
+
+    @Override
+    public void onSubscribe(Flow.Subscription s) {
+      subscription = s;
+      if (cancelled || result.isDone() && !stream.done()) {
+        s.cancel();
+        body.complete(new Streamed());
+        return;
+      }
+      s.request(Long.MAX_VALUE);
+    }
+
+    @Override
+    public void onNext(List<ByteBuffer> items) {
+      if (cancelled) {
+        return;
+      }
+      try {
+        for (ByteBuffer b : items) {
+          boolean wasDone = stream.done();
+          stream.feed(b);
+          if (!wasDone && stream.done()) {
+            finish(result, stream, stream.result(), null);
+          }
+        }
+      } catch (EngineException e) {
+        fail(e);
+      } catch (RuntimeException e) {
+        fail(new EngineException("request " + request.id() + ": unusable stream: " + e, true, e));
+      }
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      body.complete(new Streamed());
+      if (!result.isDone()) {
+        finish(result, stream, null, mapFailure(request, t));
+      }
+    }
+
+    @Override
+    public void onComplete() {
+      body.complete(new Streamed());
+      if (!result.isDone()) {
+        try {
+          finish(result, stream, stream.result(), null);
+        } catch (EngineException e) {
+          finish(result, stream, null, e);
+        } catch (RuntimeException e) {
+          finish(result, stream, null,
+              new EngineException("request " + request.id() + ": unusable stream: " + e, true, e));
+        }
+      }
+    }
+
+    /** Fails the request and closes the connection. */
+    void fail(EngineException e) {
+      finish(result, stream, null, e);
+      cancel();
+    }
+
+    /** Stops reading: the client closes the connection. */
+    void cancel() {
+      cancelled = true;
+      Flow.Subscription s = subscription;
+      if (s != null) {
+        s.cancel();
+        body.complete(new Streamed());
+      }
+    }
+  }
+
+  private Map<String, Object> requestBody(InferenceRequest request, boolean streamed) {
     GenerationParams p = request.params();
     Map<String, Object> m = new LinkedHashMap<>();
     // vLLM serves a LoRA adapter under its own model name: a request of an adapter names it,
@@ -233,7 +479,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     m.put("temperature", p.temperature());
     m.put("top_p", p.topP());
     m.put("seed", p.seed());
-    m.put("stream", false);
+    m.put("stream", streamed);
+    if (streamed) {
+      // vLLM and SGLang send the usage (prompt and cached tokens) in a last chunk when asked
+      m.put("stream_options", Map.of("include_usage", true));
+    }
     if (returnTokenIds) {
       m.put("return_token_ids", true);
     }
@@ -363,21 +613,31 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       String text = textValue == null || textValue == Json.NULL ? "" : Json.asString(textValue, "choices[0].text");
       Object ids = Json.member(choice, "token_ids");
       int[] output = ids == null || ids == Json.NULL ? new int[0] : Json.asIntArray(ids, "choices[0].token_ids");
-      Object promptTokens = Json.path(root, "usage", "prompt_tokens");
-      int prompt = promptTokens == null ? request.length() : Json.asInt(promptTokens, "usage.prompt_tokens");
-      if (prompt < 0) {
-        throw new Json.JsonException("usage.prompt_tokens is negative: " + prompt, -1);
-      }
-      Object cachedValue = Json.path(root, "usage", "prompt_tokens_details", "cached_tokens");
-      int cached = cachedValue == null ? -1 : Json.asInt(cachedValue, "usage.prompt_tokens_details.cached_tokens");
-      if (cached < -1 || cached > prompt) {
-        throw new Json.JsonException(
-            "usage.prompt_tokens_details.cached_tokens " + cached + " is outside [0, prompt_tokens=" + prompt + "]", -1);
-      }
-      return new EngineResult(output, text, prompt, cached, -1, -1);
+      int[] counts = usage(root, request);
+      return new EngineResult(output, text, counts[0], counts[1], -1, -1);
     } catch (Json.JsonException e) {
       throw new EngineException(where + ": unexpected answer shape: " + e.getMessage(), true, e);
     }
+  }
+
+  /**
+   * The prompt and cached-token counts of an answer's {@code usage}: {@code prompt_tokens} (the
+   * request's length when absent) and {@code prompt_tokens_details.cached_tokens} (-1, unknown,
+   * when absent).
+   */
+  static int[] usage(Object root, InferenceRequest request) {
+    Object promptTokens = Json.path(root, "usage", "prompt_tokens");
+    int prompt = promptTokens == null ? request.length() : Json.asInt(promptTokens, "usage.prompt_tokens");
+    if (prompt < 0) {
+      throw new Json.JsonException("usage.prompt_tokens is negative: " + prompt, -1);
+    }
+    Object cachedValue = Json.path(root, "usage", "prompt_tokens_details", "cached_tokens");
+    int cached = cachedValue == null ? -1 : Json.asInt(cachedValue, "usage.prompt_tokens_details.cached_tokens");
+    if (cached < -1 || cached > prompt) {
+      throw new Json.JsonException(
+          "usage.prompt_tokens_details.cached_tokens " + cached + " is outside [0, prompt_tokens=" + prompt + "]", -1);
+    }
+    return new int[] {prompt, cached};
   }
 
   private static String errorDetail(byte[] body) {
@@ -592,9 +852,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * How long to wait for an answer's headers. Default 60 s. A request not answered by then
-     * fails with an {@link EngineTimeoutException}, which the node does not try on a peer (the
-     * client API answers 504): set it above the longest generation the server is to run.
+     * How long to wait for an answer: for its headers, and for a streamed request also for the
+     * end of its stream. Default 60 s. A request not answered by then fails with an
+     * {@link EngineTimeoutException}, which the node does not try on a peer (the client API
+     * answers 504): set it above the longest generation the server is to run.
      *
      * @param d the timeout, positive
      * @return this builder
@@ -605,7 +866,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * Largest answer accepted, in bytes. Default 8 MiB.
+     * Largest answer accepted, in bytes. Default 8 MiB. For a streamed request, the largest
+     * line or event of the stream, and the largest output (its characters plus its tokens).
      *
      * @param n the limit in bytes
      * @return this builder
@@ -657,7 +919,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * Whether to ask for generated token ids ({@code "return_token_ids": true}). Default true.
+     * Whether to ask for generated token ids ({@code "return_token_ids": true}), in the answer
+     * or in each streamed chunk. Default true.
      *
      * @param on false for servers that reject the field
      * @return this builder

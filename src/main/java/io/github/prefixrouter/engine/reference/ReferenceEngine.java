@@ -2,6 +2,7 @@ package io.github.prefixrouter.engine.reference;
 
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineException;
@@ -21,6 +22,8 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A real but tiny in-process inference engine, <strong>for tests and demos only</strong>: it runs
@@ -41,6 +44,11 @@ import java.util.concurrent.atomic.AtomicLong;
  *   <li><b>Decoding</b>: greedy when {@code temperature} is 0; otherwise nucleus sampling drawn
  *       from the request's seed, so it is deterministic too. Generated tokens are ids in
  *       {@code [0, vocabBuckets)}; the text is empty (there is no tokenizer).
+ *   <li><b>Streaming</b>: {@link #execute(InferenceRequest, OutputListener)} gives the listener
+ *       each token as soon as it is decoded, one call per token (its text empty, as the
+ *       result's), on the thread that runs the request, so the pieces are the whole output and
+ *       all arrive before the future completes. A listener that throws is not called again;
+ *       the request runs on and completes as it would have.
  *   <li><b>Work counters</b>: {@link #stats()} counts evaluated positions and multiply-adds, so
  *       tests and demos can show the saving of prefix reuse without timing anything.
  *   <li><b>Threads</b>: requests run on the executor given to {@link Builder#executor}; without
@@ -50,6 +58,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * </ul>
  */
 public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
+
+  private static final Logger log = LoggerFactory.getLogger(ReferenceEngine.class);
 
   private final TinyTransformer model;
   private final PrefixKvCache cache;
@@ -104,7 +114,21 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
 
   @Override
   public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+    return execute(request, OutputListener.IGNORE);
+  }
+
+  /**
+   * Runs one request and gives {@code listener} each generated token as it is decoded.
+   *
+   * @param request the request; never null
+   * @param listener where to give each token; never null
+   * @return a future completed once with the result, or exceptionally with an
+   *     {@link EngineException}
+   */
+  @Override
+  public CompletableFuture<EngineResult> execute(InferenceRequest request, OutputListener listener) {
     Objects.requireNonNull(request, "request");
+    Objects.requireNonNull(listener, "listener");
     CompletableFuture<EngineResult> f = new CompletableFuture<>();
     if (closed.get()) {
       f.completeExceptionally(new EngineException("engine closed", true));
@@ -122,7 +146,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
               + " exceeds maxOutputTokens " + maxOutputTokens, false));
       return f;
     }
-    Job job = new Job(request, f);
+    Job job = new Job(request, f, listener);
     jobs.put(request.id(), job);
     f.whenComplete((r, e) -> jobs.remove(request.id(), job));
     queued.incrementAndGet();
@@ -138,11 +162,28 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
   private final class Job implements Runnable {
     final InferenceRequest request;
     final CompletableFuture<EngineResult> future;
+    /** Where the tokens go as they are decoded; IGNORE once it threw. Only the job's thread. */
+    OutputListener listener;
     volatile boolean cancelled;
 
-    Job(InferenceRequest request, CompletableFuture<EngineResult> future) {
+    Job(InferenceRequest request, CompletableFuture<EngineResult> future, OutputListener listener) {
       this.request = request;
       this.future = future;
+      this.listener = listener;
+    }
+
+    /** Gives the listener one decoded token; a listener that throws is not called again. */
+    void stream(int token) {
+      if (listener == OutputListener.IGNORE || future.isDone()) {
+        return;
+      }
+      try {
+        listener.onOutput(new int[] {token}, "");
+      } catch (RuntimeException e) {
+        listener = OutputListener.IGNORE;
+        log.warn("request {}: output listener failed, no more output streamed to it: {}",
+            request.id(), e.toString());
+      }
     }
 
     @Override
@@ -213,6 +254,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     for (int i = 0; i < out.length; i++) {
       int next = sampler == null ? argmax(logits) : sample(logits, p, sampler);
       out[i] = next;
+      job.stream(next);
       if (i + 1 < out.length) {
         if (job.cancelled) {
           throw new EngineException("request " + req.id() + " cancelled", false);

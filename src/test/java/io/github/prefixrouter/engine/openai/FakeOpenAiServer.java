@@ -15,8 +15,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A fake OpenAI-compatible completions server on loopback, for tests of what sits in front of
- * one: it answers {@code POST /v1/completions} with what {@link Answer} makes of the prompt, and
- * can hold every request until released (a slow or saturated server).
+ * one: it answers {@code POST /v1/completions} with what {@link Answer} makes of the prompt (as
+ * an event stream when the request asks for one, see {@link #streams}), and can hold every
+ * request until released (a slow or saturated server).
  */
 public final class FakeOpenAiServer implements AutoCloseable {
 
@@ -39,6 +40,7 @@ public final class FakeOpenAiServer implements AutoCloseable {
   private final AtomicInteger arrived = new AtomicInteger();
   private volatile Answer answer;
   private volatile int status = 200;
+  private volatile boolean streams = true;
   private volatile CountDownLatch gate = new CountDownLatch(0);
   /** What {@code GET /v1/models} answers: by default vLLM's list of a base model and a LoRA. */
   private volatile String models = "{\"object\":\"list\",\"data\":["
@@ -53,6 +55,55 @@ public final class FakeOpenAiServer implements AutoCloseable {
    */
   public void models(String json) {
     this.models = json;
+  }
+
+  /**
+   * Whether a streamed request ({@code "stream": true}) is answered as an event stream (the
+   * default) or with the plain JSON answer.
+   *
+   * @param on true to stream
+   */
+  public void streams(boolean on) {
+    this.streams = on;
+  }
+
+  /**
+   * A 200 answer as vLLM streams it: a chunk per output token (the answer's text with the
+   * first; one chunk of text if it has no token ids), the last with its finish reason, the
+   * usage chunk if asked for, then {@code [DONE]}; null if the answer is not a completion that
+   * can be streamed so (it is then sent as it is).
+   */
+  private static java.util.List<String> events(String answerBody, boolean includeUsage) {
+    java.util.List<String> events = new java.util.ArrayList<>();
+    try {
+      Object root = Json.parse(answerBody);
+      Object choice = Json.asList(Json.member(root, "choices"), "choices").get(0);
+      Object textValue = Json.member(choice, "text");
+      String text = textValue instanceof String t ? t : "";
+      Object ids = Json.member(choice, "token_ids");
+      int[] tokens = ids == null || ids == Json.NULL ? null : Json.asIntArray(ids, "token_ids");
+      int chunks = tokens == null ? 1 : Math.max(1, tokens.length);
+      for (int i = 0; i < chunks; i++) {
+        java.util.Map<String, Object> c = new java.util.LinkedHashMap<>();
+        c.put("index", 0);
+        c.put("text", i == 0 ? text : "");
+        if (tokens != null) {
+          c.put("token_ids", tokens.length == 0 ? new int[0] : new int[] {tokens[i]});
+        }
+        c.put("finish_reason", i == chunks - 1 ? "length" : Json.NULL);
+        events.add("data: " + Json.write(java.util.Map.of("object", "text_completion",
+            "choices", java.util.List.of(c))) + "\n\n");
+      }
+      Object usage = Json.member(root, "usage");
+      if (includeUsage && usage != null) {
+        events.add("data: " + Json.write(java.util.Map.of("choices", java.util.List.of(),
+            "usage", usage)) + "\n\n");
+      }
+    } catch (RuntimeException notACompletion) {
+      return null;
+    }
+    events.add("data: [DONE]\n\n");
+    return events;
   }
 
   private FakeOpenAiServer(Answer answer) {
@@ -77,7 +128,21 @@ public final class FakeOpenAiServer implements AutoCloseable {
         CountDownLatch g = gate;
         arrived.incrementAndGet();
         g.await(60, TimeUnit.SECONDS);
-        byte[] b = this.answer.body(prompt, maxTokens).getBytes(StandardCharsets.UTF_8);
+        String answerBody = this.answer.body(prompt, maxTokens);
+        if (Boolean.TRUE.equals(body.get("stream")) && status == 200 && streams) {
+          java.util.List<String> events = events(answerBody,
+              Boolean.TRUE.equals(Json.path(body, "stream_options", "include_usage")));
+          if (events != null) {
+            ex.getResponseHeaders().add("Content-Type", "text/event-stream");
+            ex.sendResponseHeaders(200, 0);
+            for (String e : events) {
+              ex.getResponseBody().write(e.getBytes(StandardCharsets.UTF_8));
+              ex.getResponseBody().flush();
+            }
+            return;
+          }
+        }
+        byte[] b = answerBody.getBytes(StandardCharsets.UTF_8);
         ex.getResponseHeaders().add("Content-Type", "application/json");
         ex.sendResponseHeaders(status, b.length);
         ex.getResponseBody().write(b);

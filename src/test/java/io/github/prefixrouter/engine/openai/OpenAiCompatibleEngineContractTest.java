@@ -54,23 +54,101 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
         CacheScope scope = CacheScope.of(
             body.get("model") instanceof String m ? m : "",
             body.get("cache_salt") instanceof String s ? s : "");
-        EngineResult r = backend.execute(new InferenceRequest("x", prompt,
-            GenerationParams.greedy(maxTokens), scope)).join();
+        InferenceRequest run = new InferenceRequest("x", prompt, GenerationParams.greedy(maxTokens), scope);
+        if (Boolean.TRUE.equals(body.get("stream"))) {
+          stream(ex, run, Boolean.TRUE.equals(Json.path(body, "stream_options", "include_usage")));
+          return;
+        }
+        EngineResult r = backend.execute(run).join();
         Map<String, Object> choice = new LinkedHashMap<>();
         choice.put("index", 0);
-        choice.put("text", "");
+        choice.put("text", text(r.outputTokens()));
         choice.put("token_ids", r.outputTokens());
-        Map<String, Object> usage = new LinkedHashMap<>();
-        usage.put("prompt_tokens", r.promptTokens());
-        usage.put("completion_tokens", r.outputTokens().length);
-        usage.put("prompt_tokens_details", Map.of("cached_tokens", r.cachedPromptTokens()));
         Map<String, Object> answer = new LinkedHashMap<>();
         answer.put("choices", List.of(choice));
-        answer.put("usage", usage);
+        answer.put("usage", usage(r));
         OpenAiCompatibleEngineTest.reply(ex, 200, Json.write(answer));
       }
     });
     server.start();
+  }
+
+  /** The text of a token: the fake's detokenizer (with a two-byte character now and then). */
+  static String text(int token) {
+    return " " + token + (token % 7 == 0 ? "\u00e9" : "");
+  }
+
+  static String text(int[] tokens) {
+    StringBuilder sb = new StringBuilder();
+    for (int t : tokens) {
+      sb.append(text(t));
+    }
+    return sb.toString();
+  }
+
+  private static Map<String, Object> usage(EngineResult r) {
+    Map<String, Object> usage = new LinkedHashMap<>();
+    usage.put("prompt_tokens", r.promptTokens());
+    usage.put("completion_tokens", r.outputTokens().length);
+    usage.put("prompt_tokens_details", Map.of("cached_tokens", r.cachedPromptTokens()));
+    return usage;
+  }
+
+  /**
+   * Answers as vLLM streams: a chunk per decoded token (its text and, as asked with
+   * {@code return_token_ids}, its id), the last with its finish reason, then the usage if asked,
+   * then {@code [DONE]}. The backend's listener hands the tokens to this handler's thread, which
+   * writes them as they come.
+   */
+  private void stream(com.sun.net.httpserver.HttpExchange ex, InferenceRequest run, boolean usage)
+      throws IOException {
+    java.util.concurrent.BlockingQueue<Object> q = new java.util.concurrent.LinkedBlockingQueue<>();
+    backend.execute(run, (tokens, text) -> q.add(tokens))
+        .whenComplete((r, err) -> q.add(r != null ? r : err));
+    ex.getResponseHeaders().add("Content-Type", "text/event-stream");
+    ex.sendResponseHeaders(200, 0);
+    java.io.OutputStream out = ex.getResponseBody();
+    int sent = 0;
+    int max = run.params().maxTokens();
+    while (true) {
+      Object next;
+      try {
+        next = q.take();
+      } catch (InterruptedException e) {
+        return;
+      }
+      if (next instanceof int[] tokens) {
+        sent += tokens.length;
+        Map<String, Object> choice = new LinkedHashMap<>();
+        choice.put("index", 0);
+        choice.put("text", text(tokens));
+        choice.put("token_ids", tokens);
+        choice.put("finish_reason", sent == max ? "length" : Json.NULL);
+        Map<String, Object> chunk = new LinkedHashMap<>();
+        chunk.put("id", "cmpl-x");
+        chunk.put("object", "text_completion");
+        chunk.put("choices", List.of(choice));
+        out.write(("data: " + Json.write(chunk) + "\n\n").getBytes(StandardCharsets.UTF_8));
+        out.flush();
+      } else if (next instanceof EngineResult r) {
+        if (usage) {
+          out.write(("data: " + Json.write(Map.of("choices", List.of(), "usage", usage(r)))
+              + "\n\n").getBytes(StandardCharsets.UTF_8));
+        }
+        out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
+        return;
+      } else {
+        out.write(("data: {\"error\":{\"message\":\"" + next + "\"}}\n\ndata: [DONE]\n\n")
+            .getBytes(StandardCharsets.UTF_8));
+        return;
+      }
+    }
+  }
+
+  /** The fake server streams every token, with its id and text. */
+  @Override
+  protected boolean streamsWholeOutput() {
+    return true;
   }
 
   @AfterEach

@@ -18,6 +18,12 @@ class ReferenceEngineContractTest extends InferenceEngineContractTest {
     return e;
   }
 
+  /** It streams every token as it is decoded. */
+  @Override
+  protected boolean streamsWholeOutput() {
+    return true;
+  }
+
   /** A closed engine fails every request with an {@code EngineException}. */
   @Override
   protected boolean failNextRequest(InferenceEngine engine) {

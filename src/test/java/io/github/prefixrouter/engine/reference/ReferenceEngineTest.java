@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
@@ -24,6 +25,59 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 class ReferenceEngineTest {
+
+  @Test
+  void streamsEachTokenAsItIsDecodedAndTheWholeOutputBeforeCompleting() throws Exception {
+    int[] p = prompt(11, 50);
+    for (GenerationParams g : List.of(GenerationParams.greedy(6), new GenerationParams(6, 0.8, 0.9, 99L))) {
+      try (ReferenceEngine e = ReferenceEngine.builder().build()) {
+        EngineResult plain = e.execute(new InferenceRequest("p", p, g)).get(60, TimeUnit.SECONDS);
+        List<int[]> pieces = new ArrayList<>();
+        List<String> problems = new ArrayList<>();
+        java.util.concurrent.atomic.AtomicReference<CompletableFuture<EngineResult>> future =
+            new java.util.concurrent.atomic.AtomicReference<>();
+        CompletableFuture<EngineResult> f = e.execute(new InferenceRequest("s", p, g), (tokens, text) -> {
+          CompletableFuture<EngineResult> mine = future.get();
+          if (mine != null && mine.isDone()) {
+            problems.add("a piece after completion");
+          }
+          if (e.load().inFlight() != 1) {
+            problems.add("a piece while the request was not running: " + e.load());
+          }
+          if (!text.isEmpty()) {
+            problems.add("text " + text);
+          }
+          pieces.add(tokens);
+        });
+        future.set(f);
+        EngineResult streamed = f.get(60, TimeUnit.SECONDS);
+        assertEquals(List.of(), problems);
+        assertEquals(6, pieces.size(), "one piece per token");
+        int[] all = pieces.stream().flatMapToInt(Arrays::stream).toArray();
+        assertArrayEquals(streamed.outputTokens(), all);
+        assertArrayEquals(plain.outputTokens(), streamed.outputTokens());
+        assertEquals("", streamed.text());
+      }
+    }
+  }
+
+  @Test
+  void aListenerThatThrowsIsNotCalledAgainAndTheRequestCompletes() throws Exception {
+    int[] p = prompt(12, 40);
+    try (ReferenceEngine e = ReferenceEngine.builder().build()) {
+      EngineResult plain = run(e, "p", p, 5);
+      int[] calls = new int[1];
+      OutputListener throwing = (tokens, text) -> {
+        calls[0]++;
+        throw new IllegalStateException("client gone");
+      };
+      EngineResult r = e.execute(new InferenceRequest("s", p, GenerationParams.greedy(5)), throwing)
+          .get(60, TimeUnit.SECONDS);
+      assertEquals(1, calls[0]);
+      assertArrayEquals(plain.outputTokens(), r.outputTokens());
+      assertEquals(2, e.stats().requests());
+    }
+  }
 
   static int[] prompt(long seed, int n) {
     SplittableRandom r = new SplittableRandom(seed);

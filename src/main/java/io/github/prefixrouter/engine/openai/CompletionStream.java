@@ -1,0 +1,250 @@
+package io.github.prefixrouter.engine.openai;
+
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineResult;
+import java.nio.ByteBuffer;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One streamed completion: the server-sent events of {@code POST /v1/completions} with
+ * {@code "stream": true}, as vLLM, SGLang and llama.cpp send them, turned into pieces for the
+ * request's {@link OutputListener} and, at the end, its {@link EngineResult}.
+ *
+ * <p>Each event's data is a JSON chunk; of its {@code choices[0]} it takes {@code text} (the
+ * text since the previous chunk), {@code token_ids} (their token ids, sent by vLLM with
+ * {@code return_token_ids}) and {@code finish_reason}; of its {@code usage} (vLLM sends it in a
+ * last chunk with no choices when asked with {@code stream_options.include_usage}) the prompt
+ * and cached-token counts, as the non-streamed answer's. {@code data: [DONE]} ends the stream.
+ * Any of these is a retryable {@link EngineException}: an {@code error} event, a chunk with an
+ * {@code error} member or {@code "object": "error"} (how vLLM reports a failure once the stream
+ * has begun), a {@code finish_reason} of {@code abort} or {@code error}, a chunk that is not
+ * strict JSON of that shape, a line or an event larger than the byte limit, an output (its text
+ * in characters plus its tokens) larger than it, and a stream that ends before {@code [DONE]}.
+ *
+ * <p>The listener is called from {@link #feed} only, one chunk's piece at a time, and never once
+ * {@link #close()} returned: the engine closes the stream before it completes the request's
+ * future. A listener that throws is not called again (the request runs on). Feeding is for one
+ * thread at a time; {@link #close()} may be called from any.
+ */
+final class CompletionStream {
+
+  private static final Logger log = LoggerFactory.getLogger(CompletionStream.class);
+
+  private final InferenceRequest request;
+  private final int maxBytes;
+  private final ServerSentEvents events;
+  private final Object lock = new Object();
+  private OutputListener listener; // guarded by lock
+  private boolean closed; // guarded by lock
+  private int[] tokens = new int[16];
+  private int tokenCount;
+  private final StringBuilder text = new StringBuilder();
+  private Object usage;
+  private boolean done;
+  private long bytesAfterDone;
+
+  /**
+   * A stream.
+   *
+   * @param request the request it answers
+   * @param maxBytes the most bytes a line or an event may hold, and the largest output
+   * @param listener where the pieces go
+   */
+  CompletionStream(InferenceRequest request, int maxBytes, OutputListener listener) {
+    this.request = request;
+    this.maxBytes = maxBytes;
+    this.listener = listener;
+    this.events = new ServerSentEvents(maxBytes, this::onEvent);
+  }
+
+  /**
+   * Parses the next bytes of the body, giving the listener the output they complete.
+   *
+   * @param bytes the bytes, consumed
+   * @throws EngineException (retryable) if the stream is malformed, too large or reports an
+   *     error
+   */
+  void feed(ByteBuffer bytes) {
+    if (done) {
+      // the stream is over; a server that goes on sending is cut off at the limit
+      bytesAfterDone += bytes.remaining();
+      bytes.position(bytes.limit());
+      if (bytesAfterDone > maxBytes) {
+        throw failure("more than " + maxBytes + " bytes after [DONE]", null);
+      }
+      return;
+    }
+    try {
+      events.feed(bytes);
+    } catch (ServerSentEvents.MalformedStreamException e) {
+      throw failure(e.getMessage(), e);
+    }
+  }
+
+  /**
+   * Whether {@code data: [DONE]} arrived.
+   *
+   * @return true once the stream is complete
+   */
+  boolean done() {
+    return done;
+  }
+
+  /**
+   * The result the stream carried.
+   *
+   * @return the output, text and usage of the stream
+   * @throws EngineException (retryable) if {@code [DONE]} has not arrived: the stream was cut
+   */
+  EngineResult result() {
+    if (!done) {
+      throw failure("the stream ended before [DONE], after " + tokenCount + " tokens and "
+          + text.length() + " characters", null);
+    }
+    try {
+      int[] counts = OpenAiCompatibleEngine.usage(usage == null ? Map.of() : Map.of("usage", usage), request);
+      return new EngineResult(Arrays.copyOf(tokens, tokenCount), text.toString(), counts[0],
+          counts[1], -1, -1);
+    } catch (Json.JsonException e) {
+      throw failure("unexpected usage: " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * Gives the listener a whole answer as one piece: for a server that answered a streamed
+   * request with a plain JSON answer.
+   *
+   * @param r the answer
+   */
+  void deliverWhole(EngineResult r) {
+    if (r.outputTokens().length > 0 || !r.text().isEmpty()) {
+      deliver(r.outputTokens(), r.text());
+    }
+  }
+
+  /** No call of the listener starts after this returns; a call in progress has ended. */
+  void close() {
+    synchronized (lock) {
+      closed = true;
+    }
+  }
+
+  private void deliver(int[] pieceTokens, String pieceText) {
+    synchronized (lock) {
+      if (closed || listener == OutputListener.IGNORE) {
+        return;
+      }
+      try {
+        listener.onOutput(pieceTokens, pieceText);
+      } catch (RuntimeException e) {
+        listener = OutputListener.IGNORE;
+        log.warn("request {}: output listener failed, no more output streamed to it: {}",
+            request.id(), e.toString());
+      }
+    }
+  }
+
+  private void onEvent(String type, String data) {
+    if (done) {
+      return;
+    }
+    if ("error".equals(type)) {
+      throw failure("the server sent an error event: " + errorMessage(data), null);
+    }
+    if ("[DONE]".equals(data.strip())) {
+      done = true;
+      return;
+    }
+    Object root;
+    try {
+      root = Json.parse(data, maxBytes, 32);
+    } catch (Json.JsonException e) {
+      throw failure("malformed chunk: " + e.getMessage(), e);
+    }
+    try {
+      if (!(root instanceof Map<?, ?> chunk)) {
+        throw new Json.JsonException("a chunk must be an object", -1);
+      }
+      Object error = chunk.get("error");
+      if (error != null && error != Json.NULL || "error".equals(chunk.get("object"))) {
+        throw failure("the server reported an error in the stream: " + errorMessage(data), null);
+      }
+      Object choices = chunk.get("choices");
+      if (choices != null && choices != Json.NULL) {
+        List<?> list = Json.asList(choices, "choices");
+        if (!list.isEmpty()) {
+          choice(list.get(0));
+        }
+      }
+      Object u = chunk.get("usage");
+      if (u != null && u != Json.NULL) {
+        OpenAiCompatibleEngine.usage(Map.of("usage", u), request); // checked now, used at the end
+        usage = u;
+      }
+    } catch (Json.JsonException e) {
+      throw failure("unexpected chunk shape: " + e.getMessage(), e);
+    }
+  }
+
+  private void choice(Object choice) {
+    Object t = Json.member(choice, "text");
+    String pieceText = t == null || t == Json.NULL ? "" : Json.asString(t, "choices[0].text");
+    Object ids = Json.member(choice, "token_ids");
+    int[] pieceTokens = ids == null || ids == Json.NULL
+        ? new int[0] : Json.asIntArray(ids, "choices[0].token_ids");
+    Object finish = Json.member(choice, "finish_reason");
+    if ("abort".equals(finish) || "error".equals(finish)) {
+      throw failure("the server ended the generation with finish_reason " + finish, null);
+    }
+    if ((long) text.length() + pieceText.length() + tokenCount + pieceTokens.length > maxBytes) {
+      throw failure("output larger than " + maxBytes + " characters and tokens", null);
+    }
+    if (pieceTokens.length == 0 && pieceText.isEmpty()) {
+      return;
+    }
+    text.append(pieceText);
+    if (tokenCount + pieceTokens.length > tokens.length) {
+      tokens = Arrays.copyOf(tokens, Math.max(tokenCount + pieceTokens.length, 2 * tokens.length));
+    }
+    System.arraycopy(pieceTokens, 0, tokens, tokenCount, pieceTokens.length);
+    tokenCount += pieceTokens.length;
+    deliver(pieceTokens, pieceText);
+  }
+
+  private EngineException failure(String what, Throwable cause) {
+    return new EngineException("request " + request.id() + ": " + what, true, cause);
+  }
+
+  /** The message of an error event or chunk, printable and at most 300 characters. */
+  private static String errorMessage(String data) {
+    String m = data;
+    try {
+      Object root = Json.parse(data, 1 << 20, 32);
+      Object message = Json.path(root, "error", "message");
+      if (message == null) {
+        message = Json.path(root, "message");
+      }
+      if (message == null && Json.path(root, "error") instanceof String s) {
+        message = s;
+      }
+      if (message instanceof String s) {
+        m = s;
+      }
+    } catch (RuntimeException notJson) {
+      // the data as it is
+    }
+    StringBuilder sb = new StringBuilder();
+    for (int i = 0; i < m.length() && sb.length() < 300; i++) {
+      char c = m.charAt(i);
+      sb.append(c < 0x20 ? ' ' : c);
+    }
+    return sb.toString();
+  }
+}

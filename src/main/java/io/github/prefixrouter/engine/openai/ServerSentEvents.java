@@ -1,0 +1,219 @@
+package io.github.prefixrouter.engine.openai;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CharsetDecoder;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+
+/**
+ * An incremental parser of a server-sent event stream (the {@code text/event-stream} format of
+ * the HTML standard), fed the body's bytes as they arrive in chunks of any size.
+ *
+ * <p>Lines end with CRLF, LF or CR (a CRLF split between two chunks is one line end). A line
+ * starting with {@code :} is a comment; {@code field:value} sets a field (one space after the
+ * colon is dropped; a line without a colon is a field with an empty value). {@code data} lines
+ * append to the event's data, joined by LF; {@code event} sets its type; {@code id},
+ * {@code retry} and unknown fields are ignored. An empty line dispatches the event, if it has
+ * data. An event not ended by an empty line when the stream ends is not dispatched. A UTF-8 byte
+ * order mark opening the stream is skipped.
+ *
+ * <p>Bounded: a line, and the data of one event, may hold at most {@code maxEventBytes} bytes;
+ * the stream must be strict UTF-8. Breaches throw {@link MalformedStreamException}. Not
+ * thread-safe: one stream, fed by one thread at a time.
+ */
+final class ServerSentEvents {
+
+  /** Receives each dispatched event. */
+  interface Handler {
+    /**
+     * One event.
+     *
+     * @param type its {@code event} field, or {@code "message"} when it had none
+     * @param data its data lines joined by LF
+     */
+    void onEvent(String type, String data);
+  }
+
+  /** The stream breaks the format or its bounds. */
+  static final class MalformedStreamException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    MalformedStreamException(String message) {
+      super(message);
+    }
+  }
+
+  private final int maxEventBytes;
+  private final Handler handler;
+  private final CharsetDecoder utf8 = StandardCharsets.UTF_8.newDecoder()
+      .onMalformedInput(CodingErrorAction.REPORT)
+      .onUnmappableCharacter(CodingErrorAction.REPORT);
+  private byte[] line = new byte[256];
+  private int lineLength;
+  private boolean afterCr;
+  private boolean started;
+  private final StringBuilder data = new StringBuilder();
+  private long dataBytes;
+  private boolean hasData;
+  private String type;
+
+  /**
+   * A parser.
+   *
+   * @param maxEventBytes the most bytes a line, and the data of one event, may hold
+   * @param handler where the events go
+   */
+  ServerSentEvents(int maxEventBytes, Handler handler) {
+    if (maxEventBytes < 1) {
+      throw new IllegalArgumentException("maxEventBytes must be positive, was " + maxEventBytes);
+    }
+    this.maxEventBytes = maxEventBytes;
+    this.handler = handler;
+  }
+
+  /**
+   * Parses the next bytes of the stream, dispatching the events they complete.
+   *
+   * @param bytes the bytes, consumed
+   * @throws MalformedStreamException if the stream breaks the format or its bounds
+   */
+  void feed(ByteBuffer bytes) {
+    if (bytes.hasArray()) {
+      byte[] a = bytes.array();
+      int from = bytes.arrayOffset() + bytes.position();
+      int to = bytes.arrayOffset() + bytes.limit();
+      bytes.position(bytes.limit());
+      feed(a, from, to);
+    } else {
+      byte[] copy = new byte[bytes.remaining()];
+      bytes.get(copy);
+      feed(copy, 0, copy.length);
+    }
+  }
+
+  private void feed(byte[] a, int from, int to) {
+    int i = from;
+    while (i < to) {
+      byte b = a[i];
+      if (b == '\n') {
+        if (afterCr) {
+          afterCr = false; // the LF of a CRLF
+        } else {
+          endLine();
+        }
+        i++;
+      } else if (b == '\r') {
+        endLine();
+        afterCr = true;
+        i++;
+      } else {
+        afterCr = false;
+        // the rest of the line in this buffer, copied at once
+        int end = i;
+        while (end < to && a[end] != '\n' && a[end] != '\r') {
+          end++;
+        }
+        int n = end - i;
+        if (lineLength + (long) n > maxEventBytes) {
+          throw new MalformedStreamException("a line of the event stream is longer than "
+              + maxEventBytes + " bytes");
+        }
+        if (lineLength + n > line.length) {
+          line = Arrays.copyOf(line,
+              (int) Math.min(maxEventBytes, Math.max(lineLength + n, 2L * line.length)));
+        }
+        System.arraycopy(a, i, line, lineLength, n);
+        lineLength += n;
+        i = end;
+      }
+    }
+  }
+
+  /**
+   * Parses the next bytes of the stream.
+   *
+   * @param bytes the bytes
+   * @throws MalformedStreamException if the stream breaks the format or its bounds
+   */
+  void feed(byte[] bytes) {
+    feed(bytes, 0, bytes.length);
+  }
+
+  private void endLine() {
+    String s;
+    if (ascii(line, lineLength)) {
+      s = new String(line, 0, lineLength, StandardCharsets.ISO_8859_1);
+    } else {
+      try {
+        s = utf8.reset().decode(ByteBuffer.wrap(line, 0, lineLength)).toString();
+      } catch (CharacterCodingException e) {
+        throw new MalformedStreamException("the event stream is not valid UTF-8");
+      }
+    }
+    int bytes = lineLength;
+    lineLength = 0;
+    if (!started) {
+      started = true;
+      if (s.startsWith("\uFEFF")) {
+        s = s.substring(1);
+      }
+    }
+    if (s.isEmpty()) {
+      dispatch();
+      return;
+    }
+    if (s.charAt(0) == ':') {
+      return; // a comment
+    }
+    int colon = s.indexOf(':');
+    String field = colon < 0 ? s : s.substring(0, colon);
+    String value = "";
+    if (colon >= 0) {
+      int from = colon + 1;
+      if (from < s.length() && s.charAt(from) == ' ') {
+        from++;
+      }
+      value = s.substring(from);
+    }
+    switch (field) {
+      case "data" -> {
+        dataBytes += bytes + 1L;
+        if (dataBytes > maxEventBytes + 1L) {
+          throw new MalformedStreamException("an event of the stream holds more than "
+              + maxEventBytes + " bytes of data");
+        }
+        data.append(value).append('\n');
+        hasData = true;
+      }
+      case "event" -> type = value;
+      default -> {
+        // id, retry and unknown fields: nothing to do
+      }
+    }
+  }
+
+  private static boolean ascii(byte[] a, int n) {
+    for (int i = 0; i < n; i++) {
+      if (a[i] < 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private void dispatch() {
+    if (!hasData) {
+      type = null;
+      return;
+    }
+    String d = data.substring(0, data.length() - 1);
+    String t = type == null || type.isEmpty() ? "message" : type;
+    data.setLength(0);
+    dataBytes = 0;
+    hasData = false;
+    type = null;
+    handler.onEvent(t, d);
+  }
+}

@@ -1,0 +1,508 @@
+package io.github.prefixrouter.engine.openai;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.spi.EngineBusyException;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.EngineTimeoutException;
+import io.github.prefixrouter.spi.InvalidRequestException;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** The adapter's streamed requests against a fake server sending server-sent events. */
+class OpenAiCompatibleEngineStreamingTest {
+
+  /** What the fake server does with the next completions request. */
+  interface Behaviour {
+    void answer(HttpExchange ex, Map<?, ?> body) throws IOException;
+  }
+
+  private HttpServer server;
+  private final AtomicReference<Behaviour> behaviour = new AtomicReference<>();
+  private final AtomicReference<Map<?, ?>> lastBody = new AtomicReference<>();
+  private final CountDownLatch release = new CountDownLatch(1);
+
+  @BeforeEach
+  void startFakeServer() throws IOException {
+    server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    server.setExecutor(Executors.newCachedThreadPool(r -> {
+      Thread t = new Thread(r, "fake-streaming-server");
+      t.setDaemon(true);
+      return t;
+    }));
+    server.createContext("/v1/completions", ex -> {
+      try (ex) {
+        Map<?, ?> body = (Map<?, ?>) Json.parse(
+            new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
+        lastBody.set(body);
+        behaviour.get().answer(ex, body);
+      } catch (IOException e) {
+        // the client went away
+      }
+    });
+    server.start();
+  }
+
+  @AfterEach
+  void stop() {
+    release.countDown();
+    server.stop(0);
+  }
+
+  private OpenAiCompatibleEngine.Builder builder() {
+    return OpenAiCompatibleEngine.builder()
+        .baseUrl("http://127.0.0.1:" + server.getAddress().getPort()).model("m")
+        .requestTimeout(Duration.ofSeconds(10));
+  }
+
+  private static InferenceRequest request() {
+    return new InferenceRequest("r1", new int[] {101, 7, 7, 9000}, new GenerationParams(3, 0.0, 0.9, 17L));
+  }
+
+  /** Starts an event stream: status 200, {@code text/event-stream}, chunked. */
+  static OutputStream startStream(HttpExchange ex) throws IOException {
+    ex.getResponseHeaders().add("Content-Type", "text/event-stream; charset=utf-8");
+    ex.sendResponseHeaders(200, 0);
+    return ex.getResponseBody();
+  }
+
+  static void send(OutputStream out, String raw) throws IOException {
+    out.write(raw.getBytes(StandardCharsets.UTF_8));
+    out.flush();
+  }
+
+  static String chunk(String text, String tokenIds, String finish) {
+    return "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,"
+        + "\"text\":" + Json.write(text) + (tokenIds == null ? "" : ",\"token_ids\":" + tokenIds)
+        + ",\"finish_reason\":" + (finish == null ? "null" : "\"" + finish + "\"") + "}]}\n\n";
+  }
+
+  static final String USAGE = "data: {\"id\":\"cmpl-1\",\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
+      + "\"completion_tokens\":3,\"total_tokens\":7,\"prompt_tokens_details\":{\"cached_tokens\":2}}}\n\n";
+
+  /** Records the pieces and whether any came after the future completed. */
+  static class Pieces implements OutputListener {
+    final List<String> texts = Collections.synchronizedList(new ArrayList<>());
+    final List<int[]> tokens = Collections.synchronizedList(new ArrayList<>());
+    final CountDownLatch first = new CountDownLatch(1);
+    volatile CompletableFuture<EngineResult> future;
+    volatile boolean late;
+
+    @Override
+    public void onOutput(int[] t, String text) {
+      if (future != null && future.isDone()) {
+        late = true;
+      }
+      tokens.add(t);
+      texts.add(text);
+      first.countDown();
+    }
+
+    CompletableFuture<EngineResult> run(OpenAiCompatibleEngine e, InferenceRequest r) {
+      future = e.execute(r, this);
+      return future;
+    }
+  }
+
+  private void awaitRelease() {
+    try {
+      release.await(30, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private static EngineException failure(CompletableFuture<EngineResult> f) {
+    ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(20, TimeUnit.SECONDS));
+    assertInstanceOf(EngineException.class, e.getCause());
+    return (EngineException) e.getCause();
+  }
+
+  @Test
+  void givesEachChunkAsItArrivesAndBuildsTheResultFromThem() throws Exception {
+    CountDownLatch firstSeen = new CountDownLatch(1);
+    behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk(" B", "[426]", null));
+      try {
+        // the next chunks only once the client has handed on the first: it streams
+        firstSeen.await(10, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        return;
+      }
+      send(out, chunk("\u00e9", "[13]", null) + chunk("!", "[198]", "length") + USAGE + "data: [DONE]\n\n");
+    });
+    Pieces pieces = new Pieces() {
+      @Override
+      public void onOutput(int[] t, String text) {
+        super.onOutput(t, text);
+        firstSeen.countDown();
+      }
+    };
+    EngineResult r = pieces.run(builder().build(), request()).get(20, TimeUnit.SECONDS);
+    assertEquals(List.of(" B", "\u00e9", "!"), pieces.texts);
+    assertEquals(List.of(426, 13, 198), pieces.tokens.stream().map(t -> t[0]).toList());
+    assertArrayEquals(new int[] {426, 13, 198}, r.outputTokens());
+    assertEquals(" B\u00e9!", r.text());
+    assertEquals(4, r.promptTokens());
+    assertEquals(2, r.cachedPromptTokens());
+    assertEquals(-1, r.prefillNanos(), "the server reports no timings; the node times the request");
+    assertFalse(pieces.late);
+    Map<?, ?> sent = lastBody.get();
+    assertEquals(Boolean.TRUE, sent.get("stream"));
+    assertEquals(Map.of("include_usage", Boolean.TRUE), sent.get("stream_options"));
+    assertEquals(Boolean.TRUE, sent.get("return_token_ids"));
+    assertEquals(List.of(101L, 7L, 7L, 9000L), sent.get("prompt"));
+  }
+
+  @Test
+  void theSharedFakeServerStreamsWhatItWouldAnswer() throws Exception {
+    try (FakeOpenAiServer fake = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(fake.baseUrl()).build();
+      EngineResult plain = e.execute(request()).get(20, TimeUnit.SECONDS);
+      Pieces pieces = new Pieces();
+      EngineResult streamed = pieces.run(e, request()).get(20, TimeUnit.SECONDS);
+      assertEquals(plain, streamed);
+      assertEquals(3, pieces.tokens.size(), "a chunk per token");
+      assertArrayEquals(new int[] {4, 4, 4}, streamed.outputTokens());
+      fake.streams(false); // a server that answers a streamed request in one piece
+      Pieces one = new Pieces();
+      assertEquals(plain, one.run(e, request()).get(20, TimeUnit.SECONDS));
+      assertEquals(1, one.tokens.size());
+      fake.streams(true);
+      fake.answer((p, max) -> "{\"choices\":[]}"); // no completion to stream: sent as it is
+      EngineException bad = failure(new Pieces().run(e, request()));
+      assertTrue(bad.retryable() && bad.getMessage().contains("choices is empty"), bad.getMessage());
+    }
+  }
+
+  @Test
+  void withoutAListenerTheRequestIsNotStreamed() throws Exception {
+    behaviour.set((ex, body) -> OpenAiCompatibleEngineTest.reply(ex, 200,
+        "{\"choices\":[{\"text\":\"ok\",\"token_ids\":[1]}]}"));
+    OpenAiCompatibleEngine e = builder().build();
+    assertEquals("ok", e.execute(request()).get(20, TimeUnit.SECONDS).text());
+    assertEquals(Boolean.FALSE, lastBody.get().get("stream"));
+    assertFalse(lastBody.get().containsKey("stream_options"));
+    assertEquals("ok", e.execute(request(), OutputListener.IGNORE).get(20, TimeUnit.SECONDS).text());
+    assertEquals(Boolean.FALSE, lastBody.get().get("stream"), "IGNORE streams nothing");
+  }
+
+  @Test
+  void aServerThatIgnoresReturnTokenIdsStreamsTextOnly() throws Exception {
+    // a server that ignores return_token_ids sends text only; without a usage chunk the
+    // counts are unknown
+    behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("Hel", null, null) + chunk("lo", null, "stop") + "data: [DONE]\n\n");
+    });
+    Pieces pieces = new Pieces();
+    EngineResult r = pieces.run(builder().build(), request()).get(20, TimeUnit.SECONDS);
+    assertEquals(List.of("Hel", "lo"), pieces.texts);
+    assertTrue(pieces.tokens.stream().allMatch(t -> t.length == 0));
+    assertEquals("Hello", r.text());
+    assertEquals(0, r.outputTokens().length);
+    assertEquals(4, r.promptTokens(), "the request's length");
+    assertEquals(-1, r.cachedPromptTokens());
+  }
+
+  @Test
+  void commentsMultiLineDataCrlfAndIgnoredFieldsAreParsed() throws Exception {
+    behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, ": ping\r\n\r\nid: 1\r\nevent: message\r\ndata: {\"choices\":[{\"text\":\"a\",\r\n"
+          + "data: \"token_ids\":[1]}]}\r\nretry: 10\r\n\r\n");
+      send(out, "data:{\"choices\":[{\"text\":\"b\",\"token_ids\":[2]}]}\r\r: bye\n");
+      send(out, "data: [DONE]\n\n");
+    });
+    Pieces pieces = new Pieces();
+    EngineResult r = pieces.run(builder().build(), request()).get(20, TimeUnit.SECONDS);
+    assertEquals("ab", r.text());
+    assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+    assertEquals(2, pieces.texts.size());
+  }
+
+  @Test
+  void errorEventsAndErrorChunksAreRetryableFailuresWithTheServersMessage() {
+    String[] errors = {
+        "event: error\ndata: {\"error\":{\"message\":\"engine dead\"}}\n\n",
+        // vLLM: a failure once the stream has begun is a data chunk with an error member
+        "data: {\"error\":{\"message\":\"engine dead\",\"type\":\"BadRequestError\",\"code\":400}}\n\n"
+            + "data: [DONE]\n\n",
+        "data: {\"object\":\"error\",\"message\":\"engine dead\",\"code\":500}\n\ndata: [DONE]\n\n",
+        "event: error\ndata: engine dead\n\n",
+    };
+    for (String error : errors) {
+      behaviour.set((ex, body) -> {
+        OutputStream out = startStream(ex);
+        send(out, chunk("a", "[1]", null) + error);
+      });
+      Pieces pieces = new Pieces();
+      EngineException e = failure(pieces.run(builder().build(), request()));
+      assertTrue(e.retryable(), error);
+      assertFalse(e instanceof InvalidRequestException, error);
+      assertTrue(e.getMessage().contains("engine dead"), e.getMessage());
+      assertEquals(List.of("a"), pieces.texts, "the output before the error was streamed");
+    }
+  }
+
+  @Test
+  void anAbortedGenerationIsARetryableFailure() {
+    behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", "abort") + "data: [DONE]\n\n");
+    });
+    EngineException e = failure(new Pieces().run(builder().build(), request()));
+    assertTrue(e.retryable());
+    assertTrue(e.getMessage().contains("abort"), e.getMessage());
+  }
+
+  @Test
+  void httpErrorsOfAStreamedRequestMapAsForAPlainOne() {
+    int[] statuses = {400, 404, 429, 503, 500};
+    for (int s : statuses) {
+      behaviour.set((ex, body) -> OpenAiCompatibleEngineTest.reply(ex, s,
+          "{\"object\":\"error\",\"message\":\"boom " + s + "\"}"));
+      Pieces pieces = new Pieces();
+      EngineException e = failure(pieces.run(builder().build(), request()));
+      assertEquals(s == 400 || s == 404, e instanceof InvalidRequestException, s + ": " + e);
+      assertEquals(s == 429 || s == 503, e instanceof EngineBusyException, s + ": " + e);
+      assertTrue(e.getMessage().contains("boom " + s), e.getMessage());
+      assertTrue(pieces.texts.isEmpty());
+    }
+  }
+
+  @Test
+  void aStreamCutBeforeDoneIsARetryableFailure() {
+    behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null) + chunk("b", "[2]", "length"));
+      // and the server goes away: the handler returns, the exchange ends the chunked body
+    });
+    Pieces pieces = new Pieces();
+    OpenAiCompatibleEngine e = builder().build();
+    EngineException err = failure(pieces.run(e, request()));
+    assertTrue(err.retryable(), err.toString());
+    assertTrue(err.getMessage().contains("before [DONE]"), err.getMessage());
+    assertEquals(List.of("a", "b"), pieces.texts);
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
+  void aConnectionResetMidStreamIsARetryableFailure() throws Exception {
+    try (java.net.ServerSocket raw = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + raw.getLocalPort()).build();
+      Pieces pieces = new Pieces();
+      CompletableFuture<EngineResult> f = pieces.run(e, request());
+      raw.setSoTimeout(10_000);
+      try (java.net.Socket conn = raw.accept()) {
+        readRequest(conn);
+        OutputStream out = conn.getOutputStream();
+        String piece = chunk("a", "[1]", null);
+        out.write(("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(piece.length()) + "\r\n"
+            + piece + "\r\n").getBytes(StandardCharsets.UTF_8));
+        out.flush();
+        assertTrue(pieces.first.await(10, TimeUnit.SECONDS));
+        conn.setSoLinger(true, 0); // close with a reset
+      }
+      EngineException err = failure(f);
+      assertTrue(err.retryable(), err.toString());
+      assertFalse(err instanceof EngineTimeoutException);
+    }
+  }
+
+  @Test
+  void oversizedEventsAreRefused() {
+    behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("x".repeat(5000), "[1]", null) + "data: [DONE]\n\n");
+    });
+    OpenAiCompatibleEngine e = builder().maxResponseBytes(1024).build();
+    EngineException err = failure(new Pieces().run(e, request()));
+    assertTrue(err.retryable());
+    assertTrue(err.getMessage().contains("longer than 1024 bytes"), err.getMessage());
+    // many small events whose output together passes the limit
+    behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      for (int i = 0; i < 200; i++) {
+        send(out, chunk("0123456789", "[1]", null));
+      }
+      send(out, "data: [DONE]\n\n");
+    });
+    err = failure(new Pieces().run(e, request()));
+    assertTrue(err.getMessage().contains("output larger than 1024"), err.getMessage());
+    // and one endless line
+    behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      for (int i = 0; i < 100; i++) {
+        send(out, ": " + "z".repeat(100));
+      }
+    });
+    err = failure(new Pieces().run(e, request()));
+    assertTrue(err.getMessage().contains("longer than 1024 bytes"), err.getMessage());
+  }
+
+  @Test
+  void malformedChunksAreRetryableFailures() {
+    String[] bad = {
+        "data: {\"choices\":[{\"text\":5}]}\n\n",
+        "data: {\"choices\":[{\"text\":\"a\",\"token_ids\":[\"x\"]}]}\n\n",
+        "data: not json\n\n",
+        "data: [1,2]\n\n",
+        "data: {\"choices\":{}}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"prompt_tokens_details\":{\"cached_tokens\":9}}}\n\n",
+    };
+    for (String b : bad) {
+      behaviour.set((ex, body) -> {
+        OutputStream out = startStream(ex);
+        send(out, b + "data: [DONE]\n\n");
+      });
+      EngineException err = failure(new Pieces().run(builder().build(), request()));
+      assertTrue(err.retryable(), b);
+    }
+    // invalid UTF-8
+    behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      out.write(new byte[] {'d', 'a', 't', 'a', ':', ' ', (byte) 0xC3, '\n', '\n'});
+      out.flush();
+    });
+    EngineException err = failure(new Pieces().run(builder().build(), request()));
+    assertTrue(err.getMessage().contains("UTF-8"), err.getMessage());
+  }
+
+  @Test
+  void aPlainJsonAnswerToAStreamedRequestIsGivenAsOnePiece() throws Exception {
+    behaviour.set((ex, body) -> OpenAiCompatibleEngineTest.reply(ex, 200,
+        "{\"choices\":[{\"text\":\"all\",\"token_ids\":[1,2,3]}],\"usage\":{\"prompt_tokens\":4}}"));
+    Pieces pieces = new Pieces();
+    EngineResult r = pieces.run(builder().build(), request()).get(20, TimeUnit.SECONDS);
+    assertEquals(List.of("all"), pieces.texts);
+    assertArrayEquals(new int[] {1, 2, 3}, pieces.tokens.get(0));
+    assertEquals("all", r.text());
+    assertFalse(pieces.late);
+  }
+
+  @Test
+  void aStalledStreamTimesOutNotRetryably() throws Exception {
+    behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null));
+      awaitRelease(); // and nothing more
+    });
+    OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofMillis(800)).build();
+    Pieces pieces = new Pieces();
+    EngineException err = failure(pieces.run(e, request()));
+    assertInstanceOf(EngineTimeoutException.class, err, err::toString);
+    assertFalse(err.retryable());
+    assertTrue(err.getMessage().contains("within 800 ms"), err.getMessage());
+    assertEquals(List.of("a"), pieces.texts);
+    assertFalse(pieces.late);
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
+  void aListenerThatThrowsIsNotCalledAgainAndTheRequestCompletes() throws Exception {
+    behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null) + chunk("b", "[2]", "length") + USAGE + "data: [DONE]\n\n");
+    });
+    int[] calls = new int[1];
+    EngineResult r = builder().build().execute(request(), (t, s) -> {
+      calls[0]++;
+      throw new IllegalStateException("gone");
+    }).get(20, TimeUnit.SECONDS);
+    assertEquals(1, calls[0]);
+    assertEquals("ab", r.text());
+  }
+
+  private static void readRequest(java.net.Socket conn) throws IOException {
+    conn.setSoTimeout(10_000);
+    java.io.InputStream in = conn.getInputStream();
+    StringBuilder head = new StringBuilder();
+    while (!head.toString().endsWith("\r\n\r\n")) {
+      int b = in.read();
+      assertTrue(b >= 0, "the request ended early");
+      head.append((char) b);
+    }
+    java.util.regex.Matcher m = java.util.regex.Pattern
+        .compile("(?i)content-length:\\s*(\\d+)").matcher(head);
+    assertTrue(m.find(), head.toString());
+    in.readNBytes(Integer.parseInt(m.group(1)));
+  }
+
+  @Test
+  void cancelClosesTheUpstreamStreamAndStopsThePieces() throws Exception {
+    // vLLM aborts a request whose client disconnects: cancelling a streamed request must close
+    // the connection, not only stop reading it
+    try (java.net.ServerSocket raw = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + raw.getLocalPort()).requestTimeout(Duration.ofSeconds(60)).build();
+      Pieces pieces = new Pieces();
+      CompletableFuture<EngineResult> f = pieces.run(e, request());
+      raw.setSoTimeout(10_000);
+      try (java.net.Socket conn = raw.accept()) {
+        readRequest(conn);
+        OutputStream out = conn.getOutputStream();
+        String piece = chunk("a", "[1]", null);
+        out.write(("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(piece.length()) + "\r\n"
+            + piece + "\r\n").getBytes(StandardCharsets.UTF_8));
+        out.flush();
+        assertTrue(pieces.first.await(10, TimeUnit.SECONDS), "the first piece never came");
+        e.cancel("r1");
+        assertFalse(failure(f).retryable());
+        // the server goes on generating: nothing more reaches the listener
+        String next = chunk("b", "[2]", null);
+        try {
+          out.write((Integer.toHexString(next.length()) + "\r\n" + next + "\r\n")
+              .getBytes(StandardCharsets.UTF_8));
+          out.flush();
+        } catch (IOException closed) {
+          // already closed by the client
+        }
+        int after;
+        try {
+          after = conn.getInputStream().read();
+        } catch (java.net.SocketTimeoutException t) {
+          throw new AssertionError("the connection stayed open 10 s after cancel", t);
+        } catch (java.net.SocketException reset) {
+          after = -1;
+        }
+        assertEquals(-1, after, "the client sent more instead of closing");
+      }
+      assertEquals(List.of("a"), pieces.texts);
+      assertFalse(pieces.late);
+      assertEquals(0, e.load().total());
+    }
+  }
+}
