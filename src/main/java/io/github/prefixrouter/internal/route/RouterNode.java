@@ -1523,6 +1523,16 @@ public final class RouterNode implements PrefixRouterNode {
     return strayStreams.sum();
   }
 
+  /** The stream tag of a streaming forward of request {@code id} in flight, or 0 (tests). */
+  long streamTagOf(String id) {
+    for (Map.Entry<Long, Execution> e : streams.entrySet()) {
+      if (e.getValue().request.id().equals(id)) {
+        return e.getKey();
+      }
+    }
+    return 0;
+  }
+
   /** Requests that failed because an attempt's output contradicted what was streamed. */
   public long outputDivergences() {
     return divergences.sum();
