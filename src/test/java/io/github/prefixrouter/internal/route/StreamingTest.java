@@ -155,14 +155,19 @@ class StreamingTest {
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
         .initialPrefillNanosPerToken(200_000).coldPlacement(false).streamInterval(Duration.ZERO)
         .peerTimeouts(Duration.ofMillis(400), Duration.ofSeconds(4)).build();
-    OracleCluster c = new OracleCluster(2, cfg, 1).rtt(Duration.ofMillis(1)).start();
+    // n0's engine streams pieces of 5 tokens, n1's of 4: the fallback's pieces straddle what
+    // the client already has
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    AtomicInteger engines = new AtomicInteger(5);
+    h.engineTweak = b -> b.streamChunkTokens(engines.getAndDecrement());
+    OracleCluster c = new OracleCluster(2, cfg, 1, h).rtt(Duration.ofMillis(1)).start();
     c.warm("n1", concat(PREFIX, prompt(9, 40)));
     InferenceRequest r = generating("r1", 1, 60); // 300 ms of decode at n1
     StreamRecorder rec = recorder(c, r);
     CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
     c.sim.advanceBy(150 * MS);
     int before = rec.tokens().length;
-    assertTrue(before >= 12, "n1 streamed " + rec);
+    assertTrue(before >= 12 && before % 5 != 0, "n1 streamed " + rec);
     c.crash("n1"); // mid-stream: n0 notices, and runs the request itself
     runUntilDone(c, f);
     InferenceResponse resp = f.join();
