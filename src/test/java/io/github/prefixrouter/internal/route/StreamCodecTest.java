@@ -52,6 +52,13 @@ class StreamCodecTest {
   }
 
   @Test
+  void theExampleOfTheWireFormatPageIsExact() {
+    byte[] m = ForwardCodec.stream("r1", 7, 4, new int[] {3, 300}, 9, "ab");
+    assertEquals("26 01 02 72 31 00 00 00 00 00 00 00 07 04 02 03 ac 02 09 02 61 62",
+        java.util.HexFormat.ofDelimiter(" ").formatHex(m));
+  }
+
+  @Test
   void trailingBytesAreRejected() {
     byte[] m = ForwardCodec.stream("r1", 42, 0, new int[] {1, 2}, 0, "ab");
     byte[] longer = Arrays.copyOf(m, m.length + 1);
