@@ -31,6 +31,9 @@ import java.util.function.Consumer;
  */
 final class ExecutionOutput {
 
+  private static final org.slf4j.Logger LOG =
+      org.slf4j.LoggerFactory.getLogger(ExecutionOutput.class);
+
   /** Pieces of one attempt held while an earlier one is missing. */
   static final int MAX_BUFFERED_PIECES = 8;
   /** Longest output text, in UTF-16 chars, a stream may carry. */
@@ -267,13 +270,25 @@ final class ExecutionOutput {
             sink.onOutput(d.tokens, d.text);
           } catch (RuntimeException | Error e) {
             sinkFailed = true;
-            onSinkFailure.accept(e);
+            fail(e);
           }
         } else {
-          r.run();
+          try {
+            r.run();
+          } catch (RuntimeException | Error e) { // the queue must go on: a future waits on it
+            LOG.error("completing an execution failed", e);
+          }
         }
       }
     } while (wip.decrementAndGet() != 0);
+  }
+
+  private void fail(Throwable e) {
+    try {
+      onSinkFailure.accept(e);
+    } catch (RuntimeException | Error x) { // the queue must go on: a future waits on it
+      LOG.error("handling a failed output sink failed", x);
+    }
   }
 
   private static boolean hasNegative(int[] tokens) {

@@ -36,7 +36,7 @@ import net.jqwik.api.constraints.LongRange;
  * moment a prefix of the request's output (no repeat, no gap, never backwards); when the request
  * succeeds, it is the whole output, equal to the response's tokens and text.
  */
-class StreamingProperty {
+class StreamingProperties {
 
   @Property(tries = 12)
   void everyStreamIsSeamlessAndEveryRequestCompletesOnce(
