@@ -28,7 +28,7 @@ import java.util.concurrent.CompletableFuture;
  *
  * <pre>
  * java -cp benchmarks/target/benchmarks.jar io.github.prefixrouter.bench.stream.StreamSimMain \
- *     [--requests N] [--rounds N] [--seed S] [--rate PER_SECOND]
+ *     [--requests N] [--rounds N] [--warmup N] [--seed S] [--rate PER_SECOND]
  * </pre>
  *
  * <p>Prints per mode, over the requests after the first 20%: the time to the first output
@@ -53,21 +53,25 @@ public final class StreamSimMain {
     int rounds = 5;
     long seed = 1;
     double rate = 150;
+    int warmup = 4;
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--requests" -> requests = Integer.parseInt(args[++i]);
         case "--rounds" -> rounds = Integer.parseInt(args[++i]);
         case "--seed" -> seed = Long.parseLong(args[++i]);
         case "--rate" -> rate = Double.parseDouble(args[++i]);
+        case "--warmup" -> warmup = Integer.parseInt(args[++i]);
         default -> throw new IllegalArgumentException("unknown argument " + args[i]);
       }
     }
     System.out.printf(Locale.ROOT, "4 nodes x 8 slots; 64 system prompts of 1,024 tokens (Zipf 1)"
         + " + 16..143-token questions, 64 output tokens at 2 ms each (pieces of 4); %d requests at"
-        + " %.0f/s (Poisson); 1 ms one-way delay; seed %d; %d rounds, modes alternating%n",
-        requests, rate, seed, rounds);
-    for (String mode : MODES) {
-      run(requests, seed, mode, rate); // warm-up of the JIT
+        + " %.0f/s (Poisson); 1 ms one-way delay; seed %d; %d warm-up and %d measured rounds,"
+        + " modes alternating%n", requests, rate, seed, warmup, rounds);
+    for (int w = 0; w < warmup; w++) {
+      for (String mode : MODES) {
+        run(requests, seed, mode, rate); // warm-up of the JIT, not measured
+      }
     }
     long[][] wall = new long[MODES.length][rounds];
     Outcome[] first = new Outcome[MODES.length];
