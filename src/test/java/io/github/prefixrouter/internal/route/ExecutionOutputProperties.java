@@ -212,6 +212,90 @@ class ExecutionOutputProperties {
         "an answer that contradicts the stream");
   }
 
+  /**
+   * Threads racing as on a real node: an engine thread and a transport thread offer pieces of
+   * two attempts, a third completes the execution. The sink is never called concurrently nor
+   * after the future completed, the future always completes, and what the sink got is a prefix
+   * of the output (the whole output when the answer came after every piece).
+   */
+  @Test
+  void racingThreadsNeverCallTheSinkConcurrentlyOrLate() throws Exception {
+    int[] out = new int[64];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = i * 7 + 1;
+    }
+    for (int round = 0; round < 300; round++) {
+      Object lock = new Object(); // the execution's lock
+      CompletableFuture<Void> future = new CompletableFuture<>();
+      java.util.concurrent.atomic.AtomicInteger inCall = new java.util.concurrent.atomic.AtomicInteger();
+      java.util.concurrent.atomic.AtomicInteger breaches = new java.util.concurrent.atomic.AtomicInteger();
+      List<Integer> got = java.util.Collections.synchronizedList(new ArrayList<>());
+      ExecutionOutput eo = new ExecutionOutput((t, s) -> {
+        if (inCall.incrementAndGet() != 1 || future.isDone()) {
+          breaches.incrementAndGet();
+        }
+        for (int x : t) {
+          got.add(x);
+        }
+        Thread.onSpinWait();
+        inCall.decrementAndGet();
+      }, out.length, future, e -> breaches.incrementAndGet());
+      ExecutionOutput.Attempt engine = new ExecutionOutput.Attempt();
+      ExecutionOutput.Attempt forward = new ExecutionOutput.Attempt();
+      java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+      int stopAfter = round % 17;
+      Thread a = new Thread(() -> {
+        await(go);
+        for (int i = 0; i < out.length; i += 4) {
+          synchronized (lock) {
+            eo.offerNext(engine, Arrays.copyOfRange(out, i, i + 4), "");
+          }
+          eo.drain();
+        }
+      });
+      Thread b = new Thread(() -> {
+        await(go);
+        for (int i = 0; i < out.length; i += 3) {
+          int end = Math.min(out.length, i + 3);
+          synchronized (lock) {
+            eo.offer(forward, i, Arrays.copyOfRange(out, i, end), 0, "");
+          }
+          eo.drain();
+        }
+      });
+      Thread c = new Thread(() -> {
+        await(go);
+        for (int k = 0; k < stopAfter; k++) {
+          Thread.yield();
+        }
+        synchronized (lock) {
+          eo.finish(new EngineResult(out, "", 1, -1, -1, -1));
+        }
+        eo.complete(() -> future.complete(null));
+        eo.drain();
+      });
+      a.start();
+      b.start();
+      c.start();
+      go.countDown();
+      a.join();
+      b.join();
+      c.join();
+      assertTrue(future.isDone(), "round " + round + ": the future never completed");
+      assertEquals(0, breaches.get(), "round " + round);
+      int[] g = got.stream().mapToInt(Integer::intValue).toArray();
+      assertArrayEquals(out, g, "round " + round + ": the answer completes the stream");
+    }
+  }
+
+  private static void await(java.util.concurrent.CountDownLatch l) {
+    try {
+      l.await();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
   static int totalTokens(List<int[]> pieces) {
     return pieces.stream().mapToInt(p -> p.length).sum();
   }
