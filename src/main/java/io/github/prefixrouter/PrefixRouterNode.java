@@ -123,6 +123,14 @@ public interface PrefixRouterNode extends AutoCloseable {
   /**
    * Routes and runs one request. Never blocks; the future completes exactly once.
    *
+   * <p><b>Cancelling.</b> {@code future.cancel(..)} (on the returned future itself, not on one
+   * derived from it) abandons the request as a peer's CANCEL abandons one it forwarded: its run
+   * on the local engine is cancelled ({@link io.github.prefixrouter.spi.InferenceEngine#cancel},
+   * unless another request of the same id runs there), or a forward of it in flight is sent a
+   * CANCEL, which the peer passes on along the path; no fallback follows. The future is then
+   * cancelled (a {@link java.util.concurrent.CancellationException}), and the request counts in
+   * {@link NodeStats#failed()}. A host calls it when its client goes away.
+   *
    * @param request the request
    * @return a future completed exactly once with the response, or exceptionally with {@link
    *     NodeNotRunningException} (not running, or abandoned when a stop's grace period ended; see
@@ -137,10 +145,35 @@ public interface PrefixRouterNode extends AutoCloseable {
    * the future completes normally, the listener has received the whole output, and the
    * concatenation of what it received equals the response's tokens and text.
    *
+   * <p>Where the request runs decides how its output streams: the local engine streams it if it
+   * implements {@link io.github.prefixrouter.spi.InferenceEngine#execute(InferenceRequest,
+   * OutputListener)}; a peer it is forwarded to streams it back in STREAM messages (gathered
+   * into at most one per {@link RouterConfig#streamInterval()}; a peer of a version from before
+   * streaming answers without streaming), also across relays. Whatever did not stream arrives
+   * in one piece with the answer. STREAM messages are best effort: after a lost one the output
+   * waits for the answer (which carries all of it), it is never lost or reordered.
+   *
+   * <p><b>Fallbacks stay seamless.</b> Pieces are placed by their offsets in the output, and
+   * only the part beyond what the listener already has is passed on. When a forward fails
+   * mid-stream and the request runs again elsewhere (another peer, or here), the new attempt's
+   * output repeats what the listener has (engines are deterministic: the engine contract) and
+   * only what follows it is passed on: the listener sees one stream, without repeats or gaps.
+   * If the new attempt's output contradicts what the listener already has (an engine that is
+   * not deterministic), the stream cannot be repaired: the request is abandoned and fails with
+   * {@link OutputDivergedException}.
+   *
+   * <p><b>The listener</b> is called one piece at a time, in order, never after the future
+   * completes (a call in progress on another thread when {@code future.cancel(..)} is called
+   * may still finish). If it throws, it is not called again and the request is abandoned as
+   * if cancelled: the future fails with a {@link RequestFailedException} whose cause is the
+   * listener's exception. {@link OutputListener#IGNORE} costs nothing: the request runs as
+   * {@link #submit(InferenceRequest)} runs it.
+   *
    * @param request the request
    * @param listener where the output goes as it is generated; called one piece at a time, never
    *     after the future completes; must not block
-   * @return a future completed exactly once, as {@link #submit(InferenceRequest)}'s
+   * @return a future completed exactly once, as {@link #submit(InferenceRequest)}'s (or with
+   *     {@link OutputDivergedException}); cancelling it abandons the request
    * @throws NullPointerException if an argument is null
    */
   CompletableFuture<InferenceResponse> submit(InferenceRequest request, OutputListener listener);

@@ -31,6 +31,9 @@ public final class RouterConfig {
   /** Largest hop limit accepted. */
   public static final int MAX_HOP_LIMIT = 8;
 
+  /** Longest {@link #streamInterval()} accepted. */
+  private static final Duration MAX_STREAM_INTERVAL = Duration.ofSeconds(10);
+
   /** Longest duration any setting accepts (they are used in nanoseconds). */
   private static final Duration MAX_DURATION = Duration.ofDays(365);
 
@@ -50,6 +53,7 @@ public final class RouterConfig {
   private final int highWatermark;
   private final int lowWatermark;
   private final Duration busyCooldown;
+  private final Duration streamInterval;
   private final Duration failureCooldown;
   private final boolean coldPlacement;
   private final double coldPlacementLoadBound;
@@ -80,6 +84,7 @@ public final class RouterConfig {
     highWatermark = b.highWatermark;
     lowWatermark = b.lowWatermark;
     busyCooldown = b.busyCooldown;
+    streamInterval = b.streamInterval;
     failureCooldown = b.failureCooldown;
     coldPlacement = b.coldPlacement;
     coldPlacementLoadBound = b.coldPlacementLoadBound;
@@ -170,6 +175,11 @@ public final class RouterConfig {
           + ") so the overload flag has hysteresis");
     }
     positive(p, "busyCooldown", busyCooldown);
+    nonNegative(p, "streamInterval", streamInterval);
+    if (streamInterval.compareTo(MAX_STREAM_INTERVAL) > 0) {
+      p.add("streamInterval must be at most " + MAX_STREAM_INTERVAL + " (0 sends every piece at"
+          + " once; a longer interval would hold streamed output back), was " + streamInterval);
+    }
     positive(p, "failureCooldown", failureCooldown);
     if (!(coldPlacementLoadBound >= 1.0 && coldPlacementLoadBound <= 100.0)) {
       p.add("coldPlacementLoadBound must be in [1, 100] (1.25 = at most 25% above the mean "
@@ -317,6 +327,19 @@ public final class RouterConfig {
    */
   public Duration forwardOverhead() {
     return forwardOverhead;
+  }
+
+  /**
+   * How often at most a node that serves a forwarded request streams its output back to the
+   * sender: the first piece goes at once, later ones are gathered into at most one STREAM
+   * message per interval, so an engine that streams token by token does not cost a network
+   * message per token. Zero sends every piece at once. Default 20 ms; at most 10 s. It delays
+   * the pieces after the first by up to this much; it never delays the final answer.
+   *
+   * @return the streaming interval of forwarded requests
+   */
+  public Duration streamInterval() {
+    return streamInterval;
   }
 
   /**
@@ -526,6 +549,7 @@ public final class RouterConfig {
     private int highWatermark = 32;
     private int lowWatermark = 16;
     private Duration busyCooldown = Duration.ofSeconds(1);
+    private Duration streamInterval = Duration.ofMillis(20);
     private Duration failureCooldown = Duration.ofSeconds(2);
     private boolean coldPlacement = true;
     private double coldPlacementLoadBound = 1.25;
@@ -558,6 +582,7 @@ public final class RouterConfig {
       highWatermark = c.highWatermark;
       lowWatermark = c.lowWatermark;
       busyCooldown = c.busyCooldown;
+      streamInterval = c.streamInterval;
       failureCooldown = c.failureCooldown;
       coldPlacement = c.coldPlacement;
       coldPlacementLoadBound = c.coldPlacementLoadBound;
@@ -663,6 +688,18 @@ public final class RouterConfig {
      */
     public Builder forwardOverhead(Duration overhead) {
       this.forwardOverhead = Objects.requireNonNull(overhead, "forwardOverhead");
+      return this;
+    }
+
+    /**
+     * How often at most a forwarded request's output is streamed back to its sender (default
+     * 20 ms; 0 sends every piece at once); see {@link RouterConfig#streamInterval()}.
+     *
+     * @param interval the interval, in [0, 10 s]
+     * @return this builder
+     */
+    public Builder streamInterval(Duration interval) {
+      this.streamInterval = Objects.requireNonNull(interval, "streamInterval");
       return this;
     }
 

@@ -46,6 +46,7 @@ class RouterConfigTest {
         .hopLimit(2)
         .watermarks(4, 9)
         .busyCooldown(Duration.ofSeconds(4))
+        .streamInterval(Duration.ofMillis(5))
         .failureCooldown(Duration.ofSeconds(5))
         .coldPlacement(false)
         .coldPlacementLoadBound(2.0)
@@ -120,6 +121,8 @@ class RouterConfigTest {
         bad("lowWatermark", b -> b.watermarks(8, 8)),
         bad("highWatermark", b -> b.watermarks(0, 0)),
         bad("busyCooldown", b -> b.busyCooldown(Duration.ZERO)),
+        bad("streamInterval", b -> b.streamInterval(Duration.ofNanos(-1))),
+        bad("streamInterval", b -> b.streamInterval(Duration.ofSeconds(10).plusNanos(1))),
         bad("failureCooldown", b -> b.failureCooldown(Duration.ofSeconds(-1))),
         bad("coldPlacementLoadBound", b -> b.coldPlacementLoadBound(0.9)),
         bad("coldPlacementSlack", b -> b.coldPlacementSlack(-0.1)),
@@ -150,6 +153,16 @@ class RouterConfigTest {
     String m = e.getMessage();
     assertTrue(m.contains("blockSize") && m.contains("hopLimit") && m.contains("lowWatermark"),
         m);
+  }
+
+  @Test
+  void streamIntervalDefaultsTo20msAndAcceptsZeroToTenSeconds() {
+    assertEquals(Duration.ofMillis(20), RouterConfig.defaults().streamInterval());
+    assertEquals(Duration.ZERO,
+        RouterConfig.builder().streamInterval(Duration.ZERO).build().streamInterval());
+    RouterConfig c = RouterConfig.builder().streamInterval(Duration.ofSeconds(10)).build();
+    assertEquals(Duration.ofSeconds(10), c.toBuilder().build().streamInterval());
+    assertThrows(NullPointerException.class, () -> RouterConfig.builder().streamInterval(null));
   }
 
   @Test

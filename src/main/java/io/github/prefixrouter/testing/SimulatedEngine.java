@@ -3,6 +3,7 @@ package io.github.prefixrouter.testing;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.Clock;
@@ -57,6 +58,11 @@ import java.util.random.RandomGenerator;
  *   <li><b>Answers.</b> The output is {@code params.maxTokens()} token ids, a pure function of the
  *       prompt tokens and the {@link GenerationParams} (a hash), so the same request gives the same
  *       answer on every engine, whatever its cache or the routing.
+ *   <li><b>Streaming.</b> {@link #execute(InferenceRequest, OutputListener)} gives the output
+ *       while it is decoded: a piece of {@link Builder#streamChunkTokens} tokens (default 4)
+ *       each time that many have been decoded, the rest just before the result. The pieces
+ *       concatenated are the result's tokens (the text is empty). Nothing extra is scheduled
+ *       for a request nobody listens to.
  *   <li><b>Events.</b> With {@link #publishesCacheEvents()} (true unless disabled) the engine
  *       reports vLLM-shaped events to its {@link CacheEventListener}: stored runs of blocks with
  *       their parent and tokens, removed blocks (leaves, so each removal is a suffix of a cached
@@ -88,6 +94,7 @@ public final class SimulatedEngine implements InferenceEngine {
   private final RandomGenerator random;
   private final double failureProbability;
   private final double stallProbability;
+  private final int streamChunkTokens;
 
   private CacheEventListener listener = new CacheEventListener() {};
   private boolean listenerSet;
@@ -131,6 +138,7 @@ public final class SimulatedEngine implements InferenceEngine {
     this.random = b.random;
     this.failureProbability = b.failureProbability;
     this.stallProbability = b.stallProbability;
+    this.streamChunkTokens = b.streamChunkTokens;
   }
 
   /**
@@ -145,10 +153,18 @@ public final class SimulatedEngine implements InferenceEngine {
   // ---------------------------------------------------------------- InferenceEngine
 
   @Override
-  public synchronized CompletableFuture<EngineResult> execute(InferenceRequest request) {
+  public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+    return execute(request, OutputListener.IGNORE);
+  }
+
+  @Override
+  public synchronized CompletableFuture<EngineResult> execute(InferenceRequest request,
+      OutputListener listener) {
     Objects.requireNonNull(request, "request");
+    Objects.requireNonNull(listener, "listener");
     requests++;
     Job job = new Job(request);
+    job.listener = listener;
     job.enqueuedAt = clock.nanoTime();
     queue.addLast(job);
     scheduler.schedule(0, this::dispatch);
@@ -489,6 +505,38 @@ public final class SimulatedEngine implements InferenceEngine {
     }
     storeNewBlocks(job);
     job.timer = scheduler.schedule(job.decodeNanos, () -> decodeDone(job));
+    if (job.listener != OutputListener.IGNORE) {
+      InferenceRequest r = job.request;
+      job.output = expectedOutput(r.tokensUnsafe(), r.params(), vocabularySize);
+      scheduler.schedule(decodeNanosPerToken * streamChunkTokens, () -> streamStep(job));
+    }
+  }
+
+  /** Gives the next {@code streamChunkTokens} decoded tokens, unless they end the output. */
+  private synchronized void streamStep(Job job) {
+    if (!running.containsKey(job)) {
+      return;
+    }
+    int next = job.streamed + streamChunkTokens;
+    if (next >= job.output.length) {
+      return; // the last piece goes with the result
+    }
+    give(job, next);
+    scheduler.schedule(decodeNanosPerToken * streamChunkTokens, () -> streamStep(job));
+  }
+
+  /** Gives the listener the output up to {@code end}. */
+  private void give(Job job, int end) {
+    if (end <= job.streamed) {
+      return;
+    }
+    int[] piece = Arrays.copyOfRange(job.output, job.streamed, end);
+    job.streamed = end;
+    try {
+      job.listener.onOutput(piece, "");
+    } catch (RuntimeException e) {
+      job.listener = OutputListener.IGNORE; // a listener must not throw: it gets no more
+    }
   }
 
   private synchronized void decodeDone(Job job) {
@@ -499,9 +547,14 @@ public final class SimulatedEngine implements InferenceEngine {
     completed++;
     busyNanos += job.prefillNanos + job.decodeNanos;
     InferenceRequest r = job.request;
+    if (job.output != null) {
+      give(job, job.output.length);
+    }
     EngineResult result =
         new EngineResult(
-            expectedOutput(r.tokensUnsafe(), r.params(), vocabularySize),
+            job.output != null
+                ? job.output.clone()
+                : expectedOutput(r.tokensUnsafe(), r.params(), vocabularySize),
             "",
             r.length(),
             job.cachedTokens,
@@ -665,6 +718,11 @@ public final class SimulatedEngine implements InferenceEngine {
     long prefillNanos;
     long decodeNanos;
     Scheduler.Cancellable timer;
+    OutputListener listener = OutputListener.IGNORE;
+    /** The output, computed at the end of the prefill when someone listens. */
+    int[] output;
+    /** Output tokens given to the listener so far. */
+    int streamed;
 
     Job(InferenceRequest request) {
       this.request = request;
@@ -689,8 +747,26 @@ public final class SimulatedEngine implements InferenceEngine {
     private RandomGenerator random;
     private double failureProbability;
     private double stallProbability;
+    private int streamChunkTokens = 4;
 
     private Builder() {}
+
+    /**
+     * Tokens per streamed piece, 1 to 2^20; default 4: a request given a listener gets a piece
+     * each time that many tokens have been decoded.
+     *
+     * @param tokens the piece size
+     * @return this builder
+     */
+    public Builder streamChunkTokens(int tokens) {
+      if (tokens < 1 || tokens > GenerationParams.MAX_TOKENS_LIMIT) {
+        throw new IllegalArgumentException(
+            "streamChunkTokens must be 1 to " + GenerationParams.MAX_TOKENS_LIMIT + ", was "
+                + tokens);
+      }
+      this.streamChunkTokens = tokens;
+      return this;
+    }
 
     /**
      * The scheduler that times prefill and decode (required). If it is also a {@link Clock}

@@ -386,15 +386,62 @@ final class FaultCluster {
     inv.originOf.put(id, at.id);
     inv.scopeOf.put(id, req.scope());
     CompletableFuture<InferenceResponse> f;
+    // every other client streams: its pieces must add up to the answer it gets
+    Stream stream = k % 2 == 0 ? new Stream() : null;
     try {
-      f = at.node.submit(req);
+      f = stream != null ? at.node.submit(req, stream) : at.node.submit(req);
     } catch (RuntimeException e) {
       clock.recordEscape("submit to " + at.key, e);
       return;
     }
+    if (stream != null) {
+      stream.future = f;
+    }
     at.acceptedHere++;
     accepted.put(id, new Accepted(req, at, f));
-    f.whenComplete((resp, err) -> checkAnswer(req, at, resp, err));
+    f.whenComplete((resp, err) -> {
+      checkAnswer(req, at, resp, err);
+      if (stream != null) {
+        stream.check(req, resp, inv);
+      }
+    });
+  }
+
+  /** The output a streaming client received. */
+  private static final class Stream implements io.github.prefixrouter.OutputListener {
+    CompletableFuture<InferenceResponse> future;
+    int[] tokens = new int[0];
+    final StringBuilder text = new StringBuilder();
+    int late;
+
+    @Override
+    public void onOutput(int[] t, String s) {
+      if (future != null && future.isDone()) {
+        late++;
+      }
+      int n = tokens.length;
+      tokens = Arrays.copyOf(tokens, n + t.length);
+      System.arraycopy(t, 0, tokens, n, t.length);
+      text.append(s);
+    }
+
+    void check(InferenceRequest req, InferenceResponse resp, Invariants inv) {
+      if (late > 0) {
+        inv.violation("request " + req.id() + ": " + late + " pieces after its completion");
+      }
+      int[] expected = SimulatedEngine.expectedOutput(req.tokensUnsafe(), req.params(),
+          FaultPlan.VOCABULARY);
+      if (tokens.length > expected.length
+          || !Arrays.equals(tokens, Arrays.copyOf(expected, tokens.length))) {
+        inv.violation("request " + req.id() + ": the stream " + Arrays.toString(tokens)
+            + " is not a prefix of the output " + Arrays.toString(expected));
+      }
+      if (resp != null && (!Arrays.equals(tokens, resp.result().outputTokens())
+          || !text.toString().equals(resp.result().text()))) {
+        inv.violation("request " + req.id() + ": the stream " + Arrays.toString(tokens)
+            + " is not the answer " + Arrays.toString(resp.result().outputTokens()));
+      }
+    }
   }
 
   private void checkAnswer(InferenceRequest req, Instance origin, InferenceResponse resp,
@@ -453,7 +500,8 @@ final class FaultCluster {
       inv.violation("request " + id + ": fell back (" + resp.fallbackCause() + ") in one attempt");
     }
     if (config.hopLimit() == 1 && inv.forwardsFor.getOrDefault(id, 0) > 3) {
-      inv.violation("request " + id + ": " + inv.forwardsFor.get(id) + " FORWARD frames sent");
+      inv.violation("request " + id + ": FORWARD frames sent to " + inv.forwardsFor.get(id)
+          + " peers");
     }
   }
 

@@ -2,6 +2,7 @@ package io.github.prefixrouter.faults;
 
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineException;
@@ -121,6 +122,12 @@ final class FaultyEngine implements InferenceEngine {
 
   @Override
   public CompletableFuture<EngineResult> execute(InferenceRequest given) {
+    return execute(given, OutputListener.IGNORE);
+  }
+
+  /** Streams as the simulated engine does; the pieces of a sabotaged answer are not. */
+  @Override
+  public CompletableFuture<EngineResult> execute(InferenceRequest given, OutputListener listener) {
     executions++;
     boolean foreign = !isLocalRequest.test(given.id());
     InferenceRequest request = sabotage == Sabotage.FORWARD_DROPS_SCOPE && foreign
@@ -147,8 +154,8 @@ final class FaultyEngine implements InferenceEngine {
           new EngineException("injected engine failure on " + nodeId, true)));
       return out;
     }
-    Runnable run = () -> inner.execute(request).whenComplete((res, err) -> deliver(request, out,
-        res, err));
+    Runnable run = () -> inner.execute(request, listener).whenComplete((res, err) ->
+        deliver(request, out, res, err));
     if (foreign && random.nextDouble() < stallProbability) {
       injectedStalls++;
       stalledCount++;

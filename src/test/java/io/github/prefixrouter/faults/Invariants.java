@@ -26,8 +26,13 @@ final class Invariants {
   final Map<String, String> originOf = new HashMap<>();
   /** Sender instance key -> FORWARD frames it sent. */
   final Map<String, Long> forwardsSentBy = new HashMap<>();
-  /** Request id -> FORWARD frames sent for it, all senders. */
+  /**
+   * Request id -> peers a FORWARD of it was sent to, all senders (a FORWARD sent again to the
+   * same peer, without streaming, after a peer from before streaming refused it, counts once).
+   */
   final Map<String, Integer> forwardsFor = new HashMap<>();
+  private final Map<String, Set<String>> forwardTargets = new HashMap<>();
+  private final Set<String> sentForwards = new java.util.HashSet<>();
   long forwardFrames;
 
   Invariants(int hopLimit, Set<String> clusterIds, boolean checkWatermarks) {
@@ -63,8 +68,14 @@ final class Invariants {
    */
   void onForwardSent(String senderKey, String from, String to, String requestId, int hops) {
     forwardFrames++;
-    forwardsSentBy.merge(senderKey, 1L, Long::sum);
-    forwardsFor.merge(requestId, 1, Integer::sum);
+    // a FORWARD sent again to the same peer (without streaming, after a peer from before
+    // streaming refused the streaming one) is the same forward
+    if (sentForwards.add(senderKey + "\n" + requestId + "\n" + to)) {
+      forwardsSentBy.merge(senderKey, 1L, Long::sum);
+    }
+    if (forwardTargets.computeIfAbsent(requestId, k -> new java.util.HashSet<>()).add(to)) {
+      forwardsFor.merge(requestId, 1, Integer::sum);
+    }
     if (!clusterIds.contains(to)) {
       violation("node " + from + " forwarded " + requestId + " to unknown node " + to);
     }

@@ -380,4 +380,50 @@ class SimulatedEngineTest {
     assertThrows(IllegalArgumentException.class, () -> e.failNext(-1));
     assertThrows(NullPointerException.class, () -> e.execute(null));
   }
+
+  @Test
+  void itStreamsPiecesWhileDecodingThatAddUpToTheResult() throws Exception {
+    SimulatedEngine e = engine().streamChunkTokens(3).build();
+    InferenceRequest r = new InferenceRequest("s1", prompt(1, 32),
+        io.github.prefixrouter.GenerationParams.greedy(10));
+    java.util.List<int[]> pieces = new java.util.ArrayList<>();
+    java.util.List<Long> times = new java.util.ArrayList<>();
+    CompletableFuture<EngineResult> f = e.execute(r, (t, text) -> {
+      pieces.add(t);
+      times.add(sim.nanoTime());
+      assertEquals("", text);
+    });
+    sim.runUntilIdle(1_000_000);
+    EngineResult res = f.get();
+    // pieces of 3, 3, 3 at each third token, then the last token with the result
+    assertEquals(4, pieces.size());
+    int[] all = pieces.stream().flatMapToInt(java.util.Arrays::stream).toArray();
+    assertArrayEquals(res.outputTokens(), all);
+    assertArrayEquals(SimulatedEngine.expectedOutput(r.tokensUnsafe(), r.params(), 151_936), all);
+    long prefillEnd = 10 * MS + 32 * MS / 10;
+    assertEquals(java.util.List.of(prefillEnd + 15 * MS, prefillEnd + 30 * MS,
+        prefillEnd + 45 * MS, prefillEnd + 50 * MS), times);
+  }
+
+  @Test
+  void aCancelledRequestStreamsNoMoreAndNobodyListeningSchedulesNothing() throws Exception {
+    SimulatedEngine e = engine().streamChunkTokens(2).build();
+    InferenceRequest r = new InferenceRequest("s1", prompt(1, 32),
+        io.github.prefixrouter.GenerationParams.greedy(20));
+    java.util.List<int[]> pieces = new java.util.ArrayList<>();
+    CompletableFuture<EngineResult> f = e.execute(r, (t, text) -> pieces.add(t));
+    sim.advanceBy(10 * MS + 32 * MS / 10 + 25 * MS); // 5 tokens decoded: 2 pieces of 2
+    assertEquals(2, pieces.size());
+    e.cancel("s1");
+    sim.runUntilIdle(1_000_000);
+    assertTrue(f.isCompletedExceptionally());
+    assertEquals(2, pieces.size(), "a piece after the cancel");
+    // without a listener: one timer for the prefill, one for the decode
+    SimulatedEngine quiet = engine().streamChunkTokens(1).build();
+    long before = sim.executedTasks();
+    quiet.execute(new InferenceRequest("q1", prompt(500, 32),
+        io.github.prefixrouter.GenerationParams.greedy(20)));
+    sim.runUntilIdle(1_000_000);
+    assertEquals(3, sim.executedTasks() - before, "dispatch, prefill end, decode end");
+  }
 }

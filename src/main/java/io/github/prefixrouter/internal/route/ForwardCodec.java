@@ -16,8 +16,8 @@ import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 
 /**
- * Binary codec of the forwarding protocol (type codes {@code 0x21..0x25} of the forwarding
- * range; layout in {@code docs/routing.md}). Every message is {@code type, version, body}.
+ * Binary codec of the forwarding protocol (type codes {@code 0x21..0x26} of the forwarding
+ * range; layout in {@code docs/routing.md} and {@code docs/wire-format.md}). Every message is {@code type, version, body}.
  * Request ids must be well-formed UTF-8 (BAD_CHARACTER otherwise).
  *
  * <pre>
@@ -26,12 +26,18 @@ import java.nio.charset.StandardCharsets;
  *                    tokens count(2^20, 1) × varint(0..2^24-1)
  *                    version 2 only (a request of a cache scope other than the default):
  *                    adapter bytes(256, UTF-8), salt bytes(256, UTF-8), not both empty
+ *                    version 3 only (streaming asked for): adapter bytes(256, UTF-8),
+ *                    salt bytes(256, UTF-8) (both may be empty), streamTag fixed64
  * RESULT  (answer)   id, servedBy ascii(64), serverNanos varint, output count × varint,
  *                    text bytes(1 MiB, UTF-8), promptTokens varint, cached zigzag,
  *                    prefillNanos zigzag, decodeNanos zigzag
  * BUSY    (answer)   id, queueDepth varint
  * FAILED  (answer)   id, retryable bool, message bytes(1 KiB, UTF-8)
  * CANCEL  (one-way)  id, origin ascii(64)
+ * STREAM  (one-way)  id, streamTag fixed64, tokenOffset varint(0..2^20),
+ *                    tokens count(2^16, 1) × varint(0..2^32-1), charOffset varint(0..2^20),
+ *                    text bytes(256 KiB, UTF-8); tokenOffset + tokens and charOffset + chars
+ *                    at most 2^20
  * </pre>
  *
  * Decoding is strict: every length and range is checked before allocating, trailing bytes are
@@ -41,7 +47,10 @@ import java.nio.charset.StandardCharsets;
  * scopes existed, so nodes that predate them decode it. A scoped request is version 2 (the same
  * body plus the scope): such nodes reject it as {@code UNKNOWN_VERSION}, a protocol failure
  * to the sender, which then falls back as for any failed forward (next candidate or local).
- * Every other message type stays at version 1.
+ * A FORWARD whose sender asks for the output to be streamed back (STREAM messages tagged with
+ * the attempt's {@code streamTag}) is version 3, whatever its scope: a node that predates
+ * streaming rejects it as {@code UNKNOWN_VERSION}, and the sender sends it again as version 1
+ * or 2, without streaming. Every other message type stays at version 1.
  */
 final class ForwardCodec {
 
@@ -50,10 +59,19 @@ final class ForwardCodec {
   static final int BUSY = 0x23;
   static final int FAILED = 0x24;
   static final int CANCEL = 0x25;
+  static final int STREAM = 0x26;
 
   static final int VERSION = 1;
   /** FORWARD of a request with a cache scope other than the default. */
   static final int SCOPED_FORWARD_VERSION = 2;
+  /** FORWARD of a request whose output the sender asks to be streamed back. */
+  static final int STREAMING_FORWARD_VERSION = 3;
+  /** Most tokens one STREAM message carries. */
+  static final int MAX_STREAM_TOKENS = 1 << 16;
+  /** Most UTF-8 bytes of text one STREAM message carries. */
+  static final int MAX_STREAM_TEXT_BYTES = 1 << 18;
+  /** Largest offset (in tokens or in UTF-16 chars) a piece may end at. */
+  static final int MAX_STREAM_OFFSET = 1 << 20;
   static final int MAX_TEXT_BYTES = 1 << 20;
   static final int MAX_ERROR_BYTES = 1024;
   static final int MAX_OUTPUT_TOKENS = GenerationParams.MAX_TOKENS_LIMIT;
@@ -63,12 +81,46 @@ final class ForwardCodec {
   private ForwardCodec() {}
 
   /** A decoded forwarding message. */
-  sealed interface Message permits Forward, Result, Busy, Failed, Cancel {
+  sealed interface Message permits Forward, Result, Busy, Failed, Cancel, Stream {
     String requestId();
   }
 
-  record Forward(String requestId, String origin, int hops, InferenceRequest request)
-      implements Message {}
+  /**
+   * A FORWARD; {@code stream} says whether the sender asks for STREAM messages tagged with
+   * {@code streamTag} (0 when not).
+   */
+  record Forward(String requestId, String origin, int hops, InferenceRequest request,
+      boolean stream, long streamTag) implements Message {
+    Forward(String requestId, String origin, int hops, InferenceRequest request) {
+      this(requestId, origin, hops, request, false, 0L);
+    }
+  }
+
+  /**
+   * A piece of a forwarded request's output: {@code tokens} start at {@code tokenOffset} of the
+   * output, {@code text} at {@code charOffset} (UTF-16 chars) of its text.
+   */
+  record Stream(String requestId, long streamTag, int tokenOffset, int[] tokens, int charOffset,
+      String text) implements Message {
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Stream s && s.requestId.equals(requestId) && s.streamTag == streamTag
+          && s.tokenOffset == tokenOffset && java.util.Arrays.equals(s.tokens, tokens)
+          && s.charOffset == charOffset && s.text.equals(text);
+    }
+
+    @Override
+    public int hashCode() {
+      return java.util.Objects.hash(requestId, streamTag, tokenOffset,
+          java.util.Arrays.hashCode(tokens), charOffset, text);
+    }
+
+    @Override
+    public String toString() {
+      return "Stream[" + requestId + ", tag " + streamTag + ", tokens " + tokenOffset + "+"
+          + tokens.length + ", chars " + charOffset + "+" + text.length() + "]";
+    }
+  }
 
   record Result(String requestId, String servedBy, long serverNanos, EngineResult result)
       implements Message {}
@@ -84,10 +136,20 @@ final class ForwardCodec {
   }
 
   static byte[] forward(InferenceRequest r, String origin, int hops) {
+    return forward(r, origin, hops, false, 0L);
+  }
+
+  /**
+   * A FORWARD; with {@code stream}, version 3, asking for STREAM messages tagged
+   * {@code streamTag}; without, version 1 or 2 as before streaming existed.
+   */
+  static byte[] forward(InferenceRequest r, String origin, int hops, boolean stream,
+      long streamTag) {
     int[] t = r.tokensUnsafe();
     CacheScope scope = r.scope();
     ByteWriter w = new ByteWriter(64 + t.length * 3, MAX_MESSAGE_BYTES);
-    w.writeByte(FORWARD).writeByte(scope.isDefault() ? VERSION : SCOPED_FORWARD_VERSION);
+    w.writeByte(FORWARD).writeByte(stream ? STREAMING_FORWARD_VERSION
+        : scope.isDefault() ? VERSION : SCOPED_FORWARD_VERSION);
     writeId(w, r.id());
     w.writeAscii(origin, PeerAddress.MAX_NODE_ID_LENGTH);
     w.writeVarInt(hops);
@@ -100,10 +162,42 @@ final class ForwardCodec {
     for (int x : t) {
       w.writeVarInt(x);
     }
-    if (!scope.isDefault()) {
+    if (stream || !scope.isDefault()) {
       w.writeBytes(scope.adapter().getBytes(StandardCharsets.UTF_8));
       w.writeBytes(scope.salt().getBytes(StandardCharsets.UTF_8));
     }
+    if (stream) {
+      w.writeFixedLong(streamTag);
+    }
+    return w.toByteArray();
+  }
+
+  /**
+   * A STREAM message: {@code tokens} at {@code tokenOffset} of the output, {@code text} at
+   * {@code charOffset} of its text.
+   *
+   * @throws IllegalArgumentException if the piece exceeds a STREAM message's limits
+   */
+  static byte[] stream(String requestId, long streamTag, int tokenOffset, int[] tokens,
+      int charOffset, String text) {
+    byte[] tb = text.getBytes(StandardCharsets.UTF_8);
+    if (tokens.length > MAX_STREAM_TOKENS || tb.length > MAX_STREAM_TEXT_BYTES
+        || tokenOffset < 0 || (long) tokenOffset + tokens.length > MAX_STREAM_OFFSET
+        || charOffset < 0 || (long) charOffset + text.length() > MAX_STREAM_OFFSET) {
+      throw new IllegalArgumentException("a STREAM piece exceeds the limits: " + tokens.length
+          + " tokens at " + tokenOffset + ", " + tb.length + " text bytes at " + charOffset);
+    }
+    ByteWriter w = new ByteWriter(48 + tokens.length * 3 + tb.length, MAX_MESSAGE_BYTES);
+    w.writeByte(STREAM).writeByte(VERSION);
+    writeId(w, requestId);
+    w.writeFixedLong(streamTag);
+    w.writeVarInt(tokenOffset);
+    w.writeVarInt(tokens.length);
+    for (int x : tokens) {
+      w.writeVarLong(x & 0xFFFFFFFFL);
+    }
+    w.writeVarInt(charOffset);
+    w.writeBytes(tb);
     return w.toByteArray();
   }
 
@@ -175,20 +269,22 @@ final class ForwardCodec {
   static Message decode(byte[] payload) throws MalformedMessageException {
     ByteReader r = new ByteReader(payload);
     int type = r.readUnsignedByte("type");
-    if (!WireTypes.isForwarding(type) || type < FORWARD || type > CANCEL) {
+    if (!WireTypes.isForwarding(type) || type < FORWARD || type > STREAM) {
       throw MalformedMessageException.of(Reason.UNKNOWN_TYPE, "type", type, 0,
           "not a forwarding message type");
     }
     int version = r.readUnsignedByte("version");
-    if (version != VERSION && !(type == FORWARD && version == SCOPED_FORWARD_VERSION)) {
+    if (version != VERSION && !(type == FORWARD && (version == SCOPED_FORWARD_VERSION
+        || version == STREAMING_FORWARD_VERSION))) {
       throw MalformedMessageException.of(Reason.UNKNOWN_VERSION, "version", version, 1,
-          type == FORWARD ? "FORWARD speaks versions " + VERSION + " and "
-              + SCOPED_FORWARD_VERSION : "forwarding messages speak version " + VERSION);
+          type == FORWARD ? "FORWARD speaks versions " + VERSION + " to "
+              + STREAMING_FORWARD_VERSION : "forwarding messages speak version " + VERSION);
     }
     String id = readId(r);
     Message m;
     switch (type) {
-      case FORWARD -> m = decodeForward(r, id, version == SCOPED_FORWARD_VERSION);
+      case FORWARD -> m = decodeForward(r, id, version);
+      case STREAM -> m = decodeStream(r, id);
       case RESULT -> m = decodeResult(r, id);
       case BUSY -> m = new Busy(id, r.readVarInt("queueDepth", 0, Integer.MAX_VALUE));
       case FAILED -> {
@@ -202,8 +298,33 @@ final class ForwardCodec {
     return m;
   }
 
-  private static Forward decodeForward(ByteReader r, String id, boolean scoped)
+  private static Stream decodeStream(ByteReader r, String id) throws MalformedMessageException {
+    long tag = r.readFixedLong("streamTag");
+    int tokenOffset = r.readVarInt("tokenOffset", 0, MAX_STREAM_OFFSET);
+    int at = r.position();
+    int n = r.readCount("tokens", MAX_STREAM_TOKENS, 1);
+    if ((long) tokenOffset + n > MAX_STREAM_OFFSET) {
+      throw MalformedMessageException.outOfRange("tokenOffset + tokens", (long) tokenOffset + n,
+          0, MAX_STREAM_OFFSET, at);
+    }
+    int[] tokens = new int[n];
+    for (int i = 0; i < n; i++) {
+      tokens[i] = (int) r.readVarLong("token", 0, 0xFFFFFFFFL);
+    }
+    int charOffset = r.readVarInt("charOffset", 0, MAX_STREAM_OFFSET);
+    at = r.position();
+    String text = readUtf8(r, "text", MAX_STREAM_TEXT_BYTES);
+    if ((long) charOffset + text.length() > MAX_STREAM_OFFSET) {
+      throw MalformedMessageException.outOfRange("charOffset + chars",
+          (long) charOffset + text.length(), 0, MAX_STREAM_OFFSET, at);
+    }
+    return new Stream(id, tag, tokenOffset, tokens, charOffset, text);
+  }
+
+  private static Forward decodeForward(ByteReader r, String id, int version)
       throws MalformedMessageException {
+    boolean stream = version == STREAMING_FORWARD_VERSION;
+    boolean scoped = version == SCOPED_FORWARD_VERSION || stream;
     String origin = r.readAscii("origin", PeerAddress.MAX_NODE_ID_LENGTH);
     int hops = r.readVarInt("hops", 0, 64);
     int maxTokens = r.readVarInt("maxTokens", 1, GenerationParams.MAX_TOKENS_LIMIT);
@@ -237,12 +358,14 @@ final class ForwardCodec {
         throw MalformedMessageException.of(Reason.BAD_CHARACTER, "scope", 0, scopeAt,
             e.getMessage());
       }
-      if (scope.isDefault()) { // one encoding per request: the default scope is version 1
+      if (scope.isDefault() && !stream) { // one encoding per request: the default is version 1
         throw MalformedMessageException.of(Reason.OUT_OF_RANGE, "scope", 0, scopeAt,
             "a version-2 FORWARD names an adapter or a salt");
       }
     }
-    return new Forward(id, origin, hops, new InferenceRequest(id, tokens, params, scope));
+    long tag = stream ? r.readFixedLong("streamTag") : 0L;
+    return new Forward(id, origin, hops, new InferenceRequest(id, tokens, params, scope), stream,
+        tag);
   }
 
   /** A string of at most {@code maxBytes} bytes of well-formed UTF-8. */
@@ -318,7 +441,8 @@ final class ForwardCodec {
       case RESULT -> "RESULT";
       case BUSY -> "BUSY";
       case FAILED -> "FAILED";
-      default -> "CANCEL";
+      case CANCEL -> "CANCEL";
+      default -> "STREAM";
     };
   }
 }

@@ -23,6 +23,13 @@ final class PeerHealth {
     volatile long noScopesUntil = Long.MIN_VALUE;
     /** The peer's incarnation ({@link PeerSet#generation}) that rejected the scoped FORWARD. */
     volatile long noScopesGeneration;
+    /**
+     * Until when the peer is known not to speak streaming FORWARDs (a node from before
+     * streaming rejected one as an unknown version): forwards there ask for no streaming.
+     */
+    volatile long noStreamingUntil = Long.MIN_VALUE;
+    /** The peer's incarnation that rejected the streaming FORWARD. */
+    volatile long noStreamingGeneration;
     /** Requests this node has forwarded there and not yet seen answered. */
     volatile int outstanding;
     /** EWMA of min(actual, estimated) / estimated cached tokens; 1 = always right. */
@@ -68,6 +75,21 @@ final class PeerHealth {
      */
     boolean withoutScopes(long generation, long now) {
       return noScopesUntil > now && noScopesGeneration == generation;
+    }
+
+    /**
+     * The peer, in incarnation {@code generation}, rejected a streaming FORWARD as an unknown
+     * version at {@code now}: forwards there do not ask for streaming for
+     * {@link #NO_SCOPES_MEMORY} or until it restarts, whichever comes first.
+     */
+    synchronized void rejectedStreaming(long generation, long now) {
+      noStreamingGeneration = generation;
+      noStreamingUntil = now + NO_SCOPES_MEMORY;
+    }
+
+    /** Whether the peer, now in incarnation {@code generation}, is remembered not to stream. */
+    boolean withoutStreaming(long generation, long now) {
+      return noStreamingUntil > now && noStreamingGeneration == generation;
     }
 
     /** Counts a request forwarded there. */

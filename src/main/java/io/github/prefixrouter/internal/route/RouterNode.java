@@ -6,6 +6,7 @@ import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.NodeNotRunningException;
 import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.OutputDivergedException;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
@@ -160,6 +161,15 @@ public final class RouterNode implements PrefixRouterNode {
   private final LongAdder promptTokens = new LongAdder();
   private final LongAdder cachedPromptTokens = new LongAdder();
   private final LongAdder malformedInbound = new LongAdder();
+  private final LongAdder strayStreams = new LongAdder();
+  private final LongAdder divergences = new LongAdder();
+  /** Executions with a streaming forward in flight, by the attempt's stream tag. */
+  private final ConcurrentHashMap<Long, Execution> streams = new ConcurrentHashMap<>();
+  /**
+   * Source of stream tags, seeded from the node's random at the first streaming forward (so a
+   * node that never streams draws nothing more from it than before streaming existed).
+   */
+  private java.util.SplittableRandom tagSource;
   private final AtomicLong decisions = new AtomicLong();
 
   /** Builds a node with the default components (used by {@link PrefixRouterNode.Builder}). */
@@ -414,6 +424,23 @@ public final class RouterNode implements PrefixRouterNode {
   @Override
   public CompletableFuture<InferenceResponse> submit(InferenceRequest request) {
     Objects.requireNonNull(request, "request");
+    return submitWith(request, null);
+  }
+
+  @Override
+  public CompletableFuture<InferenceResponse> submit(InferenceRequest request,
+      OutputListener listener) {
+    Objects.requireNonNull(request, "request");
+    Objects.requireNonNull(listener, "listener");
+    return submitWith(request, listener);
+  }
+
+  /**
+   * Submits {@code request}; {@code listener} (null or {@link OutputListener#IGNORE}: nobody
+   * listens, and streaming costs nothing) gets its output as it is generated.
+   */
+  private CompletableFuture<InferenceResponse> submitWith(InferenceRequest request,
+      OutputListener listener) {
     inFlight.incrementAndGet();
     State s = state.get();
     if (s != State.RUNNING) {
@@ -422,6 +449,12 @@ public final class RouterNode implements PrefixRouterNode {
     }
     requests.increment();
     Execution ex = new Execution(request, 0, null, nodeId);
+    ClientFuture cf = (ClientFuture) ex.future;
+    if (listener != null && listener != OutputListener.IGNORE) {
+      ex.out = new ExecutionOutput(listener, request.params().maxTokens(), ex.future,
+          e -> listenerFailed(ex, e));
+    }
+    cf.onCancel = () -> abandon(ex, new CancelledByClient());
     taken(ex);
     if (!ex.done.get()) {
       routeOrRunLocal(ex);
@@ -429,24 +462,14 @@ public final class RouterNode implements PrefixRouterNode {
     return ex.future;
   }
 
-  @Override
-  public CompletableFuture<InferenceResponse> submit(InferenceRequest request,
-      OutputListener listener) {
-    Objects.requireNonNull(listener, "listener");
-    CompletableFuture<InferenceResponse> out = new CompletableFuture<>();
-    submit(request).whenComplete((r, e) -> {
-      if (e != null) {
-        out.completeExceptionally(unwrap(e));
-        return;
-      }
-      try {
-        listener.onOutput(r.result().outputTokens(), r.result().text());
-      } catch (RuntimeException | Error t) {
-        LOG.warn("node {}: output listener of {} failed", nodeId, request.id(), t);
-      }
-      out.complete(r);
-    });
-    return out;
+  /**
+   * The client's output listener threw: it is not called again, and the request is abandoned
+   * as if its future had been cancelled, failing with the listener's exception as cause.
+   */
+  private void listenerFailed(Execution ex, Throwable e) {
+    LOG.warn("node {}: the output listener of request {} threw; abandoning the request", nodeId,
+        ex.request.id(), e);
+    abandon(ex, new ListenerFailed(e));
   }
 
   @Override
@@ -608,16 +631,37 @@ public final class RouterNode implements PrefixRouterNode {
     int uncached = Math.max(0, ex.request.length() - target.effectiveMatchedTokens());
     long timeout = forwardTimeout(st, base, uncached, ex.request.params().maxTokens(), rtt);
     boolean guessed = !cost.hasObservedService() || !cost.covers(uncached);
-    byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1);
+    startForward(ex, to, st, timeout, target.matchedTokens(), base, ps.generation[i], guessed,
+        ps.rttNanos[i], false);
+  }
+
+  /**
+   * Sends {@code ex} to {@code to} as a new attempt and handles its answer. A {@code resend}
+   * (the same forward again, without streaming, to a peer that did not speak the streaming
+   * FORWARD) is not counted as another attempt or forward.
+   */
+  private void startForward(Execution ex, PeerAddress to, PeerHealth.PeerState st, long timeout,
+      int matched, double base, long generation, boolean guessed, long gossipRtt,
+      boolean resend) {
+    boolean stream = ex.out != null && !st.withoutStreaming(generation, clock.nanoTime());
+    long tag = stream ? nextStreamTag(ex) : 0L;
+    byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1, stream, tag);
     Attempt a;
     synchronized (ex) {
-      a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), target.matchedTokens(), base,
-          ps.generation[i], guessed);
-      a.gossipRtt = ps.rttNanos[i];
+      a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), matched, base,
+          generation, guessed);
+      a.gossipRtt = gossipRtt;
+      a.timeout = timeout;
+      if (stream) {
+        a.streamTag = tag;
+        a.output = new ExecutionOutput.Attempt();
+      }
       ex.forwarding = a;
-      ex.attempts++;
-      ex.forwards++;
-      ex.tried[ex.triedCount++] = to.nodeId();
+      if (!resend) {
+        ex.attempts++;
+        ex.forwards++;
+        ex.tried[ex.triedCount++] = to.nodeId();
+      }
     }
     st.forwarded();
     Scheduler.Cancellable guard = schedule(timeout + timeout / 4 + 1_000_000L,
@@ -645,6 +689,25 @@ public final class RouterNode implements PrefixRouterNode {
       cancelGuard(a.watch);
       onForwardDone(ex, a, bytes, err);
     });
+  }
+
+  /**
+   * A fresh stream tag for a forward of {@code ex}, registered so that STREAM messages find the
+   * execution (a tag in use is never handed out twice).
+   */
+  private long nextStreamTag(Execution ex) {
+    while (true) {
+      long tag;
+      synchronized (streams) {
+        if (tagSource == null) {
+          tagSource = new java.util.SplittableRandom(random.nextLong());
+        }
+        tag = tagSource.nextLong();
+      }
+      if (streams.putIfAbsent(tag, ex) == null) {
+        return tag;
+      }
+    }
   }
 
   /**
@@ -722,6 +785,9 @@ public final class RouterNode implements PrefixRouterNode {
     if (a.released.compareAndSet(false, true)) {
       a.peer.answered();
     }
+    if (a.output != null) {
+      streams.remove(a.streamTag, ex);
+    }
     if (!ex.claim(a.seq)) {
       return;
     }
@@ -756,6 +822,21 @@ public final class RouterNode implements PrefixRouterNode {
         }
         case PROTOCOL -> {
           cause = FallbackCause.PROTOCOL_ERROR;
+          if (a.output != null && rejectsScopedForward(detail)) {
+            // a node from before streaming: it serves the request, without streaming, when
+            // asked again in a version it speaks; until it restarts it is not asked to stream
+            if (!a.peer.withoutStreaming(a.generation, now)) {
+              LOG.warn("node {}: {} does not speak streaming FORWARDs (a version from before"
+                  + " streaming); its answers are not streamed until it restarts", nodeId,
+                  a.to);
+            }
+            a.peer.rejectedStreaming(a.generation, now);
+            if (!ex.done.get()) {
+              startForward(ex, a.to, a.peer, a.timeout, a.estimatedMatched, a.base,
+                  a.generation, a.guessed, a.gossipRtt, true);
+              return;
+            }
+          }
           if (!ex.request.scope().isDefault() && rejectsScopedForward(detail)) {
             // a node from before cache scopes: it serves unscoped requests, so it is skipped by
             // scoped ones only, not cooled down for everyone
@@ -916,8 +997,15 @@ public final class RouterNode implements PrefixRouterNode {
     boolean idle = engineLoad().total() == 0;
     int cachedHere = localMatch(ex); // for an engine that reports no cached count
     long started = clock.nanoTime();
+    ExecutionOutput out = ex.out;
     try {
-      f = engine.execute(ex.request);
+      if (out == null) {
+        f = engine.execute(ex.request);
+      } else {
+        ExecutionOutput.Attempt run = new ExecutionOutput.Attempt();
+        f = engine.execute(ex.request, (tokens, text) -> onEnginePiece(ex, seq, run, tokens,
+            text));
+      }
       if (f == null) {
         f = CompletableFuture.failedFuture(
             new EngineException("engine returned no future", false));
@@ -966,6 +1054,69 @@ public final class RouterNode implements PrefixRouterNode {
         complete(ex, res, nodeId, false, null);
       }
     });
+  }
+
+  /**
+   * A piece of the local engine's output for attempt {@code seq} of {@code ex}: accepted while
+   * that run is the execution's current attempt (not after its result, nor from a run that was
+   * abandoned).
+   */
+  private void onEnginePiece(Execution ex, int seq, ExecutionOutput.Attempt run, int[] tokens,
+      String text) {
+    if (tokens == null || text == null) {
+      return; // a contract violation: the result still carries the output
+    }
+    ExecutionOutput out = ex.out;
+    ExecutionOutput.Verdict v;
+    synchronized (ex) {
+      if (ex.done.get() || ex.attemptSeq != seq) {
+        return;
+      }
+      v = out.offerNext(run, tokens.clone(), text);
+    }
+    out.drain();
+    if (v == ExecutionOutput.Verdict.DIVERGED) {
+      diverged(ex, out);
+    }
+  }
+
+  /** A piece of a forwarded attempt's output, from a peer's STREAM message. */
+  private void onStream(PeerAddress from, ForwardCodec.Stream m) {
+    Execution ex = streams.get(m.streamTag());
+    if (ex == null || !ex.request.id().equals(m.requestId())) {
+      strayStreams.increment();
+      return;
+    }
+    ExecutionOutput out = ex.out;
+    ExecutionOutput.Verdict v;
+    synchronized (ex) {
+      Attempt a = ex.forwarding;
+      if (ex.done.get() || a == null || a.output == null || ex.attemptSeq != a.seq
+          || a.streamTag != m.streamTag() || !a.to.nodeId().equals(from.nodeId())) {
+        strayStreams.increment();
+        return;
+      }
+      v = out.offer(a.output, m.tokenOffset(), m.tokens(), m.charOffset(), m.text());
+    }
+    out.drain();
+    if (v == ExecutionOutput.Verdict.DIVERGED) {
+      diverged(ex, out);
+    }
+  }
+
+  /**
+   * An attempt's output contradicts what {@code ex} already streamed: the stream cannot be
+   * repaired, so the execution is abandoned (its run cancelled, its forward sent a CANCEL) and
+   * fails with {@link OutputDivergedException}.
+   */
+  private void diverged(Execution ex, ExecutionOutput out) {
+    String why;
+    synchronized (ex) {
+      why = out.divergence();
+    }
+    LOG.warn("node {}: the output of request {} diverged from what was already streamed: {}",
+        nodeId, ex.request.id(), why);
+    abandon(ex, new Diverged(why));
   }
 
   /** The local index's match of {@code ex}'s prompt, or -1 if the index fails. */
@@ -1064,6 +1215,33 @@ public final class RouterNode implements PrefixRouterNode {
     }
   }
 
+  /** The failure of an execution whose client cancelled its future. */
+  private static final class CancelledByClient extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    CancelledByClient() {
+      super("cancelled by the client", null, false, false);
+    }
+  }
+
+  /** The failure of an execution whose output listener threw (the cause). */
+  private static final class ListenerFailed extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    ListenerFailed(Throwable cause) {
+      super("the output listener threw " + cause, cause, false, false);
+    }
+  }
+
+  /** The failure of an execution whose attempts' outputs disagree. */
+  private static final class Diverged extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    Diverged(String why) {
+      super(why, null, false, false);
+    }
+  }
+
   /** The failure of an execution whose sender cancelled it. */
   private static final class CancelledByPeer extends RuntimeException {
     private static final long serialVersionUID = 1L;
@@ -1078,18 +1256,44 @@ public final class RouterNode implements PrefixRouterNode {
     if (!ex.done.compareAndSet(false, true)) {
       return;
     }
+    ExecutionOutput out = ex.out;
+    Attempt fwd;
+    synchronized (ex) {
+      fwd = ex.forwarding;
+      if (out != null) {
+        // the rest of the answer follows what was streamed, unless it contradicts it
+        if (error == null && !out.finish(result)) {
+          error = new Diverged(out.divergence());
+          LOG.warn("node {}: the answer to request {} diverged from what was already streamed:"
+              + " {}", nodeId, ex.request.id(), out.divergence());
+        }
+        out.close();
+      }
+    }
+    if (fwd != null && fwd.output != null) {
+      streams.remove(fwd.streamTag, ex);
+    }
     try {
       if (error != null) {
         if (!ex.fromPeer) {
           failed.increment();
         }
+        Throwable failure;
         if (error instanceof NodeNotRunningException stopped) {
-          ex.future.completeExceptionally(stopped); // abandoned at the end of a grace period
-          return;
+          failure = stopped; // abandoned at the end of a grace period
+        } else if (error instanceof Diverged) {
+          divergences.increment();
+          failure = new OutputDivergedException(ex.request.id(), error.getMessage());
+        } else if (error instanceof ListenerFailed lf) {
+          failure = new RequestFailedException(ex.request.id(),
+              "the output listener threw; the request was abandoned", lf.getCause());
+        } else {
+          failure = new RequestFailedException(ex.request.id(),
+              error instanceof CancelledByPeer || error instanceof PeerEngineFailure
+                  || error instanceof CancelledByClient
+                  ? error.getMessage() : "the local engine failed: " + error.getMessage(), error);
         }
-        ex.future.completeExceptionally(new RequestFailedException(ex.request.id(),
-            error instanceof CancelledByPeer || error instanceof PeerEngineFailure
-                ? error.getMessage() : "the local engine failed: " + error.getMessage(), error));
+        settle(ex, out, () -> ex.future.completeExceptionally(failure));
         return;
       }
       if (ex.fromPeer) {
@@ -1117,14 +1321,27 @@ public final class RouterNode implements PrefixRouterNode {
         resp = new InferenceResponse(ex.request.id(), result, servedBy, wasForwarded,
             Math.max(1, ex.attempts), ex.lastCause, first);
       } catch (RuntimeException e) { // never leave the caller without an answer
-        ex.future.completeExceptionally(new RequestFailedException(ex.request.id(),
-            "cannot build the response: " + e.getMessage(), e));
+        settle(ex, out, () -> ex.future.completeExceptionally(new RequestFailedException(
+            ex.request.id(), "cannot build the response: " + e.getMessage(), e)));
         return;
       }
-      ex.future.complete(resp);
+      settle(ex, out, () -> ex.future.complete(resp));
     } finally {
       live.remove(ex);
       executionEnded();
+    }
+  }
+
+  /**
+   * Completes {@code ex}'s future: at once when nobody listens to its output, else after every
+   * piece queued for its sink (the sink is never called after the future completes).
+   */
+  private static void settle(Execution ex, ExecutionOutput out, Runnable completion) {
+    if (out == null) {
+      completion.run();
+    } else {
+      out.complete(completion);
+      out.drain();
     }
   }
 
@@ -1170,6 +1387,13 @@ public final class RouterNode implements PrefixRouterNode {
       // a received forward has travelled at least one hop, whatever the frame claims
       Execution ex = new Execution(fw.request(), Math.max(1, fw.hops()), from.nodeId(),
           fw.origin());
+      if (fw.stream()) {
+        StreamSender sender = new StreamSender(transport, scheduler, clock, from, id,
+            fw.streamTag(), config.streamInterval().toNanos());
+        ex.out = new ExecutionOutput(sender, fw.request().params().maxTokens(), ex.future,
+            e -> LOG.warn("node {}: streaming {} to {} failed", nodeId, id, from, e));
+        ex.future.whenComplete((r, t) -> sender.close());
+      }
       existing = keyed ? servingForPeers.putIfAbsent(key, ex) : null;
       if (existing != null && !existing.request.equals(ex.request)) {
         existing = null; // another request of this id took the key meanwhile
@@ -1225,6 +1449,8 @@ public final class RouterNode implements PrefixRouterNode {
           if (ex != null) {
             cancelForPeer(ex, from);
           }
+        } else if (m instanceof ForwardCodec.Stream st) {
+          onStream(from, st);
         } else {
           malformedInbound.increment();
         }
@@ -1287,6 +1513,29 @@ public final class RouterNode implements PrefixRouterNode {
   /** Inbound messages that could not be decoded (counted and dropped). */
   public long malformedMessages() {
     return malformedInbound.sum();
+  }
+
+  /**
+   * STREAM messages ignored because they belong to no current attempt: late, from another
+   * peer than the attempt's, with another tag or request id (counted and dropped).
+   */
+  public long strayStreamMessages() {
+    return strayStreams.sum();
+  }
+
+  /** The stream tag of a streaming forward of request {@code id} in flight, or 0 (tests). */
+  long streamTagOf(String id) {
+    for (Map.Entry<Long, Execution> e : streams.entrySet()) {
+      if (e.getValue().request.id().equals(id)) {
+        return e.getKey();
+      }
+    }
+    return 0;
+  }
+
+  /** Requests that failed because an attempt's output contradicted what was streamed. */
+  public long outputDivergences() {
+    return divergences.sum();
   }
 
   /** The current learned service time, for tests and diagnostics. */
@@ -1381,6 +1630,12 @@ public final class RouterNode implements PrefixRouterNode {
     final boolean guessed;
     /** Gossip's smoothed round trip to the peer when sent, or -1 if it had none. */
     long gossipRtt = -1;
+    /** The forwarding timeout it was sent with. */
+    long timeout;
+    /** The tag its STREAM messages carry (when {@code output} is set). */
+    long streamTag;
+    /** Its output received so far, when it was asked to stream; else null. */
+    ExecutionOutput.Attempt output;
     /** The next check of the peer's liveness while the answer is awaited, or null. */
     volatile Scheduler.Cancellable watch;
     final AtomicBoolean released = new AtomicBoolean();
@@ -1398,6 +1653,29 @@ public final class RouterNode implements PrefixRouterNode {
     }
   }
 
+  /**
+   * The future of a request submitted here: cancelling it abandons the request (its engine run
+   * is cancelled, its forward in flight gets a CANCEL).
+   */
+  private static final class ClientFuture extends CompletableFuture<InferenceResponse> {
+    volatile Runnable onCancel;
+
+    @Override
+    public boolean cancel(boolean mayInterruptIfRunning) {
+      boolean cancelled = super.cancel(mayInterruptIfRunning);
+      Runnable r = onCancel;
+      if (cancelled && r != null) {
+        r.run();
+      }
+      return cancelled;
+    }
+
+    @Override
+    public <U> CompletableFuture<U> newIncompleteFuture() {
+      return new CompletableFuture<>();
+    }
+  }
+
   /** One request this node has taken on. */
   private static final class Execution {
     final InferenceRequest request;
@@ -1405,8 +1683,11 @@ public final class RouterNode implements PrefixRouterNode {
     final long scopeRoot;
     final int hops;
     final boolean fromPeer;
-    final CompletableFuture<InferenceResponse> future = new CompletableFuture<>();
+    /** A {@link ClientFuture} for a request submitted here. */
+    final CompletableFuture<InferenceResponse> future;
     final AtomicBoolean done = new AtomicBoolean();
+    /** The streamed output, when someone listens to it (set before routing); else null. */
+    volatile ExecutionOutput out;
     /** The sender and the origin (when another node), then every peer tried. */
     final String[] tried = new String[MAX_FORWARDS + 2];
     /** The node whose client submitted the request (this node, or as a FORWARD names it). */
@@ -1431,6 +1712,7 @@ public final class RouterNode implements PrefixRouterNode {
       this.scopeRoot = BlockHasher.scopeRoot(request.scope());
       this.hops = hops;
       this.fromPeer = sender != null;
+      this.future = sender != null ? new CompletableFuture<>() : new ClientFuture();
       this.origin = origin;
       if (sender != null) {
         tried[triedCount++] = sender;

@@ -99,8 +99,9 @@ class ForwardCodecFuzzTest {
   void unknownVersionsAreRejectedByName(@ForAll("validFrames") byte[] valid,
       @ForAll @IntRange(min = 0, max = 255) int version) {
     if (version == ForwardCodec.VERSION || (valid[0] == ForwardCodec.FORWARD
-        && version == ForwardCodec.SCOPED_FORWARD_VERSION)) {
-      return; // FORWARD speaks both (an unscoped body read as scoped is TRUNCATED, and a
+        && (version == ForwardCodec.SCOPED_FORWARD_VERSION
+            || version == ForwardCodec.STREAMING_FORWARD_VERSION))) {
+      return; // FORWARD speaks all three (an unscoped body read as scoped is TRUNCATED, and a
               // scoped one read as unscoped has TRAILING_BYTES: see ScopedForwardCodecTest)
     }
     byte[] m = valid.clone();
@@ -113,7 +114,7 @@ class ForwardCodecFuzzTest {
   @Property
   void unknownTypesAreRejectedByName(@ForAll("validFrames") byte[] valid,
       @ForAll @IntRange(min = 0, max = 255) int type) {
-    if (type >= ForwardCodec.FORWARD && type <= ForwardCodec.CANCEL) {
+    if (type >= ForwardCodec.FORWARD && type <= ForwardCodec.STREAM) {
       return;
     }
     byte[] m = valid.clone();
@@ -360,7 +361,15 @@ class ForwardCodecFuzzTest {
     Arbitrary<byte[]> failed = Combinators.combine(ids(), Arbitraries.strings().ofMaxLength(50))
         .as((id, m) -> ForwardCodec.failed(id, true, m));
     Arbitrary<byte[]> cancel = ids().map(id -> ForwardCodec.cancel(id, "n2"));
-    return Arbitraries.oneOf(fw, res, busy, failed, cancel);
+    Arbitrary<byte[]> streaming = Combinators.combine(requests(), Arbitraries.longs())
+        .as((r, tag) -> ForwardCodec.forward(r, "n0", 1, true, tag));
+    Arbitrary<byte[]> stream = Combinators.combine(ids(), Arbitraries.longs(),
+        Arbitraries.integers().between(0, 1000).array(int[].class).ofMaxSize(40),
+        Arbitraries.strings().ofMaxLength(40))
+        .as((id, tag, t, text) -> ForwardCodec.stream(id, tag, 3, t, 2,
+            new String(text.getBytes(java.nio.charset.StandardCharsets.UTF_8),
+                java.nio.charset.StandardCharsets.UTF_8)));
+    return Arbitraries.oneOf(fw, res, busy, failed, cancel, streaming, stream);
   }
 
   @Provide

@@ -1,0 +1,276 @@
+package io.github.prefixrouter.bench.stream;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import io.github.prefixrouter.testing.SimulatedEngine;
+import io.github.prefixrouter.testing.SimulatedScheduler;
+import io.github.prefixrouter.workload.Tokens;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * Streamed output in a simulated 4-node cluster, side by side in one process: the same
+ * requests, on the same seed, submitted without a listener ({@code whole}: the client gets the
+ * output with the answer) and with one, STREAM messages gathered per {@code streamInterval}
+ * (20 ms, the default) or sent per engine piece (0 ms).
+ *
+ * <pre>
+ * java -cp benchmarks/target/benchmarks.jar io.github.prefixrouter.bench.stream.StreamSimMain \
+ *     [--requests N] [--rounds N] [--warmup N] [--seed S] [--rate PER_SECOND]
+ * </pre>
+ *
+ * <p>Prints per mode, over the requests after the first 20%: the time to the first output
+ * (simulated: submission to the first piece, or to the answer without a listener) mean and p99,
+ * the latency to the answer (mean), the share forwarded, the network messages and bytes per
+ * request (gossip included) and the STREAM messages per forwarded request; then the wall time of
+ * the whole simulation (median of the rounds, modes alternating) and every ratio to
+ * {@code whole}.
+ */
+public final class StreamSimMain {
+
+  record Outcome(double ttftMeanMs, double ttftP99Ms, double latencyMeanMs, double forwarded,
+      double messagesPerRequest, double bytesPerRequest, double streamsPerForward, long failed,
+      long wallNanos) {}
+
+  private static final String[] MODES = {"whole", "stream-20ms", "stream-0ms"};
+
+  private StreamSimMain() {}
+
+  public static void main(String[] args) {
+    int requests = 3_000;
+    int rounds = 5;
+    long seed = 1;
+    double rate = 150;
+    int warmup = 4;
+    for (int i = 0; i < args.length; i++) {
+      switch (args[i]) {
+        case "--requests" -> requests = Integer.parseInt(args[++i]);
+        case "--rounds" -> rounds = Integer.parseInt(args[++i]);
+        case "--seed" -> seed = Long.parseLong(args[++i]);
+        case "--rate" -> rate = Double.parseDouble(args[++i]);
+        case "--warmup" -> warmup = Integer.parseInt(args[++i]);
+        default -> throw new IllegalArgumentException("unknown argument " + args[i]);
+      }
+    }
+    System.out.printf(Locale.ROOT, "4 nodes x 8 slots; 64 system prompts of 1,024 tokens (Zipf 1)"
+        + " + 16..143-token questions, 64 output tokens at 2 ms each (pieces of 4); %d requests at"
+        + " %.0f/s (Poisson); 1 ms one-way delay; seed %d; %d warm-up and %d measured rounds,"
+        + " modes alternating%n", requests, rate, seed, warmup, rounds);
+    for (int w = 0; w < warmup; w++) {
+      for (String mode : MODES) {
+        run(requests, seed, mode, rate); // warm-up of the JIT, not measured
+      }
+    }
+    long[][] wall = new long[MODES.length][rounds];
+    Outcome[] first = new Outcome[MODES.length];
+    for (int round = 0; round < rounds; round++) {
+      for (int m = 0; m < MODES.length; m++) {
+        Outcome o = run(requests, seed, MODES[m], rate);
+        wall[m][round] = o.wallNanos();
+        if (round == 0) {
+          first[m] = o;
+        }
+      }
+    }
+    System.out.println("mode          ttft-mean-ms  ttft-p99-ms  latency-mean-ms  forwarded"
+        + "  msgs/req  bytes/req  STREAMs/fwd  failed  wall-ms(median)");
+    double[] wallMs = new double[MODES.length];
+    for (int m = 0; m < MODES.length; m++) {
+      long[] w = wall[m].clone();
+      Arrays.sort(w);
+      wallMs[m] = w[w.length / 2] / 1e6;
+      Outcome o = first[m];
+      System.out.printf(Locale.ROOT, "%-12s  %12.1f  %11.1f  %15.1f  %9.3f  %8.2f  %9.0f  %11.2f"
+              + "  %6d  %15.1f%n", MODES[m], o.ttftMeanMs(), o.ttftP99Ms(), o.latencyMeanMs(),
+          o.forwarded(), o.messagesPerRequest(), o.bytesPerRequest(), o.streamsPerForward(),
+          o.failed(), wallMs[m]);
+    }
+    for (int m = 1; m < MODES.length; m++) {
+      Outcome a = first[m];
+      Outcome b = first[0];
+      System.out.printf(Locale.ROOT, "%s / whole: ttft mean %.3fx, latency mean %.3fx, messages"
+              + " %.3fx, bytes %.3fx, wall time %.3fx (rounds: %s vs %s)%n", MODES[m],
+          a.ttftMeanMs() / b.ttftMeanMs(), a.latencyMeanMs() / b.latencyMeanMs(),
+          a.messagesPerRequest() / b.messagesPerRequest(),
+          a.bytesPerRequest() / b.bytesPerRequest(), wallMs[m] / wallMs[0],
+          Arrays.toString(ms(wall[m])), Arrays.toString(ms(wall[0])));
+    }
+  }
+
+  private static String[] ms(long[] nanos) {
+    String[] s = new String[nanos.length];
+    for (int i = 0; i < nanos.length; i++) {
+      s[i] = String.format(Locale.ROOT, "%.0f", nanos[i] / 1e6);
+    }
+    return s;
+  }
+
+  static Outcome run(int requests, long seed, String mode, double rate) {
+    long wallStart = System.nanoTime();
+    boolean listen = !mode.equals("whole");
+    Duration interval = mode.equals("stream-0ms") ? Duration.ZERO : Duration.ofMillis(20);
+    SimulatedScheduler sim = new SimulatedScheduler();
+    InMemoryNetwork net = new InMemoryNetwork(sim, seed);
+    net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(1))
+        .withJitter(Duration.ofNanos(100_000)));
+    int n = 4;
+    List<PeerAddress> all = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      all.add(InMemoryNetwork.addressOf("n" + i));
+    }
+    RouterConfig cfg = RouterConfig.builder().treeCapacityTokens(65_536)
+        .streamInterval(interval).build();
+    List<PrefixRouterNode> nodes = new ArrayList<>();
+    long[] streams = new long[1];
+    for (int i = 0; i < n; i++) {
+      SimulatedEngine e = SimulatedEngine.builder().scheduler(sim).slots(8)
+          .capacityTokens(65_536).prefillOverheadNanos(2_000_000).prefillNanosPerToken(100_000)
+          .decodeNanosPerToken(2_000_000).vocabularySize(50_000).streamChunkTokens(4).build();
+      List<PeerAddress> seeds = new ArrayList<>(all);
+      seeds.remove(i);
+      PrefixRouterNode node = PrefixRouterNode.builder().nodeId("n" + i).config(cfg)
+          .transport(counting(net.transport("n" + i), streams)).engine(e).clock(sim)
+          .scheduler(sim)
+          .random(new SplittableRandom(seed * 31 + i)).seeds(seeds).build();
+      nodes.add(node);
+      node.start();
+    }
+    sim.advanceBy(Duration.ofSeconds(3).toNanos()); // membership converges
+    long messages0 = net.messagesSent();
+    long bytes0 = net.bytesSent();
+
+    SplittableRandom r = new SplittableRandom(seed);
+    int prompts = 64;
+    int[][] system = new int[prompts][];
+    for (int k = 0; k < prompts; k++) {
+      system[k] = Tokens.random(r, 1024, 50_000);
+    }
+    double[] cdf = new double[prompts];
+    double sum = 0;
+    for (int k = 0; k < prompts; k++) {
+      sum += 1.0 / (k + 1);
+      cdf[k] = sum;
+    }
+    long[] submitted = new long[requests];
+    long[] firstOutput = new long[requests];
+    long[] done = new long[requests];
+    List<CompletableFuture<InferenceResponse>> futures = new ArrayList<>();
+    long t = sim.nanoTime();
+    for (int q = 0; q < requests; q++) {
+      t += (long) (-Math.log(1 - r.nextDouble()) / rate * 1e9);
+      double u = r.nextDouble() * sum;
+      int k = 0;
+      while (cdf[k] < u) {
+        k++;
+      }
+      int[] prompt = Tokens.concat(system[k], Tokens.random(r, 16 + r.nextInt(128), 50_000));
+      int entry = r.nextInt(n);
+      sim.advanceTo(t);
+      submitted[q] = sim.nanoTime();
+      final int index = q;
+      InferenceRequest req = new InferenceRequest("q" + q, prompt, GenerationParams.greedy(64));
+      CompletableFuture<InferenceResponse> f;
+      if (listen) {
+        OutputListener l = (tokens, text) -> {
+          if (firstOutput[index] == 0 && tokens.length > 0) {
+            firstOutput[index] = sim.nanoTime();
+          }
+        };
+        f = nodes.get(entry).submit(req, l);
+      } else {
+        f = nodes.get(entry).submit(req);
+      }
+      f.whenComplete((v, err) -> {
+        done[index] = sim.nanoTime();
+        if (firstOutput[index] == 0) {
+          firstOutput[index] = done[index];
+        }
+      });
+      futures.add(f);
+    }
+    long deadline = sim.nanoTime() + Duration.ofMinutes(10).toNanos();
+    while (futures.stream().anyMatch(f -> !f.isDone()) && sim.nanoTime() < deadline) {
+      sim.advanceBy(Duration.ofMillis(100).toNanos());
+    }
+    long messages = net.messagesSent() - messages0;
+    long bytes = net.bytesSent() - bytes0;
+    int warmup = requests / 5;
+    double[] ttft = new double[requests - warmup];
+    double latency = 0;
+    long forwarded = 0;
+    long allForwarded = 0;
+    long failed = 0;
+    for (int q = 0; q < requests; q++) {
+      CompletableFuture<InferenceResponse> f = futures.get(q);
+      boolean ok = f.isDone() && !f.isCompletedExceptionally();
+      if (ok && f.join().forwarded()) {
+        allForwarded++;
+      }
+      if (q < warmup) {
+        continue;
+      }
+      if (!ok) {
+        failed++;
+      } else if (f.join().forwarded()) {
+        forwarded++;
+      }
+      ttft[q - warmup] = (firstOutput[q] - submitted[q]) / 1e6;
+      latency += (done[q] - submitted[q]) / 1e6;
+    }
+    nodes.forEach(PrefixRouterNode::stop);
+    sim.advanceBy(Duration.ofSeconds(5).toNanos());
+    Arrays.sort(ttft);
+    int measured = ttft.length;
+    return new Outcome(Arrays.stream(ttft).average().orElse(0),
+        ttft[(int) (measured * 0.99)], latency / measured, (double) forwarded / measured,
+        (double) messages / requests, (double) bytes / requests,
+        allForwarded == 0 ? 0 : (double) streams[0] / allForwarded, failed,
+        System.nanoTime() - wallStart);
+  }
+
+  /** Counts the STREAM messages (type 0x26) a node sends. */
+  private static Transport counting(Transport t, long[] streams) {
+    return new Transport() {
+      @Override
+      public void start(InboundHandler handler) {
+        t.start(handler);
+      }
+
+      @Override
+      public PeerAddress localAddress() {
+        return t.localAddress();
+      }
+
+      @Override
+      public void send(PeerAddress to, byte[] payload) {
+        if (payload.length > 0 && payload[0] == 0x26) {
+          streams[0]++;
+        }
+        t.send(to, payload);
+      }
+
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        return t.request(to, payload, timeout);
+      }
+
+      @Override
+      public void close() {
+        t.close();
+      }
+    };
+  }
+}

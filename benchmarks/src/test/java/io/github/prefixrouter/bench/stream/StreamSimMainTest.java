@@ -1,0 +1,28 @@
+package io.github.prefixrouter.bench.stream;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
+
+class StreamSimMainTest {
+
+  /**
+   * On a small run: streaming gets the first output out well before the answer, coalescing
+   * sends fewer STREAM messages than the engines give pieces (16 per request), and without a
+   * listener nothing is streamed.
+   */
+  @Test
+  void streamingShortensTheTimeToFirstOutputAndCoalescingSavesMessages() {
+    StreamSimMain.Outcome whole = StreamSimMain.run(300, 1, "whole", 150);
+    StreamSimMain.Outcome coalesced = StreamSimMain.run(300, 1, "stream-20ms", 150);
+    StreamSimMain.Outcome every = StreamSimMain.run(300, 1, "stream-0ms", 150);
+    assertEquals(0, whole.failed() + coalesced.failed() + every.failed());
+    assertEquals(0.0, whole.streamsPerForward());
+    assertEquals(whole.ttftMeanMs(), whole.latencyMeanMs(), 1e-9);
+    assertTrue(coalesced.ttftMeanMs() < whole.ttftMeanMs() / 2, coalesced + " vs " + whole);
+    assertTrue(coalesced.forwarded() > 0.05, "too few forwards to say anything: " + coalesced);
+    assertEquals(16.0, every.streamsPerForward(), 1e-9);
+    assertTrue(coalesced.streamsPerForward() < 8, coalesced.toString());
+  }
+}

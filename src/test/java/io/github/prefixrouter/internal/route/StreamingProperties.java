@@ -1,0 +1,154 @@
+package io.github.prefixrouter.internal.route;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.NodeNotRunningException;
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.atomic.AtomicInteger;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.constraints.DoubleRange;
+import net.jqwik.api.constraints.IntRange;
+import net.jqwik.api.constraints.LongRange;
+
+/**
+ * Streaming under faults: random clusters, a network that loses, duplicates, reorders and
+ * delays messages (STREAM messages included), engines that fail and stall, a peer that crashes,
+ * clients that cancel and a node that stops. Every request completes exactly once; the listener
+ * is never called after its future completed nor concurrently, and what it received is at every
+ * moment a prefix of the request's output (no repeat, no gap, never backwards); when the request
+ * succeeds, it is the whole output, equal to the response's tokens and text.
+ */
+class StreamingProperties {
+
+  @Property(tries = 12)
+  void everyStreamIsSeamlessAndEveryRequestCompletesOnce(
+      @ForAll @LongRange(min = 1, max = 1_000_000) long seed,
+      @ForAll @IntRange(min = 2, max = 4) int nodes,
+      @ForAll @IntRange(min = 1, max = 2) int hopLimit,
+      @ForAll @IntRange(min = 0, max = 3) int intervalChoice,
+      @ForAll @DoubleRange(min = 0, max = 0.3) double loss,
+      @ForAll @DoubleRange(min = 0, max = 0.3) double duplicate,
+      @ForAll @DoubleRange(min = 0, max = 0.5) double reorder,
+      @ForAll boolean crashAPeer,
+      @ForAll boolean stopANode) {
+    SplittableRandom r = new SplittableRandom(seed);
+    Duration interval = Duration.ofMillis(new int[] {0, 2, 10, 40}[intervalChoice]);
+    RouterConfig cfg = RouterConfig.builder()
+        .policy(r.nextBoolean() ? RoutingPolicy.COST_AWARE : RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).watermarks(1, 3).hopLimit(hopLimit)
+        .forwardTimeout(Duration.ofMillis(30), Duration.ofSeconds(5))
+        .engineTimeout(Duration.ofSeconds(20)).streamInterval(interval).build();
+    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
+    // engines stream pieces of different sizes: a fallback's pieces straddle what was emitted
+    AtomicInteger engines = new AtomicInteger((int) (seed % 5));
+    hooks.engineTweak = b -> b.random(new SplittableRandom(seed ^ 0x5EED))
+        .failureProbability(0.03).stallProbability(0.01)
+        .streamChunkTokens(1 + engines.getAndIncrement() % 5);
+    OracleCluster c = new OracleCluster(nodes, cfg, seed, hooks);
+    c.net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(2))
+        .withJitter(Duration.ofMillis(3)).withLoss(loss).withDuplicate(duplicate)
+        .withReorder(reorder));
+    c.rttNanos = Duration.ofMillis(4).toNanos();
+    c.start();
+
+    int[][] prefixes = new int[4][];
+    for (int i = 0; i < prefixes.length; i++) {
+      prefixes[i] = OracleCluster.prompt(seed * 31 + i, 160 + 32 * i);
+    }
+    int n = 60;
+    int crashAt = crashAPeer ? r.nextInt(n) : -1;
+    int stopAt = stopANode ? n / 2 + r.nextInt(n / 2) : -1;
+    List<InferenceRequest> reqs = new ArrayList<>();
+    List<CompletableFuture<InferenceResponse>> fs = new ArrayList<>();
+    List<StreamRecorder> recs = new ArrayList<>();
+    List<AtomicInteger> completions = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      if (i == crashAt) {
+        c.crash("n" + (nodes - 1));
+      }
+      if (i == stopAt) {
+        c.node("n0").stop(Duration.ofMillis(r.nextInt(200)));
+      }
+      int[] t = OracleCluster.concat(prefixes[r.nextInt(prefixes.length)],
+          OracleCluster.prompt(r.nextLong(), 8 + r.nextInt(40)));
+      InferenceRequest q = new InferenceRequest("r" + i, t,
+          GenerationParams.greedy(1 + r.nextInt(30)));
+      reqs.add(q);
+      StreamRecorder rec = new StreamRecorder(OracleCluster.expected(q), c.sim::nanoTime);
+      CompletableFuture<InferenceResponse> f = c.node("n" + r.nextInt(nodes)).submit(q, rec);
+      rec.future = f;
+      AtomicInteger counter = new AtomicInteger();
+      f.whenComplete((v, e) -> counter.incrementAndGet());
+      recs.add(rec);
+      fs.add(f);
+      completions.add(counter);
+      c.sim.advanceBy(r.nextLong(Duration.ofMillis(8).toNanos()));
+      // some clients give up on an earlier request
+      if (r.nextInt(10) == 0) {
+        fs.get(r.nextInt(fs.size())).cancel(true);
+      }
+    }
+    c.sim.advanceBy(Duration.ofMinutes(30).toNanos());
+
+    int succeeded = 0;
+    java.util.Map<String, Integer> outcomes = new java.util.TreeMap<>();
+    for (int i = 0; i < n; i++) {
+      CompletableFuture<InferenceResponse> f = fs.get(i);
+      StreamRecorder rec = recs.get(i);
+      assertTrue(f.isDone(), "request " + i + " never completed");
+      assertEquals(1, completions.get(i).get(), "request " + i + " completed more than once");
+      assertTrue(rec.clean(), "request " + i + ": " + rec);
+      try {
+        InferenceResponse resp = f.join();
+        succeeded++;
+        assertArrayEquals(OracleCluster.expected(reqs.get(i)), resp.result().outputTokens());
+        assertArrayEquals(resp.result().outputTokens(), rec.tokens(),
+            "request " + i + ": the stream is not the answer: " + rec);
+        assertEquals(resp.result().text(), rec.text.toString());
+      } catch (CancellationException e) {
+        outcomes.merge("cancelled", 1, Integer::sum); // a client's cancel
+      } catch (CompletionException e) {
+        Throwable cause = e.getCause();
+        outcomes.merge(cause.getClass().getSimpleName() + ": " + (cause.getCause() == null
+            ? "" : cause.getCause().getClass().getSimpleName()), 1, Integer::sum);
+        if (!(cause instanceof RequestFailedException || cause instanceof NodeNotRunningException)) {
+          fail("request " + i + " failed with " + cause);
+        }
+      }
+    }
+    assertTrue(succeeded >= n / 10, "too few answers to say anything: " + succeeded + ", "
+        + outcomes);
+    long requests = 0;
+    long resolved = 0;
+    long inFlight = 0;
+    long divergences = 0;
+    for (RouterNode node : c.nodes.values()) {
+      NodeStats s = node.stats();
+      requests += s.requests();
+      resolved += s.servedLocally() + s.forwarded() + s.failed();
+      inFlight += s.inFlight();
+      divergences += node.outputDivergences();
+    }
+    assertEquals(requests, resolved, "answers counted once each");
+    assertEquals(0, inFlight);
+    assertEquals(0, divergences, "deterministic engines never diverge");
+  }
+}

@@ -1,0 +1,502 @@
+package io.github.prefixrouter.internal.route;
+
+import static io.github.prefixrouter.internal.route.OracleCluster.concat;
+import static io.github.prefixrouter.internal.route.OracleCluster.expected;
+import static io.github.prefixrouter.internal.route.OracleCluster.prompt;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.OutputDivergedException;
+import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Streamed output: {@code submit(request, listener)} gives the output while it is generated,
+ * on the local engine and across peers (relays included), seamlessly across fallbacks, and
+ * fails with {@link OutputDivergedException} when attempts disagree.
+ */
+class StreamingTest {
+
+  static final int[] PREFIX = prompt(42, 480);
+  static final long MS = 1_000_000L;
+
+  static InferenceRequest generating(String id, long seed, int maxTokens) {
+    return new InferenceRequest(id, concat(PREFIX, prompt(seed, 40)),
+        GenerationParams.greedy(maxTokens));
+  }
+
+  /** Forwards to the peer holding the prefix (n1), which streams every piece at once. */
+  static RouterConfig forwarding(Duration streamInterval) {
+    return RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false)
+        .streamInterval(streamInterval).build();
+  }
+
+  static StreamRecorder recorder(OracleCluster c, InferenceRequest r) {
+    return new StreamRecorder(expected(r), c.sim::nanoTime);
+  }
+
+  static CompletableFuture<InferenceResponse> submit(OracleCluster c, String at,
+      InferenceRequest r, StreamRecorder rec) {
+    CompletableFuture<InferenceResponse> f = c.node(at).submit(r, rec);
+    rec.future = f;
+    return f;
+  }
+
+  static void runUntilDone(OracleCluster c, CompletableFuture<?> f) {
+    long deadline = c.sim.nanoTime() + Duration.ofMinutes(10).toNanos();
+    while (!f.isDone() && c.sim.nanoTime() < deadline && c.sim.runNext()) {
+      // keep going
+    }
+  }
+
+  /** Counts the STREAM messages a node sends. */
+  static OracleCluster.Hooks countingStreams(AtomicInteger streams) {
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.transportWrap = t -> new io.github.prefixrouter.testing.ForwardingTransport(t) {
+      @Override
+      public void send(PeerAddress to, byte[] payload) {
+        if (payload.length > 0 && payload[0] == ForwardCodec.STREAM) {
+          streams.incrementAndGet();
+        }
+        super.send(to, payload);
+      }
+    };
+    return h;
+  }
+
+  @Test
+  void aLocalRequestStreamsWhileItDecodes() {
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1).start();
+    InferenceRequest r = generating("r1", 1, 40); // 10 pieces of 4 tokens, 5 ms per token
+    StreamRecorder rec = recorder(c, r);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    runUntilDone(c, f);
+    long doneAt = c.sim.nanoTime();
+    InferenceResponse resp = f.join();
+    assertArrayEquals(resp.result().outputTokens(), rec.tokens());
+    assertTrue(rec.clean(), rec.toString());
+    assertEquals(10, rec.pieces.size(), rec.toString());
+    // the first piece came after 4 decoded tokens, long before the answer
+    assertTrue(rec.times.get(0) <= doneAt - 35 * 5 * MS, rec.times + " vs " + doneAt);
+  }
+
+  @Test
+  void aForwardedRequestStreamsFromThePeer() {
+    AtomicInteger streams = new AtomicInteger();
+    OracleCluster c = new OracleCluster(2, forwarding(Duration.ZERO), 1,
+        countingStreams(streams)).rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(9, 40)));
+    InferenceRequest r = generating("r1", 1, 40);
+    StreamRecorder rec = recorder(c, r);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    runUntilDone(c, f);
+    long doneAt = c.sim.nanoTime();
+    InferenceResponse resp = f.join();
+    assertTrue(resp.forwarded());
+    assertEquals("n1", resp.servedBy());
+    assertArrayEquals(expected(r), rec.tokens());
+    assertTrue(rec.clean(), rec.toString());
+    assertEquals(10, streams.get(), "with no interval, one STREAM per engine piece");
+    assertEquals(10, rec.pieces.size(), rec.toString());
+    assertTrue(rec.times.get(0) <= doneAt - 35 * 5 * MS, rec.times + " vs " + doneAt);
+    assertEquals(0, c.node("n0").strayStreamMessages());
+  }
+
+  @Test
+  void aServingPeerSendsAtMostOneStreamMessagePerInterval() {
+    AtomicInteger streams = new AtomicInteger();
+    // 4 tokens per 20 ms at the engine, an interval of 50 ms: pieces are gathered
+    OracleCluster c = new OracleCluster(2, forwarding(Duration.ofMillis(50)), 1,
+        countingStreams(streams)).rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(9, 40)));
+    InferenceRequest r = generating("r1", 1, 80); // 400 ms of decode
+    StreamRecorder rec = recorder(c, r);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    runUntilDone(c, f);
+    assertArrayEquals(expected(r), rec.tokens());
+    assertTrue(rec.clean(), rec.toString());
+    // 19 engine pieces before the answer; the first at once, then one per 50 ms
+    assertTrue(streams.get() >= 6 && streams.get() <= 9, "STREAM messages: " + streams.get());
+    for (int i = 2; i < rec.times.size() - 1; i++) {
+      assertTrue(rec.times.get(i) - rec.times.get(i - 1) >= 50 * MS - 1,
+          "pieces closer than the interval: " + rec.times);
+    }
+  }
+
+  @Test
+  void aForwardThatFailsMidStreamFallsBackAndTheStreamStaysSeamless() {
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false).streamInterval(Duration.ZERO)
+        .peerTimeouts(Duration.ofMillis(400), Duration.ofSeconds(4)).build();
+    // n0's engine streams pieces of 5 tokens, n1's of 4: the fallback's pieces straddle what
+    // the client already has
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    AtomicInteger engines = new AtomicInteger(5);
+    h.engineTweak = b -> b.streamChunkTokens(engines.getAndDecrement());
+    OracleCluster c = new OracleCluster(2, cfg, 1, h).rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(9, 40)));
+    InferenceRequest r = generating("r1", 1, 60); // 300 ms of decode at n1
+    StreamRecorder rec = recorder(c, r);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    c.sim.advanceBy(150 * MS);
+    int before = rec.tokens().length;
+    assertTrue(before >= 12 && before % 5 != 0, "n1 streamed " + rec);
+    c.crash("n1"); // mid-stream: n0 notices, and runs the request itself
+    runUntilDone(c, f);
+    InferenceResponse resp = f.join();
+    assertEquals("n0", resp.servedBy());
+    assertEquals(FallbackCause.UNREACHABLE, resp.fallbackCause());
+    assertArrayEquals(expected(r), rec.tokens(), "repeats or gaps in " + rec);
+    assertTrue(rec.clean(), rec.toString());
+  }
+
+  /** An engine that answers differently on each node: it breaks the determinism contract. */
+  static InferenceEngine skewed(InferenceEngine e, int salt) {
+    return new InferenceEngine() {
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+        return execute(request, OutputListener.IGNORE);
+      }
+
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest request,
+          OutputListener listener) {
+        return e.execute(request, (t, s) -> listener.onOutput(skew(t, salt), s))
+            .thenApply(res -> new EngineResult(skew(res.outputTokens(), salt), res.text(),
+                res.promptTokens(), res.cachedPromptTokens(), res.prefillNanos(),
+                res.decodeNanos()));
+      }
+
+      @Override
+      public EngineLoad load() {
+        return e.load();
+      }
+
+      @Override
+      public void cancel(String requestId) {
+        e.cancel(requestId);
+      }
+    };
+  }
+
+  static int[] skew(int[] t, int salt) {
+    int[] o = t.clone();
+    for (int i = 0; i < o.length; i++) {
+      o[i] ^= salt;
+    }
+    return o;
+  }
+
+  @Test
+  void attemptsThatDisagreeFailTheRequestWithATypedError() {
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false).streamInterval(Duration.ZERO)
+        .peerTimeouts(Duration.ofMillis(400), Duration.ofSeconds(4)).build();
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    AtomicInteger salts = new AtomicInteger();
+    h.engineWrap = e -> skewed(e, salts.incrementAndGet());
+    OracleCluster c = new OracleCluster(2, cfg, 1, h).rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(9, 40)));
+    InferenceRequest r = generating("r1", 1, 60);
+    StreamRecorder rec = new StreamRecorder(null, c.sim::nanoTime);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    c.sim.advanceBy(150 * MS);
+    assertTrue(rec.tokens().length >= 12, rec.toString());
+    c.crash("n1"); // n0's own engine takes over, and answers differently
+    runUntilDone(c, f);
+    CompletionException e = assertThrows(CompletionException.class, f::join);
+    OutputDivergedException d = assertInstanceOf(OutputDivergedException.class, e.getCause());
+    assertEquals("r1", d.requestId());
+    assertTrue(d.getMessage().contains("token 0"), d.getMessage());
+    assertEquals(1, c.node("n0").outputDivergences());
+    assertEquals(1, c.node("n0").stats().failed());
+    assertEquals(1, c.engine("n0").stats().cancelled(), "the diverging run went on");
+    assertTrue(rec.clean(), rec.toString());
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
+  @Test
+  void aFinalAnswerThatContradictsTheStreamFailsTheRequest() {
+    // the engine streams one output and answers another
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.engineWrap = e -> new InferenceEngine() {
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+        return e.execute(request);
+      }
+
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest request,
+          OutputListener listener) {
+        return e.execute(request, listener).thenApply(res -> new EngineResult(
+            skew(res.outputTokens(), 1), "", res.promptTokens(), res.cachedPromptTokens(),
+            res.prefillNanos(), res.decodeNanos()));
+      }
+    };
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1, h).start();
+    InferenceRequest r = generating("r1", 1, 20);
+    StreamRecorder rec = recorder(c, r);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    runUntilDone(c, f);
+    CompletionException e = assertThrows(CompletionException.class, f::join);
+    assertInstanceOf(OutputDivergedException.class, e.getCause());
+    assertEquals(1, c.node("n0").outputDivergences());
+    assertTrue(rec.clean(), rec.toString());
+    // without a listener nothing is compared: the answer is the engine's
+    assertFalse(c.node("n0").submit(generating("r2", 2, 20)).isCompletedExceptionally());
+  }
+
+  /** A peer (not a node) that sends FORWARDs by hand and records what comes back. */
+  static final class FakePeer {
+    final Transport t;
+    final List<ForwardCodec.Stream> streams = new ArrayList<>();
+
+    FakePeer(OracleCluster c, String id) {
+      t = c.net.transport(id);
+      t.start(new Transport.InboundHandler() {
+        @Override
+        public void onMessage(PeerAddress from, byte[] payload) {
+          try {
+            if (ForwardCodec.decode(payload) instanceof ForwardCodec.Stream s) {
+              streams.add(s);
+            }
+          } catch (Exception e) {
+            throw new AssertionError(e);
+          }
+        }
+
+        @Override
+        public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+          return CompletableFuture.completedFuture(new byte[0]);
+        }
+      });
+    }
+
+    int[] streamedTokens(long tag) {
+      List<Integer> out = new ArrayList<>();
+      for (ForwardCodec.Stream s : streams) {
+        assertEquals(tag, s.streamTag());
+        assertEquals(out.size(), s.tokenOffset(), "a gap or an overlap");
+        for (int x : s.tokens()) {
+          out.add(x);
+        }
+      }
+      return out.stream().mapToInt(Integer::intValue).toArray();
+    }
+  }
+
+  static ForwardCodec.Result result(CompletableFuture<byte[]> f) {
+    try {
+      return (ForwardCodec.Result) ForwardCodec.decode(f.join());
+    } catch (Exception e) {
+      throw new AssertionError(e);
+    }
+  }
+
+  @Test
+  void aRelayPassesThePiecesOnToItsSender() {
+    // hop limit 2: x forwards r1 (streaming) to n0, which relays it to n1 (warm for its prefix)
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false).hopLimit(2)
+        .streamInterval(Duration.ZERO).build();
+    OracleCluster c = new OracleCluster(2, cfg, 1).rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(1, 40)));
+    FakePeer x = new FakePeer(c, "x");
+    InferenceRequest r = generating("r1", 2, 40);
+    long tag = 0x1234_5678_9ABCL;
+    CompletableFuture<byte[]> answer = x.t.request(InMemoryNetwork.addressOf("n0"),
+        ForwardCodec.forward(r, "x", 1, true, tag), Duration.ofSeconds(30));
+    c.sim.runUntilIdle(1_000_000);
+    ForwardCodec.Result res = result(answer);
+    assertEquals("n1", res.servedBy());
+    assertArrayEquals(expected(r), res.result().outputTokens());
+    int[] streamed = x.streamedTokens(tag);
+    assertArrayEquals(expected(r), streamed, "10 pieces of 4, the last just before the answer");
+    assertEquals(1, c.node("n0").stats().servedForPeers() + c.node("n1").stats().servedForPeers());
+  }
+
+  @Test
+  void aPeerFromBeforeStreamingServesTheRequestWithoutStreaming() {
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    AtomicInteger rejected = new AtomicInteger();
+    h.transportWrap = t -> t.localAddress().nodeId().equals("n1")
+        ? BeforeScopesTransport.wrap(t, () -> true, new BeforeScopesTransport.Observer() {
+          @Override
+          public void rejected() {
+            rejected.incrementAndGet();
+          }
+        })
+        : t;
+    OracleCluster c = new OracleCluster(2, forwarding(Duration.ZERO), 1, h)
+        .rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(9, 40)));
+    for (int i = 1; i <= 2; i++) {
+      InferenceRequest r = generating("r" + i, i, 20);
+      StreamRecorder rec = recorder(c, r);
+      CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+      runUntilDone(c, f);
+      InferenceResponse resp = f.join();
+      assertEquals("n1", resp.servedBy(), "served by the old peer all the same");
+      assertEquals(FallbackCause.NONE, resp.fallbackCause());
+      assertEquals(1, resp.attempts());
+      assertArrayEquals(expected(r), rec.tokens());
+      assertEquals(1, rec.pieces.size(), "the whole output at the answer");
+      assertTrue(rec.clean(), rec.toString());
+    }
+    assertEquals(1, rejected.get(), "asked to stream once, then remembered");
+  }
+
+  @Test
+  void cancellingTheFutureCancelsTheRunOnTheEngine() {
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1).start();
+    InferenceRequest r = generating("r1", 1, 100);
+    StreamRecorder rec = recorder(c, r);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    c.sim.advanceBy(100 * MS);
+    assertTrue(f.cancel(true));
+    assertThrows(CancellationException.class, f::join);
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(1, c.engine("n0").stats().cancelled());
+    assertEquals(0, c.engine("n0").stats().completed());
+    assertEquals(1, c.node("n0").stats().failed());
+    assertEquals(0, c.node("n0").stats().inFlight());
+    assertEquals(0, rec.afterCompletion, rec.toString());
+    // without a listener too
+    CompletableFuture<InferenceResponse> g = c.node("n0").submit(generating("r2", 2, 100));
+    c.sim.advanceBy(100 * MS);
+    g.cancel(false);
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(2, c.engine("n0").stats().cancelled());
+    assertTrue(g.isCancelled());
+  }
+
+  @Test
+  void cancellingTheFutureOfAForwardedRequestCancelsItAtThePeer() {
+    OracleCluster c = new OracleCluster(2, forwarding(Duration.ZERO), 1)
+        .rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(9, 40)));
+    InferenceRequest r = generating("r1", 1, 100);
+    StreamRecorder rec = recorder(c, r);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    c.sim.advanceBy(100 * MS);
+    assertTrue(rec.tokens().length > 0);
+    f.cancel(true);
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(1, c.engine("n1").stats().cancelled(), "the CANCEL did not reach n1's engine");
+    assertEquals(0, c.engine("n0").stats().requests(), "ran locally after the cancel");
+    assertEquals(0, c.node("n0").stats().inFlight());
+    assertEquals(0, c.node("n1").stats().inFlight());
+    assertEquals(0, rec.afterCompletion, rec.toString());
+  }
+
+  @Test
+  void aListenerThatThrowsAbandonsTheRequest() {
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1).start();
+    AtomicInteger calls = new AtomicInteger();
+    IllegalStateException boom = new IllegalStateException("client gone");
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(generating("r1", 1, 100),
+        (t, s) -> {
+          calls.incrementAndGet();
+          throw boom;
+        });
+    runUntilDone(c, f);
+    CompletionException e = assertThrows(CompletionException.class, f::join);
+    RequestFailedException rf = assertInstanceOf(RequestFailedException.class, e.getCause());
+    assertSame(boom, rf.getCause());
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(1, calls.get());
+    assertEquals(1, c.engine("n0").stats().cancelled());
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
+  @Test
+  void streamMessagesOfNoCurrentAttemptAreIgnoredAndCounted() {
+    OracleCluster c = new OracleCluster(2, forwarding(Duration.ZERO), 1)
+        .rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(9, 40)));
+    FakePeer x = new FakePeer(c, "x");
+    InferenceRequest r = generating("r1", 1, 40);
+    StreamRecorder rec = recorder(c, r);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    c.sim.advanceBy(60 * MS);
+    long tag = c.node("n0").streamTagOf("r1");
+    int[] forged = {1, 2, 3};
+    PeerAddress n0 = InMemoryNetwork.addressOf("n0");
+    // the right tag from the wrong sender; another tag; another request id
+    x.t.send(n0, ForwardCodec.stream("r1", tag, 0, forged, 0, ""));
+    c.net.transport("n1-imposter").send(n0, ForwardCodec.stream("r1", tag ^ 1, 0, forged, 0, ""));
+    x.t.send(n0, ForwardCodec.stream("r9", tag, 0, forged, 0, ""));
+    // garbage in the forwarding range
+    x.t.send(n0, new byte[] {ForwardCodec.STREAM, 1, 2, 'r'});
+    runUntilDone(c, f);
+    assertArrayEquals(expected(r), rec.tokens());
+    assertTrue(rec.clean(), rec.toString());
+    assertEquals(3, c.node("n0").strayStreamMessages());
+    assertEquals(1, c.node("n0").malformedMessages());
+    // a STREAM after the answer: no current attempt
+    c.net.transport("n1-late").send(n0, ForwardCodec.stream("r1", tag, 0, forged, 0, ""));
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(4, c.node("n0").strayStreamMessages());
+  }
+
+  @Test
+  void engineCallsAfterTheResultAreIgnored() {
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.engineWrap = e -> new InferenceEngine() {
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+        return e.execute(request);
+      }
+
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest request,
+          OutputListener listener) {
+        CompletableFuture<EngineResult> f = e.execute(request, listener);
+        // a contract violation: more output after the result
+        return f.whenComplete((res, err) -> listener.onOutput(new int[] {7, 7}, "late"));
+      }
+    };
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1, h).start();
+    InferenceRequest r = generating("r1", 1, 20);
+    StreamRecorder rec = recorder(c, r);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    runUntilDone(c, f);
+    c.sim.runUntilIdle(1_000_000);
+    assertArrayEquals(expected(r), f.join().result().outputTokens());
+    assertArrayEquals(expected(r), rec.tokens());
+    assertTrue(rec.clean(), rec.toString());
+    assertEquals("", rec.text.toString());
+  }
+}
