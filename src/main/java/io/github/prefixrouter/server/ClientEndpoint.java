@@ -8,6 +8,7 @@ import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeNotRunningException;
+import io.github.prefixrouter.OutputDivergedException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.internal.json.Json;
@@ -429,11 +430,16 @@ final class ClientEndpoint {
   /**
    * The kind of a failed request, for the error event of a streamed answer: {@code busy} and
    * {@code not_running} (503), {@code invalid_request} (400), {@code timeout} (504),
-   * {@code failed} (502), as {@link #failureStatus}.
+   * {@code failed} (502), as {@link #failureStatus}; {@code output_diverged} (502) when a
+   * fallback's output disagreed with what the stream had already given, which the client must
+   * then discard ({@link OutputDivergedException}).
    */
   static String failureType(Throwable failure) {
     if (failure instanceof NodeNotRunningException) {
       return "not_running";
+    }
+    if (failure instanceof OutputDivergedException) {
+      return "output_diverged";
     }
     return switch (failureStatus(failure)) {
       case 503 -> "busy";

@@ -78,6 +78,9 @@ public final class NodeOptions {
           "                           engine's timings refine it (routing cost); default 100000",
           "  --peer-max-handling-ms N how long this node may take to answer a peer's forward",
           "                           (then 504 to the peer); default 300000",
+          "  --stream-interval-ms N   how often at most a forwarded request's output goes back",
+          "                           to the node streaming it to its client; 0 sends every",
+          "                           piece at once; default 20",
           "  --watermarks LOW,HIGH    engine queue push-back watermarks; default 16,32",
           "  --peer-reader-threads N  requests read at once on the peer port, a thread each; a",
           "                           connection beyond is closed at once; default 64",
@@ -101,7 +104,7 @@ public final class NodeOptions {
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "ready-file",
           "shutdown-grace-ms", "engine-request-timeout-ms", "engine-timeout-ms",
-          "peer-max-handling-ms", "initial-prefill-ns-per-token", "help");
+          "peer-max-handling-ms", "initial-prefill-ns-per-token", "stream-interval-ms", "help");
 
   private static final Set<String> FLAGS_WITHOUT_VALUE = Set.of("insecure", "help");
 
@@ -267,6 +270,9 @@ public final class NodeOptions {
     Duration engineTimeout = millis(v, "engine-timeout-ms");
     if (engineTimeout != null) {
       cb.engineTimeout(engineTimeout);
+    }
+    if (v.containsKey("stream-interval-ms")) {
+      cb.streamInterval(Duration.ofMillis(longValue(v, "stream-interval-ms", 20)));
     }
     if (v.containsKey("hop-limit")) {
       cb.hopLimit(intValue(v, "hop-limit", 1));

@@ -12,6 +12,7 @@ import static org.mockito.Mockito.when;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeNotRunningException;
+import io.github.prefixrouter.OutputDivergedException;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RequestFailedException;
@@ -273,6 +274,8 @@ class ClientEndpointStreamTest {
         new InvalidRequestException("server answered HTTP 400: too long")));
     failures.put("not_running 503",
         new NodeNotRunningException("solo", PrefixRouterNode.State.STOPPING));
+    failures.put("output_diverged 502", new OutputDivergedException("q1",
+        "the fallback's output differs from the streamed output at token 1"));
     int n = 0;
     for (Map.Entry<String, RuntimeException> f : failures.entrySet()) {
       CompletableFuture<HttpResponse<InputStream>> sent = postStreaming(stream("[1]"));

@@ -176,6 +176,14 @@ class NodeMainTest {
         "250000").config.initialPrefillNanosPerToken());
     assertMessage("initialPrefillNanosPerToken", () -> parse("--id", "a", "--listen", "h:1",
         "--initial-prefill-ns-per-token", "0"));
+    assertEquals(java.time.Duration.ZERO, parse("--id", "a", "--listen", "h:1",
+        "--stream-interval-ms", "0").config.streamInterval());
+    assertEquals(java.time.Duration.ofMillis(50), parse("--id", "a", "--listen", "h:1",
+        "--stream-interval-ms", "50").config.streamInterval());
+    assertEquals(io.github.prefixrouter.RouterConfig.defaults().streamInterval(),
+        d.config.streamInterval());
+    assertMessage("streamInterval", () -> parse("--id", "a", "--listen", "h:1",
+        "--stream-interval-ms", "60000"));
     assertMessage("--engine-request-timeout-ms needs --engine URL",
         () -> parse("--id", "a", "--listen", "h:1", "--engine-request-timeout-ms", "1000"));
   }

@@ -16,6 +16,11 @@ class SimulatedEngineContractTest extends InferenceEngineContractTest {
   }
 
   @Override
+  protected boolean streamsWholeOutput() {
+    return true; // the last piece goes with the result
+  }
+
+  @Override
   protected boolean failNextRequest(InferenceEngine engine) {
     ((SimulatedEngine) engine).failNext(1);
     return true;

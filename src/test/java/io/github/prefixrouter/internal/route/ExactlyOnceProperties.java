@@ -28,7 +28,7 @@ import net.jqwik.api.constraints.LongRange;
  * Every submitted request completes exactly once, with the answer its prompt deserves, whatever
  * the network loses, duplicates or reorders and whatever engines fail or stall.
  */
-class ExactlyOnceProperty {
+class ExactlyOnceProperties {
 
   @Property(tries = 8)
   void everyRequestCompletesExactlyOnce(
