@@ -25,6 +25,8 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Stopping a node process (what SIGTERM does) answers every request its clients sent: those the
@@ -130,8 +132,10 @@ class NodeShutdownTest {
     }
   }
 
-  @Test
-  void requestsStillRunningWhenTheGracePeriodEndsAre503() throws Exception {
+  /** Streamed or not, nothing was answered before the grace period ended: each is a 503. */
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void requestsStillRunningWhenTheGracePeriodEndsAre503(boolean streamed) throws Exception {
     try (FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
       server.hold(); // never released before the node stops
       NodeOptions o = NodeOptions.parse(new String[] {"--id", "solo", "--listen", "127.0.0.1:0",
@@ -140,7 +144,8 @@ class NodeShutdownTest {
           Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
       NodeMain.Running r = NodeMain.start(o);
       HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
-      List<CompletableFuture<HttpResponse<String>>> fs = sendAll(c, r.clientAddress);
+      List<CompletableFuture<HttpResponse<String>>> fs = streamed
+          ? sendAllStreaming(c, r.clientAddress) : sendAll(c, r.clientAddress);
       assertTrue(server.awaitArrived(N, Duration.ofSeconds(20)));
 
       CompletableFuture.runAsync(r::close).get(60, TimeUnit.SECONDS);
@@ -152,32 +157,6 @@ class NodeShutdownTest {
         assertTrue(resp.body().contains("STOPPING"), resp.body());
       }
       assertEquals(N, r.node.stats().failed());
-    }
-  }
-
-  @Test
-  void streamsStillRunningWhenTheGracePeriodEndsAre503AndAnsweredOnesEndWithDone()
-      throws Exception {
-    try (FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
-      server.hold();
-      NodeOptions o = NodeOptions.parse(new String[] {"--id", "solo", "--listen", "127.0.0.1:0",
-          "--client", "127.0.0.1:0", "--engine", server.baseUrl(),
-          "--shutdown-grace-ms", "300"},
-          Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
-      NodeMain.Running r = NodeMain.start(o);
-      HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
-      List<CompletableFuture<HttpResponse<String>>> fs = sendAllStreaming(c, r.clientAddress);
-      assertTrue(server.awaitArrived(N, Duration.ofSeconds(20)));
-
-      CompletableFuture.runAsync(r::close).get(60, TimeUnit.SECONDS);
-      server.release();
-
-      // nothing was streamed before the grace period ended: each is a 503, as not streamed
-      for (CompletableFuture<HttpResponse<String>> f : fs) {
-        HttpResponse<String> resp = f.get(20, TimeUnit.SECONDS);
-        assertEquals(503, resp.statusCode(), resp.body());
-        assertTrue(resp.body().contains("STOPPING"), resp.body());
-      }
       assertEquals(0, r.endpoint.openStreams());
     }
   }
