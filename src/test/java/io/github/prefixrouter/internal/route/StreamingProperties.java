@@ -57,10 +57,13 @@ class StreamingProperties {
         .forwardTimeout(Duration.ofMillis(30), Duration.ofSeconds(5))
         .engineTimeout(Duration.ofSeconds(20)).streamInterval(interval).build();
     OracleCluster.Hooks hooks = new OracleCluster.Hooks();
-    // engines stream pieces of different sizes: a fallback's pieces straddle what was emitted
+    // engines stream pieces of different sizes: a fallback's pieces straddle what was emitted;
+    // four slots each, so that a stalled run does not hold the only slot for engineTimeout and
+    // time out every request queued behind it (with one slot, seed 145 on two nodes answered 5
+    // of 60 requests)
     AtomicInteger engines = new AtomicInteger((int) (seed % 5));
     hooks.engineTweak = b -> b.random(new SplittableRandom(seed ^ 0x5EED))
-        .failureProbability(0.03).stallProbability(0.01)
+        .slots(4).failureProbability(0.03).stallProbability(0.01)
         .streamChunkTokens(1 + engines.getAndIncrement() % 5);
     OracleCluster c = new OracleCluster(nodes, cfg, seed, hooks);
     c.net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(2))
