@@ -6,6 +6,7 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
+import io.github.prefixrouter.internal.route.RouterNode;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.Schedulers;
 import io.github.prefixrouter.transport.http.HttpTransport;
@@ -141,7 +142,8 @@ public final class NodeMain {
       HttpTransport t = transport;
       ReferenceEngine ref = reference;
       InferenceEngine eng = engine;
-      endpoint = new ClientEndpoint(node, () -> extraStats(t, ref, eng), 4096,
+      PrefixRouterNode n = node;
+      endpoint = new ClientEndpoint(node, () -> extraStats(n, t, ref, eng), 4096,
           java.time.Duration.ofSeconds(10), baseModel,
           o.clientReaderThreads != 0 ? o.clientReaderThreads : ClientEndpoint.DEFAULT_READER_THREADS,
           o.clientMaxUnfinishedReads != 0 ? o.clientMaxUnfinishedReads
@@ -184,9 +186,14 @@ public final class NodeMain {
   }
 
   /** The process's counters besides the node's and the client endpoint's. */
-  private static List<StatsTable.Section<?>> extraStats(HttpTransport t, ReferenceEngine e,
-      InferenceEngine engine) {
+  private static List<StatsTable.Section<?>> extraStats(PrefixRouterNode node, HttpTransport t,
+      ReferenceEngine e, InferenceEngine engine) {
     List<StatsTable.Section<?>> sections = new ArrayList<>();
+    if (node instanceof RouterNode rn) {
+      sections.add(StatsTables.PEER_MESSAGES.section("peer_messages",
+          new StatsTables.NodeInternalStats(rn.malformedMessages(), rn.strayStreamMessages(),
+              rn.outputDivergences())));
+    }
     sections.add(StatsTables.TRANSPORT.section("transport", t.stats()));
     if (e != null) {
       sections.add(StatsTables.REFERENCE_ENGINE.section("engine", e.stats()));

@@ -159,6 +159,25 @@ final class StatsTables {
               ReferenceEngine.Stats::cachedTokens)
           .build();
 
+  /** The node's counters of what it dropped or failed on its peer and stream paths. */
+  record NodeInternalStats(long malformed, long strayStreams, long outputDivergences) {}
+
+  /** {@code peer_messages} in {@code /v1/stats}. */
+  static final StatsTable<NodeInternalStats> PEER_MESSAGES =
+      StatsTable.<NodeInternalStats>builder()
+          .counter("malformed", P + "peer_messages_malformed_total",
+              "Messages from peers (gossip, forwarding, streamed output) that did not decode; "
+                  + "dropped.", NodeInternalStats::malformed)
+          .counter("stray_streams", P + "peer_messages_stray_streams_total",
+              "Streamed output from peers that belongs to no current forward (late, from "
+                  + "another peer, another tag or request); dropped.",
+              NodeInternalStats::strayStreams)
+          .counter("output_divergences", P + "output_divergences_total",
+              "Streamed requests failed because a run's output disagreed with what had "
+                  + "already been streamed: an engine that does not decode deterministically.",
+              NodeInternalStats::outputDivergences)
+          .build();
+
   /** The counters of a subscription to vLLM's KV events, subscriber and receiver together. */
   record KvEventStats(VllmKvEventSubscriber.Stats subscriber, VllmKvEventReceiver.Stats receiver) {}
 

@@ -59,8 +59,10 @@ class StatsJsonTest {
           "cold_placements", "served_for_peers", "refused_for_peers", "pushed_back", "fallbacks",
           "estimated_cached_tokens", "actual_cached_tokens", "prompt_tokens",
           "cached_prompt_tokens", "hit_rate", "gossip_bytes_in", "gossip_bytes_out",
-          "local_cached_tokens", "replica_blocks", "peers_live", "in_flight", "transport",
-          "engine", "client"), List.copyOf(s.keySet()));
+          "local_cached_tokens", "replica_blocks", "peers_live", "in_flight", "peer_messages",
+          "transport", "engine", "client"), List.copyOf(s.keySet()));
+      assertEquals(Map.of("malformed", 0L, "stray_streams", 0L, "output_divergences", 0L),
+          s.get("peer_messages"));
       assertEquals(List.of("requests_sent", "requests_failed", "requests_received",
           "messages_sent", "messages_dropped", "messages_failed", "messages_received",
           "outbound_busy", "inbound_busy", "auth_failures", "replays_rejected",

@@ -43,8 +43,12 @@ class StatsTablesTest {
   private static final StatsTables.ClientStats CLIENT =
       StatsFixtures.distinct(StatsTables.ClientStats.class, 500_000);
 
+  private static final StatsTables.NodeInternalStats PEER =
+      StatsFixtures.distinct(StatsTables.NodeInternalStats.class, 600_000);
+
   private static final List<StatsTable.Section<?>> ALL = List.of(
       StatsTables.NODE.section(null, NODE),
+      StatsTables.PEER_MESSAGES.section("peer_messages", PEER),
       StatsTables.TRANSPORT.section("transport", TRANSPORT),
       StatsTables.REFERENCE_ENGINE.section("engine", ENGINE),
       StatsTables.KV_EVENTS.section("kv_events", KV),
