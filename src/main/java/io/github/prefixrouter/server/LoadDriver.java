@@ -330,8 +330,11 @@ public final class LoadDriver {
   }
 
   /**
-   * A streamed answer: its pieces' token ids joined, the last event before {@code [DONE]} the
-   * answer; an error event, or a stream without {@code [DONE]}, is an error.
+   * A streamed answer: the token ids of all its events joined (the pieces', then whatever the
+   * answer's event carries that no piece did), the last event before {@code [DONE]} the answer.
+   * An error event is an error, and so is a stream that breaks the framing: no {@code [DONE]},
+   * an event for another request id, an answer event (one with {@code served_by}) that is not
+   * the last event or a last event that is not one, or data after {@code [DONE]}.
    */
   private static Sample parseStream(String id, String endpoint, int retries, int promptLength,
       String body, long firstPieceNanos) {
@@ -339,15 +342,24 @@ public final class LoadDriver {
       List<Map<?, ?>> events = new ArrayList<>();
       boolean done = false;
       for (String line : body.split("\n")) {
+        if (done) {
+          if (!line.isEmpty()) {
+            throw new IllegalArgumentException("data after [DONE]: " + line);
+          }
+          continue;
+        }
         if (!line.startsWith("data: ")) {
           continue;
         }
         String payload = line.substring("data: ".length());
         if (payload.equals("[DONE]")) {
           done = true;
-          break;
+          continue;
         }
         Map<?, ?> event = (Map<?, ?>) Json.parse(payload);
+        if (!id.equals(event.get("id"))) {
+          throw new IllegalArgumentException("an event of request " + event.get("id"));
+        }
         if (event.get("error") != null) {
           return new Sample(0, id, endpoint, null, false, null, 0, promptLength, -1, new int[0],
               retries, "stream failed: " + Json.write(event.get("error")), firstPieceNanos);
@@ -356,6 +368,13 @@ public final class LoadDriver {
       }
       if (!done || events.isEmpty()) {
         throw new IllegalArgumentException("the stream ended without [DONE]");
+      }
+      for (int i = 0; i < events.size(); i++) {
+        boolean isAnswer = events.get(i).containsKey("served_by");
+        if (isAnswer != (i == events.size() - 1)) {
+          throw new IllegalArgumentException(isAnswer
+              ? "the answer's event is not the last one" : "the last event is not the answer's");
+        }
       }
       int n = 0;
       List<int[]> pieces = new ArrayList<>();

@@ -87,10 +87,10 @@ class LoadDriverTest {
   @Test
   void aStreamThatFailsOrEndsWithoutDoneIsAnError() throws Exception {
     for (String body : List.of(
-        "data: {\"id\":\"x\",\"token_ids\":[1],\"text\":\"a\"}\n\n"
-            + "data: {\"id\":\"x\",\"error\":{\"message\":\"m\",\"type\":\"timeout\","
+        "data: {\"id\":\"load-0\",\"token_ids\":[1],\"text\":\"a\"}\n\n"
+            + "data: {\"id\":\"load-0\",\"error\":{\"message\":\"m\",\"type\":\"timeout\","
             + "\"status\":504}}\n\n",
-        "data: {\"id\":\"x\",\"token_ids\":[1],\"text\":\"a\"}\n\n")) {
+        "data: {\"id\":\"load-0\",\"token_ids\":[1],\"text\":\"a\"}\n\n")) {
       byte[] b = body.getBytes(java.nio.charset.StandardCharsets.UTF_8);
       try (StallingHttpPeer fake = new StallingHttpPeer("HTTP/1.1 200 OK\r\nContent-Type: "
           + "text/event-stream\r\nConnection: close\r\nContent-Length: " + b.length + "\r\n\r\n"
@@ -104,6 +104,69 @@ class LoadDriverTest {
             || s.error().contains("without [DONE]")), s.error());
         assertTrue(s.firstPieceNanos() > 0);
       }
+    }
+  }
+
+  /** The one answer of a run of one request against a fake endpoint that sends {@code body}. */
+  private static LoadDriver.Sample streamedAnswer(String body) throws Exception {
+    byte[] b = body.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    try (StallingHttpPeer fake = new StallingHttpPeer("HTTP/1.1 200 OK\r\nContent-Type: "
+        + "text/event-stream\r\nConnection: close\r\nContent-Length: " + b.length + "\r\n\r\n"
+        + body)) {
+      LoadDriver d = LoadDriver.builder().endpoints(List.of("127.0.0.1:" + fake.port()))
+          .concurrency(1).stream(true).requestTimeout(java.time.Duration.ofSeconds(5)).build();
+      LoadDriver.Result r = java.util.concurrent.CompletableFuture.supplyAsync(
+          () -> d.run(prompts(1))).get(30, java.util.concurrent.TimeUnit.SECONDS);
+      assertEquals(1, r.samples().size());
+      return r.samples().get(0);
+    }
+  }
+
+  private static String piece(String id, String tokens) {
+    return "data: {\"id\":\"" + id + "\",\"token_ids\":[" + tokens + "],\"text\":\"\"}\n\n";
+  }
+
+  private static String answerEvent(String id, String tokens) {
+    return "data: {\"id\":\"" + id + "\",\"served_by\":\"n9\",\"forwarded\":true,\"attempts\":2,"
+        + "\"fallback\":\"UNREACHABLE\",\"token_ids\":[" + tokens + "],\"text\":\"\","
+        + "\"prompt_tokens\":20,\"cached_tokens\":16,\"reason\":\"PEER_CHEAPER\"}\n\n";
+  }
+
+  private static final String DONE = "data: [DONE]\n\n";
+
+  @Test
+  void aStreamedAnswerIsItsEventsTokensJoinedEndedByTheAnswersEventAndDone() throws Exception {
+    // the answer's event carries what no piece did: it is joined too
+    LoadDriver.Sample s = streamedAnswer(
+        piece("load-0", "7,8") + piece("load-0", "9") + answerEvent("load-0", "10") + DONE);
+    assertEquals(null, s.error());
+    assertArrayEquals(new int[] {7, 8, 9, 10}, s.tokenIds());
+    assertEquals("n9", s.servedBy());
+    assertTrue(s.forwarded());
+    assertEquals("UNREACHABLE", s.fallback());
+    assertEquals(16, s.cachedTokens());
+    // an answer without pieces (an engine that does not stream gives its output at the end)
+    s = streamedAnswer(piece("load-0", "5,6") + answerEvent("load-0", "") + DONE);
+    assertArrayEquals(new int[] {5, 6}, s.tokenIds(), s.error());
+  }
+
+  @Test
+  void aStreamThatBreaksTheFramingIsAnError() throws Exception {
+    Map<String, String> broken = new java.util.LinkedHashMap<>();
+    broken.put("an event of another request",
+        piece("load-0", "7") + piece("load-1", "8") + answerEvent("load-0", "") + DONE);
+    broken.put("no answer event", piece("load-0", "7") + piece("load-0", "8") + DONE);
+    broken.put("a piece after the answer's event",
+        piece("load-0", "7") + answerEvent("load-0", "") + piece("load-0", "8") + DONE);
+    broken.put("two answer events",
+        piece("load-0", "7") + answerEvent("load-0", "") + answerEvent("load-0", "8") + DONE);
+    broken.put("data after [DONE]",
+        piece("load-0", "7") + answerEvent("load-0", "") + DONE + piece("load-0", "8"));
+    for (Map.Entry<String, String> e : broken.entrySet()) {
+      LoadDriver.Sample s = streamedAnswer(e.getValue());
+      assertTrue(s.error() != null && s.error().startsWith("unusable stream"),
+          e.getKey() + ": " + s.error());
+      assertEquals(0, s.tokenIds().length, e.getKey());
     }
   }
 
