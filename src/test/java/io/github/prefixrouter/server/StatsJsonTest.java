@@ -76,6 +76,25 @@ class StatsJsonTest {
           "reads_refused", "streams_open", "streams_cancelled"),
           List.copyOf(((Map<?, ?>) s.get("client")).keySet()));
       assertEquals("solo", s.get("node_id"));
+
+      // a peer message that does not decode (a STREAM cut after its version byte), sent with
+      // the cluster key, is counted as malformed and nothing else
+      byte[] key = java.util.HexFormat.of().parseHex(NodeMainTest.KEY_HEX);
+      try (io.github.prefixrouter.transport.http.HttpTransport peer =
+          io.github.prefixrouter.transport.http.HttpTransport.builder().nodeId("peer")
+              .listen("127.0.0.1", 0).clusterKey(key).build()) {
+        peer.start((from, payload) -> new java.util.concurrent.CompletableFuture<>());
+        peer.send(r.transport.localAddress(), new byte[] {0x26, 0x01});
+        Map<?, ?> counted = Map.of();
+        for (int i = 0; i < 200 && !Long.valueOf(1).equals(counted.get("malformed")); i++) {
+          Thread.sleep(25);
+          counted = (Map<?, ?>) ((Map<?, ?>) Json.parse(c.send(HttpRequest.newBuilder(
+              URI.create("http://" + r.clientAddress + "/v1/stats")).build(),
+              HttpResponse.BodyHandlers.ofString()).body())).get("peer_messages");
+        }
+        assertEquals(Map.of("malformed", 1L, "stray_streams", 0L, "output_divergences", 0L),
+            counted);
+      }
       assertEquals("RUNNING", s.get("state"));
       assertEquals(0.0, s.get("hit_rate"));
     }
