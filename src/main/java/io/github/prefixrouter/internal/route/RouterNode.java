@@ -822,7 +822,7 @@ public final class RouterNode implements PrefixRouterNode {
         }
         case PROTOCOL -> {
           cause = FallbackCause.PROTOCOL_ERROR;
-          if (a.output != null && rejectsScopedForward(detail)) {
+          if (a.output != null && rejectsForwardVersion(detail)) {
             // a node from before streaming: it serves the request, without streaming, when
             // asked again in a version it speaks; until it restarts it is not asked to stream
             if (!a.peer.withoutStreaming(a.generation, now)) {
@@ -837,7 +837,7 @@ public final class RouterNode implements PrefixRouterNode {
               return;
             }
           }
-          if (!ex.request.scope().isDefault() && rejectsScopedForward(detail)) {
+          if (!ex.request.scope().isDefault() && rejectsForwardVersion(detail)) {
             // a node from before cache scopes: it serves unscoped requests, so it is skipped by
             // scoped ones only, not cooled down for everyone
             if (!a.peer.withoutScopes(a.generation, now)) {
@@ -948,11 +948,12 @@ public final class RouterNode implements PrefixRouterNode {
 
   /**
    * Whether a forward's protocol failure says the peer rejected the FORWARD's version: the
-   * decoder's {@code UNKNOWN_VERSION} error on the version byte, which a node from before cache
-   * scopes raises for a scoped (version 2) FORWARD and passes back as the failure's message
-   * (over HTTP, in the error header the sender quotes).
+   * decoder's {@code UNKNOWN_VERSION} error on the version byte, which a node from before
+   * streaming raises for a streaming (version 3) FORWARD, and one from before cache scopes for a
+   * scoped (version 2) one, and passes back as the failure's message (over HTTP, in the error
+   * header the sender quotes).
    */
-  static boolean rejectsScopedForward(String failure) {
+  static boolean rejectsForwardVersion(String failure) {
     return failure != null && failure.contains(UNKNOWN_FORWARD_VERSION);
   }
 

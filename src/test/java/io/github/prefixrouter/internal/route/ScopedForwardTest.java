@@ -300,10 +300,10 @@ class ScopedForwardTest {
       String scoped = failureOf(sender.request(old.localAddress(),
           ForwardCodec.forward(InferenceRequest.of("s1", t).withScope(A), "n0", 1),
           Duration.ofSeconds(10)));
-      assertTrue(RouterNode.rejectsScopedForward(scoped), scoped);
+      assertTrue(RouterNode.rejectsForwardVersion(scoped), scoped);
       String other = failureOf(sender.request(old.localAddress(),
           ForwardCodec.forward(InferenceRequest.of("p1", t), "n0", 1), Duration.ofSeconds(10)));
-      assertFalse(RouterNode.rejectsScopedForward(other), other);
+      assertFalse(RouterNode.rejectsForwardVersion(other), other);
     }
   }
 
