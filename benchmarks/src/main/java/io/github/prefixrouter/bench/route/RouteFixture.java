@@ -10,6 +10,7 @@ import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.testing.SimulatedScheduler;
+import io.github.prefixrouter.workload.ZipfDraw;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -191,20 +192,10 @@ final class RouteFixture {
         queries[q] = t;
       }
     } else {
-      double[] cdf = new double[FAMILIES];
-      double sum = 0;
-      for (int f = 0; f < FAMILIES; f++) {
-        sum += 1.0 / (f + 1);
-        cdf[f] = sum;
-      }
+      ZipfDraw families = ZipfDraw.of(FAMILIES, 1.0);
       this.queries = new int[SHARED_QUERIES][];
       for (int q = 0; q < queries.length; q++) {
-        double u = r.nextDouble() * sum;
-        int f = 0;
-        while (cdf[f] < u) {
-          f++;
-        }
-        queries[q] = withTail(r, preambles[f], promptTokens);
+        queries[q] = withTail(r, preambles[families.rank(r.nextDouble())], promptTokens);
       }
     }
     for (int j = 0; j < ORDER_LENGTH; j++) {

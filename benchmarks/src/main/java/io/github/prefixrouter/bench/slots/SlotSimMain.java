@@ -11,6 +11,7 @@ import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import io.github.prefixrouter.testing.SimulatedScheduler;
 import io.github.prefixrouter.workload.Tokens;
+import io.github.prefixrouter.workload.ZipfDraw;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -161,23 +162,14 @@ public final class SlotSimMain {
     for (int k = 0; k < system.length; k++) {
       system[k] = tokens(r, p.systemTokens());
     }
-    double[] cdf = new double[p.prompts()];
-    double sum = 0;
-    for (int k = 0; k < cdf.length; k++) {
-      sum += 1.0 / Math.pow(k + 1, p.zipf());
-      cdf[k] = sum;
-    }
+    ZipfDraw popularity = ZipfDraw.of(p.prompts(), p.zipf());
     long[] submitted = new long[p.requests()];
     long[] done = new long[p.requests()];
     List<CompletableFuture<InferenceResponse>> futures = new ArrayList<>();
     long t = sim.nanoTime();
     for (int q = 0; q < p.requests(); q++) {
       t += (long) (-Math.log(1 - r.nextDouble()) / p.ratePerSecond() * 1e9);
-      double u = r.nextDouble() * sum;
-      int k = 0;
-      while (cdf[k] < u) {
-        k++;
-      }
+      int k = popularity.rank(r.nextDouble());
       int[] prompt = Tokens.concat(system[k], tokens(r, 16 + r.nextInt(p.maxSuffix())));
       int entry = r.nextInt(p.nodes());
       sim.advanceTo(t);

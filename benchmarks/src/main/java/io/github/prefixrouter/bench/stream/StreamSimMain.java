@@ -12,6 +12,7 @@ import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import io.github.prefixrouter.testing.SimulatedScheduler;
 import io.github.prefixrouter.workload.Tokens;
+import io.github.prefixrouter.workload.ZipfDraw;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -157,12 +158,7 @@ public final class StreamSimMain {
     for (int k = 0; k < prompts; k++) {
       system[k] = Tokens.random(r, 1024, 50_000);
     }
-    double[] cdf = new double[prompts];
-    double sum = 0;
-    for (int k = 0; k < prompts; k++) {
-      sum += 1.0 / (k + 1);
-      cdf[k] = sum;
-    }
+    ZipfDraw popularity = ZipfDraw.of(prompts, 1.0);
     long[] submitted = new long[requests];
     long[] firstOutput = new long[requests];
     long[] done = new long[requests];
@@ -170,11 +166,7 @@ public final class StreamSimMain {
     long t = sim.nanoTime();
     for (int q = 0; q < requests; q++) {
       t += (long) (-Math.log(1 - r.nextDouble()) / rate * 1e9);
-      double u = r.nextDouble() * sum;
-      int k = 0;
-      while (cdf[k] < u) {
-        k++;
-      }
+      int k = popularity.rank(r.nextDouble());
       int[] prompt = Tokens.concat(system[k], Tokens.random(r, 16 + r.nextInt(128), 50_000));
       int entry = r.nextInt(n);
       sim.advanceTo(t);
