@@ -1,0 +1,86 @@
+package io.github.prefixrouter.server;
+
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * Turns what an OpenAI-style client sends (a text prompt, or a chat conversation) into the model's
+ * token ids, which is what the node routes on and what its engines run.
+ *
+ * <p>Routing matches token prefixes, so the ids must be the ones the engine's own tokenizer
+ * gives: the node asks the model server it runs next to ({@code /tokenize}, which also applies
+ * the model's chat template), or, for the demo engine, a fixed character-level tokenizer. Every
+ * node of a cluster serves the same model, so the ids one node computes are valid at every peer.
+ *
+ * <p>Implementations are thread-safe and never block the caller: the futures complete on a
+ * thread of their own (or at once). A future fails with {@link TokenizeException}.
+ */
+interface PromptTokenizer {
+
+  /**
+   * The token ids of a completion prompt, with the special tokens (a BOS, say) the server adds
+   * to a completion prompt.
+   *
+   * @param model the model (or LoRA adapter) the client named, or the base model's name
+   * @param prompt the prompt's text
+   */
+  CompletableFuture<Tokenized> tokenize(String model, String prompt);
+
+  /**
+   * The token ids of a chat conversation rendered by the model's chat template, ending with the
+   * prompt of the assistant's turn (the generation prompt).
+   *
+   * @param model as in {@link #tokenize}
+   * @param messages the conversation as the client sent it: parsed JSON objects, each with at
+   *     least a {@code role} and a {@code content} (a string, or a list of text parts)
+   * @param chatTemplateKwargs extra arguments of the chat template (for example
+   *     {@code enable_thinking}); empty for none
+   */
+  CompletableFuture<Tokenized> tokenizeChat(String model, List<Map<String, Object>> messages,
+      Map<String, Object> chatTemplateKwargs);
+
+  /**
+   * The text of output tokens, for answers whose engine gave tokens but no text (the demo
+   * engine, which has no tokenizer of its own). By default the engine's text, unchanged: engines
+   * next to a model server give the server's text.
+   *
+   * @param tokens output token ids, in order (one piece of a stream, or the whole output)
+   * @param engineText the text the engine gave with them
+   */
+  default String outputText(int[] tokens, String engineText) {
+    return engineText;
+  }
+
+  /**
+   * A tokenized prompt.
+   *
+   * @param tokens the token ids, at least one
+   * @param maxModelLen the model's context length in tokens as the server reports it (prompt and
+   *     output together), or -1 when unknown
+   */
+  record Tokenized(int[] tokens, int maxModelLen) {}
+
+  /**
+   * Why a prompt could not be tokenized.
+   *
+   * <p>{@link #invalidRequest()} says whether the fault is the request's (the server refused it:
+   * a malformed conversation, an unknown model; the client gets a 400 with the server's message)
+   * or the tokenizer's (unreachable, failing, too slow, a malformed answer: the client gets a
+   * 502).
+   */
+  final class TokenizeException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    private final boolean invalidRequest;
+
+    TokenizeException(String message, boolean invalidRequest, Throwable cause) {
+      super(message, cause);
+      this.invalidRequest = invalidRequest;
+    }
+
+    /** True if the request is at fault (answered 400), false if the tokenizer is (502). */
+    boolean invalidRequest() {
+      return invalidRequest;
+    }
+  }
+}
