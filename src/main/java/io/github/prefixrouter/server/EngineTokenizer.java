@@ -1,0 +1,359 @@
+package io.github.prefixrouter.server;
+
+import io.github.prefixrouter.internal.json.Json;
+import java.io.ByteArrayOutputStream;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpConnectTimeoutException;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.net.http.HttpTimeoutException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Flow;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * Tokenizes with the model server's own tokenizer: vLLM's {@code POST /tokenize} (SGLang serves
+ * the same for text prompts), so the ids are exactly those the server would compute from the
+ * text, and a chat conversation is rendered by the model's own chat template.
+ *
+ * <ul>
+ *   <li>A text prompt is sent as {@code {"model", "prompt", "add_special_tokens": true}} (the
+ *       special tokens a completion prompt gets, a BOS say); a conversation as
+ *       {@code {"model", "messages", "add_generation_prompt": true, "chat_template_kwargs"}} (the
+ *       template adds its own special tokens). {@code model} is the client's (a LoRA adapter's
+ *       name is accepted by vLLM and tokenizes as its base model), omitted when empty.
+ *   <li>The answer must be a JSON object with {@code tokens}, an array of non-negative ids (at
+ *       least one); {@code count}, when present, must be their number, and {@code max_model_len},
+ *       when present, a positive integer (the model's context length).
+ *   <li>Failures: a 4xx answer other than 401, 403, 404 without vLLM's error body, 405, 408 and
+ *       429 is the request's fault ({@link TokenizeException#invalidRequest()}: a malformed
+ *       conversation, an unknown model), with the server's own message; everything else (not
+ *       reachable, a 5xx, the node's key refused, no such endpoint, no answer within the
+ *       timeout, an answer above the size cap or not of the shape above) is the tokenizer's.
+ * </ul>
+ *
+ * <p>Thread-safe. Requests go out on the JDK HTTP client's threads; the caller never waits.
+ */
+final class EngineTokenizer implements PromptTokenizer {
+
+  /** The default cap on an answer: a prompt of the client endpoint's 8 MiB body, tokenized. */
+  static final int DEFAULT_MAX_ANSWER_BYTES = 64 << 20;
+  /** The longest part of a server's error message passed on to the client. */
+  static final int MAX_MESSAGE_CHARS = 1_000;
+
+  private final URI uri;
+  private final String apiKey;
+  private final Duration timeout;
+  private final int maxAnswerBytes;
+  private final HttpClient client;
+
+  /**
+   * @param uri the tokenize endpoint, for example {@code http://127.0.0.1:8000/tokenize}
+   *     ({@link #tokenizeUri} of the engine's base URL)
+   * @param apiKey sent as {@code Authorization: Bearer}, or null
+   * @param connectTimeout how long connecting may take
+   * @param timeout how long a whole exchange may take
+   * @param maxAnswerBytes the largest answer accepted
+   * @throws IllegalArgumentException if a duration is not positive or the cap is below 1
+   */
+  EngineTokenizer(URI uri, String apiKey, Duration connectTimeout, Duration timeout,
+      int maxAnswerBytes) {
+    if (connectTimeout.isNegative() || connectTimeout.isZero() || timeout.isNegative()
+        || timeout.isZero()) {
+      throw new IllegalArgumentException("timeouts must be positive");
+    }
+    if (maxAnswerBytes < 1) {
+      throw new IllegalArgumentException("maxAnswerBytes must be positive, was " + maxAnswerBytes);
+    }
+    this.uri = uri;
+    this.apiKey = apiKey;
+    this.timeout = timeout;
+    this.maxAnswerBytes = maxAnswerBytes;
+    this.client = HttpClient.newBuilder()
+        .version(HttpClient.Version.HTTP_1_1)
+        .connectTimeout(connectTimeout)
+        .followRedirects(HttpClient.Redirect.NEVER)
+        .build();
+  }
+
+  /**
+   * The tokenize endpoint of an OpenAI-compatible server's base URL ({@code --engine}): the base
+   * without a trailing {@code /} or {@code /v1}, then {@code /tokenize}.
+   */
+  static URI tokenizeUri(String engineBaseUrl) {
+    String base = engineBaseUrl;
+    if (base.endsWith("/")) {
+      base = base.substring(0, base.length() - 1);
+    }
+    if (base.endsWith("/v1")) {
+      base = base.substring(0, base.length() - 3);
+    }
+    return URI.create(base + "/tokenize");
+  }
+
+  /** The endpoint asked. */
+  URI uri() {
+    return uri;
+  }
+
+  @Override
+  public CompletableFuture<Tokenized> tokenize(String model, String prompt) {
+    Map<String, Object> body = new LinkedHashMap<>();
+    if (model != null && !model.isEmpty()) {
+      body.put("model", model);
+    }
+    body.put("prompt", prompt);
+    body.put("add_special_tokens", true);
+    return post(body);
+  }
+
+  @Override
+  public CompletableFuture<Tokenized> tokenizeChat(String model,
+      List<Map<String, Object>> messages, Map<String, Object> chatTemplateKwargs) {
+    Map<String, Object> body = new LinkedHashMap<>();
+    if (model != null && !model.isEmpty()) {
+      body.put("model", model);
+    }
+    body.put("messages", messages);
+    body.put("add_generation_prompt", true);
+    if (chatTemplateKwargs != null && !chatTemplateKwargs.isEmpty()) {
+      body.put("chat_template_kwargs", chatTemplateKwargs);
+    }
+    return post(body);
+  }
+
+  private CompletableFuture<Tokenized> post(Map<String, Object> body) {
+    HttpRequest request;
+    try {
+      HttpRequest.Builder b = HttpRequest.newBuilder(uri)
+          .timeout(timeout)
+          .header("Content-Type", "application/json")
+          .header("Accept", "application/json")
+          .POST(HttpRequest.BodyPublishers.ofString(Json.write(body), StandardCharsets.UTF_8));
+      if (apiKey != null) {
+        b.header("Authorization", "Bearer " + apiKey);
+      }
+      request = b.build();
+    } catch (RuntimeException e) { // a value JSON cannot carry
+      return CompletableFuture.failedFuture(
+          new TokenizeException("cannot send the prompt to " + uri + ": " + e.getMessage(), true, e));
+    }
+    CompletableFuture<HttpResponse<byte[]>> call;
+    try {
+      call = client.sendAsync(request, info -> new Capped(info, maxAnswerBytes));
+    } catch (RuntimeException e) {
+      return CompletableFuture.failedFuture(fault("cannot send to " + uri + ": " + e, e));
+    }
+    CompletableFuture<Tokenized> result = new CompletableFuture<>();
+    call.whenComplete((resp, err) -> {
+      if (err != null) {
+        Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
+        result.completeExceptionally(failure(c));
+        return;
+      }
+      try {
+        result.complete(parse(resp.statusCode(), resp.body()));
+      } catch (TokenizeException e) {
+        result.completeExceptionally(e);
+      }
+    });
+    // the request's timeout covers the exchange up to the answer's headers; this covers its body
+    result.orTimeout(timeout.toNanos(), TimeUnit.NANOSECONDS).whenComplete((t, e) -> {
+      if (e != null) {
+        call.cancel(true);
+      }
+    });
+    return result.handle((t, e) -> {
+      if (e == null) {
+        return t;
+      }
+      Throwable c = e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
+      throw c instanceof TokenizeException te ? te : failure(c);
+    });
+  }
+
+  private TokenizeException failure(Throwable c) {
+    if (c instanceof TokenizeException te) {
+      return te;
+    }
+    if (c instanceof HttpConnectTimeoutException) {
+      return fault("cannot connect to " + uri + " in time", c);
+    }
+    if (c instanceof HttpTimeoutException || c instanceof TimeoutException) {
+      return fault("no answer from " + uri + " within " + timeout.toMillis() + " ms", c);
+    }
+    return fault("cannot reach " + uri + ": " + c, c);
+  }
+
+  private TokenizeException fault(String message, Throwable cause) {
+    return new TokenizeException("tokenizer failed: " + message, false, cause);
+  }
+
+  /** The ids of a 200 answer, or the failure an error answer says. */
+  Tokenized parse(int status, byte[] body) {
+    String text = new String(body, StandardCharsets.UTF_8);
+    if (status != 200) {
+      String message = serverMessage(text);
+      boolean noEndpoint = (status == 404 || status == 405) && !hasVllmError(text);
+      boolean requestsFault = status >= 400 && status < 500 && !noEndpoint
+          && status != 401 && status != 403 && status != 408 && status != 429;
+      if (requestsFault) {
+        throw invalid(message);
+      }
+      throw fault(uri + " answered " + status + (noEndpoint ? " (no tokenize endpoint there)" : "")
+          + (message.isEmpty() ? "" : ": " + message), null);
+    }
+    Object root;
+    try {
+      root = Json.parse(text, maxAnswerBytes, 4);
+    } catch (RuntimeException e) {
+      throw fault("the answer of " + uri + " is not JSON: " + e.getMessage(), e);
+    }
+    try {
+      int[] tokens = Json.asIntArray(Json.member(root, "tokens"), "tokens");
+      for (int i = 0; i < tokens.length; i++) {
+        if (tokens[i] < 0) {
+          throw new Json.JsonException("tokens[" + i + "] is negative: " + tokens[i], -1);
+        }
+      }
+      Object count = Json.member(root, "count");
+      if (count != null && Json.asInt(count, "count") != tokens.length) {
+        throw new Json.JsonException("count " + count + " is not the number of tokens, "
+            + tokens.length, -1);
+      }
+      int maxModelLen = -1;
+      Object m = Json.member(root, "max_model_len");
+      if (m != null && m != Json.NULL) {
+        maxModelLen = Json.asInt(m, "max_model_len");
+        if (maxModelLen < 1) {
+          throw new Json.JsonException("max_model_len must be positive, was " + maxModelLen, -1);
+        }
+      }
+      if (tokens.length == 0) {
+        throw invalid("the prompt is empty: it has no tokens");
+      }
+      return new Tokenized(tokens, maxModelLen);
+    } catch (Json.JsonException e) {
+      throw fault("unusable answer from " + uri + ": " + e.getMessage(), e);
+    }
+  }
+
+  private static TokenizeException invalid(String message) {
+    return new TokenizeException(message.isEmpty() ? "the tokenizer refused the prompt" : message,
+        true, null);
+  }
+
+  /** vLLM's error answers: {@code {"error": {"message"}}}, or the older top-level {@code message}. */
+  private static boolean hasVllmError(String body) {
+    try {
+      Object root = Json.parse(body, MAX_MESSAGE_CHARS * 64, 8);
+      return Json.path(root, "error", "message") instanceof String
+          || Json.path(root, "message") instanceof String;
+    } catch (RuntimeException e) {
+      return false;
+    }
+  }
+
+  /**
+   * The message of an error answer: vLLM's {@code error.message} or {@code message}, FastAPI's
+   * {@code detail} (a string, or validation errors' {@code msg}s), or the body itself; shortened.
+   */
+  static String serverMessage(String body) {
+    String m = null;
+    try {
+      Object root = Json.parse(body, MAX_MESSAGE_CHARS * 64, 8);
+      if (Json.path(root, "error", "message") instanceof String s) {
+        m = s;
+      } else if (Json.path(root, "message") instanceof String s) {
+        m = s;
+      } else if (Json.path(root, "detail") instanceof String s) {
+        m = s;
+      } else if (Json.path(root, "detail") instanceof List<?> l) {
+        StringBuilder b = new StringBuilder();
+        for (Object d : l) {
+          if (Json.path(d, "msg") instanceof String s) {
+            b.append(b.length() == 0 ? "" : "; ").append(s);
+          }
+        }
+        m = b.toString();
+      }
+    } catch (RuntimeException notJson) {
+      // the body as it is
+    }
+    if (m == null) {
+      m = body.strip();
+    }
+    return m.length() <= MAX_MESSAGE_CHARS ? m : m.substring(0, MAX_MESSAGE_CHARS) + "...";
+  }
+
+  /** Collects an answer, refusing one above the cap before or while reading it. */
+  private static final class Capped implements HttpResponse.BodySubscriber<byte[]> {
+    private final int cap;
+    private final boolean refuse;
+    private final CompletableFuture<byte[]> body = new CompletableFuture<>();
+    private final ByteArrayOutputStream buf = new ByteArrayOutputStream();
+    private Flow.Subscription subscription;
+
+    Capped(HttpResponse.ResponseInfo info, int cap) {
+      this.cap = cap;
+      this.refuse = info.headers().firstValueAsLong("Content-Length").orElse(-1) > cap;
+    }
+
+    @Override
+    public CompletionStage<byte[]> getBody() {
+      return body;
+    }
+
+    @Override
+    public void onSubscribe(Flow.Subscription s) {
+      subscription = s;
+      if (refuse) {
+        s.cancel();
+        body.completeExceptionally(tooLarge());
+      } else {
+        s.request(Long.MAX_VALUE);
+      }
+    }
+
+    @Override
+    public void onNext(List<ByteBuffer> items) {
+      if (body.isDone()) {
+        return;
+      }
+      for (ByteBuffer b : items) {
+        if (buf.size() + (long) b.remaining() > cap) {
+          subscription.cancel();
+          body.completeExceptionally(tooLarge());
+          return;
+        }
+        byte[] chunk = new byte[b.remaining()];
+        b.get(chunk);
+        buf.write(chunk, 0, chunk.length);
+      }
+    }
+
+    private TokenizeException tooLarge() {
+      return new TokenizeException("tokenizer failed: its answer exceeds " + cap + " bytes", false, null);
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      body.completeExceptionally(t);
+    }
+
+    @Override
+    public void onComplete() {
+      body.complete(buf.toByteArray());
+    }
+  }
+}

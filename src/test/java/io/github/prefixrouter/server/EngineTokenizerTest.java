@@ -1,0 +1,256 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.server.PromptTokenizer.TokenizeException;
+import io.github.prefixrouter.server.PromptTokenizer.Tokenized;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/** {@link EngineTokenizer} against a fake vLLM {@code /tokenize} on loopback. */
+class EngineTokenizerTest {
+
+  /** What the fake server answers: status and body. */
+  private record Answer(int status, String body) {}
+
+  private HttpServer server;
+  private final AtomicReference<Answer> answer = new AtomicReference<>();
+  private final AtomicReference<Map<?, ?>> lastBody = new AtomicReference<>();
+  private final AtomicReference<String> lastAuthorization = new AtomicReference<>();
+  private final CountDownLatch release = new CountDownLatch(1);
+  private EngineTokenizer tokenizer;
+
+  @BeforeEach
+  void start() throws IOException {
+    server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    server.setExecutor(Executors.newCachedThreadPool(r -> {
+      Thread t = new Thread(r, "fake-tokenize-server");
+      t.setDaemon(true);
+      return t;
+    }));
+    server.createContext("/tokenize", this::handle);
+    server.start();
+    tokenizer = tokenizer(Duration.ofSeconds(5), 1 << 20);
+  }
+
+  private EngineTokenizer tokenizer(Duration timeout, int cap) {
+    return new EngineTokenizer(
+        EngineTokenizer.tokenizeUri("http://127.0.0.1:" + server.getAddress().getPort() + "/v1/"),
+        "secret-key", Duration.ofSeconds(2), timeout, cap);
+  }
+
+  private void handle(HttpExchange ex) throws IOException {
+    try (ex) {
+      lastBody.set((Map<?, ?>) Json.parse(
+          new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8)));
+      lastAuthorization.set(ex.getRequestHeaders().getFirst("Authorization"));
+      Answer a = answer.get();
+      if (a == null) { // never answers
+        release.await(30, TimeUnit.SECONDS);
+        return;
+      }
+      byte[] b = a.body().getBytes(StandardCharsets.UTF_8);
+      ex.getResponseHeaders().add("Content-Type", "application/json");
+      ex.sendResponseHeaders(a.status(), b.length);
+      ex.getResponseBody().write(b);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  @AfterEach
+  void stop() {
+    release.countDown();
+    server.stop(0);
+  }
+
+  private static Tokenized ok(CompletableFuture<Tokenized> f) throws Exception {
+    return f.get(10, TimeUnit.SECONDS);
+  }
+
+  private static TokenizeException failed(CompletableFuture<Tokenized> f) throws Exception {
+    try {
+      Tokenized t = f.get(10, TimeUnit.SECONDS);
+      fail("expected a failure, got " + java.util.Arrays.toString(t.tokens()));
+      return null;
+    } catch (ExecutionException e) {
+      return assertInstanceOf(TokenizeException.class, e.getCause());
+    }
+  }
+
+  @Test
+  void aTextPromptIsSentWithItsSpecialTokensAndItsIdsComeBack() throws Exception {
+    answer.set(new Answer(200, "{\"count\":3,\"max_model_len\":32768,\"tokens\":[1,15496,995],"
+        + "\"token_strs\":null}"));
+    Tokenized t = ok(tokenizer.tokenize("Qwen/Qwen2.5-0.5B-Instruct", "Hello world"));
+    assertArrayEquals(new int[] {1, 15496, 995}, t.tokens());
+    assertEquals(32768, t.maxModelLen());
+    assertEquals(Map.of("model", "Qwen/Qwen2.5-0.5B-Instruct", "prompt", "Hello world",
+        "add_special_tokens", true), lastBody.get());
+    assertEquals("Bearer secret-key", lastAuthorization.get());
+  }
+
+  @Test
+  void aConversationIsSentForTheServersChatTemplateWithTheGenerationPrompt() throws Exception {
+    answer.set(new Answer(200, "{\"tokens\":[7,8,9]}"));
+    List<Map<String, Object>> messages = List.of(
+        Map.of("role", "system", "content", "Be brief."),
+        Map.of("role", "user", "content", List.of(Map.of("type", "text", "text", "Hi"))));
+    Tokenized t = ok(tokenizer.tokenizeChat("sql-lora", messages, Map.of("enable_thinking", false)));
+    assertArrayEquals(new int[] {7, 8, 9}, t.tokens());
+    assertEquals(-1, t.maxModelLen(), "no max_model_len in the answer");
+    assertEquals(Map.of("model", "sql-lora", "messages", messages, "add_generation_prompt", true,
+        "chat_template_kwargs", Map.of("enable_thinking", false)), lastBody.get());
+
+    ok(tokenizer.tokenizeChat("", messages, Map.of()));
+    assertEquals(Map.of("messages", messages, "add_generation_prompt", true), lastBody.get(),
+        "no model and no template arguments when there are none");
+  }
+
+  @ParameterizedTest(name = "{0}: {1}")
+  @CsvSource(delimiter = '|', value = {
+      "400|{\"error\":{\"message\":\"messages: bad role\",\"type\":\"BadRequestError\",\"code\":400}}|messages: bad role",
+      "400|{\"object\":\"error\",\"message\":\"older shape\",\"type\":\"BadRequestError\"}|older shape",
+      "404|{\"error\":{\"message\":\"The model `x` does not exist.\",\"code\":404}}|The model `x` does not exist.",
+      "422|{\"detail\":[{\"msg\":\"Field required\"},{\"msg\":\"Input should be a string\"}]}|Field required; Input should be a string",
+      "400|not json at all|not json at all",
+  })
+  void anAnswerBlamingTheRequestIsAnInvalidRequestWithTheServersWords(int status, String body,
+      String message) throws Exception {
+    answer.set(new Answer(status, body));
+    TokenizeException e = failed(tokenizer.tokenize("m", "x"));
+    assertTrue(e.invalidRequest(), "the request's fault: " + e.getMessage());
+    assertEquals(message, e.getMessage());
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @CsvSource(delimiter = '|', value = {
+      "500|{\"error\":{\"message\":\"engine dead\"}}|answered 500: engine dead",
+      "503|busy|answered 503: busy",
+      "401|{\"error\":{\"message\":\"bad key\"}}|answered 401",
+      "403|forbidden|answered 403",
+      "408|slow|answered 408",
+      "429|{\"error\":{\"message\":\"too many\"}}|answered 429",
+      "404|{\"detail\":\"Not Found\"}|no tokenize endpoint there",
+      "405|{\"detail\":\"Method Not Allowed\"}|no tokenize endpoint there",
+      "200|[1,2,3]|unusable answer",
+      "200|{\"count\":3}|tokens must be an array",
+      "200|{\"tokens\":[1,-2]}|tokens[1] is negative",
+      "200|{\"tokens\":[1,2.5]}|tokens[1] must be an integer",
+      "200|{\"tokens\":[1,2],\"count\":3}|count 3 is not the number of tokens",
+      "200|{\"tokens\":[1,2],\"max_model_len\":0}|max_model_len must be positive",
+      "200|{\"tokens\":[1,2]|is not JSON",
+  })
+  void anAnswerBlamingTheServerOrUnusableIsTheTokenizersFault(int status, String body,
+      String contains) throws Exception {
+    answer.set(new Answer(status, body));
+    TokenizeException e = failed(tokenizer.tokenize("m", "x"));
+    assertFalse(e.invalidRequest(), "the tokenizer's fault: " + e.getMessage());
+    assertTrue(e.getMessage().contains(contains), e.getMessage());
+  }
+
+  @Test
+  void aPromptWithNoTokensIsTheRequestsFault() throws Exception {
+    answer.set(new Answer(200, "{\"count\":0,\"max_model_len\":4096,\"tokens\":[]}"));
+    TokenizeException e = failed(tokenizer.tokenize("m", ""));
+    assertTrue(e.invalidRequest());
+    assertTrue(e.getMessage().contains("empty"), e.getMessage());
+  }
+
+  @Test
+  void aLongErrorMessageIsShortened() throws Exception {
+    answer.set(new Answer(400, "{\"error\":{\"message\":\"" + "x".repeat(5_000) + "\"}}"));
+    TokenizeException e = failed(tokenizer.tokenize("m", "x"));
+    assertEquals(EngineTokenizer.MAX_MESSAGE_CHARS + 3, e.getMessage().length());
+  }
+
+  @Test
+  void anAnswerAboveTheCapIsRefused() throws Exception {
+    StringBuilder big = new StringBuilder("{\"tokens\":[");
+    for (int i = 0; i < 1_000; i++) {
+      big.append(i == 0 ? "" : ",").append(100_000 + i);
+    }
+    answer.set(new Answer(200, big.append("]}").toString()));
+    EngineTokenizer small = tokenizer(Duration.ofSeconds(5), 1_000);
+    TokenizeException e = failed(small.tokenize("m", "x"));
+    assertFalse(e.invalidRequest());
+    assertTrue(e.getMessage().contains("exceeds 1000 bytes"), e.getMessage());
+    assertEquals(1_000, ok(tokenizer.tokenize("m", "x")).tokens().length, "within the cap: read");
+  }
+
+  @Test
+  void aServerThatNeverAnswersFailsWithinTheTimeout() throws Exception {
+    answer.set(null);
+    EngineTokenizer quick = tokenizer(Duration.ofMillis(300), 1 << 20);
+    long start = System.nanoTime();
+    TokenizeException e = failed(quick.tokenize("m", "x"));
+    assertFalse(e.invalidRequest());
+    assertTrue(e.getMessage().contains("within 300 ms"), e.getMessage());
+    assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(9), "failed by the timeout");
+  }
+
+  @Test
+  void aServerNotListeningIsTheTokenizersFault() throws Exception {
+    int port;
+    try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      port = s.getLocalPort();
+    }
+    EngineTokenizer none = new EngineTokenizer(URI.create("http://127.0.0.1:" + port + "/tokenize"),
+        null, Duration.ofSeconds(2), Duration.ofSeconds(5), 1 << 20);
+    TokenizeException e = failed(none.tokenize("m", "x"));
+    assertFalse(e.invalidRequest());
+    assertTrue(e.getMessage().startsWith("tokenizer failed: cannot reach"), e.getMessage());
+  }
+
+  @Test
+  void theEndpointIsTheServersRootTokenizeWhateverTheBaseUrlsForm() {
+    for (String base : List.of("http://h:8000", "http://h:8000/", "http://h:8000/v1",
+        "http://h:8000/v1/")) {
+      assertEquals(URI.create("http://h:8000/tokenize"), EngineTokenizer.tokenizeUri(base), base);
+    }
+    assertEquals(URI.create("http://h:8000/api/tokenize"),
+        EngineTokenizer.tokenizeUri("http://h:8000/api"));
+  }
+
+  @Test
+  void settingsOutOfRangeAreRefused() {
+    URI u = URI.create("http://127.0.0.1:1/tokenize");
+    for (Runnable r : List.<Runnable>of(
+        () -> new EngineTokenizer(u, null, Duration.ZERO, Duration.ofSeconds(1), 1),
+        () -> new EngineTokenizer(u, null, Duration.ofSeconds(1), Duration.ofMillis(-1), 1),
+        () -> new EngineTokenizer(u, null, Duration.ofSeconds(1), Duration.ofSeconds(1), 0))) {
+      try {
+        r.run();
+        fail("accepted");
+      } catch (IllegalArgumentException expected) {
+        assertTrue(expected.getMessage().contains("must be positive"), expected.getMessage());
+      }
+    }
+  }
+
+}
