@@ -71,6 +71,28 @@ public final class NodeMain {
     stopped.await();
   }
 
+  /** The reference engine's vocabulary and output limit (its defaults), which its tokenizer needs. */
+  static final int REFERENCE_VOCABULARY = 1024;
+  static final int REFERENCE_MAX_OUTPUT_TOKENS = 1024;
+  /** How long tokenizing one prompt at the model server may take. */
+  static final java.time.Duration TOKENIZE_TIMEOUT = java.time.Duration.ofSeconds(10);
+
+  /**
+   * The tokenizer of the OpenAI routes ({@code --tokenizer}): none, the given endpoint, or by
+   * default the engine's (the reference engine's characters, or the server's {@code /tokenize}).
+   */
+  static PromptTokenizer tokenizer(NodeOptions o) {
+    if (!o.tokenizes) {
+      return null;
+    }
+    if (o.tokenizerUri == null && o.engine.equals("reference")) {
+      return new ReferenceTokenizer(REFERENCE_VOCABULARY, REFERENCE_MAX_OUTPUT_TOKENS);
+    }
+    java.net.URI uri = o.tokenizerUri != null ? o.tokenizerUri : EngineTokenizer.tokenizeUri(o.engine);
+    return new EngineTokenizer(uri, null, java.time.Duration.ofSeconds(2), TOKENIZE_TIMEOUT,
+        EngineTokenizer.DEFAULT_MAX_ANSWER_BYTES);
+  }
+
   /** Starts a node from parsed options; {@link Running#close()} stops it. */
   static Running start(NodeOptions o) throws IOException {
     InferenceEngine engine;
@@ -79,6 +101,8 @@ public final class NodeMain {
     if (o.engine.equals("reference")) {
       reference = ReferenceEngine.builder()
           .seed(o.engineSeed)
+          .vocabBuckets(REFERENCE_VOCABULARY)
+          .maxOutputTokens(REFERENCE_MAX_OUTPUT_TOKENS)
           .blockSize(o.config.blockSize())
           .cacheCapacityTokens(o.engineCacheTokens)
           .threads(o.engineThreads)

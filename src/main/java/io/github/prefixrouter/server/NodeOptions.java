@@ -56,6 +56,11 @@ public final class NodeOptions {
           "                           busy (tried on a peer); default twice --engine-slots",
           "  --engine-request-timeout-ms N  how long the server may take to answer one request",
           "                           (then 504, not tried on a peer); default 60000",
+          "  --tokenizer auto|none|URL  how text prompts and chat conversations (the OpenAI",
+          "                           routes) become token ids: auto asks the server's /tokenize",
+          "                           (vLLM's; its chat template too), or tokenizes per character",
+          "                           for the reference engine; URL is another vLLM-style",
+          "                           /tokenize; none takes token ids only; default auto",
           "  --kv-events tcp://H:P    vLLM's KV-event publisher (--kv-events-config endpoint): the",
           "                           tree mirrors vLLM's cache exactly; --block-size must be vLLM's",
           "  --kv-events-replay tcp://H:P  vLLM's replay endpoint, to recover lost events",
@@ -99,7 +104,7 @@ public final class NodeOptions {
   private static final Set<String> KEYS =
       Set.of(
           "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file", "insecure",
-          "engine", "model", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
+          "engine", "model", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "ready-file",
@@ -118,6 +123,10 @@ public final class NodeOptions {
   final byte[] clusterKey; // null when insecure
   final String engine;
   final String model;
+  /** The tokenize endpoint ({@code --tokenizer URL}); null for auto or none. */
+  final java.net.URI tokenizerUri;
+  /** False with {@code --tokenizer none}: the node takes token ids only. */
+  final boolean tokenizes;
   /** The OpenAI-compatible server's slots and outstanding-request cap; 0 when not given. */
   final int engineSlots;
   final int engineMaxInFlight;
@@ -151,6 +160,8 @@ public final class NodeOptions {
     if (help) {
       id = null;
       listenHost = clientHost = advertise = engine = model = null;
+      tokenizerUri = null;
+      tokenizes = false;
       kvEvents = kvEventsReplay = kvEventsTopic = null;
       listenPort = clientPort = engineThreads = engineCacheTokens = engineSlots = engineMaxInFlight = 0;
       peerReaderThreads = peerMaxUnfinishedReads = clientReaderThreads = clientMaxUnfinishedReads = 0;
@@ -203,6 +214,20 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--engine must be 'reference' or an http(s) URL, was " + engine);
     }
     this.model = v.get("model");
+    String tok = v.getOrDefault("tokenizer", "auto");
+    this.tokenizes = !tok.equals("none");
+    if (tok.equals("auto") || tok.equals("none")) {
+      this.tokenizerUri = null;
+    } else if (tok.startsWith("http://") || tok.startsWith("https://")) {
+      try {
+        this.tokenizerUri = new java.net.URI(tok);
+      } catch (java.net.URISyntaxException e) {
+        throw new IllegalArgumentException("--tokenizer is not a URL: " + e.getMessage(), e);
+      }
+    } else {
+      throw new IllegalArgumentException(
+          "--tokenizer must be auto, none or an http(s) URL of a /tokenize endpoint, was " + tok);
+    }
     this.engineRequestTimeout = millis(v, "engine-request-timeout-ms");
     this.peerMaxHandling = millis(v, "peer-max-handling-ms");
     if (engine.equals("reference") && engineRequestTimeout != null) {

@@ -1,6 +1,8 @@
 package io.github.prefixrouter.server;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -227,6 +229,29 @@ class NodeMainTest {
             "--engine-slots", "8", "--engine-max-in-flight", "4"));
     assertMessage("need --engine URL", () -> parse("--id", "a", "--listen", "h:1",
         "--engine-slots", "8"));
+  }
+
+  @Test
+  void theTokenizerIsTheEnginesUnlessAnotherOrNoneIsGiven() {
+    assertInstanceOf(ReferenceTokenizer.class,
+        NodeMain.tokenizer(parse("--id", "a", "--listen", "h:1")));
+    assertEquals(java.net.URI.create("http://127.0.0.1:8000/tokenize"), ((EngineTokenizer)
+        NodeMain.tokenizer(parse("--id", "a", "--listen", "h:1", "--engine",
+            "http://127.0.0.1:8000/v1"))).uri());
+    assertEquals(java.net.URI.create("http://10.0.0.9:30000/tokenize"), ((EngineTokenizer)
+        NodeMain.tokenizer(parse("--id", "a", "--listen", "h:1", "--engine",
+            "http://127.0.0.1:8000", "--tokenizer", "http://10.0.0.9:30000/tokenize"))).uri());
+    assertEquals(java.net.URI.create("http://10.0.0.9:30000/tokenize"), ((EngineTokenizer)
+        NodeMain.tokenizer(parse("--id", "a", "--listen", "h:1",
+            "--tokenizer", "http://10.0.0.9:30000/tokenize"))).uri(),
+        "the reference engine with a server's tokenizer");
+    assertNull(NodeMain.tokenizer(parse("--id", "a", "--listen", "h:1", "--tokenizer", "none")));
+    assertNull(NodeMain.tokenizer(parse("--id", "a", "--listen", "h:1", "--engine",
+        "http://127.0.0.1:8000", "--tokenizer", "none")));
+    assertMessage("--tokenizer must be auto, none or an http(s) URL", () -> parse("--id", "a",
+        "--listen", "h:1", "--tokenizer", "vllm"));
+    assertMessage("--tokenizer is not a URL", () -> parse("--id", "a", "--listen", "h:1",
+        "--tokenizer", "http://bad host/tokenize"));
   }
 
   @Test
