@@ -72,7 +72,7 @@ final class OpenAiAnswers {
     }
   }
 
-  /** The answer's {@code id}: {@code cmpl-} (completions) or {@code chatcmpl-} and the request's. */
+  /** The answer's {@code id}: {@code cmpl-} or {@code chatcmpl-} and the request's id. */
   static String answerId(OpenAiRequest.Kind kind, String requestId) {
     return (kind == OpenAiRequest.Kind.CHAT ? "chatcmpl-" : "cmpl-") + requestId;
   }

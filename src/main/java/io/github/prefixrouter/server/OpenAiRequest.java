@@ -134,6 +134,8 @@ final class OpenAiRequest {
   final Map<String, Object> chatTemplateKwargs;
   /** The client's {@code max_tokens} (or {@code max_completion_tokens}), or null. */
   final Integer maxTokens;
+  /** The key {@link #maxTokens} came in. */
+  final String maxTokensKey;
   final double temperature;
   final double topP;
   /** The client's seed, or null. */
@@ -143,8 +145,8 @@ final class OpenAiRequest {
 
   private OpenAiRequest(Kind kind, String model, CacheScope scope, String promptText,
       int[] promptIds, List<Map<String, Object>> messages, Map<String, Object> chatTemplateKwargs,
-      Integer maxTokens, double temperature, double topP, Long seed, boolean stream,
-      boolean includeUsage) {
+      Integer maxTokens, String maxTokensKey, double temperature, double topP, Long seed,
+      boolean stream, boolean includeUsage) {
     this.kind = kind;
     this.model = model;
     this.scope = scope;
@@ -153,6 +155,7 @@ final class OpenAiRequest {
     this.messages = messages;
     this.chatTemplateKwargs = chatTemplateKwargs;
     this.maxTokens = maxTokens;
+    this.maxTokensKey = maxTokensKey;
     this.temperature = temperature;
     this.topP = topP;
     this.seed = seed;
@@ -243,8 +246,9 @@ final class OpenAiRequest {
     try {
       scope = CacheScope.of(model.equals(baseModel) ? "" : model, salt);
     } catch (IllegalArgumentException e) {
-      throw new Invalid(clientModel.isEmpty() || clientModel.equals(baseModel) ? "cache_salt"
-          : "model", String.valueOf(e.getMessage()));
+      String param = String.valueOf(e.getMessage()).startsWith("cache salt") ? "cache_salt"
+          : "model";
+      throw new Invalid(param, "invalid " + param + ": " + e.getMessage());
     }
     String promptText = null;
     int[] promptIds = null;
@@ -341,7 +345,7 @@ final class OpenAiRequest {
       string(m, "user"); // accepted and ignored
     }
     return new OpenAiRequest(kind, model, scope, promptText, promptIds, messages, kwargs,
-        maxTokens, temperature, topP, seed, stream, includeUsage);
+        maxTokens, maxKey, temperature, topP, seed, stream, includeUsage);
   }
 
   /**
@@ -359,25 +363,26 @@ final class OpenAiRequest {
   InferenceRequest toInferenceRequest(String id, int[] tokens, int maxModelLen, long seed) {
     String param = promptParam();
     if (tokens.length == 0) {
-      throw new Invalid(param, "the prompt has no tokens");
+      throw new Invalid(param, "the prompt (" + param + ") has no tokens");
     }
     if (tokens.length > InferenceRequest.MAX_PROMPT_TOKENS) {
-      throw new Invalid(param, "the prompt has " + tokens.length + " tokens, more than the "
-          + InferenceRequest.MAX_PROMPT_TOKENS + " this node accepts");
+      throw new Invalid(param, "the prompt (" + param + ") has " + tokens.length
+          + " tokens, more than the " + InferenceRequest.MAX_PROMPT_TOKENS + " this node accepts");
     }
     int room = GenerationParams.MAX_TOKENS_LIMIT;
     if (maxModelLen > 0) {
       if (tokens.length >= maxModelLen) {
-        throw new Invalid(param, "the prompt has " + tokens.length + " tokens and the model's "
-            + "context is " + maxModelLen + ": no room is left to generate");
+        throw new Invalid(param, "the prompt (" + param + ") has " + tokens.length
+            + " tokens and the model's context is " + maxModelLen
+            + ": no room is left to generate");
       }
       room = Math.min(room, maxModelLen - tokens.length);
     }
     int n;
     if (maxTokens != null) {
       if (maxModelLen > 0 && maxTokens > room) {
-        String key = kind == Kind.CHAT ? "max_tokens (or max_completion_tokens)" : "max_tokens";
-        throw new Invalid(kind == Kind.CHAT ? "max_completion_tokens" : "max_tokens", key + " is "
+        String key = maxTokensKey;
+        throw new Invalid(key, key + " is "
             + maxTokens + " but the prompt has " + tokens.length + " tokens and the model's "
             + "context is " + maxModelLen + ": at most " + room + " tokens can be generated");
       }

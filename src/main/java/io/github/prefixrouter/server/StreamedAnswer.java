@@ -42,7 +42,8 @@ import org.slf4j.LoggerFactory;
  * chunks ({@link OpenAiAnswers.ChunkFormat}); the queueing, writing, deadlines and cancellation
  * here are the same for both. An empty piece is not rendered, and a text that ends in the first
  * half of a surrogate pair keeps that half for the next piece. The route's format: one
- * {@code data: {"id", "token_ids", "text"}} per piece; at the end, {@code data: } the answer a request that is not streamed gets, its
+ * {@code data: {"id", "token_ids", "text"}} per piece; at the end, {@code data: } the answer a
+ * request that is not streamed gets, its
  * {@code token_ids} and {@code text} only what no piece carried (normally nothing), then
  * {@code data: [DONE]}. A failure after the first piece is
  * {@code data: {"id", "error": {"message", "type", "status"}}} and the end of the stream, without
