@@ -73,6 +73,15 @@ import org.slf4j.LoggerFactory;
  *       gets {@code data: {"id", "error": {"message", "type", "status"}}} (the message and
  *       status the status answer would have had; {@link #failureType}) and the end of the
  *       stream, without {@code [DONE]}.
+ *   <li>OpenAI-compatible routes, for clients that send text: {@code POST /v1/completions}
+ *       (a string prompt, or token ids), {@code POST /v1/chat/completions} (a conversation)
+ *       and {@code GET /v1/models}. The prompt is tokenized by the {@link PromptTokenizer}
+ *       (without one, text and chat are answered {@value #NO_TOKENIZER_STATUS}), routed as its
+ *       token ids exactly as above, and answered in OpenAI's shapes, whole or streamed
+ *       ({@link OpenAiRequest} for the keys and defaults, {@link OpenAiAnswers} for the
+ *       answers). A tokenization holds an in-flight slot, never a reader thread, and is bounded
+ *       by {@code ioTimeout} (then 504) and by {@link #stop} (then 503). A request without a
+ *       {@code seed} gets one drawn here ({@link RequestSeeds}).
  *   <li>The request's {@link CacheScope}, as in vLLM's OpenAI API: {@code "model"} names a LoRA
  *       adapter, unless it is absent, empty or the node's base model ({@code --model}); then
  *       the request is of the base model. {@code "cache_salt"} (absent or empty: none) keys
