@@ -555,7 +555,11 @@ final class ClientEndpoint {
           "no_tokenizer");
       return;
     }
-    // the slot is taken before tokenizing: a tokenization counts against the cap as a request
+    String requestId = node.nodeId() + "-c" + ids.incrementAndGet();
+    long seed = req.seed != null ? req.seed : seeds.next();
+    long created = epochSeconds.getAsLong();
+    // the slot is taken before tokenizing: a tokenization counts against the cap as a request;
+    // from here on every path gives it back exactly once
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
       rejectedBusy.incrementAndGet();
@@ -563,9 +567,6 @@ final class ClientEndpoint {
       openAiError(ex, 503, "too many requests in flight at this node", null, "busy");
       return;
     }
-    String requestId = node.nodeId() + "-c" + ids.incrementAndGet();
-    long seed = req.seed != null ? req.seed : seeds.next();
-    long created = epochSeconds.getAsLong();
     tokenize(req).whenComplete(
         (t, err) -> submitOpenAi(ex, req, requestId, seed, created, t, err));
   }

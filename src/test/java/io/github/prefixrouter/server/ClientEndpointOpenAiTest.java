@@ -658,10 +658,16 @@ class ClientEndpointOpenAiTest {
     assertEquals(502, thrown.statusCode(), thrown.body());
     assertTrue(thrown.body().contains("a tokenizer that throws"), thrown.body());
 
+    tokenizer.mode = FakeTokenizer.Mode.BAD_IDS;
+    HttpResponse<String> badIds = post(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}");
+    assertEquals(502, badIds.statusCode(), badIds.body());
+    assertEquals("tokenizer_failed", map(json(badIds.body()).get("error")).get("code"));
+    assertTrue(badIds.body().contains("-5"), badIds.body());
+
     assertTrue(requests.isEmpty());
     assertEquals(0, endpoint.inFlight());
     Map<?, ?> stats = clientStats();
-    assertEquals(2L, stats.get("tokenize_failures"));
+    assertEquals(3L, stats.get("tokenize_failures"));
     assertEquals(1L, stats.get("tokenize_refused"));
   }
 
@@ -709,6 +715,41 @@ class ClientEndpointOpenAiTest {
     assertEquals("not_running", map(json(resp.body()).get("error")).get("code"));
     assertTrue(requests.isEmpty());
     endpoint = null;
+  }
+
+  // ------------------------------------------------------------------- the route unchanged
+
+  @Test
+  void theRoutesOwnStreamIsWrittenByteForByteAsBefore() throws Exception {
+    start();
+    CompletableFuture<HttpResponse<InputStream>> sent = postStreaming(ClientEndpoint.COMPLETIONS,
+        "{\"id\":\"q1\",\"prompt\":[1,2],\"max_tokens\":3,\"stream\":true}");
+    awaitSubmitted(1);
+    listeners.get(0).onOutput(new int[] {10, 11}, "ab");
+    listeners.get(0).onOutput(new int[] {12}, "c");
+    futures.get(0).complete(response("q1", new int[] {10, 11, 12, 13}, "abcd", 16));
+    String body = new String(sent.get(20, TimeUnit.SECONDS).body().readAllBytes(),
+        StandardCharsets.UTF_8);
+    assertEquals("data: {\"id\":\"q1\",\"token_ids\":[10,11],\"text\":\"ab\"}\n\n"
+        + "data: {\"id\":\"q1\",\"token_ids\":[12],\"text\":\"c\"}\n\n"
+        + "data: {\"id\":\"q1\",\"served_by\":\"peer-b\",\"forwarded\":true,\"attempts\":2,"
+        + "\"fallback\":null,\"token_ids\":[13],\"text\":\"d\",\"prompt_tokens\":30,"
+        + "\"cached_tokens\":16,\"reason\":\"LOCAL_ONLY_POLICY\"}\n\n"
+        + "data: [DONE]\n\n", body);
+    assertEquals(GenerationParams.greedy(3), requests.get(0).params(),
+        "the route's own defaults: greedy, seed 0");
+
+    CompletableFuture<HttpResponse<InputStream>> failing = postStreaming(
+        ClientEndpoint.COMPLETIONS, "{\"id\":\"q2\",\"prompt\":[1],\"stream\":true}");
+    awaitSubmitted(2);
+    listeners.get(1).onOutput(new int[] {7}, "x");
+    futures.get(1).completeExceptionally(new RequestFailedException("q2", "late",
+        new EngineTimeoutException("no answer", null)));
+    body = new String(failing.get(20, TimeUnit.SECONDS).body().readAllBytes(),
+        StandardCharsets.UTF_8);
+    assertEquals("data: {\"id\":\"q2\",\"token_ids\":[7],\"text\":\"x\"}\n\n"
+        + "data: {\"id\":\"q2\",\"error\":{\"message\":\"request q2: late\","
+        + "\"type\":\"timeout\",\"status\":504}}\n\n", body);
   }
 
   // ---------------------------------------------------------------------------------- seeds

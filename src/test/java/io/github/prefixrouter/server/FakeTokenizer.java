@@ -15,7 +15,7 @@ import java.util.concurrent.CompletableFuture;
 final class FakeTokenizer implements PromptTokenizer {
 
   /** What the next calls answer. */
-  enum Mode { TOKENS, INVALID, FAULT, NEVER, THROW }
+  enum Mode { TOKENS, INVALID, FAULT, NEVER, THROW, BAD_IDS }
 
   /** One call: the model, the prompt or messages, the template's arguments. */
   record Call(String model, String prompt, List<Map<String, Object>> messages,
@@ -72,6 +72,7 @@ final class FakeTokenizer implements PromptTokenizer {
           "the model server answered HTTP 500", false, null));
       case NEVER -> new CompletableFuture<>();
       case THROW -> throw new IllegalStateException("a tokenizer that throws");
+      case BAD_IDS -> CompletableFuture.completedFuture(new Tokenized(new int[] {1, -5}, -1));
     };
   }
 
