@@ -304,6 +304,8 @@ final class ClientEndpoint {
    * connections: a process that stops its node and then its endpoint loses no answer (a stream
    * the node ended gets its end or its error event). Requests answered after this call find the
    * endpoint closed and their connection closed; streamed ones still running are cancelled.
+   * OpenAI-style requests still being tokenized are answered 503 ({@code not_running}) and
+   * give back their in-flight slots.
    */
   void stop() {
     stopping = true;
@@ -335,6 +337,11 @@ final class ClientEndpoint {
   /** Client requests accepted and not yet answered. */
   int inFlight() {
     return inFlight.get();
+  }
+
+  /** Tokenizations under way, bounded by the timeout and by {@link #stop} (for tests). */
+  int tokenizationsUnderWay() {
+    return tokenizing.size();
   }
 
   /** Streamed answers not yet written to their end (for tests). */
@@ -567,19 +574,20 @@ final class ClientEndpoint {
       openAiError(ex, 503, "too many requests in flight at this node", null, "busy");
       return;
     }
-    tokenize(req).whenComplete(
-        (t, err) -> submitOpenAi(ex, req, requestId, seed, created, t, err));
+    tokenize(req, (t, err) -> submitOpenAi(ex, req, requestId, seed, created, t, err));
   }
 
   /**
-   * The prompt's tokens: at once for token ids; else the tokenizer's future, bounded by the I/O
-   * timeout (then it fails with a {@link TokenizeTimeoutException} and the tokenizer's future is
-   * cancelled) and by {@link #stop} (an {@link EndpointStoppingException}). The future returned
-   * always completes.
+   * Tokenizes the prompt and calls {@code then} with its tokens or the failure, exactly once: at
+   * once for token ids; else when the tokenizer's future completes, bounded by the I/O timeout
+   * (then with a {@link TokenizeTimeoutException}, and the tokenizer's future is cancelled) and
+   * by {@link #stop} (an {@link EndpointStoppingException}).
    */
-  private CompletableFuture<PromptTokenizer.Tokenized> tokenize(OpenAiRequest req) {
+  private void tokenize(OpenAiRequest req,
+      java.util.function.BiConsumer<PromptTokenizer.Tokenized, Throwable> then) {
     if (!req.needsTokenizer()) {
-      return CompletableFuture.completedFuture(new PromptTokenizer.Tokenized(req.promptIds, -1));
+      then.accept(new PromptTokenizer.Tokenized(req.promptIds, -1), null);
+      return;
     }
     CompletableFuture<PromptTokenizer.Tokenized> call;
     try {
@@ -593,10 +601,10 @@ final class ClientEndpoint {
       call = CompletableFuture.failedFuture(e);
     }
     if (call.isDone()) {
-      return call;
+      call.whenComplete(then);
+      return;
     }
     CompletableFuture<PromptTokenizer.Tokenized> bounded = new CompletableFuture<>();
-    tokenizing.add(bounded);
     CompletableFuture<PromptTokenizer.Tokenized> tokens = call;
     ScheduledFuture<?> timeout = null;
     try {
@@ -615,6 +623,7 @@ final class ClientEndpoint {
         expiry.cancel(false);
       }
     });
+    bounded.whenComplete(then);
     call.whenComplete((t, e) -> {
       if (e == null) {
         bounded.complete(t);
@@ -622,10 +631,14 @@ final class ClientEndpoint {
         bounded.completeExceptionally(e);
       }
     });
+    // seen by stop() only once it is wholly set up, so that stop() gets it answered
+    tokenizing.add(bounded);
+    if (bounded.isDone()) {
+      tokenizing.remove(bounded); // it completed before it was added
+    }
     if (stopping) { // stop() may have looked at the tokenizations before this one was added
       bounded.completeExceptionally(new EndpointStoppingException());
     }
-    return bounded;
   }
 
   /**

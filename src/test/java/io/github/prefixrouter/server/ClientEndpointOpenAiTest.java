@@ -691,6 +691,7 @@ class ClientEndpointOpenAiTest {
     assertEquals("server_error", error.get("type"));
     assertTrue(tokenizer.calls.get(0).future().isCancelled(), "the tokenizer's call is cancelled");
     await(() -> endpoint.inFlight() == 0, "the slot is released");
+    assertEquals(0, endpoint.tokenizationsUnderWay());
     assertEquals(1L, clientStats().get("tokenize_failures"));
     assertTrue(requests.isEmpty());
 
@@ -706,9 +707,10 @@ class ClientEndpointOpenAiTest {
     tokenizer.mode = FakeTokenizer.Mode.NEVER;
     CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_COMPLETIONS,
         "{\"prompt\":\"x\"}");
-    await(() -> tokenizer.calls.size() == 1, "tokenizing");
+    await(() -> endpoint.tokenizationsUnderWay() == 1, "tokenizing");
     assertEquals(1, endpoint.inFlight());
     endpoint.stop();
+    assertEquals(0, endpoint.tokenizationsUnderWay());
     assertEquals(0, endpoint.inFlight());
     HttpResponse<String> resp = sent.get(20, TimeUnit.SECONDS);
     assertEquals(503, resp.statusCode(), resp.body());
