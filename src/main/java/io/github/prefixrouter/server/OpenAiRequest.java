@@ -223,7 +223,7 @@ final class OpenAiRequest {
         if (!noOp.noOp().test(v)) {
           throw new Invalid(key, "unsupported_parameter", "\"" + key + "\" is not supported by "
               + "this node: it cannot honour it; only " + noOp.accepted() + " (no effect) is "
-              + "accepted, was " + Json.write(v));
+              + "accepted, was " + shown(v));
         }
       } else if (!keys.contains(key)) {
         TreeSet<String> all = new TreeSet<>(keys);
@@ -237,7 +237,7 @@ final class OpenAiRequest {
     if (m.containsKey("n") && !Long.valueOf(1).equals(m.get("n"))) {
       throw new Invalid("n", "unsupported_parameter",
           "\"n\" other than 1 is not supported by this node: it gives one choice per request, was "
-              + Json.write(m.get("n")));
+              + shown(m.get("n")));
     }
     String clientModel = m.containsKey("model") ? string(m, "model") : "";
     String model = !clientModel.isEmpty() ? clientModel : baseModel != null ? baseModel : "";
@@ -302,7 +302,7 @@ final class OpenAiRequest {
     Long seed = null;
     if (m.containsKey("seed")) {
       if (!(m.get("seed") instanceof Long l)) {
-        throw new Invalid("seed", "seed must be an integer, was " + Json.write(m.get("seed")));
+        throw new Invalid("seed", "seed must be an integer, was " + shown(m.get("seed")));
       }
       seed = l;
     }
@@ -450,7 +450,7 @@ final class OpenAiRequest {
           Object type = part.get("type");
           if (!"text".equals(type)) {
             throw new Invalid("messages", "unsupported_parameter", pat + " has type "
-                + (type instanceof String ? "\"" + type + "\"" : Json.write(type == null
+                + (type instanceof String ? "\"" + type + "\"" : shown(type == null
                     ? Json.NULL : type))
                 + ", which is not supported by this node: it takes text parts only "
                 + "({\"type\": \"text\", \"text\": ...})");
@@ -482,7 +482,7 @@ final class OpenAiRequest {
     for (int i = 0; i < ids.length; i++) {
       if (!(l.get(i) instanceof Long t) || t < 0 || t >= InferenceRequest.MAX_TOKEN_ID) {
         throw new Invalid("prompt", "prompt[" + i + "] must be a token id in [0, "
-            + InferenceRequest.MAX_TOKEN_ID + "), was " + Json.write(l.get(i)));
+            + InferenceRequest.MAX_TOKEN_ID + "), was " + shown(l.get(i)));
       }
       ids[i] = (int) (long) t;
     }
@@ -498,21 +498,27 @@ final class OpenAiRequest {
     if (m.get(key) instanceof String s) {
       return s;
     }
-    throw new Invalid(key, key + " must be a string, was " + Json.write(m.get(key)));
+    throw new Invalid(key, key + " must be a string, was " + shown(m.get(key)));
   }
 
   private static int integer(Map<String, Object> m, String key) {
     if (m.get(key) instanceof Long l && l >= Integer.MIN_VALUE && l <= Integer.MAX_VALUE) {
       return (int) (long) l;
     }
-    throw new Invalid(key, key + " must be an integer, was " + Json.write(m.get(key)));
+    throw new Invalid(key, key + " must be an integer, was " + shown(m.get(key)));
   }
 
   private static double number(Map<String, Object> m, String key) {
     if (m.get(key) instanceof Number n) {
       return n.doubleValue();
     }
-    throw new Invalid(key, key + " must be a number, was " + Json.write(m.get(key)));
+    throw new Invalid(key, key + " must be a number, was " + shown(m.get(key)));
+  }
+
+  /** A value as JSON, for a message: cut after 200 characters. */
+  private static String shown(Object v) {
+    String s = Json.write(v);
+    return s.length() <= 200 ? s : s.substring(0, 200) + "...";
   }
 
   private static boolean isNull(Object v) {
