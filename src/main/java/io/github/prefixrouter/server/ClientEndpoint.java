@@ -33,10 +33,13 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -70,6 +73,15 @@ import org.slf4j.LoggerFactory;
  *       gets {@code data: {"id", "error": {"message", "type", "status"}}} (the message and
  *       status the status answer would have had; {@link #failureType}) and the end of the
  *       stream, without {@code [DONE]}.
+ *   <li>OpenAI-compatible routes, for clients that send text: {@code POST /v1/completions}
+ *       (a string prompt, or token ids), {@code POST /v1/chat/completions} (a conversation)
+ *       and {@code GET /v1/models}. The prompt is tokenized by the {@link PromptTokenizer}
+ *       (without one, text and chat are answered {@value #NO_TOKENIZER_STATUS}), routed as its
+ *       token ids exactly as above, and answered in OpenAI's shapes, whole or streamed
+ *       ({@link OpenAiRequest} for the keys and defaults, {@link OpenAiAnswers} for the
+ *       answers). A tokenization holds an in-flight slot, never a reader thread, and is bounded
+ *       by {@code ioTimeout} (then 504) and by {@link #stop} (then 503). A request without a
+ *       {@code seed} gets one drawn here ({@link RequestSeeds}).
  *   <li>The request's {@link CacheScope}, as in vLLM's OpenAI API: {@code "model"} names a LoRA
  *       adapter, unless it is absent, empty or the node's base model ({@code --model}); then
  *       the request is of the base model. {@code "cache_salt"} (absent or empty: none) keys
@@ -113,6 +125,17 @@ final class ClientEndpoint {
   /** The most reader threads, and unfinished bodies per address, that may be set. */
   static final int MAX_READER_THREADS = 4096;
   static final String COMPLETIONS = "/v1/route/completions";
+  /** OpenAI's completions: a text prompt (or token ids), answered in OpenAI's shapes. */
+  static final String OPENAI_COMPLETIONS = "/v1/completions";
+  /** OpenAI's chat completions: a conversation, answered in OpenAI's shapes. */
+  static final String OPENAI_CHAT = "/v1/chat/completions";
+  /** OpenAI's model list: the base model. */
+  static final String MODELS = "/v1/models";
+  /**
+   * The status of a text or chat request at a node without a tokenizer: 501 (Not Implemented),
+   * since it is the node's configuration, not the request, that is lacking.
+   */
+  static final int NO_TOKENIZER_STATUS = 501;
   static final String STATS = "/v1/stats";
   static final String METRICS = "/metrics";
   static final String HEALTH = "/health";
@@ -139,6 +162,16 @@ final class ClientEndpoint {
   private final AtomicLong rejectedBusy = new AtomicLong();
   private final AtomicLong readsRefused = new AtomicLong();
   private final AtomicLong streamsCancelled = new AtomicLong();
+  private final AtomicLong tokenizeFailures = new AtomicLong();
+  private final AtomicLong tokenizeRefused = new AtomicLong();
+  private final PromptTokenizer tokenizer;
+  private final LongSupplier epochSeconds;
+  private final RequestSeeds seeds;
+  /** Tokenizations under way: failed at {@link #stop} so that none holds its slot for ever. */
+  private final Set<CompletableFuture<PromptTokenizer.Tokenized>> tokenizing =
+      ConcurrentHashMap.newKeySet();
+  private volatile boolean stopping;
+  private long startedEpochSeconds;
   /** Streamed answers not yet written to their end (nor given up). */
   private final Set<StreamedAnswer> openStreams = ConcurrentHashMap.newKeySet();
   private HttpServer server;
@@ -180,6 +213,35 @@ final class ClientEndpoint {
   ClientEndpoint(PrefixRouterNode node, Supplier<List<StatsTable.Section<?>>> extraStats,
       int maxInFlight, Duration ioTimeout, String baseModel, int readerThreads,
       int maxUnfinishedPerAddress) {
+    this(node, extraStats, maxInFlight, ioTimeout, baseModel, readerThreads,
+        maxUnfinishedPerAddress, null, () -> System.currentTimeMillis() / 1000,
+        System.nanoTime() ^ System.currentTimeMillis());
+  }
+
+  /**
+   * An endpoint that also serves the OpenAI-compatible routes with text prompts and chat.
+   *
+   * @param baseModel as above; also the model {@code /v1/models} lists (none when null)
+   * @param readerThreads as above
+   * @param maxUnfinishedPerAddress as above
+   * @param tokenizer tokenizes the text prompts and conversations of {@code /v1/completions}
+   *     and {@code /v1/chat/completions}, and gives their output's text; null: the node has
+   *     none, and those requests (but for a prompt of token ids) are answered
+   *     {@value #NO_TOKENIZER_STATUS}
+   * @param epochSeconds the wall clock, in seconds since the epoch, for the {@code created} of
+   *     OpenAI's answers (read once per request, and once at {@link #start} for the model list)
+   * @param seedOfSeeds seeds the generator of the sampling seeds drawn for OpenAI-style
+   *     requests that name none ({@link RequestSeeds}); the host passes something that differs
+   *     between runs (a secure random, say), tests a constant
+   * @throws IllegalArgumentException if a limit is out of its range
+   */
+  ClientEndpoint(PrefixRouterNode node, Supplier<List<StatsTable.Section<?>>> extraStats,
+      int maxInFlight, Duration ioTimeout, String baseModel, int readerThreads,
+      int maxUnfinishedPerAddress, PromptTokenizer tokenizer, LongSupplier epochSeconds,
+      long seedOfSeeds) {
+    this.tokenizer = tokenizer;
+    this.epochSeconds = epochSeconds;
+    this.seeds = new RequestSeeds(seedOfSeeds);
     checkRange("readerThreads", readerThreads);
     checkRange("maxUnfinishedPerAddress", maxUnfinishedPerAddress);
     this.baseModel = baseModel;
@@ -204,6 +266,7 @@ final class ClientEndpoint {
   }
 
   InetSocketAddress start(String host, int port) throws IOException {
+    startedEpochSeconds = epochSeconds.getAsLong();
     server = JdkHttpServers.create(new InetSocketAddress(host, port), 256);
     AtomicInteger n = new AtomicInteger();
     executor = Executors.newFixedThreadPool(2, r -> {
@@ -241,8 +304,16 @@ final class ClientEndpoint {
    * connections: a process that stops its node and then its endpoint loses no answer (a stream
    * the node ended gets its end or its error event). Requests answered after this call find the
    * endpoint closed and their connection closed; streamed ones still running are cancelled.
+   * OpenAI-style requests still being tokenized are answered 503 ({@code not_running}) and
+   * give back their in-flight slots.
    */
   void stop() {
+    stopping = true;
+    // tokenizations still under way end now: their requests are answered 503 (not yet
+    // submitted) by the writers, which finish before the connections close
+    for (CompletableFuture<PromptTokenizer.Tokenized> t : List.copyOf(tokenizing)) {
+      t.completeExceptionally(new EndpointStoppingException());
+    }
     if (server != null) {
       executor.shutdown();
       try {
@@ -266,6 +337,11 @@ final class ClientEndpoint {
   /** Client requests accepted and not yet answered. */
   int inFlight() {
     return inFlight.get();
+  }
+
+  /** Tokenizations under way, bounded by the timeout and by {@link #stop} (for tests). */
+  int tokenizationsUnderWay() {
+    return tokenizing.size();
   }
 
   /** Streamed answers not yet written to their end (for tests). */
@@ -295,6 +371,21 @@ final class ClientEndpoint {
           completions(ex);
         }
       }
+      case OPENAI_COMPLETIONS -> {
+        if (allowed(ex, method, "POST")) {
+          openAi(ex, OpenAiRequest.Kind.COMPLETION);
+        }
+      }
+      case OPENAI_CHAT -> {
+        if (allowed(ex, method, "POST")) {
+          openAi(ex, OpenAiRequest.Kind.CHAT);
+        }
+      }
+      case MODELS -> {
+        if (allowed(ex, method, "GET")) {
+          respond(ex, 200, OpenAiAnswers.models(baseModel, startedEpochSeconds));
+        }
+      }
       case STATS -> {
         if (allowed(ex, method, "GET")) {
           stats(ex);
@@ -312,7 +403,8 @@ final class ClientEndpoint {
         }
       }
       default -> respond(ex, 404, Map.of("error", "no such path; use " + COMPLETIONS + ", "
-          + STATS + ", " + METRICS + " or " + HEALTH));
+          + OPENAI_CHAT + ", " + OPENAI_COMPLETIONS + ", " + MODELS + ", " + STATS + ", "
+          + METRICS + " or " + HEALTH));
     }
   }
 
@@ -415,6 +507,310 @@ final class ClientEndpoint {
     });
   }
 
+  // ------------------------------------------------------------- OpenAI-compatible routes
+
+  /** Deepest nesting of an OpenAI-style body (messages with content parts, template kwargs). */
+  private static final int OPENAI_MAX_DEPTH = 16;
+
+  static final String NO_TOKENIZER_MESSAGE = "this node has no tokenizer, so it cannot take text "
+      + "prompts or chat: start it with --tokenizer (see docs/deployment.md, \"OpenAI-compatible "
+      + "routes\"); without one, " + OPENAI_COMPLETIONS + " takes a prompt of token ids only";
+
+  /**
+   * {@code POST /v1/completions} and {@code POST /v1/chat/completions}, on a reader thread: reads
+   * and checks the request, takes an in-flight slot, then tokenizes it (never waiting here: the
+   * tokenizer's future completes on its thread) and submits it when its tokens come
+   * ({@link #submitOpenAi}).
+   */
+  private void openAi(HttpExchange ex, OpenAiRequest.Kind kind) {
+    InetSocketAddress remote = ex.getRemoteAddress();
+    if (!readers.tryAcquire(remote)) {
+      openAiError(ex, 503, "too many unfinished requests from this address", null, "busy");
+      return;
+    }
+    OpenAiRequest req;
+    try {
+      req = OpenAiRequest.parse(readObject(ex, OPENAI_MAX_DEPTH), kind, baseModel);
+    } catch (BodyTooLargeException e) {
+      if (ioDeadline.endPhase()) {
+        openAiError(ex, 413, e.getMessage(), null, "body_too_large");
+      }
+      return;
+    } catch (IOException e) {
+      if (ioDeadline.endPhase()) {
+        openAiError(ex, 400, "cannot read the request body", null, "invalid_request");
+      }
+      return;
+    } catch (OpenAiRequest.Invalid e) {
+      if (ioDeadline.endPhase()) {
+        openAiError(ex, 400, e.getMessage(), e.param(), e.code());
+      }
+      return;
+    } catch (IllegalArgumentException | Json.JsonException e) { // not a JSON object
+      if (ioDeadline.endPhase()) {
+        openAiError(ex, 400, String.valueOf(e.getMessage()), null, "invalid_json");
+      }
+      return;
+    } finally {
+      readers.release(remote);
+    }
+    if (!ioDeadline.endPhase()) {
+      return; // the body came too late: the connection is being closed
+    }
+    if (req.needsTokenizer() && tokenizer == null) {
+      openAiError(ex, NO_TOKENIZER_STATUS, NO_TOKENIZER_MESSAGE, req.promptParam(),
+          "no_tokenizer");
+      return;
+    }
+    String requestId = node.nodeId() + "-c" + ids.incrementAndGet();
+    long seed = req.seed != null ? req.seed : seeds.next();
+    long created = epochSeconds.getAsLong();
+    // the slot is taken before tokenizing: a tokenization counts against the cap as a request;
+    // from here on every path gives it back exactly once
+    if (inFlight.incrementAndGet() > maxInFlight) {
+      inFlight.decrementAndGet();
+      rejectedBusy.incrementAndGet();
+      ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+      openAiError(ex, 503, "too many requests in flight at this node", null, "busy");
+      return;
+    }
+    tokenize(req, (t, err) -> submitOpenAi(ex, req, requestId, seed, created, t, err));
+  }
+
+  /**
+   * Tokenizes the prompt and calls {@code then} with its tokens or the failure, exactly once: at
+   * once for token ids; else when the tokenizer's future completes, bounded by the I/O timeout
+   * (then with a {@link TokenizeTimeoutException}, and the tokenizer's future is cancelled) and
+   * by {@link #stop} (an {@link EndpointStoppingException}).
+   */
+  private void tokenize(OpenAiRequest req,
+      java.util.function.BiConsumer<PromptTokenizer.Tokenized, Throwable> then) {
+    if (!req.needsTokenizer()) {
+      then.accept(new PromptTokenizer.Tokenized(req.promptIds, -1), null);
+      return;
+    }
+    CompletableFuture<PromptTokenizer.Tokenized> call;
+    try {
+      call = req.kind == OpenAiRequest.Kind.CHAT
+          ? tokenizer.tokenizeChat(req.model, req.messages, req.chatTemplateKwargs)
+          : tokenizer.tokenize(req.model, req.promptText);
+      if (call == null) {
+        throw new IllegalStateException("the tokenizer gave no future");
+      }
+    } catch (RuntimeException e) { // a tokenizer that throws instead of failing its future
+      call = CompletableFuture.failedFuture(e);
+    }
+    if (call.isDone()) {
+      call.whenComplete(then);
+      return;
+    }
+    CompletableFuture<PromptTokenizer.Tokenized> bounded = new CompletableFuture<>();
+    CompletableFuture<PromptTokenizer.Tokenized> tokens = call;
+    ScheduledFuture<?> timeout = null;
+    try {
+      timeout = timer.schedule(() -> {
+        if (bounded.completeExceptionally(new TokenizeTimeoutException(ioTimeout))) {
+          tokens.cancel(true);
+        }
+      }, ioTimeout.toNanos(), TimeUnit.NANOSECONDS);
+    } catch (RejectedExecutionException stopped) {
+      bounded.completeExceptionally(new EndpointStoppingException());
+    }
+    ScheduledFuture<?> expiry = timeout;
+    bounded.whenComplete((t, e) -> {
+      tokenizing.remove(bounded);
+      if (expiry != null) {
+        expiry.cancel(false);
+      }
+    });
+    bounded.whenComplete(then);
+    call.whenComplete((t, e) -> {
+      if (e == null) {
+        bounded.complete(t);
+      } else {
+        bounded.completeExceptionally(e);
+      }
+    });
+    // seen by stop() only once it is wholly set up, so that stop() gets it answered
+    tokenizing.add(bounded);
+    if (bounded.isDone()) {
+      tokenizing.remove(bounded); // it completed before it was added
+    }
+    if (stopping) { // stop() may have looked at the tokenizations before this one was added
+      bounded.completeExceptionally(new EndpointStoppingException());
+    }
+  }
+
+  /**
+   * Once the prompt is tokenized (on the thread that completed the tokenization): builds the
+   * request and submits it, or answers why it cannot be. Releases the in-flight slot exactly
+   * once: here on a failure, else when the node's future completes.
+   */
+  private void submitOpenAi(HttpExchange ex, OpenAiRequest req, String requestId, long seed,
+      long created, PromptTokenizer.Tokenized tokenized, Throwable tokenizeError) {
+    InferenceRequest request;
+    OpenAiAnswers.Context ctx;
+    try {
+      if (tokenizeError != null) {
+        throw tokenizeFailure(req, tokenizeError);
+      }
+      if (tokenized == null || tokenized.tokens() == null) {
+        tokenizeFailures.incrementAndGet();
+        throw new OpenAiFailure(502, "the tokenizer gave no tokens", null, "tokenizer_failed");
+      }
+      try {
+        request = req.toInferenceRequest(requestId, tokenized.tokens(), tokenized.maxModelLen(),
+            seed);
+      } catch (OpenAiRequest.Invalid e) {
+        throw e;
+      } catch (IllegalArgumentException e) { // token ids out of range: the tokenizer's fault
+        tokenizeFailures.incrementAndGet();
+        throw new OpenAiFailure(502, "the tokenizer gave an invalid prompt: " + e.getMessage(),
+            null, "tokenizer_failed");
+      }
+      ctx = new OpenAiAnswers.Context(req.kind, OpenAiAnswers.answerId(req.kind, requestId),
+          created, req.model, request.params().maxTokens(), seed, req.includeUsage, tokenizer);
+    } catch (RuntimeException e) {
+      inFlight.decrementAndGet();
+      writeLater(ex, () -> openAiFailure(ex, e));
+      return;
+    }
+    if (req.stream) {
+      StreamedAnswer s = new StreamedAnswer(ex, request.id(), executor, ioDeadline,
+          new OpenAiAnswers.ChunkFormat(ctx), this::openAiFailure, openStreams::remove,
+          streamsCancelled::incrementAndGet);
+      openStreams.add(s);
+      CompletableFuture<InferenceResponse> answer;
+      try {
+        answer = node.submit(request, s);
+      } catch (RuntimeException e) {
+        answer = CompletableFuture.failedFuture(e);
+      }
+      s.attach(answer);
+      answer.whenComplete((resp, err) -> {
+        inFlight.decrementAndGet();
+        s.complete(resp, err);
+      });
+      return;
+    }
+    CompletableFuture<InferenceResponse> answer;
+    try {
+      answer = node.submit(request);
+    } catch (RuntimeException e) {
+      answer = CompletableFuture.failedFuture(e);
+    }
+    answer.whenComplete((resp, err) -> {
+      inFlight.decrementAndGet();
+      if (err == null) {
+        writeLater(ex, () -> answerOpenAi(ex, ctx, resp));
+      } else {
+        Throwable c = err instanceof CompletionException && err.getCause() != null
+            ? err.getCause() : err;
+        writeLater(ex, () -> openAiFailure(ex, c));
+      }
+    });
+  }
+
+  /** Why a tokenization failed, as the answer it gets; counts it. */
+  private RuntimeException tokenizeFailure(OpenAiRequest req, Throwable err) {
+    Throwable c = err instanceof CompletionException && err.getCause() != null
+        ? err.getCause() : err;
+    if (c instanceof EndpointStoppingException e) {
+      return e;
+    }
+    if (c instanceof TokenizeTimeoutException) {
+      tokenizeFailures.incrementAndGet();
+      return new OpenAiFailure(504, c.getMessage(), null, "tokenizer_timeout");
+    }
+    if (c instanceof PromptTokenizer.TokenizeException te && te.invalidRequest()) {
+      tokenizeRefused.incrementAndGet();
+      return new OpenAiFailure(400, String.valueOf(te.getMessage()), req.promptParam(),
+          "invalid_prompt");
+    }
+    tokenizeFailures.incrementAndGet();
+    return new OpenAiFailure(502, "the tokenizer failed: " + c.getMessage(), null,
+        "tokenizer_failed");
+  }
+
+  /** Hands a write to the writer threads, under the I/O deadline; closes if they are gone. */
+  private void writeLater(HttpExchange ex, Runnable write) {
+    try {
+      executor.execute(() -> ioDeadline.run(write));
+    } catch (RuntimeException stopped) { // the endpoint is stopping; its server closed the connection
+      ex.close();
+    }
+  }
+
+  /** A whole OpenAI answer, with the routing headers. */
+  private static void answerOpenAi(HttpExchange ex, OpenAiAnswers.Context ctx,
+      InferenceResponse resp) {
+    byte[] b;
+    try {
+      b = Json.write(OpenAiAnswers.answer(ctx, resp)).getBytes(StandardCharsets.UTF_8);
+    } catch (IllegalArgumentException e) { // a text JSON cannot carry, or no text at all
+      log.warn("cannot write the answer of {} as JSON: {}", resp.requestId(), e.getMessage());
+      openAiError(ex, 500, "the answer cannot be written as JSON", null, "internal");
+      return;
+    }
+    OpenAiAnswers.headers(ex.getResponseHeaders(), ctx, resp);
+    send(ex, 200, "application/json", b);
+  }
+
+  /** Answers a failed OpenAI-style request in OpenAI's shape, and closes the exchange. */
+  private void openAiFailure(HttpExchange ex, Throwable c) {
+    if (c instanceof OpenAiRequest.Invalid i) {
+      openAiError(ex, 400, i.getMessage(), i.param(), i.code());
+    } else if (c instanceof OpenAiFailure f) {
+      openAiError(ex, f.status, f.getMessage(), f.param, f.code);
+    } else if (c instanceof EndpointStoppingException) {
+      openAiError(ex, 503, c.getMessage(), null, "not_running");
+    } else {
+      if (c.getCause() instanceof EngineBusyException) {
+        ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+      }
+      respond(ex, OpenAiAnswers.failureStatus(c), OpenAiAnswers.failure(c));
+    }
+  }
+
+  private static void openAiError(HttpExchange ex, int status, String message, String param,
+      String code) {
+    respond(ex, status, OpenAiAnswers.error(status, message, param, code));
+  }
+
+  /** A failure of an OpenAI-style request before it was submitted, with its answer. */
+  private static final class OpenAiFailure extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    final int status;
+    final String param;
+    final String code;
+
+    OpenAiFailure(int status, String message, String param, String code) {
+      super(message, null, false, false);
+      this.status = status;
+      this.param = param;
+      this.code = code;
+    }
+  }
+
+  /** The tokenizer did not answer within the I/O timeout (answered 504). */
+  static final class TokenizeTimeoutException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    TokenizeTimeoutException(Duration timeout) {
+      super("the tokenizer did not answer within " + timeout.toMillis() + " ms", null, false,
+          false);
+    }
+  }
+
+  /** The endpoint stopped while a request was being tokenized (answered 503). */
+  static final class EndpointStoppingException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    EndpointStoppingException() {
+      super("the node is stopping", null, false, false);
+    }
+  }
+
   /** Answers a failed request with its status ({@link #failureStatus}) and closes the exchange. */
   private static void answerFailure(HttpExchange ex, String id, Throwable c) {
     if (c instanceof StreamedAnswer.UnwritableException) {
@@ -496,26 +892,7 @@ final class ClientEndpoint {
   private record ParsedRequest(InferenceRequest request, boolean stream) {}
 
   private ParsedRequest parseRequest(HttpExchange ex) throws IOException {
-    long declared = -1;
-    String cl = ex.getRequestHeaders().getFirst("Content-Length");
-    if (cl != null) {
-      try {
-        declared = Long.parseLong(cl.trim());
-      } catch (NumberFormatException e) {
-        throw new IllegalArgumentException("bad Content-Length");
-      }
-    }
-    if (declared > MAX_BODY) {
-      throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
-    }
-    byte[] body = ex.getRequestBody().readNBytes(MAX_BODY + 1);
-    if (body.length > MAX_BODY) {
-      throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
-    }
-    Object root = Json.parse(new String(body, StandardCharsets.UTF_8), MAX_BODY, 8);
-    if (!(root instanceof Map<?, ?> m)) {
-      throw new IllegalArgumentException("the body must be a JSON object");
-    }
+    Map<?, ?> m = readObject(ex, 8);
     for (Object key : m.keySet()) {
       if (!REQUEST_KEYS.contains(key)) {
         throw new IllegalArgumentException("unknown key \"" + key + "\"; the keys are "
@@ -555,6 +932,36 @@ final class ClientEndpoint {
       stream = b;
     }
     return new ParsedRequest(new InferenceRequest(id, prompt, params, scope), stream);
+  }
+
+  /**
+   * Reads a request body of at most 8 MiB as a JSON object.
+   *
+   * @throws BodyTooLargeException for a larger body (413)
+   * @throws IllegalArgumentException or {@link Json.JsonException} if it is not a JSON object
+   */
+  private static Map<?, ?> readObject(HttpExchange ex, int maxDepth) throws IOException {
+    long declared = -1;
+    String cl = ex.getRequestHeaders().getFirst("Content-Length");
+    if (cl != null) {
+      try {
+        declared = Long.parseLong(cl.trim());
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException("bad Content-Length");
+      }
+    }
+    if (declared > MAX_BODY) {
+      throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
+    }
+    byte[] body = ex.getRequestBody().readNBytes(MAX_BODY + 1);
+    if (body.length > MAX_BODY) {
+      throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
+    }
+    Object root = Json.parse(new String(body, StandardCharsets.UTF_8), MAX_BODY, maxDepth);
+    if (!(root instanceof Map<?, ?> m)) {
+      throw new IllegalArgumentException("the body must be a JSON object");
+    }
+    return m;
   }
 
   /** The answer of a request that is not streamed (a new, modifiable map). */
@@ -607,7 +1014,7 @@ final class ClientEndpoint {
     all.addAll(extraStats.get());
     all.add(StatsTables.CLIENT.section("client", new StatsTables.ClientStats(inFlight.get(),
         rejectedBusy.get(), slowConnectionsClosed.get(), readsRefused.get(), openStreams.size(),
-        streamsCancelled.get())));
+        streamsCancelled.get(), tokenizeFailures.get(), tokenizeRefused.get())));
     return all;
   }
 

@@ -239,7 +239,8 @@ final class StatsTables {
 
   /** The client endpoint's own counters. */
   record ClientStats(int inFlight, long rejectedBusy, long slowConnectionsClosed,
-      long readsRefused, int streamsOpen, long streamsCancelled) {}
+      long readsRefused, int streamsOpen, long streamsCancelled, long tokenizeFailures,
+      long tokenizeRefused) {}
 
   private static final String C = P + "client_";
 
@@ -265,5 +266,12 @@ final class StatsTables {
           "Streamed requests cancelled because a write to their client failed: the client went "
               + "away, or was cut off for not reading within the I/O timeout.",
           ClientStats::streamsCancelled)
+      .counter("tokenize_failures", C + "tokenize_failures_total",
+          "Text prompts and chats of the OpenAI-compatible routes the tokenizer failed to "
+              + "tokenize (unreachable, failing, a malformed answer) or did not answer in time; "
+              + "answered 502 or 504.", ClientStats::tokenizeFailures)
+      .counter("tokenize_refused", C + "tokenize_refused_total",
+          "Text prompts and chats the tokenizer refused as invalid (a malformed conversation, "
+              + "an unknown model); answered 400.", ClientStats::tokenizeRefused)
       .build();
 }

@@ -38,9 +38,12 @@ import org.slf4j.LoggerFactory;
  * one is answered with the status a request that is not streamed would get. A write that fails
  * (the client is gone, or was cut off) cancels the request: the node's future is cancelled.
  *
- * <p>Events: one {@code data: {"id", "token_ids", "text"}} per piece (an empty piece is not
- * sent; a text that ends in the first half of a surrogate pair keeps that half for the next
- * event); at the end, {@code data: } the answer a request that is not streamed gets, its
+ * <p>Events are rendered by a {@link Format}: the route's own ({@link RouteFormat}) or OpenAI's
+ * chunks ({@link OpenAiAnswers.ChunkFormat}); the queueing, writing, deadlines and cancellation
+ * here are the same for both. An empty piece is not rendered, and a text that ends in the first
+ * half of a surrogate pair keeps that half for the next piece. The route's format: one
+ * {@code data: {"id", "token_ids", "text"}} per piece; at the end, {@code data: } the answer a
+ * request that is not streamed gets, its
  * {@code token_ids} and {@code text} only what no piece carried (normally nothing), then
  * {@code data: [DONE]}. A failure after the first piece is
  * {@code data: {"id", "error": {"message", "type", "status"}}} and the end of the stream, without
@@ -50,12 +53,85 @@ final class StreamedAnswer implements OutputListener {
 
   private static final Logger log = LoggerFactory.getLogger(StreamedAnswer.class);
   static final String CONTENT_TYPE = "text/event-stream";
-  private static final byte[] DONE = "data: [DONE]\n\n".getBytes(StandardCharsets.US_ASCII);
+  /** The last event of a stream that ended well. */
+  static final byte[] DONE = "data: [DONE]\n\n".getBytes(StandardCharsets.US_ASCII);
 
   /** How a failed request is answered: the endpoint's status path. */
   interface FailureAnswer {
     /** Answers {@code ex} with the status, headers and body of {@code failure}, and closes it. */
     void answer(HttpExchange ex, Throwable failure);
+  }
+
+  /**
+   * How the events of one stream are rendered: the route's own format ({@link RouteFormat}) or
+   * OpenAI's chunks ({@link OpenAiAnswers.ChunkFormat}). Called by one writer thread at a time,
+   * in the order of the output, so a format may keep state (whether a first event was written).
+   * Each method returns whole events, {@code data: ...} and a blank line each; a value JSON
+   * cannot carry throws {@link IllegalArgumentException}, and the stream then ends with the
+   * error event of an {@link UnwritableException}.
+   */
+  interface Format {
+    /** The events of one piece of output, or an empty array for none. */
+    byte[] piece(int[] tokens, String text);
+
+    /**
+     * The events that end a stream whose request succeeded, {@code data: [DONE]} last.
+     *
+     * @param tokens the output no piece carried (normally none)
+     * @param text its text
+     */
+    byte[] end(InferenceResponse response, int[] tokens, String text);
+
+    /** The event of a failure after the first piece (the stream ends after it). */
+    byte[] error(Throwable failure);
+  }
+
+  /**
+   * The route's own events ({@code /v1/route/completions}): {@code {"id", "token_ids", "text"}}
+   * per piece, the answer a request that is not streamed gets at the end, and
+   * {@code {"id", "error": {"message", "type", "status"}}} for a failure.
+   */
+  static final class RouteFormat implements Format {
+    private final String id;
+
+    RouteFormat(String id) {
+      this.id = id;
+    }
+
+    @Override
+    public byte[] piece(int[] tokens, String text) {
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("id", id);
+      m.put("token_ids", tokens);
+      m.put("text", text);
+      return event(m);
+    }
+
+    @Override
+    public byte[] end(InferenceResponse response, int[] tokens, String text) {
+      Map<String, Object> m = ClientEndpoint.toJson(response);
+      m.put("token_ids", tokens);
+      m.put("text", text);
+      ByteArrayOutputStream out = new ByteArrayOutputStream();
+      out.writeBytes(event(m));
+      out.writeBytes(DONE);
+      return out.toByteArray();
+    }
+
+    @Override
+    public byte[] error(Throwable failure) {
+      int status = failure instanceof UnwritableException ? 500
+          : ClientEndpoint.failureStatus(failure);
+      Map<String, Object> error = new LinkedHashMap<>();
+      error.put("message", ClientEndpoint.safeText(String.valueOf(failure.getMessage())));
+      error.put("type", failure instanceof UnwritableException ? "internal"
+          : ClientEndpoint.failureType(failure));
+      error.put("status", status);
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("id", id);
+      m.put("error", error);
+      return event(m);
+    }
   }
 
   private record Piece(int[] tokens, String text) {}
@@ -69,6 +145,7 @@ final class StreamedAnswer implements OutputListener {
   private final Executor writers;
   private final IoDeadline deadline;
   private final FailureAnswer failureAnswer;
+  private final Format format;
   private final Consumer<StreamedAnswer> onFinished;
   private final Runnable onClientGone;
 
@@ -98,6 +175,16 @@ final class StreamedAnswer implements OutputListener {
    */
   StreamedAnswer(HttpExchange ex, String id, Executor writers, IoDeadline deadline,
       FailureAnswer failureAnswer, Consumer<StreamedAnswer> onFinished, Runnable onClientGone) {
+    this(ex, id, writers, deadline, new RouteFormat(id), failureAnswer, onFinished, onClientGone);
+  }
+
+  /**
+   * @param format how the events are rendered
+   * @param ex and the others as above
+   */
+  StreamedAnswer(HttpExchange ex, String id, Executor writers, IoDeadline deadline, Format format,
+      FailureAnswer failureAnswer, Consumer<StreamedAnswer> onFinished, Runnable onClientGone) {
+    this.format = format;
     this.ex = ex;
     this.id = id;
     this.writers = writers;
@@ -245,17 +332,13 @@ final class StreamedAnswer implements OutputListener {
       }
       try {
         if (item instanceof Piece p) {
-          event(events, piece(p.tokens(), p.text()));
+          events.writeBytes(format.piece(p.tokens(), p.text()));
         } else if (item instanceof End e) {
-          Map<String, Object> m = ClientEndpoint.toJson(e.response());
-          m.put("token_ids", e.tokens());
-          m.put("text", e.text());
-          event(events, m);
-          events.writeBytes(DONE);
+          events.writeBytes(format.end(e.response(), e.tokens(), e.text()));
           last = true;
           break;
         } else if (item instanceof Fail f) {
-          events.writeBytes(errorEvent(f.failure()));
+          events.writeBytes(format.error(f.failure()));
           last = true;
           break;
         }
@@ -264,7 +347,7 @@ final class StreamedAnswer implements OutputListener {
         if (!started && events.size() == 0) {
           failBeforeStart = new Fail(new UnwritableException());
         } else {
-          events.writeBytes(errorEvent(new UnwritableException()));
+          events.writeBytes(format.error(new UnwritableException()));
           last = true;
         }
         cancelRequest();
@@ -322,33 +405,13 @@ final class StreamedAnswer implements OutputListener {
     }
   }
 
-  private Map<String, Object> piece(int[] tokens, String text) {
-    Map<String, Object> m = new LinkedHashMap<>();
-    m.put("id", id);
-    m.put("token_ids", tokens);
-    m.put("text", text);
-    return m;
-  }
-
-  private static void event(ByteArrayOutputStream out, Map<String, Object> json) {
+  /** One event: {@code data: } the JSON of {@code json} and a blank line. */
+  static byte[] event(Map<String, Object> json) {
     byte[] b = Json.write(json).getBytes(StandardCharsets.UTF_8);
+    ByteArrayOutputStream out = new ByteArrayOutputStream(b.length + 8);
     out.writeBytes("data: ".getBytes(StandardCharsets.US_ASCII));
     out.writeBytes(b);
     out.writeBytes("\n\n".getBytes(StandardCharsets.US_ASCII));
-  }
-
-  private byte[] errorEvent(Throwable failure) {
-    int status = failure instanceof UnwritableException ? 500 : ClientEndpoint.failureStatus(failure);
-    Map<String, Object> error = new LinkedHashMap<>();
-    error.put("message", ClientEndpoint.safeText(String.valueOf(failure.getMessage())));
-    error.put("type", failure instanceof UnwritableException ? "internal"
-        : ClientEndpoint.failureType(failure));
-    error.put("status", status);
-    Map<String, Object> m = new LinkedHashMap<>();
-    m.put("id", id);
-    m.put("error", error);
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    event(out, m);
     return out.toByteArray();
   }
 

@@ -73,7 +73,8 @@ class StatsJsonTest {
           "evaluated_positions", "multiply_adds", "cached_tokens"),
           List.copyOf(((Map<?, ?>) s.get("engine")).keySet()));
       assertEquals(List.of("in_flight", "rejected_busy", "slow_connections_closed",
-          "reads_refused", "streams_open", "streams_cancelled"),
+          "reads_refused", "streams_open", "streams_cancelled", "tokenize_failures",
+          "tokenize_refused"),
           List.copyOf(((Map<?, ?>) s.get("client")).keySet()));
       assertEquals("solo", s.get("node_id"));
 

@@ -1,0 +1,847 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.mockito.ArgumentMatchers.any;
+import static org.mockito.Mockito.mock;
+import static org.mockito.Mockito.when;
+
+import io.github.prefixrouter.CacheScope;
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.spi.EngineBusyException;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.EngineTimeoutException;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The OpenAI-compatible routes: {@code /v1/completions} and {@code /v1/chat/completions} with
+ * text tokenized by a fake tokenizer, answered (whole or streamed) in OpenAI's shapes, every
+ * refusal naming its key, tokenizer failures, bounded tokenizations and the in-flight slot, the
+ * seeds drawn, and {@code /v1/models}. The node is a stub that records the requests submitted
+ * and answers when the test says.
+ */
+class ClientEndpointOpenAiTest {
+
+  private static final long NOW = 1_767_225_600L;
+  private static final long SEED_OF_SEEDS = 7L;
+  private static final RouteDecision DECISION = new RouteDecision(RoutingPolicy.COST_AWARE, 3,
+      new String[] {"solo"}, new int[1], new int[1], new int[1], new long[1], new long[1],
+      new RouteDecision.SkipReason[] {RouteDecision.SkipReason.NONE}, 0,
+      RouteDecision.Reason.LOCAL_ONLY_POLICY);
+
+  private final PrefixRouterNode node = mock(PrefixRouterNode.class);
+  private final List<InferenceRequest> requests = Collections.synchronizedList(new ArrayList<>());
+  private final List<OutputListener> listeners = Collections.synchronizedList(new ArrayList<>());
+  private final List<CompletableFuture<InferenceResponse>> futures =
+      Collections.synchronizedList(new ArrayList<>());
+  private final HttpClient client =
+      HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+  private final FakeTokenizer tokenizer = new FakeTokenizer();
+  private ClientEndpoint endpoint;
+  private String address;
+
+  private void start(Duration ioTimeout, int maxInFlight, String baseModel,
+      PromptTokenizer tok) throws IOException {
+    when(node.state()).thenReturn(PrefixRouterNode.State.RUNNING);
+    when(node.nodeId()).thenReturn("solo");
+    when(node.stats()).thenReturn(StatsFixtures.nodeStats());
+    when(node.submit(any(), any())).thenAnswer(inv -> {
+      CompletableFuture<InferenceResponse> f = new CompletableFuture<>();
+      requests.add(inv.getArgument(0));
+      listeners.add(inv.getArgument(1));
+      futures.add(f);
+      return f;
+    });
+    when(node.submit(any())).thenAnswer(inv -> {
+      CompletableFuture<InferenceResponse> f = new CompletableFuture<>();
+      requests.add(inv.getArgument(0));
+      listeners.add(null);
+      futures.add(f);
+      return f;
+    });
+    // stubbing again calls the stubs once: forget what that recorded
+    requests.clear();
+    listeners.clear();
+    futures.clear();
+    endpoint = new ClientEndpoint(node, List::of, maxInFlight, ioTimeout, baseModel,
+        ClientEndpoint.DEFAULT_READER_THREADS, ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
+        tok, () -> NOW, SEED_OF_SEEDS);
+    InetSocketAddress a = endpoint.start("127.0.0.1", 0);
+    address = "127.0.0.1:" + a.getPort();
+  }
+
+  private void start() throws IOException {
+    start(Duration.ofSeconds(5), 64, "base", tokenizer);
+  }
+
+  @AfterEach
+  void stop() {
+    if (endpoint != null) {
+      endpoint.stop();
+    }
+  }
+
+  private CompletableFuture<HttpResponse<String>> postAsync(String path, String body) {
+    return client.sendAsync(HttpRequest.newBuilder(URI.create("http://" + address + path))
+        .header("Content-Type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+
+  private HttpResponse<String> post(String path, String body) throws Exception {
+    return postAsync(path, body).get(20, TimeUnit.SECONDS);
+  }
+
+  private CompletableFuture<HttpResponse<InputStream>> postStreaming(String path, String body) {
+    return client.sendAsync(HttpRequest.newBuilder(URI.create("http://" + address + path))
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+        HttpResponse.BodyHandlers.ofInputStream());
+  }
+
+  private HttpResponse<String> get(String path) throws Exception {
+    return client.send(HttpRequest.newBuilder(URI.create("http://" + address + path)).build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+
+  private static void await(BooleanSupplier condition, String what) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (!condition.getAsBoolean() && System.nanoTime() < deadline) {
+      Thread.sleep(5);
+    }
+    assertTrue(condition.getAsBoolean(), what);
+  }
+
+  private void awaitSubmitted(int n) throws InterruptedException {
+    await(() -> futures.size() >= n, n + " requests submitted");
+  }
+
+  private static InferenceResponse response(String id, int[] tokens, String text, int cached) {
+    return new InferenceResponse(id, new EngineResult(tokens, text, 30, cached, 1, 1), "peer-b",
+        true, 2, FallbackCause.NONE, DECISION);
+  }
+
+  private static Map<?, ?> json(String body) {
+    return (Map<?, ?>) Json.parse(body);
+  }
+
+  private static Map<?, ?> map(Object o) {
+    return (Map<?, ?>) o;
+  }
+
+  private static Map<String, Object> ordered(Object... kv) {
+    Map<String, Object> m = new LinkedHashMap<>();
+    for (int i = 0; i < kv.length; i += 2) {
+      m.put((String) kv[i], kv[i + 1]);
+    }
+    return m;
+  }
+
+  private static Map<String, Object> routing(String requestId, long seed) {
+    return ordered("request_id", requestId, "served_by", "peer-b", "forwarded", true,
+        "attempts", 2L, "fallback", Json.NULL, "reason", "LOCAL_ONLY_POLICY", "seed", seed);
+  }
+
+  /** The seeds the endpoint draws, in order. */
+  private static long[] drawnSeeds(int n) {
+    RequestSeeds s = new RequestSeeds(SEED_OF_SEEDS);
+    long[] out = new long[n];
+    for (int i = 0; i < n; i++) {
+      out[i] = s.next();
+    }
+    return out;
+  }
+
+  // ------------------------------------------------------------------------- whole answers
+
+  @Test
+  void aTextCompletionIsTokenizedRoutedAndAnsweredInOpenAisShape() throws Exception {
+    start();
+    CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_COMPLETIONS,
+        "{\"model\":\"base\",\"prompt\":\"hello\",\"max_tokens\":3,\"temperature\":0.5,"
+            + "\"top_p\":0.9,\"seed\":42,\"user\":\"u1\",\"n\":1}");
+    awaitSubmitted(1);
+    assertEquals(1, tokenizer.calls.size());
+    assertEquals("base", tokenizer.calls.get(0).model());
+    assertEquals("hello", tokenizer.calls.get(0).prompt());
+    InferenceRequest r = requests.get(0);
+    assertEquals("solo-c1", r.id());
+    assertArrayEquals(FakeTokenizer.tokens("hello"), r.tokens());
+    assertEquals(new GenerationParams(3, 0.5, 0.9, 42), r.params());
+    assertEquals(CacheScope.DEFAULT, r.scope());
+    futures.get(0).complete(response("solo-c1", new int[] {'a', 'b', 'c'}, "", 16));
+
+    HttpResponse<String> resp = sent.get(20, TimeUnit.SECONDS);
+    assertEquals(200, resp.statusCode(), resp.body());
+    assertEquals("application/json", resp.headers().firstValue("Content-Type").orElse(null));
+    Map<String, Object> expected = ordered(
+        "id", "cmpl-solo-c1",
+        "object", "text_completion",
+        "created", NOW,
+        "model", "base",
+        "choices", List.of(ordered("index", 0L, "text", "abc", "logprobs", Json.NULL,
+            "finish_reason", "length")),
+        "usage", ordered("prompt_tokens", 30L, "completion_tokens", 3L, "total_tokens", 33L,
+            "prompt_tokens_details", Map.of("cached_tokens", 16L)),
+        "prefix_router", routing("solo-c1", 42));
+    Map<?, ?> got = json(resp.body());
+    assertEquals(expected, got);
+    assertEquals(List.copyOf(expected.keySet()), List.copyOf(got.keySet()), "key order");
+    assertEquals("peer-b", resp.headers().firstValue(OpenAiAnswers.SERVED_BY).orElse(null));
+    assertEquals("true", resp.headers().firstValue(OpenAiAnswers.FORWARDED).orElse(null));
+    assertEquals("2", resp.headers().firstValue(OpenAiAnswers.ATTEMPTS).orElse(null));
+    assertEquals("16", resp.headers().firstValue(OpenAiAnswers.CACHED_TOKENS).orElse(null));
+    assertEquals("42", resp.headers().firstValue(OpenAiAnswers.SEED).orElse(null));
+    assertEquals(0, endpoint.inFlight());
+  }
+
+  @Test
+  void completionsDefaultsTokenIdPromptsAndOneStringArraysAndStopWhenShorter() throws Exception {
+    start();
+    // defaults: 16 tokens, temperature 1, top_p 1, a drawn seed; the engine's text as it is
+    CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_COMPLETIONS,
+        "{\"prompt\":[5,6,7]}");
+    awaitSubmitted(1);
+    assertTrue(tokenizer.calls.isEmpty(), "token ids are used as they are");
+    assertArrayEquals(new int[] {5, 6, 7}, requests.get(0).tokens());
+    long seed = drawnSeeds(1)[0];
+    assertEquals(new GenerationParams(16, 1.0, 1.0, seed), requests.get(0).params());
+    futures.get(0).complete(response("solo-c1", new int[] {1, 2}, "two tokens", -1));
+    HttpResponse<String> resp = sent.get(20, TimeUnit.SECONDS);
+    Map<?, ?> m = json(resp.body());
+    assertEquals("base", m.get("model"), "the base model's name when the client names none");
+    Map<?, ?> choice = map(((List<?>) m.get("choices")).get(0));
+    assertEquals("two tokens", choice.get("text"));
+    assertEquals("stop", choice.get("finish_reason"));
+    assertEquals(ordered("prompt_tokens", 30L, "completion_tokens", 2L, "total_tokens", 32L),
+        m.get("usage"), "no prompt_tokens_details when the engine does not report them");
+    assertTrue(resp.headers().firstValue(OpenAiAnswers.CACHED_TOKENS).isEmpty());
+    assertEquals(String.valueOf(seed), resp.headers().firstValue(OpenAiAnswers.SEED).get());
+
+    // one prompt in an array: a string, or token ids
+    postAsync(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":[\"hi\"],\"max_tokens\":1}");
+    awaitSubmitted(2);
+    assertArrayEquals(FakeTokenizer.tokens("hi"), requests.get(1).tokens());
+    postAsync(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":[[9,8]],\"max_tokens\":1}");
+    awaitSubmitted(3);
+    assertArrayEquals(new int[] {9, 8}, requests.get(2).tokens());
+    // a default never exceeds the room left in the context
+    tokenizer.maxModelLen = 10;
+    postAsync(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"abcdef\"}");
+    awaitSubmitted(4);
+    assertEquals(4, requests.get(3).params().maxTokens());
+  }
+
+  @Test
+  void aChatIsTokenizedWithItsMessagesAndTemplateArgumentsAndAnsweredAsAChatCompletion()
+      throws Exception {
+    start();
+    tokenizer.maxModelLen = 200;
+    String messages = "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+        + "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi \"},"
+        + "{\"type\":\"text\",\"text\":\"there\"}]},"
+        + "{\"role\":\"assistant\",\"content\":null},"
+        + "{\"role\":\"user\",\"content\":\"Go on\",\"name\":\"ann\"}]";
+    CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_CHAT,
+        "{\"model\":\"sql-lora\",\"messages\":" + messages + ",\"cache_salt\":\"tenant-1\","
+            + "\"chat_template_kwargs\":{\"enable_thinking\":false},\"seed\":-3}");
+    awaitSubmitted(1);
+    FakeTokenizer.Call call = tokenizer.calls.get(0);
+    assertEquals("sql-lora", call.model());
+    assertEquals(Json.parse(messages), call.messages());
+    assertEquals(Map.of("enable_thinking", false), call.kwargs());
+    InferenceRequest r = requests.get(0);
+    String rendered = FakeTokenizer.render(call.messages());
+    assertArrayEquals(FakeTokenizer.tokens(rendered), r.tokens());
+    // no max_tokens: the room left in the context
+    assertEquals(new GenerationParams(200 - rendered.length(), 1.0, 1.0, -3), r.params());
+    assertEquals(CacheScope.of("sql-lora", "tenant-1"), r.scope());
+    futures.get(0).complete(response(r.id(), new int[] {'o', 'k'}, "", 0));
+
+    HttpResponse<String> resp = sent.get(20, TimeUnit.SECONDS);
+    assertEquals(200, resp.statusCode(), resp.body());
+    Map<String, Object> expected = ordered(
+        "id", "chatcmpl-solo-c1",
+        "object", "chat.completion",
+        "created", NOW,
+        "model", "sql-lora",
+        "choices", List.of(ordered("index", 0L,
+            "message", ordered("role", "assistant", "content", "ok"),
+            "logprobs", Json.NULL, "finish_reason", "stop")),
+        "usage", ordered("prompt_tokens", 30L, "completion_tokens", 2L, "total_tokens", 32L,
+            "prompt_tokens_details", Map.of("cached_tokens", 0L)),
+        "prefix_router", routing("solo-c1", -3));
+    assertEquals(expected, json(resp.body()));
+
+    // the context unknown: the documented default; max_completion_tokens before max_tokens
+    tokenizer.maxModelLen = -1;
+    postAsync(ClientEndpoint.OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
+    awaitSubmitted(2);
+    assertEquals(OpenAiRequest.DEFAULT_CHAT_MAX_TOKENS, requests.get(1).params().maxTokens());
+    assertEquals("base", tokenizer.calls.get(1).model());
+    assertEquals(Map.of(), tokenizer.calls.get(1).kwargs());
+    postAsync(ClientEndpoint.OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+        + "\"max_tokens\":9,\"max_completion_tokens\":5}");
+    awaitSubmitted(3);
+    assertEquals(5, requests.get(2).params().maxTokens());
+    // the base model named: no adapter
+    postAsync(ClientEndpoint.OPENAI_CHAT,
+        "{\"model\":\"base\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
+    awaitSubmitted(4);
+    assertEquals(CacheScope.DEFAULT, requests.get(3).scope());
+  }
+
+  @Test
+  void noOpValuesOfOptionsThatCannotBeHonouredAreAccepted() throws Exception {
+    start();
+    postAsync(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"a\",\"presence_penalty\":0,"
+        + "\"frequency_penalty\":0.0,\"logprobs\":null,\"echo\":false,\"best_of\":1,\"stop\":[],"
+        + "\"logit_bias\":{},\"suffix\":null,\"max_tokens\":null,\"seed\":null,\"stream\":false,"
+        + "\"user\":null,\"n\":null}");
+    awaitSubmitted(1);
+    postAsync(ClientEndpoint.OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+        + "\"presence_penalty\":0,\"frequency_penalty\":0,\"logprobs\":false,"
+        + "\"top_logprobs\":null,\"stop\":null,\"logit_bias\":null,\"tools\":[],"
+        + "\"tool_choice\":\"none\",\"parallel_tool_calls\":true,\"functions\":null,"
+        + "\"function_call\":null,\"response_format\":{\"type\":\"text\"},\"store\":false,"
+        + "\"metadata\":{},\"service_tier\":\"auto\",\"modalities\":[\"text\"],\"n\":1}");
+    awaitSubmitted(2);
+    assertEquals(2, requests.size());
+  }
+
+  // ------------------------------------------------------------------------------ refusals
+
+  @Test
+  void everyRefusalIsA400InOpenAisShapeNamingTheKey() throws Exception {
+    start();
+    tokenizer.maxModelLen = 20;
+    String chat = ClientEndpoint.OPENAI_CHAT;
+    String cmpl = ClientEndpoint.OPENAI_COMPLETIONS;
+    String msgs = "\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]";
+    // {path, body, param, a word the message must have}
+    String[][] cases = {
+        {cmpl, "{\"prompt\":\"a\",\"stop\":[\"\\n\"]}", "stop", "not supported"},
+        {cmpl, "{\"prompt\":\"a\",\"stop\":\"x\"}", "stop", "not supported"},
+        {cmpl, "{\"prompt\":\"a\",\"presence_penalty\":0.5}", "presence_penalty", "not supported"},
+        {cmpl, "{\"prompt\":\"a\",\"frequency_penalty\":1}", "frequency_penalty", "not supported"},
+        {cmpl, "{\"prompt\":\"a\",\"logprobs\":2}", "logprobs", "not supported"},
+        {cmpl, "{\"prompt\":\"a\",\"echo\":true}", "echo", "not supported"},
+        {cmpl, "{\"prompt\":\"a\",\"best_of\":3}", "best_of", "not supported"},
+        {cmpl, "{\"prompt\":\"a\",\"logit_bias\":{\"5\":100}}", "logit_bias", "not supported"},
+        {cmpl, "{\"prompt\":\"a\",\"suffix\":\"end\"}", "suffix", "not supported"},
+        {cmpl, "{\"prompt\":\"a\",\"n\":2}", "n", "not supported"},
+        {cmpl, "{\"prompt\":\"a\",\"max_token\":2}", "max_token", "unknown key"},
+        {cmpl, "{\"prompt\":\"a\",\"messages\":[]}", "messages", "unknown key"},
+        {cmpl, "{\"prompt\":[\"a\",\"b\"]}", "prompt", "batch"},
+        {cmpl, "{\"prompt\":[[1],[2]]}", "prompt", "batch"},
+        {cmpl, "{\"prompt\":[1,-1]}", "prompt", "token id"},
+        {cmpl, "{\"prompt\":[]}", "prompt", "no tokens"},
+        {cmpl, "{\"prompt\":7}", "prompt", "string"},
+        {cmpl, "{}", "prompt", "required"},
+        {cmpl, "{\"prompt\":\"" + "a".repeat(20) + "\"}", "prompt", "no room"},
+        {cmpl, "{\"prompt\":\"abc\",\"max_tokens\":18}", "max_tokens", "at most 17"},
+        {cmpl, "{\"prompt\":\"a\",\"max_tokens\":0}", "max_tokens", "max_tokens must be"},
+        {cmpl, "{\"prompt\":\"a\",\"temperature\":-1}", "temperature", "temperature must be"},
+        {cmpl, "{\"prompt\":\"a\",\"top_p\":0}", "top_p", "top_p must be"},
+        {cmpl, "{\"prompt\":\"a\",\"seed\":1.5}", "seed", "integer"},
+        {cmpl, "{\"prompt\":\"a\",\"stream\":\"yes\"}", "stream", "true or false"},
+        {cmpl, "{\"prompt\":\"a\",\"stream_options\":{\"include_usage\":true}}",
+            "stream_options", "stream"},
+        {cmpl, "{\"prompt\":\"a\",\"stream\":true,\"stream_options\":{\"continuous_usage_stats\":"
+            + "true}}", "stream_options", "continuous_usage_stats"},
+        {cmpl, "{\"prompt\":\"a\",\"model\":7}", "model", "string"},
+        {cmpl, "{\"prompt\":\"a\",\"cache_salt\":\"a\\nb\"}", "cache_salt", "control"},
+        {chat, "{" + msgs + ",\"tools\":[{\"type\":\"function\"}]}", "tools", "not supported"},
+        {chat, "{" + msgs + ",\"tool_choice\":\"required\"}", "tool_choice", "not supported"},
+        {chat, "{" + msgs + ",\"response_format\":{\"type\":\"json_object\"}}",
+            "response_format", "not supported"},
+        {chat, "{" + msgs + ",\"logprobs\":true}", "logprobs", "not supported"},
+        {chat, "{" + msgs + ",\"top_logprobs\":3}", "top_logprobs", "not supported"},
+        {chat, "{" + msgs + ",\"stop\":[\"END\"]}", "stop", "not supported"},
+        {chat, "{" + msgs + ",\"n\":3}", "n", "not supported"},
+        {chat, "{" + msgs + ",\"echo\":false}", "echo", "unknown key"},
+        {chat, "{" + msgs + ",\"prompt\":\"a\"}", "prompt", "unknown key"},
+        {chat, "{" + msgs + ",\"chat_template_kwargs\":[1]}", "chat_template_kwargs", "object"},
+        {chat, "{" + msgs + ",\"max_completion_tokens\":-1}", "max_completion_tokens",
+            "max_completion_tokens must be"},
+        {chat, "{" + msgs + ",\"max_tokens\":7}", "max_tokens", "at most 3"},
+        {chat, "{" + msgs + ",\"max_completion_tokens\":4}", "max_completion_tokens", "at most 3"},
+        {chat, "{}", "messages", "required"},
+        {chat, "{\"messages\":[]}", "messages", "at least one"},
+        {chat, "{\"messages\":{\"role\":\"user\"}}", "messages", "array"},
+        {chat, "{\"messages\":[\"hi\"]}", "messages", "messages[0] must be an object"},
+        {chat, "{\"messages\":[{\"content\":\"a\"}]}", "messages", "messages[0].role"},
+        {chat, "{\"messages\":[{\"role\":\"user\"}]}", "messages", "messages[0].content"},
+        {chat, "{\"messages\":[{\"role\":\"user\",\"content\":null}]}", "messages",
+            "only an assistant"},
+        {chat, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages",
+            "messages[0].content must be"},
+        {chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"tool_calls\":[]}]}",
+            "messages", "messages[0].tool_calls"},
+        {chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
+            + "\"image_url\":{\"url\":\"http://x/y.png\"}}]}]}", "messages", "\"image_url\""},
+        {chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",
+            "messages", "messages[0].content[0].text"},
+        {chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"abcdefgh\"}]}", "messages",
+            "no room"},
+    };
+    for (String[] c : cases) {
+      HttpResponse<String> resp = post(c[0], c[1]);
+      assertEquals(400, resp.statusCode(), c[1] + " -> " + resp.body());
+      Map<?, ?> error = map(json(resp.body()).get("error"));
+      assertEquals(List.of("message", "type", "param", "code"), List.copyOf(error.keySet()),
+          resp.body());
+      assertEquals("invalid_request_error", error.get("type"), resp.body());
+      assertEquals(c[2], error.get("param"), c[1] + " -> " + resp.body());
+      String message = (String) error.get("message");
+      assertTrue(message.contains(c[2]), c[1] + " -> the message names the key: " + message);
+      assertTrue(message.contains(c[3]), c[1] + " -> " + message);
+    }
+    assertTrue(requests.isEmpty(), "nothing refused was submitted");
+    assertEquals(0, endpoint.inFlight());
+    // bodies that are not JSON objects, and methods
+    for (String body : new String[] {"", "not json", "[1]", "{\"prompt\":"}) {
+      HttpResponse<String> resp = post(cmpl, body);
+      assertEquals(400, resp.statusCode(), body);
+      assertEquals("invalid_request_error", map(json(resp.body()).get("error")).get("type"));
+    }
+    HttpResponse<String> getChat = get(chat);
+    assertEquals(405, getChat.statusCode());
+    assertEquals("POST", getChat.headers().firstValue("Allow").orElse(null));
+  }
+
+  // ----------------------------------------------------------------------------- streaming
+
+  /** The events of a whole stream; the last must be [DONE]. */
+  private static List<Map<?, ?>> chunks(HttpResponse<InputStream> resp) throws IOException {
+    List<Object> events = Sse.parse(new String(resp.body().readAllBytes(),
+        StandardCharsets.UTF_8));
+    assertEquals(Sse.DONE, events.get(events.size() - 1), "[DONE] last: " + events);
+    List<Map<?, ?>> out = new ArrayList<>();
+    for (Object e : events.subList(0, events.size() - 1)) {
+      out.add((Map<?, ?>) e);
+    }
+    return out;
+  }
+
+  @Test
+  void aStreamedChatIsChunksWithTheRoleFirstThenTheFinishThenUsageThenDone() throws Exception {
+    start();
+    String body = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":5,"
+        + "\"stream\":true,\"stream_options\":{\"include_usage\":true}}";
+    CompletableFuture<HttpResponse<InputStream>> sent = postStreaming(ClientEndpoint.OPENAI_CHAT,
+        body);
+    awaitSubmitted(1);
+    OutputListener l = listeners.get(0);
+    l.onOutput(new int[] {'H', 'e'}, "");
+    l.onOutput(new int[0], "");
+    l.onOutput(new int[] {'l'}, "");
+    l.onOutput(new int[] {'l', 'o'}, "");
+    InferenceResponse done = response("solo-c1", new int[] {'H', 'e', 'l', 'l', 'o'}, "", 12);
+    futures.get(0).complete(done);
+    HttpResponse<InputStream> resp = sent.get(20, TimeUnit.SECONDS);
+    assertEquals(200, resp.statusCode());
+    assertEquals("text/event-stream", resp.headers().firstValue("Content-Type").orElse(null));
+    List<Map<?, ?>> chunks = chunks(resp);
+    assertEquals(5, chunks.size(), chunks.toString()); // three pieces, the finish, the usage
+    long seed = drawnSeeds(1)[0];
+    for (int i = 0; i < 3; i++) {
+      Map<String, Object> delta = i == 0 ? ordered("role", "assistant", "content", "He")
+          : ordered("content", i == 1 ? "l" : "lo");
+      assertEquals(ordered("id", "chatcmpl-solo-c1", "object", "chat.completion.chunk",
+          "created", NOW, "model", "base",
+          "choices", List.of(ordered("index", 0L, "delta", delta, "logprobs", Json.NULL,
+              "finish_reason", Json.NULL)),
+          "usage", Json.NULL), chunks.get(i), "chunk " + i);
+    }
+    assertEquals(ordered("id", "chatcmpl-solo-c1", "object", "chat.completion.chunk",
+        "created", NOW, "model", "base",
+        "choices", List.of(ordered("index", 0L, "delta", Map.of(), "logprobs", Json.NULL,
+            "finish_reason", "length")),
+        "usage", Json.NULL,
+        "prefix_router", routing("solo-c1", seed)), chunks.get(3));
+    assertEquals(ordered("id", "chatcmpl-solo-c1", "object", "chat.completion.chunk",
+        "created", NOW, "model", "base", "choices", List.of(),
+        "usage", ordered("prompt_tokens", 30L, "completion_tokens", 5L, "total_tokens", 35L,
+            "prompt_tokens_details", Map.of("cached_tokens", 12L))), chunks.get(4));
+    await(() -> endpoint.openStreams() == 0 && endpoint.inFlight() == 0, "the stream is closed");
+
+    // the same output not streamed: the chunks joined are its text, the usage its count
+    CompletableFuture<HttpResponse<String>> whole = postAsync(ClientEndpoint.OPENAI_CHAT,
+        body.replace(",\"stream\":true,\"stream_options\":{\"include_usage\":true}", ""));
+    awaitSubmitted(2);
+    futures.get(1).complete(done);
+    Map<?, ?> answer = json(whole.get(20, TimeUnit.SECONDS).body());
+    StringBuilder joined = new StringBuilder();
+    for (Map<?, ?> c : chunks) {
+      for (Object choice : (List<?>) c.get("choices")) {
+        Object content = map(map(choice).get("delta")).get("content");
+        joined.append(content == null ? "" : content);
+      }
+    }
+    Map<?, ?> message = map(map(((List<?>) answer.get("choices")).get(0)).get("message"));
+    assertEquals(message.get("content"), joined.toString());
+    assertEquals(answer.get("usage"), chunks.get(4).get("usage"));
+  }
+
+  @Test
+  void aStreamedCompletionWithoutUsageHasNoUsageKeyAndCarriesTheRestAtTheFinish()
+      throws Exception {
+    start();
+    CompletableFuture<HttpResponse<InputStream>> sent = postStreaming(
+        ClientEndpoint.OPENAI_COMPLETIONS,
+        "{\"prompt\":\"hey\",\"max_tokens\":8,\"stream\":true,\"stream_options\":"
+            + "{\"include_usage\":false}}");
+    awaitSubmitted(1);
+    listeners.get(0).onOutput(new int[] {1}, "ab");
+    // the node gave only part of the output as pieces: the finish chunk carries the rest
+    InferenceResponse done = response("solo-c1", new int[] {1, 2, 3}, "abcd", 5);
+    futures.get(0).complete(done);
+    List<Map<?, ?>> chunks = chunks(sent.get(20, TimeUnit.SECONDS));
+    assertEquals(2, chunks.size(), chunks.toString());
+    assertEquals(ordered("id", "cmpl-solo-c1", "object", "text_completion", "created", NOW,
+        "model", "base", "choices", List.of(ordered("index", 0L, "text", "ab",
+            "logprobs", Json.NULL, "finish_reason", Json.NULL))), chunks.get(0));
+    Map<?, ?> last = chunks.get(1);
+    assertFalse(last.containsKey("usage"));
+    assertEquals(List.of(ordered("index", 0L, "text", "cd", "logprobs", Json.NULL,
+        "finish_reason", "stop")), last.get("choices"));
+    assertEquals("peer-b", map(last.get("prefix_router")).get("served_by"));
+
+    // round trip: joined texts equal the whole answer's
+    CompletableFuture<HttpResponse<String>> whole = postAsync(ClientEndpoint.OPENAI_COMPLETIONS,
+        "{\"prompt\":\"hey\",\"max_tokens\":8}");
+    awaitSubmitted(2);
+    futures.get(1).complete(done);
+    Map<?, ?> answer = json(whole.get(20, TimeUnit.SECONDS).body());
+    String joined = "";
+    for (Map<?, ?> c : chunks) {
+      joined += map(((List<?>) c.get("choices")).get(0)).get("text");
+    }
+    assertEquals(map(((List<?>) answer.get("choices")).get(0)).get("text"), joined);
+
+    // a request that ends without any piece: the finish chunk carries the role and the text
+    CompletableFuture<HttpResponse<InputStream>> chat = postStreaming(ClientEndpoint.OPENAI_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}");
+    awaitSubmitted(3);
+    futures.get(2).complete(response("solo-c3", new int[] {'o', 'k'}, "", 1));
+    chunks = chunks(chat.get(20, TimeUnit.SECONDS));
+    assertEquals(1, chunks.size(), chunks.toString());
+    assertEquals(ordered("role", "assistant", "content", "ok"),
+        map(((List<?>) chunks.get(0).get("choices")).get(0)).get("delta"));
+  }
+
+  @Test
+  void aStreamedFailureBeforeTheFirstPieceIsTheStatusAnswerAndAfterItAnErrorEvent()
+      throws Exception {
+    start();
+    String body = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}";
+    CompletableFuture<HttpResponse<InputStream>> before = postStreaming(ClientEndpoint.OPENAI_CHAT,
+        body);
+    awaitSubmitted(1);
+    futures.get(0).completeExceptionally(new RequestFailedException("solo-c1", "busy everywhere",
+        new EngineBusyException("engine busy")));
+    HttpResponse<InputStream> resp = before.get(20, TimeUnit.SECONDS);
+    assertEquals(503, resp.statusCode());
+    assertEquals("1", resp.headers().firstValue("Retry-After").orElse(null));
+    assertEquals(Map.of("error", ordered("message", "request solo-c1: busy everywhere",
+        "type", "overloaded_error", "param", Json.NULL, "code", "busy")),
+        Json.parse(new String(resp.body().readAllBytes(), StandardCharsets.UTF_8)));
+
+    CompletableFuture<HttpResponse<InputStream>> after = postStreaming(ClientEndpoint.OPENAI_CHAT,
+        body);
+    awaitSubmitted(2);
+    listeners.get(1).onOutput(new int[] {'a'}, "");
+    resp = after.get(20, TimeUnit.SECONDS);
+    assertEquals(200, resp.statusCode());
+    BufferedReader in = new BufferedReader(new InputStreamReader(resp.body(),
+        StandardCharsets.UTF_8));
+    Map<?, ?> first = map(Sse.next(in));
+    assertEquals("a", map(map(((List<?>) first.get("choices")).get(0)).get("delta"))
+        .get("content"));
+    futures.get(1).completeExceptionally(new RequestFailedException("solo-c2", "late",
+        new EngineTimeoutException("no answer within 60000 ms", null)));
+    assertEquals(Map.of("error", ordered("message", "request solo-c2: late", "type", "server_error",
+        "param", Json.NULL, "code", "timeout")), Sse.next(in));
+    assertNull(Sse.next(in), "the stream ends after the error, without [DONE]");
+    await(() -> endpoint.inFlight() == 0 && endpoint.openStreams() == 0, "all released");
+  }
+
+  @Test
+  void nodeFailuresOfWholeAnswersAreOpenAiErrorsWithTheRouteStatuses() throws Exception {
+    start();
+    Map<Integer, RuntimeException> failures = new LinkedHashMap<>();
+    failures.put(504, new RequestFailedException("q", "late",
+        new EngineTimeoutException("no answer", null)));
+    failures.put(502, new RequestFailedException("q", "failed everywhere",
+        new EngineException("HTTP 500", true)));
+    failures.put(503, new RequestFailedException("q", "busy everywhere",
+        new EngineBusyException("busy")));
+    String[] types = {"server_error", "server_error", "overloaded_error"};
+    String[] codes = {"timeout", "failed", "busy"};
+    int n = 0;
+    for (Map.Entry<Integer, RuntimeException> f : failures.entrySet()) {
+      CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_COMPLETIONS,
+          "{\"prompt\":\"x\"}");
+      awaitSubmitted(++n);
+      futures.get(n - 1).completeExceptionally(f.getValue());
+      HttpResponse<String> resp = sent.get(20, TimeUnit.SECONDS);
+      assertEquals(f.getKey(), resp.statusCode(), resp.body());
+      assertEquals(Map.of("error", ordered("message", f.getValue().getMessage(),
+          "type", types[n - 1], "param", Json.NULL, "code", codes[n - 1])), json(resp.body()));
+      assertEquals(f.getKey() == 503 ? "1" : null,
+          resp.headers().firstValue("Retry-After").orElse(null));
+    }
+  }
+
+  // -------------------------------------------------------------------- tokenizer failures
+
+  private Map<?, ?> clientStats() throws Exception {
+    return map(json(get(ClientEndpoint.STATS).body()).get("client"));
+  }
+
+  @Test
+  void aPromptTheTokenizerRefusesIsA400WithItsMessageAndAFaultA502() throws Exception {
+    start();
+    tokenizer.mode = FakeTokenizer.Mode.INVALID;
+    HttpResponse<String> invalid = post(ClientEndpoint.OPENAI_CHAT,
+        "{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}");
+    assertEquals(400, invalid.statusCode(), invalid.body());
+    assertEquals(Map.of("error", ordered(
+        "message", "the model server refused it: unknown role \"robot\"",
+        "type", "invalid_request_error", "param", "messages", "code", "invalid_prompt")),
+        json(invalid.body()));
+
+    tokenizer.mode = FakeTokenizer.Mode.FAULT;
+    HttpResponse<String> fault = post(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}");
+    assertEquals(502, fault.statusCode(), fault.body());
+    Map<?, ?> error = map(json(fault.body()).get("error"));
+    assertEquals("server_error", error.get("type"));
+    assertEquals("tokenizer_failed", error.get("code"));
+    assertTrue(((String) error.get("message")).contains("HTTP 500"), fault.body());
+
+    tokenizer.mode = FakeTokenizer.Mode.THROW;
+    HttpResponse<String> thrown = post(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}");
+    assertEquals(502, thrown.statusCode(), thrown.body());
+    assertTrue(thrown.body().contains("a tokenizer that throws"), thrown.body());
+
+    tokenizer.mode = FakeTokenizer.Mode.BAD_IDS;
+    HttpResponse<String> badIds = post(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}");
+    assertEquals(502, badIds.statusCode(), badIds.body());
+    assertEquals("tokenizer_failed", map(json(badIds.body()).get("error")).get("code"));
+    assertTrue(badIds.body().contains("-5"), badIds.body());
+
+    assertTrue(requests.isEmpty());
+    assertEquals(0, endpoint.inFlight());
+    Map<?, ?> stats = clientStats();
+    assertEquals(3L, stats.get("tokenize_failures"));
+    assertEquals(1L, stats.get("tokenize_refused"));
+  }
+
+  @Test
+  void aTokenizationThatNeverCompletesIsBoundedAndReleasesItsSlot() throws Exception {
+    start(Duration.ofMillis(300), 1, "base", tokenizer);
+    tokenizer.mode = FakeTokenizer.Mode.NEVER;
+    CompletableFuture<HttpResponse<String>> first = postAsync(ClientEndpoint.OPENAI_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
+    await(() -> tokenizer.calls.size() == 1, "tokenizing");
+    // the tokenization holds the only in-flight slot, as a request would
+    assertEquals(1, endpoint.inFlight());
+    HttpResponse<String> busy = post(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":[1]}");
+    assertEquals(503, busy.statusCode(), busy.body());
+    assertEquals("busy", map(json(busy.body()).get("error")).get("code"));
+
+    HttpResponse<String> resp = first.get(20, TimeUnit.SECONDS);
+    assertEquals(504, resp.statusCode(), resp.body());
+    Map<?, ?> error = map(json(resp.body()).get("error"));
+    assertEquals("tokenizer_timeout", error.get("code"));
+    assertEquals("server_error", error.get("type"));
+    assertTrue(tokenizer.calls.get(0).future().isCancelled(), "the tokenizer's call is cancelled");
+    await(() -> endpoint.inFlight() == 0, "the slot is released");
+    assertEquals(0, endpoint.tokenizationsUnderWay());
+    assertEquals(1L, clientStats().get("tokenize_failures"));
+    assertTrue(requests.isEmpty());
+
+    // the slot is free again
+    tokenizer.mode = FakeTokenizer.Mode.TOKENS;
+    postAsync(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"ok\"}");
+    awaitSubmitted(1);
+  }
+
+  @Test
+  void stoppingTheEndpointEndsTokenizationsUnderWayAndReleasesTheirSlots() throws Exception {
+    start(Duration.ofSeconds(30), 64, "base", tokenizer);
+    tokenizer.mode = FakeTokenizer.Mode.NEVER;
+    CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_COMPLETIONS,
+        "{\"prompt\":\"x\"}");
+    await(() -> endpoint.tokenizationsUnderWay() == 1, "tokenizing");
+    assertEquals(1, endpoint.inFlight());
+    endpoint.stop();
+    assertEquals(0, endpoint.tokenizationsUnderWay());
+    assertEquals(0, endpoint.inFlight());
+    HttpResponse<String> resp = sent.get(20, TimeUnit.SECONDS);
+    assertEquals(503, resp.statusCode(), resp.body());
+    assertEquals("not_running", map(json(resp.body()).get("error")).get("code"));
+    assertTrue(requests.isEmpty());
+    endpoint = null;
+  }
+
+  // ------------------------------------------------------------------- the route unchanged
+
+  @Test
+  void theRoutesOwnStreamIsWrittenByteForByteAsBefore() throws Exception {
+    start();
+    CompletableFuture<HttpResponse<InputStream>> sent = postStreaming(ClientEndpoint.COMPLETIONS,
+        "{\"id\":\"q1\",\"prompt\":[1,2],\"max_tokens\":3,\"stream\":true}");
+    awaitSubmitted(1);
+    listeners.get(0).onOutput(new int[] {10, 11}, "ab");
+    listeners.get(0).onOutput(new int[] {12}, "c");
+    futures.get(0).complete(response("q1", new int[] {10, 11, 12, 13}, "abcd", 16));
+    String body = new String(sent.get(20, TimeUnit.SECONDS).body().readAllBytes(),
+        StandardCharsets.UTF_8);
+    assertEquals("data: {\"id\":\"q1\",\"token_ids\":[10,11],\"text\":\"ab\"}\n\n"
+        + "data: {\"id\":\"q1\",\"token_ids\":[12],\"text\":\"c\"}\n\n"
+        + "data: {\"id\":\"q1\",\"served_by\":\"peer-b\",\"forwarded\":true,\"attempts\":2,"
+        + "\"fallback\":null,\"token_ids\":[13],\"text\":\"d\",\"prompt_tokens\":30,"
+        + "\"cached_tokens\":16,\"reason\":\"LOCAL_ONLY_POLICY\"}\n\n"
+        + "data: [DONE]\n\n", body);
+    assertEquals(GenerationParams.greedy(3), requests.get(0).params(),
+        "the route's own defaults: greedy, seed 0");
+
+    CompletableFuture<HttpResponse<InputStream>> failing = postStreaming(
+        ClientEndpoint.COMPLETIONS, "{\"id\":\"q2\",\"prompt\":[1],\"stream\":true}");
+    awaitSubmitted(2);
+    listeners.get(1).onOutput(new int[] {7}, "x");
+    futures.get(1).completeExceptionally(new RequestFailedException("q2", "late",
+        new EngineTimeoutException("no answer", null)));
+    body = new String(failing.get(20, TimeUnit.SECONDS).body().readAllBytes(),
+        StandardCharsets.UTF_8);
+    assertEquals("data: {\"id\":\"q2\",\"token_ids\":[7],\"text\":\"x\"}\n\n"
+        + "data: {\"id\":\"q2\",\"error\":{\"message\":\"request q2: late\","
+        + "\"type\":\"timeout\",\"status\":504}}\n\n", body);
+  }
+
+  // ---------------------------------------------------------------------------------- seeds
+
+  @Test
+  void eachRequestWithoutASeedGetsOneDrawnAndOneWithASeedKeepsIt() throws Exception {
+    start();
+    String body = "{\"messages\":[{\"role\":\"user\",\"content\":\"same\"}],\"temperature\":1";
+    postAsync(ClientEndpoint.OPENAI_CHAT, body + "}");
+    awaitSubmitted(1);
+    postAsync(ClientEndpoint.OPENAI_CHAT, body + "}");
+    awaitSubmitted(2);
+    postAsync(ClientEndpoint.OPENAI_CHAT, body + ",\"seed\":1234}");
+    awaitSubmitted(3);
+    postAsync(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"same\"}");
+    awaitSubmitted(4);
+    long[] drawn = drawnSeeds(3);
+    assertEquals(drawn[0], requests.get(0).params().seed());
+    assertEquals(drawn[1], requests.get(1).params().seed());
+    assertNotEquals(requests.get(0).params().seed(), requests.get(1).params().seed());
+    assertEquals(1234L, requests.get(2).params().seed());
+    assertEquals(drawn[2], requests.get(3).params().seed(), "a given seed draws none");
+    for (long s : drawn) {
+      assertTrue(s >= 0 && s < (1L << 31), "a seed every engine takes: " + s);
+    }
+    assertArrayEquals(requests.get(0).tokens(), requests.get(1).tokens());
+  }
+
+  @Test
+  void drawnSeedsAreDistinctAndDependOnTheSeedOfSeeds() {
+    RequestSeeds a = new RequestSeeds(1);
+    RequestSeeds b = new RequestSeeds(2);
+    java.util.Set<Long> seen = new java.util.HashSet<>();
+    int same = 0;
+    for (int i = 0; i < 10_000; i++) {
+      long x = a.next();
+      assertTrue(x >= 0 && x < (1L << 31));
+      seen.add(x);
+      if (x == b.next()) {
+        same++;
+      }
+    }
+    assertTrue(seen.size() > 9_950, "distinct: " + seen.size());
+    assertTrue(same < 5, "two generators agree at " + same + " draws");
+    assertEquals(new RequestSeeds(1).next(), new RequestSeeds(1).next());
+  }
+
+  // --------------------------------------------------------------- no tokenizer, /v1/models
+
+  @Test
+  void withoutATokenizerTextAndChatAre501AndTokenIdPromptsStillServed() throws Exception {
+    start(Duration.ofSeconds(5), 64, "base", null);
+    for (String[] c : new String[][] {{ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}"},
+        {ClientEndpoint.OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}"}}) {
+      HttpResponse<String> resp = post(c[0], c[1]);
+      assertEquals(ClientEndpoint.NO_TOKENIZER_STATUS, resp.statusCode(), resp.body());
+      Map<?, ?> error = map(json(resp.body()).get("error"));
+      assertEquals("no_tokenizer", error.get("code"));
+      assertTrue(((String) error.get("message")).contains("--tokenizer"), resp.body());
+    }
+    assertEquals(0, endpoint.inFlight());
+    CompletableFuture<HttpResponse<String>> ids = postAsync(ClientEndpoint.OPENAI_COMPLETIONS,
+        "{\"prompt\":[1,2],\"max_tokens\":2}");
+    awaitSubmitted(1);
+    futures.get(0).complete(response("solo-c1", new int[] {3, 4}, " engine text", 1));
+    HttpResponse<String> resp = ids.get(20, TimeUnit.SECONDS);
+    assertEquals(200, resp.statusCode(), resp.body());
+    assertEquals(" engine text",
+        map(((List<?>) json(resp.body()).get("choices")).get(0)).get("text"));
+  }
+
+  @Test
+  void theModelListHasTheBaseModelOrNothing() throws Exception {
+    start();
+    HttpResponse<String> resp = get(ClientEndpoint.MODELS);
+    assertEquals(200, resp.statusCode());
+    assertEquals(ordered("object", "list", "data", List.of(ordered("id", "base",
+        "object", "model", "created", NOW, "owned_by", "prefix-router"))), json(resp.body()));
+    assertEquals(405, post(ClientEndpoint.MODELS, "{}").statusCode());
+    endpoint.stop();
+
+    start(Duration.ofSeconds(5), 64, null, tokenizer);
+    assertEquals(ordered("object", "list", "data", List.of()),
+        json(get(ClientEndpoint.MODELS).body()));
+    // with no base model, the answer's model is the client's, and absent: ""
+    CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_COMPLETIONS,
+        "{\"prompt\":\"x\",\"max_tokens\":1}");
+    awaitSubmitted(1);
+    assertEquals("", tokenizer.calls.get(0).model());
+    futures.get(0).complete(response("solo-c1", new int[] {'y'}, "", 0));
+    assertEquals("", json(sent.get(20, TimeUnit.SECONDS).body()).get("model"));
+  }
+}
