@@ -25,9 +25,11 @@ import org.slf4j.LoggerFactory;
 /**
  * Runs one prefix-router node as a process: an {@link HttpTransport} to its peers, an engine (the
  * {@link ReferenceEngine} or an {@link OpenAiCompatibleEngine} in front of vLLM, SGLang or
- * llama.cpp), the routing node, and a small client endpoint (see {@link ClientEndpoint}) where
- * clients and load generators submit token-id prompts and get their answers whole, or streamed
- * as server-sent events ({@code "stream": true}).
+ * llama.cpp), the routing node, and a client endpoint (see {@link ClientEndpoint}): OpenAI-style
+ * clients send text prompts and chat conversations ({@code /v1/completions},
+ * {@code /v1/chat/completions}, tokenized by the model server's own tokenizer, {@code
+ * --tokenizer}), load generators token ids ({@code /v1/route/completions}); answers come whole,
+ * or streamed as server-sent events ({@code "stream": true}).
  *
  * <pre>
  * java -cp prefix-router.jar:guava.jar:slf4j-api.jar:slf4j-simple.jar \
@@ -76,6 +78,17 @@ public final class NodeMain {
   static final int REFERENCE_MAX_OUTPUT_TOKENS = 1024;
   /** How long tokenizing one prompt at the model server may take. */
   static final java.time.Duration TOKENIZE_TIMEOUT = java.time.Duration.ofSeconds(10);
+
+  /** How the banner names the tokenizer. */
+  private static String tokenizerName(NodeOptions o) {
+    if (!o.tokenizes) {
+      return "none (token ids only)";
+    }
+    if (o.tokenizerUri == null && o.engine.equals("reference")) {
+      return "per character (reference engine)";
+    }
+    return String.valueOf(o.tokenizerUri != null ? o.tokenizerUri : EngineTokenizer.tokenizeUri(o.engine));
+  }
 
   /**
    * The tokenizer of the OpenAI routes ({@code --tokenizer}): none, the given endpoint, or by
@@ -171,12 +184,15 @@ public final class NodeMain {
           java.time.Duration.ofSeconds(10), baseModel,
           o.clientReaderThreads != 0 ? o.clientReaderThreads : ClientEndpoint.DEFAULT_READER_THREADS,
           o.clientMaxUnfinishedReads != 0 ? o.clientMaxUnfinishedReads
-              : ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS);
+              : ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
+          tokenizer(o), () -> System.currentTimeMillis() / 1000,
+          new java.security.SecureRandom().nextLong());
       InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
       String clientAddress = client.getHostString() + ":" + client.getPort();
       String peerAddress = transport.localAddress().address();
-      String banner = String.format("node %s serving: peers %s, clients http://%s/v1/route/completions, engine %s, policy %s",
-          o.id, peerAddress, clientAddress, o.engine, o.config.policy());
+      String banner = String.format("node %s serving: peers %s, clients http://%s (/v1/chat/completions, /v1/completions, "
+              + "/v1/route/completions), engine %s, tokenizer %s, policy %s",
+          o.id, peerAddress, clientAddress, o.engine, tokenizerName(o), o.config.policy());
       log.debug(banner);
       System.out.println(banner);
       if (o.readyFile != null) {

@@ -4,6 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.internal.json.Json;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -15,6 +18,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -115,11 +119,10 @@ class OpenAiRawHttpTest {
         "--client", "127.0.0.1:0", "--model", "base"},
         Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
     try (NodeMain.Running r = NodeMain.start(o)) {
-      ClientEndpoint endpoint = new ClientEndpoint(r.node, List::of, 64, Duration.ofSeconds(10),
-          "base", 4, 4, new FakeTokenizer(), () -> 1_767_225_600L, 99L);
-      InetSocketAddress a = endpoint.start("127.0.0.1", 0);
-      String address = "127.0.0.1:" + a.getPort();
-      try {
+      // the node's own endpoint, with the tokenizer --tokenizer auto gives the reference engine
+      ClientEndpoint endpoint = r.endpoint;
+      String address = r.clientAddress;
+      {
         String chat = "{\"messages\":[{\"role\":\"system\",\"content\":\"You are terse.\"},"
             + "{\"role\":\"user\",\"content\":\"Name a prime.\"}],\"model\":\"base\","
             + "\"max_tokens\":12,\"temperature\":1,\"seed\":5";
@@ -136,11 +139,19 @@ class OpenAiRawHttpTest {
         Map<?, ?> usage = (Map<?, ?>) answer.get("usage");
         assertEquals(12L, usage.get("completion_tokens"));
         assertEquals("length", choice(answer).get("finish_reason"));
-        assertEquals(12, text.length(), "one character per token from the test tokenizer");
-        assertEquals((long) FakeTokenizer.render(List.of(
+        ReferenceTokenizer characters = new ReferenceTokenizer(NodeMain.REFERENCE_VOCABULARY,
+            NodeMain.REFERENCE_MAX_OUTPUT_TOKENS);
+        assertEquals(12, text.codePointCount(0, text.length()), "one character per token");
+        int[] prompt = characters.tokenizeChat("base", List.of(
             Map.of("role", "system", "content", "You are terse."),
-            Map.of("role", "user", "content", "Name a prime."))).length(),
-            usage.get("prompt_tokens"));
+            Map.of("role", "user", "content", "Name a prime.")), Map.of()).join().tokens();
+        assertEquals((long) prompt.length, usage.get("prompt_tokens"));
+        // the text is the reference engine's output for the chat template's tokens
+        try (ReferenceEngine reference = ReferenceEngine.builder().build()) {
+          int[] want = reference.execute(new InferenceRequest("check", prompt,
+              new GenerationParams(12, 1.0, 1.0, 5))).get(30, TimeUnit.SECONDS).outputTokens();
+          assertEquals(characters.outputText(want, ""), text);
+        }
 
         // the same request streamed: the same output, as OpenAI's chunks, chunked on the wire
         Raw streamed = send(address, post(address, "/v1/chat/completions",
@@ -198,8 +209,6 @@ class OpenAiRawHttpTest {
         assertEquals(400, refused.status());
         assertEquals("tools", Json.path(Json.parse(refused.body()), "error", "param"));
         assertEquals(0, endpoint.inFlight());
-      } finally {
-        endpoint.stop();
       }
     }
   }
