@@ -6,9 +6,9 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.bench.ForwardingEngine;
 import io.github.prefixrouter.bench.SimFleet;
 import io.github.prefixrouter.spi.CacheEventListener;
-import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -183,39 +183,23 @@ public final class ScopeSimMain {
    * reach the router without their adapter, which the engine gets back from {@code scopes} (by
    * request id) when it runs them; its cache events credit every chain to the base model.
    */
-  static final class ScopeBlind implements InferenceEngine {
-    private final SimulatedEngine engine;
+  static final class ScopeBlind extends ForwardingEngine {
     private final Map<String, CacheScope> scopes;
 
     ScopeBlind(SimulatedEngine engine, Map<String, CacheScope> scopes) {
-      this.engine = engine;
+      super(engine);
       this.scopes = scopes;
     }
 
     @Override
     public CompletableFuture<EngineResult> execute(InferenceRequest request) {
-      return engine.execute(request.withScope(
+      return delegate.execute(request.withScope(
           scopes.getOrDefault(request.id(), CacheScope.DEFAULT)));
     }
 
     @Override
-    public EngineLoad load() {
-      return engine.load();
-    }
-
-    @Override
-    public void cancel(String requestId) {
-      engine.cancel(requestId);
-    }
-
-    @Override
-    public boolean publishesCacheEvents() {
-      return engine.publishesCacheEvents();
-    }
-
-    @Override
     public void setCacheEventListener(CacheEventListener listener) {
-      engine.setCacheEventListener(new CacheEventListener() {
+      delegate.setCacheEventListener(new CacheEventListener() {
         @Override
         public void onBlocksStored(long parent, long[] hashes, int[] tokens) {
           listener.onBlocksStored(parent, hashes, tokens);

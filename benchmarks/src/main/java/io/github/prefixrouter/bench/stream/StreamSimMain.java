@@ -6,6 +6,7 @@ import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.bench.ForwardingTransport;
 import io.github.prefixrouter.bench.SimFleet;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
@@ -218,34 +219,13 @@ public final class StreamSimMain {
 
   /** Counts the STREAM messages (type 0x26) a node sends. */
   private static Transport counting(Transport t, long[] streams) {
-    return new Transport() {
-      @Override
-      public void start(InboundHandler handler) {
-        t.start(handler);
-      }
-
-      @Override
-      public PeerAddress localAddress() {
-        return t.localAddress();
-      }
-
+    return new ForwardingTransport(t) {
       @Override
       public void send(PeerAddress to, byte[] payload) {
         if (payload.length > 0 && payload[0] == 0x26) {
           streams[0]++;
         }
-        t.send(to, payload);
-      }
-
-      @Override
-      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
-          Duration timeout) {
-        return t.request(to, payload, timeout);
-      }
-
-      @Override
-      public void close() {
-        t.close();
+        delegate.send(to, payload);
       }
     };
   }
