@@ -289,13 +289,7 @@ class OpenAiCompatibleEngineStreamingTest {
       CompletableFuture<EngineResult> f = pieces.run(e, request());
       raw.setSoTimeout(10_000);
       try (java.net.Socket conn = raw.accept()) {
-        readRequest(conn);
-        OutputStream out = conn.getOutputStream();
-        String piece = chunk("a", "[1]", null);
-        out.write(("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-            + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(piece.length()) + "\r\n"
-            + piece + "\r\n").getBytes(StandardCharsets.UTF_8));
-        out.flush();
+        OutputStream out = startRawStream(conn);
         assertTrue(pieces.first.await(10, TimeUnit.SECONDS));
         conn.setSoLinger(true, 0); // close with a reset
       }
@@ -409,19 +403,19 @@ class OpenAiCompatibleEngineStreamingTest {
     assertEquals("ab", r.text());
   }
 
-  private static void readRequest(java.net.Socket conn) throws IOException {
-    conn.setSoTimeout(10_000);
-    java.io.InputStream in = conn.getInputStream();
-    StringBuilder head = new StringBuilder();
-    while (!head.toString().endsWith("\r\n\r\n")) {
-      int b = in.read();
-      assertTrue(b >= 0, "the request ended early");
-      head.append((char) b);
-    }
-    java.util.regex.Matcher m = java.util.regex.Pattern
-        .compile("(?i)content-length:\\s*(\\d+)").matcher(head);
-    assertTrue(m.find(), head.toString());
-    in.readNBytes(Integer.parseInt(m.group(1)));
+  /**
+   * Reads the request on a raw connection, then answers it with the head of a chunked event
+   * stream and its first chunk, a piece {@code "a"} of token 1.
+   */
+  private static OutputStream startRawStream(java.net.Socket conn) throws IOException {
+    ScriptedOpenAiServer.readRequest(conn);
+    OutputStream out = conn.getOutputStream();
+    String piece = chunk("a", "[1]", null);
+    out.write(("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+        + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(piece.length()) + "\r\n"
+        + piece + "\r\n").getBytes(StandardCharsets.UTF_8));
+    out.flush();
+    return out;
   }
 
   @Test
@@ -435,13 +429,7 @@ class OpenAiCompatibleEngineStreamingTest {
       CompletableFuture<EngineResult> f = pieces.run(e, request());
       raw.setSoTimeout(10_000);
       try (java.net.Socket conn = raw.accept()) {
-        readRequest(conn);
-        OutputStream out = conn.getOutputStream();
-        String piece = chunk("a", "[1]", null);
-        out.write(("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-            + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(piece.length()) + "\r\n"
-            + piece + "\r\n").getBytes(StandardCharsets.UTF_8));
-        out.flush();
+        OutputStream out = startRawStream(conn);
         assertTrue(pieces.first.await(10, TimeUnit.SECONDS), "the first piece never came");
         e.cancel("r1");
         assertFalse(failure(f).retryable());

@@ -317,19 +317,7 @@ class OpenAiCompatibleEngineTest {
       CompletableFuture<EngineResult> f = e.execute(request());
       raw.setSoTimeout(10_000);
       try (java.net.Socket conn = raw.accept()) {
-        conn.setSoTimeout(10_000);
-        java.io.InputStream in = conn.getInputStream();
-        // read the request: headers, then Content-Length bytes of body
-        StringBuilder head = new StringBuilder();
-        while (!head.toString().endsWith("\r\n\r\n")) {
-          int b = in.read();
-          assertTrue(b >= 0, "the request ended early");
-          head.append((char) b);
-        }
-        java.util.regex.Matcher m = java.util.regex.Pattern
-            .compile("(?i)content-length:\\s*(\\d+)").matcher(head);
-        assertTrue(m.find(), head.toString());
-        in.readNBytes(Integer.parseInt(m.group(1)));
+        java.io.InputStream in = ScriptedOpenAiServer.readRequest(conn);
         assertFalse(f.isDone());
         // the request is being generated: the node gives up on it
         e.cancel("r1");
