@@ -7,7 +7,6 @@ import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.contract.InferenceEngineContractTest;
 import io.github.prefixrouter.contract.TransportContractTest;
 import io.github.prefixrouter.spi.CacheEventListener;
-import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -114,26 +113,12 @@ class ContractKitSelfTest {
   }
 
   /** Forwards everything to a simulated engine; subclasses break one thing. */
-  static class EngineWrapper implements InferenceEngine {
+  static class EngineWrapper extends ForwardingEngine {
     final SimulatedEngine e;
 
     EngineWrapper(SimulatedEngine e) {
+      super(e);
       this.e = e;
-    }
-
-    @Override
-    public CompletableFuture<EngineResult> execute(InferenceRequest r) {
-      return e.execute(r);
-    }
-
-    @Override
-    public EngineLoad load() {
-      return e.load();
-    }
-
-    @Override
-    public void cancel(String id) {
-      e.cancel(id);
     }
 
     @Override

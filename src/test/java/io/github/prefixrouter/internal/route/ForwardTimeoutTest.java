@@ -15,6 +15,7 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.testing.ForwardingEngine;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
@@ -38,7 +39,7 @@ class ForwardTimeoutTest {
 
     @Override
     public CompletableFuture<EngineResult> execute(InferenceRequest r) {
-      return e.execute(r).thenApply(x -> new EngineResult(x.outputTokens(), x.text(),
+      return delegate.execute(r).thenApply(x -> new EngineResult(x.outputTokens(), x.text(),
           x.promptTokens(), x.cachedPromptTokens(), -1, -1));
     }
   }

@@ -23,6 +23,7 @@ import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.testing.ForwardingEngine;
 import io.github.prefixrouter.spi.InvalidRequestException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -90,7 +91,7 @@ class LocalFailureTest {
           break;
       }
       Fault f = fault;
-      return e.execute(r).thenApply(res -> alter(res, f));
+      return delegate.execute(r).thenApply(res -> alter(res, f));
     }
 
     private static EngineResult alter(EngineResult r, Fault f) {

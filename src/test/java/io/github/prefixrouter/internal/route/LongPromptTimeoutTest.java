@@ -17,6 +17,7 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.testing.ForwardingEngine;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -60,7 +61,7 @@ class LongPromptTimeoutTest {
 
     @Override
     public CompletableFuture<EngineResult> execute(InferenceRequest r) {
-      return e.execute(r).thenApply(x -> new EngineResult(x.outputTokens(), x.text(),
+      return delegate.execute(r).thenApply(x -> new EngineResult(x.outputTokens(), x.text(),
           x.promptTokens(), -1, -1, -1));
     }
   }

@@ -1,4 +1,4 @@
-package io.github.prefixrouter.internal.route;
+package io.github.prefixrouter.testing;
 
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.spi.EngineLoad;
@@ -12,26 +12,26 @@ import java.util.concurrent.CompletableFuture;
  * (it streams nothing and runs {@link #execute(InferenceRequest)}, so an override of that
  * applies to streamed runs too), and so do the cache events (none).
  */
-class ForwardingEngine implements InferenceEngine {
+public class ForwardingEngine implements InferenceEngine {
 
-  final InferenceEngine e;
+  protected final InferenceEngine delegate;
 
-  ForwardingEngine(InferenceEngine e) {
-    this.e = e;
+  public ForwardingEngine(InferenceEngine delegate) {
+    this.delegate = delegate;
   }
 
   @Override
   public CompletableFuture<EngineResult> execute(InferenceRequest r) {
-    return e.execute(r);
+    return delegate.execute(r);
   }
 
   @Override
   public EngineLoad load() {
-    return e.load();
+    return delegate.load();
   }
 
   @Override
   public void cancel(String requestId) {
-    e.cancel(requestId);
+    delegate.cancel(requestId);
   }
 }
