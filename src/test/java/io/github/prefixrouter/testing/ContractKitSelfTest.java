@@ -462,28 +462,17 @@ class ContractKitSelfTest {
   // ---------------------------------------------------------------- transports
 
   /** The kit over in-memory transports on perfect links, each wrapped by {@code wrap}. */
-  static class TransportKit extends TransportContractTest {
-    final SimulatedScheduler sim = new SimulatedScheduler();
-    final InMemoryNetwork net = new InMemoryNetwork(sim, 1);
+  static class TransportKit extends InMemoryTransportKit {
     final java.util.function.UnaryOperator<Transport> wrap;
 
     TransportKit(java.util.function.UnaryOperator<Transport> wrap) {
+      super(1);
       this.wrap = wrap;
     }
 
     @Override
-    protected Transport createTransport(String nodeId) {
-      return wrap.apply(net.transport(nodeId));
-    }
-
-    @Override
-    protected PeerAddress unreachableAddress() {
-      return InMemoryNetwork.addressOf("ghost");
-    }
-
-    @Override
-    protected boolean awaitCondition(BooleanSupplier condition, Duration max) {
-      return SimulatedTime.await(sim, condition, max);
+    Transport wrap(Transport transport) {
+      return wrap.apply(transport);
     }
   }
 
