@@ -1,5 +1,6 @@
 package io.github.prefixrouter.bench;
 
+import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.spi.InferenceEngine;
@@ -142,6 +143,47 @@ public final class SimFleet {
   public static void stopAll(SimulatedScheduler sim, List<PrefixRouterNode> nodes) {
     nodes.forEach(PrefixRouterNode::stop);
     sim.advanceBy(Duration.ofSeconds(5).toNanos());
+  }
+
+  /** Answers counted: prompt and cached prompt tokens, forwarded and failed requests. */
+  public static final class Tally {
+    long prompt;
+    long cached;
+    long forwarded;
+    long failed;
+
+    /**
+     * Counts the outcome of {@code f}: a failure if it failed or is not done, else its tokens.
+     *
+     * @param f a request's future
+     * @return its answer, or null if it failed or is not done
+     */
+    public InferenceResponse add(CompletableFuture<InferenceResponse> f) {
+      if (!f.isDone() || f.isCompletedExceptionally()) {
+        failed++;
+        return null;
+      }
+      InferenceResponse resp = f.join();
+      prompt += resp.result().promptTokens();
+      cached += Math.max(0, resp.result().cachedPromptTokens());
+      forwarded += resp.forwarded() ? 1 : 0;
+      return resp;
+    }
+
+    /** Cached over prompt tokens, of the answers counted. */
+    public double hitRate() {
+      return (double) cached / prompt;
+    }
+
+    /** Answers served by a peer. */
+    public long forwarded() {
+      return forwarded;
+    }
+
+    /** Requests failed or never answered. */
+    public long failed() {
+      return failed;
+    }
   }
 
   /** The mean, median and 99th percentile of latencies. */

@@ -156,26 +156,16 @@ public final class ScopeSimMain {
       futures.add(f);
     }
     SimFleet.awaitAll(sim, futures);
-    long prompt = 0;
-    long cached = 0;
-    long forwarded = 0;
-    long failed = 0;
+    SimFleet.Tally tally = new SimFleet.Tally();
     double[] latencies = new double[futures.size()];
     for (int q = 0; q < futures.size(); q++) {
-      CompletableFuture<InferenceResponse> f = futures.get(q);
       latencies[q] = (done[q] - submitted[q]) / 1e6;
-      if (!f.isDone() || f.isCompletedExceptionally()) {
-        failed++;
-        continue;
-      }
-      InferenceResponse resp = f.join();
-      prompt += resp.result().promptTokens();
-      cached += Math.max(0, resp.result().cachedPromptTokens());
-      forwarded += resp.forwarded() ? 1 : 0;
+      tally.add(futures.get(q));
     }
     SimFleet.stopAll(sim, nodes);
     SimFleet.Latencies l = SimFleet.Latencies.of(latencies);
-    return new Outcome((double) cached / prompt, l.mean(), l.p50(), l.p99(), forwarded, failed);
+    return new Outcome(tally.hitRate(), l.mean(), l.p50(), l.p99(), tally.forwarded(),
+        tally.failed());
   }
 
   /**

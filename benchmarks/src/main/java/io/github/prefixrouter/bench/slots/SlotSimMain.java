@@ -171,24 +171,15 @@ public final class SlotSimMain {
     long arrivals = t - submitted[0];
     SimFleet.awaitAll(sim, futures);
     int warmup = p.requests() / 5;
-    long prompt = 0;
-    long cached = 0;
-    long forwarded = 0;
-    long failed = 0;
+    SimFleet.Tally tally = new SimFleet.Tally();
     long[] served = new long[p.nodes()];
     double[] latencies = new double[futures.size() - warmup];
     for (int q = warmup; q < futures.size(); q++) {
-      CompletableFuture<InferenceResponse> f = futures.get(q);
       latencies[q - warmup] = (done[q] - submitted[q]) / 1e6;
-      if (!f.isDone() || f.isCompletedExceptionally()) {
-        failed++;
-        continue;
+      InferenceResponse resp = tally.add(futures.get(q));
+      if (resp != null) {
+        served[Integer.parseInt(resp.servedBy().substring(1))]++;
       }
-      InferenceResponse resp = f.join();
-      prompt += resp.result().promptTokens();
-      cached += Math.max(0, resp.result().cachedPromptTokens());
-      forwarded += resp.forwarded() ? 1 : 0;
-      served[Integer.parseInt(resp.servedBy().substring(1))]++;
     }
     // slot time busy over the slot time of the arrival period (the whole run, warm-up included)
     long busy = engines.stream().mapToLong(e -> e.stats().busyNanos()).sum();
@@ -197,7 +188,8 @@ public final class SlotSimMain {
     SimFleet.Latencies l = SimFleet.Latencies.of(latencies);
     double meanServed = Arrays.stream(served).average().orElse(0);
     double maxServed = Arrays.stream(served).max().orElse(0);
-    return new Outcome((double) cached / prompt, l.mean(), l.p50(), l.p99(),
-        (double) forwarded / latencies.length, maxServed / meanServed, utilization, failed);
+    return new Outcome(tally.hitRate(), l.mean(), l.p50(), l.p99(),
+        (double) tally.forwarded() / latencies.length, maxServed / meanServed, utilization,
+        tally.failed());
   }
 }
