@@ -104,6 +104,28 @@ public abstract class TransportContractTest {
         concat((from.nodeId() + ":").getBytes(StandardCharsets.US_ASCII), payload));
   }
 
+  /**
+   * A handler that counts in {@code delivered} every message and request it is given, and
+   * answers a request with its own payload.
+   *
+   * @param delivered the count
+   * @return the handler
+   */
+  public static Transport.InboundHandler counting(AtomicInteger delivered) {
+    return new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        delivered.incrementAndGet();
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        delivered.incrementAndGet();
+        return CompletableFuture.completedFuture(payload);
+      }
+    };
+  }
+
   private static byte[] concat(byte[] a, byte[] b) {
     byte[] r = new byte[a.length + b.length];
     System.arraycopy(a, 0, r, 0, a.length);
@@ -241,18 +263,7 @@ public abstract class TransportContractTest {
   @Test
   void aClosedTransportDeliversNothingInbound() {
     AtomicInteger delivered = new AtomicInteger();
-    Transport b = started("b", new Transport.InboundHandler() {
-      @Override
-      public void onMessage(PeerAddress from, byte[] payload) {
-        delivered.incrementAndGet();
-      }
-
-      @Override
-      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
-        delivered.incrementAndGet();
-        return CompletableFuture.completedFuture(payload);
-      }
-    });
+    Transport b = started("b", counting(delivered));
     Transport a = started("a", echo());
     PeerAddress to = b.localAddress();
     b.close();

@@ -7,7 +7,6 @@ import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.contract.InferenceEngineContractTest;
 import io.github.prefixrouter.contract.TransportContractTest;
 import io.github.prefixrouter.spi.CacheEventListener;
-import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -114,26 +113,12 @@ class ContractKitSelfTest {
   }
 
   /** Forwards everything to a simulated engine; subclasses break one thing. */
-  static class EngineWrapper implements InferenceEngine {
+  static class EngineWrapper extends ForwardingEngine {
     final SimulatedEngine e;
 
     EngineWrapper(SimulatedEngine e) {
+      super(e);
       this.e = e;
-    }
-
-    @Override
-    public CompletableFuture<EngineResult> execute(InferenceRequest r) {
-      return e.execute(r);
-    }
-
-    @Override
-    public EngineLoad load() {
-      return e.load();
-    }
-
-    @Override
-    public void cancel(String id) {
-      e.cancel(id);
     }
 
     @Override
@@ -477,28 +462,17 @@ class ContractKitSelfTest {
   // ---------------------------------------------------------------- transports
 
   /** The kit over in-memory transports on perfect links, each wrapped by {@code wrap}. */
-  static class TransportKit extends TransportContractTest {
-    final SimulatedScheduler sim = new SimulatedScheduler();
-    final InMemoryNetwork net = new InMemoryNetwork(sim, 1);
+  static class TransportKit extends InMemoryTransportKit {
     final java.util.function.UnaryOperator<Transport> wrap;
 
     TransportKit(java.util.function.UnaryOperator<Transport> wrap) {
+      super(1);
       this.wrap = wrap;
     }
 
     @Override
-    protected Transport createTransport(String nodeId) {
-      return wrap.apply(net.transport(nodeId));
-    }
-
-    @Override
-    protected PeerAddress unreachableAddress() {
-      return InMemoryNetwork.addressOf("ghost");
-    }
-
-    @Override
-    protected boolean awaitCondition(BooleanSupplier condition, Duration max) {
-      return SimulatedTime.await(sim, condition, max);
+    Transport wrap(Transport transport) {
+      return wrap.apply(transport);
     }
   }
 

@@ -1,21 +1,20 @@
 package io.github.prefixrouter.sim;
 
 import io.github.prefixrouter.InferenceRequest;
-import io.github.prefixrouter.spi.CacheEventListener;
-import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.bench.ForwardingEngine;
 import io.github.prefixrouter.spi.EngineResult;
-import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import java.util.concurrent.CompletableFuture;
 
 /** A node's {@link SimulatedEngine}, noting in the run's recorder which node served what. */
-final class RecordingEngine implements InferenceEngine {
+final class RecordingEngine extends ForwardingEngine {
 
   private final int node;
   private final SimulatedEngine engine;
   private final RunRecorder recorder;
 
   RecordingEngine(int node, SimulatedEngine engine, RunRecorder recorder) {
+    super(engine);
     this.node = node;
     this.engine = engine;
     this.recorder = recorder;
@@ -35,25 +34,5 @@ final class RecordingEngine implements InferenceEngine {
           }
         });
     return f;
-  }
-
-  @Override
-  public EngineLoad load() {
-    return engine.load();
-  }
-
-  @Override
-  public void cancel(String requestId) {
-    engine.cancel(requestId);
-  }
-
-  @Override
-  public boolean publishesCacheEvents() {
-    return engine.publishesCacheEvents();
-  }
-
-  @Override
-  public void setCacheEventListener(CacheEventListener listener) {
-    engine.setCacheEventListener(listener);
   }
 }

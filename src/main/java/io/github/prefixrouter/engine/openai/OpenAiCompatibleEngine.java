@@ -2,6 +2,7 @@ package io.github.prefixrouter.engine.openai;
 
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
@@ -491,65 +492,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   }
 
   private HttpResponse.BodySubscriber<byte[]> capped(HttpResponse.ResponseInfo info) {
-    long declared = info.headers().firstValueAsLong("Content-Length").orElse(-1);
-    return new CappedBody(maxResponseBytes, declared > maxResponseBytes);
-  }
-
-  /** Collects a body up to a cap; completes with null (after cancelling) when it is larger. */
-  private static final class CappedBody implements HttpResponse.BodySubscriber<byte[]> {
-    private final int cap;
-    private final boolean refuse;
-    private final CompletableFuture<byte[]> body = new CompletableFuture<>();
-    private final java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream();
-    private java.util.concurrent.Flow.Subscription subscription;
-
-    CappedBody(int cap, boolean refuse) {
-      this.cap = cap;
-      this.refuse = refuse;
-    }
-
-    @Override
-    public java.util.concurrent.CompletionStage<byte[]> getBody() {
-      return body;
-    }
-
-    @Override
-    public void onSubscribe(java.util.concurrent.Flow.Subscription s) {
-      subscription = s;
-      if (refuse) {
-        s.cancel();
-        body.complete(null);
-      } else {
-        s.request(Long.MAX_VALUE);
-      }
-    }
-
-    @Override
-    public void onNext(List<java.nio.ByteBuffer> items) {
-      if (body.isDone()) {
-        return;
-      }
-      for (java.nio.ByteBuffer b : items) {
-        if (buf.size() + (long) b.remaining() > cap) {
-          subscription.cancel();
-          body.complete(null);
-          return;
-        }
-        byte[] chunk = new byte[b.remaining()];
-        b.get(chunk);
-        buf.write(chunk, 0, chunk.length);
-      }
-    }
-
-    @Override
-    public void onError(Throwable t) {
-      body.completeExceptionally(t);
-    }
-
-    @Override
-    public void onComplete() {
-      body.complete(buf.toByteArray());
-    }
+    return CappedBody.orNull(info, maxResponseBytes);
   }
 
   private EngineException mapFailure(InferenceRequest request, Throwable c) {

@@ -253,14 +253,6 @@ public final class RouterNode implements PrefixRouterNode {
     return seeds;
   }
 
-  PeerView peerView() {
-    return peers;
-  }
-
-  LocalPrefixIndex localIndex() {
-    return local;
-  }
-
   /** The engine's load, guarded against a misbehaving engine. */
   EngineLoad engineLoad() {
     try {

@@ -5,6 +5,7 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import com.sun.net.httpserver.HttpsConfigurator;
 import com.sun.net.httpserver.HttpsServer;
+import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.InboundReaders;
 import io.github.prefixrouter.internal.wire.IoDeadline;
 import io.github.prefixrouter.internal.wire.JdkHttpServers;
@@ -22,17 +23,14 @@ import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
-import java.nio.ByteBuffer;
 import java.nio.channels.ClosedChannelException;
 import java.security.SecureRandom;
 import java.time.Duration;
-import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -435,7 +433,8 @@ public final class HttpTransport implements Transport {
               timeout.toNanos(),
               TimeUnit.NANOSECONDS);
       result.whenComplete((v, e) -> timeoutTask.cancel(false));
-      http = client.sendAsync(req, info -> CappedBodySubscriber.forResponse(info, config.maxMessageBytes));
+      http = client.sendAsync(req,
+          info -> CappedBody.orFail(info, config.maxMessageBytes, TooLargeException::new));
     } catch (RuntimeException e) { // executors shut down by a concurrent close
       fail(result, TransportException.Kind.CLOSED, "transport closed", e);
       return result;
@@ -960,68 +959,6 @@ public final class HttpTransport implements Transport {
 
     TooLargeException(String message) {
       super(message);
-    }
-  }
-
-  /** Collects a response body, refusing one above the cap before or while reading it. */
-  static final class CappedBodySubscriber implements HttpResponse.BodySubscriber<byte[]> {
-    private final int cap;
-    private final CompletableFuture<byte[]> body = new CompletableFuture<>();
-    private final java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream();
-    private final boolean refuse;
-    private java.util.concurrent.Flow.Subscription subscription;
-
-    private CappedBodySubscriber(int cap, boolean refuse) {
-      this.cap = cap;
-      this.refuse = refuse;
-    }
-
-    static HttpResponse.BodySubscriber<byte[]> forResponse(HttpResponse.ResponseInfo info, int cap) {
-      long declared = info.headers().firstValueAsLong("Content-Length").orElse(-1);
-      return new CappedBodySubscriber(cap, declared > cap);
-    }
-
-    @Override
-    public CompletionStage<byte[]> getBody() {
-      return body;
-    }
-
-    @Override
-    public void onSubscribe(java.util.concurrent.Flow.Subscription s) {
-      subscription = s;
-      if (refuse) {
-        s.cancel();
-        body.completeExceptionally(new TooLargeException("answer's Content-Length exceeds " + cap + " bytes"));
-      } else {
-        s.request(Long.MAX_VALUE);
-      }
-    }
-
-    @Override
-    public void onNext(List<ByteBuffer> items) {
-      if (body.isDone()) {
-        return;
-      }
-      for (ByteBuffer b : items) {
-        if (buf.size() + (long) b.remaining() > cap) {
-          subscription.cancel();
-          body.completeExceptionally(new TooLargeException("answer exceeds " + cap + " bytes"));
-          return;
-        }
-        byte[] chunk = new byte[b.remaining()];
-        b.get(chunk);
-        buf.write(chunk, 0, chunk.length);
-      }
-    }
-
-    @Override
-    public void onError(Throwable t) {
-      body.completeExceptionally(t);
-    }
-
-    @Override
-    public void onComplete() {
-      body.complete(buf.toByteArray());
     }
   }
 

@@ -1,7 +1,6 @@
 package io.github.prefixrouter.engine.openai;
 
 import io.github.prefixrouter.internal.json.Json;
-import com.sun.net.httpserver.HttpServer;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
@@ -10,12 +9,10 @@ import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
 import java.io.IOException;
-import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -26,7 +23,7 @@ import org.junit.jupiter.api.BeforeEach;
  */
 class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
 
-  private HttpServer server;
+  private ScriptedOpenAiServer server;
   /** The engine behind the fake server's {@code /v1/completions}. */
   protected ReferenceEngine backend;
   private final AtomicBoolean failNext = new AtomicBoolean();
@@ -34,43 +31,34 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
   @BeforeEach
   void startServer() throws IOException {
     backend = ReferenceEngine.builder().build();
-    server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
-    server.setExecutor(Executors.newFixedThreadPool(4, r -> {
-      Thread t = new Thread(r, "fake-vllm");
-      t.setDaemon(true);
-      return t;
-    }));
-    server.createContext("/v1/completions", ex -> {
-      try (ex) {
-        Map<?, ?> body = (Map<?, ?>) Json.parse(new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
-        if (failNext.getAndSet(false)) {
-          OpenAiCompatibleEngineTest.reply(ex, 503, "{\"error\":\"overloaded\"}");
-          return;
-        }
-        int[] prompt = Json.asIntArray(body.get("prompt"), "prompt");
-        int maxTokens = Json.asInt(body.get("max_tokens"), "max_tokens");
-        // like vLLM: the model names an adapter (this fake serves every name as the base
-        // weights), and the cache salt keys the prefix cache
-        CacheScope scope = CacheScope.of(
-            body.get("model") instanceof String m ? m : "",
-            body.get("cache_salt") instanceof String s ? s : "");
-        InferenceRequest run = new InferenceRequest("x", prompt, GenerationParams.greedy(maxTokens), scope);
-        if (Boolean.TRUE.equals(body.get("stream"))) {
-          stream(ex, run, Boolean.TRUE.equals(Json.path(body, "stream_options", "include_usage")));
-          return;
-        }
-        EngineResult r = backend.execute(run).join();
-        Map<String, Object> choice = new LinkedHashMap<>();
-        choice.put("index", 0);
-        choice.put("text", text(r.outputTokens()));
-        choice.put("token_ids", r.outputTokens());
-        Map<String, Object> answer = new LinkedHashMap<>();
-        answer.put("choices", List.of(choice));
-        answer.put("usage", usage(r));
-        OpenAiCompatibleEngineTest.reply(ex, 200, Json.write(answer));
+    server = ScriptedOpenAiServer.start(4);
+    server.behaviour.set((ex, body) -> {
+      if (failNext.getAndSet(false)) {
+        ScriptedOpenAiServer.reply(ex, 503, "{\"error\":\"overloaded\"}");
+        return;
       }
+      int[] prompt = Json.asIntArray(body.get("prompt"), "prompt");
+      int maxTokens = Json.asInt(body.get("max_tokens"), "max_tokens");
+      // like vLLM: the model names an adapter (this fake serves every name as the base
+      // weights), and the cache salt keys the prefix cache
+      CacheScope scope = CacheScope.of(
+          body.get("model") instanceof String m ? m : "",
+          body.get("cache_salt") instanceof String s ? s : "");
+      InferenceRequest run = new InferenceRequest("x", prompt, GenerationParams.greedy(maxTokens), scope);
+      if (Boolean.TRUE.equals(body.get("stream"))) {
+        stream(ex, run, Boolean.TRUE.equals(Json.path(body, "stream_options", "include_usage")));
+        return;
+      }
+      EngineResult r = backend.execute(run).join();
+      Map<String, Object> choice = new LinkedHashMap<>();
+      choice.put("index", 0);
+      choice.put("text", text(r.outputTokens()));
+      choice.put("token_ids", r.outputTokens());
+      Map<String, Object> answer = new LinkedHashMap<>();
+      answer.put("choices", List.of(choice));
+      answer.put("usage", usage(r));
+      ScriptedOpenAiServer.reply(ex, 200, Json.write(answer));
     });
-    server.start();
   }
 
   /** The text of a token: the fake's detokenizer (with a two-byte character now and then). */
@@ -153,7 +141,7 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
 
   @AfterEach
   void stopServer() {
-    server.stop(0);
+    server.close();
     backend.close();
   }
 
@@ -164,7 +152,7 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
 
   /** A builder for an adapter talking to the fake server. */
   protected OpenAiCompatibleEngine.Builder engineBuilder() {
-    return OpenAiCompatibleEngine.builder().baseUrl("http://127.0.0.1:" + server.getAddress().getPort());
+    return OpenAiCompatibleEngine.builder().baseUrl(server.base());
   }
 
   @Override

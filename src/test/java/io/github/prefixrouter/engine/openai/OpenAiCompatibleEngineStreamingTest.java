@@ -1,5 +1,6 @@
 package io.github.prefixrouter.engine.openai;
 
+import static io.github.prefixrouter.engine.openai.ScriptedOpenAiServer.reply;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -8,7 +9,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.sun.net.httpserver.HttpExchange;
-import com.sun.net.httpserver.HttpServer;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
@@ -20,7 +20,6 @@ import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InvalidRequestException;
 import java.io.IOException;
 import java.io.OutputStream;
-import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -30,9 +29,7 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -40,46 +37,21 @@ import org.junit.jupiter.api.Test;
 /** The adapter's streamed requests against a fake server sending server-sent events. */
 class OpenAiCompatibleEngineStreamingTest {
 
-  /** What the fake server does with the next completions request. */
-  interface Behaviour {
-    void answer(HttpExchange ex, Map<?, ?> body) throws IOException;
-  }
-
-  private HttpServer server;
-  private final AtomicReference<Behaviour> behaviour = new AtomicReference<>();
-  private final AtomicReference<Map<?, ?>> lastBody = new AtomicReference<>();
-  private final CountDownLatch release = new CountDownLatch(1);
+  private ScriptedOpenAiServer server;
 
   @BeforeEach
   void startFakeServer() throws IOException {
-    server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
-    server.setExecutor(Executors.newCachedThreadPool(r -> {
-      Thread t = new Thread(r, "fake-streaming-server");
-      t.setDaemon(true);
-      return t;
-    }));
-    server.createContext("/v1/completions", ex -> {
-      try (ex) {
-        Map<?, ?> body = (Map<?, ?>) Json.parse(
-            new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
-        lastBody.set(body);
-        behaviour.get().answer(ex, body);
-      } catch (IOException e) {
-        // the client went away
-      }
-    });
-    server.start();
+    server = ScriptedOpenAiServer.start();
   }
 
   @AfterEach
   void stop() {
-    release.countDown();
-    server.stop(0);
+    server.close();
   }
 
   private OpenAiCompatibleEngine.Builder builder() {
     return OpenAiCompatibleEngine.builder()
-        .baseUrl("http://127.0.0.1:" + server.getAddress().getPort()).model("m")
+        .baseUrl(server.base()).model("m")
         .requestTimeout(Duration.ofSeconds(10));
   }
 
@@ -132,14 +104,6 @@ class OpenAiCompatibleEngineStreamingTest {
     }
   }
 
-  private void awaitRelease() {
-    try {
-      release.await(30, TimeUnit.SECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    }
-  }
-
   private static EngineException failure(CompletableFuture<EngineResult> f) {
     ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(20, TimeUnit.SECONDS));
     assertInstanceOf(EngineException.class, e.getCause());
@@ -149,7 +113,7 @@ class OpenAiCompatibleEngineStreamingTest {
   @Test
   void givesEachChunkAsItArrivesAndBuildsTheResultFromThem() throws Exception {
     CountDownLatch firstSeen = new CountDownLatch(1);
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       send(out, chunk(" B", "[426]", null));
       try {
@@ -176,7 +140,7 @@ class OpenAiCompatibleEngineStreamingTest {
     assertEquals(2, r.cachedPromptTokens());
     assertEquals(-1, r.prefillNanos(), "the server reports no timings; the node times the request");
     assertFalse(pieces.late);
-    Map<?, ?> sent = lastBody.get();
+    Map<?, ?> sent = server.lastBody.get();
     assertEquals(Boolean.TRUE, sent.get("stream"));
     assertEquals(Map.of("include_usage", Boolean.TRUE), sent.get("stream_options"));
     assertEquals(Boolean.TRUE, sent.get("return_token_ids"));
@@ -206,21 +170,21 @@ class OpenAiCompatibleEngineStreamingTest {
 
   @Test
   void withoutAListenerTheRequestIsNotStreamed() throws Exception {
-    behaviour.set((ex, body) -> OpenAiCompatibleEngineTest.reply(ex, 200,
+    server.behaviour.set((ex, body) -> reply(ex, 200,
         "{\"choices\":[{\"text\":\"ok\",\"token_ids\":[1]}]}"));
     OpenAiCompatibleEngine e = builder().build();
     assertEquals("ok", e.execute(request()).get(20, TimeUnit.SECONDS).text());
-    assertEquals(Boolean.FALSE, lastBody.get().get("stream"));
-    assertFalse(lastBody.get().containsKey("stream_options"));
+    assertEquals(Boolean.FALSE, server.lastBody.get().get("stream"));
+    assertFalse(server.lastBody.get().containsKey("stream_options"));
     assertEquals("ok", e.execute(request(), OutputListener.IGNORE).get(20, TimeUnit.SECONDS).text());
-    assertEquals(Boolean.FALSE, lastBody.get().get("stream"), "IGNORE streams nothing");
+    assertEquals(Boolean.FALSE, server.lastBody.get().get("stream"), "IGNORE streams nothing");
   }
 
   @Test
   void aServerThatIgnoresReturnTokenIdsStreamsTextOnly() throws Exception {
     // a server that ignores return_token_ids sends text only; without a usage chunk the
     // counts are unknown
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       send(out, chunk("Hel", null, null) + chunk("lo", null, "stop") + "data: [DONE]\n\n");
     });
@@ -236,7 +200,7 @@ class OpenAiCompatibleEngineStreamingTest {
 
   @Test
   void commentsMultiLineDataCrlfAndIgnoredFieldsAreParsed() throws Exception {
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       send(out, ": ping\r\n\r\nid: 1\r\nevent: message\r\ndata: {\"choices\":[{\"text\":\"a\",\r\n"
           + "data: \"token_ids\":[1]}]}\r\nretry: 10\r\n\r\n");
@@ -261,7 +225,7 @@ class OpenAiCompatibleEngineStreamingTest {
         "event: error\ndata: engine dead\n\n",
     };
     for (String error : errors) {
-      behaviour.set((ex, body) -> {
+      server.behaviour.set((ex, body) -> {
         OutputStream out = startStream(ex);
         send(out, chunk("a", "[1]", null) + error);
       });
@@ -276,7 +240,7 @@ class OpenAiCompatibleEngineStreamingTest {
 
   @Test
   void anAbortedGenerationIsARetryableFailure() {
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       send(out, chunk("a", "[1]", "abort") + "data: [DONE]\n\n");
     });
@@ -289,7 +253,7 @@ class OpenAiCompatibleEngineStreamingTest {
   void httpErrorsOfAStreamedRequestMapAsForAPlainOne() {
     int[] statuses = {400, 404, 429, 503, 500};
     for (int s : statuses) {
-      behaviour.set((ex, body) -> OpenAiCompatibleEngineTest.reply(ex, s,
+      server.behaviour.set((ex, body) -> reply(ex, s,
           "{\"object\":\"error\",\"message\":\"boom " + s + "\"}"));
       Pieces pieces = new Pieces();
       EngineException e = failure(pieces.run(builder().build(), request()));
@@ -302,7 +266,7 @@ class OpenAiCompatibleEngineStreamingTest {
 
   @Test
   void aStreamCutBeforeDoneIsARetryableFailure() {
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       send(out, chunk("a", "[1]", null) + chunk("b", "[2]", "length"));
       // and the server goes away: the handler returns, the exchange ends the chunked body
@@ -325,13 +289,7 @@ class OpenAiCompatibleEngineStreamingTest {
       CompletableFuture<EngineResult> f = pieces.run(e, request());
       raw.setSoTimeout(10_000);
       try (java.net.Socket conn = raw.accept()) {
-        readRequest(conn);
-        OutputStream out = conn.getOutputStream();
-        String piece = chunk("a", "[1]", null);
-        out.write(("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-            + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(piece.length()) + "\r\n"
-            + piece + "\r\n").getBytes(StandardCharsets.UTF_8));
-        out.flush();
+        OutputStream out = startRawStream(conn);
         assertTrue(pieces.first.await(10, TimeUnit.SECONDS));
         conn.setSoLinger(true, 0); // close with a reset
       }
@@ -343,7 +301,7 @@ class OpenAiCompatibleEngineStreamingTest {
 
   @Test
   void oversizedEventsAreRefused() {
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       send(out, chunk("x".repeat(5000), "[1]", null) + "data: [DONE]\n\n");
     });
@@ -352,7 +310,7 @@ class OpenAiCompatibleEngineStreamingTest {
     assertTrue(err.retryable());
     assertTrue(err.getMessage().contains("longer than 1024 bytes"), err.getMessage());
     // many small events whose output together passes the limit
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       for (int i = 0; i < 200; i++) {
         send(out, chunk("0123456789", "[1]", null));
@@ -362,7 +320,7 @@ class OpenAiCompatibleEngineStreamingTest {
     err = failure(new Pieces().run(e, request()));
     assertTrue(err.getMessage().contains("output larger than 1024"), err.getMessage());
     // and one endless line
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       for (int i = 0; i < 100; i++) {
         send(out, ": " + "z".repeat(100));
@@ -383,7 +341,7 @@ class OpenAiCompatibleEngineStreamingTest {
         "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"prompt_tokens_details\":{\"cached_tokens\":9}}}\n\n",
     };
     for (String b : bad) {
-      behaviour.set((ex, body) -> {
+      server.behaviour.set((ex, body) -> {
         OutputStream out = startStream(ex);
         send(out, b + "data: [DONE]\n\n");
       });
@@ -391,7 +349,7 @@ class OpenAiCompatibleEngineStreamingTest {
       assertTrue(err.retryable(), b);
     }
     // invalid UTF-8
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       out.write(new byte[] {'d', 'a', 't', 'a', ':', ' ', (byte) 0xC3, '\n', '\n'});
       out.flush();
@@ -402,7 +360,7 @@ class OpenAiCompatibleEngineStreamingTest {
 
   @Test
   void aPlainJsonAnswerToAStreamedRequestIsGivenAsOnePiece() throws Exception {
-    behaviour.set((ex, body) -> OpenAiCompatibleEngineTest.reply(ex, 200,
+    server.behaviour.set((ex, body) -> reply(ex, 200,
         "{\"choices\":[{\"text\":\"all\",\"token_ids\":[1,2,3]}],\"usage\":{\"prompt_tokens\":4}}"));
     Pieces pieces = new Pieces();
     EngineResult r = pieces.run(builder().build(), request()).get(20, TimeUnit.SECONDS);
@@ -414,10 +372,10 @@ class OpenAiCompatibleEngineStreamingTest {
 
   @Test
   void aStalledStreamTimesOutNotRetryably() throws Exception {
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       send(out, chunk("a", "[1]", null));
-      awaitRelease(); // and nothing more
+      server.awaitRelease(); // and nothing more
     });
     OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofMillis(800)).build();
     Pieces pieces = new Pieces();
@@ -432,7 +390,7 @@ class OpenAiCompatibleEngineStreamingTest {
 
   @Test
   void aListenerThatThrowsIsNotCalledAgainAndTheRequestCompletes() throws Exception {
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       send(out, chunk("a", "[1]", null) + chunk("b", "[2]", "length") + USAGE + "data: [DONE]\n\n");
     });
@@ -445,19 +403,19 @@ class OpenAiCompatibleEngineStreamingTest {
     assertEquals("ab", r.text());
   }
 
-  private static void readRequest(java.net.Socket conn) throws IOException {
-    conn.setSoTimeout(10_000);
-    java.io.InputStream in = conn.getInputStream();
-    StringBuilder head = new StringBuilder();
-    while (!head.toString().endsWith("\r\n\r\n")) {
-      int b = in.read();
-      assertTrue(b >= 0, "the request ended early");
-      head.append((char) b);
-    }
-    java.util.regex.Matcher m = java.util.regex.Pattern
-        .compile("(?i)content-length:\\s*(\\d+)").matcher(head);
-    assertTrue(m.find(), head.toString());
-    in.readNBytes(Integer.parseInt(m.group(1)));
+  /**
+   * Reads the request on a raw connection, then answers it with the head of a chunked event
+   * stream and its first chunk, a piece {@code "a"} of token 1.
+   */
+  private static OutputStream startRawStream(java.net.Socket conn) throws IOException {
+    ScriptedOpenAiServer.readRequest(conn);
+    OutputStream out = conn.getOutputStream();
+    String piece = chunk("a", "[1]", null);
+    out.write(("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+        + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(piece.length()) + "\r\n"
+        + piece + "\r\n").getBytes(StandardCharsets.UTF_8));
+    out.flush();
+    return out;
   }
 
   @Test
@@ -471,13 +429,7 @@ class OpenAiCompatibleEngineStreamingTest {
       CompletableFuture<EngineResult> f = pieces.run(e, request());
       raw.setSoTimeout(10_000);
       try (java.net.Socket conn = raw.accept()) {
-        readRequest(conn);
-        OutputStream out = conn.getOutputStream();
-        String piece = chunk("a", "[1]", null);
-        out.write(("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-            + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(piece.length()) + "\r\n"
-            + piece + "\r\n").getBytes(StandardCharsets.UTF_8));
-        out.flush();
+        OutputStream out = startRawStream(conn);
         assertTrue(pieces.first.await(10, TimeUnit.SECONDS), "the first piece never came");
         e.cancel("r1");
         assertFalse(failure(f).retryable());

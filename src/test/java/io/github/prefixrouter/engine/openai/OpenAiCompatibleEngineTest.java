@@ -1,6 +1,6 @@
 package io.github.prefixrouter.engine.openai;
 
-import io.github.prefixrouter.internal.json.Json;
+import static io.github.prefixrouter.engine.openai.ScriptedOpenAiServer.reply;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -8,8 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.sun.net.httpserver.HttpExchange;
-import com.sun.net.httpserver.HttpServer;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.spi.EngineException;
@@ -17,17 +15,13 @@ import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InvalidRequestException;
 import java.io.IOException;
-import java.net.InetSocketAddress;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -35,68 +29,24 @@ import org.junit.jupiter.api.Test;
 /** The adapter against a fake OpenAI-compatible server on loopback. */
 class OpenAiCompatibleEngineTest {
 
-  /** What the fake server does with the next completions request. */
-  interface Behaviour {
-    void answer(HttpExchange ex, Map<?, ?> body) throws IOException;
-  }
-
-  private HttpServer server;
-  private final AtomicReference<Behaviour> behaviour = new AtomicReference<>();
-  private final AtomicReference<Map<?, ?>> lastBody = new AtomicReference<>();
-  private volatile int healthStatus = 200;
-  private final CountDownLatch release = new CountDownLatch(1);
+  private ScriptedOpenAiServer server;
 
   @BeforeEach
   void startFakeServer() throws IOException {
-    server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
-    server.setExecutor(Executors.newCachedThreadPool(r -> {
-      Thread t = new Thread(r, "fake-llm-server");
-      t.setDaemon(true);
-      return t;
-    }));
-    server.createContext("/v1/completions", ex -> {
-      try (ex) {
-        Map<?, ?> body = (Map<?, ?>) Json.parse(new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
-        lastBody.set(body);
-        behaviour.get().answer(ex, body);
-      } catch (IOException e) {
-        // client went away
-      }
-    });
-    server.createContext("/health", ex -> {
-      ex.sendResponseHeaders(healthStatus, -1);
-      ex.close();
-    });
-    server.createContext("/v1/models", ex -> {
-      byte[] b = "{\"data\":[]}".getBytes(StandardCharsets.UTF_8);
-      ex.sendResponseHeaders(200, b.length);
-      ex.getResponseBody().write(b);
-      ex.close();
-    });
-    server.start();
+    server = ScriptedOpenAiServer.start();
   }
 
   @AfterEach
   void stop() {
-    release.countDown();
-    server.stop(0);
+    server.close();
   }
 
   private String base() {
-    return "http://127.0.0.1:" + server.getAddress().getPort();
+    return server.base();
   }
 
   private OpenAiCompatibleEngine engine() {
     return OpenAiCompatibleEngine.builder().baseUrl(base()).model("m").requestTimeout(Duration.ofSeconds(5)).build();
-  }
-
-  static void reply(HttpExchange ex, int status, String body) throws IOException {
-    byte[] b = body.getBytes(StandardCharsets.UTF_8);
-    ex.getResponseHeaders().add("Content-Type", "application/json");
-    ex.sendResponseHeaders(status, b.length == 0 ? -1 : b.length);
-    if (b.length > 0) {
-      ex.getResponseBody().write(b);
-    }
   }
 
   private static InferenceRequest request() {
@@ -111,7 +61,7 @@ class OpenAiCompatibleEngineTest {
 
   @Test
   void sendsTokenIdsAndParsesTextTokensAndCachedTokens() throws Exception {
-    behaviour.set((ex, body) -> reply(ex, 200,
+    server.behaviour.set((ex, body) -> reply(ex, 200,
         "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\" B\","
             + "\"token_ids\":[426,13,198],\"finish_reason\":\"length\"}],"
             + "\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":3,\"total_tokens\":7,"
@@ -121,7 +71,7 @@ class OpenAiCompatibleEngineTest {
     assertArrayEquals(new int[] {426, 13, 198}, r.outputTokens());
     assertEquals(4, r.promptTokens());
     assertEquals(2, r.cachedPromptTokens());
-    Map<?, ?> sent = lastBody.get();
+    Map<?, ?> sent = server.lastBody.get();
     assertEquals(List.of(101L, 7L, 7L, 9000L), sent.get("prompt"));
     assertEquals(3L, sent.get("max_tokens"));
     assertEquals(0.0, sent.get("temperature"));
@@ -134,25 +84,25 @@ class OpenAiCompatibleEngineTest {
   @Test
   void aScopedRequestNamesItsAdapterAsTheModelAndSendsItsSalt() throws Exception {
     String ok = "{\"choices\":[{\"index\":0,\"text\":\" B\",\"token_ids\":[1]}]}";
-    behaviour.set((ex, body) -> reply(ex, 200, ok));
+    server.behaviour.set((ex, body) -> reply(ex, 200, ok));
     OpenAiCompatibleEngine e = engine();
     e.execute(request().withScope(io.github.prefixrouter.CacheScope.of("sql-lora", "t\u00e9nant-1")))
         .get(20, TimeUnit.SECONDS);
-    assertEquals("sql-lora", lastBody.get().get("model"));
-    assertEquals("t\u00e9nant-1", lastBody.get().get("cache_salt"));
+    assertEquals("sql-lora", server.lastBody.get().get("model"));
+    assertEquals("t\u00e9nant-1", server.lastBody.get().get("cache_salt"));
     e.execute(request().withScope(io.github.prefixrouter.CacheScope.salt("t2")))
         .get(20, TimeUnit.SECONDS);
-    assertEquals("m", lastBody.get().get("model"), "the base model without an adapter");
-    assertEquals("t2", lastBody.get().get("cache_salt"));
+    assertEquals("m", server.lastBody.get().get("model"), "the base model without an adapter");
+    assertEquals("t2", server.lastBody.get().get("cache_salt"));
     e.execute(request()).get(20, TimeUnit.SECONDS);
-    assertEquals("m", lastBody.get().get("model"));
-    assertTrue(!lastBody.get().containsKey("cache_salt"), "no salt, no cache_salt");
+    assertEquals("m", server.lastBody.get().get("model"));
+    assertTrue(!server.lastBody.get().containsKey("cache_salt"), "no salt, no cache_salt");
   }
 
   @Test
   void cachedTokensAbsentMeansUnknownAndTextOnlyAnswersHaveNoTokens() throws Exception {
     // llama.cpp-like answer: no token ids, no prompt_tokens_details
-    behaviour.set((ex, body) -> reply(ex, 200,
+    server.behaviour.set((ex, body) -> reply(ex, 200,
         "{\"choices\":[{\"text\":\"hello\",\"index\":0}],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1}}"));
     EngineResult r = engine().execute(request()).get(20, TimeUnit.SECONDS);
     assertEquals("hello", r.text());
@@ -160,7 +110,7 @@ class OpenAiCompatibleEngineTest {
     assertEquals(4, r.promptTokens());
     assertEquals(-1, r.cachedPromptTokens());
     // null details (SGLang without the option) also mean unknown
-    behaviour.set((ex, body) -> reply(ex, 200,
+    server.behaviour.set((ex, body) -> reply(ex, 200,
         "{\"choices\":[{\"text\":\"x\"}],\"usage\":{\"prompt_tokens\":4,\"prompt_tokens_details\":null}}"));
     assertEquals(-1, engine().execute(request()).get(20, TimeUnit.SECONDS).cachedPromptTokens());
   }
@@ -172,7 +122,7 @@ class OpenAiCompatibleEngineTest {
     // connect first: a request timeout that passes before the connection is made is reported
     // by the JDK as a connect timeout (server unreachable, retryable), as it should be. The
     // first exchanges of a JVM may take longer than 300 ms themselves.
-    behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"text\":\"x\"}]}"));
+    server.behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"text\":\"x\"}]}"));
     boolean connected = false;
     for (int i = 0; i < 20 && !connected; i++) {
       try {
@@ -183,7 +133,7 @@ class OpenAiCompatibleEngineTest {
       }
     }
     assertTrue(connected, "no answer within 300 ms in 20 tries");
-    behaviour.set((ex, body) -> awaitRelease());
+    server.behaviour.set((ex, body) -> server.awaitRelease());
     EngineException err = failure(e.execute(request()));
     // a generation that outlasts requestTimeout here would outlast it on a peer too
     assertInstanceOf(EngineTimeoutException.class, err, () -> err + " / " + err.getCause());
@@ -198,7 +148,7 @@ class OpenAiCompatibleEngineTest {
     boolean[] retryable = {true, true, true, true, true, true, true, false, false, false, false};
     for (int i = 0; i < statuses.length; i++) {
       int s = statuses[i];
-      behaviour.set((ex, body) -> reply(ex, s, "{\"error\":{\"message\":\"boom " + s + "\"}}"));
+      server.behaviour.set((ex, body) -> reply(ex, s, "{\"error\":{\"message\":\"boom " + s + "\"}}"));
       EngineException err = failure(engine().execute(request()));
       assertEquals(retryable[i], err.retryable(), "status " + s);
       // a client error other than a timeout, overload or refused credentials: the request is
@@ -215,7 +165,7 @@ class OpenAiCompatibleEngineTest {
         + " tokens. However, you requested 103 tokens (100 in the messages, 3 in the completion)."
         + " Please reduce the length of the messages or completion.\",\"type\":\"BadRequestError\","
         + "\"param\":null,\"code\":400}";
-    behaviour.set((ex, body) -> reply(ex, 400, vllm));
+    server.behaviour.set((ex, body) -> reply(ex, 400, vllm));
     EngineException err = failure(engine().execute(request()));
     assertInstanceOf(InvalidRequestException.class, err);
     assertFalse(err.retryable());
@@ -235,7 +185,7 @@ class OpenAiCompatibleEngineTest {
         "[" .repeat(100) + "]".repeat(100),
     };
     for (String b : bodies) {
-      behaviour.set((ex, body) -> reply(ex, 200, b));
+      server.behaviour.set((ex, body) -> reply(ex, 200, b));
       EngineException err = failure(engine().execute(request()));
       assertTrue(err.retryable(), b);
     }
@@ -243,19 +193,10 @@ class OpenAiCompatibleEngineTest {
 
   @Test
   void oversizedAnswerIsRefused() {
-    behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"text\":\"" + "x".repeat(5000) + "\"}]}"));
+    server.behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"text\":\"" + "x".repeat(5000) + "\"}]}"));
     OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base()).maxResponseBytes(1024).build();
     EngineException err = failure(e.execute(request()));
     assertTrue(err.getMessage().contains("larger than 1024"), err.getMessage());
-  }
-
-  /** Holds the fake server's handler until the test counts {@code release} down (30 s at most). */
-  private void awaitRelease() {
-    try {
-      release.await(30, TimeUnit.SECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    }
   }
 
   @Test
@@ -271,9 +212,9 @@ class OpenAiCompatibleEngineTest {
   @Test
   void loadCountsInFlightAndExcessRequestsAreBusy() throws Exception {
     CountDownLatch arrived = new CountDownLatch(2);
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       arrived.countDown();
-      awaitRelease();
+      server.awaitRelease();
       reply(ex, 200, "{\"choices\":[{\"text\":\"ok\"}]}");
     });
     OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base()).maxInFlight(2).build();
@@ -283,7 +224,7 @@ class OpenAiCompatibleEngineTest {
     assertEquals(2, e.load().inFlight());
     EngineException busy = failure(e.execute(new InferenceRequest("r3", new int[] {1}, GenerationParams.DEFAULT)));
     assertTrue(busy.retryable() && busy.getMessage().contains("busy"), busy.getMessage());
-    release.countDown();
+    server.release.countDown();
     assertEquals("ok", f1.get(10, TimeUnit.SECONDS).text());
     assertEquals("ok", f2.get(10, TimeUnit.SECONDS).text());
     assertEquals(0, e.load().total());
@@ -292,9 +233,9 @@ class OpenAiCompatibleEngineTest {
   @Test
   void requestsBeyondTheSlotsAreReportedAsQueueDepthAndBeyondMaxInFlightAsBusy() throws Exception {
     CountDownLatch arrived = new CountDownLatch(5);
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       arrived.countDown();
-      awaitRelease();
+      server.awaitRelease();
       reply(ex, 200, "{\"choices\":[{\"text\":\"ok\"}]}");
     });
     // a server running 2 requests at once (vLLM --max-num-seqs 2); 5 outstanding at most
@@ -311,7 +252,7 @@ class OpenAiCompatibleEngineTest {
     assertTrue(busy instanceof io.github.prefixrouter.spi.EngineBusyException, busy.toString());
     assertTrue(busy.retryable());
     assertEquals(new io.github.prefixrouter.spi.EngineLoad(3, 2), e.load(), "a refused request is not counted");
-    release.countDown();
+    server.release.countDown();
     for (CompletableFuture<EngineResult> f : held) {
       assertEquals("ok", f.get(10, TimeUnit.SECONDS).text());
     }
@@ -321,13 +262,13 @@ class OpenAiCompatibleEngineTest {
   @Test
   void serverOverloadAnswersAreBusyOtherFailuresAreNot() {
     for (int s : new int[] {429, 503}) {
-      behaviour.set((ex, body) -> reply(ex, s, "{\"error\":{\"message\":\"overloaded\"}}"));
+      server.behaviour.set((ex, body) -> reply(ex, s, "{\"error\":{\"message\":\"overloaded\"}}"));
       EngineException err = failure(engine().execute(request()));
       assertTrue(err instanceof io.github.prefixrouter.spi.EngineBusyException, s + ": " + err);
       assertTrue(err.retryable() && err.getMessage().contains("HTTP " + s), err.getMessage());
     }
     for (int s : new int[] {500, 502, 400}) {
-      behaviour.set((ex, body) -> reply(ex, s, "{}"));
+      server.behaviour.set((ex, body) -> reply(ex, s, "{}"));
       EngineException err = failure(engine().execute(request()));
       assertFalse(err instanceof io.github.prefixrouter.spi.EngineBusyException, s + ": " + err);
     }
@@ -352,9 +293,9 @@ class OpenAiCompatibleEngineTest {
   @Test
   void cancelFailsThePendingFutureOnce() throws Exception {
     CountDownLatch arrived = new CountDownLatch(1);
-    behaviour.set((ex, body) -> {
+    server.behaviour.set((ex, body) -> {
       arrived.countDown();
-      awaitRelease();
+      server.awaitRelease();
     });
     OpenAiCompatibleEngine e = engine();
     CompletableFuture<EngineResult> f = e.execute(request());
@@ -376,19 +317,7 @@ class OpenAiCompatibleEngineTest {
       CompletableFuture<EngineResult> f = e.execute(request());
       raw.setSoTimeout(10_000);
       try (java.net.Socket conn = raw.accept()) {
-        conn.setSoTimeout(10_000);
-        java.io.InputStream in = conn.getInputStream();
-        // read the request: headers, then Content-Length bytes of body
-        StringBuilder head = new StringBuilder();
-        while (!head.toString().endsWith("\r\n\r\n")) {
-          int b = in.read();
-          assertTrue(b >= 0, "the request ended early");
-          head.append((char) b);
-        }
-        java.util.regex.Matcher m = java.util.regex.Pattern
-            .compile("(?i)content-length:\\s*(\\d+)").matcher(head);
-        assertTrue(m.find(), head.toString());
-        in.readNBytes(Integer.parseInt(m.group(1)));
+        java.io.InputStream in = ScriptedOpenAiServer.readRequest(conn);
         assertFalse(f.isDone());
         // the request is being generated: the node gives up on it
         e.cancel("r1");
@@ -410,11 +339,11 @@ class OpenAiCompatibleEngineTest {
   @Test
   void healthChecksHealthThenModels() throws Exception {
     assertTrue(engine().health().get(10, TimeUnit.SECONDS));
-    healthStatus = 404; // no /health: falls back to /v1/models
+    server.healthStatus = 404; // no /health: falls back to /v1/models
     assertTrue(engine().health().get(10, TimeUnit.SECONDS));
-    healthStatus = 503;
+    server.healthStatus = 503;
     assertFalse(engine().health().get(10, TimeUnit.SECONDS));
-    server.stop(0);
+    server.stop();
     assertFalse(engine().health().get(10, TimeUnit.SECONDS));
   }
 

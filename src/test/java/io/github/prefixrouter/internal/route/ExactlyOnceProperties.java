@@ -1,24 +1,16 @@
 package io.github.prefixrouter.internal.route;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.InferenceRequest;
-import io.github.prefixrouter.InferenceResponse;
-import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.SplittableRandom;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
-import java.util.concurrent.atomic.AtomicInteger;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.constraints.DoubleRange;
@@ -55,50 +47,26 @@ class ExactlyOnceProperties {
       prefixes[i] = OracleCluster.prompt(seed * 31 + i, 160 + 32 * i);
     }
     int n = 80;
-    List<InferenceRequest> reqs = new ArrayList<>();
-    List<CompletableFuture<InferenceResponse>> fs = new ArrayList<>();
-    AtomicInteger[] completions = new AtomicInteger[n];
+    ExactlyOnceLedger ledger = new ExactlyOnceLedger();
     for (int i = 0; i < n; i++) {
       int[] t = OracleCluster.concat(prefixes[r.nextInt(prefixes.length)],
           OracleCluster.prompt(r.nextLong(), 8 + r.nextInt(40)));
       InferenceRequest q = OracleCluster.request("r" + i, t);
-      reqs.add(q);
-      completions[i] = new AtomicInteger();
-      AtomicInteger counter = completions[i];
-      CompletableFuture<InferenceResponse> f = c.node("n" + r.nextInt(4)).submit(q);
-      f.whenComplete((v, e) -> counter.incrementAndGet());
-      fs.add(f);
+      ledger.track(q, c.node("n" + r.nextInt(4)).submit(q));
       c.sim.advanceBy(r.nextLong(Duration.ofMillis(8).toNanos()));
     }
     // stalled engine requests end only by a timeout: forwarded ones by the forwarding timeout,
     // local ones by engineTimeout; queues behind a stalled slot drain after that
     c.sim.advanceBy(Duration.ofMinutes(30).toNanos());
 
-    for (int i = 0; i < n; i++) {
-      CompletableFuture<InferenceResponse> f = fs.get(i);
-      assertTrue(f.isDone(), "request " + i + " never completed");
-      assertEquals(1, completions[i].get(), "request " + i + " completed more than once");
-      try {
-        InferenceResponse resp = f.join();
-        assertArrayEquals(OracleCluster.expected(reqs.get(i)), resp.result().outputTokens(),
-            "request " + i + " got the wrong answer");
-        assertTrue(resp.attempts() >= 1 && resp.attempts() <= RouterNode.MAX_FORWARDS + 1);
-      } catch (CompletionException e) {
-        assertInstanceOf(RequestFailedException.class, e.getCause());
-      }
-    }
-    long requests = 0;
-    long resolved = 0;
-    long inFlight = 0;
-    for (RouterNode node : c.nodes.values()) {
-      NodeStats s = node.stats();
-      requests += s.requests();
-      resolved += s.servedLocally() + s.forwarded() + s.failed();
-      inFlight += s.inFlight();
-    }
-    assertEquals(n, requests);
-    assertEquals(n, resolved, "answers counted once each");
-    assertEquals(0, inFlight);
+    ledger.assertEachCompletedOnce(
+        (i, resp) -> assertTrue(resp.attempts() >= 1
+            && resp.attempts() <= RouterNode.MAX_FORWARDS + 1),
+        (i, cause) -> assertInstanceOf(RequestFailedException.class, cause));
+    ExactlyOnceLedger.Totals totals = ExactlyOnceLedger.totals(c.nodes.values());
+    assertEquals(n, totals.requests());
+    assertEquals(n, totals.resolved(), "answers counted once each");
+    assertEquals(0, totals.inFlight());
   }
 
   @net.jqwik.api.Provide

@@ -13,9 +13,9 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
-import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.testing.ForwardingEngine;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
@@ -32,27 +32,15 @@ class ForwardTimeoutTest {
   static final int[] PREFIX = prompt(42, 480);
 
   /** An engine like the OpenAI-compatible adapter: results carry no prefill or decode time. */
-  static final class NoTimings implements InferenceEngine {
-    final InferenceEngine e;
-
+  static final class NoTimings extends ForwardingEngine {
     NoTimings(InferenceEngine e) {
-      this.e = e;
+      super(e);
     }
 
     @Override
     public CompletableFuture<EngineResult> execute(InferenceRequest r) {
-      return e.execute(r).thenApply(x -> new EngineResult(x.outputTokens(), x.text(),
+      return delegate.execute(r).thenApply(x -> new EngineResult(x.outputTokens(), x.text(),
           x.promptTokens(), x.cachedPromptTokens(), -1, -1));
-    }
-
-    @Override
-    public EngineLoad load() {
-      return e.load();
-    }
-
-    @Override
-    public void cancel(String requestId) {
-      e.cancel(requestId);
     }
   }
 

@@ -20,10 +20,10 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
-import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.testing.ForwardingEngine;
 import io.github.prefixrouter.spi.InvalidRequestException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -61,13 +61,12 @@ class LocalFailureTest {
   }
 
   /** Wraps a node's engine with a switchable fault; counts the calls that reached it. */
-  static final class Faulty implements InferenceEngine {
-    final InferenceEngine inner;
+  static final class Faulty extends ForwardingEngine {
     volatile Fault fault = Fault.NONE;
     final AtomicInteger calls = new AtomicInteger();
 
     Faulty(InferenceEngine inner) {
-      this.inner = inner;
+      super(inner);
     }
 
     @Override
@@ -92,7 +91,7 @@ class LocalFailureTest {
           break;
       }
       Fault f = fault;
-      return inner.execute(r).thenApply(res -> alter(res, f));
+      return delegate.execute(r).thenApply(res -> alter(res, f));
     }
 
     private static EngineResult alter(EngineResult r, Fault f) {
@@ -112,16 +111,6 @@ class LocalFailureTest {
         case ONE_MORE_PROMPT_TOKEN -> with.apply(out, r.promptTokens() + 1); // a BOS token
         default -> r;
       };
-    }
-
-    @Override
-    public EngineLoad load() {
-      return inner.load();
-    }
-
-    @Override
-    public void cancel(String requestId) {
-      inner.cancel(requestId);
     }
   }
 

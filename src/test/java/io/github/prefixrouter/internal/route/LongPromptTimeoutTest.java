@@ -15,9 +15,9 @@ import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
-import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.testing.ForwardingEngine;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -54,27 +54,15 @@ class LongPromptTimeoutTest {
   }
 
   /** Reports neither timings nor cached prompt tokens. */
-  static final class NoCounts implements InferenceEngine {
-    final InferenceEngine e;
-
+  static final class NoCounts extends ForwardingEngine {
     NoCounts(InferenceEngine e) {
-      this.e = e;
+      super(e);
     }
 
     @Override
     public CompletableFuture<EngineResult> execute(InferenceRequest r) {
-      return e.execute(r).thenApply(x -> new EngineResult(x.outputTokens(), x.text(),
+      return delegate.execute(r).thenApply(x -> new EngineResult(x.outputTokens(), x.text(),
           x.promptTokens(), -1, -1, -1));
-    }
-
-    @Override
-    public EngineLoad load() {
-      return e.load();
-    }
-
-    @Override
-    public void cancel(String requestId) {
-      e.cancel(requestId);
     }
   }
 
@@ -84,20 +72,10 @@ class LongPromptTimeoutTest {
     int engines;
 
     InferenceEngine wrap(InferenceEngine e) {
-      return new InferenceEngine() {
+      return new ForwardingEngine(e) {
         @Override
         public CompletableFuture<EngineResult> execute(InferenceRequest r) {
           return on.get() ? new CompletableFuture<>() : e.execute(r);
-        }
-
-        @Override
-        public EngineLoad load() {
-          return e.load();
-        }
-
-        @Override
-        public void cancel(String requestId) {
-          e.cancel(requestId);
         }
       };
     }

@@ -53,20 +53,8 @@ class RequestLifecycleTest {
     }
   }
 
-  static final LocalPrefixIndex NO_CACHE = new LocalPrefixIndex() {
-    @Override
-    public int match(int[] tokens) {
-      return 0;
-    }
-
-    @Override
-    public void onExecuted(int[] tokens) {}
-
-    @Override
-    public long cachedTokens() {
-      return 0;
-    }
-  };
+  /** A local index that holds nothing: every prompt matches 0 tokens. */
+  static final LocalPrefixIndex NO_CACHE = RoutePlannerTest.matching(0);
 
   @Test
   void aSchedulerThatRefusesTheEngineGuardNeitherRunsTheRequestTwiceNorLosesIt() {

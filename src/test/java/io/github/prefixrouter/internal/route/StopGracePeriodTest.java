@@ -24,8 +24,6 @@ import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -232,9 +230,7 @@ class StopGracePeriodTest {
     c.rttNanos = Duration.ofMillis(4).toNanos();
     c.start();
     int n = 60;
-    List<InferenceRequest> reqs = new ArrayList<>();
-    List<CompletableFuture<InferenceResponse>> fs = new ArrayList<>();
-    AtomicInteger[] completions = new AtomicInteger[n];
+    ExactlyOnceLedger ledger = new ExactlyOnceLedger();
     int[] stopAt = new int[stopping];
     for (int k = 0; k < stopping; k++) {
       stopAt[k] = r.nextInt(n);
@@ -248,29 +244,14 @@ class StopGracePeriodTest {
       InferenceRequest q = new InferenceRequest("r" + i,
           concat(prompt(seed * 31 + r.nextInt(4), 200), prompt(r.nextLong(), 8 + r.nextInt(40))),
           GenerationParams.greedy(1 + r.nextInt(300)));
-      reqs.add(q);
-      completions[i] = new AtomicInteger();
-      AtomicInteger counter = completions[i];
-      CompletableFuture<InferenceResponse> f = c.node("n" + r.nextInt(4)).submit(q);
-      f.whenComplete((v, e) -> counter.incrementAndGet());
-      fs.add(f);
+      ledger.track(q, c.node("n" + r.nextInt(4)).submit(q));
       c.sim.advanceBy(r.nextLong(Duration.ofMillis(40).toNanos()));
     }
     c.sim.advanceBy(Duration.ofMinutes(30).toNanos());
 
-    for (int i = 0; i < n; i++) {
-      CompletableFuture<InferenceResponse> f = fs.get(i);
-      assertTrue(f.isDone(), "request " + i + " never completed");
-      assertEquals(1, completions[i].get(), "request " + i + " completed more than once");
-      try {
-        assertArrayEquals(expected(reqs.get(i)), f.join().result().outputTokens(),
-            "request " + i + " got the wrong answer");
-      } catch (CompletionException e) {
-        Throwable t = e.getCause();
-        assertTrue(t instanceof NodeNotRunningException || t instanceof RequestFailedException,
-            String.valueOf(t));
-      }
-    }
+    ledger.assertEachCompletedOnce((i, resp) -> { },
+        (i, t) -> assertTrue(t instanceof NodeNotRunningException
+            || t instanceof RequestFailedException, String.valueOf(t)));
     for (int k = 0; k < 4; k++) {
       NodeStats s = c.node("n" + k).stats();
       assertEquals(0, s.inFlight(), "n" + k + " has work left in flight");

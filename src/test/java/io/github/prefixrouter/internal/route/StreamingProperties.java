@@ -7,9 +7,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
-import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeNotRunningException;
-import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
@@ -18,9 +16,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
-import java.util.concurrent.CancellationException;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicInteger;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
@@ -79,10 +74,8 @@ class StreamingProperties {
     int n = 60;
     int crashAt = crashAPeer ? r.nextInt(n) : -1;
     int stopAt = stopANode ? n / 2 + r.nextInt(n / 2) : -1;
-    List<InferenceRequest> reqs = new ArrayList<>();
-    List<CompletableFuture<InferenceResponse>> fs = new ArrayList<>();
+    ExactlyOnceLedger ledger = new ExactlyOnceLedger();
     List<StreamRecorder> recs = new ArrayList<>();
-    List<AtomicInteger> completions = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       if (i == crashAt) {
         c.crash("n" + (nodes - 1));
@@ -94,64 +87,42 @@ class StreamingProperties {
           OracleCluster.prompt(r.nextLong(), 8 + r.nextInt(40)));
       InferenceRequest q = new InferenceRequest("r" + i, t,
           GenerationParams.greedy(1 + r.nextInt(30)));
-      reqs.add(q);
       StreamRecorder rec = new StreamRecorder(OracleCluster.expected(q), c.sim::nanoTime);
-      CompletableFuture<InferenceResponse> f = c.node("n" + r.nextInt(nodes)).submit(q, rec);
-      rec.future = f;
-      AtomicInteger counter = new AtomicInteger();
-      f.whenComplete((v, e) -> counter.incrementAndGet());
+      rec.future = ledger.track(q, c.node("n" + r.nextInt(nodes)).submit(q, rec));
       recs.add(rec);
-      fs.add(f);
-      completions.add(counter);
       c.sim.advanceBy(r.nextLong(Duration.ofMillis(8).toNanos()));
       // some clients give up on an earlier request
       if (r.nextInt(10) == 0) {
-        fs.get(r.nextInt(fs.size())).cancel(true);
+        ledger.future(r.nextInt(ledger.size())).cancel(true);
       }
     }
     c.sim.advanceBy(Duration.ofMinutes(30).toNanos());
 
-    int succeeded = 0;
-    java.util.Map<String, Integer> outcomes = new java.util.TreeMap<>();
     for (int i = 0; i < n; i++) {
-      CompletableFuture<InferenceResponse> f = fs.get(i);
-      StreamRecorder rec = recs.get(i);
-      assertTrue(f.isDone(), "request " + i + " never completed");
-      assertEquals(1, completions.get(i).get(), "request " + i + " completed more than once");
-      assertTrue(rec.clean(), "request " + i + ": " + rec);
-      try {
-        InferenceResponse resp = f.join();
-        succeeded++;
-        assertArrayEquals(OracleCluster.expected(reqs.get(i)), resp.result().outputTokens());
-        assertArrayEquals(resp.result().outputTokens(), rec.tokens(),
-            "request " + i + ": the stream is not the answer: " + rec);
-        assertEquals(resp.result().text(), rec.text.toString());
-      } catch (CancellationException e) {
-        outcomes.merge("cancelled", 1, Integer::sum); // a client's cancel
-      } catch (CompletionException e) {
-        Throwable cause = e.getCause();
-        outcomes.merge(cause.getClass().getSimpleName() + ": " + (cause.getCause() == null
-            ? "" : cause.getCause().getClass().getSimpleName()), 1, Integer::sum);
-        if (!(cause instanceof RequestFailedException || cause instanceof NodeNotRunningException)) {
-          fail("request " + i + " failed with " + cause);
-        }
-      }
+      assertTrue(recs.get(i).clean(), "request " + i + ": " + recs.get(i));
     }
+    java.util.Map<String, Integer> outcomes = new java.util.TreeMap<>();
+    int succeeded = ledger.assertEachCompletedOnce(
+        (i, resp) -> {
+          StreamRecorder rec = recs.get(i);
+          assertArrayEquals(resp.result().outputTokens(), rec.tokens(),
+              "request " + i + ": the stream is not the answer: " + rec);
+          assertEquals(resp.result().text(), rec.text.toString());
+        },
+        (i, cause) -> {
+          outcomes.merge(cause.getClass().getSimpleName() + ": " + (cause.getCause() == null
+              ? "" : cause.getCause().getClass().getSimpleName()), 1, Integer::sum);
+          if (!(cause instanceof RequestFailedException
+              || cause instanceof NodeNotRunningException)) {
+            fail("request " + i + " failed with " + cause);
+          }
+        },
+        i -> outcomes.merge("cancelled", 1, Integer::sum)); // a client's cancel
     assertTrue(succeeded >= n / 10, "too few answers to say anything: " + succeeded + ", "
         + outcomes);
-    long requests = 0;
-    long resolved = 0;
-    long inFlight = 0;
-    long divergences = 0;
-    for (RouterNode node : c.nodes.values()) {
-      NodeStats s = node.stats();
-      requests += s.requests();
-      resolved += s.servedLocally() + s.forwarded() + s.failed();
-      inFlight += s.inFlight();
-      divergences += node.outputDivergences();
-    }
-    assertEquals(requests, resolved, "answers counted once each");
-    assertEquals(0, inFlight);
-    assertEquals(0, divergences, "deterministic engines never diverge");
+    ExactlyOnceLedger.Totals totals = ExactlyOnceLedger.totals(c.nodes.values());
+    assertEquals(totals.requests(), totals.resolved(), "answers counted once each");
+    assertEquals(0, totals.inFlight());
+    assertEquals(0, totals.divergences(), "deterministic engines never diverge");
   }
 }

@@ -20,9 +20,9 @@ import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
-import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.testing.ForwardingEngine;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.testing.InMemoryNetwork;
@@ -179,7 +179,7 @@ class StreamingTest {
 
   /** An engine that answers differently on each node: it breaks the determinism contract. */
   static InferenceEngine skewed(InferenceEngine e, int salt) {
-    return new InferenceEngine() {
+    return new ForwardingEngine(e) {
       @Override
       public CompletableFuture<EngineResult> execute(InferenceRequest request) {
         return execute(request, OutputListener.IGNORE);
@@ -192,16 +192,6 @@ class StreamingTest {
             .thenApply(res -> new EngineResult(skew(res.outputTokens(), salt), res.text(),
                 res.promptTokens(), res.cachedPromptTokens(), res.prefillNanos(),
                 res.decodeNanos()));
-      }
-
-      @Override
-      public EngineLoad load() {
-        return e.load();
-      }
-
-      @Override
-      public void cancel(String requestId) {
-        e.cancel(requestId);
       }
     };
   }

@@ -3,9 +3,7 @@ package io.github.prefixrouter.transport.http;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.prefixrouter.spi.PeerAddress;
-import io.github.prefixrouter.spi.Transport;
-import java.util.concurrent.CompletableFuture;
+import io.github.prefixrouter.contract.TransportContractTest;
 import java.util.concurrent.atomic.AtomicInteger;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
@@ -27,18 +25,7 @@ class EnvelopeFuzzProperties {
   @BeforeContainer
   static void start() {
     target = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0).clusterKey(HttpTransportTest.KEY).build();
-    target.start(new Transport.InboundHandler() {
-      @Override
-      public void onMessage(PeerAddress from, byte[] payload) {
-        delivered.incrementAndGet();
-      }
-
-      @Override
-      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
-        delivered.incrementAndGet();
-        return CompletableFuture.completedFuture(payload);
-      }
-    });
+    target.start(TransportContractTest.counting(delivered));
   }
 
   @AfterContainer

@@ -6,8 +6,9 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.bench.ForwardingEngine;
+import io.github.prefixrouter.bench.SimFleet;
 import io.github.prefixrouter.spi.CacheEventListener;
-import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -17,7 +18,6 @@ import io.github.prefixrouter.testing.SimulatedScheduler;
 import io.github.prefixrouter.workload.Tokens;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
@@ -111,24 +111,14 @@ public final class ScopeSimMain {
     InMemoryNetwork net = new InMemoryNetwork(sim, seed);
     net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofNanos(p.oneWayDelayNanos())));
     Map<String, CacheScope> scopes = new HashMap<>(); // request id -> its adapter (blind mode)
-    List<PeerAddress> all = new ArrayList<>();
-    for (int i = 0; i < p.nodes(); i++) {
-      all.add(InMemoryNetwork.addressOf("n" + i));
-    }
+    List<PeerAddress> all = SimFleet.addresses(p.nodes());
     RouterConfig cfg = RouterConfig.builder().blockSize(16)
         .treeCapacityTokens(p.capacityTokens()).build();
     List<PrefixRouterNode> nodes = new ArrayList<>();
     for (int i = 0; i < p.nodes(); i++) {
-      SimulatedEngine e = SimulatedEngine.builder().scheduler(sim).slots(4)
-          .capacityTokens(p.capacityTokens()).prefillOverheadNanos(2_000_000)
-          .prefillNanosPerToken(100_000).decodeNanosPerToken(2_000_000).vocabularySize(50_000)
-          .build();
+      SimulatedEngine e = SimFleet.engine(sim, 4, p.capacityTokens()).build();
       InferenceEngine engine = aware ? e : new ScopeBlind(e, scopes);
-      List<PeerAddress> seeds = new ArrayList<>(all);
-      seeds.remove(i);
-      PrefixRouterNode n = PrefixRouterNode.builder().nodeId("n" + i).config(cfg)
-          .transport(net.transport("n" + i)).engine(engine).clock(sim).scheduler(sim)
-          .random(new SplittableRandom(seed * 31 + i)).seeds(seeds).build();
+      PrefixRouterNode n = SimFleet.node(i, all, cfg, net.transport("n" + i), engine, sim, seed);
       nodes.add(n);
       n.start();
     }
@@ -136,10 +126,7 @@ public final class ScopeSimMain {
 
     // the workload: the same for both modes
     SplittableRandom r = new SplittableRandom(seed);
-    int[][] system = new int[p.prompts()][];
-    for (int k = 0; k < system.length; k++) {
-      system[k] = tokens(r, p.systemTokens());
-    }
+    int[][] system = SimFleet.systemPrompts(r, p.prompts(), p.systemTokens());
     CacheScope[] adapterScopes = new CacheScope[p.adapters()];
     for (int a = 0; a < adapterScopes.length; a++) {
       adapterScopes[a] = CacheScope.adapter("lora-" + a);
@@ -149,10 +136,10 @@ public final class ScopeSimMain {
     long[] done = new long[p.requests()];
     long t = sim.nanoTime();
     for (int q = 0; q < p.requests(); q++) {
-      t += (long) (-Math.log(1 - r.nextDouble()) / p.ratePerSecond() * 1e9);
+      t += SimFleet.poissonGap(r, p.ratePerSecond());
       int k = r.nextInt(system.length);
       CacheScope scope = adapterScopes[r.nextInt(adapterScopes.length)];
-      int[] prompt = Tokens.concat(system[k], tokens(r, 16 + r.nextInt(p.maxSuffix())));
+      int[] prompt = Tokens.concat(system[k], SimFleet.tokens(r, 16 + r.nextInt(p.maxSuffix())));
       int entry = r.nextInt(p.nodes());
       String id = "q" + q;
       sim.advanceTo(t);
@@ -168,38 +155,17 @@ public final class ScopeSimMain {
       f.whenComplete((v, err) -> done[index] = sim.nanoTime());
       futures.add(f);
     }
-    long deadline = sim.nanoTime() + Duration.ofMinutes(10).toNanos();
-    while (futures.stream().anyMatch(f -> !f.isDone()) && sim.nanoTime() < deadline) {
-      sim.advanceBy(Duration.ofMillis(100).toNanos());
-    }
-    long prompt = 0;
-    long cached = 0;
-    long forwarded = 0;
-    long failed = 0;
+    SimFleet.awaitAll(sim, futures);
+    SimFleet.Tally tally = new SimFleet.Tally();
     double[] latencies = new double[futures.size()];
     for (int q = 0; q < futures.size(); q++) {
-      CompletableFuture<InferenceResponse> f = futures.get(q);
       latencies[q] = (done[q] - submitted[q]) / 1e6;
-      if (!f.isDone() || f.isCompletedExceptionally()) {
-        failed++;
-        continue;
-      }
-      InferenceResponse resp = f.join();
-      prompt += resp.result().promptTokens();
-      cached += Math.max(0, resp.result().cachedPromptTokens());
-      forwarded += resp.forwarded() ? 1 : 0;
+      tally.add(futures.get(q));
     }
-    nodes.forEach(PrefixRouterNode::stop);
-    sim.advanceBy(Duration.ofSeconds(5).toNanos());
-    Arrays.sort(latencies);
-    double mean = Arrays.stream(latencies).average().orElse(0);
-    return new Outcome((double) cached / prompt, mean, latencies[latencies.length / 2],
-        latencies[(int) (latencies.length * 0.99)], forwarded, failed);
-  }
-
-  /** Token ids of the simulated engines' 50,000-token vocabulary. */
-  static int[] tokens(SplittableRandom r, int n) {
-    return Tokens.random(r, n, 50_000);
+    SimFleet.stopAll(sim, nodes);
+    SimFleet.Latencies l = SimFleet.Latencies.of(latencies);
+    return new Outcome(tally.hitRate(), l.mean(), l.p50(), l.p99(), tally.forwarded(),
+        tally.failed());
   }
 
   /**
@@ -207,39 +173,23 @@ public final class ScopeSimMain {
    * reach the router without their adapter, which the engine gets back from {@code scopes} (by
    * request id) when it runs them; its cache events credit every chain to the base model.
    */
-  static final class ScopeBlind implements InferenceEngine {
-    private final SimulatedEngine engine;
+  static final class ScopeBlind extends ForwardingEngine {
     private final Map<String, CacheScope> scopes;
 
     ScopeBlind(SimulatedEngine engine, Map<String, CacheScope> scopes) {
-      this.engine = engine;
+      super(engine);
       this.scopes = scopes;
     }
 
     @Override
     public CompletableFuture<EngineResult> execute(InferenceRequest request) {
-      return engine.execute(request.withScope(
+      return delegate.execute(request.withScope(
           scopes.getOrDefault(request.id(), CacheScope.DEFAULT)));
     }
 
     @Override
-    public EngineLoad load() {
-      return engine.load();
-    }
-
-    @Override
-    public void cancel(String requestId) {
-      engine.cancel(requestId);
-    }
-
-    @Override
-    public boolean publishesCacheEvents() {
-      return engine.publishesCacheEvents();
-    }
-
-    @Override
     public void setCacheEventListener(CacheEventListener listener) {
-      engine.setCacheEventListener(new CacheEventListener() {
+      delegate.setCacheEventListener(new CacheEventListener() {
         @Override
         public void onBlocksStored(long parent, long[] hashes, int[] tokens) {
           listener.onBlocksStored(parent, hashes, tokens);

@@ -5,6 +5,7 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.bench.SimFleet;
 import io.github.prefixrouter.internal.route.PricingAccess;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.testing.InMemoryNetwork;
@@ -129,25 +130,15 @@ public final class SlotSimMain {
     InMemoryNetwork net = new InMemoryNetwork(sim, seed);
     net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofNanos(p.oneWayDelayNanos()))
         .withJitter(Duration.ofNanos(p.oneWayDelayNanos() / 10)));
-    List<PeerAddress> all = new ArrayList<>();
-    for (int i = 0; i < p.nodes(); i++) {
-      all.add(InMemoryNetwork.addressOf("n" + i));
-    }
+    List<PeerAddress> all = SimFleet.addresses(p.nodes());
     RouterConfig cfg = RouterConfig.builder().blockSize(16)
         .treeCapacityTokens(p.capacityTokens()).build();
     List<PrefixRouterNode> nodes = new ArrayList<>();
     List<SimulatedEngine> engines = new ArrayList<>();
     for (int i = 0; i < p.nodes(); i++) {
-      SimulatedEngine e = SimulatedEngine.builder().scheduler(sim).slots(p.slots())
-          .capacityTokens(p.capacityTokens()).prefillOverheadNanos(2_000_000)
-          .prefillNanosPerToken(100_000).decodeNanosPerToken(2_000_000).vocabularySize(50_000)
-          .build();
+      SimulatedEngine e = SimFleet.engine(sim, p.slots(), p.capacityTokens()).build();
       engines.add(e);
-      List<PeerAddress> seeds = new ArrayList<>(all);
-      seeds.remove(i);
-      PrefixRouterNode n = PrefixRouterNode.builder().nodeId("n" + i).config(cfg)
-          .transport(net.transport("n" + i)).engine(e).clock(sim).scheduler(sim)
-          .random(new SplittableRandom(seed * 31 + i)).seeds(seeds).build();
+      PrefixRouterNode n = SimFleet.node(i, all, cfg, net.transport("n" + i), e, sim, seed);
       if (!mode.equals("current")) {
         PricingAccess.usePreviousPricing(n, mode.equals("previous"), true);
       }
@@ -158,19 +149,16 @@ public final class SlotSimMain {
 
     // the workload: the same in every mode
     SplittableRandom r = new SplittableRandom(seed);
-    int[][] system = new int[p.prompts()][];
-    for (int k = 0; k < system.length; k++) {
-      system[k] = tokens(r, p.systemTokens());
-    }
+    int[][] system = SimFleet.systemPrompts(r, p.prompts(), p.systemTokens());
     ZipfDraw popularity = ZipfDraw.of(p.prompts(), p.zipf());
     long[] submitted = new long[p.requests()];
     long[] done = new long[p.requests()];
     List<CompletableFuture<InferenceResponse>> futures = new ArrayList<>();
     long t = sim.nanoTime();
     for (int q = 0; q < p.requests(); q++) {
-      t += (long) (-Math.log(1 - r.nextDouble()) / p.ratePerSecond() * 1e9);
+      t += SimFleet.poissonGap(r, p.ratePerSecond());
       int k = popularity.rank(r.nextDouble());
-      int[] prompt = Tokens.concat(system[k], tokens(r, 16 + r.nextInt(p.maxSuffix())));
+      int[] prompt = Tokens.concat(system[k], SimFleet.tokens(r, 16 + r.nextInt(p.maxSuffix())));
       int entry = r.nextInt(p.nodes());
       sim.advanceTo(t);
       submitted[q] = sim.nanoTime();
@@ -181,46 +169,27 @@ public final class SlotSimMain {
       futures.add(f);
     }
     long arrivals = t - submitted[0];
-    long deadline = sim.nanoTime() + Duration.ofMinutes(10).toNanos();
-    while (futures.stream().anyMatch(f -> !f.isDone()) && sim.nanoTime() < deadline) {
-      sim.advanceBy(Duration.ofMillis(100).toNanos());
-    }
+    SimFleet.awaitAll(sim, futures);
     int warmup = p.requests() / 5;
-    long prompt = 0;
-    long cached = 0;
-    long forwarded = 0;
-    long failed = 0;
+    SimFleet.Tally tally = new SimFleet.Tally();
     long[] served = new long[p.nodes()];
     double[] latencies = new double[futures.size() - warmup];
     for (int q = warmup; q < futures.size(); q++) {
-      CompletableFuture<InferenceResponse> f = futures.get(q);
       latencies[q - warmup] = (done[q] - submitted[q]) / 1e6;
-      if (!f.isDone() || f.isCompletedExceptionally()) {
-        failed++;
-        continue;
+      InferenceResponse resp = tally.add(futures.get(q));
+      if (resp != null) {
+        served[Integer.parseInt(resp.servedBy().substring(1))]++;
       }
-      InferenceResponse resp = f.join();
-      prompt += resp.result().promptTokens();
-      cached += Math.max(0, resp.result().cachedPromptTokens());
-      forwarded += resp.forwarded() ? 1 : 0;
-      served[Integer.parseInt(resp.servedBy().substring(1))]++;
     }
     // slot time busy over the slot time of the arrival period (the whole run, warm-up included)
     long busy = engines.stream().mapToLong(e -> e.stats().busyNanos()).sum();
     double utilization = (double) busy / ((double) arrivals * p.nodes() * p.slots());
-    nodes.forEach(PrefixRouterNode::stop);
-    sim.advanceBy(Duration.ofSeconds(5).toNanos());
-    Arrays.sort(latencies);
-    double mean = Arrays.stream(latencies).average().orElse(0);
+    SimFleet.stopAll(sim, nodes);
+    SimFleet.Latencies l = SimFleet.Latencies.of(latencies);
     double meanServed = Arrays.stream(served).average().orElse(0);
     double maxServed = Arrays.stream(served).max().orElse(0);
-    return new Outcome((double) cached / prompt, mean, latencies[latencies.length / 2],
-        latencies[(int) (latencies.length * 0.99)], (double) forwarded / latencies.length,
-        maxServed / meanServed, utilization, failed);
-  }
-
-  /** Token ids of the simulated engines' 50,000-token vocabulary. */
-  static int[] tokens(SplittableRandom r, int n) {
-    return Tokens.random(r, n, 50_000);
+    return new Outcome(tally.hitRate(), l.mean(), l.p50(), l.p99(),
+        (double) tally.forwarded() / latencies.length, maxServed / meanServed, utilization,
+        tally.failed());
   }
 }

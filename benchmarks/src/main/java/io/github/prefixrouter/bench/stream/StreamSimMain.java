@@ -6,6 +6,8 @@ import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.bench.ForwardingTransport;
+import io.github.prefixrouter.bench.SimFleet;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.testing.InMemoryNetwork;
@@ -127,24 +129,15 @@ public final class StreamSimMain {
     net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(1))
         .withJitter(Duration.ofNanos(100_000)));
     int n = 4;
-    List<PeerAddress> all = new ArrayList<>();
-    for (int i = 0; i < n; i++) {
-      all.add(InMemoryNetwork.addressOf("n" + i));
-    }
+    List<PeerAddress> all = SimFleet.addresses(n);
     RouterConfig cfg = RouterConfig.builder().treeCapacityTokens(65_536)
         .streamInterval(interval).build();
     List<PrefixRouterNode> nodes = new ArrayList<>();
     long[] streams = new long[1];
     for (int i = 0; i < n; i++) {
-      SimulatedEngine e = SimulatedEngine.builder().scheduler(sim).slots(8)
-          .capacityTokens(65_536).prefillOverheadNanos(2_000_000).prefillNanosPerToken(100_000)
-          .decodeNanosPerToken(2_000_000).vocabularySize(50_000).streamChunkTokens(4).build();
-      List<PeerAddress> seeds = new ArrayList<>(all);
-      seeds.remove(i);
-      PrefixRouterNode node = PrefixRouterNode.builder().nodeId("n" + i).config(cfg)
-          .transport(counting(net.transport("n" + i), streams)).engine(e).clock(sim)
-          .scheduler(sim)
-          .random(new SplittableRandom(seed * 31 + i)).seeds(seeds).build();
+      SimulatedEngine e = SimFleet.engine(sim, 8, 65_536).streamChunkTokens(4).build();
+      PrefixRouterNode node = SimFleet.node(i, all, cfg, counting(net.transport("n" + i), streams),
+          e, sim, seed);
       nodes.add(node);
       node.start();
     }
@@ -154,10 +147,7 @@ public final class StreamSimMain {
 
     SplittableRandom r = new SplittableRandom(seed);
     int prompts = 64;
-    int[][] system = new int[prompts][];
-    for (int k = 0; k < prompts; k++) {
-      system[k] = Tokens.random(r, 1024, 50_000);
-    }
+    int[][] system = SimFleet.systemPrompts(r, prompts, 1024);
     ZipfDraw popularity = ZipfDraw.of(prompts, 1.0);
     long[] submitted = new long[requests];
     long[] firstOutput = new long[requests];
@@ -165,9 +155,9 @@ public final class StreamSimMain {
     List<CompletableFuture<InferenceResponse>> futures = new ArrayList<>();
     long t = sim.nanoTime();
     for (int q = 0; q < requests; q++) {
-      t += (long) (-Math.log(1 - r.nextDouble()) / rate * 1e9);
+      t += SimFleet.poissonGap(r, rate);
       int k = popularity.rank(r.nextDouble());
-      int[] prompt = Tokens.concat(system[k], Tokens.random(r, 16 + r.nextInt(128), 50_000));
+      int[] prompt = Tokens.concat(system[k], SimFleet.tokens(r, 16 + r.nextInt(128)));
       int entry = r.nextInt(n);
       sim.advanceTo(t);
       submitted[q] = sim.nanoTime();
@@ -192,10 +182,7 @@ public final class StreamSimMain {
       });
       futures.add(f);
     }
-    long deadline = sim.nanoTime() + Duration.ofMinutes(10).toNanos();
-    while (futures.stream().anyMatch(f -> !f.isDone()) && sim.nanoTime() < deadline) {
-      sim.advanceBy(Duration.ofMillis(100).toNanos());
-    }
+    SimFleet.awaitAll(sim, futures);
     long messages = net.messagesSent() - messages0;
     long bytes = net.bytesSent() - bytes0;
     int warmup = requests / 5;
@@ -221,12 +208,10 @@ public final class StreamSimMain {
       ttft[q - warmup] = (firstOutput[q] - submitted[q]) / 1e6;
       latency += (done[q] - submitted[q]) / 1e6;
     }
-    nodes.forEach(PrefixRouterNode::stop);
-    sim.advanceBy(Duration.ofSeconds(5).toNanos());
-    Arrays.sort(ttft);
+    SimFleet.stopAll(sim, nodes);
+    SimFleet.Latencies l = SimFleet.Latencies.of(ttft);
     int measured = ttft.length;
-    return new Outcome(Arrays.stream(ttft).average().orElse(0),
-        ttft[(int) (measured * 0.99)], latency / measured, (double) forwarded / measured,
+    return new Outcome(l.mean(), l.p99(), latency / measured, (double) forwarded / measured,
         (double) messages / requests, (double) bytes / requests,
         allForwarded == 0 ? 0 : (double) streams[0] / allForwarded, failed,
         System.nanoTime() - wallStart);
@@ -234,34 +219,13 @@ public final class StreamSimMain {
 
   /** Counts the STREAM messages (type 0x26) a node sends. */
   private static Transport counting(Transport t, long[] streams) {
-    return new Transport() {
-      @Override
-      public void start(InboundHandler handler) {
-        t.start(handler);
-      }
-
-      @Override
-      public PeerAddress localAddress() {
-        return t.localAddress();
-      }
-
+    return new ForwardingTransport(t) {
       @Override
       public void send(PeerAddress to, byte[] payload) {
         if (payload.length > 0 && payload[0] == 0x26) {
           streams[0]++;
         }
-        t.send(to, payload);
-      }
-
-      @Override
-      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
-          Duration timeout) {
-        return t.request(to, payload, timeout);
-      }
-
-      @Override
-      public void close() {
-        t.close();
+        delegate.send(to, payload);
       }
     };
   }
