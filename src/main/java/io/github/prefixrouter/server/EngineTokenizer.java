@@ -1,14 +1,13 @@
 package io.github.prefixrouter.server;
 
 import io.github.prefixrouter.internal.json.Json;
-import java.io.ByteArrayOutputStream;
+import io.github.prefixrouter.internal.wire.CappedBody;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.LinkedHashMap;
@@ -16,8 +15,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.CompletionStage;
-import java.util.concurrent.Flow;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
@@ -150,7 +147,8 @@ final class EngineTokenizer implements PromptTokenizer {
     }
     CompletableFuture<HttpResponse<byte[]>> call;
     try {
-      call = client.sendAsync(request, info -> new Capped(info, maxAnswerBytes));
+      call = client.sendAsync(request, info -> CappedBody.orFail(info, maxAnswerBytes,
+          what -> new TokenizeException("tokenizer failed: its " + what, false, null)));
     } catch (RuntimeException e) {
       return CompletableFuture.failedFuture(fault("cannot send to " + uri + ": " + e, e));
     }
@@ -294,66 +292,5 @@ final class EngineTokenizer implements PromptTokenizer {
       m = body.strip();
     }
     return m.length() <= MAX_MESSAGE_CHARS ? m : m.substring(0, MAX_MESSAGE_CHARS) + "...";
-  }
-
-  /** Collects an answer, refusing one above the cap before or while reading it. */
-  private static final class Capped implements HttpResponse.BodySubscriber<byte[]> {
-    private final int cap;
-    private final boolean refuse;
-    private final CompletableFuture<byte[]> body = new CompletableFuture<>();
-    private final ByteArrayOutputStream buf = new ByteArrayOutputStream();
-    private Flow.Subscription subscription;
-
-    Capped(HttpResponse.ResponseInfo info, int cap) {
-      this.cap = cap;
-      this.refuse = info.headers().firstValueAsLong("Content-Length").orElse(-1) > cap;
-    }
-
-    @Override
-    public CompletionStage<byte[]> getBody() {
-      return body;
-    }
-
-    @Override
-    public void onSubscribe(Flow.Subscription s) {
-      subscription = s;
-      if (refuse) {
-        s.cancel();
-        body.completeExceptionally(tooLarge());
-      } else {
-        s.request(Long.MAX_VALUE);
-      }
-    }
-
-    @Override
-    public void onNext(List<ByteBuffer> items) {
-      if (body.isDone()) {
-        return;
-      }
-      for (ByteBuffer b : items) {
-        if (buf.size() + (long) b.remaining() > cap) {
-          subscription.cancel();
-          body.completeExceptionally(tooLarge());
-          return;
-        }
-        byte[] chunk = new byte[b.remaining()];
-        b.get(chunk);
-        buf.write(chunk, 0, chunk.length);
-      }
-    }
-
-    private TokenizeException tooLarge() {
-      return new TokenizeException("tokenizer failed: its answer exceeds " + cap + " bytes", false, null);
-    }
-
-    @Override
-    public void onError(Throwable t) {
-      body.completeExceptionally(t);
-    }
-
-    @Override
-    public void onComplete() {
-      body.complete(buf.toByteArray());
-    }
   }
 }
