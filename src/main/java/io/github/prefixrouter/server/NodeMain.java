@@ -73,6 +73,8 @@ public final class NodeMain {
     stopped.await();
   }
 
+  /** The base model's name of a node running the reference engine without {@code --model}. */
+  static final String REFERENCE_MODEL = "reference";
   /** The reference engine's vocabulary and output limit (its defaults), which its tokenizer needs. */
   static final int REFERENCE_VOCABULARY = 1024;
   static final int REFERENCE_MAX_OUTPUT_TOKENS = 1024;
@@ -112,6 +114,11 @@ public final class NodeMain {
     ReferenceEngine reference = null;
     String baseModel = o.model;
     if (o.engine.equals("reference")) {
+      if (baseModel == null) {
+        // OpenAI clients always name a model: the demo engine's is this one, so that naming it
+        // (as /v1/models lists it) is the base model rather than an adapter's scope
+        baseModel = REFERENCE_MODEL;
+      }
       reference = ReferenceEngine.builder()
           .seed(o.engineSeed)
           .vocabBuckets(REFERENCE_VOCABULARY)

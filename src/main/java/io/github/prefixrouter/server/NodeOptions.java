@@ -51,6 +51,7 @@ public final class NodeOptions {
           "  --model NAME             model name sent to the OpenAI-compatible server (the base",
           "                           model: a client's \"model\" naming it names no LoRA adapter);",
           "                           default: the one base model the server's /v1/models lists",
+          "                           (with --engine reference: reference)",
           "  --engine-slots N         requests the server runs at once (vLLM --max-num-seqs);",
           "                           more outstanding are its queue, for push-back; default 256",
           "  --engine-max-in-flight N requests outstanding at the server at most; more are",

@@ -151,6 +151,15 @@ class NodeMainTest {
       assertEquals(null, NodeMain.discoverBaseModel(server.baseUrl()));
     }
     assertEquals(null, NodeMain.discoverBaseModel("http://127.0.0.1:1"), "nothing listening");
+    // the reference engine's model has a name, so OpenAI clients (which always name one) can
+    // name the base model
+    try (NodeMain.Running r = NodeMain.start(parse("--id", "a", "--listen", "127.0.0.1:0"))) {
+      assertEquals("reference", r.endpoint.baseModel());
+    }
+    try (NodeMain.Running r = NodeMain.start(parse("--id", "a", "--listen", "127.0.0.1:0",
+        "--model", "demo"))) {
+      assertEquals("demo", r.endpoint.baseModel());
+    }
   }
 
   @Test
