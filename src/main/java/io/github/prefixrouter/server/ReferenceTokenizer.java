@@ -15,12 +15,14 @@ import java.util.concurrent.CompletableFuture;
  * engine's output ids (which lie in {@code [0, vocabulary)}) are printable characters:
  *
  * <ul>
- *   <li>code points {@code U+0100} to {@code U+0100 + vocabulary - 1} are ids {@code 0} to
- *       {@code vocabulary - 1} (with the default 1,024: Latin Extended, IPA, Greek and Cyrillic
- *       letters, and some combining marks);
+ *   <li>the {@code vocabulary} code points from {@code U+0100} on, skipping the surrogates
+ *       ({@code U+D800} to {@code U+DFFF}, which are no characters), are ids {@code 0} to
+ *       {@code vocabulary - 1} (with the default 1,024: {@code U+0100} to {@code U+04FF}, Latin
+ *       Extended, IPA, Greek and Cyrillic letters, and some combining marks);
  *   <li>code points below {@code U+0100} (ASCII and Latin-1) are ids {@code vocabulary} to
  *       {@code vocabulary + 255};
- *   <li>every other code point is its own id.
+ *   <li>every other code point is its own id (a lone surrogate, which no valid text holds, is
+ *       taken as U+FFFD).
  * </ul>
  *
  * {@link #outputText} inverts it, so the text of an answer tokenizes back to its ids. The answers
@@ -113,14 +115,27 @@ final class ReferenceTokenizer implements PromptTokenizer {
     return text.codePoints().map(this::id).toArray();
   }
 
+  /** The code points skipped in the output range: the surrogates. */
+  private static final int SURROGATES = Character.MAX_SURROGATE - Character.MIN_SURROGATE + 1;
+
+  /** The code point of output id {@code id} ({@code 0 <= id < vocabulary}). */
+  private static int outputCodePoint(int id) {
+    int cp = OUTPUT_BASE + id;
+    return cp < Character.MIN_SURROGATE ? cp : cp + SURROGATES;
+  }
+
   private int id(int cp) {
-    if (cp >= OUTPUT_BASE && cp < OUTPUT_BASE + vocabulary) {
-      return cp - OUTPUT_BASE;
+    if (cp >= Character.MIN_SURROGATE && cp <= Character.MAX_SURROGATE) {
+      cp = 0xFFFD; // a lone surrogate: no character
+    }
+    int end = outputCodePoint(vocabulary - 1) + 1;
+    if (cp >= OUTPUT_BASE && cp < end) {
+      return cp < Character.MIN_SURROGATE ? cp - OUTPUT_BASE : cp - SURROGATES - OUTPUT_BASE;
     }
     if (cp < OUTPUT_BASE) {
       return vocabulary + cp;
     }
-    return cp; // >= OUTPUT_BASE + vocabulary, so above every id of the two ranges before
+    return cp; // >= end >= OUTPUT_BASE + vocabulary: above every id of the two ranges before
   }
 
   /**
@@ -135,7 +150,7 @@ final class ReferenceTokenizer implements PromptTokenizer {
       if (id < 0) {
         cp = 0xFFFD;
       } else if (id < vocabulary) {
-        cp = id + OUTPUT_BASE;
+        cp = outputCodePoint(id);
       } else if (id < vocabulary + OUTPUT_BASE) {
         cp = id - vocabulary;
       } else {

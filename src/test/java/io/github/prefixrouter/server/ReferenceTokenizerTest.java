@@ -43,18 +43,26 @@ class ReferenceTokenizerTest {
     });
   }
 
-  @Property
-  void textTokenizesToOneIdPerCodePointAndBack(@ForAll("texts") String text) {
-    int[] ids = tokenizer.tokenize("any", text).join().tokens();
-    assertEquals(text.codePointCount(0, text.length()), ids.length);
-    assertEquals(text, tokenizer.outputText(ids, ""));
+  @Provide
+  Arbitrary<Integer> vocabularies() {
+    return Arbitraries.oneOf(Arbitraries.of(1, 1024, 0xD800 - 0x100, 0xD800 - 0xFF, 1 << 20),
+        Arbitraries.integers().between(1, 1 << 20));
   }
 
   @Property
-  void distinctCodePointsHaveDistinctIds(@ForAll("texts") String a, @ForAll("texts") String b) {
-    int[] ia = tokenizer.encode(a);
-    int[] ib = tokenizer.encode(b);
-    assertEquals(a.equals(b), java.util.Arrays.equals(ia, ib));
+  void textTokenizesToOneIdPerCodePointAndBack(@ForAll("texts") String text,
+      @ForAll("vocabularies") int vocabulary) {
+    ReferenceTokenizer t = new ReferenceTokenizer(vocabulary, 16);
+    int[] ids = t.tokenize("any", text).join().tokens();
+    assertEquals(text.codePointCount(0, text.length()), ids.length);
+    assertEquals(text, t.outputText(ids, ""));
+  }
+
+  @Property
+  void distinctCodePointsHaveDistinctIds(@ForAll("texts") String a, @ForAll("texts") String b,
+      @ForAll("vocabularies") int vocabulary) {
+    ReferenceTokenizer t = new ReferenceTokenizer(vocabulary, 16);
+    assertEquals(a.equals(b), java.util.Arrays.equals(t.encode(a), t.encode(b)));
   }
 
   @Property
@@ -64,8 +72,23 @@ class ReferenceTokenizerTest {
     ReferenceTokenizer t = new ReferenceTokenizer(vocabulary, 16);
     int outputId = id % vocabulary;
     String s = t.outputText(new int[] {outputId}, "");
-    assertEquals(ReferenceTokenizer.OUTPUT_BASE + outputId, s.codePointAt(0));
+    int cp = s.codePointAt(0);
+    assertEquals(s.length(), Character.charCount(cp), "one code point");
+    assertTrue(cp >= ReferenceTokenizer.OUTPUT_BASE && cp != 0xFFFD
+        && Character.isValidCodePoint(cp) && !(cp >= Character.MIN_SURROGATE
+        && cp <= Character.MAX_SURROGATE), "a character of the output range: " + cp);
     assertArrayEquals(new int[] {outputId}, t.encode(s), "its text tokenizes back to it");
+  }
+
+  @Test
+  void theOutputRangeSkipsTheSurrogates() {
+    ReferenceTokenizer big = new ReferenceTokenizer(1 << 20, 16);
+    int last = Character.MIN_SURROGATE - 1 - ReferenceTokenizer.OUTPUT_BASE; // U+D7FF's id
+    assertEquals("\uD7FF", big.outputText(new int[] {last}, ""));
+    assertEquals("\uE000", big.outputText(new int[] {last + 1}, ""));
+    assertArrayEquals(new int[] {last, last + 1}, big.encode("\uD7FF\uE000"));
+    // a lone surrogate in a text is no character: U+FFFD's id
+    assertArrayEquals(big.encode("\uFFFD"), big.encode("\uD800"));
   }
 
   @Test
