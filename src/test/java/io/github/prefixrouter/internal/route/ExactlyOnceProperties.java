@@ -59,10 +59,14 @@ class ExactlyOnceProperties {
     // local ones by engineTimeout; queues behind a stalled slot drain after that
     c.sim.advanceBy(Duration.ofMinutes(30).toNanos());
 
-    ledger.assertEachCompletedOnce(
+    int answered = ledger.assertEachCompletedOnce(
         (i, resp) -> assertTrue(resp.attempts() >= 1
             && resp.attempts() <= RouterNode.MAX_FORWARDS + 1),
         (i, cause) -> assertInstanceOf(RequestFailedException.class, cause));
+    // stalls hold an engine's slot until engineTimeout, so under heavy loss most requests can
+    // end busy everywhere (4 of 80 answered was the fewest in 200 samples); none answered
+    // would mean answers are being turned into failures
+    assertTrue(answered > 0, "no request was answered");
     ExactlyOnceLedger.Totals totals = ExactlyOnceLedger.totals(c.nodes.values());
     assertEquals(n, totals.requests());
     assertEquals(n, totals.resolved(), "answers counted once each");
