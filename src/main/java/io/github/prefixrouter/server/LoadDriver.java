@@ -312,14 +312,17 @@ public final class LoadDriver {
    *     {@link Api#COMPLETIONS}
    */
   public Result runPrompts(List<Prompt> prompts) {
-    for (Prompt p : prompts) {
+    for (int i = 0; i < prompts.size(); i++) {
+      Prompt p = prompts.get(i);
       boolean fits = switch (api) {
         case ROUTE -> p.tokens() != null;
         case CHAT -> p.messages() != null;
         case COMPLETIONS -> p.messages() == null;
       };
       if (!fits) {
-        throw new IllegalArgumentException("the " + api + " route cannot take the prompt " + p);
+        String form = p.tokens() != null ? "token ids" : p.text() != null ? "a text" : "messages";
+        throw new IllegalArgumentException("prompt " + i + " is " + form + ", which the "
+            + api + " route (" + api.path() + ") does not take");
       }
     }
     int n = prompts.size();
