@@ -4,6 +4,7 @@ import io.github.prefixrouter.internal.json.Json;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
+import java.net.http.HttpHeaders;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
@@ -38,8 +39,102 @@ import java.util.function.IntConsumer;
  * <p>With {@link Builder#stream(boolean)} each request asks for a streamed answer
  * ({@code "stream": true}, server-sent events) and its sample also has the time to its first
  * event (the first piece of output: time to first token, TTFT), from the same first send.
+ *
+ * <p>{@link Builder#api(Api)} chooses the route: {@link Api#ROUTE} ({@code
+ * /v1/route/completions}, token ids, the default), {@link Api#CHAT} ({@code
+ * /v1/chat/completions}, a conversation per request) or {@link Api#COMPLETIONS} ({@code
+ * /v1/completions}, a text or token ids). On the OpenAI routes the sample is read from OpenAI's
+ * answer: the text from the choice, the prompt and cached tokens from {@code usage}, the routing
+ * facts from the {@code prefix_router} object (a whole answer's {@code X-Prefix-Router-*}
+ * headers must agree with it); a streamed answer must be framed as those routes frame theirs
+ * (see {@link #run(List)} and {@link #runPrompts(List)}).
  */
 public final class LoadDriver {
+
+  /** The client endpoint's route the requests go to. */
+  public enum Api {
+    /** {@code POST /v1/route/completions}: token ids, the endpoint's own answer. */
+    ROUTE("/v1/route/completions"),
+    /** {@code POST /v1/chat/completions}: a conversation, OpenAI's chat answer. */
+    CHAT("/v1/chat/completions"),
+    /** {@code POST /v1/completions}: a text (or token ids), OpenAI's completion answer. */
+    COMPLETIONS("/v1/completions");
+
+    private final String path;
+
+    Api(String path) {
+      this.path = path;
+    }
+
+    /** The route's path. */
+    public String path() {
+      return path;
+    }
+  }
+
+  /**
+   * One chat message.
+   *
+   * @param role {@code system}, {@code user} or {@code assistant}
+   * @param content its text
+   */
+  public record Message(String role, String content) {
+    /** Checks that both are given. */
+    public Message {
+      Objects.requireNonNull(role, "role");
+      Objects.requireNonNull(content, "content");
+    }
+  }
+
+  /**
+   * One request's prompt: token ids, a text, or a conversation (exactly one of the three), and
+   * optionally the sampling seed to send with it.
+   *
+   * @param tokens token ids ({@link Api#ROUTE}, or {@link Api#COMPLETIONS}), or null
+   * @param text a completion prompt's text ({@link Api#COMPLETIONS}), or null
+   * @param messages a conversation ({@link Api#CHAT}), or null
+   * @param seed the request's {@code seed}, or null to send none
+   */
+  public record Prompt(int[] tokens, String text, List<Message> messages, Long seed) {
+    /** Checks that exactly one of the prompt's forms is given. */
+    public Prompt {
+      int forms = (tokens != null ? 1 : 0) + (text != null ? 1 : 0) + (messages != null ? 1 : 0);
+      if (forms != 1) {
+        throw new IllegalArgumentException("a prompt is token ids, a text or messages, exactly one");
+      }
+      if (messages != null) {
+        messages = List.copyOf(messages);
+        if (messages.isEmpty()) {
+          throw new IllegalArgumentException("a conversation needs at least one message");
+        }
+      }
+    }
+
+    /** Token ids. */
+    public static Prompt ofTokens(int[] tokens) {
+      return new Prompt(Objects.requireNonNull(tokens, "tokens"), null, null, null);
+    }
+
+    /** A completion prompt's text. */
+    public static Prompt ofText(String text) {
+      return new Prompt(null, Objects.requireNonNull(text, "text"), null, null);
+    }
+
+    /** A conversation. */
+    public static Prompt ofChat(List<Message> messages) {
+      return new Prompt(null, null, Objects.requireNonNull(messages, "messages"), null);
+    }
+
+    /** The same prompt sent with {@code "seed": seed}. */
+    public Prompt withSeed(long seed) {
+      return new Prompt(tokens, text, messages, seed);
+    }
+
+    /** Its length in token ids, or -1 for a text or a conversation (the node tokenizes them). */
+    int knownLength() {
+      return tokens != null ? tokens.length : -1;
+    }
+  }
 
   private final List<String> endpoints;
   private final int concurrency;
@@ -48,6 +143,9 @@ public final class LoadDriver {
   private final String idPrefix;
   private final IntConsumer onCompleted;
   private final boolean stream;
+  private final Api api;
+  private final Double temperature;
+  private final String model;
   private final HttpClient client;
 
   private LoadDriver(Builder b) {
@@ -58,6 +156,9 @@ public final class LoadDriver {
     this.idPrefix = b.idPrefix;
     this.onCompleted = b.onCompleted;
     this.stream = b.stream;
+    this.api = b.api;
+    this.temperature = b.temperature;
+    this.model = b.model;
     this.client = HttpClient.newBuilder()
         .version(HttpClient.Version.HTTP_1_1)
         .connectTimeout(Duration.ofSeconds(2))
@@ -79,18 +180,23 @@ public final class LoadDriver {
    * @param forwarded whether the origin forwarded it
    * @param fallback the node's fallback cause, or null
    * @param latencyNanos client-observed latency, retries included
-   * @param promptTokens prompt tokens reported
+   * @param promptTokens prompt tokens reported (on an error: the prompt's token ids, or -1 for
+   *     a text or a conversation)
    * @param cachedTokens cached prompt tokens reported by the serving engine (-1 unknown)
-   * @param tokenIds generated token ids
+   * @param tokenIds generated token ids; null on the OpenAI routes, whose answers carry text only
+   *     (empty on an error)
    * @param clientRetries how many times the client re-sent it to another node
    * @param error null on success, else what went wrong
    * @param firstPieceNanos streamed: client-observed time to the answer's first event (its first
    *     piece of output), retries included; -1 if not streamed or no event came
+   * @param text the answer's text (streamed: its pieces' texts joined); null on an error
+   * @param seed the seed the request ran with as the answer reports it ({@code
+   *     prefix_router.seed} on the OpenAI routes; the token route reports none), or null
    */
   public record Sample(
       int index, String id, String origin, String servedBy, boolean forwarded, String fallback,
       long latencyNanos, int promptTokens, int cachedTokens, int[] tokenIds, int clientRetries,
-      String error, long firstPieceNanos) {
+      String error, long firstPieceNanos, String text, Long seed) {
 
     /** True if the request was answered. */
     public boolean ok() {
@@ -185,8 +291,40 @@ public final class LoadDriver {
     }
   }
 
-  /** Issues every prompt once and waits for all answers. */
+  /**
+   * Issues every prompt (token ids) once and waits for all answers.
+   *
+   * @throws IllegalArgumentException if the driver's route takes no token ids ({@link Api#CHAT})
+   */
   public Result run(List<int[]> prompts) {
+    List<Prompt> p = new ArrayList<>(prompts.size());
+    for (int[] t : prompts) {
+      p.add(Prompt.ofTokens(t));
+    }
+    return runPrompts(p);
+  }
+
+  /**
+   * Issues every prompt once and waits for all answers.
+   *
+   * @throws IllegalArgumentException if a prompt's form does not suit the driver's route: token
+   *     ids for {@link Api#ROUTE}, a conversation for {@link Api#CHAT}, token ids or a text for
+   *     {@link Api#COMPLETIONS}
+   */
+  public Result runPrompts(List<Prompt> prompts) {
+    for (int i = 0; i < prompts.size(); i++) {
+      Prompt p = prompts.get(i);
+      boolean fits = switch (api) {
+        case ROUTE -> p.tokens() != null;
+        case CHAT -> p.messages() != null;
+        case COMPLETIONS -> p.messages() == null;
+      };
+      if (!fits) {
+        String form = p.tokens() != null ? "token ids" : p.text() != null ? "a text" : "messages";
+        throw new IllegalArgumentException("prompt " + i + " is " + form + ", which the "
+            + api + " route (" + api.path() + ") does not take");
+      }
+    }
     int n = prompts.size();
     AtomicReferenceArray<Sample> samples = new AtomicReferenceArray<>(n);
     AtomicInteger next = new AtomicInteger();
@@ -209,8 +347,9 @@ public final class LoadDriver {
       long t0 = System.nanoTime();
       send(prompts.get(i), id, i % endpoints.size(), 0, down, t0).whenComplete((s, err) -> {
         Sample sample = err != null
-            ? new Sample(i, id, null, null, false, null, System.nanoTime() - t0, prompts.get(i).length, -1,
-                new int[0], 0, "client failure: " + err, -1)
+            ? new Sample(i, id, null, null, false, null, System.nanoTime() - t0,
+                prompts.get(i).knownLength(), -1, new int[0], 0, "client failure: " + err, -1, null,
+                null)
             : withLatency(s, i, System.nanoTime() - t0);
         completions.incrementAndGet();
         if (!samples.compareAndSet(i, null, sample)) {
@@ -242,10 +381,10 @@ public final class LoadDriver {
   private static Sample withLatency(Sample s, int index, long latency) {
     return new Sample(index, s.id(), s.origin(), s.servedBy(), s.forwarded(), s.fallback(), latency,
         s.promptTokens(), s.cachedTokens(), s.tokenIds(), s.clientRetries(), s.error(),
-        s.firstPieceNanos());
+        s.firstPieceNanos(), s.text(), s.seed());
   }
 
-  private CompletableFuture<Sample> send(int[] prompt, String id, int endpointIndex, int retries,
+  private CompletableFuture<Sample> send(Prompt prompt, String id, int endpointIndex, int retries,
       Map<String, Boolean> down, long t0) {
     // pick the next endpoint that is not known to be down
     int k = endpointIndex;
@@ -254,17 +393,11 @@ public final class LoadDriver {
     }
     String endpoint = endpoints.get(k);
     int chosen = k;
-    Map<String, Object> body = new LinkedHashMap<>();
-    body.put("id", id);
-    body.put("prompt", prompt);
-    body.put("max_tokens", maxTokens);
-    if (stream) {
-      body.put("stream", true);
-    }
-    HttpRequest req = HttpRequest.newBuilder(URI.create("http://" + endpoint + "/v1/route/completions"))
+    int promptLength = prompt.knownLength();
+    HttpRequest req = HttpRequest.newBuilder(URI.create("http://" + endpoint + api.path()))
         .timeout(requestTimeout)
         .header("Content-Type", "application/json")
-        .POST(HttpRequest.BodyPublishers.ofString(Json.write(body), StandardCharsets.UTF_8))
+        .POST(HttpRequest.BodyPublishers.ofString(Json.write(body(prompt, id)), StandardCharsets.UTF_8))
         .build();
     AtomicLong firstEvent = new AtomicLong(-1);
     HttpResponse.BodyHandler<String> handler = !stream ? HttpResponse.BodyHandlers.ofString()
@@ -292,41 +425,93 @@ public final class LoadDriver {
             return send(prompt, id, (chosen + 1) % endpoints.size(), retries + 1, down, t0);
           }
           if (c != null) {
-            return CompletableFuture.completedFuture(new Sample(0, id, endpoint, null, false, null, 0,
-                prompt.length, -1, new int[0], retries, String.valueOf(c), -1));
+            return CompletableFuture.completedFuture(failure(id, endpoint, promptLength, retries,
+                String.valueOf(c), -1));
           }
           if (stream && resp.statusCode() == 200) {
             long first = firstEvent.get();
-            return CompletableFuture.completedFuture(parseStream(id, endpoint, retries,
-                prompt.length, resp.body(), first < 0 ? -1 : first - t0));
+            long firstPiece = first < 0 ? -1 : first - t0;
+            return CompletableFuture.completedFuture(api == Api.ROUTE
+                ? parseStream(id, endpoint, retries, promptLength, resp.body(), firstPiece)
+                : parseOpenAiStream(id, endpoint, retries, promptLength, resp.body(), firstPiece));
           }
-          return CompletableFuture.completedFuture(parse(id, endpoint, retries, prompt.length, resp));
+          return CompletableFuture.completedFuture(api == Api.ROUTE
+              ? parse(id, endpoint, retries, promptLength, resp)
+              : parseOpenAi(id, endpoint, retries, promptLength, resp));
         })
         .thenCompose(f -> f);
+  }
+
+  /** The request's JSON body for the driver's route. */
+  private Map<String, Object> body(Prompt prompt, String id) {
+    Map<String, Object> body = new LinkedHashMap<>();
+    if (api == Api.ROUTE) {
+      body.put("id", id);
+      body.put("prompt", prompt.tokens());
+    } else {
+      // the OpenAI routes take no id of the client's: the node names the answer
+      if (model != null) {
+        body.put("model", model);
+      }
+      if (api == Api.CHAT) {
+        List<Map<String, Object>> messages = new ArrayList<>();
+        for (Message m : prompt.messages()) {
+          Map<String, Object> message = new LinkedHashMap<>();
+          message.put("role", m.role());
+          message.put("content", m.content());
+          messages.add(message);
+        }
+        body.put("messages", messages);
+      } else {
+        body.put("prompt", prompt.tokens() != null ? prompt.tokens() : prompt.text());
+      }
+    }
+    body.put("max_tokens", maxTokens);
+    if (temperature != null) {
+      body.put("temperature", temperature);
+    }
+    if (prompt.seed() != null) {
+      body.put("seed", prompt.seed());
+    }
+    if (stream) {
+      body.put("stream", true);
+      if (api != Api.ROUTE) {
+        // the usage (prompt and cached tokens) comes in a chunk of its own only when asked for
+        body.put("stream_options", Map.of("include_usage", true));
+      }
+    }
+    return body;
+  }
+
+  private static Sample failure(String id, String endpoint, int promptLength, int retries,
+      String error, long firstPieceNanos) {
+    return new Sample(0, id, endpoint, null, false, null, 0, promptLength, -1, new int[0], retries,
+        error, firstPieceNanos, null, null);
   }
 
   private static Sample parse(String id, String endpoint, int retries, int promptLength, HttpResponse<String> resp) {
     try {
       Map<?, ?> m = (Map<?, ?>) Json.parse(resp.body());
       if (resp.statusCode() != 200) {
-        return new Sample(0, id, endpoint, null, false, null, 0, promptLength, -1, new int[0], retries,
+        return failure(id, endpoint, promptLength, retries,
             "HTTP " + resp.statusCode() + ": " + m.get("error"), -1);
       }
-      return answer(id, endpoint, retries, m, Json.asIntArray(m.get("token_ids"), "token_ids"), -1);
+      return answer(id, endpoint, retries, m, Json.asIntArray(m.get("token_ids"), "token_ids"),
+          Json.asString(m.get("text"), "text"), -1);
     } catch (RuntimeException e) {
-      return new Sample(0, id, endpoint, null, false, null, 0, promptLength, -1, new int[0], retries,
+      return failure(id, endpoint, promptLength, retries,
           "unusable answer (HTTP " + resp.statusCode() + "): " + e.getMessage(), -1);
     }
   }
 
   private static Sample answer(String id, String endpoint, int retries, Map<?, ?> m,
-      int[] tokens, long firstPieceNanos) {
+      int[] tokens, String text, long firstPieceNanos) {
     Object fb = m.get("fallback");
     return new Sample(0, id, endpoint, Json.asString(m.get("served_by"), "served_by"),
         Boolean.TRUE.equals(m.get("forwarded")), fb instanceof String s ? s : null, 0,
         Json.asInt(m.get("prompt_tokens"), "prompt_tokens"),
         Json.asInt(m.get("cached_tokens"), "cached_tokens"), tokens, retries, null,
-        firstPieceNanos);
+        firstPieceNanos, text, null);
   }
 
   /**
@@ -361,8 +546,8 @@ public final class LoadDriver {
           throw new IllegalArgumentException("an event of request " + event.get("id"));
         }
         if (event.get("error") != null) {
-          return new Sample(0, id, endpoint, null, false, null, 0, promptLength, -1, new int[0],
-              retries, "stream failed: " + Json.write(event.get("error")), firstPieceNanos);
+          return failure(id, endpoint, promptLength, retries,
+              "stream failed: " + Json.write(event.get("error")), firstPieceNanos);
         }
         events.add(event);
       }
@@ -378,10 +563,15 @@ public final class LoadDriver {
       }
       int n = 0;
       List<int[]> pieces = new ArrayList<>();
+      StringBuilder text = new StringBuilder();
       for (Map<?, ?> e : events) {
         int[] t = Json.asIntArray(e.get("token_ids"), "token_ids");
         pieces.add(t);
         n += t.length;
+        Object et = e.get("text");
+        if (et instanceof String s) {
+          text.append(s);
+        }
       }
       int[] tokens = new int[n];
       int at = 0;
@@ -389,10 +579,205 @@ public final class LoadDriver {
         System.arraycopy(t, 0, tokens, at, t.length);
         at += t.length;
       }
-      return answer(id, endpoint, retries, events.get(events.size() - 1), tokens, firstPieceNanos);
+      return answer(id, endpoint, retries, events.get(events.size() - 1), tokens,
+          text.toString(), firstPieceNanos);
     } catch (RuntimeException e) {
-      return new Sample(0, id, endpoint, null, false, null, 0, promptLength, -1, new int[0], retries,
-          "unusable stream: " + e.getMessage(), firstPieceNanos);
+      return failure(id, endpoint, promptLength, retries, "unusable stream: " + e.getMessage(),
+          firstPieceNanos);
+    }
+  }
+
+  /**
+   * A whole answer of an OpenAI route: the choice's text ({@code message.content} or
+   * {@code text}), {@code usage}, the {@code prefix_router} object; the {@code X-Prefix-Router-*}
+   * headers, where present, must agree with it. A status other than 200 is an error with its
+   * OpenAI error object.
+   */
+  private Sample parseOpenAi(String id, String endpoint, int retries, int promptLength,
+      HttpResponse<String> resp) {
+    try {
+      Map<?, ?> m = (Map<?, ?>) Json.parse(resp.body());
+      if (resp.statusCode() != 200) {
+        return failure(id, endpoint, promptLength, retries,
+            "HTTP " + resp.statusCode() + ": " + Json.write(m.get("error")), -1);
+      }
+      expect(api == Api.CHAT ? "chat.completion" : "text_completion", m.get("object"), "object");
+      List<?> choices = Json.asList(m.get("choices"), "choices");
+      if (choices.size() != 1) {
+        throw new IllegalArgumentException("an answer has one choice, this has " + choices.size());
+      }
+      Map<?, ?> choice = (Map<?, ?>) choices.get(0);
+      String text = api == Api.CHAT
+          ? Json.asString(Json.path(choice, "message", "content"), "message.content")
+          : Json.asString(choice.get("text"), "text");
+      if (!(choice.get("finish_reason") instanceof String)) {
+        throw new IllegalArgumentException("no finish_reason");
+      }
+      Map<?, ?> routing = (Map<?, ?>) m.get("prefix_router");
+      Sample s = openAiSample(id, endpoint, retries, routing, (Map<?, ?>) m.get("usage"), text, -1);
+      HttpHeaders h = resp.headers();
+      agree(h, OpenAiAnswers.SERVED_BY, s.servedBy());
+      agree(h, OpenAiAnswers.FORWARDED, String.valueOf(s.forwarded()));
+      agree(h, OpenAiAnswers.SEED, String.valueOf(s.seed()));
+      agree(h, OpenAiAnswers.ATTEMPTS, String.valueOf(routing.get("attempts")));
+      agree(h, OpenAiAnswers.CACHED_TOKENS,
+          s.cachedTokens() >= 0 ? String.valueOf(s.cachedTokens()) : null);
+      return s;
+    } catch (RuntimeException e) {
+      return failure(id, endpoint, promptLength, retries,
+          "unusable answer (HTTP " + resp.statusCode() + "): " + e.getMessage(), -1);
+    }
+  }
+
+  private static void expect(Object want, Object got, String what) {
+    if (!want.equals(got)) {
+      throw new IllegalArgumentException(what + " is " + got + ", not " + want);
+    }
+  }
+
+  /** A header that is present must say {@code value}; with a null value it must be absent. */
+  private static void agree(HttpHeaders h, String name, String value) {
+    java.util.Optional<String> v = h.firstValue(name);
+    if (v.isPresent() && !v.get().equals(value)) {
+      throw new IllegalArgumentException("header " + name + " is " + v.get() + ", the answer "
+          + value);
+    }
+  }
+
+  /** A sample from an OpenAI answer's {@code prefix_router} object and {@code usage}. */
+  private static Sample openAiSample(String id, String endpoint, int retries, Map<?, ?> routing,
+      Map<?, ?> usage, String text, long firstPieceNanos) {
+    if (routing == null) {
+      throw new IllegalArgumentException("no prefix_router object");
+    }
+    if (usage == null) {
+      throw new IllegalArgumentException("no usage");
+    }
+    Object fb = routing.get("fallback");
+    Object cached = Json.path(usage, "prompt_tokens_details", "cached_tokens");
+    Object seed = routing.get("seed");
+    if (!(seed instanceof Long)) {
+      throw new IllegalArgumentException("prefix_router.seed is " + seed);
+    }
+    return new Sample(0, id, endpoint, Json.asString(routing.get("served_by"), "served_by"),
+        Boolean.TRUE.equals(routing.get("forwarded")), fb instanceof String f ? f : null, 0,
+        Json.asInt(usage.get("prompt_tokens"), "prompt_tokens"),
+        cached == null ? -1 : Json.asInt(cached, "cached_tokens"), null, retries, null,
+        firstPieceNanos, text, (Long) seed);
+  }
+
+  /**
+   * A streamed answer of an OpenAI route, framed as that route frames it: chunks of one answer
+   * id and of the route's chunk object; chat: the role in the first chunk's delta and no other;
+   * exactly one chunk with a {@code finish_reason}, the last one with a choice, carrying the
+   * {@code prefix_router} object; then the usage chunk ({@code "choices": []}, asked for with
+   * {@code include_usage}); then {@code [DONE]} and nothing after it. The text is the chunks'
+   * texts joined. An error event ({@code {"error": ...}}) is an error.
+   */
+  private Sample parseOpenAiStream(String id, String endpoint, int retries, int promptLength,
+      String body, long firstPieceNanos) {
+    try {
+      String object = api == Api.CHAT ? "chat.completion.chunk" : "text_completion";
+      String answerId = null;
+      StringBuilder text = new StringBuilder();
+      Map<?, ?> routing = null;
+      Map<?, ?> usage = null;
+      int chunks = 0;
+      boolean done = false;
+      for (String line : body.split("\n")) {
+        if (done) {
+          if (!line.isEmpty()) {
+            throw new IllegalArgumentException("data after [DONE]: " + line);
+          }
+          continue;
+        }
+        if (!line.startsWith("data: ")) {
+          continue;
+        }
+        String payload = line.substring("data: ".length());
+        if (payload.equals("[DONE]")) {
+          done = true;
+          continue;
+        }
+        Map<?, ?> chunk = (Map<?, ?>) Json.parse(payload);
+        if (chunk.get("error") != null) {
+          return failure(id, endpoint, promptLength, retries,
+              "stream failed: " + Json.write(chunk.get("error")), firstPieceNanos);
+        }
+        if (answerId == null) {
+          answerId = Json.asString(chunk.get("id"), "id");
+        } else if (!answerId.equals(chunk.get("id"))) {
+          throw new IllegalArgumentException("a chunk of answer " + chunk.get("id") + " in "
+              + answerId + "'s stream");
+        }
+        expect(object, chunk.get("object"), "a chunk's object");
+        if (usage != null) {
+          throw new IllegalArgumentException("a chunk after the usage chunk");
+        }
+        List<?> choices = Json.asList(chunk.get("choices"), "choices");
+        if (choices.isEmpty()) {
+          if (routing == null) {
+            throw new IllegalArgumentException("the usage chunk before the finish chunk");
+          }
+          usage = (Map<?, ?>) chunk.get("usage");
+          if (usage == null) {
+            throw new IllegalArgumentException("a chunk without choices and without usage");
+          }
+          continue;
+        }
+        if (routing != null) {
+          throw new IllegalArgumentException("a chunk with a choice after the finish chunk");
+        }
+        if (choices.size() != 1) {
+          throw new IllegalArgumentException("a chunk has one choice, this has " + choices.size());
+        }
+        Map<?, ?> choice = (Map<?, ?>) choices.get(0);
+        if (api == Api.CHAT) {
+          Map<?, ?> delta = (Map<?, ?>) choice.get("delta");
+          if (delta == null) {
+            throw new IllegalArgumentException("a chat chunk without a delta");
+          }
+          boolean role = delta.containsKey("role");
+          if (role != (chunks == 0)) {
+            throw new IllegalArgumentException(role ? "the role in a delta after the first"
+                : "the first delta without the role");
+          }
+          if (role) {
+            expect("assistant", delta.get("role"), "the role");
+          }
+          if (delta.containsKey("content")) {
+            text.append(Json.asString(delta.get("content"), "delta.content"));
+          }
+        } else {
+          text.append(Json.asString(choice.get("text"), "text"));
+        }
+        chunks++;
+        Object finish = choice.get("finish_reason");
+        if (finish instanceof String) {
+          routing = (Map<?, ?>) chunk.get("prefix_router");
+          if (routing == null) {
+            throw new IllegalArgumentException("the finish chunk without prefix_router");
+          }
+        } else if (finish != Json.NULL) {
+          throw new IllegalArgumentException("finish_reason is " + finish);
+        } else if (chunk.containsKey("prefix_router")) {
+          throw new IllegalArgumentException("prefix_router in a chunk before the finish chunk");
+        }
+      }
+      if (!done) {
+        throw new IllegalArgumentException("the stream ended without [DONE]");
+      }
+      if (routing == null) {
+        throw new IllegalArgumentException("no finish chunk");
+      }
+      if (usage == null) {
+        throw new IllegalArgumentException("no usage chunk");
+      }
+      return openAiSample(id, endpoint, retries, routing, usage, text.toString(),
+          firstPieceNanos);
+    } catch (RuntimeException e) {
+      return failure(id, endpoint, promptLength, retries, "unusable stream: " + e.getMessage(),
+          firstPieceNanos);
     }
   }
 
@@ -463,8 +848,41 @@ public final class LoadDriver {
     private String idPrefix = "load-";
     private IntConsumer onCompleted;
     private boolean stream;
+    private Api api = Api.ROUTE;
+    private Double temperature;
+    private String model;
 
     private Builder() {}
+
+    /**
+     * The route the requests go to. Default {@link Api#ROUTE}. The prompts given to {@link
+     * LoadDriver#runPrompts} must suit it.
+     */
+    public Builder api(Api a) {
+      this.api = Objects.requireNonNull(a, "api");
+      return this;
+    }
+
+    /**
+     * The {@code temperature} every request sends; null (the default) sends none, so the route's
+     * default holds (0 on {@link Api#ROUTE}, 1 on the OpenAI routes).
+     */
+    public Builder temperature(Double t) {
+      if (t != null && !(t >= 0)) {
+        throw new IllegalArgumentException("temperature must be >= 0, was " + t);
+      }
+      this.temperature = t;
+      return this;
+    }
+
+    /**
+     * The {@code model} the OpenAI routes' requests name (the cache scope: the base model, or a
+     * LoRA adapter); null (the default) sends none. The token route's requests never carry it.
+     */
+    public Builder model(String m) {
+      this.model = m;
+      return this;
+    }
 
     /**
      * Whether to ask for streamed answers ({@code "stream": true}) and measure the time to the

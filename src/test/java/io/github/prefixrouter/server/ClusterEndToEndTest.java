@@ -39,6 +39,10 @@ import org.junit.jupiter.api.Test;
  * reference engine's; some were forwarded, some fell back after their forward failed, and no
  * survivor saw a stream diverge.
  *
+ * <p>A third run sends chats to the OpenAI chat route through a kill, then the same chats
+ * streamed with the seeds the first answers reported: every text is the reference engine's, and
+ * streamed and whole answers agree.
+ *
  * <p>Run with {@code mvn -Pe2e test -Dgroups=e2e} (a few minutes). Node logs go to
  * {@code target/e2e/<run>/<node>.log}.
  */
@@ -174,6 +178,125 @@ class ClusterEndToEndTest {
     }
   }
 
+  /** The chat run: conversations over the subjects' system prompts, answers of a few characters. */
+  static final int CHAT_REQUESTS = 120;
+  static final int CHAT_MAX_TOKENS = 4;
+
+  /**
+   * Chats: per subject a system prompt of 250 to 500 characters (the reference tokenizer's
+   * tokens) that its requests share, and a user message of 30 to 90; no seeds (the nodes draw
+   * them).
+   */
+  static List<LoadDriver.Prompt> chatWorkload(long seed) {
+    SplittableRandom rnd = new SplittableRandom(seed);
+    String[] systems = new String[SUBJECTS];
+    for (int s = 0; s < SUBJECTS; s++) {
+      systems[s] = "You answer questions on subject " + s + ". " + text(rnd, 220 + rnd.nextInt(250));
+    }
+    List<LoadDriver.Prompt> prompts = new ArrayList<>();
+    for (int i = 0; i < CHAT_REQUESTS; i++) {
+      int s = rnd.nextInt(SUBJECTS);
+      prompts.add(LoadDriver.Prompt.ofChat(List.of(new LoadDriver.Message("system", systems[s]),
+          new LoadDriver.Message("user", "Question " + i + ": " + text(rnd, 20 + rnd.nextInt(60)) + "?"))));
+    }
+    return prompts;
+  }
+
+  private static String text(SplittableRandom rnd, int chars) {
+    StringBuilder b = new StringBuilder();
+    while (b.length() < chars) {
+      b.append(b.length() == 0 ? "" : " ");
+      int len = 2 + rnd.nextInt(7);
+      for (int k = 0; k < len; k++) {
+        b.append((char) ('a' + rnd.nextInt(26)));
+      }
+    }
+    b.setLength(chars);
+    return b.toString();
+  }
+
+  /**
+   * Chats on the OpenAI route, through a {@code kill -9}: every conversation is answered exactly
+   * once, some were forwarded (their system prompts are shared), and every answer's text is the
+   * reference engine's output, as characters, for the chat template's tokens with the seed the
+   * node drew (read back from {@code prefix_router.seed}). Then the survivors answer the same
+   * chats streamed, sent with those seeds (to all four endpoints: the dead one is failed over),
+   * and every streamed text equals the whole one.
+   */
+  @Test
+  void chatsOnTheOpenAiRouteAreTheReferenceEnginesTextThroughAKill() throws Exception {
+    List<LoadDriver.Prompt> chats = chatWorkload(2027);
+    List<LoadDriver.Result> streamed = new ArrayList<>();
+    java.util.concurrent.atomic.AtomicReference<Map<String, Long>> survivorsForwarded =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    RunReport r = runCluster("chat-cost-aware", "cost-aware", chats, CHAT_MAX_TOKENS, false,
+        LoadDriver.Api.CHAT, (endpoints, victim, result) -> {
+          LoadDriver probe = LoadDriver.builder().endpoints(endpoints).build();
+          Map<String, Long> forwarded = new java.util.TreeMap<>();
+          for (String e : survivors(endpoints, victim)) {
+            Map<?, ?> s = probe.stats(e);
+            forwarded.put(String.valueOf(s.get("node_id")), ((Number) s.get("forwarded")).longValue());
+          }
+          survivorsForwarded.set(forwarded);
+          List<LoadDriver.Prompt> seeded = new ArrayList<>();
+          for (LoadDriver.Sample w : result.samples()) {
+            seeded.add(chats.get(w.index()).withSeed(w.seed()));
+          }
+          streamed.add(LoadDriver.builder().endpoints(endpoints).api(LoadDriver.Api.CHAT)
+              .concurrency(4).maxTokens(CHAT_MAX_TOKENS).stream(true).idPrefix("chat-stream-")
+              .build().runPrompts(seeded));
+        });
+    LoadDriver.Result whole = r.result();
+    assertEquals(CHAT_REQUESTS, whole.answered().size(), whole.summary());
+    ReferenceTokenizer characters = new ReferenceTokenizer(NodeMain.REFERENCE_VOCABULARY,
+        NodeMain.REFERENCE_MAX_OUTPUT_TOKENS);
+    try (ReferenceEngine reference = ReferenceEngine.builder().build()) {
+      for (LoadDriver.Sample s : whole.samples()) {
+        List<Map<String, Object>> messages = new ArrayList<>();
+        for (LoadDriver.Message m : chats.get(s.index()).messages()) {
+          messages.add(Map.of("role", m.role(), "content", m.content()));
+        }
+        int[] prompt = characters.tokenizeChat("", messages, Map.of()).join().tokens();
+        assertNotNull(s.seed(), s.id() + " reported no seed");
+        int[] want = reference.execute(new InferenceRequest("check-" + s.index(), prompt,
+            new GenerationParams(CHAT_MAX_TOKENS, 1.0, 1.0, s.seed()))).get(60, TimeUnit.SECONDS)
+            .outputTokens();
+        assertEquals(CHAT_MAX_TOKENS, want.length);
+        assertEquals(prompt.length, s.promptTokens(), s.id());
+        assertEquals(characters.outputText(want, ""), s.text(),
+            "chat answer of request " + s.id() + " (served by " + s.servedBy() + ", forwarded "
+                + s.forwarded() + ", fallback " + s.fallback() + ", seed " + s.seed()
+                + ") differs from the reference engine's");
+      }
+    }
+    long forwardedAnswers = whole.answered().stream().filter(LoadDriver.Sample::forwarded).count();
+    long forwarded = survivorsForwarded.get().values().stream().mapToLong(Long::longValue).sum();
+    assertTrue(forwardedAnswers > 0 && forwarded > 0, "no chat was forwarded: answers "
+        + forwardedAnswers + ", survivors " + survivorsForwarded.get());
+    // streamed, with the seeds the whole run reported, on the survivors: the same texts
+    assertEquals(1, streamed.size());
+    LoadDriver.Result x = streamed.get(0);
+    assertEquals(CHAT_REQUESTS, x.completions());
+    Set<String> ids = new HashSet<>();
+    for (int i = 0; i < CHAT_REQUESTS; i++) {
+      LoadDriver.Sample w = whole.samples().get(i);
+      LoadDriver.Sample s = x.samples().get(i);
+      assertTrue(ids.add(s.id()), "duplicate answer for " + s.id());
+      assertTrue(s.ok(), s.id() + " failed: " + s.error());
+      assertTrue(s.firstPieceNanos() > 0, s.id() + " was not streamed");
+      assertEquals(w.seed(), s.seed(), s.id());
+      assertEquals(w.text(), s.text(), "streamed chat " + s.id() + " differs from its whole answer");
+    }
+    String line = String.format("chat: %d answers, %d forwarded, %d with a fallback, %d client "
+            + "failovers; streamed again on the survivors: %d answers, %d forwarded%n",
+        whole.answered().size(), forwardedAnswers,
+        whole.answered().stream().filter(s -> s.fallback() != null).count(), whole.clientRetries(),
+        x.answered().size(), x.answered().stream().filter(LoadDriver.Sample::forwarded).count());
+    System.out.print(line);
+    Files.writeString(Path.of("target", "e2e", "report-chat.txt"),
+        line + whole.summary() + "\n" + x.summary() + "\n", StandardCharsets.UTF_8);
+  }
+
   /** Requests forwarded to a node that it has not answered yet, by its {@code /v1/stats}. */
   private static long forwardsOpen(Map<?, ?> stats) {
     long received = ((Number) ((Map<?, ?>) stats.get("transport")).get("requests_received")).longValue();
@@ -188,6 +311,26 @@ class ClusterEndToEndTest {
    */
   private RunReport runCluster(String name, String policy, List<int[]> prompts, int maxTokens,
       boolean stream) throws Exception {
+    return runCluster(name, policy, prompts.stream().map(LoadDriver.Prompt::ofTokens).toList(),
+        maxTokens, stream, LoadDriver.Api.ROUTE, null);
+  }
+
+  /** What a test runs on the survivors once a run through a kill is checked, before they stop. */
+  interface AfterRun {
+    /**
+     * @param endpoints every node's client endpoint, the killed one's included
+     * @param victim the killed node's index
+     * @param result the run's result
+     */
+    void run(List<String> endpoints, int victim, LoadDriver.Result result) throws Exception;
+  }
+
+  /**
+   * As {@link #runCluster(String, String, List, int, boolean)}, with prompts of any form sent to
+   * {@code api}'s route, and {@code after} (if not null) run on the survivors at the end.
+   */
+  private RunReport runCluster(String name, String policy, List<LoadDriver.Prompt> prompts,
+      int maxTokens, boolean stream, LoadDriver.Api api, AfterRun after) throws Exception {
     int requests = prompts.size();
     Path dir = Path.of("target", "e2e", name);
     Files.createDirectories(dir);
@@ -281,6 +424,7 @@ class ClusterEndToEndTest {
       }
       LoadDriver driver = LoadDriver.builder()
           .endpoints(endpoints)
+          .api(api)
           .concurrency(4)
           .maxTokens(maxTokens)
           .stream(stream)
@@ -292,7 +436,7 @@ class ClusterEndToEndTest {
             }
           })
           .build();
-      LoadDriver.Result result = driver.run(prompts);
+      LoadDriver.Result result = driver.runPrompts(prompts);
       if (killer != null) {
         killer.join(10_000);
       }
@@ -323,6 +467,9 @@ class ClusterEndToEndTest {
         stats.put(String.valueOf(s.get("node_id")), s);
       }
       System.out.println(name + ": " + result.summary());
+      if (after != null) {
+        after.run(List.copyOf(endpoints), victim, result);
+      }
       return new RunReport(policy, result, stats, victimAtKill.get());
     } finally {
       for (Process p : procs) {

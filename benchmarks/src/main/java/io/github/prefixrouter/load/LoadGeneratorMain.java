@@ -2,6 +2,8 @@ package io.github.prefixrouter.load;
 
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.server.LoadDriver;
+import io.github.prefixrouter.server.ReferenceChatTokens;
+import io.github.prefixrouter.workload.ChatWorkload;
 import io.github.prefixrouter.workload.MmluPrompts;
 import io.github.prefixrouter.workload.PromptSource;
 import io.github.prefixrouter.workload.SubjectPopularity;
@@ -22,10 +24,16 @@ import java.util.concurrent.atomic.AtomicLong;
  * latency percentiles (with {@code --stream}, also of the time to the first piece of output),
  * the cache hit rate, the forwarded share and per-node traffic.
  *
+ * <p>With {@code --api chat} the requests are chat conversations sent to the nodes' OpenAI chat
+ * route ({@code /v1/chat/completions}), each a system prompt shared by its subject and a user
+ * message ({@link ChatWorkload}), sent with a seed of their own; with {@code --chat-as-ids} the
+ * same conversations go to {@code /v1/route/completions} as the token ids the reference
+ * engine's tokenizer gives them, to compare the two routes.
+ *
  * <pre>
  * benchmarks/run load --nodes 127.0.0.1:8001,127.0.0.1:8002 [--requests 1000] [--concurrency 8]
  *     [--mmlu ../shared/data/mmlu] [--zipf 1.1] [--max-tokens 1] [--seed 1]
- *     [--stream] [--json results.json]
+ *     [--stream] [--json results.json] [--api route|chat] [--chat-as-ids] [--temperature T]
  * </pre>
  */
 public final class LoadGeneratorMain {
@@ -43,7 +51,26 @@ public final class LoadGeneratorMain {
       "  --seed N            workload seed (default 1)",
       "  --stream            ask for streamed answers (\"stream\": true) and report the time",
       "                      to the first piece (TTFT) next to the latency",
-      "  --json FILE         also write the results as JSON");
+      "  --json FILE         also write the results as JSON",
+      "  --api route|chat    route: token ids to /v1/route/completions (default); chat:",
+      "                      conversations to /v1/chat/completions, tokenized by the nodes",
+      "                      (--tokenizer), each request a subject's system prompt and a",
+      "                      user message, sent with the seed SEED*1000003+i; subjects",
+      "                      Zipf-popular (--zipf, default 1.1 with --api chat). With --mmlu",
+      "                      the system prompt is a subject's 5-shot header, the user message",
+      "                      a test question; without, 16 generated system prompts of",
+      "                      800-1600 characters. The reference engine's tokenizer is one",
+      "                      token per character, so prompts are kept short: shots are",
+      "                      dropped until the system prompt fits --max-system-chars",
+      "                      (default 1600) and questions above --max-user-chars (default",
+      "                      600) are skipped",
+      "  --chat-as-ids       with --api chat: send the same conversations, with the same",
+      "                      seeds, to /v1/route/completions as the token ids a node with the",
+      "                      reference engine gives them (its chat template, one id per",
+      "                      character), to compare the chat route with the token route",
+      "  --temperature T     the temperature every request sends (default: none, the",
+      "                      route's default: 0 on the token route, 1 on the chat route)",
+      "  --model NAME        with --api chat: the model the requests name (default none)");
 
   public static void main(String[] args) throws Exception {
     Map<String, String> o = new LinkedHashMap<>();
@@ -53,8 +80,8 @@ public final class LoadGeneratorMain {
         System.out.println(USAGE);
         return;
       }
-      if (a.equals("--stream")) {
-        o.put("stream", "true");
+      if (a.equals("--stream") || a.equals("--chat-as-ids")) {
+        o.put(a.substring(2), "true");
         continue;
       }
       if (!a.startsWith("--") || i + 1 >= args.length) {
@@ -70,26 +97,74 @@ public final class LoadGeneratorMain {
     int concurrency = intArg(o, "concurrency", 8);
     int maxTokens = intArg(o, "max-tokens", 1);
     long seed = intArg(o, "seed", 1);
-    double zipf = Double.parseDouble(o.getOrDefault("zipf", "0"));
-
-    PromptSource set;
-    if (o.containsKey("mmlu") && Files.isDirectory(Path.of(o.get("mmlu")))) {
-      set = MmluPrompts.load(Path.of(o.get("mmlu")), 200);
-    } else {
-      if (o.containsKey("mmlu")) {
-        System.err.println("warning: " + o.get("mmlu") + " not found; using the MMLU-shaped generator");
-      }
-      set = SyntheticMmluPrompts.create(seed, 200);
+    String apiName = o.getOrDefault("api", "route");
+    if (!apiName.equals("route") && !apiName.equals("chat")) {
+      fail("--api must be route or chat, was '" + apiName + "'");
     }
-    List<int[]> prompts = requestSequence(set, requests, zipf, seed);
-    long tokens = prompts.stream().mapToLong(p -> p.length).sum();
-    System.out.printf("workload: %s, %d subjects, %d requests, %.0f prompt tokens on average, %s%n",
-        set.description(), set.subjectCount(), requests, (double) tokens / Math.max(1, requests),
-        zipf > 0 ? "Zipf s=" + zipf : "uniform subjects");
+    boolean chat = apiName.equals("chat");
+    if (!chat && (o.containsKey("chat-as-ids") || o.containsKey("model"))) {
+      fail("--chat-as-ids and --model need --api chat");
+    }
+    double zipf = Double.parseDouble(o.getOrDefault("zipf", chat ? "1.1" : "0"));
+    Double temperature = o.containsKey("temperature") ? Double.valueOf(o.get("temperature")) : null;
+
+    String description;
+    int subjects;
+    List<LoadDriver.Prompt> prompts;
+    LoadDriver.Api api = LoadDriver.Api.ROUTE;
+    if (chat) {
+      ChatWorkload w;
+      if (o.containsKey("mmlu") && Files.isDirectory(Path.of(o.get("mmlu")))) {
+        w = ChatWorkload.mmlu(Path.of(o.get("mmlu")), intArg(o, "max-system-chars", 1600),
+            intArg(o, "max-user-chars", 600), 200);
+      } else {
+        if (o.containsKey("mmlu")) {
+          System.err.println("warning: " + o.get("mmlu") + " not found; using generated chats");
+        }
+        w = ChatWorkload.synthetic(seed, 16, 200);
+      }
+      List<LoadDriver.Prompt> chats = w.requests(requests, zipf, seed);
+      long chars = 0;
+      prompts = new ArrayList<>(chats.size());
+      for (LoadDriver.Prompt p : chats) {
+        int[] ids = ReferenceChatTokens.tokens(p.messages());
+        chars += ids.length;
+        prompts.add(o.containsKey("chat-as-ids") ? LoadDriver.Prompt.ofTokens(ids).withSeed(p.seed()) : p);
+      }
+      api = o.containsKey("chat-as-ids") ? LoadDriver.Api.ROUTE : LoadDriver.Api.CHAT;
+      description = w.description() + (o.containsKey("chat-as-ids")
+          ? ", sent as the reference tokenizer's ids to /v1/route/completions"
+          : ", sent to /v1/chat/completions");
+      subjects = w.subjectCount();
+      System.out.printf("workload: %s, %d subjects, %d requests, %.0f characters per rendered chat "
+              + "on average (reference engine: tokens), %s%n", description, subjects, requests,
+          (double) chars / Math.max(1, requests), zipf > 0 ? "Zipf s=" + zipf : "uniform subjects");
+    } else {
+      PromptSource set;
+      if (o.containsKey("mmlu") && Files.isDirectory(Path.of(o.get("mmlu")))) {
+        set = MmluPrompts.load(Path.of(o.get("mmlu")), 200);
+      } else {
+        if (o.containsKey("mmlu")) {
+          System.err.println("warning: " + o.get("mmlu") + " not found; using the MMLU-shaped generator");
+        }
+        set = SyntheticMmluPrompts.create(seed, 200);
+      }
+      List<int[]> ids = requestSequence(set, requests, zipf, seed);
+      long tokens = ids.stream().mapToLong(p -> p.length).sum();
+      description = set.description();
+      subjects = set.subjectCount();
+      System.out.printf("workload: %s, %d subjects, %d requests, %.0f prompt tokens on average, %s%n",
+          set.description(), set.subjectCount(), requests, (double) tokens / Math.max(1, requests),
+          zipf > 0 ? "Zipf s=" + zipf : "uniform subjects");
+      prompts = ids.stream().map(LoadDriver.Prompt::ofTokens).toList();
+    }
 
     ProgressBar bar = new ProgressBar(requests);
     LoadDriver driver = LoadDriver.builder()
         .endpoints(nodes)
+        .api(api)
+        .temperature(temperature)
+        .model(o.get("model"))
         .concurrency(concurrency)
         .maxTokens(maxTokens)
         .stream(o.containsKey("stream"))
@@ -100,7 +175,7 @@ public final class LoadGeneratorMain {
     for (String n : nodes) {
       before.put(n, driver.stats(n));
     }
-    LoadDriver.Result r = driver.run(prompts);
+    LoadDriver.Result r = driver.runPrompts(prompts);
     bar.finish();
 
     System.out.println();
@@ -140,7 +215,8 @@ public final class LoadGeneratorMain {
     }
     if (o.containsKey("json")) {
       Map<String, Object> j = new LinkedHashMap<>();
-      j.put("workload", set.description());
+      j.put("workload", description);
+      j.put("api", api == LoadDriver.Api.CHAT ? "chat" : "route");
       j.put("requests", requests);
       j.put("answered", r.answered().size());
       j.put("wall_seconds", r.wallNanos() / 1e9);
