@@ -490,9 +490,18 @@ final class ClientEndpoint {
    * server-sent events by the writer threads ({@link StreamedAnswer}).
    */
   private void stream(HttpExchange ex, InferenceRequest request) {
-    StreamedAnswer s = new StreamedAnswer(ex, request.id(), executor, ioDeadline,
-        (e, failure) -> answerFailure(e, request.id(), failure), openStreams::remove,
-        streamsCancelled::incrementAndGet);
+    stream(ex, request, new StreamedAnswer.RouteFormat(request.id()),
+        (e, failure) -> answerFailure(e, request.id(), failure));
+  }
+
+  /**
+   * Submits a streamed request whose events {@code format} renders and whose failure before its
+   * first piece {@code failureAnswer} answers; gives its in-flight slot back when it completes.
+   */
+  private void stream(HttpExchange ex, InferenceRequest request, StreamedAnswer.Format format,
+      StreamedAnswer.FailureAnswer failureAnswer) {
+    StreamedAnswer s = new StreamedAnswer(ex, request.id(), executor, ioDeadline, format,
+        failureAnswer, openStreams::remove, streamsCancelled::incrementAndGet);
     openStreams.add(s);
     CompletableFuture<InferenceResponse> answer;
     try {
@@ -676,21 +685,7 @@ final class ClientEndpoint {
       return;
     }
     if (req.stream) {
-      StreamedAnswer s = new StreamedAnswer(ex, request.id(), executor, ioDeadline,
-          new OpenAiAnswers.ChunkFormat(ctx), this::openAiFailure, openStreams::remove,
-          streamsCancelled::incrementAndGet);
-      openStreams.add(s);
-      CompletableFuture<InferenceResponse> answer;
-      try {
-        answer = node.submit(request, s);
-      } catch (RuntimeException e) {
-        answer = CompletableFuture.failedFuture(e);
-      }
-      s.attach(answer);
-      answer.whenComplete((resp, err) -> {
-        inFlight.decrementAndGet();
-        s.complete(resp, err);
-      });
+      stream(ex, request, new OpenAiAnswers.ChunkFormat(ctx), this::openAiFailure);
       return;
     }
     CompletableFuture<InferenceResponse> answer;

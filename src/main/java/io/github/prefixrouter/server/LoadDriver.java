@@ -524,24 +524,10 @@ public final class LoadDriver {
   private static Sample parseStream(String id, String endpoint, int retries, int promptLength,
       String body, long firstPieceNanos) {
     try {
+      SseBody sse = SseBody.of(body);
+      boolean done = sse.done();
       List<Map<?, ?>> events = new ArrayList<>();
-      boolean done = false;
-      for (String line : body.split("\n")) {
-        if (done) {
-          if (!line.isEmpty()) {
-            throw new IllegalArgumentException("data after [DONE]: " + line);
-          }
-          continue;
-        }
-        if (!line.startsWith("data: ")) {
-          continue;
-        }
-        String payload = line.substring("data: ".length());
-        if (payload.equals("[DONE]")) {
-          done = true;
-          continue;
-        }
-        Map<?, ?> event = (Map<?, ?>) Json.parse(payload);
+      for (Map<?, ?> event : sse.events()) {
         if (!id.equals(event.get("id"))) {
           throw new IllegalArgumentException("an event of request " + event.get("id"));
         }
@@ -683,23 +669,9 @@ public final class LoadDriver {
       Map<?, ?> routing = null;
       Map<?, ?> usage = null;
       int chunks = 0;
-      boolean done = false;
-      for (String line : body.split("\n")) {
-        if (done) {
-          if (!line.isEmpty()) {
-            throw new IllegalArgumentException("data after [DONE]: " + line);
-          }
-          continue;
-        }
-        if (!line.startsWith("data: ")) {
-          continue;
-        }
-        String payload = line.substring("data: ".length());
-        if (payload.equals("[DONE]")) {
-          done = true;
-          continue;
-        }
-        Map<?, ?> chunk = (Map<?, ?>) Json.parse(payload);
+      SseBody sse = SseBody.of(body);
+      boolean done = sse.done();
+      for (Map<?, ?> chunk : sse.events()) {
         if (chunk.get("error") != null) {
           return failure(id, endpoint, promptLength, retries,
               "stream failed: " + Json.write(chunk.get("error")), firstPieceNanos);
@@ -778,6 +750,37 @@ public final class LoadDriver {
     } catch (RuntimeException e) {
       return failure(id, endpoint, promptLength, retries, "unusable stream: " + e.getMessage(),
           firstPieceNanos);
+    }
+  }
+
+  /**
+   * The data events of a server-sent event stream, each a JSON object, and whether
+   * {@code data: [DONE]} ended it.
+   */
+  private record SseBody(List<Map<?, ?>> events, boolean done) {
+
+    /** Parses {@code body}; data after {@code [DONE]} is an {@link IllegalArgumentException}. */
+    static SseBody of(String body) {
+      List<Map<?, ?>> events = new ArrayList<>();
+      boolean done = false;
+      for (String line : body.split("\n")) {
+        if (done) {
+          if (!line.isEmpty()) {
+            throw new IllegalArgumentException("data after [DONE]: " + line);
+          }
+          continue;
+        }
+        if (!line.startsWith("data: ")) {
+          continue;
+        }
+        String payload = line.substring("data: ".length());
+        if (payload.equals("[DONE]")) {
+          done = true;
+          continue;
+        }
+        events.add((Map<?, ?>) Json.parse(payload));
+      }
+      return new SseBody(events, done);
     }
   }
 
