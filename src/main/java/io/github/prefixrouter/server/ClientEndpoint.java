@@ -460,29 +460,8 @@ final class ClientEndpoint {
       stream(ex, request);
       return;
     }
-    CompletableFuture<InferenceResponse> answer;
-    try {
-      answer = node.submit(request);
-    } catch (RuntimeException e) {
-      answer = CompletableFuture.failedFuture(e);
-    }
-    answer.whenComplete((resp, err) -> {
-      inFlight.decrementAndGet();
-      // written by an endpoint thread under the I/O deadline, never by the engine's or the
-      // node's thread that completed the request: a client that does not read must not block it
-      Runnable write;
-      if (err == null) {
-        write = () -> respond(ex, 200, toJson(resp));
-      } else {
-        Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
-        write = () -> answerFailure(ex, request.id(), c);
-      }
-      try {
-        executor.execute(() -> ioDeadline.run(write));
-      } catch (RuntimeException stopped) { // the endpoint is stopping; its server closed the connection
-        ex.close();
-      }
-    });
+    submitWhole(ex, request, resp -> () -> respond(ex, 200, toJson(resp)),
+        c -> () -> answerFailure(ex, request.id(), c));
   }
 
   /**
@@ -688,22 +667,8 @@ final class ClientEndpoint {
       stream(ex, request, new OpenAiAnswers.ChunkFormat(ctx), this::openAiFailure);
       return;
     }
-    CompletableFuture<InferenceResponse> answer;
-    try {
-      answer = node.submit(request);
-    } catch (RuntimeException e) {
-      answer = CompletableFuture.failedFuture(e);
-    }
-    answer.whenComplete((resp, err) -> {
-      inFlight.decrementAndGet();
-      if (err == null) {
-        writeLater(ex, () -> answerOpenAi(ex, ctx, resp));
-      } else {
-        Throwable c = err instanceof CompletionException && err.getCause() != null
-            ? err.getCause() : err;
-        writeLater(ex, () -> openAiFailure(ex, c));
-      }
-    });
+    submitWhole(ex, request, resp -> () -> answerOpenAi(ex, ctx, resp),
+        c -> () -> openAiFailure(ex, c));
   }
 
   /** Why a tokenization failed, as the answer it gets; counts it. */
@@ -725,6 +690,33 @@ final class ClientEndpoint {
     tokenizeFailures.incrementAndGet();
     return new OpenAiFailure(502, "the tokenizer failed: " + c.getMessage(), null,
         "tokenizer_failed");
+  }
+
+  /**
+   * Submits a request answered whole: when the node's future completes, gives the in-flight slot
+   * back and hands the answer's write ({@code answer}, or {@code failure} of the failure's cause)
+   * to the writer threads, never writing on the engine's or the node's thread that completed the
+   * request: a client that does not read must not block it.
+   */
+  private void submitWhole(HttpExchange ex, InferenceRequest request,
+      java.util.function.Function<InferenceResponse, Runnable> answer,
+      java.util.function.Function<Throwable, Runnable> failure) {
+    CompletableFuture<InferenceResponse> f;
+    try {
+      f = node.submit(request);
+    } catch (RuntimeException e) {
+      f = CompletableFuture.failedFuture(e);
+    }
+    f.whenComplete((resp, err) -> {
+      inFlight.decrementAndGet();
+      if (err == null) {
+        writeLater(ex, answer.apply(resp));
+      } else {
+        Throwable c = err instanceof CompletionException && err.getCause() != null
+            ? err.getCause() : err;
+        writeLater(ex, failure.apply(c));
+      }
+    });
   }
 
   /** Hands a write to the writer threads, under the I/O deadline; closes if they are gone. */
