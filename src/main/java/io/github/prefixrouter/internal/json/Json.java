@@ -1,12 +1,15 @@
 package io.github.prefixrouter.internal.json;
 
 import java.math.BigDecimal;
+import java.util.AbstractList;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.RandomAccess;
 
 /**
  * A small, strict JSON (RFC 8259) reader and writer with hard limits, used by the
@@ -24,7 +27,10 @@ import java.util.Objects;
  * exceeded limit throws {@link JsonException} with the offset of the problem; no other exception
  * escapes {@link #parse} for any input.
  *
- * <p>Stateless and thread-safe; parsed maps and lists are unmodifiable.
+ * <p>Stateless and thread-safe; parsed maps and lists are unmodifiable. An array whose
+ * elements are all integers in int range (token ids, the common case) is held as an {@code int}
+ * array behind its list, which boxes an element only when it is read; {@link #asIntArray} copies
+ * it without boxing.
  */
 public final class Json {
 
@@ -124,6 +130,8 @@ public final class Json {
       sb.append(bd.toString());
     } else if (v instanceof Number n) {
       sb.append(n.longValue());
+    } else if (v instanceof IntList l) {
+      write(sb, l.toIntArray(), depth);
     } else if (v instanceof int[] a) {
       sb.append('[');
       for (int i = 0; i < a.length; i++) {
@@ -312,10 +320,18 @@ public final class Json {
    * @return the value as a new int array
    */
   public static int[] asIntArray(Object value, String what) {
+    if (value instanceof IntList l) {
+      return l.toIntArray();
+    }
     List<?> l = asList(value, what);
     int[] out = new int[l.size()];
     for (int i = 0; i < out.length; i++) {
-      out[i] = asInt(l.get(i), what + "[" + i + "]");
+      Object e = l.get(i);
+      if (e instanceof Long x && x >= Integer.MIN_VALUE && x <= Integer.MAX_VALUE) {
+        out[i] = x.intValue();
+      } else {
+        out[i] = asInt(e, what + "[" + i + "]"); // throws, naming the element
+      }
     }
     return out;
   }
@@ -343,6 +359,10 @@ public final class Json {
     final String s;
     final int maxDepth;
     int pos;
+    /** The last number read, when it was an integer that fits a long. */
+    long number;
+    /** The last number read, when it was not. */
+    double fraction;
 
     Reader(String s, int maxDepth) {
       this.s = s;
@@ -387,7 +407,7 @@ public final class Json {
           return NULL;
         default:
           if (c == '-' || (c >= '0' && c <= '9')) {
-            return readNumber();
+            return readNumber() ? (Object) Long.valueOf(number) : (Object) Double.valueOf(fraction);
           }
           throw error("unexpected character '" + printable(c) + "', expected a value");
       }
@@ -439,19 +459,50 @@ public final class Json {
         throw error("nesting deeper than " + maxDepth);
       }
       pos++; // '['
-      ArrayList<Object> l = new ArrayList<>();
       skipWhitespace();
       if (pos < s.length() && s.charAt(pos) == ']') {
         pos++;
-        return Collections.unmodifiableList(l);
+        return Collections.unmodifiableList(new ArrayList<>());
       }
+      // while every element is an integer in int range, they go to an int array, unboxed
+      int[] ints = new int[8];
+      int n = 0;
+      Object other;
       while (true) {
         skipWhitespace();
-        l.add(readValue(depth));
-        if (closes(']', "an array")) {
-          return Collections.unmodifiableList(l);
+        char c = pos < s.length() ? s.charAt(pos) : ' ';
+        if (c == '-' || (c >= '0' && c <= '9')) {
+          if (!readNumber()) {
+            other = fraction;
+            break;
+          }
+          if ((int) number != number) {
+            other = number;
+            break;
+          }
+          if (n == ints.length) {
+            ints = Arrays.copyOf(ints, 2 * n);
+          }
+          ints[n++] = (int) number;
+          if (closes(']', "an array")) {
+            return new IntList(ints, n);
+          }
+        } else {
+          other = readValue(depth);
+          break;
         }
       }
+      // an element of another kind: the elements so far, boxed, and the rest as they come
+      ArrayList<Object> l = new ArrayList<>(Math.max(10, n + 1));
+      for (int i = 0; i < n; i++) {
+        l.add(Long.valueOf(ints[i]));
+      }
+      l.add(other);
+      while (!closes(']', "an array")) {
+        skipWhitespace();
+        l.add(readValue(depth));
+      }
+      return Collections.unmodifiableList(l);
     }
 
     /**
@@ -558,28 +609,61 @@ public final class Json {
       return v;
     }
 
-    Object readNumber() {
-      int start = pos;
-      if (s.charAt(pos) == '-') {
-        pos++;
+    /**
+     * Reads the number at {@code pos}: true if it is an integer that fits a long, left in
+     * {@link #number}; false if not, its double left in {@link #fraction}. The integer part's
+     * digits go straight into a long; a fraction, an exponent, or 19 digits or more take the
+     * literal's text through {@link Long#parseLong} and {@link Double#parseDouble}.
+     */
+    boolean readNumber() {
+      final String s = this.s;
+      final int len = s.length();
+      final int start = pos;
+      int p = start;
+      boolean negative = s.charAt(p) == '-';
+      if (negative) {
+        p++;
+        if (p >= len) {
+          pos = p;
+          throw error("truncated number");
+        }
       }
-      if (pos >= s.length()) {
-        throw error("truncated number");
-      }
-      char c = s.charAt(pos);
+      final int digits = p;
+      char c = s.charAt(p);
+      long v;
       if (c == '0') {
-        pos++;
-        if (pos < s.length() && isDigit(s.charAt(pos))) {
+        p++;
+        if (p < len && isDigit(s.charAt(p))) {
+          pos = p;
           throw error("leading zero in a number");
         }
+        v = 0;
       } else if (c >= '1' && c <= '9') {
-        skipDigits();
+        v = c - '0';
+        p++;
+        // past 18 digits v may wrap: it is then not used
+        while (p < len && (c = s.charAt(p)) >= '0' && c <= '9') {
+          v = 10 * v + (c - '0');
+          p++;
+        }
       } else {
+        pos = p;
         throw error("expected a digit");
       }
-      boolean integral = true;
+      pos = p;
+      if (p < len && ((c = s.charAt(p)) == '.' || c == 'e' || c == 'E')) {
+        return readFractionAndExponent(start);
+      }
+      if (p - digits <= 18) {
+        number = negative ? -v : v;
+        return true;
+      }
+      return literal(start, true);
+    }
+
+    /** The rest of a number at {@code pos}, a fraction and/or an exponent, and its value. */
+    private boolean readFractionAndExponent(int start) {
       if (pos < s.length() && s.charAt(pos) == '.') {
-        integral = false;
         pos++;
         if (pos >= s.length() || !isDigit(s.charAt(pos))) {
           throw error("expected a digit after the decimal point");
@@ -587,7 +671,6 @@ public final class Json {
         skipDigits();
       }
       if (pos < s.length() && (s.charAt(pos) == 'e' || s.charAt(pos) == 'E')) {
-        integral = false;
         pos++;
         if (pos < s.length() && (s.charAt(pos) == '+' || s.charAt(pos) == '-')) {
           pos++;
@@ -597,13 +680,19 @@ public final class Json {
         }
         skipDigits();
       }
+      return literal(start, false);
+    }
+
+    /** The value of the number literal from {@code start} to {@code pos}, from its text. */
+    private boolean literal(int start, boolean integral) {
       if (pos - start > MAX_NUMBER_CHARS) {
         throw new JsonException("number longer than " + MAX_NUMBER_CHARS + " characters", start);
       }
       String lit = s.substring(start, pos);
       if (integral && lit.length() <= 20) {
         try {
-          return Long.parseLong(lit);
+          number = Long.parseLong(lit);
+          return true;
         } catch (NumberFormatException overflow) {
           // falls through to double
         }
@@ -612,7 +701,8 @@ public final class Json {
       if (Double.isInfinite(d)) {
         throw new JsonException("number out of range: " + shorten(lit), start);
       }
-      return d;
+      fraction = d;
+      return false;
     }
 
     void skipDigits() {
@@ -632,6 +722,34 @@ public final class Json {
 
   private static String shorten(String s) {
     return s.length() > 40 ? s.substring(0, 40) + "..." : s;
+  }
+
+  /**
+   * A parsed array of integers in int range: an unmodifiable list of {@link Long}, as every
+   * parsed array of integers is, held as ints and boxed when read.
+   */
+  private static final class IntList extends AbstractList<Object> implements RandomAccess {
+    private final int[] values;
+    private final int size;
+
+    IntList(int[] values, int size) {
+      this.values = values;
+      this.size = size;
+    }
+
+    @Override
+    public Object get(int index) {
+      return Long.valueOf(values[Objects.checkIndex(index, size)]);
+    }
+
+    @Override
+    public int size() {
+      return size;
+    }
+
+    int[] toIntArray() {
+      return Arrays.copyOf(values, size);
+    }
   }
 
   /** The input is not strict JSON, exceeds a limit, or does not have the expected shape. */
