@@ -27,7 +27,9 @@ import java.util.RandomAccess;
  * exceeded limit throws {@link JsonException} with the offset of the problem; no other exception
  * escapes {@link #parse} for any input.
  *
- * <p>Stateless and thread-safe; parsed maps and lists are unmodifiable. An array whose
+ * <p>Thread-safe; parsed maps and lists are unmodifiable. Object keys of up to 32 characters
+ * are kept in a small cache shared by all parses, so the keys that every chunk of a stream
+ * repeats are not allocated again. An array whose
  * elements are all integers in int range (token ids, the common case) is held as an {@code int}
  * array behind its list, which boxes an element only when it is read; {@link #asIntArray} copies
  * it without boxing.
@@ -355,6 +357,15 @@ public final class Json {
 
   // ---------------------------------------------------------------- reader
 
+  /** The longest object key kept in {@link #KEYS}. */
+  private static final int MAX_KEPT_KEY = 32;
+
+  /**
+   * Object keys read lately, by hash: shared by all parses without a lock, since a string is
+   * immutable and safely published (a race only costs a miss).
+   */
+  private static final String[] KEYS = new String[512];
+
   private static final class Reader {
     final String s;
     final int maxDepth;
@@ -437,7 +448,7 @@ public final class Json {
           throw error("expected a string key");
         }
         int keyPos = pos;
-        String key = readString();
+        String key = readKey();
         skipWhitespace();
         if (pos >= s.length() || s.charAt(pos) != ':') {
           throw error("expected ':' after key");
@@ -523,6 +534,38 @@ public final class Json {
         throw error("expected ',' or '" + close + "' in " + what);
       }
       return false;
+    }
+
+    /**
+     * An object's key, as {@link #readString} reads it; a key of up to {@link #MAX_KEPT_KEY}
+     * characters with no escape is taken from {@link #KEYS} when it is there (the same keys come
+     * in every chunk of a stream and every request), else kept there: no string to allocate and
+     * its hash already computed for the map.
+     */
+    String readKey() {
+      final String s = this.s;
+      final int start = pos + 1;
+      final int end = Math.min(s.length(), start + MAX_KEPT_KEY + 1);
+      int h = 0;
+      for (int p = start; p < end; p++) {
+        char c = s.charAt(p);
+        if (c == '"') {
+          int n = p - start;
+          int slot = (h ^ (h >>> 16)) & (KEYS.length - 1);
+          String k = KEYS[slot];
+          if (k == null || k.length() != n || !s.regionMatches(start, k, 0, n)) {
+            k = s.substring(start, p);
+            KEYS[slot] = k;
+          }
+          pos = p + 1;
+          return k;
+        }
+        if (c == '\\' || c < 0x20) {
+          break;
+        }
+        h = 31 * h + c;
+      }
+      return readString(); // escapes, a long key, or an error: the general way
     }
 
     String readString() {

@@ -11,6 +11,7 @@ import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.regex.Pattern;
 import net.jqwik.api.Arbitraries;
 import net.jqwik.api.Arbitrary;
@@ -27,7 +28,8 @@ import net.jqwik.api.Provide;
  * {@code Double}; out of the double range, or longer than 400 characters, rejected), and
  * {@link Legacy}, the reader's number scanning as it was when every number went through its
  * text, for the message and offset of each rejection. Arrays of int-range integers (held as
- * ints) are compared with the same elements read as a general array.
+ * ints) are compared with the same elements read as a general array, and object keys (kept in
+ * a shared cache) with the same strings read as values.
  */
 class JsonNumberProperties {
 
@@ -148,6 +150,56 @@ class JsonNumberProperties {
         assertThrows(Json.JsonException.class, () -> Json.parse("[1,2 3]")).getMessage());
     assertEquals("truncated number at offset 6",
         assertThrows(Json.JsonException.class, () -> Json.parse("[1,2,-")).getMessage());
+  }
+
+  @Property(tries = 1000)
+  void aKeyReadsAsTheSameStringAsAValue(@ForAll("stringTexts") String text) {
+    // with nothing after it, a string that is not well formed fails in an object as in an array
+    Json.JsonException inArray = assertThrows(Json.JsonException.class, () -> Json.parse("[" + text));
+    if (!inArray.getMessage().startsWith("unexpected end of input inside an array")) {
+      Json.JsonException inObject = assertThrows(Json.JsonException.class,
+          () -> Json.parse("{" + text), text);
+      assertEquals(inArray.getMessage(), inObject.getMessage(), text);
+      return;
+    }
+    Object asValue = ((List<?>) Json.parse("[" + text + "]")).get(0);
+    Map<?, ?> m = (Map<?, ?>) Json.parse("{" + text + ":1}");
+    assertEquals(Map.of(asValue, 1L), m, text);
+    assertEquals(asValue, m.keySet().iterator().next(), text);
+  }
+
+  @Example
+  void keysReadOnManyThreadsAreTheirOwn() throws Exception {
+    // many keys in few slots of the shared key cache, read at once on four threads
+    List<String> docs = new ArrayList<>();
+    for (int i = 0; i < 4000; i++) {
+      docs.add("{\"k" + i + "\":" + i + ",\"key " + (i % 7) + "\":[" + i + "]}");
+    }
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(4);
+    try {
+      List<java.util.concurrent.Future<Integer>> done = new ArrayList<>();
+      for (int t = 0; t < 4; t++) {
+        int shift = t;
+        done.add(pool.submit(() -> {
+          int checked = 0;
+          for (int round = 0; round < 5; round++) {
+            for (int j = 0; j < docs.size(); j++) {
+              int i = (j + 1000 * shift) % docs.size();
+              Map<?, ?> m = (Map<?, ?>) Json.parse(docs.get(i));
+              assertEquals(List.of("k" + i, "key " + (i % 7)), new ArrayList<>(m.keySet()));
+              assertEquals((long) i, m.get("k" + i));
+              checked++;
+            }
+          }
+          return checked;
+        }));
+      }
+      for (java.util.concurrent.Future<Integer> f : done) {
+        assertEquals(5 * docs.size(), f.get());
+      }
+    } finally {
+      pool.shutdownNow();
+    }
   }
 
   // ------------------------------------------------------------------ references
@@ -384,6 +436,17 @@ class JsonNumberProperties {
           }
           return b.append(e).toString();
         });
+  }
+
+  @Provide
+  Arbitrary<String> stringTexts() {
+    Arbitrary<String> piece = Arbitraries.frequencyOf(
+        net.jqwik.api.Tuple.of(10, Arbitraries.strings().withCharRange('a', 'z').ofMaxLength(12)),
+        net.jqwik.api.Tuple.of(2, Arbitraries.of("\\n", "\\\"", "\\\\", "\\u0041", "\\ud83d\\ude00",
+            "\\ud83d", "\\x", "\\u12", "\\", "\u0001", "\t", " ", "\u00e9", "\ud83d\ude00")),
+        net.jqwik.api.Tuple.of(1, Arbitraries.integers().between(28, 40).map("k"::repeat)));
+    return piece.list().ofMaxSize(4).map(l -> "\"" + String.join("", l))
+        .flatMap(t -> Arbitraries.of(t + "\"", t + "\"", t + "\"", t));
   }
 
   @Provide
