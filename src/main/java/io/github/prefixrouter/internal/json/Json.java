@@ -367,6 +367,9 @@ public final class Json {
   private static final String[] KEYS = new String[512];
 
   private static final class Reader {
+    /** {@link #smallInt}'s answer when there is no small integer at the position. */
+    static final long NOT_SMALL = Long.MIN_VALUE;
+
     final String s;
     final int maxDepth;
     int pos;
@@ -481,6 +484,17 @@ public final class Json {
       Object other;
       while (true) {
         skipWhitespace();
+        long small = smallInt();
+        if (small != NOT_SMALL) {
+          if (n == ints.length) {
+            ints = Arrays.copyOf(ints, 2 * n);
+          }
+          ints[n++] = (int) small;
+          if (closes(']', "an array")) {
+            return new IntList(ints, n);
+          }
+          continue;
+        }
         char c = pos < s.length() ? s.charAt(pos) : ' ';
         if (c == '-' || (c >= '0' && c <= '9')) {
           if (!readNumber()) {
@@ -650,6 +664,47 @@ public final class Json {
         pos++;
       }
       return v;
+    }
+
+    /**
+     * The integer of 1 to 9 digits at {@code pos} (the common token id), {@code pos} then after
+     * it; or {@link #NOT_SMALL}, {@code pos} unchanged, for anything else (a longer number, a
+     * fraction, an exponent, a leading zero, no number at all), which {@link #readNumber} or
+     * {@link #readValue} then reads or rejects.
+     */
+    long smallInt() {
+      final String s = this.s;
+      final int len = s.length();
+      int p = pos;
+      if (p >= len) {
+        return NOT_SMALL;
+      }
+      char c = s.charAt(p);
+      final boolean negative = c == '-';
+      if (negative) {
+        if (++p >= len) {
+          return NOT_SMALL;
+        }
+        c = s.charAt(p);
+      }
+      int d = c - '0';
+      if (d < 0 || d > 9) {
+        return NOT_SMALL;
+      }
+      int v = d;
+      p++;
+      if (d != 0) {
+        final int end = Math.min(len, p + 8);
+        while (p < end && (d = s.charAt(p) - '0') >= 0 && d <= 9) {
+          v = 10 * v + d;
+          p++;
+        }
+      }
+      if (p < len && ((c = s.charAt(p)) == '.' || c == 'e' || c == 'E' || (c >= '0' && c <= '9'))) {
+        return NOT_SMALL;
+      }
+      pos = p;
+      return negative ? -v : v;
     }
 
     /**
