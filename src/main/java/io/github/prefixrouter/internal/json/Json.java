@@ -27,12 +27,12 @@ import java.util.RandomAccess;
  * exceeded limit throws {@link JsonException} with the offset of the problem; no other exception
  * escapes {@link #parse} for any input.
  *
- * <p>Thread-safe; parsed maps and lists are unmodifiable. Object keys of up to 32 characters
- * are kept in a small cache shared by all parses, so the keys that every chunk of a stream
- * repeats are not allocated again. An array whose
- * elements are all integers in int range (token ids, the common case) is held as an {@code int}
- * array behind its list, which boxes an element only when it is read; {@link #asIntArray} copies
- * it without boxing.
+ * <p>Thread-safe; parsed maps and lists are unmodifiable. An array whose elements are all
+ * integers in int range (token ids, the common case) is held as an {@code int} array behind its
+ * list, which boxes an element only when it is read; {@link #asIntArray} copies it without
+ * boxing. Object keys of up to 32 characters with no escape are kept in a small cache shared by
+ * all parses, so the keys that every chunk of a stream and every request repeat are not
+ * allocated again.
  */
 public final class Json {
 
