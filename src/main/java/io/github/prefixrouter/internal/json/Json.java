@@ -523,6 +523,11 @@ public final class Json {
         l.add(Long.valueOf(ints[i]));
       }
       l.add(other);
+      return readElements(l, depth);
+    }
+
+    /** The rest of an array after its elements {@code l}, at the ',' or ']' that follows. */
+    private List<Object> readElements(ArrayList<Object> l, int depth) {
       while (!closes(']', "an array")) {
         skipWhitespace();
         l.add(readValue(depth));
