@@ -1,12 +1,15 @@
 package io.github.prefixrouter.internal.json;
 
 import java.math.BigDecimal;
+import java.util.AbstractList;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.RandomAccess;
 
 /**
  * A small, strict JSON (RFC 8259) reader and writer with hard limits, used by the
@@ -24,7 +27,12 @@ import java.util.Objects;
  * exceeded limit throws {@link JsonException} with the offset of the problem; no other exception
  * escapes {@link #parse} for any input.
  *
- * <p>Stateless and thread-safe; parsed maps and lists are unmodifiable.
+ * <p>Thread-safe; parsed maps and lists are unmodifiable. An array whose elements are all
+ * integers in int range (token ids, the common case) is held as an {@code int} array behind its
+ * list, which boxes an element only when it is read; {@link #asIntArray} copies it without
+ * boxing. Object keys of up to 32 characters with no escape are kept in a small cache shared by
+ * all parses, so the keys that every chunk of a stream and every request repeat are not
+ * allocated again.
  */
 public final class Json {
 
@@ -124,6 +132,8 @@ public final class Json {
       sb.append(bd.toString());
     } else if (v instanceof Number n) {
       sb.append(n.longValue());
+    } else if (v instanceof IntList l) {
+      write(sb, l.toIntArray(), depth);
     } else if (v instanceof int[] a) {
       sb.append('[');
       for (int i = 0; i < a.length; i++) {
@@ -312,10 +322,18 @@ public final class Json {
    * @return the value as a new int array
    */
   public static int[] asIntArray(Object value, String what) {
+    if (value instanceof IntList l) {
+      return l.toIntArray();
+    }
     List<?> l = asList(value, what);
     int[] out = new int[l.size()];
     for (int i = 0; i < out.length; i++) {
-      out[i] = asInt(l.get(i), what + "[" + i + "]");
+      Object e = l.get(i);
+      if (e instanceof Long x && x >= Integer.MIN_VALUE && x <= Integer.MAX_VALUE) {
+        out[i] = x.intValue();
+      } else {
+        out[i] = asInt(e, what + "[" + i + "]"); // throws, naming the element
+      }
     }
     return out;
   }
@@ -339,10 +357,26 @@ public final class Json {
 
   // ---------------------------------------------------------------- reader
 
+  /** The longest object key kept in {@link #KEYS}. */
+  private static final int MAX_KEPT_KEY = 32;
+
+  /**
+   * Object keys read lately, by hash: shared by all parses without a lock, since a string is
+   * immutable and safely published (a race only costs a miss).
+   */
+  private static final String[] KEYS = new String[512];
+
   private static final class Reader {
+    /** {@link #smallInt}'s answer when there is no small integer at the position. */
+    static final long NOT_SMALL = Long.MIN_VALUE;
+
     final String s;
     final int maxDepth;
     int pos;
+    /** The last number read, when it was an integer that fits a long. */
+    long number;
+    /** The last number read, when it was not. */
+    double fraction;
 
     Reader(String s, int maxDepth) {
       this.s = s;
@@ -387,7 +421,7 @@ public final class Json {
           return NULL;
         default:
           if (c == '-' || (c >= '0' && c <= '9')) {
-            return readNumber();
+            return readNumber() ? (Object) Long.valueOf(number) : (Object) Double.valueOf(fraction);
           }
           throw error("unexpected character '" + printable(c) + "', expected a value");
       }
@@ -417,7 +451,7 @@ public final class Json {
           throw error("expected a string key");
         }
         int keyPos = pos;
-        String key = readString();
+        String key = readKey();
         skipWhitespace();
         if (pos >= s.length() || s.charAt(pos) != ':') {
           throw error("expected ':' after key");
@@ -439,19 +473,66 @@ public final class Json {
         throw error("nesting deeper than " + maxDepth);
       }
       pos++; // '['
-      ArrayList<Object> l = new ArrayList<>();
       skipWhitespace();
       if (pos < s.length() && s.charAt(pos) == ']') {
         pos++;
-        return Collections.unmodifiableList(l);
+        return Collections.unmodifiableList(new ArrayList<>());
       }
+      // while every element is an integer in int range, they go to an int array, unboxed
+      int[] ints = new int[8];
+      int n = 0;
+      Object other;
       while (true) {
         skipWhitespace();
-        l.add(readValue(depth));
-        if (closes(']', "an array")) {
-          return Collections.unmodifiableList(l);
+        long small = smallInt();
+        if (small != NOT_SMALL) {
+          if (n == ints.length) {
+            ints = Arrays.copyOf(ints, 2 * n);
+          }
+          ints[n++] = (int) small;
+          if (closes(']', "an array")) {
+            return new IntList(ints, n);
+          }
+          continue;
+        }
+        char c = pos < s.length() ? s.charAt(pos) : ' ';
+        if (c == '-' || (c >= '0' && c <= '9')) {
+          if (!readNumber()) {
+            other = fraction;
+            break;
+          }
+          if ((int) number != number) {
+            other = number;
+            break;
+          }
+          if (n == ints.length) {
+            ints = Arrays.copyOf(ints, 2 * n);
+          }
+          ints[n++] = (int) number;
+          if (closes(']', "an array")) {
+            return new IntList(ints, n);
+          }
+        } else {
+          other = readValue(depth);
+          break;
         }
       }
+      // an element of another kind: the elements so far, boxed, and the rest as they come
+      ArrayList<Object> l = new ArrayList<>(Math.max(10, n + 1));
+      for (int i = 0; i < n; i++) {
+        l.add(Long.valueOf(ints[i]));
+      }
+      l.add(other);
+      return readElements(l, depth);
+    }
+
+    /** The rest of an array after its elements {@code l}, at the ',' or ']' that follows. */
+    private List<Object> readElements(ArrayList<Object> l, int depth) {
+      while (!closes(']', "an array")) {
+        skipWhitespace();
+        l.add(readValue(depth));
+      }
+      return Collections.unmodifiableList(l);
     }
 
     /**
@@ -472,6 +553,38 @@ public final class Json {
         throw error("expected ',' or '" + close + "' in " + what);
       }
       return false;
+    }
+
+    /**
+     * An object's key, as {@link #readString} reads it; a key of up to {@link #MAX_KEPT_KEY}
+     * characters with no escape is taken from {@link #KEYS} when it is there (the same keys come
+     * in every chunk of a stream and every request), else kept there: no string to allocate and
+     * its hash already computed for the map.
+     */
+    String readKey() {
+      final String s = this.s;
+      final int start = pos + 1;
+      final int end = Math.min(s.length(), start + MAX_KEPT_KEY + 1);
+      int h = 0;
+      for (int p = start; p < end; p++) {
+        char c = s.charAt(p);
+        if (c == '"') {
+          int n = p - start;
+          int slot = (h ^ (h >>> 16)) & (KEYS.length - 1);
+          String k = KEYS[slot];
+          if (k == null || k.length() != n || !s.regionMatches(start, k, 0, n)) {
+            k = s.substring(start, p);
+            KEYS[slot] = k;
+          }
+          pos = p + 1;
+          return k;
+        }
+        if (c == '\\' || c < 0x20) {
+          break;
+        }
+        h = 31 * h + c;
+      }
+      return readString(); // escapes, a long key, or an error: the general way
     }
 
     String readString() {
@@ -558,28 +671,102 @@ public final class Json {
       return v;
     }
 
-    Object readNumber() {
-      int start = pos;
-      if (s.charAt(pos) == '-') {
-        pos++;
+    /**
+     * The integer of 1 to 9 digits at {@code pos} (the common token id), {@code pos} then after
+     * it; or {@link #NOT_SMALL}, {@code pos} unchanged, for anything else (a longer number, a
+     * fraction, an exponent, a leading zero, no number at all), which {@link #readNumber} or
+     * {@link #readValue} then reads or rejects.
+     */
+    long smallInt() {
+      final String s = this.s;
+      final int len = s.length();
+      int p = pos;
+      if (p >= len) {
+        return NOT_SMALL;
       }
-      if (pos >= s.length()) {
-        throw error("truncated number");
+      char c = s.charAt(p);
+      final boolean negative = c == '-';
+      if (negative) {
+        if (++p >= len) {
+          return NOT_SMALL;
+        }
+        c = s.charAt(p);
       }
-      char c = s.charAt(pos);
+      int d = c - '0';
+      if (d < 0 || d > 9) {
+        return NOT_SMALL;
+      }
+      int v = d;
+      p++;
+      if (d != 0) {
+        final int end = Math.min(len, p + 8);
+        while (p < end && (d = s.charAt(p) - '0') >= 0 && d <= 9) {
+          v = 10 * v + d;
+          p++;
+        }
+      }
+      if (p < len && ((c = s.charAt(p)) == '.' || c == 'e' || c == 'E' || (c >= '0' && c <= '9'))) {
+        return NOT_SMALL;
+      }
+      pos = p;
+      return negative ? -v : v;
+    }
+
+    /**
+     * Reads the number at {@code pos}: true if it is an integer that fits a long, left in
+     * {@link #number}; false if not, its double left in {@link #fraction}. The integer part's
+     * digits go straight into a long; a fraction, an exponent, or 19 digits or more take the
+     * literal's text through {@link Long#parseLong} and {@link Double#parseDouble}.
+     */
+    boolean readNumber() {
+      final String s = this.s;
+      final int len = s.length();
+      final int start = pos;
+      int p = start;
+      boolean negative = s.charAt(p) == '-';
+      if (negative) {
+        p++;
+        if (p >= len) {
+          pos = p;
+          throw error("truncated number");
+        }
+      }
+      final int digits = p;
+      char c = s.charAt(p);
+      long v;
       if (c == '0') {
-        pos++;
-        if (pos < s.length() && isDigit(s.charAt(pos))) {
+        p++;
+        if (p < len && isDigit(s.charAt(p))) {
+          pos = p;
           throw error("leading zero in a number");
         }
+        v = 0;
       } else if (c >= '1' && c <= '9') {
-        skipDigits();
+        v = c - '0';
+        p++;
+        // past 18 digits v may wrap: it is then not used
+        while (p < len && (c = s.charAt(p)) >= '0' && c <= '9') {
+          v = 10 * v + (c - '0');
+          p++;
+        }
       } else {
+        pos = p;
         throw error("expected a digit");
       }
-      boolean integral = true;
+      pos = p;
+      if (p < len && ((c = s.charAt(p)) == '.' || c == 'e' || c == 'E')) {
+        return readFractionAndExponent(start);
+      }
+      if (p - digits <= 18) {
+        number = negative ? -v : v;
+        return true;
+      }
+      return literal(start, true);
+    }
+
+    /** The rest of a number at {@code pos}, a fraction and/or an exponent, and its value. */
+    private boolean readFractionAndExponent(int start) {
       if (pos < s.length() && s.charAt(pos) == '.') {
-        integral = false;
         pos++;
         if (pos >= s.length() || !isDigit(s.charAt(pos))) {
           throw error("expected a digit after the decimal point");
@@ -587,7 +774,6 @@ public final class Json {
         skipDigits();
       }
       if (pos < s.length() && (s.charAt(pos) == 'e' || s.charAt(pos) == 'E')) {
-        integral = false;
         pos++;
         if (pos < s.length() && (s.charAt(pos) == '+' || s.charAt(pos) == '-')) {
           pos++;
@@ -597,13 +783,19 @@ public final class Json {
         }
         skipDigits();
       }
+      return literal(start, false);
+    }
+
+    /** The value of the number literal from {@code start} to {@code pos}, from its text. */
+    private boolean literal(int start, boolean integral) {
       if (pos - start > MAX_NUMBER_CHARS) {
         throw new JsonException("number longer than " + MAX_NUMBER_CHARS + " characters", start);
       }
       String lit = s.substring(start, pos);
       if (integral && lit.length() <= 20) {
         try {
-          return Long.parseLong(lit);
+          number = Long.parseLong(lit);
+          return true;
         } catch (NumberFormatException overflow) {
           // falls through to double
         }
@@ -612,7 +804,8 @@ public final class Json {
       if (Double.isInfinite(d)) {
         throw new JsonException("number out of range: " + shorten(lit), start);
       }
-      return d;
+      fraction = d;
+      return false;
     }
 
     void skipDigits() {
@@ -632,6 +825,34 @@ public final class Json {
 
   private static String shorten(String s) {
     return s.length() > 40 ? s.substring(0, 40) + "..." : s;
+  }
+
+  /**
+   * A parsed array of integers in int range: an unmodifiable list of {@link Long}, as every
+   * parsed array of integers is, held as ints and boxed when read.
+   */
+  private static final class IntList extends AbstractList<Object> implements RandomAccess {
+    private final int[] values;
+    private final int size;
+
+    IntList(int[] values, int size) {
+      this.values = values;
+      this.size = size;
+    }
+
+    @Override
+    public Object get(int index) {
+      return Long.valueOf(values[Objects.checkIndex(index, size)]);
+    }
+
+    @Override
+    public int size() {
+      return size;
+    }
+
+    int[] toIntArray() {
+      return Arrays.copyOf(values, size);
+    }
   }
 
   /** The input is not strict JSON, exceeds a limit, or does not have the expected shape. */
