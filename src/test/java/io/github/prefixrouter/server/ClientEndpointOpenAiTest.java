@@ -25,6 +25,7 @@ import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.EngineTimeoutException;
+import io.github.prefixrouter.testing.Await;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -43,7 +44,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -137,16 +137,8 @@ class ClientEndpointOpenAiTest {
         HttpResponse.BodyHandlers.ofString());
   }
 
-  private static void await(BooleanSupplier condition, String what) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (!condition.getAsBoolean() && System.nanoTime() < deadline) {
-      Thread.sleep(5);
-    }
-    assertTrue(condition.getAsBoolean(), what);
-  }
-
   private void awaitSubmitted(int n) throws InterruptedException {
-    await(() -> futures.size() >= n, n + " requests submitted");
+    Await.until(() -> futures.size() >= n, n + " requests submitted");
   }
 
   private static InferenceResponse response(String id, int[] tokens, String text, int cached) {
@@ -497,7 +489,7 @@ class ClientEndpointOpenAiTest {
         "created", NOW, "model", "base", "choices", List.of(),
         "usage", ordered("prompt_tokens", 30L, "completion_tokens", 5L, "total_tokens", 35L,
             "prompt_tokens_details", Map.of("cached_tokens", 12L))), chunks.get(4));
-    await(() -> endpoint.openStreams() == 0 && endpoint.inFlight() == 0, "the stream is closed");
+    Await.until(() -> endpoint.openStreams() == 0 && endpoint.inFlight() == 0, "the stream is closed");
 
     // the same output not streamed: the chunks joined are its text, the usage its count
     CompletableFuture<HttpResponse<String>> whole = postAsync(ClientEndpoint.OPENAI_CHAT,
@@ -597,7 +589,7 @@ class ClientEndpointOpenAiTest {
     assertEquals(Map.of("error", ordered("message", "request solo-c2: late", "type", "server_error",
         "param", Json.NULL, "code", "timeout")), Sse.next(in));
     assertNull(Sse.next(in), "the stream ends after the error, without [DONE]");
-    await(() -> endpoint.inFlight() == 0 && endpoint.openStreams() == 0, "all released");
+    Await.until(() -> endpoint.inFlight() == 0 && endpoint.openStreams() == 0, "all released");
   }
 
   @Test
@@ -677,7 +669,7 @@ class ClientEndpointOpenAiTest {
     tokenizer.mode = FakeTokenizer.Mode.NEVER;
     CompletableFuture<HttpResponse<String>> first = postAsync(ClientEndpoint.OPENAI_CHAT,
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
-    await(() -> tokenizer.calls.size() == 1, "tokenizing");
+    Await.until(() -> tokenizer.calls.size() == 1, "tokenizing");
     // the tokenization holds the only in-flight slot, as a request would
     assertEquals(1, endpoint.inFlight());
     HttpResponse<String> busy = post(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":[1]}");
@@ -690,7 +682,7 @@ class ClientEndpointOpenAiTest {
     assertEquals("tokenizer_timeout", error.get("code"));
     assertEquals("server_error", error.get("type"));
     assertTrue(tokenizer.calls.get(0).future().isCancelled(), "the tokenizer's call is cancelled");
-    await(() -> endpoint.inFlight() == 0, "the slot is released");
+    Await.until(() -> endpoint.inFlight() == 0, "the slot is released");
     assertEquals(0, endpoint.tokenizationsUnderWay());
     assertEquals(1L, clientStats().get("tokenize_failures"));
     assertTrue(requests.isEmpty());
@@ -707,7 +699,7 @@ class ClientEndpointOpenAiTest {
     tokenizer.mode = FakeTokenizer.Mode.NEVER;
     CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_COMPLETIONS,
         "{\"prompt\":\"x\"}");
-    await(() -> endpoint.tokenizationsUnderWay() == 1, "tokenizing");
+    Await.until(() -> endpoint.tokenizationsUnderWay() == 1, "tokenizing");
     assertEquals(1, endpoint.inFlight());
     endpoint.stop();
     assertEquals(0, endpoint.tokenizationsUnderWay());

@@ -24,6 +24,7 @@ import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InvalidRequestException;
+import io.github.prefixrouter.testing.Await;
 import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -45,7 +46,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -117,16 +117,8 @@ class ClientEndpointStreamTest {
         HttpResponse.BodyHandlers.ofString()).get(20, TimeUnit.SECONDS);
   }
 
-  private static void await(BooleanSupplier condition, String what) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (!condition.getAsBoolean() && System.nanoTime() < deadline) {
-      Thread.sleep(5);
-    }
-    assertTrue(condition.getAsBoolean(), what);
-  }
-
   private void awaitSubmitted(int n) throws InterruptedException {
-    await(() -> futures.size() >= n, n + " requests submitted");
+    Await.until(() -> futures.size() >= n, n + " requests submitted");
   }
 
   private static String stream(String prompt) {
@@ -191,7 +183,7 @@ class ClientEndpointStreamTest {
     expected.put("cached_tokens", 16L);
     expected.put("reason", "LOCAL_ONLY_POLICY");
     assertEquals(expected, events.get(4));
-    await(() -> endpoint.openStreams() == 0, "the stream is closed");
+    Await.until(() -> endpoint.openStreams() == 0, "the stream is closed");
   }
 
   @Test
@@ -307,7 +299,7 @@ class ClientEndpointStreamTest {
     assertEquals(500, resp.statusCode());
     assertEquals(Map.of("id", "q1", "error", "the answer cannot be written as JSON"),
         Json.parse(new String(resp.body().readAllBytes(), StandardCharsets.UTF_8)));
-    await(() -> futures.get(0).isCancelled(), "the request was not cancelled");
+    Await.until(() -> futures.get(0).isCancelled(), "the request was not cancelled");
 
     CompletableFuture<HttpResponse<InputStream>> second = postStreaming(stream("[2]"));
     awaitSubmitted(2);
@@ -320,7 +312,7 @@ class ClientEndpointStreamTest {
     assertEquals(Map.of("message", "the answer cannot be written as JSON", "type", "internal",
         "status", 500L), error);
     assertNull(Sse.next(in));
-    await(() -> futures.get(1).isCancelled(), "the request was not cancelled");
+    Await.until(() -> futures.get(1).isCancelled(), "the request was not cancelled");
     // and a failure's message that JSON cannot carry as it is
     CompletableFuture<HttpResponse<InputStream>> third = postStreaming(stream("[3]"));
     awaitSubmitted(3);
@@ -388,10 +380,10 @@ class ClientEndpointStreamTest {
       Thread.sleep(20);
     }
     assertTrue(f.isCancelled(), "the request was not cancelled");
-    await(() -> endpoint.openStreams() == 0, "the stream is forgotten");
+    Await.until(() -> endpoint.openStreams() == 0, "the stream is forgotten");
     assertEquals(0L, endpoint.slowConnectionsClosed(), "a disconnect is not a slow client");
     assertEquals(1L, endpoint.streamsCancelled());
-    await(() -> endpoint.inFlight() == 0, "no request in flight");
+    Await.until(() -> endpoint.inFlight() == 0, "no request in flight");
   }
 
   @Test
@@ -407,9 +399,9 @@ class ClientEndpointStreamTest {
     }
     // had a piece waited for the client, the deadline would have cut it off by now
     assertEquals(0L, endpoint.slowConnectionsClosed(), "the listener waited for the client");
-    await(() -> endpoint.slowConnectionsClosed() == 1, "the client was not cut off");
-    await(() -> futures.get(0).isCancelled(), "the request was not cancelled");
-    await(() -> endpoint.openStreams() == 0, "the stream is forgotten");
+    Await.until(() -> endpoint.slowConnectionsClosed() == 1, "the client was not cut off");
+    Await.until(() -> futures.get(0).isCancelled(), "the request was not cancelled");
+    Await.until(() -> endpoint.openStreams() == 0, "the stream is forgotten");
     assertEquals(1L, endpoint.streamsCancelled());
     s.close();
     // the endpoint still streams to others

@@ -91,19 +91,10 @@ class LoadDriverTest {
             + "data: {\"id\":\"load-0\",\"error\":{\"message\":\"m\",\"type\":\"timeout\","
             + "\"status\":504}}\n\n",
         "data: {\"id\":\"load-0\",\"token_ids\":[1],\"text\":\"a\"}\n\n")) {
-      byte[] b = body.getBytes(java.nio.charset.StandardCharsets.UTF_8);
-      try (StallingHttpPeer fake = new StallingHttpPeer("HTTP/1.1 200 OK\r\nContent-Type: "
-          + "text/event-stream\r\nConnection: close\r\nContent-Length: " + b.length + "\r\n\r\n"
-          + body)) {
-        LoadDriver d = LoadDriver.builder().endpoints(List.of("127.0.0.1:" + fake.port()))
-            .concurrency(1).stream(true).requestTimeout(java.time.Duration.ofSeconds(5)).build();
-        LoadDriver.Result r = java.util.concurrent.CompletableFuture.supplyAsync(
-            () -> d.run(prompts(1))).get(30, java.util.concurrent.TimeUnit.SECONDS);
-        LoadDriver.Sample s = r.samples().get(0);
-        assertTrue(s.error() != null && (s.error().contains("timeout")
-            || s.error().contains("without [DONE]")), s.error());
-        assertTrue(s.firstPieceNanos() > 0);
-      }
+      LoadDriver.Sample s = streamedAnswer(body);
+      assertTrue(s.error() != null && (s.error().contains("timeout")
+          || s.error().contains("without [DONE]")), s.error());
+      assertTrue(s.firstPieceNanos() > 0);
     }
   }
 

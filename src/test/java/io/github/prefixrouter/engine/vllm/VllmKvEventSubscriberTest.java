@@ -14,6 +14,7 @@ import io.github.prefixrouter.engine.vllm.RecordingSink.Call;
 import io.github.prefixrouter.internal.zmq.HostilePeer;
 import io.github.prefixrouter.internal.zmq.ZmtpBytes;
 import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.testing.Await;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
@@ -22,8 +23,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ThreadFactory;
-import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -75,16 +74,6 @@ class VllmKvEventSubscriberTest {
     return s;
   }
 
-  private static void await(BooleanSupplier condition, String what) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out waiting until " + what);
-      }
-      Thread.sleep(5);
-    }
-  }
-
   /** The calls after the first {@code skip}. */
   private List<Call> callsAfter(int skip) {
     List<Call> c = sink.calls();
@@ -106,7 +95,7 @@ class VllmKvEventSubscriberTest {
       vllm.publish(next++);
     }
     long last = next - 1;
-    await(() -> sink.sawLive(last), "the last message arrived");
+    Await.until(() -> sink.sawLive(last), "the last message arrived");
     List<Call> calls = sink.calls();
     long first = calls.get(0).seq();
     assertEquals(last - first + 1, calls.size(), calls.toString());
@@ -134,7 +123,7 @@ class VllmKvEventSubscriberTest {
     vllm.lose(n + 3);
     vllm.publish(n + 4);
     vllm.publish(n + 5);
-    await(() -> sink.sawLive(n + 5), "the message after the gap arrived");
+    Await.until(() -> sink.sawLive(n + 5), "the message after the gap arrived");
     List<Call> after = callsAfter(before);
     assertEquals(6, after.size(), after.toString());
     assertCall(after.get(0), false, n);
@@ -162,7 +151,7 @@ class VllmKvEventSubscriberTest {
       vllm.lose(i);
     }
     vllm.publish(n + 4); // the buffer now holds n + 3 and n + 4
-    await(() -> sink.sawLive(n + 4), "the message after the gap arrived");
+    Await.until(() -> sink.sawLive(n + 4), "the message after the gap arrived");
     List<Call> after = callsAfter(before);
     assertEquals(2, after.size(), after.toString());
     assertCall(after.get(0), true, n + 3);
@@ -179,7 +168,7 @@ class VllmKvEventSubscriberTest {
     vllm.lose(n);
     vllm.lose(n + 1);
     vllm.publish(n + 2);
-    await(() -> sink.sawLive(n + 2), "the message after the gap arrived");
+    Await.until(() -> sink.sawLive(n + 2), "the message after the gap arrived");
     List<Call> after = callsAfter(before);
     assertEquals(1, after.size(), after.toString());
     assertCall(after.get(0), false, n + 2);
@@ -201,7 +190,7 @@ class VllmKvEventSubscriberTest {
     vllm.lose(n);
     vllm.publish(n + 1);
     vllm.publish(n + 2);
-    await(() -> sink.sawLive(n + 2), "the messages after the gap arrived");
+    Await.until(() -> sink.sawLive(n + 2), "the messages after the gap arrived");
     List<Call> after = callsAfter(before);
     assertEquals(2, after.size(), after.toString());
     assertCall(after.get(0), false, n + 1);
@@ -220,11 +209,11 @@ class VllmKvEventSubscriberTest {
     VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
     long n = vllm.publishUntil(0, () -> sink.size() > 0);
     vllm.restartPublisher();
-    await(() -> s.stats().disconnects() == 1, "the broken connection was counted");
+    Await.until(() -> s.stats().disconnects() == 1, "the broken connection was counted");
     int before = sink.size();
     long m = vllm.publishUntil(n, () -> sink.size() > before);
     vllm.publish(m);
-    await(() -> sink.sawLive(m), "messages arrive over the new connection");
+    Await.until(() -> sink.sawLive(m), "messages arrive over the new connection");
     VllmKvEventSubscriber.Stats st = s.stats();
     assertEquals(2, st.connects());
     assertEquals(1, st.disconnects());
@@ -258,7 +247,7 @@ class VllmKvEventSubscriberTest {
     vllm.send(topic, seq(-5), payload(n));                      // negative sequence number
     vllm.send("kv-events-other".getBytes(StandardCharsets.US_ASCII), seq(n), payload(n));
     vllm.publish(n);
-    await(() -> sink.sawLive(n), "the good message arrived");
+    Await.until(() -> sink.sawLive(n), "the good message arrived");
     List<Call> after = callsAfter(before);
     assertEquals(1, after.size(), after.toString());
     VllmKvEventSubscriber.Stats st = s.stats();
@@ -275,7 +264,7 @@ class VllmKvEventSubscriberTest {
     sink.failOn(seq -> seq == n);
     vllm.publish(n);
     vllm.publish(n + 1);
-    await(() -> sink.sawLive(n + 1), "the message after the failing one arrived");
+    Await.until(() -> sink.sawLive(n + 1), "the message after the failing one arrived");
     assertEquals(1, s.stats().sinkFailures());
     assertEquals(0, s.stats().disconnects());
     assertTrue(threads.get(0).isAlive());
@@ -301,7 +290,7 @@ class VllmKvEventSubscriberTest {
     }
     VllmKvEventSubscriber s = start(builder("tcp://127.0.0.1:" + deadPort)
         .reconnectBackoff(Duration.ofHours(1), Duration.ofHours(1)));
-    await(() -> s.stats().connectFailures() == 1, "the refused connect was counted");
+    Await.until(() -> s.stats().connectFailures() == 1, "the refused connect was counted");
     s.close();
     assertFalse(threads.get(0).isAlive(), "close() does not wait out the backoff");
     assertEquals(1, s.stats().connectFailures());
@@ -331,7 +320,7 @@ class VllmKvEventSubscriberTest {
       HostilePeer.awaitClientClose(in);
     })) {
       VllmKvEventSubscriber s = start(builder("tcp://127.0.0.1:" + peer.port()));
-      await(() -> s.stats().connectFailures() >= 3, "three refused handshakes");
+      Await.until(() -> s.stats().connectFailures() >= 3, "three refused handshakes");
       assertEquals(0, s.stats().connects());
       s.close();
       assertFalse(threads.get(0).isAlive());
@@ -351,7 +340,7 @@ class VllmKvEventSubscriberTest {
     })) {
       VllmKvEventSubscriber s = start(builder("tcp://127.0.0.1:" + peer.port())
           .readTimeout(Duration.ofMillis(200)));
-      await(() -> s.stats().disconnects() >= 2, "two stalled connections were cut");
+      Await.until(() -> s.stats().disconnects() >= 2, "two stalled connections were cut");
       assertTrue(s.stats().connects() >= 2);
       s.close();
       assertFalse(threads.get(0).isAlive());

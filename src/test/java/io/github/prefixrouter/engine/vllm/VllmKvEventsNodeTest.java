@@ -10,12 +10,11 @@ import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
+import io.github.prefixrouter.testing.Await;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.util.List;
 import java.util.SplittableRandom;
-import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import java.util.function.IntSupplier;
 import org.junit.jupiter.api.Test;
 
@@ -74,11 +73,11 @@ class VllmKvEventsNodeTest {
 
         long[] hashes = {0x1111L, 0x2222L, -0x3333L, 0x4444L};
         vllm.publish(seq++, Batches.batch(Batches.stored(null, hashes, system, BLOCK)));
-        await(() -> localMatch.getAsInt() == 4 * BLOCK, "the stored blocks reach the tree");
+        Await.until(() -> localMatch.getAsInt() == 4 * BLOCK, "the stored blocks reach the tree");
 
         // vLLM evicts the third block (and so the fourth, which continues it)
         vllm.publish(seq++, Batches.batch(Batches.removed(-0x3333L)));
-        await(() -> localMatch.getAsInt() == 2 * BLOCK, "the removal reaches the tree");
+        Await.until(() -> localMatch.getAsInt() == 2 * BLOCK, "the removal reaches the tree");
 
         // a message lost on the way (another prompt's blocks) is fetched by replay
         int[] other = tokens(5_000, 2 * BLOCK);
@@ -87,7 +86,7 @@ class VllmKvEventsNodeTest {
         vllm.publish(seq++, Batches.batch(Batches.stored(0x2222L, new long[] {0x7777L},
             java.util.Arrays.copyOfRange(system, 2 * BLOCK, 3 * BLOCK), BLOCK)));
         int[] otherPrompt = concat(other, question);
-        await(() -> localMatch.getAsInt() == 3 * BLOCK
+        Await.until(() -> localMatch.getAsInt() == 3 * BLOCK
                 && local(node.explain(InferenceRequest.of("o", otherPrompt))) == 2 * BLOCK,
             "the replayed and the live message both reach the tree");
         assertEquals(1, sub.stats().replaysRequested());
@@ -97,7 +96,7 @@ class VllmKvEventsNodeTest {
 
         // vLLM resets its prefix cache
         vllm.publish(seq++, Batches.batch(Batches.cleared()));
-        await(() -> localMatch.getAsInt() == 0, "the clear reaches the tree");
+        Await.until(() -> localMatch.getAsInt() == 0, "the clear reaches the tree");
       } finally {
         node.close();
         engine.close();
@@ -122,16 +121,6 @@ class VllmKvEventsNodeTest {
       }
       last = now;
       Thread.sleep(200);
-    }
-  }
-
-  private static void await(BooleanSupplier done, String what) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (!done.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out waiting: " + what);
-      }
-      Thread.sleep(5);
     }
   }
 
