@@ -10,6 +10,7 @@ import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.workload.ChatWorkload;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -75,8 +76,8 @@ public class OpenAiRouteBenchmark {
   @Setup(Level.Trial)
   public void prepare() {
     SplittableRandom rnd = new SplittableRandom(1);
-    String system = words(rnd, systemChars);
-    String user = words(rnd, Math.max(1, systemChars / 10));
+    String system = ChatWorkload.words(rnd, systemChars);
+    String user = ChatWorkload.words(rnd, Math.max(1, systemChars / 10));
     List<LoadDriver.Message> messages = List.of(new LoadDriver.Message("system", system),
         new LoadDriver.Message("user", user));
     Map<String, Object> chat = new LinkedHashMap<>();
@@ -112,19 +113,6 @@ public class OpenAiRouteBenchmark {
   /** The requests the last calls built, for {@link #prepare}'s check. */
   InferenceRequest lastRoute;
   InferenceRequest lastChat;
-
-  private static String words(SplittableRandom rnd, int chars) {
-    StringBuilder b = new StringBuilder();
-    while (b.length() < chars) {
-      b.append(b.length() == 0 ? "" : " ");
-      int len = 2 + rnd.nextInt(7);
-      for (int k = 0; k < len; k++) {
-        b.append((char) ('a' + rnd.nextInt(26)));
-      }
-    }
-    b.setLength(chars);
-    return b.toString();
-  }
 
   /** The token route: its request parsing (as {@code ClientEndpoint.parseRequest}) and answer. */
   @Benchmark

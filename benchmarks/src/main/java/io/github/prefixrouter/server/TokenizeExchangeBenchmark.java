@@ -1,6 +1,7 @@
 package io.github.prefixrouter.server;
 
 import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.workload.ChatWorkload;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -66,8 +67,8 @@ public class TokenizeExchangeBenchmark {
   @Setup(Level.Trial)
   public void start() throws IOException {
     SplittableRandom rnd = new SplittableRandom(7);
-    String system = text(rnd, systemChars);
-    String user = text(rnd, Math.max(1, systemChars / 10));
+    String system = ChatWorkload.words(rnd, systemChars);
+    String user = ChatWorkload.words(rnd, Math.max(1, systemChars / 10));
     messages = List.of(Map.of("role", "system", "content", system),
         Map.of("role", "user", "content", user));
     int n = (system.length() + user.length()) / CHARS_PER_TOKEN;
@@ -103,16 +104,6 @@ public class TokenizeExchangeBenchmark {
   public void stop() {
     server.stop(0);
     ((java.util.concurrent.ExecutorService) server.getExecutor()).shutdownNow();
-  }
-
-  private static String text(SplittableRandom rnd, int chars) {
-    StringBuilder b = new StringBuilder(chars);
-    while (b.length() < chars) {
-      b.append("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod "
-          .split(" ")[rnd.nextInt(11)]).append(' ');
-    }
-    b.setLength(chars);
-    return b.toString();
   }
 
   @Benchmark

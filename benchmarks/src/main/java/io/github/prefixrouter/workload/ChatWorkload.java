@@ -73,7 +73,11 @@ public final class ChatWorkload {
         + "characters, user messages of 60-240)", systems, users);
   }
 
-  private static String words(SplittableRandom rnd, int chars) {
+  /**
+   * English-looking text of exactly {@code chars} characters: common words drawn from
+   * {@code rnd}, separated by spaces (the last one cut to fit).
+   */
+  public static String words(SplittableRandom rnd, int chars) {
     StringBuilder b = new StringBuilder();
     while (b.length() < chars) {
       if (b.length() > 0) {
