@@ -755,7 +755,7 @@ final class ClientEndpoint {
       if (c.getCause() instanceof EngineBusyException) {
         ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
       }
-      respond(ex, OpenAiAnswers.failureStatus(c), OpenAiAnswers.failure(c));
+      respond(ex, failureStatus(c), OpenAiAnswers.failure(c));
     }
   }
 
@@ -800,10 +800,6 @@ final class ClientEndpoint {
 
   /** Answers a failed request with its status ({@link #failureStatus}) and closes the exchange. */
   private static void answerFailure(HttpExchange ex, String id, Throwable c) {
-    if (c instanceof StreamedAnswer.UnwritableException) {
-      respond(ex, 500, Map.of("id", id, "error", String.valueOf(c.getMessage())));
-      return;
-    }
     if (c.getCause() instanceof EngineBusyException) {
       ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
     }
@@ -815,9 +811,13 @@ final class ClientEndpoint {
    * {@code not_running} (503), {@code invalid_request} (400), {@code timeout} (504),
    * {@code failed} (502), as {@link #failureStatus}; {@code output_diverged} (502) when a
    * fallback's output disagreed with what the stream had already given, which the client must
-   * then discard ({@link OutputDivergedException}).
+   * then discard ({@link OutputDivergedException}); {@code internal} (500) when the endpoint
+   * could not write an answer ({@link StreamedAnswer.UnwritableException}).
    */
   static String failureType(Throwable failure) {
+    if (failure instanceof StreamedAnswer.UnwritableException) {
+      return "internal";
+    }
     if (failure instanceof NodeNotRunningException) {
       return "not_running";
     }
@@ -859,9 +859,13 @@ final class ClientEndpoint {
   /**
    * The status of a failed request: 503 when busy everywhere or the node is not running, 400
    * when the engine refused the request as invalid, 504 when the engine did not answer in
-   * time, 502 otherwise.
+   * time, 500 when the endpoint could not write its answer ({@link
+   * StreamedAnswer.UnwritableException}), 502 otherwise.
    */
   static int failureStatus(Throwable failure) {
+    if (failure instanceof StreamedAnswer.UnwritableException) {
+      return 500;
+    }
     Throwable cause = failure.getCause();
     if (failure instanceof NodeNotRunningException || cause instanceof EngineBusyException) {
       return 503;

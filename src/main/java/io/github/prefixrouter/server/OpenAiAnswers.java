@@ -203,17 +203,10 @@ final class OpenAiAnswers {
     return status == 503 ? "overloaded_error" : "server_error";
   }
 
-  /** The status and error of a failed request (as the endpoint's {@code failureStatus}). */
-  static int failureStatus(Throwable failure) {
-    return failure instanceof StreamedAnswer.UnwritableException ? 500
-        : ClientEndpoint.failureStatus(failure);
-  }
-
   /** The error body of a failed request; its {@code code} is the endpoint's failure type. */
   static Map<String, Object> failure(Throwable failure) {
-    String code = failure instanceof StreamedAnswer.UnwritableException ? "internal"
-        : ClientEndpoint.failureType(failure);
-    return error(failureStatus(failure), failure.getMessage(), null, code);
+    return error(ClientEndpoint.failureStatus(failure), failure.getMessage(), null,
+        ClientEndpoint.failureType(failure));
   }
 
   /**

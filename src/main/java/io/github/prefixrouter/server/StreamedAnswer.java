@@ -120,13 +120,10 @@ final class StreamedAnswer implements OutputListener {
 
     @Override
     public byte[] error(Throwable failure) {
-      int status = failure instanceof UnwritableException ? 500
-          : ClientEndpoint.failureStatus(failure);
       Map<String, Object> error = new LinkedHashMap<>();
       error.put("message", ClientEndpoint.safeText(String.valueOf(failure.getMessage())));
-      error.put("type", failure instanceof UnwritableException ? "internal"
-          : ClientEndpoint.failureType(failure));
-      error.put("status", status);
+      error.put("type", ClientEndpoint.failureType(failure));
+      error.put("status", ClientEndpoint.failureStatus(failure));
       Map<String, Object> m = new LinkedHashMap<>();
       m.put("id", id);
       m.put("error", error);
