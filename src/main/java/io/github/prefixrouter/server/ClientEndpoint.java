@@ -879,6 +879,15 @@ final class ClientEndpoint {
     return 502;
   }
 
+  /**
+   * {@code GenerationParams}' message with the API's keys for the Java parameters it names
+   * ({@code maxTokens}, {@code topP}): the client sent the keys, not the parameters.
+   */
+  static String apiKeyNames(String generationParamsMessage) {
+    return String.valueOf(generationParamsMessage).replace("maxTokens", "max_tokens")
+        .replace("topP", "top_p");
+  }
+
   /** A parsed completions request and whether its answer is streamed. */
   private record ParsedRequest(InferenceRequest request, boolean stream) {}
 
@@ -911,9 +920,7 @@ final class ClientEndpoint {
     try {
       params = new GenerationParams(maxTokens, temperature, topP, seed);
     } catch (IllegalArgumentException e) {
-      // the library names the Java parameters; the client sent the API's keys
-      throw new IllegalArgumentException(String.valueOf(e.getMessage())
-          .replace("maxTokens", "max_tokens").replace("topP", "top_p"), e);
+      throw new IllegalArgumentException(apiKeyNames(e.getMessage()), e);
     }
     boolean stream = false;
     if (m.containsKey("stream")) {

@@ -400,11 +400,10 @@ final class OpenAiRequest {
     try {
       return new GenerationParams(maxTokens, temperature, topP, seed);
     } catch (IllegalArgumentException e) {
-      // the library names the Java parameters; the client sent the API's keys
       String msg = String.valueOf(e.getMessage());
       String param = msg.startsWith("maxTokens") ? "max_tokens" : msg.startsWith("topP") ? "top_p"
           : "temperature";
-      throw new Invalid(param, msg.replace("maxTokens", "max_tokens").replace("topP", "top_p"));
+      throw new Invalid(param, ClientEndpoint.apiKeyNames(msg));
     }
   }
 
