@@ -201,8 +201,9 @@ final class EngineTokenizer implements PromptTokenizer {
   Tokenized parse(int status, byte[] body) {
     String text = new String(body, StandardCharsets.UTF_8);
     if (status != 200) {
-      String message = serverMessage(text);
-      boolean noEndpoint = (status == 404 || status == 405) && !hasVllmError(text);
+      Object error = errorBody(text);
+      String message = serverMessage(error, text);
+      boolean noEndpoint = (status == 404 || status == 405) && !hasVllmError(error);
       boolean requestsFault = status >= 400 && status < 500 && !noEndpoint
           && status != 401 && status != 403 && status != 408 && status != 429;
       if (requestsFault) {
@@ -251,42 +252,42 @@ final class EngineTokenizer implements PromptTokenizer {
         true, null);
   }
 
-  /** vLLM's error answers: {@code {"error": {"message"}}}, or the older top-level {@code message}. */
-  private static boolean hasVllmError(String body) {
+  /** An error answer's body as JSON, or null when it is not JSON. */
+  private static Object errorBody(String body) {
     try {
-      Object root = Json.parse(body, MAX_MESSAGE_CHARS * 64, 8);
-      return Json.path(root, "error", "message") instanceof String
-          || Json.path(root, "message") instanceof String;
-    } catch (RuntimeException e) {
-      return false;
+      return Json.parse(body, MAX_MESSAGE_CHARS * 64, 8);
+    } catch (RuntimeException notJson) {
+      return null;
     }
   }
 
+  /** vLLM's error answers: {@code {"error": {"message"}}}, or the older top-level {@code message}. */
+  private static boolean hasVllmError(Object error) {
+    return Json.path(error, "error", "message") instanceof String
+        || Json.path(error, "message") instanceof String;
+  }
+
   /**
-   * The message of an error answer: vLLM's {@code error.message} or {@code message}, FastAPI's
-   * {@code detail} (a string, or validation errors' {@code msg}s), or the body itself; shortened.
+   * The message of an error answer ({@code error}, its body parsed, or null; {@code body}, its
+   * text): vLLM's {@code error.message} or {@code message}, FastAPI's {@code detail} (a string,
+   * or validation errors' {@code msg}s), or the body itself; shortened.
    */
-  static String serverMessage(String body) {
+  static String serverMessage(Object error, String body) {
     String m = null;
-    try {
-      Object root = Json.parse(body, MAX_MESSAGE_CHARS * 64, 8);
-      if (Json.path(root, "error", "message") instanceof String s) {
-        m = s;
-      } else if (Json.path(root, "message") instanceof String s) {
-        m = s;
-      } else if (Json.path(root, "detail") instanceof String s) {
-        m = s;
-      } else if (Json.path(root, "detail") instanceof List<?> l) {
-        StringBuilder b = new StringBuilder();
-        for (Object d : l) {
-          if (Json.path(d, "msg") instanceof String s) {
-            b.append(b.length() == 0 ? "" : "; ").append(s);
-          }
+    if (Json.path(error, "error", "message") instanceof String s) {
+      m = s;
+    } else if (Json.path(error, "message") instanceof String s) {
+      m = s;
+    } else if (Json.path(error, "detail") instanceof String s) {
+      m = s;
+    } else if (Json.path(error, "detail") instanceof List<?> l) {
+      StringBuilder b = new StringBuilder();
+      for (Object d : l) {
+        if (Json.path(d, "msg") instanceof String s) {
+          b.append(b.length() == 0 ? "" : "; ").append(s);
         }
-        m = b.toString();
       }
-    } catch (RuntimeException notJson) {
-      // the body as it is
+      m = b.toString();
     }
     if (m == null) {
       m = body.strip();
