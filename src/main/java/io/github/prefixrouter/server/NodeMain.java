@@ -81,15 +81,13 @@ public final class NodeMain {
   /** How long tokenizing one prompt at the model server may take. */
   static final java.time.Duration TOKENIZE_TIMEOUT = java.time.Duration.ofSeconds(10);
 
-  /** How the banner names the tokenizer. */
-  private static String tokenizerName(NodeOptions o) {
-    if (!o.tokenizes) {
+  /** How the banner names the tokenizer ({@link #tokenizer}'s). */
+  private static String tokenizerName(PromptTokenizer t) {
+    if (t == null) {
       return "none (token ids only)";
     }
-    if (o.tokenizerUri == null && o.engine.equals("reference")) {
-      return "per character (reference engine)";
-    }
-    return String.valueOf(o.tokenizerUri != null ? o.tokenizerUri : EngineTokenizer.tokenizeUri(o.engine));
+    return t instanceof EngineTokenizer e ? String.valueOf(e.uri())
+        : "per character (reference engine)";
   }
 
   /**
@@ -187,19 +185,20 @@ public final class NodeMain {
       ReferenceEngine ref = reference;
       InferenceEngine eng = engine;
       PrefixRouterNode n = node;
+      PromptTokenizer tokenizer = tokenizer(o);
       endpoint = new ClientEndpoint(node, () -> extraStats(n, t, ref, eng), 4096,
           java.time.Duration.ofSeconds(10), baseModel,
           o.clientReaderThreads != 0 ? o.clientReaderThreads : ClientEndpoint.DEFAULT_READER_THREADS,
           o.clientMaxUnfinishedReads != 0 ? o.clientMaxUnfinishedReads
               : ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
-          tokenizer(o), () -> System.currentTimeMillis() / 1000,
+          tokenizer, () -> System.currentTimeMillis() / 1000,
           new java.security.SecureRandom().nextLong());
       InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
       String clientAddress = client.getHostString() + ":" + client.getPort();
       String peerAddress = transport.localAddress().address();
       String banner = String.format("node %s serving: peers %s, clients http://%s (/v1/chat/completions, /v1/completions, "
               + "/v1/route/completions), engine %s, tokenizer %s, policy %s",
-          o.id, peerAddress, clientAddress, o.engine, tokenizerName(o), o.config.policy());
+          o.id, peerAddress, clientAddress, o.engine, tokenizerName(tokenizer), o.config.policy());
       log.debug(banner);
       System.out.println(banner);
       if (o.readyFile != null) {
