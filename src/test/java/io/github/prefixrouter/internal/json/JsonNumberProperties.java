@@ -154,12 +154,18 @@ class JsonNumberProperties {
 
   @Property(tries = 1000)
   void aKeyReadsAsTheSameStringAsAValue(@ForAll("stringTexts") String text) {
-    // with nothing after it, a string that is not well formed fails in an object as in an array
+    // with nothing after it, a string that is not well formed fails in an object as in an array;
+    // a well-formed string followed by more text fails at the same offset, where an array
+    // wants a ',' or ']' and an object a ':'
     Json.JsonException inArray = assertThrows(Json.JsonException.class, () -> Json.parse("[" + text));
     if (!inArray.getMessage().startsWith("unexpected end of input inside an array")) {
       Json.JsonException inObject = assertThrows(Json.JsonException.class,
           () -> Json.parse("{" + text), text);
-      assertEquals(inArray.getMessage(), inObject.getMessage(), text);
+      String afterValue = "expected ',' or ']' in an array";
+      String expected = inArray.getMessage().startsWith(afterValue)
+          ? "expected ':' after key" + inArray.getMessage().substring(afterValue.length())
+          : inArray.getMessage();
+      assertEquals(expected, inObject.getMessage(), text);
       return;
     }
     Object asValue = ((List<?>) Json.parse("[" + text + "]")).get(0);
