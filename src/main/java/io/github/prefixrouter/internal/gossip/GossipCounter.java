@@ -92,5 +92,10 @@ public enum GossipCounter {
    * Fresh snapshots asked for (the digest shows version 0 for the origin) because a replica
    * truncated by a cap could hold its origin's whole set again.
    */
-  REPLICA_REFRESHES
+  REPLICA_REFRESHES,
+  /**
+   * Snapshots encoded into chunks to be served (the sender's snapshot cache did not hold them
+   * already). At most one per exchange whose snapshot budget is already spent is ever encoded.
+   */
+  SNAPSHOTS_ENCODED
 }

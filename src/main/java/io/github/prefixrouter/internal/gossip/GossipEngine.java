@@ -246,6 +246,21 @@ public final class GossipEngine {
   private record CachedSnapshot(long generation, long version, List<byte[]> chunks, long bytes,
       long[] storeBytes) {}
 
+  /**
+   * What one exchange may still send in snapshot chunks ({@code snapshotBytesPerExchange} at
+   * first). Once a chunk did not fit ({@code full}), no further snapshot is encoded for the
+   * exchange (cached ones may still send chunks that fit), so the snapshot work of an exchange
+   * is bounded by the bytes it sends plus one snapshot, whatever the message asked for.
+   */
+  private static final class SnapshotBudget {
+    int bytes;
+    boolean full;
+
+    SnapshotBudget(int bytes) {
+      this.bytes = bytes;
+    }
+  }
+
   /** A SYN awaiting its ACK; {@code complete} if its digest listed every live origin. */
   private record PendingSyn(String nodeId, long sentNanos, boolean complete) {}
 
@@ -1107,7 +1122,7 @@ public final class GossipEngine {
     List<Update> updates = new ArrayList<>();
     List<Request> requests = new ArrayList<>();
     List<Outgoing> chunks = new ArrayList<>();
-    int[] snapshotBudget = {config.snapshotBytesPerExchange()};
+    SnapshotBudget snapshotBudget = new SnapshotBudget(config.snapshotBytesPerExchange());
     int budget = config.messageByteCap() - 64;
     long stamp = ++synStamp;
     boolean selfSeen = false;
@@ -1265,7 +1280,7 @@ public final class GossipEngine {
     }
     List<Update> updates = new ArrayList<>();
     List<Outgoing> chunks = new ArrayList<>();
-    int[] snapshotBudget = {config.snapshotBytesPerExchange()};
+    SnapshotBudget snapshotBudget = new SnapshotBudget(config.snapshotBytesPerExchange());
     int budget = config.messageByteCap() - 32;
     for (Request r : ack.requests()) {
       Update u;
@@ -1316,7 +1331,7 @@ public final class GossipEngine {
   }
 
   private Update serveSelf(PeerAddress to, long gen, long version, int budget,
-      List<Outgoing> chunks, int[] snapshotBudget) {
+      List<Outgoing> chunks, SnapshotBudget snapshotBudget) {
     DigestEntry me = selfEntry();
     String addr = self.address();
     long myVersion = me.version();
@@ -1345,7 +1360,7 @@ public final class GossipEngine {
   }
 
   private Update serveMember(Member m, long gen, long version, int budget, PeerAddress to,
-      List<Outgoing> chunks, int[] snapshotBudget) {
+      List<Outgoing> chunks, SnapshotBudget snapshotBudget) {
     if (gen > m.generation || (gen == m.generation && version >= m.version)) {
       return headerOnly(m, m.version);
     }
@@ -1503,13 +1518,19 @@ public final class GossipEngine {
   }
 
   private void sendSnapshot(PeerAddress to, String origin, long gen, List<Outgoing> chunks,
-      int[] snapshotBudget, Supplier<LocalSummary.Snapshot> take,
+      SnapshotBudget snapshotBudget, Supplier<LocalSummary.Snapshot> take,
       java.util.function.LongPredicate stillUseful) {
     CachedSnapshot c = snapshotCache.get(origin);
     if (c == null || c.generation() != gen || !stillUseful.test(c.version())) {
+      if (snapshotBudget.full) {
+        // a chunk of this exchange did not fit already: encoding another snapshot (O(blocks),
+        // under the lock) would be wasted work; the next exchange serves it
+        return;
+      }
       snapshotCacheRemove(origin);
       LocalSummary.Snapshot s = take.get();
       c = encodeSnapshot(origin, gen, s);
+      count(GossipCounter.SNAPSHOTS_ENCODED, 1);
       if (c.bytes() <= snapshotCacheMaxBytes / 2) {
         snapshotCache.put(origin, c);
         snapshotCacheBytes += c.bytes();
@@ -1531,10 +1552,11 @@ public final class GossipEngine {
     for (int i = 0; i < n; i++) {
       int k = (start + i) % n;
       byte[] chunk = all.get(k);
-      if (chunk.length > snapshotBudget[0]) {
+      if (chunk.length > snapshotBudget.bytes) {
+        snapshotBudget.full = true;
         break;
       }
-      snapshotBudget[0] -= chunk.length;
+      snapshotBudget.bytes -= chunk.length;
       chunks.add(new Outgoing(to, chunk));
       count(GossipCounter.SNAPSHOT_CHUNKS_SENT, 1);
       count(GossipCounter.SNAPSHOT_BYTES_SENT, chunk.length);
