@@ -97,5 +97,10 @@ public enum GossipCounter {
    * Snapshots encoded into chunks to be served (the sender's snapshot cache did not hold them
    * already). At most one per exchange whose snapshot budget is already spent is ever encoded.
    */
-  SNAPSHOTS_ENCODED
+  SNAPSHOTS_ENCODED,
+  /**
+   * Snapshots dropped before all their chunks arrived: no new chunk for 16 intervals, or the
+   * replica reached their version by other means.
+   */
+  SNAPSHOTS_ABANDONED
 }

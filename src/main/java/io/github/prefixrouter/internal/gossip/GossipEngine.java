@@ -241,6 +241,8 @@ public final class GossipEngine {
   /** Rounds a refresh waits for its snapshot before it gives up (until the next one). */
   private static final int REFRESH_WINDOW = 16;
   private static final int IN_FLIGHT_MAX_ENTRIES = 1 << 14;
+  /** Rounds a snapshot assembly is kept without receiving a new chunk. */
+  private static final int ASSEMBLY_PATIENCE = 16;
 
   /** An encoded snapshot; {@code storeBytes[i]} bytes of chunk {@code i} are store numbers. */
   private record CachedSnapshot(long generation, long version, List<byte[]> chunks, long bytes,
@@ -828,6 +830,7 @@ public final class GossipEngine {
     sampleLoad();
     updateMembership(now);
     expirePendingSyns(now);
+    expireAssemblies(now);
     refreshTruncatedReplicas(now);
 
     List<Member> live = new ArrayList<>();
@@ -1106,6 +1109,30 @@ public final class GossipEngine {
         m.refreshSinceNanos = now;
         m.nextRefreshNanos = now + REFRESH_SPACING * interval;
         count(GossipCounter.REPLICA_REFRESHES, 1);
+      }
+    }
+  }
+
+  /**
+   * Drops snapshot assemblies that can no longer complete usefully: no new chunk for
+   * {@link #ASSEMBLY_PATIENCE} intervals (chunks lost for good, or a peer that never sends the
+   * rest), or a replica that reached their version meanwhile. Otherwise an assembly would hold
+   * its chunks until another chunk of the same origin came, for an origin that deltas keep
+   * current never, and such assemblies would take the pending budget ({@code maxBlocksTotal})
+   * from every later snapshot.
+   */
+  private void expireAssemblies(long now) {
+    long patience = ASSEMBLY_PATIENCE * config.intervalNanos();
+    for (Member m : members.values()) {
+      Assembly a = m.pending;
+      if (a == null) {
+        continue;
+      }
+      boolean overtaken = a.generation < m.generation || (a.generation == m.generation
+          && (a.version < m.version || (a.version == m.version && !m.refreshing)));
+      if (overtaken || now - a.lastProgressNanos > patience) {
+        dropPending(m);
+        count(GossipCounter.SNAPSHOTS_ABANDONED, 1);
       }
     }
   }

@@ -1,17 +1,21 @@
 package io.github.prefixrouter.internal.gossip;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.internal.gossip.GossipMessage.Ack;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
 import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Request;
+import io.github.prefixrouter.internal.gossip.GossipMessage.SnapshotChunk;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
@@ -108,5 +112,102 @@ class SnapshotBoundsTest {
         new DigestEntry("joiner", 1, 0, 1, 0, 0, false))));
     assertEquals(6, engine.counter(GossipCounter.SNAPSHOTS_SENT));
     assertEquals(6, engine.counter(GossipCounter.SNAPSHOTS_ENCODED));
+  }
+
+  // ------------------------------------------------------------ receiving
+
+  /** Chunk {@code index} of {@code count} of a snapshot whose origin handed out 10,000 stores. */
+  static SnapshotChunk chunk(String id, long gen, long version, int index, int count,
+      long firstStore, int blocks, long firstFingerprint) {
+    long[] stores = new long[blocks];
+    long[] fps = new long[blocks];
+    for (int i = 0; i < blocks; i++) {
+      stores[i] = firstStore + i;
+      fps[i] = firstFingerprint + i;
+    }
+    return new SnapshotChunk(id, gen, version, 10_000, index, count, stores, fps);
+  }
+
+  /**
+   * Snapshot chunks are held until the last one of their snapshot arrives, within
+   * {@code maxBlocksTotal} blocks over all origins. Snapshots that never complete (chunks lost
+   * for good, or a peer that sends the first chunks of snapshots it never finishes) were held
+   * until another chunk of the same origin came: for origins that deltas keep current, never.
+   * Once they filled the budget, every later snapshot chunk of any origin was refused, and a
+   * new or restarted peer could never be replicated from a snapshot.
+   */
+  @Test
+  void snapshotsThatNeverCompleteStopHoldingThePendingBudget() {
+    engine(GossipConfig.builder().interval(Duration.ofMillis(100)).messageByteCap(CAP)
+        .maxBlocksPerPeer(1_000).maxBlocksTotal(2_000).build());
+    learn("a", 5, 10, 100);
+    learn("b", 5, 10, 200);
+    learn("c", 5, 10, 300);
+    // a liar sends the first half of newer snapshots of a and b, then nothing more
+    PeerAddress liar = peer("liar");
+    engine.handle(liar, chunk("a", 5, 2, 0, 2, 11, 700, 10_000));
+    engine.handle(liar, chunk("b", 5, 2, 0, 2, 11, 700, 20_000));
+    long refusedBefore = engine.counter(GossipCounter.BLOCKS_REFUSED);
+    // (while they are fresh, the total budget is what it is: 1,400 of 2,000 held)
+    for (int r = 0; r < 20; r++) {
+      time.advanceBy(Duration.ofMillis(100).toNanos());
+      engine.runRound();
+    }
+    assertEquals(2, engine.counter(GossipCounter.SNAPSHOTS_ABANDONED));
+    // c restarts and sends its whole set as a snapshot of two chunks of 400 blocks
+    engine.handle(peer("c"), chunk("c", 6, 3, 0, 2, 1, 400, 30_000));
+    engine.handle(peer("c"), chunk("c", 6, 3, 1, 2, 401, 400, 30_400));
+    assertEquals(refusedBefore, engine.counter(GossipCounter.BLOCKS_REFUSED));
+    long[] c = engine.replicaOf("c");
+    assertNotNull(c);
+    assertEquals(800, c.length);
+    assertArrayEquals(new long[] {6, 3}, engine.replicaVersion("c"));
+    // the abandoned halves were dropped: a and b keep their replicas, and the memory is back
+    assertEquals(10, engine.replicaOf("a").length);
+    assertEquals(10, engine.replicaOf("b").length);
+    engine.checkInvariants();
+  }
+
+  /** A snapshot the replica has caught up with by deltas is dropped at the next round. */
+  @Test
+  void aSnapshotOvertakenByDeltasIsDroppedAtOnce() {
+    engine(GossipConfig.builder().interval(Duration.ofMillis(100)).messageByteCap(CAP)
+        .maxBlocksPerPeer(1_500).maxBlocksTotal(2_000).build());
+    learn("a", 5, 10, 100);
+    engine.handle(peer("a"), chunk("a", 5, 3, 0, 3, 1, 700, 5_000));
+    engine.runRound();
+    assertEquals(0, engine.counter(GossipCounter.SNAPSHOTS_ABANDONED));
+    engine.handle(peer("a"), new Ack2(5, List.of(new Update(
+        new DigestEntry("a", 5, 3, 2, 0, 0, false), null, 1, List.of(
+            new Delta(2, Delta.STORE, new long[] {7}), new Delta(3, Delta.STORE, new long[] {8}))))));
+    assertArrayEquals(new long[] {5, 3}, engine.replicaVersion("a"));
+    time.advanceBy(Duration.ofMillis(100).toNanos());
+    engine.runRound();
+    assertEquals(1, engine.counter(GossipCounter.SNAPSHOTS_ABANDONED));
+    // its memory is free for another origin's snapshot (700 + 1,400 would pass maxBlocksTotal)
+    learn("b", 5, 10, 200);
+    engine.handle(peer("b"), chunk("b", 5, 4, 0, 2, 1, 700, 20_000));
+    engine.handle(peer("b"), chunk("b", 5, 4, 1, 2, 701, 700, 21_000));
+    assertEquals(0, engine.counter(GossipCounter.BLOCKS_REFUSED));
+    assertEquals(1_400, engine.replicaOf("b").length);
+  }
+
+  /** A snapshot whose chunks keep arriving, however slowly, is still assembled. */
+  @Test
+  void aSnapshotStillArrivingIsKeptAcrossRounds() {
+    engine(GossipConfig.builder().interval(Duration.ofMillis(100)).messageByteCap(CAP)
+        .maxBlocksPerPeer(1_000).maxBlocksTotal(2_000).build());
+    learn("a", 5, 10, 100);
+    int chunks = 5;
+    for (int k = 0; k < chunks; k++) {
+      engine.handle(peer("a"), chunk("a", 5, 9, k, chunks, 1 + 100L * k, 100, 5_000 + 100L * k));
+      for (int r = 0; r < 12; r++) { // 1.2 s between chunks: less than 16 intervals
+        time.advanceBy(Duration.ofMillis(100).toNanos());
+        engine.runRound();
+      }
+    }
+    assertEquals(0, engine.counter(GossipCounter.SNAPSHOTS_ABANDONED));
+    assertEquals(500, engine.replicaOf("a").length);
+    assertArrayEquals(new long[] {5, 9}, engine.replicaVersion("a"));
   }
 }
