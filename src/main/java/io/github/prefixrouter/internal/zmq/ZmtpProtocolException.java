@@ -34,7 +34,12 @@ public class ZmtpProtocolException extends IOException {
     /** The connection ended inside the greeting, a command, a frame or a multipart message. */
     TRUNCATED,
     /** The peer sent an ERROR command. */
-    PEER_ERROR
+    PEER_ERROR,
+    /**
+     * The connection could not take a PONG at once: the peer sends PINGs but does not read
+     * what this side writes, so a blocking write would wait for ever.
+     */
+    PEER_NOT_READING
   }
 
   private final Reason reason;

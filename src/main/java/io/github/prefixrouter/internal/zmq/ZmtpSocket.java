@@ -9,6 +9,9 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
+import java.net.SocketException;
+import java.nio.ByteBuffer;
+import java.nio.channels.SocketChannel;
 import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -64,7 +67,9 @@ import java.util.concurrent.TimeUnit;
  *   <li><b>Threads.</b> One thread uses a connection (reads, and the writes it makes: the
  *       subscription, requests, PONG answers); {@link #close()} may be called from any other
  *       thread, and unblocks a read or connect in progress. Writes are small and not timed: they
- *       fit in the socket's send buffer.
+ *       fit in the socket's send buffer, except PONGs to a peer that sends PINGs and never reads
+ *       (then the buffer fills): a PONG is written without blocking, and one the connection
+ *       cannot take at once ends it ({@link ZmtpProtocolException.Reason#PEER_NOT_READING}).
  * </ul>
  */
 public final class ZmtpSocket implements Closeable {
@@ -96,7 +101,9 @@ public final class ZmtpSocket implements Closeable {
 
   private final Type type;
   private final ZmtpOptions options;
-  private final Socket socket; // null when running over plain streams (tests)
+  /** The connection, created by {@link #connect}; null until then, and over plain streams. */
+  private volatile SocketChannel channel;
+  private Socket socket; // the channel's socket adaptor
   private InputStream in;
   private OutputStream out;
   private DeadlineInput deadlineInput;
@@ -108,13 +115,11 @@ public final class ZmtpSocket implements Closeable {
   public ZmtpSocket(Type type, ZmtpOptions options) {
     this.type = Objects.requireNonNull(type, "type");
     this.options = Objects.requireNonNull(options, "options");
-    this.socket = new Socket();
   }
 
   private ZmtpSocket(Type type, ZmtpOptions options, InputStream in, OutputStream out) {
     this.type = type;
     this.options = options;
-    this.socket = null;
     this.in = in;
     this.out = out;
   }
@@ -135,13 +140,22 @@ public final class ZmtpSocket implements Closeable {
    * @throws IOException if the connection fails, or the socket was closed
    */
   public void connect(ZmtpEndpoint endpoint) throws IOException {
-    if (socket == null || in != null) {
+    if (socket != null || in != null) {
       throw new IllegalStateException("already connected");
     }
     InetSocketAddress address = new InetSocketAddress(endpoint.host(), endpoint.port());
     if (address.isUnresolved()) {
       throw new java.net.UnknownHostException(endpoint.host());
     }
+    // a channel's socket: reads through its stream honour the read timeout like a plain
+    // socket's, and a PONG can be written without blocking (see writePong)
+    SocketChannel ch = SocketChannel.open();
+    channel = ch;
+    if (closed) { // closed by another thread before the channel existed
+      ch.close();
+      throw new SocketException("socket closed");
+    }
+    socket = ch.socket();
     socket.setTcpNoDelay(true);
     socket.setKeepAlive(true);
     socket.connect(address, millis(options.connectTimeout()));
@@ -272,9 +286,10 @@ public final class ZmtpSocket implements Closeable {
   public void close() {
     closed = true;
     try {
-      if (socket != null) {
-        socket.close();
-      } else {
+      SocketChannel ch = channel;
+      if (ch != null) {
+        ch.close();
+      } else if (in != null) {
         in.close();
         out.close();
       }
@@ -516,8 +531,7 @@ public final class ZmtpSocket implements Closeable {
         pong[0] = 4;
         put(pong, 1, "PONG".getBytes(StandardCharsets.US_ASCII));
         put(pong, 5, context);
-        writeFrame(FLAG_COMMAND, pong);
-        out.flush();
+        writePong(pong);
       }
       case "ERROR" -> throw peerError(c);
       case "READY" ->
@@ -526,6 +540,37 @@ public final class ZmtpSocket implements Closeable {
       default -> {
         // PONG, SUBSCRIBE, CANCEL and commands of later versions: nothing to do
       }
+    }
+  }
+
+  /**
+   * Writes a PONG command frame without ever blocking. Only a peer that does not read what this
+   * side writes can fill the socket's send buffer with PONGs (nothing else is written after the
+   * handshake and the subscription), and a blocking write would then wait for ever: no read or
+   * idle timeout can fire while the thread is stuck in a write. A PONG the connection cannot
+   * take whole at once ends it with {@link ZmtpProtocolException.Reason#PEER_NOT_READING}.
+   */
+  private void writePong(byte[] pong) throws IOException {
+    SocketChannel ch = channel;
+    if (ch == null) { // over plain streams (tests)
+      writeFrame(FLAG_COMMAND, pong);
+      out.flush();
+      return;
+    }
+    out.flush(); // empty: every send flushes
+    ByteBuffer frame = ByteBuffer.allocate(2 + pong.length);
+    frame.put((byte) FLAG_COMMAND).put((byte) pong.length).put(pong).flip();
+    ch.configureBlocking(false);
+    try {
+      ch.write(frame);
+    } finally {
+      ch.configureBlocking(true);
+    }
+    if (frame.hasRemaining()) {
+      throw new ZmtpProtocolException(
+          ZmtpProtocolException.Reason.PEER_NOT_READING,
+          "the peer sends PINGs but does not read the PONGs: the connection's send buffer is"
+              + " full");
     }
   }
 

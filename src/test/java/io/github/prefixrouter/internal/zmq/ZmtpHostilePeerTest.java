@@ -357,6 +357,42 @@ class ZmtpHostilePeerTest {
     }
   }
 
+  /**
+   * A publisher that sends PINGs and never reads the PONGs: once the socket buffers are full, a
+   * blocking write of the next PONG would hold the reader thread for ever (a socket write has no
+   * timeout, so neither the read nor the idle timeout could fire, and the subscriber would never
+   * reconnect). The PONG is written only if the connection takes it at once; otherwise the peer
+   * is not reading, and the connection ends with a typed error.
+   */
+  @Test
+  void aPeerThatSendsPingsAndNeverReadsThePongsIsCut() throws Exception {
+    byte[] ping = ZmtpBytes.of().command("PING", ascii("\0\u0064sixteen-byte-ctx")).bytes();
+    byte[] pings = new byte[ping.length * 4096];
+    for (int i = 0; i < 4096; i++) {
+      System.arraycopy(ping, 0, pings, i * ping.length, ping.length);
+    }
+    try (HostilePeer p = new HostilePeer((s, in, out) -> {
+      s.setReceiveBufferSize(4096);
+      HostilePeer.readClientHandshake(in);
+      out.write(handshaken().bytes());
+      while (true) { // until the client closes the connection
+        out.write(pings);
+        out.flush();
+      }
+    });
+        ZmtpSocket z = new ZmtpSocket(ZmtpSocket.Type.SUB,
+            OPTIONS.withReadTimeout(Duration.ofSeconds(30)))) {
+      z.connect(p.endpoint());
+      ZmtpProtocolException e = assertTimeoutPreemptively(GUARD,
+          () -> assertThrows(ZmtpProtocolException.class, () -> {
+            while (true) {
+              z.receive();
+            }
+          }));
+      assertEquals(Reason.PEER_NOT_READING, e.reason(), e.getMessage());
+    }
+  }
+
   @Test
   void aPingWithTooMuchContextIsRefused() throws Exception {
     violation(Reason.MALFORMED_COMMAND, handshaken().command("PING", new byte[2 + 17]).bytes());
