@@ -150,13 +150,22 @@ public final class VllmKvEventReceiver implements KvEventSink {
     if (started && seq > nextSeq) {
       gaps++;
       clear = true;
-      LOG.warn("KV events {}..{} were lost; clearing the mirror of the engine's cache",
-          nextSeq, seq - 1);
+      if (logNow(gaps)) {
+        LOG.warn("KV events {}..{} were lost; clearing the mirror of the engine's cache ({} "
+            + "gaps so far)", nextSeq, seq - 1, gaps);
+      } else {
+        LOG.debug("KV events {}..{} were lost", nextSeq, seq - 1);
+      }
     } else if (started && seq < nextSeq) {
       restarts++;
       clear = true;
-      LOG.warn("KV-event sequence went back from {} to {}: the publisher restarted; "
-          + "clearing the mirror of the engine's cache", nextSeq - 1, seq);
+      if (logNow(restarts)) {
+        LOG.warn("KV-event sequence went back from {} to {}: the publisher restarted; "
+            + "clearing the mirror of the engine's cache ({} restarts so far)", nextSeq - 1, seq,
+            restarts);
+      } else {
+        LOG.debug("KV-event sequence went back from {} to {}", nextSeq - 1, seq);
+      }
     }
     receive(seq, payload, clear, false);
   }
@@ -181,8 +190,12 @@ public final class VllmKvEventReceiver implements KvEventSink {
     if (started && seq > nextSeq) {
       gaps++;
       clear = true;
-      LOG.warn("KV events {}..{} are missing from the replay; clearing the mirror of the "
-          + "engine's cache", nextSeq, seq - 1);
+      if (logNow(gaps)) {
+        LOG.warn("KV events {}..{} are missing from the replay; clearing the mirror of the "
+            + "engine's cache ({} gaps so far)", nextSeq, seq - 1, gaps);
+      } else {
+        LOG.debug("KV events {}..{} are missing from the replay", nextSeq, seq - 1);
+      }
     }
     receive(seq, payload, clear, true);
   }

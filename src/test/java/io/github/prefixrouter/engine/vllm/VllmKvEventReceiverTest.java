@@ -527,6 +527,36 @@ class VllmKvEventReceiverTest {
     assertEquals(0, s.clearedEvents(), "the receiver's own clears are not engine events");
   }
 
+  /**
+   * Gaps and restarts are counted each time, but logged at warn level only the 1st, 2nd, 4th,
+   * 8th... time, like malformed batches: a publisher dropping messages for a slow subscriber,
+   * or sending numbers that jump about, would otherwise write a warning per message.
+   */
+  @Test
+  void aStreamOfGapsAndRestartsIsLoggedSparingly() {
+    java.io.PrintStream err = System.err;
+    java.io.ByteArrayOutputStream log = new java.io.ByteArrayOutputStream();
+    System.setErr(new java.io.PrintStream(log, true, java.nio.charset.StandardCharsets.UTF_8));
+    try {
+      receiver.onMessage(0, marker(1));
+      for (int i = 1; i <= 1_000; i++) {
+        // up by 10 (9 lost), then back by 5 (a restart), and so on
+        receiver.onMessage(i % 2 == 1 ? 10L * i : 10L * i - 15, marker(1));
+      }
+    } finally {
+      System.setErr(err);
+    }
+    VllmKvEventReceiver.Stats s = receiver.stats();
+    assertEquals(500, s.gaps());
+    assertEquals(500, s.restarts());
+    String text = log.toString(java.nio.charset.StandardCharsets.UTF_8);
+    long lost = text.lines().filter(l -> l.contains("were lost")).count();
+    long back = text.lines().filter(l -> l.contains("went back")).count();
+    // 1, 2, 4, ..., 256: 9 of each
+    assertEquals(9, lost, text.length() > 2_000 ? text.substring(0, 2_000) : text);
+    assertEquals(9, back);
+  }
+
   @Test
   void aGapAndAMalformedBatchClearOnce() {
     receiver.onMessage(0, marker(1));
