@@ -14,7 +14,11 @@ import java.util.Map;
  * timestamp T can only pass the timestamp check again until T + window ≤ R + 2·window, so each
  * nonce is remembered for 2·window and then forgotten, whoever sends next: the pairs are kept in
  * one list in acceptance order, and every check drops the expired ones at its head (so a sender
- * that left the cluster leaves nothing behind). Memory is bounded by the message rate, and by
+ * that left the cluster leaves nothing behind). If the receiver's clock steps back by more than
+ * 2·window, the pairs accepted before the step can no longer pass the timestamp check either
+ * (their timestamps are more than a window ahead of the clock) and are dropped the same way;
+ * otherwise they would hold the head of the list until the clock caught up, nothing behind
+ * them would expire, and busy senders would be refused as {@code FULL} meanwhile. Memory is bounded by the message rate, and by
  * {@code maxNoncesPerSender} per sender in any case (beyond it new messages are refused rather
  * than weakening the check). Only messages whose MAC verified reach this class, so only cluster
  * members can occupy its memory.
@@ -50,12 +54,15 @@ final class ReplayGuard {
     if (overflowed || skew > windowMillis || skew < -windowMillis) {
       return Verdict.STALE;
     }
-    // forget nonces that can no longer pass the timestamp check, whoever sent them
+    // forget nonces that can no longer pass the timestamp check, whoever sent them: accepted
+    // two windows ago, or (the clock stepped back) more than two windows from now, so that their
+    // timestamps are more than a window ahead of it
     long horizon = nowMillis - 2 * windowMillis;
+    long future = nowMillis + 2 * windowMillis;
     Iterator<Map.Entry<Pair, Long>> it = seen.entrySet().iterator();
     while (it.hasNext()) {
       Map.Entry<Pair, Long> e = it.next();
-      if (e.getValue() >= horizon) {
+      if (e.getValue() >= horizon && e.getValue() <= future) {
         break;
       }
       it.remove();

@@ -385,6 +385,37 @@ class HttpTransportTest {
     assertEquals(1, g.senders());
   }
 
+  /**
+   * Nonces are forgotten in acceptance order once their receive time is two windows old. After
+   * the receiver's wall clock stepped back (NTP, a resumed VM) by more than that, the nonces
+   * accepted before the step carried receive times in the future: they held the head of the
+   * list, so nothing behind them expired either until the clock caught up, and a sender that
+   * kept sending reached {@code maxNoncesPerSender} and was refused (FULL) for as long as the
+   * step (an hour here). Messages accepted before the step cannot pass the timestamp check any
+   * more, so their nonces are forgotten at once.
+   */
+  @Test
+  void replayGuardForgetsNoncesFromBeforeTheClockSteppedBack() {
+    ReplayGuard g = new ReplayGuard(1_000, 16);
+    long before = 1_700_000_000_000L;
+    for (int i = 0; i < 10; i++) {
+      assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("b", "old" + i, before, before));
+    }
+    long after = before - 3_600_000; // stepped back an hour; the sender's clock too
+    for (int i = 0; i < 16; i++) {
+      assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("b", "new" + i, after + i, after + i),
+          "message " + i + " after the step");
+    }
+    assertEquals(16, g.size());
+    // still no replay: new nonces are remembered, old messages are stale
+    assertEquals(ReplayGuard.Verdict.REPLAY, g.check("b", "new3", after + 20, after + 20));
+    assertEquals(ReplayGuard.Verdict.STALE, g.check("b", "old3", before, after + 20));
+    // a step back of less than two windows forgets nothing that could still be replayed
+    ReplayGuard h = new ReplayGuard(1_000, 16);
+    assertEquals(ReplayGuard.Verdict.ACCEPT, h.check("b", "n", before, before));
+    assertEquals(ReplayGuard.Verdict.REPLAY, h.check("b", "n", before, before - 500));
+  }
+
   @Test
   void replayGuardRejectsTimestampsWhoseDistanceOverflows() {
     ReplayGuard g = new ReplayGuard(1_000, 16);
