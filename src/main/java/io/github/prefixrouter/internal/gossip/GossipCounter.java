@@ -102,5 +102,10 @@ public enum GossipCounter {
    * Snapshots dropped before all their chunks arrived: no new chunk for 16 intervals, or the
    * replica reached their version by other means.
    */
-  SNAPSHOTS_ABANDONED
+  SNAPSHOTS_ABANDONED,
+  /**
+   * Digest entries about this node carrying a heartbeat above its own (within
+   * {@code maxSequenceJump}), which it refuted by continuing its heartbeat from above them.
+   */
+  HEARTBEATS_REFUTED
 }

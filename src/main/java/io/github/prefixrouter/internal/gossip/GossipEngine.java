@@ -1163,6 +1163,7 @@ public final class GossipEngine {
           count(GossipCounter.REJECTED, 1);
           continue;
         }
+        refuteHeartbeat(e);
         if (e.generation() < generation || e.version() < summary.version()
             || e.heartbeat() < heartbeat) {
           budget = addUpdate(updates, known(serveSelf(from, e.generation(), e.version(), budget,
@@ -1328,6 +1329,30 @@ public final class GossipEngine {
       out.add(new Outgoing(from, codec.encode(new Ack2(generation, updates))));
     }
     out.addAll(chunks);
+  }
+
+  /**
+   * A peer's entry about this node with a heartbeat above this node's own: no honest peer can
+   * know one, yet peers take the highest heartbeat they hear of from anyone, so such a value (a
+   * peer's bug, a corrupted relay) would stand above every heartbeat this node sends, and every
+   * peer would see it stop and declare it dead while it keeps talking to them. Like a SWIM node
+   * refuting a suspicion, this node continues its heartbeat from above the value, so its next
+   * digests spread again. A value more than {@code maxSequenceJump} above (which peers refuse from
+   * third parties, so only an impersonation of this node could have spread it), or in the upper
+   * half of the counter range, is rejected instead: following it would let a liar push the
+   * counter to its limit.
+   */
+  private void refuteHeartbeat(DigestEntry e) {
+    if (e.generation() != generation || e.heartbeat() <= heartbeat) {
+      return;
+    }
+    if (e.heartbeat() - heartbeat > config.maxSequenceJump()
+        || e.heartbeat() >= GossipMessage.MAX_COUNTER / 2) {
+      count(GossipCounter.REJECTED, 1);
+      return;
+    }
+    heartbeat = e.heartbeat() + 1;
+    count(GossipCounter.HEARTBEATS_REFUTED, 1);
   }
 
   private boolean absurd(Member m, DigestEntry e) {
@@ -1650,6 +1675,8 @@ public final class GossipEngine {
     if (e.nodeId().equals(self.nodeId())) {
       if (e.generation() > generation) {
         count(GossipCounter.REJECTED, 1);
+      } else {
+        refuteHeartbeat(e);
       }
       return;
     }

@@ -1,0 +1,83 @@
+package io.github.prefixrouter.internal.gossip;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.internal.gossip.GossipEngine.Status;
+import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
+import io.github.prefixrouter.spi.PeerAddress;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A heartbeat above a node's own is something no honest peer can know: peers take the highest
+ * heartbeat they hear of, from anyone, so one such value (a peer's bug, a corrupted relay) would
+ * stand above every heartbeat the node really sends, and every peer would see the node's
+ * heartbeat stop and declare it dead, although it keeps talking to all of them. The node refutes
+ * it, as SWIM nodes refute a suspicion: on seeing its own entry with a higher heartbeat, it
+ * continues from above it, and its next digests spread again.
+ */
+class HeartbeatRefutationTest {
+
+  static GossipConfig config() {
+    return GossipConfig.builder().interval(Duration.ofMillis(100))
+        .suspectAfter(Duration.ofMillis(500)).deadAfter(Duration.ofMillis(1_500))
+        .forgetAfter(Duration.ofMillis(5_000)).build();
+  }
+
+  @Test
+  void aNodeWhoseHeartbeatWasInflatedByAPeerStaysAliveEverywhere() {
+    SimCluster c = SimCluster.of(4, 7, config());
+    c.delayNanos = 2_000_000;
+    c.runFor(Duration.ofSeconds(2).toNanos());
+    GossipEngine victim = c.nodes.get(1);
+    String id = victim.self().nodeId();
+    for (GossipEngine e : c.nodes) {
+      if (e != victim) {
+        assertEquals(Status.ALIVE, e.statusOf(id));
+      }
+    }
+    // one SYN from node 3 to node 2 carries the victim's heartbeat, a million rounds ahead
+    GossipEngine liar = c.nodes.get(3);
+    GossipEngine told = c.nodes.get(2);
+    long[] version = told.replicaVersion(id);
+    told.handle(liar.self(), new Syn(1, 1, List.of(
+        new DigestEntry(id, version[0], version[1], 1_000_000, 0, 0, false))));
+    long refutedBefore = victim.counter(GossipCounter.HEARTBEATS_REFUTED);
+    // the value spreads to every node within a few rounds; the victim keeps running meanwhile
+    for (int k = 0; k < 30; k++) { // 3 s: twice deadAfter
+      c.runFor(Duration.ofMillis(100).toNanos());
+      for (GossipEngine e : c.nodes) {
+        if (e != victim) {
+          assertTrue(e.statusOf(id) != Status.DEAD, id + " declared dead by "
+              + e.self().nodeId() + " at round " + k);
+        }
+      }
+    }
+    assertTrue(victim.counter(GossipCounter.HEARTBEATS_REFUTED) > refutedBefore);
+    for (GossipEngine e : c.nodes) {
+      if (e != victim) {
+        assertEquals(Status.ALIVE, e.statusOf(id), "at " + e.self().nodeId());
+      }
+    }
+  }
+
+  @Test
+  void aClaimBeyondTheSequenceJumpIsNotFollowed() {
+    GossipEngine me = SimCluster.of(2, 3, GossipConfig.builder()
+        .interval(Duration.ofMillis(100)).maxSequenceJump(1_000).build()).nodes.get(0);
+    PeerAddress other = SimCluster.addressOf(1);
+    long before = me.counter(GossipCounter.REJECTED);
+    // peers refuse such a jump from a third party: only an impersonation could spread it, and
+    // following it would let a liar push the node's counter to its limit
+    me.handle(other, new Syn(1, 1, List.of(new DigestEntry(me.self().nodeId(), 1, 0,
+        5_000, 0, 0, false))));
+    assertEquals(0, me.counter(GossipCounter.HEARTBEATS_REFUTED));
+    assertEquals(before + 1, me.counter(GossipCounter.REJECTED));
+    me.handle(other, new Syn(2, 1, List.of(new DigestEntry(me.self().nodeId(), 1, 0,
+        900, 0, 0, false))));
+    assertEquals(1, me.counter(GossipCounter.HEARTBEATS_REFUTED));
+  }
+}
