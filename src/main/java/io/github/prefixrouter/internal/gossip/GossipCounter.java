@@ -107,5 +107,11 @@ public enum GossipCounter {
    * Digest entries about this node carrying a heartbeat above its own (within
    * {@code maxSequenceJump}), which it refuted by continuing its heartbeat from above them.
    */
-  HEARTBEATS_REFUTED
+  HEARTBEATS_REFUTED,
+  /**
+   * Digest entries or update headers about this node carrying a version above its own (deltas
+   * it never made, passed on by a peer), which it refuted by moving its version past them (its
+   * peers then get a snapshot).
+   */
+  VERSIONS_REFUTED
 }

@@ -302,6 +302,7 @@ public final class GossipEngine {
   private long synStamp;
   private volatile int slotHighWater; // one more than the highest slot ever assigned
   private final long heartbeatLagToCorrect;
+  private long nextVersionRefutationNanos = Long.MIN_VALUE;
 
   private final AtomicLongArray counters = new AtomicLongArray(GossipCounter.values().length);
   private volatile GossipView view;
@@ -1164,6 +1165,7 @@ public final class GossipEngine {
           continue;
         }
         refuteHeartbeat(e);
+        refuteVersion(e, now);
         if (e.generation() < generation || e.version() < summary.version()
             || e.heartbeat() < heartbeat) {
           budget = addUpdate(updates, known(serveSelf(from, e.generation(), e.version(), budget,
@@ -1353,6 +1355,38 @@ public final class GossipEngine {
     }
     heartbeat = e.heartbeat() + 1;
     count(GossipCounter.HEARTBEATS_REFUTED, 1);
+  }
+
+  /**
+   * A peer's entry about this node with a version above this node's own (same generation): no
+   * honest peer can know one. A peer holding it got deltas this node never made (invented by a
+   * third party, or left from an earlier run under the same generation), and its replica
+   * ignores every real delta, all "old", until this node's version passes the claim, and passes
+   * the invented deltas on to others. This node moves its version past the claim without
+   * changing its set ({@link LocalSummary#versionAbove}): its next digests show a version above
+   * every such replica, and since its delta log restarts there, each replica gets a snapshot,
+   * which installs as newer. A claim {@code maxSequenceJump} or more above (peers would refuse
+   * the new version from third parties), or in the upper half of the counter range, is rejected
+   * instead; at most one claim is followed every {@link #REFRESH_SPACING} rounds, since each
+   * costs every peer a snapshot.
+   */
+  private void refuteVersion(DigestEntry e, long now) {
+    long own = summary.version();
+    if (e.generation() != generation || e.version() <= own) {
+      return;
+    }
+    if (e.version() - own >= config.maxSequenceJump()
+        || e.version() >= GossipMessage.MAX_COUNTER / 2) {
+      count(GossipCounter.REJECTED, 1);
+      return;
+    }
+    if (now < nextVersionRefutationNanos) {
+      return;
+    }
+    nextVersionRefutationNanos = now + REFRESH_SPACING * config.intervalNanos();
+    summary.versionAbove(e.version());
+    snapshotCacheRemove(self.nodeId());
+    count(GossipCounter.VERSIONS_REFUTED, 1);
   }
 
   private boolean absurd(Member m, DigestEntry e) {
@@ -1677,6 +1711,7 @@ public final class GossipEngine {
         count(GossipCounter.REJECTED, 1);
       } else {
         refuteHeartbeat(e);
+        refuteVersion(e, now);
       }
       return;
     }

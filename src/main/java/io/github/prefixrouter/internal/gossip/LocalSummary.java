@@ -163,6 +163,22 @@ public final class LocalSummary implements BlockEventListener {
     return store == LongLongMap.ABSENT ? -1 : store;
   }
 
+  /**
+   * Moves the version past {@code claimed} without changing the set: the next version is
+   * {@code claimed + 1} and the delta log restarts there, so every replica below it (a replica
+   * a peer pushed past this node's real version with deltas it never made, included) is brought
+   * up to date by a snapshot. Does nothing unless {@code claimed} is at least the version.
+   *
+   * @return the new version
+   */
+  synchronized long versionAbove(long claimed) {
+    if (claimed >= version) {
+      version = claimed + 1;
+      log.reset(version);
+    }
+    return version;
+  }
+
   /** Number of distinct fingerprints published (the size of a peer's replica). */
   public synchronized int fingerprintCount() {
     return published.size();

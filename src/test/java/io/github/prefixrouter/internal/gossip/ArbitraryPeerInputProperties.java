@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.gossip;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
@@ -31,7 +32,8 @@ import net.jqwik.api.statistics.Statistics;
  * ids, generations 0..4, versions 0..12, 31 fingerprints, store numbers 1..25) so that they
  * collide with the node's state: deltas continuing, skipping or replaying a replica's version,
  * evictions naming held, evicted and never-stored blocks, snapshots of every shape, restarts,
- * claims about the node itself, members joining past the cap and dying.
+ * claims about the node itself (which never change its own set, and move its version only to
+ * refute a claim), members joining past the cap and dying.
  */
 class ArbitraryPeerInputProperties {
 
@@ -79,10 +81,16 @@ class ArbitraryPeerInputProperties {
         } catch (IllegalArgumentException notWireValid) {
           continue;
         }
-        long ownVersion = node.localSummary().version();
+        LocalSummary.Snapshot own = node.localSummary().snapshot();
+        long refuted = node.counter(GossipCounter.VERSIONS_REFUTED);
         node.onMessage(new PeerAddress(from, "sim:" + from), payload);
         delivered++;
-        assertEquals(ownVersion, node.localSummary().version(), "claims changed the node's own set");
+        // claims never change the node's own set; its version moves only to refute a claim
+        LocalSummary.Snapshot now = node.localSummary().snapshot();
+        assertArrayEquals(own.hashes(), now.hashes(), "claims changed the node's own set");
+        assertArrayEquals(own.stores(), now.stores());
+        assertEquals(node.counter(GossipCounter.VERSIONS_REFUTED) == refuted,
+            own.version() == now.version(), "version " + own.version() + " -> " + now.version());
       }
       node.checkInvariants();
       assertEquals(0, node.counter(GossipCounter.INTERNAL_ERRORS), "step " + step);

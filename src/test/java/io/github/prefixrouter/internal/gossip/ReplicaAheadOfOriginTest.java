@@ -1,0 +1,117 @@
+package io.github.prefixrouter.internal.gossip;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
+import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A replica can be pushed past its origin's version by a third party (a buggy relayer, a
+ * corrupted update): deltas continuing the replica's version with blocks the origin never
+ * stored. Such a replica ignores every real delta of the origin (all "old") until the origin's
+ * version passes the invented one, which for an origin that changes little is never, and passes
+ * the invented deltas on to every other node. Only the origin can tell: its own entry, in the
+ * digests it receives, shows a version above its own. It moves its version past the claim, and
+ * every replica below gets a snapshot of its real set.
+ */
+class ReplicaAheadOfOriginTest {
+
+  static GossipConfig.Builder config() {
+    return GossipConfig.builder().interval(Duration.ofMillis(100));
+  }
+
+  @Test
+  void deltasAnOriginNeverMadeAreUndoneEverywhere() {
+    SimCluster c = SimCluster.of(4, 11, config().build());
+    c.delayNanos = 2_000_000;
+    GossipEngine origin = c.nodes.get(1);
+    GossipEngine victim = c.nodes.get(2);
+    GossipEngine liar = c.nodes.get(0);
+    origin.localSummary().onStored(new long[] {11, 12, 13});
+    c.runFor(Duration.ofSeconds(1).toNanos());
+    assertTrue(c.converged(), c.firstDivergence());
+    String id = origin.self().nodeId();
+    long[] at = victim.replicaVersion(id);
+    // the liar continues the victim's replica with five deltas the origin never made
+    List<Delta> invented = new ArrayList<>();
+    for (int i = 1; i <= 5; i++) {
+      invented.add(new Delta(at[1] + i, Delta.STORE, new long[] {900 + i}));
+    }
+    victim.handle(liar.self(), new Ack2(1, List.of(new Update(
+        new DigestEntry(id, at[0], at[1] + 5, 1, 0, 0, false), null, at[1], invented))));
+    assertEquals(at[1] + 5, victim.replicaVersion(id)[1]);
+    assertEquals(8, victim.replicaOf(id).length);
+    // the origin is idle; the invented deltas spread, and the origin refutes them
+    c.runFor(Duration.ofSeconds(2).toNanos());
+    assertTrue(c.converged(), c.firstDivergence()); // every replica: the real set and version
+    assertEquals(1, origin.counter(GossipCounter.VERSIONS_REFUTED));
+    assertTrue(origin.localSummary().version() > at[1] + 5);
+    // and the origin's later changes apply again
+    origin.localSummary().onStored(new long[] {14});
+    c.runFor(Duration.ofSeconds(1).toNanos());
+    assertTrue(c.converged(), c.firstDivergence());
+    assertEquals(4, victim.replicaOf(id).length);
+    for (GossipEngine e : c.nodes) {
+      e.checkInvariants();
+    }
+  }
+
+  @Test
+  void claimsTooFarAheadAreRejectedAndRefutationsAreSpaced() {
+    SimCluster c = SimCluster.of(2, 3, config().maxSequenceJump(1_000).build());
+    GossipEngine me = c.nodes.get(0);
+    GossipEngine other = c.nodes.get(1);
+    String id = me.self().nodeId();
+    long rejected = me.counter(GossipCounter.REJECTED);
+    // a claim peers would refuse from a third party is not followed
+    me.handle(other.self(), new Syn(1, 1, List.of(new DigestEntry(id, 1, 1_000, 0, 0, 0, false))));
+    assertEquals(rejected + 1, me.counter(GossipCounter.REJECTED));
+    assertEquals(0, me.localSummary().version());
+    me.handle(other.self(), new Syn(2, 1, List.of(new DigestEntry(id, 1, 999, 0, 0, 0, false))));
+    assertEquals(1_000, me.localSummary().version());
+    // another claim right after waits for the spacing: each costs every peer a snapshot
+    me.handle(other.self(), new Syn(3, 1, List.of(new DigestEntry(id, 1, 1_500, 0, 0, 0, false))));
+    assertEquals(1_000, me.localSummary().version());
+    c.runFor(Duration.ofMillis(100L * 33).toNanos());
+    me.handle(other.self(), new Syn(4, 1, List.of(new DigestEntry(id, 1, 1_500, 0, 0, 0, false))));
+    assertEquals(1_501, me.localSummary().version());
+    assertEquals(2, me.counter(GossipCounter.VERSIONS_REFUTED));
+  }
+
+  @Test
+  void inAnHonestClusterNoVersionIsEverRefuted() {
+    // churn, loss, duplication and reordering: between honest nodes no peer ever shows a node
+    // a version of its own above its own
+    SimCluster c = SimCluster.of(5, 5, config().deltaLogMaxHashes(40).build());
+    c.delayNanos = 2_000_000;
+    c.extraDelayNanos = 150_000_000;
+    c.loss = 0.2;
+    c.duplication = 0.2;
+    SplittableRandom r = new SplittableRandom(9);
+    for (int step = 0; step < 200; step++) {
+      GossipEngine n = c.nodes.get(r.nextInt(c.nodes.size()));
+      long[] hashes = r.longs(1 + r.nextInt(5), 0, 200).toArray();
+      if (r.nextInt(3) == 0) {
+        n.localSummary().onEvicted(hashes);
+      } else {
+        n.localSummary().onStored(hashes);
+      }
+      c.runFor(Duration.ofMillis(50).toNanos());
+    }
+    c.heal();
+    c.runFor(Duration.ofSeconds(5).toNanos());
+    assertTrue(c.converged(), c.firstDivergence());
+    for (GossipEngine e : c.nodes) {
+      assertEquals(0, e.counter(GossipCounter.VERSIONS_REFUTED), e.self().nodeId());
+    }
+  }
+}
