@@ -67,6 +67,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
 
   private static final long JOIN_MILLIS = 10_000;
 
+  /** A replay as a whole ends after this many replay timeouts (the live stream waits). */
+  static final int REPLAY_STEPS = 8;
+
   private final ZmtpEndpoint endpoint;
   private final ZmtpEndpoint replayEndpoint;
   private final byte[] topic;
@@ -80,6 +83,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private final RandomGenerator jitter;
   private final ZmtpOptions liveOptions;
   private final ZmtpOptions replayOptions;
+  private final long replayTimeoutNanos;
 
   private final AtomicLong connects = new AtomicLong();
   private final AtomicLong connectFailures = new AtomicLong();
@@ -117,6 +121,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
             b.idleTimeout,
             b.maxMessageBytes,
             b.maxFrames);
+    this.replayTimeoutNanos = b.replayTimeout.toNanos();
     this.replayOptions =
         new ZmtpOptions(
             b.replayTimeout,
@@ -400,11 +405,17 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       return;
     }
     int received = 0;
+    // the live stream waits meanwhile: the replay as a whole is bounded too, not only each step
+    long deadline = System.nanoTime() + REPLAY_STEPS * replayTimeoutNanos;
     try {
       r.connect(replayEndpoint);
       r.send(List.of(new byte[0], seqBytes(from)));
       long last = Long.MIN_VALUE;
       while (!closed) {
+        if (System.nanoTime() - deadline > 0) {
+          throw new IOException("the replay took longer than " + REPLAY_STEPS + " x the replay "
+              + "timeout (" + TimeUnit.NANOSECONDS.toMillis(replayTimeoutNanos) + " ms)");
+        }
         List<byte[]> m = r.receive();
         if (m.size() != 3 || m.get(0).length != 0 || m.get(1).length != 8) {
           throw new IOException("a replayed message of " + m.size()
@@ -650,7 +661,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
 
     /**
      * The timeout of each step of a replay (connect, handshake, each replayed message);
-     * default 2 s. The live stream waits meanwhile.
+     * default 2 s. The live stream waits meanwhile, so a replay as a whole ends (counted as
+     * failed) after {@value VllmKvEventSubscriber#REPLAY_STEPS} times this, however steadily its
+     * messages arrive.
      *
      * @param d the timeout, positive
      * @return this builder

@@ -203,6 +203,43 @@ class VllmKvEventSubscriberTest {
     assertEquals(0, st.disconnects());
   }
 
+  /**
+   * A replay endpoint that answers, but slowly: one message every 100 ms, each well within
+   * {@code replayTimeout}, with a million messages to go before the live one. The live stream
+   * waits during a replay, so it waited for the whole million (over a day); a replay now ends
+   * after 8 × {@code replayTimeout} in all, counted as failed, and the live message follows.
+   */
+  @Test
+  void aReplayThatTricklesEndsAfterItsOverallLimit() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    try (HostilePeer slow = new HostilePeer((sock, in, out) -> {
+      HostilePeer.readClientHandshake(in);
+      out.write(ZmtpBytes.of().greeting().ready("ROUTER").bytes());
+      out.flush();
+      java.io.DataInputStream d = new java.io.DataInputStream(in);
+      HostilePeer.readFrame(d); // the request: empty delimiter and the first sequence number
+      long from = java.nio.ByteBuffer.wrap(HostilePeer.readFrame(d)).getLong();
+      for (long k = from; ; k++) {
+        out.write(ZmtpBytes.of().message(new byte[0], seq(k), payload(k)).bytes());
+        out.flush();
+        Thread.sleep(100);
+      }
+    })) {
+      VllmKvEventSubscriber s = start(builder(vllm.endpoint())
+          .replayEndpoint("tcp://127.0.0.1:" + slow.port())
+          .replayTimeout(Duration.ofMillis(300)));
+      long n = vllm.publishUntil(0, () -> sink.size() > 0);
+      vllm.publish(n + 1_000_000); // a million lost
+      Await.until(() -> sink.sawLive(n + 1_000_000), "the live message after the replay");
+      VllmKvEventSubscriber.Stats st = s.stats();
+      assertEquals(1, st.replaysRequested());
+      assertEquals(1, st.replayFailures());
+      assertTrue(st.replayedMessages() >= 1 && st.replayedMessages() < 100,
+          "replayed " + st.replayedMessages());
+      assertEquals(1, st.connects(), "the live connection is kept");
+    }
+  }
+
   @Test
   void aRestartedPublisherIsReconnectedAndTheStreamGoesOn() throws Exception {
     FakeVllmPublisher vllm = publisher(100);

@@ -77,7 +77,7 @@ public final class HostilePeer implements AutoCloseable {
   }
 
   /** Reads one frame and returns its flags and body (flags in element 0 of the result's pair). */
-  static byte[] readFrame(DataInputStream d) throws IOException {
+  public static byte[] readFrame(DataInputStream d) throws IOException {
     int flags = d.readUnsignedByte();
     long size = (flags & ZmtpSocket.FLAG_LONG) != 0 ? d.readLong() : d.readUnsignedByte();
     byte[] body = new byte[(int) size];
