@@ -51,7 +51,10 @@ import org.slf4j.LoggerFactory;
  * <p>Each request is one {@code POST <base>/v1/completions} whose {@code prompt} is the request's
  * token ids (so the server does not re-tokenize and the prefix the router matched is exactly the
  * prefix the server caches), with {@code max_tokens}, {@code temperature}, {@code top_p} and
- * {@code seed} from the request's {@link GenerationParams}. With {@link Builder#returnTokenIds}
+ * {@code seed} from the request's {@link GenerationParams}, and its {@code stop} strings and
+ * {@code stop_token_ids} when it has any (vLLM and SGLang then answer the output cut at the first
+ * stop: the text without the stop string, the token ids through the token that ended it). With
+ * {@link Builder#returnTokenIds}
  * (on by default) it also sends {@code "return_token_ids": true}, which vLLM answers with
  * {@code choices[0].token_ids}; servers that ignore the field answer with text only and the
  * result's output tokens are then empty.
@@ -480,6 +483,14 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     m.put("temperature", p.temperature());
     m.put("top_p", p.topP());
     m.put("seed", p.seed());
+    // vLLM and SGLang take both with a prompt of token ids and answer the output cut at the
+    // first stop; sent only when set, so a request without stops is the body it always was
+    if (!p.stop().isEmpty()) {
+      m.put("stop", p.stop());
+    }
+    if (!p.stopTokenIds().isEmpty()) {
+      m.put("stop_token_ids", p.stopTokenIds());
+    }
     m.put("stream", streamed);
     if (streamed) {
       // vLLM and SGLang send the usage (prompt and cached tokens) in a last chunk when asked

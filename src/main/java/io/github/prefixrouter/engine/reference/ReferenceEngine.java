@@ -43,7 +43,9 @@ import org.slf4j.LoggerFactory;
  *       is true), so a node can run its local tree in engine-driven mode.
  *   <li><b>Decoding</b>: greedy when {@code temperature} is 0; otherwise nucleus sampling drawn
  *       from the request's seed, so it is deterministic too. Generated tokens are ids in
- *       {@code [0, vocabBuckets)}; the text is empty (there is no tokenizer).
+ *       {@code [0, vocabBuckets)}; the text is empty (there is no tokenizer). Decoding ends
+ *       after the first token that is one of the request's
+ *       {@link GenerationParams#stopTokenIds}; stop strings need text and are left to the node.
  *   <li><b>Streaming</b>: {@link #execute(InferenceRequest, OutputListener)} gives the listener
  *       each token as soon as it is decoded, one call per token (its text empty, as the
  *       result's), on the thread that runs the request, so the pieces are the whole output and
@@ -255,6 +257,10 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
       int next = sampler == null ? argmax(logits) : sample(logits, p, sampler);
       out[i] = next;
       job.stream(next);
+      if (p.isStopToken(next)) { // the stop token is the last of the output
+        out = java.util.Arrays.copyOf(out, i + 1);
+        break;
+      }
       if (i + 1 < out.length) {
         if (job.cancelled) {
           throw new EngineException("request " + req.id() + " cancelled", false);

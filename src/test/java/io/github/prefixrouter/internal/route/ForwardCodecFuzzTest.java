@@ -100,8 +100,9 @@ class ForwardCodecFuzzTest {
       @ForAll @IntRange(min = 0, max = 255) int version) {
     if (version == ForwardCodec.VERSION || (valid[0] == ForwardCodec.FORWARD
         && (version == ForwardCodec.SCOPED_FORWARD_VERSION
-            || version == ForwardCodec.STREAMING_FORWARD_VERSION))) {
-      return; // FORWARD speaks all three (an unscoped body read as scoped is TRUNCATED, and a
+            || version == ForwardCodec.STREAMING_FORWARD_VERSION
+            || version == ForwardCodec.STOPS_FORWARD_VERSION))) {
+      return; // FORWARD speaks all four (an unscoped body read as scoped is TRUNCATED, and a
               // scoped one read as unscoped has TRAILING_BYTES: see ScopedForwardCodecTest)
     }
     byte[] m = valid.clone();
