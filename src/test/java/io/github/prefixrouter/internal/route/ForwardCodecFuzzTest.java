@@ -381,7 +381,21 @@ class ForwardCodecFuzzTest {
         Arbitraries.integers().between(1, GenerationParams.MAX_TOKENS_LIMIT),
         Arbitraries.doubles().between(0, 100), Arbitraries.doubles().between(0.01, 1),
         Arbitraries.longs()).as(GenerationParams::new);
-    return Combinators.combine(ids(), tokens, params, scopes()).as(InferenceRequest::new);
+    return Combinators.combine(ids(), tokens, params, scopes(), stops())
+        .as((id, t, p, scope, stops) -> new InferenceRequest(id, t, stops.apply(p), scope));
+  }
+
+  /** No stops half the time (versions 1 to 3), else stop strings and ids (version 4). */
+  @Provide
+  Arbitrary<java.util.function.UnaryOperator<GenerationParams>> stops() {
+    Arbitrary<String> stop = Arbitraries.of("a", "\n", "\u00e9", "\u20ac", "\uD83D\uDE00",
+        "Observation:").list().ofMinSize(1).ofMaxSize(5).map(l -> String.join("", l));
+    Arbitrary<java.util.List<String>> strings = stop.list().ofMaxSize(4);
+    Arbitrary<java.util.List<Integer>> ids = Arbitraries.integers()
+        .between(0, InferenceRequest.MAX_TOKEN_ID - 1).list().ofMaxSize(5);
+    return Arbitraries.oneOf(
+        Arbitraries.just(java.util.function.UnaryOperator.identity()),
+        Combinators.combine(strings, ids).as((st, id) -> p -> p.withStops(st, id)));
   }
 
   /** The default scope half the time, else adapters and salts of ASCII and other characters. */
