@@ -344,4 +344,32 @@ class ReferenceEngineTest {
       assertTrue(Math.abs(got - want) <= 1e-6 * want + 1e-30, "x=" + x + " got " + got + " want " + want);
     }
   }
+
+  @Test
+  void decodingEndsAfterTheFirstStopTokenIdWhichIsTheLastOfTheOutput() throws Exception {
+    int[] p = prompt(21, 40);
+    for (GenerationParams g : List.of(GenerationParams.greedy(24),
+        new GenerationParams(24, 0.9, 0.95, 5L))) {
+      try (ReferenceEngine e = ReferenceEngine.builder().build()) {
+        int[] plain = e.execute(new InferenceRequest("p", p, g)).get(60, TimeUnit.SECONDS)
+            .outputTokens();
+        // stop at the token at position 5 (and at one id that never comes)
+        int stop = plain[5];
+        int first = 0;
+        while (plain[first] != stop) {
+          first++;
+        }
+        GenerationParams withStop = g.withStops(List.of("ignored: no text"), List.of(1 << 23, stop));
+        List<int[]> pieces = new ArrayList<>();
+        EngineResult r = e.execute(new InferenceRequest("s", p, withStop),
+            (tokens, text) -> pieces.add(tokens)).get(60, TimeUnit.SECONDS);
+        assertArrayEquals(Arrays.copyOf(plain, first + 1), r.outputTokens());
+        assertArrayEquals(r.outputTokens(),
+            pieces.stream().flatMapToInt(Arrays::stream).toArray(), "no piece after the stop");
+        // the same request without a listener stops alike
+        assertArrayEquals(r.outputTokens(), e.execute(new InferenceRequest("w", p, withStop))
+            .get(60, TimeUnit.SECONDS).outputTokens());
+      }
+    }
+  }
 }
