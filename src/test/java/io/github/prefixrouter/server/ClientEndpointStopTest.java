@@ -241,6 +241,14 @@ class ClientEndpointStopTest {
     assertEquals("stop", choice(b).get("finish_reason"));
     assertEquals("\n", choice(b).get("stop_reason"));
     assertEquals(4L, map(b.get("usage")).get("completion_tokens"));
+    // the OpenAI-compatible engine gives the server's text with the stop string it names: a
+    // stop at exactly max_tokens is a stop, and the stop string is not shown
+    Map<?, ?> c = whole(ClientEndpoint.OPENAI_COMPLETIONS,
+        "{\"prompt\":\"hi\",\"max_tokens\":3,\"stop\":\"\\nObservation:\"}",
+        new int[] {5, 6, 7}, "Thought\nObservation:");
+    assertEquals("Thought", choice(c).get("text"));
+    assertEquals("stop", choice(c).get("finish_reason"));
+    assertEquals(3L, map(c.get("usage")).get("completion_tokens"));
   }
 
   // ------------------------------------------------------------------------------ streams

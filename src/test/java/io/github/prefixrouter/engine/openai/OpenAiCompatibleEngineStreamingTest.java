@@ -473,12 +473,25 @@ class OpenAiCompatibleEngineStreamingTest {
     Map<?, ?> body = server.lastBody.get();
     assertEquals(List.of("\nObservation:", "END"), body.get("stop"));
     assertEquals(List.of(128_009L, 2L), body.get("stop_token_ids"));
-    assertEquals("Thought", whole.text());
+    // the stop string the server names follows its text: the node sees a stop ended it
+    assertEquals("Thought\nObservation:", whole.text());
     assertArrayEquals(new int[] {11, 12, 13}, whole.outputTokens());
+    // SGLang names it matched_stop; a stop_reason that is no stop string of the request (a
+    // token id, or the end of sequence) adds nothing
+    server.behaviour.set((ex, b) -> reply(ex, 200, "{\"choices\":[{\"text\":\"Tho\","
+        + "\"finish_reason\":\"stop\",\"matched_stop\":\"END\"}]}"));
+    assertEquals("ThoEND", e.execute(r).get(20, TimeUnit.SECONDS).text());
+    server.behaviour.set((ex, b) -> reply(ex, 200, "{\"choices\":[{\"text\":\"Tho\","
+        + "\"finish_reason\":\"stop\",\"stop_reason\":2}]}"));
+    assertEquals("Tho", e.execute(r).get(20, TimeUnit.SECONDS).text());
+    server.behaviour.set((ex, b) -> reply(ex, 200, "{\"choices\":[{\"text\":\"Tho\","
+        + "\"finish_reason\":\"length\",\"stop_reason\":\"END\"}]}"));
+    assertEquals("Tho", e.execute(r).get(20, TimeUnit.SECONDS).text());
 
     server.behaviour.set((ex, b) -> {
       OutputStream out = startStream(ex);
-      send(out, chunk("Tho", "[11]", null) + chunk("ught", "[12,13]", "stop") + USAGE
+      send(out, chunk("Tho", "[11]", null) + chunk("ught", "[12,13]", "stop")
+              .replace("\"finish_reason\"", "\"stop_reason\":\"END\",\"finish_reason\"") + USAGE
           + "data: [DONE]\n\n");
     });
     Pieces pieces = new Pieces();
@@ -486,9 +499,9 @@ class OpenAiCompatibleEngineStreamingTest {
     assertEquals(List.of("\nObservation:", "END"), server.lastBody.get().get("stop"));
     assertEquals(List.of(128_009L, 2L), server.lastBody.get().get("stop_token_ids"));
     assertEquals(Boolean.TRUE, server.lastBody.get().get("stream"));
-    assertEquals("Thought", streamed.text());
+    assertEquals("ThoughtEND", streamed.text());
     assertArrayEquals(new int[] {11, 12, 13}, streamed.outputTokens());
-    assertEquals(List.of("Tho", "ught"), pieces.texts);
+    assertEquals(List.of("Tho", "ughtEND"), pieces.texts);
   }
 
   @Test
