@@ -50,9 +50,11 @@ import org.slf4j.LoggerFactory;
  * <ul>
  *   <li>{@code POST /v1/route/completions} with
  *       {@code {"id": "...", "prompt": [token ids], "max_tokens": 1, "temperature": 0,
- *       "top_p": 1, "seed": 0, "model": "sql-lora", "cache_salt": "tenant-1", "stream": false}} (all but
+ *       "top_p": 1, "seed": 0, "model": "sql-lora", "cache_salt": "tenant-1", "stream": false,
+ *       "stop_token_ids": [2]}} (all but
  *       {@code prompt} optional) submits one request to the node and answers {@code {"id", "served_by", "forwarded", "attempts", "fallback",
- *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}. 400 for a bad request
+ *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}, its
+ *       {@code token_ids} (whole or streamed) ending after the first stop token id. 400 for a bad request
  *       (the message says what; a key not in {@link #REQUEST_KEYS} is one), 413 for a body
  *       above 8 MiB; 503 with {@code Retry-After} when the engines that could serve
  *       it are busy (the local one at capacity and every peer tried pushed back), when too many

@@ -17,8 +17,11 @@ import java.util.Map;
  * of a streamed one ({@link ChunkFormat}), the model list and errors.
  *
  * <p>Output text is {@link PromptTokenizer#outputText} of the output tokens and the engine's
- * text (the engine's text when the node has no tokenizer). {@code finish_reason} is
- * {@code "length"} when the output has {@code max_tokens} tokens, else {@code "stop"}. The
+ * text (the engine's text when the node has no tokenizer), cut at the request's first stop
+ * ({@link #output}); a stream holds back a tail that could begin a stop string
+ * ({@link StopMatcher}). {@code finish_reason} is {@code "stop"} when a stop ended the output
+ * (its {@code stop_reason} the stop string or token id), else {@code "length"} when the output
+ * has {@code max_tokens} tokens, else {@code "stop"}. The
  * routing facts ride along without disturbing OpenAI parsers, which ignore keys they do not
  * know: a top-level {@code "prefix_router"} object ({@link #routing}) in a whole answer and in
  * a stream's finishing chunk, and, on a whole answer, the response headers {@link #SERVED_BY},

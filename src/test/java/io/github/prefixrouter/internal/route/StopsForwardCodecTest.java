@@ -203,4 +203,18 @@ class StopsForwardCodecTest {
     byte[] longer = Arrays.copyOf(frame, frame.length + 1);
     assertEquals(Reason.TRAILING_BYTES, reasonOf(longer));
   }
+
+  @Test
+  void theExampleOfTheWireFormatDocument() {
+    // docs/wire-format.md, "FORWARD, version 4", byte for byte
+    InferenceRequest r = plain(PARAMS.withStops(List.of("\n"), List.of(2)));
+    String want = "21 04 03 71 2d 31 06 6f 72 69 67 69 6e 02 10 3f e0 00 00 00 00 00 00"
+        + " 3f ec cc cc cc cc cc cd 00 00 00 00 00 00 00 2a 03 01 ac 02 f0 a2 04 00 00"
+        + " 00 00 00 00 00 00 00 00 00 01 01 0a 01 02";
+    StringBuilder got = new StringBuilder();
+    for (byte b : ForwardCodec.forward(r, "origin", 2)) {
+      got.append(got.length() == 0 ? "" : " ").append(String.format("%02x", b & 0xFF));
+    }
+    assertEquals(want, got.toString());
+  }
 }
