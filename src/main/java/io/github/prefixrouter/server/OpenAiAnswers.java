@@ -110,8 +110,10 @@ final class OpenAiAnswers {
    */
   record Output(int[] tokens, String text, Object stopReason) {
 
-    /** {@code "stop"} when a stop ended the output, {@code "length"} when it has
-     * {@code max_tokens} tokens, else {@code "stop"} (the engine ended it). */
+    /**
+     * {@code "stop"} when a stop ended the output, {@code "length"} when it has
+     * {@code max_tokens} tokens, else {@code "stop"} (the engine ended it).
+     */
     String finishReason(Context c) {
       return stopReason == null && tokens.length >= c.maxTokens() ? "length" : "stop";
     }
@@ -162,14 +164,6 @@ final class OpenAiAnswers {
   /** The output the client gets of a response ({@link #output(Context, int[], String)}). */
   static Output output(Context c, InferenceResponse r) {
     return output(c, r.result().outputTokens(), r.result().text());
-  }
-
-  /**
-   * {@code "stop"} when a stop ended the output, {@code "length"} when it has {@code max_tokens}
-   * tokens, else {@code "stop"}.
-   */
-  static String finishReason(Context c, InferenceResponse r) {
-    return output(c, r).finishReason(c);
   }
 
   /**

@@ -114,8 +114,7 @@ final class StreamedAnswer implements OutputListener {
         return new int[0];
       }
       int[] cut = ClientEndpoint.cutAtStopToken(tokens, params);
-      stopped = cut.length < tokens.length || (cut.length > 0
-          && params.isStopToken(cut[cut.length - 1]));
+      stopped = cut.length > 0 && params.isStopToken(cut[cut.length - 1]);
       return cut;
     }
 
