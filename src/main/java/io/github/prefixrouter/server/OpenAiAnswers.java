@@ -357,7 +357,7 @@ final class OpenAiAnswers {
         return "";
       }
       GenerationParams p = c.params();
-      if (!c.textPerToken()) {
+      if (!c.textPerToken() || !p.hasStops()) {
         String t = c.text(tokens, text);
         String out = stops.push(t);
         ended = stops.stopped();
