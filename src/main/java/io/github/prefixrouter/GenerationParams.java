@@ -8,9 +8,11 @@ import java.util.List;
  * travel with the request to whichever engine runs it.
  *
  * <p>Stops have vLLM's meaning. Generation ends at the first token that is one of
- * {@code stopTokenIds} (that token is the last of the output) or at the first token after which
- * the output's text contains one of {@code stop} (that token is the last of the output, and the
- * text ends just before the stop string, which is not part of it). Stop strings are looked for
+ * {@code stopTokenIds} (that token is the last of the output; its text is not part of the
+ * output's text) or at the first token after which the output's text contains one of
+ * {@code stop} (that token is the last of the output, and the text ends just before the stop
+ * string, which is not part of it; of two stop strings completed at the same char, the one
+ * listed first). Stop strings are looked for
  * in the output's text only, never in the prompt. An engine that generates text honours both;
  * one that gives token ids only honours {@code stopTokenIds} (see {@code docs/engines.md} for
  * what the node does when an engine ignores them).

@@ -122,14 +122,18 @@ final class OpenAiAnswers {
   /**
    * The output the client gets of a whole result, cut at its first stop (vLLM's meaning, see
    * {@link GenerationParams}), whether the engine stopped there or not: the tokens end at the
-   * first stop token id; the text ends before the first stop string to be complete, and the
-   * tokens then end at the token it was completed in. A text that is not the tokenizer's token
-   * by token (an engine's own text) is cut at stop strings only, and its tokens only at stop
-   * token ids (which token a char came from is not known); an engine that gives text honours
-   * both itself (see {@code docs/engines.md}).
+   * first stop token id, whose text is not shown (vLLM keeps the token, not its text); the text
+   * ends before the first stop string to be complete, and the tokens then end at the token it
+   * was completed in. A text that is not the tokenizer's token by token (an engine's own text)
+   * is cut at stop strings only, and its tokens only at stop token ids (which token a char came
+   * from is not known); an engine that gives text honours both itself (see
+   * {@code docs/engines.md}).
    */
   static Output output(Context c, int[] tokens, String engineText) {
     GenerationParams p = c.params();
+    if (!p.hasStops()) {
+      return new Output(tokens, c.text(tokens, engineText), null);
+    }
     int n = tokens.length;
     Object reason = null;
     for (int i = 0; i < n; i++) {
@@ -140,19 +144,17 @@ final class OpenAiAnswers {
       }
     }
     int[] kept = n == tokens.length ? tokens : Arrays.copyOf(tokens, n);
-    if (p.stop().isEmpty()) {
-      return new Output(kept, c.text(kept, engineText), reason);
-    }
+    StopMatcher m = new StopMatcher(p.stop());
     if (!c.textPerToken()) {
       String text = c.text(kept, engineText);
-      StopMatcher m = new StopMatcher(p.stop());
       String cut = m.push(text);
       return m.stopped() ? new Output(kept, cut, m.matched())
           : new Output(kept, text, reason);
     }
-    StopMatcher m = new StopMatcher(p.stop());
+    // a stop token's text is not shown, nor looked at for stop strings
+    int shown = reason != null ? kept.length - 1 : kept.length;
     StringBuilder text = new StringBuilder();
-    for (int i = 0; i < kept.length; i++) {
+    for (int i = 0; i < shown; i++) {
       text.append(m.push(c.tokenText(kept[i])));
       if (m.stopped()) {
         return new Output(Arrays.copyOf(kept, i + 1), text.toString(), m.matched());
@@ -365,14 +367,14 @@ final class OpenAiAnswers {
       }
       StringBuilder out = new StringBuilder();
       for (int token : tokens) {
+        if (p.isStopToken(token)) { // the output ends with it; its text is not shown
+          ended = true;
+          return out.append(stops.finish()).toString();
+        }
         out.append(stops.push(c.tokenText(token)));
         if (stops.stopped()) {
           ended = true;
           return out.toString();
-        }
-        if (p.isStopToken(token)) {
-          ended = true;
-          return out.append(stops.finish()).toString();
         }
       }
       return out.toString();

@@ -15,7 +15,8 @@ import java.util.List;
  * Stop strings are looked for in the output only, so an occurrence may start at any position of
  * it, including one split over many pieces. The text is cut at the start of the first stop
  * string to be complete, as a generation that stops there would be (vLLM's semantics): the
- * occurrence that ends first, and of two that end at the same char the one that starts first.
+ * occurrence that ends first, and of two that end at the same char the one listed first (as
+ * vLLM breaks that tie).
  * So with the stops {@code "abcd"} and {@code "c"}, {@code "abcd"} is cut to {@code "ab"}: the
  * generation ended at {@code "c"}, before {@code "d"} was written.
  *
@@ -81,13 +82,12 @@ final class StopMatcher {
   }
 
   /**
-   * Whether the occurrence of {@code s} at {@code i} comes first, before that of {@code t} at
-   * {@code j}: it ends first, or ends with it and starts first.
+   * Whether the occurrence of {@code s} at {@code i} comes before that of {@code t} at
+   * {@code j}: it ends first (of two that end together, the one listed first comes first: the
+   * caller looks at the stops in their order and keeps the first).
    */
   private static boolean ends(int i, String s, int j, String t) {
-    int endS = i + s.length();
-    int endT = j + t.length();
-    return endS < endT || (endS == endT && i < j);
+    return i + s.length() < j + t.length();
   }
 
   /** The longest tail of {@code held} that is a proper prefix of a stop string. */
@@ -143,8 +143,8 @@ final class StopMatcher {
 
   /**
    * Where {@code text} is cut by its first stop string: the start of the occurrence of any of
-   * {@code stops} that ends first (the one that starts first, of those ending together), or -1
-   * if none occurs.
+   * {@code stops} that ends first (the one listed first, of those ending together), or -1 if
+   * none occurs.
    */
   static int cut(String text, List<String> stops) {
     int at = -1;

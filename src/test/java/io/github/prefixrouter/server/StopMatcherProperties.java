@@ -34,18 +34,17 @@ class StopMatcherProperties {
     return Combinators.combine(text, stops, splits).as(Case::new);
   }
 
-  /** The model: generation char by char, ended by the first stop string it completes. */
+  /**
+   * The model: generation char by char, ended by the first stop string it completes (of two
+   * completed by the same char, the one listed first).
+   */
   static String naive(String text, List<String> stops) {
     for (int end = 1; end <= text.length(); end++) {
       String generated = text.substring(0, end);
-      String longest = null;
       for (String s : stops) {
-        if (generated.endsWith(s) && (longest == null || s.length() > longest.length())) {
-          longest = s;
+        if (generated.endsWith(s)) {
+          return generated.substring(0, end - s.length());
         }
-      }
-      if (longest != null) {
-        return generated.substring(0, end - longest.length());
       }
     }
     return text;
@@ -109,6 +108,16 @@ class StopMatcherProperties {
     assertEquals("c", m.matched());
     assertEquals("", m.push("more"));
     assertEquals("", m.finish());
+  }
+
+  @Test
+  void ofTwoStopsCompletedByTheSameCharTheOneListedFirstCuts() {
+    assertEquals("xa", naive("xabc", List.of("bc", "abc")));
+    assertEquals("x", naive("xabc", List.of("abc", "bc")));
+    StopMatcher m = new StopMatcher(List.of("bc", "abc"));
+    assertEquals("xa", m.push("xab") + m.push("c"));
+    assertEquals("bc", m.matched());
+    assertEquals(1, StopMatcher.cut("xabc", List.of("abc", "bc")));
   }
 
   @Test
