@@ -23,9 +23,10 @@ import java.util.concurrent.CompletableFuture;
  *       a chain's scope with its first blocks).
  *   <li>The output ends at the request's first stop
  *       ({@link io.github.prefixrouter.GenerationParams#stopTokenIds}: after the first stop
- *       token; {@link io.github.prefixrouter.GenerationParams#stop}: at the token that completes
- *       a stop string, for an engine that has text, which then ends before the stop string or
- *       with it). An engine that ignores them still gives a client of {@code NodeMain}'s
+ *       token, whose text an engine that has text leaves out;
+ *       {@link io.github.prefixrouter.GenerationParams#stop}: at the token that completes a stop
+ *       string, for an engine that has text, which then ends before the stop string or with
+ *       it). An engine that ignores them still gives a client of {@code NodeMain}'s
  *       endpoint the right answer (the endpoint cuts it), only after generating to
  *       {@code maxTokens}.
  *   <li>{@link #load()} is cheap and never blocks: the library calls it on its hot path.
