@@ -85,7 +85,14 @@ public final class RouteDecision {
      * scopes. It still gets requests of the default scope. Remembered until the peer restarts
      * (its gossip generation changes), it leaves the live peers, or five minutes pass.
      */
-    NO_SCOPES
+    NO_SCOPES,
+    /**
+     * The request has stop strings or stop token ids and the peer rejected a forward that
+     * carries them as a message version it does not know: it runs a version from before stops,
+     * and would run the request without them. It still gets requests without stops.
+     * Remembered as {@link #NO_SCOPES} is.
+     */
+    NO_STOPS
   }
 
   /**

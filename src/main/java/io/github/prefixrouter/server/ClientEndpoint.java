@@ -50,9 +50,11 @@ import org.slf4j.LoggerFactory;
  * <ul>
  *   <li>{@code POST /v1/route/completions} with
  *       {@code {"id": "...", "prompt": [token ids], "max_tokens": 1, "temperature": 0,
- *       "top_p": 1, "seed": 0, "model": "sql-lora", "cache_salt": "tenant-1", "stream": false}} (all but
+ *       "top_p": 1, "seed": 0, "model": "sql-lora", "cache_salt": "tenant-1", "stream": false,
+ *       "stop_token_ids": [2]}} (all but
  *       {@code prompt} optional) submits one request to the node and answers {@code {"id", "served_by", "forwarded", "attempts", "fallback",
- *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}. 400 for a bad request
+ *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}, its
+ *       {@code token_ids} (whole or streamed) ending after the first stop token id. 400 for a bad request
  *       (the message says what; a key not in {@link #REQUEST_KEYS} is one), 413 for a body
  *       above 8 MiB; 503 with {@code Retry-After} when the engines that could serve
  *       it are busy (the local one at capacity and every peer tried pushed back), when too many
@@ -147,7 +149,7 @@ final class ClientEndpoint {
    */
   static final Set<String> REQUEST_KEYS =
       Set.of("id", "prompt", "max_tokens", "temperature", "top_p", "seed", "model",
-          "cache_salt", "stream");
+          "cache_salt", "stream", "stop_token_ids");
 
   private final PrefixRouterNode node;
   private final String baseModel;
@@ -460,7 +462,7 @@ final class ClientEndpoint {
       stream(ex, request);
       return;
     }
-    submitWhole(ex, request, resp -> () -> respond(ex, 200, toJson(resp)),
+    submitWhole(ex, request, resp -> () -> respond(ex, 200, toJson(resp, request.params())),
         c -> () -> answerFailure(ex, request.id(), c));
   }
 
@@ -469,7 +471,7 @@ final class ClientEndpoint {
    * server-sent events by the writer threads ({@link StreamedAnswer}).
    */
   private void stream(HttpExchange ex, InferenceRequest request) {
-    stream(ex, request, new StreamedAnswer.RouteFormat(request.id()),
+    stream(ex, request, new StreamedAnswer.RouteFormat(request.id(), request.params()),
         (e, failure) -> answerFailure(e, request.id(), failure));
   }
 
@@ -657,7 +659,7 @@ final class ClientEndpoint {
             null, "tokenizer_failed");
       }
       ctx = new OpenAiAnswers.Context(req.kind, OpenAiAnswers.answerId(req.kind, requestId),
-          created, req.model, request.params().maxTokens(), seed, req.includeUsage, tokenizer);
+          created, req.model, request.params(), seed, req.includeUsage, tokenizer);
     } catch (RuntimeException e) {
       inFlight.decrementAndGet();
       writeLater(ex, () -> openAiFailure(ex, e));
@@ -885,7 +887,45 @@ final class ClientEndpoint {
    */
   static String apiKeyNames(String generationParamsMessage) {
     return String.valueOf(generationParamsMessage).replace("maxTokens", "max_tokens")
-        .replace("topP", "top_p");
+        .replace("topP", "top_p").replace("stopTokenIds", "stop_token_ids");
+  }
+
+  /**
+   * A request's {@code stop_token_ids}: absent, null or an array of token ids (empty: none);
+   * their count and range are {@link GenerationParams}' to check.
+   *
+   * @throws IllegalArgumentException if it is something else
+   */
+  static List<Integer> stopTokenIds(Object value) {
+    if (value == null || value == Json.NULL) {
+      return List.of();
+    }
+    if (!(value instanceof List<?> l)) {
+      throw new IllegalArgumentException("stop_token_ids must be an array of token ids");
+    }
+    if (l.size() > GenerationParams.MAX_STOP_TOKEN_IDS) {
+      throw new IllegalArgumentException("stop_token_ids must have at most "
+          + GenerationParams.MAX_STOP_TOKEN_IDS + " ids, had " + l.size());
+    }
+    List<Integer> ids = new ArrayList<>(l.size());
+    for (Object o : l) {
+      if (!(o instanceof Long x) || x < 0 || x >= InferenceRequest.MAX_TOKEN_ID) {
+        throw new IllegalArgumentException("stop_token_ids must be token ids in [0, "
+            + InferenceRequest.MAX_TOKEN_ID + "), had " + Json.write(o));
+      }
+      ids.add(x.intValue());
+    }
+    return ids;
+  }
+
+  /** The output tokens up to and including the first stop token id (all without one). */
+  static int[] cutAtStopToken(int[] tokens, GenerationParams params) {
+    for (int i = 0; i < tokens.length; i++) {
+      if (params.isStopToken(tokens[i])) {
+        return i + 1 == tokens.length ? tokens : java.util.Arrays.copyOf(tokens, i + 1);
+      }
+    }
+    return tokens;
   }
 
   /** A parsed completions request and whether its answer is streamed. */
@@ -916,9 +956,10 @@ final class ClientEndpoint {
     String salt = m.containsKey("cache_salt") ? Json.asString(m.get("cache_salt"), "cache_salt")
         : "";
     CacheScope scope = CacheScope.of(model.equals(baseModel) ? "" : model, salt);
+    List<Integer> stopTokenIds = stopTokenIds(m.get("stop_token_ids"));
     GenerationParams params;
     try {
-      params = new GenerationParams(maxTokens, temperature, topP, seed);
+      params = new GenerationParams(maxTokens, temperature, topP, seed, List.of(), stopTokenIds);
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException(apiKeyNames(e.getMessage()), e);
     }
@@ -959,6 +1000,17 @@ final class ClientEndpoint {
     if (!(root instanceof Map<?, ?> m)) {
       throw new IllegalArgumentException("the body must be a JSON object");
     }
+    return m;
+  }
+
+  /**
+   * The answer of a request that is not streamed (a new, modifiable map), its token ids cut
+   * after the first of the request's stop token ids (the text is the engine's, which honours
+   * them itself).
+   */
+  static Map<String, Object> toJson(InferenceResponse r, GenerationParams params) {
+    Map<String, Object> m = toJson(r);
+    m.put("token_ids", cutAtStopToken(r.result().outputTokens(), params));
     return m;
   }
 

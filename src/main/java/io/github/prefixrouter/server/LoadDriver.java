@@ -1,5 +1,6 @@
 package io.github.prefixrouter.server;
 
+import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.internal.json.Json;
 import java.io.IOException;
 import java.net.URI;
@@ -145,6 +146,8 @@ public final class LoadDriver {
   private final boolean stream;
   private final Api api;
   private final Double temperature;
+  /** The stop strings every OpenAI-route request sends (empty: none). */
+  private final List<String> stop;
   private final String model;
   private final HttpClient client;
 
@@ -158,6 +161,7 @@ public final class LoadDriver {
     this.stream = b.stream;
     this.api = b.api;
     this.temperature = b.temperature;
+    this.stop = b.stop;
     this.model = b.model;
     this.client = HttpClient.newBuilder()
         .version(HttpClient.Version.HTTP_1_1)
@@ -469,6 +473,9 @@ public final class LoadDriver {
     body.put("max_tokens", maxTokens);
     if (temperature != null) {
       body.put("temperature", temperature);
+    }
+    if (!stop.isEmpty()) {
+      body.put("stop", stop);
     }
     if (prompt.seed() != null) {
       body.put("seed", prompt.seed());
@@ -853,6 +860,7 @@ public final class LoadDriver {
     private boolean stream;
     private Api api = Api.ROUTE;
     private Double temperature;
+    private List<String> stop = List.of();
     private String model;
 
     private Builder() {}
@@ -884,6 +892,17 @@ public final class LoadDriver {
      */
     public Builder model(String m) {
       this.model = m;
+      return this;
+    }
+
+    /**
+     * The stop strings every request sends ({@code "stop"}), on the OpenAI routes only (the
+     * token route takes none); null or empty (the default) sends none.
+     *
+     * @throws IllegalArgumentException if they break {@link GenerationParams}' limits
+     */
+    public Builder stop(List<String> s) {
+      this.stop = GenerationParams.greedy(1).withStops(s, null).stop();
       return this;
     }
 
@@ -950,6 +969,10 @@ public final class LoadDriver {
       }
       if (maxTokens < 1) {
         throw new IllegalArgumentException("maxTokens must be >= 1, was " + maxTokens);
+      }
+      if (!stop.isEmpty() && api == Api.ROUTE) {
+        throw new IllegalArgumentException("stop strings need an OpenAI route (the token route "
+            + "takes stop_token_ids only)");
       }
       Objects.requireNonNull(requestTimeout, "requestTimeout");
       return new LoadDriver(this);

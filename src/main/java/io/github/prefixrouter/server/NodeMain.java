@@ -106,6 +106,13 @@ public final class NodeMain {
         EngineTokenizer.DEFAULT_MAX_ANSWER_BYTES);
   }
 
+  /** The demo tokenizer's text of one output token of the reference engine. */
+  static java.util.function.IntFunction<String> referenceText() {
+    ReferenceTokenizer t = new ReferenceTokenizer(REFERENCE_VOCABULARY,
+        REFERENCE_MAX_OUTPUT_TOKENS);
+    return id -> t.outputText(new int[] {id}, "");
+  }
+
   /** Starts a node from parsed options; {@link Running#close()} stops it. */
   static Running start(NodeOptions o) throws IOException {
     InferenceEngine engine;
@@ -124,6 +131,9 @@ public final class NodeMain {
           .blockSize(o.config.blockSize())
           .cacheCapacityTokens(o.engineCacheTokens)
           .threads(o.engineThreads)
+          // with the demo tokenizer's text (one char per id), the engine ends its output at a
+          // stop string as the endpoint reads it, instead of decoding on to max_tokens
+          .stopText(o.tokenizes && o.tokenizerUri == null ? referenceText() : null)
           .build();
       engine = reference;
     } else {

@@ -2,9 +2,11 @@ package io.github.prefixrouter.server;
 
 import com.sun.net.httpserver.Headers;
 import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.internal.json.Json;
 import java.io.ByteArrayOutputStream;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -15,8 +17,11 @@ import java.util.Map;
  * of a streamed one ({@link ChunkFormat}), the model list and errors.
  *
  * <p>Output text is {@link PromptTokenizer#outputText} of the output tokens and the engine's
- * text (the engine's text when the node has no tokenizer). {@code finish_reason} is
- * {@code "length"} when the output has {@code max_tokens} tokens, else {@code "stop"}. The
+ * text (the engine's text when the node has no tokenizer), cut at the request's first stop
+ * ({@link #output}); a stream holds back a tail that could begin a stop string
+ * ({@link StopMatcher}). {@code finish_reason} is {@code "stop"} when a stop ended the output
+ * (its {@code stop_reason} the stop string or token id), else {@code "length"} when the output
+ * has {@code max_tokens} tokens, else {@code "stop"}. The
  * routing facts ride along without disturbing OpenAI parsers, which ignore keys they do not
  * know: a top-level {@code "prefix_router"} object ({@link #routing}) in a whole answer and in
  * a stream's finishing chunk, and, on a whole answer, the response headers {@link #SERVED_BY},
@@ -46,16 +51,34 @@ final class OpenAiAnswers {
    * @param id the answer's {@code id}: {@code cmpl-} or {@code chatcmpl-} and the request's id
    * @param created the answer's {@code created}, epoch seconds, read once per request
    * @param model the answer's {@code model}
-   * @param maxTokens the request's {@code max_tokens}, for {@code finish_reason}
+   * @param params the request's parameters: {@code max_tokens} for {@code finish_reason}, the
+   *     stops the output is cut at
    * @param seed the request's seed
    * @param includeUsage whether a stream ends with a usage chunk
    * @param tokenizer gives the output's text; null: the engine's text
    */
-  record Context(OpenAiRequest.Kind kind, String id, long created, String model, int maxTokens,
-      long seed, boolean includeUsage, PromptTokenizer tokenizer) {
+  record Context(OpenAiRequest.Kind kind, String id, long created, String model,
+      GenerationParams params, long seed, boolean includeUsage, PromptTokenizer tokenizer) {
 
     boolean chat() {
       return kind == OpenAiRequest.Kind.CHAT;
+    }
+
+    int maxTokens() {
+      return params.maxTokens();
+    }
+
+    /**
+     * Whether the output's text is the tokenizer's, token by token ({@link
+     * PromptTokenizer#textPerToken}): then the node knows which token a stop string ended in.
+     */
+    boolean textPerToken() {
+      return tokenizer != null && tokenizer.textPerToken();
+    }
+
+    /** The text of one output token, for a tokenizer that gives text token by token. */
+    String tokenText(int token) {
+      return text(new int[] {token}, "");
     }
 
     /** The text of output tokens, as the tokenizer gives it. */
@@ -77,9 +100,72 @@ final class OpenAiAnswers {
     return (kind == OpenAiRequest.Kind.CHAT ? "chatcmpl-" : "cmpl-") + requestId;
   }
 
-  /** {@code "length"} when the output has {@code max_tokens} tokens, else {@code "stop"}. */
-  static String finishReason(Context c, InferenceResponse r) {
-    return r.result().outputTokens().length >= c.maxTokens() ? "length" : "stop";
+  /**
+   * What the client gets of an output: its tokens and text up to the first stop.
+   *
+   * @param tokens the output token ids, through the token that ended it at a stop
+   * @param text the output's text, before the first stop string
+   * @param stopReason the stop string or stop token id (an {@code Integer}) that ended the
+   *     output, or null when none did
+   */
+  record Output(int[] tokens, String text, Object stopReason) {
+
+    /**
+     * {@code "stop"} when a stop ended the output, {@code "length"} when it has
+     * {@code max_tokens} tokens, else {@code "stop"} (the engine ended it).
+     */
+    String finishReason(Context c) {
+      return stopReason == null && tokens.length >= c.maxTokens() ? "length" : "stop";
+    }
+  }
+
+  /**
+   * The output the client gets of a whole result, cut at its first stop (vLLM's meaning, see
+   * {@link GenerationParams}), whether the engine stopped there or not: the tokens end at the
+   * first stop token id, whose text is not shown (vLLM keeps the token, not its text); the text
+   * ends before the first stop string to be complete, and the tokens then end at the token it
+   * was completed in. A text that is not the tokenizer's token by token (an engine's own text)
+   * is cut at stop strings only, and its tokens only at stop token ids (which token a char came
+   * from is not known); an engine that gives text honours both itself (see
+   * {@code docs/engines.md}).
+   */
+  static Output output(Context c, int[] tokens, String engineText) {
+    GenerationParams p = c.params();
+    if (!p.hasStops()) {
+      return new Output(tokens, c.text(tokens, engineText), null);
+    }
+    int n = tokens.length;
+    Object reason = null;
+    for (int i = 0; i < n; i++) {
+      if (p.isStopToken(tokens[i])) {
+        n = i + 1;
+        reason = tokens[i];
+        break;
+      }
+    }
+    int[] kept = n == tokens.length ? tokens : Arrays.copyOf(tokens, n);
+    StopMatcher m = new StopMatcher(p.stop());
+    if (!c.textPerToken()) {
+      String text = c.text(kept, engineText);
+      String cut = m.push(text);
+      return m.stopped() ? new Output(kept, cut, m.matched())
+          : new Output(kept, text, reason);
+    }
+    // a stop token's text is not shown, nor looked at for stop strings
+    int shown = reason != null ? kept.length - 1 : kept.length;
+    StringBuilder text = new StringBuilder();
+    for (int i = 0; i < shown; i++) {
+      text.append(m.push(c.tokenText(kept[i])));
+      if (m.stopped()) {
+        return new Output(Arrays.copyOf(kept, i + 1), text.toString(), m.matched());
+      }
+    }
+    return new Output(kept, text.append(m.finish()).toString(), reason);
+  }
+
+  /** The output the client gets of a response ({@link #output(Context, int[], String)}). */
+  static Output output(Context c, InferenceResponse r) {
+    return output(c, r.result().outputTokens(), r.result().text());
   }
 
   /**
@@ -88,7 +174,8 @@ final class OpenAiAnswers {
    * @throws IllegalArgumentException if the tokenizer cannot give the output's text
    */
   static Map<String, Object> answer(Context c, InferenceResponse r) {
-    String text = c.text(r.result().outputTokens(), r.result().text());
+    Output out = output(c, r);
+    String text = out.text();
     Map<String, Object> choice = new LinkedHashMap<>();
     choice.put("index", 0);
     if (c.chat()) {
@@ -100,10 +187,11 @@ final class OpenAiAnswers {
       choice.put("text", text);
     }
     choice.put("logprobs", Json.NULL);
-    choice.put("finish_reason", finishReason(c, r));
+    choice.put("finish_reason", out.finishReason(c));
+    choice.put("stop_reason", out.stopReason() == null ? Json.NULL : out.stopReason());
     Map<String, Object> m = head(c, c.chat() ? "chat.completion" : "text_completion");
     m.put("choices", List.of(choice));
-    m.put("usage", usage(r));
+    m.put("usage", usage(r, out.tokens().length));
     m.put("prefix_router", routing(c, r));
     return m;
   }
@@ -120,10 +208,11 @@ final class OpenAiAnswers {
   /**
    * {@code {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details":
    * {"cached_tokens"}}}, the details only when the engine reports its cached tokens.
+   *
+   * @param completion the output tokens the client gets ({@link Output#tokens})
    */
-  static Map<String, Object> usage(InferenceResponse r) {
+  static Map<String, Object> usage(InferenceResponse r, int completion) {
     int prompt = r.result().promptTokens();
-    int completion = r.result().outputTokens().length;
     Map<String, Object> m = new LinkedHashMap<>();
     m.put("prompt_tokens", prompt);
     m.put("completion_tokens", completion);
@@ -241,32 +330,73 @@ final class OpenAiAnswers {
    */
   static final class ChunkFormat implements StreamedAnswer.Format {
     private final Context c;
+    private final StopMatcher stops;
     private boolean roleSent;
+    /** A stop ended the output the client sees: later pieces show nothing. */
+    private boolean ended;
 
     ChunkFormat(Context c) {
       this.c = c;
+      this.stops = new StopMatcher(c.params().stop());
     }
 
     @Override
     public byte[] piece(int[] tokens, String text) {
-      String t = c.text(tokens, text);
+      String t = visible(tokens, text);
       if (t.isEmpty()) {
         return new byte[0];
       }
       return StreamedAnswer.event(chunk(t, null));
     }
 
+    /**
+     * The text of a piece the client may see now, as {@link #output} cuts the whole output: up
+     * to the first stop, less a tail that could be the start of a stop string (held back until
+     * the next pieces show whether it is one).
+     */
+    private String visible(int[] tokens, String text) {
+      if (ended) {
+        return "";
+      }
+      GenerationParams p = c.params();
+      if (!c.textPerToken() || !p.hasStops()) {
+        String t = c.text(tokens, text);
+        String out = stops.push(t);
+        ended = stops.stopped();
+        return out;
+      }
+      StringBuilder out = new StringBuilder();
+      for (int token : tokens) {
+        if (p.isStopToken(token)) { // the output ends with it; its text is not shown
+          ended = true;
+          return out.append(stops.finish()).toString();
+        }
+        out.append(stops.push(c.tokenText(token)));
+        if (stops.stopped()) {
+          ended = true;
+          return out.toString();
+        }
+      }
+      return out.toString();
+    }
+
     @Override
     public byte[] end(InferenceResponse response, int[] tokens, String text) {
-      String t = tokens.length == 0 && text.isEmpty() ? "" : c.text(tokens, text);
-      Map<String, Object> last = chunk(t, finishReason(c, response));
+      String t = tokens.length == 0 && text.isEmpty() ? "" : visible(tokens, text);
+      if (!ended) {
+        t += stops.finish();
+      }
+      Output whole = output(c, response);
+      Map<String, Object> last = chunk(t, whole.finishReason(c));
+      Map<String, Object> choice = choice(last);
+      choice.put("stop_reason", whole.stopReason() == null ? Json.NULL : whole.stopReason());
       last.put("prefix_router", routing(c, response));
       ByteArrayOutputStream out = new ByteArrayOutputStream();
       out.writeBytes(StreamedAnswer.event(last));
       if (c.includeUsage()) {
         Map<String, Object> usage = head(c, object());
         usage.put("choices", List.of());
-        usage.put("usage", usage(response));
+        usage.put("usage", usage(response, whole.tokens().length));
         out.writeBytes(StreamedAnswer.event(usage));
       }
       out.writeBytes(StreamedAnswer.DONE);
@@ -280,6 +410,11 @@ final class OpenAiAnswers {
 
     private String object() {
       return c.chat() ? "chat.completion.chunk" : "text_completion";
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> choice(Map<String, Object> chunk) {
+      return (Map<String, Object>) ((List<?>) chunk.get("choices")).get(0);
     }
 
     private Map<String, Object> chunk(String text, String finishReason) {

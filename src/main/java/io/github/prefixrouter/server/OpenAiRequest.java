@@ -21,7 +21,8 @@ import java.util.function.Predicate;
  * <p>The keys a request may have are documented constants: the ones this node honours
  * ({@link #COMPLETION_KEYS}, {@link #CHAT_KEYS}), and OpenAI options it cannot honour but
  * accepts with their default, no-op value ({@link #COMPLETION_NO_OPS}, {@link #CHAT_NO_OPS}:
- * {@code "stop": null}, {@code "presence_penalty": 0}, ...), since clients and libraries send
+ * {@code "presence_penalty": 0}, {@code "include_stop_str_in_output": false}, ...), since
+ * clients and libraries send
  * those. Any other value of such an option is refused with a 400 naming the key and saying it
  * is not supported; a key in neither set is refused with a 400 naming it. A JSON {@code null}
  * stands for an absent key.
@@ -44,12 +45,13 @@ final class OpenAiRequest {
 
   /** The keys of {@code /v1/completions} this node honours. */
   static final Set<String> COMPLETION_KEYS = Set.of("model", "prompt", "max_tokens",
-      "temperature", "top_p", "seed", "stream", "stream_options", "user", "n", "cache_salt");
+      "temperature", "top_p", "seed", "stream", "stream_options", "user", "n", "cache_salt",
+      "stop", "stop_token_ids");
 
   /** The keys of {@code /v1/chat/completions} this node honours. */
   static final Set<String> CHAT_KEYS = Set.of("model", "messages", "max_tokens",
       "max_completion_tokens", "temperature", "top_p", "seed", "stream", "stream_options",
-      "user", "n", "cache_salt", "chat_template_kwargs");
+      "user", "n", "cache_salt", "chat_template_kwargs", "stop", "stop_token_ids");
 
   /**
    * An OpenAI option this node cannot honour: accepted only with a value that asks for nothing
@@ -73,7 +75,7 @@ final class OpenAiRequest {
   static final Map<String, NoOp> COMPLETION_NO_OPS = Map.of(
       "presence_penalty", ZERO,
       "frequency_penalty", ZERO,
-      "stop", EMPTY_LIST,
+      "include_stop_str_in_output", FALSE,
       "logit_bias", EMPTY_OBJECT,
       "logprobs", NULL_ONLY,
       "echo", FALSE,
@@ -84,7 +86,7 @@ final class OpenAiRequest {
   static final Map<String, NoOp> CHAT_NO_OPS = Map.ofEntries(
       Map.entry("presence_penalty", ZERO),
       Map.entry("frequency_penalty", ZERO),
-      Map.entry("stop", EMPTY_LIST),
+      Map.entry("include_stop_str_in_output", FALSE),
       Map.entry("logit_bias", EMPTY_OBJECT),
       Map.entry("logprobs", FALSE),
       Map.entry("top_logprobs", ZERO),
@@ -142,11 +144,17 @@ final class OpenAiRequest {
   final Long seed;
   final boolean stream;
   final boolean includeUsage;
+  /** The stop strings ({@code "stop"}: a string or an array of them), empty for none. */
+  final List<String> stop;
+  /** The stop token ids ({@code "stop_token_ids"}), empty for none. */
+  final List<Integer> stopTokenIds;
 
   private OpenAiRequest(Kind kind, String model, CacheScope scope, String promptText,
       int[] promptIds, List<Map<String, Object>> messages, Map<String, Object> chatTemplateKwargs,
       Integer maxTokens, String maxTokensKey, double temperature, double topP, Long seed,
-      boolean stream, boolean includeUsage) {
+      boolean stream, boolean includeUsage, List<String> stop, List<Integer> stopTokenIds) {
+    this.stop = stop;
+    this.stopTokenIds = stopTokenIds;
     this.kind = kind;
     this.model = model;
     this.scope = scope;
@@ -344,8 +352,45 @@ final class OpenAiRequest {
     if (m.containsKey("user")) {
       string(m, "user"); // accepted and ignored
     }
+    List<String> stop = stop(m.get("stop"));
+    List<Integer> stopTokenIds;
+    try {
+      stopTokenIds = ClientEndpoint.stopTokenIds(m.get("stop_token_ids"));
+      new GenerationParams(1, 1.0, 1.0, 0L, List.of(), stopTokenIds); // checks the ids
+    } catch (IllegalArgumentException e) {
+      throw new Invalid("stop_token_ids", ClientEndpoint.apiKeyNames(e.getMessage()));
+    }
     return new OpenAiRequest(kind, model, scope, promptText, promptIds, messages, kwargs,
-        maxTokens, maxKey, temperature, topP, seed, stream, includeUsage);
+        maxTokens, maxKey, temperature, topP, seed, stream, includeUsage, stop, stopTokenIds);
+  }
+
+  /**
+   * The stop strings of {@code "stop"}: absent, null or {@code []} for none, a string, or an
+   * array of strings; {@link GenerationParams} bounds their count and lengths.
+   */
+  private static List<String> stop(Object v) {
+    List<String> stop;
+    if (isNull(v)) {
+      return List.of();
+    } else if (v instanceof String s) {
+      stop = List.of(s);
+    } else if (v instanceof List<?> l) {
+      stop = new ArrayList<>(l.size());
+      for (Object o : l) {
+        if (!(o instanceof String s)) {
+          throw new Invalid("stop", "stop must be a string or an array of strings, had "
+              + shown(o));
+        }
+        stop.add(s);
+      }
+    } else {
+      throw new Invalid("stop", "stop must be a string or an array of strings, was " + shown(v));
+    }
+    try {
+      return new GenerationParams(1, 1.0, 1.0, 0L, stop, List.of()).stop();
+    } catch (IllegalArgumentException e) {
+      throw new Invalid("stop", String.valueOf(e.getMessage()));
+    }
   }
 
   /**
@@ -392,7 +437,8 @@ final class OpenAiRequest {
     } else {
       n = Math.min(room, DEFAULT_COMPLETION_MAX_TOKENS);
     }
-    return new InferenceRequest(id, tokens, params(n, temperature, topP, seed), scope);
+    return new InferenceRequest(id, tokens,
+        params(n, temperature, topP, seed).withStops(stop, stopTokenIds), scope);
   }
 
   private static GenerationParams params(int maxTokens, double temperature, double topP,

@@ -53,6 +53,16 @@ interface PromptTokenizer {
   }
 
   /**
+   * Whether {@link #outputText} is a function of the tokens alone, token by token: the text of
+   * a sequence of tokens is the concatenation of the texts of each (given with an empty engine
+   * text). Then the node knows which token a stop string was completed in, and cuts the output
+   * tokens there too; otherwise it cuts the engine's text only. By default false.
+   */
+  default boolean textPerToken() {
+    return false;
+  }
+
+  /**
    * A tokenized prompt.
    *
    * @param tokens the token ids, at least one

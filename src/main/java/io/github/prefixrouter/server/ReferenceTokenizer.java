@@ -138,6 +138,12 @@ final class ReferenceTokenizer implements PromptTokenizer {
     return cp; // >= end >= OUTPUT_BASE + vocabulary: above every id of the two ranges before
   }
 
+  /** True: the text of output ids is one code point per id. */
+  @Override
+  public boolean textPerToken() {
+    return true;
+  }
+
   /**
    * The text of {@code tokens}: the inverse of {@link #encode}. An id that is no code point (or
    * a surrogate, which no valid text has) is U+FFFD. The engine's own text (empty) is ignored.

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.server;
 
 import com.sun.net.httpserver.HttpExchange;
+import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.internal.json.Json;
@@ -93,16 +94,39 @@ final class StreamedAnswer implements OutputListener {
    */
   static final class RouteFormat implements Format {
     private final String id;
+    private final GenerationParams params;
+    /** A stop token id ended the output: later tokens are not shown. */
+    private boolean stopped;
 
     RouteFormat(String id) {
+      this(id, GenerationParams.DEFAULT);
+    }
+
+    /** @param params the request's parameters: its output ends at its first stop token id */
+    RouteFormat(String id, GenerationParams params) {
       this.id = id;
+      this.params = params;
+    }
+
+    /** The tokens of a piece the client sees: none after the first stop token id. */
+    private int[] visible(int[] tokens) {
+      if (stopped) {
+        return new int[0];
+      }
+      int[] cut = ClientEndpoint.cutAtStopToken(tokens, params);
+      stopped = cut.length > 0 && params.isStopToken(cut[cut.length - 1]);
+      return cut;
     }
 
     @Override
     public byte[] piece(int[] tokens, String text) {
+      int[] visible = visible(tokens);
+      if (visible.length == 0 && text.isEmpty()) {
+        return new byte[0];
+      }
       Map<String, Object> m = new LinkedHashMap<>();
       m.put("id", id);
-      m.put("token_ids", tokens);
+      m.put("token_ids", visible);
       m.put("text", text);
       return event(m);
     }
@@ -110,7 +134,7 @@ final class StreamedAnswer implements OutputListener {
     @Override
     public byte[] end(InferenceResponse response, int[] tokens, String text) {
       Map<String, Object> m = ClientEndpoint.toJson(response);
-      m.put("token_ids", tokens);
+      m.put("token_ids", visible(tokens));
       m.put("text", text);
       ByteArrayOutputStream out = new ByteArrayOutputStream();
       out.writeBytes(event(m));

@@ -21,6 +21,14 @@ import java.util.concurrent.CompletableFuture;
  *       adapter, and with a prefix cache keyed by adapter and cache salt, so that a prefix
  *       cached in one scope is no hit in another (an engine that publishes cache events reports
  *       a chain's scope with its first blocks).
+ *   <li>The output ends at the request's first stop
+ *       ({@link io.github.prefixrouter.GenerationParams#stopTokenIds}: after the first stop
+ *       token, whose text an engine that has text leaves out;
+ *       {@link io.github.prefixrouter.GenerationParams#stop}: at the token that completes a stop
+ *       string, for an engine that has text, which then ends before the stop string or with
+ *       it). An engine that ignores them still gives a client of {@code NodeMain}'s
+ *       endpoint the right answer (the endpoint cuts it), only after generating to
+ *       {@code maxTokens}.
  *   <li>{@link #load()} is cheap and never blocks: the library calls it on its hot path.
  *   <li>Implementations are thread-safe: the library calls every method from request threads,
  *       transport threads and scheduler tasks at once. Arguments are never null.

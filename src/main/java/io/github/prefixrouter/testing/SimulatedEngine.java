@@ -57,7 +57,10 @@ import java.util.random.RandomGenerator;
  *       announced) when the prefill ends.
  *   <li><b>Answers.</b> The output is {@code params.maxTokens()} token ids, a pure function of the
  *       prompt tokens and the {@link GenerationParams} (a hash), so the same request gives the same
- *       answer on every engine, whatever its cache or the routing.
+ *       answer on every engine, whatever its cache or the routing. It ends early, after its first
+ *       token that is one of the request's {@link GenerationParams#stopTokenIds} (the stops are
+ *       not hashed: the output with stops is a prefix of the one without); stop strings need
+ *       text, which this engine does not give, and are left to the node.
  *   <li><b>Streaming.</b> {@link #execute(InferenceRequest, OutputListener)} gives the output
  *       while it is decoded: a piece of {@link Builder#streamChunkTokens} tokens (default 4)
  *       each time that many have been decoded, the rest just before the result. The pieces
@@ -406,12 +409,14 @@ public final class SimulatedEngine implements InferenceEngine {
 
   /**
    * The deterministic answer this engine (and every other one) gives: {@code params.maxTokens()}
-   * token ids derived from a hash of the prompt and the parameters.
+   * token ids derived from a hash of the prompt and the parameters (but for the stops), cut after
+   * the first one that is a stop token id.
    *
    * @param promptTokens the prompt
    * @param params the generation parameters
    * @param vocabulary the output vocabulary size, as {@link Builder#vocabularySize}
-   * @return the {@code params.maxTokens()} output token ids
+   * @return the output token ids: {@code params.maxTokens()} of them, fewer if a stop token id
+   *     ends them
    */
   public static int[] expectedOutput(int[] promptTokens, GenerationParams params, int vocabulary) {
     long h = 0x9E3779B97F4A7C15L;
@@ -426,6 +431,9 @@ public final class SimulatedEngine implements InferenceEngine {
     for (int i = 0; i < out.length; i++) {
       h = mix(h + 0x9E3779B97F4A7C15L);
       out[i] = (int) Long.remainderUnsigned(h, vocabulary);
+      if (params.isStopToken(out[i])) {
+        return Arrays.copyOf(out, i + 1);
+      }
     }
     return out;
   }
@@ -493,7 +501,9 @@ public final class SimulatedEngine implements InferenceEngine {
       return; // holds its slot, pins and reservation until cancelled
     }
     long prefill = prefillOverheadNanos + prefillNanosPerToken * (tokens.length - cached);
-    long decode = decodeNanosPerToken * r.params().maxTokens();
+    int outputTokens = r.params().stopTokenIds().isEmpty() ? r.params().maxTokens()
+        : expectedOutput(r.tokensUnsafe(), r.params(), vocabularySize).length;
+    long decode = decodeNanosPerToken * outputTokens;
     job.prefillNanos = prefill;
     job.decodeNanos = decode;
     job.timer = scheduler.schedule(prefill, () -> prefillDone(job));

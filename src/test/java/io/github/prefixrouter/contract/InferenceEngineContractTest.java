@@ -41,7 +41,8 @@ import org.junit.jupiter.api.Test;
  * <p>Checked: {@code execute} returns without blocking and its future completes exactly once;
  * results are well formed (prompt tokens, cached tokens within bounds, 1..maxTokens outputs);
  * the same request gives the same output, also when sampled, on two engines; {@code load()} is
- * cheap and sane; cancelling an unknown request is harmless; a cancelled request's future still
+ * cheap and sane; a stop token id ends the output, as its last token; cancelling an unknown
+ * request is harmless; a cancelled request's future still
  * completes and cancelling one request leaves the others alone; failures surface as
  * {@link EngineException}; engines that
  * publish cache events announce the blocks of a prompt they ran, and report a cache hit when the
@@ -316,6 +317,27 @@ public abstract class InferenceEngineContractTest {
     assertTrue(f.isDone() || busy.total() >= 1,
         "a request not yet complete must show in the load, got " + busy);
     assertTrue(awaitCondition(f::isDone, patience()));
+  }
+
+  @Test
+  void aStopTokenIdEndsTheOutputWithIt() {
+    // the library passes a request's stops to whichever engine serves it: only the engine can
+    // stop generating at the first stop token id (which stays the last token of the output)
+    InferenceEngine e = createEngine();
+    int[] p = prompt(8);
+    int[] plain = run(e, new InferenceRequest("st1", p, GenerationParams.greedy(8)))
+        .outputTokens();
+    org.junit.jupiter.api.Assumptions.assumeTrue(plain.length >= 3,
+        "the engine gives too few token ids to tell");
+    int stop = plain[2];
+    int first = 0;
+    while (plain[first] != stop) {
+      first++;
+    }
+    GenerationParams withStop = GenerationParams.greedy(8).withStops(List.of(), List.of(stop));
+    int[] cut = run(e, new InferenceRequest("st2", p, withStop)).outputTokens();
+    assertArrayEquals(java.util.Arrays.copyOf(plain, first + 1), cut,
+        "the output must end with the first stop token id " + stop + " of " + withStop);
   }
 
   @Test

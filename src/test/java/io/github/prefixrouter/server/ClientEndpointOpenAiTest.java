@@ -205,7 +205,7 @@ class ClientEndpointOpenAiTest {
         "created", NOW,
         "model", "base",
         "choices", List.of(ordered("index", 0L, "text", "abc", "logprobs", Json.NULL,
-            "finish_reason", "length")),
+            "finish_reason", "length", "stop_reason", Json.NULL)),
         "usage", ordered("prompt_tokens", 30L, "completion_tokens", 3L, "total_tokens", 33L,
             "prompt_tokens_details", Map.of("cached_tokens", 16L)),
         "prefix_router", routing("solo-c1", 42));
@@ -292,7 +292,7 @@ class ClientEndpointOpenAiTest {
         "model", "sql-lora",
         "choices", List.of(ordered("index", 0L,
             "message", ordered("role", "assistant", "content", "ok"),
-            "logprobs", Json.NULL, "finish_reason", "stop")),
+            "logprobs", Json.NULL, "finish_reason", "stop", "stop_reason", Json.NULL)),
         "usage", ordered("prompt_tokens", 30L, "completion_tokens", 2L, "total_tokens", 32L,
             "prompt_tokens_details", Map.of("cached_tokens", 0L)),
         "prefix_router", routing("solo-c1", -3));
@@ -345,8 +345,20 @@ class ClientEndpointOpenAiTest {
     String msgs = "\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]";
     // {path, body, param, a word the message must have}
     String[][] cases = {
-        {cmpl, "{\"prompt\":\"a\",\"stop\":[\"\\n\"]}", "stop", "not supported"},
-        {cmpl, "{\"prompt\":\"a\",\"stop\":\"x\"}", "stop", "not supported"},
+        {cmpl, "{\"prompt\":\"a\",\"stop\":[\"\\n\",7]}", "stop", "array of strings"},
+        {cmpl, "{\"prompt\":\"a\",\"stop\":7}", "stop", "array of strings"},
+        {cmpl, "{\"prompt\":\"a\",\"stop\":\"\"}", "stop", "1 to 256 chars"},
+        {cmpl, "{\"prompt\":\"a\",\"stop\":[\"" + "x".repeat(257) + "\"]}", "stop",
+            "1 to 256 chars"},
+        {cmpl, "{\"prompt\":\"a\",\"stop\":[" + "\"x\",".repeat(16) + "\"y\"]}", "stop",
+            "at most 16"},
+        {cmpl, "{\"prompt\":\"a\",\"stop_token_ids\":[-1]}", "stop_token_ids", "token ids"},
+        {cmpl, "{\"prompt\":\"a\",\"stop_token_ids\":[16777216]}", "stop_token_ids",
+            "token ids"},
+        {cmpl, "{\"prompt\":\"a\",\"stop_token_ids\":7}", "stop_token_ids", "array"},
+        {cmpl, "{\"prompt\":\"a\",\"stop_token_ids\":[1.5]}", "stop_token_ids", "token ids"},
+        {cmpl, "{\"prompt\":\"a\",\"include_stop_str_in_output\":true}",
+            "include_stop_str_in_output", "not supported"},
         {cmpl, "{\"prompt\":\"a\",\"presence_penalty\":0.5}", "presence_penalty", "not supported"},
         {cmpl, "{\"prompt\":\"a\",\"frequency_penalty\":1}", "frequency_penalty", "not supported"},
         {cmpl, "{\"prompt\":\"a\",\"logprobs\":2}", "logprobs", "not supported"},
@@ -382,7 +394,10 @@ class ClientEndpointOpenAiTest {
             "response_format", "not supported"},
         {chat, "{" + msgs + ",\"logprobs\":true}", "logprobs", "not supported"},
         {chat, "{" + msgs + ",\"top_logprobs\":3}", "top_logprobs", "not supported"},
-        {chat, "{" + msgs + ",\"stop\":[\"END\"]}", "stop", "not supported"},
+        {chat, "{" + msgs + ",\"stop\":[\"END\",null]}", "stop", "array of strings"},
+        {chat, "{" + msgs + ",\"stop_token_ids\":[\"2\"]}", "stop_token_ids", "token ids"},
+        {chat, "{" + msgs + ",\"include_stop_str_in_output\":true}",
+            "include_stop_str_in_output", "not supported"},
         {chat, "{" + msgs + ",\"n\":3}", "n", "not supported"},
         {chat, "{" + msgs + ",\"echo\":false}", "echo", "unknown key"},
         {chat, "{" + msgs + ",\"prompt\":\"a\"}", "prompt", "unknown key"},
@@ -482,7 +497,7 @@ class ClientEndpointOpenAiTest {
     assertEquals(ordered("id", "chatcmpl-solo-c1", "object", "chat.completion.chunk",
         "created", NOW, "model", "base",
         "choices", List.of(ordered("index", 0L, "delta", Map.of(), "logprobs", Json.NULL,
-            "finish_reason", "length")),
+            "finish_reason", "length", "stop_reason", Json.NULL)),
         "usage", Json.NULL,
         "prefix_router", routing("solo-c1", seed)), chunks.get(3));
     assertEquals(ordered("id", "chatcmpl-solo-c1", "object", "chat.completion.chunk",
@@ -530,7 +545,7 @@ class ClientEndpointOpenAiTest {
     Map<?, ?> last = chunks.get(1);
     assertFalse(last.containsKey("usage"));
     assertEquals(List.of(ordered("index", 0L, "text", "cd", "logprobs", Json.NULL,
-        "finish_reason", "stop")), last.get("choices"));
+        "finish_reason", "stop", "stop_reason", Json.NULL)), last.get("choices"));
     assertEquals("peer-b", map(last.get("prefix_router")).get("served_by"));
 
     // round trip: joined texts equal the whole answer's

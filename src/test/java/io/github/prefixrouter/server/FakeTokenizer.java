@@ -76,6 +76,17 @@ final class FakeTokenizer implements PromptTokenizer {
     };
   }
 
+  /**
+   * Whether the node may take the output's text as one char per token, ignoring the engine's
+   * text (as the demo tokenizer's): false unless a test sets it.
+   */
+  volatile boolean textPerToken;
+
+  @Override
+  public boolean textPerToken() {
+    return textPerToken;
+  }
+
   @Override
   public String outputText(int[] tokens, String engineText) {
     if (!engineText.isEmpty()) {

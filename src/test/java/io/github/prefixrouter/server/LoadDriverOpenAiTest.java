@@ -288,4 +288,35 @@ class LoadDriverOpenAiTest {
     s = fakeAnswer(false, "", WHOLE.replace(",\"prefix_router\":" + ROUTING, ""));
     assertTrue(s.error() != null && s.error().contains("prefix_router"), s.error());
   }
+
+  @Test
+  void stopStringsGoWithEveryChatAndEachAnswerEndsAtTheFirst() throws Exception {
+    try (NodeMain.Running a = NodeMain.start(options("a"));
+        ReferenceEngine reference = ReferenceEngine.builder().build()) {
+      List<Prompt> prompts = chats(8);
+      // a stop string from each answer without stops: its 3rd character
+      List<String> stops = new ArrayList<>();
+      List<String> plain = new ArrayList<>();
+      for (int i = 0; i < prompts.size(); i++) {
+        String want = referenceText(reference, prompts.get(i).messages(), 100 + i);
+        plain.add(want);
+        int at = want.offsetByCodePoints(0, 2);
+        stops.add(want.substring(at, want.offsetByCodePoints(at, 1)));
+      }
+      for (boolean stream : new boolean[] {false, true}) {
+        LoadDriver.Result r = LoadDriver.builder().api(Api.CHAT)
+            .endpoints(List.of(a.clientAddress)).concurrency(2).maxTokens(MAX_TOKENS)
+            .stop(stops).stream(stream).build().runPrompts(prompts);
+        assertEquals(prompts.size(), r.answered().size(), r.summary());
+        for (int i = 0; i < prompts.size(); i++) {
+          String want = StopMatcherProperties.naive(plain.get(i), stops);
+          assertTrue(want.codePointCount(0, want.length()) <= 2, want);
+          assertEquals(want, r.samples().get(i).text(), (stream ? "streamed" : "whole")
+              + " answer " + i);
+        }
+      }
+    }
+    assertThrows(IllegalArgumentException.class,
+        () -> LoadDriver.builder().endpoints(List.of("h:1")).stop(List.of("x")).build());
+  }
 }

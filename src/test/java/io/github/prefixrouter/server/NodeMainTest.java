@@ -343,4 +343,50 @@ class NodeMainTest {
       assertEquals(0L, client.get("rejected_busy"), String.valueOf(s));
     }
   }
+
+  @Test
+  void aDemoNodeEndsItsAnswersAtTheFirstStopWholeAndStreamed() throws Exception {
+    NodeOptions o = parse("--id", "solo", "--listen", "127.0.0.1:0", "--client", "127.0.0.1:0");
+    try (NodeMain.Running r = NodeMain.start(o)) {
+      HttpClient c = HttpClient.newHttpClient();
+      URI uri = URI.create("http://" + r.clientAddress + "/v1/completions");
+      String base = "\"prompt\":\"Question: why?\\nAnswer:\",\"max_tokens\":40,\"seed\":5,"
+          + "\"temperature\":0.9";
+      Map<?, ?> plain = (Map<?, ?>) Json.parse(c.send(HttpRequest.newBuilder(uri)
+          .POST(HttpRequest.BodyPublishers.ofString("{" + base + "}")).build(),
+          HttpResponse.BodyHandlers.ofString()).body());
+      String text = (String) ((Map<?, ?>) ((List<?>) plain.get("choices")).get(0)).get("text");
+      assertEquals(40, text.codePointCount(0, text.length()), text);
+      // a stop string the answer holds: two of its characters from the middle
+      int at = text.offsetByCodePoints(0, 12);
+      String stop = text.substring(at, text.offsetByCodePoints(at, 2));
+      String want = text.substring(0, text.indexOf(stop));
+      String withStop = "{" + base + ",\"stop\":[" + Json.write(stop) + "]}";
+      Map<?, ?> cut = (Map<?, ?>) Json.parse(c.send(HttpRequest.newBuilder(uri)
+          .POST(HttpRequest.BodyPublishers.ofString(withStop)).build(),
+          HttpResponse.BodyHandlers.ofString()).body());
+      Map<?, ?> choice = (Map<?, ?>) ((List<?>) cut.get("choices")).get(0);
+      assertEquals(want, choice.get("text"), cut.toString());
+      assertEquals("stop", choice.get("finish_reason"));
+      assertEquals(stop, choice.get("stop_reason"));
+      // the engine stopped at the token that completed the stop: one token per character
+      long tokens = want.codePointCount(0, want.length()) + 2;
+      assertEquals(tokens, ((Map<?, ?>) cut.get("usage")).get("completion_tokens"));
+      // streamed: the chunks' texts are the whole answer's
+      String streamed = c.send(HttpRequest.newBuilder(uri).POST(HttpRequest.BodyPublishers
+          .ofString(withStop.replace("}", ",\"stream\":true}"))).build(),
+          HttpResponse.BodyHandlers.ofString()).body();
+      StringBuilder chunks = new StringBuilder();
+      for (Object e : Sse.parse(streamed)) {
+        if (e instanceof Map<?, ?> m) {
+          chunks.append(((Map<?, ?>) ((List<?>) m.get("choices")).get(0)).get("text"));
+        }
+      }
+      assertEquals(want, chunks.toString());
+      // the engine generated the tokens through the stop, not up to max_tokens, each time
+      assertEquals(40 + 2 * tokens,
+          ((io.github.prefixrouter.engine.reference.ReferenceEngine) r.engine).stats()
+              .generatedTokens());
+    }
+  }
 }

@@ -419,6 +419,20 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void anEngineThatIgnoresStopTokenIdsIsCaught() {
+    // every request runs without its stops: it generates past its first stop token id
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            return e.execute(new InferenceRequest(r.id(), r.tokens(),
+                r.params().withStops(null, null), r.scope()));
+          }
+        }));
+    assertEquals(Set.of("aStopTokenIdEndsTheOutputWithIt"), failed);
+  }
+
+  @Test
   void anEngineThatIgnoresCacheScopesIsCaught() {
     // every request runs in the default scope: a salted tenant hits another tenant's prefix
     Set<String> failed = failingTests(InferenceEngineContractTest.class,

@@ -426,4 +426,32 @@ class SimulatedEngineTest {
     sim.runUntilIdle(1_000_000);
     assertEquals(3, sim.executedTasks() - before, "dispatch, prefill end, decode end");
   }
+
+  @Test
+  void theOutputEndsAfterTheFirstStopTokenIdAndTakesOnlyItsDecodeTime() throws Exception {
+    GenerationParams plain = new GenerationParams(40, 0.0, 1.0, 3L);
+    int[] p = prompt(7000, 64);
+    int[] whole = SimulatedEngine.expectedOutput(p, plain, 50);
+    int stop = whole[9];
+    int first = 0;
+    while (whole[first] != stop) {
+      first++;
+    }
+    GenerationParams withStop = plain.withStops(List.of(), List.of(stop));
+    int[] cut = SimulatedEngine.expectedOutput(p, withStop, 50);
+    assertArrayEquals(java.util.Arrays.copyOf(whole, first + 1), cut);
+    SimulatedEngine e = engine().vocabularySize(50).build();
+    List<int[]> pieces = new ArrayList<>();
+    long t0 = sim.nanoTime();
+    CompletableFuture<EngineResult> f = e.execute(new InferenceRequest("s", p, withStop),
+        (tokens, text) -> pieces.add(tokens));
+    long[] doneAt = new long[1];
+    f.thenRun(() -> doneAt[0] = sim.nanoTime());
+    sim.runUntilIdle(1_000_000);
+    EngineResult r = f.join();
+    assertArrayEquals(cut, r.outputTokens());
+    assertArrayEquals(cut, pieces.stream().flatMapToInt(java.util.Arrays::stream).toArray());
+    assertEquals(5 * MS * cut.length, r.decodeNanos(), "decode time of the tokens generated");
+    assertEquals(10 * MS + MS / 10 * 64 + 5 * MS * cut.length, doneAt[0] - t0);
+  }
 }

@@ -34,6 +34,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * benchmarks/run load --nodes 127.0.0.1:8001,127.0.0.1:8002 [--requests 1000] [--concurrency 8]
  *     [--mmlu ../shared/data/mmlu] [--zipf 1.1] [--max-tokens 1] [--seed 1]
  *     [--stream] [--json results.json] [--api route|chat] [--chat-as-ids] [--temperature T]
+ *     [--stop S]...
  * </pre>
  */
 public final class LoadGeneratorMain {
@@ -70,10 +71,13 @@ public final class LoadGeneratorMain {
       "                      character), to compare the chat route with the token route",
       "  --temperature T     the temperature every request sends (default: none, the",
       "                      route's default: 0 on the token route, 1 on the chat route)",
-      "  --model NAME        with --api chat: the model the requests name (default none)");
+      "  --model NAME        with --api chat: the model the requests name (default none)",
+      "  --stop S            with --api chat: a stop string every request sends (\\n is a",
+      "                      newline); repeat for more, at most 16 (default none)");
 
   public static void main(String[] args) throws Exception {
     Map<String, String> o = new LinkedHashMap<>();
+    List<String> stops = new java.util.ArrayList<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       if (a.equals("--help")) {
@@ -86,6 +90,10 @@ public final class LoadGeneratorMain {
       }
       if (!a.startsWith("--") || i + 1 >= args.length) {
         fail("bad argument '" + a + "'");
+      }
+      if (a.equals("--stop")) {
+        stops.add(args[++i].replace("\\n", "\n"));
+        continue;
       }
       o.put(a.substring(2), args[++i]);
     }
@@ -102,8 +110,11 @@ public final class LoadGeneratorMain {
       fail("--api must be route or chat, was '" + apiName + "'");
     }
     boolean chat = apiName.equals("chat");
-    if (!chat && (o.containsKey("chat-as-ids") || o.containsKey("model"))) {
-      fail("--chat-as-ids and --model need --api chat");
+    if (!chat && (o.containsKey("chat-as-ids") || o.containsKey("model") || !stops.isEmpty())) {
+      fail("--chat-as-ids, --model and --stop need --api chat");
+    }
+    if (o.containsKey("chat-as-ids") && !stops.isEmpty()) {
+      fail("--stop cannot go with --chat-as-ids: the token route takes no stop strings");
     }
     double zipf = Double.parseDouble(o.getOrDefault("zipf", chat ? "1.1" : "0"));
     Double temperature = o.containsKey("temperature") ? Double.valueOf(o.get("temperature")) : null;
@@ -164,6 +175,7 @@ public final class LoadGeneratorMain {
         .endpoints(nodes)
         .api(api)
         .temperature(temperature)
+        .stop(stops)
         .model(o.get("model"))
         .concurrency(concurrency)
         .maxTokens(maxTokens)

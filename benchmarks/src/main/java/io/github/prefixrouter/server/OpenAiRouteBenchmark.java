@@ -149,7 +149,7 @@ public class OpenAiRouteBenchmark {
     InferenceRequest request = req.toInferenceRequest("n0-c1", t.tokens(), t.maxModelLen(), seed);
     OpenAiAnswers.Context ctx = new OpenAiAnswers.Context(req.kind,
         OpenAiAnswers.answerId(req.kind, "n0-c1"), 1_767_225_600L, req.model,
-        request.params().maxTokens(), seed, req.includeUsage, tokenizer);
+        request.params(), seed, req.includeUsage, tokenizer);
     byte[] answer = Json.write(OpenAiAnswers.answer(ctx, response))
         .getBytes(StandardCharsets.UTF_8);
     Headers h = new Headers();

@@ -196,6 +196,7 @@ final class CompletionStream {
   private void choice(Object choice) {
     Object t = Json.member(choice, "text");
     String pieceText = t == null || t == Json.NULL ? "" : Json.asString(t, "choices[0].text");
+    pieceText += OpenAiCompatibleEngine.stopString(choice, request.params());
     Object ids = Json.member(choice, "token_ids");
     int[] pieceTokens = ids == null || ids == Json.NULL
         ? new int[0] : Json.asIntArray(ids, "choices[0].token_ids");

@@ -51,7 +51,12 @@ import org.slf4j.LoggerFactory;
  * <p>Each request is one {@code POST <base>/v1/completions} whose {@code prompt} is the request's
  * token ids (so the server does not re-tokenize and the prefix the router matched is exactly the
  * prefix the server caches), with {@code max_tokens}, {@code temperature}, {@code top_p} and
- * {@code seed} from the request's {@link GenerationParams}. With {@link Builder#returnTokenIds}
+ * {@code seed} from the request's {@link GenerationParams}, and its {@code stop} strings and
+ * {@code stop_token_ids} when it has any (vLLM and SGLang then answer the output cut at the first
+ * stop: the text without the stop string, the token ids through the token that ended it; the
+ * result's text is the server's followed by the stop string the server names, see
+ * {@link #stopString}, which the node cuts off). With
+ * {@link Builder#returnTokenIds}
  * (on by default) it also sends {@code "return_token_ids": true}, which vLLM answers with
  * {@code choices[0].token_ids}; servers that ignore the field answer with text only and the
  * result's output tokens are then empty.
@@ -480,6 +485,14 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     m.put("temperature", p.temperature());
     m.put("top_p", p.topP());
     m.put("seed", p.seed());
+    // vLLM and SGLang take both with a prompt of token ids and answer the output cut at the
+    // first stop; sent only when set, so a request without stops is the body it always was
+    if (!p.stop().isEmpty()) {
+      m.put("stop", p.stop());
+    }
+    if (!p.stopTokenIds().isEmpty()) {
+      m.put("stop_token_ids", p.stopTokenIds());
+    }
     m.put("stream", streamed);
     if (streamed) {
       // vLLM and SGLang send the usage (prompt and cached tokens) in a last chunk when asked
@@ -554,6 +567,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       Object choice = choices.get(0);
       Object textValue = Json.member(choice, "text");
       String text = textValue == null || textValue == Json.NULL ? "" : Json.asString(textValue, "choices[0].text");
+      text += stopString(choice, request.params());
       Object ids = Json.member(choice, "token_ids");
       int[] output = ids == null || ids == Json.NULL ? new int[0] : Json.asIntArray(ids, "choices[0].token_ids");
       int[] counts = usage(root, request);
@@ -561,6 +575,26 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     } catch (Json.JsonException e) {
       throw new EngineException(where + ": unexpected answer shape: " + e.getMessage(), true, e);
     }
+  }
+
+  /**
+   * The stop string that ended a choice, as the server reports it, or "": with
+   * {@code finish_reason} {@code "stop"}, vLLM's {@code stop_reason} or SGLang's
+   * {@code matched_stop} when it is one of the request's stop strings. The server's text ends
+   * just before it; the result's text is given with it appended, so that the node sees that a
+   * stop ended the output (and says {@code finish_reason: "stop"} even when the output has
+   * {@code max_tokens} tokens) and cuts it off itself.
+   */
+  static String stopString(Object choice, GenerationParams params) {
+    if (params.stop().isEmpty() || !"stop".equals(Json.member(choice, "finish_reason"))) {
+      return "";
+    }
+    for (String key : new String[] {"stop_reason", "matched_stop"}) {
+      if (Json.member(choice, key) instanceof String s && params.stop().contains(s)) {
+        return s;
+      }
+    }
+    return "";
   }
 
   /**

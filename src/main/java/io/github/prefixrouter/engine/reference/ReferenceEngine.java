@@ -43,7 +43,10 @@ import org.slf4j.LoggerFactory;
  *       is true), so a node can run its local tree in engine-driven mode.
  *   <li><b>Decoding</b>: greedy when {@code temperature} is 0; otherwise nucleus sampling drawn
  *       from the request's seed, so it is deterministic too. Generated tokens are ids in
- *       {@code [0, vocabBuckets)}; the text is empty (there is no tokenizer).
+ *       {@code [0, vocabBuckets)}; the text is empty (there is no tokenizer). Decoding ends
+ *       after the first token that is one of the request's
+ *       {@link GenerationParams#stopTokenIds}; stop strings need text, which it reads only
+ *       when given the text of each token ({@link Builder#stopText}), else the node cuts them.
  *   <li><b>Streaming</b>: {@link #execute(InferenceRequest, OutputListener)} gives the listener
  *       each token as soon as it is decoded, one call per token (its text empty, as the
  *       result's), on the thread that runs the request, so the pieces are the whole output and
@@ -66,6 +69,8 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
   private final Executor executor;
   private final ExecutorService ownedExecutor;
   private final Clock clock;
+  /** The text of one output token, for stop strings; null: none. */
+  private final java.util.function.IntFunction<String> stopText;
   private final int maxPromptTokens;
   private final int maxOutputTokens;
   private final AtomicInteger queued = new AtomicInteger();
@@ -84,6 +89,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     this.model = new TinyTransformer(b.seed, b.layers, b.modelDim, b.heads, b.ffnDim, b.vocabBuckets);
     this.cache = new PrefixKvCache(b.blockSize, Math.max(1, b.cacheCapacityTokens / b.blockSize));
     this.clock = b.clock;
+    this.stopText = b.stopText;
     this.maxPromptTokens = b.maxPromptTokens;
     this.maxOutputTokens = b.maxOutputTokens;
     if (b.executor != null) {
@@ -250,11 +256,17 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     }
     long t1 = clock.nanoTime();
     int[] out = new int[p.maxTokens()];
+    // the output's text, when stop strings are to be read in it
+    StringBuilder text = p.stop().isEmpty() || stopText == null ? null : new StringBuilder();
     SplittableRandom sampler = p.temperature() > 0 ? new SplittableRandom(p.seed()) : null;
     for (int i = 0; i < out.length; i++) {
       int next = sampler == null ? argmax(logits) : sample(logits, p, sampler);
       out[i] = next;
       job.stream(next);
+      if (p.isStopToken(next) || (text != null && completesStop(text, next, p.stop()))) {
+        out = java.util.Arrays.copyOf(out, i + 1); // the token that ended it is the last
+        break;
+      }
       if (i + 1 < out.length) {
         if (job.cancelled) {
           throw new EngineException("request " + req.id() + " cancelled", false);
@@ -271,6 +283,22 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     generatedTokens.addAndGet(out.length);
     multiplyAdds.addAndGet(macs);
     return new EngineResult(out, "", n, reused, Math.max(0, t1 - t0), Math.max(0, t2 - t1));
+  }
+
+  /**
+   * Appends the text of {@code token} and says whether the output's text now contains a stop
+   * string: one that ends in the token's text (the earlier text had none).
+   */
+  private boolean completesStop(StringBuilder text, int token, List<String> stops) {
+    int before = text.length();
+    String t = stopText.apply(token);
+    text.append(t == null ? "" : t);
+    for (String s : stops) {
+      if (text.indexOf(s, Math.max(0, before - s.length() + 1)) >= 0) {
+        return true;
+      }
+    }
+    return false;
   }
 
   private static int argmax(float[] logits) {
@@ -444,6 +472,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     private int threads = 1;
     private Executor executor;
     private Clock clock = Clock.system();
+    private java.util.function.IntFunction<String> stopText;
 
     private Builder() {}
 
@@ -577,6 +606,21 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
      */
     public Builder executor(Executor executor) {
       this.executor = executor;
+      return this;
+    }
+
+    /**
+     * How the engine reads stop strings: the text of one output token id, as the node's
+     * tokenizer gives it (token by token). With it, decoding also ends at the first token after
+     * which the output's text contains one of the request's stop strings (that token is the
+     * last of the output; the result's text stays empty: the text is the node's). Without it
+     * (the default) the engine has no text and leaves stop strings to the node.
+     *
+     * @param tokenText the text of an output token id, or null for none
+     * @return this builder
+     */
+    public Builder stopText(java.util.function.IntFunction<String> tokenText) {
+      this.stopText = tokenText;
       return this;
     }
 

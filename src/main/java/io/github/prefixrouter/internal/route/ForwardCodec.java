@@ -28,6 +28,11 @@ import java.nio.charset.StandardCharsets;
  *                    adapter bytes(256, UTF-8), salt bytes(256, UTF-8), not both empty
  *                    version 3 only (streaming asked for): adapter bytes(256, UTF-8),
  *                    salt bytes(256, UTF-8) (both may be empty), streamTag fixed64
+ *                    version 4 only (the request has stops): adapter bytes(256, UTF-8),
+ *                    salt bytes(256, UTF-8) (both may be empty), stream bool,
+ *                    streamTag fixed64 (0 without stream), stop count(16) × bytes(1024,
+ *                    UTF-8, 1..256 chars), stopTokenIds count(256) × varint(0..2^24-1),
+ *                    at least one stop string or stop token id
  * RESULT  (answer)   id, servedBy ascii(64), serverNanos varint, output count × varint,
  *                    text bytes(1 MiB, UTF-8), promptTokens varint, cached zigzag,
  *                    prefillNanos zigzag, decodeNanos zigzag
@@ -50,7 +55,12 @@ import java.nio.charset.StandardCharsets;
  * A FORWARD whose sender asks for the output to be streamed back (STREAM messages tagged with
  * the attempt's {@code streamTag}) is version 3, whatever its scope: a node that predates
  * streaming rejects it as {@code UNKNOWN_VERSION}, and the sender sends it again as version 1
- * or 2, without streaming. Every other message type stays at version 1.
+ * or 2, without streaming. A request with stop strings or stop token ids is version 4, whatever
+ * its scope and whether it is streamed (the version carries both): a node that predates stops
+ * rejects it as {@code UNKNOWN_VERSION}, and the sender never sends it again in an older
+ * version (that node would run it without its stops and answer text beyond them): the request
+ * goes to another candidate or runs locally, and requests with stops skip that node until it
+ * restarts. Every other message type stays at version 1.
  */
 final class ForwardCodec {
 
@@ -66,6 +76,10 @@ final class ForwardCodec {
   static final int SCOPED_FORWARD_VERSION = 2;
   /** FORWARD of a request whose output the sender asks to be streamed back. */
   static final int STREAMING_FORWARD_VERSION = 3;
+  /** FORWARD of a request with stop strings or stop token ids, streamed or not. */
+  static final int STOPS_FORWARD_VERSION = 4;
+  /** Most UTF-8 bytes of one stop string (256 chars of at most 3 bytes, or pairs of 4). */
+  static final int MAX_STOP_BYTES = GenerationParams.MAX_STOP_LENGTH * 4;
   /** Most tokens one STREAM message carries. */
   static final int MAX_STREAM_TOKENS = 1 << 16;
   /** Most UTF-8 bytes of text one STREAM message carries. */
@@ -139,17 +153,27 @@ final class ForwardCodec {
     return forward(r, origin, hops, false, 0L);
   }
 
+  /** The version of the FORWARD of {@code r}: the oldest that carries all it needs. */
+  static int forwardVersion(InferenceRequest r, boolean stream) {
+    if (r.params().hasStops()) {
+      return STOPS_FORWARD_VERSION;
+    }
+    return stream ? STREAMING_FORWARD_VERSION
+        : r.scope().isDefault() ? VERSION : SCOPED_FORWARD_VERSION;
+  }
+
   /**
-   * A FORWARD; with {@code stream}, version 3, asking for STREAM messages tagged
-   * {@code streamTag}; without, version 1 or 2 as before streaming existed.
+   * A FORWARD; a request with stops is version 4 (streamed or not); otherwise with
+   * {@code stream}, version 3, asking for STREAM messages tagged {@code streamTag}; without,
+   * version 1 or 2 as before streaming existed.
    */
   static byte[] forward(InferenceRequest r, String origin, int hops, boolean stream,
       long streamTag) {
     int[] t = r.tokensUnsafe();
     CacheScope scope = r.scope();
+    int version = forwardVersion(r, stream);
     ByteWriter w = new ByteWriter(64 + t.length * 3, MAX_MESSAGE_BYTES);
-    w.writeByte(FORWARD).writeByte(stream ? STREAMING_FORWARD_VERSION
-        : scope.isDefault() ? VERSION : SCOPED_FORWARD_VERSION);
+    w.writeByte(FORWARD).writeByte(version);
     writeId(w, r.id());
     w.writeAscii(origin, PeerAddress.MAX_NODE_ID_LENGTH);
     w.writeVarInt(hops);
@@ -162,11 +186,22 @@ final class ForwardCodec {
     for (int x : t) {
       w.writeVarInt(x);
     }
-    if (stream || !scope.isDefault()) {
+    if (version != VERSION) {
       w.writeBytes(scope.adapter().getBytes(StandardCharsets.UTF_8));
       w.writeBytes(scope.salt().getBytes(StandardCharsets.UTF_8));
     }
-    if (stream) {
+    if (version == STOPS_FORWARD_VERSION) {
+      w.writeBoolean(stream);
+      w.writeFixedLong(stream ? streamTag : 0L);
+      w.writeVarInt(p.stop().size());
+      for (String s : p.stop()) {
+        w.writeBytes(s.getBytes(StandardCharsets.UTF_8));
+      }
+      w.writeVarInt(p.stopTokenIds().size());
+      for (int id : p.stopTokenIds()) {
+        w.writeVarInt(id);
+      }
+    } else if (stream) {
       w.writeFixedLong(streamTag);
     }
     return w.toByteArray();
@@ -274,11 +309,11 @@ final class ForwardCodec {
           "not a forwarding message type");
     }
     int version = r.readUnsignedByte("version");
-    if (version != VERSION && !(type == FORWARD && (version == SCOPED_FORWARD_VERSION
-        || version == STREAMING_FORWARD_VERSION))) {
+    if (version != VERSION && !(type == FORWARD && version >= SCOPED_FORWARD_VERSION
+        && version <= STOPS_FORWARD_VERSION)) {
       throw MalformedMessageException.of(Reason.UNKNOWN_VERSION, "version", version, 1,
           type == FORWARD ? "FORWARD speaks versions " + VERSION + " to "
-              + STREAMING_FORWARD_VERSION : "forwarding messages speak version " + VERSION);
+              + STOPS_FORWARD_VERSION : "forwarding messages speak version " + VERSION);
     }
     String id = readId(r);
     Message m;
@@ -323,8 +358,9 @@ final class ForwardCodec {
 
   private static Forward decodeForward(ByteReader r, String id, int version)
       throws MalformedMessageException {
+    boolean stops = version == STOPS_FORWARD_VERSION;
     boolean stream = version == STREAMING_FORWARD_VERSION;
-    boolean scoped = version == SCOPED_FORWARD_VERSION || stream;
+    boolean scoped = version != VERSION;
     String origin = r.readAscii("origin", PeerAddress.MAX_NODE_ID_LENGTH);
     int hops = r.readVarInt("hops", 0, 64);
     int maxTokens = r.readVarInt("maxTokens", 1, GenerationParams.MAX_TOKENS_LIMIT);
@@ -358,14 +394,56 @@ final class ForwardCodec {
         throw MalformedMessageException.of(Reason.BAD_CHARACTER, "scope", 0, scopeAt,
             e.getMessage());
       }
-      if (scope.isDefault() && !stream) { // one encoding per request: the default is version 1
+      if (scope.isDefault() && version == SCOPED_FORWARD_VERSION) {
+        // one encoding per request: the default is version 1
         throw MalformedMessageException.of(Reason.OUT_OF_RANGE, "scope", 0, scopeAt,
             "a version-2 FORWARD names an adapter or a salt");
       }
     }
     long tag = stream ? r.readFixedLong("streamTag") : 0L;
+    if (stops) {
+      int streamAt = r.position();
+      stream = r.readBoolean("stream");
+      tag = r.readFixedLong("streamTag");
+      if (!stream && tag != 0L) { // one encoding per request
+        throw MalformedMessageException.of(Reason.OUT_OF_RANGE, "streamTag", tag, streamAt,
+            "a FORWARD that asks for no streaming names a stream tag");
+      }
+      params = readStops(r, params);
+    }
     return new Forward(id, origin, hops, new InferenceRequest(id, tokens, params, scope), stream,
         tag);
+  }
+
+  /** The stops of a version-4 FORWARD, added to {@code params}: at least one. */
+  private static GenerationParams readStops(ByteReader r, GenerationParams params)
+      throws MalformedMessageException {
+    int n = r.readCount("stop", GenerationParams.MAX_STOP_STRINGS, 1);
+    java.util.List<String> stop = new java.util.ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      int at = r.position();
+      String s = readUtf8(r, "stop", MAX_STOP_BYTES);
+      if (s.isEmpty() || s.length() > GenerationParams.MAX_STOP_LENGTH) {
+        throw MalformedMessageException.outOfRange("stop", s.length(), 1,
+            GenerationParams.MAX_STOP_LENGTH, at);
+      }
+      stop.add(s);
+    }
+    int m = r.readCount("stopTokenIds", GenerationParams.MAX_STOP_TOKEN_IDS, 1);
+    java.util.List<Integer> ids = new java.util.ArrayList<>(m);
+    for (int i = 0; i < m; i++) {
+      ids.add(r.readVarInt("stopTokenId", 0, InferenceRequest.MAX_TOKEN_ID - 1));
+    }
+    if (n == 0 && m == 0) { // one encoding per request: without stops it is version 1, 2 or 3
+      throw MalformedMessageException.of(Reason.OUT_OF_RANGE, "stop", 0, r.position(),
+          "a version-4 FORWARD names no stop");
+    }
+    try {
+      return params.withStops(stop, ids);
+    } catch (IllegalArgumentException e) { // checked above; kept typed should the rules grow
+      throw MalformedMessageException.of(Reason.OUT_OF_RANGE, "stop", 0, r.position(),
+          e.getMessage());
+    }
   }
 
   /** A string of at most {@code maxBytes} bytes of well-formed UTF-8. */

@@ -30,6 +30,13 @@ final class PeerHealth {
     volatile long noStreamingUntil = Long.MIN_VALUE;
     /** The peer's incarnation that rejected the streaming FORWARD. */
     volatile long noStreamingGeneration;
+    /**
+     * Until when the peer is known not to speak FORWARDs with stops (a node from before stops
+     * rejected one as an unknown version): requests with stops skip it, others do not.
+     */
+    volatile long noStopsUntil = Long.MIN_VALUE;
+    /** The peer's incarnation that rejected the FORWARD with stops. */
+    volatile long noStopsGeneration;
     /** Requests this node has forwarded there and not yet seen answered. */
     volatile int outstanding;
     /** EWMA of min(actual, estimated) / estimated cached tokens; 1 = always right. */
@@ -90,6 +97,24 @@ final class PeerHealth {
     /** Whether the peer, now in incarnation {@code generation}, is remembered not to stream. */
     boolean withoutStreaming(long generation, long now) {
       return noStreamingUntil > now && noStreamingGeneration == generation;
+    }
+
+    /**
+     * The peer, in incarnation {@code generation}, rejected a FORWARD with stops as an unknown
+     * version at {@code now}: requests with stops skip it for {@link #NO_SCOPES_MEMORY} or until
+     * it restarts, whichever comes first.
+     */
+    synchronized void rejectedStops(long generation, long now) {
+      noStopsGeneration = generation;
+      noStopsUntil = now + NO_SCOPES_MEMORY;
+    }
+
+    /**
+     * Whether the peer, now in incarnation {@code generation}, is remembered not to speak
+     * FORWARDs with stops.
+     */
+    boolean withoutStops(long generation, long now) {
+      return noStopsUntil > now && noStopsGeneration == generation;
     }
 
     /** Counts a request forwarded there. */

@@ -201,6 +201,16 @@ final class RoutePlanner {
    */
   RouteDecision decide(long scopeRoot,
       int[] tokens, int hops, String[] tried, int triedCount, PeerSet[] peerSetOut) {
+    return decide(scopeRoot, false, tokens, hops, tried, triedCount, peerSetOut);
+  }
+
+  /**
+   * As {@link #decide(long, int[], int, String[], int, PeerSet[])}; {@code stops} says whether
+   * the request has stop strings or stop token ids, so that peers known not to speak the FORWARD
+   * that carries them are skipped ({@link SkipReason#NO_STOPS}).
+   */
+  RouteDecision decide(long scopeRoot, boolean stops,
+      int[] tokens, int hops, String[] tried, int triedCount, PeerSet[] peerSetOut) {
     RoutingPolicy policy = config.policy();
     PeerSet ps = peers.livePeers();
     if (peerSetOut != null) {
@@ -332,6 +342,8 @@ final class RoutePlanner {
       } else if (scopeRoot != BlockHasher.ROOT_PARENT
           && st.withoutScopes(ps.generation[i], now)) {
         skip = SkipReason.NO_SCOPES;
+      } else if (stops && st.withoutStops(ps.generation[i], now)) {
+        skip = SkipReason.NO_STOPS;
       } else {
         skip = SkipReason.NONE;
       }

@@ -467,7 +467,8 @@ public final class RouterNode implements PrefixRouterNode {
   @Override
   public RouteDecision explain(InferenceRequest request) {
     Objects.requireNonNull(request, "request");
-    return planner.decide(BlockHasher.scopeRoot(request.scope()), request.tokensUnsafe());
+    return planner.decide(BlockHasher.scopeRoot(request.scope()), request.params().hasStops(),
+        request.tokensUnsafe(), 0, null, 0, null);
   }
 
   private void route(Execution ex) {
@@ -481,8 +482,8 @@ public final class RouterNode implements PrefixRouterNode {
       tried = ex.tried;
       triedCount = ex.triedCount;
     }
-    RouteDecision d = planner.decide(
-        ex.scopeRoot, ex.request.tokensUnsafe(), ex.hops, tried, triedCount, ps);
+    RouteDecision d = planner.decide(ex.scopeRoot, ex.request.params().hasStops(),
+        ex.request.tokensUnsafe(), ex.hops, tried, triedCount, ps);
     if ((decisions.incrementAndGet() & 1023) == 0) {
       pruneHealth(ps[0]);
     }
@@ -814,7 +815,18 @@ public final class RouterNode implements PrefixRouterNode {
         }
         case PROTOCOL -> {
           cause = FallbackCause.PROTOCOL_ERROR;
-          if (a.output != null && rejectsForwardVersion(detail)) {
+          boolean oldVersion = rejectsForwardVersion(detail);
+          if (oldVersion && ex.request.params().hasStops()) {
+            // a node from before stops: asked again in a version it speaks, it would run the
+            // request without its stops and answer text beyond them, so it is never asked
+            // again; requests with stops skip it until it restarts, others still go there
+            if (!a.peer.withoutStops(a.generation, now)) {
+              LOG.warn("node {}: {} does not speak FORWARDs with stops (a version from before"
+                  + " stops); requests with stop strings or stop token ids skip it until it"
+                  + " restarts", nodeId, a.to);
+            }
+            a.peer.rejectedStops(a.generation, now);
+          } else if (a.output != null && oldVersion) {
             // a node from before streaming: it serves the request, without streaming, when
             // asked again in a version it speaks; until it restarts it is not asked to stream
             if (!a.peer.withoutStreaming(a.generation, now)) {
@@ -829,7 +841,9 @@ public final class RouterNode implements PrefixRouterNode {
               return;
             }
           }
-          if (!ex.request.scope().isDefault() && rejectsForwardVersion(detail)) {
+          if (oldVersion && ex.request.params().hasStops()) {
+            // skipped by requests with stops only (above), not cooled down for everyone
+          } else if (!ex.request.scope().isDefault() && oldVersion) {
             // a node from before cache scopes: it serves unscoped requests, so it is skipped by
             // scoped ones only, not cooled down for everyone
             if (!a.peer.withoutScopes(a.generation, now)) {
@@ -940,9 +954,9 @@ public final class RouterNode implements PrefixRouterNode {
 
   /**
    * Whether a forward's protocol failure says the peer rejected the FORWARD's version: the
-   * decoder's {@code UNKNOWN_VERSION} error on the version byte, which a node from before
-   * streaming raises for a streaming (version 3) FORWARD, and one from before cache scopes for a
-   * scoped (version 2) one, and passes back as the failure's message (over HTTP, in the error
+   * decoder's {@code UNKNOWN_VERSION} error on the version byte, which a node from before stops
+   * raises for a FORWARD with stops (version 4), one from before streaming for a streaming
+   * (version 3) FORWARD, and one from before cache scopes for a scoped (version 2) one, and passes back as the failure's message (over HTTP, in the error
    * header the sender quotes).
    */
   static boolean rejectsForwardVersion(String failure) {

@@ -44,7 +44,15 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
       CacheScope scope = CacheScope.of(
           body.get("model") instanceof String m ? m : "",
           body.get("cache_salt") instanceof String s ? s : "");
-      InferenceRequest run = new InferenceRequest("x", prompt, GenerationParams.greedy(maxTokens), scope);
+      // like vLLM, the fake stops at the stop token ids it is sent
+      java.util.List<Integer> stops = new java.util.ArrayList<>();
+      if (body.get("stop_token_ids") instanceof List<?> ids) {
+        for (Object id : ids) {
+          stops.add(((Long) id).intValue());
+        }
+      }
+      InferenceRequest run = new InferenceRequest("x", prompt,
+          GenerationParams.greedy(maxTokens).withStops(List.of(), stops), scope);
       if (Boolean.TRUE.equals(body.get("stream"))) {
         stream(ex, run, Boolean.TRUE.equals(Json.path(body, "stream_options", "include_usage")));
         return;

@@ -457,4 +457,59 @@ class OpenAiCompatibleEngineStreamingTest {
       assertEquals(0, e.load().total());
     }
   }
+
+  @Test
+  void stopsGoToTheServerAndItsCutOutputIsTheResultWholeOrStreamed() throws Exception {
+    InferenceRequest r = new InferenceRequest("r1", new int[] {101, 7},
+        new GenerationParams(16, 0.0, 1.0, 17L, List.of("\nObservation:", "END"),
+            List.of(128_009, 2)));
+    // as vLLM answers a stop string: the text without it, the token ids through the token
+    // that completed it
+    server.behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"text\":\"Thought\","
+        + "\"token_ids\":[11,12,13],\"finish_reason\":\"stop\",\"stop_reason\":"
+        + "\"\\nObservation:\"}],\"usage\":{\"prompt_tokens\":2}}"));
+    OpenAiCompatibleEngine e = builder().build();
+    EngineResult whole = e.execute(r).get(20, TimeUnit.SECONDS);
+    Map<?, ?> body = server.lastBody.get();
+    assertEquals(List.of("\nObservation:", "END"), body.get("stop"));
+    assertEquals(List.of(128_009L, 2L), body.get("stop_token_ids"));
+    // the stop string the server names follows its text: the node sees a stop ended it
+    assertEquals("Thought\nObservation:", whole.text());
+    assertArrayEquals(new int[] {11, 12, 13}, whole.outputTokens());
+    // SGLang names it matched_stop; a stop_reason that is no stop string of the request (a
+    // token id, or the end of sequence) adds nothing
+    server.behaviour.set((ex, b) -> reply(ex, 200, "{\"choices\":[{\"text\":\"Tho\","
+        + "\"finish_reason\":\"stop\",\"matched_stop\":\"END\"}]}"));
+    assertEquals("ThoEND", e.execute(r).get(20, TimeUnit.SECONDS).text());
+    server.behaviour.set((ex, b) -> reply(ex, 200, "{\"choices\":[{\"text\":\"Tho\","
+        + "\"finish_reason\":\"stop\",\"stop_reason\":2}]}"));
+    assertEquals("Tho", e.execute(r).get(20, TimeUnit.SECONDS).text());
+    server.behaviour.set((ex, b) -> reply(ex, 200, "{\"choices\":[{\"text\":\"Tho\","
+        + "\"finish_reason\":\"length\",\"stop_reason\":\"END\"}]}"));
+    assertEquals("Tho", e.execute(r).get(20, TimeUnit.SECONDS).text());
+
+    server.behaviour.set((ex, b) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("Tho", "[11]", null) + chunk("ught", "[12,13]", "stop")
+              .replace("\"finish_reason\"", "\"stop_reason\":\"END\",\"finish_reason\"") + USAGE
+          + "data: [DONE]\n\n");
+    });
+    Pieces pieces = new Pieces();
+    EngineResult streamed = pieces.run(e, r).get(20, TimeUnit.SECONDS);
+    assertEquals(List.of("\nObservation:", "END"), server.lastBody.get().get("stop"));
+    assertEquals(List.of(128_009L, 2L), server.lastBody.get().get("stop_token_ids"));
+    assertEquals(Boolean.TRUE, server.lastBody.get().get("stream"));
+    assertEquals("ThoughtEND", streamed.text());
+    assertArrayEquals(new int[] {11, 12, 13}, streamed.outputTokens());
+    assertEquals(List.of("Tho", "ughtEND"), pieces.texts);
+  }
+
+  @Test
+  void aRequestWithoutStopsSendsNoStopKeys() throws Exception {
+    server.behaviour.set((ex, body) -> reply(ex, 200,
+        "{\"choices\":[{\"text\":\"x\",\"token_ids\":[1]}]}"));
+    builder().build().execute(request()).get(20, TimeUnit.SECONDS);
+    assertFalse(server.lastBody.get().containsKey("stop"));
+    assertFalse(server.lastBody.get().containsKey("stop_token_ids"));
+  }
 }

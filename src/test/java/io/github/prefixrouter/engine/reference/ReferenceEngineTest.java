@@ -344,4 +344,60 @@ class ReferenceEngineTest {
       assertTrue(Math.abs(got - want) <= 1e-6 * want + 1e-30, "x=" + x + " got " + got + " want " + want);
     }
   }
+
+  @Test
+  void decodingEndsAfterTheFirstStopTokenIdWhichIsTheLastOfTheOutput() throws Exception {
+    int[] p = prompt(21, 40);
+    for (GenerationParams g : List.of(GenerationParams.greedy(24),
+        new GenerationParams(24, 0.9, 0.95, 5L))) {
+      try (ReferenceEngine e = ReferenceEngine.builder().build()) {
+        int[] plain = e.execute(new InferenceRequest("p", p, g)).get(60, TimeUnit.SECONDS)
+            .outputTokens();
+        // stop at the token at position 5 (and at one id that never comes)
+        int stop = plain[5];
+        int first = 0;
+        while (plain[first] != stop) {
+          first++;
+        }
+        GenerationParams withStop = g.withStops(List.of("ignored: no text"), List.of(1 << 23, stop));
+        List<int[]> pieces = new ArrayList<>();
+        EngineResult r = e.execute(new InferenceRequest("s", p, withStop),
+            (tokens, text) -> pieces.add(tokens)).get(60, TimeUnit.SECONDS);
+        assertArrayEquals(Arrays.copyOf(plain, first + 1), r.outputTokens());
+        assertArrayEquals(r.outputTokens(),
+            pieces.stream().flatMapToInt(Arrays::stream).toArray(), "no piece after the stop");
+        // the same request without a listener stops alike
+        assertArrayEquals(r.outputTokens(), e.execute(new InferenceRequest("w", p, withStop))
+            .get(60, TimeUnit.SECONDS).outputTokens());
+      }
+    }
+  }
+
+  @Test
+  void withTheTextOfEachTokenDecodingEndsAtAStopString() throws Exception {
+    int[] p = prompt(22, 40);
+    // the text of a token: a letter per id, so the output reads as a string
+    java.util.function.IntFunction<String> letters = id -> String.valueOf((char) ('a' + id % 26));
+    try (ReferenceEngine plainEngine = ReferenceEngine.builder().build();
+         ReferenceEngine reading = ReferenceEngine.builder().stopText(letters).build()) {
+      GenerationParams g = new GenerationParams(30, 0.9, 0.95, 3L);
+      int[] whole = plainEngine.execute(new InferenceRequest("p", p, g)).get(60, TimeUnit.SECONDS)
+          .outputTokens();
+      StringBuilder text = new StringBuilder();
+      for (int t : whole) {
+        text.append(letters.apply(t));
+      }
+      // a stop string of two letters that first ends at the 8th token or later
+      String stop = text.substring(6, 8);
+      int end = text.indexOf(stop) + stop.length(); // the tokens through the one completing it
+      GenerationParams withStop = g.withStops(List.of("never-in-letters-1", stop), List.of());
+      EngineResult r = reading.execute(new InferenceRequest("s", p, withStop))
+          .get(60, TimeUnit.SECONDS);
+      assertArrayEquals(Arrays.copyOf(whole, end), r.outputTokens());
+      assertEquals("", r.text(), "the text is the node's");
+      // without the text of its tokens, an engine cannot see stop strings
+      assertArrayEquals(whole, plainEngine.execute(new InferenceRequest("w", p, withStop))
+          .get(60, TimeUnit.SECONDS).outputTokens());
+    }
+  }
 }

@@ -100,8 +100,9 @@ class ForwardCodecFuzzTest {
       @ForAll @IntRange(min = 0, max = 255) int version) {
     if (version == ForwardCodec.VERSION || (valid[0] == ForwardCodec.FORWARD
         && (version == ForwardCodec.SCOPED_FORWARD_VERSION
-            || version == ForwardCodec.STREAMING_FORWARD_VERSION))) {
-      return; // FORWARD speaks all three (an unscoped body read as scoped is TRUNCATED, and a
+            || version == ForwardCodec.STREAMING_FORWARD_VERSION
+            || version == ForwardCodec.STOPS_FORWARD_VERSION))) {
+      return; // FORWARD speaks all four (an unscoped body read as scoped is TRUNCATED, and a
               // scoped one read as unscoped has TRAILING_BYTES: see ScopedForwardCodecTest)
     }
     byte[] m = valid.clone();
@@ -380,7 +381,21 @@ class ForwardCodecFuzzTest {
         Arbitraries.integers().between(1, GenerationParams.MAX_TOKENS_LIMIT),
         Arbitraries.doubles().between(0, 100), Arbitraries.doubles().between(0.01, 1),
         Arbitraries.longs()).as(GenerationParams::new);
-    return Combinators.combine(ids(), tokens, params, scopes()).as(InferenceRequest::new);
+    return Combinators.combine(ids(), tokens, params, scopes(), stops())
+        .as((id, t, p, scope, stops) -> new InferenceRequest(id, t, stops.apply(p), scope));
+  }
+
+  /** No stops half the time (versions 1 to 3), else stop strings and ids (version 4). */
+  @Provide
+  Arbitrary<java.util.function.UnaryOperator<GenerationParams>> stops() {
+    Arbitrary<String> stop = Arbitraries.of("a", "\n", "\u00e9", "\u20ac", "\uD83D\uDE00",
+        "Observation:").list().ofMinSize(1).ofMaxSize(5).map(l -> String.join("", l));
+    Arbitrary<java.util.List<String>> strings = stop.list().ofMaxSize(4);
+    Arbitrary<java.util.List<Integer>> ids = Arbitraries.integers()
+        .between(0, InferenceRequest.MAX_TOKEN_ID - 1).list().ofMaxSize(5);
+    return Arbitraries.oneOf(
+        Arbitraries.just(java.util.function.UnaryOperator.identity()),
+        Combinators.combine(strings, ids).as((st, id) -> p -> p.withStops(st, id)));
   }
 
   /** The default scope half the time, else adapters and salts of ASCII and other characters. */

@@ -78,7 +78,7 @@ class ScopedForwardCodecTest {
     busy[1] = 2;
     assertEquals(Reason.UNKNOWN_VERSION, reasonOf(busy));
     byte[] frame = ForwardCodec.forward(PLAIN.withScope(CacheScope.adapter("a")), "o", 0);
-    frame[1] = 4; // 3 is the streaming FORWARD
+    frame[1] = 5; // 3 is the streaming FORWARD, 4 the one with stops
     assertEquals(Reason.UNKNOWN_VERSION, reasonOf(frame));
   }
 

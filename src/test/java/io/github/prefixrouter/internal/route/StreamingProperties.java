@@ -85,8 +85,13 @@ class StreamingProperties {
       }
       int[] t = OracleCluster.concat(prefixes[r.nextInt(prefixes.length)],
           OracleCluster.prompt(r.nextLong(), 8 + r.nextInt(40)));
-      InferenceRequest q = new InferenceRequest("r" + i, t,
-          GenerationParams.greedy(1 + r.nextInt(30)));
+      GenerationParams p = GenerationParams.greedy(1 + r.nextInt(30));
+      if (r.nextInt(3) == 0) {
+        // stops (FORWARD version 4): a token of the output without them, so it ends early
+        int[] out = OracleCluster.expected(new InferenceRequest("x", t, p));
+        p = p.withStops(List.of("\n"), List.of(out[r.nextInt(out.length)], 1001));
+      }
+      InferenceRequest q = new InferenceRequest("r" + i, t, p);
       StreamRecorder rec = new StreamRecorder(OracleCluster.expected(q), c.sim::nanoTime);
       rec.future = ledger.track(q, c.node("n" + r.nextInt(nodes)).submit(q, rec));
       recs.add(rec);

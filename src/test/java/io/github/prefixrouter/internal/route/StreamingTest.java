@@ -177,6 +177,37 @@ class StreamingTest {
     assertTrue(rec.clean(), rec.toString());
   }
 
+  @Test
+  void aRequestWithStopsFallsBackMidStreamToTheSameCutOutput() {
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false).streamInterval(Duration.ZERO)
+        .peerTimeouts(Duration.ofMillis(400), Duration.ofSeconds(4)).build();
+    OracleCluster c = new OracleCluster(2, cfg, 1).rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(9, 40)));
+    InferenceRequest plain = generating("r1", 1, 60);
+    int[] whole = expected(plain);
+    // the 41st token is a stop token id (the first of its kind): the output ends with it
+    int stop = whole[40];
+    int first = 0;
+    while (whole[first] != stop) {
+      first++;
+    }
+    InferenceRequest r = new InferenceRequest("r1", plain.tokens(),
+        plain.params().withStops(java.util.List.of("no text"), java.util.List.of(stop)));
+    StreamRecorder rec = recorder(c, r);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    c.sim.advanceBy(100 * MS);
+    assertTrue(rec.tokens().length >= 8, "n1 streamed " + rec);
+    c.crash("n1"); // mid-stream: n0 runs the request itself, with its stops
+    runUntilDone(c, f);
+    InferenceResponse resp = f.join();
+    assertEquals("n0", resp.servedBy());
+    assertEquals(FallbackCause.UNREACHABLE, resp.fallbackCause());
+    assertArrayEquals(java.util.Arrays.copyOf(whole, first + 1), resp.result().outputTokens());
+    assertArrayEquals(resp.result().outputTokens(), rec.tokens(), "repeats or gaps in " + rec);
+    assertTrue(rec.clean(), rec.toString());
+  }
+
   /** An engine that answers differently on each node: it breaks the determinism contract. */
   static InferenceEngine skewed(InferenceEngine e, int salt) {
     return new ForwardingEngine(e) {
