@@ -324,8 +324,7 @@ final class ForwardCodec {
       case BUSY -> m = new Busy(id, r.readVarInt("queueDepth", 0, Integer.MAX_VALUE));
       case FAILED -> {
         boolean retryable = r.readBoolean("retryable");
-        byte[] msg = r.readBytes("message", MAX_ERROR_BYTES);
-        m = new Failed(id, retryable, new String(msg, StandardCharsets.UTF_8));
+        m = new Failed(id, retryable, withoutControls(readUtf8(r, "message", MAX_ERROR_BYTES)));
       }
       default -> m = new Cancel(id, r.readAscii("origin", PeerAddress.MAX_NODE_ID_LENGTH));
     }
@@ -446,6 +445,25 @@ final class ForwardCodec {
     }
   }
 
+  /**
+   * A peer's failure message with its control characters (line breaks, escapes) made spaces: it
+   * goes into the request's failure, the logs and the client's error answer as one line.
+   */
+  static String withoutControls(String message) {
+    for (int i = 0; i < message.length(); i++) {
+      if (Character.isISOControl(message.charAt(i))) {
+        char[] c = message.toCharArray();
+        for (int j = i; j < c.length; j++) {
+          if (Character.isISOControl(c[j])) {
+            c[j] = ' ';
+          }
+        }
+        return new String(c);
+      }
+    }
+    return message;
+  }
+
   /** A string of at most {@code maxBytes} bytes of well-formed UTF-8. */
   private static String readUtf8(ByteReader r, String field, int maxBytes)
       throws MalformedMessageException {
@@ -469,7 +487,7 @@ final class ForwardCodec {
     for (int i = 0; i < n; i++) {
       out[i] = (int) r.readVarLong("outputToken", 0, 0xFFFFFFFFL);
     }
-    byte[] text = r.readBytes("text", MAX_TEXT_BYTES);
+    String text = readUtf8(r, "text", MAX_TEXT_BYTES);
     int at = r.position();
     int prompt = r.readVarInt("promptTokens", 0, InferenceRequest.MAX_PROMPT_TOKENS);
     long cached = r.readZigZagLong("cachedPromptTokens");
@@ -482,7 +500,7 @@ final class ForwardCodec {
       throw MalformedMessageException.of(Reason.OUT_OF_RANGE, "timings", Math.min(prefill, decode),
           at, "timings must be >= -1");
     }
-    EngineResult result = new EngineResult(out, new String(text, StandardCharsets.UTF_8), prompt,
+    EngineResult result = new EngineResult(out, text, prompt,
         (int) cached, prefill, decode);
     return new Result(id, servedBy, serverNanos, result);
   }

@@ -157,4 +157,49 @@ class ForwardCodecTest {
       assertEquals("requestId", e.field());
     }
   }
+
+  /** Where {@code needle} starts in {@code hay}: the test patches a field's bytes there. */
+  private static int indexOf(byte[] hay, byte[] needle) {
+    outer:
+    for (int i = 0; i + needle.length <= hay.length; i++) {
+      for (int j = 0; j < needle.length; j++) {
+        if (hay[i + j] != needle[j]) {
+          continue outer;
+        }
+      }
+      return i;
+    }
+    throw new AssertionError("not found");
+  }
+
+  @Test
+  void aResultWhoseTextIsNotUtf8IsRejectedAsAStreamedTextIs() {
+    byte[] msg = ForwardCodec.result("id", "srv", 77,
+        new EngineResult(new int[] {5, 6}, "QZ", 3, 0, -1, -1));
+    int at = indexOf(msg, new byte[] {'Q', 'Z'});
+    msg[at] = (byte) 0xC3; // a two-byte sequence cut short by the 'Z'
+    MalformedMessageException e =
+        assertThrows(MalformedMessageException.class, () -> ForwardCodec.decode(msg));
+    assertEquals(MalformedMessageException.Reason.BAD_CHARACTER, e.reason());
+    assertEquals("text", e.field());
+  }
+
+  @Test
+  void aFailureMessageThatIsNotUtf8IsRejected() {
+    byte[] msg = ForwardCodec.failed("x", true, "boom");
+    msg[indexOf(msg, "boom".getBytes(java.nio.charset.StandardCharsets.UTF_8))] = (byte) 0xFF;
+    MalformedMessageException e =
+        assertThrows(MalformedMessageException.class, () -> ForwardCodec.decode(msg));
+    assertEquals(MalformedMessageException.Reason.BAD_CHARACTER, e.reason());
+    assertEquals("message", e.field());
+  }
+
+  @Test
+  void aFailureMessageArrivesAsOneLineWithoutControlCharacters() throws Exception {
+    ForwardCodec.Failed f = (ForwardCodec.Failed) ForwardCodec.decode(
+        ForwardCodec.failed("x", false, "line one\nline two\r\n\u001b[31mred\u0000é"));
+    assertEquals("line one line two   [31mred é", f.message());
+    assertEquals("plain message", ((ForwardCodec.Failed) ForwardCodec.decode(
+        ForwardCodec.failed("x", false, "plain message"))).message());
+  }
 }
