@@ -956,8 +956,8 @@ public final class RouterNode implements PrefixRouterNode {
    * Whether a forward's protocol failure says the peer rejected the FORWARD's version: the
    * decoder's {@code UNKNOWN_VERSION} error on the version byte, which a node from before stops
    * raises for a FORWARD with stops (version 4), one from before streaming for a streaming
-   * (version 3) FORWARD, and one from before cache scopes for a scoped (version 2) one, and passes back as the failure's message (over HTTP, in the error
-   * header the sender quotes).
+   * (version 3) FORWARD, and one from before cache scopes for a scoped (version 2) one, and
+   * passes back as the failure's message (over HTTP, in the error header the sender quotes).
    */
   static boolean rejectsForwardVersion(String failure) {
     return failure != null && failure.contains(UNKNOWN_FORWARD_VERSION);
