@@ -81,7 +81,7 @@ final class FaultCluster {
   record Summary(int accepted, int succeeded, int failed, long forwarded, long fallbacks,
       long forwardFrames, long duplicateExecutions, long crashes, long simulatedMillis,
       boolean gossipActive, long convergenceMillis, int scoped, long scopedRejections,
-      long unscopedAtOld) {}
+      long unscopedAtOld, int withStops, long stopsRejections) {}
 
   /** The chain root of each scope the plans draw, for the stale view's hasher. */
   private static final Map<Long, CacheScope> SCOPE_OF_ROOT = new HashMap<>();
@@ -111,6 +111,8 @@ final class FaultCluster {
   private long crashes;
   /** Scoped FORWARDs rejected by a node from before scopes. */
   private long scopedRejections;
+  /** FORWARDs with stops (version 4) rejected by a node from before scopes. */
+  private long stopsRejections;
   /** Unscoped FORWARDs a node from before scopes was sent (and decoded). */
   private long unscopedAtOld;
   private final SplittableRandom viewRandom;
@@ -151,8 +153,11 @@ final class FaultCluster {
         wire = io.github.prefixrouter.internal.route.BeforeScopesTransport.wrap(wire, () -> true,
             new io.github.prefixrouter.internal.route.BeforeScopesTransport.Observer() {
               @Override
-              public void rejected() {
+              public void rejected(int version) {
                 scopedRejections++;
+                if (version == 4) {
+                  stopsRejections++;
+                }
               }
 
               @Override
@@ -365,7 +370,9 @@ final class FaultCluster {
         fallbacks, inv.forwardFrames, Math.max(0, executions - ok), crashes,
         clock.nanoTime() / MS, gossip, convergence,
         (int) accepted.values().stream().filter(a -> !a.request.scope().isDefault()).count(),
-        scopedRejections, unscopedAtOld));
+        scopedRejections, unscopedAtOld,
+        (int) accepted.values().stream().filter(a -> a.request.params().hasStops()).count(),
+        stopsRejections));
   }
 
   // ---------------------------------------------------------------- workload
@@ -381,7 +388,15 @@ final class FaultCluster {
     String id = "r" + k;
     GenerationParams params = new GenerationParams(s.maxTokens(), s.temperature(), 1.0,
         s.sampleSeed());
-    InferenceRequest req = new InferenceRequest(id, plan.prompt(s), params,
+    int[] prompt = plan.prompt(s);
+    if (s.stops().any()) {
+      // a stop token id from the output the request has without stops, so that it ends there
+      List<Integer> ids = s.stops().tokenAt() < 0 ? List.of() : List.of(SimulatedEngine
+          .expectedOutput(prompt, params, FaultPlan.VOCABULARY)[s.stops().tokenAt()]);
+      params = params.withStops(
+          s.stops().string() ? List.of(FaultPlan.STOP_STRING) : List.of(), ids);
+    }
+    InferenceRequest req = new InferenceRequest(id, prompt, params,
         FaultPlan.SCOPES[s.scope()]);
     inv.originOf.put(id, at.id);
     inv.scopeOf.put(id, req.scope());

@@ -32,7 +32,24 @@ final class FaultPlan {
    * {@code scopes[scope]} (0: the default scope).
    */
   record Submission(long atNanos, int topic, int suffixLength, long suffixSeed, int maxTokens,
-      double temperature, long sampleSeed, int nodePick, int scope) {}
+      double temperature, long sampleSeed, int nodePick, int scope, Stops stops) {}
+
+  /**
+   * The stops of a submission: {@code tokenAt}, if not -1, makes the token its output has at that
+   * index (without stops) a stop token id, so the output ends at its first occurrence; a stop
+   * string the simulated engine has no text for, so it changes nothing but the FORWARD's
+   * version (4).
+   */
+  record Stops(int tokenAt, boolean string) {
+    static final Stops NONE = new Stops(-1, false);
+
+    boolean any() {
+      return tokenAt >= 0 || string;
+    }
+  }
+
+  /** The stop string of submissions with one. */
+  static final String STOP_STRING = "\n\n";
 
   /**
    * The scopes requests may carry: the default first, then LoRA adapters, cache salts and
@@ -66,6 +83,8 @@ final class FaultPlan {
   final List<Submission> submissions = new ArrayList<>();
   /** Share of requests drawn with a scope other than the default. */
   final double scopedShare;
+  /** Share of requests with stops (a stop token id from their output, a stop string, both). */
+  final double stopShare;
   /** How many of {@link #SCOPES} after the default this run's scoped requests use. */
   final int scopesUsed;
   /**
@@ -157,12 +176,29 @@ final class FaultPlan {
     scopedShare = shares[sr.nextInt(shares.length)];
     scopesUsed = 1 + sr.nextInt(SCOPES.length - 1);
     beforeScopes = scopedShare > 0 && sr.nextInt(4) == 0 ? sr.nextInt(nodes) : -1;
+    // and stops from a third, for the same reason
+    SplittableRandom stopRandom = new SplittableRandom(seed ^ 0x1B873593CC9E2D51L);
+    double[] stopShares = {0.1, 0.3, 0.5};
+    stopShare = stopShares[stopRandom.nextInt(stopShares.length)];
     int requests = 20 + r.nextInt(120);
     for (int q = 0; q < requests; q++) {
       int scope = sr.nextDouble() < scopedShare ? 1 + sr.nextInt(scopesUsed) : 0;
-      submissions.add(new Submission(r.nextLong(faultPhaseNanos), zipf(r, topics),
-          r.nextInt(48), r.nextLong(), 1 + r.nextInt(4), r.nextInt(3) == 0 ? 0.7 : 0.0,
-          r.nextLong(), r.nextInt(1 << 20), scope));
+      // drawn in the order they were drawn as constructor arguments
+      long at = r.nextLong(faultPhaseNanos);
+      int topic = zipf(r, topics);
+      int suffixLength = r.nextInt(48);
+      long suffixSeed = r.nextLong();
+      int maxTokens = 1 + r.nextInt(4);
+      double temperature = r.nextInt(3) == 0 ? 0.7 : 0.0;
+      long sampleSeed = r.nextLong();
+      int nodePick = r.nextInt(1 << 20);
+      Stops stops = Stops.NONE;
+      if (stopRandom.nextDouble() < stopShare) {
+        int kind = stopRandom.nextInt(3); // a stop token id, a stop string, or both
+        stops = new Stops(kind == 1 ? -1 : stopRandom.nextInt(maxTokens), kind >= 1);
+      }
+      submissions.add(new Submission(at, topic, suffixLength, suffixSeed, maxTokens, temperature,
+          sampleSeed, nodePick, scope, stops));
     }
     submissions.sort((x, y) -> Long.compare(x.atNanos(), y.atNanos()));
   }
@@ -190,7 +226,7 @@ final class FaultPlan {
   @Override
   public String toString() {
     return "seed=" + seed + " nodes=" + nodes + " requests=" + submissions.size() + " faults="
-        + faults.size() + " scoped=" + scopedShare + "x" + scopesUsed
+        + faults.size() + " scoped=" + scopedShare + "x" + scopesUsed + " stops=" + stopShare
         + (beforeScopes >= 0 ? " beforeScopes=n" + beforeScopes : "") + " link=" + baseLink
         + " config=" + config;
   }

@@ -52,6 +52,8 @@ class FaultSimulationTest {
     long scoped = 0;
     long rejections = 0;
     long unscopedAtOld = 0;
+    long withStops = 0;
+    long stopsRejections = 0;
     long started = System.nanoTime();
     for (long seed = first; seed < first + count; seed++) {
       if (count >= 1000 && (seed - first) % 500 == 0 && seed > first) {
@@ -73,6 +75,8 @@ class FaultSimulationTest {
           scoped += o.summary().scoped();
           rejections += o.summary().scopedRejections();
           unscopedAtOld += o.summary().unscopedAtOld();
+          withStops += o.summary().withStops();
+          stopsRejections += o.summary().stopsRejections();
         }
         if (!o.ok()) {
           String replay = "mvn -B -ntp test -Dtest=FaultSimulationTest -Dfaults.seed=" + seed
@@ -88,12 +92,12 @@ class FaultSimulationTest {
       }
     }
     long ms = (System.nanoTime() - started) / 1_000_000;
-    System.out.printf("fault campaign: seeds %d..%d, %d requests (%d scoped), %d forwarded, "
-            + "%d fallbacks, %d duplicate executions, %d crashes, nodes from before scopes sent "
-            + "%d scoped forwards (rejected) and %d unscoped ones, %d converged runs, "
-            + "%d failing runs, %d ms%n",
-        first, first + count - 1, accepted, scoped, forwarded, fallbacks, duplicates, crashes,
-        rejections, unscopedAtOld, converged, failures.size(), ms);
+    System.out.printf("fault campaign: seeds %d..%d, %d requests (%d scoped, %d with stops), "
+            + "%d forwarded, %d fallbacks, %d duplicate executions, %d crashes, nodes from before "
+            + "scopes sent %d scoped forwards (rejected; %d of them with stops) and %d unscoped "
+            + "ones, %d converged runs, %d failing runs, %d ms%n",
+        first, first + count - 1, accepted, scoped, withStops, forwarded, fallbacks, duplicates,
+        crashes, rejections, stopsRejections, unscopedAtOld, converged, failures.size(), ms);
     if (!failures.isEmpty()) {
       fail(failures.size() + " failing run(s); first:\n" + failures.get(0));
     }
@@ -106,6 +110,8 @@ class FaultSimulationTest {
       long conv = converged;
       long sc = scoped;
       long rj = rejections;
+      long st = withStops;
+      long srj = stopsRejections;
       assertAll("the campaign must exercise what it checks",
           () -> assertTrue(acc > 0, "no request accepted"),
           () -> assertTrue(fw > 0, "no request forwarded"),
@@ -113,7 +119,9 @@ class FaultSimulationTest {
           () -> assertTrue(c > 0, "no node crashed"),
           () -> assertTrue(conv > 0, "no run converged"),
           () -> assertTrue(sc > 0, "no scoped request"),
-          () -> assertTrue(rj > 0, "no node from before scopes rejected a scoped forward"));
+          () -> assertTrue(rj > 0, "no node from before scopes rejected a scoped forward"),
+          () -> assertTrue(st > 0, "no request with stops"),
+          () -> assertTrue(srj > 0, "no node from before stops rejected a forward with stops"));
     }
   }
 

@@ -18,8 +18,17 @@ public final class BeforeScopesTransport {
 
   /** What the node from before scopes was sent; both callbacks do nothing by default. */
   public interface Observer {
-    /** A scoped FORWARD was refused. */
+    /** A FORWARD of a version other than 1 (scoped, streamed or with stops) was refused. */
     default void rejected() {}
+
+    /**
+     * A FORWARD of {@code version} was refused; by default {@link #rejected()}.
+     *
+     * @param version the refused frame's version (2 to 4)
+     */
+    default void rejected(int version) {
+      rejected();
+    }
 
     /** An unscoped FORWARD reached the node. */
     default void acceptedForward() {}
@@ -62,7 +71,7 @@ public final class BeforeScopesTransport {
             boolean forward = payload.length > 1 && payload[0] == ForwardCodec.FORWARD;
             if (forward && old.getAsBoolean()) {
               if (payload[1] != 1) {
-                observer.rejected();
+                observer.rejected(payload[1]);
                 return CompletableFuture.failedFuture(rejection(payload[1]));
               }
               observer.acceptedForward();
