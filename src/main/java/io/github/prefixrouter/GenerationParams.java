@@ -146,15 +146,10 @@ public record GenerationParams(int maxTokens, double temperature, double topP, l
         throw new IllegalArgumentException("a stop string must be 1 to " + MAX_STOP_LENGTH
             + " chars long, was " + s.length());
       }
-      for (int i = 0; i < s.length(); i++) {
-        char c = s.charAt(i);
-        if (Character.isHighSurrogate(c) && i + 1 < s.length()
-            && Character.isLowSurrogate(s.charAt(i + 1))) {
-          i++;
-        } else if (Character.isSurrogate(c)) {
-          throw new IllegalArgumentException(
-              "a stop string must be well-formed text; it has a lone surrogate at " + i);
-        }
+      int lone = WellFormedText.loneSurrogateAt(s);
+      if (lone >= 0) {
+        throw new IllegalArgumentException(
+            "a stop string must be well-formed text; it has a lone surrogate at " + lone);
       }
       copy.add(s);
     }

@@ -65,15 +65,10 @@ public final class InferenceRequest {
       throw new IllegalArgumentException(
           "request id must have 1 to " + MAX_ID_LENGTH + " characters, was " + id.length());
     }
-    for (int i = 0; i < id.length(); i++) {
-      char c = id.charAt(i);
-      if (Character.isHighSurrogate(c) && i + 1 < id.length()
-          && Character.isLowSurrogate(id.charAt(i + 1))) {
-        i++;
-      } else if (Character.isSurrogate(c)) {
-        // UTF-8 cannot carry it: a forwarded request would be answered under another id
-        throw new IllegalArgumentException("request id has a lone surrogate at index " + i);
-      }
+    int lone = WellFormedText.loneSurrogateAt(id);
+    if (lone >= 0) {
+      // UTF-8 cannot carry it: a forwarded request would be answered under another id
+      throw new IllegalArgumentException("request id has a lone surrogate at index " + lone);
     }
     if (tokens.length == 0) {
       throw new IllegalArgumentException("request " + id + ": prompt must have at least one token");

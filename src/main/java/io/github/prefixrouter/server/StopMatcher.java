@@ -59,19 +59,12 @@ final class StopMatcher {
     held.append(piece);
     // a stop cannot start in text already released (its beginning would have been held back),
     // so the earliest occurrence, if any, starts in what is held
-    int at = -1;
-    String which = null;
-    for (String s : stops) {
-      int i = held.indexOf(s);
-      if (i >= 0 && (at < 0 || ends(i, s, at, which))) {
-        at = i;
-        which = s;
-      }
-    }
-    if (at >= 0) {
+    String text = held.toString();
+    int which = firstStop(text, stops);
+    if (which >= 0) {
       stopped = true;
-      matched = which;
-      String out = held.substring(0, at);
+      matched = stops.get(which);
+      String out = text.substring(0, text.indexOf(matched));
       held.setLength(0);
       return out;
     }
@@ -147,15 +140,25 @@ final class StopMatcher {
    * none occurs.
    */
   static int cut(String text, List<String> stops) {
+    int which = firstStop(text, stops);
+    return which < 0 ? -1 : text.indexOf(stops.get(which));
+  }
+
+  /**
+   * Which of {@code stops} is completed first in {@code text}: the one whose first occurrence
+   * ends first (the one listed first, of those ending together), or -1 if none occurs.
+   */
+  private static int firstStop(String text, List<String> stops) {
     int at = -1;
-    String which = null;
-    for (String s : stops) {
+    int which = -1;
+    for (int k = 0; k < stops.size(); k++) {
+      String s = stops.get(k);
       int i = text.indexOf(s);
-      if (i >= 0 && (at < 0 || ends(i, s, at, which))) {
+      if (i >= 0 && (which < 0 || ends(i, s, at, stops.get(which)))) {
         at = i;
-        which = s;
+        which = k;
       }
     }
-    return at;
+    return which;
   }
 }
