@@ -132,8 +132,9 @@ class ClientEndpointStopTest {
 
   /** An answer to a request with the engine's output {@code tokens} and {@code text}. */
   private Map<?, ?> whole(String path, String body, int[] tokens, String text) throws Exception {
+    int before = futures.size(); // read before sending: the node may be asked at once
     CompletableFuture<HttpResponse<String>> sent = postAsync(path, body);
-    awaitSubmitted(futures.size() + 1);
+    awaitSubmitted(before + 1);
     CompletableFuture<InferenceResponse> f = futures.get(futures.size() - 1);
     f.complete(response(requests.get(requests.size() - 1).id(), tokens, text));
     HttpResponse<String> resp = sent.get(20, TimeUnit.SECONDS);
