@@ -31,6 +31,13 @@ public final class RouterConfig {
   /** Largest hop limit accepted. */
   public static final int MAX_HOP_LIMIT = 8;
 
+  /**
+   * The least mirror limit chosen automatically ({@link #mirrorLimitTokens()}): 2^24 tokens, so
+   * that a node next to a large engine cache keeps working with the default
+   * {@link #treeCapacityTokens()}.
+   */
+  public static final long MIN_AUTOMATIC_MIRROR_LIMIT_TOKENS = 1L << 24;
+
   /** Longest {@link #streamInterval()} accepted. */
   private static final Duration MAX_STREAM_INTERVAL = Duration.ofSeconds(10);
 
@@ -39,6 +46,7 @@ public final class RouterConfig {
 
   private final int blockSize;
   private final long treeCapacityTokens;
+  private final long mirrorLimitTokens;
   private final TreeMode treeMode;
   private final long hashSalt;
   private final RoutingPolicy policy;
@@ -70,6 +78,7 @@ public final class RouterConfig {
   private RouterConfig(Builder b) {
     blockSize = b.blockSize;
     treeCapacityTokens = b.treeCapacityTokens;
+    mirrorLimitTokens = b.mirrorLimitTokens;
     treeMode = b.treeMode;
     hashSalt = b.hashSalt;
     policy = b.policy;
@@ -141,6 +150,13 @@ public final class RouterConfig {
     if (treeCapacityTokens < blockSize) {
       p.add("treeCapacityTokens must be at least blockSize (" + blockSize + "); set it to the "
           + "engine's KV-cache size in tokens, was " + treeCapacityTokens);
+    }
+    if (mirrorLimitTokens < 0
+        || (mirrorLimitTokens > 0 && mirrorLimitTokens < treeCapacityTokens)) {
+      p.add("mirrorLimitTokens must be 0 (automatic: 4 x treeCapacityTokens, at least "
+          + MIN_AUTOMATIC_MIRROR_LIMIT_TOKENS + ") or at least treeCapacityTokens ("
+          + treeCapacityTokens + "): a mirror limit below the engine's cache would drop blocks "
+          + "the engine holds, was " + mirrorLimitTokens);
     }
     if (!(forwardMarginRatio >= 0.0 && forwardMarginRatio < 1.0)) {
       p.add("forwardMarginRatio must be in [0, 1) (0.05 = forward when 5% faster), was "
@@ -264,6 +280,25 @@ public final class RouterConfig {
    */
   public long treeCapacityTokens() {
     return treeCapacityTokens;
+  }
+
+  /**
+   * The most tokens an engine-driven local tree holds. The engine's cache cannot outgrow its KV
+   * capacity, so a mirror above this limit has missed removals (an engine integration that
+   * loses or never sends them); it then drops its least recently stored blocks down to the
+   * limit, reports them evicted to its peers and counts them. Unless set, 4 ×
+   * {@link #treeCapacityTokens()} and at least {@link #MIN_AUTOMATIC_MIRROR_LIMIT_TOKENS}
+   * (16,777,216 with the defaults), far above any cache a correctly configured engine reports.
+   * Self-managed trees ignore it (they evict at the capacity).
+   *
+   * @return the mirror limit in effect, in tokens
+   */
+  public long mirrorLimitTokens() {
+    if (mirrorLimitTokens > 0) {
+      return mirrorLimitTokens;
+    }
+    long four = treeCapacityTokens > Long.MAX_VALUE / 4 ? Long.MAX_VALUE : 4 * treeCapacityTokens;
+    return Math.max(four, MIN_AUTOMATIC_MIRROR_LIMIT_TOKENS);
   }
 
   /**
@@ -525,7 +560,8 @@ public final class RouterConfig {
   @Override
   public String toString() {
     return "RouterConfig{policy=" + policy + ", blockSize=" + blockSize + ", treeCapacityTokens="
-        + treeCapacityTokens + ", treeMode=" + treeMode + ", forwardMargin=" + forwardMarginRatio
+        + treeCapacityTokens + ", mirrorLimitTokens=" + mirrorLimitTokens() + ", treeMode="
+        + treeMode + ", forwardMargin=" + forwardMarginRatio
         + "/" + forwardMarginMin + ", hopLimit=" + hopLimit + ", watermarks=" + lowWatermark + "/"
         + highWatermark + ", coldPlacement=" + coldPlacement + "(" + coldPlacementLoadBound
         + "), localCaching=" + localCaching + ", gossip=" + gossipInterval + "x" + gossipFanout + "}";
@@ -535,6 +571,7 @@ public final class RouterConfig {
   public static final class Builder {
     private int blockSize = 16;
     private long treeCapacityTokens = 1L << 20;
+    private long mirrorLimitTokens;
     private TreeMode treeMode = TreeMode.AUTO;
     private long hashSalt;
     private RoutingPolicy policy = RoutingPolicy.COST_AWARE;
@@ -568,6 +605,7 @@ public final class RouterConfig {
     private Builder(RouterConfig c) {
       blockSize = c.blockSize;
       treeCapacityTokens = c.treeCapacityTokens;
+      mirrorLimitTokens = c.mirrorLimitTokens;
       treeMode = c.treeMode;
       hashSalt = c.hashSalt;
       policy = c.policy;
@@ -616,6 +654,20 @@ public final class RouterConfig {
      */
     public Builder treeCapacityTokens(long tokens) {
       this.treeCapacityTokens = tokens;
+      return this;
+    }
+
+    /**
+     * The most tokens an engine-driven local tree holds before it drops its least recently
+     * stored blocks (default 0: automatic, 4 × the tree capacity and at least
+     * {@link RouterConfig#MIN_AUTOMATIC_MIRROR_LIMIT_TOKENS}); see
+     * {@link RouterConfig#mirrorLimitTokens()}.
+     *
+     * @param tokens the limit, 0 (automatic) or at least the tree capacity
+     * @return this builder
+     */
+    public Builder mirrorLimitTokens(long tokens) {
+      this.mirrorLimitTokens = tokens;
       return this;
     }
 

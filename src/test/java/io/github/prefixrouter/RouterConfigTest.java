@@ -28,6 +28,13 @@ class RouterConfigTest {
     assertEquals(1.25, c.coldPlacementLoadBound());
     assertEquals(RouterConfig.TreeMode.AUTO, c.treeMode());
     assertEquals(c.toString(), c.toBuilder().build().toString());
+    // the mirror limit follows the capacity unless set, and never falls below 2^24
+    assertEquals(1L << 24, c.mirrorLimitTokens());
+    assertEquals(1L << 27, c.toBuilder().treeCapacityTokens(1L << 25).build().mirrorLimitTokens());
+    assertEquals(Long.MAX_VALUE,
+        c.toBuilder().treeCapacityTokens(Long.MAX_VALUE / 2).build().mirrorLimitTokens());
+    assertEquals(5000, c.toBuilder().treeCapacityTokens(5000).mirrorLimitTokens(5000).build()
+        .mirrorLimitTokens());
   }
 
   /** Every setting away from its default, all valid together. */
@@ -35,6 +42,7 @@ class RouterConfigTest {
     return RouterConfig.builder()
         .blockSize(32)
         .treeCapacityTokens(1L << 16)
+        .mirrorLimitTokens(1L << 18)
         .treeMode(RouterConfig.TreeMode.SELF_MANAGED)
         .hashSalt(0x5eed)
         .policy(RoutingPolicy.LONGEST_PREFIX)
@@ -108,6 +116,8 @@ class RouterConfigTest {
         bad("blockSize", b -> b.blockSize(0)),
         bad("blockSize", b -> b.blockSize(4096)),
         bad("treeCapacityTokens", b -> b.treeCapacityTokens(8)),
+        bad("mirrorLimitTokens", b -> b.mirrorLimitTokens(-1)),
+        bad("mirrorLimitTokens", b -> b.treeCapacityTokens(1000).mirrorLimitTokens(999)),
         bad("forwardMarginRatio", b -> b.forwardMargin(1.5, Duration.ZERO)),
         bad("forwardMarginRatio", b -> b.forwardMargin(Double.NaN, Duration.ZERO)),
         bad("forwardMarginMin", b -> b.forwardMargin(0.1, Duration.ofMillis(-1))),

@@ -76,6 +76,11 @@ public final class NodeOptions {
           "                           capacity (an engine without cache events) and the basis of",
           "                           how long a prefix is expected to stay cached; default",
           "                           --engine-cache-tokens (reference engine), else 1048576",
+          "  --mirror-limit-tokens N  the most tokens a tree mirroring the engine's cache events",
+          "                           holds: beyond, the engine's removals are not arriving and",
+          "                           its least recently stored blocks are dropped; 0 or at least",
+          "                           --tree-capacity-tokens; default 0: 4 x that, at least",
+          "                           16777216",
           "  --gossip-interval-ms N   anti-entropy interval; default 200",
           "  --peer-suspect-ms N      silence before a peer is suspected; default 2000",
           "  --peer-dead-ms N         silence before a peer is dropped; default 10000",
@@ -107,7 +112,7 @@ public final class NodeOptions {
       Set.of(
           "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file", "insecure",
           "engine", "model", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
-          "block-size", "tree-capacity-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
+          "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "ready-file",
           "shutdown-grace-ms", "engine-request-timeout-ms", "engine-timeout-ms",
@@ -281,6 +286,9 @@ public final class NodeOptions {
       // engine's cache is the capacity (a value below the block size is refused below)
       cb.treeCapacityTokens(Math.max(engineCacheTokens,
           v.containsKey("block-size") ? intValue(v, "block-size", 16) : 16));
+    }
+    if (v.containsKey("mirror-limit-tokens")) {
+      cb.mirrorLimitTokens(longValue(v, "mirror-limit-tokens", 0));
     }
     if (v.containsKey("gossip-interval-ms")) {
       cb.gossip(Duration.ofMillis(longValue(v, "gossip-interval-ms", 200)), RouterConfig.defaults().gossipFanout());

@@ -211,6 +211,19 @@ class NodeMainTest {
   }
 
   @Test
+  void theMirrorLimitFollowsTheTreeCapacityUnlessGiven() {
+    assertEquals(1L << 24, parse("--id", "a", "--listen", "h:1", "--engine",
+        "http://127.0.0.1:8000").config.mirrorLimitTokens());
+    assertEquals(1L << 26, parse("--id", "a", "--listen", "h:1", "--engine",
+        "http://127.0.0.1:8000", "--tree-capacity-tokens", "16777216").config.mirrorLimitTokens());
+    assertEquals(3_000_000, parse("--id", "a", "--listen", "h:1", "--engine",
+        "http://127.0.0.1:8000", "--tree-capacity-tokens", "2000000", "--mirror-limit-tokens",
+        "3000000").config.mirrorLimitTokens());
+    assertMessage("mirrorLimitTokens must be 0", () -> parse("--id", "a", "--listen", "h:1",
+        "--tree-capacity-tokens", "4096", "--mirror-limit-tokens", "4095"));
+  }
+
+  @Test
   void aRestartedNodeStartsAHigherGossipGeneration() throws Exception {
     io.github.prefixrouter.RouterConfig c = parse("--id", "a", "--listen", "h:1").config;
     long first = NodeMain.withGossipGeneration(c).gossipGeneration();

@@ -60,9 +60,15 @@ class StatsJsonTest {
           "estimated_cached_tokens", "actual_cached_tokens", "prompt_tokens",
           "cached_prompt_tokens", "hit_rate", "gossip_bytes_in", "gossip_bytes_out",
           "local_cached_tokens", "replica_blocks", "peers_live", "in_flight", "peer_messages",
-          "transport", "engine", "client"), List.copyOf(s.keySet()));
+          "local_tree", "transport", "engine", "client"), List.copyOf(s.keySet()));
       assertEquals(Map.of("malformed", 0L, "stray_streams", 0L, "output_divergences", 0L),
           s.get("peer_messages"));
+      // the reference engine publishes its cache events, so the tree mirrors them
+      assertEquals(List.of("stored_events", "removed_events", "cleared_events",
+          "unknown_parents", "unknown_blocks", "malformed_events", "duplicate_blocks",
+          "aliased_blocks", "conflicting_events", "overflows", "overflow_blocks"),
+          List.copyOf(((Map<?, ?>) s.get("local_tree")).keySet()));
+      assertEquals(0L, ((Map<?, ?>) s.get("local_tree")).get("overflow_blocks"));
       assertEquals(List.of("requests_sent", "requests_failed", "requests_received",
           "messages_sent", "messages_dropped", "messages_failed", "messages_received",
           "outbound_busy", "inbound_busy", "auth_failures", "replays_rejected",

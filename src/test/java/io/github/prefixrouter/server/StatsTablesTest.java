@@ -10,6 +10,7 @@ import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.tree.EngineEventStats;
 import io.github.prefixrouter.server.PrometheusTextParser.Family;
 import io.github.prefixrouter.server.PrometheusTextParser.Sample;
 import io.github.prefixrouter.transport.http.HttpTransport;
@@ -46,9 +47,13 @@ class StatsTablesTest {
   private static final StatsTables.NodeInternalStats PEER =
       StatsFixtures.distinct(StatsTables.NodeInternalStats.class, 600_000);
 
+  private static final EngineEventStats TREE =
+      StatsFixtures.distinct(EngineEventStats.class, 700_000);
+
   private static final List<StatsTable.Section<?>> ALL = List.of(
       StatsTables.NODE.section(null, NODE),
       StatsTables.PEER_MESSAGES.section("peer_messages", PEER),
+      StatsTables.LOCAL_TREE.section("local_tree", TREE),
       StatsTables.TRANSPORT.section("transport", TRANSPORT),
       StatsTables.REFERENCE_ENGINE.section("engine", ENGINE),
       StatsTables.KV_EVENTS.section("kv_events", KV),
@@ -127,6 +132,22 @@ class StatsTablesTest {
       used.add(f.get(0));
     }
     assertEquals(used, m.keySet());
+  }
+
+  @Test
+  void everyEngineEventStatsComponentOfTheLocalTreeAppearsInMetrics() throws Exception {
+    Map<String, Family> m = metrics(StatsTables.LOCAL_TREE.section("local_tree", TREE));
+    Set<String> used = new HashSet<>();
+    for (RecordComponent rc : EngineEventStats.class.getRecordComponents()) {
+      double v = ((Number) rc.getAccessor().invoke(TREE)).doubleValue();
+      List<String> f = familiesWithValue(m, v);
+      assertEquals(1, f.size(), rc.getName() + " is in " + f);
+      assertTrue(f.get(0).startsWith("prefix_router_tree_"), f.get(0));
+      used.add(f.get(0));
+    }
+    assertEquals(used, m.keySet());
+    assertEquals(TREE.overflowBlocks(),
+        m.get("prefix_router_tree_mirror_overflow_blocks_total").value());
   }
 
   /**

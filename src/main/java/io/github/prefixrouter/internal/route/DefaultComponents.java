@@ -19,6 +19,7 @@ final class DefaultComponents {
   static RouterNode.Components create(RouterNode node) {
     RouterConfig config = node.config();
     ConcurrentPrefixTree tree = localTree(config, node.engine());
+    LocalTrees.register(node, tree);
     if (tree.mode() == ConcurrentPrefixTree.Mode.ENGINE_DRIVEN) {
       node.engine().setCacheEventListener(tree.engineEvents());
     }
@@ -57,7 +58,8 @@ final class DefaultComponents {
 
   /**
    * The local tree in the configured mode: engine-driven when the engine publishes cache events
-   * (or the configuration demands it), else self-managed at the configured capacity.
+   * (or the configuration demands it), at most {@link RouterConfig#mirrorLimitTokens()}, else
+   * self-managed at the configured capacity.
    *
    * @throws IllegalArgumentException if engine-driven mode is demanded of an engine that
    *     publishes no events
@@ -76,7 +78,12 @@ final class DefaultComponents {
       }
       case SELF_MANAGED -> ConcurrentPrefixTree.Mode.SELF_MANAGED;
     };
-    return ConcurrentPrefixTree.builder().mode(mode).blockSize(config.blockSize())
-        .salt(config.hashSalt()).capacityTokens(config.treeCapacityTokens()).build();
+    ConcurrentPrefixTree.Builder b = ConcurrentPrefixTree.builder().mode(mode)
+        .blockSize(config.blockSize()).salt(config.hashSalt())
+        .capacityTokens(config.treeCapacityTokens());
+    if (mode == ConcurrentPrefixTree.Mode.ENGINE_DRIVEN) {
+      b.mirrorLimitTokens(config.mirrorLimitTokens());
+    }
+    return b.build();
   }
 }

@@ -79,7 +79,10 @@ import org.slf4j.LoggerFactory;
  *       the tree counts them, and the removal of the last copy removes the block and everything
  *       continuing it. Matches are rounded down to whole blocks, since an engine serves only
  *       whole cached blocks. Events that cannot be applied are counted
- *       ({@link #engineEventStats()}), never thrown.
+ *       ({@link #engineEventStats()}), never thrown. A store stamps its whole path as a
+ *       self-managed insert does, and leaves sit in the same LRU heap, so that a tree above
+ *       its mirror limit ({@link Builder#mirrorLimitTokens}: an engine whose removals do not
+ *       arrive) drops its least recently stored blocks, leaves first, down to the limit.
  *   <li><b>Scopes.</b> An engine keys its cache by the LoRA adapter and cache salt as well as
  *       the tokens ({@link CacheScope}). Each scope other than the default has its own root
  *       node, found by the scope's root hash ({@link BlockHasher#scopeRoot}) in a concurrent
@@ -127,6 +130,11 @@ public final class ConcurrentPrefixTree {
   private final int blockSize;
   private final BlockHasher hasher;
   private final long capacity;
+  /**
+   * Engine-driven mode: the most tokens the mirror holds ({@link Long#MAX_VALUE}: unlimited);
+   * beyond it the least recently stored blocks are dropped (see {@link #evictOverflow()}).
+   */
+  private final long mirrorLimit;
 
   private final StampedLock lock = new StampedLock();
   private final Node root = new Node();
@@ -165,6 +173,10 @@ public final class ConcurrentPrefixTree {
   private long duplicateBlocks;
   private long aliasedBlocks;
   private long conflictingEvents;
+  private long overflows;
+  private long overflowBlocks;
+  /** Alias count above which an overflow eviction forgets the aliases of dropped blocks. */
+  private int aliasSweepAt = 64;
 
   // events
   /** Replaced (never mutated) under the write lock; each queued event keeps the array of its time. */
@@ -182,6 +194,7 @@ public final class ConcurrentPrefixTree {
     this.blockSize = b.blockSize;
     this.hasher = new BlockHasher(b.blockSize, b.salt);
     this.capacity = b.capacityTokens;
+    this.mirrorLimit = b.mirrorLimitTokens;
     this.engineIndex = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
     this.aliases = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
     this.extraCopies = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
@@ -192,7 +205,8 @@ public final class ConcurrentPrefixTree {
 
   /**
    * A builder; the defaults are self-managed mode, block size 16, salt 0. A self-managed tree
-   * needs a capacity; an engine-driven one only reports it (default unlimited).
+   * needs a capacity; an engine-driven one only reports it (default unlimited) and holds at most
+   * its mirror limit (default unlimited).
    */
   public static Builder builder() {
     return new Builder();
@@ -369,6 +383,14 @@ public final class ConcurrentPrefixTree {
   /** The configured capacity in tokens ({@link Long#MAX_VALUE} when unlimited). */
   public long capacityTokens() {
     return capacity;
+  }
+
+  /**
+   * Engine-driven mode: the most tokens the mirror holds before it drops its least recently
+   * stored blocks ({@link Long#MAX_VALUE} when unlimited, and always for a self-managed tree).
+   */
+  public long mirrorLimitTokens() {
+    return mirrorLimit;
   }
 
   /** Tokens per block. */
@@ -767,9 +789,7 @@ public final class ConcurrentPrefixTree {
       heapRemove(parent);
     }
     size += leaf.edge.length;
-    if (mode == Mode.SELF_MANAGED) {
-      heapAdd(leaf);
-    }
+    heapAdd(leaf); // unleased: in engine-driven mode nothing is ever leased
     return leaf;
   }
 
@@ -1117,7 +1137,6 @@ public final class ConcurrentPrefixTree {
 
   private void removeLeafSelfManaged(Node l) {
     detach(l);
-    heapRemove(l);
     Node p = l.parent;
     l.parent = null;
     if (p.parent == null) { // a root
@@ -1136,8 +1155,14 @@ public final class ConcurrentPrefixTree {
     }
   }
 
-  /** Removes leaf l from its parent, reporting its blocks; l.parent is left for the caller. */
+  /**
+   * Removes leaf l from its parent (and from the LRU heap), reporting its blocks; l.parent is
+   * left for the caller.
+   */
   private void detach(Node l) {
+    if (l.lru >= 0) {
+      heapRemove(l);
+    }
     if (blockCount(l) > 0) {
       if (listeners.length > 0) {
         evictedBuf.addAll(blockHashesOf(l));
@@ -1181,7 +1206,9 @@ public final class ConcurrentPrefixTree {
           malformedEvents,
           duplicateBlocks,
           aliasedBlocks,
-          conflictingEvents);
+          conflictingEvents,
+          overflows,
+          overflowBlocks);
     } finally {
       lock.unlockWrite(ws);
     }
@@ -1204,6 +1231,16 @@ public final class ConcurrentPrefixTree {
     }
   }
 
+  /** The number of aliases remembered (tests only). */
+  int aliasCountForTest() {
+    long ws = lock.writeLock();
+    try {
+      return aliases.size();
+    } finally {
+      lock.unlockWrite(ws);
+    }
+  }
+
   private final class EngineListener implements CacheEventListener {
     @Override
     public void onBlocksStored(long parentBlockHash, long[] blockHashes, int[] tokenIds) {
@@ -1216,13 +1253,30 @@ public final class ConcurrentPrefixTree {
       try {
         long scopeRoot = BlockHasher.scopeRoot(scope);
         long ws = lock.writeLock();
+        long dropped;
+        long overflowCount;
+        long droppedSoFar;
         try {
+          long before = overflowBlocks;
           engineStore(scopeRoot, parentBlockHash, blockHashes, tokenIds);
+          dropped = overflowBlocks - before;
+          overflowCount = overflows;
+          droppedSoFar = overflowBlocks;
           flushEvents();
         } finally {
           lock.unlockWrite(ws);
         }
         deliver();
+        if (dropped > 0 && Long.bitCount(overflowCount) == 1) { // the 1st, 2nd, 4th, 8th...
+          LOG.warn("the mirror of the engine's cache exceeded its limit of {} tokens and dropped "
+              + "its {} least recently stored blocks ({} times, {} blocks so far): the engine "
+              + "stores blocks whose removals do not arrive (a cache larger than the limit, or "
+              + "an integration that loses or never sends BlockRemoved events)",
+              mirrorLimit, dropped, overflowCount, droppedSoFar);
+        } else if (dropped > 0) {
+          LOG.debug("mirror over its limit of {} tokens: dropped {} blocks ({} times)",
+              mirrorLimit, dropped, overflowCount);
+        }
       } catch (RuntimeException e) {
         LOG.error("engine stored event could not be applied", e);
       }
@@ -1311,7 +1365,16 @@ public final class ConcurrentPrefixTree {
     if (newScope) {
       scopeRoots.put(scopeRoot, n);
     }
-    Node end = extend(n, d, tokens, 0, tokens.length, d, 0, false);
+    // the store uses the whole prefix it continues (the engine ran a request on it): split where
+    // it starts, touch up to the root, and extend touching, as a self-managed insert does
+    if (d < n.end) {
+      n = splitAt(n, d);
+    }
+    int now = nextStamp();
+    for (Node x = n; x.parent != null; x = x.parent) {
+      touch(x, now);
+    }
+    Node end = extend(n, d, tokens, 0, tokens.length, d, now, true);
     // record the engine's hashes on the blocks of the path, deepest first
     Node x = end;
     for (int i = hashes.length - 1; i >= 0; i--) {
@@ -1340,6 +1403,44 @@ public final class ConcurrentPrefixTree {
         duplicateBlocks++; // another copy of the alias
         extraCopies.merge(hashes[i], 1L, Long::sum);
       }
+    }
+    normalizeUpward(end);
+    evictOverflow();
+  }
+
+  /**
+   * Drops least recently stored blocks until the mirror holds at most its limit: a leaf's last
+   * blocks first, leaves by age, exactly as the self-managed LRU but in whole blocks. A correct
+   * engine never gets here (its cache cannot outgrow its KV capacity, and the limit is set above
+   * that); an engine whose removals are lost would otherwise grow the mirror, the engine-hash
+   * index and the gossiped summary without bound. The blocks go as if the engine had removed
+   * them: reported evicted, unindexed with their copies; a later removal of one of them is an
+   * unknown block, a store continuing one an unknown parent.
+   */
+  private void evictOverflow() {
+    if (size <= mirrorLimit) {
+      return;
+    }
+    overflows++;
+    while (size > mirrorLimit && heapSize > 0) {
+      Node l = heap[0];
+      long excessBlocks = (size - mirrorLimit + blockSize - 1) / blockSize;
+      int droppable = (l.edge.length - 1) / blockSize; // keeping the leaf's first token
+      if (excessBlocks <= droppable) {
+        trimLeaf(l, l.edge.length - (int) excessBlocks * blockSize);
+        overflowBlocks += excessBlocks;
+      } else {
+        overflowBlocks += blockCount(l);
+        Node p = l.parent;
+        detach(l);
+        l.parent = null;
+        pruneEngine(p);
+      }
+    }
+    if (aliases.size() > aliasSweepAt) { // forget the aliases of blocks that went
+      aliases.values().removeIf(primary -> !engineIndex.containsKey(primary));
+      extraCopies.keySet().removeIf(h -> !engineIndex.containsKey(h) && !aliases.containsKey(h));
+      aliasSweepAt = Math.max(64, 2 * aliases.size());
     }
   }
 
@@ -1448,6 +1549,9 @@ public final class ConcurrentPrefixTree {
         n.parent = null;
         pruneEngine(p);
       } else {
+        if (n.lru < 0) { // it lost its children: a leaf now
+          heapAdd(n);
+        }
         trimLeaf(n, keepEnd - n.start());
       }
     }
@@ -1470,6 +1574,9 @@ public final class ConcurrentPrefixTree {
         int end = p.end;
         int aligned = end - end % blockSize;
         if (aligned > p.start()) {
+          if (p.lru < 0) { // a leaf now
+            heapAdd(p);
+          }
           if (aligned < end) {
             trimLeaf(p, aligned - p.start());
           }
@@ -1480,7 +1587,7 @@ public final class ConcurrentPrefixTree {
         p.parent = null;
         p = gp;
       } else {
-        if (p.kids.length == 1) {
+        if (p.kids.length == 1 && p.stamp == p.kids[0].stamp) { // else a recency boundary
           mergeIntoChild(p, p.kids[0]);
         }
         return;
@@ -1815,17 +1922,18 @@ public final class ConcurrentPrefixTree {
         visit(r, path);
       }
       require(total == size, "size " + size + " != sum of edges " + total);
+      require(evictable == heapSize,
+          "LRU heap holds " + heapSize + " nodes, " + evictable + " leaves are evictable");
+      for (int i = 0; i < heapSize; i++) {
+        require(heap[i].lru == i, "heap index broken at " + i);
+        require(i == 0 || heap[(i - 1) / 2].stamp <= heap[i].stamp, "heap order broken");
+      }
       if (mode == Mode.SELF_MANAGED) {
-        require(evictable == heapSize,
-            "LRU heap holds " + heapSize + " nodes, " + evictable + " leaves are evictable");
-        for (int i = 0; i < heapSize; i++) {
-          require(heap[i].lru == i, "heap index broken at " + i);
-          require(i == 0 || heap[(i - 1) / 2].stamp <= heap[i].stamp, "heap order broken");
-        }
         require(size <= capacity || heapSize == 0,
             "size " + size + " exceeds capacity " + capacity + " with evictable leaves");
       } else {
-        require(heapSize == 0, "engine-driven tree has an LRU heap");
+        require(size <= mirrorLimit || heapSize == 0,
+            "size " + size + " exceeds the mirror limit " + mirrorLimit + " with leaves");
         require(engineIndex.size() == blocks,
             "engine index has " + engineIndex.size() + " hashes, tree holds " + blocks + " blocks");
         for (Long alias : aliases.keySet()) {
@@ -1855,7 +1963,7 @@ public final class ConcurrentPrefixTree {
         boolean leaf = n.kids.length == 0;
         if (leaf && n.locks() == 0) {
           evictable++;
-          require(n.lru >= 0 || mode == Mode.ENGINE_DRIVEN, "evictable leaf not in heap");
+          require(n.lru >= 0, "evictable leaf not in heap");
         } else {
           require(n.lru < 0, "non-evictable node in heap");
         }
@@ -2010,7 +2118,8 @@ public final class ConcurrentPrefixTree {
   @Override
   public String toString() {
     return "ConcurrentPrefixTree{" + mode + ", blockSize=" + blockSize + ", size=" + size
-        + ", capacity=" + capacity + "}";
+        + ", capacity=" + capacity
+        + (mirrorLimit == Long.MAX_VALUE ? "" : ", mirrorLimit=" + mirrorLimit) + "}";
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -2177,6 +2286,8 @@ public final class ConcurrentPrefixTree {
     private long salt;
     private long capacityTokens = Long.MAX_VALUE;
     private boolean capacitySet;
+    private long mirrorLimitTokens = Long.MAX_VALUE;
+    private boolean mirrorLimitSet;
 
     private Builder() {}
 
@@ -2216,15 +2327,41 @@ public final class ConcurrentPrefixTree {
     }
 
     /**
+     * Engine-driven trees: the most tokens the mirror holds, at least the block size (default
+     * unlimited). The engine's own cache cannot outgrow its KV capacity, so a mirror above this
+     * limit has missed removals: it drops its least recently stored blocks down to the limit,
+     * reports them evicted and counts them ({@link EngineEventStats#overflowBlocks()}). Set it
+     * above the engine's KV capacity, so that a correct engine never reaches it.
+     */
+    public Builder mirrorLimitTokens(long mirrorLimitTokens) {
+      if (mirrorLimitTokens < 1) {
+        throw new IllegalArgumentException(
+            "mirrorLimitTokens must be at least 1, was " + mirrorLimitTokens);
+      }
+      this.mirrorLimitTokens = mirrorLimitTokens;
+      this.mirrorLimitSet = true;
+      return this;
+    }
+
+    /**
      * Builds the tree.
      *
      * @throws IllegalStateException if the tree is self-managed and no capacity was set (it
-     *     would never evict; pass {@code Long.MAX_VALUE} to mean that)
+     *     would never evict; pass {@code Long.MAX_VALUE} to mean that), or has a mirror limit
+     * @throws IllegalArgumentException if the mirror limit is below the block size
      */
     public ConcurrentPrefixTree build() {
       if (mode == Mode.SELF_MANAGED && !capacitySet) {
         throw new IllegalStateException(
             "a self-managed tree needs capacityTokens(...): the engine's KV capacity in tokens");
+      }
+      if (mode == Mode.SELF_MANAGED && mirrorLimitSet) {
+        throw new IllegalStateException("mirrorLimitTokens is for engine-driven trees; a "
+            + "self-managed tree evicts at capacityTokens");
+      }
+      if (mirrorLimitTokens < blockSize) {
+        throw new IllegalArgumentException("mirrorLimitTokens must be at least the block size ("
+            + blockSize + "): a smaller mirror holds no block, was " + mirrorLimitTokens);
       }
       return new ConcurrentPrefixTree(this);
     }

@@ -22,6 +22,12 @@ package io.github.prefixrouter.internal.tree;
  *     block in the tree, or appears twice in the event: the engine reused a hash for different
  *     tokens (its hashes are not chained through the parent, or its hasher is broken), and
  *     applying it would tie two blocks to one hash
+ * @param overflows applied stores after which the mirror exceeded its limit
+ *     ({@link ConcurrentPrefixTree#mirrorLimitTokens()}) and dropped blocks: the engine's
+ *     removals are not all arriving (an engine whose cache is larger than the limit, or an
+ *     integration that loses or never sends them)
+ * @param overflowBlocks blocks dropped by those overflows, least recently stored first; each
+ *     was reported evicted, and a later removal of it counts as an unknown block
  */
 public record EngineEventStats(
     long storedEvents,
@@ -32,4 +38,6 @@ public record EngineEventStats(
     long malformedEvents,
     long duplicateBlocks,
     long aliasedBlocks,
-    long conflictingEvents) {}
+    long conflictingEvents,
+    long overflows,
+    long overflowBlocks) {}

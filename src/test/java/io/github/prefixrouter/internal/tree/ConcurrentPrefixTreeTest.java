@@ -427,6 +427,110 @@ class ConcurrentPrefixTreeTest {
     assertThrows(IllegalStateException.class, () -> e.insert(new int[] {1}));
   }
 
+  @Test
+  void aMirrorLimitIsForEngineDrivenTreesOfAtLeastOneBlock() {
+    assertMessage(() -> ConcurrentPrefixTree.builder().mirrorLimitTokens(0), "mirrorLimitTokens");
+    assertMessage(() -> ConcurrentPrefixTree.builder().mode(ConcurrentPrefixTree.Mode.ENGINE_DRIVEN)
+        .blockSize(16).mirrorLimitTokens(15).build(), "block size");
+    IllegalStateException e = assertThrows(IllegalStateException.class,
+        () -> ConcurrentPrefixTree.builder().capacityTokens(100).mirrorLimitTokens(100).build());
+    assertTrue(e.getMessage().contains("engine-driven"), e.getMessage());
+    assertEquals(Long.MAX_VALUE, ConcurrentPrefixTree.engineDriven(16).mirrorLimitTokens());
+  }
+
+  static ConcurrentPrefixTree limited(int blockSize, long limit) {
+    return ConcurrentPrefixTree.builder().mode(ConcurrentPrefixTree.Mode.ENGINE_DRIVEN)
+        .blockSize(blockSize).mirrorLimitTokens(limit).build();
+  }
+
+  /**
+   * An engine that never removes: the mirror drops the least recently stored chain's last
+   * blocks, reports them evicted, unindexes them, and takes later events naming them calmly.
+   */
+  @Test
+  void overTheMirrorLimitTheLeastRecentlyStoredBlocksGo() {
+    ConcurrentPrefixTree t = limited(2, 8);
+    Replay replay = new Replay();
+    t.addListener(replay);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1, 2}, new int[] {1, 1, 2, 2});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {3, 4}, new int[] {3, 3, 4, 4});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {1, 1}); // used
+    assertEquals(8, t.sizeTokens());
+    assertEquals(0, t.engineEventStats().overflowBlocks());
+    // 2 more tokens: the chain of 3 and 4 was stored least recently, its last block goes
+    engine.onBlocksStored(2, new long[] {5}, new int[] {5, 5});
+    t.checkInvariants();
+    assertEquals(8, t.sizeTokens());
+    assertEquals(6, t.match(new int[] {1, 1, 2, 2, 5, 5}));
+    assertEquals(2, t.match(new int[] {3, 3, 4, 4}));
+    assertEquals(t.blockHashes().length, replay.held.size());
+    assertEquals(Set.of(), diff(replay.held, t.blockHashes()));
+    // 4 more tokens: block 3 (now the oldest leaf) goes, then the leaf 5 of the older chain
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {6, 7}, new int[] {6, 6, 7, 7});
+    t.checkInvariants();
+    assertEquals(8, t.sizeTokens());
+    assertEquals(0, t.match(new int[] {3, 3}));
+    assertEquals(4, t.match(new int[] {1, 1, 2, 2, 5, 5}));
+    assertEquals(4, t.match(new int[] {6, 6, 7, 7}));
+    EngineEventStats s = t.engineEventStats();
+    assertEquals(3, s.overflowBlocks());
+    assertEquals(2, s.overflows());
+    assertEquals(Set.of(), diff(replay.held, t.blockHashes()));
+    // the engine's late removals of dropped blocks and a store continuing one are harmless
+    engine.onBlocksRemoved(new long[] {4, 3, 5});
+    engine.onBlocksStored(5, new long[] {8}, new int[] {8, 8});
+    t.checkInvariants();
+    s = t.engineEventStats();
+    assertEquals(3, s.unknownBlocks());
+    assertEquals(1, s.unknownParents());
+    assertEquals(8, t.sizeTokens());
+    assertEquals(0, t.engineCopies(3));
+    // a chain longer than the limit keeps its first blocks
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {11, 12, 13, 14, 15},
+        new int[] {9, 9, 9, 9, 9, 9, 9, 9, 9, 9});
+    t.checkInvariants();
+    assertEquals(8, t.match(new int[] {9, 9, 9, 9, 9, 9, 9, 9, 9, 9}));
+    assertEquals(8, t.sizeTokens());
+    assertEquals(Set.of(), diff(replay.held, t.blockHashes()));
+  }
+
+  /** Copies and aliases of the blocks dropped over the limit are forgotten with them. */
+  @Test
+  void blocksDroppedOverTheLimitTakeTheirCopiesAndAliases() {
+    ConcurrentPrefixTree t = limited(2, 4);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {1, 1});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {1, 1}); // copy
+    assertEquals(2, t.engineCopies(1));
+    for (int i = 0; i < 100; i++) { // aliases of block 1, each dropped with it, re-stored after
+      engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1000 + i}, new int[] {1, 1});
+      engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {2000 + i}, new int[] {2, 2});
+      engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {3000 + i}, new int[] {3, 3});
+      engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {1, 1});
+      t.checkInvariants();
+    }
+    assertEquals(4, t.sizeTokens());
+    // the aliases were swept as they piled up: at most 64 plus those since the last sweep
+    assertTrue(t.aliasCountForTest() <= 2 * 64, "aliases kept: " + t.aliasCountForTest());
+    // block 1 was dropped in every round and stored afresh: one copy, not the first two
+    engine.onBlocksRemoved(new long[] {1});
+    assertEquals(0, t.match(new int[] {1, 1}));
+  }
+
+  private static Set<Long> diff(Set<Long> held, long[] hashes) {
+    Set<Long> a = new HashSet<>(held);
+    Set<Long> b = new HashSet<>();
+    for (long h : hashes) {
+      b.add(h);
+    }
+    Set<Long> out = new HashSet<>(a);
+    out.removeAll(b);
+    b.removeAll(a);
+    out.addAll(b);
+    return out;
+  }
+
   private static void assertMessage(Runnable r, String part) {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class, r::run);
     assertTrue(e.getMessage().contains(part), e.getMessage());
