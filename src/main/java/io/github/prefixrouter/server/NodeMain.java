@@ -6,7 +6,6 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
-import io.github.prefixrouter.internal.route.LocalTrees;
 import io.github.prefixrouter.internal.route.RouterNode;
 import io.github.prefixrouter.internal.tree.EngineEventStats;
 import io.github.prefixrouter.spi.InferenceEngine;
@@ -251,10 +250,10 @@ public final class NodeMain {
       sections.add(StatsTables.PEER_MESSAGES.section("peer_messages",
           new StatsTables.NodeInternalStats(rn.malformedMessages(), rn.strayStreamMessages(),
               rn.outputDivergences())));
-    }
-    EngineEventStats tree = LocalTrees.engineEventStats(node);
-    if (tree != null) {
-      sections.add(StatsTables.LOCAL_TREE.section("local_tree", tree));
+      EngineEventStats tree = rn.localEngineEventStats();
+      if (tree != null) {
+        sections.add(StatsTables.LOCAL_TREE.section("local_tree", tree));
+      }
     }
     sections.add(StatsTables.TRANSPORT.section("transport", t.stats()));
     if (e != null) {

@@ -19,7 +19,6 @@ final class DefaultComponents {
   static RouterNode.Components create(RouterNode node) {
     RouterConfig config = node.config();
     ConcurrentPrefixTree tree = localTree(config, node.engine());
-    LocalTrees.register(node, tree);
     if (tree.mode() == ConcurrentPrefixTree.Mode.ENGINE_DRIVEN) {
       node.engine().setCacheEventListener(tree.engineEvents());
     }

@@ -13,6 +13,8 @@ import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.tree.BlockHasher;
+import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
+import io.github.prefixrouter.internal.tree.EngineEventStats;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineBusyException;
@@ -1543,6 +1545,29 @@ public final class RouterNode implements PrefixRouterNode {
   /** Requests that failed because an attempt's output contradicted what was streamed. */
   public long outputDivergences() {
     return divergences.sum();
+  }
+
+  /**
+   * The node's local tree, if it was built with the default components (tests and
+   * diagnostics).
+   *
+   * @return the tree, or null if the host gave the node its own components
+   */
+  ConcurrentPrefixTree localTree() {
+    return local instanceof TreeIndex t ? t.tree() : null;
+  }
+
+  /**
+   * The counters of the engine events the local tree received (events it could not apply,
+   * blocks it dropped over its mirror limit), if it is an engine-driven tree of the default
+   * components.
+   *
+   * @return the counters, or null if the tree is self-managed or the host's own
+   */
+  public EngineEventStats localEngineEventStats() {
+    ConcurrentPrefixTree tree = localTree();
+    return tree == null || tree.mode() != ConcurrentPrefixTree.Mode.ENGINE_DRIVEN
+        ? null : tree.engineEventStats();
   }
 
   /** The current learned service time, for tests and diagnostics. */

@@ -79,7 +79,7 @@ class MirrorLimitNodeTest {
     PrefixRouterNode a = nodes.get(0);
     PrefixRouterNode b = nodes.get(1);
     assertNotNull(engine.listener, "the node subscribed to its engine's events");
-    ConcurrentPrefixTree tree = LocalTrees.treeOf(a);
+    ConcurrentPrefixTree tree = ((RouterNode) a).localTree();
     assertEquals(LIMIT, tree.mirrorLimitTokens());
 
     // 200 prompts of 4 blocks each, 12,800 tokens, stored and never removed
@@ -104,7 +104,7 @@ class MirrorLimitNodeTest {
     assertEquals(Set.copyOf(boxed(tree.blockHashes())).size(), (int) sa.localBlocks());
     // the peer's replica of a's summary is just as bounded
     assertEquals(LIMIT / BLOCK, b.stats().replicaBlocks());
-    EngineEventStats counted = LocalTrees.engineEventStats(a);
+    EngineEventStats counted = ((RouterNode) a).localEngineEventStats();
     assertEquals(prompts * 4L - LIMIT / BLOCK, counted.overflowBlocks());
     assertEquals(prompts - LIMIT / 64, counted.overflows());
 
@@ -118,7 +118,7 @@ class MirrorLimitNodeTest {
     for (long[] hashes : stored.subList(0, 10)) {
       engine.listener.onBlocksRemoved(hashes);
     }
-    assertEquals(40, LocalTrees.engineEventStats(a).unknownBlocks());
+    assertEquals(40, ((RouterNode) a).localEngineEventStats().unknownBlocks());
     assertEquals(LIMIT, a.stats().localCachedTokens());
     tree.checkInvariants();
     nodes.forEach(PrefixRouterNode::close);
