@@ -57,6 +57,22 @@ public final class BeforeScopesTransport {
    * @return the wrapping transport
    */
   public static Transport wrap(Transport t, BooleanSupplier old, Observer observer) {
+    return wrap(t, ForwardCodec.VERSION, old, observer);
+  }
+
+  /**
+   * Wraps {@code t} so that its node behaves, while {@code old} is true, as one whose decoder
+   * speaks FORWARD versions 1 to {@code highestVersion}: 1 from before scopes, 3 from before
+   * stops.
+   *
+   * @param t the node's transport
+   * @param highestVersion the highest FORWARD version the old node decodes
+   * @param old whether the node is still old (read per request)
+   * @param observer told of each FORWARD refused or let through
+   * @return the wrapping transport
+   */
+  public static Transport wrap(Transport t, int highestVersion, BooleanSupplier old,
+      Observer observer) {
     return new ForwardingTransport(t) {
       @Override
       public void start(InboundHandler h) {
@@ -70,7 +86,7 @@ public final class BeforeScopesTransport {
           public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
             boolean forward = payload.length > 1 && payload[0] == ForwardCodec.FORWARD;
             if (forward && old.getAsBoolean()) {
-              if (payload[1] != 1) {
+              if (payload[1] > highestVersion) {
                 observer.rejected(payload[1]);
                 return CompletableFuture.failedFuture(rejection(payload[1]));
               }

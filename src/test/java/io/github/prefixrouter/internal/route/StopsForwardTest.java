@@ -68,27 +68,13 @@ class StopsForwardTest {
 
   /** n1's transport: a node that speaks FORWARD versions 1 to 3 while {@link #peerBeforeStops}. */
   Transport beforeStops(Transport t) {
-    return new ForwardingTransport(t) {
-      @Override
-      public void start(InboundHandler h) {
-        t.start(new InboundHandler() {
+    return BeforeScopesTransport.wrap(t, ForwardCodec.STREAMING_FORWARD_VERSION,
+        () -> peerBeforeStops, new BeforeScopesTransport.Observer() {
           @Override
-          public void onMessage(PeerAddress from, byte[] payload) {
-            h.onMessage(from, payload);
-          }
-
-          @Override
-          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
-            if (payload.length > 1 && payload[0] == ForwardCodec.FORWARD && peerBeforeStops
-                && payload[1] > ForwardCodec.STREAMING_FORWARD_VERSION) {
-              rejected++;
-              return CompletableFuture.failedFuture(BeforeScopesTransport.rejection(payload[1]));
-            }
-            return h.onRequest(from, payload);
+          public void rejected() {
+            rejected++;
           }
         });
-      }
-    };
   }
 
   void start(boolean peerKnowsStops) {
