@@ -95,18 +95,13 @@ public final class CacheScope {
           what + " must have at most " + maxBytes + " bytes of UTF-8, has " + s.length()
               + " characters");
     }
-    for (int i = 0; i < s.length(); i++) {
+    int i = WellFormedText.badCharAt(s, true);
+    if (i >= 0) {
       char c = s.charAt(i);
-      if (Character.isHighSurrogate(c) && i + 1 < s.length()
-          && Character.isLowSurrogate(s.charAt(i + 1))) {
-        i++;
-      } else if (Character.isSurrogate(c)) {
-        throw new IllegalArgumentException(what + " has a lone surrogate at index " + i);
-      } else if (Character.isISOControl(c)) {
-        throw new IllegalArgumentException(
-            what + " has the control character U+" + String.format("%04X", (int) c)
-                + " at index " + i);
-      }
+      throw new IllegalArgumentException(Character.isSurrogate(c)
+          ? what + " has a lone surrogate at index " + i
+          : what + " has the control character U+" + String.format("%04X", (int) c)
+              + " at index " + i);
     }
     int bytes = s.getBytes(StandardCharsets.UTF_8).length;
     if (bytes > maxBytes) {
