@@ -23,8 +23,12 @@ class ScopedForwardCodecTest {
   private static final InferenceRequest PLAIN = new InferenceRequest("q-1", new int[] {1, 300, 70000},
       new GenerationParams(16, 0.5, 0.9, 42));
 
-  /** The version-1 body, written field by field as docs/routing.md lays it out. */
-  private static ByteWriter v1(int version) {
+  /**
+   * The version-1 body of request {@code q-1} (16 tokens at most, temperature 0.5, top-p 0.9,
+   * seed 42, tokens 1, 300, 70000) from {@code origin} at hop 2, written field by field as
+   * docs/routing.md lays it out, with {@code version} in its version byte.
+   */
+  static ByteWriter v1(int version) {
     ByteWriter w = new ByteWriter(64, 1 << 16);
     w.writeByte(0x21).writeByte(version);
     w.writeBytes("q-1".getBytes(StandardCharsets.UTF_8));

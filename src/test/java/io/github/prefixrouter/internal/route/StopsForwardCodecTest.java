@@ -31,27 +31,12 @@ class StopsForwardCodecTest {
   private static final List<String> STOPS = List.of("\n", "Observation:", "\u00e9\uD83D\uDE00");
   private static final List<Integer> IDS = List.of(2, 128_001, InferenceRequest.MAX_TOKEN_ID - 1);
 
-  /** The version-1 body, written field by field as docs/routing.md lays it out. */
-  private static ByteWriter v1(int version) {
-    ByteWriter w = new ByteWriter(64, 1 << 16);
-    w.writeByte(0x21).writeByte(version);
-    w.writeBytes("q-1".getBytes(StandardCharsets.UTF_8));
-    w.writeAscii("origin", 64);
-    w.writeVarInt(2);
-    w.writeVarInt(16);
-    w.writeFixedLong(Double.doubleToLongBits(0.5));
-    w.writeFixedLong(Double.doubleToLongBits(0.9));
-    w.writeFixedLong(42);
-    w.writeVarInt(3).writeVarInt(1).writeVarInt(300).writeVarInt(70000);
-    return w;
-  }
-
   /**
    * A version-4 frame of {@link #PLAIN}, written field by field: the default scope, no stream,
    * then what {@code stops} writes.
    */
   private static byte[] v4(Consumer<ByteWriter> stops) {
-    ByteWriter w = v1(4);
+    ByteWriter w = ScopedForwardCodecTest.v1(4);
     w.writeBytes(new byte[0]).writeBytes(new byte[0]);
     w.writeBoolean(false).writeFixedLong(0);
     stops.accept(w);
@@ -125,7 +110,8 @@ class StopsForwardCodecTest {
     // empty stops are none: the same bytes as without
     InferenceRequest empty = plain(PARAMS.withStops(List.of(), List.of()));
     assertArrayEquals(ForwardCodec.forward(PLAIN, "o", 1), ForwardCodec.forward(empty, "o", 1));
-    assertArrayEquals(v1(1).toByteArray(), ForwardCodec.forward(empty, "origin", 2));
+    assertArrayEquals(ScopedForwardCodecTest.v1(1).toByteArray(),
+        ForwardCodec.forward(empty, "origin", 2));
   }
 
   @Test
@@ -179,11 +165,11 @@ class StopsForwardCodecTest {
     assertEquals(Reason.OUT_OF_RANGE, reasonOf(v4(w -> w.writeVarInt(0).writeVarInt(1)
         .writeVarInt(InferenceRequest.MAX_TOKEN_ID))));
     // a stream tag without a stream (two encodings of one request), and a bad boolean
-    ByteWriter tagged = v1(4);
+    ByteWriter tagged = ScopedForwardCodecTest.v1(4);
     tagged.writeBytes(new byte[0]).writeBytes(new byte[0]).writeBoolean(false).writeFixedLong(9);
     tagged.writeVarInt(1).writeBytes(ok).writeVarInt(0);
     assertEquals(Reason.OUT_OF_RANGE, reasonOf(tagged.toByteArray()));
-    ByteWriter bool = v1(4);
+    ByteWriter bool = ScopedForwardCodecTest.v1(4);
     bool.writeBytes(new byte[0]).writeBytes(new byte[0]).writeByte(2).writeFixedLong(0);
     bool.writeVarInt(1).writeBytes(ok).writeVarInt(0);
     assertTrue(Arrays.asList(Reason.OUT_OF_RANGE, Reason.BAD_CHARACTER)
