@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.mockito.ArgumentMatchers.any;
-import static org.mockito.Mockito.mock;
 import static org.mockito.Mockito.when;
 
 import io.github.prefixrouter.CacheScope;
@@ -19,7 +18,6 @@ import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
-import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
@@ -38,7 +36,6 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -58,16 +55,13 @@ class ClientEndpointOpenAiTest {
 
   private static final long NOW = 1_767_225_600L;
   private static final long SEED_OF_SEEDS = 7L;
-  private static final RouteDecision DECISION = new RouteDecision(RoutingPolicy.COST_AWARE, 3,
-      new String[] {"solo"}, new int[1], new int[1], new int[1], new long[1], new long[1],
-      new RouteDecision.SkipReason[] {RouteDecision.SkipReason.NONE}, 0,
-      RouteDecision.Reason.LOCAL_ONLY_POLICY);
+  private static final RouteDecision DECISION = StubNode.LOCAL_DECISION;
 
-  private final PrefixRouterNode node = mock(PrefixRouterNode.class);
-  private final List<InferenceRequest> requests = Collections.synchronizedList(new ArrayList<>());
-  private final List<OutputListener> listeners = Collections.synchronizedList(new ArrayList<>());
-  private final List<CompletableFuture<InferenceResponse>> futures =
-      Collections.synchronizedList(new ArrayList<>());
+  private final StubNode stub = new StubNode();
+  private final PrefixRouterNode node = stub.node;
+  private final List<InferenceRequest> requests = stub.requests;
+  private final List<OutputListener> listeners = stub.listeners;
+  private final List<CompletableFuture<InferenceResponse>> futures = stub.futures;
   private final HttpClient client =
       HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
   private final FakeTokenizer tokenizer = new FakeTokenizer();
@@ -76,27 +70,7 @@ class ClientEndpointOpenAiTest {
 
   private void start(Duration ioTimeout, int maxInFlight, String baseModel,
       PromptTokenizer tok) throws IOException {
-    when(node.state()).thenReturn(PrefixRouterNode.State.RUNNING);
-    when(node.nodeId()).thenReturn("solo");
     when(node.stats()).thenReturn(StatsFixtures.nodeStats());
-    when(node.submit(any(), any())).thenAnswer(inv -> {
-      CompletableFuture<InferenceResponse> f = new CompletableFuture<>();
-      requests.add(inv.getArgument(0));
-      listeners.add(inv.getArgument(1));
-      futures.add(f);
-      return f;
-    });
-    when(node.submit(any())).thenAnswer(inv -> {
-      CompletableFuture<InferenceResponse> f = new CompletableFuture<>();
-      requests.add(inv.getArgument(0));
-      listeners.add(null);
-      futures.add(f);
-      return f;
-    });
-    // stubbing again calls the stubs once: forget what that recorded
-    requests.clear();
-    listeners.clear();
-    futures.clear();
     endpoint = new ClientEndpoint(node, List::of, maxInFlight, ioTimeout, baseModel,
         ClientEndpoint.DEFAULT_READER_THREADS, ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
         tok, () -> NOW, SEED_OF_SEEDS);
@@ -138,7 +112,7 @@ class ClientEndpointOpenAiTest {
   }
 
   private void awaitSubmitted(int n) throws InterruptedException {
-    Await.until(() -> futures.size() >= n, n + " requests submitted");
+    stub.awaitSubmitted(n);
   }
 
   private static InferenceResponse response(String id, int[] tokens, String text, int cached) {

@@ -3,9 +3,6 @@ package io.github.prefixrouter.server;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.mockito.ArgumentMatchers.any;
-import static org.mockito.Mockito.mock;
-import static org.mockito.Mockito.when;
 
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.InferenceRequest;
@@ -13,10 +10,8 @@ import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouteDecision;
-import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.spi.EngineResult;
-import io.github.prefixrouter.testing.Await;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.InetSocketAddress;
@@ -27,7 +22,6 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -46,16 +40,13 @@ import org.junit.jupiter.api.Test;
  */
 class ClientEndpointStopTest {
 
-  private static final RouteDecision DECISION = new RouteDecision(RoutingPolicy.COST_AWARE, 3,
-      new String[] {"solo"}, new int[1], new int[1], new int[1], new long[1], new long[1],
-      new RouteDecision.SkipReason[] {RouteDecision.SkipReason.NONE}, 0,
-      RouteDecision.Reason.LOCAL_ONLY_POLICY);
+  private static final RouteDecision DECISION = StubNode.LOCAL_DECISION;
 
-  private final PrefixRouterNode node = mock(PrefixRouterNode.class);
-  private final List<InferenceRequest> requests = Collections.synchronizedList(new ArrayList<>());
-  private final List<OutputListener> listeners = Collections.synchronizedList(new ArrayList<>());
-  private final List<CompletableFuture<InferenceResponse>> futures =
-      Collections.synchronizedList(new ArrayList<>());
+  private final StubNode stub = new StubNode();
+  private final PrefixRouterNode node = stub.node;
+  private final List<InferenceRequest> requests = stub.requests;
+  private final List<OutputListener> listeners = stub.listeners;
+  private final List<CompletableFuture<InferenceResponse>> futures = stub.futures;
   private final HttpClient client =
       HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
   private final FakeTokenizer tokenizer = new FakeTokenizer();
@@ -64,25 +55,6 @@ class ClientEndpointStopTest {
 
   private void start(boolean textPerToken) throws IOException {
     tokenizer.textPerToken = textPerToken;
-    when(node.state()).thenReturn(PrefixRouterNode.State.RUNNING);
-    when(node.nodeId()).thenReturn("solo");
-    when(node.submit(any(), any())).thenAnswer(inv -> {
-      CompletableFuture<InferenceResponse> f = new CompletableFuture<>();
-      requests.add(inv.getArgument(0));
-      listeners.add(inv.getArgument(1));
-      futures.add(f);
-      return f;
-    });
-    when(node.submit(any())).thenAnswer(inv -> {
-      CompletableFuture<InferenceResponse> f = new CompletableFuture<>();
-      requests.add(inv.getArgument(0));
-      listeners.add(null);
-      futures.add(f);
-      return f;
-    });
-    requests.clear();
-    listeners.clear();
-    futures.clear();
     endpoint = new ClientEndpoint(node, List::of, 64, Duration.ofSeconds(5), "base",
         ClientEndpoint.DEFAULT_READER_THREADS, ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
         tokenizer, () -> 1L, 7L);
@@ -110,7 +82,7 @@ class ClientEndpointStopTest {
   }
 
   private void awaitSubmitted(int n) throws InterruptedException {
-    Await.until(() -> futures.size() >= n, n + " requests submitted");
+    stub.awaitSubmitted(n);
   }
 
   private static InferenceResponse response(String id, int[] tokens, String text) {

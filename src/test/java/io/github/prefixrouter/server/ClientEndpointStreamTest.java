@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.mockito.ArgumentMatchers.any;
-import static org.mockito.Mockito.mock;
 import static org.mockito.Mockito.when;
 
 import io.github.prefixrouter.FallbackCause;
@@ -17,7 +16,6 @@ import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
-import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
@@ -40,7 +38,6 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -56,36 +53,19 @@ import org.junit.jupiter.api.Test;
  */
 class ClientEndpointStreamTest {
 
-  private static final RouteDecision DECISION = new RouteDecision(RoutingPolicy.COST_AWARE, 3,
-      new String[] {"solo"}, new int[1], new int[1], new int[1], new long[1], new long[1],
-      new RouteDecision.SkipReason[] {RouteDecision.SkipReason.NONE}, 0,
-      RouteDecision.Reason.LOCAL_ONLY_POLICY);
+  private static final RouteDecision DECISION = StubNode.LOCAL_DECISION;
 
-  private final PrefixRouterNode node = mock(PrefixRouterNode.class);
+  private final StubNode stub = new StubNode();
+  private final PrefixRouterNode node = stub.node;
   /** The listener and future of every request submitted, in order. */
-  private final List<OutputListener> listeners = Collections.synchronizedList(new ArrayList<>());
-  private final List<CompletableFuture<InferenceResponse>> futures =
-      Collections.synchronizedList(new ArrayList<>());
+  private final List<OutputListener> listeners = stub.listeners;
+  private final List<CompletableFuture<InferenceResponse>> futures = stub.futures;
   private final HttpClient client =
       HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
   private ClientEndpoint endpoint;
   private String address;
 
   private void start(Duration ioTimeout) throws IOException {
-    when(node.state()).thenReturn(PrefixRouterNode.State.RUNNING);
-    when(node.nodeId()).thenReturn("solo");
-    when(node.submit(any(), any())).thenAnswer(inv -> {
-      CompletableFuture<InferenceResponse> f = new CompletableFuture<>();
-      futures.add(f);
-      listeners.add(inv.getArgument(1));
-      return f;
-    });
-    when(node.submit(any())).thenAnswer(inv -> {
-      CompletableFuture<InferenceResponse> f = new CompletableFuture<>();
-      futures.add(f);
-      listeners.add(null);
-      return f;
-    });
     endpoint = new ClientEndpoint(node, List::of, 64, ioTimeout);
     InetSocketAddress a = endpoint.start("127.0.0.1", 0);
     address = "127.0.0.1:" + a.getPort();
@@ -118,7 +98,7 @@ class ClientEndpointStreamTest {
   }
 
   private void awaitSubmitted(int n) throws InterruptedException {
-    Await.until(() -> futures.size() >= n, n + " requests submitted");
+    stub.awaitSubmitted(n);
   }
 
   private static String stream(String prompt) {
