@@ -891,8 +891,9 @@ final class ClientEndpoint {
   }
 
   /**
-   * A request's {@code stop_token_ids}: absent, null or an array of token ids (empty: none);
-   * their count and range are {@link GenerationParams}' to check.
+   * A request's {@code stop_token_ids}: absent, null or an array of at most
+   * {@link GenerationParams#MAX_STOP_TOKEN_IDS} token ids in [0,
+   * {@link InferenceRequest#MAX_TOKEN_ID}) (empty: none), as {@link GenerationParams} takes them.
    *
    * @throws IllegalArgumentException if it is something else
    */
@@ -918,15 +919,6 @@ final class ClientEndpoint {
     return ids;
   }
 
-  /** The output tokens up to and including the first stop token id (all without one). */
-  static int[] cutAtStopToken(int[] tokens, GenerationParams params) {
-    for (int i = 0; i < tokens.length; i++) {
-      if (params.isStopToken(tokens[i])) {
-        return i + 1 == tokens.length ? tokens : java.util.Arrays.copyOf(tokens, i + 1);
-      }
-    }
-    return tokens;
-  }
 
   /** A parsed completions request and whether its answer is streamed. */
   private record ParsedRequest(InferenceRequest request, boolean stream) {}
@@ -1010,7 +1002,7 @@ final class ClientEndpoint {
    */
   static Map<String, Object> toJson(InferenceResponse r, GenerationParams params) {
     Map<String, Object> m = toJson(r);
-    m.put("token_ids", cutAtStopToken(r.result().outputTokens(), params));
+    m.put("token_ids", StopMatcher.throughFirstStopToken(r.result().outputTokens(), params));
     return m;
   }
 

@@ -134,16 +134,10 @@ final class OpenAiAnswers {
     if (!p.hasStops()) {
       return new Output(tokens, c.text(tokens, engineText), null);
     }
-    int n = tokens.length;
-    Object reason = null;
-    for (int i = 0; i < n; i++) {
-      if (p.isStopToken(tokens[i])) {
-        n = i + 1;
-        reason = tokens[i];
-        break;
-      }
-    }
-    int[] kept = n == tokens.length ? tokens : Arrays.copyOf(tokens, n);
+    int[] kept = StopMatcher.throughFirstStopToken(tokens, p);
+    // only the first stop token can be the last token kept
+    Object reason = kept.length > 0 && p.isStopToken(kept[kept.length - 1])
+        ? kept[kept.length - 1] : null;
     StopMatcher m = new StopMatcher(p.stop());
     if (!c.textPerToken()) {
       String text = c.text(kept, engineText);

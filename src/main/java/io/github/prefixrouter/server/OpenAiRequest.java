@@ -356,7 +356,6 @@ final class OpenAiRequest {
     List<Integer> stopTokenIds;
     try {
       stopTokenIds = ClientEndpoint.stopTokenIds(m.get("stop_token_ids"));
-      new GenerationParams(1, 1.0, 1.0, 0L, List.of(), stopTokenIds); // checks the ids
     } catch (IllegalArgumentException e) {
       throw new Invalid("stop_token_ids", ClientEndpoint.apiKeyNames(e.getMessage()));
     }

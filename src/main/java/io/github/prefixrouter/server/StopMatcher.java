@@ -1,5 +1,7 @@
 package io.github.prefixrouter.server;
 
+import io.github.prefixrouter.GenerationParams;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -132,6 +134,19 @@ final class StopMatcher {
   /** How many chars are held back now. */
   int heldBack() {
     return held.length();
+  }
+
+  /**
+   * The output tokens up to and including the first of the request's stop token ids (all of
+   * them without one): the token that ended the output stays in it, as vLLM keeps it.
+   */
+  static int[] throughFirstStopToken(int[] tokens, GenerationParams params) {
+    for (int i = 0; i < tokens.length; i++) {
+      if (params.isStopToken(tokens[i])) {
+        return i + 1 == tokens.length ? tokens : Arrays.copyOf(tokens, i + 1);
+      }
+    }
+    return tokens;
   }
 
   /**

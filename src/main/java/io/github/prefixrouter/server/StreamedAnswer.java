@@ -113,7 +113,7 @@ final class StreamedAnswer implements OutputListener {
       if (stopped) {
         return new int[0];
       }
-      int[] cut = ClientEndpoint.cutAtStopToken(tokens, params);
+      int[] cut = StopMatcher.throughFirstStopToken(tokens, params);
       stopped = cut.length > 0 && params.isStopToken(cut[cut.length - 1]);
       return cut;
     }
