@@ -12,31 +12,47 @@ import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
  */
 final class PeerHealth {
 
+  /**
+   * A FORWARD version a peer rejected as unknown (it runs a release from before what that
+   * version carries), remembered for the peer's incarnation that rejected it, for
+   * {@link #NO_SCOPES_MEMORY} or until it restarts, whichever comes first. Read without locks on
+   * the routing path.
+   */
+  static final class UnknownVersion {
+    private volatile long until = Long.MIN_VALUE;
+    private volatile long generation;
+
+    /** The peer, in incarnation {@code generation}, rejected such a FORWARD at {@code now}. */
+    synchronized void rejected(long generation, long now) {
+      this.generation = generation;
+      until = now + NO_SCOPES_MEMORY;
+    }
+
+    /** Whether the peer, now in incarnation {@code generation}, is remembered to reject it. */
+    boolean remembered(long generation, long now) {
+      return until > now && this.generation == generation;
+    }
+  }
+
   /** Per-peer state; fields are read without locks on the routing path. */
   static final class PeerState {
     volatile long busyUntil = Long.MIN_VALUE;
     volatile long failedUntil = Long.MIN_VALUE;
     /**
-     * Until when the peer is known not to speak scoped FORWARDs (a node from before cache
-     * scopes rejected one as an unknown version): scoped requests skip it, unscoped ones do not.
+     * The peer does not speak scoped FORWARDs (a node from before cache scopes rejected one as
+     * an unknown version): scoped requests skip it, unscoped ones do not.
      */
-    volatile long noScopesUntil = Long.MIN_VALUE;
-    /** The peer's incarnation ({@link PeerSet#generation}) that rejected the scoped FORWARD. */
-    volatile long noScopesGeneration;
+    final UnknownVersion noScopes = new UnknownVersion();
     /**
-     * Until when the peer is known not to speak streaming FORWARDs (a node from before
-     * streaming rejected one as an unknown version): forwards there ask for no streaming.
+     * The peer does not speak streaming FORWARDs (a node from before streaming rejected one as
+     * an unknown version): forwards there ask for no streaming.
      */
-    volatile long noStreamingUntil = Long.MIN_VALUE;
-    /** The peer's incarnation that rejected the streaming FORWARD. */
-    volatile long noStreamingGeneration;
+    final UnknownVersion noStreaming = new UnknownVersion();
     /**
-     * Until when the peer is known not to speak FORWARDs with stops (a node from before stops
-     * rejected one as an unknown version): requests with stops skip it, others do not.
+     * The peer does not speak FORWARDs with stops (a node from before stops rejected one as an
+     * unknown version): requests with stops skip it, others do not.
      */
-    volatile long noStopsUntil = Long.MIN_VALUE;
-    /** The peer's incarnation that rejected the FORWARD with stops. */
-    volatile long noStopsGeneration;
+    final UnknownVersion noStops = new UnknownVersion();
     /** Requests this node has forwarded there and not yet seen answered. */
     volatile int outstanding;
     /** EWMA of min(actual, estimated) / estimated cached tokens; 1 = always right. */
@@ -65,57 +81,6 @@ final class PeerHealth {
     /** The unclamped estimate behind {@link #overheadNanos} (may dip below the prior). */
     private double overheadEstimate;
     private int overheadSamples;
-
-    /**
-     * The peer, in incarnation {@code generation}, rejected a scoped FORWARD as an unknown
-     * version at {@code now}: scoped requests skip it for {@link #NO_SCOPES_MEMORY} or until it
-     * restarts, whichever comes first.
-     */
-    synchronized void rejectedScopes(long generation, long now) {
-      noScopesGeneration = generation;
-      noScopesUntil = now + NO_SCOPES_MEMORY;
-    }
-
-    /**
-     * Whether the peer, now in incarnation {@code generation}, is remembered not to speak
-     * scoped FORWARDs.
-     */
-    boolean withoutScopes(long generation, long now) {
-      return noScopesUntil > now && noScopesGeneration == generation;
-    }
-
-    /**
-     * The peer, in incarnation {@code generation}, rejected a streaming FORWARD as an unknown
-     * version at {@code now}: forwards there do not ask for streaming for
-     * {@link #NO_SCOPES_MEMORY} or until it restarts, whichever comes first.
-     */
-    synchronized void rejectedStreaming(long generation, long now) {
-      noStreamingGeneration = generation;
-      noStreamingUntil = now + NO_SCOPES_MEMORY;
-    }
-
-    /** Whether the peer, now in incarnation {@code generation}, is remembered not to stream. */
-    boolean withoutStreaming(long generation, long now) {
-      return noStreamingUntil > now && noStreamingGeneration == generation;
-    }
-
-    /**
-     * The peer, in incarnation {@code generation}, rejected a FORWARD with stops as an unknown
-     * version at {@code now}: requests with stops skip it for {@link #NO_SCOPES_MEMORY} or until
-     * it restarts, whichever comes first.
-     */
-    synchronized void rejectedStops(long generation, long now) {
-      noStopsGeneration = generation;
-      noStopsUntil = now + NO_SCOPES_MEMORY;
-    }
-
-    /**
-     * Whether the peer, now in incarnation {@code generation}, is remembered not to speak
-     * FORWARDs with stops.
-     */
-    boolean withoutStops(long generation, long now) {
-      return noStopsUntil > now && noStopsGeneration == generation;
-    }
 
     /** Counts a request forwarded there. */
     void forwarded() {

@@ -340,9 +340,9 @@ final class RoutePlanner {
       } else if (st.failedUntil > now) {
         skip = SkipReason.FAILED_COOLDOWN;
       } else if (scopeRoot != BlockHasher.ROOT_PARENT
-          && st.withoutScopes(ps.generation[i], now)) {
+          && st.noScopes.remembered(ps.generation[i], now)) {
         skip = SkipReason.NO_SCOPES;
-      } else if (stops && st.withoutStops(ps.generation[i], now)) {
+      } else if (stops && st.noStops.remembered(ps.generation[i], now)) {
         skip = SkipReason.NO_STOPS;
       } else {
         skip = SkipReason.NONE;

@@ -638,7 +638,7 @@ public final class RouterNode implements PrefixRouterNode {
   private void startForward(Execution ex, PeerAddress to, PeerHealth.PeerState st, long timeout,
       int matched, double base, long generation, boolean guessed, long gossipRtt,
       boolean resend) {
-    boolean stream = ex.out != null && !st.withoutStreaming(generation, clock.nanoTime());
+    boolean stream = ex.out != null && !st.noStreaming.remembered(generation, clock.nanoTime());
     long tag = stream ? nextStreamTag(ex) : 0L;
     byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1, stream, tag);
     Attempt a;
@@ -822,21 +822,21 @@ public final class RouterNode implements PrefixRouterNode {
             // a node from before stops: asked again in a version it speaks, it would run the
             // request without its stops and answer text beyond them, so it is never asked
             // again; requests with stops skip it until it restarts, others still go there
-            if (!a.peer.withoutStops(a.generation, now)) {
+            if (!a.peer.noStops.remembered(a.generation, now)) {
               LOG.warn("node {}: {} does not speak FORWARDs with stops (a version from before"
                   + " stops); requests with stop strings or stop token ids skip it until it"
                   + " restarts", nodeId, a.to);
             }
-            a.peer.rejectedStops(a.generation, now);
+            a.peer.noStops.rejected(a.generation, now);
           } else if (a.output != null && oldVersion) {
             // a node from before streaming: it serves the request, without streaming, when
             // asked again in a version it speaks; until it restarts it is not asked to stream
-            if (!a.peer.withoutStreaming(a.generation, now)) {
+            if (!a.peer.noStreaming.remembered(a.generation, now)) {
               LOG.warn("node {}: {} does not speak streaming FORWARDs (a version from before"
                   + " streaming); its answers are not streamed until it restarts", nodeId,
                   a.to);
             }
-            a.peer.rejectedStreaming(a.generation, now);
+            a.peer.noStreaming.rejected(a.generation, now);
             if (!ex.done.get()) {
               startForward(ex, a.to, a.peer, a.timeout, a.estimatedMatched, a.base,
                   a.generation, a.guessed, a.gossipRtt, true);
@@ -848,12 +848,12 @@ public final class RouterNode implements PrefixRouterNode {
           } else if (!ex.request.scope().isDefault() && oldVersion) {
             // a node from before cache scopes: it serves unscoped requests, so it is skipped by
             // scoped ones only, not cooled down for everyone
-            if (!a.peer.withoutScopes(a.generation, now)) {
+            if (!a.peer.noScopes.remembered(a.generation, now)) {
               LOG.warn("node {}: {} does not speak scoped FORWARDs (a version from before cache"
                   + " scopes); requests with a LoRA adapter or cache salt skip it until it"
                   + " restarts", nodeId, a.to);
             }
-            a.peer.rejectedScopes(a.generation, now);
+            a.peer.noScopes.rejected(a.generation, now);
           } else {
             coolDownAfterGarbage(a.peer, now);
           }
