@@ -12,6 +12,7 @@ import io.github.prefixrouter.OutputDivergedException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.stop.StopMatcher;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InvalidRequestException;

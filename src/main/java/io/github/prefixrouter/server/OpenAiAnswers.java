@@ -5,6 +5,7 @@ import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.stop.StopMatcher;
 import java.io.ByteArrayOutputStream;
 import java.util.Arrays;
 import java.util.LinkedHashMap;

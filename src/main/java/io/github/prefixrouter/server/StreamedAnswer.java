@@ -5,6 +5,7 @@ import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.stop.StopMatcher;
 import io.github.prefixrouter.internal.wire.IoDeadline;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;

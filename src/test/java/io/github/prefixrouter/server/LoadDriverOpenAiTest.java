@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
+import io.github.prefixrouter.internal.stop.StopMatcherProperties;
 import io.github.prefixrouter.server.LoadDriver.Api;
 import io.github.prefixrouter.server.LoadDriver.Message;
 import io.github.prefixrouter.server.LoadDriver.Prompt;

@@ -3,6 +3,7 @@ package io.github.prefixrouter.engine.reference;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.stop.StopMatcher;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineException;
@@ -256,14 +257,14 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     }
     long t1 = clock.nanoTime();
     int[] out = new int[p.maxTokens()];
-    // the output's text, when stop strings are to be read in it
-    StringBuilder text = p.stop().isEmpty() || stopText == null ? null : new StringBuilder();
+    // reads stop strings in the output's text, when there are any and the text is known
+    StopMatcher stops = p.stop().isEmpty() || stopText == null ? null : new StopMatcher(p.stop());
     SplittableRandom sampler = p.temperature() > 0 ? new SplittableRandom(p.seed()) : null;
     for (int i = 0; i < out.length; i++) {
       int next = sampler == null ? argmax(logits) : sample(logits, p, sampler);
       out[i] = next;
       job.stream(next);
-      if (p.isStopToken(next) || (text != null && completesStop(text, next, p.stop()))) {
+      if (p.isStopToken(next) || (stops != null && completesStop(stops, next))) {
         out = java.util.Arrays.copyOf(out, i + 1); // the token that ended it is the last
         break;
       }
@@ -286,19 +287,13 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
   }
 
   /**
-   * Appends the text of {@code token} and says whether the output's text now contains a stop
-   * string: one that ends in the token's text (the earlier text had none).
+   * Adds the text of {@code token} to the output's and says whether the text now contains a stop
+   * string (the earlier text had none).
    */
-  private boolean completesStop(StringBuilder text, int token, List<String> stops) {
-    int before = text.length();
+  private boolean completesStop(StopMatcher stops, int token) {
     String t = stopText.apply(token);
-    text.append(t == null ? "" : t);
-    for (String s : stops) {
-      if (text.indexOf(s, Math.max(0, before - s.length() + 1)) >= 0) {
-        return true;
-      }
-    }
-    return false;
+    stops.push(t == null ? "" : t);
+    return stops.stopped();
   }
 
   private static int argmax(float[] logits) {

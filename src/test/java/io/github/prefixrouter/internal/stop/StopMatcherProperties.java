@@ -1,4 +1,4 @@
-package io.github.prefixrouter.server;
+package io.github.prefixrouter.internal.stop;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Test;
  * The stop-string matcher against a naive model: the text generated one char at a time, ended at
  * the first char after which it ends with a stop string, and cut before that stop string.
  */
-class StopMatcherProperties {
+public class StopMatcherProperties {
 
   /** A text, stop strings and the points where the text is split into pieces. */
   record Case(String text, List<String> stops, List<Integer> splits) {}
@@ -38,7 +38,7 @@ class StopMatcherProperties {
    * The model: generation char by char, ended by the first stop string it completes (of two
    * completed by the same char, the one listed first).
    */
-  static String naive(String text, List<String> stops) {
+  public static String naive(String text, List<String> stops) {
     for (int end = 1; end <= text.length(); end++) {
       String generated = text.substring(0, end);
       for (String s : stops) {

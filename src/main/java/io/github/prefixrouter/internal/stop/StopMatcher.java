@@ -1,4 +1,4 @@
-package io.github.prefixrouter.server;
+package io.github.prefixrouter.internal.stop;
 
 import io.github.prefixrouter.GenerationParams;
 import java.util.Arrays;
@@ -25,7 +25,7 @@ import java.util.List;
  * <p>The texts released, concatenated, are always a prefix of {@link #cut} of the whole text,
  * and, with {@link #finish}, equal to it. Not thread-safe: one per output.
  */
-final class StopMatcher {
+public final class StopMatcher {
 
   private final List<String> stops;
   private final StringBuilder held = new StringBuilder();
@@ -37,7 +37,7 @@ final class StopMatcher {
    *     comes)
    * @throws IllegalArgumentException if a stop string is empty
    */
-  StopMatcher(List<String> stops) {
+  public StopMatcher(List<String> stops) {
     for (String s : stops) {
       if (s.isEmpty()) {
         throw new IllegalArgumentException("a stop string is empty");
@@ -51,7 +51,7 @@ final class StopMatcher {
    *
    * @return the text that may be shown now, after what was released before (empty once stopped)
    */
-  String push(String piece) {
+  public String push(String piece) {
     if (stopped) {
       return "";
     }
@@ -115,24 +115,24 @@ final class StopMatcher {
    *
    * @return the rest of the text to show (empty if stopped)
    */
-  String finish() {
+  public String finish() {
     String out = held.toString();
     held.setLength(0);
     return out;
   }
 
   /** Whether a stop string has occurred: the text ended before it. */
-  boolean stopped() {
+  public boolean stopped() {
     return stopped;
   }
 
   /** The stop string that ended the text, or null. */
-  String matched() {
+  public String matched() {
     return matched;
   }
 
   /** How many chars are held back now. */
-  int heldBack() {
+  public int heldBack() {
     return held.length();
   }
 
@@ -140,7 +140,7 @@ final class StopMatcher {
    * The output tokens up to and including the first of the request's stop token ids (all of
    * them without one): the token that ended the output stays in it, as vLLM keeps it.
    */
-  static int[] throughFirstStopToken(int[] tokens, GenerationParams params) {
+  public static int[] throughFirstStopToken(int[] tokens, GenerationParams params) {
     for (int i = 0; i < tokens.length; i++) {
       if (params.isStopToken(tokens[i])) {
         return i + 1 == tokens.length ? tokens : Arrays.copyOf(tokens, i + 1);
@@ -154,7 +154,7 @@ final class StopMatcher {
    * {@code stops} that ends first (the one listed first, of those ending together), or -1 if
    * none occurs.
    */
-  static int cut(String text, List<String> stops) {
+  public static int cut(String text, List<String> stops) {
     int which = firstStop(text, stops);
     return which < 0 ? -1 : text.indexOf(stops.get(which));
   }
