@@ -1,5 +1,6 @@
 package io.github.prefixrouter.bench.kvevents;
 
+import io.github.prefixrouter.bench.tree.MemoryMeter;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 
@@ -17,7 +18,8 @@ import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
  * </pre>
  *
  * <p>Needs a parallel collector, as the tree benchmark's memory column does (see
- * {@code docs/tree.md}): under the serial collector some samples come out near 0.
+ * {@code docs/tree.md}): under the serial collector some samples come out near 0, so it then
+ * prints no figures ({@link MemoryMeter#unreliableReason}).
  */
 public final class EngineTreeHeapMain {
 
@@ -38,7 +40,12 @@ public final class EngineTreeHeapMain {
     }
   }
 
-  public static void main(String[] args) throws InterruptedException {
+  public static void main(String[] args) {
+    String unreliable = MemoryMeter.unreliableReason();
+    if (unreliable != null) {
+      System.err.println("no figures: " + unreliable);
+      System.exit(2);
+    }
     for (KvEventWorkload.HashKind kind : KvEventWorkload.HashKind.values()) {
       Heap h = measure(KvEventWorkload.standard(kind));
       System.out.printf("%s hashes: %,d tokens held; %.3f bytes per token filled, %.3f after %d"
@@ -47,14 +54,14 @@ public final class EngineTreeHeapMain {
     }
   }
 
-  static Heap measure(KvEventWorkload w) throws InterruptedException {
+  static Heap measure(KvEventWorkload w) {
     byte[][] payloads = w.payloads();
-    long before = usedHeap();
+    long before = MemoryMeter.usedAfterGc();
     ConcurrentPrefixTree tree = ConcurrentPrefixTree.builder()
         .mode(ConcurrentPrefixTree.Mode.ENGINE_DRIVEN).blockSize(KvEventWorkload.BLOCK_SIZE)
         .build();
     w.fill(tree.engineEvents());
-    long filled = usedHeap() - before;
+    long filled = MemoryMeter.usedAfterGc() - before;
     VllmKvEventReceiver receiver =
         new VllmKvEventReceiver(tree.engineEvents(), KvEventWorkload.BLOCK_SIZE);
     long seq = 0;
@@ -63,7 +70,7 @@ public final class EngineTreeHeapMain {
         receiver.onMessage(seq++, p);
       }
     }
-    long steady = usedHeap() - before;
+    long steady = MemoryMeter.usedAfterGc() - before;
     if (tree.sizeTokens() != w.heldTokens()) {
       throw new IllegalStateException("tree holds " + tree.sizeTokens() + " tokens, not "
           + w.heldTokens() + ": " + receiver.stats());
@@ -71,12 +78,5 @@ public final class EngineTreeHeapMain {
     return new Heap(tree.sizeTokens(), filled, steady, receiver.stats().batchesApplied());
   }
 
-  private static long usedHeap() throws InterruptedException {
-    Runtime rt = Runtime.getRuntime();
-    for (int i = 0; i < 6; i++) {
-      System.gc();
-      Thread.sleep(40);
-    }
-    return rt.totalMemory() - rt.freeMemory();
-  }
+
 }

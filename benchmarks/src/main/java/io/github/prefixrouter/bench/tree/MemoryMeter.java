@@ -12,7 +12,7 @@ import java.util.Arrays;
  * string key per sequence, and the tree copies its token arrays), so whatever a structure keeps
  * of its inputs is counted and whatever it drops is collected.
  */
-final class MemoryMeter {
+public final class MemoryMeter {
 
   private static final MemoryMXBean MEMORY = ManagementFactory.getMemoryMXBean();
 
@@ -25,7 +25,7 @@ final class MemoryMeter {
    * structures (a structure of an earlier sample still counted in the baseline, or one not yet
    * counted), while the same code under G1 gives the same figures run after run.
    */
-  static String unreliableReason() {
+  public static String unreliableReason() {
     for (GarbageCollectorMXBean gc : ManagementFactory.getGarbageCollectorMXBeans()) {
       if (gc.getName().equals("MarkSweepCompact")) {
         return "this JVM runs the serial collector, under which the retained-heap samples are"
@@ -35,7 +35,12 @@ final class MemoryMeter {
     return null;
   }
 
-  static long usedAfterGc() {
+  /**
+   * Used heap after full collections, once two in a row agree within 16 KiB (at most six).
+   *
+   * @return used heap bytes
+   */
+  public static long usedAfterGc() {
     long last = Long.MAX_VALUE;
     for (int i = 0; i < 6; i++) {
       System.gc();
