@@ -92,7 +92,8 @@ public record NodeStats(
    * @param localBlocks distinct full blocks this node holds and advertises to its peers
    * @param replicaBlocks block hashes held in peer replicas now
    * @param peersLive peers currently considered alive
-   * @param inFlight submitted requests not yet answered
+   * @param inFlight requests this node has taken on and not yet answered: submitted here, or
+   *     forwarded here by peers
    * @throws NullPointerException if {@code nodeId}, {@code state} or {@code fallbacks} is null
    */
   public NodeStats {

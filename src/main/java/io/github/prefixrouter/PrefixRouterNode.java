@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.random.RandomGenerator;
@@ -196,6 +197,20 @@ public interface PrefixRouterNode extends AutoCloseable {
    * @return a new snapshot
    */
   NodeStats stats();
+
+  /**
+   * The counters of the cache events the node's local tree has received from its engine, for
+   * an engine that publishes them ({@link InferenceEngine#publishesCacheEvents()}): events it
+   * could not apply and blocks it dropped over its mirror limit, the figures that show whether
+   * the engine's integration reports its cache correctly (see {@link CacheEventStats}).
+   *
+   * @return a new snapshot of the counters, or empty if the engine publishes no cache events
+   *     (the tree is self-managed); empty by default, for implementations other than the
+   *     library's
+   */
+  default Optional<CacheEventStats> cacheEventStats() {
+    return Optional.empty();
+  }
 
   /**
    * The current lifecycle state.

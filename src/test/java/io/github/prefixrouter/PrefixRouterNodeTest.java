@@ -65,6 +65,13 @@ class PrefixRouterNodeTest {
       // engine-driven mirrors the engine's 6 whole blocks; self-managed records all 100 tokens
       assertEquals(events ? 96 : 100, node.stats().localCachedTokens(), id);
       assertEquals(events ? 96 : 100, node.explain(r).candidates().get(0).matchedTokens());
+      if (events) {
+        // the engine's one store of 6 blocks, applied; nothing it could not apply
+        assertEquals(new CacheEventStats(1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+            node.cacheEventStats().orElseThrow());
+      } else {
+        assertTrue(node.cacheEventStats().isEmpty(), "a self-managed tree receives no events");
+      }
       CompletableFuture<Void> stop = node.stop();
       sim.runUntilIdle(100_000);
       assertTrue(stop.isDone());

@@ -7,7 +7,6 @@ import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.route.RouterNode;
-import io.github.prefixrouter.internal.tree.EngineEventStats;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.Schedulers;
 import io.github.prefixrouter.transport.http.HttpTransport;
@@ -250,10 +249,8 @@ public final class NodeMain {
       sections.add(StatsTables.PEER_MESSAGES.section("peer_messages",
           new StatsTables.NodeInternalStats(rn.malformedMessages(), rn.strayStreamMessages(),
               rn.outputDivergences())));
-      EngineEventStats tree = rn.localEngineEventStats();
-      if (tree != null) {
-        sections.add(StatsTables.LOCAL_TREE.section("local_tree", tree));
-      }
+      rn.cacheEventStats().ifPresent(
+          tree -> sections.add(StatsTables.LOCAL_TREE.section("local_tree", tree)));
     }
     sections.add(StatsTables.TRANSPORT.section("transport", t.stats()));
     if (e != null) {

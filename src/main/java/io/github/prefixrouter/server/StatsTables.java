@@ -1,10 +1,10 @@
 package io.github.prefixrouter.server;
 
+import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
-import io.github.prefixrouter.internal.tree.EngineEventStats;
 import io.github.prefixrouter.server.PrometheusText.Type;
 import io.github.prefixrouter.transport.http.HttpTransport;
 
@@ -181,38 +181,38 @@ final class StatsTables {
 
   private static final String L = P + "tree_";
 
-  /** An engine-driven local tree's {@link EngineEventStats}: {@code local_tree} in /v1/stats. */
-  static final StatsTable<EngineEventStats> LOCAL_TREE = StatsTable.<EngineEventStats>builder()
+  /** An engine-driven local tree's {@link CacheEventStats}: {@code local_tree} in /v1/stats. */
+  static final StatsTable<CacheEventStats> LOCAL_TREE = StatsTable.<CacheEventStats>builder()
       .counter("stored_events", L + "stored_events_total",
-          "Engine store events the local tree applied.", EngineEventStats::storedEvents)
+          "Engine store events the local tree applied.", CacheEventStats::storedEvents)
       .counter("removed_events", L + "removed_events_total",
-          "Engine removal events the local tree received.", EngineEventStats::removedEvents)
+          "Engine removal events the local tree received.", CacheEventStats::removedEvents)
       .counter("cleared_events", L + "cleared_events_total",
-          "Engine clear events the local tree received.", EngineEventStats::clearedEvents)
+          "Engine clear events the local tree received.", CacheEventStats::clearedEvents)
       .counter("unknown_parents", L + "unknown_parents_total",
           "Store events dropped because the block they continue is not in the tree.",
-          EngineEventStats::unknownParents)
+          CacheEventStats::unknownParents)
       .counter("unknown_blocks", L + "unknown_blocks_total",
           "Removed block hashes the tree does not hold (already gone, or never seen).",
-          EngineEventStats::unknownBlocks)
+          CacheEventStats::unknownBlocks)
       .counter("malformed_events", L + "malformed_events_total",
           "Engine events dropped for their shape (null arrays, a reserved hash, a token count "
-              + "other than blocks times the block size).", EngineEventStats::malformedEvents)
+              + "other than blocks times the block size).", CacheEventStats::malformedEvents)
       .counter("duplicate_blocks", L + "duplicate_blocks_total",
           "Stored blocks the tree already held under the same hash: another copy.",
-          EngineEventStats::duplicateBlocks)
+          CacheEventStats::duplicateBlocks)
       .counter("aliased_blocks", L + "aliased_blocks_total",
           "Stored blocks the tree already held under another hash: an alias.",
-          EngineEventStats::aliasedBlocks)
+          CacheEventStats::aliasedBlocks)
       .counter("conflicting_events", L + "conflicting_events_total",
           "Store events dropped because a hash in them names another block.",
-          EngineEventStats::conflictingEvents)
+          CacheEventStats::conflictingEvents)
       .counter("overflows", L + "mirror_overflows_total",
           "Stores after which the tree exceeded its mirror limit and dropped blocks: the "
-              + "engine's removals are not all arriving.", EngineEventStats::overflows)
+              + "engine's removals are not all arriving.", CacheEventStats::overflows)
       .counter("overflow_blocks", L + "mirror_overflow_blocks_total",
           "Blocks dropped over the mirror limit, least recently stored first, and reported "
-              + "evicted to peers.", EngineEventStats::overflowBlocks)
+              + "evicted to peers.", CacheEventStats::overflowBlocks)
       .build();
 
   /** The counters of a subscription to vLLM's KV events, subscriber and receiver together. */

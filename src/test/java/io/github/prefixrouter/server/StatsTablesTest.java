@@ -3,6 +3,7 @@ package io.github.prefixrouter.server;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
@@ -10,7 +11,6 @@ import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.json.Json;
-import io.github.prefixrouter.internal.tree.EngineEventStats;
 import io.github.prefixrouter.server.PrometheusTextParser.Family;
 import io.github.prefixrouter.server.PrometheusTextParser.Sample;
 import io.github.prefixrouter.transport.http.HttpTransport;
@@ -47,8 +47,8 @@ class StatsTablesTest {
   private static final StatsTables.NodeInternalStats PEER =
       StatsFixtures.distinct(StatsTables.NodeInternalStats.class, 600_000);
 
-  private static final EngineEventStats TREE =
-      StatsFixtures.distinct(EngineEventStats.class, 700_000);
+  private static final CacheEventStats TREE =
+      StatsFixtures.distinct(CacheEventStats.class, 700_000);
 
   private static final List<StatsTable.Section<?>> ALL = List.of(
       StatsTables.NODE.section(null, NODE),
@@ -135,10 +135,10 @@ class StatsTablesTest {
   }
 
   @Test
-  void everyEngineEventStatsComponentOfTheLocalTreeAppearsInMetrics() throws Exception {
+  void everyCacheEventStatsComponentOfTheLocalTreeAppearsInMetrics() throws Exception {
     Map<String, Family> m = metrics(StatsTables.LOCAL_TREE.section("local_tree", TREE));
     Set<String> used = new HashSet<>();
-    for (RecordComponent rc : EngineEventStats.class.getRecordComponents()) {
+    for (RecordComponent rc : CacheEventStats.class.getRecordComponents()) {
       double v = ((Number) rc.getAccessor().invoke(TREE)).doubleValue();
       List<String> f = familiesWithValue(m, v);
       assertEquals(1, f.size(), rc.getName() + " is in " + f);

@@ -1,12 +1,13 @@
 package io.github.prefixrouter.internal.route;
 
+import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
-import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.NodeNotRunningException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.OutputDivergedException;
+import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
@@ -14,7 +15,6 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
-import io.github.prefixrouter.internal.tree.EngineEventStats;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineBusyException;
@@ -34,6 +34,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -1557,17 +1558,11 @@ public final class RouterNode implements PrefixRouterNode {
     return local instanceof TreeIndex t ? t.tree() : null;
   }
 
-  /**
-   * The counters of the engine events the local tree received (events it could not apply,
-   * blocks it dropped over its mirror limit), if it is an engine-driven tree of the default
-   * components.
-   *
-   * @return the counters, or null if the tree is self-managed or the host's own
-   */
-  public EngineEventStats localEngineEventStats() {
+  @Override
+  public Optional<CacheEventStats> cacheEventStats() {
     ConcurrentPrefixTree tree = localTree();
     return tree == null || tree.mode() != ConcurrentPrefixTree.Mode.ENGINE_DRIVEN
-        ? null : tree.engineEventStats();
+        ? Optional.empty() : Optional.of(tree.engineEventStats());
   }
 
   /** The current learned service time, for tests and diagnostics. */

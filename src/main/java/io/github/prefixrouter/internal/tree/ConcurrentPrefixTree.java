@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.tree;
 
+import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.util.ArrayList;
@@ -1194,10 +1195,10 @@ public final class ConcurrentPrefixTree {
   }
 
   /** Counters of the engine events received so far. */
-  public EngineEventStats engineEventStats() {
+  public CacheEventStats engineEventStats() {
     long ws = lock.writeLock();
     try {
-      return new EngineEventStats(
+      return new CacheEventStats(
           storedEvents,
           removedEvents,
           clearedEvents,
@@ -2330,7 +2331,7 @@ public final class ConcurrentPrefixTree {
      * Engine-driven trees: the most tokens the mirror holds, at least the block size (default
      * unlimited). The engine's own cache cannot outgrow its KV capacity, so a mirror above this
      * limit has missed removals: it drops its least recently stored blocks down to the limit,
-     * reports them evicted and counts them ({@link EngineEventStats#overflowBlocks()}). Set it
+     * reports them evicted and counts them ({@link CacheEventStats#overflowBlocks()}). Set it
      * above the engine's KV capacity, so that a correct engine never reaches it.
      */
     public Builder mirrorLimitTokens(long mirrorLimitTokens) {

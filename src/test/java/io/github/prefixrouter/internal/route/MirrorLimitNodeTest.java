@@ -4,13 +4,13 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
-import io.github.prefixrouter.internal.tree.EngineEventStats;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
@@ -104,7 +104,7 @@ class MirrorLimitNodeTest {
     assertEquals(Set.copyOf(boxed(tree.blockHashes())).size(), (int) sa.localBlocks());
     // the peer's replica of a's summary is just as bounded
     assertEquals(LIMIT / BLOCK, b.stats().replicaBlocks());
-    EngineEventStats counted = ((RouterNode) a).localEngineEventStats();
+    CacheEventStats counted = a.cacheEventStats().orElseThrow();
     assertEquals(prompts * 4L - LIMIT / BLOCK, counted.overflowBlocks());
     assertEquals(prompts - LIMIT / 64, counted.overflows());
 
@@ -118,7 +118,7 @@ class MirrorLimitNodeTest {
     for (long[] hashes : stored.subList(0, 10)) {
       engine.listener.onBlocksRemoved(hashes);
     }
-    assertEquals(40, ((RouterNode) a).localEngineEventStats().unknownBlocks());
+    assertEquals(40, a.cacheEventStats().orElseThrow().unknownBlocks());
     assertEquals(LIMIT, a.stats().localCachedTokens());
     tree.checkInvariants();
     nodes.forEach(PrefixRouterNode::close);

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -199,7 +200,7 @@ class ConcurrentPrefixTreeTest {
     engine.onBlocksStored(99, new long[] {1}, seq(0, 4)); // unknown parent
     engine.onBlocksStored(0, new long[] {1}, seq(0, 3)); // wrong token count
     engine.onBlocksRemoved(new long[] {77}); // unknown
-    EngineEventStats s = t.engineEventStats();
+    CacheEventStats s = t.engineEventStats();
     assertEquals(1, s.unknownParents());
     assertEquals(1, s.malformedEvents());
     assertEquals(1, s.unknownBlocks());
@@ -314,7 +315,7 @@ class ConcurrentPrefixTreeTest {
     assertEquals(Set.of(), r.held);
     assertEquals(List.of("stored 1", "stored 1", "stored 1", "evicted 3"), r.log);
     engine.onBlocksRemoved(new long[] {1}); // not held any more
-    EngineEventStats s = t.engineEventStats();
+    CacheEventStats s = t.engineEventStats();
     assertEquals(1, s.unknownBlocks());
     assertEquals(0, s.unknownParents());
   }
@@ -473,7 +474,7 @@ class ConcurrentPrefixTreeTest {
     assertEquals(0, t.match(new int[] {3, 3}));
     assertEquals(4, t.match(new int[] {1, 1, 2, 2, 5, 5}));
     assertEquals(4, t.match(new int[] {6, 6, 7, 7}));
-    EngineEventStats s = t.engineEventStats();
+    CacheEventStats s = t.engineEventStats();
     assertEquals(3, s.overflowBlocks());
     assertEquals(2, s.overflows());
     assertEquals(Set.of(), diff(replay.held, t.blockHashes()));
@@ -555,7 +556,7 @@ class ConcurrentPrefixTreeTest {
     engine.onBlocksStored(9, new long[] {10}, new int[] {0, 0}); // continues the alias
     engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6}); // dup
     t.checkInvariants();
-    EngineEventStats s = t.engineEventStats();
+    CacheEventStats s = t.engineEventStats();
     assertEquals(1, s.aliasedBlocks());
     assertEquals(1, s.duplicateBlocks());
     assertEquals(4, t.match(new int[] {5, 6, 0, 0}));
@@ -591,7 +592,7 @@ class ConcurrentPrefixTreeTest {
     engine.onBlocksRemoved(new long[] {9}); // not held any more
     t.checkInvariants();
     assertEquals(4, t.match(new int[] {5, 6, 0, 0}));
-    EngineEventStats s = t.engineEventStats();
+    CacheEventStats s = t.engineEventStats();
     assertEquals(0, s.unknownParents());
     assertEquals(1, s.unknownBlocks());
   }

@@ -3,6 +3,7 @@ package io.github.prefixrouter.internal.tree;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.util.ArrayList;
@@ -605,7 +606,7 @@ class EngineDrivenTreePropertyTest {
         assertEquals((long) e.getValue(), tree.engineCopies(e.getKey()),
             "copies of " + e.getKey() + " after " + op);
       }
-      EngineEventStats stats = tree.engineEventStats();
+      CacheEventStats stats = tree.engineEventStats();
       assertEquals(expectUnknownParents, stats.unknownParents(), "unknown parents");
       assertEquals(expectUnknownBlocks, stats.unknownBlocks(), "unknown blocks");
       assertEquals(expectMalformed, stats.malformedEvents(), "malformed");

@@ -4,10 +4,10 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.engine.vllm.KvEventDecoderAccess;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
-import io.github.prefixrouter.internal.tree.EngineEventStats;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -54,7 +54,7 @@ class KvEventWorkloadTest {
     assertEquals(0, s.gaps() + s.restarts() + s.listenerFailures() + s.ignoredEvents());
     assertEquals(w.blocksPerCycle() + (long) payloads.length * w.storesPerBatch,
         s.storedEvents() + s.removedEvents());
-    EngineEventStats t = tree.engineEventStats();
+    CacheEventStats t = tree.engineEventStats();
     assertEquals(0, t.unknownParents(), t.toString());
     assertEquals(0, t.unknownBlocks(), t.toString());
     assertEquals(0, t.malformedEvents(), t.toString());

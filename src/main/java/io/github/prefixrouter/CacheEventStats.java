@@ -1,8 +1,19 @@
-package io.github.prefixrouter.internal.tree;
+package io.github.prefixrouter;
 
 /**
- * Counters of the engine events a {@link ConcurrentPrefixTree} received in engine-driven mode.
- * Events that cannot be applied are counted here rather than thrown back at the engine.
+ * Counters of the cache events a node's local prefix tree received from its engine
+ * ({@link io.github.prefixrouter.spi.CacheEventListener}), for an engine that publishes them
+ * (the tree is then an exact mirror of the engine's cache: docs/tree.md, "Engine-driven mode").
+ * Events that cannot be applied are counted here rather than thrown back at the engine, so these
+ * are the counters that show whether an integration reports its cache correctly: when it
+ * reports every change since the engine's cache was empty, {@code unknownParents},
+ * {@code malformedEvents}, {@code conflictingEvents} and {@code overflows} stay at zero, and
+ * {@code unknownBlocks} counts only removals of blocks dropped by a clear. (A node started next
+ * to an engine whose cache is already warm counts stores continuing blocks it never saw as
+ * unknown parents until those blocks are evicted.)
+ * Read them with {@link PrefixRouterNode#cacheEventStats()}.
+ *
+ * <p>Immutable and thread-safe.
  *
  * @param storedEvents {@code onBlocksStored} calls applied (possibly partly duplicates)
  * @param removedEvents {@code onBlocksRemoved} calls received
@@ -23,13 +34,13 @@ package io.github.prefixrouter.internal.tree;
  *     tokens (its hashes are not chained through the parent, or its hasher is broken), and
  *     applying it would tie two blocks to one hash
  * @param overflows applied stores after which the mirror exceeded its limit
- *     ({@link ConcurrentPrefixTree#mirrorLimitTokens()}) and dropped blocks: the engine's
+ *     ({@link RouterConfig#mirrorLimitTokens()}) and dropped blocks: the engine's
  *     removals are not all arriving (an engine whose cache is larger than the limit, or an
  *     integration that loses or never sends them)
  * @param overflowBlocks blocks dropped by those overflows, least recently stored first; each
  *     was reported evicted, and a later removal of it counts as an unknown block
  */
-public record EngineEventStats(
+public record CacheEventStats(
     long storedEvents,
     long removedEvents,
     long clearedEvents,
