@@ -46,7 +46,9 @@ import org.junit.jupiter.api.Test;
  * completes and cancelling one request leaves the others alone; failures surface as
  * {@link EngineException}; engines that
  * publish cache events announce the blocks of a prompt they ran, and report a cache hit when the
- * same prompt runs again; a request of another cache scope (by default a cache salt, see
+ * same prompt runs again, and their stores chain (each continues a block still cached or starts
+ * a prompt, a hash names one block, blocks are of one size, and every chain spells the start of
+ * a prompt and output the engine ran: what the node's tree needs to mirror the cache); a request of another cache scope (by default a cache salt, see
  * {@link #scopeForTests()}) is served, does not hit the prefix the default scope cached, hits
  * its own when repeated, and (for engines whose events name scopes) has its chain's first blocks
  * reported under its scope.
@@ -492,6 +494,184 @@ public abstract class InferenceEngineContractTest {
     if (second.cachedPromptTokens() >= 0) {
       assertTrue(second.cachedPromptTokens() > Math.max(0, first.cachedPromptTokens()),
           "running the same prompt again must hit the cache");
+    }
+  }
+
+  /**
+   * The stores an engine publishes form chains the node's tree can follow: each continues a
+   * block reported earlier and not removed since (or starts a prompt), a block hash names one
+   * block (its parent and tokens) while it is cached, all blocks hold the same number of
+   * tokens, and the tokens along a chain, from its first block on, are the start of a sequence
+   * the engine ran (a prompt, then its output). The node's tree drops a store that continues an
+   * unknown block or reuses a hash for other tokens (counted in
+   * {@link io.github.prefixrouter.CacheEventStats}), so an engine breaking this is mirrored
+   * wrongly even when each event looks well formed on its own.
+   */
+  @Test
+  void publishedCacheEventsChainEachBlockToTheOneBefore() {
+    InferenceEngine e = createEngine();
+    Assumptions.assumeTrue(e.publishesCacheEvents(), "engine publishes no cache events");
+    EventChains chains = new EventChains();
+    e.setCacheEventListener(chains);
+    int[] first = prompt(11);
+    int shared = first.length * 2 / 3;
+    int[] second = first.clone();
+    int[] other = prompt(12);
+    System.arraycopy(other, shared, second, shared, second.length - shared);
+    GenerationParams g = GenerationParams.greedy(2);
+    List<int[]> ran = new ArrayList<>();
+    ran.add(concat(first, run(e, new InferenceRequest("c1", first, g)).outputTokens()));
+    assertTrue(awaitCondition(() -> chains.blockSize() > 0, Duration.ofSeconds(10)),
+        "no block was stored for a " + first.length + "-token prompt");
+    int b = chains.blockSize();
+    long before = chains.storedBlocks();
+    ran.add(concat(second, run(e, new InferenceRequest("c2", second, g)).outputTokens()));
+    if (second.length / b > shared / b) { // the second prompt has full blocks of its own
+      assertTrue(awaitCondition(() -> chains.storedBlocks() > before, Duration.ofSeconds(10)),
+          "no block was stored for a prompt sharing its first " + shared + " tokens with one "
+              + "cached before and " + (second.length - shared) + " tokens of its own, in "
+              + b + "-token blocks");
+    }
+    ran.add(concat(first, run(e, new InferenceRequest("c3", first, g)).outputTokens()));
+    assertEquals(List.of(), chains.breaches(ran),
+        "cache events the node's tree could not mirror");
+  }
+
+  private static int[] concat(int[] a, int[] b) {
+    int[] c = java.util.Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, c, a.length, b.length);
+    return c;
+  }
+
+  /**
+   * Records an engine's cache events and replays them into a naive model of the cache: each
+   * live block by hash, with its parent, its tokens and the tokens of its whole chain.
+   */
+  private static final class EventChains implements CacheEventListener {
+    private final List<Object[]> events = java.util.Collections.synchronizedList(new ArrayList<>());
+    private final AtomicInteger blockSize = new AtomicInteger();
+    private final AtomicLong storedBlocks = new AtomicLong();
+
+    @Override
+    public void onBlocksStored(long parent, long[] hashes, int[] tokenIds) {
+      onBlocksStored(CacheScope.DEFAULT, parent, hashes, tokenIds);
+    }
+
+    @Override
+    public void onBlocksStored(CacheScope scope, long parent, long[] hashes, int[] tokenIds) {
+      long[] h = hashes == null ? null : hashes.clone();
+      int[] t = tokenIds == null ? null : tokenIds.clone();
+      events.add(new Object[] {"stored", parent, h, t});
+      if (h != null && t != null && h.length > 0 && t.length % h.length == 0) {
+        blockSize.compareAndSet(0, t.length / h.length);
+        storedBlocks.addAndGet(h.length);
+      }
+    }
+
+    @Override
+    public void onBlocksRemoved(long[] hashes) {
+      events.add(new Object[] {"removed", hashes == null ? null : hashes.clone()});
+    }
+
+    @Override
+    public void onAllCleared() {
+      events.add(new Object[] {"cleared"});
+    }
+
+    int blockSize() {
+      return blockSize.get();
+    }
+
+    long storedBlocks() {
+      return storedBlocks.get();
+    }
+
+    /** A cached block: its parent's hash, its tokens, and the tokens from its chain's start. */
+    private record Block(long parent, int[] tokens, int[] chain) {}
+
+    /** What in the events so far breaks the rules, given the sequences the engine ran. */
+    List<String> breaches(List<int[]> ran) {
+      List<Object[]> seen;
+      synchronized (events) {
+        seen = new ArrayList<>(events);
+      }
+      List<String> out = new ArrayList<>();
+      java.util.Map<Long, Block> live = new java.util.HashMap<>();
+      int size = 0;
+      for (int n = 0; n < seen.size() && out.size() < 10; n++) {
+        Object[] ev = seen.get(n);
+        String at = "event " + (n + 1) + " (" + ev[0] + "): ";
+        switch ((String) ev[0]) {
+          case "cleared" -> live.clear();
+          case "removed" -> {
+            long[] hashes = (long[]) ev[1];
+            if (hashes == null) {
+              out.add(at + "null hashes");
+              continue;
+            }
+            for (long h : hashes) {
+              live.remove(h);
+            }
+            // the blocks continuing a removed one are gone with it
+            boolean dropped = true;
+            while (dropped) {
+              dropped = live.values().removeIf(
+                  x -> x.parent() != NO_PARENT && !live.containsKey(x.parent()));
+            }
+          }
+          default -> {
+            long parent = (long) ev[1];
+            long[] hashes = (long[]) ev[2];
+            int[] tokens = (int[]) ev[3];
+            if (hashes == null || tokens == null || hashes.length == 0
+                || tokens.length % hashes.length != 0 || tokens.length == 0) {
+              out.add(at + "malformed: " + (hashes == null ? "null" : hashes.length)
+                  + " hashes, " + (tokens == null ? "null" : tokens.length) + " tokens");
+              continue;
+            }
+            int b = tokens.length / hashes.length;
+            if (size == 0) {
+              size = b;
+            } else if (b != size) {
+              out.add(at + "blocks of " + b + " tokens, where earlier ones had " + size);
+              continue;
+            }
+            Block up = live.get(parent);
+            if (parent != NO_PARENT && up == null) {
+              out.add(at + "continues block " + Long.toHexString(parent)
+                  + ", which was never stored or was removed since");
+              continue;
+            }
+            long prev = parent;
+            int[] chain = up == null ? new int[0] : up.chain();
+            java.util.Set<Long> inEvent = new java.util.HashSet<>();
+            for (int i = 0; i < hashes.length; i++) {
+              long h = hashes[i];
+              int[] own = java.util.Arrays.copyOfRange(tokens, i * b, (i + 1) * b);
+              chain = concat(chain, own);
+              Block old = live.get(h);
+              if (h == NO_PARENT) {
+                out.add(at + "block " + i + " has the hash NO_PARENT (0)");
+              } else if (!inEvent.add(h)) {
+                out.add(at + "hash " + Long.toHexString(h) + " appears twice");
+              } else if (old != null
+                  && (old.parent() != prev || !java.util.Arrays.equals(old.tokens(), own))) {
+                out.add(at + "hash " + Long.toHexString(h) + " already names another block "
+                    + "(another parent or other tokens)");
+              }
+              int[] c = chain;
+              if (ran.stream().noneMatch(r -> startsWith(r, c))) {
+                out.add(at + "block " + i + " (hash " + Long.toHexString(h) + ") ends a chain of "
+                    + c.length + " tokens that is not the start of any prompt and output the "
+                    + "engine ran");
+              }
+              live.put(h, new Block(prev, own, chain));
+              prev = h;
+            }
+          }
+        }
+      }
+      return out;
     }
   }
 

@@ -2,6 +2,7 @@ package io.github.prefixrouter.testing;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.contract.InferenceEngineContractTest;
@@ -199,6 +200,79 @@ class ContractKitSelfTest {
   void theWellBehavedStreamingEnginePassesEverything() {
     assertEquals(Set.of(), failingTests(InferenceEngineContractTest.class,
         () -> new StreamingEngineKit((e, n) -> new StreamingWrapper(e))));
+  }
+
+  /** A simulated engine whose cache events pass through {@code relay} on their way out. */
+  static class EventRelayWrapper extends EngineWrapper {
+    EventRelayWrapper(SimulatedEngine e) {
+      super(e);
+    }
+
+    /** What the listener is told of a store; by default the store as it is. */
+    void relayStore(CacheEventListener l, CacheScope scope, long parent, long[] hashes,
+        int[] tokens) {
+      l.onBlocksStored(scope, parent, hashes, tokens);
+    }
+
+    @Override
+    public void setCacheEventListener(CacheEventListener l) {
+      e.setCacheEventListener(new CacheEventListener() {
+        @Override
+        public void onBlocksStored(long parent, long[] hashes, int[] tokens) {
+          relayStore(l, CacheScope.DEFAULT, parent, hashes, tokens);
+        }
+
+        @Override
+        public void onBlocksStored(CacheScope scope, long parent, long[] hashes, int[] tokens) {
+          relayStore(l, scope, parent, hashes, tokens);
+        }
+
+        @Override
+        public void onBlocksRemoved(long[] hashes) {
+          l.onBlocksRemoved(hashes);
+        }
+
+        @Override
+        public void onAllCleared() {
+          l.onAllCleared();
+        }
+      });
+    }
+  }
+
+  @Test
+  void anEngineWhoseEventsPassThroughARelayUnchangedPassesEverything() {
+    assertEquals(Set.of(), failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EventRelayWrapper(e))));
+  }
+
+  @Test
+  void anEngineWhoseStoresForgetTheBlockTheyContinueIsCaught() {
+    // every store is reported as the start of a prompt: each event is well formed, but the
+    // blocks after the first event of a prompt hang from nothing
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EventRelayWrapper(e) {
+          @Override
+          void relayStore(CacheEventListener l, CacheScope scope, long parent, long[] hashes,
+              int[] tokens) {
+            l.onBlocksStored(scope, CacheEventListener.NO_PARENT, hashes, tokens);
+          }
+        }));
+    assertEquals(Set.of("publishedCacheEventsChainEachBlockToTheOneBefore"), failed);
+  }
+
+  @Test
+  void anEngineWhoseStoresCarryOtherTokensThanItCachedIsCaught() {
+    // the tokens of every stored block are off by one: as many as the prompt's, not its own
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EventRelayWrapper(e) {
+          @Override
+          void relayStore(CacheEventListener l, CacheScope scope, long parent, long[] hashes,
+              int[] tokens) {
+            l.onBlocksStored(scope, parent, hashes, Arrays.stream(tokens).map(t -> t + 1).toArray());
+          }
+        }));
+    assertEquals(Set.of("publishedCacheEventsChainEachBlockToTheOneBefore"), failed);
   }
 
   @Test
