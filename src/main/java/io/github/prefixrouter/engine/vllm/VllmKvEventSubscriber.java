@@ -32,7 +32,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p><b>The stream.</b> The thread connects a SUB socket to the publisher's endpoint,
  * subscribes to the topic and reads messages of three frames: the topic (exactly the
- * configured one; others are counted and ignored), an 8-byte big-endian sequence number and
+ * configured one, others being counted and ignored; any topic when the configured one is empty,
+ * the default), an 8-byte big-endian sequence number and
  * the msgpack payload, which this class does not look into. A message of another shape is
  * counted as malformed and dropped. When the connection breaks (the publisher restarted, the
  * network failed, the peer broke the protocol or a limit), it is counted and made again after
@@ -234,7 +235,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
    * @param malformedMessages live messages dropped for their shape (not 3 frames, a sequence
    *     number frame that is not 8 bytes, or a negative sequence number)
    * @param otherTopicMessages live messages of another topic that the publisher let through
-   *     (a topic starting with ours), ignored
+   *     (a topic starting with ours, when ours is not empty), ignored
    * @param replaysRequested replays asked for, after a gap in the sequence numbers
    * @param replayedMessages messages received by replay and passed to the sink
    * @param replayFailures replays that failed (no connection, timeout, malformed answer)
@@ -343,7 +344,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       log.debug("dropped a malformed KV-event message of {} frame(s)", msg.size());
       return;
     }
-    if (!Arrays.equals(msg.get(0), topic)) {
+    if (topic.length > 0 && !Arrays.equals(msg.get(0), topic)) {
       otherTopicMessages.incrementAndGet();
       return;
     }
@@ -480,7 +481,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   public static final class Builder {
     private ZmtpEndpoint endpoint;
     private ZmtpEndpoint replayEndpoint;
-    private String topic = "kv-events";
+    private String topic = "";
     private KvEventSink sink;
     private CacheEventListener listener;
     private int blockSize;
@@ -531,7 +532,10 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     }
 
     /**
-     * The topic, as given to vLLM ({@code topic}); default {@code kv-events}.
+     * The topic, as given to vLLM or SGLang ({@code topic} in {@code --kv-events-config}). The
+     * default is empty, as theirs is: the subscriber then takes every message of the publisher,
+     * whatever its topic. A non-empty topic takes only messages of exactly that topic (ZeroMQ
+     * lets through every topic starting with it; the others are counted and ignored).
      *
      * @param topic the topic
      * @return this builder

@@ -272,9 +272,30 @@ class VllmKvEventSubscriberTest {
   }
 
   @Test
-  void malformedMessagesAndOtherTopicsAreCountedAndDropped() throws Exception {
+  void byDefaultMessagesOfEveryTopicAreTaken() throws Exception {
+    // vLLM's and SGLang's publishers send an empty topic unless told otherwise; a subscriber
+    // left at its default must take those (it once subscribed to "kv-events" only, and then
+    // received nothing from a publisher configured as vLLM documents it)
     FakeVllmPublisher vllm = publisher(100);
     VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
+    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    int before = sink.size();
+    vllm.send(new byte[0], seq(n), payload(n));
+    vllm.send("kv-events".getBytes(StandardCharsets.US_ASCII), seq(n + 1), payload(n + 1));
+    vllm.send("another".getBytes(StandardCharsets.US_ASCII), seq(n + 2), payload(n + 2));
+    Await.until(() -> sink.sawLive(n + 2), "the last message arrived");
+    List<Call> after = callsAfter(before);
+    assertEquals(3, after.size(), after.toString());
+    for (int i = 0; i < 3; i++) {
+      assertCall(after.get(i), false, n + i);
+    }
+    assertEquals(0, s.stats().otherTopicMessages(), s.stats().toString());
+  }
+
+  @Test
+  void malformedMessagesAndOtherTopicsAreCountedAndDropped() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint()).topic(TOPIC));
     long n = vllm.publishUntil(0, () -> sink.size() > 0);
     int before = sink.size();
     byte[] topic = TOPIC.getBytes(StandardCharsets.US_ASCII);
