@@ -1517,7 +1517,7 @@ public final class ConcurrentPrefixTree {
       return;
     }
     removedEvents++;
-    for (long h : hashes) {
+    for (long h : deepestFirst(hashes)) {
       Long extra = extraCopies.get(h);
       if (extra != null) { // another copy is still held: the block (or alias) stays
         if (extra == 1) {
@@ -1556,6 +1556,32 @@ public final class ConcurrentPrefixTree {
         trimLeaf(n, keepEnd - n.start());
       }
     }
+  }
+
+  /**
+   * The hashes of one removal, those of held blocks deepest first (the others before them, in
+   * their order). Removing a block takes everything continuing it, so an event naming a chain
+   * root first (SGLang removes a radix node's pages in one event, in order) would otherwise
+   * find the rest of the chain gone already and count each of its blocks as unknown; the
+   * blocks left are the same in either order.
+   */
+  private long[] deepestFirst(long[] hashes) {
+    if (hashes.length < 2) {
+      return hashes;
+    }
+    long[] keyed = new long[hashes.length]; // depth in the high bits, position in the low
+    for (int i = 0; i < hashes.length; i++) {
+      Node n = engineIndex.get(hashes[i]);
+      int depth = n == null ? Integer.MAX_VALUE
+          : blockEnd(n, indexOfHash(n.engineBlocks(), hashes[i]));
+      keyed[i] = ((long) (Integer.MAX_VALUE - depth) << 32) | i;
+    }
+    Arrays.sort(keyed);
+    long[] out = new long[hashes.length];
+    for (int i = 0; i < keyed.length; i++) {
+      out[i] = hashes[(int) keyed[i]];
+    }
+    return out;
   }
 
   private void removeSubtree(Node n) {

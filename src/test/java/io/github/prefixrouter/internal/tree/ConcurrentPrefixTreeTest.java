@@ -211,6 +211,36 @@ class ConcurrentPrefixTreeTest {
   }
 
   /**
+   * SGLang removes a radix node's pages in one event, from the node's first page on; removing
+   * the first takes the rest, which must then not count as unknown blocks. The same removal in
+   * the other order, or with an unknown hash and a branch's block among them, leaves the same
+   * tree and counts only the unknown hash.
+   */
+  @Test
+  void aRemovalNamingAChainRootFirstCountsNoneOfItsBlocksUnknown() {
+    for (int order = 0; order < 3; order++) {
+      ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(4);
+      Replay r = new Replay();
+      t.addListener(r);
+      CacheEventListener engine = t.engineEvents();
+      engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {11}, seq(0, 4));
+      engine.onBlocksStored(11, new long[] {12, 13, 14}, seq(4, 16)); // one radix node's pages
+      engine.onBlocksStored(12, new long[] {22}, new int[] {9, 9, 9, 9}); // a branch off it
+      long[] removal = switch (order) {
+        case 0 -> new long[] {12, 13, 14};
+        case 1 -> new long[] {14, 13, 12};
+        default -> new long[] {13, 77, 22, 12, 14};
+      };
+      engine.onBlocksRemoved(removal);
+      t.checkInvariants();
+      assertEquals(4, t.match(seq(0, 16)), "order " + order);
+      assertEquals(4, t.match(new int[] {0, 1, 2, 3, 4, 5, 6, 7, 9, 9, 9, 9}), "order " + order);
+      assertEquals(1, r.held.size(), "order " + order);
+      assertEquals(order == 2 ? 1 : 0, t.engineEventStats().unknownBlocks(), "order " + order);
+    }
+  }
+
+  /**
    * vLLM frees a request's blocks one at a time, last block first. Removing a 256-block chain
    * that way reports each block's own hash, in that order, keeps the invariants (the cached
    * hashes of the trimmed edge among them) and recomputes about one hash per block: the edge's
