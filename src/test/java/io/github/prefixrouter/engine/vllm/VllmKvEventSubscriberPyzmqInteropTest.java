@@ -27,6 +27,16 @@ class VllmKvEventSubscriberPyzmqInteropTest {
 
   private static final String PYTHON = "/usr/bin/python3";
 
+  /**
+   * The publisher: messages of {@code topic}, and with {@code otherTopic} also a message of
+   * topic {@code other} before each (which a subscriber of the topic never receives).
+   */
+  private static String publisher(String topic, boolean otherTopic) {
+    return PUBLISHER.replace("b'kv-events'", "b'" + topic + "'")
+        .replace("        pub.send_multipart([b'other', b'x', b'y'])\n",
+            otherTopic ? "        pub.send_multipart([b'other', b'x', b'y'])\n" : "");
+  }
+
   private static final String PUBLISHER = String.join("\n",
       "import time, zmq",
       "ctx = zmq.Context()",
@@ -65,8 +75,18 @@ class VllmKvEventSubscriberPyzmqInteropTest {
 
   @Test
   void aLibzmqPublisherIsReadAndItsGapsReplayed() throws Exception {
+    readAndReplay(publisher("kv-events", true), "kv-events");
+  }
+
+  /** vLLM's and SGLang's default: an empty topic, read by a subscriber left at its default. */
+  @Test
+  void aLibzmqPublisherWithTheDefaultEmptyTopicIsRead() throws Exception {
+    readAndReplay(publisher("", false), null);
+  }
+
+  private void readAndReplay(String script, String topic) throws Exception {
     Assumptions.assumeTrue(pyzmqAvailable(), "python3 with pyzmq is not installed");
-    Process py = new ProcessBuilder(PYTHON, "-c", PUBLISHER)
+    Process py = new ProcessBuilder(PYTHON, "-c", script)
         .redirectError(ProcessBuilder.Redirect.INHERIT).start();
     RecordingSink sink = new RecordingSink();
     VllmKvEventSubscriber s = null;
@@ -81,11 +101,14 @@ class VllmKvEventSubscriberPyzmqInteropTest {
               throw new java.io.UncheckedIOException(e);
             }
           }).get(30, TimeUnit.SECONDS);
-      s = VllmKvEventSubscriber.builder()
+      VllmKvEventSubscriber.Builder b = VllmKvEventSubscriber.builder()
           .endpoint(endpoints[0])
           .replayEndpoint(endpoints[1])
-          .sink(sink)
-          .build();
+          .sink(sink);
+      if (topic != null) {
+        b.topic(topic);
+      }
+      s = b.build();
       s.start();
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
       while (sink.size() < 30) {
