@@ -191,6 +191,12 @@ public final class NodeMain {
           .seeds(o.seeds)
           .build();
       node.start();
+      if (engine instanceof OpenAiCompatibleEngine oe && oe.kvEventSubscriber() != null) {
+        PrefixRouterNode watched = node;
+        KvEventsWatch watch = new KvEventsWatch(o.kvEvents, oe.kvEventSubscriber()::stats,
+            () -> watched.stats().servedLocally() + watched.stats().servedForPeers());
+        watchKvEvents(scheduler, watch);
+      }
       HttpTransport t = transport;
       ReferenceEngine ref = reference;
       InferenceEngine eng = engine;
@@ -239,6 +245,19 @@ public final class NodeMain {
       }
       throw e;
     }
+  }
+
+  /** Every 15 s until it has spoken: a node told of KV events that receives none says so. */
+  private static void watchKvEvents(io.github.prefixrouter.spi.Scheduler scheduler,
+      KvEventsWatch watch) {
+    scheduler.schedule(java.util.concurrent.TimeUnit.SECONDS.toNanos(15), () -> {
+      String warning = watch.check();
+      if (warning != null) {
+        log.warn(warning);
+      } else {
+        watchKvEvents(scheduler, watch);
+      }
+    });
   }
 
   /** The process's counters besides the node's and the client endpoint's. */
