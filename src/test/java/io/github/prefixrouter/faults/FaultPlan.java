@@ -195,13 +195,15 @@ final class FaultPlan {
     treeCapacityTokens = new long[nodes];
     int which = managed.nextInt(3); // none, some, all
     // in quarters of the engine's capacity: below it (the tree forgets what the engine still
-    // holds), at it (as a deployment sets it), above it (the tree credits what the engine lost)
-    long[] quarters = {1, 2, 4, 8};
+    // holds), at it (as a deployment sets it), above it (the tree credits what the engine lost);
+    // or 1-4 blocks, less than most prompts (the least the configuration accepts is one block)
+    long[] quarters = {1, 2, 4, 8, 0};
     for (int i = 0; i < nodes; i++) {
       selfManaged[i] = which == 2 || (which == 1 && managed.nextBoolean());
       long q = quarters[managed.nextInt(quarters.length)];
+      long blocks = 1 + managed.nextInt(4);
       if (selfManaged[i]) {
-        treeCapacityTokens[i] = Math.max(BLOCK, engineCapacityTokens[i] * q / 4);
+        treeCapacityTokens[i] = q > 0 ? engineCapacityTokens[i] * q / 4 : blocks * BLOCK;
       }
     }
     int requests = 20 + r.nextInt(120);
