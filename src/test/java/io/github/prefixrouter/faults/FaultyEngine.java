@@ -62,7 +62,10 @@ final class FaultyEngine implements InferenceEngine {
    * answered (a result handed to the node): all a self-managed tree may hold.
    */
   private final Set<Long> answeredPrefixes = new HashSet<>();
-  /** Hashes prompts into chains that start from their scope's root, as the router does. */
+  /**
+   * Hashes prompts into chains that start from their scope's root, as the router does (the
+   * plans keep the default salt, 0, so these are the block hashes of the nodes' trees).
+   */
   static final BlockHasher HASHER = new BlockHasher(FaultPlan.BLOCK, 0);
 
   /**
