@@ -23,8 +23,10 @@ import io.github.prefixrouter.internal.route.NodeProbe;
 import io.github.prefixrouter.internal.route.PeerSet;
 import io.github.prefixrouter.internal.route.PeerView;
 import io.github.prefixrouter.internal.route.RouterNode;
+import io.github.prefixrouter.internal.tree.BlockEventListener;
 import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
+import io.github.prefixrouter.internal.tree.TreeProbe;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -65,6 +67,11 @@ import java.util.concurrent.CompletionException;
  *       and keeps listing dead peers until they time out. It stresses forwarding regardless of
  *       how good the gossip layer is.
  * </ul>
+ *
+ * <p>The nodes the plan draws as self-managed ({@link FaultPlan#selfManaged}) get an engine
+ * that publishes no cache events, so their tree records the prompts they executed and applies
+ * LRU at their own capacity (in the stale view wiring too: a self-managed tree behind the
+ * router's index, where an engine-driven node credits its engine's cache directly).
  */
 final class FaultCluster {
 
@@ -81,7 +88,8 @@ final class FaultCluster {
   record Summary(int accepted, int succeeded, int failed, long forwarded, long fallbacks,
       long forwardFrames, long duplicateExecutions, long crashes, long simulatedMillis,
       boolean gossipActive, long convergenceMillis, int scoped, long scopedRejections,
-      long unscopedAtOld, int withStops, long stopsRejections) {}
+      long unscopedAtOld, int withStops, long stopsRejections, int selfManagedNodes,
+      long selfManagedExecutions, long selfManagedEvictions) {}
 
   /** The chain root of each scope the plans draw, for the stale view's hasher. */
   private static final Map<Long, CacheScope> SCOPE_OF_ROOT = new HashMap<>();
@@ -116,6 +124,10 @@ final class FaultCluster {
   /** Unscoped FORWARDs a node from before scopes was sent (and decoded). */
   private long unscopedAtOld;
   private final SplittableRandom viewRandom;
+  /** Blocks the self-managed trees evicted (LRU at their capacity). */
+  private long selfManagedEvictions;
+  /** Every request submitted, by id (also those whose submission threw). */
+  private final Map<String, InferenceRequest> submitted = new HashMap<>();
 
   private final class Instance {
     final int index;
@@ -128,6 +140,16 @@ final class FaultCluster {
     final PrefixRouterNode node;
     /** The node's own prefix index (its tree, or in the stale view wiring its engine's cache). */
     final LocalPrefixIndex local;
+    /** Whether its engine publishes no cache events, so that its tree is self-managed. */
+    final boolean selfManaged;
+    /** Its configuration: the cluster's, with a self-managed node's own tree capacity. */
+    final RouterConfig nodeConfig;
+    /**
+     * The library's prefix tree behind {@link #local}: in the library wiring every node's, in
+     * the stale view wiring a self-managed node's (an engine-driven one credits its engine's
+     * cache directly); else null.
+     */
+    final ConcurrentPrefixTree tree;
     boolean up = true;
     boolean retired;
     int acceptedHere;
@@ -139,11 +161,15 @@ final class FaultCluster {
       this.key = id + "#" + generation;
       long s = plan.seed * 31 + index * 1_000_003L + generation;
       int slow = plan.slowFactor[index];
+      selfManaged = plan.selfManaged[index];
+      nodeConfig = selfManaged
+          ? config.toBuilder().treeCapacityTokens(plan.treeCapacityTokens[index]).build()
+          : config;
       simEngine = SimulatedEngine.builder().scheduler(clock).clock(clock)
           .capacityTokens(plan.engineCapacityTokens[index]).blockSize(FaultPlan.BLOCK)
           .slots(plan.engineSlots[index]).prefillOverheadNanos(2 * MS * slow)
           .prefillNanosPerToken(150_000L * slow).decodeNanosPerToken(5 * MS * slow)
-          .vocabularySize(FaultPlan.VOCABULARY).build();
+          .vocabularySize(FaultPlan.VOCABULARY).publishesCacheEvents(!selfManaged).build();
       engine = new FaultyEngine(id, simEngine, clock, s, rid -> id.equals(inv.originOf.get(rid)),
           plan.failureProbability[index], plan.stallProbability[index], plan.maxStallNanos, inv,
           config.highWatermark());
@@ -175,13 +201,22 @@ final class FaultCluster {
       }
       SplittableRandom random = new SplittableRandom(s ^ 0x5DEECE66DL);
       if (wiring == Wiring.LIBRARY) {
-        node = PrefixRouterNode.builder().nodeId(id).config(config).transport(transport)
+        node = PrefixRouterNode.builder().nodeId(id).config(nodeConfig).transport(transport)
             .engine(engine).clock(clock).scheduler(clock).random(random).seeds(seeds).build();
         local = NodeProbe.localIndexOf(node);
+        tree = NodeProbe.treeOf(node);
+        if (tree == null || (tree.mode() == ConcurrentPrefixTree.Mode.SELF_MANAGED)
+            != selfManaged) {
+          throw new IllegalStateException(key + ": expected a "
+              + (selfManaged ? "self-managed" : "engine-driven") + " tree, got " + tree);
+        }
       } else {
         StaleView view = new StaleView(this);
         boolean scopeBlind = sabotage == FaultyEngine.Sabotage.SCOPE_BLIND_INDEX;
-        local = new LocalPrefixIndex() {
+        tree = selfManaged ? ConcurrentPrefixTree.builder()
+            .capacityTokens(nodeConfig.treeCapacityTokens()).blockSize(FaultPlan.BLOCK)
+            .salt(nodeConfig.hashSalt()).build() : null;
+        local = selfManaged ? NodeProbe.treeIndex(tree) : new LocalPrefixIndex() {
           @Override
           public int match(int[] tokens) {
             return simEngine.cachedPrefixTokens(tokens);
@@ -220,9 +255,27 @@ final class FaultCluster {
             return blocks;
           }
         };
-        node = new RouterNode(id, config, transport, engine, clock, clock, random, seeds,
+        node = new RouterNode(id, nodeConfig, transport, engine, clock, clock, random, seeds,
             new RouterNode.Components(local, hasher, view));
         clock.schedule(0, view::refresh);
+      }
+      if (selfManaged) {
+        tree.addListener(new BlockEventListener() {
+          @Override
+          public void onEvicted(long[] blockHashes) {
+            selfManagedEvictions += blockHashes.length;
+          }
+        });
+        if (sabotage == FaultyEngine.Sabotage.LEASE_LEAKED_ON_FAILURE) {
+          engine.onRun = r -> tree.acquire(BlockHasher.scopeRoot(r.scope()),
+              r.tokensUnsafe())::release;
+        } else if (sabotage == FaultyEngine.Sabotage.SCOPE_BLIND_RECORD) {
+          engine.onAnswer = r -> {
+            if (!r.scope().isDefault()) {
+              tree.insert(r.tokensUnsafe());
+            }
+          };
+        }
       }
     }
   }
@@ -255,10 +308,23 @@ final class FaultCluster {
     FaultPlan plan = new FaultPlan(seed);
     FaultCluster c = new FaultCluster(plan, wiring);
     c.sabotage = sabotage;
+    if (sabotage == FaultyEngine.Sabotage.CREDIT_FORWARDED) {
+      c.inv.onForward = c::creditForwarded;
+    }
     return c.execute();
   }
 
   private FaultyEngine.Sabotage sabotage = FaultyEngine.Sabotage.NONE;
+
+  /** Sabotage: a self-managed node records the prompt of a request it forwards. */
+  private void creditForwarded(String senderKey, String requestId) {
+    InferenceRequest r = submitted.get(requestId);
+    for (Instance in : all) {
+      if (in.key.equals(senderKey) && in.selfManaged && r != null) {
+        in.tree.insert(BlockHasher.scopeRoot(r.scope()), r.tokensUnsafe(), r.length());
+      }
+    }
+  }
 
   private Outcome execute() {
     try {
@@ -337,6 +403,7 @@ final class FaultCluster {
     checkGauges();
     checkCredits();
     long convergence = checkConvergence();
+    checkLeases();
     int ok = 0;
     int failed = 0;
     for (Accepted a : accepted.values()) {
@@ -351,11 +418,15 @@ final class FaultCluster {
     long forwarded = 0;
     long fallbacks = 0;
     long executions = 0;
+    long selfManagedExecutions = 0;
     for (Instance in : all) {
       NodeStats st = in.node.stats();
       forwarded += st.forwarded();
       fallbacks += st.totalFallbacks();
       executions += in.engine.executions - in.engine.injectedFailures;
+      if (in.selfManaged) {
+        selfManagedExecutions += in.engine.executions;
+      }
     }
     for (Instance in : current) {
       in.node.stop();
@@ -372,7 +443,7 @@ final class FaultCluster {
         (int) accepted.values().stream().filter(a -> !a.request.scope().isDefault()).count(),
         scopedRejections, unscopedAtOld,
         (int) accepted.values().stream().filter(a -> a.request.params().hasStops()).count(),
-        stopsRejections));
+        stopsRejections, plan.selfManagedCount(), selfManagedExecutions, selfManagedEvictions));
   }
 
   // ---------------------------------------------------------------- workload
@@ -400,6 +471,7 @@ final class FaultCluster {
         FaultPlan.SCOPES[s.scope()]);
     inv.originOf.put(id, at.id);
     inv.scopeOf.put(id, req.scope());
+    submitted.put(id, req);
     CompletableFuture<InferenceResponse> f;
     // every other client streams: its pieces must add up to the answer it gets
     Stream stream = k % 2 == 0 ? new Stream() : null;
@@ -540,10 +612,20 @@ final class FaultCluster {
         inv.violation("node " + in.key + " replicates " + st.replicaBlocks() + " blocks, more"
             + " than all peers' caches can hold (" + maxReplica + ")");
       }
-      if (st.localCachedTokens() > Math.max(config.treeCapacityTokens(),
+      if (st.localCachedTokens() > Math.max(in.nodeConfig.treeCapacityTokens(),
           plan.engineCapacityTokens[in.index])) {
         inv.violation("node " + in.key + " local tree holds " + st.localCachedTokens()
             + " tokens, above its capacity");
+      }
+      if (in.selfManaged) {
+        // LRU at the capacity: above it only while leases pin more than it
+        long size = in.tree.sizeTokens();
+        long pinned = TreeProbe.pinnedTokens(in.tree);
+        if (size > Math.max(in.nodeConfig.treeCapacityTokens(), pinned)) {
+          inv.violation("node " + in.key + " self-managed tree holds " + size + " tokens, above"
+              + " its capacity " + in.nodeConfig.treeCapacityTokens() + " with " + pinned
+              + " pinned by leases");
+        }
       }
       GossipProbe g = wiring == Wiring.LIBRARY ? NodeProbe.gossipOf(in.node) : null;
       if (g != null) {
@@ -595,12 +677,58 @@ final class FaultCluster {
             + " in that scope");
       }
     }
-    ConcurrentPrefixTree tree = wiring == Wiring.LIBRARY ? NodeProbe.treeOf(in.node) : null;
+    ConcurrentPrefixTree tree = in.tree;
     if (tree != null) {
       try {
         tree.checkInvariants();
       } catch (RuntimeException | AssertionError e) {
         inv.violation("node " + in.key + " tree invariant: " + e.getMessage());
+      }
+    }
+    if (in.selfManaged) {
+      // a self-managed tree learns only from the node: every block it holds must be a
+      // full-block prefix of a prompt its engine answered in that block's scope (not one the
+      // node forwarded, nor one of another scope, nor one whose run failed)
+      long[] held = tree.blockHashes();
+      int foreign = 0;
+      long first = 0;
+      for (long h : held) {
+        if (!in.engine.answeredBlock(h)) {
+          if (foreign++ == 0) {
+            first = h;
+          }
+        }
+      }
+      if (foreign > 0) {
+        inv.violation("node " + in.key + " self-managed tree holds " + foreign + " of its "
+            + held.length + " blocks (first " + Long.toHexString(first) + ") that are no"
+            + " prefix of a prompt its engine answered in that scope");
+      }
+    }
+  }
+
+  /**
+   * After draining: no self-managed tree still has a lease out (every lease taken for a run is
+   * released, whether the run succeeded, failed, timed out, was cancelled or abandoned, or its
+   * node stopped or crashed). Old incarnations included: their engines may still be finishing
+   * runs, so this waits for them (bounded) before it reports.
+   */
+  private void checkLeases() {
+    List<Instance> managed = all.stream().filter(in -> in.selfManaged).toList();
+    if (managed.isEmpty()) {
+      return;
+    }
+    boolean free = clock.runUntil(() -> managed.stream()
+            .allMatch(in -> TreeProbe.pinnedTokens(in.tree) == 0),
+        clock.nanoTime() + 60 * S, 50 * MS);
+    if (!free) {
+      for (Instance in : managed) {
+        long pinned = TreeProbe.pinnedTokens(in.tree);
+        if (pinned != 0) {
+          inv.violation("node " + in.key + " self-managed tree has " + pinned + " tokens pinned"
+              + " by leases after the cluster drained: a lease taken for a run was never"
+              + " released");
+        }
       }
     }
   }
@@ -670,7 +798,14 @@ final class FaultCluster {
     for (Instance owner : current) {
       GossipProbe o = NodeProbe.gossipOf(owner.node);
       long[] own = o.ownBlocks();
-      if (own.length != owner.simEngine.cachedBlocks()) {
+      if (owner.selfManaged) {
+        // what it advertises is what its tree holds (its engine reports nothing)
+        long[] held = GossipProbe.fingerprintsOf(owner.tree.blockHashes());
+        if (!Arrays.equals(own, held)) {
+          return owner.key + " advertises " + own.length + " blocks, its self-managed tree"
+              + " holds " + held.length;
+        }
+      } else if (own.length != owner.simEngine.cachedBlocks()) {
         return owner.key + " advertises " + own.length + " blocks, its engine caches "
             + owner.simEngine.cachedBlocks();
       }

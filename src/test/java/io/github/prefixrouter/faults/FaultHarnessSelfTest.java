@@ -82,6 +82,67 @@ class FaultHarnessSelfTest {
         () -> String.join("\n", index.violations()));
   }
 
+  /** Seeds tried (from 1) for each planted fault of self-managed trees: all early ones. */
+  private static final int EARLY_SEEDS = 12;
+
+  /**
+   * The first seed up to {@link #EARLY_SEEDS} whose plan passes {@code eligible}, runs clean,
+   * and with {@code sabotage} reports a violation containing {@code expected}; fails if none.
+   */
+  private static long caughtAtAnEarlySeed(Wiring w, FaultyEngine.Sabotage sabotage,
+      java.util.function.Predicate<FaultPlan> eligible, String expected) {
+    StringBuilder tried = new StringBuilder();
+    for (long seed = 1; seed <= EARLY_SEEDS; seed++) {
+      FaultPlan plan = new FaultPlan(seed);
+      if (plan.selfManagedCount() == 0 || !eligible.test(plan)) {
+        continue;
+      }
+      Outcome o = FaultCluster.run(seed, w, sabotage);
+      if (o.violations().stream().anyMatch(v -> v.contains(expected))) {
+        Outcome clean = FaultCluster.run(seed, w);
+        assertTrue(clean.ok(), () -> String.join("\n", clean.violations()));
+        return seed;
+      }
+      tried.append(' ').append(seed).append(": ").append(o.violations());
+    }
+    throw new AssertionError(w + ": " + sabotage + " was not caught at an early seed;" + tried);
+  }
+
+  /** Whether some self-managed node's engine may fail or its runs time out. */
+  private static boolean failsOnASelfManagedNode(FaultPlan plan) {
+    for (int i = 0; i < plan.nodes; i++) {
+      if (plan.selfManaged[i] && plan.failureProbability[i] > 0) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  @Test
+  void aLeaseLostOnTheFailurePathOfASelfManagedNodeIsCaught() {
+    // a lease on the node's tree for every run, released only when the run succeeds
+    for (Wiring w : Wiring.values()) {
+      caughtAtAnEarlySeed(w, FaultyEngine.Sabotage.LEASE_LEAKED_ON_FAILURE,
+          FaultHarnessSelfTest::failsOnASelfManagedNode, "pinned by leases after the cluster");
+    }
+  }
+
+  @Test
+  void aSelfManagedNodeCreditingWhatItForwardedIsCaught() {
+    for (Wiring w : Wiring.values()) {
+      caughtAtAnEarlySeed(w, FaultyEngine.Sabotage.CREDIT_FORWARDED, plan -> true,
+          "no prefix of a prompt its engine answered");
+    }
+  }
+
+  @Test
+  void aScopeBlindSelfManagedRecordIsCaught() {
+    for (Wiring w : Wiring.values()) {
+      caughtAtAnEarlySeed(w, FaultyEngine.Sabotage.SCOPE_BLIND_RECORD,
+          plan -> plan.scopedShare > 0, "no prefix of a prompt its engine answered");
+    }
+  }
+
   @Test
   void anExceptionThrownByAScheduledTaskIsRecorded() {
     GuardedScheduler g = new GuardedScheduler(new SimulatedScheduler());

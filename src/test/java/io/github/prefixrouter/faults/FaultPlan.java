@@ -92,6 +92,14 @@ final class FaultPlan {
    * FORWARDs as an unknown version; a restart upgrades it), or -1: a rolling upgrade.
    */
   final int beforeScopes;
+  /**
+   * Nodes whose engine publishes no cache events, so that their local tree is self-managed
+   * (it records the prompts the node executed and applies LRU at its capacity): none, some or
+   * all nodes of a run.
+   */
+  final boolean[] selfManaged;
+  /** A self-managed node's tree capacity in tokens (a share of its engine's); else 0. */
+  final long[] treeCapacityTokens;
 
   FaultPlan(long seed) {
     this.seed = seed;
@@ -180,6 +188,24 @@ final class FaultPlan {
     SplittableRandom stopRandom = new SplittableRandom(seed ^ 0x1B873593CC9E2D51L);
     double[] stopShares = {0.1, 0.3, 0.5};
     stopShare = stopShares[stopRandom.nextInt(stopShares.length)];
+    // and which nodes run self-managed trees from a fourth: a run without any is the run the
+    // seed gave before self-managed nodes were drawn
+    SplittableRandom managed = new SplittableRandom(seed ^ 0x510E527FADE682D1L);
+    selfManaged = new boolean[nodes];
+    treeCapacityTokens = new long[nodes];
+    int which = managed.nextInt(3); // none, some, all
+    // in quarters of the engine's capacity: below it (the tree forgets what the engine still
+    // holds), at it (as a deployment sets it), above it (the tree credits what the engine lost);
+    // or 1-4 blocks, less than most prompts (the least the configuration accepts is one block)
+    long[] quarters = {1, 2, 4, 8, 0};
+    for (int i = 0; i < nodes; i++) {
+      selfManaged[i] = which == 2 || (which == 1 && managed.nextBoolean());
+      long q = quarters[managed.nextInt(quarters.length)];
+      long blocks = 1 + managed.nextInt(4);
+      if (selfManaged[i]) {
+        treeCapacityTokens[i] = q > 0 ? engineCapacityTokens[i] * q / 4 : blocks * BLOCK;
+      }
+    }
     int requests = 20 + r.nextInt(120);
     for (int q = 0; q < requests; q++) {
       int scope = sr.nextDouble() < scopedShare ? 1 + sr.nextInt(scopesUsed) : 0;
@@ -223,11 +249,32 @@ final class FaultPlan {
     return t;
   }
 
+  /** How many nodes run self-managed trees. */
+  int selfManagedCount() {
+    int c = 0;
+    for (boolean b : selfManaged) {
+      c += b ? 1 : 0;
+    }
+    return c;
+  }
+
+  private String selfManagedToString() {
+    StringBuilder sb = new StringBuilder();
+    for (int i = 0; i < nodes; i++) {
+      if (selfManaged[i]) {
+        sb.append(sb.length() == 0 ? " selfManaged=" : ",").append('n').append(i).append(':')
+            .append(treeCapacityTokens[i]);
+      }
+    }
+    return sb.toString();
+  }
+
   @Override
   public String toString() {
     return "seed=" + seed + " nodes=" + nodes + " requests=" + submissions.size() + " faults="
         + faults.size() + " scoped=" + scopedShare + "x" + scopesUsed + " stops=" + stopShare
-        + (beforeScopes >= 0 ? " beforeScopes=n" + beforeScopes : "") + " link=" + baseLink
+        + (beforeScopes >= 0 ? " beforeScopes=n" + beforeScopes : "") + selfManagedToString()
+        + " link=" + baseLink
         + " config=" + config;
   }
 }

@@ -54,6 +54,10 @@ class FaultSimulationTest {
     long unscopedAtOld = 0;
     long withStops = 0;
     long stopsRejections = 0;
+    long selfManagedRuns = 0;
+    long selfManagedNodes = 0;
+    long selfManagedExecutions = 0;
+    long selfManagedEvictions = 0;
     long started = System.nanoTime();
     for (long seed = first; seed < first + count; seed++) {
       if (count >= 1000 && (seed - first) % 500 == 0 && seed > first) {
@@ -77,6 +81,10 @@ class FaultSimulationTest {
           unscopedAtOld += o.summary().unscopedAtOld();
           withStops += o.summary().withStops();
           stopsRejections += o.summary().stopsRejections();
+          selfManagedRuns += o.summary().selfManagedNodes() > 0 ? 1 : 0;
+          selfManagedNodes += o.summary().selfManagedNodes();
+          selfManagedExecutions += o.summary().selfManagedExecutions();
+          selfManagedEvictions += o.summary().selfManagedEvictions();
         }
         if (!o.ok()) {
           String replay = "mvn -B -ntp test -Dtest=FaultSimulationTest -Dfaults.seed=" + seed
@@ -95,9 +103,11 @@ class FaultSimulationTest {
     System.out.printf("fault campaign: seeds %d..%d, %d requests (%d scoped, %d with stops), "
             + "%d forwarded, %d fallbacks, %d duplicate executions, %d crashes, nodes from before "
             + "scopes sent %d scoped forwards (rejected; %d of them with stops) and %d unscoped "
-            + "ones, %d converged runs, %d failing runs, %d ms%n",
+            + "ones, %d runs with self-managed trees (%d nodes, %d engine runs, %d blocks evicted"
+            + " by their LRU), %d converged runs, %d failing runs, %d ms%n",
         first, first + count - 1, accepted, scoped, withStops, forwarded, fallbacks, duplicates,
-        crashes, rejections, stopsRejections, unscopedAtOld, converged, failures.size(), ms);
+        crashes, rejections, stopsRejections, unscopedAtOld, selfManagedRuns, selfManagedNodes,
+        selfManagedExecutions, selfManagedEvictions, converged, failures.size(), ms);
     if (!failures.isEmpty()) {
       fail(failures.size() + " failing run(s); first:\n" + failures.get(0));
     }
@@ -112,6 +122,8 @@ class FaultSimulationTest {
       long rj = rejections;
       long st = withStops;
       long srj = stopsRejections;
+      long smx = selfManagedExecutions;
+      long sme = selfManagedEvictions;
       assertAll("the campaign must exercise what it checks",
           () -> assertTrue(acc > 0, "no request accepted"),
           () -> assertTrue(fw > 0, "no request forwarded"),
@@ -121,7 +133,9 @@ class FaultSimulationTest {
           () -> assertTrue(sc > 0, "no scoped request"),
           () -> assertTrue(rj > 0, "no node from before scopes rejected a scoped forward"),
           () -> assertTrue(st > 0, "no request with stops"),
-          () -> assertTrue(srj > 0, "no node from before stops rejected a forward with stops"));
+          () -> assertTrue(srj > 0, "no node from before stops rejected a forward with stops"),
+          () -> assertTrue(smx > 0, "no self-managed node ran a request"),
+          () -> assertTrue(sme > 0, "no self-managed tree evicted a block"));
     }
   }
 

@@ -57,7 +57,15 @@ final class FaultyEngine implements InferenceEngine {
   private final Map<String, List<int[]>> produced = new HashMap<>();
   /** Chain hashes (scope root first) of every full-block prefix of every prompt given here. */
   private final Set<Long> ranPrefixes = new HashSet<>();
-  /** Hashes prompts into chains that start from their scope's root, as the router does. */
+  /**
+   * Chain hashes (scope root first) of every full-block prefix of every prompt this engine
+   * answered (a result handed to the node): all a self-managed tree may hold.
+   */
+  private final Set<Long> answeredPrefixes = new HashSet<>();
+  /**
+   * Hashes prompts into chains that start from their scope's root, as the router does (the
+   * plans keep the default salt, 0, so these are the block hashes of the nodes' trees).
+   */
   static final BlockHasher HASHER = new BlockHasher(FaultPlan.BLOCK, 0);
 
   /**
@@ -65,14 +73,25 @@ final class FaultyEngine implements InferenceEngine {
    * forwarded requests in the default scope (a scope lost on the way), report every stored
    * chain as the default scope's (the library's tree then holds scoped chains under the default
    * root), or, in the stale view wiring, a local index that matches every scope's prompts in
-   * the default scope's cache.
+   * the default scope's cache. For self-managed trees: a lease taken on the node's tree for every
+   * run and released only when the run succeeds (a lease lost on the failure path), the prompt
+   * of every request the node forwards recorded in its tree (credited as if it ran here), or
+   * the prompt of every scoped request that ran here recorded in the default scope as well (a
+   * scope-blind record); the harness plants these through {@link #onRun} and {@link #onAnswer}.
    */
   enum Sabotage {
     NONE, WRONG_FORWARDED_ANSWER, LOSE_LOCAL_ANSWER, FORWARD_DROPS_SCOPE, SCOPE_BLIND_EVENTS,
-    SCOPE_BLIND_INDEX
+    SCOPE_BLIND_INDEX, LEASE_LEAKED_ON_FAILURE, CREDIT_FORWARDED, SCOPE_BLIND_RECORD
   }
 
   Sabotage sabotage = Sabotage.NONE;
+  /**
+   * Sabotage only: called with every request this engine is given, before it runs; the
+   * returned action (if not null) runs when the request succeeds, never when it fails.
+   */
+  java.util.function.Function<InferenceRequest, Runnable> onRun;
+  /** Sabotage only: called with every request this engine answers, before the node sees it. */
+  java.util.function.Consumer<InferenceRequest> onAnswer;
   long executions;
   long injectedFailures;
   long injectedStalls;
@@ -120,6 +139,15 @@ final class FaultyEngine implements InferenceEngine {
     return ranPrefixes.contains(chain[blocks - 1]);
   }
 
+  /**
+   * Whether {@code chainHash}, a block hash chained from a scope's root
+   * ({@link #HASHER}), is that of a full-block prefix of a prompt this engine answered in that
+   * scope.
+   */
+  boolean answeredBlock(long chainHash) {
+    return answeredPrefixes.contains(chainHash);
+  }
+
   @Override
   public CompletableFuture<EngineResult> execute(InferenceRequest given) {
     return execute(given, OutputListener.IGNORE);
@@ -148,6 +176,14 @@ final class FaultyEngine implements InferenceEngine {
       }
     }
     CompletableFuture<EngineResult> out = new CompletableFuture<>();
+    Runnable onSuccess = onRun == null ? null : onRun.apply(request);
+    if (onSuccess != null) {
+      out.whenComplete((res, err) -> {
+        if (err == null) {
+          onSuccess.run();
+        }
+      });
+    }
     if (random.nextDouble() < failureProbability) {
       injectedFailures++;
       scheduler.schedule(1_000_000L, () -> out.completeExceptionally(
@@ -203,6 +239,13 @@ final class FaultyEngine implements InferenceEngine {
               res.prefillNanos(), res.decodeNanos());
         }
         produced.computeIfAbsent(request.id(), k -> new ArrayList<>()).add(r.outputTokens());
+        for (long h : HASHER.chain(BlockHasher.scopeRoot(request.scope()),
+            request.tokensUnsafe())) {
+          answeredPrefixes.add(h);
+        }
+        if (onAnswer != null) {
+          onAnswer.accept(request);
+        }
         out.complete(r);
       }
     };

@@ -34,6 +34,8 @@ final class Invariants {
   private final Map<String, Set<String>> forwardTargets = new HashMap<>();
   private final Set<String> sentForwards = new java.util.HashSet<>();
   long forwardFrames;
+  /** Sabotage only: called with (sender instance key, request id) of every FORWARD sent. */
+  java.util.function.BiConsumer<String, String> onForward;
 
   Invariants(int hopLimit, Set<String> clusterIds, boolean checkWatermarks) {
     this.hopLimit = hopLimit;
@@ -68,6 +70,9 @@ final class Invariants {
    */
   void onForwardSent(String senderKey, String from, String to, String requestId, int hops) {
     forwardFrames++;
+    if (onForward != null) {
+      onForward.accept(senderKey, requestId);
+    }
     // a FORWARD sent again to the same peer (without streaming, after a peer from before
     // streaming refused the streaming one) is the same forward
     if (sentForwards.add(senderKey + "\n" + requestId + "\n" + to)) {

@@ -3,6 +3,7 @@ package io.github.prefixrouter.internal.tree;
 import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.spi.CacheEventListener;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -1908,6 +1909,42 @@ public final class ConcurrentPrefixTree {
 
   // ---------------------------------------------------------------------------------------------
   // diagnostics
+
+  /**
+   * Tokens on paths pinned by at least one outstanding lease (self-managed mode; always 0 in
+   * engine-driven mode, whose leases pin nothing). 0 once every lease taken has been released.
+   * Linear in the tree's size; for tests that check that no lease is left held.
+   */
+  long pinnedTokens() {
+    long ws = lock.writeLock();
+    try {
+      long pinned = pinnedBelow(root);
+      for (Node r : scopeRoots.values()) {
+        pinned += pinnedBelow(r);
+      }
+      return pinned;
+    } finally {
+      lock.unlockWrite(ws);
+    }
+  }
+
+  private static long pinnedBelow(Node top) {
+    long pinned = 0;
+    ArrayDeque<Node> todo = new ArrayDeque<>();
+    todo.push(top);
+    while (!todo.isEmpty()) {
+      Node n = todo.pop();
+      if (n.parent != null && n.locks() > 0) {
+        pinned += n.edge.length;
+      }
+      for (Node c : n.kids) {
+        if (c != null) {
+          todo.push(c);
+        }
+      }
+    }
+    return pinned;
+  }
 
   /**
    * Verifies every structural invariant and throws {@link IllegalStateException} naming the

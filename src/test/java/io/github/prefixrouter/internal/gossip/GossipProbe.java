@@ -43,6 +43,14 @@ public final class GossipProbe {
     return engine.replicaVersion(nodeId);
   }
 
+  /**
+   * The distinct fingerprints, sorted, that a node publishes for a tree holding
+   * {@code blockHashes}: what {@link #ownBlocks()} must be once the summary has caught up.
+   */
+  public static long[] fingerprintsOf(long[] blockHashes) {
+    return Arrays.stream(blockHashes).map(BlockFingerprint::of).distinct().sorted().toArray();
+  }
+
   /** Members tracked, tombstones included. */
   public int memberCount() {
     return engine.memberCount();

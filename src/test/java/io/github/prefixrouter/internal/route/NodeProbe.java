@@ -34,6 +34,15 @@ public final class NodeProbe {
     return localIndexOf(node) instanceof TreeIndex t ? t.tree() : null;
   }
 
+  /**
+   * The router's index over a prefix tree, as a node built by {@link PrefixRouterNode#builder()}
+   * wraps its own (a self-managed tree records the prompts the node executed), for nodes the
+   * campaign assembles from a {@link RouterNode} and its components.
+   */
+  public static LocalPrefixIndex treeIndex(ConcurrentPrefixTree tree) {
+    return new TreeIndex(tree);
+  }
+
   /** The node's gossip probe, or null if the node does not run the library's gossip. */
   public static GossipProbe gossipOf(PrefixRouterNode node) {
     if (!(node instanceof RouterNode rn)) {

@@ -135,12 +135,14 @@ class ConcurrentPrefixTreeTest {
     t.insert(a);
     ConcurrentPrefixTree.Lease lease = t.acquire(cat(seq(0, 6), seq(50, 60)));
     assertEquals(6, lease.lockedTokens());
+    assertEquals(6, t.pinnedTokens());
     t.insert(seq(500, 510)); // a's unpinned tail goes, then the new prompt's own tail
     t.checkInvariants();
     assertEquals(6, t.match(a));
     assertEquals(4, t.match(seq(500, 510)));
     assertEquals(10, t.sizeTokens());
     lease.release();
+    assertEquals(0, t.pinnedTokens());
     t.checkInvariants();
     assertEquals(6, t.match(a));
     t.insert(seq(500, 510)); // now a's prefix is unpinned and older
@@ -675,6 +677,7 @@ class ConcurrentPrefixTreeTest {
     t.engineEvents().onBlocksStored(0, new long[] {1}, new int[] {3, 4});
     ConcurrentPrefixTree.Lease l = t.acquire(new int[] {3, 4, 5});
     assertEquals(2, l.lockedTokens());
+    assertEquals(0, t.pinnedTokens());
     t.engineEvents().onBlocksRemoved(new long[] {1});
     assertEquals(0, t.match(new int[] {3, 4}));
     l.release();
@@ -688,8 +691,10 @@ class ConcurrentPrefixTreeTest {
     assertEquals(0, none.lockedTokens());
     t.insert(new int[] {1, 2, 3});
     ConcurrentPrefixTree.Lease l = t.acquire(new int[] {1, 2, 3});
+    assertEquals(3, t.pinnedTokens());
     t.clear();
     t.insert(new int[] {1, 2, 3, 4});
+    assertEquals(0, t.pinnedTokens()); // a lease from before the clear pins nothing
     l.release(); // the tree was cleared since: nothing to unpin, but it counts once
     none.release();
     t.checkInvariants();

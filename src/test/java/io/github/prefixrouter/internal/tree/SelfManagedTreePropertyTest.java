@@ -332,6 +332,8 @@ class SelfManagedTreePropertyTest {
       }
       tree.checkInvariants();
       assertEquals(model.lastUse.size(), tree.sizeTokens(), "size after " + op);
+      assertEquals(model.leases.values().stream().filter(c -> c > 0).count(),
+          tree.pinnedTokens(), "pinned tokens after " + op);
       for (int sc = 0; sc < SCOPES.length; sc++) {
         assertEquals(sorted(model.leaves(sc)),
             sorted(asLists(tree.leafSequences(SCOPES[sc]))), "scope " + sc + " after " + op);
