@@ -35,4 +35,26 @@ public interface LocalPrefixIndex {
 
   /** Tokens held now. */
   long cachedTokens();
+
+  /**
+   * Pins the cached prefix of a prompt about to run on the local engine, in the scope whose
+   * chains start from {@code scopeRoot}, so the index does not evict it while the engine uses
+   * it (an engine keeps the blocks of a running request); the node releases the pin once the
+   * run has ended, however it ended. The default pins nothing, as an index mirroring an
+   * engine's own events needs (the engine reports what it keeps).
+   *
+   * @return the pin; its {@link Pin#release()} is called exactly once
+   */
+  default Pin pin(long scopeRoot, int[] tokens) {
+    return Pin.NONE;
+  }
+
+  /** A pin on a cached prefix ({@link #pin}). */
+  interface Pin {
+    /** Pins nothing. */
+    Pin NONE = () -> {};
+
+    /** Lets the prefix be evicted again. */
+    void release();
+  }
 }

@@ -994,6 +994,9 @@ public final class RouterNode implements PrefixRouterNode {
     }
     String id = ex.request.id();
     onEngine.merge(id, 1, Integer::sum);
+    // a self-managed tree keeps the prompt's cached prefix while the engine uses it, as the
+    // engine does; released when the run ends, however it ends
+    LocalPrefixIndex.Pin pin = pinLocal(ex);
     AtomicBoolean runEnded = new AtomicBoolean();
     Runnable endRun = () -> {
       if (runEnded.compareAndSet(false, true)) {
@@ -1001,6 +1004,11 @@ public final class RouterNode implements PrefixRouterNode {
           ex.engineRuns--;
         }
         onEngine.computeIfPresent(id, (k, v) -> v == 1 ? null : v - 1);
+        try {
+          pin.release();
+        } catch (RuntimeException | Error e) {
+          LOG.warn("node {}: releasing the local index's pin failed", nodeId, e);
+        }
       }
     };
     CompletableFuture<EngineResult> f;
@@ -1127,6 +1135,17 @@ public final class RouterNode implements PrefixRouterNode {
     LOG.warn("node {}: the output of request {} diverged from what was already streamed: {}",
         nodeId, ex.request.id(), why);
     abandon(ex, new Diverged(why));
+  }
+
+  /** The local index's pin on {@code ex}'s cached prefix; none if the index fails. */
+  private LocalPrefixIndex.Pin pinLocal(Execution ex) {
+    try {
+      LocalPrefixIndex.Pin p = local.pin(ex.scopeRoot, ex.request.tokensUnsafe());
+      return p != null ? p : LocalPrefixIndex.Pin.NONE;
+    } catch (RuntimeException | Error e) {
+      LOG.debug("node {}: local index pin failed", nodeId, e);
+      return LocalPrefixIndex.Pin.NONE;
+    }
   }
 
   /** The local index's match of {@code ex}'s prompt, or -1 if the index fails. */

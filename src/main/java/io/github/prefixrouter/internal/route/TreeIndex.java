@@ -41,6 +41,19 @@ final class TreeIndex implements LocalPrefixIndex {
     }
   }
 
+  /**
+   * A self-managed tree's lease on the prompt's cached prefix (nothing when none of it is
+   * cached); an engine-driven tree pins nothing, the engine's events being authoritative.
+   */
+  @Override
+  public Pin pin(long scopeRoot, int[] tokens) {
+    if (!selfManaged || tokens.length == 0) {
+      return Pin.NONE;
+    }
+    ConcurrentPrefixTree.Lease lease = tree.acquire(scopeRoot, tokens);
+    return lease::close;
+  }
+
   @Override
   public long cachedTokens() {
     return tree.sizeTokens();
