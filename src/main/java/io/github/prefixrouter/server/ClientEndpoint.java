@@ -22,6 +22,9 @@ import io.github.prefixrouter.internal.wire.InboundReaders;
 import io.github.prefixrouter.internal.wire.IoDeadline;
 import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
 import java.time.Duration;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -971,6 +974,7 @@ final class ClientEndpoint {
    *
    * @throws BodyTooLargeException for a larger body (413)
    * @throws IllegalArgumentException or {@link Json.JsonException} if it is not a JSON object
+   *     in UTF-8 ({@link #utf8})
    */
   private static Map<?, ?> readObject(HttpExchange ex, int maxDepth) throws IOException {
     long declared = -1;
@@ -989,11 +993,37 @@ final class ClientEndpoint {
     if (body.length > MAX_BODY) {
       throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
     }
-    Object root = Json.parse(new String(body, StandardCharsets.UTF_8), MAX_BODY, maxDepth);
+    Object root = Json.parse(utf8(body), MAX_BODY, maxDepth);
     if (!(root instanceof Map<?, ?> m)) {
       throw new IllegalArgumentException("the body must be a JSON object");
     }
     return m;
+  }
+
+  /**
+   * The text of a body, which JSON requires to be UTF-8 (RFC 8259, section 8.1).
+   *
+   * @throws IllegalArgumentException if it is not well-formed UTF-8 (a byte that is never in
+   *     UTF-8, a sequence cut short, an encoded surrogate, an overlong encoding): decoding it
+   *     with U+FFFD in place of the bad bytes would run a prompt the client never sent
+   */
+  static String utf8(byte[] body) {
+    String text = new String(body, StandardCharsets.UTF_8);
+    // a bad sequence decodes as U+FFFD, which a text of ASCII and Latin-1 alone cannot hold
+    if (text.indexOf('\uFFFD') < 0) {
+      return text;
+    }
+    ByteBuffer in = ByteBuffer.wrap(body);
+    try {
+      StandardCharsets.UTF_8.newDecoder()
+          .onMalformedInput(CodingErrorAction.REPORT)
+          .onUnmappableCharacter(CodingErrorAction.REPORT)
+          .decode(in);
+    } catch (CharacterCodingException e) {
+      throw new IllegalArgumentException("the body is not valid UTF-8: a malformed byte "
+          + "sequence at byte " + in.position());
+    }
+    return text; // U+FFFD sent as such
   }
 
   /**
