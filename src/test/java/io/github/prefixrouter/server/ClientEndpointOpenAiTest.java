@@ -290,6 +290,48 @@ class ClientEndpointOpenAiTest {
     assertEquals(CacheScope.DEFAULT, requests.get(3).scope());
   }
 
+  /**
+   * Integer parameters written as numbers with a fraction of zero ({@code 16.0}, {@code 1e1}),
+   * as clients that compute them in floating point send and vLLM's parser accepts, are those
+   * integers; a fraction, or a number a double cannot hold exactly, is refused naming the key,
+   * and an integer out of range is refused with the range.
+   */
+  @Test
+  void integerParametersWrittenWithAZeroFractionAreThoseIntegers() throws Exception {
+    start();
+    postAsync(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"a\",\"max_tokens\":16.0,"
+        + "\"n\":1.0,\"best_of\":1.0,\"seed\":-5.0}");
+    awaitSubmitted(1);
+    assertEquals(16, requests.get(0).params().maxTokens());
+    assertEquals(-5L, requests.get(0).params().seed());
+    postAsync(ClientEndpoint.OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+        + "\"max_completion_tokens\":1e1,\"n\":1.0,\"top_logprobs\":0.0,\"seed\":4096.0}");
+    awaitSubmitted(2);
+    assertEquals(10, requests.get(1).params().maxTokens());
+    assertEquals(4096L, requests.get(1).params().seed());
+
+    String cmpl = ClientEndpoint.OPENAI_COMPLETIONS;
+    // {body, param, words the message must have}
+    String[][] refused = {
+        {"{\"prompt\":\"a\",\"max_tokens\":16.5}", "max_tokens", "must be an integer"},
+        {"{\"prompt\":\"a\",\"max_tokens\":9999999999}", "max_tokens", "between 1 and 1048576"},
+        {"{\"prompt\":\"a\",\"max_tokens\":1e300}", "max_tokens", "between 1 and 1048576"},
+        {"{\"prompt\":\"a\",\"n\":2.0}", "n", "other than 1"},
+        {"{\"prompt\":\"a\",\"n\":1.5}", "n", "other than 1"},
+        {"{\"prompt\":\"a\",\"best_of\":2.0}", "best_of", "not supported"},
+        {"{\"prompt\":\"a\",\"seed\":0.5}", "seed", "must be an integer"},
+        {"{\"prompt\":\"a\",\"seed\":9007199254740993.0}", "seed", "must be an integer"},
+    };
+    for (String[] c : refused) {
+      HttpResponse<String> resp = post(cmpl, c[0]);
+      assertEquals(400, resp.statusCode(), c[0] + " -> " + resp.body());
+      Map<?, ?> error = map(json(resp.body()).get("error"));
+      assertEquals(c[1], error.get("param"), c[0] + " -> " + resp.body());
+      assertTrue(((String) error.get("message")).contains(c[2]), c[0] + " -> " + resp.body());
+    }
+    assertEquals(2, requests.size(), "nothing refused was submitted");
+  }
+
   @Test
   void noOpValuesOfOptionsThatCannotBeHonouredAreAccepted() throws Exception {
     start();
