@@ -70,17 +70,28 @@ final class OpenAiRequest {
   private static final NoOp FALSE = new NoOp("null or false",
       v -> isNull(v) || Boolean.FALSE.equals(v));
   private static final NoOp NULL_ONLY = new NoOp("null", OpenAiRequest::isNull);
+  /** vLLM's {@code repetition_penalty}: 1 is none. */
+  private static final NoOp ONE = new NoOp("null or 1", v -> isNull(v) || isUnit(v));
+  /** vLLM's {@code top_k}: -1 and 0 both mean every token. */
+  private static final NoOp NO_TOP_K = new NoOp("null, -1 or 0", v -> isNull(v) || isZero(v)
+      || (v instanceof Number n && n.doubleValue() == -1.0));
 
   /** Options of {@code /v1/completions} accepted with a no-op value only. */
-  static final Map<String, NoOp> COMPLETION_NO_OPS = Map.of(
-      "presence_penalty", ZERO,
-      "frequency_penalty", ZERO,
-      "include_stop_str_in_output", FALSE,
-      "logit_bias", EMPTY_OBJECT,
-      "logprobs", NULL_ONLY,
-      "echo", FALSE,
-      "best_of", new NoOp("null or 1", v -> isNull(v) || isOne(v)),
-      "suffix", new NoOp("null or \"\"", v -> isNull(v) || "".equals(v)));
+  static final Map<String, NoOp> COMPLETION_NO_OPS = Map.ofEntries(
+      Map.entry("presence_penalty", ZERO),
+      Map.entry("frequency_penalty", ZERO),
+      Map.entry("include_stop_str_in_output", FALSE),
+      Map.entry("logit_bias", EMPTY_OBJECT),
+      Map.entry("logprobs", NULL_ONLY),
+      Map.entry("echo", FALSE),
+      Map.entry("best_of", new NoOp("null or 1", v -> isNull(v) || isOne(v))),
+      Map.entry("suffix", new NoOp("null or \"\"", v -> isNull(v) || "".equals(v))),
+      // vLLM's sampling options, which its own serving benchmark sends with these values
+      Map.entry("repetition_penalty", ONE),
+      Map.entry("ignore_eos", FALSE),
+      Map.entry("top_k", NO_TOP_K),
+      Map.entry("min_p", ZERO),
+      Map.entry("min_tokens", ZERO));
 
   /** Options of {@code /v1/chat/completions} accepted with a no-op value only. */
   static final Map<String, NoOp> CHAT_NO_OPS = Map.ofEntries(
@@ -105,7 +116,13 @@ final class OpenAiRequest {
       Map.entry("service_tier", new NoOp("null, \"auto\" or \"default\"",
           v -> isNull(v) || "auto".equals(v) || "default".equals(v))),
       Map.entry("modalities", new NoOp("null or [\"text\"]",
-          v -> isNull(v) || List.of("text").equals(v))));
+          v -> isNull(v) || List.of("text").equals(v))),
+      // vLLM's sampling options, as for completions
+      Map.entry("repetition_penalty", ONE),
+      Map.entry("ignore_eos", FALSE),
+      Map.entry("top_k", NO_TOP_K),
+      Map.entry("min_p", ZERO),
+      Map.entry("min_tokens", ZERO));
 
   /** The keys a chat message may have. */
   static final Set<String> MESSAGE_KEYS = Set.of("role", "content", "name");
@@ -605,6 +622,10 @@ final class OpenAiRequest {
 
   private static boolean isNull(Object v) {
     return v == null || v == Json.NULL;
+  }
+
+  private static boolean isUnit(Object v) {
+    return v instanceof Number n && n.doubleValue() == 1.0;
   }
 
   private static boolean isZero(Object v) {

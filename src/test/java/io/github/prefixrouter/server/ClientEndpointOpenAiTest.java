@@ -332,6 +332,54 @@ class ClientEndpointOpenAiTest {
     assertEquals(2, requests.size(), "nothing refused was submitted");
   }
 
+  /**
+   * The bodies vLLM's serving benchmark sends ({@code vllm bench serve}, backends
+   * {@code openai} and {@code openai-chat}; older versions add {@code best_of} and
+   * {@code ignore_eos}) are accepted: their vLLM sampling options ask for nothing. The same
+   * options asking for something are refused naming them.
+   */
+  @Test
+  void vllmsBenchmarkRequestsAreAcceptedAndTheirOptionsRefusedWhenTheyAskForSomething()
+      throws Exception {
+    start();
+    CompletableFuture<HttpResponse<InputStream>> text = postStreaming(
+        ClientEndpoint.OPENAI_COMPLETIONS, "{\"model\":\"base\",\"prompt\":\"a b c\","
+            + "\"temperature\":0.0,\"repetition_penalty\":1.0,\"max_tokens\":4,\"logprobs\":null,"
+            + "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"best_of\":1,"
+            + "\"ignore_eos\":false}");
+    awaitSubmitted(1);
+    assertEquals(4, requests.get(0).params().maxTokens());
+    futures.get(0).complete(response("solo-c1", new int[] {'x'}, "", 0));
+    assertEquals(200, text.get(20, TimeUnit.SECONDS).statusCode());
+    CompletableFuture<HttpResponse<InputStream>> chat = postStreaming(ClientEndpoint.OPENAI_CHAT,
+        "{\"model\":\"base\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+            + "\"text\":\"a b c\"}]}],\"temperature\":0.0,\"max_completion_tokens\":4,"
+            + "\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+            + "\"repetition_penalty\":1,\"ignore_eos\":false,\"top_k\":-1,\"min_p\":0,"
+            + "\"min_tokens\":0}");
+    awaitSubmitted(2);
+    futures.get(1).complete(response("solo-c2", new int[] {'y'}, "", 0));
+    assertEquals(200, chat.get(20, TimeUnit.SECONDS).statusCode());
+
+    String[][] refused = {
+        {"repetition_penalty", "1.2"}, {"ignore_eos", "true"}, {"top_k", "50"},
+        {"min_p", "0.1"}, {"min_tokens", "3"}};
+    for (String[] c : refused) {
+      for (String path : new String[] {ClientEndpoint.OPENAI_COMPLETIONS,
+          ClientEndpoint.OPENAI_CHAT}) {
+        String body = path.equals(ClientEndpoint.OPENAI_CHAT)
+            ? "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"" + c[0] + "\":" + c[1] + "}"
+            : "{\"prompt\":\"a\",\"" + c[0] + "\":" + c[1] + "}";
+        HttpResponse<String> resp = post(path, body);
+        assertEquals(400, resp.statusCode(), body + " -> " + resp.body());
+        Map<?, ?> error = map(json(resp.body()).get("error"));
+        assertEquals(c[0], error.get("param"), resp.body());
+        assertEquals("unsupported_parameter", error.get("code"), resp.body());
+      }
+    }
+    assertEquals(2, requests.size(), "nothing refused was submitted");
+  }
+
   @Test
   void noOpValuesOfOptionsThatCannotBeHonouredAreAccepted() throws Exception {
     start();
