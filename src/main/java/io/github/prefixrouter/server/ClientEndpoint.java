@@ -100,7 +100,9 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code GET /health} (or {@code HEAD}): 200 while the node runs, 503 otherwise.
  * </ul>
  *
- * Paths match exactly (anything else is 404) and another method is 405. Requests are answered
+ * Paths match exactly (anything else is 404) and another method is 405; the 405 of an OpenAI
+ * route and the 404 of another path under {@code /v1/} (but {@code /v1/route/} and
+ * {@code /v1/stats}) are in OpenAI's error shape. Requests are answered
  * asynchronously: no thread waits for the engine.
  *
  * <p>Threads: every connection that starts a request is read on a reader thread of its own
@@ -378,17 +380,17 @@ final class ClientEndpoint {
         }
       }
       case OPENAI_COMPLETIONS -> {
-        if (allowed(ex, method, "POST")) {
+        if (openAiAllowed(ex, path, method, "POST")) {
           openAi(ex, OpenAiRequest.Kind.COMPLETION);
         }
       }
       case OPENAI_CHAT -> {
-        if (allowed(ex, method, "POST")) {
+        if (openAiAllowed(ex, path, method, "POST")) {
           openAi(ex, OpenAiRequest.Kind.CHAT);
         }
       }
       case MODELS -> {
-        if (allowed(ex, method, "GET")) {
+        if (openAiAllowed(ex, path, method, "GET")) {
           respond(ex, 200, OpenAiAnswers.models(baseModel, startedEpochSeconds));
         }
       }
@@ -408,10 +410,40 @@ final class ClientEndpoint {
               Map.of("state", node.state().name()));
         }
       }
-      default -> respond(ex, 404, Map.of("error", "no such path; use " + COMPLETIONS + ", "
-          + OPENAI_CHAT + ", " + OPENAI_COMPLETIONS + ", " + MODELS + ", " + STATS + ", "
-          + METRICS + " or " + HEALTH));
+      default -> {
+        String paths = COMPLETIONS + ", " + OPENAI_CHAT + ", " + OPENAI_COMPLETIONS + ", "
+            + MODELS + ", " + STATS + ", " + METRICS + " or " + HEALTH;
+        if (isOpenAiPath(path)) {
+          openAiError(ex, 404, "no such path: " + method + " " + path + "; this node serves "
+              + "POST " + OPENAI_CHAT + ", POST " + OPENAI_COMPLETIONS + " and GET " + MODELS
+              + " of OpenAI's API (and " + paths + ")", null, "unknown_url");
+        } else {
+          respond(ex, 404, Map.of("error", "no such path; use " + paths));
+        }
+      }
     }
+  }
+
+  /**
+   * Whether {@code path} is under OpenAI's API ({@code /v1/}, but for this node's own
+   * {@code /v1/route/} and {@code /v1/stats}): its errors are in OpenAI's shape, which OpenAI
+   * clients read (an embeddings or responses call, a model by name).
+   */
+  private static boolean isOpenAiPath(String path) {
+    return path != null && path.startsWith("/v1/") && !path.startsWith("/v1/route/")
+        && !path.startsWith(STATS);
+  }
+
+  /** As {@link #allowed}, for an OpenAI route: a 405 in OpenAI's error shape. */
+  private static boolean openAiAllowed(HttpExchange ex, String path, String method,
+      String expected) {
+    if (expected.equals(method)) {
+      return true;
+    }
+    ex.getResponseHeaders().add("Allow", expected);
+    openAiError(ex, 405, method + " " + path + " is not allowed: use " + expected, null,
+        "method_not_allowed");
+    return false;
   }
 
   /** True if the method is the one the path takes; otherwise answers 405. */

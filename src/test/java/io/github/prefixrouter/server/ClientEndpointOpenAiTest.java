@@ -894,6 +894,46 @@ class ClientEndpointOpenAiTest {
         map(((List<?>) json(resp.body()).get("choices")).get(0)).get("text"));
   }
 
+  /**
+   * A method an OpenAI route does not take, and a path of OpenAI's API the node does not serve
+   * (embeddings, the responses API, one model), are errors in OpenAI's shape, which OpenAI
+   * clients read for the message and code; the node's own paths keep their own shape.
+   */
+  @Test
+  void wrongMethodsAndPathsOfTheOpenAiApiAreErrorsInOpenAisShape() throws Exception {
+    start();
+    String[][] cases = {
+        {"GET", ClientEndpoint.OPENAI_CHAT, "405", "method_not_allowed", "POST"},
+        {"OPTIONS", ClientEndpoint.OPENAI_COMPLETIONS, "405", "method_not_allowed", "POST"},
+        {"POST", ClientEndpoint.MODELS, "405", "method_not_allowed", "GET"},
+        {"POST", "/v1/embeddings", "404", "unknown_url", null},
+        {"POST", "/v1/responses", "404", "unknown_url", null},
+        {"GET", "/v1/models/base", "404", "unknown_url", null},
+        {"POST", "/v1/chat/completions/", "404", "unknown_url", null},
+    };
+    for (String[] c : cases) {
+      HttpResponse<String> resp = client.send(HttpRequest.newBuilder(
+              URI.create("http://" + address + c[1]))
+          .method(c[0], c[0].equals("POST") ? HttpRequest.BodyPublishers.ofString("{}")
+              : HttpRequest.BodyPublishers.noBody()).build(),
+          HttpResponse.BodyHandlers.ofString());
+      assertEquals(Integer.parseInt(c[2]), resp.statusCode(), c[0] + " " + c[1]);
+      Map<?, ?> error = map(json(resp.body()).get("error"));
+      assertEquals(ordered("message", error.get("message"), "type", "invalid_request_error",
+          "param", Json.NULL, "code", c[3]), error, c[0] + " " + c[1] + " -> " + resp.body());
+      assertTrue(((String) error.get("message")).contains(c[1]), resp.body());
+      assertEquals(c[4], resp.headers().firstValue("Allow").orElse(null), c[1]);
+    }
+    // the node's own paths answer as before
+    HttpResponse<String> route = get(ClientEndpoint.COMPLETIONS);
+    assertEquals(405, route.statusCode());
+    assertTrue(json(route.body()).get("error") instanceof String, route.body());
+    HttpResponse<String> other = get("/v1/route/x");
+    assertEquals(404, other.statusCode());
+    assertTrue(json(other.body()).get("error") instanceof String, other.body());
+    assertTrue(requests.isEmpty());
+  }
+
   @Test
   void theModelListHasTheBaseModelOrNothing() throws Exception {
     start();
