@@ -956,6 +956,22 @@ final class ClientEndpoint {
   }
 
 
+  /**
+   * A client's request id, which the node writes into log lines and sends to peers.
+   *
+   * @throws IllegalArgumentException if it has a control character (C0, DEL or C1: a line
+   *     break would forge a log line, an escape drive a terminal)
+   */
+  static String requestId(String id) {
+    for (int i = 0; i < id.length(); i++) {
+      if (Character.isISOControl(id.charAt(i))) {
+        throw new IllegalArgumentException("id must have no control character, had U+"
+            + String.format("%04X", (int) id.charAt(i)) + " at index " + i);
+      }
+    }
+    return id;
+  }
+
   /** A parsed completions request and whether its answer is streamed. */
   private record ParsedRequest(InferenceRequest request, boolean stream) {}
 
@@ -968,7 +984,8 @@ final class ClientEndpoint {
       }
     }
     Object idValue = m.get("id");
-    String id = idValue == null ? node.nodeId() + "-c" + ids.incrementAndGet() : Json.asString(idValue, "id");
+    String id = idValue == null ? node.nodeId() + "-c" + ids.incrementAndGet()
+        : requestId(Json.asString(idValue, "id"));
     int[] prompt = Json.asIntArray(m.get("prompt"), "prompt");
     int maxTokens = m.containsKey("max_tokens") ? Json.asInt(m.get("max_tokens"), "max_tokens") : 1;
     double temperature = m.containsKey("temperature") ? Json.asDouble(m.get("temperature"), "temperature") : 0.0;

@@ -129,4 +129,32 @@ class ClientEndpointHostileInputTest {
         StubNode.LOCAL_DECISION));
     assertEquals(200, ok.get(20, TimeUnit.SECONDS).statusCode());
   }
+
+  /**
+   * The token route's {@code id} is the client's, and the node writes it into its log lines
+   * (a stream that fails, a routing failure) and sends it to peers: an id with a control
+   * character (a line break that forges a log line, a terminal escape) is refused, as a
+   * {@code model} or {@code cache_salt} with one is.
+   */
+  @Test
+  void aRequestIdWithAControlCharacterIsRefused() throws Exception {
+    start();
+    for (String id : new String[] {"a\\nb", "q\\r", "\\u001b[31mred", "x\\u007f", "\\u0085",
+        "\\u0000"}) {
+      HttpResponse<String> resp = post(ClientEndpoint.COMPLETIONS,
+          ("{\"id\":\"" + id + "\",\"prompt\":[1]}").getBytes(StandardCharsets.UTF_8));
+      assertEquals(400, resp.statusCode(), id + " -> " + resp.body());
+      String error = (String) json(resp.body()).get("error");
+      assertTrue(error.contains("id") && error.contains("control character"), resp.body());
+    }
+    assertTrue(stub.requests.isEmpty(), "nothing was submitted");
+    CompletableFuture<HttpResponse<String>> ok = postAsync(ClientEndpoint.COMPLETIONS,
+        "{\"id\":\"é-1 \\u2603\",\"prompt\":[1]}".getBytes(StandardCharsets.UTF_8));
+    stub.awaitSubmitted(1);
+    assertEquals("é-1 ☃", stub.requests.get(0).id());
+    stub.futures.get(0).complete(new InferenceResponse("é-1 ☃",
+        new EngineResult(new int[] {2}, "", 1, 0, 1, 1), "solo", false, 1, FallbackCause.NONE,
+        StubNode.LOCAL_DECISION));
+    assertEquals(200, ok.get(20, TimeUnit.SECONDS).statusCode());
+  }
 }
