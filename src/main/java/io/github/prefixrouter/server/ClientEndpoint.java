@@ -22,6 +22,9 @@ import io.github.prefixrouter.internal.wire.InboundReaders;
 import io.github.prefixrouter.internal.wire.IoDeadline;
 import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
 import java.time.Duration;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -97,7 +100,9 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code GET /health} (or {@code HEAD}): 200 while the node runs, 503 otherwise.
  * </ul>
  *
- * Paths match exactly (anything else is 404) and another method is 405. Requests are answered
+ * Paths match exactly (anything else is 404) and another method is 405; the 405 of an OpenAI
+ * route and the 404 of another path under {@code /v1/} (but {@code /v1/route/} and
+ * {@code /v1/stats}) are in OpenAI's error shape. Requests are answered
  * asynchronously: no thread waits for the engine.
  *
  * <p>Threads: every connection that starts a request is read on a reader thread of its own
@@ -375,17 +380,17 @@ final class ClientEndpoint {
         }
       }
       case OPENAI_COMPLETIONS -> {
-        if (allowed(ex, method, "POST")) {
+        if (openAiAllowed(ex, path, method, "POST")) {
           openAi(ex, OpenAiRequest.Kind.COMPLETION);
         }
       }
       case OPENAI_CHAT -> {
-        if (allowed(ex, method, "POST")) {
+        if (openAiAllowed(ex, path, method, "POST")) {
           openAi(ex, OpenAiRequest.Kind.CHAT);
         }
       }
       case MODELS -> {
-        if (allowed(ex, method, "GET")) {
+        if (openAiAllowed(ex, path, method, "GET")) {
           respond(ex, 200, OpenAiAnswers.models(baseModel, startedEpochSeconds));
         }
       }
@@ -405,10 +410,40 @@ final class ClientEndpoint {
               Map.of("state", node.state().name()));
         }
       }
-      default -> respond(ex, 404, Map.of("error", "no such path; use " + COMPLETIONS + ", "
-          + OPENAI_CHAT + ", " + OPENAI_COMPLETIONS + ", " + MODELS + ", " + STATS + ", "
-          + METRICS + " or " + HEALTH));
+      default -> {
+        String paths = COMPLETIONS + ", " + OPENAI_CHAT + ", " + OPENAI_COMPLETIONS + ", "
+            + MODELS + ", " + STATS + ", " + METRICS + " or " + HEALTH;
+        if (isOpenAiPath(path)) {
+          openAiError(ex, 404, "no such path: " + method + " " + path + "; this node serves "
+              + "POST " + OPENAI_CHAT + ", POST " + OPENAI_COMPLETIONS + " and GET " + MODELS
+              + " of OpenAI's API (and " + paths + ")", null, "unknown_url");
+        } else {
+          respond(ex, 404, Map.of("error", "no such path; use " + paths));
+        }
+      }
     }
+  }
+
+  /**
+   * Whether {@code path} is under OpenAI's API ({@code /v1/}, but for this node's own
+   * {@code /v1/route/} and {@code /v1/stats}): its errors are in OpenAI's shape, which OpenAI
+   * clients read (an embeddings or responses call, a model by name).
+   */
+  private static boolean isOpenAiPath(String path) {
+    return path != null && path.startsWith("/v1/") && !path.startsWith("/v1/route/")
+        && !path.startsWith(STATS);
+  }
+
+  /** As {@link #allowed}, for an OpenAI route: a 405 in OpenAI's error shape. */
+  private static boolean openAiAllowed(HttpExchange ex, String path, String method,
+      String expected) {
+    if (expected.equals(method)) {
+      return true;
+    }
+    ex.getResponseHeaders().add("Allow", expected);
+    openAiError(ex, 405, method + " " + path + " is not allowed: use " + expected, null,
+        "method_not_allowed");
+    return false;
   }
 
   /** True if the method is the one the path takes; otherwise answers 405. */
@@ -921,6 +956,22 @@ final class ClientEndpoint {
   }
 
 
+  /**
+   * A client's request id, which the node writes into log lines and sends to peers.
+   *
+   * @throws IllegalArgumentException if it has a control character (C0, DEL or C1: a line
+   *     break would forge a log line, an escape drive a terminal)
+   */
+  static String requestId(String id) {
+    for (int i = 0; i < id.length(); i++) {
+      if (Character.isISOControl(id.charAt(i))) {
+        throw new IllegalArgumentException("id must have no control character, had U+"
+            + String.format("%04X", (int) id.charAt(i)) + " at index " + i);
+      }
+    }
+    return id;
+  }
+
   /** A parsed completions request and whether its answer is streamed. */
   private record ParsedRequest(InferenceRequest request, boolean stream) {}
 
@@ -933,7 +984,8 @@ final class ClientEndpoint {
       }
     }
     Object idValue = m.get("id");
-    String id = idValue == null ? node.nodeId() + "-c" + ids.incrementAndGet() : Json.asString(idValue, "id");
+    String id = idValue == null ? node.nodeId() + "-c" + ids.incrementAndGet()
+        : requestId(Json.asString(idValue, "id"));
     int[] prompt = Json.asIntArray(m.get("prompt"), "prompt");
     int maxTokens = m.containsKey("max_tokens") ? Json.asInt(m.get("max_tokens"), "max_tokens") : 1;
     double temperature = m.containsKey("temperature") ? Json.asDouble(m.get("temperature"), "temperature") : 0.0;
@@ -971,6 +1023,7 @@ final class ClientEndpoint {
    *
    * @throws BodyTooLargeException for a larger body (413)
    * @throws IllegalArgumentException or {@link Json.JsonException} if it is not a JSON object
+   *     in UTF-8 ({@link #utf8})
    */
   private static Map<?, ?> readObject(HttpExchange ex, int maxDepth) throws IOException {
     long declared = -1;
@@ -989,11 +1042,37 @@ final class ClientEndpoint {
     if (body.length > MAX_BODY) {
       throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
     }
-    Object root = Json.parse(new String(body, StandardCharsets.UTF_8), MAX_BODY, maxDepth);
+    Object root = Json.parse(utf8(body), MAX_BODY, maxDepth);
     if (!(root instanceof Map<?, ?> m)) {
       throw new IllegalArgumentException("the body must be a JSON object");
     }
     return m;
+  }
+
+  /**
+   * The text of a body, which JSON requires to be UTF-8 (RFC 8259, section 8.1).
+   *
+   * @throws IllegalArgumentException if it is not well-formed UTF-8 (a byte that is never in
+   *     UTF-8, a sequence cut short, an encoded surrogate, an overlong encoding): decoding it
+   *     with U+FFFD in place of the bad bytes would run a prompt the client never sent
+   */
+  static String utf8(byte[] body) {
+    String text = new String(body, StandardCharsets.UTF_8);
+    // a bad sequence decodes as U+FFFD, which a text of ASCII and Latin-1 alone cannot hold
+    if (text.indexOf('\uFFFD') < 0) {
+      return text;
+    }
+    ByteBuffer in = ByteBuffer.wrap(body);
+    try {
+      StandardCharsets.UTF_8.newDecoder()
+          .onMalformedInput(CodingErrorAction.REPORT)
+          .onUnmappableCharacter(CodingErrorAction.REPORT)
+          .decode(in);
+    } catch (CharacterCodingException e) {
+      throw new IllegalArgumentException("the body is not valid UTF-8: a malformed byte "
+          + "sequence at byte " + in.position());
+    }
+    return text; // U+FFFD sent as such
   }
 
   /**

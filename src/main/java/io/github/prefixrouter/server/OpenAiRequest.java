@@ -70,17 +70,28 @@ final class OpenAiRequest {
   private static final NoOp FALSE = new NoOp("null or false",
       v -> isNull(v) || Boolean.FALSE.equals(v));
   private static final NoOp NULL_ONLY = new NoOp("null", OpenAiRequest::isNull);
+  /** vLLM's {@code repetition_penalty}: 1 is none. */
+  private static final NoOp ONE = new NoOp("null or 1", v -> isNull(v) || isUnit(v));
+  /** vLLM's {@code top_k}: -1 and 0 both mean every token. */
+  private static final NoOp NO_TOP_K = new NoOp("null, -1 or 0", v -> isNull(v) || isZero(v)
+      || (v instanceof Number n && n.doubleValue() == -1.0));
 
   /** Options of {@code /v1/completions} accepted with a no-op value only. */
-  static final Map<String, NoOp> COMPLETION_NO_OPS = Map.of(
-      "presence_penalty", ZERO,
-      "frequency_penalty", ZERO,
-      "include_stop_str_in_output", FALSE,
-      "logit_bias", EMPTY_OBJECT,
-      "logprobs", NULL_ONLY,
-      "echo", FALSE,
-      "best_of", new NoOp("null or 1", v -> isNull(v) || Long.valueOf(1).equals(v)),
-      "suffix", new NoOp("null or \"\"", v -> isNull(v) || "".equals(v)));
+  static final Map<String, NoOp> COMPLETION_NO_OPS = Map.ofEntries(
+      Map.entry("presence_penalty", ZERO),
+      Map.entry("frequency_penalty", ZERO),
+      Map.entry("include_stop_str_in_output", FALSE),
+      Map.entry("logit_bias", EMPTY_OBJECT),
+      Map.entry("logprobs", NULL_ONLY),
+      Map.entry("echo", FALSE),
+      Map.entry("best_of", new NoOp("null or 1", v -> isNull(v) || isOne(v))),
+      Map.entry("suffix", new NoOp("null or \"\"", v -> isNull(v) || "".equals(v))),
+      // vLLM's sampling options, which its own serving benchmark sends with these values
+      Map.entry("repetition_penalty", ONE),
+      Map.entry("ignore_eos", FALSE),
+      Map.entry("top_k", NO_TOP_K),
+      Map.entry("min_p", ZERO),
+      Map.entry("min_tokens", ZERO));
 
   /** Options of {@code /v1/chat/completions} accepted with a no-op value only. */
   static final Map<String, NoOp> CHAT_NO_OPS = Map.ofEntries(
@@ -105,7 +116,13 @@ final class OpenAiRequest {
       Map.entry("service_tier", new NoOp("null, \"auto\" or \"default\"",
           v -> isNull(v) || "auto".equals(v) || "default".equals(v))),
       Map.entry("modalities", new NoOp("null or [\"text\"]",
-          v -> isNull(v) || List.of("text").equals(v))));
+          v -> isNull(v) || List.of("text").equals(v))),
+      // vLLM's sampling options, as for completions
+      Map.entry("repetition_penalty", ONE),
+      Map.entry("ignore_eos", FALSE),
+      Map.entry("top_k", NO_TOP_K),
+      Map.entry("min_p", ZERO),
+      Map.entry("min_tokens", ZERO));
 
   /** The keys a chat message may have. */
   static final Set<String> MESSAGE_KEYS = Set.of("role", "content", "name");
@@ -242,7 +259,7 @@ final class OpenAiRequest {
         m.put(key, v);
       }
     }
-    if (m.containsKey("n") && !Long.valueOf(1).equals(m.get("n"))) {
+    if (m.containsKey("n") && !isOne(m.get("n"))) {
       throw new Invalid("n", "unsupported_parameter",
           "\"n\" other than 1 is not supported by this node: it gives one choice per request, was "
               + shown(m.get("n")));
@@ -309,10 +326,10 @@ final class OpenAiRequest {
     double topP = m.containsKey("top_p") ? number(m, "top_p") : 1.0;
     Long seed = null;
     if (m.containsKey("seed")) {
-      if (!(m.get("seed") instanceof Long l)) {
+      seed = exactInteger(m.get("seed"));
+      if (seed == null) {
         throw new Invalid("seed", "seed must be an integer, was " + shown(m.get("seed")));
       }
-      seed = l;
     }
     try {
       params(maxTokens == null ? 1 : maxTokens, temperature, topP, 0L); // checks the ranges
@@ -545,11 +562,49 @@ final class OpenAiRequest {
     throw new Invalid(key, key + " must be a string, was " + shown(m.get(key)));
   }
 
+  /**
+   * A count of tokens: an integer, or a number with a fraction of zero ({@link #exactInteger});
+   * one beyond int range is refused with the range of {@code max_tokens}.
+   */
   private static int integer(Map<String, Object> m, String key) {
-    if (m.get(key) instanceof Long l && l >= Integer.MIN_VALUE && l <= Integer.MAX_VALUE) {
+    Object v = m.get(key);
+    Long l = exactInteger(v);
+    if (l != null && l >= Integer.MIN_VALUE && l <= Integer.MAX_VALUE) {
       return (int) (long) l;
     }
-    throw new Invalid(key, key + " must be an integer, was " + shown(m.get(key)));
+    if (l != null || (v instanceof Double d && Double.isFinite(d) && d == Math.rint(d))) {
+      throw new Invalid(key, key + " must be between 1 and " + GenerationParams.MAX_TOKENS_LIMIT
+          + ", was " + shown(v));
+    }
+    throw new Invalid(key, key + " must be an integer, was " + shown(v));
+  }
+
+  /**
+   * 2^53: a double holds every integer below it exactly, and no integer literal of more
+   * magnitude is known to be the one the client wrote (2^53 + 1 reads as 2^53).
+   */
+  private static final double EXACT_DOUBLE_INTEGERS = 0x1p53;
+
+  /**
+   * {@code v} as an integer: a JSON integer, or a number with a fraction of zero ({@code 16.0},
+   * {@code 1e1}), as clients that compute in floating point send them and vLLM's parser takes
+   * them, when it is below 2^53 in magnitude (so that no digit the client wrote was lost in
+   * reading it as a double); null for anything else.
+   */
+  static Long exactInteger(Object v) {
+    if (v instanceof Long l) {
+      return l;
+    }
+    if (v instanceof Double d && d == Math.rint(d) && Math.abs(d) < EXACT_DOUBLE_INTEGERS) {
+      return (long) (double) d;
+    }
+    return null;
+  }
+
+  /** True for the integer 1 (written {@code 1}, {@code 1.0} or so). */
+  private static boolean isOne(Object v) {
+    Long l = exactInteger(v);
+    return l != null && l == 1;
   }
 
   private static double number(Map<String, Object> m, String key) {
@@ -567,6 +622,10 @@ final class OpenAiRequest {
 
   private static boolean isNull(Object v) {
     return v == null || v == Json.NULL;
+  }
+
+  private static boolean isUnit(Object v) {
+    return v instanceof Number n && n.doubleValue() == 1.0;
   }
 
   private static boolean isZero(Object v) {

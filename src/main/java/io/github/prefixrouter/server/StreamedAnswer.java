@@ -36,8 +36,9 @@ import org.slf4j.LoggerFactory;
  * flushes; more queued meanwhile is another batch with a deadline of its own, so a client that
  * keeps reading is never cut off, and one that stops reading for longer than the deadline is
  * (its connection closed and counted as a slow connection). The answer is 200 with
- * {@code text/event-stream} from its first piece on; a request that fails before it has given
- * one is answered with the status a request that is not streamed would get. A write that fails
+ * {@code text/event-stream} from its first event on; a request that fails before one was
+ * written (no piece, or only pieces its format shows nothing of) is answered with the status a
+ * request that is not streamed would get. A write that fails
  * (the client is gone, or was cut off) cancels the request: the node's future is cancelled.
  *
  * <p>Events are rendered by a {@link Format}: the route's own ({@link RouteFormat}) or OpenAI's
@@ -380,6 +381,11 @@ final class StreamedAnswer implements OutputListener {
       finished = true;
       failureAnswer.answer(ex, failBeforeStart.failure());
       onFinished.accept(this);
+      return;
+    }
+    if (!started && events.size() == 0) {
+      // pieces that show the client nothing (text held back for a stop string) are no event:
+      // the answer is not started, so a failure after them still gets its status answer
       return;
     }
     try {

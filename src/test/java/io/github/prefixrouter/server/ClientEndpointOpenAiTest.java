@@ -290,6 +290,96 @@ class ClientEndpointOpenAiTest {
     assertEquals(CacheScope.DEFAULT, requests.get(3).scope());
   }
 
+  /**
+   * Integer parameters written as numbers with a fraction of zero ({@code 16.0}, {@code 1e1}),
+   * as clients that compute them in floating point send and vLLM's parser accepts, are those
+   * integers; a fraction, or a number a double cannot hold exactly, is refused naming the key,
+   * and an integer out of range is refused with the range.
+   */
+  @Test
+  void integerParametersWrittenWithAZeroFractionAreThoseIntegers() throws Exception {
+    start();
+    postAsync(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"a\",\"max_tokens\":16.0,"
+        + "\"n\":1.0,\"best_of\":1.0,\"seed\":-5.0}");
+    awaitSubmitted(1);
+    assertEquals(16, requests.get(0).params().maxTokens());
+    assertEquals(-5L, requests.get(0).params().seed());
+    postAsync(ClientEndpoint.OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+        + "\"max_completion_tokens\":1e1,\"n\":1.0,\"top_logprobs\":0.0,\"seed\":4096.0}");
+    awaitSubmitted(2);
+    assertEquals(10, requests.get(1).params().maxTokens());
+    assertEquals(4096L, requests.get(1).params().seed());
+
+    String cmpl = ClientEndpoint.OPENAI_COMPLETIONS;
+    // {body, param, words the message must have}
+    String[][] refused = {
+        {"{\"prompt\":\"a\",\"max_tokens\":16.5}", "max_tokens", "must be an integer"},
+        {"{\"prompt\":\"a\",\"max_tokens\":9999999999}", "max_tokens", "between 1 and 1048576"},
+        {"{\"prompt\":\"a\",\"max_tokens\":1e300}", "max_tokens", "between 1 and 1048576"},
+        {"{\"prompt\":\"a\",\"n\":2.0}", "n", "other than 1"},
+        {"{\"prompt\":\"a\",\"n\":1.5}", "n", "other than 1"},
+        {"{\"prompt\":\"a\",\"best_of\":2.0}", "best_of", "not supported"},
+        {"{\"prompt\":\"a\",\"seed\":0.5}", "seed", "must be an integer"},
+        {"{\"prompt\":\"a\",\"seed\":9007199254740993.0}", "seed", "must be an integer"},
+    };
+    for (String[] c : refused) {
+      HttpResponse<String> resp = post(cmpl, c[0]);
+      assertEquals(400, resp.statusCode(), c[0] + " -> " + resp.body());
+      Map<?, ?> error = map(json(resp.body()).get("error"));
+      assertEquals(c[1], error.get("param"), c[0] + " -> " + resp.body());
+      assertTrue(((String) error.get("message")).contains(c[2]), c[0] + " -> " + resp.body());
+    }
+    assertEquals(2, requests.size(), "nothing refused was submitted");
+  }
+
+  /**
+   * The bodies vLLM's serving benchmark sends ({@code vllm bench serve}, backends
+   * {@code openai} and {@code openai-chat}; older versions add {@code best_of} and
+   * {@code ignore_eos}) are accepted: their vLLM sampling options ask for nothing. The same
+   * options asking for something are refused naming them.
+   */
+  @Test
+  void vllmsBenchmarkRequestsAreAcceptedAndTheirOptionsRefusedWhenTheyAskForSomething()
+      throws Exception {
+    start();
+    CompletableFuture<HttpResponse<InputStream>> text = postStreaming(
+        ClientEndpoint.OPENAI_COMPLETIONS, "{\"model\":\"base\",\"prompt\":\"a b c\","
+            + "\"temperature\":0.0,\"repetition_penalty\":1.0,\"max_tokens\":4,\"logprobs\":null,"
+            + "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"best_of\":1,"
+            + "\"ignore_eos\":false}");
+    awaitSubmitted(1);
+    assertEquals(4, requests.get(0).params().maxTokens());
+    futures.get(0).complete(response("solo-c1", new int[] {'x'}, "", 0));
+    assertEquals(200, text.get(20, TimeUnit.SECONDS).statusCode());
+    CompletableFuture<HttpResponse<InputStream>> chat = postStreaming(ClientEndpoint.OPENAI_CHAT,
+        "{\"model\":\"base\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+            + "\"text\":\"a b c\"}]}],\"temperature\":0.0,\"max_completion_tokens\":4,"
+            + "\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+            + "\"repetition_penalty\":1,\"ignore_eos\":false,\"top_k\":-1,\"min_p\":0,"
+            + "\"min_tokens\":0}");
+    awaitSubmitted(2);
+    futures.get(1).complete(response("solo-c2", new int[] {'y'}, "", 0));
+    assertEquals(200, chat.get(20, TimeUnit.SECONDS).statusCode());
+
+    String[][] refused = {
+        {"repetition_penalty", "1.2"}, {"ignore_eos", "true"}, {"top_k", "50"},
+        {"min_p", "0.1"}, {"min_tokens", "3"}};
+    for (String[] c : refused) {
+      for (String path : new String[] {ClientEndpoint.OPENAI_COMPLETIONS,
+          ClientEndpoint.OPENAI_CHAT}) {
+        String body = path.equals(ClientEndpoint.OPENAI_CHAT)
+            ? "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"" + c[0] + "\":" + c[1] + "}"
+            : "{\"prompt\":\"a\",\"" + c[0] + "\":" + c[1] + "}";
+        HttpResponse<String> resp = post(path, body);
+        assertEquals(400, resp.statusCode(), body + " -> " + resp.body());
+        Map<?, ?> error = map(json(resp.body()).get("error"));
+        assertEquals(c[0], error.get("param"), resp.body());
+        assertEquals("unsupported_parameter", error.get("code"), resp.body());
+      }
+    }
+    assertEquals(2, requests.size(), "nothing refused was submitted");
+  }
+
   @Test
   void noOpValuesOfOptionsThatCannotBeHonouredAreAccepted() throws Exception {
     start();
@@ -802,6 +892,46 @@ class ClientEndpointOpenAiTest {
     assertEquals(200, resp.statusCode(), resp.body());
     assertEquals(" engine text",
         map(((List<?>) json(resp.body()).get("choices")).get(0)).get("text"));
+  }
+
+  /**
+   * A method an OpenAI route does not take, and a path of OpenAI's API the node does not serve
+   * (embeddings, the responses API, one model), are errors in OpenAI's shape, which OpenAI
+   * clients read for the message and code; the node's own paths keep their own shape.
+   */
+  @Test
+  void wrongMethodsAndPathsOfTheOpenAiApiAreErrorsInOpenAisShape() throws Exception {
+    start();
+    String[][] cases = {
+        {"GET", ClientEndpoint.OPENAI_CHAT, "405", "method_not_allowed", "POST"},
+        {"OPTIONS", ClientEndpoint.OPENAI_COMPLETIONS, "405", "method_not_allowed", "POST"},
+        {"POST", ClientEndpoint.MODELS, "405", "method_not_allowed", "GET"},
+        {"POST", "/v1/embeddings", "404", "unknown_url", null},
+        {"POST", "/v1/responses", "404", "unknown_url", null},
+        {"GET", "/v1/models/base", "404", "unknown_url", null},
+        {"POST", "/v1/chat/completions/", "404", "unknown_url", null},
+    };
+    for (String[] c : cases) {
+      HttpResponse<String> resp = client.send(HttpRequest.newBuilder(
+              URI.create("http://" + address + c[1]))
+          .method(c[0], c[0].equals("POST") ? HttpRequest.BodyPublishers.ofString("{}")
+              : HttpRequest.BodyPublishers.noBody()).build(),
+          HttpResponse.BodyHandlers.ofString());
+      assertEquals(Integer.parseInt(c[2]), resp.statusCode(), c[0] + " " + c[1]);
+      Map<?, ?> error = map(json(resp.body()).get("error"));
+      assertEquals(ordered("message", error.get("message"), "type", "invalid_request_error",
+          "param", Json.NULL, "code", c[3]), error, c[0] + " " + c[1] + " -> " + resp.body());
+      assertTrue(((String) error.get("message")).contains(c[1]), resp.body());
+      assertEquals(c[4], resp.headers().firstValue("Allow").orElse(null), c[1]);
+    }
+    // the node's own paths answer as before
+    HttpResponse<String> route = get(ClientEndpoint.COMPLETIONS);
+    assertEquals(405, route.statusCode());
+    assertTrue(json(route.body()).get("error") instanceof String, route.body());
+    HttpResponse<String> other = get("/v1/route/x");
+    assertEquals(404, other.statusCode());
+    assertTrue(json(other.body()).get("error") instanceof String, other.body());
+    assertTrue(requests.isEmpty());
   }
 
   @Test

@@ -1,0 +1,105 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.mockito.ArgumentMatchers.anyInt;
+import static org.mockito.ArgumentMatchers.anyLong;
+import static org.mockito.Mockito.mock;
+import static org.mockito.Mockito.never;
+import static org.mockito.Mockito.verify;
+import static org.mockito.Mockito.when;
+
+import com.sun.net.httpserver.Headers;
+import com.sun.net.httpserver.HttpExchange;
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.internal.wire.IoDeadline;
+import io.github.prefixrouter.spi.EngineBusyException;
+import io.github.prefixrouter.spi.EngineResult;
+import java.io.ByteArrayOutputStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link StreamedAnswer} on its own, its writer run on the thread that gives each piece (a
+ * direct executor), so that every piece is a batch of its own, written before the next comes.
+ */
+class StreamedAnswerTest {
+
+  private final ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor();
+  private final HttpExchange ex = mock(HttpExchange.class);
+  private final Headers headers = new Headers();
+  private final ByteArrayOutputStream written = new ByteArrayOutputStream();
+  private final List<Throwable> statusAnswers = new ArrayList<>();
+
+  @AfterEach
+  void stopTimer() {
+    timer.shutdownNow();
+  }
+
+  /** A streamed chat whose output ends at the stop string {@code "abc"}. */
+  private StreamedAnswer chatWithStop() {
+    when(ex.getResponseHeaders()).thenReturn(headers);
+    when(ex.getResponseBody()).thenReturn(written);
+    GenerationParams params = new GenerationParams(16, 1.0, 1.0, 3L)
+        .withStops(List.of("abc"), List.of());
+    OpenAiAnswers.Context ctx = new OpenAiAnswers.Context(OpenAiRequest.Kind.CHAT,
+        "chatcmpl-solo-c1", 1L, "base", params, 3L, false, new FakeTokenizer());
+    return new StreamedAnswer(ex, "solo-c1", Runnable::run,
+        new IoDeadline(timer, Duration.ofSeconds(5), () -> { }),
+        new OpenAiAnswers.ChunkFormat(ctx), (e, failure) -> statusAnswers.add(failure),
+        s -> { }, () -> { });
+  }
+
+  /**
+   * Pieces that show the client nothing (text held back as the possible start of a stop
+   * string) are no chunk: a request that fails after them has had no chunk yet and gets the
+   * status answer (a 503 with {@code Retry-After} here), not a 200 stream whose only event is
+   * an error.
+   */
+  @Test
+  void aFailureAfterPiecesThatShowedNothingGetsTheStatusAnswer() throws Exception {
+    StreamedAnswer s = chatWithStop();
+    s.onOutput(new int[] {'a'}, ""); // "a" may begin "abc": held back
+    s.onOutput(new int[] {'b'}, ""); // "ab" too
+    RequestFailedException busy = new RequestFailedException("solo-c1", "busy everywhere",
+        new EngineBusyException("engine busy"));
+    s.complete(null, busy);
+
+    verify(ex, never()).sendResponseHeaders(anyInt(), anyLong());
+    assertEquals(0, written.size(), written.toString(StandardCharsets.UTF_8));
+    assertEquals(1, statusAnswers.size());
+    assertSame(busy, statusAnswers.get(0));
+  }
+
+  /** The same pieces, then the end: one finishing chunk carries the text held back. */
+  @Test
+  void piecesThatShowedNothingThenTheEndAreOneFinishingChunk() throws Exception {
+    StreamedAnswer s = chatWithStop();
+    s.onOutput(new int[] {'a'}, "");
+    s.onOutput(new int[] {'b'}, "");
+    verify(ex, never()).sendResponseHeaders(anyInt(), anyLong());
+    s.complete(new InferenceResponse("solo-c1", new EngineResult(new int[] {'a', 'b'}, "", 4, 0,
+        1, 1), "solo", false, 1, FallbackCause.NONE, StubNode.LOCAL_DECISION), null);
+
+    verify(ex).sendResponseHeaders(200, 0);
+    assertTrue(statusAnswers.isEmpty());
+    List<Object> events = Sse.parse(written.toString(StandardCharsets.UTF_8));
+    assertEquals(2, events.size(), events.toString());
+    assertEquals(Sse.DONE, events.get(1));
+    Object choice = ((List<?>) ((Map<?, ?>) events.get(0)).get("choices")).get(0);
+    assertEquals(Map.of("role", "assistant", "content", "ab"),
+        ((Map<?, ?>) choice).get("delta"));
+    assertEquals("stop", ((Map<?, ?>) choice).get("finish_reason"));
+  }
+}
