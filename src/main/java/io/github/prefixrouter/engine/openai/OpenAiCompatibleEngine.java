@@ -76,9 +76,10 @@ import org.slf4j.LoggerFactory;
  * node's credentials) are retryable too, since a peer's server may accept its own. Any other
  * 4xx means the request itself is invalid (vLLM answers 400 to a prompt longer than the
  * model's context, 404 to an unknown model): an {@link InvalidRequestException} carrying the
- * server's message. No answer within {@code requestTimeout} is an
- * {@link EngineTimeoutException}, not retryable: a generation that outlasts the limit here
- * would outlast it on a peer too.
+ * server's message. No whole answer within {@code requestTimeout} (its headers and its body:
+ * a server or proxy that stalls the body after the headers times out too, and its connection
+ * is closed) is an {@link EngineTimeoutException}, not retryable: a generation that outlasts
+ * the limit here would outlast it on a peer too.
  *
  * <p><b>Streaming.</b> {@link #execute(InferenceRequest, OutputListener)} with a listener other
  * than {@link OutputListener#IGNORE} sends {@code "stream": true} and
@@ -121,8 +122,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Threads: the JDK {@link HttpClient} runs on the executor given to the builder, or on its
  * default pool; with {@link Builder#kvEvents}, the subscriber's one reader thread. The deadline
- * of a streamed request is kept by the JDK's shared {@link CompletableFuture#orTimeout} timer;
- * a stream that misses it is failed on the builder's executor, or on the common fork-join pool.
+ * of a request's body is kept by the JDK's shared {@link CompletableFuture#orTimeout} timer;
+ * a request that misses it is failed on the builder's executor, or on the common fork-join
+ * pool.
  * Instances are thread-safe.
  */
 public final class OpenAiCompatibleEngine implements InferenceEngine, AutoCloseable {
@@ -248,16 +250,21 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     if (streamed) {
       return executeStreamed(request, listener, http, result);
     }
+    // the client's own timeout ends with the answer's headers; the body is bounded here
+    Deadline deadline = new Deadline(request, result, result::completeExceptionally);
     CompletableFuture<HttpResponse<byte[]>> call;
     try {
-      call = client.sendAsync(http, info -> capped(info));
+      call = client.sendAsync(http, info -> {
+        deadline.headersArrived();
+        return capped(info);
+      });
     } catch (RuntimeException e) {
       result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));
       return result;
     }
     result.whenComplete((r, e) -> {
       if (e != null) {
-        call.cancel(true);
+        call.cancel(true); // closes the connection, also while the body is being read
       }
     });
     call.whenComplete(
@@ -289,9 +296,20 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       OutputListener listener, HttpRequest http, CompletableFuture<EngineResult> result) {
     CompletionStream stream = new CompletionStream(request, maxResponseBytes, listener);
     AtomicReference<EventStreamBody> events = new AtomicReference<>();
+    // the whole stream within requestTimeout, as the whole answer of a non-streamed request
+    // (an event stream, or a JSON answer whose body stalls)
+    Deadline deadline = new Deadline(request, result, timeout -> {
+      EventStreamBody b = events.get();
+      if (b != null) {
+        b.fail(timeout);
+      } else {
+        finish(result, stream, null, timeout);
+      }
+    });
     CompletableFuture<HttpResponse<Object>> call;
     try {
       call = client.sendAsync(http, info -> {
+        deadline.headersArrived();
         if (info.statusCode() == 200 && isEventStream(info)) {
           EventStreamBody b = new EventStreamBody(request, stream, result);
           events.set(b);
@@ -304,21 +322,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));
       return result;
     }
-    // the whole stream within requestTimeout, as the whole answer of a non-streamed request;
-    // until the answer's headers the client's own timeout applies (the JDK's timer)
-    CompletableFuture<Void> deadline = new CompletableFuture<>();
-    deadline.orTimeout(requestTimeoutNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
-      EventStreamBody b = events.get();
-      if (e instanceof TimeoutException && b != null && !result.isDone()) {
-        // off the JDK's timer thread, which the failure's callbacks must not hold up
-        timeoutExecutor.execute(() -> b.fail(new EngineTimeoutException("request " + request.id()
-            + " to " + completionsUri + ": answer not complete within "
-            + requestTimeout.toMillis() + " ms (requestTimeout)", e)));
-      }
-    });
     result.whenComplete((r, e) -> {
       stream.close(); // the listener is not called once the future completed
-      deadline.complete(null);
       if (e != null) {
         call.cancel(true);
         EventStreamBody b = events.get();
@@ -348,6 +353,57 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
     });
     return result;
+  }
+
+  /**
+   * Bounds a request by {@code requestTimeout}, from {@code execute} to the end of its
+   * answer's body. Until the answer's headers have arrived the HTTP client's own timeout
+   * applies (it tells a connection not made in time, retryable, from an answer not come); it
+   * ends there, and a server or proxy may then stall the body for ever. A request whose headers
+   * came and whose answer is not complete at the deadline (or whose headers come after it) is
+   * given to {@code fail}, which completes it with the {@link EngineTimeoutException} and
+   * closes its connection, as {@link #cancel} does.
+   */
+  private final class Deadline {
+    private final InferenceRequest request;
+    private final CompletableFuture<EngineResult> result;
+    private final java.util.function.Consumer<EngineTimeoutException> fail;
+    private volatile boolean headers;
+    private volatile boolean expired;
+
+    Deadline(InferenceRequest request, CompletableFuture<EngineResult> result,
+        java.util.function.Consumer<EngineTimeoutException> fail) {
+      this.request = request;
+      this.result = result;
+      this.fail = fail;
+      CompletableFuture<Void> timer = new CompletableFuture<>();
+      timer.orTimeout(requestTimeoutNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
+        if (e instanceof TimeoutException) {
+          expired = true;
+          if (headers) {
+            expire(e);
+          }
+        }
+      });
+      result.whenComplete((r, e) -> timer.complete(null));
+    }
+
+    /** Called by the HTTP client as the answer's headers arrive, before its body. */
+    void headersArrived() {
+      headers = true;
+      if (expired) {
+        expire(null);
+      }
+    }
+
+    private void expire(Throwable cause) {
+      if (!result.isDone()) {
+        // off the JDK's timer thread, which the failure's callbacks must not hold up
+        timeoutExecutor.execute(() -> fail.accept(new EngineTimeoutException("request "
+            + request.id() + " to " + completionsUri + ": no answer within "
+            + requestTimeout.toMillis() + " ms (requestTimeout)", cause)));
+      }
+    }
   }
 
   private static boolean isEventStream(HttpResponse.ResponseInfo info) {
@@ -829,8 +885,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * How long to wait for an answer: for its headers, and for a streamed request also for the
-     * end of its stream. Default 60 s. A request not answered by then fails with an
+     * How long to wait for an answer: for its headers and for the end of its body (a streamed
+     * request's whole stream, a plain request's whole JSON body). Default 60 s. A request not answered by then fails with an
      * {@link EngineTimeoutException}, which the node does not try on a peer (the client API
      * answers 504): set it above the longest generation the server is to run.
      *
