@@ -105,4 +105,29 @@ class OpenAiCompatibleEngineMisbehavingServerTest {
       assertTrue(pieces.texts.isEmpty());
     }
   }
+
+  @Test
+  void aStreamHeldOpenAfterDoneIsClosedAtTheDeadline() throws Exception {
+    // [DONE] completes the request; a server (or proxy) that then neither ends the body nor
+    // closes the connection must not hold it open for ever
+    try (ServerSocket raw = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+          .requestTimeout(Duration.ofMillis(500)).build();
+      OpenAiCompatibleEngineStreamingTest.Pieces pieces = new OpenAiCompatibleEngineStreamingTest.Pieces();
+      CompletableFuture<EngineResult> f = pieces.run(e, request("r1"));
+      raw.setSoTimeout(10_000);
+      try (Socket conn = raw.accept()) {
+        ScriptedOpenAiServer.readRequest(conn);
+        String events = OpenAiCompatibleEngineStreamingTest.chunk("a", "[1]", "length") + "data: [DONE]\n\n";
+        // a chunked body whose last chunk (0) never comes
+        write(conn.getOutputStream(), "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(events.length()) + "\r\n"
+            + events + "\r\n");
+        assertEquals("a", f.get(20, TimeUnit.SECONDS).text());
+        assertEquals(0, e.load().total());
+        assertTrue(closedByClient(conn), "the connection stayed open after the deadline");
+      }
+    }
+  }
 }
