@@ -96,7 +96,8 @@ import org.slf4j.LoggerFactory;
  * larger than {@code maxResponseBytes} or an output larger than it (characters plus tokens), a
  * stream cut before {@code [DONE]}, a connection reset. {@code requestTimeout} bounds the whole
  * stream, not only the wait for its first bytes: a generation still streaming then fails with
- * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}. A
+ * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}; a
+ * connection the server leaves open after {@code [DONE]} is closed then too. A
  * listener that throws is not called again; the request runs on. A server that answers a
  * streamed request with a plain JSON answer is understood: its output is given to the listener
  * in one piece. {@code execute(request)} does not stream (it sends {@code "stream": false}).
@@ -251,7 +252,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       return executeStreamed(request, listener, http, result);
     }
     // the client's own timeout ends with the answer's headers; the body is bounded here
-    Deadline deadline = new Deadline(request, result, result::completeExceptionally);
+    Deadline deadline = new Deadline(request, result, result::completeExceptionally, () -> { });
+    result.whenComplete((r, e) -> deadline.stop());
     CompletableFuture<HttpResponse<byte[]>> call;
     try {
       call = client.sendAsync(http, info -> {
@@ -298,12 +300,19 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     AtomicReference<EventStreamBody> events = new AtomicReference<>();
     // the whole stream within requestTimeout, as the whole answer of a non-streamed request
     // (an event stream, or a JSON answer whose body stalls)
+    // and after [DONE], the body's end: a server that leaves it open then has it closed
     Deadline deadline = new Deadline(request, result, timeout -> {
       EventStreamBody b = events.get();
       if (b != null) {
         b.fail(timeout);
       } else {
         finish(result, stream, null, timeout);
+      }
+    }, () -> {
+      EventStreamBody b = events.get();
+      if (b != null && b.cancel()) {
+        log.debug("request {}: the event stream was still open {} ms after [DONE], closed",
+            request.id(), requestTimeout.toMillis());
       }
     });
     CompletableFuture<HttpResponse<Object>> call;
@@ -325,6 +334,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     result.whenComplete((r, e) -> {
       stream.close(); // the listener is not called once the future completed
       if (e != null) {
+        deadline.stop();
         call.cancel(true);
         EventStreamBody b = events.get();
         if (b != null) {
@@ -333,6 +343,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
     });
     call.whenComplete((resp, err) -> {
+      deadline.stop(); // the body has ended
       if (err != null) {
         Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
         finish(result, stream, null, mapFailure(request, c));
@@ -357,26 +368,30 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
 
   /**
    * Bounds a request by {@code requestTimeout}, from {@code execute} to the end of its
-   * answer's body. Until the answer's headers have arrived the HTTP client's own timeout
-   * applies (it tells a connection not made in time, retryable, from an answer not come); it
-   * ends there, and a server or proxy may then stall the body for ever. A request whose headers
-   * came and whose answer is not complete at the deadline (or whose headers come after it) is
-   * given to {@code fail}, which completes it with the {@link EngineTimeoutException} and
-   * closes its connection, as {@link #cancel} does.
+   * answer's body ({@link #stop}). Until the answer's headers have arrived the HTTP client's own
+   * timeout applies (it tells a connection not made in time, retryable, from an answer not
+   * come); it ends there, and a server or proxy may then stall the body for ever. A request
+   * whose headers came and whose answer is not complete at the deadline (or whose headers come
+   * after it) is given to {@code fail}, which completes it with the
+   * {@link EngineTimeoutException} and closes its connection, as {@link #cancel} does. A
+   * request already complete whose body has not ended by then (a stream left open after
+   * {@code [DONE]}) has {@code linger} run, which closes the connection.
    */
   private final class Deadline {
     private final InferenceRequest request;
     private final CompletableFuture<EngineResult> result;
     private final java.util.function.Consumer<EngineTimeoutException> fail;
+    private final Runnable linger;
+    private final CompletableFuture<Void> timer = new CompletableFuture<>();
     private volatile boolean headers;
     private volatile boolean expired;
 
     Deadline(InferenceRequest request, CompletableFuture<EngineResult> result,
-        java.util.function.Consumer<EngineTimeoutException> fail) {
+        java.util.function.Consumer<EngineTimeoutException> fail, Runnable linger) {
       this.request = request;
       this.result = result;
       this.fail = fail;
-      CompletableFuture<Void> timer = new CompletableFuture<>();
+      this.linger = linger;
       timer.orTimeout(requestTimeoutNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
         if (e instanceof TimeoutException) {
           expired = true;
@@ -385,7 +400,6 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
           }
         }
       });
-      result.whenComplete((r, e) -> timer.complete(null));
     }
 
     /** Called by the HTTP client as the answer's headers arrive, before its body. */
@@ -396,12 +410,19 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
     }
 
+    /** The answer's body has ended, or its connection was closed: the deadline is off. */
+    void stop() {
+      timer.complete(null);
+    }
+
     private void expire(Throwable cause) {
+      // off the JDK's timer thread, which the failure's callbacks must not hold up
       if (!result.isDone()) {
-        // off the JDK's timer thread, which the failure's callbacks must not hold up
         timeoutExecutor.execute(() -> fail.accept(new EngineTimeoutException("request "
             + request.id() + " to " + completionsUri + ": no answer within "
             + requestTimeout.toMillis() + " ms (requestTimeout)", cause)));
+      } else {
+        timeoutExecutor.execute(linger);
       }
     }
   }
@@ -511,14 +532,19 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       cancel();
     }
 
-    /** Stops reading: the client closes the connection. */
-    void cancel() {
+    /**
+     * Stops reading: the client closes the connection.
+     *
+     * @return whether the body was still open
+     */
+    boolean cancel() {
       cancelled = true;
       Flow.Subscription s = subscription;
       if (s != null) {
         s.cancel();
-        body.complete(new Streamed());
+        return body.complete(new Streamed());
       }
+      return false;
     }
   }
 
