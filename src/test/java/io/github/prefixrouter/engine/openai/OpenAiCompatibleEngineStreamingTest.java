@@ -459,6 +459,53 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void cancelWaitsForAPieceInProgressBeforeItCompletesTheFuture() throws Exception {
+    // the node writes the rest of the answer when the future completes: a piece still being
+    // written then would interleave with it. cancel must close the stream to the listener (wait
+    // for a call in progress) before it completes the future, as a timeout does.
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null));
+      server.awaitRelease();
+    });
+    OpenAiCompatibleEngine e = builder().build();
+    CountDownLatch inListener = new CountDownLatch(1);
+    CountDownLatch letGo = new CountDownLatch(1);
+    boolean[] doneWhenPieceEnded = new boolean[1];
+    Pieces pieces = new Pieces() {
+      @Override
+      public void onOutput(int[] t, String text) {
+        super.onOutput(t, text);
+        inListener.countDown();
+        try {
+          letGo.await(10, TimeUnit.SECONDS);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+        }
+        doneWhenPieceEnded[0] = future.isDone();
+      }
+    };
+    CompletableFuture<EngineResult> f = pieces.run(e, request());
+    assertTrue(inListener.await(10, TimeUnit.SECONDS), "the first piece never came");
+    Thread canceller = new Thread(() -> e.cancel("r1"), "canceller");
+    canceller.start();
+    // the canceller either completes the future at once, or waits for the listener's call
+    for (int i = 0; i < 10_000 && !f.isDone() && canceller.getState() != Thread.State.BLOCKED
+        && canceller.getState() != Thread.State.WAITING; i++) {
+      Thread.sleep(1);
+    }
+    boolean doneWhileInListener = f.isDone();
+    letGo.countDown();
+    canceller.join(10_000);
+    assertFalse(canceller.isAlive());
+    assertFalse(doneWhileInListener, "the future completed while a piece was being given");
+    assertFalse(doneWhenPieceEnded[0], "the future completed while a piece was being given");
+    assertFalse(failure(f).retryable());
+    assertEquals(List.of("a"), pieces.texts);
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
   void stopsGoToTheServerAndItsCutOutputIsTheResultWholeOrStreamed() throws Exception {
     InferenceRequest r = new InferenceRequest("r1", new int[] {101, 7},
         new GenerationParams(16, 0.0, 1.0, 17L, List.of("\nObservation:", "END"),
