@@ -146,7 +146,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final HttpClient client;
   private final Executor timeoutExecutor;
   private final AtomicInteger inFlight = new AtomicInteger();
-  private final Map<String, CompletableFuture<?>> running = new ConcurrentHashMap<>();
+  private final Map<String, Running> running = new ConcurrentHashMap<>();
   private final VllmKvEventSubscriber.Builder kvEvents;
   private VllmKvEventSubscriber subscriber; // guarded by this
   private boolean closed; // guarded by this
@@ -225,11 +225,13 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
               "engine busy: " + maxInFlight + " requests already in flight to " + completionsUri));
       return result;
     }
+    boolean streamed = listener != OutputListener.IGNORE;
+    CompletionStream stream = streamed ? new CompletionStream(request, maxResponseBytes, listener) : null;
+    Running run = new Running(result, stream);
     result.whenComplete((r, e) -> {
       inFlight.decrementAndGet();
-      running.remove(request.id(), result);
+      running.remove(request.id(), run);
     });
-    boolean streamed = listener != OutputListener.IGNORE;
     HttpRequest http;
     try {
       String body = Json.write(requestBody(request, streamed));
@@ -244,12 +246,12 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
       http = hb.build();
     } catch (RuntimeException e) {
-      result.completeExceptionally(new EngineException("cannot build request " + request.id() + ": " + e.getMessage(), false, e));
+      run.fail(new EngineException("cannot build request " + request.id() + ": " + e.getMessage(), false, e));
       return result;
     }
-    running.put(request.id(), result);
+    running.put(request.id(), run);
     if (streamed) {
-      return executeStreamed(request, listener, http, result);
+      return executeStreamed(request, stream, http, result);
     }
     // the client's own timeout ends with the answer's headers; the body is bounded here
     Deadline deadline = new Deadline(request, result, result::completeExceptionally, () -> { });
@@ -295,8 +297,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * one piece.
    */
   private CompletableFuture<EngineResult> executeStreamed(InferenceRequest request,
-      OutputListener listener, HttpRequest http, CompletableFuture<EngineResult> result) {
-    CompletionStream stream = new CompletionStream(request, maxResponseBytes, listener);
+      CompletionStream stream, HttpRequest http, CompletableFuture<EngineResult> result) {
     AtomicReference<EventStreamBody> events = new AtomicReference<>();
     // the whole stream within requestTimeout, as the whole answer of a non-streamed request
     // (an event stream, or a JSON answer whose body stalls)
@@ -431,6 +432,21 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     return info.headers().firstValue("Content-Type")
         .map(t -> t.toLowerCase(java.util.Locale.ROOT).startsWith("text/event-stream"))
         .orElse(false);
+  }
+
+  /**
+   * A request in flight, as {@link #cancel} finds it: its future and, when it streams, its
+   * stream to the listener.
+   */
+  private record Running(CompletableFuture<EngineResult> result, CompletionStream stream) {
+    /** Fails the request; a stream is closed first, so no piece is being given after it. */
+    void fail(EngineException e) {
+      if (stream != null) {
+        finish(result, stream, null, e);
+      } else {
+        result.completeExceptionally(e);
+      }
+    }
   }
 
   /** Completes the request: the stream is closed first, so no piece follows the completion. */
@@ -745,12 +761,14 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * Fails the request's future with a non-retryable error and ends its HTTP exchange: the
    * client closes the connection (the completions API has no cancel call), and vLLM, which
    * notices a client that disconnects, aborts the request instead of generating on for nobody.
+   * A streamed request's listener is closed first: a piece being given when this is called
+   * ends before the future completes (this call waits for it), and none follows.
    */
   @Override
   public void cancel(String requestId) {
-    CompletableFuture<?> f = running.get(requestId);
-    if (f != null) {
-      f.completeExceptionally(new EngineException("request " + requestId + " cancelled", false));
+    Running r = running.get(requestId);
+    if (r != null) {
+      r.fail(new EngineException("request " + requestId + " cancelled", false));
     }
   }
 
