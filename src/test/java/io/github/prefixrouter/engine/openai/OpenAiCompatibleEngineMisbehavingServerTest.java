@@ -30,7 +30,8 @@ import org.junit.jupiter.api.Test;
  * The adapter against servers that misbehave at the HTTP level: answers whose body stalls
  * after the headers, streams held open after {@code [DONE]}. Each server here is a raw socket
  * answering by hand, so that the test controls every byte and sees when the adapter closes the
- * connection.
+ * connection. Their requestTimeout, 2 s, is what the tests wait for; it is long enough for the
+ * first exchange of a fresh HTTP client on a loaded machine.
  */
 class OpenAiCompatibleEngineMisbehavingServerTest {
 
@@ -87,7 +88,7 @@ class OpenAiCompatibleEngineMisbehavingServerTest {
     try (ServerSocket raw = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
       OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
           .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
-          .requestTimeout(Duration.ofMillis(500)).build();
+          .requestTimeout(Duration.ofSeconds(2)).build();
       OpenAiCompatibleEngineStreamingTest.Pieces pieces = new OpenAiCompatibleEngineStreamingTest.Pieces();
       CompletableFuture<EngineResult> f = streamed ? pieces.run(e, request("r1")) : e.execute(request("r1"));
       raw.setSoTimeout(10_000);
@@ -113,7 +114,7 @@ class OpenAiCompatibleEngineMisbehavingServerTest {
     try (ServerSocket raw = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
       OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
           .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
-          .requestTimeout(Duration.ofMillis(500)).build();
+          .requestTimeout(Duration.ofSeconds(2)).build();
       OpenAiCompatibleEngineStreamingTest.Pieces pieces = new OpenAiCompatibleEngineStreamingTest.Pieces();
       CompletableFuture<EngineResult> f = pieces.run(e, request("r1"));
       raw.setSoTimeout(10_000);
