@@ -86,6 +86,9 @@ final class CompletionStream {
     } catch (ServerSentEvents.MalformedStreamException e) {
       throw failure(e.getMessage(), e);
     }
+    if (done && bytes.hasRemaining()) {
+      feed(bytes); // what follows [DONE] in the same read: not parsed, counted
+    }
   }
 
   /**
@@ -160,6 +163,7 @@ final class CompletionStream {
     }
     if ("[DONE]".equals(data.strip())) {
       done = true;
+      events.stop(); // what follows is not parsed, wherever the reads split it
       return;
     }
     Object root;
