@@ -306,6 +306,33 @@ class OpenAiCompatibleEngineTest {
   }
 
   @Test
+  void cancelReachesEveryRunOfTheIdAlsoOneStartedBeforeAnotherOfTheSameId() throws Exception {
+    // ids are unique per origin only: two runs of one id may overlap here. The node cancels an
+    // id once the other run is over; the run still going must then be cancelled.
+    CountDownLatch firstArrived = new CountDownLatch(1);
+    server.behaviour.set((ex, body) -> {
+      if (((Number) body.get("max_tokens")).intValue() == 3) {
+        firstArrived.countDown();
+        server.awaitRelease(); // the long run
+      } else {
+        reply(ex, 200, "{\"choices\":[{\"text\":\"x\",\"token_ids\":[1]}]}");
+      }
+    });
+    OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base())
+        .requestTimeout(Duration.ofSeconds(60)).build();
+    CompletableFuture<EngineResult> first = e.execute(request());
+    assertTrue(firstArrived.await(10, TimeUnit.SECONDS));
+    InferenceRequest sameId = new InferenceRequest("r1", new int[] {1, 2}, GenerationParams.greedy(4));
+    assertEquals("x", e.execute(sameId).get(20, TimeUnit.SECONDS).text());
+    e.cancel("r1");
+    assertTrue(first.isDone(), "the first run of r1 was not cancelled");
+    EngineException err = failure(first);
+    assertFalse(err.retryable());
+    assertTrue(err.getMessage().contains("cancelled"), err.getMessage());
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
   void cancelClosesTheConnectionSoTheServerAbortsTheRequest() throws Exception {
     // vLLM aborts a request whose client disconnects: a cancel that only stopped waiting would
     // leave the server generating for nobody. A raw server sees the connection end.

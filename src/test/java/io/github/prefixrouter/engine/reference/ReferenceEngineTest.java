@@ -305,6 +305,26 @@ class ReferenceEngineTest {
   }
 
   @Test
+  void cancelReachesEveryRunOfTheIdAlsoOneQueuedBeforeAnotherOfTheSameId() throws Exception {
+    // ids are unique per origin only: two runs of one id may overlap. Once the later one is
+    // over, cancelling the id must still stop the earlier one.
+    List<Runnable> queue = new ArrayList<>();
+    try (ReferenceEngine e = ReferenceEngine.builder().executor(queue::add).build()) {
+      CompletableFuture<EngineResult> first = e.execute(InferenceRequest.of("a", prompt(1, 20)));
+      CompletableFuture<EngineResult> second = e.execute(InferenceRequest.of("a", prompt(2, 20)));
+      assertEquals(2, queue.size());
+      queue.get(1).run();
+      assertEquals(1, second.get(30, TimeUnit.SECONDS).outputTokens().length);
+      e.cancel("a");
+      queue.get(0).run();
+      ExecutionException x = assertThrows(ExecutionException.class, () -> first.get(30, TimeUnit.SECONDS));
+      assertFalse(((EngineException) x.getCause()).retryable(), x.toString());
+      assertTrue(x.getCause().getMessage().contains("cancelled"), x.toString());
+      assertEquals(0, e.load().total());
+    }
+  }
+
+  @Test
   void closeFailsQueuedRequestsAndRefusesNewOnes() throws Exception {
     ReferenceEngine e = ReferenceEngine.builder().build();
     List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
