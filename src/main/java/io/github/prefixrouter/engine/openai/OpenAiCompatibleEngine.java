@@ -146,7 +146,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final HttpClient client;
   private final Executor timeoutExecutor;
   private final AtomicInteger inFlight = new AtomicInteger();
-  private final Map<String, Running> running = new ConcurrentHashMap<>();
+  /** The requests in flight by id: ids are unique per origin only, so a few may share one. */
+  private final Map<String, List<Running>> running = new ConcurrentHashMap<>();
   private final VllmKvEventSubscriber.Builder kvEvents;
   private VllmKvEventSubscriber subscriber; // guarded by this
   private boolean closed; // guarded by this
@@ -230,7 +231,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     Running run = new Running(result, stream);
     result.whenComplete((r, e) -> {
       inFlight.decrementAndGet();
-      running.remove(request.id(), run);
+      running.computeIfPresent(request.id(), (id, runs) -> without(runs, run));
     });
     HttpRequest http;
     try {
@@ -249,7 +250,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       run.fail(new EngineException("cannot build request " + request.id() + ": " + e.getMessage(), false, e));
       return result;
     }
-    running.put(request.id(), run);
+    running.merge(request.id(), List.of(run), OpenAiCompatibleEngine::with);
     if (streamed) {
       return executeStreamed(request, stream, http, result);
     }
@@ -447,6 +448,18 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         result.completeExceptionally(e);
       }
     }
+  }
+
+  private static List<Running> with(List<Running> runs, List<Running> more) {
+    List<Running> all = new java.util.ArrayList<>(runs);
+    all.addAll(more);
+    return List.copyOf(all);
+  }
+
+  /** {@code runs} without {@code run}, or null (no entry) when none is left. */
+  private static List<Running> without(List<Running> runs, Running run) {
+    List<Running> rest = runs.stream().filter(r -> r != run).toList();
+    return rest.isEmpty() ? null : rest;
   }
 
   /** Completes the request: the stream is closed first, so no piece follows the completion. */
@@ -762,12 +775,12 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * client closes the connection (the completions API has no cancel call), and vLLM, which
    * notices a client that disconnects, aborts the request instead of generating on for nobody.
    * A streamed request's listener is closed first: a piece being given when this is called
-   * ends before the future completes (this call waits for it), and none follows.
+   * ends before the future completes (this call waits for it), and none follows. Every request
+   * in flight with that id is cancelled (ids are unique per origin only).
    */
   @Override
   public void cancel(String requestId) {
-    Running r = running.get(requestId);
-    if (r != null) {
+    for (Running r : running.getOrDefault(requestId, List.of())) {
       r.fail(new EngineException("request " + requestId + " cancelled", false));
     }
   }
