@@ -200,6 +200,33 @@ class OpenAiCompatibleEngineTest {
   }
 
   @Test
+  void anErrorStatusMapsByItsStatusWhateverTheSizeOfItsBody() throws Exception {
+    // a proxy's or server's error page larger than maxResponseBytes: the status still says
+    // what happened (overloaded, invalid request, bad gateway), whether streamed or not
+    String page = "<html><body>" + "<p>error</p>".repeat(500) + "</body></html>";
+    OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base())
+        .maxResponseBytes(1024).build();
+    for (int s : new int[] {429, 503, 400, 502}) {
+      server.behaviour.set((ex, body) -> {
+        byte[] b = page.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        ex.getResponseHeaders().add("Content-Type", "text/html");
+        ex.sendResponseHeaders(s, b.length);
+        ex.getResponseBody().write(b);
+      });
+      for (boolean streamed : new boolean[] {false, true}) {
+        EngineException err = failure(streamed
+            ? e.execute(request(), (tokens, text) -> { }) : e.execute(request()));
+        String what = s + (streamed ? " streamed: " : ": ") + err;
+        assertTrue(err.getMessage().contains("HTTP " + s), what);
+        assertEquals(s == 429 || s == 503, err instanceof io.github.prefixrouter.spi.EngineBusyException, what);
+        assertEquals(s == 400, err instanceof InvalidRequestException, what);
+        assertEquals(s != 400, err.retryable(), what);
+      }
+    }
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
   void unreachableServerIsRetryable() throws Exception {
     int port;
     try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
