@@ -641,14 +641,16 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   /** Turns an HTTP answer into a result or a typed error. Package-private for tests. */
   EngineResult parseAnswer(InferenceRequest request, int status, byte[] body) {
     String where = "request " + request.id();
-    if (body == null) {
+    if (body == null && status == 200) {
       throw new EngineException(where + ": answer larger than " + maxResponseBytes + " bytes", true);
     }
+    // an error maps by its status, also when its body (a proxy's page, say) is too large to read
+    String error = body == null ? ": (a body larger than " + maxResponseBytes + " bytes)" : errorDetail(body);
     if (status == 429 || status == 503) {
-      throw new EngineBusyException(where + ": server answered HTTP " + status + errorDetail(body));
+      throw new EngineBusyException(where + ": server answered HTTP " + status + error);
     }
     if (status != 200) {
-      String detail = where + ": server answered HTTP " + status + errorDetail(body);
+      String detail = where + ": server answered HTTP " + status + error;
       if (status >= 400 && status < 500 && status != 408 && status != 401 && status != 403) {
         throw new InvalidRequestException(detail);
       }
