@@ -239,6 +239,33 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void chunksOfAnotherChoiceThanIndexZeroAreNotTheOutput() throws Exception {
+    // a server that generates more than one sequence (n > 1 by its own default) streams each
+    // choice's chunks with its index: the request's output is choice 0's alone
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null) + chunk("X", "[9]", null).replace("\"index\":0", "\"index\":1")
+          + "data: {\"choices\":[{\"index\":1,\"text\":\"Y\",\"token_ids\":[8],\"finish_reason\":\"length\"},"
+          + "{\"index\":0,\"text\":\"b\",\"token_ids\":[2],\"finish_reason\":\"length\"}]}\n\n"
+          + USAGE + "data: [DONE]\n\n");
+    });
+    Pieces pieces = new Pieces();
+    EngineResult r = pieces.run(builder().build(), request()).get(20, TimeUnit.SECONDS);
+    assertEquals("ab", r.text());
+    assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+    assertEquals(List.of("a", "b"), pieces.texts);
+    // and a whole answer's choices in another order than their indexes
+    server.behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"index\":1,\"text\":\"XY\","
+        + "\"token_ids\":[9,8]},{\"index\":0,\"text\":\"ab\",\"token_ids\":[1,2]}]}"));
+    EngineResult whole = builder().build().execute(request()).get(20, TimeUnit.SECONDS);
+    assertEquals("ab", whole.text());
+    assertArrayEquals(new int[] {1, 2}, whole.outputTokens());
+    server.behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"index\":1,\"text\":\"XY\"}]}"));
+    EngineException err = failure(builder().build().execute(request()));
+    assertTrue(err.retryable() && err.getMessage().contains("index 0"), err.getMessage());
+  }
+
+  @Test
   void anAbortedGenerationIsARetryableFailure() {
     server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
