@@ -17,8 +17,9 @@ import org.slf4j.LoggerFactory;
  * {@code "stream": true}, as vLLM, SGLang and llama.cpp send them, turned into pieces for the
  * request's {@link OutputListener} and, at the end, its {@link EngineResult}.
  *
- * <p>Each event's data is a JSON chunk; of its {@code choices[0]} it takes {@code text} (the
- * text since the previous chunk), {@code token_ids} (their token ids, sent by vLLM with
+ * <p>Each event's data is a JSON chunk; of its {@code choices[0]} (its choice of index 0, if it
+ * has one) it takes {@code text} (the text since the previous chunk), {@code token_ids} (their
+ * token ids, sent by vLLM with
  * {@code return_token_ids}) and {@code finish_reason}; of its {@code usage} (vLLM sends it in a
  * last chunk with no choices when asked with {@code stream_options.include_usage}) the prompt
  * and cached-token counts, as the non-streamed answer's. {@code data: [DONE]} ends the stream.
@@ -182,9 +183,9 @@ final class CompletionStream {
       }
       Object choices = chunk.get("choices");
       if (choices != null && choices != Json.NULL) {
-        List<?> list = Json.asList(choices, "choices");
-        if (!list.isEmpty()) {
-          choice(list.get(0));
+        Object choice = OpenAiCompatibleEngine.choiceZero(Json.asList(choices, "choices"));
+        if (choice != null) {
+          choice(choice);
         }
       }
       Object u = chunk.get("usage");

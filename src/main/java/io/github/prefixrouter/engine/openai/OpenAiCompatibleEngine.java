@@ -61,7 +61,9 @@ import org.slf4j.LoggerFactory;
  * {@code choices[0].token_ids}; servers that ignore the field answer with text only and the
  * result's output tokens are then empty.
  *
- * <p>From the answer it takes {@code choices[0].text}, {@code choices[0].token_ids} where present,
+ * <p>From the answer it takes {@code choices[0].text}, {@code choices[0].token_ids} where present
+ * (of the choice of index 0, wherever it is in the array: a server generating several sequences
+ * sends the others with their indexes),
  * {@code usage.prompt_tokens} and {@code usage.prompt_tokens_details.cached_tokens} (reported by
  * vLLM with {@code --enable-prompt-tokens-details} and by SGLang; when absent the result says
  * {@code -1}, unknown). The server does not report prefill and decode times, so those are
@@ -677,7 +679,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       if (choices.isEmpty()) {
         throw new Json.JsonException("choices is empty", -1);
       }
-      Object choice = choices.get(0);
+      Object choice = choiceZero(choices);
+      if (choice == null) {
+        throw new Json.JsonException("choices has none of index 0", -1);
+      }
       Object textValue = Json.member(choice, "text");
       String text = textValue == null || textValue == Json.NULL ? "" : Json.asString(textValue, "choices[0].text");
       text += stopString(choice, request.params());
@@ -688,6 +693,23 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     } catch (Json.JsonException e) {
       throw new EngineException(where + ": unexpected answer shape: " + e.getMessage(), true, e);
     }
+  }
+
+  /**
+   * The choice of index 0 (or without an index) among {@code choices}, or null: the request's
+   * one sequence. A server that generates several (n above 1 by its own default) sends the
+   * others with their indexes, in any order; they are not the request's output.
+   *
+   * @throws Json.JsonException if a choice is not an object
+   */
+  static Object choiceZero(List<?> choices) {
+    for (Object c : choices) {
+      Object index = Json.member(c, "index");
+      if (index == null || index == Json.NULL || Long.valueOf(0).equals(index)) {
+        return c;
+      }
+    }
+    return null;
   }
 
   /**
