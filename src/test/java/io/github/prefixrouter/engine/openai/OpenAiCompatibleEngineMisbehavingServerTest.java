@@ -21,9 +21,15 @@ import java.net.SocketException;
 import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -129,6 +135,150 @@ class OpenAiCompatibleEngineMisbehavingServerTest {
         assertEquals(0, e.load().total());
         assertTrue(closedByClient(conn), "the connection stayed open after the deadline");
       }
+    }
+  }
+
+  /** The failures of the campaign below, one per request, chosen by its {@code max_tokens}. */
+  private static final String[] KINDS = {
+      "malformed chunk", "error event", "finish_reason abort", "line above the limit",
+      "cancelled from the listener", "stalled stream", "plain answer above the limit",
+      "held open after [DONE]", "stalled plain body", "invalid UTF-8", "cut before [DONE]",
+  };
+
+  @Test
+  void manyFailuresOfEveryKindLeakNoConnectionNoSlotAndNoThread() throws Exception {
+    // every way a server can fail a request, several times over, at once: each request's
+    // future completes, its slot is given back and its connection is closed by the client;
+    // a second round adds no threads to the first's
+    try (ServerSocket raw = new ServerSocket(0, 64, InetAddress.getLoopbackAddress())) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+          .requestTimeout(Duration.ofSeconds(2)).maxResponseBytes(1024).build();
+      ConcurrentLinkedQueue<Thread> handlers = new ConcurrentLinkedQueue<>();
+      AtomicInteger closed = new AtomicInteger();
+      AtomicInteger accepted = new AtomicInteger();
+      Thread acceptor = new Thread(() -> {
+        while (!raw.isClosed()) {
+          try {
+            Socket conn = raw.accept();
+            accepted.incrementAndGet();
+            Thread h = new Thread(() -> misbehave(conn, closed), "misbehaving-server");
+            h.setDaemon(true);
+            handlers.add(h);
+            h.start();
+          } catch (IOException stopped) {
+            return;
+          }
+        }
+      }, "misbehaving-acceptor");
+      acceptor.setDaemon(true);
+      acceptor.start();
+      int perRound = 3 * KINDS.length;
+      int threadsAfterFirst = 0;
+      for (int round = 0; round < 2; round++) {
+        List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+        for (int i = 0; i < perRound; i++) {
+          int kind = i % KINDS.length;
+          String id = "r" + round + "-" + i;
+          InferenceRequest r = new InferenceRequest(id, new int[] {1, 2, 3},
+              new GenerationParams(100 + kind, 0.0, 1.0, 0L));
+          boolean plain = KINDS[kind].contains("plain");
+          fs.add(plain ? e.execute(r) : e.execute(r, (tokens, text) -> {
+            if (KINDS[kind].startsWith("cancelled")) {
+              e.cancel(id);
+            }
+          }));
+        }
+        for (int i = 0; i < perRound; i++) {
+          String kind = KINDS[i % KINDS.length];
+          CompletableFuture<EngineResult> f = fs.get(i);
+          if (kind.startsWith("held open")) {
+            assertEquals("a", f.get(20, TimeUnit.SECONDS).text(), kind);
+          } else {
+            EngineException err = failure(f);
+            assertEquals(!kind.startsWith("cancelled"), err.retryable() || err instanceof EngineTimeoutException,
+                kind + ": " + err);
+          }
+        }
+        assertEquals(0, e.load().total(), "every slot is given back");
+        // every connection of the round is closed by the client
+        for (Thread h; (h = handlers.poll()) != null; ) {
+          h.join(20_000);
+          assertFalse(h.isAlive(), "a connection stayed open");
+        }
+        assertEquals(accepted.get(), closed.get(), "connections the client closed");
+        int threads = Thread.activeCount();
+        if (round == 0) {
+          threadsAfterFirst = threads;
+        } else {
+          assertTrue(threads <= threadsAfterFirst + perRound / 2,
+              "threads: " + threadsAfterFirst + " after the first round, " + threads + " after the second");
+        }
+      }
+      assertTrue(accepted.get() >= 2 * perRound, accepted + " connections");
+    }
+  }
+
+  /** Answers one connection as its request's kind says, then waits for the client to close it. */
+  private static void misbehave(Socket conn, AtomicInteger closed) {
+    try (conn) {
+      conn.setSoTimeout(10_000);
+      InputStream in = conn.getInputStream();
+      StringBuilder head = new StringBuilder();
+      while (!head.toString().endsWith("\r\n\r\n")) {
+        int b = in.read();
+        if (b < 0) {
+          return;
+        }
+        head.append((char) b);
+      }
+      Matcher m = Pattern.compile("(?i)content-length:\\s*(\\d+)").matcher(head);
+      assertTrue(m.find(), head.toString());
+      String body = new String(in.readNBytes(Integer.parseInt(m.group(1))), StandardCharsets.UTF_8);
+      Matcher max = Pattern.compile("\"max_tokens\":(\\d+)").matcher(body);
+      assertTrue(max.find(), body);
+      String kind = KINDS[Integer.parseInt(max.group(1)) - 100];
+      OutputStream out = conn.getOutputStream();
+      String a = OpenAiCompatibleEngineStreamingTest.chunk("a", "[1]", null);
+      String events = switch (kind) {
+        case "malformed chunk" -> a + "data: {\"choices\":[{\"text\":5}]}\n\n";
+        case "error event" -> a + "data: {\"error\":{\"message\":\"dead\"}}\n\n";
+        case "finish_reason abort" -> OpenAiCompatibleEngineStreamingTest.chunk("a", "[1]", "abort");
+        case "line above the limit" -> ": " + "z".repeat(2000);
+        case "held open after [DONE]" -> OpenAiCompatibleEngineStreamingTest.chunk("a", "[1]", "length")
+            + "data: [DONE]\n\n";
+        case "invalid UTF-8" -> a + "data: \u00ff\n\n"; // replaced by a lone byte below
+        default -> a;
+      };
+      if (kind.contains("plain")) {
+        boolean large = kind.contains("limit");
+        write(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+            + (large ? 5000 : 100) + "\r\n\r\n{\"choices\":[{\"text\":\"" + (large ? "x".repeat(2000) : ""));
+      } else {
+        byte[] b = events.getBytes(StandardCharsets.UTF_8);
+        if (kind.equals("invalid UTF-8")) {
+          b = events.replace("\u00ff", "?").getBytes(StandardCharsets.UTF_8);
+          b[b.length - 3] = (byte) 0xFF;
+        }
+        boolean cut = kind.equals("cut before [DONE]");
+        out.write(("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            + (cut ? "Connection: close\r\n" : "") // a body that ends: not for reuse
+            + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(b.length) + "\r\n")
+            .getBytes(StandardCharsets.US_ASCII));
+        out.write(b);
+        out.write("\r\n".getBytes(StandardCharsets.US_ASCII));
+        if (cut) {
+          out.write("0\r\n\r\n".getBytes(StandardCharsets.US_ASCII)); // the body ends: no [DONE]
+        }
+        out.flush();
+      }
+      // and nothing more: the client must close the connection (it does as the body ends when
+      // told Connection: close)
+      if (closedByClient(conn)) {
+        closed.incrementAndGet();
+      }
+    } catch (IOException gone) {
+      closed.incrementAndGet(); // reset by the client while writing: closed as well
     }
   }
 }
