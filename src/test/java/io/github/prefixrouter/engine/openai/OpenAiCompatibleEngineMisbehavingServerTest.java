@@ -138,6 +138,33 @@ class OpenAiCompatibleEngineMisbehavingServerTest {
     }
   }
 
+  @Test
+  void aHealthAnswerWhoseBodyStallsStillAnswersTheProbe() throws Exception {
+    // NodeMain waits for health() at start-up: a /health whose body never ends (a hung server
+    // or proxy) must not hold it for ever. The status says it: 200 is healthy.
+    try (ServerSocket raw = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+          .requestTimeout(Duration.ofSeconds(2)).build();
+      CompletableFuture<Boolean> health = e.health();
+      raw.setSoTimeout(10_000);
+      try (Socket conn = raw.accept()) {
+        conn.setSoTimeout(10_000);
+        InputStream in = conn.getInputStream();
+        StringBuilder head = new StringBuilder();
+        while (!head.toString().endsWith("\r\n\r\n")) {
+          int b = in.read();
+          assertTrue(b >= 0, "the probe ended early");
+          head.append((char) b);
+        }
+        assertTrue(head.toString().startsWith("GET /health "), head.toString());
+        write(conn.getOutputStream(), "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nstarting");
+        assertTrue(health.get(20, TimeUnit.SECONDS));
+        assertTrue(closedByClient(conn), "the probe's connection stayed open after requestTimeout");
+      }
+    }
+  }
+
   /** The failures of the campaign below, one per request, chosen by its {@code max_tokens}. */
   private static final String[] KINDS = {
       "malformed chunk", "error event", "finish_reason abort", "line above the limit",
