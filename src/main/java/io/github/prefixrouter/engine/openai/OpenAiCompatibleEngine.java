@@ -871,7 +871,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   /**
    * Probes the server: {@code GET /health} (vLLM, SGLang, llama.cpp), falling back to
    * {@code GET /v1/models} when {@code /health} is not found. Completes with true if the server
-   * answered 2xx, false otherwise (never exceptionally).
+   * answered 2xx, false otherwise (never exceptionally), as soon as the answer's headers have
+   * come, within {@code requestTimeout}: a body that then stalls does not hold it (its
+   * connection is closed at {@code requestTimeout}).
    *
    * @return a future of whether the server answered 2xx; never completes exceptionally
    */
@@ -882,12 +884,34 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         .exceptionally(e -> false);
   }
 
+  /**
+   * The status of {@code GET uri}, as soon as the answer's headers have come (the HTTP
+   * client's timeout bounds the wait for them); the body is discarded, and its connection
+   * closed if it has not ended within {@code requestTimeout}.
+   */
   private CompletableFuture<Integer> probe(URI uri) {
     HttpRequest.Builder hb = HttpRequest.newBuilder(uri).timeout(requestTimeout).GET();
     if (apiKey != null) {
       hb.header("Authorization", "Bearer " + apiKey);
     }
-    return client.sendAsync(hb.build(), HttpResponse.BodyHandlers.discarding()).thenApply(HttpResponse::statusCode);
+    CompletableFuture<Integer> status = new CompletableFuture<>();
+    CompletableFuture<HttpResponse<Void>> call = client.sendAsync(hb.build(), info -> {
+      status.complete(info.statusCode());
+      return HttpResponse.BodySubscribers.discarding();
+    });
+    CompletableFuture<Void> deadline = new CompletableFuture<>();
+    deadline.orTimeout(requestTimeoutNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
+      if (e instanceof TimeoutException) {
+        call.cancel(true); // a body that has not ended: the connection is closed
+      }
+    });
+    call.whenComplete((r, e) -> {
+      deadline.complete(null);
+      if (e != null) {
+        status.completeExceptionally(e);
+      }
+    });
+    return status;
   }
 
   /**
