@@ -215,6 +215,23 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void eventsOfAnotherTypeThanMessageOrErrorAreNotChunks() throws Exception {
+    // as an EventSource dispatches them: a named event (a proxy's or server's keep-alive) is
+    // not a completion chunk, whatever its data
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null) + "event: ping\ndata: keep-alive\n\n"
+          + "event: progress\ndata: {\"choices\":[{\"text\":\"X\",\"token_ids\":[9]}]}\n\n"
+          + "event: message\n" + chunk("b", "[2]", "length") + USAGE + "data: [DONE]\n\n");
+    });
+    Pieces pieces = new Pieces();
+    EngineResult r = pieces.run(builder().build(), request()).get(20, TimeUnit.SECONDS);
+    assertEquals("ab", r.text());
+    assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+    assertEquals(List.of("a", "b"), pieces.texts);
+  }
+
+  @Test
   void errorEventsAndErrorChunksAreRetryableFailuresWithTheServersMessage() {
     String[] errors = {
         "event: error\ndata: {\"error\":{\"message\":\"engine dead\"}}\n\n",
