@@ -302,9 +302,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private CompletableFuture<EngineResult> executeStreamed(InferenceRequest request,
       CompletionStream stream, HttpRequest http, CompletableFuture<EngineResult> result) {
     AtomicReference<EventStreamBody> events = new AtomicReference<>();
-    // the whole stream within requestTimeout, as the whole answer of a non-streamed request
-    // (an event stream, or a JSON answer whose body stalls)
-    // and after [DONE], the body's end: a server that leaves it open then has it closed
+    // the whole answer within requestTimeout, as for a non-streamed request (an event stream,
+    // or a JSON answer whose body stalls); after [DONE], a body still open then is closed
     Deadline deadline = new Deadline(request, result, timeout -> {
       EventStreamBody b = events.get();
       if (b != null) {
@@ -331,6 +330,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         return HttpResponse.BodySubscribers.mapping(capped(info), body -> (Object) body);
       });
     } catch (RuntimeException e) {
+      deadline.stop();
       stream.close();
       result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));
       return result;
