@@ -302,6 +302,27 @@ class OpenAiCompatibleEngineTest {
   }
 
   @Test
+  void aCompletedRequestsSlotIsFreeWhenItsFutureCompletes() throws Exception {
+    // the node reads load() in its completion callbacks and may submit the next request from
+    // them: the slot of the request that completed must be free there, streamed or not
+    server.behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"text\":\"x\",\"token_ids\":[1]}]}"));
+    OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base()).maxInFlight(1).build();
+    for (boolean streamed : new boolean[] {false, true}) {
+      CompletableFuture<CompletableFuture<EngineResult>> next = new CompletableFuture<>();
+      int[] seen = {-1};
+      CompletableFuture<EngineResult> f = streamed ? e.execute(request(), (t, x) -> { }) : e.execute(request());
+      f.whenComplete((r, x) -> {
+        seen[0] = e.load().total();
+        next.complete(e.execute(request()));
+      });
+      assertEquals("x", f.get(20, TimeUnit.SECONDS).text());
+      assertEquals("x", next.get(20, TimeUnit.SECONDS).get(20, TimeUnit.SECONDS).text(),
+          "the next request, submitted as the first completed, found its slot taken");
+      assertEquals(0, seen[0], "load() in the future's callback");
+    }
+  }
+
+  @Test
   void slotsAndMaxInFlightDefaultsAndChecks() {
     OpenAiCompatibleEngine d = OpenAiCompatibleEngine.builder().baseUrl(base()).build();
     assertEquals(256, d.slots());

@@ -369,6 +369,22 @@ class ReferenceEngineTest {
   }
 
   @Test
+  void aCompletedRequestIsNoLongerInTheLoadWhenItsFutureCompletes() throws Exception {
+    // the node reads load() in its completion callbacks (is the engine idle for the next
+    // request?): the request that completed must not count as running there any more
+    List<Runnable> queue = new ArrayList<>();
+    try (ReferenceEngine e = ReferenceEngine.builder().executor(queue::add).build()) {
+      CompletableFuture<EngineResult> f = e.execute(InferenceRequest.of("a", prompt(1, 20)));
+      int[] seen = {-1};
+      f.whenComplete((r, x) -> seen[0] = e.load().total());
+      assertEquals(1, e.load().queueDepth());
+      queue.get(0).run();
+      assertTrue(f.isDone());
+      assertEquals(0, seen[0], "load() in the future's callback");
+    }
+  }
+
+  @Test
   void closeFailsQueuedRequestsAndRefusesNewOnes() throws Exception {
     ReferenceEngine e = ReferenceEngine.builder().build();
     List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
