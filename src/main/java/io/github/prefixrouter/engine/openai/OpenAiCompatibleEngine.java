@@ -220,20 +220,35 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   public CompletableFuture<EngineResult> execute(InferenceRequest request, OutputListener listener) {
     Objects.requireNonNull(request, "request");
     Objects.requireNonNull(listener, "listener");
-    CompletableFuture<EngineResult> result = new CompletableFuture<>();
+    CompletableFuture<EngineResult> answer = new CompletableFuture<>();
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
-      result.completeExceptionally(
+      answer.completeExceptionally(
           new EngineBusyException(
               "engine busy: " + maxInFlight + " requests already in flight to " + completionsUri));
-      return result;
+      return answer;
     }
+    // the request's own future; the caller's (answer) completes after its bookkeeping, so the
+    // caller's callbacks see its slot free (and may submit the next request into it)
+    CompletableFuture<EngineResult> result = new CompletableFuture<>();
     boolean streamed = listener != OutputListener.IGNORE;
     CompletionStream stream = streamed ? new CompletionStream(request, maxResponseBytes, listener) : null;
     Running run = new Running(result, stream);
     result.whenComplete((r, e) -> {
       inFlight.decrementAndGet();
       running.computeIfPresent(request.id(), (id, runs) -> without(runs, run));
+      if (e != null) {
+        answer.completeExceptionally(e);
+      } else {
+        answer.complete(r);
+      }
+    });
+    // a caller that completes its future itself (cancels it, say) ends the request
+    answer.whenComplete((r, e) -> {
+      if (e != null) {
+        run.fail(e instanceof EngineException ee ? ee
+            : new EngineException("request " + request.id() + " cancelled", false, e));
+      }
     });
     HttpRequest http;
     try {
@@ -250,11 +265,12 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       http = hb.build();
     } catch (RuntimeException e) {
       run.fail(new EngineException("cannot build request " + request.id() + ": " + e.getMessage(), false, e));
-      return result;
+      return answer;
     }
     running.merge(request.id(), List.of(run), OpenAiCompatibleEngine::with);
     if (streamed) {
-      return executeStreamed(request, stream, http, result);
+      executeStreamed(request, stream, http, result);
+      return answer;
     }
     // the client's own timeout ends with the answer's headers; the body is bounded here
     Deadline deadline = new Deadline(request, result, result::completeExceptionally, () -> { });
@@ -267,7 +283,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       });
     } catch (RuntimeException e) {
       result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));
-      return result;
+      return answer;
     }
     result.whenComplete((r, e) -> {
       if (e != null) {
@@ -290,7 +306,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
                 new EngineException("request " + request.id() + ": unusable answer: " + e.getMessage(), true, e));
           }
         });
-    return result;
+    return answer;
   }
 
   /**
@@ -299,7 +315,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * collected and read as the non-streamed answer, its output then given to the listener in
    * one piece.
    */
-  private CompletableFuture<EngineResult> executeStreamed(InferenceRequest request,
+  private void executeStreamed(InferenceRequest request,
       CompletionStream stream, HttpRequest http, CompletableFuture<EngineResult> result) {
     AtomicReference<EventStreamBody> events = new AtomicReference<>();
     // the whole answer within requestTimeout, as for a non-streamed request (an event stream,
@@ -333,7 +349,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       deadline.stop();
       stream.close();
       result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));
-      return result;
+      return;
     }
     result.whenComplete((r, e) -> {
       stream.close(); // the listener is not called once the future completed
@@ -367,7 +383,6 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
             new EngineException("request " + request.id() + ": unusable answer: " + e.getMessage(), true, e));
       }
     });
-    return result;
   }
 
   /**

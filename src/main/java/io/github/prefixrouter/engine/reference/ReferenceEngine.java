@@ -209,15 +209,22 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
         return;
       }
       running.incrementAndGet();
+      EngineResult result = null;
+      EngineException failure = null;
       try {
-        future.complete(compute(this));
+        result = compute(this);
       } catch (EngineException e) {
-        future.completeExceptionally(e);
+        failure = e;
       } catch (RuntimeException | OutOfMemoryError e) {
-        future.completeExceptionally(
-            new EngineException("request " + request.id() + " failed in the engine: " + e, true, e));
+        failure = new EngineException("request " + request.id() + " failed in the engine: " + e, true, e);
       } finally {
+        // no longer running when the future completes: its callbacks (the node's) read load()
         running.decrementAndGet();
+      }
+      if (failure != null) {
+        future.completeExceptionally(failure);
+      } else {
+        future.complete(result);
       }
     }
   }
