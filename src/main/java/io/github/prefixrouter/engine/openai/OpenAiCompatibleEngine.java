@@ -662,12 +662,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       throw new EngineException(where + ": answer larger than " + maxResponseBytes + " bytes", true);
     }
     // an error maps by its status, also when its body (a proxy's page, say) is too large to read
-    String error = body == null ? ": (a body larger than " + maxResponseBytes + " bytes)" : errorDetail(body);
     if (status == 429 || status == 503) {
-      throw new EngineBusyException(where + ": server answered HTTP " + status + error);
+      throw new EngineBusyException(where + ": server answered HTTP " + status + errorDetail(body));
     }
     if (status != 200) {
-      String detail = where + ": server answered HTTP " + status + error;
+      String detail = where + ": server answered HTTP " + status + errorDetail(body);
       if (status >= 400 && status < 500 && status != 408 && status != 401 && status != 403) {
         throw new InvalidRequestException(detail);
       }
@@ -718,7 +717,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * @throws Json.JsonException if a choice is not an object
    */
   static Object choiceZero(List<?> choices) {
-    for (Object c : choices) {
+    for (int i = 0; i < choices.size(); i++) { // no iterator: this runs for every chunk
+      Object c = choices.get(i);
       Object index = Json.member(c, "index");
       if (index == null || index == Json.NULL || Long.valueOf(0).equals(index)) {
         return c;
@@ -767,7 +767,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     return new int[] {prompt, cached};
   }
 
-  private static String errorDetail(byte[] body) {
+  /** An error answer's body, printable and at most 300 bytes, for its message. */
+  private String errorDetail(byte[] body) {
+    if (body == null) {
+      return ": (a body larger than " + maxResponseBytes + " bytes)";
+    }
     if (body.length == 0) {
       return "";
     }
