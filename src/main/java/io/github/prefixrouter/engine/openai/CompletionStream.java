@@ -17,11 +17,12 @@ import org.slf4j.LoggerFactory;
  * {@code "stream": true}, as vLLM, SGLang and llama.cpp send them, turned into pieces for the
  * request's {@link OutputListener} and, at the end, its {@link EngineResult}.
  *
- * <p>Each event's data is a JSON chunk; of its {@code choices[0]} it takes {@code text} (the
- * text since the previous chunk), {@code token_ids} (their token ids, sent by vLLM with
- * {@code return_token_ids}) and {@code finish_reason}; of its {@code usage} (vLLM sends it in a
- * last chunk with no choices when asked with {@code stream_options.include_usage}) the prompt
- * and cached-token counts, as the non-streamed answer's. {@code data: [DONE]} ends the stream.
+ * <p>Each event's data (of an event without a type, or of type {@code message}; other named
+ * events, but {@code error}, are ignored) is a JSON chunk; of its {@code choices[0]} (its
+ * choice of index 0, if it has one) it takes {@code text} (the text since the previous chunk),
+ * {@code token_ids} (their token ids, sent by vLLM with {@code return_token_ids}) and
+ * {@code finish_reason}; of its {@code usage} (vLLM sends it in a last chunk with no choices
+ * when asked with {@code stream_options.include_usage}) the prompt and cached-token counts, as the non-streamed answer's. {@code data: [DONE]} ends the stream.
  * Any of these is a retryable {@link EngineException}: an {@code error} event, a chunk with an
  * {@code error} member or {@code "object": "error"} (how vLLM reports a failure once the stream
  * has begun), a {@code finish_reason} of {@code abort} or {@code error}, a chunk that is not
@@ -85,6 +86,9 @@ final class CompletionStream {
       events.feed(bytes);
     } catch (ServerSentEvents.MalformedStreamException e) {
       throw failure(e.getMessage(), e);
+    }
+    if (done && bytes.hasRemaining()) {
+      feed(bytes); // what follows [DONE] in the same read: not parsed, counted
     }
   }
 
@@ -158,8 +162,12 @@ final class CompletionStream {
     if ("error".equals(type)) {
       throw failure("the server sent an error event: " + errorMessage(data), null);
     }
+    if (!"message".equals(type)) {
+      return; // a named event (a keep-alive, say) is no chunk, as for an EventSource
+    }
     if ("[DONE]".equals(data.strip())) {
       done = true;
+      events.stop(); // what follows is not parsed, wherever the reads split it
       return;
     }
     Object root;
@@ -178,9 +186,9 @@ final class CompletionStream {
       }
       Object choices = chunk.get("choices");
       if (choices != null && choices != Json.NULL) {
-        List<?> list = Json.asList(choices, "choices");
-        if (!list.isEmpty()) {
-          choice(list.get(0));
+        Object choice = OpenAiCompatibleEngine.choiceZero(Json.asList(choices, "choices"));
+        if (choice != null) {
+          choice(choice);
         }
       }
       Object u = chunk.get("usage");

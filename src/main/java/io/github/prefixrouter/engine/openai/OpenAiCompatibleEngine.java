@@ -61,7 +61,9 @@ import org.slf4j.LoggerFactory;
  * {@code choices[0].token_ids}; servers that ignore the field answer with text only and the
  * result's output tokens are then empty.
  *
- * <p>From the answer it takes {@code choices[0].text}, {@code choices[0].token_ids} where present,
+ * <p>From the answer it takes {@code choices[0].text}, {@code choices[0].token_ids} where present
+ * (of the choice of index 0, wherever it is in the array: a server generating several sequences
+ * sends the others with their indexes),
  * {@code usage.prompt_tokens} and {@code usage.prompt_tokens_details.cached_tokens} (reported by
  * vLLM with {@code --enable-prompt-tokens-details} and by SGLang; when absent the result says
  * {@code -1}, unknown). The server does not report prefill and decode times, so those are
@@ -76,9 +78,10 @@ import org.slf4j.LoggerFactory;
  * node's credentials) are retryable too, since a peer's server may accept its own. Any other
  * 4xx means the request itself is invalid (vLLM answers 400 to a prompt longer than the
  * model's context, 404 to an unknown model): an {@link InvalidRequestException} carrying the
- * server's message. No answer within {@code requestTimeout} is an
- * {@link EngineTimeoutException}, not retryable: a generation that outlasts the limit here
- * would outlast it on a peer too.
+ * server's message. No whole answer within {@code requestTimeout} (its headers and its body:
+ * a server or proxy that stalls the body after the headers times out too, and its connection
+ * is closed) is an {@link EngineTimeoutException}, not retryable: a generation that outlasts
+ * the limit here would outlast it on a peer too.
  *
  * <p><b>Streaming.</b> {@link #execute(InferenceRequest, OutputListener)} with a listener other
  * than {@link OutputListener#IGNORE} sends {@code "stream": true} and
@@ -95,7 +98,8 @@ import org.slf4j.LoggerFactory;
  * larger than {@code maxResponseBytes} or an output larger than it (characters plus tokens), a
  * stream cut before {@code [DONE]}, a connection reset. {@code requestTimeout} bounds the whole
  * stream, not only the wait for its first bytes: a generation still streaming then fails with
- * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}. A
+ * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}; a
+ * connection the server leaves open after {@code [DONE]} is closed then too. A
  * listener that throws is not called again; the request runs on. A server that answers a
  * streamed request with a plain JSON answer is understood: its output is given to the listener
  * in one piece. {@code execute(request)} does not stream (it sends {@code "stream": false}).
@@ -121,8 +125,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Threads: the JDK {@link HttpClient} runs on the executor given to the builder, or on its
  * default pool; with {@link Builder#kvEvents}, the subscriber's one reader thread. The deadline
- * of a streamed request is kept by the JDK's shared {@link CompletableFuture#orTimeout} timer;
- * a stream that misses it is failed on the builder's executor, or on the common fork-join pool.
+ * of a request's body is kept by the JDK's shared {@link CompletableFuture#orTimeout} timer;
+ * a request that misses it is failed on the builder's executor, or on the common fork-join
+ * pool.
  * Instances are thread-safe.
  */
 public final class OpenAiCompatibleEngine implements InferenceEngine, AutoCloseable {
@@ -143,7 +148,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final HttpClient client;
   private final Executor timeoutExecutor;
   private final AtomicInteger inFlight = new AtomicInteger();
-  private final Map<String, CompletableFuture<?>> running = new ConcurrentHashMap<>();
+  /** The requests in flight by id: ids are unique per origin only, so a few may share one. */
+  private final Map<String, List<Running>> running = new ConcurrentHashMap<>();
   private final VllmKvEventSubscriber.Builder kvEvents;
   private VllmKvEventSubscriber subscriber; // guarded by this
   private boolean closed; // guarded by this
@@ -214,19 +220,36 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   public CompletableFuture<EngineResult> execute(InferenceRequest request, OutputListener listener) {
     Objects.requireNonNull(request, "request");
     Objects.requireNonNull(listener, "listener");
-    CompletableFuture<EngineResult> result = new CompletableFuture<>();
+    CompletableFuture<EngineResult> answer = new CompletableFuture<>();
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
-      result.completeExceptionally(
+      answer.completeExceptionally(
           new EngineBusyException(
               "engine busy: " + maxInFlight + " requests already in flight to " + completionsUri));
-      return result;
+      return answer;
     }
+    // the request's own future; the caller's (answer) completes after its bookkeeping, so the
+    // caller's callbacks see its slot free (and may submit the next request into it)
+    CompletableFuture<EngineResult> result = new CompletableFuture<>();
+    boolean streamed = listener != OutputListener.IGNORE;
+    CompletionStream stream = streamed ? new CompletionStream(request, maxResponseBytes, listener) : null;
+    Running run = new Running(result, stream);
     result.whenComplete((r, e) -> {
       inFlight.decrementAndGet();
-      running.remove(request.id(), result);
+      running.computeIfPresent(request.id(), (id, runs) -> without(runs, run));
+      if (e != null) {
+        answer.completeExceptionally(e);
+      } else {
+        answer.complete(r);
+      }
     });
-    boolean streamed = listener != OutputListener.IGNORE;
+    // a caller that completes its future itself (cancels it, say) ends the request
+    answer.whenComplete((r, e) -> {
+      if (e != null) {
+        run.fail(e instanceof EngineException ee ? ee
+            : new EngineException("request " + request.id() + " cancelled", false, e));
+      }
+    });
     HttpRequest http;
     try {
       String body = Json.write(requestBody(request, streamed));
@@ -241,23 +264,30 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
       http = hb.build();
     } catch (RuntimeException e) {
-      result.completeExceptionally(new EngineException("cannot build request " + request.id() + ": " + e.getMessage(), false, e));
-      return result;
+      run.fail(new EngineException("cannot build request " + request.id() + ": " + e.getMessage(), false, e));
+      return answer;
     }
-    running.put(request.id(), result);
+    running.merge(request.id(), List.of(run), OpenAiCompatibleEngine::with);
     if (streamed) {
-      return executeStreamed(request, listener, http, result);
+      executeStreamed(request, stream, http, result);
+      return answer;
     }
+    // the client's own timeout ends with the answer's headers; the body is bounded here
+    Deadline deadline = new Deadline(request, result, result::completeExceptionally, () -> { });
+    result.whenComplete((r, e) -> deadline.stop());
     CompletableFuture<HttpResponse<byte[]>> call;
     try {
-      call = client.sendAsync(http, info -> capped(info));
+      call = client.sendAsync(http, info -> {
+        deadline.headersArrived();
+        return capped(info);
+      });
     } catch (RuntimeException e) {
       result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));
-      return result;
+      return answer;
     }
     result.whenComplete((r, e) -> {
       if (e != null) {
-        call.cancel(true);
+        call.cancel(true); // closes the connection, also while the body is being read
       }
     });
     call.whenComplete(
@@ -276,7 +306,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
                 new EngineException("request " + request.id() + ": unusable answer: " + e.getMessage(), true, e));
           }
         });
-    return result;
+    return answer;
   }
 
   /**
@@ -285,13 +315,29 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * collected and read as the non-streamed answer, its output then given to the listener in
    * one piece.
    */
-  private CompletableFuture<EngineResult> executeStreamed(InferenceRequest request,
-      OutputListener listener, HttpRequest http, CompletableFuture<EngineResult> result) {
-    CompletionStream stream = new CompletionStream(request, maxResponseBytes, listener);
+  private void executeStreamed(InferenceRequest request,
+      CompletionStream stream, HttpRequest http, CompletableFuture<EngineResult> result) {
     AtomicReference<EventStreamBody> events = new AtomicReference<>();
+    // the whole answer within requestTimeout, as for a non-streamed request (an event stream,
+    // or a JSON answer whose body stalls); after [DONE], a body still open then is closed
+    Deadline deadline = new Deadline(request, result, timeout -> {
+      EventStreamBody b = events.get();
+      if (b != null) {
+        b.fail(timeout);
+      } else {
+        finish(result, stream, null, timeout);
+      }
+    }, () -> {
+      EventStreamBody b = events.get();
+      if (b != null && b.cancel()) {
+        log.debug("request {}: the event stream was still open {} ms after [DONE], closed",
+            request.id(), requestTimeout.toMillis());
+      }
+    });
     CompletableFuture<HttpResponse<Object>> call;
     try {
       call = client.sendAsync(http, info -> {
+        deadline.headersArrived();
         if (info.statusCode() == 200 && isEventStream(info)) {
           EventStreamBody b = new EventStreamBody(request, stream, result);
           events.set(b);
@@ -300,26 +346,15 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         return HttpResponse.BodySubscribers.mapping(capped(info), body -> (Object) body);
       });
     } catch (RuntimeException e) {
+      deadline.stop();
       stream.close();
       result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));
-      return result;
+      return;
     }
-    // the whole stream within requestTimeout, as the whole answer of a non-streamed request;
-    // until the answer's headers the client's own timeout applies (the JDK's timer)
-    CompletableFuture<Void> deadline = new CompletableFuture<>();
-    deadline.orTimeout(requestTimeoutNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
-      EventStreamBody b = events.get();
-      if (e instanceof TimeoutException && b != null && !result.isDone()) {
-        // off the JDK's timer thread, which the failure's callbacks must not hold up
-        timeoutExecutor.execute(() -> b.fail(new EngineTimeoutException("request " + request.id()
-            + " to " + completionsUri + ": answer not complete within "
-            + requestTimeout.toMillis() + " ms (requestTimeout)", e)));
-      }
-    });
     result.whenComplete((r, e) -> {
       stream.close(); // the listener is not called once the future completed
-      deadline.complete(null);
       if (e != null) {
+        deadline.stop();
         call.cancel(true);
         EventStreamBody b = events.get();
         if (b != null) {
@@ -328,6 +363,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
     });
     call.whenComplete((resp, err) -> {
+      deadline.stop(); // the body has ended
       if (err != null) {
         Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
         finish(result, stream, null, mapFailure(request, c));
@@ -347,13 +383,100 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
             new EngineException("request " + request.id() + ": unusable answer: " + e.getMessage(), true, e));
       }
     });
-    return result;
+  }
+
+  /**
+   * Bounds a request by {@code requestTimeout}, from {@code execute} to the end of its
+   * answer's body ({@link #stop}). Until the answer's headers have arrived the HTTP client's own
+   * timeout applies (it tells a connection not made in time, retryable, from an answer not
+   * come); it ends there, and a server or proxy may then stall the body for ever. A request
+   * whose headers came and whose answer is not complete at the deadline (or whose headers come
+   * after it) is given to {@code fail}, which completes it with the
+   * {@link EngineTimeoutException} and closes its connection, as {@link #cancel} does. A
+   * request already complete whose body has not ended by then (a stream left open after
+   * {@code [DONE]}) has {@code linger} run, which closes the connection.
+   */
+  private final class Deadline {
+    private final InferenceRequest request;
+    private final CompletableFuture<EngineResult> result;
+    private final java.util.function.Consumer<EngineTimeoutException> fail;
+    private final Runnable linger;
+    private final CompletableFuture<Void> timer = new CompletableFuture<>();
+    private volatile boolean headers;
+    private volatile boolean expired;
+
+    Deadline(InferenceRequest request, CompletableFuture<EngineResult> result,
+        java.util.function.Consumer<EngineTimeoutException> fail, Runnable linger) {
+      this.request = request;
+      this.result = result;
+      this.fail = fail;
+      this.linger = linger;
+      timer.orTimeout(requestTimeoutNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
+        if (e instanceof TimeoutException) {
+          expired = true;
+          if (headers) {
+            expire(e);
+          }
+        }
+      });
+    }
+
+    /** Called by the HTTP client as the answer's headers arrive, before its body. */
+    void headersArrived() {
+      headers = true;
+      if (expired) {
+        expire(null);
+      }
+    }
+
+    /** The answer's body has ended, or its connection was closed: the deadline is off. */
+    void stop() {
+      timer.complete(null);
+    }
+
+    private void expire(Throwable cause) {
+      // off the JDK's timer thread, which the failure's callbacks must not hold up
+      if (!result.isDone()) {
+        timeoutExecutor.execute(() -> fail.accept(new EngineTimeoutException("request "
+            + request.id() + " to " + completionsUri + ": no answer within "
+            + requestTimeout.toMillis() + " ms (requestTimeout)", cause)));
+      } else {
+        timeoutExecutor.execute(linger);
+      }
+    }
   }
 
   private static boolean isEventStream(HttpResponse.ResponseInfo info) {
     return info.headers().firstValue("Content-Type")
         .map(t -> t.toLowerCase(java.util.Locale.ROOT).startsWith("text/event-stream"))
         .orElse(false);
+  }
+
+  /**
+   * A request in flight, as {@link #cancel} finds it: its future and, when it streams, its
+   * stream to the listener.
+   */
+  private record Running(CompletableFuture<EngineResult> result, CompletionStream stream) {
+    /** Fails the request; a stream is closed first, so no piece is being given after it. */
+    void fail(EngineException e) {
+      if (stream != null) {
+        finish(result, stream, null, e);
+      } else {
+        result.completeExceptionally(e);
+      }
+    }
+  }
+
+  private static List<Running> with(List<Running> runs, List<Running> more) {
+    List<Running> all = new java.util.ArrayList<>(runs);
+    all.addAll(more);
+    return List.copyOf(all);
+  }
+
+  /** {@code runs} without {@code run}, or null (no entry) when none is left. */
+  private static List<Running> without(List<Running> runs, Running run) {
+    List<Running> rest = runs.stream().filter(r -> r != run).toList();
+    return rest.isEmpty() ? null : rest;
   }
 
   /** Completes the request: the stream is closed first, so no piece follows the completion. */
@@ -455,14 +578,19 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       cancel();
     }
 
-    /** Stops reading: the client closes the connection. */
-    void cancel() {
+    /**
+     * Stops reading: the client closes the connection.
+     *
+     * @return whether the body was still open
+     */
+    boolean cancel() {
       cancelled = true;
       Flow.Subscription s = subscription;
       if (s != null) {
         s.cancel();
-        body.complete(new Streamed());
+        return body.complete(new Streamed());
       }
+      return false;
     }
   }
 
@@ -530,9 +658,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   /** Turns an HTTP answer into a result or a typed error. Package-private for tests. */
   EngineResult parseAnswer(InferenceRequest request, int status, byte[] body) {
     String where = "request " + request.id();
-    if (body == null) {
+    if (body == null && status == 200) {
       throw new EngineException(where + ": answer larger than " + maxResponseBytes + " bytes", true);
     }
+    // an error maps by its status, also when its body (a proxy's page, say) is too large to read
     if (status == 429 || status == 503) {
       throw new EngineBusyException(where + ": server answered HTTP " + status + errorDetail(body));
     }
@@ -564,7 +693,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       if (choices.isEmpty()) {
         throw new Json.JsonException("choices is empty", -1);
       }
-      Object choice = choices.get(0);
+      Object choice = choiceZero(choices);
+      if (choice == null) {
+        throw new Json.JsonException("choices has none of index 0", -1);
+      }
       Object textValue = Json.member(choice, "text");
       String text = textValue == null || textValue == Json.NULL ? "" : Json.asString(textValue, "choices[0].text");
       text += stopString(choice, request.params());
@@ -575,6 +707,24 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     } catch (Json.JsonException e) {
       throw new EngineException(where + ": unexpected answer shape: " + e.getMessage(), true, e);
     }
+  }
+
+  /**
+   * The choice of index 0 (or without an index) among {@code choices}, or null: the request's
+   * one sequence. A server that generates several (n above 1 by its own default) sends the
+   * others with their indexes, in any order; they are not the request's output.
+   *
+   * @throws Json.JsonException if a choice is not an object
+   */
+  static Object choiceZero(List<?> choices) {
+    for (int i = 0; i < choices.size(); i++) { // no iterator: this runs for every chunk
+      Object c = choices.get(i);
+      Object index = Json.member(c, "index");
+      if (index == null || index == Json.NULL || Long.valueOf(0).equals(index)) {
+        return c;
+      }
+    }
+    return null;
   }
 
   /**
@@ -617,7 +767,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     return new int[] {prompt, cached};
   }
 
-  private static String errorDetail(byte[] body) {
+  /** An error answer's body, printable and at most 300 bytes, for its message. */
+  private String errorDetail(byte[] body) {
+    if (body == null) {
+      return ": (a body larger than " + maxResponseBytes + " bytes)";
+    }
     if (body.length == 0) {
       return "";
     }
@@ -663,12 +817,14 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * Fails the request's future with a non-retryable error and ends its HTTP exchange: the
    * client closes the connection (the completions API has no cancel call), and vLLM, which
    * notices a client that disconnects, aborts the request instead of generating on for nobody.
+   * A streamed request's listener is closed first: a piece being given when this is called
+   * ends before the future completes (this call waits for it), and none follows. Every request
+   * in flight with that id is cancelled (ids are unique per origin only).
    */
   @Override
   public void cancel(String requestId) {
-    CompletableFuture<?> f = running.get(requestId);
-    if (f != null) {
-      f.completeExceptionally(new EngineException("request " + requestId + " cancelled", false));
+    for (Running r : running.getOrDefault(requestId, List.of())) {
+      r.fail(new EngineException("request " + requestId + " cancelled", false));
     }
   }
 
@@ -734,7 +890,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   /**
    * Probes the server: {@code GET /health} (vLLM, SGLang, llama.cpp), falling back to
    * {@code GET /v1/models} when {@code /health} is not found. Completes with true if the server
-   * answered 2xx, false otherwise (never exceptionally).
+   * answered 2xx, false otherwise (never exceptionally), as soon as the answer's headers have
+   * come, within {@code requestTimeout}: a body that then stalls does not hold it (its
+   * connection is closed at {@code requestTimeout}).
    *
    * @return a future of whether the server answered 2xx; never completes exceptionally
    */
@@ -745,12 +903,34 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         .exceptionally(e -> false);
   }
 
+  /**
+   * The status of {@code GET uri}, as soon as the answer's headers have come (the HTTP
+   * client's timeout bounds the wait for them); the body is discarded, and its connection
+   * closed if it has not ended within {@code requestTimeout}.
+   */
   private CompletableFuture<Integer> probe(URI uri) {
     HttpRequest.Builder hb = HttpRequest.newBuilder(uri).timeout(requestTimeout).GET();
     if (apiKey != null) {
       hb.header("Authorization", "Bearer " + apiKey);
     }
-    return client.sendAsync(hb.build(), HttpResponse.BodyHandlers.discarding()).thenApply(HttpResponse::statusCode);
+    CompletableFuture<Integer> status = new CompletableFuture<>();
+    CompletableFuture<HttpResponse<Void>> call = client.sendAsync(hb.build(), info -> {
+      status.complete(info.statusCode());
+      return HttpResponse.BodySubscribers.discarding();
+    });
+    CompletableFuture<Void> deadline = new CompletableFuture<>();
+    deadline.orTimeout(requestTimeoutNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
+      if (e instanceof TimeoutException) {
+        call.cancel(true); // a body that has not ended: the connection is closed
+      }
+    });
+    call.whenComplete((r, e) -> {
+      deadline.complete(null);
+      if (e != null) {
+        status.completeExceptionally(e);
+      }
+    });
+    return status;
   }
 
   /**
@@ -829,8 +1009,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * How long to wait for an answer: for its headers, and for a streamed request also for the
-     * end of its stream. Default 60 s. A request not answered by then fails with an
+     * How long to wait for an answer: for its headers and for the end of its body (a streamed
+     * request's whole stream, a plain request's whole JSON body). Default 60 s. A request not answered by then fails with an
      * {@link EngineTimeoutException}, which the node does not try on a peer (the client API
      * answers 504): set it above the longest generation the server is to run.
      *

@@ -17,7 +17,9 @@ import java.util.Arrays;
  * append to the event's data, joined by LF; {@code event} sets its type; {@code id},
  * {@code retry} and unknown fields are ignored. An empty line dispatches the event, if it has
  * data. An event not ended by an empty line when the stream ends is not dispatched. A UTF-8 byte
- * order mark opening the stream is skipped.
+ * order mark opening the stream is skipped. A handler that has read the stream's last event calls
+ * {@link #stop()}: the parser then reads no further, not even the rest of the bytes it was
+ * being fed (they are left in the buffer).
  *
  * <p>Bounded: a line, and the data of one event, may hold at most {@code maxEventBytes} bytes;
  * the stream must be strict UTF-8. Breaches throw {@link MalformedStreamException}. Not
@@ -58,6 +60,7 @@ final class ServerSentEvents {
   private long dataBytes;
   private boolean hasData;
   private String type;
+  private boolean stopped;
 
   /**
    * A parser.
@@ -76,7 +79,8 @@ final class ServerSentEvents {
   /**
    * Parses the next bytes of the stream, dispatching the events they complete.
    *
-   * @param bytes the bytes, consumed
+   * @param bytes the bytes, consumed up to the end, or up to where the handler called
+   *     {@link #stop()}
    * @throws MalformedStreamException if the stream breaks the format or its bounds
    */
   void feed(ByteBuffer bytes) {
@@ -85,17 +89,29 @@ final class ServerSentEvents {
       int from = bytes.arrayOffset() + bytes.position();
       int to = bytes.arrayOffset() + bytes.limit();
       bytes.position(bytes.limit());
-      feed(a, from, to);
+      int end = feed(a, from, to);
+      bytes.position(end - bytes.arrayOffset());
     } else {
+      int start = bytes.position();
       byte[] copy = new byte[bytes.remaining()];
       bytes.get(copy);
-      feed(copy, 0, copy.length);
+      int end = feed(copy, 0, copy.length);
+      bytes.position(start + end);
     }
   }
 
-  private void feed(byte[] a, int from, int to) {
+  /**
+   * Stops parsing: called by the handler from {@link Handler#onEvent} once the stream's last
+   * event has come, the parser reads nothing after it.
+   */
+  void stop() {
+    stopped = true;
+  }
+
+  /** Parses {@code a[from, to)}; returns where it stopped ({@code to} unless stopped). */
+  private int feed(byte[] a, int from, int to) {
     int i = from;
-    while (i < to) {
+    while (i < to && !stopped) {
       byte b = a[i];
       if (b == '\n') {
         if (afterCr) {
@@ -129,6 +145,7 @@ final class ServerSentEvents {
         i = end;
       }
     }
+    return i;
   }
 
   /**

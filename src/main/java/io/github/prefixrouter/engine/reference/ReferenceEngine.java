@@ -76,7 +76,8 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
   private final int maxOutputTokens;
   private final AtomicInteger queued = new AtomicInteger();
   private final AtomicInteger running = new AtomicInteger();
-  private final Map<String, Job> jobs = new ConcurrentHashMap<>();
+  /** The requests queued or running by id: ids are unique per origin only, so a few may share one. */
+  private final Map<String, List<Job>> jobs = new ConcurrentHashMap<>();
   private final AtomicBoolean closed = new AtomicBoolean();
   private final AtomicLong requests = new AtomicLong();
   private final AtomicLong promptTokens = new AtomicLong();
@@ -154,8 +155,15 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
       return f;
     }
     Job job = new Job(request, f, listener);
-    jobs.put(request.id(), job);
-    f.whenComplete((r, e) -> jobs.remove(request.id(), job));
+    jobs.merge(request.id(), List.of(job), (a, b) -> {
+      List<Job> all = new java.util.ArrayList<>(a);
+      all.addAll(b);
+      return List.copyOf(all);
+    });
+    f.whenComplete((r, e) -> jobs.computeIfPresent(request.id(), (id, js) -> {
+      List<Job> rest = js.stream().filter(j -> j != job).toList();
+      return rest.isEmpty() ? null : rest;
+    }));
     queued.incrementAndGet();
     try {
       executor.execute(job);
@@ -201,15 +209,22 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
         return;
       }
       running.incrementAndGet();
+      EngineResult result = null;
+      EngineException failure = null;
       try {
-        future.complete(compute(this));
+        result = compute(this);
       } catch (EngineException e) {
-        future.completeExceptionally(e);
+        failure = e;
       } catch (RuntimeException | OutOfMemoryError e) {
-        future.completeExceptionally(
-            new EngineException("request " + request.id() + " failed in the engine: " + e, true, e));
+        failure = new EngineException("request " + request.id() + " failed in the engine: " + e, true, e);
       } finally {
+        // no longer running when the future completes: its callbacks (the node's) read load()
         running.decrementAndGet();
+      }
+      if (failure != null) {
+        future.completeExceptionally(failure);
+      } else {
+        future.complete(result);
       }
     }
   }
@@ -345,11 +360,13 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     return new EngineLoad(Math.max(0, queued.get()), Math.max(0, running.get()));
   }
 
-  /** Stops a queued or running request; its future fails with a non-retryable error. */
+  /**
+   * Stops the queued or running requests of that id (ids are unique per origin only, so there
+   * may be several); their futures fail with a non-retryable error.
+   */
   @Override
   public void cancel(String requestId) {
-    Job j = jobs.get(requestId);
-    if (j != null) {
+    for (Job j : jobs.getOrDefault(requestId, List.of())) {
       j.cancelled = true;
     }
   }
@@ -423,8 +440,10 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
         }
       }
     }
-    for (Job j : jobs.values()) {
-      j.cancelled = true;
+    for (List<Job> js : jobs.values()) {
+      for (Job j : js) {
+        j.cancelled = true;
+      }
     }
   }
 

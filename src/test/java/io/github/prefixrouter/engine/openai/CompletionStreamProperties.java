@@ -186,6 +186,53 @@ class CompletionStreamProperties {
     assertEquals(-1, r.decodeNanos());
   }
 
+  /**
+   * What a server may send after {@code [DONE]}: more events, an error event, a malformed chunk,
+   * bytes that are not UTF-8, a line never ended, random bytes.
+   */
+  @Provide
+  Arbitrary<byte[]> afterDone() {
+    Arbitrary<byte[]> fragment = Arbitraries.oneOf(
+        Arbitraries.of("data: {\"choices\":[{\"text\":\"late\",\"token_ids\":[1]}]}\n\n",
+                "event: error\ndata: {\"error\":{\"message\":\"late\"}}\n\n", "data: {not json\n\n",
+                "data: [DONE]\n\n", ": ping\r\n", "\r", "\n", "data: no line end")
+            .map(t -> t.getBytes(StandardCharsets.UTF_8)),
+        Arbitraries.of(new byte[] {'d', 'a', 't', 'a', ':', (byte) 0xC3, '\n', '\n'},
+            new byte[] {(byte) 0xFF, '\r', '\n'}),
+        Arbitraries.bytes().array(byte[].class).ofMaxSize(16));
+    return fragment.list().ofMaxSize(4).map(list -> {
+      ByteArrayOutputStream out = new ByteArrayOutputStream();
+      list.forEach(out::writeBytes);
+      return out.toByteArray();
+    });
+  }
+
+  @Property(tries = 300)
+  void whatFollowsDoneChangesNothingWhereverTheStreamIsCut(@ForAll("outputs") List<Piece> output,
+      @ForAll("styles") Style style, @ForAll("afterDone") byte[] after) {
+    // the request is complete at [DONE]: whether what follows arrives in the same read or in
+    // later ones, it is ignored (up to the byte limit), and the result is the stream's
+    Written w = write(output, style);
+    byte[] bytes = java.util.Arrays.copyOf(w.bytes(), w.bytes().length + after.length);
+    System.arraycopy(after, 0, bytes, w.bytes().length, after.length);
+    List<Piece> got = new ArrayList<>();
+    CompletionStream s = new CompletionStream(REQUEST, 1 << 20,
+        (tokens, text) -> got.add(new Piece(IntStream.of(tokens).boxed().toList(), text)));
+    Random r = new Random(style.seed() ^ 0x5DEECE66DL);
+    if (r.nextBoolean()) {
+      s.feed(ByteBuffer.wrap(bytes)); // one read
+    } else {
+      feedInChunks(s, bytes, bytes.length, r);
+    }
+    assertTrue(s.done());
+    List<Piece> expected = output.stream()
+        .map(p -> new Piece(style.tokenIds() ? p.tokens() : List.of(), p.text()))
+        .filter(p -> !p.tokens().isEmpty() || !p.text().isEmpty())
+        .toList();
+    assertEquals(expected, got, "the pieces, in order");
+    assertEquals(String.join("", expected.stream().map(Piece::text).toList()), s.result().text());
+  }
+
   @Property(tries = 200)
   void aStreamCutBeforeItsEndIsARetryableFailureAfterAPrefixOfItsPieces(
       @ForAll("outputs") List<Piece> output, @ForAll("styles") Style style) {

@@ -215,6 +215,23 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void eventsOfAnotherTypeThanMessageOrErrorAreNotChunks() throws Exception {
+    // as an EventSource dispatches them: a named event (a proxy's or server's keep-alive) is
+    // not a completion chunk, whatever its data
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null) + "event: ping\ndata: keep-alive\n\n"
+          + "event: progress\ndata: {\"choices\":[{\"text\":\"X\",\"token_ids\":[9]}]}\n\n"
+          + "event: message\n" + chunk("b", "[2]", "length") + USAGE + "data: [DONE]\n\n");
+    });
+    Pieces pieces = new Pieces();
+    EngineResult r = pieces.run(builder().build(), request()).get(20, TimeUnit.SECONDS);
+    assertEquals("ab", r.text());
+    assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+    assertEquals(List.of("a", "b"), pieces.texts);
+  }
+
+  @Test
   void errorEventsAndErrorChunksAreRetryableFailuresWithTheServersMessage() {
     String[] errors = {
         "event: error\ndata: {\"error\":{\"message\":\"engine dead\"}}\n\n",
@@ -236,6 +253,33 @@ class OpenAiCompatibleEngineStreamingTest {
       assertTrue(e.getMessage().contains("engine dead"), e.getMessage());
       assertEquals(List.of("a"), pieces.texts, "the output before the error was streamed");
     }
+  }
+
+  @Test
+  void chunksOfAnotherChoiceThanIndexZeroAreNotTheOutput() throws Exception {
+    // a server that generates more than one sequence (n > 1 by its own default) streams each
+    // choice's chunks with its index: the request's output is choice 0's alone
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null) + chunk("X", "[9]", null).replace("\"index\":0", "\"index\":1")
+          + "data: {\"choices\":[{\"index\":1,\"text\":\"Y\",\"token_ids\":[8],\"finish_reason\":\"length\"},"
+          + "{\"index\":0,\"text\":\"b\",\"token_ids\":[2],\"finish_reason\":\"length\"}]}\n\n"
+          + USAGE + "data: [DONE]\n\n");
+    });
+    Pieces pieces = new Pieces();
+    EngineResult r = pieces.run(builder().build(), request()).get(20, TimeUnit.SECONDS);
+    assertEquals("ab", r.text());
+    assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+    assertEquals(List.of("a", "b"), pieces.texts);
+    // and a whole answer's choices in another order than their indexes
+    server.behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"index\":1,\"text\":\"XY\","
+        + "\"token_ids\":[9,8]},{\"index\":0,\"text\":\"ab\",\"token_ids\":[1,2]}]}"));
+    EngineResult whole = builder().build().execute(request()).get(20, TimeUnit.SECONDS);
+    assertEquals("ab", whole.text());
+    assertArrayEquals(new int[] {1, 2}, whole.outputTokens());
+    server.behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"index\":1,\"text\":\"XY\"}]}"));
+    EngineException err = failure(builder().build().execute(request()));
+    assertTrue(err.retryable() && err.getMessage().contains("index 0"), err.getMessage());
   }
 
   @Test
@@ -456,6 +500,53 @@ class OpenAiCompatibleEngineStreamingTest {
       assertFalse(pieces.late);
       assertEquals(0, e.load().total());
     }
+  }
+
+  @Test
+  void cancelWaitsForAPieceInProgressBeforeItCompletesTheFuture() throws Exception {
+    // the node writes the rest of the answer when the future completes: a piece still being
+    // written then would interleave with it. cancel must close the stream to the listener (wait
+    // for a call in progress) before it completes the future, as a timeout does.
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null));
+      server.awaitRelease();
+    });
+    OpenAiCompatibleEngine e = builder().build();
+    CountDownLatch inListener = new CountDownLatch(1);
+    CountDownLatch letGo = new CountDownLatch(1);
+    boolean[] doneWhenPieceEnded = new boolean[1];
+    Pieces pieces = new Pieces() {
+      @Override
+      public void onOutput(int[] t, String text) {
+        super.onOutput(t, text);
+        inListener.countDown();
+        try {
+          letGo.await(10, TimeUnit.SECONDS);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+        }
+        doneWhenPieceEnded[0] = future.isDone();
+      }
+    };
+    CompletableFuture<EngineResult> f = pieces.run(e, request());
+    assertTrue(inListener.await(10, TimeUnit.SECONDS), "the first piece never came");
+    Thread canceller = new Thread(() -> e.cancel("r1"), "canceller");
+    canceller.start();
+    // the canceller either completes the future at once, or waits for the listener's call
+    for (int i = 0; i < 10_000 && !f.isDone() && canceller.getState() != Thread.State.BLOCKED
+        && canceller.getState() != Thread.State.WAITING; i++) {
+      Thread.sleep(1);
+    }
+    boolean doneWhileInListener = f.isDone();
+    letGo.countDown();
+    canceller.join(10_000);
+    assertFalse(canceller.isAlive());
+    assertFalse(doneWhileInListener, "the future completed while a piece was being given");
+    assertFalse(doneWhenPieceEnded[0], "the future completed while a piece was being given");
+    assertFalse(failure(f).retryable());
+    assertEquals(List.of("a"), pieces.texts);
+    assertEquals(0, e.load().total());
   }
 
   @Test

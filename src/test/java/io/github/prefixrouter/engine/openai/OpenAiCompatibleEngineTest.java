@@ -200,6 +200,33 @@ class OpenAiCompatibleEngineTest {
   }
 
   @Test
+  void anErrorStatusMapsByItsStatusWhateverTheSizeOfItsBody() throws Exception {
+    // a proxy's or server's error page larger than maxResponseBytes: the status still says
+    // what happened (overloaded, invalid request, bad gateway), whether streamed or not
+    String page = "<html><body>" + "<p>error</p>".repeat(500) + "</body></html>";
+    OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base())
+        .maxResponseBytes(1024).build();
+    for (int s : new int[] {429, 503, 400, 502}) {
+      server.behaviour.set((ex, body) -> {
+        byte[] b = page.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        ex.getResponseHeaders().add("Content-Type", "text/html");
+        ex.sendResponseHeaders(s, b.length);
+        ex.getResponseBody().write(b);
+      });
+      for (boolean streamed : new boolean[] {false, true}) {
+        EngineException err = failure(streamed
+            ? e.execute(request(), (tokens, text) -> { }) : e.execute(request()));
+        String what = s + (streamed ? " streamed: " : ": ") + err;
+        assertTrue(err.getMessage().contains("HTTP " + s), what);
+        assertEquals(s == 429 || s == 503, err instanceof io.github.prefixrouter.spi.EngineBusyException, what);
+        assertEquals(s == 400, err instanceof InvalidRequestException, what);
+        assertEquals(s != 400, err.retryable(), what);
+      }
+    }
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
   void unreachableServerIsRetryable() throws Exception {
     int port;
     try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
@@ -275,6 +302,27 @@ class OpenAiCompatibleEngineTest {
   }
 
   @Test
+  void aCompletedRequestsSlotIsFreeWhenItsFutureCompletes() throws Exception {
+    // the node reads load() in its completion callbacks and may submit the next request from
+    // them: the slot of the request that completed must be free there, streamed or not
+    server.behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"text\":\"x\",\"token_ids\":[1]}]}"));
+    OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base()).maxInFlight(1).build();
+    for (boolean streamed : new boolean[] {false, true}) {
+      CompletableFuture<CompletableFuture<EngineResult>> next = new CompletableFuture<>();
+      int[] seen = {-1};
+      CompletableFuture<EngineResult> f = streamed ? e.execute(request(), (t, x) -> { }) : e.execute(request());
+      f.whenComplete((r, x) -> {
+        seen[0] = e.load().total();
+        next.complete(e.execute(request()));
+      });
+      assertEquals("x", f.get(20, TimeUnit.SECONDS).text());
+      assertEquals("x", next.get(20, TimeUnit.SECONDS).get(20, TimeUnit.SECONDS).text(),
+          "the next request, submitted as the first completed, found its slot taken");
+      assertEquals(0, seen[0], "load() in the future's callback");
+    }
+  }
+
+  @Test
   void slotsAndMaxInFlightDefaultsAndChecks() {
     OpenAiCompatibleEngine d = OpenAiCompatibleEngine.builder().baseUrl(base()).build();
     assertEquals(256, d.slots());
@@ -302,6 +350,33 @@ class OpenAiCompatibleEngineTest {
     assertTrue(arrived.await(10, TimeUnit.SECONDS));
     e.cancel("r1");
     assertFalse(failure(f).retryable());
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
+  void cancelReachesEveryRunOfTheIdAlsoOneStartedBeforeAnotherOfTheSameId() throws Exception {
+    // ids are unique per origin only: two runs of one id may overlap here. The node cancels an
+    // id once the other run is over; the run still going must then be cancelled.
+    CountDownLatch firstArrived = new CountDownLatch(1);
+    server.behaviour.set((ex, body) -> {
+      if (((Number) body.get("max_tokens")).intValue() == 3) {
+        firstArrived.countDown();
+        server.awaitRelease(); // the long run
+      } else {
+        reply(ex, 200, "{\"choices\":[{\"text\":\"x\",\"token_ids\":[1]}]}");
+      }
+    });
+    OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base())
+        .requestTimeout(Duration.ofSeconds(60)).build();
+    CompletableFuture<EngineResult> first = e.execute(request());
+    assertTrue(firstArrived.await(10, TimeUnit.SECONDS));
+    InferenceRequest sameId = new InferenceRequest("r1", new int[] {1, 2}, GenerationParams.greedy(4));
+    assertEquals("x", e.execute(sameId).get(20, TimeUnit.SECONDS).text());
+    e.cancel("r1");
+    assertTrue(first.isDone(), "the first run of r1 was not cancelled");
+    EngineException err = failure(first);
+    assertFalse(err.retryable());
+    assertTrue(err.getMessage().contains("cancelled"), err.getMessage());
     assertEquals(0, e.load().total());
   }
 

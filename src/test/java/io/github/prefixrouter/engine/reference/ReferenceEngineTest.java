@@ -163,6 +163,50 @@ class ReferenceEngineTest {
     }
   }
 
+  @Test
+  void concurrentRequestsSharingPrefixesAnswerAsEachAloneOnAFreshEngine() throws Exception {
+    // requests of 4 prompt families (shared prefixes: cache hits, stores of the same blocks at
+    // once, evictions from a cache of 8 blocks), greedy and sampled, some with stop token ids,
+    // all at once on 4 threads: each answers, and streams, what it answers alone on a fresh
+    // engine with an empty cache; the cache stays consistent
+    SplittableRandom rnd = new SplittableRandom(77);
+    List<InferenceRequest> requests = new ArrayList<>();
+    for (int i = 0; i < 32; i++) {
+      int family = rnd.nextInt(4);
+      int[] tokens = concat(prompt(100 + family, 16 * (1 + rnd.nextInt(3))), prompt(1000 + i, 1 + rnd.nextInt(20)));
+      GenerationParams g = rnd.nextBoolean() ? GenerationParams.greedy(8)
+          : new GenerationParams(8, 0.9, 0.95, rnd.nextLong());
+      if (rnd.nextInt(3) == 0) {
+        g = g.withStops(List.of(), List.of(rnd.nextInt(1024), rnd.nextInt(1024)));
+      }
+      requests.add(new InferenceRequest("q" + i, tokens, g));
+    }
+    List<int[]> alone = new ArrayList<>();
+    for (InferenceRequest r : requests) {
+      try (ReferenceEngine fresh = ReferenceEngine.builder().build()) {
+        alone.add(fresh.execute(r).get(60, TimeUnit.SECONDS).outputTokens());
+      }
+    }
+    try (ReferenceEngine shared = ReferenceEngine.builder().threads(4).cacheCapacityTokens(128).build()) {
+      List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+      List<List<Integer>> streamed = new ArrayList<>();
+      for (InferenceRequest r : requests) {
+        List<Integer> pieces = java.util.Collections.synchronizedList(new ArrayList<>());
+        streamed.add(pieces);
+        fs.add(shared.execute(r, (tokens, text) -> Arrays.stream(tokens).forEach(pieces::add)));
+      }
+      for (int i = 0; i < requests.size(); i++) {
+        int[] out = fs.get(i).get(60, TimeUnit.SECONDS).outputTokens();
+        assertArrayEquals(alone.get(i), out, requests.get(i).id());
+        assertArrayEquals(out, streamed.get(i).stream().mapToInt(Integer::intValue).toArray());
+      }
+      assertTrue(shared.stats().cachedPromptTokens() > 0, "some requests hit the cache");
+      assertTrue(shared.stats().blocksEvicted() > 0, "the cache evicted");
+      assertNull(shared.checkCacheInvariants());
+      assertEquals(0, shared.load().total());
+    }
+  }
+
   /** Records events and rebuilds the engine's cache contents from them. */
   static final class Mirror implements CacheEventListener {
     final java.util.Map<Long, Long> parentOf = new java.util.HashMap<>();
@@ -301,6 +345,42 @@ class ReferenceEngineTest {
       assertEquals(0, e.load().total());
     } finally {
       ex.shutdownNow();
+    }
+  }
+
+  @Test
+  void cancelReachesEveryRunOfTheIdAlsoOneQueuedBeforeAnotherOfTheSameId() throws Exception {
+    // ids are unique per origin only: two runs of one id may overlap. Once the later one is
+    // over, cancelling the id must still stop the earlier one.
+    List<Runnable> queue = new ArrayList<>();
+    try (ReferenceEngine e = ReferenceEngine.builder().executor(queue::add).build()) {
+      CompletableFuture<EngineResult> first = e.execute(InferenceRequest.of("a", prompt(1, 20)));
+      CompletableFuture<EngineResult> second = e.execute(InferenceRequest.of("a", prompt(2, 20)));
+      assertEquals(2, queue.size());
+      queue.get(1).run();
+      assertEquals(1, second.get(30, TimeUnit.SECONDS).outputTokens().length);
+      e.cancel("a");
+      queue.get(0).run();
+      ExecutionException x = assertThrows(ExecutionException.class, () -> first.get(30, TimeUnit.SECONDS));
+      assertFalse(((EngineException) x.getCause()).retryable(), x.toString());
+      assertTrue(x.getCause().getMessage().contains("cancelled"), x.toString());
+      assertEquals(0, e.load().total());
+    }
+  }
+
+  @Test
+  void aCompletedRequestIsNoLongerInTheLoadWhenItsFutureCompletes() throws Exception {
+    // the node reads load() in its completion callbacks (is the engine idle for the next
+    // request?): the request that completed must not count as running there any more
+    List<Runnable> queue = new ArrayList<>();
+    try (ReferenceEngine e = ReferenceEngine.builder().executor(queue::add).build()) {
+      CompletableFuture<EngineResult> f = e.execute(InferenceRequest.of("a", prompt(1, 20)));
+      int[] seen = {-1};
+      f.whenComplete((r, x) -> seen[0] = e.load().total());
+      assertEquals(1, e.load().queueDepth());
+      queue.get(0).run();
+      assertTrue(f.isDone());
+      assertEquals(0, seen[0], "load() in the future's callback");
     }
   }
 

@@ -1,0 +1,311 @@
+package io.github.prefixrouter.engine.openai;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.EngineTimeoutException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketException;
+import java.net.SocketTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The adapter against servers that misbehave at the HTTP level: answers whose body stalls
+ * after the headers, streams held open after {@code [DONE]}. Each server here is a raw socket
+ * answering by hand, so that the test controls every byte and sees when the adapter closes the
+ * connection. Their requestTimeout, 2 s, is what the tests wait for; it is long enough for the
+ * first exchange of a fresh HTTP client on a loaded machine.
+ */
+class OpenAiCompatibleEngineMisbehavingServerTest {
+
+  private static InferenceRequest request(String id) {
+    return new InferenceRequest(id, new int[] {101, 7, 7, 9000}, new GenerationParams(3, 0.0, 0.9, 17L));
+  }
+
+  private static EngineException failure(CompletableFuture<EngineResult> f) {
+    ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(20, TimeUnit.SECONDS));
+    assertInstanceOf(EngineException.class, e.getCause());
+    return (EngineException) e.getCause();
+  }
+
+  private static void write(OutputStream out, String s) throws IOException {
+    out.write(s.getBytes(StandardCharsets.UTF_8));
+    out.flush();
+  }
+
+  /**
+   * Waits until the client closes the connection: true when it did (end of stream or reset),
+   * false when it still held it open after 10 s.
+   */
+  private static boolean closedByClient(Socket conn) throws IOException {
+    conn.setSoTimeout(10_000);
+    InputStream in = conn.getInputStream();
+    try {
+      while (in.read() >= 0) {
+        // the client sends nothing more on this connection: read to its end
+      }
+      return true;
+    } catch (SocketTimeoutException stillOpen) {
+      return false;
+    } catch (SocketException reset) {
+      return true;
+    }
+  }
+
+  @Test
+  void aPlainAnswerWhoseBodyStallsAfterItsHeadersTimesOutAndClosesTheConnection() throws Exception {
+    stalledJsonBody(false);
+  }
+
+  @Test
+  void aPlainAnswerToAStreamedRequestWhoseBodyStallsTimesOutAndClosesTheConnection() throws Exception {
+    stalledJsonBody(true);
+  }
+
+  /**
+   * A server that sends a JSON answer's headers and a part of its body, then nothing (a hung
+   * server or proxy): the request fails at {@code requestTimeout} as one whose headers never
+   * came, gives its slot back, and its connection is closed.
+   */
+  private static void stalledJsonBody(boolean streamed) throws Exception {
+    try (ServerSocket raw = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+          .requestTimeout(Duration.ofSeconds(2)).build();
+      OpenAiCompatibleEngineStreamingTest.Pieces pieces = new OpenAiCompatibleEngineStreamingTest.Pieces();
+      CompletableFuture<EngineResult> f = streamed ? pieces.run(e, request("r1")) : e.execute(request("r1"));
+      raw.setSoTimeout(10_000);
+      try (Socket conn = raw.accept()) {
+        ScriptedOpenAiServer.readRequest(conn);
+        // the headers and a part of the body, and then nothing (a hung server or proxy)
+        write(conn.getOutputStream(), "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            + "Content-Length: 100\r\n\r\n{\"choices\":[{\"text\":");
+        EngineException err = failure(f);
+        assertInstanceOf(EngineTimeoutException.class, err, err::toString);
+        assertFalse(err.retryable());
+        assertEquals(0, e.load().total(), "the slot is given back");
+        assertTrue(closedByClient(conn), "the connection stayed open after the timeout");
+      }
+      assertTrue(pieces.texts.isEmpty());
+    }
+  }
+
+  @Test
+  void aStreamHeldOpenAfterDoneIsClosedAtTheDeadline() throws Exception {
+    // [DONE] completes the request; a server (or proxy) that then neither ends the body nor
+    // closes the connection must not hold it open for ever
+    try (ServerSocket raw = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+          .requestTimeout(Duration.ofSeconds(2)).build();
+      OpenAiCompatibleEngineStreamingTest.Pieces pieces = new OpenAiCompatibleEngineStreamingTest.Pieces();
+      CompletableFuture<EngineResult> f = pieces.run(e, request("r1"));
+      raw.setSoTimeout(10_000);
+      try (Socket conn = raw.accept()) {
+        ScriptedOpenAiServer.readRequest(conn);
+        String events = OpenAiCompatibleEngineStreamingTest.chunk("a", "[1]", "length") + "data: [DONE]\n\n";
+        // a chunked body whose last chunk (0) never comes
+        write(conn.getOutputStream(), "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(events.length()) + "\r\n"
+            + events + "\r\n");
+        assertEquals("a", f.get(20, TimeUnit.SECONDS).text());
+        assertEquals(0, e.load().total());
+        assertTrue(closedByClient(conn), "the connection stayed open after the deadline");
+      }
+    }
+  }
+
+  @Test
+  void aHealthAnswerWhoseBodyStallsStillAnswersTheProbe() throws Exception {
+    // NodeMain waits for health() at start-up: a /health whose body never ends (a hung server
+    // or proxy) must not hold it for ever. The status says it: 200 is healthy.
+    try (ServerSocket raw = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+          .requestTimeout(Duration.ofSeconds(2)).build();
+      CompletableFuture<Boolean> health = e.health();
+      raw.setSoTimeout(10_000);
+      try (Socket conn = raw.accept()) {
+        conn.setSoTimeout(10_000);
+        InputStream in = conn.getInputStream();
+        StringBuilder head = new StringBuilder();
+        while (!head.toString().endsWith("\r\n\r\n")) {
+          int b = in.read();
+          assertTrue(b >= 0, "the probe ended early");
+          head.append((char) b);
+        }
+        assertTrue(head.toString().startsWith("GET /health "), head.toString());
+        write(conn.getOutputStream(), "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nstarting");
+        assertTrue(health.get(20, TimeUnit.SECONDS));
+        assertTrue(closedByClient(conn), "the probe's connection stayed open after requestTimeout");
+      }
+    }
+  }
+
+  /** The failures of the campaign below, one per request, chosen by its {@code max_tokens}. */
+  private static final String[] KINDS = {
+      "malformed chunk", "error event", "finish_reason abort", "line above the limit",
+      "cancelled from the listener", "stalled stream", "plain answer above the limit",
+      "held open after [DONE]", "stalled plain body", "invalid UTF-8", "cut before [DONE]",
+  };
+
+  @Test
+  void manyFailuresOfEveryKindLeakNoConnectionNoSlotAndNoThread() throws Exception {
+    // every way a server can fail a request, several times over, at once: each request's
+    // future completes, its slot is given back and its connection is closed by the client;
+    // a second round adds no threads to the first's
+    try (ServerSocket raw = new ServerSocket(0, 64, InetAddress.getLoopbackAddress())) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+          .requestTimeout(Duration.ofSeconds(2)).maxResponseBytes(1024).build();
+      ConcurrentLinkedQueue<Thread> handlers = new ConcurrentLinkedQueue<>();
+      AtomicInteger closed = new AtomicInteger();
+      AtomicInteger accepted = new AtomicInteger();
+      Thread acceptor = new Thread(() -> {
+        while (!raw.isClosed()) {
+          try {
+            Socket conn = raw.accept();
+            accepted.incrementAndGet();
+            Thread h = new Thread(() -> misbehave(conn, closed), "misbehaving-server");
+            h.setDaemon(true);
+            handlers.add(h);
+            h.start();
+          } catch (IOException stopped) {
+            return;
+          }
+        }
+      }, "misbehaving-acceptor");
+      acceptor.setDaemon(true);
+      acceptor.start();
+      int perRound = 3 * KINDS.length;
+      int threadsAfterFirst = 0;
+      for (int round = 0; round < 2; round++) {
+        List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+        for (int i = 0; i < perRound; i++) {
+          int kind = i % KINDS.length;
+          String id = "r" + round + "-" + i;
+          InferenceRequest r = new InferenceRequest(id, new int[] {1, 2, 3},
+              new GenerationParams(100 + kind, 0.0, 1.0, 0L));
+          boolean plain = KINDS[kind].contains("plain");
+          fs.add(plain ? e.execute(r) : e.execute(r, (tokens, text) -> {
+            if (KINDS[kind].startsWith("cancelled")) {
+              e.cancel(id);
+            }
+          }));
+        }
+        for (int i = 0; i < perRound; i++) {
+          String kind = KINDS[i % KINDS.length];
+          CompletableFuture<EngineResult> f = fs.get(i);
+          if (kind.startsWith("held open")) {
+            assertEquals("a", f.get(20, TimeUnit.SECONDS).text(), kind);
+          } else {
+            EngineException err = failure(f);
+            assertEquals(!kind.startsWith("cancelled"), err.retryable() || err instanceof EngineTimeoutException,
+                kind + ": " + err);
+          }
+        }
+        assertEquals(0, e.load().total(), "every slot is given back");
+        // every connection of the round is closed by the client
+        for (Thread h; (h = handlers.poll()) != null; ) {
+          h.join(20_000);
+          assertFalse(h.isAlive(), "a connection stayed open");
+        }
+        assertEquals(accepted.get(), closed.get(), "connections the client closed");
+        int threads = Thread.activeCount();
+        if (round == 0) {
+          threadsAfterFirst = threads;
+        } else {
+          assertTrue(threads <= threadsAfterFirst + perRound / 2,
+              "threads: " + threadsAfterFirst + " after the first round, " + threads + " after the second");
+        }
+      }
+      assertTrue(accepted.get() >= 2 * perRound, accepted + " connections");
+    }
+  }
+
+  /** Answers one connection as its request's kind says, then waits for the client to close it. */
+  private static void misbehave(Socket conn, AtomicInteger closed) {
+    try (conn) {
+      conn.setSoTimeout(10_000);
+      InputStream in = conn.getInputStream();
+      StringBuilder head = new StringBuilder();
+      while (!head.toString().endsWith("\r\n\r\n")) {
+        int b = in.read();
+        if (b < 0) {
+          return;
+        }
+        head.append((char) b);
+      }
+      Matcher m = Pattern.compile("(?i)content-length:\\s*(\\d+)").matcher(head);
+      assertTrue(m.find(), head.toString());
+      String body = new String(in.readNBytes(Integer.parseInt(m.group(1))), StandardCharsets.UTF_8);
+      Matcher max = Pattern.compile("\"max_tokens\":(\\d+)").matcher(body);
+      assertTrue(max.find(), body);
+      String kind = KINDS[Integer.parseInt(max.group(1)) - 100];
+      OutputStream out = conn.getOutputStream();
+      String a = OpenAiCompatibleEngineStreamingTest.chunk("a", "[1]", null);
+      String events = switch (kind) {
+        case "malformed chunk" -> a + "data: {\"choices\":[{\"text\":5}]}\n\n";
+        case "error event" -> a + "data: {\"error\":{\"message\":\"dead\"}}\n\n";
+        case "finish_reason abort" -> OpenAiCompatibleEngineStreamingTest.chunk("a", "[1]", "abort");
+        case "line above the limit" -> ": " + "z".repeat(2000);
+        case "held open after [DONE]" -> OpenAiCompatibleEngineStreamingTest.chunk("a", "[1]", "length")
+            + "data: [DONE]\n\n";
+        case "invalid UTF-8" -> a + "data: \u00ff\n\n"; // replaced by a lone byte below
+        default -> a;
+      };
+      if (kind.contains("plain")) {
+        boolean large = kind.contains("limit");
+        write(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+            + (large ? 5000 : 100) + "\r\n\r\n{\"choices\":[{\"text\":\"" + (large ? "x".repeat(2000) : ""));
+      } else {
+        byte[] b = events.getBytes(StandardCharsets.UTF_8);
+        if (kind.equals("invalid UTF-8")) {
+          b = events.replace("\u00ff", "?").getBytes(StandardCharsets.UTF_8);
+          b[b.length - 3] = (byte) 0xFF;
+        }
+        boolean cut = kind.equals("cut before [DONE]");
+        out.write(("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            + (cut ? "Connection: close\r\n" : "") // a body that ends: not for reuse
+            + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(b.length) + "\r\n")
+            .getBytes(StandardCharsets.US_ASCII));
+        out.write(b);
+        out.write("\r\n".getBytes(StandardCharsets.US_ASCII));
+        if (cut) {
+          out.write("0\r\n\r\n".getBytes(StandardCharsets.US_ASCII)); // the body ends: no [DONE]
+        }
+        out.flush();
+      }
+      // and nothing more: the client must close the connection (it does as the body ends when
+      // told Connection: close)
+      if (closedByClient(conn)) {
+        closed.incrementAndGet();
+      }
+    } catch (IOException gone) {
+      closed.incrementAndGet(); // reset by the client while writing: closed as well
+    }
+  }
+}
