@@ -253,8 +253,9 @@ final class OpenAiRequest {
       } else if (!keys.contains(key)) {
         TreeSet<String> all = new TreeSet<>(keys);
         all.addAll(noOps.keySet());
-        throw new Invalid(key, "unknown_parameter", "unknown key \"" + key + "\"; the keys are "
-            + all);
+        String shownKey = shortened(key);
+        throw new Invalid(shownKey, "unknown_parameter", "unknown key \"" + shownKey
+            + "\"; the keys are " + all);
       } else if (!isNull(v)) {
         m.put(key, v);
       }
@@ -615,6 +616,21 @@ final class OpenAiRequest {
   }
 
   /** A value as JSON, for a message: cut after 200 characters. */
+  /** Longest unknown key echoed in an error, in code points. */
+  static final int MAX_KEY_SHOWN = 64;
+
+  /**
+   * A client's key as an error echoes it (its message and {@code param}): whole up to
+   * {@link #MAX_KEY_SHOWN} code points, else their first ones and "...", so that an answer to a
+   * body of long unknown keys is not as large as the body.
+   */
+  static String shortened(String key) {
+    if (key.codePointCount(0, key.length()) <= MAX_KEY_SHOWN) {
+      return key;
+    }
+    return key.substring(0, key.offsetByCodePoints(0, MAX_KEY_SHOWN)) + "...";
+  }
+
   private static String shown(Object v) {
     String s = Json.write(v);
     return s.length() <= 200 ? s : s.substring(0, 200) + "...";

@@ -465,6 +465,9 @@ class ClientEndpointOpenAiTest {
         {chat, "{" + msgs + ",\"n\":3}", "n", "not supported"},
         {chat, "{" + msgs + ",\"echo\":false}", "echo", "unknown key"},
         {chat, "{" + msgs + ",\"prompt\":\"a\"}", "prompt", "unknown key"},
+        // a long unknown key is echoed shortened, whole code points (here 😀, two chars each)
+        {cmpl, "{\"prompt\":\"a\",\"" + "\ud83d\ude00".repeat(5_000) + "\":1}",
+            "\ud83d\ude00".repeat(64) + "...", "unknown key"},
         {chat, "{" + msgs + ",\"chat_template_kwargs\":[1]}", "chat_template_kwargs", "object"},
         {chat, "{" + msgs + ",\"max_completion_tokens\":-1}", "max_completion_tokens",
             "max_completion_tokens must be"},
