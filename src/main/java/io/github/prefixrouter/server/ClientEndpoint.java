@@ -979,7 +979,8 @@ final class ClientEndpoint {
     Map<?, ?> m = readObject(ex, 8);
     for (Object key : m.keySet()) {
       if (!REQUEST_KEYS.contains(key)) {
-        throw new IllegalArgumentException("unknown key \"" + key + "\"; the keys are "
+        throw new IllegalArgumentException("unknown key \""
+            + OpenAiRequest.shortened(String.valueOf(key)) + "\"; the keys are "
             + new java.util.TreeSet<>(REQUEST_KEYS));
       }
     }

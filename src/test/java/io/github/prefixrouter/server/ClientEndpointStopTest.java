@@ -349,6 +349,9 @@ class ClientEndpointStopTest {
     start(true);
     String[][] cases = {
         {"{\"prompt\":[1],\"stop\":[\"x\"]}", "unknown key \"stop\""},
+        // a long unknown key is echoed shortened
+        {"{\"prompt\":[1],\"" + "k".repeat(1_000) + "\":1}",
+            "unknown key \"" + "k".repeat(64) + "...\""},
         {"{\"prompt\":[1],\"stop_token_ids\":[-1]}", "stop_token_ids"},
         {"{\"prompt\":[1],\"stop_token_ids\":[1.5]}", "stop_token_ids"},
         {"{\"prompt\":[1],\"stop_token_ids\":\"7\"}", "stop_token_ids"},
