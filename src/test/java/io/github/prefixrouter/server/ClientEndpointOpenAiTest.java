@@ -35,7 +35,6 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -521,14 +520,7 @@ class ClientEndpointOpenAiTest {
 
   /** The events of a whole stream; the last must be [DONE]. */
   private static List<Map<?, ?>> chunks(HttpResponse<InputStream> resp) throws IOException {
-    List<Object> events = Sse.parse(new String(resp.body().readAllBytes(),
-        StandardCharsets.UTF_8));
-    assertEquals(Sse.DONE, events.get(events.size() - 1), "[DONE] last: " + events);
-    List<Map<?, ?>> out = new ArrayList<>();
-    for (Object e : events.subList(0, events.size() - 1)) {
-      out.add((Map<?, ?>) e);
-    }
-    return out;
+    return Sse.chunks(new String(resp.body().readAllBytes(), StandardCharsets.UTF_8));
   }
 
   @Test

@@ -36,6 +36,20 @@ final class Sse {
     return events;
   }
 
+  /**
+   * The JSON objects of a whole stream body ({@link #parse}), which must end with
+   * {@code [DONE]} and have it nowhere else.
+   */
+  static List<Map<?, ?>> chunks(String body) {
+    List<Object> events = parse(body);
+    assertEquals(DONE, events.get(events.size() - 1), "[DONE] last: " + events);
+    List<Map<?, ?>> out = new ArrayList<>();
+    for (Object e : events.subList(0, events.size() - 1)) {
+      out.add((Map<?, ?>) e);
+    }
+    return out;
+  }
+
   /** The next event from {@code in}, or null at the end of the stream. */
   static Object next(BufferedReader in) throws IOException {
     String line = in.readLine();
