@@ -6,6 +6,7 @@ import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.engine.RunsById;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
@@ -34,7 +35,6 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
 import java.util.concurrent.Flow;
 import java.util.concurrent.TimeUnit;
@@ -149,7 +149,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final Executor timeoutExecutor;
   private final AtomicInteger inFlight = new AtomicInteger();
   /** The requests in flight by id: ids are unique per origin only, so a few may share one. */
-  private final Map<String, List<Running>> running = new ConcurrentHashMap<>();
+  private final RunsById<Running> running = new RunsById<>();
   private final VllmKvEventSubscriber.Builder kvEvents;
   private VllmKvEventSubscriber subscriber; // guarded by this
   private boolean closed; // guarded by this
@@ -236,7 +236,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     Running run = new Running(result, stream);
     result.whenComplete((r, e) -> {
       inFlight.decrementAndGet();
-      running.computeIfPresent(request.id(), (id, runs) -> without(runs, run));
+      running.remove(request.id(), run);
       if (e != null) {
         answer.completeExceptionally(e);
       } else {
@@ -267,7 +267,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       run.fail(new EngineException("cannot build request " + request.id() + ": " + e.getMessage(), false, e));
       return answer;
     }
-    running.merge(request.id(), List.of(run), OpenAiCompatibleEngine::with);
+    running.add(request.id(), run);
     if (streamed) {
       executeStreamed(request, stream, http, result);
       return answer;
@@ -465,18 +465,6 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         result.completeExceptionally(e);
       }
     }
-  }
-
-  private static List<Running> with(List<Running> runs, List<Running> more) {
-    List<Running> all = new java.util.ArrayList<>(runs);
-    all.addAll(more);
-    return List.copyOf(all);
-  }
-
-  /** {@code runs} without {@code run}, or null (no entry) when none is left. */
-  private static List<Running> without(List<Running> runs, Running run) {
-    List<Running> rest = runs.stream().filter(r -> r != run).toList();
-    return rest.isEmpty() ? null : rest;
   }
 
   /** Completes the request: the stream is closed first, so no piece follows the completion. */
@@ -823,7 +811,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    */
   @Override
   public void cancel(String requestId) {
-    for (Running r : running.getOrDefault(requestId, List.of())) {
+    for (Running r : running.of(requestId)) {
       r.fail(new EngineException("request " + requestId + " cancelled", false));
     }
   }

@@ -3,6 +3,7 @@ package io.github.prefixrouter.engine.reference;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.engine.RunsById;
 import io.github.prefixrouter.internal.stop.StopMatcher;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.Clock;
@@ -11,11 +12,9 @@ import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -77,7 +76,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
   private final AtomicInteger queued = new AtomicInteger();
   private final AtomicInteger running = new AtomicInteger();
   /** The requests queued or running by id: ids are unique per origin only, so a few may share one. */
-  private final Map<String, List<Job>> jobs = new ConcurrentHashMap<>();
+  private final RunsById<Job> jobs = new RunsById<>();
   private final AtomicBoolean closed = new AtomicBoolean();
   private final AtomicLong requests = new AtomicLong();
   private final AtomicLong promptTokens = new AtomicLong();
@@ -155,15 +154,8 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
       return f;
     }
     Job job = new Job(request, f, listener);
-    jobs.merge(request.id(), List.of(job), (a, b) -> {
-      List<Job> all = new java.util.ArrayList<>(a);
-      all.addAll(b);
-      return List.copyOf(all);
-    });
-    f.whenComplete((r, e) -> jobs.computeIfPresent(request.id(), (id, js) -> {
-      List<Job> rest = js.stream().filter(j -> j != job).toList();
-      return rest.isEmpty() ? null : rest;
-    }));
+    jobs.add(request.id(), job);
+    f.whenComplete((r, e) -> jobs.remove(request.id(), job));
     queued.incrementAndGet();
     try {
       executor.execute(job);
@@ -366,7 +358,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
    */
   @Override
   public void cancel(String requestId) {
-    for (Job j : jobs.getOrDefault(requestId, List.of())) {
+    for (Job j : jobs.of(requestId)) {
       j.cancelled = true;
     }
   }
@@ -440,11 +432,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
         }
       }
     }
-    for (List<Job> js : jobs.values()) {
-      for (Job j : js) {
-        j.cancelled = true;
-      }
-    }
+    jobs.forEach(j -> j.cancelled = true);
   }
 
   /**
