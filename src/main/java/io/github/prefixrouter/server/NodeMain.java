@@ -193,8 +193,10 @@ public final class NodeMain {
       node.start();
       if (engine instanceof OpenAiCompatibleEngine oe && oe.kvEventSubscriber() != null) {
         PrefixRouterNode watched = node;
-        KvEventsWatch watch = new KvEventsWatch(o.kvEvents, oe.kvEventSubscriber()::stats,
-            () -> watched.stats().servedLocally() + watched.stats().servedForPeers());
+        KvEventsWatch watch = new KvEventsWatch(o.kvEvents, oe.kvEventSubscriber()::stats, () -> {
+          NodeStats s = watched.stats();
+          return s.servedLocally() + s.servedForPeers();
+        });
         watchKvEvents(scheduler, watch);
       }
       HttpTransport t = transport;
