@@ -76,8 +76,19 @@ final class OpenAiRequest {
   private static final NoOp NO_TOP_K = new NoOp("null, -1 or 0", v -> isNull(v) || isZero(v)
       || (v instanceof Number n && n.doubleValue() == -1.0));
 
+  /**
+   * vLLM's sampling options, on both routes: its own serving benchmark sends them with these
+   * values.
+   */
+  private static final Map<String, NoOp> VLLM_SAMPLING_NO_OPS = Map.of(
+      "repetition_penalty", ONE,
+      "ignore_eos", FALSE,
+      "top_k", NO_TOP_K,
+      "min_p", ZERO,
+      "min_tokens", ZERO);
+
   /** Options of {@code /v1/completions} accepted with a no-op value only. */
-  static final Map<String, NoOp> COMPLETION_NO_OPS = Map.ofEntries(
+  static final Map<String, NoOp> COMPLETION_NO_OPS = withVllmSampling(
       Map.entry("presence_penalty", ZERO),
       Map.entry("frequency_penalty", ZERO),
       Map.entry("include_stop_str_in_output", FALSE),
@@ -85,16 +96,10 @@ final class OpenAiRequest {
       Map.entry("logprobs", NULL_ONLY),
       Map.entry("echo", FALSE),
       Map.entry("best_of", new NoOp("null or 1", v -> isNull(v) || isOne(v))),
-      Map.entry("suffix", new NoOp("null or \"\"", v -> isNull(v) || "".equals(v))),
-      // vLLM's sampling options, which its own serving benchmark sends with these values
-      Map.entry("repetition_penalty", ONE),
-      Map.entry("ignore_eos", FALSE),
-      Map.entry("top_k", NO_TOP_K),
-      Map.entry("min_p", ZERO),
-      Map.entry("min_tokens", ZERO));
+      Map.entry("suffix", new NoOp("null or \"\"", v -> isNull(v) || "".equals(v))));
 
   /** Options of {@code /v1/chat/completions} accepted with a no-op value only. */
-  static final Map<String, NoOp> CHAT_NO_OPS = Map.ofEntries(
+  static final Map<String, NoOp> CHAT_NO_OPS = withVllmSampling(
       Map.entry("presence_penalty", ZERO),
       Map.entry("frequency_penalty", ZERO),
       Map.entry("include_stop_str_in_output", FALSE),
@@ -116,13 +121,7 @@ final class OpenAiRequest {
       Map.entry("service_tier", new NoOp("null, \"auto\" or \"default\"",
           v -> isNull(v) || "auto".equals(v) || "default".equals(v))),
       Map.entry("modalities", new NoOp("null or [\"text\"]",
-          v -> isNull(v) || List.of("text").equals(v))),
-      // vLLM's sampling options, as for completions
-      Map.entry("repetition_penalty", ONE),
-      Map.entry("ignore_eos", FALSE),
-      Map.entry("top_k", NO_TOP_K),
-      Map.entry("min_p", ZERO),
-      Map.entry("min_tokens", ZERO));
+          v -> isNull(v) || List.of("text").equals(v))));
 
   /** The keys a chat message may have. */
   static final Set<String> MESSAGE_KEYS = Set.of("role", "content", "name");
@@ -616,6 +615,18 @@ final class OpenAiRequest {
   }
 
   /** A value as JSON, for a message: cut after 200 characters. */
+  /** A route's no-op options and vLLM's sampling options, in one immutable map. */
+  @SafeVarargs
+  private static Map<String, NoOp> withVllmSampling(Map.Entry<String, NoOp>... own) {
+    Map<String, NoOp> all = new java.util.HashMap<>(VLLM_SAMPLING_NO_OPS);
+    for (Map.Entry<String, NoOp> e : own) {
+      if (all.put(e.getKey(), e.getValue()) != null) {
+        throw new IllegalStateException("no-op option " + e.getKey() + " given twice");
+      }
+    }
+    return Map.copyOf(all);
+  }
+
   /** Longest unknown key echoed in an error, in code points. */
   static final int MAX_KEY_SHOWN = 64;
 
