@@ -1,5 +1,6 @@
 package io.github.prefixrouter;
 
+import io.github.prefixrouter.internal.PromptArrays;
 import java.util.Arrays;
 import java.util.Objects;
 
@@ -12,10 +13,13 @@ import java.util.Objects;
  * gossip. The array is copied on construction and on {@link #tokens()}; use
  * {@link #tokenAt(int)} and {@link #length()} to read without copying.
  *
- * <p>Immutable and thread-safe, as long as callers of {@link #tokensUnsafe()} keep its promise.
- * No component is ever null.
+ * <p>Immutable and thread-safe. No component is ever null.
  */
 public final class InferenceRequest {
+
+  static {
+    PromptArrays.register(r -> r.tokens);
+  }
 
   /** Longest request id accepted, in characters. */
   public static final int MAX_ID_LENGTH = 128;
@@ -176,16 +180,6 @@ public final class InferenceRequest {
   public InferenceRequest withScope(CacheScope scope) {
     Objects.requireNonNull(scope, "scope");
     return scope.equals(this.scope) ? this : new InferenceRequest(this, scope);
-  }
-
-  /**
-   * The prompt array itself, without copying. For the library's internals and engine adapters
-   * that promise not to modify it.
-   *
-   * @return the request's own token array
-   */
-  public int[] tokensUnsafe() {
-    return tokens;
   }
 
   @Override

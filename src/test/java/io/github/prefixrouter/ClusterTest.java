@@ -93,7 +93,7 @@ class ClusterTest {
       InferenceResponse resp = run(at, r);
       assertEquals(holder, resp.servedBy(), resp.decision().toString());
       assertTrue(resp.cachedPromptTokens() >= 480, "cached " + resp.cachedPromptTokens());
-      assertArrayEquals(SimulatedEngine.expectedOutput(r.tokensUnsafe(), r.params(), 1000),
+      assertArrayEquals(SimulatedEngine.expectedOutput(r.tokens(), r.params(), 1000),
           resp.result().outputTokens());
       NodeStats s = nodes.get(at).stats();
       assertTrue(s.gossipBytesIn() > 0 && s.gossipBytesOut() > 0, s.toString());

@@ -4,6 +4,7 @@ import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.Clock;
@@ -468,7 +469,7 @@ public final class SimulatedEngine implements InferenceEngine {
     if (stallNext > 0) {
       stallNext--;
     }
-    int[] tokens = r.tokensUnsafe();
+    int[] tokens = PromptArrays.shared(r);
     int fullBlocks = tokens.length / blockSize;
     // longest cached run of leading blocks, pinned for the request's lifetime
     long tick = ++useTick;
@@ -502,7 +503,7 @@ public final class SimulatedEngine implements InferenceEngine {
     }
     long prefill = prefillOverheadNanos + prefillNanosPerToken * (tokens.length - cached);
     int outputTokens = r.params().stopTokenIds().isEmpty() ? r.params().maxTokens()
-        : expectedOutput(r.tokensUnsafe(), r.params(), vocabularySize).length;
+        : expectedOutput(PromptArrays.shared(r), r.params(), vocabularySize).length;
     long decode = decodeNanosPerToken * outputTokens;
     job.prefillNanos = prefill;
     job.decodeNanos = decode;
@@ -517,7 +518,7 @@ public final class SimulatedEngine implements InferenceEngine {
     job.timer = scheduler.schedule(job.decodeNanos, () -> decodeDone(job));
     if (job.listener != OutputListener.IGNORE) {
       InferenceRequest r = job.request;
-      job.output = expectedOutput(r.tokensUnsafe(), r.params(), vocabularySize);
+      job.output = expectedOutput(PromptArrays.shared(r), r.params(), vocabularySize);
       scheduler.schedule(decodeNanosPerToken * streamChunkTokens, () -> streamStep(job));
     }
   }
@@ -564,7 +565,7 @@ public final class SimulatedEngine implements InferenceEngine {
         new EngineResult(
             job.output != null
                 ? job.output.clone()
-                : expectedOutput(r.tokensUnsafe(), r.params(), vocabularySize),
+                : expectedOutput(PromptArrays.shared(r), r.params(), vocabularySize),
             "",
             r.length(),
             job.cachedTokens,
@@ -576,7 +577,7 @@ public final class SimulatedEngine implements InferenceEngine {
 
   /** Inserts the reserved new blocks after the prefill and announces them. */
   private void storeNewBlocks(Job job) {
-    int[] tokens = job.request.tokensUnsafe();
+    int[] tokens = PromptArrays.shared(job.request);
     int end = job.matchedBlocks + job.reserved;
     long parent =
         job.matchedBlocks == 0

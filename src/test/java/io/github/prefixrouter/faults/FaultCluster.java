@@ -268,11 +268,11 @@ final class FaultCluster {
         });
         if (sabotage == FaultyEngine.Sabotage.LEASE_LEAKED_ON_FAILURE) {
           engine.onRun = r -> tree.acquire(BlockHasher.scopeRoot(r.scope()),
-              r.tokensUnsafe())::release;
+              r.tokens())::release;
         } else if (sabotage == FaultyEngine.Sabotage.SCOPE_BLIND_RECORD) {
           engine.onAnswer = r -> {
             if (!r.scope().isDefault()) {
-              tree.insert(r.tokensUnsafe());
+              tree.insert(r.tokens());
             }
           };
         }
@@ -321,7 +321,7 @@ final class FaultCluster {
     InferenceRequest r = submitted.get(requestId);
     for (Instance in : all) {
       if (in.key.equals(senderKey) && in.selfManaged && r != null) {
-        in.tree.insert(BlockHasher.scopeRoot(r.scope()), r.tokensUnsafe(), r.length());
+        in.tree.insert(BlockHasher.scopeRoot(r.scope()), r.tokens(), r.length());
       }
     }
   }
@@ -516,7 +516,7 @@ final class FaultCluster {
       if (late > 0) {
         inv.violation("request " + req.id() + ": " + late + " pieces after its completion");
       }
-      int[] expected = SimulatedEngine.expectedOutput(req.tokensUnsafe(), req.params(),
+      int[] expected = SimulatedEngine.expectedOutput(req.tokens(), req.params(),
           FaultPlan.VOCABULARY);
       if (tokens.length > expected.length
           || !Arrays.equals(tokens, Arrays.copyOf(expected, tokens.length))) {
@@ -549,7 +549,7 @@ final class FaultCluster {
       }
       return;
     }
-    int[] expected = SimulatedEngine.expectedOutput(req.tokensUnsafe(), req.params(),
+    int[] expected = SimulatedEngine.expectedOutput(req.tokens(), req.params(),
         FaultPlan.VOCABULARY);
     int[] got = resp.result().outputTokens();
     if (!Arrays.equals(expected, got)) {
@@ -663,7 +663,7 @@ final class FaultCluster {
     }
     for (Accepted a : accepted.values()) {
       CacheScope sc = a.request.scope();
-      int[] t = a.request.tokensUnsafe();
+      int[] t = a.request.tokens();
       int m;
       try {
         m = in.local.match(BlockHasher.scopeRoot(sc), t);

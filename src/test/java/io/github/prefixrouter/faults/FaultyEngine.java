@@ -159,13 +159,13 @@ final class FaultyEngine implements InferenceEngine {
     executions++;
     boolean foreign = !isLocalRequest.test(given.id());
     InferenceRequest request = sabotage == Sabotage.FORWARD_DROPS_SCOPE && foreign
-        ? new InferenceRequest(given.id(), given.tokensUnsafe(), given.params()) : given;
+        ? new InferenceRequest(given.id(), given.tokens(), given.params()) : given;
     CacheScope submitted = invariants.scopeOf.get(request.id());
     if (submitted != null && !submitted.equals(request.scope())) {
       invariants.violation("node " + nodeId + " ran request " + request.id() + " in scope "
           + request.scope() + "; its client submitted it in scope " + submitted);
     }
-    for (long h : HASHER.chain(BlockHasher.scopeRoot(request.scope()), request.tokensUnsafe())) {
+    for (long h : HASHER.chain(BlockHasher.scopeRoot(request.scope()), request.tokens())) {
       ranPrefixes.add(h);
     }
     if (foreign && invariants.checkWatermarks()) {
@@ -240,7 +240,7 @@ final class FaultyEngine implements InferenceEngine {
         }
         produced.computeIfAbsent(request.id(), k -> new ArrayList<>()).add(r.outputTokens());
         for (long h : HASHER.chain(BlockHasher.scopeRoot(request.scope()),
-            request.tokensUnsafe())) {
+            request.tokens())) {
           answeredPrefixes.add(h);
         }
         if (onAnswer != null) {

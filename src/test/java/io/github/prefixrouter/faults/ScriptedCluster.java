@@ -145,7 +145,7 @@ final class ScriptedCluster {
   }
 
   static int[] expected(InferenceRequest r) {
-    return SimulatedEngine.expectedOutput(r.tokensUnsafe(), r.params(), VOCABULARY);
+    return SimulatedEngine.expectedOutput(r.tokens(), r.params(), VOCABULARY);
   }
 
   private final class Scripted implements PeerView {

@@ -334,7 +334,7 @@ class ContractKitSelfTest {
             if (l == OutputListener.IGNORE) {
               return super.execute(r, l);
             }
-            return super.execute(new InferenceRequest(r.id(), r.tokensUnsafe(),
+            return super.execute(new InferenceRequest(r.id(), r.tokens(),
                 io.github.prefixrouter.GenerationParams.greedy(r.params().maxTokens()), r.scope()), l);
           }
         }));

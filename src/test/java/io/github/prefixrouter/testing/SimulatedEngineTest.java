@@ -399,7 +399,7 @@ class SimulatedEngineTest {
     assertEquals(4, pieces.size());
     int[] all = pieces.stream().flatMapToInt(java.util.Arrays::stream).toArray();
     assertArrayEquals(res.outputTokens(), all);
-    assertArrayEquals(SimulatedEngine.expectedOutput(r.tokensUnsafe(), r.params(), 151_936), all);
+    assertArrayEquals(SimulatedEngine.expectedOutput(r.tokens(), r.params(), 151_936), all);
     long prefillEnd = 10 * MS + 32 * MS / 10;
     assertEquals(java.util.List.of(prefillEnd + 15 * MS, prefillEnd + 30 * MS,
         prefillEnd + 45 * MS, prefillEnd + 50 * MS), times);

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.sim;
 
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.sim.DispatchCluster.Dispatcher;
 import io.github.prefixrouter.sim.DispatchCluster.View;
 import java.util.Arrays;
@@ -122,7 +123,7 @@ final class Baselines {
         int m = min;
         return pickAmong(rnd, view, i -> view.outstanding(i) == m);
       }
-      int[] tokens = request.tokensUnsafe();
+      int[] tokens = PromptArrays.shared(request);
       int[] match = new int[n];
       int best = 0;
       for (int i = 0; i < n; i++) {

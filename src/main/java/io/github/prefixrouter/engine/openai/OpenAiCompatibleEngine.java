@@ -1,6 +1,7 @@
 package io.github.prefixrouter.engine.openai;
 
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
+import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.GenerationParams;
@@ -596,7 +597,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     if (!request.scope().salt().isEmpty()) {
       m.put("cache_salt", request.scope().salt());
     }
-    m.put("prompt", request.tokensUnsafe());
+    m.put("prompt", PromptArrays.shared(request));
     m.put("max_tokens", p.maxTokens());
     m.put("temperature", p.temperature());
     m.put("top_p", p.topP());

@@ -3,6 +3,7 @@ package io.github.prefixrouter.engine.reference;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.engine.RunsById;
 import io.github.prefixrouter.internal.stop.StopMatcher;
 import io.github.prefixrouter.spi.CacheEventListener;
@@ -223,7 +224,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
 
   private EngineResult compute(Job job) {
     InferenceRequest req = job.request;
-    int[] tokens = req.tokensUnsafe();
+    int[] tokens = PromptArrays.shared(req);
     int n = tokens.length;
     int bs = cache.blockSize();
     long t0 = clock.nanoTime();

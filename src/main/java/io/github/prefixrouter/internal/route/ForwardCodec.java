@@ -3,6 +3,7 @@ package io.github.prefixrouter.internal.route;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.internal.wire.ByteReader;
@@ -169,7 +170,7 @@ final class ForwardCodec {
    */
   static byte[] forward(InferenceRequest r, String origin, int hops, boolean stream,
       long streamTag) {
-    int[] t = r.tokensUnsafe();
+    int[] t = PromptArrays.shared(r);
     CacheScope scope = r.scope();
     int version = forwardVersion(r, stream);
     ByteWriter w = new ByteWriter(64 + t.length * 3, MAX_MESSAGE_BYTES);

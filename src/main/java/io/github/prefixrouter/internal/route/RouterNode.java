@@ -13,6 +13,7 @@ import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
@@ -471,7 +472,7 @@ public final class RouterNode implements PrefixRouterNode {
   public RouteDecision explain(InferenceRequest request) {
     Objects.requireNonNull(request, "request");
     return planner.decide(BlockHasher.scopeRoot(request.scope()), request.params().hasStops(),
-        request.tokensUnsafe(), 0, null, 0, null);
+        PromptArrays.shared(request), 0, null, 0, null);
   }
 
   private void route(Execution ex) {
@@ -486,7 +487,7 @@ public final class RouterNode implements PrefixRouterNode {
       triedCount = ex.triedCount;
     }
     RouteDecision d = planner.decide(ex.scopeRoot, ex.request.params().hasStops(),
-        ex.request.tokensUnsafe(), ex.hops, tried, triedCount, ps);
+        PromptArrays.shared(ex.request), ex.hops, tried, triedCount, ps);
     if ((decisions.incrementAndGet() & 1023) == 0) {
       pruneHealth(ps[0]);
     }
@@ -1065,7 +1066,7 @@ public final class RouterNode implements PrefixRouterNode {
         // a run that got a slot at once times the service: a queued one's wait is priced apart
         cost.observe(res, atOnce ? clock.nanoTime() - started : -1, cachedHere);
         try {
-          local.onExecuted(ex.scopeRoot, ex.request.tokensUnsafe());
+          local.onExecuted(ex.scopeRoot, PromptArrays.shared(ex.request));
         } catch (RuntimeException | Error e) {
           LOG.warn("node {}: local index update failed", nodeId, e);
         }
@@ -1140,7 +1141,7 @@ public final class RouterNode implements PrefixRouterNode {
   /** The local index's pin on {@code ex}'s cached prefix; none if the index fails. */
   private LocalPrefixIndex.Pin pinLocal(Execution ex) {
     try {
-      LocalPrefixIndex.Pin p = local.pin(ex.scopeRoot, ex.request.tokensUnsafe());
+      LocalPrefixIndex.Pin p = local.pin(ex.scopeRoot, PromptArrays.shared(ex.request));
       return p != null ? p : LocalPrefixIndex.Pin.NONE;
     } catch (RuntimeException | Error e) {
       LOG.debug("node {}: local index pin failed", nodeId, e);
@@ -1151,7 +1152,8 @@ public final class RouterNode implements PrefixRouterNode {
   /** The local index's match of {@code ex}'s prompt, or -1 if the index fails. */
   private int localMatch(Execution ex) {
     try {
-      return Math.min(local.match(ex.scopeRoot, ex.request.tokensUnsafe()), ex.request.length());
+      int matched = local.match(ex.scopeRoot, PromptArrays.shared(ex.request));
+      return Math.min(matched, ex.request.length());
     } catch (RuntimeException | Error e) {
       LOG.debug("node {}: local index match failed", nodeId, e);
       return -1;

@@ -75,7 +75,7 @@ class HttpStreamingTest {
         InferenceRequest r = new InferenceRequest("r1", OracleCluster.prompt(5, 64),
             GenerationParams.greedy(80));
         StreamRecorder rec = new StreamRecorder(
-            SimulatedEngine.expectedOutput(r.tokensUnsafe(), r.params(), 151_936),
+            SimulatedEngine.expectedOutput(r.tokens(), r.params(), 151_936),
             System::nanoTime);
         CompletableFuture<InferenceResponse> f = n0.submit(r, rec);
         rec.future = f;

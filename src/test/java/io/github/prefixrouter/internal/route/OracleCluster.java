@@ -151,7 +151,7 @@ final class OracleCluster {
   }
 
   static int[] expected(InferenceRequest r) {
-    return SimulatedEngine.expectedOutput(r.tokensUnsafe(), r.params(), 1000);
+    return SimulatedEngine.expectedOutput(r.tokens(), r.params(), 1000);
   }
 
   static InferenceRequest request(String id, int[] tokens) {

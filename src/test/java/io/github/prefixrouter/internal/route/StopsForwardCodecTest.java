@@ -44,7 +44,7 @@ class StopsForwardCodecTest {
   }
 
   private static InferenceRequest plain(GenerationParams p) {
-    return new InferenceRequest(PLAIN.id(), PLAIN.tokensUnsafe(), p);
+    return new InferenceRequest(PLAIN.id(), PLAIN.tokens(), p);
   }
 
   private static Reason reasonOf(byte[] frame) {
