@@ -86,7 +86,7 @@ import org.slf4j.LoggerFactory;
  * header before any byte is read, and bodies without a length are cut off at the cap. Outbound,
  * at most {@code maxInFlightPerPeer} requests and messages may be outstanding to one peer: a
  * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
- * counted). Inbound, at most {@code maxInboundRequests} requests are handled at once; more are
+ * counted); a request's slot is free again before its future completes. Inbound, at most {@code maxInboundRequests} requests are handled at once; more are
  * answered 503. A connection that has started a request must deliver all of it (request line,
  * headers and body) within {@code inboundIoTimeout}, and take an answer within the same time
  * once it is written, or it is closed and counted ({@link Stats#slowConnectionsClosed()}).
@@ -134,13 +134,20 @@ public final class HttpTransport implements Transport {
   static final String TAG_MESSAGE = "message";
   static final String TAG_REQUEST = "request";
   static final String TAG_RESPONSE = "response";
+  /** A pending request that holds no in-flight slot yet. */
+  private static final String NO_SLOT = "";
 
   private final Builder config;
   private final MessageAuthenticator auth; // null when authentication is disabled
   private final ReplayGuard replayGuard; // null when authentication is disabled
   private final String bootId;
   private final AtomicLong nonceCounter = new AtomicLong();
-  private final Set<CompletableFuture<byte[]>> pending = ConcurrentHashMap.newKeySet();
+  /**
+   * Outbound requests waiting for an answer, each to the peer address whose in-flight slot it
+   * holds ({@link #NO_SLOT} before it has one). Whoever removes a request completes it, after
+   * giving its slot back ({@link #settle}).
+   */
+  private final Map<CompletableFuture<byte[]>, String> pending = new ConcurrentHashMap<>();
   /** Requests and messages outstanding per peer address; an address with none has no entry. */
   private final Map<String, Integer> inFlightByPeer = new ConcurrentHashMap<>();
   private final Set<HttpExchange> inboundPending = ConcurrentHashMap.newKeySet();
@@ -288,11 +295,12 @@ public final class HttpTransport implements Transport {
     if (!closed.compareAndSet(false, true)) {
       return;
     }
-    for (CompletableFuture<byte[]> f : pending) {
-      f.completeExceptionally(
-          new TransportException(TransportException.Kind.CLOSED, "transport closed"));
+    for (CompletableFuture<byte[]> f : pending.keySet()) {
+      if (settle(f)) {
+        f.completeExceptionally(
+            new TransportException(TransportException.Kind.CLOSED, "transport closed"));
+      }
     }
-    pending.clear();
     for (HttpExchange ex : inboundPending) {
       if (inboundPending.remove(ex)) {
         respondQuietly(ex, 503, new byte[0], "transport closed", null);
@@ -394,7 +402,7 @@ public final class HttpTransport implements Transport {
               closed.get() ? "transport closed" : "transport not started"));
       return result;
     }
-    pending.add(result);
+    pending.put(result, NO_SLOT);
     if (closed.get()) {
       pending.remove(result);
       result.completeExceptionally(new TransportException(TransportException.Kind.CLOSED, "transport closed"));
@@ -412,7 +420,12 @@ public final class HttpTransport implements Transport {
           config.maxInFlightPerPeer + " requests already in flight to " + to, null);
       return result;
     }
-    result.whenComplete((v, e) -> release(peer));
+    if (!pending.replace(result, NO_SLOT, peer)) {
+      release(peer); // closed meanwhile: close() completed it
+      return result;
+    }
+    // completed by the caller (cancelled, say): the slot is given back then
+    result.whenComplete((v, e) -> settle(result));
     String nonce = nextNonce();
     HttpRequest req;
     try {
@@ -499,9 +512,10 @@ public final class HttpTransport implements Transport {
             return;
           }
         }
-        counters.bytesIn.add(body.length);
-        pending.remove(result);
-        result.complete(body);
+        if (settle(result)) {
+          counters.bytesIn.add(body.length);
+          result.complete(body);
+        }
       }
       case 503 -> fail(result, TransportException.Kind.BUSY, to + " is busy" + suffix(error), null);
       case 504 -> fail(result, TransportException.Kind.TIMEOUT, to + " timed out handling the request" + suffix(error), null);
@@ -550,10 +564,27 @@ public final class HttpTransport implements Transport {
   }
 
   private void fail(CompletableFuture<byte[]> f, TransportException.Kind kind, String message, Throwable cause) {
-    pending.remove(f);
-    if (f.completeExceptionally(new TransportException(kind, message, cause))) {
+    if (settle(f) && f.completeExceptionally(new TransportException(kind, message, cause))) {
       counters.requestsFailed.increment();
     }
+  }
+
+  /**
+   * Takes a request out of the pending ones and gives back its in-flight slot, before it is
+   * completed: the slot is free when the future's callbacks run (a node that forwards again
+   * from them, at the peer's limit, is not refused as busy).
+   *
+   * @return true if this call took it out (and so completes it); false if another did
+   */
+  private boolean settle(CompletableFuture<byte[]> f) {
+    String peer = pending.remove(f);
+    if (peer == null) {
+      return false;
+    }
+    if (!peer.isEmpty()) {
+      release(peer);
+    }
+    return true;
   }
 
   private TransportException.Kind kindOf(Throwable t) {

@@ -1,0 +1,64 @@
+package io.github.prefixrouter.transport.http;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.github.prefixrouter.spi.Transport;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** Arguments and settings at the edges of their ranges, and the transport's life cycle. */
+class HttpTransportEdgeTest {
+
+  private final List<AutoCloseable> toClose = new ArrayList<>();
+
+  @AfterEach
+  void closeAll() throws Exception {
+    for (AutoCloseable c : toClose) {
+      c.close();
+    }
+  }
+
+  private HttpTransport start(HttpTransport.Builder b, Transport.InboundHandler h) {
+    HttpTransport t = b.build();
+    toClose.add(t);
+    t.start(h);
+    return t;
+  }
+
+  private static HttpTransport.Builder node(String id) {
+    return HttpTransport.builder().nodeId(id).listen("127.0.0.1", 0).clusterKey(HttpTransportTest.KEY);
+  }
+
+  /**
+   * A request's in-flight slot is free by the time its future's callbacks run: a node that
+   * retries or forwards again from the callback, at the peer's limit, is not refused BUSY. The
+   * slot was given back by a callback of its own, which ran after the ones the caller registered.
+   */
+  @Test
+  void aCompletedRequestsSlotIsFreeWhenItsCallbacksRun() throws Exception {
+    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b").maxInFlightPerPeer(1), new HttpTransportTest.Recorder());
+    byte[] answer = b.request(a.localAddress(), "1".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10))
+        .thenCompose(x -> b.request(a.localAddress(), "2".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10)))
+        .get(20, TimeUnit.SECONDS);
+    assertArrayEquals("echo b 2".getBytes(StandardCharsets.UTF_8), answer);
+    // and after a failure (the peer's handler refuses)
+    ra.busy = true;
+    answer = b.request(a.localAddress(), "3".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10))
+        .handle((x, e) -> e)
+        .thenCompose(e -> {
+          ra.busy = false;
+          return b.request(a.localAddress(), "4".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
+        })
+        .get(20, TimeUnit.SECONDS);
+    assertArrayEquals("echo b 4".getBytes(StandardCharsets.UTF_8), answer);
+    assertEquals(0, b.stats().outboundBusy());
+  }
+}
