@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import io.github.prefixrouter.spi.Transport;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -60,5 +61,26 @@ class HttpTransportEdgeTest {
         .get(20, TimeUnit.SECONDS);
     assertArrayEquals("echo b 4".getBytes(StandardCharsets.UTF_8), answer);
     assertEquals(0, b.stats().outboundBusy());
+  }
+
+  /**
+   * A timeout longer than a long of nanoseconds (about 292 years) means "wait as long as it
+   * takes". It made request() throw ArithmeticException after the request had taken one of the
+   * peer's in-flight slots and joined the pending requests, so both stayed taken until close:
+   * with maxInFlightPerPeer 1, every later request to that peer failed BUSY.
+   */
+  @Test
+  void aTimeoutBeyondTheRangeOfNanosecondsIsAnsweredAndReleasesItsSlot() throws Exception {
+    HttpTransport a = start(node("a"), new HttpTransportTest.Recorder());
+    HttpTransport b = start(node("b").maxInFlightPerPeer(1), new HttpTransportTest.Recorder());
+    for (Duration forever : List.of(ChronoUnit.FOREVER.getDuration(), Duration.ofSeconds(Long.MAX_VALUE),
+        Duration.ofNanos(Long.MAX_VALUE).plusNanos(1), Duration.ofNanos(Long.MAX_VALUE))) {
+      byte[] answer = b.request(a.localAddress(), "x".getBytes(StandardCharsets.UTF_8), forever)
+          .get(10, TimeUnit.SECONDS);
+      assertArrayEquals("echo b x".getBytes(StandardCharsets.UTF_8), answer, "timeout " + forever);
+      assertEquals(0, b.stats().pendingRequests(), "timeout " + forever);
+    }
+    assertEquals(0, b.stats().outboundBusy());
+    assertEquals(0, b.stats().requestsFailed());
   }
 }
