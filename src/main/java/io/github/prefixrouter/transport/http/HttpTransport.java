@@ -136,6 +136,8 @@ public final class HttpTransport implements Transport {
   static final String TAG_RESPONSE = "response";
   /** A pending request that holds no in-flight slot yet. */
   private static final String NO_SLOT = "";
+  /** The longest request timeout honoured (a long of nanoseconds, about 292 years). */
+  private static final Duration LONGEST_TIMEOUT = Duration.ofNanos(Long.MAX_VALUE).minusSeconds(1);
 
   private final Builder config;
   private final MessageAuthenticator auth; // null when authentication is disabled
@@ -395,6 +397,8 @@ public final class HttpTransport implements Transport {
           new TransportException(TransportException.Kind.TIMEOUT, "timeout must be positive, was " + timeout));
       return result;
     }
+    // a timer cannot count further, and nobody waits longer
+    Duration limit = timeout.compareTo(LONGEST_TIMEOUT) > 0 ? LONGEST_TIMEOUT : timeout;
     if (client == null) {
       result.completeExceptionally(
           new TransportException(
@@ -430,7 +434,7 @@ public final class HttpTransport implements Transport {
     HttpRequest req;
     try {
       // the HTTP client's own timeout is a backstop; the timer below decides
-      req = buildRequest(to, payload, REQUEST_PATH, TAG_REQUEST, timeout.plusSeconds(1), nonce);
+      req = buildRequest(to, payload, REQUEST_PATH, TAG_REQUEST, limit.plusSeconds(1), nonce);
     } catch (IllegalArgumentException e) {
       fail(result, TransportException.Kind.UNREACHABLE, "bad peer address " + to.address() + ": " + e.getMessage(), e);
       return result;
@@ -442,8 +446,8 @@ public final class HttpTransport implements Transport {
       ScheduledFuture<?> timeoutTask =
           timer.schedule(
               () -> fail(result, TransportException.Kind.TIMEOUT,
-                  "no answer from " + to + " within " + timeout.toMillis() + " ms", null),
-              timeout.toNanos(),
+                  "no answer from " + to + " within " + limit.toMillis() + " ms", null),
+              limit.toNanos(),
               TimeUnit.NANOSECONDS);
       result.whenComplete((v, e) -> timeoutTask.cancel(false));
       http = client.sendAsync(req,
