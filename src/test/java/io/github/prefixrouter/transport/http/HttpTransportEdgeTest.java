@@ -2,6 +2,8 @@ package io.github.prefixrouter.transport.http;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.spi.Transport;
 import java.nio.charset.StandardCharsets;
@@ -9,7 +11,9 @@ import java.time.Duration;
 import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BiFunction;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -82,5 +86,33 @@ class HttpTransportEdgeTest {
     }
     assertEquals(0, b.stats().outboundBusy());
     assertEquals(0, b.stats().requestsFailed());
+  }
+
+  /**
+   * Durations no clock can count are refused by build(), naming the setting. They were accepted:
+   * an inboundIoTimeout made start() throw ArithmeticException with the port already bound, a
+   * connectTimeout failed every request UNREACHABLE ("long overflow"), a messageTimeout counted
+   * every message as failed, and a replayWindow of Long.MAX_VALUE ms turned the replay check off
+   * (its horizon arithmetic overflowed, so every remembered nonce was forgotten at once and a
+   * replayed message was delivered again).
+   */
+  @Test
+  void durationsBeyondADayAreRefusedByBuildNamingTheSetting() {
+    Map<String, BiFunction<HttpTransport.Builder, Duration, HttpTransport.Builder>> settings = Map.of(
+        "connectTimeout", HttpTransport.Builder::connectTimeout,
+        "messageTimeout", HttpTransport.Builder::messageTimeout,
+        "maxHandlingTime", HttpTransport.Builder::maxHandlingTime,
+        "inboundIoTimeout", HttpTransport.Builder::inboundIoTimeout,
+        "replayWindow", HttpTransport.Builder::replayWindow);
+    for (var e : settings.entrySet()) {
+      for (Duration d : List.of(ChronoUnit.FOREVER.getDuration(), Duration.ofMillis(Long.MAX_VALUE),
+          Duration.ofDays(1).plusNanos(1))) {
+        IllegalArgumentException x = assertThrows(IllegalArgumentException.class,
+            () -> e.getValue().apply(node("a"), d).build(), e.getKey() + " " + d);
+        assertTrue(x.getMessage().contains(e.getKey()), x.getMessage());
+      }
+      HttpTransport t = start(e.getValue().apply(node("a"), Duration.ofDays(1)), new HttpTransportTest.Recorder());
+      t.close();
+    }
   }
 }
