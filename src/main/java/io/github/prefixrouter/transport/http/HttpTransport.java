@@ -1127,7 +1127,7 @@ public final class HttpTransport implements Transport {
     /**
      * How long to wait for a TCP (and TLS) connection to a peer. Default 2 s.
      *
-     * @param d the timeout, positive
+     * @param d the timeout, positive, at most a day
      * @return this builder
      */
     public Builder connectTimeout(Duration d) {
@@ -1139,7 +1139,7 @@ public final class HttpTransport implements Transport {
      * How long a one-way message may take to be accepted, answer included, before it counts as
      * failed and its in-flight slot is released. Default 5 s.
      *
-     * @param d the timeout, positive
+     * @param d the timeout, positive, at most a day
      * @return this builder
      */
     public Builder messageTimeout(Duration d) {
@@ -1151,7 +1151,7 @@ public final class HttpTransport implements Transport {
      * How long an inbound request may wait for the handler before it is answered 504. Default 5
      * min.
      *
-     * @param d the limit, positive
+     * @param d the limit, positive, at most a day
      * @return this builder
      */
     public Builder maxHandlingTime(Duration d) {
@@ -1166,7 +1166,7 @@ public final class HttpTransport implements Transport {
      * strangers, before any authentication) from holding a reader or server thread for long. Set it
      * above {@code maxMessageBytes} divided by the slowest link's throughput. Default 10 s.
      *
-     * @param d the deadline, positive
+     * @param d the deadline, positive, at most a day
      * @return this builder
      */
     public Builder inboundIoTimeout(Duration d) {
@@ -1177,7 +1177,7 @@ public final class HttpTransport implements Transport {
     /**
      * How far a message's timestamp may be from this node's clock. Default 30 s.
      *
-     * @param d the window, positive
+     * @param d the window, positive, at most a day
      * @return this builder
      */
     public Builder replayWindow(Duration d) {
@@ -1338,9 +1338,12 @@ public final class HttpTransport implements Transport {
       return new HttpTransport(this);
     }
 
+    /** The longest duration setting: beyond it timers and the replay arithmetic overflow. */
+    private static final Duration LONGEST_SETTING = Duration.ofDays(1);
+
     private static void requirePositive(String name, Duration d) {
-      if (d == null || d.isNegative() || d.isZero()) {
-        throw new IllegalArgumentException(name + " must be positive, was " + d);
+      if (d == null || d.isNegative() || d.isZero() || d.compareTo(LONGEST_SETTING) > 0) {
+        throw new IllegalArgumentException(name + " must be positive and at most a day, was " + d);
       }
     }
 
