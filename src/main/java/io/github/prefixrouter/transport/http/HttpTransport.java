@@ -1114,7 +1114,8 @@ public final class HttpTransport implements Transport {
     }
 
     /**
-     * Serve and connect over TLS with the host's context (default: plain HTTP).
+     * Serve and connect over TLS with the host's context (default: plain HTTP). The context must
+     * be initialized ({@link SSLContext#init}); {@link #build()} refuses one that is not.
      *
      * @param context the TLS context
      * @return this builder
@@ -1321,6 +1322,14 @@ public final class HttpTransport implements Transport {
       if (clusterKey != null && clusterKey.length < 16) {
         throw new IllegalArgumentException(
             "clusterKey must have at least 16 bytes, had " + clusterKey.length);
+      }
+      if (sslContext != null) {
+        try {
+          sslContext.getSupportedSSLParameters();
+        } catch (IllegalStateException e) {
+          throw new IllegalArgumentException(
+              "tls(context): the SSLContext is not initialized; call its init(...) first", e);
+        }
       }
       requirePositive("connectTimeout", connectTimeout);
       requirePositive("messageTimeout", messageTimeout);
