@@ -2,6 +2,7 @@ package io.github.prefixrouter.transport.http;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -12,8 +13,10 @@ import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BiFunction;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -113,6 +116,49 @@ class HttpTransportEdgeTest {
       }
       HttpTransport t = start(e.getValue().apply(node("a"), Duration.ofDays(1)), new HttpTransportTest.Recorder());
       t.close();
+    }
+  }
+
+  /**
+   * The threads a transport creates are the ones its documentation lists, all daemon threads,
+   * and close() ends them (but the HTTP client's selector, which ends when the client is garbage
+   * collected). Started from a thread that is not a daemon (as a host's main thread), the JDK
+   * server's dispatcher thread was not a daemon either, and kept the JVM alive when the host
+   * ended without closing the transport.
+   */
+  @Test
+  void theThreadsCreatedAreTheDocumentedDaemonsAndCloseEndsThem() throws Exception {
+    Set<Thread> before = Set.copyOf(Thread.getAllStackTraces().keySet());
+    List<HttpTransport> nodes = new ArrayList<>();
+    Thread host = new Thread(() -> {
+      nodes.add(start(node("threads-a"), new HttpTransportTest.Recorder()));
+      nodes.add(start(node("threads-b"), new HttpTransportTest.Recorder()));
+    }, "host-main");
+    host.setDaemon(false);
+    host.start();
+    host.join();
+    HttpTransport a = nodes.get(0);
+    HttpTransport b = nodes.get(1);
+    b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS);
+    a.request(b.localAddress(), new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS);
+    List<Thread> created = new ArrayList<>(Thread.getAllStackTraces().keySet());
+    created.removeAll(before);
+    created.remove(host);
+    assertFalse(created.isEmpty());
+    Pattern documented = Pattern.compile(
+        "prefix-router-http-threads-[ab]-(server|reader|client|timer)-\\d+|HTTP-Dispatcher"
+            + "|idle-timeout-task|HttpClient-\\d+-SelectorManager");
+    for (Thread t : created) {
+      assertTrue(documented.matcher(t.getName()).matches(), "undocumented thread " + t.getName());
+      assertTrue(t.isDaemon(), t.getName() + " is not a daemon thread");
+    }
+    a.close();
+    b.close();
+    for (Thread t : created) {
+      if (!t.getName().startsWith("HttpClient-")) {
+        t.join(10_000);
+        assertFalse(t.isAlive(), t.getName() + " still runs after close()");
+      }
     }
   }
 }
