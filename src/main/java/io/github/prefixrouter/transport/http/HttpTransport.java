@@ -1,5 +1,7 @@
 package io.github.prefixrouter.transport.http;
 
+import com.google.common.base.Throwables;
+import com.google.common.util.concurrent.Uninterruptibles;
 import com.sun.net.httpserver.Headers;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
@@ -32,6 +34,7 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -100,11 +103,14 @@ import org.slf4j.LoggerFactory;
  *
  * <h2>Threads</h2>
  * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
- * threads named {@code prefix-router-http-<nodeId>-...}: the HTTP server's dispatcher thread,
- * up to {@code readerThreads} reader threads (started on demand, idle ones expire),
+ * threads. Its own are named {@code prefix-router-http-<nodeId>-...}: up to
+ * {@code readerThreads} reader threads (started on demand, idle ones expire),
  * {@code serverThreads} threads writing answers, one client executor (cached, idle threads
- * expire) and one timer thread. {@link #close()} stops all of them; the JDK 17 {@link HttpClient} keeps its
- * own selector thread until the client object is garbage collected.
+ * expire) and one timer thread. The JDK names the others: the HTTP server's
+ * {@code HTTP-Dispatcher} (started from the timer thread, so that it is a daemon whichever thread
+ * calls {@link #start}) and {@code idle-timeout-task}, and the HTTP client's
+ * {@code HttpClient-<n>-SelectorManager}. {@link #close()} stops all of them but the last, which
+ * the JDK 17 {@link HttpClient} keeps until the client object is garbage collected.
  *
  * <h2>Close</h2>
  * {@link #close()} fails every pending outbound request with {@code CLOSED}, stops accepting
@@ -254,7 +260,14 @@ public final class HttpTransport implements Transport {
     server.setExecutor(readers.executor(ioDeadline));
     server.createContext(MESSAGE_PATH, ex -> handleInbound(ex, false));
     server.createContext(REQUEST_PATH, ex -> handleInbound(ex, true));
-    server.start();
+    // the JDK server's dispatcher thread is a daemon only if the thread starting it is one (a
+    // host's main thread is not): started on the timer thread, it never keeps the JVM alive
+    try {
+      Uninterruptibles.getUninterruptibly(timer.submit(server::start));
+    } catch (ExecutionException e) {
+      Throwables.throwIfUnchecked(e.getCause());
+      throw new IllegalStateException("cannot start the HTTP server", e.getCause());
+    }
     HttpClient.Builder cb =
         HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
