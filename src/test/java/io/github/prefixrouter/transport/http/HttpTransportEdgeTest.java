@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.google.common.util.concurrent.Uninterruptibles;
+import io.github.prefixrouter.contract.TransportContractTest;
 import io.github.prefixrouter.spi.Transport;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -14,7 +16,12 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.LongSupplier;
 import java.util.function.BiFunction;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterEach;
@@ -159,6 +166,50 @@ class HttpTransportEdgeTest {
         t.join(10_000);
         assertFalse(t.isAlive(), t.getName() + " still runs after close()");
       }
+    }
+  }
+
+  /**
+   * A message or request that a reader thread is still checking when close() returns is not
+   * delivered. The transport looked at its closed flag only before reading the body, so one
+   * whose check was under way (here held in the replay check's clock until close() returned)
+   * reached the handler after close(), on a thread close() had interrupted.
+   */
+  @Test
+  void nothingReachesTheHandlerAfterCloseReturned() throws Exception {
+    for (boolean request : new boolean[] {false, true}) {
+      CountDownLatch checking = new CountDownLatch(1);
+      CountDownLatch closed = new CountDownLatch(1);
+      AtomicReference<Thread> reader = new AtomicReference<>();
+      LongSupplier clock = () -> {
+        if (Thread.currentThread().getName().contains("-reader-")) {
+          reader.set(Thread.currentThread());
+          checking.countDown();
+          Uninterruptibles.awaitUninterruptibly(closed); // close() interrupts the readers
+        }
+        return System.currentTimeMillis();
+      };
+      AtomicInteger delivered = new AtomicInteger();
+      HttpTransport a = start(node("a").wallClockMillis(clock), TransportContractTest.counting(delivered));
+      MessageAuthenticator auth = new MessageAuthenticator(HttpTransportTest.KEY);
+      String ts = Long.toString(System.currentTimeMillis());
+      String tag = request ? "request" : "message";
+      String mac = auth.sign(new byte[] {1}, tag, "b", "127.0.0.1:1", "a", ts, "n1");
+      CompletableFuture<Integer> posted = CompletableFuture.supplyAsync(() -> {
+        try {
+          return HttpTransportTest.post(a, "/prefix-router/v1/" + tag, new byte[] {1}, "b", "127.0.0.1:1",
+              "a", ts, "n1", mac);
+        } catch (Exception e) {
+          return -1; // the connection was closed under the request
+        }
+      });
+      assertTrue(checking.await(10, TimeUnit.SECONDS), "the " + tag + " reached the replay check");
+      a.close();
+      closed.countDown();
+      reader.get().join(10_000); // the reader ends after its task: close() shut its pool down
+      assertFalse(reader.get().isAlive());
+      int status = posted.get(20, TimeUnit.SECONDS);
+      assertEquals(0, delivered.get(), "the " + tag + " was delivered after close(), answered " + status);
     }
   }
 }
