@@ -115,7 +115,8 @@ import org.slf4j.LoggerFactory;
  * <h2>Close</h2>
  * {@link #close()} fails every pending outbound request with {@code CLOSED}, stops accepting
  * inbound traffic, answers inbound requests still being handled with 503 and releases its
- * threads. It is idempotent. Messages sent after close are dropped; requests fail with
+ * threads. Nothing reaches the handler once it has returned: a message or request still being
+ * read or authenticated then is answered 503. It is idempotent. Messages sent after close are dropped; requests fail with
  * {@code CLOSED}.
  *
  * <p>Instances are thread-safe.
@@ -734,6 +735,11 @@ public final class HttpTransport implements Transport {
           return;
         }
       }
+      if (closed.get()) {
+        // closed while the body was read and checked: close() has returned, deliver nothing
+        respondQuietly(ex, 503, new byte[0], "transport closed", null);
+        return;
+      }
       counters.bytesIn.add(body.length);
       if (!isRequest) {
         counters.messagesReceived.increment();
@@ -764,8 +770,16 @@ public final class HttpTransport implements Transport {
       respondQuietly(ex, 503, new byte[0], "too many requests in progress", null);
       return;
     }
-    counters.requestsReceived.increment();
     inboundPending.add(ex);
+    if (closed.get()) {
+      // close() may have swept the pending exchanges before this one was added
+      if (inboundPending.remove(ex)) {
+        inboundRequests.decrementAndGet();
+        respondQuietly(ex, 503, new byte[0], "transport closed", null);
+      }
+      return;
+    }
+    counters.requestsReceived.increment();
     CompletableFuture<byte[]> answer;
     try {
       answer = Objects.requireNonNull(handler.onRequest(from, body), "handler returned null");
