@@ -212,4 +212,27 @@ class HttpTransportEdgeTest {
       assertEquals(0, delivered.get(), "the " + tag + " was delivered after close(), answered " + status);
     }
   }
+
+  /**
+   * close() called on one of the transport's own threads (the node closes it from whichever
+   * thread completes its last request: here the timer's, which completes a request with
+   * TIMEOUT) leaves that thread's interrupt status as it found it. Shutting its own pool down
+   * interrupted the calling thread, so the host's code that ran after close() on it found
+   * itself interrupted (its next blocking call failed at once).
+   */
+  @Test
+  void closeOnTheTransportsOwnThreadDoesNotInterruptIt() throws Exception {
+    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+    ra.hold = true;
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    CompletableFuture<String> after = new CompletableFuture<>();
+    b.request(a.localAddress(), new byte[] {1}, Duration.ofMillis(100)).whenComplete((v, e) -> {
+      b.close();
+      after.complete(Thread.currentThread().getName() + " interrupted: "
+          + Thread.currentThread().isInterrupted());
+    });
+    String seen = after.get(20, TimeUnit.SECONDS);
+    assertTrue(seen.endsWith("interrupted: false"), seen);
+  }
 }
