@@ -116,7 +116,9 @@ import org.slf4j.LoggerFactory;
  * {@link #close()} fails every pending outbound request with {@code CLOSED}, stops accepting
  * inbound traffic, answers inbound requests still being handled with 503 and releases its
  * threads. Nothing reaches the handler once it has returned: a message or request still being
- * read or authenticated then is answered 503. It is idempotent. Messages sent after close are dropped; requests fail with
+ * read or authenticated then is answered 503. It is idempotent, and may be called from any
+ * thread, the transport's own included (a callback of a request it completes): it leaves the
+ * calling thread's interrupt status as it was. Messages sent after close are dropped; requests fail with
  * {@code CLOSED}.
  *
  * <p>Instances are thread-safe.
@@ -311,6 +313,20 @@ public final class HttpTransport implements Transport {
     if (!closed.compareAndSet(false, true)) {
       return;
     }
+    // shutting a pool down interrupts its threads, this one too if it is one of them (the node
+    // closes the transport from whichever thread completes its last request): leave this
+    // thread's interrupt status as it was
+    boolean wasInterrupted = Thread.currentThread().isInterrupted();
+    try {
+      closeNow();
+    } finally {
+      if (!wasInterrupted) {
+        Thread.interrupted();
+      }
+    }
+  }
+
+  private void closeNow() {
     for (CompletableFuture<byte[]> f : pending.keySet()) {
       if (settle(f)) {
         f.completeExceptionally(
