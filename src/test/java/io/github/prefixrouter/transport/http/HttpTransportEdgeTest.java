@@ -7,8 +7,11 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.common.util.concurrent.Uninterruptibles;
+import com.sun.net.httpserver.HttpServer;
 import io.github.prefixrouter.contract.TransportContractTest;
+import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
+import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.temporal.ChronoUnit;
@@ -18,11 +21,12 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.function.LongSupplier;
 import java.util.function.BiFunction;
+import java.util.function.LongSupplier;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -234,5 +238,33 @@ class HttpTransportEdgeTest {
     });
     String seen = after.get(20, TimeUnit.SECONDS);
     assertTrue(seen.endsWith("interrupted: false"), seen);
+  }
+
+  /**
+   * The text of a peer's error answer ({@code PR-Error}, not authenticated) reaches the request's
+   * failure printable and shortened, as the peer's id in {@code PR-Node} already did: it was
+   * copied whole, so anyone answering at a peer's address put 100,000 characters and terminal
+   * escapes into every failure the node logs.
+   */
+  @Test
+  void aPeersErrorTextIsShortenedAndPrintableInTheFailure() throws Exception {
+    String error = "\u001b[31m" + "x".repeat(100_000);
+    HttpServer fake = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    fake.createContext("/", ex -> {
+      ex.getRequestBody().readAllBytes();
+      ex.getResponseHeaders().add("PR-Error", error);
+      ex.sendResponseHeaders(ex.getRequestURI().getPath().endsWith("request") ? 503 : 401, -1);
+      ex.close();
+    });
+    fake.start();
+    toClose.add(() -> fake.stop(0));
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    ExecutionException e = assertThrows(ExecutionException.class, () -> b.request(
+        new PeerAddress("a", "127.0.0.1:" + fake.getAddress().getPort()), new byte[1], Duration.ofSeconds(10))
+        .get(20, TimeUnit.SECONDS));
+    String message = e.getCause().getMessage();
+    assertTrue(message.contains("xxxxxxxx"), message.length() > 300 ? message.substring(0, 300) : message);
+    assertTrue(message.length() < 1_000, "failure of " + message.length() + " characters");
+    assertTrue(message.chars().allMatch(c -> c >= 0x20 && c < 0x7f), "unprintable characters");
   }
 }
