@@ -593,8 +593,9 @@ public final class HttpTransport implements Transport {
     return Map.copyOf(otherNodes);
   }
 
+  /** The peer's error text (not authenticated), printable and shortened, for a failure. */
   private static String suffix(String error) {
-    return error.isEmpty() ? "" : ": " + error;
+    return error.isEmpty() ? "" : ": " + sanitize(error);
   }
 
   private void fail(CompletableFuture<byte[]> f, TransportException.Kind kind, String message, Throwable cause) {
