@@ -11,6 +11,7 @@ import com.sun.net.httpserver.HttpServer;
 import io.github.prefixrouter.contract.TransportContractTest;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -271,5 +272,32 @@ class HttpTransportEdgeTest {
     assertTrue(message.contains("xxxxxxxx"), message.length() > 300 ? message.substring(0, 300) : message);
     assertTrue(message.length() < 1_000, "failure of " + message.length() + " characters");
     assertTrue(message.chars().allMatch(c -> c >= 0x20 && c < 0x7f), "unprintable characters");
+  }
+
+  /**
+   * A request handler that throws an Error (an assertion, a stack overflow) fails that request
+   * like one that throws an exception, and gives its inbound slot back. Only exceptions were
+   * caught: the Error escaped to the JDK server, which closed the connection, and the slot
+   * stayed taken; with maxInboundRequests 1 every later request was answered busy.
+   */
+  @Test
+  void aRequestHandlerThatThrowsAnErrorFailsOnlyThatRequest() throws Exception {
+    HttpTransport a = start(node("a").maxInboundRequests(1), new Transport.InboundHandler() {
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        if (payload[0] == 0) {
+          throw new AssertionError("a handler with a bug");
+        }
+        return CompletableFuture.completedFuture(payload);
+      }
+    });
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> b.request(a.localAddress(), new byte[] {0}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+    assertEquals(TransportException.Kind.PROTOCOL, ((TransportException) e.getCause()).kind(),
+        e.getCause().getMessage());
+    assertArrayEquals(new byte[] {1},
+        b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+    assertEquals(0, a.stats().inboundBusy());
   }
 }
