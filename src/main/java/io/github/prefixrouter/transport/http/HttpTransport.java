@@ -800,7 +800,7 @@ public final class HttpTransport implements Transport {
     CompletableFuture<byte[]> answer;
     try {
       answer = Objects.requireNonNull(handler.onRequest(from, body), "handler returned null");
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) { // an Error too: it must not leave the request unanswered
       answer = CompletableFuture.failedFuture(e);
     }
     ScheduledFuture<?> guard;
