@@ -89,8 +89,8 @@ import org.slf4j.LoggerFactory;
  * header before any byte is read, and bodies without a length are cut off at the cap. Outbound,
  * at most {@code maxInFlightPerPeer} requests and messages may be outstanding to one peer: a
  * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
- * counted); a request's slot is free again before its future completes. Inbound, at most {@code maxInboundRequests} requests are handled at once; more are
- * answered 503. A connection that has started a request must deliver all of it (request line,
+ * counted); a request's slot is free again before its future completes. Inbound, at most
+ * {@code maxInboundRequests} requests are handled at once; more are answered 503. A connection that has started a request must deliver all of it (request line,
  * headers and body) within {@code inboundIoTimeout}, and take an answer within the same time
  * once it is written, or it is closed and counted ({@link Stats#slowConnectionsClosed()}).
  * Every connection that starts a request is read (and authenticated) on a reader thread of its
@@ -118,8 +118,8 @@ import org.slf4j.LoggerFactory;
  * threads. Nothing reaches the handler once it has returned: a message or request still being
  * read or authenticated then is answered 503. It is idempotent, and may be called from any
  * thread, the transport's own included (a callback of a request it completes): it leaves the
- * calling thread's interrupt status as it was. Messages sent after close are dropped; requests fail with
- * {@code CLOSED}.
+ * calling thread's interrupt status as it was. Messages sent after close are dropped; requests
+ * fail with {@code CLOSED}.
  *
  * <p>Instances are thread-safe.
  */
