@@ -45,7 +45,9 @@ import org.junit.jupiter.api.Test;
  * failures surface as {@link TransportException}, every request completes exactly once, the
  * caller's thread is never blocked, {@code close()} fails pending requests with {@code CLOSED}
  * and stops inbound delivery, and many concurrent requests each get their own answer, also when
- * the peer answers them in another order than they arrived.
+ * the peer answers them in another order than they arrived; a handler that throws or returns
+ * null fails only its own request (and a message handler that throws, only its message), and an
+ * answer arriving after the requester closed does not replace {@code CLOSED}.
  */
 public abstract class TransportContractTest {
 
@@ -334,5 +336,61 @@ public abstract class TransportContractTest {
     CompletableFuture<byte[]> f = a.request(b.localAddress(), big, patience());
     assertTrue(awaitCondition(f::isDone, patience()));
     assertArrayEquals(big, f.join());
+  }
+
+  @Test
+  void aHandlerThatThrowsOrReturnsNullFailsOnlyThatRequest() {
+    AtomicInteger calls = new AtomicInteger();
+    Transport b = started("b", new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        calls.incrementAndGet();
+        throw new IllegalStateException("a handler that throws");
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        calls.incrementAndGet();
+        return switch (payload[0]) {
+          case 0 -> throw new IllegalStateException("a handler that throws");
+          case 1 -> null;
+          default -> CompletableFuture.completedFuture(payload);
+        };
+      }
+    });
+    Transport a = started("a", echo());
+    a.send(b.localAddress(), new byte[] {0});
+    a.send(b.localAddress(), new byte[] {0});
+    assertTrue(awaitCondition(() -> calls.get() == 2, patience()),
+        "a message after one whose handler threw was not delivered");
+    for (byte kind = 0; kind < 2; kind++) {
+      CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {kind}, patience());
+      assertTrue(awaitCondition(f::isDone, patience()), "no answer");
+      assertNotNull(kindOf(f));
+    }
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {2}, patience());
+    assertTrue(awaitCondition(f::isDone, patience()), "no answer after failed handlers");
+    assertArrayEquals(new byte[] {2}, f.join());
+  }
+
+  @Test
+  void anAnswerAfterTheRequesterClosedDoesNotOverrideClosed() {
+    List<CompletableFuture<byte[]>> held = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Transport b = started("b", (from, p) -> {
+      CompletableFuture<byte[]> h = new CompletableFuture<>();
+      held.add(h);
+      return h;
+    });
+    Transport a = started("a", echo());
+    AtomicInteger completions = new AtomicInteger();
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());
+    f.whenComplete((v, e) -> completions.incrementAndGet());
+    assertTrue(awaitCondition(() -> !held.isEmpty(), patience()), "the request never arrived");
+    a.close();
+    assertTrue(awaitCondition(f::isDone, patience()), "close left the request pending");
+    held.get(0).complete(new byte[] {7});
+    pass(shortTimeout());
+    assertEquals(TransportException.Kind.CLOSED, kindOf(f), "a late answer changed the outcome");
+    assertEquals(1, completions.get());
   }
 }

@@ -1,5 +1,7 @@
 package io.github.prefixrouter.transport.http;
 
+import com.google.common.base.Throwables;
+import com.google.common.util.concurrent.Uninterruptibles;
 import com.sun.net.httpserver.Headers;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
@@ -32,6 +34,7 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -86,8 +89,8 @@ import org.slf4j.LoggerFactory;
  * header before any byte is read, and bodies without a length are cut off at the cap. Outbound,
  * at most {@code maxInFlightPerPeer} requests and messages may be outstanding to one peer: a
  * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
- * counted). Inbound, at most {@code maxInboundRequests} requests are handled at once; more are
- * answered 503. A connection that has started a request must deliver all of it (request line,
+ * counted); a request's slot is free again before its future completes. Inbound, at most
+ * {@code maxInboundRequests} requests are handled at once; more are answered 503. A connection that has started a request must deliver all of it (request line,
  * headers and body) within {@code inboundIoTimeout}, and take an answer within the same time
  * once it is written, or it is closed and counted ({@link Stats#slowConnectionsClosed()}).
  * Every connection that starts a request is read (and authenticated) on a reader thread of its
@@ -100,17 +103,23 @@ import org.slf4j.LoggerFactory;
  *
  * <h2>Threads</h2>
  * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
- * threads named {@code prefix-router-http-<nodeId>-...}: the HTTP server's dispatcher thread,
- * up to {@code readerThreads} reader threads (started on demand, idle ones expire),
+ * threads. Its own are named {@code prefix-router-http-<nodeId>-...}: up to
+ * {@code readerThreads} reader threads (started on demand, idle ones expire),
  * {@code serverThreads} threads writing answers, one client executor (cached, idle threads
- * expire) and one timer thread. {@link #close()} stops all of them; the JDK 17 {@link HttpClient} keeps its
- * own selector thread until the client object is garbage collected.
+ * expire) and one timer thread. The JDK names the others: the HTTP server's
+ * {@code HTTP-Dispatcher} (started from the timer thread, so that it is a daemon whichever thread
+ * calls {@link #start}) and {@code idle-timeout-task}, and the HTTP client's
+ * {@code HttpClient-<n>-SelectorManager}. {@link #close()} stops all of them but the last, which
+ * the JDK 17 {@link HttpClient} keeps until the client object is garbage collected.
  *
  * <h2>Close</h2>
  * {@link #close()} fails every pending outbound request with {@code CLOSED}, stops accepting
  * inbound traffic, answers inbound requests still being handled with 503 and releases its
- * threads. It is idempotent. Messages sent after close are dropped; requests fail with
- * {@code CLOSED}.
+ * threads. Nothing reaches the handler once it has returned: a message or request still being
+ * read or authenticated then is answered 503. It is idempotent, and may be called from any
+ * thread, the transport's own included (a callback of a request it completes): it leaves the
+ * calling thread's interrupt status as it was. Messages sent after close are dropped; requests
+ * fail with {@code CLOSED}.
  *
  * <p>Instances are thread-safe.
  */
@@ -134,13 +143,22 @@ public final class HttpTransport implements Transport {
   static final String TAG_MESSAGE = "message";
   static final String TAG_REQUEST = "request";
   static final String TAG_RESPONSE = "response";
+  /** A pending request that holds no in-flight slot yet. */
+  private static final String NO_SLOT = "";
+  /** The longest request timeout honoured (a long of nanoseconds, about 292 years). */
+  private static final Duration LONGEST_TIMEOUT = Duration.ofNanos(Long.MAX_VALUE).minusSeconds(1);
 
   private final Builder config;
   private final MessageAuthenticator auth; // null when authentication is disabled
   private final ReplayGuard replayGuard; // null when authentication is disabled
   private final String bootId;
   private final AtomicLong nonceCounter = new AtomicLong();
-  private final Set<CompletableFuture<byte[]>> pending = ConcurrentHashMap.newKeySet();
+  /**
+   * Outbound requests waiting for an answer, each to the peer address whose in-flight slot it
+   * holds ({@link #NO_SLOT} before it has one). Whoever removes a request completes it, after
+   * giving its slot back ({@link #settle}).
+   */
+  private final Map<CompletableFuture<byte[]>, String> pending = new ConcurrentHashMap<>();
   /** Requests and messages outstanding per peer address; an address with none has no entry. */
   private final Map<String, Integer> inFlightByPeer = new ConcurrentHashMap<>();
   private final Set<HttpExchange> inboundPending = ConcurrentHashMap.newKeySet();
@@ -245,7 +263,14 @@ public final class HttpTransport implements Transport {
     server.setExecutor(readers.executor(ioDeadline));
     server.createContext(MESSAGE_PATH, ex -> handleInbound(ex, false));
     server.createContext(REQUEST_PATH, ex -> handleInbound(ex, true));
-    server.start();
+    // the JDK server's dispatcher thread is a daemon only if the thread starting it is one (a
+    // host's main thread is not): started on the timer thread, it never keeps the JVM alive
+    try {
+      Uninterruptibles.getUninterruptibly(timer.submit(server::start));
+    } catch (ExecutionException e) {
+      Throwables.throwIfUnchecked(e.getCause());
+      throw new IllegalStateException("cannot start the HTTP server", e.getCause());
+    }
     HttpClient.Builder cb =
         HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
@@ -288,11 +313,26 @@ public final class HttpTransport implements Transport {
     if (!closed.compareAndSet(false, true)) {
       return;
     }
-    for (CompletableFuture<byte[]> f : pending) {
-      f.completeExceptionally(
-          new TransportException(TransportException.Kind.CLOSED, "transport closed"));
+    // shutting a pool down interrupts its threads, this one too if it is one of them (the node
+    // closes the transport from whichever thread completes its last request): leave this
+    // thread's interrupt status as it was
+    boolean wasInterrupted = Thread.currentThread().isInterrupted();
+    try {
+      closeNow();
+    } finally {
+      if (!wasInterrupted) {
+        Thread.interrupted();
+      }
     }
-    pending.clear();
+  }
+
+  private void closeNow() {
+    for (CompletableFuture<byte[]> f : pending.keySet()) {
+      if (settle(f)) {
+        f.completeExceptionally(
+            new TransportException(TransportException.Kind.CLOSED, "transport closed"));
+      }
+    }
     for (HttpExchange ex : inboundPending) {
       if (inboundPending.remove(ex)) {
         respondQuietly(ex, 503, new byte[0], "transport closed", null);
@@ -387,6 +427,8 @@ public final class HttpTransport implements Transport {
           new TransportException(TransportException.Kind.TIMEOUT, "timeout must be positive, was " + timeout));
       return result;
     }
+    // a timer cannot count further, and nobody waits longer
+    Duration limit = timeout.compareTo(LONGEST_TIMEOUT) > 0 ? LONGEST_TIMEOUT : timeout;
     if (client == null) {
       result.completeExceptionally(
           new TransportException(
@@ -394,7 +436,7 @@ public final class HttpTransport implements Transport {
               closed.get() ? "transport closed" : "transport not started"));
       return result;
     }
-    pending.add(result);
+    pending.put(result, NO_SLOT);
     if (closed.get()) {
       pending.remove(result);
       result.completeExceptionally(new TransportException(TransportException.Kind.CLOSED, "transport closed"));
@@ -412,12 +454,17 @@ public final class HttpTransport implements Transport {
           config.maxInFlightPerPeer + " requests already in flight to " + to, null);
       return result;
     }
-    result.whenComplete((v, e) -> release(peer));
+    if (!pending.replace(result, NO_SLOT, peer)) {
+      release(peer); // closed meanwhile: close() completed it
+      return result;
+    }
+    // completed by the caller (cancelled, say): the slot is given back then
+    result.whenComplete((v, e) -> settle(result));
     String nonce = nextNonce();
     HttpRequest req;
     try {
       // the HTTP client's own timeout is a backstop; the timer below decides
-      req = buildRequest(to, payload, REQUEST_PATH, TAG_REQUEST, timeout.plusSeconds(1), nonce);
+      req = buildRequest(to, payload, REQUEST_PATH, TAG_REQUEST, limit.plusSeconds(1), nonce);
     } catch (IllegalArgumentException e) {
       fail(result, TransportException.Kind.UNREACHABLE, "bad peer address " + to.address() + ": " + e.getMessage(), e);
       return result;
@@ -429,8 +476,8 @@ public final class HttpTransport implements Transport {
       ScheduledFuture<?> timeoutTask =
           timer.schedule(
               () -> fail(result, TransportException.Kind.TIMEOUT,
-                  "no answer from " + to + " within " + timeout.toMillis() + " ms", null),
-              timeout.toNanos(),
+                  "no answer from " + to + " within " + limit.toMillis() + " ms", null),
+              limit.toNanos(),
               TimeUnit.NANOSECONDS);
       result.whenComplete((v, e) -> timeoutTask.cancel(false));
       http = client.sendAsync(req,
@@ -499,9 +546,10 @@ public final class HttpTransport implements Transport {
             return;
           }
         }
-        counters.bytesIn.add(body.length);
-        pending.remove(result);
-        result.complete(body);
+        if (settle(result)) {
+          counters.bytesIn.add(body.length);
+          result.complete(body);
+        }
       }
       case 503 -> fail(result, TransportException.Kind.BUSY, to + " is busy" + suffix(error), null);
       case 504 -> fail(result, TransportException.Kind.TIMEOUT, to + " timed out handling the request" + suffix(error), null);
@@ -545,15 +593,33 @@ public final class HttpTransport implements Transport {
     return Map.copyOf(otherNodes);
   }
 
+  /** The peer's error text (not authenticated), printable and shortened, for a failure. */
   private static String suffix(String error) {
-    return error.isEmpty() ? "" : ": " + error;
+    return error.isEmpty() ? "" : ": " + sanitize(error);
   }
 
   private void fail(CompletableFuture<byte[]> f, TransportException.Kind kind, String message, Throwable cause) {
-    pending.remove(f);
-    if (f.completeExceptionally(new TransportException(kind, message, cause))) {
+    if (settle(f) && f.completeExceptionally(new TransportException(kind, message, cause))) {
       counters.requestsFailed.increment();
     }
+  }
+
+  /**
+   * Takes a request out of the pending ones and gives back its in-flight slot, before it is
+   * completed: the slot is free when the future's callbacks run (a node that forwards again
+   * from them, at the peer's limit, is not refused as busy).
+   *
+   * @return true if this call took it out (and so completes it); false if another did
+   */
+  private boolean settle(CompletableFuture<byte[]> f) {
+    String peer = pending.remove(f);
+    if (peer == null) {
+      return false;
+    }
+    if (!peer.isEmpty()) {
+      release(peer);
+    }
+    return true;
   }
 
   private TransportException.Kind kindOf(Throwable t) {
@@ -686,6 +752,11 @@ public final class HttpTransport implements Transport {
           return;
         }
       }
+      if (closed.get()) {
+        // closed while the body was read and checked: close() has returned, deliver nothing
+        respondQuietly(ex, 503, new byte[0], "transport closed", null);
+        return;
+      }
       counters.bytesIn.add(body.length);
       if (!isRequest) {
         counters.messagesReceived.increment();
@@ -716,12 +787,20 @@ public final class HttpTransport implements Transport {
       respondQuietly(ex, 503, new byte[0], "too many requests in progress", null);
       return;
     }
-    counters.requestsReceived.increment();
     inboundPending.add(ex);
+    if (closed.get()) {
+      // close() may have swept the pending exchanges before this one was added
+      if (inboundPending.remove(ex)) {
+        inboundRequests.decrementAndGet();
+        respondQuietly(ex, 503, new byte[0], "transport closed", null);
+      }
+      return;
+    }
+    counters.requestsReceived.increment();
     CompletableFuture<byte[]> answer;
     try {
       answer = Objects.requireNonNull(handler.onRequest(from, body), "handler returned null");
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) { // an Error too: it must not leave the request unanswered
       answer = CompletableFuture.failedFuture(e);
     }
     ScheduledFuture<?> guard;
@@ -1079,7 +1158,8 @@ public final class HttpTransport implements Transport {
     }
 
     /**
-     * Serve and connect over TLS with the host's context (default: plain HTTP).
+     * Serve and connect over TLS with the host's context (default: plain HTTP). The context must
+     * be initialized ({@link SSLContext#init}); {@link #build()} refuses one that is not.
      *
      * @param context the TLS context
      * @return this builder
@@ -1092,7 +1172,7 @@ public final class HttpTransport implements Transport {
     /**
      * How long to wait for a TCP (and TLS) connection to a peer. Default 2 s.
      *
-     * @param d the timeout, positive
+     * @param d the timeout, positive, at most a day
      * @return this builder
      */
     public Builder connectTimeout(Duration d) {
@@ -1104,7 +1184,7 @@ public final class HttpTransport implements Transport {
      * How long a one-way message may take to be accepted, answer included, before it counts as
      * failed and its in-flight slot is released. Default 5 s.
      *
-     * @param d the timeout, positive
+     * @param d the timeout, positive, at most a day
      * @return this builder
      */
     public Builder messageTimeout(Duration d) {
@@ -1116,7 +1196,7 @@ public final class HttpTransport implements Transport {
      * How long an inbound request may wait for the handler before it is answered 504. Default 5
      * min.
      *
-     * @param d the limit, positive
+     * @param d the limit, positive, at most a day
      * @return this builder
      */
     public Builder maxHandlingTime(Duration d) {
@@ -1131,7 +1211,7 @@ public final class HttpTransport implements Transport {
      * strangers, before any authentication) from holding a reader or server thread for long. Set it
      * above {@code maxMessageBytes} divided by the slowest link's throughput. Default 10 s.
      *
-     * @param d the deadline, positive
+     * @param d the deadline, positive, at most a day
      * @return this builder
      */
     public Builder inboundIoTimeout(Duration d) {
@@ -1142,7 +1222,7 @@ public final class HttpTransport implements Transport {
     /**
      * How far a message's timestamp may be from this node's clock. Default 30 s.
      *
-     * @param d the window, positive
+     * @param d the window, positive, at most a day
      * @return this builder
      */
     public Builder replayWindow(Duration d) {
@@ -1287,6 +1367,14 @@ public final class HttpTransport implements Transport {
         throw new IllegalArgumentException(
             "clusterKey must have at least 16 bytes, had " + clusterKey.length);
       }
+      if (sslContext != null) {
+        try {
+          sslContext.getSupportedSSLParameters();
+        } catch (IllegalStateException e) {
+          throw new IllegalArgumentException(
+              "tls(context): the SSLContext is not initialized; call its init(...) first", e);
+        }
+      }
       requirePositive("connectTimeout", connectTimeout);
       requirePositive("messageTimeout", messageTimeout);
       requirePositive("maxHandlingTime", maxHandlingTime);
@@ -1303,9 +1391,12 @@ public final class HttpTransport implements Transport {
       return new HttpTransport(this);
     }
 
+    /** The longest duration setting: beyond it timers and the replay arithmetic overflow. */
+    private static final Duration LONGEST_SETTING = Duration.ofDays(1);
+
     private static void requirePositive(String name, Duration d) {
-      if (d == null || d.isNegative() || d.isZero()) {
-        throw new IllegalArgumentException(name + " must be positive, was " + d);
+      if (d == null || d.isNegative() || d.isZero() || d.compareTo(LONGEST_SETTING) > 0) {
+        throw new IllegalArgumentException(name + " must be positive and at most a day, was " + d);
       }
     }
 

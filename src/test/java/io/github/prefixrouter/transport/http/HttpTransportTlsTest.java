@@ -101,4 +101,18 @@ class HttpTransportTlsTest {
       assertEquals(0, a.stats().requestsReceived());
     }
   }
+
+  /**
+   * A context that was never initialized is refused by build() with a message that says so. It
+   * was accepted, and start() then threw the JDK's IllegalStateException from building the
+   * client, after the server had started listening on the port (its dispatcher thread alive).
+   */
+  @Test
+  void anUninitializedContextIsRefusedByBuild() throws Exception {
+    SSLContext uninitialized = SSLContext.getInstance("TLS");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+            .clusterKey(HttpTransportTest.KEY).tls(uninitialized).build());
+    assertTrue(e.getMessage().contains("tls") && e.getMessage().contains("init"), e.getMessage());
+  }
 }

@@ -1,0 +1,303 @@
+package io.github.prefixrouter.transport.http;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.common.util.concurrent.Uninterruptibles;
+import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.contract.TransportContractTest;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.temporal.ChronoUnit;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.BiFunction;
+import java.util.function.LongSupplier;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** Arguments and settings at the edges of their ranges, and the transport's life cycle. */
+class HttpTransportEdgeTest {
+
+  private final List<AutoCloseable> toClose = new ArrayList<>();
+
+  @AfterEach
+  void closeAll() throws Exception {
+    for (AutoCloseable c : toClose) {
+      c.close();
+    }
+  }
+
+  private HttpTransport start(HttpTransport.Builder b, Transport.InboundHandler h) {
+    HttpTransport t = b.build();
+    toClose.add(t);
+    t.start(h);
+    return t;
+  }
+
+  private static HttpTransport.Builder node(String id) {
+    return HttpTransport.builder().nodeId(id).listen("127.0.0.1", 0).clusterKey(HttpTransportTest.KEY);
+  }
+
+  /**
+   * A request's in-flight slot is free by the time its future's callbacks run: a node that
+   * retries or forwards again from the callback, at the peer's limit, is not refused BUSY. The
+   * slot was given back by a callback of its own, which ran after the ones the caller registered.
+   */
+  @Test
+  void aCompletedRequestsSlotIsFreeWhenItsCallbacksRun() throws Exception {
+    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b").maxInFlightPerPeer(1), new HttpTransportTest.Recorder());
+    byte[] answer = b.request(a.localAddress(), "1".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10))
+        .thenCompose(x -> b.request(a.localAddress(), "2".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10)))
+        .get(20, TimeUnit.SECONDS);
+    assertArrayEquals("echo b 2".getBytes(StandardCharsets.UTF_8), answer);
+    // and after a failure (the peer's handler refuses)
+    ra.busy = true;
+    answer = b.request(a.localAddress(), "3".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10))
+        .handle((x, e) -> e)
+        .thenCompose(e -> {
+          ra.busy = false;
+          return b.request(a.localAddress(), "4".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
+        })
+        .get(20, TimeUnit.SECONDS);
+    assertArrayEquals("echo b 4".getBytes(StandardCharsets.UTF_8), answer);
+    assertEquals(0, b.stats().outboundBusy());
+  }
+
+  /**
+   * A timeout longer than a long of nanoseconds (about 292 years) means "wait as long as it
+   * takes". It made request() throw ArithmeticException after the request had taken one of the
+   * peer's in-flight slots and joined the pending requests, so both stayed taken until close:
+   * with maxInFlightPerPeer 1, every later request to that peer failed BUSY.
+   */
+  @Test
+  void aTimeoutBeyondTheRangeOfNanosecondsIsAnsweredAndReleasesItsSlot() throws Exception {
+    HttpTransport a = start(node("a"), new HttpTransportTest.Recorder());
+    HttpTransport b = start(node("b").maxInFlightPerPeer(1), new HttpTransportTest.Recorder());
+    for (Duration forever : List.of(ChronoUnit.FOREVER.getDuration(), Duration.ofSeconds(Long.MAX_VALUE),
+        Duration.ofNanos(Long.MAX_VALUE).plusNanos(1), Duration.ofNanos(Long.MAX_VALUE))) {
+      byte[] answer = b.request(a.localAddress(), "x".getBytes(StandardCharsets.UTF_8), forever)
+          .get(10, TimeUnit.SECONDS);
+      assertArrayEquals("echo b x".getBytes(StandardCharsets.UTF_8), answer, "timeout " + forever);
+      assertEquals(0, b.stats().pendingRequests(), "timeout " + forever);
+    }
+    assertEquals(0, b.stats().outboundBusy());
+    assertEquals(0, b.stats().requestsFailed());
+  }
+
+  /**
+   * Durations no clock can count are refused by build(), naming the setting. They were accepted:
+   * an inboundIoTimeout made start() throw ArithmeticException with the port already bound, a
+   * connectTimeout failed every request UNREACHABLE ("long overflow"), a messageTimeout counted
+   * every message as failed, and a replayWindow of Long.MAX_VALUE ms turned the replay check off
+   * (its horizon arithmetic overflowed, so every remembered nonce was forgotten at once and a
+   * replayed message was delivered again).
+   */
+  @Test
+  void durationsBeyondADayAreRefusedByBuildNamingTheSetting() {
+    Map<String, BiFunction<HttpTransport.Builder, Duration, HttpTransport.Builder>> settings = Map.of(
+        "connectTimeout", HttpTransport.Builder::connectTimeout,
+        "messageTimeout", HttpTransport.Builder::messageTimeout,
+        "maxHandlingTime", HttpTransport.Builder::maxHandlingTime,
+        "inboundIoTimeout", HttpTransport.Builder::inboundIoTimeout,
+        "replayWindow", HttpTransport.Builder::replayWindow);
+    for (var e : settings.entrySet()) {
+      for (Duration d : List.of(ChronoUnit.FOREVER.getDuration(), Duration.ofMillis(Long.MAX_VALUE),
+          Duration.ofDays(1).plusNanos(1))) {
+        IllegalArgumentException x = assertThrows(IllegalArgumentException.class,
+            () -> e.getValue().apply(node("a"), d).build(), e.getKey() + " " + d);
+        assertTrue(x.getMessage().contains(e.getKey()), x.getMessage());
+      }
+      HttpTransport t = start(e.getValue().apply(node("a"), Duration.ofDays(1)), new HttpTransportTest.Recorder());
+      t.close();
+    }
+  }
+
+  /**
+   * The threads a transport creates are the ones its documentation lists, all daemon threads,
+   * and close() ends them (but the HTTP client's selector, which ends when the client is garbage
+   * collected). Started from a thread that is not a daemon (as a host's main thread), the JDK
+   * server's dispatcher thread was not a daemon either, and kept the JVM alive when the host
+   * ended without closing the transport.
+   */
+  @Test
+  void theThreadsCreatedAreTheDocumentedDaemonsAndCloseEndsThem() throws Exception {
+    Set<Thread> before = Set.copyOf(Thread.getAllStackTraces().keySet());
+    List<HttpTransport> nodes = new ArrayList<>();
+    Thread host = new Thread(() -> {
+      nodes.add(start(node("threads-a"), new HttpTransportTest.Recorder()));
+      nodes.add(start(node("threads-b"), new HttpTransportTest.Recorder()));
+    }, "host-main");
+    host.setDaemon(false);
+    host.start();
+    host.join();
+    HttpTransport a = nodes.get(0);
+    HttpTransport b = nodes.get(1);
+    b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS);
+    a.request(b.localAddress(), new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS);
+    // threads of other tests' leftovers may start meanwhile: only the names the transport's
+    // threads can have are looked at
+    List<Thread> created = new ArrayList<>();
+    for (Thread t : Thread.getAllStackTraces().keySet()) {
+      if (!before.contains(t) && t.getName().matches("prefix-router-http-threads-.*|HTTP-Dispatcher"
+          + "|idle-timeout-task|HttpClient-\\d+-SelectorManager")) {
+        created.add(t);
+      }
+    }
+    assertEquals(2, created.stream().filter(t -> t.getName().equals("HTTP-Dispatcher")).count());
+    Pattern own = Pattern.compile("prefix-router-http-threads-[ab]-(server|reader|client|timer)-\\d+");
+    for (Thread t : created) {
+      assertTrue(!t.getName().startsWith("prefix-router") || own.matcher(t.getName()).matches(),
+          "undocumented thread " + t.getName());
+      assertTrue(t.isDaemon(), t.getName() + " is not a daemon thread");
+    }
+    a.close();
+    b.close();
+    for (Thread t : created) {
+      if (!t.getName().startsWith("HttpClient-")) {
+        t.join(10_000);
+        assertFalse(t.isAlive(), t.getName() + " still runs after close()");
+      }
+    }
+  }
+
+  /**
+   * A message or request that a reader thread is still checking when close() returns is not
+   * delivered. The transport looked at its closed flag only before reading the body, so one
+   * whose check was under way (here held in the replay check's clock until close() returned)
+   * reached the handler after close(), on a thread close() had interrupted.
+   */
+  @Test
+  void nothingReachesTheHandlerAfterCloseReturned() throws Exception {
+    for (boolean request : new boolean[] {false, true}) {
+      CountDownLatch checking = new CountDownLatch(1);
+      CountDownLatch closed = new CountDownLatch(1);
+      AtomicReference<Thread> reader = new AtomicReference<>();
+      LongSupplier clock = () -> {
+        if (Thread.currentThread().getName().contains("-reader-")) {
+          reader.set(Thread.currentThread());
+          checking.countDown();
+          Uninterruptibles.awaitUninterruptibly(closed); // close() interrupts the readers
+        }
+        return System.currentTimeMillis();
+      };
+      AtomicInteger delivered = new AtomicInteger();
+      HttpTransport a = start(node("a").wallClockMillis(clock), TransportContractTest.counting(delivered));
+      MessageAuthenticator auth = new MessageAuthenticator(HttpTransportTest.KEY);
+      String ts = Long.toString(System.currentTimeMillis());
+      String tag = request ? "request" : "message";
+      String mac = auth.sign(new byte[] {1}, tag, "b", "127.0.0.1:1", "a", ts, "n1");
+      CompletableFuture<Integer> posted = CompletableFuture.supplyAsync(() -> {
+        try {
+          return HttpTransportTest.post(a, "/prefix-router/v1/" + tag, new byte[] {1}, "b", "127.0.0.1:1",
+              "a", ts, "n1", mac);
+        } catch (Exception e) {
+          return -1; // the connection was closed under the request
+        }
+      });
+      assertTrue(checking.await(10, TimeUnit.SECONDS), "the " + tag + " reached the replay check");
+      a.close();
+      closed.countDown();
+      reader.get().join(10_000); // the reader ends after its task: close() shut its pool down
+      assertFalse(reader.get().isAlive());
+      int status = posted.get(20, TimeUnit.SECONDS);
+      assertEquals(0, delivered.get(), "the " + tag + " was delivered after close(), answered " + status);
+    }
+  }
+
+  /**
+   * close() called on one of the transport's own threads (the node closes it from whichever
+   * thread completes its last request: here the timer's, which completes a request with
+   * TIMEOUT) leaves that thread's interrupt status as it found it. Shutting its own pool down
+   * interrupted the calling thread, so the host's code that ran after close() on it found
+   * itself interrupted (its next blocking call failed at once).
+   */
+  @Test
+  void closeOnTheTransportsOwnThreadDoesNotInterruptIt() throws Exception {
+    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+    ra.hold = true;
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    CompletableFuture<String> after = new CompletableFuture<>();
+    b.request(a.localAddress(), new byte[] {1}, Duration.ofMillis(100)).whenComplete((v, e) -> {
+      b.close();
+      after.complete(Thread.currentThread().getName() + " interrupted: "
+          + Thread.currentThread().isInterrupted());
+    });
+    String seen = after.get(20, TimeUnit.SECONDS);
+    assertTrue(seen.endsWith("interrupted: false"), seen);
+  }
+
+  /**
+   * The text of a peer's error answer ({@code PR-Error}, not authenticated) reaches the request's
+   * failure printable and shortened, as the peer's id in {@code PR-Node} already did: it was
+   * copied whole, so anyone answering at a peer's address put 100,000 characters and terminal
+   * escapes into every failure the node logs.
+   */
+  @Test
+  void aPeersErrorTextIsShortenedAndPrintableInTheFailure() throws Exception {
+    String error = "\u001b[31m" + "x".repeat(100_000);
+    HttpServer fake = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    fake.createContext("/", ex -> {
+      ex.getRequestBody().readAllBytes();
+      ex.getResponseHeaders().add("PR-Error", error);
+      ex.sendResponseHeaders(ex.getRequestURI().getPath().endsWith("request") ? 503 : 401, -1);
+      ex.close();
+    });
+    fake.start();
+    toClose.add(() -> fake.stop(0));
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    ExecutionException e = assertThrows(ExecutionException.class, () -> b.request(
+        new PeerAddress("a", "127.0.0.1:" + fake.getAddress().getPort()), new byte[1], Duration.ofSeconds(10))
+        .get(20, TimeUnit.SECONDS));
+    String message = e.getCause().getMessage();
+    assertTrue(message.contains("xxxxxxxx"), message.length() > 300 ? message.substring(0, 300) : message);
+    assertTrue(message.length() < 1_000, "failure of " + message.length() + " characters");
+    assertTrue(message.chars().allMatch(c -> c >= 0x20 && c < 0x7f), "unprintable characters");
+  }
+
+  /**
+   * A request handler that throws an Error (an assertion, a stack overflow) fails that request
+   * like one that throws an exception, and gives its inbound slot back. Only exceptions were
+   * caught: the Error escaped to the JDK server, which closed the connection, and the slot
+   * stayed taken; with maxInboundRequests 1 every later request was answered busy.
+   */
+  @Test
+  void aRequestHandlerThatThrowsAnErrorFailsOnlyThatRequest() throws Exception {
+    HttpTransport a = start(node("a").maxInboundRequests(1), new Transport.InboundHandler() {
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        if (payload[0] == 0) {
+          throw new AssertionError("a handler with a bug");
+        }
+        return CompletableFuture.completedFuture(payload);
+      }
+    });
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> b.request(a.localAddress(), new byte[] {0}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+    assertEquals(TransportException.Kind.PROTOCOL, ((TransportException) e.getCause()).kind(),
+        e.getCause().getMessage());
+    assertArrayEquals(new byte[] {1},
+        b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+    assertEquals(0, a.stats().inboundBusy());
+  }
+}
