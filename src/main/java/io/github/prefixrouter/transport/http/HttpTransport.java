@@ -90,8 +90,9 @@ import org.slf4j.LoggerFactory;
  * at most {@code maxInFlightPerPeer} requests and messages may be outstanding to one peer: a
  * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
  * counted); a request's slot is free again before its future completes. Inbound, at most
- * {@code maxInboundRequests} requests are handled at once; more are answered 503. A connection that has started a request must deliver all of it (request line,
- * headers and body) within {@code inboundIoTimeout}, and take an answer within the same time
+ * {@code maxInboundRequests} requests are handled at once; more are answered 503. A connection
+ * that has started a request must deliver all of it (request line, headers and body) within
+ * {@code inboundIoTimeout}, and take an answer within the same time
  * once it is written, or it is closed and counted ({@link Stats#slowConnectionsClosed()}).
  * Every connection that starts a request is read (and authenticated) on a reader thread of its
  * own, so one that stalls holds only its own thread and never delays anyone else's request: at
