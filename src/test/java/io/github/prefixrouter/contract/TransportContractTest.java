@@ -47,7 +47,9 @@ import org.junit.jupiter.api.Test;
  * and stops inbound delivery, and many concurrent requests each get their own answer, also when
  * the peer answers them in another order than they arrived; a handler that throws or returns
  * null fails only its own request (and a message handler that throws, only its message), and an
- * answer arriving after the requester closed does not replace {@code CLOSED}.
+ * answer arriving after the requester closed does not replace {@code CLOSED}; a handler whose
+ * answer is null fails its request; a timeout that is not positive fails {@code TIMEOUT}, and
+ * one too long for any clock (up to {@code ChronoUnit.FOREVER}) waits for the answer.
  */
 public abstract class TransportContractTest {
 
@@ -354,6 +356,7 @@ public abstract class TransportContractTest {
         return switch (payload[0]) {
           case 0 -> throw new IllegalStateException("a handler that throws");
           case 1 -> null;
+          case 2 -> CompletableFuture.completedFuture(null);
           default -> CompletableFuture.completedFuture(payload);
         };
       }
@@ -363,13 +366,28 @@ public abstract class TransportContractTest {
     a.send(b.localAddress(), new byte[] {0});
     assertTrue(awaitCondition(() -> calls.get() == 2, patience()),
         "a message after one whose handler threw was not delivered");
-    for (byte kind = 0; kind < 2; kind++) {
+    for (byte kind = 0; kind < 3; kind++) {
       CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {kind}, patience());
       assertTrue(awaitCondition(f::isDone, patience()), "no answer");
-      assertNotNull(kindOf(f));
+      assertNotNull(kindOf(f), "handler case " + kind + " was answered");
     }
-    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {2}, patience());
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {3}, patience());
     assertTrue(awaitCondition(f::isDone, patience()), "no answer after failed handlers");
+    assertArrayEquals(new byte[] {3}, f.join());
+  }
+
+  @Test
+  void aTimeoutThatIsNotPositiveFailsTimeoutAndOneBeyondAnyClockIsHonoured() {
+    Transport b = started("b", (from, p) -> CompletableFuture.completedFuture(p));
+    Transport a = started("a", echo());
+    for (Duration d : List.of(Duration.ZERO, Duration.ofNanos(-1))) {
+      CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, d);
+      assertTrue(awaitCondition(f::isDone, patience()), "no completion for a timeout of " + d);
+      assertEquals(TransportException.Kind.TIMEOUT, kindOf(f), "timeout " + d);
+    }
+    CompletableFuture<byte[]> f =
+        a.request(b.localAddress(), new byte[] {2}, java.time.temporal.ChronoUnit.FOREVER.getDuration());
+    assertTrue(awaitCondition(f::isDone, patience()), "no answer with the longest timeout");
     assertArrayEquals(new byte[] {2}, f.join());
   }
 
