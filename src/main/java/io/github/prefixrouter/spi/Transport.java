@@ -51,7 +51,9 @@ public interface Transport extends AutoCloseable {
    *
    * @param to the receiving peer
    * @param payload the request bytes
-   * @param timeout how long to wait for the answer before failing with {@code TIMEOUT}
+   * @param timeout how long to wait for the answer before failing with {@code TIMEOUT}; one that
+   *     is not positive fails the request at once with {@code TIMEOUT}, and one longer than the
+   *     transport's timers can count waits as long as they can
    * @return a future of the answer's bytes, completed once; never null
    */
   CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout);

@@ -36,13 +36,17 @@ import java.util.random.RandomGenerator;
  *       sees {@code TIMEOUT}. A duplicated request runs the handler twice; the requester keeps
  *       the first answer.
  *   <li>A handler's exceptional answer reaches the requester as that {@link TransportException}
- *       if it is one, else as {@code PROTOCOL}.
+ *       if it is one, else as {@code PROTOCOL}; so does a null answer. A request whose timeout
+ *       is not positive fails at once with {@code TIMEOUT}; one longer than a long of
+ *       nanoseconds waits that long.
  *   <li>Deliveries run as scheduler tasks, never on the sender's thread.
  * </ul>
  * Same seed, same scheduler, same calls: same deliveries. Thread-safe (coarse lock), though a
  * simulation drives it from one thread. Arguments must not be null.
  */
 public final class InMemoryNetwork {
+
+  private static final Duration LONGEST_TIMEOUT = Duration.ofNanos(Long.MAX_VALUE);
 
   /**
    * Settings of a directed link.
@@ -431,9 +435,13 @@ public final class InMemoryNetwork {
       Objects.requireNonNull(timeout, "timeout");
       CompletableFuture<byte[]> f = new CompletableFuture<>();
       if (timeout.isNegative() || timeout.isZero()) {
-        f.completeExceptionally(new IllegalArgumentException("timeout must be positive"));
+        f.completeExceptionally(new TransportException(TransportException.Kind.TIMEOUT,
+            "timeout must be positive, was " + timeout));
         return f;
       }
+      // a timer cannot count further than a long of nanoseconds, and nobody waits longer
+      long timeoutNanos = timeout.compareTo(LONGEST_TIMEOUT) > 0
+          ? Long.MAX_VALUE : timeout.toNanos();
       long id;
       Pending p;
       synchronized (this) {
@@ -446,7 +454,7 @@ public final class InMemoryNetwork {
         p = new Pending(f);
         pending.put(id, p);
       }
-      p.timer = scheduler.schedule(timeout.toNanos(), () -> fail(id,
+      p.timer = scheduler.schedule(timeoutNanos, () -> fail(id,
           new TransportException(TransportException.Kind.TIMEOUT,
               "no answer from " + to + " within " + timeout)));
       byte[] copy = payload.clone();
@@ -475,7 +483,10 @@ public final class InMemoryNetwork {
           }
           byte[] back = bytes == null ? null : bytes.clone();
           transmit(to.nodeId(), from, back == null ? 0 : back.length, () -> {
-            if (err != null) {
+            if (err == null && back == null) {
+              fail(id, new TransportException(TransportException.Kind.PROTOCOL,
+                  "peer's handler answered null"));
+            } else if (err != null) {
               Throwable t = err instanceof java.util.concurrent.CompletionException
                   && err.getCause() != null ? err.getCause() : err;
               fail(id, t instanceof TransportException te ? te
