@@ -562,6 +562,7 @@ public final class GossipEngine {
     List<Outgoing> out = new ArrayList<>();
     lock.writeLock().lock();
     try {
+      followAddress(from, m);
       if (m instanceof Syn s) {
         onSyn(from, s, out);
       } else if (m instanceof Ack a) {
@@ -581,6 +582,29 @@ public final class GossipEngine {
       lock.writeLock().unlock();
     }
     flush(out);
+  }
+
+  /**
+   * A message from a known peer in the generation this node knows it by gives that peer's
+   * address (as the transport authenticated it): the address it was learned under may be a
+   * third party's word (a relayed address, or the old address kept when a third party told of
+   * the peer's restart first), and a restarted peer may listen elsewhere now.
+   */
+  private void followAddress(PeerAddress from, GossipMessage msg) {
+    long senderGeneration;
+    if (msg instanceof Syn s) {
+      senderGeneration = s.senderGeneration();
+    } else if (msg instanceof Ack a) {
+      senderGeneration = a.senderGeneration();
+    } else if (msg instanceof Ack2 a) {
+      senderGeneration = a.senderGeneration();
+    } else {
+      return;
+    }
+    Member m = members.get(from.nodeId());
+    if (m != null && m.generation == senderGeneration && !m.address.equals(from)) {
+      m.address = from;
+    }
   }
 
   /** Runs one gossip round now (the scheduler calls this; tests may too). */
