@@ -107,7 +107,10 @@ public final class GossipEngine {
     final long[][] chunks;
     final long[][] stores;
     int received;
+    /** Blocks kept (they count toward the pending caps). */
     long hashes;
+    /** Blocks of received chunks dropped because the caps were reached: installs truncated. */
+    long dropped;
     long lastProgressNanos;
 
     Assembly(long generation, long version, long storeCount, int chunkCount, long now) {
@@ -292,6 +295,8 @@ public final class GossipEngine {
   private final long snapshotCacheMaxBytes;
   private final Map<Long, PendingSyn> pendingSyns = new HashMap<>();
   private long pendingHashes;
+  /** Chunk slots of the pending assemblies, at most {@code maxBlocksTotal}. */
+  private long pendingChunks;
   private long nextRound = 1;
   private long heartbeat;
   private int localQueueDepth;
@@ -762,7 +767,13 @@ public final class GossipEngine {
       int used = 0;
       long relay = 0;
       int inFlight = 0;
+      long assembled = 0;
+      long chunkSlots = 0;
       for (Member m : members.values()) {
+        if (m.pending != null) {
+          assembled += m.pending.hashes;
+          chunkSlots += m.pending.chunks.length;
+        }
         if (bySlot[m.slot] != m) {
           throw new IllegalStateException("slot table out of sync for " + m.nodeId);
         }
@@ -804,6 +815,11 @@ public final class GossipEngine {
       }
       if (used + freeSlotCount != bySlot.length) {
         throw new IllegalStateException("slots leaked: " + used + " + " + freeSlotCount);
+      }
+      if (assembled != pendingHashes || chunkSlots != pendingChunks
+          || pendingChunks > config.maxBlocksTotal()) {
+        throw new IllegalStateException("pending snapshots: " + pendingHashes + " blocks, "
+            + pendingChunks + " chunks for " + assembled + ", " + chunkSlots);
       }
       if (relay != relayHashes) {
         throw new IllegalStateException("relay hash count " + relayHashes + " != " + relay);
@@ -2024,27 +2040,33 @@ public final class GossipEngine {
       a = null;
     }
     if (a == null) {
-      long maxChunks = config.maxBlocksPerPeer() / Math.max(1, (config.messageByteCap() / 16)) + 2;
-      if (c.chunkCount() > maxChunks) {
+      // the chunk slots of all assemblies (8 bytes each) are held to maxBlocksTotal
+      if (pendingChunks + c.chunkCount() > config.maxBlocksTotal()) {
         count(GossipCounter.REJECTED, 1);
         return;
       }
       a = new Assembly(c.generation(), c.version(), c.storeCount(), c.chunkCount(), now);
       m.pending = a;
+      pendingChunks += c.chunkCount();
     }
     if (a.chunks[c.chunkIndex()] != null) {
       return; // duplicate
     }
     if (pendingHashes + c.hashes().length > config.maxBlocksTotal()
         || a.hashes + c.hashes().length > config.maxBlocksPerPeer() + (long) c.hashes().length) {
+      // past a cap: the chunk counts as received without its blocks, and the snapshot installs
+      // as a truncated replica (a subset, as deltas past the cap would have left it)
       count(GossipCounter.BLOCKS_REFUSED, c.hashes().length);
-      return;
+      a.chunks[c.chunkIndex()] = Delta.NO_HASHES;
+      a.stores[c.chunkIndex()] = Delta.NO_HASHES;
+      a.dropped += c.hashes().length;
+    } else {
+      a.chunks[c.chunkIndex()] = c.hashes();
+      a.stores[c.chunkIndex()] = c.stores();
+      a.hashes += c.hashes().length;
+      pendingHashes += c.hashes().length;
     }
-    a.chunks[c.chunkIndex()] = c.hashes();
-    a.stores[c.chunkIndex()] = c.stores();
     a.received++;
-    a.hashes += c.hashes().length;
-    pendingHashes += c.hashes().length;
     a.lastProgressNanos = now;
     if (a.received < a.chunks.length) {
       return;
@@ -2069,8 +2091,11 @@ public final class GossipEngine {
         addToReplica(m, stores[i], h);
       }
     }
+    if (a.dropped > 0) {
+      index.refuse(m.slot);
+    }
     m.storeCount = a.storeCount;
-    m.originBlocks = a.hashes;
+    m.originBlocks = a.hashes + a.dropped;
     m.version = a.version;
     m.versionNanos = now;
     resetRelay(m, a.version);
@@ -2115,6 +2140,7 @@ public final class GossipEngine {
   private void dropPending(Member m) {
     if (m.pending != null) {
       pendingHashes -= m.pending.hashes;
+      pendingChunks -= m.pending.chunks.length;
       m.pending = null;
     }
   }
