@@ -1476,6 +1476,11 @@ public final class GossipEngine {
       int maxSingle = config.messageByteCap() - 256 - headerSize;
       List<Delta> deltas = summary.deltasAfter(from, budget - headerSize, maxSingle);
       if (deltas != null) {
+        // the tree's thread may have changed the summary since the header was taken: deltas
+        // past the header's version would make the whole message malformed
+        if (deltas.size() > myVersion - from) {
+          deltas = List.copyOf(deltas.subList(0, (int) (myVersion - from)));
+        }
         return new Update(me, addr, from, deltas);
       }
     }
