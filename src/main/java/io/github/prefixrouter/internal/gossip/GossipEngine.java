@@ -473,14 +473,22 @@ public final class GossipEngine {
     }
   }
 
-  /** The live membership as of the last change. Thread-safe and cheap. */
+  /**
+   * The live membership as of the last change. Thread-safe and cheap: while gossip holds its
+   * lock (handling a message, running a round), the view as of the last rebuild is returned at
+   * once instead of waiting for it; only the very first call may wait.
+   */
   public GossipView view() {
     GossipView v = view;
     if (!viewDirty && v != null) {
       return v;
     }
     ReentrantReadWriteLock.WriteLock w = lock.writeLock();
-    w.lock();
+    if (v == null) {
+      w.lock();
+    } else if (!w.tryLock()) {
+      return v; // gossip is busy: the last view rather than a wait behind it
+    }
     try {
       return rebuildView();
     } finally {
