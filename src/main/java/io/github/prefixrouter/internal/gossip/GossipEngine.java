@@ -244,6 +244,11 @@ public final class GossipEngine {
   /** Rounds a refresh waits for its snapshot before it gives up (until the next one). */
   private static final int REFRESH_WINDOW = 16;
   private static final int IN_FLIGHT_MAX_ENTRIES = 1 << 14;
+  /**
+   * An origin's snapshot is assembled (and installs truncated) up to this many times
+   * {@code maxBlocksPerPeer} blocks; one claiming more chunks is refused.
+   */
+  private static final int OVERSIZED_ORIGIN_FACTOR = 16;
   /** Rounds a snapshot assembly is kept without receiving a new chunk. */
   private static final int ASSEMBLY_PATIENCE = 16;
 
@@ -2053,8 +2058,13 @@ public final class GossipEngine {
       a = null;
     }
     if (a == null) {
-      // the chunk slots of all assemblies (8 bytes each) are held to maxBlocksTotal
-      if (pendingChunks + c.chunkCount() > config.maxBlocksTotal()) {
+      // a chunk holds at least messageByteCap / 16 blocks: an origin of up to 16 times the
+      // per-peer cap fits (its snapshot installs truncated); the chunk slots of all assemblies
+      // (8 bytes each) are held to maxBlocksTotal
+      long maxChunks = OVERSIZED_ORIGIN_FACTOR * config.maxBlocksPerPeer()
+          / Math.max(1, config.messageByteCap() / 16) + 2;
+      if (c.chunkCount() > maxChunks
+          || pendingChunks + c.chunkCount() > config.maxBlocksTotal()) {
         count(GossipCounter.REJECTED, 1);
         return;
       }

@@ -77,7 +77,7 @@ class OversizedOriginSnapshotTest {
   }
 
   @Test
-  void snapshotsClaimingAMillionChunksHoldBoundedMemory() {
+  void snapshotsOfManyChunksHoldBoundedMemory() {
     SimulatedScheduler time = new SimulatedScheduler();
     GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100))
         .maxPeers(64).maxBlocksTotal(100_000).build();
@@ -88,11 +88,15 @@ class OversizedOriginSnapshotTest {
       PeerAddress peer = new PeerAddress("p" + i, "sim:p" + i);
       engine.handle(peer, new Ack2(1, List.of(new Update(
           new DigestEntry(peer.nodeId(), 1, 0, 1, 0, 0, false), null, 0, List.of()))));
+      // a million chunks is refused (REJECTED); 16 times the per-peer cap's worth is taken
       engine.handle(peer, new SnapshotChunk(peer.nodeId(), 1, 5, 3, 0, 1 << 20,
+          new long[] {1, 2, 3}, new long[] {11, 12, 13}));
+      engine.handle(peer, new SnapshotChunk(peer.nodeId(), 1, 5, 3, 0, 16 * 64 + 2,
           new long[] {1, 2, 3}, new long[] {11, 12, 13}));
     }
     engine.checkInvariants();
-    // pending chunk slots over all assemblies are held to maxBlocksTotal (8 bytes each)
+    assertEquals(60, engine.counter(GossipCounter.REJECTED));
+    // the chunk slots of all assemblies are held to maxBlocksTotal (8 bytes each)
     long grown = engine.retainedBytesEstimate() - before;
     assertTrue(grown < 60 * 1_000 + 32L * 100_000 + 16L * 100_000, "grew by " + grown);
   }
