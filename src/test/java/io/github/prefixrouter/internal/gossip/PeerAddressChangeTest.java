@@ -15,6 +15,11 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
+import net.jqwik.api.Arbitraries;
+import net.jqwik.api.Arbitrary;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.Provide;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -93,5 +98,48 @@ class PeerAddressChangeTest {
     assertEquals(xNew, addressInView("x"));
     engine.handle(xOld, new Syn(7, 1, List.of(new DigestEntry("x", 1, 0, 9, 0, 0, false))));
     assertEquals(xNew, addressInView("x"));
+  }
+
+  /** One step: x speaks for itself, the relayer speaks of x, or time passes. */
+  record Step(int kind, int generation, int address, int millis) {}
+
+  @Provide
+  Arbitrary<List<Step>> steps() {
+    Arbitrary<Step> step = Arbitraries.integers().between(0, 2).flatMap(kind ->
+        Arbitraries.integers().between(1, 3).flatMap(gen ->
+            Arbitraries.integers().between(0, 2).flatMap(addr ->
+                Arbitraries.of(0, 300, 3_000, 20_000).map(ms -> new Step(kind, gen, addr, ms)))));
+    return step.list().ofMinSize(1).ofMaxSize(40);
+  }
+
+  /**
+   * Against the rule "a peer's own message in the generation known for it gives its address":
+   * whatever mix of relayed words (any generation, any address), messages from the peer itself
+   * (any generation, any address) and time passing, right after a message from the peer in the
+   * generation this node then holds for it, the view shows the address it came from.
+   */
+  @Property(tries = 300)
+  void aPeersOwnMessageInItsKnownGenerationAlwaysSetsItsAddress(
+      @ForAll("steps") List<Step> steps) {
+    setUp();
+    long heartbeat = 1;
+    for (Step s : steps) {
+      heartbeat++;
+      PeerAddress x = new PeerAddress("x", "sim:x" + s.address());
+      Update about = new Update(new DigestEntry("x", s.generation(), 0, heartbeat, 0, 0, false),
+          s.kind() == 1 ? x.address() : null, 0, List.of());
+      switch (s.kind()) {
+        case 0 -> engine.handle(x, new Ack2(s.generation(), List.of(about)));
+        case 1 -> engine.handle(relayer, new Ack2(1, List.of(header("b", 1, heartbeat, null),
+            about)));
+        default -> time.advanceBy(Duration.ofMillis(s.millis()).toNanos());
+      }
+      engine.checkInvariants();
+      long[] known = engine.replicaVersion("x");
+      if (s.kind() == 0 && known != null && known[0] == s.generation()
+          && engine.statusOf("x") != GossipEngine.Status.DEAD) {
+        assertEquals(x, addressInView("x"), "after " + s);
+      }
+    }
   }
 }
