@@ -15,6 +15,8 @@ import java.time.Duration;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -25,6 +27,13 @@ import org.junit.jupiter.api.Test;
  * lock: a snapshot being encoded or installed holds it for O(blocks).
  */
 class ViewDoesNotWaitForGossipTest {
+
+  /** True if {@code t} is parked on a read-write lock (the engine's is the only one here). */
+  static boolean waitsForTheLock(Thread t) {
+    Object blocker = LockSupport.getBlocker(t);
+    return t.getState() == Thread.State.WAITING && blocker != null
+        && blocker.getClass().getName().startsWith(ReentrantReadWriteLock.class.getName());
+  }
 
   @Test
   void aRequestThreadGetsTheLastViewWhileGossipHoldsItsLock() throws Exception {
@@ -39,11 +48,12 @@ class ViewDoesNotWaitForGossipTest {
         // called by the gossip thread inside its lock: a request thread asks for the view now
         Thread request = new Thread(() -> seen.set(engine[0].view()));
         request.start();
-        Thread.State s;
-        while ((s = request.getState()) == Thread.State.NEW || s == Thread.State.RUNNABLE) {
+        // until it got a view (TERMINATED) or parks on the engine's lock; other waits (class
+        // loading, lambda linkage, a parallel test) are passing and spun through
+        while (request.getState() != Thread.State.TERMINATED && !waitsForTheLock(request)) {
           Thread.onSpinWait();
         }
-        requestThreadState.set(s); // TERMINATED: it got a view; WAITING: it waits for the lock
+        requestThreadState.set(request.getState()); // parked on the lock: WAITING until we return
       }
       return time.nanoTime();
     };
