@@ -694,6 +694,16 @@ public final class GossipEngine {
     }
   }
 
+  /** Hashes held by all relay logs (a delta without hashes counting as one). */
+  long relayHashCount() {
+    lock.readLock().lock();
+    try {
+      return relayHashes;
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
   /** Members tracked, tombstones included. */
   int memberCount() {
     lock.readLock().lock();
