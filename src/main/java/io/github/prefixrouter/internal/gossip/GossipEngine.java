@@ -1807,6 +1807,7 @@ public final class GossipEngine {
       m.versionNanos = now;
       members.put(m.nodeId, m);
       bySlot[slot] = m;
+      retrimRelayLogs(); // one more origin: every log's share of the total shrinks now
       count(GossipCounter.MEMBERS_JOINED, 1);
     } else {
       if (thirdParty && absurd(m, e)) {
