@@ -847,6 +847,10 @@ public final class GossipEngine {
       if (relay != relayHashes) {
         throw new IllegalStateException("relay hash count " + relayHashes + " != " + relay);
       }
+      if (relayHashes > config.relayLogMaxHashesTotal()) {
+        throw new IllegalStateException("relay logs hold " + relayHashes + " hashes, over "
+            + config.relayLogMaxHashesTotal());
+      }
       if (members.size() > config.maxPeers()) {
         throw new IllegalStateException("more members than maxPeers");
       }
