@@ -39,6 +39,10 @@ public final class GossipConfig {
 
   private GossipConfig(Builder b) {
     interval = positive("interval", b.interval);
+    if (nanos(interval) > Long.MAX_VALUE / 64) {
+      // rounds derive windows of up to 64 intervals, in nanoseconds
+      throw bad("interval", interval, "at most 2^63 / 64 ns (about 4.5 years)");
+    }
     if (b.jitter < 0 || b.jitter > 0.5 || Double.isNaN(b.jitter)) {
       throw bad("jitter", b.jitter, "a fraction of the interval in [0, 0.5]");
     }
@@ -47,6 +51,10 @@ public final class GossipConfig {
     suspectAfter = positive("suspectAfter", b.suspectAfter);
     deadAfter = positive("deadAfter", b.deadAfter);
     forgetAfter = positive("forgetAfter", b.forgetAfter);
+    if (nanos(forgetAfter) == Long.MAX_VALUE) {
+      // the engine counts time in nanoseconds; suspectAfter and deadAfter are shorter
+      throw bad("forgetAfter", forgetAfter, "below 2^63 ns (about 292 years)");
+    }
     if (suspectAfter.compareTo(interval) <= 0) {
       throw bad("suspectAfter", suspectAfter, "longer than interval (" + interval + ")");
     }
@@ -218,6 +226,15 @@ public final class GossipConfig {
       throw bad(name, d, "a positive duration");
     }
     return d;
+  }
+
+  /** {@code d} in nanoseconds, or {@code Long.MAX_VALUE} if that does not fit in a long. */
+  private static long nanos(Duration d) {
+    try {
+      return d.toNanos();
+    } catch (ArithmeticException e) {
+      return Long.MAX_VALUE;
+    }
   }
 
   private static int range(String name, int v, int min, int max) {

@@ -107,7 +107,10 @@ public final class GossipEngine {
     final long[][] chunks;
     final long[][] stores;
     int received;
+    /** Blocks kept (they count toward the pending caps). */
     long hashes;
+    /** Blocks of received chunks dropped because the caps were reached: installs truncated. */
+    long dropped;
     long lastProgressNanos;
 
     Assembly(long generation, long version, long storeCount, int chunkCount, long now) {
@@ -241,6 +244,11 @@ public final class GossipEngine {
   /** Rounds a refresh waits for its snapshot before it gives up (until the next one). */
   private static final int REFRESH_WINDOW = 16;
   private static final int IN_FLIGHT_MAX_ENTRIES = 1 << 14;
+  /**
+   * An origin's snapshot is assembled (and installs truncated) up to this many times
+   * {@code maxBlocksPerPeer} blocks; one claiming more chunks is refused.
+   */
+  private static final int OVERSIZED_ORIGIN_FACTOR = 16;
   /** Rounds a snapshot assembly is kept without receiving a new chunk. */
   private static final int ASSEMBLY_PATIENCE = 16;
 
@@ -292,6 +300,8 @@ public final class GossipEngine {
   private final long snapshotCacheMaxBytes;
   private final Map<Long, PendingSyn> pendingSyns = new HashMap<>();
   private long pendingHashes;
+  /** Chunk slots of the pending assemblies, at most {@code maxBlocksTotal}. */
+  private long pendingChunks;
   private long nextRound = 1;
   private long heartbeat;
   private int localQueueDepth;
@@ -468,14 +478,22 @@ public final class GossipEngine {
     }
   }
 
-  /** The live membership as of the last change. Thread-safe and cheap. */
+  /**
+   * The live membership as of the last change. Thread-safe and cheap: while gossip holds its
+   * lock (handling a message, running a round), the view as of the last rebuild is returned at
+   * once instead of waiting for it; only the very first call may wait.
+   */
   public GossipView view() {
     GossipView v = view;
     if (!viewDirty && v != null) {
       return v;
     }
     ReentrantReadWriteLock.WriteLock w = lock.writeLock();
-    w.lock();
+    if (v == null) {
+      w.lock();
+    } else if (!w.tryLock()) {
+      return v; // gossip is busy: the last view rather than a wait behind it
+    }
     try {
       return rebuildView();
     } finally {
@@ -562,6 +580,7 @@ public final class GossipEngine {
     List<Outgoing> out = new ArrayList<>();
     lock.writeLock().lock();
     try {
+      followAddress(from, m);
       if (m instanceof Syn s) {
         onSyn(from, s, out);
       } else if (m instanceof Ack a) {
@@ -581,6 +600,29 @@ public final class GossipEngine {
       lock.writeLock().unlock();
     }
     flush(out);
+  }
+
+  /**
+   * A message from a known peer in the generation this node knows it by gives that peer's
+   * address (as the transport authenticated it): the address it was learned under may be a
+   * third party's word (a relayed address, or the old address kept when a third party told of
+   * the peer's restart first), and a restarted peer may listen elsewhere now.
+   */
+  private void followAddress(PeerAddress from, GossipMessage msg) {
+    long senderGeneration;
+    if (msg instanceof Syn s) {
+      senderGeneration = s.senderGeneration();
+    } else if (msg instanceof Ack a) {
+      senderGeneration = a.senderGeneration();
+    } else if (msg instanceof Ack2 a) {
+      senderGeneration = a.senderGeneration();
+    } else {
+      return;
+    }
+    Member m = members.get(from.nodeId());
+    if (m != null && m.generation == senderGeneration && !m.address.equals(from)) {
+      m.address = from;
+    }
   }
 
   /** Runs one gossip round now (the scheduler calls this; tests may too). */
@@ -647,6 +689,16 @@ public final class GossipEngine {
     try {
       Member m = members.get(nodeId);
       return m == null ? null : m.status;
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /** Hashes held by all relay logs (a delta without hashes counting as one). */
+  long relayHashCount() {
+    lock.readLock().lock();
+    try {
+      return relayHashes;
     } finally {
       lock.readLock().unlock();
     }
@@ -738,7 +790,13 @@ public final class GossipEngine {
       int used = 0;
       long relay = 0;
       int inFlight = 0;
+      long assembled = 0;
+      long chunkSlots = 0;
       for (Member m : members.values()) {
+        if (m.pending != null) {
+          assembled += m.pending.hashes;
+          chunkSlots += m.pending.chunks.length;
+        }
         if (bySlot[m.slot] != m) {
           throw new IllegalStateException("slot table out of sync for " + m.nodeId);
         }
@@ -781,8 +839,17 @@ public final class GossipEngine {
       if (used + freeSlotCount != bySlot.length) {
         throw new IllegalStateException("slots leaked: " + used + " + " + freeSlotCount);
       }
+      if (assembled != pendingHashes || chunkSlots != pendingChunks
+          || pendingChunks > config.maxBlocksTotal()) {
+        throw new IllegalStateException("pending snapshots: " + pendingHashes + " blocks, "
+            + pendingChunks + " chunks for " + assembled + ", " + chunkSlots);
+      }
       if (relay != relayHashes) {
         throw new IllegalStateException("relay hash count " + relayHashes + " != " + relay);
+      }
+      if (relayHashes > config.relayLogMaxHashesTotal()) {
+        throw new IllegalStateException("relay logs hold " + relayHashes + " hashes, over "
+            + config.relayLogMaxHashesTotal());
       }
       if (members.size() > config.maxPeers()) {
         throw new IllegalStateException("more members than maxPeers");
@@ -1436,6 +1503,11 @@ public final class GossipEngine {
       int maxSingle = config.messageByteCap() - 256 - headerSize;
       List<Delta> deltas = summary.deltasAfter(from, budget - headerSize, maxSingle);
       if (deltas != null) {
+        // the tree's thread may have changed the summary since the header was taken: deltas
+        // past the header's version would make the whole message malformed
+        if (deltas.size() > myVersion - from) {
+          deltas = List.copyOf(deltas.subList(0, (int) (myVersion - from)));
+        }
         return new Update(me, addr, from, deltas);
       }
     }
@@ -1739,6 +1811,7 @@ public final class GossipEngine {
       m.versionNanos = now;
       members.put(m.nodeId, m);
       bySlot[slot] = m;
+      retrimRelayLogs(); // one more origin: every log's share of the total shrinks now
       count(GossipCounter.MEMBERS_JOINED, 1);
     } else {
       if (thirdParty && absurd(m, e)) {
@@ -2000,27 +2073,38 @@ public final class GossipEngine {
       a = null;
     }
     if (a == null) {
-      long maxChunks = config.maxBlocksPerPeer() / Math.max(1, (config.messageByteCap() / 16)) + 2;
-      if (c.chunkCount() > maxChunks) {
+      // a chunk holds at least messageByteCap / 16 blocks: an origin of up to 16 times the
+      // per-peer cap fits (its snapshot installs truncated); the chunk slots of all assemblies
+      // (8 bytes each) are held to maxBlocksTotal
+      long maxChunks = OVERSIZED_ORIGIN_FACTOR * config.maxBlocksPerPeer()
+          / Math.max(1, config.messageByteCap() / 16) + 2;
+      if (c.chunkCount() > maxChunks
+          || pendingChunks + c.chunkCount() > config.maxBlocksTotal()) {
         count(GossipCounter.REJECTED, 1);
         return;
       }
       a = new Assembly(c.generation(), c.version(), c.storeCount(), c.chunkCount(), now);
       m.pending = a;
+      pendingChunks += c.chunkCount();
     }
     if (a.chunks[c.chunkIndex()] != null) {
       return; // duplicate
     }
     if (pendingHashes + c.hashes().length > config.maxBlocksTotal()
         || a.hashes + c.hashes().length > config.maxBlocksPerPeer() + (long) c.hashes().length) {
+      // past a cap: the chunk counts as received without its blocks, and the snapshot installs
+      // as a truncated replica (a subset, as deltas past the cap would have left it)
       count(GossipCounter.BLOCKS_REFUSED, c.hashes().length);
-      return;
+      a.chunks[c.chunkIndex()] = Delta.NO_HASHES;
+      a.stores[c.chunkIndex()] = Delta.NO_HASHES;
+      a.dropped += c.hashes().length;
+    } else {
+      a.chunks[c.chunkIndex()] = c.hashes();
+      a.stores[c.chunkIndex()] = c.stores();
+      a.hashes += c.hashes().length;
+      pendingHashes += c.hashes().length;
     }
-    a.chunks[c.chunkIndex()] = c.hashes();
-    a.stores[c.chunkIndex()] = c.stores();
     a.received++;
-    a.hashes += c.hashes().length;
-    pendingHashes += c.hashes().length;
     a.lastProgressNanos = now;
     if (a.received < a.chunks.length) {
       return;
@@ -2045,8 +2129,11 @@ public final class GossipEngine {
         addToReplica(m, stores[i], h);
       }
     }
+    if (a.dropped > 0) {
+      index.refuse(m.slot);
+    }
     m.storeCount = a.storeCount;
-    m.originBlocks = a.hashes;
+    m.originBlocks = a.hashes + a.dropped;
     m.version = a.version;
     m.versionNanos = now;
     resetRelay(m, a.version);
@@ -2091,6 +2178,7 @@ public final class GossipEngine {
   private void dropPending(Member m) {
     if (m.pending != null) {
       pendingHashes -= m.pending.hashes;
+      pendingChunks -= m.pending.chunks.length;
       m.pending = null;
     }
   }

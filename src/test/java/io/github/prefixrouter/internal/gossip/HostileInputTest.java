@@ -221,6 +221,28 @@ class HostileInputTest {
   }
 
   @Test
+  void durationsBeyondWhatTheEngineCountsInNanosecondsFailBuild() {
+    // a "never forget" of 1,000 years passed build() and then every round failed converting it
+    // to nanoseconds: no SYN ever left, and every peer declared the node dead
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> GossipConfig.builder().forgetAfter(Duration.ofDays(365L * 1_000)).build());
+    assertTrue(e.getMessage().contains("forgetAfter"), e.getMessage());
+    // rounds multiply the interval by up to 64 (patience and spacing windows)
+    e = assertThrows(IllegalArgumentException.class, () -> GossipConfig.builder()
+        .interval(Duration.ofDays(365L * 10)).suspectAfter(Duration.ofDays(365L * 11))
+        .deadAfter(Duration.ofDays(365L * 12)).forgetAfter(Duration.ofDays(365L * 13)).build());
+    assertTrue(e.getMessage().contains("interval"), e.getMessage());
+    // a century still works: tombstones are simply kept that long
+    GossipConfig century = GossipConfig.builder().forgetAfter(Duration.ofDays(365L * 100)).build();
+    SimCluster c = SimCluster.of(3, 5, century);
+    c.runFor(20 * c.interval());
+    assertTrue(c.converged(), c.firstDivergence());
+    for (GossipEngine n : c.nodes) {
+      assertEquals(0, n.counter(GossipCounter.INTERNAL_ERRORS));
+    }
+  }
+
+  @Test
   void aThrowingSenderOrLoadSupplierDoesNotBreakTheEngine() {
     GossipEngine e = new GossipEngine(me, 1, GossipConfig.defaults(),
         List.of(honest), time, time, new SplittableRandom(1),

@@ -1,0 +1,103 @@
+package io.github.prefixrouter.internal.gossip;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
+import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
+import io.github.prefixrouter.internal.gossip.GossipMessage.SnapshotChunk;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.time.Duration;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+/**
+ * An origin holding more blocks than {@code maxBlocksPerPeer}, met by a peer that needs a
+ * snapshot (it joined after the origin's delta log moved on): the snapshot installs as a
+ * truncated replica, as deltas would have built it, instead of being refused chunk after chunk
+ * while the origin sends it again on every exchange.
+ */
+class OversizedOriginSnapshotTest {
+
+  static long[] blocks(int from, int to) {
+    long[] h = new long[to - from];
+    for (int i = from; i < to; i++) {
+      h[i - from] = i * 7_919L + 13;
+    }
+    return h;
+  }
+
+  @Test
+  void aSnapshotAboveThePerPeerCapInstallsTruncatedAndIsNotSentAgainAndAgain() {
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100))
+        .messageByteCap(1_024).maxBlocksPerPeer(500).deltaLogMaxHashes(50).build();
+    SimCluster c = new SimCluster(7, config);
+    GossipEngine origin = c.add(0, 1, List.of());
+    origin.start();
+    origin.localSummary().onStored(blocks(0, 800));
+    GossipEngine late = c.add(1, 1, List.of(SimCluster.addressOf(0)));
+    late.start();
+    c.runFor(100 * c.interval());
+    for (GossipEngine e : c.nodes) {
+      e.checkInvariants();
+    }
+
+    long[] replica = late.replicaOf("node-0");
+    assertNotNull(replica);
+    assertEquals(500, replica.length, "the replica holds as many blocks as the cap allows");
+    Set<Long> own = new HashSet<>();
+    for (long f : origin.localSummary().snapshot().hashes()) {
+      own.add(f);
+    }
+    for (long f : replica) {
+      assertTrue(own.contains(f), "a block the origin does not hold: " + f);
+    }
+    assertEquals(origin.localSummary().version(), late.replicaVersion("node-0")[1]);
+    PeerView p = late.view().peers().get(0);
+    assertTrue(p.replicaTruncated());
+    // one snapshot, not one per exchange (it was 199 in these 100 rounds)
+    assertTrue(origin.counter(GossipCounter.SNAPSHOTS_SENT) <= 3,
+        "snapshots sent: " + origin.counter(GossipCounter.SNAPSHOTS_SENT));
+
+    // the origin shrinks below 7/8 of the cap: the truncated replica refreshes to the exact set
+    long[] all = blocks(0, 800);
+    for (int i = 0; i < 500; i++) {
+      origin.localSummary().onEvicted(new long[] {all[i]});
+      c.runFor(c.interval() / 10);
+    }
+    assertTrue(c.runUntilConverged(200) >= 0, c.firstDivergence());
+    assertEquals(0, late.counter(GossipCounter.UNRESOLVED_EVICTIONS));
+  }
+
+  @Test
+  void snapshotsOfManyChunksHoldBoundedMemory() {
+    SimulatedScheduler time = new SimulatedScheduler();
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100))
+        .maxPeers(64).maxBlocksTotal(100_000).build();
+    GossipEngine engine = new GossipEngine(new PeerAddress("me", "sim:me"), 1, config,
+        List.of(), time, time, new SplittableRandom(3), () -> EngineLoad.IDLE, (to, p) -> {});
+    long before = engine.retainedBytesEstimate();
+    for (int i = 0; i < 60; i++) {
+      PeerAddress peer = new PeerAddress("p" + i, "sim:p" + i);
+      engine.handle(peer, new Ack2(1, List.of(new Update(
+          new DigestEntry(peer.nodeId(), 1, 0, 1, 0, 0, false), null, 0, List.of()))));
+      // a million chunks is refused (REJECTED); 16 times the per-peer cap's worth is taken
+      engine.handle(peer, new SnapshotChunk(peer.nodeId(), 1, 5, 3, 0, 1 << 20,
+          new long[] {1, 2, 3}, new long[] {11, 12, 13}));
+      engine.handle(peer, new SnapshotChunk(peer.nodeId(), 1, 5, 3, 0, 16 * 64 + 2,
+          new long[] {1, 2, 3}, new long[] {11, 12, 13}));
+    }
+    engine.checkInvariants();
+    assertEquals(60, engine.counter(GossipCounter.REJECTED));
+    // the chunk slots of all assemblies are held to maxBlocksTotal (8 bytes each)
+    long grown = engine.retainedBytesEstimate() - before;
+    assertTrue(grown < 60 * 1_000 + 32L * 100_000 + 16L * 100_000, "grew by " + grown);
+  }
+}
