@@ -125,6 +125,31 @@ class NodeMainTest {
     assertFalse(threadNamed("prefix-router-blocked"), "the node's scheduler thread still runs");
   }
 
+  @Test
+  void theReadyFileIsThereOnlyWhileTheNodeServes() throws Exception {
+    Path ready = dir.resolve("ready");
+    // a previous run's file, naming ports this run does not serve on: a script waiting for
+    // the file must not take it for this run being ready
+    Files.writeString(ready, "peer=127.0.0.1:1 client=127.0.0.1:2\n");
+    try (ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      NodeOptions o = parse("--id", "stale", "--listen", "127.0.0.1:0",
+          "--client", "127.0.0.1:" + taken.getLocalPort(), "--ready-file", ready.toString());
+      assertThrows(IOException.class, () -> NodeMain.start(o));
+    }
+    assertFalse(Files.exists(ready), "a node that never served leaves no ready file");
+    NodeOptions o = parse("--id", "fresh", "--listen", "127.0.0.1:0", "--client", "127.0.0.1:0",
+        "--ready-file", ready.toString());
+    NodeMain.Running r = NodeMain.start(o);
+    try {
+      assertEquals("peer=" + r.transport.localAddress().address() + " client=" + r.clientAddress
+          + "\n", Files.readString(ready));
+    } finally {
+      r.close();
+    }
+    assertFalse(Files.exists(ready), "a stopped node is no longer serving");
+    assertFalse(Files.exists(dir.resolve("ready.tmp")));
+  }
+
   private static boolean threadNamed(String prefix) {
     return Thread.getAllStackTraces().keySet().stream()
         .anyMatch(t -> t.isAlive() && t.getName().startsWith(prefix));
