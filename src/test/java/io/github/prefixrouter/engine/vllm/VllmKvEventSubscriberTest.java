@@ -440,6 +440,34 @@ class VllmKvEventSubscriberTest {
   }
 
   @Test
+  void timeoutsBeyondAYearAreRefusedByTheBuilderNotByTheReaderThread() {
+    // "no timeout" written as a huge duration: the reader thread computed its deadlines in
+    // nanoseconds, failed with an ArithmeticException on its first connect and ended, leaving
+    // a subscriber that never connects nor retries
+    Duration huge = Duration.ofSeconds(Long.MAX_VALUE);
+    Duration overAYear = Duration.ofDays(366);
+    List<java.util.function.UnaryOperator<VllmKvEventSubscriber.Builder>> settings = List.of(
+        b -> b.connectTimeout(huge), b -> b.handshakeTimeout(huge), b -> b.readTimeout(huge),
+        b -> b.idleTimeout(huge), b -> b.replayTimeout(huge),
+        b -> b.connectTimeout(overAYear), b -> b.idleTimeout(overAYear),
+        b -> b.replayTimeout(overAYear),
+        b -> b.reconnectBackoff(Duration.ofMillis(100), huge),
+        b -> b.reconnectBackoff(Duration.ofMillis(100), overAYear));
+    for (int i = 0; i < settings.size(); i++) {
+      VllmKvEventSubscriber.Builder b = VllmKvEventSubscriber.builder()
+          .endpoint("tcp://127.0.0.1:5557").sink(sink);
+      java.util.function.UnaryOperator<VllmKvEventSubscriber.Builder> setting = settings.get(i);
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> setting.apply(b).build(), "setting " + i);
+      assertTrue(e.getMessage().contains("365 days"), e.getMessage());
+    }
+    assertNotNull(VllmKvEventSubscriber.builder().endpoint("tcp://127.0.0.1:5557").sink(sink)
+        .connectTimeout(Duration.ofDays(365)).idleTimeout(Duration.ofDays(365))
+        .replayTimeout(Duration.ofDays(365))
+        .reconnectBackoff(Duration.ofDays(365), Duration.ofDays(365)).build());
+  }
+
+  @Test
   void theBuilderNeedsAnEndpointAndAListenerWithItsBlockSize() {
     CacheEventListener listener = new CacheEventListener() {};
     assertThrows(IllegalStateException.class,
