@@ -590,15 +590,16 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * max}; default 100 ms to 5 s.
      *
      * @param min the first wait, positive
-     * @param max the longest wait, at least {@code min}
+     * @param max the longest wait, at least {@code min}, at most 365 days
      * @return this builder
      */
     public Builder reconnectBackoff(Duration min, Duration max) {
       Objects.requireNonNull(min, "min");
       Objects.requireNonNull(max, "max");
-      if (min.isNegative() || min.isZero() || max.compareTo(min) < 0) {
+      if (min.isNegative() || min.isZero() || max.compareTo(min) < 0
+          || max.compareTo(ZmtpOptions.MAX_TIMEOUT) > 0) {
         throw new IllegalArgumentException(
-            "reconnect backoff needs 0 < min <= max, was " + min + ", " + max);
+            "reconnect backoff needs 0 < min <= max <= 365 days, was " + min + ", " + max);
       }
       this.minBackoff = min;
       this.maxBackoff = max;
@@ -620,7 +621,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     /**
      * The TCP connect timeout; default 5 s.
      *
-     * @param d the timeout, positive
+     * @param d the timeout, positive, at most 365 days
      * @return this builder
      */
     public Builder connectTimeout(Duration d) {
@@ -631,7 +632,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     /**
      * How long the ZMTP handshake may take; default 5 s.
      *
-     * @param d the timeout, positive
+     * @param d the timeout, positive, at most 365 days
      * @return this builder
      */
     public Builder handshakeTimeout(Duration d) {
@@ -643,7 +644,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * How long a message may take to arrive once its first byte has: a publisher that stops
      * inside a message is disconnected after it; default 10 s.
      *
-     * @param d the timeout, positive
+     * @param d the timeout, positive, at most 365 days
      * @return this builder
      */
     public Builder readTimeout(Duration d) {
@@ -655,7 +656,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * Reconnect when no message has arrived for this long; default {@link Duration#ZERO}, never
      * (vLLM publishes nothing while idle, and sends no heartbeats).
      *
-     * @param d the timeout, or zero for none
+     * @param d the timeout, at most 365 days, or zero for none
      * @return this builder
      */
     public Builder idleTimeout(Duration d) {
@@ -669,7 +670,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * failed) after {@value VllmKvEventSubscriber#REPLAY_STEPS} times this, however steadily its
      * messages arrive.
      *
-     * @param d the timeout, positive
+     * @param d the timeout, positive, at most 365 days
      * @return this builder
      */
     public Builder replayTimeout(Duration d) {
@@ -724,8 +725,10 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       } else if (listener != null) {
         throw new IllegalStateException("give either a listener or a sink, not both");
       }
-      if (replayTimeout == null || replayTimeout.isNegative() || replayTimeout.isZero()) {
-        throw new IllegalArgumentException("replayTimeout must be positive, was " + replayTimeout);
+      if (replayTimeout == null || replayTimeout.isNegative() || replayTimeout.isZero()
+          || replayTimeout.compareTo(ZmtpOptions.MAX_TIMEOUT) > 0) {
+        throw new IllegalArgumentException(
+            "replayTimeout must be positive and at most 365 days, was " + replayTimeout);
       }
       return new VllmKvEventSubscriber(this, s);
     }
