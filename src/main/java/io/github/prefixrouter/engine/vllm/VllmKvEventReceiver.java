@@ -26,7 +26,7 @@ import org.slf4j.LoggerFactory;
  * under-reports the engine's cache until new stores arrive, which only costs cache hits; it
  * never claims blocks the engine dropped. One restart sequence numbers cannot show (its first
  * messages lost, exactly as many as were received before it) is covered by {@link #reset()},
- * which the subscriber calls whenever its connection to the publisher is made again.
+ * which the subscriber calls whenever its connection to the publisher breaks.
  *
  * <p>Nothing is thrown at the caller for bad input or a failing listener: malformed batches
  * and listener exceptions are logged and counted in {@link #stats()} (only a null payload, a
@@ -203,7 +203,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
   /**
    * Forgets the stream: clears the listener (counted in {@link Stats#resets()}) and takes the
    * next message, live or replayed, as the first. Call it when the connection to the publisher
-   * was lost and made again. Sequence numbers alone cannot show every restart: a publisher
+   * is lost (the subscriber does, at once: the messages published until it reconnects are
+   * lost too). Sequence numbers alone cannot show every restart: a publisher
    * that restarted (with an empty cache) and whose first messages were lost, exactly as many as
    * the node had received before, continues at the very number expected.
    */

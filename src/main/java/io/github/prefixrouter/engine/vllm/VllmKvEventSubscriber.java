@@ -39,9 +39,10 @@ import org.slf4j.LoggerFactory;
  * network failed, the peer broke the protocol or a limit), it is counted and made again after
  * a backoff that doubles from the minimum to the maximum and restarts at the minimum after a
  * successful handshake (with {@link Builder#jitter} each wait is drawn from the upper half of
- * the current backoff). Every connection after the first starts the stream over ({@link
- * VllmKvEventReceiver#reset()}: the mirror is cleared), because a publisher that restarted
- * with an empty cache may continue at the very sequence number expected.
+ * the current backoff). A broken connection starts the stream over at once ({@link
+ * VllmKvEventReceiver#reset()}: the mirror is cleared), because the messages published until
+ * the next connection are lost, and a publisher that restarted with an empty cache may
+ * continue at the very sequence number expected.
  *
  * <p><b>Replay.</b> A message whose sequence number is above the sink's {@link
  * KvEventSink#nextSeq()} means messages were lost (the publisher drops messages for a slow
@@ -276,12 +277,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         s.connect(endpoint);
         s.subscribe(topic);
         established = true;
-        if (connects.incrementAndGet() > 1) {
-          // the connection broke and is made again: the publisher may have restarted with an
-          // empty cache and lost exactly as many messages as this stream had seen, which
-          // sequence numbers cannot show, so the sink starts over
-          resetSink();
-        }
+        connects.incrementAndGet();
         backoff = minBackoffNanos;
         failing = false;
         log.info("connected to vLLM's KV-event publisher at {} (topic '{}')", endpoint, topicName);
@@ -295,6 +291,11 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         long wait = delay(backoff);
         if (established) {
           disconnects.incrementAndGet();
+          // the messages published from now until a new connection are lost (removals among
+          // them), and the publisher may restart with an empty cache and lose exactly as many
+          // messages as this stream had seen, which sequence numbers cannot show: the sink
+          // starts over now, not when (or if) the connection is made again
+          resetSink();
           log.warn("KV-event connection to {} lost ({}); reconnecting in {} ms",
               endpoint, e.toString(), TimeUnit.NANOSECONDS.toMillis(wait));
         } else {
