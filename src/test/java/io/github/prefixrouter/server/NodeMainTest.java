@@ -103,6 +103,27 @@ class NodeMainTest {
   }
 
   @Test
+  void theAddressesPeersConnectToNeedAPortTheyCanReach() {
+    // the advertised address is what the node gossips for peers to connect to, and seeds are
+    // contacted as given: a port that is no port was accepted, and the node then ran unreachable
+    // (or joined nobody) with nothing but failed connections to show for it
+    for (String bad : new String[] {"http", "0", "70000", "-1"}) {
+      assertMessage("--advertise", () -> parse("--id", "a", "--listen", "0.0.0.0:7000",
+          "--advertise", "10.0.0.1:" + bad));
+      assertMessage("--seeds", () -> parse("--id", "a", "--listen", "h:1",
+          "--seeds", "b@10.0.0.2:7000,c@10.0.0.3:" + bad));
+    }
+    assertMessage("--advertise port must be 1 to 65535, was 0",
+        () -> parse("--id", "a", "--listen", "h:1", "--advertise", "10.0.0.1:0"));
+    assertMessage("--seeds needs an integer, was 'x'",
+        () -> parse("--id", "a", "--listen", "h:1", "--seeds", "b@h:x"));
+    assertEquals(List.of(new io.github.prefixrouter.spi.PeerAddress("b", "10.0.0.2:65535")),
+        parse("--id", "a", "--listen", "h:1", "--seeds", "b@10.0.0.2:65535").seeds);
+    assertEquals("[::1]:1",
+        parse("--id", "a", "--listen", "h:1", "--advertise", "[::1]:1").advertise);
+  }
+
+  @Test
   void aNodeWhoseClientPortIsTakenStopsAndReleasesItsPeerPort() throws Exception {
     int peerPort;
     try (ServerSocket probe = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
