@@ -189,7 +189,7 @@ public final class NodeOptions {
     this.listenPort = port("listen", listen[1]);
     this.advertise = v.get("advertise");
     if (advertise != null) {
-      hostPort("advertise", advertise);
+      peerPort("advertise", hostPort("advertise", advertise)[1]);
     } else if (Set.of("0.0.0.0", "::", "0:0:0:0:0:0:0:0").contains(listenHost)) {
       throw new IllegalArgumentException("--listen " + listenHost + " (every interface) needs "
           + "--advertise HOST:PORT, the address peers reach this node at");
@@ -510,6 +510,14 @@ public final class NodeOptions {
     return p;
   }
 
+  /** The port of an address peers connect to: 1 to 65535 (0 picks none there). */
+  private static void peerPort(String what, String s) {
+    int p = parseInt(what, s);
+    if (p < 1 || p > 65535) {
+      throw new IllegalArgumentException("--" + what + " port must be 1 to 65535, was " + p);
+    }
+  }
+
   private static int parseInt(String what, String s) {
     try {
       return Integer.parseInt(s.trim());
@@ -563,7 +571,7 @@ public final class NodeOptions {
       if (at <= 0 || at == p.length() - 1) {
         throw new IllegalArgumentException("--seeds entries must be id@host:port, was '" + p + "'");
       }
-      hostPort("seeds", p.substring(at + 1));
+      peerPort("seeds", hostPort("seeds", p.substring(at + 1))[1]);
       out.add(new PeerAddress(p.substring(0, at), p.substring(at + 1)));
     }
     return List.copyOf(out);
