@@ -124,6 +124,26 @@ class NodeMainTest {
   }
 
   @Test
+  void anEmptyModelOrReadyFileIsABadFlag() throws Exception {
+    // model= from a template whose variable was empty: the node took "" for the base model's
+    // name, so every client naming the real model was taken to name a LoRA adapter, whose
+    // scope the mirror of vLLM's cache (the base model's) never matches
+    assertMessage("--model must not be empty", () -> parse("--id", "a", "--listen", "h:1",
+        "--engine", "http://127.0.0.1:8000", "--model", ""));
+    assertMessage("--model must not be empty", () -> parse("--config",
+        writeConfig("id=n1\nlisten=h:1\nengine=http://127.0.0.1:8000\nmodel=\n").toString()));
+    // the ready file is replaced and removed: a directory there must not be
+    assertMessage("--ready-file must name a file", () -> parse("--id", "a", "--listen", "h:1",
+        "--ready-file", ""));
+    Path sub = Files.createDirectory(dir.resolve("sub"));
+    assertMessage("--ready-file must name a file, not the directory " + sub,
+        () -> parse("--id", "a", "--listen", "h:1", "--ready-file", sub.toString()));
+    assertTrue(Files.isDirectory(sub));
+    assertEquals(dir.resolve("sub/ready"), parse("--id", "a", "--listen", "h:1",
+        "--ready-file", dir.resolve("sub/ready").toString()).readyFile);
+  }
+
+  @Test
   void aNodeWhoseClientPortIsTakenStopsAndReleasesItsPeerPort() throws Exception {
     int peerPort;
     try (ServerSocket probe = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
