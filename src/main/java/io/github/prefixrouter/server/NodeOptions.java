@@ -223,6 +223,10 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--engine must be 'reference' or an http(s) URL, was " + engine);
     }
     this.model = v.get("model");
+    if (model != null && model.isEmpty()) {
+      throw new IllegalArgumentException("--model must not be empty (leave it out to take the "
+          + "one base model the server lists)");
+    }
     String tok = v.getOrDefault("tokenizer", "auto");
     this.tokenizes = !tok.equals("none");
     if (tok.equals("auto") || tok.equals("none")) {
@@ -338,6 +342,11 @@ public final class NodeOptions {
     this.clientReaderThreads = readerLimit(v, "client-reader-threads");
     this.clientMaxUnfinishedReads = readerLimit(v, "client-max-unfinished-reads");
     this.readyFile = v.containsKey("ready-file") ? Path.of(v.get("ready-file")) : null;
+    if (readyFile != null && (readyFile.toString().isEmpty() || Files.isDirectory(readyFile))) {
+      // it is replaced once serving and removed at start and stop
+      throw new IllegalArgumentException("--ready-file must name a file, not the directory "
+          + (readyFile.toString().isEmpty() ? "'' (the working directory)" : readyFile));
+    }
     long graceMs = longValue(v, "shutdown-grace-ms", 25_000);
     if (graceMs < 0 || graceMs > Duration.ofDays(365).toMillis()) {
       throw new IllegalArgumentException(
