@@ -2,8 +2,10 @@ package io.github.prefixrouter.engine.vllm;
 
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.spi.CacheEventListener;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Objects;
+import java.util.Set;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -61,6 +63,11 @@ public final class VllmKvEventReceiver implements KvEventSink {
   private long duplicatesIgnored;
   private long resets;
   private long listenerFailures;
+  private long unmirroredRemovals;
+  /** Media (BlockStored.medium, null for none) of stores passed to the listener. */
+  private final Set<String> mirroredMedia = new HashSet<>();
+  /** Media of stores skipped for having no token ids (an offload tier's, as vLLM reports it). */
+  private final Set<String> tokenlessMedia = new HashSet<>();
 
   /**
    * Counters of what the receiver did since it was created. Events are counted once each,
@@ -90,6 +97,9 @@ public final class VllmKvEventReceiver implements KvEventSink {
    *     parent_block_hash} nil) of a LoRA adapter this receiver cannot name (a {@code lora_id}
    *     without a {@code lora_name}, or a name that is no valid {@link CacheScope} adapter),
    *     skipped rather than credited to the base model
+   * @param unmirroredRemovals {@code BlockRemoved} events not applied because they name copies
+   *     the mirror never took: their medium is one whose stores came without token ids (vLLM's
+   *     CPU offload tier) and none of whose stores was mirrored
    */
   public record Stats(
       long batchesApplied,
@@ -106,7 +116,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
       long duplicatesIgnored,
       long resets,
       long listenerFailures,
-      long unattributedStores) {}
+      long unattributedStores,
+      long unmirroredRemovals) {}
 
   /**
    * A receiver applying events to {@code listener}.
@@ -241,7 +252,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
         duplicatesIgnored,
         resets,
         listenerFailures,
-        unattributedStores);
+        unattributedStores,
+        unmirroredRemovals);
   }
 
   private void receive(long seq, byte[] payload, boolean clear, boolean replayed) {
@@ -308,7 +320,16 @@ public final class VllmKvEventReceiver implements KvEventSink {
 
   private void apply(KvEvent event) {
     if (event instanceof KvEvent.Stored s) {
-      if (s.blockSize() != blockSize) {
+      if (s.tokens().length == 0 && s.hashes().length > 0) {
+        // how vLLM reports a copy to its CPU offload tier (whatever that tier's block size):
+        // nothing to mirror, and the removals of that medium name copies the mirror never took
+        tokenlessMedia.add(s.medium());
+        if (tokenCountMismatches++ == 0) {
+          LOG.warn("skipped a BlockStored of {} blocks without token ids (medium {}): an "
+              + "offload tier's copies are not mirrored, nor are removals of that medium",
+              s.hashes().length, s.medium());
+        }
+      } else if (s.blockSize() != blockSize) {
         if (blockSizeMismatches++ == 0) {
           LOG.error("vLLM reports blocks of {} tokens, this node is configured for {}: its "
               + "stores cannot be mirrored and are skipped; configure the same block size on "
@@ -332,10 +353,17 @@ public final class VllmKvEventReceiver implements KvEventSink {
           }
           return;
         }
+        mirroredMedia.add(s.medium());
         listener.onBlocksStored(scope, s.parent(), s.hashes(), s.tokens());
         storedEvents++;
       }
     } else if (event instanceof KvEvent.Removed r) {
+      if (tokenlessMedia.contains(r.medium()) && !mirroredMedia.contains(r.medium())) {
+        // removing them would take out the GPU's copy of the same hashes, and every block
+        // continuing them, while the GPU still holds them
+        unmirroredRemovals++;
+        return;
+      }
       listener.onBlocksRemoved(r.hashes());
       removedEvents++;
     } else if (event instanceof KvEvent.Cleared) {
