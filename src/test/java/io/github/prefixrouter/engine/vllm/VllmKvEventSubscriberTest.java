@@ -298,6 +298,45 @@ class VllmKvEventSubscriberTest {
   }
 
   @Test
+  void aPublisherDroppingEveryConnectionAfterItsHandshakeIsLoggedSparingly() throws Exception {
+    // a flapping publisher (or a proxy in front of it) accepts, completes the handshake and
+    // drops the connection: the backoff restarts at its minimum after every handshake, so each
+    // connection and its loss used to be logged, at info and warn level, ten times a second
+    java.io.PrintStream err = System.err;
+    java.io.ByteArrayOutputStream log = new java.io.ByteArrayOutputStream();
+    byte[] handshake = ZmtpBytes.of().greeting().ready("PUB").bytes();
+    VllmKvEventSubscriber s;
+    try (HostilePeer peer = new HostilePeer((sock, in, out) -> {
+      HostilePeer.readClientHandshake(in);
+      out.write(handshake);
+      out.flush();
+      HostilePeer.readFrame(new java.io.DataInputStream(in)); // the subscription
+    })) {
+      System.setErr(new java.io.PrintStream(log, true, StandardCharsets.UTF_8));
+      try {
+        s = start(builder("tcp://127.0.0.1:" + peer.port())
+            .reconnectBackoff(Duration.ofMillis(1), Duration.ofMillis(2)));
+        Await.until(() -> s.stats().disconnects() >= 64, "64 dropped connections");
+        s.close();
+      } finally {
+        System.setErr(err);
+      }
+    }
+    long disconnects = s.stats().disconnects();
+    long connects = s.stats().connects();
+    String text = log.toString(StandardCharsets.UTF_8);
+    long lost = text.lines().filter(l -> l.contains("WARN") && l.contains(" lost (")).count();
+    long connected = text.lines()
+        .filter(l -> l.contains("INFO") && l.contains("connected to vLLM's")).count();
+    // the 1st, 2nd, 4th, ... 64th (and 128th) loss in a row; the first connection, and each
+    // one after a loss that was logged
+    assertEquals(64 - Long.numberOfLeadingZeros(disconnects), lost, disconnects
+        + " disconnects: " + (text.length() > 2_000 ? text.substring(0, 2_000) : text));
+    assertEquals(1 + 64 - Long.numberOfLeadingZeros(connects - 1), connected,
+        connects + " connects: " + (text.length() > 2_000 ? text.substring(0, 2_000) : text));
+  }
+
+  @Test
   void byDefaultMessagesOfEveryTopicAreTaken() throws Exception {
     // vLLM's and SGLang's publishers send an empty topic unless told otherwise; a subscriber
     // left at its default must take those (it once subscribed to "kv-events" only, and then
