@@ -265,6 +265,10 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private void run() {
     long backoff = minBackoffNanos;
     boolean failing = false;
+    // connections lost in a row without a message: a publisher dropping every connection after
+    // its handshake is reconnected at the minimum backoff, and logged only at the 1st, 2nd,
+    // 4th, 8th... loss of the run
+    long quietLosses = 0;
     while (!closed) {
       ZmtpSocket s = new ZmtpSocket(ZmtpSocket.Type.SUB, liveOptions);
       live = s;
@@ -273,6 +277,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         break;
       }
       boolean established = false;
+      boolean received = false;
       try {
         s.connect(endpoint);
         s.subscribe(topic);
@@ -280,9 +285,16 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         connects.incrementAndGet();
         backoff = minBackoffNanos;
         failing = false;
-        log.info("connected to vLLM's KV-event publisher at {} (topic '{}')", endpoint, topicName);
+        if (Long.bitCount(quietLosses) <= 1) { // the first, or after a loss that was logged
+          log.info("connected to vLLM's KV-event publisher at {} (topic '{}')", endpoint,
+              topicName);
+        } else {
+          log.debug("connected to {} again", endpoint);
+        }
         while (!closed) {
-          handle(s.receive());
+          List<byte[]> message = s.receive();
+          received = true;
+          handle(message);
         }
       } catch (IOException e) {
         if (closed) {
@@ -296,8 +308,15 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
           // messages as this stream had seen, which sequence numbers cannot show: the sink
           // starts over now, not when (or if) the connection is made again
           resetSink();
-          log.warn("KV-event connection to {} lost ({}); reconnecting in {} ms",
-              endpoint, e.toString(), TimeUnit.NANOSECONDS.toMillis(wait));
+          quietLosses = received ? 1 : quietLosses + 1;
+          if (Long.bitCount(quietLosses) == 1) {
+            log.warn("KV-event connection to {} lost ({}); reconnecting in {} ms ({} lost in a "
+                + "row without a message)", endpoint, e.toString(),
+                TimeUnit.NANOSECONDS.toMillis(wait), quietLosses);
+          } else {
+            log.debug("KV-event connection to {} lost ({}), {} in a row", endpoint, e.toString(),
+                quietLosses);
+          }
         } else {
           connectFailures.incrementAndGet();
           if (!failing) {
