@@ -19,7 +19,10 @@ import org.slf4j.LoggerFactory;
  * {@link CacheEventListener#onBlocksRemoved}, {@code AllBlocksCleared}
  * {@link CacheEventListener#onAllCleared}; events with other tags are skipped. A store whose
  * declared block size differs from this receiver's, or whose token count is not its block count
- * times the block size, cannot be mirrored and is skipped.
+ * times the block size, cannot be mirrored and is skipped. A store without token ids is how
+ * vLLM reports a copy to its CPU offload tier: skipped too, and so are the removals of its
+ * {@code medium} (unless a store of that medium was mirrored), which would otherwise take the
+ * GPU's copy of the same blocks out of the mirror.
  *
  * <p>Whenever the mirror may hold blocks the engine no longer has, the receiver clears it
  * ({@link CacheEventListener#onAllCleared}) before applying the next batch: after lost messages
