@@ -115,6 +115,11 @@ public final class NodeMain {
 
   /** Starts a node from parsed options; {@link Running#close()} stops it. */
   static Running start(NodeOptions o) throws IOException {
+    if (o.readyFile != null) {
+      // a previous run's file names ports this run may not serve on: whoever waits for the
+      // file must see it only once this run serves
+      Files.deleteIfExists(o.readyFile);
+    }
     InferenceEngine engine;
     ReferenceEngine reference = null;
     String baseModel = o.model;
@@ -225,7 +230,7 @@ public final class NodeMain {
         Files.move(tmp, o.readyFile, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
       }
       return new Running(node, transport, engine, scheduler, endpoint, clientAddress,
-          o.shutdownGrace);
+          o.shutdownGrace, o.readyFile);
     } catch (IOException | RuntimeException | Error e) {
       if (endpoint != null) {
         endpoint.stop();
@@ -355,12 +360,14 @@ public final class NodeMain {
     final ClientEndpoint endpoint;
     final String clientAddress;
     private final java.time.Duration shutdownGrace;
+    private final java.nio.file.Path readyFile;
     private final AtomicBoolean closed = new AtomicBoolean();
 
     Running(PrefixRouterNode node, HttpTransport transport, InferenceEngine engine,
         Schedulers.ClosableScheduler scheduler, ClientEndpoint endpoint, String clientAddress,
-        java.time.Duration shutdownGrace) {
+        java.time.Duration shutdownGrace, java.nio.file.Path readyFile) {
       this.shutdownGrace = shutdownGrace;
+      this.readyFile = readyFile;
       this.node = node;
       this.transport = transport;
       this.engine = engine;
@@ -373,6 +380,13 @@ public final class NodeMain {
     public void close() {
       if (!closed.compareAndSet(false, true)) {
         return;
+      }
+      if (readyFile != null) {
+        try { // the node stops serving now (its /health turns 503 at once)
+          Files.deleteIfExists(readyFile);
+        } catch (IOException e) {
+          log.warn("could not remove the ready file {}", readyFile, e);
+        }
       }
       try {
         // answers accepted requests (those still unanswered when the grace period ends with a

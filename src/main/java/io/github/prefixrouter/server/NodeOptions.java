@@ -103,7 +103,8 @@ public final class NodeOptions {
           "  --client-max-unfinished-reads N  as --peer-max-unfinished-reads, on the client",
           "                           port; default 16",
           "                           (the four: 1 to 4096)",
-          "  --ready-file FILE        write 'peer=HOST:PORT client=HOST:PORT' here once serving",
+          "  --ready-file FILE        write 'peer=HOST:PORT client=HOST:PORT' here once serving;",
+          "                           removed at start (a previous run's) and on stop",
           "  --shutdown-grace-ms N    on SIGTERM, wait at most this long for accepted requests,",
           "                           then answer the rest 503; below the orchestrator's kill",
           "                           timeout; default 25000",
@@ -188,7 +189,7 @@ public final class NodeOptions {
     this.listenPort = port("listen", listen[1]);
     this.advertise = v.get("advertise");
     if (advertise != null) {
-      hostPort("advertise", advertise);
+      peerPort("advertise", hostPort("advertise", advertise)[1]);
     } else if (Set.of("0.0.0.0", "::", "0:0:0:0:0:0:0:0").contains(listenHost)) {
       throw new IllegalArgumentException("--listen " + listenHost + " (every interface) needs "
           + "--advertise HOST:PORT, the address peers reach this node at");
@@ -222,6 +223,10 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--engine must be 'reference' or an http(s) URL, was " + engine);
     }
     this.model = v.get("model");
+    if (model != null && model.isEmpty()) {
+      throw new IllegalArgumentException("--model must not be empty (leave it out to take the "
+          + "one base model the server lists)");
+    }
     String tok = v.getOrDefault("tokenizer", "auto");
     this.tokenizes = !tok.equals("none");
     if (tok.equals("auto") || tok.equals("none")) {
@@ -337,6 +342,11 @@ public final class NodeOptions {
     this.clientReaderThreads = readerLimit(v, "client-reader-threads");
     this.clientMaxUnfinishedReads = readerLimit(v, "client-max-unfinished-reads");
     this.readyFile = v.containsKey("ready-file") ? Path.of(v.get("ready-file")) : null;
+    if (readyFile != null && (readyFile.toString().isEmpty() || Files.isDirectory(readyFile))) {
+      // it is replaced once serving and removed at start and stop
+      throw new IllegalArgumentException("--ready-file must name a file, not the directory "
+          + (readyFile.toString().isEmpty() ? "'' (the working directory)" : readyFile));
+    }
     long graceMs = longValue(v, "shutdown-grace-ms", 25_000);
     if (graceMs < 0 || graceMs > Duration.ofDays(365).toMillis()) {
       throw new IllegalArgumentException(
@@ -509,6 +519,14 @@ public final class NodeOptions {
     return p;
   }
 
+  /** The port of an address peers connect to: 1 to 65535 (0 picks none there). */
+  private static void peerPort(String what, String s) {
+    int p = parseInt(what, s);
+    if (p < 1 || p > 65535) {
+      throw new IllegalArgumentException("--" + what + " port must be 1 to 65535, was " + p);
+    }
+  }
+
   private static int parseInt(String what, String s) {
     try {
       return Integer.parseInt(s.trim());
@@ -562,7 +580,7 @@ public final class NodeOptions {
       if (at <= 0 || at == p.length() - 1) {
         throw new IllegalArgumentException("--seeds entries must be id@host:port, was '" + p + "'");
       }
-      hostPort("seeds", p.substring(at + 1));
+      peerPort("seeds", hostPort("seeds", p.substring(at + 1))[1]);
       out.add(new PeerAddress(p.substring(0, at), p.substring(at + 1)));
     }
     return List.copyOf(out);

@@ -103,6 +103,47 @@ class NodeMainTest {
   }
 
   @Test
+  void theAddressesPeersConnectToNeedAPortTheyCanReach() {
+    // the advertised address is what the node gossips for peers to connect to, and seeds are
+    // contacted as given: a port that is no port was accepted, and the node then ran unreachable
+    // (or joined nobody) with nothing but failed connections to show for it
+    for (String bad : new String[] {"http", "0", "70000", "-1"}) {
+      assertMessage("--advertise", () -> parse("--id", "a", "--listen", "0.0.0.0:7000",
+          "--advertise", "10.0.0.1:" + bad));
+      assertMessage("--seeds", () -> parse("--id", "a", "--listen", "h:1",
+          "--seeds", "b@10.0.0.2:7000,c@10.0.0.3:" + bad));
+    }
+    assertMessage("--advertise port must be 1 to 65535, was 0",
+        () -> parse("--id", "a", "--listen", "h:1", "--advertise", "10.0.0.1:0"));
+    assertMessage("--seeds needs an integer, was 'x'",
+        () -> parse("--id", "a", "--listen", "h:1", "--seeds", "b@h:x"));
+    assertEquals(List.of(new io.github.prefixrouter.spi.PeerAddress("b", "10.0.0.2:65535")),
+        parse("--id", "a", "--listen", "h:1", "--seeds", "b@10.0.0.2:65535").seeds);
+    assertEquals("[::1]:1",
+        parse("--id", "a", "--listen", "h:1", "--advertise", "[::1]:1").advertise);
+  }
+
+  @Test
+  void anEmptyModelOrReadyFileIsABadFlag() throws Exception {
+    // model= from a template whose variable was empty: the node took "" for the base model's
+    // name, so every client naming the real model was taken to name a LoRA adapter, whose
+    // scope the mirror of vLLM's cache (the base model's) never matches
+    assertMessage("--model must not be empty", () -> parse("--id", "a", "--listen", "h:1",
+        "--engine", "http://127.0.0.1:8000", "--model", ""));
+    assertMessage("--model must not be empty", () -> parse("--config",
+        writeConfig("id=n1\nlisten=h:1\nengine=http://127.0.0.1:8000\nmodel=\n").toString()));
+    // the ready file is replaced and removed: a directory there must not be
+    assertMessage("--ready-file must name a file", () -> parse("--id", "a", "--listen", "h:1",
+        "--ready-file", ""));
+    Path sub = Files.createDirectory(dir.resolve("sub"));
+    assertMessage("--ready-file must name a file, not the directory " + sub,
+        () -> parse("--id", "a", "--listen", "h:1", "--ready-file", sub.toString()));
+    assertTrue(Files.isDirectory(sub));
+    assertEquals(dir.resolve("sub/ready"), parse("--id", "a", "--listen", "h:1",
+        "--ready-file", dir.resolve("sub/ready").toString()).readyFile);
+  }
+
+  @Test
   void aNodeWhoseClientPortIsTakenStopsAndReleasesItsPeerPort() throws Exception {
     int peerPort;
     try (ServerSocket probe = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
@@ -123,6 +164,31 @@ class NodeMainTest {
       Thread.sleep(10);
     }
     assertFalse(threadNamed("prefix-router-blocked"), "the node's scheduler thread still runs");
+  }
+
+  @Test
+  void theReadyFileIsThereOnlyWhileTheNodeServes() throws Exception {
+    Path ready = dir.resolve("ready");
+    // a previous run's file, naming ports this run does not serve on: a script waiting for
+    // the file must not take it for this run being ready
+    Files.writeString(ready, "peer=127.0.0.1:1 client=127.0.0.1:2\n");
+    try (ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      NodeOptions o = parse("--id", "stale", "--listen", "127.0.0.1:0",
+          "--client", "127.0.0.1:" + taken.getLocalPort(), "--ready-file", ready.toString());
+      assertThrows(IOException.class, () -> NodeMain.start(o));
+    }
+    assertFalse(Files.exists(ready), "a node that never served leaves no ready file");
+    NodeOptions o = parse("--id", "fresh", "--listen", "127.0.0.1:0", "--client", "127.0.0.1:0",
+        "--ready-file", ready.toString());
+    NodeMain.Running r = NodeMain.start(o);
+    try {
+      assertEquals("peer=" + r.transport.localAddress().address() + " client=" + r.clientAddress
+          + "\n", Files.readString(ready));
+    } finally {
+      r.close();
+    }
+    assertFalse(Files.exists(ready), "a stopped node is no longer serving");
+    assertFalse(Files.exists(dir.resolve("ready.tmp")));
   }
 
   private static boolean threadNamed(String prefix) {

@@ -15,18 +15,31 @@ sealed interface KvEvent {
    * @param loraId the LoRA adapter's id ({@code lora_id}), or null if nil or absent (the base
    *     model)
    * @param loraName the LoRA adapter's name ({@code lora_name}), or null if nil or absent
+   * @param medium where the blocks are held ({@code medium}: {@code GPU}, {@code CPU} for an
+   *     offload tier), or null if nil, absent or not a string
    */
   record Stored(long parent, long[] hashes, int[] tokens, long blockSize, Long loraId,
-      String loraName) implements KvEvent {
+      String loraName, String medium) implements KvEvent {
 
-    /** A store of the base model (no LoRA fields). */
+    /** A store of the base model (no LoRA fields, no medium). */
     Stored(long parent, long[] hashes, int[] tokens, long blockSize) {
-      this(parent, hashes, tokens, blockSize, null, null);
+      this(parent, hashes, tokens, blockSize, null, null, null);
     }
   }
 
-  /** {@code BlockRemoved}: the engine evicted these blocks. */
-  record Removed(long[] hashes) implements KvEvent {}
+  /**
+   * {@code BlockRemoved}: the engine evicted these blocks.
+   *
+   * @param hashes the blocks' hashes
+   * @param medium where they were held, or null if nil, absent or not a string
+   */
+  record Removed(long[] hashes, String medium) implements KvEvent {
+
+    /** A removal without a medium. */
+    Removed(long[] hashes) {
+      this(hashes, null);
+    }
+  }
 
   /** {@code AllBlocksCleared}: the engine dropped its whole cache. */
   record Cleared() implements KvEvent {}

@@ -125,11 +125,9 @@ final class KvEventDecoder {
         long blockSize = r.readLongBits("BlockStored.block_size");
         // then lora_id, medium, lora_name (vLLM omits trailing defaults)
         Long loraId = n > 5 ? readLoraId(r) : null;
-        if (n > 6) {
-          r.skip(FIELD_DEPTH, "BlockStored.medium");
-        }
+        String medium = n > 6 ? readMedium(r, "BlockStored.medium") : null;
         String loraName = n > 7 ? readLoraName(r) : null;
-        event = new KvEvent.Stored(parent, hashes, tokens, blockSize, loraId, loraName);
+        event = new KvEvent.Stored(parent, hashes, tokens, blockSize, loraId, loraName, medium);
         used = Math.min(n, 8);
         break;
       }
@@ -137,8 +135,9 @@ final class KvEventDecoder {
         if (n < 2) {
           throw new MalformedKvEventException("BlockRemoved: no block_hashes", start);
         }
-        event = new KvEvent.Removed(readHashes(r, "BlockRemoved.block_hashes"));
-        used = 2;
+        long[] removed = readHashes(r, "BlockRemoved.block_hashes");
+        event = new KvEvent.Removed(removed, n > 2 ? readMedium(r, "BlockRemoved.medium") : null);
+        used = Math.min(n, 3);
         break;
       case CLEARED:
         event = new KvEvent.Cleared();
@@ -184,10 +183,12 @@ final class KvEventDecoder {
     Long blockSize = null;
     Long loraId = null;
     String loraName = null;
+    String medium = null;
     for (int i = 0; i < n; i++) {
       String key = r.readString("event (key)");
-      // a BlockRemoved needs only its block_hashes
-      String wanted = tag.equals(STORED) || key.equals("block_hashes") ? key : "";
+      // a BlockRemoved needs only its block_hashes and medium
+      String wanted =
+          tag.equals(STORED) || key.equals("block_hashes") || key.equals("medium") ? key : "";
       switch (wanted) {
         case "block_hashes":
           hashes = readHashes(r, tag + ".block_hashes");
@@ -207,6 +208,9 @@ final class KvEventDecoder {
         case "lora_name":
           loraName = readLoraName(r);
           break;
+        case "medium":
+          medium = readMedium(r, tag + ".medium");
+          break;
         default:
           r.skip(FIELD_DEPTH, tag + "." + key);
       }
@@ -215,13 +219,13 @@ final class KvEventDecoder {
       throw new MalformedKvEventException(tag + ": no block_hashes", start);
     }
     if (tag.equals(REMOVED)) {
-      return new KvEvent.Removed(hashes);
+      return new KvEvent.Removed(hashes, medium);
     }
     if (tokens == null || blockSize == null) {
       throw new MalformedKvEventException(
           "BlockStored: " + (tokens == null ? "no token_ids" : "no block_size"), start);
     }
-    return new KvEvent.Stored(parent, hashes, tokens, blockSize, loraId, loraName);
+    return new KvEvent.Stored(parent, hashes, tokens, blockSize, loraId, loraName, medium);
   }
 
   /** {@code lora_id}: nil (the base model) or an int. */
@@ -230,6 +234,16 @@ final class KvEventDecoder {
       return null;
     }
     return r.readLongBits("BlockStored.lora_id");
+  }
+
+  /** {@code medium}: a string, or null for nil or a value of any other kind (skipped). */
+  private static String readMedium(MsgpackReader r, String field)
+      throws MalformedKvEventException {
+    if (r.peekKind(field) == Kind.STR) {
+      return r.readString(field);
+    }
+    r.skip(FIELD_DEPTH, field);
+    return null;
   }
 
   /** {@code lora_name}: nil or a string. */

@@ -26,9 +26,9 @@ interface KvEventSink {
   void onReplayed(long seq, byte[] payload);
 
   /**
-   * The connection to the publisher was made again after it broke: anything may have happened
-   * meanwhile, including a restart that sequence numbers alone cannot show, so the stream
-   * starts over (the next message counts as the first).
+   * The connection to the publisher broke: what is published until it is made again is lost,
+   * and anything may happen meanwhile, including a restart that sequence numbers alone cannot
+   * show, so the stream starts over (the next message counts as the first).
    */
   void reset();
 }

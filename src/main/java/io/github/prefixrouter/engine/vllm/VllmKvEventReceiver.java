@@ -2,8 +2,10 @@ package io.github.prefixrouter.engine.vllm;
 
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.spi.CacheEventListener;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Objects;
+import java.util.Set;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -17,7 +19,10 @@ import org.slf4j.LoggerFactory;
  * {@link CacheEventListener#onBlocksRemoved}, {@code AllBlocksCleared}
  * {@link CacheEventListener#onAllCleared}; events with other tags are skipped. A store whose
  * declared block size differs from this receiver's, or whose token count is not its block count
- * times the block size, cannot be mirrored and is skipped.
+ * times the block size, cannot be mirrored and is skipped. A store without token ids is how
+ * vLLM reports a copy to its CPU offload tier: skipped too, and so are the removals of its
+ * {@code medium} (unless a store of that medium was mirrored), which would otherwise take the
+ * GPU's copy of the same blocks out of the mirror.
  *
  * <p>Whenever the mirror may hold blocks the engine no longer has, the receiver clears it
  * ({@link CacheEventListener#onAllCleared}) before applying the next batch: after lost messages
@@ -26,7 +31,7 @@ import org.slf4j.LoggerFactory;
  * under-reports the engine's cache until new stores arrive, which only costs cache hits; it
  * never claims blocks the engine dropped. One restart sequence numbers cannot show (its first
  * messages lost, exactly as many as were received before it) is covered by {@link #reset()},
- * which the subscriber calls whenever its connection to the publisher is made again.
+ * which the subscriber calls whenever its connection to the publisher breaks.
  *
  * <p>Nothing is thrown at the caller for bad input or a failing listener: malformed batches
  * and listener exceptions are logged and counted in {@link #stats()} (only a null payload, a
@@ -61,6 +66,11 @@ public final class VllmKvEventReceiver implements KvEventSink {
   private long duplicatesIgnored;
   private long resets;
   private long listenerFailures;
+  private long unmirroredRemovals;
+  /** Media (BlockStored.medium, null for none) of stores passed to the listener. */
+  private final Set<String> mirroredMedia = new HashSet<>();
+  /** Media of stores skipped for having no token ids (an offload tier's, as vLLM reports it). */
+  private final Set<String> tokenlessMedia = new HashSet<>();
 
   /**
    * Counters of what the receiver did since it was created. Events are counted once each,
@@ -90,6 +100,9 @@ public final class VllmKvEventReceiver implements KvEventSink {
    *     parent_block_hash} nil) of a LoRA adapter this receiver cannot name (a {@code lora_id}
    *     without a {@code lora_name}, or a name that is no valid {@link CacheScope} adapter),
    *     skipped rather than credited to the base model
+   * @param unmirroredRemovals {@code BlockRemoved} events not applied because they name copies
+   *     the mirror never took: their medium is one whose stores came without token ids (vLLM's
+   *     CPU offload tier) and none of whose stores was mirrored
    */
   public record Stats(
       long batchesApplied,
@@ -106,7 +119,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
       long duplicatesIgnored,
       long resets,
       long listenerFailures,
-      long unattributedStores) {}
+      long unattributedStores,
+      long unmirroredRemovals) {}
 
   /**
    * A receiver applying events to {@code listener}.
@@ -203,7 +217,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
   /**
    * Forgets the stream: clears the listener (counted in {@link Stats#resets()}) and takes the
    * next message, live or replayed, as the first. Call it when the connection to the publisher
-   * was lost and made again. Sequence numbers alone cannot show every restart: a publisher
+   * is lost (the subscriber does, at once: the messages published until it reconnects are
+   * lost too). Sequence numbers alone cannot show every restart: a publisher
    * that restarted (with an empty cache) and whose first messages were lost, exactly as many as
    * the node had received before, continues at the very number expected.
    */
@@ -240,7 +255,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
         duplicatesIgnored,
         resets,
         listenerFailures,
-        unattributedStores);
+        unattributedStores,
+        unmirroredRemovals);
   }
 
   private void receive(long seq, byte[] payload, boolean clear, boolean replayed) {
@@ -307,7 +323,16 @@ public final class VllmKvEventReceiver implements KvEventSink {
 
   private void apply(KvEvent event) {
     if (event instanceof KvEvent.Stored s) {
-      if (s.blockSize() != blockSize) {
+      if (s.tokens().length == 0 && s.hashes().length > 0) {
+        // how vLLM reports a copy to its CPU offload tier (whatever that tier's block size):
+        // nothing to mirror, and the removals of that medium name copies the mirror never took
+        tokenlessMedia.add(s.medium());
+        if (tokenCountMismatches++ == 0) {
+          LOG.warn("skipped a BlockStored of {} blocks without token ids (medium {}): an "
+              + "offload tier's copies are not mirrored, nor are removals of that medium",
+              s.hashes().length, s.medium());
+        }
+      } else if (s.blockSize() != blockSize) {
         if (blockSizeMismatches++ == 0) {
           LOG.error("vLLM reports blocks of {} tokens, this node is configured for {}: its "
               + "stores cannot be mirrored and are skipped; configure the same block size on "
@@ -331,10 +356,17 @@ public final class VllmKvEventReceiver implements KvEventSink {
           }
           return;
         }
+        mirroredMedia.add(s.medium());
         listener.onBlocksStored(scope, s.parent(), s.hashes(), s.tokens());
         storedEvents++;
       }
     } else if (event instanceof KvEvent.Removed r) {
+      if (tokenlessMedia.contains(r.medium()) && !mirroredMedia.contains(r.medium())) {
+        // removing them would take out the GPU's copy of the same hashes, and every block
+        // continuing them, while the GPU still holds them
+        unmirroredRemovals++;
+        return;
+      }
       listener.onBlocksRemoved(r.hashes());
       removedEvents++;
     } else if (event instanceof KvEvent.Cleared) {

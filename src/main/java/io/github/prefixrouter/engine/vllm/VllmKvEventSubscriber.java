@@ -39,9 +39,10 @@ import org.slf4j.LoggerFactory;
  * network failed, the peer broke the protocol or a limit), it is counted and made again after
  * a backoff that doubles from the minimum to the maximum and restarts at the minimum after a
  * successful handshake (with {@link Builder#jitter} each wait is drawn from the upper half of
- * the current backoff). Every connection after the first starts the stream over ({@link
- * VllmKvEventReceiver#reset()}: the mirror is cleared), because a publisher that restarted
- * with an empty cache may continue at the very sequence number expected.
+ * the current backoff). A broken connection starts the stream over at once ({@link
+ * VllmKvEventReceiver#reset()}: the mirror is cleared), because the messages published until
+ * the next connection are lost, and a publisher that restarted with an empty cache may
+ * continue at the very sequence number expected.
  *
  * <p><b>Replay.</b> A message whose sequence number is above the sink's {@link
  * KvEventSink#nextSeq()} means messages were lost (the publisher drops messages for a slow
@@ -264,6 +265,10 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private void run() {
     long backoff = minBackoffNanos;
     boolean failing = false;
+    // connections lost in a row without a message: a publisher dropping every connection after
+    // its handshake is reconnected at the minimum backoff, and logged only at the 1st, 2nd,
+    // 4th, 8th... loss of the run
+    long quietLosses = 0;
     while (!closed) {
       ZmtpSocket s = new ZmtpSocket(ZmtpSocket.Type.SUB, liveOptions);
       live = s;
@@ -272,21 +277,24 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         break;
       }
       boolean established = false;
+      boolean received = false;
       try {
         s.connect(endpoint);
         s.subscribe(topic);
         established = true;
-        if (connects.incrementAndGet() > 1) {
-          // the connection broke and is made again: the publisher may have restarted with an
-          // empty cache and lost exactly as many messages as this stream had seen, which
-          // sequence numbers cannot show, so the sink starts over
-          resetSink();
-        }
+        connects.incrementAndGet();
         backoff = minBackoffNanos;
         failing = false;
-        log.info("connected to vLLM's KV-event publisher at {} (topic '{}')", endpoint, topicName);
+        if (Long.bitCount(quietLosses) <= 1) { // the first, or after a loss that was logged
+          log.info("connected to vLLM's KV-event publisher at {} (topic '{}')", endpoint,
+              topicName);
+        } else {
+          log.debug("connected to {} again", endpoint);
+        }
         while (!closed) {
-          handle(s.receive());
+          List<byte[]> message = s.receive();
+          received = true;
+          handle(message);
         }
       } catch (IOException e) {
         if (closed) {
@@ -295,8 +303,20 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         long wait = delay(backoff);
         if (established) {
           disconnects.incrementAndGet();
-          log.warn("KV-event connection to {} lost ({}); reconnecting in {} ms",
-              endpoint, e.toString(), TimeUnit.NANOSECONDS.toMillis(wait));
+          // the messages published from now until a new connection are lost (removals among
+          // them), and the publisher may restart with an empty cache and lose exactly as many
+          // messages as this stream had seen, which sequence numbers cannot show: the sink
+          // starts over now, not when (or if) the connection is made again
+          resetSink();
+          quietLosses = received ? 1 : quietLosses + 1;
+          if (Long.bitCount(quietLosses) == 1) {
+            log.warn("KV-event connection to {} lost ({}); reconnecting in {} ms ({} lost in a "
+                + "row without a message)", endpoint, e.toString(),
+                TimeUnit.NANOSECONDS.toMillis(wait), quietLosses);
+          } else {
+            log.debug("KV-event connection to {} lost ({}), {} in a row", endpoint, e.toString(),
+                quietLosses);
+          }
         } else {
           connectFailures.incrementAndGet();
           if (!failing) {
@@ -590,15 +610,16 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * max}; default 100 ms to 5 s.
      *
      * @param min the first wait, positive
-     * @param max the longest wait, at least {@code min}
+     * @param max the longest wait, at least {@code min}, at most 365 days
      * @return this builder
      */
     public Builder reconnectBackoff(Duration min, Duration max) {
       Objects.requireNonNull(min, "min");
       Objects.requireNonNull(max, "max");
-      if (min.isNegative() || min.isZero() || max.compareTo(min) < 0) {
+      if (min.isNegative() || min.isZero() || max.compareTo(min) < 0
+          || max.compareTo(ZmtpOptions.MAX_TIMEOUT) > 0) {
         throw new IllegalArgumentException(
-            "reconnect backoff needs 0 < min <= max, was " + min + ", " + max);
+            "reconnect backoff needs 0 < min <= max <= 365 days, was " + min + ", " + max);
       }
       this.minBackoff = min;
       this.maxBackoff = max;
@@ -620,7 +641,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     /**
      * The TCP connect timeout; default 5 s.
      *
-     * @param d the timeout, positive
+     * @param d the timeout, positive, at most 365 days
      * @return this builder
      */
     public Builder connectTimeout(Duration d) {
@@ -631,7 +652,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     /**
      * How long the ZMTP handshake may take; default 5 s.
      *
-     * @param d the timeout, positive
+     * @param d the timeout, positive, at most 365 days
      * @return this builder
      */
     public Builder handshakeTimeout(Duration d) {
@@ -643,7 +664,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * How long a message may take to arrive once its first byte has: a publisher that stops
      * inside a message is disconnected after it; default 10 s.
      *
-     * @param d the timeout, positive
+     * @param d the timeout, positive, at most 365 days
      * @return this builder
      */
     public Builder readTimeout(Duration d) {
@@ -655,7 +676,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * Reconnect when no message has arrived for this long; default {@link Duration#ZERO}, never
      * (vLLM publishes nothing while idle, and sends no heartbeats).
      *
-     * @param d the timeout, or zero for none
+     * @param d the timeout, at most 365 days, or zero for none
      * @return this builder
      */
     public Builder idleTimeout(Duration d) {
@@ -669,7 +690,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * failed) after {@value VllmKvEventSubscriber#REPLAY_STEPS} times this, however steadily its
      * messages arrive.
      *
-     * @param d the timeout, positive
+     * @param d the timeout, positive, at most 365 days
      * @return this builder
      */
     public Builder replayTimeout(Duration d) {
@@ -724,8 +745,10 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       } else if (listener != null) {
         throw new IllegalStateException("give either a listener or a sink, not both");
       }
-      if (replayTimeout == null || replayTimeout.isNegative() || replayTimeout.isZero()) {
-        throw new IllegalArgumentException("replayTimeout must be positive, was " + replayTimeout);
+      if (replayTimeout == null || replayTimeout.isNegative() || replayTimeout.isZero()
+          || replayTimeout.compareTo(ZmtpOptions.MAX_TIMEOUT) > 0) {
+        throw new IllegalArgumentException(
+            "replayTimeout must be positive and at most 365 days, was " + replayTimeout);
       }
       return new VllmKvEventSubscriber(this, s);
     }

@@ -6,6 +6,9 @@ import java.util.Objects;
 /**
  * Limits and timeouts of one {@link ZmtpSocket}.
  *
+ * <p>Every timeout is at most {@link #MAX_TIMEOUT} (365 days): deadlines are kept in
+ * nanoseconds, and a longer one (a "never" written as a huge duration) cannot be.
+ *
  * @param connectTimeout how long the TCP connect may take
  * @param handshakeTimeout how long the whole handshake (greetings and READY commands) may take
  * @param readTimeout how long one message (or command) may take to arrive once its first byte
@@ -24,6 +27,9 @@ public record ZmtpOptions(
     int maxMessageBytes,
     int maxFrames) {
 
+  /** The longest timeout accepted. */
+  public static final Duration MAX_TIMEOUT = Duration.ofDays(365);
+
   /** Defaults for a subscriber: 16 MiB messages of at most 16 frames, no idle timeout. */
   public static final ZmtpOptions DEFAULTS =
       new ZmtpOptions(
@@ -39,8 +45,9 @@ public record ZmtpOptions(
     positive(handshakeTimeout, "handshakeTimeout");
     positive(readTimeout, "readTimeout");
     Objects.requireNonNull(idleTimeout, "idleTimeout");
-    if (idleTimeout.isNegative()) {
-      throw new IllegalArgumentException("idleTimeout must not be negative, was " + idleTimeout);
+    if (idleTimeout.isNegative() || idleTimeout.compareTo(MAX_TIMEOUT) > 0) {
+      throw new IllegalArgumentException(
+          "idleTimeout must be zero (none) to 365 days, was " + idleTimeout);
     }
     if (maxMessageBytes < 0) {
       throw new IllegalArgumentException("maxMessageBytes must not be negative, was " + maxMessageBytes);
@@ -52,8 +59,9 @@ public record ZmtpOptions(
 
   private static void positive(Duration d, String name) {
     Objects.requireNonNull(d, name);
-    if (d.isNegative() || d.isZero()) {
-      throw new IllegalArgumentException(name + " must be positive, was " + d);
+    if (d.isNegative() || d.isZero() || d.compareTo(MAX_TIMEOUT) > 0) {
+      throw new IllegalArgumentException(
+          name + " must be positive and at most 365 days, was " + d);
     }
   }
 

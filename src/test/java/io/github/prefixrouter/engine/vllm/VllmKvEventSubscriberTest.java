@@ -272,6 +272,71 @@ class VllmKvEventSubscriberTest {
   }
 
   @Test
+  void aBrokenConnectionClearsTheMirrorAtOnceNotWhenItIsMadeAgain() throws Exception {
+    // the publisher sends one message and goes away; its port then refuses every handshake.
+    // Meanwhile vLLM may evict what the mirror holds, and those removals are lost: the mirror
+    // must not go on claiming the blocks until some later connection succeeds
+    java.util.concurrent.atomic.AtomicInteger connections =
+        new java.util.concurrent.atomic.AtomicInteger();
+    byte[] oneMessage = ZmtpBytes.of().greeting().ready("PUB")
+        .message(new byte[0], seq(0), payload(0)).bytes();
+    try (HostilePeer peer = new HostilePeer((sock, in, out) -> {
+      if (connections.incrementAndGet() > 1) {
+        return; // closed before its greeting: the handshake fails
+      }
+      HostilePeer.readClientHandshake(in);
+      out.write(oneMessage);
+      out.flush();
+    })) {
+      VllmKvEventSubscriber s = start(builder("tcp://127.0.0.1:" + peer.port()));
+      Await.until(() -> s.stats().connectFailures() >= 2, "two failed reconnects");
+      assertEquals(1, s.stats().connects());
+      assertEquals(1, s.stats().disconnects());
+      assertEquals(List.of("live 0", "reset"),
+          sink.allCalls().stream().map(Call::toString).toList());
+    }
+  }
+
+  @Test
+  void aPublisherDroppingEveryConnectionAfterItsHandshakeIsLoggedSparingly() throws Exception {
+    // a flapping publisher (or a proxy in front of it) accepts, completes the handshake and
+    // drops the connection: the backoff restarts at its minimum after every handshake, so each
+    // connection and its loss used to be logged, at info and warn level, ten times a second
+    java.io.PrintStream err = System.err;
+    java.io.ByteArrayOutputStream log = new java.io.ByteArrayOutputStream();
+    byte[] handshake = ZmtpBytes.of().greeting().ready("PUB").bytes();
+    VllmKvEventSubscriber s;
+    try (HostilePeer peer = new HostilePeer((sock, in, out) -> {
+      HostilePeer.readClientHandshake(in);
+      out.write(handshake);
+      out.flush();
+      HostilePeer.readFrame(new java.io.DataInputStream(in)); // the subscription
+    })) {
+      System.setErr(new java.io.PrintStream(log, true, StandardCharsets.UTF_8));
+      try {
+        s = start(builder("tcp://127.0.0.1:" + peer.port())
+            .reconnectBackoff(Duration.ofMillis(1), Duration.ofMillis(2)));
+        Await.until(() -> s.stats().disconnects() >= 64, "64 dropped connections");
+        s.close();
+      } finally {
+        System.setErr(err);
+      }
+    }
+    long disconnects = s.stats().disconnects();
+    long connects = s.stats().connects();
+    String text = log.toString(StandardCharsets.UTF_8);
+    long lost = text.lines().filter(l -> l.contains("WARN") && l.contains(" lost (")).count();
+    long connected = text.lines()
+        .filter(l -> l.contains("INFO") && l.contains("connected to vLLM's")).count();
+    // the 1st, 2nd, 4th, ... 64th (and 128th) loss in a row; the first connection, and each
+    // one after a loss that was logged
+    assertEquals(64 - Long.numberOfLeadingZeros(disconnects), lost, disconnects
+        + " disconnects: " + (text.length() > 2_000 ? text.substring(0, 2_000) : text));
+    assertEquals(1 + 64 - Long.numberOfLeadingZeros(connects - 1), connected,
+        connects + " connects: " + (text.length() > 2_000 ? text.substring(0, 2_000) : text));
+  }
+
+  @Test
   void byDefaultMessagesOfEveryTopicAreTaken() throws Exception {
     // vLLM's and SGLang's publishers send an empty topic unless told otherwise; a subscriber
     // left at its default must take those (it once subscribed to "kv-events" only, and then
@@ -402,8 +467,8 @@ class VllmKvEventSubscriberTest {
       assertTrue(s.stats().connects() >= 2);
       s.close();
       assertFalse(threads.get(0).isAlive());
-      // every connection after the first started the stream over
-      assertEquals(s.stats().connects() - 1, sink.resets());
+      // every broken connection started the stream over
+      assertEquals(s.stats().disconnects(), sink.resets());
     }
     assertEquals(0, sink.size());
   }
@@ -437,6 +502,34 @@ class VllmKvEventSubscriberTest {
     assertThrows(IllegalArgumentException.class, () -> b.replayEndpoint("inproc://replay"));
     assertThrows(IllegalArgumentException.class, () -> b.endpoint("tcp://localhost"));
     assertThrows(IllegalArgumentException.class, () -> b.endpoint("tcp://localhost:70000"));
+  }
+
+  @Test
+  void timeoutsBeyondAYearAreRefusedByTheBuilderNotByTheReaderThread() {
+    // "no timeout" written as a huge duration: the reader thread computed its deadlines in
+    // nanoseconds, failed with an ArithmeticException on its first connect and ended, leaving
+    // a subscriber that never connects nor retries
+    Duration huge = Duration.ofSeconds(Long.MAX_VALUE);
+    Duration overAYear = Duration.ofDays(366);
+    List<java.util.function.UnaryOperator<VllmKvEventSubscriber.Builder>> settings = List.of(
+        b -> b.connectTimeout(huge), b -> b.handshakeTimeout(huge), b -> b.readTimeout(huge),
+        b -> b.idleTimeout(huge), b -> b.replayTimeout(huge),
+        b -> b.connectTimeout(overAYear), b -> b.idleTimeout(overAYear),
+        b -> b.replayTimeout(overAYear),
+        b -> b.reconnectBackoff(Duration.ofMillis(100), huge),
+        b -> b.reconnectBackoff(Duration.ofMillis(100), overAYear));
+    for (int i = 0; i < settings.size(); i++) {
+      VllmKvEventSubscriber.Builder b = VllmKvEventSubscriber.builder()
+          .endpoint("tcp://127.0.0.1:5557").sink(sink);
+      java.util.function.UnaryOperator<VllmKvEventSubscriber.Builder> setting = settings.get(i);
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> setting.apply(b).build(), "setting " + i);
+      assertTrue(e.getMessage().contains("365 days"), e.getMessage());
+    }
+    assertNotNull(VllmKvEventSubscriber.builder().endpoint("tcp://127.0.0.1:5557").sink(sink)
+        .connectTimeout(Duration.ofDays(365)).idleTimeout(Duration.ofDays(365))
+        .replayTimeout(Duration.ofDays(365))
+        .reconnectBackoff(Duration.ofDays(365), Duration.ofDays(365)).build());
   }
 
   @Test
