@@ -264,6 +264,9 @@ final class StatsTables {
       .counter("unattributed_stores", K + "unattributed_stores_total",
           "BlockStored events starting a chain of a LoRA adapter that cannot be named, skipped.",
           s -> s.receiver().unattributedStores())
+      .counter("unmirrored_removals", K + "unmirrored_removals_total",
+          "BlockRemoved events of a storage tier the tree does not mirror (vLLM's CPU offload), "
+              + "not applied.", s -> s.receiver().unmirroredRemovals())
       .counter("gaps", K + "gaps_total",
           "Messages whose sequence number was above the one expected (messages lost).",
           s -> s.receiver().gaps())
