@@ -1,0 +1,52 @@
+package io.github.prefixrouter.engine.vllm;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+
+import java.io.ByteArrayOutputStream;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A payload of tiny events must not decode into an object per event: two bytes of msgpack (an
+ * event of an unknown tag) decoded to a 56-byte event and tag each, so a 16 MiB payload, the
+ * largest a subscriber takes, held about 370 MB while it was decoded. Events that carry
+ * nothing but their tag are shared, so what a batch retains per such event is one reference.
+ */
+class KvEventDecoderSharingTest {
+
+  @Test
+  void eventsThatCarryOnlyTheirTagAreSharedWithinABatch() throws Exception {
+    int n = 100_000;
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    out.write(0x92); // [ts, events]
+    out.write(0x00);
+    out.write(0xdd); // array32 of n events
+    out.write(new byte[] {(byte) (n >>> 24), (byte) (n >>> 16), (byte) (n >>> 8), (byte) n});
+    for (int i = 0; i < n; i++) {
+      switch (i % 4) {
+        case 0 -> out.write(new byte[] {(byte) 0x91, (byte) 0xa0}); // [""]
+        case 1 -> out.write(new byte[] {(byte) 0x91, (byte) 0xa1, 'x'}); // ["x"]
+        case 2 -> { // ["AllBlocksCleared"]
+          out.write(0x91);
+          out.write(0xa0 | KvEventDecoder.CLEARED.length());
+          out.write(KvEventDecoder.CLEARED.getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+        }
+        default -> out.write(new byte[] {(byte) 0x81, (byte) 0xa4, 't', 'y', 'p', 'e',
+            (byte) 0xa1, 'x'}); // {"type": "x"}
+      }
+    }
+    List<KvEvent> events = KvEventDecoder.decode(out.toByteArray());
+    assertEquals(n, events.size());
+    Set<KvEvent> distinct = Collections.newSetFromMap(new IdentityHashMap<>());
+    distinct.addAll(events);
+    assertEquals(3, distinct.size(), "one instance each of Unknown(\"\"), Unknown(\"x\"), Cleared");
+    assertEquals(new KvEvent.Unknown(""), events.get(0));
+    assertEquals(new KvEvent.Unknown("x"), events.get(1));
+    assertInstanceOf(KvEvent.Cleared.class, events.get(2));
+    assertEquals(new KvEvent.Unknown("x"), events.get(3));
+  }
+}
