@@ -3,7 +3,9 @@ package io.github.prefixrouter.engine.vllm;
 import io.github.prefixrouter.engine.vllm.MsgpackReader.Kind;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * Decodes the msgpack payload of one vLLM KV-event message (a {@code KVEventBatch}) into
@@ -21,6 +23,7 @@ final class KvEventDecoder {
   static final String STORED = "BlockStored";
   static final String REMOVED = "BlockRemoved";
   static final String CLEARED = "AllBlocksCleared";
+  private static final KvEvent.Cleared CLEARED_EVENT = new KvEvent.Cleared();
 
   /** The key of the tag in an event encoded as a map (msgspec's default tag field). */
   static final String TAG_KEY = "type";
@@ -89,8 +92,17 @@ final class KvEventDecoder {
   private static List<KvEvent> readEvents(MsgpackReader r) throws MalformedKvEventException {
     int n = r.readArrayHeader("batch.events");
     List<KvEvent> events = new ArrayList<>(n);
+    // events that carry only their tag are shared: a batch of tiny events (two bytes each)
+    // then holds a reference per event, not an event and a tag string of its own
+    Map<String, KvEvent> tagOnly = new HashMap<>();
     for (int i = 0; i < n; i++) {
-      events.add(readEvent(r));
+      KvEvent e = readEvent(r);
+      if (e instanceof KvEvent.Unknown u) {
+        e = tagOnly.computeIfAbsent(u.tag(), t -> u);
+      } else if (e instanceof KvEvent.Cleared) {
+        e = CLEARED_EVENT;
+      }
+      events.add(e);
     }
     return events;
   }
