@@ -644,6 +644,12 @@ public final class RouterNode implements PrefixRouterNode {
     byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1, stream, tag);
     Attempt a;
     synchronized (ex) {
+      if (ex.ending || ex.done.get()) { // abandoned while it was being routed: nothing to send
+        if (stream) {
+          streams.remove(tag, ex);
+        }
+        return;
+      }
       a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), matched, base,
           generation, guessed);
       a.gossipRtt = gossipRtt;
@@ -679,6 +685,11 @@ public final class RouterNode implements PrefixRouterNode {
       // thrown on, an Error would leave the attempt to the guard timer and the answer to a
       // future the caller never gets
       f = CompletableFuture.failedFuture(e);
+    }
+    if (!f.isDone() && ex.endingAfter(a.seq)) {
+      // abandoned while the FORWARD was being sent: its CANCEL may have gone first and found
+      // nothing at the peer, so one more follows the FORWARD
+      sendCancel(ex, a.to);
     }
     f.whenComplete((bytes, err) -> {
       cancelGuard(guard);
@@ -988,6 +999,9 @@ public final class RouterNode implements PrefixRouterNode {
     }
     int seq;
     synchronized (ex) {
+      if (ex.ending) {
+        return; // abandoned while it was being routed: no run
+      }
       seq = ++ex.attemptSeq;
       ex.attempts++;
       ex.engineRuns++;
@@ -1030,6 +1044,11 @@ public final class RouterNode implements PrefixRouterNode {
       }
     } catch (RuntimeException | Error e) { // thrown on, an Error would leave the request open
       f = CompletableFuture.failedFuture(e);
+    }
+    if (!f.isDone() && ex.endingAfter(seq)) {
+      // abandoned while the run was being started: its cancel reached the engine before the
+      // run did
+      cancelOnEngine(ex);
     }
     // a run that got a slot at once (the engine was idle, or nothing waits after it was
     // submitted) times the engine's service, for engines that report no timings
@@ -1212,8 +1231,8 @@ public final class RouterNode implements PrefixRouterNode {
       if (ex.done.get()) {
         return;
       }
-      if (ex.claim(seq)) {
-        break; // between attempts, the next one sees the execution done and does not start
+      if (ex.claimToEnd(seq)) {
+        break; // between attempts, the next one sees the execution ending and does not start
       }
       // another attempt started meanwhile: cancel that one
     }
@@ -1221,15 +1240,20 @@ public final class RouterNode implements PrefixRouterNode {
       if (fwd.released.compareAndSet(false, true)) {
         fwd.peer.answered();
       }
-      try {
-        transport.send(fwd.to, ForwardCodec.cancel(ex.request.id(), nodeId));
-      } catch (RuntimeException | Error e) {
-        LOG.debug("node {}: cancel to {} failed", nodeId, fwd.to, e);
-      }
+      sendCancel(ex, fwd.to);
     } else {
       cancelOnEngine(ex);
     }
     complete(ex, null, nodeId, false, why);
+  }
+
+  /** Sends a CANCEL of {@code ex} to {@code to}, best effort. */
+  private void sendCancel(Execution ex, PeerAddress to) {
+    try {
+      transport.send(to, ForwardCodec.cancel(ex.request.id(), nodeId));
+    } catch (RuntimeException | Error e) {
+      LOG.debug("node {}: cancel to {} failed", nodeId, to, e);
+    }
   }
 
   /**
@@ -1752,6 +1776,8 @@ public final class RouterNode implements PrefixRouterNode {
     volatile Throwable localFailure;
     /** Whether the local failure was counted ({@code LOCAL_FAILED}) when a peer was tried. */
     volatile boolean localFailureCounted;
+    /** Set (under the lock) when {@code abandon} claimed an attempt: no attempt starts after. */
+    boolean ending;
 
     Execution(InferenceRequest request, int hops, String sender, String origin) {
       this.request = request;
@@ -1777,6 +1803,20 @@ public final class RouterNode implements PrefixRouterNode {
       }
       attemptSeq++;
       return true;
+    }
+
+    /** Claims the current attempt to end the execution: no attempt starts after it. */
+    synchronized boolean claimToEnd(int seq) {
+      if (!claim(seq)) {
+        return false;
+      }
+      ending = true;
+      return true;
+    }
+
+    /** Whether the execution was abandoned once attempt {@code seq} had started. */
+    synchronized boolean endingAfter(int seq) {
+      return ending && attemptSeq > seq;
     }
   }
 }
