@@ -461,6 +461,36 @@ class StreamingTest {
     assertEquals(0, c.node("n0").stats().inFlight());
   }
 
+  /**
+   * An engine that does not stream gives the whole output with its result: the listener's only
+   * call carries the answer. A listener that throws there fails the request as it would on an
+   * earlier piece, and the request counts as failed, not served.
+   */
+  @Test
+  void aListenerThatThrowsOnTheAnswersPieceFailsTheRequest() {
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.engineWrap = ForwardingEngine::new; // streams nothing: the output comes with the result
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1, h).start();
+    AtomicInteger calls = new AtomicInteger();
+    IllegalStateException boom = new IllegalStateException("client gone");
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(generating("r1", 1, 20),
+        (t, s) -> {
+          calls.incrementAndGet();
+          throw boom;
+        });
+    runUntilDone(c, f);
+    CompletionException e = assertThrows(CompletionException.class, f::join);
+    RequestFailedException rf = assertInstanceOf(RequestFailedException.class, e.getCause());
+    assertSame(boom, rf.getCause());
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(1, calls.get());
+    assertEquals(1, c.node("n0").stats().failed());
+    assertEquals(0, c.node("n0").stats().servedLocally());
+    assertEquals(0, c.node("n0").stats().promptTokens());
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
   @Test
   void streamMessagesOfNoCurrentAttemptAreIgnoredAndCounted() {
     OracleCluster c = new OracleCluster(2, forwarding(Duration.ZERO), 1)
