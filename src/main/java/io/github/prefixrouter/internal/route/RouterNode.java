@@ -1349,21 +1349,8 @@ public final class RouterNode implements PrefixRouterNode {
         settle(ex, out, () -> ex.future.completeExceptionally(failure));
         return;
       }
-      if (ex.fromPeer) {
-        if (!wasForwarded) {
-          servedForPeers.increment();
-        }
-      } else {
-        if (wasForwarded) {
-          forwarded.increment();
-        } else {
-          servedLocally.increment();
-        }
-        promptTokens.add(ex.request.length());
-        if (result.cachedPromptTokens() >= 0) {
-          // at most the prompt: an engine that added a special token may count it as cached
-          cachedPromptTokens.add(Math.min(result.cachedPromptTokens(), ex.request.length()));
-        }
+      if (out == null) {
+        countAnswered(ex, result, wasForwarded);
       }
       RouteDecision first = ex.firstDecision;
       if (first == null) { // routing threw before it took a decision
@@ -1374,14 +1361,55 @@ public final class RouterNode implements PrefixRouterNode {
         resp = new InferenceResponse(ex.request.id(), result, servedBy, wasForwarded,
             Math.max(1, ex.attempts), ex.lastCause, first);
       } catch (RuntimeException e) { // never leave the caller without an answer
+        if (out != null) {
+          countAnswered(ex, result, wasForwarded); // counted as answered as without a listener
+        }
         settle(ex, out, () -> ex.future.completeExceptionally(new RequestFailedException(
             ex.request.id(), "cannot build the response: " + e.getMessage(), e)));
         return;
       }
-      settle(ex, out, () -> ex.future.complete(resp));
+      if (out == null) {
+        ex.future.complete(resp);
+        return;
+      }
+      // the answer's last pieces go to the sink first: a listener that throws on them fails
+      // the request, as it does on any earlier piece
+      settle(ex, out, () -> {
+        Throwable lf = out.sinkFailure();
+        if (lf == null) {
+          countAnswered(ex, result, wasForwarded);
+          ex.future.complete(resp);
+        } else {
+          if (!ex.fromPeer) {
+            failed.increment();
+          }
+          ex.future.completeExceptionally(new RequestFailedException(ex.request.id(),
+              "the output listener threw; the request was abandoned", lf));
+        }
+      });
     } finally {
       live.remove(ex);
       executionEnded();
+    }
+  }
+
+  /** Counts {@code ex} answered with {@code result}. */
+  private void countAnswered(Execution ex, EngineResult result, boolean wasForwarded) {
+    if (ex.fromPeer) {
+      if (!wasForwarded) {
+        servedForPeers.increment();
+      }
+    } else {
+      if (wasForwarded) {
+        forwarded.increment();
+      } else {
+        servedLocally.increment();
+      }
+      promptTokens.add(ex.request.length());
+      if (result.cachedPromptTokens() >= 0) {
+        // at most the prompt: an engine that added a special token may count it as cached
+        cachedPromptTokens.add(Math.min(result.cachedPromptTokens(), ex.request.length()));
+      }
     }
   }
 
