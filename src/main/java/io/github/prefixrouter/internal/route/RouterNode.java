@@ -903,11 +903,7 @@ public final class RouterNode implements PrefixRouterNode {
             a.base + res.outputTokens().length * cost.decodeNanosPerToken());
         int actual = r.result().cachedPromptTokens();
         if (actual >= 0) {
-          a.peer.observeAccuracy(a.estimatedMatched, actual);
-          if (!ex.fromPeer) {
-            estimatedCached.add(a.estimatedMatched);
-            actualCached.add(actual);
-          }
+          a.peer.observeAccuracy(a.estimatedMatched, actual); // counted once it answers
         }
         a.peer.observeRtt(now - a.sentAt - r.serverNanos());
         if (a.gossipRtt >= 0 && r.serverNanos() >= 0 && cost.learnsForwardOverhead()) {
@@ -1402,6 +1398,14 @@ public final class RouterNode implements PrefixRouterNode {
     } else {
       if (wasForwarded) {
         forwarded.increment();
+        Attempt fwd;
+        synchronized (ex) {
+          fwd = ex.forwarding; // the attempt that answered
+        }
+        if (result.cachedPromptTokens() >= 0 && fwd != null) {
+          estimatedCached.add(fwd.estimatedMatched);
+          actualCached.add(result.cachedPromptTokens());
+        }
       } else {
         servedLocally.increment();
       }
