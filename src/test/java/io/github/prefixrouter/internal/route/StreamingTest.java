@@ -150,6 +150,33 @@ class StreamingTest {
     }
   }
 
+  /**
+   * The output a serving peer has when its answer is ready goes in the answer only: an engine
+   * that does not stream gives it all with its result, and no STREAM repeats it before the
+   * RESULT, with or without an interval.
+   */
+  @Test
+  void aServingPeerDoesNotStreamWhatItsAnswerCarries() {
+    for (Duration interval : new Duration[] {Duration.ZERO, Duration.ofMillis(20)}) {
+      AtomicInteger streams = new AtomicInteger();
+      OracleCluster.Hooks h = countingStreams(streams);
+      AtomicInteger built = new AtomicInteger();
+      // n1's engine does not stream: the output comes with its result
+      h.engineWrap = e -> built.getAndIncrement() == 1 ? new ForwardingEngine(e) : e;
+      OracleCluster c = new OracleCluster(2, forwarding(interval), 1, h)
+          .rtt(Duration.ofMillis(1)).start();
+      c.warm("n1", concat(PREFIX, prompt(9, 40)));
+      InferenceRequest r = generating("r1", 1, 40);
+      StreamRecorder rec = recorder(c, r);
+      CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+      runUntilDone(c, f);
+      assertTrue(f.join().forwarded());
+      assertArrayEquals(expected(r), rec.tokens());
+      assertTrue(rec.clean(), rec.toString());
+      assertEquals(0, streams.get(), "STREAM messages repeating the answer, interval " + interval);
+    }
+  }
+
   @Test
   void aForwardThatFailsMidStreamFallsBackAndTheStreamStaysSeamless() {
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
