@@ -1322,6 +1322,9 @@ public final class RouterNode implements PrefixRouterNode {
     if (fwd != null && fwd.output != null) {
       streams.remove(fwd.streamTag, ex);
     }
+    if (out != null && out.sink() instanceof StreamSender sender) {
+      sender.close(); // a peer's request: the answer carries what was not streamed yet
+    }
     try {
       if (error != null) {
         if (!ex.fromPeer) {
