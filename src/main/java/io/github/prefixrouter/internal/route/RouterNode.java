@@ -65,7 +65,8 @@ import org.slf4j.LoggerFactory;
  *       peer or local. After {@link #MAX_FORWARDS} forwards, or when the transport is closed,
  *       the request runs locally. A peer's failure that is not retryable (its engine refused
  *       the request as invalid, or timed out on it) is not tried on another peer: the request
- *       runs locally once, or fails with that failure if the local engine already failed it.
+ *       runs locally once, or fails with that failure if the local engine already failed it
+ *       or then fails it retryably.
  *   <li><b>Local failures.</b> A retryable failure of the local engine (busy, unreachable, an
  *       answer that cannot be for the request) on a request this node's client submitted is
  *       tried on the cheapest eligible peer ({@link FallbackCause#LOCAL_FAILED}), and from then
@@ -554,6 +555,11 @@ public final class RouterNode implements PrefixRouterNode {
       complete(ex, null, nodeId, false, t);
       return;
     }
+    if (ex.peerRefusal != null) {
+      // a peer's engine already refused it not retryably: another would fail it alike
+      complete(ex, null, nodeId, false, ex.peerRefusal);
+      return;
+    }
     ex.localFailure = t;
     LOG.debug("node {} request {}: the local engine failed ({}); trying a peer", nodeId,
         ex.request.id(), t.getMessage());
@@ -949,9 +955,11 @@ public final class RouterNode implements PrefixRouterNode {
       // limit, so another peer would fail it alike. The local engine judges it once (an
       // invalid request fails here too, as the client's own engine's failure); if it already
       // failed it, the peer's answer is final.
+      PeerEngineFailure refusal = new PeerEngineFailure(a.to.nodeId(), detail);
       if (ex.localFailure != null) {
-        complete(ex, null, nodeId, false, new PeerEngineFailure(a.to.nodeId(), detail));
+        complete(ex, null, nodeId, false, refusal);
       } else {
+        ex.peerRefusal = refusal; // if the local engine fails it retryably, this is final
         runLocal(ex);
       }
     } else if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
@@ -1811,6 +1819,8 @@ public final class RouterNode implements PrefixRouterNode {
     volatile Throwable localFailure;
     /** Whether the local failure was counted ({@code LOCAL_FAILED}) when a peer was tried. */
     volatile boolean localFailureCounted;
+    /** A peer's engine's refusal that is not retryable, once one came: no other peer is tried. */
+    volatile PeerEngineFailure peerRefusal;
     /** Set (under the lock) when {@code abandon} claimed an attempt: no attempt starts after. */
     boolean ending;
 
