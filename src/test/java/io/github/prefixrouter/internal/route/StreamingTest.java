@@ -448,6 +448,30 @@ class StreamingTest {
     assertTrue(g.isCancelled());
   }
 
+  /**
+   * A client that gives up by completing the future itself ({@code orTimeout} completes it
+   * exceptionally with a {@code TimeoutException}; {@code completeOnTimeout} with a value)
+   * abandons the request as a cancel does: its run on the engine does not go on to its end.
+   */
+  @Test
+  void completingTheFutureFromOutsideAbandonsTheRequest() {
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1).start();
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(generating("r1", 1, 100));
+    c.sim.advanceBy(100 * MS);
+    // what orTimeout does when its time is up
+    assertTrue(f.completeExceptionally(new java.util.concurrent.TimeoutException()));
+    CompletableFuture<InferenceResponse> g = c.node("n0").submit(generating("r2", 2, 100));
+    c.sim.advanceBy(100 * MS);
+    // what completeOnTimeout does
+    assertTrue(g.complete(null));
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(2, c.engine("n0").stats().cancelled());
+    assertEquals(0, c.engine("n0").stats().completed());
+    assertEquals(2, c.node("n0").stats().failed());
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
   @Test
   void cancellingTheFutureOfAForwardedRequestCancelsItAtThePeer() {
     OracleCluster c = new OracleCluster(2, forwarding(Duration.ZERO), 1)
