@@ -1767,20 +1767,35 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   /**
-   * The future of a request submitted here: cancelling it abandons the request (its engine run
-   * is cancelled, its forward in flight gets a CANCEL).
+   * The future of a request submitted here: cancelling it, or completing it from outside in any
+   * other way (as {@code orTimeout} and {@code completeOnTimeout} do), abandons the request (its
+   * engine run is cancelled, its forward in flight gets a CANCEL). The node's own completion
+   * comes after the execution is done, when abandoning it does nothing.
    */
   private static final class ClientFuture extends CompletableFuture<InferenceResponse> {
     volatile Runnable onCancel;
 
     @Override
     public boolean cancel(boolean mayInterruptIfRunning) {
-      boolean cancelled = super.cancel(mayInterruptIfRunning);
+      return abandonIf(super.cancel(mayInterruptIfRunning));
+    }
+
+    @Override
+    public boolean complete(InferenceResponse value) {
+      return abandonIf(super.complete(value));
+    }
+
+    @Override
+    public boolean completeExceptionally(Throwable ex) {
+      return abandonIf(super.completeExceptionally(ex));
+    }
+
+    private boolean abandonIf(boolean completed) {
       Runnable r = onCancel;
-      if (cancelled && r != null) {
+      if (completed && r != null) {
         r.run();
       }
-      return cancelled;
+      return completed;
     }
 
     @Override
