@@ -155,4 +155,51 @@ class AbandonWhileStartingTest {
         "the peer ran the cancelled request to its end: " + c.engine("n1").stats());
     assertEquals(0, c.node("n1").stats().inFlight());
   }
+
+  /**
+   * A run abandoned on an engine that neither answers nor honours the cancel (the SPI's default
+   * {@code cancel} does nothing) is given up at {@code engineTimeout}, as a run that was not
+   * abandoned is: its pin on the local index is released then, not held forever.
+   */
+  @org.junit.jupiter.api.Test
+  void anAbandonedRunThatNeverEndsReleasesItsPinAtTheEngineTimeout() {
+    io.github.prefixrouter.testing.SimulatedScheduler sim =
+        new io.github.prefixrouter.testing.SimulatedScheduler();
+    AtomicInteger pinned = new AtomicInteger();
+    LocalPrefixIndex index = new LocalPrefixIndex() {
+      @Override
+      public int match(int[] tokens) {
+        return 0;
+      }
+
+      @Override
+      public void onExecuted(int[] tokens) {}
+
+      @Override
+      public long cachedTokens() {
+        return 0;
+      }
+
+      @Override
+      public Pin pin(long scopeRoot, int[] tokens) {
+        pinned.incrementAndGet();
+        return pinned::decrementAndGet;
+      }
+    };
+    // never answers, and its cancel (the SPI's default) does nothing
+    io.github.prefixrouter.spi.InferenceEngine hangs = r -> new CompletableFuture<>();
+    RouterNode n = new RouterNode("n0", RouterConfig.builder().policy(RoutingPolicy.LOCAL_ONLY)
+        .engineTimeout(Duration.ofSeconds(30)).build(),
+        new io.github.prefixrouter.testing.InMemoryNetwork(sim, 1).transport("n0"), hangs, sim,
+        sim, new java.util.SplittableRandom(1), java.util.List.of(),
+        new RouterNode.Components(index, (t, l, o) -> 0, PeerView.NONE));
+    n.start();
+    CompletableFuture<InferenceResponse> f = n.submit(generating("r1", 50));
+    sim.advanceBy(Duration.ofSeconds(1).toNanos());
+    assertEquals(1, pinned.get());
+    f.cancel(true);
+    assertEquals(0, n.stats().inFlight());
+    sim.advanceBy(Duration.ofSeconds(30).toNanos());
+    assertEquals(0, pinned.get(), "the abandoned run still pins its prefix");
+  }
 }
