@@ -1060,6 +1060,9 @@ public final class RouterNode implements PrefixRouterNode {
     long limit = config.engineTimeout().toNanos();
     Scheduler.Cancellable guard = schedule(limit, () -> {
       if (!ex.claim(seq)) {
+        // abandoned meanwhile (its cancel sent), and the engine has still not ended the run:
+        // it is given up as an unabandoned one is, its pin released and no longer counted
+        endRun.run();
         return;
       }
       cancelOnEngine(ex);
