@@ -17,8 +17,8 @@ import java.util.Objects;
  *     that a stop's grace period ended before their answer ({@link NodeNotRunningException})
  * @param coldPlacements decisions taken by cold-prefix placement
  * @param servedForPeers forwarded requests this node's engine answered for peers
- * @param refusedForPeers forwarded requests this node refused because it was above its high
- *     watermark or not running (push-back given)
+ * @param refusedForPeers forwarded requests this node refused because its engine queue was at
+ *     its high watermark or above, its engine was busy, or it was not running (push-back given)
  * @param pushedBack forwarding attempts that peers refused as busy (push-back received)
  * @param fallbacks forwarding attempts that fell back, by cause (under {@code LOCAL_FAILED}:
  *     local runs that failed retryably and were tried on a peer)
@@ -74,8 +74,8 @@ public record NodeStats(
    *     or that a stop's grace period ended before their answer
    * @param coldPlacements decisions taken by cold-prefix placement
    * @param servedForPeers forwarded requests this node's engine answered for peers
-   * @param refusedForPeers forwarded requests this node refused because it was above its high
-   *     watermark or not running (push-back given)
+   * @param refusedForPeers forwarded requests this node refused because its engine queue was at
+   *     its high watermark or above, its engine was busy, or it was not running (push-back given)
    * @param pushedBack forwarding attempts that peers refused as busy (push-back received)
    * @param fallbacks forwarding attempts that fell back, by cause (under {@code LOCAL_FAILED}:
    *     local runs that failed retryably and were tried on a peer)

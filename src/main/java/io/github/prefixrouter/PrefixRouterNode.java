@@ -130,7 +130,10 @@ public interface PrefixRouterNode extends AutoCloseable {
    * unless another request of the same id runs there), or a forward of it in flight is sent a
    * CANCEL, which the peer passes on along the path; no fallback follows. The future is then
    * cancelled (a {@link java.util.concurrent.CancellationException}), and the request counts in
-   * {@link NodeStats#failed()}. A host calls it when its client goes away.
+   * {@link NodeStats#failed()}. A host calls it when its client goes away. Completing the
+   * returned future from outside in any other way, as {@code orTimeout} and
+   * {@code completeOnTimeout} do, abandons the request the same way (the future keeps the
+   * host's completion).
    *
    * @param request the request
    * @return a future completed exactly once with the response, or exceptionally with {@link

@@ -417,18 +417,19 @@ public final class RouterConfig {
   }
 
   /**
-   * Engine queue depth above which forwarded work is refused and overload advertised.
+   * Engine queue depth at which (and above which) forwarded work is refused and overload
+   * advertised.
    *
-   * @return engine queue depth above which forwarded work is refused and overload advertised
+   * @return engine queue depth from which forwarded work is refused and overload advertised
    */
   public int highWatermark() {
     return highWatermark;
   }
 
   /**
-   * Engine queue depth below which the overload flag clears.
+   * Engine queue depth at which (and below which) the overload flag clears.
    *
-   * @return engine queue depth below which the overload flag clears
+   * @return engine queue depth at or below which the overload flag clears
    */
   public int lowWatermark() {
     return lowWatermark;
@@ -791,8 +792,9 @@ public final class RouterConfig {
     }
 
     /**
-     * Push-back watermarks on the engine's queue depth (defaults 16 and 32): above {@code high}
-     * the node refuses forwarded work and advertises overload; the flag clears below {@code low}.
+     * Push-back watermarks on the engine's queue depth (defaults 16 and 32): at {@code high} or
+     * above, the node refuses forwarded work and advertises overload; the flag clears at
+     * {@code low} or below.
      *
      * @param low the low watermark, {@code >= 0}
      * @param high the high watermark, above {@code low}

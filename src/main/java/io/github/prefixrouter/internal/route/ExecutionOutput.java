@@ -76,7 +76,8 @@ final class ExecutionOutput {
 
   private final ConcurrentLinkedQueue<Runnable> queue = new ConcurrentLinkedQueue<>();
   private final AtomicInteger wip = new AtomicInteger();
-  private volatile boolean sinkFailed;
+  /** What the sink threw, once it did (it is not called again). */
+  private volatile Throwable sinkFailure;
 
   /**
    * @param sink where the output goes
@@ -104,6 +105,14 @@ final class ExecutionOutput {
   /** Chars of text emitted so far (under the execution's lock). */
   int emittedChars() {
     return emittedText.length();
+  }
+
+  /**
+   * What the sink threw, or null while it has not thrown. Read by a queued completion, it
+   * covers every piece queued before it.
+   */
+  Throwable sinkFailure() {
+    return sinkFailure;
   }
 
   /** What the disagreement was, once {@link Verdict#DIVERGED} was returned. */
@@ -263,13 +272,13 @@ final class ExecutionOutput {
       Runnable r;
       while ((r = queue.poll()) != null) {
         if (r instanceof Delivery d) {
-          if (sinkFailed || future.isDone()) {
+          if (sinkFailure != null || future.isDone()) {
             continue;
           }
           try {
             sink.onOutput(d.tokens, d.text);
           } catch (RuntimeException | Error e) {
-            sinkFailed = true;
+            sinkFailure = e;
             fail(e);
           }
         } else {

@@ -66,7 +66,8 @@ import org.slf4j.LoggerFactory;
  *       peer or local. After {@link #MAX_FORWARDS} forwards, or when the transport is closed,
  *       the request runs locally. A peer's failure that is not retryable (its engine refused
  *       the request as invalid, or timed out on it) is not tried on another peer: the request
- *       runs locally once, or fails with that failure if the local engine already failed it.
+ *       runs locally once, or fails with that failure if the local engine already failed it
+ *       or then fails it retryably.
  *   <li><b>Local failures.</b> A retryable failure of the local engine (busy, unreachable, an
  *       answer that cannot be for the request) on a request this node's client submitted is
  *       tried on the cheapest eligible peer ({@link FallbackCause#LOCAL_FAILED}), and from then
@@ -555,6 +556,11 @@ public final class RouterNode implements PrefixRouterNode {
       complete(ex, null, nodeId, false, t);
       return;
     }
+    if (ex.peerRefusal != null) {
+      // a peer's engine already refused it not retryably: another would fail it alike
+      complete(ex, null, nodeId, false, ex.peerRefusal);
+      return;
+    }
     ex.localFailure = t;
     LOG.debug("node {} request {}: the local engine failed ({}); trying a peer", nodeId,
         ex.request.id(), t.getMessage());
@@ -645,6 +651,12 @@ public final class RouterNode implements PrefixRouterNode {
     byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1, stream, tag);
     Attempt a;
     synchronized (ex) {
+      if (ex.ending || ex.done.get()) { // abandoned while it was being routed: nothing to send
+        if (stream) {
+          streams.remove(tag, ex);
+        }
+        return;
+      }
       a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), matched, base,
           generation, guessed);
       a.gossipRtt = gossipRtt;
@@ -680,6 +692,11 @@ public final class RouterNode implements PrefixRouterNode {
       // thrown on, an Error would leave the attempt to the guard timer and the answer to a
       // future the caller never gets
       f = CompletableFuture.failedFuture(e);
+    }
+    if (!f.isDone() && ex.endingAfter(a.seq)) {
+      // abandoned while the FORWARD was being sent: its CANCEL may have gone first and found
+      // nothing at the peer, so one more follows the FORWARD
+      sendCancel(ex, a.to);
     }
     f.whenComplete((bytes, err) -> {
       cancelGuard(guard);
@@ -893,11 +910,7 @@ public final class RouterNode implements PrefixRouterNode {
             a.base + res.outputTokens().length * cost.decodeNanosPerToken());
         int actual = r.result().cachedPromptTokens();
         if (actual >= 0) {
-          a.peer.observeAccuracy(a.estimatedMatched, actual);
-          if (!ex.fromPeer) {
-            estimatedCached.add(a.estimatedMatched);
-            actualCached.add(actual);
-          }
+          a.peer.observeAccuracy(a.estimatedMatched, actual); // counted once it answers
         }
         a.peer.observeRtt(now - a.sentAt - r.serverNanos());
         if (a.gossipRtt >= 0 && r.serverNanos() >= 0 && cost.learnsForwardOverhead()) {
@@ -943,9 +956,11 @@ public final class RouterNode implements PrefixRouterNode {
       // limit, so another peer would fail it alike. The local engine judges it once (an
       // invalid request fails here too, as the client's own engine's failure); if it already
       // failed it, the peer's answer is final.
+      PeerEngineFailure refusal = new PeerEngineFailure(a.to.nodeId(), detail);
       if (ex.localFailure != null) {
-        complete(ex, null, nodeId, false, new PeerEngineFailure(a.to.nodeId(), detail));
+        complete(ex, null, nodeId, false, refusal);
       } else {
+        ex.peerRefusal = refusal; // if the local engine fails it retryably, this is final
         runLocal(ex);
       }
     } else if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
@@ -989,6 +1004,9 @@ public final class RouterNode implements PrefixRouterNode {
     }
     int seq;
     synchronized (ex) {
+      if (ex.ending) {
+        return; // abandoned while it was being routed: no run
+      }
       seq = ++ex.attemptSeq;
       ex.attempts++;
       ex.engineRuns++;
@@ -1032,12 +1050,20 @@ public final class RouterNode implements PrefixRouterNode {
     } catch (RuntimeException | Error e) { // thrown on, an Error would leave the request open
       f = CompletableFuture.failedFuture(e);
     }
+    if (!f.isDone() && ex.endingAfter(seq)) {
+      // abandoned while the run was being started: its cancel reached the engine before the
+      // run did
+      cancelOnEngine(ex);
+    }
     // a run that got a slot at once (the engine was idle, or nothing waits after it was
     // submitted) times the engine's service, for engines that report no timings
     boolean atOnce = !f.isDone() && (idle || engineLoad().queueDepth() == 0);
     long limit = config.engineTimeout().toNanos();
     Scheduler.Cancellable guard = schedule(limit, () -> {
       if (!ex.claim(seq)) {
+        // abandoned meanwhile (its cancel sent), and the engine has still not ended the run:
+        // it is given up as an unabandoned one is, its pin released and no longer counted
+        endRun.run();
         return;
       }
       cancelOnEngine(ex);
@@ -1214,8 +1240,8 @@ public final class RouterNode implements PrefixRouterNode {
       if (ex.done.get()) {
         return;
       }
-      if (ex.claim(seq)) {
-        break; // between attempts, the next one sees the execution done and does not start
+      if (ex.claimToEnd(seq)) {
+        break; // between attempts, the next one sees the execution ending and does not start
       }
       // another attempt started meanwhile: cancel that one
     }
@@ -1223,15 +1249,20 @@ public final class RouterNode implements PrefixRouterNode {
       if (fwd.released.compareAndSet(false, true)) {
         fwd.peer.answered();
       }
-      try {
-        transport.send(fwd.to, ForwardCodec.cancel(ex.request.id(), nodeId));
-      } catch (RuntimeException | Error e) {
-        LOG.debug("node {}: cancel to {} failed", nodeId, fwd.to, e);
-      }
+      sendCancel(ex, fwd.to);
     } else {
       cancelOnEngine(ex);
     }
     complete(ex, null, nodeId, false, why);
+  }
+
+  /** Sends a CANCEL of {@code ex} to {@code to}, best effort. */
+  private void sendCancel(Execution ex, PeerAddress to) {
+    try {
+      transport.send(to, ForwardCodec.cancel(ex.request.id(), nodeId));
+    } catch (RuntimeException | Error e) {
+      LOG.debug("node {}: cancel to {} failed", nodeId, to, e);
+    }
   }
 
   /**
@@ -1304,6 +1335,9 @@ public final class RouterNode implements PrefixRouterNode {
     if (fwd != null && fwd.output != null) {
       streams.remove(fwd.streamTag, ex);
     }
+    if (out != null && out.sink() instanceof StreamSender sender) {
+      sender.close(); // a peer's request: the answer carries what was not streamed yet
+    }
     try {
       if (error != null) {
         if (!ex.fromPeer) {
@@ -1327,21 +1361,8 @@ public final class RouterNode implements PrefixRouterNode {
         settle(ex, out, () -> ex.future.completeExceptionally(failure));
         return;
       }
-      if (ex.fromPeer) {
-        if (!wasForwarded) {
-          servedForPeers.increment();
-        }
-      } else {
-        if (wasForwarded) {
-          forwarded.increment();
-        } else {
-          servedLocally.increment();
-        }
-        promptTokens.add(ex.request.length());
-        if (result.cachedPromptTokens() >= 0) {
-          // at most the prompt: an engine that added a special token may count it as cached
-          cachedPromptTokens.add(Math.min(result.cachedPromptTokens(), ex.request.length()));
-        }
+      if (out == null) {
+        countAnswered(ex, result, wasForwarded);
       }
       RouteDecision first = ex.firstDecision;
       if (first == null) { // routing threw before it took a decision
@@ -1352,14 +1373,63 @@ public final class RouterNode implements PrefixRouterNode {
         resp = new InferenceResponse(ex.request.id(), result, servedBy, wasForwarded,
             Math.max(1, ex.attempts), ex.lastCause, first);
       } catch (RuntimeException e) { // never leave the caller without an answer
+        if (out != null) {
+          countAnswered(ex, result, wasForwarded); // counted as answered as without a listener
+        }
         settle(ex, out, () -> ex.future.completeExceptionally(new RequestFailedException(
             ex.request.id(), "cannot build the response: " + e.getMessage(), e)));
         return;
       }
-      settle(ex, out, () -> ex.future.complete(resp));
+      if (out == null) {
+        ex.future.complete(resp);
+        return;
+      }
+      // the answer's last pieces go to the sink first: a listener that throws on them fails
+      // the request, as it does on any earlier piece
+      settle(ex, out, () -> {
+        Throwable lf = out.sinkFailure();
+        if (lf == null) {
+          countAnswered(ex, result, wasForwarded);
+          ex.future.complete(resp);
+        } else {
+          if (!ex.fromPeer) {
+            failed.increment();
+          }
+          ex.future.completeExceptionally(new RequestFailedException(ex.request.id(),
+              "the output listener threw; the request was abandoned", lf));
+        }
+      });
     } finally {
       live.remove(ex);
       executionEnded();
+    }
+  }
+
+  /** Counts {@code ex} answered with {@code result}. */
+  private void countAnswered(Execution ex, EngineResult result, boolean wasForwarded) {
+    if (ex.fromPeer) {
+      if (!wasForwarded) {
+        servedForPeers.increment();
+      }
+    } else {
+      if (wasForwarded) {
+        forwarded.increment();
+        Attempt fwd;
+        synchronized (ex) {
+          fwd = ex.forwarding; // the attempt that answered
+        }
+        if (result.cachedPromptTokens() >= 0 && fwd != null) {
+          estimatedCached.add(fwd.estimatedMatched);
+          actualCached.add(result.cachedPromptTokens());
+        }
+      } else {
+        servedLocally.increment();
+      }
+      promptTokens.add(ex.request.length());
+      if (result.cachedPromptTokens() >= 0) {
+        // at most the prompt: an engine that added a special token may count it as cached
+        cachedPromptTokens.add(Math.min(result.cachedPromptTokens(), ex.request.length()));
+      }
     }
   }
 
@@ -1702,20 +1772,35 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   /**
-   * The future of a request submitted here: cancelling it abandons the request (its engine run
-   * is cancelled, its forward in flight gets a CANCEL).
+   * The future of a request submitted here: cancelling it, or completing it from outside in any
+   * other way (as {@code orTimeout} and {@code completeOnTimeout} do), abandons the request (its
+   * engine run is cancelled, its forward in flight gets a CANCEL). The node's own completion
+   * comes after the execution is done, when abandoning it does nothing.
    */
   private static final class ClientFuture extends CompletableFuture<InferenceResponse> {
     volatile Runnable onCancel;
 
     @Override
     public boolean cancel(boolean mayInterruptIfRunning) {
-      boolean cancelled = super.cancel(mayInterruptIfRunning);
+      return abandonIf(super.cancel(mayInterruptIfRunning));
+    }
+
+    @Override
+    public boolean complete(InferenceResponse value) {
+      return abandonIf(super.complete(value));
+    }
+
+    @Override
+    public boolean completeExceptionally(Throwable ex) {
+      return abandonIf(super.completeExceptionally(ex));
+    }
+
+    private boolean abandonIf(boolean completed) {
       Runnable r = onCancel;
-      if (cancelled && r != null) {
+      if (completed && r != null) {
         r.run();
       }
-      return cancelled;
+      return completed;
     }
 
     @Override
@@ -1754,6 +1839,10 @@ public final class RouterNode implements PrefixRouterNode {
     volatile Throwable localFailure;
     /** Whether the local failure was counted ({@code LOCAL_FAILED}) when a peer was tried. */
     volatile boolean localFailureCounted;
+    /** A peer's engine's refusal that is not retryable, once one came: no other peer is tried. */
+    volatile PeerEngineFailure peerRefusal;
+    /** Set (under the lock) when {@code abandon} claimed an attempt: no attempt starts after. */
+    boolean ending;
 
     Execution(InferenceRequest request, int hops, String sender, String origin) {
       this.request = request;
@@ -1779,6 +1868,20 @@ public final class RouterNode implements PrefixRouterNode {
       }
       attemptSeq++;
       return true;
+    }
+
+    /** Claims the current attempt to end the execution: no attempt starts after it. */
+    synchronized boolean claimToEnd(int seq) {
+      if (!claim(seq)) {
+        return false;
+      }
+      ending = true;
+      return true;
+    }
+
+    /** Whether the execution was abandoned once attempt {@code seq} had started. */
+    synchronized boolean endingAfter(int seq) {
+      return ending && attemptSeq > seq;
     }
   }
 }

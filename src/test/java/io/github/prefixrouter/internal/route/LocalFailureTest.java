@@ -377,6 +377,34 @@ class LocalFailureTest {
     assertCounters(k.c.node("n0").stats());
   }
 
+  @ParameterizedTest
+  @EnumSource(value = Fault.class, names = {"INVALID", "TIMEOUT"})
+  void aRetryableLocalFailureAfterAPeersRefusalIsFinal(Fault fault) {
+    // n1 and n2 hold the prefix, n0 does not: the origin forwards to one of them, whose engine
+    // refuses it (not retryably); the local engine then judges it, but is busy. Another peer
+    // would fail it alike: it is not asked, and the failure names the peer's refusal
+    Cluster k = new Cluster(3, config(RoutingPolicy.COST_AWARE).build());
+    k.c.warm("n1", concat(PREFIX, prompt(1, 40)));
+    k.c.warm("n2", concat(PREFIX, prompt(1, 40)));
+    k.engine(1).fault = fault;
+    k.engine(2).fault = fault;
+    k.engine(0).fault = Fault.BUSY;
+
+    Throwable t = failure(k.submit("n0", request("q", concat(PREFIX, prompt(9, 64)))));
+
+    assertEquals(1, k.engine(1).calls.get() + k.engine(2).calls.get(),
+        "another peer was tried after a non-retryable failure");
+    assertEquals(1, k.engine(0).calls.get());
+    EngineException e = assertInstanceOf(EngineException.class, t.getCause());
+    assertFalse(e.retryable());
+    assertTrue(t.getMessage().contains("peer n1") || t.getMessage().contains("peer n2"),
+        t.getMessage());
+    NodeStats s = k.c.node("n0").stats();
+    assertEquals(1, s.fallbacks().get(FallbackCause.PEER_FAILED));
+    assertEquals(0, s.fallbacks().get(FallbackCause.LOCAL_FAILED));
+    assertCounters(s);
+  }
+
   @Test
   void aPeersRefusalAfterTheLocalEngineFailedIsFinal() {
     // n0 holds the prefix, n1 half of it, n2 nothing: the local engine is busy, so the request

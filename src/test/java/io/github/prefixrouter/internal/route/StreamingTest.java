@@ -150,6 +150,33 @@ class StreamingTest {
     }
   }
 
+  /**
+   * The output a serving peer has when its answer is ready goes in the answer only: an engine
+   * that does not stream gives it all with its result, and no STREAM repeats it before the
+   * RESULT, with or without an interval.
+   */
+  @Test
+  void aServingPeerDoesNotStreamWhatItsAnswerCarries() {
+    for (Duration interval : new Duration[] {Duration.ZERO, Duration.ofMillis(20)}) {
+      AtomicInteger streams = new AtomicInteger();
+      OracleCluster.Hooks h = countingStreams(streams);
+      AtomicInteger built = new AtomicInteger();
+      // n1's engine does not stream: the output comes with its result
+      h.engineWrap = e -> built.getAndIncrement() == 1 ? new ForwardingEngine(e) : e;
+      OracleCluster c = new OracleCluster(2, forwarding(interval), 1, h)
+          .rtt(Duration.ofMillis(1)).start();
+      c.warm("n1", concat(PREFIX, prompt(9, 40)));
+      InferenceRequest r = generating("r1", 1, 40);
+      StreamRecorder rec = recorder(c, r);
+      CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+      runUntilDone(c, f);
+      assertTrue(f.join().forwarded());
+      assertArrayEquals(expected(r), rec.tokens());
+      assertTrue(rec.clean(), rec.toString());
+      assertEquals(0, streams.get(), "STREAM messages repeating the answer, interval " + interval);
+    }
+  }
+
   @Test
   void aForwardThatFailsMidStreamFallsBackAndTheStreamStaysSeamless() {
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
@@ -421,6 +448,30 @@ class StreamingTest {
     assertTrue(g.isCancelled());
   }
 
+  /**
+   * A client that gives up by completing the future itself ({@code orTimeout} completes it
+   * exceptionally with a {@code TimeoutException}; {@code completeOnTimeout} with a value)
+   * abandons the request as a cancel does: its run on the engine does not go on to its end.
+   */
+  @Test
+  void completingTheFutureFromOutsideAbandonsTheRequest() {
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1).start();
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(generating("r1", 1, 100));
+    c.sim.advanceBy(100 * MS);
+    // what orTimeout does when its time is up
+    assertTrue(f.completeExceptionally(new java.util.concurrent.TimeoutException()));
+    CompletableFuture<InferenceResponse> g = c.node("n0").submit(generating("r2", 2, 100));
+    c.sim.advanceBy(100 * MS);
+    // what completeOnTimeout does
+    assertTrue(g.complete(null));
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(2, c.engine("n0").stats().cancelled());
+    assertEquals(0, c.engine("n0").stats().completed());
+    assertEquals(2, c.node("n0").stats().failed());
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
   @Test
   void cancellingTheFutureOfAForwardedRequestCancelsItAtThePeer() {
     OracleCluster c = new OracleCluster(2, forwarding(Duration.ZERO), 1)
@@ -458,6 +509,36 @@ class StreamingTest {
     c.sim.runUntilIdle(1_000_000);
     assertEquals(1, calls.get());
     assertEquals(1, c.engine("n0").stats().cancelled());
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
+  /**
+   * An engine that does not stream gives the whole output with its result: the listener's only
+   * call carries the answer. A listener that throws there fails the request as it would on an
+   * earlier piece, and the request counts as failed, not served.
+   */
+  @Test
+  void aListenerThatThrowsOnTheAnswersPieceFailsTheRequest() {
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.engineWrap = ForwardingEngine::new; // streams nothing: the output comes with the result
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1, h).start();
+    AtomicInteger calls = new AtomicInteger();
+    IllegalStateException boom = new IllegalStateException("client gone");
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(generating("r1", 1, 20),
+        (t, s) -> {
+          calls.incrementAndGet();
+          throw boom;
+        });
+    runUntilDone(c, f);
+    CompletionException e = assertThrows(CompletionException.class, f::join);
+    RequestFailedException rf = assertInstanceOf(RequestFailedException.class, e.getCause());
+    assertSame(boom, rf.getCause());
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(1, calls.get());
+    assertEquals(1, c.node("n0").stats().failed());
+    assertEquals(0, c.node("n0").stats().servedLocally());
+    assertEquals(0, c.node("n0").stats().promptTokens());
     assertEquals(0, c.node("n0").stats().inFlight());
   }
 

@@ -1,0 +1,288 @@
+package io.github.prefixrouter.internal.route;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.wire.MalformedMessageException;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
+import io.github.prefixrouter.testing.ForwardingEngine;
+import io.github.prefixrouter.testing.ForwardingTransport;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.atomic.AtomicInteger;
+import net.jqwik.api.Arbitraries;
+import net.jqwik.api.Arbitrary;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.Provide;
+import net.jqwik.api.constraints.DoubleRange;
+import net.jqwik.api.constraints.LongRange;
+
+/**
+ * Every counter of {@link NodeStats} matches what happened, in random scenarios of a simulated
+ * cluster (lossy links, engines that fail or stall, push-back, clients that cancel, streamed
+ * requests whose listeners throw): the test counts the outcomes
+ * itself, from the futures the clients got, the frames each node's transport carried and the
+ * runs each engine failed, and compares them with each node's {@code stats()}.
+ */
+class StatsProperties {
+
+  /** What the test saw of one node. */
+  static final class Seen {
+    long requests;
+    long servedLocally;
+    long forwarded;
+    long failed;
+    long promptTokens;
+    long cachedPromptTokens;
+    long actualCached;
+    long servedForPeers;
+    long refusedForPeers;
+    long pushedBack;
+    final Map<FallbackCause, Long> fallbacks = new EnumMap<>(FallbackCause.class);
+    /** Request ids the node's engine failed retryably (the node may then try a peer). */
+    final Set<String> localFailed = new HashSet<>();
+    final Set<String> localFailedCounted = new HashSet<>();
+    /** The futures of the requests submitted here, by id. */
+    final Map<String, CompletableFuture<InferenceResponse>> submitted = new LinkedHashMap<>();
+
+    void fallback(FallbackCause c) {
+      fallbacks.merge(c, 1L, Long::sum);
+    }
+  }
+
+  @Property(tries = 20)
+  void everyCounterMatchesWhatHappened(
+      @ForAll @LongRange(min = 1, max = 1_000_000) long seed,
+      @ForAll @DoubleRange(min = 0, max = 0.3) double loss,
+      @ForAll @DoubleRange(min = 0, max = 0.15) double failure,
+      @ForAll @DoubleRange(min = 0, max = 0.05) double stall,
+      @ForAll @DoubleRange(min = 0, max = 0.2) double cancel,
+      @ForAll @DoubleRange(min = 0, max = 0.2) double listenerThrows,
+      @ForAll("policies") RoutingPolicy policy) {
+    SplittableRandom r = new SplittableRandom(seed);
+    RouterConfig cfg = RouterConfig.builder().policy(policy).initialPrefillNanosPerToken(200_000)
+        .watermarks(1, 3).forwardTimeout(Duration.ofMillis(30), Duration.ofSeconds(5))
+        .engineTimeout(Duration.ofSeconds(20)).build();
+    Map<String, Seen> seen = new LinkedHashMap<>();
+    for (int i = 0; i < 4; i++) {
+      seen.put("n" + i, new Seen());
+    }
+    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
+    hooks.engineTweak = b -> b.slots(2).random(new SplittableRandom(seed ^ 0x5EED))
+        .failureProbability(failure).stallProbability(stall);
+    AtomicInteger engines = new AtomicInteger();
+    hooks.engineWrap = e -> {
+      Seen s = seen.get("n" + engines.getAndIncrement());
+      return new ForwardingEngine(e) {
+        @Override
+        public CompletableFuture<EngineResult> execute(InferenceRequest q) {
+          return delegate.execute(q).whenComplete((res, err) -> {
+            Throwable t = err instanceof CompletionException ? err.getCause() : err;
+            if (t instanceof EngineException ee && ee.retryable()) {
+              s.localFailed.add(q.id());
+            }
+          });
+        }
+      };
+    };
+    AtomicInteger transports = new AtomicInteger();
+    hooks.transportWrap = t -> observed(t, seen.get("n" + transports.getAndIncrement()));
+    OracleCluster c = new OracleCluster(4, cfg, seed, hooks);
+    c.net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(2))
+        .withJitter(Duration.ofMillis(3)).withLoss(loss).withReorder(0.2));
+    c.rttNanos = Duration.ofMillis(4).toNanos();
+    c.start();
+
+    int[][] prefixes = new int[4][];
+    for (int i = 0; i < prefixes.length; i++) {
+      prefixes[i] = OracleCluster.prompt(seed * 31 + i, 160 + 32 * i);
+      // each prefix cached at one node: requests for it elsewhere are forwarded there
+      // (the engines may fail or stall this run too: a stalled one is cancelled)
+      String warm = "warm-n" + i;
+      CompletableFuture<EngineResult> w = c.engine("n" + i).execute(
+          InferenceRequest.of(warm, OracleCluster.concat(prefixes[i], new int[] {1, 2, 3})));
+      c.sim.advanceBy(Duration.ofSeconds(2).toNanos());
+      if (!w.isDone()) {
+        c.engine("n" + i).cancel(warm);
+      }
+    }
+    List<String> origins = new ArrayList<>();
+    List<InferenceRequest> requests = new ArrayList<>();
+    List<CompletableFuture<InferenceResponse>> futures = new ArrayList<>();
+    for (int i = 0; i < 70; i++) {
+      int[] t = OracleCluster.concat(prefixes[r.nextInt(prefixes.length)],
+          OracleCluster.prompt(r.nextLong(), 8 + r.nextInt(40)));
+      InferenceRequest q = OracleCluster.request("r" + i, t);
+      String at = "n" + r.nextInt(4);
+      origins.add(at);
+      requests.add(q);
+      // some clients stream the output; some of their listeners throw (a client gone)
+      boolean streamed = r.nextInt(3) == 0;
+      SplittableRandom lr = new SplittableRandom(r.nextLong());
+      CompletableFuture<InferenceResponse> f = !streamed ? c.node(at).submit(q)
+          : c.node(at).submit(q, (tokens, text) -> {
+            if (lr.nextDouble() < listenerThrows) {
+              throw new IllegalStateException("client gone");
+            }
+          });
+      futures.add(f);
+      seen.get(at).submitted.put(q.id(), f);
+      if (r.nextDouble() < cancel) { // the client gives up after a while
+        c.sim.schedule(r.nextLong(Duration.ofMillis(300).toNanos()), () -> f.cancel(true));
+      }
+      c.sim.advanceBy(r.nextLong(Duration.ofMillis(6).toNanos()));
+    }
+    c.sim.advanceBy(Duration.ofMinutes(30).toNanos());
+
+    for (int i = 0; i < futures.size(); i++) {
+      Seen s = seen.get(origins.get(i));
+      s.requests++;
+      CompletableFuture<InferenceResponse> f = futures.get(i);
+      assertEquals(true, f.isDone(), "request " + i + " unanswered");
+      if (f.isCompletedExceptionally()) {
+        s.failed++;
+        continue;
+      }
+      InferenceResponse resp = f.join();
+      int cached = resp.result().cachedPromptTokens();
+      if (resp.forwarded()) {
+        s.forwarded++;
+        if (cached >= 0) {
+          s.actualCached += cached;
+        }
+      } else {
+        s.servedLocally++;
+      }
+      int length = requests.get(i).length();
+      s.promptTokens += length;
+      if (cached >= 0) {
+        s.cachedPromptTokens += Math.min(cached, length);
+      }
+    }
+    for (Map.Entry<String, Seen> e : seen.entrySet()) {
+      NodeStats st = c.node(e.getKey()).stats();
+      Seen s = e.getValue();
+      String n = e.getKey() + ": " + st;
+      assertEquals(s.requests, st.requests(), "requests of " + n);
+      assertEquals(s.servedLocally, st.servedLocally(), "servedLocally of " + n);
+      assertEquals(s.forwarded, st.forwarded(), "forwarded of " + n);
+      assertEquals(s.failed, st.failed(), "failed of " + n);
+      assertEquals(s.promptTokens, st.promptTokens(), "promptTokens of " + n);
+      assertEquals(s.cachedPromptTokens, st.cachedPromptTokens(), "cachedPromptTokens of " + n);
+      assertEquals(s.actualCached, st.actualCachedTokens(), "actualCachedTokens of " + n);
+      assertEquals(s.servedForPeers, st.servedForPeers(), "servedForPeers of " + n);
+      assertEquals(s.refusedForPeers, st.refusedForPeers(), "refusedForPeers of " + n);
+      assertEquals(s.pushedBack, st.pushedBack(), "pushedBack of " + n);
+      for (FallbackCause cause : st.fallbacks().keySet()) {
+        assertEquals(s.fallbacks.getOrDefault(cause, 0L), st.fallbacks().get(cause),
+            "fallbacks " + cause + " of " + n);
+      }
+      assertEquals(0, st.inFlight(), "inFlight of " + n);
+    }
+  }
+
+  /**
+   * A transport that counts what its node's forwards came back with (the origin's side) and
+   * what it answered to its peers' forwards (the serving side).
+   */
+  static Transport observed(Transport t, Seen s) {
+    return new ForwardingTransport(t) {
+      @Override
+      public void start(InboundHandler handler) {
+        super.start(new InboundHandler() {
+          @Override
+          public void onMessage(PeerAddress from, byte[] payload) {
+            handler.onMessage(from, payload);
+          }
+
+          @Override
+          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+            CompletableFuture<byte[]> answer = handler.onRequest(from, payload);
+            answer.whenComplete((bytes, err) -> {
+              ForwardCodec.Message m = bytes == null ? null : decode(bytes);
+              if (m instanceof ForwardCodec.Result) {
+                s.servedForPeers++;
+              } else if (m instanceof ForwardCodec.Busy) {
+                s.refusedForPeers++;
+              }
+            });
+            return answer;
+          }
+        });
+      }
+
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        String id = ((ForwardCodec.Forward) decode(payload)).requestId();
+        if (s.localFailed.contains(id) && s.localFailedCounted.add(id)) {
+          s.fallback(FallbackCause.LOCAL_FAILED);
+        }
+        // the node gets the answer after the test has looked at it
+        return super.request(to, payload, timeout).whenComplete((bytes, err) -> {
+          if (s.submitted.get(id).isDone()) {
+            return; // cancelled by its client: the node no longer waits for this answer
+          }
+          if (err != null) {
+            Throwable e = err instanceof CompletionException ? err.getCause() : err;
+            TransportException.Kind kind = e instanceof TransportException te ? te.kind()
+                : TransportException.Kind.UNREACHABLE;
+            switch (kind) {
+              case TIMEOUT -> s.fallback(FallbackCause.TIMEOUT);
+              case BUSY -> {
+                s.fallback(FallbackCause.BUSY);
+                s.pushedBack++;
+              }
+              case PROTOCOL -> s.fallback(FallbackCause.PROTOCOL_ERROR);
+              case CLOSED -> s.fallback(FallbackCause.TRANSPORT_CLOSED);
+              default -> s.fallback(FallbackCause.UNREACHABLE);
+            }
+            return;
+          }
+          ForwardCodec.Message m = decode(bytes);
+          if (m instanceof ForwardCodec.Busy) {
+            s.fallback(FallbackCause.BUSY);
+            s.pushedBack++;
+          } else if (m instanceof ForwardCodec.Failed) {
+            s.fallback(FallbackCause.PEER_FAILED);
+          } else if (!(m instanceof ForwardCodec.Result)) {
+            s.fallback(FallbackCause.PROTOCOL_ERROR);
+          }
+        });
+      }
+    };
+  }
+
+  static ForwardCodec.Message decode(byte[] bytes) {
+    try {
+      return ForwardCodec.decode(bytes);
+    } catch (MalformedMessageException e) {
+      return null;
+    }
+  }
+
+  @Provide
+  Arbitrary<RoutingPolicy> policies() {
+    return Arbitraries.of(RoutingPolicy.COST_AWARE, RoutingPolicy.LONGEST_PREFIX);
+  }
+}
