@@ -135,6 +135,26 @@ class RoutePlannerTest {
   }
 
   @Test
+  void loadFiguresNearTheWireLimitDoNotWrapToTheLeastLoaded() {
+    // the wire carries queue depth and in-flight count up to 2^31 - 1 each: their sum, plus
+    // this node's own outstanding forwards, must not wrap to a negative load that makes the
+    // busiest peer the least loaded one among peers of equal match
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(100_000).build();
+    int[] t = tokens(10, 640);
+    ScriptedView v = new ScriptedView().peer("swamped", 2 * MS).peer("idle", 2 * MS)
+        .holds("swamped", t, 640).holds("idle", t, 640);
+    v.queue.put("swamped", Integer.MAX_VALUE);
+    v.inFlight.put("swamped", Integer.MAX_VALUE);
+    v.queue.put("idle", 3);
+    RouteDecision d = planner(cfg, "me", v, 0, new PeerHealth()).decide(t);
+    assertEquals("idle", d.targetNodeId(), d.toString());
+    for (RouteDecision.Candidate c : d.candidates()) {
+      assertTrue(c.load() >= 0, "negative load: " + d);
+    }
+  }
+
+  @Test
   void stalenessDiscountsAnOldSummary() {
     // half-life 10 s: a 20 s old summary counts a quarter
     RouterConfig cfg = RouterConfig.builder().stalenessHalfLife(Duration.ofSeconds(10))
