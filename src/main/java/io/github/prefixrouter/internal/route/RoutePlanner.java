@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.route;
 
+import com.google.common.primitives.Ints;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouteDecision.Reason;
 import io.github.prefixrouter.RouteDecision.SkipReason;
@@ -326,8 +327,10 @@ final class RoutePlanner {
       if (effCol != matchedCol) {
         effCol[k] = eff;
       }
-      int queue = ps.queueDepth[i] + outstanding;
-      loadCol[k] = queue + ps.inFlight[i];
+      // each figure may be up to 2^31 - 1 on the wire: saturate rather than wrap to a negative
+      // load that would make the busiest peer the least loaded
+      int queue = Ints.saturatedCast((long) ps.queueDepth[i] + outstanding);
+      loadCol[k] = Ints.saturatedCast((long) queue + ps.inFlight[i]);
       SkipReason skip;
       if (triedCount > 0 && contains(tried, triedCount, ps.ids[i])) {
         skip = SkipReason.ALREADY_TRIED;
