@@ -29,9 +29,9 @@ public record EngineLoad(int queueDepth, int inFlight) {
   /**
    * The total load.
    *
-   * @return queue depth plus requests in flight
+   * @return queue depth plus requests in flight, {@link Integer#MAX_VALUE} if the sum is larger
    */
   public int total() {
-    return queueDepth + inFlight;
+    return (int) Math.min(Integer.MAX_VALUE, (long) queueDepth + inFlight);
   }
 }
