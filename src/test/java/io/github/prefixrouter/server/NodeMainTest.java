@@ -320,6 +320,17 @@ class NodeMainTest {
   }
 
   @Test
+  void theReferenceEnginesFlagsAreRefusedWithAServerEngine() {
+    // the server's own settings decide these: accepted, they would be silently ignored
+    for (String flag : List.of("--engine-threads", "--engine-cache-tokens")) {
+      assertMessage(flag + " needs --engine reference",
+          () -> parse("--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000",
+              flag, "4096"));
+    }
+    assertEquals(2, parse("--id", "a", "--listen", "h:1", "--engine-threads", "2").engineThreads);
+  }
+
+  @Test
   void theTokenizerIsTheEnginesUnlessAnotherOrNoneIsGiven() {
     assertInstanceOf(ReferenceTokenizer.class,
         NodeMain.tokenizer(parse("--id", "a", "--listen", "h:1")));
