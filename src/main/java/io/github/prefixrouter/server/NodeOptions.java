@@ -261,6 +261,12 @@ public final class NodeOptions {
               + "threads are --engine-threads)");
     }
     if (!engine.equals("reference")) {
+      for (String k : List.of("engine-threads", "engine-cache-tokens")) {
+        if (v.containsKey(k)) {
+          throw new IllegalArgumentException("--" + k + " needs --engine reference (with --engine "
+              + "URL the server's own settings decide it)");
+        }
+      }
       openAiBuilder(); // the adapter's checks, so that a bad value is a bad flag
     }
     this.kvEvents = v.get("kv-events");
