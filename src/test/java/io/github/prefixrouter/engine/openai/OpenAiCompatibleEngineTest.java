@@ -435,4 +435,18 @@ class OpenAiCompatibleEngineTest {
     assertEquals(base() + "/v1/completions",
         OpenAiCompatibleEngine.builder().baseUrl(base() + "/v1/").build().completionsUri().toString());
   }
+
+  @Test
+  void aPortNoServerCanListenOnIsRejected() {
+    // accepted, every request would fail at connect time as an unreachable server
+    for (String url : List.of("http://127.0.0.1:99999", "http://127.0.0.1:0", "http://h:65536/v1")) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> OpenAiCompatibleEngine.builder().baseUrl(url).build(), url);
+      assertTrue(e.getMessage().contains("port"), e.getMessage());
+    }
+    assertEquals("http://h:65535/v1/completions", OpenAiCompatibleEngine.builder()
+        .baseUrl("http://h:65535").build().completionsUri().toString());
+    assertEquals("http://h/v1/completions", OpenAiCompatibleEngine.builder()
+        .baseUrl("http://h").build().completionsUri().toString());
+  }
 }
