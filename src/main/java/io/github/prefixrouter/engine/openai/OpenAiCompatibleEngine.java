@@ -1123,6 +1123,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       if (!"http".equals(scheme) && !"https".equals(scheme) || baseUrl.getHost() == null) {
         throw new IllegalArgumentException("baseUrl must be an http(s) URL with a host, was " + baseUrl);
       }
+      if (baseUrl.getPort() != -1 && (baseUrl.getPort() < 1 || baseUrl.getPort() > 65535)) {
+        throw new IllegalArgumentException("baseUrl's port must be 1 to 65535, was " + baseUrl);
+      }
       if (baseUrl.getQuery() != null || baseUrl.getFragment() != null) {
         throw new IllegalArgumentException("baseUrl must not have a query or fragment, was " + baseUrl);
       }
