@@ -249,6 +249,11 @@ class NodeMainTest {
       assertMessage("needs an integer", () -> parse("--id", "a", "--listen", "h:1", "--engine",
           "http://127.0.0.1:8000", flag, "1m"));
     }
+    // the transport takes at most a day: a longer value must be a bad flag, not a failed start
+    assertMessage("--peer-max-handling-ms must be at most a day (86400000 ms), was 86400001",
+        () -> parse("--id", "a", "--listen", "h:1", "--peer-max-handling-ms", "86400001"));
+    assertEquals(java.time.Duration.ofDays(1), parse("--id", "a", "--listen", "h:1",
+        "--peer-max-handling-ms", "86400000").peerMaxHandling);
     assertEquals(250_000, parse("--id", "a", "--listen", "h:1", "--initial-prefill-ns-per-token",
         "250000").config.initialPrefillNanosPerToken());
     assertMessage("initialPrefillNanosPerToken", () -> parse("--id", "a", "--listen", "h:1",
