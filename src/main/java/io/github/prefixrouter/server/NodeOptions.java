@@ -243,6 +243,11 @@ public final class NodeOptions {
     }
     this.engineRequestTimeout = millis(v, "engine-request-timeout-ms");
     this.peerMaxHandling = millis(v, "peer-max-handling-ms");
+    if (peerMaxHandling != null && peerMaxHandling.compareTo(Duration.ofDays(1)) > 0) {
+      // the transport's own bound (HttpTransport.Builder.maxHandlingTime)
+      throw new IllegalArgumentException("--peer-max-handling-ms must be at most a day ("
+          + Duration.ofDays(1).toMillis() + " ms), was " + v.get("peer-max-handling-ms"));
+    }
     if (engine.equals("reference") && engineRequestTimeout != null) {
       throw new IllegalArgumentException("--engine-request-timeout-ms needs --engine URL (the "
           + "reference engine runs in the process: --engine-timeout-ms bounds it)");
