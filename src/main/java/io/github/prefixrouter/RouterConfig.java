@@ -387,7 +387,10 @@ public final class RouterConfig {
   }
 
   /**
-   * Upper bound of the adaptive forwarding timeout. Default 60 s.
+   * Upper bound of the adaptive forwarding timeout. Default 60 s. A forward the client listens
+   * to (streamed) is timed out only when no piece of its output has come for that timeout, or
+   * when its answer has not come within {@link #engineTimeout()} plus twice the round trip:
+   * a peer still generating is not given up on mid-stream.
    *
    * @return upper bound of the adaptive forwarding timeout
    */
@@ -399,7 +402,9 @@ public final class RouterConfig {
    * Longest a request may run on the local engine; then the node cancels it there and fails it
    * with {@link RequestFailedException} (its cause an
    * {@link io.github.prefixrouter.spi.EngineTimeoutException}, not tried on a peer), so a
-   * stalled engine cannot hold a request forever. Default 10 minutes.
+   * stalled engine cannot hold a request forever. Default 10 minutes. Plus twice the round
+   * trip, it also bounds how long a streamed forward whose peer keeps sending output is waited
+   * for (a peer fails the request itself by then).
    *
    * @return longest a request may run on the local engine
    */

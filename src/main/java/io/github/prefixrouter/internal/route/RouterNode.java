@@ -88,6 +88,9 @@ import org.slf4j.LoggerFactory;
  *       the slowness of each peer from its answers. A prompt longer than any sampled waits at
  *       least {@code forwardTimeoutMax}, and a timeout of such a guess does not cool the peer
  *       down. A guard timer 25% later protects against a transport that never answers.
+ *       A streamed forward, once its first piece has arrived, times out only after a whole
+ *       timeout without a piece ({@link #checkStreamIdle}), or past {@code engineTimeout} plus
+ *       twice the round trip ({@link #streamLimit}).
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
  *       running or its engine queue is at the high watermark; a duplicate of a request already
  *       running here (same sender, id, prompt and parameters) joins the running execution
@@ -634,17 +637,23 @@ public final class RouterNode implements PrefixRouterNode {
     int uncached = Math.max(0, ex.request.length() - target.effectiveMatchedTokens());
     long timeout = forwardTimeout(st, base, uncached, ex.request.params().maxTokens(), rtt);
     boolean guessed = !cost.hasObservedService() || !cost.covers(uncached);
-    startForward(ex, to, st, timeout, target.matchedTokens(), base, ps.generation[i], guessed,
-        ps.rttNanos[i], false);
+    startForward(ex, to, st, timeout, rtt, target.matchedTokens(), base, ps.generation[i],
+        guessed, ps.rttNanos[i], false);
   }
 
   /**
    * Sends {@code ex} to {@code to} as a new attempt and handles its answer. A {@code resend}
    * (the same forward again, without streaming, to a peer that did not speak the streaming
    * FORWARD) is not counted as another attempt or forward.
+   *
+   * <p>A forward without streaming waits {@code timeout} for the answer (the transport's
+   * timeout, and a guard timer 25% later). A streamed one waits {@code timeout} for its first
+   * piece, then {@code timeout} from the latest piece received ({@link #checkStreamIdle}),
+   * within an overall bound ({@link #streamLimit}): the transport's timeout is that bound, and
+   * the guard is 25% past it.
    */
   private void startForward(Execution ex, PeerAddress to, PeerHealth.PeerState st, long timeout,
-      int matched, double base, long generation, boolean guessed, long gossipRtt,
+      long rtt, int matched, double base, long generation, boolean guessed, long gossipRtt,
       boolean resend) {
     boolean stream = ex.out != null && !st.noStreaming.remembered(generation, clock.nanoTime());
     long tag = stream ? nextStreamTag(ex) : 0L;
@@ -661,6 +670,9 @@ public final class RouterNode implements PrefixRouterNode {
           generation, guessed);
       a.gossipRtt = gossipRtt;
       a.timeout = timeout;
+      a.rtt = rtt;
+      a.limit = stream ? streamLimit(timeout, rtt) : timeout;
+      a.lastPieceAt = a.sentAt;
       if (stream) {
         a.streamTag = tag;
         a.output = new ExecutionOutput.Attempt();
@@ -673,17 +685,21 @@ public final class RouterNode implements PrefixRouterNode {
       }
     }
     st.forwarded();
-    Scheduler.Cancellable guard = schedule(timeout + timeout / 4 + 1_000_000L,
+    long limit = a.limit;
+    Scheduler.Cancellable guard = schedule(limit + limit / 4 + 1_000_000L,
         () -> onForwardDone(ex, a, null,
             new TransportException(TransportException.Kind.TIMEOUT,
                 "no answer from " + to + " within the forwarding timeout (transport guard)")));
+    if (stream) {
+      a.idle = schedule(timeout, () -> checkStreamIdle(ex, a));
+    }
     long every = Math.max(1_000_000L, config.peerSuspectAfter().toNanos() / 2);
-    if (timeout > every) {
+    if (limit > every) {
       a.watch = schedule(every, () -> watchPeer(ex, a, every));
     }
     CompletableFuture<byte[]> f;
     try {
-      f = transport.request(to, payload, Duration.ofNanos(timeout));
+      f = transport.request(to, payload, Duration.ofNanos(limit));
       if (f == null) {
         f = CompletableFuture.failedFuture(new TransportException(
             TransportException.Kind.PROTOCOL, "transport returned no future"));
@@ -701,8 +717,50 @@ public final class RouterNode implements PrefixRouterNode {
     f.whenComplete((bytes, err) -> {
       cancelGuard(guard);
       cancelGuard(a.watch);
+      cancelGuard(a.idle);
       onForwardDone(ex, a, bytes, err);
     });
+  }
+
+  /**
+   * The overall bound of a streamed forward whose forwarding timeout is {@code timeout}:
+   * {@code engineTimeout} plus twice the round trip {@code rtt}, after which the peer has failed
+   * the request itself, and never less than {@code timeout}.
+   */
+  long streamLimit(long timeout, long rtt) {
+    double bound = (double) config.engineTimeout().toNanos() + 2.0 * Math.max(0, rtt);
+    return (long) Math.min(Long.MAX_VALUE / 4, Math.max((double) timeout, bound));
+  }
+
+  /**
+   * The inactivity timer of a streamed forward: the attempt times out (as a transport
+   * {@code TIMEOUT} does: the peer's counters, a CANCEL, a fallback) once a whole forwarding
+   * timeout has passed without a piece of its output (counted from the send until the first
+   * piece), or once its overall bound has passed; otherwise the timer is set again for the
+   * rest.
+   */
+  private void checkStreamIdle(Execution ex, Attempt a) {
+    long last;
+    synchronized (ex) {
+      if (ex.done.get() || ex.attemptSeq != a.seq) {
+        return;
+      }
+      last = a.lastPieceAt;
+    }
+    long now = clock.nanoTime();
+    // what is left of each, as differences of readings (a nanoTime may be any long)
+    long idleIn = a.timeout - (now - last);
+    long endIn = a.limit - (now - a.sentAt);
+    long wait = Math.min(idleIn, endIn);
+    if (wait <= 0) {
+      String why = endIn <= 0
+          ? "no answer from " + a.to + " within the overall bound of a streamed forward"
+          : "no output from " + a.to + " within the forwarding timeout";
+      onForwardDone(ex, a, null,
+          new TransportException(TransportException.Kind.TIMEOUT, why));
+    } else {
+      a.idle = schedule(wait, () -> checkStreamIdle(ex, a));
+    }
   }
 
   /**
@@ -857,7 +915,7 @@ public final class RouterNode implements PrefixRouterNode {
             }
             a.peer.noStreaming.rejected(a.generation, now);
             if (!ex.done.get()) {
-              startForward(ex, a.to, a.peer, a.timeout, a.estimatedMatched, a.base,
+              startForward(ex, a.to, a.peer, a.timeout, a.rtt, a.estimatedMatched, a.base,
                   a.generation, a.guessed, a.gossipRtt, true);
               return;
             }
@@ -1142,6 +1200,8 @@ public final class RouterNode implements PrefixRouterNode {
         return;
       }
       v = out.offer(a.output, m.tokenOffset(), m.tokens(), m.charOffset(), m.text());
+      // the peer is generating: its forwarding timeout counts from here (checkStreamIdle)
+      a.lastPieceAt = clock.nanoTime();
     }
     out.drain();
     if (v == ExecutionOutput.Verdict.DIVERGED) {
@@ -1750,6 +1810,17 @@ public final class RouterNode implements PrefixRouterNode {
     long gossipRtt = -1;
     /** The forwarding timeout it was sent with. */
     long timeout;
+    /** The round trip to the peer its timeout was computed with, in nanoseconds. */
+    long rtt;
+    /**
+     * How long the transport waits for its answer: {@code timeout}, or for a streamed attempt
+     * its overall bound ({@link #streamLimit}).
+     */
+    long limit;
+    /** When its latest piece of output arrived (when sent, until one does); under ex's lock. */
+    long lastPieceAt;
+    /** The next check of its output's inactivity, when streamed; else null. */
+    volatile Scheduler.Cancellable idle;
     /** The tag its STREAM messages carry (when {@code output} is set). */
     long streamTag;
     /** Its output received so far, when it was asked to stream; else null. */

@@ -64,6 +64,12 @@ class StatsProperties {
     final Set<String> localFailedCounted = new HashSet<>();
     /** The futures of the requests submitted here, by id. */
     final Map<String, CompletableFuture<InferenceResponse>> submitted = new LinkedHashMap<>();
+    /** The forwards awaiting their answer at the transport, as request id @ peer. */
+    final Set<String> pendingForwards = new HashSet<>();
+    /** Forwards the node gave up on before the transport answered (a streamed one's timeout). */
+    final Set<String> endedByNode = new HashSet<>();
+    /** Request ids whose client's listener threw (the node abandons them). */
+    final Set<String> listenerThrew = new HashSet<>();
 
     void fallback(FallbackCause c) {
       fallbacks.merge(c, 1L, Long::sum);
@@ -142,6 +148,7 @@ class StatsProperties {
       CompletableFuture<InferenceResponse> f = !streamed ? c.node(at).submit(q)
           : c.node(at).submit(q, (tokens, text) -> {
             if (lr.nextDouble() < listenerThrows) {
+              seen.get(at).listenerThrew.add(q.id());
               throw new IllegalStateException("client gone");
             }
           });
@@ -232,14 +239,37 @@ class StatsProperties {
       }
 
       @Override
+      public void send(PeerAddress to, byte[] payload) {
+        // a CANCEL of a forward still awaited at the transport: the client abandoned it, or the
+        // node timed it out itself (a streamed forward without output for its timeout, or past
+        // its overall bound), and its answer, when it comes, is not the node's business
+        if (payload.length > 0 && payload[0] == ForwardCodec.CANCEL
+            && decode(payload) instanceof ForwardCodec.Cancel m) {
+          String key = m.requestId() + "@" + to.nodeId();
+          CompletableFuture<InferenceResponse> f = s.submitted.get(m.requestId());
+          if (s.pendingForwards.contains(key) && f != null && !f.isDone()
+              && !s.listenerThrew.contains(m.requestId()) && s.endedByNode.add(key)) {
+            s.fallback(FallbackCause.TIMEOUT);
+          }
+        }
+        super.send(to, payload);
+      }
+
+      @Override
       public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
           Duration timeout) {
         String id = ((ForwardCodec.Forward) decode(payload)).requestId();
         if (s.localFailed.contains(id) && s.localFailedCounted.add(id)) {
           s.fallback(FallbackCause.LOCAL_FAILED);
         }
+        String key = id + "@" + to.nodeId();
+        s.pendingForwards.add(key);
         // the node gets the answer after the test has looked at it
         return super.request(to, payload, timeout).whenComplete((bytes, err) -> {
+          s.pendingForwards.remove(key);
+          if (s.endedByNode.remove(key)) {
+            return; // the node timed it out already
+          }
           if (s.submitted.get(id).isDone()) {
             return; // cancelled by its client: the node no longer waits for this answer
           }
