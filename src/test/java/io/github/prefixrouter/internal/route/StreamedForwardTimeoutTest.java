@@ -49,6 +49,8 @@ class StreamedForwardTimeoutTest {
   static final class Setup {
     OracleCluster c;
     final List<Long> cancels = new CopyOnWriteArrayList<>();
+    /** The futures n0's transport returned for its forwards, in order. */
+    final List<CompletableFuture<byte[]>> forwards = new CopyOnWriteArrayList<>();
     /** n1's engine (as its node sees it), when wrapped. */
     Silent silent;
   }
@@ -112,6 +114,14 @@ class StreamedForwardTimeoutTest {
             s.cancels.add(s.c.sim.nanoTime());
           }
           super.send(to, payload);
+        }
+
+        @Override
+        public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+            Duration timeout) {
+          CompletableFuture<byte[]> f = super.request(to, payload, timeout);
+          s.forwards.add(f);
+          return f;
         }
       };
     };
@@ -209,6 +219,42 @@ class StreamedForwardTimeoutTest {
         + " (" + (cancelAt - t0) / 1e9 + " s after the send)");
     // the CANCEL reached n1, whose node cancelled the run on its engine
     assertEquals(List.of("q"), s.silent.cancelled);
+  }
+
+  @Test
+  void aForwardGivenUpForSilenceIsNoLongerAwaitedFromAPeerThatNeverAnswers() {
+    // n1 streams 120 tokens and hangs: it neither streams, nor answers, nor hears the CANCEL.
+    // The transport waits a streamed forward's overall bound (engineTimeout, 10 min), so the
+    // forward the node gave up for silence must be let go of too: over HTTP it holds a request
+    // and one of the peer's in-flight slots
+    Setup s = setup(RouterConfig.builder(), t -> new ForwardingTransport(t) {
+      @Override
+      public void start(InboundHandler handler) {
+        super.start(new InboundHandler() {
+          @Override
+          public void onMessage(PeerAddress from, byte[] payload) {
+            if (payload.length == 0 || payload[0] != ForwardCodec.CANCEL) {
+              handler.onMessage(from, payload);
+            }
+          }
+
+          @Override
+          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+            return handler.onRequest(from, payload);
+          }
+        });
+      }
+    });
+    s.silent.after = 120;
+    InferenceRequest q = request(200);
+    StreamRecorder rec = recorder(s, q);
+    InferenceResponse resp = streamAndWait(s, q, rec);
+    assertEquals(FallbackCause.TIMEOUT, resp.fallbackCause());
+    assertEquals("n0", resp.servedBy());
+    assertArrayEquals(expected(q), rec.tokens());
+    assertEquals(List.of(), s.silent.cancelled, "n1 heard the CANCEL");
+    assertEquals(1, s.forwards.size());
+    assertTrue(s.forwards.get(0).isDone(), "the given-up forward is still awaited");
   }
 
   @Test
