@@ -709,6 +709,7 @@ public final class RouterNode implements PrefixRouterNode {
       // future the caller never gets
       f = CompletableFuture.failedFuture(e);
     }
+    a.request = f;
     if (!f.isDone() && ex.endingAfter(a.seq)) {
       // abandoned while the FORWARD was being sent: its CANCEL may have gone first and found
       // nothing at the peer, so one more follows the FORWARD
@@ -720,6 +721,19 @@ public final class RouterNode implements PrefixRouterNode {
       cancelGuard(a.idle);
       onForwardDone(ex, a, bytes, err);
     });
+  }
+
+  /**
+   * Stops awaiting the transport's answer to an attempt the node has ended itself (for silence,
+   * a suspected peer, or the request abandoned): the transport would otherwise wait until its
+   * timeout, which for a streamed forward is the overall bound, and over HTTP hold a request and
+   * one of the peer's in-flight slots meanwhile. Its completion then finds the attempt over.
+   */
+  private static void letGo(Attempt a) {
+    CompletableFuture<byte[]> r = a.request;
+    if (r != null) {
+      r.cancel(false);
+    }
   }
 
   /**
@@ -758,6 +772,7 @@ public final class RouterNode implements PrefixRouterNode {
           : "no output from " + a.to + " within the forwarding timeout";
       onForwardDone(ex, a, null,
           new TransportException(TransportException.Kind.TIMEOUT, why));
+      letGo(a);
     } else {
       a.idle = schedule(wait, () -> checkStreamIdle(ex, a));
     }
@@ -806,6 +821,7 @@ public final class RouterNode implements PrefixRouterNode {
     if (gone) {
       onForwardDone(ex, a, null, new TransportException(TransportException.Kind.UNREACHABLE,
           a.to + " was suspected by the failure detector while its answer was awaited"));
+      letGo(a);
     } else {
       a.watch = schedule(every, () -> watchPeer(ex, a, every));
     }
@@ -1310,6 +1326,7 @@ public final class RouterNode implements PrefixRouterNode {
         fwd.peer.answered();
       }
       sendCancel(ex, fwd.to);
+      letGo(fwd);
     } else {
       cancelOnEngine(ex);
     }
@@ -1821,6 +1838,8 @@ public final class RouterNode implements PrefixRouterNode {
     long lastPieceAt;
     /** The next check of its output's inactivity, when streamed; else null. */
     volatile Scheduler.Cancellable idle;
+    /** The transport's future of its answer, once the transport has returned it. */
+    volatile CompletableFuture<byte[]> request;
     /** The tag its STREAM messages carry (when {@code output} is set). */
     long streamTag;
     /** Its output received so far, when it was asked to stream; else null. */
