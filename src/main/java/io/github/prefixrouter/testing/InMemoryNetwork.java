@@ -1,5 +1,6 @@
 package io.github.prefixrouter.testing;
 
+import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Scheduler;
@@ -45,8 +46,6 @@ import java.util.random.RandomGenerator;
  * simulation drives it from one thread. Arguments must not be null.
  */
 public final class InMemoryNetwork {
-
-  private static final Duration LONGEST_TIMEOUT = Duration.ofNanos(Long.MAX_VALUE);
 
   /**
    * Settings of a directed link.
@@ -440,8 +439,7 @@ public final class InMemoryNetwork {
         return f;
       }
       // a timer cannot count further than a long of nanoseconds, and nobody waits longer
-      long timeoutNanos = timeout.compareTo(LONGEST_TIMEOUT) > 0
-          ? Long.MAX_VALUE : timeout.toNanos();
+      long timeoutNanos = Durations.saturatedNanos(timeout);
       long id;
       Pending p;
       synchronized (this) {

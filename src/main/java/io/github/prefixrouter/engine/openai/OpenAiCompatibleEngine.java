@@ -1,13 +1,14 @@
 package io.github.prefixrouter.engine.openai;
 
-import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
-import io.github.prefixrouter.internal.PromptArrays;
-import io.github.prefixrouter.internal.json.Json;
-import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
+import io.github.prefixrouter.internal.Durations;
+import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.engine.RunsById;
+import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
@@ -169,13 +170,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     this.model = b.model;
     this.apiKey = b.apiKey;
     this.requestTimeout = b.requestTimeout;
-    long nanos;
-    try {
-      nanos = b.requestTimeout.toNanos();
-    } catch (ArithmeticException beyond292Years) {
-      nanos = Long.MAX_VALUE;
-    }
-    this.requestTimeoutNanos = nanos;
+    this.requestTimeoutNanos = Durations.saturatedNanos(b.requestTimeout);
     this.maxResponseBytes = b.maxResponseBytes;
     this.maxInFlight = b.resolvedMaxInFlight();
     this.slots = b.resolvedSlots();

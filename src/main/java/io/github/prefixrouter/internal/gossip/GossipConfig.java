@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.gossip;
 
+import io.github.prefixrouter.internal.Durations;
 import java.time.Duration;
 import java.util.Objects;
 
@@ -39,7 +40,7 @@ public final class GossipConfig {
 
   private GossipConfig(Builder b) {
     interval = positive("interval", b.interval);
-    if (nanos(interval) > Long.MAX_VALUE / 64) {
+    if (Durations.saturatedNanos(interval) > Long.MAX_VALUE / 64) {
       // rounds derive windows of up to 64 intervals, in nanoseconds
       throw bad("interval", interval, "at most 2^63 / 64 ns (about 4.5 years)");
     }
@@ -51,7 +52,7 @@ public final class GossipConfig {
     suspectAfter = positive("suspectAfter", b.suspectAfter);
     deadAfter = positive("deadAfter", b.deadAfter);
     forgetAfter = positive("forgetAfter", b.forgetAfter);
-    if (nanos(forgetAfter) == Long.MAX_VALUE) {
+    if (Durations.saturatedNanos(forgetAfter) == Long.MAX_VALUE) {
       // the engine counts time in nanoseconds; suspectAfter and deadAfter are shorter
       throw bad("forgetAfter", forgetAfter, "below 2^63 ns (about 292 years)");
     }
@@ -226,15 +227,6 @@ public final class GossipConfig {
       throw bad(name, d, "a positive duration");
     }
     return d;
-  }
-
-  /** {@code d} in nanoseconds, or {@code Long.MAX_VALUE} if that does not fit in a long. */
-  private static long nanos(Duration d) {
-    try {
-      return d.toNanos();
-    } catch (ArithmeticException e) {
-      return Long.MAX_VALUE;
-    }
   }
 
   private static int range(String name, int v, int min, int max) {
