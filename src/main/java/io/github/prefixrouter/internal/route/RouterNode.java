@@ -1427,8 +1427,7 @@ public final class RouterNode implements PrefixRouterNode {
           divergences.increment();
           failure = new OutputDivergedException(ex.request.id(), error.getMessage());
         } else if (error instanceof ListenerFailed lf) {
-          failure = new RequestFailedException(ex.request.id(),
-              "the output listener threw; the request was abandoned", lf.getCause());
+          failure = listenerFailure(ex, lf.getCause());
         } else {
           failure = new RequestFailedException(ex.request.id(),
               error instanceof CancelledByPeer || error instanceof PeerEngineFailure
@@ -1472,14 +1471,19 @@ public final class RouterNode implements PrefixRouterNode {
           if (!ex.fromPeer) {
             failed.increment();
           }
-          ex.future.completeExceptionally(new RequestFailedException(ex.request.id(),
-              "the output listener threw; the request was abandoned", lf));
+          ex.future.completeExceptionally(listenerFailure(ex, lf));
         }
       });
     } finally {
       live.remove(ex);
       executionEnded();
     }
+  }
+
+  /** The failure of {@code ex}, abandoned because its output listener threw {@code cause}. */
+  private static RequestFailedException listenerFailure(Execution ex, Throwable cause) {
+    return new RequestFailedException(ex.request.id(),
+        "the output listener threw; the request was abandoned", cause);
   }
 
   /** Counts {@code ex} answered with {@code result}. */
