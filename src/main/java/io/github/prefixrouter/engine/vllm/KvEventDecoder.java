@@ -92,15 +92,14 @@ final class KvEventDecoder {
   private static List<KvEvent> readEvents(MsgpackReader r) throws MalformedKvEventException {
     int n = r.readArrayHeader("batch.events");
     List<KvEvent> events = new ArrayList<>(n);
-    // events that carry only their tag are shared: a batch of tiny events (two bytes each)
-    // then holds a reference per event, not an event and a tag string of its own
-    Map<String, KvEvent> tagOnly = new HashMap<>();
+    // events that carry only their tag are shared (Cleared is one instance; Unknown, one per
+    // tag in the batch): a batch of tiny events (two bytes each) then holds a reference per
+    // event, not an event and a tag string of its own
+    Map<String, KvEvent> unknown = new HashMap<>();
     for (int i = 0; i < n; i++) {
       KvEvent e = readEvent(r);
       if (e instanceof KvEvent.Unknown u) {
-        e = tagOnly.computeIfAbsent(u.tag(), t -> u);
-      } else if (e instanceof KvEvent.Cleared) {
-        e = CLEARED_EVENT;
+        e = unknown.computeIfAbsent(u.tag(), t -> u);
       }
       events.add(e);
     }
@@ -152,7 +151,7 @@ final class KvEventDecoder {
         used = Math.min(n, 3);
         break;
       case CLEARED:
-        event = new KvEvent.Cleared();
+        event = CLEARED_EVENT;
         used = 1;
         break;
       default:
@@ -186,7 +185,7 @@ final class KvEventDecoder {
       throw new MalformedKvEventException("event: map without a \"type\" tag", start);
     }
     if (!tag.equals(STORED) && !tag.equals(REMOVED)) {
-      return tag.equals(CLEARED) ? new KvEvent.Cleared() : new KvEvent.Unknown(tag);
+      return tag.equals(CLEARED) ? CLEARED_EVENT : new KvEvent.Unknown(tag);
     }
     r.reset(fields);
     long[] hashes = null;
