@@ -29,31 +29,10 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BiFunction;
 import java.util.function.LongSupplier;
 import java.util.regex.Pattern;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /** Arguments and settings at the edges of their ranges, and the transport's life cycle. */
-class HttpTransportEdgeTest {
-
-  private final List<AutoCloseable> toClose = new ArrayList<>();
-
-  @AfterEach
-  void closeAll() throws Exception {
-    for (AutoCloseable c : toClose) {
-      c.close();
-    }
-  }
-
-  private HttpTransport start(HttpTransport.Builder b, Transport.InboundHandler h) {
-    HttpTransport t = b.build();
-    toClose.add(t);
-    t.start(h);
-    return t;
-  }
-
-  private static HttpTransport.Builder node(String id) {
-    return HttpTransport.builder().nodeId(id).listen("127.0.0.1", 0).clusterKey(HttpTransportTest.KEY);
-  }
+class HttpTransportEdgeTest extends HttpTransportFixture {
 
   /**
    * A request's in-flight slot is free by the time its future's callbacks run: a node that

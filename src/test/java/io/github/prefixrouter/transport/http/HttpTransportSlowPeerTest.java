@@ -9,31 +9,12 @@ import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /** Peers (or strangers) that open connections and then stall must not starve everyone else. */
-class HttpTransportSlowPeerTest {
-
-  private final List<AutoCloseable> toClose = new ArrayList<>();
-
-  @AfterEach
-  void closeAll() throws Exception {
-    for (AutoCloseable c : toClose) {
-      c.close();
-    }
-  }
-
-  private HttpTransport start(HttpTransport.Builder b, Transport.InboundHandler h) {
-    HttpTransport t = b.build();
-    toClose.add(t);
-    t.start(h);
-    return t;
-  }
+class HttpTransportSlowPeerTest extends HttpTransportFixture {
 
   private Socket stall(InetSocketAddress addr, String prefix) throws Exception {
     Socket s = new Socket(addr.getHostString(), addr.getPort());

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.prefixrouter.spi.Transport;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -16,7 +15,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -25,28 +23,17 @@ import org.junit.jupiter.api.Test;
  * The I/O timeout is set far above every bound asserted here, so nothing passes by waiting for
  * the stalled connections to be cut.
  */
-class HttpTransportStrangerTest {
+class HttpTransportStrangerTest extends HttpTransportFixture {
 
   private static final Duration LONG_IO_TIMEOUT = Duration.ofSeconds(120);
   private static final String HEADERS_STALL = "POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n";
   private static final String BODY_STALL =
       "POST /prefix-router/v1/message HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc";
 
-  private final List<AutoCloseable> toClose = new ArrayList<>();
   private final List<Socket> stallers = new ArrayList<>();
 
-  @AfterEach
-  void closeAll() throws Exception {
-    for (AutoCloseable c : toClose) {
-      c.close();
-    }
-  }
-
   private HttpTransport start(HttpTransport.Builder b) {
-    HttpTransport t = b.build();
-    toClose.add(t);
-    t.start(new HttpTransportTest.Recorder());
-    return t;
+    return start(b, new HttpTransportTest.Recorder());
   }
 
   /** A connection from {@code localHost} (another loopback address than the peer's). */

@@ -30,22 +30,12 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
-class HttpTransportTest {
+class HttpTransportTest extends HttpTransportFixture {
 
   static final byte[] KEY = "0123456789abcdef0123456789abcdef".getBytes(StandardCharsets.US_ASCII);
   static final byte[] OTHER_KEY = "fedcba9876543210fedcba9876543210".getBytes(StandardCharsets.US_ASCII);
-
-  private final List<AutoCloseable> toClose = new ArrayList<>();
-
-  @AfterEach
-  void closeAll() throws Exception {
-    for (AutoCloseable c : toClose) {
-      c.close();
-    }
-  }
 
   /** Records inbound traffic; requests are answered by {@link #answer}. */
   static final class Recorder implements Transport.InboundHandler {
@@ -72,17 +62,6 @@ class HttpTransportTest {
       String s = "echo " + from.nodeId() + " " + new String(payload, StandardCharsets.UTF_8);
       return CompletableFuture.completedFuture(s.getBytes(StandardCharsets.UTF_8));
     }
-  }
-
-  private HttpTransport start(HttpTransport.Builder b, Transport.InboundHandler h) {
-    HttpTransport t = b.build();
-    toClose.add(t);
-    t.start(h);
-    return t;
-  }
-
-  private static HttpTransport.Builder node(String id) {
-    return HttpTransport.builder().nodeId(id).listen("127.0.0.1", 0).clusterKey(KEY);
   }
 
   private static TransportException.Kind failureKind(CompletableFuture<?> f) throws Exception {
