@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.gossip;
 
+import io.github.prefixrouter.internal.collect.LongLongMap;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Ack;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
 import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;

@@ -1,5 +1,7 @@
 package io.github.prefixrouter.internal.gossip;
 
+import io.github.prefixrouter.internal.collect.LongHashSet;
+import io.github.prefixrouter.internal.collect.LongLongMap;
 import io.github.prefixrouter.internal.tree.BlockEventListener;
 import java.util.Arrays;
 import java.util.HashMap;

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.gossip;
 
+import io.github.prefixrouter.internal.collect.LongHashSet;
 import java.util.Arrays;
 import java.util.concurrent.locks.StampedLock;
 

@@ -1,4 +1,4 @@
-package io.github.prefixrouter.internal.gossip;
+package io.github.prefixrouter.internal.collect;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;

@@ -1,4 +1,4 @@
-package io.github.prefixrouter.internal.gossip;
+package io.github.prefixrouter.internal.collect;
 
 import java.util.Arrays;
 
@@ -9,7 +9,7 @@ import java.util.Arrays;
  *
  * <p>Not thread-safe.
  */
-final class LongHashSet {
+public final class LongHashSet {
 
   private static final int MIN_CAPACITY = 16;
 
@@ -18,7 +18,7 @@ final class LongHashSet {
   private int size; // keys in table, excluding the zero key
   private boolean hasZero;
 
-  LongHashSet() {
+  public LongHashSet() {
     table = new long[MIN_CAPACITY];
     mask = MIN_CAPACITY - 1;
   }
@@ -30,7 +30,7 @@ final class LongHashSet {
    * multiply folded to 32 bits left the low bits of the home independent of the key's high
    * bits: keys {@code i << 44} all went to slot 0 of a table of up to 4,096 slots.)
    */
-  static int mix(long key) {
+  public static int mix(long key) {
     long h = key;
     h ^= h >>> 33;
     h *= 0xFF51AFD7ED558CCDL;
@@ -40,11 +40,11 @@ final class LongHashSet {
     return (int) h;
   }
 
-  int size() {
+  public int size() {
     return size + (hasZero ? 1 : 0);
   }
 
-  boolean contains(long key) {
+  public boolean contains(long key) {
     if (key == 0) {
       return hasZero;
     }
@@ -60,7 +60,7 @@ final class LongHashSet {
   }
 
   /** Adds {@code key}; returns false if it was already present. */
-  boolean add(long key) {
+  public boolean add(long key) {
     if (key == 0) {
       if (hasZero) {
         return false;
@@ -86,7 +86,7 @@ final class LongHashSet {
   }
 
   /** Removes {@code key}; returns false if it was absent. */
-  boolean remove(long key) {
+  public boolean remove(long key) {
     if (key == 0) {
       boolean had = hasZero;
       hasZero = false;
@@ -108,14 +108,14 @@ final class LongHashSet {
     }
   }
 
-  void clear() {
+  public void clear() {
     table = new long[MIN_CAPACITY];
     mask = MIN_CAPACITY - 1;
     size = 0;
     hasZero = false;
   }
 
-  long[] toArray() {
+  public long[] toArray() {
     long[] out = new long[size()];
     int n = 0;
     if (hasZero) {
@@ -130,7 +130,7 @@ final class LongHashSet {
   }
 
   /** The longest distance of a key from its home slot (tests bound it). */
-  int maxDisplacement() {
+  public int maxDisplacement() {
     return maxDisplacement(table, mask);
   }
 
@@ -149,7 +149,7 @@ final class LongHashSet {
   }
 
   /** Bytes held by the table array (for memory accounting). */
-  long retainedBytes() {
+  public long retainedBytes() {
     return 16L + 8L * table.length;
   }
 

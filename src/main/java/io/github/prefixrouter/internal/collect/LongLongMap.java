@@ -1,4 +1,4 @@
-package io.github.prefixrouter.internal.gossip;
+package io.github.prefixrouter.internal.collect;
 
 /**
  * An open-addressing map from {@code long} to {@code long} (linear probing, backward-shift
@@ -8,10 +8,10 @@ package io.github.prefixrouter.internal.gossip;
  *
  * <p>Not thread-safe.
  */
-final class LongLongMap {
+public final class LongLongMap {
 
   /** Returned by {@link #get} and {@link #remove} for an absent key. */
-  static final long ABSENT = Long.MIN_VALUE;
+  public static final long ABSENT = Long.MIN_VALUE;
 
   private static final int MIN_CAPACITY = 16;
 
@@ -22,16 +22,16 @@ final class LongLongMap {
   private boolean hasZero;
   private long zeroValue;
 
-  LongLongMap() {
+  public LongLongMap() {
     clear();
   }
 
-  int size() {
+  public int size() {
     return size + (hasZero ? 1 : 0);
   }
 
   /** The value of {@code key}, or {@link #ABSENT}. */
-  long get(long key) {
+  public long get(long key) {
     if (key == 0) {
       return hasZero ? zeroValue : ABSENT;
     }
@@ -47,7 +47,7 @@ final class LongLongMap {
   }
 
   /** Maps {@code key} to {@code value} (which must not be {@link #ABSENT}). */
-  void put(long key, long value) {
+  public void put(long key, long value) {
     if (value == ABSENT) {
       throw new IllegalArgumentException("value must not be ABSENT");
     }
@@ -75,7 +75,7 @@ final class LongLongMap {
   }
 
   /** Removes {@code key}; returns its value, or {@link #ABSENT} if it was absent. */
-  long remove(long key) {
+  public long remove(long key) {
     if (key == 0) {
       long v = hasZero ? zeroValue : ABSENT;
       hasZero = false;
@@ -98,7 +98,7 @@ final class LongLongMap {
     }
   }
 
-  void clear() {
+  public void clear() {
     keys = new long[MIN_CAPACITY];
     values = new long[MIN_CAPACITY];
     mask = MIN_CAPACITY - 1;
@@ -107,7 +107,7 @@ final class LongLongMap {
   }
 
   /** Calls {@code action} for every entry, in no particular order. */
-  void forEach(Entry action) {
+  public void forEach(Entry action) {
     if (hasZero) {
       action.accept(0, zeroValue);
     }
@@ -119,16 +119,16 @@ final class LongLongMap {
   }
 
   @FunctionalInterface
-  interface Entry {
+  public interface Entry {
     void accept(long key, long value);
   }
 
   /** The longest distance of a key from its home slot (tests bound it). */
-  int maxDisplacement() {
+  public int maxDisplacement() {
     return LongHashSet.maxDisplacement(keys, mask);
   }
 
-  long retainedBytes() {
+  public long retainedBytes() {
     return 32L + 16L * keys.length;
   }
 
