@@ -266,7 +266,15 @@ final class StatsTables {
           s -> s.receiver().unattributedStores())
       .counter("unmirrored_removals", K + "unmirrored_removals_total",
           "BlockRemoved events of a storage tier the tree does not mirror (vLLM's CPU offload), "
-              + "not applied.", s -> s.receiver().unmirroredRemovals())
+              + "or of a KV-cache group of unknown kind naming no block that group stored, not "
+              + "applied.", s -> s.receiver().unmirroredRemovals())
+      .counter("other_group_events", K + "other_group_events_total",
+          "Events of a KV-cache group whose blocks do not hold the whole prefix (sliding "
+              + "window, chunked local attention, Mamba), skipped.",
+          s -> s.receiver().otherGroupEvents())
+      .counter("tracking_overflows", K + "tracking_overflows_total",
+          "Times the copies tracked for KV-cache groups of unknown kind exceeded their bound "
+              + "and the mirror was cleared.", s -> s.receiver().trackingOverflows())
       .counter("gaps", K + "gaps_total",
           "Messages whose sequence number was above the one expected (messages lost).",
           s -> s.receiver().gaps())

@@ -39,7 +39,8 @@ class StatsJsonTest {
         "malformed_messages", "replays_requested", "replayed_messages", "replay_failures",
         "batches_applied", "stored_events", "removed_events", "cleared_events",
         "malformed_batches", "block_size_mismatches", "token_count_mismatches",
-        "unattributed_stores", "unmirrored_removals", "gaps", "restarts", "resets"),
+        "unattributed_stores", "unmirrored_removals", "other_group_events",
+        "tracking_overflows", "gaps", "restarts", "resets"),
         List.copyOf(StatsTables.KV_EVENTS.json(kv).keySet()));
   }
 

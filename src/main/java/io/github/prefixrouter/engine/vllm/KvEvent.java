@@ -17,13 +17,18 @@ sealed interface KvEvent {
    * @param loraName the LoRA adapter's name ({@code lora_name}), or null if nil or absent
    * @param medium where the blocks are held ({@code medium}: {@code GPU}, {@code CPU} for an
    *     offload tier), or null if nil, absent or not a string
+   * @param group the KV-cache group ({@code group_idx}) of a hybrid model's engine, or null if
+   *     nil or absent (an engine reporting one group)
+   * @param groupKind the kind of that group's layers ({@code kv_cache_spec_kind}: {@code
+   *     full_attention}, {@code sliding_window}, {@code mamba}, ...), or null if nil, absent or
+   *     not a string
    */
   record Stored(long parent, long[] hashes, int[] tokens, long blockSize, Long loraId,
-      String loraName, String medium) implements KvEvent {
+      String loraName, String medium, Long group, String groupKind) implements KvEvent {
 
-    /** A store of the base model (no LoRA fields, no medium). */
+    /** A store of the base model (no LoRA fields, no medium, no group). */
     Stored(long parent, long[] hashes, int[] tokens, long blockSize) {
-      this(parent, hashes, tokens, blockSize, null, null, null);
+      this(parent, hashes, tokens, blockSize, null, null, null, null, null);
     }
   }
 
@@ -32,12 +37,13 @@ sealed interface KvEvent {
    *
    * @param hashes the blocks' hashes
    * @param medium where they were held, or null if nil, absent or not a string
+   * @param group the KV-cache group ({@code group_idx}), or null if nil or absent
    */
-  record Removed(long[] hashes, String medium) implements KvEvent {
+  record Removed(long[] hashes, String medium, Long group) implements KvEvent {
 
-    /** A removal without a medium. */
+    /** A removal without a medium or a group. */
     Removed(long[] hashes) {
-      this(hashes, null);
+      this(hashes, null, null);
     }
   }
 

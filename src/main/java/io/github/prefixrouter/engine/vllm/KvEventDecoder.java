@@ -15,8 +15,9 @@ import java.util.Map;
  * <p>Accepted: the batch as an array {@code [ts, events, data_parallel_rank?, ...]} (or a map
  * with those keys); each event as a tagged array {@code [tag, field...]} or a tagged map
  * {@code {"type": tag, field: value, ...}}. Fields this decoder does not need, and trailing
- * elements added by newer versions, are skipped whatever their kind. Stateless and
- * thread-safe.
+ * elements added by newer versions, are skipped whatever their kind; so are the optional
+ * fields it reads ({@code medium}, {@code group_idx}, {@code kv_cache_spec_kind}) when they
+ * hold a value of another kind than theirs. Stateless and thread-safe.
  */
 final class KvEventDecoder {
 
@@ -134,12 +135,19 @@ final class KvEventDecoder {
         long parent = readParent(r);
         int[] tokens = readTokens(r);
         long blockSize = r.readLongBits("BlockStored.block_size");
-        // then lora_id, medium, lora_name (vLLM omits trailing defaults)
+        // then lora_id, medium, lora_name, extra_keys, group_idx, kv_cache_spec_kind (vLLM
+        // omits trailing defaults)
         Long loraId = n > 5 ? readLoraId(r) : null;
-        String medium = n > 6 ? readMedium(r, "BlockStored.medium") : null;
+        String medium = n > 6 ? readLenientString(r, "BlockStored.medium") : null;
         String loraName = n > 7 ? readLoraName(r) : null;
-        event = new KvEvent.Stored(parent, hashes, tokens, blockSize, loraId, loraName, medium);
-        used = Math.min(n, 8);
+        if (n > 8) {
+          r.skip(FIELD_DEPTH, "BlockStored.extra_keys");
+        }
+        Long group = n > 9 ? readGroup(r, "BlockStored.group_idx") : null;
+        String groupKind = n > 10 ? readLenientString(r, "BlockStored.kv_cache_spec_kind") : null;
+        event = new KvEvent.Stored(parent, hashes, tokens, blockSize, loraId, loraName, medium,
+            group, groupKind);
+        used = Math.min(n, 11);
         break;
       }
       case REMOVED:
@@ -147,8 +155,10 @@ final class KvEventDecoder {
           throw new MalformedKvEventException("BlockRemoved: no block_hashes", start);
         }
         long[] removed = readHashes(r, "BlockRemoved.block_hashes");
-        event = new KvEvent.Removed(removed, n > 2 ? readMedium(r, "BlockRemoved.medium") : null);
-        used = Math.min(n, 3);
+        String removedMedium = n > 2 ? readLenientString(r, "BlockRemoved.medium") : null;
+        Long removedGroup = n > 3 ? readGroup(r, "BlockRemoved.group_idx") : null;
+        event = new KvEvent.Removed(removed, removedMedium, removedGroup);
+        used = Math.min(n, 4);
         break;
       case CLEARED:
         event = CLEARED_EVENT;
@@ -195,11 +205,13 @@ final class KvEventDecoder {
     Long loraId = null;
     String loraName = null;
     String medium = null;
+    Long group = null;
+    String groupKind = null;
     for (int i = 0; i < n; i++) {
       String key = r.readString("event (key)");
-      // a BlockRemoved needs only its block_hashes and medium
-      String wanted =
-          tag.equals(STORED) || key.equals("block_hashes") || key.equals("medium") ? key : "";
+      // a BlockRemoved needs only its block_hashes, medium and group_idx
+      String wanted = tag.equals(STORED) || key.equals("block_hashes") || key.equals("medium")
+          || key.equals("group_idx") ? key : "";
       switch (wanted) {
         case "block_hashes":
           hashes = readHashes(r, tag + ".block_hashes");
@@ -220,7 +232,13 @@ final class KvEventDecoder {
           loraName = readLoraName(r);
           break;
         case "medium":
-          medium = readMedium(r, tag + ".medium");
+          medium = readLenientString(r, tag + ".medium");
+          break;
+        case "group_idx":
+          group = readGroup(r, tag + ".group_idx");
+          break;
+        case "kv_cache_spec_kind":
+          groupKind = readLenientString(r, "BlockStored.kv_cache_spec_kind");
           break;
         default:
           r.skip(FIELD_DEPTH, tag + "." + key);
@@ -230,13 +248,27 @@ final class KvEventDecoder {
       throw new MalformedKvEventException(tag + ": no block_hashes", start);
     }
     if (tag.equals(REMOVED)) {
-      return new KvEvent.Removed(hashes, medium);
+      return new KvEvent.Removed(hashes, medium, group);
     }
     if (tokens == null || blockSize == null) {
       throw new MalformedKvEventException(
           "BlockStored: " + (tokens == null ? "no token_ids" : "no block_size"), start);
     }
-    return new KvEvent.Stored(parent, hashes, tokens, blockSize, loraId, loraName, medium);
+    return new KvEvent.Stored(parent, hashes, tokens, blockSize, loraId, loraName, medium,
+        group, groupKind);
+  }
+
+  /**
+   * {@code group_idx}: an int, or null for nil (one group) or a value of any other kind
+   * (skipped, as a field of a version that placed something else there).
+   */
+  private static Long readGroup(MsgpackReader r, String field)
+      throws MalformedKvEventException {
+    if (r.peekKind(field) == Kind.INT) {
+      return r.readLongBits(field);
+    }
+    r.skip(FIELD_DEPTH, field);
+    return null;
   }
 
   /** {@code lora_id}: nil (the base model) or an int. */
@@ -247,8 +279,11 @@ final class KvEventDecoder {
     return r.readLongBits("BlockStored.lora_id");
   }
 
-  /** {@code medium}: a string, or null for nil or a value of any other kind (skipped). */
-  private static String readMedium(MsgpackReader r, String field)
+  /**
+   * {@code medium} (or {@code kv_cache_spec_kind}): a string, or null for nil or a value of any
+   * other kind (skipped).
+   */
+  private static String readLenientString(MsgpackReader r, String field)
       throws MalformedKvEventException {
     if (r.peekKind(field) == Kind.STR) {
       return r.readString(field);

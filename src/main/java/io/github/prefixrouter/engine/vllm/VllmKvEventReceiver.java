@@ -1,9 +1,13 @@
 package io.github.prefixrouter.engine.vllm;
 
 import io.github.prefixrouter.CacheScope;
+import io.github.prefixrouter.internal.collect.LongLongMap;
 import io.github.prefixrouter.spi.CacheEventListener;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import org.slf4j.Logger;
@@ -23,6 +27,16 @@ import org.slf4j.LoggerFactory;
  * vLLM reports a copy to its CPU offload tier: skipped too, and so are the removals of its
  * {@code medium} (unless a store of that medium was mirrored), which would otherwise take the
  * GPU's copy of the same blocks out of the mirror.
+ *
+ * <p>A hybrid model's engine (sliding-window or Mamba layers next to full attention) reports
+ * each KV-cache group's blocks with the group's index ({@code group_idx}) and, on stores, its
+ * kind ({@code kv_cache_spec_kind}). Only groups whose blocks hold the whole prefix (full
+ * attention, MLA) are mirrored: a sliding-window group drops a prompt's early blocks while the
+ * full-attention group still holds them, and applying its removals would take those blocks,
+ * and every block continuing them, out of the mirror. Events of sliding-window, chunked local
+ * attention and Mamba groups are skipped ({@link Stats#otherGroupEvents()}). Of a group whose
+ * kind was not reported, the receiver applies only removals of copies that group's own stores
+ * added, so one group never removes another's blocks.
  *
  * <p>Whenever the mirror may hold blocks the engine no longer has, the receiver clears it
  * ({@link CacheEventListener#onAllCleared}) before applying the next batch: after lost messages
@@ -67,10 +81,43 @@ public final class VllmKvEventReceiver implements KvEventSink {
   private long resets;
   private long listenerFailures;
   private long unmirroredRemovals;
+  private long otherGroupEvents;
+  private long trackingOverflows;
   /** Media (BlockStored.medium, null for none) of stores passed to the listener. */
   private final Set<String> mirroredMedia = new HashSet<>();
   /** Media of stores skipped for having no token ids (an offload tier's, as vLLM reports it). */
   private final Set<String> tokenlessMedia = new HashSet<>();
+
+  /**
+   * KV-cache group kinds (vLLM's {@code KVCacheSpecKind}) whose blocks hold a request's whole
+   * prefix: a prefix is cached when these blocks are.
+   */
+  static final Set<String> PREFIX_KINDS =
+      Set.of("full_attention", "mla_attention", "sink_full_attention");
+  /**
+   * Kinds whose blocks do not: a sliding window or a local chunk keeps only the last tokens'
+   * blocks, a Mamba group a state at some block boundaries. Their events are skipped.
+   */
+  static final Set<String> PARTIAL_KINDS = Set.of(
+      "sliding_window", "sliding_window_mla", "chunked_local_attention", "mamba");
+  /** Groups whose kind is remembered; the kinds of groups past this many are not. */
+  static final int MAX_GROUPS = 1_024;
+  /** Kinds are remembered cut to this many characters (every kind named above is shorter). */
+  static final int MAX_KIND_CHARS = 64;
+  /**
+   * Copies tracked for groups of unknown kind, in all; past it the mirror is cleared. A correct
+   * engine stays far below (each copy is one of its cached blocks); a publisher that never
+   * removes what it stores would otherwise grow the tracking without bound.
+   */
+  static final long MAX_TRACKED_COPIES = 1L << 21;
+  /** The kind of each KV-cache group, as its stores named it. */
+  private final Map<Long, String> groupKinds = new HashMap<>();
+  /**
+   * For each tracked group (kind unknown when its first store was mirrored), the copies its
+   * stores added to the mirror: block hash to count. Emptied whenever the mirror is cleared.
+   */
+  private final Map<Long, LongLongMap> trackedCopies = new HashMap<>();
+  private long trackedTotal;
 
   /**
    * Counters of what the receiver did since it was created. Events are counted once each,
@@ -102,7 +149,13 @@ public final class VllmKvEventReceiver implements KvEventSink {
    *     skipped rather than credited to the base model
    * @param unmirroredRemovals {@code BlockRemoved} events not applied because they name copies
    *     the mirror never took: their medium is one whose stores came without token ids (vLLM's
-   *     CPU offload tier) and none of whose stores was mirrored
+   *     CPU offload tier) and none of whose stores was mirrored; or removals of a KV-cache
+   *     group of unknown kind naming no copy that group's stores added
+   * @param otherGroupEvents {@code BlockStored} and {@code BlockRemoved} events of a KV-cache
+   *     group whose blocks do not hold the whole prefix (sliding window, chunked local
+   *     attention, Mamba: a hybrid model's), skipped
+   * @param trackingOverflows times the copies tracked for KV-cache groups of unknown kind
+   *     exceeded {@link VllmKvEventReceiver#MAX_TRACKED_COPIES} and the mirror was cleared
    */
   public record Stats(
       long batchesApplied,
@@ -120,7 +173,9 @@ public final class VllmKvEventReceiver implements KvEventSink {
       long resets,
       long listenerFailures,
       long unattributedStores,
-      long unmirroredRemovals) {}
+      long unmirroredRemovals,
+      long otherGroupEvents,
+      long trackingOverflows) {}
 
   /**
    * A receiver applying events to {@code listener}.
@@ -227,6 +282,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
     resets++;
     started = false;
     nextSeq = -1;
+    forgetCopies();
     try {
       listener.onAllCleared();
     } catch (RuntimeException e) {
@@ -256,7 +312,9 @@ public final class VllmKvEventReceiver implements KvEventSink {
         resets,
         listenerFailures,
         unattributedStores,
-        unmirroredRemovals);
+        unmirroredRemovals,
+        otherGroupEvents,
+        trackingOverflows);
   }
 
   private void receive(long seq, byte[] payload, boolean clear, boolean replayed) {
@@ -278,6 +336,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
     started = true;
     nextSeq = seq + 1;
     if (clear) {
+      forgetCopies();
       try {
         listener.onAllCleared();
       } catch (RuntimeException e) {
@@ -323,6 +382,9 @@ public final class VllmKvEventReceiver implements KvEventSink {
 
   private void apply(KvEvent event) {
     if (event instanceof KvEvent.Stored s) {
+      if (s.group() != null && s.groupKind() != null) {
+        learnKind(s.group(), s.groupKind());
+      }
       if (s.tokens().length == 0 && s.hashes().length > 0) {
         // how vLLM reports a copy to its CPU offload tier (whatever that tier's block size):
         // nothing to mirror, and the removals of that medium name copies the mirror never took
@@ -332,11 +394,15 @@ public final class VllmKvEventReceiver implements KvEventSink {
               + "offload tier's copies are not mirrored, nor are removals of that medium",
               s.hashes().length, s.medium());
         }
+      } else if (s.group() != null && isPartial(s.group())) {
+        otherGroupEvents++;
       } else if (s.blockSize() != blockSize) {
         if (blockSizeMismatches++ == 0) {
-          LOG.error("vLLM reports blocks of {} tokens, this node is configured for {}: its "
+          LOG.error("vLLM reports blocks of {} tokens{}, this node is configured for {}: its "
               + "stores cannot be mirrored and are skipped; configure the same block size on "
-              + "both", s.blockSize(), blockSize);
+              + "both", s.blockSize(), s.group() == null ? ""
+                  : " in KV-cache group " + s.group() + " (kind " + s.groupKind() + ")",
+              blockSize);
         } else {
           LOG.debug("skipped a BlockStored of block size {} (node: {})", s.blockSize(),
               blockSize);
@@ -357,8 +423,12 @@ public final class VllmKvEventReceiver implements KvEventSink {
           return;
         }
         mirroredMedia.add(s.medium());
+        boolean tracked = s.group() != null && isTracked(s.group());
         listener.onBlocksStored(scope, s.parent(), s.hashes(), s.tokens());
         storedEvents++;
+        if (tracked) {
+          track(s.group(), s.hashes());
+        }
       }
     } else if (event instanceof KvEvent.Removed r) {
       if (tokenlessMedia.contains(r.medium()) && !mirroredMedia.contains(r.medium())) {
@@ -367,9 +437,22 @@ public final class VllmKvEventReceiver implements KvEventSink {
         unmirroredRemovals++;
         return;
       }
-      listener.onBlocksRemoved(r.hashes());
+      long[] hashes = r.hashes();
+      if (r.group() != null && isPartial(r.group())) {
+        otherGroupEvents++;
+        return;
+      }
+      if (r.group() != null && isTracked(r.group())) {
+        hashes = untrack(r.group(), hashes);
+        if (hashes.length == 0) {
+          unmirroredRemovals++;
+          return;
+        }
+      }
+      listener.onBlocksRemoved(hashes);
       removedEvents++;
     } else if (event instanceof KvEvent.Cleared) {
+      forgetCopies();
       listener.onAllCleared();
       clearedEvents++;
     } else {
@@ -379,6 +462,111 @@ public final class VllmKvEventReceiver implements KvEventSink {
             tag.length() > 64 ? tag.substring(0, 64) + "..." : tag);
       }
     }
+  }
+
+  /** Whether the events of {@code group} are skipped: its kind is one of {@link #PARTIAL_KINDS}. */
+  private boolean isPartial(long group) {
+    String kind = groupKinds.get(group);
+    return kind != null && PARTIAL_KINDS.contains(kind);
+  }
+
+  /**
+   * Whether {@code group}'s removals apply only to the copies its own stores added: its kind is
+   * unknown (not reported, or no kind this receiver knows), or it was when the group's copies
+   * began to be tracked (until the mirror is next cleared).
+   */
+  private boolean isTracked(long group) {
+    String kind = groupKinds.get(group);
+    return kind == null || !PREFIX_KINDS.contains(kind) || trackedCopies.containsKey(group);
+  }
+
+  /** Remembers the kind of {@code group}; a group found to be partial gives its copies back. */
+  private void learnKind(long group, String kind) {
+    String k = kind.length() > MAX_KIND_CHARS ? kind.substring(0, MAX_KIND_CHARS) : kind;
+    String before = groupKinds.get(group);
+    if (k.equals(before) || (before == null && groupKinds.size() >= MAX_GROUPS)) {
+      return;
+    }
+    groupKinds.put(group, k);
+    if (PARTIAL_KINDS.contains(k)) {
+      LOG.info("KV-cache group {} holds {} layers: its events are skipped, the mirror follows "
+          + "the full-attention groups", group, k);
+      LongLongMap copies = trackedCopies.remove(group);
+      if (copies != null && copies.size() > 0) {
+        // the copies this group's stores added while its kind was unknown
+        long[] withdrawn = new long[Math.toIntExact(count(copies))];
+        int[] at = {0};
+        copies.forEach((hash, n) -> {
+          for (long i = 0; i < n; i++) {
+            withdrawn[at[0]++] = hash;
+          }
+        });
+        trackedTotal -= withdrawn.length;
+        listener.onBlocksRemoved(withdrawn);
+      }
+    } else if (!PREFIX_KINDS.contains(k) && before == null) {
+      LOG.warn("KV-cache group {} reports kind \"{}\", unknown to this version: its removals "
+          + "apply only to blocks its own stores added", group, k);
+    }
+  }
+
+  private static long count(LongLongMap copies) {
+    long[] total = {0};
+    copies.forEach((hash, n) -> total[0] += n);
+    return total[0];
+  }
+
+  /** Counts a copy of each of {@code hashes} as added by {@code group}'s stores. */
+  private void track(long group, long[] hashes) {
+    LongLongMap copies = trackedCopies.computeIfAbsent(group, g -> new LongLongMap());
+    for (long h : hashes) {
+      long n = copies.get(h);
+      copies.put(h, n == LongLongMap.ABSENT ? 1 : n + 1);
+    }
+    trackedTotal += hashes.length;
+    if (trackedTotal > MAX_TRACKED_COPIES) {
+      trackingOverflows++;
+      if (logNow(trackingOverflows)) {
+        LOG.warn("over {} block copies tracked for KV-cache groups of unknown kind: the engine "
+            + "stores blocks whose removals do not arrive; clearing the mirror of the engine's "
+            + "cache ({} times so far)", MAX_TRACKED_COPIES, trackingOverflows);
+      }
+      forgetCopies();
+      listener.onAllCleared();
+    }
+  }
+
+  /**
+   * Takes one copy of each of {@code hashes} off {@code group}'s count; returns those that had
+   * one (the removals to apply), in order.
+   */
+  private long[] untrack(long group, long[] hashes) {
+    LongLongMap copies = trackedCopies.get(group);
+    if (copies == null) {
+      return new long[0];
+    }
+    long[] applied = new long[hashes.length];
+    int n = 0;
+    for (long h : hashes) {
+      long c = copies.get(h);
+      if (c == LongLongMap.ABSENT) {
+        continue;
+      }
+      if (c == 1) {
+        copies.remove(h);
+      } else {
+        copies.put(h, c - 1);
+      }
+      applied[n++] = h;
+    }
+    trackedTotal -= n;
+    return n == hashes.length ? applied : Arrays.copyOf(applied, n);
+  }
+
+  /** Forgets the tracked copies: the mirror is being cleared. */
+  private void forgetCopies() {
+    trackedCopies.clear();
+    trackedTotal = 0;
   }
 
   private void listenerFailed(String call, RuntimeException e) {

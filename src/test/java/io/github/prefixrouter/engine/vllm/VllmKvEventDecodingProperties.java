@@ -200,12 +200,15 @@ class VllmKvEventDecodingProperties {
     }
     // newer versions' extra fields: anything at all, except that a BlockStored's array form
     // continues with lora_id, medium and lora_name (nil here: the base model; the LoRA fields
-    // are checked by VllmKvEventReceiverTest's golden payloads)
+    // are checked by VllmKvEventReceiverTest's golden payloads), and a BlockRemoved's with
+    // medium and group_idx (nil here: one KV-cache group; groups are checked by
+    // VllmKvEventHybridModelTest)
     int extra = r.nextInt(4);
     for (int i = 0; i < extra; i++) {
       names.add("extra_" + i);
       boolean loraField = e instanceof Stored && !mapForm && (i == 0 || i == 2);
-      fields.add(loraField ? MsgpackWriter::nil : x -> x.any(r, 3));
+      boolean groupField = e instanceof Removed && !mapForm && i == 1;
+      fields.add(loraField || groupField ? MsgpackWriter::nil : x -> x.any(r, 3));
     }
     if (mapForm) {
       names.add(KvEventDecoder.TAG_KEY);
