@@ -24,6 +24,13 @@ public final class GossipConfig {
   private final Duration deadAfter;
   private final Duration forgetAfter;
   private final int maxPeers;
+
+  /**
+   * The largest {@code maxPeers} accepted. Messages listing up to this many origins (plus the
+   * sender) are well formed whatever the receiver's own {@code maxPeers}, so nodes configured
+   * differently (during a rolling change of the setting) still gossip with each other.
+   */
+  public static final int MAX_PEERS_LIMIT = 65_536;
   private final long maxBlocksPerPeer;
   private final long maxBlocksTotal;
   private final long deltaLogMaxHashes;
@@ -65,7 +72,7 @@ public final class GossipConfig {
     if (forgetAfter.compareTo(deadAfter) <= 0) {
       throw bad("forgetAfter", forgetAfter, "longer than deadAfter (" + deadAfter + ")");
     }
-    maxPeers = range("maxPeers", b.maxPeers, 1, 65_536);
+    maxPeers = range("maxPeers", b.maxPeers, 1, MAX_PEERS_LIMIT);
     maxBlocksPerPeer = range("maxBlocksPerPeer", b.maxBlocksPerPeer, 1, 1L << 30);
     maxBlocksTotal = range("maxBlocksTotal", b.maxBlocksTotal, 1, 1L << 31);
     deltaLogMaxHashes = range("deltaLogMaxHashes", b.deltaLogMaxHashes, 1, 1L << 26);

@@ -359,7 +359,9 @@ public final class GossipEngine {
       }
     }
     this.seeds = List.copyOf(s);
-    this.codec = new GossipCodec(config.messageByteCap(), config.maxPeers() + 1);
+    // origins beyond this node's maxPeers are refused one by one (MEMBERS_REFUSED), not the
+    // whole message: a peer configured with a larger maxPeers lists more
+    this.codec = new GossipCodec(config.messageByteCap(), GossipConfig.MAX_PEERS_LIMIT + 1);
     int maxHashesPerDelta = Math.max(1, (config.messageByteCap() - 1_024) / 8 / 2);
     this.summary = new LocalSummary(generation, config.deltaLogMaxHashes(), maxHashesPerDelta);
     // the replica index keys its home slots with a secret drawn from the injected source, so

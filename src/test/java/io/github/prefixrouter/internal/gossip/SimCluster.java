@@ -47,6 +47,11 @@ final class SimCluster {
 
   /** Adds node {@code i} with generation {@code gen}, seeded with the given peers. */
   GossipEngine add(int i, long gen, List<PeerAddress> seeds) {
+    return add(i, gen, seeds, config);
+  }
+
+  /** As {@link #add(int, long, List)}, with a configuration of its own. */
+  GossipEngine add(int i, long gen, List<PeerAddress> seeds, GossipConfig config) {
     PeerAddress self = addressOf(i);
     loads.put(self.address(), EngineLoad.IDLE);
     GossipEngine e =
