@@ -85,7 +85,7 @@ final class GroupedEvents {
     return parent == null ? w.nil() : w.integer(parent);
   }
 
-  private static MsgpackWriter hashes(MsgpackWriter w, long... hashes) {
+  static MsgpackWriter hashes(MsgpackWriter w, long... hashes) {
     w.array(hashes.length);
     for (long h : hashes) {
       w.integer(h);
@@ -93,7 +93,7 @@ final class GroupedEvents {
     return w;
   }
 
-  private static MsgpackWriter tokens(MsgpackWriter w, int[] tokens) {
+  static MsgpackWriter tokens(MsgpackWriter w, int[] tokens) {
     w.array(tokens.length);
     for (int t : tokens) {
       w.integer(t);

@@ -1,5 +1,7 @@
 package io.github.prefixrouter.engine.vllm;
 
+import static io.github.prefixrouter.engine.vllm.GroupedEvents.hashes;
+import static io.github.prefixrouter.engine.vllm.GroupedEvents.tokens;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
@@ -46,22 +48,6 @@ class VllmKvEventCpuOffloadTest {
       hashes(w, hashes).str(medium);
     }
     return w.bytes();
-  }
-
-  private static MsgpackWriter hashes(MsgpackWriter w, long... hashes) {
-    w.array(hashes.length);
-    for (long h : hashes) {
-      w.integer(h);
-    }
-    return w;
-  }
-
-  private static MsgpackWriter tokens(MsgpackWriter w, int[] tokens) {
-    w.array(tokens.length);
-    for (int t : tokens) {
-      w.integer(t);
-    }
-    return w;
   }
 
   @ParameterizedTest(name = "maps {0}")
