@@ -97,6 +97,17 @@ class VllmKvEventsNodeTest {
         // vLLM resets its prefix cache
         vllm.publish(seq++, Batches.batch(Batches.cleared()));
         Await.until(() -> localMatch.getAsInt() == 0, "the clear reaches the tree");
+
+        // a hybrid model: its full-attention and sliding-window KV-cache groups report the same
+        // prompt; the sliding group's eviction of the early blocks leaves the prefix cached
+        vllm.publish(seq++, GroupedEvents.stored(true, 0L, "full_attention", BLOCK, null,
+            system, hashes));
+        vllm.publish(seq++, GroupedEvents.stored(true, 1L, "sliding_window", BLOCK, null,
+            system, hashes[2], hashes[3]));
+        vllm.publish(seq++, GroupedEvents.removed(true, 1L, hashes[0], hashes[1]));
+        Await.until(() -> sub.receiverStats().otherGroupEvents() == 2,
+            "the sliding-window group's events reach the receiver");
+        assertEquals(4 * BLOCK, localMatch.getAsInt());
       } finally {
         node.close();
         engine.close();
