@@ -63,8 +63,9 @@ import org.slf4j.LoggerFactory;
  *   <li><b>Fallback.</b> A forward that times out (a best-effort CANCEL is sent), is refused
  *       as busy, cannot reach the peer, fails at the peer or returns garbage counts a fallback
  *       under its cause, excludes that peer for this request, and routes again: the next best
- *       peer or local. After {@link #MAX_FORWARDS} forwards, or when the transport is closed,
- *       the request runs locally. A peer's failure that is not retryable (its engine refused
+ *       peer or local. After {@link #MAX_FORWARDS} forwards, when the transport is closed, or
+ *       when the request is too large for the link (not a fault of the peer: it is not cooled
+ *       down), the request runs locally. A peer's failure that is not retryable (its engine refused
  *       the request as invalid, or timed out on it) is not tried on another peer: the request
  *       runs locally once, or fails with that failure if the local engine already failed it
  *       or then fails it retryably.
@@ -961,6 +962,9 @@ public final class RouterNode implements PrefixRouterNode {
           }
         }
         case CLOSED -> cause = FallbackCause.TRANSPORT_CLOSED;
+        // too large for the link (the transport's limit, or the peer's): nothing is wrong with
+        // the peer, so it is not cooled down; the request runs here (below)
+        case TOO_LARGE -> cause = FallbackCause.TOO_LARGE;
         default -> {
           cause = FallbackCause.UNREACHABLE;
           a.peer.failedUntil = now + config.failureCooldown().toNanos();
@@ -1046,8 +1050,11 @@ public final class RouterNode implements PrefixRouterNode {
         ex.peerRefusal = refusal; // if the local engine fails it retryably, this is final
         runLocal(ex);
       }
-    } else if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
-      // a closed transport fails every forward: no other peer can be reached either
+    } else if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED
+        || cause == FallbackCause.TOO_LARGE) {
+      // a closed transport fails every forward: no other peer can be reached either; a request
+      // too large for the link is too large for the other peers' too (the limit is this
+      // transport's, or the cluster's when a peer's is lower than ours)
       runLocalOnce(ex);
     } else {
       routeOrRunLocal(ex);
