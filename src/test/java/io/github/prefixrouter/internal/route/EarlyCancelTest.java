@@ -182,6 +182,24 @@ class EarlyCancelTest {
   }
 
   @Test
+  void aRelaysCancelForOneOriginsRequestDoesNotStopAnotherOriginsRequestOfTheSameId() {
+    // a relay r passes on the ids of its origins a and b: both send a request "x"
+    ServingHarness s = new ServingHarness(RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).hopLimit(2).build(), UnaryOperator.identity());
+    InferenceRequest fromA = generating("x", 1, 10);
+    InferenceRequest fromB = generating("x", 2, 10);
+    CompletableFuture<byte[]> a = s.relayed("r", "a", fromA);
+    s.advance(Duration.ofSeconds(5));
+    assertInstanceOf(ForwardCodec.Result.class, ServingHarness.decode(a));
+    s.cancel("r", "x"); // a's request, given up by r as its answer was on its way
+    CompletableFuture<byte[]> b = s.relayed("r", "b", fromB);
+    s.advance(Duration.ofMinutes(1));
+    assertInstanceOf(ForwardCodec.Result.class, ServingHarness.decode(b));
+    assertEquals(1, s.runsOf(fromB).size());
+    assertEquals(0, s.node.forwardsCancelledBeforeArrival());
+  }
+
+  @Test
   void aCancelThatEndedARunningRequestStopsItComingAgain() {
     ServingHarness s = serving();
     InferenceRequest r1 = generating("x", 1, 200);

@@ -93,6 +93,16 @@ final class ServingHarness {
     return one.get(0);
   }
 
+  /**
+   * Delivers a FORWARD of {@code r} that {@code sender} relays for {@code origin} (it has
+   * travelled two hops); returns the future of its answer.
+   */
+  CompletableFuture<byte[]> relayed(String sender, String origin, InferenceRequest r) {
+    ++step;
+    return handler.onRequest(InMemoryNetwork.addressOf(sender),
+        ForwardCodec.forward(r, origin, 2));
+  }
+
   /** Delivers a CANCEL of {@code id} from {@code sender}; returns its step. */
   long cancel(String sender, String id) {
     long s = ++step;
