@@ -65,10 +65,10 @@ import org.slf4j.LoggerFactory;
  *       under its cause, excludes that peer for this request, and routes again: the next best
  *       peer or local. After {@link #MAX_FORWARDS} forwards, when the transport is closed, or
  *       when the request is too large for the link (not a fault of the peer: it is not cooled
- *       down), the request runs locally. A peer's failure that is not retryable (its engine refused
- *       the request as invalid, or timed out on it) is not tried on another peer: the request
- *       runs locally once, or fails with that failure if the local engine already failed it
- *       or then fails it retryably.
+ *       down), the request runs locally. A peer's failure that is not retryable (its engine
+ *       refused the request as invalid, or timed out on it) is not tried on another peer: the
+ *       request runs locally once, or fails with that failure if the local engine already
+ *       failed it or then fails it retryably.
  *   <li><b>Local failures.</b> A retryable failure of the local engine (busy, unreachable, an
  *       answer that cannot be for the request) on a request this node's client submitted is
  *       tried on the cheapest eligible peer ({@link FallbackCause#LOCAL_FAILED}), and from then
@@ -150,8 +150,9 @@ public final class RouterNode implements PrefixRouterNode {
   private final AtomicInteger inFlight = new AtomicInteger();
   private final ConcurrentHashMap<String, Execution> servingForPeers = new ConcurrentHashMap<>();
   /**
-   * Peers' CANCELs that found nothing to cancel, and the keys of forwards answered lately; its
-   * lock also covers looking up and registering executions in {@code servingForPeers}.
+   * Peers' CANCELs, remembered so that a FORWARD they overtook does not run, and the forwards
+   * answered lately; its lock also covers looking up and registering executions in
+   * {@code servingForPeers}.
    */
   private final EarlyCancels earlyCancels;
   /** Every execution taken on and not yet answered (what a stop's grace period ends). */
