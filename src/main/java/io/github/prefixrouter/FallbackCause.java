@@ -25,5 +25,11 @@ public enum FallbackCause {
    * that cannot be for the request), so it was tried on a peer. Not a forwarding attempt: not
    * part of {@link NodeStats#totalFallbacks()}.
    */
-  LOCAL_FAILED
+  LOCAL_FAILED,
+  /**
+   * The request was too large for the link to the peer (the transport's size limit, or the
+   * peer's: {@code TransportException.Kind.TOO_LARGE}), so it ran locally without trying other
+   * peers, and the peer was not cooled down: nothing is wrong with it.
+   */
+  TOO_LARGE
 }

@@ -3,6 +3,9 @@ package io.github.prefixrouter.spi;
 /**
  * Why a {@link Transport} request failed. Transports complete a request future exceptionally
  * with this exception (or a subclass), never with an unchecked surprise. Immutable once thrown.
+ *
+ * <p>{@link Kind} may gain constants in later versions (as {@link Kind#TOO_LARGE} was added):
+ * code that switches over it should have a default branch.
  */
 public class TransportException extends RuntimeException {
 
@@ -19,7 +22,15 @@ public class TransportException extends RuntimeException {
     /** The message was too large, malformed or failed authentication. */
     PROTOCOL,
     /** The transport was closed before the request completed. */
-    CLOSED
+    CLOSED,
+    /**
+     * The request is larger than the link carries: above this transport's size limit (failed
+     * before anything is sent) or the peer's (which refused it unread, as HTTP's 413 says).
+     * Nothing is wrong with the peer: a smaller request goes through. A transport that reports
+     * such a request as {@link #PROTOCOL} instead still works, but the node then takes the
+     * peer for a broken one and cools it down.
+     */
+    TOO_LARGE
   }
 
   /** The kind of failure. */

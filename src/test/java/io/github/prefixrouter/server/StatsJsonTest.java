@@ -22,7 +22,7 @@ class StatsJsonTest {
         + "\"served_for_peers\":8072,\"refused_for_peers\":9081,\"pushed_back\":10090,"
         + "\"fallbacks\":{\"TIMEOUT\":7000104,\"BUSY\":7000205,\"UNREACHABLE\":7000306,"
         + "\"PEER_FAILED\":7000407,\"PROTOCOL_ERROR\":7000508,\"TRANSPORT_CLOSED\":7000609,"
-        + "\"LOCAL_FAILED\":7000710},\"estimated_cached_tokens\":12108,"
+        + "\"LOCAL_FAILED\":7000710,\"TOO_LARGE\":7000811},\"estimated_cached_tokens\":12108,"
         + "\"actual_cached_tokens\":13117,\"prompt_tokens\":14126,\"cached_prompt_tokens\":15135,"
         + "\"hit_rate\":1.0714285714285714,\"gossip_bytes_in\":16144,\"gossip_bytes_out\":17153,"
         + "\"local_cached_tokens\":18162,\"replica_blocks\":20180,\"peers_live\":21189,"

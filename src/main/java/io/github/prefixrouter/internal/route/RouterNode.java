@@ -63,11 +63,12 @@ import org.slf4j.LoggerFactory;
  *   <li><b>Fallback.</b> A forward that times out (a best-effort CANCEL is sent), is refused
  *       as busy, cannot reach the peer, fails at the peer or returns garbage counts a fallback
  *       under its cause, excludes that peer for this request, and routes again: the next best
- *       peer or local. After {@link #MAX_FORWARDS} forwards, or when the transport is closed,
- *       the request runs locally. A peer's failure that is not retryable (its engine refused
- *       the request as invalid, or timed out on it) is not tried on another peer: the request
- *       runs locally once, or fails with that failure if the local engine already failed it
- *       or then fails it retryably.
+ *       peer or local. After {@link #MAX_FORWARDS} forwards, when the transport is closed, or
+ *       when the request is too large for the link (not a fault of the peer: it is not cooled
+ *       down), the request runs locally. A peer's failure that is not retryable (its engine
+ *       refused the request as invalid, or timed out on it) is not tried on another peer: the
+ *       request runs locally once, or fails with that failure if the local engine already
+ *       failed it or then fails it retryably.
  *   <li><b>Local failures.</b> A retryable failure of the local engine (busy, unreachable, an
  *       answer that cannot be for the request) on a request this node's client submitted is
  *       tried on the cheapest eligible peer ({@link FallbackCause#LOCAL_FAILED}), and from then
@@ -97,7 +98,9 @@ import org.slf4j.LoggerFactory;
  *       instead of running twice.
  *       Below the hop limit it may be routed again (never back to its sender or its origin);
  *       at the limit it runs here. A CANCEL from the sender ends the execution here at once:
- *       its engine run is cancelled, or its forward in flight gets a CANCEL of its own.
+ *       its engine run is cancelled, or its forward in flight gets a CANCEL of its own. A
+ *       CANCEL that arrives before its FORWARD is remembered for a bounded time
+ *       ({@link EarlyCancels}), and the FORWARD is then answered as cancelled without running.
  *   <li><b>Threads.</b> None of its own: work runs on the callers' threads, the transport's
  *       and engine's completion threads, and the injected scheduler.
  * </ul>
@@ -146,6 +149,12 @@ public final class RouterNode implements PrefixRouterNode {
   private final AtomicBoolean stopFinished = new AtomicBoolean();
   private final AtomicInteger inFlight = new AtomicInteger();
   private final ConcurrentHashMap<String, Execution> servingForPeers = new ConcurrentHashMap<>();
+  /**
+   * Peers' CANCELs, remembered so that a FORWARD they overtook does not run, and the forwards
+   * answered lately; its lock also covers looking up and registering executions in
+   * {@code servingForPeers}.
+   */
+  private final EarlyCancels earlyCancels;
   /** Every execution taken on and not yet answered (what a stop's grace period ends). */
   private final Set<Execution> live = ConcurrentHashMap.newKeySet();
   /** Set once a stop's grace period has ended: executions still taken on are abandoned. */
@@ -171,6 +180,7 @@ public final class RouterNode implements PrefixRouterNode {
   private final LongAdder malformedInbound = new LongAdder();
   private final LongAdder strayStreams = new LongAdder();
   private final LongAdder divergences = new LongAdder();
+  private final LongAdder cancelledBeforeArrival = new LongAdder();
   /** Executions with a streaming forward in flight, by the attempt's stream tag. */
   private final ConcurrentHashMap<Long, Execution> streams = new ConcurrentHashMap<>();
   /**
@@ -227,6 +237,7 @@ public final class RouterNode implements PrefixRouterNode {
     this.local = parts.local();
     this.peers = parts.peers();
     this.cost = new CostModel(config.initialPrefillNanosPerToken());
+    this.earlyCancels = EarlyCancels.forTimeoutBound(config.forwardTimeoutMax().toNanos());
     this.planner = new RoutePlanner(config, nodeId, local, parts.hasher(), peers, cost, health,
         clock, this::engineLoad);
   }
@@ -952,6 +963,9 @@ public final class RouterNode implements PrefixRouterNode {
           }
         }
         case CLOSED -> cause = FallbackCause.TRANSPORT_CLOSED;
+        // too large for the link (the transport's limit, or the peer's): nothing is wrong with
+        // the peer, so it is not cooled down; the request runs here (below)
+        case TOO_LARGE -> cause = FallbackCause.TOO_LARGE;
         default -> {
           cause = FallbackCause.UNREACHABLE;
           a.peer.failedUntil = now + config.failureCooldown().toNanos();
@@ -1037,8 +1051,11 @@ public final class RouterNode implements PrefixRouterNode {
         ex.peerRefusal = refusal; // if the local engine fails it retryably, this is final
         runLocal(ex);
       }
-    } else if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED) {
-      // a closed transport fails every forward: no other peer can be reached either
+    } else if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED
+        || cause == FallbackCause.TOO_LARGE) {
+      // a closed transport fails every forward: no other peer can be reached either; a request
+      // too large for the link is too large for the other peers' too (the limit is this
+      // transport's, or the cluster's when a peer's is lower than ours)
       runLocalOnce(ex);
     } else {
       routeOrRunLocal(ex);
@@ -1546,11 +1563,11 @@ public final class RouterNode implements PrefixRouterNode {
     }
     long receivedAt = clock.nanoTime();
     String id = fw.requestId();
+    String key = from.nodeId() + "\n" + id;
     if (state.get() != State.RUNNING) {
       refusedForPeers.increment();
-      return CompletableFuture.completedFuture(ForwardCodec.busy(id, 0));
+      return answerNow(key, fw.request(), ForwardCodec.busy(id, 0));
     }
-    String key = from.nodeId() + "\n" + id;
     Execution existing = servingForPeers.get(key);
     // Only a replay of the same request joins it. Ids are unique per origin only, and a peer
     // relaying for several origins (hop limit above 1) may send two requests of one id: the
@@ -1561,10 +1578,14 @@ public final class RouterNode implements PrefixRouterNode {
       keyed = false;
     }
     if (existing == null) {
+      // its sender's CANCEL came first (the network reordered them): it is not run
+      if (earlyCancels.stops(key, fw.request(), receivedAt)) {
+        return stoppedBeforeArrival(from, key, fw.request());
+      }
       EngineLoad load = engineLoad();
       if (load.queueDepth() >= config.highWatermark()) {
         refusedForPeers.increment();
-        return CompletableFuture.completedFuture(ForwardCodec.busy(id, load.queueDepth()));
+        return answerNow(key, fw.request(), ForwardCodec.busy(id, load.queueDepth()));
       }
       // a received forward has travelled at least one hop, whatever the frame claims
       Execution ex = new Execution(fw.request(), Math.max(1, fw.hops()), from.nodeId(),
@@ -1576,7 +1597,13 @@ public final class RouterNode implements PrefixRouterNode {
             e -> LOG.warn("node {}: streaming {} to {} failed", nodeId, id, from, e));
         ex.future.whenComplete((r, t) -> sender.close());
       }
-      existing = keyed ? servingForPeers.putIfAbsent(key, ex) : null;
+      synchronized (earlyCancels) {
+        // a CANCEL that arrived meanwhile either finds the execution registered, or is found
+        if (earlyCancels.stops(key, ex.request, clock.nanoTime())) {
+          return stoppedBeforeArrival(from, key, fw.request());
+        }
+        existing = keyed ? servingForPeers.putIfAbsent(key, ex) : null;
+      }
       if (existing != null && !existing.request.equals(ex.request)) {
         existing = null; // another request of this id took the key meanwhile
         keyed = false;
@@ -1593,11 +1620,19 @@ public final class RouterNode implements PrefixRouterNode {
           ex.done.set(true);
           ex.future.completeExceptionally(new NodeNotRunningException(nodeId, state.get()));
           executionEnded();
-          return CompletableFuture.completedFuture(ForwardCodec.busy(id, 0));
+          return answerNow(key, fw.request(), ForwardCodec.busy(id, 0));
         }
-        if (keyed) {
-          ex.future.whenComplete((r, t) -> servingForPeers.remove(key, ex));
-        }
+        boolean registered = keyed;
+        ex.future.whenComplete((r, t) -> {
+          // remembered as answered before it is let go of, so that a CANCEL arriving now finds
+          // one or the other and is not kept to stop a later request of this key
+          synchronized (earlyCancels) {
+            earlyCancels.answered(key, ex.request, clock.nanoTime());
+            if (registered) {
+              servingForPeers.remove(key, ex);
+            }
+          }
+        });
         taken(ex);
         if (!ex.done.get()) {
           routeOrRunLocal(ex);
@@ -1622,12 +1657,41 @@ public final class RouterNode implements PrefixRouterNode {
     });
   }
 
+  /** {@code answer}, given at once to a forward of {@code key}, remembered as answered. */
+  private CompletableFuture<byte[]> answerNow(String key, InferenceRequest request,
+      byte[] answer) {
+    earlyCancels.answered(key, request, clock.nanoTime());
+    return CompletableFuture.completedFuture(answer);
+  }
+
+  /**
+   * A FORWARD whose sender's CANCEL arrived before it is not run: it gets the answer of a
+   * request its sender cancelled (a FAILED that is not retryable), which that sender, having
+   * given the request up, ignores (a sender still waiting would run it on its own engine, and
+   * not cool this node down).
+   */
+  private CompletableFuture<byte[]> stoppedBeforeArrival(PeerAddress from, String key,
+      InferenceRequest request) {
+    cancelledBeforeArrival.increment();
+    LOG.debug("node {}: not running {} from {}: its CANCEL arrived first", nodeId, request.id(),
+        from);
+    return answerNow(key, request, ForwardCodec.failed(request.id(), false, "cancelled by "
+        + from.nodeId() + ", which sent the request (its CANCEL arrived before this FORWARD)"));
+  }
+
   private void onOneWay(PeerAddress from, byte[] payload) {
     if (ForwardCodec.isForwarding(payload)) {
       try {
         ForwardCodec.Message m = ForwardCodec.decode(payload);
         if (m instanceof ForwardCodec.Cancel c) {
-          Execution ex = servingForPeers.get(from.nodeId() + "\n" + c.requestId());
+          String key = from.nodeId() + "\n" + c.requestId();
+          Execution ex;
+          synchronized (earlyCancels) {
+            ex = servingForPeers.get(key);
+            // remembered: if its FORWARD has not arrived yet (the network reordered them), or
+            // arrives again, it does not run
+            earlyCancels.onCancel(key, ex != null ? ex.request : null, clock.nanoTime());
+          }
           if (ex != null) {
             cancelForPeer(ex, from);
           }
@@ -1713,6 +1777,20 @@ public final class RouterNode implements PrefixRouterNode {
       }
     }
     return 0;
+  }
+
+  /**
+   * FORWARDs not run because their sender's CANCEL of that request had arrived first (the
+   * network reordered them, or a FORWARD of a request already cancelled came again): each was
+   * answered as a request its sender cancelled.
+   */
+  public long forwardsCancelledBeforeArrival() {
+    return cancelledBeforeArrival.sum();
+  }
+
+  /** The memory of early CANCELs (tests). */
+  EarlyCancels earlyCancels() {
+    return earlyCancels;
   }
 
   /** Requests that failed because an attempt's output contradicted what was streamed. */

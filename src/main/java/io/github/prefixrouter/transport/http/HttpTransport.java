@@ -71,8 +71,9 @@ import org.slf4j.LoggerFactory;
  * The body is the opaque payload. Headers carry the envelope: {@code PR-Sender} (node id),
  * {@code PR-Sender-Address}, {@code PR-Recipient} (node id), {@code PR-Timestamp} (sender's
  * epoch milliseconds), {@code PR-Nonce} and {@code PR-Mac}. Status codes: 401 failed
- * authentication or replay, 413 too large, 503 busy (mapped to
- * {@link TransportException.Kind#BUSY}), 504 handler timed out at the peer, 500 handler failed.
+ * authentication or replay, 413 too large (mapped to {@link TransportException.Kind#TOO_LARGE}),
+ * 503 busy (mapped to {@link TransportException.Kind#BUSY}), 504 handler timed out at the peer,
+ * 500 handler failed.
  *
  * <h2>Security</h2>
  * With a cluster key, every message and every answer carries an HMAC-SHA256 binding the sender's
@@ -86,7 +87,10 @@ import org.slf4j.LoggerFactory;
  *
  * <h2>Limits and back-pressure</h2>
  * Inbound bodies above {@code maxMessageBytes} are refused from their {@code Content-Length}
- * header before any byte is read, and bodies without a length are cut off at the cap. Outbound,
+ * header before any byte is read, and bodies without a length are cut off at the cap (413).
+ * An outbound request above {@code maxMessageBytes} fails at once, before anything is sent,
+ * with {@link TransportException.Kind#TOO_LARGE}, and so does one the peer refused with 413
+ * (its limit is lower); an answer above it fails with {@code PROTOCOL}. Outbound,
  * at most {@code maxInFlightPerPeer} requests and messages may be outstanding to one peer: a
  * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
  * counted); a request's slot is free again before its future completes. Inbound, at most
@@ -444,7 +448,7 @@ public final class HttpTransport implements Transport {
       return result;
     }
     if (payload.length > config.maxMessageBytes) {
-      fail(result, TransportException.Kind.PROTOCOL,
+      fail(result, TransportException.Kind.TOO_LARGE,
           "request of " + payload.length + " bytes exceeds maxMessageBytes " + config.maxMessageBytes, null);
       return result;
     }
@@ -560,7 +564,7 @@ public final class HttpTransport implements Transport {
             ? "the node at " + to.address() + " is " + other + ", not " + to.nodeId() + suffix(error)
             : to + " rejected the request's authentication" + suffix(error), null);
       }
-      case 413 -> fail(result, TransportException.Kind.PROTOCOL, to + " rejected the request as too large" + suffix(error), null);
+      case 413 -> fail(result, TransportException.Kind.TOO_LARGE, to + " rejected the request as too large" + suffix(error), null);
       default -> fail(result, TransportException.Kind.PROTOCOL, to + " answered HTTP " + status + suffix(error), null);
     }
   }

@@ -458,11 +458,30 @@ class HttpTransportTest extends HttpTransportFixture {
   }
 
   @Test
-  void outboundPayloadAboveTheCapFailsWithProtocol() throws Exception {
-    HttpTransport a = start(node("a"), new Recorder());
+  void outboundPayloadAboveTheCapFailsWithTooLargeBeforeAnythingIsSent() throws Exception {
+    Recorder ra = new Recorder();
+    HttpTransport a = start(node("a"), ra);
     HttpTransport b = start(node("b").maxMessageBytes(100), new Recorder());
-    assertEquals(TransportException.Kind.PROTOCOL,
+    assertEquals(TransportException.Kind.TOO_LARGE,
         failureKind(b.request(a.localAddress(), new byte[101], Duration.ofSeconds(5))));
+    assertEquals(0, b.stats().requestsSent());
+    assertEquals(0, b.stats().bytesOut());
+    assertEquals(0, a.stats().oversizeRejected());
+    assertEquals(0, a.stats().requestsReceived());
+  }
+
+  @Test
+  void aRequestAboveThePeersLowerCapFailsWithTooLarge() throws Exception {
+    Recorder ra = new Recorder();
+    HttpTransport a = start(node("a").maxMessageBytes(1000), ra);
+    HttpTransport b = start(node("b"), new Recorder());
+    CompletableFuture<byte[]> f = b.request(a.localAddress(), new byte[1001], Duration.ofSeconds(5));
+    ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS));
+    TransportException te = (TransportException) e.getCause();
+    assertEquals(TransportException.Kind.TOO_LARGE, te.kind());
+    assertTrue(te.getMessage().contains("rejected the request as too large"), te.getMessage());
+    assertEquals(1, a.stats().oversizeRejected());
+    assertEquals(0, a.stats().requestsReceived());
   }
 
   @Test
