@@ -274,7 +274,7 @@ public final class NodeMain {
     if (node instanceof RouterNode rn) {
       sections.add(StatsTables.PEER_MESSAGES.section("peer_messages",
           new StatsTables.NodeInternalStats(rn.malformedMessages(), rn.strayStreamMessages(),
-              rn.outputDivergences())));
+              rn.outputDivergences(), rn.forwardsCancelledBeforeArrival())));
       rn.cacheEventStats().ifPresent(
           tree -> sections.add(StatsTables.LOCAL_TREE.section("local_tree", tree)));
     }

@@ -161,7 +161,8 @@ final class StatsTables {
           .build();
 
   /** The node's counters of what it dropped or failed on its peer and stream paths. */
-  record NodeInternalStats(long malformed, long strayStreams, long outputDivergences) {}
+  record NodeInternalStats(long malformed, long strayStreams, long outputDivergences,
+      long cancelledBeforeArrival) {}
 
   /** {@code peer_messages} in {@code /v1/stats}. */
   static final StatsTable<NodeInternalStats> PEER_MESSAGES =
@@ -177,6 +178,10 @@ final class StatsTables {
               "Streamed requests failed because a run's output disagreed with what had "
                   + "already been streamed: an engine that does not decode deterministically.",
               NodeInternalStats::outputDivergences)
+          .counter("cancelled_before_arrival", P + "forwards_cancelled_before_arrival_total",
+              "Requests forwarded by peers and not run because the peer's CANCEL of them had "
+                  + "arrived first (the network reordered them); answered as cancelled.",
+              NodeInternalStats::cancelledBeforeArrival)
           .build();
 
   private static final String L = P + "tree_";

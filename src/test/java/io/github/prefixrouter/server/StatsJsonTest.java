@@ -62,7 +62,8 @@ class StatsJsonTest {
           "cached_prompt_tokens", "hit_rate", "gossip_bytes_in", "gossip_bytes_out",
           "local_cached_tokens", "replica_blocks", "peers_live", "in_flight", "peer_messages",
           "local_tree", "transport", "engine", "client"), List.copyOf(s.keySet()));
-      assertEquals(Map.of("malformed", 0L, "stray_streams", 0L, "output_divergences", 0L),
+      assertEquals(Map.of("malformed", 0L, "stray_streams", 0L, "output_divergences", 0L,
+          "cancelled_before_arrival", 0L),
           s.get("peer_messages"));
       // the reference engine publishes its cache events, so the tree mirrors them
       assertEquals(List.of("stored_events", "removed_events", "cleared_events",
