@@ -101,7 +101,8 @@ class StatsJsonTest {
               URI.create("http://" + r.clientAddress + "/v1/stats")).build(),
               HttpResponse.BodyHandlers.ofString()).body())).get("peer_messages");
         }
-        assertEquals(Map.of("malformed", 1L, "stray_streams", 0L, "output_divergences", 0L),
+        assertEquals(Map.of("malformed", 1L, "stray_streams", 0L, "output_divergences", 0L,
+            "cancelled_before_arrival", 0L),
             counted);
       }
       assertEquals("RUNNING", s.get("state"));
