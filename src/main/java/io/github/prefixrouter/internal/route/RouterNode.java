@@ -1603,13 +1603,18 @@ public final class RouterNode implements PrefixRouterNode {
           return stoppedBeforeArrival(from, key, fw.request());
         }
         existing = keyed ? servingForPeers.putIfAbsent(key, ex) : null;
+        if (existing == null || !existing.request.equals(ex.request)) {
+          // taken on before a CANCEL can find it (it looks under this lock): a CANCEL ending it
+          // at once then finds it counted in flight and live, as its ending expects
+          inFlight.incrementAndGet();
+          live.add(ex);
+        }
       }
       if (existing != null && !existing.request.equals(ex.request)) {
         existing = null; // another request of this id took the key meanwhile
         keyed = false;
       }
       if (existing == null) {
-        inFlight.incrementAndGet();
         if (state.get() != State.RUNNING) {
           // lost a race with stop(): refuse and release; a duplicate that joined it meanwhile
           // gets a (retryable) failure instead of waiting for an answer that never comes
@@ -1617,9 +1622,11 @@ public final class RouterNode implements PrefixRouterNode {
             servingForPeers.remove(key, ex);
           }
           refusedForPeers.increment();
-          ex.done.set(true);
-          ex.future.completeExceptionally(new NodeNotRunningException(nodeId, state.get()));
-          executionEnded();
+          if (ex.done.compareAndSet(false, true)) {
+            live.remove(ex);
+            ex.future.completeExceptionally(new NodeNotRunningException(nodeId, state.get()));
+            executionEnded();
+          }
           return answerNow(key, fw.request(), ForwardCodec.busy(id, 0));
         }
         boolean registered = keyed;
@@ -1633,7 +1640,9 @@ public final class RouterNode implements PrefixRouterNode {
             }
           }
         });
-        taken(ex);
+        if (abandoning) {
+          abandon(ex, new NodeNotRunningException(nodeId, State.STOPPING));
+        }
         if (!ex.done.get()) {
           routeOrRunLocal(ex);
         }
