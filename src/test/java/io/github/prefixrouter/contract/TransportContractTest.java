@@ -49,7 +49,9 @@ import org.junit.jupiter.api.Test;
  * null fails only its own request (and a message handler that throws, only its message), and an
  * answer arriving after the requester closed does not replace {@code CLOSED}; a handler whose
  * answer is null fails its request; a timeout that is not positive fails {@code TIMEOUT}, and
- * one too long for any clock (up to {@code ChronoUnit.FOREVER}) waits for the answer.
+ * one too long for any clock (up to {@code ChronoUnit.FOREVER}) waits for the answer; a request
+ * above the limit a transport declares ({@link #requestLimitBytes()}) fails {@code TOO_LARGE}
+ * and never reaches the peer, while one at the limit is answered.
  */
 public abstract class TransportContractTest {
 
@@ -64,6 +66,15 @@ public abstract class TransportContractTest {
   /** The timeout used by the timeout tests; short but above the transport's round trip. */
   protected Duration shortTimeout() {
     return Duration.ofMillis(300);
+  }
+
+  /**
+   * The largest request payload, in bytes, the transports {@link #createTransport} makes send;
+   * a larger one must fail with {@link TransportException.Kind#TOO_LARGE} without reaching the
+   * peer. The default, {@code -1}, declares no limit, and the check is skipped.
+   */
+  protected int requestLimitBytes() {
+    return -1;
   }
 
   /** The longest any answer may take in these tests. */
@@ -156,6 +167,25 @@ public abstract class TransportContractTest {
     CompletableFuture<byte[]> f = a.request(b.localAddress(), payload, patience());
     assertTrue(awaitCondition(f::isDone, patience()), "no answer");
     assertArrayEquals(concat("a:".getBytes(StandardCharsets.US_ASCII), payload), f.join());
+  }
+
+  @Test
+  void aRequestAboveTheLimitFailsTooLargeAndNeverReachesThePeer() {
+    int limit = requestLimitBytes();
+    org.junit.jupiter.api.Assumptions.assumeTrue(limit > 0, "the transport declares no limit");
+    AtomicInteger delivered = new AtomicInteger();
+    Transport b = started("b", counting(delivered));
+    Transport a = started("a", echo());
+    CompletableFuture<byte[]> big = a.request(b.localAddress(), new byte[limit + 1], patience());
+    assertTrue(awaitCondition(big::isDone, patience()), "no answer");
+    CompletionException e = org.junit.jupiter.api.Assertions.assertThrows(
+        CompletionException.class, big::join);
+    TransportException te = assertInstanceOf(TransportException.class, e.getCause());
+    assertEquals(TransportException.Kind.TOO_LARGE, te.kind());
+    CompletableFuture<byte[]> atLimit = a.request(b.localAddress(), new byte[limit], patience());
+    assertTrue(awaitCondition(atLimit::isDone, patience()), "no answer at the limit");
+    assertEquals(limit, atLimit.join().length, "the request at the limit is answered");
+    assertEquals(1, delivered.get(), "only the request at the limit reached the peer");
   }
 
   @Test

@@ -14,6 +14,11 @@ class HttpTransportContractTest extends TransportContractTest {
   }
 
   @Override
+  protected int requestLimitBytes() {
+    return 4 << 20; // maxMessageBytes, by default
+  }
+
+  @Override
   protected PeerAddress unreachableAddress() {
     try (ServerSocket s = new ServerSocket(0)) {
       return new PeerAddress("ghost", "127.0.0.1:" + s.getLocalPort());
