@@ -390,6 +390,11 @@ public final class RouterNode implements PrefixRouterNode {
   /** Registers a new execution; abandons it at once if a grace period has already ended. */
   private void taken(Execution ex) {
     live.add(ex);
+    abandonIfStopping(ex);
+  }
+
+  /** Abandons {@code ex}, taken on, if a stop's grace period has already ended. */
+  private void abandonIfStopping(Execution ex) {
     if (abandoning) {
       abandon(ex, new NodeNotRunningException(nodeId, State.STOPPING));
     }
@@ -1640,9 +1645,7 @@ public final class RouterNode implements PrefixRouterNode {
             }
           }
         });
-        if (abandoning) {
-          abandon(ex, new NodeNotRunningException(nodeId, State.STOPPING));
-        }
+        abandonIfStopping(ex); // counted and live since it was registered
         if (!ex.done.get()) {
           routeOrRunLocal(ex);
         }
