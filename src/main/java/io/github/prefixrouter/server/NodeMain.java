@@ -171,8 +171,9 @@ public final class NodeMain {
       if (o.advertise != null) {
         tb.advertisedAddress(o.advertise);
       }
-      if (o.clusterKey != null) {
-        tb.clusterKey(o.clusterKey);
+      if (o.clusterKeys != null) {
+        tb.clusterKey(o.clusterKeys.get(0));
+        tb.acceptedClusterKeys(o.clusterKeys.subList(1, o.clusterKeys.size()).toArray(new byte[0][]));
       } else {
         tb.insecureWithoutAuthentication();
       }
@@ -205,11 +206,18 @@ public final class NodeMain {
         watchKvEvents(scheduler, watch);
       }
       HttpTransport t = transport;
+      ClusterKeys keys = null;
+      if (o.clusterKeyFile != null && !o.clusterKeyCheck.isZero()) {
+        keys = new ClusterKeys(o.clusterKeyFile, o.clusterKeys, k -> t.updateClusterKeys(
+            k.get(0), k.subList(1, k.size()).toArray(new byte[0][])));
+        watchClusterKeys(scheduler, keys, o.clusterKeyCheck.toNanos());
+      }
+      ClusterKeys watchedKeys = keys;
       ReferenceEngine ref = reference;
       InferenceEngine eng = engine;
       PrefixRouterNode n = node;
       PromptTokenizer tokenizer = tokenizer(o);
-      endpoint = new ClientEndpoint(node, () -> extraStats(n, t, ref, eng), 4096,
+      endpoint = new ClientEndpoint(node, () -> extraStats(n, t, watchedKeys, ref, eng), 4096,
           java.time.Duration.ofSeconds(10), baseModel,
           o.clientReaderThreads != 0 ? o.clientReaderThreads : ClientEndpoint.DEFAULT_READER_THREADS,
           o.clientMaxUnfinishedReads != 0 ? o.clientMaxUnfinishedReads
@@ -267,9 +275,21 @@ public final class NodeMain {
     });
   }
 
+  /** Re-reads the cluster key file every {@code intervalNanos} until the scheduler closes. */
+  private static void watchClusterKeys(io.github.prefixrouter.spi.Scheduler scheduler,
+      ClusterKeys keys, long intervalNanos) {
+    scheduler.schedule(intervalNanos, () -> {
+      try {
+        keys.check();
+      } finally {
+        watchClusterKeys(scheduler, keys, intervalNanos);
+      }
+    });
+  }
+
   /** The process's counters besides the node's and the client endpoint's. */
   private static List<StatsTable.Section<?>> extraStats(PrefixRouterNode node, HttpTransport t,
-      ReferenceEngine e, InferenceEngine engine) {
+      ClusterKeys keys, ReferenceEngine e, InferenceEngine engine) {
     List<StatsTable.Section<?>> sections = new ArrayList<>();
     if (node instanceof RouterNode rn) {
       sections.add(StatsTables.PEER_MESSAGES.section("peer_messages",
@@ -279,6 +299,9 @@ public final class NodeMain {
           tree -> sections.add(StatsTables.LOCAL_TREE.section("local_tree", tree)));
     }
     sections.add(StatsTables.TRANSPORT.section("transport", t.stats()));
+    if (keys != null) {
+      sections.add(StatsTables.CLUSTER_KEY_FILE.section("cluster_key_file", keys.stats()));
+    }
     if (e != null) {
       sections.add(StatsTables.REFERENCE_ENGINE.section("engine", e.stats()));
     }

@@ -44,8 +44,12 @@ public final class NodeOptions {
           "                           events, a piece of output each (curl -N to watch them)",
           "  --seeds LIST             peers to join through: id@host:port,id@host:port (the",
           "                           node's own entry is skipped, so one list serves all)",
-          "  --cluster-key-file FILE  file holding the shared cluster key (hex, or raw bytes)",
-          "                           (or env PREFIX_ROUTER_CLUSTER_KEY, hex); one is required",
+          "  --cluster-key-file FILE  file holding the shared cluster key: hex, one key per",
+          "                           line, the first signs and all are accepted (for a key",
+          "                           rotation), or one raw key; or env PREFIX_ROUTER_CLUSTER_KEY",
+          "                           (hex, comma-separated); one is required",
+          "  --cluster-key-check-ms N re-read --cluster-key-file this often and use its keys",
+          "                           if they changed (0: never); default 10000",
           "  --insecure               no message authentication (trusted test networks only)",
           "  --engine reference|URL   the reference engine, or an OpenAI-compatible server URL",
           "  --model NAME             model name sent to the OpenAI-compatible server (the base",
@@ -112,7 +116,8 @@ public final class NodeOptions {
 
   private static final Set<String> KEYS =
       Set.of(
-          "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file", "insecure",
+          "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file",
+          "cluster-key-check-ms", "insecure",
           "engine", "model", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
@@ -129,7 +134,12 @@ public final class NodeOptions {
   final String clientHost;
   final int clientPort;
   final List<PeerAddress> seeds;
-  final byte[] clusterKey; // null when insecure
+  /** The cluster keys, signing key first; null when insecure. */
+  final List<byte[]> clusterKeys;
+  /** The file they came from, re-read every {@link #clusterKeyCheck}; null if none. */
+  final Path clusterKeyFile;
+  /** How often to re-read {@link #clusterKeyFile}; zero: never. */
+  final Duration clusterKeyCheck;
   final String engine;
   final String model;
   /** The tokenize endpoint ({@code --tokenizer URL}); null for auto or none. */
@@ -176,7 +186,9 @@ public final class NodeOptions {
       peerReaderThreads = peerMaxUnfinishedReads = clientReaderThreads = clientMaxUnfinishedReads = 0;
       engineSeed = 0;
       seeds = List.of();
-      clusterKey = null;
+      clusterKeys = null;
+      clusterKeyFile = null;
+      clusterKeyCheck = null;
       config = null;
       readyFile = null;
       shutdownGrace = null;
@@ -204,20 +216,40 @@ public final class NodeOptions {
     if (insecure && (keyFile != null)) {
       throw new IllegalArgumentException("--insecure and --cluster-key-file are exclusive");
     }
+    this.clusterKeyFile = insecure || keyFile == null ? null : Path.of(keyFile);
     if (insecure) {
-      this.clusterKey = null;
+      this.clusterKeys = null;
     } else if (keyFile != null) {
-      this.clusterKey = readKey(Path.of(keyFile));
+      this.clusterKeys = ClusterKeys.read(clusterKeyFile);
     } else if (envKey != null) {
-      this.clusterKey = decodeKey(envKey.trim(), "PREFIX_ROUTER_CLUSTER_KEY");
+      this.clusterKeys = ClusterKeys.parse(envKey, "PREFIX_ROUTER_CLUSTER_KEY");
     } else {
       throw new IllegalArgumentException(
           "a cluster key is required: --cluster-key-file FILE or env PREFIX_ROUTER_CLUSTER_KEY "
               + "(or --insecure on a trusted test network)");
     }
-    if (clusterKey != null && clusterKey.length < 16) {
-      throw new IllegalArgumentException("the cluster key must have at least 16 bytes, had " + clusterKey.length);
+    for (int i = 0; clusterKeys != null && i < clusterKeys.size(); i++) {
+      if (clusterKeys.get(i).length < 16) {
+        throw new IllegalArgumentException((clusterKeys.size() == 1 ? "the cluster key"
+            : "cluster key " + (i + 1) + " of " + clusterKeys.size())
+            + " must have at least 16 bytes, had " + clusterKeys.get(i).length);
+      }
     }
+    long distinctKeys = clusterKeys == null ? 0
+        : clusterKeys.stream().map(java.nio.ByteBuffer::wrap).distinct().count();
+    if (distinctKeys > 4) {
+      throw new IllegalArgumentException(
+          "at most 4 distinct cluster keys (the signing key and 3 others), had " + distinctKeys);
+    }
+    long keyCheckMs = longValue(v, "cluster-key-check-ms", 10_000);
+    if (keyCheckMs < 0 || keyCheckMs > Duration.ofDays(1).toMillis()) {
+      throw new IllegalArgumentException(
+          "--cluster-key-check-ms must be 0 to a day in milliseconds, was " + keyCheckMs);
+    }
+    if (v.containsKey("cluster-key-check-ms") && clusterKeyFile == null) {
+      throw new IllegalArgumentException("--cluster-key-check-ms needs --cluster-key-file");
+    }
+    this.clusterKeyCheck = Duration.ofMillis(keyCheckMs);
     this.engine = v.getOrDefault("engine", "reference");
     if (!engine.equals("reference") && !engine.startsWith("http://") && !engine.startsWith("https://")) {
       throw new IllegalArgumentException("--engine must be 'reference' or an http(s) URL, was " + engine);
@@ -595,27 +627,5 @@ public final class NodeOptions {
       out.add(new PeerAddress(p.substring(0, at), p.substring(at + 1)));
     }
     return List.copyOf(out);
-  }
-
-  private static byte[] readKey(Path file) {
-    byte[] raw;
-    try {
-      raw = Files.readAllBytes(file);
-    } catch (IOException e) {
-      throw new IllegalArgumentException("cannot read --cluster-key-file " + file + ": " + e.getMessage(), e);
-    }
-    String text = new String(raw, StandardCharsets.ISO_8859_1).trim();
-    if (!text.isEmpty() && text.length() % 2 == 0 && text.chars().allMatch(c -> Character.digit(c, 16) >= 0)) {
-      return decodeKey(text, file.toString());
-    }
-    return raw;
-  }
-
-  private static byte[] decodeKey(String hex, String source) {
-    try {
-      return HexFormat.of().parseHex(hex);
-    } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("the cluster key in " + source + " is not hex: " + e.getMessage(), e);
-    }
   }
 }

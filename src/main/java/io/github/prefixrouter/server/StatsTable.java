@@ -15,8 +15,8 @@ import java.util.function.Function;
  *
  * <p>A field's value is a {@link Number} (one sample), an {@link Enum} (one sample per constant,
  * 1 for the value and 0 for the others; the JSON has its name), a {@link Map} from enum
- * constants to numbers (one sample per key, the key's name in the label; the JSON has the same
- * object) or a {@link String} (an info family: one sample of 1 with the text in the label).
+ * constants or texts to numbers (one sample per key, the key's name or text in the label; the
+ * JSON has the same object) or a {@link String} (an info family: one sample of 1 with the text in the label).
  *
  * @param <S> the snapshot type
  */
@@ -84,7 +84,7 @@ final class StatsTable<S> {
         m.put(f.key(), e.name());
       } else if (v instanceof Map<?, ?> map) {
         Map<String, Object> o = new LinkedHashMap<>();
-        map.forEach((k, n) -> o.put(((Enum<?>) k).name(), n));
+        map.forEach((k, n) -> o.put(labelOf(k), n));
         m.put(f.key(), o);
       } else {
         m.put(f.key(), v);
@@ -105,13 +105,18 @@ final class StatsTable<S> {
           out.sample(f.label(), ((Enum<?>) c).name(), c == e ? 1 : 0);
         }
       } else if (v instanceof Map<?, ?> map) {
-        map.forEach((k, n) -> out.sample(f.label(), ((Enum<?>) k).name(), (Number) n));
+        map.forEach((k, n) -> out.sample(f.label(), labelOf(k), (Number) n));
       } else if (v instanceof String text) {
         out.sample(f.label(), text, 1);
       } else {
         throw new IllegalStateException(f.family() + ": no samples for " + v);
       }
     }
+  }
+
+  /** A map key as a label value: an enum constant's name, or the text. */
+  private static String labelOf(Object key) {
+    return key instanceof Enum<?> e ? e.name() : (String) key;
   }
 
   /** Adds fields in order. */
@@ -128,7 +133,10 @@ final class StatsTable<S> {
       return add(new Field<>(key, family, Type.GAUGE, help, null, value));
     }
 
-    /** A field whose value is an enum, a map from enum constants, or a text: labelled samples. */
+    /**
+     * A field whose value is an enum, a map from enum constants or texts, or a text: labelled
+     * samples.
+     */
     Builder<S> labelled(String key, String family, Type type, String label, String help,
         Function<S, Object> value) {
       return add(new Field<>(key, family, type, help, Objects.requireNonNull(label, "label"),

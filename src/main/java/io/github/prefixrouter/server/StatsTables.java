@@ -135,6 +135,27 @@ final class StatsTables {
           "Payload bytes sent to peers.", HttpTransport.Stats::bytesOut)
       .gauge("pending_requests", T + "pending_requests",
           "Requests to peers waiting for an answer now.", HttpTransport.Stats::pendingRequests)
+      .counter("other_key_authentications", T + "other_key_authentications_total",
+          "Messages and answers from peers authenticated by an accepted cluster key other than "
+              + "the one this node signs with: while it grows, a peer still signs with it.",
+          HttpTransport.Stats::otherKeyAuthentications)
+      .counter("key_updates", T + "cluster_key_updates_total",
+          "Changes of the cluster keys while running (key rotation).",
+          HttpTransport.Stats::keyUpdates)
+      .labelled("cluster_keys", T + "cluster_key_info", Type.GAUGE, "key",
+          "The cluster keys in use, by id (the first 8 hex digits of the key's SHA-256): 1 for "
+              + "the key this node signs with, 0 for the others it accepts; none without "
+              + "authentication.", HttpTransport.Stats::clusterKeys)
+      .build();
+
+  /** {@link ClusterKeys}' watch of the key file: {@code cluster_key_file} in {@code /v1/stats}. */
+  static final StatsTable<ClusterKeys.Stats> CLUSTER_KEY_FILE = StatsTable.<ClusterKeys.Stats>builder()
+      .counter("reloads", P + "cluster_key_file_reloads_total",
+          "Changed keys read from --cluster-key-file and put in use.", ClusterKeys.Stats::reloads)
+      .counter("reload_failures", P + "cluster_key_file_reload_failures_total",
+          "Checks of --cluster-key-file that left the keys unchanged because the file could not "
+              + "be read or its keys were refused (logged once per distinct problem).",
+          ClusterKeys.Stats::reloadFailures)
       .build();
 
   private static final String E = P + "engine_";

@@ -46,7 +46,7 @@ class NodeMainTest {
     assertEquals(2, o.seeds.size());
     assertEquals("n3", o.seeds.get(1).nodeId());
     assertEquals("h:7003", o.seeds.get(1).address());
-    assertEquals(32, o.clusterKey.length);
+    assertEquals(32, o.clusterKeys.get(0).length);
     // the reference engine's cache (65,536 tokens by default) unless the flag says otherwise
     assertEquals(65_536, o.config.treeCapacityTokens());
     NodeOptions sized = parse("--config", cfg.toString(), "--tree-capacity-tokens", "200000");

@@ -5,6 +5,7 @@ import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import java.lang.reflect.RecordComponent;
 import java.util.EnumMap;
+import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
@@ -27,8 +28,8 @@ final class StatsFixtures {
 
   /**
    * A record of {@code type} whose numeric components are {@link #valueAt}{@code (base, i)},
-   * strings {@code "node-7"}, enums {@code RUNNING} (or the first constant), and maps of fallback
-   * causes {@link #fallbackValue}.
+   * strings {@code "node-7"}, enums {@code RUNNING} (or the first constant), maps of fallback
+   * causes {@link #fallbackValue}, and maps from texts (key ids) two entries of 1 and 0.
    */
   static <R extends Record> R distinct(Class<R> type, long base) {
     RecordComponent[] rc = type.getRecordComponents();
@@ -45,6 +46,11 @@ final class StatsFixtures {
         args[i] = "node-7";
       } else if (t == PrefixRouterNode.State.class) {
         args[i] = PrefixRouterNode.State.RUNNING;
+      } else if (t == Map.class && rc[i].getGenericType().getTypeName().contains("String")) {
+        Map<String, Integer> ids = new LinkedHashMap<>(); // key ids: the first signs
+        ids.put("0a1b2c3d", 1);
+        ids.put("4e5f6a7b", 0);
+        args[i] = ids;
       } else if (t == Map.class) {
         Map<FallbackCause, Long> fb = new EnumMap<>(FallbackCause.class);
         for (FallbackCause c : FallbackCause.values()) {

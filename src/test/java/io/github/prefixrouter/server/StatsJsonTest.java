@@ -75,8 +75,11 @@ class StatsJsonTest {
           "messages_sent", "messages_dropped", "messages_failed", "messages_received",
           "outbound_busy", "inbound_busy", "auth_failures", "replays_rejected",
           "oversize_rejected", "malformed_rejected", "slow_connections_closed", "reads_refused",
-          "bytes_in", "bytes_out", "pending_requests"),
+          "bytes_in", "bytes_out", "pending_requests", "other_key_authentications",
+          "key_updates", "cluster_keys"),
           List.copyOf(((Map<?, ?>) s.get("transport")).keySet()));
+      // the id of the one key: the first 4 bytes of its SHA-256
+      assertEquals(Map.of("4773d12e", 1L), ((Map<?, ?>) s.get("transport")).get("cluster_keys"));
       assertEquals(List.of("requests", "prompt_tokens", "cached_prompt_tokens",
           "evaluated_positions", "multiply_adds", "cached_tokens"),
           List.copyOf(((Map<?, ?>) s.get("engine")).keySet()));

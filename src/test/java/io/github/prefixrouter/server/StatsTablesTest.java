@@ -50,11 +50,15 @@ class StatsTablesTest {
   private static final CacheEventStats TREE =
       StatsFixtures.distinct(CacheEventStats.class, 700_000);
 
+  private static final ClusterKeys.Stats KEY_FILE =
+      StatsFixtures.distinct(ClusterKeys.Stats.class, 800_000);
+
   private static final List<StatsTable.Section<?>> ALL = List.of(
       StatsTables.NODE.section(null, NODE),
       StatsTables.PEER_MESSAGES.section("peer_messages", PEER),
       StatsTables.LOCAL_TREE.section("local_tree", TREE),
       StatsTables.TRANSPORT.section("transport", TRANSPORT),
+      StatsTables.CLUSTER_KEY_FILE.section("cluster_key_file", KEY_FILE),
       StatsTables.REFERENCE_ENGINE.section("engine", ENGINE),
       StatsTables.KV_EVENTS.section("kv_events", KV),
       StatsTables.CLIENT.section("client", CLIENT));
@@ -125,6 +129,15 @@ class StatsTablesTest {
     Map<String, Family> m = metrics(StatsTables.TRANSPORT.section("transport", TRANSPORT));
     Set<String> used = new HashSet<>();
     for (RecordComponent rc : HttpTransport.Stats.class.getRecordComponents()) {
+      if (rc.getName().equals("clusterKeys")) {
+        // one sample per key id, labelled with it
+        Family keys = m.get("prefix_router_transport_cluster_key_info");
+        assertEquals(2, keys.samples.size());
+        assertEquals(1.0, keys.value("key", "0a1b2c3d"));
+        assertEquals(0.0, keys.value("key", "4e5f6a7b"));
+        used.add(keys.name);
+        continue;
+      }
       double v = ((Number) rc.getAccessor().invoke(TRANSPORT)).doubleValue();
       List<String> f = familiesWithValue(m, v);
       assertEquals(1, f.size(), rc.getName() + " is in " + f);

@@ -28,6 +28,10 @@ import java.net.http.HttpTimeoutException;
 import java.nio.channels.ClosedChannelException;
 import java.security.SecureRandom;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
@@ -81,7 +85,8 @@ import org.slf4j.LoggerFactory;
  * {@link MessageAuthenticator}); the receiver also rejects timestamps outside the replay window
  * and nonces it has already accepted (see {@link ReplayGuard}). A message failing either check is
  * dropped and counted in {@link Stats}, never delivered. Nodes' wall clocks must agree to within
- * the replay window (NTP is ample). TLS is optional: pass the host's {@link SSLContext} to
+ * the replay window (NTP is ample). A node signs with one cluster key and may accept up to three
+ * more, so the key can be rotated while the cluster runs ({@link #updateClusterKeys}). TLS is optional: pass the host's {@link SSLContext} to
  * encrypt traffic; it is used for both the server and the client, so the context's trust store
  * must accept the peers' certificates (and their addresses must match the certificates).
  *
@@ -154,7 +159,8 @@ public final class HttpTransport implements Transport {
   private static final Duration LONGEST_TIMEOUT = Duration.ofNanos(Long.MAX_VALUE).minusSeconds(1);
 
   private final Builder config;
-  private final MessageAuthenticator auth; // null when authentication is disabled
+  /** The cluster keys; null when authentication is disabled. Replaced by a key rotation. */
+  private volatile MessageAuthenticator auth;
   private final ReplayGuard replayGuard; // null when authentication is disabled
   private final String bootId;
   private final AtomicLong nonceCounter = new AtomicLong();
@@ -187,7 +193,10 @@ public final class HttpTransport implements Transport {
   private HttpTransport(Builder b) {
     this.config = b.copy();
     if (b.clusterKey != null) {
-      this.auth = new MessageAuthenticator(b.clusterKey);
+      List<byte[]> keys = new ArrayList<>();
+      keys.add(b.clusterKey);
+      keys.addAll(b.acceptedClusterKeys);
+      this.auth = new MessageAuthenticator(keys);
       this.replayGuard = new ReplayGuard(b.replayWindow.toMillis(), b.maxNoncesPerSender);
     } else {
       this.auth = null;
@@ -297,7 +306,8 @@ public final class HttpTransport implements Transport {
         config.nodeId,
         advertised,
         config.sslContext != null ? "TLS" : "plain HTTP",
-        auth != null ? "HMAC-SHA256 authentication" : "NO authentication");
+        auth != null ? "HMAC-SHA256 authentication, cluster keys " + auth.keyIds().keySet()
+            + " (the first signs)" : "NO authentication");
   }
 
   @Override
@@ -542,10 +552,10 @@ public final class HttpTransport implements Transport {
     String error = resp.headers().firstValue(H_ERROR).orElse("");
     switch (status) {
       case 200 -> {
-        if (auth != null) {
+        MessageAuthenticator keys = auth;
+        if (keys != null) {
           String mac = resp.headers().firstValue(H_MAC).orElse(null);
-          if (!auth.verify(mac, body, TAG_RESPONSE, to.nodeId(), config.nodeId, nonce, "200")) {
-            counters.authFailures.increment();
+          if (!verified(keys.verify(mac, body, TAG_RESPONSE, to.nodeId(), config.nodeId, nonce, "200"))) {
             fail(result, TransportException.Kind.PROTOCOL,
                 "answer from " + to + " failed authentication; dropped", null);
             return;
@@ -664,10 +674,64 @@ public final class HttpTransport implements Transport {
             .header(H_NONCE, nonce)
             .header("Content-Type", "application/octet-stream")
             .POST(HttpRequest.BodyPublishers.ofByteArray(payload));
-    if (auth != null) {
-      b.header(H_MAC, auth.sign(payload, tag, me.nodeId(), me.address(), to.nodeId(), ts, nonce));
+    MessageAuthenticator keys = auth;
+    if (keys != null) {
+      b.header(H_MAC, keys.sign(payload, tag, me.nodeId(), me.address(), to.nodeId(), ts, nonce));
     }
     return b.build();
+  }
+
+  /** Counts a MAC check's outcome ({@link MessageAuthenticator#verify}); true if it passed. */
+  private boolean verified(int key) {
+    if (key == MessageAuthenticator.NO_KEY) {
+      counters.authFailures.increment();
+      return false;
+    }
+    if (key > 0) {
+      counters.otherKeyAuthentications.increment();
+    }
+    return true;
+  }
+
+  // ---------------------------------------------------------------- key rotation
+
+  /**
+   * Replaces the cluster keys while the transport runs: from now on messages and answers are
+   * signed with {@code signingKey}, and inbound ones pass if any of the given keys produced their
+   * MAC. A message being checked while the keys change is checked against the old keys or the
+   * new ones, never a mix.
+   *
+   * <p>A rotation from key A to key B without a moment in which two nodes cannot authenticate
+   * each other takes three steps, each finished on every node before the next begins: (1)
+   * signing key A, accepting B; (2) signing key B, accepting A; (3) B alone, once
+   * {@link Stats#otherKeyAuthentications()} has stopped growing on every node (nobody signs with
+   * A any more). {@link Stats#clusterKeys()} shows each node's keys by id. docs/deployment.md
+   * ("Rotating the cluster key") has the procedure for {@code NodeMain}, which re-reads its key
+   * file.
+   *
+   * @param signingKey the key to sign with, at least 16 bytes; also accepted
+   * @param acceptedKeys further keys to accept, at least 16 bytes each, at most 3 distinct
+   *     besides the signing key (a repeat is ignored)
+   * @throws IllegalStateException if the transport was built with
+   *     {@link Builder#insecureWithoutAuthentication()}
+   * @throws IllegalArgumentException if a key is null or too short, or there are too many; the
+   *     keys in use then stay as they were
+   */
+  public void updateClusterKeys(byte[] signingKey, byte[]... acceptedKeys) {
+    if (auth == null) {
+      throw new IllegalStateException(
+          "this transport was built without authentication; it has no cluster keys to update");
+    }
+    List<byte[]> keys = new ArrayList<>();
+    keys.add(signingKey);
+    if (acceptedKeys == null) {
+      throw new IllegalArgumentException("acceptedKeys is null");
+    }
+    keys.addAll(Arrays.asList(acceptedKeys));
+    MessageAuthenticator next = new MessageAuthenticator(keys);
+    auth = next;
+    counters.keyUpdates.increment();
+    log.info("{}: cluster keys now {} (the first signs)", config.nodeId, next.keyIds().keySet());
   }
 
   private String nextNonce() {
@@ -740,10 +804,10 @@ public final class HttpTransport implements Transport {
         respondQuietly(ex, 401, new byte[0], "message addressed to another node", null);
         return;
       }
-      if (auth != null) {
+      MessageAuthenticator keys = auth;
+      if (keys != null) {
         String tag = isRequest ? TAG_REQUEST : TAG_MESSAGE;
-        if (!auth.verify(h.getFirst(H_MAC), body, tag, sender, senderAddress, recipient, ts, nonce)) {
-          counters.authFailures.increment();
+        if (!verified(keys.verify(h.getFirst(H_MAC), body, tag, sender, senderAddress, recipient, ts, nonce))) {
           log.debug("dropping message from {} that failed authentication", from);
           respondQuietly(ex, 401, new byte[0], "authentication failed", null);
           return;
@@ -855,10 +919,11 @@ public final class HttpTransport implements Transport {
     } else if (bytes == null || bytes.length > config.maxMessageBytes) {
       respondQuietly(ex, 500, new byte[0], "handler answer missing or above maxMessageBytes", null);
     } else {
+      MessageAuthenticator keys = auth;
       String mac =
-          auth == null
+          keys == null
               ? null
-              : auth.sign(bytes, TAG_RESPONSE, config.nodeId, from.nodeId(), nonce, "200");
+              : keys.sign(bytes, TAG_RESPONSE, config.nodeId, from.nodeId(), nonce, "200");
       counters.bytesOut.add(bytes.length);
       respondQuietly(ex, 200, bytes, null, mac);
     }
@@ -966,7 +1031,15 @@ public final class HttpTransport implements Transport {
         counters.bytesIn.sum(),
         counters.bytesOut.sum(),
         pending.size(),
-        counters.readsRefused.sum());
+        counters.readsRefused.sum(),
+        counters.otherKeyAuthentications.sum(),
+        counters.keyUpdates.sum(),
+        clusterKeyIds());
+  }
+
+  private Map<String, Integer> clusterKeyIds() {
+    MessageAuthenticator keys = auth;
+    return keys == null ? Map.of() : Collections.unmodifiableMap(keys.keyIds());
   }
 
   /**
@@ -994,6 +1067,13 @@ public final class HttpTransport implements Transport {
    * @param readsRefused inbound connections closed at once because {@code readerThreads}
    *     requests were being read, and requests answered 503 at once because their address had
    *     {@code maxUnfinishedReadsPerAddress} requests with unfinished bodies
+   * @param otherKeyAuthentications inbound messages and answers whose MAC was made with an
+   *     accepted cluster key other than this node's signing key: while it grows, some peer still
+   *     signs with such a key (see {@link #updateClusterKeys})
+   * @param keyUpdates calls of {@link #updateClusterKeys} that took effect
+   * @param clusterKeys the ids of the cluster keys in use (the first 4 bytes of each key's
+   *     SHA-256, in hex), in order, mapped to 1 for the signing key and 0 for the others; empty
+   *     without authentication
    */
   public record Stats(
       long messagesSent,
@@ -1013,7 +1093,10 @@ public final class HttpTransport implements Transport {
       long bytesIn,
       long bytesOut,
       int pendingRequests,
-      long readsRefused) {}
+      long readsRefused,
+      long otherKeyAuthentications,
+      long keyUpdates,
+      Map<String, Integer> clusterKeys) {}
 
   private static final class Counters {
     final LongAdder messagesSent = new LongAdder();
@@ -1033,6 +1116,8 @@ public final class HttpTransport implements Transport {
     final LongAdder bytesIn = new LongAdder();
     final LongAdder bytesOut = new LongAdder();
     final LongAdder readsRefused = new LongAdder();
+    final LongAdder otherKeyAuthentications = new LongAdder();
+    final LongAdder keyUpdates = new LongAdder();
   }
 
   // ---------------------------------------------------------------- body cap
@@ -1058,6 +1143,7 @@ public final class HttpTransport implements Transport {
     private int listenPort = -1;
     private String advertisedAddress;
     private byte[] clusterKey;
+    private List<byte[]> acceptedClusterKeys = List.of();
     private boolean insecure;
     private SSLContext sslContext;
     private Duration connectTimeout = Duration.ofSeconds(2);
@@ -1084,6 +1170,7 @@ public final class HttpTransport implements Transport {
       b.listenPort = listenPort;
       b.advertisedAddress = advertisedAddress;
       b.clusterKey = clusterKey == null ? null : clusterKey.clone();
+      b.acceptedClusterKeys = acceptedClusterKeys;
       b.insecure = insecure;
       b.sslContext = sslContext;
       b.connectTimeout = connectTimeout;
@@ -1142,13 +1229,36 @@ public final class HttpTransport implements Transport {
 
     /**
      * The shared cluster key for HMAC-SHA256 message authentication: at least 16 bytes, the same
-     * on every node. Either this or {@link #insecureWithoutAuthentication()} is required.
+     * on every node. This node signs with it and accepts it; {@link #acceptedClusterKeys} adds
+     * keys it accepts as well, for a key rotation. Either this or
+     * {@link #insecureWithoutAuthentication()} is required.
      *
      * @param key the shared key
      * @return this builder
      */
     public Builder clusterKey(byte[] key) {
       this.clusterKey = key == null ? null : key.clone();
+      return this;
+    }
+
+    /**
+     * Further cluster keys whose MACs inbound messages and answers may carry, besides
+     * {@link #clusterKey}'s, which alone signs: the keys of a rotation in progress (see
+     * {@link HttpTransport#updateClusterKeys}). At least 16 bytes each, at most 3 distinct
+     * besides the signing key; default none.
+     *
+     * @param keys the keys to accept as well
+     * @return this builder
+     */
+    public Builder acceptedClusterKeys(byte[]... keys) {
+      if (keys == null) {
+        throw new IllegalArgumentException("acceptedClusterKeys: keys is null");
+      }
+      List<byte[]> copy = new ArrayList<>();
+      for (byte[] k : keys) {
+        copy.add(k == null ? null : k.clone());
+      }
+      this.acceptedClusterKeys = Collections.unmodifiableList(copy);
       return this;
     }
 
@@ -1371,6 +1481,15 @@ public final class HttpTransport implements Transport {
       if (clusterKey != null && clusterKey.length < 16) {
         throw new IllegalArgumentException(
             "clusterKey must have at least 16 bytes, had " + clusterKey.length);
+      }
+      if (clusterKey == null && !acceptedClusterKeys.isEmpty()) {
+        throw new IllegalArgumentException("acceptedClusterKeys needs clusterKey(bytes), the key that signs");
+      }
+      if (clusterKey != null) {
+        List<byte[]> keys = new ArrayList<>();
+        keys.add(clusterKey);
+        keys.addAll(acceptedClusterKeys);
+        MessageAuthenticator.distinct(keys); // checks them all, with messages naming the key
       }
       if (sslContext != null) {
         try {

@@ -3,58 +3,152 @@ package io.github.prefixrouter.transport.http;
 import java.nio.charset.StandardCharsets;
 import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Base64;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
 
 /**
- * HMAC-SHA256 over a message's envelope and payload with the shared cluster key.
+ * HMAC-SHA256 over a message's envelope and payload with the cluster keys: one key signs, every
+ * key of the ring verifies.
  *
  * <p>The authenticated input is a sequence of length-prefixed fields (so no field can be shifted
  * into its neighbour) followed by the payload: a domain tag ("request", "message" or
  * "response"), the sender's node id and address, the recipient's node id, the timestamp, the
  * nonce, and for responses the HTTP status. A MAC therefore proves who sent the message, to whom,
  * when, and that nothing in it changed; replay is stopped separately by {@link ReplayGuard}.
+ *
+ * <p>A ring holds the signing key first and at most {@link #MAX_KEYS} keys in all, distinct. A
+ * MAC is checked against the signing key first, then against the others in order, so a forged
+ * MAC costs at most {@code MAX_KEYS} HMACs. Instances are immutable; a key rotation builds a new
+ * one.
  */
 final class MessageAuthenticator {
 
   static final String ALGORITHM = "HmacSHA256";
+  /** Keys in one ring at most: the signing key and three others. */
+  static final int MAX_KEYS = 4;
+  /** The shortest key accepted, in bytes. */
+  static final int MIN_KEY_BYTES = 16;
+  /** {@link #verify}'s answer for a MAC that no key of the ring produced. */
+  static final int NO_KEY = -1;
 
-  private final Mac prototype;
+  private final Mac[] prototypes;
+  private final String[] keyIds;
 
-  MessageAuthenticator(byte[] key) {
-    try {
-      Mac mac = Mac.getInstance(ALGORITHM);
-      mac.init(new SecretKeySpec(key, ALGORITHM));
-      this.prototype = mac;
-    } catch (GeneralSecurityException e) {
-      throw new IllegalStateException("HmacSHA256 is not available in this JDK", e);
+  /**
+   * A ring whose first key signs.
+   *
+   * @throws IllegalArgumentException if there is no key, more than {@link #MAX_KEYS}, or one is
+   *     null or shorter than {@link #MIN_KEY_BYTES}
+   */
+  MessageAuthenticator(List<byte[]> keys) {
+    List<byte[]> distinct = distinct(keys);
+    this.prototypes = new Mac[distinct.size()];
+    this.keyIds = new String[distinct.size()];
+    for (int i = 0; i < distinct.size(); i++) {
+      byte[] key = distinct.get(i);
+      keyIds[i] = keyId(key);
+      try {
+        Mac mac = Mac.getInstance(ALGORITHM);
+        mac.init(new SecretKeySpec(key, ALGORITHM));
+        prototypes[i] = mac;
+      } catch (GeneralSecurityException e) {
+        throw new IllegalStateException("HmacSHA256 is not available in this JDK", e);
+      }
     }
   }
 
-  /** The base64 MAC of the given fields and payload. */
-  String sign(byte[] payload, String... fields) {
-    return Base64.getEncoder().encodeToString(compute(payload, fields));
+  /**
+   * The keys in order without repeats (a key listed twice is kept once, at its first place),
+   * each checked.
+   */
+  static List<byte[]> distinct(List<byte[]> keys) {
+    if (keys == null || keys.isEmpty()) {
+      throw new IllegalArgumentException("a cluster key is required");
+    }
+    List<byte[]> out = new ArrayList<>();
+    for (int i = 0; i < keys.size(); i++) {
+      byte[] key = keys.get(i);
+      String name = i == 0 ? "the signing cluster key" : "accepted cluster key " + i;
+      if (key == null) {
+        throw new IllegalArgumentException(name + " is null");
+      }
+      if (key.length < MIN_KEY_BYTES) {
+        throw new IllegalArgumentException(
+            name + " must have at least " + MIN_KEY_BYTES + " bytes, had " + key.length);
+      }
+      if (out.stream().noneMatch(k -> Arrays.equals(k, key))) {
+        out.add(key.clone());
+      }
+    }
+    if (out.size() > MAX_KEYS) {
+      throw new IllegalArgumentException(
+          "at most " + MAX_KEYS + " distinct cluster keys (the signing key and "
+              + (MAX_KEYS - 1) + " others), had " + out.size());
+    }
+    return out;
   }
 
-  /** True if {@code macBase64} is the MAC of the fields and payload (constant-time compare). */
-  boolean verify(String macBase64, byte[] payload, String... fields) {
+  /**
+   * A key's id: the first 4 bytes of its SHA-256, in lower-case hex. It names a key in logs and
+   * statistics without revealing it ({@code xxd -r -p cluster.key | sha256sum | cut -c1-8}).
+   */
+  static String keyId(byte[] key) {
+    try {
+      byte[] digest = MessageDigest.getInstance("SHA-256").digest(key);
+      return HexFormat.of().formatHex(digest, 0, 4);
+    } catch (GeneralSecurityException e) {
+      throw new IllegalStateException("SHA-256 is not available in this JDK", e);
+    }
+  }
+
+  /** The ids of the ring's keys, signing key first, each mapped to 1 if it signs, else 0. */
+  Map<String, Integer> keyIds() {
+    Map<String, Integer> ids = new LinkedHashMap<>();
+    for (int i = 0; i < keyIds.length; i++) {
+      ids.put(keyIds[i], i == 0 ? 1 : 0);
+    }
+    return ids;
+  }
+
+  /** The base64 MAC of the given fields and payload under the signing key. */
+  String sign(byte[] payload, String... fields) {
+    return Base64.getEncoder().encodeToString(compute(0, payload, fields));
+  }
+
+  /**
+   * Which key of the ring produced {@code macBase64} over the fields and payload: 0 for the
+   * signing key, the key's place in the ring for another, {@link #NO_KEY} for none (or a MAC
+   * that is missing or not base64). Each comparison is constant-time.
+   */
+  int verify(String macBase64, byte[] payload, String... fields) {
     if (macBase64 == null || macBase64.length() > 64) {
-      return false;
+      return NO_KEY;
     }
     byte[] given;
     try {
       given = Base64.getDecoder().decode(macBase64);
     } catch (IllegalArgumentException e) {
-      return false;
+      return NO_KEY;
     }
-    return MessageDigest.isEqual(given, compute(payload, fields));
+    for (int i = 0; i < prototypes.length; i++) {
+      if (MessageDigest.isEqual(given, compute(i, payload, fields))) {
+        return i;
+      }
+    }
+    return NO_KEY;
   }
 
-  private byte[] compute(byte[] payload, String... fields) {
+  private byte[] compute(int key, byte[] payload, String... fields) {
     Mac mac;
     try {
-      mac = (Mac) prototype.clone();
+      mac = (Mac) prototypes[key].clone();
     } catch (CloneNotSupportedException e) {
       throw new IllegalStateException("HmacSHA256 implementation cannot be cloned", e);
     }

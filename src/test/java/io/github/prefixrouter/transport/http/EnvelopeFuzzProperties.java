@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.contract.TransportContractTest;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
@@ -37,7 +38,7 @@ class EnvelopeFuzzProperties {
   void tamperedEnvelopesAreRefusedAndNeverDelivered(
       @ForAll byte[] payload, @ForAll @IntRange(min = 0, max = 6) int field, @ForAll @IntRange(min = 0, max = 1000) int at,
       @ForAll boolean request) throws Exception {
-    MessageAuthenticator auth = new MessageAuthenticator(HttpTransportTest.KEY);
+    MessageAuthenticator auth = new MessageAuthenticator(List.of(HttpTransportTest.KEY));
     String path = request ? "/prefix-router/v1/request" : "/prefix-router/v1/message";
     String tag = request ? "request" : "message";
     String[] f = {"b", "127.0.0.1:9", "a", Long.toString(System.currentTimeMillis()), "n" + nonces.incrementAndGet()};

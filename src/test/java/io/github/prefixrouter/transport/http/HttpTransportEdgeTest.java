@@ -180,7 +180,7 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
       };
       AtomicInteger delivered = new AtomicInteger();
       HttpTransport a = start(node("a").wallClockMillis(clock), TransportContractTest.counting(delivered));
-      MessageAuthenticator auth = new MessageAuthenticator(HttpTransportTest.KEY);
+      MessageAuthenticator auth = new MessageAuthenticator(List.of(HttpTransportTest.KEY));
       String ts = Long.toString(System.currentTimeMillis());
       String tag = request ? "request" : "message";
       String mac = auth.sign(new byte[] {1}, tag, "b", "127.0.0.1:1", "a", ts, "n1");

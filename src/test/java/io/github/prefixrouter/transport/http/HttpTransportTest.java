@@ -230,7 +230,7 @@ class HttpTransportTest extends HttpTransportFixture {
   void tamperedPayloadOrSenderFailsAuthentication() throws Exception {
     Recorder ra = new Recorder();
     HttpTransport a = start(node("a"), ra);
-    MessageAuthenticator auth = new MessageAuthenticator(KEY);
+    MessageAuthenticator auth = new MessageAuthenticator(List.of(KEY));
     String ts = Long.toString(System.currentTimeMillis());
     byte[] body = "real".getBytes(StandardCharsets.UTF_8);
     String mac = auth.sign(body, "message", "b", "127.0.0.1:1", "a", ts, "n1");
@@ -285,7 +285,7 @@ class HttpTransportTest extends HttpTransportFixture {
     Recorder ra = new Recorder();
     AtomicLong wall = new AtomicLong(1_000_000_000L);
     HttpTransport a = start(node("a").wallClockMillis(wall::get).replayWindow(Duration.ofSeconds(30)), ra);
-    MessageAuthenticator auth = new MessageAuthenticator(KEY);
+    MessageAuthenticator auth = new MessageAuthenticator(List.of(KEY));
     byte[] body = "g".getBytes(StandardCharsets.UTF_8);
     String ts = Long.toString(wall.get());
     String mac = auth.sign(body, "message", "b", "127.0.0.1:1", "a", ts, "n1");

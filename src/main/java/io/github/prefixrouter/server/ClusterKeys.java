@@ -1,0 +1,163 @@
+package io.github.prefixrouter.server;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The cluster keys of a {@link NodeMain} process: read from its key file or environment variable,
+ * and re-read from the file while it runs, so that the key can be rotated without a restart.
+ *
+ * <p><b>Key file.</b> One key per line in hex, the first signs and every one is accepted;
+ * blank lines and lines starting with {@code #} are ignored. A file holding anything but
+ * printable text (a raw key, for example 32 bytes from {@code /dev/urandom}) is one key, all of
+ * its bytes; so is printable text of a single line that is not hex. Several lines of which one is
+ * not hex are an error naming the line, never a raw key, so that a typo in a rotation does not
+ * give a node a key no peer has. The environment variable holds the hex keys separated by
+ * commas.
+ *
+ * <p><b>Watching.</b> {@link #check()} re-reads the file and hands the keys on when they differ
+ * from the last ones handed on: editing comments or blank lines does nothing, while reordering
+ * the keys changes the signing key and is handed on. A file that cannot be read or
+ * parsed leaves the keys as they were, counted and logged once per distinct problem.
+ */
+final class ClusterKeys {
+
+  private static final Logger log = LoggerFactory.getLogger(ClusterKeys.class);
+
+  private final Path file;
+  private final Consumer<List<byte[]>> apply;
+  private List<byte[]> current;
+  private String lastProblem;
+  private long reloads;
+  private long failures;
+
+  /**
+   * Watches {@code file}, whose keys are {@code current} now, handing changed keys to
+   * {@code apply} (which may throw {@link IllegalArgumentException} to refuse them).
+   */
+  ClusterKeys(Path file, List<byte[]> current, Consumer<List<byte[]>> apply) {
+    this.file = file;
+    this.current = List.copyOf(current);
+    this.apply = apply;
+  }
+
+  /** Counters of the watch: key changes applied, and checks that failed. */
+  record Stats(long reloads, long reloadFailures) {}
+
+  synchronized Stats stats() {
+    return new Stats(reloads, failures);
+  }
+
+  /** Re-reads the file and applies its keys if they changed. */
+  synchronized void check() {
+    List<byte[]> keys;
+    try {
+      keys = read(file);
+      if (sameKeys(keys, current)) {
+        lastProblem = null;
+        return;
+      }
+      apply.accept(keys);
+    } catch (IllegalArgumentException e) {
+      failures++;
+      if (!e.getMessage().equals(lastProblem)) {
+        log.error("cluster keys unchanged: {}", e.getMessage());
+        lastProblem = e.getMessage();
+      }
+      return;
+    }
+    current = keys;
+    lastProblem = null;
+    reloads++;
+  }
+
+  private static boolean sameKeys(List<byte[]> a, List<byte[]> b) {
+    if (a.size() != b.size()) {
+      return false;
+    }
+    for (int i = 0; i < a.size(); i++) {
+      if (!Arrays.equals(a.get(i), b.get(i))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * The keys in a key file, signing key first.
+   *
+   * @throws IllegalArgumentException if it cannot be read, holds no key, or is text of several
+   *     lines one of which is not hex
+   */
+  static List<byte[]> read(Path file) {
+    byte[] raw;
+    try {
+      raw = Files.readAllBytes(file);
+    } catch (IOException e) {
+      throw new IllegalArgumentException("cannot read --cluster-key-file " + file + ": " + e, e);
+    }
+    for (byte b : raw) {
+      if ((b < 0x20 || b > 0x7e) && b != '\n' && b != '\r' && b != '\t') {
+        return List.of(raw); // a raw key
+      }
+    }
+    String text = new String(raw, StandardCharsets.US_ASCII);
+    List<String> lines = new ArrayList<>();
+    List<Integer> numbers = new ArrayList<>();
+    String[] all = text.split("\r?\n", -1);
+    for (int i = 0; i < all.length; i++) {
+      String line = all[i].strip();
+      if (!line.isEmpty() && !line.startsWith("#")) {
+        lines.add(line);
+        numbers.add(i + 1);
+      }
+    }
+    if (lines.isEmpty()) {
+      throw new IllegalArgumentException("--cluster-key-file " + file + " holds no key");
+    }
+    if (lines.size() == 1 && !isHex(lines.get(0))) {
+      return List.of(raw); // a raw key of printable text, as the file has always been read
+    }
+    List<byte[]> keys = new ArrayList<>();
+    for (int i = 0; i < lines.size(); i++) {
+      if (!isHex(lines.get(i))) {
+        throw new IllegalArgumentException("line " + numbers.get(i) + " of --cluster-key-file " + file
+            + " is not a key in hex (the file holds one hex key per line, the first signs)");
+      }
+      keys.add(HexFormat.of().parseHex(lines.get(i)));
+    }
+    return keys;
+  }
+
+  /**
+   * The keys of the environment variable: hex, separated by commas, signing key first.
+   *
+   * @throws IllegalArgumentException naming {@code source} if one is not hex
+   */
+  static List<byte[]> parse(String hexList, String source) {
+    List<byte[]> keys = new ArrayList<>();
+    for (String part : hexList.split(",", -1)) {
+      String hex = part.strip();
+      if (!isHex(hex)) {
+        throw new IllegalArgumentException(
+            "the cluster keys in " + source + " must be hex, separated by commas");
+      }
+      keys.add(HexFormat.of().parseHex(hex));
+    }
+    return keys;
+  }
+
+  private static boolean isHex(String s) {
+    return !s.isEmpty() && s.length() % 2 == 0
+        && s.chars().allMatch(c -> (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'));
+  }
+}

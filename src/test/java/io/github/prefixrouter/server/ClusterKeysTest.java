@@ -1,0 +1,153 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class ClusterKeysTest {
+
+  private static final String A = "00112233445566778899aabbccddeeff";
+  private static final String B = "ffeeddccbbaa99887766554433221100";
+  private static final String C = "0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f";
+
+  @TempDir Path dir;
+
+  private static List<String> hex(List<byte[]> keys) {
+    return keys.stream().map(k -> HexFormat.of().formatHex(k)).toList();
+  }
+
+  private int files;
+
+  /** A new file holding {@code text}. */
+  private Path file(String text) throws Exception {
+    Path f = dir.resolve("cluster-" + files++ + ".key");
+    Files.writeString(f, text, StandardCharsets.US_ASCII);
+    return f;
+  }
+
+  @Test
+  void aKeyFileHoldsHexKeysOnePerLineTheFirstSigning() throws Exception {
+    assertEquals(List.of(A), hex(ClusterKeys.read(file(A + "\n"))));
+    assertEquals(List.of(A, B), hex(ClusterKeys.read(file(
+        "# rotation to B, step 1\r\n" + A + "\r\n\r\n  " + B.toUpperCase() + "  \r\n"))));
+  }
+
+  @Test
+  void aRawKeyIsStillOneKeyOfAllItsBytes() throws Exception {
+    byte[] raw = new byte[32];
+    for (int i = 0; i < raw.length; i++) {
+      raw[i] = (byte) (i * 37 + 1); // not printable text
+    }
+    Path f = dir.resolve("raw.key");
+    Files.write(f, raw);
+    List<byte[]> keys = ClusterKeys.read(f);
+    assertEquals(1, keys.size());
+    assertArrayEquals(raw, keys.get(0));
+    // a passphrase of one line is a raw key too, its newline included, as it always was read
+    List<byte[]> pass = ClusterKeys.read(file("correct horse battery staple\n"));
+    assertArrayEquals("correct horse battery staple\n".getBytes(StandardCharsets.US_ASCII), pass.get(0));
+  }
+
+  @Test
+  void aTypoInAFileOfSeveralKeysIsAnErrorNamingTheLine() throws Exception {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> ClusterKeys.read(file(A + "\n# next\n" + B.substring(1) + "\n")));
+    assertTrue(e.getMessage().contains("line 3 of --cluster-key-file"), e.getMessage());
+    IllegalArgumentException empty = assertThrows(IllegalArgumentException.class,
+        () -> ClusterKeys.read(file("# nothing yet\n\n")));
+    assertTrue(empty.getMessage().contains("holds no key"), empty.getMessage());
+    IllegalArgumentException missing = assertThrows(IllegalArgumentException.class,
+        () -> ClusterKeys.read(dir.resolve("absent.key")));
+    assertTrue(missing.getMessage().contains("cannot read --cluster-key-file"), missing.getMessage());
+  }
+
+  @Test
+  void theEnvironmentVariableHoldsHexKeysSeparatedByCommas() {
+    assertEquals(List.of(A, B), hex(ClusterKeys.parse(A + ", " + B, "ENV")));
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> ClusterKeys.parse(A + ",", "ENV"));
+    assertTrue(e.getMessage().contains("ENV must be hex, separated by commas"), e.getMessage());
+  }
+
+  @Test
+  void theWatchAppliesChangedKeysOnlyAndKeepsTheKeysWhenTheFileIsBad() throws Exception {
+    Path f = file(A + "\n");
+    List<List<String>> applied = new ArrayList<>();
+    ClusterKeys watch = new ClusterKeys(f, ClusterKeys.read(f), keys -> {
+      if (keys.stream().anyMatch(k -> k.length < 16)) {
+        throw new IllegalArgumentException("a key is too short");
+      }
+      applied.add(hex(keys));
+    });
+    watch.check();
+    assertEquals(List.of(), applied, "unchanged");
+    Files.writeString(f, "# step 1\n" + A + "\n" + B + "\n");
+    watch.check();
+    Files.writeString(f, "# step 1, comment edited\n\n" + A + "\n" + B + "\n");
+    watch.check();
+    assertEquals(List.of(List.of(A, B)), applied);
+    Files.writeString(f, B + "\n" + A + "\n"); // step 2: the order names the signing key
+    watch.check();
+    Files.writeString(f, B + "\nzz\n"); // a typo: keys stay, counted
+    watch.check();
+    watch.check();
+    Files.writeString(f, B + "\n" + "00ff\n"); // refused by the transport: keys stay, counted
+    watch.check();
+    Files.delete(f);
+    watch.check();
+    assertEquals(List.of(List.of(A, B), List.of(B, A)), applied);
+    assertEquals(new ClusterKeys.Stats(2, 4), watch.stats());
+    Files.writeString(f, B + "\n" + C + "\n");
+    watch.check();
+    assertEquals(List.of(B, C), applied.get(2));
+    assertEquals(new ClusterKeys.Stats(3, 4), watch.stats());
+  }
+
+  @Test
+  void theKeyFlagsAreChecked() throws Exception {
+    Map<String, String> noEnv = Map.of();
+    Path f = file(A + "\n" + B + "\n");
+    NodeOptions o = NodeOptions.parse(new String[] {"--id", "a", "--listen", "127.0.0.1:1",
+        "--cluster-key-file", f.toString(), "--cluster-key-check-ms", "250"}, noEnv);
+    assertEquals(List.of(A, B), hex(o.clusterKeys));
+    assertEquals(f, o.clusterKeyFile);
+    assertEquals(250, o.clusterKeyCheck.toMillis());
+    NodeOptions env = NodeOptions.parse(new String[] {"--id", "a", "--listen", "127.0.0.1:1"},
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", B + "," + A));
+    assertEquals(List.of(B, A), hex(env.clusterKeys));
+    assertEquals(null, env.clusterKeyFile);
+    assertMessage("cluster key 2 of 2 must have at least 16 bytes, had 2",
+        () -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "127.0.0.1:1"},
+            Map.of("PREFIX_ROUTER_CLUSTER_KEY", A + ",00ff")));
+    // a key listed twice counts once
+    assertEquals(5, NodeOptions.parse(new String[] {"--id", "a", "--listen", "127.0.0.1:1",
+        "--cluster-key-file", file(A + "\n" + B + "\n" + C + "\n" + A + "\n" + B + "\n").toString()},
+        noEnv).clusterKeys.size());
+    assertMessage("at most 4 distinct cluster keys", () -> NodeOptions.parse(new String[] {"--id",
+        "a", "--listen", "127.0.0.1:1", "--cluster-key-file", file(A + "\n" + B + "\n" + C + "\n"
+            + "1111111111111111111111111111111111\n2222222222222222222222222222222222\n").toString()},
+        noEnv));
+    assertMessage("--cluster-key-check-ms needs --cluster-key-file",
+        () -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "127.0.0.1:1",
+            "--cluster-key-check-ms", "100"}, Map.of("PREFIX_ROUTER_CLUSTER_KEY", A)));
+    assertMessage("--cluster-key-check-ms must be 0 to a day", () -> NodeOptions.parse(new String[] {
+        "--id", "a", "--listen", "127.0.0.1:1", "--cluster-key-file", f.toString(),
+        "--cluster-key-check-ms", "-1"}, noEnv));
+  }
+
+  private static void assertMessage(String fragment, org.junit.jupiter.api.function.Executable e) {
+    IllegalArgumentException x = assertThrows(IllegalArgumentException.class, e);
+    assertTrue(x.getMessage().contains(fragment), x.getMessage());
+  }
+}
