@@ -74,7 +74,8 @@ import org.slf4j.LoggerFactory;
  * requests are {@code POST /prefix-router/v1/request}, answered 200 with the handler's bytes.
  * The body is the opaque payload. Headers carry the envelope: {@code PR-Sender} (node id),
  * {@code PR-Sender-Address}, {@code PR-Recipient} (node id), {@code PR-Timestamp} (sender's
- * epoch milliseconds), {@code PR-Nonce} and {@code PR-Mac}. Status codes: 401 failed
+ * epoch milliseconds), {@code PR-Nonce}, {@code PR-Mac} and {@code PR-Key} (the id of the key
+ * the MAC was made with, for warnings). Status codes: 401 failed
  * authentication or replay, 413 too large (mapped to {@link TransportException.Kind#TOO_LARGE}),
  * 503 busy (mapped to {@link TransportException.Kind#BUSY}), 504 handler timed out at the peer,
  * 500 handler failed.
@@ -148,6 +149,12 @@ public final class HttpTransport implements Transport {
   static final String H_ERROR = "PR-Error";
   /** On a 401 for a message addressed to another node: the id of the node that answered. */
   static final String H_NODE = "PR-Node";
+  /**
+   * The id of the cluster key a message or answer is signed with ({@code Stats#clusterKeys}), so
+   * that a node refusing it can say which key its sender uses. Not authenticated: it only names
+   * the key in a warning.
+   */
+  static final String H_KEY_ID = "PR-Key";
   /** Distinct (address, expected id) pairs remembered for {@link #noteOtherNode} at most. */
   private static final int MAX_OTHER_NODES = 1024;
   static final String TAG_MESSAGE = "message";
@@ -179,6 +186,8 @@ public final class HttpTransport implements Transport {
   private final Counters counters = new Counters();
   /** "address expected-id" to the id the node at that address said it has (warned once each). */
   private final Map<String, String> otherNodes = new ConcurrentHashMap<>();
+  /** "who key-id" for each warning of a key this node does not accept (bounded as otherNodes). */
+  private final Set<String> foreignKeys = ConcurrentHashMap.newKeySet();
 
   private volatile InboundHandler handler;
   private volatile PeerAddress localAddress;
@@ -556,6 +565,8 @@ public final class HttpTransport implements Transport {
         if (keys != null) {
           String mac = resp.headers().firstValue(H_MAC).orElse(null);
           if (!verified(keys.verify(mac, body, TAG_RESPONSE, to.nodeId(), config.nodeId, nonce, "200"))) {
+            noteForeignKey(keys, "the answers of " + to,
+                resp.headers().firstValue(H_KEY_ID).orElse(null));
             fail(result, TransportException.Kind.PROTOCOL,
                 "answer from " + to + " failed authentication; dropped", null);
             return;
@@ -601,6 +612,30 @@ public final class HttpTransport implements Transport {
           + "seeds or peer list)", config.nodeId, to.address(), other, to.nodeId(), to.nodeId());
     }
     return other;
+  }
+
+  /**
+   * After a MAC check failed: if the sender names, as its signing key, a key this node does not
+   * hold, warns once per sender and key (at most {@link #MAX_OTHER_NODES} warnings) that this
+   * node does not accept that key, which is what a key rotation with a step skipped looks like.
+   * A failure under a key this node holds (or naming none) is a forgery or a corruption, and stays
+   * a debug line.
+   */
+  private void noteForeignKey(MessageAuthenticator keys, String whose, String keyId) {
+    if (keyId == null || !keyId.matches("[0-9a-f]{8}") || keys.keyIds().containsKey(keyId)) {
+      return;
+    }
+    String key = whose + " " + keyId;
+    if (foreignKeys.size() < MAX_OTHER_NODES && foreignKeys.add(key)) {
+      log.warn("{}: {} are signed with cluster key {}, which this node does not accept (it "
+          + "accepts {}); they are refused (docs/deployment.md, \"Rotating the cluster key\")",
+          config.nodeId, whose, keyId, keys.keyIds().keySet());
+    }
+  }
+
+  /** "whose key-id" for each warning of a key this node does not accept (for tests). */
+  Set<String> foreignKeysSeen() {
+    return Set.copyOf(foreignKeys);
   }
 
   /** "address expected-id" to the id the node there said it has, for each warning logged. */
@@ -677,6 +712,7 @@ public final class HttpTransport implements Transport {
     MessageAuthenticator keys = auth;
     if (keys != null) {
       b.header(H_MAC, keys.sign(payload, tag, me.nodeId(), me.address(), to.nodeId(), ts, nonce));
+      b.header(H_KEY_ID, keys.signingKeyId());
     }
     return b.build();
   }
@@ -808,6 +844,8 @@ public final class HttpTransport implements Transport {
       if (keys != null) {
         String tag = isRequest ? TAG_REQUEST : TAG_MESSAGE;
         if (!verified(keys.verify(h.getFirst(H_MAC), body, tag, sender, senderAddress, recipient, ts, nonce))) {
+          noteForeignKey(keys, "the messages of the node calling itself " + sanitize(sender) + " at "
+              + sanitize(senderAddress), h.getFirst(H_KEY_ID));
           log.debug("dropping message from {} that failed authentication", from);
           respondQuietly(ex, 401, new byte[0], "authentication failed", null);
           return;
@@ -924,6 +962,9 @@ public final class HttpTransport implements Transport {
           keys == null
               ? null
               : keys.sign(bytes, TAG_RESPONSE, config.nodeId, from.nodeId(), nonce, "200");
+      if (keys != null) {
+        ex.getResponseHeaders().add(H_KEY_ID, keys.signingKeyId());
+      }
       counters.bytesOut.add(bytes.length);
       respondQuietly(ex, 200, bytes, null, mac);
     }

@@ -117,6 +117,11 @@ final class MessageAuthenticator {
     return ids;
   }
 
+  /** The id of the signing key ({@link #keyId}). */
+  String signingKeyId() {
+    return keyIds[0];
+  }
+
   /** The base64 MAC of the given fields and payload under the signing key. */
   String sign(byte[] payload, String... fields) {
     return Base64.getEncoder().encodeToString(compute(0, payload, fields));

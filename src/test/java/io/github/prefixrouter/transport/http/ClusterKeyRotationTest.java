@@ -123,6 +123,12 @@ class ClusterKeyRotationTest extends HttpTransportFixture {
     assertEquals(TransportException.Kind.PROTOCOL, ((TransportException) e2.getCause()).kind());
     assertEquals(1, a.stats().requestsReceived(), "a took b's request, whose answer b dropped");
     assertEquals(2, b.stats().authFailures());
+    // b warned, once each, that a's messages and a's answers come signed with a key it lacks
+    String newId = MessageAuthenticator.keyId(OTHER_KEY);
+    assertEquals(java.util.Set.of(
+        "the messages of the node calling itself a at " + a.localAddress().address() + " " + newId,
+        "the answers of " + a.localAddress() + " " + newId), b.foreignKeysSeen());
+    assertEquals(java.util.Set.of(), a.foreignKeysSeen(), "a accepts both keys");
     // once b accepts the new key, both directions pass
     b.updateClusterKeys(KEY, OTHER_KEY);
     assertEquals("echo a x", new String(a.request(b.localAddress(), "x".getBytes(StandardCharsets.UTF_8),
