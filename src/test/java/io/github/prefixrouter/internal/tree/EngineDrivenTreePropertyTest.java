@@ -336,10 +336,11 @@ class EngineDrivenTreePropertyTest {
   void mirrorsTheEngine(@ForAll("ops") List<Op> ops, @ForAll @IntRange(min = 0, max = 3) int salt) {
     boolean copyKeptABlock = mirror(ops, salt, Long.MAX_VALUE);
     // the generator must exercise what this test is for: a removal that leaves another copy
-    // (21% to 32% of tries had one in four runs of 200)
+    // (11% to 32% of tries had one in runs of 200 with random seeds, 20% on average; the bound
+    // sits far below that spread, so that only a generator that lost the case fails it)
     Statistics.label("a removed copy kept its block").collect(copyKeptABlock);
     Statistics.label("a removed copy kept its block")
-        .coverage(c -> c.check(true).percentage(pct -> pct >= 12));
+        .coverage(c -> c.check(true).percentage(pct -> pct >= 4));
   }
 
   /**
