@@ -357,7 +357,7 @@ class EngineDrivenTreePropertyTest {
     // 1% to 5% of tries in eight runs of 200; a merge needs the trimmed leaf and its parent
     // used last by the same store, since a recency boundary keeps them apart; the bounds leave
     // room for chance over 400 tries: 16% to 19%, 8% to 13% and 2% to 4% in four more runs of
-    // 400, so a merge is asked for once, which a rate of 2% misses once in 10^3 runs)
+    // 400, so a merge is asked for once, which a rate of 2% misses about once in 3,000 runs)
     Map<String, Double> atLeast = Map.of("split", 5.0, "extended", 3.0, "merged", 0.25);
     for (String what : List.of("split", "extended", "merged")) {
       Statistics.label("a trimmed leaf was " + what).collect(cacheChanges.contains(what));
