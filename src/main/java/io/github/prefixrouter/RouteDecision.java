@@ -92,7 +92,14 @@ public final class RouteDecision {
      * and would run the request without them. It still gets requests without stops.
      * Remembered as {@link #NO_SCOPES} is.
      */
-    NO_STOPS
+    NO_STOPS,
+    /**
+     * The peer refused a forward because its model id ({@code RouterConfig.modelId()}) differs
+     * from this node's, or, this node having a model id, rejected a forward that carries it as a
+     * message version it does not know (it runs a version from before model ids and might serve
+     * another model). It gets no request. Remembered as {@link #NO_SCOPES} is.
+     */
+    OTHER_MODEL
   }
 
   /**

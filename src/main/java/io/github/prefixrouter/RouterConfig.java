@@ -1,5 +1,6 @@
 package io.github.prefixrouter;
 
+import io.github.prefixrouter.internal.ModelIds;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -74,6 +75,7 @@ public final class RouterConfig {
   private final Duration peerDeadAfter;
   private final int maxPeers;
   private final long gossipGeneration;
+  private final String modelId;
 
   private RouterConfig(Builder b) {
     blockSize = b.blockSize;
@@ -106,6 +108,7 @@ public final class RouterConfig {
     peerDeadAfter = b.peerDeadAfter;
     maxPeers = b.maxPeers;
     gossipGeneration = b.gossipGeneration;
+    modelId = b.modelId;
   }
 
   /**
@@ -222,6 +225,10 @@ public final class RouterConfig {
     if (maxPeers < 1 || maxPeers > 65_536) {
       p.add("maxPeers must be between 1 and 65536 (peers beyond it are not tracked), was "
           + maxPeers);
+    }
+    String modelIdProblem = ModelIds.problem(modelId);
+    if (modelIdProblem != null) {
+      p.add(modelIdProblem);
     }
     if (gossipGeneration < 0 || gossipGeneration > (1L << 62)) {
       p.add("gossipGeneration must be in 1..2^62, or 0 to take it from the node's clock, was "
@@ -563,6 +570,25 @@ public final class RouterConfig {
     return gossipGeneration;
   }
 
+  /** Longest {@link #modelId()}, in UTF-8 bytes. */
+  public static final int MAX_MODEL_ID_BYTES = ModelIds.MAX_BYTES;
+
+  /**
+   * What this node's engine serves, as far as its answers go: the model, and whatever else makes
+   * two engines answer one prompt differently (revision, quantization, tokenizer). A node serves
+   * a peer's request only if the peer has the same model id, and a peer refusing a request for
+   * that reason is not sent another until it restarts (or 5 minutes pass): nodes of different
+   * models that find each other (a cluster key shared between pools, crossed seed lists, a
+   * rolling upgrade to a new model) never answer each other's requests. Empty by default, which
+   * is a model id like any other: nodes that all leave it empty behave, and speak to each other,
+   * exactly as before it existed. See {@link Builder#modelId(String)}.
+   *
+   * @return this node's model id; empty if none was given
+   */
+  public String modelId() {
+    return modelId;
+  }
+
   @Override
   public String toString() {
     return "RouterConfig{policy=" + policy + ", blockSize=" + blockSize + ", treeCapacityTokens="
@@ -570,7 +596,8 @@ public final class RouterConfig {
         + treeMode + ", forwardMargin=" + forwardMarginRatio
         + "/" + forwardMarginMin + ", hopLimit=" + hopLimit + ", watermarks=" + lowWatermark + "/"
         + highWatermark + ", coldPlacement=" + coldPlacement + "(" + coldPlacementLoadBound
-        + "), localCaching=" + localCaching + ", gossip=" + gossipInterval + "x" + gossipFanout + "}";
+        + "), localCaching=" + localCaching + ", gossip=" + gossipInterval + "x" + gossipFanout
+        + (modelId.isEmpty() ? "" : ", modelId=" + modelId) + "}";
   }
 
   /** Builder of {@link RouterConfig}. Setters check nulls; {@link #build()} checks the rest. */
@@ -605,6 +632,7 @@ public final class RouterConfig {
     private Duration peerDeadAfter = Duration.ofSeconds(10);
     private int maxPeers = 1024;
     private long gossipGeneration;
+    private String modelId = "";
 
     private Builder() {}
 
@@ -639,6 +667,7 @@ public final class RouterConfig {
       peerDeadAfter = c.peerDeadAfter;
       maxPeers = c.maxPeers;
       gossipGeneration = c.gossipGeneration;
+      modelId = c.modelId;
     }
 
     /**
@@ -939,6 +968,23 @@ public final class RouterConfig {
      */
     public Builder gossipGeneration(long generation) {
       this.gossipGeneration = generation;
+      return this;
+    }
+
+    /**
+     * What this node's engine serves, as far as its answers go (default empty): set it on every
+     * node to the model's name, with its revision or quantization where nodes may differ in
+     * them, so that a node never serves a peer's request with another model; see
+     * {@link RouterConfig#modelId()}. Text of at most {@link RouterConfig#MAX_MODEL_ID_BYTES}
+     * UTF-8 bytes without control characters. Nodes with a model id speak a FORWARD that nodes
+     * from before model ids do not read, and never send them anything else: set it once every
+     * node of the cluster runs a release that has it.
+     *
+     * @param id the model id; empty for none
+     * @return this builder
+     */
+    public Builder modelId(String id) {
+      this.modelId = Objects.requireNonNull(id, "modelId");
       return this;
     }
 

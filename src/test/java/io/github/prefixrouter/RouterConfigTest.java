@@ -65,6 +65,7 @@ class RouterConfigTest {
         .peerTimeouts(Duration.ofSeconds(3), Duration.ofSeconds(13))
         .maxPeers(77)
         .gossipGeneration(12_345)
+        .modelId("llama-3-8b@awq")
         .build();
   }
 
@@ -127,6 +128,9 @@ class RouterConfigTest {
             Duration.ofSeconds(1))),
         bad("forwardTimeoutMin", b -> b.forwardTimeout(Duration.ZERO, Duration.ofSeconds(1))),
         bad("hopLimit", b -> b.hopLimit(-1)),
+        bad("modelId", b -> b.modelId("m".repeat(257))),
+        bad("modelId", b -> b.modelId("llama\n3")),
+        bad("modelId", b -> b.modelId("lone \uD800 surrogate")),
         bad("hopLimit", b -> b.hopLimit(9)),
         bad("lowWatermark", b -> b.watermarks(8, 8)),
         bad("highWatermark", b -> b.watermarks(0, 0)),

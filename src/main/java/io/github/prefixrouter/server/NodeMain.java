@@ -190,7 +190,7 @@ public final class NodeMain {
       scheduler = Schedulers.newSingleThread("prefix-router-" + o.id);
       node = PrefixRouterNode.builder()
           .nodeId(o.id)
-          .config(withGossipGeneration(o.config))
+          .config(withModelId(withGossipGeneration(o.config), o.modelId, baseModel))
           .transport(transport)
           .engine(engine)
           .scheduler(scheduler)
@@ -294,7 +294,8 @@ public final class NodeMain {
     if (node instanceof RouterNode rn) {
       sections.add(StatsTables.PEER_MESSAGES.section("peer_messages",
           new StatsTables.NodeInternalStats(rn.malformedMessages(), rn.strayStreamMessages(),
-              rn.outputDivergences(), rn.forwardsCancelledBeforeArrival())));
+              rn.outputDivergences(), rn.forwardsCancelledBeforeArrival(),
+              rn.otherModelRefusals())));
       rn.cacheEventStats().ifPresent(
           tree -> sections.add(StatsTables.LOCAL_TREE.section("local_tree", tree)));
     }
@@ -367,6 +368,19 @@ public final class NodeMain {
    * generation than its last run, or its peers ignore it until the old run is declared dead and
    * forgotten. The node's default, its monotonic clock, restarts from an arbitrary origin.
    */
+  /**
+   * {@code c} with the node's model id: {@code modelId} if given (empty for none), else the base
+   * model's name, else (no base model known) none, with a warning.
+   */
+  static RouterConfig withModelId(RouterConfig c, String modelId, String baseModel) {
+    String id = modelId != null ? modelId : baseModel != null ? baseModel : "";
+    if (modelId == null && baseModel == null) {
+      log.warn("no model id (--model-id) and no base model known: peers serving another model"
+          + " are not told apart from this node's");
+    }
+    return c.toBuilder().modelId(id).build();
+  }
+
   static RouterConfig withGossipGeneration(RouterConfig c) {
     if (c.gossipGeneration() != 0) {
       return c;

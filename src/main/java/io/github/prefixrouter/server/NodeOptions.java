@@ -56,6 +56,10 @@ public final class NodeOptions {
           "                           model: a client's \"model\" naming it names no LoRA adapter);",
           "                           default: the one base model the server's /v1/models lists",
           "                           (with --engine reference: reference)",
+          "  --model-id ID            what this node serves, for its peers: a node never serves",
+          "                           a peer's request of another model id; default the base",
+          "                           model's name (--model or the one the server lists); none:",
+          "                           no model id (to talk to nodes from before model ids)",
           "  --engine-slots N         requests the server runs at once (vLLM --max-num-seqs);",
           "                           more outstanding are its queue, for push-back; default 256",
           "  --engine-max-in-flight N requests outstanding at the server at most; more are",
@@ -118,7 +122,7 @@ public final class NodeOptions {
       Set.of(
           "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file",
           "cluster-key-check-ms", "insecure",
-          "engine", "model", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
+          "engine", "model", "model-id", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "ready-file",
@@ -142,6 +146,8 @@ public final class NodeOptions {
   final Duration clusterKeyCheck;
   final String engine;
   final String model;
+  /** The node's model id: null for the base model's name, empty for none. */
+  final String modelId;
   /** The tokenize endpoint ({@code --tokenizer URL}); null for auto or none. */
   final java.net.URI tokenizerUri;
   /** False with {@code --tokenizer none}: the node takes token ids only. */
@@ -178,7 +184,7 @@ public final class NodeOptions {
     this.help = v.containsKey("help");
     if (help) {
       id = null;
-      listenHost = clientHost = advertise = engine = model = null;
+      listenHost = clientHost = advertise = engine = model = modelId = null;
       tokenizerUri = null;
       tokenizes = false;
       kvEvents = kvEventsReplay = kvEventsTopic = null;
@@ -259,6 +265,11 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--model must not be empty (leave it out to take the "
           + "one base model the server lists)");
     }
+    String id = v.get("model-id");
+    if (id != null && id.isEmpty()) {
+      throw new IllegalArgumentException("--model-id must not be empty (none: no model id)");
+    }
+    this.modelId = id == null ? null : id.equals("none") ? "" : id;
     String tok = v.getOrDefault("tokenizer", "auto");
     this.tokenizes = !tok.equals("none");
     if (tok.equals("auto") || tok.equals("none")) {

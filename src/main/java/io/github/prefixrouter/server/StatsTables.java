@@ -183,7 +183,7 @@ final class StatsTables {
 
   /** The node's counters of what it dropped or failed on its peer and stream paths. */
   record NodeInternalStats(long malformed, long strayStreams, long outputDivergences,
-      long cancelledBeforeArrival) {}
+      long cancelledBeforeArrival, long otherModelRefused) {}
 
   /** {@code peer_messages} in {@code /v1/stats}. */
   static final StatsTable<NodeInternalStats> PEER_MESSAGES =
@@ -203,6 +203,10 @@ final class StatsTables {
               "Requests forwarded by peers and not run because the peer's CANCEL of them had "
                   + "arrived first (the network reordered them); answered as cancelled.",
               NodeInternalStats::cancelledBeforeArrival)
+          .counter("other_model_refused", P + "forwards_other_model_refused_total",
+              "Requests forwarded by peers and refused because the peer's model id is not this "
+                  + "node's (--model-id); the peer then skips this node.",
+              NodeInternalStats::otherModelRefused)
           .build();
 
   private static final String L = P + "tree_";

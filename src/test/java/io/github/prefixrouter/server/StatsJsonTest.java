@@ -63,7 +63,7 @@ class StatsJsonTest {
           "local_cached_tokens", "replica_blocks", "peers_live", "in_flight", "peer_messages",
           "local_tree", "transport", "engine", "client"), List.copyOf(s.keySet()));
       assertEquals(Map.of("malformed", 0L, "stray_streams", 0L, "output_divergences", 0L,
-          "cancelled_before_arrival", 0L),
+          "cancelled_before_arrival", 0L, "other_model_refused", 0L),
           s.get("peer_messages"));
       // the reference engine publishes its cache events, so the tree mirrors them
       assertEquals(List.of("stored_events", "removed_events", "cleared_events",
@@ -105,7 +105,7 @@ class StatsJsonTest {
               HttpResponse.BodyHandlers.ofString()).body())).get("peer_messages");
         }
         assertEquals(Map.of("malformed", 1L, "stray_streams", 0L, "output_divergences", 0L,
-            "cancelled_before_arrival", 0L),
+            "cancelled_before_arrival", 0L, "other_model_refused", 0L),
             counted);
       }
       assertEquals("RUNNING", s.get("state"));

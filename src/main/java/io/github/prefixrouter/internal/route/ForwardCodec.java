@@ -3,6 +3,7 @@ package io.github.prefixrouter.internal.route;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.internal.ModelIds;
 import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -34,6 +35,9 @@ import java.nio.charset.StandardCharsets;
  *                    streamTag fixed64 (0 without stream), stop count(16) × bytes(1024,
  *                    UTF-8, 1..256 chars), stopTokenIds count(256) × varint(0..2^24-1),
  *                    at least one stop string or stop token id
+ *                    version 5 only (the sender has a model id): the fields of version 4,
+ *                    where the stops may be none, then modelId bytes(256, UTF-8, 1..256
+ *                    bytes, no control characters)
  * RESULT  (answer)   id, servedBy ascii(64), serverNanos varint, output count × varint,
  *                    text bytes(1 MiB, UTF-8), promptTokens varint, cached zigzag,
  *                    prefillNanos zigzag, decodeNanos zigzag
@@ -61,7 +65,11 @@ import java.nio.charset.StandardCharsets;
  * rejects it as {@code UNKNOWN_VERSION}, and the sender never sends it again in an older
  * version (that node would run it without its stops and answer text beyond them): the request
  * goes to another candidate or runs locally, and requests with stops skip that node until it
- * restarts. Every other message type stays at version 1.
+ * restarts. A node with a model id ({@code RouterConfig.modelId()}) sends every FORWARD as
+ * version 5, which carries all the above and the model id, and never in an older version (a node
+ * that cannot read the model id might serve another model): a node that predates model ids
+ * rejects it as {@code UNKNOWN_VERSION}, and the sender skips it until it restarts, as it skips a
+ * node whose model id differs. Every other message type stays at version 1.
  */
 final class ForwardCodec {
 
@@ -79,6 +87,8 @@ final class ForwardCodec {
   static final int STREAMING_FORWARD_VERSION = 3;
   /** FORWARD of a request with stop strings or stop token ids, streamed or not. */
   static final int STOPS_FORWARD_VERSION = 4;
+  /** FORWARD of a sender with a model id, whatever the request. */
+  static final int MODEL_FORWARD_VERSION = 5;
   /** Most UTF-8 bytes of one stop string (256 chars of at most 3 bytes, or pairs of 4). */
   static final int MAX_STOP_BYTES = GenerationParams.MAX_STOP_LENGTH * 4;
   /** Most tokens one STREAM message carries. */
@@ -105,9 +115,9 @@ final class ForwardCodec {
    * {@code streamTag} (0 when not).
    */
   record Forward(String requestId, String origin, int hops, InferenceRequest request,
-      boolean stream, long streamTag) implements Message {
+      boolean stream, long streamTag, String modelId) implements Message {
     Forward(String requestId, String origin, int hops, InferenceRequest request) {
-      this(requestId, origin, hops, request, false, 0L);
+      this(requestId, origin, hops, request, false, 0L, "");
     }
   }
 
@@ -155,7 +165,10 @@ final class ForwardCodec {
   }
 
   /** The version of the FORWARD of {@code r}: the oldest that carries all it needs. */
-  static int forwardVersion(InferenceRequest r, boolean stream) {
+  static int forwardVersion(InferenceRequest r, boolean stream, String modelId) {
+    if (!modelId.isEmpty()) {
+      return MODEL_FORWARD_VERSION;
+    }
     if (r.params().hasStops()) {
       return STOPS_FORWARD_VERSION;
     }
@@ -170,9 +183,18 @@ final class ForwardCodec {
    */
   static byte[] forward(InferenceRequest r, String origin, int hops, boolean stream,
       long streamTag) {
+    return forward(r, origin, hops, stream, streamTag, "");
+  }
+
+  /**
+   * A FORWARD from a node with model id {@code modelId}: version 5 if it is not empty (whatever
+   * the request), else as {@link #forward(InferenceRequest, String, int, boolean, long)}.
+   */
+  static byte[] forward(InferenceRequest r, String origin, int hops, boolean stream,
+      long streamTag, String modelId) {
     int[] t = PromptArrays.shared(r);
     CacheScope scope = r.scope();
-    int version = forwardVersion(r, stream);
+    int version = forwardVersion(r, stream, modelId);
     ByteWriter w = new ByteWriter(64 + t.length * 3, MAX_MESSAGE_BYTES);
     w.writeByte(FORWARD).writeByte(version);
     writeId(w, r.id());
@@ -191,7 +213,7 @@ final class ForwardCodec {
       w.writeBytes(scope.adapter().getBytes(StandardCharsets.UTF_8));
       w.writeBytes(scope.salt().getBytes(StandardCharsets.UTF_8));
     }
-    if (version == STOPS_FORWARD_VERSION) {
+    if (version >= STOPS_FORWARD_VERSION) {
       w.writeBoolean(stream);
       w.writeFixedLong(stream ? streamTag : 0L);
       w.writeVarInt(p.stop().size());
@@ -201,6 +223,9 @@ final class ForwardCodec {
       w.writeVarInt(p.stopTokenIds().size());
       for (int id : p.stopTokenIds()) {
         w.writeVarInt(id);
+      }
+      if (version == MODEL_FORWARD_VERSION) {
+        w.writeBytes(modelId.getBytes(StandardCharsets.UTF_8));
       }
     } else if (stream) {
       w.writeFixedLong(streamTag);
@@ -311,10 +336,10 @@ final class ForwardCodec {
     }
     int version = r.readUnsignedByte("version");
     if (version != VERSION && !(type == FORWARD && version >= SCOPED_FORWARD_VERSION
-        && version <= STOPS_FORWARD_VERSION)) {
+        && version <= MODEL_FORWARD_VERSION)) {
       throw MalformedMessageException.of(Reason.UNKNOWN_VERSION, "version", version, 1,
           type == FORWARD ? "FORWARD speaks versions " + VERSION + " to "
-              + STOPS_FORWARD_VERSION : "forwarding messages speak version " + VERSION);
+              + MODEL_FORWARD_VERSION : "forwarding messages speak version " + VERSION);
     }
     String id = readId(r);
     Message m;
@@ -358,7 +383,7 @@ final class ForwardCodec {
 
   private static Forward decodeForward(ByteReader r, String id, int version)
       throws MalformedMessageException {
-    boolean stops = version == STOPS_FORWARD_VERSION;
+    boolean stops = version >= STOPS_FORWARD_VERSION;
     boolean stream = version == STREAMING_FORWARD_VERSION;
     boolean scoped = version != VERSION;
     String origin = r.readAscii("origin", PeerAddress.MAX_NODE_ID_LENGTH);
@@ -409,15 +434,31 @@ final class ForwardCodec {
         throw MalformedMessageException.of(Reason.OUT_OF_RANGE, "streamTag", tag, streamAt,
             "a FORWARD that asks for no streaming names a stream tag");
       }
-      params = readStops(r, params);
+      params = readStops(r, params, version == STOPS_FORWARD_VERSION);
+    }
+    String modelId = "";
+    if (version == MODEL_FORWARD_VERSION) {
+      int modelAt = r.position();
+      modelId = readUtf8(r, "modelId", ModelIds.MAX_BYTES);
+      if (modelId.isEmpty()) { // one encoding per request: without a model id it is 1 to 4
+        throw MalformedMessageException.of(Reason.OUT_OF_RANGE, "modelId", 0, modelAt,
+            "a version-5 FORWARD names a model id");
+      }
+      String problem = ModelIds.problem(modelId);
+      if (problem != null) {
+        throw MalformedMessageException.of(Reason.BAD_CHARACTER, "modelId", 0, modelAt, problem);
+      }
     }
     return new Forward(id, origin, hops, new InferenceRequest(id, tokens, params, scope), stream,
-        tag);
+        tag, modelId);
   }
 
-  /** The stops of a version-4 FORWARD, added to {@code params}: at least one. */
-  private static GenerationParams readStops(ByteReader r, GenerationParams params)
-      throws MalformedMessageException {
+  /**
+   * The stops of a version-4 or -5 FORWARD, added to {@code params}: at least one if
+   * {@code required} (version 4).
+   */
+  private static GenerationParams readStops(ByteReader r, GenerationParams params,
+      boolean required) throws MalformedMessageException {
     int n = r.readCount("stop", GenerationParams.MAX_STOP_STRINGS, 1);
     java.util.List<String> stop = new java.util.ArrayList<>(n);
     for (int i = 0; i < n; i++) {
@@ -434,7 +475,7 @@ final class ForwardCodec {
     for (int i = 0; i < m; i++) {
       ids.add(r.readVarInt("stopTokenId", 0, InferenceRequest.MAX_TOKEN_ID - 1));
     }
-    if (n == 0 && m == 0) { // one encoding per request: without stops it is version 1, 2 or 3
+    if (required && n == 0 && m == 0) { // one encoding per request: without stops it is 1, 2 or 3
       throw MalformedMessageException.of(Reason.OUT_OF_RANGE, "stop", 0, r.position(),
           "a version-4 FORWARD names no stop");
     }

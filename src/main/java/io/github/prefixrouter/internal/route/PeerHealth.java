@@ -53,6 +53,12 @@ final class PeerHealth {
      * unknown version): requests with stops skip it, others do not.
      */
     final UnknownVersion noStops = new UnknownVersion();
+    /**
+     * The peer serves another model (it refused a FORWARD for its model id), or cannot tell
+     * (this node has a model id, and the peer, from before model ids, rejected a FORWARD that
+     * carries it as an unknown version): no request goes there.
+     */
+    final UnknownVersion otherModel = new UnknownVersion();
     /** Requests this node has forwarded there and not yet seen answered. */
     volatile int outstanding;
     /** EWMA of min(actual, estimated) / estimated cached tokens; 1 = always right. */

@@ -338,6 +338,8 @@ final class RoutePlanner {
         skip = SkipReason.SUSPECT;
       } else if (ps.overloaded[i]) {
         skip = SkipReason.OVERLOADED;
+      } else if (st.otherModel.remembered(ps.generation[i], now)) {
+        skip = SkipReason.OTHER_MODEL;
       } else if (st.busyUntil > now) {
         skip = SkipReason.BUSY_COOLDOWN;
       } else if (st.failedUntil > now) {

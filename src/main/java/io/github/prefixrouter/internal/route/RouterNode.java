@@ -181,6 +181,9 @@ public final class RouterNode implements PrefixRouterNode {
   private final LongAdder strayStreams = new LongAdder();
   private final LongAdder divergences = new LongAdder();
   private final LongAdder cancelledBeforeArrival = new LongAdder();
+  private final LongAdder otherModelRefused = new LongAdder();
+  /** "sender model-id" of each warning of a peer's request of another model id (bounded). */
+  private final Set<String> otherModelSenders = ConcurrentHashMap.newKeySet();
   /** Executions with a streaming forward in flight, by the attempt's stream tag. */
   private final ConcurrentHashMap<Long, Execution> streams = new ConcurrentHashMap<>();
   /**
@@ -673,7 +676,8 @@ public final class RouterNode implements PrefixRouterNode {
       boolean resend) {
     boolean stream = ex.out != null && !st.noStreaming.remembered(generation, clock.nanoTime());
     long tag = stream ? nextStreamTag(ex) : 0L;
-    byte[] payload = ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1, stream, tag);
+    byte[] payload =
+        ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1, stream, tag, config.modelId());
     Attempt a;
     synchronized (ex) {
       if (ex.ending || ex.done.get()) { // abandoned while it was being routed: nothing to send
@@ -927,7 +931,18 @@ public final class RouterNode implements PrefixRouterNode {
         case PROTOCOL -> {
           cause = FallbackCause.PROTOCOL_ERROR;
           boolean oldVersion = rejectsForwardVersion(detail);
-          if (oldVersion && ex.request.params().hasStops()) {
+          if (refusesModel(detail) || (oldVersion && !config.modelId().isEmpty())) {
+            // another model, or a node from before model ids that might serve another: never
+            // asked again in a version without the model id; skipped by every request until it
+            // restarts (or 5 minutes pass), without cooling it down
+            if (!a.peer.otherModel.remembered(a.generation, now)) {
+              LOG.warn("node {}: {} {}; it is sent no request until it restarts", nodeId, a.to,
+                  oldVersion ? "does not read a FORWARD's model id (a version from before model"
+                      + " ids), so it might serve another model" : "serves another model: "
+                      + detail);
+            }
+            a.peer.otherModel.rejected(a.generation, now);
+          } else if (oldVersion && ex.request.params().hasStops()) {
             // a node from before stops: asked again in a version it speaks, it would run the
             // request without its stops and answer text beyond them, so it is never asked
             // again; requests with stops skip it until it restarts, others still go there
@@ -952,7 +967,9 @@ public final class RouterNode implements PrefixRouterNode {
               return;
             }
           }
-          if (oldVersion && ex.request.params().hasStops()) {
+          if (a.peer.otherModel.remembered(a.generation, now)) {
+            // skipped by every request (above), not cooled down
+          } else if (oldVersion && ex.request.params().hasStops()) {
             // skipped by requests with stops only (above), not cooled down for everyone
           } else if (!ex.request.scope().isDefault() && oldVersion) {
             // a node from before cache scopes: it serves unscoped requests, so it is skipped by
@@ -1077,6 +1094,17 @@ public final class RouterNode implements PrefixRouterNode {
   static boolean rejectsForwardVersion(String failure) {
     return failure != null && failure.contains(UNKNOWN_FORWARD_VERSION);
   }
+
+  /**
+   * Whether a forward's protocol failure says the peer refused it for its model id: its
+   * {@link #MODEL_MISMATCH} answer, passed back as the failure's message.
+   */
+  static boolean refusesModel(String failure) {
+    return failure != null && failure.contains(MODEL_MISMATCH);
+  }
+
+  /** What a node answers a FORWARD of another model id with (a protocol failure's message). */
+  static final String MODEL_MISMATCH = "MODEL_MISMATCH";
 
   /** What the forwarding decoder's message says of a version it does not speak. */
   private static final String UNKNOWN_FORWARD_VERSION =
@@ -1566,6 +1594,19 @@ public final class RouterNode implements PrefixRouterNode {
       return CompletableFuture.failedFuture(new TransportException(
           TransportException.Kind.PROTOCOL, "expected a FORWARD request"));
     }
+    if (!fw.modelId().equals(config.modelId())) {
+      // another model would answer: refused, and the sender skips this node from now on
+      otherModelRefused.increment();
+      String why = MODEL_MISMATCH + ": node " + nodeId + " serves model id '" + config.modelId()
+          + "', the request is for '" + fw.modelId() + "'";
+      if (otherModelSenders.size() < 1024 && otherModelSenders.add(from.nodeId() + "\n" + fw.modelId())) {
+        LOG.warn("node {}: refused a request of {}, whose model id '{}' is not this node's '{}';"
+            + " requests between nodes of different model ids are never served", nodeId, from,
+            fw.modelId(), config.modelId());
+      }
+      return CompletableFuture.failedFuture(
+          new TransportException(TransportException.Kind.PROTOCOL, why));
+    }
     long receivedAt = clock.nanoTime();
     String id = fw.requestId();
     String key = from.nodeId() + "\n" + id;
@@ -1766,6 +1807,14 @@ public final class RouterNode implements PrefixRouterNode {
         refusedForPeers.sum(), pushedBack.sum(), fb, estimatedCached.sum(), actualCached.sum(),
         promptTokens.sum(), cachedPromptTokens.sum(), peers.bytesIn(), peers.bytesOut(),
         local.cachedTokens(), peers.localBlocks(), peers.replicaBlocks(), peers.livePeers().size(), inFlight.get());
+  }
+
+  /**
+   * FORWARDs refused because their sender's model id ({@code RouterConfig.modelId()}) is not
+   * this node's: each was answered as a protocol failure, after which its sender skips this node.
+   */
+  public long otherModelRefusals() {
+    return otherModelRefused.sum();
   }
 
   /** Inbound messages that could not be decoded (counted and dropped). */

@@ -101,8 +101,9 @@ class ForwardCodecFuzzTest {
     if (version == ForwardCodec.VERSION || (valid[0] == ForwardCodec.FORWARD
         && (version == ForwardCodec.SCOPED_FORWARD_VERSION
             || version == ForwardCodec.STREAMING_FORWARD_VERSION
-            || version == ForwardCodec.STOPS_FORWARD_VERSION))) {
-      return; // FORWARD speaks all four (an unscoped body read as scoped is TRUNCATED, and a
+            || version == ForwardCodec.STOPS_FORWARD_VERSION
+            || version == ForwardCodec.MODEL_FORWARD_VERSION))) {
+      return; // FORWARD speaks all five (an unscoped body read as scoped is TRUNCATED, and a
               // scoped one read as unscoped has TRAILING_BYTES: see ScopedForwardCodecTest)
     }
     byte[] m = valid.clone();
@@ -370,7 +371,11 @@ class ForwardCodecFuzzTest {
         .as((id, tag, t, text) -> ForwardCodec.stream(id, tag, 3, t, 2,
             new String(text.getBytes(java.nio.charset.StandardCharsets.UTF_8),
                 java.nio.charset.StandardCharsets.UTF_8)));
-    return Arbitraries.oneOf(fw, res, busy, failed, cancel, streaming, stream);
+    Arbitrary<byte[]> withModel = Combinators.combine(requests(), Arbitraries.longs(),
+        Arbitraries.of("llama-3-8b", "m", "qwen2.5-72b@awq \u00e9\uD83D\uDE00"))
+        .as((r, tag, model) -> ForwardCodec.forward(r, "n0", 1, tag % 2 == 0, tag % 2 == 0 ? tag : 0,
+            model));
+    return Arbitraries.oneOf(fw, res, busy, failed, cancel, streaming, stream, withModel);
   }
 
   @Provide

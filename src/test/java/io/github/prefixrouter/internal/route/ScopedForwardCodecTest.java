@@ -82,7 +82,7 @@ class ScopedForwardCodecTest {
     busy[1] = 2;
     assertEquals(Reason.UNKNOWN_VERSION, reasonOf(busy));
     byte[] frame = ForwardCodec.forward(PLAIN.withScope(CacheScope.adapter("a")), "o", 0);
-    frame[1] = 5; // 3 is the streaming FORWARD, 4 the one with stops
+    frame[1] = 6; // 3 is the streaming FORWARD, 4 the one with stops, 5 the one with a model id
     assertEquals(Reason.UNKNOWN_VERSION, reasonOf(frame));
   }
 
