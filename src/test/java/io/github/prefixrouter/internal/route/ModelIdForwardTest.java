@@ -8,23 +8,11 @@ import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
-import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
-import io.github.prefixrouter.internal.route.ScopedForwardTest.OnePeer;
-import io.github.prefixrouter.internal.route.ScopedForwardTest.RecordingEngine;
-import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
-import io.github.prefixrouter.spi.PeerAddress;
-import io.github.prefixrouter.spi.Transport;
-import io.github.prefixrouter.testing.ForwardingTransport;
-import io.github.prefixrouter.testing.InMemoryNetwork;
-import io.github.prefixrouter.testing.SimulatedScheduler;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.SplittableRandom;
-import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -34,56 +22,16 @@ import org.junit.jupiter.api.Test;
  * restarts ({@code OTHER_MODEL}); a node from before model ids is never sent a request in a
  * version that would hide the model id. No request is ever served by another model.
  */
-class ModelIdForwardTest {
+class ModelIdForwardTest extends TwoNodeForwardHarness {
 
-  final SimulatedScheduler sim = new SimulatedScheduler();
-  final InMemoryNetwork net = new InMemoryNetwork(sim, 1);
-  final RecordingEngine e0 = new RecordingEngine();
-  final RecordingEngine e1 = new RecordingEngine();
-  final OnePeer view = new OnePeer();
-  RouterNode n0;
-  RouterNode n1;
-  /** The versions of the FORWARD frames n0 sent, in order. */
-  final List<Integer> forwardVersions = new ArrayList<>();
   /** While true, n1 rejects FORWARDs above version 4, as a node from before model ids does. */
   volatile boolean peerBeforeModelIds;
 
-  Transport counting(Transport t) {
-    return new ForwardingTransport(t) {
-      @Override
-      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout) {
-        if (payload.length > 1 && payload[0] == ForwardCodec.FORWARD) {
-          forwardVersions.add((int) payload[1]);
-        }
-        return t.request(to, payload, timeout);
-      }
-    };
-  }
-
   void start(String model0, String model1) {
     RouterConfig.Builder b = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX);
-    n0 = new RouterNode("n0", b.modelId(model0).build(), counting(net.transport("n0")), e0, sim,
-        sim, new SplittableRandom(1), List.of(), new RouterNode.Components(
-            new TreeIndex(ConcurrentPrefixTree.selfManaged(1 << 20)),
-            new BlockChain(ScopedForwardTest.HASHER), view));
-    Transport t1 = BeforeScopesTransport.wrap(net.transport("n1"),
-        ForwardCodec.STOPS_FORWARD_VERSION, () -> peerBeforeModelIds,
-        new BeforeScopesTransport.Observer() { });
-    n1 = new RouterNode("n1", b.modelId(model1).build(), t1, e1, sim, sim,
-        new SplittableRandom(2), List.of(), new RouterNode.Components(
-            RequestLifecycleTest.NO_CACHE, new BlockChain(ScopedForwardTest.HASHER),
-            PeerView.NONE));
-    n0.start();
-    n1.start();
-  }
-
-  InferenceResponse submit(InferenceRequest r, OutputListener listener) {
-    CompletableFuture<InferenceResponse> f = listener == null ? n0.submit(r)
-        : n0.submit(r, listener);
-    while (!f.isDone() && sim.runNext()) {
-      // run the simulation
-    }
-    return f.join();
+    startNodes(b.modelId(model0).build(), b.modelId(model1).build(),
+        t -> BeforeScopesTransport.wrap(t, ForwardCodec.STOPS_FORWARD_VERSION,
+            () -> peerBeforeModelIds, new BeforeScopesTransport.Observer() { }));
   }
 
   /** A request whose prefix only n1 holds. */

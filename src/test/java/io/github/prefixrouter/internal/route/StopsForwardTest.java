@@ -9,23 +9,12 @@ import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
-import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
-import io.github.prefixrouter.internal.route.ScopedForwardTest.OnePeer;
-import io.github.prefixrouter.internal.route.ScopedForwardTest.RecordingEngine;
-import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
-import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
-import io.github.prefixrouter.testing.ForwardingTransport;
-import io.github.prefixrouter.testing.InMemoryNetwork;
-import io.github.prefixrouter.testing.SimulatedScheduler;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.SplittableRandom;
-import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -36,35 +25,15 @@ import org.junit.jupiter.api.Test;
  * and from then on requests with stops skip that peer ({@code NO_STOPS}) while requests without
  * stops still reach it.
  */
-class StopsForwardTest {
+class StopsForwardTest extends TwoNodeForwardHarness {
 
   static final GenerationParams STOPS = new GenerationParams(8, 0.0, 1.0, 7L,
       List.of("\n", "Observation:"), List.of(2, 99));
 
-  final SimulatedScheduler sim = new SimulatedScheduler();
-  final InMemoryNetwork net = new InMemoryNetwork(sim, 1);
-  final RecordingEngine e0 = new RecordingEngine();
-  final RecordingEngine e1 = new RecordingEngine();
-  final OnePeer view = new OnePeer();
-  RouterNode n0;
-  /** The versions of the FORWARD frames n0 sent, in order. */
-  final List<Integer> forwardVersions = new ArrayList<>();
   /** While true, n1 rejects FORWARDs of a version above 3 as a node from before stops does. */
   volatile boolean peerBeforeStops = true;
   /** FORWARDs n1 rejected. */
   int rejected;
-
-  Transport counting(Transport t) {
-    return new ForwardingTransport(t) {
-      @Override
-      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout) {
-        if (payload.length > 1 && payload[0] == ForwardCodec.FORWARD) {
-          forwardVersions.add((int) payload[1]);
-        }
-        return t.request(to, payload, timeout);
-      }
-    };
-  }
 
   /** n1's transport: a node that speaks FORWARD versions 1 to 3 while {@link #peerBeforeStops}. */
   Transport beforeStops(Transport t) {
@@ -80,26 +49,7 @@ class StopsForwardTest {
   void start(boolean peerKnowsStops) {
     peerBeforeStops = !peerKnowsStops;
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX).build();
-    n0 = new RouterNode("n0", cfg, counting(net.transport("n0")), e0, sim, sim,
-        new SplittableRandom(1),
-        List.of(), new RouterNode.Components(
-            new TreeIndex(ConcurrentPrefixTree.selfManaged(1 << 20)),
-            new BlockChain(ScopedForwardTest.HASHER), view));
-    RouterNode n1 = new RouterNode("n1", cfg, beforeStops(net.transport("n1")), e1, sim, sim,
-        new SplittableRandom(2), List.of(), new RouterNode.Components(
-            RequestLifecycleTest.NO_CACHE, new BlockChain(ScopedForwardTest.HASHER),
-            PeerView.NONE));
-    n0.start();
-    n1.start();
-  }
-
-  InferenceResponse submit(InferenceRequest r, OutputListener listener) {
-    CompletableFuture<InferenceResponse> f = listener == null ? n0.submit(r)
-        : n0.submit(r, listener);
-    while (!f.isDone() && sim.runNext()) {
-      // run the simulation
-    }
-    return f.join();
+    startNodes(cfg, cfg, this::beforeStops);
   }
 
   static InferenceRequest withStops(String id, int[] t) {
