@@ -89,7 +89,7 @@ final class FaultCluster {
       long forwardFrames, long duplicateExecutions, long crashes, long simulatedMillis,
       boolean gossipActive, long convergenceMillis, int scoped, long scopedRejections,
       long unscopedAtOld, int withStops, long stopsRejections, int selfManagedNodes,
-      long selfManagedExecutions, long selfManagedEvictions) {}
+      long selfManagedExecutions, long selfManagedEvictions, long otherModelRefusals) {}
 
   /** The chain root of each scope the plans draw, for the stale view's hasher. */
   private static final Map<Long, CacheScope> SCOPE_OF_ROOT = new HashMap<>();
@@ -162,14 +162,16 @@ final class FaultCluster {
       long s = plan.seed * 31 + index * 1_000_003L + generation;
       int slow = plan.slowFactor[index];
       selfManaged = plan.selfManaged[index];
-      nodeConfig = selfManaged
+      RouterConfig own = selfManaged
           ? config.toBuilder().treeCapacityTokens(plan.treeCapacityTokens[index]).build()
           : config;
+      nodeConfig = plan.otherModel == FaultPlan.NO_MODEL_IDS ? own
+          : own.toBuilder().modelId(plan.modelIdOf(index)).build();
       simEngine = SimulatedEngine.builder().scheduler(clock).clock(clock)
           .capacityTokens(plan.engineCapacityTokens[index]).blockSize(FaultPlan.BLOCK)
           .slots(plan.engineSlots[index]).prefillOverheadNanos(2 * MS * slow)
           .prefillNanosPerToken(150_000L * slow).decodeNanosPerToken(5 * MS * slow)
-          .vocabularySize(FaultPlan.VOCABULARY).publishesCacheEvents(!selfManaged).build();
+          .vocabularySize(plan.vocabularyOf(index)).publishesCacheEvents(!selfManaged).build();
       engine = new FaultyEngine(id, simEngine, clock, s, rid -> id.equals(inv.originOf.get(rid)),
           plan.failureProbability[index], plan.stallProbability[index], plan.maxStallNanos, inv,
           config.highWatermark());
@@ -428,6 +430,8 @@ final class FaultCluster {
         selfManagedExecutions += in.engine.executions;
       }
     }
+    long otherModelRefusals = all.stream().filter(in -> in.node instanceof RouterNode)
+        .mapToLong(in -> ((RouterNode) in.node).otherModelRefusals()).sum();
     for (Instance in : current) {
       in.node.stop();
     }
@@ -443,7 +447,8 @@ final class FaultCluster {
         (int) accepted.values().stream().filter(a -> !a.request.scope().isDefault()).count(),
         scopedRejections, unscopedAtOld,
         (int) accepted.values().stream().filter(a -> a.request.params().hasStops()).count(),
-        stopsRejections, plan.selfManagedCount(), selfManagedExecutions, selfManagedEvictions));
+        stopsRejections, plan.selfManagedCount(), selfManagedExecutions, selfManagedEvictions,
+        otherModelRefusals));
   }
 
   // ---------------------------------------------------------------- workload
@@ -463,7 +468,7 @@ final class FaultCluster {
     if (s.stops().any()) {
       // a stop token id from the output the request has without stops, so that it ends there
       List<Integer> ids = s.stops().tokenAt() < 0 ? List.of() : List.of(SimulatedEngine
-          .expectedOutput(prompt, params, FaultPlan.VOCABULARY)[s.stops().tokenAt()]);
+          .expectedOutput(prompt, params, plan.vocabularyOf(at.index))[s.stops().tokenAt()]);
       params = params.withStops(
           s.stops().string() ? List.of(FaultPlan.STOP_STRING) : List.of(), ids);
     }
@@ -489,7 +494,7 @@ final class FaultCluster {
     f.whenComplete((resp, err) -> {
       checkAnswer(req, at, resp, err);
       if (stream != null) {
-        stream.check(req, resp, inv);
+        stream.check(req, resp, inv, plan.vocabularyOf(at.index));
       }
     });
   }
@@ -512,12 +517,11 @@ final class FaultCluster {
       text.append(s);
     }
 
-    void check(InferenceRequest req, InferenceResponse resp, Invariants inv) {
+    void check(InferenceRequest req, InferenceResponse resp, Invariants inv, int vocabulary) {
       if (late > 0) {
         inv.violation("request " + req.id() + ": " + late + " pieces after its completion");
       }
-      int[] expected = SimulatedEngine.expectedOutput(req.tokens(), req.params(),
-          FaultPlan.VOCABULARY);
+      int[] expected = SimulatedEngine.expectedOutput(req.tokens(), req.params(), vocabulary);
       if (tokens.length > expected.length
           || !Arrays.equals(tokens, Arrays.copyOf(expected, tokens.length))) {
         inv.violation("request " + req.id() + ": the stream " + Arrays.toString(tokens)
@@ -549,8 +553,9 @@ final class FaultCluster {
       }
       return;
     }
+    // the origin's model's answer: a node of another model never serves the request
     int[] expected = SimulatedEngine.expectedOutput(req.tokens(), req.params(),
-        FaultPlan.VOCABULARY);
+        plan.vocabularyOf(origin.index));
     int[] got = resp.result().outputTokens();
     if (!Arrays.equals(expected, got)) {
       inv.violation("request " + id + " answered by " + resp.servedBy() + " with "

@@ -100,6 +100,26 @@ final class FaultPlan {
   final boolean[] selfManaged;
   /** A self-managed node's tree capacity in tokens (a share of its engine's); else 0. */
   final long[] treeCapacityTokens;
+  /**
+   * Model ids: {@link #NO_MODEL_IDS} (every node's is empty, as before model ids), {@link
+   * #ONE_MODEL_ID} (every node has the same), or the index of the node that serves another
+   * model: its model id differs, and its engine answers every prompt differently (another
+   * vocabulary), so an answer it gave a request of another node, or another node gave one of
+   * its requests, shows as a wrong answer.
+   */
+  final int otherModel;
+  static final int NO_MODEL_IDS = -1;
+  static final int ONE_MODEL_ID = -2;
+
+  /** Node {@code node}'s model id. */
+  String modelIdOf(int node) {
+    return otherModel == NO_MODEL_IDS ? "" : node == otherModel ? "model-b" : "model-a";
+  }
+
+  /** The vocabulary of node {@code node}'s engine: another for the node of another model. */
+  int vocabularyOf(int node) {
+    return node == otherModel ? VOCABULARY + 7 : VOCABULARY;
+  }
 
   FaultPlan(long seed) {
     this.seed = seed;
@@ -206,6 +226,10 @@ final class FaultPlan {
         treeCapacityTokens[i] = q > 0 ? engineCapacityTokens[i] * q / 4 : blocks * BLOCK;
       }
     }
+    // and model ids from a fifth: a run without any is the run the seed gave before model ids
+    SplittableRandom models = new SplittableRandom(seed ^ 0x9B05688C2B3E6C1FL);
+    int m = models.nextInt(4);
+    otherModel = m < 2 ? NO_MODEL_IDS : m == 2 ? ONE_MODEL_ID : models.nextInt(nodes);
     int requests = 20 + r.nextInt(120);
     for (int q = 0; q < requests; q++) {
       int scope = sr.nextDouble() < scopedShare ? 1 + sr.nextInt(scopesUsed) : 0;
@@ -274,6 +298,8 @@ final class FaultPlan {
     return "seed=" + seed + " nodes=" + nodes + " requests=" + submissions.size() + " faults="
         + faults.size() + " scoped=" + scopedShare + "x" + scopesUsed + " stops=" + stopShare
         + (beforeScopes >= 0 ? " beforeScopes=n" + beforeScopes : "") + selfManagedToString()
+        + (otherModel == ONE_MODEL_ID ? " modelIds=one" : otherModel >= 0
+            ? " modelIds=n" + otherModel + "-other" : "")
         + " link=" + baseLink
         + " config=" + config;
   }

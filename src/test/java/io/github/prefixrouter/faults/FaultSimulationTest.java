@@ -58,6 +58,9 @@ class FaultSimulationTest {
     long selfManagedNodes = 0;
     long selfManagedExecutions = 0;
     long selfManagedEvictions = 0;
+    long oneModelRuns = 0;
+    long otherModelRuns = 0;
+    long otherModelRefusals = 0;
     long started = System.nanoTime();
     for (long seed = first; seed < first + count; seed++) {
       if (count >= 1000 && (seed - first) % 500 == 0 && seed > first) {
@@ -85,6 +88,9 @@ class FaultSimulationTest {
           selfManagedNodes += o.summary().selfManagedNodes();
           selfManagedExecutions += o.summary().selfManagedExecutions();
           selfManagedEvictions += o.summary().selfManagedEvictions();
+          oneModelRuns += o.plan().otherModel == FaultPlan.ONE_MODEL_ID ? 1 : 0;
+          otherModelRuns += o.plan().otherModel >= 0 ? 1 : 0;
+          otherModelRefusals += o.summary().otherModelRefusals();
         }
         if (!o.ok()) {
           String replay = "mvn -B -ntp test -Dtest=FaultSimulationTest -Dfaults.seed=" + seed
@@ -104,10 +110,12 @@ class FaultSimulationTest {
             + "%d forwarded, %d fallbacks, %d duplicate executions, %d crashes, nodes from before "
             + "scopes sent %d scoped forwards (rejected; %d of them with stops) and %d unscoped "
             + "ones, %d runs with self-managed trees (%d nodes, %d engine runs, %d blocks evicted"
-            + " by their LRU), %d converged runs, %d failing runs, %d ms%n",
+            + " by their LRU), %d runs with one model id, %d with a node of another model"
+            + " (%d forwards refused for it), %d converged runs, %d failing runs, %d ms%n",
         first, first + count - 1, accepted, scoped, withStops, forwarded, fallbacks, duplicates,
         crashes, rejections, stopsRejections, unscopedAtOld, selfManagedRuns, selfManagedNodes,
-        selfManagedExecutions, selfManagedEvictions, converged, failures.size(), ms);
+        selfManagedExecutions, selfManagedEvictions, oneModelRuns, otherModelRuns,
+        otherModelRefusals, converged, failures.size(), ms);
     if (!failures.isEmpty()) {
       fail(failures.size() + " failing run(s); first:\n" + failures.get(0));
     }
@@ -124,6 +132,7 @@ class FaultSimulationTest {
       long srj = stopsRejections;
       long smx = selfManagedExecutions;
       long sme = selfManagedEvictions;
+      long omr = otherModelRefusals;
       assertAll("the campaign must exercise what it checks",
           () -> assertTrue(acc > 0, "no request accepted"),
           () -> assertTrue(fw > 0, "no request forwarded"),
@@ -135,7 +144,8 @@ class FaultSimulationTest {
           () -> assertTrue(st > 0, "no request with stops"),
           () -> assertTrue(srj > 0, "no node from before stops rejected a forward with stops"),
           () -> assertTrue(smx > 0, "no self-managed node ran a request"),
-          () -> assertTrue(sme > 0, "no self-managed tree evicted a block"));
+          () -> assertTrue(sme > 0, "no self-managed tree evicted a block"),
+          () -> assertTrue(omr > 0, "no node refused a forward of another model"));
     }
   }
 
