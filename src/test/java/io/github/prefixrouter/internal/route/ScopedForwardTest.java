@@ -14,8 +14,6 @@ import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.tree.BlockHasher;
-import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
-import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.testing.ForwardingTransport;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
@@ -23,7 +21,6 @@ import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
 import io.github.prefixrouter.testing.InMemoryNetwork;
-import io.github.prefixrouter.testing.SimulatedScheduler;
 import io.github.prefixrouter.transport.http.HttpTransport;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -31,7 +28,6 @@ import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
-import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -44,7 +40,7 @@ import org.junit.jupiter.api.Test;
  * skip that peer ({@code NO_SCOPES}) until it restarts or the bound passes, while unscoped
  * requests still reach it, with no cool-down.
  */
-class ScopedForwardTest {
+class ScopedForwardTest extends TwoNodeForwardHarness {
 
   static final BlockHasher HASHER = new BlockHasher(16, 0);
   static final CacheScope A = CacheScope.of("lora-a", "tenant-1");
@@ -102,26 +98,14 @@ class ScopedForwardTest {
         new BeforeScopesTransport.Observer() {});
   }
 
-  final SimulatedScheduler sim = new SimulatedScheduler();
-  final InMemoryNetwork net = new InMemoryNetwork(sim, 1);
-  final RecordingEngine e0 = new RecordingEngine();
-  final RecordingEngine e1 = new RecordingEngine();
-  final OnePeer view = new OnePeer();
-  RouterNode n0;
-
-  /** FORWARD frames n0 sent. */
-  long forwardFrames;
   /** While true, n1's answers arrive garbled (a protocol failure of another kind). */
   volatile boolean garbleAnswers;
 
-  /** n0's transport, counting the FORWARDs it sends and garbling answers on demand. */
-  Transport counting(Transport t) {
+  /** n0's transport, garbling answers on demand. */
+  Transport garbling(Transport t) {
     return new ForwardingTransport(t) {
       @Override
       public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout) {
-        if (payload.length > 0 && payload[0] == ForwardCodec.FORWARD) {
-          forwardFrames++;
-        }
         CompletableFuture<byte[]> f = t.request(to, payload, timeout);
         return garbleAnswers ? f.thenApply(b -> new byte[] {(byte) 0xEE, 1}) : f;
       }
@@ -130,25 +114,8 @@ class ScopedForwardTest {
 
   void start(boolean peerKnowsScopes) {
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX).build();
-    n0 = new RouterNode("n0", cfg, counting(net.transport("n0")), e0, sim, sim,
-        new SplittableRandom(1),
-        List.of(), new RouterNode.Components(
-            new TreeIndex(ConcurrentPrefixTree.selfManaged(1 << 20)), new BlockChain(HASHER),
-            view));
-    Transport t1 = net.transport("n1");
-    RouterNode n1 = new RouterNode("n1", cfg, peerKnowsScopes ? t1 : speakingOnlyVersionOne(t1),
-        e1, sim, sim, new SplittableRandom(2), List.of(), new RouterNode.Components(
-            RequestLifecycleTest.NO_CACHE, new BlockChain(HASHER), PeerView.NONE));
-    n0.start();
-    n1.start();
-  }
-
-  InferenceResponse submit(InferenceRequest r) {
-    CompletableFuture<InferenceResponse> f = n0.submit(r);
-    while (!f.isDone() && sim.runNext()) {
-      // run the simulation
-    }
-    return f.join();
+    startNodes(cfg, cfg, this::garbling,
+        t -> peerKnowsScopes ? t : speakingOnlyVersionOne(t));
   }
 
   @Test
@@ -200,7 +167,7 @@ class ScopedForwardTest {
     view.holds(other, t);
     assertEquals(FallbackCause.PROTOCOL_ERROR,
         submit(InferenceRequest.of("s1", t).withScope(A)).fallbackCause());
-    long framesAfterRejection = forwardFrames;
+    long framesAfterRejection = forwardVersions.size();
     for (int k = 0; k < 3; k++) {
       // any scope, not only the rejected one's: the peer speaks none
       InferenceResponse s = submit(InferenceRequest.of("s" + (k + 2), t)
@@ -215,7 +182,8 @@ class ScopedForwardTest {
       assertEquals("n1", p.servedBy(), p.toString());
       assertEquals(RouteDecision.SkipReason.NONE, p.decision().candidates().get(1).skipped());
     }
-    assertEquals(framesAfterRejection + 3, forwardFrames, "only the unscoped requests went out");
+    assertEquals(framesAfterRejection + 3, forwardVersions.size(),
+        "only the unscoped requests went out");
     assertEquals(3, e1.ran.size());
     for (InferenceRequest q : e1.ran) {
       assertEquals(CacheScope.DEFAULT, q.scope());

@@ -51,7 +51,13 @@ abstract class TwoNodeForwardHarness {
 
   /** Starts n0 with {@code c0} and n1 with {@code c1}, n1's transport wrapped by {@code wrap1}. */
   void startNodes(RouterConfig c0, RouterConfig c1, UnaryOperator<Transport> wrap1) {
-    n0 = new RouterNode("n0", c0, counting(net.transport("n0")), e0, sim, sim,
+    startNodes(c0, c1, UnaryOperator.identity(), wrap1);
+  }
+
+  /** The same, n0's transport also wrapped by {@code wrap0} (under the count of FORWARDs). */
+  void startNodes(RouterConfig c0, RouterConfig c1, UnaryOperator<Transport> wrap0,
+      UnaryOperator<Transport> wrap1) {
+    n0 = new RouterNode("n0", c0, counting(wrap0.apply(net.transport("n0"))), e0, sim, sim,
         new SplittableRandom(1), List.of(), new RouterNode.Components(
             new TreeIndex(ConcurrentPrefixTree.selfManaged(1 << 20)),
             new BlockChain(ScopedForwardTest.HASHER), view));
@@ -61,6 +67,11 @@ abstract class TwoNodeForwardHarness {
             PeerView.NONE));
     n0.start();
     n1.start();
+  }
+
+  /** Submits {@code r} to n0 and runs the simulation to its answer. */
+  InferenceResponse submit(InferenceRequest r) {
+    return submit(r, null);
   }
 
   /** Submits {@code r} to n0 (streamed to {@code listener} if not null) and runs to its answer. */
