@@ -167,6 +167,8 @@ public final class NodeMain {
     PrefixRouterNode node = null;
     ClientEndpoint endpoint = null;
     try {
+      PeerTls tls = o.tlsKeystore == null ? null
+          : new PeerTls(o.tlsKeystore, o.tlsTruststore, o.tlsPassword);
       HttpTransport.Builder tb = HttpTransport.builder().nodeId(o.id).listen(o.listenHost, o.listenPort);
       if (o.advertise != null) {
         tb.advertisedAddress(o.advertise);
@@ -176,6 +178,9 @@ public final class NodeMain {
         tb.acceptedClusterKeys(o.clusterKeys.subList(1, o.clusterKeys.size()).toArray(new byte[0][]));
       } else {
         tb.insecureWithoutAuthentication();
+      }
+      if (tls != null) {
+        tb.tls(tls.context());
       }
       if (o.peerReaderThreads != 0) {
         tb.readerThreads(o.peerReaderThreads);
@@ -210,14 +215,19 @@ public final class NodeMain {
       if (o.clusterKeyFile != null && !o.clusterKeyCheck.isZero()) {
         keys = new ClusterKeys(o.clusterKeyFile, o.clusterKeys, k -> t.updateClusterKeys(
             k.get(0), k.subList(1, k.size()).toArray(new byte[0][])));
-        watchClusterKeys(scheduler, keys, o.clusterKeyCheck.toNanos());
+        watch(scheduler, keys::check, o.clusterKeyCheck.toNanos());
       }
       ClusterKeys watchedKeys = keys;
+      if (tls != null && !o.tlsCheck.isZero()) {
+        watch(scheduler, tls::check, o.tlsCheck.toNanos());
+      }
+      PeerTls watchedTls = tls;
       ReferenceEngine ref = reference;
       InferenceEngine eng = engine;
       PrefixRouterNode n = node;
       PromptTokenizer tokenizer = tokenizer(o);
-      endpoint = new ClientEndpoint(node, () -> extraStats(n, t, watchedKeys, ref, eng), 4096,
+      endpoint = new ClientEndpoint(node, () -> extraStats(n, t, watchedKeys, watchedTls, ref, eng),
+          4096,
           java.time.Duration.ofSeconds(10), baseModel,
           o.clientReaderThreads != 0 ? o.clientReaderThreads : ClientEndpoint.DEFAULT_READER_THREADS,
           o.clientMaxUnfinishedReads != 0 ? o.clientMaxUnfinishedReads
@@ -275,21 +285,24 @@ public final class NodeMain {
     });
   }
 
-  /** Re-reads the cluster key file every {@code intervalNanos} until the scheduler closes. */
-  private static void watchClusterKeys(io.github.prefixrouter.spi.Scheduler scheduler,
-      ClusterKeys keys, long intervalNanos) {
+  /**
+   * Runs {@code check} (a re-read of the cluster key file or the TLS files) every
+   * {@code intervalNanos} until the scheduler closes.
+   */
+  private static void watch(io.github.prefixrouter.spi.Scheduler scheduler, Runnable check,
+      long intervalNanos) {
     scheduler.schedule(intervalNanos, () -> {
       try {
-        keys.check();
+        check.run();
       } finally {
-        watchClusterKeys(scheduler, keys, intervalNanos);
+        watch(scheduler, check, intervalNanos);
       }
     });
   }
 
   /** The process's counters besides the node's and the client endpoint's. */
   private static List<StatsTable.Section<?>> extraStats(PrefixRouterNode node, HttpTransport t,
-      ClusterKeys keys, ReferenceEngine e, InferenceEngine engine) {
+      ClusterKeys keys, PeerTls tls, ReferenceEngine e, InferenceEngine engine) {
     List<StatsTable.Section<?>> sections = new ArrayList<>();
     if (node instanceof RouterNode rn) {
       sections.add(StatsTables.PEER_MESSAGES.section("peer_messages",
@@ -302,6 +315,9 @@ public final class NodeMain {
     sections.add(StatsTables.TRANSPORT.section("transport", t.stats()));
     if (keys != null) {
       sections.add(StatsTables.CLUSTER_KEY_FILE.section("cluster_key_file", keys.stats()));
+    }
+    if (tls != null) {
+      sections.add(StatsTables.PEER_TLS.section("tls", tls.stats()));
     }
     if (e != null) {
       sections.add(StatsTables.REFERENCE_ENGINE.section("engine", e.stats()));

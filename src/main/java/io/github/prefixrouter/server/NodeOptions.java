@@ -11,7 +11,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -51,6 +50,14 @@ public final class NodeOptions {
           "  --cluster-key-check-ms N re-read --cluster-key-file this often and use its keys",
           "                           if they changed (0: never); default 10000",
           "  --insecure               no message authentication (trusted test networks only)",
+          "  --tls-keystore FILE      TLS on the peer port: PKCS12 with this node's key and",
+          "                           certificate (naming the address peers use)",
+          "  --tls-truststore FILE    PKCS12 with the certificates to trust (a cluster CA);",
+          "                           default the keystore's own",
+          "  --tls-password-file FILE the password of both files (or env",
+          "                           PREFIX_ROUTER_TLS_PASSWORD); required with --tls-keystore",
+          "  --tls-check-ms N         re-read the TLS files this often and use them if they",
+          "                           changed (0: never); default 60000",
           "  --engine reference|URL   the reference engine, or an OpenAI-compatible server URL",
           "  --model NAME             model name sent to the OpenAI-compatible server (the base",
           "                           model: a client's \"model\" naming it names no LoRA adapter);",
@@ -121,7 +128,8 @@ public final class NodeOptions {
   private static final Set<String> KEYS =
       Set.of(
           "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file",
-          "cluster-key-check-ms", "insecure",
+          "cluster-key-check-ms", "insecure", "tls-keystore", "tls-truststore", "tls-password-file",
+          "tls-check-ms",
           "engine", "model", "model-id", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
@@ -144,6 +152,14 @@ public final class NodeOptions {
   final Path clusterKeyFile;
   /** How often to re-read {@link #clusterKeyFile}; zero: never. */
   final Duration clusterKeyCheck;
+  /** TLS on the peer port: the node's PKCS12 keystore, or null for plain HTTP. */
+  final Path tlsKeystore;
+  /** The PKCS12 trust store, or null for the keystore's own certificates. */
+  final Path tlsTruststore;
+  /** The password of both TLS files; null without TLS. */
+  final char[] tlsPassword;
+  /** How often to re-read the TLS files; zero: never. */
+  final Duration tlsCheck;
   final String engine;
   final String model;
   /** The node's model id: null for the base model's name, empty for none. */
@@ -195,6 +211,9 @@ public final class NodeOptions {
       clusterKeys = null;
       clusterKeyFile = null;
       clusterKeyCheck = null;
+      tlsKeystore = tlsTruststore = null;
+      tlsPassword = null;
+      tlsCheck = null;
       config = null;
       readyFile = null;
       shutdownGrace = null;
@@ -256,6 +275,37 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--cluster-key-check-ms needs --cluster-key-file");
     }
     this.clusterKeyCheck = Duration.ofMillis(keyCheckMs);
+    this.tlsKeystore = v.containsKey("tls-keystore") ? Path.of(v.get("tls-keystore")) : null;
+    this.tlsTruststore = v.containsKey("tls-truststore") ? Path.of(v.get("tls-truststore")) : null;
+    String passwordFile = v.get("tls-password-file");
+    String envPassword = env.get("PREFIX_ROUTER_TLS_PASSWORD");
+    if (tlsKeystore == null) {
+      for (String k : List.of("tls-truststore", "tls-password-file", "tls-check-ms")) {
+        if (v.containsKey(k)) {
+          throw new IllegalArgumentException("--" + k + " needs --tls-keystore");
+        }
+      }
+      this.tlsPassword = null;
+    } else if (passwordFile != null) {
+      try {
+        this.tlsPassword = Files.readString(Path.of(passwordFile), StandardCharsets.UTF_8)
+            .strip().toCharArray();
+      } catch (IOException e) {
+        throw new IllegalArgumentException("cannot read --tls-password-file " + passwordFile
+            + ": " + e.getMessage(), e);
+      }
+    } else if (envPassword != null) {
+      this.tlsPassword = envPassword.toCharArray();
+    } else {
+      throw new IllegalArgumentException("--tls-keystore needs a password: --tls-password-file"
+          + " FILE or env PREFIX_ROUTER_TLS_PASSWORD");
+    }
+    long tlsCheckMs = longValue(v, "tls-check-ms", 60_000);
+    if (tlsCheckMs < 0 || tlsCheckMs > Duration.ofDays(1).toMillis()) {
+      throw new IllegalArgumentException(
+          "--tls-check-ms must be 0 to a day in milliseconds, was " + tlsCheckMs);
+    }
+    this.tlsCheck = Duration.ofMillis(tlsCheckMs);
     this.engine = v.getOrDefault("engine", "reference");
     if (!engine.equals("reference") && !engine.startsWith("http://") && !engine.startsWith("https://")) {
       throw new IllegalArgumentException("--engine must be 'reference' or an http(s) URL, was " + engine);

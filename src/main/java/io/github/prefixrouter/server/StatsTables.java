@@ -158,6 +158,19 @@ final class StatsTables {
           ClusterKeys.Stats::reloadFailures)
       .build();
 
+  /** {@link PeerTls}: {@code tls} in {@code /v1/stats} (only with {@code --tls-keystore}). */
+  static final StatsTable<PeerTls.Stats> PEER_TLS = StatsTable.<PeerTls.Stats>builder()
+      .counter("reloads", P + "tls_reloads_total",
+          "Changed TLS files read and put in use.", PeerTls.Stats::reloads)
+      .counter("reload_failures", P + "tls_reload_failures_total",
+          "Checks of the TLS files that left them unchanged in use because a file could not be "
+              + "read or loaded (logged once per distinct problem).",
+          PeerTls.Stats::reloadFailures)
+      .gauge("certificate_not_after_seconds", P + "tls_certificate_not_after_seconds",
+          "When the certificate this node presents on its peer port expires, in seconds since "
+              + "the epoch.", PeerTls.Stats::certificateNotAfterSeconds)
+      .build();
+
   private static final String E = P + "engine_";
 
   /** {@link ReferenceEngine#stats()}: {@code engine} in {@code /v1/stats}. */

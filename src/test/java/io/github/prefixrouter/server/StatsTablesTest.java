@@ -53,12 +53,15 @@ class StatsTablesTest {
   private static final ClusterKeys.Stats KEY_FILE =
       StatsFixtures.distinct(ClusterKeys.Stats.class, 800_000);
 
+  private static final PeerTls.Stats TLS = StatsFixtures.distinct(PeerTls.Stats.class, 900_000);
+
   private static final List<StatsTable.Section<?>> ALL = List.of(
       StatsTables.NODE.section(null, NODE),
       StatsTables.PEER_MESSAGES.section("peer_messages", PEER),
       StatsTables.LOCAL_TREE.section("local_tree", TREE),
       StatsTables.TRANSPORT.section("transport", TRANSPORT),
       StatsTables.CLUSTER_KEY_FILE.section("cluster_key_file", KEY_FILE),
+      StatsTables.PEER_TLS.section("tls", TLS),
       StatsTables.REFERENCE_ENGINE.section("engine", ENGINE),
       StatsTables.KV_EVENTS.section("kv_events", KV),
       StatsTables.CLIENT.section("client", CLIENT));

@@ -1,0 +1,331 @@
+package io.github.prefixrouter.server;
+
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.net.Socket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.GeneralSecurityException;
+import java.security.KeyStore;
+import java.security.Principal;
+import java.security.PrivateKey;
+import java.security.cert.Certificate;
+import java.security.cert.CertificateException;
+import java.security.cert.X509Certificate;
+import java.util.Arrays;
+import java.util.Collections;
+import javax.net.ssl.KeyManager;
+import javax.net.ssl.KeyManagerFactory;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLEngine;
+import javax.net.ssl.TrustManager;
+import javax.net.ssl.TrustManagerFactory;
+import javax.net.ssl.X509ExtendedKeyManager;
+import javax.net.ssl.X509ExtendedTrustManager;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * TLS on a {@link NodeMain} process's peer port, from PKCS12 files that it re-reads while it
+ * runs, so that a certificate can be renewed without a restart.
+ *
+ * <p>The {@link SSLContext} is built once, over a key manager and a trust manager that hand every
+ * call to the managers of the files last read. {@link #check()} reads the files again when their
+ * bytes changed and, if both load, swaps both managers at once: handshakes from then on present
+ * the new certificate and trust the new trust store; connections already open keep theirs. Files
+ * that cannot be read or loaded leave the managers as they were, counted and logged once per
+ * distinct problem. Thread-safe.
+ */
+final class PeerTls {
+
+  private static final Logger log = LoggerFactory.getLogger(PeerTls.class);
+
+  private final Path keystore;
+  private final Path truststore;
+  private final char[] password;
+  private final SwappableKeyManager keys = new SwappableKeyManager();
+  private final SwappableTrustManager trust = new SwappableTrustManager();
+  private final SSLContext context;
+  private byte[] keystoreBytes;
+  private byte[] truststoreBytes;
+  private volatile long notAfterSeconds;
+  private String lastProblem;
+  private long reloads;
+  private long failures;
+
+  /**
+   * Loads the files.
+   *
+   * @param keystore PKCS12: this node's private key and certificate chain (one key entry)
+   * @param truststore PKCS12: the certificates peers' chains must lead to; null for the
+   *     keystore's own certificates (a cluster sharing one certificate)
+   * @param password the password of both files
+   * @throws IllegalArgumentException naming the file and the problem if one cannot be loaded
+   */
+  PeerTls(Path keystore, Path truststore, char[] password) {
+    this.keystore = keystore;
+    this.truststore = truststore;
+    this.password = password.clone();
+    byte[] k = read(keystore);
+    byte[] t = truststore == null ? k : read(truststore);
+    install(k, t);
+    try {
+      context = SSLContext.getInstance("TLS");
+      context.init(new KeyManager[] {keys}, new TrustManager[] {trust}, null);
+    } catch (GeneralSecurityException e) {
+      throw new IllegalStateException("TLS is not available in this JDK: " + e, e);
+    }
+  }
+
+  /** The context to give the transport: its managers follow the files. */
+  SSLContext context() {
+    return context;
+  }
+
+  /** Counters of the reloads, and when this node's certificate expires. */
+  record Stats(long reloads, long reloadFailures, long certificateNotAfterSeconds) {}
+
+  synchronized Stats stats() {
+    return new Stats(reloads, failures, notAfterSeconds);
+  }
+
+  /** Reads the files again and, if they changed and load, uses them. */
+  synchronized void check() {
+    try {
+      byte[] k = read(keystore);
+      byte[] t = truststore == null ? k : read(truststore);
+      if (Arrays.equals(k, keystoreBytes) && Arrays.equals(t, truststoreBytes)) {
+        lastProblem = null;
+        return;
+      }
+      install(k, t);
+    } catch (IllegalArgumentException e) {
+      failures++;
+      if (!e.getMessage().equals(lastProblem)) {
+        log.error("TLS files unchanged in use: {}", e.getMessage());
+        lastProblem = e.getMessage();
+      }
+      return;
+    }
+    lastProblem = null;
+    reloads++;
+    log.info("TLS: now presenting the certificate of {} (valid until {})", keystore,
+        java.time.Instant.ofEpochSecond(notAfterSeconds));
+  }
+
+  private void install(byte[] k, byte[] t) {
+    KeyStore ks = load(k, keystore);
+    KeyStore ts = truststore == null ? ks : load(t, truststore);
+    X509ExtendedKeyManager km;
+    X509ExtendedTrustManager tm;
+    long notAfter;
+    try {
+      KeyManagerFactory kmf = KeyManagerFactory.getInstance("PKIX");
+      kmf.init(ks, password);
+      km = (X509ExtendedKeyManager) only(kmf.getKeyManagers(), X509ExtendedKeyManager.class,
+          keystore);
+      TrustManagerFactory tmf = TrustManagerFactory.getInstance("PKIX");
+      tmf.init(ts);
+      tm = (X509ExtendedTrustManager) only(tmf.getTrustManagers(),
+          X509ExtendedTrustManager.class, truststore == null ? keystore : truststore);
+      notAfter = notAfter(ks);
+    } catch (GeneralSecurityException e) {
+      throw new IllegalArgumentException("cannot use " + keystore + ": " + e.getMessage(), e);
+    }
+    // a handshake under way may see the new key and the old trust or the other way round;
+    // during a renewal both pairs work (docs/deployment.md)
+    keys.install(km);
+    trust.delegate = tm;
+    keystoreBytes = k;
+    truststoreBytes = t;
+    notAfterSeconds = notAfter;
+  }
+
+  private static Object only(Object[] managers, Class<?> type, Path file) {
+    for (Object m : managers) {
+      if (type.isInstance(m)) {
+        return m;
+      }
+    }
+    throw new IllegalArgumentException("no " + type.getSimpleName() + " for " + file);
+  }
+
+  /** When the certificate of the keystore's key entry expires, in epoch seconds. */
+  private long notAfter(KeyStore ks) throws GeneralSecurityException {
+    for (String alias : Collections.list(ks.aliases())) {
+      if (ks.isKeyEntry(alias) && ks.getKey(alias, password) instanceof PrivateKey) {
+        Certificate c = ks.getCertificate(alias);
+        if (c instanceof X509Certificate x) {
+          return x.getNotAfter().toInstant().getEpochSecond();
+        }
+      }
+    }
+    throw new IllegalArgumentException(keystore + " holds no private key with an X.509 certificate");
+  }
+
+  private KeyStore load(byte[] bytes, Path file) {
+    try {
+      KeyStore ks = KeyStore.getInstance("PKCS12");
+      ks.load(new ByteArrayInputStream(bytes), password);
+      return ks;
+    } catch (IOException | GeneralSecurityException e) {
+      throw new IllegalArgumentException("cannot load " + file + " as PKCS12 with the given"
+          + " password: " + e.getMessage(), e);
+    }
+  }
+
+  private static byte[] read(Path file) {
+    try {
+      return Files.readAllBytes(file);
+    } catch (IOException e) {
+      throw new IllegalArgumentException("cannot read " + file + ": " + e, e);
+    }
+  }
+
+  /**
+   * A key manager that hands every call to the one last installed. The alias it chooses names
+   * the installation too ({@code generation@alias}), and the certificate chain and private key
+   * of an alias come from the installation that chose it: a handshake that chose its alias just
+   * before a renewal still gets that alias's certificate and key (the new installation may
+   * not hold them), rather than none, which would fail the handshake. The installation before
+   * the current one is kept for that.
+   */
+  static final class SwappableKeyManager extends X509ExtendedKeyManager {
+    private record Installed(long generation, X509ExtendedKeyManager manager) {}
+
+    private volatile Installed current;
+    private volatile Installed previous;
+
+    synchronized void install(X509ExtendedKeyManager manager) {
+      previous = current;
+      current = new Installed(current == null ? 1 : current.generation + 1, manager);
+    }
+
+    private static String tag(Installed i, String alias) {
+      return alias == null ? null : i.generation + "@" + alias;
+    }
+
+    private static String[] tag(Installed i, String[] aliases) {
+      if (aliases == null) {
+        return null;
+      }
+      String[] out = new String[aliases.length];
+      for (int k = 0; k < aliases.length; k++) {
+        out[k] = tag(i, aliases[k]);
+      }
+      return out;
+    }
+
+    /** The installation a tagged alias came from, or null if it is gone or not tagged. */
+    private Installed of(String tagged) {
+      int at = tagged == null ? -1 : tagged.indexOf('@');
+      if (at <= 0) {
+        return null;
+      }
+      long generation;
+      try {
+        generation = Long.parseLong(tagged.substring(0, at));
+      } catch (NumberFormatException e) {
+        return null;
+      }
+      Installed c = current;
+      Installed p = previous;
+      return c != null && c.generation == generation ? c
+          : p != null && p.generation == generation ? p : null;
+    }
+
+    @Override
+    public String[] getClientAliases(String keyType, Principal[] issuers) {
+      Installed i = current;
+      return tag(i, i.manager.getClientAliases(keyType, issuers));
+    }
+
+    @Override
+    public String chooseClientAlias(String[] keyType, Principal[] issuers, Socket socket) {
+      Installed i = current;
+      return tag(i, i.manager.chooseClientAlias(keyType, issuers, socket));
+    }
+
+    @Override
+    public String[] getServerAliases(String keyType, Principal[] issuers) {
+      Installed i = current;
+      return tag(i, i.manager.getServerAliases(keyType, issuers));
+    }
+
+    @Override
+    public String chooseServerAlias(String keyType, Principal[] issuers, Socket socket) {
+      Installed i = current;
+      return tag(i, i.manager.chooseServerAlias(keyType, issuers, socket));
+    }
+
+    @Override
+    public X509Certificate[] getCertificateChain(String alias) {
+      Installed i = of(alias);
+      return i == null ? null : i.manager.getCertificateChain(alias.substring(alias.indexOf('@') + 1));
+    }
+
+    @Override
+    public PrivateKey getPrivateKey(String alias) {
+      Installed i = of(alias);
+      return i == null ? null : i.manager.getPrivateKey(alias.substring(alias.indexOf('@') + 1));
+    }
+
+    @Override
+    public String chooseEngineClientAlias(String[] keyType, Principal[] issuers, SSLEngine e) {
+      Installed i = current;
+      return tag(i, i.manager.chooseEngineClientAlias(keyType, issuers, e));
+    }
+
+    @Override
+    public String chooseEngineServerAlias(String keyType, Principal[] issuers, SSLEngine e) {
+      Installed i = current;
+      return tag(i, i.manager.chooseEngineServerAlias(keyType, issuers, e));
+    }
+  }
+
+  /** A trust manager that hands every call to the one last installed. */
+  private static final class SwappableTrustManager extends X509ExtendedTrustManager {
+    volatile X509ExtendedTrustManager delegate;
+
+    @Override
+    public void checkClientTrusted(X509Certificate[] chain, String authType, Socket socket)
+        throws CertificateException {
+      delegate.checkClientTrusted(chain, authType, socket);
+    }
+
+    @Override
+    public void checkServerTrusted(X509Certificate[] chain, String authType, Socket socket)
+        throws CertificateException {
+      delegate.checkServerTrusted(chain, authType, socket);
+    }
+
+    @Override
+    public void checkClientTrusted(X509Certificate[] chain, String authType, SSLEngine e)
+        throws CertificateException {
+      delegate.checkClientTrusted(chain, authType, e);
+    }
+
+    @Override
+    public void checkServerTrusted(X509Certificate[] chain, String authType, SSLEngine e)
+        throws CertificateException {
+      delegate.checkServerTrusted(chain, authType, e);
+    }
+
+    @Override
+    public void checkClientTrusted(X509Certificate[] chain, String authType)
+        throws CertificateException {
+      delegate.checkClientTrusted(chain, authType);
+    }
+
+    @Override
+    public void checkServerTrusted(X509Certificate[] chain, String authType)
+        throws CertificateException {
+      delegate.checkServerTrusted(chain, authType);
+    }
+
+    @Override
+    public X509Certificate[] getAcceptedIssuers() {
+      return delegate.getAcceptedIssuers();
+    }
+  }
+}

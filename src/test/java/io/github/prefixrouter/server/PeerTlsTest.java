@@ -1,0 +1,242 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.internal.json.Json;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.security.cert.X509Certificate;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLSocket;
+import javax.net.ssl.TrustManager;
+import javax.net.ssl.X509TrustManager;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@link NodeMain} nodes with TLS on their peer port, from PKCS12 files made by keytool for this
+ * run: they gossip over it; a certificate renewed in place is presented from the next handshake
+ * on, without a restart; a broken file leaves the one in use.
+ */
+class PeerTlsTest {
+
+  @TempDir static Path dir;
+  static Path keyA;
+  static Path keyB;
+  static Path trustBoth;
+  static Path passwordFile;
+
+  @BeforeAll
+  static void makeCertificates() throws Exception {
+    keyA = keystore("a");
+    keyB = keystore("b");
+    trustBoth = dir.resolve("trust.p12");
+    for (String name : List.of("a", "b")) {
+      Path cer = dir.resolve(name + ".cer");
+      keytool("-exportcert", "-alias", name, "-keystore", dir.resolve(name + ".p12").toString(),
+          "-storepass", "changeit", "-file", cer.toString());
+      keytool("-importcert", "-noprompt", "-alias", name, "-file", cer.toString(), "-keystore",
+          trustBoth.toString(), "-storetype", "PKCS12", "-storepass", "changeit");
+    }
+    passwordFile = dir.resolve("tls.password");
+    Files.writeString(passwordFile, "changeit\n");
+  }
+
+  private static Path keystore(String name) throws Exception {
+    Path ks = dir.resolve(name + ".p12");
+    keytool("-genkeypair", "-alias", name, "-keyalg", "EC", "-groupname", "secp256r1", "-dname",
+        "CN=" + name, "-ext", "san=ip:127.0.0.1", "-validity", "2", "-storetype", "PKCS12",
+        "-keystore", ks.toString(), "-storepass", "changeit", "-keypass", "changeit");
+    return ks;
+  }
+
+  private static void keytool(String... args) throws Exception {
+    List<String> cmd = new ArrayList<>();
+    cmd.add(Path.of(System.getProperty("java.home"), "bin", "keytool").toString());
+    cmd.addAll(List.of(args));
+    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertTrue(p.waitFor(60, TimeUnit.SECONDS) && p.exitValue() == 0, "keytool failed: " + out);
+  }
+
+  private static NodeOptions options(String id, Path keystore, String seeds, String... more) {
+    List<String> args = new ArrayList<>(List.of("--id", id, "--listen", "127.0.0.1:0",
+        "--client", "127.0.0.1:0", "--gossip-interval-ms", "50", "--seeds", seeds,
+        "--tls-keystore", keystore.toString(), "--tls-password-file", passwordFile.toString()));
+    args.addAll(List.of(more));
+    return NodeOptions.parse(args.toArray(new String[0]),
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
+  }
+
+  /** The certificate the peer port at {@code address} presents, taken by a client trusting all. */
+  private static X509Certificate presented(String address) throws Exception {
+    SSLContext c = SSLContext.getInstance("TLS");
+    c.init(null, new TrustManager[] {new X509TrustManager() {
+      @Override
+      public void checkClientTrusted(X509Certificate[] chain, String authType) {}
+
+      @Override
+      public void checkServerTrusted(X509Certificate[] chain, String authType) {}
+
+      @Override
+      public X509Certificate[] getAcceptedIssuers() {
+        return new X509Certificate[0];
+      }
+    }}, null);
+    String[] hp = address.split(":");
+    try (SSLSocket s = (SSLSocket) c.getSocketFactory().createSocket(hp[0], Integer.parseInt(hp[1]))) {
+      s.setSoTimeout(10_000);
+      s.startHandshake();
+      return (X509Certificate) s.getSession().getPeerCertificates()[0];
+    }
+  }
+
+  private static String cn(X509Certificate c) {
+    return c.getSubjectX500Principal().getName();
+  }
+
+  /** Both nodes receive further gossip from each other, none refused. */
+  private static void bothHear(NodeMain.Running a, NodeMain.Running b) throws Exception {
+    long ma = a.transport.stats().messagesReceived();
+    long mb = b.transport.stats().messagesReceived();
+    for (int i = 0; i < 400 && (a.transport.stats().messagesReceived() < ma + 3
+        || b.transport.stats().messagesReceived() < mb + 3); i++) {
+      Thread.sleep(25);
+    }
+    assertTrue(a.transport.stats().messagesReceived() >= ma + 3, a.transport.stats().toString());
+    assertTrue(b.transport.stats().messagesReceived() >= mb + 3, b.transport.stats().toString());
+    assertEquals(0, a.transport.stats().messagesFailed() + b.transport.stats().messagesFailed());
+  }
+
+  private static Map<?, ?> tlsStats(NodeMain.Running r) throws Exception {
+    HttpResponse<String> resp = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
+        URI.create("http://" + r.clientAddress + "/v1/stats")).build(),
+        HttpResponse.BodyHandlers.ofString());
+    return (Map<?, ?>) ((Map<?, ?>) Json.parse(resp.body())).get("tls");
+  }
+
+  @Test
+  void nodesGossipOverTlsAndThePeerPortSpeaksNoPlainHttp() throws Exception {
+    try (NodeMain.Running a = NodeMain.start(options("a", keyA, ""));
+        NodeMain.Running b = NodeMain.start(options("b", keyA,
+            "a@" + a.transport.localAddress().address()))) {
+      bothHear(a, b);
+      assertEquals("CN=a", cn(presented(a.transport.localAddress().address())));
+      HttpClient plain = HttpClient.newHttpClient();
+      assertThrows(IOException.class, () -> plain.send(HttpRequest.newBuilder(URI.create(
+          "http://" + a.transport.localAddress().address() + "/prefix-router/v1/message"))
+          .timeout(java.time.Duration.ofSeconds(10))
+          .POST(HttpRequest.BodyPublishers.ofString("x")).build(),
+          HttpResponse.BodyHandlers.ofString()));
+      Map<?, ?> tls = tlsStats(a);
+      assertEquals(0L, tls.get("reloads"));
+      long notAfter = ((Number) tls.get("certificate_not_after_seconds")).longValue();
+      long now = System.currentTimeMillis() / 1000;
+      assertTrue(notAfter > now + 86_400 && notAfter <= now + 2 * 86_400 + 60, "2 days: " + tls);
+    }
+  }
+
+  @Test
+  void aRenewedCertificateIsPresentedWithoutARestartAndABrokenOneIsNot() throws Exception {
+    Path ka = dir.resolve("node-a.p12");
+    Path kb = dir.resolve("node-b.p12");
+    Files.copy(keyA, ka, StandardCopyOption.REPLACE_EXISTING);
+    Files.copy(keyA, kb, StandardCopyOption.REPLACE_EXISTING);
+    String[] watch = {"--tls-truststore", trustBoth.toString(), "--tls-check-ms", "50"};
+    try (NodeMain.Running a = NodeMain.start(options("a", ka, "", watch));
+        NodeMain.Running b = NodeMain.start(options("b", kb,
+            "a@" + a.transport.localAddress().address(), watch))) {
+      bothHear(a, b);
+      String addressA = a.transport.localAddress().address();
+      assertEquals("CN=a", cn(presented(addressA)));
+      // a's certificate renewed in place (a new key and certificate, as a renewal makes)
+      Path next = dir.resolve("next.p12");
+      Files.copy(keyB, next, StandardCopyOption.REPLACE_EXISTING);
+      Files.move(next, ka, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+      // handshakes go on while it is renewed, and none fails (one that chose its key just
+      // before the renewal still gets that key's certificate)
+      for (int i = 0; i < 400 && !cn(presented(addressA)).equals("CN=b"); i++) {
+        Thread.sleep(10);
+      }
+      assertEquals("CN=b", cn(presented(addressA)));
+      assertEquals(1L, tlsStats(a).get("reloads"));
+      bothHear(a, b);
+      // a broken file: the renewed certificate stays in use, the failure is counted
+      Files.write(ka, new byte[] {1, 2, 3});
+      for (int i = 0; i < 400 && ((Number) tlsStats(a).get("reload_failures")).longValue() == 0; i++) {
+        Thread.sleep(25);
+      }
+      assertTrue(((Number) tlsStats(a).get("reload_failures")).longValue() > 0);
+      assertEquals("CN=b", cn(presented(addressA)));
+      bothHear(a, b);
+    }
+  }
+
+  private static javax.net.ssl.X509ExtendedKeyManager managerOf(Path keystore) throws Exception {
+    java.security.KeyStore ks = java.security.KeyStore.getInstance("PKCS12");
+    try (java.io.InputStream in = Files.newInputStream(keystore)) {
+      ks.load(in, "changeit".toCharArray());
+    }
+    javax.net.ssl.KeyManagerFactory kmf = javax.net.ssl.KeyManagerFactory.getInstance("PKIX");
+    kmf.init(ks, "changeit".toCharArray());
+    return (javax.net.ssl.X509ExtendedKeyManager) kmf.getKeyManagers()[0];
+  }
+
+  @Test
+  void aHandshakeThatChoseItsKeyBeforeARenewalGetsThatKeysCertificate() throws Exception {
+    PeerTls.SwappableKeyManager m = new PeerTls.SwappableKeyManager();
+    m.install(managerOf(keyA));
+    String chosen = m.chooseServerAlias("EC", null, null);
+    m.install(managerOf(keyB)); // the renewal, between the choice and the chain
+    assertEquals("CN=a", cn(m.getCertificateChain(chosen)[0]));
+    assertTrue(m.getPrivateKey(chosen) != null);
+    String after = m.chooseServerAlias("EC", null, null);
+    assertEquals("CN=b", cn(m.getCertificateChain(after)[0]));
+    m.install(managerOf(keyA));
+    m.install(managerOf(keyB));
+    assertEquals(null, m.getCertificateChain(chosen), "two renewals later it is gone");
+    assertEquals(null, m.getPrivateKey("not tagged"));
+  }
+
+  @Test
+  void theTlsFlagsAreChecked() throws Exception {
+    Map<String, String> env = Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX);
+    IllegalArgumentException noKeystore = assertThrows(IllegalArgumentException.class,
+        () -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1", "--tls-truststore",
+            trustBoth.toString()}, env));
+    assertTrue(noKeystore.getMessage().contains("--tls-truststore needs --tls-keystore"));
+    IllegalArgumentException noPassword = assertThrows(IllegalArgumentException.class,
+        () -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1", "--tls-keystore",
+            keyA.toString()}, env));
+    assertTrue(noPassword.getMessage().contains("needs a password"), noPassword.getMessage());
+    NodeOptions fromEnv = NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+        "--tls-keystore", keyA.toString()},
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX,
+            "PREFIX_ROUTER_TLS_PASSWORD", "changeit"));
+    assertArrayEquals("changeit".toCharArray(), fromEnv.tlsPassword);
+    IllegalArgumentException wrong = assertThrows(IllegalArgumentException.class,
+        () -> new PeerTls(keyA, null, "wrong".toCharArray()));
+    assertTrue(wrong.getMessage().contains("cannot load " + keyA), wrong.getMessage());
+    IllegalArgumentException missing = assertThrows(IllegalArgumentException.class,
+        () -> new PeerTls(dir.resolve("absent.p12"), null, "changeit".toCharArray()));
+    assertTrue(missing.getMessage().contains("cannot read"), missing.getMessage());
+    IllegalArgumentException noKey = assertThrows(IllegalArgumentException.class,
+        () -> new PeerTls(trustBoth, null, "changeit".toCharArray()));
+    assertTrue(noKey.getMessage().contains("no private key"), noKey.getMessage());
+  }
+}
