@@ -379,12 +379,6 @@ public final class NodeMain {
   }
 
   /**
-   * The config with a gossip generation from the wall clock (microseconds since the epoch) unless
-   * one is set: a node id restarted on another host, or after a reboot, must start a higher
-   * generation than its last run, or its peers ignore it until the old run is declared dead and
-   * forgotten. The node's default, its monotonic clock, restarts from an arbitrary origin.
-   */
-  /**
    * {@code c} with the node's model id: {@code modelId} if given (empty for none), else the base
    * model's name, else (no base model known) none, with a warning.
    */
@@ -397,6 +391,12 @@ public final class NodeMain {
     return c.toBuilder().modelId(id).build();
   }
 
+  /**
+   * The config with a gossip generation from the wall clock (microseconds since the epoch) unless
+   * one is set: a node id restarted on another host, or after a reboot, must start a higher
+   * generation than its last run, or its peers ignore it until the old run is declared dead and
+   * forgotten. The node's default, its monotonic clock, restarts from an arbitrary origin.
+   */
   static RouterConfig withGossipGeneration(RouterConfig c) {
     if (c.gossipGeneration() != 0) {
       return c;
