@@ -20,8 +20,8 @@ import org.slf4j.LoggerFactory;
  * blank lines and lines starting with {@code #} are ignored. A file holding anything but
  * printable text (a raw key, for example 32 bytes from {@code /dev/urandom}) is one key, all of
  * its bytes; so is printable text of a single line that is not hex. Several lines of which one is
- * not hex are an error naming the line, never a raw key, so that a typo in a rotation does not
- * give a node a key no peer has. The environment variable holds the hex keys separated by
+ * not hex, or one line of an odd number of hex digits, are an error, never a raw key, so that a
+ * typo does not give a node a key no peer has. The environment variable holds the hex keys separated by
  * commas.
  *
  * <p><b>Watching.</b> {@link #check()} re-reads the file and hands the keys on when they differ
@@ -125,6 +125,11 @@ final class ClusterKeys {
       throw new IllegalArgumentException("--cluster-key-file " + file + " holds no key");
     }
     if (lines.size() == 1 && !isHex(lines.get(0))) {
+      if (lines.get(0).chars().allMatch(ClusterKeys::isHexDigit)) {
+        // hex digits only, an odd number of them: a hex key with a digit lost or added
+        throw new IllegalArgumentException("--cluster-key-file " + file + " holds an odd number"
+            + " of hex digits (" + lines.get(0).length() + "): a digit is missing or extra");
+      }
       return List.of(raw); // a raw key of printable text, as the file has always been read
     }
     List<byte[]> keys = new ArrayList<>();
@@ -157,7 +162,10 @@ final class ClusterKeys {
   }
 
   private static boolean isHex(String s) {
-    return !s.isEmpty() && s.length() % 2 == 0
-        && s.chars().allMatch(c -> (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'));
+    return !s.isEmpty() && s.length() % 2 == 0 && s.chars().allMatch(ClusterKeys::isHexDigit);
+  }
+
+  private static boolean isHexDigit(int c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
   }
 }

@@ -64,6 +64,9 @@ class ClusterKeysTest {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> ClusterKeys.read(file(A + "\n# next\n" + B.substring(1) + "\n")));
     assertTrue(e.getMessage().contains("line 3 of --cluster-key-file"), e.getMessage());
+    IllegalArgumentException odd = assertThrows(IllegalArgumentException.class,
+        () -> ClusterKeys.read(file(A.substring(1) + "\n")));
+    assertTrue(odd.getMessage().contains("odd number of hex digits (31)"), odd.getMessage());
     IllegalArgumentException empty = assertThrows(IllegalArgumentException.class,
         () -> ClusterKeys.read(file("# nothing yet\n\n")));
     assertTrue(empty.getMessage().contains("holds no key"), empty.getMessage());
