@@ -96,7 +96,8 @@ import org.slf4j.LoggerFactory;
  * header before any byte is read, and bodies without a length are cut off at the cap (413).
  * An outbound request above {@code maxMessageBytes} fails at once, before anything is sent,
  * with {@link TransportException.Kind#TOO_LARGE}, and so does one the peer refused with 413
- * (its limit is lower); an answer above it fails with {@code PROTOCOL}. Outbound,
+ * (its limit is lower); an answer above it fails with {@code TOO_LARGE} too, whichever side's
+ * limit it exceeds (the serving side answers 413 instead of sending it). Outbound,
  * at most {@code maxInFlightPerPeer} requests and messages may be outstanding to one peer: a
  * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
  * counted); a request's slot is free again before its future completes. Inbound, at most
@@ -585,7 +586,7 @@ public final class HttpTransport implements Transport {
             ? "the node at " + to.address() + " is " + other + ", not " + to.nodeId() + suffix(error)
             : to + " rejected the request's authentication" + suffix(error), null);
       }
-      case 413 -> fail(result, TransportException.Kind.TOO_LARGE, to + " rejected the request as too large" + suffix(error), null);
+      case 413 -> fail(result, TransportException.Kind.TOO_LARGE, to + " refused the request or its answer as too large" + suffix(error), null);
       default -> fail(result, TransportException.Kind.PROTOCOL, to + " answered HTTP " + status + suffix(error), null);
     }
   }
@@ -674,7 +675,8 @@ public final class HttpTransport implements Transport {
 
   private TransportException.Kind kindOf(Throwable t) {
     if (t instanceof TooLargeException) {
-      return TransportException.Kind.PROTOCOL;
+      // the answer is above this node's cap: a peer of a higher cap would answer alike
+      return TransportException.Kind.TOO_LARGE;
     }
     if (t instanceof HttpConnectTimeoutException || t instanceof ConnectException) {
       return TransportException.Kind.UNREACHABLE;
@@ -954,8 +956,13 @@ public final class HttpTransport implements Transport {
       int status =
           c instanceof TransportException te && te.kind() == TransportException.Kind.BUSY ? 503 : 500;
       respondQuietly(ex, status, new byte[0], String.valueOf(c.getMessage()), null);
-    } else if (bytes == null || bytes.length > config.maxMessageBytes) {
-      respondQuietly(ex, 500, new byte[0], "handler answer missing or above maxMessageBytes", null);
+    } else if (bytes == null) {
+      respondQuietly(ex, 500, new byte[0], "handler answer missing", null);
+    } else if (bytes.length > config.maxMessageBytes) {
+      // 413 as for a request above the cap: the sender's transport reports TOO_LARGE, and the
+      // sender runs the request itself rather than on a peer whose answer would be as large
+      respondQuietly(ex, 413, new byte[0], "answer of " + bytes.length
+          + " bytes exceeds maxMessageBytes " + config.maxMessageBytes, null);
     } else {
       MessageAuthenticator keys = auth;
       String mac =

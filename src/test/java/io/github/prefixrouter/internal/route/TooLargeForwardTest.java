@@ -102,9 +102,25 @@ class TooLargeForwardTest {
     assertEquals(FallbackCause.NONE, small.fallbackCause());
   }
 
+  /**
+   * 520 tokens asking for 2,500 outputs: a FORWARD of about 1 KB, an answer of about 5 KB (the
+   * output's token ids, 2 bytes each, and its text).
+   */
+  static final InferenceRequest LONG_ANSWER = new InferenceRequest("long",
+      concat(OTHER_PREFIX, prompt(10, 40)), GenerationParams.greedy(2_500));
+
   /** Two nodes on loopback; n0's FORWARDs go to n1, which holds every prefix. */
   private static void overHttp(int n0Limit, int n1Limit, boolean refusedByPeer)
       throws Exception {
+    overHttp(n0Limit, n1Limit, refusedByPeer, BIG, false);
+  }
+
+  /**
+   * The same with {@code request}, which reaches n1 and runs there if {@code ranAtPeer} (its
+   * answer is what is too large).
+   */
+  private static void overHttp(int n0Limit, int n1Limit, boolean refusedByPeer,
+      InferenceRequest request, boolean ranAtPeer) throws Exception {
     byte[] key = "too-large-test-cluster-key-32-by".getBytes();
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
         .coldPlacement(false).build();
@@ -130,17 +146,17 @@ class TooLargeForwardTest {
               HttpStreamingTest.onePeerHoldingEverything(t1)));
       n0.start();
       try {
-        InferenceResponse big = n0.submit(BIG).get(30, TimeUnit.SECONDS);
+        InferenceResponse big = n0.submit(request).get(60, TimeUnit.SECONDS);
         assertEquals("n0", big.servedBy());
         assertEquals(FallbackCause.TOO_LARGE, big.fallbackCause());
         assertEquals(2, big.attempts(), big.toString());
-        assertArrayEquals(SimulatedEngine.expectedOutput(BIG.tokens(), BIG.params(), 1000),
+        assertArrayEquals(SimulatedEngine.expectedOutput(request.tokens(), request.params(), 1000),
             big.result().outputTokens());
         assertEquals(1, n0.stats().fallbacks().get(FallbackCause.TOO_LARGE));
         assertEquals(0, n0.stats().fallbacks().get(FallbackCause.PROTOCOL_ERROR));
-        assertEquals(0, e1.stats().requests(), "ran at the peer");
-        assertEquals(0, t1.stats().requestsReceived());
-        assertEquals(refusedByPeer ? 1 : 0, t1.stats().oversizeRejected());
+        assertEquals(ranAtPeer ? 1 : 0, e1.stats().requests(), "ran at the peer");
+        assertEquals(ranAtPeer ? 1 : 0, t1.stats().requestsReceived());
+        assertEquals(refusedByPeer && !ranAtPeer ? 1 : 0, t1.stats().oversizeRejected());
 
         // not cooled down: the next request is forwarded to n1 at once
         InferenceResponse small = n0.submit(SMALL).get(30, TimeUnit.SECONDS);
@@ -164,5 +180,17 @@ class TooLargeForwardTest {
   void overHttpAForwardThePeerRefusesWith413RunsLocallyAndThePeerIsNotCooled()
       throws Exception {
     overHttp(4 << 20, LIMIT, true);
+  }
+
+  @Test
+  void overHttpAnAnswerAboveTheSendersLimitRunsLocallyAndThePeerIsNotCooled()
+      throws Exception {
+    assertTrue(ForwardCodec.forward(LONG_ANSWER, "n0", 1).length < LIMIT);
+    overHttp(LIMIT, 4 << 20, false, LONG_ANSWER, true);
+  }
+
+  @Test
+  void overHttpAnAnswerAboveThePeersLimitIsRefusedWith413AndRunsLocally() throws Exception {
+    overHttp(4 << 20, LIMIT, true, LONG_ANSWER, true);
   }
 }

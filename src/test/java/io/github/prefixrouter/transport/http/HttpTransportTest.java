@@ -479,17 +479,27 @@ class HttpTransportTest extends HttpTransportFixture {
     ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS));
     TransportException te = (TransportException) e.getCause();
     assertEquals(TransportException.Kind.TOO_LARGE, te.kind());
-    assertTrue(te.getMessage().contains("rejected the request as too large"), te.getMessage());
+    assertTrue(te.getMessage().contains("refused the request or its answer as too large: body of 1001 bytes"), te.getMessage());
     assertEquals(1, a.stats().oversizeRejected());
     assertEquals(0, a.stats().requestsReceived());
   }
 
   @Test
-  void answerLargerThanTheCapIsRefused() throws Exception {
+  void answerLargerThanTheCapIsRefusedAsTooLarge() throws Exception {
+    // above the requester's cap: refused while reading
     HttpTransport a = start(node("a"), (from, p) -> CompletableFuture.completedFuture(new byte[5000]));
     HttpTransport b = start(node("b").maxMessageBytes(1000), new Recorder());
-    assertEquals(TransportException.Kind.PROTOCOL,
+    assertEquals(TransportException.Kind.TOO_LARGE,
         failureKind(b.request(a.localAddress(), new byte[1], Duration.ofSeconds(5))));
+    // above the server's own cap: answered 413 instead, nothing of it sent
+    HttpTransport c = start(node("c").maxMessageBytes(1000),
+        (from, p) -> CompletableFuture.completedFuture(new byte[5000]));
+    CompletableFuture<byte[]> f = a.request(c.localAddress(), new byte[1], Duration.ofSeconds(5));
+    ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS));
+    assertEquals(TransportException.Kind.TOO_LARGE, ((TransportException) e.getCause()).kind());
+    assertTrue(e.getCause().getMessage().contains("answer of 5000 bytes exceeds maxMessageBytes 1000"),
+        e.getCause().getMessage());
+    assertEquals(0, c.stats().bytesOut());
   }
 
   @Test
