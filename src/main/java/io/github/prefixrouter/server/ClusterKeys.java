@@ -9,8 +9,6 @@ import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.function.Consumer;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * The cluster keys of a {@link NodeMain} process: read from its key file or environment variable,
@@ -31,14 +29,10 @@ import org.slf4j.LoggerFactory;
  */
 final class ClusterKeys {
 
-  private static final Logger log = LoggerFactory.getLogger(ClusterKeys.class);
-
   private final Path file;
   private final Consumer<List<byte[]>> apply;
   private List<byte[]> current;
-  private String lastProblem;
-  private long reloads;
-  private long failures;
+  private final ReloadOutcomes outcomes = new ReloadOutcomes("cluster keys");
 
   /**
    * Watches {@code file}, whose keys are {@code current} now, handing changed keys to
@@ -54,7 +48,7 @@ final class ClusterKeys {
   record Stats(long reloads, long reloadFailures) {}
 
   synchronized Stats stats() {
-    return new Stats(reloads, failures);
+    return new Stats(outcomes.reloads(), outcomes.failures());
   }
 
   /** Re-reads the file and applies its keys if they changed. */
@@ -63,21 +57,16 @@ final class ClusterKeys {
     try {
       keys = read(file);
       if (sameKeys(keys, current)) {
-        lastProblem = null;
+        outcomes.unchanged();
         return;
       }
       apply.accept(keys);
     } catch (IllegalArgumentException e) {
-      failures++;
-      if (!e.getMessage().equals(lastProblem)) {
-        log.error("cluster keys unchanged: {}", e.getMessage());
-        lastProblem = e.getMessage();
-      }
+      outcomes.failed(e.getMessage());
       return;
     }
     current = keys;
-    lastProblem = null;
-    reloads++;
+    outcomes.reloaded();
   }
 
   private static boolean sameKeys(List<byte[]> a, List<byte[]> b) {

@@ -49,9 +49,7 @@ final class PeerTls {
   private byte[] keystoreBytes;
   private byte[] truststoreBytes;
   private volatile long notAfterSeconds;
-  private String lastProblem;
-  private long reloads;
-  private long failures;
+  private final ReloadOutcomes outcomes = new ReloadOutcomes("TLS files");
 
   /**
    * Loads the files.
@@ -86,7 +84,7 @@ final class PeerTls {
   record Stats(long reloads, long reloadFailures, long certificateNotAfterSeconds) {}
 
   synchronized Stats stats() {
-    return new Stats(reloads, failures, notAfterSeconds);
+    return new Stats(outcomes.reloads(), outcomes.failures(), notAfterSeconds);
   }
 
   /** Reads the files again and, if they changed and load, uses them. */
@@ -95,20 +93,15 @@ final class PeerTls {
       byte[] k = read(keystore);
       byte[] t = truststore == null ? k : read(truststore);
       if (Arrays.equals(k, keystoreBytes) && Arrays.equals(t, truststoreBytes)) {
-        lastProblem = null;
+        outcomes.unchanged();
         return;
       }
       install(k, t);
     } catch (IllegalArgumentException e) {
-      failures++;
-      if (!e.getMessage().equals(lastProblem)) {
-        log.error("TLS files unchanged in use: {}", e.getMessage());
-        lastProblem = e.getMessage();
-      }
+      outcomes.failed(e.getMessage());
       return;
     }
-    lastProblem = null;
-    reloads++;
+    outcomes.reloaded();
     log.info("TLS: now presenting the certificate of {} (valid until {})", keystore,
         java.time.Instant.ofEpochSecond(notAfterSeconds));
   }
