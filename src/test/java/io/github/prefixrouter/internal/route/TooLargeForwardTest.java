@@ -14,17 +14,13 @@ import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
-import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.PeerAddress;
-import io.github.prefixrouter.spi.Schedulers;
 import io.github.prefixrouter.spi.TransportException;
 import io.github.prefixrouter.testing.ForwardingTransport;
 import io.github.prefixrouter.testing.SimulatedEngine;
-import io.github.prefixrouter.transport.http.HttpTransport;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
-import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -124,49 +120,27 @@ class TooLargeForwardTest {
     byte[] key = "too-large-test-cluster-key-32-by".getBytes();
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
         .coldPlacement(false).build();
-    try (Schedulers.ClosableScheduler s0 = Schedulers.newSingleThread("too-large-n0");
-         Schedulers.ClosableScheduler s1 = Schedulers.newSingleThread("too-large-n1");
-         HttpTransport t0 = HttpTransport.builder().nodeId("n0").listen("127.0.0.1", 0)
-             .clusterKey(key).maxMessageBytes(n0Limit).build();
-         HttpTransport t1 = HttpTransport.builder().nodeId("n1").listen("127.0.0.1", 0)
-             .clusterKey(key).maxMessageBytes(n1Limit).build()) {
-      SimulatedEngine e0 = SimulatedEngine.builder().scheduler(s0).clock(Clock.system())
-          .prefillOverheadNanos(1_000_000).prefillNanosPerToken(1_000)
-          .decodeNanosPerToken(1_000_000).vocabularySize(1000).build();
-      SimulatedEngine e1 = SimulatedEngine.builder().scheduler(s1).clock(Clock.system())
-          .prefillOverheadNanos(1_000_000).prefillNanosPerToken(1_000)
-          .decodeNanosPerToken(1_000_000).vocabularySize(1000).build();
-      RouterNode n1 = new RouterNode("n1", cfg, t1, e1, Clock.system(), s1,
-          new SplittableRandom(2), List.of(), new RouterNode.Components(
-              RequestLifecycleTest.NO_CACHE, (t, l, o) -> 0, PeerView.NONE));
-      n1.start();
-      RouterNode n0 = new RouterNode("n0", cfg, t0, e0, Clock.system(), s0,
-          new SplittableRandom(1), List.of(), new RouterNode.Components(
-              RequestLifecycleTest.NO_CACHE, (t, l, o) -> l / cfg.blockSize(),
-              HttpStreamingTest.onePeerHoldingEverything(t1)));
-      n0.start();
-      try {
-        InferenceResponse big = n0.submit(request).get(60, TimeUnit.SECONDS);
-        assertEquals("n0", big.servedBy());
-        assertEquals(FallbackCause.TOO_LARGE, big.fallbackCause());
-        assertEquals(2, big.attempts(), big.toString());
-        assertArrayEquals(SimulatedEngine.expectedOutput(request.tokens(), request.params(), 1000),
-            big.result().outputTokens());
-        assertEquals(1, n0.stats().fallbacks().get(FallbackCause.TOO_LARGE));
-        assertEquals(0, n0.stats().fallbacks().get(FallbackCause.PROTOCOL_ERROR));
-        assertEquals(ranAtPeer ? 1 : 0, e1.stats().requests(), "ran at the peer");
-        assertEquals(ranAtPeer ? 1 : 0, t1.stats().requestsReceived());
-        assertEquals(refusedByPeer && !ranAtPeer ? 1 : 0, t1.stats().oversizeRejected());
+    try (HttpNodePair p = new HttpNodePair("too-large", cfg, key,
+        b -> b.maxMessageBytes(n0Limit), b -> b.maxMessageBytes(n1Limit),
+        e -> e.prefillNanosPerToken(1_000).decodeNanosPerToken(1_000_000).vocabularySize(1000))) {
+      RouterNode n0 = p.n0;
+      InferenceResponse big = n0.submit(request).get(60, TimeUnit.SECONDS);
+      assertEquals("n0", big.servedBy());
+      assertEquals(FallbackCause.TOO_LARGE, big.fallbackCause());
+      assertEquals(2, big.attempts(), big.toString());
+      assertArrayEquals(SimulatedEngine.expectedOutput(request.tokens(), request.params(), 1000),
+          big.result().outputTokens());
+      assertEquals(1, n0.stats().fallbacks().get(FallbackCause.TOO_LARGE));
+      assertEquals(0, n0.stats().fallbacks().get(FallbackCause.PROTOCOL_ERROR));
+      assertEquals(ranAtPeer ? 1 : 0, p.e1.stats().requests(), "ran at the peer");
+      assertEquals(ranAtPeer ? 1 : 0, p.t1.stats().requestsReceived());
+      assertEquals(refusedByPeer && !ranAtPeer ? 1 : 0, p.t1.stats().oversizeRejected());
 
-        // not cooled down: the next request is forwarded to n1 at once
-        InferenceResponse small = n0.submit(SMALL).get(30, TimeUnit.SECONDS);
-        assertEquals("n1", small.servedBy());
-        assertEquals(1, small.attempts());
-        assertEquals(1, n0.stats().totalFallbacks());
-      } finally {
-        n0.stop().get(10, TimeUnit.SECONDS);
-        n1.stop().get(10, TimeUnit.SECONDS);
-      }
+      // not cooled down: the next request is forwarded to n1 at once
+      InferenceResponse small = n0.submit(SMALL).get(30, TimeUnit.SECONDS);
+      assertEquals("n1", small.servedBy());
+      assertEquals(1, small.attempts());
+      assertEquals(1, n0.stats().totalFallbacks());
     }
   }
 
