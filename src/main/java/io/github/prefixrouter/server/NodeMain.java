@@ -164,6 +164,9 @@ public final class NodeMain {
     // would serve its peers without a client endpoint
     HttpTransport transport = null;
     Schedulers.ClosableScheduler scheduler = null;
+    // re-reads of the key file and the TLS files, on a thread of their own: file I/O and
+    // certificate parsing must not hold up the node's timers
+    Schedulers.ClosableScheduler files = null;
     PrefixRouterNode node = null;
     ClientEndpoint endpoint = null;
     try {
@@ -212,14 +215,19 @@ public final class NodeMain {
       }
       HttpTransport t = transport;
       ClusterKeys keys = null;
-      if (o.clusterKeyFile != null && !o.clusterKeyCheck.isZero()) {
+      boolean watchKeys = o.clusterKeyFile != null && !o.clusterKeyCheck.isZero();
+      boolean watchTls = tls != null && !o.tlsCheck.isZero();
+      if (watchKeys || watchTls) {
+        files = Schedulers.newSingleThread("prefix-router-" + o.id + "-files");
+      }
+      if (watchKeys) {
         keys = new ClusterKeys(o.clusterKeyFile, o.clusterKeys, k -> t.updateClusterKeys(
             k.get(0), k.subList(1, k.size()).toArray(new byte[0][])));
-        watch(scheduler, keys::check, o.clusterKeyCheck.toNanos());
+        watch(files, keys::check, o.clusterKeyCheck.toNanos());
       }
       ClusterKeys watchedKeys = keys;
-      if (tls != null && !o.tlsCheck.isZero()) {
-        watch(scheduler, tls::check, o.tlsCheck.toNanos());
+      if (watchTls) {
+        watch(files, tls::check, o.tlsCheck.toNanos());
       }
       PeerTls watchedTls = tls;
       ReferenceEngine ref = reference;
@@ -247,7 +255,7 @@ public final class NodeMain {
         Files.writeString(tmp, "peer=" + peerAddress + " client=" + clientAddress + "\n", StandardCharsets.UTF_8);
         Files.move(tmp, o.readyFile, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
       }
-      return new Running(node, transport, engine, scheduler, endpoint, clientAddress,
+      return new Running(node, transport, engine, scheduler, files, endpoint, clientAddress,
           o.shutdownGrace, o.readyFile);
     } catch (IOException | RuntimeException | Error e) {
       if (endpoint != null) {
@@ -260,6 +268,9 @@ public final class NodeMain {
       }
       if (scheduler != null) {
         scheduler.close();
+      }
+      if (files != null) {
+        files.close();
       }
       if (engine instanceof AutoCloseable c) {
         try {
@@ -410,6 +421,8 @@ public final class NodeMain {
     final HttpTransport transport;
     final InferenceEngine engine;
     final Schedulers.ClosableScheduler scheduler;
+    /** The re-reads of the key file and the TLS files; null if there are none. */
+    private final Schedulers.ClosableScheduler files;
     final ClientEndpoint endpoint;
     final String clientAddress;
     private final java.time.Duration shutdownGrace;
@@ -417,8 +430,10 @@ public final class NodeMain {
     private final AtomicBoolean closed = new AtomicBoolean();
 
     Running(PrefixRouterNode node, HttpTransport transport, InferenceEngine engine,
-        Schedulers.ClosableScheduler scheduler, ClientEndpoint endpoint, String clientAddress,
+        Schedulers.ClosableScheduler scheduler, Schedulers.ClosableScheduler files,
+        ClientEndpoint endpoint, String clientAddress,
         java.time.Duration shutdownGrace, java.nio.file.Path readyFile) {
+      this.files = files;
       this.shutdownGrace = shutdownGrace;
       this.readyFile = readyFile;
       this.node = node;
@@ -448,6 +463,9 @@ public final class NodeMain {
       } finally {
         endpoint.stop();
         scheduler.close();
+        if (files != null) {
+          files.close();
+        }
         if (engine instanceof AutoCloseable c) {
           try {
             c.close();
