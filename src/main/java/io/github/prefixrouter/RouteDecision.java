@@ -56,6 +56,13 @@ public final class RouteDecision {
      */
     LOCAL_CACHING,
     /**
+     * The local engine is stalled: it has requests outstanding and has shown no progress for
+     * {@link RouterConfig#engineStallTimeout()}. The request goes to the eligible peer the
+     * policy ranks first (the cheapest; for longest-prefix, the longest match), whatever local
+     * execution would cost.
+     */
+    LOCAL_ENGINE_STALLED,
+    /**
      * Routing itself failed (the local index, the peer view or the engine's load threw): the
      * request runs here rather than going unanswered. The node logs the failure.
      */

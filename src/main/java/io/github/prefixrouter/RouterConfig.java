@@ -58,6 +58,7 @@ public final class RouterConfig {
   private final Duration forwardTimeoutMin;
   private final Duration forwardTimeoutMax;
   private final Duration engineTimeout;
+  private final Duration engineStallTimeout;
   private final int hopLimit;
   private final int highWatermark;
   private final int lowWatermark;
@@ -91,6 +92,7 @@ public final class RouterConfig {
     forwardTimeoutMin = b.forwardTimeoutMin;
     forwardTimeoutMax = b.forwardTimeoutMax;
     engineTimeout = b.engineTimeout;
+    engineStallTimeout = b.engineStallTimeout;
     hopLimit = b.hopLimit;
     highWatermark = b.highWatermark;
     lowWatermark = b.lowWatermark;
@@ -178,6 +180,7 @@ public final class RouterConfig {
           + forwardTimeoutMax + "): raise the maximum or lower the minimum");
     }
     positive(p, "engineTimeout", engineTimeout);
+    nonNegative(p, "engineStallTimeout", engineStallTimeout);
     if (hopLimit < 0 || hopLimit > MAX_HOP_LIMIT) {
       p.add("hopLimit must be between 0 (never forward) and " + MAX_HOP_LIMIT + ", was "
           + hopLimit);
@@ -241,6 +244,7 @@ public final class RouterConfig {
     atMostMax(p, "forwardTimeoutMin", forwardTimeoutMin);
     atMostMax(p, "forwardTimeoutMax", forwardTimeoutMax);
     atMostMax(p, "engineTimeout", engineTimeout);
+    atMostMax(p, "engineStallTimeout", engineStallTimeout);
     atMostMax(p, "busyCooldown", busyCooldown);
     atMostMax(p, "failureCooldown", failureCooldown);
     atMostMax(p, "stalenessHalfLife", stalenessHalfLife);
@@ -417,6 +421,26 @@ public final class RouterConfig {
    */
   public Duration engineTimeout() {
     return engineTimeout;
+  }
+
+  /**
+   * How long the local engine may show no progress while it has requests to run before the
+   * node treats it as stalled. Progress is a piece of streamed output or a successful answer of
+   * any request, or, for an engine that publishes cache events, a store of new blocks; a
+   * failure is none. A stalled engine with requests outstanding is avoided: the
+   * node's own requests go to the cheapest eligible peer
+   * ({@link RouteDecision.Reason#LOCAL_ENGINE_STALLED}), peers' forwards are refused as busy, and
+   * the node advertises overload in its gossip. When every outstanding request has ended, the
+   * next one that would run here anyway is tried on the engine; its progress, or any other,
+   * ends the stall. Default 30 s; zero turns the check off. It must exceed the longest a single
+   * request can run without streamed output when nothing else runs (a long prompt, or a long
+   * answer its client did not ask to stream): such a request otherwise looks stalled until it
+   * answers. See docs/routing.md, "A stalled engine".
+   *
+   * @return the stall timeout of the local engine, or zero if the check is off
+   */
+  public Duration engineStallTimeout() {
+    return engineStallTimeout;
   }
 
   /**
@@ -615,6 +639,7 @@ public final class RouterConfig {
     private Duration forwardTimeoutMin = Duration.ofSeconds(1);
     private Duration forwardTimeoutMax = Duration.ofSeconds(60);
     private Duration engineTimeout = Duration.ofMinutes(10);
+    private Duration engineStallTimeout = Duration.ofSeconds(30);
     private int hopLimit = 1;
     private int highWatermark = 32;
     private int lowWatermark = 16;
@@ -650,6 +675,7 @@ public final class RouterConfig {
       forwardTimeoutMin = c.forwardTimeoutMin;
       forwardTimeoutMax = c.forwardTimeoutMax;
       engineTimeout = c.engineTimeout;
+      engineStallTimeout = c.engineStallTimeout;
       hopLimit = c.hopLimit;
       highWatermark = c.highWatermark;
       lowWatermark = c.lowWatermark;
@@ -811,6 +837,18 @@ public final class RouterConfig {
      */
     public Builder engineTimeout(Duration timeout) {
       this.engineTimeout = Objects.requireNonNull(timeout, "engineTimeout");
+      return this;
+    }
+
+    /**
+     * How long the local engine may show no progress while it has requests to run before the
+     * node avoids it (default 30 s); see {@link RouterConfig#engineStallTimeout()}.
+     *
+     * @param timeout the stall timeout, zero to turn the check off
+     * @return this builder
+     */
+    public Builder engineStallTimeout(Duration timeout) {
+      this.engineStallTimeout = Objects.requireNonNull(timeout, "engineStallTimeout");
       return this;
     }
 

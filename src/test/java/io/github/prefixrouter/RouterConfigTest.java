@@ -66,6 +66,7 @@ class RouterConfigTest {
         .maxPeers(77)
         .gossipGeneration(12_345)
         .modelId("llama-3-8b@awq")
+        .engineStallTimeout(Duration.ofSeconds(45))
         .build();
   }
 

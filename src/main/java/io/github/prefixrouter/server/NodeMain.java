@@ -320,6 +320,7 @@ public final class NodeMain {
           new StatsTables.NodeInternalStats(rn.malformedMessages(), rn.strayStreamMessages(),
               rn.outputDivergences(), rn.forwardsCancelledBeforeArrival(),
               rn.otherModelRefusals())));
+      sections.add(StatsTables.ENGINE_WATCH.section("engine_watch", rn.engineWatchStats()));
       rn.cacheEventStats().ifPresent(
           tree -> sections.add(StatsTables.LOCAL_TREE.section("local_tree", tree)));
     }

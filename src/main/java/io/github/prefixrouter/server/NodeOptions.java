@@ -102,6 +102,9 @@ public final class NodeOptions {
           "  --peer-dead-ms N         silence before a peer is dropped; default 10000",
           "  --hop-limit N            forwards per request; default 1",
           "  --engine-timeout-ms N    the node's own limit on one engine run; default 600000",
+          "  --engine-stall-ms N      with requests outstanding, how long the engine may give",
+          "                           no output and no answer before the node routes around",
+          "                           it (to peers, and pushing back); 0: never; default 30000",
           "  --initial-prefill-ns-per-token N  prefill time per uncached token until the",
           "                           engine's timings refine it (routing cost); default 100000",
           "  --peer-max-handling-ms N how long this node may take to answer a peer's forward",
@@ -135,7 +138,7 @@ public final class NodeOptions {
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "ready-file",
           "shutdown-grace-ms", "engine-request-timeout-ms", "engine-timeout-ms",
-          "peer-max-handling-ms", "initial-prefill-ns-per-token", "stream-interval-ms", "help");
+          "engine-stall-ms", "peer-max-handling-ms", "initial-prefill-ns-per-token", "stream-interval-ms", "help");
 
   private static final Set<String> FLAGS_WITHOUT_VALUE = Set.of("insecure", "help");
 
@@ -415,6 +418,15 @@ public final class NodeOptions {
     Duration engineTimeout = millis(v, "engine-timeout-ms");
     if (engineTimeout != null) {
       cb.engineTimeout(engineTimeout);
+    }
+    if (v.containsKey("engine-stall-ms")) {
+      long ms = longValue(v, "engine-stall-ms", 0);
+      if (ms < 0 || ms > Duration.ofDays(365).toMillis()) {
+        throw new IllegalArgumentException(
+            "--engine-stall-ms must be 0 (never) to 365 days in milliseconds, was "
+                + v.get("engine-stall-ms"));
+      }
+      cb.engineStallTimeout(Duration.ofMillis(ms));
     }
     if (v.containsKey("stream-interval-ms")) {
       cb.streamInterval(Duration.ofMillis(longValue(v, "stream-interval-ms", 20)));

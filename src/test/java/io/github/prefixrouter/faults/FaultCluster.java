@@ -17,6 +17,7 @@ import io.github.prefixrouter.faults.FaultPlan.Kind;
 import io.github.prefixrouter.faults.FaultPlan.Submission;
 import io.github.prefixrouter.internal.gossip.GossipProbe;
 import io.github.prefixrouter.internal.route.ChainHasher;
+import io.github.prefixrouter.internal.route.EngineWatch;
 import io.github.prefixrouter.internal.route.ForwardFrames;
 import io.github.prefixrouter.internal.route.LocalPrefixIndex;
 import io.github.prefixrouter.internal.route.NodeProbe;
@@ -89,7 +90,8 @@ final class FaultCluster {
       long forwardFrames, long duplicateExecutions, long crashes, long simulatedMillis,
       boolean gossipActive, long convergenceMillis, int scoped, long scopedRejections,
       long unscopedAtOld, int withStops, long stopsRejections, int selfManagedNodes,
-      long selfManagedExecutions, long selfManagedEvictions, long otherModelRefusals) {}
+      long selfManagedExecutions, long selfManagedEvictions, long otherModelRefusals,
+      long engineStalls, long stallReroutes, long stallRefusals) {}
 
   /** The chain root of each scope the plans draw, for the stale view's hasher. */
   private static final Map<Long, CacheScope> SCOPE_OF_ROOT = new HashMap<>();
@@ -432,6 +434,15 @@ final class FaultCluster {
     }
     long otherModelRefusals = all.stream().filter(in -> in.node instanceof RouterNode)
         .mapToLong(in -> ((RouterNode) in.node).otherModelRefusals()).sum();
+    long[] watch = new long[3];
+    for (Instance in : all) {
+      if (in.node instanceof RouterNode rn) {
+        EngineWatch.Stats ws = rn.engineWatchStats();
+        watch[0] += ws.stalls();
+        watch[1] += ws.reroutes();
+        watch[2] += ws.refusedForPeers();
+      }
+    }
     for (Instance in : current) {
       in.node.stop();
     }
@@ -448,7 +459,7 @@ final class FaultCluster {
         scopedRejections, unscopedAtOld,
         (int) accepted.values().stream().filter(a -> a.request.params().hasStops()).count(),
         stopsRejections, plan.selfManagedCount(), selfManagedExecutions, selfManagedEvictions,
-        otherModelRefusals));
+        otherModelRefusals, watch[0], watch[1], watch[2]));
   }
 
   // ---------------------------------------------------------------- workload

@@ -108,6 +108,8 @@ final class FaultPlan {
    * its requests, shows as a wrong answer.
    */
   final int otherModel;
+  /** Whether the engine stall timeout is short (well under the runs' engine stalls). */
+  final boolean shortStallTimeout;
   static final int NO_MODEL_IDS = -1;
   static final int ONE_MODEL_ID = -2;
 
@@ -129,7 +131,7 @@ final class FaultPlan {
     int high = low + 1 + r.nextInt(5);
     long gossipMs = 100 + r.nextInt(200);
     long suspectMs = gossipMs * (4 + r.nextInt(6));
-    config = RouterConfig.builder()
+    RouterConfig drawn = RouterConfig.builder()
         .blockSize(BLOCK)
         .treeCapacityTokens(1 << 14)
         .policy(r.nextInt(5) < 3 ? RoutingPolicy.COST_AWARE : RoutingPolicy.LONGEST_PREFIX)
@@ -230,6 +232,14 @@ final class FaultPlan {
     SplittableRandom models = new SplittableRandom(seed ^ 0x9B05688C2B3E6C1FL);
     int m = models.nextInt(4);
     otherModel = m < 2 ? NO_MODEL_IDS : m == 2 ? ONE_MODEL_ID : models.nextInt(nodes);
+    // and the engine stall timeout from a sixth: the default one (30 s, longer than any run's
+    // silence here) gives the run the seed gave before engines were watched; a short one makes
+    // engine pauses, stalled executions, slow nodes and long queues look stalled
+    SplittableRandom watch = new SplittableRandom(seed ^ 0xBB67AE8584CAA73BL);
+    int k = watch.nextInt(3);
+    shortStallTimeout = k > 0;
+    config = k == 0 ? drawn : drawn.toBuilder().engineStallTimeout(Duration.ofMillis(
+        k == 1 ? 100 + watch.nextInt(400) : 500 + watch.nextInt(2500))).build();
     int requests = 20 + r.nextInt(120);
     for (int q = 0; q < requests; q++) {
       int scope = sr.nextDouble() < scopedShare ? 1 + sr.nextInt(scopesUsed) : 0;
@@ -300,6 +310,7 @@ final class FaultPlan {
         + (beforeScopes >= 0 ? " beforeScopes=n" + beforeScopes : "") + selfManagedToString()
         + (otherModel == ONE_MODEL_ID ? " modelIds=one" : otherModel >= 0
             ? " modelIds=n" + otherModel + "-other" : "")
+        + (shortStallTimeout ? " engineStallTimeout=" + config.engineStallTimeout() : "")
         + " link=" + baseLink
         + " config=" + config;
   }

@@ -61,6 +61,10 @@ class FaultSimulationTest {
     long oneModelRuns = 0;
     long otherModelRuns = 0;
     long otherModelRefusals = 0;
+    long stallRuns = 0;
+    long stalls = 0;
+    long stallReroutes = 0;
+    long stallRefusals = 0;
     long started = System.nanoTime();
     for (long seed = first; seed < first + count; seed++) {
       if (count >= 1000 && (seed - first) % 500 == 0 && seed > first) {
@@ -91,6 +95,10 @@ class FaultSimulationTest {
           oneModelRuns += o.plan().otherModel == FaultPlan.ONE_MODEL_ID ? 1 : 0;
           otherModelRuns += o.plan().otherModel >= 0 ? 1 : 0;
           otherModelRefusals += o.summary().otherModelRefusals();
+          stallRuns += o.plan().shortStallTimeout ? 1 : 0;
+          stalls += o.summary().engineStalls();
+          stallReroutes += o.summary().stallReroutes();
+          stallRefusals += o.summary().stallRefusals();
         }
         if (!o.ok()) {
           String replay = "mvn -B -ntp test -Dtest=FaultSimulationTest -Dfaults.seed=" + seed
@@ -111,11 +119,14 @@ class FaultSimulationTest {
             + "scopes sent %d scoped forwards (rejected; %d of them with stops) and %d unscoped "
             + "ones, %d runs with self-managed trees (%d nodes, %d engine runs, %d blocks evicted"
             + " by their LRU), %d runs with one model id, %d with a node of another model"
-            + " (%d forwards refused for it), %d converged runs, %d failing runs, %d ms%n",
+            + " (%d forwards refused for it), %d runs with a short engine stall timeout (%d"
+            + " stalls, %d requests routed around them, %d forwards refused for them),"
+            + " %d converged runs, %d failing runs, %d ms%n",
         first, first + count - 1, accepted, scoped, withStops, forwarded, fallbacks, duplicates,
         crashes, rejections, stopsRejections, unscopedAtOld, selfManagedRuns, selfManagedNodes,
         selfManagedExecutions, selfManagedEvictions, oneModelRuns, otherModelRuns,
-        otherModelRefusals, converged, failures.size(), ms);
+        otherModelRefusals, stallRuns, stalls, stallReroutes, stallRefusals, converged,
+        failures.size(), ms);
     if (!failures.isEmpty()) {
       fail(failures.size() + " failing run(s); first:\n" + failures.get(0));
     }
@@ -133,6 +144,8 @@ class FaultSimulationTest {
       long smx = selfManagedExecutions;
       long sme = selfManagedEvictions;
       long omr = otherModelRefusals;
+      long stl = stalls;
+      long srr = stallReroutes;
       assertAll("the campaign must exercise what it checks",
           () -> assertTrue(acc > 0, "no request accepted"),
           () -> assertTrue(fw > 0, "no request forwarded"),
@@ -145,7 +158,9 @@ class FaultSimulationTest {
           () -> assertTrue(srj > 0, "no node from before stops rejected a forward with stops"),
           () -> assertTrue(smx > 0, "no self-managed node ran a request"),
           () -> assertTrue(sme > 0, "no self-managed tree evicted a block"),
-          () -> assertTrue(omr > 0, "no node refused a forward of another model"));
+          () -> assertTrue(omr > 0, "no node refused a forward of another model"),
+          () -> assertTrue(stl > 0, "no engine stall detected"),
+          () -> assertTrue(srr > 0, "no request routed around a stalled engine"));
     }
   }
 

@@ -254,6 +254,13 @@ class NodeMainTest {
         () -> parse("--id", "a", "--listen", "h:1", "--peer-max-handling-ms", "86400001"));
     assertEquals(java.time.Duration.ofDays(1), parse("--id", "a", "--listen", "h:1",
         "--peer-max-handling-ms", "86400000").peerMaxHandling);
+    assertEquals(java.time.Duration.ofSeconds(30), d.config.engineStallTimeout());
+    assertEquals(java.time.Duration.ofSeconds(90), parse("--id", "a", "--listen", "h:1",
+        "--engine-stall-ms", "90000").config.engineStallTimeout());
+    assertEquals(java.time.Duration.ZERO, parse("--id", "a", "--listen", "h:1",
+        "--engine-stall-ms", "0").config.engineStallTimeout());
+    assertMessage("--engine-stall-ms must be 0 (never) to 365 days in milliseconds, was -1",
+        () -> parse("--id", "a", "--listen", "h:1", "--engine-stall-ms", "-1"));
     assertEquals(250_000, parse("--id", "a", "--listen", "h:1", "--initial-prefill-ns-per-token",
         "250000").config.initialPrefillNanosPerToken());
     assertMessage("initialPrefillNanosPerToken", () -> parse("--id", "a", "--listen", "h:1",

@@ -61,10 +61,13 @@ class StatsJsonTest {
           "estimated_cached_tokens", "actual_cached_tokens", "prompt_tokens",
           "cached_prompt_tokens", "hit_rate", "gossip_bytes_in", "gossip_bytes_out",
           "local_cached_tokens", "replica_blocks", "peers_live", "in_flight", "peer_messages",
-          "local_tree", "transport", "engine", "client"), List.copyOf(s.keySet()));
+          "engine_watch", "local_tree", "transport", "engine", "client"), List.copyOf(s.keySet()));
       assertEquals(Map.of("malformed", 0L, "stray_streams", 0L, "output_divergences", 0L,
           "cancelled_before_arrival", 0L, "other_model_refused", 0L),
           s.get("peer_messages"));
+      assertEquals(Map.of("avoided", 0L, "stalled", 0L, "outstanding", 0L, "silent_seconds", 0L,
+          "stalls", 0L, "recoveries", 0L, "reroutes", 0L, "refused_for_peers", 0L),
+          s.get("engine_watch"));
       // the reference engine publishes its cache events, so the tree mirrors them
       assertEquals(List.of("stored_events", "removed_events", "cleared_events",
           "unknown_parents", "unknown_blocks", "malformed_events", "duplicate_blocks",

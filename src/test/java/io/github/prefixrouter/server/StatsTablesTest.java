@@ -10,6 +10,7 @@ import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
+import io.github.prefixrouter.internal.route.EngineWatch;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.server.PrometheusTextParser.Family;
 import io.github.prefixrouter.server.PrometheusTextParser.Sample;
@@ -55,9 +56,13 @@ class StatsTablesTest {
 
   private static final PeerTls.Stats TLS = StatsFixtures.distinct(PeerTls.Stats.class, 900_000);
 
+  private static final EngineWatch.Stats WATCH =
+      StatsFixtures.distinct(EngineWatch.Stats.class, 1_000_000);
+
   private static final List<StatsTable.Section<?>> ALL = List.of(
       StatsTables.NODE.section(null, NODE),
       StatsTables.PEER_MESSAGES.section("peer_messages", PEER),
+      StatsTables.ENGINE_WATCH.section("engine_watch", WATCH),
       StatsTables.LOCAL_TREE.section("local_tree", TREE),
       StatsTables.TRANSPORT.section("transport", TRANSPORT),
       StatsTables.CLUSTER_KEY_FILE.section("cluster_key_file", KEY_FILE),

@@ -27,6 +27,7 @@ import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.BiConsumer;
+import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 import java.util.random.RandomGenerator;
 import org.slf4j.Logger;
@@ -285,6 +286,8 @@ public final class GossipEngine {
   private final Scheduler scheduler;
   private final RandomGenerator random;
   private final Supplier<EngineLoad> loadSupplier;
+  /** Whether to advertise overload whatever the queue (a stalled engine); none by default. */
+  private volatile BooleanSupplier pushBack = () -> false;
   private final Sender sender;
   private final GossipCodec codec;
   private final LocalSummary summary;
@@ -308,6 +311,8 @@ public final class GossipEngine {
   private int localQueueDepth;
   private int localInFlight;
   private boolean localOverloaded;
+  /** The push-back condition as sampled with the load. */
+  private boolean sampledPushBack;
   private long relayHashes;
   private int inFlightEntries;
   private long synStamp;
@@ -521,7 +526,7 @@ public final class GossipEngine {
   public boolean localOverloaded() {
     lock.readLock().lock();
     try {
-      return localOverloaded;
+      return localOverloaded || sampledPushBack;
     } finally {
       lock.readLock().unlock();
     }
@@ -1003,7 +1008,18 @@ public final class GossipEngine {
     return new java.util.Random(random.nextLong());
   }
 
+  /**
+   * Sets a condition under which this node advertises overload whatever its queue depth (the
+   * node's engine is stalled): sampled with the load, once per round.
+   *
+   * @param condition whether to push back now; must be cheap and must not block
+   */
+  public void pushBackWhen(BooleanSupplier condition) {
+    this.pushBack = Objects.requireNonNull(condition, "condition");
+  }
+
   private void sampleLoad() {
+    sampledPushBack = pushBackNow();
     EngineLoad l;
     try {
       l = loadSupplier.get();
@@ -1026,9 +1042,18 @@ public final class GossipEngine {
     }
   }
 
+  private boolean pushBackNow() {
+    try {
+      return pushBack.getAsBoolean();
+    } catch (RuntimeException e) {
+      log.warn("push-back condition failed; not pushing back for it", e);
+      return false;
+    }
+  }
+
   private DigestEntry selfEntry() {
     return new DigestEntry(self.nodeId(), generation, summary.version(), heartbeat,
-        localQueueDepth, localInFlight, localOverloaded);
+        localQueueDepth, localInFlight, localOverloaded || sampledPushBack);
   }
 
   /**

@@ -20,7 +20,7 @@ final class DefaultComponents {
     RouterConfig config = node.config();
     ConcurrentPrefixTree tree = localTree(config, node.engine());
     if (tree.mode() == ConcurrentPrefixTree.Mode.ENGINE_DRIVEN) {
-      node.engine().setCacheEventListener(tree.engineEvents());
+      node.engine().setCacheEventListener(node.countingProgress(tree.engineEvents()));
     }
     TreeIndex local = new TreeIndex(tree);
     long generation = generation(node);
@@ -34,6 +34,7 @@ final class DefaultComponents {
       GossipEngine gossip = new GossipEngine(self, generation,
           gossipConfig, node.seeds(), node.clock(), node.scheduler(),
           node.random(), node::engineLoad, (to, payload) -> node.transport().send(to, payload));
+      gossip.pushBackWhen(node::engineStalled);
       tree.addListener(GossipPeerView.summaryFeed(gossip.localSummary()));
       return gossip;
     }, config.maxPeers());

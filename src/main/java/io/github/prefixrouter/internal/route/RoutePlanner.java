@@ -10,6 +10,8 @@ import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineLoad;
 import java.util.Arrays;
+import java.util.Objects;
+import java.util.function.LongPredicate;
 import java.util.function.Supplier;
 
 /**
@@ -84,6 +86,9 @@ import java.util.function.Supplier;
  *   <li>Eligibility (push-back): peers already tried for this request, advertising overload, or
  *       in a busy / failure cool-down are skipped; so are, for a request of a cache scope other
  *       than the default, peers known not to speak scoped FORWARDs.
+ *   <li>A stalled local engine ({@link EngineWatch}): when a peer is eligible, the request goes
+ *       to the one the policy ranks first among peers (the cheapest; for longest-prefix, the
+ *       longest match), whatever local execution would cost; when none is, it runs here.
  * </ul>
  */
 final class RoutePlanner {
@@ -105,6 +110,8 @@ final class RoutePlanner {
   private final LocalDemand demand;
   /** Chain hashes of recently seen prompt prefixes, or null when disabled. */
   private final PrefixHashCache prefixHashes;
+  /** Whether the local engine is to be avoided at a time ({@link EngineWatch#avoid}). */
+  private volatile LongPredicate localStalled = now -> false;
 
   /** Blocks of the prompt head that local-caching demand is counted by (128 tokens of 16). */
   static final int HEAD_BLOCKS = 8;
@@ -167,6 +174,14 @@ final class RoutePlanner {
     this.marginMinNanos = config.forwardMarginMin().toNanos();
     this.demand = new LocalDemand(config.treeCapacityTokens());
     this.prefixHashes = prefixHashCache ? new PrefixHashCache(blockSize) : null;
+  }
+
+  /**
+   * Sets the test of whether the local engine is stalled at a time: a stalled engine is avoided
+   * whenever a peer is eligible ({@link Reason#LOCAL_ENGINE_STALLED}). None by default.
+   */
+  void avoidLocalWhen(LongPredicate stalled) {
+    this.localStalled = Objects.requireNonNull(stalled, "stalled");
   }
 
   /** The decision for a request with no hop and no peer tried yet. */
@@ -394,6 +409,9 @@ final class RoutePlanner {
       reason = Reason.NO_PEERS;
     } else if (eligible == 0) {
       reason = Reason.ALL_PEERS_SKIPPED;
+    } else if (localStalled.test(now)) {
+      chosen = policy == RoutingPolicy.LONGEST_PREFIX ? longestPeer : cheapest;
+      reason = Reason.LOCAL_ENGINE_STALLED;
     } else if (policy == RoutingPolicy.LONGEST_PREFIX) {
       int best = longestPeer;
       if (matchedCol[best] > localMatch) {

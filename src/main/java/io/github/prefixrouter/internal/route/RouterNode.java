@@ -1,6 +1,7 @@
 package io.github.prefixrouter.internal.route;
 
 import io.github.prefixrouter.CacheEventStats;
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
@@ -17,6 +18,7 @@ import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
+import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
@@ -92,8 +94,13 @@ import org.slf4j.LoggerFactory;
  *       A streamed forward, once its first piece has arrived, times out only after a whole
  *       timeout without a piece ({@link #checkStreamIdle}), or past {@code engineTimeout} plus
  *       twice the round trip ({@link #streamLimit}).
+ *   <li><b>A stalled engine.</b> When the local engine has requests outstanding and has given
+ *       no output, no answer and (engine-driven) stored no blocks for
+ *       {@code engineStallTimeout} ({@link EngineWatch}), the node's own requests go to the
+ *       eligible peer the policy ranks first, peers' forwards are refused with BUSY and the
+ *       gossip advertises overload, until the engine makes progress again.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
- *       running or its engine queue is at the high watermark; a duplicate of a request already
+ *       running, its engine queue is at the high watermark, or its engine is stalled; a duplicate of a request already
  *       running here (same sender, id, prompt and parameters) joins the running execution
  *       instead of running twice.
  *       Below the hop limit it may be routed again (never back to its sender or its origin);
@@ -143,6 +150,8 @@ public final class RouterNode implements PrefixRouterNode {
   private final CostModel cost;
   private final PeerHealth health = new PeerHealth();
   private final RoutePlanner planner;
+  /** Whether the local engine is stalled (see {@link EngineWatch}). */
+  private final EngineWatch engineWatch;
 
   private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
   private final CompletableFuture<Void> stopped = new CompletableFuture<>();
@@ -236,6 +245,7 @@ public final class RouterNode implements PrefixRouterNode {
         fallbacks.put(c, new LongAdder());
       }
     }
+    this.engineWatch = new EngineWatch(config.engineStallTimeout().toNanos());
     Components parts = components != null ? components : DefaultComponents.create(this);
     this.local = parts.local();
     this.peers = parts.peers();
@@ -243,6 +253,7 @@ public final class RouterNode implements PrefixRouterNode {
     this.earlyCancels = EarlyCancels.forTimeoutBound(config.forwardTimeoutMax().toNanos());
     this.planner = new RoutePlanner(config, nodeId, local, parts.hasher(), peers, cost, health,
         clock, this::engineLoad);
+    planner.avoidLocalWhen(engineWatch::avoid);
   }
 
   // ---------------------------------------------------------------- accessors for wiring
@@ -273,6 +284,45 @@ public final class RouterNode implements PrefixRouterNode {
 
   List<PeerAddress> seeds() {
     return seeds;
+  }
+
+  /**
+   * Whether the local engine is stalled now, with a request outstanding: it is avoided, and
+   * the node advertises overload in its gossip (see {@link EngineWatch}).
+   */
+  boolean engineStalled() {
+    return engineWatch.avoid(clock.nanoTime());
+  }
+
+  /**
+   * {@code events}, which also count every store of new blocks as progress of the engine: an
+   * engine that caches blocks is computing (a long prefill whose request streams nothing).
+   */
+  CacheEventListener countingProgress(CacheEventListener events) {
+    return new CacheEventListener() {
+      @Override
+      public void onBlocksStored(long parentBlockHash, long[] blockHashes, int[] tokenIds) {
+        engineWatch.progressed(clock.nanoTime());
+        events.onBlocksStored(parentBlockHash, blockHashes, tokenIds);
+      }
+
+      @Override
+      public void onBlocksStored(CacheScope scope, long parentBlockHash,
+          long[] blockHashes, int[] tokenIds) {
+        engineWatch.progressed(clock.nanoTime());
+        events.onBlocksStored(scope, parentBlockHash, blockHashes, tokenIds);
+      }
+
+      @Override
+      public void onBlocksRemoved(long[] blockHashes) {
+        events.onBlocksRemoved(blockHashes);
+      }
+
+      @Override
+      public void onAllCleared() {
+        events.onAllCleared();
+      }
+    };
   }
 
   /** The engine's load, guarded against a misbehaving engine. */
@@ -513,6 +563,9 @@ public final class RouterNode implements PrefixRouterNode {
         PromptArrays.shared(ex.request), ex.hops, tried, triedCount, ps);
     if ((decisions.incrementAndGet() & 1023) == 0) {
       pruneHealth(ps[0]);
+    }
+    if (d.reason() == RouteDecision.Reason.LOCAL_ENGINE_STALLED) {
+      engineWatch.rerouted();
     }
     if (ex.firstDecision == null) {
       ex.firstDecision = d;
@@ -1143,6 +1196,7 @@ public final class RouterNode implements PrefixRouterNode {
     AtomicBoolean runEnded = new AtomicBoolean();
     Runnable endRun = () -> {
       if (runEnded.compareAndSet(false, true)) {
+        engineWatch.ended();
         synchronized (ex) {
           ex.engineRuns--;
         }
@@ -1159,13 +1213,16 @@ public final class RouterNode implements PrefixRouterNode {
     int cachedHere = localMatch(ex); // for an engine that reports no cached count
     long started = clock.nanoTime();
     ExecutionOutput out = ex.out;
+    engineWatch.started(started);
     try {
       if (out == null) {
         f = engine.execute(ex.request);
       } else {
         ExecutionOutput.Attempt run = new ExecutionOutput.Attempt();
-        f = engine.execute(ex.request, (tokens, text) -> onEnginePiece(ex, seq, run, tokens,
-            text));
+        f = engine.execute(ex.request, (tokens, text) -> {
+          engineWatch.progressed(clock.nanoTime());
+          onEnginePiece(ex, seq, run, tokens, text);
+        });
       }
       if (f == null) {
         f = CompletableFuture.failedFuture(
@@ -1196,6 +1253,9 @@ public final class RouterNode implements PrefixRouterNode {
           "no answer within engineTimeout " + config.engineTimeout(), null));
     });
     f.whenComplete((res, err) -> {
+      if (err == null && res != null) {
+        engineWatch.progressed(clock.nanoTime()); // before the run ends: no gap without either
+      }
       endRun.run();
       cancelGuard(guard);
       if (!ex.claim(seq)) {
@@ -1633,6 +1693,12 @@ public final class RouterNode implements PrefixRouterNode {
         refusedForPeers.increment();
         return answerNow(key, fw.request(), ForwardCodec.busy(id, load.queueDepth()));
       }
+      if (engineWatch.avoid(receivedAt)) {
+        // the engine answers nothing: push back as a full queue does, so the sender goes on
+        refusedForPeers.increment();
+        engineWatch.refusedForPeer();
+        return answerNow(key, fw.request(), ForwardCodec.busy(id, load.queueDepth()));
+      }
       // a received forward has travelled at least one hop, whatever the frame claims
       Execution ex = new Execution(fw.request(), Math.max(1, fw.hops()), from.nodeId(),
           fw.origin());
@@ -1807,6 +1873,14 @@ public final class RouterNode implements PrefixRouterNode {
         refusedForPeers.sum(), pushedBack.sum(), fb, estimatedCached.sum(), actualCached.sum(),
         promptTokens.sum(), cachedPromptTokens.sum(), peers.bytesIn(), peers.bytesOut(),
         local.cachedTokens(), peers.localBlocks(), peers.replicaBlocks(), peers.livePeers().size(), inFlight.get());
+  }
+
+  /**
+   * What the watch of the local engine has seen: whether it is stalled and avoided now, its
+   * stalls, and the requests routed around it (see {@link RouterConfig#engineStallTimeout()}).
+   */
+  public EngineWatch.Stats engineWatchStats() {
+    return engineWatch.stats(clock.nanoTime());
   }
 
   /**

@@ -48,8 +48,11 @@ class LongPromptTimeoutTest {
           : new NoCounts(e);
       return hang != null && hang.engines++ == 1 ? hang.wrap(spi) : spi;
     };
+    // the hanging peer's engine watch would refuse forwards as busy once its engine had been
+    // silent for the stall timeout (EngineStallTest); these tests are about the timeouts of a
+    // peer that takes the forwards, so it is off
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
-        .coldPlacement(false).build();
+        .coldPlacement(false).engineStallTimeout(Duration.ZERO).build();
     return new OracleCluster(n, cfg, 1, hooks).rtt(Duration.ofMillis(1)).start();
   }
 

@@ -1,0 +1,150 @@
+package io.github.prefixrouter.internal.route;
+
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * Whether the node's own engine is <b>stalled</b>: it has runs outstanding and has shown no
+ * progress for {@code stallNanos}. Progress is a piece of streamed output or a successful answer
+ * of any run, or, for an engine that publishes its cache events, a store of new blocks (a
+ * prefill computing them); a failure (a timeout, a 5xx, a refused connection) is none. A hung engine server
+ * (a wedged GPU, a deadlocked worker) keeps accepting requests and answers none of them, and its
+ * load shows only the requests the node sent it, so without this check the node would go on
+ * giving it its clients' requests, each held until the adapter's or the node's timeout.
+ *
+ * <p>While the engine is stalled <i>and</i> a run is outstanding, the node avoids it: its own
+ * clients' requests go to the cheapest eligible peer, peers' forwards are refused as busy, and
+ * the node advertises overload in its gossip (push-back). Once every outstanding run has ended
+ * (answered, failed or given up at the engine timeout) the engine is tried again with the next
+ * request that would run here anyway: that run is the probe, and the engine is avoided again
+ * until it ends. The first progress ends the stall. So a hung engine costs one request per probe
+ * instead of every request, and a slow one that answers is never avoided for long.
+ *
+ * <p>Timing. While no stall is in progress, the stall clock starts at the latest progress or at
+ * the start of a run when none was outstanding, so a run that waits behind others counts from
+ * the last progress, not from its own start. A single run that gives no streamed output for
+ * longer than {@code stallNanos} (a long prompt, or a long answer not streamed) looks stalled
+ * until it answers: the stall timeout must exceed the longest silent run expected when nothing
+ * else runs.
+ *
+ * <p>Lazy and deterministic: no timer, no thread. The state changes when it is asked (every
+ * routing decision, every forward received, every gossip round) on the node's injected clock.
+ * Thread-safe: progress is one volatile write (two when it ends a stall); the transitions take
+ * this object's lock, written so that a piece and a check crossing each other never leave a
+ * stall standing after progress (each side writes its flag before it reads the other's).
+ */
+public final class EngineWatch {
+
+  /** Stall timeout in nanoseconds; 0 turns the watch off. */
+  private final long stallNanos;
+  private final AtomicInteger outstanding = new AtomicInteger();
+  private volatile long lastProgress;
+  private volatile boolean stalled;
+  private long stalls;
+  private long recoveries;
+  private final LongAdder reroutes = new LongAdder();
+  private final LongAdder refusals = new LongAdder();
+
+  /**
+   * @param stallNanos how long an engine with runs outstanding may show no progress before it is
+   *     avoided; 0 never avoids it
+   */
+  EngineWatch(long stallNanos) {
+    if (stallNanos < 0) {
+      throw new IllegalArgumentException("stallNanos must be >= 0, was " + stallNanos);
+    }
+    this.stallNanos = stallNanos;
+  }
+
+  /** A run was handed to the engine at {@code now}. */
+  void started(long now) {
+    if (outstanding.getAndIncrement() == 0 && !stalled) {
+      lastProgress = now; // the engine was idle: nothing was owed before this run
+    }
+  }
+
+  /** A run ended, however (answered, failed, given up). Called once per {@link #started}. */
+  void ended() {
+    outstanding.decrementAndGet();
+  }
+
+  /** The engine made progress at {@code now}: a piece of output, or a successful answer. */
+  void progressed(long now) {
+    lastProgress = now;
+    if (stalled) {
+      synchronized (this) {
+        if (stalled) {
+          stalled = false;
+          recoveries++;
+        }
+      }
+    }
+  }
+
+  /**
+   * Whether the engine is to be avoided at {@code now}: stalled, with a run outstanding.
+   * Detects the stall when its time has come.
+   */
+  boolean avoid(long now) {
+    if (stallNanos == 0 || outstanding.get() == 0) {
+      return false;
+    }
+    if (stalled) {
+      return true;
+    }
+    if (now - lastProgress < stallNanos) {
+      return false;
+    }
+    synchronized (this) {
+      if (stalled) {
+        return true;
+      }
+      stalled = true;
+      // a piece that wrote its progress before this write would not see it: look again
+      if (now - lastProgress < stallNanos) {
+        stalled = false;
+        return false;
+      }
+      stalls++;
+      return true;
+    }
+  }
+
+  /** A request forwarded by a peer was refused because the engine is avoided. */
+  void refusedForPeer() {
+    refusals.increment();
+  }
+
+  /** A routing decision sent a request to a peer because the engine is avoided. */
+  void rerouted() {
+    reroutes.increment();
+  }
+
+  /** What the watch has seen, at {@code now}. */
+  synchronized Stats stats(long now) {
+    boolean avoided = avoid(now);
+    int runs = outstanding.get();
+    long silent = runs == 0 ? 0 : Math.max(0, now - lastProgress);
+    return new Stats(avoided ? 1 : 0, stalled ? 1 : 0, runs, silent / 1_000_000_000L, stalls,
+        recoveries, reroutes.sum(), refusals.sum());
+  }
+
+  /**
+   * What the watch has seen.
+   *
+   * @param avoided 1 while the engine is avoided (stalled, with a run outstanding), else 0
+   * @param stalled 1 while a stall is in progress (it ends at the engine's next progress),
+   *     else 0
+   * @param outstanding runs handed to the engine and not ended
+   * @param silentSeconds with runs outstanding, how long since the engine's last progress (or
+   *     since the start of the run that found it idle), in whole seconds; 0 without runs
+   * @param stalls stalls detected since the node started
+   * @param recoveries stalls ended by progress
+   * @param reroutes routing decisions that sent a request to a peer because the engine was
+   *     avoided
+   * @param refusedForPeers requests forwarded by peers and refused as busy because the engine
+   *     was avoided
+   */
+  public record Stats(int avoided, int stalled, int outstanding, long silentSeconds, long stalls,
+      long recoveries, long reroutes, long refusedForPeers) {}
+}

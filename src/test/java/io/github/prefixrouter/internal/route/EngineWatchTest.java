@@ -1,0 +1,155 @@
+package io.github.prefixrouter.internal.route;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/** The stall rules of {@link EngineWatch}, on explicit times (T = 10). */
+class EngineWatchTest {
+
+  static final long T = 10;
+
+  @Test
+  void anEngineWithoutRunsIsNeverAvoided() {
+    EngineWatch w = new EngineWatch(T);
+    assertFalse(w.avoid(1_000));
+    w.started(0);
+    w.ended();
+    assertFalse(w.avoid(1_000));
+    assertEquals(0, w.stats(1_000).stalls());
+  }
+
+  @Test
+  void aRunThatFindsTheEngineIdleStartsTheClock() {
+    EngineWatch w = new EngineWatch(T);
+    w.started(100);
+    assertFalse(w.avoid(109));
+    assertTrue(w.avoid(110));
+    EngineWatch.Stats s = w.stats(112);
+    assertEquals(1, s.avoided());
+    assertEquals(1, s.stalled());
+    assertEquals(1, s.outstanding());
+    assertEquals(1, s.stalls());
+  }
+
+  @Test
+  void aRunQueuedBehindOthersCountsFromTheLastProgress() {
+    EngineWatch w = new EngineWatch(T);
+    w.started(0);
+    w.started(8); // the engine owes the first run's progress already
+    assertTrue(w.avoid(10));
+  }
+
+  @Test
+  void progressRestartsTheClockAndEndsAStall() {
+    EngineWatch w = new EngineWatch(T);
+    w.started(0);
+    w.progressed(6);
+    assertFalse(w.avoid(15));
+    assertTrue(w.avoid(16));
+    w.progressed(17);
+    assertFalse(w.avoid(17));
+    assertFalse(w.avoid(26));
+    EngineWatch.Stats s = w.stats(26);
+    assertEquals(1, s.stalls());
+    assertEquals(1, s.recoveries());
+    assertEquals(0, s.stalled());
+    assertTrue(w.avoid(27), "silent again for T");
+    assertEquals(2, w.stats(27).stalls());
+  }
+
+  @Test
+  void aStallOutlivesItsRunsAndTheNextRunIsAvoidedAtOnce() {
+    EngineWatch w = new EngineWatch(T);
+    w.started(0);
+    assertTrue(w.avoid(10));
+    w.ended(); // failed or given up: no progress
+    assertFalse(w.avoid(11), "nothing outstanding: the next request may probe");
+    assertEquals(1, w.stats(11).stalled());
+    w.started(12); // the probe
+    assertTrue(w.avoid(12), "no new wait of T for a stalled engine");
+    w.progressed(13);
+    assertFalse(w.avoid(13));
+    assertEquals(1, w.stats(13).stalls());
+  }
+
+  @Test
+  void silenceIsReportedOnlyWithRunsOutstanding() {
+    EngineWatch w = new EngineWatch(1_000_000_000L);
+    assertEquals(0, w.stats(5_000_000_000L).silentSeconds());
+    w.started(1_000_000_000L);
+    assertEquals(2, w.stats(3_500_000_000L).silentSeconds());
+  }
+
+  @Test
+  void zeroNeverAvoids() {
+    EngineWatch w = new EngineWatch(0);
+    w.started(0);
+    assertFalse(w.avoid(Long.MAX_VALUE / 2));
+    assertEquals(0, w.stats(1).stalls());
+    assertThrows(IllegalArgumentException.class, () -> new EngineWatch(-1));
+  }
+
+  @Test
+  void countsWhatTheNodeReports() {
+    EngineWatch w = new EngineWatch(T);
+    w.rerouted();
+    w.rerouted();
+    w.refusedForPeer();
+    EngineWatch.Stats s = w.stats(0);
+    assertEquals(2, s.reroutes());
+    assertEquals(1, s.refusedForPeers());
+  }
+
+  /**
+   * A piece of output and a check that detects the stall at the same moment: whichever order
+   * they interleave in, no stall stands after the progress (each side writes its flag before it
+   * reads the other's). Both threads spin to start each round together.
+   */
+  @Test
+  void progressRacingADetectionLeavesNoStall() throws Exception {
+    int rounds = 100_000;
+    EngineWatch[] watch = new EngineWatch[rounds + 1];
+    for (int i = 1; i <= rounds; i++) {
+      watch[i] = new EngineWatch(T);
+      watch[i].started(0);
+    }
+    AtomicInteger go = new AtomicInteger();
+    AtomicInteger checked = new AtomicInteger();
+    Thread checker = new Thread(() -> {
+      for (int i = 1; i <= rounds; i++) {
+        await(go, i);
+        watch[i].avoid(100); // silent since 0: detects, unless it sees the progress at 100
+        checked.set(i);
+      }
+    });
+    checker.start();
+    int standing = 0;
+    for (int i = 1; i <= rounds; i++) {
+      go.set(i);
+      watch[i].progressed(100);
+      await(checked, i);
+      if (watch[i].avoid(105)) { // 5 after the progress: never stalled
+        standing++;
+      }
+    }
+    checker.join();
+    assertEquals(0, standing, "stalls left standing after progress, of " + rounds);
+  }
+
+  /** Spins until {@code v} reaches {@code i}, yielding the CPU after a while (one free core). */
+  private static void await(AtomicInteger v, int i) {
+    int spins = 0;
+    while (v.get() < i) {
+      if (++spins < 1_000) {
+        Thread.onSpinWait();
+      } else {
+        Thread.yield();
+      }
+    }
+  }
+}
