@@ -132,14 +132,7 @@ class EngineStallTest {
     }
 
     Cluster(int n, RouterConfig config, UnaryOperator<SimulatedEngine.Builder> tweak) {
-      OracleCluster.Hooks h = new OracleCluster.Hooks();
-      h.engineTweak = tweak;
-      h.engineWrap = e -> {
-        Hanging w = new Hanging(e);
-        engines.add(w);
-        return w;
-      };
-      c = new OracleCluster(n, config, 11, h).rtt(Duration.ofMillis(1)).start();
+      c = OracleCluster.withWrappedEngines(n, config, 11, tweak, Hanging::new, engines);
     }
 
     Hanging engine(int i) {
@@ -156,11 +149,7 @@ class EngineStallTest {
 
     /** Runs the simulation to {@code f}'s completion (at most 10 simulated minutes). */
     <T> T await(CompletableFuture<T> f) {
-      long deadline = c.sim.nanoTime() + Duration.ofMinutes(10).toNanos();
-      while (!f.isDone() && c.sim.nanoTime() < deadline && c.sim.runNext()) {
-        // keep going
-      }
-      assertTrue(f.isDone(), "never completed");
+      assertTrue(c.runUntilDone(f).isDone(), "never completed");
       return f.join();
     }
 

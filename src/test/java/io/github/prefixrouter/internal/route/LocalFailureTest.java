@@ -32,6 +32,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BiFunction;
+import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -119,13 +120,8 @@ class LocalFailureTest {
     final List<Faulty> engines = new ArrayList<>();
 
     Cluster(int n, RouterConfig config) {
-      OracleCluster.Hooks h = new OracleCluster.Hooks();
-      h.engineWrap = e -> {
-        Faulty f = new Faulty(e);
-        engines.add(f);
-        return f;
-      };
-      c = new OracleCluster(n, config, 7, h).rtt(Duration.ofMillis(1)).start();
+      c = OracleCluster.withWrappedEngines(n, config, 7, UnaryOperator.identity(), Faulty::new,
+          engines);
     }
 
     Faulty engine(int i) {
@@ -133,11 +129,7 @@ class LocalFailureTest {
     }
 
     CompletableFuture<InferenceResponse> submit(String at, InferenceRequest r) {
-      CompletableFuture<InferenceResponse> f = c.node(at).submit(r);
-      long deadline = c.sim.nanoTime() + Duration.ofMinutes(10).toNanos();
-      while (!f.isDone() && c.sim.nanoTime() < deadline && c.sim.runNext()) {
-        // keep going
-      }
+      CompletableFuture<InferenceResponse> f = c.runUntilDone(c.node(at).submit(r));
       assertTrue(f.isDone(), "the request never completed");
       return f;
     }

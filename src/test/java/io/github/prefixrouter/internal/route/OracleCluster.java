@@ -20,6 +20,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Function;
 import java.util.function.UnaryOperator;
 
 /**
@@ -91,6 +92,23 @@ final class OracleCluster {
     }
   }
 
+  /**
+   * A started cluster of {@code n} nodes, 1 ms apart, whose engines (made with {@code tweak})
+   * are wrapped by {@code wrap}; the wrappers are added to {@code wrappers} in node order.
+   */
+  static <E extends InferenceEngine> OracleCluster withWrappedEngines(int n, RouterConfig config,
+      long seed, UnaryOperator<SimulatedEngine.Builder> tweak,
+      Function<InferenceEngine, E> wrap, List<E> wrappers) {
+    Hooks h = new Hooks();
+    h.engineTweak = tweak;
+    h.engineWrap = e -> {
+      E w = wrap.apply(e);
+      wrappers.add(w);
+      return w;
+    };
+    return new OracleCluster(n, config, seed, h).rtt(Duration.ofMillis(1)).start();
+  }
+
   OracleCluster rtt(Duration oneWayDelay) {
     net.setDefaultLink(InMemoryNetwork.Link.delay(oneWayDelay));
     rttNanos = 2 * oneWayDelay.toNanos();
@@ -120,12 +138,16 @@ final class OracleCluster {
 
   /** Submits and runs the simulation until the answer is there (or 10 simulated minutes). */
   InferenceResponse submitAndWait(String at, InferenceRequest r) {
-    CompletableFuture<InferenceResponse> f = nodes.get(at).submit(r);
+    return runUntilDone(nodes.get(at).submit(r)).join();
+  }
+
+  /** Runs the simulation until {@code f} is done, or for 10 simulated minutes; returns it. */
+  <T> CompletableFuture<T> runUntilDone(CompletableFuture<T> f) {
     long deadline = sim.nanoTime() + Duration.ofMinutes(10).toNanos();
     while (!f.isDone() && sim.nanoTime() < deadline && sim.runNext()) {
       // keep going
     }
-    return f.join();
+    return f;
   }
 
   /** A node dies: the network drops its traffic and the oracle stops listing it. */
