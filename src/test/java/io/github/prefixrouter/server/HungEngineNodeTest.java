@@ -26,12 +26,35 @@ import org.junit.jupiter.api.Test;
  */
 class HungEngineNodeTest {
 
-  private static NodeMain.Running start(String id, FakeOpenAiServer server, String stallMs,
-      String seeds) throws Exception {
-    return NodeMain.start(NodeOptions.parse(new String[] {"--id", id, "--listen", "127.0.0.1:0",
-        "--client", "127.0.0.1:0", "--engine", server.baseUrl(), "--policy", "longest-prefix",
-        "--gossip-interval-ms", "50", "--engine-stall-ms", stallMs, "--seeds", seeds},
-        Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX)));
+  /** Servers a and b, each with its node in front; a's node seeds b's. */
+  private static final class Pair implements AutoCloseable {
+    final FakeOpenAiServer serverA = FakeOpenAiServer.start(FakeOpenAiServer.ECHO);
+    final FakeOpenAiServer serverB = FakeOpenAiServer.start(FakeOpenAiServer.ECHO);
+    final NodeMain.Running a;
+    final NodeMain.Running b;
+
+    Pair(String stallMs) throws Exception {
+      a = start("a", serverA, stallMs, "");
+      b = start("b", serverB, stallMs, "a@" + a.transport.localAddress().address());
+      await(() -> a.node.stats().peersLive() == 1 && b.node.stats().peersLive() == 1,
+          "the nodes found each other");
+    }
+
+    private static NodeMain.Running start(String id, FakeOpenAiServer server, String stallMs,
+        String seeds) throws Exception {
+      return NodeMain.start(NodeOptions.parse(new String[] {"--id", id, "--listen",
+          "127.0.0.1:0", "--client", "127.0.0.1:0", "--engine", server.baseUrl(), "--policy",
+          "longest-prefix", "--gossip-interval-ms", "50", "--engine-stall-ms", stallMs,
+          "--seeds", seeds}, Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX)));
+    }
+
+    @Override
+    public void close() {
+      b.close();
+      a.close();
+      serverB.close();
+      serverA.close();
+    }
   }
 
   private static InferenceRequest request(String id, int seed) {
@@ -57,13 +80,10 @@ class HungEngineNodeTest {
 
   @Test
   void aNodeRoutesAroundItsHungServerAndBackWhenItAnswers() throws Exception {
-    try (FakeOpenAiServer serverA = FakeOpenAiServer.start(FakeOpenAiServer.ECHO);
-        FakeOpenAiServer serverB = FakeOpenAiServer.start(FakeOpenAiServer.ECHO);
-        NodeMain.Running a = start("a", serverA, "1000", "");
-        NodeMain.Running b = start("b", serverB, "1000",
-            "a@" + a.transport.localAddress().address())) {
-      await(() -> a.node.stats().peersLive() == 1 && b.node.stats().peersLive() == 1,
-          "the nodes found each other");
+    try (Pair p = new Pair("1000")) {
+      FakeOpenAiServer serverA = p.serverA;
+      NodeMain.Running a = p.a;
+      NodeMain.Running b = p.b;
       RouterNode ra = (RouterNode) a.node;
       serverA.hold();
       CompletableFuture<InferenceResponse> stuck = a.node.submit(request("stuck", 1));
@@ -96,12 +116,9 @@ class HungEngineNodeTest {
   /** Without the watch, the hung server gets every request the node would run itself. */
   @Test
   void withTheWatchOffTheHungServerGetsTheNextRequestToo() throws Exception {
-    try (FakeOpenAiServer serverA = FakeOpenAiServer.start(FakeOpenAiServer.ECHO);
-        FakeOpenAiServer serverB = FakeOpenAiServer.start(FakeOpenAiServer.ECHO);
-        NodeMain.Running a = start("a", serverA, "0", "");
-        NodeMain.Running b = start("b", serverB, "0",
-            "a@" + a.transport.localAddress().address())) {
-      await(() -> a.node.stats().peersLive() == 1, "the nodes found each other");
+    try (Pair p = new Pair("0")) {
+      FakeOpenAiServer serverA = p.serverA;
+      NodeMain.Running a = p.a;
       serverA.hold();
       CompletableFuture<InferenceResponse> stuck = a.node.submit(request("stuck", 1));
       assertTrue(serverA.awaitArrived(1, Duration.ofSeconds(10)));
