@@ -23,7 +23,8 @@ import java.util.RandomAccess;
  *
  * <p>Strict means: exactly one value with optional surrounding whitespace; no comments, no
  * trailing commas, no single quotes, no leading zeros, no control characters inside strings, no
- * lone surrogates from escapes, no duplicate keys, no NaN or Infinity. Every violation and every
+ * lone surrogates (escaped, or in a text that is not Unicode), no duplicate keys, no NaN or
+ * Infinity. Every violation and every
  * exceeded limit throws {@link JsonException} with the offset of the problem; no other exception
  * escapes {@link #parse} for any input.
  *
@@ -579,7 +580,7 @@ public final class Json {
           pos = p + 1;
           return k;
         }
-        if (c == '\\' || c < 0x20) {
+        if (c == '\\' || c < 0x20 || Character.isSurrogate(c)) {
           break;
         }
         h = 31 * h + c;
@@ -630,6 +631,14 @@ public final class Json {
             }
           }
           start = pos;
+        } else if (Character.isSurrogate(c)) {
+          // a text that is not Unicode (a String made from chars, not decoded from UTF-8,
+          // which never yields one) could not be written back
+          if (!Character.isHighSurrogate(c) || pos + 1 >= s.length()
+              || !Character.isLowSurrogate(s.charAt(pos + 1))) {
+            throw error("lone surrogate in a string");
+          }
+          pos += 2;
         } else {
           pos++;
         }

@@ -45,6 +45,23 @@ class JsonTest {
     assertThrows(Json.JsonException.class, () -> Json.parse(text));
   }
 
+  /**
+   * A text that is not Unicode (a lone surrogate char, which no UTF-8 decoding yields) is
+   * rejected, in values and keys, so whatever parses can be written back; a pair is kept.
+   */
+  @Test
+  void rawLoneSurrogatesAreRejectedAndPairsKept() {
+    for (String text : List.of("\"a\ud800\"", "\"\udc00b\"", "\"\ud800\"", "[\"x\ud83d\"]",
+        "{\"\ud800\":1}", "{\"k\udc00\":1}", "\"\ud83d\\n\"")) {
+      Json.JsonException e = assertThrows(Json.JsonException.class, () -> Json.parse(text),
+          text);
+      assertTrue(e.getMessage().contains("lone surrogate"), e.getMessage());
+    }
+    assertEquals("a\ud83d\ude00b", Json.parse("\"a\ud83d\ude00b\""));
+    assertEquals(Map.of("\ud83d\ude00", 1L), Json.parse("{\"\ud83d\ude00\":1}"));
+    assertEquals("\"\ud83d\ude00\"", Json.write(Json.parse("\"\ud83d\ude00\"")));
+  }
+
   @Test
   void depthLimitIsEnforced() {
     String deep = "[".repeat(65) + "]".repeat(65);
