@@ -41,6 +41,7 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
@@ -633,10 +634,14 @@ final class ClientEndpoint {
     CompletableFuture<PromptTokenizer.Tokenized> bounded = new CompletableFuture<>();
     CompletableFuture<PromptTokenizer.Tokenized> tokens = call;
     ScheduledFuture<?> timeout = null;
+    AtomicBoolean timedOut = new AtomicBoolean();
     try {
       timeout = timer.schedule(() -> {
-        if (bounded.completeExceptionally(new TokenizeTimeoutException(ioTimeout))) {
+        if (!bounded.isDone() && timedOut.compareAndSet(false, true)) {
+          // cancelled before the client is answered, so that a client that sees the 504 never
+          // finds the tokenization still running
           tokens.cancel(true);
+          bounded.completeExceptionally(new TokenizeTimeoutException(ioTimeout));
         }
       }, ioTimeout.toNanos(), TimeUnit.NANOSECONDS);
     } catch (RejectedExecutionException stopped) {
@@ -651,6 +656,9 @@ final class ClientEndpoint {
     });
     bounded.whenComplete(then);
     call.whenComplete((t, e) -> {
+      if (timedOut.get()) {
+        return; // cancelled by the timeout, which answers
+      }
       if (e == null) {
         bounded.complete(t);
       } else {
