@@ -216,6 +216,17 @@ public interface PrefixRouterNode extends AutoCloseable {
   }
 
   /**
+   * What the node's watch of its own engine has seen: whether the engine is stalled and
+   * avoided now, how long it has been silent, its stalls, and the requests routed around it
+   * (see {@link RouterConfig#engineStallTimeout()} and {@link EngineStallStats}).
+   *
+   * @return a new snapshot; empty by default, for implementations other than the library's
+   */
+  default Optional<EngineStallStats> engineStallStats() {
+    return Optional.empty();
+  }
+
+  /**
    * The current lifecycle state.
    *
    * @return the current state

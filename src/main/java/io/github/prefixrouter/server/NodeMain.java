@@ -320,7 +320,8 @@ public final class NodeMain {
           new StatsTables.NodeInternalStats(rn.malformedMessages(), rn.strayStreamMessages(),
               rn.outputDivergences(), rn.forwardsCancelledBeforeArrival(),
               rn.otherModelRefusals())));
-      sections.add(StatsTables.ENGINE_WATCH.section("engine_watch", rn.engineWatchStats()));
+      rn.engineStallStats().ifPresent(
+          w -> sections.add(StatsTables.ENGINE_WATCH.section("engine_watch", w)));
       rn.cacheEventStats().ifPresent(
           tree -> sections.add(StatsTables.LOCAL_TREE.section("local_tree", tree)));
     }

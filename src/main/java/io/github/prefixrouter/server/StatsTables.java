@@ -1,11 +1,11 @@
 package io.github.prefixrouter.server;
 
 import io.github.prefixrouter.CacheEventStats;
+import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
-import io.github.prefixrouter.internal.route.EngineWatch;
 import io.github.prefixrouter.server.PrometheusText.Type;
 import io.github.prefixrouter.transport.http.HttpTransport;
 
@@ -225,31 +225,31 @@ final class StatsTables {
 
   private static final String W = P + "engine_watch_";
 
-  /** {@link EngineWatch.Stats}: {@code engine_watch} in {@code /v1/stats}. */
-  static final StatsTable<EngineWatch.Stats> ENGINE_WATCH =
-      StatsTable.<EngineWatch.Stats>builder()
+  /** {@link EngineStallStats}: {@code engine_watch} in {@code /v1/stats}. */
+  static final StatsTable<EngineStallStats> ENGINE_WATCH =
+      StatsTable.<EngineStallStats>builder()
           .gauge("avoided", W + "avoided",
               "1 while the node routes around its engine: stalled (no output and no answer for "
                   + "--engine-stall-ms) with requests outstanding; else 0.",
-              EngineWatch.Stats::avoided)
+              EngineStallStats::avoided)
           .gauge("stalled", W + "stalled",
               "1 from a stall's detection to the engine's next output or answer; else 0.",
-              EngineWatch.Stats::stalled)
+              EngineStallStats::stalled)
           .gauge("outstanding", W + "outstanding_runs",
-              "Requests handed to the engine and not ended.", EngineWatch.Stats::outstanding)
+              "Requests handed to the engine and not ended.", EngineStallStats::outstanding)
           .gauge("silent_seconds", W + "silent_seconds",
               "With requests outstanding, how long since the engine last gave output or an "
-                  + "answer, in whole seconds; 0 without.", EngineWatch.Stats::silentSeconds)
+                  + "answer, in whole seconds; 0 without.", EngineStallStats::silentSeconds)
           .counter("stalls", W + "stalls_total",
-              "Stalls of the engine detected.", EngineWatch.Stats::stalls)
+              "Stalls of the engine detected.", EngineStallStats::stalls)
           .counter("recoveries", W + "recoveries_total",
-              "Stalls ended by the engine's output or answer.", EngineWatch.Stats::recoveries)
+              "Stalls ended by the engine's output or answer.", EngineStallStats::recoveries)
           .counter("reroutes", W + "reroutes_total",
               "Routing decisions that sent a request to a peer because the engine was stalled.",
-              EngineWatch.Stats::reroutes)
+              EngineStallStats::reroutes)
           .counter("refused_for_peers", W + "refused_for_peers_total",
               "Requests forwarded by peers and refused as busy because the engine was stalled.",
-              EngineWatch.Stats::refusedForPeers)
+              EngineStallStats::refusedForPeers)
           .build();
 
   private static final String L = P + "tree_";

@@ -17,7 +17,6 @@ import io.github.prefixrouter.faults.FaultPlan.Kind;
 import io.github.prefixrouter.faults.FaultPlan.Submission;
 import io.github.prefixrouter.internal.gossip.GossipProbe;
 import io.github.prefixrouter.internal.route.ChainHasher;
-import io.github.prefixrouter.internal.route.EngineWatch;
 import io.github.prefixrouter.internal.route.ForwardFrames;
 import io.github.prefixrouter.internal.route.LocalPrefixIndex;
 import io.github.prefixrouter.internal.route.NodeProbe;
@@ -436,12 +435,11 @@ final class FaultCluster {
         .mapToLong(in -> ((RouterNode) in.node).otherModelRefusals()).sum();
     long[] watch = new long[3];
     for (Instance in : all) {
-      if (in.node instanceof RouterNode rn) {
-        EngineWatch.Stats ws = rn.engineWatchStats();
+      in.node.engineStallStats().ifPresent(ws -> {
         watch[0] += ws.stalls();
         watch[1] += ws.reroutes();
         watch[2] += ws.refusedForPeers();
-      }
+      });
     }
     for (Instance in : current) {
       in.node.stop();

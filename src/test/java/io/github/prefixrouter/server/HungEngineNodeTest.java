@@ -4,13 +4,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.engine.openai.FakeOpenAiServer;
-import io.github.prefixrouter.internal.route.EngineWatch;
-import io.github.prefixrouter.internal.route.RouterNode;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -84,13 +83,12 @@ class HungEngineNodeTest {
       FakeOpenAiServer serverA = p.serverA;
       NodeMain.Running a = p.a;
       NodeMain.Running b = p.b;
-      RouterNode ra = (RouterNode) a.node;
       serverA.hold();
       CompletableFuture<InferenceResponse> stuck = a.node.submit(request("stuck", 1));
       assertTrue(serverA.awaitArrived(1, Duration.ofSeconds(10)), "a's server got it");
 
-      await(() -> ra.engineWatchStats().avoided() == 1, "a's engine stalled: "
-          + ra.engineWatchStats());
+      await(() -> a.node.engineStallStats().orElseThrow().avoided() == 1, "a's engine stalled: "
+          + a.node.engineStallStats().orElseThrow());
       InferenceResponse r = a.node.submit(request("next", 2)).get(20, TimeUnit.SECONDS);
       assertEquals("b", r.servedBy(), r.toString());
       assertEquals(RouteDecision.Reason.LOCAL_ENGINE_STALLED, r.decision().reason());
@@ -101,7 +99,7 @@ class HungEngineNodeTest {
 
       serverA.release();
       assertEquals("a", stuck.get(20, TimeUnit.SECONDS).servedBy());
-      EngineWatch.Stats s = ra.engineWatchStats();
+      EngineStallStats s = a.node.engineStallStats().orElseThrow();
       assertEquals(0, s.avoided(), s.toString());
       assertEquals(1, s.stalls(), s.toString());
       assertEquals(1, s.recoveries(), s.toString());
@@ -125,7 +123,7 @@ class HungEngineNodeTest {
       Thread.sleep(1_500);
       CompletableFuture<InferenceResponse> next = a.node.submit(request("next", 2));
       assertTrue(serverA.awaitArrived(2, Duration.ofSeconds(10)), "the hung server got it");
-      assertEquals(0, ((RouterNode) a.node).engineWatchStats().stalls());
+      assertEquals(0, a.node.engineStallStats().orElseThrow().stalls());
       serverA.release();
       assertEquals("a", stuck.get(20, TimeUnit.SECONDS).servedBy());
       assertEquals("a", next.get(20, TimeUnit.SECONDS).servedBy());

@@ -4,13 +4,13 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.CacheEventStats;
+import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
-import io.github.prefixrouter.internal.route.EngineWatch;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.server.PrometheusTextParser.Family;
 import io.github.prefixrouter.server.PrometheusTextParser.Sample;
@@ -56,8 +56,8 @@ class StatsTablesTest {
 
   private static final PeerTls.Stats TLS = StatsFixtures.distinct(PeerTls.Stats.class, 900_000);
 
-  private static final EngineWatch.Stats WATCH =
-      StatsFixtures.distinct(EngineWatch.Stats.class, 1_000_000);
+  private static final EngineStallStats WATCH =
+      StatsFixtures.distinct(EngineStallStats.class, 1_000_000);
 
   private static final List<StatsTable.Section<?>> ALL = List.of(
       StatsTables.NODE.section(null, NODE),

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.route;
 
+import io.github.prefixrouter.EngineStallStats;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
 
@@ -7,10 +8,11 @@ import java.util.concurrent.atomic.LongAdder;
  * Whether the node's own engine is <b>stalled</b>: it has runs outstanding and has shown no
  * progress for {@code stallNanos}. Progress is a piece of streamed output or a successful answer
  * of any run, or, for an engine that publishes its cache events, a store of new blocks (a
- * prefill computing them); a failure (a timeout, a 5xx, a refused connection) is none. A hung engine server
- * (a wedged GPU, a deadlocked worker) keeps accepting requests and answers none of them, and its
- * load shows only the requests the node sent it, so without this check the node would go on
- * giving it its clients' requests, each held until the adapter's or the node's timeout.
+ * prefill computing them); a failure (a timeout, a 5xx, a refused connection) is none. A hung
+ * engine server (a wedged GPU, a deadlocked worker) keeps accepting requests and answers none
+ * of them, and its load shows only the requests the node sent it, so without this check the
+ * node would go on giving it its clients' requests, each held until the adapter's or the node's
+ * timeout.
  *
  * <p>While the engine is stalled <i>and</i> a run is outstanding, the node avoids it: its own
  * clients' requests go to the cheapest eligible peer, peers' forwards are refused as busy, and
@@ -33,7 +35,7 @@ import java.util.concurrent.atomic.LongAdder;
  * this object's lock, written so that a piece and a check crossing each other never leave a
  * stall standing after progress (each side writes its flag before it reads the other's).
  */
-public final class EngineWatch {
+final class EngineWatch {
 
   /** Stall timeout in nanoseconds; 0 turns the watch off. */
   private final long stallNanos;
@@ -121,30 +123,11 @@ public final class EngineWatch {
   }
 
   /** What the watch has seen, at {@code now}. */
-  synchronized Stats stats(long now) {
+  synchronized EngineStallStats stats(long now) {
     boolean avoided = avoid(now);
     int runs = outstanding.get();
     long silent = runs == 0 ? 0 : Math.max(0, now - lastProgress);
-    return new Stats(avoided ? 1 : 0, stalled ? 1 : 0, runs, silent / 1_000_000_000L, stalls,
-        recoveries, reroutes.sum(), refusals.sum());
+    return new EngineStallStats(avoided ? 1 : 0, stalled ? 1 : 0, runs,
+        silent / 1_000_000_000L, stalls, recoveries, reroutes.sum(), refusals.sum());
   }
-
-  /**
-   * What the watch has seen.
-   *
-   * @param avoided 1 while the engine is avoided (stalled, with a run outstanding), else 0
-   * @param stalled 1 while a stall is in progress (it ends at the engine's next progress),
-   *     else 0
-   * @param outstanding runs handed to the engine and not ended
-   * @param silentSeconds with runs outstanding, how long since the engine's last progress (or
-   *     since the start of the run that found it idle), in whole seconds; 0 without runs
-   * @param stalls stalls detected since the node started
-   * @param recoveries stalls ended by progress
-   * @param reroutes routing decisions that sent a request to a peer because the engine was
-   *     avoided
-   * @param refusedForPeers requests forwarded by peers and refused as busy because the engine
-   *     was avoided
-   */
-  public record Stats(int avoided, int stalled, int outstanding, long silentSeconds, long stalls,
-      long recoveries, long reroutes, long refusedForPeers) {}
 }

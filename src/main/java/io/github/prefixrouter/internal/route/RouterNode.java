@@ -2,6 +2,7 @@ package io.github.prefixrouter.internal.route;
 
 import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.CacheScope;
+import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
@@ -100,9 +101,9 @@ import org.slf4j.LoggerFactory;
  *       eligible peer the policy ranks first, peers' forwards are refused with BUSY and the
  *       gossip advertises overload, until the engine makes progress again.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
- *       running, its engine queue is at the high watermark, or its engine is stalled; a duplicate of a request already
- *       running here (same sender, id, prompt and parameters) joins the running execution
- *       instead of running twice.
+ *       running, its engine queue is at the high watermark, or its engine is stalled; a
+ *       duplicate of a request already running here (same sender, id, prompt and parameters)
+ *       joins the running execution instead of running twice.
  *       Below the hop limit it may be routed again (never back to its sender or its origin);
  *       at the limit it runs here. A CANCEL from the sender ends the execution here at once:
  *       its engine run is cancelled, or its forward in flight gets a CANCEL of its own. A
@@ -1875,12 +1876,9 @@ public final class RouterNode implements PrefixRouterNode {
         local.cachedTokens(), peers.localBlocks(), peers.replicaBlocks(), peers.livePeers().size(), inFlight.get());
   }
 
-  /**
-   * What the watch of the local engine has seen: whether it is stalled and avoided now, its
-   * stalls, and the requests routed around it (see {@link RouterConfig#engineStallTimeout()}).
-   */
-  public EngineWatch.Stats engineWatchStats() {
-    return engineWatch.stats(clock.nanoTime());
+  @Override
+  public Optional<EngineStallStats> engineStallStats() {
+    return Optional.of(engineWatch.stats(clock.nanoTime()));
   }
 
   /**

@@ -11,6 +11,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
@@ -143,8 +144,8 @@ class EngineStallTest {
       return c.node("n" + i);
     }
 
-    EngineWatch.Stats watch(int i) {
-      return node(i).engineWatchStats();
+    EngineStallStats watch(int i) {
+      return node(i).engineStallStats().orElseThrow();
     }
 
     /** Runs the simulation to {@code f}'s completion (at most 10 simulated minutes). */
@@ -178,7 +179,7 @@ class EngineStallTest {
 
     // 5 s after the first run started, with no progress since: stalled
     k.advanceTo(5);
-    EngineWatch.Stats s = k.watch(0);
+    EngineStallStats s = k.watch(0);
     assertEquals(1, s.avoided(), s.toString());
     assertEquals(1, s.stalled(), s.toString());
     assertEquals(1, s.stalls(), s.toString());
@@ -254,7 +255,7 @@ class EngineStallTest {
     }
     assertInstanceOf(RequestFailedException.class, t);
     assertInstanceOf(EngineTimeoutException.class, t.getCause());
-    EngineWatch.Stats s = k.watch(0);
+    EngineStallStats s = k.watch(0);
     assertEquals(0, s.outstanding(), s.toString());
     assertEquals(0, s.avoided(), s.toString());
     assertEquals(1, s.stalled(), "a timeout is no progress: " + s);
@@ -341,8 +342,8 @@ class EngineStallTest {
     CompletableFuture<InferenceResponse> f2 =
         n.submit(new InferenceRequest("r2", prompt(2, 200), LONG));
     sim.advanceTo(6 * SECOND);
-    assertEquals(publishesEvents ? 0 : 1, n.engineWatchStats().avoided(),
-        n.engineWatchStats().toString());
+    assertEquals(publishesEvents ? 0 : 1, n.engineStallStats().orElseThrow().avoided(),
+        n.engineStallStats().orElseThrow().toString());
     sim.advanceTo(30 * SECOND);
     assertEquals("a", f1.join().servedBy());
     assertEquals("a", f2.join().servedBy());

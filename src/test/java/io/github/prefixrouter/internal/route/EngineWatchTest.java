@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.EngineStallStats;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
@@ -29,7 +30,7 @@ class EngineWatchTest {
     w.started(100);
     assertFalse(w.avoid(109));
     assertTrue(w.avoid(110));
-    EngineWatch.Stats s = w.stats(112);
+    EngineStallStats s = w.stats(112);
     assertEquals(1, s.avoided());
     assertEquals(1, s.stalled());
     assertEquals(1, s.outstanding());
@@ -54,7 +55,7 @@ class EngineWatchTest {
     w.progressed(17);
     assertFalse(w.avoid(17));
     assertFalse(w.avoid(26));
-    EngineWatch.Stats s = w.stats(26);
+    EngineStallStats s = w.stats(26);
     assertEquals(1, s.stalls());
     assertEquals(1, s.recoveries());
     assertEquals(0, s.stalled());
@@ -100,7 +101,7 @@ class EngineWatchTest {
     w.rerouted();
     w.rerouted();
     w.refusedForPeer();
-    EngineWatch.Stats s = w.stats(0);
+    EngineStallStats s = w.stats(0);
     assertEquals(2, s.reroutes());
     assertEquals(1, s.refusedForPeers());
   }

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.bench.stall;
 
+import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
@@ -247,12 +248,9 @@ public final class StallSimMain {
         hangFailed += ok ? 0 : 1;
       }
     }
-    long stalls = 0;
-    long reroutes = 0;
-    if (nodes.get(0) instanceof io.github.prefixrouter.internal.route.RouterNode rn) {
-      stalls = rn.engineWatchStats().stalls();
-      reroutes = rn.engineWatchStats().reroutes();
-    }
+    EngineStallStats watch = nodes.get(0).engineStallStats().orElseThrow();
+    long stalls = watch.stalls();
+    long reroutes = watch.reroutes();
     SimFleet.stopAll(sim, nodes);
     SimFleet.Latencies l = SimFleet.Latencies.of(toArray(latencies));
     SimFleet.Latencies h = SimFleet.Latencies.of(toArray(hangLatencies));
