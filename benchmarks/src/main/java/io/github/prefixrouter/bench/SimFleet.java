@@ -45,6 +45,23 @@ public final class SimFleet {
   }
 
   /**
+   * An in-memory network on {@code sim} whose links delay every message by
+   * {@code oneWayDelayNanos}, with a tenth of it as jitter.
+   *
+   * @param sim the simulated clock and scheduler
+   * @param seed the network's seed (loss, jitter)
+   * @param oneWayDelayNanos the one-way delay
+   * @return the network
+   */
+  public static InMemoryNetwork network(SimulatedScheduler sim, long seed,
+      long oneWayDelayNanos) {
+    InMemoryNetwork net = new InMemoryNetwork(sim, seed);
+    net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofNanos(oneWayDelayNanos))
+        .withJitter(Duration.ofNanos(oneWayDelayNanos / 10)));
+    return net;
+  }
+
+  /**
    * An engine on {@code sim}: 2 ms + 100 µs per token of prefill, 2 ms per output token.
    *
    * @param sim the simulated clock and scheduler

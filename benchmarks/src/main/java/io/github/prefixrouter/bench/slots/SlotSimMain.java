@@ -127,9 +127,7 @@ public final class SlotSimMain {
   /** Runs the workload of {@code seed} with the nodes pricing as {@code mode} says. */
   static Outcome run(Params p, long seed, String mode) {
     SimulatedScheduler sim = new SimulatedScheduler();
-    InMemoryNetwork net = new InMemoryNetwork(sim, seed);
-    net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofNanos(p.oneWayDelayNanos()))
-        .withJitter(Duration.ofNanos(p.oneWayDelayNanos() / 10)));
+    InMemoryNetwork net = SimFleet.network(sim, seed, p.oneWayDelayNanos());
     List<PeerAddress> all = SimFleet.addresses(p.nodes());
     RouterConfig cfg = RouterConfig.builder().blockSize(16)
         .treeCapacityTokens(p.capacityTokens()).build();

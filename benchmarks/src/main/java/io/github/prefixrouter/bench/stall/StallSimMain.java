@@ -181,9 +181,7 @@ public final class StallSimMain {
   /** Runs the workload of {@code seed} with the given stall timeout (zero: the watch off). */
   static Outcome run(Params p, long seed, Duration stallTimeout) {
     SimulatedScheduler sim = new SimulatedScheduler();
-    InMemoryNetwork net = new InMemoryNetwork(sim, seed);
-    net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofNanos(p.oneWayDelayNanos()))
-        .withJitter(Duration.ofNanos(p.oneWayDelayNanos() / 10)));
+    InMemoryNetwork net = SimFleet.network(sim, seed, p.oneWayDelayNanos());
     List<PeerAddress> all = SimFleet.addresses(p.nodes());
     RouterConfig cfg = RouterConfig.builder().blockSize(16)
         .treeCapacityTokens(p.capacityTokens()).engineTimeout(Duration.ofSeconds(60))
