@@ -187,7 +187,10 @@ public interface PrefixRouterNode extends AutoCloseable {
    * without changing any state. One difference follows: {@code explain} neither counts the
    * request toward the local-caching demand nor reserves the engine for a bought miss, so it
    * never returns {@link RouteDecision.Reason#LOCAL_CACHING}; where {@code submit} would buy the
-   * prefix locally, it shows the peer the request would otherwise go to.
+   * prefix locally, it shows the peer the request would otherwise go to. (Like any decision, it
+   * may find that the local engine has been silent past
+   * {@link RouterConfig#engineStallTimeout()}: the stall is then counted from that moment, as it
+   * would be at the next decision, forward or gossip round.)
    *
    * @param request the request
    * @return the decision, with every candidate's estimate
