@@ -15,12 +15,13 @@ import java.util.concurrent.atomic.LongAdder;
  * timeout.
  *
  * <p>While the engine is stalled <i>and</i> a run is outstanding, the node avoids it: its own
- * clients' requests go to the cheapest eligible peer, peers' forwards are refused as busy, and
- * the node advertises overload in its gossip (push-back). Once every outstanding run has ended
- * (answered, failed or given up at the engine timeout) the engine is tried again with the next
- * request that would run here anyway: that run is the probe, and the engine is avoided again
- * until it ends. The first progress ends the stall. So a hung engine costs one request per probe
- * instead of every request, and a slow one that answers is never avoided for long.
+ * clients' requests go to the eligible peer the policy ranks first, peers' forwards are refused
+ * as busy, and the node advertises overload in its gossip (push-back). Once every outstanding
+ * run has ended (answered, failed or given up at the engine timeout) the engine is tried again
+ * with the next request that would run here anyway: that run is the probe, and the engine is
+ * avoided again until it ends. The first progress ends the stall. So a hung engine costs one
+ * request per probe instead of every request, and a slow one that answers is never avoided for
+ * long.
  *
  * <p>Timing. While no stall is in progress, the stall clock starts at the latest progress or at
  * the start of a run when none was outstanding, so a run that waits behind others counts from
@@ -70,7 +71,10 @@ final class EngineWatch {
     outstanding.decrementAndGet();
   }
 
-  /** The engine made progress at {@code now}: a piece of output, or a successful answer. */
+  /**
+   * The engine made progress at {@code now}: a piece of output, a successful answer, or a store
+   * of new blocks.
+   */
   void progressed(long now) {
     lastProgress = now;
     if (stalled) {
