@@ -427,8 +427,8 @@ public final class RouterConfig {
    * How long the local engine may show no progress while it has requests to run before the
    * node treats it as stalled. Progress is a piece of streamed output or a successful answer of
    * any request, or, for an engine that publishes cache events, a store of new blocks; a
-   * failure is none. A stalled engine with requests outstanding is avoided: the
-   * node's own requests go to the cheapest eligible peer
+   * failure is none. A stalled engine with requests outstanding is avoided: the node's own
+   * requests go to the eligible peer the policy ranks first
    * ({@link RouteDecision.Reason#LOCAL_ENGINE_STALLED}), peers' forwards are refused as busy, and
    * the node advertises overload in its gossip. When every outstanding request has ended, the
    * next one that would run here anyway is tried on the engine; its progress, or any other,

@@ -138,7 +138,8 @@ public final class NodeOptions {
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "ready-file",
           "shutdown-grace-ms", "engine-request-timeout-ms", "engine-timeout-ms",
-          "engine-stall-ms", "peer-max-handling-ms", "initial-prefill-ns-per-token", "stream-interval-ms", "help");
+          "engine-stall-ms", "peer-max-handling-ms", "initial-prefill-ns-per-token",
+          "stream-interval-ms", "help");
 
   private static final Set<String> FLAGS_WITHOUT_VALUE = Set.of("insecure", "help");
 
@@ -419,14 +420,9 @@ public final class NodeOptions {
     if (engineTimeout != null) {
       cb.engineTimeout(engineTimeout);
     }
-    if (v.containsKey("engine-stall-ms")) {
-      long ms = longValue(v, "engine-stall-ms", 0);
-      if (ms < 0 || ms > Duration.ofDays(365).toMillis()) {
-        throw new IllegalArgumentException(
-            "--engine-stall-ms must be 0 (never) to 365 days in milliseconds, was "
-                + v.get("engine-stall-ms"));
-      }
-      cb.engineStallTimeout(Duration.ofMillis(ms));
+    Duration stall = millis(v, "engine-stall-ms", 0);
+    if (stall != null) {
+      cb.engineStallTimeout(stall);
     }
     if (v.containsKey("stream-interval-ms")) {
       cb.streamInterval(Duration.ofMillis(longValue(v, "stream-interval-ms", 20)));
@@ -517,13 +513,19 @@ public final class NodeOptions {
 
   /** A duration flag in milliseconds, 1 ms to 365 days, or null when not given. */
   private static Duration millis(Map<String, String> v, String key) {
+    return millis(v, key, 1);
+  }
+
+  /** The duration flag {@code key} in milliseconds, {@code least} (0 or 1) to 365 days. */
+  private static Duration millis(Map<String, String> v, String key, long least) {
     if (!v.containsKey(key)) {
       return null;
     }
     long ms = longValue(v, key, 0);
-    if (ms < 1 || ms > Duration.ofDays(365).toMillis()) {
-      throw new IllegalArgumentException(
-          "--" + key + " must be 1 to 365 days in milliseconds, was " + v.get(key));
+    if (ms < least || ms > Duration.ofDays(365).toMillis()) {
+      throw new IllegalArgumentException("--" + key + " must be "
+          + (least == 0 ? "0 (never)" : String.valueOf(least)) + " to 365 days in milliseconds, was "
+          + v.get(key));
     }
     return Duration.ofMillis(ms);
   }

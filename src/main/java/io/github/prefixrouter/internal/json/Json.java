@@ -24,9 +24,8 @@ import java.util.RandomAccess;
  * <p>Strict means: exactly one value with optional surrounding whitespace; no comments, no
  * trailing commas, no single quotes, no leading zeros, no control characters inside strings, no
  * lone surrogates (escaped, or in a text that is not Unicode), no duplicate keys, no NaN or
- * Infinity. Every violation and every
- * exceeded limit throws {@link JsonException} with the offset of the problem; no other exception
- * escapes {@link #parse} for any input.
+ * Infinity. Every violation and every exceeded limit throws {@link JsonException} with the
+ * offset of the problem; no other exception escapes {@link #parse} for any input.
  *
  * <p>Thread-safe; parsed maps and lists are unmodifiable. An array whose elements are all
  * integers in int range (token ids, the common case) is held as an {@code int} array behind its
