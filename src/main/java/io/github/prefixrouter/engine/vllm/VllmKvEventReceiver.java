@@ -83,10 +83,21 @@ public final class VllmKvEventReceiver implements KvEventSink {
   private long unmirroredRemovals;
   private long otherGroupEvents;
   private long trackingOverflows;
-  /** Media (BlockStored.medium, null for none) of stores passed to the listener. */
+  /**
+   * Media (BlockStored.medium cut to {@link #MAX_KIND_CHARS}, null for none) of stores passed to
+   * the listener; at most {@link #MAX_MEDIA}.
+   */
   private final Set<String> mirroredMedia = new HashSet<>();
-  /** Media of stores skipped for having no token ids (an offload tier's, as vLLM reports it). */
+  /**
+   * Media of stores skipped for having no token ids (an offload tier's, as vLLM reports it); at
+   * most {@link #MAX_MEDIA}.
+   */
   private final Set<String> tokenlessMedia = new HashSet<>();
+  /**
+   * Media remembered in each of the two sets; a medium first seen past it is not (vLLM names
+   * two or three: the GPU, the CPU tier, a disk tier).
+   */
+  static final int MAX_MEDIA = 64;
 
   /**
    * KV-cache group kinds (vLLM's {@code KVCacheSpecKind}) whose blocks hold a request's whole
@@ -100,7 +111,11 @@ public final class VllmKvEventReceiver implements KvEventSink {
    */
   static final Set<String> PARTIAL_KINDS = Set.of(
       "sliding_window", "sliding_window_mla", "chunked_local_attention", "mamba");
-  /** Groups whose kind is remembered; the kinds of groups past this many are not. */
+  /**
+   * Groups whose kind is remembered; the kinds of groups past this many are not. Also the most
+   * groups whose copies are tracked at once: a store of another group past it is treated as
+   * {@link #MAX_TRACKED_COPIES} passed.
+   */
   static final int MAX_GROUPS = 1_024;
   /** Kinds are remembered cut to this many characters (every kind named above is shorter). */
   static final int MAX_KIND_CHARS = 64;
@@ -155,7 +170,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
    *     group whose blocks do not hold the whole prefix (sliding window, chunked local
    *     attention, Mamba: a hybrid model's), skipped
    * @param trackingOverflows times the copies tracked for KV-cache groups of unknown kind
-   *     exceeded {@link VllmKvEventReceiver#MAX_TRACKED_COPIES} and the mirror was cleared
+   *     exceeded {@link VllmKvEventReceiver#MAX_TRACKED_COPIES}, or a store came for a group
+   *     past {@link VllmKvEventReceiver#MAX_GROUPS} groups tracked, and the mirror was cleared
    */
   public record Stats(
       long batchesApplied,
@@ -388,7 +404,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
       if (s.tokens().length == 0 && s.hashes().length > 0) {
         // how vLLM reports a copy to its CPU offload tier (whatever that tier's block size):
         // nothing to mirror, and the removals of that medium name copies the mirror never took
-        tokenlessMedia.add(s.medium());
+        remember(tokenlessMedia, s.medium());
         if (tokenCountMismatches++ == 0) {
           LOG.warn("skipped a BlockStored of {} blocks without token ids (medium {}): an "
               + "offload tier's copies are not mirrored, nor are removals of that medium",
@@ -422,7 +438,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
           }
           return;
         }
-        mirroredMedia.add(s.medium());
+        remember(mirroredMedia, s.medium());
         boolean tracked = s.group() != null && isTracked(s.group());
         listener.onBlocksStored(scope, s.parent(), s.hashes(), s.tokens());
         storedEvents++;
@@ -431,7 +447,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
         }
       }
     } else if (event instanceof KvEvent.Removed r) {
-      if (tokenlessMedia.contains(r.medium()) && !mirroredMedia.contains(r.medium())) {
+      String medium = cut(r.medium());
+      if (tokenlessMedia.contains(medium) && !mirroredMedia.contains(medium)) {
         // removing them would take out the GPU's copy of the same hashes, and every block
         // continuing them, while the GPU still holds them
         unmirroredRemovals++;
@@ -480,9 +497,23 @@ public final class VllmKvEventReceiver implements KvEventSink {
     return kind == null || !PREFIX_KINDS.contains(kind) || trackedCopies.containsKey(group);
   }
 
+  /** {@code text} cut to {@link #MAX_KIND_CHARS} characters; null stays null. */
+  private static String cut(String text) {
+    return text == null || text.length() <= MAX_KIND_CHARS
+        ? text : text.substring(0, MAX_KIND_CHARS);
+  }
+
+  /** Adds {@code medium}, cut, to {@code media} unless that holds {@link #MAX_MEDIA} already. */
+  private static void remember(Set<String> media, String medium) {
+    String m = cut(medium);
+    if (media.size() < MAX_MEDIA || media.contains(m)) {
+      media.add(m);
+    }
+  }
+
   /** Remembers the kind of {@code group}; a group found to be partial gives its copies back. */
   private void learnKind(long group, String kind) {
-    String k = kind.length() > MAX_KIND_CHARS ? kind.substring(0, MAX_KIND_CHARS) : kind;
+    String k = cut(kind);
     String before = groupKinds.get(group);
     if (k.equals(before) || (before == null && groupKinds.size() >= MAX_GROUPS)) {
       return;
@@ -518,18 +549,26 @@ public final class VllmKvEventReceiver implements KvEventSink {
 
   /** Counts a copy of each of {@code hashes} as added by {@code group}'s stores. */
   private void track(long group, long[] hashes) {
-    LongLongMap copies = trackedCopies.computeIfAbsent(group, g -> new LongLongMap());
-    for (long h : hashes) {
-      long n = copies.get(h);
-      copies.put(h, n == LongLongMap.ABSENT ? 1 : n + 1);
+    LongLongMap copies = trackedCopies.get(group);
+    boolean tooManyGroups = copies == null && trackedCopies.size() >= MAX_GROUPS;
+    if (!tooManyGroups) {
+      if (copies == null) {
+        copies = new LongLongMap();
+        trackedCopies.put(group, copies);
+      }
+      for (long h : hashes) {
+        long n = copies.get(h);
+        copies.put(h, n == LongLongMap.ABSENT ? 1 : n + 1);
+      }
+      trackedTotal += hashes.length;
     }
-    trackedTotal += hashes.length;
-    if (trackedTotal > MAX_TRACKED_COPIES) {
+    if (tooManyGroups || trackedTotal > MAX_TRACKED_COPIES) {
       trackingOverflows++;
       if (logNow(trackingOverflows)) {
-        LOG.warn("over {} block copies tracked for KV-cache groups of unknown kind: the engine "
-            + "stores blocks whose removals do not arrive; clearing the mirror of the engine's "
-            + "cache ({} times so far)", MAX_TRACKED_COPIES, trackingOverflows);
+        LOG.warn("over {} block copies, or copies of over {} KV-cache groups, tracked for "
+            + "groups of unknown kind: the engine stores blocks whose removals do not arrive; "
+            + "clearing the mirror of the engine's cache ({} times so far)", MAX_TRACKED_COPIES,
+            MAX_GROUPS, trackingOverflows);
       }
       forgetCopies();
       listener.onAllCleared();
@@ -560,7 +599,23 @@ public final class VllmKvEventReceiver implements KvEventSink {
       applied[n++] = h;
     }
     trackedTotal -= n;
+    String kind = groupKinds.get(group);
+    if (copies.size() == 0 && (kind == null || !PREFIX_KINDS.contains(kind))) {
+      // a group of unknown kind is tracked whether listed or not; one whose kind became known
+      // stays listed, so that it is tracked until the mirror is next cleared
+      trackedCopies.remove(group);
+    }
     return n == hashes.length ? applied : Arrays.copyOf(applied, n);
+  }
+
+  /** Groups whose copies are tracked now (for tests: at most {@link #MAX_GROUPS}). */
+  int trackedGroups() {
+    return trackedCopies.size();
+  }
+
+  /** Media remembered, in both sets (for tests: at most twice {@link #MAX_MEDIA}). */
+  int rememberedMedia() {
+    return mirroredMedia.size() + tokenlessMedia.size();
   }
 
   /** Forgets the tracked copies: the mirror is being cleared. */

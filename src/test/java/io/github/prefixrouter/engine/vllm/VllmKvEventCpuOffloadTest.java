@@ -5,6 +5,7 @@ import static io.github.prefixrouter.engine.vllm.GroupedEvents.tokens;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -91,5 +92,31 @@ class VllmKvEventCpuOffloadTest {
     assertEquals(1, s.tokenCountMismatches());
     assertEquals(1, s.unmirroredRemovals());
     assertEquals(0, tree.engineEventStats().unknownBlocks());
+  }
+
+  @Test
+  void mediaAreRememberedCutAndUpToALimit() {
+    ConcurrentPrefixTree tree = ConcurrentPrefixTree.engineDriven(B);
+    VllmKvEventReceiver receiver = new VllmKvEventReceiver(tree.engineEvents(), B);
+    long seq = 0;
+    receiver.onMessage(seq++, stored(true, "GPU", PROMPT, H1, H2));
+    // a tier named by a long string: remembered by its first 64 characters
+    String tier = "T".repeat(100);
+    receiver.onMessage(seq++, stored(true, tier, new int[0], H1, H2));
+    receiver.onMessage(seq++, removed(true, tier, H2));
+    assertEquals(8, tree.match(PROMPT), "the tier's removal is skipped");
+    assertEquals(1, receiver.stats().unmirroredRemovals());
+    // a publisher naming ever new media is not remembered past the limit
+    for (int i = 0; i < 20_000; i++) {
+      receiver.onMessage(seq++, stored(i % 2 == 0, i + "-medium-" + "x".repeat(1_000),
+          new int[0], H1));
+    }
+    assertEquals(1 + VllmKvEventReceiver.MAX_MEDIA, receiver.rememberedMedia());
+    // the first tier is still known; a medium past the limit is not, so its removals apply
+    receiver.onMessage(seq++, removed(false, tier, H2));
+    assertEquals(8, tree.match(PROMPT));
+    receiver.onMessage(seq++, removed(false, "medium-past-the-limit", H2));
+    assertEquals(4, tree.match(PROMPT));
+    tree.checkInvariants();
   }
 }

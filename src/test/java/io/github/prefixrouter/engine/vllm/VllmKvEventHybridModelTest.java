@@ -128,6 +128,48 @@ class VllmKvEventHybridModelTest {
   }
 
   @Test
+  void groupsOfUnknownKindWhoseCopiesAreAllRemovedLeaveNothingTracked() {
+    // a publisher moving through ever new group indexes: each group's tracking goes with its
+    // last copy, so the receiver's state does not grow with the number of groups it has seen
+    for (long g = 0; g < 20_000; g++) {
+      receiver.onMessage(seq++, stored(g % 2 == 0, g, null, B, null, head(1), H1));
+      receiver.onMessage(seq++, removed(g % 2 == 0, g, H1));
+      assertEquals(0, tree.match(PROMPT));
+    }
+    assertEquals(0, receiver.trackedGroups());
+    assertEquals(0, receiver.stats().trackingOverflows());
+    assertEquals(20_000, receiver.stats().removedEvents());
+    // a group whose kind became known while tracked stays tracked until the mirror is cleared
+    send(stored(true, 7L, null, B, null, head(1), H1));
+    send(stored(true, 7L, "full_attention", B, null, head(2), H1, H2));
+    send(removed(true, 7L, H1, H2));
+    assertEquals(1, receiver.trackedGroups());
+    send(stored(true, FULL, "full_attention", B, null, head(1), H1));
+    send(removed(true, 7L, H1)); // group 7 holds no copy of H1 now: group 0's stays
+    assertEquals(4, tree.match(PROMPT));
+    tree.checkInvariants();
+  }
+
+  @Test
+  void copiesOfMoreGroupsThanAreTrackedAtOnceClearTheMirror() {
+    RecordingListener listener = new RecordingListener();
+    VllmKvEventReceiver r = new VllmKvEventReceiver(listener, B);
+    long g = 0;
+    for (; g < VllmKvEventReceiver.MAX_GROUPS; g++) {
+      r.onMessage(g, stored(false, g, null, B, null, head(1), 100 + g));
+    }
+    assertEquals(VllmKvEventReceiver.MAX_GROUPS, r.trackedGroups());
+    assertEquals(0, r.stats().trackingOverflows());
+    r.onMessage(g, stored(false, g, null, B, null, head(1), 100 + g));
+    assertEquals(1, r.stats().trackingOverflows());
+    assertEquals(0, r.trackedGroups());
+    assertEquals(RecordingListener.CLEARED, listener.calls.get(listener.calls.size() - 1));
+    // tracking starts again from nothing
+    r.onMessage(g + 1, stored(false, 5L, null, B, null, head(1), H1));
+    assertEquals(1, r.trackedGroups());
+  }
+
+  @Test
   void aClearForgetsTheTrackedCopies() {
     send(stored(true, SLIDING, null, B, null, head(2), H1, H2));
     send(Batches.batch(Batches.cleared()));
