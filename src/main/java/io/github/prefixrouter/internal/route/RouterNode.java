@@ -751,6 +751,9 @@ public final class RouterNode implements PrefixRouterNode {
         a.streamTag = tag;
         a.output = new ExecutionOutput.Attempt();
       }
+      // counted before the attempt is published, so that an abandon ending it at once (whose
+      // release counts the answer) never takes the peer's outstanding count below zero
+      st.forwarded();
       ex.forwarding = a;
       if (!resend) {
         ex.attempts++;
@@ -758,7 +761,6 @@ public final class RouterNode implements PrefixRouterNode {
         ex.tried[ex.triedCount++] = to.nodeId();
       }
     }
-    st.forwarded();
     long limit = a.limit;
     Scheduler.Cancellable guard = schedule(limit + limit / 4 + 1_000_000L,
         () -> onForwardDone(ex, a, null,
@@ -893,6 +895,7 @@ public final class RouterNode implements PrefixRouterNode {
       gone = false;
     }
     if (gone) {
+      a.endedAsSuspected = true;
       onForwardDone(ex, a, null, new TransportException(TransportException.Kind.UNREACHABLE,
           a.to + " was suspected by the failure detector while its answer was awaited"));
       letGo(a);
@@ -952,6 +955,11 @@ public final class RouterNode implements PrefixRouterNode {
     }
     if (!ex.claim(a.seq)) {
       return;
+    }
+    if (a.endedAsSuspected) {
+      // suspected is not dead (lost gossip, a delay spike, a one-way partition): a peer still
+      // running the request would generate its whole answer for nobody
+      sendCancel(ex, a.to);
     }
     long now = clock.nanoTime();
     FallbackCause cause;
@@ -2061,6 +2069,11 @@ public final class RouterNode implements PrefixRouterNode {
     ExecutionOutput.Attempt output;
     /** The next check of the peer's liveness while the answer is awaited, or null. */
     volatile Scheduler.Cancellable watch;
+    /**
+     * Set by the liveness check that ends the attempt (the peer suspected): the peer may well be
+     * alive and running the request, so ending it sends a CANCEL there.
+     */
+    volatile boolean endedAsSuspected;
     final AtomicBoolean released = new AtomicBoolean();
 
     Attempt(int seq, PeerAddress to, PeerHealth.PeerState peer, long sentAt, int est,

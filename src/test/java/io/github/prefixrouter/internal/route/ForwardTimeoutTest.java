@@ -208,4 +208,27 @@ class ForwardTimeoutTest {
     assertTrue(seconds < 1.5 + c.config.peerSuspectAfter().toNanos() / 2e9 + 4.2,
         "took " + seconds + " s");
   }
+
+  @Test
+  void aForwardEndedBecauseItsPeerIsSuspectedIsCancelledAtThePeer() {
+    // suspected is not dead: the peer below is alive and the network still delivers, only the
+    // sender's view stops listing it; its engine must not generate the answer for nobody
+    RouterConfig config = RouterConfig.builder().policy(RoutingPolicy.COST_AWARE)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false)
+        .peerTimeouts(Duration.ofMillis(400), Duration.ofSeconds(2)).build();
+    OracleCluster c = new OracleCluster(2, config, 3).rtt(Duration.ofMillis(1)).start();
+    int[] p = prompt(5, 2000);
+    c.warm("n1", p);
+    CompletableFuture<InferenceResponse> f =
+        c.node("n0").submit(new InferenceRequest("r1", p, GenerationParams.greedy(200)));
+    c.sim.advanceBy(Duration.ofMillis(100).toNanos());
+    assertEquals(2, c.engine("n1").stats().requests(), "n1 runs the forward (after the warm-up)");
+    c.dead.add("n1");
+    c.runUntilDone(f);
+    assertEquals("n0", f.join().servedBy());
+    assertEquals(FallbackCause.UNREACHABLE, f.join().fallbackCause());
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(1, c.engine("n1").stats().cancelled(),
+        "n1 was sent no CANCEL; it completed " + c.engine("n1").stats().completed());
+  }
 }
