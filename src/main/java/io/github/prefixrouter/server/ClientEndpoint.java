@@ -467,24 +467,24 @@ final class ClientEndpoint {
     try {
       parsed = parseRequest(ex);
     } catch (BodyTooLargeException e) {
-      if (ioDeadline.endPhase()) {
+      if (inTime(ex)) {
         respond(ex, 413, Map.of("error", String.valueOf(e.getMessage())));
       }
       return;
     } catch (IOException e) {
-      if (ioDeadline.endPhase()) {
+      if (inTime(ex)) {
         respond(ex, 400, Map.of("error", "cannot read the request body"));
       }
       return;
     } catch (IllegalArgumentException | Json.JsonException e) { // bad JSON, shape or values
-      if (ioDeadline.endPhase()) {
+      if (inTime(ex)) {
         respond(ex, 400, Map.of("error", String.valueOf(e.getMessage())));
       }
       return;
     } finally {
       readers.release(remote);
     }
-    if (!ioDeadline.endPhase()) {
+    if (!inTime(ex)) {
       return; // the body came too late: the connection is being closed
     }
     if (inFlight.incrementAndGet() > maxInFlight) {
@@ -559,29 +559,29 @@ final class ClientEndpoint {
     try {
       req = OpenAiRequest.parse(readObject(ex, OPENAI_MAX_DEPTH), kind, baseModel);
     } catch (BodyTooLargeException e) {
-      if (ioDeadline.endPhase()) {
+      if (inTime(ex)) {
         openAiError(ex, 413, e.getMessage(), null, "body_too_large");
       }
       return;
     } catch (IOException e) {
-      if (ioDeadline.endPhase()) {
+      if (inTime(ex)) {
         openAiError(ex, 400, "cannot read the request body", null, "invalid_request");
       }
       return;
     } catch (OpenAiRequest.Invalid e) {
-      if (ioDeadline.endPhase()) {
+      if (inTime(ex)) {
         openAiError(ex, 400, e.getMessage(), e.param(), e.code());
       }
       return;
     } catch (IllegalArgumentException | Json.JsonException e) { // not a JSON object
-      if (ioDeadline.endPhase()) {
+      if (inTime(ex)) {
         openAiError(ex, 400, String.valueOf(e.getMessage()), null, "invalid_json");
       }
       return;
     } finally {
       readers.release(remote);
     }
-    if (!ioDeadline.endPhase()) {
+    if (!inTime(ex)) {
       return; // the body came too late: the connection is being closed
     }
     if (req.needsTokenizer() && tokenizer == null) {
@@ -844,12 +844,22 @@ final class ClientEndpoint {
     }
   }
 
+  /** Ends the read's deadline; false, with the exchange closed, if it had passed. */
+  private boolean inTime(HttpExchange ex) {
+    if (ioDeadline.endPhase()) {
+      return true;
+    }
+    ex.close(); // nothing was sent: closes the connection
+    return false;
+  }
+
   /** Answers a failed request with its status ({@link #failureStatus}) and closes the exchange. */
   private static void answerFailure(HttpExchange ex, String id, Throwable c) {
     if (c.getCause() instanceof EngineBusyException) {
       ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
     }
-    respond(ex, failureStatus(c), Map.of("id", id, "error", String.valueOf(c.getMessage())));
+    respond(ex, failureStatus(c),
+        Map.of("id", id, "error", safeText(String.valueOf(c.getMessage()))));
   }
 
   /**

@@ -130,20 +130,26 @@ final class EngineTokenizer implements PromptTokenizer {
   }
 
   private CompletableFuture<Tokenized> post(Map<String, Object> body) {
+    String json;
+    try {
+      json = Json.write(body);
+    } catch (RuntimeException e) { // a value JSON cannot carry: the client's prompt
+      return CompletableFuture.failedFuture(
+          new TokenizeException("cannot send the prompt to " + uri + ": " + e.getMessage(), true, e));
+    }
     HttpRequest request;
     try {
       HttpRequest.Builder b = HttpRequest.newBuilder(uri)
           .timeout(timeout)
           .header("Content-Type", "application/json")
           .header("Accept", "application/json")
-          .POST(HttpRequest.BodyPublishers.ofString(Json.write(body), StandardCharsets.UTF_8));
+          .POST(HttpRequest.BodyPublishers.ofString(json, StandardCharsets.UTF_8));
       if (apiKey != null) {
         b.header("Authorization", "Bearer " + apiKey);
       }
       request = b.build();
-    } catch (RuntimeException e) { // a value JSON cannot carry
-      return CompletableFuture.failedFuture(
-          new TokenizeException("cannot send the prompt to " + uri + ": " + e.getMessage(), true, e));
+    } catch (RuntimeException e) { // a URL the HTTP client cannot use: this node's setting
+      return CompletableFuture.failedFuture(fault("cannot send to " + uri + ": " + e, e));
     }
     CompletableFuture<HttpResponse<byte[]>> call;
     try {

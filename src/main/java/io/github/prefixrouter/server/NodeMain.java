@@ -351,19 +351,29 @@ public final class NodeMain {
    * an adapter, and its request routed on prefixes cached for that adapter: none.
    */
   static String discoverBaseModel(String baseUrl) {
-    String uri = baseUrl.endsWith("/") ? baseUrl + "v1/models" : baseUrl + "/v1/models";
+    // the base URL as the engine adapter and the tokenizer take it: with or without /v1
+    String uri = EngineTokenizer.tokenizeUri(baseUrl).resolve("v1/models").toString();
     try {
       java.net.http.HttpClient c = java.net.http.HttpClient.newBuilder()
           .connectTimeout(java.time.Duration.ofSeconds(5)).build();
-      java.net.http.HttpResponse<String> r = c.send(java.net.http.HttpRequest.newBuilder(
+      // at most 1 MiB, and the whole answer within 10 s: the request's timeout covers only its
+      // headers, and a server stalling the body would otherwise hold the start for ever
+      java.net.http.HttpResponse<byte[]> r = c.sendAsync(java.net.http.HttpRequest.newBuilder(
               java.net.URI.create(uri)).timeout(java.time.Duration.ofSeconds(5)).GET().build(),
-          java.net.http.HttpResponse.BodyHandlers.ofString());
+          info -> io.github.prefixrouter.internal.wire.CappedBody.orNull(info, 1 << 20))
+          .get(10, java.util.concurrent.TimeUnit.SECONDS);
+      if (r.statusCode() == 200 && r.body() == null) {
+        log.warn("{} answered more than 1 MiB: pass --model NAME (the base model), or a "
+            + "client's \"model\" naming it is taken for a LoRA adapter", uri);
+        return null;
+      }
       if (r.statusCode() != 200) {
         log.warn("{} answered {}: pass --model NAME (the base model), or a client's \"model\" "
             + "naming it is taken for a LoRA adapter", uri, r.statusCode());
         return null;
       }
-      Object root = io.github.prefixrouter.internal.json.Json.parse(r.body(), 1 << 20, 8);
+      Object root = io.github.prefixrouter.internal.json.Json.parse(
+          new String(r.body(), java.nio.charset.StandardCharsets.UTF_8), 1 << 20, 8);
       java.util.List<String> bases = new java.util.ArrayList<>();
       if (root instanceof java.util.Map<?, ?> m && m.get("data") instanceof java.util.List<?> data) {
         for (Object e : data) {
@@ -381,9 +391,12 @@ public final class NodeMain {
       log.warn("{} lists {} base models {}: pass --model NAME, or a client's \"model\" naming "
           + "the base model is taken for a LoRA adapter", uri, bases.size(), bases);
       return null;
-    } catch (java.io.IOException | RuntimeException e) {
+    } catch (java.util.concurrent.ExecutionException
+        | java.util.concurrent.TimeoutException | RuntimeException e) {
       log.warn("could not read {} ({}): pass --model NAME, or a client's \"model\" naming the "
-          + "base model is taken for a LoRA adapter", uri, e.toString());
+          + "base model is taken for a LoRA adapter", uri,
+          e instanceof java.util.concurrent.ExecutionException && e.getCause() != null
+              ? e.getCause().toString() : e.toString());
       return null;
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();

@@ -334,6 +334,12 @@ public final class NodeOptions {
       } catch (java.net.URISyntaxException e) {
         throw new IllegalArgumentException("--tokenizer is not a URL: " + e.getMessage(), e);
       }
+      if (tokenizerUri.getHost() == null || tokenizerUri.getPort() == 0) {
+        // java.net.URI reads no host with an underscore (a compose service name, say), and
+        // the HTTP client sends nothing to a URL without one
+        throw new IllegalArgumentException("--tokenizer has no host an HTTP client can use "
+            + "(letters, digits, hyphens and dots, or an IP address) or port 0, was " + tok);
+      }
     } else {
       throw new IllegalArgumentException(
           "--tokenizer must be auto, none or an http(s) URL of a /tokenize endpoint, was " + tok);

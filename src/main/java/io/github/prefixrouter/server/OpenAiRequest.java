@@ -357,7 +357,7 @@ final class OpenAiRequest {
       for (Map.Entry<?, ?> e : o.entrySet()) {
         if (!"include_usage".equals(e.getKey())) {
           throw new Invalid("stream_options", "unsupported_parameter", "stream_options."
-              + e.getKey() + " is not supported by this node; only include_usage is");
+              + shortened(String.valueOf(e.getKey())) + " is not supported by this node; only include_usage is");
         }
         if (e.getValue() instanceof Boolean b) {
           includeUsage = b;
@@ -485,8 +485,8 @@ final class OpenAiRequest {
       }
       for (Object key : msg.keySet()) {
         if (!MESSAGE_KEYS.contains(key)) {
-          throw new Invalid("messages", "unsupported_parameter", at + "." + key
-              + " is not supported by this node (a message has " + new TreeSet<>(MESSAGE_KEYS)
+          throw new Invalid("messages", "unsupported_parameter", at + "."
+              + shortened(String.valueOf(key)) + " is not supported by this node (a message has " + new TreeSet<>(MESSAGE_KEYS)
               + ")");
         }
       }
@@ -519,7 +519,7 @@ final class OpenAiRequest {
           for (Object key : part.keySet()) {
             if (!"type".equals(key) && !"text".equals(key)) {
               throw new Invalid("messages", "unsupported_parameter",
-                  pat + "." + key + " is not supported by this node");
+                  pat + "." + shortened(String.valueOf(key)) + " is not supported by this node");
             }
           }
           if (!(part.get("text") instanceof String)) {

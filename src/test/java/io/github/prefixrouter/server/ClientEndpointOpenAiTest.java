@@ -467,6 +467,14 @@ class ClientEndpointOpenAiTest {
         // a long unknown key is echoed shortened, whole code points (here 😀, two chars each)
         {cmpl, "{\"prompt\":\"a\",\"" + "\ud83d\ude00".repeat(5_000) + "\":1}",
             "\ud83d\ude00".repeat(64) + "...", "unknown key"},
+        // and so are those of nested objects
+        {chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"" + "k".repeat(5_000)
+            + "\":1}]}", "messages", "messages[0]." + "k".repeat(64) + "... is not"},
+        {chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\","
+            + "\"" + "k".repeat(5_000) + "\":1}]}]}", "messages",
+            "messages[0].content[0]." + "k".repeat(64) + "... is not"},
+        {chat, "{" + msgs + ",\"stream\":true,\"stream_options\":{\"" + "k".repeat(5_000)
+            + "\":true}}", "stream_options", "stream_options." + "k".repeat(64) + "... is not"},
         {chat, "{" + msgs + ",\"chat_template_kwargs\":[1]}", "chat_template_kwargs", "object"},
         {chat, "{" + msgs + ",\"max_completion_tokens\":-1}", "max_completion_tokens",
             "max_completion_tokens must be"},

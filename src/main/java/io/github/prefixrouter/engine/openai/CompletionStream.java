@@ -254,6 +254,9 @@ final class CompletionStream {
       char c = m.charAt(i);
       sb.append(c < 0x20 ? ' ' : c);
     }
+    if (sb.length() > 0 && Character.isHighSurrogate(sb.charAt(sb.length() - 1))) {
+      sb.setLength(sb.length() - 1); // cut between the halves of a pair: not text any more
+    }
     return sb.toString();
   }
 }

@@ -74,8 +74,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Errors, all as {@link EngineException}: HTTP 408 and 5xx, connection failures (refused,
  * reset, not made within {@code connectTimeout}) and an answer that is not strict JSON of the
- * expected shape, or larger than {@code maxResponseBytes}, are retryable (another node may
- * serve the request: the server misbehaved, not the request); HTTP 429 and 503 (the server says
+ * expected shape, or larger than {@code maxResponseBytes}, or whose choice ends with a
+ * {@code finish_reason} of {@code abort} or {@code error} (the server gave up on the
+ * generation), are retryable (another node may serve the request: the server misbehaved, not
+ * the request); HTTP 429 and 503 (the server says
  * it is overloaded) are {@link EngineBusyException}s; 401 and 403 (the server refuses this
  * node's credentials) are retryable too, since a peer's server may accept its own. Any other
  * 4xx means the request itself is invalid (vLLM answers 400 to a prompt longer than the
@@ -680,6 +682,12 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       Object choice = choiceZero(choices);
       if (choice == null) {
         throw new Json.JsonException("choices has none of index 0", -1);
+      }
+      Object finish = Json.member(choice, "finish_reason");
+      if ("abort".equals(finish) || "error".equals(finish)) {
+        // as in a stream: the server gave up on the generation, whatever output it sent
+        throw new EngineException(where + ": the server ended the generation with "
+            + "finish_reason " + finish, true);
       }
       Object textValue = Json.member(choice, "text");
       String text = textValue == null || textValue == Json.NULL ? "" : Json.asString(textValue, "choices[0].text");

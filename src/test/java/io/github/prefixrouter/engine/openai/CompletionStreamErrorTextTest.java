@@ -1,0 +1,49 @@
+package io.github.prefixrouter.engine.openai;
+
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.spi.EngineException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** The server's failures read the same from a stream and from a plain answer. */
+class CompletionStreamErrorTextTest {
+
+  /** The server's error message is cut at 300 chars: never between the halves of a pair. */
+  @Test
+  void anErrorMessageIsNotCutInsideASurrogatePair() {
+    CompletionStream s = new CompletionStream(
+        new InferenceRequest("q", new int[] {1}, GenerationParams.DEFAULT), 1 << 20,
+        (tokens, text) -> { });
+    String message = "a".repeat(299) + "\uD83D\uDE00 and more";
+    byte[] event = ("event: error\ndata: " + Json.write(Map.of("error", Map.of("message", message)))
+        + "\n\n").getBytes(StandardCharsets.UTF_8);
+    EngineException e = assertThrows(EngineException.class, () -> s.feed(ByteBuffer.wrap(event)));
+    assertDoesNotThrow(() -> Json.write(Map.of("message", e.getMessage())),
+        "the message ends in half a pair");
+  }
+
+  /**
+   * A generation the server ended with finish_reason "abort" fails a streamed request
+   * (retryable), and the same answer to a plain request the same way.
+   */
+  @Test
+  void anAbortedGenerationFailsAPlainRequestAsItFailsAStream() {
+    OpenAiCompatibleEngine engine = OpenAiCompatibleEngine.builder()
+        .baseUrl("http://127.0.0.1:1").build();
+    InferenceRequest r = new InferenceRequest("q", new int[] {1, 2}, GenerationParams.DEFAULT);
+    String chunk = "{\"choices\":[{\"index\":0,\"text\":\"par\",\"token_ids\":[5],"
+        + "\"finish_reason\":\"abort\"}],\"usage\":{\"prompt_tokens\":2}}";
+    CompletionStream s = new CompletionStream(r, 1 << 20, (tokens, text) -> { });
+    assertThrows(EngineException.class, () -> s.feed(ByteBuffer.wrap(
+        ("data: " + chunk + "\n\n").getBytes(StandardCharsets.UTF_8))), "streamed");
+    assertThrows(EngineException.class,
+        () -> engine.parseAnswer(r, 200, chunk.getBytes(StandardCharsets.UTF_8)), "plain");
+  }
+}

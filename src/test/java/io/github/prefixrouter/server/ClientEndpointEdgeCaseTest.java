@@ -1,0 +1,160 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.fail;
+import static org.mockito.Mockito.when;
+
+import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.spi.EngineException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.net.SocketException;
+import java.net.SocketTimeoutException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Requests whose handling went wrong at the edges: a body parsed past the I/O deadline, a
+ * failure message JSON cannot carry, a tokenizer URL without a usable host, an engine URL
+ * ending in {@code /v1}.
+ */
+class ClientEndpointEdgeCaseTest {
+
+  private final StubNode stub = new StubNode();
+  private final HttpClient client =
+      HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+  private ClientEndpoint endpoint;
+
+  @AfterEach
+  void stop() {
+    if (endpoint != null) {
+      endpoint.stop();
+    }
+  }
+
+  private int start(Duration ioTimeout) throws Exception {
+    when(stub.node.stats()).thenReturn(StatsFixtures.nodeStats());
+    endpoint = new ClientEndpoint(stub.node, List::of, 64, ioTimeout, "base");
+    InetSocketAddress a = endpoint.start("127.0.0.1", 0);
+    return a.getPort();
+  }
+
+  /**
+   * A body that arrives in time but whose parse outlasts the I/O deadline: the deadline's
+   * interrupt lands outside any channel operation, so it closes nothing; the handler must close
+   * the connection itself rather than leave the client waiting for ever.
+   */
+  @Test
+  void aBodyWhoseParseOutlastsTheDeadlineIsAnsweredOrClosed() throws Exception {
+    int port = start(Duration.ofMillis(250));
+    StringBuilder sb = new StringBuilder("{\"prompt\":[");
+    while (sb.length() < (8 << 20) - 64) {
+      sb.append("99999999999999999999,"); // slow to read: parseLong fails, then parseDouble
+    }
+    sb.append("1]}");
+    byte[] body = sb.toString().getBytes(StandardCharsets.US_ASCII);
+    try (Socket s = new Socket("127.0.0.1", port)) {
+      s.setSoTimeout(15_000);
+      OutputStream out = s.getOutputStream();
+      out.write(("POST " + ClientEndpoint.COMPLETIONS + " HTTP/1.1\r\nHost: x\r\n"
+          + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n")
+          .getBytes(StandardCharsets.US_ASCII));
+      out.write(body);
+      out.flush();
+      InputStream in = s.getInputStream();
+      try {
+        in.read(); // a status line, or -1 / a reset: the connection was closed; both are fine
+      } catch (SocketTimeoutException hang) {
+        fail("no answer, and the connection still open, 15 s after the whole body was sent");
+      } catch (SocketException closed) {
+        // closed: fine
+      }
+    }
+  }
+
+  /**
+   * A failure whose message JSON cannot carry as it is (a lone surrogate, as an engine's error
+   * message cut in the middle of a pair has) keeps its status (502 here), not 500 "cannot be
+   * written as JSON".
+   */
+  @Test
+  void aFailureWhoseMessageEndsInHalfAPairKeepsItsStatus() throws Exception {
+    int port = start(Duration.ofSeconds(5));
+    String cut = "a".repeat(299) + "\uD83D"; // half of U+1F600
+    for (boolean stream : new boolean[] {true, false}) {
+      int before = stub.futures.size();
+      CompletableFuture<HttpResponse<String>> answer = client.sendAsync(
+          HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + ClientEndpoint.COMPLETIONS))
+              .POST(HttpRequest.BodyPublishers.ofString(
+                  "{\"id\":\"q\",\"prompt\":[1],\"stream\":" + stream + "}")).build(),
+          HttpResponse.BodyHandlers.ofString());
+      stub.awaitSubmitted(before + 1);
+      stub.futures.get(before).completeExceptionally(new RequestFailedException("q",
+          "the local engine failed: " + cut, new EngineException(cut, true)));
+      HttpResponse<String> r = answer.get(10, TimeUnit.SECONDS);
+      statuses.add(stream + ": " + r.statusCode() + " " + r.body());
+    }
+    assertEquals("[true: 502, false: 502]", statuses.stream()
+        .map(x -> x.substring(0, x.indexOf(' ', x.indexOf(' ') + 1))).toList().toString(),
+        String.valueOf(statuses));
+  }
+
+  private final java.util.List<String> statuses = new java.util.ArrayList<>();
+
+  /**
+   * A --tokenizer URL whose host java.net.URI cannot read (an underscore, as in a compose
+   * service name) is a bad flag, not a node that refuses every text request as the client's
+   * fault.
+   */
+  @Test
+  void aTokenizerUrlWithoutAHostIsABadFlag() {
+    String bad = "http://vllm_server:8000/tokenize";
+    assertThrows(IllegalArgumentException.class, () -> NodeOptions.parse(new String[] {
+        "--id", "a", "--listen", "127.0.0.1:0", "--insecure", "--tokenizer", bad}, Map.of()),
+        "a bad flag");
+  }
+
+  @Test
+  void aTokenizerItCannotSendToIsNotTheClientsFault() throws Exception {
+    String bad = "http://vllm_server:8000/tokenize";
+    EngineTokenizer t = new EngineTokenizer(URI.create(bad), null, Duration.ofSeconds(1),
+        Duration.ofSeconds(1), 1 << 20);
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> t.tokenize("m", "hello").get(5, TimeUnit.SECONDS));
+    PromptTokenizer.TokenizeException te = (PromptTokenizer.TokenizeException) e.getCause();
+    assertFalse(te.invalidRequest(), "the node's configuration, not the prompt, is at fault: "
+        + te.getMessage());
+  }
+
+  /** An engine URL ending in /v1 (fine for the engine and its tokenizer) finds the base model. */
+  @Test
+  void theBaseModelIsFoundBehindAnEngineUrlEndingInV1() throws Exception {
+    try (io.github.prefixrouter.engine.openai.FakeOpenAiServer server =
+        io.github.prefixrouter.engine.openai.FakeOpenAiServer.start(
+            io.github.prefixrouter.engine.openai.FakeOpenAiServer.ECHO)) {
+      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl()));
+      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl() + "/v1"));
+    }
+  }
+
+  static io.github.prefixrouter.InferenceResponse response(String id) {
+    return new io.github.prefixrouter.InferenceResponse(id,
+        new io.github.prefixrouter.spi.EngineResult(new int[] {7}, "", 1, 0, -1, -1), "solo",
+        false, 1, io.github.prefixrouter.FallbackCause.NONE, StubNode.LOCAL_DECISION);
+  }
+}
