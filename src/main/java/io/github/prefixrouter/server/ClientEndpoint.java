@@ -36,10 +36,11 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -112,8 +113,10 @@ import org.slf4j.LoggerFactory;
  * {@value #DEFAULT_MAX_UNFINISHED_PER_ADDRESS}) from one address may be unfinished (one beyond is
  * answered 503 at once), so clients that stall hold only their own threads and {@code /health},
  * {@code /v1/stats} and {@code /metrics} are answered at once, never behind other clients'
- * requests. Answers to completions are written by two writer threads. Reading a request and
- * writing an answer each have {@code ioTimeout}; a connection that takes longer is closed.
+ * requests. Answers to completions are written by writer threads, one per answer being written
+ * and at most {@code readerThreads}, so a client that does not read holds only its own. Reading
+ * a request and writing an answer each have {@code ioTimeout}; a connection that takes longer is
+ * closed.
  *
  * <p>A streamed request is cancelled ({@code cancel(true)} on the node's future) when a write
  * to its client fails: the client disconnected, or did not take what was written within
@@ -278,11 +281,17 @@ final class ClientEndpoint {
     startedEpochSeconds = epochSeconds.getAsLong();
     server = JdkHttpServers.create(new InetSocketAddress(host, port), 256);
     AtomicInteger n = new AtomicInteger();
-    executor = Executors.newFixedThreadPool(2, r -> {
-      Thread t = new Thread(r, "client-endpoint-writer-" + n.incrementAndGet());
-      t.setDaemon(true);
-      return t;
-    });
+    // one writer per answer being written, up to as many as requests are read at once: a
+    // client that does not read its answer holds only its own writer (for at most ioTimeout),
+    // never the others' answers; idle writers end after 30 s
+    ThreadPoolExecutor writers = new ThreadPoolExecutor(readerThreads, readerThreads, 30,
+        TimeUnit.SECONDS, new LinkedBlockingQueue<>(), r -> {
+          Thread t = new Thread(r, "client-endpoint-writer-" + n.incrementAndGet());
+          t.setDaemon(true);
+          return t;
+        });
+    writers.allowCoreThreadTimeOut(true);
+    executor = writers;
     AtomicInteger rn = new AtomicInteger();
     readers = new InboundReaders(readerThreads, maxUnfinishedPerAddress, r -> {
       Thread t = new Thread(r, "client-endpoint-reader-" + rn.incrementAndGet());

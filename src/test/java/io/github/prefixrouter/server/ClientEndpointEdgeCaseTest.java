@@ -152,6 +152,50 @@ class ClientEndpointEdgeCaseTest {
     }
   }
 
+  /**
+   * Clients that start streams and do not read them hold only their own writers: an answer
+   * ready for another client is written at once, not after the I/O limit (4 s here).
+   */
+  @Test
+  void clientsThatDoNotReadTheirStreamsDoNotDelayOtherAnswers() throws Exception {
+    int port = start(Duration.ofSeconds(4));
+    String big = "x".repeat(4 << 20);
+    java.util.List<Socket> stalled = new java.util.ArrayList<>();
+    try {
+      for (int i = 0; i < 3; i++) {
+        Socket s = new Socket("127.0.0.1", port);
+        s.setReceiveBufferSize(4096);
+        stalled.add(s);
+        byte[] body = ("{\"id\":\"s" + i + "\",\"prompt\":[1],\"stream\":true}")
+            .getBytes(StandardCharsets.US_ASCII);
+        s.getOutputStream().write(("POST " + ClientEndpoint.COMPLETIONS + " HTTP/1.1\r\nHost: x\r\n"
+            + "Content-Length: " + body.length + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+        s.getOutputStream().write(body);
+        s.getOutputStream().flush();
+        stub.awaitSubmitted(i + 1);
+        for (int k = 0; k < 8; k++) { // far more than the connection's buffers hold
+          stub.listeners.get(i).onOutput(new int[] {k}, big);
+        }
+      }
+      Thread.sleep(500); // their writers are now blocked on the unread streams
+      CompletableFuture<HttpResponse<String>> answer = client.sendAsync(
+          HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + ClientEndpoint.COMPLETIONS))
+              .POST(HttpRequest.BodyPublishers.ofString("{\"id\":\"w\",\"prompt\":[1]}")).build(),
+          HttpResponse.BodyHandlers.ofString());
+      stub.awaitSubmitted(4);
+      long t0 = System.nanoTime();
+      stub.futures.get(3).complete(response("w"));
+      answer.get(20, TimeUnit.SECONDS);
+      long ms = (System.nanoTime() - t0) / 1_000_000;
+      org.junit.jupiter.api.Assertions.assertTrue(ms < 2_000,
+          "an answer ready at once was written " + ms + " ms later, behind three stalled streams");
+    } finally {
+      for (Socket s : stalled) {
+        s.close();
+      }
+    }
+  }
+
   static io.github.prefixrouter.InferenceResponse response(String id) {
     return new io.github.prefixrouter.InferenceResponse(id,
         new io.github.prefixrouter.spi.EngineResult(new int[] {7}, "", 1, 0, -1, -1), "solo",
