@@ -800,13 +800,9 @@ public final class Json {
         throw new JsonException("number longer than " + MAX_NUMBER_CHARS + " characters", start);
       }
       String lit = s.substring(start, pos);
-      if (integral && lit.length() <= 20) {
-        try {
-          number = Long.parseLong(lit);
-          return true;
-        } catch (NumberFormatException overflow) {
-          // falls through to double
-        }
+      if (integral && fitsInLong(lit)) {
+        number = Long.parseLong(lit);
+        return true;
       }
       double d = Double.parseDouble(lit);
       if (Double.isInfinite(d)) {
@@ -814,6 +810,21 @@ public final class Json {
       }
       fraction = d;
       return false;
+    }
+
+    /**
+     * Whether the integer literal {@code lit} (JSON: an optional minus, no leading zero) is a
+     * {@code long}, decided without the exception {@code parseLong} would throw: a body of
+     * 20-digit numbers must not cost an exception per number.
+     */
+    static boolean fitsInLong(String lit) {
+      boolean negative = lit.charAt(0) == '-';
+      int digits = lit.length() - (negative ? 1 : 0);
+      if (digits != 19) {
+        return digits < 19;
+      }
+      String limit = negative ? "9223372036854775808" : "9223372036854775807";
+      return lit.substring(negative ? 1 : 0).compareTo(limit) <= 0;
     }
 
     void skipDigits() {

@@ -33,6 +33,24 @@ class JsonTest {
   void integersBeyondLongBecomeDoubles() {
     assertEquals(9223372036854775807L, Json.parse("9223372036854775807"));
     assertEquals(9.223372036854775808E18, Json.parse("9223372036854775808"));
+    assertEquals(Long.MIN_VALUE, Json.parse("-9223372036854775808"));
+    assertEquals(-9.223372036854775809E18, Json.parse("-9223372036854775809"));
+    assertEquals(-1_000_000_000_000_000_000L, Json.parse("-1000000000000000000"));
+    assertEquals(1_000_000_000_000_000_000L, Json.parse("1000000000000000000"));
+    assertEquals(0L, Json.parse("-0"));
+    assertEquals(1.0E19, Json.parse("10000000000000000000"));
+    assertEquals(-9.999999999999999999E19, Json.parse("-99999999999999999999"));
+    java.util.SplittableRandom random = new java.util.SplittableRandom(7);
+    for (int i = 0; i < 10_000; i++) {
+      long x = random.nextLong() >> random.nextInt(64);
+      assertEquals(x, Json.parse(Long.toString(x)));
+      java.math.BigInteger past = java.math.BigInteger.valueOf(x).signum() < 0
+          ? java.math.BigInteger.valueOf(Long.MIN_VALUE).subtract(java.math.BigInteger.valueOf(-x))
+          : java.math.BigInteger.valueOf(Long.MAX_VALUE).add(java.math.BigInteger.valueOf(x));
+      if (x != 0) {
+        assertEquals(past.doubleValue(), Json.parse(past.toString()), past.toString());
+      }
+    }
   }
 
   @ParameterizedTest
