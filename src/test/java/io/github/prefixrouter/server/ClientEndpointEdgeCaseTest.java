@@ -29,9 +29,9 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * Requests whose handling went wrong at the edges: a body parsed past the I/O deadline, a
- * failure message JSON cannot carry, a tokenizer URL without a usable host, an engine URL
- * ending in {@code /v1}.
+ * The client endpoint at its edges: a body parsed past the I/O deadline, a
+ * failure message JSON cannot carry, a tokenizer URL without a usable host, clients that do
+ * not read their answers.
  */
 class ClientEndpointEdgeCaseTest {
 
@@ -139,17 +139,6 @@ class ClientEndpointEdgeCaseTest {
     PromptTokenizer.TokenizeException te = (PromptTokenizer.TokenizeException) e.getCause();
     assertFalse(te.invalidRequest(), "the node's configuration, not the prompt, is at fault: "
         + te.getMessage());
-  }
-
-  /** An engine URL ending in /v1 (fine for the engine and its tokenizer) finds the base model. */
-  @Test
-  void theBaseModelIsFoundBehindAnEngineUrlEndingInV1() throws Exception {
-    try (io.github.prefixrouter.engine.openai.FakeOpenAiServer server =
-        io.github.prefixrouter.engine.openai.FakeOpenAiServer.start(
-            io.github.prefixrouter.engine.openai.FakeOpenAiServer.ECHO)) {
-      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl()));
-      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl() + "/v1"));
-    }
   }
 
   /**

@@ -203,6 +203,8 @@ class NodeMainTest {
             io.github.prefixrouter.engine.openai.FakeOpenAiServer.ECHO)) {
       assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl()));
       assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl() + "/"));
+      // as the engine adapter and the tokenizer take it: with /v1
+      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl() + "/v1"));
       try (NodeMain.Running r = NodeMain.start(parse("--id", "a", "--listen", "127.0.0.1:0",
           "--engine", server.baseUrl()))) {
         assertEquals("fake-base", r.endpoint.baseModel());
