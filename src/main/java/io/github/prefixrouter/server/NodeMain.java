@@ -353,15 +353,16 @@ public final class NodeMain {
   static String discoverBaseModel(String baseUrl) {
     // the base URL as the engine adapter and the tokenizer take it: with or without /v1
     String uri = EngineTokenizer.tokenizeUri(baseUrl).resolve("v1/models").toString();
+    java.util.concurrent.CompletableFuture<java.net.http.HttpResponse<byte[]>> call = null;
     try {
       java.net.http.HttpClient c = java.net.http.HttpClient.newBuilder()
           .connectTimeout(java.time.Duration.ofSeconds(5)).build();
       // at most 1 MiB, and the whole answer within 10 s: the request's timeout covers only its
       // headers, and a server stalling the body would otherwise hold the start for ever
-      java.net.http.HttpResponse<byte[]> r = c.sendAsync(java.net.http.HttpRequest.newBuilder(
+      call = c.sendAsync(java.net.http.HttpRequest.newBuilder(
               java.net.URI.create(uri)).timeout(java.time.Duration.ofSeconds(5)).GET().build(),
-          info -> io.github.prefixrouter.internal.wire.CappedBody.orNull(info, 1 << 20))
-          .get(10, java.util.concurrent.TimeUnit.SECONDS);
+          info -> io.github.prefixrouter.internal.wire.CappedBody.orNull(info, 1 << 20));
+      java.net.http.HttpResponse<byte[]> r = call.get(10, java.util.concurrent.TimeUnit.SECONDS);
       if (r.statusCode() == 200 && r.body() == null) {
         log.warn("{} answered more than 1 MiB: pass --model NAME (the base model), or a "
             + "client's \"model\" naming it is taken for a LoRA adapter", uri);
@@ -397,8 +398,14 @@ public final class NodeMain {
           + "base model is taken for a LoRA adapter", uri,
           e instanceof java.util.concurrent.ExecutionException && e.getCause() != null
               ? e.getCause().toString() : e.toString());
+      if (call != null) {
+        call.cancel(true); // a body still stalling: its connection is closed
+      }
       return null;
     } catch (InterruptedException e) {
+      if (call != null) {
+        call.cancel(true);
+      }
       Thread.currentThread().interrupt();
       return null;
     }

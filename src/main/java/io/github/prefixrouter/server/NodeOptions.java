@@ -337,8 +337,9 @@ public final class NodeOptions {
       if (tokenizerUri.getHost() == null || tokenizerUri.getPort() == 0) {
         // java.net.URI reads no host with an underscore (a compose service name, say), and
         // the HTTP client sends nothing to a URL without one
-        throw new IllegalArgumentException("--tokenizer has no host an HTTP client can use "
-            + "(letters, digits, hyphens and dots, or an IP address) or port 0, was " + tok);
+        throw new IllegalArgumentException("--tokenizer needs a host an HTTP client can use "
+            + "(letters, digits, hyphens and dots, or an IP address) and a port other than 0, "
+            + "was " + tok);
       }
     } else {
       throw new IllegalArgumentException(
