@@ -490,7 +490,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
   /**
    * Whether {@code group}'s removals apply only to the copies its own stores added: its kind is
    * unknown (not reported, or no kind this receiver knows), or it was when the group's copies
-   * began to be tracked (until the mirror is next cleared).
+   * began to be tracked (until the mirror is next cleared; a group whose last tracked copy went
+   * while its kind was still unknown starts afresh).
    */
   private boolean isTracked(long group) {
     String kind = groupKinds.get(group);
