@@ -494,7 +494,7 @@ final class ClientEndpoint {
       readers.release(remote);
     }
     if (!inTime(ex)) {
-      return; // the body came too late: the connection is being closed
+      return; // the body came, or was read, too late: inTime closed the connection
     }
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
@@ -591,7 +591,7 @@ final class ClientEndpoint {
       readers.release(remote);
     }
     if (!inTime(ex)) {
-      return; // the body came too late: the connection is being closed
+      return; // the body came, or was read, too late: inTime closed the connection
     }
     if (req.needsTokenizer() && tokenizer == null) {
       openAiError(ex, NO_TOKENIZER_STATUS, NO_TOKENIZER_MESSAGE, req.promptParam(),
