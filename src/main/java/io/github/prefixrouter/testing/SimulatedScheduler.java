@@ -111,7 +111,8 @@ public final class SimulatedScheduler implements Clock, Scheduler {
 
   /**
    * Runs every task due within the next {@code nanos} nanoseconds, then advances the clock by
-   * {@code nanos}.
+   * {@code nanos}; past {@code Long.MAX_VALUE} the clock stops there, as {@link #schedule}'s due
+   * times do.
    *
    * @param nanos how far to advance, {@code >= 0}
    * @throws IllegalArgumentException if {@code nanos} is negative
@@ -120,7 +121,8 @@ public final class SimulatedScheduler implements Clock, Scheduler {
     if (nanos < 0) {
       throw new IllegalArgumentException("nanos must be >= 0, was " + nanos);
     }
-    advanceTo(now + nanos);
+    long to = now + nanos;
+    advanceTo(to < now ? Long.MAX_VALUE : to); // saturates, as schedule does
   }
 
   /**

@@ -69,4 +69,14 @@ class SimulatedSchedulerTest {
     assertThrows(IllegalArgumentException.class, () -> s.schedule(-1, () -> {}));
     assertThrows(IllegalArgumentException.class, () -> s.advanceTo(99));
   }
+
+  @Test
+  void advanceBySaturatesAsScheduleDoes() {
+    SimulatedScheduler sim = new SimulatedScheduler(Long.MAX_VALUE - 10);
+    int[] ran = {0};
+    sim.schedule(100, () -> ran[0]++); // due past the end of time: at Long.MAX_VALUE
+    sim.advanceBy(100);
+    assertEquals(1, ran[0]);
+    assertEquals(Long.MAX_VALUE, sim.nanoTime());
+  }
 }

@@ -1421,6 +1421,7 @@ public final class ConcurrentPrefixTree {
    */
   private void evictOverflow() {
     if (size <= mirrorLimit) {
+      sweepAliases();
       return;
     }
     overflows++;
@@ -1439,7 +1440,17 @@ public final class ConcurrentPrefixTree {
         pruneEngine(p);
       }
     }
-    if (aliases.size() > aliasSweepAt) { // forget the aliases of blocks that went
+    sweepAliases();
+  }
+
+  /**
+   * Forgets the aliases of blocks that went (and their copy counts) once there are twice as
+   * many aliases as after the last sweep: run after every store and removal, so aliases cannot
+   * pile up whether or not the mirror reaches its limit (an engine that removes a block under
+   * its first hash and never under its alias), at a cost linear in the aliases per doubling.
+   */
+  private void sweepAliases() {
+    if (aliases.size() > aliasSweepAt) {
       aliases.values().removeIf(primary -> !engineIndex.containsKey(primary));
       extraCopies.keySet().removeIf(h -> !engineIndex.containsKey(h) && !aliases.containsKey(h));
       aliasSweepAt = Math.max(64, 2 * aliases.size());
@@ -1557,6 +1568,7 @@ public final class ConcurrentPrefixTree {
         trimLeaf(n, keepEnd - n.start());
       }
     }
+    sweepAliases();
   }
 
   /**
@@ -1585,14 +1597,39 @@ public final class ConcurrentPrefixTree {
     return out;
   }
 
-  private void removeSubtree(Node n) {
-    for (Node c : n.kids.clone()) {
-      if (c != null) {
-        removeSubtree(c);
+  /**
+   * Detaches {@code top} and everything below it, children before their parent (post-order), on
+   * an explicit stack: an engine can build a path of one node per block, far deeper than the
+   * thread's stack would allow a recursion.
+   */
+  private void removeSubtree(Node top) {
+    ArrayDeque<RemovalFrame> stack = new ArrayDeque<>();
+    stack.push(new RemovalFrame(top));
+    while (!stack.isEmpty()) {
+      RemovalFrame f = stack.peek();
+      if (f.next < f.kids.length) {
+        Node c = f.kids[f.next++];
+        if (c != null) {
+          stack.push(new RemovalFrame(c));
+        }
+      } else {
+        stack.pop();
+        detach(f.node);
+        f.node.parent = null;
       }
     }
-    detach(n);
-    n.parent = null;
+  }
+
+  /** A node of {@link #removeSubtree} and the children it has yet to visit. */
+  private static final class RemovalFrame {
+    final Node node;
+    final Node[] kids;
+    int next;
+
+    RemovalFrame(Node node) {
+      this.node = node;
+      this.kids = node.kids.clone();
+    }
   }
 
   /** After p lost a child: drop a trailing partial block from a new leaf, merge a single child. */

@@ -1,0 +1,55 @@
+package io.github.prefixrouter.internal.tree;
+
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.spi.CacheEventListener;
+import org.junit.jupiter.api.Test;
+
+/** Engine events that build extreme shapes: a path of one node per block, aliases never removed. */
+class EngineEventRobustnessTest {
+
+  /** A removal of the first block of a deep, branching chain must not throw out of the listener. */
+  @Test
+  void removingTheRootOfADeepTreeDoesNotThrow() {
+    int depth = 40_000;
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder()
+        .mode(ConcurrentPrefixTree.Mode.ENGINE_DRIVEN).blockSize(1).build();
+    CacheEventListener engine = t.engineEvents();
+    long[] chain = new long[depth];
+    for (int i = 0; i < depth; i++) {
+      chain[i] = 1 + i;
+    }
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, chain, new int[depth]); // tokens all 0
+    // a side block (token 1) after every block of the chain: one node per level
+    for (int i = 0; i < depth - 1; i++) {
+      engine.onBlocksStored(chain[i], new long[] {1_000_000L + i}, new int[] {1});
+    }
+    assertEquals(2L * depth - 1, t.sizeTokens());
+    assertDoesNotThrow(() -> engine.onBlocksRemoved(new long[] {chain[0]}));
+    assertEquals(0, t.sizeTokens());
+    t.checkInvariants();
+  }
+
+  /**
+   * An engine that removes a block under its first hash but never under the second leaves an
+   * alias of a block that has gone: the tree is empty, yet the aliases must not pile up.
+   */
+  @Test
+  void aliasesOfRemovedBlocksDoNotPileUpBelowTheLimit() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder()
+        .mode(ConcurrentPrefixTree.Mode.ENGINE_DRIVEN).blockSize(2).mirrorLimitTokens(64).build();
+    CacheEventListener engine = t.engineEvents();
+    for (int i = 0; i < 100_000; i++) {
+      long first = 1 + 2L * i;
+      long second = 2 + 2L * i;
+      engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {first}, new int[] {5, 5});
+      engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {second}, new int[] {5, 5});
+      engine.onBlocksRemoved(new long[] {first}); // the block goes; the alias stays
+    }
+    t.checkInvariants();
+    assertEquals(0, t.sizeTokens());
+    assertTrue(t.aliasCountForTest() <= 2 * 64, "aliases kept: " + t.aliasCountForTest());
+  }
+}
