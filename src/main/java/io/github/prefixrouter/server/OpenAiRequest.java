@@ -357,7 +357,8 @@ final class OpenAiRequest {
       for (Map.Entry<?, ?> e : o.entrySet()) {
         if (!"include_usage".equals(e.getKey())) {
           throw new Invalid("stream_options", "unsupported_parameter", "stream_options."
-              + shortened(String.valueOf(e.getKey())) + " is not supported by this node; only include_usage is");
+              + shortened(String.valueOf(e.getKey()))
+              + " is not supported by this node; only include_usage is");
         }
         if (e.getValue() instanceof Boolean b) {
           includeUsage = b;
@@ -486,8 +487,8 @@ final class OpenAiRequest {
       for (Object key : msg.keySet()) {
         if (!MESSAGE_KEYS.contains(key)) {
           throw new Invalid("messages", "unsupported_parameter", at + "."
-              + shortened(String.valueOf(key)) + " is not supported by this node (a message has " + new TreeSet<>(MESSAGE_KEYS)
-              + ")");
+              + shortened(String.valueOf(key)) + " is not supported by this node (a message has "
+              + new TreeSet<>(MESSAGE_KEYS) + ")");
         }
       }
       if (!(msg.get("role") instanceof String role) || role.isEmpty()) {

@@ -59,11 +59,7 @@ public final class SimulatedScheduler implements Clock, Scheduler {
     if (task == null) {
       throw new NullPointerException("task");
     }
-    long due = now + delayNanos;
-    if (due < now) {
-      due = Long.MAX_VALUE; // saturate instead of overflowing
-    }
-    Task t = new Task(this, due, sequence++, task);
+    Task t = new Task(this, after(delayNanos), sequence++, task);
     queue.add(t);
     return t;
   }
@@ -121,8 +117,13 @@ public final class SimulatedScheduler implements Clock, Scheduler {
     if (nanos < 0) {
       throw new IllegalArgumentException("nanos must be >= 0, was " + nanos);
     }
-    long to = now + nanos;
-    advanceTo(to < now ? Long.MAX_VALUE : to); // saturates, as schedule does
+    advanceTo(after(nanos));
+  }
+
+  /** The time {@code nanos} (at least 0) from now, saturated at {@code Long.MAX_VALUE}. */
+  private long after(long nanos) {
+    long t = now + nanos;
+    return t < now ? Long.MAX_VALUE : t;
   }
 
   /**

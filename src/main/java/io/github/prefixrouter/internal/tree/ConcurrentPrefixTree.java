@@ -1408,6 +1408,7 @@ public final class ConcurrentPrefixTree {
     }
     normalizeUpward(end);
     evictOverflow();
+    sweepAliases();
   }
 
   /**
@@ -1421,7 +1422,6 @@ public final class ConcurrentPrefixTree {
    */
   private void evictOverflow() {
     if (size <= mirrorLimit) {
-      sweepAliases();
       return;
     }
     overflows++;
@@ -1440,7 +1440,6 @@ public final class ConcurrentPrefixTree {
         pruneEngine(p);
       }
     }
-    sweepAliases();
   }
 
   /**
