@@ -21,7 +21,9 @@ import java.util.Set;
 /**
  * The settings of one {@link NodeMain} process, from command-line flags and an optional
  * properties file (flags win). Every key is accepted both as {@code --key value} /
- * {@code --key=value} and as {@code key=value} in the file; see {@link #USAGE}.
+ * {@code --key=value} and as {@code key=value} in the file; see {@link #USAGE}. The flags
+ * without a value ({@code --insecure}, {@code --help}) take {@code true} or {@code false} (in
+ * any case) after {@code =} or in the file, and nothing else.
  */
 public final class NodeOptions {
 
@@ -31,7 +33,8 @@ public final class NodeOptions {
           "\n",
           "Usage: NodeMain [--config FILE] --id ID --listen HOST:PORT [--client HOST:PORT] [options]",
           "",
-          "  --config FILE            properties file with any of the keys below (flags win)",
+          "  --config FILE            properties file with any of the keys below (flags win);",
+          "                           insecure and help there take true or false",
           "  --id ID                  this node's id (required)",
           "  --listen HOST:PORT       peer-to-peer address (required; port 0 picks one)",
           "  --advertise HOST:PORT    address peers should use, if different from --listen;",
@@ -604,10 +607,27 @@ public final class NodeOptions {
       }
     }
     all.putAll(flags);
-    if ("false".equals(all.get("insecure"))) {
-      all.remove("insecure");
+    for (String key : FLAGS_WITHOUT_VALUE) {
+      if (all.containsKey(key) && !onOff(key, all.get(key))) {
+        all.remove(key);
+      }
     }
     return new NodeOptions(all, env);
+  }
+
+  /**
+   * The value of a flag without a value given as {@code key=value} (in the file, or as
+   * {@code --key=value}): {@code true} or {@code false} in any case. Anything else is refused
+   * rather than taken for either: {@code insecure=no} turned authentication off.
+   */
+  private static boolean onOff(String key, String value) {
+    if (value.equalsIgnoreCase("true")) {
+      return true;
+    }
+    if (value.equalsIgnoreCase("false")) {
+      return false;
+    }
+    throw new IllegalArgumentException("--" + key + " must be true or false, was '" + value + "'");
   }
 
   private static void checkKey(String key, String what) {

@@ -398,6 +398,37 @@ class NodeMainTest {
     }
   }
 
+  @Test
+  void theFlagsWithoutAValueTakeOnlyTrueOrFalseInTheConfigFile() throws Exception {
+    // any value but exactly "false" turned insecure mode on: insecure=no, 0, False or an empty
+    // value switched message authentication off
+    for (String bad : List.of("no", "0", "", "off", "yes", "1", "falsee")) {
+      assertMessage("--insecure must be true or false, was '" + bad + "'", () -> parse("--config",
+          writeConfig("id=n1\nlisten=h:1\ninsecure=" + bad + "\n").toString()));
+      assertMessage("--help must be true or false, was '" + bad + "'", () -> parse("--config",
+          writeConfig("id=n1\nlisten=h:1\nhelp=" + bad + "\n").toString()));
+      assertMessage("--insecure must be true or false, was '" + bad + "'",
+          () -> parse("--id", "a", "--listen", "h:1", "--insecure=" + bad));
+    }
+    for (String off : List.of("false", "False", "FALSE")) {
+      NodeOptions o = parse("--config", writeConfig("id=n1\nlisten=h:1\ninsecure=" + off
+          + "\nhelp=" + off + "\n").toString());
+      assertFalse(o.help, off);
+      assertEquals(32, o.clusterKeys.get(0).length, "insecure=" + off + " keeps the cluster key");
+    }
+    for (String on : List.of("true", "True", "TRUE")) {
+      assertNull(parse("--config", writeConfig("id=n1\nlisten=h:1\ninsecure=" + on + "\n")
+          .toString()).clusterKeys, "insecure=" + on);
+      assertTrue(parse("--config", writeConfig("help=" + on + "\n").toString()).help, on);
+    }
+    Path insecure = writeConfig("id=n1\nlisten=h:1\ninsecure=true\n");
+    assertNull(parse("--config", insecure.toString()).clusterKeys);
+    assertEquals(32, parse("--config", insecure.toString(), "--insecure=false").clusterKeys.get(0)
+        .length, "the flag wins over the file");
+    assertNull(parse("--id", "a", "--listen", "h:1", "--insecure").clusterKeys);
+    assertTrue(parse("--help").help);
+  }
+
   private Path writeConfig(String text) throws IOException {
     Path p = Files.createTempFile(dir, "node", ".properties");
     Files.writeString(p, text);
