@@ -14,6 +14,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.BooleanSupplier;
 import java.util.random.RandomGenerator;
 
 /**
@@ -301,7 +302,8 @@ public final class InMemoryNetwork {
   }
 
   /**
-   * Messages delivered to a handler or a pending request.
+   * Messages delivered to a handler or a pending request. A message is counted when it has been
+   * handed over (after the handler's call returns).
    *
    * @return the count since construction
    */
@@ -310,7 +312,9 @@ public final class InMemoryNetwork {
   }
 
   /**
-   * Messages lost, cut by a partition or crash, or addressed to nobody.
+   * Messages lost, cut by a partition or crash, or addressed to nobody: arriving where no open,
+   * started transport of the addressed node is (a request so refused counts here too; the
+   * refusal that travels back is a message of its own).
    *
    * @return the count since construction
    */
@@ -331,9 +335,11 @@ public final class InMemoryNetwork {
 
   /**
    * Schedules {@code delivery} over the link, applying faults. Returns false if the message was
-   * dropped at once (lost, partitioned, crashed endpoint).
+   * dropped at once (lost, partitioned, crashed endpoint). The delivery answers whether anybody
+   * took the message; one nobody took counts as dropped.
    */
-  private synchronized boolean transmit(String from, String to, int size, Runnable delivery) {
+  private synchronized boolean transmit(String from, String to, int size,
+      BooleanSupplier delivery) {
     sent++;
     bytes += size;
     if (crashed.contains(from) || crashed.contains(to) || cut.contains(from + "->" + to)) {
@@ -356,17 +362,19 @@ public final class InMemoryNetwork {
         d += random.nextLong(l.delay().toNanos() + j + 1);
       }
       scheduler.schedule(d, () -> {
-        boolean ok;
         synchronized (InMemoryNetwork.this) {
-          ok = !crashed.contains(to) && !cut.contains(from + "->" + to);
-          if (ok) {
+          if (crashed.contains(to) || cut.contains(from + "->" + to)) {
+            dropped++;
+            return;
+          }
+        }
+        boolean taken = delivery.getAsBoolean();
+        synchronized (InMemoryNetwork.this) {
+          if (taken) {
             delivered++;
           } else {
             dropped++;
           }
-        }
-        if (ok) {
-          delivery.run();
         }
       });
     }
@@ -421,9 +429,7 @@ public final class InMemoryNetwork {
       byte[] copy = payload.clone();
       transmit(address.nodeId(), to.nodeId(), copy.length, () -> {
         MemoryTransport dest = lookup(to);
-        if (dest != null) {
-          dest.deliverMessage(address, copy);
-        }
+        return dest != null && dest.deliverMessage(address, copy);
       });
     }
 
@@ -461,9 +467,12 @@ public final class InMemoryNetwork {
         MemoryTransport dest = lookup(to);
         if (dest == null || dest.closed || dest.handler == null) {
           // connection refused: the refusal travels back over the reverse link
-          transmit(to.nodeId(), from, 0, () -> fail(id, new TransportException(
-              TransportException.Kind.UNREACHABLE, "nobody listens at " + to)));
-          return;
+          transmit(to.nodeId(), from, 0, () -> {
+            fail(id, new TransportException(
+                TransportException.Kind.UNREACHABLE, "nobody listens at " + to));
+            return true;
+          });
+          return false;
         }
         CompletableFuture<byte[]> answer;
         try {
@@ -493,22 +502,26 @@ public final class InMemoryNetwork {
             } else {
               succeed(id, back);
             }
+            return true;
           });
         });
+        return true;
       });
       return f;
     }
 
-    private void deliverMessage(PeerAddress from, byte[] payload) {
+    /** Hands a message to the handler; false if this transport is closed or not started. */
+    private boolean deliverMessage(PeerAddress from, byte[] payload) {
       InboundHandler h = handler;
       if (closed || h == null) {
-        return;
+        return false;
       }
       try {
         h.onMessage(from, payload);
       } catch (RuntimeException e) {
         // a handler must not throw; the network drops the message like a real one would
       }
+      return true;
     }
 
     private void succeed(long id, byte[] value) {

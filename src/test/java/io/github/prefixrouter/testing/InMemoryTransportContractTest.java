@@ -1,9 +1,20 @@
 package io.github.prefixrouter.testing;
 
-import java.time.Duration;
-import org.junit.jupiter.api.Nested;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** The in-memory transport keeps the transport contract, on a perfect and on a delayed network. */
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Nested;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The in-memory transport keeps the transport contract, on a perfect and on a delayed network;
+ * and the network keeps its own model.
+ */
 class InMemoryTransportContractTest {
 
   @Nested
@@ -20,5 +31,49 @@ class InMemoryTransportContractTest {
       net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(20))
           .withJitter(Duration.ofMillis(10)).withReorder(0.3));
     }
+  }
+
+  private final SimulatedScheduler sim = new SimulatedScheduler();
+  private final InMemoryNetwork net = new InMemoryNetwork(sim, 3);
+
+  private Transport started(String nodeId) {
+    Transport t = net.transport(nodeId);
+    t.start((from, payload) -> CompletableFuture.completedFuture(payload));
+    return t;
+  }
+
+  /** Sent, delivered and dropped messages so far. */
+  private List<Long> counts() {
+    return List.of(net.messagesSent(), net.messagesDelivered(), net.messagesDropped());
+  }
+
+  @Test
+  void aMessageThatFindsNobodyAtItsAddressIsDroppedNotDelivered() {
+    // a message to an address nobody registered was counted as delivered
+    Transport a = started("a");
+    a.send(InMemoryNetwork.addressOf("ghost"), new byte[] {1});
+    sim.runUntilIdle(1000);
+    assertEquals(List.of(1L, 0L, 1L), counts(), "to an address nobody registered");
+    Transport b = net.transport("b");
+    a.send(b.localAddress(), new byte[] {2});
+    sim.runUntilIdle(1000);
+    assertEquals(List.of(2L, 0L, 2L), counts(), "to a transport not started");
+    b.start((from, payload) -> CompletableFuture.completedFuture(payload));
+    a.send(b.localAddress(), new byte[] {3});
+    sim.runUntilIdle(1000);
+    assertEquals(List.of(3L, 1L, 2L), counts(), "to a started transport");
+    a.send(new PeerAddress("c", b.localAddress().address()), new byte[] {4});
+    sim.runUntilIdle(1000);
+    assertEquals(List.of(4L, 1L, 3L), counts(), "to another node's address");
+    b.close();
+    a.send(b.localAddress(), new byte[] {5});
+    sim.runUntilIdle(1000);
+    assertEquals(List.of(5L, 1L, 4L), counts(), "to a closed transport");
+    // a request to nobody: the request is dropped, its refusal delivered to the requester
+    CompletableFuture<byte[]> f =
+        a.request(InMemoryNetwork.addressOf("ghost"), new byte[] {6}, Duration.ofSeconds(1));
+    sim.runUntilIdle(1000);
+    assertTrue(f.isCompletedExceptionally());
+    assertEquals(List.of(7L, 2L, 5L), counts(), "a refused request");
   }
 }
