@@ -49,7 +49,10 @@ import java.util.random.RandomGenerator;
 public final class InMemoryNetwork {
 
   /**
-   * Settings of a directed link.
+   * Settings of a directed link. Delay and jitter together must be less than a long of
+   * nanoseconds (about 292 years), so that every link the constructor accepts can carry
+   * messages; a message whose extra delay from reordering takes it further is scheduled
+   * {@link Long#MAX_VALUE} nanoseconds ahead.
    *
    * @param delay one-way base delay
    * @param jitter extra uniform delay in {@code [0, jitter)}
@@ -59,6 +62,9 @@ public final class InMemoryNetwork {
    */
   public record Link(Duration delay, Duration jitter, double loss, double duplicate,
       double reorder) {
+
+    /** The bound delay plus jitter stays under: a long of nanoseconds. */
+    private static final Duration MAX_DELAY = Duration.ofNanos(Long.MAX_VALUE);
 
     /** No delay, no faults. */
     public static final Link PERFECT = new Link(Duration.ZERO, Duration.ZERO, 0, 0, 0);
@@ -72,14 +78,19 @@ public final class InMemoryNetwork {
      * @param duplicate duplication probability
      * @param reorder reordering probability
      * @throws NullPointerException if a duration is null
-     * @throws IllegalArgumentException if a duration is negative or a probability is outside
-     *     [0, 1]
+     * @throws IllegalArgumentException if a duration is negative, if delay plus jitter is not
+     *     less than a long of nanoseconds, or if a probability is outside [0, 1]
      */
     public Link {
       Objects.requireNonNull(delay, "delay");
       Objects.requireNonNull(jitter, "jitter");
       if (delay.isNegative() || jitter.isNegative()) {
         throw new IllegalArgumentException("delay and jitter must be >= 0");
+      }
+      if (delay.compareTo(MAX_DELAY) >= 0 || jitter.compareTo(MAX_DELAY) >= 0
+          || delay.plus(jitter).compareTo(MAX_DELAY) >= 0) {
+        throw new IllegalArgumentException("delay plus jitter must be less than "
+            + Long.MAX_VALUE + " ns (about 292 years), was delay " + delay + ", jitter " + jitter);
       }
       checkProbability("loss", loss);
       checkProbability("duplicate", duplicate);
@@ -359,7 +370,9 @@ public final class InMemoryNetwork {
         d += random.nextLong(j);
       }
       if (l.reorder() > 0 && random.nextDouble() < l.reorder()) {
-        d += random.nextLong(l.delay().toNanos() + j + 1);
+        // delay + jitter + 1 fits (Link's bound); the sum past the end of time saturates
+        long extra = random.nextLong(l.delay().toNanos() + j + 1);
+        d = extra > Long.MAX_VALUE - d ? Long.MAX_VALUE : d + extra;
       }
       scheduler.schedule(d, () -> {
         synchronized (InMemoryNetwork.this) {

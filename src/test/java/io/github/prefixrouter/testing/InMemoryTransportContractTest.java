@@ -1,6 +1,7 @@
 package io.github.prefixrouter.testing;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.spi.PeerAddress;
@@ -8,6 +9,7 @@ import io.github.prefixrouter.spi.Transport;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 
@@ -75,5 +77,50 @@ class InMemoryTransportContractTest {
     sim.runUntilIdle(1000);
     assertTrue(f.isCompletedExceptionally());
     assertEquals(List.of(7L, 2L, 5L), counts(), "a refused request");
+  }
+
+  @Test
+  void aLinkDelayBeyondALongOfNanosecondsIsRefusedWhenTheLinkIsMade() {
+    // such a link was accepted, and the first message sent over it threw ArithmeticException
+    Duration years300 = Duration.ofDays(300 * 365);
+    for (Supplier<InMemoryNetwork.Link> make : List.<Supplier<InMemoryNetwork.Link>>of(
+        () -> InMemoryNetwork.Link.delay(years300),
+        () -> InMemoryNetwork.Link.delay(Duration.ofSeconds(Long.MAX_VALUE)),
+        () -> InMemoryNetwork.Link.delay(Duration.ofNanos(Long.MAX_VALUE)),
+        () -> InMemoryNetwork.Link.PERFECT.withJitter(years300),
+        () -> InMemoryNetwork.Link.delay(Duration.ofDays(200 * 365))
+            .withJitter(Duration.ofDays(100 * 365)))) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class, make::get);
+      assertTrue(e.getMessage().startsWith("delay plus jitter must be less than "
+          + Long.MAX_VALUE + " ns"), e.getMessage());
+    }
+  }
+
+  @Test
+  void theLongestLinkCarriesMessagesEvenWhenReorderingDelaysThemFurther() {
+    // the longest link with every message reordered: the extra delay took the sum past a long
+    // of nanoseconds, and sending threw
+    InMemoryNetwork.Link longest = new InMemoryNetwork.Link(
+        Duration.ofNanos(Long.MAX_VALUE - 2), Duration.ofNanos(1), 0, 0, 1);
+    net.setLink("a", "b", longest);
+    Transport a = started("a");
+    int[] got = new int[1];
+    net.transport("b").start(new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        got[0]++;
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        return CompletableFuture.completedFuture(payload);
+      }
+    });
+    for (int i = 0; i < 20; i++) {
+      a.send(InMemoryNetwork.addressOf("b"), new byte[] {1});
+    }
+    sim.runUntilIdle(1000);
+    assertEquals(20, got[0]);
+    assertTrue(sim.nanoTime() >= Long.MAX_VALUE - 2, "not before the link's delay");
   }
 }
