@@ -32,11 +32,13 @@ import java.util.random.RandomGenerator;
  *       overtaken; with probability {@code duplicate} a second copy is delivered independently.
  *       Payloads are copied on send.
  *   <li>A partition between two nodes (one-way or both ways) drops everything on the link.
- *   <li>A request to an address nobody registered, or whose transport is closed, fails with
- *       {@code UNREACHABLE} after one link delay (like a refused connection). A request to a
- *       {@link #crash crashed} node, or lost on the way, simply gets no answer: the requester
- *       sees {@code TIMEOUT}. A duplicated request runs the handler twice; the requester keeps
- *       the first answer.
+ *   <li>A request to an address nobody registered, or whose transport is closed or not
+ *       started, fails with {@code UNREACHABLE} after a round trip, like a refused connection:
+ *       the request crosses the link there, and the refusal comes back over the reverse link,
+ *       each with its link's delay and faults (a refusal lost on the way back is a
+ *       {@code TIMEOUT}). A request to a {@link #crash crashed} node, or lost on the way, simply
+ *       gets no answer: the requester sees {@code TIMEOUT}. A duplicated request runs the
+ *       handler twice; the requester keeps the first answer.
  *   <li>A handler's exceptional answer reaches the requester as that {@link TransportException}
  *       if it is one, else as {@code PROTOCOL}; so does a null answer. A request whose timeout
  *       is not positive fails at once with {@code TIMEOUT}; one longer than a long of

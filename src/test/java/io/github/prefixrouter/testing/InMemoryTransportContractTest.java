@@ -1,11 +1,15 @@
 package io.github.prefixrouter.testing;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -122,5 +126,40 @@ class InMemoryTransportContractTest {
     sim.runUntilIdle(1000);
     assertEquals(20, got[0]);
     assertTrue(sim.nanoTime() >= Long.MAX_VALUE - 2, "not before the link's delay");
+  }
+
+  @Test
+  void aRequestToNobodyIsRefusedAfterARoundTrip() {
+    // the refusal travels back like an answer would: 30 ms there and 20 ms back
+    net.setLink("a", "ghost", InMemoryNetwork.Link.delay(Duration.ofMillis(30)));
+    net.setLink("ghost", "a", InMemoryNetwork.Link.delay(Duration.ofMillis(20)));
+    Transport a = started("a");
+    CompletableFuture<byte[]> f =
+        a.request(InMemoryNetwork.addressOf("ghost"), new byte[] {1}, Duration.ofSeconds(1));
+    sim.advanceBy(Duration.ofMillis(50).toNanos() - 1);
+    assertFalse(f.isDone(), "refused before the refusal could have come back");
+    sim.advanceBy(1);
+    assertEquals(TransportException.Kind.UNREACHABLE, kindOf(f));
+    // a refusal cut on its way back leaves the requester to its timeout
+    net.partitionOneWay("ghost", "a");
+    CompletableFuture<byte[]> g =
+        a.request(InMemoryNetwork.addressOf("ghost"), new byte[] {2}, Duration.ofSeconds(1));
+    sim.runUntilIdle(1000);
+    assertEquals(TransportException.Kind.TIMEOUT, kindOf(g));
+  }
+
+  @Test
+  void theRoutingGuideGivesTheRefusalItsRoundTrip() throws Exception {
+    // it said one link delay, as the class's Javadoc did, while the refusal came back over the
+    // reverse link
+    String doc = Files.readString(Path.of("docs", "routing.md"));
+    assertTrue(doc.contains("a closed or unknown address is refused after a round trip"),
+        "docs/routing.md, In-process clusters");
+  }
+
+  private static TransportException.Kind kindOf(CompletableFuture<byte[]> f) {
+    assertTrue(f.isCompletedExceptionally(), "not failed");
+    Throwable t = assertThrows(java.util.concurrent.CompletionException.class, f::join).getCause();
+    return ((TransportException) t).kind();
   }
 }
