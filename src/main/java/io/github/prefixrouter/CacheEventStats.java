@@ -21,7 +21,7 @@ package io.github.prefixrouter;
  * @param unknownParents stored events dropped because their parent block is not in the tree
  *     (for example its store event was lost, or it was evicted already)
  * @param unknownBlocks removed block hashes that are not in the tree (already gone or never seen)
- * @param malformedEvents events dropped because their arrays were null, a hash was
+ * @param malformedEvents events dropped because their arrays or scope were null, a hash was
  *     {@code NO_PARENT}, or the token count was not {@code blocks × blockSize}
  * @param duplicateBlocks stored blocks that the tree already held under the same hash (or
  *     alias): each is another copy of the block, which stays cached until every copy has been

@@ -269,8 +269,9 @@ final class StatsTables {
           "Removed block hashes the tree does not hold (already gone, or never seen).",
           CacheEventStats::unknownBlocks)
       .counter("malformed_events", L + "malformed_events_total",
-          "Engine events dropped for their shape (null arrays, a reserved hash, a token count "
-              + "other than blocks times the block size).", CacheEventStats::malformedEvents)
+          "Engine events dropped for their shape (null arrays or scope, a reserved hash, a "
+              + "token count other than blocks times the block size).",
+          CacheEventStats::malformedEvents)
       .counter("duplicate_blocks", L + "duplicate_blocks_total",
           "Stored blocks the tree already held under the same hash: another copy.",
           CacheEventStats::duplicateBlocks)

@@ -1252,6 +1252,15 @@ public final class ConcurrentPrefixTree {
     @Override
     public void onBlocksStored(
         CacheScope scope, long parentBlockHash, long[] blockHashes, int[] tokenIds) {
+      if (scope == null) { // dropped and counted like the other malformed events
+        long ws = lock.writeLock();
+        try {
+          malformedEvents++;
+        } finally {
+          lock.unlockWrite(ws);
+        }
+        return;
+      }
       try {
         long scopeRoot = BlockHasher.scopeRoot(scope);
         long ws = lock.writeLock();

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.spi.CacheEventListener;
 import org.junit.jupiter.api.Test;
 
@@ -51,5 +52,25 @@ class EngineEventRobustnessTest {
     t.checkInvariants();
     assertEquals(0, t.sizeTokens());
     assertTrue(t.aliasCountForTest() <= 2 * 64, "aliases kept: " + t.aliasCountForTest());
+  }
+
+  /** A store without a scope is malformed: dropped, counted, and not thrown back. */
+  @Test
+  void aStoreWithANullScopeIsCountedAsMalformed() {
+    // it was logged as an event that could not be applied, and counted nowhere
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    CacheEventListener engine = t.engineEvents();
+    assertDoesNotThrow(() -> engine.onBlocksStored(
+        null, CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6}));
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {2}, new int[] {7, 8});
+    // a continuation takes its parent's scope, but a null one is still no scope
+    engine.onBlocksStored(null, 2, new long[] {3}, new int[] {9, 9});
+    CacheEventStats s = t.engineEventStats();
+    assertEquals(2, s.malformedEvents());
+    assertEquals(1, s.storedEvents());
+    assertEquals(2, t.sizeTokens());
+    assertEquals(0, t.match(new int[] {5, 6}));
+    assertEquals(2, t.match(new int[] {7, 8, 9, 9}));
+    t.checkInvariants();
   }
 }
