@@ -807,10 +807,10 @@ public final class HttpTransport implements Transport {
       } finally {
         readers.release(remote);
       }
-      if (!ioDeadline.endPhase()) {
-        respondQuietly(ex, 408, new byte[0], "request not received within the read timeout", null);
-        return;
-      }
+      // every answer of this thread is written under the I/O deadline, which ends only when the
+      // message is handed on: a refusal first drains what is left of the body (the JDK server
+      // reads up to 64 KiB of it), and a sender that stalls there, or does not read its
+      // answers, would otherwise hold this reader thread for ever
       if (body == null) {
         counters.oversizeRejected.increment();
         respondQuietly(ex, 413, new byte[0], "body exceeds " + config.maxMessageBytes + " bytes", null);
@@ -870,6 +870,8 @@ public final class HttpTransport implements Transport {
       if (!isRequest) {
         counters.messagesReceived.increment();
         respondQuietly(ex, 204, null, null, null);
+        // received whole and authenticated: delivered even if the deadline passed meanwhile
+        ioDeadline.endPhase();
         try {
           handler.onMessage(from, body);
         } catch (RuntimeException e) {
@@ -879,10 +881,10 @@ public final class HttpTransport implements Transport {
       }
       handleRequest(ex, from, body, nonce);
     } catch (IOException e) {
+      respondQuietly(ex, 400, new byte[0], "cannot read body", null);
       if (!ioDeadline.endPhase()) {
         log.debug("closed a connection that did not deliver its request within {}", config.inboundIoTimeout);
       }
-      respondQuietly(ex, 400, new byte[0], "cannot read body", null);
     } catch (RuntimeException e) {
       log.warn("unexpected failure handling inbound traffic", e);
       respondQuietly(ex, 500, new byte[0], "internal error", null);
@@ -905,6 +907,9 @@ public final class HttpTransport implements Transport {
       }
       return;
     }
+    // received whole and authenticated: the handler runs without the deadline, whatever it
+    // says, and the answer is written under a deadline of its own
+    ioDeadline.endPhase();
     counters.requestsReceived.increment();
     CompletableFuture<byte[]> answer;
     try {

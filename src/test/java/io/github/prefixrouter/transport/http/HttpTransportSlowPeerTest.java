@@ -1,9 +1,11 @@
 package io.github.prefixrouter.transport.http;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
+import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
@@ -12,6 +14,8 @@ import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** Peers (or strangers) that open connections and then stall must not starve everyone else. */
 class HttpTransportSlowPeerTest extends HttpTransportFixture {
@@ -117,5 +121,43 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
     b.send(peer, new byte[] {2});
     assertEquals(0, b.stats().outboundBusy());
     assertEquals(2, b.stats().messagesSent());
+  }
+
+  /**
+   * A request refused after its body was read in part (a chunked body above the cap, a chunk
+   * header that is no number) is answered, and the JDK server then drains what is left of the
+   * body: a sender that stalls there is cut after the I/O timeout too. Before, the answer and
+   * the drain came after the deadline had ended, and the connection held its reader thread
+   * for ever (here the only one, so a signed peer's request was refused meanwhile).
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {true, false})
+  void aSenderStallingAfterARefusedBodyIsCut(boolean aboveTheCap) throws Exception {
+    String chunks = aboveTheCap ? "41\r\n" + "x".repeat(0x41) + "\r\n" : "zz\r\n";
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY).maxMessageBytes(64).readerThreads(1)
+        .inboundIoTimeout(Duration.ofSeconds(1)), new HttpTransportTest.Recorder());
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
+    Socket s = stall(addr, "POST /prefix-router/v1/message HTTP/1.1\r\nHost: x\r\n"
+        + "Transfer-Encoding: chunked\r\n\r\n" + chunks);
+    s.setSoTimeout(10_000);
+    InputStream in = s.getInputStream();
+    String answer = new String(in.readNBytes(12), StandardCharsets.US_ASCII);
+    assertTrue(answer.equals("HTTP/1.1 413") || answer.equals("HTTP/1.1 400"), answer);
+    while (in.read() >= 0) {
+      // the rest of the answer, then the end of the stream: the connection is cut
+    }
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (a.stats().slowConnectionsClosed() < 1 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(1, a.stats().slowConnectionsClosed());
+    // the reader thread is free for the next request
+    byte[] echo = b.request(a.localAddress(), "hi".getBytes(StandardCharsets.UTF_8),
+        Duration.ofSeconds(20)).get(30, TimeUnit.SECONDS);
+    assertEquals("echo b hi", new String(echo, StandardCharsets.UTF_8));
+    assertEquals(0, a.stats().readsRefused());
   }
 }
