@@ -5,6 +5,7 @@ import io.github.prefixrouter.internal.zmq.ZmtpOptions;
 import io.github.prefixrouter.internal.zmq.ZmtpSocket;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.io.IOException;
+import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Arrays;
@@ -434,10 +435,15 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       long last = Long.MIN_VALUE;
       while (!closed) {
         if (System.nanoTime() - deadline > 0) {
-          throw new IOException("the replay took longer than " + REPLAY_STEPS + " x the replay "
-              + "timeout (" + TimeUnit.NANOSECONDS.toMillis(replayTimeoutNanos) + " ms)");
+          throw replayTooLong();
         }
-        List<byte[]> m = r.receive();
+        List<byte[]> m;
+        try {
+          // bounded as a whole as well: commands (PINGs, say) restart the replay timeout
+          m = r.receiveBefore(deadline);
+        } catch (SocketTimeoutException e) {
+          throw System.nanoTime() - deadline >= 0 ? replayTooLong() : e;
+        }
         if (m.size() != 3 || m.get(0).length != 0 || m.get(1).length != 8) {
           throw new IOException("a replayed message of " + m.size()
               + " frame(s) is not [empty, 8-byte sequence number, payload]");
@@ -472,6 +478,11 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       r.close();
       replay = null;
     }
+  }
+
+  private IOException replayTooLong() {
+    return new IOException("the replay took longer than " + REPLAY_STEPS + " x the replay "
+        + "timeout (" + TimeUnit.NANOSECONDS.toMillis(replayTimeoutNanos) + " ms)");
   }
 
   static long seq(byte[] b) {
@@ -688,7 +699,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * The timeout of each step of a replay (connect, handshake, each replayed message);
      * default 2 s. The live stream waits meanwhile, so a replay as a whole ends (counted as
      * failed) after {@value VllmKvEventSubscriber#REPLAY_STEPS} times this, however steadily its
-     * messages arrive.
+     * messages (or commands) arrive.
      *
      * @param d the timeout, positive, at most 365 days
      * @return this builder

@@ -57,7 +57,10 @@ import java.util.concurrent.TimeUnit;
  *       handshake's while handshaking; while waiting for the first byte of a message, the idle
  *       timeout (by default none, since a publisher may be silent for long); from that first
  *       byte on, the read timeout, for the whole message. A peer that stops inside a frame, or
- *       trickles it, is cut after the read timeout with a {@link SocketTimeoutException}. The
+ *       trickles it, is cut after the read timeout with a {@link SocketTimeoutException}. A
+ *       command the peer sends between messages starts the idle wait again, so a peer sending
+ *       commands can keep {@link #receive()} waiting for ever; {@link #receiveBefore} ends
+ *       every wait at a deadline of the caller's as well. The
  *       socket read timeout is set only when the buffered stream has to read from the socket,
  *       so it costs one call per socket read, not per byte.
  *   <li><b>Errors.</b> Every violation by the peer is a {@link ZmtpProtocolException} naming the
@@ -247,19 +250,51 @@ public final class ZmtpSocket implements Closeable {
    * @throws ZmtpProtocolException if the peer breaks the protocol or a limit
    */
   public List<byte[]> receive() throws IOException {
+    return receive(false, 0);
+  }
+
+  /**
+   * As {@link #receive()}, but gives up at {@code deadlineNanos} (a {@link System#nanoTime()}
+   * value) whatever the peer sends meanwhile: the commands it skips or answers, which restart
+   * the idle timeout, included.
+   *
+   * @param deadlineNanos when to give up, on the {@link System#nanoTime()} clock
+   * @return the message's frames, at least one
+   * @throws SocketTimeoutException if no whole message has arrived by then (or a timeout of
+   *     {@link #receive()} passes first)
+   * @throws IOException as {@link #receive()}
+   */
+  public List<byte[]> receiveBefore(long deadlineNanos) throws IOException {
+    return receive(true, deadlineNanos);
+  }
+
+  private List<byte[]> receive(boolean bounded, long limit) throws IOException {
     List<byte[]> frames = new ArrayList<>(4);
     long total = 0;
     long deadline = 0;
     while (true) {
       int flags;
       if (frames.isEmpty()) {
-        setIdle("the next message");
+        if (bounded) {
+          long idle = options.idleTimeout().toNanos();
+          long now = System.nanoTime();
+          if (now - limit >= 0) {
+            throw new SocketTimeoutException("timed out waiting for the next message");
+          }
+          setDeadlineOrLimit(idle == 0 ? limit : now + idle, limit, "the next message");
+        } else {
+          setIdle("the next message");
+        }
         flags = in.read();
         if (flags < 0) {
           throw new EOFException("the peer closed the connection");
         }
         deadline = System.nanoTime() + options.readTimeout().toNanos();
-        setDeadline(deadline, "the rest of a message");
+        if (bounded) {
+          setDeadlineOrLimit(deadline, limit, "the rest of a message");
+        } else {
+          setDeadline(deadline, "the rest of a message");
+        }
       } else {
         flags = readByte("the flags of frame " + (frames.size() + 1) + " of a multipart message");
       }
@@ -654,6 +689,11 @@ public final class ZmtpSocket implements Closeable {
     if (deadlineInput != null) {
       deadlineInput.deadline(deadlineNanos, what);
     }
+  }
+
+  /** The earlier of {@code deadlineNanos} and {@code limitNanos}. */
+  private void setDeadlineOrLimit(long deadlineNanos, long limitNanos, String what) {
+    setDeadline(deadlineNanos - limitNanos < 0 ? deadlineNanos : limitNanos, what);
   }
 
   private void setIdle(String what) {

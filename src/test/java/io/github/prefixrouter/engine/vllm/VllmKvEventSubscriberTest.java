@@ -240,6 +240,40 @@ class VllmKvEventSubscriberTest {
     }
   }
 
+  /**
+   * A replay endpoint that sends no message but a command every 100 ms, each well within
+   * {@code replayTimeout}. Commands are skipped, and each restarted the wait for the next
+   * message, so the replay never ended and the live stream waited for ever; the overall limit
+   * now holds whatever the endpoint sends.
+   */
+  @Test
+  void aReplayEndpointSendingOnlyCommandsEndsAfterTheOverallLimit() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    try (HostilePeer chatty = new HostilePeer((sock, in, out) -> {
+      HostilePeer.readClientHandshake(in);
+      out.write(ZmtpBytes.of().greeting().ready("ROUTER").bytes());
+      out.flush();
+      while (true) {
+        out.write(ZmtpBytes.of().raw((byte) 0x04, (byte) 5).raw(ZmtpBytes.ascii("\u0004PONG"))
+            .bytes()); // an unasked PONG command, which the client skips
+        out.flush();
+        Thread.sleep(100);
+      }
+    })) {
+      VllmKvEventSubscriber s = start(builder(vllm.endpoint())
+          .replayEndpoint("tcp://127.0.0.1:" + chatty.port())
+          .replayTimeout(Duration.ofMillis(300)));
+      long n = vllm.publishUntil(0, () -> sink.size() > 0);
+      vllm.publish(n + 10); // ten lost
+      Await.until(() -> sink.sawLive(n + 10), "the live message after the replay");
+      VllmKvEventSubscriber.Stats st = s.stats();
+      assertEquals(1, st.replaysRequested());
+      assertEquals(1, st.replayFailures());
+      assertEquals(0, st.replayedMessages());
+      assertEquals(1, st.connects(), "the live connection is kept");
+    }
+  }
+
   @Test
   void aRestartedPublisherIsReconnectedAndTheStreamGoesOn() throws Exception {
     FakeVllmPublisher vllm = publisher(100);
