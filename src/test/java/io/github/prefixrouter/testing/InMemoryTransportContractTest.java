@@ -8,8 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -146,15 +144,6 @@ class InMemoryTransportContractTest {
         a.request(InMemoryNetwork.addressOf("ghost"), new byte[] {2}, Duration.ofSeconds(1));
     sim.runUntilIdle(1000);
     assertEquals(TransportException.Kind.TIMEOUT, kindOf(g));
-  }
-
-  @Test
-  void theRoutingGuideGivesTheRefusalItsRoundTrip() throws Exception {
-    // it said one link delay, as the class's Javadoc did, while the refusal came back over the
-    // reverse link
-    String doc = Files.readString(Path.of("docs", "routing.md"));
-    assertTrue(doc.contains("a closed or unknown address is refused after a round trip"),
-        "docs/routing.md, In-process clusters");
   }
 
   private static TransportException.Kind kindOf(CompletableFuture<byte[]> f) {
