@@ -476,19 +476,13 @@ final class ClientEndpoint {
     try {
       parsed = parseRequest(ex);
     } catch (BodyTooLargeException e) {
-      if (inTime(ex)) {
-        respond(ex, 413, Map.of("error", String.valueOf(e.getMessage())));
-      }
+      refuseInTime(ex, () -> respond(ex, 413, Map.of("error", String.valueOf(e.getMessage()))));
       return;
     } catch (IOException e) {
-      if (inTime(ex)) {
-        respond(ex, 400, Map.of("error", "cannot read the request body"));
-      }
+      refuseInTime(ex, () -> respond(ex, 400, Map.of("error", "cannot read the request body")));
       return;
     } catch (IllegalArgumentException | Json.JsonException e) { // bad JSON, shape or values
-      if (inTime(ex)) {
-        respond(ex, 400, Map.of("error", String.valueOf(e.getMessage())));
-      }
+      refuseInTime(ex, () -> respond(ex, 400, Map.of("error", String.valueOf(e.getMessage()))));
       return;
     } finally {
       readers.release(remote);
@@ -568,24 +562,18 @@ final class ClientEndpoint {
     try {
       req = OpenAiRequest.parse(readObject(ex, OPENAI_MAX_DEPTH), kind, baseModel);
     } catch (BodyTooLargeException e) {
-      if (inTime(ex)) {
-        openAiError(ex, 413, e.getMessage(), null, "body_too_large");
-      }
+      refuseInTime(ex, () -> openAiError(ex, 413, e.getMessage(), null, "body_too_large"));
       return;
     } catch (IOException e) {
-      if (inTime(ex)) {
-        openAiError(ex, 400, "cannot read the request body", null, "invalid_request");
-      }
+      refuseInTime(ex,
+          () -> openAiError(ex, 400, "cannot read the request body", null, "invalid_request"));
       return;
     } catch (OpenAiRequest.Invalid e) {
-      if (inTime(ex)) {
-        openAiError(ex, 400, e.getMessage(), e.param(), e.code());
-      }
+      refuseInTime(ex, () -> openAiError(ex, 400, e.getMessage(), e.param(), e.code()));
       return;
     } catch (IllegalArgumentException | Json.JsonException e) { // not a JSON object
-      if (inTime(ex)) {
-        openAiError(ex, 400, String.valueOf(e.getMessage()), null, "invalid_json");
-      }
+      refuseInTime(ex,
+          () -> openAiError(ex, 400, String.valueOf(e.getMessage()), null, "invalid_json"));
       return;
     } finally {
       readers.release(remote);
@@ -851,6 +839,18 @@ final class ClientEndpoint {
     EndpointStoppingException() {
       super("the node is stopping", null, false, false);
     }
+  }
+
+  /**
+   * Answers a request refused while its body was read, still under the read's deadline, then
+   * ends the deadline. Closing the exchange makes the JDK server drain what is left of the body
+   * (up to 64 KiB, blocking), so a client that stalls in the rest of a refused body would hold
+   * this reader thread for ever if the refusal came after the deadline; past the deadline the
+   * connection is closed instead.
+   */
+  private void refuseInTime(HttpExchange ex, Runnable refusal) {
+    refusal.run();
+    inTime(ex);
   }
 
   /** Ends the read's deadline; false, with the exchange closed, if it had passed. */

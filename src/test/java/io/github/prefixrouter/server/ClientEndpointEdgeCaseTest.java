@@ -3,6 +3,7 @@ package io.github.prefixrouter.server;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 import static org.mockito.Mockito.when;
 
@@ -83,6 +84,40 @@ class ClientEndpointEdgeCaseTest {
         fail("no answer, and the connection still open, 15 s after the whole body was sent");
       } catch (SocketException closed) {
         // closed: fine
+      }
+    }
+  }
+
+  /**
+   * A body refused as too large by its Content-Length, whose sender then stalls: closing the
+   * exchange after the 413 makes the JDK server drain the rest of the body, a blocking read.
+   * That drain runs under the I/O deadline, so the connection is closed at the deadline; it was
+   * written after the deadline had ended, and the connection stayed open, holding a reader
+   * thread, for as long as the sender liked. Both the route's and the OpenAI-style handler.
+   */
+  @Test
+  void aSenderStallingInARefusedBodyIsCutAtTheDeadline() throws Exception {
+    int port = start(Duration.ofMillis(500));
+    for (String path : List.of(ClientEndpoint.COMPLETIONS, ClientEndpoint.OPENAI_COMPLETIONS)) {
+      try (Socket s = new Socket("127.0.0.1", port)) {
+        s.setSoTimeout(10_000);
+        OutputStream out = s.getOutputStream();
+        out.write(("POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + "Content-Length: " + (9 << 20) + "\r\n\r\n{\"prompt\":[1")
+            .getBytes(StandardCharsets.US_ASCII));
+        out.flush(); // and nothing more
+        InputStream in = s.getInputStream();
+        StringBuilder answer = new StringBuilder();
+        try {
+          for (int b; (b = in.read()) >= 0; ) {
+            answer.append((char) b);
+          }
+        } catch (SocketTimeoutException held) {
+          fail(path + ": the connection is still open 10 s after the refusal: " + answer);
+        } catch (SocketException closed) {
+          // reset rather than closed: fine
+        }
+        assertTrue(answer.toString().startsWith("HTTP/1.1 413"), path + ": " + answer);
       }
     }
   }
