@@ -1399,7 +1399,10 @@ public final class HttpTransport implements Transport {
     }
 
     /**
-     * Nonces remembered per sender at most (bounds replay-guard memory). Default 131,072.
+     * Nonces remembered whole per sender at most (bounds replay-guard memory). Default 131,072.
+     * This transport's own nonces, a boot id and a counter, are checked against a sliding window
+     * of counters instead, which needs no such limit; the limit applies to nonces of other
+     * shapes.
      *
      * @param n the limit
      * @return this builder

@@ -22,6 +22,23 @@ import java.util.Map;
  * {@code maxNoncesPerSender} per sender in any case (beyond it new messages are refused rather
  * than weakening the check). Only messages whose MAC verified reach this class, so only cluster
  * members can occupy its memory.
+ *
+ * <p><b>Counter nonces.</b> Remembering every nonce caps what one sender may send at
+ * {@code maxNoncesPerSender} per two windows (131,072 per minute by default, about 2,180 a
+ * second), which a busy peer streaming many forwarded answers (a STREAM message per answer
+ * every 20 ms) reaches. The transport's own nonces are {@code <boot>-<counter>}: a boot id
+ * random per transport instance and a counter from 1 up, in hex. Such a nonce is checked
+ * against a sliding window instead, as IPsec and DTLS do: per (sender, boot), the highest
+ * counter accepted and a bitmap of which of the {@code counterWindow} counters below it were
+ * accepted. A counter above the highest is accepted and moves the window; one inside it is
+ * accepted once; one below it is refused as a {@code REPLAY}, since it can no longer be told
+ * from one (a message overtaken by {@code counterWindow} later ones of its sender: 16,384 by
+ * default, about 5 seconds of a sender at 3,200 messages a second). So a sender's rate is not
+ * capped and its memory is one bitmap (2 KiB) per boot. A window is forgotten two windows after
+ * its last acceptance, as a nonce is (every counter it remembers was accepted by then); at most
+ * {@link #MAX_BOOTS_PER_SENDER} are remembered per sender, and a message of a further boot is
+ * refused as {@code FULL} (a sender restarting more than that within two windows). Any other
+ * nonce is remembered whole, as above.
  */
 final class ReplayGuard {
 
@@ -33,18 +50,51 @@ final class ReplayGuard {
     FULL
   }
 
+  /** Counters per sliding window of a counter nonce's boot (a power of two). */
+  static final int COUNTER_WINDOW = 1 << 14;
+  /** Boots whose counter windows are remembered at once per sender. */
+  static final int MAX_BOOTS_PER_SENDER = 8;
+  /** Longest boot id taken as one (the transport's are 16 hex digits). */
+  private static final int MAX_BOOT_LENGTH = 32;
+
   private final long windowMillis;
   private final int maxNoncesPerSender;
+  private final int counterWindow;
   /** (sender, nonce) to the receive time it was accepted at, in acceptance order. */
   private final LinkedHashMap<Pair, Long> seen = new LinkedHashMap<>();
   /** Nonces remembered per sender; a sender with none has no entry. */
   private final Map<String, Integer> perSender = new HashMap<>();
+  /** (sender, boot) to its counter window, in order of their last acceptance. */
+  private final LinkedHashMap<Pair, Counters> boots = new LinkedHashMap<>();
+  /** Counter windows remembered per sender; a sender with none has no entry. */
+  private final Map<String, Integer> bootsPerSender = new HashMap<>();
 
   private record Pair(String sender, String nonce) {}
 
+  /** The counters of one (sender, boot) accepted lately: the highest, and a bitmap below it. */
+  private static final class Counters {
+    final long[] bits;
+    long highest;
+    long lastAcceptedAt;
+
+    Counters(int window) {
+      bits = new long[window >>> 6];
+    }
+  }
+
   ReplayGuard(long windowMillis, int maxNoncesPerSender) {
+    this(windowMillis, maxNoncesPerSender, COUNTER_WINDOW);
+  }
+
+  /** With a counter window of {@code counterWindow} (a power of two, at least 64) counters. */
+  ReplayGuard(long windowMillis, int maxNoncesPerSender, int counterWindow) {
+    if (counterWindow < 64 || Integer.bitCount(counterWindow) != 1) {
+      throw new IllegalArgumentException("counterWindow must be a power of two >= 64, was "
+          + counterWindow);
+    }
     this.windowMillis = windowMillis;
     this.maxNoncesPerSender = maxNoncesPerSender;
+    this.counterWindow = counterWindow;
   }
 
   synchronized Verdict check(String sender, String nonce, long timestampMillis, long nowMillis) {
@@ -68,6 +118,21 @@ final class ReplayGuard {
       it.remove();
       perSender.computeIfPresent(e.getKey().sender(), (k, n) -> n == 1 ? null : n - 1);
     }
+    Iterator<Map.Entry<Pair, Counters>> bt = boots.entrySet().iterator();
+    while (bt.hasNext()) {
+      Map.Entry<Pair, Counters> e = bt.next();
+      long at = e.getValue().lastAcceptedAt;
+      if (at >= horizon && at <= future) {
+        break;
+      }
+      bt.remove();
+      bootsPerSender.computeIfPresent(e.getKey().sender(), (k, n) -> n == 1 ? null : n - 1);
+    }
+    int dash = nonce.lastIndexOf('-');
+    long counter = dash > 0 && dash <= MAX_BOOT_LENGTH ? counterOf(nonce, dash + 1) : -1;
+    if (counter >= 0) {
+      return checkCounter(new Pair(sender, nonce.substring(0, dash)), counter, nowMillis);
+    }
     Pair p = new Pair(sender, nonce);
     if (seen.containsKey(p)) {
       return Verdict.REPLAY;
@@ -78,6 +143,83 @@ final class ReplayGuard {
     seen.put(p, nowMillis);
     perSender.merge(sender, 1, Integer::sum);
     return Verdict.ACCEPT;
+  }
+
+  /** The sliding-window check of a counter nonce (see the class notes). */
+  private Verdict checkCounter(Pair boot, long counter, long nowMillis) {
+    Counters c = boots.get(boot);
+    if (c == null) {
+      if (bootsPerSender.getOrDefault(boot.sender(), 0) >= MAX_BOOTS_PER_SENDER) {
+        return Verdict.FULL;
+      }
+      c = new Counters(counterWindow);
+      c.highest = counter;
+      bootsPerSender.merge(boot.sender(), 1, Integer::sum);
+    } else if (counter > c.highest) {
+      clearAbove(c, counter);
+      c.highest = counter;
+    } else if (c.highest - counter >= counterWindow || isSet(c, counter)) {
+      return Verdict.REPLAY;
+    }
+    int i = (int) (counter & (counterWindow - 1));
+    c.bits[i >>> 6] |= 1L << i;
+    c.lastAcceptedAt = nowMillis;
+    boots.remove(boot);
+    boots.put(boot, c); // last in order of acceptance
+    return Verdict.ACCEPT;
+  }
+
+  private boolean isSet(Counters c, long counter) {
+    int i = (int) (counter & (counterWindow - 1));
+    return (c.bits[i >>> 6] & (1L << i)) != 0;
+  }
+
+  /**
+   * Clears the bits of the counters from {@code c.highest + 1} to {@code to}, which the window
+   * is about to take in: whole words where it can, so a jump costs at most
+   * {@code counterWindow / 64} word writes.
+   */
+  private void clearAbove(Counters c, long to) {
+    if (to - c.highest >= counterWindow) {
+      java.util.Arrays.fill(c.bits, 0L);
+      return;
+    }
+    long k = c.highest + 1;
+    while (k <= to) {
+      int i = (int) (k & (counterWindow - 1));
+      if ((i & 63) == 0 && to - k >= 63) {
+        c.bits[i >>> 6] = 0L;
+        k += 64;
+      } else {
+        c.bits[i >>> 6] &= ~(1L << i);
+        k++;
+      }
+    }
+  }
+
+  /**
+   * The counter of a nonce whose part from {@code from} on is 1 to 15 hex digits; -1 for any
+   * other nonce (checked whole).
+   */
+  static long counterOf(String nonce, int from) {
+    int n = nonce.length() - from;
+    if (n < 1 || n > 15) {
+      return -1;
+    }
+    long v = 0;
+    for (int i = from; i < nonce.length(); i++) {
+      int d = Character.digit(nonce.charAt(i), 16);
+      if (d < 0 || nonce.charAt(i) > 'f') { // ASCII hex digits only
+        return -1;
+      }
+      v = v << 4 | d;
+    }
+    return v;
+  }
+
+  /** Counter windows currently remembered, over all senders (for tests). */
+  synchronized int counterWindows() {
+    return boots.size();
   }
 
   /** Nonces currently remembered, over all senders (for tests and stats). */
