@@ -722,6 +722,16 @@ public final class GossipEngine {
     }
   }
 
+  /** Table slots the replica index read scanning for a replica's blocks to clear. */
+  long clearSlotsScanned() {
+    lock.readLock().lock();
+    try {
+      return index.clearSlotsScanned();
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
   /** (peer, block) pairs replicated over all peers. Thread-safe. */
   public long replicatedPairs() {
     lock.readLock().lock();
@@ -2058,10 +2068,12 @@ public final class GossipEngine {
 
   /**
    * Empties the replica of {@code m} (index and store numbers; the store count goes on). An
-   * empty replica is exact, so a refresh in progress is over.
+   * empty replica is exact, so a refresh in progress is over. The store numbers name every block
+   * the replica holds, so the index removes those without scanning the table (a peer can have
+   * a replica emptied with a few bytes: a STORE and a CLEAR, an eviction that does not resolve).
    */
   private void clearReplica(Member m) {
-    index.clearSlot(m.slot);
+    index.clearSlot(m.slot, m.order.fingerprints());
     m.order.clear();
     m.refreshing = false;
   }

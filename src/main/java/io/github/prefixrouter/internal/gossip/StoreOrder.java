@@ -158,6 +158,18 @@ final class StoreOrder {
     return new long[][] {stores, fps};
   }
 
+  /** The live fingerprints, ascending by store number. */
+  long[] fingerprints() {
+    long[] fps = new long[size()];
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+      if (offsets[i] >= 0) {
+        fps[k++] = fingerprints[i] & 0xFFFF_FFFFL;
+      }
+    }
+    return fps;
+  }
+
   long retainedBytes() {
     return 48L + 4L * offsets.length + 4L * fingerprints.length;
   }

@@ -94,6 +94,8 @@ class ArbitraryPeerInputProperties {
       }
       node.checkInvariants();
       assertEquals(0, node.counter(GossipCounter.INTERNAL_ERRORS), "step " + step);
+      // emptying a replica costs its blocks, never a scan of every peer's blocks
+      assertEquals(0, node.clearSlotsScanned(), "step " + step);
       for (byte[] p : sent) {
         try {
           strict.decode(p);

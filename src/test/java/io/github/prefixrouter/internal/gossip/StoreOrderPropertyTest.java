@@ -58,6 +58,7 @@ class StoreOrderPropertyTest {
       long[][] arrays = order.toArrays();
       assertArrayEquals(model.keySet().stream().mapToLong(Long::longValue).toArray(), arrays[0]);
       assertArrayEquals(model.values().stream().mapToLong(Long::longValue).toArray(), arrays[1]);
+      assertArrayEquals(arrays[1], order.fingerprints());
       for (Map.Entry<Long, Long> e : model.entrySet()) {
         int i = order.find(e.getKey());
         assertTrue(i >= 0);
