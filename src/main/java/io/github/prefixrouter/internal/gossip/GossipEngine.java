@@ -2269,7 +2269,8 @@ public final class GossipEngine {
       peers.add(p);
       slots[m.slot] = p;
     }
-    GossipView v = new GossipView(List.copyOf(peers), slots, localOverloaded);
+    // as advertised: a stalled engine's push-back is overload whatever the queue
+    GossipView v = new GossipView(List.copyOf(peers), slots, localOverloaded || sampledPushBack);
     view = v;
     return v;
   }

@@ -121,6 +121,33 @@ class MembershipTest {
     assertEquals(2, peer(a, "node-1").inFlight());
   }
 
+  /**
+   * A stalled engine (push-back) is advertised as overload whatever the queue, and the node's
+   * own view says so too: it gave the queue's flag alone, so a host reading the view saw a node
+   * advertising overload as not overloaded.
+   */
+  @Test
+  void pushBackIsAdvertisedAndShownInTheNodesOwnView() {
+    SimCluster c = SimCluster.of(2, 3, config());
+    c.delayNanos = 1_000_000;
+    GossipEngine a = c.nodes.get(0);
+    GossipEngine b = c.nodes.get(1);
+    boolean[] stalled = {false};
+    b.pushBackWhen(() -> stalled[0]);
+    c.runFor(10 * c.interval());
+    assertFalse(b.view().localOverloaded());
+    stalled[0] = true;
+    c.runFor(5 * c.interval());
+    assertTrue(b.localOverloaded());
+    assertTrue(peer(a, "node-1").overloaded());
+    assertTrue(b.view().localOverloaded());
+    stalled[0] = false;
+    c.runFor(5 * c.interval());
+    assertFalse(b.localOverloaded());
+    assertFalse(peer(a, "node-1").overloaded());
+    assertFalse(b.view().localOverloaded());
+  }
+
   @Test
   void roundTripIsMeasuredAndSmoothed() {
     SimCluster c = SimCluster.of(2, 5, config());
