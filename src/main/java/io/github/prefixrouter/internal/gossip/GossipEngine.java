@@ -315,6 +315,7 @@ public final class GossipEngine {
   private boolean sampledPushBack;
   private long relayHashes;
   private int inFlightEntries;
+  /** Stamps the members met in one SYN's digest or one ACK's requests, to skip repeats. */
   private long synStamp;
   private volatile int slotHighWater; // one more than the highest slot ever assigned
   private final long heartbeatLagToCorrect;
@@ -1417,15 +1418,24 @@ public final class GossipEngine {
     List<Outgoing> chunks = new ArrayList<>();
     SnapshotBudget snapshotBudget = new SnapshotBudget(config.snapshotBytesPerExchange());
     int budget = config.messageByteCap() - 32;
+    // an origin requested twice is served once (the first request wins, as in a digest):
+    // serving every repeat cost the work of finding its deltas again each time
+    long stamp = ++synStamp;
+    boolean selfServed = false;
     for (Request r : ack.requests()) {
       Update u;
       if (r.nodeId().equals(self.nodeId())) {
+        if (selfServed) {
+          continue;
+        }
+        selfServed = true;
         u = serveSelf(from, r.generation(), r.version(), budget, chunks, snapshotBudget);
       } else {
         Member m = members.get(r.nodeId());
-        if (m == null || m.status == Status.DEAD) {
+        if (m == null || m.status == Status.DEAD || m.seenStamp == stamp) {
           continue;
         }
+        m.seenStamp = stamp;
         u = serveMember(m, r.generation(), r.version(), budget, from, chunks, snapshotBudget);
       }
       budget = addUpdate(updates, r.generation() == 0 ? u : known(u), budget);
