@@ -1,5 +1,6 @@
 package io.github.prefixrouter.bench.tree;
 
+import java.util.Arrays;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -54,6 +55,89 @@ public class TreeBenchmark {
     int i = s.next;
     s.next = i + 1 == s.queries.length ? 0 : i + 1;
     return s.index.match(s.queries[i], s.keys[i]);
+  }
+
+  /**
+   * Two bounds for scale, measured like {@link #match} on the same queries: the <em>oracle</em>
+   * already knows which cached sequence shares the longest prefix with each query and only
+   * compares the two (one vectorized {@code Arrays.mismatch}); <em>query read</em> only loads
+   * the tokens of the query that any exact structure must look at, those of the longest cached
+   * prefix and the one after it. No structure that takes the query as an {@code int[]} and
+   * answers exactly can do less than the query read, whatever it keeps: each of those tokens
+   * could be the one that differs.
+   */
+  @State(Scope.Thread)
+  public static class BoundState {
+    @Param({"mmlu", "random-512", "random-4096"})
+    public String workload;
+
+    int[][] queries;
+    /** Per query, the cached sequence sharing its longest prefix. */
+    int[][] partners;
+    /** Per query, the tokens any exact match reads: the longest match and one more. */
+    int[] reads;
+    int next;
+
+    @Setup(Level.Trial)
+    public void setUp() {
+      TreeWorkload w = TreeWorkload.get(workload);
+      queries = w.queries;
+      partners = partners(w);
+      reads = new int[queries.length];
+      for (int i = 0; i < queries.length; i++) {
+        reads[i] = Math.min(commonPrefix(queries[i], partners[i]) + 1, queries[i].length);
+      }
+    }
+  }
+
+  /** Per query of the workload, the cached sequence sharing its longest prefix (by search). */
+  static int[][] partners(TreeWorkload w) {
+    int[][] partners = new int[w.queries.length][];
+    for (int i = 0; i < w.queries.length; i++) {
+      int best = -1;
+      for (int[] c : w.cached) {
+        int m = commonPrefix(w.queries[i], c);
+        if (m > best) {
+          best = m;
+          partners[i] = c;
+        }
+      }
+    }
+    return partners;
+  }
+
+  /** The length of the longest common prefix of two sequences. */
+  static int commonPrefix(int[] a, int[] b) {
+    int m = Arrays.mismatch(a, 0, a.length, b, 0, b.length);
+    return m < 0 ? a.length : m;
+  }
+
+  /** The oracle: one comparison of the query with the cached sequence it matches longest. */
+  @Benchmark
+  @BenchmarkMode(Mode.SampleTime)
+  @OutputTimeUnit(TimeUnit.NANOSECONDS)
+  public int matchOracle(BoundState s) {
+    int i = s.next;
+    s.next = i + 1 == s.queries.length ? 0 : i + 1;
+    return commonPrefix(s.queries[i], s.partners[i]);
+  }
+
+  /**
+   * The query read: the tokens an exact match must look at, loaded at the width of the
+   * vectorized comparison, by comparing them with themselves (each cache line comes from
+   * memory once; its second load hits the first-level cache). A summing loop would be the
+   * plainer read, but C2 in Java 17 does not vectorize a loop that is only a reduction, and
+   * its scalar loop takes more than twice as long as this on 4,096 tokens: no floor.
+   */
+  @Benchmark
+  @BenchmarkMode(Mode.SampleTime)
+  @OutputTimeUnit(TimeUnit.NANOSECONDS)
+  public int readQuery(BoundState s) {
+    int i = s.next;
+    s.next = i + 1 == s.queries.length ? 0 : i + 1;
+    int[] q = s.queries[i];
+    int n = s.reads[i];
+    return Arrays.mismatch(q, 0, n, q, 0, n);
   }
 
   /** A fresh structure with the cached set, rebuilt before every measured batch. */

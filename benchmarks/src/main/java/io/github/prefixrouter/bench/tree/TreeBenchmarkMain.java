@@ -32,16 +32,21 @@ import org.openjdk.jmh.util.Statistics;
  *
  * <p>Every benchmark runs in a JVM of its own, so no implementation is compiled with profiles
  * shaped by another's. Quick mode (default) forks one JVM per benchmark with short iterations,
- * about 90 seconds on two cores; {@code --full} forks two per benchmark with five 1-second
- * warmup and measurement iterations, about 5 minutes. The memory section also prints, per
+ * about 100 seconds on two cores; {@code --full} forks two per benchmark with five 1-second
+ * warmup and measurement iterations, about 6 minutes. The memory section also prints, per
  * workload, half the better baseline's bytes per token (the memory target) and the order-0
- * entropy of the distinct cached tokens.
+ * entropy of the distinct cached tokens; the match section, per workload, the median that 3x
+ * the better baseline needs next to two bounds timed the same way (see
+ * {@link TreeBenchmark.BoundState}).
  */
 public final class TreeBenchmarkMain {
 
   static final String OURS = "prefix-tree";
   static final String[] MATCH_IMPLS = {OURS, "concurrent-radix-tree", "patricia-trie"};
   static final String[] BASELINES = {"concurrent-radix-tree", "patricia-trie"};
+  /** The two bounds of {@link TreeBenchmark.BoundState}, reported as rows of their own. */
+  static final String ORACLE = "oracle";
+  static final String QUERY_READ = "query-read";
 
   /** Everything measured for one (implementation, workload). */
   static final class Row {
@@ -99,7 +104,8 @@ public final class TreeBenchmarkMain {
     long t0 = System.nanoTime();
 
     Map<String, Row> rows = new LinkedHashMap<>();
-    List<String> impls = List.of(OURS, "prefix-tree-lru", "concurrent-radix-tree", "patricia-trie");
+    List<String> impls = List.of(OURS, "prefix-tree-lru", "concurrent-radix-tree", "patricia-trie",
+        ORACLE, QUERY_READ);
     for (String w : TreeWorkload.NAMES) {
       for (String impl : impls) {
         rows.put(key(impl, w), new Row(impl, w));
@@ -113,7 +119,7 @@ public final class TreeBenchmarkMain {
           w, wl.description, wl.cached.length, wl.distinctCachedTokens);
       int disagreements = verifyAgreement(wl);
       if (disagreements > 0) {
-        System.out.printf(Locale.ROOT, "   WARNING: %d queries where a baseline's longest match"
+        System.out.printf(Locale.ROOT, "   WARNING: %d answers where a baseline's or the oracle's longest match"
             + " differs from the prefix tree's%n", disagreements);
       }
     }
@@ -143,15 +149,24 @@ public final class TreeBenchmarkMain {
     List<RunResult> results = new ArrayList<>();
     // match: time-based iterations, each call sampled (median and percentiles)
     results.addAll(new Runner(jmhOptions(full, mmlu, ".match$", false).build()).run());
+    // the bounds, timed the same way on the same queries (shorter in quick mode: their code is
+    // one intrinsic, compiled within the first warmup iteration)
+    ChainedOptionsBuilder bounds = jmhOptions(full, mmlu, ".(matchOracle|readQuery)$", false);
+    if (!full) {
+      bounds.warmupIterations(2).warmupTime(TimeValue.milliseconds(500))
+          .measurementIterations(2);
+    }
+    results.addAll(new Runner(bounds.build()).run());
     // insert: one batch per iteration on a freshly filled structure, so more iterations
     results.addAll(new Runner(jmhOptions(full, mmlu, ".insertBatch$", true).build()).run());
     for (RunResult rr : results) {
       String bench = rr.getParams().getBenchmark();
-      String impl = rr.getParams().getParam("impl");
+      String impl = bench.endsWith(".matchOracle") ? ORACLE
+          : bench.endsWith(".readQuery") ? QUERY_READ : rr.getParams().getParam("impl");
       String w = rr.getParams().getParam("workload");
       Row r = rows.get(key(impl, w));
       Statistics st = rr.getPrimaryResult().getStatistics();
-      if (bench.endsWith(".match")) {
+      if (!bench.endsWith(".insertBatch")) {
         r.matchP50 = st.getPercentile(50);
         r.matchP99 = st.getPercentile(99);
         r.matchMean = st.getMean();
@@ -212,7 +227,10 @@ public final class TreeBenchmarkMain {
     return impl + "|" + workload;
   }
 
-  /** Counts queries on which a baseline's longest match (in tokens) differs from the tree's. */
+  /**
+   * Counts queries on which a baseline's longest match (in tokens), or the oracle's, differs
+   * from the tree's.
+   */
   static int verifyAgreement(TreeWorkload w) {
     PrefixIndex[] idx = new PrefixIndex[MATCH_IMPLS.length];
     for (int i = 0; i < idx.length; i++) {
@@ -221,9 +239,13 @@ public final class TreeBenchmarkMain {
         idx[i].insert(w.cached[k], w.cachedKeys[k]);
       }
     }
+    int[][] partners = TreeBenchmark.partners(w);
     int bad = 0;
     for (int q = 0; q < w.queries.length; q++) {
       int ours = idx[0].match(w.queries[q], w.queryKeys[q]);
+      if (TreeBenchmark.commonPrefix(w.queries[q], partners[q]) != ours) {
+        bad++;
+      }
       for (int i = 1; i < idx.length; i++) {
         int theirs = idx[i].matchedTokens(w.queries[q], idx[i].match(w.queries[q], w.queryKeys[q]));
         if (theirs != ours) {
@@ -273,6 +295,16 @@ public final class TreeBenchmarkMain {
           m.matchP50 / ours.matchP50, m.impl, i.insertNs / ours.insertNs, i.impl,
           b == null ? "-" : String.format(Locale.ROOT, "%.2fx (vs %s)",
               ours.bytesPerToken() / b.bytesPerToken(), b.impl));
+    }
+    System.out.println();
+    System.out.println("what 3x the better baseline's match median leaves, against the bounds"
+        + " measured in this run (oracle: one comparison with the right cached sequence;"
+        + " query read: the query's tokens an exact match must look at, read once)");
+    for (String w : TreeWorkload.NAMES) {
+      Row m = better(rows, w, r -> r.matchP50, true);
+      System.out.printf(Locale.ROOT, "%-12s 3x needs <= %.0f ns   prefix-tree %.0f ns"
+          + "   oracle %.0f ns   query read %.0f ns%n", w, m.matchP50 / 3, rows.get(key(OURS, w)).matchP50,
+          rows.get(key(ORACLE, w)).matchP50, rows.get(key(QUERY_READ, w)).matchP50);
     }
     Row r512 = rows.get(key(OURS, "random-512"));
     System.out.printf(Locale.ROOT, "target: 512-token match median <= 1000 ns: %.0f ns (%s)%n",
@@ -341,6 +373,10 @@ public final class TreeBenchmarkMain {
           .append(", \"memory_ratio\": ")
           .append(mem == null ? "null" : num(ours.bytesPerToken() / mem.bytesPerToken()))
           .append(", \"memory_baseline\": ").append(mem == null ? "null" : str(mem.impl))
+          .append(", \"match_ns_p50_for_3x\": ").append(num(m.matchP50 / 3))
+          .append(", \"oracle_match_ns_p50\": ").append(num(rows.get(key(ORACLE, w)).matchP50))
+          .append(", \"query_read_ns_p50\": ")
+          .append(num(rows.get(key(QUERY_READ, w)).matchP50))
           .append("}").append(i + 1 < TreeWorkload.NAMES.length ? ",\n" : "\n");
     }
     b.append("  ]\n}\n");
