@@ -36,9 +36,12 @@ import java.util.Map;
  * default, about 5 seconds of a sender at 3,200 messages a second). So a sender's rate is not
  * capped and its memory is one bitmap (2 KiB) per boot. A window is forgotten two windows after
  * its last acceptance, as a nonce is (every counter it remembers was accepted by then); at most
- * {@link #MAX_BOOTS_PER_SENDER} are remembered per sender, and a message of a further boot is
- * refused as {@code FULL} (a sender restarting more than that within two windows). Any other
- * nonce is remembered whole, as above.
+ * {@link #MAX_BOOTS_PER_SENDER} are remembered per sender, and at most {@link #MAX_WINDOWS} in
+ * all (8 MiB); a message of a further boot is refused as {@code FULL} (a sender restarting more
+ * than that within two windows, or a holder of the cluster key sending under ever-new sender
+ * ids and boots, which would otherwise cost 2 KiB per message). It is never checked as a whole
+ * nonce instead: the same nonce could then pass both checks, once each. Any other nonce is
+ * remembered whole, as above.
  */
 final class ReplayGuard {
 
@@ -54,6 +57,8 @@ final class ReplayGuard {
   static final int COUNTER_WINDOW = 1 << 14;
   /** Boots whose counter windows are remembered at once per sender. */
   static final int MAX_BOOTS_PER_SENDER = 8;
+  /** Boots whose counter windows are remembered at once, over all senders. */
+  static final int MAX_WINDOWS = 1 << 12;
   /** Longest boot id taken as one (the transport's are 16 hex digits). */
   private static final int MAX_BOOT_LENGTH = 32;
 
@@ -149,7 +154,8 @@ final class ReplayGuard {
   private Verdict checkCounter(Pair boot, long counter, long nowMillis) {
     Counters c = boots.get(boot);
     if (c == null) {
-      if (bootsPerSender.getOrDefault(boot.sender(), 0) >= MAX_BOOTS_PER_SENDER) {
+      if (bootsPerSender.getOrDefault(boot.sender(), 0) >= MAX_BOOTS_PER_SENDER
+          || boots.size() >= MAX_WINDOWS) {
         return Verdict.FULL;
       }
       c = new Counters(counterWindow);

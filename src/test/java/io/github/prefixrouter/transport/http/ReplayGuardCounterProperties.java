@@ -151,6 +151,28 @@ class ReplayGuardCounterProperties {
     assertEquals(0, guard.size());
   }
 
+  /**
+   * Ever-new senders and boots (a holder of the cluster key could send them) are remembered up
+   * to {@link ReplayGuard#MAX_WINDOWS} windows; beyond, a new boot is refused as FULL, never
+   * checked as a whole nonce, until windows are forgotten two windows after their last message.
+   */
+  @Test
+  void windowsAreBoundedOverAllSenders() {
+    ReplayGuard guard = new ReplayGuard(1_000, 16);
+    long now = 1_700_000_000_000L;
+    for (int i = 0; i < ReplayGuard.MAX_WINDOWS; i++) {
+      assertEquals(ReplayGuard.Verdict.ACCEPT, guard.check("s" + i, "boot-1", now, now));
+    }
+    assertEquals(ReplayGuard.Verdict.FULL, guard.check("new", "boot-1", now, now));
+    assertEquals(ReplayGuard.Verdict.ACCEPT, guard.check("s7", "boot-2", now, now),
+        "a known boot goes on");
+    assertEquals(ReplayGuard.MAX_WINDOWS, guard.counterWindows());
+    assertEquals(0, guard.size());
+    long later = now + 2_001;
+    assertEquals(ReplayGuard.Verdict.ACCEPT, guard.check("new", "boot-1", later, later));
+    assertEquals(1, guard.counterWindows());
+  }
+
   @Test
   void onlyHexCountersOfUpTo15DigitsAreCounters() {
     assertEquals(0x1f, ReplayGuard.counterOf("boot-1f", 5));
