@@ -31,8 +31,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>The listener is called from {@link #feed} only, one chunk's piece at a time, and never once
  * {@link #close()} returned: the engine closes the stream before it completes the request's
- * future. A listener that throws is not called again (the request runs on). Feeding is for one
- * thread at a time; {@link #close()} may be called from any.
+ * future. A listener that throws (an exception or an {@link Error}) is not called again (the
+ * request runs on). Feeding is for one thread at a time; {@link #close()} may be called from
+ * any.
  */
 final class CompletionStream {
 
@@ -147,7 +148,9 @@ final class CompletionStream {
       }
       try {
         listener.onOutput(pieceTokens, pieceText);
-      } catch (RuntimeException e) {
+      } catch (RuntimeException | Error e) {
+        // an Error too: thrown on, it failed a streamed request and left one answered by a
+        // plain JSON body never completed (its deadline was already off)
         listener = OutputListener.IGNORE;
         log.warn("request {}: output listener failed, no more output streamed to it: {}",
             request.id(), e.toString());

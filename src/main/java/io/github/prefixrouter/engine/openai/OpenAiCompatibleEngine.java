@@ -103,10 +103,11 @@ import org.slf4j.LoggerFactory;
  * stream cut before {@code [DONE]}, a connection reset. {@code requestTimeout} bounds the whole
  * stream, not only the wait for its first bytes: a generation still streaming then fails with
  * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}; a
- * connection the server leaves open after {@code [DONE]} is closed then too. A
- * listener that throws is not called again; the request runs on. A server that answers a
- * streamed request with a plain JSON answer is understood: its output is given to the listener
- * in one piece. {@code execute(request)} does not stream (it sends {@code "stream": false}).
+ * connection the server leaves open after {@code [DONE]} is closed then too. A listener that
+ * throws (an {@link Error} too) is not called again; the request runs on. A server that answers
+ * a streamed request with a plain JSON answer is understood: its output is given to the
+ * listener in one piece. {@code execute(request)} does not stream (it sends
+ * {@code "stream": false}).
  *
  * <p><b>Load.</b> The server runs at most {@link Builder#slots} requests at once (vLLM's
  * {@code --max-num-seqs}, SGLang's {@code --max-running-requests}, llama.cpp's

@@ -30,6 +30,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -445,6 +446,33 @@ class OpenAiCompatibleEngineStreamingTest {
     }).get(20, TimeUnit.SECONDS);
     assertEquals(1, calls[0]);
     assertEquals("ab", r.text());
+  }
+
+  @Test
+  void aListenerThatThrowsAnErrorIsNotCalledAgainAndTheRequestCompletes() throws Exception {
+    // an Error is a throw like any other: streamed, it failed the request; answered by a plain
+    // JSON body, it left the request never completed (its deadline was already off)
+    for (boolean eventStream : new boolean[] {true, false}) {
+      server.behaviour.set((ex, body) -> {
+        if (!eventStream) {
+          reply(ex, 200, "{\"choices\":[{\"text\":\"ab\",\"token_ids\":[1,2]}]}");
+          return;
+        }
+        OutputStream out = startStream(ex);
+        send(out, chunk("a", "[1]", null) + chunk("b", "[2]", "length") + USAGE
+            + "data: [DONE]\n\n");
+      });
+      AtomicInteger calls = new AtomicInteger();
+      CompletableFuture<EngineResult> f = builder().requestTimeout(Duration.ofSeconds(2)).build()
+          .execute(request(), (t, s) -> {
+            calls.incrementAndGet();
+            throw new AssertionError("the listener's own failure");
+          });
+      EngineResult r = f.get(20, TimeUnit.SECONDS);
+      assertEquals("ab", r.text(), eventStream ? "streamed" : "a plain answer");
+      assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+      assertEquals(1, calls.get());
+    }
   }
 
   /**
