@@ -51,8 +51,9 @@ public interface InferenceEngine {
    * one at a time, in order, all before the future completes; their tokens and texts
    * concatenated are a prefix of the result's {@code outputTokens} and {@code text} (the node
    * sends the rest when the future completes, so an engine may stream only part of its output,
-   * or nothing). A listener that throws is not called again, and the request runs on and
-   * completes as it would have. The default streams nothing and calls
+   * or nothing). A listener that throws (an exception or an {@link Error}) is not called
+   * again, and the request runs on and completes as it would have. The default streams nothing
+   * and calls
    * {@link #execute(InferenceRequest)}.
    * An engine that streams implements this method and lets {@code execute(request)} call it
    * with {@link OutputListener#IGNORE}.

@@ -545,7 +545,7 @@ public final class SimulatedEngine implements InferenceEngine {
     job.streamed = end;
     try {
       job.listener.onOutput(piece, "");
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) { // an Error thrown on left the job unfinished
       job.listener = OutputListener.IGNORE; // a listener must not throw: it gets no more
     }
   }

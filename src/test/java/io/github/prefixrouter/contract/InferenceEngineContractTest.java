@@ -61,9 +61,9 @@ import org.junit.jupiter.api.Test;
  * at once, and never after the request's future completes, nor after a cancelled request's
  * future completes; {@code execute(request)}, {@code execute(request, OutputListener.IGNORE)}
  * and {@code execute(request, listener)} give the same output, sampled too. A listener that
- * throws must not break the request: the engine calls it no more (it may log the failure) and
- * the request runs on, its future completing once, normally, with the output it would have
- * had without streaming.
+ * throws (an exception, or an {@link Error}) must not break the request: the engine calls it
+ * no more (it may log the failure) and the request runs on, its future completing once,
+ * normally, with the output it would have had without streaming.
  */
 public abstract class InferenceEngineContractTest {
 
@@ -747,28 +747,44 @@ public abstract class InferenceEngineContractTest {
     int[] p = prompt(22);
     GenerationParams g = GenerationParams.greedy(6);
     EngineResult plain = run(e, new InferenceRequest("a", p, g));
-    AtomicInteger calls = new AtomicInteger();
-    AtomicInteger completions = new AtomicInteger();
-    OutputListener throwing = (tokens, text) -> {
-      calls.incrementAndGet();
-      throw new IllegalStateException("the client went away");
-    };
-    CompletableFuture<EngineResult> f = assertTimeoutPreemptively(Duration.ofSeconds(5),
-        () -> e.execute(new InferenceRequest("b", p, g), throwing), "execute blocked the caller");
-    assertNotNull(f, "execute returned null");
-    f.whenComplete((v, err) -> completions.incrementAndGet());
-    assertTrue(awaitCondition(f::isDone, patience()),
-        "a request whose listener threw never completed");
-    awaitCondition(() -> false, Duration.ofMillis(100));
-    assertEquals(1, completions.get());
-    EngineResult r;
-    try {
-      r = f.join();
-    } catch (CompletionException ex) {
-      throw new AssertionError("a listener that threw failed the request: " + ex.getCause(), ex);
+    // an exception, and an Error (a listener's own bug, a stack overflow): a throw either way
+    List<java.util.function.Supplier<Throwable>> throwables = List.of(
+        () -> new IllegalStateException("the client went away"),
+        () -> new StackOverflowError("the listener overflowed its stack"));
+    for (int i = 0; i < throwables.size(); i++) {
+      java.util.function.Supplier<Throwable> thrown = throwables.get(i);
+      String what = thrown.get().getClass().getSimpleName();
+      AtomicInteger calls = new AtomicInteger();
+      AtomicInteger completions = new AtomicInteger();
+      OutputListener throwing = (tokens, text) -> {
+        calls.incrementAndGet();
+        Throwable t = thrown.get();
+        if (t instanceof Error err) {
+          throw err;
+        }
+        throw (RuntimeException) t;
+      };
+      InferenceRequest r = new InferenceRequest("b" + i, p, g);
+      CompletableFuture<EngineResult> f = assertTimeoutPreemptively(Duration.ofSeconds(5),
+          () -> e.execute(r, throwing), "execute blocked the caller");
+      assertNotNull(f, "execute returned null");
+      f.whenComplete((v, err) -> completions.incrementAndGet());
+      assertTrue(awaitCondition(f::isDone, patience()),
+          "a request whose listener threw " + what + " never completed");
+      awaitCondition(() -> false, Duration.ofMillis(100));
+      assertEquals(1, completions.get());
+      EngineResult result;
+      try {
+        result = f.join();
+      } catch (CompletionException ex) {
+        throw new AssertionError("a listener that threw " + what + " failed the request: "
+            + ex.getCause(), ex);
+      }
+      assertArrayEquals(plain.outputTokens(), result.outputTokens(),
+          "a listener that threw " + what + " changed the output");
+      assertEquals(plain.text(), result.text());
+      assertTrue(calls.get() <= 1,
+          "the listener threw " + what + " and was called " + calls.get() + " times in all");
     }
-    assertArrayEquals(plain.outputTokens(), r.outputTokens(), "a listener that threw changed the output");
-    assertEquals(plain.text(), r.text());
-    assertTrue(calls.get() <= 1, "the listener threw and was called " + calls.get() + " times in all");
   }
 }

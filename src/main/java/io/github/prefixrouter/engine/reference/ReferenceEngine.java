@@ -187,7 +187,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
       }
       try {
         listener.onOutput(new int[] {token}, "");
-      } catch (RuntimeException e) {
+      } catch (RuntimeException | Error e) { // an Error thrown on left the future open
         listener = OutputListener.IGNORE;
         log.warn("request {}: output listener failed, no more output streamed to it: {}",
             request.id(), e.toString());
