@@ -1168,6 +1168,12 @@ public final class RouterNode implements PrefixRouterNode {
   /** What a node answers a FORWARD of another model id with (a protocol failure's message). */
   static final String MODEL_MISMATCH = "MODEL_MISMATCH";
 
+  /**
+   * How the FAILED answer of a forward whose answer does not fit a RESULT (its text is above
+   * 1 MiB of UTF-8) begins: not retryable, so its sender runs the request itself.
+   */
+  static final String ANSWER_TOO_LARGE = "ANSWER_TOO_LARGE";
+
   /** What the forwarding decoder's message says of a version it does not speak. */
   private static final String UNKNOWN_FORWARD_VERSION =
       MalformedMessageException.Reason.UNKNOWN_VERSION + " in field 'version'";
@@ -1770,8 +1776,16 @@ public final class RouterNode implements PrefixRouterNode {
     }
     return existing.future.handle((resp, err) -> {
       if (resp != null) {
-        return ForwardCodec.result(id, resp.servedBy(), clock.nanoTime() - receivedAt,
-            resp.result());
+        try {
+          return ForwardCodec.result(id, resp.servedBy(), clock.nanoTime() - receivedAt,
+              resp.result());
+        } catch (IllegalArgumentException e) {
+          // longer than a RESULT carries: no fault of this node, and another peer's answer
+          // would be as long, so the sender runs the request itself (a final refusal)
+          LOG.warn("node {}: the answer to {} from {} does not fit a RESULT: {}", nodeId, id,
+              from, e.getMessage());
+          return ForwardCodec.failed(id, false, ANSWER_TOO_LARGE + ": " + e.getMessage());
+        }
       }
       Throwable t = unwrap(err);
       if (t.getCause() instanceof EngineBusyException) {
