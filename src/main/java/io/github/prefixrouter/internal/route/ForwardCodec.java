@@ -39,8 +39,8 @@ import java.nio.charset.StandardCharsets;
  *                    where the stops may be none, then modelId bytes(256, UTF-8, 1..256
  *                    bytes, no control characters)
  * RESULT  (answer)   id, servedBy ascii(64), serverNanos varint, output count × varint,
- *                    text bytes(1 MiB, UTF-8), promptTokens varint, cached zigzag,
- *                    prefillNanos zigzag, decodeNanos zigzag
+ *                    text bytes(1 MiB, UTF-8), promptTokens varint(0..2^20+4),
+ *                    cached zigzag, prefillNanos zigzag, decodeNanos zigzag
  * BUSY    (answer)   id, queueDepth varint
  * FAILED  (answer)   id, retryable bool, message bytes(1 KiB, UTF-8)
  * CANCEL  (one-way)  id, origin ascii(64)
@@ -531,7 +531,9 @@ final class ForwardCodec {
     }
     String text = readUtf8(r, "text", MAX_TEXT_BYTES);
     int at = r.position();
-    int prompt = r.readVarInt("promptTokens", 0, InferenceRequest.MAX_PROMPT_TOKENS);
+    // an engine may count special tokens it adds to the prompt, as the node allows
+    int prompt = r.readVarInt("promptTokens", 0,
+        InferenceRequest.MAX_PROMPT_TOKENS + RouterNode.PROMPT_TOKENS_SLACK);
     long cached = r.readZigZagLong("cachedPromptTokens");
     long prefill = r.readZigZagLong("prefillNanos");
     long decode = r.readZigZagLong("decodeNanos");

@@ -173,6 +173,19 @@ class ForwardCodecTest {
   }
 
   @Test
+  void anAnswerToTheLongestPromptWithAddedSpecialTokensRoundTrips() throws Exception {
+    // an engine may count a BOS or another special token it adds to a prompt of token ids: the
+    // node takes such an answer (couldAnswer), so a RESULT must carry it for the longest prompt
+    int[] prompt = new int[InferenceRequest.MAX_PROMPT_TOKENS];
+    InferenceRequest r = InferenceRequest.of("long", prompt);
+    EngineResult res = new EngineResult(new int[] {7}, "", r.length()
+        + RouterNode.PROMPT_TOKENS_SLACK, r.length(), 1_000, 1_000);
+    assertTrue(RouterNode.couldAnswer(res, r));
+    ForwardCodec.Message m = ForwardCodec.decode(ForwardCodec.result("long", "n1", 5, res));
+    assertEquals(new ForwardCodec.Result("long", "n1", 5, res), m);
+  }
+
+  @Test
   void aResultWhoseTextIsNotUtf8IsRejectedAsAStreamedTextIs() {
     byte[] msg = ForwardCodec.result("id", "srv", 77,
         new EngineResult(new int[] {5, 6}, "QZ", 3, 0, -1, -1));
