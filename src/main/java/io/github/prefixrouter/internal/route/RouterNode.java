@@ -466,13 +466,19 @@ public final class RouterNode implements PrefixRouterNode {
     for (Scheduler.Cancellable t : graceTimers) {
       cancelGuard(t);
     }
-    try {
-      if (started) {
+    // each part is stopped whatever the other throws: a gossip that fails to stop (a host's
+    // scheduler whose timers fail to cancel) must not leave the transport open
+    if (started) {
+      try {
         peers.stop();
+      } catch (RuntimeException | Error e) {
+        LOG.warn("node {}: error while stopping gossip", nodeId, e);
       }
+    }
+    try {
       transport.close();
-    } catch (RuntimeException e) {
-      LOG.warn("node {}: error while stopping", nodeId, e);
+    } catch (RuntimeException | Error e) {
+      LOG.warn("node {}: error while closing the transport", nodeId, e);
     } finally {
       state.set(State.STOPPED);
       if (ownedScheduler != null) {

@@ -241,6 +241,66 @@ class RequestLifecycleTest {
   }
 
   @Test
+  void aStopWhoseGossipFailsToStopStillClosesTheTransport() {
+    // a host's scheduler whose timers fail to cancel: stopping gossip (which cancels its next
+    // round) throws
+    SimulatedScheduler sim = new SimulatedScheduler();
+    InMemoryNetwork net = new InMemoryNetwork(sim, 1);
+    Scheduler badCancel = (delay, task) -> {
+      sim.schedule(delay, task);
+      return () -> {
+        throw new IllegalStateException("cancel of a timer");
+      };
+    };
+    PrefixRouterNode node = PrefixRouterNode.builder().nodeId("a").transport(net.transport("a"))
+        .engine(new CountingEngine()).clock(sim).scheduler(badCancel)
+        .random(new SplittableRandom(1)).build();
+    node.start();
+    CompletableFuture<Void> stopped = node.stop();
+    assertTrue(stopped.isDone() && !stopped.isCompletedExceptionally(), stopped.toString());
+    assertEquals(PrefixRouterNode.State.STOPPED, node.state());
+    // the transport was closed: its address is free for a new node
+    Transport again = net.transport("a");
+    again.start((from, p) -> CompletableFuture.completedFuture(p));
+  }
+
+  @Test
+  void aStopWhosePeerViewThrowsAnErrorStillClosesTheTransport() {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    InMemoryNetwork net = new InMemoryNetwork(sim, 1);
+    AtomicInteger closes = new AtomicInteger();
+    Transport t = new io.github.prefixrouter.testing.ForwardingTransport(net.transport("a")) {
+      @Override
+      public void close() {
+        closes.incrementAndGet();
+        super.close();
+      }
+    };
+    PeerView failingStop = new PeerView() {
+      @Override
+      public PeerSet livePeers() {
+        return PeerSet.EMPTY;
+      }
+
+      @Override
+      public void leadingBlocks(PeerSet peers, long[] chain, int count, int[] out) {}
+
+      @Override
+      public void stop() {
+        throw new AnswerNeverLostTest.SpiError("stop");
+      }
+    };
+    RouterNode node = new RouterNode("a", RouterConfig.defaults(), t, new CountingEngine(), sim,
+        sim, new SplittableRandom(1), List.of(), new RouterNode.Components(NO_CACHE,
+            (tokens, l, o) -> 0, failingStop));
+    node.start();
+    CompletableFuture<Void> stopped = node.stop();
+    assertTrue(stopped.isDone() && !stopped.isCompletedExceptionally(), stopped.toString());
+    assertEquals(PrefixRouterNode.State.STOPPED, node.state());
+    assertEquals(1, closes.get());
+  }
+
+  @Test
   void concurrentSubmitsAndStopAnswerEveryAcceptedRequestExactlyOnce() throws Exception {
     // real threads: submitters, an engine completing on its own pool, the node's own timer
     // thread, and a stop() in the middle of it all
