@@ -27,8 +27,9 @@ import java.util.concurrent.CompletableFuture;
  *       {@link io.github.prefixrouter.GenerationParams#stop}: at the token that completes a stop
  *       string, for an engine that has text, which then ends before the stop string or with
  *       it). An engine that ignores them still gives a client of {@code NodeMain}'s
- *       endpoint the right answer (the endpoint cuts it), only after generating to
- *       {@code maxTokens}.
+ *       endpoint the right token ids, and the right text where the text is the node
+ *       tokenizer's (the endpoint cuts them; an engine's own text is cut at stop strings
+ *       only: docs/engines.md, "Stops"), only after generating to {@code maxTokens}.
  *   <li>{@link #load()} is cheap and never blocks: the library calls it on its hot path.
  *   <li>Implementations are thread-safe: the library calls every method from request threads,
  *       transport threads and scheduler tasks at once. Arguments are never null.
