@@ -70,7 +70,9 @@ import java.util.random.RandomGenerator;
  *   <li><b>Events.</b> With {@link #publishesCacheEvents()} (true unless disabled) the engine
  *       reports vLLM-shaped events to its {@link CacheEventListener}: stored runs of blocks with
  *       their parent and tokens, removed blocks (leaves, so each removal is a suffix of a cached
- *       chain), and clears. Replaying them yields exactly the engine's cached block set.
+ *       chain), and clears. Replaying them yields exactly the engine's cached block set. A
+ *       listener that throws (an exception or an {@link Error}) is called for later events all
+ *       the same, and the request whose change it was told of runs on and completes.
  *   <li><b>Faults.</b> {@link #failNext(int)} and a failure probability make requests fail with a
  *       retryable {@link EngineException} once they reach a slot; {@link #stallNext(int)} and a
  *       stall probability make requests hold their slot and never complete until
@@ -264,7 +266,11 @@ public final class SimulatedEngine implements InferenceEngine {
     blocks.clear();
     evictable.clear();
     if (publishesEvents) {
-      listener.onAllCleared();
+      try {
+        listener.onAllCleared();
+      } catch (RuntimeException | Error e) {
+        // a listener that throws is the host's bug; the cache is cleared all the same
+      }
     }
   }
 
@@ -614,7 +620,11 @@ public final class SimulatedEngine implements InferenceEngine {
       long[] ids = newIds.stream().mapToLong(Long::longValue).toArray();
       int[] blockTokens =
           Arrays.copyOfRange(tokens, runStart * blockSize, (runStart + ids.length) * blockSize);
-      listener.onBlocksStored(job.request.scope(), runParent, ids, blockTokens);
+      try {
+        listener.onBlocksStored(job.request.scope(), runParent, ids, blockTokens);
+      } catch (RuntimeException | Error e) {
+        // thrown on, it left the request in its slot, never completed, and the slot taken
+      }
     }
   }
 
@@ -656,7 +666,11 @@ public final class SimulatedEngine implements InferenceEngine {
       }
     }
     if (publishesEvents) {
-      listener.onBlocksRemoved(new long[] {victim.id});
+      try {
+        listener.onBlocksRemoved(new long[] {victim.id});
+      } catch (RuntimeException | Error e) {
+        // thrown on, it left the request starting in its slot, never completed
+      }
     }
   }
 

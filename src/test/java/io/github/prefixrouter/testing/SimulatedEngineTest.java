@@ -60,6 +60,49 @@ class SimulatedEngineTest {
   }
 
   @Test
+  void aCacheEventListenerThatThrowsLeavesTheRequestsAndTheCacheSound() throws Exception {
+    // thrown on out of a store, the exception left the request in its slot for ever (its future
+    // open, the slot taken) and escaped into the scheduler's driver
+    int[] calls = new int[1];
+    CacheEventListener throwing = new CacheEventListener() {
+      private void fail() {
+        if (calls[0]++ % 2 == 0) {
+          throw new StackOverflowError("listener");
+        }
+        throw new IllegalStateException("listener");
+      }
+
+      @Override
+      public void onBlocksStored(long parent, long[] ids, int[] tokens) {
+        fail();
+      }
+
+      @Override
+      public void onBlocksRemoved(long[] ids) {
+        fail();
+      }
+
+      @Override
+      public void onAllCleared() {
+        fail();
+      }
+    };
+    SimulatedEngine e = engine().capacityTokens(16 * 4).build();
+    SimulatedEngine quiet = engine().capacityTokens(16 * 4).build();
+    e.setCacheEventListener(throwing);
+    for (int i = 0; i < 6; i++) {
+      int[] p = prompt(1000 * (i % 3), 40);
+      assertEquals(run(quiet, "q" + i, p), run(e, "r" + i, p));
+    }
+    assertTrue(e.stats().evictedBlocks() > 0, "the cache evicted");
+    assertArrayEquals(quiet.cachedBlockIds(), e.cachedBlockIds());
+    assertEquals(0, e.load().total());
+    e.clearCache(); // the listener throws: the cache is cleared all the same
+    assertEquals(0, e.cachedBlocks());
+    assertTrue(calls[0] > 6, "the listener was called for every event: " + calls[0]);
+  }
+
+  @Test
   void countsCachedTokensInWholeBlocksAndAlwaysComputesOneToken() throws Exception {
     SimulatedEngine e = engine().build();
     int[] p100 = prompt(1000, 100); // 6 full blocks + 4 tokens

@@ -210,10 +210,18 @@ final class PrefixKvCache {
     int[] ids = Arrays.copyOfRange(tokens, runStart * blockSize, (runStart + hs.length) * blockSize);
     try {
       listener.onBlocksStored(scope, runParent, hs, ids);
-    } catch (RuntimeException e) {
-      // a failing listener must not corrupt the cache; it is the host's bug to see in its logs
-      org.slf4j.LoggerFactory.getLogger(PrefixKvCache.class).warn("cache event listener failed", e);
+    } catch (RuntimeException | Error e) {
+      listenerFailed(e);
     }
+  }
+
+  /**
+   * A listener that threw (an exception or an {@link Error}) must neither corrupt the cache nor
+   * escape into the request that changed it, whose future would never complete: it is the
+   * host's bug, to see in its logs.
+   */
+  private static void listenerFailed(Throwable e) {
+    org.slf4j.LoggerFactory.getLogger(PrefixKvCache.class).warn("cache event listener failed", e);
   }
 
   /** Evicts LRU leaves until one more block fits; never evicts {@code keep}. */
@@ -241,8 +249,8 @@ final class PrefixKvCache {
       evicted++;
       try {
         listener.onBlocksRemoved(new long[] {victim.hash});
-      } catch (RuntimeException e) {
-        org.slf4j.LoggerFactory.getLogger(PrefixKvCache.class).warn("cache event listener failed", e);
+      } catch (RuntimeException | Error e) {
+        listenerFailed(e);
       }
     }
     return true;
@@ -252,7 +260,11 @@ final class PrefixKvCache {
   synchronized void clear() {
     evicted += blocks.size();
     blocks.clear();
-    listener.onAllCleared();
+    try {
+      listener.onAllCleared();
+    } catch (RuntimeException | Error e) {
+      listenerFailed(e);
+    }
   }
 
   synchronized int size() {

@@ -41,7 +41,9 @@ import org.slf4j.LoggerFactory;
  *       {@link Builder#cacheCapacityTokens} tokens, LRU eviction of leaf blocks. When a whole
  *       prompt is cached, the last token is still evaluated (its logits start decoding), as in
  *       vLLM. Blocks are published as vLLM-shaped cache events ({@link #publishesCacheEvents()}
- *       is true), so a node can run its local tree in engine-driven mode.
+ *       is true), so a node can run its local tree in engine-driven mode. A cache event
+ *       listener that throws (an exception or an {@link Error}) is logged and still called for
+ *       later events; the request whose change it was told of runs on and completes.
  *   <li><b>Decoding</b>: greedy when {@code temperature} is 0; otherwise nucleus sampling drawn
  *       from the request's seed, so it is deterministic too. Generated tokens are ids in
  *       {@code [0, vocabBuckets)}; the text is empty (there is no tokenizer). Decoding ends
@@ -208,7 +210,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
         result = compute(this);
       } catch (EngineException e) {
         failure = e;
-      } catch (RuntimeException | OutOfMemoryError e) {
+      } catch (RuntimeException | Error e) { // any other Error left the future open
         failure = new EngineException("request " + request.id() + " failed in the engine: " + e, true, e);
       } finally {
         // no longer running when the future completes: its callbacks (the node's) read load()

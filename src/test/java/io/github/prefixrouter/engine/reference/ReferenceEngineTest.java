@@ -290,6 +290,53 @@ class ReferenceEngineTest {
   }
 
   @Test
+  void aCacheEventListenerThatThrowsLeavesTheRequestsAndTheCacheSound() throws Exception {
+    // it throws an Error on every other event and an exception on the rest: an Error thrown on
+    // out of a store left the request's future open for ever
+    int[] calls = new int[1];
+    CacheEventListener throwing = new CacheEventListener() {
+      private void fail() {
+        if (calls[0]++ % 2 == 0) {
+          throw new StackOverflowError("listener");
+        }
+        throw new IllegalStateException("listener");
+      }
+
+      @Override
+      public void onBlocksStored(long parentBlockHash, long[] blockHashes, int[] tokenIds) {
+        fail();
+      }
+
+      @Override
+      public void onBlocksRemoved(long[] blockHashes) {
+        fail();
+      }
+
+      @Override
+      public void onAllCleared() {
+        fail();
+      }
+    };
+    try (ReferenceEngine e = ReferenceEngine.builder().cacheCapacityTokens(64).build();
+        ReferenceEngine plain = ReferenceEngine.builder().cacheCapacityTokens(64).build()) {
+      e.setCacheEventListener(throwing);
+      for (int i = 0; i < 6; i++) {
+        int[] p = prompt(i % 3, 40);
+        assertArrayEquals(run(plain, "p" + i, p, 2).outputTokens(),
+            e.execute(new InferenceRequest("r" + i, p, GenerationParams.greedy(2)))
+                .get(10, TimeUnit.SECONDS).outputTokens());
+      }
+      assertTrue(e.stats().blocksEvicted() > 0, "the cache evicted");
+      assertEquals(plain.stats().cachedTokens(), e.stats().cachedTokens());
+      assertNull(e.checkCacheInvariants());
+      e.clearCache(); // the listener throws: the cache is cleared all the same
+      assertEquals(0, e.stats().cachedTokens());
+      assertTrue(calls[0] > 6, "the listener was called for every event: " + calls[0]);
+      assertEquals(0, e.load().total());
+    }
+  }
+
+  @Test
   void lruEvictsTheLeastRecentlyUsedLeafNeverAnAncestor() throws Exception {
     Mirror m = new Mirror();
     try (ReferenceEngine e = ReferenceEngine.builder().cacheCapacityTokens(48).build()) {
