@@ -70,7 +70,9 @@ import java.util.random.RandomGenerator;
  *   <li><b>Events.</b> With {@link #publishesCacheEvents()} (true unless disabled) the engine
  *       reports vLLM-shaped events to its {@link CacheEventListener}: stored runs of blocks with
  *       their parent and tokens, removed blocks (leaves, so each removal is a suffix of a cached
- *       chain), and clears. Replaying them yields exactly the engine's cached block set. A
+ *       chain), and clears. Replaying them yields exactly the engine's cached block set, also
+ *       for a listener set after requests ran: it is first told of the blocks cached then (one
+ *       store each, every block after its parent). A
  *       listener that throws (an exception or an {@link Error}) is called for later events all
  *       the same, and the request whose change it was told of runs on and completes.
  *   <li><b>Faults.</b> {@link #failNext(int)} and a failure probability make requests fail with a
@@ -223,6 +225,37 @@ public final class SimulatedEngine implements InferenceEngine {
     }
     this.listener = listener;
     this.listenerSet = true;
+    if (!publishesEvents) {
+      return;
+    }
+    // blocks cached before: one store each, every block after its parent
+    Map<Block, Integer> depths = new HashMap<>();
+    List<Block> all = new ArrayList<>(blocks.values());
+    List<Block> up = new ArrayList<>();
+    for (Block b : all) {
+      for (Block at = b; at != null && !depths.containsKey(at); at = at.parent) {
+        up.add(at);
+      }
+      if (up.isEmpty()) {
+        continue;
+      }
+      Block known = up.get(up.size() - 1).parent;
+      int d = known == null ? -1 : depths.get(known);
+      for (int i = up.size() - 1; i >= 0; i--) {
+        depths.put(up.get(i), ++d);
+      }
+      up.clear();
+    }
+    all.sort(java.util.Comparator.comparingInt((Block b) -> depths.get(b))
+        .thenComparingLong(b -> b.seq));
+    for (Block b : all) {
+      try {
+        listener.onBlocksStored(b.scope, b.parent == null ? CacheEventListener.NO_PARENT
+            : b.parent.id, new long[] {b.id}, b.tokens.clone());
+      } catch (RuntimeException | Error e) {
+        // a listener that throws is the host's bug; it is told of the later events all the same
+      }
+    }
   }
 
   // ---------------------------------------------------------------- fault injection
@@ -598,7 +631,8 @@ public final class SimulatedEngine implements InferenceEngine {
       Block b = blocks.get(id);
       if (b == null) {
         Block p = parent == CacheEventListener.NO_PARENT ? null : blocks.get(parent);
-        b = new Block(id, p, blockSeq++);
+        b = new Block(id, p, blockSeq++, job.request.scope(),
+            Arrays.copyOfRange(tokens, i * blockSize, (i + 1) * blockSize));
         blocks.put(id, b);
         if (p != null) {
           p.children++;
@@ -721,15 +755,21 @@ public final class SimulatedEngine implements InferenceEngine {
     final long id;
     final Block parent;
     final long seq;
+    /** The scope of the request that stored it: that of its chain when it starts one. */
+    final CacheScope scope;
+    final int[] tokens;
     int children;
     int pins;
     long lastUsed;
 
-    Block(long id, Block parent, long seq) {
+    Block(long id, Block parent, long seq, CacheScope scope, int[] tokens) {
       this.id = id;
       this.parent = parent;
       this.seq = seq;
+      this.scope = scope;
+      this.tokens = tokens;
     }
+
   }
 
   private static final class Job {

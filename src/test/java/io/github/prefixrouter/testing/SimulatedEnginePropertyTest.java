@@ -72,7 +72,9 @@ class SimulatedEnginePropertyTest {
   void eventReplayMatchesCacheAndInvariantsHold(
       @ForAll("steps") List<Step> steps,
       @ForAll @IntRange(min = 0, max = 12) int capacityBlocks,
-      @ForAll @IntRange(min = 1, max = 3) int slots) {
+      @ForAll @IntRange(min = 1, max = 3) int slots,
+      @ForAll @IntRange(min = 0, max = 30) int listenAfter) {
+    // the listener is set after listenAfter steps: it is first told of the blocks cached then
     SimulatedScheduler sim = new SimulatedScheduler();
     SimulatedEngine e =
         SimulatedEngine.builder()
@@ -87,7 +89,7 @@ class SimulatedEnginePropertyTest {
     Map<Long, Long> replay = new HashMap<>(); // block id -> parent id
     Map<Long, int[]> tokensOf = new HashMap<>();
     Map<Long, io.github.prefixrouter.CacheScope> scopeOf = new HashMap<>(); // chain start -> scope
-    e.setCacheEventListener(
+    CacheEventListener mirror =
         new CacheEventListener() {
           @Override
           public void onBlocksStored(io.github.prefixrouter.CacheScope scope, long parent,
@@ -124,11 +126,15 @@ class SimulatedEnginePropertyTest {
           public void onAllCleared() {
             replay.clear();
           }
-        });
+        };
     List<CompletableFuture<EngineResult>> futures = new ArrayList<>();
     List<int[]> prompts = new ArrayList<>();
     int n = 0;
+    int done = 0;
     for (Step s : steps) {
+      if (done++ == listenAfter) {
+        e.setCacheEventListener(mirror);
+      }
       if (s.kind() <= 6) {
         int[] p = promptOf(s);
         prompts.add(p);
@@ -141,6 +147,12 @@ class SimulatedEnginePropertyTest {
       } else if (n > 0) {
         e.cancel("r" + (s.advance() % n));
       }
+      if (done > listenAfter) {
+        check(e, replay);
+      }
+    }
+    if (done <= listenAfter) {
+      e.setCacheEventListener(mirror);
       check(e, replay);
     }
     sim.runUntilIdle(1_000_000);

@@ -32,14 +32,18 @@ final class PrefixKvCache {
   static final class Block {
     final long hash;
     final long parent;
+    /** The scope of the request that stored it: that of its chain when it starts one. */
+    final CacheScope scope;
     final int[] tokens;
     final float[][] keys; // [layer][blockSize * dim]
     final float[][] values;
     int children;
 
-    Block(long hash, long parent, int[] tokens, float[][] keys, float[][] values) {
+    Block(long hash, long parent, CacheScope scope, int[] tokens, float[][] keys,
+        float[][] values) {
       this.hash = hash;
       this.parent = parent;
+      this.scope = scope;
       this.tokens = tokens;
       this.keys = keys;
       this.values = values;
@@ -62,8 +66,42 @@ final class PrefixKvCache {
     return blockSize;
   }
 
+  /**
+   * Reports later changes to {@code l}, after telling it of the blocks cached now (one store
+   * each, every block after its parent), so that replaying its events gives the cached blocks
+   * also when it is set after requests ran.
+   */
   synchronized void setListener(CacheEventListener l) {
     this.listener = l;
+    // LinkedHashMap.get would touch a block: the cache's order must not change here
+    Map<Long, Block> byHash = new HashMap<>();
+    for (Block b : blocks.values()) {
+      byHash.put(b.hash, b);
+    }
+    Map<Long, Integer> depths = new HashMap<>();
+    List<Block> up = new ArrayList<>();
+    for (Block b : byHash.values()) {
+      Block at = b;
+      while (at != null && !depths.containsKey(at.hash)) {
+        up.add(at);
+        at = byHash.get(at.parent);
+      }
+      int d = at == null ? -1 : depths.get(at.hash);
+      for (int i = up.size() - 1; i >= 0; i--) {
+        depths.put(up.get(i).hash, ++d);
+      }
+      up.clear();
+    }
+    List<Block> all = new ArrayList<>(byHash.values());
+    all.sort(java.util.Comparator.comparingInt((Block b) -> depths.get(b.hash))
+        .thenComparingLong(b -> b.hash));
+    for (Block b : all) {
+      try {
+        l.onBlocksStored(b.scope, b.parent, new long[] {b.hash}, b.tokens.clone());
+      } catch (RuntimeException | Error e) {
+        listenerFailed(e);
+      }
+    }
   }
 
   /**
@@ -172,7 +210,8 @@ final class PrefixKvCache {
         k[l] = Arrays.copyOfRange(keys[l], from, from + blockSize * dim);
         v[l] = Arrays.copyOfRange(values[l], from, from + blockSize * dim);
       }
-      Block blk = new Block(h, parent, Arrays.copyOfRange(tokens, b * blockSize, (b + 1) * blockSize), k, v);
+      Block blk = new Block(
+          h, parent, scope, Arrays.copyOfRange(tokens, b * blockSize, (b + 1) * blockSize), k, v);
       blocks.put(h, blk);
       if (parent != CacheEventListener.NO_PARENT) {
         blocks.get(parent).children++;

@@ -371,6 +371,14 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     return true;
   }
 
+  /**
+   * Reports every later change of the cache to {@code listener}, after telling it of the blocks
+   * cached now (one store each, every block after its parent): replaying its events gives the
+   * cached blocks also when it is set after requests ran.
+   *
+   * @param listener where to report the cache's blocks and their changes
+   * @throws IllegalStateException if a listener was set before
+   */
   @Override
   public void setCacheEventListener(CacheEventListener listener) {
     Objects.requireNonNull(listener, "listener");
