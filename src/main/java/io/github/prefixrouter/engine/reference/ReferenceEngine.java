@@ -175,11 +175,23 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     /** Where the tokens go as they are decoded; IGNORE once it threw. Only the job's thread. */
     OutputListener listener;
     volatile boolean cancelled;
+    /** The engine closed while the request was queued or running. */
+    volatile boolean closing;
 
     Job(InferenceRequest request, CompletableFuture<EngineResult> future, OutputListener listener) {
       this.request = request;
       this.future = future;
       this.listener = listener;
+    }
+
+    /**
+     * Why the request stops before its end: cancelled (not retryable), else the engine closed
+     * (retryable: another engine may run it).
+     */
+    EngineException stopped() {
+      return cancelled
+          ? new EngineException("request " + request.id() + " cancelled", false)
+          : new EngineException("request " + request.id() + ": engine closed", true);
     }
 
     /** Gives the listener one decoded token; a listener that throws is not called again. */
@@ -199,8 +211,8 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     @Override
     public void run() {
       queued.decrementAndGet();
-      if (cancelled || future.isDone()) {
-        future.completeExceptionally(new EngineException("request " + request.id() + " cancelled", false));
+      if (cancelled || closing || future.isDone()) {
+        future.completeExceptionally(stopped());
         return;
       }
       running.incrementAndGet();
@@ -242,8 +254,8 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     float[] logits = new float[model.vocab];
     long macs = 0;
     for (int pos = reused; pos < n; pos++) {
-      if (job.cancelled) {
-        throw new EngineException("request " + req.id() + " cancelled", false);
+      if (job.cancelled || job.closing) {
+        throw job.stopped();
       }
       boolean last = pos == n - 1;
       seq.step(tokens[pos], last ? logits : null);
@@ -279,8 +291,8 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
         break;
       }
       if (i + 1 < out.length) {
-        if (job.cancelled) {
-          throw new EngineException("request " + req.id() + " cancelled", false);
+        if (job.cancelled || job.closing) {
+          throw job.stopped();
         }
         macs += model.macsForPosition(seq.length) + model.macsForLogits();
         seq.step(next, logits);
@@ -428,7 +440,8 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
 
   /**
    * Stops accepting requests and, if the engine created its own threads, stops them; requests
-   * still queued on them fail with a retryable error.
+   * still queued or running fail with a retryable error (on the host's executor, when it runs
+   * them or at their next token).
    */
   @Override
   public void close() {
@@ -443,7 +456,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
         }
       }
     }
-    jobs.forEach(j -> j.cancelled = true);
+    jobs.forEach(j -> j.closing = true);
   }
 
   /**

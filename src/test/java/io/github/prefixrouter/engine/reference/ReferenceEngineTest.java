@@ -452,6 +452,36 @@ class ReferenceEngineTest {
   }
 
   @Test
+  void closeFailsRunningRequestsAndThoseQueuedOnTheHostsExecutorAsRetryable() throws Exception {
+    // they failed as cancelled, not retryable, so their node gave them up instead of running
+    // them elsewhere
+    List<Runnable> queue = new ArrayList<>();
+    ReferenceEngine e = ReferenceEngine.builder().executor(queue::add).build();
+    CompletableFuture<EngineResult> running = e.execute(
+        new InferenceRequest("running", prompt(1, 40), GenerationParams.greedy(8)),
+        (tokens, text) -> e.close()); // closes at its first token
+    CompletableFuture<EngineResult> queued =
+        e.execute(InferenceRequest.of("queued", prompt(2, 40)));
+    assertEquals(2, queue.size());
+    queue.get(0).run();
+    queue.get(1).run();
+    for (CompletableFuture<EngineResult> f : List.of(running, queued)) {
+      ExecutionException x = assertThrows(ExecutionException.class, f::get);
+      assertTrue(((EngineException) x.getCause()).retryable(), x.getCause().toString());
+    }
+    // a request cancelled before the engine closed stays cancelled: not retryable
+    List<Runnable> queue2 = new ArrayList<>();
+    ReferenceEngine e2 = ReferenceEngine.builder().executor(queue2::add).build();
+    CompletableFuture<EngineResult> cancelled = e2.execute(InferenceRequest.of("c", prompt(3, 8)));
+    e2.cancel("c");
+    e2.close();
+    queue2.get(0).run();
+    ExecutionException x = assertThrows(ExecutionException.class, cancelled::get);
+    assertFalse(((EngineException) x.getCause()).retryable());
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
   void invalidConfigurationNamesTheSetting() {
     IllegalArgumentException x = assertThrows(IllegalArgumentException.class,
         () -> ReferenceEngine.builder().modelDim(63).build());
