@@ -54,8 +54,9 @@ import java.util.random.RandomGenerator;
  *       cached (the request still runs).
  *   <li><b>Queue and slots.</b> A FIFO queue feeds {@code slots} independent execution slots; a
  *       request in a slot takes {@code prefillOverhead + prefillPerToken × uncachedTokens} for its
- *       prefill, then {@code decodePerToken} per output token. New blocks are stored (and
- *       announced) when the prefill ends.
+ *       prefill, then {@code decodePerToken} per output token (times that would pass
+ *       {@link Long#MAX_VALUE} ns are that). New blocks are stored (and announced) when the
+ *       prefill ends.
  *   <li><b>Answers.</b> The output is {@code params.maxTokens()} token ids, a pure function of the
  *       prompt tokens and the {@link GenerationParams} (a hash), so the same request gives the same
  *       answer on every engine, whatever its cache or the routing. It ends early, after its first
@@ -540,10 +541,11 @@ public final class SimulatedEngine implements InferenceEngine {
     if (stall) {
       return; // holds its slot, pins and reservation until cancelled
     }
-    long prefill = prefillOverheadNanos + prefillNanosPerToken * (tokens.length - cached);
+    long prefill =
+        plus(prefillOverheadNanos, times(prefillNanosPerToken, tokens.length - cached));
     int outputTokens = r.params().stopTokenIds().isEmpty() ? r.params().maxTokens()
         : expectedOutput(PromptArrays.shared(r), r.params(), vocabularySize).length;
-    long decode = decodeNanosPerToken * outputTokens;
+    long decode = times(decodeNanosPerToken, outputTokens);
     job.prefillNanos = prefill;
     job.decodeNanos = decode;
     job.timer = scheduler.schedule(prefill, () -> prefillDone(job));
@@ -558,7 +560,7 @@ public final class SimulatedEngine implements InferenceEngine {
     if (job.listener != OutputListener.IGNORE) {
       InferenceRequest r = job.request;
       job.output = expectedOutput(PromptArrays.shared(r), r.params(), vocabularySize);
-      scheduler.schedule(decodeNanosPerToken * streamChunkTokens, () -> streamStep(job));
+      scheduler.schedule(times(decodeNanosPerToken, streamChunkTokens), () -> streamStep(job));
     }
   }
 
@@ -572,7 +574,7 @@ public final class SimulatedEngine implements InferenceEngine {
       return; // the last piece goes with the result
     }
     give(job, next);
-    scheduler.schedule(decodeNanosPerToken * streamChunkTokens, () -> streamStep(job));
+    scheduler.schedule(times(decodeNanosPerToken, streamChunkTokens), () -> streamStep(job));
   }
 
   /** Gives the listener the output up to {@code end}. */
@@ -595,7 +597,7 @@ public final class SimulatedEngine implements InferenceEngine {
     }
     finish(job);
     completed++;
-    busyNanos += job.prefillNanos + job.decodeNanos;
+    busyNanos = plus(busyNanos, plus(job.prefillNanos, job.decodeNanos));
     InferenceRequest r = job.request;
     if (job.output != null) {
       give(job, job.output.length);
@@ -738,6 +740,20 @@ public final class SimulatedEngine implements InferenceEngine {
       h = mix(h ^ (tokens[i] & 0xFFFFFFFFL));
     }
     return h == CacheEventListener.NO_PARENT ? 1L : h;
+  }
+
+  /**
+   * {@code a × n} of non-negative values, saturated at {@link Long#MAX_VALUE}: an overflow gave a
+   * negative delay, which the scheduler refused, leaving the request in its slot for ever.
+   */
+  private static long times(long a, long n) {
+    return a == 0 || n <= Long.MAX_VALUE / a ? a * n : Long.MAX_VALUE;
+  }
+
+  /** {@code a + b} of non-negative values, saturated at {@link Long#MAX_VALUE}. */
+  private static long plus(long a, long b) {
+    long sum = a + b;
+    return sum < 0 ? Long.MAX_VALUE : sum;
   }
 
   private static long mix(long z) {

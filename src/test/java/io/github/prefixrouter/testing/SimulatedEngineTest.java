@@ -103,6 +103,28 @@ class SimulatedEngineTest {
   }
 
   @Test
+  void hugeTimesPerTokenSaturateInsteadOfLeavingTheRequestInItsSlot() throws Exception {
+    // prefill, decode and stream delays overflowed to negative ones, which the scheduler
+    // refused: the request held its slot for ever and its future never completed
+    long huge = Long.MAX_VALUE / 3;
+    SimulatedEngine e = engine().prefillOverheadNanos(huge).prefillNanosPerToken(huge)
+        .decodeNanosPerToken(huge).build();
+    List<int[]> pieces = new ArrayList<>();
+    CompletableFuture<EngineResult> f = e.execute(
+        new InferenceRequest("a", prompt(1, 40), GenerationParams.greedy(8)),
+        (tokens, text) -> pieces.add(tokens));
+    sim.runUntilIdle(1_000);
+    assertTrue(f.isDone(), "the request never completed");
+    EngineResult r = f.get();
+    assertEquals(Long.MAX_VALUE, r.prefillNanos());
+    assertEquals(Long.MAX_VALUE, r.decodeNanos());
+    assertArrayEquals(r.outputTokens(),
+        pieces.stream().flatMapToInt(java.util.Arrays::stream).toArray());
+    assertEquals(0, e.load().total());
+    assertEquals(Long.MAX_VALUE, e.stats().busyNanos());
+  }
+
+  @Test
   void countsCachedTokensInWholeBlocksAndAlwaysComputesOneToken() throws Exception {
     SimulatedEngine e = engine().build();
     int[] p100 = prompt(1000, 100); // 6 full blocks + 4 tokens
