@@ -189,6 +189,24 @@ class EngineTokenizerTest {
     assertEquals(EngineTokenizer.MAX_MESSAGE_CHARS + 3, e.getMessage().length());
   }
 
+  /**
+   * A message shortened where a surrogate pair straddles the cut keeps the pair out whole: half
+   * of it made the client's JSON answer unwritable, and the client got a 500 instead of it.
+   */
+  @ParameterizedTest(name = "{0}")
+  @CsvSource({"400", "500"})
+  void aShortenedMessageNeverEndsInHalfACharacter(int status) throws Exception {
+    String server = "x".repeat(EngineTokenizer.MAX_MESSAGE_CHARS - 1) + "\uD83D\uDE00 more";
+    answer.set(new Answer(status, server)); // not JSON: the body itself is the message
+    TokenizeException e = failed(tokenizer.tokenize("m", "x"));
+    String m = e.getMessage();
+    for (int i = 0; i < m.length(); i++) {
+      assertFalse(Character.isSurrogate(m.charAt(i)), "half a surrogate pair at " + i);
+    }
+    assertTrue(m.endsWith("x".repeat(10) + "..."), m.substring(m.length() - 20));
+    Json.write(Map.of("message", m)); // the client's answer carries it
+  }
+
   @Test
   void anAnswerAboveTheCapIsRefused() throws Exception {
     StringBuilder big = new StringBuilder("{\"tokens\":[");
