@@ -1,6 +1,7 @@
 package io.github.prefixrouter.server;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -19,7 +20,8 @@ import java.util.function.Consumer;
  * printable text (a raw key, for example 32 bytes from {@code /dev/urandom}) is one key, all of
  * its bytes; so is printable text of a single line that is not hex. Several lines of which one is
  * not hex, or one line of an odd number of hex digits, are an error, never a raw key, so that a
- * typo does not give a node a key no peer has. The environment variable holds the hex keys separated by
+ * typo does not give a node a key no peer has. A file above {@link #MAX_FILE_BYTES} is an error,
+ * never a key, and is not read further. The environment variable holds the hex keys separated by
  * commas.
  *
  * <p><b>Watching.</b> {@link #check()} re-reads the file and hands the keys on when they differ
@@ -28,6 +30,9 @@ import java.util.function.Consumer;
  * parsed leaves the keys as they were, counted and logged once per distinct problem.
  */
 final class ClusterKeys {
+
+  /** The largest key file read: far above 4 hex keys and their comments, or a raw key. */
+  static final int MAX_FILE_BYTES = 64 << 10;
 
   private final Path file;
   private final Consumer<List<byte[]>> apply;
@@ -84,15 +89,22 @@ final class ClusterKeys {
   /**
    * The keys in a key file, signing key first.
    *
-   * @throws IllegalArgumentException if it cannot be read, holds no key, or is text of several
-   *     lines one of which is not hex
+   * @throws IllegalArgumentException if it cannot be read, is larger than
+   *     {@link #MAX_FILE_BYTES}, holds no key, or is text of several lines one of which is not
+   *     hex
    */
   static List<byte[]> read(Path file) {
     byte[] raw;
-    try {
-      raw = Files.readAllBytes(file);
+    try (InputStream in = Files.newInputStream(file)) {
+      raw = in.readNBytes(MAX_FILE_BYTES + 1);
     } catch (IOException e) {
       throw new IllegalArgumentException("cannot read --cluster-key-file " + file + ": " + e, e);
+    }
+    if (raw.length > MAX_FILE_BYTES) {
+      // another file named by mistake (a keystore, a log, /dev/urandom): never a key, and not
+      // to be read whole on every check
+      throw new IllegalArgumentException("--cluster-key-file " + file + " is larger than "
+          + MAX_FILE_BYTES + " bytes: not a key file");
     }
     for (byte b : raw) {
       if ((b < 0x20 || b > 0x7e) && b != '\n' && b != '\r' && b != '\t') {

@@ -75,6 +75,35 @@ class ClusterKeysTest {
     assertTrue(missing.getMessage().contains("cannot read --cluster-key-file"), missing.getMessage());
   }
 
+  /**
+   * Another file named by mistake, or written over the key file (a keystore, a log), is refused
+   * rather than read whole and taken for one raw key no peer has; the watch keeps the keys.
+   */
+  @Test
+  void aFileLargerThanAnyKeyFileIsRefusedAndTheWatchKeepsItsKeys() throws Exception {
+    byte[] big = new byte[ClusterKeys.MAX_FILE_BYTES + 1];
+    new java.util.Random(1).nextBytes(big);
+    Path f = dir.resolve("big.key");
+    Files.write(f, big);
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> ClusterKeys.read(f));
+    assertTrue(e.getMessage().contains("is larger than 65536 bytes: not a key file"),
+        e.getMessage());
+    // the largest accepted: a key file with a long comment
+    String commented = "#" + "c".repeat(ClusterKeys.MAX_FILE_BYTES - A.length() - 2) + "\n" + A;
+    assertEquals(ClusterKeys.MAX_FILE_BYTES, commented.length());
+    assertEquals(List.of(A), hex(ClusterKeys.read(file(commented))));
+
+    Path watched = file(A + "\n");
+    List<List<String>> applied = new ArrayList<>();
+    ClusterKeys watch = new ClusterKeys(watched, ClusterKeys.read(watched),
+        keys -> applied.add(hex(keys)));
+    Files.write(watched, big);
+    watch.check();
+    assertEquals(List.of(), applied, "the keys in use stay");
+    assertEquals(new ClusterKeys.Stats(0, 1), watch.stats());
+  }
+
   @Test
   void theEnvironmentVariableHoldsHexKeysSeparatedByCommas() {
     assertEquals(List.of(A, B), hex(ClusterKeys.parse(A + ", " + B, "ENV")));
