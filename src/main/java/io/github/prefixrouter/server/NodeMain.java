@@ -413,13 +413,23 @@ public final class NodeMain {
 
   /**
    * {@code c} with the node's model id: {@code modelId} if given (empty for none), else the base
-   * model's name, else (no base model known) none, with a warning.
+   * model's name, else (no base model known, or a name that cannot be a model id) none, with a
+   * warning.
    */
   static RouterConfig withModelId(RouterConfig c, String modelId, String baseModel) {
     String id = modelId != null ? modelId : baseModel != null ? baseModel : "";
     if (modelId == null && baseModel == null) {
       log.warn("no model id (--model-id) and no base model known: peers serving another model"
           + " are not told apart from this node's");
+    }
+    String problem = modelId == null && baseModel != null
+        ? io.github.prefixrouter.internal.ModelIds.problem(baseModel) : null;
+    if (problem != null) {
+      // a server's name for its model (a long local path, say) is not this node's to refuse:
+      // the node starts, without a model id, rather than failing on it
+      log.warn("the base model's name cannot be the model id ({}): pass --model-id ID; until "
+          + "then peers serving another model are not told apart from this node's", problem);
+      id = "";
     }
     return c.toBuilder().modelId(id).build();
   }

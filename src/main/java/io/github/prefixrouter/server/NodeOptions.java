@@ -68,8 +68,10 @@ public final class NodeOptions {
           "                           (with --engine reference: reference)",
           "  --model-id ID            what this node serves, for its peers: a node never serves",
           "                           a peer's request of another model id; default the base",
-          "                           model's name (--model or the one the server lists); none:",
-          "                           no model id (to talk to nodes from before model ids)",
+          "                           model's name (--model or the one the server lists) if",
+          "                           it can be one (256 UTF-8 bytes at most, no control",
+          "                           characters); none: no model id (to talk to nodes from",
+          "                           before model ids)",
           "  --engine-slots N         requests the server runs at once (vLLM --max-num-seqs);",
           "                           more outstanding are its queue, for push-back; default",
           "                           256, or --engine-max-in-flight if that is lower",
@@ -329,6 +331,14 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--model-id must not be empty (none: no model id)");
     }
     this.modelId = id == null ? null : id.equals("none") ? "" : id;
+    String modelIdProblem = modelId == null ? null
+        : io.github.prefixrouter.internal.ModelIds.problem(modelId);
+    if (modelIdProblem != null) {
+      // RouterConfig's own check, made here so that it is a bad flag rather than a failure
+      // while starting
+      throw new IllegalArgumentException(
+          "--model-id" + modelIdProblem.substring("modelId".length()));
+    }
     String tok = v.getOrDefault("tokenizer", "auto");
     this.tokenizes = !tok.equals("none");
     if (tok.equals("auto") || tok.equals("none")) {

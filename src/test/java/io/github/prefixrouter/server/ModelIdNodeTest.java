@@ -109,4 +109,29 @@ class ModelIdNodeTest {
             "--listen", "h:1", "--model-id", ""}, env));
     assertTrue(empty.getMessage().contains("--model-id must not be empty"), empty.getMessage());
   }
+
+  /**
+   * A model id the config refuses is a bad flag, and a base model's name that cannot be one
+   * leaves the node without a model id: both made the node fail while starting (status 1, a
+   * stack trace), the second whatever the flags, for a server naming its model so.
+   */
+  @Test
+  void aModelIdTheConfigRefusesIsABadFlagAndABaseModelsNameOneIsNone() {
+    Map<String, String> env = Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX);
+    for (String[] bad : new String[][] {
+        {"x".repeat(257), "--model-id must be at most 256 UTF-8 bytes, was 257"},
+        {"llama\t8b", "--model-id must be text without control characters, had U+0009"}}) {
+      IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(
+          IllegalArgumentException.class, () -> NodeOptions.parse(new String[] {"--id", "a",
+              "--listen", "h:1", "--model-id", bad[0]}, env));
+      assertTrue(e.getMessage().startsWith(bad[1]), e.getMessage());
+    }
+    NodeOptions o = NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+        "--model-id", "x".repeat(256)}, env);
+    assertEquals("x".repeat(256), NodeMain.withModelId(o.config, o.modelId, "m").modelId());
+    NodeOptions dflt = NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1"}, env);
+    String longPath = "/models/" + "x".repeat(300);
+    assertEquals("", NodeMain.withModelId(dflt.config, dflt.modelId, longPath).modelId());
+    assertEquals("", NodeMain.withModelId(dflt.config, dflt.modelId, "a\nb").modelId());
+  }
 }
