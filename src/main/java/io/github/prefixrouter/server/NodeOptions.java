@@ -512,7 +512,12 @@ public final class NodeOptions {
    * @throws IllegalArgumentException naming the bad setting
    */
   io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine.Builder openAiBuilder() {
-    var b = io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine.builder().baseUrl(engine);
+    var b = io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine.builder();
+    try {
+      b.baseUrl(engine);
+    } catch (IllegalArgumentException e) { // java.net.URI's message names no flag
+      throw new IllegalArgumentException("--engine is not a URL: " + e.getMessage(), e);
+    }
     if (model != null) {
       b.model(model);
     }
@@ -565,9 +570,19 @@ public final class NodeOptions {
     if (kvEvents == null) {
       return null;
     }
-    VllmKvEventSubscriber.Builder b = VllmKvEventSubscriber.builder().endpoint(kvEvents);
+    VllmKvEventSubscriber.Builder b = VllmKvEventSubscriber.builder();
+    // the subscriber's messages name the endpoint, not the flag: which of the two was bad
+    try {
+      b.endpoint(kvEvents);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("--kv-events: " + e.getMessage(), e);
+    }
     if (kvEventsReplay != null) {
-      b.replayEndpoint(kvEventsReplay);
+      try {
+        b.replayEndpoint(kvEventsReplay);
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("--kv-events-replay: " + e.getMessage(), e);
+      }
     }
     if (kvEventsTopic != null) {
       b.topic(kvEventsTopic);

@@ -72,6 +72,14 @@ class NodeMainTest {
         "--engine", "http://127.0.0.1:8000", "--kv-events", "ipc:///tmp/kv"));
     assertMessage("need --kv-events", () -> parse("--id", "a", "--listen", "h:1",
         "--engine", "http://127.0.0.1:8000", "--kv-events-replay", "tcp://127.0.0.1:5558"));
+    assertMessage("--engine is not a URL: Expected authority at index 7: http://",
+        () -> parse("--id", "a", "--listen", "h:1", "--engine", "http://"));
+    // a bad endpoint's message names its flag: the two take the same form
+    assertMessage("--kv-events: endpoint 'tcp://h' has no port", () -> parse("--id", "a",
+        "--listen", "h:1", "--engine", "http://127.0.0.1:8000", "--kv-events", "tcp://h"));
+    assertMessage("--kv-events-replay: endpoint 'tcp://h' has no port", () -> parse("--id", "a",
+        "--listen", "h:1", "--engine", "http://127.0.0.1:8000", "--kv-events",
+        "tcp://127.0.0.1:5557", "--kv-events-replay", "tcp://h"));
     NodeOptions kv = parse("--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000",
         "--kv-events", "tcp://127.0.0.1:5557", "--kv-events-replay", "tcp://127.0.0.1:5558",
         "--kv-events-topic", "kv");
