@@ -20,9 +20,10 @@ import java.util.function.Consumer;
  * printable text (a raw key, for example 32 bytes from {@code /dev/urandom}) is one key, all of
  * its bytes; so is printable text of a single line that is not hex. Several lines of which one is
  * not hex, or one line of an odd number of hex digits, are an error, never a raw key, so that a
- * typo does not give a node a key no peer has. A file above {@link #MAX_FILE_BYTES} is an error,
- * never a key, and is not read further. The environment variable holds the hex keys separated by
- * commas.
+ * typo does not give a node a key no peer has. A UTF-8 byte order mark before printable text is
+ * skipped (a passphrase after it is still a raw key of all the file's bytes). A file above
+ * {@link #MAX_FILE_BYTES} is an error, never a key, and is not read further. The environment
+ * variable holds the hex keys separated by commas.
  *
  * <p><b>Watching.</b> {@link #check()} re-reads the file and hands the keys on when they differ
  * from the last ones handed on: editing comments or blank lines does nothing, while reordering
@@ -106,12 +107,17 @@ final class ClusterKeys {
       throw new IllegalArgumentException("--cluster-key-file " + file + " is larger than "
           + MAX_FILE_BYTES + " bytes: not a key file");
     }
-    for (byte b : raw) {
+    // a text editor's UTF-8 byte order mark makes no raw key of the hex keys after it: it was
+    // taken for one, so an edit saved with it put a key no peer has in use
+    int from = raw.length >= 3 && (raw[0] & 0xff) == 0xef && (raw[1] & 0xff) == 0xbb
+        && (raw[2] & 0xff) == 0xbf ? 3 : 0;
+    for (int i = from; i < raw.length; i++) {
+      byte b = raw[i];
       if ((b < 0x20 || b > 0x7e) && b != '\n' && b != '\r' && b != '\t') {
         return List.of(raw); // a raw key
       }
     }
-    String text = new String(raw, StandardCharsets.US_ASCII);
+    String text = new String(raw, from, raw.length - from, StandardCharsets.US_ASCII);
     List<String> lines = new ArrayList<>();
     List<Integer> numbers = new ArrayList<>();
     String[] all = text.split("\r?\n", -1);

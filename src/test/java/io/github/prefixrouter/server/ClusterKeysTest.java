@@ -104,6 +104,39 @@ class ClusterKeysTest {
     assertEquals(new ClusterKeys.Stats(0, 1), watch.stats());
   }
 
+  /**
+   * A key file an editor saved with a UTF-8 byte order mark holds the same hex keys: it was
+   * taken for one raw key of all its bytes, put in use by the watch in place of the working
+   * keys, and every peer was refused.
+   */
+  @Test
+  void aByteOrderMarkBeforeHexKeysIsSkipped() throws Exception {
+    byte[] bom = {(byte) 0xef, (byte) 0xbb, (byte) 0xbf};
+    Path f = dir.resolve("bom.key");
+    Files.write(f, concat(bom, (B + "\r\n" + A + "\r\n").getBytes(StandardCharsets.US_ASCII)));
+    assertEquals(List.of(B, A), hex(ClusterKeys.read(f)));
+
+    Path watched = file(A + "\n");
+    List<List<String>> applied = new ArrayList<>();
+    ClusterKeys watch = new ClusterKeys(watched, ClusterKeys.read(watched),
+        keys -> applied.add(hex(keys)));
+    Files.write(watched, concat(bom, (A + "\n" + B + "\n").getBytes(StandardCharsets.US_ASCII)));
+    watch.check();
+    assertEquals(List.of(List.of(A, B)), applied);
+    // a passphrase after the mark stays a raw key of every byte, as it was always read
+    byte[] pass =
+        concat(bom, "correct horse battery staple\n".getBytes(StandardCharsets.US_ASCII));
+    Path p = dir.resolve("pass.key");
+    Files.write(p, pass);
+    assertArrayEquals(pass, ClusterKeys.read(p).get(0));
+  }
+
+  private static byte[] concat(byte[] a, byte[] b) {
+    byte[] out = java.util.Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, out, a.length, b.length);
+    return out;
+  }
+
   @Test
   void theEnvironmentVariableHoldsHexKeysSeparatedByCommas() {
     assertEquals(List.of(A, B), hex(ClusterKeys.parse(A + ", " + B, "ENV")));
