@@ -624,6 +624,12 @@ public final class NodeOptions {
       Properties p = new Properties();
       Path file = Path.of(flags.get("config"));
       try (Reader r = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+        // an editor's byte order mark is no part of the first key: it made that key unknown,
+        // refused under a name that looks like a known one ("unknown key in f: id")
+        r.mark(1);
+        if (r.read() != '\uFEFF') {
+          r.reset();
+        }
         p.load(r);
       } catch (IOException e) {
         throw new IllegalArgumentException("cannot read --config " + file + ": " + e.getMessage(), e);

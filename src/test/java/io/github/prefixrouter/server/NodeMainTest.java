@@ -17,6 +17,7 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -51,6 +52,16 @@ class NodeMainTest {
     assertEquals(65_536, o.config.treeCapacityTokens());
     NodeOptions sized = parse("--config", cfg.toString(), "--tree-capacity-tokens", "200000");
     assertEquals(200_000, sized.config.treeCapacityTokens());
+  }
+
+  /** A properties file an editor saved with a UTF-8 byte order mark reads as without one. */
+  @Test
+  void aByteOrderMarkBeforeTheFirstKeyOfTheFileIsSkipped() throws Exception {
+    Path cfg = dir.resolve("bom.properties");
+    Files.writeString(cfg, "\uFEFFid=n1\nlisten=127.0.0.1:7001\n", StandardCharsets.UTF_8);
+    NodeOptions o = parse("--config", cfg.toString());
+    assertEquals("n1", o.id);
+    assertEquals(7001, o.listenPort);
   }
 
   @Test
