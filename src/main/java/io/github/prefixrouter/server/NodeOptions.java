@@ -299,8 +299,9 @@ public final class NodeOptions {
       this.tlsPassword = null;
     } else if (passwordFile != null) {
       try {
+        // trailing white space only (the file's newline): a password may begin with a space
         this.tlsPassword = Files.readString(Path.of(passwordFile), StandardCharsets.UTF_8)
-            .strip().toCharArray();
+            .stripTrailing().toCharArray();
       } catch (IOException e) {
         throw new IllegalArgumentException("cannot read --tls-password-file " + passwordFile
             + ": " + e.getMessage(), e);

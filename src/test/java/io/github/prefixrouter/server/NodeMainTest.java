@@ -64,6 +64,19 @@ class NodeMainTest {
     assertEquals(7001, o.listenPort);
   }
 
+  /**
+   * The password file loses its trailing white space only, as documented: a password beginning
+   * with a space lost it, and the keystore then did not open with it.
+   */
+  @Test
+  void theTlsPasswordFileLosesOnlyItsTrailingWhiteSpace() throws Exception {
+    Path pw = dir.resolve("tls.password");
+    Files.writeString(pw, "  two leading spaces \r\n", StandardCharsets.UTF_8);
+    NodeOptions o = parse("--id", "a", "--listen", "h:1", "--tls-keystore",
+        dir.resolve("node.p12").toString(), "--tls-password-file", pw.toString());
+    assertEquals("  two leading spaces", new String(o.tlsPassword));
+  }
+
   @Test
   void badFlagsAreRejectedWithAMessageThatSaysWhatToFix() {
     assertMessage("--id is required", () -> parse("--listen", "127.0.0.1:1"));
