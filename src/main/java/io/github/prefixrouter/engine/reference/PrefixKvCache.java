@@ -20,8 +20,10 @@ import java.util.Map;
  * one scope is never a hit in another; stores of a chain's first blocks report the scope.
  *
  * <p>Design note: a request touches its matched path deepest block first and the root last, so
- * a parent is always more recently used than each of its children; the LRU end of the access
- * order is therefore always a leaf, and evicting it never orphans a cached block. Every store
+ * a parent is mostly more recently used than its children; not always (a store touches the
+ * block it continues after its new blocks, but not that block's own parents). Eviction
+ * therefore takes the least recently used block that has no children (a leaf), and never
+ * orphans a cached block. Every store
  * and eviction is reported to the {@link CacheEventListener} while the cache lock is held, so
  * listeners see events in the order they took effect. All methods are synchronized; the cached
  * arrays are never modified after a block is stored, so readers copy them without the lock.
@@ -227,7 +229,8 @@ final class PrefixKvCache {
       parent = h;
     }
     flushRun(scope, runParent, runHashes, tokens, runStart);
-    // keep every parent more recently used than its children
+    // the new blocks' parents more recently used than they are (the continued block's own
+    // parents were touched by the match before, so not necessarily more than it)
     for (int i = path.size() - 1; i >= 0; i--) {
       blocks.get(path.get(i));
     }
