@@ -1,5 +1,6 @@
 package io.github.prefixrouter.testing;
 
+import com.google.common.math.LongMath;
 import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -374,7 +375,7 @@ public final class InMemoryNetwork {
       if (l.reorder() > 0 && random.nextDouble() < l.reorder()) {
         // delay + jitter + 1 fits (Link's bound); the sum past the end of time saturates
         long extra = random.nextLong(l.delay().toNanos() + j + 1);
-        d = extra > Long.MAX_VALUE - d ? Long.MAX_VALUE : d + extra;
+        d = LongMath.saturatedAdd(d, extra);
       }
       scheduler.schedule(d, () -> {
         synchronized (InMemoryNetwork.this) {

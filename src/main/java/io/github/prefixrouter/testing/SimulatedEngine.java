@@ -1,5 +1,6 @@
 package io.github.prefixrouter.testing;
 
+import com.google.common.math.LongMath;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
@@ -104,6 +105,8 @@ public final class SimulatedEngine implements InferenceEngine {
   private final double failureProbability;
   private final double stallProbability;
   private final int streamChunkTokens;
+  /** The time between two streamed pieces: {@code streamChunkTokens} tokens' decode. */
+  private final long streamStepNanos;
 
   private CacheEventListener listener = new CacheEventListener() {};
   private boolean listenerSet;
@@ -148,6 +151,7 @@ public final class SimulatedEngine implements InferenceEngine {
     this.failureProbability = b.failureProbability;
     this.stallProbability = b.stallProbability;
     this.streamChunkTokens = b.streamChunkTokens;
+    this.streamStepNanos = LongMath.saturatedMultiply(decodeNanosPerToken, streamChunkTokens);
   }
 
   /**
@@ -541,11 +545,13 @@ public final class SimulatedEngine implements InferenceEngine {
     if (stall) {
       return; // holds its slot, pins and reservation until cancelled
     }
-    long prefill =
-        plus(prefillOverheadNanos, times(prefillNanosPerToken, tokens.length - cached));
+    // saturated: an overflow gave a negative delay, which the scheduler refused, leaving the
+    // request in its slot for ever
+    long prefill = LongMath.saturatedAdd(prefillOverheadNanos,
+        LongMath.saturatedMultiply(prefillNanosPerToken, tokens.length - cached));
     int outputTokens = r.params().stopTokenIds().isEmpty() ? r.params().maxTokens()
         : expectedOutput(PromptArrays.shared(r), r.params(), vocabularySize).length;
-    long decode = times(decodeNanosPerToken, outputTokens);
+    long decode = LongMath.saturatedMultiply(decodeNanosPerToken, outputTokens);
     job.prefillNanos = prefill;
     job.decodeNanos = decode;
     job.timer = scheduler.schedule(prefill, () -> prefillDone(job));
@@ -560,7 +566,7 @@ public final class SimulatedEngine implements InferenceEngine {
     if (job.listener != OutputListener.IGNORE) {
       InferenceRequest r = job.request;
       job.output = expectedOutput(PromptArrays.shared(r), r.params(), vocabularySize);
-      scheduler.schedule(times(decodeNanosPerToken, streamChunkTokens), () -> streamStep(job));
+      scheduler.schedule(streamStepNanos, () -> streamStep(job));
     }
   }
 
@@ -574,7 +580,7 @@ public final class SimulatedEngine implements InferenceEngine {
       return; // the last piece goes with the result
     }
     give(job, next);
-    scheduler.schedule(times(decodeNanosPerToken, streamChunkTokens), () -> streamStep(job));
+    scheduler.schedule(streamStepNanos, () -> streamStep(job));
   }
 
   /** Gives the listener the output up to {@code end}. */
@@ -597,7 +603,8 @@ public final class SimulatedEngine implements InferenceEngine {
     }
     finish(job);
     completed++;
-    busyNanos = plus(busyNanos, plus(job.prefillNanos, job.decodeNanos));
+    busyNanos = LongMath.saturatedAdd(busyNanos,
+        LongMath.saturatedAdd(job.prefillNanos, job.decodeNanos));
     InferenceRequest r = job.request;
     if (job.output != null) {
       give(job, job.output.length);
@@ -740,20 +747,6 @@ public final class SimulatedEngine implements InferenceEngine {
       h = mix(h ^ (tokens[i] & 0xFFFFFFFFL));
     }
     return h == CacheEventListener.NO_PARENT ? 1L : h;
-  }
-
-  /**
-   * {@code a × n} of non-negative values, saturated at {@link Long#MAX_VALUE}: an overflow gave a
-   * negative delay, which the scheduler refused, leaving the request in its slot for ever.
-   */
-  private static long times(long a, long n) {
-    return a == 0 || n <= Long.MAX_VALUE / a ? a * n : Long.MAX_VALUE;
-  }
-
-  /** {@code a + b} of non-negative values, saturated at {@link Long#MAX_VALUE}. */
-  private static long plus(long a, long b) {
-    long sum = a + b;
-    return sum < 0 ? Long.MAX_VALUE : sum;
   }
 
   private static long mix(long z) {

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.testing;
 
+import com.google.common.math.LongMath;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.Scheduler;
 import java.util.PriorityQueue;
@@ -122,8 +123,7 @@ public final class SimulatedScheduler implements Clock, Scheduler {
 
   /** The time {@code nanos} (at least 0) from now, saturated at {@code Long.MAX_VALUE}. */
   private long after(long nanos) {
-    long t = now + nanos;
-    return t < now ? Long.MAX_VALUE : t;
+    return LongMath.saturatedAdd(now, nanos);
   }
 
   /**
