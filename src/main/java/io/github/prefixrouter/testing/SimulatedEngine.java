@@ -6,6 +6,7 @@ import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.internal.PromptArrays;
+import io.github.prefixrouter.internal.engine.ParentsFirst;
 import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.Clock;
@@ -234,26 +235,7 @@ public final class SimulatedEngine implements InferenceEngine {
       return;
     }
     // blocks cached before: one store each, every block after its parent
-    Map<Block, Integer> depths = new HashMap<>();
-    List<Block> all = new ArrayList<>(blocks.values());
-    List<Block> up = new ArrayList<>();
-    for (Block b : all) {
-      for (Block at = b; at != null && !depths.containsKey(at); at = at.parent) {
-        up.add(at);
-      }
-      if (up.isEmpty()) {
-        continue;
-      }
-      Block known = up.get(up.size() - 1).parent;
-      int d = known == null ? -1 : depths.get(known);
-      for (int i = up.size() - 1; i >= 0; i--) {
-        depths.put(up.get(i), ++d);
-      }
-      up.clear();
-    }
-    all.sort(java.util.Comparator.comparingInt((Block b) -> depths.get(b))
-        .thenComparingLong(b -> b.seq));
-    for (Block b : all) {
+    for (Block b : ParentsFirst.order(blocks.values(), b -> b.parent)) {
       try {
         listener.onBlocksStored(b.scope, b.parent == null ? CacheEventListener.NO_PARENT
             : b.parent.id, new long[] {b.id}, b.tokens.clone());

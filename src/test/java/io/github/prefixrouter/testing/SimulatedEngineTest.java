@@ -63,30 +63,7 @@ class SimulatedEngineTest {
   void aCacheEventListenerThatThrowsLeavesTheRequestsAndTheCacheSound() throws Exception {
     // thrown on out of a store, the exception left the request in its slot for ever (its future
     // open, the slot taken) and escaped into the scheduler's driver
-    int[] calls = new int[1];
-    CacheEventListener throwing = new CacheEventListener() {
-      private void fail() {
-        if (calls[0]++ % 2 == 0) {
-          throw new StackOverflowError("listener");
-        }
-        throw new IllegalStateException("listener");
-      }
-
-      @Override
-      public void onBlocksStored(long parent, long[] ids, int[] tokens) {
-        fail();
-      }
-
-      @Override
-      public void onBlocksRemoved(long[] ids) {
-        fail();
-      }
-
-      @Override
-      public void onAllCleared() {
-        fail();
-      }
-    };
+    ThrowingCacheEventListener throwing = new ThrowingCacheEventListener();
     SimulatedEngine e = engine().capacityTokens(16 * 4).build();
     SimulatedEngine quiet = engine().capacityTokens(16 * 4).build();
     e.setCacheEventListener(throwing);
@@ -99,7 +76,8 @@ class SimulatedEngineTest {
     assertEquals(0, e.load().total());
     e.clearCache(); // the listener throws: the cache is cleared all the same
     assertEquals(0, e.cachedBlocks());
-    assertTrue(calls[0] > 6, "the listener was called for every event: " + calls[0]);
+    assertTrue(throwing.calls() > 6, "the listener was called for every event: "
+        + throwing.calls());
   }
 
   @Test

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.engine.reference;
 
 import io.github.prefixrouter.CacheScope;
+import io.github.prefixrouter.internal.engine.ParentsFirst;
 import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.util.ArrayList;
@@ -80,24 +81,7 @@ final class PrefixKvCache {
     for (Block b : blocks.values()) {
       byHash.put(b.hash, b);
     }
-    Map<Long, Integer> depths = new HashMap<>();
-    List<Block> up = new ArrayList<>();
-    for (Block b : byHash.values()) {
-      Block at = b;
-      while (at != null && !depths.containsKey(at.hash)) {
-        up.add(at);
-        at = byHash.get(at.parent);
-      }
-      int d = at == null ? -1 : depths.get(at.hash);
-      for (int i = up.size() - 1; i >= 0; i--) {
-        depths.put(up.get(i).hash, ++d);
-      }
-      up.clear();
-    }
-    List<Block> all = new ArrayList<>(byHash.values());
-    all.sort(java.util.Comparator.comparingInt((Block b) -> depths.get(b.hash))
-        .thenComparingLong(b -> b.hash));
-    for (Block b : all) {
+    for (Block b : ParentsFirst.order(blocks.values(), b -> byHash.get(b.parent))) {
       try {
         l.onBlocksStored(b.scope, b.parent, new long[] {b.hash}, b.tokens.clone());
       } catch (RuntimeException | Error e) {

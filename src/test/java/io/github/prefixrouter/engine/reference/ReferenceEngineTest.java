@@ -12,6 +12,7 @@ import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.testing.ThrowingCacheEventListener;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
 import java.util.ArrayList;
@@ -293,30 +294,7 @@ class ReferenceEngineTest {
   void aCacheEventListenerThatThrowsLeavesTheRequestsAndTheCacheSound() throws Exception {
     // it throws an Error on every other event and an exception on the rest: an Error thrown on
     // out of a store left the request's future open for ever
-    int[] calls = new int[1];
-    CacheEventListener throwing = new CacheEventListener() {
-      private void fail() {
-        if (calls[0]++ % 2 == 0) {
-          throw new StackOverflowError("listener");
-        }
-        throw new IllegalStateException("listener");
-      }
-
-      @Override
-      public void onBlocksStored(long parentBlockHash, long[] blockHashes, int[] tokenIds) {
-        fail();
-      }
-
-      @Override
-      public void onBlocksRemoved(long[] blockHashes) {
-        fail();
-      }
-
-      @Override
-      public void onAllCleared() {
-        fail();
-      }
-    };
+    ThrowingCacheEventListener throwing = new ThrowingCacheEventListener();
     try (ReferenceEngine e = ReferenceEngine.builder().cacheCapacityTokens(64).build();
         ReferenceEngine plain = ReferenceEngine.builder().cacheCapacityTokens(64).build()) {
       e.setCacheEventListener(throwing);
@@ -331,7 +309,8 @@ class ReferenceEngineTest {
       assertNull(e.checkCacheInvariants());
       e.clearCache(); // the listener throws: the cache is cleared all the same
       assertEquals(0, e.stats().cachedTokens());
-      assertTrue(calls[0] > 6, "the listener was called for every event: " + calls[0]);
+      assertTrue(throwing.calls() > 6, "the listener was called for every event: "
+          + throwing.calls());
       assertEquals(0, e.load().total());
     }
   }
