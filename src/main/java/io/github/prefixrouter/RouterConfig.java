@@ -432,10 +432,12 @@ public final class RouterConfig {
    * ({@link RouteDecision.Reason#LOCAL_ENGINE_STALLED}), peers' forwards are refused as busy, and
    * the node advertises overload in its gossip. When every outstanding request has ended, the
    * next one that would run here anyway is tried on the engine; its progress, or any other,
-   * ends the stall. Default 30 s; zero turns the check off. It must exceed the longest a single
-   * request can run without streamed output when nothing else runs (a long prompt, or a long
-   * answer its client did not ask to stream): such a request otherwise looks stalled until it
-   * answers. See docs/routing.md, "A stalled engine".
+   * ends the stall. While the check is on, every run is given to the engine with an output
+   * listener ({@code InferenceEngine.execute(request, listener)}), also one its client did not
+   * ask to stream, so that its output shows progress. Default 30 s; zero turns the check off.
+   * It must exceed the longest a single request can run without streamed output when nothing
+   * else runs (a long prompt, or any answer of an engine that streams nothing): such a request
+   * otherwise looks stalled until it answers. See docs/routing.md, "A stalled engine".
    *
    * @return the stall timeout of the local engine, or zero if the check is off
    */

@@ -25,10 +25,11 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>Timing. While no stall is in progress, the stall clock starts at the latest progress or at
  * the start of a run when none was outstanding, so a run that waits behind others counts from
- * the last progress, not from its own start. A single run that gives no streamed output for
- * longer than {@code stallNanos} (a long prompt, or a long answer not streamed) looks stalled
- * until it answers: the stall timeout must exceed the longest silent run expected when nothing
- * else runs.
+ * the last progress, not from its own start. While the watch is on, the node asks the engine to
+ * stream every run, also those nobody streams, only to see their progress ({@link #watching}).
+ * A single run that gives no streamed output for longer than {@code stallNanos} (a long prompt,
+ * or a long answer from an engine that streams nothing) looks stalled until it answers: the
+ * stall timeout must exceed the longest silent run expected when nothing else runs.
  *
  * <p>Lazy and deterministic: no timer, no thread. The state changes when it is asked (every
  * routing decision, every forward received, every gossip round) on the node's injected clock.
@@ -57,6 +58,14 @@ final class EngineWatch {
       throw new IllegalArgumentException("stallNanos must be >= 0, was " + stallNanos);
     }
     this.stallNanos = stallNanos;
+  }
+
+  /**
+   * Whether the watch is on ({@code stallNanos} above 0): only then is a run that nobody streams
+   * given a listener, so that its output, as the engine streams it, counts as progress.
+   */
+  boolean watching() {
+    return stallNanos > 0;
   }
 
   /** A run was handed to the engine at {@code now}. */

@@ -1236,8 +1236,12 @@ public final class RouterNode implements PrefixRouterNode {
     ExecutionOutput out = ex.out;
     engineWatch.started(started);
     try {
-      if (out == null) {
+      if (out == null && !engineWatch.watching()) {
         f = engine.execute(ex.request);
+      } else if (out == null) {
+        // nobody streams this run, but the engine's pieces still show it is making progress:
+        // a long answer not streamed to its client would otherwise look like a stalled engine
+        f = engine.execute(ex.request, (tokens, text) -> engineWatch.progressed(clock.nanoTime()));
       } else {
         ExecutionOutput.Attempt run = new ExecutionOutput.Attempt();
         f = engine.execute(ex.request, (tokens, text) -> {

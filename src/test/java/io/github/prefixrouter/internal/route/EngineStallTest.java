@@ -64,6 +64,9 @@ class EngineStallTest {
   static final class Hanging implements InferenceEngine {
     final InferenceEngine delegate;
     boolean hang;
+    /** False: the engine streams nothing, as one that implements only execute(request). */
+    boolean streams = true;
+    OutputListener lastListener;
     int calls;
     private final Map<String, CompletableFuture<EngineResult>> held = new LinkedHashMap<>();
     private final List<Runnable> resume = new ArrayList<>();
@@ -78,8 +81,10 @@ class EngineStallTest {
     }
 
     @Override
-    public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener l) {
+    public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener given) {
       calls++;
+      lastListener = given;
+      OutputListener l = streams ? given : OutputListener.IGNORE;
       if (!hang) {
         return delegate.execute(r, l);
       }
@@ -302,8 +307,40 @@ class EngineStallTest {
   }
 
   @Test
+  void anAnswerNobodyStreamsIsStillProgressWhenTheEngineStreamsIt() {
+    Cluster k = slowDecoding(config().build());
+    InferenceRequest r = new InferenceRequest("long", prompt(1, 200), LONG);
+    CompletableFuture<InferenceResponse> f = k.node(0).submit(r); // its client does not stream
+    for (int sec = 1; sec <= 11; sec++) {
+      k.advanceTo(sec);
+      assertEquals(0, k.watch(0).avoided(), "at " + sec + " s: " + k.watch(0));
+    }
+    InferenceResponse other = k.await(k.node(0).submit(request("other", prompt(2, 200))));
+    assertNotEquals(Reason.LOCAL_ENGINE_STALLED, other.decision().reason(), other.toString());
+    InferenceResponse a = k.await(f);
+    assertEquals("n0", a.servedBy());
+    assertArrayEquals(expected(r), a.result().outputTokens());
+    assertEquals(0, k.watch(0).stalls());
+  }
+
+  @ParameterizedTest
+  @ValueSource(booleans = {true, false})
+  void onlyAWatchedEngineIsAskedToStreamARunNobodyStreams(boolean watched) {
+    RouterConfig config = config().engineStallTimeout(watched ? STALL : Duration.ZERO).build();
+    Cluster k = new Cluster(1, config);
+    InferenceRequest r = request("r", prompt(1, 200));
+    InferenceResponse a = k.await(k.node(0).submit(r));
+    assertEquals("n0", a.servedBy());
+    assertArrayEquals(expected(r), a.result().outputTokens());
+    assertEquals(1, k.engine(0).calls);
+    assertEquals(watched, k.engine(0).lastListener != OutputListener.IGNORE,
+        "a listener only to see progress: " + k.engine(0).lastListener);
+  }
+
+  @Test
   void aSilentLongRunLooksStalledUntilItAnswers() {
     Cluster k = slowDecoding(config().build());
+    k.engine(0).streams = false;
     InferenceRequest r = new InferenceRequest("long", prompt(1, 200), LONG);
     CompletableFuture<InferenceResponse> f = k.node(0).submit(r); // not streamed: silent
     k.advanceTo(6);
@@ -330,8 +367,29 @@ class EngineStallTest {
   void anEngineStoringBlocksIsMakingProgress(boolean publishesEvents) {
     SimulatedScheduler sim = new SimulatedScheduler();
     InMemoryNetwork net = new InMemoryNetwork(sim, 3);
-    SimulatedEngine engine = OracleCluster.engineDefaults(sim).slots(2)
+    SimulatedEngine streaming = OracleCluster.engineDefaults(sim).slots(2)
         .decodeNanosPerToken(200_000_000L).publishesCacheEvents(publishesEvents).build();
+    InferenceEngine engine = new InferenceEngine() { // streams nothing: only stores show progress
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+        return streaming.execute(r);
+      }
+
+      @Override
+      public EngineLoad load() {
+        return streaming.load();
+      }
+
+      @Override
+      public boolean publishesCacheEvents() {
+        return streaming.publishesCacheEvents();
+      }
+
+      @Override
+      public void setCacheEventListener(io.github.prefixrouter.spi.CacheEventListener l) {
+        streaming.setCacheEventListener(l);
+      }
+    };
     RouterNode n = (RouterNode) PrefixRouterNode.builder().nodeId("a").config(config().build())
         .transport(net.transport("a")).engine(engine).clock(sim).scheduler(sim)
         .random(new SplittableRandom(1)).seeds(List.of()).build();
