@@ -420,8 +420,10 @@ public final class SimulatedEngine implements InferenceEngine {
    * @param promptTokens prompt tokens of the requests that started
    * @param cachedPromptTokens of those, tokens served from the cache
    * @param evictedBlocks blocks evicted by LRU (not counting clears)
-   * @param busyNanos slot time spent on prefill and decode of completed requests
-   * @param queueWaitNanos total time requests waited in the queue before reaching a slot
+   * @param busyNanos slot time spent on prefill and decode of completed requests,
+   *     {@code Long.MAX_VALUE} if larger
+   * @param queueWaitNanos total time requests waited in the queue before reaching a slot,
+   *     {@code Long.MAX_VALUE} if larger
    */
   public record Stats(
       long requests,
@@ -475,7 +477,9 @@ public final class SimulatedEngine implements InferenceEngine {
 
   private void start(Job job) {
     running.put(job, Boolean.TRUE);
-    queueWaitNanos += clock.nanoTime() - job.enqueuedAt;
+    // saturated as the other times: requests that waited near the end of time overflowed it
+    queueWaitNanos = LongMath.saturatedAdd(queueWaitNanos,
+        LongMath.saturatedSubtract(clock.nanoTime(), job.enqueuedAt));
     InferenceRequest r = job.request;
     if (failNext > 0 || (failureProbability > 0 && random.nextDouble() < failureProbability)) {
       if (failNext > 0) {

@@ -103,6 +103,24 @@ class SimulatedEngineTest {
   }
 
   @Test
+  void theQueueWaitSaturatesInsteadOfOverflowing() throws Exception {
+    // one slot and requests as long as simulated time: the second and third request each wait
+    // until its end, and the sum of their waits overflowed to a negative total
+    long huge = Long.MAX_VALUE / 3;
+    SimulatedEngine e = engine().slots(1).prefillOverheadNanos(huge).prefillNanosPerToken(huge)
+        .decodeNanosPerToken(huge).build();
+    List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      fs.add(e.execute(new InferenceRequest("w" + i, prompt(1000 * i, 40),
+          GenerationParams.greedy(2))));
+    }
+    sim.runUntilIdle(1_000);
+    assertTrue(fs.stream().allMatch(CompletableFuture::isDone), "a request never completed");
+    assertEquals(3, e.stats().completed());
+    assertEquals(Long.MAX_VALUE, e.stats().queueWaitNanos());
+  }
+
+  @Test
   void countsCachedTokensInWholeBlocksAndAlwaysComputesOneToken() throws Exception {
     SimulatedEngine e = engine().build();
     int[] p100 = prompt(1000, 100); // 6 full blocks + 4 tokens
