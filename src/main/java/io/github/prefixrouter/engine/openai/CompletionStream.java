@@ -21,7 +21,8 @@ import org.slf4j.LoggerFactory;
  * events, but {@code error}, are ignored) is a JSON chunk; of its {@code choices[0]} (its
  * choice of index 0, if it has one) it takes {@code text} (the text since the previous chunk),
  * {@code token_ids} (their token ids, sent by vLLM with {@code return_token_ids}) and
- * {@code finish_reason}; of its {@code usage} (vLLM sends it in a last chunk with no choices
+ * {@code finish_reason} (the choice of the first chunk that gives one, a non-empty string, is
+ * the output's last: the choices of later chunks are ignored); of its {@code usage} (vLLM sends it in a last chunk with no choices
  * when asked with {@code stream_options.include_usage}) the prompt and cached-token counts, as the non-streamed answer's. {@code data: [DONE]} ends the stream.
  * Any of these is a retryable {@link EngineException}: an {@code error} event, a chunk with an
  * {@code error} member or {@code "object": "error"} (how vLLM reports a failure once the stream
@@ -49,6 +50,8 @@ final class CompletionStream {
   private int tokenCount;
   private final StringBuilder text = new StringBuilder();
   private Object usage;
+  /** Whether a chunk's choice gave a {@code finish_reason}: later choices are no output. */
+  private boolean finished;
   private boolean done;
   private long bytesAfterDone;
 
@@ -205,6 +208,9 @@ final class CompletionStream {
   }
 
   private void choice(Object choice) {
+    if (finished) {
+      return; // the generation ended with an earlier chunk: what a server sends after is no output
+    }
     Object t = Json.member(choice, "text");
     String pieceText = t == null || t == Json.NULL ? "" : Json.asString(t, "choices[0].text");
     pieceText += OpenAiCompatibleEngine.stopString(choice, request.params());
@@ -217,6 +223,9 @@ final class CompletionStream {
     }
     if ((long) text.length() + pieceText.length() + tokenCount + pieceTokens.length > maxBytes) {
       throw failure("output larger than " + maxBytes + " characters and tokens", null);
+    }
+    if (finish instanceof String reason && !reason.isEmpty()) {
+      finished = true; // this chunk's piece is the last
     }
     if (pieceTokens.length == 0 && pieceText.isEmpty()) {
       return;

@@ -257,6 +257,25 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void whatAServerStreamsAfterTheFinishReasonIsNotTheOutput() throws Exception {
+    // a piece sent after the chunk with the finish_reason was appended to the answer and
+    // streamed: the output went past the end the server itself gave it
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null) + chunk("b", "[2]", "stop")
+          + chunk("c", "[3]", null) + chunk("d", "[4]", "length") + chunk("e", "[5]", "abort")
+          + USAGE + "data: [DONE]\n\n");
+    });
+    Pieces pieces = new Pieces();
+    EngineResult r = pieces.run(builder().build(), request()).get(20, TimeUnit.SECONDS);
+    assertEquals("ab", r.text());
+    assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+    assertEquals(List.of("a", "b"), pieces.texts);
+    assertEquals(4, r.promptTokens(), "the usage chunk after the finish is read all the same");
+    assertEquals(2, r.cachedPromptTokens());
+  }
+
+  @Test
   void chunksOfAnotherChoiceThanIndexZeroAreNotTheOutput() throws Exception {
     // a server that generates more than one sequence (n > 1 by its own default) streams each
     // choice's chunks with its index: the request's output is choice 0's alone
