@@ -53,9 +53,11 @@ public interface CacheEventListener {
    * <p>The default passes the event on to {@link #onBlocksStored(long, long[], int[])} when the
    * scope is the default or the blocks continue a parent (whose scope they share), and drops a
    * root chain of another scope, which a listener that does not know scopes would otherwise
-   * credit to the base model (its continuations are then reported with an unknown parent).
+   * credit to the base model (its continuations are then reported with an unknown parent). A
+   * null scope makes the event malformed: the default drops it, whatever the parent, as the
+   * node's listener does (which also counts it), and does not throw.
    *
-   * @param scope the scope of the request that computed the blocks
+   * @param scope the scope of the request that computed the blocks; null is malformed
    * @param parentBlockHash the engine's identifier of the block these continue, or
    *     {@link #NO_PARENT}
    * @param blockHashes the engine's identifiers of the new blocks, in order
@@ -63,6 +65,9 @@ public interface CacheEventListener {
    */
   default void onBlocksStored(
       CacheScope scope, long parentBlockHash, long[] blockHashes, int[] tokenIds) {
+    if (scope == null) {
+      return; // malformed: dropped, never thrown back at the engine
+    }
     if (scope.isDefault() || parentBlockHash != NO_PARENT) {
       onBlocksStored(parentBlockHash, blockHashes, tokenIds);
     }
