@@ -12,7 +12,9 @@ package io.github.prefixrouter.internal.tree;
  * when it first becomes cached and evicted once when its last copy goes.
  *
  * <p>Calls are made one at a time, in order, after the tree's write lock has been released, so
- * a listener may read the tree. A listener that throws is logged and otherwise ignored. The
+ * a listener may read the tree. A listener that throws (an exception or an {@link Error}) is
+ * logged, counted ({@link ConcurrentPrefixTree#listenerFailures()}) and otherwise ignored: the
+ * event still reaches the other listeners, and the write that caused it is not failed. The
  * arrays passed are owned by the listener.
  */
 public interface BlockEventListener {

@@ -1889,7 +1889,8 @@ public final class ConcurrentPrefixTree {
               case Event.EVICTED -> l.onEvicted(e.hashes.clone());
               default -> l.onCleared();
             }
-          } catch (RuntimeException ex) {
+          } catch (RuntimeException | Error ex) { // an Error too: thrown on, it left the engine's
+            // call and kept the event from the listeners after this one
             listenerFailures++;
             LOG.warn("block event listener {} failed", l, ex);
           }

@@ -73,4 +73,46 @@ class EngineEventRobustnessTest {
     assertEquals(2, t.match(new int[] {7, 8, 9, 9}));
     t.checkInvariants();
   }
+
+  /**
+   * A block event listener that throws an {@link Error} is caught as one that throws an
+   * exception: counted, and neither thrown back at the engine nor keeping the events from the
+   * listeners after it.
+   */
+  @Test
+  void aBlockEventListenerThatThrowsAnErrorDoesNotEscapeTheEngineEvents() {
+    // the Error went through the engine listener's catch of RuntimeException, out of the
+    // engine's call, and the listeners after it missed the event
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    t.addListener(new BlockEventListener() {
+      @Override
+      public void onStored(long[] hashes) {
+        throw new StackOverflowError("listener");
+      }
+
+      @Override
+      public void onEvicted(long[] hashes) {
+        throw new AssertionError("listener");
+      }
+
+      @Override
+      public void onCleared() {
+        throw new StackOverflowError("listener");
+      }
+    });
+    ConcurrentPrefixTreeTest.Replay after = new ConcurrentPrefixTreeTest.Replay();
+    t.addListener(after);
+    CacheEventListener engine = t.engineEvents();
+    assertDoesNotThrow(() -> engine.onBlocksStored(
+        CacheEventListener.NO_PARENT, new long[] {1, 2}, new int[] {5, 6, 7, 8}));
+    assertDoesNotThrow(() -> engine.onBlocksRemoved(new long[] {2}));
+    assertDoesNotThrow(engine::onAllCleared);
+    assertEquals(3, t.listenerFailures());
+    assertEquals(java.util.List.of("stored 2", "evicted 1", "cleared"), after.log);
+    assertDoesNotThrow(() -> engine.onBlocksStored(
+        CacheEventListener.NO_PARENT, new long[] {3}, new int[] {9, 9}));
+    assertEquals(2, t.match(new int[] {9, 9}));
+    assertEquals(4, t.listenerFailures());
+    t.checkInvariants();
+  }
 }
