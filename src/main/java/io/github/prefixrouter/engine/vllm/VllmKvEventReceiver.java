@@ -157,7 +157,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
    *     publisher restarted)
    * @param duplicatesIgnored replayed messages already applied, ignored
    * @param resets calls of {@link VllmKvEventReceiver#reset()}
-   * @param listenerFailures listener calls that threw a {@link RuntimeException}
+   * @param listenerFailures listener calls that threw (an exception or an {@link Error})
    * @param unattributedStores {@code BlockStored} events starting a chain ({@code
    *     parent_block_hash} nil) of a LoRA adapter this receiver cannot name (a {@code lora_id}
    *     without a {@code lora_name}, or a name that is no valid {@link CacheScope} adapter),
@@ -301,7 +301,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
     forgetCopies();
     try {
       listener.onAllCleared();
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
       listenerFailed("clear", e);
     }
   }
@@ -355,7 +355,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
       forgetCopies();
       try {
         listener.onAllCleared();
-      } catch (RuntimeException e) {
+      } catch (RuntimeException | Error e) {
         listenerFailed("clear", e);
       }
     }
@@ -369,7 +369,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
     for (KvEvent event : events) {
       try {
         apply(event);
-      } catch (RuntimeException e) {
+      } catch (RuntimeException | Error e) {
         listenerFailed(event.getClass().getSimpleName(), e);
       }
     }
@@ -625,7 +625,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
     trackedTotal = 0;
   }
 
-  private void listenerFailed(String call, RuntimeException e) {
+  private void listenerFailed(String call, Throwable e) {
     listenerFailures++;
     if (logNow(listenerFailures)) {
       LOG.warn("cache event listener failed on {} ({} failures so far)", call, listenerFailures,

@@ -12,6 +12,8 @@ final class RecordingListener implements CacheEventListener {
   final List<String> calls = new ArrayList<>();
   /** Calls (by their text's prefix) that throw after being recorded. */
   String failOn;
+  /** Whether a failure is an {@link Error} (a {@link StackOverflowError}) or an exception. */
+  boolean failWithError;
 
   static String stored(long parent, long[] hashes, int[] tokens) {
     return "stored " + parent + " " + Arrays.toString(hashes) + " " + Arrays.toString(tokens);
@@ -26,6 +28,9 @@ final class RecordingListener implements CacheEventListener {
   private void record(String call) {
     calls.add(call);
     if (failOn != null && call.startsWith(failOn)) {
+      if (failWithError) {
+        throw new StackOverflowError("listener failure on " + call);
+      }
       throw new IllegalStateException("listener failure on " + call);
     }
   }
