@@ -38,13 +38,22 @@ import org.junit.jupiter.api.Test;
  * {@link #failNextRequest(InferenceEngine)}. Depend on the {@code tests} classifier of
  * {@code prefix-router}.
  *
- * <p>Checked: {@code execute} returns without blocking and its future completes exactly once;
+ * <p>Checked: {@code execute} returns without blocking, within {@link #EXECUTE_BOUND} also while
+ * the engine has more requests than it runs at once (one call over it forgiven), and its future
+ * completes exactly once;
  * results are well formed (prompt tokens, cached tokens within bounds, 1..maxTokens outputs);
  * the same request gives the same output, also when sampled, on two engines; {@code load()} is
- * cheap and sane; a stop token id ends the output, as its last token; cancelling an unknown
- * request is harmless; a cancelled request's future still
+ * cheap and sane, and back to no load once every request ended (completed, cancelled or
+ * failed); a stop token id ends the output, as its last token, streamed or not; cancelling an
+ * unknown request is harmless; a cancelled request's future still
  * completes and cancelling one request leaves the others alone; failures surface as
- * {@link EngineException}; engines that
+ * {@link EngineException}; a cache event listener that throws (an exception or an
+ * {@link Error}, {@link ThrowingCacheEventListener}) breaks neither the requests (each completes
+ * normally, with the output it has without the listener) nor the cache (a repeated prompt still
+ * hits) nor later events (the engine goes on calling it); for an engine whose test declares its
+ * cache's capacity ({@link #cacheCapacityTokens()}), filling the cache beyond it makes the
+ * engine report removals of blocks it reported stored, so that the blocks its events leave
+ * cached fit in that capacity; engines that
  * publish cache events announce the blocks of a prompt they ran, and report a cache hit when the
  * same prompt runs again, and their stores chain (each continues a block still cached or starts
  * a prompt, a hash names one block, blocks are of one size, and every chain spells the start of
@@ -126,6 +135,43 @@ public abstract class InferenceEngineContractTest {
     return false;
   }
 
+  /**
+   * The engine's prefix-cache capacity in tokens, if the test knows it: the most tokens of full
+   * blocks it holds at once. With it, and when the engine publishes cache events, the kit fills
+   * the cache beyond it with {@code capacity / blockSize / (promptTokens() / blockSize) + 3}
+   * distinct prompts (and twice as many tokens' worth in the throwing-listener check) and checks
+   * the removals the engine reports: declare it for an engine configured with a small cache.
+   *
+   * @return the capacity in tokens, or -1 (the default) when unknown: the eviction check is then
+   *     skipped
+   */
+  protected long cacheCapacityTokens() {
+    return -1;
+  }
+
+  /**
+   * The longest one {@code execute} call may take while the engine is busy, once the engine has
+   * answered a first request (so that the one-time costs of a fresh engine, an HTTP client's
+   * start say, are not counted); {@link #executeReturnsAtOnceWhileTheEngineIsBusy} forgives one
+   * call over it. A call that does its bookkeeping and hands the request on usually takes well
+   * under a millisecond, but the first call of a code path loads classes, and a thread can lose
+   * the processor or wait for a garbage collection. Measured on a 2-core machine with the test
+   * JVM pinned to one core, the slowest of 48 calls took 0.2 ms on {@code SimulatedEngine} and
+   * 20 to 180 ms on {@code ReferenceEngine} and {@code OpenAiCompatibleEngine}; with two busy
+   * loops sharing that core (a CI machine running other jobs), up to 650 ms. One second leaves
+   * room for that. An {@code execute} that waits for the engine (for a free slot, for room in a
+   * queue, for a result) waits longer than that whenever the work ahead of it does, and
+   * endlessly on an engine in simulated time, whose clock does not move while the test's thread
+   * is in {@code execute}.
+   */
+  protected static final Duration EXECUTE_BOUND = Duration.ofSeconds(1);
+
+  /**
+   * The bound on an {@code execute} call of the other checks, which includes a first call's
+   * one-time costs: they guard against a call that never returns.
+   */
+  private static final Duration FIRST_CALL_BOUND = Duration.ofSeconds(5);
+
   /** A deterministic sample prompt. */
   protected int[] prompt(long seed) {
     int[] t = new int[promptTokens()];
@@ -140,7 +186,7 @@ public abstract class InferenceEngineContractTest {
   }
 
   private EngineResult run(InferenceEngine e, InferenceRequest r) {
-    CompletableFuture<EngineResult> f = assertTimeoutPreemptively(Duration.ofSeconds(5),
+    CompletableFuture<EngineResult> f = assertTimeoutPreemptively(FIRST_CALL_BOUND,
         () -> e.execute(r), "execute blocked the caller");
     assertNotNull(f, "execute returned null");
     assertTrue(awaitCondition(f::isDone, patience()), "request " + r.id() + " never completed");
@@ -247,7 +293,7 @@ public abstract class InferenceEngineContractTest {
 
   private CompletableFuture<EngineResult> startStreamed(InferenceEngine e, InferenceRequest r,
       StreamRecorder rec) {
-    CompletableFuture<EngineResult> f = assertTimeoutPreemptively(Duration.ofSeconds(5),
+    CompletableFuture<EngineResult> f = assertTimeoutPreemptively(FIRST_CALL_BOUND,
         () -> e.execute(r, rec), "execute blocked the caller");
     assertNotNull(f, "execute returned null");
     rec.attach(f);
@@ -551,6 +597,8 @@ public abstract class InferenceEngineContractTest {
     private final List<Object[]> events = java.util.Collections.synchronizedList(new ArrayList<>());
     private final AtomicInteger blockSize = new AtomicInteger();
     private final AtomicLong storedBlocks = new AtomicLong();
+    /** The hashes stored and not named by a removal or a clear since: a cheap upper bound. */
+    private final java.util.Set<Long> roughlyLive = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     @Override
     public void onBlocksStored(long parent, long[] hashes, int[] tokenIds) {
@@ -565,17 +613,34 @@ public abstract class InferenceEngineContractTest {
       if (h != null && t != null && h.length > 0 && t.length % h.length == 0) {
         blockSize.compareAndSet(0, t.length / h.length);
         storedBlocks.addAndGet(h.length);
+        for (long x : h) {
+          roughlyLive.add(x);
+        }
       }
     }
 
     @Override
     public void onBlocksRemoved(long[] hashes) {
       events.add(new Object[] {"removed", hashes == null ? null : hashes.clone()});
+      if (hashes != null) {
+        for (long x : hashes) {
+          roughlyLive.remove(x);
+        }
+      }
     }
 
     @Override
     public void onAllCleared() {
       events.add(new Object[] {"cleared"});
+      roughlyLive.clear();
+    }
+
+    /**
+     * The blocks stored and not named by a removal since: at least as many as the model holds
+     * (which also drops the blocks continuing a removed one), cheap to ask often.
+     */
+    int roughlyLiveBlocks() {
+      return roughlyLive.size();
     }
 
     int blockSize() {
@@ -591,12 +656,23 @@ public abstract class InferenceEngineContractTest {
 
     /** What in the events so far breaks the rules, given the sequences the engine ran. */
     List<String> breaches(List<int[]> ran) {
+      return replay(ran).breaches();
+    }
+
+    /**
+     * The events so far replayed into the model: what breaks the rules, given the sequences the
+     * engine ran, and the blocks left cached.
+     */
+    Replay replay(List<int[]> ran) {
       List<Object[]> seen;
       synchronized (events) {
         seen = new ArrayList<>(events);
       }
       List<String> out = new ArrayList<>();
       java.util.Map<Long, Block> live = new java.util.HashMap<>();
+      java.util.Set<Long> everStored = new java.util.HashSet<>();
+      List<String> unknownRemovals = new ArrayList<>();
+      long removals = 0;
       int size = 0;
       for (int n = 0; n < seen.size() && out.size() < 10; n++) {
         Object[] ev = seen.get(n);
@@ -610,6 +686,11 @@ public abstract class InferenceEngineContractTest {
               continue;
             }
             for (long h : hashes) {
+              removals++;
+              if (!everStored.contains(h) && unknownRemovals.size() < 10) {
+                unknownRemovals.add(at + "removes block " + Long.toHexString(h)
+                    + ", never reported stored");
+              }
               live.remove(h);
             }
             // the blocks continuing a removed one are gone with it
@@ -666,14 +747,26 @@ public abstract class InferenceEngineContractTest {
                     + "engine ran");
               }
               live.put(h, new Block(prev, own, chain));
+              everStored.add(h);
               prev = h;
             }
           }
         }
       }
-      return out;
+      return new Replay(out, unknownRemovals, live.size(), removals);
     }
   }
+
+  /**
+   * Cache events replayed into the model.
+   *
+   * @param breaches what breaks the rules of the stores (at most 10)
+   * @param unknownRemovals removals of blocks never reported stored (at most 10)
+   * @param liveBlocks the blocks the events leave cached
+   * @param removedBlocks the hashes the removals named
+   */
+  private record Replay(List<String> breaches, List<String> unknownRemovals, int liveBlocks,
+      long removedBlocks) {}
 
   @Test
   void streamedOutputIsAPrefixOfTheResult() {
@@ -765,7 +858,7 @@ public abstract class InferenceEngineContractTest {
         throw (RuntimeException) t;
       };
       InferenceRequest r = new InferenceRequest("b" + i, p, g);
-      CompletableFuture<EngineResult> f = assertTimeoutPreemptively(Duration.ofSeconds(5),
+      CompletableFuture<EngineResult> f = assertTimeoutPreemptively(FIRST_CALL_BOUND,
           () -> e.execute(r, throwing), "execute blocked the caller");
       assertNotNull(f, "execute returned null");
       f.whenComplete((v, err) -> completions.incrementAndGet());
@@ -786,5 +879,203 @@ public abstract class InferenceEngineContractTest {
       assertTrue(calls.get() <= 1,
           "the listener threw " + what + " and was called " + calls.get() + " times in all");
     }
+  }
+  /**
+   * {@code execute} hands a request on and returns, also while the engine has more requests
+   * than it runs at once: of 48 calls made back to back, half of them streamed, at most one
+   * takes longer than {@link #EXECUTE_BOUND} (the node calls it on its request and transport
+   * threads). One is forgiven, a hiccup of the machine (a garbage collection, a thread that lost
+   * the processor); an engine that waits while it is busy waits in every later call. An engine
+   * may refuse a request it has no room for, failing its future with an {@link EngineException}
+   * ({@link io.github.prefixrouter.spi.EngineBusyException}), but not make the caller wait for
+   * room.
+   */
+  @Test
+  void executeReturnsAtOnceWhileTheEngineIsBusy() {
+    InferenceEngine e = createEngine();
+    run(e, new InferenceRequest("warm-up", prompt(30), GenerationParams.greedy(2)));
+    int n = 48;
+    List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+    List<String> slow = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      InferenceRequest r = new InferenceRequest("busy" + i, prompt(400 + i),
+          GenerationParams.greedy(16));
+      OutputListener l = i % 2 == 0 ? null : new StreamRecorder(0);
+      long[] took = new long[1];
+      // timed on the calling thread, so the time does not include starting it
+      CompletableFuture<EngineResult> f = assertTimeoutPreemptively(FIRST_CALL_BOUND, () -> {
+        long start = System.nanoTime();
+        try {
+          return l == null ? e.execute(r) : e.execute(r, l);
+        } finally {
+          took[0] = System.nanoTime() - start;
+        }
+      }, () -> "execute of request " + r.id() + " blocked the caller, with "
+          + fs.stream().filter(x -> !x.isDone()).count() + " requests unfinished before it");
+      assertNotNull(f, "execute returned null");
+      if (took[0] > EXECUTE_BOUND.toNanos()) {
+        slow.add(r.id() + " took " + took[0] / 1_000_000 + " ms, with "
+            + fs.stream().filter(x -> !x.isDone()).count() + " requests unfinished before it");
+        assertTrue(slow.size() < 2, "execute blocked the caller for more than "
+            + EXECUTE_BOUND.toMillis() + " ms twice: " + slow);
+      }
+      fs.add(f);
+    }
+    assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()),
+        "a request never completed");
+    for (CompletableFuture<EngineResult> f : fs) {
+      try {
+        assertNotNull(f.join());
+      } catch (CompletionException ex) {
+        assertInstanceOf(EngineException.class, ex.getCause(),
+            "a request refused for lack of room must fail with EngineException");
+      }
+    }
+  }
+
+  /**
+   * {@code load()} is back to no load once every request has ended: completed (plain and
+   * streamed), cancelled (queued or running) or failed. A request the load kept counting would
+   * stay in the load the node advertises, and the node's peers would send it less for ever.
+   */
+  @Test
+  void loadReturnsToIdleOnceEveryRequestHasEnded() {
+    InferenceEngine e = createEngine();
+    int n = 8;
+    List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      InferenceRequest r = new InferenceRequest("i" + i, prompt(500 + i),
+          GenerationParams.greedy(8));
+      fs.add(i % 2 == 0 ? e.execute(r) : startStreamed(e, r, new StreamRecorder(0)));
+    }
+    e.cancel("i" + (n - 1)); // most likely queued
+    e.cancel("i0"); // most likely running
+    assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()),
+        "a request never completed");
+    if (failNextRequest(e)) {
+      CompletableFuture<EngineResult> f = e.execute(
+          new InferenceRequest("i-failed", prompt(520), GenerationParams.DEFAULT));
+      assertTrue(awaitCondition(f::isDone, patience()), "the failing request never completed");
+    }
+    assertTrue(awaitCondition(() -> e.load().total() == 0, Duration.ofSeconds(5)),
+        "every request ended, and load() still reports " + e.load());
+  }
+
+  /**
+   * A stop token id ends a streamed output as it ends a plain one, and no more tokens than that
+   * output has are streamed: the node has sent the client each piece by the time the result
+   * comes.
+   */
+  @Test
+  void aStopTokenIdEndsTheStreamedOutputWithIt() {
+    InferenceEngine e = createEngine();
+    int[] p = prompt(8);
+    int[] plain = run(e, new InferenceRequest("sst1", p, GenerationParams.greedy(8)))
+        .outputTokens();
+    Assumptions.assumeTrue(plain.length >= 3, "the engine gives too few token ids to tell");
+    int stop = plain[2];
+    int first = 0;
+    while (plain[first] != stop) {
+      first++;
+    }
+    int[] cut = java.util.Arrays.copyOf(plain, first + 1);
+    GenerationParams withStop = GenerationParams.greedy(8).withStops(List.of(), List.of(stop));
+    StreamRecorder rec = new StreamRecorder(0);
+    EngineResult r = runStreamed(e, new InferenceRequest("sst2", p, withStop), rec);
+    assertArrayEquals(cut, r.outputTokens(),
+        "the streamed output must end with the first stop token id " + stop + " of " + withStop);
+    // what is streamed is checked by streamedOutputIsAPrefixOfTheResult: here how much
+    int[] streamed = rec.tokens();
+    assertTrue(streamed.length <= cut.length, "the engine streamed "
+        + java.util.Arrays.toString(streamed) + ", past its stop at " + stop + ": the output is "
+        + java.util.Arrays.toString(cut));
+  }
+
+  /**
+   * An engine whose cache fills up reports the removals that make room: filled with distinct
+   * prompts beyond the capacity its test declares ({@link #cacheCapacityTokens()}), the blocks
+   * its events leave cached (stores minus removals, a removed block taking the blocks
+   * continuing it along) fit in that capacity, and every removal names a block reported stored.
+   * An engine that evicts without saying so has the node's tree mirror blocks long gone.
+   */
+  @Test
+  void fillingTheCacheBeyondItsCapacityReportsRemovals() {
+    long capacity = cacheCapacityTokens();
+    Assumptions.assumeTrue(capacity > 0, "the test does not declare the engine's cache capacity");
+    InferenceEngine e = createEngine();
+    Assumptions.assumeTrue(e.publishesCacheEvents(), "engine publishes no cache events");
+    EventChains chains = new EventChains();
+    e.setCacheEventListener(chains);
+    GenerationParams g = GenerationParams.greedy(1);
+    List<int[]> ran = new ArrayList<>();
+    int[] first = prompt(600);
+    ran.add(concat(first, run(e, new InferenceRequest("fill0", first, g)).outputTokens()));
+    assertTrue(awaitCondition(() -> chains.blockSize() > 0, Duration.ofSeconds(10)),
+        "no block was stored for a " + first.length + "-token prompt");
+    int b = chains.blockSize();
+    int perPrompt = promptTokens() / b;
+    Assumptions.assumeTrue(perPrompt > 0, "a prompt holds no full block of " + b + " tokens");
+    long capacityBlocks = capacity / b;
+    long prompts = capacityBlocks / perPrompt + 3;
+    for (long i = 1; i < prompts; i++) {
+      int[] p = prompt(600 + i);
+      ran.add(concat(p, run(e, new InferenceRequest("fill" + i, p, g)).outputTokens()));
+    }
+    // removals may arrive asynchronously, as vLLM's do over ZeroMQ
+    awaitCondition(() -> chains.roughlyLiveBlocks() <= capacityBlocks, Duration.ofSeconds(10));
+    Replay replay = chains.replay(ran);
+    assertEquals(List.of(), replay.unknownRemovals(), "removals the node's tree cannot apply");
+    assertTrue(replay.liveBlocks() <= capacityBlocks, prompts + " prompts of " + perPrompt
+        + " blocks each were run on a cache of " + capacityBlocks + " blocks, and its events "
+        + "leave " + replay.liveBlocks() + " blocks cached (" + chains.storedBlocks()
+        + " stored, " + replay.removedBlocks() + " removed)");
+  }
+
+  /**
+   * A cache event listener that throws, an {@link Error} on every other event and an exception
+   * on the rest ({@link ThrowingCacheEventListener}), breaks nothing: every request completes
+   * normally with the output of an engine without the listener, the cache still serves a
+   * repeated prompt, the load returns to no load, and the engine goes on calling the listener
+   * for later events. The prompts fill the cache twice over when its capacity is declared, so
+   * that the listener throws on removals too. (A throw out of a store left a request's future
+   * open, or its slot taken, in the engines of this repository, and killed the thread of vLLM's
+   * event subscriber.)
+   */
+  @Test
+  void aCacheEventListenerThatThrowsBreaksNeitherTheRequestsNorLaterEvents() {
+    InferenceEngine e = createEngine();
+    Assumptions.assumeTrue(e.publishesCacheEvents(), "engine publishes no cache events");
+    InferenceEngine quiet = createEngine();
+    ThrowingCacheEventListener throwing = new ThrowingCacheEventListener();
+    e.setCacheEventListener(throwing);
+    long capacity = cacheCapacityTokens();
+    int prompts = capacity > 0 ? (int) Math.min(10_000, 2 * capacity / promptTokens() + 2) : 3;
+    GenerationParams g = GenerationParams.greedy(2);
+    for (int i = 0; i < prompts; i++) {
+      int[] p = prompt(700 + i);
+      EngineResult expected = run(quiet, new InferenceRequest("q" + i, p, g));
+      EngineResult got;
+      try {
+        got = run(e, new InferenceRequest("t" + i, p, g));
+      } catch (CompletionException ex) {
+        throw new AssertionError("a cache event listener that throws failed request t" + i
+            + ": " + ex.getCause(), ex);
+      }
+      assertArrayEquals(expected.outputTokens(), got.outputTokens(),
+          "a cache event listener that throws changed the output of request t" + i);
+      assertEquals(expected.text(), got.text());
+    }
+    int[] last = prompt(700 + prompts - 1);
+    EngineResult again = run(e, new InferenceRequest("t-again", last, g));
+    if (again.cachedPromptTokens() >= 0) {
+      assertTrue(again.cachedPromptTokens() > 0,
+          "with a cache event listener that throws, a repeated prompt no longer hits the cache");
+    }
+    assertTrue(awaitCondition(() -> e.load().total() == 0, Duration.ofSeconds(5)),
+        "every request ended, and load() still reports " + e.load());
+    // each distinct prompt starts a chain of its own: one store at least each
+    assertTrue(awaitCondition(() -> throwing.calls() >= prompts, Duration.ofSeconds(10)),
+        "the engine called the listener " + throwing.calls() + " times for " + prompts
+            + " distinct prompts: it stopped calling it after it threw");
   }
 }

@@ -31,7 +31,10 @@ import org.opentest4j.TestAbortedException;
 /**
  * The contract test kit catches misbehaving implementations: each broken engine or transport
  * below passes every check of the kit but the one written for its defect, which fails it (the
- * engine that calls its listener from two threads breaks two rules and fails both checks).
+ * engine that calls its listener from two threads breaks two rules and fails both checks; the
+ * engine that ignores stop token ids fails the plain and the streamed stop checks; the one whose
+ * cancel forgets the request leaves its future open in the load check too, which cancels
+ * requests).
  */
 class ContractKitSelfTest {
 
@@ -98,6 +101,11 @@ class ContractKitSelfTest {
     @Override
     protected boolean awaitCondition(BooleanSupplier condition, Duration max) {
       return SimulatedTime.await(sim, condition, max);
+    }
+
+    @Override
+    protected long cacheCapacityTokens() {
+      return 4096;
     }
   }
 
@@ -335,7 +343,8 @@ class ContractKitSelfTest {
               return super.execute(r, l);
             }
             return super.execute(new InferenceRequest(r.id(), r.tokens(),
-                io.github.prefixrouter.GenerationParams.greedy(r.params().maxTokens()), r.scope()), l);
+                io.github.prefixrouter.GenerationParams.greedy(r.params().maxTokens())
+                    .withStops(r.params().stop(), r.params().stopTokenIds()), r.scope()), l);
           }
         }));
     assertEquals(Set.of("streamingAndPlainExecutionGiveTheSameResult"), failed);
@@ -489,7 +498,9 @@ class ContractKitSelfTest {
             forgotten.add(id);
           }
         }));
-    assertEquals(Set.of("cancelledRequestsStillCompleteAndOthersAreUntouched"), failed);
+    // the load check cancels requests too, and waits for them to end before it looks
+    assertEquals(Set.of("cancelledRequestsStillCompleteAndOthersAreUntouched",
+        "loadReturnsToIdleOnceEveryRequestHasEnded"), failed);
   }
 
   @Test
@@ -522,7 +533,9 @@ class ContractKitSelfTest {
                 r.params().withStops(null, null), r.scope()));
           }
         }));
-    assertEquals(Set.of("aStopTokenIdEndsTheOutputWithIt"), failed);
+    // streamed or not, its outputs run past their stops
+    assertEquals(Set.of("aStopTokenIdEndsTheOutputWithIt",
+        "aStopTokenIdEndsTheStreamedOutputWithIt"), failed);
   }
 
   @Test
@@ -564,6 +577,227 @@ class ContractKitSelfTest {
           }
         }));
     assertEquals(Set.of("aScopedRequestIsServedAndHitsOnlyItsOwnScopesCache"), failed);
+  }
+
+  @Test
+  void anEngineWhoseExecuteWaitsForRoomIsCaught() {
+    // it takes 32 unfinished requests at most; execute waits up to 2 s for one of them to end,
+    // then refuses the request. No other check has 32 requests unfinished at once, and the
+    // 5-second bound on their execute calls would let a 2-second wait pass
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          final java.util.concurrent.atomic.AtomicInteger unfinished =
+              new java.util.concurrent.atomic.AtomicInteger();
+
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            long end = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
+            while (unfinished.get() >= 32) {
+              if (System.nanoTime() > end) {
+                return CompletableFuture.failedFuture(
+                    new io.github.prefixrouter.spi.EngineBusyException("no room"));
+              }
+              try {
+                Thread.sleep(1);
+              } catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+                return CompletableFuture.failedFuture(
+                    new io.github.prefixrouter.spi.EngineBusyException("interrupted"));
+              }
+            }
+            unfinished.incrementAndGet();
+            CompletableFuture<EngineResult> f = e.execute(r);
+            f.whenComplete((v, err) -> unfinished.decrementAndGet());
+            return f;
+          }
+        }));
+    assertEquals(Set.of("executeReturnsAtOnceWhileTheEngineIsBusy"), failed);
+  }
+
+  @Test
+  void anEngineWhoseLoadKeepsCountingCancelledRequestsIsCaught() {
+    // the load counts a request from execute until its result: one that fails or is cancelled
+    // stays counted for ever
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          final java.util.concurrent.atomic.AtomicInteger counted =
+              new java.util.concurrent.atomic.AtomicInteger();
+
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            counted.incrementAndGet();
+            CompletableFuture<EngineResult> f = e.execute(r);
+            f.whenComplete((v, err) -> {
+              if (err == null) {
+                counted.decrementAndGet();
+              }
+            });
+            return f;
+          }
+
+          @Override
+          public io.github.prefixrouter.spi.EngineLoad load() {
+            return new io.github.prefixrouter.spi.EngineLoad(0, counted.get());
+          }
+        }));
+    assertEquals(Set.of("loadReturnsToIdleOnceEveryRequestHasEnded"), failed);
+  }
+
+  @Test
+  void anEngineThatStreamsPastItsStopIsCaught() {
+    // the result ends at the stop token id, but the pieces are those of the output without it
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new StreamingEngineKit((e, n) -> new StreamingWrapper(e) {
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener l) {
+            CompletableFuture<EngineResult> mine = new CompletableFuture<>();
+            e.execute(r).whenComplete((v, err) -> {
+              if (err != null) {
+                mine.completeExceptionally(err instanceof CompletionException
+                    && err.getCause() != null ? err.getCause() : err);
+                return;
+              }
+              int[] unstopped = SimulatedEngine.expectedOutput(r.tokens(),
+                  r.params().withStops(null, null), SIMULATED_VOCABULARY);
+              deliver(new EngineResult(unstopped, v.text(), v.promptTokens(),
+                  v.cachedPromptTokens(), v.prefillNanos(), v.decodeNanos()), l);
+              mine.complete(v);
+            });
+            return mine;
+          }
+        }));
+    assertEquals(Set.of("aStopTokenIdEndsTheStreamedOutputWithIt"), failed);
+  }
+
+  /** The simulated engine's default vocabulary ({@code SimulatedEngine.Builder}'s). */
+  private static final int SIMULATED_VOCABULARY = 151_936;
+
+  /** A listener passing every event to {@code l} but for the removals, which it drops. */
+  private static CacheEventListener withoutRemovals(CacheEventListener l) {
+    return new CacheEventListener() {
+      @Override
+      public void onBlocksStored(long parent, long[] hashes, int[] tokens) {
+        l.onBlocksStored(parent, hashes, tokens);
+      }
+
+      @Override
+      public void onBlocksStored(CacheScope scope, long parent, long[] hashes, int[] tokens) {
+        l.onBlocksStored(scope, parent, hashes, tokens);
+      }
+
+      @Override
+      public void onAllCleared() {
+        l.onAllCleared();
+      }
+    };
+  }
+
+  @Test
+  void anEngineThatNeverReportsRemovalsIsCaught() {
+    // it evicts as its cache fills, and tells the listener nothing of it
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          @Override
+          public void setCacheEventListener(CacheEventListener l) {
+            e.setCacheEventListener(withoutRemovals(l));
+          }
+        }));
+    assertEquals(Set.of("fillingTheCacheBeyondItsCapacityReportsRemovals"), failed);
+  }
+
+  /**
+   * A listener passing every event to {@code l}, and each throw of {@code l} to
+   * {@code onThrow}, which returns whether to pass later events on.
+   */
+  private static CacheEventListener guarded(CacheEventListener l,
+      java.util.function.Predicate<Throwable> onThrow) {
+    return new CacheEventListener() {
+      volatile boolean passing = true;
+
+      private void pass(Runnable call) {
+        if (!passing) {
+          return;
+        }
+        try {
+          call.run();
+        } catch (RuntimeException | Error t) {
+          passing = onThrow.test(t);
+        }
+      }
+
+      @Override
+      public void onBlocksStored(long parent, long[] hashes, int[] tokens) {
+        pass(() -> l.onBlocksStored(parent, hashes, tokens));
+      }
+
+      @Override
+      public void onBlocksStored(CacheScope scope, long parent, long[] hashes, int[] tokens) {
+        pass(() -> l.onBlocksStored(scope, parent, hashes, tokens));
+      }
+
+      @Override
+      public void onBlocksRemoved(long[] hashes) {
+        pass(() -> l.onBlocksRemoved(hashes));
+      }
+
+      @Override
+      public void onAllCleared() {
+        pass(l::onAllCleared);
+      }
+    };
+  }
+
+  @Test
+  void anEngineThatACacheEventListenerThrowingAnErrorBreaksIsCaught() {
+    // an Error thrown by the listener escapes the request's completion: its future stays open
+    // (as SimulatedEngine's and ReferenceEngine's did)
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          volatile boolean errorEscaped;
+
+          @Override
+          public void setCacheEventListener(CacheEventListener l) {
+            e.setCacheEventListener(guarded(l, t -> {
+              errorEscaped |= t instanceof Error;
+              return true;
+            }));
+          }
+
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            CompletableFuture<EngineResult> mine = new CompletableFuture<>();
+            e.execute(r).whenComplete((v, err) -> {
+              if (errorEscaped) {
+                errorEscaped = false;
+                return;
+              }
+              if (err != null) {
+                mine.completeExceptionally(err instanceof CompletionException
+                    && err.getCause() != null ? err.getCause() : err);
+              } else {
+                mine.complete(v);
+              }
+            });
+            return mine;
+          }
+        }));
+    assertEquals(Set.of("aCacheEventListenerThatThrowsBreaksNeitherTheRequestsNorLaterEvents"),
+        failed);
+  }
+
+  @Test
+  void anEngineThatStopsCallingACacheEventListenerThatThrewIsCaught() {
+    // the requests are sound, but after the first throw the listener hears of nothing more (as
+    // vLLM's event subscriber, whose thread an Error thrown by the listener ended)
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          @Override
+          public void setCacheEventListener(CacheEventListener l) {
+            e.setCacheEventListener(guarded(l, t -> false));
+          }
+        }));
+    assertEquals(Set.of("aCacheEventListenerThatThrowsBreaksNeitherTheRequestsNorLaterEvents"),
+        failed);
   }
 
   // ---------------------------------------------------------------- transports

@@ -16,6 +16,11 @@ class SimulatedEngineContractTest extends InferenceEngineContractTest {
   }
 
   @Override
+  protected long cacheCapacityTokens() {
+    return 4096;
+  }
+
+  @Override
   protected boolean streamsWholeOutput() {
     return true; // the last piece goes with the result
   }

@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.contract.ThrowingCacheEventListener;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineLoad;
@@ -60,24 +61,25 @@ class SimulatedEngineTest {
   }
 
   @Test
-  void aCacheEventListenerThatThrowsLeavesTheRequestsAndTheCacheSound() throws Exception {
-    // thrown on out of a store, the exception left the request in its slot for ever (its future
-    // open, the slot taken) and escaped into the scheduler's driver
+  void aCacheEventListenerThatThrowsLeavesTheCacheAsWithoutItAndClearable() throws Exception {
+    // the engine contract kit checks the requests, hits and later events with such a listener;
+    // here what only the engine shows: it caches the very blocks it caches without the
+    // listener, and clearCache() empties it although the listener throws
     ThrowingCacheEventListener throwing = new ThrowingCacheEventListener();
     SimulatedEngine e = engine().capacityTokens(16 * 4).build();
     SimulatedEngine quiet = engine().capacityTokens(16 * 4).build();
     e.setCacheEventListener(throwing);
     for (int i = 0; i < 6; i++) {
       int[] p = prompt(1000 * (i % 3), 40);
-      assertEquals(run(quiet, "q" + i, p), run(e, "r" + i, p));
+      run(quiet, "q" + i, p);
+      run(e, "r" + i, p);
     }
     assertTrue(e.stats().evictedBlocks() > 0, "the cache evicted");
     assertArrayEquals(quiet.cachedBlockIds(), e.cachedBlockIds());
-    assertEquals(0, e.load().total());
+    int before = throwing.calls();
     e.clearCache(); // the listener throws: the cache is cleared all the same
     assertEquals(0, e.cachedBlocks());
-    assertTrue(throwing.calls() > 6, "the listener was called for every event: "
-        + throwing.calls());
+    assertEquals(before + 1, throwing.calls(), "the listener was told of the clear");
   }
 
   @Test

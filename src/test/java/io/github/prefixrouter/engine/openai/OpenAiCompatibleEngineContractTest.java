@@ -24,13 +24,19 @@ import org.junit.jupiter.api.BeforeEach;
 class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
 
   private ScriptedOpenAiServer server;
+  /**
+   * The cache capacity of the engine behind the fake server: small, so that the kit's eviction
+   * checks fill it with a few dozen prompts.
+   */
+  static final int BACKEND_CACHE_TOKENS = 2048;
+
   /** The engine behind the fake server's {@code /v1/completions}. */
   protected ReferenceEngine backend;
   private final AtomicBoolean failNext = new AtomicBoolean();
 
   @BeforeEach
   void startServer() throws IOException {
-    backend = ReferenceEngine.builder().build();
+    backend = ReferenceEngine.builder().cacheCapacityTokens(BACKEND_CACHE_TOKENS).build();
     server = ScriptedOpenAiServer.start(4);
     server.behaviour.set((ex, body) -> {
       if (failNext.getAndSet(false)) {

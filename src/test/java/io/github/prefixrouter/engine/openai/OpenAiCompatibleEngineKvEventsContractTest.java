@@ -30,6 +30,11 @@ class OpenAiCompatibleEngineKvEventsContractTest extends OpenAiCompatibleEngineC
     return false;
   }
 
+  /** The backend's cache, whose removals the fake server publishes as vLLM does. */
+  @Override
+  protected long cacheCapacityTokens() {
+    return BACKEND_CACHE_TOKENS;
+  }
 
   private static final byte[] TOPIC = "kv-events".getBytes(StandardCharsets.US_ASCII);
 

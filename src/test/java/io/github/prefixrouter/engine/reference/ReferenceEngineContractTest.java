@@ -9,13 +9,21 @@ import org.junit.jupiter.api.AfterEach;
 /** The reference engine against the InferenceEngine contract. */
 class ReferenceEngineContractTest extends InferenceEngineContractTest {
 
+  /** A small cache, which the kit's eviction checks fill with a few dozen prompts. */
+  private static final int CACHE_TOKENS = 2048;
+
   private final List<ReferenceEngine> engines = new ArrayList<>();
 
   @Override
   protected InferenceEngine createEngine() {
-    ReferenceEngine e = ReferenceEngine.builder().build();
+    ReferenceEngine e = ReferenceEngine.builder().cacheCapacityTokens(CACHE_TOKENS).build();
     engines.add(e);
     return e;
+  }
+
+  @Override
+  protected long cacheCapacityTokens() {
+    return CACHE_TOKENS;
   }
 
   /** It streams every token as it is decoded. */

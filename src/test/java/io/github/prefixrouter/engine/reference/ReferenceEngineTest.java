@@ -10,9 +10,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.contract.ThrowingCacheEventListener;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.spi.CacheEventListener;
-import io.github.prefixrouter.testing.ThrowingCacheEventListener;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
 import java.util.ArrayList;
@@ -291,27 +291,26 @@ class ReferenceEngineTest {
   }
 
   @Test
-  void aCacheEventListenerThatThrowsLeavesTheRequestsAndTheCacheSound() throws Exception {
-    // it throws an Error on every other event and an exception on the rest: an Error thrown on
-    // out of a store left the request's future open for ever
+  void aCacheEventListenerThatThrowsLeavesTheCacheAsWithoutItAndClearable() throws Exception {
+    // the engine contract kit checks the requests, hits and later events with such a listener;
+    // here what only the engine shows: its cache holds what it holds without the listener,
+    // keeps its invariants, and clearCache() empties it although the listener throws
     ThrowingCacheEventListener throwing = new ThrowingCacheEventListener();
     try (ReferenceEngine e = ReferenceEngine.builder().cacheCapacityTokens(64).build();
         ReferenceEngine plain = ReferenceEngine.builder().cacheCapacityTokens(64).build()) {
       e.setCacheEventListener(throwing);
       for (int i = 0; i < 6; i++) {
         int[] p = prompt(i % 3, 40);
-        assertArrayEquals(run(plain, "p" + i, p, 2).outputTokens(),
-            e.execute(new InferenceRequest("r" + i, p, GenerationParams.greedy(2)))
-                .get(10, TimeUnit.SECONDS).outputTokens());
+        run(plain, "p" + i, p, 2);
+        run(e, "r" + i, p, 2);
       }
       assertTrue(e.stats().blocksEvicted() > 0, "the cache evicted");
       assertEquals(plain.stats().cachedTokens(), e.stats().cachedTokens());
       assertNull(e.checkCacheInvariants());
+      int before = throwing.calls();
       e.clearCache(); // the listener throws: the cache is cleared all the same
       assertEquals(0, e.stats().cachedTokens());
-      assertTrue(throwing.calls() > 6, "the listener was called for every event: "
-          + throwing.calls());
-      assertEquals(0, e.load().total());
+      assertEquals(before + 1, throwing.calls(), "the listener was told of the clear");
     }
   }
 
