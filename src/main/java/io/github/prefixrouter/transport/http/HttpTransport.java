@@ -110,8 +110,10 @@ import org.slf4j.LoggerFactory;
  * most {@code readerThreads} requests are read at once (a connection beyond is closed at once),
  * and at most {@code maxUnfinishedReadsPerAddress} requests from one address may have unfinished
  * bodies (one beyond is answered 503 at once); both are counted ({@link Stats#readsRefused()}).
- * Answers are written by the server threads, never by the thread that completed the handler's
- * future.
+ * Answers are written by the server threads under the same I/O deadline, never by the thread
+ * that completed the handler's future; so are the 504 of a handler that outlasted
+ * {@code maxHandlingTime} (never the timer thread, which fires the deadlines) and the 503s of
+ * {@link #close()}.
  *
  * <h2>Threads</h2>
  * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
@@ -127,7 +129,8 @@ import org.slf4j.LoggerFactory;
  * <h2>Close</h2>
  * {@link #close()} fails every pending outbound request with {@code CLOSED}, stops accepting
  * inbound traffic, answers inbound requests still being handled with 503 and releases its
- * threads. Nothing reaches the handler once it has returned: a message or request still being
+ * threads. It waits at most {@code inboundIoTimeout} for the answers being written (the 503s
+ * among them), then closes the connections of those still blocked. Nothing reaches the handler once it has returned: a message or request still being
  * read or authenticated then is answered 503. It is idempotent, and may be called from any
  * thread, the transport's own included (a callback of a request it completes): it leaves the
  * calling thread's interrupt status as it was. Messages sent after close are dropped; requests
@@ -331,7 +334,8 @@ public final class HttpTransport implements Transport {
 
   /**
    * Fails every pending request with {@code CLOSED}, answers inbound requests still in progress
-   * with 503, stops the server and releases all threads. Idempotent.
+   * with 503, stops the server and releases all threads. Waits at most {@code inboundIoTimeout}
+   * for the answers being written, whatever a peer does. Idempotent.
    */
   @Override
   public void close() {
@@ -358,10 +362,20 @@ public final class HttpTransport implements Transport {
             new TransportException(TransportException.Kind.CLOSED, "transport closed"));
       }
     }
-    for (HttpExchange ex : inboundPending) {
-      if (inboundPending.remove(ex)) {
-        respondQuietly(ex, 503, new byte[0], "transport closed", null);
+    if (serverExecutor != null) {
+      // the 503s are written by the server threads under the I/O deadline, as every answer is,
+      // never by the closing thread: a peer that leaves its answers unread must not block it
+      // (it may be the timer thread, which drives the deadlines). The closing thread waits for
+      // them at most the I/O timeout; a write still blocked then is cut by the interrupt of
+      // shutdownNow, which closes its connection
+      for (HttpExchange ex : inboundPending) {
+        if (inboundPending.remove(ex)) {
+          inboundRequests.decrementAndGet();
+          writeLater(ex, 503, "transport closed");
+        }
       }
+      serverExecutor.shutdown();
+      Uninterruptibles.awaitTerminationUninterruptibly(serverExecutor, config.inboundIoTimeout);
     }
     if (server != null) {
       server.stop(0);
@@ -924,7 +938,10 @@ public final class HttpTransport implements Transport {
               () -> {
                 if (inboundPending.remove(ex)) {
                   inboundRequests.decrementAndGet();
-                  respondQuietly(ex, 504, new byte[0], "handler did not answer in time", null);
+                  // on a server thread under the I/O deadline: this timer thread also drives the
+                  // request timeouts and the I/O deadlines, and a peer that leaves its earlier
+                  // answers unread would block it in the write
+                  writeLater(ex, 504, "handler did not answer in time");
                 }
               },
               config.maxHandlingTime.toNanos(),
@@ -943,12 +960,28 @@ public final class HttpTransport implements Transport {
           // that does not read its answer must not block that thread
           try {
             serverExecutor.execute(() -> ioDeadline.run(() -> answer(ex, from, nonce, bytes, err)));
-          } catch (RuntimeException closing) { // executor shut down by close()
+          } catch (RuntimeException closing) {
+            // executor shut down by close(), which took the pending exchanges out first; one
+            // still here has its connection closed, never written to on this thread
             if (inboundPending.remove(ex)) {
-              respondQuietly(ex, 503, new byte[0], "transport closed", null);
+              inboundRequests.decrementAndGet();
+              ex.close();
             }
           }
         });
+  }
+
+  /**
+   * Hands an answer without a body (an exchange already taken out of {@link #inboundPending})
+   * to a server thread, which writes it under the I/O deadline. If close() has shut the
+   * executor down, the exchange is closed without an answer (closing never blocks).
+   */
+  private void writeLater(HttpExchange ex, int status, String error) {
+    try {
+      serverExecutor.execute(() -> ioDeadline.run(() -> respondQuietly(ex, status, new byte[0], error, null)));
+    } catch (RuntimeException closing) {
+      ex.close();
+    }
   }
 
   private void answer(HttpExchange ex, PeerAddress from, String nonce, byte[] bytes, Throwable err) {

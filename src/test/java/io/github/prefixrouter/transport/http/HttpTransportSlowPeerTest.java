@@ -13,6 +13,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -159,5 +160,89 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
         Duration.ofSeconds(20)).get(30, TimeUnit.SECONDS);
     assertEquals("echo b hi", new String(echo, StandardCharsets.UTF_8));
     assertEquals(0, a.stats().readsRefused());
+  }
+
+  /**
+   * A peer that sends request after request on one connection and reads none of the answers
+   * fills the connection until an answer's write blocks. When that answer is a 504 (the handler
+   * outlasted maxHandlingTime), its write must block a server thread under the I/O deadline,
+   * never the timer thread, which also fires every request timeout and I/O deadline: before,
+   * the 504 was written on the timer thread, which then hung for good, and no deadline fired
+   * again.
+   */
+  @Test
+  void aTimedOutRequestsAnswerThatCannotBeWrittenDoesNotBlockTheTimer() throws Exception {
+    AtomicInteger received = new AtomicInteger();
+    AtomicInteger lastKind = new AtomicInteger();
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().maxHandlingTime(Duration.ofMillis(1))
+        .inboundIoTimeout(Duration.ofSeconds(2)),
+        new Transport.InboundHandler() {
+          @Override
+          public void onMessage(PeerAddress from, byte[] payload) {}
+
+          @Override
+          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+            lastKind.set(payload[0]);
+            received.incrementAndGet();
+            // 'f' is answered at once with a body that fills the connection fast; 'h' never,
+            // so it is answered 504 after maxHandlingTime
+            return payload[0] == 'f' ? CompletableFuture.completedFuture(new byte[FILL])
+                : new CompletableFuture<>();
+          }
+        });
+    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
+    // the connection's capacity (the server's send buffer, sized by the kernel, and the
+    // client's receive window): how many fills fit on a connection of the same kind
+    int fit = sendUntilBlocked(addr, received, Integer.MAX_VALUE);
+    boolean blockedIn504 = false;
+    for (int margin = 4; margin <= 64 && !blockedIn504; margin *= 2) {
+      // fills to within a margin of the capacity, then 504s (small) until one's write blocks
+      sendUntilBlocked(addr, received, Math.max(0, fit - margin));
+      blockedIn504 = lastKind.get() == 'h';
+    }
+    assertTrue(blockedIn504, "a 504's write blocked");
+    // the timer still fires: a stranger that stalls in its request headers now is cut at the
+    // I/O deadline (a request's timeout would prove nothing: the HTTP client has a backstop)
+    Socket stalled = stall(addr, "POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n");
+    stalled.setSoTimeout(10_000);
+    assertEquals(-1, stalled.getInputStream().read(), "the stalled connection is closed");
+  }
+
+  /** The body of each fill answer of {@link #aTimedOutRequestsAnswerThatCannotBeWrittenDoesNotBlockTheTimer}. */
+  private static final int FILL = 32 << 10;
+
+  /**
+   * Opens a connection with a small receive window that never reads, sends {@code fills}
+   * requests answered at once with {@link #FILL} bytes, then requests the handler never answers,
+   * one at a time (the JDK server reads the next request once the last is answered), until one
+   * is not read within a while: it waits behind an answer whose write is blocked.
+   *
+   * @return the number of requests that were read, less one (those whose answers were written)
+   */
+  private int sendUntilBlocked(InetSocketAddress addr, AtomicInteger received, int fills)
+      throws Exception {
+    Socket s = new Socket();
+    toClose.add(s);
+    s.setReceiveBufferSize(1024); // a small window, set before connecting
+    s.connect(addr);
+    OutputStream out = s.getOutputStream();
+    int base = received.get();
+    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    for (int sent = 1; System.nanoTime() < end; sent++) {
+      out.write(("POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n"
+          + "PR-Sender: b\r\nPR-Sender-Address: 127.0.0.1:1\r\nPR-Recipient: a\r\n"
+          + "PR-Timestamp: 0\r\nPR-Nonce: n" + sent + "\r\nContent-Length: 1\r\n\r\n"
+          + (sent <= fills ? "f" : "h")).getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      long wait = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(300);
+      while (received.get() - base < sent && System.nanoTime() < wait) {
+        Thread.sleep(1);
+      }
+      if (received.get() - base < sent) {
+        return sent - 2;
+      }
+    }
+    throw new AssertionError("no answer's write blocked within 60 s");
   }
 }
