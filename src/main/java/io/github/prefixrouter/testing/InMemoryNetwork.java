@@ -39,7 +39,8 @@ import java.util.random.RandomGenerator;
  *       each with its link's delay and faults (a refusal lost on the way back is a
  *       {@code TIMEOUT}). A request to a {@link #crash crashed} node, or lost on the way, simply
  *       gets no answer: the requester sees {@code TIMEOUT}. A duplicated request runs the
- *       handler twice; the requester keeps the first answer.
+ *       handler twice; the requester keeps the first answer, and the second counts as
+ *       dropped, as does an answer arriving after its request timed out.
  *   <li>A handler's exceptional answer reaches the requester as that {@link TransportException}
  *       if it is one, else as {@code PROTOCOL}; so does a null answer. A request whose timeout
  *       is not positive fails at once with {@code TIMEOUT}; one longer than a long of
@@ -317,7 +318,9 @@ public final class InMemoryNetwork {
 
   /**
    * Messages delivered to a handler or a pending request. A message is counted when it has been
-   * handed over (after the handler's call returns).
+   * handed over (after the handler's call returns). An answer (or a refusal) that finds its
+   * request no longer pending is not: one arriving after the request timed out or its
+   * transport closed, or the second answer to a duplicated request, counts as dropped.
    *
    * @return the count since construction
    */
@@ -328,7 +331,8 @@ public final class InMemoryNetwork {
   /**
    * Messages lost, cut by a partition or crash, or addressed to nobody: arriving where no open,
    * started transport of the addressed node is (a request so refused counts here too; the
-   * refusal that travels back is a message of its own).
+   * refusal that travels back is a message of its own); and answers and refusals that arrive
+   * when their request is no longer pending (late, or a duplicated request's second answer).
    *
    * @return the count since construction
    */
@@ -483,11 +487,8 @@ public final class InMemoryNetwork {
         MemoryTransport dest = lookup(to);
         if (dest == null || dest.closed || dest.handler == null) {
           // connection refused: the refusal travels back over the reverse link
-          transmit(to.nodeId(), from, 0, () -> {
-            fail(id, new TransportException(
-                TransportException.Kind.UNREACHABLE, "nobody listens at " + to));
-            return true;
-          });
+          transmit(to.nodeId(), from, 0, () -> fail(id, new TransportException(
+              TransportException.Kind.UNREACHABLE, "nobody listens at " + to)));
           return false;
         }
         CompletableFuture<byte[]> answer;
@@ -505,20 +506,21 @@ public final class InMemoryNetwork {
             return;
           }
           byte[] back = bytes == null ? null : bytes.clone();
+          // taken only by a request still pending: an answer arriving after its request timed
+          // out (or was closed), or a duplicated request's second answer, is dropped
           transmit(to.nodeId(), from, back == null ? 0 : back.length, () -> {
             if (err == null && back == null) {
-              fail(id, new TransportException(TransportException.Kind.PROTOCOL,
+              return fail(id, new TransportException(TransportException.Kind.PROTOCOL,
                   "peer's handler answered null"));
             } else if (err != null) {
               Throwable t = err instanceof java.util.concurrent.CompletionException
                   && err.getCause() != null ? err.getCause() : err;
-              fail(id, t instanceof TransportException te ? te
+              return fail(id, t instanceof TransportException te ? te
                   : new TransportException(TransportException.Kind.PROTOCOL,
                       "peer failed the request: " + t, t));
             } else {
-              succeed(id, back);
+              return succeed(id, back);
             }
-            return true;
           });
         });
         return true;
@@ -540,7 +542,8 @@ public final class InMemoryNetwork {
       return true;
     }
 
-    private void succeed(long id, byte[] value) {
+    /** Completes a pending request; false if it is no longer pending (nothing took it). */
+    private boolean succeed(long id, byte[] value) {
       Pending p;
       synchronized (this) {
         p = pending.remove(id);
@@ -552,9 +555,11 @@ public final class InMemoryNetwork {
         }
         p.future.complete(value);
       }
+      return p != null;
     }
 
-    private void fail(long id, Throwable t) {
+    /** Fails a pending request; false if it is no longer pending (nothing took it). */
+    private boolean fail(long id, Throwable t) {
       Pending p;
       synchronized (this) {
         p = pending.remove(id);
@@ -565,6 +570,7 @@ public final class InMemoryNetwork {
         }
         p.future.completeExceptionally(t);
       }
+      return p != null;
     }
 
     @Override

@@ -146,6 +146,43 @@ class InMemoryTransportContractTest {
     assertEquals(TransportException.Kind.TIMEOUT, kindOf(g));
   }
 
+  @Test
+  void anAnswerThatFindsItsRequestNoLongerPendingIsDroppedNotDelivered() {
+    // such answers were counted as delivered to a pending request
+    Transport a = started("a");
+    started("b");
+    net.setLink("b", "a", InMemoryNetwork.Link.delay(Duration.ofSeconds(2)));
+    CompletableFuture<byte[]> late =
+        a.request(InMemoryNetwork.addressOf("b"), new byte[] {1}, Duration.ofSeconds(1));
+    sim.runUntilIdle(1000);
+    assertEquals(TransportException.Kind.TIMEOUT, kindOf(late));
+    assertEquals(List.of(2L, 1L, 1L), counts(), "the request delivered, its late answer dropped");
+    // a refusal arriving after the request timed out
+    net.setLink("ghost", "a", InMemoryNetwork.Link.delay(Duration.ofSeconds(2)));
+    CompletableFuture<byte[]> refused =
+        a.request(InMemoryNetwork.addressOf("ghost"), new byte[] {2}, Duration.ofSeconds(1));
+    sim.runUntilIdle(1000);
+    assertEquals(TransportException.Kind.TIMEOUT, kindOf(refused));
+    assertEquals(List.of(4L, 1L, 3L), counts(), "the request refused, its late refusal dropped");
+    // a duplicated request runs the handler twice; the second answer finds nobody waiting
+    net.setLink("a", "b", InMemoryNetwork.Link.PERFECT.withDuplicate(1));
+    CompletableFuture<byte[]> twice =
+        a.request(InMemoryNetwork.addressOf("b"), new byte[] {3}, Duration.ofSeconds(10));
+    sim.runUntilIdle(1000);
+    assertEquals(3, twice.join()[0]);
+    assertEquals(List.of(7L, 4L, 4L), counts(),
+        "two copies of the request and the first answer delivered, the second answer dropped");
+    // an answer arriving after the requester's transport closed
+    CompletableFuture<byte[]> closed =
+        a.request(InMemoryNetwork.addressOf("b"), new byte[] {4}, Duration.ofSeconds(10));
+    net.setLink("a", "b", InMemoryNetwork.Link.PERFECT);
+    sim.advanceBy(Duration.ofSeconds(1).toNanos());
+    a.close();
+    sim.runUntilIdle(1000);
+    assertEquals(TransportException.Kind.CLOSED, kindOf(closed));
+    assertEquals(List.of(10L, 6L, 6L), counts(), "both answers to a closed requester dropped");
+  }
+
   private static TransportException.Kind kindOf(CompletableFuture<byte[]> f) {
     assertTrue(f.isCompletedExceptionally(), "not failed");
     Throwable t = assertThrows(java.util.concurrent.CompletionException.class, f::join).getCause();
