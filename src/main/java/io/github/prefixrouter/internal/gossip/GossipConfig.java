@@ -32,6 +32,11 @@ public final class GossipConfig {
    */
   public static final int MAX_PEERS_LIMIT = 65_536;
   private final long maxBlocksPerPeer;
+  /**
+   * The largest {@code maxBlocksTotal}: 805,306,368 (3 &times; 2^28) pairs, what the replica
+   * index's table holds at its largest size (2^30 slots, 3/4 full; 8 GiB of table).
+   */
+  public static final long MAX_BLOCKS_TOTAL = ReplicaIndex.MAX_PAIRS;
   private final long maxBlocksTotal;
   private final long deltaLogMaxHashes;
   private final long relayLogMaxHashesPerOrigin;
@@ -74,7 +79,8 @@ public final class GossipConfig {
     }
     maxPeers = range("maxPeers", b.maxPeers, 1, MAX_PEERS_LIMIT);
     maxBlocksPerPeer = range("maxBlocksPerPeer", b.maxBlocksPerPeer, 1, 1L << 30);
-    maxBlocksTotal = range("maxBlocksTotal", b.maxBlocksTotal, 1, 1L << 31);
+    // the replica index's table cannot hold more (MAX_BLOCKS_TOTAL); 2^31 used to pass
+    maxBlocksTotal = range("maxBlocksTotal", b.maxBlocksTotal, 1, MAX_BLOCKS_TOTAL);
     deltaLogMaxHashes = range("deltaLogMaxHashes", b.deltaLogMaxHashes, 1, 1L << 26);
     relayLogMaxHashesPerOrigin =
         range("relayLogMaxHashesPerOrigin", b.relayLogMaxHashesPerOrigin, 0, 1L << 26);
@@ -154,7 +160,10 @@ public final class GossipConfig {
     return maxBlocksPerPeer;
   }
 
-  /** Most (peer, block) pairs replicated in total. Default 4,194,304. */
+  /**
+   * Most (peer, block) pairs replicated in total. Default 4,194,304; at most
+   * {@link #MAX_BLOCKS_TOTAL}.
+   */
   public long maxBlocksTotal() {
     return maxBlocksTotal;
   }

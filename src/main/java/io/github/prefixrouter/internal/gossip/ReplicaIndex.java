@@ -86,6 +86,16 @@ final class ReplicaIndex {
   private static final int OPTIMISTIC_TRIES = 3;
   /** The farthest a newly added fingerprint may sit from its home slot; beyond, it is refused. */
   static final int MAX_DISPLACEMENT = 512;
+  /** The largest table: the next doubling (2^31 slots) is no Java array. */
+  static final int MAX_CAPACITY = 1 << 30;
+  /**
+   * The most (peer, block) pairs an index can hold, and so the largest {@code maxTotal}: every
+   * pair but the zero key's adds at most one key, and the table grows when its keys pass 3/4 of
+   * its slots, which the largest table can take up to 805,306,368 keys (its two arrays then take
+   * 8 GiB). A {@code maxTotal} above it failed with a {@link NegativeArraySizeException} in the
+   * resize instead of refusing the pair.
+   */
+  static final long MAX_PAIRS = (MAX_CAPACITY >>> 2) * 3L;
 
   private final int maxSlots;
   private final long maxPerSlot;
@@ -141,6 +151,9 @@ final class ReplicaIndex {
    *     peer cannot choose fingerprints that share their homes (see the class notes)
    */
   ReplicaIndex(int maxSlots, long maxPerSlot, long maxTotal, long seed) {
+    if (maxTotal > MAX_PAIRS) {
+      throw new IllegalArgumentException("maxTotal must be at most " + MAX_PAIRS + ", was " + maxTotal);
+    }
     this.maxSlots = maxSlots;
     this.maxPerSlot = maxPerSlot;
     this.maxTotal = maxTotal;

@@ -221,6 +221,28 @@ class HostileInputTest {
   }
 
   @Test
+  void maxBlocksTotalIsHeldToWhatTheReplicaIndexCanHold() {
+    // up to 2^31 was accepted, but the index's table cannot grow past 2^30 slots (3/4 full:
+    // 805,306,368 keys), and the resize beyond failed with NegativeArraySizeException
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> GossipConfig.builder().maxBlocksTotal(1L << 31).build());
+    assertTrue(e.getMessage().contains("maxBlocksTotal")
+        && e.getMessage().contains("805306368"), e.getMessage());
+    assertThrows(IllegalArgumentException.class,
+        () -> GossipConfig.builder().maxBlocksTotal(GossipConfig.MAX_BLOCKS_TOTAL + 1).build());
+    assertEquals(805_306_368L, GossipConfig.MAX_BLOCKS_TOTAL);
+    assertEquals((long) ReplicaIndex.MAX_CAPACITY / 4 * 3, GossipConfig.MAX_BLOCKS_TOTAL,
+        "the largest table, at the load that makes it grow");
+    // the largest accepted value builds an engine (the table starts small)
+    GossipConfig largest = GossipConfig.builder().maxBlocksTotal(GossipConfig.MAX_BLOCKS_TOTAL).build();
+    assertEquals(GossipConfig.MAX_BLOCKS_TOTAL, largest.maxBlocksTotal());
+    new GossipEngine(me, 1, largest, List.of(), time, time, new SplittableRandom(1),
+        () -> EngineLoad.IDLE, (to, p) -> {});
+    assertThrows(IllegalArgumentException.class,
+        () -> new ReplicaIndex(4, 1, GossipConfig.MAX_BLOCKS_TOTAL + 1, 1));
+  }
+
+  @Test
   void durationsBeyondWhatTheEngineCountsInNanosecondsFailBuild() {
     // a "never forget" of 1,000 years passed build() and then every round failed converting it
     // to nanoseconds: no SYN ever left, and every peer declared the node dead

@@ -293,7 +293,7 @@ public final class GossipBenchmarkMain {
     // per-exchange snapshot cap, so that it keeps the delta protocol's freshness
     GossipConfig snapshotConfig = GossipConfig.builder().interval(Duration.ofSeconds(1))
         .fanout(fanout).fullSnapshotsOnly(true).snapshotBytesPerExchange(1 << 30)
-        .maxBlocksTotal(1L << 31).build();
+        .maxBlocksTotal(GossipConfig.MAX_BLOCKS_TOTAL).build();
     SimNet net = new SimNet(seed, delayNanos, delayNanos / 2, 0);
     List<PeerAddress> addrs = new ArrayList<>();
     List<PeerAddress> snapAddrs = new ArrayList<>();
