@@ -5,6 +5,8 @@ import io.github.prefixrouter.internal.zmq.ZmtpOptions;
 import io.github.prefixrouter.internal.zmq.ZmtpSocket;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.io.IOException;
+import java.net.InetAddress;
+import java.net.SocketException;
 import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -29,7 +31,11 @@ import org.slf4j.LoggerFactory;
  * Builder#threadFactory ThreadFactory} (by default a daemon thread named {@code
  * prefix-router-kv-events}). It is the adapter's only thread: it connects, reads, replays and
  * calls the sink, so the sink is never called from two threads at once. {@link #close()} stops
- * it promptly (it closes the connection the thread is blocked on) and waits for it to end.
+ * it promptly (it closes the connection the thread is blocked on) and waits for it to end,
+ * except while it looks up the publisher's host name: the JDK's lookup cannot be interrupted
+ * and may take as long as the system's resolver does (tens of seconds for a name server that
+ * does not answer), so {@code close()} returns at once, and the thread ends by itself when the
+ * lookup returns, without connecting and without calling the sink again.
  *
  * <p><b>The stream.</b> The thread connects a SUB socket to the publisher's endpoint,
  * subscribes to the topic and reads messages of three frames: the topic (exactly the
@@ -69,6 +75,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   static final long END_OF_REPLAY = -1;
 
   private static final long JOIN_MILLIS = 10_000;
+  private static final long JOIN_STEP_MILLIS = 10;
 
   /** A replay as a whole ends after this many replay timeouts (the live stream waits). */
   static final int REPLAY_STEPS = 8;
@@ -103,6 +110,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private volatile boolean closed;
   private volatile ZmtpSocket live;
   private volatile ZmtpSocket replay;
+  /** True while the thread looks up a host name (which cannot be interrupted). */
+  private volatile boolean resolving;
+  private final HostResolver resolver;
   private Thread thread; // guarded by this
 
   private VllmKvEventSubscriber(Builder b, KvEventSink sink) {
@@ -113,6 +123,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     this.sink = sink;
     this.receiver = sink instanceof VllmKvEventReceiver r ? r : null;
     this.threadFactory = b.threadFactory;
+    this.resolver = b.resolver;
     this.minBackoffNanos = b.minBackoff.toNanos();
     this.maxBackoffNanos = b.maxBackoff.toNanos();
     this.jitter = b.jitter;
@@ -168,7 +179,10 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
 
   /**
    * Stops the reader thread: closes its connections, and waits (up to 10 seconds) for it to end,
-   * unless called from that thread. Idempotent.
+   * unless called from that thread or the thread is looking up a host name (which cannot be
+   * interrupted, and may take as long as the system's resolver does): such a thread ends by
+   * itself when the lookup returns, without connecting and without calling the sink again.
+   * Idempotent.
    */
   @Override
   public void close() {
@@ -181,13 +195,21 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     closeQuietly(live);
     closeQuietly(replay);
     if (t != null && t != Thread.currentThread()) {
+      long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(JOIN_MILLIS);
       try {
-        t.join(JOIN_MILLIS);
+        // in short steps, to see the thread enter a name lookup: it is not waited for (see
+        // connect), since a resolver that does not answer would hold close() for as long
+        while (t.isAlive() && !resolving && end - System.nanoTime() > 0) {
+          t.join(JOIN_STEP_MILLIS);
+        }
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         return;
       }
-      if (t.isAlive()) {
+      if (t.isAlive() && resolving) {
+        log.debug("left the KV-event reader thread {} in a host name lookup; it ends when the "
+            + "lookup returns", t.getName());
+      } else if (t.isAlive()) {
         log.warn("the KV-event reader thread {} did not stop within {} ms (blocked in the sink?)",
             t.getName(), JOIN_MILLIS);
       }
@@ -280,7 +302,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       boolean established = false;
       boolean received = false;
       try {
-        s.connect(endpoint);
+        connect(s, endpoint);
         s.subscribe(topic);
         established = true;
         connects.incrementAndGet();
@@ -430,7 +452,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     // the live stream waits meanwhile: the replay as a whole is bounded too, not only each step
     long deadline = System.nanoTime() + REPLAY_STEPS * replayTimeoutNanos;
     try {
-      r.connect(replayEndpoint);
+      connect(r, replayEndpoint);
       r.send(List.of(new byte[0], seqBytes(from)));
       long last = Long.MIN_VALUE;
       while (!closed) {
@@ -502,6 +524,37 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     return b;
   }
 
+  /**
+   * Looks up the endpoint's host (flagged: {@link #close()} does not wait for a lookup, which
+   * cannot be interrupted), then connects {@code s} to the address found. A close during the
+   * lookup has closed {@code s} (it was already {@link #live} or {@link #replay}), so the
+   * connect fails, and nothing more reaches the sink.
+   */
+  private void connect(ZmtpSocket s, ZmtpEndpoint e) throws IOException {
+    InetAddress address;
+    resolving = true;
+    try {
+      address = resolver.resolve(e.host());
+    } finally {
+      resolving = false;
+    }
+    if (closed) {
+      throw new SocketException("closed");
+    }
+    s.connect(new ZmtpEndpoint(address.getHostAddress(), e.port()));
+  }
+
+  /** Looks up a host name (tests inject a slow one). */
+  @FunctionalInterface
+  interface HostResolver {
+    /**
+     * The address of {@code host}.
+     *
+     * @throws IOException if it has none ({@link java.net.UnknownHostException})
+     */
+    InetAddress resolve(String host) throws IOException;
+  }
+
   private static void closeQuietly(ZmtpSocket s) {
     if (s != null) {
       s.close();
@@ -532,8 +585,15 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     private Duration replayTimeout = Duration.ofSeconds(2);
     private int maxMessageBytes = ZmtpOptions.DEFAULTS.maxMessageBytes();
     private int maxFrames = ZmtpOptions.DEFAULTS.maxFrames();
+    private HostResolver resolver = InetAddress::getByName;
 
     private Builder() {}
+
+    /** The host name lookup (tests inject one that does not answer). */
+    Builder resolver(HostResolver resolver) {
+      this.resolver = Objects.requireNonNull(resolver, "resolver");
+      return this;
+    }
 
     /**
      * The publisher's endpoint, {@code tcp://host:port} (vLLM's {@code endpoint}, with the

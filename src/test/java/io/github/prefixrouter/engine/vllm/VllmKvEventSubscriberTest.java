@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.google.common.util.concurrent.Uninterruptibles;
 import io.github.prefixrouter.engine.vllm.RecordingSink.Call;
 import io.github.prefixrouter.internal.zmq.HostilePeer;
 import io.github.prefixrouter.internal.zmq.ZmtpBytes;
@@ -22,7 +23,9 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -451,6 +454,48 @@ class VllmKvEventSubscriberTest {
     s.close();
     assertFalse(threads.get(0).isAlive(), "close() does not wait out the backoff");
     assertEquals(1, s.stats().connectFailures());
+  }
+
+  /**
+   * The JDK's host name lookup cannot be interrupted, and a name server that does not answer
+   * holds it for as long as the system's resolver waits (tens of seconds): close() used to wait
+   * for the thread in it up to its 10 s limit. It returns at once now, and the thread ends by
+   * itself when the lookup returns, without connecting or calling the sink.
+   */
+  @Test
+  void closeDoesNotWaitForAHostNameLookupThatDoesNotAnswer() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    String port = vllm.endpoint().substring(vllm.endpoint().lastIndexOf(':') + 1);
+    CountDownLatch looking = new CountDownLatch(1);
+    CountDownLatch answer = new CountDownLatch(1);
+    VllmKvEventSubscriber s = start(builder("tcp://publisher.example:" + port).resolver(host -> {
+      assertEquals("publisher.example", host);
+      looking.countDown();
+      Uninterruptibles.awaitUninterruptibly(answer); // as the JDK's lookup: no interrupt ends it
+      return InetAddress.getLoopbackAddress(); // where the publisher is
+    }));
+    assertTrue(looking.await(10, TimeUnit.SECONDS), "the thread looks the host up");
+    long start = System.nanoTime();
+    s.close();
+    long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+    assertTrue(millis < 2_000, "close() took " + millis + " ms");
+    // the lookup answers at last: the thread ends without connecting to the publisher
+    answer.countDown();
+    threads.get(0).join(10_000);
+    assertFalse(threads.get(0).isAlive());
+    assertEquals(0, s.stats().connects());
+    assertEquals(0, s.stats().connectFailures(), "a close is not a failed connect");
+    assertEquals(0, sink.size());
+  }
+
+  @Test
+  void aHostNameLookupIsUsedForTheConnection() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    String port = vllm.endpoint().substring(vllm.endpoint().lastIndexOf(':') + 1);
+    start(builder("tcp://publisher.example:" + port)
+        .resolver(host -> InetAddress.getLoopbackAddress()));
+    vllm.publishUntil(0, () -> sink.size() > 0);
+    assertTrue(sink.size() > 0);
   }
 
   @Test
