@@ -248,7 +248,8 @@ public final class GossipEngine {
   private static final int IN_FLIGHT_MAX_ENTRIES = 1 << 14;
   /**
    * An origin's snapshot is assembled (and installs truncated) up to this many times
-   * {@code maxBlocksPerPeer} blocks; one claiming more chunks is refused.
+   * {@code maxBlocksPerPeer} blocks; one claiming more chunks starts a truncated replica from
+   * its first chunk instead ({@link #startTruncated}).
    */
   private static final int OVERSIZED_ORIGIN_FACTOR = 16;
   /** Rounds a snapshot assembly is kept without receiving a new chunk. */
@@ -2124,12 +2125,16 @@ public final class GossipEngine {
     }
     if (a == null) {
       // a chunk holds at least messageByteCap / 16 blocks: an origin of up to 16 times the
-      // per-peer cap fits (its snapshot installs truncated); the chunk slots of all assemblies
-      // (8 bytes each) are held to maxBlocksTotal
+      // per-peer cap fits (its snapshot installs truncated), a larger one starts a truncated
+      // replica from this chunk; the chunk slots of all assemblies (8 bytes each) are held to
+      // maxBlocksTotal
       long maxChunks = OVERSIZED_ORIGIN_FACTOR * config.maxBlocksPerPeer()
           / Math.max(1, config.messageByteCap() / 16) + 2;
-      if (c.chunkCount() > maxChunks
-          || pendingChunks + c.chunkCount() > config.maxBlocksTotal()) {
+      if (c.chunkCount() > maxChunks) {
+        startTruncated(m, c, thirdParty, now);
+        return;
+      }
+      if (pendingChunks + c.chunkCount() > config.maxBlocksTotal()) {
         count(GossipCounter.REJECTED, 1);
         return;
       }
@@ -2212,6 +2217,46 @@ public final class GossipEngine {
   }
 
   /** True if the store numbers of the chunks, in chunk order, ascend strictly. */
+  /**
+   * A snapshot of more chunks than an assembly takes: its origin holds more than
+   * {@link #OVERSIZED_ORIGIN_FACTOR} times {@code maxBlocksPerPeer} blocks (at the densest
+   * chunks), of which a replica keeps at most {@code maxBlocksPerPeer}. Assembling it would take
+   * a chunk slot per chunk for blocks that are refused anyway; refusing it left the replica empty
+   * for good, and every exchange sent the whole snapshot again. The replica starts over from this
+   * chunk's blocks instead, truncated, at the snapshot's version and store count, and deltas carry
+   * it on from there, as past the cap they would have: a subset of the origin's set, which the
+   * router underestimates. The snapshot's other chunks are then not newer, and nothing is
+   * allocated for them. The origin's block count is taken as the least the chunk count implies,
+   * so that the replica asks for a fresh copy only once the origin has shrunk near the cap.
+   */
+  private void startTruncated(Member m, SnapshotChunk c, boolean thirdParty, long now) {
+    if ((c.generation() > m.generation && !adoptsGeneration(m, thirdParty, now))
+        || !ascending(new long[][] {c.stores()})) {
+      count(GossipCounter.REJECTED, 1);
+      return;
+    }
+    if (c.generation() > m.generation) {
+      newGeneration(m, new DigestEntry(m.nodeId, c.generation(), 0, m.heartbeat, m.queueDepth,
+          m.inFlight, m.overloaded), m.address, now);
+    }
+    dropPending(m);
+    clearReplica(m);
+    long[] part = c.hashes();
+    long[] stores = c.stores();
+    for (int i = 0; i < part.length; i++) {
+      addToReplica(m, stores[i], part[i]);
+    }
+    index.refuse(m.slot);
+    m.storeCount = c.storeCount();
+    m.originBlocks = Math.max(part.length,
+        (c.chunkCount() - 1L) * Math.max(1, config.messageByteCap() / 16));
+    m.version = c.version();
+    m.versionNanos = now;
+    resetRelay(m, c.version());
+    m.lastSyncNanos = now;
+    count(GossipCounter.SNAPSHOTS_INSTALLED, 1);
+  }
+
   private static boolean ascending(long[][] stores) {
     long prev = 0;
     for (long[] part : stores) {

@@ -12,6 +12,7 @@ import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -76,6 +77,64 @@ class OversizedOriginSnapshotTest {
     assertEquals(0, late.counter(GossipCounter.UNRESOLVED_EVICTIONS));
   }
 
+  /**
+   * An origin so large that its snapshot has more chunks than the receiver assembles (an origin
+   * of 16 times the per-peer cap at the densest chunks; here about 54 times at the real ones):
+   * the receiver refused every chunk, kept no replica at all, and every exchange sent the
+   * snapshot again. It now takes the first chunk as the start of a truncated replica at the
+   * snapshot's version, and deltas carry it on from there, as past the cap they would have.
+   */
+  @Test
+  void aSnapshotOfMoreChunksThanAssembledStartsATruncatedReplicaAndIsNotSentAgainAndAgain() {
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100))
+        .messageByteCap(1_024).maxBlocksPerPeer(100).deltaLogMaxHashes(50).build();
+    SimCluster c = new SimCluster(7, config);
+    GossipEngine origin = c.add(0, 1, List.of());
+    origin.start();
+    origin.localSummary().onStored(blocks(0, 8_000));
+    GossipEngine late = c.add(1, 1, List.of(SimCluster.addressOf(0)));
+    late.start();
+    c.runFor(100 * c.interval());
+    for (GossipEngine e : c.nodes) {
+      e.checkInvariants();
+    }
+    long[] replica = late.replicaOf("node-0");
+    assertNotNull(replica);
+    assertTrue(replica.length > 0 && replica.length <= 100, "replica of " + replica.length);
+    Set<Long> own = new HashSet<>();
+    for (long f : origin.localSummary().snapshot().hashes()) {
+      own.add(f);
+    }
+    for (long f : replica) {
+      assertTrue(own.contains(f), "a block the origin does not hold: " + f);
+    }
+    assertEquals(origin.localSummary().version(), late.replicaVersion("node-0")[1]);
+    assertTrue(late.view().peers().get(0).replicaTruncated());
+    assertTrue(origin.counter(GossipCounter.SNAPSHOTS_SENT) <= 3,
+        "snapshots sent: " + origin.counter(GossipCounter.SNAPSHOTS_SENT));
+    // the origin's next blocks reach the replica by deltas (while it is below the cap)
+    int held = replica.length;
+    long[] next = blocks(8_000, 8_000 + Math.min(20, 100 - held));
+    origin.localSummary().onStored(next);
+    c.runFor(10 * c.interval());
+    Set<Long> now = new HashSet<>();
+    for (long f : late.replicaOf("node-0")) {
+      now.add(f);
+    }
+    for (long h : next) {
+      assertTrue(now.contains(BlockFingerprint.of(h)), "a new block reached the replica");
+    }
+    assertEquals(origin.localSummary().version(), late.replicaVersion("node-0")[1]);
+    // it shrinks below 7/8 of the cap: the truncated replica refreshes to the exact set
+    long[] all = blocks(0, 8_000);
+    origin.localSummary().onEvicted(Arrays.copyOfRange(all, 0, 7_990));
+    origin.localSummary().onEvicted(next);
+    assertTrue(c.runUntilConverged(400) >= 0, c.firstDivergence());
+    for (GossipEngine e : c.nodes) {
+      e.checkInvariants();
+    }
+  }
+
   @Test
   void snapshotsOfManyChunksHoldBoundedMemory() {
     SimulatedScheduler time = new SimulatedScheduler();
@@ -88,14 +147,19 @@ class OversizedOriginSnapshotTest {
       PeerAddress peer = new PeerAddress("p" + i, "sim:p" + i);
       engine.handle(peer, new Ack2(1, List.of(new Update(
           new DigestEntry(peer.nodeId(), 1, 0, 1, 0, 0, false), null, 0, List.of()))));
-      // a million chunks is refused (REJECTED); 16 times the per-peer cap's worth is taken
+      // a million chunks is more than an assembly takes: the replica starts truncated from
+      // the chunk, and nothing is allocated for the others
       engine.handle(peer, new SnapshotChunk(peer.nodeId(), 1, 5, 3, 0, 1 << 20,
           new long[] {1, 2, 3}, new long[] {11, 12, 13}));
-      engine.handle(peer, new SnapshotChunk(peer.nodeId(), 1, 5, 3, 0, 16 * 64 + 2,
+      assertEquals(5, engine.replicaVersion(peer.nodeId())[1]);
+      assertEquals(3, engine.replicaOf(peer.nodeId()).length);
+      // 16 times the per-peer cap's worth is assembled
+      engine.handle(peer, new SnapshotChunk(peer.nodeId(), 1, 6, 3, 0, 16 * 64 + 2,
           new long[] {1, 2, 3}, new long[] {11, 12, 13}));
     }
     engine.checkInvariants();
-    assertEquals(60, engine.counter(GossipCounter.REJECTED));
+    assertEquals(0, engine.counter(GossipCounter.REJECTED));
+    assertEquals(60, engine.counter(GossipCounter.SNAPSHOTS_INSTALLED));
     // the chunk slots of all assemblies are held to maxBlocksTotal (8 bytes each)
     long grown = engine.retainedBytesEstimate() - before;
     assertTrue(grown < 60 * 1_000 + 32L * 100_000 + 16L * 100_000, "grew by " + grown);
