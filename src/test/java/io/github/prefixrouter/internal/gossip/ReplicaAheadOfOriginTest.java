@@ -87,6 +87,52 @@ class ReplicaAheadOfOriginTest {
     assertEquals(2, me.counter(GossipCounter.VERSIONS_REFUTED));
   }
 
+  /**
+   * A replica at version 0 (an origin just learned, or a new generation) measures a third
+   * party's claim against version 0: of an origin already more than {@code maxSequenceJump}
+   * changes along (2^32 by default), it takes no digest entry, update or snapshot from a third
+   * party, and gets its first copy in an exchange with the origin itself. Deliberate: with no
+   * version of its own to measure against, following a third party there would let one forged
+   * claim beyond the origin's reach (the origin refutes only claims within the jump of its own
+   * version) hold the replica for the whole generation.
+   */
+  @Test
+  void aReplicaAtVersionZeroTakesAnOriginFarAlongOnlyFromTheOrigin() {
+    // no relay log: a node that joins late needs snapshots, which the relay serves
+    SimCluster c = new SimCluster(5, config().maxSequenceJump(8).deltaLogMaxHashes(4)
+        .relayLogMaxHashesPerOrigin(0).build());
+    GossipEngine relay = c.add(0, 1, List.of());
+    GossipEngine far = c.add(1, 1, List.of(SimCluster.addressOf(0)));
+    GossipEngine near = c.add(2, 1, List.of(SimCluster.addressOf(0)));
+    for (GossipEngine e : c.nodes) {
+      e.start();
+    }
+    for (int i = 0; i < 20; i++) {
+      far.localSummary().onStored(new long[] {100 + i}); // 20 versions: past the jump of 8
+    }
+    for (int i = 0; i < 5; i++) {
+      near.localSummary().onStored(new long[] {200 + i}); // 5 versions: within it
+    }
+    c.runFor(Duration.ofSeconds(2).toNanos());
+    assertTrue(c.converged(), c.firstDivergence());
+    assertEquals(20, relay.replicaVersion("node-1")[1]);
+    // a node that joins late and reaches the others only through the relay
+    for (int i = 1; i <= 2; i++) {
+      c.cut.add("sim:3|sim:" + i);
+      c.cut.add("sim:" + i + "|sim:3");
+    }
+    GossipEngine late = c.add(3, 1, List.of(SimCluster.addressOf(0)));
+    late.start();
+    c.runFor(Duration.ofSeconds(3).toNanos());
+    assertEquals(5, late.replicaVersion("node-2")[1], "within the jump: from the relay");
+    assertEquals(0, late.replicaVersion("node-1")[1], "past the jump: not from the relay");
+    assertTrue(late.counter(GossipCounter.REJECTED) > 0);
+    // once it can reach the origin, the origin's own snapshot is taken
+    c.heal();
+    assertTrue(c.runUntilConverged(100) >= 0, c.firstDivergence());
+    assertEquals(20, late.replicaVersion("node-1")[1]);
+  }
+
   @Test
   void inAnHonestClusterNoVersionIsEverRefuted() {
     // churn, loss, duplication and reordering: between honest nodes no peer ever shows a node
