@@ -1,5 +1,6 @@
 package io.github.prefixrouter.server;
 
+import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import java.net.URI;
@@ -277,7 +278,8 @@ final class EngineTokenizer implements PromptTokenizer {
    * The message of an error answer ({@code error}, its body parsed, or null; {@code body}, its
    * text): vLLM's {@code error.message} or {@code message}, FastAPI's {@code detail} (a string,
    * or validation errors' {@code msg}s), or the body itself; shortened to at most
-   * {@link #MAX_MESSAGE_CHARS} chars (one fewer rather than half a surrogate pair).
+   * {@link #MAX_MESSAGE_CHARS} chars and {@code ...} ({@link ShortText#prefix}: never between the
+   * halves of a surrogate pair).
    */
   static String serverMessage(Object error, String body) {
     String m = null;
@@ -299,14 +301,7 @@ final class EngineTokenizer implements PromptTokenizer {
     if (m == null) {
       m = body.strip();
     }
-    if (m.length() <= MAX_MESSAGE_CHARS) {
-      return m;
-    }
-    // never half of a surrogate pair: the message goes into the client's JSON answer, which
-    // cannot carry a lone surrogate (the client was answered 500 instead)
-    int end = Character.isHighSurrogate(m.charAt(MAX_MESSAGE_CHARS - 1))
-        && Character.isLowSurrogate(m.charAt(MAX_MESSAGE_CHARS))
-        ? MAX_MESSAGE_CHARS - 1 : MAX_MESSAGE_CHARS;
-    return m.substring(0, end) + "...";
+    String cut = ShortText.prefix(m, MAX_MESSAGE_CHARS); // never half a surrogate pair
+    return cut.length() == m.length() ? m : cut + "...";
   }
 }

@@ -271,4 +271,17 @@ class EngineTokenizerTest {
     }
   }
 
+  /**
+   * A long error message is cut at {@link EngineTokenizer#MAX_MESSAGE_CHARS}, never between the
+   * halves of a surrogate pair: the message goes to the client in a JSON answer.
+   */
+  @Test
+  void aLongServerMessageIsNotCutInsideASurrogatePair() {
+    String message = "a".repeat(EngineTokenizer.MAX_MESSAGE_CHARS - 1) + "\uD83D\uDE00 and more";
+    String shown = EngineTokenizer.serverMessage(null, message);
+    assertEquals("a".repeat(EngineTokenizer.MAX_MESSAGE_CHARS - 1) + "...", shown);
+    Json.write(Map.of("message", shown)); // throws on half a pair
+    String whole = "b".repeat(EngineTokenizer.MAX_MESSAGE_CHARS - 2) + "\uD83D\uDE00";
+    assertEquals(whole, EngineTokenizer.serverMessage(null, whole), "at the limit: whole");
+  }
 }

@@ -2,6 +2,7 @@ package io.github.prefixrouter.engine.openai;
 
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
@@ -261,13 +262,12 @@ final class CompletionStream {
     } catch (RuntimeException notJson) {
       // the data as it is
     }
-    StringBuilder sb = new StringBuilder();
-    for (int i = 0; i < m.length() && sb.length() < 300; i++) {
-      char c = m.charAt(i);
+    // never cut between the halves of a pair: the message would not be text any more
+    String cut = ShortText.prefix(m, 300);
+    StringBuilder sb = new StringBuilder(cut.length());
+    for (int i = 0; i < cut.length(); i++) {
+      char c = cut.charAt(i);
       sb.append(c < 0x20 ? ' ' : c);
-    }
-    if (sb.length() > 0 && Character.isHighSurrogate(sb.charAt(sb.length() - 1))) {
-      sb.setLength(sb.length() - 1); // cut between the halves of a pair: not text any more
     }
     return sb.toString();
   }
