@@ -123,7 +123,7 @@ final class PeerTls {
           X509ExtendedTrustManager.class, truststore == null ? keystore : truststore);
       notAfter = notAfter(ks);
     } catch (GeneralSecurityException e) {
-      throw new IllegalArgumentException("cannot use " + keystore + ": " + e.getMessage(), e);
+      throw new IllegalArgumentException("cannot use " + keystore + ": " + describe(e), e);
     }
     // a handshake under way may see the new key and the old trust or the other way round;
     // during a renewal both pairs work (docs/deployment.md)
@@ -162,9 +162,41 @@ final class PeerTls {
       ks.load(new ByteArrayInputStream(bytes), password);
       return ks;
     } catch (IOException | GeneralSecurityException e) {
-      throw new IllegalArgumentException("cannot load " + file + " as PKCS12 with the given"
-          + " password: " + e.getMessage(), e);
+      throw new IllegalArgumentException("cannot load " + file + ": " + loadProblem(bytes, e), e);
     }
+  }
+
+  /**
+   * Why a file did not load as PKCS12, for an operator: the password, or the file's format (the
+   * JDK's own messages name parser internals, or are null for a file cut short).
+   */
+  static String loadProblem(byte[] bytes, Exception e) {
+    if (e.getCause() instanceof java.security.UnrecoverableKeyException) {
+      return "the password is wrong (--tls-password-file or PREFIX_ROUTER_TLS_PASSWORD), or the "
+          + "file is damaged";
+    }
+    String detail = " (" + describe(e) + ")";
+    if (bytes.length == 0) {
+      return "the file is empty, not a PKCS12 store";
+    }
+    String head = new String(bytes, 0, Math.min(bytes.length, 64),
+        java.nio.charset.StandardCharsets.ISO_8859_1).stripLeading();
+    if (head.startsWith("-----BEGIN")) {
+      return "it is PEM text, not a PKCS12 store: convert the key and certificate with "
+          + "openssl pkcs12 -export" + detail;
+    }
+    if (bytes.length >= 4 && (bytes[0] & 0xff) == 0xce && (bytes[1] & 0xff) == 0xce
+        && (bytes[2] & 0xff) == 0xce && (bytes[3] & 0xff) == 0xce) {
+      return "it is a JCEKS store, not PKCS12: convert it with keytool -importkeystore "
+          + "-deststoretype PKCS12" + detail;
+    }
+    return "it is not a PKCS12 store, or it is damaged or cut short" + detail;
+  }
+
+  /** An exception's message, or its type when it has none (an EOFException, say). */
+  private static String describe(Exception e) {
+    String m = e.getMessage();
+    return m == null || m.isBlank() ? e.getClass().getSimpleName() : m;
   }
 
   private static byte[] read(Path file) {

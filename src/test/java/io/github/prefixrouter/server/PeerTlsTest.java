@@ -2,6 +2,7 @@ package io.github.prefixrouter.server;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -232,11 +233,46 @@ class PeerTlsTest {
     IllegalArgumentException wrong = assertThrows(IllegalArgumentException.class,
         () -> new PeerTls(keyA, null, "wrong".toCharArray()));
     assertTrue(wrong.getMessage().contains("cannot load " + keyA), wrong.getMessage());
+    assertTrue(wrong.getMessage().contains("the password is wrong"), wrong.getMessage());
     IllegalArgumentException missing = assertThrows(IllegalArgumentException.class,
         () -> new PeerTls(dir.resolve("absent.p12"), null, "changeit".toCharArray()));
     assertTrue(missing.getMessage().contains("cannot read"), missing.getMessage());
     IllegalArgumentException noKey = assertThrows(IllegalArgumentException.class,
         () -> new PeerTls(trustBoth, null, "changeit".toCharArray()));
     assertTrue(noKey.getMessage().contains("no private key"), noKey.getMessage());
+  }
+
+  /**
+   * A file that is no PKCS12 store says so: a store cut short (whose JDK exception has no
+   * message) read "password: null", and the others named the JDK's DER parser's internals.
+   */
+  @Test
+  void aFileThatIsNotAPkcs12StoreSaysWhatItIs() throws Exception {
+    byte[] whole = Files.readAllBytes(keyA);
+    Path cut = dir.resolve("cut.p12");
+    Files.write(cut, java.util.Arrays.copyOf(whole, whole.length / 2));
+    Path pem = dir.resolve("key.pem");
+    Files.writeString(pem, "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n"
+        + "-----END PRIVATE KEY-----\n");
+    Path empty = Files.write(dir.resolve("empty.p12"), new byte[0]);
+    Path jceks = dir.resolve("store.jceks");
+    keytool("-genseckey", "-alias", "s", "-keyalg", "AES", "-keysize", "128", "-storetype",
+        "JCEKS", "-keystore", jceks.toString(), "-storepass", "changeit", "-keypass", "changeit");
+    Map<Path, String> expected = Map.of(
+        cut, "not a PKCS12 store, or it is damaged or cut short",
+        pem, "PEM text, not a PKCS12 store",
+        empty, "the file is empty",
+        jceks, "a JCEKS store, not PKCS12");
+    for (var e : expected.entrySet()) {
+      IllegalArgumentException x = assertThrows(IllegalArgumentException.class,
+          () -> new PeerTls(e.getKey(), null, "changeit".toCharArray()));
+      assertTrue(x.getMessage().startsWith("cannot load " + e.getKey() + ": "), x.getMessage());
+      assertTrue(x.getMessage().contains(e.getValue()), x.getMessage());
+      assertFalse(x.getMessage().contains("null"), x.getMessage());
+      // as the trust store too
+      IllegalArgumentException t = assertThrows(IllegalArgumentException.class,
+          () -> new PeerTls(keyA, e.getKey(), "changeit".toCharArray()));
+      assertTrue(t.getMessage().contains(e.getValue()), t.getMessage());
+    }
   }
 }
