@@ -16,9 +16,11 @@ import java.util.function.Consumer;
  * and re-read from the file while it runs, so that the key can be rotated without a restart.
  *
  * <p><b>Key file.</b> One key per line in hex, the first signs and every one is accepted;
- * blank lines and lines starting with {@code #} are ignored. A file holding anything but
- * printable text (a raw key, for example 32 bytes from {@code /dev/urandom}) is one key, all of
- * its bytes; so is printable text of a single line that is not hex. Several lines of which one is
+ * blank lines and lines starting with {@code #} are ignored. Text is ASCII (or UTF-8, which it is
+ * the same as): text saved as UTF-16 is an error saying to save it as UTF-8 or ASCII. A file
+ * holding anything else but printable text (a raw key, for example 32 bytes from
+ * {@code /dev/urandom}) is one key, all of its bytes; so is printable text of a single line
+ * that is not hex. Several lines of which one is
  * not hex, or one line of an odd number of hex digits, are an error, never a raw key, so that a
  * typo does not give a node a key no peer has. A UTF-8 byte order mark before printable text is
  * skipped (a passphrase after it is still a raw key of all the file's bytes). A file above
@@ -107,13 +109,20 @@ final class ClusterKeys {
       throw new IllegalArgumentException("--cluster-key-file " + file + " is larger than "
           + MAX_FILE_BYTES + " bytes: not a key file");
     }
+    String encoding = textEncoding(raw);
+    if (encoding != null) {
+      // a text editor's UTF-16: as a raw key it would be a key no peer has, from a file that
+      // looks right in the editor
+      throw new IllegalArgumentException("--cluster-key-file " + file + " is text saved as "
+          + encoding + ": save it as UTF-8 or ASCII (the file holds one hex key per line, or is"
+          + " one raw key)");
+    }
     // a text editor's UTF-8 byte order mark makes no raw key of the hex keys after it: it was
     // taken for one, so an edit saved with it put a key no peer has in use
     int from = raw.length >= 3 && (raw[0] & 0xff) == 0xef && (raw[1] & 0xff) == 0xbb
         && (raw[2] & 0xff) == 0xbf ? 3 : 0;
     for (int i = from; i < raw.length; i++) {
-      byte b = raw[i];
-      if ((b < 0x20 || b > 0x7e) && b != '\n' && b != '\r' && b != '\t') {
+      if (!isText(raw[i] & 0xff)) {
         return List.of(raw); // a raw key
       }
     }
@@ -166,6 +175,55 @@ final class ClusterKeys {
       keys.add(HexFormat.of().parseHex(hex));
     }
     return keys;
+  }
+
+  /** Printable ASCII, or a line break or tab: what a key file of text holds. */
+  private static boolean isText(int c) {
+    return (c >= 0x20 && c <= 0x7e) || c == '\n' || c == '\r' || c == '\t';
+  }
+
+  /**
+   * The encoding of a file that is ASCII text saved as UTF-16 (a byte order mark FE FF or FF FE,
+   * or a zero byte at every other position), whose characters are all printable ASCII, line
+   * breaks and tabs; null for anything else. A raw key of random bytes is neither (its bytes
+   * would all have to decode to printable ASCII). A UTF-8 byte order mark is not refused: it is
+   * skipped before the text.
+   */
+  static String textEncoding(byte[] raw) {
+    int n = raw.length;
+    if (n < 4 || n % 2 != 0) {
+      return null;
+    }
+    int b0 = raw[0] & 0xff;
+    int b1 = raw[1] & 0xff;
+    if (b0 == 0xfe && b1 == 0xff) {
+      return allText(raw, 2, 2, 1) ? "UTF-16 (big-endian)" : null;
+    }
+    if (b0 == 0xff && b1 == 0xfe) {
+      return allText(raw, 2, 2, 0) ? "UTF-16 (little-endian)" : null;
+    }
+    // no byte order mark: ASCII characters in UTF-16 put a zero byte before or after each
+    return allText(raw, 0, 2, 1) ? "UTF-16 (big-endian)"
+        : allText(raw, 0, 2, 0) ? "UTF-16 (little-endian)" : null;
+  }
+
+  /**
+   * Whether the characters from {@code start} on, {@code width} bytes each, are text ({@link
+   * #isText}) with the character's value at byte {@code low} of each and zero bytes elsewhere.
+   */
+  private static boolean allText(byte[] raw, int start, int width, int low) {
+    if (raw.length - start < width || (raw.length - start) % width != 0) {
+      return false;
+    }
+    for (int i = start; i < raw.length; i += width) {
+      for (int k = 0; k < width; k++) {
+        int b = raw[i + k] & 0xff;
+        if (k == low ? !isText(b) : b != 0) {
+          return false;
+        }
+      }
+    }
+    return true;
   }
 
   private static boolean isHex(String s) {

@@ -211,6 +211,49 @@ class ClusterKeysTest {
         "--cluster-key-check-ms", "-1"}, noEnv));
   }
 
+  /**
+   * A key file an editor saved as UTF-16 (with or without a byte order mark) is refused, saying
+   * how to save it: it used to be one raw key of all its bytes, a key no peer had. (A UTF-8 byte
+   * order mark is skipped: {@code aByteOrderMarkBeforeHexKeysIsSkipped}.)
+   */
+  @Test
+  void aKeyFileSavedAsUtf16IsRefusedNotTakenForARawKey() throws Exception {
+    Map<String, String> noEnv = Map.of();
+    String text = "# cluster key\r\n" + A + "\r\n";
+    byte[] le = text.getBytes(StandardCharsets.UTF_16LE);
+    byte[] be = text.getBytes(StandardCharsets.UTF_16BE);
+    Map<String, byte[]> files = new java.util.LinkedHashMap<>();
+    files.put("UTF-16 (little-endian)", concat(new byte[] {(byte) 0xff, (byte) 0xfe}, le));
+    files.put("UTF-16 (big-endian)", concat(new byte[] {(byte) 0xfe, (byte) 0xff}, be));
+    files.put("UTF-16 (little-endian) ", le); // no byte order mark: a zero byte after each
+    files.put("UTF-16 (big-endian) ", be);
+    int n = 0;
+    for (var e : files.entrySet()) {
+      Path f = dir.resolve("text-" + n++ + ".key");
+      Files.write(f, e.getValue());
+      IllegalArgumentException x = assertThrows(IllegalArgumentException.class,
+          () -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "127.0.0.1:1",
+              "--cluster-key-file", f.toString()}, noEnv), e.getKey());
+      assertTrue(x.getMessage().contains("--cluster-key-file " + f + " is text saved as "
+          + e.getKey().strip()), x.getMessage());
+      assertTrue(x.getMessage().contains("save it as UTF-8 or ASCII"),
+          x.getMessage());
+    }
+    // a raw key that starts with the bytes of a byte order mark, or holds zero bytes, is still
+    // a raw key: its other bytes are no text
+    byte[] raw = new byte[32];
+    for (int i = 0; i < raw.length; i++) {
+      raw[i] = (byte) (i * 37 + 1);
+    }
+    raw[0] = (byte) 0xff;
+    raw[1] = (byte) 0xfe;
+    raw[5] = 0;
+    Path f = dir.resolve("raw-bom.key");
+    Files.write(f, raw);
+    assertArrayEquals(raw, ClusterKeys.read(f).get(0));
+  }
+
+
   private static void assertMessage(String fragment, org.junit.jupiter.api.function.Executable e) {
     IllegalArgumentException x = assertThrows(IllegalArgumentException.class, e);
     assertTrue(x.getMessage().contains(fragment), x.getMessage());
