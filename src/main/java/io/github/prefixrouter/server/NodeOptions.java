@@ -1,8 +1,10 @@
 package io.github.prefixrouter.server;
 
+import com.google.common.net.InetAddresses;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
+import io.github.prefixrouter.internal.ModelIds;
 import io.github.prefixrouter.spi.PeerAddress;
 import java.io.IOException;
 import java.io.Reader;
@@ -33,8 +35,8 @@ public final class NodeOptions {
           "\n",
           "Usage: NodeMain [--config FILE] --id ID --listen HOST:PORT [--client HOST:PORT] [options]",
           "",
-          "  --config FILE            properties file with any of the keys below (flags win);",
-          "                           insecure and help there take true or false",
+          "  --config FILE            properties file with any of the keys below, each once",
+          "                           (flags win); insecure and help there take true or false",
           "  --id ID                  this node's id (required)",
           "  --listen HOST:PORT       peer-to-peer address (required; port 0 picks one)",
           "  --advertise HOST:PORT    address peers should use, if different from --listen;",
@@ -44,8 +46,9 @@ public final class NodeOptions {
           "                           /metrics, /health); default 127.0.0.1:0; a",
           "                           completion with \"stream\": true is answered as server-sent",
           "                           events, a piece of output each (curl -N to watch them)",
-          "  --seeds LIST             peers to join through: id@host:port,id@host:port (the",
-          "                           node's own entry is skipped, so one list serves all)",
+          "  --seeds LIST             peers to join through: id@host:port,id@host:port, each id",
+          "                           once (the node's own entry is skipped, so one list serves",
+          "                           all); a host is an IP address ([v6] in brackets) or a name",
           "  --cluster-key-file FILE  file holding the shared cluster key: hex, one key per",
           "                           line, the first signs and all are accepted (for a key",
           "                           rotation), or one raw key; text in ASCII or UTF-8 (not",
@@ -232,18 +235,18 @@ public final class NodeOptions {
       engineRequestTimeout = peerMaxHandling = null;
       return;
     }
-    this.id = PeerAddress.checkNodeId(required(v, "id"));
-    String[] listen = hostPort("listen", required(v, "listen"));
+    this.id = nodeId("--id", required(v, "id"));
+    String[] listen = hostPort("listen", required(v, "listen"), false);
     this.listenHost = listen[0];
     this.listenPort = port("listen", listen[1]);
     this.advertise = v.get("advertise");
     if (advertise != null) {
-      peerPort("advertise", hostPort("advertise", advertise)[1]);
+      peerPort("advertise", hostPort("advertise", advertise, true)[1]);
     } else if (Set.of("0.0.0.0", "::", "0:0:0:0:0:0:0:0").contains(listenHost)) {
       throw new IllegalArgumentException("--listen " + listenHost + " (every interface) needs "
           + "--advertise HOST:PORT, the address peers reach this node at");
     }
-    String[] client = hostPort("client", v.getOrDefault("client", "127.0.0.1:0"));
+    String[] client = hostPort("client", v.getOrDefault("client", "127.0.0.1:0"), false);
     this.clientHost = client[0];
     this.clientPort = port("client", client[1]);
     this.seeds = parseSeeds(v.getOrDefault("seeds", ""));
@@ -333,13 +336,14 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--model-id must not be empty (none: no model id)");
     }
     this.modelId = id == null ? null : id.equals("none") ? "" : id;
-    String modelIdProblem = modelId == null ? null
-        : io.github.prefixrouter.internal.ModelIds.problem(modelId);
-    if (modelIdProblem != null) {
-      // RouterConfig's own check, made here so that it is a bad flag rather than a failure
-      // while starting
+    // the node's RouterConfig takes it when it starts: a bad one is a bad flag, not a failed start
+    if (modelId != null && !modelId.isEmpty() && ModelIds.problem(modelId) != null) {
       throw new IllegalArgumentException(
-          "--model-id" + modelIdProblem.substring("modelId".length()));
+          ModelIds.problem(modelId).replace("modelId", "--model-id"));
+    }
+    if (modelId == null && model != null && ModelIds.problem(model) != null) {
+      throw new IllegalArgumentException(ModelIds.problem(model).replace("modelId",
+          "--model (the model id when --model-id is not given)"));
     }
     String tok = v.getOrDefault("tokenizer", "auto");
     this.tokenizes = !tok.equals("none");
@@ -455,13 +459,18 @@ public final class NodeOptions {
       cb.hopLimit(intValue(v, "hop-limit", 1));
     }
     if (v.containsKey("watermarks")) {
-      String[] w = v.get("watermarks").split(",");
+      String[] w = v.get("watermarks").split(",", -1); // "16,32," is no LOW,HIGH
       if (w.length != 2) {
         throw new IllegalArgumentException("--watermarks must be LOW,HIGH, was " + v.get("watermarks"));
       }
       cb.watermarks(parseInt("watermarks", w[0]), parseInt("watermarks", w[1]));
     }
-    this.config = cb.build();
+    try {
+      this.config = cb.build();
+    } catch (IllegalArgumentException e) {
+      // RouterConfig names its fields; the operator typed flags (or config file keys)
+      throw new IllegalArgumentException(configFlagNames(e.getMessage()), e);
+    }
     if (engine.equals("reference")) {
       // the reference engine's own limits (ReferenceEngine.Builder), checked here so that a bad
       // value is a bad flag (status 2, naming it) rather than a failure while starting
@@ -559,6 +568,52 @@ public final class NodeOptions {
     return Duration.ofMillis(ms);
   }
 
+  /**
+   * The RouterConfig fields the flags set, and the flags (longest field names first, so that no
+   * name is replaced inside a longer one).
+   */
+  private static final List<Map.Entry<String, String>> CONFIG_FLAGS = List.of(
+      Map.entry("initialPrefillNanosPerToken", "--initial-prefill-ns-per-token"),
+      Map.entry("treeCapacityTokens", "--tree-capacity-tokens"),
+      Map.entry("mirrorLimitTokens", "--mirror-limit-tokens"),
+      Map.entry("engineStallTimeout", "--engine-stall-ms"),
+      Map.entry("peerSuspectAfter", "--peer-suspect-ms"),
+      Map.entry("gossipInterval", "--gossip-interval-ms"),
+      Map.entry("streamInterval", "--stream-interval-ms"),
+      Map.entry("highWatermark", "--watermarks HIGH"),
+      Map.entry("engineTimeout", "--engine-timeout-ms"),
+      Map.entry("peerDeadAfter", "--peer-dead-ms"),
+      Map.entry("lowWatermark", "--watermarks LOW"),
+      Map.entry("blockSize", "--block-size"),
+      Map.entry("hopLimit", "--hop-limit"));
+
+  private static final java.util.regex.Pattern DURATION =
+      java.util.regex.Pattern.compile("\\bPT[-0-9.HMS]+\\b");
+
+  /**
+   * A RouterConfig validation message with the flags in place of the config's field names, and
+   * its durations ({@code PT0.2S}) in milliseconds, as the flags take them.
+   */
+  static String configFlagNames(String message) {
+    String m = message.replaceFirst("^invalid RouterConfig: ", "bad settings: ");
+    for (Map.Entry<String, String> e : CONFIG_FLAGS) {
+      m = m.replaceAll("\\b" + e.getKey() + "\\b", e.getValue());
+    }
+    java.util.regex.Matcher d = DURATION.matcher(m);
+    StringBuilder out = new StringBuilder();
+    while (d.find()) {
+      String ms;
+      try {
+        ms = Duration.parse(d.group()).toMillis() + " ms";
+      } catch (RuntimeException notADuration) {
+        ms = d.group();
+      }
+      d.appendReplacement(out, java.util.regex.Matcher.quoteReplacement(ms));
+    }
+    d.appendTail(out);
+    return out.toString();
+  }
+
   private static String flagName(String message) {
     return message.replace("maxInFlight", "--engine-max-in-flight").replace("slots", "--engine-slots")
         .replace("baseUrl", "--engine");
@@ -623,23 +678,22 @@ public final class NodeOptions {
     }
     Map<String, String> all = new LinkedHashMap<>();
     if (flags.containsKey("config")) {
-      Properties p = new Properties();
       Path file = Path.of(flags.get("config"));
-      try (Reader r = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+      List<String> lines;
+      try {
+        lines = Files.readAllLines(file, StandardCharsets.UTF_8);
+      } catch (java.nio.charset.CharacterCodingException e) {
+        throw new IllegalArgumentException("cannot read --config " + file + ": it is not UTF-8 "
+            + "(save it as UTF-8 or ASCII)", e);
+      } catch (IOException e) {
+        throw new IllegalArgumentException("cannot read --config " + file + ": " + e, e);
+      }
+      if (!lines.isEmpty() && lines.get(0).startsWith("\uFEFF")) {
         // an editor's byte order mark is no part of the first key: it made that key unknown,
         // refused under a name that looks like a known one ("unknown key in f: id")
-        r.mark(1);
-        if (r.read() != '\uFEFF') {
-          r.reset();
-        }
-        p.load(r);
-      } catch (IOException e) {
-        throw new IllegalArgumentException("cannot read --config " + file + ": " + e.getMessage(), e);
+        lines.set(0, lines.get(0).substring(1));
       }
-      for (String k : p.stringPropertyNames()) {
-        checkKey(k, "key in " + file + ": ");
-        all.put(k, p.getProperty(k).trim());
-      }
+      all.putAll(readConfig(file, lines));
     }
     all.putAll(flags);
     for (String key : FLAGS_WITHOUT_VALUE) {
@@ -665,6 +719,51 @@ public final class NodeOptions {
     throw new IllegalArgumentException("--" + key + " must be true or false, was '" + value + "'");
   }
 
+  /**
+   * The keys and values of a properties file ({@link Properties#load(Reader)}'s format), each key
+   * checked; a key given on two lines is refused, naming both, rather than the last one taken.
+   */
+  private static Map<String, String> readConfig(Path file, List<String> lines) {
+    Map<String, String> values = new LinkedHashMap<>();
+    Map<String, Integer> lineOf = new LinkedHashMap<>();
+    int i = 0;
+    while (i < lines.size()) {
+      int first = i;
+      StringBuilder entry = new StringBuilder(lines.get(i++));
+      String start = lines.get(first).stripLeading();
+      boolean comment = start.startsWith("#") || start.startsWith("!");
+      // a line ending in an odd number of backslashes goes on in the next (not a comment's)
+      while (!comment && endsInOddBackslashes(entry) && i < lines.size()) {
+        entry.append('\n').append(lines.get(i++));
+      }
+      Properties p = new Properties();
+      try {
+        p.load(new java.io.StringReader(entry.toString()));
+      } catch (IOException | IllegalArgumentException e) { // a malformed \\uXXXX escape
+        throw new IllegalArgumentException("line " + (first + 1) + " of --config " + file + ": "
+            + e.getMessage(), e);
+      }
+      for (String k : p.stringPropertyNames()) {
+        checkKey(k, "key in " + file + " (line " + (first + 1) + "): ");
+        Integer earlier = lineOf.putIfAbsent(k, first + 1);
+        if (earlier != null) {
+          throw new IllegalArgumentException("key " + k + " is given twice in --config " + file
+              + ": on line " + earlier + " and on line " + (first + 1) + " (keep one)");
+        }
+        values.put(k, p.getProperty(k).trim());
+      }
+    }
+    return values;
+  }
+
+  private static boolean endsInOddBackslashes(CharSequence s) {
+    int n = 0;
+    for (int k = s.length() - 1; k >= 0 && s.charAt(k) == '\\'; k--) {
+      n++;
+    }
+    return n % 2 == 1;
+  }
+
   private static void checkKey(String key, String what) {
     if (!KEYS.contains(key)) {
       throw new IllegalArgumentException("unknown " + what + key + " (see --help)");
@@ -679,20 +778,94 @@ public final class NodeOptions {
     return s;
   }
 
-  private static String[] hostPort(String what, String s) {
+  /** A node id ({@code --id}, or one in {@code --seeds}), checked as peers check it. */
+  private static String nodeId(String what, String id) {
+    try {
+      return PeerAddress.checkNodeId(id);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException(what + ": " + e.getMessage().replace("nodeId", "a node id")
+          + ", was '" + id + "'", e);
+    }
+  }
+
+  /**
+   * HOST:PORT split in two, the host checked as a host name or IP address (by its form: nothing
+   * is looked up here), the brackets of an IPv6 address removed.
+   *
+   * @param peers whether peers connect to the address (an URL's host then): an IPv6 address
+   *     must be in brackets
+   */
+  private static String[] hostPort(String what, String s, boolean peers) {
     int i = s.lastIndexOf(':');
     if (i <= 0 || i == s.length() - 1) {
       throw new IllegalArgumentException("--" + what + " must be HOST:PORT, was '" + s + "'");
     }
     String host = s.substring(0, i);
-    if (host.startsWith("[") && host.endsWith("]")) {
+    boolean bracketed = host.startsWith("[") && host.endsWith("]");
+    if (bracketed) {
       host = host.substring(1, host.length() - 1);
+    }
+    String problem = hostProblem(host, bracketed, peers);
+    if (problem != null) {
+      throw new IllegalArgumentException("--" + what + " host " + problem + ", was '" + s + "'");
     }
     return new String[] {host, s.substring(i + 1)};
   }
 
+  /**
+   * Why {@code host} is neither an IP address nor a host name, by its form alone; null if it is
+   * one. A host name is labels of letters, digits and hyphens (1 to 63 characters, no hyphen
+   * first or last) between dots, at most 253 characters, its last label not all digits;
+   * underscores are refused as the HTTP client refuses them in a URL.
+   */
+  static String hostProblem(String host, boolean bracketed, boolean peers) {
+    if (host.isEmpty()) {
+      return "is empty";
+    }
+    if (bracketed || host.indexOf(':') >= 0) {
+      if (!InetAddresses.isInetAddress(host) || host.indexOf(':') < 0) {
+        return "is not an IPv6 address";
+      }
+      if (peers && !bracketed) {
+        return "is an IPv6 address: put it in brackets, [" + host + "]:PORT";
+      }
+      return null;
+    }
+    if (InetAddresses.isInetAddress(host)) {
+      return null; // IPv4
+    }
+    if (host.length() > 253) {
+      return "is not a host name: it has more than 253 characters";
+    }
+    String name = host.endsWith(".") ? host.substring(0, host.length() - 1) : host;
+    String[] labels = name.split("\\.", -1);
+    for (String label : labels) {
+      for (int k = 0; k < label.length(); k++) {
+        char c = label.charAt(k);
+        boolean ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+            || c == '-';
+        if (!ok) {
+          return "has a character no host name has, "
+              + (c == ' ' ? "a space" : c > ' ' && c < 0x7f ? "'" + c + "'"
+                  : String.format("U+%04X", (int) c))
+              + " (a host name is letters, digits, hyphens and dots; or an IP address)";
+        }
+      }
+      if (label.isEmpty() || label.length() > 63) {
+        return "is not a host name: a part between dots must have 1 to 63 characters";
+      }
+      if (label.startsWith("-") || label.endsWith("-")) {
+        return "is not a host name: a part between dots cannot begin or end with a hyphen";
+      }
+    }
+    if (labels[labels.length - 1].chars().allMatch(c -> c >= '0' && c <= '9')) {
+      return "is not an IP address (four numbers 0 to 255) nor a host name";
+    }
+    return null;
+  }
+
   private static int port(String what, String s) {
-    int p = parseInt(what, s);
+    int p = portNumber(what, s);
     if (p < 0 || p > 65535) {
       throw new IllegalArgumentException("--" + what + " port must be 0 to 65535, was " + p);
     }
@@ -701,10 +874,19 @@ public final class NodeOptions {
 
   /** The port of an address peers connect to: 1 to 65535 (0 picks none there). */
   private static void peerPort(String what, String s) {
-    int p = parseInt(what, s);
+    int p = portNumber(what, s);
     if (p < 1 || p > 65535) {
       throw new IllegalArgumentException("--" + what + " port must be 1 to 65535, was " + p);
     }
+  }
+
+  /** A port as written after the host: digits only (no sign or space, which URLs refuse). */
+  private static int portNumber(String what, String s) {
+    int p = parseInt(what, s);
+    if (!s.chars().allMatch(c -> c >= '0' && c <= '9')) {
+      throw new IllegalArgumentException("--" + what + " port must be digits only, was '" + s + "'");
+    }
+    return p;
   }
 
   private static int parseInt(String what, String s) {
@@ -751,6 +933,7 @@ public final class NodeOptions {
 
   static List<PeerAddress> parseSeeds(String s) {
     List<PeerAddress> out = new ArrayList<>();
+    Map<String, String> entryOf = new LinkedHashMap<>();
     for (String part : s.split(",")) {
       String p = part.trim();
       if (p.isEmpty()) {
@@ -760,8 +943,19 @@ public final class NodeOptions {
       if (at <= 0 || at == p.length() - 1) {
         throw new IllegalArgumentException("--seeds entries must be id@host:port, was '" + p + "'");
       }
-      peerPort("seeds", hostPort("seeds", p.substring(at + 1))[1]);
-      out.add(new PeerAddress(p.substring(0, at), p.substring(at + 1)));
+      String id = nodeId("--seeds entry '" + p + "'", p.substring(0, at));
+      peerPort("seeds", hostPort("seeds", p.substring(at + 1), true)[1]);
+      String earlier = entryOf.putIfAbsent(id, p);
+      if (earlier != null) {
+        // which address would the node join through? a copy-paste slip, refused
+        throw new IllegalArgumentException("--seeds names node " + id + " twice: '" + earlier
+            + "' and '" + p + "'");
+      }
+      try {
+        out.add(new PeerAddress(id, p.substring(at + 1)));
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("--seeds entry '" + p + "': " + e.getMessage(), e);
+      }
     }
     return List.copyOf(out);
   }

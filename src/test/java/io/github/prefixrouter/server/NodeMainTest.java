@@ -110,7 +110,7 @@ class NodeMainTest {
     assertEquals("tcp://127.0.0.1:5557", kv.kvEvents);
     assertEquals("tcp://127.0.0.1:5558", kv.kvEventsReplay);
     assertEquals("kv", kv.kvEventsTopic);
-    assertMessage("treeCapacityTokens must be at least blockSize",
+    assertMessage("--tree-capacity-tokens must be at least --block-size",
         () -> parse("--id", "a", "--listen", "h:1", "--tree-capacity-tokens", "8"));
     assertMessage("--listen 0.0.0.0 (every interface) needs --advertise",
         () -> parse("--id", "a", "--listen", "0.0.0.0:7000"));
@@ -297,7 +297,7 @@ class NodeMainTest {
         () -> parse("--id", "a", "--listen", "h:1", "--engine-stall-ms", "-1"));
     assertEquals(250_000, parse("--id", "a", "--listen", "h:1", "--initial-prefill-ns-per-token",
         "250000").config.initialPrefillNanosPerToken());
-    assertMessage("initialPrefillNanosPerToken", () -> parse("--id", "a", "--listen", "h:1",
+    assertMessage("--initial-prefill-ns-per-token", () -> parse("--id", "a", "--listen", "h:1",
         "--initial-prefill-ns-per-token", "0"));
     assertEquals(java.time.Duration.ZERO, parse("--id", "a", "--listen", "h:1",
         "--stream-interval-ms", "0").config.streamInterval());
@@ -305,7 +305,7 @@ class NodeMainTest {
         "--stream-interval-ms", "50").config.streamInterval());
     assertEquals(io.github.prefixrouter.RouterConfig.defaults().streamInterval(),
         d.config.streamInterval());
-    assertMessage("streamInterval", () -> parse("--id", "a", "--listen", "h:1",
+    assertMessage("--stream-interval-ms", () -> parse("--id", "a", "--listen", "h:1",
         "--stream-interval-ms", "60000"));
     assertMessage("--engine-request-timeout-ms needs --engine URL",
         () -> parse("--id", "a", "--listen", "h:1", "--engine-request-timeout-ms", "1000"));
@@ -331,7 +331,7 @@ class NodeMainTest {
     assertEquals(3_000_000, parse("--id", "a", "--listen", "h:1", "--engine",
         "http://127.0.0.1:8000", "--tree-capacity-tokens", "2000000", "--mirror-limit-tokens",
         "3000000").config.mirrorLimitTokens());
-    assertMessage("mirrorLimitTokens must be 0", () -> parse("--id", "a", "--listen", "h:1",
+    assertMessage("--mirror-limit-tokens must be 0", () -> parse("--id", "a", "--listen", "h:1",
         "--tree-capacity-tokens", "4096", "--mirror-limit-tokens", "4095"));
   }
 

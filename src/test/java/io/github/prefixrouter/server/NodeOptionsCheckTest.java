@@ -1,0 +1,166 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.spi.PeerAddress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Bad settings are refused by {@link NodeOptions#parse}, the entry point of {@link NodeMain#main},
+ * with an {@link IllegalArgumentException} naming the flag (or config file key) the operator
+ * wrote.
+ */
+class NodeOptionsCheckTest {
+
+  @TempDir Path dir;
+
+  private static NodeOptions parse(String... args) {
+    return NodeOptions.parse(args, Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
+  }
+
+  /** {@code --id a --listen h:1} and then {@code more}. */
+  private static NodeOptions node(String... more) {
+    List<String> a = new ArrayList<>(List.of("--id", "a", "--listen", "h:1"));
+    a.addAll(List.of(more));
+    return parse(a.toArray(new String[0]));
+  }
+
+  private static String refused(org.junit.jupiter.api.function.Executable e, String... fragments) {
+    IllegalArgumentException x = assertThrows(IllegalArgumentException.class, e);
+    for (String f : fragments) {
+      assertTrue(x.getMessage().contains(f), "'" + x.getMessage() + "' should mention '" + f + "'");
+    }
+    return x.getMessage();
+  }
+
+  @Test
+  void aBadRouterConfigNamesTheFlagsNotTheConfigsFields() {
+    String m = refused(() -> node("--watermarks", "40,32"),
+        "--watermarks LOW (40) must be below --watermarks HIGH (32)");
+    assertFalse(m.contains("Watermark"), m);
+    refused(() -> node("--watermarks", "0,0"), "--watermarks HIGH must be >= 1");
+    m = refused(() -> node("--tree-capacity-tokens", "8"),
+        "--tree-capacity-tokens must be at least --block-size (16)");
+    assertFalse(m.contains("treeCapacityTokens") || m.contains("blockSize"), m);
+    refused(() -> node("--block-size", "0"), "--block-size must be between 1 and 1024");
+    refused(() -> node("--hop-limit", "9"), "--hop-limit must be between 0");
+    refused(() -> node("--tree-capacity-tokens", "4096", "--mirror-limit-tokens", "4095"),
+        "--mirror-limit-tokens must be 0");
+    refused(() -> node("--initial-prefill-ns-per-token", "0"),
+        "--initial-prefill-ns-per-token must be between 1 ns and 1 s, was 0");
+    // durations as the flags take them: milliseconds
+    refused(() -> node("--gossip-interval-ms", "200", "--peer-suspect-ms", "100"),
+        "--peer-suspect-ms (100 ms) must exceed --gossip-interval-ms (200 ms)");
+    refused(() -> node("--peer-suspect-ms", "3000", "--peer-dead-ms", "2500"),
+        "--peer-dead-ms (2500 ms) must exceed --peer-suspect-ms (3000 ms)");
+    refused(() -> node("--stream-interval-ms", "60000"),
+        "--stream-interval-ms must be at most 10000 ms", "was 60000 ms");
+    refused(() -> node("--gossip-interval-ms", "-5"), "--gossip-interval-ms must be positive");
+    // the library keeps its own names
+    refused(() -> RouterConfig.builder().watermarks(40, 32).build(), "lowWatermark (40)");
+  }
+
+  @Test
+  void aModelIdRouterConfigWouldRefuseIsABadFlag() {
+    String tooLong = "m".repeat(257);
+    refused(() -> node("--model-id", tooLong), "--model-id must be at most 256 UTF-8 bytes");
+    refused(() -> node("--model", tooLong),
+        "--model (the model id when --model-id is not given) must be at most 256");
+    assertEquals("short", node("--model", tooLong, "--model-id", "short").modelId);
+    refused(() -> node("--model-id", "a\u0001b"), "--model-id must be text without control");
+  }
+
+  @Test
+  void aKeyGivenTwiceInTheConfigFileIsRefusedNamingBothLines() throws Exception {
+    Path cfg = dir.resolve("node.properties");
+    Files.writeString(cfg, "# node a\nid=a\nlisten=h:1\npolicy=local-only\n\npolicy = cost-aware\n");
+    refused(() -> parse("--config", cfg.toString()), "key policy is given twice in --config "
+        + cfg + ": on line 4 and on line 6");
+    // a value continued on the next line is one entry, and the line numbers count the file's
+    Files.writeString(cfg, "id=a\nseeds=b@h:2,\\\n  c@h:3\nlisten=h:1\nseeds:d@h:4\n");
+    refused(() -> parse("--config", cfg.toString()),
+        "key seeds is given twice in --config " + cfg + ": on line 2 and on line 5");
+    // once each (a comment ending in a backslash continues nothing): read as before
+    Files.writeString(cfg, "id=a\n# see \\\nseeds=b@h:2,\\\n  c@h:3\nlisten=h:1\n");
+    assertEquals(List.of(new PeerAddress("b", "h:2"), new PeerAddress("c", "h:3")),
+        parse("--config", cfg.toString()).seeds);
+    // a flag still wins over the file's key
+    assertEquals("h:9", parse("--config", cfg.toString(), "--seeds", "x@h:9").seeds.get(0)
+        .address());
+    refused(() -> parse("--config", Files.writeString(dir.resolve("bad.properties"),
+        "id=a\nlisten=h:1\nbogus=1\n").toString()), "unknown key", "bogus", "line 3");
+    Path latin1 = dir.resolve("latin1.properties");
+    Files.write(latin1, "id=caf\u00e9\nlisten=h:1\n".getBytes(StandardCharsets.ISO_8859_1));
+    refused(() -> parse("--config", latin1.toString()), "--config " + latin1, "not UTF-8");
+  }
+
+  @Test
+  void aSeedListNamingANodeTwiceIsRefused() {
+    refused(() -> node("--seeds", "b@10.0.0.2:7000,c@10.0.0.3:7000,b@10.0.0.4:7000"),
+        "--seeds names node b twice: 'b@10.0.0.2:7000' and 'b@10.0.0.4:7000'");
+    refused(() -> node("--seeds", "b@h:2,b@h:2"), "--seeds names node b twice");
+    assertEquals(2, node("--seeds", "b@h:2,c@h:2").seeds.size(), "two nodes on one address");
+    refused(() -> node("--seeds", "b\u00e9@h:2"), "--seeds entry 'b\u00e9@h:2'");
+    refused(() -> parse("--id", "a b", "--listen", "h:1"), "--id");
+  }
+
+  @Test
+  void watermarksAreExactlyTwoNumbers() {
+    for (String bad : List.of("16,32,", "16,,32", ",16,32", "16", "16,32,48")) {
+      refused(() -> node("--watermarks", bad), "--watermarks must be LOW,HIGH, was " + bad);
+    }
+    RouterConfig c = node("--watermarks", " 8, 24").config;
+    assertEquals(List.of(8, 24), List.of(c.lowWatermark(), c.highWatermark()));
+  }
+
+  @Test
+  void hostsAreCheckedByTheirFormWithoutALookup() {
+    String[][] bad = {
+        {"--listen", "[]:7000", "--listen host is empty"},
+        {"--listen", "my host:7000", "--listen host has a character no host name has, a space"},
+        {"--listen", "node_1:7000", "'_'"},
+        {"--listen", "a..b:7000", "--listen host is not a host name"},
+        {"--listen", "-a.b:7000", "cannot begin or end with a hyphen"},
+        {"--listen", "10.0.0.256:7000", "--listen host is not an IP address"},
+        {"--listen", "[example.com]:7000", "--listen host is not an IPv6 address"},
+        {"--client", "h\u00e9:8000", "--client host has a character no host name has, U+00E9"},
+        {"--advertise", "bad host:7000", "--advertise host has a character"},
+        {"--advertise", "::1:7000", "--advertise host is an IPv6 address: put it in brackets"},
+        {"--seeds", "b@:7000", "--seeds must be HOST:PORT"},
+        {"--seeds", "b@1.2.3:7000", "--seeds host is not an IP address"},
+        {"--seeds", "b@x y:7000", "--seeds host has a character"},
+    };
+    for (String[] b : bad) {
+      List<String> args = new ArrayList<>(List.of("--id", "a"));
+      if (!b[0].equals("--listen")) {
+        args.addAll(List.of("--listen", "h:1"));
+      }
+      args.addAll(List.of(b[0], b[1]));
+      refused(() -> parse(args.toArray(new String[0])), b[2], "was '" + b[1].replaceFirst("^b@", "") + "'");
+    }
+    refused(() -> node("--listen", "h:65536"), "--listen port must be 0 to 65535");
+    // a port URLs refuse (the transport then failed to start)
+    refused(() -> node("--advertise", "h:+80"), "--advertise port must be digits only, was '+80'");
+    // accepted: names, IPv4, IPv6 (in brackets where peers connect), wildcards
+    assertEquals("::1", parse("--id", "a", "--listen", "[::1]:0").listenHost);
+    assertEquals("::", parse("--id", "a", "--listen", ":::7000", "--advertise", "[fd00::1]:7000")
+        .listenHost);
+    assertEquals("node-1.example.com.", parse("--id", "a", "--listen", "node-1.example.com.:0")
+        .listenHost);
+    assertEquals("localhost", parse("--id", "a", "--listen", "h:1", "--client", "localhost:0")
+        .clientHost);
+    assertEquals("n2.cluster.local:7000", node("--seeds", "b@n2.cluster.local:7000,c@[::1]:7000")
+        .seeds.get(0).address());
+  }
+}
