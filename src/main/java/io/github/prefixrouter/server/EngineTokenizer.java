@@ -16,8 +16,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Tokenizes with the model server's own tokenizer: vLLM's {@code POST /tokenize} (SGLang serves
@@ -40,7 +43,12 @@ import java.util.concurrent.TimeoutException;
  *       timeout, an answer above the size cap or not of the shape above) is the tokenizer's.
  * </ul>
  *
- * <p>Thread-safe. Requests go out on the JDK HTTP client's threads; the caller never waits.
+ * <p>Thread-safe. Requests go out on the JDK HTTP client, whose answers are handled on the
+ * tokenizer's own threads ({@code prefix-router-tokenizer-<n>-<k>}, at most
+ * {@link #THREADS}, ended when idle for a while); the caller never waits. {@link #close()} ends
+ * those threads: JDK 17's HTTP client cannot be closed, and the threads of its default executor
+ * lingered after the node stopped until the client was garbage-collected. (The client's own
+ * selector thread still ends only then.)
  */
 final class EngineTokenizer implements PromptTokenizer {
 
@@ -54,6 +62,14 @@ final class EngineTokenizer implements PromptTokenizer {
   private final Duration timeout;
   private final int maxAnswerBytes;
   private final HttpClient client;
+  /** Runs the HTTP client's work (answers, their parsing); shut down by {@link #close()}. */
+  private final ThreadPoolExecutor executor;
+  private final String threadNamePrefix;
+  private volatile boolean closed;
+
+  /** The most threads handling answers at once. */
+  static final int THREADS = Math.max(2, Math.min(8, Runtime.getRuntime().availableProcessors()));
+  private static final AtomicInteger INSTANCES = new AtomicInteger();
 
   /**
    * @param uri the tokenize endpoint, for example {@code http://127.0.0.1:8000/tokenize}
@@ -77,11 +93,45 @@ final class EngineTokenizer implements PromptTokenizer {
     this.apiKey = apiKey;
     this.timeout = timeout;
     this.maxAnswerBytes = maxAnswerBytes;
+    this.threadNamePrefix = "prefix-router-tokenizer-" + INSTANCES.incrementAndGet() + "-";
+    AtomicInteger threads = new AtomicInteger();
+    this.executor = new ThreadPoolExecutor(THREADS, THREADS, 30, TimeUnit.SECONDS,
+        new LinkedBlockingQueue<>(), r -> {
+          Thread t = new Thread(r, threadNamePrefix + threads.incrementAndGet());
+          t.setDaemon(true);
+          return t;
+        });
+    executor.allowCoreThreadTimeOut(true);
     this.client = HttpClient.newBuilder()
         .version(HttpClient.Version.HTTP_1_1)
         .connectTimeout(connectTimeout)
         .followRedirects(HttpClient.Redirect.NEVER)
+        .executor(executor)
         .build();
+  }
+
+  /** The names of this tokenizer's threads begin with this. */
+  String threadNamePrefix() {
+    return threadNamePrefix;
+  }
+
+  /**
+   * Ends this tokenizer's threads, after the work they were given (at most a few seconds; then
+   * they are interrupted). Tokenizing afterwards fails as the tokenizer's fault. Call it once
+   * nothing waits for a tokenization any more (the client endpoint stopped).
+   */
+  @Override
+  public void close() {
+    closed = true;
+    executor.shutdown();
+    try {
+      if (!executor.awaitTermination(2, TimeUnit.SECONDS)) {
+        executor.shutdownNow();
+      }
+    } catch (InterruptedException e) {
+      executor.shutdownNow();
+      Thread.currentThread().interrupt();
+    }
   }
 
   /**
@@ -131,6 +181,9 @@ final class EngineTokenizer implements PromptTokenizer {
   }
 
   private CompletableFuture<Tokenized> post(Map<String, Object> body) {
+    if (closed) {
+      return CompletableFuture.failedFuture(fault("the tokenizer is closed (the node stops)", null));
+    }
     String json;
     try {
       json = Json.write(body);

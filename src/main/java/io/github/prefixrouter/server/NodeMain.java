@@ -169,6 +169,7 @@ public final class NodeMain {
     Schedulers.ClosableScheduler files = null;
     PrefixRouterNode node = null;
     ClientEndpoint endpoint = null;
+    PromptTokenizer tokenizer = null;
     try {
       PeerTls tls = o.tlsKeystore == null ? null
           : new PeerTls(o.tlsKeystore, o.tlsTruststore, o.tlsPassword);
@@ -233,7 +234,7 @@ public final class NodeMain {
       ReferenceEngine ref = reference;
       InferenceEngine eng = engine;
       PrefixRouterNode n = node;
-      PromptTokenizer tokenizer = tokenizer(o);
+      tokenizer = tokenizer(o);
       endpoint = new ClientEndpoint(node, () -> extraStats(n, t, watchedKeys, watchedTls, ref, eng),
           4096,
           java.time.Duration.ofSeconds(10), baseModel,
@@ -255,11 +256,14 @@ public final class NodeMain {
         Files.writeString(tmp, "peer=" + peerAddress + " client=" + clientAddress + "\n", StandardCharsets.UTF_8);
         Files.move(tmp, o.readyFile, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
       }
-      return new Running(node, transport, engine, scheduler, files, endpoint, clientAddress,
-          o.shutdownGrace, o.readyFile);
+      return new Running(node, transport, engine, scheduler, files, endpoint, tokenizer,
+          clientAddress, o.shutdownGrace, o.readyFile);
     } catch (IOException | RuntimeException | Error e) {
       if (endpoint != null) {
         endpoint.stop();
+      }
+      if (tokenizer != null) {
+        tokenizer.close();
       }
       if (node != null) {
         node.close(); // closes the transport too
@@ -456,6 +460,8 @@ public final class NodeMain {
     /** The re-reads of the key file and the TLS files; null if there are none. */
     private final Schedulers.ClosableScheduler files;
     final ClientEndpoint endpoint;
+    /** The OpenAI routes' tokenizer, closed after the endpoint stops; null for none. */
+    final PromptTokenizer tokenizer;
     final String clientAddress;
     private final java.time.Duration shutdownGrace;
     private final java.nio.file.Path readyFile;
@@ -463,8 +469,9 @@ public final class NodeMain {
 
     Running(PrefixRouterNode node, HttpTransport transport, InferenceEngine engine,
         Schedulers.ClosableScheduler scheduler, Schedulers.ClosableScheduler files,
-        ClientEndpoint endpoint, String clientAddress,
+        ClientEndpoint endpoint, PromptTokenizer tokenizer, String clientAddress,
         java.time.Duration shutdownGrace, java.nio.file.Path readyFile) {
+      this.tokenizer = tokenizer;
       this.files = files;
       this.shutdownGrace = shutdownGrace;
       this.readyFile = readyFile;
@@ -494,6 +501,9 @@ public final class NodeMain {
         node.stop(shutdownGrace).join();
       } finally {
         endpoint.stop();
+        if (tokenizer != null) {
+          tokenizer.close(); // its threads: nothing waits for a tokenization any more
+        }
         scheduler.close();
         if (files != null) {
           files.close();

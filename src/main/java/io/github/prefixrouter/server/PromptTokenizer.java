@@ -63,6 +63,12 @@ interface PromptTokenizer {
   }
 
   /**
+   * Ends the threads the tokenizer holds, if any; called once the node stopped taking requests.
+   * By default nothing to do.
+   */
+  default void close() {}
+
+  /**
    * A tokenized prompt.
    *
    * @param tokens the token ids, at least one

@@ -87,6 +87,22 @@ class EngineTokenizerTest {
   void stop() {
     release.countDown();
     server.stop(0);
+    tokenizer.close();
+  }
+
+  /** Whether a live thread's name begins with {@code prefix}. */
+  static boolean threadsNamed(String prefix) {
+    return Thread.getAllStackTraces().keySet().stream()
+        .anyMatch(t -> t.isAlive() && t.getName().startsWith(prefix));
+  }
+
+  /** Waits up to 10 s for every thread named {@code prefix...} to end; whether they did. */
+  static boolean threadsEnd(String prefix) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (threadsNamed(prefix) && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    return !threadsNamed(prefix);
   }
 
   private static Tokenized ok(CompletableFuture<Tokenized> f) throws Exception {
@@ -283,5 +299,25 @@ class EngineTokenizerTest {
     Json.write(Map.of("message", shown)); // throws on half a pair
     String whole = "b".repeat(EngineTokenizer.MAX_MESSAGE_CHARS - 2) + "\uD83D\uDE00";
     assertEquals(whole, EngineTokenizer.serverMessage(null, whole), "at the limit: whole");
+  }
+
+  /**
+   * The HTTP client's work runs on the tokenizer's own threads, which {@code close()} ends:
+   * JDK 17's client cannot be closed, and the threads of its default executor stayed after a
+   * stop until the client was garbage-collected. A tokenization after the close fails at once.
+   */
+  @Test
+  void closeEndsTheTokenizersThreads() throws Exception {
+    answer.set(new Answer(200, "{\"tokens\":[7,8,9]}"));
+    EngineTokenizer t = tokenizer(Duration.ofSeconds(5), 1 << 20);
+    String prefix = t.threadNamePrefix();
+    assertFalse(threadsNamed(prefix), "no thread before any work");
+    assertArrayEquals(new int[] {7, 8, 9}, ok(t.tokenize("m", "x")).tokens());
+    assertTrue(threadsNamed(prefix), "the answer was not handled on the tokenizer's threads");
+    t.close();
+    assertTrue(threadsEnd(prefix), "a thread of the tokenizer remains after close()");
+    TokenizeException e = failed(t.tokenize("m", "x"));
+    assertFalse(e.invalidRequest());
+    assertTrue(e.getMessage().contains("closed"), e.getMessage());
   }
 }

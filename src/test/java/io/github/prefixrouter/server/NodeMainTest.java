@@ -228,6 +228,40 @@ class NodeMainTest {
         .anyMatch(t -> t.isAlive() && t.getName().startsWith(prefix));
   }
 
+  /** A stopped node leaves no thread of its tokenizer behind (the JDK client's executor's). */
+  @Test
+  void aStoppedNodeLeavesNoTokenizerThreadBehind() throws Exception {
+    com.sun.net.httpserver.HttpServer tokenize = com.sun.net.httpserver.HttpServer.create(
+        new java.net.InetSocketAddress("127.0.0.1", 0), 0);
+    tokenize.createContext("/tokenize", ex -> {
+      ex.getRequestBody().readAllBytes();
+      byte[] b = "{\"tokens\":[5,6,7,8]}".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(200, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    tokenize.start();
+    String prefix;
+    try {
+      NodeMain.Running r = NodeMain.start(parse("--id", "tok", "--listen", "127.0.0.1:0",
+          "--tokenizer", "http://127.0.0.1:" + tokenize.getAddress().getPort() + "/tokenize"));
+      try {
+        prefix = ((EngineTokenizer) r.tokenizer).threadNamePrefix();
+        HttpResponse<String> resp = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
+                URI.create("http://" + r.clientAddress + "/v1/completions"))
+            .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":\"hello\",\"max_tokens\":2}"))
+            .build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals(200, resp.statusCode(), resp.body());
+        assertTrue(EngineTokenizerTest.threadsNamed(prefix), "the tokenizer's threads did no work");
+      } finally {
+        r.close();
+      }
+    } finally {
+      tokenize.stop(0);
+    }
+    assertTrue(EngineTokenizerTest.threadsEnd(prefix), "a tokenizer thread remains after stop");
+  }
+
   @Test
   void theBaseModelIsTakenFromTheServersModelListUnlessGiven() throws Exception {
     try (io.github.prefixrouter.engine.openai.FakeOpenAiServer server =
