@@ -101,7 +101,8 @@ final class ClusterKeys {
     try (InputStream in = Files.newInputStream(file)) {
       raw = in.readNBytes(MAX_FILE_BYTES + 1);
     } catch (IOException e) {
-      throw new IllegalArgumentException("cannot read --cluster-key-file " + file + ": " + e, e);
+      throw new IllegalArgumentException("cannot read --cluster-key-file " + file + ": "
+          + NodeMain.fileProblem(e), e);
     }
     if (raw.length > MAX_FILE_BYTES) {
       // another file named by mistake (a keystore, a log, /dev/urandom): never a key, and not

@@ -41,7 +41,9 @@ import org.slf4j.LoggerFactory;
  * Flags and the properties file are described in {@link NodeOptions#USAGE} ({@code --help}).
  * Logs go through SLF4J. On SIGTERM or SIGINT the node stops gracefully (accepted requests are
  * answered; those still running after {@code --shutdown-grace-ms} are answered 503 and
- * cancelled on the engine) and prints its stats. Exit status 2 means bad flags.
+ * cancelled on the engine) and prints its stats. Exit status 2 means bad flags, printed with
+ * the usage; 1 a node that could not start, printed as one line naming the part that failed
+ * and why (a port in use, a file that cannot be read), its stack trace logged at debug level.
  */
 public final class NodeMain {
 
@@ -49,22 +51,22 @@ public final class NodeMain {
 
   private NodeMain() {}
 
-  public static void main(String[] args) throws Exception {
-    NodeOptions o;
-    try {
-      o = NodeOptions.parse(args, System.getenv());
-    } catch (IllegalArgumentException e) {
-      System.err.println("error: " + e.getMessage());
-      System.err.println();
-      System.err.println(NodeOptions.USAGE);
-      System.exit(2);
+  /**
+   * Runs a node until SIGTERM or SIGINT; exits with status 2 on bad flags, 1 if the node cannot
+   * start (see {@link NodeMain}).
+   *
+   * @param args the flags ({@link NodeOptions#USAGE})
+   * @throws InterruptedException if interrupted while serving
+   */
+  public static void main(String[] args) throws InterruptedException {
+    Launch launch = launch(args, System.getenv(), System.out, System.err);
+    if (launch.running() == null) {
+      if (launch.status() != 0) {
+        System.exit(launch.status());
+      }
       return;
     }
-    if (o.help) {
-      System.out.println(NodeOptions.USAGE);
-      return;
-    }
-    Running r = start(o);
+    Running r = launch.running();
     CountDownLatch stopped = new CountDownLatch(1);
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
       r.close();
@@ -113,13 +115,136 @@ public final class NodeMain {
     return id -> t.outputText(new int[] {id}, "");
   }
 
-  /** Starts a node from parsed options; {@link Running#close()} stops it. */
+  /**
+   * What {@link #main} does until the node serves: the node started, or (running null) the
+   * status to exit with, its reason printed to {@code err}: 2 for bad flags (with the usage),
+   * 1 for a node that could not start (one line naming what failed; the stack trace is logged
+   * at debug level), 0 after {@code --help}.
+   */
+  static Launch launch(String[] args, java.util.Map<String, String> env,
+      java.io.PrintStream out, java.io.PrintStream err) {
+    NodeOptions o;
+    try {
+      o = NodeOptions.parse(args, env);
+    } catch (IllegalArgumentException e) {
+      err.println("error: " + e.getMessage());
+      err.println();
+      err.println(NodeOptions.USAGE);
+      return new Launch(null, 2);
+    }
+    if (o.help) {
+      out.println(NodeOptions.USAGE);
+      return new Launch(null, 0);
+    }
+    try {
+      return new Launch(start(o), 0);
+    } catch (IOException | RuntimeException e) {
+      // an operator's problem (a port taken, a file that cannot be read): one line saying so;
+      // the stack trace is for a developer, at debug level
+      err.println("error: node " + o.id + " could not start: " + e.getMessage());
+      log.debug("node {} could not start", o.id, e);
+      return new Launch(null, 1);
+    }
+  }
+
+  /** The outcome of {@link #launch}: a running node, or null and the exit status. */
+  record Launch(Running running, int status) {}
+
+  /**
+   * A node that could not start: which part failed (the peer port, the client port, the TLS
+   * files, the ready file...) and why, in one line.
+   */
+  static final class StartFailure extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    StartFailure(String part, Throwable cause) {
+      super(part + ": " + reason(cause), cause);
+    }
+  }
+
+  /**
+   * Why a start failed, for an operator: a host that does not resolve; the message of a setting
+   * refused ({@link IllegalArgumentException}, {@link IllegalStateException}, which name what
+   * they refuse); else the I/O problem deepest in the causes (an address in use, a file not
+   * found, with its path); else the failure's type and message.
+   */
+  static String reason(Throwable e) {
+    IOException deepestIo = null;
+    for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      if (t instanceof java.nio.channels.UnresolvedAddressException
+          || t instanceof java.net.UnknownHostException) {
+        return "the host does not resolve to an address";
+      }
+      if (t instanceof IOException io) {
+        deepestIo = io;
+      }
+    }
+    String m = e.getMessage();
+    boolean refusal = e instanceof IllegalArgumentException || e instanceof IllegalStateException;
+    if (refusal && m != null && !m.isBlank()) {
+      return m;
+    }
+    if (deepestIo != null) {
+      return ioReason(deepestIo);
+    }
+    return m == null || m.isBlank() ? e.getClass().getSimpleName()
+        : e.getClass().getSimpleName() + ": " + m;
+  }
+
+  /** An I/O failure in words: a file's problem with its path, else the JDK's message. */
+  static String ioReason(IOException e) {
+    if (e instanceof java.nio.file.FileSystemException f && f.getFile() != null) {
+      return f.getFile() + ": " + fileProblem(e);
+    }
+    return fileProblem(e);
+  }
+
+  /**
+   * An I/O failure on a file in words, without its path (the caller names the file): "no such
+   * file", "permission denied", the system's reason, else the JDK's message or the type.
+   */
+  static String fileProblem(IOException e) {
+    if (e instanceof java.nio.file.NoSuchFileException) {
+      return "no such file";
+    }
+    if (e instanceof java.nio.file.AccessDeniedException) {
+      return "permission denied";
+    }
+    if (e instanceof java.nio.file.FileSystemException f) {
+      return f.getReason() != null ? f.getReason() : f.getClass().getSimpleName();
+    }
+    String m = e.getMessage();
+    return m == null || m.isBlank() ? e.getClass().getSimpleName() : m;
+  }
+
+  /** HOST:PORT, an IPv6 host in brackets. */
+  private static String address(String host, int port) {
+    return (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + port;
+  }
+
+  /**
+   * Starts a node from parsed options; {@link Running#close()} stops it.
+   *
+   * @throws StartFailure naming the part that failed, after stopping what had started
+   */
   static Running start(NodeOptions o) throws IOException {
+    String[] part = {"the node"};
+    try {
+      return startParts(o, part);
+    } catch (IOException | RuntimeException e) {
+      throw new StartFailure(part[0], e);
+    }
+  }
+
+  /** {@link #start}, which keeps in {@code part[0]} the part it is starting. */
+  private static Running startParts(NodeOptions o, String[] part) throws IOException {
     if (o.readyFile != null) {
+      part[0] = "the ready file " + o.readyFile;
       // a previous run's file names ports this run may not serve on: whoever waits for the
       // file must see it only once this run serves
       Files.deleteIfExists(o.readyFile);
     }
+    part[0] = "the engine " + o.engine;
     InferenceEngine engine;
     ReferenceEngine reference = null;
     String baseModel = o.model;
@@ -171,8 +296,10 @@ public final class NodeMain {
     ClientEndpoint endpoint = null;
     PromptTokenizer tokenizer = null;
     try {
+      part[0] = "the TLS files";
       PeerTls tls = o.tlsKeystore == null ? null
           : new PeerTls(o.tlsKeystore, o.tlsTruststore, o.tlsPassword);
+      part[0] = "the peer transport";
       HttpTransport.Builder tb = HttpTransport.builder().nodeId(o.id).listen(o.listenHost, o.listenPort);
       if (o.advertise != null) {
         tb.advertisedAddress(o.advertise);
@@ -197,6 +324,7 @@ public final class NodeMain {
       }
       transport = tb.build();
       scheduler = Schedulers.newSingleThread("prefix-router-" + o.id);
+      part[0] = "the node";
       node = PrefixRouterNode.builder()
           .nodeId(o.id)
           .config(withModelId(withGossipGeneration(o.config), o.modelId, baseModel))
@@ -205,7 +333,9 @@ public final class NodeMain {
           .scheduler(scheduler)
           .seeds(o.seeds)
           .build();
+      part[0] = "the peer port " + address(o.listenHost, o.listenPort);
       node.start();
+      part[0] = "the node";
       if (engine instanceof OpenAiCompatibleEngine oe && oe.kvEventSubscriber() != null) {
         PrefixRouterNode watched = node;
         KvEventsWatch watch = new KvEventsWatch(o.kvEvents, oe.kvEventSubscriber()::stats, () -> {
@@ -234,6 +364,7 @@ public final class NodeMain {
       ReferenceEngine ref = reference;
       InferenceEngine eng = engine;
       PrefixRouterNode n = node;
+      part[0] = "the tokenizer";
       tokenizer = tokenizer(o);
       endpoint = new ClientEndpoint(node, () -> extraStats(n, t, watchedKeys, watchedTls, ref, eng),
           4096,
@@ -243,6 +374,7 @@ public final class NodeMain {
               : ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
           tokenizer, () -> System.currentTimeMillis() / 1000,
           new java.security.SecureRandom().nextLong());
+      part[0] = "the client port " + address(o.clientHost, o.clientPort);
       InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
       String clientAddress = client.getHostString() + ":" + client.getPort();
       String peerAddress = transport.localAddress().address();
@@ -252,6 +384,7 @@ public final class NodeMain {
       log.debug(banner);
       System.out.println(banner);
       if (o.readyFile != null) {
+        part[0] = "the ready file " + o.readyFile;
         var tmp = o.readyFile.resolveSibling(o.readyFile.getFileName() + ".tmp");
         Files.writeString(tmp, "peer=" + peerAddress + " client=" + clientAddress + "\n", StandardCharsets.UTF_8);
         Files.move(tmp, o.readyFile, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);

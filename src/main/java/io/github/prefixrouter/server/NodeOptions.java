@@ -308,7 +308,7 @@ public final class NodeOptions {
             .stripTrailing().toCharArray();
       } catch (IOException e) {
         throw new IllegalArgumentException("cannot read --tls-password-file " + passwordFile
-            + ": " + e.getMessage(), e);
+            + ": " + NodeMain.fileProblem(e), e);
       }
     } else if (envPassword != null) {
       this.tlsPassword = envPassword.toCharArray();
@@ -686,7 +686,8 @@ public final class NodeOptions {
         throw new IllegalArgumentException("cannot read --config " + file + ": it is not UTF-8 "
             + "(save it as UTF-8 or ASCII)", e);
       } catch (IOException e) {
-        throw new IllegalArgumentException("cannot read --config " + file + ": " + e, e);
+        throw new IllegalArgumentException("cannot read --config " + file + ": "
+            + NodeMain.fileProblem(e), e);
       }
       if (!lines.isEmpty() && lines.get(0).startsWith("\uFEFF")) {
         // an editor's byte order mark is no part of the first key: it made that key unknown,

@@ -203,7 +203,7 @@ final class PeerTls {
     try {
       return Files.readAllBytes(file);
     } catch (IOException e) {
-      throw new IllegalArgumentException("cannot read " + file + ": " + e, e);
+      throw new IllegalArgumentException("cannot read " + file + ": " + NodeMain.fileProblem(e), e);
     }
   }
 

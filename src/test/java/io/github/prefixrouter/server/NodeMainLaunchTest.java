@@ -1,0 +1,105 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * What {@link NodeMain#main} prints and the status it exits with, through {@link
+ * NodeMain#launch}: a node that cannot start says in one line which part failed and why, with
+ * no stack trace (it printed the JVM's), and exits with 1; bad flags exit with 2.
+ */
+class NodeMainLaunchTest {
+
+  @TempDir Path dir;
+
+  private static final Map<String, String> ENV = Map.of(
+      "PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX, "PREFIX_ROUTER_TLS_PASSWORD", "changeit");
+
+  /** The status, and what was printed to stderr and stdout. */
+  private record Outcome(NodeMain.Launch launch, String err, String out) {}
+
+  private static Outcome launch(String... args) {
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    NodeMain.Launch l = NodeMain.launch(args, ENV,
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    return new Outcome(l, err.toString(StandardCharsets.UTF_8), out.toString(StandardCharsets.UTF_8));
+  }
+
+  /** A failed start: status 1, no node, and one line on stderr that is {@code expected}. */
+  private static void failsToStart(String expected, String... args) {
+    Outcome o = launch(args);
+    assertNull(o.launch().running());
+    assertEquals(1, o.launch().status(), o.err());
+    List<String> lines = o.err().lines().toList();
+    assertEquals(1, lines.size(), "not one line: " + o.err());
+    assertEquals(expected, lines.get(0));
+    assertFalse(o.err().contains("\tat ") || o.err().contains("Exception:")
+        || o.err().contains("java."), "a stack trace or an exception's toString: " + o.err());
+  }
+
+  @Test
+  void aPortInUseIsOneLineNamingThePortAndStatus1() throws Exception {
+    try (ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      int p = taken.getLocalPort();
+      failsToStart("error: node c1 could not start: the client port 127.0.0.1:" + p
+          + ": Address already in use",
+          "--id", "c1", "--listen", "127.0.0.1:0", "--client", "127.0.0.1:" + p);
+      failsToStart("error: node p1 could not start: the peer port 127.0.0.1:" + p
+          + ": Address already in use", "--id", "p1", "--listen", "127.0.0.1:" + p);
+    }
+  }
+
+  @Test
+  void aFileThatCannotBeUsedIsOneLineNamingIt() throws Exception {
+    Path cut = Files.write(dir.resolve("node.p12"), new byte[] {0x30, (byte) 0x82, 0x01});
+    failsToStart("error: node t1 could not start: the TLS files: cannot load " + cut
+        + ": it is not a PKCS12 store, or it is damaged or cut short (EOFException)",
+        "--id", "t1", "--listen", "127.0.0.1:0", "--tls-keystore", cut.toString());
+    Path absent = dir.resolve("absent.p12");
+    failsToStart("error: node t2 could not start: the TLS files: cannot read " + absent
+        + ": no such file", "--id", "t2", "--listen", "127.0.0.1:0",
+        "--tls-keystore", absent.toString());
+    Path ready = dir.resolve("gone").resolve("ready");
+    failsToStart("error: node r1 could not start: the ready file " + ready + ": " + ready
+        + ".tmp: no such file", "--id", "r1", "--listen", "127.0.0.1:0",
+        "--ready-file", ready.toString());
+  }
+
+  @Test
+  void badFlagsAreStatus2WithTheUsageAndHelpIsStatus0() {
+    Outcome bad = launch("--id", "a", "--listen", "h:1", "--watermarks", "16,32,");
+    assertEquals(2, bad.launch().status());
+    assertTrue(bad.err().startsWith("error: --watermarks must be LOW,HIGH"), bad.err());
+    assertTrue(bad.err().contains(NodeOptions.USAGE), bad.err());
+    Outcome help = launch("--help");
+    assertEquals(0, help.launch().status());
+    assertNull(help.launch().running());
+    assertEquals(NodeOptions.USAGE + System.lineSeparator(), help.out());
+  }
+
+  @Test
+  void aNodeThatStartsIsHandedBack() throws Exception {
+    Outcome o = launch("--id", "ok", "--listen", "127.0.0.1:0");
+    assertEquals(0, o.launch().status());
+    try (NodeMain.Running r = o.launch().running()) {
+      assertEquals("", o.err());
+      assertTrue(r.clientAddress.startsWith("127.0.0.1:"));
+    }
+  }
+}
