@@ -650,7 +650,12 @@ public final class NodeOptions {
   /**
    * Parses flags (and the properties file named by {@code --config}).
    *
-   * @throws IllegalArgumentException naming the bad or missing setting
+   * @param args the command line's flags
+   * @param env the environment ({@code PREFIX_ROUTER_CLUSTER_KEY},
+   *     {@code PREFIX_ROUTER_TLS_PASSWORD})
+   * @return the settings
+   * @throws IllegalArgumentException naming the bad or missing setting (the flag, or the key of
+   *     the {@code --config} file, as written)
    */
   public static NodeOptions parse(String[] args, Map<String, String> env) {
     Map<String, String> flags = new LinkedHashMap<>();
