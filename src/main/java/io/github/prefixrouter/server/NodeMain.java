@@ -141,7 +141,8 @@ public final class NodeMain {
     } catch (IOException | RuntimeException e) {
       // an operator's problem (a port taken, a file that cannot be read): one line saying so;
       // the stack trace is for a developer, at debug level
-      err.println("error: node " + o.id + " could not start: " + e.getMessage());
+      String why = String.valueOf(e.getMessage()).replaceAll("\\s*\\R\\s*", " ");
+      err.println("error: node " + o.id + " could not start: " + why);
       log.debug("node {} could not start", o.id, e);
       return new Launch(null, 1);
     }
