@@ -107,8 +107,9 @@ public interface PrefixRouterNode extends AutoCloseable {
    * (state {@code STOPPING}) for a request submitted here, or with a retryable failure for the
    * peer that forwarded it, which runs it elsewhere. Then the node stops as {@link #stop()}
    * does. A zero grace period abandons the unanswered requests at once. Calling it again while
-   * the node is stopping adds another deadline (the earliest ends the wait); calling
-   * {@link #stop()} or {@link #close()} adds none.
+   * the node is stopping can only bring the deadline forward: the earliest deadline asked for
+   * ends the wait, and only that one is timed (one timer however often it is called); calling
+   * {@link #stop()} or {@link #close()} sets none.
    *
    * <p>Use it where the process has a deadline of its own, for example an orchestrator that
    * kills it some time after SIGTERM: a grace period shorter than that deadline lets every

@@ -169,8 +169,15 @@ public final class RouterNode implements PrefixRouterNode {
   private final Set<Execution> live = ConcurrentHashMap.newKeySet();
   /** Set once a stop's grace period has ended: executions still taken on are abandoned. */
   private volatile boolean abandoning;
-  /** The timers ending stops' grace periods (cancelled when the node stops). */
-  private final List<Scheduler.Cancellable> graceTimers = new java.util.concurrent.CopyOnWriteArrayList<>();
+  /**
+   * Guards {@code graceTimer} and {@code graceDeadline}: of all the grace periods stops asked
+   * for, only the one that ends first is timed (one timer, however often stop is called).
+   */
+  private final Object graceLock = new Object();
+  /** The timer ending the earliest grace period asked for, or null (cancelled on stopping). */
+  private Scheduler.Cancellable graceTimer;
+  /** When {@code graceTimer} ends, on the node's clock (meaningful while it is not null). */
+  private long graceDeadline;
   /** Engine runs in progress by request id (unique per origin only: several may share one). */
   private final ConcurrentHashMap<String, Integer> onEngine = new ConcurrentHashMap<>();
 
@@ -404,14 +411,38 @@ public final class RouterNode implements PrefixRouterNode {
       if (gracePeriod.isZero()) {
         abandonAll();
       } else {
-        Scheduler.Cancellable t = schedule(gracePeriod.toNanos(), this::abandonAll);
-        graceTimers.add(t);
-        if (f.isDone()) { // stopped meanwhile: the timer is not needed
+        Scheduler.Cancellable t = graceTimer(gracePeriod.toNanos());
+        if (t != null && f.isDone()) { // stopped meanwhile: the timer is not needed
           cancelGuard(t);
         }
       }
     }
     return f;
+  }
+
+  /**
+   * Times a grace period of {@code nanos} from now, unless one already timed ends no later: the
+   * earliest deadline is the only one that matters, so at most one timer is kept (a host calling
+   * {@code stop(gracePeriod)} in a loop schedules nothing more). A timer it replaces is
+   * cancelled.
+   *
+   * @return the new timer, or null if an earlier one stands
+   */
+  private Scheduler.Cancellable graceTimer(long nanos) {
+    Scheduler.Cancellable t;
+    Scheduler.Cancellable replaced;
+    synchronized (graceLock) {
+      long now = clock.nanoTime();
+      if (graceTimer != null && graceDeadline - now <= nanos) {
+        return null; // as a difference of readings: a nanoTime may be any long
+      }
+      t = schedule(nanos, this::abandonAll);
+      replaced = graceTimer;
+      graceTimer = t;
+      graceDeadline = now + nanos;
+    }
+    cancelGuard(replaced);
+    return t;
   }
 
   /**
@@ -463,9 +494,12 @@ public final class RouterNode implements PrefixRouterNode {
     if (!stopFinished.compareAndSet(false, true)) {
       return;
     }
-    for (Scheduler.Cancellable t : graceTimers) {
-      cancelGuard(t);
+    Scheduler.Cancellable grace;
+    synchronized (graceLock) {
+      grace = graceTimer;
+      graceTimer = null;
     }
+    cancelGuard(grace);
     // each part is stopped whatever the other throws: a gossip that fails to stop (a host's
     // scheduler whose timers fail to cancel) must not leave the transport open
     if (started) {

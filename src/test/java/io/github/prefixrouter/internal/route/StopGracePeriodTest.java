@@ -135,6 +135,31 @@ class StopGracePeriodTest {
   }
 
   @Test
+  void stopCalledInALoopKeepsOneGraceTimer() {
+    OracleCluster c = new OracleCluster(1, localOnly(), 1).start();
+    RouterNode n0 = c.node("n0");
+    CompletableFuture<InferenceResponse> f = n0.submit(generating("r1", 1, 2_000)); // ~10 s
+    c.sim.advanceBy(10 * MS);
+    n0.stop(Duration.ofSeconds(5));
+    int pending = c.sim.pendingTasks();
+    for (int i = 0; i < 1_000; i++) {
+      n0.stop(Duration.ofMillis(5_000 + i % 7)); // none ends before the first
+    }
+    assertEquals(pending, c.sim.pendingTasks(), "a timer per later deadline");
+    for (int i = 0; i < 1_000; i++) {
+      n0.stop(Duration.ofMillis(4_000 - i)); // each ends before the last
+    }
+    assertEquals(pending, c.sim.pendingTasks(), "the timers of replaced deadlines were kept");
+    c.sim.advanceBy(3_000 * MS); // the earliest deadline: 3,001 ms after the calls
+    assertFalse(f.isDone(), "abandoned before the earliest deadline");
+    c.sim.advanceBy(2 * MS);
+    assertInstanceOf(NodeNotRunningException.class, failure(f));
+    assertEquals(State.STOPPED, n0.state());
+    c.sim.advanceBy(Duration.ofSeconds(30).toNanos());
+    assertEquals(0, c.sim.pendingTasks(), "a grace timer outlived the stop");
+  }
+
+  @Test
   void plainStopStillWaitsForEveryRequest() {
     OracleCluster c = new OracleCluster(1, localOnly(), 1).start();
     RouterNode n0 = c.node("n0");
