@@ -20,7 +20,8 @@ package io.github.prefixrouter;
  * @param recoveries stalls ended by the engine's progress
  * @param reroutes routing decisions that sent a request to a peer because the engine was avoided
  * @param refusedForPeers requests forwarded by peers and refused as busy because the engine was
- *     avoided (also counted in {@link NodeStats#refusedForPeers()})
+ *     avoided, once per request as {@link NodeStats#refusedForPeers()} counts them (where they
+ *     are also counted)
  */
 public record EngineStallStats(int avoided, int stalled, int outstanding, long silentSeconds,
     long stalls, long recoveries, long reroutes, long refusedForPeers) {}

@@ -42,8 +42,8 @@ final class EarlyCancels {
     int request;
   }
 
-  /** A forward answered here. */
-  private record Answer(long at, int request) {}
+  /** A forward answered here; {@code refused}: answered BUSY (push-back). */
+  private record Answer(long at, int request, boolean refused) {}
 
   private final long ttlNanos;
   private final int capacity;
@@ -125,10 +125,25 @@ final class EarlyCancels {
 
   /** {@code request}, a forward of {@code key}, was answered here (however). */
   synchronized void answered(String key, InferenceRequest request, long now) {
+    answered(key, request, now, false);
+  }
+
+  /**
+   * {@code request}, a forward of {@code key}, was answered here; {@code refused}: with BUSY.
+   *
+   * @return whether it was refused and is a refusal of that request again: the latest answer
+   *     of its key remembered here (within the memory's bounds) was a refusal of the same
+   *     request (compared by hash), so a node counting its refusals per request does not count
+   *     this one (a duplicate or a replay of a refused FORWARD, or a duplicate that joined it)
+   */
+  synchronized boolean answered(String key, InferenceRequest request, long now,
+      boolean refused) {
     expire(now);
-    answered.remove(key); // re-inserted last: the map stays in order of time
-    answered.put(key, new Answer(now, request.hashCode()));
+    int hash = request.hashCode();
+    Answer before = answered.remove(key); // re-inserted last: the map stays in order of time
+    answered.put(key, new Answer(now, hash, refused));
     trim(answered);
+    return refused && before != null && before.refused() && before.request() == hash;
   }
 
   /** CANCELs remembered now (expired ones not yet dropped included). */

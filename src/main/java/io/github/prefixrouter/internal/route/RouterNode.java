@@ -1730,8 +1730,7 @@ public final class RouterNode implements PrefixRouterNode {
     String id = fw.requestId();
     String key = from.nodeId() + "\n" + id;
     if (state.get() != State.RUNNING) {
-      refusedForPeers.increment();
-      return answerNow(key, fw.request(), ForwardCodec.busy(id, 0));
+      return refuse(key, fw.request(), 0, false);
     }
     Execution existing = servingForPeers.get(key);
     // Only a replay of the same request joins it. Ids are unique per origin only, and a peer
@@ -1749,14 +1748,11 @@ public final class RouterNode implements PrefixRouterNode {
       }
       EngineLoad load = engineLoad();
       if (load.queueDepth() >= config.highWatermark()) {
-        refusedForPeers.increment();
-        return answerNow(key, fw.request(), ForwardCodec.busy(id, load.queueDepth()));
+        return refuse(key, fw.request(), load.queueDepth(), false);
       }
       if (engineWatch.avoid(receivedAt)) {
         // the engine answers nothing: push back as a full queue does, so the sender goes on
-        refusedForPeers.increment();
-        engineWatch.refusedForPeer();
-        return answerNow(key, fw.request(), ForwardCodec.busy(id, load.queueDepth()));
+        return refuse(key, fw.request(), load.queueDepth(), true);
       }
       // a received forward has travelled at least one hop, whatever the frame claims
       Execution ex = new Execution(fw.request(), Math.max(1, fw.hops()), from.nodeId(),
@@ -1792,23 +1788,29 @@ public final class RouterNode implements PrefixRouterNode {
           if (keyed) {
             servingForPeers.remove(key, ex);
           }
-          refusedForPeers.increment();
           if (ex.done.compareAndSet(false, true)) {
             live.remove(ex);
             ex.future.completeExceptionally(new NodeNotRunningException(nodeId, state.get()));
             executionEnded();
           }
-          return answerNow(key, fw.request(), ForwardCodec.busy(id, 0));
+          return refuse(key, fw.request(), 0, false);
         }
         boolean registered = keyed;
         ex.future.whenComplete((r, t) -> {
+          // the engine at capacity: every delivery of it is answered BUSY (below), the request
+          // counted once
+          boolean busy = t != null && unwrap(t).getCause() instanceof EngineBusyException;
+          boolean again;
           // remembered as answered before it is let go of, so that a CANCEL arriving now finds
           // one or the other and is not kept to stop a later request of this key
           synchronized (earlyCancels) {
-            earlyCancels.answered(key, ex.request, clock.nanoTime());
+            again = earlyCancels.answered(key, ex.request, clock.nanoTime(), busy);
             if (registered) {
               servingForPeers.remove(key, ex);
             }
+          }
+          if (busy && !again) {
+            refusedForPeers.increment();
           }
         });
         abandonIfStopping(ex); // counted and live since it was registered
@@ -1834,13 +1836,31 @@ public final class RouterNode implements PrefixRouterNode {
       Throwable t = unwrap(err);
       if (t.getCause() instanceof EngineBusyException) {
         // the engine is at capacity: push back, so the sender tries elsewhere and cools down
-        refusedForPeers.increment();
+        // (counted once, when the execution ended, however many deliveries joined it)
         return ForwardCodec.busy(id, engineLoad().queueDepth());
       }
       boolean retryable = !(t.getCause() instanceof CancelledByPeer)
           && (!(t.getCause() instanceof EngineException ee) || ee.retryable());
       return ForwardCodec.failed(id, retryable, String.valueOf(t.getMessage()));
     });
+  }
+
+  /**
+   * A forward of {@code key} refused as busy at once (push-back): answered BUSY with
+   * {@code queueDepth}, remembered as answered, and counted once per request
+   * ({@code refusedForPeers}, and the engine watch's refusals when {@code stalled}): a delivery
+   * of a request whose latest answer under its key was such a refusal (a duplicate, a replay)
+   * is not counted again.
+   */
+  private CompletableFuture<byte[]> refuse(String key, InferenceRequest request, int queueDepth,
+      boolean stalled) {
+    if (!earlyCancels.answered(key, request, clock.nanoTime(), true)) {
+      refusedForPeers.increment();
+      if (stalled) {
+        engineWatch.refusedForPeer();
+      }
+    }
+    return CompletableFuture.completedFuture(ForwardCodec.busy(request.id(), queueDepth));
   }
 
   /** {@code answer}, given at once to a forward of {@code key}, remembered as answered. */
