@@ -10,14 +10,15 @@ import java.util.Map;
  * network delivered before its FORWARD still stops the request, and a FORWARD of a cancelled
  * request delivered again (a duplicate, a replay) does not run it once more.
  *
- * <p>Keys are what a CANCEL matches a FORWARD by: the sender's node id and the request id. Every
- * CANCEL is remembered under its key, and stands for one request: the one it ended here (a
- * running execution), else the one of its key answered here lately (the CANCEL crossed that
- * answer), else the first FORWARD of its key that arrives and joins no running execution (the
- * network reordered them). It stops FORWARDs of that request only (the same prompt, parameters
- * and scope, compared by hash); another request of the same key runs: a relay passes on the ids
- * of several origins, and ids are unique per origin only, so a CANCEL for a request that ended
- * must not stop a later, different one.
+ * <p>Keys are what a CANCEL matches a FORWARD by: the sender's node id, the request's origin
+ * and the request id (both messages carry the origin; ids are unique per origin only, so a
+ * relay's requests of several origins have keys of their own). Every CANCEL is remembered under
+ * its key, and stands for one request: the one it ended here (a running execution), else the
+ * one of its key answered here lately (the CANCEL crossed that answer), else the first FORWARD
+ * of its key that arrives and joins no running execution (the network reordered them). It stops
+ * FORWARDs of that request only (the same prompt, parameters and scope, compared by hash);
+ * another request of the same key runs (an origin that reused an id), so a CANCEL for a request
+ * that ended must not stop a later, different one.
  *
  * <p>Bounded in time and memory: an entry expires {@code ttlNanos} after its latest CANCEL, or
  * for an answer after it was given, on the node's injected clock (checked lazily when the memory

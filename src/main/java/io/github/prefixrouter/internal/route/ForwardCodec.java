@@ -43,7 +43,7 @@ import java.nio.charset.StandardCharsets;
  *                    cached zigzag, prefillNanos zigzag, decodeNanos zigzag
  * BUSY    (answer)   id, queueDepth varint
  * FAILED  (answer)   id, retryable bool, message bytes(1 KiB, UTF-8)
- * CANCEL  (one-way)  id, origin ascii(64)
+ * CANCEL  (one-way)  id, origin ascii(64) (the request's origin, as its FORWARD names it)
  * STREAM  (one-way)  id, streamTag fixed64, tokenOffset varint(0..2^20),
  *                    tokens count(2^16, 1) × varint(0..2^32-1), charOffset varint(0..2^20),
  *                    text bytes(256 KiB, UTF-8); tokenOffset + tokens and charOffset + chars

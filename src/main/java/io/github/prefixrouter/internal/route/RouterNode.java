@@ -102,11 +102,13 @@ import org.slf4j.LoggerFactory;
  *       gossip advertises overload, until the engine makes progress again.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
  *       running, its engine queue is at the high watermark, or its engine is stalled; a
- *       duplicate of a request already running here (same sender, id, prompt and parameters)
- *       joins the running execution instead of running twice.
+ *       duplicate of a request already running here (same sender, origin, id, prompt and
+ *       parameters) joins the running execution instead of running twice.
  *       Below the hop limit it may be routed again (never back to its sender or its origin);
  *       at the limit it runs here. A CANCEL from the sender ends the execution here at once:
- *       its engine run is cancelled, or its forward in flight gets a CANCEL of its own. A
+ *       its engine run is cancelled, or its forward in flight gets a CANCEL of its own (a CANCEL
+ *       names the request's origin, as the FORWARD does, and matches the request of that
+ *       sender, origin and id). A
  *       CANCEL that arrives before its FORWARD is remembered for a bounded time
  *       ({@link EarlyCancels}), and the FORWARD is then answered as cancelled without running.
  *   <li><b>Threads.</b> None of its own: work runs on the callers' threads, the transport's
@@ -1019,11 +1021,7 @@ public final class RouterNode implements PrefixRouterNode {
             a.peer.failedUntil = now + config.failureCooldown().toNanos();
           }
           a.peer.timedOut();
-          try {
-            transport.send(a.to, ForwardCodec.cancel(ex.request.id(), nodeId));
-          } catch (RuntimeException | Error e) {
-            LOG.debug("node {}: cancel to {} failed", nodeId, a.to, e);
-          }
+          sendCancel(ex, a.to);
         }
         case BUSY -> {
           cause = FallbackCause.BUSY;
@@ -1502,10 +1500,14 @@ public final class RouterNode implements PrefixRouterNode {
     complete(ex, null, nodeId, false, why);
   }
 
-  /** Sends a CANCEL of {@code ex} to {@code to}, best effort. */
+  /**
+   * Sends a CANCEL of {@code ex} to {@code to}, best effort. It names the request's origin, as
+   * the FORWARD did, so that the peer finds the request of that origin when this node relays
+   * requests of one id for several origins (for a request submitted here, this node).
+   */
   private void sendCancel(Execution ex, PeerAddress to) {
     try {
-      transport.send(to, ForwardCodec.cancel(ex.request.id(), nodeId));
+      transport.send(to, ForwardCodec.cancel(ex.request.id(), ex.origin));
     } catch (RuntimeException | Error e) {
       LOG.debug("node {}: cancel to {} failed", nodeId, to, e);
     }
@@ -1728,14 +1730,16 @@ public final class RouterNode implements PrefixRouterNode {
     }
     long receivedAt = clock.nanoTime();
     String id = fw.requestId();
-    String key = from.nodeId() + "\n" + id;
+    String key = peerKey(from, fw.origin(), id);
     if (state.get() != State.RUNNING) {
       return refuse(key, fw.request(), 0, false);
     }
     Execution existing = servingForPeers.get(key);
-    // Only a replay of the same request joins it. Ids are unique per origin only, and a peer
-    // relaying for several origins (hop limit above 1) may send two requests of one id: the
-    // second runs on its own, without duplicate detection (the key is taken).
+    // Only a replay of the same request joins it. Ids are unique per origin only, so the key
+    // has the origin: a peer relaying for several origins (hop limit above 1) sends requests of
+    // one id under keys of their own, each found by its duplicates and its CANCEL. Another
+    // request under a taken key (an origin that reused an id) runs on its own, without duplicate
+    // detection, and a CANCEL of that key reaches the first only.
     boolean keyed = true;
     if (existing != null && !existing.request.equals(fw.request())) {
       existing = null;
@@ -1863,6 +1867,16 @@ public final class RouterNode implements PrefixRouterNode {
     return CompletableFuture.completedFuture(ForwardCodec.busy(request.id(), queueDepth));
   }
 
+  /**
+   * The key of a peer's request here: its sender (as the transport authenticated it), its
+   * origin and its id, which FORWARD and CANCEL both carry. Ids are unique per origin, so a
+   * relay's requests of several origins never share a key. (Origins are printable ASCII: the
+   * line breaks cannot be part of a field.)
+   */
+  private static String peerKey(PeerAddress from, String origin, String id) {
+    return from.nodeId() + "\n" + origin + "\n" + id;
+  }
+
   /** {@code answer}, given at once to a forward of {@code key}, remembered as answered. */
   private CompletableFuture<byte[]> answerNow(String key, InferenceRequest request,
       byte[] answer) {
@@ -1890,7 +1904,7 @@ public final class RouterNode implements PrefixRouterNode {
       try {
         ForwardCodec.Message m = ForwardCodec.decode(payload);
         if (m instanceof ForwardCodec.Cancel c) {
-          String key = from.nodeId() + "\n" + c.requestId();
+          String key = peerKey(from, c.origin(), c.requestId());
           Execution ex;
           synchronized (earlyCancels) {
             ex = servingForPeers.get(key);

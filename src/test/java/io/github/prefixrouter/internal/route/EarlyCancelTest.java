@@ -191,7 +191,7 @@ class EarlyCancelTest {
     CompletableFuture<byte[]> a = s.relayed("r", "a", fromA);
     s.advance(Duration.ofSeconds(5));
     assertInstanceOf(ForwardCodec.Result.class, ServingHarness.decode(a));
-    s.cancel("r", "x"); // a's request, given up by r as its answer was on its way
+    s.cancel("r", "a", "x"); // a's request, given up by r as its answer was on its way
     CompletableFuture<byte[]> b = s.relayed("r", "b", fromB);
     s.advance(Duration.ofMinutes(1));
     assertInstanceOf(ForwardCodec.Result.class, ServingHarness.decode(b));

@@ -42,6 +42,11 @@ final class OracleCluster {
   final Map<String, Transport> transports = new LinkedHashMap<>();
   final Set<String> dead = new HashSet<>();
   long rttNanos;
+  /**
+   * What a node believes against the truth: node id to the peers it takes for holding every
+   * prompt whole (so a test can make it forward to a relay; see {@link #believesWarm}).
+   */
+  final Map<String, Set<String>> believedWarm = new LinkedHashMap<>();
   private final ThreadLocal<int[]> routing = new ThreadLocal<>();
 
   /** Engine defaults: 1 slot, 64k tokens, 2 ms + 200 µs/token prefill, 5 ms/token decode. */
@@ -150,6 +155,12 @@ final class OracleCluster {
     return f;
   }
 
+  /** From now on {@code node}'s view says {@code peer} holds every prompt it routes, whole. */
+  OracleCluster believesWarm(String node, String peer) {
+    believedWarm.computeIfAbsent(node, k -> new HashSet<>()).add(peer);
+    return this;
+  }
+
   /** A node dies: the network drops its traffic and the oracle stops listing it. */
   void crash(String id) {
     net.crash(id);
@@ -219,9 +230,12 @@ final class OracleCluster {
     @Override
     public void leadingBlocks(PeerSet peers, long[] chain, int blocks, int[] out) {
       int[] tokens = routing.get();
+      Set<String> believed = believedWarm.getOrDefault(self, Set.of());
       for (int i = 0; i < peers.size(); i++) {
-        SimulatedEngine e = engines.get(peers.address(i).nodeId());
-        out[i] = Math.min(blocks, e.cachedPrefixTokens(tokens) / config.blockSize());
+        String peer = peers.address(i).nodeId();
+        SimulatedEngine e = engines.get(peer);
+        out[i] = believed.contains(peer) ? blocks
+            : Math.min(blocks, e.cachedPrefixTokens(tokens) / config.blockSize());
       }
     }
   }

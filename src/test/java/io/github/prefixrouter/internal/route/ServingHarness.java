@@ -103,10 +103,21 @@ final class ServingHarness {
         ForwardCodec.forward(r, origin, 2));
   }
 
-  /** Delivers a CANCEL of {@code id} from {@code sender}; returns its step. */
+  /**
+   * Delivers a CANCEL of {@code id} from {@code sender}, of a request it submitted itself (the
+   * CANCEL names it as the origin); returns its step.
+   */
   long cancel(String sender, String id) {
+    return cancel(sender, sender, id);
+  }
+
+  /**
+   * Delivers a CANCEL of {@code id} from {@code sender}, naming {@code origin} as the request's
+   * origin (a relay's CANCEL of a request it relays for that origin); returns its step.
+   */
+  long cancel(String sender, String origin, String id) {
     long s = ++step;
-    handler.onMessage(InMemoryNetwork.addressOf(sender), ForwardCodec.cancel(id, sender));
+    handler.onMessage(InMemoryNetwork.addressOf(sender), ForwardCodec.cancel(id, origin));
     return s;
   }
 
