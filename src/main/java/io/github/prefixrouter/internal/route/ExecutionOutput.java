@@ -246,6 +246,17 @@ final class ExecutionOutput {
     queue.add(completion);
   }
 
+  /**
+   * Queues {@code action}, to be run while draining (after every piece emitted so far has gone
+   * to the sink, before any later one) with a copy of what was emitted so far: the tokens and
+   * the text. It runs even if the execution is done by then. Under the execution's lock.
+   */
+  void afterEmitted(java.util.function.BiConsumer<int[], String> action) {
+    int[] tokens = Arrays.copyOf(emitted, emittedTokens);
+    String text = emittedText.toString();
+    queue.add(() -> action.accept(tokens, text));
+  }
+
   private void emit(int[] tokens, String text) {
     if (tokens.length == 0 && text.isEmpty()) {
       return;

@@ -1735,6 +1735,7 @@ public final class RouterNode implements PrefixRouterNode {
       return refuse(key, fw.request(), 0, false);
     }
     Execution existing = servingForPeers.get(key);
+    Execution created = null; // the execution this FORWARD starts, if it joins none
     // Only a replay of the same request joins it. Ids are unique per origin only, so the key
     // has the origin: a peer relaying for several origins (hop limit above 1) sends requests of
     // one id under keys of their own, each found by its duplicates and its CANCEL. Another
@@ -1822,7 +1823,11 @@ public final class RouterNode implements PrefixRouterNode {
           routeOrRunLocal(ex);
         }
         existing = ex;
+        created = ex;
       }
+    }
+    if (existing != created && fw.stream()) {
+      streamAlsoTo(existing, fw.streamTag());
     }
     return existing.future.handle((resp, err) -> {
       if (resp != null) {
@@ -1875,6 +1880,30 @@ public final class RouterNode implements PrefixRouterNode {
    */
   private static String peerKey(PeerAddress from, String origin, String id) {
     return from.nodeId() + "\n" + origin + "\n" + id;
+  }
+
+  /**
+   * A duplicate FORWARD that asks for streaming with {@code tag} joined {@code ex}: if {@code ex}
+   * streams to its sender (its first FORWARD asked for streaming too), the output goes to that
+   * tag as well, what was already sent being sent again under it first, so the stream the
+   * duplicate's sender awaits is whole (see {@link StreamSender#addTag}). The tag is added in
+   * the order of the sink's calls, after every piece emitted so far, with a copy of them. An
+   * execution whose first FORWARD did not ask for streaming streams nothing (its run was started
+   * without a listener): the duplicate gets the whole answer in its RESULT, as from a node that
+   * does not stream.
+   */
+  private void streamAlsoTo(Execution ex, long tag) {
+    ExecutionOutput out = ex.out;
+    if (out == null || !(out.sink() instanceof StreamSender sender)) {
+      return;
+    }
+    synchronized (ex) {
+      if (ex.done.get()) {
+        return; // answered: its RESULT carries the whole output
+      }
+      out.afterEmitted((tokens, text) -> sender.addTag(tag, tokens, text));
+    }
+    out.drain();
   }
 
   /** {@code answer}, given at once to a forward of {@code key}, remembered as answered. */

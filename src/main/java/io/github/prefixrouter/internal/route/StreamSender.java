@@ -18,6 +18,13 @@ import org.slf4j.LoggerFactory;
  * per {@code interval} (timed by the node's scheduler), so an engine that streams token by token
  * does not cost a message per token. What is still gathered when the request completes is not
  * sent: the final answer carries the whole output. Never throws.
+ *
+ * <p>A duplicate FORWARD of the request from the same peer that joins it with another tag
+ * (the peer sent it again, as a new attempt or for another execution of the same request) adds
+ * that tag ({@link #addTag}): what was already sent is sent again under it at once, from offset
+ * 0, and every later piece goes to each tag, so each stream the peer may be awaiting is whole
+ * (the peer accepts a STREAM only with the tag of an attempt it still awaits, and drops the
+ * others as stray). At most {@link #MAX_TAGS} tags are kept, the oldest dropped first.
  */
 final class StreamSender implements OutputListener {
 
@@ -26,13 +33,17 @@ final class StreamSender implements OutputListener {
   /** Tokens and text chars per STREAM message when a gathered piece is split. */
   static final int CHUNK_TOKENS = 16_384;
   static final int CHUNK_CHARS = 65_536;
+  /** Most stream tags one request's output is sent to (duplicates of it that joined it). */
+  static final int MAX_TAGS = 4;
 
   private final Transport transport;
   private final Scheduler scheduler;
   private final Clock clock;
   private final PeerAddress to;
   private final String requestId;
-  private final long tag;
+  /** The tags the output goes to, oldest first ({@code tagCount} of them). */
+  private final long[] tags = new long[MAX_TAGS];
+  private int tagCount;
   private final long intervalNanos;
 
   private int sentTokens;
@@ -52,7 +63,8 @@ final class StreamSender implements OutputListener {
     this.clock = clock;
     this.to = to;
     this.requestId = requestId;
-    this.tag = tag;
+    this.tags[0] = tag;
+    this.tagCount = 1;
     this.intervalNanos = intervalNanos;
   }
 
@@ -121,6 +133,40 @@ final class StreamSender implements OutputListener {
     }
   }
 
+  /**
+   * A duplicate of the request joined it asking for STREAM messages with {@code tag}: what was
+   * already sent goes again under that tag at once (from offset 0), and later pieces go to it
+   * too. {@code given} and {@code givenText} are everything this sink was given so far (it
+   * holds no copy of what it sent). A tag already served is not added again; past
+   * {@link #MAX_TAGS}, the oldest tag is dropped.
+   */
+  void addTag(long tag, int[] given, String givenText) {
+    List<byte[]> out;
+    synchronized (this) {
+      if (closed) {
+        return;
+      }
+      for (int i = 0; i < tagCount; i++) {
+        if (tags[i] == tag) {
+          return;
+        }
+      }
+      if (tagCount == MAX_TAGS) {
+        System.arraycopy(tags, 1, tags, 0, MAX_TAGS - 1);
+        tagCount--;
+      }
+      tags[tagCount++] = tag;
+      // what is still gathered goes to every tag with the next flush
+      int nt = Math.min(sentTokens, given.length);
+      int nc = Math.min(sentChars, givenText.length());
+      out = new ArrayList<>(1);
+      chunks(new long[] {tag}, 1, Arrays.copyOf(given, nt), 0, givenText.substring(0, nc), 0,
+          out);
+      messages += out.size();
+    }
+    send(out);
+  }
+
   /** STREAM messages sent so far. */
   synchronized long messages() {
     return messages;
@@ -128,40 +174,53 @@ final class StreamSender implements OutputListener {
 
   private List<byte[]> takePending(long now) {
     List<byte[]> out = new ArrayList<>(1);
-    int t = 0;
-    int c = 0;
-    int nt = pendingTokens.length;
-    int nc = pendingText.length();
-    if (nt == 0 && nc == 0) {
+    if (pendingTokens.length == 0 && pendingText.length() == 0) {
       return out;
     }
-    while (t < nt || c < nc) {
-      int te = Math.min(nt, t + CHUNK_TOKENS);
-      int ce = Math.min(nc, c + CHUNK_CHARS);
-      if (ce < nc && ce > c && Character.isHighSurrogate(pendingText.charAt(ce - 1))) {
-        ce--; // never split a surrogate pair
-      }
-      try {
-        out.add(ForwardCodec.stream(requestId, tag, sentTokens + t,
-            Arrays.copyOfRange(pendingTokens, t, te), sentChars + c,
-            pendingText.substring(c, ce)));
-      } catch (IllegalArgumentException e) {
-        // past the limits of a STREAM (longer than any answer may be): the answer carries it
-        LOG.debug("stream of {}: {}", requestId, e.getMessage());
-        closed = true;
-        break;
-      }
-      t = te;
-      c = ce;
-    }
-    sentTokens += t;
-    sentChars += c;
+    chunks(tags, tagCount, pendingTokens, sentTokens, pendingText.toString(), sentChars, out);
+    sentTokens += pendingTokens.length;
+    sentChars += pendingText.length();
     pendingTokens = new int[0];
     pendingText.setLength(0);
     sentFirst = true;
     lastSentAt = now;
     messages += out.size();
     return out;
+  }
+
+  /**
+   * Adds to {@code out} the STREAM messages carrying {@code tokens} from {@code tokenBase} and
+   * {@code text} from {@code charBase} of the output, split into chunks, for each of the first
+   * {@code count} of {@code to}. Past the limits of a STREAM (longer than any answer may be)
+   * the stream is closed: the answer carries the rest.
+   */
+  private void chunks(long[] to, int count, int[] tokens, int tokenBase, String text,
+      int charBase, List<byte[]> out) {
+    int t = 0;
+    int c = 0;
+    int nt = tokens.length;
+    int nc = text.length();
+    while (t < nt || c < nc) {
+      int te = Math.min(nt, t + CHUNK_TOKENS);
+      int ce = Math.min(nc, c + CHUNK_CHARS);
+      if (ce < nc && ce > c && Character.isHighSurrogate(text.charAt(ce - 1))) {
+        ce--; // never split a surrogate pair
+      }
+      int[] piece = Arrays.copyOfRange(tokens, t, te);
+      String pieceText = text.substring(c, ce);
+      try {
+        for (int k = 0; k < count; k++) {
+          out.add(ForwardCodec.stream(requestId, to[k], tokenBase + t, piece, charBase + c,
+              pieceText));
+        }
+      } catch (IllegalArgumentException e) {
+        LOG.debug("stream of {}: {}", requestId, e.getMessage());
+        closed = true;
+        return;
+      }
+      t = te;
+      c = ce;
+    }
   }
 
   private void send(List<byte[]> out) {
