@@ -369,7 +369,9 @@ public final class RouterNode implements PrefixRouterNode {
     } catch (RuntimeException | Error e) {
       // a node that failed to start must not look RUNNING and take requests it cannot serve
       // as configured: it stops (at once, unless a request slipped in meanwhile)
-      LOG.error("node {} failed to start; stopping it", nodeId, e);
+      // the caller gets the exception: one line here, its stack trace at debug only
+      LOG.warn("node {} failed to start ({}); stopping it", nodeId, e.toString());
+      LOG.debug("node {}: the start's failure", nodeId, e);
       state.set(State.STOPPING);
       if (inFlight.get() == 0) {
         finishStop(true);
