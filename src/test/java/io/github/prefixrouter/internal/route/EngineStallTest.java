@@ -369,17 +369,8 @@ class EngineStallTest {
     InMemoryNetwork net = new InMemoryNetwork(sim, 3);
     SimulatedEngine streaming = OracleCluster.engineDefaults(sim).slots(2)
         .decodeNanosPerToken(200_000_000L).publishesCacheEvents(publishesEvents).build();
-    InferenceEngine engine = new InferenceEngine() { // streams nothing: only stores show progress
-      @Override
-      public CompletableFuture<EngineResult> execute(InferenceRequest r) {
-        return streaming.execute(r);
-      }
-
-      @Override
-      public EngineLoad load() {
-        return streaming.load();
-      }
-
+    // streams nothing (ForwardingEngine passes plain runs only): only stores show progress
+    InferenceEngine engine = new io.github.prefixrouter.testing.ForwardingEngine(streaming) {
       @Override
       public boolean publishesCacheEvents() {
         return streaming.publishesCacheEvents();
