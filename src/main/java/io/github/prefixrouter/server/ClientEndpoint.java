@@ -99,7 +99,10 @@ import org.slf4j.LoggerFactory;
  *       endpoint's own counters) as JSON.
  *   <li>{@code GET /metrics} (or {@code HEAD}): the same counters and gauges in Prometheus' text
  *       format 0.0.4 (see {@link StatsTables} for the names).
- *   <li>{@code GET /health} (or {@code HEAD}): 200 while the node runs, 503 otherwise.
+ *   <li>{@code GET /health} (or {@code HEAD}): 200 while the node runs, 503 otherwise. The body
+ *       is {@code {"state": ...}}, with {@code "engine_avoided": true} while the node routes
+ *       around its stalled engine (still 200: the node answers its clients through its peers),
+ *       and {@code false} otherwise, when the node watches its engine.
  * </ul>
  *
  * Paths match exactly (anything else is 404) and another method is 405; the 405 of an OpenAI
@@ -416,8 +419,10 @@ final class ClientEndpoint {
       }
       case HEALTH -> { // load balancers probe with GET or HEAD
         if ("HEAD".equals(method) || allowed(ex, method, "GET")) {
-          respond(ex, node.state() == PrefixRouterNode.State.RUNNING ? 200 : 503,
-              Map.of("state", node.state().name()));
+          Map<String, Object> body = new java.util.LinkedHashMap<>();
+          body.put("state", node.state().name());
+          node.engineStallStats().ifPresent(s -> body.put("engine_avoided", s.avoided() == 1));
+          respond(ex, node.state() == PrefixRouterNode.State.RUNNING ? 200 : 503, body);
         }
       }
       default -> {

@@ -72,6 +72,16 @@ class HungEngineNodeTest {
     assertTrue(condition.getAsBoolean(), what);
   }
 
+  /** The body of the node's {@code GET /health}, which must answer 200. */
+  private static String health(NodeMain.Running n) throws Exception {
+    java.net.http.HttpResponse<String> r = java.net.http.HttpClient.newHttpClient().send(
+        java.net.http.HttpRequest.newBuilder(
+            java.net.URI.create("http://" + n.clientAddress + "/health")).build(),
+        java.net.http.HttpResponse.BodyHandlers.ofString());
+    assertEquals(200, r.statusCode(), r.body());
+    return r.body();
+  }
+
   private static RouteDecision.SkipReason skipOf(String id, RouteDecision d) {
     return d.candidates().stream().filter(c -> c.nodeId().equals(id)).findFirst()
         .orElseThrow().skipped();
@@ -89,6 +99,8 @@ class HungEngineNodeTest {
 
       await(() -> a.node.engineStallStats().orElseThrow().avoided() == 1, "a's engine stalled: "
           + a.node.engineStallStats().orElseThrow());
+      assertEquals("{\"state\":\"RUNNING\",\"engine_avoided\":true}", health(a),
+          "still 200, and says the engine is avoided");
       InferenceResponse r = a.node.submit(request("next", 2)).get(20, TimeUnit.SECONDS);
       assertEquals("b", r.servedBy(), r.toString());
       assertEquals(RouteDecision.Reason.LOCAL_ENGINE_STALLED, r.decision().reason());
@@ -104,6 +116,7 @@ class HungEngineNodeTest {
       assertEquals(1, s.stalls(), s.toString());
       assertEquals(1, s.recoveries(), s.toString());
       assertEquals(1, s.reroutes(), s.toString());
+      assertEquals("{\"state\":\"RUNNING\",\"engine_avoided\":false}", health(a));
       InferenceResponse back = a.node.submit(request("back", 4)).get(20, TimeUnit.SECONDS);
       assertEquals("a", back.servedBy(), back.toString());
       await(() -> skipOf("a", b.node.explain(request("probe", 3)))
