@@ -336,14 +336,14 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--model-id must not be empty (none: no model id)");
     }
     this.modelId = id == null ? null : id.equals("none") ? "" : id;
-    // the node's RouterConfig takes it when it starts: a bad one is a bad flag, not a failed start
-    if (modelId != null && !modelId.isEmpty() && ModelIds.problem(modelId) != null) {
-      throw new IllegalArgumentException(
-          ModelIds.problem(modelId).replace("modelId", "--model-id"));
-    }
-    if (modelId == null && model != null && ModelIds.problem(model) != null) {
-      throw new IllegalArgumentException(ModelIds.problem(model).replace("modelId",
-          "--model (the model id when --model-id is not given)"));
+    // the node's RouterConfig takes it when it starts: a bad one is a bad flag, not a failed
+    // start (--model stands for it when --model-id is not given; "none" is no model id)
+    String configModelId = modelId != null ? modelId : model;
+    String modelIdProblem = configModelId == null || configModelId.isEmpty() ? null
+        : ModelIds.problem(configModelId);
+    if (modelIdProblem != null) {
+      throw new IllegalArgumentException(modelIdProblem.replace("modelId", modelId != null
+          ? "--model-id" : "--model (the model id when --model-id is not given)"));
     }
     String tok = v.getOrDefault("tokenizer", "auto");
     this.tokenizes = !tok.equals("none");
