@@ -103,7 +103,8 @@ import org.slf4j.LoggerFactory;
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
  *       running, its engine queue is at the high watermark, or its engine is stalled; a
  *       duplicate of a request already running here (same sender, origin, id, prompt and
- *       parameters) joins the running execution instead of running twice.
+ *       parameters) joins the running execution instead of running twice; one that asks for
+ *       a stream gets the output so far, then the rest, under its tag ({@link #streamAlsoTo}).
  *       Below the hop limit it may be routed again (never back to its sender or its origin);
  *       at the limit it runs here. A CANCEL from the sender ends the execution here at once:
  *       its engine run is cancelled, or its forward in flight gets a CANCEL of its own (a CANCEL
@@ -1235,6 +1236,9 @@ public final class RouterNode implements PrefixRouterNode {
       return; // cancelled by the peer that sent it while the last attempt was ending
     }
     int seq;
+    ExecutionOutput out;
+    ExecutionOutput.Attempt run = new ExecutionOutput.Attempt();
+    boolean held;
     synchronized (ex) {
       if (ex.ending) {
         return; // abandoned while it was being routed: no run
@@ -1242,6 +1246,13 @@ public final class RouterNode implements PrefixRouterNode {
       seq = ++ex.attemptSeq;
       ex.attempts++;
       ex.engineRuns++;
+      out = ex.out;
+      // a peer's request nobody streams, given a listener anyway (the engine watch): its output
+      // so far is kept, for a duplicate that joins it asking for a stream (streamAlsoTo)
+      held = out == null && ex.joinable && engineWatch.watching();
+      if (held) {
+        ex.held = new HeldOutput(seq, run, ex.request.params().maxTokens());
+      }
     }
     String id = ex.request.id();
     onEngine.merge(id, 1, Integer::sum);
@@ -1267,17 +1278,15 @@ public final class RouterNode implements PrefixRouterNode {
     boolean idle = engineLoad().total() == 0;
     int cachedHere = localMatch(ex); // for an engine that reports no cached count
     long started = clock.nanoTime();
-    ExecutionOutput out = ex.out;
     engineWatch.started(started);
     try {
-      if (out == null && !engineWatch.watching()) {
+      if (out == null && !held && !engineWatch.watching()) {
         f = engine.execute(ex.request);
-      } else if (out == null) {
+      } else if (out == null && !held) {
         // nobody streams this run, but the engine's pieces still show it is making progress:
         // a long answer not streamed to its client would otherwise look like a stalled engine
         f = engine.execute(ex.request, (tokens, text) -> engineWatch.progressed(clock.nanoTime()));
       } else {
-        ExecutionOutput.Attempt run = new ExecutionOutput.Attempt();
         f = engine.execute(ex.request, (tokens, text) -> {
           engineWatch.progressed(clock.nanoTime());
           onEnginePiece(ex, seq, run, tokens, text);
@@ -1347,17 +1356,26 @@ public final class RouterNode implements PrefixRouterNode {
   /**
    * A piece of the local engine's output for attempt {@code seq} of {@code ex}: accepted while
    * that run is the execution's current attempt (not after its result, nor from a run that was
-   * abandoned).
+   * abandoned). While nobody streams the run (a peer's request whose output is only held for a
+   * duplicate that may join it), the piece is held.
    */
   private void onEnginePiece(Execution ex, int seq, ExecutionOutput.Attempt run, int[] tokens,
       String text) {
     if (tokens == null || text == null) {
       return; // a contract violation: the result still carries the output
     }
-    ExecutionOutput out = ex.out;
+    ExecutionOutput out;
     ExecutionOutput.Verdict v;
     synchronized (ex) {
       if (ex.done.get() || ex.attemptSeq != seq) {
+        return;
+      }
+      out = ex.out;
+      if (out == null) {
+        HeldOutput h = ex.held;
+        if (h != null && h.seq == seq) {
+          h.add(tokens, text);
+        }
         return;
       }
       v = out.offerNext(run, tokens.clone(), text);
@@ -1568,9 +1586,13 @@ public final class RouterNode implements PrefixRouterNode {
     if (!ex.done.compareAndSet(false, true)) {
       return;
     }
-    ExecutionOutput out = ex.out;
+    ExecutionOutput out;
     Attempt fwd;
     synchronized (ex) {
+      // read under the lock: a duplicate that asks for a stream attaches one under it, unless
+      // the execution is done (streamAlsoTo)
+      out = ex.out;
+      ex.held = null;
       fwd = ex.forwarding;
       if (out != null) {
         // the rest of the answer follows what was streamed, unless it contradicts it
@@ -1803,6 +1825,7 @@ public final class RouterNode implements PrefixRouterNode {
           return refuse(key, fw.request(), 0, false);
         }
         boolean registered = keyed;
+        ex.joinable = keyed; // its duplicates find it
         ex.future.whenComplete((r, t) -> {
           // the engine at capacity: every delivery of it is answered BUSY (below), the request
           // counted once
@@ -1829,7 +1852,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
     }
     if (existing != created && fw.stream()) {
-      streamAlsoTo(existing, fw.streamTag());
+      streamAlsoTo(existing, from, fw.streamTag());
     }
     return existing.future.handle((resp, err) -> {
       if (resp != null) {
@@ -1885,25 +1908,58 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   /**
-   * A duplicate FORWARD that asks for streaming with {@code tag} joined {@code ex}: if {@code ex}
-   * streams to its sender (its first FORWARD asked for streaming too), the output goes to that
-   * tag as well, what was already sent being sent again under it first, so the stream the
-   * duplicate's sender awaits is whole (see {@link StreamSender#addTag}). The tag is added in
-   * the order of the sink's calls, after every piece emitted so far, with a copy of them. An
-   * execution whose first FORWARD did not ask for streaming streams nothing (its run was started
-   * without a listener): the duplicate gets the whole answer in its RESULT, as from a node that
-   * does not stream.
+   * A duplicate FORWARD from {@code from} that asks for streaming with {@code tag} joined
+   * {@code ex}; the output goes to that tag from now on, what was already generated first, so
+   * the stream the duplicate's sender awaits is whole:
+   *
+   * <ul>
+   *   <li>If {@code ex} streams to its sender (its first FORWARD asked for streaming too), the
+   *       tag is added to its {@link StreamSender} ({@link StreamSender#addTag}), in the order of
+   *       the sink's calls, after every piece emitted so far, with a copy of them.
+   *   <li>If nobody streams {@code ex} (its first FORWARD did not ask for it), a stream is
+   *       attached to it now, to {@code tag}: if its current attempt is a local run whose output
+   *       was held ({@link HeldOutput}, kept while the engine watch gives every run a listener),
+   *       that output goes at once, from offset 0, then the run's pieces as they come; every
+   *       later attempt (a fallback of a relay) streams as for a streamed FORWARD. A run started
+   *       without a listener (the watch off) or a forward sent without streaming gives nothing:
+   *       its output reaches the duplicate in the RESULT only.
+   * </ul>
    */
-  private void streamAlsoTo(Execution ex, long tag) {
-    ExecutionOutput out = ex.out;
-    if (out == null || !(out.sink() instanceof StreamSender sender)) {
-      return;
-    }
+  private void streamAlsoTo(Execution ex, PeerAddress from, long tag) {
+    ExecutionOutput out;
+    StreamSender attached = null;
     synchronized (ex) {
       if (ex.done.get()) {
         return; // answered: its RESULT carries the whole output
       }
-      out.afterEmitted((tokens, text) -> sender.addTag(tag, tokens, text));
+      out = ex.out;
+      if (out == null) {
+        String id = ex.request.id();
+        StreamSender sender = new StreamSender(transport, scheduler, clock, from, id, tag,
+            config.streamInterval().toNanos());
+        out = new ExecutionOutput(sender, ex.request.params().maxTokens(), ex.future,
+            e -> LOG.warn("node {}: streaming {} to {} failed", nodeId, id, from, e));
+        HeldOutput h = ex.held;
+        ex.held = null;
+        if (h != null && h.seq == ex.attemptSeq) { // the current attempt is the run it holds
+          if (h.broken()) {
+            h.run.broken = true; // its output so far is not known: nothing of it is streamed
+          } else {
+            // the first output of an empty stream, within the request's bounds: accepted
+            out.offerNext(h.run, h.tokens(), h.text());
+          }
+        }
+        ex.out = out;
+        attached = sender;
+      } else if (out.sink() instanceof StreamSender sender) {
+        out.afterEmitted((tokens, text) -> sender.addTag(tag, tokens, text));
+      } else {
+        return;
+      }
+    }
+    if (attached != null) {
+      StreamSender sender = attached;
+      ex.future.whenComplete((r, t) -> sender.close());
     }
     out.drain();
   }
@@ -2260,8 +2316,19 @@ public final class RouterNode implements PrefixRouterNode {
     /** A {@link ClientFuture} for a request submitted here. */
     final CompletableFuture<InferenceResponse> future;
     final AtomicBoolean done = new AtomicBoolean();
-    /** The streamed output, when someone listens to it (set before routing); else null. */
+    /**
+     * The streamed output, when someone listens to it (set before routing, or, for a peer's
+     * request, under the lock when a duplicate asking for a stream joins it); else null.
+     */
     volatile ExecutionOutput out;
+    /** Registered under its key: a duplicate FORWARD of it joins it. */
+    volatile boolean joinable;
+    /**
+     * The output so far of its current local run while nobody streams it (a joinable request
+     * run with a listener for the engine watch), for a duplicate that asks for a stream; under
+     * the lock.
+     */
+    HeldOutput held;
     /** The sender and the origin (when another node), then every peer tried. */
     final String[] tried = new String[MAX_FORWARDS + 2];
     /** The node whose client submitted the request (this node, or as a FORWARD names it). */

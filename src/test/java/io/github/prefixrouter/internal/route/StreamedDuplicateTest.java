@@ -10,7 +10,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
@@ -37,12 +41,22 @@ class StreamedDuplicateTest {
 
   /** One node serving a scripted peer p, which records every STREAM it gets, by tag. */
   static final class Served {
-    final OracleCluster c = new OracleCluster(1, RouterConfig.builder()
-        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1).rtt(Duration.ofMillis(1)).start();
-    final Transport p = c.net.transport("p");
+    final OracleCluster c;
+    final Transport p;
     final Map<Long, List<ForwardCodec.Stream>> byTag = new LinkedHashMap<>();
 
     Served() {
+      this(RouterConfig.builder().policy(RoutingPolicy.LOCAL_ONLY).build());
+    }
+
+    Served(RouterConfig config) {
+      this(new OracleCluster(1, config, 1).rtt(Duration.ofMillis(1)).start());
+    }
+
+    /** {@code c}, started, serves p's FORWARDs at n0. */
+    Served(OracleCluster c) {
+      this.c = c;
+      this.p = c.net.transport("p");
       p.start(new Transport.InboundHandler() {
         @Override
         public void onMessage(PeerAddress from, byte[] payload) {
@@ -234,11 +248,96 @@ class StreamedDuplicateTest {
     assertArrayEquals(Arrays.copyOf(out, got.length), got);
   }
 
+  // ------------------------------------------------- a streamed duplicate of a run not streamed
+
   @Test
-  void aStreamedDuplicateOfARunWithoutStreamingGetsTheWholeAnswerOnly() {
-    // the run was started without a listener: nothing can be streamed of it; the duplicate is
-    // answered whole, as by a node that does not stream, rather than running a second time
+  void aStreamedDuplicateOfARunWithoutStreamingGetsItsOutputSoFarThenTheRest() {
+    // the first FORWARD asked for no stream; the engine watch (on by default) gives the run a
+    // listener anyway, and the output so far is held for a duplicate that asks for one
     Served s = new Served();
+    InferenceRequest r = generating("r", 5, 200); // 5 ms a token: a second
+    CompletableFuture<byte[]> plain = s.forward(r, 0);
+    s.c.sim.advanceBy(300 * MS); // about 55 tokens generated
+    assertTrue(s.byTag.isEmpty(), "pieces streamed before anyone asked: " + s.byTag.keySet());
+    CompletableFuture<byte[]> streamed = s.forward(r, 9);
+    s.c.sim.advanceBy(5 * MS); // the trip, and less than a token more
+    int atJoin = s.assembled(9).length;
+    assertTrue(atJoin >= 40, "the output so far was not sent at once: " + atJoin + " tokens");
+    assertEquals(0, s.byTag.get(9L).get(0).tokenOffset(), "the stream does not start at 0");
+    s.runUntilIdle();
+
+    int[] out = expected(r);
+    assertArrayEquals(out, answer(plain));
+    assertArrayEquals(out, answer(streamed));
+    assertEquals(1, s.c.engine("n0").stats().requests(), "the streamed duplicate ran again");
+    assertEquals(List.of(9L), List.copyOf(s.byTag.keySet()));
+    int[] got = s.assembled(9); // whole from 0, no gap (assembled checks)
+    assertTrue(got.length > atJoin + 100, "the pieces generated after the join were not streamed:"
+        + " " + atJoin + " then " + got.length + " of " + out.length + " tokens");
+    assertArrayEquals(Arrays.copyOf(out, got.length), got);
+    assertEquals(0, s.c.node("n0").stats().inFlight());
+  }
+
+  @Test
+  void twoStreamedDuplicatesOfARunWithoutStreamingEachGetTheWholeStream() {
+    // the first streamed duplicate attaches a stream; the second joins it as a tag
+    Served s = new Served();
+    InferenceRequest r = generating("r", 6, 200);
+    CompletableFuture<byte[]> plain = s.forward(r, 0);
+    s.c.sim.advanceBy(200 * MS);
+    CompletableFuture<byte[]> a = s.forward(r, 31);
+    s.c.sim.advanceBy(200 * MS);
+    CompletableFuture<byte[]> b = s.forward(r, 32);
+    s.c.sim.advanceBy(5 * MS);
+    int bAtJoin = s.assembled(32).length;
+    assertTrue(bAtJoin >= s.assembled(31).length - 8,
+        "the second duplicate did not get the stream so far: " + bAtJoin);
+    s.runUntilIdle();
+    int[] out = expected(r);
+    for (CompletableFuture<byte[]> f : List.of(plain, a, b)) {
+      assertArrayEquals(out, answer(f));
+    }
+    assertEquals(1, s.c.engine("n0").stats().requests());
+    for (long tag : new long[] {31, 32}) {
+      int[] got = s.assembled(tag);
+      assertTrue(got.length > bAtJoin, "tag " + tag + ": " + got.length + " tokens");
+      assertArrayEquals(Arrays.copyOf(out, got.length), got);
+    }
+  }
+
+  @Test
+  void withTheEngineWatchOffAStreamedDuplicateOfARunWithoutStreamingGetsTheAnswerOnly() {
+    // nobody streams the first run and nothing watches the engine: it runs as execute(request),
+    // as before streaming existed, and gives no pieces; the duplicate gets the RESULT, once
+    List<Boolean> listened = new ArrayList<>();
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.engineWrap = e -> new InferenceEngine() {
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+        listened.add(false);
+        return e.execute(request);
+      }
+
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest request,
+          OutputListener listener) {
+        listened.add(true);
+        return e.execute(request, listener);
+      }
+
+      @Override
+      public EngineLoad load() {
+        return e.load();
+      }
+
+      @Override
+      public void cancel(String requestId) {
+        e.cancel(requestId);
+      }
+    };
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LOCAL_ONLY)
+        .engineStallTimeout(Duration.ZERO).build();
+    Served s = new Served(new OracleCluster(1, cfg, 1, h).rtt(Duration.ofMillis(1)).start());
     InferenceRequest r = generating("r", 5, 100);
     CompletableFuture<byte[]> plain = s.forward(r, 0);
     s.c.sim.advanceBy(200 * MS);
@@ -247,7 +346,38 @@ class StreamedDuplicateTest {
     int[] out = expected(r);
     assertArrayEquals(out, answer(plain));
     assertArrayEquals(out, answer(streamed));
-    assertEquals(1, s.c.engine("n0").stats().requests(), "the streamed duplicate ran again");
+    assertEquals(List.of(false), listened, "the run was not execute(request) alone");
     assertTrue(s.byTag.isEmpty(), "pieces of a run that streams nothing: " + s.byTag.keySet());
+  }
+
+  @Test
+  void aStreamedDuplicateOfARelayedForwardWithoutStreamingIsStreamedByTheFallback() {
+    // n0 relays p's request (hop limit 2) to n1, warm for it, without streaming; a streamed
+    // duplicate joins; n1 crashes, the forward times out and n0 runs the request itself: that
+    // run streams to the duplicate's tag, from the start
+    int[] prefix = prompt(42, 480);
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false).hopLimit(2)
+        .forwardTimeout(Duration.ofMillis(100), Duration.ofMillis(300)).build();
+    OracleCluster c = new OracleCluster(2, cfg, 1).rtt(Duration.ofMillis(1));
+    c.warm("n1", OracleCluster.concat(prefix, prompt(1, 40)));
+    Served s = new Served(c.start());
+    InferenceRequest r = new InferenceRequest("r", OracleCluster.concat(prefix, prompt(2, 40)),
+        GenerationParams.greedy(100));
+    CompletableFuture<byte[]> plain = s.forward(r, 0);
+    s.c.sim.advanceBy(50 * MS);
+    CompletableFuture<byte[]> streamed = s.forward(r, 9);
+    s.c.sim.advanceBy(5 * MS);
+    assertTrue(s.byTag.isEmpty(), "pieces of a forward not streamed: " + s.byTag.keySet());
+    s.c.crash("n1");
+    s.runUntilIdle();
+    int[] out = expected(r);
+    assertArrayEquals(out, answer(plain));
+    assertArrayEquals(out, answer(streamed));
+    assertEquals(2, s.c.engine("n1").stats().requests(), "not relayed to n1"); // and the warm-up
+    assertEquals(1, s.c.engine("n0").stats().requests(), "n0 did not run it once");
+    int[] got = s.assembled(9);
+    assertTrue(got.length > 0, "the fallback run streamed nothing to the duplicate");
+    assertArrayEquals(Arrays.copyOf(out, got.length), got);
   }
 }
