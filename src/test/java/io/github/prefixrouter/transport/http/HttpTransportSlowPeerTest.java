@@ -1,17 +1,23 @@
 package io.github.prefixrouter.transport.http;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
@@ -100,6 +106,73 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
       Thread.sleep(10);
     }
     assertEquals(1, a.stats().slowConnectionsClosed());
+  }
+
+  /**
+   * close() while a server thread is blocked writing a large answer to a peer that reads
+   * nothing: a request of another peer still in the handler gets its 503 at once, on another
+   * server thread, and close() returns within its bound, {@code inboundIoTimeout}, whatever the
+   * stalled peer does.
+   */
+  @Test
+  void closeAnswers503AtOnceAndReturnsWithinItsBoundWhileAnAnswerIsStuck() throws Exception {
+    Duration io = Duration.ofSeconds(4);
+    CompletableFuture<byte[]> big = new CompletableFuture<>();
+    List<CompletableFuture<byte[]>> held = new CopyOnWriteArrayList<>();
+    HttpTransport a = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().serverThreads(2).inboundIoTimeout(io).build();
+    toClose.add(a);
+    a.start(new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {}
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        if (from.nodeId().equals("s")) {
+          return big; // the stalled peer's
+        }
+        CompletableFuture<byte[]> f = new CompletableFuture<>();
+        held.add(f);
+        return f;
+      }
+    });
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication(), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
+    Socket s = new Socket();
+    toClose.add(s);
+    s.setReceiveBufferSize(4096); // a small window, set before connecting; never read
+    s.connect(addr);
+    s.getOutputStream().write(("POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n"
+        + "PR-Sender: s\r\nPR-Sender-Address: 127.0.0.1:1\r\nPR-Recipient: a\r\n"
+        + "PR-Timestamp: 0\r\nPR-Nonce: n1\r\nContent-Length: 1\r\n\r\nx")
+        .getBytes(StandardCharsets.US_ASCII));
+    s.getOutputStream().flush();
+    CompletableFuture<byte[]> f = b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(60));
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while ((a.stats().requestsReceived() < 2 || held.isEmpty()) && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(2, a.stats().requestsReceived());
+    big.complete(new byte[(4 << 20) - 64]); // its write blocks a server thread
+    Thread.sleep(200);
+
+    long start = System.nanoTime();
+    CompletableFuture<Void> closing = CompletableFuture.runAsync(a::close);
+    // at once: long before close() returns, which waits for the stuck write
+    ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(2, TimeUnit.SECONDS));
+    TransportException te = assertInstanceOf(TransportException.class, e.getCause());
+    assertEquals(TransportException.Kind.BUSY, te.kind(), te.getMessage());
+    assertTrue(te.getMessage().endsWith("is busy: transport closed"), te.getMessage());
+    closing.get(io.toMillis() + 5_000, TimeUnit.MILLISECONDS);
+    long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+    assertTrue(took <= io.toMillis() + 2_000, "close() took " + took + " ms");
+    // and the stuck connection is cut: what the kernel buffered, then the end of the stream
+    s.setSoTimeout(10_000);
+    InputStream in = s.getInputStream();
+    while (in.read(new byte[65_536]) >= 0) {
+      // drain
+    }
   }
 
   @Test

@@ -2,6 +2,7 @@ package io.github.prefixrouter.transport.http;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -191,21 +192,63 @@ class HttpTransportTest extends HttpTransportFixture {
     b.close(); // idempotent
   }
 
+  /**
+   * A request still in the handler when the receiving transport closes is answered 503 with the
+   * error "transport closed" (on a server thread, under the I/O deadline), which its sender
+   * reports as {@code BUSY} naming the cause, at once rather than at its timeout; close()
+   * returns long before its bound of {@code inboundIoTimeout}, and the handler's answer coming
+   * after close() is written nowhere.
+   */
   @Test
-  void closingTheServerSideAnswersItsInboundRequests() throws Exception {
+  void closingTheServerSideAnswersItsInboundRequestsWith503() throws Exception {
     Recorder ra = new Recorder();
     ra.hold = true;
-    HttpTransport a = start(node("a"), ra);
+    HttpTransport a = start(node("a").inboundIoTimeout(Duration.ofSeconds(20)), ra);
     HttpTransport b = start(node("b"), new Recorder());
-    CompletableFuture<byte[]> f = b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(30));
+    CompletableFuture<byte[]> f = b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(60));
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
     while (ra.held.isEmpty() && System.nanoTime() < deadline) {
       Thread.sleep(10);
     }
     assertEquals(1, ra.held.size(), "the request must be in the handler when the server closes");
+    long start = System.nanoTime();
     a.close();
-    TransportException.Kind k = failureKind(f);
-    assertTrue(k == TransportException.Kind.BUSY || k == TransportException.Kind.UNREACHABLE, "kind " + k);
+    long closeMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+    assertTrue(closeMillis < 10_000, "close() took " + closeMillis + " ms");
+    ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS));
+    TransportException te = assertInstanceOf(TransportException.class, e.getCause());
+    assertEquals(TransportException.Kind.BUSY, te.kind(), te.getMessage());
+    assertTrue(te.getMessage().endsWith("is busy: transport closed"), te.getMessage());
+    ra.held.get(0).complete(new byte[] {9}); // too late: close() answered it
+    assertEquals(0, a.stats().inboundBusy(), "counted as refused by a full transport");
+  }
+
+  /** What a plain HTTP client sees of close()'s answer: the status line and the error header. */
+  @Test
+  void closeAnswersARequestInTheHandler503OnTheWire() throws Exception {
+    Recorder ra = new Recorder();
+    ra.hold = true;
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().inboundIoTimeout(Duration.ofSeconds(20)), ra);
+    InetSocketAddress addr = hostPort(a.localAddress().address());
+    try (Socket s = new Socket(addr.getHostString(), addr.getPort())) {
+      s.setSoTimeout(10_000);
+      OutputStream out = s.getOutputStream();
+      out.write(("POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n"
+          + "PR-Sender: b\r\nPR-Sender-Address: 127.0.0.1:1\r\nPR-Recipient: a\r\n"
+          + "PR-Timestamp: 0\r\nPR-Nonce: n1\r\nContent-Length: 1\r\n\r\nx")
+          .getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (ra.held.isEmpty() && System.nanoTime() < deadline) {
+        Thread.sleep(10);
+      }
+      assertEquals(1, ra.held.size(), "the request must be in the handler when the server closes");
+      a.close();
+      String head = new String(s.getInputStream().readAllBytes(), StandardCharsets.US_ASCII);
+      assertTrue(head.startsWith("HTTP/1.1 503 "), head);
+      assertTrue(head.toLowerCase(java.util.Locale.ROOT).contains("\r\npr-error: transport closed\r\n"), head);
+    }
   }
 
   @Test
