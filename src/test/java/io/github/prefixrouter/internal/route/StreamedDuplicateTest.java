@@ -9,13 +9,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
-import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
-import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.testing.InMemoryNetwork;
