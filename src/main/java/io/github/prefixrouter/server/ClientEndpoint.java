@@ -2,6 +2,9 @@ package io.github.prefixrouter.server;
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import com.sun.net.httpserver.HttpsConfigurator;
+import com.sun.net.httpserver.HttpsParameters;
+import com.sun.net.httpserver.HttpsServer;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.GenerationParams;
@@ -47,6 +50,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLParameters;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -109,6 +114,11 @@ import org.slf4j.LoggerFactory;
  * route and the 404 of another path under {@code /v1/} (but {@code /v1/route/} and
  * {@code /v1/stats}) are in OpenAI's error shape. Requests are answered
  * asynchronously: no thread waits for the engine.
+ *
+ * <p>The endpoint speaks plain HTTP, or HTTPS with the context given to
+ * {@link #start(String, int, SSLContext, boolean)} (the TLS handshake is made on the reader
+ * thread, under the same I/O deadline as the request), optionally requiring clients'
+ * certificates.
  *
  * <p>Threads: every connection that starts a request is read on a reader thread of its own
  * (at most {@code readerThreads} at once, default {@value #DEFAULT_READER_THREADS}; a connection
@@ -280,9 +290,38 @@ final class ClientEndpoint {
     return baseModel;
   }
 
+  /** Serves plain HTTP on {@code host:port} (port 0: any free one); the address bound. */
   InetSocketAddress start(String host, int port) throws IOException {
+    return start(host, port, null, false);
+  }
+
+  /**
+   * Serves on {@code host:port} (port 0: any free one), over TLS with {@code tls} unless it is
+   * null; the address bound.
+   *
+   * @param tls the TLS context (its key manager presents this port's certificate, its trust
+   *     manager checks clients' certificates); null for plain HTTP
+   * @param clientCertificates whether a client must present a certificate its trust manager
+   *     accepts: one without is refused at the handshake (mutual TLS); false asks for none
+   */
+  InetSocketAddress start(String host, int port, SSLContext tls, boolean clientCertificates)
+      throws IOException {
     startedEpochSeconds = epochSeconds.getAsLong();
-    server = JdkHttpServers.create(new InetSocketAddress(host, port), 256);
+    InetSocketAddress bind = new InetSocketAddress(host, port);
+    if (tls != null) {
+      HttpsServer https = JdkHttpServers.createHttps(bind, 256);
+      https.setHttpsConfigurator(new HttpsConfigurator(tls) {
+        @Override
+        public void configure(HttpsParameters params) {
+          SSLParameters p = getSSLContext().getDefaultSSLParameters();
+          p.setNeedClientAuth(clientCertificates);
+          params.setSSLParameters(p);
+        }
+      });
+      server = https;
+    } else {
+      server = JdkHttpServers.create(bind, 256);
+    }
     AtomicInteger n = new AtomicInteger();
     // one writer per answer being written, up to as many as requests are read at once: a
     // client that does not read its answer holds only its own writer (for at most ioTimeout),

@@ -290,16 +290,21 @@ public final class NodeMain {
     // would serve its peers without a client endpoint
     HttpTransport transport = null;
     Schedulers.ClosableScheduler scheduler = null;
-    // re-reads of the key file and the TLS files, on a thread of their own: file I/O and
-    // certificate parsing must not hold up the node's timers
+    // re-reads of the key file and the TLS files (peer and client), on a thread of their own:
+    // file I/O and certificate parsing must not hold up the node's timers
     Schedulers.ClosableScheduler files = null;
     PrefixRouterNode node = null;
     ClientEndpoint endpoint = null;
     PromptTokenizer tokenizer = null;
     try {
       part[0] = "the TLS files";
-      PeerTls tls = o.tlsKeystore == null ? null
-          : new PeerTls(o.tlsKeystore, o.tlsTruststore, o.tlsPassword);
+      TlsFiles tls = o.tlsKeystore == null ? null
+          : new TlsFiles(TlsFiles.Use.PEER, o.tlsKeystore, o.tlsTruststore, o.tlsPassword);
+      part[0] = "the client TLS files (--client-tls-keystore"
+          + (o.clientTlsTruststore != null ? ", --client-tls-truststore)" : ")");
+      TlsFiles clientTls = o.clientTlsKeystore == null ? null
+          : new TlsFiles(TlsFiles.Use.CLIENT, o.clientTlsKeystore, o.clientTlsTruststore,
+              o.clientTlsPassword);
       part[0] = "the peer transport";
       HttpTransport.Builder tb = HttpTransport.builder().nodeId(o.id).listen(o.listenHost, o.listenPort);
       if (o.advertise != null) {
@@ -349,7 +354,8 @@ public final class NodeMain {
       ClusterKeys keys = null;
       boolean watchKeys = o.clusterKeyFile != null && !o.clusterKeyCheck.isZero();
       boolean watchTls = tls != null && !o.tlsCheck.isZero();
-      if (watchKeys || watchTls) {
+      boolean watchClientTls = clientTls != null && !o.tlsCheck.isZero();
+      if (watchKeys || watchTls || watchClientTls) {
         files = Schedulers.newSingleThread("prefix-router-" + o.id + "-files");
       }
       if (watchKeys) {
@@ -361,14 +367,18 @@ public final class NodeMain {
       if (watchTls) {
         watch(files, tls::check, o.tlsCheck.toNanos());
       }
-      PeerTls watchedTls = tls;
+      if (watchClientTls) {
+        watch(files, clientTls::check, o.tlsCheck.toNanos());
+      }
+      TlsFiles watchedTls = tls;
+      TlsFiles watchedClientTls = clientTls;
       ReferenceEngine ref = reference;
       InferenceEngine eng = engine;
       PrefixRouterNode n = node;
       part[0] = "the tokenizer";
       tokenizer = tokenizer(o);
-      endpoint = new ClientEndpoint(node, () -> extraStats(n, t, watchedKeys, watchedTls, ref, eng),
-          4096,
+      endpoint = new ClientEndpoint(node,
+          () -> extraStats(n, t, watchedKeys, watchedTls, watchedClientTls, ref, eng), 4096,
           java.time.Duration.ofSeconds(10), baseModel,
           o.clientReaderThreads != 0 ? o.clientReaderThreads : ClientEndpoint.DEFAULT_READER_THREADS,
           o.clientMaxUnfinishedReads != 0 ? o.clientMaxUnfinishedReads
@@ -376,12 +386,15 @@ public final class NodeMain {
           tokenizer, () -> System.currentTimeMillis() / 1000,
           new java.security.SecureRandom().nextLong());
       part[0] = "the client port " + address(o.clientHost, o.clientPort);
-      InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort);
+      InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort,
+          clientTls == null ? null : clientTls.context(), o.clientTlsTruststore != null);
       String clientAddress = client.getHostString() + ":" + client.getPort();
       String peerAddress = transport.localAddress().address();
-      String banner = String.format("node %s serving: peers %s, clients http://%s (/v1/chat/completions, /v1/completions, "
+      String clients = (clientTls == null ? "http://" : "https://") + clientAddress
+          + (o.clientTlsTruststore != null ? " (client certificates required)" : "");
+      String banner = String.format("node %s serving: peers %s, clients %s (/v1/chat/completions, /v1/completions, "
               + "/v1/route/completions), engine %s, tokenizer %s, policy %s",
-          o.id, peerAddress, clientAddress, o.engine, tokenizerName(tokenizer), o.config.policy());
+          o.id, peerAddress, clients, o.engine, tokenizerName(tokenizer), o.config.policy());
       log.debug(banner);
       System.out.println(banner);
       if (o.readyFile != null) {
@@ -451,7 +464,8 @@ public final class NodeMain {
 
   /** The process's counters besides the node's and the client endpoint's. */
   private static List<StatsTable.Section<?>> extraStats(PrefixRouterNode node, HttpTransport t,
-      ClusterKeys keys, PeerTls tls, ReferenceEngine e, InferenceEngine engine) {
+      ClusterKeys keys, TlsFiles tls, TlsFiles clientTls, ReferenceEngine e,
+      InferenceEngine engine) {
     List<StatsTable.Section<?>> sections = new ArrayList<>();
     if (node instanceof RouterNode rn) {
       sections.add(StatsTables.PEER_MESSAGES.section("peer_messages",
@@ -469,6 +483,9 @@ public final class NodeMain {
     }
     if (tls != null) {
       sections.add(StatsTables.PEER_TLS.section("tls", tls.stats()));
+    }
+    if (clientTls != null) {
+      sections.add(StatsTables.CLIENT_TLS.section("client_tls", clientTls.stats()));
     }
     if (e != null) {
       sections.add(StatsTables.REFERENCE_ENGINE.section("engine", e.stats()));
@@ -591,7 +608,7 @@ public final class NodeMain {
     final HttpTransport transport;
     final InferenceEngine engine;
     final Schedulers.ClosableScheduler scheduler;
-    /** The re-reads of the key file and the TLS files; null if there are none. */
+    /** The re-reads of the key file and the TLS files (peer, client); null if there are none. */
     private final Schedulers.ClosableScheduler files;
     final ClientEndpoint endpoint;
     /** The OpenAI routes' tokenizer, closed after the endpoint stops; null for none. */

@@ -63,8 +63,15 @@ public final class NodeOptions {
           "                           default the keystore's own",
           "  --tls-password-file FILE the password of both files (or env",
           "                           PREFIX_ROUTER_TLS_PASSWORD); required with --tls-keystore",
-          "  --tls-check-ms N         re-read the TLS files this often and use them if they",
-          "                           changed (0: never); default 60000",
+          "  --tls-check-ms N         re-read the TLS files (peer and client) this often and",
+          "                           use them if they changed (0: never); default 60000",
+          "  --client-tls-keystore FILE  TLS on the client port: PKCS12 with its key and",
+          "                           certificate (naming the address clients use)",
+          "  --client-tls-truststore FILE  require client certificates leading to one in this",
+          "                           PKCS12 file (mutual TLS); default: ask for none",
+          "  --client-tls-password-file FILE  the password of both client files (or env",
+          "                           PREFIX_ROUTER_CLIENT_TLS_PASSWORD); required with",
+          "                           --client-tls-keystore",
           "  --engine reference|URL   the reference engine, or an OpenAI-compatible server URL",
           "  --model NAME             model name sent to the OpenAI-compatible server (the base",
           "                           model: a client's \"model\" naming it names no LoRA adapter);",
@@ -143,7 +150,8 @@ public final class NodeOptions {
       Set.of(
           "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file",
           "cluster-key-check-ms", "insecure", "tls-keystore", "tls-truststore", "tls-password-file",
-          "tls-check-ms",
+          "tls-check-ms", "client-tls-keystore", "client-tls-truststore",
+          "client-tls-password-file",
           "engine", "model", "model-id", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
@@ -173,8 +181,14 @@ public final class NodeOptions {
   final Path tlsTruststore;
   /** The password of both TLS files; null without TLS. */
   final char[] tlsPassword;
-  /** How often to re-read the TLS files; zero: never. */
+  /** How often to re-read the TLS files, the peer port's and the client port's; zero: never. */
   final Duration tlsCheck;
+  /** TLS on the client port: its PKCS12 keystore, or null for plain HTTP. */
+  final Path clientTlsKeystore;
+  /** The client port's PKCS12 trust store: clients must present a certificate; null: none. */
+  final Path clientTlsTruststore;
+  /** The password of both client TLS files; null without client TLS. */
+  final char[] clientTlsPassword;
   final String engine;
   final String model;
   /** The node's model id: null for the base model's name, empty for none. */
@@ -226,8 +240,8 @@ public final class NodeOptions {
       clusterKeys = null;
       clusterKeyFile = null;
       clusterKeyCheck = null;
-      tlsKeystore = tlsTruststore = null;
-      tlsPassword = null;
+      tlsKeystore = tlsTruststore = clientTlsKeystore = clientTlsTruststore = null;
+      tlsPassword = clientTlsPassword = null;
       tlsCheck = null;
       config = null;
       readyFile = null;
@@ -292,29 +306,17 @@ public final class NodeOptions {
     this.clusterKeyCheck = Duration.ofMillis(keyCheckMs);
     this.tlsKeystore = v.containsKey("tls-keystore") ? Path.of(v.get("tls-keystore")) : null;
     this.tlsTruststore = v.containsKey("tls-truststore") ? Path.of(v.get("tls-truststore")) : null;
-    String passwordFile = v.get("tls-password-file");
-    String envPassword = env.get("PREFIX_ROUTER_TLS_PASSWORD");
-    if (tlsKeystore == null) {
-      for (String k : List.of("tls-truststore", "tls-password-file", "tls-check-ms")) {
-        if (v.containsKey(k)) {
-          throw new IllegalArgumentException("--" + k + " needs --tls-keystore");
-        }
-      }
-      this.tlsPassword = null;
-    } else if (passwordFile != null) {
-      try {
-        // trailing white space only (the file's newline): a password may begin with a space
-        this.tlsPassword = Files.readString(Path.of(passwordFile), StandardCharsets.UTF_8)
-            .stripTrailing().toCharArray();
-      } catch (IOException e) {
-        throw new IllegalArgumentException("cannot read --tls-password-file " + passwordFile
-            + ": " + NodeMain.fileProblem(e), e);
-      }
-    } else if (envPassword != null) {
-      this.tlsPassword = envPassword.toCharArray();
-    } else {
-      throw new IllegalArgumentException("--tls-keystore needs a password: --tls-password-file"
-          + " FILE or env PREFIX_ROUTER_TLS_PASSWORD");
+    this.tlsPassword = tlsPassword(v, env, "tls-keystore", "tls-truststore", "tls-password-file",
+        "PREFIX_ROUTER_TLS_PASSWORD");
+    this.clientTlsKeystore = v.containsKey("client-tls-keystore")
+        ? Path.of(v.get("client-tls-keystore")) : null;
+    this.clientTlsTruststore = v.containsKey("client-tls-truststore")
+        ? Path.of(v.get("client-tls-truststore")) : null;
+    this.clientTlsPassword = tlsPassword(v, env, "client-tls-keystore", "client-tls-truststore",
+        "client-tls-password-file", "PREFIX_ROUTER_CLIENT_TLS_PASSWORD");
+    if (tlsKeystore == null && clientTlsKeystore == null && v.containsKey("tls-check-ms")) {
+      throw new IllegalArgumentException(
+          "--tls-check-ms needs --tls-keystore or --client-tls-keystore");
     }
     long tlsCheckMs = longValue(v, "tls-check-ms", 60_000);
     if (tlsCheckMs < 0 || tlsCheckMs > Duration.ofDays(1).toMillis()) {
@@ -501,6 +503,43 @@ public final class NodeOptions {
   }
 
   /**
+   * The password of a port's TLS files: from the password file (its trailing white space
+   * dropped), else from the environment; null without the keystore, whose companion flags are
+   * then refused.
+   *
+   * @throws IllegalArgumentException naming the flags: a truststore or password file without the
+   *     keystore, a keystore without a password, a password file that cannot be read
+   */
+  private static char[] tlsPassword(Map<String, String> v, Map<String, String> env,
+      String keystore, String truststore, String passwordFile, String envName) {
+    String file = v.get(passwordFile);
+    if (!v.containsKey(keystore)) {
+      for (String k : List.of(truststore, passwordFile)) {
+        if (v.containsKey(k)) {
+          throw new IllegalArgumentException("--" + k + " needs --" + keystore);
+        }
+      }
+      return null;
+    }
+    if (file != null) {
+      try {
+        // trailing white space only (the file's newline): a password may begin with a space
+        return Files.readString(Path.of(file), StandardCharsets.UTF_8).stripTrailing()
+            .toCharArray();
+      } catch (IOException e) {
+        throw new IllegalArgumentException("cannot read --" + passwordFile + " " + file + ": "
+            + NodeMain.fileProblem(e), e);
+      }
+    }
+    String fromEnv = env.get(envName);
+    if (fromEnv != null) {
+      return fromEnv.toCharArray();
+    }
+    throw new IllegalArgumentException("--" + keystore + " needs a password: --" + passwordFile
+        + " FILE or env " + envName);
+  }
+
+  /**
    * A reader limit: 1 to {@value ClientEndpoint#MAX_READER_THREADS} (the bound of the client
    * endpoint and of {@code HttpTransport.Builder}); 0 when not given.
    */
@@ -652,7 +691,7 @@ public final class NodeOptions {
    *
    * @param args the command line's flags
    * @param env the environment ({@code PREFIX_ROUTER_CLUSTER_KEY},
-   *     {@code PREFIX_ROUTER_TLS_PASSWORD})
+   *     {@code PREFIX_ROUTER_TLS_PASSWORD}, {@code PREFIX_ROUTER_CLIENT_TLS_PASSWORD})
    * @return the settings
    * @throws IllegalArgumentException naming the bad or missing setting (the flag, or the key of
    *     the {@code --config} file, as written)

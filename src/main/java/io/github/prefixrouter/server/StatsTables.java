@@ -159,18 +159,33 @@ final class StatsTables {
           ClusterKeys.Stats::reloadFailures)
       .build();
 
-  /** {@link PeerTls}: {@code tls} in {@code /v1/stats} (only with {@code --tls-keystore}). */
-  static final StatsTable<PeerTls.Stats> PEER_TLS = StatsTable.<PeerTls.Stats>builder()
-      .counter("reloads", P + "tls_reloads_total",
-          "Changed TLS files read and put in use.", PeerTls.Stats::reloads)
-      .counter("reload_failures", P + "tls_reload_failures_total",
-          "Checks of the TLS files that left them unchanged in use because a file could not be "
-              + "read or loaded (logged once per distinct problem).",
-          PeerTls.Stats::reloadFailures)
-      .gauge("certificate_not_after_seconds", P + "tls_certificate_not_after_seconds",
-          "When the certificate this node presents on its peer port expires, in seconds since "
-              + "the epoch.", PeerTls.Stats::certificateNotAfterSeconds)
-      .build();
+  /**
+   * {@link TlsFiles} of the peer port: {@code tls} in {@code /v1/stats} (only with
+   * {@code --tls-keystore}).
+   */
+  static final StatsTable<TlsFiles.Stats> PEER_TLS = tlsFiles(P + "tls_", "TLS files", "peer port");
+
+  /**
+   * {@link TlsFiles} of the client port: {@code client_tls} in {@code /v1/stats} (only with
+   * {@code --client-tls-keystore}).
+   */
+  static final StatsTable<TlsFiles.Stats> CLIENT_TLS =
+      tlsFiles(P + "client_tls_", "client TLS files", "client port");
+
+  /** The table of one port's {@link TlsFiles}, its families named {@code prefix...}. */
+  private static StatsTable<TlsFiles.Stats> tlsFiles(String prefix, String files, String port) {
+    return StatsTable.<TlsFiles.Stats>builder()
+        .counter("reloads", prefix + "reloads_total",
+            "Changed " + files + " read and put in use.", TlsFiles.Stats::reloads)
+        .counter("reload_failures", prefix + "reload_failures_total",
+            "Checks of the " + files + " that left them unchanged in use because a file could "
+                + "not be read or loaded (logged once per distinct problem).",
+            TlsFiles.Stats::reloadFailures)
+        .gauge("certificate_not_after_seconds", prefix + "certificate_not_after_seconds",
+            "When the certificate this node presents on its " + port + " expires, in seconds "
+                + "since the epoch.", TlsFiles.Stats::certificateNotAfterSeconds)
+        .build();
+  }
 
   private static final String E = P + "engine_";
 

@@ -27,7 +27,8 @@ class NodeMainLaunchTest {
   @TempDir Path dir;
 
   private static final Map<String, String> ENV = Map.of(
-      "PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX, "PREFIX_ROUTER_TLS_PASSWORD", "changeit");
+      "PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX, "PREFIX_ROUTER_TLS_PASSWORD", "changeit",
+      "PREFIX_ROUTER_CLIENT_TLS_PASSWORD", "changeit");
 
   /** The status, and what was printed to stderr and stdout. */
   private record Outcome(NodeMain.Launch launch, String err, String out) {}
@@ -79,6 +80,36 @@ class NodeMainLaunchTest {
     failsToStart("error: node r1 could not start: the ready file " + ready + ": " + ready
         + ".tmp: no such file", "--id", "r1", "--listen", "127.0.0.1:0",
         "--ready-file", ready.toString());
+  }
+
+  @Test
+  void aClientTlsFileThatCannotBeUsedIsOneLineNamingItsFlag() throws Exception {
+    Path cut = Files.write(dir.resolve("client.p12"), new byte[] {0x30, (byte) 0x82, 0x01});
+    failsToStart("error: node c1 could not start: the client TLS files (--client-tls-keystore): "
+        + "cannot load " + cut + ": it is not a PKCS12 store, or it is damaged or cut short "
+        + "(EOFException)",
+        "--id", "c1", "--listen", "127.0.0.1:0", "--client-tls-keystore", cut.toString());
+    Path absent = dir.resolve("absent.p12");
+    failsToStart("error: node c2 could not start: the client TLS files (--client-tls-keystore): "
+        + "cannot read " + absent + ": no such file",
+        "--id", "c2", "--listen", "127.0.0.1:0", "--client-tls-keystore", absent.toString());
+    Path key = TlsCertificates.keystore(dir, "c");
+    failsToStart("error: node c3 could not start: the client TLS files (--client-tls-keystore, "
+        + "--client-tls-truststore): cannot read " + absent + ": no such file",
+        "--id", "c3", "--listen", "127.0.0.1:0", "--client-tls-keystore", key.toString(),
+        "--client-tls-truststore", absent.toString());
+    Path wrong = Files.writeString(dir.resolve("wrong.password"), "wrong\n");
+    failsToStart("error: node c4 could not start: the client TLS files (--client-tls-keystore): "
+        + "cannot load " + key + ": the password is wrong (--client-tls-password-file or "
+        + "PREFIX_ROUTER_CLIENT_TLS_PASSWORD), or the file is damaged",
+        "--id", "c4", "--listen", "127.0.0.1:0", "--client-tls-keystore", key.toString(),
+        "--client-tls-password-file", wrong.toString());
+    Outcome bad = launch("--id", "c5", "--listen", "127.0.0.1:0", "--client-tls-truststore",
+        key.toString());
+    assertEquals(2, bad.launch().status());
+    assertNull(bad.launch().running());
+    assertTrue(bad.err().startsWith(
+        "error: --client-tls-truststore needs --client-tls-keystore"), bad.err());
   }
 
   @Test

@@ -1,5 +1,10 @@
 package io.github.prefixrouter.server;
 
+import static io.github.prefixrouter.server.TlsCertificates.cn;
+import static io.github.prefixrouter.server.TlsCertificates.keystore;
+import static io.github.prefixrouter.server.TlsCertificates.keytool;
+import static io.github.prefixrouter.server.TlsCertificates.presented;
+import static io.github.prefixrouter.server.TlsCertificates.truststore;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -12,19 +17,12 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
-import java.security.cert.X509Certificate;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
-import javax.net.ssl.SSLContext;
-import javax.net.ssl.SSLSocket;
-import javax.net.ssl.TrustManager;
-import javax.net.ssl.X509TrustManager;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -44,35 +42,11 @@ class PeerTlsTest {
 
   @BeforeAll
   static void makeCertificates() throws Exception {
-    keyA = keystore("a");
-    keyB = keystore("b");
-    trustBoth = dir.resolve("trust.p12");
-    for (String name : List.of("a", "b")) {
-      Path cer = dir.resolve(name + ".cer");
-      keytool("-exportcert", "-alias", name, "-keystore", dir.resolve(name + ".p12").toString(),
-          "-storepass", "changeit", "-file", cer.toString());
-      keytool("-importcert", "-noprompt", "-alias", name, "-file", cer.toString(), "-keystore",
-          trustBoth.toString(), "-storetype", "PKCS12", "-storepass", "changeit");
-    }
+    keyA = keystore(dir, "a");
+    keyB = keystore(dir, "b");
+    trustBoth = truststore(dir, dir.resolve("trust.p12"), "a", "b");
     passwordFile = dir.resolve("tls.password");
     Files.writeString(passwordFile, "changeit\n");
-  }
-
-  private static Path keystore(String name) throws Exception {
-    Path ks = dir.resolve(name + ".p12");
-    keytool("-genkeypair", "-alias", name, "-keyalg", "EC", "-groupname", "secp256r1", "-dname",
-        "CN=" + name, "-ext", "san=ip:127.0.0.1", "-validity", "2", "-storetype", "PKCS12",
-        "-keystore", ks.toString(), "-storepass", "changeit", "-keypass", "changeit");
-    return ks;
-  }
-
-  private static void keytool(String... args) throws Exception {
-    List<String> cmd = new ArrayList<>();
-    cmd.add(Path.of(System.getProperty("java.home"), "bin", "keytool").toString());
-    cmd.addAll(List.of(args));
-    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-    assertTrue(p.waitFor(60, TimeUnit.SECONDS) && p.exitValue() == 0, "keytool failed: " + out);
   }
 
   private static NodeOptions options(String id, Path keystore, String seeds, String... more) {
@@ -82,33 +56,6 @@ class PeerTlsTest {
     args.addAll(List.of(more));
     return NodeOptions.parse(args.toArray(new String[0]),
         Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
-  }
-
-  /** The certificate the peer port at {@code address} presents, taken by a client trusting all. */
-  private static X509Certificate presented(String address) throws Exception {
-    SSLContext c = SSLContext.getInstance("TLS");
-    c.init(null, new TrustManager[] {new X509TrustManager() {
-      @Override
-      public void checkClientTrusted(X509Certificate[] chain, String authType) {}
-
-      @Override
-      public void checkServerTrusted(X509Certificate[] chain, String authType) {}
-
-      @Override
-      public X509Certificate[] getAcceptedIssuers() {
-        return new X509Certificate[0];
-      }
-    }}, null);
-    String[] hp = address.split(":");
-    try (SSLSocket s = (SSLSocket) c.getSocketFactory().createSocket(hp[0], Integer.parseInt(hp[1]))) {
-      s.setSoTimeout(10_000);
-      s.startHandshake();
-      return (X509Certificate) s.getSession().getPeerCertificates()[0];
-    }
-  }
-
-  private static String cn(X509Certificate c) {
-    return c.getSubjectX500Principal().getName();
   }
 
   /** Both nodes receive further gossip from each other, none refused. */
@@ -200,7 +147,7 @@ class PeerTlsTest {
 
   @Test
   void aHandshakeThatChoseItsKeyBeforeARenewalGetsThatKeysCertificate() throws Exception {
-    PeerTls.SwappableKeyManager m = new PeerTls.SwappableKeyManager();
+    TlsFiles.SwappableKeyManager m = new TlsFiles.SwappableKeyManager();
     m.install(managerOf(keyA));
     String chosen = m.chooseServerAlias("EC", null, null);
     m.install(managerOf(keyB)); // the renewal, between the choice and the chain
@@ -231,14 +178,14 @@ class PeerTlsTest {
             "PREFIX_ROUTER_TLS_PASSWORD", "changeit"));
     assertArrayEquals("changeit".toCharArray(), fromEnv.tlsPassword);
     IllegalArgumentException wrong = assertThrows(IllegalArgumentException.class,
-        () -> new PeerTls(keyA, null, "wrong".toCharArray()));
+        () -> new TlsFiles(TlsFiles.Use.PEER, keyA, null, "wrong".toCharArray()));
     assertTrue(wrong.getMessage().contains("cannot load " + keyA), wrong.getMessage());
     assertTrue(wrong.getMessage().contains("the password is wrong"), wrong.getMessage());
     IllegalArgumentException missing = assertThrows(IllegalArgumentException.class,
-        () -> new PeerTls(dir.resolve("absent.p12"), null, "changeit".toCharArray()));
+        () -> new TlsFiles(TlsFiles.Use.PEER, dir.resolve("absent.p12"), null, "changeit".toCharArray()));
     assertTrue(missing.getMessage().contains("cannot read"), missing.getMessage());
     IllegalArgumentException noKey = assertThrows(IllegalArgumentException.class,
-        () -> new PeerTls(trustBoth, null, "changeit".toCharArray()));
+        () -> new TlsFiles(TlsFiles.Use.PEER, trustBoth, null, "changeit".toCharArray()));
     assertTrue(noKey.getMessage().contains("no private key"), noKey.getMessage());
   }
 
@@ -265,13 +212,13 @@ class PeerTlsTest {
         jceks, "a JCEKS store, not PKCS12");
     for (var e : expected.entrySet()) {
       IllegalArgumentException x = assertThrows(IllegalArgumentException.class,
-          () -> new PeerTls(e.getKey(), null, "changeit".toCharArray()));
+          () -> new TlsFiles(TlsFiles.Use.PEER, e.getKey(), null, "changeit".toCharArray()));
       assertTrue(x.getMessage().startsWith("cannot load " + e.getKey() + ": "), x.getMessage());
       assertTrue(x.getMessage().contains(e.getValue()), x.getMessage());
       assertFalse(x.getMessage().contains("null"), x.getMessage());
       // as the trust store too
       IllegalArgumentException t = assertThrows(IllegalArgumentException.class,
-          () -> new PeerTls(keyA, e.getKey(), "changeit".toCharArray()));
+          () -> new TlsFiles(TlsFiles.Use.PEER, keyA, e.getKey(), "changeit".toCharArray()));
       assertTrue(t.getMessage().contains(e.getValue()), t.getMessage());
     }
   }

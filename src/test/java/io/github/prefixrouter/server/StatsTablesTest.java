@@ -54,10 +54,13 @@ class StatsTablesTest {
   private static final ClusterKeys.Stats KEY_FILE =
       StatsFixtures.distinct(ClusterKeys.Stats.class, 800_000);
 
-  private static final PeerTls.Stats TLS = StatsFixtures.distinct(PeerTls.Stats.class, 900_000);
+  private static final TlsFiles.Stats TLS = StatsFixtures.distinct(TlsFiles.Stats.class, 900_000);
 
   private static final EngineStallStats WATCH =
       StatsFixtures.distinct(EngineStallStats.class, 1_000_000);
+
+  private static final TlsFiles.Stats CLIENT_TLS =
+      StatsFixtures.distinct(TlsFiles.Stats.class, 1_100_000);
 
   private static final List<StatsTable.Section<?>> ALL = List.of(
       StatsTables.NODE.section(null, NODE),
@@ -67,6 +70,7 @@ class StatsTablesTest {
       StatsTables.TRANSPORT.section("transport", TRANSPORT),
       StatsTables.CLUSTER_KEY_FILE.section("cluster_key_file", KEY_FILE),
       StatsTables.PEER_TLS.section("tls", TLS),
+      StatsTables.CLIENT_TLS.section("client_tls", CLIENT_TLS),
       StatsTables.REFERENCE_ENGINE.section("engine", ENGINE),
       StatsTables.KV_EVENTS.section("kv_events", KV),
       StatsTables.CLIENT.section("client", CLIENT));

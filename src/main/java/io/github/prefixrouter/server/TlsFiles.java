@@ -26,8 +26,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * TLS on a {@link NodeMain} process's peer port, from PKCS12 files that it re-reads while it
- * runs, so that a certificate can be renewed without a restart.
+ * TLS for a port of a {@link NodeMain} process (the peer port, the client port), from PKCS12
+ * files that it re-reads while it runs, so that a certificate can be renewed without a restart.
  *
  * <p>The {@link SSLContext} is built once, over a key manager and a trust manager that hand every
  * call to the managers of the files last read. {@link #check()} reads the files again when their
@@ -36,10 +36,29 @@ import org.slf4j.LoggerFactory;
  * that cannot be read or loaded leave the managers as they were, counted and logged once per
  * distinct problem. Thread-safe.
  */
-final class PeerTls {
+final class TlsFiles {
 
-  private static final Logger log = LoggerFactory.getLogger(PeerTls.class);
+  private static final Logger log = LoggerFactory.getLogger(TlsFiles.class);
 
+  /** Which port the files are for: how logs and messages name them and their password. */
+  enum Use {
+    /** The peer port: {@code --tls-keystore}, {@code --tls-truststore}. */
+    PEER("TLS", "--tls-password-file or PREFIX_ROUTER_TLS_PASSWORD"),
+    /** The client port: {@code --client-tls-keystore}, {@code --client-tls-truststore}. */
+    CLIENT("client TLS", "--client-tls-password-file or PREFIX_ROUTER_CLIENT_TLS_PASSWORD");
+
+    /** The files' name in the log ("TLS", "client TLS"). */
+    final String what;
+    /** Where the password comes from, for the message of a wrong one. */
+    final String passwordFrom;
+
+    Use(String what, String passwordFrom) {
+      this.what = what;
+      this.passwordFrom = passwordFrom;
+    }
+  }
+
+  private final Use use;
   private final Path keystore;
   private final Path truststore;
   private final char[] password;
@@ -49,18 +68,23 @@ final class PeerTls {
   private byte[] keystoreBytes;
   private byte[] truststoreBytes;
   private volatile long notAfterSeconds;
-  private final ReloadOutcomes outcomes = new ReloadOutcomes("TLS files");
+  private final ReloadOutcomes outcomes;
 
   /**
    * Loads the files.
    *
-   * @param keystore PKCS12: this node's private key and certificate chain (one key entry)
-   * @param truststore PKCS12: the certificates peers' chains must lead to; null for the
-   *     keystore's own certificates (a cluster sharing one certificate)
+   * @param use the port they are for
+   * @param keystore PKCS12: the private key and certificate chain this port presents (one key
+   *     entry)
+   * @param truststore PKCS12: the certificates the other side's chain must lead to; null for the
+   *     keystore's own certificates (on the client port, which then asks clients for no
+   *     certificate, the trust manager is never consulted)
    * @param password the password of both files
    * @throws IllegalArgumentException naming the file and the problem if one cannot be loaded
    */
-  PeerTls(Path keystore, Path truststore, char[] password) {
+  TlsFiles(Use use, Path keystore, Path truststore, char[] password) {
+    this.use = use;
+    this.outcomes = new ReloadOutcomes(use.what + " files");
     this.keystore = keystore;
     this.truststore = truststore;
     this.password = password.clone();
@@ -75,7 +99,7 @@ final class PeerTls {
     }
   }
 
-  /** The context to give the transport: its managers follow the files. */
+  /** The context to serve (and connect) with: its managers follow the files. */
   SSLContext context() {
     return context;
   }
@@ -102,7 +126,7 @@ final class PeerTls {
       return;
     }
     outcomes.reloaded();
-    log.info("TLS: now presenting the certificate of {} (valid until {})", keystore,
+    log.info("{}: now presenting the certificate of {} (valid until {})", use.what, keystore,
         java.time.Instant.ofEpochSecond(notAfterSeconds));
   }
 
@@ -162,18 +186,20 @@ final class PeerTls {
       ks.load(new ByteArrayInputStream(bytes), password);
       return ks;
     } catch (IOException | GeneralSecurityException e) {
-      throw new IllegalArgumentException("cannot load " + file + ": " + loadProblem(bytes, e), e);
+      throw new IllegalArgumentException("cannot load " + file + ": "
+          + loadProblem(bytes, e, use.passwordFrom), e);
     }
   }
 
   /**
    * Why a file did not load as PKCS12, for an operator: the password, or the file's format (the
    * JDK's own messages name parser internals, or are null for a file cut short).
+   *
+   * @param passwordFrom where the password came from ({@link Use#passwordFrom})
    */
-  static String loadProblem(byte[] bytes, Exception e) {
+  static String loadProblem(byte[] bytes, Exception e, String passwordFrom) {
     if (e.getCause() instanceof java.security.UnrecoverableKeyException) {
-      return "the password is wrong (--tls-password-file or PREFIX_ROUTER_TLS_PASSWORD), or the "
-          + "file is damaged";
+      return "the password is wrong (" + passwordFrom + "), or the file is damaged";
     }
     String detail = " (" + describe(e) + ")";
     if (bytes.length == 0) {

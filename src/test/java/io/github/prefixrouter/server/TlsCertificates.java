@@ -1,0 +1,123 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.KeyStore;
+import java.security.cert.X509Certificate;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import javax.net.ssl.KeyManager;
+import javax.net.ssl.KeyManagerFactory;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLSocket;
+import javax.net.ssl.TrustManager;
+import javax.net.ssl.TrustManagerFactory;
+import javax.net.ssl.X509TrustManager;
+
+/**
+ * PKCS12 files made with the JDK's {@code keytool} for a test run (password
+ * {@value #PASSWORD}), and TLS clients of a node's ports: the TLS tests' shared helpers.
+ */
+final class TlsCertificates {
+
+  /** The password of every file made here. */
+  static final String PASSWORD = "changeit";
+
+  private TlsCertificates() {}
+
+  /** Runs keytool with {@code args}; fails the test if it fails. */
+  static void keytool(String... args) throws Exception {
+    List<String> cmd = new ArrayList<>();
+    cmd.add(Path.of(System.getProperty("java.home"), "bin", "keytool").toString());
+    cmd.addAll(List.of(args));
+    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertTrue(p.waitFor(60, TimeUnit.SECONDS) && p.exitValue() == 0, "keytool failed: " + out);
+  }
+
+  /**
+   * {@code dir/NAME.p12}: an EC key under alias {@code name} with a self-signed certificate
+   * {@code CN=name} for 127.0.0.1, valid 2 days.
+   */
+  static Path keystore(Path dir, String name) throws Exception {
+    Path ks = dir.resolve(name + ".p12");
+    keytool("-genkeypair", "-alias", name, "-keyalg", "EC", "-groupname", "secp256r1", "-dname",
+        "CN=" + name, "-ext", "san=ip:127.0.0.1", "-validity", "2", "-storetype", "PKCS12",
+        "-keystore", ks.toString(), "-storepass", PASSWORD, "-keypass", PASSWORD);
+    return ks;
+  }
+
+  /**
+   * A trust store at {@code file} holding the certificates of keystores made by
+   * {@link #keystore} in {@code dir}, named by their {@code names}.
+   */
+  static Path truststore(Path dir, Path file, String... names) throws Exception {
+    for (String name : names) {
+      Path cer = dir.resolve(name + ".cer");
+      keytool("-exportcert", "-alias", name, "-keystore", dir.resolve(name + ".p12").toString(),
+          "-storepass", PASSWORD, "-file", cer.toString());
+      keytool("-importcert", "-noprompt", "-alias", name, "-file", cer.toString(), "-keystore",
+          file.toString(), "-storetype", "PKCS12", "-storepass", PASSWORD);
+    }
+    return file;
+  }
+
+  private static KeyStore load(Path file) throws Exception {
+    KeyStore ks = KeyStore.getInstance("PKCS12");
+    try (InputStream in = Files.newInputStream(file)) {
+      ks.load(in, PASSWORD.toCharArray());
+    }
+    return ks;
+  }
+
+  /**
+   * A client's TLS context trusting the certificates in {@code truststore} and presenting the
+   * key of {@code keystore} when asked for a certificate (null: none).
+   */
+  static SSLContext clientContext(Path truststore, Path keystore) throws Exception {
+    TrustManagerFactory tmf = TrustManagerFactory.getInstance("PKIX");
+    tmf.init(load(truststore));
+    KeyManager[] keys = null;
+    if (keystore != null) {
+      KeyManagerFactory kmf = KeyManagerFactory.getInstance("PKIX");
+      kmf.init(load(keystore), PASSWORD.toCharArray());
+      keys = kmf.getKeyManagers();
+    }
+    SSLContext c = SSLContext.getInstance("TLS");
+    c.init(keys, tmf.getTrustManagers(), null);
+    return c;
+  }
+
+  /** The certificate the TLS port at {@code address} presents, taken by a client trusting all. */
+  static X509Certificate presented(String address) throws Exception {
+    SSLContext c = SSLContext.getInstance("TLS");
+    c.init(null, new TrustManager[] {new X509TrustManager() {
+      @Override
+      public void checkClientTrusted(X509Certificate[] chain, String authType) {}
+
+      @Override
+      public void checkServerTrusted(X509Certificate[] chain, String authType) {}
+
+      @Override
+      public X509Certificate[] getAcceptedIssuers() {
+        return new X509Certificate[0];
+      }
+    }}, null);
+    String[] hp = address.split(":");
+    try (SSLSocket s = (SSLSocket) c.getSocketFactory().createSocket(hp[0], Integer.parseInt(hp[1]))) {
+      s.setSoTimeout(10_000);
+      s.startHandshake();
+      return (X509Certificate) s.getSession().getPeerCertificates()[0];
+    }
+  }
+
+  /** A certificate's subject, {@code CN=a}. */
+  static String cn(X509Certificate c) {
+    return c.getSubjectX500Principal().getName();
+  }
+}
