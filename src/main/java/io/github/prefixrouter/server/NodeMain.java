@@ -317,7 +317,7 @@ public final class NodeMain {
         tb.insecureWithoutAuthentication();
       }
       if (tls != null) {
-        tb.tls(tls.context());
+        tb.tls(tls.context()).bindNodeIdsToCertificates(o.tlsBindNodeIds);
       }
       if (o.peerReaderThreads != 0) {
         tb.readerThreads(o.peerReaderThreads);

@@ -65,6 +65,9 @@ public final class NodeOptions {
           "                           PREFIX_ROUTER_TLS_PASSWORD); required with --tls-keystore",
           "  --tls-check-ms N         re-read the TLS files (peer and client) this often and",
           "                           use them if they changed (0: never); default 60000",
+          "  --tls-bind-node-ids B    true: a peer's TLS certificate must name the node id it",
+          "                           speaks for (a DNS or URI subject alternative name);",
+          "                           client certificates required; default false",
           "  --client-tls-keystore FILE  TLS on the client port: PKCS12 with its key and",
           "                           certificate (naming the address clients use)",
           "  --client-tls-truststore FILE  require client certificates leading to one in this",
@@ -150,7 +153,7 @@ public final class NodeOptions {
       Set.of(
           "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file",
           "cluster-key-check-ms", "insecure", "tls-keystore", "tls-truststore", "tls-password-file",
-          "tls-check-ms", "client-tls-keystore", "client-tls-truststore",
+          "tls-check-ms", "tls-bind-node-ids", "client-tls-keystore", "client-tls-truststore",
           "client-tls-password-file",
           "engine", "model", "model-id", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
@@ -189,6 +192,8 @@ public final class NodeOptions {
   final Path clientTlsTruststore;
   /** The password of both client TLS files; null without client TLS. */
   final char[] clientTlsPassword;
+  /** Whether a peer's TLS certificate must name the node id it speaks for. */
+  final boolean tlsBindNodeIds;
   final String engine;
   final String model;
   /** The node's model id: null for the base model's name, empty for none. */
@@ -243,6 +248,7 @@ public final class NodeOptions {
       tlsKeystore = tlsTruststore = clientTlsKeystore = clientTlsTruststore = null;
       tlsPassword = clientTlsPassword = null;
       tlsCheck = null;
+      tlsBindNodeIds = false;
       config = null;
       readyFile = null;
       shutdownGrace = null;
@@ -318,12 +324,17 @@ public final class NodeOptions {
       throw new IllegalArgumentException(
           "--tls-check-ms needs --tls-keystore or --client-tls-keystore");
     }
+    if (tlsKeystore == null && v.containsKey("tls-bind-node-ids")) {
+      throw new IllegalArgumentException("--tls-bind-node-ids needs --tls-keystore");
+    }
     long tlsCheckMs = longValue(v, "tls-check-ms", 60_000);
     if (tlsCheckMs < 0 || tlsCheckMs > Duration.ofDays(1).toMillis()) {
       throw new IllegalArgumentException(
           "--tls-check-ms must be 0 to a day in milliseconds, was " + tlsCheckMs);
     }
     this.tlsCheck = Duration.ofMillis(tlsCheckMs);
+    this.tlsBindNodeIds = v.containsKey("tls-bind-node-ids")
+        && onOff("tls-bind-node-ids", v.get("tls-bind-node-ids"));
     this.engine = v.getOrDefault("engine", "reference");
     if (!engine.equals("reference") && !engine.startsWith("http://") && !engine.startsWith("https://")) {
       throw new IllegalArgumentException("--engine must be 'reference' or an http(s) URL, was " + engine);

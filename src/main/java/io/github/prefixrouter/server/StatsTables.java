@@ -143,6 +143,10 @@ final class StatsTables {
       .counter("key_updates", T + "cluster_key_updates_total",
           "Changes of the cluster keys while running (key rotation).",
           HttpTransport.Stats::keyUpdates)
+      .counter("sender_not_in_certificate", T + "sender_not_in_certificate_total",
+          "Messages, requests and answers refused because the TLS certificate they came with "
+              + "does not name the node id they claim to come from (--tls-bind-node-ids).",
+          HttpTransport.Stats::senderNotInCertificate)
       .labelled("cluster_keys", T + "cluster_key_info", Type.GAUGE, "key",
           "The cluster keys in use, by id (the first 8 hex digits of the key's SHA-256): 1 for "
               + "the key this node signs with, 0 for the others it accepts; none without "

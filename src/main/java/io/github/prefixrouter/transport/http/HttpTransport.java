@@ -6,6 +6,8 @@ import com.sun.net.httpserver.Headers;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import com.sun.net.httpserver.HttpsConfigurator;
+import com.sun.net.httpserver.HttpsExchange;
+import com.sun.net.httpserver.HttpsParameters;
 import com.sun.net.httpserver.HttpsServer;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.InboundReaders;
@@ -27,6 +29,7 @@ import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
 import java.nio.channels.ClosedChannelException;
 import java.security.SecureRandom;
+import java.security.cert.X509Certificate;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -55,6 +58,7 @@ import java.util.concurrent.atomic.LongAdder;
 import java.util.function.LongSupplier;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLException;
+import javax.net.ssl.SSLParameters;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -90,6 +94,11 @@ import org.slf4j.LoggerFactory;
  * more, so the key can be rotated while the cluster runs ({@link #updateClusterKeys}). TLS is optional: pass the host's {@link SSLContext} to
  * encrypt traffic; it is used for both the server and the client, so the context's trust store
  * must accept the peers' certificates (and their addresses must match the certificates).
+ * The MAC proves only that a message comes from a holder of the cluster key, not which node:
+ * with {@link Builder#bindNodeIdsToCertificates} on, the server also requires a client
+ * certificate, and a message, request or answer is accepted only if the TLS certificate it came
+ * with names the node id it claims to come from, so that a key holder can speak only for the ids
+ * its own certificate names.
  *
  * <h2>Limits and back-pressure</h2>
  * Inbound bodies above {@code maxMessageBytes} are refused from their {@code Content-Length}
@@ -160,7 +169,7 @@ public final class HttpTransport implements Transport {
    */
   static final String H_KEY_ID = "PR-Key";
   /** Distinct (address, expected id) pairs remembered for {@link #noteOtherNode} at most. */
-  private static final int MAX_OTHER_NODES = 1024;
+  static final int MAX_OTHER_NODES = 1024;
   static final String TAG_MESSAGE = "message";
   static final String TAG_REQUEST = "request";
   static final String TAG_RESPONSE = "response";
@@ -192,6 +201,11 @@ public final class HttpTransport implements Transport {
   private final Map<String, String> otherNodes = new ConcurrentHashMap<>();
   /** "who key-id" for each warning of a key this node does not accept (bounded as otherNodes). */
   private final Set<String> foreignKeys = ConcurrentHashMap.newKeySet();
+  /**
+   * "claimed-id certificate-subject" for each warning of a sender its certificate does not name
+   * ({@link Builder#bindNodeIdsToCertificates}; bounded as otherNodes).
+   */
+  private final Set<String> uncertifiedSenders = ConcurrentHashMap.newKeySet();
 
   private volatile InboundHandler handler;
   private volatile PeerAddress localAddress;
@@ -256,7 +270,9 @@ public final class HttpTransport implements Transport {
       InetSocketAddress bind = new InetSocketAddress(config.listenHost, config.listenPort);
       if (config.sslContext != null) {
         HttpsServer https = JdkHttpServers.createHttps(bind, config.backlog);
-        https.setHttpsConfigurator(new HttpsConfigurator(config.sslContext));
+        https.setHttpsConfigurator(config.bindNodeIds
+            ? new ClientCertificateRequired(config.sslContext)
+            : new HttpsConfigurator(config.sslContext));
         server = https;
       } else {
         server = JdkHttpServers.create(bind, config.backlog);
@@ -318,7 +334,8 @@ public final class HttpTransport implements Transport {
         "{} listening on {} ({}, {})",
         config.nodeId,
         advertised,
-        config.sslContext != null ? "TLS" : "plain HTTP",
+        config.sslContext == null ? "plain HTTP"
+            : config.bindNodeIds ? "TLS, node ids bound to certificates" : "TLS",
         auth != null ? "HMAC-SHA256 authentication, cluster keys " + auth.keyIds().keySet()
             + " (the first signs)" : "NO authentication");
   }
@@ -587,6 +604,16 @@ public final class HttpTransport implements Transport {
             return;
           }
         }
+        if (config.bindNodeIds) {
+          X509Certificate leaf = NodeIdCertificates.leaf(resp.sslSession().orElse(null));
+          if (!NodeIdCertificates.names(leaf, to.nodeId())) {
+            noteUncertified("an answer", to.nodeId(), to.address(), leaf);
+            fail(result, TransportException.Kind.PROTOCOL, "answer from " + to + " came with a TLS "
+                + "certificate that does not name " + to.nodeId() + " ("
+                + sanitize(NodeIdCertificates.describe(leaf)) + "); dropped", null);
+            return;
+          }
+        }
         if (settle(result)) {
           counters.bytesIn.add(body.length);
           result.complete(body);
@@ -646,6 +673,31 @@ public final class HttpTransport implements Transport {
           + "accepts {}); they are refused (docs/deployment.md, \"Rotating the cluster key\")",
           config.nodeId, whose, keyId, keys.keyIds().keySet());
     }
+  }
+
+  /**
+   * Counts a message or answer refused because the certificate of its TLS connection does not
+   * name the node id it claims to come from ({@link Builder#bindNodeIdsToCertificates}), and
+   * warns once per claimed id and certificate subject (at most {@link #MAX_OTHER_NODES}
+   * warnings; the others are debug lines).
+   */
+  private void noteUncertified(String what, String claimed, String address, X509Certificate leaf) {
+    counters.senderNotInCertificate.increment();
+    String id = sanitize(claimed);
+    String key = id + " " + sanitize(NodeIdCertificates.subject(leaf));
+    if (uncertifiedSenders.size() < MAX_OTHER_NODES && uncertifiedSenders.add(key)) {
+      log.warn("{}: refused {} claiming to come from {} (at {}): its TLS certificate, {}, does not "
+          + "name {} (docs/deployment.md, \"Binding node ids to certificates\")", config.nodeId,
+          what, id, sanitize(address), sanitize(NodeIdCertificates.describe(leaf)), id);
+    } else if (log.isDebugEnabled()) {
+      log.debug("{}: refused {} claiming to come from {} (at {}) over TLS with {}", config.nodeId,
+          what, id, sanitize(address), sanitize(NodeIdCertificates.describe(leaf)));
+    }
+  }
+
+  /** "claimed-id certificate-subject" for each sender refused for its certificate (for tests). */
+  Set<String> uncertifiedSendersSeen() {
+    return Set.copyOf(uncertifiedSenders);
   }
 
   /** "whose key-id" for each warning of a key this node does not accept (for tests). */
@@ -866,6 +918,19 @@ public final class HttpTransport implements Transport {
           respondQuietly(ex, 401, new byte[0], "authentication failed", null);
           return;
         }
+      }
+      if (config.bindNodeIds) {
+        // before the replay guard: a refused message leaves no nonce behind
+        X509Certificate leaf = NodeIdCertificates.leaf(
+            ex instanceof HttpsExchange hx ? hx.getSSLSession() : null);
+        if (!NodeIdCertificates.names(leaf, sender)) {
+          noteUncertified(isRequest ? "a request" : "a message", sender, senderAddress, leaf);
+          respondQuietly(ex, 401, new byte[0], "sender " + sender + " is not named by this "
+              + "connection's TLS certificate", null);
+          return;
+        }
+      }
+      if (keys != null) {
         ReplayGuard.Verdict v =
             replayGuard.check(sender, nonce, timestamp, config.wallClockMillis.getAsLong());
         if (v != ReplayGuard.Verdict.ACCEPT) {
@@ -1120,6 +1185,7 @@ public final class HttpTransport implements Transport {
         counters.readsRefused.sum(),
         counters.otherKeyAuthentications.sum(),
         counters.keyUpdates.sum(),
+        counters.senderNotInCertificate.sum(),
         clusterKeyIds());
   }
 
@@ -1157,6 +1223,9 @@ public final class HttpTransport implements Transport {
    *     accepted cluster key other than this node's signing key: while it grows, some peer still
    *     signs with such a key (see {@link #updateClusterKeys})
    * @param keyUpdates calls of {@link #updateClusterKeys} that took effect
+   * @param senderNotInCertificate inbound messages and requests, and answers, refused because
+   *     the TLS certificate they came with does not name the node id they claim to come from
+   *     ({@link Builder#bindNodeIdsToCertificates}); always 0 with that option off
    * @param clusterKeys the ids of the cluster keys in use (the first 4 bytes of each key's
    *     SHA-256, in hex), in order, mapped to 1 for the signing key and 0 for the others; empty
    *     without authentication
@@ -1182,6 +1251,7 @@ public final class HttpTransport implements Transport {
       long readsRefused,
       long otherKeyAuthentications,
       long keyUpdates,
+      long senderNotInCertificate,
       Map<String, Integer> clusterKeys) {}
 
   private static final class Counters {
@@ -1204,6 +1274,24 @@ public final class HttpTransport implements Transport {
     final LongAdder readsRefused = new LongAdder();
     final LongAdder otherKeyAuthentications = new LongAdder();
     final LongAdder keyUpdates = new LongAdder();
+    final LongAdder senderNotInCertificate = new LongAdder();
+  }
+
+  /**
+   * The server's TLS configuration with {@link Builder#bindNodeIdsToCertificates}: the context's
+   * defaults, and a certificate required of every client.
+   */
+  private static final class ClientCertificateRequired extends HttpsConfigurator {
+    ClientCertificateRequired(SSLContext context) {
+      super(context);
+    }
+
+    @Override
+    public void configure(HttpsParameters params) {
+      SSLParameters p = getSSLContext().getDefaultSSLParameters();
+      p.setNeedClientAuth(true);
+      params.setSSLParameters(p);
+    }
   }
 
   // ---------------------------------------------------------------- body cap
@@ -1232,6 +1320,7 @@ public final class HttpTransport implements Transport {
     private List<byte[]> acceptedClusterKeys = List.of();
     private boolean insecure;
     private SSLContext sslContext;
+    private boolean bindNodeIds;
     private Duration connectTimeout = Duration.ofSeconds(2);
     private Duration messageTimeout = Duration.ofSeconds(5);
     private Duration maxHandlingTime = Duration.ofMinutes(5);
@@ -1259,6 +1348,7 @@ public final class HttpTransport implements Transport {
       b.acceptedClusterKeys = acceptedClusterKeys;
       b.insecure = insecure;
       b.sslContext = sslContext;
+      b.bindNodeIds = bindNodeIds;
       b.connectTimeout = connectTimeout;
       b.messageTimeout = messageTimeout;
       b.maxHandlingTime = maxHandlingTime;
@@ -1367,6 +1457,41 @@ public final class HttpTransport implements Transport {
      */
     public Builder tls(SSLContext context) {
       this.sslContext = context;
+      return this;
+    }
+
+    /**
+     * Binds node ids to TLS certificates (default off; needs {@link #tls}). The cluster key's MAC
+     * proves only that a message comes from a holder of the key, so without this any holder can
+     * send messages in any node's name. With it on:
+     *
+     * <ul>
+     *   <li>the server requires a certificate of every client, trusted by the context's trust
+     *       store: a client that presents none cannot connect;
+     *   <li>a message or request is accepted only if the client certificate of the connection it
+     *       came over names the node id it claims as its sender;
+     *   <li>an answer to a request is accepted only if the server certificate of its connection
+     *       names the node id the request was sent to (the id the answer claims).
+     * </ul>
+     *
+     * <p>A certificate names a node id if one of the leaf certificate's subject alternative names
+     * of type DNS or URI equals it exactly, case included ({@code keytool -ext
+     * san=dns:n1,ip:10.0.0.1}, or a SPIFFE id such as {@code spiffe://example.org/node/n1} as a
+     * URI name for that node id); the subject's common name does not count. Every node's
+     * certificate must name its own id as well as the address peers use.
+     *
+     * <p>Anything else is refused as a message failing authentication is: an inbound message or
+     * request is answered 401 and not delivered (its nonce not taken by the replay guard), a
+     * request whose answer is refused fails with {@link TransportException.Kind#PROTOCOL}; each
+     * is counted in {@link Stats#senderNotInCertificate()} and logged at warning level once per
+     * claimed id and certificate subject. A key holder with a certificate of its own can still
+     * lie about itself, but no longer about other nodes.
+     *
+     * @param on whether to bind node ids to certificates
+     * @return this builder
+     */
+    public Builder bindNodeIdsToCertificates(boolean on) {
+      this.bindNodeIds = on;
       return this;
     }
 
@@ -1587,6 +1712,10 @@ public final class HttpTransport implements Transport {
           throw new IllegalArgumentException(
               "tls(context): the SSLContext is not initialized; call its init(...) first", e);
         }
+      }
+      if (bindNodeIds && sslContext == null) {
+        throw new IllegalArgumentException("bindNodeIdsToCertificates(true) needs tls(context): "
+            + "node ids are bound to the certificates of TLS connections");
       }
       requirePositive("connectTimeout", connectTimeout);
       requirePositive("messageTimeout", messageTimeout);

@@ -36,6 +36,15 @@ class HttpTransportTlsTest {
   }
 
   private static Path keystore(String name, String san) throws Exception {
+    return keystore(dir, name, san);
+  }
+
+  /**
+   * A PKCS12 keystore {@code dir/name.p12} (password {@code changeit}) holding a key pair and a
+   * self-signed EC certificate for {@code CN=name} with the extension {@code san}, made by
+   * keytool.
+   */
+  static Path keystore(Path dir, String name, String san) throws Exception {
     Path ks = dir.resolve(name + ".p12");
     String keytool = Path.of(System.getProperty("java.home"), "bin", "keytool").toString();
     Process p = new ProcessBuilder(keytool, "-genkeypair", "-alias", name, "-keyalg", "EC", "-groupname",
