@@ -140,7 +140,9 @@ class CertifiedNodeIdsNodeTest {
   void nodesWhoseCertificatesNameThemGossipAndForwardAcrossARenewal() throws Exception {
     Path ka = dir.resolve("node-a.p12");
     Files.copy(keyA, ka, StandardCopyOption.REPLACE_EXISTING);
-    try (NodeMain.Running a = start("a", ka, "true", "", "--tls-check-ms", "50");
+    // a serves its own clients itself (no cold placement on b), and serves b's forwards
+    try (NodeMain.Running a = start("a", ka, "true", "", "--tls-check-ms", "50",
+            "--policy", "local-only");
         NodeMain.Running b = start("b", keyB, "true", seed(a), "--policy", "longest-prefix")) {
       bothHear(a, b);
       // a caches a prompt; once b holds a's replica, b forwards the same prompt to a
