@@ -13,11 +13,10 @@ import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
-import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
-import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.testing.ForwardingEngine;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -311,28 +310,18 @@ class StreamedDuplicateTest {
     // as before streaming existed, and gives no pieces; the duplicate gets the RESULT, once
     List<Boolean> listened = new ArrayList<>();
     OracleCluster.Hooks h = new OracleCluster.Hooks();
-    h.engineWrap = e -> new InferenceEngine() {
+    h.engineWrap = e -> new ForwardingEngine(e) {
       @Override
       public CompletableFuture<EngineResult> execute(InferenceRequest request) {
         listened.add(false);
-        return e.execute(request);
+        return delegate.execute(request);
       }
 
       @Override
       public CompletableFuture<EngineResult> execute(InferenceRequest request,
           OutputListener listener) {
         listened.add(true);
-        return e.execute(request, listener);
-      }
-
-      @Override
-      public EngineLoad load() {
-        return e.load();
-      }
-
-      @Override
-      public void cancel(String requestId) {
-        e.cancel(requestId);
+        return delegate.execute(request, listener);
       }
     };
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LOCAL_ONLY)
