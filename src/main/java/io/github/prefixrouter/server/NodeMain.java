@@ -299,7 +299,9 @@ public final class NodeMain {
     try {
       part[0] = "the TLS files";
       TlsFiles tls = o.tlsKeystore == null ? null
-          : new TlsFiles(TlsFiles.Use.PEER, o.tlsKeystore, o.tlsTruststore, o.tlsPassword);
+          : new TlsFiles(TlsFiles.Use.PEER, o.tlsKeystore, o.tlsTruststore, o.tlsPassword,
+              // a node whose own certificate does not name it would have all it sends refused
+              o.tlsBindNodeIds ? o.id : null);
       part[0] = "the client TLS files (--client-tls-keystore"
           + (o.clientTlsTruststore != null ? ", --client-tls-truststore)" : ")");
       TlsFiles clientTls = o.clientTlsKeystore == null ? null

@@ -167,23 +167,29 @@ final class StatsTables {
    * {@link TlsFiles} of the peer port: {@code tls} in {@code /v1/stats} (only with
    * {@code --tls-keystore}).
    */
-  static final StatsTable<TlsFiles.Stats> PEER_TLS = tlsFiles(P + "tls_", "TLS files", "peer port");
+  static final StatsTable<TlsFiles.Stats> PEER_TLS = tlsFiles(P + "tls_", "TLS files", "peer port",
+      ", or its certificate does not name this node's id (--tls-bind-node-ids)");
 
   /**
    * {@link TlsFiles} of the client port: {@code client_tls} in {@code /v1/stats} (only with
    * {@code --client-tls-keystore}).
    */
   static final StatsTable<TlsFiles.Stats> CLIENT_TLS =
-      tlsFiles(P + "client_tls_", "client TLS files", "client port");
+      tlsFiles(P + "client_tls_", "client TLS files", "client port", "");
 
-  /** The table of one port's {@link TlsFiles}, its families named {@code prefix...}. */
-  private static StatsTable<TlsFiles.Stats> tlsFiles(String prefix, String files, String port) {
+  /**
+   * The table of one port's {@link TlsFiles}, its families named {@code prefix...};
+   * {@code refusedAlso}: the other reasons a re-read can be refused, as a clause after "a file
+   * could not be read or loaded", or empty.
+   */
+  private static StatsTable<TlsFiles.Stats> tlsFiles(String prefix, String files, String port,
+      String refusedAlso) {
     return StatsTable.<TlsFiles.Stats>builder()
         .counter("reloads", prefix + "reloads_total",
             "Changed " + files + " read and put in use.", TlsFiles.Stats::reloads)
         .counter("reload_failures", prefix + "reload_failures_total",
             "Checks of the " + files + " that left them unchanged in use because a file could "
-                + "not be read or loaded (logged once per distinct problem).",
+                + "not be read or loaded" + refusedAlso + " (logged once per distinct problem).",
             TlsFiles.Stats::reloadFailures)
         .gauge("certificate_not_after_seconds", prefix + "certificate_not_after_seconds",
             "When the certificate this node presents on its " + port + " expires, in seconds "

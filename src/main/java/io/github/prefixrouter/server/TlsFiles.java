@@ -1,5 +1,6 @@
 package io.github.prefixrouter.server;
 
+import io.github.prefixrouter.internal.tls.CertificateNodeIds;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.net.Socket;
@@ -12,8 +13,10 @@ import java.security.PrivateKey;
 import java.security.cert.Certificate;
 import java.security.cert.CertificateException;
 import java.security.cert.X509Certificate;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.List;
 import javax.net.ssl.KeyManager;
 import javax.net.ssl.KeyManagerFactory;
 import javax.net.ssl.SSLContext;
@@ -34,7 +37,9 @@ import org.slf4j.LoggerFactory;
  * bytes changed and, if both load, swaps both managers at once: handshakes from then on present
  * the new certificate and trust the new trust store; connections already open keep theirs. Files
  * that cannot be read or loaded leave the managers as they were, counted and logged once per
- * distinct problem. Thread-safe.
+ * distinct problem. Files may also be held to a node id ({@code --tls-bind-node-ids}): a keystore
+ * whose certificate does not name it is refused like one that cannot be loaded, at the start and
+ * at every re-read. Thread-safe.
  */
 final class TlsFiles {
 
@@ -62,6 +67,7 @@ final class TlsFiles {
   private final Path keystore;
   private final Path truststore;
   private final char[] password;
+  private final String nodeId;
   private final SwappableKeyManager keys = new SwappableKeyManager();
   private final SwappableTrustManager trust = new SwappableTrustManager();
   private final SSLContext context;
@@ -83,7 +89,23 @@ final class TlsFiles {
    * @throws IllegalArgumentException naming the file and the problem if one cannot be loaded
    */
   TlsFiles(Use use, Path keystore, Path truststore, char[] password) {
+    this(use, keystore, truststore, password, null);
+  }
+
+  /**
+   * Loads the files, which must present a certificate naming {@code nodeId}.
+   *
+   * @param nodeId the node id the certificate of every key entry of the keystore, now and after
+   *     each re-read, must name as {@code --tls-bind-node-ids} needs (a DNS or URI subject
+   *     alternative name equal to it, as {@link CertificateNodeIds#names} reads it); null for no
+   *     such check
+   * @throws IllegalArgumentException naming the file and the problem if one cannot be loaded,
+   *     or if the keystore's certificate does not name {@code nodeId}
+   * @see #TlsFiles(Use, Path, Path, char[])
+   */
+  TlsFiles(Use use, Path keystore, Path truststore, char[] password, String nodeId) {
     this.use = use;
+    this.nodeId = nodeId;
     this.outcomes = new ReloadOutcomes(use.what + " files");
     this.keystore = keystore;
     this.truststore = truststore;
@@ -145,7 +167,18 @@ final class TlsFiles {
       tmf.init(ts);
       tm = (X509ExtendedTrustManager) only(tmf.getTrustManagers(),
           X509ExtendedTrustManager.class, truststore == null ? keystore : truststore);
-      notAfter = notAfter(ks);
+      List<X509Certificate> presented = keyCertificates(ks);
+      notAfter = presented.get(0).getNotAfter().toInstant().getEpochSecond();
+      if (nodeId != null) {
+        for (X509Certificate c : presented) {
+          if (!CertificateNodeIds.names(c, nodeId)) {
+            throw new IllegalArgumentException("the certificate in " + keystore + " ("
+                + CertificateNodeIds.subject(c) + ", names " + CertificateNodeIds.shownNames(c)
+                + ") does not name this node's id " + nodeId + ", which --tls-bind-node-ids "
+                + "needs");
+          }
+        }
+      }
     } catch (GeneralSecurityException e) {
       throw new IllegalArgumentException("cannot use " + keystore + ": " + describe(e), e);
     }
@@ -167,17 +200,25 @@ final class TlsFiles {
     throw new IllegalArgumentException("no " + type.getSimpleName() + " for " + file);
   }
 
-  /** When the certificate of the keystore's key entry expires, in epoch seconds. */
-  private long notAfter(KeyStore ks) throws GeneralSecurityException {
+  /**
+   * The certificates of the keystore's key entries (the ones the key manager may present), the
+   * first one's first; at least one.
+   */
+  private List<X509Certificate> keyCertificates(KeyStore ks) throws GeneralSecurityException {
+    List<X509Certificate> out = new ArrayList<>();
     for (String alias : Collections.list(ks.aliases())) {
       if (ks.isKeyEntry(alias) && ks.getKey(alias, password) instanceof PrivateKey) {
         Certificate c = ks.getCertificate(alias);
         if (c instanceof X509Certificate x) {
-          return x.getNotAfter().toInstant().getEpochSecond();
+          out.add(x);
         }
       }
     }
-    throw new IllegalArgumentException(keystore + " holds no private key with an X.509 certificate");
+    if (out.isEmpty()) {
+      throw new IllegalArgumentException(keystore
+          + " holds no private key with an X.509 certificate");
+    }
+    return out;
   }
 
   private KeyStore load(byte[] bytes, Path file) {

@@ -175,11 +175,61 @@ class CertifiedNodeIdsNodeTest {
 
   /** {@code tls.reloads} of the node's {@code /v1/stats}. */
   private static long tlsReloads(NodeMain.Running r) {
+    return tlsStat(r, "reloads");
+  }
+
+  /** {@code tls.NAME} of the node's {@code /v1/stats}. */
+  private static long tlsStat(NodeMain.Running r, String name) {
     try {
       Map<?, ?> stats = (Map<?, ?>) Json.parse(get(r, "/v1/stats"));
-      return ((Number) ((Map<?, ?>) stats.get("tls")).get("reloads")).longValue();
+      return ((Number) ((Map<?, ?>) stats.get("tls")).get(name)).longValue();
     } catch (Exception e) {
       throw new IllegalStateException(e);
+    }
+  }
+
+  /** Replaces {@code file} by a copy of {@code with} in one step, as a renewal does. */
+  private static void renew(Path file, Path with) throws Exception {
+    Path next = dir.resolve("next.p12");
+    Files.copy(with, next, StandardCopyOption.REPLACE_EXISTING);
+    Files.move(next, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+  }
+
+  /**
+   * A renewal whose certificate does not name the node (c's certificate, trusted by every node,
+   * put in a's keystore file) is refused like a file that cannot be loaded: a goes on presenting
+   * its certificate in use, to new handshakes too, its gossip is heard with nothing refused, and
+   * the refusal counts in reload_failures at every re-read. A renewal naming a is then taken.
+   */
+  @Test
+  void aRenewalWhoseCertificateDoesNotNameTheNodeIsRefusedAndTheOneInUseStays() throws Exception {
+    Path ka = dir.resolve("node-a-refused.p12");
+    Files.copy(keyA, ka, StandardCopyOption.REPLACE_EXISTING);
+    try (NodeMain.Running a = start("a", ka, "true", "", "--tls-check-ms", "50");
+        NodeMain.Running b = start("b", keyB, "true", seed(a))) {
+      bothHear(a, b);
+      String addressA = a.transport.localAddress().address();
+      assertEquals("CN=a", TlsCertificates.cn(TlsCertificates.presented(addressA, keyB)));
+
+      renew(ka, keyC);
+      await("a refuses, at two re-reads, a certificate that names c",
+          () -> tlsStat(a, "reload_failures") >= 2);
+      assertEquals(0, tlsStat(a, "reloads"));
+      assertEquals("CN=a", TlsCertificates.cn(TlsCertificates.presented(addressA, keyB)));
+      bothHear(a, b);
+      for (NodeMain.Running r : List.of(a, b)) {
+        assertEquals(0, refused(r), r.transport.stats().toString());
+      }
+
+      renew(ka, keyARenewed);
+      await("a reloads a certificate that names it", () -> tlsStat(a, "reloads") == 1);
+      long failures = tlsStat(a, "reload_failures");
+      assertEquals("CN=a-renewed", TlsCertificates.cn(TlsCertificates.presented(addressA, keyB)));
+      bothHear(a, b);
+      assertEquals(failures, tlsStat(a, "reload_failures"), "the renewal in use is not refused");
+      for (NodeMain.Running r : List.of(a, b)) {
+        assertEquals(0, refused(r), r.transport.stats().toString());
+      }
     }
   }
 

@@ -112,6 +112,41 @@ class NodeMainLaunchTest {
         "error: --client-tls-truststore needs --client-tls-keystore"), bad.err());
   }
 
+  /**
+   * With --tls-bind-node-ids true, a peer keystore whose certificate does not name the node's id
+   * (names another id, or has the id only as its common name) is a failed start, as every
+   * message the node sent would be refused; without the flag the same files start, and the
+   * client port's certificate is not held to the id.
+   */
+  @Test
+  void aPeerCertificateThatDoesNotNameTheNodeIsAFailedStartWhenNodeIdsAreBound() throws Exception {
+    Path other = TlsCertificates.keystore(dir, "n2", "dns:n2,ip:127.0.0.1");
+    failsToStart("error: node n1 could not start: the TLS files: the certificate in " + other
+        + " (CN=n2, names [n2]) does not name this node's id n1, which --tls-bind-node-ids needs",
+        "--id", "n1", "--listen", "127.0.0.1:0", "--tls-keystore", other.toString(),
+        "--tls-bind-node-ids", "true");
+    Path commonNameOnly = TlsCertificates.keystore(dir, "n1", "ip:127.0.0.1");
+    failsToStart("error: node n1 could not start: the TLS files: the certificate in "
+        + commonNameOnly + " (CN=n1, names []) does not name this node's id n1, which "
+        + "--tls-bind-node-ids needs",
+        "--id", "n1", "--listen", "127.0.0.1:0", "--tls-keystore", commonNameOnly.toString(),
+        "--tls-bind-node-ids", "true");
+    Outcome unbound = launch("--id", "n1", "--listen", "127.0.0.1:0", "--tls-keystore",
+        other.toString(), "--tls-bind-node-ids", "false");
+    try (NodeMain.Running r = unbound.launch().running()) {
+      assertEquals(0, unbound.launch().status(), unbound.err());
+      assertTrue(r != null, unbound.err());
+    }
+    Path named = TlsCertificates.keystore(dir, "n3", "dns:n3,ip:127.0.0.1");
+    Outcome bound = launch("--id", "n3", "--listen", "127.0.0.1:0", "--tls-keystore",
+        named.toString(), "--tls-bind-node-ids", "true", "--client-tls-keystore",
+        other.toString());
+    try (NodeMain.Running r = bound.launch().running()) {
+      assertEquals(0, bound.launch().status(), bound.err());
+      assertTrue(r != null, bound.err());
+    }
+  }
+
   @Test
   void badFlagsAreStatus2WithTheUsageAndHelpIsStatus0() {
     Outcome bad = launch("--id", "a", "--listen", "h:1", "--watermarks", "16,32,");

@@ -45,9 +45,18 @@ final class TlsCertificates {
    * {@code CN=name} for 127.0.0.1, valid 2 days.
    */
   static Path keystore(Path dir, String name) throws Exception {
+    return keystore(dir, name, "ip:127.0.0.1");
+  }
+
+  /**
+   * {@code dir/NAME.p12}: an EC key under alias {@code name} with a self-signed certificate
+   * {@code CN=name} whose subject alternative names are {@code san} (keytool's syntax:
+   * {@code dns:n1,ip:127.0.0.1}), valid 2 days.
+   */
+  static Path keystore(Path dir, String name, String san) throws Exception {
     Path ks = dir.resolve(name + ".p12");
     keytool("-genkeypair", "-alias", name, "-keyalg", "EC", "-groupname", "secp256r1", "-dname",
-        "CN=" + name, "-ext", "san=ip:127.0.0.1", "-validity", "2", "-storetype", "PKCS12",
+        "CN=" + name, "-ext", "san=" + san, "-validity", "2", "-storetype", "PKCS12",
         "-keystore", ks.toString(), "-storepass", PASSWORD, "-keypass", PASSWORD);
     return ks;
   }
@@ -95,8 +104,23 @@ final class TlsCertificates {
 
   /** The certificate the TLS port at {@code address} presents, taken by a client trusting all. */
   static X509Certificate presented(String address) throws Exception {
+    return presented(address, null);
+  }
+
+  /**
+   * The certificate the TLS port at {@code address} presents, taken by a client trusting all
+   * and presenting the key of {@code keystore} when asked for a certificate (null: none), as a
+   * port that requires client certificates asks.
+   */
+  static X509Certificate presented(String address, Path keystore) throws Exception {
+    KeyManager[] keys = null;
+    if (keystore != null) {
+      KeyManagerFactory kmf = KeyManagerFactory.getInstance("PKIX");
+      kmf.init(load(keystore), PASSWORD.toCharArray());
+      keys = kmf.getKeyManagers();
+    }
     SSLContext c = SSLContext.getInstance("TLS");
-    c.init(null, new TrustManager[] {new X509TrustManager() {
+    c.init(keys, new TrustManager[] {new X509TrustManager() {
       @Override
       public void checkClientTrusted(X509Certificate[] chain, String authType) {}
 
