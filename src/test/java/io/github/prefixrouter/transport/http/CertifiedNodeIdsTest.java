@@ -146,6 +146,86 @@ class CertifiedNodeIdsTest {
   }
 
   /**
+   * A mixed rollout: a binds node ids, b does not, and each certificate names its node. Messages
+   * and requests flow both ways (b presents its certificate to a, which requires one; a's
+   * certificate names a, so b's answers and a's are taken), with nothing refused.
+   */
+  @Test
+  void nodesWithAndWithoutTheOptionTalkWhenEveryCertificateNamesItsNode() throws Exception {
+    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+    HttpTransportTest.Recorder rb = new HttpTransportTest.Recorder();
+    try (HttpTransport a = start("a", certA, true, ra);
+        HttpTransport b = start("b", certB, false, rb)) {
+      assertEquals("echo b x", text(b.request(a.localAddress(), bytes("x"), Duration.ofSeconds(20))));
+      assertEquals("echo a y", text(a.request(b.localAddress(), bytes("y"), Duration.ofSeconds(20))));
+      b.send(a.localAddress(), bytes("m"));
+      a.send(b.localAddress(), bytes("n"));
+      assertEquals("b@" + b.localAddress().address() + ":m", ra.messages.poll(20, TimeUnit.SECONDS));
+      assertEquals("a@" + a.localAddress().address() + ":n", rb.messages.poll(20, TimeUnit.SECONDS));
+      for (HttpTransport t : List.of(a, b)) {
+        assertEquals(0, t.stats().senderNotInCertificate(), t.stats().toString());
+        assertEquals(0, t.stats().requestsFailed() + t.stats().messagesFailed(), t.stats().toString());
+        assertEquals(0, t.stats().authFailures(), t.stats().toString());
+      }
+      assertEquals(Set.of(), a.uncertifiedSendersSeen());
+    }
+  }
+
+  /**
+   * A mixed rollout where x, without the option, has a certificate that does not name x (it
+   * names c): a, with the option, refuses x's messages and requests, and drops x's answers to
+   * its own requests (a server whose certificate does not name the node asked), so forwards
+   * between them fail both ways and fall back; only a's one-way messages reach x, which checks
+   * no certificate. Shown to come from the option: a node without it hears x and takes its answers.
+   */
+  @Test
+  void aNodeWithTheOptionRefusesANodeWithoutItWhoseCertificateDoesNotNameIt() throws Exception {
+    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+    HttpTransportTest.Recorder rx = new HttpTransportTest.Recorder();
+    HttpTransportTest.Recorder unbound = new HttpTransportTest.Recorder();
+    try (HttpTransport a = start("a", certA, true, ra);
+        HttpTransport x = start("x", certC, false, rx);
+        HttpTransport open = start("a", certA, false, unbound)) {
+      // x to a: refused
+      x.send(a.localAddress(), bytes("m"));
+      await("x's message refused", () -> x.stats().messagesFailed() == 1);
+      TransportException toA = failure(x.request(a.localAddress(), bytes("q"),
+          Duration.ofSeconds(20)));
+      assertEquals(TransportException.Kind.PROTOCOL, toA.kind(), toA.getMessage());
+      assertTrue(toA.getMessage().contains("not named by this connection's TLS certificate"),
+          toA.getMessage());
+      assertEquals(2, a.stats().senderNotInCertificate(), a.stats().toString());
+      assertEquals(0, a.stats().messagesReceived() + a.stats().requestsReceived(),
+          a.stats().toString());
+      assertTrue(ra.messages.isEmpty(), "delivered: " + ra.messages);
+
+      // a to x: a's messages are delivered (x checks no certificate) ...
+      a.send(x.localAddress(), bytes("n"));
+      assertEquals("a@" + a.localAddress().address() + ":n", rx.messages.poll(20, TimeUnit.SECONDS));
+      assertEquals(0, a.stats().messagesFailed(), a.stats().toString());
+      // ... but x's answers to a's requests are not: x served the request, a dropped the answer
+      TransportException fromX = failure(a.request(x.localAddress(), bytes("r"),
+          Duration.ofSeconds(20)));
+      assertEquals(TransportException.Kind.PROTOCOL, fromX.kind(), fromX.getMessage());
+      assertTrue(fromX.getMessage().contains("does not name x"), fromX.getMessage());
+      assertEquals(1, x.stats().requestsReceived(), x.stats().toString());
+      assertEquals(3, a.stats().senderNotInCertificate(), a.stats().toString());
+      assertEquals(Set.of("x CN=c"), a.uncertifiedSendersSeen());
+      assertEquals(0, x.stats().senderNotInCertificate(), x.stats().toString());
+
+      // the same traffic between x and a node without the option passes both ways
+      x.send(open.localAddress(), bytes("m"));
+      assertEquals("x@" + x.localAddress().address() + ":m",
+          unbound.messages.poll(20, TimeUnit.SECONDS));
+      assertEquals("echo x q", text(x.request(open.localAddress(), bytes("q"),
+          Duration.ofSeconds(20))));
+      assertEquals("echo a r", text(open.request(x.localAddress(), bytes("r"),
+          Duration.ofSeconds(20))));
+      assertEquals(0, open.stats().senderNotInCertificate(), open.stats().toString());
+    }
+  }
+
+  /**
    * c holds the cluster key and a certificate naming c, and sends in b's name: a refuses every
    * message and request, counts each, warns once, and its handler sees nothing. The same
    * forgery reaches a node that does not bind node ids.
