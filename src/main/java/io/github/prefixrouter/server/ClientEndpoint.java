@@ -3,6 +3,7 @@ package io.github.prefixrouter.server;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import com.sun.net.httpserver.HttpsConfigurator;
+import com.sun.net.httpserver.HttpsExchange;
 import com.sun.net.httpserver.HttpsParameters;
 import com.sun.net.httpserver.HttpsServer;
 import io.github.prefixrouter.CacheScope;
@@ -28,8 +29,9 @@ import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
-import java.time.Duration;
 import java.nio.charset.StandardCharsets;
+import java.security.cert.Certificate;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -51,6 +53,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLPeerUnverifiedException;
 import javax.net.ssl.SSLParameters;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -118,7 +121,7 @@ import org.slf4j.LoggerFactory;
  * <p>The endpoint speaks plain HTTP, or HTTPS with the context given to
  * {@link #start(String, int, SSLContext, boolean)} (the TLS handshake is made on the reader
  * thread, under the same I/O deadline as the request), optionally requiring clients'
- * certificates.
+ * certificates: a request without one is answered 401 on every path but {@code /health}.
  *
  * <p>Threads: every connection that starts a request is read on a reader thread of its own
  * (at most {@code readerThreads} at once, default {@value #DEFAULT_READER_THREADS}; a connection
@@ -189,6 +192,9 @@ final class ClientEndpoint {
   private final AtomicLong streamsCancelled = new AtomicLong();
   private final AtomicLong tokenizeFailures = new AtomicLong();
   private final AtomicLong tokenizeRefused = new AtomicLong();
+  private final AtomicLong refusedWithoutCertificate = new AtomicLong();
+  /** Mutual TLS: every path but {@link #HEALTH} needs a client certificate (set by start). */
+  private volatile boolean certificatesRequired;
   private final PromptTokenizer tokenizer;
   private final LongSupplier epochSeconds;
   private final RequestSeeds seeds;
@@ -301,12 +307,15 @@ final class ClientEndpoint {
    *
    * @param tls the TLS context (its key manager presents this port's certificate, its trust
    *     manager checks clients' certificates); null for plain HTTP
-   * @param clientCertificates whether a client must present a certificate its trust manager
-   *     accepts: one without is refused at the handshake (mutual TLS); false asks for none
+   * @param clientCertificates whether clients must present a certificate its trust manager
+   *     accepts (mutual TLS): a certificate it does not accept fails the handshake, and a
+   *     request without one is answered 401 on every path but {@code /health}, which load
+   *     balancers and orchestrators probe without one; false asks for none
    */
   InetSocketAddress start(String host, int port, SSLContext tls, boolean clientCertificates)
       throws IOException {
     startedEpochSeconds = epochSeconds.getAsLong();
+    certificatesRequired = tls != null && clientCertificates;
     InetSocketAddress bind = new InetSocketAddress(host, port);
     if (tls != null) {
       HttpsServer https = JdkHttpServers.createHttps(bind, 256);
@@ -314,7 +323,10 @@ final class ClientEndpoint {
         @Override
         public void configure(HttpsParameters params) {
           SSLParameters p = getSSLContext().getDefaultSSLParameters();
-          p.setNeedClientAuth(clientCertificates);
+          // asked for, not needed at the handshake: a client without one gets a 401 saying so
+          // (not a connection closed without a word), and /health stays open to probes; one
+          // the trust manager does not accept still fails the handshake
+          p.setWantClientAuth(clientCertificates);
           params.setSSLParameters(p);
         }
       });
@@ -425,6 +437,18 @@ final class ClientEndpoint {
   private void route(HttpExchange ex) {
     String path = ex.getRequestURI().getRawPath();
     String method = ex.getRequestMethod();
+    if (certificatesRequired && !HEALTH.equals(path) && !presentedCertificate(ex)) {
+      refusedWithoutCertificate.incrementAndGet();
+      String message = "a client certificate is required: this port answers only clients "
+          + "presenting a TLS certificate its trust store accepts (mutual TLS); " + HEALTH
+          + " needs none";
+      if (isOpenAiPath(path)) {
+        openAiError(ex, 401, message, null, "client_certificate_required");
+      } else {
+        respond(ex, 401, Map.of("error", message));
+      }
+      return;
+    }
     switch (path == null ? "" : path) {
       case COMPLETIONS -> {
         if (allowed(ex, method, "POST")) {
@@ -479,6 +503,22 @@ final class ClientEndpoint {
           respond(ex, 404, Map.of("error", "no such path; use " + paths));
         }
       }
+    }
+  }
+
+  /**
+   * Whether the client of {@code ex} presented a certificate at the handshake (one the trust
+   * manager did not accept failed the handshake, so this is one it accepted).
+   */
+  private static boolean presentedCertificate(HttpExchange ex) {
+    if (!(ex instanceof HttpsExchange https) || https.getSSLSession() == null) {
+      return false;
+    }
+    try {
+      Certificate[] chain = https.getSSLSession().getPeerCertificates();
+      return chain != null && chain.length > 0;
+    } catch (SSLPeerUnverifiedException e) {
+      return false;
     }
   }
 
@@ -1212,7 +1252,8 @@ final class ClientEndpoint {
     all.addAll(extraStats.get());
     all.add(StatsTables.CLIENT.section("client", new StatsTables.ClientStats(inFlight.get(),
         rejectedBusy.get(), slowConnectionsClosed.get(), readsRefused.get(), openStreams.size(),
-        streamsCancelled.get(), tokenizeFailures.get(), tokenizeRefused.get())));
+        streamsCancelled.get(), tokenizeFailures.get(), tokenizeRefused.get(),
+        refusedWithoutCertificate.get())));
     return all;
   }
 

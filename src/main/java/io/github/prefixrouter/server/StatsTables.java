@@ -387,7 +387,7 @@ final class StatsTables {
   /** The client endpoint's own counters. */
   record ClientStats(int inFlight, long rejectedBusy, long slowConnectionsClosed,
       long readsRefused, int streamsOpen, long streamsCancelled, long tokenizeFailures,
-      long tokenizeRefused) {}
+      long tokenizeRefused, long refusedWithoutCertificate) {}
 
   private static final String C = P + "client_";
 
@@ -420,5 +420,9 @@ final class StatsTables {
       .counter("tokenize_refused", C + "tokenize_refused_total",
           "Text prompts and chats the tokenizer refused as invalid (a malformed conversation, "
               + "an unknown model); answered 400.", ClientStats::tokenizeRefused)
+      .counter("refused_without_certificate", C + "refused_without_certificate_total",
+          "Requests answered 401 because their client presented no TLS certificate while the "
+              + "client port requires one (--client-tls-truststore; /health excepted).",
+          ClientStats::refusedWithoutCertificate)
       .build();
 }

@@ -183,25 +183,51 @@ class ClientTlsTest {
   void withATrustStoreOnlyClientsPresentingOneOfItsCertificatesAreAnswered() throws Exception {
     try (NodeMain.Running r = NodeMain.start(options(keyC,
         "--client-tls-truststore", trustAlice.toString()))) {
-      // no certificate, or one the trust store does not hold: refused at the handshake. Under
+      // a certificate the trust store does not hold, presented: refused at the handshake. Under
       // TLS 1.2 the client's handshake fails; under TLS 1.3 (the HTTP client's) the client has
       // finished its side when the server checks its certificate, and the server closes the
       // connection without an answer
-      for (Path key : new Path[] {null, keyD}) {
-        assertThrows(IOException.class, () -> handshakeOverTls12(r, clientContext(trustCd, key)),
-            "a client with " + key);
-        assertThrows(IOException.class,
-            () -> complete(client(clientContext(trustCd, key)), "https", r), "a client with " + key);
+      assertThrows(IOException.class,
+          () -> handshakeOverTls12(r, TlsCertificates.insistentClientContext(trustCd, keyD)));
+      assertThrows(IOException.class, () -> complete(
+          client(TlsCertificates.insistentClientContext(trustCd, keyD)), "https", r));
+      // no certificate (a JDK client with d's key offers none, d's issuer not being one the
+      // port names): the handshake is made, and every path but /health answers 401 saying why
+      HttpClient anonymous = null;
+      for (Path key : new Path[] {keyD, null}) {
+        handshakeOverTls12(r, clientContext(trustCd, key));
+        anonymous = client(clientContext(trustCd, key));
+        HttpResponse<String> refused = complete(anonymous, "https", r);
+        assertEquals(401, refused.statusCode(), refused.body());
+        Map<?, ?> error = (Map<?, ?>) ((Map<?, ?>) Json.parse(refused.body())).get("error");
+        assertEquals("client_certificate_required", error.get("code"), refused.body());
+        assertTrue(((String) error.get("message")).contains("a client certificate is required"),
+            refused.body());
       }
+      for (String path : List.of("/v1/stats", "/metrics", "/v1/models")) {
+        assertEquals(401, get(anonymous, r, path).statusCode(), path);
+      }
+      HttpResponse<String> health = get(anonymous, r, "/health"); // probes carry no certificate
+      assertEquals(200, health.statusCode(), health.body());
+      assertEquals("RUNNING", ((Map<?, ?>) Json.parse(health.body())).get("state"));
+
       handshakeOverTls12(r, clientContext(trustCd, keyAlice));
       HttpClient alice = client(clientContext(trustCd, keyAlice));
       assertEquals(2, chars(complete(alice, "https", r)));
-      HttpResponse<String> stats = alice.send(HttpRequest.newBuilder(
-          URI.create("https://" + r.clientAddress + "/v1/stats"))
-          .timeout(Duration.ofSeconds(10)).build(), HttpResponse.BodyHandlers.ofString());
-      // the refused clients' requests never reached the node
-      assertEquals(1L, ((Map<?, ?>) Json.parse(stats.body())).get("requests"), stats.body());
+      HttpResponse<String> stats = get(alice, r, "/v1/stats");
+      Map<?, ?> m = (Map<?, ?>) Json.parse(stats.body());
+      // the refused clients' requests never reached the node, and the endpoint counted them
+      assertEquals(1L, m.get("requests"), stats.body());
+      assertEquals(5L, ((Map<?, ?>) m.get("client")).get("refused_without_certificate"),
+          stats.body());
     }
+  }
+
+  /** {@code GET path} at the node's client port over HTTPS. */
+  private static HttpResponse<String> get(HttpClient c, NodeMain.Running r, String path)
+      throws Exception {
+    return c.send(HttpRequest.newBuilder(URI.create("https://" + r.clientAddress + path))
+        .timeout(Duration.ofSeconds(10)).build(), HttpResponse.BodyHandlers.ofString());
   }
 
   @Test

@@ -88,7 +88,7 @@ class StatsJsonTest {
           List.copyOf(((Map<?, ?>) s.get("engine")).keySet()));
       assertEquals(List.of("in_flight", "rejected_busy", "slow_connections_closed",
           "reads_refused", "streams_open", "streams_cancelled", "tokenize_failures",
-          "tokenize_refused"),
+          "tokenize_refused", "refused_without_certificate"),
           List.copyOf(((Map<?, ?>) s.get("client")).keySet()));
       assertEquals("solo", s.get("node_id"));
 

@@ -3,10 +3,13 @@ package io.github.prefixrouter.server;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.InputStream;
+import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.KeyStore;
+import java.security.Principal;
+import java.security.PrivateKey;
 import java.security.cert.X509Certificate;
 import java.util.ArrayList;
 import java.util.List;
@@ -14,9 +17,11 @@ import java.util.concurrent.TimeUnit;
 import javax.net.ssl.KeyManager;
 import javax.net.ssl.KeyManagerFactory;
 import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLEngine;
 import javax.net.ssl.SSLSocket;
 import javax.net.ssl.TrustManager;
 import javax.net.ssl.TrustManagerFactory;
+import javax.net.ssl.X509ExtendedKeyManager;
 import javax.net.ssl.X509TrustManager;
 
 /**
@@ -99,6 +104,61 @@ final class TlsCertificates {
     }
     SSLContext c = SSLContext.getInstance("TLS");
     c.init(keys, tmf.getTrustManagers(), null);
+    return c;
+  }
+
+  /**
+   * As {@link #clientContext}, but presenting the key of {@code keystore} whatever issuers the
+   * server names: a JDK client offers only a certificate whose chain leads to one of them, and
+   * so presents none to a port whose trust store does not hold its certificate.
+   */
+  static SSLContext insistentClientContext(Path truststore, Path keystore) throws Exception {
+    TrustManagerFactory tmf = TrustManagerFactory.getInstance("PKIX");
+    tmf.init(load(truststore));
+    // SunX509's aliases are the keystore's own
+    KeyManagerFactory kmf = KeyManagerFactory.getInstance("SunX509");
+    kmf.init(load(keystore), PASSWORD.toCharArray());
+    X509ExtendedKeyManager keys = (X509ExtendedKeyManager) kmf.getKeyManagers()[0];
+    String chosen = load(keystore).aliases().nextElement();
+    X509ExtendedKeyManager insistent = new X509ExtendedKeyManager() {
+      @Override
+      public String[] getClientAliases(String keyType, Principal[] issuers) {
+        return keys.getClientAliases(keyType, null);
+      }
+
+      @Override
+      public String chooseClientAlias(String[] keyType, Principal[] issuers, Socket socket) {
+        return chosen;
+      }
+
+      @Override
+      public String chooseEngineClientAlias(String[] keyType, Principal[] issuers,
+          SSLEngine engine) {
+        return chosen;
+      }
+
+      @Override
+      public String[] getServerAliases(String keyType, Principal[] issuers) {
+        return keys.getServerAliases(keyType, issuers);
+      }
+
+      @Override
+      public String chooseServerAlias(String keyType, Principal[] issuers, Socket socket) {
+        return keys.chooseServerAlias(keyType, issuers, socket);
+      }
+
+      @Override
+      public X509Certificate[] getCertificateChain(String a) {
+        return keys.getCertificateChain(a);
+      }
+
+      @Override
+      public PrivateKey getPrivateKey(String a) {
+        return keys.getPrivateKey(a);
+      }
+    };
+    SSLContext c = SSLContext.getInstance("TLS");
+    c.init(new KeyManager[] {insistent}, tmf.getTrustManagers(), null);
     return c;
   }
 
