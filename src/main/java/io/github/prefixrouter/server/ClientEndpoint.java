@@ -120,8 +120,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p>The endpoint speaks plain HTTP, or HTTPS with the context given to
  * {@link #start(String, int, SSLContext, boolean)} (the TLS handshake is made on the reader
- * thread, under the same I/O deadline as the request), optionally requiring clients'
- * certificates: a request without one is answered 401 on every path but {@code /health}.
+ * thread, under the same I/O deadline as the request, which starts at the connection's first
+ * byte: a client that stalls in the handshake or right after it is cut at {@code ioTimeout} and
+ * counted as a slow connection), optionally requiring clients' certificates: a request without
+ * one is answered 401 on every path but {@code /health}.
  *
  * <p>Threads: every connection that starts a request is read on a reader thread of its own
  * (at most {@code readerThreads} at once, default {@value #DEFAULT_READER_THREADS}; a connection
@@ -132,7 +134,10 @@ import org.slf4j.LoggerFactory;
  * requests. Answers to completions are written by writer threads, one per answer being written
  * and at most {@code readerThreads}, so a client that does not read holds only its own. Reading
  * a request and writing an answer each have {@code ioTimeout}; a connection that takes longer is
- * closed.
+ * closed. A connection that sends nothing holds no reader thread (the server starts reading it,
+ * and its handshake, at its first byte) and is not closed at {@code ioTimeout}: the JDK server
+ * closes it once it has been idle for its idle interval ({@code sun.net.httpserver.idleInterval},
+ * 30 s by default, checked every 10 s), without counting it.
  *
  * <p>A streamed request is cancelled ({@code cancel(true)} on the node's future) when a write
  * to its client fails: the client disconnected, or did not take what was written within

@@ -111,9 +111,12 @@ import org.slf4j.LoggerFactory;
  * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
  * counted); a request's slot is free again before its future completes. Inbound, at most
  * {@code maxInboundRequests} requests are handled at once; more are answered 503. A connection
- * that has started a request must deliver all of it (request line, headers and body) within
+ * that has started a request must deliver all of it (request line, headers and body; over TLS
+ * the handshake too, counted from the connection's first byte) within
  * {@code inboundIoTimeout}, and take an answer within the same time
- * once it is written, or it is closed and counted ({@link Stats#slowConnectionsClosed()}).
+ * once it is written, or it is closed and counted ({@link Stats#slowConnectionsClosed()}). A
+ * connection that sends nothing holds no reader thread; the JDK server closes it after its idle
+ * interval ({@code sun.net.httpserver.idleInterval}, 30 s by default), without counting it.
  * Every connection that starts a request is read (and authenticated) on a reader thread of its
  * own, so one that stalls holds only its own thread and never delays anyone else's request: at
  * most {@code readerThreads} requests are read at once (a connection beyond is closed at once),
