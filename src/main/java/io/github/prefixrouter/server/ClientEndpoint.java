@@ -16,6 +16,7 @@ import io.github.prefixrouter.OutputDivergedException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.tls.CertificateNodeIds;
 import io.github.prefixrouter.internal.stop.StopMatcher;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineTimeoutException;
@@ -30,7 +31,6 @@ import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
-import java.security.cert.Certificate;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -53,7 +53,6 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 import javax.net.ssl.SSLContext;
-import javax.net.ssl.SSLPeerUnverifiedException;
 import javax.net.ssl.SSLParameters;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -516,16 +515,10 @@ final class ClientEndpoint {
    * manager did not accept failed the handshake, so this is one it accepted).
    */
   private static boolean presentedCertificate(HttpExchange ex) {
-    if (!(ex instanceof HttpsExchange https) || https.getSSLSession() == null) {
-      return false;
-    }
-    try {
-      Certificate[] chain = https.getSSLSession().getPeerCertificates();
-      return chain != null && chain.length > 0;
-    } catch (SSLPeerUnverifiedException e) {
-      return false;
-    }
+    return ex instanceof HttpsExchange https
+        && CertificateNodeIds.leaf(https.getSSLSession()) != null;
   }
+
 
   /**
    * Whether {@code path} is under OpenAI's API ({@code /v1/}, but for this node's own

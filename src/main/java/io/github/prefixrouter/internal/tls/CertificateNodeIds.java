@@ -1,14 +1,18 @@
 package io.github.prefixrouter.internal.tls;
 
+import java.security.cert.Certificate;
 import java.security.cert.CertificateParsingException;
 import java.security.cert.X509Certificate;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
+import javax.net.ssl.SSLPeerUnverifiedException;
+import javax.net.ssl.SSLSession;
 
 /**
  * Which node ids an X.509 certificate names, for binding node ids to TLS certificates: the
- * transport's check of a peer's certificate, and the runnable node's check of its own.
+ * transport's check of a peer's certificate, and the runnable node's check of its own; and the
+ * certificate a TLS peer presented ({@link #leaf}), which the client port also asks for.
  *
  * <p>A certificate names a node id if one of its subject alternative names of type DNS
  * ({@code dNSName}, 2) or URI ({@code uniformResourceIdentifier}, 6) equals the id exactly, case
@@ -26,6 +30,26 @@ public final class CertificateNodeIds {
   private static final int NAMES_SHOWN = 8;
 
   private CertificateNodeIds() {}
+
+  /**
+   * The leaf certificate the peer of a TLS session presented.
+   *
+   * @param session a TLS session, or null
+   * @return the peer's leaf certificate; null for no session, a peer that presented none, or a
+   *     certificate that is not X.509
+   */
+  public static X509Certificate leaf(SSLSession session) {
+    if (session == null) {
+      return null;
+    }
+    Certificate[] chain;
+    try {
+      chain = session.getPeerCertificates();
+    } catch (SSLPeerUnverifiedException e) {
+      return null;
+    }
+    return chain != null && chain.length > 0 && chain[0] instanceof X509Certificate x ? x : null;
+  }
 
   /**
    * Whether {@code leaf} names {@code nodeId} (see the class notes).

@@ -9,6 +9,7 @@ import com.sun.net.httpserver.HttpsConfigurator;
 import com.sun.net.httpserver.HttpsExchange;
 import com.sun.net.httpserver.HttpsParameters;
 import com.sun.net.httpserver.HttpsServer;
+import io.github.prefixrouter.internal.tls.CertificateNodeIds;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.InboundReaders;
 import io.github.prefixrouter.internal.wire.IoDeadline;
@@ -608,12 +609,12 @@ public final class HttpTransport implements Transport {
           }
         }
         if (config.bindNodeIds) {
-          X509Certificate leaf = NodeIdCertificates.leaf(resp.sslSession().orElse(null));
-          if (!NodeIdCertificates.names(leaf, to.nodeId())) {
+          X509Certificate leaf = CertificateNodeIds.leaf(resp.sslSession().orElse(null));
+          if (!CertificateNodeIds.names(leaf, to.nodeId())) {
             noteUncertified("an answer", to.nodeId(), to.address(), leaf);
             fail(result, TransportException.Kind.PROTOCOL, "answer from " + to + " came with a TLS "
                 + "certificate that does not name " + to.nodeId() + " ("
-                + sanitize(NodeIdCertificates.describe(leaf)) + "); dropped", null);
+                + sanitize(CertificateNodeIds.describe(leaf)) + "); dropped", null);
             return;
           }
         }
@@ -687,14 +688,14 @@ public final class HttpTransport implements Transport {
   private void noteUncertified(String what, String claimed, String address, X509Certificate leaf) {
     counters.senderNotInCertificate.increment();
     String id = sanitize(claimed);
-    String key = id + " " + sanitize(NodeIdCertificates.subject(leaf));
+    String key = id + " " + sanitize(CertificateNodeIds.subject(leaf));
     if (uncertifiedSenders.size() < MAX_OTHER_NODES && uncertifiedSenders.add(key)) {
       log.warn("{}: refused {} claiming to come from {} (at {}): its TLS certificate, {}, does not "
           + "name {} (docs/deployment.md, \"Binding node ids to certificates\")", config.nodeId,
-          what, id, sanitize(address), sanitize(NodeIdCertificates.describe(leaf)), id);
+          what, id, sanitize(address), sanitize(CertificateNodeIds.describe(leaf)), id);
     } else if (log.isDebugEnabled()) {
       log.debug("{}: refused {} claiming to come from {} (at {}) over TLS with {}", config.nodeId,
-          what, id, sanitize(address), sanitize(NodeIdCertificates.describe(leaf)));
+          what, id, sanitize(address), sanitize(CertificateNodeIds.describe(leaf)));
     }
   }
 
@@ -924,9 +925,9 @@ public final class HttpTransport implements Transport {
       }
       if (config.bindNodeIds) {
         // before the replay guard: a refused message leaves no nonce behind
-        X509Certificate leaf = NodeIdCertificates.leaf(
+        X509Certificate leaf = CertificateNodeIds.leaf(
             ex instanceof HttpsExchange hx ? hx.getSSLSession() : null);
-        if (!NodeIdCertificates.names(leaf, sender)) {
+        if (!CertificateNodeIds.names(leaf, sender)) {
           noteUncertified(isRequest ? "a request" : "a message", sender, senderAddress, leaf);
           respondQuietly(ex, 401, new byte[0], "sender " + sender + " is not named by this "
               + "connection's TLS certificate", null);
