@@ -89,6 +89,16 @@ final class TlsCertificates {
     return ks;
   }
 
+  /** The key managers of {@code keystore}'s key; null for none. */
+  private static KeyManager[] keyManagers(Path keystore) throws Exception {
+    if (keystore == null) {
+      return null;
+    }
+    KeyManagerFactory kmf = KeyManagerFactory.getInstance("PKIX");
+    kmf.init(load(keystore), PASSWORD.toCharArray());
+    return kmf.getKeyManagers();
+  }
+
   /**
    * A client's TLS context trusting the certificates in {@code truststore} and presenting the
    * key of {@code keystore} when asked for a certificate (null: none).
@@ -96,12 +106,7 @@ final class TlsCertificates {
   static SSLContext clientContext(Path truststore, Path keystore) throws Exception {
     TrustManagerFactory tmf = TrustManagerFactory.getInstance("PKIX");
     tmf.init(load(truststore));
-    KeyManager[] keys = null;
-    if (keystore != null) {
-      KeyManagerFactory kmf = KeyManagerFactory.getInstance("PKIX");
-      kmf.init(load(keystore), PASSWORD.toCharArray());
-      keys = kmf.getKeyManagers();
-    }
+    KeyManager[] keys = keyManagers(keystore);
     SSLContext c = SSLContext.getInstance("TLS");
     c.init(keys, tmf.getTrustManagers(), null);
     return c;
@@ -173,12 +178,7 @@ final class TlsCertificates {
    * port that requires client certificates asks.
    */
   static X509Certificate presented(String address, Path keystore) throws Exception {
-    KeyManager[] keys = null;
-    if (keystore != null) {
-      KeyManagerFactory kmf = KeyManagerFactory.getInstance("PKIX");
-      kmf.init(load(keystore), PASSWORD.toCharArray());
-      keys = kmf.getKeyManagers();
-    }
+    KeyManager[] keys = keyManagers(keystore);
     SSLContext c = SSLContext.getInstance("TLS");
     c.init(keys, new TrustManager[] {new X509TrustManager() {
       @Override
