@@ -2,10 +2,7 @@ package io.github.prefixrouter.server;
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
-import com.sun.net.httpserver.HttpsConfigurator;
 import com.sun.net.httpserver.HttpsExchange;
-import com.sun.net.httpserver.HttpsParameters;
-import com.sun.net.httpserver.HttpsServer;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.GenerationParams;
@@ -53,7 +50,6 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 import javax.net.ssl.SSLContext;
-import javax.net.ssl.SSLParameters;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -322,19 +318,11 @@ final class ClientEndpoint {
     certificatesRequired = tls != null && clientCertificates;
     InetSocketAddress bind = new InetSocketAddress(host, port);
     if (tls != null) {
-      HttpsServer https = JdkHttpServers.createHttps(bind, 256);
-      https.setHttpsConfigurator(new HttpsConfigurator(tls) {
-        @Override
-        public void configure(HttpsParameters params) {
-          SSLParameters p = getSSLContext().getDefaultSSLParameters();
-          // asked for, not needed at the handshake: a client without one gets a 401 saying so
-          // (not a connection closed without a word), and /health stays open to probes; one
-          // the trust manager does not accept still fails the handshake
-          p.setWantClientAuth(clientCertificates);
-          params.setSSLParameters(p);
-        }
-      });
-      server = https;
+      // a certificate asked for, not needed at the handshake: a client without one gets a 401
+      // saying so (not a connection closed without a word), and /health stays open to probes;
+      // one the trust manager does not accept still fails the handshake
+      server = JdkHttpServers.createHttps(bind, 256, tls, clientCertificates
+          ? JdkHttpServers.ClientCertificates.WANTED : JdkHttpServers.ClientCertificates.NONE);
     } else {
       server = JdkHttpServers.create(bind, 256);
     }

@@ -1,9 +1,13 @@
 package io.github.prefixrouter.internal.wire;
 
 import com.sun.net.httpserver.HttpServer;
+import com.sun.net.httpserver.HttpsConfigurator;
+import com.sun.net.httpserver.HttpsParameters;
 import com.sun.net.httpserver.HttpsServer;
 import java.io.IOException;
 import java.net.InetSocketAddress;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLParameters;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -47,17 +51,50 @@ public final class JdkHttpServers {
     return HttpServer.create(address, backlog);
   }
 
+  /** What an HTTPS server asks of its clients at the handshake. */
+  public enum ClientCertificates {
+    /** No client certificate is asked for. */
+    NONE,
+    /**
+     * A certificate is asked for: one the context's trust manager does not accept fails the
+     * handshake, and a client may present none (the server's handlers then decide).
+     */
+    WANTED,
+    /** A certificate the context's trust manager accepts is required to finish the handshake. */
+    REQUIRED
+  }
+
   /**
-   * {@link HttpsServer#create(InetSocketAddress, int)} after {@link #ensureNoDelay()}.
+   * {@link HttpsServer#create(InetSocketAddress, int)} after {@link #ensureNoDelay()}, serving
+   * TLS with {@code context} and asking clients for certificates as {@code clients} says.
    *
    * @param address the address to bind
    * @param backlog the listen backlog (0 or less: the system's default)
-   * @return the bound server, not started and without a configurator
+   * @param context the TLS context (its key manager presents the server's certificate, its
+   *     trust manager checks clients' certificates)
+   * @param clients what the handshake asks of clients' certificates
+   * @return the bound server, not started
    * @throws IOException if the address cannot be bound
    */
-  public static HttpsServer createHttps(InetSocketAddress address, int backlog) throws IOException {
+  public static HttpsServer createHttps(InetSocketAddress address, int backlog,
+      SSLContext context, ClientCertificates clients) throws IOException {
     ensureNoDelay();
-    return HttpsServer.create(address, backlog);
+    HttpsServer server = HttpsServer.create(address, backlog);
+    server.setHttpsConfigurator(clients == ClientCertificates.NONE
+        ? new HttpsConfigurator(context)
+        : new HttpsConfigurator(context) {
+          @Override
+          public void configure(HttpsParameters params) {
+            SSLParameters p = getSSLContext().getDefaultSSLParameters();
+            if (clients == ClientCertificates.REQUIRED) {
+              p.setNeedClientAuth(true);
+            } else {
+              p.setWantClientAuth(true);
+            }
+            params.setSSLParameters(p);
+          }
+        });
+    return server;
   }
 
   /**

@@ -5,9 +5,7 @@ import com.google.common.util.concurrent.Uninterruptibles;
 import com.sun.net.httpserver.Headers;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
-import com.sun.net.httpserver.HttpsConfigurator;
 import com.sun.net.httpserver.HttpsExchange;
-import com.sun.net.httpserver.HttpsParameters;
 import com.sun.net.httpserver.HttpsServer;
 import io.github.prefixrouter.internal.tls.CertificateNodeIds;
 import io.github.prefixrouter.internal.wire.CappedBody;
@@ -59,7 +57,6 @@ import java.util.concurrent.atomic.LongAdder;
 import java.util.function.LongSupplier;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLException;
-import javax.net.ssl.SSLParameters;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -273,11 +270,9 @@ public final class HttpTransport implements Transport {
     try {
       InetSocketAddress bind = new InetSocketAddress(config.listenHost, config.listenPort);
       if (config.sslContext != null) {
-        HttpsServer https = JdkHttpServers.createHttps(bind, config.backlog);
-        https.setHttpsConfigurator(config.bindNodeIds
-            ? new ClientCertificateRequired(config.sslContext)
-            : new HttpsConfigurator(config.sslContext));
-        server = https;
+        server = JdkHttpServers.createHttps(bind, config.backlog, config.sslContext,
+            config.bindNodeIds ? JdkHttpServers.ClientCertificates.REQUIRED
+                : JdkHttpServers.ClientCertificates.NONE);
       } else {
         server = JdkHttpServers.create(bind, config.backlog);
       }
@@ -1281,22 +1276,6 @@ public final class HttpTransport implements Transport {
     final LongAdder senderNotInCertificate = new LongAdder();
   }
 
-  /**
-   * The server's TLS configuration with {@link Builder#bindNodeIdsToCertificates}: the context's
-   * defaults, and a certificate required of every client.
-   */
-  private static final class ClientCertificateRequired extends HttpsConfigurator {
-    ClientCertificateRequired(SSLContext context) {
-      super(context);
-    }
-
-    @Override
-    public void configure(HttpsParameters params) {
-      SSLParameters p = getSSLContext().getDefaultSSLParameters();
-      p.setNeedClientAuth(true);
-      params.setSSLParameters(p);
-    }
-  }
 
   // ---------------------------------------------------------------- body cap
 
