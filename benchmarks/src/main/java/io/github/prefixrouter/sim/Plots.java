@@ -45,17 +45,19 @@ final class Plots {
 
   /** A fixed, distinct color per policy; the library's policies draw solid, baselines dashed. */
   private static void style(XYSeries s, Policy p) {
-    Color[] colors = {
-      new Color(0x33, 0x33, 0x33), // no-routing
-      new Color(0x99, 0x99, 0x99), // random
-      new Color(0x1f, 0x77, 0xb4), // least-loaded
-      new Color(0x2c, 0xa0, 0x2c), // chwbl
-      new Color(0x94, 0x67, 0xbd), // sglang-oracle
-      new Color(0xff, 0x7f, 0x0e), // paper
-      new Color(0xd6, 0x27, 0x28) // cost-aware
-    };
-    s.setLineColor(colors[p.ordinal()]);
-    s.setMarkerColor(colors[p.ordinal()]);
+    Color color =
+        switch (p) {
+          case NO_ROUTING -> new Color(0x33, 0x33, 0x33);
+          case RANDOM -> new Color(0x99, 0x99, 0x99);
+          case LEAST_LOADED -> new Color(0x1f, 0x77, 0xb4);
+          case CHWBL -> new Color(0x2c, 0xa0, 0x2c);
+          case ORACLE -> new Color(0x94, 0x67, 0xbd);
+          case PAPER -> new Color(0xff, 0x7f, 0x0e);
+          case COST_AWARE -> new Color(0xd6, 0x27, 0x28);
+          case COST_AWARE_GREEDY -> new Color(0x8c, 0x56, 0x4b);
+        };
+    s.setLineColor(color);
+    s.setMarkerColor(color);
     boolean library = p.library();
     s.setLineStyle(
         library
