@@ -14,6 +14,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.stream.Stream;
+import org.apache.commons.csv.CSVException;
 import org.apache.commons.csv.CSVFormat;
 import org.apache.commons.csv.CSVRecord;
 
@@ -22,7 +23,8 @@ import org.apache.commons.csv.CSVRecord;
  *
  * <p>Reads {@code dev/<subject>_dev.csv} (the 5 shots) and {@code test/<subject>_test.csv} (the
  * questions) from an MMLU directory, CSV without header, six columns (question, A, B, C, D,
- * answer letter). The prompt of a test question is the standard 5-shot layout:
+ * answer letter); a field in double quotes may hold commas, line breaks and doubled quotes.
+ * The prompt of a test question is the standard 5-shot layout:
  *
  * <pre>
  * The following are multiple choice questions (with answers) about abstract algebra.
@@ -70,7 +72,9 @@ public final class MmluPrompts implements PromptSource {
    * Loads at most {@code maxQuestionsPerSubject} test questions per subject (the first ones in
    * file order), to keep tokenization short.
    *
-   * @throws IllegalArgumentException if the directory does not look like MMLU
+   * @throws IllegalArgumentException if the directory does not look like MMLU, or a subject's file
+   *     is missing, is not valid CSV, has a row without six columns, or (test file) has no row;
+   *     the message names the file
    * @throws UncheckedIOException if a file cannot be read
    */
   public static MmluPrompts load(Path dir, int maxQuestionsPerSubject) {
@@ -107,16 +111,28 @@ public final class MmluPrompts implements PromptSource {
     if (subjects.isEmpty()) {
       throw new IllegalArgumentException("no dev/*_dev.csv files in " + dir.toAbsolutePath());
     }
-    Encoding enc = Encodings.newLazyEncodingRegistry().getEncoding(EncodingType.CL100K_BASE);
     int n = subjects.size();
+    // read and check every file first, in this thread, so a bad file is reported as itself
+    List<List<CSVRecord>> shotsOf = new ArrayList<>(n);
+    List<List<CSVRecord>> testsOf = new ArrayList<>(n);
+    for (String subject : subjects) {
+      shotsOf.add(read(devDir.resolve(subject + "_dev.csv")));
+      Path testFile = testDir.resolve(subject + "_test.csv");
+      List<CSVRecord> tests = read(testFile);
+      if (tests.isEmpty()) {
+        throw new IllegalArgumentException(
+            "MMLU file " + testFile.toAbsolutePath() + " has no questions");
+      }
+      testsOf.add(tests);
+    }
+    Encoding enc = Encodings.newLazyEncodingRegistry().getEncoding(EncodingType.CL100K_BASE);
     int[][] prefixes = new int[n][];
     int[][][] prompts = new int[n][][];
     // subjects are independent: tokenize them in parallel (the result does not depend on it)
     java.util.stream.IntStream.range(0, n).parallel().forEach(s -> {
       String subject = subjects.get(s);
-      List<CSVRecord> shots = read(devDir.resolve(subject + "_dev.csv"));
-      List<CSVRecord> tests = read(testDir.resolve(subject + "_test.csv"));
-      String prefix = prefixText(subject, shots);
+      List<CSVRecord> tests = testsOf.get(s);
+      String prefix = prefixText(subject, shotsOf.get(s));
       prefixes[s] = enc.encode(prefix).toArray();
       int count = Math.min(tests.size(), maxQuestionsPerSubject);
       prompts[s] = new int[count][];
@@ -182,14 +198,36 @@ public final class MmluPrompts implements PromptSource {
     return r.get(i);
   }
 
+  /** The rows of an MMLU file, each checked to have the six columns. */
   private static List<CSVRecord> read(Path file) {
+    List<CSVRecord> rows;
     try (Reader in = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
-      return CSV.parse(in).getRecords();
+      rows = CSV.parse(in).getRecords();
     } catch (NoSuchFileException e) {
       throw new IllegalArgumentException("missing MMLU file " + file.toAbsolutePath(), e);
+    } catch (CSVException e) {
+      throw malformed(file, e);
+    } catch (UncheckedIOException e) {
+      if (e.getCause() instanceof CSVException c) {
+        throw malformed(file, c);
+      }
+      throw e;
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
+    for (CSVRecord r : rows) {
+      if (r.size() != 6) {
+        throw new IllegalArgumentException(
+            "MMLU file " + file.toAbsolutePath() + ": row " + r.getRecordNumber() + " has "
+                + r.size() + " columns, expected 6 (question, A, B, C, D, answer)");
+      }
+    }
+    return rows;
+  }
+
+  private static IllegalArgumentException malformed(Path file, CSVException e) {
+    return new IllegalArgumentException(
+        "MMLU file " + file.toAbsolutePath() + " is not valid CSV: " + e.getMessage(), e);
   }
 
   @Override

@@ -1,0 +1,76 @@
+package io.github.prefixrouter.workload;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.knuddels.jtokkit.Encodings;
+import com.knuddels.jtokkit.api.Encoding;
+import com.knuddels.jtokkit.api.EncodingType;
+import com.knuddels.jtokkit.api.IntArrayList;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The MMLU loader on small hand-written files: CSV quoting, and bad files named in the error. */
+class MmluPromptsTest {
+
+  private static Path mmlu(Path root, String dev, String test) throws Exception {
+    Files.createDirectories(root.resolve("dev"));
+    Files.createDirectories(root.resolve("test"));
+    Files.writeString(root.resolve("dev/x_dev.csv"), dev);
+    Files.writeString(root.resolve("test/x_test.csv"), test);
+    return root;
+  }
+
+  private static String decode(int[] tokens) {
+    Encoding enc = Encodings.newLazyEncodingRegistry().getEncoding(EncodingType.CL100K_BASE);
+    IntArrayList list = new IntArrayList(tokens.length);
+    for (int t : tokens) {
+      list.add(t);
+    }
+    return enc.decode(list);
+  }
+
+  @Test
+  void quotedFieldsKeepTheirCommasLineBreaksAndQuotes(@TempDir Path tmp) throws Exception {
+    Path dir = mmlu(tmp, "\"2, 3 or 4?\",2,3,4,5,A\n",
+        "\"Which, of these\nlines is \"\"quoted\"\"?\",one,\"two, three\",four,five,B\n");
+    MmluPrompts p = MmluPrompts.load(dir);
+    assertEquals(1, p.subjectCount());
+    assertEquals(1, p.promptCount(0));
+    assertEquals(
+        "The following are multiple choice questions (with answers) about x.\n\n"
+            + "2, 3 or 4?\nA. 2\nB. 3\nC. 4\nD. 5\nAnswer: A\n\n"
+            + "Which, of these\nlines is \"quoted\"?\nA. one\nB. two, three\nC. four\nD. five\n"
+            + "Answer:",
+        decode(p.prompt(0, 0)));
+  }
+
+  private static void assertRejectedNaming(Path dir, String file, String what) {
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> MmluPrompts.load(dir));
+    assertTrue(e.getMessage().contains(file), e.getMessage());
+    assertTrue(e.getMessage().contains(what), e.getMessage());
+  }
+
+  @Test
+  void aTestFileWithoutQuestionsIsRejectedByName(@TempDir Path tmp) throws Exception {
+    assertRejectedNaming(mmlu(tmp, "q,a,b,c,d,A\n", ""), "x_test.csv", "no questions");
+  }
+
+  @Test
+  void aRowWithoutSixColumnsIsRejectedWithItsFile(@TempDir Path tmp) throws Exception {
+    assertRejectedNaming(
+        mmlu(tmp, "q,a,b,c,d,A\n", "q1,a,b,c,d,A\nq2,a,b,c,d\n"), "x_test.csv", "row 2 has 5");
+    assertRejectedNaming(
+        mmlu(tmp, "q,a,b,c,d,A,extra\n", "q1,a,b,c,d,A\n"), "x_dev.csv", "row 1 has 7");
+  }
+
+  @Test
+  void malformedCsvIsRejectedWithItsFile(@TempDir Path tmp) throws Exception {
+    assertRejectedNaming(
+        mmlu(tmp, "q,a,b,c,d,A\n", "\"unterminated,a,b,c,d,A\n"), "x_test.csv", "not valid CSV");
+  }
+}
