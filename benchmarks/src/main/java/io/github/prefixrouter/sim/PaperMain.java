@@ -3,6 +3,7 @@ package io.github.prefixrouter.sim;
 import io.github.prefixrouter.workload.PromptSource;
 import java.io.IOException;
 import java.io.PrintStream;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -49,25 +50,49 @@ public final class PaperMain {
 
   public static void main(String[] args) throws Exception {
     System.setProperty("java.awt.headless", "true");
+    int code = execute(args, System.out, System.err);
+    if (code != 0) {
+      System.exit(code);
+    }
+  }
+
+  /**
+   * Parses the flags, loads the prompts and runs; returns the exit code: 0, or 2 after printing
+   * {@code error: ...} for a bad flag or an MMLU directory that cannot be loaded.
+   */
+  static int execute(String[] args, PrintStream out, PrintStream err)
+      throws IOException, InterruptedException {
     Options o;
     try {
       o = parse(args);
     } catch (IllegalArgumentException e) {
-      System.err.println("error: " + e.getMessage());
-      System.err.print(USAGE);
-      System.exit(2);
-      return;
+      err.println("error: " + e.getMessage());
+      err.print(USAGE);
+      return 2;
     }
     if (o == null) {
-      System.out.print(USAGE);
-      return;
+      out.print(USAGE);
+      return 0;
     }
-    run(o.config, o.plots, System.out, System.err);
+    PromptSource prompts;
+    try {
+      prompts = Prompts.load(o.config.mmluDir(), o.config.seed());
+    } catch (IllegalArgumentException | UncheckedIOException e) {
+      err.println("error: --mmlu " + o.config.mmluDir() + ": " + e.getMessage());
+      return 2;
+    }
+    run(o.config, prompts, o.plots, out, err);
+    return 0;
   }
 
   static List<RunResult> run(SimConfig cfg, boolean plots, PrintStream out, PrintStream err)
       throws IOException, InterruptedException {
-    PromptSource prompts = Prompts.load(cfg.mmluDir(), cfg.seed());
+    return run(cfg, Prompts.load(cfg.mmluDir(), cfg.seed()), plots, out, err);
+  }
+
+  static List<RunResult> run(
+      SimConfig cfg, PromptSource prompts, boolean plots, PrintStream out, PrintStream err)
+      throws IOException, InterruptedException {
     List<Scenario> scenarios = PaperRunner.scenarios(cfg);
     err.printf(Locale.ROOT, "%d runs x %d requests, %d nodes, %s%n",
         scenarios.size(), cfg.requests(), cfg.nodes(), prompts.description());

@@ -88,4 +88,38 @@ class PaperMainTest {
     assertTrue(Files.size(dir.resolve("hit-rate-over-time-skewed.png")) > 1000);
     assertTrue(Files.size(dir.resolve("topic-share-over-time-paper.png")) > 1000);
   }
+
+  @Test
+  void anMmluDirectoryThatCannotBeLoadedIsReportedAsAnError(@TempDir Path dir) throws Exception {
+    Path mmlu = Files.createDirectories(dir.resolve("mmlu"));
+    Path out = dir.resolve("out");
+    ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+    int code =
+        PaperMain.execute(
+            new String[] {"--mmlu", mmlu.toString(), "--out", out.toString(), "--no-plots"},
+            new PrintStream(stdout, true, StandardCharsets.UTF_8),
+            new PrintStream(stderr, true, StandardCharsets.UTF_8));
+    assertEquals(2, code);
+    String err = stderr.toString(StandardCharsets.UTF_8);
+    assertTrue(err.startsWith("error: --mmlu " + mmlu), err);
+    assertTrue(err.contains("needs dev/ and test/"), err);
+    assertEquals("", stdout.toString(StandardCharsets.UTF_8));
+    assertTrue(!Files.exists(out.resolve("paper.json")), "nothing run");
+  }
+
+  @Test
+  void aBadFlagIsReportedWithTheUsage() throws Exception {
+    ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+    int code =
+        PaperMain.execute(
+            new String[] {"--delays", "2,fast"},
+            new PrintStream(stdout, true, StandardCharsets.UTF_8),
+            new PrintStream(stderr, true, StandardCharsets.UTF_8));
+    assertEquals(2, code);
+    String err = stderr.toString(StandardCharsets.UTF_8);
+    assertTrue(err.startsWith("error: flag --delays: not a number: '2,fast'"), err);
+    assertTrue(err.contains("usage: benchmarks/run paper"), err);
+  }
 }
