@@ -31,7 +31,7 @@ public final class PaperMain {
         --zipf S                 Zipf exponent of the skewed distribution (default 1.0)
         --delays A,B,..          one-way network delays in ms (default 2,200,1000)
         --jitter F               extra delay, uniform in [0, F x delay) (default 0.1)
-        --loss P                 message loss probability (default 0)
+        --loss P                 message loss probability, library nodes only (default 0)
         --output-tokens N        tokens generated per request (default 1)
         --capacity TOKENS        KV-cache capacity per node in tokens (default 65536)
         --slots N                concurrent requests per engine (default 1)

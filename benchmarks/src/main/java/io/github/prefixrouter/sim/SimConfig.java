@@ -15,7 +15,8 @@ import java.util.Objects;
  * @param zipfExponent exponent of the subject popularity of the skewed distribution
  * @param delaysMs one-way network delays to compare, in milliseconds
  * @param jitterFraction each message takes delay + uniform[0, jitterFraction × delay)
- * @param lossProbability probability that a one-way message is lost (forwarding and gossip)
+ * @param lossProbability probability that a one-way message between the library's nodes is lost
+ *     (forwarding and gossip); the baselines' links never lose a message
  * @param outputTokens tokens generated per request
  * @param engine the engine model of every node
  * @param timelineWindowSeconds width of the windows of the over-time series

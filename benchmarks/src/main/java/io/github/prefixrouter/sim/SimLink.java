@@ -4,7 +4,8 @@ import java.util.random.RandomGenerator;
 
 /**
  * One-way message delay for the simulator-level baselines, the same model as the library's
- * {@code InMemoryNetwork} links: delay plus a uniform jitter in [0, jitterFraction × delay).
+ * {@code InMemoryNetwork} links: delay plus a uniform jitter in [0, jitterFraction × delay). It
+ * never loses a message: the configured loss applies to the library's nodes only.
  */
 final class SimLink {
 
