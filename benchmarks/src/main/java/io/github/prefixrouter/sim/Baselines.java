@@ -56,10 +56,12 @@ final class Baselines {
   }
 
   /**
-   * Consistent hashing with bounded loads (Mirrokni, Thorup and Zadimoghaddam; KubeAI's
-   * PrefixHash): the key is a hash of the prompt's first {@code keyTokens} tokens; walk the ring
-   * from the key to the first node whose outstanding requests stay within
-   * {@code ceil(loadFactor × (total + 1) / nodes)}.
+   * Consistent hashing with bounded loads (Mirrokni, Thorup and Zadimoghaddam; the load factor
+   * of KubeAI's PrefixHash): the key is a hash of the prompt's first {@code keyTokens} tokens;
+   * walk the ring from the key to the first node whose outstanding requests, counting this one,
+   * stay within {@code ceil(loadFactor × (total + 1) / nodes)}. Unlike KubeAI's bound, which has
+   * no ceiling and falls back to the key's home node when no node is within it, some node always
+   * is.
    */
   static Dispatcher chwbl(int nodes, int virtualNodes, double loadFactor, int keyTokens) {
     long[] points = new long[nodes * virtualNodes];

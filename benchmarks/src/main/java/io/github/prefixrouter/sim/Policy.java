@@ -8,7 +8,10 @@ public enum Policy {
   RANDOM("random", false),
   /** The node with the fewest outstanding requests, with instant knowledge (baseline). */
   LEAST_LOADED("least-loaded", false),
-  /** Consistent hashing with bounded loads (1.25) on the prompt's first blocks, as KubeAI. */
+  /**
+   * Consistent hashing with bounded loads on the prompt's first blocks: the bound of Mirrokni et
+   * al. with KubeAI's load factor 1.25 (docs/simulator.md says how it differs from KubeAI's).
+   */
   CHWBL("chwbl", false),
   /** A centralized router with instant, exact knowledge of every cache, SGLang's policy. */
   ORACLE("sglang-oracle", false),
