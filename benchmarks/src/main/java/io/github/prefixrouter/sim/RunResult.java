@@ -15,7 +15,8 @@ import java.util.List;
  * @param forwardedShare share of measured requests served by another node than their entry
  * @param maxNodeShare largest share of measured requests served by a single node
  * @param nodeShares share of measured requests served by each node
- * @param gossipBytesPerNodePerSecond routing metadata sent, per node per simulated second
+ * @param gossipBytesPerNodePerSecond routing metadata sent, per node per simulated second of
+ *     the whole run (warm-up included)
  * @param simulatedSeconds simulated time of the whole run
  * @param timeline per-window series over the whole run, warm-up included
  * @param topSubject name of the most popular subject (the timeline's topic series)
