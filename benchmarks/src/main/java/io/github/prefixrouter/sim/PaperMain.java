@@ -203,6 +203,10 @@ public final class PaperMain {
     if (mmlu != null && !Files.isDirectory(mmlu)) {
       throw new IllegalArgumentException("--mmlu " + mmlu + " is not a directory");
     }
+    if (Files.exists(outDir) && !Files.isDirectory(outDir)) {
+      // checked now: the JSON and charts are written only after the whole simulation
+      throw new IllegalArgumentException("--out " + outDir + " exists and is not a directory");
+    }
     EngineProfile engine =
         new EngineProfile(
             blockSize,

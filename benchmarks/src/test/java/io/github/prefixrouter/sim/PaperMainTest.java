@@ -122,4 +122,13 @@ class PaperMainTest {
     assertTrue(err.startsWith("error: flag --delays: not a number: '2,fast'"), err);
     assertTrue(err.contains("usage: benchmarks/run paper"), err);
   }
+
+  @Test
+  void anOutputPathThatIsAFileIsRejectedBeforeAnythingRuns(@TempDir Path dir) throws Exception {
+    Path file = Files.writeString(dir.resolve("results"), "not a directory");
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class,
+            () -> PaperMain.parse(new String[] {"--out", file.toString()}));
+    assertTrue(e.getMessage().contains("--out " + file), e.getMessage());
+  }
 }
