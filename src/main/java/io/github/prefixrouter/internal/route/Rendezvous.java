@@ -7,8 +7,8 @@ import java.nio.charset.StandardCharsets;
  *
  * <p>Design: every node scores every candidate with {@code mix(firstBlockHash, nodeHash)} and
  * walks candidates from the highest score down to the first whose load, counting the new
- * request, stays within {@code ceil(bound × (totalLoad + 1) / candidates)} (the bound KubeAI's
- * CHWBL uses). Rendezvous rather than a ring: no virtual nodes to maintain, and a node joining
+ * request, stays within {@code ceil(bound × (totalLoad + 1) / candidates)} (the bound of
+ * consistent hashing with bounded loads, Mirrokni et al., with its ceiling). Rendezvous rather than a ring: no virtual nodes to maintain, and a node joining
  * or leaving only moves the prefixes it wins or held. Since all nodes hash the same first block
  * hash and node ids with a fixed function, they agree on the placement without talking, up to
  * the differences in their load views. Walking "highest score first, first under the bound" is
