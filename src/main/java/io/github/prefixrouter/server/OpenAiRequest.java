@@ -126,6 +126,14 @@ final class OpenAiRequest {
   /** The keys a chat message may have. */
   static final Set<String> MESSAGE_KEYS = Set.of("role", "content", "name");
 
+  /**
+   * Keys of OpenAI's assistant message this node cannot honour, accepted only as {@code null}
+   * (absent): the openai Python client's {@code model_dump()} of an answer's message has them
+   * all, {@code null}, so a conversation that sends answers back that way carries them.
+   */
+  static final Set<String> MESSAGE_NULL_KEYS = Set.of("tool_calls", "function_call", "refusal",
+      "audio", "annotations");
+
   /** Which route. */
   enum Kind {
     /** {@code /v1/completions}. */
@@ -484,12 +492,29 @@ final class OpenAiRequest {
       if (!(l.get(i) instanceof Map<?, ?> msg)) {
         throw new Invalid("messages", at + " must be an object");
       }
-      for (Object key : msg.keySet()) {
-        if (!MESSAGE_KEYS.contains(key)) {
+      boolean dropNulls = false;
+      for (Map.Entry<?, ?> e : msg.entrySet()) {
+        Object key = e.getKey();
+        boolean isNull = isNull(e.getValue());
+        if (MESSAGE_NULL_KEYS.contains(key) && isNull) {
+          dropNulls = true;
+        } else if (!MESSAGE_KEYS.contains(key)) {
           throw new Invalid("messages", "unsupported_parameter", at + "."
               + shortened(String.valueOf(key)) + " is not supported by this node (a message has "
-              + new TreeSet<>(MESSAGE_KEYS) + ")");
+              + new TreeSet<>(MESSAGE_KEYS) + (MESSAGE_NULL_KEYS.contains(key)
+                  ? "; " + key + " only as null" : "") + ")");
+        } else if ("name".equals(key) && isNull) {
+          dropNulls = true;
         }
+      }
+      if (dropNulls) { // a null stands for an absent key: the tokenizer never sees it
+        Map<Object, Object> kept = new LinkedHashMap<>();
+        for (Map.Entry<?, ?> e : msg.entrySet()) {
+          if (!isNull(e.getValue()) || "content".equals(e.getKey())) {
+            kept.put(e.getKey(), e.getValue());
+          }
+        }
+        msg = kept;
       }
       if (!(msg.get("role") instanceof String role) || role.isEmpty()) {
         throw new Invalid("messages", at + ".role must be a non-empty string");

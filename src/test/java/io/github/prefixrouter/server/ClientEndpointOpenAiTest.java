@@ -397,6 +397,41 @@ class ClientEndpointOpenAiTest {
     assertEquals(2, requests.size());
   }
 
+  /**
+   * A conversation that sends an answer back as the openai Python client's {@code model_dump()}
+   * of its message gives ({@code "refusal": null, "annotations": null, "audio": null,
+   * "function_call": null, "tool_calls": null}), and a message with {@code "name": null}, is
+   * taken as if those keys were absent: the tokenizer gets the messages without them. The same
+   * keys with a value are refused, naming them.
+   */
+  @Test
+  void nullKeysOfAMessageAreAbsent() throws Exception {
+    start();
+    CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"name\":null},"
+            + "{\"content\":\"ok\",\"refusal\":null,\"role\":\"assistant\",\"annotations\":null,"
+            + "\"audio\":null,\"function_call\":null,\"tool_calls\":null},"
+            + "{\"role\":\"user\",\"content\":\"more\"}],\"max_tokens\":2}");
+    awaitSubmitted(1);
+    assertEquals(List.of(Map.of("role", "user", "content", "hi"),
+        Map.of("role", "assistant", "content", "ok"),
+        Map.of("role", "user", "content", "more")), tokenizer.calls.get(0).messages());
+    futures.get(0).complete(response(requests.get(0).id(), new int[] {'o'}, "", 0));
+    assertEquals(200, sent.get(20, TimeUnit.SECONDS).statusCode());
+
+    for (String kv : new String[] {"\"tool_calls\":[]", "\"refusal\":\"no\"",
+        "\"function_call\":{\"name\":\"f\",\"arguments\":\"{}\"}"}) {
+      HttpResponse<String> r = post(ClientEndpoint.OPENAI_CHAT, "{\"messages\":[{\"role\":"
+          + "\"assistant\",\"content\":\"ok\"," + kv + "}]}");
+      assertEquals(400, r.statusCode(), kv);
+      Map<?, ?> error = map(json(r.body()).get("error"));
+      assertEquals("unsupported_parameter", error.get("code"), kv);
+      String key = kv.substring(1, kv.indexOf('"', 1));
+      assertTrue(((String) error.get("message")).contains("messages[0]." + key), r.body());
+    }
+    assertEquals(1, requests.size());
+  }
+
   // ------------------------------------------------------------------------------ refusals
 
   @Test
