@@ -774,7 +774,8 @@ final class ClientEndpoint {
             null, "tokenizer_failed");
       }
       ctx = new OpenAiAnswers.Context(req.kind, OpenAiAnswers.answerId(req.kind, requestId),
-          created, req.model, request.params(), seed, req.includeUsage, tokenizer);
+          created, req.model, request.params(), seed, req.includeUsage, tokenizer,
+          req.continuousUsage, request.tokens().length);
     } catch (RuntimeException e) {
       inFlight.decrementAndGet();
       writeLater(ex, () -> openAiFailure(ex, e));

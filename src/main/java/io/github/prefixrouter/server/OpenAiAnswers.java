@@ -57,9 +57,19 @@ final class OpenAiAnswers {
    * @param seed the request's seed
    * @param includeUsage whether a stream ends with a usage chunk
    * @param tokenizer gives the output's text; null: the engine's text
+   * @param continuousUsage whether every chunk of a stream carries the usage so far (vLLM's
+   *     {@code continuous_usage_stats}; only with {@code includeUsage})
+   * @param promptTokens the prompt's tokens, for the usage so far
    */
   record Context(OpenAiRequest.Kind kind, String id, long created, String model,
-      GenerationParams params, long seed, boolean includeUsage, PromptTokenizer tokenizer) {
+      GenerationParams params, long seed, boolean includeUsage, PromptTokenizer tokenizer,
+      boolean continuousUsage, int promptTokens) {
+
+    /** A context whose stream has no usage so far in its chunks. */
+    Context(OpenAiRequest.Kind kind, String id, long created, String model,
+        GenerationParams params, long seed, boolean includeUsage, PromptTokenizer tokenizer) {
+      this(kind, id, created, model, params, seed, includeUsage, tokenizer, false, 0);
+    }
 
     boolean chat() {
       return kind == OpenAiRequest.Kind.CHAT;
@@ -207,14 +217,19 @@ final class OpenAiAnswers {
    * @param completion the output tokens the client gets ({@link Output#tokens})
    */
   static Map<String, Object> usage(InferenceResponse r, int completion) {
-    int prompt = r.result().promptTokens();
+    Map<String, Object> m = usage(r.result().promptTokens(), completion);
+    if (r.cachedPromptTokens() >= 0) {
+      m.put("prompt_tokens_details", Map.of("cached_tokens", r.cachedPromptTokens()));
+    }
+    return m;
+  }
+
+  /** {@code {"prompt_tokens", "completion_tokens", "total_tokens"}}. */
+  private static Map<String, Object> usage(int prompt, int completion) {
     Map<String, Object> m = new LinkedHashMap<>();
     m.put("prompt_tokens", prompt);
     m.put("completion_tokens", completion);
     m.put("total_tokens", (long) prompt + completion);
-    if (r.cachedPromptTokens() >= 0) {
-      m.put("prompt_tokens_details", Map.of("cached_tokens", r.cachedPromptTokens()));
-    }
     return m;
   }
 
@@ -320,8 +335,11 @@ final class OpenAiAnswers {
    * "assistant"} in the first delta only; a piece whose text is empty is not sent), then a
    * chunk with the {@code finish_reason} (and any output no piece carried) and the
    * {@code prefix_router} object, then, with {@code include_usage}, a chunk with
-   * {@code "choices": []} and the {@code usage} ({@code "usage": null} in the others), then
-   * {@code [DONE]}. A failure after the first chunk is {@code data: {"error": {...}}}.
+   * {@code "choices": []} and the {@code usage} ({@code "usage": null} in the others; with
+   * vLLM's {@code continuous_usage_stats}, the usage so far: the prompt's tokens and the output
+   * tokens the chunks so far stand for, counted as {@link #output} counts them, and in the
+   * finishing chunk the whole output's), then {@code [DONE]}. A failure after the first chunk is
+   * {@code data: {"error": {...}}}.
    */
   static final class ChunkFormat implements StreamedAnswer.Format {
     private final Context c;
@@ -329,6 +347,10 @@ final class OpenAiAnswers {
     private boolean roleSent;
     /** A stop ended the output the client sees: later pieces show nothing. */
     private boolean ended;
+    /** Output tokens the pieces so far stand for, as {@link #output} counts them. */
+    private int tokensSeen;
+    /** A stop token id ended the output's tokens: later pieces add none. */
+    private boolean tokensEnded;
 
     ChunkFormat(Context c) {
       this.c = c;
@@ -355,6 +377,11 @@ final class OpenAiAnswers {
       }
       GenerationParams p = c.params();
       if (!c.textPerToken() || !p.hasStops()) {
+        if (!tokensEnded) { // the tokens end at the first stop token id only
+          int[] kept = StopMatcher.throughFirstStopToken(tokens, p);
+          tokensSeen += kept.length;
+          tokensEnded = kept.length > 0 && p.isStopToken(kept[kept.length - 1]);
+        }
         String t = c.text(tokens, text);
         String out = stops.push(t);
         ended = stops.stopped();
@@ -362,6 +389,7 @@ final class OpenAiAnswers {
       }
       StringBuilder out = new StringBuilder();
       for (int token : tokens) {
+        tokensSeen++;
         if (p.isStopToken(token)) { // the output ends with it; its text is not shown
           ended = true;
           return out.append(stops.finish()).toString();
@@ -383,6 +411,9 @@ final class OpenAiAnswers {
       }
       Output whole = output(c, response);
       Map<String, Object> last = chunk(t, whole.finishReason(c));
+      if (c.continuousUsage()) {
+        last.put("usage", usage(response, whole.tokens().length));
+      }
       Map<String, Object> choice = choice(last);
       choice.put("stop_reason", whole.stopReason() == null ? Json.NULL : whole.stopReason());
       last.put("prefix_router", routing(c, response));
@@ -432,7 +463,9 @@ final class OpenAiAnswers {
       choice.put("finish_reason", finishReason == null ? Json.NULL : finishReason);
       Map<String, Object> m = head(c, object());
       m.put("choices", List.of(choice));
-      if (c.includeUsage()) {
+      if (c.continuousUsage()) {
+        m.put("usage", usage(c.promptTokens(), tokensSeen));
+      } else if (c.includeUsage()) {
         m.put("usage", Json.NULL);
       }
       return m;

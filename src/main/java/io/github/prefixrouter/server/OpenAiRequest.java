@@ -168,6 +168,11 @@ final class OpenAiRequest {
   final Long seed;
   final boolean stream;
   final boolean includeUsage;
+  /**
+   * vLLM's {@code stream_options.continuous_usage_stats}: with {@link #includeUsage}, every
+   * chunk carries the usage so far.
+   */
+  final boolean continuousUsage;
   /** The stop strings ({@code "stop"}: a string or an array of them), empty for none. */
   final List<String> stop;
   /** The stop token ids ({@code "stop_token_ids"}), empty for none. */
@@ -176,7 +181,9 @@ final class OpenAiRequest {
   private OpenAiRequest(Kind kind, String model, CacheScope scope, String promptText,
       int[] promptIds, List<Map<String, Object>> messages, Map<String, Object> chatTemplateKwargs,
       Integer maxTokens, String maxTokensKey, double temperature, double topP, Long seed,
-      boolean stream, boolean includeUsage, List<String> stop, List<Integer> stopTokenIds) {
+      boolean stream, boolean includeUsage, boolean continuousUsage, List<String> stop,
+      List<Integer> stopTokenIds) {
+    this.continuousUsage = continuousUsage;
     this.stop = stop;
     this.stopTokenIds = stopTokenIds;
     this.kind = kind;
@@ -355,6 +362,7 @@ final class OpenAiRequest {
       stream = b;
     }
     boolean includeUsage = false;
+    boolean continuousUsage = false;
     if (m.containsKey("stream_options")) {
       if (!stream) {
         throw new Invalid("stream_options", "stream_options is only allowed with \"stream\": true");
@@ -363,17 +371,25 @@ final class OpenAiRequest {
         throw new Invalid("stream_options", "stream_options must be an object");
       }
       for (Map.Entry<?, ?> e : o.entrySet()) {
-        if (!"include_usage".equals(e.getKey())) {
+        boolean include = "include_usage".equals(e.getKey());
+        if (!include && !"continuous_usage_stats".equals(e.getKey())) {
           throw new Invalid("stream_options", "unsupported_parameter", "stream_options."
               + shortened(String.valueOf(e.getKey()))
-              + " is not supported by this node; only include_usage is");
+              + " is not supported by this node; only include_usage and continuous_usage_stats "
+              + "are");
         }
         if (e.getValue() instanceof Boolean b) {
-          includeUsage = b;
+          if (include) {
+            includeUsage = b;
+          } else {
+            continuousUsage = b;
+          }
         } else if (!isNull(e.getValue())) {
-          throw new Invalid("stream_options", "stream_options.include_usage must be true or false");
+          throw new Invalid("stream_options", "stream_options." + e.getKey()
+              + " must be true or false");
         }
       }
+      continuousUsage &= includeUsage; // vLLM's: without include_usage, no usage at all
     }
     if (m.containsKey("user")) {
       string(m, "user"); // accepted and ignored
@@ -386,7 +402,8 @@ final class OpenAiRequest {
       throw new Invalid("stop_token_ids", ClientEndpoint.apiKeyNames(e.getMessage()));
     }
     return new OpenAiRequest(kind, model, scope, promptText, promptIds, messages, kwargs,
-        maxTokens, maxKey, temperature, topP, seed, stream, includeUsage, stop, stopTokenIds);
+        maxTokens, maxKey, temperature, topP, seed, stream, includeUsage, continuousUsage, stop,
+        stopTokenIds);
   }
 
   /**

@@ -483,7 +483,9 @@ class ClientEndpointOpenAiTest {
         {cmpl, "{\"prompt\":\"a\",\"stream_options\":{\"include_usage\":true}}",
             "stream_options", "stream"},
         {cmpl, "{\"prompt\":\"a\",\"stream\":true,\"stream_options\":{\"continuous_usage_stats\":"
-            + "true}}", "stream_options", "continuous_usage_stats"},
+            + "1}}", "stream_options", "continuous_usage_stats must be true or false"},
+        {cmpl, "{\"prompt\":\"a\",\"stream\":true,\"stream_options\":{\"include_obfuscation\":"
+            + "true}}", "stream_options", "stream_options.include_obfuscation is not supported"},
         {cmpl, "{\"prompt\":\"a\",\"model\":7}", "model", "string"},
         {cmpl, "{\"prompt\":\"a\",\"cache_salt\":\"a\\nb\"}", "cache_salt", "control"},
         {chat, "{" + msgs + ",\"tools\":[{\"type\":\"function\"}]}", "tools", "not supported"},
@@ -624,6 +626,66 @@ class ClientEndpointOpenAiTest {
     Map<?, ?> message = map(map(((List<?>) answer.get("choices")).get(0)).get("message"));
     assertEquals(message.get("content"), joined.toString());
     assertEquals(answer.get("usage"), chunks.get(4).get("usage"));
+  }
+
+  /**
+   * vLLM's {@code "stream_options": {"include_usage": true, "continuous_usage_stats": true}},
+   * as scripts written for vLLM send it: every chunk carries the usage so far (the prompt's
+   * tokens, the output tokens through its piece), the finishing chunk the whole usage, then the
+   * usage chunk. {@code continuous_usage_stats} without {@code include_usage}, or {@code false},
+   * gives what a stream without it gives, as vLLM's does.
+   */
+  @Test
+  void continuousUsageStatsPutTheUsageSoFarInEveryChunk() throws Exception {
+    start();
+    String body = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":5,"
+        + "\"stream\":true,\"stream_options\":{\"include_usage\":true,"
+        + "\"continuous_usage_stats\":true}}";
+    CompletableFuture<HttpResponse<InputStream>> sent = postStreaming(ClientEndpoint.OPENAI_CHAT,
+        body);
+    awaitSubmitted(1);
+    long prompt = requests.get(0).tokens().length;
+    OutputListener l = listeners.get(0);
+    l.onOutput(new int[] {'H', 'e'}, "");
+    l.onOutput(new int[] {'l'}, "");
+    futures.get(0).complete(response("solo-c1", new int[] {'H', 'e', 'l'}, "", 12));
+    HttpResponse<InputStream> resp = sent.get(20, TimeUnit.SECONDS);
+    assertEquals(200, resp.statusCode());
+    List<Map<?, ?>> chunks = chunks(resp);
+    assertEquals(4, chunks.size(), chunks.toString()); // two pieces, the finish, the usage
+    assertEquals(ordered("prompt_tokens", prompt, "completion_tokens", 2L,
+        "total_tokens", prompt + 2), chunks.get(0).get("usage"));
+    assertEquals(ordered("prompt_tokens", prompt, "completion_tokens", 3L,
+        "total_tokens", prompt + 3), chunks.get(1).get("usage"));
+    Map<String, Object> whole = ordered("prompt_tokens", 30L, "completion_tokens", 3L,
+        "total_tokens", 33L, "prompt_tokens_details", Map.of("cached_tokens", 12L));
+    assertEquals("stop", map(((List<?>) chunks.get(2).get("choices")).get(0))
+        .get("finish_reason"), "max_tokens 5, 3 tokens: the engine ended it");
+    assertEquals(whole, chunks.get(2).get("usage"));
+    assertEquals(List.of(), chunks.get(3).get("choices"));
+    assertEquals(whole, chunks.get(3).get("usage"));
+
+    // without include_usage, or false: no usage in the chunks, as without it
+    String[] options = {"{\"continuous_usage_stats\":true}",
+        "{\"include_usage\":true,\"continuous_usage_stats\":false}",
+        "{\"include_usage\":false,\"continuous_usage_stats\":null}"};
+    for (int i = 0; i < options.length; i++) {
+      CompletableFuture<HttpResponse<InputStream>> s = postStreaming(ClientEndpoint.OPENAI_CHAT,
+          body.replaceFirst("\"stream_options\":\\{.*\\}\\}$",
+              "\"stream_options\":" + options[i] + "}"));
+      awaitSubmitted(2 + i);
+      listeners.get(1 + i).onOutput(new int[] {'H'}, "");
+      futures.get(1 + i).complete(response(requests.get(1 + i).id(), new int[] {'H'}, "", 0));
+      HttpResponse<InputStream> r = s.get(20, TimeUnit.SECONDS);
+      assertEquals(200, r.statusCode(), options[i]);
+      List<Map<?, ?>> c = chunks(r);
+      boolean include = i == 1;
+      assertEquals(include ? 3 : 2, c.size(), options[i] + ": " + c);
+      for (Map<?, ?> chunk : c.subList(0, 2)) {
+        assertEquals(include, chunk.containsKey("usage"), options[i]);
+        assertTrue(!include || chunk.get("usage") == Json.NULL, options[i]);
+      }
+    }
   }
 
   @Test

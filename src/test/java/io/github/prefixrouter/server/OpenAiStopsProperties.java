@@ -128,4 +128,59 @@ class OpenAiStopsProperties {
     assertEquals(reason == null ? Json.NULL : reason instanceof Integer i ? (Object) (long) i
         : reason, streamedReason, where);
   }
+
+  /**
+   * With vLLM's {@code continuous_usage_stats}, each chunk of a piece carries the usage so far:
+   * its {@code completion_tokens} are the output tokens through that piece, counted as the
+   * whole answer counts them (through the token that ended the output at a stop, none after),
+   * and the finishing chunk's and the usage chunk's are the whole answer's.
+   */
+  @Property(tries = 500)
+  void continuousUsageCountsTheTokensThroughEachChunksPiece(
+      @ForAll @Size(max = 12) List<@IntRange(min = 0, max = 3) Integer> output,
+      @ForAll("stops") List<String> stops,
+      @ForAll @Size(max = 2) List<@IntRange(min = 0, max = 3) Integer> stopIds,
+      @ForAll @Size(max = 6) List<@IntRange(min = 0, max = 12) Integer> cuts,
+      @ForAll boolean chat) {
+    int[] tokens = output.stream().mapToInt(Integer::intValue).toArray();
+    List<Integer> ids = new ArrayList<>(new TreeSet<>(stopIds));
+    GenerationParams params = new GenerationParams(12, 1.0, 1.0, 1L).withStops(stops, ids);
+    OpenAiAnswers.Context ctx = new OpenAiAnswers.Context(
+        chat ? OpenAiRequest.Kind.CHAT : OpenAiRequest.Kind.COMPLETION, "id", 1L, "m", params,
+        1L, true, TOKENIZER, true, 4);
+    int kept = OpenAiAnswers.output(ctx, tokens, "").tokens().length;
+    String where = Arrays.toString(tokens) + " stops " + stops + " ids " + ids;
+
+    TreeSet<Integer> at = new TreeSet<>(cuts);
+    at.add(tokens.length);
+    OpenAiAnswers.ChunkFormat format = new OpenAiAnswers.ChunkFormat(ctx);
+    int from = 0;
+    for (int to : at) {
+      if (to > from && to <= tokens.length) {
+        String events = new String(format.piece(Arrays.copyOfRange(tokens, from, to), ""),
+            StandardCharsets.UTF_8);
+        for (Object e : Sse.parse(events)) {
+          Map<?, ?> usage = (Map<?, ?>) ((Map<?, ?>) e).get("usage");
+          long through = Math.min(to, kept);
+          assertEquals(Map.of("prompt_tokens", 4L, "completion_tokens", through,
+              "total_tokens", 4L + through), usage, where + " piece to " + to);
+        }
+        from = to;
+      }
+    }
+    InferenceResponse response = new InferenceResponse("id",
+        new EngineResult(tokens, "", 4, 0, 1, 1), "solo", false, 1, FallbackCause.NONE,
+        StubNode.LOCAL_DECISION);
+    List<Object> end = Sse.parse(new String(format.end(response, new int[0], ""),
+        StandardCharsets.UTF_8));
+    assertEquals(3, end.size(), where); // the finish, the usage, [DONE]
+    Map<String, Object> whole = new java.util.LinkedHashMap<>();
+    whole.put("prompt_tokens", 4L);
+    whole.put("completion_tokens", (long) kept);
+    whole.put("total_tokens", 4L + kept);
+    whole.put("prompt_tokens_details", Map.of("cached_tokens", 0L));
+    assertEquals(whole, ((Map<?, ?>) end.get(0)).get("usage"), where);
+    assertEquals(List.of(), ((Map<?, ?>) end.get(1)).get("choices"), where);
+    assertEquals(whole, ((Map<?, ?>) end.get(1)).get("usage"), where);
+  }
 }
