@@ -127,12 +127,16 @@ final class OpenAiRequest {
   static final Set<String> MESSAGE_KEYS = Set.of("role", "content", "name");
 
   /**
-   * Keys of OpenAI's assistant message this node cannot honour, accepted only as {@code null}
-   * (absent): the openai Python client's {@code model_dump()} of an answer's message has them
-   * all, {@code null}, so a conversation that sends answers back that way carries them.
+   * Keys of an answer's message as the openai clients give it back, accepted only as
+   * {@code null} (absent): the Python client's {@code model_dump()} of a message has OpenAI's
+   * {@code tool_calls}, {@code function_call}, {@code refusal}, {@code audio} and
+   * {@code annotations}, all {@code null}, and the clients' parsing and streaming helpers add
+   * {@code parsed} (the Node client's {@code chat.completions.stream(...).finalMessage()} has
+   * {@code "refusal": null, "parsed": null}), so a conversation that sends answers back that way
+   * carries them.
    */
   static final Set<String> MESSAGE_NULL_KEYS = Set.of("tool_calls", "function_call", "refusal",
-      "audio", "annotations");
+      "audio", "annotations", "parsed");
 
   /** Which route. */
   enum Kind {

@@ -400,7 +400,8 @@ class ClientEndpointOpenAiTest {
   /**
    * A conversation that sends an answer back as the openai Python client's {@code model_dump()}
    * of its message gives ({@code "refusal": null, "annotations": null, "audio": null,
-   * "function_call": null, "tool_calls": null}), and a message with {@code "name": null}, is
+   * "function_call": null, "tool_calls": null}), or as the Node client's streaming helper gives
+   * it ({@code "refusal": null, "parsed": null}), and a message with {@code "name": null}, is
    * taken as if those keys were absent: the tokenizer gets the messages without them. The same
    * keys with a value are refused, naming them.
    */
@@ -410,7 +411,7 @@ class ClientEndpointOpenAiTest {
     CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_CHAT,
         "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"name\":null},"
             + "{\"content\":\"ok\",\"refusal\":null,\"role\":\"assistant\",\"annotations\":null,"
-            + "\"audio\":null,\"function_call\":null,\"tool_calls\":null},"
+            + "\"audio\":null,\"function_call\":null,\"tool_calls\":null,\"parsed\":null},"
             + "{\"role\":\"user\",\"content\":\"more\"}],\"max_tokens\":2}");
     awaitSubmitted(1);
     assertEquals(List.of(Map.of("role", "user", "content", "hi"),
