@@ -121,7 +121,15 @@ final class OpenAiRequest {
       Map.entry("service_tier", new NoOp("null, \"auto\" or \"default\"",
           v -> isNull(v) || "auto".equals(v) || "default".equals(v))),
       Map.entry("modalities", new NoOp("null or [\"text\"]",
-          v -> isNull(v) || List.of("text").equals(v))));
+          v -> isNull(v) || List.of("text").equals(v))),
+      // OpenAI's newer options: a client that passes on an unset one sends it as null
+      Map.entry("reasoning_effort", NULL_ONLY),
+      Map.entry("verbosity", NULL_ONLY),
+      Map.entry("prediction", NULL_ONLY),
+      Map.entry("audio", NULL_ONLY),
+      Map.entry("web_search_options", NULL_ONLY),
+      Map.entry("prompt_cache_key", NULL_ONLY),
+      Map.entry("safety_identifier", NULL_ONLY));
 
   /** The keys a chat message may have. */
   static final Set<String> MESSAGE_KEYS = Set.of("role", "content", "name");

@@ -398,6 +398,38 @@ class ClientEndpointOpenAiTest {
   }
 
   /**
+   * OpenAI's newer chat options, as a client that passes on unset ones sends them (the openai
+   * Python client sends a {@code None} it is given as {@code null}), are absent; with a value
+   * they ask for what the node cannot do, and are refused naming the key.
+   */
+  @Test
+  void newerChatOptionsAreAbsentWhenNullAndRefusedWithAValue() throws Exception {
+    start();
+    String[][] options = {{"reasoning_effort", "\"low\""}, {"verbosity", "\"low\""},
+        {"prediction", "{\"type\":\"content\",\"content\":\"x\"}"},
+        {"audio", "{\"voice\":\"alloy\",\"format\":\"wav\"}"}, {"web_search_options", "{}"},
+        {"prompt_cache_key", "\"k\""}, {"safety_identifier", "\"u\""}};
+    StringBuilder nulls = new StringBuilder();
+    for (String[] o : options) {
+      nulls.append(",\"").append(o[0]).append("\":null");
+    }
+    CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":1" + nulls + "}");
+    awaitSubmitted(1);
+    futures.get(0).complete(response(requests.get(0).id(), new int[] {'o'}, "", 0));
+    assertEquals(200, sent.get(20, TimeUnit.SECONDS).statusCode());
+    for (String[] o : options) {
+      HttpResponse<String> r = post(ClientEndpoint.OPENAI_CHAT,
+          "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"" + o[0] + "\":" + o[1] + "}");
+      assertEquals(400, r.statusCode(), o[0]);
+      Map<?, ?> error = map(json(r.body()).get("error"));
+      assertEquals(o[0], error.get("param"), r.body());
+      assertEquals("unsupported_parameter", error.get("code"), r.body());
+    }
+    assertEquals(1, requests.size());
+  }
+
+  /**
    * A conversation that sends an answer back as the openai Python client's {@code model_dump()}
    * of its message gives ({@code "refusal": null, "annotations": null, "audio": null,
    * "function_call": null, "tool_calls": null}), or as the Node client's streaming helper gives
