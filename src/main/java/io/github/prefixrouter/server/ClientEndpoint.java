@@ -76,8 +76,9 @@ import org.slf4j.LoggerFactory;
  *       tried on peers; 502 when the request failed everywhere otherwise.
  *   <li>With {@code "stream": true} (a boolean; anything else is a 400) the answer is streamed
  *       as server-sent events ({@link StreamedAnswer}): {@code 200} with
- *       {@code Content-Type: text/event-stream} once the node gives the first piece of output,
- *       then {@code data: {"id", "token_ids", "text"}} for each piece the node gives, then
+ *       {@code Content-Type: text/event-stream; charset=utf-8} once the node gives the first
+ *       piece of output, then {@code data: {"id", "token_ids", "text"}} for each piece the node
+ *       gives, then
  *       {@code data: } the answer above (its {@code token_ids} and {@code text} only what no
  *       piece carried, normally nothing), then {@code data: [DONE]}. A request that fails
  *       before its first piece is answered as above (same statuses); one that fails after it

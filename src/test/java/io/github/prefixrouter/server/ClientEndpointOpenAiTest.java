@@ -618,7 +618,8 @@ class ClientEndpointOpenAiTest {
     futures.get(0).complete(done);
     HttpResponse<InputStream> resp = sent.get(20, TimeUnit.SECONDS);
     assertEquals(200, resp.statusCode());
-    assertEquals("text/event-stream", resp.headers().firstValue("Content-Type").orElse(null));
+    assertEquals("text/event-stream; charset=utf-8",
+        resp.headers().firstValue("Content-Type").orElse(null));
     List<Map<?, ?>> chunks = chunks(resp);
     assertEquals(5, chunks.size(), chunks.toString()); // three pieces, the finish, the usage
     long seed = drawnSeeds(1)[0];

@@ -116,7 +116,8 @@ class ClientEndpointStreamTest {
     // the first piece arrives before the request completes: headers and one event
     HttpResponse<InputStream> resp = sent.get(20, TimeUnit.SECONDS);
     assertEquals(200, resp.statusCode());
-    assertEquals("text/event-stream", resp.headers().firstValue("Content-Type").orElse(null));
+    assertEquals("text/event-stream; charset=utf-8",
+        resp.headers().firstValue("Content-Type").orElse(null));
     assertEquals("no-cache", resp.headers().firstValue("Cache-Control").orElse(null));
     assertEquals("no", resp.headers().firstValue("X-Accel-Buffering").orElse(null));
     BufferedReader in = new BufferedReader(new InputStreamReader(resp.body(), StandardCharsets.UTF_8));

@@ -30,7 +30,21 @@ import org.junit.jupiter.api.Test;
  */
 class OpenAiRawHttpTest {
 
-  private record Raw(int status, Map<String, String> headers, String body) {}
+  /** An answer: {@code body} is {@code bytes} read as UTF-8. */
+  private record Raw(int status, Map<String, String> headers, String body, byte[] bytes) {}
+
+  /**
+   * The body as Python's {@code requests} reads it for {@code iter_lines(decode_unicode=True)}
+   * or {@code .text}: in the charset the Content-Type names; without one, ISO-8859-1 for a
+   * {@code text/} type and UTF-8 for JSON.
+   */
+  private static String asRequestsReads(Raw r) {
+    String type = r.headers().get("content-type").toLowerCase(Locale.ROOT);
+    int at = type.indexOf("charset=");
+    String charset = at >= 0 ? type.substring(at + 8).split(";")[0].trim()
+        : type.startsWith("text/") ? "ISO-8859-1" : "UTF-8";
+    return new String(r.bytes(), java.nio.charset.Charset.forName(charset));
+  }
 
   /** Sends {@code request} as it is and reads the answer to the end (Connection: close). */
   private static Raw send(String address, String request) throws IOException {
@@ -61,7 +75,7 @@ class OpenAiRawHttpTest {
       assertEquals(String.valueOf(body.length), headers.get("content-length"));
     }
     return new Raw(Integer.parseInt(statusLine[1]), headers,
-        new String(body, StandardCharsets.UTF_8));
+        new String(body, StandardCharsets.UTF_8), body);
   }
 
   private static byte[] dechunk(byte[] b) {
@@ -157,8 +171,14 @@ class OpenAiRawHttpTest {
         Raw streamed = send(address, post(address, "/v1/chat/completions",
             chat + ",\"stream\":true,\"stream_options\":{\"include_usage\":true}}"));
         assertEquals(200, streamed.status());
-        assertEquals("text/event-stream", streamed.headers().get("content-type"));
+        assertEquals("text/event-stream; charset=utf-8", streamed.headers().get("content-type"));
         assertEquals("chunked", streamed.headers().get("transfer-encoding"));
+        // the reference engine's text is not ASCII: a client that decodes as the header says
+        // reads the same events (without a charset, requests reads ISO-8859-1, and splits a
+        // line at the U+0085 a UTF-8 byte 0x85 becomes)
+        assertTrue(text.chars().anyMatch(ch -> ch > 0x7f), text);
+        assertEquals(streamed.body(), asRequestsReads(streamed));
+        assertEquals(whole.body(), asRequestsReads(whole));
         List<Object> events = Sse.parse(streamed.body());
         assertEquals(Sse.DONE, events.get(events.size() - 1));
         StringBuilder joined = new StringBuilder();
