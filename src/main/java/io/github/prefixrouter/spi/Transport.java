@@ -15,7 +15,19 @@ import java.util.concurrent.CompletableFuture;
  *       or exceptionally with a {@link TransportException} ({@code TIMEOUT} when no answer came
  *       within {@code timeout}). It never blocks the caller's thread.
  *   <li>Inbound messages and requests go to the {@link InboundHandler} given to {@link #start};
- *       {@code from} names the sender as the transport authenticated it.
+ *       {@code from} names the sender as the transport authenticated it, with the address it
+ *       is reached at (the sender's {@link #localAddress}): the node sends its replies there,
+ *       and its gossip adopts {@code from} as the peer's address.
+ *   <li>A request's handler failing with a {@link TransportException} of kind
+ *       {@code PROTOCOL} fails the request {@code PROTOCOL}, its message containing the
+ *       handler's (printable ASCII, up to 100 characters): the node says there why it refused a
+ *       request (another model id, an unknown message version), and the requester reads it.
+ *   <li>The handler may call {@link #send} and {@link #request} of the same transport from
+ *       inside {@code onMessage} and {@code onRequest}: the node answers gossip, streams output
+ *       and relays requests from there.
+ *   <li>A payload passed to {@link #send} or {@link #request} is read-only: the transport never
+ *       changes it (the node sends one array again, and to several peers), and the node never
+ *       changes it after the call, so the transport may read it after the call returns.
  *   <li>{@link #close} completes every pending request (exceptionally, {@code CLOSED}) and
  *       stops delivering inbound messages.
  *   <li>Implementations are thread-safe: the node calls {@link #send} and {@link #request}
@@ -70,7 +82,8 @@ public interface Transport extends AutoCloseable {
   interface InboundHandler {
 
     /**
-     * A one-way message arrived. Must not block.
+     * A one-way message arrived. Must not block; may call the transport's
+     * {@link Transport#send} and {@link Transport#request}.
      *
      * @param from the sender, as the transport authenticated it
      * @param payload the message bytes
@@ -79,7 +92,9 @@ public interface Transport extends AutoCloseable {
 
     /**
      * A request arrived; the returned future's value is sent back as the answer, and an
-     * exceptional completion is reported to the requester as a failure. Must not block.
+     * exceptional completion is reported to the requester as a failure (one with a
+     * {@code PROTOCOL} {@link TransportException} as {@code PROTOCOL}, with its message). Must
+     * not block; may call the transport's {@link Transport#send} and {@link Transport#request}.
      *
      * @param from the sender, as the transport authenticated it
      * @param payload the request bytes

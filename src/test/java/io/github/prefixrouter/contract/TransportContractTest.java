@@ -16,6 +16,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -419,6 +420,145 @@ public abstract class TransportContractTest {
         a.request(b.localAddress(), new byte[] {2}, java.time.temporal.ChronoUnit.FOREVER.getDuration());
     assertTrue(awaitCondition(f::isDone, patience()), "no answer with the longest timeout");
     assertArrayEquals(new byte[] {2}, f.join());
+  }
+
+  @Test
+  void theHandlerIsGivenTheSendersOwnAddress() {
+    // the node answers to `from` (gossip, streamed output) and gossip adopts it as the peer's
+    // address: an address the sender cannot be reached at would cut the peer off
+    ConcurrentLinkedQueue<PeerAddress> seen = new ConcurrentLinkedQueue<>();
+    Transport b = started("b", new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        seen.add(from);
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        seen.add(from);
+        return CompletableFuture.completedFuture(payload);
+      }
+    });
+    Transport a = started("a", echo());
+    a.send(b.localAddress(), new byte[] {1});
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {2}, patience());
+    assertTrue(awaitCondition(() -> seen.size() == 2 && f.isDone(), patience()),
+        "the message or the request did not arrive");
+    f.join();
+    for (PeerAddress from : seen) {
+      assertEquals(a.localAddress(), from, "the handler was not given the sender's address");
+    }
+  }
+
+  @Test
+  void aHandlersProtocolFailureReachesTheRequesterWithItsMessage() {
+    // the node refuses a request it cannot serve with a PROTOCOL failure whose message says why
+    // (another model id, an unknown FORWARD version); the requester reads it there
+    String why = "MODEL_MISMATCH: node b serves model id 'm-1', the request is for 'm-2'";
+    Transport b = started("b", (from, p) -> CompletableFuture.failedFuture(
+        new TransportException(TransportException.Kind.PROTOCOL, why)));
+    Transport a = started("a", echo());
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());
+    assertTrue(awaitCondition(f::isDone, patience()), "no answer");
+    TransportException e = assertInstanceOf(TransportException.class,
+        org.junit.jupiter.api.Assertions.assertThrows(CompletionException.class, f::join)
+            .getCause(), "failures must be TransportException");
+    assertEquals(TransportException.Kind.PROTOCOL, e.kind(), "the handler's PROTOCOL failure");
+    assertTrue(String.valueOf(e.getMessage()).contains(why),
+        "the handler's message did not reach the requester: " + e.getMessage());
+  }
+
+  @Test
+  void aHandlerCanSendAndRequestThroughItsOwnTransport() {
+    // the node answers gossip from inside onMessage, and from inside onRequest streams output
+    // to the requester and relays the request to another peer
+    ConcurrentLinkedQueue<String> gotByA = new ConcurrentLinkedQueue<>();
+    Transport a = started("a", new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        gotByA.add(new String(payload, StandardCharsets.US_ASCII));
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        return CompletableFuture.completedFuture(concat("a:".getBytes(StandardCharsets.US_ASCII),
+            payload));
+      }
+    });
+    Transport c = started("c", echo());
+    PeerAddress toA = a.localAddress();
+    PeerAddress toC = c.localAddress();
+    java.util.concurrent.atomic.AtomicReference<Transport> self =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    List<CompletableFuture<byte[]>> askedFromInside =
+        new java.util.concurrent.CopyOnWriteArrayList<>();
+    Transport b = started("b", new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        self.get().send(toA, "reply".getBytes(StandardCharsets.US_ASCII));
+        askedFromInside.add(self.get().request(toA, new byte[] {5}, patience()));
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        self.get().send(toA, "piece".getBytes(StandardCharsets.US_ASCII));
+        return self.get().request(toC, payload, patience());
+      }
+    });
+    self.set(b);
+    a.send(b.localAddress(), new byte[] {1});
+    CompletableFuture<byte[]> relayed = a.request(b.localAddress(), new byte[] {7}, patience());
+    assertTrue(awaitCondition(() -> relayed.isDone() && askedFromInside.size() == 1
+        && askedFromInside.get(0).isDone() && gotByA.size() == 2, patience()),
+        "what the handler sent or asked did not arrive: messages " + gotByA + ", requests "
+            + askedFromInside + ", relayed " + relayed);
+    assertArrayEquals(new byte[] {'b', ':', 7}, relayed.join(), "the relayed answer");
+    assertArrayEquals(new byte[] {'a', ':', 5}, askedFromInside.get(0).join(),
+        "the answer to the request made inside onMessage");
+    assertEquals(Set.of("reply", "piece"), Set.copyOf(gotByA));
+  }
+
+  @Test
+  void theTransportLeavesThePayloadsItIsGivenUnchanged() {
+    // the node sends the same array again and to other peers (gossip snapshot chunks are
+    // cached and served to every peer that asks), and never changes one it has passed on
+    ConcurrentLinkedQueue<String> got = new ConcurrentLinkedQueue<>();
+    Transport.InboundHandler recording = new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        got.add(java.util.Arrays.toString(payload));
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        return CompletableFuture.completedFuture(payload);
+      }
+    };
+    Transport b = started("b", recording);
+    Transport c = started("c", recording);
+    Transport a = started("a", echo());
+    byte[] message = {3, 1, 4, 1, 5, 9, 2, 6};
+    byte[] request = {2, 7, 1, 8, 2, 8};
+    a.send(b.localAddress(), message);
+    assertTrue(awaitCondition(() -> got.size() == 1, patience()), "the message did not arrive");
+    a.send(c.localAddress(), message);
+    assertTrue(awaitCondition(() -> got.size() == 2, patience()),
+        "the message sent again did not arrive");
+    List<CompletableFuture<byte[]>> fs = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      CompletableFuture<byte[]> f = a.request(b.localAddress(), request, patience());
+      assertTrue(awaitCondition(f::isDone, patience()), "no answer");
+      fs.add(f);
+    }
+    assertArrayEquals(new byte[] {3, 1, 4, 1, 5, 9, 2, 6}, message,
+        "the transport changed a message's payload");
+    assertArrayEquals(new byte[] {2, 7, 1, 8, 2, 8}, request,
+        "the transport changed a request's payload");
+    assertEquals(List.of("[3, 1, 4, 1, 5, 9, 2, 6]", "[3, 1, 4, 1, 5, 9, 2, 6]"),
+        List.copyOf(got), "what arrived of a message sent twice");
+    for (CompletableFuture<byte[]> f : fs) {
+      assertArrayEquals(new byte[] {2, 7, 1, 8, 2, 8}, f.join(), "the answers to one payload");
+    }
   }
 
   @Test

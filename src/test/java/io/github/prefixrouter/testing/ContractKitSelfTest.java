@@ -900,4 +900,148 @@ class ContractKitSelfTest {
         }));
     assertEquals(Set.of("aClosedTransportDeliversNothingInbound"), failed);
   }
+
+  /** A handler passing every call to {@code h}; subclasses change one thing. */
+  static class ForwardingHandler implements Transport.InboundHandler {
+    final Transport.InboundHandler h;
+
+    ForwardingHandler(Transport.InboundHandler h) {
+      this.h = h;
+    }
+
+    @Override
+    public void onMessage(PeerAddress from, byte[] payload) {
+      h.onMessage(from, payload);
+    }
+
+    @Override
+    public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+      return h.onRequest(from, payload);
+    }
+  }
+
+  @Test
+  void aTransportThatGivesTheHandlerTheConnectionsAddressIsCaught() {
+    // the sender's node id is right, but its address is the one its connection came from (a
+    // source port nothing listens at), not the one it is reached at
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          @Override
+          public void start(InboundHandler handler) {
+            t.start(new ForwardingHandler(handler) {
+              PeerAddress connection(PeerAddress from) {
+                return new PeerAddress(from.nodeId(), from.address() + ":40312");
+              }
+
+              @Override
+              public void onMessage(PeerAddress from, byte[] payload) {
+                h.onMessage(connection(from), payload);
+              }
+
+              @Override
+              public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+                return h.onRequest(connection(from), payload);
+              }
+            });
+          }
+        }));
+    assertEquals(Set.of("theHandlerIsGivenTheSendersOwnAddress"), failed);
+  }
+
+  @Test
+  void aTransportThatReportsEveryHandlerFailureWithoutItsMessageIsCaught() {
+    // the serving side answers any failure of its handler with a bare "failed" (as a plain
+    // HTTP 500 would): the requester sees PROTOCOL, but not why
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          @Override
+          public void start(InboundHandler handler) {
+            t.start(new ForwardingHandler(handler) {
+              @Override
+              public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+                CompletableFuture<byte[]> answer = h.onRequest(from, payload);
+                if (answer == null) {
+                  return null;
+                }
+                CompletableFuture<byte[]> bare = new CompletableFuture<>();
+                answer.whenComplete((v, err) -> pass(bare, v, err == null ? null
+                    : new io.github.prefixrouter.spi.TransportException(
+                        io.github.prefixrouter.spi.TransportException.Kind.PROTOCOL,
+                        "the peer failed the request")));
+                return bare;
+              }
+            });
+          }
+        }));
+    assertEquals(Set.of("aHandlersProtocolFailureReachesTheRequesterWithItsMessage"), failed);
+  }
+
+  @Test
+  void aTransportThatRefusesCallsFromInsideItsHandlerIsCaught() {
+    // a guard against re-entrant calls: while it delivers inbound traffic, its sends are
+    // dropped and its requests fail at once
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          final ThreadLocal<Boolean> delivering = ThreadLocal.withInitial(() -> false);
+
+          @Override
+          public void start(InboundHandler handler) {
+            t.start(new ForwardingHandler(handler) {
+              @Override
+              public void onMessage(PeerAddress from, byte[] payload) {
+                delivering.set(true);
+                try {
+                  h.onMessage(from, payload);
+                } finally {
+                  delivering.set(false);
+                }
+              }
+
+              @Override
+              public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+                delivering.set(true);
+                try {
+                  return h.onRequest(from, payload);
+                } finally {
+                  delivering.set(false);
+                }
+              }
+            });
+          }
+
+          @Override
+          public void send(PeerAddress to, byte[] payload) {
+            if (!delivering.get()) {
+              t.send(to, payload);
+            }
+          }
+
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            if (delivering.get()) {
+              return CompletableFuture.failedFuture(
+                  new io.github.prefixrouter.spi.TransportException(
+                      io.github.prefixrouter.spi.TransportException.Kind.UNREACHABLE,
+                      "re-entrant request refused"));
+            }
+            return t.request(to, p, timeout);
+          }
+        }));
+    assertEquals(Set.of("aHandlerCanSendAndRequestThroughItsOwnTransport"), failed);
+  }
+
+  @Test
+  void aTransportThatClearsAMessagesPayloadOnceSentIsCaught() {
+    // it takes the array for its own: once the message is handed to the network, the buffer
+    // goes back to its pool, which clears it
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          @Override
+          public void send(PeerAddress to, byte[] payload) {
+            t.send(to, payload);
+            Arrays.fill(payload, (byte) 0);
+          }
+        }));
+    assertEquals(Set.of("theTransportLeavesThePayloadsItIsGivenUnchanged"), failed);
+  }
 }
