@@ -10,10 +10,13 @@ import java.util.concurrent.CompletableFuture;
  * <p>Contract (checked by {@code io.github.prefixrouter.contract.TransportContractTest}):
  * <ul>
  *   <li>{@link #send} is one-way and best effort: it never blocks the caller on the network and
- *       never throws for delivery problems (the message is simply lost).
+ *       never throws for delivery problems (the message is simply lost). It carries messages of
+ *       up to 64 KiB (the node's largest gossip message).
  *   <li>{@link #request} returns a future that completes exactly once: with the peer's answer,
  *       or exceptionally with a {@link TransportException} ({@code TIMEOUT} when no answer came
- *       within {@code timeout}). It never blocks the caller's thread.
+ *       within {@code timeout}). It never blocks the caller's thread. The node cancels the
+ *       future of a request it no longer awaits: the transport then lets go of the request as of
+ *       a failed one (whatever it holds for it, such as an in-flight slot for the peer).
  *   <li>Inbound messages and requests go to the {@link InboundHandler} given to {@link #start};
  *       {@code from} names the sender as the transport authenticated it, with the address it
  *       is reached at (the sender's {@link #localAddress}): the node sends its replies there,
@@ -73,7 +76,8 @@ public interface Transport extends AutoCloseable {
   /**
    * Fails every pending request with {@code CLOSED} and releases the transport's resources. Must
    * return promptly (release, do not wait for, in-flight exchanges): the node calls it from
-   * {@code stop()}, or from whichever thread completes the node's last in-flight request.
+   * {@code stop()}, or from whichever thread completes the node's last in-flight request, which
+   * may be one of the transport's own (in a callback of the future it completes).
    */
   @Override
   void close();

@@ -149,6 +149,13 @@ public abstract class TransportContractTest {
     return r;
   }
 
+  /** What a completed request came to: its answer's bytes, or its failure. */
+  private static String outcome(CompletableFuture<byte[]> f) {
+    return f.handle((v, e) -> e == null ? java.util.Arrays.toString(v)
+        : "failed: " + (e instanceof CompletionException && e.getCause() != null
+            ? e.getCause() : e)).join();
+  }
+
   private static TransportException.Kind kindOf(CompletableFuture<?> f) {
     try {
       f.join();
@@ -444,7 +451,7 @@ public abstract class TransportContractTest {
     CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {2}, patience());
     assertTrue(awaitCondition(() -> seen.size() == 2 && f.isDone(), patience()),
         "the message or the request did not arrive");
-    f.join();
+    assertEquals("[2]", outcome(f), "the answer");
     for (PeerAddress from : seen) {
       assertEquals(a.localAddress(), from, "the handler was not given the sender's address");
     }
@@ -512,9 +519,10 @@ public abstract class TransportContractTest {
         && askedFromInside.get(0).isDone() && gotByA.size() == 2, patience()),
         "what the handler sent or asked did not arrive: messages " + gotByA + ", requests "
             + askedFromInside + ", relayed " + relayed);
-    assertArrayEquals(new byte[] {'b', ':', 7}, relayed.join(), "the relayed answer");
-    assertArrayEquals(new byte[] {'a', ':', 5}, askedFromInside.get(0).join(),
-        "the answer to the request made inside onMessage");
+    assertEquals(java.util.Arrays.toString(new byte[] {'b', ':', 7}), outcome(relayed),
+        "the relayed answer");
+    assertEquals(java.util.Arrays.toString(new byte[] {'a', ':', 5}),
+        outcome(askedFromInside.get(0)), "the answer to the request made inside onMessage");
     assertEquals(Set.of("reply", "piece"), Set.copyOf(gotByA));
   }
 
@@ -557,9 +565,105 @@ public abstract class TransportContractTest {
     assertEquals(List.of("[3, 1, 4, 1, 5, 9, 2, 6]", "[3, 1, 4, 1, 5, 9, 2, 6]"),
         List.copyOf(got), "what arrived of a message sent twice");
     for (CompletableFuture<byte[]> f : fs) {
-      assertArrayEquals(new byte[] {2, 7, 1, 8, 2, 8}, f.join(), "the answers to one payload");
+      assertEquals("[2, 7, 1, 8, 2, 8]", outcome(f), "the answers to one payload");
     }
   }
+
+  @Test
+  void aOneWayMessageAsLargeAsTheNodesGossipArrivesIntact() {
+    // gossip messages (digests, deltas, snapshot chunks) are up to 64 KiB, sent one way
+    ConcurrentLinkedQueue<byte[]> got = new ConcurrentLinkedQueue<>();
+    Transport b = started("b", new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        got.add(payload);
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        return CompletableFuture.completedFuture(payload);
+      }
+    });
+    Transport a = started("a", echo());
+    byte[] gossip = new byte[GOSSIP_MESSAGE_BYTES];
+    for (int i = 0; i < gossip.length; i++) {
+      gossip[i] = (byte) (i * 17 + 3);
+    }
+    a.send(b.localAddress(), gossip.clone());
+    assertTrue(awaitCondition(() -> !got.isEmpty(), patience()),
+        "a " + GOSSIP_MESSAGE_BYTES + "-byte message did not arrive");
+    assertArrayEquals(gossip, got.peek());
+  }
+
+  /** The largest gossip message the node sends, in bytes. */
+  private static final int GOSSIP_MESSAGE_BYTES = 65_536;
+
+  @Test
+  void aRequestWhoseFutureIsCancelledHoldsNothingMore() {
+    // the node cancels the future of a forward it stopped awaiting (its stream went silent, or
+    // the peer is suspected): the transport must let go of it, as of a failed one, or many
+    // such requests would use up what it has for the peer
+    List<CompletableFuture<byte[]>> held = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Transport b = started("b", (from, p) -> {
+      if (p[0] == 0) {
+        CompletableFuture<byte[]> h = new CompletableFuture<>();
+        held.add(h);
+        return h;
+      }
+      return CompletableFuture.completedFuture(p);
+    });
+    Transport a = started("a", echo());
+    try {
+      for (int i = 0; i < CANCELLED_REQUESTS; i++) {
+        CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {0}, patience());
+        f.cancel(false);
+      }
+      CompletableFuture<byte[]> g = a.request(b.localAddress(), new byte[] {1}, patience());
+      assertTrue(awaitCondition(g::isDone, patience()),
+          "no answer after " + CANCELLED_REQUESTS + " cancelled requests");
+      assertEquals("[1]", outcome(g),
+          "a request after " + CANCELLED_REQUESTS + " cancelled ones");
+    } finally {
+      held.forEach(h -> h.complete(new byte[] {0}));
+    }
+  }
+
+  /** How many requests the cancel check cancels: more than a transport keeps for one peer. */
+  private static final int CANCELLED_REQUESTS = 100;
+
+  @Test
+  void closeCalledWhereARequestCompletesReturnsPromptly() {
+    // a stopping node closes its transport from whichever thread completes its last request:
+    // the transport's own, which close must not wait for
+    CompletableFuture<byte[]> held = new CompletableFuture<>();
+    AtomicInteger arrived = new AtomicInteger();
+    Transport b = started("b", (from, p) -> {
+      arrived.incrementAndGet();
+      return held;
+    });
+    Transport a = started("a", echo());
+    java.util.concurrent.atomic.AtomicLong closeNanos =
+        new java.util.concurrent.atomic.AtomicLong(-1);
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());
+    f.whenComplete((v, e) -> {
+      long t0 = System.nanoTime();
+      a.close();
+      closeNanos.set(System.nanoTime() - t0);
+    });
+    assertTrue(awaitCondition(() -> arrived.get() == 1, patience()), "the request never arrived");
+    held.complete(new byte[] {2});
+    assertTrue(awaitCondition(() -> closeNanos.get() >= 0, patience().plus(PROMPT_CLOSE)),
+        "close, called where the answer completed the request, did not return");
+    assertEquals("[2]", outcome(f), "the request whose completion closed the transport");
+    assertTrue(closeNanos.get() <= PROMPT_CLOSE.toNanos(), "close, called where the answer "
+        + "completed the request, took " + closeNanos.get() / 1_000_000 + " ms");
+    CompletableFuture<byte[]> after = a.request(b.localAddress(), new byte[] {3}, patience());
+    assertTrue(awaitCondition(after::isDone, patience()), "no completion after close");
+    assertEquals(TransportException.Kind.CLOSED, kindOf(after), "a request after that close");
+  }
+
+  /** How long a close may take, in real time, on a loaded machine. */
+  private static final Duration PROMPT_CLOSE = Duration.ofSeconds(3);
 
   @Test
   void anAnswerAfterTheRequesterClosedDoesNotOverrideClosed() {
