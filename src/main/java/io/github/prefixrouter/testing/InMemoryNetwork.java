@@ -47,8 +47,11 @@ import java.util.random.RandomGenerator;
  *       nanoseconds waits that long.
  *   <li>Deliveries run as scheduler tasks, never on the sender's thread.
  * </ul>
- * Same seed, same scheduler, same calls: same deliveries. Thread-safe (coarse lock), though a
- * simulation drives it from one thread. Arguments must not be null.
+ * Same seed, same scheduler, same calls: same deliveries. Thread-safe (coarse lock): the
+ * transports' calls use the scheduler under the network's lock only, so calls from many threads
+ * at once (as a node makes them) are safe on a scheduler that is not thread-safe, such as a
+ * {@link SimulatedScheduler}, as long as its tasks do not run meanwhile (one thread advances a
+ * simulation). Arguments must not be null.
  */
 public final class InMemoryNetwork {
 
@@ -478,9 +481,13 @@ public final class InMemoryNetwork {
         p = new Pending(f);
         pending.put(id, p);
       }
-      p.timer = scheduler.schedule(timeoutNanos, () -> fail(id,
-          new TransportException(TransportException.Kind.TIMEOUT,
-              "no answer from " + to + " within " + timeout)));
+      // under the network's lock, as every use of the scheduler by a call is: a simulated
+      // scheduler is not thread-safe, and the node calls its transport from many threads
+      synchronized (InMemoryNetwork.this) {
+        p.timer = scheduler.schedule(timeoutNanos, () -> fail(id,
+            new TransportException(TransportException.Kind.TIMEOUT,
+                "no answer from " + to + " within " + timeout)));
+      }
       byte[] copy = payload.clone();
       String from = address.nodeId();
       transmit(from, to.nodeId(), copy.length, () -> {
@@ -584,12 +591,15 @@ public final class InMemoryNetwork {
         toFail = new HashMap<>(pending);
         pending.clear();
       }
-      for (Iterator<Pending> it = toFail.values().iterator(); it.hasNext(); ) {
-        Pending p = it.next();
-        if (p.timer != null) {
-          p.timer.cancel();
+      synchronized (InMemoryNetwork.this) {
+        for (Pending p : toFail.values()) {
+          if (p.timer != null) {
+            p.timer.cancel();
+          }
         }
-        p.future.completeExceptionally(
+      }
+      for (Iterator<Pending> it = toFail.values().iterator(); it.hasNext(); ) {
+        it.next().future.completeExceptionally(
             new TransportException(TransportException.Kind.CLOSED, "transport closed"));
       }
     }

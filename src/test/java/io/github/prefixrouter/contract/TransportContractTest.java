@@ -52,7 +52,15 @@ import org.junit.jupiter.api.Test;
  * answer is null fails its request; a timeout that is not positive fails {@code TIMEOUT}, and
  * one too long for any clock (up to {@code ChronoUnit.FOREVER}) waits for the answer; a request
  * above the limit a transport declares ({@link #requestLimitBytes()}) fails {@code TOO_LARGE}
- * and never reaches the peer, while one at the limit is answered.
+ * and never reaches the peer, while one at the limit is answered. And what the node relies on
+ * beyond that: the handler's {@code from} is the sender's {@code localAddress()}; a handler's
+ * {@code PROTOCOL} failure reaches the requester as {@code PROTOCOL} with the handler's message;
+ * a handler may send and request through its own transport; payload arrays passed in are left
+ * unchanged; a 64 KiB one-way message (the node's largest gossip message) arrives intact;
+ * requests whose futures the caller cancelled hold nothing that keeps a later request from being
+ * answered; {@code close()} called in a callback of the request it completes returns within
+ * 3 s; and sends and requests from several threads at once each reach their own peer and
+ * answer.
  */
 public abstract class TransportContractTest {
 
@@ -664,6 +672,68 @@ public abstract class TransportContractTest {
 
   /** How long a close may take, in real time, on a loaded machine. */
   private static final Duration PROMPT_CLOSE = Duration.ofSeconds(3);
+
+  @Test
+  void callsFromManyThreadsAtOnceEachGetTheirOwnAnswer() throws InterruptedException {
+    // the node sends and requests from its callers', its engine's, its scheduler's and the
+    // transport's own threads at once
+    ConcurrentLinkedQueue<String> gotByC = new ConcurrentLinkedQueue<>();
+    Transport b = started("b", (from, p) -> CompletableFuture.completedFuture(p));
+    Transport c = started("c", new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        gotByC.add(java.util.Arrays.toString(payload));
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        return CompletableFuture.completedFuture(payload);
+      }
+    });
+    Transport a = started("a", echo());
+    int threads = 4;
+    int each = 12;
+    @SuppressWarnings("unchecked")
+    CompletableFuture<byte[]>[][] fs = new CompletableFuture[threads][each];
+    java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+    List<Thread> callers = new ArrayList<>();
+    for (int t = 0; t < threads; t++) {
+      int caller = t;
+      Thread th = new Thread(() -> {
+        try {
+          go.await();
+        } catch (InterruptedException e) {
+          return;
+        }
+        for (int i = 0; i < each; i++) {
+          byte[] p = {(byte) caller, (byte) i};
+          fs[caller][i] = a.request(b.localAddress(), p, patience());
+          a.send(c.localAddress(), p);
+        }
+      }, "transport-kit-caller-" + t);
+      th.setDaemon(true);
+      th.start();
+      callers.add(th);
+    }
+    go.countDown();
+    for (Thread th : callers) {
+      th.join(patience().toMillis());
+      assertFalse(th.isAlive(), "a caller's sends and requests did not return");
+    }
+    assertTrue(awaitCondition(() -> gotByC.size() >= threads * each
+        && java.util.Arrays.stream(fs).flatMap(java.util.Arrays::stream)
+            .allMatch(CompletableFuture::isDone), patience()),
+        "not every request was answered, or not every message arrived (" + gotByC.size() + ")");
+    Set<String> sent = new java.util.HashSet<>();
+    for (int t = 0; t < threads; t++) {
+      for (int i = 0; i < each; i++) {
+        String p = java.util.Arrays.toString(new byte[] {(byte) t, (byte) i});
+        sent.add(p);
+        assertEquals(p, outcome(fs[t][i]), "the answer to request " + i + " of caller " + t);
+      }
+    }
+    assertEquals(sent, Set.copyOf(gotByC), "the messages that arrived");
+  }
 
   @Test
   void anAnswerAfterTheRequesterClosedDoesNotOverrideClosed() {

@@ -1132,4 +1132,42 @@ class ContractKitSelfTest {
         }));
     assertEquals(Set.of("closeCalledWhereARequestCompletesReturnsPromptly"), failed);
   }
+
+  @Test
+  void aTransportWhoseRequestsAreNotThreadSafeIsCaught() {
+    // it numbers requests with a plain counter, read, then written back once the request is
+    // prepared: two callers at once take one number, and one of them never gets an answer
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          int next;
+          final java.util.Map<Integer, CompletableFuture<byte[]>> waiting =
+              new java.util.HashMap<>();
+
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            int id = next;
+            try {
+              Thread.sleep(2); // preparing the request
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+            }
+            next = id + 1;
+            CompletableFuture<byte[]> mine = new CompletableFuture<>();
+            synchronized (waiting) {
+              waiting.put(id, mine);
+            }
+            t.request(to, p, timeout).whenComplete((v, err) -> {
+              CompletableFuture<byte[]> f;
+              synchronized (waiting) {
+                f = waiting.remove(id);
+              }
+              if (f != null) {
+                pass(f, v, err);
+              }
+            });
+            return mine;
+          }
+        }));
+    assertEquals(Set.of("callsFromManyThreadsAtOnceEachGetTheirOwnAnswer"), failed);
+  }
 }

@@ -183,6 +183,65 @@ class InMemoryTransportContractTest {
     assertEquals(List.of(10L, 6L, 6L), counts(), "both answers to a closed requester dropped");
   }
 
+  @Test
+  void callsFromManyThreadsAtOnceUseTheSchedulerOneAtATime() throws InterruptedException {
+    // a request's timeout timer was scheduled outside the network's lock: requests from several
+    // threads at once used the scheduler (a simulated one is not thread-safe) concurrently
+    java.util.concurrent.atomic.AtomicInteger inside =
+        new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.atomic.AtomicInteger overlaps =
+        new java.util.concurrent.atomic.AtomicInteger();
+    io.github.prefixrouter.spi.Scheduler oneAtATime = (delay, task) -> {
+      if (inside.incrementAndGet() > 1) {
+        overlaps.incrementAndGet();
+      }
+      try {
+        Thread.sleep(1); // long enough for another caller to come in
+        return sim.schedule(delay, task);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException(e);
+      } finally {
+        inside.decrementAndGet();
+      }
+    };
+    InMemoryNetwork checked =
+        new InMemoryNetwork(sim, oneAtATime, new java.util.SplittableRandom(5));
+    Transport a = checked.transport("a");
+    a.start((from, payload) -> CompletableFuture.completedFuture(payload));
+    Transport b = checked.transport("b");
+    b.start((from, payload) -> CompletableFuture.completedFuture(payload));
+    java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+    List<CompletableFuture<byte[]>> fs = new java.util.concurrent.CopyOnWriteArrayList<>();
+    List<Thread> threads = new java.util.ArrayList<>();
+    for (int t = 0; t < 4; t++) {
+      byte tb = (byte) t;
+      Thread th = new Thread(() -> {
+        try {
+          go.await();
+        } catch (InterruptedException e) {
+          return;
+        }
+        for (int i = 0; i < 10; i++) {
+          fs.add(a.request(b.localAddress(), new byte[] {tb, (byte) i}, Duration.ofSeconds(1)));
+          a.send(b.localAddress(), new byte[] {tb, (byte) i});
+        }
+      });
+      th.start();
+      threads.add(th);
+    }
+    go.countDown();
+    for (Thread th : threads) {
+      th.join(30_000);
+      assertFalse(th.isAlive(), "a caller never finished");
+    }
+    assertEquals(0, overlaps.get(), "calls used the scheduler at the same time");
+    sim.runUntilIdle(10_000);
+    assertEquals(40, fs.size());
+    assertTrue(fs.stream().allMatch(f -> f.isDone() && !f.isCompletedExceptionally()),
+        "every request answered");
+  }
+
   private static TransportException.Kind kindOf(CompletableFuture<byte[]> f) {
     assertTrue(f.isCompletedExceptionally(), "not failed");
     Throwable t = assertThrows(java.util.concurrent.CompletionException.class, f::join).getCause();
