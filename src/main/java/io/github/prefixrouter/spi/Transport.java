@@ -16,7 +16,10 @@ import java.util.concurrent.CompletableFuture;
  *       or exceptionally with a {@link TransportException} ({@code TIMEOUT} when no answer came
  *       within {@code timeout}). It never blocks the caller's thread. The node cancels the
  *       future of a request it no longer awaits: the transport then lets go of the request as of
- *       a failed one (whatever it holds for it, such as an in-flight slot for the peer).
+ *       a failed one (whatever it holds for it, such as an in-flight slot for the peer). The
+ *       future's callbacks may call the transport ({@link #send}, {@link #request},
+ *       {@link #close}), on whichever thread completed it: the node cancels a failed forward
+ *       and forwards to the next peer from there.
  *   <li>Inbound messages and requests go to the {@link InboundHandler} given to {@link #start};
  *       {@code from} names the sender as the transport authenticated it, with the address it
  *       is reached at (the sender's {@link #localAddress}): the node sends its replies there,

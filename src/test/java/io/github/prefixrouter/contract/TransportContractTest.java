@@ -58,8 +58,8 @@ import org.junit.jupiter.api.Test;
  * a handler may send and request through its own transport; payload arrays passed in are left
  * unchanged; a 64 KiB one-way message (the node's largest gossip message) arrives intact;
  * requests whose futures the caller cancelled hold nothing that keeps a later request from being
- * answered; {@code close()} called in a callback of the request it completes returns within
- * 3 s; and sends and requests from several threads at once each reach their own peer and
+ * answered; a request's callbacks may send and request, and {@code close()} called in one
+ * returns within 3 s; and sends and requests from several threads at once each reach their own peer and
  * answer.
  */
 public abstract class TransportContractTest {
@@ -668,6 +668,45 @@ public abstract class TransportContractTest {
     CompletableFuture<byte[]> after = a.request(b.localAddress(), new byte[] {3}, patience());
     assertTrue(awaitCondition(after::isDone, patience()), "no completion after close");
     assertEquals(TransportException.Kind.CLOSED, kindOf(after), "a request after that close");
+  }
+
+  @Test
+  void callsFromARequestsCompletionWork() {
+    // when a forward fails, the node sends the peer a CANCEL and forwards to the next peer
+    // from the callback of the failed request's future, on the thread that completed it
+    CompletableFuture<byte[]> held = new CompletableFuture<>();
+    AtomicInteger arrived = new AtomicInteger();
+    Transport b = started("b", (from, p) -> {
+      arrived.incrementAndGet();
+      return held;
+    });
+    ConcurrentLinkedQueue<String> gotByC = new ConcurrentLinkedQueue<>();
+    Transport c = started("c", new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        gotByC.add(new String(payload, StandardCharsets.US_ASCII));
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        return CompletableFuture.completedFuture(payload);
+      }
+    });
+    Transport a = started("a", echo());
+    List<CompletableFuture<byte[]>> next = new java.util.concurrent.CopyOnWriteArrayList<>();
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());
+    f.whenComplete((v, e) -> {
+      a.send(c.localAddress(), "cancel".getBytes(StandardCharsets.US_ASCII));
+      next.add(a.request(c.localAddress(), new byte[] {2}, patience()));
+    });
+    assertTrue(awaitCondition(() -> arrived.get() == 1, patience()), "the request never arrived");
+    held.completeExceptionally(new TransportException(TransportException.Kind.PROTOCOL, "no"));
+    assertTrue(awaitCondition(() -> next.size() == 1 && next.get(0).isDone()
+        && !gotByC.isEmpty(), patience()),
+        "what the callback sent or asked did not arrive: messages " + gotByC + ", requests "
+            + next);
+    assertEquals("[2]", outcome(next.get(0)), "the request made in the callback");
+    assertEquals(List.of("cancel"), List.copyOf(gotByC), "the message sent in the callback");
   }
 
   /** How long a close may take, in real time, on a loaded machine. */

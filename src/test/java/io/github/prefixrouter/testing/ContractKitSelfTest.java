@@ -1170,4 +1170,42 @@ class ContractKitSelfTest {
         }));
     assertEquals(Set.of("callsFromManyThreadsAtOnceEachGetTheirOwnAnswer"), failed);
   }
+
+  @Test
+  void aTransportThatRefusesCallsFromARequestsCompletionIsCaught() {
+    // a guard against re-entrant calls: while it completes a request's future (and so runs the
+    // caller's callbacks), its sends are dropped and its requests fail at once
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          final ThreadLocal<Boolean> completing = ThreadLocal.withInitial(() -> false);
+
+          @Override
+          public void send(PeerAddress to, byte[] payload) {
+            if (!completing.get()) {
+              t.send(to, payload);
+            }
+          }
+
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            if (completing.get()) {
+              return CompletableFuture.failedFuture(
+                  new io.github.prefixrouter.spi.TransportException(
+                      io.github.prefixrouter.spi.TransportException.Kind.UNREACHABLE,
+                      "re-entrant request refused"));
+            }
+            CompletableFuture<byte[]> mine = new CompletableFuture<>();
+            t.request(to, p, timeout).whenComplete((v, err) -> {
+              completing.set(true);
+              try {
+                pass(mine, v, err);
+              } finally {
+                completing.set(false);
+              }
+            });
+            return mine;
+          }
+        }));
+    assertEquals(Set.of("callsFromARequestsCompletionWork"), failed);
+  }
 }
