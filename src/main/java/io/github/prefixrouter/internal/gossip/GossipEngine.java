@@ -888,17 +888,23 @@ public final class GossipEngine {
   // ================================================================ rounds
 
   private void tick() {
-    boolean again;
+    // the check and the round under one hold of the lock: a stop() between the two (on another
+    // thread) must not be followed by a whole round (membership, replicas, a digest sent)
+    List<Outgoing> out = new ArrayList<>();
     lock.writeLock().lock();
     try {
-      again = running;
+      if (!running) {
+        return;
+      }
+      round(out);
+      viewDirty = true;
+    } catch (RuntimeException e) {
+      count(GossipCounter.INTERNAL_ERRORS, 1);
+      log.warn("error in gossip round", e);
     } finally {
       lock.writeLock().unlock();
     }
-    if (!again) {
-      return;
-    }
-    runRound();
+    flush(out);
     lock.writeLock().lock();
     try {
       if (running) {

@@ -431,12 +431,18 @@ public final class RouterNode implements PrefixRouterNode {
    * {@code stop(gracePeriod)} in a loop schedules nothing more). A timer it replaces is
    * cancelled.
    *
-   * @return the new timer, or null if an earlier one stands
+   * @return the new timer, or null if an earlier one stands or the stop is finishing
    */
   private Scheduler.Cancellable graceTimer(long nanos) {
     Scheduler.Cancellable t;
     Scheduler.Cancellable replaced;
     synchronized (graceLock) {
+      if (stopFinished.get()) {
+        // the stop is finishing (on another thread: its last request just ended), and it has
+        // taken or will take the timer to cancel under this lock: one set now would outlive
+        // the node
+        return null;
+      }
       long now = clock.nanoTime();
       if (graceTimer != null && graceDeadline - now <= nanos) {
         return null; // as a difference of readings: a nanoTime may be any long
@@ -841,6 +847,11 @@ public final class RouterNode implements PrefixRouterNode {
       cancelGuard(a.watch);
       cancelGuard(a.idle);
       onForwardDone(ex, a, bytes, err);
+      // a liveness or inactivity check running meanwhile may have set its next timer after
+      // the cancels above; the attempt is over now, so that check sees it is over once it has
+      // set the timer (and cancels it), or its timer is cancelled here
+      cancelGuard(a.watch);
+      cancelGuard(a.idle);
     });
   }
 
@@ -896,6 +907,23 @@ public final class RouterNode implements PrefixRouterNode {
       letGo(a);
     } else {
       a.idle = schedule(wait, () -> checkStreamIdle(ex, a));
+      cancelIfOver(ex, a, a.idle);
+    }
+  }
+
+  /**
+   * Cancels {@code timer}, just set for attempt {@code a} of {@code ex} (in {@code a.idle} or
+   * {@code a.watch}), if the attempt has ended meanwhile: its answer may have come on another
+   * thread after this check looked and before the timer was set, and the answer's thread cancels
+   * only the timers it finds set.
+   */
+  private void cancelIfOver(Execution ex, Attempt a, Scheduler.Cancellable timer) {
+    boolean over;
+    synchronized (ex) {
+      over = ex.done.get() || ex.attemptSeq != a.seq;
+    }
+    if (over) {
+      cancelGuard(timer);
     }
   }
 
@@ -946,6 +974,7 @@ public final class RouterNode implements PrefixRouterNode {
       letGo(a);
     } else {
       a.watch = schedule(every, () -> watchPeer(ex, a, every));
+      cancelIfOver(ex, a, a.watch);
     }
   }
 
@@ -1610,6 +1639,10 @@ public final class RouterNode implements PrefixRouterNode {
     if (out != null && out.sink() instanceof StreamSender sender) {
       sender.close(); // a peer's request: the answer carries what was not streamed yet
     }
+    // the execution ends (leaves the in-flight count, which a stop waits on) once its future is
+    // completed: with a listener, that completion is queued behind the pieces being delivered,
+    // maybe by another thread, and runs there (settle)
+    boolean endsLater = false;
     try {
       if (error != null) {
         if (!ex.fromPeer) {
@@ -1629,7 +1662,7 @@ public final class RouterNode implements PrefixRouterNode {
                   || error instanceof CancelledByClient
                   ? error.getMessage() : "the local engine failed: " + error.getMessage(), error);
         }
-        settle(ex, out, () -> ex.future.completeExceptionally(failure));
+        endsLater = settle(ex, out, () -> ex.future.completeExceptionally(failure));
         return;
       }
       if (out == null) {
@@ -1647,8 +1680,9 @@ public final class RouterNode implements PrefixRouterNode {
         if (out != null) {
           countAnswered(ex, result, wasForwarded); // counted as answered as without a listener
         }
-        settle(ex, out, () -> ex.future.completeExceptionally(new RequestFailedException(
-            ex.request.id(), "cannot build the response: " + e.getMessage(), e)));
+        endsLater = settle(ex, out, () -> ex.future.completeExceptionally(
+            new RequestFailedException(ex.request.id(), "cannot build the response: "
+                + e.getMessage(), e)));
         return;
       }
       if (out == null) {
@@ -1657,7 +1691,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
       // the answer's last pieces go to the sink first: a listener that throws on them fails
       // the request, as it does on any earlier piece
-      settle(ex, out, () -> {
+      endsLater = settle(ex, out, () -> {
         Throwable lf = out.sinkFailure();
         if (lf == null) {
           countAnswered(ex, result, wasForwarded);
@@ -1670,9 +1704,16 @@ public final class RouterNode implements PrefixRouterNode {
         }
       });
     } finally {
-      live.remove(ex);
-      executionEnded();
+      if (!endsLater) {
+        ended(ex);
+      }
     }
+  }
+
+  /** {@code ex}, completed, is no longer taken on: a stop waiting for it may finish. */
+  private void ended(Execution ex) {
+    live.remove(ex);
+    executionEnded();
   }
 
   /** The failure of {@code ex}, abandoned because its output listener threw {@code cause}. */
@@ -1711,15 +1752,27 @@ public final class RouterNode implements PrefixRouterNode {
 
   /**
    * Completes {@code ex}'s future: at once when nobody listens to its output, else after every
-   * piece queued for its sink (the sink is never called after the future completes).
+   * piece queued for its sink (the sink is never called after the future completes), on
+   * whichever thread is delivering them, this one or another. Then (in the second case) the
+   * execution ends ({@link #ended}): not before its future is completed, so that a stop never
+   * finishes with an accepted request unanswered or uncounted.
+   *
+   * @return whether the execution ends with the queued completion (else the caller ends it)
    */
-  private static void settle(Execution ex, ExecutionOutput out, Runnable completion) {
+  private boolean settle(Execution ex, ExecutionOutput out, Runnable completion) {
     if (out == null) {
       completion.run();
-    } else {
-      out.complete(completion);
-      out.drain();
+      return false;
     }
+    out.complete(() -> {
+      try {
+        completion.run();
+      } finally {
+        ended(ex);
+      }
+    });
+    out.drain();
+    return true;
   }
 
   // ---------------------------------------------------------------- serving peers
@@ -2126,6 +2179,16 @@ public final class RouterNode implements PrefixRouterNode {
    */
   ConcurrentPrefixTree localTree() {
     return local instanceof TreeIndex t ? t.tree() : null;
+  }
+
+  /**
+   * The node's gossip engine, if it was built with the default components and started (tests
+   * and diagnostics).
+   *
+   * @return the engine, or null
+   */
+  io.github.prefixrouter.internal.gossip.GossipEngine gossip() {
+    return peers instanceof GossipPeerView g ? g.engine() : null;
   }
 
   @Override
