@@ -609,9 +609,14 @@ final class FaultCluster {
   // ---------------------------------------------------------------- checks
 
   private void checkGauges() {
+    // what the peers' trees can hold: an engine-driven tree mirrors its engine's cache, a
+    // self-managed one holds up to its own capacity, which the plan may set above the engine's
     long maxReplica = 0;
     for (int i = 0; i < n; i++) {
-      maxReplica += plan.engineCapacityTokens[i] / FaultPlan.BLOCK;
+      long tokens = plan.selfManaged[i]
+          ? Math.max(plan.engineCapacityTokens[i], plan.treeCapacityTokens[i])
+          : plan.engineCapacityTokens[i];
+      maxReplica += tokens / FaultPlan.BLOCK;
     }
     for (Instance in : all) {
       if (in.retired) {
@@ -624,7 +629,7 @@ final class FaultCluster {
       }
       if (st.replicaBlocks() < 0 || st.replicaBlocks() > maxReplica) {
         inv.violation("node " + in.key + " replicates " + st.replicaBlocks() + " blocks, more"
-            + " than all peers' caches can hold (" + maxReplica + ")");
+            + " than all peers' caches and trees can hold (" + maxReplica + ")");
       }
       if (st.localCachedTokens() > Math.max(in.nodeConfig.treeCapacityTokens(),
           plan.engineCapacityTokens[in.index])) {
