@@ -65,12 +65,6 @@ final class OpenAiAnswers {
       GenerationParams params, long seed, boolean includeUsage, PromptTokenizer tokenizer,
       boolean continuousUsage, int promptTokens) {
 
-    /** A context whose stream has no usage so far in its chunks. */
-    Context(OpenAiRequest.Kind kind, String id, long created, String model,
-        GenerationParams params, long seed, boolean includeUsage, PromptTokenizer tokenizer) {
-      this(kind, id, created, model, params, seed, includeUsage, tokenizer, false, 0);
-    }
-
     boolean chat() {
       return kind == OpenAiRequest.Kind.CHAT;
     }

@@ -63,7 +63,7 @@ class OpenAiStopsProperties {
         .withStops(stops, ids);
     OpenAiAnswers.Context ctx = new OpenAiAnswers.Context(
         chat ? OpenAiRequest.Kind.CHAT : OpenAiRequest.Kind.COMPLETION, "id", 1L, "m", params,
-        1L, false, TOKENIZER);
+        1L, false, TOKENIZER, false, 0);
 
     // the model
     StringBuilder text = new StringBuilder();

@@ -54,7 +54,7 @@ class StreamedAnswerTest {
     GenerationParams params = new GenerationParams(16, 1.0, 1.0, 3L)
         .withStops(List.of("abc"), List.of());
     OpenAiAnswers.Context ctx = new OpenAiAnswers.Context(OpenAiRequest.Kind.CHAT,
-        "chatcmpl-solo-c1", 1L, "base", params, 3L, false, new FakeTokenizer());
+        "chatcmpl-solo-c1", 1L, "base", params, 3L, false, new FakeTokenizer(), false, 0);
     return new StreamedAnswer(ex, "solo-c1", Runnable::run,
         new IoDeadline(timer, Duration.ofSeconds(5), () -> { }),
         new OpenAiAnswers.ChunkFormat(ctx), (e, failure) -> statusAnswers.add(failure),

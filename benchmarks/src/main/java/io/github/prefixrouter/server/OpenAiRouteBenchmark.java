@@ -149,7 +149,8 @@ public class OpenAiRouteBenchmark {
     InferenceRequest request = req.toInferenceRequest("n0-c1", t.tokens(), t.maxModelLen(), seed);
     OpenAiAnswers.Context ctx = new OpenAiAnswers.Context(req.kind,
         OpenAiAnswers.answerId(req.kind, "n0-c1"), 1_767_225_600L, req.model,
-        request.params(), seed, req.includeUsage, tokenizer);
+        request.params(), seed, req.includeUsage, tokenizer, req.continuousUsage,
+        request.tokens().length);
     byte[] answer = Json.write(OpenAiAnswers.answer(ctx, response))
         .getBytes(StandardCharsets.UTF_8);
     Headers h = new Headers();
