@@ -119,7 +119,9 @@ import org.slf4j.LoggerFactory;
  * own, so one that stalls holds only its own thread and never delays anyone else's request: at
  * most {@code readerThreads} requests are read at once (a connection beyond is closed at once),
  * and at most {@code maxUnfinishedReadsPerAddress} requests from one address may have unfinished
- * bodies (one beyond is answered 503 at once); both are counted ({@link Stats#readsRefused()}).
+ * bodies (one beyond waits up to 1 s for one of them to finish, so that a peer's burst of
+ * requests is not refused while the machine is busy, then is answered 503); both are counted
+ * ({@link Stats#readsRefused()}).
  * Answers are written by the server threads under the same I/O deadline, never by the thread
  * that completed the handler's future; so are the 504 of a handler that outlasted
  * {@code maxHandlingTime} (never the timer thread, which fires the deadlines) and the 503s of
@@ -301,7 +303,7 @@ public final class HttpTransport implements Transport {
     // readerThreads, beyond which it is closed at once), so a stalled connection holds only its
     // own; the answers, for authenticated requests only, are written by the serverThreads
     readers = new InboundReaders(config.readerThreads, config.maxUnfinishedReadsPerAddress,
-        daemonThreads(prefix + "-reader"), counters.readsRefused::increment);
+        InboundReaders.waitFor(config.inboundIoTimeout), daemonThreads(prefix + "-reader"), counters.readsRefused::increment);
     server.setExecutor(readers.executor(ioDeadline));
     server.createContext(MESSAGE_PATH, ex -> handleInbound(ex, false));
     server.createContext(REQUEST_PATH, ex -> handleInbound(ex, true));
@@ -1614,7 +1616,8 @@ public final class HttpTransport implements Transport {
 
     /**
      * Inbound requests from one remote address whose body is still being read at most; one
-     * beyond is answered 503 at once and counted ({@link Stats#readsRefused()}), so that one
+     * beyond waits up to 1 s (or {@link #inboundIoTimeout} if shorter) for one of them to
+     * finish, then is answered 503 and counted ({@link Stats#readsRefused()}), so that one
      * address cannot hold the {@link #readerThreads} with bodies it never finishes. Default 8.
      *
      * @param n the limit, 1 to 4096
