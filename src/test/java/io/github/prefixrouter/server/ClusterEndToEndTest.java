@@ -15,6 +15,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -304,10 +305,15 @@ class ClusterEndToEndTest {
         - ((Number) stats.get("refused_for_peers")).longValue();
   }
 
+  private static long servedOrOpen(Map<?, ?> stats) {
+    return ((Number) stats.get("served_for_peers")).longValue() + forwardsOpen(stats);
+  }
+
   /**
    * Runs {@code prompts} on four fresh node processes with {@code policy}, killing one on the way:
-   * not streamed, once a third of the answers are in; streamed, once a quarter are in and the
-   * victim has a forwarded request open (or at the latest once half are in).
+   * not streamed, the last node once a third of the answers are in; streamed, once a quarter are
+   * in, the first node found with a forwarded request open (or at the latest once half are in,
+   * the node that served most forwards).
    */
   private RunReport runCluster(String name, String policy, List<int[]> prompts, int maxTokens,
       boolean stream) throws Exception {
@@ -388,28 +394,44 @@ class ClusterEndToEndTest {
             policy + ": nodes did not discover each other: peers_live " + peersLiveAll(probe, endpoints));
       }
 
-      int victim = NODES - 1;
+      // not streamed, the last node is killed; streamed, whichever node first has a forwarded
+      // request open (so the scenario does not hang on which node the routing picks)
+      java.util.concurrent.atomic.AtomicInteger victimRef = new java.util.concurrent.atomic.AtomicInteger(NODES - 1);
       AtomicBoolean killed = new AtomicBoolean();
       java.util.concurrent.atomic.AtomicInteger completed = new java.util.concurrent.atomic.AtomicInteger();
       java.util.concurrent.atomic.AtomicReference<Map<?, ?>> victimAtKill =
           new java.util.concurrent.atomic.AtomicReference<>();
       Thread killer = null;
       if (stream) {
-        // kill the victim while a request forwarded to it is open: polls its stats from a
-        // quarter of the run on, and kills it at half-way whatever they say
+        // kill a node while a request forwarded to it is open: polls every node's stats from a
+        // quarter of the run on, and at half-way kills the one that served most forwards
         killer = new Thread(() -> {
           try {
             while (completed.get() < requests / 4) {
               Thread.sleep(5);
             }
+            Map<Integer, Map<?, ?>> last = new HashMap<>();
             while (!killed.get()) {
-              Map<?, ?> s = probe.stats(endpoints.get(victim));
-              if (s != null) {
-                victimAtKill.set(s);
+              int pick = -1;
+              for (int i = 0; i < NODES && pick < 0; i++) {
+                Map<?, ?> s = probe.stats(endpoints.get(i));
+                if (s != null) {
+                  last.put(i, s);
+                  if (forwardsOpen(s) > 0) {
+                    pick = i;
+                  }
+                }
               }
-              if ((s != null && forwardsOpen(s) > 0) || completed.get() >= requests / 2) {
+              if (pick < 0 && completed.get() >= requests / 2) {
+                pick = last.entrySet().stream()
+                    .max(java.util.Comparator.comparingLong(e -> servedOrOpen(e.getValue())))
+                    .map(Map.Entry::getKey).orElse(NODES - 1);
+              }
+              if (pick >= 0) {
                 if (killed.compareAndSet(false, true)) {
-                  procs.get(victim).destroyForcibly(); // kill -9
+                  victimRef.set(pick);
+                  victimAtKill.set(last.get(pick));
+                  procs.get(pick).destroyForcibly(); // kill -9
                 }
               } else {
                 Thread.sleep(2);
@@ -432,7 +454,7 @@ class ClusterEndToEndTest {
           .onCompleted(done -> {
             completed.accumulateAndGet(done, Math::max);
             if (!stream && done == requests / 3 && killed.compareAndSet(false, true)) {
-              procs.get(victim).destroyForcibly(); // kill -9
+              procs.get(victimRef.get()).destroyForcibly(); // kill -9
             }
           })
           .build();
@@ -441,6 +463,7 @@ class ClusterEndToEndTest {
         killer.join(10_000);
       }
       assertTrue(killed.get());
+      int victim = victimRef.get();
       assertTrue(procs.get(victim).waitFor(10, TimeUnit.SECONDS));
 
       // every request issued got exactly one answer
