@@ -125,8 +125,8 @@ import org.slf4j.LoggerFactory;
  * (at most {@code readerThreads} at once, default {@value #DEFAULT_READER_THREADS}; a connection
  * beyond is closed at once), and at most {@code maxUnfinishedPerAddress} request bodies (default
  * {@value #DEFAULT_MAX_UNFINISHED_PER_ADDRESS}) from one address may be unfinished (one beyond
- * waits up to 1 s, or {@code ioTimeout} if shorter, for one of them to finish, then is answered
- * 503), so clients that stall hold only their own threads and {@code /health},
+ * waits for one of them to finish, and is answered 503 once none has finished for 1 s, or
+ * {@code ioTimeout} if shorter), so clients that stall hold only their own threads and {@code /health},
  * {@code /v1/stats} and {@code /metrics} are answered at once, never behind other clients'
  * requests. Answers to completions are written by writer threads, one per answer being written
  * and at most {@code readerThreads}, so a client that does not read holds only its own. Reading
@@ -240,7 +240,7 @@ final class ClientEndpoint {
    * @param readerThreads requests read at once at most, each on a thread of its own; a
    *     connection that starts one beyond is closed at once (1 to {@value #MAX_READER_THREADS})
    * @param maxUnfinishedPerAddress request bodies from one address still arriving at most; one
-   *     beyond waits up to 1 s for a slot, then is answered 503 (1 to
+   *     beyond waits for a slot, and is answered 503 once none has come free for 1 s (1 to
    *     {@value #MAX_READER_THREADS})
    * @throws IllegalArgumentException if a limit is out of its range
    */

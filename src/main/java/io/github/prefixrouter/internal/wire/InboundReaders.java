@@ -30,15 +30,17 @@ import java.util.concurrent.locks.ReentrantLock;
  * before its headers are complete counts against {@code maxThreads} only, for at most the I/O
  * deadline that the tasks run under ({@link IoDeadline}).
  *
- * <p>A request beyond its address's cap waits up to {@code maxWait} for one of that address's
- * reads to finish before it is refused. A peer that sends a burst of requests at once (a node
- * may have 64 in flight to another, each on its own connection) has more bodies than the cap
- * being read at the same moment only briefly, for as long as the threads take to be scheduled;
- * refusing at once would turn that into failed requests whenever the machine is busy. Bodies
- * that stall hold their slots until their deadline, so the requests queued behind them are
- * refused after {@code maxWait}, which keeps the cap's point: each holds a thread for
- * {@code maxWait}, far less than the deadline a connection stalling before its headers holds
- * one for.
+ * <p>A request beyond its address's cap waits for one of that address's reads to finish, and is
+ * refused only once none of them has finished for {@code maxWait}. A peer that sends a burst of
+ * requests at once (a node may have 64 in flight to another, each on its own connection) has
+ * more bodies than the cap being read at the same moment whenever the machine is busy or the
+ * bodies are large; refusing at once turned that into failed requests, and so did a fixed wait
+ * once a deep burst queued behind reads of a megabyte each. While the address's reads keep
+ * finishing, its queue moves and its requests wait their turn; bodies that stall hold their
+ * slots until their deadline with no read finishing, so what queues behind them is refused after
+ * {@code maxWait}. Each waiting request holds a reader thread, as one stalling before its headers
+ * does (for the whole deadline): the cap bounds what one address's stalled bodies hold, not
+ * what a stranger holds.
  *
  * <p>Idle threads end after 30 seconds. Thread-safe.
  */
@@ -51,14 +53,24 @@ public final class InboundReaders {
   private final ReentrantLock lock = new ReentrantLock();
   /** Signalled whenever a slot is given back. */
   private final Condition released = lock.newCondition();
-  /** Unfinished reads per remote address; an address with none has no entry. Under lock. */
-  private final Map<Object, Integer> unfinished = new HashMap<>();
+  /** Per remote address with an unfinished read, its reads; none: no entry. Under lock. */
+  private final Map<Object, Reads> unfinished = new HashMap<>();
+
+  /** One address's unfinished reads. */
+  private static final class Reads {
+    int count;
+    /**
+     * When one of the address's reads last finished ({@link System#nanoTime}), or the entry was
+     * made (none was unfinished then).
+     */
+    long lastFinished;
+  }
 
   /**
    * @param maxThreads requests read at the same time at most (one thread each)
    * @param maxPerAddress requests from one address whose body is being read at most
-   * @param maxWait how long a request beyond {@code maxPerAddress} waits for a slot before it is
-   *     refused (zero: refused at once)
+   * @param maxWait how long a request beyond {@code maxPerAddress} waits with none of its
+   *     address's reads finishing before it is refused (zero: refused at once)
    * @param factory makes the (daemon) reader threads
    * @param onRefused called for every connection or request refused for lack of a slot
    */
@@ -77,7 +89,10 @@ public final class InboundReaders {
     this.onRefused = onRefused;
   }
 
-  /** How long a request beyond its address's cap waits at most: 1 s, or the I/O timeout if shorter. */
+  /**
+   * How long a request beyond its address's cap waits with none of the address's reads
+   * finishing: 1 s, or the I/O timeout if shorter.
+   */
   public static Duration waitFor(Duration ioTimeout) {
     Duration cap = Duration.ofSeconds(1);
     return ioTimeout.compareTo(cap) < 0 ? ioTimeout : cap;
@@ -103,10 +118,12 @@ public final class InboundReaders {
   }
 
   /**
-   * Takes one of {@code remote}'s slots for reading a body, waiting up to {@code maxWait} if the
-   * address has {@code maxPerAddress} unfinished already; false (and counted as refused) if none
-   * came free in that time, or the thread was interrupted while waiting (its I/O deadline passed;
-   * the interrupt stays set). Every true must be followed by one {@link #release}.
+   * Takes one of {@code remote}'s slots for reading a body. If the address has
+   * {@code maxPerAddress} unfinished already, waits for one to finish; false (and counted as
+   * refused) once none of the address's reads has finished for {@code maxWait} (counted from
+   * the later of this call and the last one to finish), or if the thread was interrupted while
+   * waiting (its I/O deadline passed; the interrupt stays set). Every true must be followed by
+   * one {@link #release}.
    *
    * @param remote the connection's remote address (null counts as one unknown address)
    * @return whether the body may be read
@@ -116,18 +133,26 @@ public final class InboundReaders {
     boolean taken = false;
     lock.lock();
     try {
-      long left = maxWaitNanos;
+      long start = System.nanoTime();
       while (true) {
-        int c = unfinished.getOrDefault(k, 0);
-        if (c < maxPerAddress) {
-          unfinished.put(k, c + 1);
+        Reads r = unfinished.get(k);
+        if (r == null) {
+          // none unfinished: the first read, or the last ones have just finished
+          r = new Reads();
+          r.lastFinished = System.nanoTime();
+          unfinished.put(k, r);
+        }
+        if (r.count < maxPerAddress) {
+          r.count++;
           taken = true;
           break;
         }
+        long since = r.lastFinished - start > 0 ? r.lastFinished : start;
+        long left = since + maxWaitNanos - System.nanoTime();
         if (left <= 0) {
           break;
         }
-        left = released.awaitNanos(left);
+        released.awaitNanos(left);
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
@@ -149,12 +174,12 @@ public final class InboundReaders {
     Object k = key(remote);
     lock.lock();
     try {
-      Integer n = unfinished.get(k);
-      if (n != null) {
-        if (n <= 1) {
+      Reads r = unfinished.get(k);
+      if (r != null) {
+        if (--r.count <= 0) {
           unfinished.remove(k);
         } else {
-          unfinished.put(k, n - 1);
+          r.lastFinished = System.nanoTime();
         }
         released.signalAll();
       }

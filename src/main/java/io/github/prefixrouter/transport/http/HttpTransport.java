@@ -119,9 +119,9 @@ import org.slf4j.LoggerFactory;
  * own, so one that stalls holds only its own thread and never delays anyone else's request: at
  * most {@code readerThreads} requests are read at once (a connection beyond is closed at once),
  * and at most {@code maxUnfinishedReadsPerAddress} requests from one address may have unfinished
- * bodies (one beyond waits up to 1 s for one of them to finish, so that a peer's burst of
- * requests is not refused while the machine is busy, then is answered 503); both are counted
- * ({@link Stats#readsRefused()}).
+ * bodies (one beyond waits for one of them to finish, so that a peer's burst of requests is not
+ * refused while the machine is busy, and is answered 503 once none has finished for 1 s); both
+ * are counted ({@link Stats#readsRefused()}).
  * Answers are written by the server threads under the same I/O deadline, never by the thread
  * that completed the handler's future; so are the 504 of a handler that outlasted
  * {@code maxHandlingTime} (never the timer thread, which fires the deadlines) and the 503s of
@@ -1616,8 +1616,8 @@ public final class HttpTransport implements Transport {
 
     /**
      * Inbound requests from one remote address whose body is still being read at most; one
-     * beyond waits up to 1 s (or {@link #inboundIoTimeout} if shorter) for one of them to
-     * finish, then is answered 503 and counted ({@link Stats#readsRefused()}), so that one
+     * beyond waits for one of them to finish, and once none has finished for 1 s (or
+     * {@link #inboundIoTimeout} if shorter) it is answered 503 and counted ({@link Stats#readsRefused()}), so that one
      * address cannot hold the {@link #readerThreads} with bodies it never finishes. Default 8.
      *
      * @param n the limit, 1 to 4096

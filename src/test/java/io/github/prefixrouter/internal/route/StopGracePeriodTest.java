@@ -248,7 +248,10 @@ class StopGracePeriodTest {
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.COST_AWARE)
         .initialPrefillNanosPerToken(200_000).watermarks(1, 3)
         .forwardTimeout(Duration.ofMillis(30), Duration.ofSeconds(5))
-        .engineTimeout(Duration.ofSeconds(20)).build();
+        // long enough for any queue here: once its peers stop, n3 may run a third of the requests
+        // on its one slot (with 20 s, seed 197 with three stopping failed: a request entering n3
+        // waited 20.2 s behind 22 others, all its own)
+        .engineTimeout(Duration.ofMinutes(5)).build();
     OracleCluster c = new OracleCluster(4, cfg, seed);
     c.net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(2))
         .withJitter(Duration.ofMillis(3)).withLoss(0.05).withDuplicate(0.05));

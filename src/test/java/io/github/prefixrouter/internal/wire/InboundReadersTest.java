@@ -61,6 +61,41 @@ class InboundReadersTest {
     assertEquals(0, r.addressesReading(), "no entry outlives its reads");
   }
 
+  /**
+   * Six requests queued behind a cap of one, each read taking 250 ms: the last waits about 1.5 s,
+   * longer than the 1 s without progress after which a request is refused, and none is refused
+   * because the address's reads keep finishing.
+   */
+  @Test
+  void aQueueThatKeepsMovingWaitsLongerThanMaxWait() throws Exception {
+    InboundReaders r = readers(1, Duration.ofSeconds(1));
+    assertTrue(r.tryAcquire(A));
+    long start = System.nanoTime();
+    List<Future<Long>> queued = new ArrayList<>();
+    for (int i = 0; i < 6; i++) {
+      queued.add(pool.submit(() -> {
+        if (!r.tryAcquire(A)) {
+          return -1L;
+        }
+        long got = System.nanoTime() - start;
+        Thread.sleep(250); // the body being read
+        r.release(A);
+        return got;
+      }));
+    }
+    Thread.sleep(250);
+    r.release(A);
+    long last = 0;
+    for (Future<Long> f : queued) {
+      long got = f.get(30, TimeUnit.SECONDS);
+      assertTrue(got >= 0, "refused although its address's reads kept finishing");
+      last = Math.max(last, got);
+    }
+    assertTrue(last > TimeUnit.SECONDS.toNanos(1), "the last waited " + last / 1_000_000 + " ms");
+    assertEquals(0, refused.get());
+    assertEquals(0, r.addressesReading());
+  }
+
   @Test
   void aRequestBeyondTheCapIsRefusedAndCountedWhenNoSlotFreesInTime() {
     InboundReaders r = readers(1, Duration.ofMillis(150));
@@ -119,8 +154,8 @@ class InboundReadersTest {
 
   /**
    * A burst from one address, several times its cap, each read short: with the wait none is
-   * refused and the cap still holds at every moment; refused at once, as before, the same burst
-   * loses requests.
+   * refused and the cap still holds at every moment; refused at once, the same burst loses
+   * requests.
    */
   @Test
   void aBurstOfShortReadsFromOneAddressIsServedWhole() throws Exception {
