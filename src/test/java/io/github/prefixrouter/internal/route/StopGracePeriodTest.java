@@ -28,6 +28,7 @@ import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicInteger;
+import net.jqwik.api.Example;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.constraints.IntRange;
@@ -240,6 +241,12 @@ class StopGracePeriodTest {
    * lossy network: every request is answered exactly once, with its right answer or a typed
    * failure, and every stopped node ends STOPPED with nothing in flight.
    */
+  /** A sample that queues about 21 s of work on the node that never stops. */
+  @Example
+  void everyRequestIsAnsweredOnceWhenOneNodeIsLeftWithALongQueue() throws MalformedMessageException {
+    everyRequestIsAnsweredOnceWhateverTheGracePeriods(197, 3);
+  }
+
   @Property(tries = 12)
   void everyRequestIsAnsweredOnceWhateverTheGracePeriods(
       @ForAll @LongRange(min = 1, max = 1_000_000) long seed,
