@@ -51,7 +51,8 @@ final class OpenAiRequest {
   /** The keys of {@code /v1/chat/completions} this node honours. */
   static final Set<String> CHAT_KEYS = Set.of("model", "messages", "max_tokens",
       "max_completion_tokens", "temperature", "top_p", "seed", "stream", "stream_options",
-      "user", "n", "cache_salt", "chat_template_kwargs", "stop", "stop_token_ids");
+      "user", "n", "cache_salt", "chat_template_kwargs", "stop", "stop_token_ids",
+      "safety_identifier", "prompt_cache_key");
 
   /**
    * An OpenAI option this node cannot honour: accepted only with a value that asks for nothing
@@ -127,9 +128,7 @@ final class OpenAiRequest {
       Map.entry("verbosity", NULL_ONLY),
       Map.entry("prediction", NULL_ONLY),
       Map.entry("audio", NULL_ONLY),
-      Map.entry("web_search_options", NULL_ONLY),
-      Map.entry("prompt_cache_key", NULL_ONLY),
-      Map.entry("safety_identifier", NULL_ONLY));
+      Map.entry("web_search_options", NULL_ONLY));
 
   /** The keys a chat message may have. */
   static final Set<String> MESSAGE_KEYS = Set.of("role", "content", "name");
@@ -403,8 +402,12 @@ final class OpenAiRequest {
       }
       continuousUsage &= includeUsage; // vLLM's: without include_usage, no usage at all
     }
-    if (m.containsKey("user")) {
-      string(m, "user"); // accepted and ignored
+    // who the end user is, and OpenAI's hint for grouping requests in its cache: neither changes
+    // the answer; the routing finds shared prefixes by their tokens
+    for (String ignored : List.of("user", "safety_identifier", "prompt_cache_key")) {
+      if (m.containsKey(ignored)) {
+        string(m, ignored); // accepted and ignored
+      }
     }
     List<String> stop = stop(m.get("stop"));
     List<Integer> stopTokenIds;

@@ -35,6 +35,7 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -398,6 +399,43 @@ class ClientEndpointOpenAiTest {
   }
 
   /**
+   * {@code safety_identifier} and {@code prompt_cache_key} (chat) are strings that change nothing
+   * in the answer, as {@code user}: accepted and ignored, null as absent; another type is
+   * refused naming the key; on completions, where OpenAI has neither, they are unknown.
+   */
+  @Test
+  void identifiersAndCacheKeysAreAcceptedAndIgnored() throws Exception {
+    start();
+    String body = "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":1,"
+        + "\"safety_identifier\":\"hash-of-user-1\",\"prompt_cache_key\":\"tenant-7\",\"user\":\"u\"}";
+    CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_CHAT, body);
+    awaitSubmitted(1);
+    CompletableFuture<HttpResponse<String>> nulls = postAsync(ClientEndpoint.OPENAI_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":1,"
+            + "\"safety_identifier\":null,\"prompt_cache_key\":null}");
+    awaitSubmitted(2);
+    futures.get(0).complete(response(requests.get(0).id(), new int[] {'o'}, "", 0));
+    futures.get(1).complete(response(requests.get(1).id(), new int[] {'o'}, "", 0));
+    assertEquals(200, sent.get(20, TimeUnit.SECONDS).statusCode());
+    assertEquals(200, nulls.get(20, TimeUnit.SECONDS).statusCode());
+    // the same prompt with and without them: the same tokens, the same cache scope
+    assertEquals(Arrays.toString(requests.get(0).tokens()), Arrays.toString(requests.get(1).tokens()));
+    assertEquals(requests.get(0).scope(), requests.get(1).scope());
+    for (String key : List.of("safety_identifier", "prompt_cache_key")) {
+      HttpResponse<String> r = post(ClientEndpoint.OPENAI_CHAT,
+          "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"" + key + "\":7}");
+      assertEquals(400, r.statusCode(), key);
+      Map<?, ?> error = map(json(r.body()).get("error"));
+      assertEquals(key, error.get("param"), r.body());
+      HttpResponse<String> c = post(ClientEndpoint.OPENAI_COMPLETIONS,
+          "{\"prompt\":\"a\",\"" + key + "\":\"x\"}");
+      assertEquals(400, c.statusCode(), key);
+      assertEquals("unknown_parameter", map(json(c.body()).get("error")).get("code"), c.body());
+    }
+    assertEquals(2, requests.size());
+  }
+
+  /**
    * OpenAI's newer chat options, as a client that passes on unset ones sends them (the openai
    * Python client sends a {@code None} it is given as {@code null}), are absent; with a value
    * they ask for what the node cannot do, and are refused naming the key.
@@ -407,8 +445,7 @@ class ClientEndpointOpenAiTest {
     start();
     String[][] options = {{"reasoning_effort", "\"low\""}, {"verbosity", "\"low\""},
         {"prediction", "{\"type\":\"content\",\"content\":\"x\"}"},
-        {"audio", "{\"voice\":\"alloy\",\"format\":\"wav\"}"}, {"web_search_options", "{}"},
-        {"prompt_cache_key", "\"k\""}, {"safety_identifier", "\"u\""}};
+        {"audio", "{\"voice\":\"alloy\",\"format\":\"wav\"}"}, {"web_search_options", "{}"}};
     StringBuilder nulls = new StringBuilder();
     for (String[] o : options) {
       nulls.append(",\"").append(o[0]).append("\":null");
