@@ -374,6 +374,10 @@ final class OpenAiRequest {
     }
     boolean includeUsage = false;
     boolean continuousUsage = false;
+    if (!stream && m.get("stream_options") instanceof Map<?, ?> none && none.isEmpty()) {
+      // asks for nothing: vLLM accepts it without a stream too (it refuses only a non-empty one)
+      m.remove("stream_options");
+    }
     if (m.containsKey("stream_options")) {
       if (!stream) {
         throw new Invalid("stream_options", "stream_options is only allowed with \"stream\": true");

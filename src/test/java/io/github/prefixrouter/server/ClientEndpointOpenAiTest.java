@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.mockito.ArgumentMatchers.any;
@@ -396,6 +397,31 @@ class ClientEndpointOpenAiTest {
         + "\"metadata\":{},\"service_tier\":\"auto\",\"modalities\":[\"text\"],\"n\":1}");
     awaitSubmitted(2);
     assertEquals(2, requests.size());
+  }
+
+  /**
+   * {@code "stream_options": {}} asks for nothing, so without a stream it is accepted, as vLLM
+   * does; a non-empty one without a stream is still refused (in the table of 400s).
+   */
+  @Test
+  void emptyStreamOptionsWithoutAStreamAreAccepted() throws Exception {
+    start();
+    CompletableFuture<HttpResponse<String>> whole = postAsync(ClientEndpoint.OPENAI_COMPLETIONS,
+        "{\"prompt\":\"a\",\"max_tokens\":1,\"stream_options\":{}}");
+    awaitSubmitted(1);
+    CompletableFuture<HttpResponse<String>> notStreamed = postAsync(ClientEndpoint.OPENAI_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":1,"
+            + "\"stream\":false,\"stream_options\":{}}");
+    awaitSubmitted(2);
+    futures.get(0).complete(response(requests.get(0).id(), new int[] {'o'}, "", 0));
+    futures.get(1).complete(response(requests.get(1).id(), new int[] {'o'}, "", 0));
+    for (HttpResponse<String> r : List.of(whole.get(20, TimeUnit.SECONDS),
+        notStreamed.get(20, TimeUnit.SECONDS))) {
+      assertEquals(200, r.statusCode(), r.body());
+      assertTrue(r.headers().firstValue("Content-Type").orElse("").startsWith("application/json"),
+          "answered whole: " + r.headers());
+      assertNotNull(json(r.body()).get("usage"), r.body());
+    }
   }
 
   /**
