@@ -95,6 +95,8 @@ public final class ZmtpSocket implements Closeable {
   }
 
   static final int GREETING_SIZE = 64;
+  /** The socket's send buffer: far more than this side's writes between two reads of the peer. */
+  static final int SEND_BUFFER_BYTES = 64 * 1024;
   static final int FLAG_MORE = 0x01;
   static final int FLAG_LONG = 0x02;
   static final int FLAG_COMMAND = 0x04;
@@ -161,6 +163,10 @@ public final class ZmtpSocket implements Closeable {
     socket = ch.socket();
     socket.setTcpNoDelay(true);
     socket.setKeepAlive(true);
+    // this side writes little (the greeting, READY, subscriptions or requests, PONGs): a fixed
+    // send buffer, instead of one the kernel grows to megabytes, lets a peer that sends PINGs
+    // and never reads fill it, and be cut (PEER_NOT_READING), after kilobytes of PONGs
+    socket.setSendBufferSize(SEND_BUFFER_BYTES);
     socket.connect(address, millis(options.connectTimeout()));
     deadlineInput = new DeadlineInput(socket);
     in = new BufferedInputStream(deadlineInput, 64 * 1024);

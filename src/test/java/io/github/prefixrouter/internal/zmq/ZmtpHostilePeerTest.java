@@ -363,9 +363,9 @@ class ZmtpHostilePeerTest {
    * timeout, so neither the read nor the idle timeout could fire, and the subscriber would never
    * reconnect). The PONG is written only if the connection takes it at once; otherwise the peer
    * is not reading, and the connection ends with a typed error. Filling the buffers takes as
-   * many PONGs as a loopback send buffer holds (it grows to megabytes): 1.6 s on the idle
-   * machine, once over 20 s with both CPUs busy, so this test waits a minute before it calls
-   * the reader stuck.
+   * many PONGs as the socket's send buffer holds, fixed at 64 KiB: under a second even with both
+   * CPUs busy (when the kernel grew the buffer to megabytes, 1.6 s on the idle machine and over
+   * the minute this test waits with both busy).
    */
   @Test
   void aPeerThatSendsPingsAndNeverReadsThePongsIsCut() throws Exception {
