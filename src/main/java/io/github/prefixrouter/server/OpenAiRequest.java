@@ -386,12 +386,23 @@ final class OpenAiRequest {
         throw new Invalid("stream_options", "stream_options must be an object");
       }
       for (Map.Entry<?, ?> e : o.entrySet()) {
+        if ("include_obfuscation".equals(e.getKey())) {
+          // OpenAI's padding of stream chunks against length side channels: none is added here,
+          // so false (or null) asks for nothing
+          if (!isNull(e.getValue()) && !Boolean.FALSE.equals(e.getValue())) {
+            throw new Invalid("stream_options", "unsupported_parameter",
+                "stream_options.include_obfuscation is not supported by this node: it adds no "
+                    + "obfuscation to chunks; only false (no effect) is accepted, was "
+                    + shown(e.getValue()));
+          }
+          continue;
+        }
         boolean include = "include_usage".equals(e.getKey());
         if (!include && !"continuous_usage_stats".equals(e.getKey())) {
           throw new Invalid("stream_options", "unsupported_parameter", "stream_options."
               + shortened(String.valueOf(e.getKey()))
-              + " is not supported by this node; only include_usage and continuous_usage_stats "
-              + "are");
+              + " is not supported by this node; only include_usage, continuous_usage_stats and "
+              + "include_obfuscation (false) are");
         }
         if (e.getValue() instanceof Boolean b) {
           if (include) {

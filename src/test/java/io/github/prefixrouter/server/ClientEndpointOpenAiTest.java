@@ -425,6 +425,25 @@ class ClientEndpointOpenAiTest {
   }
 
   /**
+   * {@code stream_options.include_obfuscation: false} (OpenAI's, to save the padding's bytes)
+   * asks for nothing: the stream is as without it; {@code true} is refused (in the table of 400s).
+   */
+  @Test
+  void obfuscationTurnedOffIsAccepted() throws Exception {
+    start();
+    CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_COMPLETIONS,
+        "{\"prompt\":\"a\",\"max_tokens\":1,\"stream\":true,"
+            + "\"stream_options\":{\"include_usage\":true,\"include_obfuscation\":false}}");
+    awaitSubmitted(1);
+    futures.get(0).complete(response(requests.get(0).id(), new int[] {'o'}, "", 0));
+    HttpResponse<String> r = sent.get(20, TimeUnit.SECONDS);
+    assertEquals(200, r.statusCode(), r.body());
+    assertTrue(r.body().contains("\"usage\""), "the usage chunk: " + r.body());
+    assertFalse(r.body().contains("obfuscation"), r.body());
+    assertTrue(r.body().trim().endsWith("data: [DONE]"), r.body());
+  }
+
+  /**
    * {@code safety_identifier} and {@code prompt_cache_key} (chat) are strings that change nothing
    * in the answer, as {@code user}: accepted and ignored, null as absent; another type is
    * refused naming the key; on completions, where OpenAI has neither, they are unknown.
