@@ -126,8 +126,8 @@ import org.slf4j.LoggerFactory;
  * beyond is closed at once), and at most {@code maxUnfinishedPerAddress} request bodies (default
  * {@value #DEFAULT_MAX_UNFINISHED_PER_ADDRESS}) from one address may be unfinished (one beyond
  * waits for one of them to finish, and is answered 503 once none has finished for 1 s, or
- * {@code ioTimeout} if shorter), so clients that stall hold only their own threads and {@code /health},
- * {@code /v1/stats} and {@code /metrics} are answered at once, never behind other clients'
+ * {@code ioTimeout} if shorter), so clients that stall hold only their own threads and
+ * {@code /health}, {@code /v1/stats} and {@code /metrics} are answered at once, never behind other clients'
  * requests. Answers to completions are written by writer threads, one per answer being written
  * and at most {@code readerThreads}, so a client that does not read holds only its own. Reading
  * a request and writing an answer each have {@code ioTimeout}; a connection that takes longer is
@@ -342,7 +342,8 @@ final class ClientEndpoint {
     writers.allowCoreThreadTimeOut(true);
     executor = writers;
     AtomicInteger rn = new AtomicInteger();
-    readers = new InboundReaders(readerThreads, maxUnfinishedPerAddress, InboundReaders.waitFor(ioTimeout), r -> {
+    readers = new InboundReaders(readerThreads, maxUnfinishedPerAddress,
+        InboundReaders.waitFor(ioTimeout), r -> {
       Thread t = new Thread(r, "client-endpoint-reader-" + rn.incrementAndGet());
       t.setDaemon(true);
       return t;

@@ -389,11 +389,11 @@ final class OpenAiRequest {
         if ("include_obfuscation".equals(e.getKey())) {
           // OpenAI's padding of stream chunks against length side channels: none is added here,
           // so false (or null) asks for nothing
-          if (!isNull(e.getValue()) && !Boolean.FALSE.equals(e.getValue())) {
+          if (!FALSE.noOp().test(e.getValue())) {
             throw new Invalid("stream_options", "unsupported_parameter",
                 "stream_options.include_obfuscation is not supported by this node: it adds no "
-                    + "obfuscation to chunks; only false (no effect) is accepted, was "
-                    + shown(e.getValue()));
+                    + "obfuscation to chunks; only " + FALSE.accepted() + " (no effect) is "
+                    + "accepted, was " + shown(e.getValue()));
           }
           continue;
         }

@@ -303,7 +303,8 @@ public final class HttpTransport implements Transport {
     // readerThreads, beyond which it is closed at once), so a stalled connection holds only its
     // own; the answers, for authenticated requests only, are written by the serverThreads
     readers = new InboundReaders(config.readerThreads, config.maxUnfinishedReadsPerAddress,
-        InboundReaders.waitFor(config.inboundIoTimeout), daemonThreads(prefix + "-reader"), counters.readsRefused::increment);
+        InboundReaders.waitFor(config.inboundIoTimeout), daemonThreads(prefix + "-reader"),
+        counters.readsRefused::increment);
     server.setExecutor(readers.executor(ioDeadline));
     server.createContext(MESSAGE_PATH, ex -> handleInbound(ex, false));
     server.createContext(REQUEST_PATH, ex -> handleInbound(ex, true));
@@ -1617,8 +1618,9 @@ public final class HttpTransport implements Transport {
     /**
      * Inbound requests from one remote address whose body is still being read at most; one
      * beyond waits for one of them to finish, and once none has finished for 1 s (or
-     * {@link #inboundIoTimeout} if shorter) it is answered 503 and counted ({@link Stats#readsRefused()}), so that one
-     * address cannot hold the {@link #readerThreads} with bodies it never finishes. Default 8.
+     * {@link #inboundIoTimeout} if shorter) it is answered 503 and counted
+     * ({@link Stats#readsRefused()}), so that one address cannot hold the {@link #readerThreads}
+     * with bodies it never finishes. Default 8.
      *
      * @param n the limit, 1 to 4096
      * @return this builder
