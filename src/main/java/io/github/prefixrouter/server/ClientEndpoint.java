@@ -12,6 +12,7 @@ import io.github.prefixrouter.NodeNotRunningException;
 import io.github.prefixrouter.OutputDivergedException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.tls.CertificateNodeIds;
 import io.github.prefixrouter.internal.stop.StopMatcher;
@@ -86,12 +87,12 @@ import org.slf4j.LoggerFactory;
  *       status the status answer would have had; {@link #failureType}) and the end of the
  *       stream, without {@code [DONE]}.
  *   <li>OpenAI-compatible routes, for clients that send text: {@code POST /v1/completions}
- *       (a string prompt, or token ids), {@code POST /v1/chat/completions} (a conversation)
- *       and {@code GET /v1/models}. The prompt is tokenized by the {@link PromptTokenizer}
- *       (without one, text and chat are answered {@value #NO_TOKENIZER_STATUS}), routed as its
- *       token ids exactly as above, and answered in OpenAI's shapes, whole or streamed
- *       ({@link OpenAiRequest} for the keys and defaults, {@link OpenAiAnswers} for the
- *       answers). A tokenization holds an in-flight slot, never a reader thread, and is bounded
+ *       (a string prompt, or token ids), {@code POST /v1/chat/completions} (a conversation),
+ *       {@code GET /v1/models} and {@code GET /v1/models/{model}} (the base model, else 404).
+ *       The prompt is tokenized by the {@link PromptTokenizer} (without one, text and chat are
+ *       answered {@value #NO_TOKENIZER_STATUS}), routed as its token ids exactly as above,
+ *       and answered in OpenAI's shapes, whole or streamed ({@link OpenAiRequest} for the keys
+ *       and defaults, {@link OpenAiAnswers} for the answers). A tokenization holds an in-flight slot, never a reader thread, and is bounded
  *       by {@code ioTimeout} (then 504) and by {@link #stop} (then 503). A request without a
  *       {@code seed} gets one drawn here ({@link RequestSeeds}).
  *   <li>The request's {@link CacheScope}, as in vLLM's OpenAI API: {@code "model"} names a LoRA
@@ -489,16 +490,39 @@ final class ClientEndpoint {
         }
       }
       default -> {
+        if (path != null && path.startsWith(MODELS + "/") && path.length() > MODELS.length() + 1) {
+          if (openAiAllowed(ex, path, method, "GET")) {
+            model(ex);
+          }
+          return;
+        }
         String paths = COMPLETIONS + ", " + OPENAI_CHAT + ", " + OPENAI_COMPLETIONS + ", "
             + MODELS + ", " + STATS + ", " + METRICS + " or " + HEALTH;
         if (isOpenAiPath(path)) {
           openAiError(ex, 404, "no such path: " + method + " " + path + "; this node serves "
-              + "POST " + OPENAI_CHAT + ", POST " + OPENAI_COMPLETIONS + " and GET " + MODELS
-              + " of OpenAI's API (and " + paths + ")", null, "unknown_url");
+              + "POST " + OPENAI_CHAT + ", POST " + OPENAI_COMPLETIONS + ", GET " + MODELS
+              + " and GET " + MODELS + "/{model} of OpenAI's API (and " + paths + ")", null,
+              "unknown_url");
         } else {
           respond(ex, 404, Map.of("error", "no such path; use " + paths));
         }
       }
+    }
+  }
+
+  /**
+   * {@code GET /v1/models/{model}}: the base model as the list has it, or 404
+   * {@code model_not_found}. The model is the rest of the path, percent-decoded (a name with a
+   * slash, {@code org/name}, may be sent as it is or with {@code %2F}).
+   */
+  private void model(HttpExchange ex) {
+    String id = ex.getRequestURI().getPath().substring(MODELS.length() + 1);
+    if (baseModel != null && !baseModel.isEmpty() && baseModel.equals(id)) {
+      respond(ex, 200, OpenAiAnswers.model(baseModel, startedEpochSeconds));
+    } else {
+      openAiError(ex, 404, "the model '" + ShortText.prefix(id, 256) + "' does not exist: this "
+          + "node serves " + (baseModel == null || baseModel.isEmpty() ? "no base model"
+          : "'" + baseModel + "'") + " (GET " + MODELS + ")", "model", "model_not_found");
     }
   }
 

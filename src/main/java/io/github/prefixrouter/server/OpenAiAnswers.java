@@ -310,17 +310,24 @@ final class OpenAiAnswers {
   static Map<String, Object> models(String baseModel, long created) {
     Map<String, Object> m = new LinkedHashMap<>();
     m.put("object", "list");
-    if (baseModel == null || baseModel.isEmpty()) {
-      m.put("data", List.of());
-    } else {
-      Map<String, Object> model = new LinkedHashMap<>();
-      model.put("id", baseModel);
-      model.put("object", "model");
-      model.put("created", created);
-      model.put("owned_by", OWNER);
-      m.put("data", List.of(model));
-    }
+    m.put("data", baseModel == null || baseModel.isEmpty() ? List.of()
+        : List.of(model(baseModel, created)));
     return m;
+  }
+
+  /**
+   * One model of {@code GET /v1/models}, as {@code GET /v1/models/{id}} answers it.
+   *
+   * @param id the model's id
+   * @param created the model's {@code created}: when the endpoint started
+   */
+  static Map<String, Object> model(String id, long created) {
+    Map<String, Object> model = new LinkedHashMap<>();
+    model.put("id", id);
+    model.put("object", "model");
+    model.put("created", created);
+    model.put("owned_by", OWNER);
+    return model;
   }
 
   /**

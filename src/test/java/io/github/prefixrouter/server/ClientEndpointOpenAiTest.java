@@ -1112,7 +1112,7 @@ class ClientEndpointOpenAiTest {
 
   /**
    * A method an OpenAI route does not take, and a path of OpenAI's API the node does not serve
-   * (embeddings, the responses API, one model), are errors in OpenAI's shape, which OpenAI
+   * (embeddings, the responses API, a model without its name), are errors in OpenAI's shape, which OpenAI
    * clients read for the message and code; the node's own paths keep their own shape.
    */
   @Test
@@ -1124,7 +1124,8 @@ class ClientEndpointOpenAiTest {
         {"POST", ClientEndpoint.MODELS, "405", "method_not_allowed", "GET"},
         {"POST", "/v1/embeddings", "404", "unknown_url", null},
         {"POST", "/v1/responses", "404", "unknown_url", null},
-        {"GET", "/v1/models/base", "404", "unknown_url", null},
+        {"POST", ClientEndpoint.MODELS + "/base", "405", "method_not_allowed", "GET"},
+        {"GET", ClientEndpoint.MODELS + "/", "404", "unknown_url", null},
         {"POST", "/v1/chat/completions/", "404", "unknown_url", null},
     };
     for (String[] c : cases) {
@@ -1163,6 +1164,7 @@ class ClientEndpointOpenAiTest {
     start(Duration.ofSeconds(5), 64, null, tokenizer);
     assertEquals(ordered("object", "list", "data", List.of()),
         json(get(ClientEndpoint.MODELS).body()));
+    assertModelNotFound(get(ClientEndpoint.MODELS + "/base"), "base");
     // with no base model, the answer's model is the client's, and absent: ""
     CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_COMPLETIONS,
         "{\"prompt\":\"x\",\"max_tokens\":1}");
@@ -1170,5 +1172,37 @@ class ClientEndpointOpenAiTest {
     assertEquals("", tokenizer.calls.get(0).model());
     futures.get(0).complete(response("solo-c1", new int[] {'y'}, "", 0));
     assertEquals("", json(sent.get(20, TimeUnit.SECONDS).body()).get("model"));
+  }
+
+  /**
+   * {@code GET /v1/models/{model}} (OpenAI's retrieve): the base model as the list has it, its
+   * name percent-decoded and free to hold a slash; any other name, and any name at a node
+   * without a base model, is 404 {@code model_not_found} in OpenAI's error shape.
+   */
+  @Test
+  void oneModelIsTheBaseModelByNameOr404() throws Exception {
+    start(Duration.ofSeconds(5), 64, "org/base-1.5", tokenizer);
+    Object listed = ((List<?>) json(get(ClientEndpoint.MODELS).body()).get("data")).get(0);
+    for (String path : List.of("/org/base-1.5", "/org%2Fbase-1.5", "/org%2fbase%2D1.5")) {
+      HttpResponse<String> resp = get(ClientEndpoint.MODELS + path);
+      assertEquals(200, resp.statusCode(), path + " -> " + resp.body());
+      assertEquals(listed, json(resp.body()), path);
+      assertEquals(ordered("id", "org/base-1.5", "object", "model", "created", NOW,
+          "owned_by", "prefix-router"), json(resp.body()));
+    }
+    for (String name :
+        List.of("org", "base-1.5", "org/base-1.5/x", "org/base-1.", "ORG/base-1.5")) {
+      assertModelNotFound(get(ClientEndpoint.MODELS + "/" + name), name);
+    }
+    assertModelNotFound(get(ClientEndpoint.MODELS + "/a%20b"), "a b");
+    assertTrue(requests.isEmpty());
+  }
+
+  private static void assertModelNotFound(HttpResponse<String> resp, String name) {
+    assertEquals(404, resp.statusCode(), name + " -> " + resp.body());
+    Map<?, ?> error = map(json(resp.body()).get("error"));
+    assertEquals(ordered("message", error.get("message"), "type", "invalid_request_error",
+        "param", "model", "code", "model_not_found"), error, resp.body());
+    assertTrue(((String) error.get("message")).contains("'" + name + "'"), resp.body());
   }
 }
