@@ -19,25 +19,50 @@ final class PeerHealth {
    * the routing path.
    */
   static final class UnknownVersion {
-    private volatile long until = Long.MIN_VALUE;
+    private volatile long until = NEVER;
     private volatile long generation;
 
     /** The peer, in incarnation {@code generation}, rejected such a FORWARD at {@code now}. */
     synchronized void rejected(long generation, long now) {
       this.generation = generation;
-      until = now + NO_SCOPES_MEMORY;
+      until = deadline(now, NO_SCOPES_MEMORY);
     }
 
     /** Whether the peer, now in incarnation {@code generation}, is remembered to reject it. */
     boolean remembered(long generation, long now) {
-      return until > now && this.generation == generation;
+      return ahead(until, now) && this.generation == generation;
     }
+  }
+
+  /** A deadline never set: {@link #ahead} of no time. */
+  static final long NEVER = Long.MIN_VALUE;
+
+  /**
+   * The clock reading {@code nanos} after {@code now}. Readings have an arbitrary origin (see
+   * {@link io.github.prefixrouter.spi.Clock}), so the sum may wrap past {@link Long#MAX_VALUE}:
+   * deadlines are compared as differences of readings ({@link #ahead}), never as values. Never
+   * {@link #NEVER}.
+   */
+  static long deadline(long now, long nanos) {
+    long d = now + nanos;
+    return d == NEVER ? d + 1 : d;
+  }
+
+  /**
+   * Whether deadline {@code until} (from {@link #deadline}, or {@link #NEVER}) is still ahead
+   * of {@code now}: a difference of readings, which holds whatever the clock's origin and across
+   * a wrap of its readings (for deadlines less than 2^63 ns apart from now).
+   */
+  static boolean ahead(long until, long now) {
+    return until != NEVER && until - now > 0;
   }
 
   /** Per-peer state; fields are read without locks on the routing path. */
   static final class PeerState {
-    volatile long busyUntil = Long.MIN_VALUE;
-    volatile long failedUntil = Long.MIN_VALUE;
+    /** End of its busy cool-down ({@link #deadline}), or {@link #NEVER}. */
+    volatile long busyUntil = NEVER;
+    /** End of its failure cool-down ({@link #deadline}), or {@link #NEVER}. */
+    volatile long failedUntil = NEVER;
     /**
      * The peer does not speak scoped FORWARDs (a node from before cache scopes rejected one as
      * an unknown version): scoped requests skip it, unscoped ones do not.
@@ -87,6 +112,37 @@ final class PeerHealth {
     /** The unclamped estimate behind {@link #overheadNanos} (may dip below the prior). */
     private double overheadEstimate;
     private int overheadSamples;
+
+    /** Whether its busy cool-down runs at {@code now}. */
+    boolean busy(long now) {
+      return ahead(busyUntil, now);
+    }
+
+    /** Whether its failure cool-down runs at {@code now}. */
+    boolean failed(long now) {
+      return ahead(failedUntil, now);
+    }
+
+    /** Starts a busy cool-down of {@code nanos} at {@code now}. */
+    void coolDownBusy(long now, long nanos) {
+      busyUntil = deadline(now, nanos);
+    }
+
+    /** Starts a failure cool-down of {@code nanos} at {@code now}. */
+    void coolDownFailed(long now, long nanos) {
+      failedUntil = deadline(now, nanos);
+    }
+
+    /**
+     * Makes its failure cool-down last at least {@code nanos} from {@code now} (a longer one
+     * running is kept).
+     */
+    void coolDownFailedAtLeast(long now, long nanos) {
+      long until = deadline(now, nanos);
+      if (!ahead(failedUntil, until)) {
+        failedUntil = until;
+      }
+    }
 
     /** Counts a request forwarded there. */
     void forwarded() {
@@ -210,8 +266,8 @@ final class PeerHealth {
   void prune(Set<String> live, long now) {
     states.entrySet().removeIf(e -> !live.contains(e.getKey())
         && e.getValue().outstanding == 0
-        && e.getValue().busyUntil < now
-        && e.getValue().failedUntil < now);
+        && !e.getValue().busy(now)
+        && !e.getValue().failed(now));
   }
 
   int size() {

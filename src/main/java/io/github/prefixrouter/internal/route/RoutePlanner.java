@@ -355,9 +355,9 @@ final class RoutePlanner {
         skip = SkipReason.OVERLOADED;
       } else if (st.otherModel.remembered(ps.generation[i], now)) {
         skip = SkipReason.OTHER_MODEL;
-      } else if (st.busyUntil > now) {
+      } else if (st.busy(now)) {
         skip = SkipReason.BUSY_COOLDOWN;
-      } else if (st.failedUntil > now) {
+      } else if (st.failed(now)) {
         skip = SkipReason.FAILED_COOLDOWN;
       } else if (scopeRoot != BlockHasher.ROOT_PARENT
           && st.noScopes.remembered(ps.generation[i], now)) {

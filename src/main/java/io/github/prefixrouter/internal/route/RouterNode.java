@@ -779,7 +779,10 @@ public final class RouterNode implements PrefixRouterNode {
   private void startForward(Execution ex, PeerAddress to, PeerHealth.PeerState st, long timeout,
       long rtt, int matched, double base, long generation, boolean guessed, long gossipRtt,
       boolean resend) {
-    boolean stream = ex.out != null && !st.noStreaming.remembered(generation, clock.nanoTime());
+    // a resend is the FORWARD again without streaming, whatever is remembered of the peer: asked
+    // to stream again, the peer would refuse again, and the request would go back and forth
+    boolean stream = !resend && ex.out != null
+        && !st.noStreaming.remembered(generation, clock.nanoTime());
     long tag = stream ? nextStreamTag(ex) : 0L;
     byte[] payload =
         ForwardCodec.forward(ex.request, ex.origin, ex.hops + 1, stream, tag, config.modelId());
@@ -1050,7 +1053,7 @@ public final class RouterNode implements PrefixRouterNode {
           // a timeout set without samples covering the prompt says nothing of the peer's
           // health: it is not cooled down (only its backoff doubles)
           if (!a.guessed) {
-            a.peer.failedUntil = now + config.failureCooldown().toNanos();
+            a.peer.coolDownFailed(now, config.failureCooldown().toNanos());
           }
           a.peer.timedOut();
           sendCancel(ex, a.to);
@@ -1058,7 +1061,7 @@ public final class RouterNode implements PrefixRouterNode {
         case BUSY -> {
           cause = FallbackCause.BUSY;
           pushedBack.increment();
-          a.peer.busyUntil = now + config.busyCooldown().toNanos();
+          a.peer.coolDownBusy(now, config.busyCooldown().toNanos());
         }
         case PROTOCOL -> {
           cause = FallbackCause.PROTOCOL_ERROR;
@@ -1122,7 +1125,7 @@ public final class RouterNode implements PrefixRouterNode {
         case TOO_LARGE -> cause = FallbackCause.TOO_LARGE;
         default -> {
           cause = FallbackCause.UNREACHABLE;
-          a.peer.failedUntil = now + config.failureCooldown().toNanos();
+          a.peer.coolDownFailed(now, config.failureCooldown().toNanos());
         }
       }
     } else {
@@ -1165,7 +1168,7 @@ public final class RouterNode implements PrefixRouterNode {
         cause = FallbackCause.BUSY;
         detail = "busy";
         pushedBack.increment();
-        a.peer.busyUntil = now + config.busyCooldown().toNanos();
+        a.peer.coolDownBusy(now, config.busyCooldown().toNanos());
       } else if (m instanceof ForwardCodec.Failed fm) {
         cause = FallbackCause.PEER_FAILED;
         detail = fm.message();
@@ -1174,10 +1177,7 @@ public final class RouterNode implements PrefixRouterNode {
           // the peer's engine is failing (down, overloaded, timing out): one that fails fast
           // looks idle and keeps its advertised cache, so without a cool-down it would draw
           // every request for its prefixes and cost each of them a round trip
-          long until = now + config.failureCooldown().toNanos();
-          if (a.peer.failedUntil < until) {
-            a.peer.failedUntil = until;
-          }
+          a.peer.coolDownFailedAtLeast(now, config.failureCooldown().toNanos());
         }
       } else {
         cause = FallbackCause.PROTOCOL_ERROR;
@@ -1254,10 +1254,7 @@ public final class RouterNode implements PrefixRouterNode {
    * try it first again while it misbehaves.
    */
   private void coolDownAfterGarbage(PeerHealth.PeerState peer, long now) {
-    long until = now + config.busyCooldown().toNanos();
-    if (peer.failedUntil < until) {
-      peer.failedUntil = until;
-    }
+    peer.coolDownFailedAtLeast(now, config.busyCooldown().toNanos());
   }
 
   private void runLocal(Execution ex) {

@@ -34,7 +34,7 @@ import java.util.function.UnaryOperator;
  */
 final class OracleCluster {
 
-  final SimulatedScheduler sim = new SimulatedScheduler();
+  final SimulatedScheduler sim;
   final InMemoryNetwork net;
   final RouterConfig config;
   final Map<String, SimulatedEngine> engines = new LinkedHashMap<>();
@@ -61,6 +61,8 @@ final class OracleCluster {
     UnaryOperator<SimulatedEngine.Builder> engineTweak = UnaryOperator.identity();
     UnaryOperator<Transport> transportWrap = UnaryOperator.identity();
     UnaryOperator<InferenceEngine> engineWrap = UnaryOperator.identity();
+    /** The simulated clock's first reading (any long: a clock's origin is arbitrary). */
+    long startNanos;
   }
 
   final Map<String, InferenceEngine> engineSpis = new LinkedHashMap<>();
@@ -70,6 +72,7 @@ final class OracleCluster {
   }
 
   OracleCluster(int n, RouterConfig config, long seed, Hooks hooks) {
+    this.sim = new SimulatedScheduler(hooks.startNanos);
     UnaryOperator<SimulatedEngine.Builder> engineTweak = hooks.engineTweak;
     UnaryOperator<Transport> transportWrap = hooks.transportWrap;
     this.config = config;
