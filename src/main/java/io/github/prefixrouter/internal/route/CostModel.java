@@ -59,6 +59,7 @@ final class CostModel {
   private double sy;
   private double sxx;
   private double sxy;
+  /** Results with a prefill time seen, up to {@link #MIN_SAMPLES}. */
   private int samples;
 
   private int serviceSamples;
@@ -197,7 +198,11 @@ final class CostModel {
       sy = (1 - ALPHA) * sy + ALPHA * y;
       sxx = (1 - ALPHA) * sxx + ALPHA * x * x;
       sxy = (1 - ALPHA) * sxy + ALPHA * x * y;
-      samples++;
+      // counted up to MIN_SAMPLES only: counted on, it would wrap to a negative number after
+      // 2^31 results and stop the slope from being learned for the next 2^31
+      if (samples < MIN_SAMPLES) {
+        samples++;
+      }
       cover(x, y);
       double varX = sxx / sw - (sx / sw) * (sx / sw);
       double meanX = sx / sw;
