@@ -15,7 +15,12 @@ package io.github.prefixrouter.spi;
 public interface Clock {
 
   /**
-   * Returns the current time; never decreases between two calls.
+   * Returns the current time; never decreases between two calls. The library measures
+   * time only by differences of readings, so the origin may be anything, and a reading may pass
+   * {@link Long#MAX_VALUE} and go on from {@link Long#MIN_VALUE}, as {@link System#nanoTime()}'s
+   * may (readings less than 2^63 ns, about 292 years, apart). One value is read as such: a
+   * node's default gossip generation (see
+   * {@link io.github.prefixrouter.RouterConfig.Builder#gossipGeneration(long)}).
    *
    * @return the current time in nanoseconds, from an arbitrary origin
    */

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.gossip;
 
+import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.internal.collect.LongLongMap;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Ack;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
@@ -156,8 +157,11 @@ public final class GossipEngine {
      */
     boolean refreshing;
     long refreshSinceNanos;
-    /** No refresh starts before this time (one per {@link #REFRESH_SPACING} intervals). */
-    long nextRefreshNanos = Long.MIN_VALUE;
+    /**
+     * No refresh starts before this time (one per {@link #REFRESH_SPACING} intervals; a
+     * {@link Durations#deadline}, or {@link Durations#NEVER}).
+     */
+    long nextRefreshNanos = Durations.NEVER;
     Assembly pending;
     long rttNanos = -1;
     long seenStamp;
@@ -320,7 +324,8 @@ public final class GossipEngine {
   private long synStamp;
   private volatile int slotHighWater; // one more than the highest slot ever assigned
   private final long heartbeatLagToCorrect;
-  private long nextVersionRefutationNanos = Long.MIN_VALUE;
+  /** No refutation before this time ({@link Durations#deadline}, or {@link Durations#NEVER}). */
+  private long nextVersionRefutationNanos = Durations.NEVER;
 
   private final AtomicLongArray counters = new AtomicLongArray(GossipCounter.values().length);
   private volatile GossipView view;
@@ -1076,15 +1081,17 @@ public final class GossipEngine {
 
   /**
    * When the newest SYN still awaiting its answer was sent, among complete SYNs to peers other
-   * than {@code target} sent within their in-flight window; {@code Long.MIN_VALUE} if none.
+   * than {@code target} sent within their in-flight window; {@link Durations#NEVER} if none.
    * Third-party origins unchanged since then were asked about already: the digest for
    * {@code target} marks them pending so that several peers do not all answer with the same
    * third-party deltas while the first answer is on its way.
    */
   private long askedAt(String target, long now) {
-    long at = Long.MIN_VALUE;
+    long at = Durations.NEVER;
     for (PendingSyn p : pendingSyns.values()) {
-      if (!p.complete() || p.nodeId().equals(target) || p.sentNanos() <= at) {
+      // readings compared by their difference: their origin is arbitrary and they may wrap
+      if (!p.complete() || p.nodeId().equals(target)
+          || (at != Durations.NEVER && p.sentNanos() - at <= 0)) {
         continue;
       }
       Member peer = members.get(p.nodeId());
@@ -1118,7 +1125,8 @@ public final class GossipEngine {
         // a truncated replica asking for a fresh snapshot (see refreshTruncatedReplicas)
         e = new DigestEntry(e.nodeId(), e.generation(), 0, e.heartbeat(), e.queueDepth(),
             e.inFlight(), e.overloaded());
-      } else if (m.versionNanos <= askedAt && !m.nodeId.equals(target)) {
+      } else if (askedAt != Durations.NEVER && m.versionNanos - askedAt <= 0
+          && !m.nodeId.equals(target)) {
         e = new DigestEntry(e.nodeId(), e.generation(), e.version(), e.heartbeat(),
             e.queueDepth(), e.inFlight(), e.overloaded(), true);
         count(GossipCounter.PENDING_MARKS_SENT, 1);
@@ -1213,7 +1221,7 @@ public final class GossipEngine {
         m.refreshing = false; // no snapshot came: try again after the spacing
       }
       if (m.refreshing || m.status == Status.DEAD || m.version == 0
-          || index.refused(m.slot) == 0 || now < m.nextRefreshNanos) {
+          || index.refused(m.slot) == 0 || Durations.ahead(m.nextRefreshNanos, now)) {
         continue;
       }
       long others = index.pairs() - index.blocks(m.slot);
@@ -1221,7 +1229,7 @@ public final class GossipEngine {
           && (others + m.originBlocks) * 8 <= config.maxBlocksTotal() * 7) {
         m.refreshing = true;
         m.refreshSinceNanos = now;
-        m.nextRefreshNanos = now + REFRESH_SPACING * interval;
+        m.nextRefreshNanos = Durations.deadline(now, REFRESH_SPACING * interval);
         count(GossipCounter.REPLICA_REFRESHES, 1);
       }
     }
@@ -1502,10 +1510,10 @@ public final class GossipEngine {
       count(GossipCounter.REJECTED, 1);
       return;
     }
-    if (now < nextVersionRefutationNanos) {
+    if (Durations.ahead(nextVersionRefutationNanos, now)) {
       return;
     }
-    nextVersionRefutationNanos = now + REFRESH_SPACING * config.intervalNanos();
+    nextVersionRefutationNanos = Durations.deadline(now, REFRESH_SPACING * config.intervalNanos());
     summary.versionAbove(e.version());
     snapshotCacheRemove(self.nodeId());
     count(GossipCounter.VERSIONS_REFUTED, 1);

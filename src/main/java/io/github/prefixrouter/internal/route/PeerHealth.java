@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.route;
 
+import io.github.prefixrouter.internal.Durations;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
@@ -19,50 +20,27 @@ final class PeerHealth {
    * the routing path.
    */
   static final class UnknownVersion {
-    private volatile long until = NEVER;
+    private volatile long until = Durations.NEVER;
     private volatile long generation;
 
     /** The peer, in incarnation {@code generation}, rejected such a FORWARD at {@code now}. */
     synchronized void rejected(long generation, long now) {
       this.generation = generation;
-      until = deadline(now, NO_SCOPES_MEMORY);
+      until = Durations.deadline(now, NO_SCOPES_MEMORY);
     }
 
     /** Whether the peer, now in incarnation {@code generation}, is remembered to reject it. */
     boolean remembered(long generation, long now) {
-      return ahead(until, now) && this.generation == generation;
+      return Durations.ahead(until, now) && this.generation == generation;
     }
-  }
-
-  /** A deadline never set: {@link #ahead} of no time. */
-  static final long NEVER = Long.MIN_VALUE;
-
-  /**
-   * The clock reading {@code nanos} after {@code now}. Readings have an arbitrary origin (see
-   * {@link io.github.prefixrouter.spi.Clock}), so the sum may wrap past {@link Long#MAX_VALUE}:
-   * deadlines are compared as differences of readings ({@link #ahead}), never as values. Never
-   * {@link #NEVER}.
-   */
-  static long deadline(long now, long nanos) {
-    long d = now + nanos;
-    return d == NEVER ? d + 1 : d;
-  }
-
-  /**
-   * Whether deadline {@code until} (from {@link #deadline}, or {@link #NEVER}) is still ahead
-   * of {@code now}: a difference of readings, which holds whatever the clock's origin and across
-   * a wrap of its readings (for deadlines less than 2^63 ns apart from now).
-   */
-  static boolean ahead(long until, long now) {
-    return until != NEVER && until - now > 0;
   }
 
   /** Per-peer state; fields are read without locks on the routing path. */
   static final class PeerState {
-    /** End of its busy cool-down ({@link #deadline}), or {@link #NEVER}. */
-    volatile long busyUntil = NEVER;
-    /** End of its failure cool-down ({@link #deadline}), or {@link #NEVER}. */
-    volatile long failedUntil = NEVER;
+    /** End of its busy cool-down ({@link Durations#deadline}), or {@link Durations#NEVER}. */
+    volatile long busyUntil = Durations.NEVER;
+    /** End of its failure cool-down ({@link Durations#deadline}), or {@link Durations#NEVER}. */
+    volatile long failedUntil = Durations.NEVER;
     /**
      * The peer does not speak scoped FORWARDs (a node from before cache scopes rejected one as
      * an unknown version): scoped requests skip it, unscoped ones do not.
@@ -115,22 +93,22 @@ final class PeerHealth {
 
     /** Whether its busy cool-down runs at {@code now}. */
     boolean busy(long now) {
-      return ahead(busyUntil, now);
+      return Durations.ahead(busyUntil, now);
     }
 
     /** Whether its failure cool-down runs at {@code now}. */
     boolean failed(long now) {
-      return ahead(failedUntil, now);
+      return Durations.ahead(failedUntil, now);
     }
 
     /** Starts a busy cool-down of {@code nanos} at {@code now}. */
     void coolDownBusy(long now, long nanos) {
-      busyUntil = deadline(now, nanos);
+      busyUntil = Durations.deadline(now, nanos);
     }
 
     /** Starts a failure cool-down of {@code nanos} at {@code now}. */
     void coolDownFailed(long now, long nanos) {
-      failedUntil = deadline(now, nanos);
+      failedUntil = Durations.deadline(now, nanos);
     }
 
     /**
@@ -138,8 +116,8 @@ final class PeerHealth {
      * running is kept).
      */
     void coolDownFailedAtLeast(long now, long nanos) {
-      long until = deadline(now, nanos);
-      if (!ahead(failedUntil, until)) {
+      long until = Durations.deadline(now, nanos);
+      if (!Durations.ahead(failedUntil, until)) {
         failedUntil = until;
       }
     }

@@ -7,8 +7,12 @@ import io.github.prefixrouter.spi.PeerAddress;
 import java.time.Duration;
 import java.util.List;
 import java.util.SplittableRandom;
+import net.jqwik.api.Arbitraries;
+import net.jqwik.api.Arbitrary;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
+import net.jqwik.api.Provide;
+import net.jqwik.api.Tuple;
 import net.jqwik.api.statistics.Statistics;
 import net.jqwik.api.Tag;
 import net.jqwik.api.constraints.DoubleRange;
@@ -41,8 +45,24 @@ class ConvergencePropertyTest {
       @ForAll @IntRange(min = 3, max = 6) int n,
       @ForAll @DoubleRange(min = 0, max = 0.5) double loss,
       @ForAll @DoubleRange(min = 0, max = 0.3) double dup,
-      @ForAll @IntRange(min = 0, max = 300) int reorderMillis) {
-    collect(check(seed, n, loss, dup, reorderMillis));
+      @ForAll @IntRange(min = 0, max = 300) int reorderMillis,
+      @ForAll("clockOffsets") long clockOffset) {
+    collect(check(seed, n, loss, dup, reorderMillis, clockOffset));
+  }
+
+  /**
+   * How far the nodes' clock is ahead of the scheduler's time ({@link SimCluster}): 0; any
+   * origin; or one whose readings pass {@code Long.MAX_VALUE} and wrap during the run (its 60
+   * steps take at most 18 s, converging at most 30 s more), since readings mean something only
+   * as differences.
+   */
+  @Provide
+  Arbitrary<Long> clockOffsets() {
+    return Arbitraries.frequencyOf(
+        Tuple.of(2, Arbitraries.just(0L)),
+        Tuple.of(1, Arbitraries.longs()),
+        Tuple.of(2, Arbitraries.longs().between(0, Duration.ofSeconds(30).toNanos())
+            .map(before -> Long.MAX_VALUE - before)));
   }
 
   /**
@@ -69,16 +89,18 @@ class ConvergencePropertyTest {
       @ForAll @IntRange(min = 3, max = 8) int n,
       @ForAll @DoubleRange(min = 0, max = 0.5) double loss,
       @ForAll @DoubleRange(min = 0, max = 0.3) double dup,
-      @ForAll @IntRange(min = 0, max = 300) int reorderMillis) {
-    collect(check(seed, n, loss, dup, reorderMillis));
+      @ForAll @IntRange(min = 0, max = 300) int reorderMillis,
+      @ForAll("clockOffsets") long clockOffset) {
+    collect(check(seed, n, loss, dup, reorderMillis, clockOffset));
   }
 
   /**
-   * Runs one scenario; returns, summed over every engine of the run, {evictions resolved by
+   * Runs one scenario, the nodes' clock {@code clockOffset} ahead of the scheduler's; returns, summed over every engine of the run, {evictions resolved by
    * store number, snapshots installed, relayed delta bytes sent}.
    */
-  static long[] check(long seed, int n, double loss, double dup, int reorderMillis) {
-    SimCluster c = SimCluster.of(n, seed, tight());
+  static long[] check(long seed, int n, double loss, double dup, int reorderMillis,
+      long clockOffset) {
+    SimCluster c = SimCluster.of(n, seed, tight(), clockOffset);
     SplittableRandom ops = new SplittableRandom(seed ^ 0x5DEECE66DL);
     c.delayNanos = 1_000_000;
     c.loss = loss;
@@ -126,8 +148,8 @@ class ConvergencePropertyTest {
     for (GossipEngine g : c.nodes) {
       g.checkInvariants();
     }
-    assertTrue(rounds >= 0, "seed " + seed + ": not converged after 300 intervals: "
-        + c.firstDivergence());
+    assertTrue(rounds >= 0, "seed " + seed + ", clock offset " + clockOffset
+        + ": not converged after 300 intervals: " + c.firstDivergence());
     List<GossipEngine> all = new java.util.ArrayList<>(c.nodes);
     all.addAll(retired);
     long[] totals = new long[3];

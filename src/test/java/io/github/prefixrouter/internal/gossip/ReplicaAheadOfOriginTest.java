@@ -88,6 +88,31 @@ class ReplicaAheadOfOriginTest {
   }
 
   /**
+   * The spacing holds whatever the clock's origin: readings mean something only as differences,
+   * so a clock a second short of {@code Long.MAX_VALUE}, whose readings wrap during the spacing,
+   * is as good as any.
+   */
+  @Test
+  void refutationsAreSpacedWhateverTheClocksOrigin() {
+    SimCluster c = SimCluster.of(2, 3, config().maxSequenceJump(1_000).build(),
+        Long.MAX_VALUE - Duration.ofSeconds(1).toNanos());
+    GossipEngine me = c.nodes.get(0);
+    GossipEngine other = c.nodes.get(1);
+    String id = me.self().nodeId();
+    me.handle(other.self(), new Syn(1, 1, List.of(new DigestEntry(id, 1, 999, 0, 0, 0, false))));
+    assertEquals(1_000, me.localSummary().version());
+    me.handle(other.self(), new Syn(2, 1, List.of(new DigestEntry(id, 1, 1_500, 0, 0, 0, false))));
+    assertEquals(1_000, me.localSummary().version());
+    c.runFor(Duration.ofMillis(100L * 16).toNanos()); // past the wrap, half the spacing
+    me.handle(other.self(), new Syn(3, 1, List.of(new DigestEntry(id, 1, 1_500, 0, 0, 0, false))));
+    assertEquals(1_000, me.localSummary().version());
+    c.runFor(Duration.ofMillis(100L * 17).toNanos());
+    me.handle(other.self(), new Syn(4, 1, List.of(new DigestEntry(id, 1, 1_500, 0, 0, 0, false))));
+    assertEquals(1_501, me.localSummary().version());
+    assertEquals(2, me.counter(GossipCounter.VERSIONS_REFUTED));
+  }
+
+  /**
    * A replica at version 0 (an origin just learned, or a new generation) measures a third
    * party's claim against version 0: of an origin already more than {@code maxSequenceJump}
    * changes along (2^32 by default), it takes no digest entry, update or snapshot from a third

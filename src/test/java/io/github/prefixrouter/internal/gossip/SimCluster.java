@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.gossip;
 
+import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.testing.SimulatedScheduler;
@@ -19,6 +20,8 @@ import java.util.SplittableRandom;
 final class SimCluster {
 
   final SimulatedScheduler time = new SimulatedScheduler();
+  /** What the engines read: the scheduler's time, or that plus an offset. */
+  final Clock clock;
   final SplittableRandom net;
   final GossipConfig config;
   final long seed;
@@ -36,6 +39,17 @@ final class SimCluster {
   long bytes;
 
   SimCluster(long seed, GossipConfig config) {
+    this(seed, config, 0L);
+  }
+
+  /**
+   * A cluster whose engines read a clock {@code clockOffset} ahead of the scheduler's time, in
+   * wrapping arithmetic: a clock's origin is arbitrary, and its readings may pass
+   * {@code Long.MAX_VALUE} and go on from {@code Long.MIN_VALUE}, as {@link System#nanoTime()}'s
+   * may. The scheduler's own time starts at 0 as always.
+   */
+  SimCluster(long seed, GossipConfig config, long clockOffset) {
+    this.clock = () -> time.nanoTime() + clockOffset;
     this.seed = seed;
     this.net = new SplittableRandom(seed);
     this.config = config;
@@ -55,7 +69,7 @@ final class SimCluster {
     PeerAddress self = addressOf(i);
     loads.put(self.address(), EngineLoad.IDLE);
     GossipEngine e =
-        new GossipEngine(self, gen, config, seeds, time, time,
+        new GossipEngine(self, gen, config, seeds, clock, time,
             new SplittableRandom(seed * 31 + i * 1_000_003L + gen),
             () -> loads.get(self.address()),
             (to, payload) -> send(self, to, payload));
@@ -71,7 +85,15 @@ final class SimCluster {
 
   /** Builds {@code n} nodes all seeded with node 0, and starts them. */
   static SimCluster of(int n, long seed, GossipConfig config) {
-    SimCluster c = new SimCluster(seed, config);
+    return of(n, seed, config, 0L);
+  }
+
+  /**
+   * As {@link #of(int, long, GossipConfig)}, the engines' clock {@code clockOffset} ahead of
+   * the scheduler's time ({@link #SimCluster(long, GossipConfig, long)}).
+   */
+  static SimCluster of(int n, long seed, GossipConfig config, long clockOffset) {
+    SimCluster c = new SimCluster(seed, config, clockOffset);
     for (int i = 0; i < n; i++) {
       c.add(i, 1, List.of(addressOf(0))).start();
     }
