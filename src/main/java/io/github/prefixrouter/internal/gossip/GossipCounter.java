@@ -15,7 +15,8 @@ public enum GossipCounter {
   /** Received messages dropped because they failed to decode. */
   MALFORMED_DROPPED,
   /** Updates, digest entries or chunks ignored as absurd or forged (far-future generation or
-   * version, a claim about this node's own state, a message from this node's own id). */
+   * version, a claim about this node's own state, a message from this node's own id, a STORE
+   * numbering blocks past 2^62, which also restarts the replica). */
   REJECTED,
   /** Deltas applied to replicas. */
   DELTAS_APPLIED,

@@ -1959,6 +1959,14 @@ public final class GossipEngine {
       }
       switch (d.op()) {
         case Delta.STORE -> {
+          if (d.hashes().length > Delta.MAX_STORE - m.storeCount) {
+            // store numbers past 2^62, which no origin hands out (a forged or corrupted
+            // snapshot claimed a last store number near the limit): held, they would make
+            // every snapshot served of this replica one its peers reject as malformed
+            count(GossipCounter.REJECTED, 1);
+            restart(m);
+            return;
+          }
           for (long h : d.hashes()) {
             long store = ++m.storeCount;
             m.originBlocks++;
