@@ -29,6 +29,12 @@ final class KvEventDecoder {
   /** The key of the tag in an event encoded as a map (msgspec's default tag field). */
   static final String TAG_KEY = "type";
 
+  /**
+   * Distinct unknown tags of one batch whose events keep their own tag; the events of further
+   * unknown tags share one instance (see {@link #decode}).
+   */
+  static final int MAX_UNKNOWN_TAGS = 64;
+
   private static final int BATCH_DEPTH = 1;
   private static final int EVENT_DEPTH = 3;
   private static final int FIELD_DEPTH = 4;
@@ -36,7 +42,10 @@ final class KvEventDecoder {
   private KvEventDecoder() {}
 
   /**
-   * The events of one batch, in order.
+   * The events of one batch, in order. Events of an unknown tag are shared instances: one per
+   * tag for the first {@link #MAX_UNKNOWN_TAGS} distinct unknown tags of the batch, and one
+   * (holding the first of them) for the events of every further unknown tag, so that a payload
+   * of tiny events of distinct tags retains a reference per event, not an event and a tag.
    *
    * @throws MalformedKvEventException if the payload is not exactly one well-formed batch
    */
@@ -96,11 +105,25 @@ final class KvEventDecoder {
     // events that carry only their tag are shared (Cleared is one instance; Unknown, one per
     // tag in the batch): a batch of tiny events (two bytes each) then holds a reference per
     // event, not an event and a tag string of its own
+    // past MAX_UNKNOWN_TAGS distinct tags (six-byte events of a tag each), the events of
+    // further tags share one instance: the receiver only counts unknown events, and a tag and
+    // an event kept per event made a 16 MiB payload hold about 190 MB
     Map<String, KvEvent> unknown = new HashMap<>();
+    KvEvent otherTags = null;
     for (int i = 0; i < n; i++) {
       KvEvent e = readEvent(r);
       if (e instanceof KvEvent.Unknown u) {
-        e = unknown.computeIfAbsent(u.tag(), t -> u);
+        KvEvent shared = unknown.get(u.tag());
+        if (shared != null) {
+          e = shared;
+        } else if (unknown.size() < MAX_UNKNOWN_TAGS) {
+          unknown.put(u.tag(), u);
+        } else {
+          if (otherTags == null) {
+            otherTags = u;
+          }
+          e = otherTags;
+        }
       }
       events.add(e);
     }
