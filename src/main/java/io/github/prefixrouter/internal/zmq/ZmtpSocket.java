@@ -101,6 +101,13 @@ public final class ZmtpSocket implements Closeable {
   static final int FLAG_LONG = 0x02;
   static final int FLAG_COMMAND = 0x04;
   private static final int MAX_PING_CONTEXT = 16;
+  /**
+   * The most properties a peer's READY may have (libzmq sends Socket-Type, Identity and the
+   * few metadata properties an application sets); a READY of more is refused. They are kept for the connection's
+   * life: a READY of tiny properties at the message limit made the socket hold an entry per
+   * nine bytes, about 190 MB for 16 MiB.
+   */
+  static final int MAX_READY_PROPERTIES = 256;
   /** Bodies above this size are read into an array that grows as their bytes arrive. */
   static final int BODY_CHUNK = 64 * 1024;
 
@@ -218,7 +225,10 @@ public final class ZmtpSocket implements Closeable {
     return peerSocketType;
   }
 
-  /** The peer's READY properties, names in lower case (ZMTP names are case-insensitive). */
+  /**
+   * The peer's READY properties, names in lower case (ZMTP names are case-insensitive); at most
+   * {@link #MAX_READY_PROPERTIES} (a READY of more is refused).
+   */
   public Map<String, byte[]> peerProperties() {
     return peerProperties;
   }
@@ -524,7 +534,13 @@ public final class ZmtpSocket implements Closeable {
   static Map<String, byte[]> parseProperties(byte[] data) throws ZmtpProtocolException {
     Map<String, byte[]> props = new TreeMap<>();
     int pos = 0;
+    int count = 0;
     while (pos < data.length) {
+      if (++count > MAX_READY_PROPERTIES) {
+        throw new ZmtpProtocolException(
+            ZmtpProtocolException.Reason.MALFORMED_COMMAND,
+            "a READY of more than " + MAX_READY_PROPERTIES + " properties");
+      }
       int n = data[pos++] & 0xff;
       if (n == 0 || n > data.length - pos) {
         throw new ZmtpProtocolException(
