@@ -1513,7 +1513,8 @@ public final class GossipEngine {
     if (Durations.ahead(nextVersionRefutationNanos, now)) {
       return;
     }
-    nextVersionRefutationNanos = Durations.deadline(now, REFRESH_SPACING * config.intervalNanos());
+    nextVersionRefutationNanos =
+        Durations.deadline(now, REFRESH_SPACING * config.intervalNanos());
     summary.versionAbove(e.version());
     snapshotCacheRemove(self.nodeId());
     count(GossipCounter.VERSIONS_REFUTED, 1);

@@ -103,9 +103,9 @@ public final class ZmtpSocket implements Closeable {
   private static final int MAX_PING_CONTEXT = 16;
   /**
    * The most properties a peer's READY may have (libzmq sends Socket-Type, Identity and the
-   * few metadata properties an application sets); a READY of more is refused. They are kept for the connection's
-   * life: a READY of tiny properties at the message limit made the socket hold an entry per
-   * nine bytes, about 190 MB for 16 MiB.
+   * few metadata properties an application sets); a READY of more is refused. They are kept
+   * for the connection's life: a READY of tiny properties at the message limit made the socket
+   * hold an entry per nine bytes, about 190 MB for 16 MiB.
    */
   static final int MAX_READY_PROPERTIES = 256;
   /** Bodies above this size are read into an array that grows as their bytes arrive. */
