@@ -1,6 +1,7 @@
 package io.github.prefixrouter.testing;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.InferenceRequest;
@@ -857,8 +858,16 @@ class ContractKitSelfTest {
           }
         }));
     // the answer to the request after the cancelled ones goes to the oldest cancelled one
-    assertEquals(Set.of("answersGivenInAnotherOrderReachTheirOwnRequests",
-        "aRequestWhoseFutureIsCancelledHoldsNothingMore"), failed);
+    Set<String> always = Set.of("answersGivenInAnotherOrderReachTheirOwnRequests",
+        "aRequestWhoseFutureIsCancelledHoldsNothingMore");
+    assertTrue(failed.containsAll(always), failed.toString());
+    // requests from many threads at once are caught only when their answers happen to come in
+    // another order than the requests went, which depends on the threads' timing
+    Set<String> sometimes = Set.of("callsFromManyThreadsAtOnceEachGetTheirOwnAnswer");
+    Set<String> others = new java.util.HashSet<>(failed);
+    others.removeAll(always);
+    others.removeAll(sometimes);
+    assertEquals(Set.of(), others);
   }
 
   @Test
