@@ -149,6 +149,10 @@ final class ClientEndpoint {
 
   private static final Logger log = LoggerFactory.getLogger(ClientEndpoint.class);
   private static final int MAX_BODY = 8 << 20;
+  /** The parsed JSON of a body may take this much heap, plus {@link #PARSED_PER_BODY_BYTE}. */
+  static final long PARSED_BASE_BYTES = 16L << 20;
+  /** Heap the parsed JSON of a body may take per byte of the body, over the base. */
+  static final int PARSED_PER_BODY_BYTE = 4;
   /** Seconds a client told to try again later should wait: about a node's busy cool-down. */
   static final String RETRY_AFTER_SECONDS = "1";
   static final int DEFAULT_READER_THREADS = 64;
@@ -1150,11 +1154,12 @@ final class ClientEndpoint {
   }
 
   /**
-   * Reads a request body of at most 8 MiB as a JSON object.
+   * Reads a request body of at most 8 MiB as a JSON object, whose parse may take at most
+   * {@link #maxParsedBytes} of heap.
    *
    * @throws BodyTooLargeException for a larger body (413)
    * @throws IllegalArgumentException or {@link Json.JsonException} if it is not a JSON object
-   *     in UTF-8 ({@link #utf8})
+   *     in UTF-8 ({@link #utf8}), or its parse would take more heap than that (400)
    */
   private static Map<?, ?> readObject(HttpExchange ex, int maxDepth) throws IOException {
     long declared = -1;
@@ -1173,11 +1178,22 @@ final class ClientEndpoint {
     if (body.length > MAX_BODY) {
       throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
     }
-    Object root = Json.parse(utf8(body), MAX_BODY, maxDepth);
+    Object root = Json.parse(utf8(body), MAX_BODY, maxDepth, maxParsedBytes(body.length));
     if (!(root instanceof Map<?, ?> m)) {
       throw new IllegalArgumentException("the body must be a JSON object");
     }
     return m;
+  }
+
+  /**
+   * The most heap the parsed JSON of a body of {@code bodyBytes} may take ({@link Json}'s
+   * estimate): 16 MiB plus 4 bytes per byte of the body. Text, token ids and the objects of
+   * ordinary requests take well under that; a body crafted of tiny values (8 MiB of
+   * {@code [{},{},...]} held about 260 MB once parsed) is refused as it is parsed, so the
+   * reader threads bound what bodies hold in memory.
+   */
+  static long maxParsedBytes(int bodyBytes) {
+    return PARSED_BASE_BYTES + (long) PARSED_PER_BODY_BYTE * bodyBytes;
   }
 
   /**

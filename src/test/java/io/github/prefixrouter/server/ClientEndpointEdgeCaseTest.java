@@ -89,6 +89,50 @@ class ClientEndpointEdgeCaseTest {
   }
 
   /**
+   * A body whose parsed JSON would take far more memory than the body (8 MiB of
+   * {@code [{},{},...]} holds about 260 MB once parsed) is refused with 400 as it is parsed,
+   * on both kinds of route, and nothing is submitted; a body of about the same size made of
+   * token ids (held as an {@code int} array) is still served.
+   */
+  @Test
+  void aBodyOfTinyValuesIsRefusedWhileTokenIdsOfTheSameSizeAreServed() throws Exception {
+    int port = start(Duration.ofSeconds(20));
+    StringBuilder junk = new StringBuilder("{\"prompt\":[1],\"max_tokens\":1,\"junk\":[{}");
+    while (junk.length() < (8 << 20) - 16) {
+      junk.append(",{}");
+    }
+    junk.append("]}");
+    for (String path : List.of(ClientEndpoint.COMPLETIONS, ClientEndpoint.OPENAI_COMPLETIONS)) {
+      HttpResponse<String> r = client.send(
+          HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+              .timeout(Duration.ofSeconds(30))
+              .POST(HttpRequest.BodyPublishers.ofString(junk.toString())).build(),
+          HttpResponse.BodyHandlers.ofString());
+      assertEquals(400, r.statusCode(), path + ": " + r.body());
+      assertTrue(r.body().contains("bytes of memory once parsed"), path + ": " + r.body());
+    }
+    assertEquals(0, stub.futures.size());
+    StringBuilder ids = new StringBuilder("{\"id\":\"big\",\"max_tokens\":1,\"prompt\":[100000");
+    int n = 1;
+    while (n < 1_000_000) { // 7 MB, within the prompt limit of 2^20 tokens
+      ids.append(',').append(100_000 + n++ % 900_000);
+    }
+    ids.append("]}");
+    CompletableFuture<HttpResponse<String>> served = client.sendAsync(
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + ClientEndpoint.COMPLETIONS))
+            .POST(HttpRequest.BodyPublishers.ofString(ids.toString())).build(),
+        HttpResponse.BodyHandlers.ofString());
+    try {
+      stub.awaitSubmitted(1);
+    } catch (AssertionError e) {
+      fail(served.getNow(null) == null ? "nothing submitted" : served.getNow(null).body());
+    }
+    assertEquals(n, stub.requests.get(0).length());
+    stub.futures.get(0).cancel(false);
+    served.get(20, TimeUnit.SECONDS);
+  }
+
+  /**
    * A body refused as too large by its Content-Length, whose sender then stalls: closing the
    * exchange after the 413 makes the JDK server drain the rest of the body, a blocking read.
    * That drain runs under the I/O deadline, so the connection is closed at the deadline; it was

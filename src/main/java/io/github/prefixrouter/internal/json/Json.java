@@ -77,15 +77,37 @@ public final class Json {
    * @throws JsonException if the text is not exactly one strict JSON value within the limits
    */
   public static Object parse(String text, int maxLength, int maxDepth) {
+    return parse(text, maxLength, maxDepth, Long.MAX_VALUE);
+  }
+
+  /**
+   * Parses {@code text}, refusing a value that would take more than {@code maxParsedBytes} of
+   * heap once parsed. Parsed JSON can take far more memory than its text: a text of tiny values
+   * ({@code [{},{},...]}: an object per three characters) takes about 30 bytes per character,
+   * where text, token ids and the objects of ordinary requests take a few. The estimate charges
+   * every value as it is read (an object 128 bytes and 48 per member, its keys as strings; an
+   * array 64 bytes and 12 per element, integers in int range included; a string 48 bytes and 2
+   * per character; a number 20 bytes), at or above what the JVM holds for it with compressed
+   * references, so the limit bounds what the parse allocates for its result.
+   *
+   * @param text the JSON text
+   * @param maxLength longest input accepted, in characters
+   * @param maxDepth deepest nesting of arrays and objects accepted (1 allows {@code [1]})
+   * @param maxParsedBytes the most heap the parsed value may take, as estimated above
+   * @return the value, as for {@link #parse(String)}
+   * @throws JsonException if the text is not exactly one strict JSON value within the limits
+   */
+  public static Object parse(String text, int maxLength, int maxDepth, long maxParsedBytes) {
     Objects.requireNonNull(text, "text");
-    if (maxLength < 1 || maxDepth < 0) {
-      throw new IllegalArgumentException("maxLength must be >= 1 and maxDepth >= 0");
+    if (maxLength < 1 || maxDepth < 0 || maxParsedBytes < 1) {
+      throw new IllegalArgumentException(
+          "maxLength must be >= 1, maxDepth >= 0 and maxParsedBytes >= 1");
     }
     if (text.length() > maxLength) {
       throw new JsonException(
           "input has " + text.length() + " characters, limit " + maxLength, 0);
     }
-    Reader r = new Reader(text, maxDepth);
+    Reader r = new Reader(text, maxDepth, maxParsedBytes);
     r.skipWhitespace();
     Object v = r.readValue(0);
     r.skipWhitespace();
@@ -370,17 +392,44 @@ public final class Json {
     /** {@link #smallInt}'s answer when there is no small integer at the position. */
     static final long NOT_SMALL = Long.MIN_VALUE;
 
+    /** Estimated bytes of heap per parsed value, {@link #charge}d (see the 4-argument parse). */
+    static final int OBJECT_BYTES = 128;
+    static final int MEMBER_BYTES = 48;
+    static final int ARRAY_BYTES = 64;
+    static final int ELEMENT_BYTES = 12;
+    static final int STRING_BYTES = 48;
+    static final int NUMBER_BYTES = 20;
+
     final String s;
     final int maxDepth;
+    final long maxParsedBytes;
+    /** What the parsed value may still take, in estimated bytes. */
+    long room;
     int pos;
     /** The last number read, when it was an integer that fits a long. */
     long number;
     /** The last number read, when it was not. */
     double fraction;
 
-    Reader(String s, int maxDepth) {
+    Reader(String s, int maxDepth, long maxParsedBytes) {
       this.s = s;
       this.maxDepth = maxDepth;
+      this.maxParsedBytes = maxParsedBytes;
+      this.room = maxParsedBytes;
+    }
+
+    /** Counts {@code bytes} more of the parsed value against {@link #maxParsedBytes}. */
+    void charge(long bytes) {
+      room -= bytes;
+      if (room < 0) {
+        throw error("the value would take more than " + maxParsedBytes
+            + " bytes of memory once parsed (estimated)");
+      }
+    }
+
+    /** {@link #charge}s a string of {@code length} characters. */
+    void chargeString(int length) {
+      charge(STRING_BYTES + 2L * length);
     }
 
     JsonException error(String message) {
@@ -408,8 +457,11 @@ public final class Json {
           return readObject(depth + 1);
         case '[':
           return readArray(depth + 1);
-        case '"':
-          return readString();
+        case '"': {
+          String str = readString();
+          chargeString(str.length());
+          return str;
+        }
         case 't':
           expectLiteral("true");
           return Boolean.TRUE;
@@ -421,6 +473,7 @@ public final class Json {
           return NULL;
         default:
           if (c == '-' || (c >= '0' && c <= '9')) {
+            charge(NUMBER_BYTES);
             return readNumber() ? (Object) Long.valueOf(number) : (Object) Double.valueOf(fraction);
           }
           throw error("unexpected character '" + printable(c) + "', expected a value");
@@ -438,6 +491,7 @@ public final class Json {
       if (depth > maxDepth) {
         throw error("nesting deeper than " + maxDepth);
       }
+      charge(OBJECT_BYTES);
       pos++; // '{'
       LinkedHashMap<String, Object> m = new LinkedHashMap<>();
       skipWhitespace();
@@ -452,6 +506,8 @@ public final class Json {
         }
         int keyPos = pos;
         String key = readKey();
+        charge(MEMBER_BYTES);
+        chargeString(key.length());
         skipWhitespace();
         if (pos >= s.length() || s.charAt(pos) != ':') {
           throw error("expected ':' after key");
@@ -472,6 +528,7 @@ public final class Json {
       if (depth > maxDepth) {
         throw error("nesting deeper than " + maxDepth);
       }
+      charge(ARRAY_BYTES);
       pos++; // '['
       skipWhitespace();
       if (pos < s.length() && s.charAt(pos) == ']') {
@@ -486,6 +543,7 @@ public final class Json {
         skipWhitespace();
         long small = smallInt();
         if (small != NOT_SMALL) {
+          charge(ELEMENT_BYTES);
           if (n == ints.length) {
             ints = Arrays.copyOf(ints, 2 * n);
           }
@@ -498,13 +556,16 @@ public final class Json {
         char c = pos < s.length() ? s.charAt(pos) : ' ';
         if (c == '-' || (c >= '0' && c <= '9')) {
           if (!readNumber()) {
+            charge(NUMBER_BYTES);
             other = fraction;
             break;
           }
           if ((int) number != number) {
+            charge(NUMBER_BYTES);
             other = number;
             break;
           }
+          charge(ELEMENT_BYTES);
           if (n == ints.length) {
             ints = Arrays.copyOf(ints, 2 * n);
           }
@@ -518,6 +579,7 @@ public final class Json {
         }
       }
       // an element of another kind: the elements so far, boxed, and the rest as they come
+      charge((long) n * NUMBER_BYTES + ELEMENT_BYTES); // the ints so far boxed, and the new one
       ArrayList<Object> l = new ArrayList<>(Math.max(10, n + 1));
       for (int i = 0; i < n; i++) {
         l.add(Long.valueOf(ints[i]));
@@ -530,6 +592,7 @@ public final class Json {
     private List<Object> readElements(ArrayList<Object> l, int depth) {
       while (!closes(']', "an array")) {
         skipWhitespace();
+        charge(ELEMENT_BYTES);
         l.add(readValue(depth));
       }
       return Collections.unmodifiableList(l);

@@ -1,6 +1,8 @@
 package io.github.prefixrouter.internal.json;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -43,6 +45,52 @@ class JsonFuzzProperties {
       default -> sb.append(c);
     }
     parseOrTypedError(sb.toString());
+  }
+
+  /**
+   * A parse with a memory limit succeeds, with the value a parse without one gives, exactly when
+   * the limit is at least what a model of the charges gives for that value (computed from the
+   * parsed Java value, not from the reader's counting), and is refused with a
+   * {@link Json.JsonException} one byte below it.
+   */
+  @Property
+  void theMemoryLimitRefusesExactlyTheValuesChargedMoreThanIt(@ForAll("values") Object value) {
+    String text = Json.write(value);
+    Object parsed = Json.parse(text);
+    long charged = charge(parsed);
+    assertEquals(parsed, Json.parse(text, text.length(), 64, Math.max(1, charged)));
+    if (charged > 1) {
+      Json.JsonException e = assertThrows(Json.JsonException.class,
+          () -> Json.parse(text, text.length(), 64, charged - 1));
+      assertTrue(e.getMessage().contains("bytes of memory once parsed"), e.getMessage());
+    }
+  }
+
+  /** The charges {@link Json#parse(String, int, int, long)} documents, from a parsed value. */
+  private static long charge(Object v) {
+    if (v instanceof Map<?, ?> m) {
+      long c = 128;
+      for (Map.Entry<?, ?> e : m.entrySet()) {
+        c += 48 + 48 + 2L * ((String) e.getKey()).length() + charge(e.getValue());
+      }
+      return c;
+    }
+    if (v instanceof java.util.List<?> l) {
+      // an array of integers in int range only is held unboxed: its elements cost no number
+      boolean ints = l.stream().allMatch(x -> x instanceof Long n && n == n.intValue());
+      long c = 64;
+      for (Object x : l) {
+        c += 12 + (ints ? 0 : charge(x));
+      }
+      return c;
+    }
+    if (v instanceof String str) {
+      return 48 + 2L * str.length();
+    }
+    if (v instanceof Number) {
+      return 20;
+    }
+    return 0; // true, false, null
   }
 
   private static void parseOrTypedError(String text) {
