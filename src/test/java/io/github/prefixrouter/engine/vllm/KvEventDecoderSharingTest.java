@@ -19,14 +19,20 @@ import org.junit.jupiter.api.Test;
  */
 class KvEventDecoderSharingTest {
 
-  @Test
-  void eventsThatCarryOnlyTheirTagAreSharedWithinABatch() throws Exception {
-    int n = 100_000;
+  /** A batch's header, {@code [ts, array32 of n events]}, its events to follow. */
+  private static ByteArrayOutputStream batchOf(int n) throws java.io.IOException {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     out.write(0x92); // [ts, events]
     out.write(0x00);
     out.write(0xdd); // array32 of n events
     out.write(new byte[] {(byte) (n >>> 24), (byte) (n >>> 16), (byte) (n >>> 8), (byte) n});
+    return out;
+  }
+
+  @Test
+  void eventsThatCarryOnlyTheirTagAreSharedWithinABatch() throws Exception {
+    int n = 100_000;
+    ByteArrayOutputStream out = batchOf(n);
     for (int i = 0; i < n; i++) {
       switch (i % 4) {
         case 0 -> out.write(new byte[] {(byte) 0x91, (byte) 0xa0}); // [""]
@@ -61,11 +67,7 @@ class KvEventDecoderSharingTest {
   @Test
   void eventsOfManyDistinctUnknownTagsShareInstancesPastTheFirstTags() throws Exception {
     int n = 100_000;
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    out.write(0x92); // [ts, events]
-    out.write(0x00);
-    out.write(0xdd); // array32 of n events
-    out.write(new byte[] {(byte) (n >>> 24), (byte) (n >>> 16), (byte) (n >>> 8), (byte) n});
+    ByteArrayOutputStream out = batchOf(n);
     for (int i = 0; i < n; i++) {
       out.write(new byte[] {(byte) 0x91, (byte) 0xa4, (byte) (i & 0x7f), (byte) ((i >>> 7) & 0x7f),
           (byte) ((i >>> 14) & 0x7f), 'x'}); // a distinct 4-character tag each

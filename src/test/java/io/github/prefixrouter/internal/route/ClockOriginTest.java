@@ -44,14 +44,7 @@ class ClockOriginTest {
     OracleCluster.Hooks h = new OracleCluster.Hooks();
     h.startNanos = Long.MAX_VALUE - Duration.ofMinutes(1).toNanos();
     AtomicInteger rejected = new AtomicInteger();
-    h.transportWrap = t -> t.localAddress().nodeId().equals("n1")
-        ? BeforeScopesTransport.wrap(t, () -> true, new BeforeScopesTransport.Observer() {
-          @Override
-          public void rejected() {
-            rejected.incrementAndGet();
-          }
-        })
-        : t;
+    StreamingTest.beforeStreaming(h, "n1", rejected);
     OracleCluster c = new OracleCluster(2, StreamingTest.forwarding(Duration.ZERO), 1, h)
         .rtt(Duration.ofMillis(1)).start();
     c.warm("n1", concat(PREFIX, prompt(9, 40)));

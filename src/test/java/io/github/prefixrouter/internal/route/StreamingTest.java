@@ -389,11 +389,12 @@ class StreamingTest {
     assertEquals(1, c.node("n0").stats().servedForPeers() + c.node("n1").stats().servedForPeers());
   }
 
-  @Test
-  void aPeerFromBeforeStreamingServesTheRequestWithoutStreaming() {
-    OracleCluster.Hooks h = new OracleCluster.Hooks();
-    AtomicInteger rejected = new AtomicInteger();
-    h.transportWrap = t -> t.localAddress().nodeId().equals("n1")
+  /**
+   * Makes node {@code nodeId} of the cluster a node from before streaming (and scopes), which
+   * rejects every FORWARD above version 1, counting its rejections in {@code rejected}.
+   */
+  static void beforeStreaming(OracleCluster.Hooks h, String nodeId, AtomicInteger rejected) {
+    h.transportWrap = t -> t.localAddress().nodeId().equals(nodeId)
         ? BeforeScopesTransport.wrap(t, () -> true, new BeforeScopesTransport.Observer() {
           @Override
           public void rejected() {
@@ -401,6 +402,13 @@ class StreamingTest {
           }
         })
         : t;
+  }
+
+  @Test
+  void aPeerFromBeforeStreamingServesTheRequestWithoutStreaming() {
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    AtomicInteger rejected = new AtomicInteger();
+    beforeStreaming(h, "n1", rejected);
     OracleCluster c = new OracleCluster(2, forwarding(Duration.ZERO), 1, h)
         .rtt(Duration.ofMillis(1)).start();
     c.warm("n1", concat(PREFIX, prompt(9, 40)));
