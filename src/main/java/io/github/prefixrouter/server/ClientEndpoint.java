@@ -92,9 +92,10 @@ import org.slf4j.LoggerFactory;
  *       The prompt is tokenized by the {@link PromptTokenizer} (without one, text and chat are
  *       answered {@value #NO_TOKENIZER_STATUS}), routed as its token ids exactly as above,
  *       and answered in OpenAI's shapes, whole or streamed ({@link OpenAiRequest} for the keys
- *       and defaults, {@link OpenAiAnswers} for the answers). A tokenization holds an in-flight slot, never a reader thread, and is bounded
- *       by {@code ioTimeout} (then 504) and by {@link #stop} (then 503). A request without a
- *       {@code seed} gets one drawn here ({@link RequestSeeds}).
+ *       and defaults, {@link OpenAiAnswers} for the answers). A tokenization holds an
+ *       in-flight slot, never a reader thread, and is bounded by {@code ioTimeout} (then 504)
+ *       and by {@link #stop} (then 503). A request without a {@code seed} gets one drawn here
+ *       ({@link RequestSeeds}).
  *   <li>The request's {@link CacheScope}, as in vLLM's OpenAI API: {@code "model"} names a LoRA
  *       adapter, unless it is absent, empty or the node's base model ({@code --model}); then
  *       the request is of the base model. {@code "cache_salt"} (absent or empty: none) keys
@@ -128,8 +129,8 @@ import org.slf4j.LoggerFactory;
  * {@value #DEFAULT_MAX_UNFINISHED_PER_ADDRESS}) from one address may be unfinished (one beyond
  * waits for one of them to finish, and is answered 503 once none has finished for 1 s, or
  * {@code ioTimeout} if shorter), so clients that stall hold only their own threads and
- * {@code /health}, {@code /v1/stats} and {@code /metrics} are answered at once, never behind other clients'
- * requests. Answers to completions are written by writer threads, one per answer being written
+ * {@code /health}, {@code /v1/stats} and {@code /metrics} are answered at once, never behind
+ * other clients' requests. Answers to completions are written by writer threads, one per answer being written
  * and at most {@code readerThreads}, so a client that does not read holds only its own. Reading
  * a request and writing an answer each have {@code ioTimeout}; a connection that takes longer is
  * closed. A connection that sends nothing holds no reader thread (the server starts reading it,
