@@ -22,6 +22,9 @@ import java.util.List;
  * checked against its limit and the bytes left before allocating; every counter lies in
  * {@code 0..2^62}; unknown types, versions and flag bits are rejected; trailing bytes are
  * rejected. Any violation raises {@link MalformedMessageException}; nothing else escapes.
+ *
+ * <p>An update's deltas decode into a {@link PackedDeltas}, at most 8 bytes of heap per byte of
+ * the message however small the deltas (one object per delta took 36 bytes per one-byte CLEAR).
  */
 final class GossipCodec {
 
@@ -311,7 +314,7 @@ final class GossipCodec {
       case GossipMessage.TYPE_ACK -> {
         long round = counter(r, "round");
         long gen = counter(r, "senderGeneration");
-        List<Update> updates = readUpdates(r);
+        List<Update> updates = readUpdates(r, payload);
         int n = r.readCount("requests.count", maxOrigins, MIN_REQUEST_BYTES);
         List<Request> requests = new ArrayList<>(n);
         Prev prev = new Prev();
@@ -323,7 +326,7 @@ final class GossipCodec {
       }
       case GossipMessage.TYPE_ACK2 -> {
         long gen = counter(r, "senderGeneration");
-        m = new Ack2(gen, readUpdates(r));
+        m = new Ack2(gen, readUpdates(r, payload));
       }
       default -> {
         String id = r.readAscii("chunk.nodeId", PeerAddress.MAX_NODE_ID_LENGTH);
@@ -361,7 +364,8 @@ final class GossipCodec {
     return m;
   }
 
-  private List<Update> readUpdates(ByteReader r) throws MalformedMessageException {
+  private List<Update> readUpdates(ByteReader r, byte[] payload)
+      throws MalformedMessageException {
     int n = r.readCount("updates.count", maxOrigins, MIN_UPDATE_BYTES);
     List<Update> updates = new ArrayList<>(n);
     Prev prev = new Prev();
@@ -383,60 +387,86 @@ final class GossipCodec {
         throw MalformedMessageException.of(Reason.INCONSISTENT, "update.deltas", nd, pos,
             "deltas run past the header's version " + e.version());
       }
-      List<Delta> deltas = new ArrayList<>(nd);
-      long prevRef = 0;
-      for (int j = 0; j < nd; j++) {
-        pos = r.position();
-        long head = r.readVarLong("delta.head", 0, ((long) messageByteCap << 2) | Delta.CLEAR);
-        int op = (int) (head & 3);
-        int count = (int) (head >>> 2);
-        if (op < Delta.STORE) {
-          throw MalformedMessageException.outOfRange("delta.op", op, Delta.STORE, Delta.CLEAR, pos);
-        }
-        if (op == Delta.CLEAR && count != 0) {
-          throw MalformedMessageException.of(
-              Reason.INCONSISTENT, "delta.hashes", count, pos, "CLEAR carries no hashes");
-        }
-        // a fingerprint takes 4 bytes, a store number at least 1
-        long need = (long) count * (op == Delta.EVICT ? 1 : BlockFingerprint.BYTES);
-        if (need > r.remaining()) {
-          throw MalformedMessageException.truncated(op == Delta.EVICT ? "delta.stores"
-              : "delta.hashes", need, r.remaining(), pos);
-        }
-        long[] hashes = count == 0 ? Delta.NO_HASHES : new long[count];
-        if (op == Delta.EVICT) {
-          for (int k = 0; k < count; k++) {
-            pos = r.position();
-            long ref;
-            if (k == 0) {
-              long diff = r.readZigZagLong("delta.stores");
-              ref = prevRef + diff;
-              if (diff > Delta.MAX_STORE || diff < -Delta.MAX_STORE) {
-                ref = -1; // out of range whatever prevRef is
-              }
-            } else {
-              long gap = r.readVarLong("delta.stores", 0, Delta.MAX_STORE);
-              ref = hashes[k - 1] + gap + 1;
-            }
-            if (ref < 1 || ref > Delta.MAX_STORE) {
-              throw MalformedMessageException.outOfRange("delta.stores", ref, 1, Delta.MAX_STORE,
-                  pos);
-            }
-            hashes[k] = ref;
-          }
-          if (count > 0) {
-            prevRef = hashes[count - 1];
-          }
-        } else {
-          for (int k = 0; k < count; k++) {
-            hashes[k] = r.readFixedInt("delta.hashes") & 0xFFFF_FFFFL;
-          }
-        }
-        deltas.add(new Delta(from + j + 1, op, hashes));
+      List<Delta> deltas;
+      if (nd == 0) {
+        deltas = List.of();
+      } else {
+        // a first pass checks the deltas and counts their items, so the arrays are exact
+        int items = readDeltas(new ByteReader(payload, r.position(), r.remaining()), nd, null,
+            null, null);
+        byte[] ops = new byte[nd];
+        int[] ends = new int[nd];
+        long[] values = items == 0 ? Delta.NO_HASHES : new long[items];
+        readDeltas(r, nd, ops, ends, values);
+        deltas = new PackedDeltas(from, ops, ends, values);
       }
       updates.add(new Update(e, address, from, deltas));
     }
     return updates;
+  }
+
+  /**
+   * Reads the {@code nd} deltas of one update. With {@code ops} null it only checks them;
+   * otherwise it fills {@code ops}, {@code ends} and {@code items} as {@link PackedDeltas} holds
+   * them, the arrays sized by a checking pass over the same bytes.
+   *
+   * @return the fingerprints and store numbers the deltas carry
+   */
+  private int readDeltas(ByteReader r, int nd, byte[] ops, int[] ends, long[] items)
+      throws MalformedMessageException {
+    int n = 0;
+    long prevRef = 0;
+    for (int j = 0; j < nd; j++) {
+      int pos = r.position();
+      long head = r.readVarLong("delta.head", 0, ((long) messageByteCap << 2) | Delta.CLEAR);
+      int op = (int) (head & 3);
+      int count = (int) (head >>> 2);
+      if (op < Delta.STORE) {
+        throw MalformedMessageException.outOfRange("delta.op", op, Delta.STORE, Delta.CLEAR, pos);
+      }
+      if (op == Delta.CLEAR && count != 0) {
+        throw MalformedMessageException.of(
+            Reason.INCONSISTENT, "delta.hashes", count, pos, "CLEAR carries no hashes");
+      }
+      // a fingerprint takes 4 bytes, a store number at least 1
+      long need = (long) count * (op == Delta.EVICT ? 1 : BlockFingerprint.BYTES);
+      if (need > r.remaining()) {
+        throw MalformedMessageException.truncated(op == Delta.EVICT ? "delta.stores"
+            : "delta.hashes", need, r.remaining(), pos);
+      }
+      for (int k = 0; k < count; k++) {
+        long value;
+        if (op == Delta.EVICT) {
+          pos = r.position();
+          if (k == 0) {
+            long diff = r.readZigZagLong("delta.stores");
+            value = prevRef + diff;
+            if (diff > Delta.MAX_STORE || diff < -Delta.MAX_STORE) {
+              value = -1; // out of range whatever prevRef is
+            }
+          } else {
+            long gap = r.readVarLong("delta.stores", 0, Delta.MAX_STORE);
+            value = prevRef + gap + 1;
+          }
+          if (value < 1 || value > Delta.MAX_STORE) {
+            throw MalformedMessageException.outOfRange("delta.stores", value, 1,
+                Delta.MAX_STORE, pos);
+          }
+          prevRef = value;
+        } else {
+          value = r.readFixedInt("delta.hashes") & 0xFFFF_FFFFL;
+        }
+        if (items != null) {
+          items[n] = value;
+        }
+        n++;
+      }
+      if (ops != null) {
+        ops[j] = (byte) op;
+        ends[j] = n;
+      }
+    }
+    return n;
   }
 
   private static DigestEntry readEntry(ByteReader r, Prev prev)
