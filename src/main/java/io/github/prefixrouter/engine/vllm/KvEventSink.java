@@ -15,7 +15,9 @@ interface KvEventSink {
   /**
    * A message received live from the publisher. A sequence number above {@link #nextSeq()}
    * means messages were lost (the caller should try a replay first, see
-   * {@link #onReplayed}); one below it means the publisher restarted.
+   * {@link #onReplayed}); one below it means the publisher restarted. One outside
+   * {@code 0..}{@link VllmKvEventReceiver#MAX_SEQ} is malformed, for the sink to drop (the
+   * caller asks no replay for it).
    */
   void onMessage(long seq, byte[] payload);
 

@@ -41,7 +41,9 @@ import org.slf4j.LoggerFactory;
  * <p>Whenever the mirror may hold blocks the engine no longer has, the receiver clears it
  * ({@link CacheEventListener#onAllCleared}) before applying the next batch: after lost messages
  * (a sequence number above the one expected), after a publisher restart (one below it, on a
- * live message), and after a malformed batch (its events are lost). A cleared mirror
+ * live message), and after a malformed batch (its events are lost), including a message
+ * numbered outside {@code 0..}{@link #MAX_SEQ}, which no message can follow (the stream then
+ * starts over, as after {@link #reset()}, without counting a gap or a restart). A cleared mirror
  * under-reports the engine's cache until new stores arrive, which only costs cache hits; it
  * never claims blocks the engine dropped. One restart sequence numbers cannot show (its first
  * messages lost, exactly as many as were received before it) is covered by {@link #reset()},
@@ -61,6 +63,12 @@ public final class VllmKvEventReceiver implements KvEventSink {
 
   private final CacheEventListener listener;
   private final int blockSize;
+
+  /**
+   * The largest sequence number a message may carry, 2^63 - 2: the one after it must still be a
+   * {@code long}. A message numbered outside {@code 0..MAX_SEQ} is malformed.
+   */
+  public static final long MAX_SEQ = Long.MAX_VALUE - 1;
 
   private boolean started;
   private long nextSeq = -1;
@@ -150,7 +158,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
    *     receiver's, skipped (vLLM and the node are configured differently)
    * @param tokenCountMismatches {@code BlockStored} events with the right block size whose
    *     token count is not their block count times the block size, skipped
-   * @param malformedBatches payloads that did not decode; none of their events were applied
+   * @param malformedBatches payloads that did not decode, and messages numbered outside
+   *     {@code 0..}{@link VllmKvEventReceiver#MAX_SEQ}; none of their events were applied
    * @param gaps messages whose sequence number was above the one expected (messages lost),
    *     live or replayed
    * @param restarts live messages whose sequence number was below the one expected (the
@@ -210,7 +219,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
 
   /**
    * The sequence number expected next: one past the last message applied (or dropped as
-   * malformed), or {@code -1} before the first message.
+   * malformed), or {@code -1} before the first message (and after one numbered outside
+   * {@code 0..}{@link #MAX_SEQ}): never above {@code MAX_SEQ}.
    */
   @Override
   public synchronized long nextSeq() {
@@ -223,7 +233,10 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * counted in {@link Stats#gaps()}), one below it clears it too (the publisher restarted with
    * an empty cache: {@link Stats#restarts()}). Either way the batch is then applied and
    * {@code nextSeq()} becomes {@code seq + 1}. A malformed payload clears the listener, is
-   * counted and applies nothing.
+   * counted and applies nothing. So does a sequence number outside {@code 0..}{@link #MAX_SEQ}
+   * (negative, or one whose successor would wrap), counted in {@link Stats#malformedBatches()};
+   * the stream then starts over: {@code nextSeq()} is -1 and the next message counts as the
+   * first.
    *
    * @param seq the message's sequence number (its second frame)
    * @param payload the message's msgpack payload (its third frame); not modified
@@ -231,6 +244,9 @@ public final class VllmKvEventReceiver implements KvEventSink {
   @Override
   public synchronized void onMessage(long seq, byte[] payload) {
     Objects.requireNonNull(payload, "payload");
+    if (cannotFollow(seq, payload)) {
+      return;
+    }
     boolean clear = false;
     if (started && seq > nextSeq) {
       gaps++;
@@ -259,7 +275,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * Applies a message received from the publisher's replay endpoint. One already applied
    * ({@code seq < nextSeq()}) is ignored and counted in {@link Stats#duplicatesIgnored()}; one
    * above {@code nextSeq()} means the replay itself misses messages: the listener is cleared
-   * first (counted in {@link Stats#gaps()}). Otherwise as {@link #onMessage}.
+   * first (counted in {@link Stats#gaps()}). Otherwise, and for a sequence number outside
+   * {@code 0..}{@link #MAX_SEQ}, as {@link #onMessage}.
    *
    * @param seq the message's sequence number
    * @param payload the message's msgpack payload; not modified
@@ -267,6 +284,9 @@ public final class VllmKvEventReceiver implements KvEventSink {
   @Override
   public synchronized void onReplayed(long seq, byte[] payload) {
     Objects.requireNonNull(payload, "payload");
+    if (cannotFollow(seq, payload)) {
+      return;
+    }
     boolean clear = false;
     if (started && seq < nextSeq) {
       duplicatesIgnored++;
@@ -298,12 +318,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
     resets++;
     started = false;
     nextSeq = -1;
-    forgetCopies();
-    try {
-      listener.onAllCleared();
-    } catch (RuntimeException | Error e) {
-      listenerFailed("clear", e);
-    }
+    clearListener();
   }
 
   /**
@@ -333,6 +348,40 @@ public final class VllmKvEventReceiver implements KvEventSink {
         trackingOverflows);
   }
 
+  /**
+   * True if no message can follow {@code seq}: a negative number, or {@link #MAX_SEQ} + 1
+   * ({@code Long.MAX_VALUE}), after which the next number would wrap to a negative one. Such a
+   * message is dropped as malformed (its events are lost): the listener is cleared and the
+   * stream starts over, the next message counting as the first (no gap, no restart).
+   */
+  private boolean cannotFollow(long seq, byte[] payload) {
+    if (seq >= 0 && seq <= MAX_SEQ) {
+      return false;
+    }
+    malformedBatches++;
+    if (logNow(malformedBatches)) {
+      LOG.warn("KV-event message {} ({} bytes) has a sequence number outside 0..{}, which no "
+          + "message can follow; dropped, clearing the mirror of the engine's cache and starting "
+          + "the stream over ({} malformed so far)", seq, payload.length, MAX_SEQ,
+          malformedBatches);
+    } else {
+      LOG.debug("KV-event message {} has a sequence number no message can follow", seq);
+    }
+    started = false;
+    nextSeq = -1;
+    clearListener();
+    return true;
+  }
+
+  private void clearListener() {
+    forgetCopies();
+    try {
+      listener.onAllCleared();
+    } catch (RuntimeException | Error e) {
+      listenerFailed("clear", e);
+    }
+  }
+
   private void receive(long seq, byte[] payload, boolean clear, boolean replayed) {
     List<KvEvent> events;
     try {
@@ -352,12 +401,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
     started = true;
     nextSeq = seq + 1;
     if (clear) {
-      forgetCopies();
-      try {
-        listener.onAllCleared();
-      } catch (RuntimeException | Error e) {
-        listenerFailed("clear", e);
-      }
+      clearListener();
     }
     if (events == null) {
       return;

@@ -57,9 +57,11 @@ import org.slf4j.LoggerFactory;
  * configured, the thread then opens a DEALER connection to it, asks for everything from {@code
  * nextSeq()} on, passes each replayed message before the live one to {@link
  * KvEventSink#onReplayed}, stops at vLLM's end marker (sequence number -1) or at the live
- * message's sequence number, closes the connection, and then passes the live message. vLLM
- * keeps a bounded buffer, so a replay may start after the first missing message, or fail;
- * either way the live message follows and the sink decides what a remaining gap means.
+ * message's sequence number, closes the connection, and then passes the live message (no
+ * replay is asked for a live number above {@link VllmKvEventReceiver#MAX_SEQ}, which the sink
+ * drops as malformed whatever comes before it). vLLM keeps a bounded buffer, so a replay may
+ * start after the first missing message, or fail; either way the live message follows and the
+ * sink decides what a remaining gap means.
  *
  * <p><b>Failures never stop the thread:</b> an exception from the sink is logged and counted,
  * and the next message is read. See {@link Stats} for the counters.
@@ -256,8 +258,10 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
    *     timed out, or a peer that is not a ZMTP 3 publisher)
    * @param disconnects established connections that broke (not counting {@link #close()})
    * @param messages well-formed messages of the topic received live
-   * @param malformedMessages live messages dropped for their shape (not 3 frames, a sequence
-   *     number frame that is not 8 bytes, or a negative sequence number)
+   * @param malformedMessages live messages dropped for their shape (not 3 frames, or a
+   *     sequence number frame that is not 8 bytes); a sequence number no message can follow
+   *     (negative, or {@code Long.MAX_VALUE}) is passed on for the sink to drop (the receiver
+   *     counts it in {@link VllmKvEventReceiver.Stats#malformedBatches()} and clears)
    * @param otherTopicMessages live messages of another topic that the publisher let through
    *     (a topic starting with ours, when ours is not empty), ignored
    * @param replaysRequested replays asked for, after a gap in the sequence numbers
@@ -392,15 +396,13 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       return;
     }
     long seq = seq(msg.get(1));
-    if (seq < 0) {
-      malformedMessages.incrementAndGet();
-      log.debug("dropped a KV-event message with negative sequence number {}", seq);
-      return;
-    }
     messages.incrementAndGet();
     byte[] payload = msg.get(2);
     long next = nextSeq();
-    if (next >= 0 && seq > next && replayEndpoint != null) {
+    // a number outside 0..MAX_SEQ (negative, or one no number can follow) is the sink's to
+    // drop as malformed: a replay up to it would be thrown away with it
+    if (next >= 0 && seq > next && seq <= VllmKvEventReceiver.MAX_SEQ
+        && replayEndpoint != null) {
       replay(next, seq);
       if (closed) {
         return; // closed during the replay: nothing more reaches the sink

@@ -67,7 +67,8 @@ final class RecordingSink implements KvEventSink {
         if (failOn.test(seq)) {
           throw new IllegalStateException("sink failure on " + seq);
         }
-        next = seq + 1;
+        // a number no message can follow is dropped as malformed: the stream starts over
+        next = seq >= 0 && seq <= VllmKvEventReceiver.MAX_SEQ ? seq + 1 : -1;
       }
     } finally {
       exit();

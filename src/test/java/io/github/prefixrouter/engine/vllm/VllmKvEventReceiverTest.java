@@ -594,6 +594,41 @@ class VllmKvEventReceiverTest {
     assertEquals(1, receiver.stats().replayedBatches());
   }
 
+  /**
+   * A message numbered 2^63 - 1 cannot be followed: its successor would wrap to -2^63. It made
+   * {@code nextSeq()} -2^63, after which the subscriber asked for no replay and the next
+   * message counted as a gap. It is now malformed (like a negative number, which counted as a
+   * restart): cleared, nothing applied, and the stream starts over.
+   */
+  @Test
+  void aSequenceNumberNoMessageCanFollowIsMalformedAndStartsTheStreamOver() {
+    for (long bad : new long[] {Long.MAX_VALUE, -5, Long.MIN_VALUE}) {
+      VllmKvEventReceiver.Stats s0 = receiver.stats();
+      receiver.onMessage(100, marker(1));
+      receiver.onMessage(bad, marker(2));
+      assertEquals(List.of(removed(1), CLEARED), listener.take(), "after " + bad);
+      assertEquals(-1, receiver.nextSeq());
+      receiver.onMessage(101, marker(3)); // the first of a new stream
+      receiver.onReplayed(bad, marker(4));
+      assertEquals(-1, receiver.nextSeq());
+      receiver.onReplayed(102, marker(5));
+      assertEquals(List.of(removed(3), CLEARED, removed(5)), listener.take(), "after " + bad);
+      assertEquals(103, receiver.nextSeq());
+      VllmKvEventReceiver.Stats s = receiver.stats();
+      assertEquals(2, s.malformedBatches() - s0.malformedBatches(), "after " + bad);
+      assertEquals(3, s.batchesApplied() - s0.batchesApplied());
+      assertEquals(0, s.gaps() + s.restarts() + s.duplicatesIgnored());
+      receiver.reset();
+      listener.take();
+    }
+    // the largest number that can be followed is applied; the next one cannot be
+    receiver.onMessage(VllmKvEventReceiver.MAX_SEQ, marker(6));
+    assertEquals(Long.MAX_VALUE, receiver.nextSeq());
+    receiver.onMessage(Long.MAX_VALUE, marker(7));
+    assertEquals(List.of(removed(6), CLEARED), listener.take());
+    assertEquals(-1, receiver.nextSeq());
+  }
+
   @Test
   void constructorChecks() {
     assertThrows(IllegalArgumentException.class, () -> new VllmKvEventReceiver(listener, 0));

@@ -20,8 +20,9 @@ import net.jqwik.api.statistics.Statistics;
 /**
  * Random interleavings of live and replayed messages, in order, with gaps, duplicates,
  * restarts and malformed payloads, against a model of the rules: what the listener must see
- * (a clear before a batch after lost messages or a restart, or in place of a malformed batch;
- * nothing for a replayed duplicate) and the counters.
+ * (a clear before a batch after lost messages or a restart, or in place of a malformed batch
+ * or of one with a negative sequence number, after which the stream starts over; nothing for a
+ * replayed duplicate) and the counters.
  */
 class VllmKvEventSequenceProperties {
 
@@ -75,7 +76,13 @@ class VllmKvEventSequenceProperties {
         receiver.onMessage(seq, payload);
       }
 
-      if (m.replayed() && started && seq < next) {
+      if (seq < 0) {
+        // no message can follow a negative number: malformed, and the stream starts over
+        malformed++;
+        expected.add(CLEARED);
+        started = false;
+        next = -1;
+      } else if (m.replayed() && started && seq < next) {
         duplicates++;
       } else {
         boolean clear = false;
