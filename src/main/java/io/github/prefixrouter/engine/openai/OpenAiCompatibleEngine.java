@@ -172,8 +172,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     this.modelsUri = URI.create(base + "/v1/models");
     this.model = b.model;
     this.apiKey = b.apiKey;
-    this.requestTimeout = b.requestTimeout;
+    // at most 2^63 ns (292 years), which is "never" here: the JDK's HTTP client fails a request
+    // whose timeout its clock cannot add up, and one near 2^63 ms stalls the client for good
     this.requestTimeoutNanos = Durations.saturatedNanos(b.requestTimeout);
+    this.requestTimeout = Duration.ofNanos(requestTimeoutNanos);
     this.maxResponseBytes = b.maxResponseBytes;
     this.maxInFlight = b.resolvedMaxInFlight();
     this.slots = b.resolvedSlots();
@@ -1005,7 +1007,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
      * How long to wait for an answer: for its headers and for the end of its body (a streamed
      * request's whole stream, a plain request's whole JSON body). Default 60 s. A request not answered by then fails with an
      * {@link EngineTimeoutException}, which the node does not try on a peer (the client API
-     * answers 504): set it above the longest generation the server is to run.
+     * answers 504): set it above the longest generation the server is to run. A timeout
+     * beyond 2^63 ns (about 292 years; {@code ChronoUnit.FOREVER.getDuration()}, say) counts as
+     * 2^63 ns, never reached.
      *
      * @param d the timeout, positive
      * @return this builder

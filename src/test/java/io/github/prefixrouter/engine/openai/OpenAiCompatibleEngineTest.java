@@ -430,6 +430,28 @@ class OpenAiCompatibleEngineTest {
   }
 
   @Test
+  void aRequestTimeoutWrittenAsNeverStillAnswersEveryRequest() throws Exception {
+    // the JDK's HTTP client fails a request whose timeout is beyond what its clock adds up
+    // (ArithmeticException, DateTimeException), and one near 2^63 ms stalls its selector: that
+    // request never completes and the client refuses every request after it
+    server.behaviour.set((ex, body) -> reply(ex, 200,
+        "{\"choices\":[{\"index\":0,\"text\":\" B\",\"token_ids\":[426]}]}"));
+    for (Duration never : List.of(Duration.ofSeconds(Long.MAX_VALUE), Duration.ofDays(1L << 40),
+        Duration.ofMillis(Long.MAX_VALUE), java.time.temporal.ChronoUnit.FOREVER.getDuration())) {
+      OpenAiCompatibleEngine e =
+          OpenAiCompatibleEngine.builder().baseUrl(base()).requestTimeout(never).build();
+      for (int i = 0; i < 2; i++) {
+        EngineResult r = e.execute(request()).get(10, TimeUnit.SECONDS);
+        assertEquals(" B", r.text(), never::toString);
+        EngineResult streamed = e.execute(request(), (t, text) -> { }).get(10, TimeUnit.SECONDS);
+        assertEquals(" B", streamed.text(), never::toString);
+        assertTrue(e.health().get(10, TimeUnit.SECONDS), never::toString);
+      }
+      assertEquals(0, e.load().total());
+    }
+  }
+
+  @Test
   void invalidConfigurationIsRejected() {
     assertThrows(IllegalArgumentException.class, () -> OpenAiCompatibleEngine.builder().build());
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
