@@ -27,7 +27,8 @@ import org.slf4j.LoggerFactory;
  * when asked with {@code stream_options.include_usage}) the prompt and cached-token counts, as the non-streamed answer's. {@code data: [DONE]} ends the stream.
  * Any of these is a retryable {@link EngineException}: an {@code error} event, a chunk with an
  * {@code error} member or {@code "object": "error"} (how vLLM reports a failure once the stream
- * has begun), a {@code finish_reason} of {@code abort} or {@code error}, a chunk that is not
+ * has begun), a {@code finish_reason} of {@code abort} or {@code error}, token ids past the
+ * request's {@code maxTokens} or a negative one (that chunk gives no piece), a chunk that is not
  * strict JSON of that shape, a line or an event larger than the byte limit, an output (its text
  * in characters plus its tokens) larger than it, and a stream that ends before {@code [DONE]}.
  *
@@ -218,6 +219,11 @@ final class CompletionStream {
     Object ids = Json.member(choice, "token_ids");
     int[] pieceTokens = ids == null || ids == Json.NULL
         ? new int[0] : Json.asIntArray(ids, "choices[0].token_ids");
+    String impossible = OpenAiCompatibleEngine.impossibleOutput(pieceTokens, tokenCount,
+        request.params());
+    if (impossible != null) {
+      throw failure("the server streamed " + impossible, null);
+    }
     Object finish = Json.member(choice, "finish_reason");
     if ("abort".equals(finish) || "error".equals(finish)) {
       throw failure("the server ended the generation with finish_reason " + finish, null);

@@ -72,20 +72,19 @@ import org.slf4j.LoggerFactory;
  * {@code -1} too; the node then times each request itself (submission to answer, on its
  * clock), so its cost model and forwarding timeouts still learn the server's speed.
  *
- * <p>Errors, all as {@link EngineException}: HTTP 408 and 5xx, connection failures (refused,
- * reset, not made within {@code connectTimeout}) and an answer that is not strict JSON of the
- * expected shape, or larger than {@code maxResponseBytes}, or whose choice ends with a
- * {@code finish_reason} of {@code abort} or {@code error} (the server gave up on the
- * generation), are retryable (another node may serve the request: the server misbehaved, not
- * the request); HTTP 429 and 503 (the server says
- * it is overloaded) are {@link EngineBusyException}s; 401 and 403 (the server refuses this
- * node's credentials) are retryable too, since a peer's server may accept its own. Any other
- * 4xx means the request itself is invalid (vLLM answers 400 to a prompt longer than the
- * model's context, 404 to an unknown model): an {@link InvalidRequestException} carrying the
- * server's message. No whole answer within {@code requestTimeout} (its headers and its body:
- * a server or proxy that stalls the body after the headers times out too, and its connection
- * is closed) is an {@link EngineTimeoutException}, not retryable: a generation that outlasts
- * the limit here would outlast it on a peer too.
+ * <p>Errors, all as {@link EngineException}: HTTP 408 and 5xx, connection failures (refused, reset,
+ * not made within {@code connectTimeout}) and an answer that is not strict JSON of the expected
+ * shape, or larger than {@code maxResponseBytes}, or whose choice ends with a {@code finish_reason}
+ * of {@code abort} or {@code error} (the server gave up on the generation), or has more token ids
+ * than {@code max_tokens} or a negative one, are retryable (another node may serve the request: the
+ * server misbehaved, not the request); HTTP 429 and 503 (the server says it is overloaded) are
+ * {@link EngineBusyException}s; 401 and 403 (the server refuses this node's credentials) are
+ * retryable too, since a peer's server may accept its own. Any other 4xx means the request itself
+ * is invalid (vLLM answers 400 to a prompt longer than the model's context, 404 to an unknown
+ * model): an {@link InvalidRequestException} carrying the server's message. No whole answer within
+ * {@code requestTimeout} (its headers and its body: a server or proxy that stalls the body after
+ * the headers times out too, and its connection is closed) is an {@link EngineTimeoutException},
+ * not retryable: a generation that outlasts the limit here would outlast it on a peer too.
  *
  * <p><b>Streaming.</b> {@link #execute(InferenceRequest, OutputListener)} with a listener other
  * than {@link OutputListener#IGNORE} sends {@code "stream": true} and
@@ -98,7 +97,9 @@ import org.slf4j.LoggerFactory;
  * pieces' and the result's tokens are then empty. The failures are those of a plain request (the
  * HTTP status of the answer maps as above), and, all retryable: an {@code error} event or a
  * chunk carrying an {@code error} (how vLLM reports a failure once the stream has begun), a
- * {@code finish_reason} of {@code abort} or {@code error}, a malformed chunk, a line or event
+ * {@code finish_reason} of {@code abort} or {@code error}, more token ids than
+ * {@code max_tokens} or a negative one (the request fails at that chunk, which is not streamed,
+ * and its connection is closed), a malformed chunk, a line or event
  * larger than {@code maxResponseBytes} or an output larger than it (characters plus tokens), a
  * stream cut before {@code [DONE]}, a connection reset. {@code requestTimeout} bounds the whole
  * stream, not only the wait for its first bytes: a generation still streaming then fails with
@@ -697,6 +698,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       text += stopString(choice, request.params());
       Object ids = Json.member(choice, "token_ids");
       int[] output = ids == null || ids == Json.NULL ? new int[0] : Json.asIntArray(ids, "choices[0].token_ids");
+      String impossible = impossibleOutput(output, 0, request.params());
+      if (impossible != null) {
+        throw new EngineException(where + ": the server answered " + impossible, true);
+      }
       int[] counts = usage(root, request);
       return new EngineResult(output, text, counts[0], counts[1], -1, -1);
     } catch (Json.JsonException e) {
@@ -717,6 +722,25 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       Object index = Json.member(c, "index");
       if (index == null || index == Json.NULL || Long.valueOf(0).equals(index)) {
         return c;
+      }
+    }
+    return null;
+  }
+
+  /**
+   * Why output token ids {@code piece}, following {@code before} others, cannot be a request's
+   * output, or null when they can: more than {@code maxTokens} in all, or a negative id (no
+   * vocabulary has one). The node would refuse such an answer; failing it here stops a server
+   * that generates on, and bounds what a stream holds by {@code maxTokens}.
+   */
+  static String impossibleOutput(int[] piece, int before, GenerationParams params) {
+    if ((long) before + piece.length > params.maxTokens()) {
+      return "more than max_tokens " + params.maxTokens() + " output tokens ("
+          + ((long) before + piece.length) + ")";
+    }
+    for (int t : piece) {
+      if (t < 0) {
+        return "a negative token id " + t;
       }
     }
     return null;

@@ -276,6 +276,50 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void aStreamPastMaxTokensOrWithANegativeTokenIdFailsAtOnceAndIsClosed() throws Exception {
+    // such a stream used to be read on to [DONE], to the output limit or to requestTimeout, its
+    // pieces streamed; the node refused the answer only then, the server generating on meanwhile
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null) + chunk("b", "[2]", null) + chunk("c", "[3]", null)
+          + chunk("d", "[4]", "length") + USAGE + "data: [DONE]\n\n");
+    });
+    Pieces pieces = new Pieces();
+    EngineException err = failure(pieces.run(builder().build(), request()));
+    assertTrue(err.retryable() && err.getMessage().contains("max_tokens 3"), err::toString);
+    assertEquals(List.of("a", "b", "c"), pieces.texts, "no piece past max_tokens is streamed");
+    // a stream that does not end is closed at the first token past max_tokens
+    CountDownLatch closed = new CountDownLatch(1);
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      try {
+        for (int i = 0; i < 20_000; i++) {
+          send(out, chunk("x", "[5]", null));
+          Thread.sleep(1);
+        }
+      } catch (IOException gone) {
+        closed.countDown();
+      } catch (InterruptedException stop) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    EngineException endless = failure(new Pieces().run(builder().build(), request()));
+    assertTrue(endless.retryable() && endless.getMessage().contains("max_tokens 3"),
+        endless::toString);
+    assertTrue(closed.await(10, TimeUnit.SECONDS), "the connection was left open");
+    // no vocabulary has a negative token id
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null) + chunk("b", "[-7]", "length") + USAGE
+          + "data: [DONE]\n\n");
+    });
+    Pieces negative = new Pieces();
+    EngineException bad = failure(negative.run(builder().build(), request()));
+    assertTrue(bad.retryable() && bad.getMessage().contains("-7"), bad::toString);
+    assertEquals(List.of("a"), negative.texts);
+  }
+
+  @Test
   void chunksOfAnotherChoiceThanIndexZeroAreNotTheOutput() throws Exception {
     // a server that generates more than one sequence (n > 1 by its own default) streams each
     // choice's chunks with its index: the request's output is choice 0's alone
@@ -373,11 +417,12 @@ class OpenAiCompatibleEngineStreamingTest {
     EngineException err = failure(new Pieces().run(e, request()));
     assertTrue(err.retryable());
     assertTrue(err.getMessage().contains("longer than 1024 bytes"), err.getMessage());
-    // many small events whose output together passes the limit
+    // many small events whose output together passes the limit (text only: their tokens
+    // would pass max_tokens first)
     server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       for (int i = 0; i < 200; i++) {
-        send(out, chunk("0123456789", "[1]", null));
+        send(out, chunk("0123456789", null, null));
       }
       send(out, "data: [DONE]\n\n");
     });

@@ -193,6 +193,23 @@ class OpenAiCompatibleEngineTest {
   }
 
   @Test
+  void anAnswerPastMaxTokensOrWithANegativeTokenIdIsARetryableFailure() {
+    // such an answer used to pass as the request's output
+    for (String ids : List.of("[426,13,198,11]", "[426,-1]")) {
+      server.behaviour.set((ex, body) -> reply(ex, 200,
+          "{\"choices\":[{\"index\":0,\"text\":\" B\",\"token_ids\":" + ids + "}]}"));
+      EngineException plain = failure(engine().execute(request()));
+      assertTrue(plain.retryable(), plain::toString);
+      assertTrue(plain.getMessage().contains(ids.contains("-") ? "-1" : "max_tokens 3"),
+          plain.getMessage());
+      // a streamed request the server answers with a plain JSON answer: no piece either
+      List<String> pieces = new java.util.concurrent.CopyOnWriteArrayList<>();
+      assertTrue(failure(engine().execute(request(), (t, text) -> pieces.add(text))).retryable());
+      assertEquals(List.of(), pieces);
+    }
+  }
+
+  @Test
   void oversizedAnswerIsRefused() {
     server.behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"text\":\"" + "x".repeat(5000) + "\"}]}"));
     OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base()).maxResponseBytes(1024).build();

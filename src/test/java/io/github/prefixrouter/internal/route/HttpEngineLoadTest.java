@@ -147,18 +147,22 @@ class HttpEngineLoadTest {
              .baseUrl(server.baseUrl()).build()) {
       RouterNode n1 = node(sim, net, engine);
       InferenceRequest r = new InferenceRequest("q", PROMPT, GenerationParams.greedy(3));
-      // 50 tokens for max_tokens 3; then a negative token id
+      // 50 tokens for max_tokens 3, a negative token id (both refused by the adapter already);
+      // then fewer prompt tokens than the request's
       List<String> bad = List.of(
           FakeOpenAiServer.answer(PROMPT.length, java.util.Collections.nCopies(50, 7).toString()),
           FakeOpenAiServer.answer(PROMPT.length, "[5,-4,6]"),
           FakeOpenAiServer.answer(PROMPT.length - 1, "[5,4,6]"));
-      for (String body : bad) {
+      List<String> why = List.of("more than max_tokens 3", "negative token id -4",
+          "cannot be for the request");
+      for (int i = 0; i < bad.size(); i++) {
+        String body = bad.get(i);
         server.answer((p, max) -> body);
         ExecutionException e = org.junit.jupiter.api.Assertions.assertThrows(
             ExecutionException.class, () -> n1.submit(r).get(10, TimeUnit.SECONDS), body);
         RequestFailedException rf = assertInstanceOf(RequestFailedException.class, e.getCause());
         EngineException ee = assertInstanceOf(EngineException.class, rf.getCause());
-        assertTrue(ee.getMessage().contains("cannot be for the request"), ee.getMessage());
+        assertTrue(ee.getMessage().contains(why.get(i)), ee.getMessage());
       }
       // a server that counts a BOS token it added
       server.answer((p, max) -> FakeOpenAiServer.answer(p.length + 1, "[5,4,6]"));
