@@ -173,8 +173,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     this.modelsUri = URI.create(base + "/v1/models");
     this.model = b.model;
     this.apiKey = b.apiKey;
-    // at most 2^63 ns (292 years), which is "never" here: the JDK's HTTP client fails a request
-    // whose timeout its clock cannot add up, and one near 2^63 ms stalls the client for good
+    // at most 2^63 ns (292 years), which is "never" here, as the connect timeout: the JDK's HTTP
+    // client fails a request whose timeout its clock cannot add up (a connection, too), and
+    // one near 2^63 ms stalls the client for good
     this.requestTimeoutNanos = Durations.saturatedNanos(b.requestTimeout);
     this.requestTimeout = Duration.ofNanos(requestTimeoutNanos);
     this.maxResponseBytes = b.maxResponseBytes;
@@ -185,7 +186,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     HttpClient.Builder cb =
         HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
-            .connectTimeout(b.connectTimeout)
+            .connectTimeout(Duration.ofNanos(Durations.saturatedNanos(b.connectTimeout)))
             .followRedirects(HttpClient.Redirect.NEVER);
     if (b.executor != null) {
       cb.executor(b.executor);
@@ -1017,7 +1018,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * TCP connect timeout. Default 2 s.
+     * TCP connect timeout. Default 2 s. One beyond 2^63 ns (about 292 years) counts as 2^63 ns.
      *
      * @param d the timeout, positive
      * @return this builder

@@ -469,6 +469,21 @@ class OpenAiCompatibleEngineTest {
   }
 
   @Test
+  void aConnectTimeoutWrittenAsNeverStillConnects() throws Exception {
+    // the JDK's HTTP client failed every connection of such a timeout (ArithmeticException,
+    // DateTimeException), which the adapter reported as a server unreachable
+    server.behaviour.set((ex, body) -> reply(ex, 200,
+        "{\"choices\":[{\"index\":0,\"text\":\" B\",\"token_ids\":[426]}]}"));
+    for (Duration never : List.of(Duration.ofSeconds(Long.MAX_VALUE), Duration.ofDays(1L << 40),
+        Duration.ofMillis(Long.MAX_VALUE))) {
+      OpenAiCompatibleEngine e =
+          OpenAiCompatibleEngine.builder().baseUrl(base()).connectTimeout(never).build();
+      assertEquals(" B", e.execute(request()).get(10, TimeUnit.SECONDS).text(), never::toString);
+      assertTrue(e.health().get(10, TimeUnit.SECONDS), never::toString);
+    }
+  }
+
+  @Test
   void invalidConfigurationIsRejected() {
     assertThrows(IllegalArgumentException.class, () -> OpenAiCompatibleEngine.builder().build());
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
