@@ -25,7 +25,8 @@ import java.util.RandomAccess;
  * trailing commas, no single quotes, no leading zeros, no control characters inside strings, no
  * lone surrogates (escaped, or in a text that is not Unicode), no duplicate keys, no NaN or
  * Infinity. Every violation and every exceeded limit throws {@link JsonException} with the
- * offset of the problem; no other exception escapes {@link #parse} for any input.
+ * offset of the problem; no other exception escapes {@link #parse} for any input (but what a
+ * {@link Memory} given to it throws).
  *
  * <p>Thread-safe; parsed maps and lists are unmodifiable. An array whose elements are all
  * integers in int range (token ids, the common case) is held as an {@code int} array behind its
@@ -98,6 +99,49 @@ public final class Json {
    * @throws JsonException if the text is not exactly one strict JSON value within the limits
    */
   public static Object parse(String text, int maxLength, int maxDepth, long maxParsedBytes) {
+    return parse(text, maxLength, maxDepth, maxParsedBytes, null);
+  }
+
+  /**
+   * Heap that a parse takes as it goes from a pool shared with other work, such as a budget of
+   * the memory that the requests being read at once may hold.
+   */
+  @FunctionalInterface
+  public interface Memory {
+    /**
+     * Takes {@code bytes} more of heap for the parse, which then charges them value by value.
+     * May block until the pool has them; throws to end the parse.
+     *
+     * @param bytes the bytes asked for, at least 1
+     * @throws RuntimeException when the pool cannot give them: the parse ends, and the
+     *     exception escapes {@link #parse(String, int, int, long, Memory)} unchanged
+     */
+    void take(long bytes);
+  }
+
+  /** The least a parse takes from its {@link Memory} at a time. */
+  static final long MEMORY_STEP = 64 << 10;
+
+  /**
+   * Parses {@code text} as {@link #parse(String, int, int, long)} does, taking the heap its
+   * estimate charges from {@code memory} as it goes: in steps of at least
+   * {@value #MEMORY_STEP} bytes that double with what it has taken, so it asks a few times and
+   * takes at most the larger of {@value #MEMORY_STEP} bytes and twice what it charges, and never
+   * more than {@code maxParsedBytes}. What was taken stays taken; the caller gives it back to its
+   * pool, whether the parse returned or threw.
+   *
+   * @param text the JSON text
+   * @param maxLength longest input accepted, in characters
+   * @param maxDepth deepest nesting of arrays and objects accepted (1 allows {@code [1]})
+   * @param maxParsedBytes the most heap the parsed value may take, as estimated
+   * @param memory where the parse takes its heap from; null: nowhere, the parse may take up to
+   *     {@code maxParsedBytes} without asking
+   * @return the value, as for {@link #parse(String)}
+   * @throws JsonException if the text is not exactly one strict JSON value within the limits;
+   *     or what {@code memory} throws
+   */
+  public static Object parse(String text, int maxLength, int maxDepth, long maxParsedBytes,
+      Memory memory) {
     Objects.requireNonNull(text, "text");
     if (maxLength < 1 || maxDepth < 0 || maxParsedBytes < 1) {
       throw new IllegalArgumentException(
@@ -107,7 +151,7 @@ public final class Json {
       throw new JsonException(
           "input has " + text.length() + " characters, limit " + maxLength, 0);
     }
-    Reader r = new Reader(text, maxDepth, maxParsedBytes);
+    Reader r = new Reader(text, maxDepth, maxParsedBytes, memory);
     r.skipWhitespace();
     Object v = r.readValue(0);
     r.skipWhitespace();
@@ -403,27 +447,41 @@ public final class Json {
     final String s;
     final int maxDepth;
     final long maxParsedBytes;
-    /** What the parsed value may still take, in estimated bytes. */
-    long room;
+    /** Where the parse takes its heap from; null: it has {@link #maxParsedBytes} at the start. */
+    final Memory memory;
+    /** What the parsed value takes so far, in estimated bytes. */
+    long charged;
+    /** What it may take before asking {@link #memory} for more. */
+    long taken;
     int pos;
     /** The last number read, when it was an integer that fits a long. */
     long number;
     /** The last number read, when it was not. */
     double fraction;
 
-    Reader(String s, int maxDepth, long maxParsedBytes) {
+    Reader(String s, int maxDepth, long maxParsedBytes, Memory memory) {
       this.s = s;
       this.maxDepth = maxDepth;
       this.maxParsedBytes = maxParsedBytes;
-      this.room = maxParsedBytes;
+      this.memory = memory;
+      this.taken = memory == null ? maxParsedBytes : 0;
     }
 
-    /** Counts {@code bytes} more of the parsed value against {@link #maxParsedBytes}. */
+    /**
+     * Counts {@code bytes} more of the parsed value against {@link #maxParsedBytes}, taking more
+     * from {@link #memory} when what was taken runs out.
+     */
     void charge(long bytes) {
-      room -= bytes;
-      if (room < 0) {
+      charged += bytes;
+      if (charged > maxParsedBytes) {
         throw error("the value would take more than " + maxParsedBytes
             + " bytes of memory once parsed (estimated)");
+      }
+      if (charged > taken) {
+        long more = Math.min(maxParsedBytes - taken,
+            Math.max(charged - taken, Math.max(MEMORY_STEP, taken)));
+        memory.take(more);
+        taken += more;
       }
     }
 

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import net.jqwik.api.Arbitraries;
 import net.jqwik.api.Arbitrary;
@@ -63,6 +64,33 @@ class JsonFuzzProperties {
       Json.JsonException e = assertThrows(Json.JsonException.class,
           () -> Json.parse(text, text.length(), 64, charged - 1));
       assertTrue(e.getMessage().contains("bytes of memory once parsed"), e.getMessage());
+    }
+  }
+
+  /**
+   * A parse that takes its heap from a {@link Json.Memory} gives the same value, and takes at
+   * least what the model charges it, at most the larger of one step and twice that, and never
+   * more than its limit; with a limit below the charge it is refused as without a memory,
+   * having taken no more than the limit.
+   */
+  @Property
+  void aParseTakesFromItsMemoryWhatItChargesInFewSteps(@ForAll("values") Object value) {
+    String text = Json.write(value);
+    Object parsed = Json.parse(text);
+    long charged = charge(parsed);
+    List<Long> takes = new ArrayList<>();
+    long limit = Math.max(1, charged);
+    assertEquals(parsed, Json.parse(text, text.length(), 64, limit, takes::add));
+    long taken = takes.stream().mapToLong(Long::longValue).sum();
+    assertTrue(taken >= charged && taken <= Math.max(Json.MEMORY_STEP, 2 * charged)
+        && taken <= limit, "took " + takes + " for " + charged);
+    assertTrue(takes.size() <= 1 + 64 - Long.numberOfLeadingZeros(Math.max(1, charged)),
+        "took " + takes.size() + " times for " + charged);
+    if (charged > 1) {
+      takes.clear();
+      assertThrows(Json.JsonException.class,
+          () -> Json.parse(text, text.length(), 64, charged - 1, takes::add));
+      assertTrue(takes.stream().mapToLong(Long::longValue).sum() <= charged - 1);
     }
   }
 

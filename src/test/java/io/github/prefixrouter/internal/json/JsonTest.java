@@ -29,6 +29,29 @@ class JsonTest {
     assertEquals(Map.of(), m.get("b"));
   }
 
+  /**
+   * A parse takes its heap from its memory in doubling steps as it goes, and a memory that
+   * cannot give a step ends the parse with its own exception.
+   */
+  @Test
+  void aParseTakesItsHeapInStepsAndEndsWhenItsMemoryRefuses() {
+    String text = "[\"" + "a".repeat(1 << 20) + "\"]"; // a string of 2 MiB + 48 once parsed
+    List<Long> takes = new java.util.ArrayList<>();
+    assertEquals(List.of("a".repeat(1 << 20)), Json.parse(text, text.length(), 4, 4L << 20,
+        takes::add));
+    assertEquals(List.of(Json.MEMORY_STEP, (2L << 20) + 112 - Json.MEMORY_STEP,
+        (2L << 20) - 112), takes, "a first step for the array's 64 bytes; the string's rest at "
+        + "once; then for the element's 12 bytes as much again as taken, up to the limit");
+    takes.clear();
+    Json.parse("[1,2]", 5, 4, 4L << 20, takes::add);
+    assertEquals(List.of(Json.MEMORY_STEP), takes);
+    IllegalStateException refused = new IllegalStateException("no memory");
+    assertSame(refused, assertThrows(IllegalStateException.class,
+        () -> Json.parse(text, text.length(), 4, 4L << 20, b -> {
+          throw refused;
+        })));
+  }
+
   @Test
   void integersBeyondLongBecomeDoubles() {
     assertEquals(9223372036854775807L, Json.parse("9223372036854775807"));
