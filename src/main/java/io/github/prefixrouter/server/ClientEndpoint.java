@@ -68,7 +68,8 @@ import org.slf4j.LoggerFactory;
  *       (the message says what; a key not in {@link #REQUEST_KEYS} is one), 413 for a body
  *       above 8 MiB; 503 with {@code Retry-After} when the engines that could serve
  *       it are busy (the local one at capacity and every peer tried pushed back), when too many
- *       client requests are in flight here (or too many bodies from the client's address are
+ *       client requests are in flight here, or the heap given to the bodies being read is held
+ *       by other requests (or too many bodies from the client's address are
  *       still arriving), and (without {@code Retry-After}) when the node is
  *       not running: the client should try again, here later or at another node; 400 when the
  *       engine refused the request as invalid ({@link InvalidRequestException}: a prompt
@@ -138,6 +139,20 @@ import org.slf4j.LoggerFactory;
  * closes it once it has been idle for its idle interval ({@code sun.net.httpserver.idleInterval},
  * 30 s by default, checked every 10 s), without counting it.
  *
+ * <p>Memory: the request bodies being read, all reader threads together, hold at most the body
+ * budget ({@code bodyBudget}, default {@value #DEFAULT_BODY_BUDGET} bytes, at least
+ * {@value #MIN_BODY_BUDGET}: what one request of an 8 MiB body can take, so that one request
+ * alone always gets its share). Each request takes its share as it needs it: its body (its
+ * Content-Length before reading it; without one, in doubling steps from 64 KiB as it
+ * arrives), two bytes per body byte for its text (one when it is ASCII), and its parse's
+ * estimate ({@link #maxParsedBytes}) in doubling steps as the parse charges it
+ * ({@link Json.Memory}); it gives all of it back once its body is parsed or refused, or its
+ * connection closed or was cut, before any refusal is written. A step that does not come free
+ * waits while other requests give theirs back, and is answered 503 with {@code Retry-After}
+ * (OpenAI's shape, code {@code busy}, on the OpenAI routes) once none has for 1 s (or
+ * {@code ioTimeout} if shorter), counted as {@code body_budget_refused} ({@link BodyBudget}).
+ * Before the budget only the reader threads bounded that memory: 64 x (8 MiB + text + 49 MB).
+ *
  * <p>A streamed request is cancelled ({@code cancel(true)} on the node's future) when a write
  * to its client fails: the client disconnected, or did not take what was written within
  * {@code ioTimeout} and was cut off. The JDK HTTP server reports no disconnect otherwise (an
@@ -154,6 +169,16 @@ final class ClientEndpoint {
   static final long PARSED_BASE_BYTES = 16L << 20;
   /** Heap the parsed JSON of a body may take per byte of the body, over the base. */
   static final int PARSED_PER_BODY_BYTE = 4;
+  /**
+   * The most heap one request being read can take of the {@linkplain #DEFAULT_BODY_BUDGET body
+   * budget}: an 8 MiB body, its text (16 MiB: two bytes per character) and its parse (16 MiB +
+   * 4 x 8 MiB), 72 MiB. A smaller budget is refused: one request alone always gets its share.
+   */
+  static final long MIN_BODY_BUDGET = 3L * MAX_BODY + maxParsedBytes(MAX_BODY);
+  /** The default heap the request bodies being read may take at once: 256 MiB. */
+  static final long DEFAULT_BODY_BUDGET = 256L << 20;
+  /** The first step of a body read without a Content-Length. */
+  private static final int FIRST_BODY_STEP = 64 << 10;
   /** Seconds a client told to try again later should wait: about a node's busy cool-down. */
   static final String RETRY_AFTER_SECONDS = "1";
   static final int DEFAULT_READER_THREADS = 64;
@@ -197,6 +222,9 @@ final class ClientEndpoint {
   private final AtomicLong slowConnectionsClosed = new AtomicLong();
   private final AtomicLong rejectedBusy = new AtomicLong();
   private final AtomicLong readsRefused = new AtomicLong();
+  private final AtomicLong bodyBudgetRefused = new AtomicLong();
+  /** The heap the bodies being read hold ({@link #readObject}). */
+  private final BodyBudget bodies;
   private final AtomicLong streamsCancelled = new AtomicLong();
   private final AtomicLong tokenizeFailures = new AtomicLong();
   private final AtomicLong tokenizeRefused = new AtomicLong();
@@ -279,6 +307,32 @@ final class ClientEndpoint {
       int maxInFlight, Duration ioTimeout, String baseModel, int readerThreads,
       int maxUnfinishedPerAddress, PromptTokenizer tokenizer, LongSupplier epochSeconds,
       long seedOfSeeds) {
+    this(node, extraStats, maxInFlight, ioTimeout, baseModel, readerThreads,
+        maxUnfinishedPerAddress, tokenizer, epochSeconds, seedOfSeeds, DEFAULT_BODY_BUDGET);
+  }
+
+  /**
+   * An endpoint with a budget of the heap the request bodies being read may hold.
+   *
+   * @param bodyBudget the bytes the requests being read may hold at once, all reader threads
+   *     together: their bodies, texts and parsed JSON (at least {@value #MIN_BODY_BUDGET}, what
+   *     one request of the largest body can take, so that one request alone always gets its
+   *     share; default {@value #DEFAULT_BODY_BUDGET}). A request whose next step of its share
+   *     does not come free waits while other requests give theirs back, and is answered 503
+   *     with {@code Retry-After} once none has for 1 s ({@link BodyBudget})
+   * @throws IllegalArgumentException if a limit is out of its range
+   */
+  ClientEndpoint(PrefixRouterNode node, Supplier<List<StatsTable.Section<?>>> extraStats,
+      int maxInFlight, Duration ioTimeout, String baseModel, int readerThreads,
+      int maxUnfinishedPerAddress, PromptTokenizer tokenizer, LongSupplier epochSeconds,
+      long seedOfSeeds, long bodyBudget) {
+    if (bodyBudget < MIN_BODY_BUDGET) {
+      throw new IllegalArgumentException("bodyBudget must be at least " + MIN_BODY_BUDGET
+          + " bytes (one request of the largest body, its text and its parse), was "
+          + bodyBudget);
+    }
+    this.bodies = new BodyBudget(bodyBudget, InboundReaders.waitFor(ioTimeout),
+        bodyBudgetRefused::incrementAndGet);
     this.tokenizer = tokenizer;
     this.epochSeconds = epochSeconds;
     this.seeds = new RequestSeeds(seedOfSeeds);
@@ -580,8 +634,15 @@ final class ClientEndpoint {
       respond(ex, 503, Map.of("error", "too many unfinished requests from this address"));
       return;
     }
-    try {
-      parsed = parseRequest(ex);
+    // the share is given back before any refusal is written, and once the request is parsed
+    try (BodyBudget.Share share = bodies.share()) {
+      parsed = parseRequest(ex, share);
+    } catch (BodyBudget.Refused e) {
+      refuseInTime(ex, () -> {
+        ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+        respond(ex, 503, Map.of("error", String.valueOf(e.getMessage())));
+      });
+      return;
     } catch (BodyTooLargeException e) {
       refuseInTime(ex, () -> respond(ex, 413, Map.of("error", String.valueOf(e.getMessage()))));
       return;
@@ -666,8 +727,14 @@ final class ClientEndpoint {
       return;
     }
     OpenAiRequest req;
-    try {
-      req = OpenAiRequest.parse(readObject(ex, OPENAI_MAX_DEPTH), kind, baseModel);
+    try (BodyBudget.Share share = bodies.share()) {
+      req = OpenAiRequest.parse(readObject(ex, OPENAI_MAX_DEPTH, share), kind, baseModel);
+    } catch (BodyBudget.Refused e) {
+      refuseInTime(ex, () -> {
+        ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+        openAiError(ex, 503, e.getMessage(), null, "busy");
+      });
+      return;
     } catch (BodyTooLargeException e) {
       refuseInTime(ex, () -> openAiError(ex, 413, e.getMessage(), null, "body_too_large"));
       return;
@@ -1110,8 +1177,8 @@ final class ClientEndpoint {
   /** A parsed completions request and whether its answer is streamed. */
   private record ParsedRequest(InferenceRequest request, boolean stream) {}
 
-  private ParsedRequest parseRequest(HttpExchange ex) throws IOException {
-    Map<?, ?> m = readObject(ex, 8);
+  private ParsedRequest parseRequest(HttpExchange ex, BodyBudget.Share share) throws IOException {
+    Map<?, ?> m = readObject(ex, 8, share);
     for (Object key : m.keySet()) {
       if (!REQUEST_KEYS.contains(key)) {
         throw new IllegalArgumentException("unknown key \""
@@ -1156,13 +1223,18 @@ final class ClientEndpoint {
 
   /**
    * Reads a request body of at most 8 MiB as a JSON object, whose parse may take at most
-   * {@link #maxParsedBytes} of heap.
+   * {@link #maxParsedBytes} of heap, taking the heap it holds from {@code share}: the body
+   * ({@link #readBody}), then two bytes per byte of it for its text (given back down to one when
+   * the text is ASCII, which the JVM holds in a byte a character), then the parse's estimate as
+   * it goes ({@link Json.Memory}).
    *
    * @throws BodyTooLargeException for a larger body (413)
+   * @throws BodyBudget.Refused if the budget cannot give a step of the share in time (503)
    * @throws IllegalArgumentException or {@link Json.JsonException} if it is not a JSON object
    *     in UTF-8 ({@link #utf8}), or its parse would take more heap than that (400)
    */
-  private static Map<?, ?> readObject(HttpExchange ex, int maxDepth) throws IOException {
+  private static Map<?, ?> readObject(HttpExchange ex, int maxDepth, BodyBudget.Share share)
+      throws IOException {
     long declared = -1;
     String cl = ex.getRequestHeaders().getFirst("Content-Length");
     if (cl != null) {
@@ -1175,15 +1247,64 @@ final class ClientEndpoint {
     if (declared > MAX_BODY) {
       throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
     }
-    byte[] body = ex.getRequestBody().readNBytes(MAX_BODY + 1);
-    if (body.length > MAX_BODY) {
-      throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
+    Body body = readBody(ex.getRequestBody(), (int) declared, share);
+    share.take(2L * body.length());
+    String text = utf8(body.bytes(), body.length());
+    if (text.length() == body.length()) { // every byte a character: ASCII, a byte each
+      share.give(body.length());
     }
-    Object root = Json.parse(utf8(body), MAX_BODY, maxDepth, maxParsedBytes(body.length));
+    Object root = Json.parse(text, MAX_BODY, maxDepth, maxParsedBytes(body.length()),
+        share::take);
     if (!(root instanceof Map<?, ?> m)) {
       throw new IllegalArgumentException("the body must be a JSON object");
     }
     return m;
+  }
+
+  /** A body read whole: the first {@code length} bytes of {@code bytes}. */
+  record Body(byte[] bytes, int length) {}
+
+  /**
+   * Reads a body of at most 8 MiB, taking the heap of its buffer from {@code share}: with a
+   * Content-Length, that many bytes before reading; without one (chunked), in steps as it
+   * arrives, from 64 KiB up, each twice the last, so that a client holds about what it has sent
+   * (the step being copied to holds its bytes as well as the last one).
+   *
+   * @param declared the Content-Length, or negative for none (at most 8 MiB)
+   * @throws BodyTooLargeException for a body above 8 MiB
+   * @throws BodyBudget.Refused if the budget cannot give a step in time
+   */
+  static Body readBody(java.io.InputStream in, int declared, BodyBudget.Share share)
+      throws IOException {
+    if (declared >= 0) {
+      share.take(declared);
+      byte[] b = new byte[declared];
+      return new Body(b, in.readNBytes(b, 0, declared));
+    }
+    share.take(FIRST_BODY_STEP);
+    byte[] b = new byte[FIRST_BODY_STEP];
+    int length = 0;
+    while (true) {
+      if (length == b.length) {
+        if (b.length == MAX_BODY) {
+          if (in.read() < 0) {
+            break;
+          }
+          throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
+        }
+        int grown = (int) Math.min(MAX_BODY, 2L * b.length);
+        share.take(grown);
+        byte[] old = b;
+        b = java.util.Arrays.copyOf(old, grown);
+        share.give(old.length);
+      }
+      int n = in.read(b, length, b.length - length);
+      if (n < 0) {
+        break;
+      }
+      length += n;
+    }
+    return new Body(b, length);
   }
 
   /**
@@ -1205,12 +1326,17 @@ final class ClientEndpoint {
    *     with U+FFFD in place of the bad bytes would run a prompt the client never sent
    */
   static String utf8(byte[] body) {
-    String text = new String(body, StandardCharsets.UTF_8);
+    return utf8(body, body.length);
+  }
+
+  /** {@link #utf8(byte[])} of the first {@code length} bytes of {@code body}. */
+  static String utf8(byte[] body, int length) {
+    String text = new String(body, 0, length, StandardCharsets.UTF_8);
     // a bad sequence decodes as U+FFFD, which a text of ASCII and Latin-1 alone cannot hold
     if (text.indexOf('\uFFFD') < 0) {
       return text;
     }
-    ByteBuffer in = ByteBuffer.wrap(body);
+    ByteBuffer in = ByteBuffer.wrap(body, 0, length);
     try {
       StandardCharsets.UTF_8.newDecoder()
           .onMalformedInput(CodingErrorAction.REPORT)
@@ -1264,6 +1390,21 @@ final class ClientEndpoint {
     return readsRefused.get();
   }
 
+  /** Requests answered 503 because the body budget could not give them their share. */
+  long bodyBudgetRefused() {
+    return bodyBudgetRefused.get();
+  }
+
+  /** The bytes of the body budget not held by requests being read now. */
+  long bodyBudgetAvailable() {
+    return bodies.available();
+  }
+
+  /** The body budget's bytes. */
+  long bodyBudget() {
+    return bodies.capacity();
+  }
+
   /** Streamed requests cancelled because a write to their client failed. */
   long streamsCancelled() {
     return streamsCancelled.get();
@@ -1285,7 +1426,8 @@ final class ClientEndpoint {
     all.add(StatsTables.CLIENT.section("client", new StatsTables.ClientStats(inFlight.get(),
         rejectedBusy.get(), slowConnectionsClosed.get(), readsRefused.get(), openStreams.size(),
         streamsCancelled.get(), tokenizeFailures.get(), tokenizeRefused.get(),
-        refusedWithoutCertificate.get())));
+        refusedWithoutCertificate.get(), bodies.capacity() - bodies.available(),
+        bodyBudgetRefused.get())));
     return all;
   }
 

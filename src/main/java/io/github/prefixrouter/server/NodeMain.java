@@ -386,7 +386,8 @@ public final class NodeMain {
           o.clientMaxUnfinishedReads != 0 ? o.clientMaxUnfinishedReads
               : ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
           tokenizer, () -> System.currentTimeMillis() / 1000,
-          new java.security.SecureRandom().nextLong());
+          new java.security.SecureRandom().nextLong(),
+          o.clientBodyBudget != 0 ? o.clientBodyBudget : ClientEndpoint.DEFAULT_BODY_BUDGET);
       part[0] = "the client port " + address(o.clientHost, o.clientPort);
       InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort,
           clientTls == null ? null : clientTls.context(), o.clientTlsTruststore != null);

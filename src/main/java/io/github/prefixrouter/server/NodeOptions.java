@@ -143,6 +143,12 @@ public final class NodeOptions {
           "  --client-max-unfinished-reads N  as --peer-max-unfinished-reads, on the client",
           "                           port; default 16",
           "                           (the four: 1 to 4096)",
+          "  --client-body-budget SIZE  heap the request bodies being read on the client port",
+          "                           may hold at once (bodies, texts, parsed JSON): bytes, or",
+          "                           a number with k, m or g (KiB, MiB, GiB); a request that",
+          "                           cannot get its share waits while others give theirs",
+          "                           back, and is answered 503 once none has for 1 s; at",
+          "                           least 72m (one 8 MiB body's); default 256m",
           "  --ready-file FILE        write 'peer=HOST:PORT client=HOST:PORT' here once serving;",
           "                           removed at start (a previous run's) and on stop",
           "  --shutdown-grace-ms N    on SIGTERM, wait at most this long for accepted requests,",
@@ -159,7 +165,8 @@ public final class NodeOptions {
           "engine", "model", "model-id", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
-          "client-reader-threads", "client-max-unfinished-reads", "ready-file",
+          "client-reader-threads", "client-max-unfinished-reads", "client-body-budget",
+          "ready-file",
           "shutdown-grace-ms", "engine-request-timeout-ms", "engine-timeout-ms",
           "engine-stall-ms", "peer-max-handling-ms", "initial-prefill-ns-per-token",
           "stream-interval-ms", "help");
@@ -223,6 +230,8 @@ public final class NodeOptions {
   final int peerMaxUnfinishedReads;
   final int clientReaderThreads;
   final int clientMaxUnfinishedReads;
+  /** The client port's body budget in bytes ({@code --client-body-budget}); 0 when not given. */
+  final long clientBodyBudget;
   final Path readyFile;
   /** The OpenAI-compatible server's answer limit, and the peer port's; null when not given. */
   final Duration engineRequestTimeout;
@@ -241,6 +250,7 @@ public final class NodeOptions {
       kvEvents = kvEventsReplay = kvEventsTopic = null;
       listenPort = clientPort = engineThreads = engineCacheTokens = engineSlots = engineMaxInFlight = 0;
       peerReaderThreads = peerMaxUnfinishedReads = clientReaderThreads = clientMaxUnfinishedReads = 0;
+      clientBodyBudget = 0;
       engineSeed = 0;
       seeds = List.of();
       clusterKeys = null;
@@ -500,6 +510,7 @@ public final class NodeOptions {
     this.peerMaxUnfinishedReads = readerLimit(v, "peer-max-unfinished-reads");
     this.clientReaderThreads = readerLimit(v, "client-reader-threads");
     this.clientMaxUnfinishedReads = readerLimit(v, "client-max-unfinished-reads");
+    this.clientBodyBudget = bodyBudget(v, "client-body-budget");
     this.readyFile = v.containsKey("ready-file") ? Path.of(v.get("ready-file")) : null;
     if (readyFile != null && (readyFile.toString().isEmpty() || Files.isDirectory(readyFile))) {
       // it is replaced once serving and removed at start and stop
@@ -565,6 +576,58 @@ public final class NodeOptions {
           + ClientEndpoint.MAX_READER_THREADS + ", was " + n);
     }
     return n;
+  }
+
+  /**
+   * A body budget ({@link ClientEndpoint}'s {@code bodyBudget}): at least
+   * {@value ClientEndpoint#MIN_BODY_BUDGET} bytes; 0 when not given.
+   */
+  private static long bodyBudget(Map<String, String> v, String key) {
+    if (!v.containsKey(key)) {
+      return 0;
+    }
+    long b = bytes(key, v.get(key));
+    if (b < ClientEndpoint.MIN_BODY_BUDGET) {
+      throw new IllegalArgumentException("--" + key + " must be at least "
+          + (ClientEndpoint.MIN_BODY_BUDGET >> 20) + "m (" + ClientEndpoint.MIN_BODY_BUDGET
+          + " bytes: one request of the largest body, 8 MiB, with its text and parsed JSON), "
+          + "was " + v.get(key));
+    }
+    return b;
+  }
+
+  /**
+   * A size: a number of bytes, or a number followed by {@code k}, {@code m} or {@code g} (either
+   * case) for KiB, MiB or GiB ({@code 256m} is 268435456 bytes).
+   *
+   * @throws IllegalArgumentException naming the flag if it is something else, or above
+   *     {@link Long#MAX_VALUE} bytes
+   */
+  static long bytes(String key, String value) {
+    String s = value.trim();
+    int shift = 0;
+    if (!s.isEmpty()) {
+      switch (Character.toLowerCase(s.charAt(s.length() - 1))) {
+        case 'k' -> shift = 10;
+        case 'm' -> shift = 20;
+        case 'g' -> shift = 30;
+        default -> shift = 0;
+      }
+    }
+    String digits = shift == 0 ? s : s.substring(0, s.length() - 1);
+    if (digits.isEmpty() || !digits.chars().allMatch(c -> c >= '0' && c <= '9')) {
+      throw new IllegalArgumentException("--" + key + " needs a size: a number of bytes, or a "
+          + "number with k, m or g (KiB, MiB, GiB) such as 256m; was '" + value + "'");
+    }
+    try {
+      long n = Long.parseLong(digits);
+      if (n > Long.MAX_VALUE >> shift) {
+        throw new NumberFormatException();
+      }
+      return n << shift;
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("--" + key + " is too large, was '" + value + "'");
+    }
   }
 
   /**

@@ -387,7 +387,8 @@ final class StatsTables {
   /** The client endpoint's own counters. */
   record ClientStats(int inFlight, long rejectedBusy, long slowConnectionsClosed,
       long readsRefused, int streamsOpen, long streamsCancelled, long tokenizeFailures,
-      long tokenizeRefused, long refusedWithoutCertificate) {}
+      long tokenizeRefused, long refusedWithoutCertificate, long bodyBudgetHeldBytes,
+      long bodyBudgetRefused) {}
 
   private static final String C = P + "client_";
 
@@ -424,5 +425,13 @@ final class StatsTables {
           "Requests answered 401 because their client presented no TLS certificate while the "
               + "client port requires one (--client-tls-truststore; /health excepted).",
           ClientStats::refusedWithoutCertificate)
+      .gauge("body_budget_held_bytes", C + "body_budget_held_bytes",
+          "Heap held by the request bodies being read, in bytes: their bodies, texts and parsed "
+              + "JSON, taken from the body budget (--client-body-budget).",
+          ClientStats::bodyBudgetHeldBytes)
+      .counter("body_budget_refused", C + "body_budget_refused_total",
+          "Requests answered 503 because the body budget (--client-body-budget) could not give "
+              + "what their body needed while other bodies held it.",
+          ClientStats::bodyBudgetRefused)
       .build();
 }

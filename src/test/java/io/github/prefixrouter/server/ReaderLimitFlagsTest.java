@@ -137,6 +137,19 @@ class ReaderLimitFlagsTest {
   }
 
   @Test
+  void theClientBodyBudgetReachesTheEndpoint() throws Exception {
+    NodeOptions o = NodeOptions.parse(new String[] {"--id", "solo", "--listen", "127.0.0.1:0",
+        "--client", "127.0.0.1:0", "--client-body-budget", "100m"},
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
+    try (NodeMain.Running r = NodeMain.start(o)) {
+      assertEquals(100L << 20, r.endpoint.bodyBudget());
+      Map<String, Family> m = metrics(r);
+      assertEquals(0.0, m.get("prefix_router_client_body_budget_refused_total").value());
+      assertEquals(0.0, m.get("prefix_router_client_body_budget_held_bytes").value());
+    }
+  }
+
+  @Test
   void thePeerPortsLimits() throws Exception {
     NodeOptions o = NodeOptions.parse(new String[] {"--id", "solo", "--listen", "127.0.0.1:0",
         "--client", "127.0.0.1:0", "--peer-reader-threads", "2",

@@ -88,7 +88,8 @@ class StatsJsonTest {
           List.copyOf(((Map<?, ?>) s.get("engine")).keySet()));
       assertEquals(List.of("in_flight", "rejected_busy", "slow_connections_closed",
           "reads_refused", "streams_open", "streams_cancelled", "tokenize_failures",
-          "tokenize_refused", "refused_without_certificate"),
+          "tokenize_refused", "refused_without_certificate", "body_budget_held_bytes",
+          "body_budget_refused"),
           List.copyOf(((Map<?, ?>) s.get("client")).keySet()));
       assertEquals("solo", s.get("node_id"));
 

@@ -13,6 +13,8 @@ import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BooleanSupplier;
+import java.util.function.LongSupplier;
 
 /**
  * The threads that read inbound HTTP requests for a JDK {@code HttpServer}, bounded in two ways
@@ -130,11 +132,10 @@ public final class InboundReaders {
    */
   public boolean tryAcquire(InetSocketAddress remote) {
     Object k = key(remote);
-    boolean taken = false;
+    boolean taken;
     lock.lock();
     try {
-      long start = System.nanoTime();
-      while (true) {
+      taken = awaitWhileReleasing(released, () -> {
         Reads r = unfinished.get(k);
         if (r == null) {
           // none unfinished: the first read, or the last ones have just finished
@@ -144,18 +145,10 @@ public final class InboundReaders {
         }
         if (r.count < maxPerAddress) {
           r.count++;
-          taken = true;
-          break;
+          return true;
         }
-        long since = r.lastFinished - start > 0 ? r.lastFinished : start;
-        long left = since + maxWaitNanos - System.nanoTime();
-        if (left <= 0) {
-          break;
-        }
-        released.awaitNanos(left);
-      }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
+        return false;
+      }, () -> unfinished.get(k).lastFinished, maxWaitNanos);
     } finally {
       lock.unlock();
     }
@@ -163,6 +156,40 @@ public final class InboundReaders {
       onRefused.run();
     }
     return taken;
+  }
+
+  /**
+   * The wait of {@link #tryAcquire}, for other limits that wait the same way: with the lock of
+   * {@code released} held, calls {@code take} until it succeeds, waiting on {@code released}
+   * between calls; gives up once nothing was released for {@code maxWaitNanos} (counted from
+   * the later of this call and {@code lastRelease}), or if the thread is interrupted while
+   * waiting (the interrupt stays set).
+   *
+   * @param released signalled whenever something is given back; its lock is held by the caller
+   * @param take takes what is waited for if it can (called with the lock held)
+   * @param lastRelease when something was last given back ({@link System#nanoTime}), read
+   *     after a failed {@code take}
+   * @param maxWaitNanos how long to wait with nothing given back
+   * @return whether {@code take} succeeded
+   */
+  public static boolean awaitWhileReleasing(Condition released, BooleanSupplier take,
+      LongSupplier lastRelease, long maxWaitNanos) {
+    long start = System.nanoTime();
+    try {
+      while (!take.getAsBoolean()) {
+        long last = lastRelease.getAsLong();
+        long since = last - start > 0 ? last : start;
+        long left = since + maxWaitNanos - System.nanoTime();
+        if (left <= 0) {
+          return false;
+        }
+        released.awaitNanos(left);
+      }
+      return true;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    }
   }
 
   /**

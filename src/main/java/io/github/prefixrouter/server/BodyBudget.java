@@ -1,0 +1,158 @@
+package io.github.prefixrouter.server;
+
+import io.github.prefixrouter.internal.wire.InboundReaders;
+import java.time.Duration;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * The heap that the request bodies being read on the client port may hold at once, in bytes,
+ * shared by all reader threads: each request takes its {@link Share} in steps as it needs it
+ * (its body as it arrives, its text, its parse as it goes) and gives all of it back once read.
+ *
+ * <p>A request whose step the budget cannot give at once waits while other requests give
+ * theirs back, and is refused once none has given any back for {@code maxWait} (counted from
+ * the later of its asking and the last give-back), or when its thread is interrupted (its I/O
+ * deadline passed; the interrupt stays set); a step larger than the whole budget is refused at
+ * once. This is the wait of the reader slots per address
+ * ({@link InboundReaders#awaitWhileReleasing}): a budget whose requests keep finishing moves,
+ * and what queues behind requests that stall holding the budget is refused after
+ * {@code maxWait}. Waiters are not served in order: a large step may wait while small ones
+ * pass, up to its I/O deadline.
+ *
+ * <p>Thread-safe; a share is used by one thread.
+ */
+final class BodyBudget {
+
+  private final long capacity;
+  private final long maxWaitNanos;
+  private final Runnable onRefused;
+  private final ReentrantLock lock = new ReentrantLock();
+  /** Signalled whenever bytes are given back. */
+  private final Condition released = lock.newCondition();
+  /** Under lock. */
+  private long available;
+  /** When bytes were last given back ({@link System#nanoTime}). Under lock. */
+  private long lastReleased;
+
+  /**
+   * @param capacity the bytes the requests being read may hold at once
+   * @param maxWait how long a step waits with nothing given back before it is refused
+   * @param onRefused called for every refused step (counters)
+   */
+  BodyBudget(long capacity, Duration maxWait, Runnable onRefused) {
+    if (capacity < 1 || maxWait.isNegative()) {
+      throw new IllegalArgumentException("capacity must be positive and maxWait not negative, "
+          + "were " + capacity + ", " + maxWait);
+    }
+    this.capacity = capacity;
+    this.available = capacity;
+    this.maxWaitNanos = maxWait.toNanos();
+    this.onRefused = onRefused;
+    this.lastReleased = System.nanoTime();
+  }
+
+  /** The bytes the requests being read may hold at once. */
+  long capacity() {
+    return capacity;
+  }
+
+  /** The bytes not held now. */
+  long available() {
+    lock.lock();
+    try {
+      return available;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** A new, empty share for one request. */
+  Share share() {
+    return new Share();
+  }
+
+  private boolean take(long bytes) {
+    boolean taken = false;
+    lock.lock();
+    try {
+      taken = bytes <= capacity && InboundReaders.awaitWhileReleasing(released, () -> {
+        if (available < bytes) {
+          return false;
+        }
+        available -= bytes;
+        return true;
+      }, () -> lastReleased, maxWaitNanos);
+    } finally {
+      lock.unlock();
+    }
+    if (!taken) {
+      onRefused.run();
+    }
+    return taken;
+  }
+
+  private void give(long bytes) {
+    lock.lock();
+    try {
+      available += bytes;
+      lastReleased = System.nanoTime();
+      released.signalAll();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** What one request holds of the budget; {@link #close} gives it all back. */
+  final class Share implements AutoCloseable {
+    private long held;
+
+    private Share() {}
+
+    /**
+     * Takes {@code bytes} more, waiting for them as the budget says.
+     *
+     * @throws Refused if the budget cannot give them
+     */
+    void take(long bytes) {
+      if (bytes <= 0) {
+        return;
+      }
+      if (!BodyBudget.this.take(bytes)) {
+        throw new Refused(bytes, held, capacity);
+      }
+      held += bytes;
+    }
+
+    /** Gives back {@code bytes} of what this share holds (at most all of it). */
+    void give(long bytes) {
+      long b = Math.min(bytes, held);
+      if (b > 0) {
+        held -= b;
+        BodyBudget.this.give(b);
+      }
+    }
+
+    /** The bytes this share holds. */
+    long held() {
+      return held;
+    }
+
+    /** Gives back all this share holds; a share closed again gives nothing. */
+    @Override
+    public void close() {
+      give(held);
+    }
+  }
+
+  /** The budget could not give a request the next step of its share: answered 503. */
+  static final class Refused extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    Refused(long bytes, long held, long capacity) {
+      super("the memory this node gives request bodies being read (" + capacity + " bytes) is "
+          + "held by other requests: " + bytes + " bytes more for this one (holding " + held
+          + ") did not come free in time; try again", null, false, false);
+    }
+  }
+}
