@@ -124,20 +124,21 @@ import org.slf4j.LoggerFactory;
  * counted as a slow connection), optionally requiring clients' certificates: a request without
  * one is answered 401 on every path but {@code /health}.
  *
- * <p>Threads: every connection that starts a request is read on a reader thread of its own
- * (at most {@code readerThreads} at once, default {@value #DEFAULT_READER_THREADS}; a connection
- * beyond is closed at once), and at most {@code maxUnfinishedPerAddress} request bodies (default
+ * <p>Threads: every connection that starts a request is read on a reader thread of its own (at most
+ * {@code readerThreads} at once, default {@value #DEFAULT_READER_THREADS}; a connection beyond is
+ * closed at once), and at most {@code maxUnfinishedPerAddress} request bodies (default
  * {@value #DEFAULT_MAX_UNFINISHED_PER_ADDRESS}) from one address may be unfinished (one beyond
- * waits for one of them to finish, and is answered 503 once none has finished for 1 s, or
- * {@code ioTimeout} if shorter), so clients that stall hold only their own threads and
- * {@code /health}, {@code /v1/stats} and {@code /metrics} are answered at once, never behind
- * other clients' requests. Answers to completions are written by writer threads, one per answer being written
- * and at most {@code readerThreads}, so a client that does not read holds only its own. Reading
- * a request and writing an answer each have {@code ioTimeout}; a connection that takes longer is
- * closed. A connection that sends nothing holds no reader thread (the server starts reading it,
- * and its handshake, at its first byte) and is not closed at {@code ioTimeout}: the JDK server
- * closes it once it has been idle for its idle interval ({@code sun.net.httpserver.idleInterval},
- * 30 s by default, checked every 10 s), without counting it.
+ * waits for one of them to finish, and is answered 503 with {@code Retry-After} once none has
+ * finished for 1 s, or {@code ioTimeout} if shorter), so clients that stall hold only their own
+ * threads and {@code /health}, {@code /v1/stats} and {@code /metrics} are answered at once, never
+ * behind other clients' requests. Answers to completions are written by writer threads, one per
+ * answer being written and at most {@code readerThreads}, so a client that does not read holds only
+ * its own. Reading a request and writing an answer each have {@code ioTimeout}; a connection that
+ * takes longer is closed. A connection that sends nothing holds no reader thread (the server starts
+ * reading it, and its handshake, at its first byte) and is not closed at {@code ioTimeout}: the JDK
+ * server closes it once it has been idle for its idle interval
+ * ({@code sun.net.httpserver.idleInterval}, 30 s by default, checked every 10 s), without counting
+ * it.
  *
  * <p>Memory: the request bodies being read, all reader threads together, hold at most the body
  * budget ({@code bodyBudget}, default {@value #DEFAULT_BODY_BUDGET} bytes, at least
@@ -631,6 +632,7 @@ final class ClientEndpoint {
     ParsedRequest parsed;
     InetSocketAddress remote = ex.getRemoteAddress();
     if (!readers.tryAcquire(remote)) {
+      ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
       respond(ex, 503, Map.of("error", "too many unfinished requests from this address"));
       return;
     }
@@ -723,6 +725,7 @@ final class ClientEndpoint {
   private void openAi(HttpExchange ex, OpenAiRequest.Kind kind) {
     InetSocketAddress remote = ex.getRemoteAddress();
     if (!readers.tryAcquire(remote)) {
+      ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
       openAiError(ex, 503, "too many unfinished requests from this address", null, "busy");
       return;
     }

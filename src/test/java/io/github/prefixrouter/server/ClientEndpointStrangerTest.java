@@ -29,6 +29,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -141,16 +142,28 @@ class ClientEndpointStrangerTest {
       stall("127.0.0.2", BODY_STALL);
     }
     Thread.sleep(300);
-    Socket next = connectFrom("127.0.0.2");
-    next.getOutputStream().write(BODY_STALL.getBytes(StandardCharsets.US_ASCII));
-    next.setSoTimeout(10_000);
-    InputStream in = next.getInputStream();
-    String status = new String(in.readNBytes(12), StandardCharsets.US_ASCII);
-    assertEquals("HTTP/1.1 503", status, "refused at once, long before the I/O timeout");
-    assertEquals(1, endpoint.readsRefused());
+    for (String path : List.of("/v1/route/completions", "/v1/completions")) {
+      Socket next = connectFrom("127.0.0.2");
+      next.getOutputStream().write(BODY_STALL.replace("/v1/route/completions", path)
+          .getBytes(StandardCharsets.US_ASCII));
+      next.setSoTimeout(10_000);
+      InputStream in = next.getInputStream();
+      StringBuilder head = new StringBuilder();
+      while (head.indexOf("\r\n\r\n") < 0) {
+        int b = in.read();
+        assertTrue(b >= 0, path + ": the connection closed in the answer's headers: " + head);
+        head.append((char) b);
+      }
+      assertTrue(head.toString().startsWith("HTTP/1.1 503"),
+          path + ": refused at once, long before the I/O timeout: " + head);
+      assertTrue(head.toString().toLowerCase(Locale.ROOT).contains("\r\nretry-after: 1\r\n"),
+          path + ": a refusal the client should retry says when: " + head);
+      next.close();
+    }
+    assertEquals(2, endpoint.readsRefused());
     HttpResponse<String> stats = send("GET", "/v1/stats", null);
     Map<?, ?> m = (Map<?, ?>) Json.parse(stats.body());
-    assertEquals(1L, ((Map<?, ?>) m.get("client")).get("reads_refused"), stats.body());
+    assertEquals(2L, ((Map<?, ?>) m.get("client")).get("reads_refused"), stats.body());
     // other addresses are served
     assertEquals(200, send("POST", "/v1/route/completions", "{\"prompt\":[1]}").statusCode());
     for (Socket s : stallers.subList(0, ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS)) {
