@@ -841,7 +841,8 @@ public final class NodeOptions {
 
   /**
    * The keys and values of a properties file ({@link Properties#load(Reader)}'s format), each key
-   * checked; a key given on two lines is refused, naming both, rather than the last one taken.
+   * checked; a key given on two lines is refused, naming both, rather than the last one taken,
+   * and so is the key {@code config}, since no other file is read from it.
    */
   private static Map<String, String> readConfig(Path file, List<String> lines) {
     Map<String, String> values = new LinkedHashMap<>();
@@ -865,6 +866,12 @@ public final class NodeOptions {
       }
       for (String k : p.stringPropertyNames()) {
         checkKey(k, "key in " + file + " (line " + (first + 1) + "): ");
+        if (k.equals("config")) {
+          // no file is read from a file: the key was taken and its file silently never read
+          throw new IllegalArgumentException("key config in --config " + file + " (line "
+              + (first + 1) + "): a config file cannot name another; give its keys in this "
+              + "file, or --config on the command line");
+        }
         Integer earlier = lineOf.putIfAbsent(k, first + 1);
         if (earlier != null) {
           throw new IllegalArgumentException("key " + k + " is given twice in --config " + file

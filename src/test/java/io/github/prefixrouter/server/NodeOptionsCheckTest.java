@@ -105,6 +105,23 @@ class NodeOptionsCheckTest {
     refused(() -> parse("--config", latin1.toString()), "--config " + latin1, "not UTF-8");
   }
 
+  /**
+   * A config file naming another with {@code config=} is refused: no file is read from a file,
+   * and the key was taken and its file never read, the settings in it silently missing.
+   */
+  @Test
+  void aConfigFileNamingAnotherConfigFileIsRefused() throws Exception {
+    Path other = Files.writeString(dir.resolve("other.properties"), "policy=local-only\n");
+    Path cfg = Files.writeString(dir.resolve("node.properties"),
+        "id=a\nlisten=h:1\nconfig=" + other + "\n");
+    refused(() -> parse("--config", cfg.toString()), "key config in --config " + cfg
+        + " (line 3)", "cannot name another");
+    // its keys in the file itself are read as before
+    Files.writeString(cfg, "id=a\nlisten=h:1\npolicy=local-only\n");
+    assertEquals(io.github.prefixrouter.RoutingPolicy.LOCAL_ONLY,
+        parse("--config", cfg.toString()).config.policy());
+  }
+
   @Test
   void aSeedListNamingANodeTwiceIsRefused() {
     refused(() -> node("--seeds", "b@10.0.0.2:7000,c@10.0.0.3:7000,b@10.0.0.4:7000"),
