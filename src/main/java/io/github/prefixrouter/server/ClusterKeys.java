@@ -120,8 +120,7 @@ final class ClusterKeys {
     }
     // a text editor's UTF-8 byte order mark makes no raw key of the hex keys after it: it was
     // taken for one, so an edit saved with it put a key no peer has in use
-    int from = raw.length >= 3 && (raw[0] & 0xff) == 0xef && (raw[1] & 0xff) == 0xbb
-        && (raw[2] & 0xff) == 0xbf ? 3 : 0;
+    int from = utf8ByteOrderMark(raw);
     for (int i = from; i < raw.length; i++) {
       if (!isText(raw[i] & 0xff)) {
         return List.of(raw); // a raw key
@@ -176,6 +175,12 @@ final class ClusterKeys {
       keys.add(HexFormat.of().parseHex(hex));
     }
     return keys;
+  }
+
+  /** The length of the UTF-8 byte order mark {@code raw} begins with: 3, or 0 without one. */
+  static int utf8ByteOrderMark(byte[] raw) {
+    return raw.length >= 3 && (raw[0] & 0xff) == 0xef && (raw[1] & 0xff) == 0xbb
+        && (raw[2] & 0xff) == 0xbf ? 3 : 0;
   }
 
   /** Printable ASCII, or a line break or tab: what a key file of text holds. */

@@ -61,7 +61,7 @@ public final class NodeOptions {
           "                           certificate (naming the address peers use)",
           "  --tls-truststore FILE    PKCS12 with the certificates to trust (a cluster CA);",
           "                           default the keystore's own",
-          "  --tls-password-file FILE the password of both files (or env",
+          "  --tls-password-file FILE the password of both files, in UTF-8 or ASCII (or env",
           "                           PREFIX_ROUTER_TLS_PASSWORD); required with --tls-keystore",
           "  --tls-check-ms N         re-read the TLS files (peer and client) this often and",
           "                           use them if they changed (0: never); default 60000",
@@ -526,9 +526,8 @@ public final class NodeOptions {
   }
 
   /**
-   * The password of a port's TLS files: from the password file (its trailing white space
-   * dropped), else from the environment; null without the keystore, whose companion flags are
-   * then refused.
+   * The password of a port's TLS files: from the password file ({@link #passwordFile}), else
+   * from the environment; null without the keystore, whose companion flags are then refused.
    *
    * @throws IllegalArgumentException naming the flags: a truststore or password file without the
    *     keystore, a keystore without a password, a password file that cannot be read
@@ -545,14 +544,7 @@ public final class NodeOptions {
       return null;
     }
     if (file != null) {
-      try {
-        // trailing white space only (the file's newline): a password may begin with a space
-        return Files.readString(Path.of(file), StandardCharsets.UTF_8).stripTrailing()
-            .toCharArray();
-      } catch (IOException e) {
-        throw new IllegalArgumentException("cannot read --" + passwordFile + " " + file + ": "
-            + NodeMain.fileProblem(e), e);
-      }
+      return passwordFile(passwordFile, Path.of(file));
     }
     String fromEnv = env.get(envName);
     if (fromEnv != null) {
@@ -560,6 +552,51 @@ public final class NodeOptions {
     }
     throw new IllegalArgumentException("--" + keystore + " needs a password: --" + passwordFile
         + " FILE or env " + envName);
+  }
+
+  /** The largest password file read: far above any password. */
+  static final int MAX_PASSWORD_FILE_BYTES = 64 << 10;
+
+  /**
+   * The password in a password file: its text in UTF-8 (or ASCII), a UTF-8 byte order mark
+   * skipped and trailing white space (the file's newline) dropped; a password may begin with a
+   * space.
+   *
+   * @throws IllegalArgumentException naming the flag and the file if it cannot be read, is larger
+   *     than {@link #MAX_PASSWORD_FILE_BYTES} (another file named by mistake, not read further),
+   *     or is not UTF-8 text (saved as UTF-16, or in another encoding): its password would be
+   *     another than the one the file shows, reported as a wrong password
+   */
+  static char[] passwordFile(String flag, Path file) {
+    byte[] raw;
+    try (java.io.InputStream in = Files.newInputStream(file)) {
+      raw = in.readNBytes(MAX_PASSWORD_FILE_BYTES + 1);
+    } catch (IOException e) {
+      throw new IllegalArgumentException("cannot read --" + flag + " " + file + ": "
+          + NodeMain.fileProblem(e), e);
+    }
+    if (raw.length > MAX_PASSWORD_FILE_BYTES) {
+      throw new IllegalArgumentException("--" + flag + " " + file + " is larger than "
+          + MAX_PASSWORD_FILE_BYTES + " bytes: not a password file");
+    }
+    String utf16 = ClusterKeys.textEncoding(raw);
+    if (utf16 != null) {
+      throw new IllegalArgumentException("--" + flag + " " + file + " is text saved as " + utf16
+          + ": save it as UTF-8 or ASCII");
+    }
+    // an editor's byte order mark is no part of the password
+    int from = ClusterKeys.utf8ByteOrderMark(raw);
+    String text;
+    try {
+      text = StandardCharsets.UTF_8.newDecoder()
+          .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+          .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT)
+          .decode(java.nio.ByteBuffer.wrap(raw, from, raw.length - from)).toString();
+    } catch (java.nio.charset.CharacterCodingException e) {
+      throw new IllegalArgumentException("--" + flag + " " + file + " is not UTF-8 text: save "
+          + "it as UTF-8 or ASCII", e);
+    }
+    return text.stripTrailing().toCharArray();
   }
 
   /**

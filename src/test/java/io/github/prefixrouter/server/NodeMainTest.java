@@ -77,6 +77,34 @@ class NodeMainTest {
     assertEquals("  two leading spaces", new String(o.tlsPassword));
   }
 
+  /**
+   * A password file an editor saved with a UTF-8 byte order mark gives the password it shows (the
+   * mark was taken into the password, and the keystore then did not open: "the password is
+   * wrong"); one in another encoding, or too large to be a password file, is refused naming the
+   * flag and the file (it was "Input length = 1", or the whole file taken for the password).
+   */
+  @Test
+  void aPasswordFileIsUtf8TextAByteOrderMarkSkipped() throws Exception {
+    Path pw = dir.resolve("tls.password");
+    Files.writeString(pw, "\uFEFFsecret\r\n", StandardCharsets.UTF_8);
+    String p12 = dir.resolve("node.p12").toString();
+    assertEquals("secret", new String(parse("--id", "a", "--listen", "h:1", "--tls-keystore", p12,
+        "--tls-password-file", pw.toString()).tlsPassword));
+    assertEquals("secret", new String(parse("--id", "a", "--listen", "h:1",
+        "--client-tls-keystore", p12, "--client-tls-password-file", pw.toString())
+        .clientTlsPassword));
+    Files.write(pw, "caf\u00e9\n".getBytes(StandardCharsets.ISO_8859_1));
+    assertMessage("--tls-password-file " + pw + " is not UTF-8 text", () -> parse("--id", "a",
+        "--listen", "h:1", "--tls-keystore", p12, "--tls-password-file", pw.toString()));
+    Files.writeString(pw, "\uFEFFsecret\n", StandardCharsets.UTF_16LE);
+    assertMessage("--client-tls-password-file " + pw + " is text saved as UTF-16 (little-endian)",
+        () -> parse("--id", "a", "--listen", "h:1", "--client-tls-keystore", p12,
+            "--client-tls-password-file", pw.toString()));
+    Files.writeString(pw, "x".repeat(NodeOptions.MAX_PASSWORD_FILE_BYTES + 1));
+    assertMessage("--tls-password-file " + pw + " is larger than 65536 bytes", () -> parse("--id",
+        "a", "--listen", "h:1", "--tls-keystore", p12, "--tls-password-file", pw.toString()));
+  }
+
   @Test
   void badFlagsAreRejectedWithAMessageThatSaysWhatToFix() {
     assertMessage("--id is required", () -> parse("--listen", "127.0.0.1:1"));
