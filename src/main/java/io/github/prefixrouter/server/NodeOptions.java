@@ -40,7 +40,7 @@ public final class NodeOptions {
           "  --id ID                  this node's id (required)",
           "  --listen HOST:PORT       peer-to-peer address (required; port 0 picks one)",
           "  --advertise HOST:PORT    address peers should use, if different from --listen;",
-          "                           required with --listen 0.0.0.0:PORT",
+          "                           required with --listen 0.0.0.0:PORT (and no wildcard)",
           "  --client HOST:PORT       client endpoint (POST /v1/chat/completions, /v1/completions,",
           "                           /v1/route/completions; GET /v1/models, /v1/stats,",
           "                           /metrics, /health); default 127.0.0.1:0; a",
@@ -272,8 +272,14 @@ public final class NodeOptions {
     this.listenPort = port("listen", listen[1]);
     this.advertise = v.get("advertise");
     if (advertise != null) {
-      peerPort("advertise", hostPort("advertise", advertise, true)[1]);
-    } else if (Set.of("0.0.0.0", "::", "0:0:0:0:0:0:0:0").contains(listenHost)) {
+      String[] a = hostPort("advertise", advertise, true);
+      peerPort("advertise", a[1]);
+      if (isWildcard(a[0])) {
+        // gossiped to peers, who would connect to their own host: to themselves, or to nobody
+        throw new IllegalArgumentException("--advertise " + advertise + " is every interface, "
+            + "no address peers can reach: give the address peers reach this node at");
+      }
+    } else if (isWildcard(listenHost)) {
       throw new IllegalArgumentException("--listen " + listenHost + " (every interface) needs "
           + "--advertise HOST:PORT, the address peers reach this node at");
     }
@@ -1028,6 +1034,15 @@ public final class NodeOptions {
     return null;
   }
 
+  /**
+   * Whether {@code host} (without brackets) is the wildcard address, in any of its forms
+   * ({@code 0.0.0.0}, {@code ::}, {@code 0:0::0}...): every interface to listen on, no address
+   * to connect to.
+   */
+  static boolean isWildcard(String host) {
+    return InetAddresses.isInetAddress(host) && InetAddresses.forString(host).isAnyLocalAddress();
+  }
+
   private static int port(String what, String s) {
     int p = portNumber(what, s);
     if (p < 0 || p > 65535) {
@@ -1108,7 +1123,12 @@ public final class NodeOptions {
         throw new IllegalArgumentException("--seeds entries must be id@host:port, was '" + p + "'");
       }
       String id = nodeId("--seeds entry '" + p + "'", p.substring(0, at));
-      peerPort("seeds", hostPort("seeds", p.substring(at + 1), true)[1]);
+      String[] hp = hostPort("seeds", p.substring(at + 1), true);
+      peerPort("seeds", hp[1]);
+      if (isWildcard(hp[0])) {
+        throw new IllegalArgumentException("--seeds entry '" + p + "' is every interface, no "
+            + "address of a peer: give the address the peer is reached at");
+      }
       String earlier = entryOf.putIfAbsent(id, p);
       if (earlier != null) {
         // which address would the node join through? a copy-paste slip, refused

@@ -141,6 +141,30 @@ class NodeOptionsCheckTest {
     assertEquals(List.of(8, 24), List.of(c.lowWatermark(), c.highWatermark()));
   }
 
+  /**
+   * The wildcard address, in any of its forms, is where a node listens, never where peers
+   * connect: {@code --advertise 0.0.0.0:7000} passed the check that {@code --listen 0.0.0.0} has
+   * an {@code --advertise}, and the node gossiped an address at which a peer on another host
+   * reaches itself; {@code --listen [0::0]:7000} was not seen as a wildcard at all.
+   */
+  @Test
+  void theWildcardAddressIsNoAddressPeersConnectTo() {
+    refused(() -> parse("--id", "a", "--listen", "0.0.0.0:7000", "--advertise", "0.0.0.0:7000"),
+        "--advertise 0.0.0.0:7000 is every interface, no address peers can reach");
+    refused(() -> node("--advertise", "[::]:7000"), "--advertise [::]:7000 is every interface");
+    refused(() -> node("--advertise", "[0:0::0]:7000"), "is every interface");
+    refused(() -> parse("--id", "a", "--listen", "[0::0]:7000"),
+        "(every interface) needs --advertise");
+    refused(() -> node("--seeds", "b@10.0.0.2:7000,c@0.0.0.0:7000"),
+        "--seeds entry 'c@0.0.0.0:7000' is every interface, no address of a peer");
+    refused(() -> node("--seeds", "c@[::]:7000"), "--seeds entry 'c@[::]:7000' is every");
+    // listening on every interface with an address to advertise, and seeds that are addresses
+    assertEquals("10.0.0.1:7000", parse("--id", "a", "--listen", "0.0.0.0:7000", "--advertise",
+        "10.0.0.1:7000").advertise);
+    assertEquals("[fd00::1]:7000", parse("--id", "a", "--listen", "[::]:7000", "--advertise",
+        "[fd00::1]:7000", "--seeds", "b@10.0.0.2:7000").advertise);
+  }
+
   @Test
   void hostsAreCheckedByTheirFormWithoutALookup() {
     String[][] bad = {
