@@ -266,12 +266,28 @@ final class TlsFiles {
     return m == null || m.isBlank() ? e.getClass().getSimpleName() : m;
   }
 
+  /**
+   * The largest file read: far above a keystore (a few KiB) or a trust store of every public CA
+   * (about 160 KiB for the JDK's 144).
+   */
+  static final int MAX_FILE_BYTES = 8 << 20;
+
+  /**
+   * The bytes of a file, at most {@link #MAX_FILE_BYTES}: a larger one is another file named by
+   * mistake (a log, {@code /dev/zero}), refused without reading it whole, at every check.
+   */
   private static byte[] read(Path file) {
-    try {
-      return Files.readAllBytes(file);
+    byte[] raw;
+    try (java.io.InputStream in = Files.newInputStream(file)) {
+      raw = in.readNBytes(MAX_FILE_BYTES + 1);
     } catch (IOException e) {
       throw new IllegalArgumentException("cannot read " + file + ": " + NodeMain.fileProblem(e), e);
     }
+    if (raw.length > MAX_FILE_BYTES) {
+      throw new IllegalArgumentException("cannot load " + file + ": it is larger than "
+          + MAX_FILE_BYTES + " bytes, not a keystore or trust store");
+    }
+    return raw;
   }
 
   /**

@@ -193,6 +193,35 @@ class PeerTlsTest {
    * A file that is no PKCS12 store says so: a store cut short (whose JDK exception has no
    * message) read "password: null", and the others named the JDK's DER parser's internals.
    */
+  /**
+   * A file above {@link TlsFiles#MAX_FILE_BYTES} is refused without being read whole, at the
+   * start and at a re-read (which leaves the files in use): it was read whole, at every check,
+   * so that one named by mistake ({@code /dev/zero}, a log) filled the heap.
+   */
+  @Test
+  void aFileTooLargeForAStoreIsRefusedWithoutReadingItWhole() throws Exception {
+    Path large = dir.resolve("large.p12");
+    try (var out = Files.newOutputStream(large)) {
+      out.write(Files.readAllBytes(keyA));
+      out.write(new byte[TlsFiles.MAX_FILE_BYTES]);
+    }
+    String said = "cannot load " + large + ": it is larger than " + TlsFiles.MAX_FILE_BYTES
+        + " bytes";
+    IllegalArgumentException k = assertThrows(IllegalArgumentException.class,
+        () -> new TlsFiles(TlsFiles.Use.PEER, large, null, "changeit".toCharArray()));
+    assertTrue(k.getMessage().startsWith(said), k.getMessage());
+    IllegalArgumentException t = assertThrows(IllegalArgumentException.class,
+        () -> new TlsFiles(TlsFiles.Use.CLIENT, keyA, large, "changeit".toCharArray()));
+    assertTrue(t.getMessage().startsWith(said), t.getMessage());
+    Path renewed = dir.resolve("renewed.p12");
+    Files.copy(keyA, renewed, StandardCopyOption.REPLACE_EXISTING);
+    TlsFiles tls = new TlsFiles(TlsFiles.Use.PEER, renewed, null, "changeit".toCharArray());
+    long notAfter = tls.stats().certificateNotAfterSeconds();
+    Files.copy(large, renewed, StandardCopyOption.REPLACE_EXISTING);
+    tls.check();
+    assertEquals(new TlsFiles.Stats(0, 1, notAfter), tls.stats());
+  }
+
   @Test
   void aFileThatIsNotAPkcs12StoreSaysWhatItIs() throws Exception {
     byte[] whole = Files.readAllBytes(keyA);
