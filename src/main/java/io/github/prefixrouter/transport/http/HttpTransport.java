@@ -82,6 +82,12 @@ import org.slf4j.LoggerFactory;
  * 503 busy (mapped to {@link TransportException.Kind#BUSY}), 504 handler timed out at the peer,
  * 500 handler failed.
  *
+ * <p>A peer address is {@code host:port} alone (an IPv6 host in brackets). An address with
+ * anything more (a path, query, fragment or user info, as in {@code "10.0.0.5:80/admin?"}) is
+ * never sent to: a request to it fails at once with {@link TransportException.Kind#UNREACHABLE},
+ * a message to it is dropped and counted; an inbound envelope naming one as its sender's address
+ * is refused as malformed (400), and {@link Builder#advertisedAddress} refuses one.
+ *
  * <h2>Security</h2>
  * With a cluster key, every message and every answer carries an HMAC-SHA256 binding the sender's
  * id and address, the recipient's id, the timestamp, the nonce and the payload (see
@@ -763,10 +769,8 @@ public final class HttpTransport implements Transport {
 
   private HttpRequest buildRequest(
       PeerAddress to, byte[] payload, String path, String tag, Duration timeout, String nonce) {
+    requireHostPort(to.address());
     URI uri = URI.create((config.sslContext != null ? "https://" : "http://") + to.address() + path);
-    if (uri.getHost() == null || uri.getPort() < 0) {
-      throw new IllegalArgumentException("address must be host:port");
-    }
     String ts = Long.toString(config.wallClockMillis.getAsLong());
     PeerAddress me = localAddress;
     HttpRequest.Builder b =
@@ -785,6 +789,27 @@ public final class HttpTransport implements Transport {
       b.header(H_KEY_ID, keys.signingKeyId());
     }
     return b.build();
+  }
+
+  /**
+   * Checks that a peer address is {@code host:port} and nothing more. The address is put in
+   * front of the protocol's path, so one with a path, query or fragment of its own ({@code
+   * "10.0.0.5:80/admin?"}) would send the request to another path of that host, and one with
+   * user info names the same host under another in-flight limit.
+   *
+   * @throws IllegalArgumentException if it is not
+   */
+  static void requireHostPort(String address) {
+    URI u;
+    try {
+      u = new URI("http://" + address);
+    } catch (java.net.URISyntaxException e) {
+      throw new IllegalArgumentException("address must be host:port, was " + address);
+    }
+    if (u.getHost() == null || u.getPort() < 0 || u.getPort() > 65535
+        || u.getRawUserInfo() != null || !address.equals(u.getRawAuthority())) {
+      throw new IllegalArgumentException("address must be host:port, was " + address);
+    }
   }
 
   /** Counts a MAC check's outcome ({@link MessageAuthenticator#verify}); true if it passed. */
@@ -893,6 +918,8 @@ public final class HttpTransport implements Transport {
       long timestamp;
       try {
         from = new PeerAddress(sender, senderAddress);
+        // the node sends its replies there, and its gossip tells others to
+        requireHostPort(senderAddress);
         timestamp = Long.parseLong(Objects.requireNonNull(ts, H_TIMESTAMP));
         Objects.requireNonNull(nonce, H_NONCE);
         if (nonce.isEmpty() || nonce.length() > 64) {
@@ -1379,7 +1406,9 @@ public final class HttpTransport implements Transport {
     /**
      * The {@code host:port} peers should use to reach this node, when it differs from the listen
      * address (for example behind NAT), and required when listening on a wildcard address
-     * ({@code 0.0.0.0} or {@code ::}). Default: the listen host and the bound port.
+     * ({@code 0.0.0.0} or {@code ::}). Default: the listen host and the bound port. It is
+     * {@code host:port} alone: {@link #build()} refuses one with a path, query, fragment or user
+     * info.
      *
      * @param hostPort the address as {@code host:port}
      * @return this builder
@@ -1668,9 +1697,10 @@ public final class HttpTransport implements Transport {
       }
       if (advertisedAddress != null) {
         new PeerAddress(nodeId, advertisedAddress);
-        URI u = URI.create("http://" + advertisedAddress);
-        if (u.getHost() == null || u.getPort() < 0) {
-          throw new IllegalArgumentException("advertisedAddress must be host:port, was " + advertisedAddress);
+        try {
+          requireHostPort(advertisedAddress);
+        } catch (IllegalArgumentException e) {
+          throw new IllegalArgumentException("advertisedAddress " + e.getMessage(), e);
         }
       }
       if (clusterKey == null && !insecure) {

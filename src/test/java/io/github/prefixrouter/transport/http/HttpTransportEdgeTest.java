@@ -279,4 +279,61 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
         b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
     assertEquals(0, a.stats().inboundBusy());
   }
+
+  /**
+   * A peer address is host:port alone. It was put in front of the protocol's path with only its
+   * host and port checked, so an address from a peer list or gossip such as
+   * {@code host:port/other?} sent the node's requests and messages to another path of that host
+   * ({@code POST /other?/prefix-router/v1/request}), a signed envelope naming such an address as
+   * its sender's was delivered (for the node to reply to and its gossip to spread), and
+   * {@code advertisedAddress} took one.
+   */
+  @Test
+  void anAddressWithAPathQueryOrUserInfoIsNeitherSentToNorAccepted() throws Exception {
+    AtomicInteger hits = new AtomicInteger();
+    HttpServer other = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    other.createContext("/", ex -> {
+      hits.incrementAndGet();
+      ex.getRequestBody().readAllBytes();
+      ex.sendResponseHeaders(204, -1);
+      ex.close();
+    });
+    other.start();
+    toClose.add(() -> other.stop(0));
+    String hostPort = "127.0.0.1:" + other.getAddress().getPort();
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    List<String> bad = List.of(hostPort + "/other?", hostPort + "/other#", hostPort + "?x=",
+        hostPort + "/..", "user@" + hostPort);
+    for (String address : bad) {
+      PeerAddress to = new PeerAddress("a", address);
+      ExecutionException e = assertThrows(ExecutionException.class,
+          () -> b.request(to, new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+      TransportException te = (TransportException) e.getCause();
+      assertEquals(TransportException.Kind.UNREACHABLE, te.kind(),
+          address + ": " + te.getMessage());
+      assertTrue(te.getMessage().contains("host:port"), te.getMessage());
+      b.send(to, new byte[] {1});
+    }
+    assertEquals(bad.size(), b.stats().messagesDropped());
+    assertEquals(0, b.stats().messagesSent());
+    assertEquals(0, b.stats().requestsSent());
+    assertEquals(0, hits.get(), "requests reached another path of the host");
+    assertEquals(0, b.peersInFlight());
+
+    // a signed envelope whose sender address is not host:port is malformed
+    AtomicInteger delivered = new AtomicInteger();
+    HttpTransport a = start(node("a"), TransportContractTest.counting(delivered));
+    MessageAuthenticator auth = new MessageAuthenticator(List.of(HttpTransportTest.KEY));
+    String ts = Long.toString(System.currentTimeMillis());
+    String from = hostPort + "/other?";
+    String mac = auth.sign(new byte[] {1}, "message", "b", from, "a", ts, "n1");
+    assertEquals(400, HttpTransportTest.post(a, "/prefix-router/v1/message", new byte[] {1}, "b",
+        from, "a", ts, "n1", mac));
+    assertEquals(0, delivered.get());
+    assertEquals(1, a.stats().malformedRejected());
+
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> node("c").advertisedAddress("10.0.0.5:7070/other").build());
+    assertTrue(e.getMessage().contains("advertisedAddress"), e.getMessage());
+  }
 }
