@@ -1575,7 +1575,8 @@ public final class HttpTransport implements Transport {
      * Nonces remembered whole per sender at most (bounds replay-guard memory). Default 131,072.
      * This transport's own nonces, a boot id and a counter, are checked against a sliding window
      * of counters instead, which needs no such limit; the limit applies to nonces of other
-     * shapes.
+     * shapes, which are also remembered at most 131,072 (or this limit if larger) over all
+     * senders.
      *
      * @param n the limit
      * @return this builder

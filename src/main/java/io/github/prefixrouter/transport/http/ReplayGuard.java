@@ -18,10 +18,13 @@ import java.util.Map;
  * 2·window, the pairs accepted before the step can no longer pass the timestamp check either
  * (their timestamps are more than a window ahead of the clock) and are dropped the same way;
  * otherwise they would hold the head of the list until the clock caught up, nothing behind
- * them would expire, and busy senders would be refused as {@code FULL} meanwhile. Memory is bounded by the message rate, and by
- * {@code maxNoncesPerSender} per sender in any case (beyond it new messages are refused rather
- * than weakening the check). Only messages whose MAC verified reach this class, so only cluster
- * members can occupy its memory.
+ * them would expire, and busy senders would be refused as {@code FULL} meanwhile. At most
+ * {@code maxNoncesPerSender} nonces are remembered whole per sender, and at most
+ * {@link #MAX_NONCES} (or {@code maxNoncesPerSender} if larger) over all senders; beyond either,
+ * new messages are refused as {@code FULL} rather than weakening the check. Only messages whose
+ * MAC verified reach this class, so only cluster members can occupy its memory; without the
+ * bound over all senders, a holder of the cluster key sending under ever-new sender ids held
+ * about 270 bytes per message for two windows, without limit for a long window.
  *
  * <p><b>Counter nonces.</b> Remembering every nonce caps what one sender may send at
  * {@code maxNoncesPerSender} per two windows (131,072 per minute by default, about 2,180 a
@@ -59,11 +62,19 @@ final class ReplayGuard {
   static final int MAX_BOOTS_PER_SENDER = 8;
   /** Boots whose counter windows are remembered at once, over all senders. */
   static final int MAX_WINDOWS = 1 << 12;
+  /**
+   * Nonces remembered whole over all senders at most, unless {@code maxNoncesPerSender} is
+   * larger (about 36 MB: 272 bytes a nonce, measured with 20-character nonces of distinct
+   * senders).
+   */
+  static final int MAX_NONCES = 1 << 17;
   /** Longest boot id taken as one (the transport's are 16 hex digits). */
   private static final int MAX_BOOT_LENGTH = 32;
 
   private final long windowMillis;
   private final int maxNoncesPerSender;
+  /** Nonces remembered whole over all senders at most. */
+  private final int maxNonces;
   private final int counterWindow;
   /** (sender, nonce) to the receive time it was accepted at, in acceptance order. */
   private final LinkedHashMap<Pair, Long> seen = new LinkedHashMap<>();
@@ -93,6 +104,12 @@ final class ReplayGuard {
 
   /** With a counter window of {@code counterWindow} (a power of two, at least 64) counters. */
   ReplayGuard(long windowMillis, int maxNoncesPerSender, int counterWindow) {
+    this(windowMillis, maxNoncesPerSender, counterWindow,
+        Math.max(MAX_NONCES, maxNoncesPerSender));
+  }
+
+  /** With at most {@code maxNonces} nonces remembered whole over all senders. */
+  ReplayGuard(long windowMillis, int maxNoncesPerSender, int counterWindow, int maxNonces) {
     if (counterWindow < 64 || Integer.bitCount(counterWindow) != 1) {
       throw new IllegalArgumentException("counterWindow must be a power of two >= 64, was "
           + counterWindow);
@@ -100,6 +117,7 @@ final class ReplayGuard {
     this.windowMillis = windowMillis;
     this.maxNoncesPerSender = maxNoncesPerSender;
     this.counterWindow = counterWindow;
+    this.maxNonces = maxNonces;
   }
 
   synchronized Verdict check(String sender, String nonce, long timestampMillis, long nowMillis) {
@@ -142,7 +160,7 @@ final class ReplayGuard {
     if (seen.containsKey(p)) {
       return Verdict.REPLAY;
     }
-    if (perSender.getOrDefault(sender, 0) >= maxNoncesPerSender) {
+    if (perSender.getOrDefault(sender, 0) >= maxNoncesPerSender || seen.size() >= maxNonces) {
       return Verdict.FULL;
     }
     seen.put(p, nowMillis);

@@ -366,6 +366,32 @@ class HttpTransportTest extends HttpTransportFixture {
     assertEquals(1, g.size());
   }
 
+  /**
+   * Nonces remembered whole are bounded over all senders, as counter windows are, not only per
+   * sender: a holder of the cluster key sending under ever-new sender ids took about 270 bytes
+   * per message for two windows (without limit for a long window). The transport's own counter
+   * nonces are not refused meanwhile, and the nonces are forgotten two windows later.
+   */
+  @Test
+  void replayGuardBoundsTheNoncesOfEverNewSenders() {
+    ReplayGuard g = new ReplayGuard(1_000, 16);
+    for (int i = 0; i < ReplayGuard.MAX_NONCES; i++) {
+      assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("s" + i, "n", 10_000, 10_000));
+    }
+    assertEquals(ReplayGuard.Verdict.FULL, g.check("another", "n", 10_000, 10_000));
+    assertEquals(ReplayGuard.Verdict.FULL, g.check("s1", "m", 10_000, 10_000));
+    assertEquals(ReplayGuard.MAX_NONCES, g.size());
+    assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("b", "0123456789abcdef-1", 10_000, 10_000));
+    assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("another", "n", 12_001, 12_001));
+    assertEquals(1, g.size());
+    // the bound holds whatever the per-sender limit allows
+    ReplayGuard h = new ReplayGuard(1_000, 64, ReplayGuard.COUNTER_WINDOW, 32);
+    for (int i = 0; i < 32; i++) {
+      assertEquals(ReplayGuard.Verdict.ACCEPT, h.check("s" + i, "n", 10_000, 10_000));
+    }
+    assertEquals(ReplayGuard.Verdict.FULL, h.check("s0", "m", 10_000, 10_000));
+  }
+
   @Test
   void inFlightAccountingForgetsAddressesWithNothingInFlight() throws Exception {
     HttpTransport b = start(node("b"), new Recorder());
