@@ -94,10 +94,13 @@ import org.slf4j.LoggerFactory;
  * {@link MessageAuthenticator}); the receiver also rejects timestamps outside the replay window
  * and nonces it has already accepted (see {@link ReplayGuard}). A message failing either check is
  * dropped and counted in {@link Stats}, never delivered. Nodes' wall clocks must agree to within
- * the replay window (NTP is ample). A node signs with one cluster key and may accept up to three
- * more, so the key can be rotated while the cluster runs ({@link #updateClusterKeys}). TLS is optional: pass the host's {@link SSLContext} to
- * encrypt traffic; it is used for both the server and the client, so the context's trust store
- * must accept the peers' certificates (and their addresses must match the certificates).
+ * the replay window (NTP is ample): a message refused as stale is answered 401 saying how far
+ * its timestamp is from the receiver's clock, and the receiver warns once per sender. A node
+ * signs with one cluster key and may accept up to three more, so the key can be rotated while
+ * the cluster runs ({@link #updateClusterKeys}). TLS is optional: pass the host's
+ * {@link SSLContext} to encrypt traffic; it is used for both the server and the client, so the
+ * context's trust store must accept the peers' certificates (and their addresses must match the
+ * certificates).
  * The MAC proves only that a message comes from a holder of the cluster key, not which node:
  * with {@link Builder#bindNodeIdsToCertificates} on, the server also requires a client
  * certificate, and a message, request or answer is accepted only if the TLS certificate it came
@@ -215,6 +218,8 @@ public final class HttpTransport implements Transport {
    * ({@link Builder#bindNodeIdsToCertificates}; bounded as otherNodes).
    */
   private final Set<String> uncertifiedSenders = ConcurrentHashMap.newKeySet();
+  /** Sender ids warned of once for a stale timestamp (bounded as otherNodes). */
+  private final Set<String> staleSenders = ConcurrentHashMap.newKeySet();
 
   private volatile InboundHandler handler;
   private volatile PeerAddress localAddress;
@@ -703,6 +708,40 @@ public final class HttpTransport implements Transport {
     }
   }
 
+  /**
+   * Says how far a stale message's timestamp is from this node's clock, and warns once per
+   * sender (at most {@link #MAX_OTHER_NODES} warnings): a sender whose clock is off by more than
+   * the replay window has every message refused, which otherwise showed only as
+   * {@link Stats#replaysRejected()} here and as failures of its own at debug level there. The
+   * sender's MAC was verified, so only key holders reach this.
+   *
+   * @return the distance, for the refusal's text
+   */
+  private String noteStale(PeerAddress from, long timestamp, long now) {
+    String apart;
+    try {
+      long behind = Math.subtractExact(now, timestamp);
+      apart = behind > 0 ? behind + " ms behind" : Math.absExact(behind) + " ms ahead of";
+    } catch (ArithmeticException e) {
+      apart = "further than a long can count from";
+    }
+    String distance = "timestamp is " + apart + " this node's clock, beyond the replay window of "
+        + config.replayWindow.toMillis() + " ms";
+    String id = sanitize(from.nodeId());
+    if (staleSenders.size() < MAX_OTHER_NODES && staleSenders.add(id)) {
+      log.warn("{}: refused a message from {} (at {}) whose {}: the hosts' clocks disagree (check "
+          + "NTP), or the message was replayed late; while they disagree, every message it sends "
+          + "here is refused (docs/deployment.md, \"Authentication\")", config.nodeId, id,
+          sanitize(from.address()), distance);
+    }
+    return distance;
+  }
+
+  /** Senders warned of for a stale timestamp (for tests). */
+  Set<String> staleSendersSeen() {
+    return Set.copyOf(staleSenders);
+  }
+
   /** "claimed-id certificate-subject" for each sender refused for its certificate (for tests). */
   Set<String> uncertifiedSendersSeen() {
     return Set.copyOf(uncertifiedSenders);
@@ -960,12 +999,16 @@ public final class HttpTransport implements Transport {
         }
       }
       if (keys != null) {
-        ReplayGuard.Verdict v =
-            replayGuard.check(sender, nonce, timestamp, config.wallClockMillis.getAsLong());
+        long now = config.wallClockMillis.getAsLong();
+        ReplayGuard.Verdict v = replayGuard.check(sender, nonce, timestamp, now);
         if (v != ReplayGuard.Verdict.ACCEPT) {
           counters.replaysRejected.increment();
           log.debug("dropping message from {}: {}", from, v);
-          respondQuietly(ex, 401, new byte[0], "rejected: " + v.name().toLowerCase(java.util.Locale.ROOT), null);
+          String why = "rejected: " + v.name().toLowerCase(java.util.Locale.ROOT);
+          if (v == ReplayGuard.Verdict.STALE) {
+            why += ": " + noteStale(from, timestamp, now);
+          }
+          respondQuietly(ex, 401, new byte[0], why, null);
           return;
         }
       }

@@ -27,6 +27,7 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
@@ -350,6 +351,41 @@ class HttpTransportTest extends HttpTransportFixture {
     assertEquals(3, a.stats().replaysRejected());
     assertEquals(2, a.stats().messagesReceived());
     assertTrue(ra.messages.isEmpty());
+  }
+
+  /**
+   * A sender whose clock is off by more than the replay window has every message and request
+   * refused; the refusal says by how much, and the receiver warns once per sender. Both said only
+   * "stale" (the receiver at debug level), so a node with a wrong clock looked partitioned.
+   */
+  @Test
+  void aStaleTimestampIsRefusedSayingHowFarTheClocksAreApart() throws Exception {
+    AtomicLong wallA = new AtomicLong(1_700_000_060_000L);
+    AtomicLong wallB = new AtomicLong(1_700_000_000_000L);
+    Recorder ra = new Recorder();
+    HttpTransport a = start(node("a").wallClockMillis(wallA::get), ra);
+    HttpTransport b = start(node("b").wallClockMillis(wallB::get), new Recorder());
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(10))
+            .get(20, TimeUnit.SECONDS));
+    TransportException te = (TransportException) e.getCause();
+    assertEquals(TransportException.Kind.PROTOCOL, te.kind());
+    assertTrue(te.getMessage().contains("rejected: stale: timestamp is 60000 ms behind this node's "
+        + "clock, beyond the replay window of 30000 ms"), te.getMessage());
+    assertEquals(Set.of("b"), a.staleSendersSeen());
+    wallB.set(1_700_000_105_000L);
+    e = assertThrows(ExecutionException.class,
+        () -> b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(10))
+            .get(20, TimeUnit.SECONDS));
+    String message = e.getCause().getMessage();
+    assertTrue(message.contains("timestamp is 45000 ms ahead of this node's clock"), message);
+    assertEquals(2, a.stats().replaysRejected());
+    assertEquals(0, a.stats().requestsReceived());
+    // within the window again: accepted
+    wallB.set(wallA.get());
+    assertArrayEquals("echo b x".getBytes(StandardCharsets.UTF_8),
+        b.request(a.localAddress(), "x".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10))
+            .get(20, TimeUnit.SECONDS));
   }
 
   @Test
