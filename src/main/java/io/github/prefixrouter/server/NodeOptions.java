@@ -56,7 +56,8 @@ public final class NodeOptions {
           "                           comma-separated); one is required",
           "  --cluster-key-check-ms N re-read --cluster-key-file this often and use its keys",
           "                           if they changed (0: never); default 10000",
-          "  --insecure               no message authentication (trusted test networks only)",
+          "  --insecure               no message authentication (trusted test networks only;",
+          "                           not with a cluster key, from a file or the environment)",
           "  --tls-keystore FILE      TLS on the peer port: PKCS12 with this node's key and",
           "                           certificate (naming the address peers use)",
           "  --tls-truststore FILE    PKCS12 with the certificates to trust (a cluster CA);",
@@ -292,6 +293,11 @@ public final class NodeOptions {
     String envKey = env.get("PREFIX_ROUTER_CLUSTER_KEY");
     if (insecure && (keyFile != null)) {
       throw new IllegalArgumentException("--insecure and --cluster-key-file are exclusive");
+    }
+    if (insecure && envKey != null) {
+      // the key would be ignored, and the node would run without authentication unawares
+      throw new IllegalArgumentException("--insecure and env PREFIX_ROUTER_CLUSTER_KEY are "
+          + "exclusive: unset the variable for a node without authentication, or drop --insecure");
     }
     this.clusterKeyFile = insecure || keyFile == null ? null : Path.of(keyFile);
     if (insecure) {

@@ -286,6 +286,9 @@ class DocumentedNodeCommandsTest {
       throw new UncheckedIOException(e);
     }
     Map<String, String> env = new LinkedHashMap<>(BASE_ENV);
+    if (args.contains("--insecure") || args.contains("--insecure=true")) {
+      env.remove("PREFIX_ROUTER_CLUSTER_KEY"); // a node without authentication has no key
+    }
     env.putAll(c.env);
     try {
       NodeOptions.parse(args.toArray(new String[0]), env);

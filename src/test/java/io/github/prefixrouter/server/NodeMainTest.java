@@ -35,6 +35,11 @@ class NodeMainTest {
     return NodeOptions.parse(args, Map.of("PREFIX_ROUTER_CLUSTER_KEY", KEY_HEX));
   }
 
+  /** As {@link #parse}, with no cluster key in the environment. */
+  private static NodeOptions parseWithoutKey(String... args) {
+    return NodeOptions.parse(args, Map.of());
+  }
+
   @Test
   void parsesFlagsAndAPropertiesFileWithFlagsWinning() throws Exception {
     Path cfg = dir.resolve("node.properties");
@@ -541,15 +546,15 @@ class NodeMainTest {
       assertEquals(32, o.clusterKeys.get(0).length, "insecure=" + off + " keeps the cluster key");
     }
     for (String on : List.of("true", "True", "TRUE")) {
-      assertNull(parse("--config", writeConfig("id=n1\nlisten=h:1\ninsecure=" + on + "\n")
-          .toString()).clusterKeys, "insecure=" + on);
+      assertNull(parseWithoutKey("--config", writeConfig("id=n1\nlisten=h:1\ninsecure=" + on
+          + "\n").toString()).clusterKeys, "insecure=" + on);
       assertTrue(parse("--config", writeConfig("help=" + on + "\n").toString()).help, on);
     }
     Path insecure = writeConfig("id=n1\nlisten=h:1\ninsecure=true\n");
-    assertNull(parse("--config", insecure.toString()).clusterKeys);
+    assertNull(parseWithoutKey("--config", insecure.toString()).clusterKeys);
     assertEquals(32, parse("--config", insecure.toString(), "--insecure=false").clusterKeys.get(0)
         .length, "the flag wins over the file");
-    assertNull(parse("--id", "a", "--listen", "h:1", "--insecure").clusterKeys);
+    assertNull(parseWithoutKey("--id", "a", "--listen", "h:1", "--insecure").clusterKeys);
     assertTrue(parse("--help").help);
   }
 

@@ -2,6 +2,7 @@ package io.github.prefixrouter.server;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -120,6 +121,22 @@ class NodeOptionsCheckTest {
     Files.writeString(cfg, "id=a\nlisten=h:1\npolicy=local-only\n");
     assertEquals(io.github.prefixrouter.RoutingPolicy.LOCAL_ONLY,
         parse("--config", cfg.toString()).config.policy());
+  }
+
+  /**
+   * {@code --insecure} while the environment holds a cluster key: the key was silently ignored,
+   * and the node ran without authentication where its operator may have meant it to have some
+   * (as with {@code --cluster-key-file}, the two are refused together).
+   */
+  @Test
+  void insecureWithAClusterKeyInTheEnvironmentIsRefused() {
+    refused(() -> node("--insecure"), "--insecure and env PREFIX_ROUTER_CLUSTER_KEY are exclusive");
+    Path cfg = dir.resolve("insecure.properties");
+    refused(() -> parse("--config", Files.writeString(cfg, "id=a\nlisten=h:1\ninsecure=true\n")
+        .toString()), "--insecure and env PREFIX_ROUTER_CLUSTER_KEY are exclusive");
+    assertNull(NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1", "--insecure"},
+        Map.of()).clusterKeys, "without a key in the environment it runs unauthenticated");
+    assertEquals(1, node("--insecure=false").clusterKeys.size());
   }
 
   @Test

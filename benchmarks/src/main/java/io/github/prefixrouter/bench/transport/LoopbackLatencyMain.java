@@ -183,11 +183,13 @@ public final class LoopbackLatencyMain {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     File ready = File.createTempFile("loopback-latency", ".ready");
     ready.delete();
-    Process p = new ProcessBuilder(java, "-Dsun.net.httpserver.nodelay=" + nodelay, "-cp",
+    ProcessBuilder node = new ProcessBuilder(java, "-Dsun.net.httpserver.nodelay=" + nodelay, "-cp",
         System.getProperty("java.class.path"), "io.github.prefixrouter.server.NodeMain", "--id", "n0",
         "--listen", "127.0.0.1:0", "--client", "127.0.0.1:0", "--insecure", "--engine", "reference",
         "--ready-file", ready.getPath())
-        .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD);
+    node.environment().remove("PREFIX_ROUTER_CLUSTER_KEY"); // --insecure refuses a key there
+    Process p = node.start();
     Map<String, Double> out = new LinkedHashMap<>();
     try {
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
