@@ -173,6 +173,10 @@ public final class NodeOptions {
           "stream-interval-ms", "help");
 
   private static final Set<String> FLAGS_WITHOUT_VALUE = Set.of("insecure", "help");
+  /** The flags that name a file the node reads (--ready-file, which it writes, has its own check). */
+  private static final List<String> FILE_FLAGS = List.of("cluster-key-file", "tls-keystore",
+      "tls-truststore", "tls-password-file", "client-tls-keystore", "client-tls-truststore",
+      "client-tls-password-file");
 
   final String id;
   final String listenHost;
@@ -266,6 +270,12 @@ public final class NodeOptions {
       shutdownGrace = null;
       engineRequestTimeout = peerMaxHandling = null;
       return;
+    }
+    for (String f : FILE_FLAGS) {
+      if (v.containsKey(f) && v.get(f).isBlank()) {
+        // an empty path is the working directory: it failed only at start, as "Is a directory"
+        throw new IllegalArgumentException("--" + f + " must name a file, was empty");
+      }
     }
     this.id = nodeId("--id", required(v, "id"));
     String[] listen = hostPort("listen", required(v, "listen"), false);

@@ -139,6 +139,23 @@ class NodeOptionsCheckTest {
     assertEquals(1, node("--insecure=false").clusterKeys.size());
   }
 
+  /**
+   * A file flag with an empty value (an unset variable in a script, {@code tls-keystore=} in the
+   * file) named the working directory, and the node failed only at start, as "Is a directory".
+   */
+  @Test
+  void anEmptyFileNameIsABadFlag() throws Exception {
+    for (String f : List.of("cluster-key-file", "tls-keystore", "tls-truststore",
+        "tls-password-file", "client-tls-keystore", "client-tls-truststore",
+        "client-tls-password-file")) {
+      refused(() -> node("--" + f, ""), "--" + f + " must name a file, was empty");
+      refused(() -> node("--" + f + "= "), "--" + f + " must name a file, was empty");
+      Path cfg = Files.writeString(dir.resolve(f + ".properties"), "id=a\nlisten=h:1\n" + f
+          + "=\n");
+      refused(() -> parse("--config", cfg.toString()), "--" + f + " must name a file, was empty");
+    }
+  }
+
   @Test
   void aSeedListNamingANodeTwiceIsRefused() {
     refused(() -> node("--seeds", "b@10.0.0.2:7000,c@10.0.0.3:7000,b@10.0.0.4:7000"),
