@@ -1,6 +1,7 @@
 package io.github.prefixrouter.transport.http;
 
 import com.google.common.base.Throwables;
+import com.google.common.net.InetAddresses;
 import com.google.common.util.concurrent.Uninterruptibles;
 import com.sun.net.httpserver.Headers;
 import com.sun.net.httpserver.HttpExchange;
@@ -838,6 +839,13 @@ public final class HttpTransport implements Transport {
    *
    * @throws IllegalArgumentException if it is not
    */
+  /** Whether {@code host} (an IP literal, bracketed or not) is the wildcard, in any spelling. */
+  static boolean isWildcard(String host) {
+    String h = host.startsWith("[") && host.endsWith("]")
+        ? host.substring(1, host.length() - 1) : host;
+    return InetAddresses.isInetAddress(h) && InetAddresses.forString(h).isAnyLocalAddress();
+  }
+
   static void requireHostPort(String address) {
     URI u;
     try {
@@ -1366,8 +1374,6 @@ public final class HttpTransport implements Transport {
   /** Configures an {@link HttpTransport}; {@link #build()} validates everything. */
   public static final class Builder {
     private String nodeId;
-    private static final java.util.Set<String> WILDCARD_HOSTS =
-        java.util.Set.of("0.0.0.0", "::", "0:0:0:0:0:0:0:0", "[::]");
 
     private String listenHost = "127.0.0.1";
     private int listenPort = -1;
@@ -1449,9 +1455,9 @@ public final class HttpTransport implements Transport {
     /**
      * The {@code host:port} peers should use to reach this node, when it differs from the listen
      * address (for example behind NAT), and required when listening on a wildcard address
-     * ({@code 0.0.0.0} or {@code ::}). Default: the listen host and the bound port. It is
-     * {@code host:port} alone: {@link #build()} refuses one with a path, query, fragment or user
-     * info.
+     * ({@code 0.0.0.0} or {@code ::}, in any spelling). Default: the listen host and the bound
+     * port. It is {@code host:port} alone: {@link #build()} refuses one with a path, query,
+     * fragment or user info, and the wildcard address, which peers cannot connect to.
      *
      * @param hostPort the address as {@code host:port}
      * @return this builder
@@ -1734,7 +1740,7 @@ public final class HttpTransport implements Transport {
         throw new IllegalArgumentException(
             "listen port must be 0 to 65535 (call listen(host, port)), was " + listenPort);
       }
-      if (advertisedAddress == null && WILDCARD_HOSTS.contains(listenHost)) {
+      if (advertisedAddress == null && isWildcard(listenHost)) {
         // there is no address to tell peers: one on another host cannot reach a wildcard
         throw new IllegalArgumentException("listening on " + listenHost + " needs "
             + "advertisedAddress(host:port), the address peers reach this node at");
@@ -1745,6 +1751,12 @@ public final class HttpTransport implements Transport {
           requireHostPort(advertisedAddress);
         } catch (IllegalArgumentException e) {
           throw new IllegalArgumentException("advertisedAddress " + e.getMessage(), e);
+        }
+        if (isWildcard(URI.create("http://" + advertisedAddress).getHost())) {
+          // peers would connect to their own machine
+          throw new IllegalArgumentException("advertisedAddress " + advertisedAddress
+              + " is the wildcard address, which peers cannot connect to: give the address "
+              + "peers reach this node at");
         }
       }
       if (clusterKey == null && !insecure) {

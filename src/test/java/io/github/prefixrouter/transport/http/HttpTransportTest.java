@@ -659,6 +659,26 @@ class HttpTransportTest extends HttpTransportFixture {
     assertEquals("10.1.2.3:7000", t.localAddress().address());
   }
 
+  /**
+   * The wildcard, in any spelling, is no address peers can connect to: a node advertising it
+   * sent its peers to their own machines, and listening on a spelling other than the three the
+   * builder knew needed no advertised address.
+   */
+  @Test
+  void theWildcardIsNeitherAdvertisedNorListenedOnWithoutAnAdvertisedAddress() {
+    for (String w : List.of("0.0.0.0:7000", "[::]:7000", "[0::0]:7000", "[0:0:0:0:0:0:0:0]:7000",
+        "[::0]:7000")) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> node("a").listen("127.0.0.1", 0).advertisedAddress(w).build(), w);
+      assertTrue(e.getMessage().contains("is the wildcard address"), e.getMessage());
+    }
+    for (String host : List.of("0.0.0.0", "::", "0::0", "::0", "[0:0::0]")) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> node("a").listen(host, 0).build(), host);
+      assertTrue(e.getMessage().contains("needs advertisedAddress"), e.getMessage());
+    }
+  }
+
   static int post(HttpTransport target, String path, byte[] body, String sender, String senderAddress,
       String recipient, String ts, String nonce, String mac) throws Exception {
     HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
