@@ -5,6 +5,7 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.ModelIds;
+import io.github.prefixrouter.internal.WildcardAddress;
 import io.github.prefixrouter.spi.PeerAddress;
 import java.io.IOException;
 import java.io.Reader;
@@ -285,12 +286,12 @@ public final class NodeOptions {
     if (advertise != null) {
       String[] a = hostPort("advertise", advertise, true);
       peerPort("advertise", a[1]);
-      if (isWildcard(a[0])) {
+      if (WildcardAddress.is(a[0])) {
         // gossiped to peers, who would connect to their own host: to themselves, or to nobody
         throw new IllegalArgumentException("--advertise " + advertise + " is every interface, "
             + "no address peers can reach: give the address peers reach this node at");
       }
-    } else if (isWildcard(listenHost)) {
+    } else if (WildcardAddress.is(listenHost)) {
       throw new IllegalArgumentException("--listen " + listenHost + " (every interface) needs "
           + "--advertise HOST:PORT, the address peers reach this node at");
     }
@@ -1050,15 +1051,6 @@ public final class NodeOptions {
     return null;
   }
 
-  /**
-   * Whether {@code host} (without brackets) is the wildcard address, in any of its forms
-   * ({@code 0.0.0.0}, {@code ::}, {@code 0:0::0}...): every interface to listen on, no address
-   * to connect to.
-   */
-  static boolean isWildcard(String host) {
-    return InetAddresses.isInetAddress(host) && InetAddresses.forString(host).isAnyLocalAddress();
-  }
-
   private static int port(String what, String s) {
     int p = portNumber(what, s);
     if (p < 0 || p > 65535) {
@@ -1141,7 +1133,7 @@ public final class NodeOptions {
       String id = nodeId("--seeds entry '" + p + "'", p.substring(0, at));
       String[] hp = hostPort("seeds", p.substring(at + 1), true);
       peerPort("seeds", hp[1]);
-      if (isWildcard(hp[0])) {
+      if (WildcardAddress.is(hp[0])) {
         throw new IllegalArgumentException("--seeds entry '" + p + "' is every interface, no "
             + "address of a peer: give the address the peer is reached at");
       }

@@ -1,13 +1,13 @@
 package io.github.prefixrouter.transport.http;
 
 import com.google.common.base.Throwables;
-import com.google.common.net.InetAddresses;
 import com.google.common.util.concurrent.Uninterruptibles;
 import com.sun.net.httpserver.Headers;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import com.sun.net.httpserver.HttpsExchange;
 import com.sun.net.httpserver.HttpsServer;
+import io.github.prefixrouter.internal.WildcardAddress;
 import io.github.prefixrouter.internal.tls.CertificateNodeIds;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.InboundReaders;
@@ -839,13 +839,6 @@ public final class HttpTransport implements Transport {
    *
    * @throws IllegalArgumentException if it is not
    */
-  /** Whether {@code host} (an IP literal, bracketed or not) is the wildcard, in any spelling. */
-  static boolean isWildcard(String host) {
-    String h = host.startsWith("[") && host.endsWith("]")
-        ? host.substring(1, host.length() - 1) : host;
-    return InetAddresses.isInetAddress(h) && InetAddresses.forString(h).isAnyLocalAddress();
-  }
-
   static void requireHostPort(String address) {
     URI u;
     try {
@@ -1740,7 +1733,7 @@ public final class HttpTransport implements Transport {
         throw new IllegalArgumentException(
             "listen port must be 0 to 65535 (call listen(host, port)), was " + listenPort);
       }
-      if (advertisedAddress == null && isWildcard(listenHost)) {
+      if (advertisedAddress == null && WildcardAddress.is(listenHost)) {
         // there is no address to tell peers: one on another host cannot reach a wildcard
         throw new IllegalArgumentException("listening on " + listenHost + " needs "
             + "advertisedAddress(host:port), the address peers reach this node at");
@@ -1752,7 +1745,7 @@ public final class HttpTransport implements Transport {
         } catch (IllegalArgumentException e) {
           throw new IllegalArgumentException("advertisedAddress " + e.getMessage(), e);
         }
-        if (isWildcard(URI.create("http://" + advertisedAddress).getHost())) {
+        if (WildcardAddress.is(URI.create("http://" + advertisedAddress).getHost())) {
           // peers would connect to their own machine
           throw new IllegalArgumentException("advertisedAddress " + advertisedAddress
               + " is the wildcard address, which peers cannot connect to: give the address "
