@@ -1,9 +1,6 @@
 package io.github.prefixrouter.server;
 
-import java.io.IOException;
-import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -97,13 +94,7 @@ final class ClusterKeys {
    *     hex
    */
   static List<byte[]> read(Path file) {
-    byte[] raw;
-    try (InputStream in = Files.newInputStream(file)) {
-      raw = in.readNBytes(MAX_FILE_BYTES + 1);
-    } catch (IOException e) {
-      throw new IllegalArgumentException("cannot read --cluster-key-file " + file + ": "
-          + NodeMain.fileProblem(e), e);
-    }
+    byte[] raw = NodeMain.readAtMost(file, MAX_FILE_BYTES, "--cluster-key-file ");
     if (raw.length > MAX_FILE_BYTES) {
       // another file named by mistake (a keystore, a log, /dev/urandom): never a key, and not
       // to be read whole on every check

@@ -11,9 +11,11 @@ import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.Schedulers;
 import io.github.prefixrouter.transport.http.HttpTransport;
 import java.io.IOException;
+import java.io.InputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
@@ -198,6 +200,23 @@ public final class NodeMain {
       return f.getFile() + ": " + fileProblem(e);
     }
     return fileProblem(e);
+  }
+
+  /**
+   * The first {@code max + 1} bytes of a file at most: more than {@code max} means the file is
+   * larger, for the caller to refuse without reading it whole (another file named by mistake, a
+   * log or {@code /dev/zero}).
+   *
+   * @param what how the message names the file before its path ({@code "--flag "}, or empty)
+   * @throws IllegalArgumentException {@code "cannot read " + what + file + ": "} and the problem
+   *     ({@link #fileProblem}) if it cannot be read
+   */
+  static byte[] readAtMost(Path file, int max, String what) {
+    try (InputStream in = Files.newInputStream(file)) {
+      return in.readNBytes(max + 1);
+    } catch (IOException e) {
+      throw new IllegalArgumentException("cannot read " + what + file + ": " + fileProblem(e), e);
+    }
   }
 
   /**

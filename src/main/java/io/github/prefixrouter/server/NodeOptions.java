@@ -591,13 +591,7 @@ public final class NodeOptions {
    *     another than the one the file shows, reported as a wrong password
    */
   static char[] passwordFile(String flag, Path file) {
-    byte[] raw;
-    try (java.io.InputStream in = Files.newInputStream(file)) {
-      raw = in.readNBytes(MAX_PASSWORD_FILE_BYTES + 1);
-    } catch (IOException e) {
-      throw new IllegalArgumentException("cannot read --" + flag + " " + file + ": "
-          + NodeMain.fileProblem(e), e);
-    }
+    byte[] raw = NodeMain.readAtMost(file, MAX_PASSWORD_FILE_BYTES, "--" + flag + " ");
     if (raw.length > MAX_PASSWORD_FILE_BYTES) {
       throw new IllegalArgumentException("--" + flag + " " + file + " is larger than "
           + MAX_PASSWORD_FILE_BYTES + " bytes: not a password file");

@@ -4,7 +4,6 @@ import io.github.prefixrouter.internal.tls.CertificateNodeIds;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.net.Socket;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.GeneralSecurityException;
 import java.security.KeyStore;
@@ -277,12 +276,7 @@ final class TlsFiles {
    * mistake (a log, {@code /dev/zero}), refused without reading it whole, at every check.
    */
   private static byte[] read(Path file) {
-    byte[] raw;
-    try (java.io.InputStream in = Files.newInputStream(file)) {
-      raw = in.readNBytes(MAX_FILE_BYTES + 1);
-    } catch (IOException e) {
-      throw new IllegalArgumentException("cannot read " + file + ": " + NodeMain.fileProblem(e), e);
-    }
+    byte[] raw = NodeMain.readAtMost(file, MAX_FILE_BYTES, "");
     if (raw.length > MAX_FILE_BYTES) {
       throw new IllegalArgumentException("cannot load " + file + ": it is larger than "
           + MAX_FILE_BYTES + " bytes, not a keystore or trust store");
