@@ -1322,17 +1322,13 @@ final class ClientEndpoint {
   }
 
   /**
-   * The text of a body, which JSON requires to be UTF-8 (RFC 8259, section 8.1).
+   * The text of the first {@code length} bytes of a body, which JSON requires to be UTF-8 (RFC
+   * 8259, section 8.1).
    *
    * @throws IllegalArgumentException if it is not well-formed UTF-8 (a byte that is never in
    *     UTF-8, a sequence cut short, an encoded surrogate, an overlong encoding): decoding it
    *     with U+FFFD in place of the bad bytes would run a prompt the client never sent
    */
-  static String utf8(byte[] body) {
-    return utf8(body, body.length);
-  }
-
-  /** {@link #utf8(byte[])} of the first {@code length} bytes of {@code body}. */
   static String utf8(byte[] body, int length) {
     String text = new String(body, 0, length, StandardCharsets.UTF_8);
     // a bad sequence decodes as U+FFFD, which a text of ASCII and Latin-1 alone cannot hold
