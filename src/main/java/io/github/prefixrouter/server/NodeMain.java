@@ -318,14 +318,14 @@ public final class NodeMain {
     try {
       part[0] = "the TLS files";
       TlsFiles tls = o.tlsKeystore == null ? null
-          : new TlsFiles(TlsFiles.Use.PEER, o.tlsKeystore, o.tlsTruststore, o.tlsPassword,
+          : new TlsFiles(TlsFiles.Use.PEER, o.tlsKeystore, o.tlsTruststore, o.tlsPasswordSource(),
               // a node whose own certificate does not name it would have all it sends refused
               o.tlsBindNodeIds ? o.id : null);
       part[0] = "the client TLS files (--client-tls-keystore"
           + (o.clientTlsTruststore != null ? ", --client-tls-truststore)" : ")");
       TlsFiles clientTls = o.clientTlsKeystore == null ? null
           : new TlsFiles(TlsFiles.Use.CLIENT, o.clientTlsKeystore, o.clientTlsTruststore,
-              o.clientTlsPassword);
+              o.clientTlsPasswordSource(), null);
       part[0] = "the peer transport";
       HttpTransport.Builder tb = HttpTransport.builder().nodeId(o.id).listen(o.listenHost, o.listenPort);
       if (o.advertise != null) {

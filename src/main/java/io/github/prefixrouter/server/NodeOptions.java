@@ -20,6 +20,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.function.Supplier;
 
 /**
  * The settings of one {@link NodeMain} process, from command-line flags and an optional
@@ -196,16 +197,20 @@ public final class NodeOptions {
   final Path tlsKeystore;
   /** The PKCS12 trust store, or null for the keystore's own certificates. */
   final Path tlsTruststore;
-  /** The password of both TLS files; null without TLS. */
+  /** The password of both TLS files, as read at the start; null without TLS. */
   final char[] tlsPassword;
+  /** The password file of the TLS files, read again at every check; null: the environment's. */
+  final Path tlsPasswordFile;
   /** How often to re-read the TLS files, the peer port's and the client port's; zero: never. */
   final Duration tlsCheck;
   /** TLS on the client port: its PKCS12 keystore, or null for plain HTTP. */
   final Path clientTlsKeystore;
   /** The client port's PKCS12 trust store: clients must present a certificate; null: none. */
   final Path clientTlsTruststore;
-  /** The password of both client TLS files; null without client TLS. */
+  /** The password of both client TLS files, as read at the start; null without client TLS. */
   final char[] clientTlsPassword;
+  /** The password file of the client TLS files, read again at every check; null: from env. */
+  final Path clientTlsPasswordFile;
   /** Whether a peer's TLS certificate must name the node id it speaks for. */
   final boolean tlsBindNodeIds;
   final String engine;
@@ -264,6 +269,7 @@ public final class NodeOptions {
       clusterKeyCheck = null;
       tlsKeystore = tlsTruststore = clientTlsKeystore = clientTlsTruststore = null;
       tlsPassword = clientTlsPassword = null;
+      tlsPasswordFile = clientTlsPasswordFile = null;
       tlsCheck = null;
       tlsBindNodeIds = false;
       config = null;
@@ -348,12 +354,16 @@ public final class NodeOptions {
     this.tlsTruststore = v.containsKey("tls-truststore") ? Path.of(v.get("tls-truststore")) : null;
     this.tlsPassword = tlsPassword(v, env, "tls-keystore", "tls-truststore", "tls-password-file",
         "PREFIX_ROUTER_TLS_PASSWORD");
+    this.tlsPasswordFile = v.containsKey("tls-password-file")
+        ? Path.of(v.get("tls-password-file")) : null;
     this.clientTlsKeystore = v.containsKey("client-tls-keystore")
         ? Path.of(v.get("client-tls-keystore")) : null;
     this.clientTlsTruststore = v.containsKey("client-tls-truststore")
         ? Path.of(v.get("client-tls-truststore")) : null;
     this.clientTlsPassword = tlsPassword(v, env, "client-tls-keystore", "client-tls-truststore",
         "client-tls-password-file", "PREFIX_ROUTER_CLIENT_TLS_PASSWORD");
+    this.clientTlsPasswordFile = v.containsKey("client-tls-password-file")
+        ? Path.of(v.get("client-tls-password-file")) : null;
     if (tlsKeystore == null && clientTlsKeystore == null && v.containsKey("tls-check-ms")) {
       throw new IllegalArgumentException(
           "--tls-check-ms needs --tls-keystore or --client-tls-keystore");
@@ -575,6 +585,24 @@ public final class NodeOptions {
     }
     throw new IllegalArgumentException("--" + keystore + " needs a password: --" + passwordFile
         + " FILE or env " + envName);
+  }
+
+  /** The peer port's TLS password, read again from its file at every call if it has one. */
+  Supplier<char[]> tlsPasswordSource() {
+    return passwordSource(tlsPassword, tlsPasswordFile, "tls-password-file");
+  }
+
+  /** The client port's TLS password, read again from its file at every call if it has one. */
+  Supplier<char[]> clientTlsPasswordSource() {
+    return passwordSource(clientTlsPassword, clientTlsPasswordFile, "client-tls-password-file");
+  }
+
+  private static Supplier<char[]> passwordSource(char[] atStart, Path file, String flag) {
+    if (file == null) {
+      char[] kept = atStart.clone();
+      return kept::clone;
+    }
+    return () -> passwordFile(flag, file);
   }
 
   /** The largest password file read: far above any password. */

@@ -16,6 +16,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
+import java.util.function.Supplier;
 import javax.net.ssl.KeyManager;
 import javax.net.ssl.KeyManagerFactory;
 import javax.net.ssl.SSLContext;
@@ -33,8 +34,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p>The {@link SSLContext} is built once, over a key manager and a trust manager that hand every
  * call to the managers of the files last read. {@link #check()} reads the files again when their
- * bytes changed and, if both load, swaps both managers at once: handshakes from then on present
- * the new certificate and trust the new trust store; connections already open keep theirs. Files
+ * bytes or their password changed and, if both load, swaps both managers at once: handshakes
+ * from then on present the new certificate and trust the new trust store; connections already
+ * open keep theirs. The password is asked for again at every check (the node reads its password
+ * file again), so that a keystore renewed under a new password loads once both are in place. Files
  * that cannot be read or loaded leave the managers as they were, counted and logged once per
  * distinct problem. Files may also be held to a node id ({@code --tls-bind-node-ids}): a keystore
  * whose certificate does not name it is refused like one that cannot be loaded, at the start and
@@ -65,7 +68,10 @@ final class TlsFiles {
   private final Use use;
   private final Path keystore;
   private final Path truststore;
-  private final char[] password;
+  /** The password, asked for at the start and at every {@link #check()}. */
+  private final Supplier<char[]> passwordSource;
+  /** The password the files in use loaded with. */
+  private char[] password;
   private final String nodeId;
   private final SwappableKeyManager keys = new SwappableKeyManager();
   private final SwappableTrustManager trust = new SwappableTrustManager();
@@ -103,15 +109,30 @@ final class TlsFiles {
    * @see #TlsFiles(Use, Path, Path, char[])
    */
   TlsFiles(Use use, Path keystore, Path truststore, char[] password, String nodeId) {
+    this(use, keystore, truststore, fixed(password), nodeId);
+  }
+
+  /**
+   * Loads the files with a password that may change: {@code password} is called at the start
+   * and at every {@link #check()}.
+   *
+   * @param password gives the password of both files, a new array each call (it is kept); it
+   *     throws {@link IllegalArgumentException} naming the problem if it cannot (a password file
+   *     that cannot be read), which at a check leaves the files in use, as a file that does not
+   *     load does
+   * @see #TlsFiles(Use, Path, Path, char[], String)
+   */
+  TlsFiles(Use use, Path keystore, Path truststore, Supplier<char[]> password, String nodeId) {
     this.use = use;
     this.nodeId = nodeId;
     this.outcomes = new ReloadOutcomes(use.what + " files");
     this.keystore = keystore;
     this.truststore = truststore;
-    this.password = password.clone();
+    this.passwordSource = password;
+    char[] p = password.get();
     byte[] k = read(keystore);
     byte[] t = truststore == null ? k : read(truststore);
-    install(k, t);
+    install(k, t, p);
     try {
       context = SSLContext.getInstance("TLS");
       context.init(new KeyManager[] {keys}, new TrustManager[] {trust}, null);
@@ -132,16 +153,24 @@ final class TlsFiles {
     return new Stats(outcomes.reloads(), outcomes.failures(), notAfterSeconds);
   }
 
-  /** Reads the files again and, if they changed and load, uses them. */
+  /** A password that never changes. */
+  private static Supplier<char[]> fixed(char[] password) {
+    char[] kept = password.clone();
+    return kept::clone;
+  }
+
+  /** Reads the files and the password again and, if one changed and the files load, uses them. */
   synchronized void check() {
     try {
+      char[] p = passwordSource.get();
       byte[] k = read(keystore);
       byte[] t = truststore == null ? k : read(truststore);
-      if (Arrays.equals(k, keystoreBytes) && Arrays.equals(t, truststoreBytes)) {
+      if (Arrays.equals(k, keystoreBytes) && Arrays.equals(t, truststoreBytes)
+          && Arrays.equals(p, password)) {
         outcomes.unchanged();
         return;
       }
-      install(k, t);
+      install(k, t, p);
     } catch (IllegalArgumentException e) {
       outcomes.failed(e.getMessage());
       return;
@@ -151,22 +180,22 @@ final class TlsFiles {
         java.time.Instant.ofEpochSecond(notAfterSeconds));
   }
 
-  private void install(byte[] k, byte[] t) {
-    KeyStore ks = load(k, keystore);
-    KeyStore ts = truststore == null ? ks : load(t, truststore);
+  private void install(byte[] k, byte[] t, char[] p) {
+    KeyStore ks = load(k, keystore, p);
+    KeyStore ts = truststore == null ? ks : load(t, truststore, p);
     X509ExtendedKeyManager km;
     X509ExtendedTrustManager tm;
     long notAfter;
     try {
       KeyManagerFactory kmf = KeyManagerFactory.getInstance("PKIX");
-      kmf.init(ks, password);
+      kmf.init(ks, p);
       km = (X509ExtendedKeyManager) only(kmf.getKeyManagers(), X509ExtendedKeyManager.class,
           keystore);
       TrustManagerFactory tmf = TrustManagerFactory.getInstance("PKIX");
       tmf.init(ts);
       tm = (X509ExtendedTrustManager) only(tmf.getTrustManagers(),
           X509ExtendedTrustManager.class, truststore == null ? keystore : truststore);
-      List<X509Certificate> presented = keyCertificates(ks);
+      List<X509Certificate> presented = keyCertificates(ks, p);
       notAfter = presented.get(0).getNotAfter().toInstant().getEpochSecond();
       if (nodeId != null) {
         for (X509Certificate c : presented) {
@@ -187,6 +216,7 @@ final class TlsFiles {
     trust.delegate = tm;
     keystoreBytes = k;
     truststoreBytes = t;
+    password = p;
     notAfterSeconds = notAfter;
   }
 
@@ -203,10 +233,11 @@ final class TlsFiles {
    * The certificates of the keystore's key entries (the ones the key manager may present), the
    * first one's first; at least one.
    */
-  private List<X509Certificate> keyCertificates(KeyStore ks) throws GeneralSecurityException {
+  private List<X509Certificate> keyCertificates(KeyStore ks, char[] p)
+      throws GeneralSecurityException {
     List<X509Certificate> out = new ArrayList<>();
     for (String alias : Collections.list(ks.aliases())) {
-      if (ks.isKeyEntry(alias) && ks.getKey(alias, password) instanceof PrivateKey) {
+      if (ks.isKeyEntry(alias) && ks.getKey(alias, p) instanceof PrivateKey) {
         Certificate c = ks.getCertificate(alias);
         if (c instanceof X509Certificate x) {
           out.add(x);
@@ -220,10 +251,10 @@ final class TlsFiles {
     return out;
   }
 
-  private KeyStore load(byte[] bytes, Path file) {
+  private KeyStore load(byte[] bytes, Path file, char[] p) {
     try {
       KeyStore ks = KeyStore.getInstance("PKCS12");
-      ks.load(new ByteArrayInputStream(bytes), password);
+      ks.load(new ByteArrayInputStream(bytes), p);
       return ks;
     } catch (IOException | GeneralSecurityException e) {
       throw new IllegalArgumentException("cannot load " + file + ": "

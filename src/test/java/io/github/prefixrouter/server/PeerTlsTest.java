@@ -190,6 +190,51 @@ class PeerTlsTest {
   }
 
   /**
+   * A keystore renewed under a new password loads once the password file holds the new one: the
+   * password file was read only at the start, so such a renewal failed every check until the
+   * node restarted. A password file that changes alone is taken too, and a wrong one leaves the
+   * files in use.
+   */
+  @Test
+  void aKeystoreRenewedUnderANewPasswordLoadsOnceThePasswordFileSaysIt() throws Exception {
+    Path store = dir.resolve("repassworded.p12");
+    Files.copy(keyA, store, StandardCopyOption.REPLACE_EXISTING);
+    Path pw = dir.resolve("repassworded.password");
+    Files.writeString(pw, "changeit\n");
+    NodeOptions o = NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+        "--tls-keystore", store.toString(), "--tls-password-file", pw.toString()},
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
+    TlsFiles tls = new TlsFiles(TlsFiles.Use.PEER, store, null, o.tlsPasswordSource(), null);
+    long notAfter = tls.stats().certificateNotAfterSeconds();
+    Path next = dir.resolve("next.p12");
+    Files.copy(keyB, next, StandardCopyOption.REPLACE_EXISTING);
+    keytool("-storepasswd", "-keystore", next.toString(), "-storepass", "changeit", "-new",
+        "renewed-pass");
+    Files.copy(next, store, StandardCopyOption.REPLACE_EXISTING);
+    tls.check();
+    assertEquals(new TlsFiles.Stats(0, 1, notAfter), tls.stats(), "old password: refused");
+    Files.writeString(pw, "renewed-pass\n");
+    tls.check();
+    assertEquals(1, tls.stats().reloads(), "the new password loads the new keystore");
+    tls.check();
+    assertEquals(1, tls.stats().reloads(), "nothing changed since");
+    assertEquals(1, tls.stats().reloadFailures());
+    Files.writeString(pw, "wrong\n");
+    tls.check();
+    assertEquals(1, tls.stats().reloads());
+    assertEquals(2, tls.stats().reloadFailures(), "a wrong password leaves the files in use");
+    Files.writeString(pw, "renewed-pass\n");
+    tls.check();
+    assertEquals(1, tls.stats().reloads(), "back to the password in use: nothing to reload");
+    assertEquals(2, tls.stats().reloadFailures());
+    NodeOptions fromEnv = NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+        "--tls-keystore", store.toString()},
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX,
+            "PREFIX_ROUTER_TLS_PASSWORD", "renewed-pass"));
+    assertArrayEquals("renewed-pass".toCharArray(), fromEnv.tlsPasswordSource().get());
+  }
+
+  /**
    * A file that is no PKCS12 store says so: a store cut short (whose JDK exception has no
    * message) read "password: null", and the others named the JDK's DER parser's internals.
    */
