@@ -34,6 +34,9 @@ final class ClusterKeys {
   /** The largest key file read: far above 4 hex keys and their comments, or a raw key. */
   static final int MAX_FILE_BYTES = 64 << 10;
 
+  /** The shortest cluster key, in bytes, that the peer transport takes. */
+  static final int MIN_KEY_BYTES = 16;
+
   private final Path file;
   private final Consumer<List<byte[]>> apply;
   private List<byte[]> current;
@@ -91,7 +94,7 @@ final class ClusterKeys {
    *
    * @throws IllegalArgumentException if it cannot be read, is larger than
    *     {@link #MAX_FILE_BYTES}, holds no key, or is text of several lines one of which is not
-   *     hex
+   *     hex or is a key shorter than {@link #MIN_KEY_BYTES} (the message names the line)
    */
   static List<byte[]> read(Path file) {
     byte[] raw = NodeMain.readAtMost(file, MAX_FILE_BYTES, "--cluster-key-file ");
@@ -145,7 +148,14 @@ final class ClusterKeys {
         throw new IllegalArgumentException("line " + numbers.get(i) + " of --cluster-key-file " + file
             + " is not a key in hex (the file holds one hex key per line, the first signs)");
       }
-      keys.add(HexFormat.of().parseHex(lines.get(i)));
+      byte[] key = HexFormat.of().parseHex(lines.get(i));
+      if (key.length < MIN_KEY_BYTES) {
+        // named by its line: the transport's own check counts keys, not lines
+        throw new IllegalArgumentException("line " + numbers.get(i) + " of --cluster-key-file "
+            + file + " is a key of " + key.length + " bytes: a cluster key has at least "
+            + MIN_KEY_BYTES + " (" + 2 * MIN_KEY_BYTES + " hex digits)");
+      }
+      keys.add(key);
     }
     return keys;
   }

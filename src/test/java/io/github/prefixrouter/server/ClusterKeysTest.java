@@ -64,6 +64,14 @@ class ClusterKeysTest {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> ClusterKeys.read(file(A + "\n# next\n" + B.substring(1) + "\n")));
     assertTrue(e.getMessage().contains("line 3 of --cluster-key-file"), e.getMessage());
+    // a key too short was refused by the transport, which named it "accepted cluster key 1":
+    // the second key, on line 4 here
+    IllegalArgumentException shortKey = assertThrows(IllegalArgumentException.class,
+        () -> ClusterKeys.read(file(A + "\n\n# next\n" + B.substring(2) + "\n")));
+    assertTrue(shortKey.getMessage().startsWith("line 4 of --cluster-key-file "),
+        shortKey.getMessage());
+    assertTrue(shortKey.getMessage().endsWith(" is a key of 15 bytes: a cluster key has at least"
+        + " 16 (32 hex digits)"), shortKey.getMessage());
     IllegalArgumentException odd = assertThrows(IllegalArgumentException.class,
         () -> ClusterKeys.read(file(A.substring(1) + "\n")));
     assertTrue(odd.getMessage().contains("odd number of hex digits (31)"), odd.getMessage());
@@ -167,7 +175,7 @@ class ClusterKeysTest {
     Files.writeString(f, B + "\nzz\n"); // a typo: keys stay, counted
     watch.check();
     watch.check();
-    Files.writeString(f, B + "\n" + "00ff\n"); // refused by the transport: keys stay, counted
+    Files.writeString(f, B + "\n" + "00ff\n"); // a key too short: keys stay, counted
     watch.check();
     Files.delete(f);
     watch.check();
