@@ -299,7 +299,7 @@ public final class NodeMain {
         b.kvEvents(events.blockSize(o.config.blockSize()));
       }
       OpenAiCompatibleEngine oe = b.build();
-      if (!oe.health().join()) {
+      if (!answersHealthCheck(oe, START_HEALTH_WAIT)) {
         log.warn("engine at {} does not answer its health check yet", o.engine);
       }
       engine = oe;
@@ -518,6 +518,20 @@ public final class NodeMain {
           new StatsTables.KvEventStats(sub.stats(), sub.receiverStats())));
     }
     return sections;
+  }
+
+  /** How long the start waits for the engine's health check before it goes on without it. */
+  static final java.time.Duration START_HEALTH_WAIT = java.time.Duration.ofSeconds(10);
+
+  /**
+   * Whether the engine answers its health check within {@code wait}. The check's own bound is
+   * the engine's request timeout (minutes, for long generations), for which a server that takes
+   * connections and never answers would hold the start; the node starts either way.
+   */
+  static boolean answersHealthCheck(OpenAiCompatibleEngine engine, java.time.Duration wait) {
+    return engine.health()
+        .completeOnTimeout(false, wait.toNanos(), java.util.concurrent.TimeUnit.NANOSECONDS)
+        .join();
   }
 
   /**

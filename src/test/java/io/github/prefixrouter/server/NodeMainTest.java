@@ -295,6 +295,24 @@ class NodeMainTest {
     assertTrue(EngineTokenizerTest.threadsEnd(prefix), "a tokenizer thread remains after stop");
   }
 
+  /**
+   * A server that takes connections and never answers holds the start's health check for at most
+   * its wait, not for the engine's request timeout (here 10 minutes), as it did.
+   */
+  @Test
+  void theStartsHealthCheckWaitsNoLongerThanItsBound() throws Exception {
+    try (ServerSocket silent = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+        io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine engine =
+            io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine.builder()
+                .baseUrl("http://127.0.0.1:" + silent.getLocalPort())
+                .requestTimeout(java.time.Duration.ofMinutes(10)).build()) {
+      // the kernel completes the connection; nothing ever accepts it, let alone answers
+      assertFalse(org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(
+          java.time.Duration.ofSeconds(60),
+          () -> NodeMain.answersHealthCheck(engine, java.time.Duration.ofMillis(200))));
+    }
+  }
+
   @Test
   void theBaseModelIsTakenFromTheServersModelListUnlessGiven() throws Exception {
     try (io.github.prefixrouter.engine.openai.FakeOpenAiServer server =
