@@ -89,6 +89,18 @@ import org.slf4j.LoggerFactory;
  * a message to it is dropped and counted; an inbound envelope naming one as its sender's address
  * is refused as malformed (400), and {@link Builder#advertisedAddress} refuses one.
  *
+ * <h2>Handler failures</h2>
+ * An exception or an {@link Error} (an {@link AssertionError}, a {@link StackOverflowError})
+ * thrown by the {@link InboundHandler} loses only what it was handling. Thrown by
+ * {@code onRequest}, it fails that request: 500, which the sender's transport reports as
+ * {@code PROTOCOL} with the error's message. Thrown by {@code onMessage}, after the message was
+ * answered 204, it is logged (an Error at error level), and the reader thread that delivered the
+ * message goes on reading. Neither is rethrown, a {@link VirtualMachineError} such as
+ * {@link OutOfMemoryError} included: the thread is the transport's own, so rethrowing would only
+ * end that thread and report the error to its uncaught-exception handler (standard error) while
+ * the other threads went on; a host that must stop on an {@code OutOfMemoryError} runs with
+ * {@code -XX:+ExitOnOutOfMemoryError}, which acts where the error is thrown, on any thread.
+ *
  * <h2>Security</h2>
  * With a cluster key, every message and every answer carries an HMAC-SHA256 binding the sender's
  * id and address, the recipient's id, the timestamp, the nonce and the payload (see
@@ -1028,6 +1040,8 @@ public final class HttpTransport implements Transport {
           handler.onMessage(from, body);
         } catch (RuntimeException e) {
           log.warn("inbound message handler failed for a message from {}", from, e);
+        } catch (Error e) { // not rethrown: see "Handler failures" in the class Javadoc
+          log.error("inbound message handler threw an Error for a message from {}", from, e);
         }
         return;
       }

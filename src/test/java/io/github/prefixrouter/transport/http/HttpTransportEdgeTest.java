@@ -20,9 +20,11 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
@@ -278,6 +280,47 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     assertArrayEquals(new byte[] {1},
         b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
     assertEquals(0, a.stats().inboundBusy());
+  }
+
+  /**
+   * A message handler that throws an Error (an assertion, a stack overflow) loses that message
+   * only: the sender has its 204, the Error is logged, and the reader thread that delivered it
+   * lives on to read the next message. Only exceptions were caught: the Error escaped to the JDK
+   * server and ended the reader thread, reported on the thread's uncaught-exception handler
+   * (standard error) rather than the transport's log.
+   */
+  @Test
+  void aMessageHandlerThatThrowsAnErrorLosesOnlyThatMessage() throws Exception {
+    BlockingQueue<Thread> failed = new LinkedBlockingQueue<>();
+    BlockingQueue<String> delivered = new LinkedBlockingQueue<>();
+    HttpTransport a = start(node("a"), new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        if (payload[0] < 2) {
+          failed.add(Thread.currentThread());
+          throw payload[0] == 0 ? new AssertionError("a handler with a bug")
+              : new StackOverflowError();
+        }
+        delivered.add(from.nodeId());
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        return CompletableFuture.completedFuture(payload);
+      }
+    });
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    for (byte kind : new byte[] {0, 1}) {
+      b.send(a.localAddress(), new byte[] {kind});
+      Thread reader = failed.poll(20, TimeUnit.SECONDS);
+      assertTrue(reader != null && reader.getName().contains("-reader-"), "delivered on " + reader);
+      reader.join(1_000);
+      assertTrue(reader.isAlive(), "the Error ended reader thread " + reader.getName());
+      b.send(a.localAddress(), new byte[] {2});
+      assertEquals("b", delivered.poll(20, TimeUnit.SECONDS));
+    }
+    assertEquals(4, a.stats().messagesReceived());
+    assertEquals(0, b.stats().messagesFailed(), "every message was answered 204");
   }
 
   /**
