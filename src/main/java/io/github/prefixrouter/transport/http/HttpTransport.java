@@ -167,7 +167,9 @@ import org.slf4j.LoggerFactory;
  * among them), then closes the connections of those still blocked. Nothing reaches the handler once it has returned: a message or request still being
  * read or authenticated then is answered 503. It is idempotent, and may be called from any
  * thread, the transport's own included (a callback of a request it completes): it leaves the
- * calling thread's interrupt status as it was. Messages sent after close are dropped; requests
+ * calling thread's interrupt status as it was. Called while {@link #start} is binding, it waits
+ * for start to finish and then stops what it started, the port included; {@link #start} after
+ * it throws {@link IllegalStateException}. Messages sent after close are dropped; requests
  * fail with {@code CLOSED}.
  *
  * <p>Instances are thread-safe.
@@ -221,6 +223,13 @@ public final class HttpTransport implements Transport {
   private final AtomicInteger inboundRequests = new AtomicInteger();
   private final AtomicBoolean started = new AtomicBoolean();
   private final AtomicBoolean closed = new AtomicBoolean();
+  /**
+   * Held by {@link #start} and {@link #close()} while they run, so that a close() called while
+   * start() binds stops everything start() made; never held while calling the handler.
+   */
+  private final Object lifecycle = new Object();
+  /** Runs in {@link #start} before the server is bound (for tests: a close() during start). */
+  volatile Runnable beforeBind = () -> { };
   private final Counters counters = new Counters();
   /** "address expected-id" to the id the node at that address said it has (warned once each). */
   private final Map<String, String> otherNodes = new ConcurrentHashMap<>();
@@ -277,7 +286,8 @@ public final class HttpTransport implements Transport {
   // ---------------------------------------------------------------- lifecycle
 
   /**
-   * Binds the server and starts delivering inbound traffic.
+   * Binds the server and starts delivering inbound traffic. A {@link #close()} called while it
+   * runs waits for it and then stops what it started.
    *
    * @throws IllegalStateException if called twice or after close
    * @throws java.io.UncheckedIOException if the listen address cannot be bound
@@ -285,6 +295,12 @@ public final class HttpTransport implements Transport {
   @Override
   public void start(InboundHandler handler) {
     Objects.requireNonNull(handler, "handler");
+    synchronized (lifecycle) {
+      startLocked(handler);
+    }
+  }
+
+  private void startLocked(InboundHandler handler) {
     if (closed.get()) {
       throw new IllegalStateException("transport is closed");
     }
@@ -292,6 +308,7 @@ public final class HttpTransport implements Transport {
       throw new IllegalStateException("transport already started");
     }
     this.handler = handler;
+    beforeBind.run();
     String prefix = "prefix-router-http-" + config.nodeId;
     try {
       InetSocketAddress bind = new InetSocketAddress(config.listenHost, config.listenPort);
@@ -378,7 +395,8 @@ public final class HttpTransport implements Transport {
   /**
    * Fails every pending request with {@code CLOSED}, answers inbound requests still in progress
    * with 503, stops the server and releases all threads. Waits at most {@code inboundIoTimeout}
-   * for the answers being written, whatever a peer does. Idempotent.
+   * for the answers being written, whatever a peer does, after a {@link #start} in progress.
+   * Idempotent.
    */
   @Override
   public void close() {
@@ -390,7 +408,9 @@ public final class HttpTransport implements Transport {
     // thread's interrupt status as it was
     boolean wasInterrupted = Thread.currentThread().isInterrupted();
     try {
-      closeNow();
+      synchronized (lifecycle) { // after a start() in progress, which it would miss
+        closeNow();
+      }
     } finally {
       if (!wasInterrupted) {
         Thread.interrupted();

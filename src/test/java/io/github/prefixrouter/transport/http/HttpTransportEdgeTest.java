@@ -161,6 +161,44 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   }
 
   /**
+   * A close() called while start() is binding leaves nothing running: it waits for start() to
+   * finish, then releases the port and ends the transport's threads; a start() after close()
+   * fails. close() read the server and executors before start() had made them, found none, and
+   * start() then went on to serve on the port until the JVM ended.
+   */
+  @Test
+  void aCloseWhileStartIsBindingLeavesNothingRunning() throws Exception {
+    HttpTransport t = node("closing-in-start").build();
+    toClose.add(t);
+    AtomicReference<Thread> closer = new AtomicReference<>();
+    t.beforeBind = () -> {
+      Thread c = new Thread(t::close, "closer");
+      closer.set(c);
+      c.start();
+      // on until close() has returned, or waits for this start()
+      while (c.getState() == Thread.State.NEW || c.getState() == Thread.State.RUNNABLE) {
+        Thread.onSpinWait();
+      }
+    };
+    t.start(new HttpTransportTest.Recorder());
+    closer.get().join(20_000);
+    assertFalse(closer.get().isAlive(), "close() did not return");
+    InetSocketAddress port = HttpTransportTest.hostPort(t.localAddress().address());
+    try (java.net.ServerSocket s = new java.net.ServerSocket()) {
+      s.bind(port); // the port is free again
+    }
+    for (Thread th : Thread.getAllStackTraces().keySet()) {
+      if (th.getName().startsWith("prefix-router-http-closing-in-start-")) {
+        th.join(10_000);
+        assertFalse(th.isAlive(), th.getName() + " still runs after close()");
+      }
+    }
+    IllegalStateException e = assertThrows(IllegalStateException.class,
+        () -> t.start(new HttpTransportTest.Recorder()));
+    assertEquals("transport is closed", e.getMessage());
+  }
+
+  /**
    * A message or request that a reader thread is still checking when close() returns is not
    * delivered. The transport looked at its closed flag only before reading the body, so one
    * whose check was under way (here held in the replay check's clock until close() returned)
