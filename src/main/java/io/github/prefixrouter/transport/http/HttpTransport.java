@@ -34,6 +34,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -110,10 +111,13 @@ import org.slf4j.LoggerFactory;
  * the replay window (NTP is ample): a message refused as stale is answered 401 saying how far
  * its timestamp is from the receiver's clock, and the receiver warns once per sender. A node
  * signs with one cluster key and may accept up to three more, so the key can be rotated while
- * the cluster runs ({@link #updateClusterKeys}). TLS is optional: pass the host's
- * {@link SSLContext} to encrypt traffic; it is used for both the server and the client, so the
- * context's trust store must accept the peers' certificates (and their addresses must match the
- * certificates).
+ * the cluster runs ({@link #updateClusterKeys}). A message or answer refused under a key this
+ * node does not hold is warned of once per sender and key (its {@code PR-Key} header names the
+ * key); the {@link #MAX_OTHER_NODES} pairs seen most recently are remembered, so strangers
+ * naming made-up keys cannot silence the warning of a peer's real one. TLS is optional: pass
+ * the host's {@link SSLContext} to encrypt traffic; it is used for both the server and the
+ * client, so the context's trust store must accept the peers' certificates (and their addresses
+ * must match the certificates).
  * The MAC proves only that a message comes from a holder of the cluster key, not which node:
  * with {@link Builder#bindNodeIdsToCertificates} on, the server also requires a client
  * certificate, and a message, request or answer is accepted only if the TLS certificate it came
@@ -233,8 +237,19 @@ public final class HttpTransport implements Transport {
   private final Counters counters = new Counters();
   /** "address expected-id" to the id the node at that address said it has (warned once each). */
   private final Map<String, String> otherNodes = new ConcurrentHashMap<>();
-  /** "who key-id" for each warning of a key this node does not accept (bounded as otherNodes). */
-  private final Set<String> foreignKeys = ConcurrentHashMap.newKeySet();
+  /**
+   * "who key-id" for each warning of a key this node does not accept: the
+   * {@link #MAX_OTHER_NODES} most recently seen, the least recently seen forgotten first, so that
+   * strangers naming made-up keys cannot use up the warnings of a peer's real one. Synchronized
+   * on itself.
+   */
+  private final Set<String> foreignKeys = Collections.newSetFromMap(
+      new LinkedHashMap<String, Boolean>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
+          return size() > MAX_OTHER_NODES;
+        }
+      });
   /**
    * "claimed-id certificate-subject" for each warning of a sender its certificate does not name
    * ({@link Builder#bindNodeIdsToCertificates}; bounded as otherNodes).
@@ -704,9 +719,10 @@ public final class HttpTransport implements Transport {
 
   /**
    * After a MAC check failed: if the sender names, as its signing key, a key this node does not
-   * hold, warns once per sender and key (at most {@link #MAX_OTHER_NODES} warnings) that this
-   * node does not accept that key, which is what a key rotation with a step skipped looks like.
-   * A failure under a key this node holds (or naming none) is a forgery or a corruption, and stays
+   * hold, warns once per sender and key that this node does not accept that key, which is what a
+   * key rotation with a step skipped looks like. The {@link #MAX_OTHER_NODES} sender and key
+   * pairs seen most recently are remembered; one forgotten since it was last seen warns again. A
+   * failure under a key this node holds (or naming none) is a forgery or a corruption, and stays
    * a debug line.
    */
   private void noteForeignKey(MessageAuthenticator keys, String whose, String keyId) {
@@ -714,7 +730,11 @@ public final class HttpTransport implements Transport {
       return;
     }
     String key = whose + " " + keyId;
-    if (foreignKeys.size() < MAX_OTHER_NODES && foreignKeys.add(key)) {
+    boolean first;
+    synchronized (foreignKeys) {
+      first = foreignKeys.add(key); // one seen again becomes the most recent
+    }
+    if (first) {
       log.warn("{}: {} are signed with cluster key {}, which this node does not accept (it "
           + "accepts {}); they are refused (docs/deployment.md, \"Rotating the cluster key\")",
           config.nodeId, whose, keyId, keys.keyIds().keySet());
@@ -782,7 +802,9 @@ public final class HttpTransport implements Transport {
 
   /** "whose key-id" for each warning of a key this node does not accept (for tests). */
   Set<String> foreignKeysSeen() {
-    return Set.copyOf(foreignKeys);
+    synchronized (foreignKeys) {
+      return Set.copyOf(foreignKeys);
+    }
   }
 
   /** "address expected-id" to the id the node there said it has, for each warning logged. */

@@ -8,6 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.spi.TransportException;
 import io.github.prefixrouter.transport.http.HttpTransportTest.Recorder;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -135,6 +139,42 @@ class ClusterKeyRotationTest extends HttpTransportFixture {
         Duration.ofSeconds(5)).get(10, TimeUnit.SECONDS), StandardCharsets.UTF_8));
     assertEquals("echo b y", new String(b.request(a.localAddress(), "y".getBytes(StandardCharsets.UTF_8),
         Duration.ofSeconds(5)).get(10, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+  }
+
+  /**
+   * Strangers sending messages under made-up key ids cannot use up the warnings: a peer's real
+   * key, refused after more than {@link HttpTransport#MAX_OTHER_NODES} made-up ones, is still
+   * warned of, and what is remembered stays bounded. The warnings stopped for good once 1,024
+   * pairs of sender and key had been warned of, whoever had sent them.
+   */
+  @Test
+  void madeUpKeyIdsDoNotSilenceTheWarningOfARealOne() throws Exception {
+    HttpTransport a = start(node("a"), new Recorder());
+    HttpTransport b = start(node("b").clusterKey(OTHER_KEY), new Recorder());
+    HttpClient stranger = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+    int forged = HttpTransport.MAX_OTHER_NODES + 10;
+    for (int i = 0; i < forged; i++) {
+      HttpRequest req = HttpRequest.newBuilder(
+              URI.create("http://" + a.localAddress().address() + HttpTransport.MESSAGE_PATH))
+          .header("PR-Sender", "s" + i).header("PR-Sender-Address", "10.0.0.9:7000")
+          .header("PR-Recipient", "a")
+          .header("PR-Timestamp", Long.toString(System.currentTimeMillis()))
+          .header("PR-Nonce", "n" + i).header("PR-Mac", "forged")
+          .header("PR-Key", String.format("%08x", i))
+          .POST(HttpRequest.BodyPublishers.ofByteArray(new byte[] {1}))
+          .build();
+      assertEquals(401, stranger.send(req, HttpResponse.BodyHandlers.discarding()).statusCode());
+    }
+    assertEquals(HttpTransport.MAX_OTHER_NODES, a.foreignKeysSeen().size());
+    CompletableFuture<byte[]> f =
+        b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(5));
+    ExecutionException e =
+        assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS));
+    assertEquals(TransportException.Kind.PROTOCOL, ((TransportException) e.getCause()).kind());
+    String real = "the messages of the node calling itself b at " + b.localAddress().address() + " "
+        + MessageAuthenticator.keyId(OTHER_KEY);
+    assertTrue(a.foreignKeysSeen().contains(real), "no warning of b's key");
+    assertEquals(HttpTransport.MAX_OTHER_NODES, a.foreignKeysSeen().size());
   }
 
   @Test
