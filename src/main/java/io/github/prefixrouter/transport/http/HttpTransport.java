@@ -113,8 +113,10 @@ import org.slf4j.LoggerFactory;
  * signs with one cluster key and may accept up to three more, so the key can be rotated while
  * the cluster runs ({@link #updateClusterKeys}). A message or answer refused under a key this
  * node does not hold is warned of once per sender and key (its {@code PR-Key} header names the
- * key); the {@link #MAX_OTHER_NODES} pairs seen most recently are remembered, so strangers
- * naming made-up keys cannot silence the warning of a peer's real one. TLS is optional: pass
+ * key), at most {@link #FOREIGN_KEY_WARNINGS_PER_MINUTE} such warnings a minute; the
+ * {@link #MAX_OTHER_NODES} pairs seen most recently are remembered, so strangers naming made-up
+ * keys can neither fill the log nor silence the warning of a peer's real one for longer than
+ * they keep sending. TLS is optional: pass
  * the host's {@link SSLContext} to encrypt traffic; it is used for both the server and the
  * client, so the context's trust store must accept the peers' certificates (and their addresses
  * must match the certificates).
@@ -201,6 +203,11 @@ public final class HttpTransport implements Transport {
   static final String H_KEY_ID = "PR-Key";
   /** Distinct (address, expected id) pairs remembered for {@link #noteOtherNode} at most. */
   static final int MAX_OTHER_NODES = 1024;
+  /**
+   * Warnings of a key this node does not accept logged per minute at most: the messages that
+   * cause them are unauthenticated, so anyone could otherwise fill the log, a line a message.
+   */
+  static final int FOREIGN_KEY_WARNINGS_PER_MINUTE = 10;
   static final String TAG_MESSAGE = "message";
   static final String TAG_REQUEST = "request";
   static final String TAG_RESPONSE = "response";
@@ -250,6 +257,12 @@ public final class HttpTransport implements Transport {
           return size() > MAX_OTHER_NODES;
         }
       });
+  /** Start (wall clock, ms) of the minute the foreign-key warnings are counted in. */
+  private long foreignKeyMinute;
+  /** Foreign-key warnings logged in that minute. */
+  private int foreignKeyWarnings;
+  /** Foreign-key warnings left out since the last one logged. */
+  private long foreignKeyWarningsLeftOut;
   /**
    * "claimed-id certificate-subject" for each warning of a sender its certificate does not name
    * ({@link Builder#bindNodeIdsToCertificates}; bounded as otherNodes).
@@ -721,24 +734,46 @@ public final class HttpTransport implements Transport {
    * After a MAC check failed: if the sender names, as its signing key, a key this node does not
    * hold, warns once per sender and key that this node does not accept that key, which is what a
    * key rotation with a step skipped looks like. The {@link #MAX_OTHER_NODES} sender and key
-   * pairs seen most recently are remembered; one forgotten since it was last seen warns again. A
-   * failure under a key this node holds (or naming none) is a forgery or a corruption, and stays
-   * a debug line.
+   * pairs seen most recently are remembered; one forgotten since it was last seen warns again. At
+   * most {@link #FOREIGN_KEY_WARNINGS_PER_MINUTE} such warnings are logged a minute (the next one
+   * logged says how many were left out); a pair left out is not remembered, so it warns once the
+   * minute is over. A failure under a key this node holds (or naming none) is a forgery or a
+   * corruption, and stays a debug line.
    */
   private void noteForeignKey(MessageAuthenticator keys, String whose, String keyId) {
     if (keyId == null || !keyId.matches("[0-9a-f]{8}") || keys.keyIds().containsKey(keyId)) {
       return;
     }
     String key = whose + " " + keyId;
-    boolean first;
+    long leftOut;
     synchronized (foreignKeys) {
-      first = foreignKeys.add(key); // one seen again becomes the most recent
+      if (foreignKeys.contains(key)) {
+        foreignKeys.add(key); // seen again: now the most recent
+        return;
+      }
+      long now = config.wallClockMillis.getAsLong();
+      // the first warning starts a minute; so does a clock stepped back
+      if (foreignKeyWarnings == 0 || now < foreignKeyMinute || now - foreignKeyMinute >= 60_000) {
+        foreignKeyMinute = now;
+        foreignKeyWarnings = 0;
+      }
+      if (foreignKeyWarnings >= FOREIGN_KEY_WARNINGS_PER_MINUTE) {
+        foreignKeyWarningsLeftOut++;
+        log.debug("{}: {} are signed with cluster key {}, which this node does not accept "
+            + "(warning left out: {} this minute)", config.nodeId, whose, keyId,
+            FOREIGN_KEY_WARNINGS_PER_MINUTE);
+        return;
+      }
+      foreignKeyWarnings++;
+      foreignKeys.add(key);
+      leftOut = foreignKeyWarningsLeftOut;
+      foreignKeyWarningsLeftOut = 0;
     }
-    if (first) {
-      log.warn("{}: {} are signed with cluster key {}, which this node does not accept (it "
-          + "accepts {}); they are refused (docs/deployment.md, \"Rotating the cluster key\")",
-          config.nodeId, whose, keyId, keys.keyIds().keySet());
-    }
+    log.warn("{}: {} are signed with cluster key {}, which this node does not accept (it "
+        + "accepts {}); they are refused (docs/deployment.md, \"Rotating the cluster key\"){}",
+        config.nodeId, whose, keyId, keys.keyIds().keySet(), leftOut == 0 ? ""
+            : " (" + leftOut + " more such warnings left out before this one, above "
+                + FOREIGN_KEY_WARNINGS_PER_MINUTE + " a minute)");
   }
 
   /**

@@ -3,6 +3,7 @@ package io.github.prefixrouter.transport.http;
 import static io.github.prefixrouter.transport.http.HttpTransportTest.KEY;
 import static io.github.prefixrouter.transport.http.HttpTransportTest.OTHER_KEY;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -142,39 +143,77 @@ class ClusterKeyRotationTest extends HttpTransportFixture {
   }
 
   /**
-   * Strangers sending messages under made-up key ids cannot use up the warnings: a peer's real
-   * key, refused after more than {@link HttpTransport#MAX_OTHER_NODES} made-up ones, is still
-   * warned of, and what is remembered stays bounded. The warnings stopped for good once 1,024
-   * pairs of sender and key had been warned of, whoever had sent them.
+   * Strangers sending messages under made-up key ids can neither fill the log nor use up the
+   * warnings: at most {@link HttpTransport#FOREIGN_KEY_WARNINGS_PER_MINUTE} are logged a minute,
+   * a peer's real key left out during a flood is warned of in the next minute, and what is
+   * remembered stays bounded, the least recently seen pair forgotten first. The warnings stopped
+   * for good once 1,024 pairs of sender and key had been warned of, whoever had sent them; and
+   * without the per-minute bound each made-up key logged a line.
    */
   @Test
-  void madeUpKeyIdsDoNotSilenceTheWarningOfARealOne() throws Exception {
-    HttpTransport a = start(node("a"), new Recorder());
+  void madeUpKeyIdsNeitherFillTheLogNorSilenceTheWarningOfARealOne() throws Exception {
+    AtomicLong now = new AtomicLong(System.currentTimeMillis());
+    HttpTransport a = start(node("a").wallClockMillis(now::get), new Recorder());
     HttpTransport b = start(node("b").clusterKey(OTHER_KEY), new Recorder());
+    String real = "the messages of the node calling itself b at " + b.localAddress().address() + " "
+        + MessageAuthenticator.keyId(OTHER_KEY);
+    int perMinute = HttpTransport.FOREIGN_KEY_WARNINGS_PER_MINUTE;
     HttpClient stranger = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
-    int forged = HttpTransport.MAX_OTHER_NODES + 10;
-    for (int i = 0; i < forged; i++) {
-      HttpRequest req = HttpRequest.newBuilder(
-              URI.create("http://" + a.localAddress().address() + HttpTransport.MESSAGE_PATH))
-          .header("PR-Sender", "s" + i).header("PR-Sender-Address", "10.0.0.9:7000")
-          .header("PR-Recipient", "a")
-          .header("PR-Timestamp", Long.toString(System.currentTimeMillis()))
-          .header("PR-Nonce", "n" + i).header("PR-Mac", "forged")
-          .header("PR-Key", String.format("%08x", i))
-          .POST(HttpRequest.BodyPublishers.ofByteArray(new byte[] {1}))
-          .build();
-      assertEquals(401, stranger.send(req, HttpResponse.BodyHandlers.discarding()).statusCode());
+    int forged = forge(stranger, a, 0, perMinute + 5, now.get());
+    assertEquals(perMinute, a.foreignKeysSeen().size(), "warnings logged in one minute");
+    // b's real key, in the flood's minute: left out
+    refused(b, a);
+    assertFalse(a.foreignKeysSeen().contains(real), "left out in the flood's minute");
+    // b now holds a in its failure cool-down and sends nothing: its next messages are sent as
+    // b's transport sends them (same sender, address and key id), the MAC being refused anyway
+    now.addAndGet(60_000);
+    sendAs(stranger, a, "b", b.localAddress().address(), MessageAuthenticator.keyId(OTHER_KEY),
+        "b1", now.get());
+    assertTrue(a.foreignKeysSeen().contains(real), "no warning of b's key");
+    while (forged < HttpTransport.MAX_OTHER_NODES + 2 * perMinute) {
+      now.addAndGet(60_000);
+      forged += forge(stranger, a, forged, perMinute, now.get());
     }
     assertEquals(HttpTransport.MAX_OTHER_NODES, a.foreignKeysSeen().size());
+    assertFalse(a.foreignKeysSeen().contains(real), "the least recently seen pair is forgotten");
+    now.addAndGet(60_000);
+    sendAs(stranger, a, "b", b.localAddress().address(), MessageAuthenticator.keyId(OTHER_KEY),
+        "b2", now.get());
+    assertTrue(a.foreignKeysSeen().contains(real), "a forgotten pair warns again");
+    assertEquals(HttpTransport.MAX_OTHER_NODES, a.foreignKeysSeen().size());
+  }
+
+  /** Sends {@code count} messages to {@code to}, each under a made-up key id of its own. */
+  private static int forge(HttpClient client, HttpTransport to, int first, int count, long ts)
+      throws Exception {
+    for (int i = first; i < first + count; i++) {
+      sendAs(client, to, "s" + i, "10.0.0.9:7000", String.format("%08x", i), "n" + i, ts);
+    }
+    return count;
+  }
+
+  /** Sends a message to {@code to} under the key id {@code keyId}, with a MAC it refuses. */
+  private static void sendAs(HttpClient client, HttpTransport to, String sender,
+      String senderAddress, String keyId, String nonce, long ts) throws Exception {
+    HttpRequest req = HttpRequest.newBuilder(
+            URI.create("http://" + to.localAddress().address() + HttpTransport.MESSAGE_PATH))
+        .header("PR-Sender", sender).header("PR-Sender-Address", senderAddress)
+        .header("PR-Recipient", to.localAddress().nodeId())
+        .header("PR-Timestamp", Long.toString(ts))
+        .header("PR-Nonce", nonce).header("PR-Mac", "forged")
+        .header("PR-Key", keyId)
+        .POST(HttpRequest.BodyPublishers.ofByteArray(new byte[] {1}))
+        .build();
+    assertEquals(401, client.send(req, HttpResponse.BodyHandlers.discarding()).statusCode());
+  }
+
+  /** A request from {@code from}, whose key {@code to} does not accept: refused. */
+  private static void refused(HttpTransport from, HttpTransport to) {
     CompletableFuture<byte[]> f =
-        b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(5));
+        from.request(to.localAddress(), new byte[] {1}, Duration.ofSeconds(5));
     ExecutionException e =
         assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS));
     assertEquals(TransportException.Kind.PROTOCOL, ((TransportException) e.getCause()).kind());
-    String real = "the messages of the node calling itself b at " + b.localAddress().address() + " "
-        + MessageAuthenticator.keyId(OTHER_KEY);
-    assertTrue(a.foreignKeysSeen().contains(real), "no warning of b's key");
-    assertEquals(HttpTransport.MAX_OTHER_NODES, a.foreignKeysSeen().size());
   }
 
   @Test
