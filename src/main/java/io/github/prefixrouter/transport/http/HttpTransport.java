@@ -170,10 +170,13 @@ import org.slf4j.LoggerFactory;
  * {@link #close()} fails every pending outbound request with {@code CLOSED}, stops accepting
  * inbound traffic, answers inbound requests still being handled with 503 and releases its
  * threads. It waits at most {@code inboundIoTimeout} for the answers being written (the 503s
- * among them), then closes the connections of those still blocked. Nothing reaches the handler once it has returned: a message or request still being
- * read or authenticated then is answered 503. It is idempotent, and may be called from any
- * thread, the transport's own included (a callback of a request it completes): it leaves the
- * calling thread's interrupt status as it was. Called while {@link #start} is binding, it waits
+ * among them), then closes the connections of those still blocked. A message or request still
+ * being read or authenticated is answered 503 and never reaches the handler; a message already
+ * being delivered (answered 204 just before) may still reach it while close runs or just after
+ * it returns, since close does not wait for the handler. It is idempotent, and may be called
+ * from any thread, the transport's own included (a callback of a request it completes): it
+ * leaves the calling thread's interrupt status as it was. Called while {@link #start} is
+ * binding, it waits
  * for start to finish and then stops what it started, the port included; {@link #start} after
  * it throws {@link IllegalStateException}. Messages sent after close are dropped; requests
  * fail with {@code CLOSED}.
