@@ -103,8 +103,10 @@ import org.slf4j.LoggerFactory;
  * larger than {@code maxResponseBytes} or an output larger than it (characters plus tokens), a
  * stream cut before {@code [DONE]}, a connection reset. {@code requestTimeout} bounds the whole
  * stream, not only the wait for its first bytes: a generation still streaming then fails with
- * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}; a
- * connection the server leaves open after {@code [DONE]} is closed then too. A listener that
+ * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}. The
+ * body is read on after {@code [DONE]}, so that the connection can be used again once it ends;
+ * one the server leaves open is closed 1 s after {@code [DONE]} (or
+ * at {@code requestTimeout}, if that comes first). A listener that
  * throws (an {@link Error} too) is not called again; the request runs on. A server that answers
  * a streamed request with a plain JSON answer is understood: its output is given to the
  * listener in one piece. {@code execute(request)} does not stream (it sends
@@ -131,14 +133,22 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Threads: the JDK {@link HttpClient} runs on the executor given to the builder, or on its
  * default pool; with {@link Builder#kvEvents}, the subscriber's one reader thread. The deadline
- * of a request's body is kept by the JDK's shared {@link CompletableFuture#orTimeout} timer;
- * a request that misses it is failed on the builder's executor, or on the common fork-join
- * pool.
+ * of a request's body is kept by the JDK's shared {@link CompletableFuture#orTimeout} timer,
+ * and so is the second after a stream's {@code [DONE]}; a request that misses its deadline is
+ * failed, and a body still open then closed, on the builder's executor, or on the common
+ * fork-join pool.
  * Instances are thread-safe.
  */
 public final class OpenAiCompatibleEngine implements InferenceEngine, AutoCloseable {
 
   private static final Logger log = LoggerFactory.getLogger(OpenAiCompatibleEngine.class);
+
+  /**
+   * How long a stream's body may stay open after {@code [DONE]} before its connection is closed.
+   * A server ends the body right after {@code [DONE]}, and the connection is then used again;
+   * one that does not (or a proxy) would otherwise hold the connection to {@code requestTimeout}.
+   */
+  static final long AFTER_DONE_MILLIS = 1000;
 
   private final URI completionsUri;
   private final URI healthUri;
@@ -531,6 +541,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
           stream.feed(b);
           if (!wasDone && stream.done()) {
             finish(result, stream, stream.result(), null);
+            CompletableFuture.delayedExecutor(AFTER_DONE_MILLIS, TimeUnit.MILLISECONDS,
+                timeoutExecutor).execute(this::closeAfterDone);
           }
         }
       } catch (EngineException e) {
@@ -560,6 +572,14 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
           finish(result, stream, null,
               new EngineException("request " + request.id() + ": unusable stream: " + e, true, e));
         }
+      }
+    }
+
+    /** Closes the connection of a body still open {@link #AFTER_DONE_MILLIS} after [DONE]. */
+    private void closeAfterDone() {
+      if (!body.isDone() && cancel()) {
+        log.debug("request {}: the event stream was still open {} ms after [DONE], closed",
+            request.id(), AFTER_DONE_MILLIS);
       }
     }
 

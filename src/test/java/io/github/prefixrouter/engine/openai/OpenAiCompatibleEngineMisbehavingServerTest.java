@@ -37,7 +37,8 @@ import org.junit.jupiter.api.Test;
  * after the headers, streams held open after {@code [DONE]}. Each server here is a raw socket
  * answering by hand, so that the test controls every byte and sees when the adapter closes the
  * connection. Their requestTimeout, 2 s, is what the tests wait for; it is long enough for the
- * first exchange of a fresh HTTP client on a loaded machine.
+ * first exchange of a fresh HTTP client on a loaded machine. Tests that must not wait for it set
+ * a minute.
  */
 class OpenAiCompatibleEngineMisbehavingServerTest {
 
@@ -114,26 +115,56 @@ class OpenAiCompatibleEngineMisbehavingServerTest {
   }
 
   @Test
-  void aStreamHeldOpenAfterDoneIsClosedAtTheDeadline() throws Exception {
+  void aStreamHeldOpenAfterDoneIsClosedSoonAfterItNotAtTheDeadline() throws Exception {
     // [DONE] completes the request; a server (or proxy) that then neither ends the body nor
-    // closes the connection must not hold it open for ever
+    // closes the connection must not hold it to requestTimeout (a minute here)
+    streamToDone(false);
+  }
+
+  @Test
+  void aStreamWhoseBodyEndsAfterDoneLeavesItsConnectionForTheNextRequest() throws Exception {
+    // the body's end (its last chunk, 0) is written after [DONE]: the connection is not closed,
+    // neither at [DONE] nor later, and the next request is sent on it
+    streamToDone(true);
+  }
+
+  /**
+   * A stream of one chunk and [DONE] in a chunked body whose end (its last chunk, 0) follows in
+   * a write of its own, or never comes; requestTimeout is a minute.
+   */
+  private static void streamToDone(boolean bodyEnds) throws Exception {
     try (ServerSocket raw = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
       OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
           .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
-          .requestTimeout(Duration.ofSeconds(2)).build();
-      OpenAiCompatibleEngineStreamingTest.Pieces pieces = new OpenAiCompatibleEngineStreamingTest.Pieces();
+          .requestTimeout(Duration.ofSeconds(60)).build();
+      OpenAiCompatibleEngineStreamingTest.Pieces pieces =
+          new OpenAiCompatibleEngineStreamingTest.Pieces();
       CompletableFuture<EngineResult> f = pieces.run(e, request("r1"));
       raw.setSoTimeout(10_000);
       try (Socket conn = raw.accept()) {
         ScriptedOpenAiServer.readRequest(conn);
-        String events = OpenAiCompatibleEngineStreamingTest.chunk("a", "[1]", "length") + "data: [DONE]\n\n";
-        // a chunked body whose last chunk (0) never comes
+        String events = OpenAiCompatibleEngineStreamingTest.chunk("a", "[1]", "length")
+            + "data: [DONE]\n\n";
         write(conn.getOutputStream(), "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(events.length()) + "\r\n"
             + events + "\r\n");
+        if (bodyEnds) {
+          write(conn.getOutputStream(), "0\r\n\r\n");
+        }
         assertEquals("a", f.get(20, TimeUnit.SECONDS).text());
         assertEquals(0, e.load().total());
-        assertTrue(closedByClient(conn), "the connection stayed open after the deadline");
+        assertEquals(List.of("a"), pieces.texts, "the answer is given once");
+        if (!bodyEnds) {
+          assertTrue(closedByClient(conn), "the connection stayed open 10 s after [DONE]");
+          return;
+        }
+        // the body has ended, and the connection is back in the client's pool (at the body's
+        // end, after the request completed) well before the connection of a body still open
+        // would be closed: the next request, sent after that, comes on this connection
+        Thread.sleep(OpenAiCompatibleEngine.AFTER_DONE_MILLIS + 1000);
+        CompletableFuture<EngineResult> next = pieces.run(e, request("r2"));
+        ScriptedOpenAiServer.readRequest(conn);
+        next.cancel(true);
       }
     }
   }
