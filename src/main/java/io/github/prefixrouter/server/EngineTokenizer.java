@@ -1,5 +1,6 @@
 package io.github.prefixrouter.server;
 
+import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.wire.CappedBody;
@@ -75,8 +76,8 @@ final class EngineTokenizer implements PromptTokenizer {
    * @param uri the tokenize endpoint, for example {@code http://127.0.0.1:8000/tokenize}
    *     ({@link #tokenizeUri} of the engine's base URL)
    * @param apiKey sent as {@code Authorization: Bearer}, or null
-   * @param connectTimeout how long connecting may take
-   * @param timeout how long a whole exchange may take
+   * @param connectTimeout how long connecting may take; beyond 2^63 ns (about 292 years), 2^63 ns
+   * @param timeout how long a whole exchange may take; beyond 2^63 ns, 2^63 ns
    * @param maxAnswerBytes the largest answer accepted
    * @throws IllegalArgumentException if a duration is not positive or the cap is below 1
    */
@@ -91,7 +92,9 @@ final class EngineTokenizer implements PromptTokenizer {
     }
     this.uri = uri;
     this.apiKey = apiKey;
-    this.timeout = timeout;
+    // at most 2^63 ns (292 years), "never" here: the JDK's HTTP client fails a request or a
+    // connection whose timeout its clock cannot add up, and Duration.toNanos() throws beyond it
+    this.timeout = Duration.ofNanos(Durations.saturatedNanos(timeout));
     this.maxAnswerBytes = maxAnswerBytes;
     this.threadNamePrefix = "prefix-router-tokenizer-" + INSTANCES.incrementAndGet() + "-";
     AtomicInteger threads = new AtomicInteger();
@@ -104,7 +107,7 @@ final class EngineTokenizer implements PromptTokenizer {
     executor.allowCoreThreadTimeOut(true);
     this.client = HttpClient.newBuilder()
         .version(HttpClient.Version.HTTP_1_1)
-        .connectTimeout(connectTimeout)
+        .connectTimeout(Duration.ofNanos(Durations.saturatedNanos(connectTimeout)))
         .followRedirects(HttpClient.Redirect.NEVER)
         .executor(executor)
         .build();

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.server;
 
 import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.internal.json.Json;
 import java.io.IOException;
 import java.net.URI;
@@ -155,7 +156,9 @@ public final class LoadDriver {
     this.endpoints = List.copyOf(b.endpoints);
     this.concurrency = b.concurrency;
     this.maxTokens = b.maxTokens;
-    this.requestTimeout = b.requestTimeout;
+    // at most 2^63 ns (292 years), "never" here: the JDK's HTTP client fails a request whose
+    // timeout its clock cannot add up, and Duration.toNanos() throws beyond it
+    this.requestTimeout = Duration.ofNanos(Durations.saturatedNanos(b.requestTimeout));
     this.idPrefix = b.idPrefix;
     this.onCompleted = b.onCompleted;
     this.stream = b.stream;
@@ -934,7 +937,10 @@ public final class LoadDriver {
       return this;
     }
 
-    /** How long one HTTP exchange may take, answer body included. Default 120 s. */
+    /**
+     * How long one HTTP exchange may take, answer body included. Default 120 s. One beyond 2^63
+     * ns (about 292 years; {@code ChronoUnit.FOREVER.getDuration()}, say) counts as 2^63 ns.
+     */
     public Builder requestTimeout(Duration d) {
       this.requestTimeout = d;
       return this;

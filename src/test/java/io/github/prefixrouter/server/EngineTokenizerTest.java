@@ -132,6 +132,24 @@ class EngineTokenizerTest {
   }
 
   @Test
+  void aTimeoutBeyond292YearsCountsAsNeverInsteadOfFailingEveryExchange() throws Exception {
+    // "never" written as a huge duration: Duration.toNanos() throws beyond 2^63 ns, and the
+    // JDK's HTTP client fails a request or a connection whose timeout it cannot add up
+    answer.set(new Answer(200, "{\"tokens\":[1,2]}"));
+    URI uri = EngineTokenizer.tokenizeUri("http://127.0.0.1:" + server.getAddress().getPort());
+    for (Duration never : List.of(java.time.temporal.ChronoUnit.FOREVER.getDuration(),
+        Duration.ofMillis(Long.MAX_VALUE), Duration.ofNanos(Long.MAX_VALUE).plusNanos(1))) {
+      EngineTokenizer t = new EngineTokenizer(uri, null, never, never, 1 << 20);
+      try {
+        assertArrayEquals(new int[] {1, 2}, ok(t.tokenize("m", "Hello")).tokens(),
+            never.toString());
+      } finally {
+        t.close();
+      }
+    }
+  }
+
+  @Test
   void aConversationIsSentForTheServersChatTemplateWithTheGenerationPrompt() throws Exception {
     answer.set(new Answer(200, "{\"tokens\":[7,8,9]}"));
     List<Map<String, Object>> messages = List.of(

@@ -100,12 +100,17 @@ class LoadDriverTest {
 
   /** The one answer of a run of one request against a fake endpoint that sends {@code body}. */
   private static LoadDriver.Sample streamedAnswer(String body) throws Exception {
+    return streamedAnswer(body, java.time.Duration.ofSeconds(5));
+  }
+
+  private static LoadDriver.Sample streamedAnswer(String body, java.time.Duration requestTimeout)
+      throws Exception {
     byte[] b = body.getBytes(java.nio.charset.StandardCharsets.UTF_8);
     try (StallingHttpPeer fake = new StallingHttpPeer("HTTP/1.1 200 OK\r\nContent-Type: "
         + "text/event-stream\r\nConnection: close\r\nContent-Length: " + b.length + "\r\n\r\n"
         + body)) {
       LoadDriver d = LoadDriver.builder().endpoints(List.of("127.0.0.1:" + fake.port()))
-          .concurrency(1).stream(true).requestTimeout(java.time.Duration.ofSeconds(5)).build();
+          .concurrency(1).stream(true).requestTimeout(requestTimeout).build();
       LoadDriver.Result r = java.util.concurrent.CompletableFuture.supplyAsync(
           () -> d.run(prompts(1))).get(30, java.util.concurrent.TimeUnit.SECONDS);
       assertEquals(1, r.samples().size());
@@ -139,6 +144,19 @@ class LoadDriverTest {
     // an answer without pieces (an engine that does not stream gives its output at the end)
     s = streamedAnswer(piece("load-0", "5,6") + answerEvent("load-0", "") + DONE);
     assertArrayEquals(new int[] {5, 6}, s.tokenIds(), s.error());
+  }
+
+  @Test
+  void aRequestTimeoutBeyond292YearsCountsAsNeverInsteadOfFailingEveryRequest() throws Exception {
+    // "never" written as a huge duration: Duration.toNanos() throws beyond 2^63 ns, and the
+    // JDK's HTTP client fails a request whose timeout it cannot add up
+    for (java.time.Duration never : List.of(java.time.temporal.ChronoUnit.FOREVER.getDuration(),
+        java.time.Duration.ofMillis(Long.MAX_VALUE))) {
+      LoadDriver.Sample s = streamedAnswer(
+          piece("load-0", "7") + answerEvent("load-0", "8") + DONE, never);
+      assertEquals(null, s.error(), never.toString());
+      assertArrayEquals(new int[] {7, 8}, s.tokenIds(), never.toString());
+    }
   }
 
   @Test
