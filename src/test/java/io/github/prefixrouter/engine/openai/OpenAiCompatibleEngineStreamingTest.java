@@ -498,6 +498,29 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void aStreamOfKeepAlivesAloneTimesOutAsAStalledOne() throws Exception {
+    // keep-alives are no output: a server (or proxy) that sends only them, for a request still
+    // queued or a server wedged, fails at requestTimeout like any stalled stream
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      try {
+        while (!server.release.await(100, TimeUnit.MILLISECONDS)) {
+          send(out, ": ping\n\nevent: ping\ndata: keep-alive\n\n");
+        }
+      } catch (InterruptedException stop) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofMillis(800)).build();
+    Pieces pieces = new Pieces();
+    EngineException err = failure(pieces.run(e, request()));
+    assertInstanceOf(EngineTimeoutException.class, err, err::toString);
+    assertFalse(err.retryable());
+    assertTrue(pieces.texts.isEmpty());
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
   void aListenerThatThrowsIsNotCalledAgainAndTheRequestCompletes() throws Exception {
     server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
