@@ -1,14 +1,14 @@
-package io.github.prefixrouter.server;
+package io.github.prefixrouter.internal.wire;
 
-import io.github.prefixrouter.internal.wire.InboundReaders;
 import java.time.Duration;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * The heap that the request bodies being read on the client port may hold at once, in bytes,
- * shared by all reader threads: each request takes its {@link Share} in steps as it needs it
- * (its body as it arrives, its text, its parse as it goes) and gives all of it back once read.
+ * The heap that the request bodies being read on a port may hold at once, in bytes, shared by
+ * all its reader threads: each request takes its {@link Share} in steps as it needs it (on the
+ * client port its body as it arrives, its text, its parse as it goes; on the peer port its body
+ * until it is authenticated) and gives all of it back once read.
  *
  * <p>A request whose step the budget cannot give at once waits while other requests give
  * theirs back, and is refused once none has given any back for {@code maxWait} (counted from
@@ -22,7 +22,7 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * <p>Thread-safe; a share is used by one thread.
  */
-final class BodyBudget {
+public final class BodyBudget {
 
   private final long capacity;
   private final long maxWaitNanos;
@@ -40,7 +40,7 @@ final class BodyBudget {
    * @param maxWait how long a step waits with nothing given back before it is refused
    * @param onRefused called for every refused step (counters)
    */
-  BodyBudget(long capacity, Duration maxWait, Runnable onRefused) {
+  public BodyBudget(long capacity, Duration maxWait, Runnable onRefused) {
     if (capacity < 1 || maxWait.isNegative()) {
       throw new IllegalArgumentException("capacity must be positive and maxWait not negative, "
           + "were " + capacity + ", " + maxWait);
@@ -53,12 +53,12 @@ final class BodyBudget {
   }
 
   /** The bytes the requests being read may hold at once. */
-  long capacity() {
+  public long capacity() {
     return capacity;
   }
 
   /** The bytes not held now. */
-  long available() {
+  public long available() {
     lock.lock();
     try {
       return available;
@@ -68,7 +68,7 @@ final class BodyBudget {
   }
 
   /** A new, empty share for one request. */
-  Share share() {
+  public Share share() {
     return new Share();
   }
 
@@ -104,7 +104,7 @@ final class BodyBudget {
   }
 
   /** What one request holds of the budget; {@link #close} gives it all back. */
-  final class Share implements AutoCloseable {
+  public final class Share implements AutoCloseable {
     private long held;
 
     private Share() {}
@@ -114,7 +114,7 @@ final class BodyBudget {
      *
      * @throws Refused if the budget cannot give them
      */
-    void take(long bytes) {
+    public void take(long bytes) {
       if (bytes <= 0) {
         return;
       }
@@ -125,7 +125,7 @@ final class BodyBudget {
     }
 
     /** Gives back {@code bytes} of what this share holds (at most all of it). */
-    void give(long bytes) {
+    public void give(long bytes) {
       long b = Math.min(bytes, held);
       if (b > 0) {
         held -= b;
@@ -134,7 +134,7 @@ final class BodyBudget {
     }
 
     /** The bytes this share holds. */
-    long held() {
+    public long held() {
       return held;
     }
 
@@ -146,7 +146,7 @@ final class BodyBudget {
   }
 
   /** The budget could not give a request the next step of its share: answered 503. */
-  static final class Refused extends RuntimeException {
+  public static final class Refused extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
     Refused(long bytes, long held, long capacity) {
