@@ -349,6 +349,9 @@ public final class NodeMain {
       if (o.peerMaxUnfinishedReads != 0) {
         tb.maxUnfinishedReadsPerAddress(o.peerMaxUnfinishedReads);
       }
+      if (o.peerBodyBudget != 0) {
+        tb.bodyBudget(o.peerBodyBudget);
+      }
       transport = tb.build();
       scheduler = Schedulers.newSingleThread("prefix-router-" + o.id);
       part[0] = "the node";

@@ -7,6 +7,7 @@ import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.ModelIds;
 import io.github.prefixrouter.internal.WildcardAddress;
 import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.transport.http.HttpTransport;
 import java.io.IOException;
 import java.io.Reader;
 import java.nio.charset.StandardCharsets;
@@ -146,6 +147,11 @@ public final class NodeOptions {
           "  --client-max-unfinished-reads N  as --peer-max-unfinished-reads, on the client",
           "                           port; default 16",
           "                           (the four: 1 to 4096)",
+          "  --peer-body-budget SIZE  heap the bodies being read on the peer port may hold",
+          "                           at once, before they are authenticated: bytes, or a",
+          "                           number with k, m or g; a body that cannot get its share",
+          "                           waits while others give theirs back, and is answered 503",
+          "                           (busy) once none has for 1 s; at least 8m; default 64m",
           "  --client-body-budget SIZE  heap the request bodies being read on the client port",
           "                           may hold at once (bodies, texts, parsed JSON): bytes, or",
           "                           a number with k, m or g (KiB, MiB, GiB); a request that",
@@ -169,6 +175,7 @@ public final class NodeOptions {
           "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "client-body-budget",
+          "peer-body-budget",
           "ready-file",
           "shutdown-grace-ms", "engine-request-timeout-ms", "engine-timeout-ms",
           "engine-stall-ms", "peer-max-handling-ms", "initial-prefill-ns-per-token",
@@ -243,6 +250,11 @@ public final class NodeOptions {
   final int clientMaxUnfinishedReads;
   /** The client port's body budget in bytes ({@code --client-body-budget}); 0 when not given. */
   final long clientBodyBudget;
+  /**
+   * The peer port's body budget in bytes ({@code --peer-body-budget}, the transport's
+   * {@code bodyBudget}); 0 when not given.
+   */
+  final long peerBodyBudget;
   final Path readyFile;
   /** The OpenAI-compatible server's answer limit, and the peer port's; null when not given. */
   final Duration engineRequestTimeout;
@@ -261,7 +273,7 @@ public final class NodeOptions {
       kvEvents = kvEventsReplay = kvEventsTopic = null;
       listenPort = clientPort = engineThreads = engineCacheTokens = engineSlots = engineMaxInFlight = 0;
       peerReaderThreads = peerMaxUnfinishedReads = clientReaderThreads = clientMaxUnfinishedReads = 0;
-      clientBodyBudget = 0;
+      clientBodyBudget = peerBodyBudget = 0;
       engineSeed = 0;
       seeds = List.of();
       clusterKeys = null;
@@ -544,6 +556,7 @@ public final class NodeOptions {
     this.clientReaderThreads = readerLimit(v, "client-reader-threads");
     this.clientMaxUnfinishedReads = readerLimit(v, "client-max-unfinished-reads");
     this.clientBodyBudget = bodyBudget(v, "client-body-budget");
+    this.peerBodyBudget = peerBodyBudget(v);
     this.readyFile = v.containsKey("ready-file") ? Path.of(v.get("ready-file")) : null;
     if (readyFile != null && (readyFile.toString().isEmpty() || Files.isDirectory(readyFile))) {
       // it is replaced once serving and removed at start and stop
@@ -674,6 +687,25 @@ public final class NodeOptions {
           + (ClientEndpoint.MIN_BODY_BUDGET >> 20) + "m (" + ClientEndpoint.MIN_BODY_BUDGET
           + " bytes: one request of the largest body, 8 MiB, with its text and parsed JSON), "
           + "was " + v.get(key));
+    }
+    return b;
+  }
+
+  /**
+   * The peer port's body budget ({@link HttpTransport.Builder#bodyBudget}): at least twice the
+   * transport's {@code maxMessageBytes}, which the node leaves at its default; 0 when not given.
+   */
+  private static long peerBodyBudget(Map<String, String> v) {
+    String key = "peer-body-budget";
+    if (!v.containsKey(key)) {
+      return 0;
+    }
+    long b = bytes(key, v.get(key));
+    long min = 2L * HttpTransport.DEFAULT_MAX_MESSAGE_BYTES;
+    if (b < min) {
+      throw new IllegalArgumentException("--" + key + " must be at least " + (min >> 20) + "m ("
+          + min + " bytes: one message of the largest size, " + (min >> 21) + " MiB, while it "
+          + "is read), was " + v.get(key));
     }
     return b;
   }

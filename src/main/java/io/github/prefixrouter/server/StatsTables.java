@@ -147,6 +147,14 @@ final class StatsTables {
           "Messages, requests and answers refused because the TLS certificate they came with "
               + "does not name the node id they claim to come from (--tls-bind-node-ids).",
           HttpTransport.Stats::senderNotInCertificate)
+      .gauge("body_budget_held_bytes", T + "body_budget_held_bytes",
+          "Heap held by the bodies of messages and requests being read on the peer port and not "
+              + "yet authenticated, in bytes, taken from the body budget (--peer-body-budget).",
+          HttpTransport.Stats::bodyBudgetHeldBytes)
+      .counter("body_budget_refused", T + "body_budget_refused_total",
+          "Messages and requests on the peer port answered 503 because the body budget "
+              + "(--peer-body-budget) could not give what their body needed while other bodies "
+              + "held it.", HttpTransport.Stats::bodyBudgetRefused)
       .labelled("cluster_keys", T + "cluster_key_info", Type.GAUGE, "key",
           "The cluster keys in use, by id (the first 8 hex digits of the key's SHA-256): 1 for "
               + "the key this node signs with, 0 for the others it accepts; none without "

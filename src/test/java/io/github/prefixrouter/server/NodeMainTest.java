@@ -546,6 +546,28 @@ class NodeMainTest {
   }
 
   @Test
+  void thePeerBodyBudgetIsASizeOfAtLeastTwoLargestMessages() throws Exception {
+    assertEquals(0, parse("--id", "a", "--listen", "h:1").peerBodyBudget,
+        "not given: the transport's default holds");
+    for (Map.Entry<String, Long> ok : Map.of("64m", 64L << 20, "8M", 8L << 20,
+        "8388608", 8_388_608L, "1g", 1L << 30).entrySet()) {
+      assertEquals(ok.getValue(), parse("--id", "a", "--listen", "h:1", "--peer-body-budget",
+          ok.getKey()).peerBodyBudget, ok.getKey());
+    }
+    assertEquals(100L << 20, parse("--config",
+        writeConfig("id=n1\nlisten=h:1\npeer-body-budget=100m\n").toString()).peerBodyBudget);
+    assertTrue(NodeOptions.USAGE.contains("  --peer-body-budget SIZE"), "not in --help");
+    for (String small : List.of("7m", "8388607", "0", "64k")) {
+      assertMessage("--peer-body-budget must be at least 8m (8388608 bytes: one message of the "
+          + "largest size, 4 MiB, while it is read), was " + small,
+          () -> parse("--id", "a", "--listen", "h:1", "--peer-body-budget", small));
+    }
+    assertMessage("--peer-body-budget needs a size: a number of bytes, or a number with k, "
+        + "m or g (KiB, MiB, GiB) such as 256m; was '64mb'",
+        () -> parse("--id", "a", "--listen", "h:1", "--peer-body-budget", "64mb"));
+  }
+
+  @Test
   void theFlagsWithoutAValueTakeOnlyTrueOrFalseInTheConfigFile() throws Exception {
     // any value but exactly "false" turned insecure mode on: insecure=no, 0, False or an empty
     // value switched message authentication off

@@ -149,6 +149,39 @@ class ReaderLimitFlagsTest {
     }
   }
 
+  /**
+   * With {@code --peer-body-budget 8m}, a stranger holding a 4 MiB body leaves no room for a
+   * second one's growth to 4 MiB: it is answered 503 and counted (the default, 64m, takes it).
+   */
+  @Test
+  void thePeerBodyBudgetReachesTheTransport() throws Exception {
+    NodeOptions o = NodeOptions.parse(new String[] {"--id", "solo", "--listen", "127.0.0.1:0",
+        "--client", "127.0.0.1:0", "--peer-body-budget", "8m"},
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
+    try (NodeMain.Running r = NodeMain.start(o)) {
+      String peer = r.transport.localAddress().address();
+      String head = PEER_HEADERS + "Content-Length: " + (4 << 20) + "\r\n\r\n";
+      // each sends half its body and a byte: its buffer has grown to the whole 4 MiB
+      String half = "x".repeat((2 << 20) + 1);
+      send("127.0.0.3", peer, head + half);
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      while (r.transport.stats().bodyBudgetHeldBytes() != 4 << 20
+          && System.nanoTime() < deadline) {
+        Thread.sleep(10);
+      }
+      assertEquals(4 << 20, r.transport.stats().bodyBudgetHeldBytes());
+      Socket second = send("127.0.0.4", peer, head + half);
+      second.setSoTimeout(10_000);
+      assertEquals("HTTP/1.1 503", new String(second.getInputStream().readNBytes(12),
+          StandardCharsets.US_ASCII));
+      assertEquals(1, r.transport.stats().bodyBudgetRefused());
+      Map<String, Family> m = metrics(r);
+      assertEquals(1.0, m.get("prefix_router_transport_body_budget_refused_total").value());
+      assertEquals((double) (4 << 20),
+          m.get("prefix_router_transport_body_budget_held_bytes").value());
+    }
+  }
+
   @Test
   void thePeerPortsLimits() throws Exception {
     NodeOptions o = NodeOptions.parse(new String[] {"--id", "solo", "--listen", "127.0.0.1:0",

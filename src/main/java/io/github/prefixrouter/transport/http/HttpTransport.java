@@ -9,6 +9,7 @@ import com.sun.net.httpserver.HttpsExchange;
 import com.sun.net.httpserver.HttpsServer;
 import io.github.prefixrouter.internal.WildcardAddress;
 import io.github.prefixrouter.internal.tls.CertificateNodeIds;
+import io.github.prefixrouter.internal.wire.BodyBudget;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.InboundReaders;
 import io.github.prefixrouter.internal.wire.IoDeadline;
@@ -149,7 +150,11 @@ import org.slf4j.LoggerFactory;
  * and at most {@code maxUnfinishedReadsPerAddress} requests from one address may have unfinished
  * bodies (one beyond waits for one of them to finish, so that a peer's burst of requests is not
  * refused while the machine is busy, and is answered 503 once none has finished for 1 s); both
- * are counted ({@link Stats#readsRefused()}).
+ * are counted ({@link Stats#readsRefused()}). The bodies being read, before they are
+ * authenticated, hold at most {@code bodyBudget} bytes of heap all together (default 64 MiB;
+ * {@link Builder#bodyBudget}): a body whose share is held by others waits while they give
+ * theirs back, and is answered 503 once none has for 1 s ({@link Stats#bodyBudgetRefused()}).
+ * The 503s of both carry {@code Retry-After: 1}; a sender's request fails with {@code BUSY}.
  * Answers are written by the server threads under the same I/O deadline, never by the thread
  * that completed the handler's future; so are the 504 of a handler that outlasted
  * {@code maxHandlingTime} (never the timer thread, which fires the deadlines) and the 503s of
@@ -216,6 +221,17 @@ public final class HttpTransport implements Transport {
   static final String TAG_RESPONSE = "response";
   /** A pending request that holds no in-flight slot yet. */
   private static final String NO_SLOT = "";
+  /** The default {@link Builder#maxMessageBytes}: 4 MiB. */
+  public static final int DEFAULT_MAX_MESSAGE_BYTES = 4 << 20;
+  /**
+   * The default {@link Builder#bodyBudget}, 64 MiB, when {@code maxMessageBytes} is at most half
+   * of it.
+   */
+  public static final long DEFAULT_BODY_BUDGET = 64L << 20;
+  /** Seconds a peer told it is busy should wait ({@code Retry-After}): about a busy cool-down. */
+  static final String RETRY_AFTER_SECONDS = "1";
+  /** The first step of a body read without a Content-Length. */
+  private static final int FIRST_BODY_STEP = 8 << 10;
   /** The longest request timeout honoured (a long of nanoseconds, about 292 years). */
   private static final Duration LONGEST_TIMEOUT = Duration.ofNanos(Long.MAX_VALUE).minusSeconds(1);
 
@@ -245,6 +261,8 @@ public final class HttpTransport implements Transport {
   /** Runs in {@link #start} before the server is bound (for tests: a close() during start). */
   volatile Runnable beforeBind = () -> { };
   private final Counters counters = new Counters();
+  /** The heap the inbound bodies being read and authenticated hold ({@link #readBody}). */
+  private final BodyBudget bodies;
   /** "address expected-id" to the id the node at that address said it has (warned once each). */
   private final Map<String, String> otherNodes = new ConcurrentHashMap<>();
   /**
@@ -286,6 +304,8 @@ public final class HttpTransport implements Transport {
 
   private HttpTransport(Builder b) {
     this.config = b.copy();
+    this.bodies = new BodyBudget(config.effectiveBodyBudget(),
+        InboundReaders.waitFor(config.inboundIoTimeout), counters.bodyBudgetRefused::increment);
     if (b.clusterKey != null) {
       List<byte[]> keys = new ArrayList<>();
       keys.add(b.clusterKey);
@@ -1023,14 +1043,24 @@ public final class HttpTransport implements Transport {
       }
       InetSocketAddress remote = ex.getRemoteAddress();
       if (!readers.tryAcquire(remote)) {
-        respondQuietly(ex, 503, new byte[0], "too many unfinished requests from this address", null);
+        busy(ex, "too many unfinished requests from this address");
         return;
       }
       byte[] body;
-      try {
-        body = readCapped(ex.getRequestBody(), config.maxMessageBytes);
-      } finally {
-        readers.release(remote);
+      Checked checked;
+      // the share of the body budget is held until the body is authenticated (or refused), and
+      // given back before any answer is written: a sender that does not read its answer must
+      // not hold it
+      try (BodyBudget.Share share = bodies.share()) {
+        try {
+          body = readBody(ex.getRequestBody(), declared, config.maxMessageBytes, share);
+        } finally {
+          readers.release(remote);
+        }
+        checked = body == null ? null : check(ex, h, body, isRequest);
+      } catch (BodyBudget.Refused e) {
+        busy(ex, e.getMessage());
+        return;
       }
       // every answer of this thread is written under the I/O deadline, which ends only when the
       // message is handed on: a refusal first drains what is left of the body (the JDK server
@@ -1041,70 +1071,11 @@ public final class HttpTransport implements Transport {
         respondQuietly(ex, 413, new byte[0], "body exceeds " + config.maxMessageBytes + " bytes", null);
         return;
       }
-      String sender = h.getFirst(H_SENDER);
-      String senderAddress = h.getFirst(H_SENDER_ADDRESS);
-      String recipient = h.getFirst(H_RECIPIENT);
-      String ts = h.getFirst(H_TIMESTAMP);
-      String nonce = h.getFirst(H_NONCE);
-      PeerAddress from;
-      long timestamp;
-      try {
-        from = new PeerAddress(sender, senderAddress);
-        // the node sends its replies there, and its gossip tells others to
-        requireHostPort(senderAddress);
-        timestamp = Long.parseLong(Objects.requireNonNull(ts, H_TIMESTAMP));
-        Objects.requireNonNull(nonce, H_NONCE);
-        if (nonce.isEmpty() || nonce.length() > 64) {
-          throw new IllegalArgumentException("nonce must have 1 to 64 characters");
-        }
-      } catch (RuntimeException e) {
-        counters.malformedRejected.increment();
-        respondQuietly(ex, 400, new byte[0], "bad envelope: " + e.getMessage(), null);
+      if (checked.status != 0) {
+        respondQuietly(ex, checked.status, new byte[0], checked.error, null);
         return;
       }
-      if (!config.nodeId.equals(recipient)) {
-        counters.authFailures.increment();
-        // says who is here, so that a sender with a wrong id for this address can tell
-        ex.getResponseHeaders().add(H_NODE, config.nodeId);
-        respondQuietly(ex, 401, new byte[0], "message addressed to another node", null);
-        return;
-      }
-      MessageAuthenticator keys = auth;
-      if (keys != null) {
-        String tag = isRequest ? TAG_REQUEST : TAG_MESSAGE;
-        if (!verified(keys.verify(h.getFirst(H_MAC), body, tag, sender, senderAddress, recipient, ts, nonce))) {
-          noteForeignKey(keys, "the messages of the node calling itself " + sanitize(sender) + " at "
-              + sanitize(senderAddress), h.getFirst(H_KEY_ID));
-          log.debug("dropping message from {} that failed authentication", from);
-          respondQuietly(ex, 401, new byte[0], "authentication failed", null);
-          return;
-        }
-      }
-      if (config.bindNodeIds) {
-        // before the replay guard: a refused message leaves no nonce behind
-        X509Certificate leaf = CertificateNodeIds.leaf(
-            ex instanceof HttpsExchange hx ? hx.getSSLSession() : null);
-        if (!CertificateNodeIds.names(leaf, sender)) {
-          noteUncertified(isRequest ? "a request" : "a message", sender, senderAddress, leaf);
-          respondQuietly(ex, 401, new byte[0], "sender " + sender + " is not named by this "
-              + "connection's TLS certificate", null);
-          return;
-        }
-      }
-      if (keys != null) {
-        long now = config.wallClockMillis.getAsLong();
-        ReplayGuard.Verdict v = replayGuard.check(sender, nonce, timestamp, now);
-        if (v != ReplayGuard.Verdict.ACCEPT) {
-          counters.replaysRejected.increment();
-          log.debug("dropping message from {}: {}", from, v);
-          String why = "rejected: " + v.name().toLowerCase(java.util.Locale.ROOT);
-          if (v == ReplayGuard.Verdict.STALE) {
-            why += ": " + noteStale(from, timestamp, now);
-          }
-          respondQuietly(ex, 401, new byte[0], why, null);
-          return;
-        }
-      }
+      PeerAddress from = checked.from;
       if (closed.get()) {
         // closed while the body was read and checked: close() has returned, deliver nothing
         respondQuietly(ex, 503, new byte[0], "transport closed", null);
@@ -1125,7 +1096,7 @@ public final class HttpTransport implements Transport {
         }
         return;
       }
-      handleRequest(ex, from, body, nonce);
+      handleRequest(ex, from, body, checked.nonce);
     } catch (IOException e) {
       respondQuietly(ex, 400, new byte[0], "cannot read body", null);
       if (!ioDeadline.endPhase()) {
@@ -1135,6 +1106,96 @@ public final class HttpTransport implements Transport {
       log.warn("unexpected failure handling inbound traffic", e);
       respondQuietly(ex, 500, new byte[0], "internal error", null);
     }
+  }
+
+  /**
+   * Answers a request refused for a limit of the reading of requests 503 with
+   * {@code Retry-After}, as a busy peer: its sender fails the request with
+   * {@link TransportException.Kind#BUSY}.
+   */
+  private void busy(HttpExchange ex, String error) {
+    ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+    respondQuietly(ex, 503, new byte[0], error, null);
+  }
+
+  /**
+   * What the checks of an inbound envelope decided: accepted ({@code status} 0, from whom and
+   * with which nonce) or refused with {@code status} and {@code error}.
+   */
+  private record Checked(PeerAddress from, String nonce, int status, String error) {
+    static Checked refused(int status, String error) {
+      return new Checked(null, null, status, error);
+    }
+  }
+
+  /**
+   * Checks an inbound envelope and its body: its form, its recipient, its MAC, the certificate
+   * of its connection ({@link Builder#bindNodeIdsToCertificates}) and the replay guard, in that
+   * order, counting and logging a refusal. Writes nothing (a header of the answer at most), so
+   * that the caller can give back the body's share before answering.
+   */
+  private Checked check(HttpExchange ex, Headers h, byte[] body, boolean isRequest) {
+    String sender = h.getFirst(H_SENDER);
+    String senderAddress = h.getFirst(H_SENDER_ADDRESS);
+    String recipient = h.getFirst(H_RECIPIENT);
+    String ts = h.getFirst(H_TIMESTAMP);
+    String nonce = h.getFirst(H_NONCE);
+    PeerAddress from;
+    long timestamp;
+    try {
+      from = new PeerAddress(sender, senderAddress);
+      // the node sends its replies there, and its gossip tells others to
+      requireHostPort(senderAddress);
+      timestamp = Long.parseLong(Objects.requireNonNull(ts, H_TIMESTAMP));
+      Objects.requireNonNull(nonce, H_NONCE);
+      if (nonce.isEmpty() || nonce.length() > 64) {
+        throw new IllegalArgumentException("nonce must have 1 to 64 characters");
+      }
+    } catch (RuntimeException e) {
+      counters.malformedRejected.increment();
+      return Checked.refused(400, "bad envelope: " + e.getMessage());
+    }
+    if (!config.nodeId.equals(recipient)) {
+      counters.authFailures.increment();
+      // says who is here, so that a sender with a wrong id for this address can tell
+      ex.getResponseHeaders().add(H_NODE, config.nodeId);
+      return Checked.refused(401, "message addressed to another node");
+    }
+    MessageAuthenticator keys = auth;
+    if (keys != null) {
+      String tag = isRequest ? TAG_REQUEST : TAG_MESSAGE;
+      if (!verified(keys.verify(h.getFirst(H_MAC), body, tag, sender, senderAddress, recipient,
+          ts, nonce))) {
+        noteForeignKey(keys, "the messages of the node calling itself " + sanitize(sender) + " at "
+            + sanitize(senderAddress), h.getFirst(H_KEY_ID));
+        log.debug("dropping message from {} that failed authentication", from);
+        return Checked.refused(401, "authentication failed");
+      }
+    }
+    if (config.bindNodeIds) {
+      // before the replay guard: a refused message leaves no nonce behind
+      X509Certificate leaf = CertificateNodeIds.leaf(
+          ex instanceof HttpsExchange hx ? hx.getSSLSession() : null);
+      if (!CertificateNodeIds.names(leaf, sender)) {
+        noteUncertified(isRequest ? "a request" : "a message", sender, senderAddress, leaf);
+        return Checked.refused(401, "sender " + sender + " is not named by this "
+            + "connection's TLS certificate");
+      }
+    }
+    if (keys != null) {
+      long now = config.wallClockMillis.getAsLong();
+      ReplayGuard.Verdict v = replayGuard.check(sender, nonce, timestamp, now);
+      if (v != ReplayGuard.Verdict.ACCEPT) {
+        counters.replaysRejected.increment();
+        log.debug("dropping message from {}: {}", from, v);
+        String why = "rejected: " + v.name().toLowerCase(java.util.Locale.ROOT);
+        if (v == ReplayGuard.Verdict.STALE) {
+          why += ": " + noteStale(from, timestamp, now);
+        }
+        return Checked.refused(401, why);
+      }
+    }
+    return new Checked(from, nonce, 0, null);
   }
 
   private void handleRequest(HttpExchange ex, PeerAddress from, byte[] body, String nonce) {
@@ -1277,25 +1338,45 @@ public final class HttpTransport implements Transport {
     return sb.toString();
   }
 
-  /** Reads at most {@code cap} bytes; returns null if the stream holds more. */
-  static byte[] readCapped(InputStream in, int cap) throws IOException {
-    byte[] buf = new byte[Math.min(cap + 1, 8192)];
+  /**
+   * Reads a body of at most {@code cap} bytes, taking the heap of its buffer from {@code share}
+   * as the bytes arrive: in steps from 8 KiB up, each twice the last, up to its Content-Length
+   * if it has one (the last step is the exact length) or {@code cap}, so that a sender holds
+   * about what it has sent, not what it declared (a step being copied to holds its bytes as well
+   * as the last one, and a body without a length is copied to its exact length at the end): at
+   * most twice {@code cap} in all.
+   *
+   * @param declared the Content-Length, at most {@code cap}, or negative for none
+   * @return the body, or null if it holds more than {@code cap} bytes
+   * @throws BodyBudget.Refused if the budget cannot give a step in time
+   */
+  static byte[] readBody(InputStream in, long declared, int cap, BodyBudget.Share share)
+      throws IOException {
+    int limit = declared >= 0 ? (int) Math.min(declared, cap) : cap;
+    int first = Math.min(limit, FIRST_BODY_STEP);
+    share.take(first);
+    byte[] buf = new byte[first];
     int n = 0;
     while (true) {
       if (n == buf.length) {
-        if (buf.length > cap) {
-          return null;
+        if (buf.length == limit) {
+          // with a length, the server's stream ends there; without one, one byte more is too many
+          return in.read() < 0 ? buf : null;
         }
-        buf = java.util.Arrays.copyOf(buf, (int) Math.min((long) cap + 1, buf.length * 2L));
+        int grown = (int) Math.min(limit, 2L * buf.length);
+        share.take(grown);
+        byte[] old = buf;
+        buf = Arrays.copyOf(old, grown);
+        share.give(old.length);
       }
       int r = in.read(buf, n, buf.length - n);
       if (r < 0) {
-        return java.util.Arrays.copyOf(buf, n);
+        share.take(n);
+        byte[] exact = Arrays.copyOf(buf, n);
+        share.give(buf.length);
+        return exact;
       }
       n += r;
-      if (n > cap) {
-        return null;
-      }
     }
   }
 
@@ -1353,6 +1434,8 @@ public final class HttpTransport implements Transport {
         counters.otherKeyAuthentications.sum(),
         counters.keyUpdates.sum(),
         counters.senderNotInCertificate.sum(),
+        bodies.capacity() - bodies.available(),
+        counters.bodyBudgetRefused.sum(),
         clusterKeyIds());
   }
 
@@ -1393,6 +1476,10 @@ public final class HttpTransport implements Transport {
    * @param senderNotInCertificate inbound messages and requests, and answers, refused because
    *     the TLS certificate they came with does not name the node id they claim to come from
    *     ({@link Builder#bindNodeIdsToCertificates}); always 0 with that option off
+   * @param bodyBudgetHeldBytes the heap the inbound bodies being read and authenticated hold
+   *     now, in bytes, taken from the {@linkplain Builder#bodyBudget body budget}
+   * @param bodyBudgetRefused inbound messages and requests answered 503 because the body
+   *     budget could not give what their body needed while other bodies held it
    * @param clusterKeys the ids of the cluster keys in use (the first 4 bytes of each key's
    *     SHA-256, in hex), in order, mapped to 1 for the signing key and 0 for the others; empty
    *     without authentication
@@ -1419,6 +1506,8 @@ public final class HttpTransport implements Transport {
       long otherKeyAuthentications,
       long keyUpdates,
       long senderNotInCertificate,
+      long bodyBudgetHeldBytes,
+      long bodyBudgetRefused,
       Map<String, Integer> clusterKeys) {}
 
   private static final class Counters {
@@ -1442,6 +1531,7 @@ public final class HttpTransport implements Transport {
     final LongAdder otherKeyAuthentications = new LongAdder();
     final LongAdder keyUpdates = new LongAdder();
     final LongAdder senderNotInCertificate = new LongAdder();
+    final LongAdder bodyBudgetRefused = new LongAdder();
   }
 
 
@@ -1476,12 +1566,15 @@ public final class HttpTransport implements Transport {
     private Duration inboundIoTimeout = Duration.ofSeconds(10);
     private Duration replayWindow = Duration.ofSeconds(30);
     private int maxNoncesPerSender = 1 << 17;
-    private int maxMessageBytes = 4 << 20;
+    private int maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES;
     private int maxInFlightPerPeer = 64;
     private int maxInboundRequests = 256;
     private int serverThreads = 4;
     private int readerThreads = 64;
     private int maxUnfinishedReadsPerAddress = 8;
+    /** The body budget, if set ({@link #effectiveBodyBudget}). */
+    private long bodyBudget;
+    private boolean bodyBudgetSet;
     private int backlog = 128;
     private LongSupplier wallClockMillis = System::currentTimeMillis;
 
@@ -1510,6 +1603,8 @@ public final class HttpTransport implements Transport {
       b.serverThreads = serverThreads;
       b.readerThreads = readerThreads;
       b.maxUnfinishedReadsPerAddress = maxUnfinishedReadsPerAddress;
+      b.bodyBudget = bodyBudget;
+      b.bodyBudgetSet = bodyBudgetSet;
       b.backlog = backlog;
       b.wallClockMillis = wallClockMillis;
       return b;
@@ -1797,6 +1892,38 @@ public final class HttpTransport implements Transport {
     }
 
     /**
+     * The heap that the inbound bodies being read may hold at once, in bytes, all
+     * {@link #readerThreads} together: the bodies of messages and requests from the moment
+     * their reading starts until they are authenticated (or refused), which anyone who can
+     * connect can make this node hold. A body takes its buffer in steps as its bytes arrive,
+     * from 8 KiB up, each twice the last, up to its Content-Length (or {@code maxMessageBytes}
+     * without one), so that a sender holds about what it has sent, not what it declares; at
+     * most twice {@code maxMessageBytes} while a step is copied. A body whose
+     * share does not come free waits while other bodies give theirs back, and is answered 503
+     * with {@code Retry-After} once none has for 1 s (or {@link #inboundIoTimeout} if shorter),
+     * as a busy peer is (its sender's request fails with
+     * {@link TransportException.Kind#BUSY}), and counted ({@link Stats#bodyBudgetRefused()}).
+     * Default {@value HttpTransport#DEFAULT_BODY_BUDGET} bytes (64 MiB: 16 bodies of the default
+     * {@link #maxMessageBytes}, 4 MiB, at once), or twice {@code maxMessageBytes} if that is
+     * more. Without the budget, {@code readerThreads} bodies of {@code maxMessageBytes} each
+     * (256 MiB at the defaults) could be held before any authentication.
+     *
+     * @param bytes the budget, at least twice {@link #maxMessageBytes} (what one body can take,
+     *     so that one message alone always gets its share)
+     * @return this builder
+     */
+    public Builder bodyBudget(long bytes) {
+      this.bodyBudget = bytes;
+      this.bodyBudgetSet = true;
+      return this;
+    }
+
+    /** The body budget in effect: the one set, else the default for {@code maxMessageBytes}. */
+    private long effectiveBodyBudget() {
+      return bodyBudgetSet ? bodyBudget : Math.max(DEFAULT_BODY_BUDGET, 2L * maxMessageBytes);
+    }
+
+    /**
      * The wall clock (epoch milliseconds) used for message timestamps and the replay window.
      * Default {@link System#currentTimeMillis()}; tests inject their own.
      *
@@ -1890,6 +2017,11 @@ public final class HttpTransport implements Transport {
       requireRange("readerThreads", readerThreads, 1, 4096);
       requireRange("maxUnfinishedReadsPerAddress", maxUnfinishedReadsPerAddress, 1, 4096);
       requireRange("maxNoncesPerSender", maxNoncesPerSender, 16, 1 << 24);
+      if (effectiveBodyBudget() < 2L * maxMessageBytes) {
+        throw new IllegalArgumentException("bodyBudget must be at least twice maxMessageBytes ("
+            + 2L * maxMessageBytes + " bytes: what one body can take while it is read), was "
+            + effectiveBodyBudget());
+      }
       Objects.requireNonNull(wallClockMillis, "wallClockMillis");
       return new HttpTransport(this);
     }

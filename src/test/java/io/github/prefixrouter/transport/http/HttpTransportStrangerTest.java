@@ -123,6 +123,12 @@ class HttpTransportStrangerTest extends HttpTransportFixture {
     Socket third = connectFrom("127.0.0.2", addr);
     third.getOutputStream().write(BODY_STALL.getBytes(StandardCharsets.US_ASCII));
     assertEquals("HTTP/1.1 503 Service Unavailable", statusLine(third));
+    StringBuilder rest = new StringBuilder();
+    while (!rest.toString().endsWith("\r\n\r\n")) {
+      rest.append((char) third.getInputStream().read());
+    }
+    String headers = rest.toString().toLowerCase(java.util.Locale.ROOT);
+    assertTrue(headers.contains("\nretry-after: 1\r\n"), "a busy server's answer: " + headers);
     assertEquals(1, a.stats().readsRefused());
     // another address, and the signed peer, are not affected
     Socket other = stall("127.0.0.3", addr, BODY_STALL);

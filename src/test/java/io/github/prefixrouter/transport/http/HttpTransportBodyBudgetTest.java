@@ -1,0 +1,208 @@
+package io.github.prefixrouter.transport.http;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.spi.TransportException;
+import io.github.prefixrouter.testing.Await;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The peer port's limits on what strangers (before any authentication) can make a node hold:
+ * the bodies being read hold at most the body budget, a body whose share is held by others is
+ * answered 503 (busy, to a peer) and counted, and the budget comes back for signed traffic once
+ * the strangers leave. The I/O timeout is far above every wait here, so nothing passes by a stalled
+ * connection being cut.
+ */
+class HttpTransportBodyBudgetTest extends HttpTransportFixture {
+
+  private static final int KIB = 1 << 10;
+  private static final int MIB = 1 << 20;
+  private static final Duration LONG_IO_TIMEOUT = Duration.ofSeconds(120);
+  private static final String HEADERS_STALL =
+      "POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n";
+
+  /** A connection from {@code localHost} that sends {@code head} and {@code bodyBytes}. */
+  private Socket send(String localHost, InetSocketAddress to, String head, int bodyBytes)
+      throws IOException {
+    Socket s = new Socket();
+    toClose.add(s);
+    s.bind(new InetSocketAddress(localHost, 0));
+    s.connect(to, 5_000);
+    OutputStream out = s.getOutputStream();
+    out.write(head.getBytes(StandardCharsets.US_ASCII));
+    out.write(new byte[bodyBytes]);
+    out.flush();
+    return s;
+  }
+
+  private static String messageHead(int contentLength) {
+    return "POST /prefix-router/v1/message HTTP/1.1\r\nHost: x\r\nContent-Length: "
+        + contentLength + "\r\n\r\n";
+  }
+
+  /** The answer's status line and headers, or null if the connection was closed without one. */
+  private static String answerHead(Socket s) throws IOException {
+    s.setSoTimeout(20_000);
+    InputStream in = s.getInputStream();
+    StringBuilder sb = new StringBuilder();
+    try {
+      while (!sb.toString().endsWith("\r\n\r\n")) {
+        int c = in.read();
+        if (c < 0) {
+          break;
+        }
+        sb.append((char) c);
+      }
+    } catch (SocketTimeoutException e) {
+      throw e;
+    } catch (IOException reset) {
+      return null;
+    }
+    return sb.length() == 0 ? null : sb.toString();
+  }
+
+  private static void assertStillConnected(Socket s) throws IOException {
+    s.setSoTimeout(50);
+    assertThrows(SocketTimeoutException.class, () -> s.getInputStream().read(),
+        "the stalled connection is still open (nothing was answered or closed)");
+  }
+
+  private static InetSocketAddress addressOf(HttpTransport t) {
+    return HttpTransportTest.hostPort(t.localAddress().address());
+  }
+
+  private static TransportException.Kind failureKind(java.util.concurrent.Future<byte[]> f)
+      throws Exception {
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> f.get(30, TimeUnit.SECONDS));
+    return assertInstanceOf(TransportException.class, e.getCause()).kind();
+  }
+
+  @Test
+  void strangersHoldAtMostTheBudgetAndSignedTrafficPassesOnceTheyLeave() throws Exception {
+    // bodies of at most 8 KiB (each takes its whole share at once, without growing), a budget of
+    // eight of them; the per-address limit is out of the way
+    HttpTransport a = start(node("a").inboundIoTimeout(LONG_IO_TIMEOUT).maxMessageBytes(8 * KIB)
+        .bodyBudget(64 * KIB).maxUnfinishedReadsPerAddress(64), new HttpTransportTest.Recorder());
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = addressOf(a);
+    assertEquals(0, a.stats().bodyBudgetHeldBytes());
+    // each stranger sends all of its 8 KiB body but one byte: eight hold the whole budget
+    List<Socket> holding = new ArrayList<>();
+    for (int i = 1; i <= 8; i++) {
+      holding.add(send("127.0.0.2", addr, messageHead(8 * KIB), 8 * KIB - 1));
+      long expected = i * 8L * KIB;
+      Await.until(() -> a.stats().bodyBudgetHeldBytes() == expected,
+          "the strangers hold " + expected + " (held " + a.stats().bodyBudgetHeldBytes() + ")");
+    }
+    // more are answered 503 with Retry-After, as a busy peer is, once none has given any back
+    // for 1 s, and hold nothing (they send little, so that the server's drain of their bodies
+    // waits rather than closing with bytes unread, whose reset could overtake the answer)
+    for (int i = 1; i <= 4; i++) {
+      Socket refused = send("127.0.0.2", addr, messageHead(8 * KIB), 100);
+      String head = answerHead(refused);
+      assertTrue(head.startsWith("HTTP/1.1 503 "), head);
+      assertTrue(head.contains("Retry-after: 1\r\n") || head.contains("Retry-After: 1\r\n"), head);
+      assertEquals(i, a.stats().bodyBudgetRefused());
+      assertEquals(64L * KIB, a.stats().bodyBudgetHeldBytes(), "never more than the budget");
+    }
+    for (Socket s : holding) {
+      assertStillConnected(s);
+    }
+    // a signed request needs a share too: while the strangers hold the budget, its sender is
+    // told the node is busy (so it takes the busy cool-down, not the failure one)
+    assertEquals(TransportException.Kind.BUSY, failureKind(
+        b.request(a.localAddress(), "hi".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(60))));
+    assertEquals(5, a.stats().bodyBudgetRefused());
+    assertEquals(0, a.stats().readsRefused(), "counted apart from the reader slots");
+    // the strangers leave: their shares come back, and the signed request goes through
+    for (Socket s : holding) {
+      s.close();
+    }
+    Await.until(() -> a.stats().bodyBudgetHeldBytes() == 0,
+        "the budget is back (held " + a.stats().bodyBudgetHeldBytes() + ")");
+    byte[] answer = b.request(a.localAddress(), "hi".getBytes(StandardCharsets.UTF_8),
+        Duration.ofSeconds(60)).get(30, TimeUnit.SECONDS);
+    assertEquals("echo b hi", new String(answer, StandardCharsets.UTF_8));
+    assertEquals(0, a.stats().bodyBudgetHeldBytes(), "given back once authenticated");
+  }
+
+  @Test
+  void everyWayAReadEndsGivesItsShareBack() throws Exception {
+    HttpTransport.Builder ab = node("a").maxMessageBytes(64 * KIB).bodyBudget(128 * KIB);
+    HttpTransportTest.Recorder received = new HttpTransportTest.Recorder();
+    HttpTransport a = start(ab, received);
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = addressOf(a);
+    // a message and a request, signed: delivered, and nothing held after
+    b.send(a.localAddress(), new byte[40 * KIB]);
+    byte[] answer = b.request(a.localAddress(), new byte[40 * KIB], Duration.ofSeconds(30))
+        .get(30, TimeUnit.SECONDS);
+    assertEquals("echo b ".length() + 40 * KIB, answer.length);
+    Await.until(() -> a.stats().messagesReceived() == 1, "the message is delivered");
+    // a body without a length above the cap (413), an unsigned one (401), a declared one that
+    // is too large (413 before reading)
+    Socket chunked = send("127.0.0.2", addr, "POST /prefix-router/v1/message HTTP/1.1\r\n"
+        + "Host: x\r\nTransfer-Encoding: chunked\r\n\r\n", 0);
+    OutputStream out = chunked.getOutputStream();
+    out.write(("10001\r\n").getBytes(StandardCharsets.US_ASCII));
+    out.write(new byte[64 * KIB + 1]);
+    out.write("\r\n0\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+    out.flush();
+    assertTrue(answerHead(chunked).startsWith("HTTP/1.1 413 "));
+    Socket unsigned = send("127.0.0.2", addr, messageHead(1000), 1000);
+    assertTrue(answerHead(unsigned).startsWith("HTTP/1.1 400 "), "no envelope");
+    Socket tooLarge = send("127.0.0.2", addr, messageHead(64 * KIB + 1), 0);
+    assertTrue(answerHead(tooLarge).startsWith("HTTP/1.1 413 "));
+    assertEquals(0, a.stats().bodyBudgetHeldBytes());
+    assertEquals(0, a.stats().bodyBudgetRefused());
+  }
+
+  @Test
+  void readBodyHoldsWhatArrivedAndAtMostTwiceTheCap() throws Exception {
+    io.github.prefixrouter.internal.wire.BodyBudget budget =
+        new io.github.prefixrouter.internal.wire.BodyBudget(2 * MIB, Duration.ZERO, () -> { });
+    for (int length : new int[] {0, 1, 8 * KIB, 8 * KIB + 1, 300 * KIB, MIB}) {
+      for (boolean declared : new boolean[] {true, false}) {
+        try (var share = budget.share()) {
+          byte[] body = HttpTransport.readBody(new java.io.ByteArrayInputStream(new byte[length]),
+              declared ? length : -1, MIB, share);
+          assertEquals(length, body.length, length + (declared ? " declared" : " chunked"));
+          // the exact body, nothing more, is what stays held until authenticated
+          assertEquals(length, share.held(), length + (declared ? " declared" : " chunked"));
+        }
+      }
+    }
+    try (var share = budget.share()) {
+      assertEquals(null, HttpTransport.readBody(
+          new java.io.ByteArrayInputStream(new byte[MIB + 1]), -1, MIB, share));
+    }
+    assertEquals(2 * MIB, budget.available());
+  }
+
+  @Test
+  void aTooSmallBodyBudgetIsRefused() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> node("a").maxMessageBytes(MIB).bodyBudget(2L * MIB - 1).build());
+    assertTrue(e.getMessage().contains("bodyBudget"), e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> node("a").bodyBudget(0).build());
+    // the default follows maxMessageBytes when that needs more than 64 MiB
+    node("a").maxMessageBytes(48 * MIB).build().close();
+    node("a").maxMessageBytes(MIB).bodyBudget(2L * MIB).build().close();
+  }
+}
