@@ -140,7 +140,7 @@ public final class NodeOptions {
           "                           piece at once; default 20",
           "  --watermarks LOW,HIGH    engine queue push-back watermarks; default 16,32",
           "  --peer-reader-threads N  requests read at once on the peer port, a thread each; a",
-          "                           connection beyond is closed at once; default 64",
+          "                           connection beyond is answered 503 (busy); default 64",
           "  --peer-max-unfinished-reads N  requests from one address whose body is still",
           "                           arriving on the peer port; one beyond is a 503; default 8",
           "  --client-reader-threads N  as --peer-reader-threads, on the client port; default 64",

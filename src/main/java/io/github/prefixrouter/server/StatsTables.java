@@ -127,8 +127,9 @@ final class StatsTables {
           "Connections on the peer port closed for not delivering a request, or not taking its "
               + "answer, within the I/O timeout.", HttpTransport.Stats::slowConnectionsClosed)
       .counter("reads_refused", T + "reads_refused_total",
-          "Connections on the peer port refused at once for lack of a reader thread, and "
-              + "requests answered 503 for too many unfinished bodies from their address.",
+          "Connections on the peer port refused for lack of a reader thread (answered 503, or "
+              + "closed at once when the refusers are busy too), and requests answered 503 for "
+              + "too many unfinished bodies from their address.",
           HttpTransport.Stats::readsRefused)
       .counter("bytes_in", T + "received_bytes_total",
           "Payload bytes accepted from peers.", HttpTransport.Stats::bytesIn)

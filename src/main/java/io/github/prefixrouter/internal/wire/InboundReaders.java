@@ -25,8 +25,10 @@ import java.util.function.LongSupplier;
  * (anyone's, before any authentication) hold every thread until their I/O deadline, and every
  * other request waits behind them. Here each connection that starts a request gets a thread of
  * its own at once, up to {@code maxThreads} reading at the same time; a connection beyond that
- * is closed at once by the server (its executor refuses the task), never queued behind the
- * others. Once a request's headers have arrived its sender's address is known:
+ * is never queued behind the others: it is closed at once by the server (its executor refuses
+ * the task), or, with {@link #executor(IoDeadline, int, IoDeadline, ThreadFactory)}, given to a
+ * refuser thread to be answered with a refusal. Once a request's headers have arrived its
+ * sender's address is known:
  * {@link #tryAcquire} caps the requests from one address whose body is still being read, so one
  * address cannot take every thread with bodies it never finishes. A connection that stalls
  * before its headers are complete counts against {@code maxThreads} only, for at most the I/O
@@ -53,6 +55,10 @@ public final class InboundReaders {
   private final long maxWaitNanos;
   private final Runnable onRefused;
   private final ReentrantLock lock = new ReentrantLock();
+  /** True on a refuser thread while it runs a task ({@link #refusing}). */
+  private final ThreadLocal<Boolean> refusingTask = new ThreadLocal<>();
+  /** The refuser threads of {@link #executor(IoDeadline, int, IoDeadline, ThreadFactory)}. */
+  private volatile ThreadPoolExecutor refusers;
   /** Signalled whenever a slot is given back. */
   private final Condition released = lock.newCondition();
   /** Per remote address with an unfinished read, its reads; none: no entry. Under lock. */
@@ -117,6 +123,62 @@ public final class InboundReaders {
         throw e;
       }
     };
+  }
+
+  /**
+   * As {@link #executor(IoDeadline)}, but a connection beyond {@code maxThreads} is given to one
+   * of at most {@code refusers} more threads, under {@code refusalDeadline}, on which
+   * {@link #refusing} is true: the handler answers it with a refusal without reading its body,
+   * so that its sender learns that this server is busy rather than seeing its connection
+   * closed. A connection beyond those too is closed at once, as by the other executor. Either
+   * is counted as refused, once. The refusers are started on demand, end after 30 seconds idle,
+   * and are stopped by {@link #shutdownNow}. Call it once.
+   *
+   * @param deadline the I/O deadline every task within {@code maxThreads} runs under
+   * @param refusers the threads answering refusals at most, at least 1
+   * @param refusalDeadline the I/O deadline of a refusal (its request line and headers, its
+   *     answer): short, as a refuser is taken by anyone who connects while the readers are busy
+   * @param factory makes the (daemon) refuser threads
+   * @return the executor
+   */
+  public Executor executor(IoDeadline deadline, int refusers, IoDeadline refusalDeadline,
+      ThreadFactory factory) {
+    if (refusers < 1) {
+      throw new IllegalArgumentException("refusers must be positive, was " + refusers);
+    }
+    ThreadPoolExecutor pool = new ThreadPoolExecutor(0, refusers, 30, TimeUnit.SECONDS,
+        new SynchronousQueue<>(), factory);
+    this.refusers = pool;
+    if (threads.isShutdown()) {
+      pool.shutdownNow();
+    }
+    return task -> {
+      try {
+        threads.execute(() -> deadline.run(task));
+      } catch (RejectedExecutionException e) {
+        onRefused.run();
+        // throws in turn when every refuser is busy too: the server closes the connection
+        pool.execute(() -> {
+          refusingTask.set(Boolean.TRUE);
+          try {
+            refusalDeadline.run(task);
+          } finally {
+            refusingTask.remove();
+          }
+        });
+      }
+    };
+  }
+
+  /**
+   * Whether the calling thread runs a connection beyond {@code maxThreads}, given to a refuser
+   * ({@link #executor(IoDeadline, int, IoDeadline, ThreadFactory)}): its request is to be
+   * answered with a refusal at once, its body not read.
+   *
+   * @return true on a refuser thread running a task
+   */
+  public boolean refusing() {
+    return refusingTask.get() != null;
   }
 
   /**
@@ -229,9 +291,13 @@ public final class InboundReaders {
     }
   }
 
-  /** Interrupts the readers and lets no new ones start. */
+  /** Interrupts the readers (and refusers) and lets no new ones start. */
   public void shutdownNow() {
     threads.shutdownNow();
+    ThreadPoolExecutor r = refusers;
+    if (r != null) {
+      r.shutdownNow();
+    }
   }
 
   private static final Object UNKNOWN = new Object();

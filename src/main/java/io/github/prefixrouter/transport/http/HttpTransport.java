@@ -146,7 +146,9 @@ import org.slf4j.LoggerFactory;
  * interval ({@code sun.net.httpserver.idleInterval}, 30 s by default), without counting it.
  * Every connection that starts a request is read (and authenticated) on a reader thread of its
  * own, so one that stalls holds only its own thread and never delays anyone else's request: at
- * most {@code readerThreads} requests are read at once (a connection beyond is closed at once),
+ * most {@code readerThreads} requests are read at once (a connection beyond is answered 503 by
+ * one of 4 refuser threads, its body not read, within 1 s or {@code inboundIoTimeout} if
+ * shorter, and closed at once when those are busy too),
  * and at most {@code maxUnfinishedReadsPerAddress} requests from one address may have unfinished
  * bodies (one beyond waits for one of them to finish, so that a peer's burst of requests is not
  * refused while the machine is busy, and is answered 503 once none has finished for 1 s); both
@@ -154,7 +156,7 @@ import org.slf4j.LoggerFactory;
  * authenticated, hold at most {@code bodyBudget} bytes of heap all together (default 64 MiB;
  * {@link Builder#bodyBudget}): a body whose share is held by others waits while they give
  * theirs back, and is answered 503 once none has for 1 s ({@link Stats#bodyBudgetRefused()}).
- * The 503s of both carry {@code Retry-After: 1}; a sender's request fails with {@code BUSY}.
+ * These 503s carry {@code Retry-After: 1}; a sender's request fails with {@code BUSY}.
  * Answers are written by the server threads under the same I/O deadline, never by the thread
  * that completed the handler's future; so are the 504 of a handler that outlasted
  * {@code maxHandlingTime} (never the timer thread, which fires the deadlines) and the 503s of
@@ -230,6 +232,11 @@ public final class HttpTransport implements Transport {
   public static final long DEFAULT_BODY_BUDGET = 64L << 20;
   /** Seconds a peer told it is busy should wait ({@code Retry-After}): about a busy cool-down. */
   static final String RETRY_AFTER_SECONDS = "1";
+  /**
+   * Threads answering 503 to the connections beyond {@code readerThreads}, each for at most 1 s
+   * (or {@code inboundIoTimeout} if shorter); beyond them too, a connection is closed at once.
+   */
+  static final int REFUSER_THREADS = 4;
   /** The first step of a body read without a Content-Length. */
   private static final int FIRST_BODY_STEP = 8 << 10;
   /** The longest request timeout honoured (a long of nanoseconds, about 292 years). */
@@ -392,12 +399,17 @@ public final class HttpTransport implements Transport {
     // authentication) holds a thread forever
     ioDeadline = new IoDeadline(timer, config.inboundIoTimeout, counters.slowConnectionsClosed::increment);
     // each connection that starts a request is read on a thread of its own (up to
-    // readerThreads, beyond which it is closed at once), so a stalled connection holds only its
+    // readerThreads, beyond which it is refused), so a stalled connection holds only its
     // own; the answers, for authenticated requests only, are written by the serverThreads
     readers = new InboundReaders(config.readerThreads, config.maxUnfinishedReadsPerAddress,
         InboundReaders.waitFor(config.inboundIoTimeout), daemonThreads(prefix + "-reader"),
         counters.readsRefused::increment);
-    server.setExecutor(readers.executor(ioDeadline));
+    // a connection beyond them is answered 503 by one of a few refusers, under a short
+    // deadline, so that its sender takes this node for busy, not failed; one cut there is
+    // counted once, as refused
+    server.setExecutor(readers.executor(ioDeadline, REFUSER_THREADS,
+        new IoDeadline(timer, InboundReaders.waitFor(config.inboundIoTimeout), () -> { }),
+        daemonThreads(prefix + "-refuser")));
     server.createContext(MESSAGE_PATH, ex -> handleInbound(ex, false));
     server.createContext(REQUEST_PATH, ex -> handleInbound(ex, true));
     // the JDK server's dispatcher thread is a daemon only if the thread starting it is one (a
@@ -1025,6 +1037,11 @@ public final class HttpTransport implements Transport {
 
   private void handleInbound(HttpExchange ex, boolean isRequest) {
     try {
+      if (readers.refusing()) {
+        // beyond readerThreads (counted when it was refused): not a byte of its body is read
+        busy(ex, "too many requests being read at once");
+        return;
+      }
       if (closed.get()) {
         respondQuietly(ex, 503, new byte[0], "transport closed", null);
         return;
@@ -1466,9 +1483,10 @@ public final class HttpTransport implements Transport {
    * @param bytesIn payload bytes accepted
    * @param bytesOut payload bytes sent
    * @param pendingRequests outbound requests waiting for an answer now
-   * @param readsRefused inbound connections closed at once because {@code readerThreads}
-   *     requests were being read, and requests answered 503 at once because their address had
-   *     {@code maxUnfinishedReadsPerAddress} requests with unfinished bodies
+   * @param readsRefused inbound connections refused because {@code readerThreads} requests
+   *     were being read (answered 503, or closed at once when the refusers were busy too), and
+   *     requests answered 503 because their address had {@code maxUnfinishedReadsPerAddress}
+   *     requests with unfinished bodies (once none of them had finished for 1 s)
    * @param otherKeyAuthentications inbound messages and answers whose MAC was made with an
    *     accepted cluster key other than this node's signing key: while it grows, some peer still
    *     signs with such a key (see {@link #updateClusterKeys})
@@ -1865,7 +1883,11 @@ public final class HttpTransport implements Transport {
     /**
      * Inbound requests read (and authenticated) at the same time at most, each on a thread of its
      * own so that a connection that stalls holds only its own; a connection that starts a
-     * request beyond this is closed at once and counted ({@link Stats#readsRefused()}). Threads
+     * request beyond this is answered 503 with {@code Retry-After} without its body being read,
+     * so that its sender takes this node for busy (a request fails with
+     * {@link TransportException.Kind#BUSY}), by one of 4 more threads that give it 1 s (or
+     * {@link #inboundIoTimeout} if shorter) for its request line and headers; when those 4 are
+     * busy too, it is closed at once. Either is counted ({@link Stats#readsRefused()}). Threads
      * are started on demand and end after 30 s idle. Default 64.
      *
      * @param n the limit, 1 to 4096

@@ -25,7 +25,8 @@ import org.junit.jupiter.api.Test;
  * The peer port's limits on what strangers (before any authentication) can make a node hold:
  * the bodies being read hold at most the body budget, a body whose share is held by others is
  * answered 503 (busy, to a peer) and counted, and the budget comes back for signed traffic once
- * the strangers leave. The I/O timeout is far above every wait here, so nothing passes by a stalled
+ * the strangers leave; a connection beyond the reader threads is answered 503 as well, not
+ * closed. The I/O timeout is far above every wait here, so nothing passes by a stalled
  * connection being cut.
  */
 class HttpTransportBodyBudgetTest extends HttpTransportFixture {
@@ -193,6 +194,30 @@ class HttpTransportBodyBudgetTest extends HttpTransportFixture {
           new java.io.ByteArrayInputStream(new byte[MIB + 1]), -1, MIB, share));
     }
     assertEquals(2 * MIB, budget.available());
+  }
+
+  @Test
+  void aConnectionBeyondTheReaderThreadsIsAnsweredBusy() throws Exception {
+    HttpTransport a = start(node("a").inboundIoTimeout(LONG_IO_TIMEOUT).readerThreads(2),
+        new HttpTransportTest.Recorder());
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = addressOf(a);
+    Socket s1 = send("127.0.0.2", addr, HEADERS_STALL, 0);
+    Socket s2 = send("127.0.0.3", addr, HEADERS_STALL, 0);
+    Thread.sleep(300); // both hold a reader thread
+    // a whole request beyond them is answered 503 with Retry-After, without its body being read
+    Socket third = send("127.0.0.4", addr, messageHead(10_000), 100);
+    String head = answerHead(third);
+    assertTrue(head.startsWith("HTTP/1.1 503 "), head);
+    assertTrue(head.contains("Retry-after: 1\r\n") || head.contains("Retry-After: 1\r\n"), head);
+    assertEquals(1, a.stats().readsRefused());
+    // and a peer's request is failed as busy (closed without an answer, it was UNREACHABLE)
+    assertEquals(TransportException.Kind.BUSY, failureKind(
+        b.request(a.localAddress(), "hi".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(60))));
+    assertEquals(2, a.stats().readsRefused());
+    assertStillConnected(s1);
+    assertStillConnected(s2);
+    assertEquals(0, a.stats().requestsReceived());
   }
 
   @Test

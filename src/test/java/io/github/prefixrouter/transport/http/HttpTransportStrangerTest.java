@@ -142,8 +142,13 @@ class HttpTransportStrangerTest extends HttpTransportFixture {
     assertEquals(1, a.stats().readsRefused());
   }
 
+  /**
+   * A connection beyond the reader threads goes to a refuser, which answers a whole request 503
+   * (HttpTransportBodyBudgetTest); one that stalls in its headers is cut after 1 s, far below the
+   * I/O timeout, and counted once, as refused.
+   */
   @Test
-  void aConnectionBeyondTheReaderThreadsIsClosedAtOnce() throws Exception {
+  void aConnectionBeyondTheReaderThreadsStallingInItsHeadersIsCut() throws Exception {
     HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
         .clusterKey(HttpTransportTest.KEY).inboundIoTimeout(LONG_IO_TIMEOUT).readerThreads(2));
     InetSocketAddress addr = addressOf(a);
@@ -154,6 +159,7 @@ class HttpTransportStrangerTest extends HttpTransportFixture {
     third.getOutputStream().write(HEADERS_STALL.getBytes(StandardCharsets.US_ASCII));
     assertEquals(null, statusLine(third), "closed without an answer");
     assertEquals(1, a.stats().readsRefused());
+    assertEquals(0, a.stats().slowConnectionsClosed(), "counted once");
     for (Socket s : stallers) {
       assertStillConnected(s);
     }

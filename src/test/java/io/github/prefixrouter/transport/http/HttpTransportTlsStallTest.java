@@ -158,7 +158,8 @@ class HttpTransportTlsStallTest extends HttpTransportFixture {
 
   /**
    * Four connections of every kind at once, with two reader threads: those that start a
-   * handshake beyond the two readers are closed at once, the two that got a reader are cut
+   * handshake beyond the two readers are refused (answered, or cut, by a refuser, or closed at
+   * once when those are busy too), the two that got a reader are cut
    * within the I/O timeout, the honest peer is answered as soon as a reader is free, and every
    * stalled connection that sent a byte is either cut and counted or refused and counted.
    */
