@@ -144,15 +144,16 @@ import org.slf4j.LoggerFactory;
  * <p>Memory: the request bodies being read, all reader threads together, hold at most the body
  * budget ({@code bodyBudget}, default {@value #DEFAULT_BODY_BUDGET} bytes, at least
  * {@value #MIN_BODY_BUDGET}: what one request of an 8 MiB body can take, so that one request
- * alone always gets its share). Each request takes its share as it needs it: its body (its
- * Content-Length before reading it; without one, in doubling steps from 64 KiB as it
- * arrives), two bytes per body byte for its text (one when it is ASCII), and its parse's
- * estimate ({@link #maxParsedBytes}) in doubling steps as the parse charges it
- * ({@link Json.Memory}); it gives all of it back once its body is parsed or refused, or its
- * connection closed or was cut, before any refusal is written. A step that does not come free
- * waits while other requests give theirs back, and is answered 503 with {@code Retry-After}
- * (OpenAI's shape, code {@code busy}, on the OpenAI routes) once none has for 1 s (or
- * {@code ioTimeout} if shorter), counted as {@code body_budget_refused} ({@link BodyBudget}).
+ * alone always gets its share). Each request takes its share as it needs it: its body in
+ * doubling steps from 64 KiB as it arrives, up to its Content-Length (so a client that declares
+ * 8 MiB and sends nothing holds 64 KiB), two bytes per body byte for its text (one when it is
+ * ASCII), and its parse's estimate ({@link #maxParsedBytes}) in doubling steps as the parse
+ * charges it ({@link Json.Memory}); it gives all of it back once its body is parsed or refused,
+ * or its connection closed or was cut, before any refusal is written. A step that does not come
+ * free waits while other requests give theirs back, and is answered 503 with
+ * {@code Retry-After} (OpenAI's shape, code {@code busy}, on the OpenAI routes) once none has
+ * for 1 s (or {@code ioTimeout} if shorter), counted as {@code body_budget_refused}
+ * ({@link BodyBudget}).
  * Before the budget only the reader threads bounded that memory: 64 x (8 MiB + text + 49 MB).
  *
  * <p>A streamed request is cancelled ({@code cancel(true)} on the node's future) when a write
@@ -179,7 +180,7 @@ final class ClientEndpoint {
   static final long MIN_BODY_BUDGET = 3L * MAX_BODY + maxParsedBytes(MAX_BODY);
   /** The default heap the request bodies being read may take at once: 256 MiB. */
   static final long DEFAULT_BODY_BUDGET = 256L << 20;
-  /** The first step of a body read without a Content-Length. */
+  /** The first step of the heap a body being read takes ({@link #readObject}). */
   private static final int FIRST_BODY_STEP = 64 << 10;
   /** Seconds a client told to try again later should wait: about a node's busy cool-down. */
   static final String RETRY_AFTER_SECONDS = "1";
@@ -1227,10 +1228,12 @@ final class ClientEndpoint {
 
   /**
    * Reads a request body of at most 8 MiB as a JSON object, whose parse may take at most
-   * {@link #maxParsedBytes} of heap, taking the heap it holds from {@code share}: the body
-   * ({@link #readBody}), then two bytes per byte of it for its text (given back down to one when
-   * the text is ASCII, which the JVM holds in a byte a character), then the parse's estimate as
-   * it goes ({@link Json.Memory}).
+   * {@link #maxParsedBytes} of heap, taking the heap it holds from {@code share}: the body as its
+   * bytes arrive, in steps from 64 KiB, each twice the last, up to its Content-Length or 8 MiB
+   * ({@link BodyBudget.Share#read}), so that a client holds about what it has sent, not what it
+   * declared; then two bytes per byte of it for its text (given back down to one when the text
+   * is ASCII, which the JVM holds in a byte a character), then the parse's estimate as it goes
+   * ({@link Json.Memory}).
    *
    * @throws BodyTooLargeException for a larger body (413)
    * @throws BodyBudget.Refused if the budget cannot give a step of the share in time (503)
@@ -1248,10 +1251,12 @@ final class ClientEndpoint {
         throw new IllegalArgumentException("bad Content-Length");
       }
     }
-    if (declared > MAX_BODY) {
+    // a Content-Length above the cap is refused before a byte is read
+    BodyBudget.Body body = declared > MAX_BODY ? null
+        : share.read(ex.getRequestBody(), declared, MAX_BODY, FIRST_BODY_STEP);
+    if (body == null) {
       throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
     }
-    Body body = readBody(ex.getRequestBody(), (int) declared, share);
     share.take(2L * body.length());
     String text = utf8(body.bytes(), body.length());
     if (text.length() == body.length()) { // every byte a character: ASCII, a byte each
@@ -1263,52 +1268,6 @@ final class ClientEndpoint {
       throw new IllegalArgumentException("the body must be a JSON object");
     }
     return m;
-  }
-
-  /** A body read whole: the first {@code length} bytes of {@code bytes}. */
-  record Body(byte[] bytes, int length) {}
-
-  /**
-   * Reads a body of at most 8 MiB, taking the heap of its buffer from {@code share}: with a
-   * Content-Length, that many bytes before reading; without one (chunked), in steps as it
-   * arrives, from 64 KiB up, each twice the last, so that a client holds about what it has sent
-   * (the step being copied to holds its bytes as well as the last one).
-   *
-   * @param declared the Content-Length, or negative for none (at most 8 MiB)
-   * @throws BodyTooLargeException for a body above 8 MiB
-   * @throws BodyBudget.Refused if the budget cannot give a step in time
-   */
-  static Body readBody(java.io.InputStream in, int declared, BodyBudget.Share share)
-      throws IOException {
-    if (declared >= 0) {
-      share.take(declared);
-      byte[] b = new byte[declared];
-      return new Body(b, in.readNBytes(b, 0, declared));
-    }
-    share.take(FIRST_BODY_STEP);
-    byte[] b = new byte[FIRST_BODY_STEP];
-    int length = 0;
-    while (true) {
-      if (length == b.length) {
-        if (b.length == MAX_BODY) {
-          if (in.read() < 0) {
-            break;
-          }
-          throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
-        }
-        int grown = (int) Math.min(MAX_BODY, 2L * b.length);
-        share.take(grown);
-        byte[] old = b;
-        b = java.util.Arrays.copyOf(old, grown);
-        share.give(old.length);
-      }
-      int n = in.read(b, length, b.length - length);
-      if (n < 0) {
-        break;
-      }
-      length += n;
-    }
-    return new Body(b, length);
   }
 
   /**

@@ -43,7 +43,10 @@ import org.junit.jupiter.api.Test;
  */
 class ClientEndpointBodyBudgetTest {
 
+  private static final int KIB = 1 << 10;
   private static final int MIB = 1 << 20;
+  /** The client port's first step of a body's share. */
+  private static final int FIRST_STEP = 64 * KIB;
 
   private final StubNode stub = new StubNode();
   private final HttpClient client =
@@ -101,8 +104,14 @@ class ClientEndpointBodyBudgetTest {
 
   /** A connection that sends {@code head} and then {@code bodyBytes} bytes of body, and stalls. */
   private Socket send(String head, int bodyBytes) throws IOException {
+    return send("127.0.0.1", head, bodyBytes);
+  }
+
+  /** {@link #send(String, int)} from the local address {@code from}. */
+  private Socket send(String from, String head, int bodyBytes) throws IOException {
     Socket s = new Socket();
     held.add(s);
+    s.bind(new InetSocketAddress(from, 0));
     s.connect(new InetSocketAddress("127.0.0.1", Integer.parseInt(address.split(":")[1])), 5_000);
     OutputStream out = s.getOutputStream();
     out.write(head.getBytes(StandardCharsets.US_ASCII));
@@ -137,6 +146,32 @@ class ClientEndpointBodyBudgetTest {
             + endpoint.bodyBudgetAvailable() + ")");
   }
 
+  /**
+   * Connections that hold the whole smallest budget, each declaring an 8 MiB body and stalling
+   * once it has sent part of it. A body holds the step its bytes have reached, twice what it has
+   * sent (64 KiB when it has sent nothing): eight that sent 4 MiB hold 64 MiB, the next ones 4
+   * MiB, 2 MiB, ... 128 KiB, and two that sent nothing 64 KiB each. One at a time, so that each
+   * has room for the step it copies to; from 127.0.0.2 and 127.0.0.3, not the tests' address.
+   * {@code held.get(0)} holds 8 MiB.
+   */
+  private void holdTheWholeBudget() throws Exception {
+    List<Integer> sent = new ArrayList<>(java.util.Collections.nCopies(8, 4 * MIB));
+    for (int b = 2 * MIB; b >= FIRST_STEP; b /= 2) {
+      sent.add(b);
+    }
+    sent.add(0);
+    sent.add(0);
+    long holding = 0;
+    for (int i = 0; i < sent.size(); i++) {
+      send("127.0.0." + (2 + i % 2), head(ClientEndpoint.COMPLETIONS, "Content-Length: " + 8 * MIB),
+          sent.get(i));
+      holding += Math.max(FIRST_STEP, 2L * sent.get(i));
+      long available = ClientEndpoint.MIN_BODY_BUDGET - holding;
+      Await.until(() -> endpoint.bodyBudgetAvailable() == available, "body " + i + " holds its "
+          + "step (available " + endpoint.bodyBudgetAvailable() + ", not " + available + ")");
+    }
+  }
+
   private static Map<?, ?> json(String body) {
     return (Map<?, ?>) Json.parse(body);
   }
@@ -145,12 +180,7 @@ class ClientEndpointBodyBudgetTest {
   void aRequestWhoseShareIsHeldIsRefusedWithRetryAfterAndServedOnceItComesBack()
       throws Exception {
     start(Duration.ofSeconds(60));
-    // nine bodies of 8 MiB by their Content-Length, each half sent, hold the smallest budget
-    int bodies = (int) (ClientEndpoint.MIN_BODY_BUDGET / (8 * MIB));
-    for (int i = 0; i < bodies; i++) {
-      send(head(ClientEndpoint.COMPLETIONS, "Content-Length: " + 8 * MIB), 4 * MIB);
-    }
-    Await.until(() -> endpoint.bodyBudgetAvailable() == 0, "the budget is held");
+    holdTheWholeBudget();
     HttpResponse<String> route = post(ClientEndpoint.COMPLETIONS, "{\"prompt\":[1,2,3]}");
     assertEquals(503, route.statusCode(), route.body());
     assertEquals("1", route.headers().firstValue("Retry-After").orElse(""));
@@ -194,11 +224,7 @@ class ClientEndpointBodyBudgetTest {
   @Test
   void aRequestWaitingForItsShareIsServedWhenOneComesBack() throws Exception {
     start(Duration.ofSeconds(60));
-    int bodies = (int) (ClientEndpoint.MIN_BODY_BUDGET / (8 * MIB));
-    for (int i = 0; i < bodies; i++) {
-      send(head(ClientEndpoint.COMPLETIONS, "Content-Length: " + 8 * MIB), MIB);
-    }
-    Await.until(() -> endpoint.bodyBudgetAvailable() == 0, "the budget is held");
+    holdTheWholeBudget();
     CompletableFuture<HttpResponse<String>> waiting =
         postAsync(ClientEndpoint.COMPLETIONS, "{\"prompt\":[4,5]}");
     Thread.sleep(300); // it has reached the endpoint and waits
@@ -206,6 +232,46 @@ class ClientEndpointBodyBudgetTest {
     HttpResponse<String> r = waiting.get(30, TimeUnit.SECONDS);
     assertEquals(200, r.statusCode(), r.body());
     assertEquals(0, endpoint.bodyBudgetRefused());
+  }
+
+  /**
+   * Clients that declare the largest body and send nothing hold its first step alone, 64 KiB
+   * each, not the 8 MiB they declared: fifteen of them (120 MiB declared, more than the smallest
+   * budget) hold 960 KiB of it, and ordinary requests are served meanwhile. A body's share used
+   * to be its Content-Length, taken before a byte of it arrived: nine such clients held the
+   * whole budget, and every other request was answered 503 until they were cut.
+   */
+  @Test
+  void clientsThatDeclareTheLargestBodyAndSendNothingHoldItsFirstStepAlone() throws Exception {
+    start(Duration.ofSeconds(60));
+    int stalled = 15;
+    for (int i = 0; i < stalled; i++) {
+      send("127.0.0." + (2 + i % 2), head(ClientEndpoint.COMPLETIONS,
+          "Content-Length: " + 8 * MIB), 0);
+    }
+    long firstSteps = (long) stalled * FIRST_STEP;
+    Await.until(() -> ClientEndpoint.MIN_BODY_BUDGET - endpoint.bodyBudgetAvailable()
+        >= firstSteps, "the stalled bodies hold their shares");
+    Map<?, ?> stats = (Map<?, ?>) json(get(ClientEndpoint.STATS).body()).get("client");
+    assertEquals(firstSteps, stats.get("body_budget_held_bytes"));
+
+    StringBuilder ids = new StringBuilder("[100000");
+    for (int i = 1; i < 500_000; i++) { // 3.5 MB of body
+      ids.append(',').append(100_000 + i % 1000);
+    }
+    ids.append(']');
+    HttpResponse<String> large = post(ClientEndpoint.COMPLETIONS, "{\"prompt\":" + ids + "}");
+    assertEquals(200, large.statusCode(), large.body());
+    HttpResponse<String> text = post(ClientEndpoint.OPENAI_COMPLETIONS,
+        "{\"model\":\"base\",\"prompt\":\"hello\"}");
+    assertEquals(200, text.statusCode(), text.body());
+    assertEquals(0, endpoint.bodyBudgetRefused());
+    Await.until(() -> ClientEndpoint.MIN_BODY_BUDGET - endpoint.bodyBudgetAvailable()
+        == firstSteps, "the served requests gave their shares back");
+    for (Socket s : held) {
+      s.close();
+    }
+    awaitWholeBudget("the stalled bodies' connections closed");
   }
 
   /**

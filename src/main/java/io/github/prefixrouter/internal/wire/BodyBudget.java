@@ -1,6 +1,9 @@
 package io.github.prefixrouter.internal.wire;
 
+import java.io.IOException;
+import java.io.InputStream;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -8,7 +11,10 @@ import java.util.concurrent.locks.ReentrantLock;
  * The heap that the request bodies being read on a port may hold at once, in bytes, shared by
  * all its reader threads: each request takes its {@link Share} in steps as it needs it (on the
  * client port its body as it arrives, its text, its parse as it goes; on the peer port its body
- * until it is authenticated) and gives all of it back once read.
+ * as it arrives, until it is authenticated) and gives all of it back once read. A body is read
+ * by {@link Share#read}, which takes its buffer's heap as its bytes arrive, not what its
+ * {@code Content-Length} declares: a sender that declares a large body and sends nothing holds
+ * the first step alone.
  *
  * <p>A request whose step the budget cannot give at once waits while other requests give
  * theirs back, and is refused once none has given any back for {@code maxWait} (counted from
@@ -133,6 +139,48 @@ public final class BodyBudget {
       }
     }
 
+    /**
+     * Reads a body of at most {@code cap} bytes, taking the heap of its buffer from this share as
+     * the bytes arrive: in steps from {@code firstStep} up, each twice the last, up to its
+     * Content-Length if it has one (the last step is the exact length) or {@code cap}, so that a
+     * sender holds about what it has sent, not what it declared. While a step is copied to, the
+     * share holds the last one as well, less than twice {@code cap} in all; the buffer returned
+     * stays held until the share gives it back.
+     *
+     * @param in the body
+     * @param declared the Content-Length, or negative for none
+     * @param cap the largest body, in bytes
+     * @param firstStep the first step, in bytes (the Content-Length if that is smaller)
+     * @return the body, or null if it holds more than {@code cap} bytes
+     * @throws Refused if the budget cannot give a step in time
+     * @throws IOException if the body cannot be read
+     */
+    public Body read(InputStream in, long declared, int cap, int firstStep) throws IOException {
+      int limit = declared >= 0 ? (int) Math.min(declared, cap) : cap;
+      int first = Math.min(limit, firstStep);
+      take(first);
+      byte[] buf = new byte[first];
+      int n = 0;
+      while (true) {
+        if (n == buf.length) {
+          if (buf.length == limit) {
+            // with a length, the server's stream ends there; without one, a byte more is too many
+            return in.read() < 0 ? new Body(buf, n) : null;
+          }
+          int grown = (int) Math.min(limit, 2L * buf.length);
+          take(grown);
+          byte[] old = buf;
+          buf = Arrays.copyOf(old, grown);
+          give(old.length);
+        }
+        int r = in.read(buf, n, buf.length - n);
+        if (r < 0) {
+          return new Body(buf, n);
+        }
+        n += r;
+      }
+    }
+
     /** The bytes this share holds. */
     public long held() {
       return held;
@@ -144,6 +192,12 @@ public final class BodyBudget {
       give(held);
     }
   }
+
+  /**
+   * A body read whole ({@link Share#read}): the first {@code length} bytes of {@code bytes}, a
+   * buffer whose heap its share holds.
+   */
+  public record Body(byte[] bytes, int length) {}
 
   /** The budget could not give a request the next step of its share: answered 503. */
   public static final class Refused extends RuntimeException {

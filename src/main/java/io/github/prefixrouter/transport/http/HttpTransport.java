@@ -237,7 +237,7 @@ public final class HttpTransport implements Transport {
    * (or {@code inboundIoTimeout} if shorter); beyond them too, a connection is closed at once.
    */
   static final int REFUSER_THREADS = 4;
-  /** The first step of a body read without a Content-Length. */
+  /** The first step of the heap a body being read takes ({@link #readBody}). */
   private static final int FIRST_BODY_STEP = 8 << 10;
   /** The longest request timeout honoured (a long of nanoseconds, about 292 years). */
   private static final Duration LONGEST_TIMEOUT = Duration.ofNanos(Long.MAX_VALUE).minusSeconds(1);
@@ -1357,11 +1357,11 @@ public final class HttpTransport implements Transport {
 
   /**
    * Reads a body of at most {@code cap} bytes, taking the heap of its buffer from {@code share}
-   * as the bytes arrive: in steps from 8 KiB up, each twice the last, up to its Content-Length
-   * if it has one (the last step is the exact length) or {@code cap}, so that a sender holds
-   * about what it has sent, not what it declared (a step being copied to holds its bytes as well
-   * as the last one, and a body without a length is copied to its exact length at the end): at
-   * most twice {@code cap} in all.
+   * as the bytes arrive ({@link BodyBudget.Share#read}): in steps from 8 KiB up, each twice the
+   * last, up to its Content-Length if it has one (the last step is the exact length) or
+   * {@code cap}, so that a sender holds about what it has sent, not what it declared (a step
+   * being copied to holds its bytes as well as the last one, and a body without a length is
+   * copied to its exact length at the end): at most twice {@code cap} in all.
    *
    * @param declared the Content-Length, at most {@code cap}, or negative for none
    * @return the body, or null if it holds more than {@code cap} bytes
@@ -1369,32 +1369,17 @@ public final class HttpTransport implements Transport {
    */
   static byte[] readBody(InputStream in, long declared, int cap, BodyBudget.Share share)
       throws IOException {
-    int limit = declared >= 0 ? (int) Math.min(declared, cap) : cap;
-    int first = Math.min(limit, FIRST_BODY_STEP);
-    share.take(first);
-    byte[] buf = new byte[first];
-    int n = 0;
-    while (true) {
-      if (n == buf.length) {
-        if (buf.length == limit) {
-          // with a length, the server's stream ends there; without one, one byte more is too many
-          return in.read() < 0 ? buf : null;
-        }
-        int grown = (int) Math.min(limit, 2L * buf.length);
-        share.take(grown);
-        byte[] old = buf;
-        buf = Arrays.copyOf(old, grown);
-        share.give(old.length);
-      }
-      int r = in.read(buf, n, buf.length - n);
-      if (r < 0) {
-        share.take(n);
-        byte[] exact = Arrays.copyOf(buf, n);
-        share.give(buf.length);
-        return exact;
-      }
-      n += r;
+    BodyBudget.Body body = share.read(in, declared, cap, FIRST_BODY_STEP);
+    if (body == null) {
+      return null;
     }
+    if (body.length() == body.bytes().length) {
+      return body.bytes();
+    }
+    share.take(body.length());
+    byte[] exact = Arrays.copyOf(body.bytes(), body.length());
+    share.give(body.bytes().length);
+    return exact;
   }
 
   private static long parseLong(String s, long dflt) {

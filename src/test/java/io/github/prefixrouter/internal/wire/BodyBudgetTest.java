@@ -1,0 +1,77 @@
+package io.github.prefixrouter.internal.wire;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+
+/** {@link BodyBudget.Share#read}: a body's share follows its bytes, not its Content-Length. */
+class BodyBudgetTest {
+
+  private static final int KIB = 1 << 10;
+  private static final int MIB = 1 << 20;
+
+  private final BodyBudget budget = new BodyBudget(64 * MIB, Duration.ZERO, () -> { });
+
+  /** A stream of {@code length} bytes, 1,000 at a time, that checks the share at every read. */
+  private static InputStream trickle(int length, BodyBudget.Share share, int firstStep) {
+    return new InputStream() {
+      private int sent;
+
+      @Override
+      public int read() {
+        byte[] one = new byte[1];
+        return read(one, 0, 1) < 0 ? -1 : one[0];
+      }
+
+      @Override
+      public int read(byte[] b, int off, int len) {
+        long most = Math.max(firstStep, 2L * sent);
+        assertTrue(share.held() <= most, "holding " + share.held() + " with " + sent
+            + " bytes arrived, more than " + most);
+        if (sent == length) {
+          return -1;
+        }
+        int n = Math.min(Math.min(len, 1000), length - sent);
+        sent += n;
+        return n;
+      }
+    };
+  }
+
+  @Test
+  void aBodyHoldsTwiceWhatHasArrivedAtMostNotWhatItDeclares() throws IOException {
+    for (long declared : new long[] {8 * MIB, -1}) {
+      try (BodyBudget.Share share = budget.share()) {
+        BodyBudget.Body body =
+            share.read(trickle(300 * KIB, share, 64 * KIB), declared, 8 * MIB, 64 * KIB);
+        assertEquals(300 * KIB, body.length());
+        assertEquals(512 * KIB, share.held(), "the step its bytes reached, not 8 MiB");
+        assertEquals(share.held(), body.bytes().length);
+      }
+      assertEquals(64 * MIB, budget.available());
+    }
+  }
+
+  @Test
+  void aBodyStopsAtItsLengthOrItsCap() throws IOException {
+    try (BodyBudget.Share share = budget.share()) {
+      BodyBudget.Body body = share.read(trickle(100 * KIB, share, 8 * KIB), 100 * KIB, MIB,
+          8 * KIB);
+      assertEquals(100 * KIB, body.length());
+      assertEquals(100 * KIB, share.held(), "the last step is the exact length");
+    }
+    try (BodyBudget.Share share = budget.share()) {
+      assertEquals(0, share.read(new ByteArrayInputStream(new byte[0]), 0, MIB, 8 * KIB)
+          .length());
+      assertEquals(0, share.held());
+      assertNull(share.read(new ByteArrayInputStream(new byte[MIB + 1]), -1, MIB, 8 * KIB));
+    }
+    assertEquals(64 * MIB, budget.available());
+  }
+}
