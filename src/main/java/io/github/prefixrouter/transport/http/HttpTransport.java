@@ -156,7 +156,8 @@ import org.slf4j.LoggerFactory;
  * authenticated, hold at most {@code bodyBudget} bytes of heap all together (default 64 MiB;
  * {@link Builder#bodyBudget}): a body whose share is held by others waits while they give
  * theirs back, and is answered 503 once none has for 1 s ({@link Stats#bodyBudgetRefused()}).
- * These 503s carry {@code Retry-After: 1}; a sender's request fails with {@code BUSY}.
+ * These 503s carry {@code Retry-After: 1}; a sender's request fails with {@code BUSY}. They
+ * also say {@code Connection: close}, as the body is left unread (all or part of it).
  * Answers are written by the server threads under the same I/O deadline, never by the thread
  * that completed the handler's future; so are the 504 of a handler that outlasted
  * {@code maxHandlingTime} (never the timer thread, which fires the deadlines) and the 503s of
@@ -1128,10 +1129,14 @@ public final class HttpTransport implements Transport {
   /**
    * Answers a request refused for a limit of the reading of requests 503 with
    * {@code Retry-After}, as a busy peer: its sender fails the request with
-   * {@link TransportException.Kind#BUSY}.
+   * {@link TransportException.Kind#BUSY}. The answer says {@code Connection: close}: the body is
+   * left unread (all or part of it), and the JDK server drains at most 64 KiB of it before it
+   * closes the connection, so a sender that kept the connection would send its next request
+   * into a closed one and fail it as {@code UNREACHABLE}.
    */
   private void busy(HttpExchange ex, String error) {
     ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+    ex.getResponseHeaders().add("Connection", "close");
     respondQuietly(ex, 503, new byte[0], error, null);
   }
 

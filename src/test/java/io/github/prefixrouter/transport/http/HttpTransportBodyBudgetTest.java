@@ -220,6 +220,44 @@ class HttpTransportBodyBudgetTest extends HttpTransportFixture {
     assertEquals(0, a.stats().requestsReceived());
   }
 
+  /**
+   * A busy answer to a request whose body is left unread says {@code Connection: close}. The
+   * JDK server drains at most 64 KiB of what its handler left of a body, then closes the
+   * connection; without the header a sender kept the connection for its next request, which
+   * found it closed (the JDK client sends a POST once: "header parser received no bytes") and
+   * failed as UNREACHABLE, the failure the busy answer is there to avoid.
+   */
+  @Test
+  void aBusyAnswerToABodyLeftUnreadClosesItsConnection() throws Exception {
+    HttpTransport a = start(node("busy-closes").inboundIoTimeout(LONG_IO_TIMEOUT)
+        .readerThreads(2), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = addressOf(a);
+    send("127.0.0.2", addr, HEADERS_STALL, 0);
+    send("127.0.0.3", addr, HEADERS_STALL, 0);
+    Await.until(() -> liveThreads("prefix-router-http-busy-closes-reader-") == 2,
+        "both stallers hold a reader thread");
+    // a whole request of 200 KB, beyond the readers: answered 503 with its body left unread
+    Socket refused = send("127.0.0.4", addr, messageHead(200_000), 200_000);
+    String head = answerHead(refused);
+    assertTrue(head.startsWith("HTTP/1.1 503 "), head);
+    assertTrue(head.toLowerCase(java.util.Locale.ROOT).contains("\r\nconnection: close\r\n"),
+        "the sender is told not to send on this connection again: " + head);
+    // and rightly so: the server closes it
+    refused.setSoTimeout(20_000);
+    try {
+      assertEquals(-1, refused.getInputStream().read(), "nothing follows the answer");
+    } catch (java.net.SocketException reset) {
+      // closed with bytes of the body unread
+    }
+    assertEquals(1, a.stats().readsRefused());
+  }
+
+  /** The live threads whose name starts with {@code prefix}. */
+  private static long liveThreads(String prefix) {
+    return Thread.getAllStackTraces().keySet().stream()
+        .filter(t -> t.isAlive() && t.getName().startsWith(prefix)).count();
+  }
+
   @Test
   void aTooSmallBodyBudgetIsRefused() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
