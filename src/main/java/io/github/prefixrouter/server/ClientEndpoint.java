@@ -620,6 +620,15 @@ final class ClientEndpoint {
     return false;
   }
 
+  /**
+   * Marks a refusal that leaves the request's body unread (all or part of it) with
+   * {@code Connection: close}: the JDK server drains at most 64 KiB of what is left, then closes
+   * the connection, so a client that kept it would send its next request into a closed one.
+   */
+  private static void closesWithBodyUnread(HttpExchange ex) {
+    ex.getResponseHeaders().add("Connection", "close");
+  }
+
   /** True if the method is the one the path takes; otherwise answers 405. */
   private static boolean allowed(HttpExchange ex, String method, String expected) {
     if (expected.equals(method)) {
@@ -635,6 +644,7 @@ final class ClientEndpoint {
     InetSocketAddress remote = ex.getRemoteAddress();
     if (!readers.tryAcquire(remote)) {
       ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+      closesWithBodyUnread(ex);
       respond(ex, 503, Map.of("error", "too many unfinished requests from this address"));
       return;
     }
@@ -644,11 +654,15 @@ final class ClientEndpoint {
     } catch (BodyBudget.Refused e) {
       refuseInTime(ex, () -> {
         ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+        closesWithBodyUnread(ex);
         respond(ex, 503, Map.of("error", String.valueOf(e.getMessage())));
       });
       return;
     } catch (BodyTooLargeException e) {
-      refuseInTime(ex, () -> respond(ex, 413, Map.of("error", String.valueOf(e.getMessage()))));
+      refuseInTime(ex, () -> {
+        closesWithBodyUnread(ex);
+        respond(ex, 413, Map.of("error", String.valueOf(e.getMessage())));
+      });
       return;
     } catch (IOException e) {
       refuseInTime(ex, () -> respond(ex, 400, Map.of("error", "cannot read the request body")));
@@ -728,6 +742,7 @@ final class ClientEndpoint {
     InetSocketAddress remote = ex.getRemoteAddress();
     if (!readers.tryAcquire(remote)) {
       ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+      closesWithBodyUnread(ex);
       openAiError(ex, 503, "too many unfinished requests from this address", null, "busy");
       return;
     }
@@ -737,11 +752,15 @@ final class ClientEndpoint {
     } catch (BodyBudget.Refused e) {
       refuseInTime(ex, () -> {
         ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+        closesWithBodyUnread(ex);
         openAiError(ex, 503, e.getMessage(), null, "busy");
       });
       return;
     } catch (BodyTooLargeException e) {
-      refuseInTime(ex, () -> openAiError(ex, 413, e.getMessage(), null, "body_too_large"));
+      refuseInTime(ex, () -> {
+        closesWithBodyUnread(ex);
+        openAiError(ex, 413, e.getMessage(), null, "body_too_large");
+      });
       return;
     } catch (IOException e) {
       refuseInTime(ex,

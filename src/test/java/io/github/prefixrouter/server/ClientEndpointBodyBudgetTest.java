@@ -184,11 +184,14 @@ class ClientEndpointBodyBudgetTest {
     HttpResponse<String> route = post(ClientEndpoint.COMPLETIONS, "{\"prompt\":[1,2,3]}");
     assertEquals(503, route.statusCode(), route.body());
     assertEquals("1", route.headers().firstValue("Retry-After").orElse(""));
+    // its body is left unread: the server closes the connection
+    assertEquals("close", route.headers().firstValue("Connection").orElse(""));
     assertTrue(((String) json(route.body()).get("error")).contains("try again"), route.body());
     HttpResponse<String> openAi = post(ClientEndpoint.OPENAI_COMPLETIONS,
         "{\"model\":\"base\",\"prompt\":\"hello\"}");
     assertEquals(503, openAi.statusCode(), openAi.body());
     assertEquals("1", openAi.headers().firstValue("Retry-After").orElse(""));
+    assertEquals("close", openAi.headers().firstValue("Connection").orElse(""));
     assertEquals("busy", ((Map<?, ?>) json(openAi.body()).get("error")).get("code"),
         openAi.body());
     assertEquals(0, submitted.get(), "nothing submitted");
