@@ -496,7 +496,12 @@ final class ClientEndpoint {
   private void route(HttpExchange ex) {
     String path = ex.getRequestURI().getRawPath();
     String method = ex.getRequestMethod();
-    if (certificatesRequired && !HEALTH.equals(path) && !presentedCertificate(ex)) {
+    boolean certificateMissing =
+        certificatesRequired && !HEALTH.equals(path) && !presentedCertificate(ex);
+    if (hasBody(ex) && (certificateMissing || !readsBody(path, method))) {
+      closesWithBodyUnread(ex); // answered without reading its body
+    }
+    if (certificateMissing) {
       refusedWithoutCertificate.incrementAndGet();
       String message = "a client certificate is required: this port answers only clients "
           + "presenting a TLS certificate its trust store accepts (mutual TLS); " + HEALTH
@@ -623,10 +628,25 @@ final class ClientEndpoint {
   /**
    * Marks a refusal that leaves the request's body unread (all or part of it) with
    * {@code Connection: close}: the JDK server drains at most 64 KiB of what is left, then closes
-   * the connection, so a client that kept it would send its next request into a closed one.
+   * the connection, so a client that kept it would send its next request into a closed one. So
+   * are the answers to a request whose body no route reads (404, 405, 401 without a
+   * certificate).
    */
   private static void closesWithBodyUnread(HttpExchange ex) {
     ex.getResponseHeaders().add("Connection", "close");
+  }
+
+  /** Whether the request says it has a body: a Content-Length above 0, or a Transfer-Encoding. */
+  private static boolean hasBody(HttpExchange ex) {
+    String length = ex.getRequestHeaders().getFirst("Content-Length");
+    return ex.getRequestHeaders().containsKey("Transfer-Encoding")
+        || length != null && !length.trim().equals("0");
+  }
+
+  /** Whether {@code method} on {@code path} is a request whose body a route reads. */
+  private static boolean readsBody(String path, String method) {
+    return "POST".equals(method) && (COMPLETIONS.equals(path) || OPENAI_COMPLETIONS.equals(path)
+        || OPENAI_CHAT.equals(path));
   }
 
   /** True if the method is the one the path takes; otherwise answers 405. */

@@ -146,21 +146,14 @@ class ClientEndpointStrangerTest {
       Socket next = connectFrom("127.0.0.2");
       next.getOutputStream().write(BODY_STALL.replace("/v1/route/completions", path)
           .getBytes(StandardCharsets.US_ASCII));
-      next.setSoTimeout(10_000);
-      InputStream in = next.getInputStream();
-      StringBuilder head = new StringBuilder();
-      while (head.indexOf("\r\n\r\n") < 0) {
-        int b = in.read();
-        assertTrue(b >= 0, path + ": the connection closed in the answer's headers: " + head);
-        head.append((char) b);
-      }
-      assertTrue(head.toString().startsWith("HTTP/1.1 503"),
+      String head = answerHead(next);
+      assertTrue(head.startsWith("HTTP/1.1 503"),
           path + ": refused at once, long before the I/O timeout: " + head);
-      assertTrue(head.toString().toLowerCase(Locale.ROOT).contains("\r\nretry-after: 1\r\n"),
+      assertTrue(head.toLowerCase(Locale.ROOT).contains("\r\nretry-after: 1\r\n"),
           path + ": a refusal the client should retry says when: " + head);
       // the body is left unread, and the server closes the connection after draining 64 KiB
       // of it: a client that kept the connection would send its next request into a closed one
-      assertTrue(head.toString().toLowerCase(Locale.ROOT).contains("\r\nconnection: close\r\n"),
+      assertTrue(head.toLowerCase(Locale.ROOT).contains("\r\nconnection: close\r\n"),
           path + ": the client is told not to send on this connection again: " + head);
       next.close();
     }
@@ -194,12 +187,8 @@ class ClientEndpointStrangerTest {
     assertEquals(200, send("GET", "/v1/stats", null).statusCode());
   }
 
-  @Test
-  void anOversizedBodyIs413() throws Exception {
-    // declared too large: refused before reading
-    Socket s = connectFrom("127.0.0.1");
-    s.getOutputStream().write(("POST /v1/route/completions HTTP/1.1\r\nHost: x\r\n"
-        + "Content-Length: " + ((8 << 20) + 1) + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+  /** The head of the answer {@code s} reads, up to its blank line. */
+  private static String answerHead(Socket s) throws IOException {
     s.setSoTimeout(10_000);
     InputStream in = s.getInputStream();
     StringBuilder head = new StringBuilder();
@@ -208,8 +197,51 @@ class ClientEndpointStrangerTest {
       assertTrue(b >= 0, "the connection closed in the answer's headers: " + head);
       head.append((char) b);
     }
-    assertTrue(head.toString().startsWith("HTTP/1.1 413"), head.toString());
-    assertTrue(head.toString().toLowerCase(Locale.ROOT).contains("\r\nconnection: close\r\n"),
+    return head.toString();
+  }
+
+  /**
+   * A request with a body that no route reads (an unknown path, a path that takes another
+   * method) is answered with {@code Connection: close}: the server drains at most 64 KiB of its
+   * body and closes the connection, so a client that kept it would send its next request into a
+   * closed one. A request without a body keeps its connection.
+   */
+  @Test
+  void aRefusalOfABodyNoRouteReadsSaysConnectionClose() throws Exception {
+    byte[] body = new byte[1 << 20];
+    java.util.Arrays.fill(body, (byte) ' ');
+    for (String request : List.of("POST /v1/embeddings", "POST /v1/route/completions/x",
+        "POST /v1/stats", "PUT /v1/completions")) {
+      Socket s = connectFrom("127.0.0.1");
+      OutputStream out = s.getOutputStream();
+      out.write((request + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + body.length
+          + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+      out.write(body);
+      out.flush();
+      String head = answerHead(s);
+      assertTrue(head.startsWith("HTTP/1.1 40"), request + ": " + head);
+      assertTrue(head.toLowerCase(Locale.ROOT).contains("\r\nconnection: close\r\n"),
+          request + ": its body is left unread: " + head);
+      s.close();
+    }
+    Socket s = connectFrom("127.0.0.1");
+    s.getOutputStream().write("GET /v1/statsx HTTP/1.1\r\nHost: x\r\n\r\n"
+        .getBytes(StandardCharsets.US_ASCII));
+    String head = answerHead(s);
+    assertTrue(head.startsWith("HTTP/1.1 404"), head);
+    assertTrue(!head.toLowerCase(Locale.ROOT).contains("connection: close"),
+        "no body: the connection is kept: " + head);
+  }
+
+  @Test
+  void anOversizedBodyIs413() throws Exception {
+    // declared too large: refused before reading
+    Socket s = connectFrom("127.0.0.1");
+    s.getOutputStream().write(("POST /v1/route/completions HTTP/1.1\r\nHost: x\r\n"
+        + "Content-Length: " + ((8 << 20) + 1) + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+    String head = answerHead(s);
+    assertTrue(head.startsWith("HTTP/1.1 413"), head);
+    assertTrue(head.toLowerCase(Locale.ROOT).contains("\r\nconnection: close\r\n"),
         "the body is left unread: " + head);
     // sent too large without a length: cut off at the cap
     String big = "{\"prompt\":[1],\"id\":\"" + "x".repeat(8 << 20) + "\"}";
