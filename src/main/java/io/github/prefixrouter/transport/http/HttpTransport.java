@@ -129,7 +129,10 @@ import org.slf4j.LoggerFactory;
  *
  * <h2>Limits and back-pressure</h2>
  * Inbound bodies above {@code maxMessageBytes} are refused from their {@code Content-Length}
- * header before any byte is read, and bodies without a length are cut off at the cap (413).
+ * header before any byte is read, and bodies without a length are cut off at the cap (413). The
+ * 413 says {@code Connection: close}: the body is left unread, and the JDK server drains at most
+ * 64 KiB of it before it closes the connection, so a sender that kept the connection would send
+ * its next request into a closed one and fail it as {@code UNREACHABLE}.
  * An outbound request above {@code maxMessageBytes} fails at once, before anything is sent,
  * with {@link TransportException.Kind#TOO_LARGE}, and so does one the peer refused with 413
  * (its limit is lower); an answer above it fails with {@code TOO_LARGE} too, whichever side's
@@ -1056,6 +1059,7 @@ public final class HttpTransport implements Transport {
       long declared = parseLong(h.getFirst("Content-Length"), -1);
       if (declared > config.maxMessageBytes) {
         counters.oversizeRejected.increment();
+        ex.getResponseHeaders().add("Connection", "close"); // its body is left unread
         respondQuietly(ex, 413, new byte[0], "body of " + declared + " bytes exceeds " + config.maxMessageBytes, null);
         return;
       }
@@ -1086,6 +1090,7 @@ public final class HttpTransport implements Transport {
       // answers, would otherwise hold this reader thread for ever
       if (body == null) {
         counters.oversizeRejected.increment();
+        ex.getResponseHeaders().add("Connection", "close"); // the rest of its body is unread
         respondQuietly(ex, 413, new byte[0], "body exceeds " + config.maxMessageBytes + " bytes", null);
         return;
       }
