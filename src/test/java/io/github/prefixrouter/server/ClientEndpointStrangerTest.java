@@ -216,7 +216,9 @@ class ClientEndpointStrangerTest {
       OutputStream out = s.getOutputStream();
       out.write((request + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + body.length
           + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
-      out.write(body);
+      // a part of the body only: the server may answer and close while the rest is on its way,
+      // and a write then would fail with a reset before the answer is read
+      out.write(body, 0, 16 << 10);
       out.flush();
       String head = answerHead(s);
       assertTrue(head.startsWith("HTTP/1.1 40"), request + ": " + head);
