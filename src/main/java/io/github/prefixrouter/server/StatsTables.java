@@ -359,7 +359,8 @@ final class StatsTables {
       .counter("removed_events", K + "removed_events_total",
           "BlockRemoved events applied to the tree.", s -> s.receiver().removedEvents())
       .counter("cleared_events", K + "cleared_events_total",
-          "AllBlocksCleared events applied to the tree.", s -> s.receiver().clearedEvents())
+          "AllBlocksCleared (and TierBlocksCleared) events applied to the tree.",
+          s -> s.receiver().clearedEvents())
       .counter("malformed_batches", K + "malformed_batches_total",
           "Payloads that did not decode; none of their events were applied.",
           s -> s.receiver().malformedBatches())
@@ -373,9 +374,9 @@ final class StatsTables {
           "BlockStored events starting a chain of a LoRA adapter that cannot be named, skipped.",
           s -> s.receiver().unattributedStores())
       .counter("unmirrored_removals", K + "unmirrored_removals_total",
-          "BlockRemoved events of a storage tier the tree does not mirror (vLLM's CPU offload), "
-              + "or of a KV-cache group of unknown kind naming no block that group stored, not "
-              + "applied.", s -> s.receiver().unmirroredRemovals())
+          "BlockRemoved (and TierBlocksCleared) events of a storage tier the tree does not mirror "
+              + "(vLLM's CPU offload), or of a KV-cache group of unknown kind naming no block "
+              + "that group stored, not applied.", s -> s.receiver().unmirroredRemovals())
       .counter("other_group_events", K + "other_group_events_total",
           "Events of a KV-cache group whose blocks do not hold the whole prefix (sliding "
               + "window, chunked local attention, Mamba), skipped.",

@@ -50,6 +50,15 @@ sealed interface KvEvent {
   /** {@code AllBlocksCleared}: the engine dropped its whole cache. */
   record Cleared() implements KvEvent {}
 
+  /**
+   * {@code TierBlocksCleared}: the engine dropped every block of one tier of its cache (vLLM
+   * with {@code "tier_scoped_clear_events": true} reports a reset of its GPU block pool so).
+   *
+   * @param medium the tier ({@code GPU}, {@code CPU}, ...), or null if nil, absent or not a
+   *     string
+   */
+  record TierCleared(String medium) implements KvEvent {}
+
   /** An event whose tag this decoder does not know (a newer vLLM); skipped. */
   record Unknown(String tag) implements KvEvent {}
 }

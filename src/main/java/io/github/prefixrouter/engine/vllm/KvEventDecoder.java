@@ -24,6 +24,7 @@ final class KvEventDecoder {
   static final String STORED = "BlockStored";
   static final String REMOVED = "BlockRemoved";
   static final String CLEARED = "AllBlocksCleared";
+  static final String TIER_CLEARED = "TierBlocksCleared";
   private static final KvEvent.Cleared CLEARED_EVENT = new KvEvent.Cleared();
 
   /** The key of the tag in an event encoded as a map (msgspec's default tag field). */
@@ -187,6 +188,12 @@ final class KvEventDecoder {
         event = CLEARED_EVENT;
         used = 1;
         break;
+      case TIER_CLEARED:
+        // then medium, ownership (skipped: whoever cleared the tier, its blocks are gone)
+        event = new KvEvent.TierCleared(
+            n > 1 ? readLenientString(r, "TierBlocksCleared.medium") : null);
+        used = Math.min(n, 2);
+        break;
       default:
         event = new KvEvent.Unknown(tag);
         used = 1;
@@ -216,6 +223,18 @@ final class KvEventDecoder {
     }
     if (tag == null) {
       throw new MalformedKvEventException("event: map without a \"type\" tag", start);
+    }
+    if (tag.equals(TIER_CLEARED)) {
+      r.reset(fields);
+      String medium = null;
+      for (int i = 0; i < n; i++) {
+        if (r.readString("event (key)").equals("medium")) {
+          medium = readLenientString(r, "TierBlocksCleared.medium");
+        } else {
+          r.skip(FIELD_DEPTH, "TierBlocksCleared (value)");
+        }
+      }
+      return new KvEvent.TierCleared(medium);
     }
     if (!tag.equals(STORED) && !tag.equals(REMOVED)) {
       return tag.equals(CLEARED) ? CLEARED_EVENT : new KvEvent.Unknown(tag);

@@ -21,7 +21,10 @@ import org.slf4j.LoggerFactory;
  * <p>Each batch is decoded whole before any of it is applied: {@code BlockStored} becomes
  * {@link CacheEventListener#onBlocksStored}, {@code BlockRemoved}
  * {@link CacheEventListener#onBlocksRemoved}, {@code AllBlocksCleared}
- * {@link CacheEventListener#onAllCleared}; events with other tags are skipped. A store whose
+ * {@link CacheEventListener#onAllCleared}, and so does {@code TierBlocksCleared} (a clear of
+ * one tier, such as the GPU's: the mirror cannot tell its copies of one tier from another's)
+ * unless it names a tier whose copies the mirror never took; events with other tags are
+ * skipped. A store whose
  * declared block size differs from this receiver's, or whose token count is not its block count
  * times the block size, cannot be mirrored and is skipped. A store without token ids is how
  * vLLM reports a copy to its CPU offload tier: skipped too, and so are the removals of its
@@ -150,9 +153,10 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * @param replayedBatches of those, batches that came through {@code onReplayed}
    * @param storedEvents {@code BlockStored} events passed to the listener
    * @param removedEvents {@code BlockRemoved} events passed to the listener
-   * @param clearedEvents {@code AllBlocksCleared} events passed to the listener (not the clears
-   *     the receiver issues itself: those are at most one per message, for a gap, a restart or a
-   *     malformed batch, and one per {@code reset()})
+   * @param clearedEvents {@code AllBlocksCleared} events, and {@code TierBlocksCleared} events
+   *     of a tier the mirror may hold copies of, passed to the listener as a clear (not the
+   *     clears the receiver issues itself: those are at most one per message, for a gap, a
+   *     restart or a malformed batch, and one per {@code reset()})
    * @param ignoredEvents events with a tag this receiver does not know, skipped
    * @param blockSizeMismatches {@code BlockStored} events whose block size differs from the
    *     receiver's, skipped (vLLM and the node are configured differently)
@@ -173,8 +177,9 @@ public final class VllmKvEventReceiver implements KvEventSink {
    *     skipped rather than credited to the base model
    * @param unmirroredRemovals {@code BlockRemoved} events not applied because they name copies
    *     the mirror never took: their medium is one whose stores came without token ids (vLLM's
-   *     CPU offload tier) and none of whose stores was mirrored; or removals of a KV-cache
-   *     group of unknown kind naming no copy that group's stores added
+   *     CPU offload tier) and none of whose stores was mirrored (and {@code TierBlocksCleared}
+   *     events of such a medium, not applied either); or removals of a KV-cache group of
+   *     unknown kind naming no copy that group's stores added
    * @param otherGroupEvents {@code BlockStored} and {@code BlockRemoved} events of a KV-cache
    *     group whose blocks do not hold the whole prefix (sliding window, chunked local
    *     attention, Mamba: a hybrid model's), skipped
@@ -513,6 +518,18 @@ public final class VllmKvEventReceiver implements KvEventSink {
       listener.onBlocksRemoved(hashes);
       removedEvents++;
     } else if (event instanceof KvEvent.Cleared) {
+      forgetCopies();
+      listener.onAllCleared();
+      clearedEvents++;
+    } else if (event instanceof KvEvent.TierCleared t) {
+      String medium = cut(t.medium());
+      if (tokenlessMedia.contains(medium) && !mirroredMedia.contains(medium)) {
+        // a tier whose copies the mirror never took (vLLM's CPU offload tier)
+        unmirroredRemovals++;
+        return;
+      }
+      // the mirror does not know which of its copies are of that tier: it is cleared whole,
+      // which can only make it under-report
       forgetCopies();
       listener.onAllCleared();
       clearedEvents++;
