@@ -63,8 +63,9 @@ import org.slf4j.LoggerFactory;
  * start after the first missing message, or fail; either way the live message follows and the
  * sink decides what a remaining gap means.
  *
- * <p><b>Failures never stop the thread:</b> an exception from the sink is logged and counted,
- * and the next message is read. See {@link Stats} for the counters.
+ * <p><b>Failures never stop the thread:</b> an exception or {@link Error} from the sink (the
+ * receiver's decoder running out of heap on a large batch, say) is logged and counted, and the
+ * next message is read. See {@link Stats} for the counters.
  */
 public final class VllmKvEventSubscriber implements AutoCloseable {
 
@@ -267,7 +268,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
    * @param replaysRequested replays asked for, after a gap in the sequence numbers
    * @param replayedMessages messages received by replay and passed to the sink
    * @param replayFailures replays that failed (no connection, timeout, malformed answer)
-   * @param sinkFailures exceptions thrown by the sink, logged and ignored
+   * @param sinkFailures exceptions and {@link Error}s thrown by the sink, logged and ignored
    */
   public record Stats(
       long connects,
@@ -410,7 +411,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     }
     try {
       sink.onMessage(seq, payload);
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
       sinkFailed("message " + seq, e);
     }
   }
@@ -418,7 +419,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private long nextSeq() {
     try {
       return sink.nextSeq();
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
       sinkFailed("nextSeq", e);
       return -1;
     }
@@ -427,12 +428,12 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private void resetSink() {
     try {
       sink.reset();
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
       sinkFailed("reset", e);
     }
   }
 
-  private void sinkFailed(String what, RuntimeException e) {
+  private void sinkFailed(String what, Throwable e) {
     if (sinkFailures.incrementAndGet() == 1) {
       log.warn("the KV-event sink failed on {} (later failures are logged at debug level)",
           what, e);
@@ -487,7 +488,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         replayedMessages.incrementAndGet();
         try {
           sink.onReplayed(seq, m.get(2));
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | Error e) {
           sinkFailed("replayed message " + seq, e);
         }
       }

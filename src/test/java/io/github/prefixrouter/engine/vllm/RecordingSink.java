@@ -31,8 +31,26 @@ final class RecordingSink implements KvEventSink {
   private volatile LongPredicate failOn = s -> false;
   private long next = -1;
 
+  private volatile boolean failWithError;
+
   void failOn(LongPredicate p) {
     failOn = p;
+  }
+
+  /**
+   * As {@link #failOn}, with an {@link OutOfMemoryError} (as a batch too large to decode in the
+   * heap left would throw), live or replayed.
+   */
+  void failWithErrorOn(LongPredicate p) {
+    failWithError = true;
+    failOn = p;
+  }
+
+  private void fail(long seq) {
+    if (failWithError) {
+      throw new OutOfMemoryError("sink failure on " + seq);
+    }
+    throw new IllegalStateException("sink failure on " + seq);
   }
 
   private void enter() {
@@ -65,7 +83,7 @@ final class RecordingSink implements KvEventSink {
       synchronized (this) {
         calls.add(new Call(false, seq, payload));
         if (failOn.test(seq)) {
-          throw new IllegalStateException("sink failure on " + seq);
+          fail(seq);
         }
         // a number no message can follow is dropped as malformed: the stream starts over
         next = seq >= 0 && seq <= VllmKvEventReceiver.MAX_SEQ ? seq + 1 : -1;
@@ -81,6 +99,9 @@ final class RecordingSink implements KvEventSink {
     try {
       synchronized (this) {
         calls.add(new Call(true, seq, payload));
+        if (failWithError && failOn.test(seq)) {
+          fail(seq);
+        }
         if (seq >= next) {
           next = seq + 1;
         }

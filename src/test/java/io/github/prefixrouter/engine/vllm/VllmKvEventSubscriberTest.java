@@ -455,6 +455,45 @@ class VllmKvEventSubscriberTest {
     assertTrue(threads.get(0).isAlive());
   }
 
+  /**
+   * An {@link Error} from the sink (the receiver's decoder running out of heap on a large batch)
+   * used to end the reader thread: no message reached the sink after it, nothing reconnected,
+   * and the mirror went on claiming what it held.
+   */
+  @Test
+  void anErrorFromTheSinkIsCountedAndTheLoopGoesOn() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
+    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    sink.failWithErrorOn(seq -> seq == n);
+    vllm.publish(n);
+    vllm.publish(n + 1);
+    Await.until(() -> sink.sawLive(n + 1), "the message after the failing one arrived");
+    assertEquals(1, s.stats().sinkFailures());
+    assertEquals(0, s.stats().disconnects());
+    assertTrue(threads.get(0).isAlive());
+  }
+
+  @Test
+  void anErrorFromTheSinkOnAReplayedMessageIsCountedAndTheLiveMessageFollows() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    String replay = vllm.startReplay();
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint()).replayEndpoint(replay));
+    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    sink.failWithErrorOn(seq -> seq == n);
+    vllm.lose(n);
+    vllm.lose(n + 1);
+    vllm.publish(n + 2);
+    vllm.publish(n + 3);
+    Await.until(() -> sink.sawLive(n + 3), "the live messages after the replay arrived");
+    assertTrue(sink.sawLive(n + 2));
+    VllmKvEventSubscriber.Stats st = s.stats();
+    assertEquals(1, st.sinkFailures());
+    assertEquals(2, st.replayedMessages(), "the replay went on after the failing message");
+    assertEquals(0, st.replayFailures());
+    assertTrue(threads.get(0).isAlive());
+  }
+
   @Test
   void closeEndsTheThreadWhileItReadsAndIsIdempotent() throws Exception {
     FakeVllmPublisher vllm = publisher(100);
