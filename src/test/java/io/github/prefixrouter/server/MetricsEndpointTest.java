@@ -98,7 +98,10 @@ class MetricsEndpointTest {
       Map<?, ?> local = complete(a, "{\"id\":\"p3\",\"prompt\":" + prompt(9000, 20) + "}");
       assertEquals("a", local.get("served_by"));
 
-      Map<String, Family> am = metrics(a);
+      // a request leaves the in-flight gauges just after its answer is written: wait for that
+      Map<String, Family> am = awaitMetrics(a,
+          m -> v(m, "prefix_router_in_flight_requests") == 0
+              && v(m, "prefix_router_client_in_flight_requests") == 0);
       assertEquals(1.0, am.get("prefix_router_node_info").value("node", "a"));
       assertEquals(1, am.get("prefix_router_node_info").samples.size());
       Family state = am.get("prefix_router_node_state");
