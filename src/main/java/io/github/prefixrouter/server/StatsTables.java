@@ -392,6 +392,14 @@ final class StatsTables {
               + "restarted).", s -> s.receiver().restarts())
       .counter("resets", K + "resets_total",
           "Resets of the receiver.", s -> s.receiver().resets())
+      .counter("ignored_events", K + "ignored_events_total",
+          "Events with a tag this version does not know (a newer vLLM's), skipped.",
+          s -> s.receiver().ignoredEvents())
+      .counter("sink_failures", K + "sink_failures_total",
+          "Calls into the receiver that threw (an exception or an Error, such as running out "
+              + "of heap on a large batch), logged and passed over; a message lost that way "
+              + "shows as a gap, which clears the tree.",
+          s -> s.subscriber().sinkFailures())
       .build();
 
   /** The client endpoint's own counters. */

@@ -40,7 +40,7 @@ class StatsJsonTest {
         "batches_applied", "stored_events", "removed_events", "cleared_events",
         "malformed_batches", "block_size_mismatches", "token_count_mismatches",
         "unattributed_stores", "unmirrored_removals", "other_group_events",
-        "tracking_overflows", "gaps", "restarts", "resets"),
+        "tracking_overflows", "gaps", "restarts", "resets", "ignored_events", "sink_failures"),
         List.copyOf(StatsTables.KV_EVENTS.json(kv).keySet()));
   }
 
