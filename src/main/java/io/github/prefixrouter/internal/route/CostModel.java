@@ -213,7 +213,9 @@ final class CostModel {
         }
       }
     }
-    serviceSample(Math.max(0, prefill) + Math.max(0, decode));
+    // summed as doubles: two timings each within the contract may add up past Long.MAX_VALUE,
+    // which as longs wraps to a negative service time that prices every waiting request below 0
+    serviceSample((double) Math.max(0, prefill) + Math.max(0, decode));
     if (decode >= 0 && out > 0) {
       decodeSample((double) decode / out);
     }

@@ -135,6 +135,27 @@ class RoutePlannerTest {
   }
 
   @Test
+  void absurdPrefillAndDecodeTimingsTogetherDoNotMakeTheServiceTimeNegative() {
+    // each timing alone is within the contract (>= -1), but their sum is beyond Long.MAX_VALUE:
+    // added as longs it wrapped to -2, a negative service time that priced every waiting
+    // request below nothing, so the peer with the longest queue looked cheapest
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.COST_AWARE)
+        .coldPlacement(false).localCaching(false).initialPrefillNanosPerToken(100_000).build();
+    int[] t = tokens(11, 640);
+    ScriptedView v = new ScriptedView().peer("idle", 2 * MS).peer("swamped", 2 * MS)
+        .holds("idle", t, 640).holds("swamped", t, 640);
+    v.queue.put("swamped", 40);
+    CostModel cost = new CostModel(cfg.initialPrefillNanosPerToken());
+    cost.observe(new io.github.prefixrouter.spi.EngineResult(new int[] {1}, "", 640, 0,
+        Long.MAX_VALUE, Long.MAX_VALUE));
+    assertTrue(cost.serviceNanos() >= 0, "negative service time: " + cost.serviceNanos());
+    RoutePlanner p = new RoutePlanner(cfg, "me", matching(0), new BlockChain(HASHER), v, cost,
+        new PeerHealth(), () -> 0L, () -> EngineLoad.IDLE, true);
+    RouteDecision d = p.decide(t);
+    assertEquals("idle", d.targetNodeId(), d.toString());
+  }
+
+  @Test
   void loadFiguresNearTheWireLimitDoNotWrapToTheLeastLoaded() {
     // the wire carries queue depth and in-flight count up to 2^31 - 1 each: their sum, plus
     // this node's own outstanding forwards, must not wrap to a negative load that makes the
