@@ -842,8 +842,11 @@ public final class RouterNode implements PrefixRouterNode {
     a.request = f;
     if (!f.isDone() && ex.endingAfter(a.seq)) {
       // abandoned while the FORWARD was being sent: its CANCEL may have gone first and found
-      // nothing at the peer, so one more follows the FORWARD
+      // nothing at the peer, so one more follows the FORWARD; and the abandon found no future
+      // to let go of, so the transport is let go of here (else it awaits the answer, holding
+      // what it holds for the request, until its timeout)
       sendCancel(ex, a.to);
+      letGo(a);
     }
     f.whenComplete((bytes, err) -> {
       cancelGuard(guard);

@@ -157,6 +157,42 @@ class AbandonWhileStartingTest {
   }
 
   /**
+   * A FORWARD being sent when the client cancels, to a peer that never answers (cut off, or its
+   * host hung): the node no longer awaits it, so it cancels the transport's future as it does
+   * for any forward it gives up (the transport lets go of what it holds for it, such as an
+   * in-flight slot for the peer), rather than leaving it, and the attempt's timers, to the
+   * transport's timeout.
+   */
+  @org.junit.jupiter.api.Test
+  void aForwardBeingSentWhenTheClientCancelsIsLetGoOfAtTheTransport() {
+    AtomicReference<Runnable> onRequest = new AtomicReference<>(() -> { });
+    AtomicReference<CompletableFuture<byte[]>> sent = new AtomicReference<>();
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.transportWrap = t -> new ForwardingTransport(t) {
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        onRequest.getAndSet(() -> { }).run();
+        CompletableFuture<byte[]> f = new CompletableFuture<>(); // the peer never answers
+        sent.set(f);
+        return f;
+      }
+    };
+    OracleCluster c = new OracleCluster(2, RouterConfig.builder()
+        .policy(RoutingPolicy.COST_AWARE).coldPlacement(false).build(), 1, h)
+        .rtt(Duration.ofMillis(1)).start();
+    c.engine("n0").failNext(1); // the local run fails retryably: n0 tries its peer
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(generating("r1", 50));
+    onRequest.set(() -> f.cancel(true));
+    c.sim.advanceBy(Duration.ofMillis(100).toNanos());
+    assertTrue(f.isCancelled());
+    assertTrue(sent.get() != null, "no FORWARD was sent");
+    assertTrue(sent.get().isCancelled(),
+        "the node left the transport awaiting the answer to a forward it gave up");
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
+  /**
    * A run abandoned on an engine that neither answers nor honours the cancel (the SPI's default
    * {@code cancel} does nothing) is given up at {@code engineTimeout}, as a run that was not
    * abandoned is: its pin on the local index is released then, not held forever.
