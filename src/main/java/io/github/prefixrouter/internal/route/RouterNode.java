@@ -91,7 +91,8 @@ import org.slf4j.LoggerFactory;
  *       learned from every engine (timed by the node when the engine reports no timings);
  *       the slowness of each peer from its answers. A prompt longer than any sampled waits at
  *       least {@code forwardTimeoutMax}, and a timeout of such a guess does not cool the peer
- *       down. A guard timer 25% later protects against a transport that never answers.
+ *       down. A guard timer 25% later protects against a transport that never answers (and
+ *       cancels its future, as for any forward the node gives up).
  *       A streamed forward, once its first piece has arrived, times out only after a whole
  *       timeout without a piece ({@link #checkStreamIdle}), or past {@code engineTimeout} plus
  *       twice the round trip ({@link #streamLimit}).
@@ -816,10 +817,11 @@ public final class RouterNode implements PrefixRouterNode {
       }
     }
     long limit = a.limit;
-    Scheduler.Cancellable guard = schedule(limit + limit / 4 + 1_000_000L,
-        () -> onForwardDone(ex, a, null,
-            new TransportException(TransportException.Kind.TIMEOUT,
-                "no answer from " + to + " within the forwarding timeout (transport guard)")));
+    Scheduler.Cancellable guard = schedule(limit + limit / 4 + 1_000_000L, () -> {
+      onForwardDone(ex, a, null, new TransportException(TransportException.Kind.TIMEOUT,
+          "no answer from " + to + " within the forwarding timeout (transport guard)"));
+      letGo(a); // a transport that ignored its timeout still holds the request
+    });
     if (stream) {
       a.idle = schedule(timeout, () -> checkStreamIdle(ex, a));
     }
@@ -863,9 +865,10 @@ public final class RouterNode implements PrefixRouterNode {
 
   /**
    * Stops awaiting the transport's answer to an attempt the node has ended itself (for silence,
-   * a suspected peer, or the request abandoned): the transport would otherwise wait until its
-   * timeout, which for a streamed forward is the overall bound, and over HTTP hold a request and
-   * one of the peer's in-flight slots meanwhile. Its completion then finds the attempt over.
+   * a suspected peer, the request abandoned, or the guard timer after a transport that did not
+   * keep its own timeout): the transport would otherwise wait until its timeout (or for ever),
+   * which for a streamed forward is the overall bound, and over HTTP hold a request and one of
+   * the peer's in-flight slots meanwhile. Its completion then finds the attempt over.
    */
   private static void letGo(Attempt a) {
     CompletableFuture<byte[]> r = a.request;

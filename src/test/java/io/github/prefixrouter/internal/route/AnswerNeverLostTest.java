@@ -187,6 +187,38 @@ class AnswerNeverLostTest {
   }
 
   @Test
+  void aTransportThatNeverAnswersIsLetGoOfWhenTheGuardTimerEndsTheForward() {
+    // old code: the guard ended the attempt and the request ran locally, but the transport's
+    // future was left pending: a transport that ignores its timeout kept every such request
+    // (and whatever it holds for it) for ever, where it is let go of as any forward the node
+    // gives up is
+    List<CompletableFuture<byte[]>> sent = new java.util.ArrayList<>();
+    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
+    hooks.transportWrap = t -> !t.localAddress().nodeId().equals("n0") ? t
+        : new ForwardingTransport(t) {
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            CompletableFuture<byte[]> f = new CompletableFuture<>(); // no answer, no timeout
+            sent.add(f);
+            return f;
+          }
+        };
+    OracleCluster c = cluster(hooks, RouterConfig.builder()
+        .forwardTimeout(Duration.ofMillis(50), Duration.ofMillis(50)));
+    InferenceRequest r = request("q", concat(PREFIX, prompt(9, 64)));
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(r);
+    c.sim.runUntilIdle(1_000_000);
+    assertTrue(f.isDone(), "the request was never answered");
+    InferenceResponse resp = f.join();
+    assertEquals("n0", resp.servedBy());
+    assertEquals(FallbackCause.TIMEOUT, resp.fallbackCause());
+    assertEquals(1, sent.size());
+    assertTrue(sent.get(0).isCancelled(),
+        "the forward the guard timer ended is still awaited at the transport");
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
+  @Test
   void aTransportWhoseSendThrowsAnErrorAfterATimeoutStillRunsTheRequestLocally() {
     // old code: the CANCEL after the timeout threw out of the claimed attempt: never answered
     OracleCluster.Hooks hooks = new OracleCluster.Hooks();
