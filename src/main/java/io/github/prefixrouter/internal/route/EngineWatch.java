@@ -35,7 +35,8 @@ import java.util.concurrent.atomic.LongAdder;
  * routing decision, every forward received, every gossip round) on the node's injected clock.
  * Thread-safe: progress is one volatile write (two when it ends a stall); the transitions take
  * this object's lock, written so that a piece and a check crossing each other never leave a
- * stall standing after progress (each side writes its flag before it reads the other's).
+ * stall standing after progress (each side writes its flag before it reads the other's), and a
+ * run that finds the engine idle restarts the stall clock before it is counted outstanding.
  */
 final class EngineWatch {
 
@@ -70,8 +71,17 @@ final class EngineWatch {
 
   /** A run was handed to the engine at {@code now}. */
   void started(long now) {
-    if (outstanding.getAndIncrement() == 0 && !stalled) {
-      lastProgress = now; // the engine was idle: nothing was owed before this run
+    while (true) {
+      int runs = outstanding.get();
+      if (runs == 0 && !stalled) {
+        // the engine was idle: nothing was owed before this run. Written before the run is
+        // counted, so that a check on another thread never sees it outstanding with the clock
+        // of the idle period before it (and takes it for a stalled one as it starts)
+        lastProgress = now;
+      }
+      if (outstanding.compareAndSet(runs, runs + 1)) {
+        return;
+      }
     }
   }
 

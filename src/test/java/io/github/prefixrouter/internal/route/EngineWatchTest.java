@@ -142,6 +142,45 @@ class EngineWatchTest {
     assertEquals(0, standing, "stalls left standing after progress, of " + rounds);
   }
 
+  /**
+   * A run that starts on an engine idle for longer than the stall timeout, and a check at that
+   * moment on another thread: whichever order they interleave in, the run just started is not
+   * taken for a stalled one (the check must not see it outstanding with the clock of the idle
+   * period before it). Both threads spin to start each round together.
+   */
+  @Test
+  void aRunStartingAfterAnIdlePeriodRacingACheckIsNotTakenForAStall() throws Exception {
+    int rounds = 100_000;
+    EngineWatch[] watch = new EngineWatch[rounds + 1];
+    for (int i = 1; i <= rounds; i++) {
+      watch[i] = new EngineWatch(T);
+      watch[i].started(0); // a run answered at 0, then nothing for 100
+      watch[i].progressed(0);
+      watch[i].ended();
+    }
+    AtomicInteger go = new AtomicInteger();
+    AtomicInteger checked = new AtomicInteger();
+    Thread checker = new Thread(() -> {
+      for (int i = 1; i <= rounds; i++) {
+        await(go, i);
+        watch[i].avoid(100); // the run starts at 100: never stalled at 100
+        checked.set(i);
+      }
+    });
+    checker.start();
+    int stalled = 0;
+    for (int i = 1; i <= rounds; i++) {
+      go.set(i);
+      watch[i].started(100);
+      await(checked, i);
+      if (watch[i].avoid(105)) { // 5 after the run started: never stalled
+        stalled++;
+      }
+    }
+    checker.join();
+    assertEquals(0, stalled, "runs taken for stalled as they started, of " + rounds);
+  }
+
   /** Spins until {@code v} reaches {@code i}, yielding the CPU after a while (one free core). */
   private static void await(AtomicInteger v, int i) {
     int spins = 0;
