@@ -668,13 +668,17 @@ public final class RouterNode implements PrefixRouterNode {
   /**
    * The local engine failed {@code ex} with {@code t}. A retryable failure of a request this
    * node's client submitted is tried on a peer (routed to peers only from then on) while
-   * forwards are left and the policy and hop limit allow forwarding; otherwise the request
-   * fails.
+   * forwards are left and the policy and hop limit allow forwarding, unless it runs here because
+   * its last forward found the transport closed or the request too large for the link;
+   * otherwise the request fails.
    */
   private void localFailed(Execution ex, Throwable t) {
+    // after a closed transport no peer can be reached; after a forward too large for the link,
+    // the other peers' links have the same limit
     boolean retry = !ex.fromPeer && t instanceof EngineException ee && ee.retryable()
         && config.policy() != RoutingPolicy.LOCAL_ONLY && ex.hops < config.hopLimit()
-        && ex.lastCause != FallbackCause.TRANSPORT_CLOSED;
+        && ex.lastCause != FallbackCause.TRANSPORT_CLOSED
+        && ex.lastCause != FallbackCause.TOO_LARGE;
     if (retry) {
       synchronized (ex) {
         retry = ex.forwards < MAX_FORWARDS;

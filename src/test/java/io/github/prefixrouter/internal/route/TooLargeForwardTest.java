@@ -98,6 +98,45 @@ class TooLargeForwardTest {
     assertEquals(FallbackCause.NONE, small.fallbackCause());
   }
 
+  @Test
+  void aLocalFailureAfterATooLargeForwardIsFinalWithoutTryingAnotherPeer() {
+    // the forward is too large for the link, the local run then fails retryably: the other
+    // peers' links have the same limit, so the local failure is final (old code: the local
+    // failure's fallback sent the request to the next peer, too large again, then failed)
+    AtomicInteger tooLarge = new AtomicInteger();
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.transportWrap = t -> new ForwardingTransport(t) {
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        if (payload.length > LIMIT) {
+          tooLarge.incrementAndGet();
+          return CompletableFuture.failedFuture(new TransportException(
+              TransportException.Kind.TOO_LARGE, "request of " + payload.length
+                  + " bytes exceeds maxMessageBytes " + LIMIT));
+        }
+        return super.request(to, payload, timeout);
+      }
+    };
+    OracleCluster c = new OracleCluster(3, RouterConfig.builder()
+        .policy(RoutingPolicy.LONGEST_PREFIX).coldPlacement(false).build(), 1, h)
+        .rtt(Duration.ofMillis(1)).start();
+    for (String peer : List.of("n1", "n2")) {
+      c.warm(peer, concat(PREFIX, prompt(9, 40)));
+    }
+    c.engine("n0").failNext(1);
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(BIG);
+    c.sim.runUntilIdle(1_000_000);
+    assertTrue(f.isCompletedExceptionally(), "the local engine's failure is final");
+    Throwable e = f.handle((r, t) -> t).join();
+    assertTrue(e instanceof io.github.prefixrouter.RequestFailedException, String.valueOf(e));
+    assertEquals(1, tooLarge.get(), "a FORWARD too large for the link was sent again");
+    NodeStats s = c.node("n0").stats();
+    assertEquals(1, s.fallbacks().get(FallbackCause.TOO_LARGE));
+    assertEquals(0, s.fallbacks().get(FallbackCause.LOCAL_FAILED));
+    assertEquals(0, s.inFlight());
+  }
+
   /**
    * 520 tokens asking for 2,500 outputs: a FORWARD of about 1 KB, an answer of about 5 KB (the
    * output's token ids, 2 bytes each, and its text).
