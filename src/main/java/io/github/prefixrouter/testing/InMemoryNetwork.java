@@ -322,8 +322,9 @@ public final class InMemoryNetwork {
   /**
    * Messages delivered to a handler or a pending request. A message is counted when it has been
    * handed over (after the handler's call returns). An answer (or a refusal) that finds its
-   * request no longer pending is not: one arriving after the request timed out or its
-   * transport closed, or the second answer to a duplicated request, counts as dropped.
+   * request no longer pending is not: one arriving after the request timed out, its caller
+   * cancelled its future or its transport closed, or the second answer to a duplicated request,
+   * counts as dropped.
    *
    * @return the count since construction
    */
@@ -335,7 +336,8 @@ public final class InMemoryNetwork {
    * Messages lost, cut by a partition or crash, or addressed to nobody: arriving where no open,
    * started transport of the addressed node is (a request so refused counts here too; the
    * refusal that travels back is a message of its own); and answers and refusals that arrive
-   * when their request is no longer pending (late, or a duplicated request's second answer).
+   * when their request is no longer pending (late, cancelled by its caller, or a duplicated
+   * request's second answer).
    *
    * @return the count since construction
    */
@@ -488,6 +490,13 @@ public final class InMemoryNetwork {
             new TransportException(TransportException.Kind.TIMEOUT,
                 "no answer from " + to + " within " + timeout)));
       }
+      // a request whose future the caller cancels is let go of, as of a failed one: its timer
+      // and its entry go now, not at its timeout, and an answer arriving later is dropped
+      f.whenComplete((bytes, err) -> {
+        if (f.isCancelled()) {
+          letGo(id);
+        }
+      });
       byte[] copy = payload.clone();
       String from = address.nodeId();
       transmit(from, to.nodeId(), copy.length, () -> {
@@ -563,6 +572,19 @@ public final class InMemoryNetwork {
         p.future.complete(value);
       }
       return p != null;
+    }
+
+    /** Forgets a request its caller cancelled: its entry and its timeout timer. */
+    private void letGo(long id) {
+      Pending p;
+      synchronized (this) {
+        p = pending.remove(id);
+      }
+      if (p != null && p.timer != null) {
+        synchronized (InMemoryNetwork.this) {
+          p.timer.cancel();
+        }
+      }
     }
 
     /** Fails a pending request; false if it is no longer pending (nothing took it). */

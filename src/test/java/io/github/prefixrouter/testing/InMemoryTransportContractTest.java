@@ -242,6 +242,27 @@ class InMemoryTransportContractTest {
         "every request answered");
   }
 
+  @Test
+  void aRequestWhoseCallerCancelsIsLetGoOfAtOnce() {
+    // the contract: a cancelled request is let go of as a failed one; its timeout timer stayed
+    // queued and its entry held until the timeout, and a late answer counted as delivered
+    Transport a = started("a");
+    Transport b = net.transport("b");
+    CompletableFuture<byte[]> never = new CompletableFuture<>();
+    b.start((from, payload) -> never);
+    CompletableFuture<byte[]> f =
+        a.request(b.localAddress(), new byte[] {7}, Duration.ofHours(1));
+    sim.advanceBy(Duration.ofSeconds(1).toNanos()); // delivered; the peer holds it
+    assertEquals(1, sim.pendingTasks(), "the request's timeout timer");
+    assertTrue(f.cancel(false));
+    assertEquals(0, sim.pendingTasks(), "the cancelled request's timer is gone");
+    long delivered = net.messagesDelivered();
+    never.complete(new byte[] {8}); // the peer answers after all: nobody awaits it
+    sim.advanceBy(Duration.ofSeconds(1).toNanos());
+    assertEquals(delivered, net.messagesDelivered(), "an answer to a cancelled request");
+    assertEquals(1L, net.messagesDropped(), "the late answer is dropped");
+  }
+
   private static TransportException.Kind kindOf(CompletableFuture<byte[]> f) {
     assertTrue(f.isCompletedExceptionally(), "not failed");
     Throwable t = assertThrows(java.util.concurrent.CompletionException.class, f::join).getCause();
