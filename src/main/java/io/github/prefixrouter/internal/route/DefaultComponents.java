@@ -35,7 +35,7 @@ final class DefaultComponents {
           gossipConfig, node.seeds(), node.clock(), node.scheduler(),
           node.random(), node::engineLoad, (to, payload) -> node.transport().send(to, payload));
       gossip.pushBackWhen(node::engineStalled);
-      tree.addListener(GossipPeerView.summaryFeed(gossip.localSummary()));
+      GossipPeerView.followTree(tree, gossip.localSummary());
       return gossip;
     }, config.maxPeers());
     return new RouterNode.Components(local, new BlockChain(tree.hasher()), peers);

@@ -8,6 +8,7 @@ import io.github.prefixrouter.internal.gossip.GossipEngine;
 import io.github.prefixrouter.internal.gossip.GossipView;
 import io.github.prefixrouter.internal.gossip.LocalSummary;
 import io.github.prefixrouter.internal.tree.BlockEventListener;
+import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 import io.github.prefixrouter.internal.wire.WireTypes;
 import io.github.prefixrouter.spi.PeerAddress;
 import java.time.Duration;
@@ -51,6 +52,27 @@ final class GossipPeerView implements PeerView {
         .highWatermark(c.highWatermark())
         .lowWatermark(c.lowWatermark())
         .build();
+  }
+
+  /**
+   * Feeds {@code tree}'s block events into the gossiped local summary, starting with the blocks
+   * the tree holds already: an engine that publishes cache events reports the blocks it holds
+   * when the node sets its listener, at build time, and gossip starts later, with the node.
+   * Registered without them, the summary never published those blocks (its later evictions of
+   * them changed nothing), so peers never learned that the node holds them.
+   *
+   * <p>The summary's lock ({@link LocalSummary} synchronizes on itself) is held from the
+   * registration until the blocks held then are published, so an event delivered meanwhile on
+   * another thread (an eviction of one of them) waits and applies after them, in order.
+   */
+  static void followTree(ConcurrentPrefixTree tree, LocalSummary summary) {
+    BlockEventListener feed = summaryFeed(summary);
+    synchronized (summary) {
+      long[] held = tree.addListenerWithSnapshot(feed);
+      if (held.length > 0) {
+        summary.onStored(held);
+      }
+    }
   }
 
   /** Feeds the local tree's block events into the gossiped local summary. */
