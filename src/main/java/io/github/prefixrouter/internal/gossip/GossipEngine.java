@@ -882,7 +882,7 @@ public final class GossipEngine {
       if (index.pairs() > config.maxBlocksTotal()) {
         throw new IllegalStateException("replica pairs over cap");
       }
-      if (snapshotCacheBytes > snapshotCacheMaxBytes) {
+      if (snapshotCacheBytes > snapshotCacheMaxBytes && snapshotCache.size() > 1) {
         throw new IllegalStateException("snapshot cache over cap");
       }
     } finally {
@@ -1753,18 +1753,20 @@ public final class GossipEngine {
       LocalSummary.Snapshot s = take.get();
       c = encodeSnapshot(origin, gen, s);
       count(GossipCounter.SNAPSHOTS_ENCODED, 1);
-      if (c.bytes() <= snapshotCacheMaxBytes / 2) {
-        snapshotCache.put(origin, c);
-        snapshotCacheBytes += c.bytes();
-        Iterator<Map.Entry<String, CachedSnapshot>> it = snapshotCache.entrySet().iterator();
-        while (snapshotCacheBytes > snapshotCacheMaxBytes && it.hasNext()) {
-          Map.Entry<String, CachedSnapshot> e = it.next();
-          if (e.getKey().equals(origin)) {
-            continue;
-          }
-          snapshotCacheBytes -= e.getValue().bytes();
-          it.remove();
+      // cached whatever its size (one larger than the cache is held alone): a snapshot of more
+      // than one exchange's budget completes at a peer only if later exchanges send chunks of
+      // the same version, and re-encoded at every exchange it took a new version each time the
+      // origin had changed since, so that no peer ever completed it
+      snapshotCache.put(origin, c);
+      snapshotCacheBytes += c.bytes();
+      Iterator<Map.Entry<String, CachedSnapshot>> it = snapshotCache.entrySet().iterator();
+      while (snapshotCacheBytes > snapshotCacheMaxBytes && it.hasNext()) {
+        Map.Entry<String, CachedSnapshot> e = it.next();
+        if (e.getKey().equals(origin)) {
+          continue;
         }
+        snapshotCacheBytes -= e.getValue().bytes();
+        it.remove();
       }
     }
     List<byte[]> all = c.chunks();
