@@ -30,6 +30,11 @@ final class GossipCodec {
 
   /** Smallest encoding of a digest entry: id (shared + rest length: 2) + 3 varints + flags. */
   static final int MIN_DIGEST_ENTRY_BYTES = 6;
+  /**
+   * Largest encoding of a digest entry: id (shared: 1, rest: 1 + 64) + generation difference
+   * (zigzag of up to 2^62: 10) + version (9) + heartbeat (9) + flags (1) + load (5 + 5).
+   */
+  static final int MAX_DIGEST_ENTRY_BYTES = 66 + 10 + 9 + 9 + 1 + 10;
   /** Smallest update: digest entry + update flags (1) + back (1) + delta count (1). */
   static final int MIN_UPDATE_BYTES = MIN_DIGEST_ENTRY_BYTES + 3;
   /** Smallest request: id (shared + rest length: 2) + generation + version. */

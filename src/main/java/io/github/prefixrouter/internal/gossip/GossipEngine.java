@@ -1352,15 +1352,24 @@ public final class GossipEngine {
         }
       }
     }
-    // what the initiator does not know at all
+    // what the initiator does not list: unknown to it, unless the digest may be one that left
+    // origins out for want of room; such origins get deltas from version 0 where a log still
+    // has them, or their header alone, and no snapshot (which went, in every exchange, to
+    // initiators that held the origin already). A header teaches an initiator an origin it did
+    // not know; its next digest lists it, at version 0, and gets the snapshot then
+    SnapshotBudget unlisted = snapshotBudget;
+    if (mayLeaveOriginsOut(syn)) {
+      unlisted = new SnapshotBudget(0);
+      unlisted.full = true;
+    }
     if (!selfSeen) {
-      budget = addUpdate(updates, serveSelf(from, 0, 0, budget, chunks, snapshotBudget), budget);
+      budget = addUpdate(updates, serveSelf(from, 0, 0, budget, chunks, unlisted), budget);
     }
     for (Member m : members.values()) {
       if (m.status != Status.DEAD && m.seenStamp != stamp
           && !m.nodeId.equals(from.nodeId())) {
         budget = addUpdate(updates,
-            serveMember(m, 0, 0, budget, from, chunks, snapshotBudget), budget);
+            serveMember(m, 0, 0, budget, from, chunks, unlisted), budget);
       }
     }
     trimRequests(requests, budget);
@@ -1368,6 +1377,23 @@ public final class GossipEngine {
     countUpdateBytes(updates);
     out.add(new Outgoing(from, codec.encode(new Ack(syn.round(), generation, updates, requests))));
     out.addAll(chunks);
+  }
+
+  /**
+   * Whether the digest of {@code syn} may leave out origins its sender knows. A sender lists
+   * what fits in one message ({@link #buildDigest}: a rotating subset once the digest is larger)
+   * and nothing on the wire says so; a digest is complete if one more entry of any size would
+   * still have fit in this node's {@code messageByteCap} (all nodes built alike share it).
+   */
+  private boolean mayLeaveOriginsOut(Syn syn) {
+    GossipCodec.Prev prev = new GossipCodec.Prev();
+    long bytes = GossipCodec.synOverhead(GossipMessage.MAX_COUNTER, syn.senderGeneration(),
+        GossipConfig.MAX_PEERS_LIMIT + 1);
+    for (DigestEntry e : syn.digest()) {
+      bytes += GossipCodec.sizeOf(e, prev);
+      prev.set(e.nodeId(), e.generation());
+    }
+    return bytes + GossipCodec.MAX_DIGEST_ENTRY_BYTES > config.messageByteCap();
   }
 
   /**
