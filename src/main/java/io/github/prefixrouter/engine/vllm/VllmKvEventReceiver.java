@@ -281,7 +281,9 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * ({@code seq < nextSeq()}) is ignored and counted in {@link Stats#duplicatesIgnored()}; one
    * above {@code nextSeq()} means the replay itself misses messages: the listener is cleared
    * first (counted in {@link Stats#gaps()}). Otherwise, and for a sequence number outside
-   * {@code 0..}{@link #MAX_SEQ}, as {@link #onMessage}.
+   * {@code 0..}{@link #MAX_SEQ}, as {@link #onMessage}. vLLM ends a replay with a marker
+   * numbered -1 with an empty payload, which is not a message: a caller stops there and does
+   * not pass it here, where it would be dropped as malformed and clear the listener.
    *
    * @param seq the message's sequence number
    * @param payload the message's msgpack payload; not modified
