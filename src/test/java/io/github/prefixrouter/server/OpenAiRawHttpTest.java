@@ -232,4 +232,33 @@ class OpenAiRawHttpTest {
       }
     }
   }
+
+  /**
+   * A request the demo engine can never serve (more output tokens than its limit, a prompt
+   * longer than it takes) is the client's fault: 400 in OpenAI's shape, which clients do not
+   * retry, not a 502 they would send again and again.
+   */
+  @Test
+  void whatTheDemoEngineCannotServeIsA400() throws Exception {
+    NodeOptions o = NodeOptions.parse(new String[] {"--id", "solo", "--listen", "127.0.0.1:0",
+        "--client", "127.0.0.1:0", "--model", "base"},
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
+    try (NodeMain.Running r = NodeMain.start(o)) {
+      String address = r.clientAddress;
+      String tooLong = "x".repeat(16_385); // the reference engine takes 16,384 prompt tokens
+      String[] bodies = {
+        "{\"prompt\":[1,2,3],\"max_tokens\":" + (NodeMain.REFERENCE_MAX_OUTPUT_TOKENS + 1) + "}",
+        "{\"prompt\":\"" + tooLong + "\",\"max_tokens\":1}",
+      };
+      for (String body : bodies) {
+        Raw answer = send(address, post(address, "/v1/completions", body));
+        String what = body.length() > 80 ? body.substring(0, 80) : body;
+        assertEquals(400, answer.status(), what + ": " + answer.body());
+        Object error = ((Map<?, ?>) Json.parse(answer.body())).get("error");
+        assertEquals("invalid_request_error", ((Map<?, ?>) error).get("type"), what);
+        assertEquals("invalid_request", ((Map<?, ?>) error).get("code"), what);
+      }
+      assertEquals(0, r.endpoint.inFlight());
+    }
+  }
 }

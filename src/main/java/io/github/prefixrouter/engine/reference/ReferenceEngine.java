@@ -12,6 +12,7 @@ import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.InvalidRequestException;
 import java.util.List;
 import java.util.Objects;
 import java.util.SplittableRandom;
@@ -145,15 +146,15 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
       return f;
     }
     if (request.length() > maxPromptTokens) {
-      f.completeExceptionally(new EngineException(
+      f.completeExceptionally(new InvalidRequestException(
           "request " + request.id() + ": prompt of " + request.length() + " tokens exceeds maxPromptTokens "
-              + maxPromptTokens, false));
+              + maxPromptTokens));
       return f;
     }
     if (request.params().maxTokens() > maxOutputTokens) {
-      f.completeExceptionally(new EngineException(
+      f.completeExceptionally(new InvalidRequestException(
           "request " + request.id() + ": maxTokens " + request.params().maxTokens()
-              + " exceeds maxOutputTokens " + maxOutputTokens, false));
+              + " exceeds maxOutputTokens " + maxOutputTokens));
       return f;
     }
     Job job = new Job(request, f, listener);
@@ -592,7 +593,8 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     }
 
     /**
-     * Longest prompt accepted; longer ones fail (not retryable). Default 16,384.
+     * Longest prompt accepted; longer ones fail with an {@link InvalidRequestException} (the
+     * request's fault, not retryable: the client API answers 400). Default 16,384.
      *
      * @param n the limit in tokens
      * @return this builder
@@ -603,7 +605,9 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     }
 
     /**
-     * Largest {@code maxTokens} accepted; larger ones fail (not retryable). Default 1,024.
+     * Largest {@code maxTokens} accepted; larger ones fail with an
+     * {@link InvalidRequestException} (the request's fault, not retryable: the client API answers
+     * 400). Default 1,024.
      *
      * @param n the limit in tokens
      * @return this builder

@@ -15,6 +15,7 @@ import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InvalidRequestException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -340,9 +341,11 @@ class ReferenceEngineTest {
       ExecutionException x = assertThrows(ExecutionException.class,
           () -> e.execute(InferenceRequest.of("a", new int[11])).get());
       assertFalse(((EngineException) x.getCause()).retryable());
+      assertTrue(x.getCause() instanceof InvalidRequestException, x.getCause().toString());
       assertTrue(x.getCause().getMessage().contains("maxPromptTokens"));
       x = assertThrows(ExecutionException.class,
           () -> e.execute(new InferenceRequest("b", new int[1], GenerationParams.greedy(6))).get());
+      assertTrue(x.getCause() instanceof InvalidRequestException, x.getCause().toString());
       assertTrue(x.getCause().getMessage().contains("maxOutputTokens"));
     }
   }
