@@ -687,7 +687,6 @@ final class OpenAiRequest {
     throw new Invalid(key, key + " must be a number, was " + shown(m.get(key)));
   }
 
-  /** A value as JSON, for a message: cut after 200 characters. */
   /** A route's no-op options and vLLM's sampling options, in one immutable map. */
   @SafeVarargs
   private static Map<String, NoOp> withVllmSampling(Map.Entry<String, NoOp>... own) {
@@ -715,6 +714,7 @@ final class OpenAiRequest {
     return key.substring(0, key.offsetByCodePoints(0, MAX_KEY_SHOWN)) + "...";
   }
 
+  /** A value as JSON, for a message: cut after 200 characters. */
   private static String shown(Object v) {
     String s = Json.write(v);
     return s.length() <= 200 ? s : s.substring(0, 200) + "...";
