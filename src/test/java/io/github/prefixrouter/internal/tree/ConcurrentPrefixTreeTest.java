@@ -26,15 +26,23 @@ class ConcurrentPrefixTreeTest {
     return r;
   }
 
-  /** Replays block events into a set. */
+  /**
+   * Replays block events into a set, and records each event that does not fit it (a block
+   * stored while held, or evicted while not held). It records rather than asserts: the tree
+   * counts and logs what a listener throws, Errors included, so an assertion thrown here would
+   * fail no test; {@link #assertConsistent} checks the record instead.
+   */
   static final class Replay implements BlockEventListener {
     final Set<Long> held = new HashSet<>();
     final List<String> log = new ArrayList<>();
+    final List<String> errors = new ArrayList<>();
 
     @Override
     public void onStored(long[] hashes) {
       for (long h : hashes) {
-        assertTrue(held.add(h), "stored twice: " + h);
+        if (!held.add(h)) {
+          errors.add("stored twice: " + h);
+        }
       }
       log.add("stored " + hashes.length);
     }
@@ -42,7 +50,9 @@ class ConcurrentPrefixTreeTest {
     @Override
     public void onEvicted(long[] hashes) {
       for (long h : hashes) {
-        assertTrue(held.remove(h), "evicted but not held: " + h);
+        if (!held.remove(h)) {
+          errors.add("evicted but not held: " + h);
+        }
       }
       log.add("evicted " + hashes.length);
     }
@@ -51,6 +61,15 @@ class ConcurrentPrefixTreeTest {
     public void onCleared() {
       held.clear();
       log.add("cleared");
+    }
+
+    /** Fails if any event so far stored a held block or evicted one not held. */
+    void assertConsistent(String when) {
+      assertEquals(List.of(), errors, "block events that do not replay, " + when);
+    }
+
+    void assertConsistent() {
+      assertConsistent("at the end");
     }
   }
 
@@ -178,6 +197,7 @@ class ConcurrentPrefixTreeTest {
     t.clear();
     assertEquals(Set.of(), r.held);
     assertEquals(0, t.sizeTokens());
+    r.assertConsistent();
   }
 
   @Test
@@ -210,6 +230,7 @@ class ConcurrentPrefixTreeTest {
     assertEquals(0, t.sizeTokens());
     assertEquals(0, r.held.size());
     t.checkInvariants();
+    r.assertConsistent();
   }
 
   /**
@@ -239,6 +260,7 @@ class ConcurrentPrefixTreeTest {
       assertEquals(4, t.match(new int[] {0, 1, 2, 3, 4, 5, 6, 7, 9, 9, 9, 9}), "order " + order);
       assertEquals(1, r.held.size(), "order " + order);
       assertEquals(order == 2 ? 1 : 0, t.engineEventStats().unknownBlocks(), "order " + order);
+      r.assertConsistent("order " + order);
     }
   }
 
@@ -350,6 +372,7 @@ class ConcurrentPrefixTreeTest {
     CacheEventStats s = t.engineEventStats();
     assertEquals(1, s.unknownBlocks());
     assertEquals(0, s.unknownParents());
+    r.assertConsistent();
   }
 
   /** Copies die with their block when a block they continue goes, and with a clear. */
@@ -379,6 +402,7 @@ class ConcurrentPrefixTreeTest {
     assertEquals(0, t.sizeTokens());
     assertEquals(Set.of(), r.held);
     assertEquals(0, t.engineEventStats().unknownBlocks());
+    r.assertConsistent();
   }
 
   /**
@@ -526,6 +550,7 @@ class ConcurrentPrefixTreeTest {
     assertEquals(8, t.match(new int[] {9, 9, 9, 9, 9, 9, 9, 9, 9, 9}));
     assertEquals(8, t.sizeTokens());
     assertEquals(Set.of(), diff(replay.held, t.blockHashes()));
+    replay.assertConsistent();
   }
 
   /** Copies and aliases of the blocks dropped over the limit are forgotten with them. */
@@ -654,6 +679,7 @@ class ConcurrentPrefixTreeTest {
     assertEquals(0, t.match(new int[] {5, 6, 7, 8}));
     assertEquals(Set.of(), replay.held);
     assertEquals(0, t.engineEventStats().unknownBlocks());
+    replay.assertConsistent();
   }
 
   @Test
@@ -717,6 +743,7 @@ class ConcurrentPrefixTreeTest {
     assertEquals(1, t.listenerFailures());
     assertEquals(2, r.held.size());
     assertEquals(4, t.match(new int[] {1, 2, 3, 4}));
+    r.assertConsistent();
   }
 
   @Test
@@ -760,6 +787,7 @@ class ConcurrentPrefixTreeTest {
     assertEquals(0, t.sizeTokens());
     assertEquals(List.of("stored 2", "evicted 2"), second.log);
     assertEquals(Set.of(), second.held);
+    second.assertConsistent();
   }
 
   @Test

@@ -603,6 +603,7 @@ class EngineDrivenTreePropertyTest {
             "scope " + sc + " after " + op);
       }
       assertEquals(model.scopesHeld(), tree.scopeCount(), "scope roots after " + op);
+      replay.assertConsistent("after " + op);
       assertEquals(model.treeHashes(tree.hasher()), replay.held, "replayed blocks after " + op);
       for (Map.Entry<Long, Integer> e : model.copies.entrySet()) {
         assertEquals((long) e.getValue(), tree.engineCopies(e.getKey()),

@@ -113,6 +113,7 @@ class EngineEventRobustnessTest {
         CacheEventListener.NO_PARENT, new long[] {3}, new int[] {9, 9}));
     assertEquals(2, t.match(new int[] {9, 9}));
     assertEquals(4, t.listenerFailures());
+    after.assertConsistent();
     t.checkInvariants();
   }
 }

@@ -51,6 +51,7 @@ class ScopedTreeTest {
         java.util.Set.of(tree.blockHashes()[0], tree.blockHashes()[1]));
     tree.evictTo(0);
     assertTrue(replay.held.isEmpty());
+    replay.assertConsistent();
   }
 
   @Test

@@ -340,6 +340,8 @@ class SelfManagedTreePropertyTest {
       }
       assertEquals(model.scopesHeld(), tree.scopeCount(), "scope roots after " + op);
       Set<Long> expectedBlocks = model.blockHashes(tree.hasher());
+      replay.assertConsistent("after " + op);
+      late.assertConsistent("after " + op);
       if (listenFromStart) {
         assertEquals(expectedBlocks, replay.held, "replayed blocks after " + op);
       }
