@@ -139,7 +139,8 @@ import org.slf4j.LoggerFactory;
  * limit it exceeds (the serving side answers 413 instead of sending it). Outbound,
  * at most {@code maxInFlightPerPeer} requests and messages may be outstanding to one peer: a
  * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
- * counted); a request's slot is free again before its future completes. Inbound, at most
+ * counted); a request's slot is free again before its future completes, a future its caller
+ * cancels included. Inbound, at most
  * {@code maxInboundRequests} requests are handled at once; more are answered 503. A connection
  * that has started a request must deliver all of it (request line, headers and body; over TLS
  * the handshake too, counted from the connection's first byte) within
@@ -590,7 +591,7 @@ public final class HttpTransport implements Transport {
     Objects.requireNonNull(to, "to");
     Objects.requireNonNull(payload, "payload");
     Objects.requireNonNull(timeout, "timeout");
-    CompletableFuture<byte[]> result = new CompletableFuture<>();
+    CompletableFuture<byte[]> result = new RequestFuture();
     if (timeout.isNegative() || timeout.isZero()) {
       result.completeExceptionally(
           new TransportException(TransportException.Kind.TIMEOUT, "timeout must be positive, was " + timeout));
@@ -627,7 +628,8 @@ public final class HttpTransport implements Transport {
       release(peer); // closed meanwhile: close() completed it
       return result;
     }
-    // completed by the caller (cancelled, say): the slot is given back then
+    // completed by the caller otherwise than by cancel() (which gives the slot back first):
+    // the slot is given back then
     result.whenComplete((v, e) -> settle(result));
     String nonce = nextNonce();
     HttpRequest req;
@@ -670,6 +672,27 @@ public final class HttpTransport implements Transport {
           completeFromResponse(result, to, nonce, resp);
         });
     return result;
+  }
+
+  /**
+   * The future {@link #request} returns. Its caller's {@link #cancel} takes the request out of
+   * the pending ones and gives back its in-flight slot before the future completes, as the
+   * transport's own completions do ({@link #settle}): the callbacks the caller registered (which
+   * run before the transport's own) find the slot free, so a node that sends the peer a CANCEL
+   * or forwards again from them, at the peer's limit, is not refused as busy. The futures made
+   * from it are plain ones.
+   */
+  private final class RequestFuture extends CompletableFuture<byte[]> {
+    @Override
+    public boolean cancel(boolean mayInterruptIfRunning) {
+      settle(this);
+      return super.cancel(mayInterruptIfRunning);
+    }
+
+    @Override
+    public <U> CompletableFuture<U> newIncompleteFuture() {
+      return new CompletableFuture<>();
+    }
   }
 
   /**

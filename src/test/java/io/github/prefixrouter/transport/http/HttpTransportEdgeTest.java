@@ -64,6 +64,35 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   }
 
   /**
+   * A request whose future its caller cancels has given its in-flight slot back by the time the
+   * future's callbacks run, as a failed one has: a node that sends the peer a CANCEL, or forwards
+   * again, from the callback of the forward it let go of is not refused as busy. The slot was
+   * given back by a callback of the transport's own, which ran after the ones the caller had
+   * registered, so at the peer's limit the request made from there failed BUSY.
+   */
+  @Test
+  void aCancelledRequestsSlotIsFreeWhenItsCallbacksRun() throws Exception {
+    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+    ra.hold = true;
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b").maxInFlightPerPeer(1), new HttpTransportTest.Recorder());
+    CompletableFuture<byte[]> f = b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(30));
+    CompletableFuture<CompletableFuture<byte[]>> next = new CompletableFuture<>();
+    f.whenComplete((v, e) -> next.complete(
+        b.request(a.localAddress(), new byte[] {2}, Duration.ofSeconds(30))));
+    assertTrue(f.cancel(false));
+    CompletableFuture<byte[]> again = next.get(10, TimeUnit.SECONDS);
+    if (again.isCompletedExceptionally()) {
+      ExecutionException e = assertThrows(ExecutionException.class, again::get);
+      throw new AssertionError("the request made where the cancelled one completed: " + e.getCause());
+    }
+    assertEquals(0, b.stats().outboundBusy());
+    again.cancel(false);
+    assertEquals(0, b.stats().pendingRequests());
+    assertEquals(0, b.peersInFlight());
+  }
+
+  /**
    * A timeout longer than a long of nanoseconds (about 292 years) means "wait as long as it
    * takes". It made request() throw ArithmeticException after the request had taken one of the
    * peer's in-flight slots and joined the pending requests, so both stayed taken until close:
