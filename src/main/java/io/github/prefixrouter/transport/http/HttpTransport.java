@@ -179,7 +179,8 @@ import org.slf4j.LoggerFactory;
  * the JDK 17 {@link HttpClient} keeps until the client object is garbage collected.
  *
  * <h2>Close</h2>
- * {@link #close()} fails every pending outbound request with {@code CLOSED}, stops accepting
+ * {@link #close()} fails every pending outbound request with {@code CLOSED}, cancels the
+ * one-way messages still awaiting their answer (closing their connections), stops accepting
  * inbound traffic, answers inbound requests still being handled with 503 and releases its
  * threads. It waits at most {@code inboundIoTimeout} for the answers being written (the 503s
  * among them), then closes the connections of those still blocked. A message or request still
@@ -261,6 +262,12 @@ public final class HttpTransport implements Transport {
   private final Map<CompletableFuture<byte[]>, String> pending = new ConcurrentHashMap<>();
   /** Requests and messages outstanding per peer address; an address with none has no entry. */
   private final Map<String, Integer> inFlightByPeer = new ConcurrentHashMap<>();
+  /**
+   * One-way messages handed to the HTTP client and not yet answered: {@link #close()} cancels
+   * them, which closes their connections (the timer that cuts them after messageTimeout stops).
+   */
+  private final Set<CompletableFuture<HttpResponse<Void>>> messagesInFlight =
+      ConcurrentHashMap.newKeySet();
   private final Set<HttpExchange> inboundPending = ConcurrentHashMap.newKeySet();
   private final AtomicInteger inboundRequests = new AtomicInteger();
   private final AtomicBoolean started = new AtomicBoolean();
@@ -461,8 +468,9 @@ public final class HttpTransport implements Transport {
   }
 
   /**
-   * Fails every pending request with {@code CLOSED}, answers inbound requests still in progress
-   * with 503, stops the server and releases all threads. Waits at most {@code inboundIoTimeout}
+   * Fails every pending request with {@code CLOSED}, cancels the one-way messages still awaiting
+   * their answer, answers inbound requests still in progress with 503, stops the server and
+   * releases all threads. Waits at most {@code inboundIoTimeout}
    * for the answers being written, whatever a peer does, after a {@link #start} in progress.
    * Idempotent.
    */
@@ -492,6 +500,11 @@ public final class HttpTransport implements Transport {
         f.completeExceptionally(
             new TransportException(TransportException.Kind.CLOSED, "transport closed"));
       }
+    }
+    // a message whose peer stalls in its answer was cut only by the timer, stopped below: its
+    // exchange, its connection and the HTTP client's selector thread would outlive close
+    for (CompletableFuture<HttpResponse<Void>> m : messagesInFlight) {
+      m.cancel(true);
     }
     if (serverExecutor != null) {
       // the 503s are written by the server threads under the I/O deadline, as every answer is,
@@ -559,30 +572,40 @@ public final class HttpTransport implements Transport {
     }
     counters.messagesSent.increment();
     counters.bytesOut.add(payload.length);
+    CompletableFuture<HttpResponse<Void>> f;
     try {
-      CompletableFuture<HttpResponse<Void>> f =
-          client.sendAsync(req, HttpResponse.BodyHandlers.discarding());
+      f = client.sendAsync(req, HttpResponse.BodyHandlers.discarding());
+    } catch (RuntimeException e) { // executor shut down by a concurrent close
+      release(peer);
+      counters.messagesFailed.increment();
+      return;
+    }
+    messagesInFlight.add(f);
+    f.whenComplete(
+        (r, e) -> {
+          messagesInFlight.remove(f);
+          release(peer);
+          if (e != null || r.statusCode() != 204) {
+            counters.messagesFailed.increment();
+            if (e == null) {
+              noteOtherNode(to, r);
+            }
+            if (log.isDebugEnabled()) {
+              log.debug("message to {} failed: {}", to, e != null ? e.toString() : r.statusCode());
+            }
+          }
+        });
+    try {
       // the HTTP client's timeout ends when the answer's headers arrive: a peer that stalls in
       // the body would hold this message's in-flight slot (and the connection) forever
       ScheduledFuture<?> limit =
           timer.schedule(() -> f.cancel(true), config.messageTimeout.toNanos(), TimeUnit.NANOSECONDS);
-      f.whenComplete(
-          (r, e) -> {
-            limit.cancel(false);
-            release(peer);
-            if (e != null || r.statusCode() != 204) {
-              counters.messagesFailed.increment();
-              if (e == null) {
-                noteOtherNode(to, r);
-              }
-              if (log.isDebugEnabled()) {
-                log.debug("message to {} failed: {}", to, e != null ? e.toString() : r.statusCode());
-              }
-            }
-          });
-    } catch (RuntimeException e) { // executor shut down by a concurrent close
-      release(peer);
-      counters.messagesFailed.increment();
+      f.whenComplete((r, e) -> limit.cancel(false));
+    } catch (RuntimeException e) { // timer shut down by a concurrent close
+      f.cancel(true);
+    }
+    if (closed.get()) {
+      f.cancel(true); // close() may have let go of the messages in flight before this one
     }
   }
 

@@ -198,6 +198,47 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
   }
 
   /**
+   * close() lets go of the one-way messages still in flight: a message whose peer stalls in the
+   * body of its answer has its connection closed at once. Only the timer, which close() stops,
+   * cut such a message (after messageTimeout), so the message's exchange stayed open for as long
+   * as the peer held it, its connection, and the HTTP client's selector thread with it, long
+   * after close() returned.
+   */
+  @Test
+  void aMessageInFlightAtCloseHasItsConnectionClosed() throws Exception {
+    try (java.net.ServerSocket peer = new java.net.ServerSocket(0, 50,
+        java.net.InetAddress.getByName("127.0.0.1"))) {
+      HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+          .clusterKey(HttpTransportTest.KEY).messageTimeout(Duration.ofSeconds(60)),
+          new HttpTransportTest.Recorder());
+      b.send(new PeerAddress("a", "127.0.0.1:" + peer.getLocalPort()), new byte[] {1});
+      Socket s = peer.accept();
+      toClose.add(s);
+      InputStream in = s.getInputStream();
+      for (int matched = 0; matched < 4; ) { // the request's headers
+        int c = in.read();
+        assertTrue(c >= 0, "the message's headers ended early");
+        matched = (c == (matched % 2 == 0 ? '\r' : '\n')) ? matched + 1 : 0;
+      }
+      assertEquals(1, in.read(), "the message's body");
+      // headers, then a stall in the body
+      s.getOutputStream().write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nx"
+          .getBytes(StandardCharsets.US_ASCII));
+      s.getOutputStream().flush();
+      Thread.sleep(200);
+      b.close();
+      s.setSoTimeout(10_000);
+      try {
+        assertEquals(-1, in.read(), "the connection of the message in flight at close()");
+      } catch (java.net.SocketTimeoutException e) {
+        throw new AssertionError("the connection of the message in flight at close() was still "
+            + "open 10 s after close() returned");
+      }
+      assertEquals(1, b.stats().messagesFailed());
+    }
+  }
+
+  /**
    * A request refused after its body was read in part (a chunked body above the cap, a chunk
    * header that is no number) is answered, and the JDK server then drains what is left of the
    * body: a sender that stalls there is cut after the I/O timeout too. Before, the answer and
