@@ -279,6 +279,11 @@ public final class HttpTransport implements Transport {
   private final Object lifecycle = new Object();
   /** Runs in {@link #start} before the server is bound (for tests: a close() during start). */
   volatile Runnable beforeBind = () -> { };
+  /**
+   * Runs in {@link #start} once the server accepts connections, before start returns (for
+   * tests: inbound traffic while start runs).
+   */
+  volatile Runnable whileStarting = () -> { };
   private final Counters counters = new Counters();
   /** The heap the inbound bodies being read and authenticated hold ({@link #readBody}). */
   private final BodyBudget bodies;
@@ -357,7 +362,9 @@ public final class HttpTransport implements Transport {
 
   /**
    * Binds the server and starts delivering inbound traffic. A {@link #close()} called while it
-   * runs waits for it and then stops what it started.
+   * runs waits for it and then stops what it started. The handler may be called before it
+   * returns, as soon as the server accepts connections; {@link #send}, {@link #request} and
+   * {@link #localAddress} work from then on, the handler's own calls included.
    *
    * @throws IllegalStateException if called twice or after close
    * @throws java.io.UncheckedIOException if the listen address cannot be bound
@@ -424,14 +431,15 @@ public final class HttpTransport implements Transport {
         daemonThreads(prefix + "-refuser")));
     server.createContext(MESSAGE_PATH, ex -> handleInbound(ex, false));
     server.createContext(REQUEST_PATH, ex -> handleInbound(ex, true));
-    // the JDK server's dispatcher thread is a daemon only if the thread starting it is one (a
-    // host's main thread is not): started on the timer thread, it never keeps the JVM alive
-    try {
-      Uninterruptibles.getUninterruptibly(timer.submit(server::start));
-    } catch (ExecutionException e) {
-      Throwables.throwIfUnchecked(e.getCause());
-      throw new IllegalStateException("cannot start the HTTP server", e.getCause());
+    // the address and the client before the server starts: the handler may be called as soon
+    // as it does, and may send and request from there (send and request take a client for a
+    // started transport, and buildRequest needs the address)
+    String advertised = config.advertisedAddress;
+    if (advertised == null) {
+      InetSocketAddress a = server.getAddress();
+      advertised = hostPort(config.listenHost, a.getPort()); // never a wildcard (see build())
     }
+    localAddress = new PeerAddress(config.nodeId, advertised);
     HttpClient.Builder cb =
         HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
@@ -442,12 +450,15 @@ public final class HttpTransport implements Transport {
       cb.sslContext(config.sslContext);
     }
     client = cb.build();
-    String advertised = config.advertisedAddress;
-    if (advertised == null) {
-      InetSocketAddress a = server.getAddress();
-      advertised = hostPort(config.listenHost, a.getPort()); // never a wildcard (see build())
+    // the JDK server's dispatcher thread is a daemon only if the thread starting it is one (a
+    // host's main thread is not): started on the timer thread, it never keeps the JVM alive
+    try {
+      Uninterruptibles.getUninterruptibly(timer.submit(server::start));
+    } catch (ExecutionException e) {
+      Throwables.throwIfUnchecked(e.getCause());
+      throw new IllegalStateException("cannot start the HTTP server", e.getCause());
     }
-    localAddress = new PeerAddress(config.nodeId, advertised);
+    whileStarting.run();
     log.info(
         "{} listening on {} ({}, {})",
         config.nodeId,

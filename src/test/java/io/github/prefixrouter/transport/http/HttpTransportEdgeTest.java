@@ -228,6 +228,66 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   }
 
   /**
+   * A message that arrives while start() runs (from a peer that knew the node's address before it
+   * restarted) may reach the handler as soon as the server accepts connections, and the handler
+   * may answer through the transport then. The server was started before the HTTP client was
+   * built and the node's address set, so from there the handler found localAddress() throwing
+   * "transport not started" and its request failed UNREACHABLE, and a send or request made just
+   * after the client was built failed with a NullPointerException, keeping the peer's
+   * in-flight slot for good.
+   */
+  @Test
+  void aHandlerCalledWhileStartRunsCanUseTheTransport() throws Exception {
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    int port;
+    try (java.net.ServerSocket free = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getByName("127.0.0.1"))) {
+      port = free.getLocalPort();
+    }
+    AtomicReference<String> address = new AtomicReference<>();
+    CompletableFuture<CompletableFuture<byte[]>> asked = new CompletableFuture<>();
+    HttpTransport a = node("a").listen("127.0.0.1", port).build();
+    toClose.add(a);
+    a.whileStarting = () -> {
+      b.send(new PeerAddress("a", "127.0.0.1:" + port), new byte[] {1});
+      try {
+        asked.get(10, TimeUnit.SECONDS);
+      } catch (Exception e) {
+        throw new AssertionError("the message sent while start() ran did not arrive", e);
+      }
+    };
+    a.start(new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        try {
+          address.set(a.localAddress().address());
+        } catch (RuntimeException e) {
+          address.set(e.toString());
+        }
+        try {
+          asked.complete(a.request(from, "x".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10)));
+        } catch (RuntimeException e) {
+          asked.complete(CompletableFuture.failedFuture(e));
+        }
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        return CompletableFuture.completedFuture(payload);
+      }
+    });
+    CompletableFuture<byte[]> f = asked.get(10, TimeUnit.SECONDS);
+    try {
+      assertArrayEquals("echo a x".getBytes(StandardCharsets.UTF_8), f.get(10, TimeUnit.SECONDS));
+    } catch (ExecutionException e) {
+      throw new AssertionError("the request the handler made while start() ran: " + e.getCause());
+    }
+    assertEquals("127.0.0.1:" + port, address.get(), "localAddress() in the handler");
+    assertEquals(0, a.stats().pendingRequests());
+    assertEquals(0, a.peersInFlight());
+  }
+
+  /**
    * A message or request that a reader thread is still checking when close() returns is not
    * delivered. The transport looked at its closed flag only before reading the body, so one
    * whose check was under way (here held in the replay check's clock until close() returned)
