@@ -1707,8 +1707,9 @@ public final class HttpTransport implements Transport {
     /**
      * The {@code host:port} peers should use to reach this node, when it differs from the listen
      * address (for example behind NAT), and required when listening on a wildcard address
-     * ({@code 0.0.0.0} or {@code ::}, in any spelling). Default: the listen host and the bound
-     * port. It is {@code host:port} alone: {@link #build()} refuses one with a path, query,
+     * ({@code 0.0.0.0} or {@code ::}, in any spelling) or on a host name a URI cannot carry
+     * (one with an underscore, such as {@code node_1}: {@link #build()} refuses it, since no
+     * peer could send to it). Default: the listen host and the bound port. It is {@code host:port} alone: {@link #build()} refuses one with a path, query,
      * fragment or user info, and the wildcard address, which peers cannot connect to.
      *
      * @param hostPort the address as {@code host:port}
@@ -2033,7 +2034,18 @@ public final class HttpTransport implements Transport {
         throw new IllegalArgumentException("listening on " + listenHost + " needs "
             + "advertisedAddress(host:port), the address peers reach this node at");
       }
-      if (advertisedAddress != null) {
+      if (advertisedAddress == null) {
+        // the listen host is what peers are told: one a URI cannot carry as a host (such as
+        // "node_1") would make a node that starts but that no peer can send to, and whose
+        // messages every peer refuses
+        try {
+          requireHostPort(hostPort(listenHost, Math.max(1, listenPort)));
+        } catch (IllegalArgumentException e) {
+          throw new IllegalArgumentException("listen host " + listenHost + " cannot be told "
+              + "to peers as this node's address (" + e.getMessage() + "): give "
+              + "advertisedAddress(host:port), the address peers reach this node at", e);
+        }
+      } else {
         new PeerAddress(nodeId, advertisedAddress);
         try {
           requireHostPort(advertisedAddress);

@@ -650,6 +650,12 @@ class HttpTransportTest extends HttpTransportFixture {
       e = assertThrows(IllegalArgumentException.class, () -> node("a").listen(wildcard, 0).build());
       assertTrue(e.getMessage().contains("advertisedAddress"), e.getMessage());
     }
+    // nor is a host name a URI cannot carry (a container's "node_1"): the node started, and no
+    // peer could send to it nor took its messages
+    e = assertThrows(IllegalArgumentException.class, () -> node("a").listen("node_1", 0).build());
+    assertTrue(e.getMessage().contains("node_1") && e.getMessage().contains("advertisedAddress"),
+        e.getMessage());
+    node("a").listen("node_1", 0).advertisedAddress("10.1.2.3:7000").build(); // accepted
   }
 
   @Test
