@@ -93,7 +93,7 @@ final class StatsTables {
       .counter("requests_sent", T + "requests_sent_total",
           "Requests to peers handed to the network.", HttpTransport.Stats::requestsSent)
       .counter("requests_failed", T + "requests_failed_total",
-          "Requests to peers that failed, for any reason.", HttpTransport.Stats::requestsFailed)
+          "Requests to peers that failed, for any reason (not those the node cancelled).", HttpTransport.Stats::requestsFailed)
       .counter("requests_received", T + "requests_received_total",
           "Requests from peers delivered to the node.", HttpTransport.Stats::requestsReceived)
       .counter("messages_sent", T + "messages_sent_total",

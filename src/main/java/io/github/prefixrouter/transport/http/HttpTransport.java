@@ -1520,7 +1520,8 @@ public final class HttpTransport implements Transport {
    * @param messagesDropped one-way messages dropped before sending (closed, too large, peer busy)
    * @param messagesFailed one-way messages the peer did not accept (network error or non-204)
    * @param requestsSent requests handed to the network
-   * @param requestsFailed requests completed exceptionally, for any reason
+   * @param requestsFailed requests this transport failed (with a {@link TransportException} of
+   *     any kind); not those whose caller cancelled their future
    * @param outboundBusy requests and messages refused locally: too many in flight to the peer
    * @param messagesReceived inbound one-way messages delivered to the handler
    * @param requestsReceived inbound requests delivered to the handler
