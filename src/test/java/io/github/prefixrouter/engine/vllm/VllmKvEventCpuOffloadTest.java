@@ -24,7 +24,7 @@ class VllmKvEventCpuOffloadTest {
   static final int[] PROMPT = {1, 2, 3, 4, 5, 6, 7, 8};
 
   /** One batch of one event, as a map (current vLLM) or a tagged array (earlier versions). */
-  private static byte[] stored(boolean maps, String medium, int[] tokens, long... hashes) {
+  static byte[] stored(boolean maps, String medium, int[] tokens, long... hashes) {
     MsgpackWriter w = new MsgpackWriter().array(2).float64(1.5).array(1);
     if (maps) {
       w.map(8).str("type").str("BlockStored").str("block_hashes");

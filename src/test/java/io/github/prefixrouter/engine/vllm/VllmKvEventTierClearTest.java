@@ -1,7 +1,6 @@
 package io.github.prefixrouter.engine.vllm;
 
-import static io.github.prefixrouter.engine.vllm.GroupedEvents.hashes;
-import static io.github.prefixrouter.engine.vllm.GroupedEvents.tokens;
+import static io.github.prefixrouter.engine.vllm.VllmKvEventCpuOffloadTest.stored;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
@@ -17,25 +16,10 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 class VllmKvEventTierClearTest {
 
-  static final int B = 4;
-  static final long H1 = 0x1111;
-  static final long H2 = 0x2222;
-  static final int[] PROMPT = {1, 2, 3, 4, 5, 6, 7, 8};
-
-  private static byte[] stored(boolean maps, String medium, int[] tokens, long... hashes) {
-    MsgpackWriter w = new MsgpackWriter().array(2).float64(1.5).array(1);
-    if (maps) {
-      w.map(8).str("type").str("BlockStored").str("block_hashes");
-      hashes(w, hashes).str("parent_block_hash").nil().str("token_ids");
-      tokens(w, tokens).str("block_size").integer(B).str("lora_id").nil()
-          .str("medium").str(medium).str("lora_name").nil();
-    } else {
-      w.array(8).str("BlockStored");
-      hashes(w, hashes).nil();
-      tokens(w, tokens).integer(B).nil().str(medium).nil();
-    }
-    return w.bytes();
-  }
+  static final int B = VllmKvEventCpuOffloadTest.B;
+  static final long H1 = VllmKvEventCpuOffloadTest.H1;
+  static final long H2 = VllmKvEventCpuOffloadTest.H2;
+  static final int[] PROMPT = VllmKvEventCpuOffloadTest.PROMPT;
 
   /** {@code TierBlocksCleared}, with an ownership domain when {@code owner} is not null. */
   private static byte[] tierCleared(boolean maps, String medium, String owner) {
