@@ -850,9 +850,11 @@ public final class RouterNode implements PrefixRouterNode {
       // abandoned while the FORWARD was being sent: its CANCEL may have gone first and found
       // nothing at the peer, so one more follows the FORWARD; and the abandon found no future
       // to let go of, so the transport is let go of here (else it awaits the answer, holding
-      // what it holds for the request, until its timeout)
-      sendCancel(ex, a.to);
+      // what it holds for the request, until its timeout). Let go of first: until then the
+      // request holds one of the peer's in-flight slots, and a transport at its limit for the
+      // peer drops a message sent meanwhile
       letGo(a);
+      sendCancel(ex, a.to);
     }
     f.whenComplete((bytes, err) -> {
       cancelGuard(guard);
@@ -1548,8 +1550,11 @@ public final class RouterNode implements PrefixRouterNode {
       if (fwd.released.compareAndSet(false, true)) {
         fwd.peer.answered();
       }
-      sendCancel(ex, fwd.to);
+      // the transport lets go of the request (and of its in-flight slot for the peer) before
+      // the CANCEL is sent: a transport at its limit for the peer would drop the CANCEL, and
+      // the peer would generate the whole answer for nobody
       letGo(fwd);
+      sendCancel(ex, fwd.to);
     } else {
       cancelOnEngine(ex);
     }

@@ -193,6 +193,66 @@ class AbandonWhileStartingTest {
   }
 
   /**
+   * A forward abandoned by its client is let go of at the transport before its CANCEL is sent:
+   * the request holds one of the peer's in-flight slots until then, and a transport at its
+   * limit for the peer (HTTP's {@code maxInFlightPerPeer}) drops a message sent meanwhile, so
+   * the CANCEL was lost and the peer generated the whole answer for nobody.
+   */
+  @ParameterizedTest(name = "abandoned while the FORWARD is sent: {0}")
+  @ValueSource(booleans = {false, true})
+  void theCancelOfAnAbandonedForwardIsSentOnceTheForwardsSlotIsFree(boolean whileSending) {
+    AtomicReference<Runnable> onRequest = new AtomicReference<>(() -> { });
+    AtomicReference<CompletableFuture<byte[]>> sent = new AtomicReference<>();
+    // for each CANCEL sent after the client cancels: whether the forward was let go of then
+    java.util.List<Boolean> cancelsSent = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.concurrent.atomic.AtomicBoolean cancelled =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.transportWrap = t -> new ForwardingTransport(t) {
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        CompletableFuture<byte[]> f = new CompletableFuture<>(); // the peer never answers
+        sent.set(f);
+        onRequest.getAndSet(() -> { }).run();
+        return f;
+      }
+
+      @Override
+      public void send(PeerAddress to, byte[] payload) {
+        if (cancelled.get() && payload.length > 0 && payload[0] == ForwardCodec.CANCEL) {
+          cancelsSent.add(sent.get().isDone());
+        }
+        super.send(to, payload);
+      }
+    };
+    OracleCluster c = new OracleCluster(2, RouterConfig.builder()
+        .policy(RoutingPolicy.COST_AWARE).coldPlacement(false).build(), 1, h)
+        .rtt(Duration.ofMillis(1)).start();
+    c.engine("n0").failNext(1); // the local run fails retryably: n0 tries its peer
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(generating("r1", 50));
+    Runnable cancel = () -> {
+      cancelled.set(true);
+      f.cancel(true);
+    };
+    if (whileSending) {
+      onRequest.set(cancel);
+      c.sim.advanceBy(Duration.ofMillis(100).toNanos());
+    } else {
+      c.sim.advanceBy(Duration.ofMillis(100).toNanos());
+      assertTrue(sent.get() != null && !sent.get().isDone(), "the FORWARD is awaited");
+      cancel.run();
+    }
+    assertTrue(f.isCancelled());
+    assertTrue(!cancelsSent.isEmpty(), "no CANCEL was sent");
+    // abandoned while the FORWARD is sent, a first CANCEL goes at once (the FORWARD may arrive
+    // after it); the one that follows the FORWARD is the one that must find a free slot
+    assertEquals(true, cancelsSent.get(cancelsSent.size() - 1),
+        "the CANCEL was sent while the forward still held its slot at the transport: "
+            + cancelsSent);
+  }
+
+  /**
    * A run abandoned on an engine that neither answers nor honours the cancel (the SPI's default
    * {@code cancel} does nothing) is given up at {@code engineTimeout}, as a run that was not
    * abandoned is: its pin on the local index is released then, not held forever.
