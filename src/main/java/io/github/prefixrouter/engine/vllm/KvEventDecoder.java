@@ -224,19 +224,7 @@ final class KvEventDecoder {
     if (tag == null) {
       throw new MalformedKvEventException("event: map without a \"type\" tag", start);
     }
-    if (tag.equals(TIER_CLEARED)) {
-      r.reset(fields);
-      String medium = null;
-      for (int i = 0; i < n; i++) {
-        if (r.readString("event (key)").equals("medium")) {
-          medium = readLenientString(r, "TierBlocksCleared.medium");
-        } else {
-          r.skip(FIELD_DEPTH, "TierBlocksCleared (value)");
-        }
-      }
-      return new KvEvent.TierCleared(medium);
-    }
-    if (!tag.equals(STORED) && !tag.equals(REMOVED)) {
+    if (!tag.equals(STORED) && !tag.equals(REMOVED) && !tag.equals(TIER_CLEARED)) {
       return tag.equals(CLEARED) ? CLEARED_EVENT : new KvEvent.Unknown(tag);
     }
     r.reset(fields);
@@ -251,9 +239,10 @@ final class KvEventDecoder {
     String groupKind = null;
     for (int i = 0; i < n; i++) {
       String key = r.readString("event (key)");
-      // a BlockRemoved needs only its block_hashes, medium and group_idx
-      String wanted = tag.equals(STORED) || key.equals("block_hashes") || key.equals("medium")
-          || key.equals("group_idx") ? key : "";
+      // a BlockRemoved needs only its block_hashes, medium and group_idx; a TierBlocksCleared
+      // its medium
+      String wanted = tag.equals(STORED) || key.equals("medium") || tag.equals(REMOVED)
+          && (key.equals("block_hashes") || key.equals("group_idx")) ? key : "";
       switch (wanted) {
         case "block_hashes":
           hashes = readHashes(r, tag + ".block_hashes");
@@ -285,6 +274,9 @@ final class KvEventDecoder {
         default:
           r.skip(FIELD_DEPTH, tag + "." + key);
       }
+    }
+    if (tag.equals(TIER_CLEARED)) {
+      return new KvEvent.TierCleared(medium);
     }
     if (hashes == null) {
       throw new MalformedKvEventException(tag + ": no block_hashes", start);
