@@ -1710,8 +1710,9 @@ public final class HttpTransport implements Transport {
      * address (for example behind NAT), and required when listening on a wildcard address
      * ({@code 0.0.0.0} or {@code ::}, in any spelling) or on a host name a URI cannot carry
      * (one with an underscore, such as {@code node_1}: {@link #build()} refuses it, since no
-     * peer could send to it). Default: the listen host and the bound port. It is {@code host:port} alone: {@link #build()} refuses one with a path, query,
-     * fragment or user info, and the wildcard address, which peers cannot connect to.
+     * peer could send to it). Default: the listen host and the bound port. It is
+     * {@code host:port} alone: {@link #build()} refuses one with a path, query, fragment or user
+     * info, and the wildcard address, which peers cannot connect to.
      *
      * @param hostPort the address as {@code host:port}
      * @return this builder
