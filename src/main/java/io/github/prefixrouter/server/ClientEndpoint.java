@@ -480,16 +480,26 @@ final class ClientEndpoint {
     return openStreams.size();
   }
 
+  /** The message of a 500 for a failure of the endpoint itself; its exception is logged. */
+  static final String INTERNAL_ERROR_MESSAGE =
+      "internal error: the node failed to handle the request (see its log)";
+
   /**
    * Runs a handler so that the exchange gets an answer whatever it throws: the JDK server would
-   * otherwise close the connection without one.
+   * otherwise close the connection without one. The answer is a 500 in the path's error shape
+   * (OpenAI's on its paths, code {@code internal}); the exception is logged, never sent to the
+   * client.
    */
   private static void answered(HttpExchange ex, com.sun.net.httpserver.HttpHandler h) {
     try {
       h.handle(ex);
     } catch (IOException | RuntimeException e) {
       log.warn("client request to {} failed", ex.getRequestURI(), e);
-      respond(ex, 500, Map.of("error", "internal error: " + e));
+      if (isOpenAiPath(ex.getRequestURI().getRawPath())) {
+        openAiError(ex, 500, INTERNAL_ERROR_MESSAGE, null, "internal");
+      } else {
+        respond(ex, 500, Map.of("error", INTERNAL_ERROR_MESSAGE));
+      }
     }
   }
 

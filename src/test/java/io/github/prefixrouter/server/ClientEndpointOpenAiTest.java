@@ -1151,6 +1151,36 @@ class ClientEndpointOpenAiTest {
     assertTrue(requests.isEmpty());
   }
 
+  /**
+   * A failure of the endpoint itself (a bug; here the node's id cannot be read) is a 500 in
+   * OpenAI's error shape on the OpenAI routes ({@code server_error}, code {@code internal}), as
+   * OpenAI clients read errors, and the exception's text is logged, not sent to the client; the
+   * node's own route keeps its own shape, without the text either. Nothing is submitted and no
+   * in-flight slot is kept.
+   */
+  @Test
+  void aFailureOfTheEndpointIsA500InTheRoutesShapeWithoutTheExceptionsText() throws Exception {
+    start();
+    when(node.nodeId()).thenThrow(new IllegalStateException("secret-detail-of-the-bug"));
+    Map<String, String> bodies = Map.of(
+        ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\": [1, 2]}",
+        ClientEndpoint.OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}");
+    for (Map.Entry<String, String> e : bodies.entrySet()) {
+      HttpResponse<String> resp = post(e.getKey(), e.getValue());
+      assertEquals(500, resp.statusCode(), e.getKey() + " -> " + resp.body());
+      assertEquals(Map.of("error", ordered("message", "internal error: the node failed to "
+          + "handle the request (see its log)", "type", "server_error", "param", Json.NULL,
+          "code", "internal")), json(resp.body()), e.getKey());
+      assertFalse(resp.body().contains("secret"), resp.body());
+    }
+    HttpResponse<String> route = post(ClientEndpoint.COMPLETIONS, "{\"prompt\": [1, 2]}");
+    assertEquals(500, route.statusCode(), route.body());
+    assertEquals(Map.of("error", "internal error: the node failed to handle the request (see "
+        + "its log)"), json(route.body()));
+    assertTrue(requests.isEmpty());
+    assertEquals(0, endpoint.inFlight());
+  }
+
   @Test
   void theModelListHasTheBaseModelOrNothing() throws Exception {
     start();
