@@ -2,16 +2,13 @@ package io.github.prefixrouter.workload;
 
 import io.github.prefixrouter.server.LoadDriver;
 import java.io.IOException;
-import java.io.Reader;
 import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.stream.Stream;
-import org.apache.commons.csv.CSVFormat;
 import org.apache.commons.csv.CSVRecord;
 
 /**
@@ -95,7 +92,10 @@ public final class ChatWorkload {
    * are the first {@code maxQuestions} test questions (in the shots' layout, ending with
    * "Answer:") of at most {@code maxUserChars} characters.
    *
-   * @throws IllegalArgumentException if the directory does not look like MMLU
+   * @throws IllegalArgumentException if the directory does not look like MMLU, has no
+   *     {@code dev/*_dev.csv} file, or a subject's file is missing, is not valid CSV or has a row
+   *     without six columns (the message names the file), or no question is short enough
+   * @throws UncheckedIOException if a file cannot be read
    */
   public static ChatWorkload mmlu(Path dir, int maxSystemChars, int maxUserChars, int maxQuestions) {
     Path devDir = dir.resolve("dev");
@@ -114,11 +114,14 @@ public final class ChatWorkload {
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
+    if (subjects.isEmpty()) {
+      throw new IllegalArgumentException("no dev/*_dev.csv files in " + dir.toAbsolutePath());
+    }
     List<String> systems = new ArrayList<>();
     List<List<String>> users = new ArrayList<>();
     int shotsDropped = 0;
     for (String subject : subjects) {
-      List<CSVRecord> shots = read(devDir.resolve(subject + "_dev.csv"));
+      List<CSVRecord> shots = MmluPrompts.read(devDir.resolve(subject + "_dev.csv"));
       String system = MmluPrompts.prefixText(subject, shots);
       int kept = shots.size();
       while (system.length() > maxSystemChars && kept > 0) {
@@ -127,7 +130,7 @@ public final class ChatWorkload {
       }
       shotsDropped += shots.size() - kept;
       List<String> q = new ArrayList<>();
-      for (CSVRecord r : read(testDir.resolve(subject + "_test.csv"))) {
+      for (CSVRecord r : MmluPrompts.read(testDir.resolve(subject + "_test.csv"))) {
         String text = MmluPrompts.questionText(r);
         if (text.length() <= maxUserChars) {
           q.add(text);
@@ -147,14 +150,6 @@ public final class ChatWorkload {
     return new ChatWorkload("MMLU chats from " + dir + " (" + systems.size() + " subjects; system "
         + "prompt: header and shots within " + maxSystemChars + " characters, " + shotsDropped
         + " shots dropped; questions within " + maxUserChars + " characters)", systems, users);
-  }
-
-  private static List<CSVRecord> read(Path file) {
-    try (Reader in = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
-      return CSVFormat.DEFAULT.builder().build().parse(in).getRecords();
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
   }
 
   /** What it is, for the report. */

@@ -198,8 +198,14 @@ public final class MmluPrompts implements PromptSource {
     return r.get(i);
   }
 
-  /** The rows of an MMLU file, each checked to have the six columns. */
-  private static List<CSVRecord> read(Path file) {
+  /**
+   * The rows of an MMLU file, each checked to have the six columns.
+   *
+   * @throws IllegalArgumentException if the file is missing, is not valid CSV or has a row without
+   *     six columns; the message names the file
+   * @throws UncheckedIOException if the file cannot be read
+   */
+  static List<CSVRecord> read(Path file) {
     List<CSVRecord> rows;
     try (Reader in = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
       rows = CSV.parse(in).getRecords();

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.workload;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.server.LoadDriver;
@@ -14,6 +15,7 @@ import java.util.Map;
 import java.util.Set;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class ChatWorkloadTest {
 
@@ -87,5 +89,51 @@ class ChatWorkloadTest {
       String q = p.messages().get(1).content();
       assertTrue(q.length() <= 600 && q.endsWith("Answer:"), q);
     }
+  }
+
+  private static Path mmlu(Path root, String dev, String test) throws Exception {
+    Files.createDirectories(root.resolve("dev"));
+    Files.createDirectories(root.resolve("test"));
+    Files.writeString(root.resolve("dev/x_dev.csv"), dev);
+    if (test != null) {
+      Files.writeString(root.resolve("test/x_test.csv"), test);
+    }
+    return root;
+  }
+
+  private static void assertRejectedNaming(Path dir, String file, String what) {
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> ChatWorkload.mmlu(dir, 1600, 600, 20));
+    assertTrue(e.getMessage().contains(file), e.getMessage());
+    assertTrue(e.getMessage().contains(what), e.getMessage());
+  }
+
+  @Test
+  void mmluFilesThatCannotBeReadAreRejectedByName(@TempDir Path tmp) throws Exception {
+    assertRejectedNaming(mmlu(tmp.resolve("a"), "q,a,b,c,d,A\n", null), "x_test.csv", "missing");
+    assertRejectedNaming(
+        mmlu(tmp.resolve("b"), "q,a,b,c,d,A\n", "q1,a,b,c,d,A\nq2,a,b,c,d\n"),
+        "x_test.csv", "row 2 has 5");
+    assertRejectedNaming(
+        mmlu(tmp.resolve("c"), "q,a,b,c,d,A,extra\n", "q1,a,b,c,d,A\n"), "x_dev.csv", "row 1 has 7");
+    assertRejectedNaming(
+        mmlu(tmp.resolve("d"), "q,a,b,c,d,A\n", "\"unterminated,a,b,c,d,A\n"),
+        "x_test.csv", "not valid CSV");
+    Path empty = tmp.resolve("e");
+    Files.createDirectories(empty.resolve("dev"));
+    Files.createDirectories(empty.resolve("test"));
+    assertRejectedNaming(empty, "e", "no dev/*_dev.csv files");
+  }
+
+  @Test
+  void mmluFilesWithQuotedFieldsMakeTheChats(@TempDir Path tmp) throws Exception {
+    ChatWorkload w = ChatWorkload.mmlu(
+        mmlu(tmp, "\"2, 3 or 4?\",2,3,4,5,A\n", "\"Which, of\nthese?\",one,\"two, three\",four,five,B\n"),
+        1600, 600, 20);
+    assertEquals(1, w.subjectCount());
+    assertEquals("The following are multiple choice questions (with answers) about x.\n\n"
+        + "2, 3 or 4?\nA. 2\nB. 3\nC. 4\nD. 5\nAnswer: A", w.system(0));
+    assertEquals("Which, of\nthese?\nA. one\nB. two, three\nC. four\nD. five\nAnswer:",
+        w.requests(1, 0, 1).get(0).messages().get(1).content());
   }
 }
