@@ -41,7 +41,8 @@ public final class PaperMain {
         --decode-ms-per-token X  decode time per output token (default 15)
         --policies A,B,..        subset of: %s
         --distributions A,B      subset of: uniform,skewed
-        --window S               timeline window in simulated seconds (default 20)
+        --window S               timeline window in simulated seconds (default 20; at
+                                 most 100,000 windows in requests/rate seconds)
         --threads N              runs in parallel (default: cores, at most 4)
         --out DIR                output directory (default benchmarks/target/results)
         --no-plots               skip the PNG charts

@@ -19,7 +19,8 @@ import java.util.Objects;
  *     (forwarding and gossip); the baselines' links never lose a message
  * @param outputTokens tokens generated per request
  * @param engine the engine model of every node
- * @param timelineWindowSeconds width of the windows of the over-time series
+ * @param timelineWindowSeconds width of the windows of the over-time series: at least 1 ns,
+ *     and wide enough that the run's expected length makes at most {@link #MAX_TIMELINE_WINDOWS}
  * @param threads runs executed in parallel (each run is single-threaded and deterministic)
  * @param policies the policies to compare
  * @param distributions the popularity distributions to compare
@@ -44,6 +45,12 @@ public record SimConfig(
     List<Distribution> distributions,
     Path mmluDir,
     Path outDir) {
+
+  /**
+   * Most windows a run's over-time series may have (about {@code requests / ratePerSecond /
+   * timelineWindowSeconds}): each window holds per-node arrays and is written to the JSON.
+   */
+  public static final int MAX_TIMELINE_WINDOWS = 100_000;
 
   /** The main job's defaults (docs/simulator.md explains each). */
   public static SimConfig defaults() {
@@ -109,8 +116,15 @@ public record SimConfig(
     if (outputTokens < 1) {
       throw new IllegalArgumentException("output tokens must be >= 1, was " + outputTokens);
     }
-    if (!(timelineWindowSeconds > 0)) {
-      throw new IllegalArgumentException("timeline window must be > 0 s");
+    if (!(timelineWindowSeconds >= 1e-9)) {
+      throw new IllegalArgumentException(
+          "timeline window must be at least 1 ns (1e-9 s), was " + timelineWindowSeconds);
+    }
+    double windows = requests / ratePerSecond / timelineWindowSeconds;
+    if (windows > MAX_TIMELINE_WINDOWS) {
+      throw new IllegalArgumentException(String.format(java.util.Locale.ROOT,
+          "timeline window of %s s makes about %.3g windows over the run's %.0f s; at most %d",
+          timelineWindowSeconds, windows, requests / ratePerSecond, MAX_TIMELINE_WINDOWS));
     }
     if (threads < 1) {
       throw new IllegalArgumentException("threads must be >= 1, was " + threads);

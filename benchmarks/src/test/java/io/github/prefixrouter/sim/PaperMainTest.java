@@ -61,6 +61,23 @@ class PaperMainTest {
   }
 
   @Test
+  void aTimelineWindowTooSmallToCountIsRejectedBeforeAnythingRuns() throws Exception {
+    // 0.1 ns rounds to a 0 ns window (a division by zero at the end of every run); 1 us makes
+    // 1.7 billion windows for the default run's 1,670 s
+    for (String w : new String[] {"1e-10", "0.000001"}) {
+      IllegalArgumentException e =
+          assertThrows(IllegalArgumentException.class,
+              () -> PaperMain.parse(new String[] {"--window", w}), w);
+      assertTrue(e.getMessage().contains("timeline window"), e.getMessage());
+    }
+    // below a nanosecond even when the run is short enough to have few windows
+    assertThrows(IllegalArgumentException.class,
+        () -> PaperMain.parse(new String[] {"--window", "1e-10", "--requests", "1", "--rate", "1e12"}));
+    assertEquals(0.5, PaperMain.parse(new String[] {"--window", "0.5"}).config()
+        .timelineWindowSeconds());
+  }
+
+  @Test
   void writesTableJsonAndPlots(@TempDir Path dir) throws Exception {
     PaperMain.Options o =
         PaperMain.parse(new String[] {
