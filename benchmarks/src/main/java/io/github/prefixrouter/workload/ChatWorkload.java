@@ -122,11 +122,12 @@ public final class ChatWorkload {
     int shotsDropped = 0;
     for (String subject : subjects) {
       List<CSVRecord> shots = MmluPrompts.read(devDir.resolve(subject + "_dev.csv"));
-      String system = MmluPrompts.prefixText(subject, shots);
+      // sent without the layout's trailing blank line, so measured without it
+      String system = MmluPrompts.prefixText(subject, shots).strip();
       int kept = shots.size();
       while (system.length() > maxSystemChars && kept > 0) {
         kept--;
-        system = MmluPrompts.prefixText(subject, shots.subList(0, kept));
+        system = MmluPrompts.prefixText(subject, shots.subList(0, kept)).strip();
       }
       shotsDropped += shots.size() - kept;
       List<String> q = new ArrayList<>();
@@ -140,7 +141,7 @@ public final class ChatWorkload {
         }
       }
       if (!q.isEmpty()) {
-        systems.add(system.strip());
+        systems.add(system);
         users.add(q);
       }
     }

@@ -136,4 +136,18 @@ class ChatWorkloadTest {
     assertEquals("Which, of\nthese?\nA. one\nB. two, three\nC. four\nD. five\nAnswer:",
         w.requests(1, 0, 1).get(0).messages().get(1).content());
   }
+
+  @Test
+  void aSystemPromptThatFitsItsLimitKeepsEveryShot(@TempDir Path tmp) throws Exception {
+    Path dir = mmlu(tmp, "q,a,b,c,d,A\n", "q1,a,b,c,d,B\n");
+    String whole = "The following are multiple choice questions (with answers) about x.\n\n"
+        + "q\nA. a\nB. b\nC. c\nD. d\nAnswer: A";
+    // the system prompt is sent without the layout's trailing blank line: exactly its length fits
+    ChatWorkload w = ChatWorkload.mmlu(dir, whole.length(), 600, 20);
+    assertEquals(whole, w.system(0));
+    assertTrue(w.description().contains(" 0 shots dropped"), w.description());
+    ChatWorkload shorter = ChatWorkload.mmlu(dir, whole.length() - 1, 600, 20);
+    assertEquals("The following are multiple choice questions (with answers) about x.",
+        shorter.system(0));
+  }
 }
