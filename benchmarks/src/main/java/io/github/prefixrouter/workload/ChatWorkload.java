@@ -59,7 +59,8 @@ public final class ChatWorkload {
     List<String> systems = new ArrayList<>();
     List<List<String>> users = new ArrayList<>();
     for (int s = 0; s < subjects; s++) {
-      systems.add("You are assistant " + s + ". " + words(rnd, 800 + rnd.nextInt(801)));
+      String head = "You are assistant " + s + ". ";
+      systems.add(head + words(rnd, 800 + rnd.nextInt(801) - head.length()));
       List<String> q = new ArrayList<>();
       for (int i = 0; i < questions; i++) {
         q.add(words(rnd, 60 + rnd.nextInt(181)) + "?");

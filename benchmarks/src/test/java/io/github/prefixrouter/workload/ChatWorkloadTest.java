@@ -32,9 +32,12 @@ class ChatWorkloadTest {
   void requestsShareTheirSubjectsSystemPromptsZipfConcentratesAndSeedsAreDistinct() {
     ChatWorkload w = ChatWorkload.synthetic(3, 16, 50);
     assertEquals(16, w.subjectCount());
-    for (int s = 0; s < 16; s++) {
-      int n = w.system(s).length();
-      assertTrue(n >= 800 && n <= 1650, "system prompt of " + n + " characters");
+    for (long seed = 1; seed <= 20; seed++) {
+      ChatWorkload g = ChatWorkload.synthetic(seed, 16, 1);
+      for (int s = 0; s < 16; s++) {
+        int n = g.system(s).length();
+        assertTrue(n >= 800 && n <= 1600, "system prompt of " + n + " characters");
+      }
     }
     List<LoadDriver.Prompt> uniform = w.requests(2000, 0, 5);
     List<LoadDriver.Prompt> zipf = w.requests(2000, 1.1, 5);
