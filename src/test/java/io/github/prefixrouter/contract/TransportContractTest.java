@@ -42,7 +42,8 @@ import org.junit.jupiter.api.Test;
  * }</pre>
  *
  * Checked: answers reach the requester with the sender's identity, one-way messages arrive,
- * timeouts are honoured (never early, and a late answer does not override them), handler
+ * timeouts are honoured (never early, nor more than 2 s late, and a late answer does not
+ * override them), handler
  * failures surface as {@link TransportException}, every request completes exactly once, the
  * caller's thread is never blocked, {@code close()} fails pending requests with {@code CLOSED}
  * and stops inbound delivery, and many concurrent requests each get their own answer, also when
@@ -239,6 +240,28 @@ public abstract class TransportContractTest {
     pass(shortTimeout());
     assertEquals(TransportException.Kind.TIMEOUT, kindOf(f), "a late answer changed the outcome");
   }
+
+  /**
+   * A request without an answer fails {@code TIMEOUT} soon after its own timeout, within
+   * {@link #TIMEOUT_LATENESS} of it, not at a deadline of the transport's (a socket's read
+   * timeout, a sweep for expired requests every few seconds): the node falls back to another
+   * peer or its own engine when a forward's timeout has passed (its guard against a transport
+   * that ignores timeouts fires only a quarter of the timeout later).
+   */
+  @Test
+  void aTimeoutEndsTheRequestSoonAfterItPasses() {
+    CompletableFuture<byte[]> never = new CompletableFuture<>();
+    Transport b = started("b", (from, p) -> never);
+    Transport a = started("a", echo());
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {9}, shortTimeout());
+    assertTrue(awaitCondition(f::isDone, shortTimeout().plus(TIMEOUT_LATENESS)),
+        "a request with a timeout of " + shortTimeout().toMillis() + " ms and no answer was "
+            + "still pending " + TIMEOUT_LATENESS.toMillis() + " ms after its timeout");
+    assertEquals(TransportException.Kind.TIMEOUT, kindOf(f));
+  }
+
+  /** How late, in real time on a loaded machine, a request may fail after its timeout. */
+  private static final Duration TIMEOUT_LATENESS = Duration.ofSeconds(2);
 
   @Test
   void handlerFailureSurfacesAsTransportException() {

@@ -1181,6 +1181,23 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void aTransportThatTimesRequestsOutOnlyAtItsOwnDeadlineIsCaught() {
+    // a request's timeout is left to the socket's read timeout of 5 s: a shorter one waits as
+    // long (a timeout that is not positive still fails at once, a longer one is honoured)
+    Duration readTimeout = Duration.ofSeconds(5);
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            boolean positive = !timeout.isNegative() && !timeout.isZero();
+            return t.request(to, p,
+                positive && timeout.compareTo(readTimeout) < 0 ? readTimeout : timeout);
+          }
+        }));
+    assertEquals(Set.of("aTimeoutEndsTheRequestSoonAfterItPasses"), failed);
+  }
+
+  @Test
   void aTransportThatRefusesCallsFromARequestsCompletionIsCaught() {
     // a guard against re-entrant calls: while it completes a request's future (and so runs the
     // caller's callbacks), its sends are dropped and its requests fail at once
