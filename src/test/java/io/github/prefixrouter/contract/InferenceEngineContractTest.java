@@ -40,7 +40,8 @@ import org.junit.jupiter.api.Test;
  *
  * <p>Checked: {@code execute} returns without blocking, within {@link #EXECUTE_BOUND} also while
  * the engine has more requests than it runs at once (one call over it forgiven), and its future
- * completes exactly once;
+ * completes exactly once, also for requests of one id in flight at once (each with its own
+ * output);
  * results are well formed (prompt tokens, cached tokens within bounds, 1..maxTokens outputs);
  * the same request gives the same output, also when sampled, on two engines; {@code load()} is
  * cheap and sane, and back to no load once every request ended (completed, cancelled or
@@ -350,6 +351,48 @@ public abstract class InferenceEngineContractTest {
     assertEquals(n, completions.get());
     for (CompletableFuture<EngineResult> f : fs) {
       assertNotNull(f.join());
+    }
+  }
+
+  /**
+   * Request ids are unique per origin node only: requests of one id from several origins may be
+   * in flight here at once, and each completes, once, with the output of its own prompt. An
+   * engine that keeps its requests in a map by id (to find them for {@code cancel}) lets the
+   * later one replace the earlier: one gets the other's answer, and the other none.
+   */
+  @Test
+  void requestsOfOneIdInFlightAtOnceEachGetTheirOwnOutput() {
+    InferenceEngine e = createEngine();
+    InferenceEngine reference = createEngine();
+    GenerationParams g = GenerationParams.greedy(4);
+    int n = 3;
+    List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+    AtomicInteger completions = new AtomicInteger();
+    for (int i = 0; i < n; i++) {
+      InferenceRequest r = new InferenceRequest("same-id", prompt(800 + i), g);
+      CompletableFuture<EngineResult> f = assertTimeoutPreemptively(FIRST_CALL_BOUND,
+          () -> e.execute(r), "execute blocked the caller");
+      assertNotNull(f, "execute returned null");
+      f.whenComplete((v, err) -> completions.incrementAndGet());
+      fs.add(f);
+    }
+    assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()),
+        "of " + n + " requests of one id in flight at once, "
+            + fs.stream().filter(f -> !f.isDone()).count() + " never completed");
+    awaitCondition(() -> false, Duration.ofMillis(50));
+    assertEquals(n, completions.get());
+    for (int i = 0; i < n; i++) {
+      EngineResult own = run(reference, new InferenceRequest("own" + i, prompt(800 + i), g));
+      EngineResult got;
+      try {
+        got = fs.get(i).join();
+      } catch (CompletionException ex) {
+        throw new AssertionError("request " + i + " of " + n + " of one id in flight at once "
+            + "failed: " + ex.getCause(), ex);
+      }
+      assertArrayEquals(own.outputTokens(), got.outputTokens(),
+          "request " + i + " of " + n + " of one id in flight at once got another's output");
+      assertEquals(own.text(), got.text());
     }
   }
 

@@ -506,6 +506,36 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void anEngineThatKeepsItsRequestsInAMapByIdIsCaught() {
+    // the map finds a request to cancel; a second request of one id replaces the first in it,
+    // and the first one's answer completes the second's future
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((s, n) -> new EngineWrapper(s) {
+          final java.util.Map<String, CompletableFuture<EngineResult>> running =
+              new ConcurrentHashMap<>();
+
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            CompletableFuture<EngineResult> mine = new CompletableFuture<>();
+            running.put(r.id(), mine);
+            e.execute(r).whenComplete((v, err) -> {
+              CompletableFuture<EngineResult> f = running.remove(r.id());
+              if (f != null) {
+                if (err != null) {
+                  f.completeExceptionally(err instanceof CompletionException
+                      && err.getCause() != null ? err.getCause() : err);
+                } else {
+                  f.complete(v);
+                }
+              }
+            });
+            return mine;
+          }
+        }));
+    assertEquals(Set.of("requestsOfOneIdInFlightAtOnceEachGetTheirOwnOutput"), failed);
+  }
+
+  @Test
   void anEngineThatSamplesWithItsOwnRandomSourceIsCaught() {
     // greedy answers are right; sampled ones depend on the engine instance, not the seed
     Set<String> failed = failingTests(InferenceEngineContractTest.class,
