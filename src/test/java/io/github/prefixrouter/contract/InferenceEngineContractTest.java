@@ -40,8 +40,8 @@ import org.junit.jupiter.api.Test;
  *
  * <p>Checked: {@code execute} returns without blocking, within {@link #EXECUTE_BOUND} also while
  * the engine has more requests than it runs at once (one call over it forgiven), and its future
- * completes exactly once, also for requests of one id in flight at once (each with its own
- * output);
+ * completes exactly once, also for requests of one id in flight at once and for requests
+ * executed from several threads at once (each with its own output);
  * results are well formed (prompt tokens, cached tokens within bounds, 1..maxTokens outputs);
  * the same request gives the same output, also when sampled, on two engines; {@code load()} is
  * cheap and sane, and back to no load once every request ended (completed, cancelled or
@@ -393,6 +393,83 @@ public abstract class InferenceEngineContractTest {
       assertArrayEquals(own.outputTokens(), got.outputTokens(),
           "request " + i + " of " + n + " of one id in flight at once got another's output");
       assertEquals(own.text(), got.text());
+    }
+  }
+
+  /**
+   * The node calls the engine from its request, transport and scheduler threads at once: four
+   * threads each execute two requests (one plain, one streamed), read {@code load()} and cancel
+   * an unknown id, all at once, and every request completes, once, with the output of its own
+   * prompt.
+   */
+  @Test
+  void callsFromManyThreadsAtOnceEachGetTheirOwnOutput() throws InterruptedException {
+    InferenceEngine e = createEngine();
+    int threads = 4;
+    int each = 2;
+    GenerationParams g = GenerationParams.greedy(3);
+    @SuppressWarnings("unchecked")
+    CompletableFuture<EngineResult>[][] fs = new CompletableFuture[threads][each];
+    AtomicInteger completions = new AtomicInteger();
+    List<Throwable> thrown = java.util.Collections.synchronizedList(new ArrayList<>());
+    java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+    List<Thread> callers = new ArrayList<>();
+    for (int t = 0; t < threads; t++) {
+      int caller = t;
+      Thread th = new Thread(() -> {
+        try {
+          go.await();
+          for (int i = 0; i < each; i++) {
+            InferenceRequest r = new InferenceRequest("m" + caller + "-" + i,
+                prompt(900 + caller * each + i), g);
+            CompletableFuture<EngineResult> f =
+                i % 2 == 0 ? e.execute(r) : e.execute(r, (tokens, text) -> { });
+            if (f != null) {
+              f.whenComplete((v, err) -> completions.incrementAndGet());
+            }
+            fs[caller][i] = f;
+            e.load();
+            e.cancel("no-such-request-" + caller);
+          }
+        } catch (InterruptedException ex) {
+          Thread.currentThread().interrupt();
+        } catch (RuntimeException | Error ex) {
+          thrown.add(ex);
+        }
+      }, "engine-kit-caller-" + t);
+      th.setDaemon(true);
+      th.start();
+      callers.add(th);
+    }
+    go.countDown();
+    for (Thread th : callers) {
+      th.join(FIRST_CALL_BOUND.toMillis());
+      assertTrue(!th.isAlive(), "a caller's calls did not return");
+    }
+    assertEquals(List.of(), thrown, "calls from several threads at once threw");
+    List<CompletableFuture<EngineResult>> all = java.util.Arrays.stream(fs)
+        .flatMap(java.util.Arrays::stream).toList();
+    assertTrue(all.stream().allMatch(java.util.Objects::nonNull), "execute returned null");
+    assertTrue(awaitCondition(() -> all.stream().allMatch(CompletableFuture::isDone), patience()),
+        "of " + all.size() + " requests executed from " + threads + " threads at once, "
+            + all.stream().filter(f -> !f.isDone()).count() + " never completed");
+    awaitCondition(() -> false, Duration.ofMillis(50));
+    assertEquals(all.size(), completions.get());
+    InferenceEngine reference = createEngine();
+    for (int t = 0; t < threads; t++) {
+      for (int i = 0; i < each; i++) {
+        EngineResult own = run(reference,
+            new InferenceRequest("own" + t + "-" + i, prompt(900 + t * each + i), g));
+        EngineResult got;
+        try {
+          got = fs[t][i].join();
+        } catch (CompletionException ex) {
+          throw new AssertionError("request " + i + " of caller " + t + " failed: "
+              + ex.getCause(), ex);
+        }
+        assertArrayEquals(own.outputTokens(), got.outputTokens(),
+            "request " + i + " of caller " + t + " got another request's output");
+      }
     }
   }
 

@@ -536,6 +536,50 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void anEngineWhoseExecuteIsNotThreadSafeIsCaught() {
+    // it numbers requests with a plain counter, read, then written back once the request is
+    // prepared: two callers at once take one number, and one of them never gets an answer
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((s, n) -> new EngineWrapper(s) {
+          int next;
+          final java.util.Map<Integer, CompletableFuture<EngineResult>> running =
+              new java.util.HashMap<>();
+
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            int id = next;
+            try {
+              Thread.sleep(2); // preparing the request
+            } catch (InterruptedException ex) {
+              Thread.currentThread().interrupt();
+            }
+            next = id + 1;
+            CompletableFuture<EngineResult> mine = new CompletableFuture<>();
+            synchronized (running) {
+              running.put(id, mine);
+            }
+            e.execute(r).whenComplete((v, err) -> {
+              CompletableFuture<EngineResult> f;
+              synchronized (running) {
+                f = running.remove(id);
+              }
+              if (f == null) {
+                return;
+              }
+              if (err != null) {
+                f.completeExceptionally(err instanceof CompletionException
+                    && err.getCause() != null ? err.getCause() : err);
+              } else {
+                f.complete(v);
+              }
+            });
+            return mine;
+          }
+        }));
+    assertEquals(Set.of("callsFromManyThreadsAtOnceEachGetTheirOwnOutput"), failed);
+  }
+
+  @Test
   void anEngineThatSamplesWithItsOwnRandomSourceIsCaught() {
     // greedy answers are right; sampled ones depend on the engine instance, not the seed
     Set<String> failed = failingTests(InferenceEngineContractTest.class,
