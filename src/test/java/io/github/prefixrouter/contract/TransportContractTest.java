@@ -55,7 +55,8 @@ import org.junit.jupiter.api.Test;
  * above the limit a transport declares ({@link #requestLimitBytes()}) fails {@code TOO_LARGE}
  * and never reaches the peer, while one at the limit is answered. And what the node relies on
  * beyond that: the handler's {@code from} is the sender's {@code localAddress()}; a handler's
- * {@code PROTOCOL} failure reaches the requester as {@code PROTOCOL} with the handler's message;
+ * {@code PROTOCOL} failure reaches the requester as {@code PROTOCOL} with the handler's message,
+ * whole for 100 characters of printable ASCII;
  * a handler may send and request through its own transport; payload arrays passed in are left
  * unchanged; a 64 KiB one-way message (the node's largest gossip message) arrives intact;
  * requests whose futures the caller cancelled hold nothing that keeps a later request from being
@@ -504,6 +505,35 @@ public abstract class TransportContractTest {
     assertEquals(TransportException.Kind.PROTOCOL, e.kind(), "the handler's PROTOCOL failure");
     assertTrue(String.valueOf(e.getMessage()).contains(why),
         "the handler's message did not reach the requester: " + e.getMessage());
+  }
+
+  /**
+   * The handler's {@code PROTOCOL} message reaches the requester whole for any message the
+   * contract covers: 100 characters, every printable ASCII one among them (quotes, a backslash,
+   * a percent sign, separators a header or a URL would escape), starting with a space.
+   */
+  @Test
+  void aHandlersProtocolMessageOfAHundredPrintableCharactersArrivesWhole() {
+    StringBuilder sb = new StringBuilder(" ");
+    for (char c = 0x20; c < 0x7f; c++) {
+      sb.append(c);
+    }
+    while (sb.length() < 100) {
+      sb.append('x');
+    }
+    String why = sb.toString();
+    Transport b = started("b", (from, p) -> CompletableFuture.failedFuture(
+        new TransportException(TransportException.Kind.PROTOCOL, why)));
+    Transport a = started("a", echo());
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());
+    assertTrue(awaitCondition(f::isDone, patience()), "no answer");
+    TransportException e = assertInstanceOf(TransportException.class,
+        org.junit.jupiter.api.Assertions.assertThrows(CompletionException.class, f::join)
+            .getCause(), "failures must be TransportException");
+    assertEquals(TransportException.Kind.PROTOCOL, e.kind(), "the handler's PROTOCOL failure");
+    assertTrue(String.valueOf(e.getMessage()).contains(why),
+        "the handler's message [" + why + "] did not reach the requester whole: ["
+            + e.getMessage() + "]");
   }
 
   @Test

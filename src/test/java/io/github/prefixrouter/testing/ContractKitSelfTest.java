@@ -36,7 +36,8 @@ import org.opentest4j.TestAbortedException;
  * engine that ignores stop token ids fails the plain and the streamed stop checks; the one whose
  * cancel forgets the request leaves its future open in the load check too, which cancels
  * requests; the transport that matches answers to requests by order gives the answer to the
- * request after the cancelled ones of the cancel check to a cancelled one).
+ * request after the cancelled ones of the cancel check to a cancelled one; the transport that
+ * reports a handler's failure without its message fails both checks of that message).
  */
 class ContractKitSelfTest {
 
@@ -1059,7 +1060,43 @@ class ContractKitSelfTest {
             });
           }
         }));
-    assertEquals(Set.of("aHandlersProtocolFailureReachesTheRequesterWithItsMessage"), failed);
+    assertEquals(Set.of("aHandlersProtocolFailureReachesTheRequesterWithItsMessage",
+        "aHandlersProtocolMessageOfAHundredPrintableCharactersArrivesWhole"), failed);
+  }
+
+  @Test
+  void aTransportThatCutsAHandlersMessageToAFieldOf80BytesIsCaught() {
+    // the serving side carries the handler's PROTOCOL message in a reason field of 80 bytes
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          @Override
+          public void start(InboundHandler handler) {
+            t.start(new ForwardingHandler(handler) {
+              @Override
+              public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+                CompletableFuture<byte[]> answer = h.onRequest(from, payload);
+                if (answer == null) {
+                  return null;
+                }
+                CompletableFuture<byte[]> cut = new CompletableFuture<>();
+                answer.whenComplete((v, err) -> {
+                  Throwable c = err instanceof CompletionException && err.getCause() != null
+                      ? err.getCause() : err;
+                  if (c instanceof io.github.prefixrouter.spi.TransportException te
+                      && te.kind() == io.github.prefixrouter.spi.TransportException.Kind.PROTOCOL) {
+                    String why = te.getMessage().substring((te.kind() + ": ").length());
+                    c = new io.github.prefixrouter.spi.TransportException(te.kind(),
+                        why.substring(0, Math.min(80, why.length())));
+                  }
+                  pass(cut, v, c);
+                });
+                return cut;
+              }
+            });
+          }
+        }));
+    assertEquals(Set.of("aHandlersProtocolMessageOfAHundredPrintableCharactersArrivesWhole"),
+        failed);
   }
 
   @Test
