@@ -45,8 +45,8 @@ import org.junit.jupiter.api.Test;
  * timeouts are honoured (never early, nor more than 2 s late, and a late answer does not
  * override them), handler
  * failures surface as {@link TransportException}, every request completes exactly once, the
- * caller's thread is never blocked, {@code close()} fails pending requests with {@code CLOSED}
- * and stops inbound delivery, and many concurrent requests each get their own answer, also when
+ * caller's thread is never blocked, {@code close()} fails pending requests with {@code CLOSED},
+ * returning within 3 s while a peer holds one, and stops inbound delivery, and many concurrent requests each get their own answer, also when
  * the peer answers them in another order than they arrived; a handler that throws or returns
  * null fails only its own request (and a message handler that throws, only its message), and an
  * answer arriving after the requester closed does not replace {@code CLOSED}; a handler whose
@@ -738,6 +738,36 @@ public abstract class TransportContractTest {
     CompletableFuture<byte[]> after = a.request(b.localAddress(), new byte[] {3}, patience());
     assertTrue(awaitCondition(after::isDone, patience()), "no completion after close");
     assertEquals(TransportException.Kind.CLOSED, kindOf(after), "a request after that close");
+  }
+
+  /**
+   * {@code close()} returns promptly, within {@link #PROMPT_CLOSE}, while a peer holds one of its
+   * requests: it fails the request {@code CLOSED} and lets go of the exchange rather than wait
+   * for the answer (a graceful drain would hold a stopping node for as long as its slowest
+   * peer).
+   */
+  @Test
+  void closeWithARequestPendingReturnsPromptly() {
+    List<CompletableFuture<byte[]>> held = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Transport b = started("b", (from, p) -> {
+      CompletableFuture<byte[]> h = new CompletableFuture<>();
+      held.add(h);
+      return h;
+    });
+    Transport a = started("a", echo());
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());
+    try {
+      assertTrue(awaitCondition(() -> !held.isEmpty(), patience()), "the request never arrived");
+      long t0 = System.nanoTime();
+      a.close();
+      long took = System.nanoTime() - t0;
+      assertTrue(took <= PROMPT_CLOSE.toNanos(),
+          "close, with a request the peer holds, took " + took / 1_000_000 + " ms");
+      assertTrue(awaitCondition(f::isDone, patience()), "close left the request pending");
+      assertEquals(TransportException.Kind.CLOSED, kindOf(f));
+    } finally {
+      held.forEach(h -> h.complete(new byte[] {0}));
+    }
   }
 
   @Test

@@ -1254,6 +1254,44 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void aTransportWhoseCloseDrainsThePendingRequestsIsCaught() {
+    // a graceful close: it waits, up to 3.5 s, for the answers of its pending requests before
+    // failing what is left with CLOSED
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          final Set<CompletableFuture<byte[]>> pending = ConcurrentHashMap.newKeySet();
+
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            CompletableFuture<byte[]> theirs = t.request(to, p, timeout);
+            pending.add(theirs);
+            CompletableFuture<byte[]> mine = new CompletableFuture<>();
+            theirs.whenComplete((v, err) -> {
+              pending.remove(theirs);
+              pass(mine, v, err);
+            });
+            mine.whenComplete((v, err) -> theirs.cancel(false));
+            return mine;
+          }
+
+          @Override
+          public void close() {
+            long end = System.nanoTime() + Duration.ofMillis(3_500).toNanos();
+            while (!pending.isEmpty() && System.nanoTime() - end < 0) {
+              try {
+                Thread.sleep(5);
+              } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+              }
+            }
+            t.close();
+          }
+        }));
+    assertEquals(Set.of("closeWithARequestPendingReturnsPromptly"), failed);
+  }
+
+  @Test
   void aTransportWhoseRequestsAreNotThreadSafeIsCaught() {
     // it numbers requests with a plain counter, read, then written back once the request is
     // prepared: two callers at once take one number, and one of them never gets an answer
