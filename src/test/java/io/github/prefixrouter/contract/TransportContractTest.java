@@ -46,7 +46,8 @@ import org.junit.jupiter.api.Test;
  * override them), handler
  * failures surface as {@link TransportException}, every request completes exactly once, the
  * caller's thread is never blocked, {@code close()} fails pending requests with {@code CLOSED},
- * returning within 3 s while a peer holds one, and stops inbound delivery, and many concurrent requests each get their own answer, also when
+ * returning within 3 s while a peer holds one, and stops inbound delivery (and a send on the
+ * closed transport, from a callback of a request it failed, neither throws nor goes out), and many concurrent requests each get their own answer, also when
  * the peer answers them in another order than they arrived; a handler that throws or returns
  * null fails only its own request (and a message handler that throws, only its message), and an
  * answer arriving after the requester closed does not replace {@code CLOSED}; a handler whose
@@ -768,6 +769,57 @@ public abstract class TransportContractTest {
     } finally {
       held.forEach(h -> h.complete(new byte[] {0}));
     }
+  }
+
+  /**
+   * A send on a closed transport is a message lost, never a throw ({@code send} never throws
+   * for delivery problems), and a request on it fails {@code CLOSED}: the callbacks of the
+   * requests {@code close()} fails run on the closing thread, and the node sends a failed
+   * forward's CANCEL and forwards to the next peer from there.
+   */
+  @Test
+  void callsFromTheCompletionOfARequestCloseFailedAreRefusedQuietly() {
+    AtomicInteger delivered = new AtomicInteger();
+    Transport b = started("b", new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        delivered.incrementAndGet();
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        if (payload[0] == 1) {
+          return new CompletableFuture<>(); // held
+        }
+        delivered.incrementAndGet();
+        return CompletableFuture.completedFuture(payload);
+      }
+    });
+    Transport a = started("a", echo());
+    PeerAddress to = b.localAddress();
+    List<Throwable> thrown = new java.util.concurrent.CopyOnWriteArrayList<>();
+    List<CompletableFuture<byte[]>> next = new java.util.concurrent.CopyOnWriteArrayList<>();
+    CompletableFuture<byte[]> f = a.request(to, new byte[] {1}, patience());
+    f.whenComplete((v, e) -> {
+      try {
+        a.send(to, new byte[] {2});
+        next.add(a.request(to, new byte[] {3}, patience()));
+      } catch (RuntimeException | Error t) {
+        thrown.add(t);
+      }
+    });
+    pass(Duration.ofMillis(20));
+    a.close();
+    assertTrue(awaitCondition(f::isDone, patience()), "close left the request pending");
+    assertEquals(TransportException.Kind.CLOSED, kindOf(f));
+    assertEquals(List.of(), thrown, "a send or a request on the closed transport threw");
+    assertEquals(1, next.size(), "the callback did not run");
+    assertTrue(awaitCondition(next.get(0)::isDone, patience()),
+        "a request on the closed transport never completed");
+    assertEquals(TransportException.Kind.CLOSED, kindOf(next.get(0)),
+        "a request on the closed transport");
+    pass(shortTimeout());
+    assertEquals(0, delivered.get(), "a closed transport sent a message or a request");
   }
 
   @Test

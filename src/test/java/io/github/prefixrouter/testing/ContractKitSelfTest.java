@@ -37,7 +37,8 @@ import org.opentest4j.TestAbortedException;
  * cancel forgets the request leaves its future open in the load check too, which cancels
  * requests; the transport that matches answers to requests by order gives the answer to the
  * request after the cancelled ones of the cancel check to a cancelled one; the transport that
- * reports a handler's failure without its message fails both checks of that message).
+ * reports a handler's failure without its message fails both checks of that message; the one
+ * that refuses calls from a request's completion fails both checks that make such calls).
  */
 class ContractKitSelfTest {
 
@@ -1292,6 +1293,30 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void aTransportWhoseSendThrowsOnceClosedIsCaught() {
+    // a closed transport's send throws IllegalStateException, as a closed channel's write does
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          volatile boolean closed;
+
+          @Override
+          public void send(PeerAddress to, byte[] payload) {
+            if (closed) {
+              throw new IllegalStateException("transport closed");
+            }
+            t.send(to, payload);
+          }
+
+          @Override
+          public void close() {
+            closed = true;
+            t.close();
+          }
+        }));
+    assertEquals(Set.of("callsFromTheCompletionOfARequestCloseFailedAreRefusedQuietly"), failed);
+  }
+
+  @Test
   void aTransportWhoseRequestsAreNotThreadSafeIsCaught() {
     // it numbers requests with a plain counter, read, then written back once the request is
     // prepared: two callers at once take one number, and one of them never gets an answer
@@ -1381,6 +1406,8 @@ class ContractKitSelfTest {
             return mine;
           }
         }));
-    assertEquals(Set.of("callsFromARequestsCompletionWork"), failed);
+    // the request made from the completion of one that close() failed fails UNREACHABLE
+    assertEquals(Set.of("callsFromARequestsCompletionWork",
+        "callsFromTheCompletionOfARequestCloseFailedAreRefusedQuietly"), failed);
   }
 }
