@@ -26,8 +26,9 @@ import java.util.concurrent.CompletableFuture;
  *       and its gossip adopts {@code from} as the peer's address.
  *   <li>A request's handler failing with a {@link TransportException} of kind
  *       {@code PROTOCOL} fails the request {@code PROTOCOL}, its message containing the
- *       handler's (printable ASCII, up to 100 characters): the node says there why it refused a
- *       request (another model id, an unknown message version), and the requester reads it.
+ *       handler's (printable ASCII, up to 100 characters; spaces at its ends may be dropped, as
+ *       an HTTP header drops them): the node says there why it refused a request (another model
+ *       id, an unknown message version), and the requester reads it.
  *   <li>The handler may call {@link #send} and {@link #request} of the same transport from
  *       inside {@code onMessage} and {@code onRequest}: the node answers gossip, streams output
  *       and relays requests from there.
