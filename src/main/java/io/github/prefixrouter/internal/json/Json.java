@@ -170,7 +170,8 @@ public final class Json {
    *     {@code Map} with string keys, {@code Iterable}, {@code int[]} or {@code long[]}
    * @return the compact JSON text
    * @throws IllegalArgumentException for a non-finite number, a non-string key, a string with a
-   *     lone surrogate, an unsupported type or nesting deeper than {@link #DEFAULT_MAX_DEPTH}
+   *     lone surrogate, an unsupported type or arrays and objects nested deeper than
+   *     {@link #DEFAULT_MAX_DEPTH} (more than {@link #parse(String)} accepts)
    */
   public static String write(Object value) {
     StringBuilder sb = new StringBuilder();
@@ -178,8 +179,12 @@ public final class Json {
     return sb.toString();
   }
 
+  /**
+   * Writes {@code v}, which lies inside {@code depth} arrays and objects: an array or object
+   * there is nested {@code depth + 1} deep, as {@link #parse} counts it.
+   */
   private static void write(StringBuilder sb, Object v, int depth) {
-    if (depth > DEFAULT_MAX_DEPTH) {
+    if (depth >= DEFAULT_MAX_DEPTH && isContainer(v)) {
       throw new IllegalArgumentException("value nests deeper than " + DEFAULT_MAX_DEPTH);
     }
     if (v == null || v == NULL) {
@@ -248,6 +253,12 @@ public final class Json {
     } else {
       throw new IllegalArgumentException("cannot write " + v.getClass().getName() + " as JSON");
     }
+  }
+
+  /** Whether {@link #write} writes {@code v} as an array or an object. */
+  private static boolean isContainer(Object v) {
+    return v instanceof Map || v instanceof Iterable<?> && !(v instanceof CharSequence)
+        || v instanceof int[] || v instanceof long[];
   }
 
   private static void writeString(StringBuilder sb, CharSequence s) {

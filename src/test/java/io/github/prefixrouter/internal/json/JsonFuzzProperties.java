@@ -49,6 +49,41 @@ class JsonFuzzProperties {
   }
 
   /**
+   * The writer refuses exactly the values nested deeper than {@link Json#DEFAULT_MAX_DEPTH}
+   * arrays and objects, as a parse with the default limits counts them (the model: one level per
+   * container, whatever the innermost one holds), and what it writes parses back. Few enough
+   * cases around the limit that they are all tried.
+   */
+  @Property
+  void writeRefusesExactlyTheNestingParseRefuses(
+      @ForAll @IntRange(min = Json.DEFAULT_MAX_DEPTH - 8, max = Json.DEFAULT_MAX_DEPTH + 4)
+          int wrappers,
+      @ForAll @IntRange(min = 0, max = 6) int innermost) {
+    Object v;
+    int levels;
+    switch (innermost) {
+      case 0 -> { v = 7L; levels = 0; }
+      case 1 -> { v = "s"; levels = 0; }
+      case 2 -> { v = new ArrayList<>(); levels = 1; }
+      case 3 -> { v = new LinkedHashMap<>(); levels = 1; }
+      case 4 -> { v = new int[] {1, 2}; levels = 1; }
+      case 5 -> { v = new long[] {3}; levels = 1; }
+      default -> { v = List.of(List.of(Json.NULL)); levels = 2; }
+    }
+    for (int i = 0; i < wrappers; i++) {
+      v = i % 3 == 0 ? Map.of("k", v) : List.of(v);
+      levels++;
+    }
+    Object value = v;
+    if (levels > Json.DEFAULT_MAX_DEPTH) {
+      assertThrows(IllegalArgumentException.class, () -> Json.write(value));
+    } else {
+      String text = Json.write(value);
+      assertEquals(text, Json.write(Json.parse(text)));
+    }
+  }
+
+  /**
    * A parse with a memory limit succeeds, with the value a parse without one gives, exactly when
    * the limit is at least what a model of the charges gives for that value (computed from the
    * parsed Java value, not from the reader's counting), and is refused with a

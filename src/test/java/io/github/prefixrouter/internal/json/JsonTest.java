@@ -116,6 +116,30 @@ class JsonTest {
   }
 
   @Test
+  void writeRefusesTheNestingParseRefuses() {
+    // DEFAULT_MAX_DEPTH arrays and objects inside one another are written and read back
+    Object deepest = List.of();
+    for (int i = 1; i < Json.DEFAULT_MAX_DEPTH; i++) {
+      deepest = i % 2 == 0 ? List.of(deepest) : Map.of("k", deepest);
+    }
+    assertEquals(deepest, Json.parse(Json.write(deepest)));
+    // one more is refused, whatever the innermost container holds: parse would refuse the text
+    Object[] innermost = {List.of(), Map.of(), new int[] {1}, new long[0], List.of(1L)};
+    for (Object in : innermost) {
+      Object v = in;
+      for (int i = 0; i < Json.DEFAULT_MAX_DEPTH; i++) {
+        v = List.of(v);
+      }
+      Object tooDeep = v;
+      IllegalArgumentException e =
+          assertThrows(IllegalArgumentException.class, () -> Json.write(tooDeep),
+              () -> "wrote " + (Json.DEFAULT_MAX_DEPTH + 1) + " levels ending in "
+                  + in.getClass().getSimpleName());
+      assertTrue(e.getMessage().contains("deeper than " + Json.DEFAULT_MAX_DEPTH), e.getMessage());
+    }
+  }
+
+  @Test
   void lengthLimitIsCheckedBeforeParsing() {
     Json.JsonException e = assertThrows(Json.JsonException.class, () -> Json.parse("[1,2,3]", 5, 10));
     assertTrue(e.getMessage().contains("limit 5"), e.getMessage());
