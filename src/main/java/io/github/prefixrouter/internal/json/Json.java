@@ -1,6 +1,7 @@
 package io.github.prefixrouter.internal.json;
 
 import java.math.BigDecimal;
+import java.math.BigInteger;
 import java.util.AbstractList;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -164,7 +165,9 @@ public final class Json {
   /**
    * Writes {@code value} as compact JSON. Accepts {@link Map} with {@link String} keys,
    * {@link Iterable}, {@code int[]}, {@code long[]}, {@link CharSequence}, {@link Number}
-   * (finite), {@link Boolean}, {@link #NULL} and Java {@code null}.
+   * (finite), {@link Boolean}, {@link #NULL} and Java {@code null}. A {@link Double} or
+   * {@link Float} is written as a double, a {@link BigDecimal} or {@link BigInteger} with all its
+   * digits, any other {@code Number} as its {@code longValue()}.
    *
    * @param value a value of the types {@link #parse(String)} returns, or any {@code Number},
    *     {@code Map} with string keys, {@code Iterable}, {@code int[]} or {@code long[]}
@@ -201,6 +204,8 @@ public final class Json {
       sb.append(d); // Double.toString of a finite value is a valid JSON number
     } else if (v instanceof BigDecimal bd) {
       sb.append(bd.toString());
+    } else if (v instanceof BigInteger bi) {
+      sb.append(bi.toString()); // all its digits: its longValue is its low 64 bits
     } else if (v instanceof Number n) {
       sb.append(n.longValue());
     } else if (v instanceof IntList l) {

@@ -140,6 +140,15 @@ class JsonTest {
   }
 
   @Test
+  void writesABigIntegerWithAllItsDigits() {
+    java.math.BigInteger big = new java.math.BigInteger("123456789012345678901234567890");
+    assertEquals("123456789012345678901234567890", Json.write(big));
+    assertEquals("[-18446744073709551616]",
+        Json.write(List.of(java.math.BigInteger.TWO.pow(64).negate())));
+    assertEquals(1.2345678901234568e29, Json.parse(Json.write(big)));
+  }
+
+  @Test
   void lengthLimitIsCheckedBeforeParsing() {
     Json.JsonException e = assertThrows(Json.JsonException.class, () -> Json.parse("[1,2,3]", 5, 10));
     assertTrue(e.getMessage().contains("limit 5"), e.getMessage());
