@@ -149,12 +149,16 @@ public final class ByteWriter {
   }
 
   /**
-   * Writes a printable-ASCII string prefixed with its length.
+   * Writes a printable-ASCII string of 1 to {@code maxLength} characters prefixed with its
+   * length, the field {@link ByteReader#readAscii} reads.
    *
-   * @throws IllegalArgumentException if {@code s} is longer than {@code maxLength} or holds a
-   *     character outside {@code 0x21..0x7E}
+   * @throws IllegalArgumentException if {@code s} is empty, longer than {@code maxLength} or
+   *     holds a character outside {@code 0x21..0x7E}
    */
   public ByteWriter writeAscii(String s, int maxLength) {
+    if (s.isEmpty()) {
+      throw new IllegalArgumentException("an ascii field holds at least one character");
+    }
     if (s.length() > maxLength) {
       throw new IllegalArgumentException(
           "string of " + s.length() + " characters exceeds its limit of " + maxLength);

@@ -13,6 +13,9 @@ import net.jqwik.api.Combinators;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.Provide;
+import net.jqwik.api.constraints.CharRange;
+import net.jqwik.api.constraints.IntRange;
+import net.jqwik.api.constraints.StringLength;
 import org.junit.jupiter.api.Test;
 
 class ByteWriterReaderTest {
@@ -257,6 +260,28 @@ class ByteWriterReaderTest {
     assertThrows(IllegalArgumentException.class, () -> w.writeVarInt(-1));
     assertThrows(IllegalArgumentException.class, () -> w.writeAscii("a b", 10));
     assertThrows(IllegalArgumentException.class, () -> w.writeAscii("abc", 2));
+    assertThrows(IllegalArgumentException.class, () -> w.writeAscii("", 10));
+    assertEquals(0, w.size());
+  }
+
+  /**
+   * The writer writes only the ascii fields the reader takes: any string and limit either is
+   * refused by {@code writeAscii}, writing nothing, or reads back as itself.
+   */
+  @Property
+  void writeAsciiWritesOnlyWhatReadAsciiReads(
+      @ForAll @StringLength(max = 12) @CharRange(from = 0x1f, to = 0x80) String s,
+      @ForAll @IntRange(min = 0, max = 10) int maxLength) throws MalformedMessageException {
+    ByteWriter w = new ByteWriter(0, 64);
+    try {
+      w.writeAscii(s, maxLength);
+    } catch (IllegalArgumentException refused) {
+      assertEquals(0, w.size());
+      return;
+    }
+    ByteReader r = new ByteReader(w.toByteArray());
+    assertEquals(s, r.readAscii("s", maxLength));
+    r.expectEnd("ascii");
   }
 
   @Test
