@@ -442,7 +442,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
   /**
    * Stops accepting requests and, if the engine created its own threads, stops them; requests
    * still queued or running fail with a retryable error (on the host's executor, when it runs
-   * them or at their next token).
+   * them or at their next token), but those cancelled before, which fail as cancelled.
    */
   @Override
   public void close() {
@@ -453,7 +453,8 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
       for (Runnable r : ownedExecutor.shutdownNow()) {
         if (r instanceof Job j) {
           queued.decrementAndGet();
-          j.future.completeExceptionally(new EngineException("engine closed", true));
+          // retryable, unless cancelled before: that request stays cancelled
+          j.future.completeExceptionally(j.stopped());
         }
       }
     }

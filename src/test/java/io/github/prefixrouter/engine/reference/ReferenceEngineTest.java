@@ -463,6 +463,46 @@ class ReferenceEngineTest {
   }
 
   @Test
+  void aRequestCancelledWhileQueuedOnTheEnginesOwnThreadsStaysCancelledWhenTheEngineCloses()
+      throws Exception {
+    // the engine's own thread is busy with a first request, so the second waits in its queue;
+    // close() takes it out of that queue: cancelled before, it must not come back retryable
+    // (its node would run the request its client gave up on again, on a peer)
+    ReferenceEngine e = ReferenceEngine.builder().threads(1).build();
+    CountDownLatch started = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    CompletableFuture<EngineResult> running = e.execute(
+        new InferenceRequest("running", prompt(1, 40), GenerationParams.greedy(8)),
+        (tokens, text) -> {
+          started.countDown();
+          try {
+            release.await(10, TimeUnit.SECONDS);
+          } catch (InterruptedException x) {
+            Thread.currentThread().interrupt();
+          }
+        });
+    assertTrue(started.await(10, TimeUnit.SECONDS));
+    CompletableFuture<EngineResult> cancelled = e.execute(InferenceRequest.of("c", prompt(3, 8)));
+    CompletableFuture<EngineResult> queued = e.execute(InferenceRequest.of("q", prompt(4, 8)));
+    assertEquals(2, e.load().queueDepth());
+    e.cancel("c");
+    e.close();
+    release.countDown();
+    ExecutionException x = assertThrows(ExecutionException.class,
+        () -> cancelled.get(10, TimeUnit.SECONDS));
+    EngineException c = (EngineException) x.getCause();
+    assertFalse(c.retryable(), c.toString());
+    assertTrue(c.getMessage().contains("request c cancelled"), c.getMessage());
+    x = assertThrows(ExecutionException.class, () -> queued.get(10, TimeUnit.SECONDS));
+    EngineException q = (EngineException) x.getCause();
+    assertTrue(q.retryable(), q.toString());
+    assertTrue(q.getMessage().contains("request q"), q.getMessage());
+    x = assertThrows(ExecutionException.class, () -> running.get(10, TimeUnit.SECONDS));
+    assertTrue(((EngineException) x.getCause()).retryable(), x.getCause().toString());
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
   void invalidConfigurationNamesTheSetting() {
     IllegalArgumentException x = assertThrows(IllegalArgumentException.class,
         () -> ReferenceEngine.builder().modelDim(63).build());
