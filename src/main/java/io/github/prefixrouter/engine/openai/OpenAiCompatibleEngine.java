@@ -538,9 +538,22 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       try {
         for (ByteBuffer b : items) {
           boolean wasDone = stream.done();
-          stream.feed(b);
+          EngineException afterDone = null;
+          try {
+            stream.feed(b);
+          } catch (EngineException e) {
+            if (wasDone || !stream.done()) {
+              throw e;
+            }
+            // past the limit after [DONE], in [DONE]'s own read: the request is complete all
+            // the same (as when those bytes come in a later read), and the connection closed
+            afterDone = e;
+          }
           if (!wasDone && stream.done()) {
             finish(result, stream, stream.result(), null);
+            if (afterDone != null) {
+              throw afterDone;
+            }
             CompletableFuture.delayedExecutor(AFTER_DONE_MILLIS, TimeUnit.MILLISECONDS,
                 timeoutExecutor).execute(this::closeAfterDone);
           }

@@ -276,6 +276,23 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void moreThanTheLimitAfterDoneInDonesOwnReadDoesNotFailTheCompleteRequest() throws Exception {
+    // the request is complete at [DONE]: what follows closes the connection once past the
+    // limit, but the answer stays the stream's, as when it comes in a later read (it failed
+    // the request when it came in [DONE]'s own read)
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", "length") + "data: [DONE]\n\n" + (": pad\n").repeat(400));
+    });
+    Pieces pieces = new Pieces();
+    EngineResult r = pieces.run(builder().maxResponseBytes(1024).build(), request())
+        .get(20, TimeUnit.SECONDS);
+    assertEquals("a", r.text());
+    assertArrayEquals(new int[] {1}, r.outputTokens());
+    assertEquals(List.of("a"), pieces.texts);
+  }
+
+  @Test
   void aStreamPastMaxTokensOrWithANegativeTokenIdFailsAtOnceAndIsClosed() throws Exception {
     // such a stream used to be read on to [DONE], to the output limit or to requestTimeout, its
     // pieces streamed; the node refused the answer only then, the server generating on meanwhile
