@@ -40,6 +40,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -821,11 +822,10 @@ public final class RouterNode implements PrefixRouterNode {
       }
     }
     long limit = a.limit;
-    Scheduler.Cancellable guard = schedule(limit + limit / 4 + 1_000_000L, () -> {
-      onForwardDone(ex, a, null, new TransportException(TransportException.Kind.TIMEOUT,
-          "no answer from " + to + " within the forwarding timeout (transport guard)"));
-      letGo(a); // a transport that ignored its timeout still holds the request
-    });
+    // a transport that ignored its timeout still holds the request: it is let go of
+    Scheduler.Cancellable guard = schedule(limit + limit / 4 + 1_000_000L, () -> endForward(ex,
+        a, new TransportException(TransportException.Kind.TIMEOUT,
+            "no answer from " + to + " within the forwarding timeout (transport guard)")));
     if (stream) {
       a.idle = schedule(timeout, () -> checkStreamIdle(ex, a));
     }
@@ -884,6 +884,21 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   /**
+   * Ends attempt {@code a} of {@code ex} as failed with {@code why} (the guard timer or the
+   * stream's silence: a timeout; the peer suspected), as if the transport had answered so. The
+   * transport is let go of first ({@link #letGo}), so the CANCEL the failure sends goes once the
+   * forward no longer holds one of the peer's in-flight slots: a transport at its limit for the
+   * peer (HTTP's {@code maxInFlightPerPeer}) drops a message sent meanwhile. The failure is
+   * recorded on the attempt before, so that the cancelled future's completion, which may get
+   * there first, ends the attempt with it rather than as cancelled.
+   */
+  private void endForward(Execution ex, Attempt a, TransportException why) {
+    a.endedWith = why;
+    letGo(a);
+    onForwardDone(ex, a, null, why);
+  }
+
+  /**
    * The overall bound of a streamed forward whose forwarding timeout is {@code timeout}:
    * {@code engineTimeout} plus twice the round trip {@code rtt}, after which the peer has failed
    * the request itself, and never less than {@code timeout}.
@@ -917,9 +932,7 @@ public final class RouterNode implements PrefixRouterNode {
       String why = endIn <= 0
           ? "no answer from " + a.to + " within the overall bound of a streamed forward"
           : "no output from " + a.to + " within the forwarding timeout";
-      onForwardDone(ex, a, null,
-          new TransportException(TransportException.Kind.TIMEOUT, why));
-      letGo(a);
+      endForward(ex, a, new TransportException(TransportException.Kind.TIMEOUT, why));
     } else {
       a.idle = schedule(wait, () -> checkStreamIdle(ex, a));
       cancelIfOver(ex, a, a.idle);
@@ -984,9 +997,8 @@ public final class RouterNode implements PrefixRouterNode {
     }
     if (gone) {
       a.endedAsSuspected = true;
-      onForwardDone(ex, a, null, new TransportException(TransportException.Kind.UNREACHABLE,
+      endForward(ex, a, new TransportException(TransportException.Kind.UNREACHABLE,
           a.to + " was suspected by the failure detector while its answer was awaited"));
-      letGo(a);
     } else {
       a.watch = schedule(every, () -> watchPeer(ex, a, every));
       cancelIfOver(ex, a, a.watch);
@@ -1036,6 +1048,10 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   private void onForwardDone(Execution ex, Attempt a, byte[] bytes, Throwable err) {
+    Throwable endedWith = a.endedWith;
+    if (endedWith != null && err != null && unwrap(err) instanceof CancellationException) {
+      err = endedWith; // let go of by the node as it ended the attempt (endForward)
+    }
     if (a.released.compareAndSet(false, true)) {
       a.peer.answered();
     }
@@ -2328,6 +2344,12 @@ public final class RouterNode implements PrefixRouterNode {
      * alive and running the request, so ending it sends a CANCEL there.
      */
     volatile boolean endedAsSuspected;
+    /**
+     * The failure the node ended the attempt with itself (a timeout, the peer suspected), set
+     * before it lets go of the transport's future: that future's cancellation ends the attempt
+     * with this failure.
+     */
+    volatile Throwable endedWith;
     final AtomicBoolean released = new AtomicBoolean();
 
     Attempt(int seq, PeerAddress to, PeerHealth.PeerState peer, long sentAt, int est,
