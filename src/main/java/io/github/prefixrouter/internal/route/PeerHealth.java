@@ -4,6 +4,7 @@ import io.github.prefixrouter.internal.Durations;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
+import java.util.concurrent.atomic.AtomicLongFieldUpdater;
 
 /**
  * What this node learned about each peer from its own forwarding: push-back and failure
@@ -101,14 +102,20 @@ final class PeerHealth {
       return Durations.ahead(failedUntil, now);
     }
 
-    /** Starts a busy cool-down of {@code nanos} at {@code now}. */
+    /**
+     * Starts a busy cool-down of {@code nanos} at {@code now} (a longer one running is kept:
+     * see {@link #extend}).
+     */
     void coolDownBusy(long now, long nanos) {
-      busyUntil = Durations.deadline(now, nanos);
+      extend(BUSY_UNTIL, this, Durations.deadline(now, nanos));
     }
 
-    /** Starts a failure cool-down of {@code nanos} at {@code now}. */
+    /**
+     * Starts a failure cool-down of {@code nanos} at {@code now} (a longer one running is kept:
+     * see {@link #extend}).
+     */
     void coolDownFailed(long now, long nanos) {
-      failedUntil = Durations.deadline(now, nanos);
+      extend(FAILED_UNTIL, this, Durations.deadline(now, nanos));
     }
 
     /**
@@ -116,10 +123,7 @@ final class PeerHealth {
      * running is kept).
      */
     void coolDownFailedAtLeast(long now, long nanos) {
-      long until = Durations.deadline(now, nanos);
-      if (!Durations.ahead(failedUntil, until)) {
-        failedUntil = until;
-      }
+      coolDownFailed(now, nanos);
     }
 
     /** Counts a request forwarded there. */
@@ -223,6 +227,27 @@ final class PeerHealth {
   /** A field updater rather than an AtomicInteger: the routing loop reads one object per peer. */
   private static final AtomicIntegerFieldUpdater<PeerState> OUTSTANDING =
       AtomicIntegerFieldUpdater.newUpdater(PeerState.class, "outstanding");
+
+  private static final AtomicLongFieldUpdater<PeerState> BUSY_UNTIL =
+      AtomicLongFieldUpdater.newUpdater(PeerState.class, "busyUntil");
+  private static final AtomicLongFieldUpdater<PeerState> FAILED_UNTIL =
+      AtomicLongFieldUpdater.newUpdater(PeerState.class, "failedUntil");
+
+  /**
+   * Moves the cool-down deadline in {@code field} of {@code st} to {@code until}, unless it is
+   * already later: the threads ending forwards to one peer set its cool-downs at once, each with
+   * its own reading of the clock, and the one that lasts longest wins whatever the interleaving.
+   * A plain read and write let a thread that read (the cool-down running, or the clock) before
+   * another wrote a longer one overwrite it with its shorter one.
+   */
+  private static void extend(AtomicLongFieldUpdater<PeerState> field, PeerState st, long until) {
+    while (true) {
+      long cur = field.get(st);
+      if (Durations.ahead(cur, until) || field.compareAndSet(st, cur, until)) {
+        return;
+      }
+    }
+  }
 
   private final ConcurrentHashMap<String, PeerState> states = new ConcurrentHashMap<>();
 
