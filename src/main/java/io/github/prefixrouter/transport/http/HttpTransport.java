@@ -137,7 +137,8 @@ import org.slf4j.LoggerFactory;
  * with {@link TransportException.Kind#TOO_LARGE}, and so does one the peer refused with 413
  * (its limit is lower); an answer above it fails with {@code TOO_LARGE} too, whichever side's
  * limit it exceeds (the serving side answers 413 instead of sending it). Outbound,
- * at most {@code maxInFlightPerPeer} requests and messages may be outstanding to one peer: a
+ * at most {@code maxInFlightPerPeer} requests and messages may be outstanding to one peer (one
+ * address, however its host's case, its IPv6 literal or its port is spelled): a
  * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
  * counted); a request's slot is free again before its future completes, a future its caller
  * cancels included. Inbound, at most
@@ -566,7 +567,7 @@ public final class HttpTransport implements Transport {
       log.warn("dropping {}-byte message to {}: above maxMessageBytes", payload.length, to);
       return;
     }
-    String peer = to.address();
+    String peer = peerKey(to.address());
     if (!acquire(peer)) {
       counters.messagesDropped.increment();
       counters.outboundBusy.increment();
@@ -651,7 +652,7 @@ public final class HttpTransport implements Transport {
           "request of " + payload.length + " bytes exceeds maxMessageBytes " + config.maxMessageBytes, null);
       return result;
     }
-    String peer = to.address();
+    String peer = peerKey(to.address());
     if (!acquire(peer)) {
       counters.outboundBusy.increment();
       fail(result, TransportException.Kind.BUSY,
@@ -749,6 +750,68 @@ public final class HttpTransport implements Transport {
 
   private void release(String peer) {
     inFlightByPeer.computeIfPresent(peer, (k, n) -> n <= 1 ? null : n - 1);
+  }
+
+  /**
+   * The key {@code maxInFlightPerPeer} counts a peer's requests and messages under: its address
+   * with the spellings of one host and port folded, so that a peer known under two (from a seed
+   * list and from gossip, say) is not given twice the limit. A host name is taken in lower case
+   * (host names are case-insensitive); an IPv6 literal in the JDK's own form (groups without
+   * leading zeros or {@code ::}; an IPv4-mapped one as the IPv4 address it is connected to); a
+   * port without leading zeros. Nothing is looked up: a name stays a name (two names of one
+   * host still count apart), and an IPv6 literal is parsed only when it is one (hex digits,
+   * colons and dots), which is never resolved. An address that is not {@code host:port}, or
+   * with a zone id, is its own key (a request to it fails as a bad address anyway).
+   */
+  static String peerKey(String address) {
+    int colon = address.lastIndexOf(':');
+    if (colon <= 0 || colon == address.length() - 1 || address.length() - colon > 8) {
+      return address;
+    }
+    int port = 0;
+    for (int i = colon + 1; i < address.length(); i++) {
+      char c = address.charAt(i);
+      if (c < '0' || c > '9') {
+        return address;
+      }
+      port = port * 10 + (c - '0');
+    }
+    if (port > 65535) {
+      return address;
+    }
+    String host = address.substring(0, colon);
+    if (host.charAt(0) == '[') {
+      if (host.length() < 3 || host.charAt(host.length() - 1) != ']' || !ipv6Literal(host)) {
+        return address;
+      }
+      try {
+        // bracketed, a literal is parsed or refused, never resolved
+        java.net.InetAddress a = java.net.InetAddress.getByName(host);
+        String literal = a.getHostAddress();
+        host = a instanceof java.net.Inet6Address ? "[" + literal + "]" : literal;
+      } catch (java.net.UnknownHostException | RuntimeException e) {
+        return address;
+      }
+    } else if (host.indexOf(':') >= 0) {
+      return address;
+    } else {
+      host = host.toLowerCase(java.util.Locale.ROOT);
+    }
+    return host + ":" + port;
+  }
+
+  /** Whether {@code [...]} holds only what an IPv6 literal without a zone id may: hex, : and . */
+  private static boolean ipv6Literal(String bracketed) {
+    boolean colon = false;
+    for (int i = 1; i < bracketed.length() - 1; i++) {
+      char c = bracketed.charAt(i);
+      if (c == ':') {
+        colon = true;
+      } else if (c != '.' && Character.digit(c, 16) < 0) {
+        return false;
+      }
+    }
+    return colon;
   }
 
   /** Peer addresses with requests or messages in flight now (for tests). */
@@ -1902,7 +1965,9 @@ public final class HttpTransport implements Transport {
     }
 
     /**
-     * Requests and messages outstanding to one peer at most. Default 64.
+     * Requests and messages outstanding to one peer at most. Default 64. One peer is one
+     * address however it is spelled (a host name in any case, an IPv6 literal in any form, a
+     * port with leading zeros); nothing is looked up, so two names of one host count apart.
      *
      * @param n the limit
      * @return this builder
