@@ -495,6 +495,16 @@ public abstract class TransportContractTest {
     // the node refuses a request it cannot serve with a PROTOCOL failure whose message says why
     // (another model id, an unknown FORWARD version); the requester reads it there
     String why = "MODEL_MISMATCH: node b serves model id 'm-1', the request is for 'm-2'";
+    String message = protocolFailureOfAHandlerSaying(why);
+    assertTrue(message.contains(why), "the handler's message did not reach the requester: "
+        + message);
+  }
+
+  /**
+   * Starts a peer whose handler fails every request {@code PROTOCOL} with {@code why}, requests
+   * from another, checks that the request fails {@code PROTOCOL}, and gives its message.
+   */
+  private String protocolFailureOfAHandlerSaying(String why) {
     Transport b = started("b", (from, p) -> CompletableFuture.failedFuture(
         new TransportException(TransportException.Kind.PROTOCOL, why)));
     Transport a = started("a", echo());
@@ -504,8 +514,7 @@ public abstract class TransportContractTest {
         org.junit.jupiter.api.Assertions.assertThrows(CompletionException.class, f::join)
             .getCause(), "failures must be TransportException");
     assertEquals(TransportException.Kind.PROTOCOL, e.kind(), "the handler's PROTOCOL failure");
-    assertTrue(String.valueOf(e.getMessage()).contains(why),
-        "the handler's message did not reach the requester: " + e.getMessage());
+    return String.valueOf(e.getMessage());
   }
 
   /**
@@ -523,18 +532,10 @@ public abstract class TransportContractTest {
       sb.append('x');
     }
     String why = sb.toString();
-    Transport b = started("b", (from, p) -> CompletableFuture.failedFuture(
-        new TransportException(TransportException.Kind.PROTOCOL, why)));
-    Transport a = started("a", echo());
-    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());
-    assertTrue(awaitCondition(f::isDone, patience()), "no answer");
-    TransportException e = assertInstanceOf(TransportException.class,
-        org.junit.jupiter.api.Assertions.assertThrows(CompletionException.class, f::join)
-            .getCause(), "failures must be TransportException");
-    assertEquals(TransportException.Kind.PROTOCOL, e.kind(), "the handler's PROTOCOL failure");
-    assertTrue(String.valueOf(e.getMessage()).contains(why),
-        "the handler's message [" + why + "] did not reach the requester whole: ["
-            + e.getMessage() + "]");
+    String message = protocolFailureOfAHandlerSaying(why);
+    assertTrue(message.contains(why),
+        "the handler's message [" + why + "] did not reach the requester whole: [" + message
+            + "]");
   }
 
   @Test

@@ -520,17 +520,7 @@ class ContractKitSelfTest {
           public CompletableFuture<EngineResult> execute(InferenceRequest r) {
             CompletableFuture<EngineResult> mine = new CompletableFuture<>();
             running.put(r.id(), mine);
-            e.execute(r).whenComplete((v, err) -> {
-              CompletableFuture<EngineResult> f = running.remove(r.id());
-              if (f != null) {
-                if (err != null) {
-                  f.completeExceptionally(err instanceof CompletionException
-                      && err.getCause() != null ? err.getCause() : err);
-                } else {
-                  f.complete(v);
-                }
-              }
-            });
+            e.execute(r).whenComplete((v, err) -> pass(running.remove(r.id()), v, err));
             return mine;
           }
         }));
@@ -565,15 +555,7 @@ class ContractKitSelfTest {
               synchronized (running) {
                 f = running.remove(id);
               }
-              if (f == null) {
-                return;
-              }
-              if (err != null) {
-                f.completeExceptionally(err instanceof CompletionException
-                    && err.getCause() != null ? err.getCause() : err);
-              } else {
-                f.complete(v);
-              }
+              pass(f, v, err);
             });
             return mine;
           }
@@ -895,7 +877,11 @@ class ContractKitSelfTest {
     }
   }
 
-  private static void pass(CompletableFuture<byte[]> to, byte[] v, Throwable err) {
+  /** Completes {@code to}, unless null, with {@code v} or {@code err} unwrapped. */
+  private static <T> void pass(CompletableFuture<T> to, T v, Throwable err) {
+    if (to == null) {
+      return;
+    }
     if (err != null) {
       to.completeExceptionally(
           err instanceof CompletionException && err.getCause() != null ? err.getCause() : err);
