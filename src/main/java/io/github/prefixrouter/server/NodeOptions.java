@@ -26,7 +26,8 @@ import java.util.function.Supplier;
 /**
  * The settings of one {@link NodeMain} process, from command-line flags and an optional
  * properties file (flags win). Every key is accepted both as {@code --key value} /
- * {@code --key=value} and as {@code key=value} in the file; see {@link #USAGE}. The flags
+ * {@code --key=value} and as {@code key=value} in the file, each once (a flag given twice, or
+ * a key on two lines of the file, is refused); see {@link #USAGE}. The flags
  * without a value ({@code --insecure}, {@code --help}) take {@code true} or {@code false} (in
  * any case) after {@code =} or in the file, and nothing else.
  */
@@ -37,6 +38,8 @@ public final class NodeOptions {
       String.join(
           "\n",
           "Usage: NodeMain [--config FILE] --id ID --listen HOST:PORT [--client HOST:PORT] [options]",
+          "",
+          "  Each flag once.",
           "",
           "  --config FILE            properties file with any of the keys below, each once",
           "                           (flags win); insecure and help there take true or false",
@@ -907,7 +910,11 @@ public final class NodeOptions {
         value = args[++i];
       }
       checkKey(key, "flag --");
-      flags.put(key, value);
+      String earlier = flags.putIfAbsent(key, value);
+      if (earlier != null) {
+        throw new IllegalArgumentException("--" + key + " is given twice: '" + earlier + "' and '"
+            + value + "' (keep one)");
+      }
     }
     Map<String, String> all = new LinkedHashMap<>();
     if (flags.containsKey("config")) {

@@ -107,6 +107,25 @@ class NodeOptionsCheckTest {
   }
 
   /**
+   * A flag given twice on the command line is refused, naming both values, as a key given twice
+   * in the config file is: the last was taken silently, so {@code --seeds b@h:2 --seeds c@h:3}
+   * joined through c alone, and a script's second {@code --cluster-key-file} replaced its first.
+   */
+  @Test
+  void aFlagGivenTwiceOnTheCommandLineIsRefusedNamingBothValues() throws Exception {
+    refused(() -> node("--seeds", "b@h:2", "--seeds", "c@h:3"),
+        "--seeds is given twice: 'b@h:2' and 'c@h:3'");
+    refused(() -> node("--policy", "local-only", "--policy=cost-aware"),
+        "--policy is given twice: 'local-only' and 'cost-aware'");
+    refused(() -> parse("--id", "a", "--listen", "h:1", "--id", "b"), "--id is given twice");
+    refused(() -> node("--insecure", "--insecure=false"), "--insecure is given twice");
+    // a flag and the same key in the config file are no repeat: the flag wins
+    Path cfg = Files.writeString(dir.resolve("node.properties"), "id=a\nlisten=h:1\nseeds=b@h:2\n");
+    assertEquals(List.of(new PeerAddress("c", "h:3")),
+        parse("--config", cfg.toString(), "--seeds", "c@h:3").seeds);
+  }
+
+  /**
    * A config file naming another with {@code config=} is refused: no file is read from a file,
    * and the key was taken and its file never read, the settings in it silently missing.
    */
@@ -224,7 +243,7 @@ class NodeOptionsCheckTest {
       args.addAll(List.of(b[0], b[1]));
       refused(() -> parse(args.toArray(new String[0])), b[2], "was '" + b[1].replaceFirst("^b@", "") + "'");
     }
-    refused(() -> node("--listen", "h:65536"), "--listen port must be 0 to 65535");
+    refused(() -> parse("--id", "a", "--listen", "h:65536"), "--listen port must be 0 to 65535");
     // a port URLs refuse (the transport then failed to start)
     refused(() -> node("--advertise", "h:+80"), "--advertise port must be digits only, was '+80'");
     // accepted: names, IPv4, IPv6 (in brackets where peers connect), wildcards
