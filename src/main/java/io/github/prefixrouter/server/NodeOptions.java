@@ -427,12 +427,14 @@ public final class NodeOptions {
       } catch (java.net.URISyntaxException e) {
         throw new IllegalArgumentException("--tokenizer is not a URL: " + e.getMessage(), e);
       }
-      if (tokenizerUri.getHost() == null || tokenizerUri.getPort() == 0) {
+      int port = tokenizerUri.getPort(); // -1: none given, the scheme's
+      if (tokenizerUri.getHost() == null || port == 0 || port > 65535) {
         // java.net.URI reads no host with an underscore (a compose service name, say), and
-        // the HTTP client sends nothing to a URL without one
+        // the HTTP client sends nothing to a URL without one; it takes any port java.net.URI
+        // reads, and a port above 65535 failed every prompt ("port out of range") once serving
         throw new IllegalArgumentException("--tokenizer needs a host an HTTP client can use "
-            + "(letters, digits, hyphens and dots, or an IP address) and a port other than 0, "
-            + "was " + tok);
+            + "(letters, digits, hyphens and dots, or an IP address) and a port 1 to 65535 (or "
+            + "none), was " + tok);
       }
     } else {
       throw new IllegalArgumentException(

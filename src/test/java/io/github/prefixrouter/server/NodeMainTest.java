@@ -484,6 +484,25 @@ class NodeMainTest {
         "--tokenizer", "http://bad host/tokenize"));
   }
 
+  /**
+   * A {@code --tokenizer} URL whose port no connection can have was accepted, as {@code --engine}'s
+   * is not: the node started, and every text prompt and conversation was answered 502 ("port out
+   * of range:99999").
+   */
+  @Test
+  void aTokenizerPortOutsideOneTo65535IsABadFlag() {
+    for (String port : List.of("65536", "99999", "0")) {
+      assertMessage("--tokenizer needs a host an HTTP client can use", () -> parse("--id", "a",
+          "--listen", "h:1", "--tokenizer", "http://10.0.0.9:" + port + "/tokenize"));
+    }
+    assertEquals(java.net.URI.create("http://10.0.0.9:65535/tokenize"),
+        parse("--id", "a", "--listen", "h:1", "--tokenizer", "http://10.0.0.9:65535/tokenize")
+            .tokenizerUri);
+    assertEquals(java.net.URI.create("http://tok.example/tokenize"),
+        parse("--id", "a", "--listen", "h:1", "--tokenizer", "http://tok.example/tokenize")
+            .tokenizerUri, "no port: the scheme's");
+  }
+
   @Test
   void theReaderLimitsAreFlagsAndConfigKeysCheckedLikeTheOthers() throws Exception {
     NodeOptions none = parse("--id", "a", "--listen", "h:1");
