@@ -125,7 +125,7 @@ public final class NodeOptions {
           "                           holds: beyond, the engine's removals are not arriving and",
           "                           its least recently stored blocks are dropped; 0 or at least",
           "                           --tree-capacity-tokens; default 0: 4 x that, at least",
-          "                           16777216",
+          "                           16777216; needs --kv-events or --engine reference",
           "  --gossip-interval-ms N   anti-entropy interval; default 200",
           "  --peer-suspect-ms N      silence before a peer is suspected; default 2000",
           "  --peer-dead-ms N         silence before a peer is dropped; default 10000",
@@ -485,6 +485,12 @@ public final class NodeOptions {
             "--kv-events needs --engine URL (the reference engine reports its cache itself)");
       }
       kvEventsBuilder(); // the checks the subscriber makes, so that a bad value fails here
+    } else if (!engine.equals("reference") && v.containsKey("mirror-limit-tokens")) {
+      // without cache events the tree is self-managed, at --tree-capacity-tokens: the limit of
+      // a mirror was accepted and silently ignored
+      throw new IllegalArgumentException("--mirror-limit-tokens needs --kv-events or --engine "
+          + "reference (it bounds a tree mirroring the engine's cache events; without them the "
+          + "tree holds --tree-capacity-tokens)");
     }
     this.engineSeed = longValue(v, "engine-seed", 42);
     this.engineThreads = intValue(v, "engine-threads", 1);

@@ -414,8 +414,8 @@ class NodeMainTest {
     assertEquals(1L << 26, parse("--id", "a", "--listen", "h:1", "--engine",
         "http://127.0.0.1:8000", "--tree-capacity-tokens", "16777216").config.mirrorLimitTokens());
     assertEquals(3_000_000, parse("--id", "a", "--listen", "h:1", "--engine",
-        "http://127.0.0.1:8000", "--tree-capacity-tokens", "2000000", "--mirror-limit-tokens",
-        "3000000").config.mirrorLimitTokens());
+        "http://127.0.0.1:8000", "--kv-events", "tcp://127.0.0.1:5557", "--tree-capacity-tokens",
+        "2000000", "--mirror-limit-tokens", "3000000").config.mirrorLimitTokens());
     assertMessage("--mirror-limit-tokens must be 0", () -> parse("--id", "a", "--listen", "h:1",
         "--tree-capacity-tokens", "4096", "--mirror-limit-tokens", "4095"));
   }

@@ -185,6 +185,23 @@ class NodeOptionsCheckTest {
     refused(() -> parse("--id", "a b", "--listen", "h:1"), "--id");
   }
 
+  /**
+   * {@code --mirror-limit-tokens} bounds only a tree that mirrors the engine's cache events (the
+   * reference engine's, or {@code --kv-events}); with {@code --engine URL} alone the tree is
+   * self-managed and the flag was accepted and silently ignored.
+   */
+  @Test
+  void aMirrorLimitWithoutCacheEventsIsABadFlag() {
+    for (String limit : List.of("33554432", "0")) {
+      refused(() -> node("--engine", "http://127.0.0.1:8000", "--mirror-limit-tokens", limit),
+          "--mirror-limit-tokens needs --kv-events or --engine reference");
+    }
+    assertEquals(33554432L, node("--engine", "http://127.0.0.1:8000", "--kv-events",
+        "tcp://127.0.0.1:5557", "--mirror-limit-tokens", "33554432").config.mirrorLimitTokens());
+    assertEquals(33554432L, node("--mirror-limit-tokens", "33554432").config.mirrorLimitTokens(),
+        "the reference engine reports its cache");
+  }
+
   @Test
   void watermarksAreExactlyTwoNumbers() {
     for (String bad : List.of("16,32,", "16,,32", ",16,32", "16", "16,32,48")) {
