@@ -887,6 +887,12 @@ public final class NodeOptions {
   }
 
   /**
+   * The largest {@code --config} file read: far above every key with a long seed list and
+   * comments; a larger file is another named by mistake, refused without being read further.
+   */
+  static final int MAX_CONFIG_FILE_BYTES = 1 << 20;
+
+  /**
    * Parses flags (and the properties file named by {@code --config}).
    *
    * @param args the command line's flags
@@ -927,15 +933,24 @@ public final class NodeOptions {
     Map<String, String> all = new LinkedHashMap<>();
     if (flags.containsKey("config")) {
       Path file = Path.of(flags.get("config"));
+      byte[] raw = NodeMain.readAtMost(file, MAX_CONFIG_FILE_BYTES, "--config ");
+      if (raw.length > MAX_CONFIG_FILE_BYTES) {
+        // another file named by mistake (a log, /dev/zero): it was read whole, into memory
+        throw new IllegalArgumentException("--config " + file + " is larger than "
+            + MAX_CONFIG_FILE_BYTES + " bytes: not a config file");
+      }
       List<String> lines;
       try {
-        lines = Files.readAllLines(file, StandardCharsets.UTF_8);
+        String text = StandardCharsets.UTF_8.newDecoder()
+            .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+            .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT)
+            .decode(java.nio.ByteBuffer.wrap(raw)).toString();
+        // split as Files.readAllLines splits: at \n, \r or \r\n, no line after the last break
+        lines = new ArrayList<>(new java.io.BufferedReader(new java.io.StringReader(text))
+            .lines().toList());
       } catch (java.nio.charset.CharacterCodingException e) {
         throw new IllegalArgumentException("cannot read --config " + file + ": it is not UTF-8 "
             + "(save it as UTF-8 or ASCII)", e);
-      } catch (IOException e) {
-        throw new IllegalArgumentException("cannot read --config " + file + ": "
-            + NodeMain.fileProblem(e), e);
       }
       if (!lines.isEmpty() && lines.get(0).startsWith("\uFEFF")) {
         // an editor's byte order mark is no part of the first key: it made that key unknown,

@@ -126,6 +126,35 @@ class NodeOptionsCheckTest {
   }
 
   /**
+   * A {@code --config} file is read up to {@link NodeOptions#MAX_CONFIG_FILE_BYTES}: another file
+   * named by mistake (a log, a model's weights, {@code /dev/zero}) was read whole into memory,
+   * lines and all, before its first key was looked at, and one without line breaks ran the
+   * process out of memory, a stack trace rather than a bad flag.
+   */
+  @Test
+  void aConfigFileLargerThanItsCapIsRefusedWithoutReadingIt() throws Exception {
+    StringBuilder big = new StringBuilder("id=a\nlisten=h:1\n");
+    while (big.length() <= NodeOptions.MAX_CONFIG_FILE_BYTES) {
+      big.append("# a comment line that makes the file larger than a config file\n");
+    }
+    Path cfg = Files.writeString(dir.resolve("big.properties"), big);
+    refused(() -> parse("--config", cfg.toString()), "--config " + cfg + " is larger than "
+        + NodeOptions.MAX_CONFIG_FILE_BYTES + " bytes: not a config file");
+    // up to the cap it is read as before, a byte order mark and line breaks of any kind
+    Path ok = Files.writeString(dir.resolve("ok.properties"), "\uFEFFid=a\r\nlisten=h:1\r"
+        + "policy=local-only");
+    NodeOptions o = parse("--config", ok.toString());
+    assertEquals(List.of("a", "h", io.github.prefixrouter.RoutingPolicy.LOCAL_ONLY),
+        List.of(o.id, o.listenHost, o.config.policy()));
+    refused(() -> parse("--config", dir.resolve("missing.properties").toString()),
+        "cannot read --config " + dir.resolve("missing.properties") + ": no such file");
+    Path zero = Path.of("/dev/zero");
+    if (Files.isReadable(zero)) {
+      refused(() -> parse("--config", zero.toString()), "is larger than");
+    }
+  }
+
+  /**
    * A config file naming another with {@code config=} is refused: no file is read from a file,
    * and the key was taken and its file never read, the settings in it silently missing.
    */
