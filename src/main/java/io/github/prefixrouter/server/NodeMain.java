@@ -263,6 +263,13 @@ public final class NodeMain {
       // a previous run's file names ports this run may not serve on: whoever waits for the
       // file must see it only once this run serves
       Files.deleteIfExists(o.readyFile);
+      // it is written last, through this file: a directory it cannot be written in (missing,
+      // read-only) fails the start now, before a port opens and the seeds are joined; found
+      // only once serving, it stopped a node that had served
+      Path tmp = readyTemp(o.readyFile);
+      Files.deleteIfExists(tmp);
+      Files.createFile(tmp);
+      Files.delete(tmp);
     }
     part[0] = "the engine " + o.engine;
     InferenceEngine engine;
@@ -424,7 +431,7 @@ public final class NodeMain {
       System.out.println(banner);
       if (o.readyFile != null) {
         part[0] = "the ready file " + o.readyFile;
-        var tmp = o.readyFile.resolveSibling(o.readyFile.getFileName() + ".tmp");
+        Path tmp = readyTemp(o.readyFile);
         Files.writeString(tmp, "peer=" + peerAddress + " client=" + clientAddress + "\n", StandardCharsets.UTF_8);
         Files.move(tmp, o.readyFile, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
       }
@@ -457,6 +464,11 @@ public final class NodeMain {
       }
       throw e;
     }
+  }
+
+  /** The file the ready file is written to before it is moved in place. */
+  private static Path readyTemp(Path readyFile) {
+    return readyFile.resolveSibling(readyFile.getFileName() + ".tmp");
   }
 
   /** Every 15 s until it has spoken: a node told of KV events that receives none says so. */

@@ -82,6 +82,31 @@ class NodeMainLaunchTest {
         "--ready-file", ready.toString());
   }
 
+  /**
+   * A ready file that cannot be written (its directory missing) fails the start before a port
+   * opens: it was found only once the node served, its ports open, its seeds joined and
+   * "serving" printed, and the node then stopped again; here, with the client port taken too,
+   * the ready file is what the start names.
+   */
+  @Test
+  void aReadyFileThatCannotBeWrittenFailsTheStartBeforeAPortOpens() throws Exception {
+    Path ready = dir.resolve("gone").resolve("ready");
+    try (ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      failsToStart("error: node r2 could not start: the ready file " + ready + ": " + ready
+          + ".tmp: no such file", "--id", "r2", "--listen", "127.0.0.1:0", "--client",
+          "127.0.0.1:" + taken.getLocalPort(), "--ready-file", ready.toString());
+    }
+    // a directory it can be written in: the file once serving, nothing else left there
+    Path here = dir.resolve("ready");
+    Outcome ok = launch("--id", "r3", "--listen", "127.0.0.1:0", "--ready-file", here.toString());
+    try (NodeMain.Running r = ok.launch().running()) {
+      assertTrue(r != null, ok.err());
+      assertTrue(Files.readString(here).startsWith("peer=127.0.0.1:"));
+      assertFalse(Files.exists(dir.resolve("ready.tmp")));
+    }
+    assertFalse(Files.exists(here), "removed on stop");
+  }
+
   @Test
   void aClientTlsFileThatCannotBeUsedIsOneLineNamingItsFlag() throws Exception {
     Path cut = Files.write(dir.resolve("client.p12"), new byte[] {0x30, (byte) 0x82, 0x01});
