@@ -518,6 +518,18 @@ public abstract class TransportContractTest {
   }
 
   /**
+   * Starts a transport whose handler answers no request: it adds each request's answer future
+   * to {@code held}, for the test to complete.
+   */
+  private Transport startedHolding(String nodeId, List<CompletableFuture<byte[]>> held) {
+    return started(nodeId, (from, p) -> {
+      CompletableFuture<byte[]> h = new CompletableFuture<>();
+      held.add(h);
+      return h;
+    });
+  }
+
+  /**
    * The handler's {@code PROTOCOL} message reaches the requester whole for any message the
    * contract covers: 100 characters, every printable ASCII one among them (quotes, a backslash,
    * a percent sign, separators a header or a URL would escape), starting with a space.
@@ -751,11 +763,7 @@ public abstract class TransportContractTest {
   @Test
   void closeWithARequestPendingReturnsPromptly() {
     List<CompletableFuture<byte[]>> held = new java.util.concurrent.CopyOnWriteArrayList<>();
-    Transport b = started("b", (from, p) -> {
-      CompletableFuture<byte[]> h = new CompletableFuture<>();
-      held.add(h);
-      return h;
-    });
+    Transport b = startedHolding("b", held);
     Transport a = started("a", echo());
     CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());
     try {
@@ -930,11 +938,7 @@ public abstract class TransportContractTest {
   @Test
   void anAnswerAfterTheRequesterClosedDoesNotOverrideClosed() {
     List<CompletableFuture<byte[]>> held = new java.util.concurrent.CopyOnWriteArrayList<>();
-    Transport b = started("b", (from, p) -> {
-      CompletableFuture<byte[]> h = new CompletableFuture<>();
-      held.add(h);
-      return h;
-    });
+    Transport b = startedHolding("b", held);
     Transport a = started("a", echo());
     AtomicInteger completions = new AtomicInteger();
     CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());

@@ -877,6 +877,19 @@ class ContractKitSelfTest {
     }
   }
 
+  /** Sleeps while {@code condition} holds, for at most {@code most} (a broken close's wait). */
+  private static void waitWhile(BooleanSupplier condition, Duration most) {
+    long end = System.nanoTime() + most.toNanos();
+    while (condition.getAsBoolean() && System.nanoTime() - end < 0) {
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+    }
+  }
+
   /** Completes {@code to}, unless null, with {@code v} or {@code err} unwrapped. */
   private static <T> void pass(CompletableFuture<T> to, T v, Throwable err) {
     if (to == null) {
@@ -1225,15 +1238,7 @@ class ContractKitSelfTest {
 
           @Override
           public void close() {
-            long end = System.nanoTime() + Duration.ofSeconds(4).toNanos();
-            while (completing.get() > 0 && System.nanoTime() - end < 0) {
-              try {
-                Thread.sleep(5);
-              } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
-              }
-            }
+            waitWhile(() -> completing.get() > 0, Duration.ofSeconds(4));
             t.close();
           }
         }));
@@ -1263,15 +1268,7 @@ class ContractKitSelfTest {
 
           @Override
           public void close() {
-            long end = System.nanoTime() + Duration.ofMillis(3_500).toNanos();
-            while (!pending.isEmpty() && System.nanoTime() - end < 0) {
-              try {
-                Thread.sleep(5);
-              } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
-              }
-            }
+            waitWhile(() -> !pending.isEmpty(), Duration.ofMillis(3_500));
             t.close();
           }
         }));
