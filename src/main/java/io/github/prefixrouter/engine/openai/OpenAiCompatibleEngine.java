@@ -135,8 +135,8 @@ import org.slf4j.LoggerFactory;
  * default pool; with {@link Builder#kvEvents}, the subscriber's one reader thread. The deadline
  * of a request's body is kept by the JDK's shared {@link CompletableFuture#orTimeout} timer,
  * and so is the second after a stream's {@code [DONE]}; a request that misses its deadline is
- * failed, and a body still open then closed, on the builder's executor, or on the common
- * fork-join pool.
+ * failed, and a body still open then closed, on the builder's executor (on the timer's own
+ * thread when that executor refuses the work), or on the common fork-join pool.
  * Instances are thread-safe.
  */
 public final class OpenAiCompatibleEngine implements InferenceEngine, AutoCloseable {
@@ -202,7 +202,24 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       cb.executor(b.executor);
     }
     this.client = cb.build();
-    this.timeoutExecutor = b.executor != null ? b.executor : java.util.concurrent.ForkJoinPool.commonPool();
+    this.timeoutExecutor = b.executor != null
+        ? orInline(b.executor)
+        : java.util.concurrent.ForkJoinPool.commonPool();
+  }
+
+  /**
+   * {@code host}, or, for work it refuses (a bounded pool that is full, one shut down), the
+   * calling thread: a request whose deadline passes is failed even then, on the timer's thread,
+   * rather than left unanswered with its slot held.
+   */
+  private static Executor orInline(Executor host) {
+    return task -> {
+      try {
+        host.execute(task);
+      } catch (java.util.concurrent.RejectedExecutionException refused) {
+        task.run();
+      }
+    };
   }
 
   /**
@@ -1143,7 +1160,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * Executor for the HTTP client's work (default: the JDK client's own pool).
+     * Executor for the HTTP client's work (default: the JDK client's own pool). A request whose
+     * deadline passes is failed on it too; when it refuses that work, on the JDK timer's thread.
      *
      * @param executor the executor, owned by the caller
      * @return this builder

@@ -22,7 +22,12 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -141,6 +146,44 @@ class OpenAiCompatibleEngineTest {
     assertFalse(err.retryable());
     assertTrue(err.getMessage().contains("no answer within 300 ms"), err.getMessage());
     assertEquals(0, e.load().total(), "in-flight counter released");
+  }
+
+  /**
+   * The host's executor refuses work (bounded and full, or shut down) when a request's deadline
+   * passes: the request still fails at its timeout, on the timer's thread, rather than never.
+   */
+  @Test
+  void aRequestTimesOutWhenTheHostsExecutorRefusesWork() throws Exception {
+    ExecutorService pool = Executors.newCachedThreadPool();
+    AtomicBoolean refuse = new AtomicBoolean();
+    Executor host = r -> {
+      if (refuse.get()) {
+        throw new RejectedExecutionException("the host's pool is full");
+      }
+      pool.execute(r);
+    };
+    try {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base()).executor(host)
+          .requestTimeout(Duration.ofMillis(500)).build();
+      server.behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"text\":\"x\"}]}"));
+      e.execute(request()).get(20, TimeUnit.SECONDS); // connected
+      // the answer's headers come, then its body stalls: the adapter's own deadline applies
+      server.behaviour.set((ex, body) -> {
+        ex.getResponseHeaders().add("Content-Type", "application/json");
+        ex.sendResponseHeaders(200, 0);
+        ex.getResponseBody().flush();
+        server.awaitRelease();
+      });
+      CompletableFuture<EngineResult> f = e.execute(request());
+      Thread.sleep(200); // the headers have arrived
+      refuse.set(true);
+      EngineException err = failure(f);
+      assertInstanceOf(EngineTimeoutException.class, err, () -> err + " / " + err.getCause());
+      assertEquals(0, e.load().total(), "in-flight counter released");
+    } finally {
+      refuse.set(false);
+      pool.shutdownNow();
+    }
   }
 
   @Test
