@@ -118,14 +118,6 @@ final class PeerHealth {
       extend(FAILED_UNTIL, this, Durations.deadline(now, nanos));
     }
 
-    /**
-     * Makes its failure cool-down last at least {@code nanos} from {@code now} (a longer one
-     * running is kept).
-     */
-    void coolDownFailedAtLeast(long now, long nanos) {
-      coolDownFailed(now, nanos);
-    }
-
     /** Counts a request forwarded there. */
     void forwarded() {
       OUTSTANDING.incrementAndGet(this);

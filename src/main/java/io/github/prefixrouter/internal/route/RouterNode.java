@@ -1205,7 +1205,7 @@ public final class RouterNode implements PrefixRouterNode {
           // the peer's engine is failing (down, overloaded, timing out): one that fails fast
           // looks idle and keeps its advertised cache, so without a cool-down it would draw
           // every request for its prefixes and cost each of them a round trip
-          a.peer.coolDownFailedAtLeast(now, config.failureCooldown().toNanos());
+          a.peer.coolDownFailed(now, config.failureCooldown().toNanos());
         }
       } else {
         cause = FallbackCause.PROTOCOL_ERROR;
@@ -1282,7 +1282,7 @@ public final class RouterNode implements PrefixRouterNode {
    * try it first again while it misbehaves.
    */
   private void coolDownAfterGarbage(PeerHealth.PeerState peer, long now) {
-    peer.coolDownFailedAtLeast(now, config.busyCooldown().toNanos());
+    peer.coolDownFailed(now, config.busyCooldown().toNanos());
   }
 
   private void runLocal(Execution ex) {

@@ -82,7 +82,7 @@ class PeerCooldownRaceTest {
   void aLongerFailureCooldownSetMeanwhileIsKeptByAShorterOne() throws InterruptedException {
     // one forward's garbage answer (the busy cool-down, as a failure one) races another's
     // retryable failure (the failure cool-down) at the same reading of the clock
-    int lost = race((st, who) -> st.coolDownFailedAtLeast(0, who == 0 ? SHORT : LONG),
+    int lost = race((st, who) -> st.coolDownFailed(0, who == 0 ? SHORT : LONG),
         st -> st.failed(LONG - 1));
     assertEquals(0, lost, "rounds where the longer cool-down was lost");
   }
@@ -96,7 +96,7 @@ class PeerCooldownRaceTest {
       if (who == 0) {
         st.coolDownFailed(0, LONG);
       } else {
-        st.coolDownFailedAtLeast(SHORT, LONG);
+        st.coolDownFailed(SHORT, LONG);
       }
     }, st -> st.failed(SHORT + LONG - 1));
     assertEquals(0, lost, "rounds where the later cool-down was cut short");
@@ -115,7 +115,7 @@ class PeerCooldownRaceTest {
     PeerHealth.PeerState st = new PeerHealth.PeerState();
     st.coolDownFailed(0, LONG);
     st.coolDownFailed(SHORT, 0);
-    st.coolDownFailedAtLeast(SHORT, SHORT);
+    st.coolDownFailed(SHORT, SHORT);
     assertTrue(st.failed(LONG - 1));
     st.coolDownBusy(0, LONG);
     st.coolDownBusy(SHORT, SHORT);
