@@ -779,8 +779,10 @@ public final class HttpTransport implements Transport {
     if (port > 65535) {
       return address;
     }
-    String host = address.substring(0, colon);
-    if (host.charAt(0) == '[') {
+    // a leading zero is spelled away; the port 0 keeps its one
+    boolean plainPort = address.charAt(colon + 1) != '0' || colon + 2 == address.length();
+    if (address.charAt(0) == '[') {
+      String host = address.substring(0, colon);
       if (host.length() < 3 || host.charAt(host.length() - 1) != ']' || !ipv6Literal(host)) {
         return address;
       }
@@ -788,16 +790,23 @@ public final class HttpTransport implements Transport {
         // bracketed, a literal is parsed or refused, never resolved
         java.net.InetAddress a = java.net.InetAddress.getByName(host);
         String literal = a.getHostAddress();
-        host = a instanceof java.net.Inet6Address ? "[" + literal + "]" : literal;
+        return (a instanceof java.net.Inet6Address ? "[" + literal + "]" : literal) + ":" + port;
       } catch (java.net.UnknownHostException | RuntimeException e) {
         return address;
       }
-    } else if (host.indexOf(':') >= 0) {
-      return address;
-    } else {
-      host = host.toLowerCase(java.util.Locale.ROOT);
     }
-    return host + ":" + port;
+    boolean upperCase = false;
+    for (int i = 0; i < colon; i++) {
+      char c = address.charAt(i);
+      if (c == ':') {
+        return address;
+      }
+      upperCase |= c >= 'A' && c <= 'Z';
+    }
+    if (!upperCase && plainPort) {
+      return address; // the common case, on every send: already its own key, nothing allocated
+    }
+    return address.substring(0, colon).toLowerCase(java.util.Locale.ROOT) + ":" + port;
   }
 
   /** Whether {@code [...]} holds only what an IPv6 literal without a zone id may: hex, : and . */

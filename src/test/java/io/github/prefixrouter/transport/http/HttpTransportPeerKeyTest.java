@@ -2,6 +2,7 @@ package io.github.prefixrouter.transport.http;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.spi.PeerAddress;
@@ -84,5 +85,10 @@ class HttpTransportPeerKeyTest extends HttpTransportFixture {
     assertEquals("host:port", HttpTransport.peerKey("host:port"));
     // a zone id names an interface, whose name may differ from another's in case only
     assertEquals("[fe80::1%Eth0]:80", HttpTransport.peerKey("[fe80::1%Eth0]:80"));
+    // an address already in its key's form (the usual one) is its own key, not a copy
+    for (String plain : new String[] {"node-1:7000", "10.0.0.7:80", "h:0", "127.0.0.1:65535"}) {
+      assertSame(plain, HttpTransport.peerKey(plain), plain);
+    }
+    assertEquals("h:0", HttpTransport.peerKey("h:00"));
   }
 }
