@@ -449,6 +449,9 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     if (!closed.compareAndSet(false, true)) {
       return;
     }
+    // before the interrupt of shutdownNow: a running request that it wakes (from a listener
+    // that waits, say) must find the engine closing at its next token, not decode on to its end
+    jobs.forEach(j -> j.closing = true);
     if (ownedExecutor != null) {
       for (Runnable r : ownedExecutor.shutdownNow()) {
         if (r instanceof Job j) {
@@ -458,7 +461,6 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
         }
       }
     }
-    jobs.forEach(j -> j.closing = true);
   }
 
   /**
