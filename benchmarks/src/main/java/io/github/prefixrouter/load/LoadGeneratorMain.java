@@ -8,6 +8,7 @@ import io.github.prefixrouter.workload.MmluPrompts;
 import io.github.prefixrouter.workload.PromptSource;
 import io.github.prefixrouter.workload.SubjectPopularity;
 import io.github.prefixrouter.workload.SyntheticMmluPrompts;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -46,7 +47,8 @@ public final class LoadGeneratorMain {
       "  --nodes LIST        client endpoints of the nodes (their --client addresses); required",
       "  --requests N        requests to issue (default 1000)",
       "  --concurrency N     requests outstanding at once (default 8)",
-      "  --mmlu DIR          MMLU data directory (dev/, test/); default: MMLU-shaped generator",
+      "  --mmlu DIR          MMLU data directory (dev/, test/); one that cannot be loaded is",
+      "                      an error; default: MMLU-shaped generator",
       "  --zipf S            Zipf exponent of subject popularity, 0 = uniform (default 0)",
       "  --max-tokens N      tokens generated per request (default 1)",
       "  --seed N            workload seed (default 1)",
@@ -124,15 +126,12 @@ public final class LoadGeneratorMain {
     List<LoadDriver.Prompt> prompts;
     LoadDriver.Api api = LoadDriver.Api.ROUTE;
     if (chat) {
-      ChatWorkload w;
-      if (o.containsKey("mmlu") && Files.isDirectory(Path.of(o.get("mmlu")))) {
-        w = ChatWorkload.mmlu(Path.of(o.get("mmlu")), intArg(o, "max-system-chars", 1600),
-            intArg(o, "max-user-chars", 600), 200);
-      } else {
-        if (o.containsKey("mmlu")) {
-          System.err.println("warning: " + o.get("mmlu") + " not found; using generated chats");
-        }
-        w = ChatWorkload.synthetic(seed, 16, 200);
+      ChatWorkload w = null;
+      try {
+        w = chats(o.get("mmlu"), seed, intArg(o, "max-system-chars", 1600),
+            intArg(o, "max-user-chars", 600));
+      } catch (IllegalArgumentException | UncheckedIOException e) {
+        fail("--mmlu " + o.get("mmlu") + ": " + e.getMessage());
       }
       List<LoadDriver.Prompt> chats = w.requests(requests, zipf, seed);
       long chars = 0;
@@ -151,14 +150,11 @@ public final class LoadGeneratorMain {
               + "on average (reference engine: tokens), %s%n", description, subjects, requests,
           (double) chars / Math.max(1, requests), zipf > 0 ? "Zipf s=" + zipf : "uniform subjects");
     } else {
-      PromptSource set;
-      if (o.containsKey("mmlu") && Files.isDirectory(Path.of(o.get("mmlu")))) {
-        set = MmluPrompts.load(Path.of(o.get("mmlu")), 200);
-      } else {
-        if (o.containsKey("mmlu")) {
-          System.err.println("warning: " + o.get("mmlu") + " not found; using the MMLU-shaped generator");
-        }
-        set = SyntheticMmluPrompts.create(seed, 200);
+      PromptSource set = null;
+      try {
+        set = tokenPrompts(o.get("mmlu"), seed);
+      } catch (IllegalArgumentException | UncheckedIOException e) {
+        fail("--mmlu " + o.get("mmlu") + ": " + e.getMessage());
       }
       List<int[]> ids = requestSequence(set, requests, zipf, seed);
       long tokens = ids.stream().mapToLong(p -> p.length).sum();
@@ -247,6 +243,33 @@ public final class LoadGeneratorMain {
     if (r.answered().size() != requests) {
       System.exit(1);
     }
+  }
+
+  /**
+   * The token-route workload: the MMLU data set in {@code mmlu} (at most 200 questions per
+   * subject), or the MMLU-shaped generator when no directory is given.
+   *
+   * @throws IllegalArgumentException if {@code mmlu} is given but cannot be loaded (missing, not
+   *     an MMLU directory, or a bad file, named in the message): a given directory is used or
+   *     is an error, never replaced by the generator
+   * @throws UncheckedIOException if it cannot be read
+   */
+  static PromptSource tokenPrompts(String mmlu, long seed) {
+    return mmlu == null ? SyntheticMmluPrompts.create(seed, 200)
+        : MmluPrompts.load(Path.of(mmlu), 200);
+  }
+
+  /**
+   * The chat-route workload: conversations built from the MMLU data set in {@code mmlu}, or 16
+   * generated system prompts when no directory is given.
+   *
+   * @throws IllegalArgumentException if {@code mmlu} is given but cannot be loaded, as
+   *     {@link #tokenPrompts}
+   * @throws UncheckedIOException if it cannot be read
+   */
+  static ChatWorkload chats(String mmlu, long seed, int maxSystemChars, int maxUserChars) {
+    return mmlu == null ? ChatWorkload.synthetic(seed, 16, 200)
+        : ChatWorkload.mmlu(Path.of(mmlu), maxSystemChars, maxUserChars, 200);
   }
 
   /**

@@ -2,12 +2,16 @@ package io.github.prefixrouter.load;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.workload.SyntheticMmluPrompts;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class LoadGeneratorMainTest {
 
@@ -46,5 +50,32 @@ class LoadGeneratorMainTest {
     for (int i = 0; i < a.size(); i++) {
       assertArrayEquals(a.get(i), b.get(i));
     }
+  }
+
+  /** A given {@code --mmlu} directory is used or is an error, on both routes. */
+  @Test
+  void aMissingMmluDirectoryIsAnErrorNotTheGenerator(@TempDir Path tmp) {
+    String missing = tmp.resolve("no-such-mmlu").toString();
+    IllegalArgumentException tokens = assertThrows(IllegalArgumentException.class,
+        () -> LoadGeneratorMain.tokenPrompts(missing, 1));
+    assertTrue(tokens.getMessage().contains(missing), tokens.getMessage());
+    IllegalArgumentException chats = assertThrows(IllegalArgumentException.class,
+        () -> LoadGeneratorMain.chats(missing, 1, 1600, 600));
+    assertTrue(chats.getMessage().contains(missing), chats.getMessage());
+  }
+
+  @Test
+  void aGivenMmluDirectoryIsLoadedAndNoneMeansTheGenerator(@TempDir Path tmp) throws Exception {
+    Files.createDirectories(tmp.resolve("dev"));
+    Files.createDirectories(tmp.resolve("test"));
+    Files.writeString(tmp.resolve("dev/x_dev.csv"), "q,a,b,c,d,A\n");
+    Files.writeString(tmp.resolve("test/x_test.csv"), "q1,a,b,c,d,B\n");
+    assertTrue(LoadGeneratorMain.tokenPrompts(tmp.toString(), 1).description()
+        .startsWith("MMLU 5-shot prompts from"));
+    assertTrue(LoadGeneratorMain.chats(tmp.toString(), 1, 1600, 600).description()
+        .startsWith("MMLU chats from"));
+    assertTrue(LoadGeneratorMain.tokenPrompts(null, 1).description()
+        .startsWith("synthetic MMLU-shaped prompts"));
+    assertEquals(16, LoadGeneratorMain.chats(null, 1, 1600, 600).subjectCount());
   }
 }

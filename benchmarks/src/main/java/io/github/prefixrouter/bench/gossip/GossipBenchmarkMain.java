@@ -12,6 +12,7 @@ import io.github.prefixrouter.workload.MmluPrompts;
 import io.github.prefixrouter.workload.PromptSource;
 import io.github.prefixrouter.workload.SyntheticMmluPrompts;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -99,13 +100,12 @@ public final class GossipBenchmarkMain {
       }
     }
     PromptSource prompts;
-    if (mmlu != null && Files.isDirectory(mmlu)) {
-      prompts = MmluPrompts.load(mmlu);
-    } else {
-      if (mmlu != null) {
-        System.err.println("no MMLU data at " + mmlu + "; using the MMLU-shaped generator");
-      }
-      prompts = SyntheticMmluPrompts.create(seed);
+    try {
+      prompts = prompts(mmlu, seed);
+    } catch (IllegalArgumentException | UncheckedIOException e) {
+      System.err.println("error: --mmlu " + mmlu + ": " + e.getMessage());
+      System.exit(2);
+      return;
     }
     System.out.println("workload: " + prompts.description());
     StringBuilder json = new StringBuilder("{\n");
@@ -140,6 +140,19 @@ public final class GossipBenchmarkMain {
     Files.createDirectories(out.toAbsolutePath().getParent());
     Files.writeString(out, json);
     System.out.println("wrote " + out);
+  }
+
+  /**
+   * The prompts of the bandwidth runs: the MMLU data set in {@code mmlu}, or the MMLU-shaped
+   * generator when no directory is given.
+   *
+   * @throws IllegalArgumentException if {@code mmlu} is given but cannot be loaded (missing, not
+   *     an MMLU directory, or a bad file, named in the message): a given directory is used or
+   *     is an error, never replaced by the generator
+   * @throws UncheckedIOException if it cannot be read
+   */
+  static PromptSource prompts(Path mmlu, long seed) {
+    return mmlu == null ? SyntheticMmluPrompts.create(seed) : MmluPrompts.load(mmlu);
   }
 
   // ------------------------------------------------------------------ bandwidth

@@ -4,10 +4,10 @@ import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.io.UncheckedIOException;
 import java.net.URL;
 import java.net.URLClassLoader;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -135,8 +135,13 @@ public final class TreeAbMain {
 
   private static void child(String mmlu, int rounds, String only, int row, String oldCp,
       String newCp) throws Exception {
-    if (mmlu != null && Files.isDirectory(Path.of(mmlu, "dev"))) {
-      System.setProperty(TreeWorkload.MMLU_PROPERTY, Path.of(mmlu).toAbsolutePath().toString());
+    if (mmlu != null) {
+      try {
+        TreeWorkload.useMmlu(Path.of(mmlu));
+      } catch (IllegalArgumentException | UncheckedIOException e) {
+        System.err.println("error: --mmlu " + mmlu + ": " + e.getMessage());
+        System.exit(2);
+      }
     }
     URL self = TreeAbMain.class.getProtectionDomain().getCodeSource().getLocation();
     int[] order = buildOrder(row);

@@ -5,6 +5,7 @@ import static io.github.prefixrouter.bench.ResultsJson.str;
 
 import io.github.prefixrouter.bench.ResultsJson;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -90,12 +91,11 @@ public final class TreeBenchmarkMain {
       }
     }
     if (mmlu != null) {
-      if (!Files.isDirectory(Path.of(mmlu, "dev"))) {
-        System.err.println("--mmlu " + mmlu + " is not an MMLU directory (no dev/); using the"
-            + " synthetic generator");
-        mmlu = null;
-      } else {
-        System.setProperty(TreeWorkload.MMLU_PROPERTY, Path.of(mmlu).toAbsolutePath().toString());
+      try {
+        TreeWorkload.useMmlu(Path.of(mmlu));
+      } catch (IllegalArgumentException | UncheckedIOException e) {
+        System.err.println("error: --mmlu " + mmlu + ": " + e.getMessage());
+        System.exit(2);
       }
     }
     if (out == null) {

@@ -102,6 +102,20 @@ final class TreeWorkload {
     return CACHE.computeIfAbsent(name, TreeWorkload::build);
   }
 
+  /**
+   * Loads the MMLU data set in {@code dir} for the {@code mmlu} workload of this JVM and sets
+   * {@value #MMLU_PROPERTY} to its absolute path, for forked JVMs to load the same.
+   *
+   * @throws IllegalArgumentException if {@code dir} cannot be loaded (missing, not an MMLU
+   *     directory, or a bad file, named in the message); nothing is changed then
+   * @throws java.io.UncheckedIOException if it cannot be read
+   */
+  static synchronized void useMmlu(Path dir) {
+    PromptSource loaded = MmluPrompts.load(dir, 100);
+    System.setProperty(MMLU_PROPERTY, dir.toAbsolutePath().toString());
+    mmlu = loaded;
+  }
+
   static synchronized PromptSource mmluSource() {
     if (mmlu == null) {
       String dir = System.getProperty(MMLU_PROPERTY);

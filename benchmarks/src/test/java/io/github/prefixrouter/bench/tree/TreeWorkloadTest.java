@@ -1,10 +1,14 @@
 package io.github.prefixrouter.bench.tree;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class TreeWorkloadTest {
 
@@ -24,5 +28,21 @@ class TreeWorkloadTest {
     // under log2 of the vocabulary
     assertTrue(w.entropyBitsPerToken > log2Vocab - 0.1 && w.entropyBitsPerToken <= log2Vocab,
         "entropy " + w.entropyBitsPerToken);
+  }
+
+  /**
+   * A given {@code --mmlu} directory that cannot be loaded is an error, and the forks are not
+   * pointed at it; no directory at all is what means the generator.
+   */
+  @Test
+  void anMmluDirectoryThatCannotBeLoadedIsAnError(@TempDir Path tmp) throws Exception {
+    String before = System.getProperty(TreeWorkload.MMLU_PROPERTY);
+    Path missing = tmp.resolve("no-such-mmlu");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> TreeWorkload.useMmlu(missing));
+    assertTrue(e.getMessage().contains(missing.toString()), e.getMessage());
+    Files.createDirectories(tmp.resolve("dev")); // dev/ alone, no test/
+    assertThrows(IllegalArgumentException.class, () -> TreeWorkload.useMmlu(tmp));
+    assertEquals(before, System.getProperty(TreeWorkload.MMLU_PROPERTY));
   }
 }
