@@ -12,6 +12,9 @@ import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.results.Result;
 import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.runner.Runner;
@@ -22,9 +25,10 @@ import org.openjdk.jmh.runner.options.OptionsBuilder;
 
 /**
  * Runs {@link KvEventBenchmark} (JMH's own flags, for example {@code -f 2 -wi 3 -w 1s -i 5 -r
- * 1s}; without them the class's defaults), prints per batch and per block the cost of each
- * benchmark and the ratios against the msgpack-core baselines of the same run, and writes
- * {@code benchmarks/target/results/kvevents.json}.
+ * 1s}; without them the class's defaults; {@code -bm} other than {@code avgt} and {@code -tu}
+ * other than {@code ns} are refused, see {@link #refused}), prints per batch and per block the
+ * cost of each benchmark and the ratios against the msgpack-core baselines of the same run, and
+ * writes {@code benchmarks/target/results/kvevents.json}.
  *
  * <pre>
  *   taskset -c 1 java -cp benchmarks/target/benchmarks.jar \
@@ -45,12 +49,40 @@ public final class KvEventBenchmarkMain {
 
   private KvEventBenchmarkMain() {}
 
+  /**
+   * Why JMH flags cannot give the figures this main reports, or null: it prints and writes every
+   * score as nanoseconds per batch and its ratios as time over time, so a benchmark mode other
+   * than average time ({@code -bm}) or a time unit other than nanoseconds ({@code -tu}) would
+   * be reported under the wrong unit (or, for throughput, as inverted ratios).
+   *
+   * @param cmd the parsed JMH flags
+   * @return the message, or null if the flags are fine
+   */
+  static String refused(CommandLineOptions cmd) {
+    Collection<Mode> modes = cmd.getBenchModes();
+    if (modes.stream().anyMatch(m -> m != Mode.AverageTime)) {
+      return "-bm " + modes.stream().map(Mode::shortLabel).collect(Collectors.joining(","))
+          + ": the figures are average times per batch; only -bm avgt is possible";
+    }
+    if (cmd.getTimeUnit().hasValue() && cmd.getTimeUnit().get() != TimeUnit.NANOSECONDS) {
+      return "-tu " + cmd.getTimeUnit().get() + ": the figures are nanoseconds per batch;"
+          + " only -tu ns is possible";
+    }
+    return null;
+  }
+
   public static void main(String[] args) throws RunnerException, IOException {
     CommandLineOptions cmd;
     try {
       cmd = new CommandLineOptions(args);
     } catch (CommandLineOptionException e) {
       System.err.println("bad JMH flags: " + e.getMessage());
+      System.exit(2);
+      return;
+    }
+    String refused = refused(cmd);
+    if (refused != null) {
+      System.err.println("bad JMH flags: " + refused);
       System.exit(2);
       return;
     }

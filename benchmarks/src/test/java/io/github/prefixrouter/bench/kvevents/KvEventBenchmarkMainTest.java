@@ -1,0 +1,40 @@
+package io.github.prefixrouter.bench.kvevents;
+
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
+import org.openjdk.jmh.runner.options.CommandLineOptions;
+
+/**
+ * The main reports every score as nanoseconds per batch: JMH flags that would change the mode
+ * or the unit of the scores are refused, not printed under the wrong unit.
+ */
+class KvEventBenchmarkMainTest {
+
+  private static String refused(String... args) throws Exception {
+    return KvEventBenchmarkMain.refused(new CommandLineOptions(args));
+  }
+
+  @Test
+  void anotherTimeUnitIsRefused() throws Exception {
+    String why = refused("-f", "1", "-tu", "us");
+    assertNotNull(why, "-tu us would print microseconds as ns per batch");
+    assertTrue(why.startsWith("-tu "), why);
+  }
+
+  @Test
+  void anotherModeIsRefused() throws Exception {
+    assertNotNull(refused("-bm", "thrpt"), "throughput would invert every ratio");
+    assertNotNull(refused("-bm", "avgt,sample"), "two modes would overwrite each other");
+    assertTrue(refused("-bm", "all").startsWith("-bm "));
+  }
+
+  @Test
+  void theDefaultsAndTheirOwnValuesAreAccepted() throws Exception {
+    assertNull(refused());
+    assertNull(refused("-f", "2", "-wi", "6", "-w", "1s", "-i", "5", "-r", "1s"));
+    assertNull(refused("-bm", "avgt", "-tu", "ns"));
+  }
+}
