@@ -45,7 +45,8 @@ import java.util.concurrent.CompletableFuture;
  * submitted while the engine hangs and over all of them: failed requests (504: given up on the
  * hung engine), the latency of every request (a failed one counts to its failure: 60 s) mean,
  * median and p99, and the requests the hung engine was given; then each timeout's ratios to
- * the watch off over the requests submitted during the hang.
+ * the watch off over the requests submitted during the hang. The watch off (stall timeout 0)
+ * always runs, first, as that baseline, whether or not {@code --stall-timeouts} lists it.
  */
 public final class StallSimMain {
 
@@ -72,13 +73,7 @@ public final class StallSimMain {
         case "--seeds" -> seeds = Integer.parseInt(args[++i]);
         case "--rate" -> rate = Double.parseDouble(args[++i]);
         case "--hang-seconds" -> hangSeconds = Long.parseLong(args[++i]);
-        case "--stall-timeouts" -> {
-          List<Long> t = new ArrayList<>();
-          for (String s : args[++i].split(",")) {
-            t.add(Long.parseLong(s.trim()));
-          }
-          timeouts = t;
-        }
+        case "--stall-timeouts" -> timeouts = stallTimeouts(args[++i]);
         default -> throw new IllegalArgumentException("unknown argument " + args[i]);
       }
     }
@@ -114,6 +109,40 @@ public final class StallSimMain {
             ratio(a.givenToHungEngine(), b.givenToHungEngine()));
       }
     }
+  }
+
+  /**
+   * The stall timeouts of {@code --stall-timeouts} (seconds, comma-separated), watch off (0)
+   * first: it is the baseline every other timeout's ratios are printed against, so it runs even
+   * when the list leaves it out.
+   *
+   * @throws IllegalArgumentException for a value that is not a whole number of seconds, a
+   *     negative one, or one given twice
+   */
+  static List<Long> stallTimeouts(String csv) {
+    List<Long> t = new ArrayList<>(List.of(0L));
+    boolean zeroSeen = false;
+    for (String v : csv.split(",")) {
+      long x;
+      try {
+        x = Long.parseLong(v.trim());
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException(
+            "--stall-timeouts: '" + v + "' is not a whole number of seconds");
+      }
+      if (x < 0) {
+        throw new IllegalArgumentException("--stall-timeouts: " + x + " is negative");
+      }
+      if (x == 0 ? zeroSeen : t.contains(x)) {
+        throw new IllegalArgumentException("--stall-timeouts: " + x + " is given twice");
+      }
+      if (x == 0) {
+        zeroSeen = true;
+      } else {
+        t.add(x);
+      }
+    }
+    return t;
   }
 
   private static double ratio(long a, long b) {

@@ -1,9 +1,11 @@
 package io.github.prefixrouter.bench.stall;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 class StallSimMainTest {
@@ -31,5 +33,22 @@ class StallSimMainTest {
     assertEquals(off.failed(), off.hangFailed(), off.toString());
     assertEquals(on.failed(), on.hangFailed(), on.toString());
     assertEquals(on, StallSimMain.run(p, 1, Duration.ofSeconds(10)), "replays from its seed");
+  }
+
+  /**
+   * Every timeout's ratios are printed against the first run as "watch off": that run is the
+   * watch off whatever the list says, and a list that would run a timeout twice or a negative
+   * one is refused.
+   */
+  @Test
+  void theWatchOffBaselineRunsFirstAndEveryTimeoutOnce() {
+    assertEquals(List.of(0L, 30L, 10L), StallSimMain.stallTimeouts("0,30,10"));
+    assertEquals(List.of(0L, 30L, 10L), StallSimMain.stallTimeouts("30,10"));
+    assertEquals(List.of(0L, 10L, 30L), StallSimMain.stallTimeouts("10, 0, 30"));
+    assertEquals(List.of(0L), StallSimMain.stallTimeouts("0"));
+    assertThrows(IllegalArgumentException.class, () -> StallSimMain.stallTimeouts("0,30,30"));
+    assertThrows(IllegalArgumentException.class, () -> StallSimMain.stallTimeouts("0,0,30"));
+    assertThrows(IllegalArgumentException.class, () -> StallSimMain.stallTimeouts("0,-5"));
+    assertThrows(IllegalArgumentException.class, () -> StallSimMain.stallTimeouts("0,1.5"));
   }
 }
