@@ -17,6 +17,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -77,27 +78,65 @@ public final class LoadGeneratorMain {
       "  --stop S            with --api chat: a stop string every request sends (\\n is a",
       "                      newline); repeat for more, at most 16 (default none)");
 
-  public static void main(String[] args) throws Exception {
+  /** The flags that take no value. */
+  static final Set<String> SWITCHES = Set.of("stream", "chat-as-ids");
+
+  /** The flags that take a value; all but {@code --stop} at most once. */
+  static final Set<String> VALUE_FLAGS = Set.of("nodes", "requests", "concurrency", "mmlu",
+      "zipf", "max-tokens", "seed", "json", "api", "temperature", "model", "stop",
+      "max-system-chars", "max-user-chars");
+
+  /**
+   * Parses the command line: flag name (without {@code --}) to value, {@code "true"} for a
+   * switch; the {@code --stop} values, in order, go to {@code stops}.
+   *
+   * @return the flags, or null if {@code --help} was asked for
+   * @throws IllegalArgumentException for a flag that is not one of {@link #USAGE}'s, a flag
+   *     without its value, or a flag other than {@code --stop} given twice (a misspelt or
+   *     repeated flag would otherwise be ignored or overridden without a word)
+   */
+  static Map<String, String> flags(String[] args, List<String> stops) {
     Map<String, String> o = new LinkedHashMap<>();
-    List<String> stops = new java.util.ArrayList<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       if (a.equals("--help")) {
-        System.out.println(USAGE);
-        return;
+        return null;
       }
-      if (a.equals("--stream") || a.equals("--chat-as-ids")) {
-        o.put(a.substring(2), "true");
+      String name = a.startsWith("--") ? a.substring(2) : "";
+      if (!SWITCHES.contains(name) && !VALUE_FLAGS.contains(name)) {
+        throw new IllegalArgumentException(a.startsWith("--") ? "unknown flag '" + a + "'"
+            : "bad argument '" + a + "'");
+      }
+      if (o.containsKey(name)) {
+        throw new IllegalArgumentException(a + " is given twice");
+      }
+      if (SWITCHES.contains(name)) {
+        o.put(name, "true");
         continue;
       }
-      if (!a.startsWith("--") || i + 1 >= args.length) {
-        fail("bad argument '" + a + "'");
+      if (i + 1 >= args.length) {
+        throw new IllegalArgumentException(a + " needs a value");
       }
-      if (a.equals("--stop")) {
+      if (name.equals("stop")) {
         stops.add(args[++i].replace("\\n", "\n"));
         continue;
       }
-      o.put(a.substring(2), args[++i]);
+      o.put(name, args[++i]);
+    }
+    return o;
+  }
+
+  public static void main(String[] args) throws Exception {
+    List<String> stops = new ArrayList<>();
+    Map<String, String> o = null;
+    try {
+      o = flags(args, stops);
+    } catch (IllegalArgumentException e) {
+      fail(e.getMessage());
+    }
+    if (o == null) {
+      System.out.println(USAGE);
+      return;
     }
     if (!o.containsKey("nodes")) {
       fail("--nodes is required");

@@ -2,14 +2,17 @@ package io.github.prefixrouter.load;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.workload.SyntheticMmluPrompts;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -77,5 +80,34 @@ class LoadGeneratorMainTest {
     assertTrue(LoadGeneratorMain.tokenPrompts(null, 1).description()
         .startsWith("synthetic MMLU-shaped prompts"));
     assertEquals(16, LoadGeneratorMain.chats(null, 1, 1600, 600).subjectCount());
+  }
+
+  private static String refused(String... args) {
+    return assertThrows(IllegalArgumentException.class,
+        () -> LoadGeneratorMain.flags(args, new ArrayList<>())).getMessage();
+  }
+
+  /** A misspelt flag is not ignored, nor is a repeated one overridden. */
+  @Test
+  void unknownAndRepeatedFlagsAreRefused() {
+    assertEquals("unknown flag '--mmul'", refused("--nodes", "h:1", "--mmul", "/data/mmlu"));
+    assertEquals("unknown flag '--concurency'", refused("--concurency", "4", "--nodes", "h:1"));
+    assertEquals("--requests is given twice",
+        refused("--nodes", "h:1", "--requests", "100", "--requests", "200"));
+    assertEquals("--stream is given twice", refused("--stream", "--nodes", "h:1", "--stream"));
+    assertEquals("--seed needs a value", refused("--nodes", "h:1", "--seed"));
+    assertEquals("bad argument 'h:1'", refused("--nodes", "h:1", "h:1"));
+  }
+
+  @Test
+  void knownFlagsAreParsedAndStopsKeptInOrder() {
+    List<String> stops = new ArrayList<>();
+    Map<String, String> o = LoadGeneratorMain.flags(new String[] {"--nodes", "h:1,h:2",
+        "--api", "chat", "--stop", "a\\n", "--stream", "--stop", "b", "--max-user-chars", "300"},
+        stops);
+    assertEquals(Map.of("nodes", "h:1,h:2", "api", "chat", "stream", "true",
+        "max-user-chars", "300"), o);
+    assertEquals(List.of("a\n", "b"), stops);
+    assertNull(LoadGeneratorMain.flags(new String[] {"--nodes", "h:1", "--help"}, stops));
   }
 }
