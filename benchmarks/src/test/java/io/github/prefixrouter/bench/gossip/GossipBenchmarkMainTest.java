@@ -4,14 +4,51 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.workload.PromptSource;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** {@code --mmlu}: a given directory is used or is an error; the generator only without one. */
+/**
+ * {@code --mmlu}: a given directory is used or is an error, the generator only without one;
+ * the dissemination run's verdict.
+ */
 class GossipBenchmarkMainTest {
+
+  private static Map<?, ?> dissemination(int n, long seed, double loss) {
+    StringBuilder json = new StringBuilder();
+    GossipBenchmarkMain.dissemination(json, n, 3, seed, loss);
+    return (Map<?, ?>) Json.parse(json.toString());
+  }
+
+  /**
+   * A change that never reaches the other nodes has no time to 99% of them: the target is
+   * missed, not met with a worst time of 0 rounds.
+   */
+  @Test
+  void changesThatNeverSpreadMissTheTarget() {
+    Map<?, ?> r = dissemination(4, 1, 1.0);
+    assertEquals(false, r.get("met"), r.toString());
+    assertEquals(Json.NULL, r.get("worstRoundsTo99"), r.toString());
+    assertEquals(Json.NULL, r.get("meanRoundsTo99"), r.toString());
+    assertEquals(Json.NULL, r.get("worstRoundsTo100"), r.toString());
+    assertEquals(5L, ((Number) r.get("changesNotAt99")).longValue(), r.toString());
+  }
+
+  @Test
+  void changesThatSpreadMeetTheTarget() {
+    Map<?, ?> r = dissemination(16, 1, 0);
+    assertEquals(true, r.get("met"), r.toString());
+    assertEquals(0L, ((Number) r.get("changesNotAt99")).longValue(), r.toString());
+    double worst = ((Number) r.get("worstRoundsTo99")).doubleValue();
+    assertTrue(worst > 0 && worst <= ((Number) r.get("targetRounds")).doubleValue(), r.toString());
+    assertTrue(((Number) r.get("meanRoundsTo99")).doubleValue() <= worst, r.toString());
+    // one node: nothing to spread to, reached at once
+    assertEquals(true, dissemination(1, 1, 0).get("met"));
+  }
 
   @Test
   void aMissingMmluDirectoryIsAnErrorNamingIt(@TempDir Path tmp) {
