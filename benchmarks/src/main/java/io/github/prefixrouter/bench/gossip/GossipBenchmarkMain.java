@@ -17,9 +17,13 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
 import java.util.SplittableRandom;
+import java.util.function.Function;
 
 /**
  * Gossip bandwidth and dissemination, in simulated time, driving the real library code.
@@ -45,7 +49,11 @@ import java.util.SplittableRandom;
  * {@code --nodes N}, {@code --rate R} (requests/s/node), {@code --capacity-tokens T},
  * {@code --warmup-s S}, {@code --measure-s S}, {@code --sizes 4,16,...}, {@code --fanout F},
  * {@code --seed S}, {@code --quick}, {@code --out FILE}, {@code --fresh-capacity-tokens T,...}
- * (empty: none), {@code --snapshot-mode-measure-s S} (0: skip the full-snapshot engine).
+ * (empty: none), {@code --snapshot-mode-measure-s S} (0: skip the full-snapshot engine),
+ * {@code --delay-ms D}, {@code --skip-dissemination}. {@code --quick} changes the defaults of
+ * {@code --sizes}, {@code --capacity-tokens}, {@code --fresh-capacity-tokens} and
+ * {@code --measure-s}; a flag given wins over it wherever it stands. An unknown flag, one given
+ * twice or without its value, or a value that is not a number stops it with exit code 2.
  */
 public final class GossipBenchmarkMain {
 
@@ -59,49 +67,101 @@ public final class GossipBenchmarkMain {
 
   private GossipBenchmarkMain() {}
 
-  public static void main(String[] args) throws IOException {
-    Path mmlu = null;
-    int nodes = 16;
-    double rate = 10;
-    long[] capacities = {131_072, 1_048_576};
-    long[] freshCapacities = {1_048_576};
-    int snapshotModeMeasure = -1; // automatic: 30 s, 10 s above 262,144 tokens
-    int warmup = -1; // automatic: long enough to fill the caches
-    int measure = 120;
-    int fanout = 3;
-    long seed = 1;
-    double delayMs = 2; // one-way delay of the bandwidth runs (plus up to half as much jitter)
-    int[] sizes = {4, 16, 64, 256, 1_024};
-    Path out = Path.of("benchmarks/target/results/gossip.json");
-    for (int i = 0; i < args.length; i++) {
-      switch (args[i]) {
-        case "--mmlu" -> mmlu = Path.of(args[++i]);
-        case "--nodes" -> nodes = Integer.parseInt(args[++i]);
-        case "--rate" -> rate = Double.parseDouble(args[++i]);
-        case "--capacity-tokens" -> capacities = longs(args[++i]);
-        case "--fresh-capacity-tokens" -> freshCapacities = longs(args[++i]);
-        case "--snapshot-mode-measure-s" -> snapshotModeMeasure = Integer.parseInt(args[++i]);
-        case "--warmup-s" -> warmup = Integer.parseInt(args[++i]);
-        case "--measure-s" -> measure = Integer.parseInt(args[++i]);
-        case "--fanout" -> fanout = Integer.parseInt(args[++i]);
-        case "--seed" -> seed = Long.parseLong(args[++i]);
-        case "--delay-ms" -> delayMs = Double.parseDouble(args[++i]);
-        case "--skip-dissemination" -> sizes = new int[0];
-        case "--out" -> out = Path.of(args[++i]);
-        case "--sizes" -> sizes = java.util.Arrays.stream(args[++i].split(","))
-            .mapToInt(Integer::parseInt).toArray();
-        case "--quick" -> {
-          sizes = new int[] {4, 16, 64, 256};
-          capacities = new long[] {131_072};
-          freshCapacities = new long[0];
-          measure = 60;
+  /**
+   * The settings of a run (see the class notes for the flags). {@code warmup} and
+   * {@code snapshotModeMeasure} are -1 for automatic.
+   */
+  record Options(Path mmlu, int nodes, double rate, long[] capacities, long[] freshCapacities,
+      int snapshotModeMeasure, int warmup, int measure, int fanout, long seed, double delayMs,
+      int[] sizes, Path out) {
+
+    private static final Set<String> VALUE_FLAGS = Set.of("--mmlu", "--nodes", "--rate",
+        "--capacity-tokens", "--fresh-capacity-tokens", "--snapshot-mode-measure-s",
+        "--warmup-s", "--measure-s", "--fanout", "--seed", "--delay-ms", "--out", "--sizes");
+
+    /**
+     * Parses the command line: the defaults, then {@code --quick}'s, then the flags given, so
+     * that a flag given wins over {@code --quick} wherever it stands.
+     *
+     * @throws IllegalArgumentException for an unknown flag, a flag without its value or given
+     *     twice, a value that is not a number, or {@code --sizes} with
+     *     {@code --skip-dissemination}
+     */
+    static Options parse(String[] args) {
+      Map<String, String> given = new HashMap<>();
+      for (int i = 0; i < args.length; i++) {
+        String a = args[i];
+        boolean valued = VALUE_FLAGS.contains(a);
+        if (!valued && !a.equals("--quick") && !a.equals("--skip-dissemination")) {
+          throw new IllegalArgumentException("unknown flag " + a);
         }
-        default -> {
-          System.err.println("unknown flag " + args[i]);
-          System.exit(2);
+        if (valued && i + 1 >= args.length) {
+          throw new IllegalArgumentException(a + " needs a value");
+        }
+        if (given.put(a, valued ? args[++i] : "") != null) {
+          throw new IllegalArgumentException(a + " is given twice");
         }
       }
+      if (given.containsKey("--sizes") && given.containsKey("--skip-dissemination")) {
+        throw new IllegalArgumentException("--sizes and --skip-dissemination contradict");
+      }
+      boolean quick = given.containsKey("--quick");
+      return new Options(
+          given.containsKey("--mmlu") ? Path.of(given.get("--mmlu")) : null,
+          value(given, "--nodes", "16", Integer::parseInt),
+          value(given, "--rate", "10", Double::parseDouble),
+          value(given, "--capacity-tokens", quick ? "131072" : "131072,1048576",
+              GossipBenchmarkMain::longs),
+          value(given, "--fresh-capacity-tokens", quick ? "" : "1048576",
+              GossipBenchmarkMain::longs),
+          // automatic: 30 s, 10 s above 262,144 tokens
+          value(given, "--snapshot-mode-measure-s", "-1", Integer::parseInt),
+          // automatic: long enough to fill the caches
+          value(given, "--warmup-s", "-1", Integer::parseInt),
+          value(given, "--measure-s", quick ? "60" : "120", Integer::parseInt),
+          value(given, "--fanout", "3", Integer::parseInt),
+          value(given, "--seed", "1", Long::parseLong),
+          // one-way delay of the bandwidth runs (plus up to half as much jitter)
+          value(given, "--delay-ms", "2", Double::parseDouble),
+          given.containsKey("--skip-dissemination") ? new int[0]
+              : value(given, "--sizes", quick ? "4,16,64,256" : "4,16,64,256,1024",
+                  GossipBenchmarkMain::ints),
+          Path.of(given.getOrDefault("--out", "benchmarks/target/results/gossip.json")));
     }
+
+    private static <T> T value(Map<String, String> given, String flag, String dflt,
+        Function<String, T> parse) {
+      String v = given.getOrDefault(flag, dflt);
+      try {
+        return parse.apply(v);
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException(flag + ": not a number: '" + v + "'");
+      }
+    }
+  }
+
+  public static void main(String[] args) throws IOException {
+    Options o;
+    try {
+      o = Options.parse(args);
+    } catch (IllegalArgumentException e) {
+      System.err.println("error: " + e.getMessage());
+      System.exit(2);
+      return;
+    }
+    Path mmlu = o.mmlu();
+    int nodes = o.nodes();
+    double rate = o.rate();
+    long[] capacities = o.capacities();
+    long[] freshCapacities = o.freshCapacities();
+    int snapshotModeMeasure = o.snapshotModeMeasure();
+    int warmup = o.warmup();
+    int measure = o.measure();
+    int fanout = o.fanout();
+    long seed = o.seed();
+    double delayMs = o.delayMs();
+    int[] sizes = o.sizes();
+    Path out = o.out();
     PromptSource prompts;
     try {
       prompts = prompts(mmlu, seed);
@@ -782,6 +842,11 @@ public final class GossipBenchmarkMain {
   private static long[] longs(String csv) {
     return csv.isEmpty() ? new long[0]
         : java.util.Arrays.stream(csv.split(",")).mapToLong(Long::parseLong).toArray();
+  }
+
+  private static int[] ints(String csv) {
+    return csv.isEmpty() ? new int[0]
+        : java.util.Arrays.stream(csv.split(",")).mapToInt(Integer::parseInt).toArray();
   }
 
   private static String esc(String s) {

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.bench.gossip;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -81,5 +82,45 @@ class GossipBenchmarkMainTest {
   void withoutADirectoryTheGeneratorIsUsed() {
     PromptSource p = GossipBenchmarkMain.prompts(null, 1);
     assertTrue(p.description().startsWith("synthetic MMLU-shaped prompts"), p.description());
+  }
+
+  private static GossipBenchmarkMain.Options parse(String... args) {
+    return GossipBenchmarkMain.Options.parse(args);
+  }
+
+  /** A flag given wins over --quick's settings, before or after it. */
+  @Test
+  void flagsGivenWinOverQuickWhereverTheyStand() {
+    assertArrayEquals(new int[0], parse("--skip-dissemination", "--quick").sizes());
+    assertArrayEquals(new int[0], parse("--quick", "--skip-dissemination").sizes());
+    assertArrayEquals(new long[] {262_144},
+        parse("--capacity-tokens", "262144", "--quick").capacities());
+    assertArrayEquals(new long[] {1_048_576},
+        parse("--fresh-capacity-tokens", "1048576", "--quick").freshCapacities());
+    assertEquals(30, parse("--measure-s", "30", "--quick").measure());
+    assertArrayEquals(new int[] {4, 16}, parse("--sizes", "4,16", "--quick").sizes());
+    GossipBenchmarkMain.Options quick = parse("--quick");
+    assertArrayEquals(new int[] {4, 16, 64, 256}, quick.sizes());
+    assertArrayEquals(new long[] {131_072}, quick.capacities());
+    assertArrayEquals(new long[0], quick.freshCapacities());
+    assertEquals(60, quick.measure());
+    GossipBenchmarkMain.Options full = parse();
+    assertArrayEquals(new int[] {4, 16, 64, 256, 1_024}, full.sizes());
+    assertArrayEquals(new long[] {131_072, 1_048_576}, full.capacities());
+    assertEquals(120, full.measure());
+  }
+
+  @Test
+  void badFlagsAreRefusedWithTheirName() {
+    assertEquals("--nodes is given twice", assertThrows(IllegalArgumentException.class,
+        () -> parse("--nodes", "4", "--nodes", "8")).getMessage());
+    assertEquals("--seed needs a value",
+        assertThrows(IllegalArgumentException.class, () -> parse("--seed")).getMessage());
+    assertEquals("--rate: not a number: 'fast'", assertThrows(IllegalArgumentException.class,
+        () -> parse("--rate", "fast")).getMessage());
+    assertEquals("unknown flag --nodse", assertThrows(IllegalArgumentException.class,
+        () -> parse("--nodse", "4")).getMessage());
+    assertThrows(IllegalArgumentException.class,
+        () -> parse("--sizes", "4", "--skip-dissemination"));
   }
 }
