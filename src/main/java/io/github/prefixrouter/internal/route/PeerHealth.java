@@ -257,12 +257,50 @@ final class PeerHealth {
     return s;
   }
 
-  /** Forgets peers that are not live, have nothing outstanding and no running cool-down. */
+  /**
+   * Starts a busy cool-down of peer {@code nodeId} of {@code nanos} at {@code now} (a longer one
+   * running is kept), on the state lookups find: see {@link #coolDownFailed(String, long, long)}.
+   */
+  void coolDownBusy(String nodeId, long now, long nanos) {
+    states.compute(nodeId, (k, st) -> {
+      PeerState s = st != null ? st : new PeerState();
+      s.coolDownBusy(now, nanos);
+      return s;
+    });
+  }
+
+  /**
+   * Starts a failure cool-down of peer {@code nodeId} of {@code nanos} at {@code now} (a longer
+   * one running is kept), on the state lookups find, created if {@link #prune} has forgotten
+   * the peer. A forward's end sets its cool-down after the forward stopped counting as
+   * outstanding, and a failing peer may be missing from the live set by then (the failure
+   * detector dropped it): set on the state the forward captured, a cool-down set as {@link
+   * #prune} removed that state landed on one nothing looked up any more, and the peer was tried
+   * again at once when it came back. Set here, under the map's lock for the peer, it is set
+   * before {@link #prune} looks (which then keeps the state) or on the state that follows the
+   * one it removed.
+   */
+  void coolDownFailed(String nodeId, long now, long nanos) {
+    states.compute(nodeId, (k, st) -> {
+      PeerState s = st != null ? st : new PeerState();
+      s.coolDownFailed(now, nanos);
+      return s;
+    });
+  }
+
+  /**
+   * Forgets peers that are not live, have nothing outstanding and no running cool-down: each is
+   * looked at and removed under the map's lock for it, so a cool-down set meanwhile through
+   * {@link #coolDownFailed(String, long, long)} or {@link #coolDownBusy(String, long, long)} is
+   * either seen (and the state kept) or set on a new state.
+   */
   void prune(Set<String> live, long now) {
-    states.entrySet().removeIf(e -> !live.contains(e.getKey())
-        && e.getValue().outstanding == 0
-        && !e.getValue().busy(now)
-        && !e.getValue().failed(now));
+    for (String id : states.keySet()) {
+      if (!live.contains(id)) {
+        states.computeIfPresent(id, (k, st) -> st.outstanding == 0 && !st.busy(now)
+            && !st.failed(now) ? null : st);
+      }
+    }
   }
 
   int size() {

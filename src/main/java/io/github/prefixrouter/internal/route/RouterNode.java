@@ -1081,7 +1081,7 @@ public final class RouterNode implements PrefixRouterNode {
           // a timeout set without samples covering the prompt says nothing of the peer's
           // health: it is not cooled down (only its backoff doubles)
           if (!a.guessed) {
-            a.peer.coolDownFailed(now, config.failureCooldown().toNanos());
+            health.coolDownFailed(a.to.nodeId(), now, config.failureCooldown().toNanos());
           }
           a.peer.timedOut();
           sendCancel(ex, a.to);
@@ -1089,7 +1089,7 @@ public final class RouterNode implements PrefixRouterNode {
         case BUSY -> {
           cause = FallbackCause.BUSY;
           pushedBack.increment();
-          a.peer.coolDownBusy(now, config.busyCooldown().toNanos());
+          health.coolDownBusy(a.to.nodeId(), now, config.busyCooldown().toNanos());
         }
         case PROTOCOL -> {
           cause = FallbackCause.PROTOCOL_ERROR;
@@ -1144,7 +1144,7 @@ public final class RouterNode implements PrefixRouterNode {
             }
             a.peer.noScopes.rejected(a.generation, now);
           } else {
-            coolDownAfterGarbage(a.peer, now);
+            coolDownAfterGarbage(a.to, now);
           }
         }
         case CLOSED -> cause = FallbackCause.TRANSPORT_CLOSED;
@@ -1153,7 +1153,7 @@ public final class RouterNode implements PrefixRouterNode {
         case TOO_LARGE -> cause = FallbackCause.TOO_LARGE;
         default -> {
           cause = FallbackCause.UNREACHABLE;
-          a.peer.coolDownFailed(now, config.failureCooldown().toNanos());
+          health.coolDownFailed(a.to.nodeId(), now, config.failureCooldown().toNanos());
         }
       }
     } else {
@@ -1196,7 +1196,7 @@ public final class RouterNode implements PrefixRouterNode {
         cause = FallbackCause.BUSY;
         detail = "busy";
         pushedBack.increment();
-        a.peer.coolDownBusy(now, config.busyCooldown().toNanos());
+        health.coolDownBusy(a.to.nodeId(), now, config.busyCooldown().toNanos());
       } else if (m instanceof ForwardCodec.Failed fm) {
         cause = FallbackCause.PEER_FAILED;
         detail = fm.message();
@@ -1205,12 +1205,12 @@ public final class RouterNode implements PrefixRouterNode {
           // the peer's engine is failing (down, overloaded, timing out): one that fails fast
           // looks idle and keeps its advertised cache, so without a cool-down it would draw
           // every request for its prefixes and cost each of them a round trip
-          a.peer.coolDownFailed(now, config.failureCooldown().toNanos());
+          health.coolDownFailed(a.to.nodeId(), now, config.failureCooldown().toNanos());
         }
       } else {
         cause = FallbackCause.PROTOCOL_ERROR;
         detail = "unexpected or malformed answer";
-        coolDownAfterGarbage(a.peer, now);
+        coolDownAfterGarbage(a.to, now);
       }
     }
     fallbacks.get(cause).increment();
@@ -1281,8 +1281,8 @@ public final class RouterNode implements PrefixRouterNode {
    * for {@code busyCooldown} (as a failure: {@code FAILED_COOLDOWN}), so the origin does not
    * try it first again while it misbehaves.
    */
-  private void coolDownAfterGarbage(PeerHealth.PeerState peer, long now) {
-    peer.coolDownFailed(now, config.busyCooldown().toNanos());
+  private void coolDownAfterGarbage(PeerAddress peer, long now) {
+    health.coolDownFailed(peer.nodeId(), now, config.busyCooldown().toNanos());
   }
 
   private void runLocal(Execution ex) {

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
@@ -28,9 +29,19 @@ class PeerCooldownRaceTest {
    */
   static int race(BiConsumer<PeerHealth.PeerState, Integer> op,
       java.util.function.Predicate<PeerHealth.PeerState> check) throws InterruptedException {
-    PeerHealth.PeerState[] states = new PeerHealth.PeerState[ROUNDS];
-    for (int i = 0; i < ROUNDS; i++) {
-      states[i] = new PeerHealth.PeerState();
+    return race(ROUNDS, i -> new PeerHealth.PeerState(), op, check);
+  }
+
+  /**
+   * As {@link #race(BiConsumer, java.util.function.Predicate)}, for {@code rounds} rounds on
+   * what {@code fresh} makes.
+   */
+  static <T> int race(int rounds, java.util.function.IntFunction<T> fresh,
+      BiConsumer<T, Integer> op, java.util.function.Predicate<T> check)
+      throws InterruptedException {
+    java.util.List<T> states = new java.util.ArrayList<>(rounds);
+    for (int i = 0; i < rounds; i++) {
+      states.add(fresh.apply(i));
     }
     AtomicInteger go = new AtomicInteger(-1); // the round both threads may run
     AtomicInteger arrived = new AtomicInteger();
@@ -42,16 +53,16 @@ class PeerCooldownRaceTest {
       int who = t;
       threads[t] = new Thread(() -> {
         try {
-          for (int r = 0; r < ROUNDS; r++) {
+          for (int r = 0; r < rounds; r++) {
             while (go.get() < r) {
               if (System.nanoTime() - giveUpAt > 0) {
                 throw new IllegalStateException("stalled in round " + r);
               }
               Thread.onSpinWait();
             }
-            op.accept(states[r], who);
+            op.accept(states.get(r), who);
             if (arrived.incrementAndGet() == 2 * (r + 1)) { // the last of the two: next round
-              if (!check.test(states[r])) {
+              if (!check.test(states.get(r))) {
                 failures.incrementAndGet();
               }
               go.set(r + 1);
@@ -108,6 +119,59 @@ class PeerCooldownRaceTest {
     int lost = race((st, who) -> st.coolDownBusy(who == 0 ? 0 : SHORT, LONG),
         st -> st.busy(SHORT + LONG - 1));
     assertEquals(0, lost, "rounds where the later busy cool-down was cut short");
+  }
+
+  /**
+   * A forward's end sets its peer's cool-down after the forward stopped counting as outstanding;
+   * a peer missing from the live set (the failure detector dropped it) is forgotten by a prune
+   * meanwhile. The cool-down was set on the state the forward had captured, which nothing looked
+   * up any more: the peer, back in the live set, was tried again at once.
+   */
+  @Test
+  void aCooldownSetAfterAPruneForgotThePeerIsSeenByItsNextLookup() {
+    PeerHealth health = new PeerHealth();
+    PeerHealth.PeerState sentTo = health.get("p1"); // the state a forward there captured
+    sentTo.forwarded();
+    sentTo.answered(); // the forward's end: nothing outstanding any more
+    health.prune(Set.of(), 0); // p1 is not live
+    health.coolDownFailed("p1", 0, LONG);
+    assertTrue(health.get("p1").failed(LONG - 1), "the failure cool-down was lost");
+    health.prune(Set.of(), 0);
+    health.coolDownBusy("p1", 0, LONG);
+    assertTrue(health.get("p1").busy(LONG - 1), "the busy cool-down was lost");
+  }
+
+  /** The same, with the prune and the cool-down on two threads at once. */
+  @Test
+  void aCooldownSetWhileAPruneForgetsThePeerIsKept() throws InterruptedException {
+    int lost = race(ROUNDS / 10, i -> {
+      PeerHealth h = new PeerHealth();
+      h.get("p1");
+      return h;
+    }, (h, who) -> {
+      if (who == 0) {
+        h.prune(Set.of(), 0);
+      } else {
+        h.coolDownFailed("p1", 0, LONG);
+      }
+    }, h -> h.get("p1").failed(LONG - 1));
+    assertEquals(0, lost, "rounds where the cool-down was lost to a prune");
+  }
+
+  /** A prune still forgets a peer that is not live, with nothing outstanding or cooling down. */
+  @Test
+  void pruneForgetsOnlyIdlePeersThatAreNotLive() {
+    PeerHealth health = new PeerHealth();
+    health.get("idle");
+    health.get("live");
+    health.get("outstanding").forwarded();
+    health.coolDownFailed("failed", 0, LONG);
+    health.coolDownBusy("busy", 0, LONG);
+    health.prune(Set.of("live"), SHORT);
+    assertEquals(4, health.size());
+    health.get("outstanding").answered();
+    health.prune(Set.of("live"), LONG);
+    assertEquals(1, health.size());
   }
 
   @Test
