@@ -846,13 +846,14 @@ public final class RouterNode implements PrefixRouterNode {
       f = CompletableFuture.failedFuture(e);
     }
     a.request = f;
-    if (!f.isDone() && ex.endingAfter(a.seq)) {
-      // abandoned while the FORWARD was being sent: its CANCEL may have gone first and found
-      // nothing at the peer, so one more follows the FORWARD; and the abandon found no future
-      // to let go of, so the transport is let go of here (else it awaits the answer, holding
-      // what it holds for the request, until its timeout). Let go of first: until then the
-      // request holds one of the peer's in-flight slots, and a transport at its limit for the
-      // peer drops a message sent meanwhile
+    if (!f.isDone() && (a.endedWith != null || ex.endingAfter(a.seq))) {
+      // abandoned, or ended by the node (its guard timer, its stream's silence, its peer
+      // suspected: endForward), while the FORWARD was being sent: its CANCEL may have gone
+      // first and found nothing at the peer, so one more follows the FORWARD; and the abandon
+      // or endForward found no future to let go of, so the transport is let go of here (else
+      // it awaits the answer, holding what it holds for the request, until its timeout). Let go
+      // of first: until then the request holds one of the peer's in-flight slots, and a
+      // transport at its limit for the peer drops a message sent meanwhile
       letGo(a);
       sendCancel(ex, a.to);
     }
@@ -890,7 +891,9 @@ public final class RouterNode implements PrefixRouterNode {
    * forward no longer holds one of the peer's in-flight slots: a transport at its limit for the
    * peer (HTTP's {@code maxInFlightPerPeer}) drops a message sent meanwhile. The failure is
    * recorded on the attempt before, so that the cancelled future's completion, which may get
-   * there first, ends the attempt with it rather than as cancelled.
+   * there first, ends the attempt with it rather than as cancelled. Ended while the transport's
+   * {@code request} has not returned yet, it has no future to let go of: {@link #startForward}
+   * lets go of it once returned, and sends one more CANCEL then.
    */
   private void endForward(Execution ex, Attempt a, TransportException why) {
     a.endedWith = why;

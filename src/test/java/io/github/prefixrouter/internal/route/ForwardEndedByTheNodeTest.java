@@ -39,6 +39,9 @@ class ForwardEndedByTheNodeTest {
     final AtomicReference<CompletableFuture<byte[]>> sent = new AtomicReference<>();
     /** For each CANCEL n0 sends: whether the forward's future was done (let go of) then. */
     final List<Boolean> cancels = new CopyOnWriteArrayList<>();
+    /** Run by {@code request} before it returns (once), with the forward's timeout. */
+    final AtomicReference<java.util.function.Consumer<Duration>> whileSending =
+        new AtomicReference<>(t -> { });
 
     OracleCluster.Hooks hooks() {
       OracleCluster.Hooks h = new OracleCluster.Hooks();
@@ -49,6 +52,7 @@ class ForwardEndedByTheNodeTest {
                 Duration timeout) {
               CompletableFuture<byte[]> f = new CompletableFuture<>(); // no answer, no timeout
               sent.set(f);
+              whileSending.getAndSet(d -> { }).accept(timeout);
               return f;
             }
 
@@ -104,6 +108,35 @@ class ForwardEndedByTheNodeTest {
     c.sim.runUntilIdle(1_000_000);
     assertFellBack(c, f, FallbackCause.TIMEOUT);
     rec.assertCancelSentOnceLetGo();
+  }
+
+  /**
+   * The guard timer fires while the transport is still sending the FORWARD (its {@code request}
+   * has not returned): the node found no future to let go of then, and sent the CANCEL at once;
+   * the forward was then left awaited at the transport, holding its slot, so that CANCEL could
+   * be dropped and none followed. Once {@code request} returns, the forward is let go of and a
+   * CANCEL follows, as for a forward abandoned while it is sent.
+   */
+  @Test
+  void theGuardTimersCancelIsSentOnceTheForwardsSlotIsFreeWhenItFiresWhileSending() {
+    Recorder rec = new Recorder();
+    OracleCluster c = cluster(rec, RouterConfig.builder()
+        .forwardTimeout(Duration.ofMillis(50), Duration.ofMillis(50)));
+    boolean[] fired = new boolean[1];
+    rec.whileSending.set(timeout -> {
+      // past the transport's timeout and the guard's 25% and 1 ms after it
+      c.sim.advanceBy(timeout.toNanos() * 2 + Duration.ofMillis(2).toNanos());
+      fired[0] = !rec.cancels.isEmpty();
+    });
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(
+        new InferenceRequest("q", concat(PREFIX, prompt(9, 64)), GenerationParams.greedy(8)));
+    c.sim.runUntilIdle(1_000_000);
+    assertTrue(fired[0], "the guard timer did not fire while the FORWARD was sent");
+    assertFellBack(c, f, FallbackCause.TIMEOUT);
+    assertTrue(rec.sent.get().isCancelled(),
+        "the forward is still awaited at the transport; CANCELs sent: " + rec.cancels);
+    assertEquals(true, rec.cancels.get(rec.cancels.size() - 1),
+        "no CANCEL was sent once the forward's slot was free: " + rec.cancels);
   }
 
   @Test
