@@ -587,7 +587,8 @@ final class ReplicaIndex {
    * For each slot, how many leading blocks of the chain it holds, pulling the chain from
    * {@code chain} in chunks only while some slot still holds every block so far. Safe to call
    * concurrently with mutations (see the class notes); the answer is the index's contents at
-   * one instant.
+   * one instant. An exception {@code chain} throws is thrown on as it is (not taken for a torn
+   * read once the index is seen not to have changed during the query).
    *
    * @param outPerSlot receives the counts; entries {@code 0..slotLimit-1} are overwritten
    * @param slotLimit one more than the highest slot that may hold blocks
@@ -601,12 +602,17 @@ final class ReplicaIndex {
         continue;
       }
       int best;
+      RuntimeException failure = null;
       try {
         best = query(chain, outPerSlot, slotLimit);
-      } catch (RuntimeException torn) { // only a torn read can throw here; retried below
+      } catch (RuntimeException e) { // a torn read (retried below), or the chain source's own
         best = -1;
+        failure = e;
       }
       if (guard.validate(stamp)) {
+        if (failure != null) {
+          throw failure; // the index did not change meanwhile: not a torn read
+        }
         if (best < 0) {
           throw new IllegalStateException("replica index query failed on a stable index");
         }

@@ -1,5 +1,7 @@
 package io.github.prefixrouter.internal.gossip;
 
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
@@ -8,6 +10,7 @@ import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -23,6 +26,33 @@ import org.junit.jupiter.params.provider.ValueSource;
 class ReplicaIndexConcurrencyTest {
 
   static final long SEED = 0x5EED_1DE7L;
+
+  /**
+   * A query's optimistic read takes any exception for a torn read; on an index that did not
+   * change meanwhile it is not one, but the chain source's own failure (the hashing of the
+   * prompt), or a bug: that exception is what the caller gets, not a failure that names no cause.
+   */
+  @Test
+  void aChainSourcesFailureOnAStableIndexIsThrownAsItself() {
+    long[] chain = {BlockFingerprint.of(1), BlockFingerprint.of(2)};
+    ReplicaIndex index = new ReplicaIndex(256, 1 << 20, 1 << 22, SEED);
+    index.add(3, chain[0]);
+    RuntimeException broke = new UnsupportedOperationException("the hasher broke");
+    BlockChainSource failing = new BlockChainSource() {
+      @Override
+      public int ensure(int blocks) {
+        throw broke;
+      }
+
+      @Override
+      public long[] hashes() {
+        return chain;
+      }
+    };
+    RuntimeException thrown = assertThrows(RuntimeException.class,
+        () -> index.leadingBlocks(failing, new int[256], 256));
+    assertSame(broke, thrown, "the chain source's failure was masked: " + thrown);
+  }
 
   @ParameterizedTest
   @ValueSource(strings = {"3,9,40,63", "5,9,70,200"})
