@@ -49,7 +49,9 @@ public record GenerationParams(int maxTokens, double temperature, double topP, l
   public static final GenerationParams DEFAULT = new GenerationParams(1, 0.0, 1.0, 0L);
 
   /**
-   * Checks the parameters and copies the lists.
+   * Checks the parameters and copies the lists. Each list is read once, into the copy that is
+   * checked and kept, so a list that changes meanwhile (another thread adding to it) gives
+   * parameters that satisfy every check, or an {@link IllegalArgumentException}.
    *
    * @param maxTokens how many tokens to generate at most
    * @param temperature sampling temperature
@@ -130,15 +132,20 @@ public record GenerationParams(int maxTokens, double temperature, double topP, l
   }
 
   private static List<String> checkStop(List<String> stop) {
-    if (stop == null || stop.isEmpty()) {
+    if (stop == null) {
       return List.of();
     }
-    if (stop.size() > MAX_STOP_STRINGS) {
-      throw new IllegalArgumentException("stop must have at most " + MAX_STOP_STRINGS
-          + " strings, had " + stop.size());
+    // the caller's list is read once, and the copy checked and kept: a list another thread
+    // changes meanwhile cannot pass one reading of it to the checks and another to the record
+    List<String> copy = new ArrayList<>(stop);
+    if (copy.isEmpty()) {
+      return List.of();
     }
-    List<String> copy = new ArrayList<>(stop.size());
-    for (String s : stop) {
+    if (copy.size() > MAX_STOP_STRINGS) {
+      throw new IllegalArgumentException("stop must have at most " + MAX_STOP_STRINGS
+          + " strings, had " + copy.size());
+    }
+    for (String s : copy) {
       if (s == null) {
         throw new IllegalArgumentException("a stop string is null");
       }
@@ -151,25 +158,28 @@ public record GenerationParams(int maxTokens, double temperature, double topP, l
         throw new IllegalArgumentException(
             "a stop string must be well-formed text; it has a lone surrogate at " + lone);
       }
-      copy.add(s);
     }
     return List.copyOf(copy);
   }
 
   private static List<Integer> checkStopTokenIds(List<Integer> ids) {
-    if (ids == null || ids.isEmpty()) {
+    if (ids == null) {
       return List.of();
     }
-    if (ids.size() > MAX_STOP_TOKEN_IDS) {
-      throw new IllegalArgumentException("stopTokenIds must have at most " + MAX_STOP_TOKEN_IDS
-          + " ids, had " + ids.size());
+    List<Integer> copy = new ArrayList<>(ids); // read once, as the stop strings are
+    if (copy.isEmpty()) {
+      return List.of();
     }
-    for (Integer id : ids) {
+    if (copy.size() > MAX_STOP_TOKEN_IDS) {
+      throw new IllegalArgumentException("stopTokenIds must have at most " + MAX_STOP_TOKEN_IDS
+          + " ids, had " + copy.size());
+    }
+    for (Integer id : copy) {
       if (id == null || id < 0 || id >= InferenceRequest.MAX_TOKEN_ID) {
         throw new IllegalArgumentException("a stop token id must be in [0, "
             + InferenceRequest.MAX_TOKEN_ID + "), was " + id);
       }
     }
-    return List.copyOf(ids);
+    return List.copyOf(copy);
   }
 }

@@ -104,4 +104,71 @@ class GenerationParamsTest {
           .contains("a stop token id must be in [0, 16777216)"), String.valueOf(bad));
     }
   }
+
+  /**
+   * A list another thread changes while the constructor reads it, at every point of the read:
+   * the parameters keep what they checked, so they never hold more than {@code MAX_STOP_STRINGS}
+   * strings or a token id out of range. (They checked one reading of the list and kept another:
+   * the size before the strings were read, the ids before they were copied.)
+   */
+  @Test
+  void aListChangedWhileItIsReadNeverGetsPastTheChecks() {
+    GenerationParams g = GenerationParams.greedy(4);
+    List<String> manyStops = new ArrayList<>();
+    for (int i = 0; i <= GenerationParams.MAX_STOP_STRINGS; i++) {
+      manyStops.add("s" + i);
+    }
+    List<Integer> badIds = Arrays.asList(1, -1);
+    for (int at = 0; at < 40; at++) {
+      GenerationParams p;
+      try {
+        p = g.withStops(new ChangingList<>(List.of("a"), manyStops, at), null);
+      } catch (IllegalArgumentException refused) {
+        p = null;
+      }
+      if (p != null) {
+        assertTrue(p.stop().size() <= GenerationParams.MAX_STOP_STRINGS,
+            "changed after " + at + " reads: " + p.stop().size() + " stop strings kept");
+      }
+      try {
+        p = g.withStops(null, new ChangingList<>(List.of(1), badIds, at));
+      } catch (IllegalArgumentException refused) {
+        p = null;
+      }
+      if (p != null) {
+        for (int id : p.stopTokenIds()) {
+          assertTrue(id >= 0 && id < InferenceRequest.MAX_TOKEN_ID,
+              "changed after " + at + " reads: stop token id " + id + " kept");
+        }
+      }
+    }
+  }
+
+  /** Reads as {@code before} for its first {@code changeAt} reads, then as {@code after}. */
+  private static final class ChangingList<E> extends java.util.AbstractList<E> {
+    private final List<E> before;
+    private final List<E> after;
+    private final int changeAt;
+    private int reads;
+
+    ChangingList(List<E> before, List<E> after, int changeAt) {
+      this.before = before;
+      this.after = after;
+      this.changeAt = changeAt;
+    }
+
+    private List<E> now() {
+      return reads++ < changeAt ? before : after;
+    }
+
+    @Override
+    public E get(int index) {
+      return now().get(index);
+    }
+
+    @Override
+    public int size() {
+      return now().size();
+    }
+  }
 }
