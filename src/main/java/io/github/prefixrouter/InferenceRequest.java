@@ -10,8 +10,8 @@ import java.util.Objects;
  *
  * <p>Token ids are those of the engine's tokenizer; routing matches them against cached
  * prefixes. They never leave the node except inside a forwarded request, and never appear in
- * gossip. The array is copied on construction and on {@link #tokens()}; use
- * {@link #tokenAt(int)} and {@link #length()} to read without copying.
+ * gossip. The array is copied on construction (the copy is what is checked) and on
+ * {@link #tokens()}; use {@link #tokenAt(int)} and {@link #length()} to read without copying.
  *
  * <p>Immutable and thread-safe. No component is ever null.
  */
@@ -81,15 +81,18 @@ public final class InferenceRequest {
       throw new IllegalArgumentException(
           "request " + id + ": prompt has " + tokens.length + " tokens, limit " + MAX_PROMPT_TOKENS);
     }
-    for (int i = 0; i < tokens.length; i++) {
-      if (tokens[i] < 0 || tokens[i] >= MAX_TOKEN_ID) {
+    // the copy is what is checked and kept: a token the caller's array gets meanwhile (another
+    // thread writing to it) cannot slip in after the check
+    int[] copy = tokens.clone();
+    for (int i = 0; i < copy.length; i++) {
+      if (copy[i] < 0 || copy[i] >= MAX_TOKEN_ID) {
         throw new IllegalArgumentException(
-            "request " + id + ": token id " + tokens[i] + " at index " + i
+            "request " + id + ": token id " + copy[i] + " at index " + i
                 + " is outside [0, " + MAX_TOKEN_ID + ")");
       }
     }
     this.id = id;
-    this.tokens = tokens.clone();
+    this.tokens = copy;
     this.params = params;
     this.scope = scope;
   }

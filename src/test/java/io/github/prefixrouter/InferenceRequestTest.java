@@ -8,9 +8,12 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.internal.PromptArrays;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.util.Arrays;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Test;
 
 class InferenceRequestTest {
@@ -73,6 +76,40 @@ class InferenceRequestTest {
     assertEquals(2, a.length());
     assertEquals(2, a.tokenAt(1));
     assertTrue(Arrays.equals(new int[] {1, 2}, a.tokens()));
+  }
+
+  /**
+   * A prompt array another thread writes to while the request is made: the request checks the
+   * tokens it keeps, so it never holds a token id outside [0, MAX_TOKEN_ID). (It checked the
+   * caller's array and then copied it: a token written in between was kept unchecked.)
+   */
+  @Test
+  void aPromptChangedWhileTheRequestIsMadeNeverGetsPastTheChecks() throws Exception {
+    int[] prompt = new int[InferenceRequest.MAX_PROMPT_TOKENS];
+    VarHandle slot = MethodHandles.arrayElementVarHandle(int[].class);
+    AtomicBoolean done = new AtomicBoolean();
+    Thread writer = new Thread(() -> {
+      for (int i = 0; !done.get(); i++) {
+        slot.setVolatile(prompt, 0, (i & 1) == 0 ? 5 : -1);
+      }
+    });
+    writer.start();
+    try {
+      // as long as it takes the writer to get in between, on a busy machine too
+      long end = System.nanoTime() + 1_500_000_000L;
+      for (int n = 0; System.nanoTime() - end < 0; n++) {
+        InferenceRequest r;
+        try {
+          r = InferenceRequest.of("r" + n, prompt);
+        } catch (IllegalArgumentException refused) {
+          continue;
+        }
+        assertTrue(r.tokenAt(0) >= 0, "request " + n + " kept token id " + r.tokenAt(0));
+      }
+    } finally {
+      done.set(true);
+      writer.join();
+    }
   }
 
   private static void assertMessage(String part, Runnable r) {
