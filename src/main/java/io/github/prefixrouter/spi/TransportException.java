@@ -41,9 +41,10 @@ public class TransportException extends RuntimeException {
    *
    * @param kind the kind of failure
    * @param message what went wrong; the exception's message is {@code kind + ": " + message}
+   * @throws NullPointerException if {@code kind} is null
    */
   public TransportException(Kind kind, String message) {
-    super(kind + ": " + message);
+    super(requireKind(kind) + ": " + message);
     this.kind = kind;
   }
 
@@ -53,14 +54,23 @@ public class TransportException extends RuntimeException {
    * @param kind the kind of failure
    * @param message what went wrong; the exception's message is {@code kind + ": " + message}
    * @param cause the underlying failure (may be null)
+   * @throws NullPointerException if {@code kind} is null
    */
   public TransportException(Kind kind, String message, Throwable cause) {
-    super(kind + ": " + message, cause);
+    super(requireKind(kind) + ": " + message, cause);
     this.kind = kind;
   }
 
+  private static Kind requireKind(Kind kind) {
+    if (kind == null) {
+      throw new NullPointerException("a TransportException needs a kind");
+    }
+    return kind;
+  }
+
   /**
-   * The kind of failure.
+   * The kind of failure. A subclass that overrides this to answer null is read as
+   * {@link Kind#UNREACHABLE} by the node.
    *
    * @return the kind given at construction
    */

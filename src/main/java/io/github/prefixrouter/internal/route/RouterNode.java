@@ -1075,7 +1075,9 @@ public final class RouterNode implements PrefixRouterNode {
     boolean finalAtPeer = false; // the peer's engine says no other engine would serve it
     if (err != null) {
       Throwable t = unwrap(err);
-      TransportException.Kind kind = t instanceof TransportException te
+      // a host's TransportException subclass may answer no kind: read as unreachable too, as
+      // any other failure is (a switch over null would throw with the request claimed, lost)
+      TransportException.Kind kind = t instanceof TransportException te && te.kind() != null
           ? te.kind() : TransportException.Kind.UNREACHABLE;
       detail = String.valueOf(t.getMessage());
       switch (kind) {

@@ -23,6 +23,7 @@ import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Scheduler;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
+import io.github.prefixrouter.testing.ForwardingTransport;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.time.Duration;
@@ -196,6 +197,40 @@ class RequestLifecycleTest {
     assertEquals(1, forwards.get(), "a closed transport fails every forward: go local at once");
     assertEquals(2, resp.attempts());
     assertEquals(1, c.node("n0").stats().fallbacks().get(FallbackCause.TRANSPORT_CLOSED));
+  }
+
+  @Test
+  void aTransportFailureWithoutAKindFallsBackLikeAnUnreachablePeer() {
+    // a host transport's own TransportException subclass whose kind() answers null: the node
+    // must still fall back and answer, not fail on the missing kind with the request claimed
+    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
+    AtomicInteger forwards = new AtomicInteger();
+    hooks.transportWrap = t -> !t.localAddress().nodeId().equals("n0") ? t
+        : new ForwardingTransport(t) {
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            forwards.incrementAndGet();
+            return CompletableFuture.failedFuture(new TransportException(
+                TransportException.Kind.UNREACHABLE, "no kind") {
+              @Override
+              public Kind kind() {
+                return null;
+              }
+            });
+          }
+        };
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false).build();
+    OracleCluster c = new OracleCluster(2, cfg, 1, hooks).rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(1, 40)));
+    InferenceRequest r = request("q", concat(PREFIX, prompt(9, 64)));
+    CompletableFuture<InferenceResponse> f = c.runUntilDone(c.node("n0").submit(r));
+    assertTrue(f.isDone(), "the request was never answered");
+    InferenceResponse resp = f.join();
+    assertEquals(1, forwards.get());
+    assertEquals("n0", resp.servedBy());
+    assertEquals(FallbackCause.UNREACHABLE, resp.fallbackCause());
+    assertArrayEquals(expected(r), resp.result().outputTokens());
   }
 
   @Test
