@@ -165,8 +165,8 @@ public final class InMemoryNetwork {
   private final Scheduler scheduler;
   private final RandomGenerator random;
   private final Map<String, MemoryTransport> byAddress = new HashMap<>();
-  private final Map<String, Link> links = new HashMap<>();
-  private final Set<String> cut = new HashSet<>();
+  private final Map<Edge, Link> links = new HashMap<>();
+  private final Set<Edge> cut = new HashSet<>();
   private final Set<String> crashed = new HashSet<>();
   private Link defaultLink = Link.PERFECT;
   private long sent;
@@ -244,7 +244,7 @@ public final class InMemoryNetwork {
    * @param link the settings
    */
   public synchronized void setLink(String from, String to, Link link) {
-    links.put(from + "->" + to, Objects.requireNonNull(link, "link"));
+    links.put(new Edge(from, to), Objects.requireNonNull(link, "link"));
   }
 
   /**
@@ -266,7 +266,7 @@ public final class InMemoryNetwork {
    * @param to the receiving node's id
    */
   public synchronized void partitionOneWay(String from, String to) {
-    cut.add(from + "->" + to);
+    cut.add(new Edge(from, to));
   }
 
   /**
@@ -278,8 +278,8 @@ public final class InMemoryNetwork {
   public synchronized void partition(Set<String> a, Set<String> b) {
     for (String x : a) {
       for (String y : b) {
-        cut.add(x + "->" + y);
-        cut.add(y + "->" + x);
+        cut.add(new Edge(x, y));
+        cut.add(new Edge(y, x));
       }
     }
   }
@@ -365,11 +365,12 @@ public final class InMemoryNetwork {
       BooleanSupplier delivery) {
     sent++;
     bytes += size;
-    if (crashed.contains(from) || crashed.contains(to) || cut.contains(from + "->" + to)) {
+    Edge edge = new Edge(from, to);
+    if (crashed.contains(from) || crashed.contains(to) || cut.contains(edge)) {
       dropped++;
       return false;
     }
-    Link l = links.getOrDefault(from + "->" + to, defaultLink);
+    Link l = links.getOrDefault(edge, defaultLink);
     if (l.loss() > 0 && random.nextDouble() < l.loss()) {
       dropped++;
       return false;
@@ -388,7 +389,7 @@ public final class InMemoryNetwork {
       }
       scheduler.schedule(d, () -> {
         synchronized (InMemoryNetwork.this) {
-          if (crashed.contains(to) || cut.contains(from + "->" + to)) {
+          if (crashed.contains(to) || cut.contains(edge)) {
             dropped++;
             return;
           }
@@ -626,6 +627,12 @@ public final class InMemoryNetwork {
       }
     }
   }
+
+  /**
+   * The directed link {@code from -> to}, by its two node ids: node ids may hold any printable
+   * character, {@code "->"} too, so no string joining them names one link only.
+   */
+  private record Edge(String from, String to) {}
 
   private static final class Pending {
     final CompletableFuture<byte[]> future;

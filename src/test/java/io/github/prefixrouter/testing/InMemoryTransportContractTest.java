@@ -127,6 +127,44 @@ class InMemoryTransportContractTest {
   }
 
   @Test
+  void aLinksSettingsAndCutsAreItsOwnWhateverItsNodeIds() {
+    // links were keyed by "from->to", and node ids may hold "->": the link a -> b->c and the
+    // link a->b -> c had one key, so cutting or delaying one cut or delayed the other
+    int[] got = new int[2];
+    Transport a = started("a");
+    Transport ab = started("a->b");
+    net.transport("b->c").start((from, payload) -> {
+      throw new AssertionError("requests only");
+    });
+    net.transport("c").start(new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        got[payload[0]]++;
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        return CompletableFuture.completedFuture(payload);
+      }
+    });
+    net.partitionOneWay("a", "b->c");
+    ab.send(InMemoryNetwork.addressOf("c"), new byte[] {0});
+    sim.runUntilIdle(1000);
+    assertEquals(1, got[0], "a->b's message to c was cut by the partition of a from b->c");
+    net.heal();
+    net.setLink("a", "b->c", InMemoryNetwork.Link.PERFECT.withLoss(1));
+    ab.send(InMemoryNetwork.addressOf("c"), new byte[] {1});
+    sim.runUntilIdle(1000);
+    assertEquals(1, got[1], "a->b's link to c took the settings of a's link to b->c");
+    net.setLink("a", "b->c", InMemoryNetwork.Link.PERFECT);
+    net.partition(java.util.Set.of("a->b"), java.util.Set.of("c"));
+    a.send(InMemoryNetwork.addressOf("b->c"), new byte[] {0});
+    sim.runUntilIdle(1000);
+    assertEquals(List.of(3L, 3L, 0L), counts(),
+        "a's message to b->c was cut by the partition of a->b from c");
+  }
+
+  @Test
   void aRequestToNobodyIsRefusedAfterARoundTrip() {
     // the refusal travels back like an answer would: 30 ms there and 20 ms back
     net.setLink("a", "ghost", InMemoryNetwork.Link.delay(Duration.ofMillis(30)));
