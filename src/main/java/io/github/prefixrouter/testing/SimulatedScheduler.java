@@ -87,7 +87,9 @@ public final class SimulatedScheduler implements Clock, Scheduler {
   }
 
   /**
-   * Runs every task due up to {@code timeNanos}, then sets the clock to it.
+   * Runs every task due up to {@code timeNanos}, then sets the clock to it; if a task it ran
+   * advanced the clock beyond (by calling this method or {@link #advanceBy}), the clock stays
+   * there, as it never goes back.
    *
    * @param timeNanos the time to reach, in nanoseconds
    * @throws IllegalArgumentException if {@code timeNanos} is before the current time
@@ -103,7 +105,8 @@ public final class SimulatedScheduler implements Clock, Scheduler {
       }
       runNext();
     }
-    now = timeNanos;
+    // a task may have advanced the clock past timeNanos: readings never decrease
+    now = Math.max(now, timeNanos);
   }
 
   /**

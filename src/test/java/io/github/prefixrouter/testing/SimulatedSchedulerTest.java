@@ -71,6 +71,27 @@ class SimulatedSchedulerTest {
   }
 
   @Test
+  void aTaskThatAdvancesTheClockFurtherNeverSendsItBack() {
+    // advanceTo set the clock to its target when its tasks were run: a task that had advanced
+    // it beyond (a fake that "takes" simulated time) sent it back, and its readings decreased
+    SimulatedScheduler s = new SimulatedScheduler();
+    List<Long> readings = new ArrayList<>();
+    s.schedule(5, () -> {
+      readings.add(s.nanoTime());
+      s.advanceBy(100);
+      readings.add(s.nanoTime());
+    });
+    s.schedule(50, () -> readings.add(s.nanoTime()));
+    s.advanceTo(10);
+    readings.add(s.nanoTime());
+    assertEquals(List.of(5L, 50L, 105L, 105L), readings,
+        "the clock's readings, the last one after advanceTo(10) returned");
+    s.schedule(1, () -> readings.add(s.nanoTime()));
+    s.runUntilIdle(10);
+    assertEquals(106L, readings.get(readings.size() - 1), "a task scheduled 1 ns after 105");
+  }
+
+  @Test
   void advanceBySaturatesAsScheduleDoes() {
     SimulatedScheduler sim = new SimulatedScheduler(Long.MAX_VALUE - 10);
     int[] ran = {0};
