@@ -85,7 +85,8 @@ import java.util.random.RandomGenerator;
  * </ul>
  *
  * <p>All time comes from the injected {@link Scheduler}; every future completes from a scheduled
- * task, never on the caller's thread. Methods are synchronized so a multi-threaded host may call
+ * task, never on the caller's thread, and outside the engine's lock, so that its callbacks never
+ * hold up the engine's other callers. Methods are synchronized so a multi-threaded host may call
  * them, but a simulation normally drives everything from one {@link SimulatedScheduler} thread.
  * Arguments must not be null.
  */
@@ -583,28 +584,33 @@ public final class SimulatedEngine implements InferenceEngine {
     }
   }
 
-  private synchronized void decodeDone(Job job) {
-    if (!running.containsKey(job)) {
-      return;
+  private void decodeDone(Job job) {
+    EngineResult result;
+    synchronized (this) {
+      if (!running.containsKey(job)) {
+        return;
+      }
+      finish(job);
+      completed++;
+      busyNanos = LongMath.saturatedAdd(busyNanos,
+          LongMath.saturatedAdd(job.prefillNanos, job.decodeNanos));
+      InferenceRequest r = job.request;
+      if (job.output != null) {
+        give(job, job.output.length);
+      }
+      result =
+          new EngineResult(
+              job.output != null
+                  ? job.output.clone()
+                  : expectedOutput(PromptArrays.shared(r), r.params(), vocabularySize),
+              "",
+              r.length(),
+              job.cachedTokens,
+              job.prefillNanos,
+              job.decodeNanos);
     }
-    finish(job);
-    completed++;
-    busyNanos = LongMath.saturatedAdd(busyNanos,
-        LongMath.saturatedAdd(job.prefillNanos, job.decodeNanos));
-    InferenceRequest r = job.request;
-    if (job.output != null) {
-      give(job, job.output.length);
-    }
-    EngineResult result =
-        new EngineResult(
-            job.output != null
-                ? job.output.clone()
-                : expectedOutput(PromptArrays.shared(r), r.params(), vocabularySize),
-            "",
-            r.length(),
-            job.cachedTokens,
-            job.prefillNanos,
-            job.decodeNanos);
+    // outside the lock, as every other completion: the future's callbacks are the host's code,
+    // and the engine's other callers (load() first) must not wait for them
     job.future.complete(result);
     dispatch();
   }

@@ -53,6 +53,35 @@ class SimulatedEngineTest {
     return t;
   }
 
+  @Test
+  void theResultIsHandedOverOutsideTheEnginesLock() throws Exception {
+    // the future completed inside the engine's lock: while the host's callbacks on the result
+    // ran, every other thread's load(), execute() and cancel() waited for them (load() must
+    // never block), and a callback waiting for such a thread never returned
+    try (io.github.prefixrouter.spi.Schedulers.ClosableScheduler real =
+        io.github.prefixrouter.spi.Schedulers.newSingleThread("simulated-engine-test")) {
+      SimulatedEngine e = SimulatedEngine.builder()
+          .scheduler(real).clock(io.github.prefixrouter.spi.Clock.system())
+          .prefillOverheadNanos(20 * MS).prefillNanosPerToken(0).decodeNanosPerToken(MS)
+          .build();
+      CompletableFuture<EngineResult> f = e.execute(InferenceRequest.of("r", prompt(1, 40)));
+      CompletableFuture<EngineLoad> seenFromCallback = f.thenApply(result -> {
+        CompletableFuture<EngineLoad> other = new CompletableFuture<>();
+        Thread t = new Thread(() -> other.complete(e.load()), "another-caller");
+        t.setDaemon(true);
+        t.start();
+        try {
+          return other.get(5, java.util.concurrent.TimeUnit.SECONDS);
+        } catch (Exception ex) {
+          return null; // the other thread's load() did not return while this callback ran
+        }
+      });
+      EngineLoad load = seenFromCallback.get(30, java.util.concurrent.TimeUnit.SECONDS);
+      assertEquals(EngineLoad.IDLE, load,
+          "another thread's load() while a callback on the result ran (null: it blocked)");
+    }
+  }
+
   private EngineResult run(SimulatedEngine e, String id, int[] tokens) throws Exception {
     CompletableFuture<EngineResult> f = e.execute(InferenceRequest.of(id, tokens));
     sim.runUntilIdle(1_000_000);
