@@ -30,7 +30,8 @@ import org.slf4j.LoggerFactory;
  * has begun), a {@code finish_reason} of {@code abort} or {@code error}, token ids past the
  * request's {@code maxTokens} or a negative one (that chunk gives no piece), a chunk that is not
  * strict JSON of that shape, a line or an event larger than the byte limit, an output (its text
- * in characters plus its tokens) larger than it, and a stream that ends before {@code [DONE]}.
+ * in characters plus its tokens) larger than it, a stream that ends before {@code [DONE]}, and
+ * one none of whose chunks has a choice of index 0 (a plain answer without one fails alike).
  *
  * <p>The listener is called from {@link #feed} only, one chunk's piece at a time, and never once
  * {@link #close()} returned: the engine closes the stream before it completes the request's
@@ -52,6 +53,8 @@ final class CompletionStream {
   private int tokenCount;
   private final StringBuilder text = new StringBuilder();
   private Object usage;
+  /** Whether a chunk had a choice of index 0: a stream without one is misshapen. */
+  private boolean choiceZero;
   /** Whether a chunk's choice gave a {@code finish_reason}: later choices are no output. */
   private boolean finished;
   private boolean done;
@@ -111,12 +114,17 @@ final class CompletionStream {
    * The result the stream carried.
    *
    * @return the output, text and usage of the stream
-   * @throws EngineException (retryable) if {@code [DONE]} has not arrived: the stream was cut
+   * @throws EngineException (retryable) if {@code [DONE]} has not arrived (the stream was cut),
+   *     or if no chunk had a choice of index 0 (as a plain answer without one, it is misshapen)
    */
   EngineResult result() {
     if (!done) {
       throw failure("the stream ended before [DONE], after " + tokenCount + " tokens and "
           + text.length() + " characters", null);
+    }
+    if (!choiceZero) {
+      // as for a plain answer: no choice of index 0 is no output, not an empty one
+      throw failure("unexpected answer shape: no chunk had a choice of index 0", null);
     }
     try {
       int[] counts = OpenAiCompatibleEngine.usage(usage == null ? Map.of() : Map.of("usage", usage), request);
@@ -196,6 +204,7 @@ final class CompletionStream {
       if (choices != null && choices != Json.NULL) {
         Object choice = OpenAiCompatibleEngine.choiceZero(Json.asList(choices, "choices"));
         if (choice != null) {
+          choiceZero = true;
           choice(choice);
         }
       }

@@ -100,8 +100,10 @@ class CompletionStreamProperties {
     if (style.bom()) {
       out.writeBytes(new byte[] {(byte) 0xEF, (byte) 0xBB, (byte) 0xBF});
     }
-    for (int i = 0; i < output.size(); i++) {
-      Piece p = output.get(i);
+    // a server always sends choice 0, for an empty output too (one chunk with its finish_reason)
+    int chunks = Math.max(1, output.size());
+    for (int i = 0; i < chunks; i++) {
+      Piece p = output.isEmpty() ? new Piece(List.of(), "") : output.get(i);
       if (r.nextInt(4) == 0) {
         line.accept(": keep-alive " + i);
       }
@@ -111,7 +113,7 @@ class CompletionStreamProperties {
       if (style.tokenIds()) {
         choice.put("token_ids", p.tokens());
       }
-      choice.put("finish_reason", i == output.size() - 1 ? "length" : Json.NULL);
+      choice.put("finish_reason", i == chunks - 1 ? "length" : Json.NULL);
       Map<String, Object> chunk = new LinkedHashMap<>();
       chunk.put("id", "cmpl-1");
       chunk.put("object", "text_completion");

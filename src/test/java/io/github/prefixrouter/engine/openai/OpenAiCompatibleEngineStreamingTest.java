@@ -364,6 +364,32 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void aStreamThatNeverCarriesChoiceZeroFailsAsAPlainAnswerWithoutItDoes() throws Exception {
+    // the plain answer without a choice of index 0 is misshapen: so is such a stream, which
+    // used to complete at [DONE] with an empty output
+    String[] streams = {
+        chunk("X", "[9]", "length").replace("\"index\":0", "\"index\":1") + USAGE + "data: [DONE]\n\n",
+        USAGE + "data: [DONE]\n\n",
+        "data: {\"choices\":[]}\n\ndata: [DONE]\n\n",
+        "data: [DONE]\n\n",
+    };
+    for (String s : streams) {
+      server.behaviour.set((ex, body) -> send(startStream(ex), s));
+      Pieces pieces = new Pieces();
+      EngineException err = failure(pieces.run(builder().build(), request()));
+      assertTrue(err.retryable() && err.getMessage().contains("unexpected answer shape")
+          && err.getMessage().contains("index 0"), s + " -> " + err);
+      assertEquals(List.of(), pieces.texts, s);
+    }
+    // a choice 0 that says only that the generation ended is an empty output, as in a plain answer
+    server.behaviour.set((ex, body) -> send(startStream(ex), chunk("", null, "length") + USAGE
+        + "data: [DONE]\n\n"));
+    EngineResult empty = new Pieces().run(builder().build(), request()).get(20, TimeUnit.SECONDS);
+    assertEquals("", empty.text());
+    assertArrayEquals(new int[0], empty.outputTokens());
+  }
+
+  @Test
   void anAbortedGenerationIsARetryableFailure() {
     server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
