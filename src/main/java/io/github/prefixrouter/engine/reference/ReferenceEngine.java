@@ -88,7 +88,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
   private final AtomicLong evaluatedPositions = new AtomicLong();
   private final AtomicLong generatedTokens = new AtomicLong();
   private final AtomicLong multiplyAdds = new AtomicLong();
-  private volatile boolean listenerSet;
+  private final AtomicBoolean listenerSet = new AtomicBoolean();
 
   private ReferenceEngine(Builder b) {
     this.model = new TinyTransformer(b.seed, b.layers, b.modelDim, b.heads, b.ffnDim, b.vocabBuckets);
@@ -395,10 +395,9 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
   @Override
   public void setCacheEventListener(CacheEventListener listener) {
     Objects.requireNonNull(listener, "listener");
-    if (listenerSet) {
+    if (!listenerSet.compareAndSet(false, true)) { // one step: of two callers at once, one sets it
       throw new IllegalStateException("cache event listener already set");
     }
-    listenerSet = true;
     cache.setListener(listener);
   }
 

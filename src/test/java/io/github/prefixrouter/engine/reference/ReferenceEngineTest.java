@@ -268,6 +268,61 @@ class ReferenceEngineTest {
   }
 
   @Test
+  void ofTwoCallersSettingTheCacheEventListenerAtOnceOneSucceeds() throws Exception {
+    // the check of "already set" and the set were two steps: two callers could both pass the
+    // check, both succeed, and the second's listener silently replaced the first's. Each round,
+    // two threads waiting for it without parking (a parked thread wakes too late to meet the
+    // other) set a listener on each of a row of new engines, one from each end: where they cross
+    // they call on one engine at about the same time, whatever the delay between their starts.
+    int rounds = 20_000;
+    int row = 8;
+    java.util.concurrent.atomic.AtomicInteger round = new java.util.concurrent.atomic.AtomicInteger();
+    ReferenceEngine[] engines = new ReferenceEngine[row]; // published by the round's set
+    java.util.concurrent.atomic.AtomicInteger succeeded = new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.atomic.AtomicInteger refused = new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.Phaser ended = new java.util.concurrent.Phaser(3);
+    java.util.function.IntFunction<Runnable> caller = from -> () -> {
+      for (int r = 1; r <= rounds && round.get() >= 0; r++) {
+        while (round.get() < r && round.get() >= 0) {
+          Thread.yield();
+        }
+        for (int k = 0; k < row; k++) {
+          try {
+            engines[from == 0 ? k : row - 1 - k].setCacheEventListener(new Mirror());
+            succeeded.incrementAndGet();
+          } catch (IllegalStateException already) {
+            refused.incrementAndGet();
+          }
+        }
+        ended.arrive();
+      }
+    };
+    List<Thread> callers = List.of(new Thread(caller.apply(0)), new Thread(caller.apply(1)));
+    callers.forEach(t -> t.setDaemon(true));
+    callers.forEach(Thread::start);
+    try {
+      for (int r = 1; r <= rounds; r++) {
+        for (int k = 0; k < row; k++) {
+          engines[k] = ReferenceEngine.builder().layers(1).modelDim(4).heads(1).ffnDim(1)
+              .vocabBuckets(2).executor(Runnable::run).build();
+        }
+        succeeded.set(0);
+        refused.set(0);
+        int phase = ended.arrive();
+        round.set(r);
+        ended.awaitAdvanceInterruptibly(phase, 10, TimeUnit.SECONDS);
+        assertEquals(row, succeeded.get(), "round " + r + ": calls that set a listener, one per engine");
+        assertEquals(row, refused.get(), "round " + r + ": calls refused");
+      }
+    } finally {
+      round.set(-1);
+      for (Thread t : callers) {
+        t.join(10_000);
+      }
+    }
+  }
+
+  @Test
   void publishesStoredAndRemovedEventsThatMirrorTheCache() throws Exception {
     Mirror m = new Mirror();
     try (ReferenceEngine e = ReferenceEngine.builder().cacheCapacityTokens(64).build()) {
