@@ -53,6 +53,14 @@ public final class Json {
   /** Default cap on nesting depth of arrays and objects. */
   public static final int DEFAULT_MAX_DEPTH = 64;
 
+  /**
+   * The deepest nesting a parse may be asked to accept: nesting is read by recursion, and this
+   * many levels are read on a thread with a stack of 256 KB (a JVM's threads have 1 MB by
+   * default), so a text nested deeper than its caller's limit fails with a
+   * {@link JsonException}, never a {@link StackOverflowError}.
+   */
+  public static final int MAX_DEPTH = 256;
+
   /** Cap on the number of digits in a number literal. */
   private static final int MAX_NUMBER_CHARS = 400;
 
@@ -74,9 +82,11 @@ public final class Json {
    *
    * @param text the JSON text
    * @param maxLength longest input accepted, in characters
-   * @param maxDepth deepest nesting of arrays and objects accepted (1 allows {@code [1]})
+   * @param maxDepth deepest nesting of arrays and objects accepted (1 allows {@code [1]}), at
+   *     most {@link #MAX_DEPTH}
    * @return the value, as for {@link #parse(String)}
    * @throws JsonException if the text is not exactly one strict JSON value within the limits
+   * @throws IllegalArgumentException if a limit is out of range
    */
   public static Object parse(String text, int maxLength, int maxDepth) {
     return parse(text, maxLength, maxDepth, Long.MAX_VALUE);
@@ -94,10 +104,12 @@ public final class Json {
    *
    * @param text the JSON text
    * @param maxLength longest input accepted, in characters
-   * @param maxDepth deepest nesting of arrays and objects accepted (1 allows {@code [1]})
+   * @param maxDepth deepest nesting of arrays and objects accepted (1 allows {@code [1]}), at
+   *     most {@link #MAX_DEPTH}
    * @param maxParsedBytes the most heap the parsed value may take, as estimated above
    * @return the value, as for {@link #parse(String)}
    * @throws JsonException if the text is not exactly one strict JSON value within the limits
+   * @throws IllegalArgumentException if a limit is out of range
    */
   public static Object parse(String text, int maxLength, int maxDepth, long maxParsedBytes) {
     return parse(text, maxLength, maxDepth, maxParsedBytes, null);
@@ -133,13 +145,16 @@ public final class Json {
    *
    * @param text the JSON text
    * @param maxLength longest input accepted, in characters
-   * @param maxDepth deepest nesting of arrays and objects accepted (1 allows {@code [1]})
+   * @param maxDepth deepest nesting of arrays and objects accepted (1 allows {@code [1]}), at
+   *     most {@link #MAX_DEPTH}
    * @param maxParsedBytes the most heap the parsed value may take, as estimated
    * @param memory where the parse takes its heap from; null: nowhere, the parse may take up to
    *     {@code maxParsedBytes} without asking
    * @return the value, as for {@link #parse(String)}
    * @throws JsonException if the text is not exactly one strict JSON value within the limits;
    *     or what {@code memory} throws
+   * @throws IllegalArgumentException if a limit is out of range: {@code maxLength} or
+   *     {@code maxParsedBytes} below 1, {@code maxDepth} below 0 or above {@link #MAX_DEPTH}
    */
   public static Object parse(String text, int maxLength, int maxDepth, long maxParsedBytes,
       Memory memory) {
@@ -147,6 +162,10 @@ public final class Json {
     if (maxLength < 1 || maxDepth < 0 || maxParsedBytes < 1) {
       throw new IllegalArgumentException(
           "maxLength must be >= 1, maxDepth >= 0 and maxParsedBytes >= 1");
+    }
+    if (maxDepth > MAX_DEPTH) {
+      // deeper nesting would be read on as deep a stack, and overflow it
+      throw new IllegalArgumentException("maxDepth must be <= " + MAX_DEPTH + ", was " + maxDepth);
     }
     if (text.length() > maxLength) {
       throw new JsonException(

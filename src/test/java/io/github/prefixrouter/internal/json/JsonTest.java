@@ -116,6 +116,42 @@ class JsonTest {
   }
 
   @Test
+  void aMaxDepthBeyondWhatTheStackHoldsIsRefusedInsteadOfOverflowingIt() throws Exception {
+    // nesting is read by recursion: a caller's maxDepth of a million let a deep enough text
+    // overflow the stack with a StackOverflowError instead of failing with a typed error
+    String bomb = "[".repeat(1_000_000);
+    for (int maxDepth : new int[] {Integer.MAX_VALUE, 1_000_000, Json.MAX_DEPTH + 1}) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> Json.parse(bomb, Json.DEFAULT_MAX_LENGTH, maxDepth), () -> "maxDepth " + maxDepth);
+      assertTrue(e.getMessage().contains("maxDepth must be <= " + Json.MAX_DEPTH), e.getMessage());
+    }
+    // the bound itself is safe: nesting that deep parses, and one more level is refused, on a
+    // thread with a small stack of 256 KB
+    String deepest = "[".repeat(Json.MAX_DEPTH) + "]".repeat(Json.MAX_DEPTH);
+    java.util.concurrent.atomic.AtomicReference<Object> parsed = new java.util.concurrent.atomic.AtomicReference<>();
+    java.util.concurrent.atomic.AtomicReference<Throwable> failed = new java.util.concurrent.atomic.AtomicReference<>();
+    Thread t = new Thread(null, () -> {
+      try {
+        parsed.set(Json.parse(deepest, Json.DEFAULT_MAX_LENGTH, Json.MAX_DEPTH));
+        assertThrows(Json.JsonException.class,
+            () -> Json.parse("[" + deepest + "]", Json.DEFAULT_MAX_LENGTH, Json.MAX_DEPTH));
+        assertThrows(Json.JsonException.class,
+            () -> Json.parse(bomb, Json.DEFAULT_MAX_LENGTH, Json.MAX_DEPTH));
+      } catch (Throwable e) {
+        failed.set(e);
+      }
+    }, "small-stack", 256 << 10);
+    t.start();
+    t.join(30_000);
+    assertEquals(null, failed.get());
+    Object v = parsed.get();
+    for (int i = 1; i < Json.MAX_DEPTH; i++) {
+      v = ((List<?>) v).get(0);
+    }
+    assertEquals(List.of(), v);
+  }
+
+  @Test
   void writeRefusesTheNestingParseRefuses() {
     // DEFAULT_MAX_DEPTH arrays and objects inside one another are written and read back
     Object deepest = List.of();
