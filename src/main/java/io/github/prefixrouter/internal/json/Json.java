@@ -186,19 +186,35 @@ public final class Json {
    * {@link Iterable}, {@code int[]}, {@code long[]}, {@link CharSequence}, {@link Number}
    * (finite), {@link Boolean}, {@link #NULL} and Java {@code null}. A {@link Double} or
    * {@link Float} is written as a double, a {@link BigDecimal} or {@link BigInteger} with all its
-   * digits, any other {@code Number} as its {@code longValue()}.
+   * digits (only one that {@link #parse} reads back: within the double range and of at most 400
+   * characters), any other {@code Number} as its {@code longValue()}.
    *
    * @param value a value of the types {@link #parse(String)} returns, or any {@code Number},
    *     {@code Map} with string keys, {@code Iterable}, {@code int[]} or {@code long[]}
    * @return the compact JSON text
-   * @throws IllegalArgumentException for a non-finite number, a non-string key, a string with a
-   *     lone surrogate, an unsupported type or arrays and objects nested deeper than
+   * @throws IllegalArgumentException for a non-finite number (or a {@code BigDecimal} or
+   *     {@code BigInteger} beyond the double range or of more than 400 characters), a
+   *     non-string key, a string with a lone surrogate, an unsupported type or arrays and
+   *     objects nested deeper than
    *     {@link #DEFAULT_MAX_DEPTH} (more than {@link #parse(String)} accepts)
    */
   public static String write(Object value) {
     StringBuilder sb = new StringBuilder();
     write(sb, value, 0);
     return sb.toString();
+  }
+
+  /**
+   * {@code text}, the literal of {@code n}, if {@link #parse} reads it back; else an
+   * {@link IllegalArgumentException}, as for a non-finite double.
+   */
+  private static String readable(String text, Number n) {
+    if (text.length() > MAX_NUMBER_CHARS || Double.isInfinite(n.doubleValue())) {
+      throw new IllegalArgumentException("JSON cannot represent " + shorten(text)
+          + ": parse reads numbers of at most " + MAX_NUMBER_CHARS
+          + " characters within the double range");
+    }
+    return text;
   }
 
   /**
@@ -222,9 +238,9 @@ public final class Json {
       }
       sb.append(d); // Double.toString of a finite value is a valid JSON number
     } else if (v instanceof BigDecimal bd) {
-      sb.append(bd.toString());
+      sb.append(readable(bd.toString(), bd));
     } else if (v instanceof BigInteger bi) {
-      sb.append(bi.toString()); // all its digits: its longValue is its low 64 bits
+      sb.append(readable(bi.toString(), bi)); // all its digits: its longValue is its low 64 bits
     } else if (v instanceof Number n) {
       sb.append(n.longValue());
     } else if (v instanceof IntList l) {

@@ -152,6 +152,34 @@ class JsonTest {
   }
 
   @Test
+  void writeRefusesTheNumbersParseRefuses() {
+    // a BigDecimal or BigInteger beyond the double range, or longer than a number may be, was
+    // written with all its digits, and that text was then refused by parse
+    Object[] refused = {
+        new java.math.BigDecimal("1E+400"),
+        new java.math.BigDecimal("-1.5E+309"),
+        java.math.BigInteger.TEN.pow(400),
+        new java.math.BigDecimal("0." + "1".repeat(400)),
+    };
+    for (Object n : refused) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> Json.write(List.of(n)), () -> "wrote " + n);
+      assertTrue(e.getMessage().contains("JSON cannot represent"), e.getMessage());
+    }
+    // what it writes, parse reads back: the largest finite values, and tiny ones read as 0
+    Object[] written = {
+        new java.math.BigDecimal("1.7976931348623157E+308"),
+        new java.math.BigDecimal("-1E-400"),
+        java.math.BigInteger.TEN.pow(300),
+        new java.math.BigDecimal("0." + "1".repeat(398)),
+    };
+    for (Object n : written) {
+      Object back = Json.parse(Json.write(n));
+      assertEquals(((Number) n).doubleValue(), ((Number) back).doubleValue(), 0.0, n::toString);
+    }
+  }
+
+  @Test
   void writeRefusesTheNestingParseRefuses() {
     // DEFAULT_MAX_DEPTH arrays and objects inside one another are written and read back
     Object deepest = List.of();
