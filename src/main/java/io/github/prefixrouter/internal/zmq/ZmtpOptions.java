@@ -16,7 +16,7 @@ import java.util.Objects;
  * @param idleTimeout how long to wait for the first byte of the next message; {@link
  *     Duration#ZERO} waits forever (a publisher may be silent for hours)
  * @param maxMessageBytes the largest message accepted: the sum of its frames' sizes, and the
- *     largest command body
+ *     largest command body, the peer's READY included; at least {@link #MIN_MESSAGE_BYTES}
  * @param maxFrames the most frames one message may have
  */
 public record ZmtpOptions(
@@ -29,6 +29,16 @@ public record ZmtpOptions(
 
   /** The longest timeout accepted. */
   public static final Duration MAX_TIMEOUT = Duration.ofDays(365);
+
+  /**
+   * The smallest {@code maxMessageBytes} accepted (25): the body of the smallest READY command a
+   * compatible peer can send, which the limit bounds too. That is the command name's size byte
+   * and {@code READY}, then its one required property, the name's size byte,
+   * {@code Socket-Type}, the value's 4 size bytes and the shortest peer type ({@code PUB} for a
+   * SUB, {@code REP} for a DEALER). Below it, every handshake would fail; a peer of a longer
+   * type, or one that sends more properties, needs more.
+   */
+  public static final int MIN_MESSAGE_BYTES = minReadyBytes();
 
   /** Defaults for a subscriber: 16 MiB messages of at most 16 frames, no idle timeout. */
   public static final ZmtpOptions DEFAULTS =
@@ -49,12 +59,22 @@ public record ZmtpOptions(
       throw new IllegalArgumentException(
           "idleTimeout must be zero (none) to 365 days, was " + idleTimeout);
     }
-    if (maxMessageBytes < 0) {
-      throw new IllegalArgumentException("maxMessageBytes must not be negative, was " + maxMessageBytes);
+    if (maxMessageBytes < MIN_MESSAGE_BYTES) {
+      // the peer's READY could not arrive: every handshake would fail
+      throw new IllegalArgumentException("maxMessageBytes must be at least " + MIN_MESSAGE_BYTES
+          + " (the smallest READY a peer can send), was " + maxMessageBytes);
     }
     if (maxFrames < 1) {
       throw new IllegalArgumentException("maxFrames must be at least 1, was " + maxFrames);
     }
+  }
+
+  private static int minReadyBytes() {
+    int shortest = Integer.MAX_VALUE;
+    for (ZmtpSocket.Type t : ZmtpSocket.Type.values()) {
+      shortest = Math.min(shortest, t.shortestPeerType());
+    }
+    return 1 + "READY".length() + 1 + "Socket-Type".length() + 4 + shortest;
   }
 
   private static void positive(Duration d, String name) {

@@ -92,6 +92,15 @@ public final class ZmtpSocket implements Closeable {
     public boolean compatibleWith(String peerType) {
       return peers.contains(peerType);
     }
+
+    /** The length of the shortest name of a peer type this type may talk to. */
+    int shortestPeerType() {
+      int shortest = Integer.MAX_VALUE;
+      for (String p : peers) {
+        shortest = Math.min(shortest, p.length());
+      }
+      return shortest;
+    }
   }
 
   static final int GREETING_SIZE = 64;
