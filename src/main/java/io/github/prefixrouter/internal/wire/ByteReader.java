@@ -98,7 +98,11 @@ public final class ByteReader {
     return v;
   }
 
-  /** Reads an unsigned LEB128 varint of at most 10 bytes covering exactly 64 bits. */
+  /**
+   * Reads an unsigned LEB128 varint of at most 10 bytes covering exactly 64 bits, in its shortest
+   * encoding: a last byte of 0 after others (zero groups that only make it longer) is
+   * {@code BAD_VARINT}, so each value has one encoding.
+   */
   public long readVarLong(String field) throws MalformedMessageException {
     int start = pos;
     long v = 0;
@@ -113,6 +117,10 @@ public final class ByteReader {
       }
       v |= (long) (b & 0x7F) << shift;
       if ((b & 0x80) == 0) {
+        if (b == 0 && shift > 0) {
+          throw MalformedMessageException.of(
+              Reason.BAD_VARINT, field, b, start, "varint not minimal (ends with a zero group)");
+        }
         return v;
       }
     }

@@ -8,7 +8,8 @@ import java.util.Arrays;
  *
  * <p>Integers are written either fixed-width big-endian ({@link #writeFixedInt},
  * {@link #writeFixedLong}) or as unsigned LEB128 varints ({@link #writeVarLong}: 7 bits per
- * byte, low group first, high bit set on every byte but the last; at most 10 bytes). Signed
+ * byte, low group first, high bit set on every byte but the last; at most 10 bytes, and no more
+ * than the value needs: the reader refuses a longer encoding). Signed
  * values that may be negative use ZigZag ({@link #writeZigZagLong}). Byte strings and ASCII
  * strings are prefixed with their length as a varint. {@link ByteReader} reads every one of
  * these back. The exact layout is specified in {@code docs/wire-format.md}.
