@@ -495,11 +495,35 @@ final class ClientEndpoint {
       h.handle(ex);
     } catch (IOException | RuntimeException e) {
       log.warn("client request to {} failed", ex.getRequestURI(), e);
-      if (isOpenAiPath(ex.getRequestURI().getRawPath())) {
-        openAiError(ex, 500, INTERNAL_ERROR_MESSAGE, null, "internal");
+      internalError(ex);
+    }
+  }
+
+  /**
+   * Runs the write of an answer (on a writer thread) so that the exchange is answered or closed
+   * whatever it throws: a 500 in the path's error shape if nothing was sent yet, else the
+   * exchange is closed, cutting the answer short. Without this the writer thread died with the
+   * exception and the client waited for an answer that never came.
+   */
+  private static void written(HttpExchange ex, Runnable write) {
+    try {
+      write.run();
+    } catch (RuntimeException e) {
+      log.warn("could not write the answer to client request {}", ex.getRequestURI(), e);
+      if (ex.getResponseCode() == -1) {
+        internalError(ex);
       } else {
-        respond(ex, 500, Map.of("error", INTERNAL_ERROR_MESSAGE));
+        ex.close(); // the status was sent: the client sees the answer cut short
       }
+    }
+  }
+
+  /** Answers {@link #INTERNAL_ERROR_MESSAGE} with 500, in OpenAI's shape on its paths. */
+  private static void internalError(HttpExchange ex) {
+    if (isOpenAiPath(ex.getRequestURI().getRawPath())) {
+      openAiError(ex, 500, INTERNAL_ERROR_MESSAGE, null, "internal");
+    } else {
+      respond(ex, 500, Map.of("error", INTERNAL_ERROR_MESSAGE));
     }
   }
 
@@ -738,7 +762,8 @@ final class ClientEndpoint {
   private void stream(HttpExchange ex, InferenceRequest request, StreamedAnswer.Format format,
       StreamedAnswer.FailureAnswer failureAnswer) {
     StreamedAnswer s = new StreamedAnswer(ex, request.id(), executor, ioDeadline, format,
-        failureAnswer, openStreams::remove, streamsCancelled::incrementAndGet);
+        (e, failure) -> written(e, () -> failureAnswer.answer(e, failure)), openStreams::remove,
+        streamsCancelled::incrementAndGet);
     openStreams.add(s);
     CompletableFuture<InferenceResponse> answer;
     try {
@@ -991,10 +1016,13 @@ final class ClientEndpoint {
     });
   }
 
-  /** Hands a write to the writer threads, under the I/O deadline; closes if they are gone. */
+  /**
+   * Hands a write to the writer threads, under the I/O deadline; closes if they are gone. A write
+   * that throws still answers the exchange ({@link #written}).
+   */
   private void writeLater(HttpExchange ex, Runnable write) {
     try {
-      executor.execute(() -> ioDeadline.run(write));
+      executor.execute(() -> ioDeadline.run(() -> written(ex, write)));
     } catch (RuntimeException stopped) { // the endpoint is stopping; its server closed the connection
       ex.close();
     }

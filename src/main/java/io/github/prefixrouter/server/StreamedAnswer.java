@@ -75,7 +75,8 @@ final class StreamedAnswer implements OutputListener {
    * in the order of the output, so a format may keep state (whether a first event was written).
    * Each method returns whole events, {@code data: ...} and a blank line each; a value JSON
    * cannot carry throws {@link IllegalArgumentException}, and the stream then ends with the
-   * error event of an {@link UnwritableException}.
+   * error event of an {@link UnwritableException} (or, before its first event, with that
+   * failure's status answer), as it does when a method throws any other exception.
    */
   interface Format {
     /** The events of one piece of output, or an empty array for none. */
@@ -369,8 +370,8 @@ final class StreamedAnswer implements OutputListener {
           last = true;
           break;
         }
-      } catch (IllegalArgumentException e) { // a value JSON cannot carry (a lone surrogate)
-        log.warn("cannot write a piece of {} as JSON: {}", id, e.getMessage());
+      } catch (RuntimeException e) { // a value JSON cannot carry (a lone surrogate), or a bug
+        log.warn("cannot write a piece of {}", id, e);
         if (!started && events.size() == 0) {
           failBeforeStart = new Fail(new UnwritableException());
         } else {

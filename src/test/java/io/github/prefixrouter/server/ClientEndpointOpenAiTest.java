@@ -8,6 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.mockito.ArgumentMatchers.any;
+import static org.mockito.Mockito.doThrow;
+import static org.mockito.Mockito.spy;
 import static org.mockito.Mockito.when;
 
 import io.github.prefixrouter.CacheScope;
@@ -912,6 +914,100 @@ class ClientEndpointOpenAiTest {
       assertEquals(f.getKey() == 503 ? "1" : null,
           resp.headers().firstValue("Retry-After").orElse(null));
     }
+  }
+
+  /** A response whose routing decision cannot be read: a bug while its answer is written. */
+  private static InferenceResponse breaking(InferenceResponse r) {
+    InferenceResponse bad = spy(r);
+    doThrow(new IllegalStateException("a response that breaks")).when(bad).decision();
+    return bad;
+  }
+
+  /** A failure whose cause cannot be read: a bug while its status answer is written. */
+  private static RuntimeException unreadableFailure() {
+    return new RuntimeException("failed") {
+      private static final long serialVersionUID = 1L;
+
+      @Override
+      public synchronized Throwable getCause() {
+        throw new IllegalStateException("a failure that breaks");
+      }
+    };
+  }
+
+  private static final Map<String, Object> INTERNAL = Map.of("error", ordered("message",
+      ClientEndpoint.INTERNAL_ERROR_MESSAGE, "type", "server_error", "param", Json.NULL,
+      "code", "internal"));
+
+  @Test
+  void anAnswerWhoseWriteThrowsIsAnInternal500NotAnExchangeLeftOpen() throws Exception {
+    start();
+    CompletableFuture<HttpResponse<String>> sent = postAsync(ClientEndpoint.OPENAI_COMPLETIONS,
+        "{\"prompt\":\"x\"}");
+    awaitSubmitted(1);
+    futures.get(0).complete(breaking(response(requests.get(0).id(), new int[] {'o'}, "o", 0)));
+    HttpResponse<String> resp = sent.get(10, TimeUnit.SECONDS);
+    assertEquals(500, resp.statusCode(), resp.body());
+    assertEquals(INTERNAL, json(resp.body()));
+
+    // a status answer whose write throws, on the OpenAI route and on the route's own
+    sent = postAsync(ClientEndpoint.OPENAI_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
+    awaitSubmitted(2);
+    futures.get(1).completeExceptionally(unreadableFailure());
+    resp = sent.get(10, TimeUnit.SECONDS);
+    assertEquals(500, resp.statusCode(), resp.body());
+    assertEquals(INTERNAL, json(resp.body()));
+    sent = postAsync(ClientEndpoint.COMPLETIONS, "{\"id\":\"r1\",\"prompt\":[1,2,3]}");
+    awaitSubmitted(3);
+    futures.get(2).completeExceptionally(unreadableFailure());
+    resp = sent.get(10, TimeUnit.SECONDS);
+    assertEquals(500, resp.statusCode(), resp.body());
+    assertEquals(Map.of("error", ClientEndpoint.INTERNAL_ERROR_MESSAGE), json(resp.body()));
+
+    // the writers still answer
+    sent = postAsync(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}");
+    awaitSubmitted(4);
+    futures.get(3).complete(response(requests.get(3).id(), new int[] {'o'}, "o", 0));
+    assertEquals(200, sent.get(10, TimeUnit.SECONDS).statusCode());
+    assertEquals(0, endpoint.inFlight());
+  }
+
+  @Test
+  void aStreamWhoseWriteThrowsEndsWithAnInternalErrorNotAStreamLeftOpen() throws Exception {
+    start();
+    String body = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}";
+    // before the first piece: the status answer of a failure whose message cannot be read
+    CompletableFuture<HttpResponse<InputStream>> before = postStreaming(ClientEndpoint.OPENAI_CHAT,
+        body);
+    awaitSubmitted(1);
+    futures.get(0).completeExceptionally(unreadableFailure());
+    HttpResponse<InputStream> resp = before.get(10, TimeUnit.SECONDS);
+    assertEquals(500, resp.statusCode());
+    assertEquals(INTERNAL, Json.parse(new String(resp.body().readAllBytes(),
+        StandardCharsets.UTF_8)));
+
+    // after it: an error event, and the stream ends without [DONE]
+    CompletableFuture<HttpResponse<InputStream>> after = postStreaming(ClientEndpoint.OPENAI_CHAT,
+        body);
+    awaitSubmitted(2);
+    listeners.get(1).onOutput(new int[] {'a'}, "");
+    resp = after.get(10, TimeUnit.SECONDS);
+    assertEquals(200, resp.statusCode());
+    BufferedReader in = new BufferedReader(new InputStreamReader(resp.body(),
+        StandardCharsets.UTF_8));
+    Sse.next(in);
+    futures.get(1).complete(breaking(response(requests.get(1).id(), new int[] {'a'}, "", 0)));
+    CompletableFuture<Object> event = CompletableFuture.supplyAsync(() -> {
+      try {
+        return Sse.next(in);
+      } catch (IOException e) {
+        throw new java.io.UncheckedIOException(e);
+      }
+    });
+    assertEquals("internal", map(map(event.get(10, TimeUnit.SECONDS)).get("error")).get("code"));
+    assertNull(Sse.next(in), "the stream ends after the error, without [DONE]");
+    Await.until(() -> endpoint.inFlight() == 0 && endpoint.openStreams() == 0, "all released");
   }
 
   // -------------------------------------------------------------------- tokenizer failures
