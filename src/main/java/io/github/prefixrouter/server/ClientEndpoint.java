@@ -1499,11 +1499,11 @@ final class ClientEndpoint {
     String type = PrometheusText.CONTENT_TYPE;
     try {
       b = metricsText().getBytes(StandardCharsets.UTF_8);
-    } catch (RuntimeException e) { // a stats source that failed
-      log.warn("cannot write {}: {}", METRICS, e.toString());
+    } catch (RuntimeException e) { // a stats source that failed: logged, never sent
+      log.warn("cannot write {}", METRICS, e);
       status = 500;
       type = "text/plain; charset=utf-8";
-      b = ("cannot write the metrics: " + e).getBytes(StandardCharsets.UTF_8);
+      b = INTERNAL_ERROR_MESSAGE.getBytes(StandardCharsets.UTF_8);
     }
     send(ex, status, type, b);
   }

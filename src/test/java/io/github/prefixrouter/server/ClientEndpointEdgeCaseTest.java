@@ -264,6 +264,24 @@ class ClientEndpointEdgeCaseTest {
     }
   }
 
+  /**
+   * A stats source that fails: {@code /metrics} answers 500 with the fixed internal-error text,
+   * as every other path does, never the exception's class or message (which may name internals
+   * the client has no business seeing); the exception is logged.
+   */
+  @Test
+  void metricsOfAFailingStatsSourceAreA500WithTheFixedTextNotTheException() throws Exception {
+    int port = start(Duration.ofSeconds(5));
+    when(stub.node.stats()).thenThrow(new IllegalStateException("secret internals at /var/x"));
+    HttpResponse<String> resp = client.send(HttpRequest.newBuilder(
+        URI.create("http://127.0.0.1:" + port + ClientEndpoint.METRICS)).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertEquals(500, resp.statusCode());
+    assertEquals(ClientEndpoint.INTERNAL_ERROR_MESSAGE, resp.body());
+    assertEquals("text/plain; charset=utf-8",
+        resp.headers().firstValue("Content-Type").orElse(null));
+  }
+
   static io.github.prefixrouter.InferenceResponse response(String id) {
     return new io.github.prefixrouter.InferenceResponse(id,
         new io.github.prefixrouter.spi.EngineResult(new int[] {7}, "", 1, 0, -1, -1), "solo",
