@@ -300,12 +300,12 @@ public final class NodeOptions {
       }
     }
     this.id = nodeId("--id", required(v, "id"));
-    String[] listen = hostPort("listen", required(v, "listen"), false);
+    String[] listen = hostPort("listen", required(v, "listen"));
     this.listenHost = listen[0];
     this.listenPort = port("listen", listen[1]);
     this.advertise = v.get("advertise");
     if (advertise != null) {
-      String[] a = hostPort("advertise", advertise, true);
+      String[] a = hostPort("advertise", advertise);
       peerPort("advertise", a[1]);
       if (WildcardAddress.is(a[0])) {
         // gossiped to peers, who would connect to their own host: to themselves, or to nobody
@@ -316,7 +316,7 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--listen " + listenHost + " (every interface) needs "
           + "--advertise HOST:PORT, the address peers reach this node at");
     }
-    String[] client = hostPort("client", v.getOrDefault("client", "127.0.0.1:0"), false);
+    String[] client = hostPort("client", v.getOrDefault("client", "127.0.0.1:0"));
     this.clientHost = client[0];
     this.clientPort = port("client", client[1]);
     this.seeds = parseSeeds(v.getOrDefault("seeds", ""));
@@ -433,8 +433,8 @@ public final class NodeOptions {
         // the HTTP client sends nothing to a URL without one; it takes any port java.net.URI
         // reads, and a port above 65535 failed every prompt ("port out of range") once serving
         throw new IllegalArgumentException("--tokenizer needs a host an HTTP client can use "
-            + "(letters, digits, hyphens and dots, or an IP address) and a port 1 to 65535 (or "
-            + "none), was " + tok);
+            + "(letters, digits, hyphens and dots, or an IP address, IPv6 in brackets: "
+            + "http://[::1]:8000) and a port 1 to 65535 (or none), was " + tok);
       }
     } else {
       throw new IllegalArgumentException(
@@ -1061,12 +1061,15 @@ public final class NodeOptions {
 
   /**
    * HOST:PORT split in two, the host checked as a host name or IP address (by its form: nothing
-   * is looked up here), the brackets of an IPv6 address removed.
-   *
-   * @param peers whether peers connect to the address (an URL's host then): an IPv6 address
-   *     must be in brackets
+   * is looked up here), the brackets of an IPv6 address (which it must have) removed.
    */
-  private static String[] hostPort(String what, String s, boolean peers) {
+  private static String[] hostPort(String what, String s) {
+    String unbracketed = unbracketedIpv6(s);
+    if (unbracketed != null) {
+      throw new IllegalArgumentException("--" + what + " has an IPv6 address without brackets, "
+          + "whose last part cannot be told from a port: write it in brackets, " + unbracketed
+          + ", was '" + s + "'");
+    }
     int i = s.lastIndexOf(':');
     if (i <= 0 || i == s.length() - 1) {
       throw new IllegalArgumentException("--" + what + " must be HOST:PORT, was '" + s + "'");
@@ -1076,11 +1079,31 @@ public final class NodeOptions {
     if (bracketed) {
       host = host.substring(1, host.length() - 1);
     }
-    String problem = hostProblem(host, bracketed, peers);
+    String problem = hostProblem(host, bracketed);
     if (problem != null) {
       throw new IllegalArgumentException("--" + what + " host " + problem + ", was '" + s + "'");
     }
     return new String[] {host, s.substring(i + 1)};
+  }
+
+  /**
+   * How to write HOST:PORT {@code s} if it is an IPv6 address without brackets, or one and a
+   * port ({@code [::1]:PORT}, {@code [::1]:8000 or [::1:8000]:PORT}); null if it is neither.
+   * Taken apart at its last colon, {@code fd00::2:1}, an address given without its port, would
+   * be host {@code fd00::2} and port 1.
+   */
+  private static String unbracketedIpv6(String s) {
+    int i = s.lastIndexOf(':');
+    if (s.startsWith("[") || i < 0 || s.indexOf(':') == i) {
+      return null;
+    }
+    String host = s.substring(0, i);
+    boolean split = InetAddresses.isInetAddress(host);
+    boolean whole = InetAddresses.isInetAddress(s);
+    if (split && whole) {
+      return "[" + host + "]" + s.substring(i) + " or [" + s + "]:PORT";
+    }
+    return split ? "[" + host + "]" + s.substring(i) : whole ? "[" + s + "]:PORT" : null;
   }
 
   /**
@@ -1089,16 +1112,13 @@ public final class NodeOptions {
    * first or last) between dots, at most 253 characters, its last label not all digits;
    * underscores are refused as the HTTP client refuses them in a URL.
    */
-  static String hostProblem(String host, boolean bracketed, boolean peers) {
+  static String hostProblem(String host, boolean bracketed) {
     if (host.isEmpty()) {
       return "is empty";
     }
     if (bracketed || host.indexOf(':') >= 0) {
       if (!InetAddresses.isInetAddress(host) || host.indexOf(':') < 0) {
         return "is not an IPv6 address";
-      }
-      if (peers && !bracketed) {
-        return "is an IPv6 address: put it in brackets, [" + host + "]:PORT";
       }
       return null;
     }
@@ -1215,7 +1235,7 @@ public final class NodeOptions {
         throw new IllegalArgumentException("--seeds entries must be id@host:port, was '" + p + "'");
       }
       String id = nodeId("--seeds entry '" + p + "'", p.substring(0, at));
-      String[] hp = hostPort("seeds", p.substring(at + 1), true);
+      String[] hp = hostPort("seeds", p.substring(at + 1));
       peerPort("seeds", hp[1]);
       if (WildcardAddress.is(hp[0])) {
         throw new IllegalArgumentException("--seeds entry '" + p + "' is every interface, no "

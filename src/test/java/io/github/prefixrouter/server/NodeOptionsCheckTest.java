@@ -276,7 +276,7 @@ class NodeOptionsCheckTest {
         {"--listen", "[example.com]:7000", "--listen host is not an IPv6 address"},
         {"--client", "h\u00e9:8000", "--client host has a character no host name has, U+00E9"},
         {"--advertise", "bad host:7000", "--advertise host has a character"},
-        {"--advertise", "::1:7000", "--advertise host is an IPv6 address: put it in brackets"},
+        {"--advertise", "::1:7000", "--advertise has an IPv6 address without brackets"},
         {"--seeds", "b@:7000", "--seeds must be HOST:PORT"},
         {"--seeds", "b@1.2.3:7000", "--seeds host is not an IP address"},
         {"--seeds", "b@x y:7000", "--seeds host has a character"},
@@ -294,13 +294,47 @@ class NodeOptionsCheckTest {
     refused(() -> node("--advertise", "h:+80"), "--advertise port must be digits only, was '+80'");
     // accepted: names, IPv4, IPv6 (in brackets where peers connect), wildcards
     assertEquals("::1", parse("--id", "a", "--listen", "[::1]:0").listenHost);
-    assertEquals("::", parse("--id", "a", "--listen", ":::7000", "--advertise", "[fd00::1]:7000")
-        .listenHost);
+    assertEquals("::", parse("--id", "a", "--listen", "[::]:7000", "--advertise",
+        "[fd00::1]:7000").listenHost);
     assertEquals("node-1.example.com.", parse("--id", "a", "--listen", "node-1.example.com.:0")
         .listenHost);
     assertEquals("localhost", parse("--id", "a", "--listen", "h:1", "--client", "localhost:0")
         .clientHost);
     assertEquals("n2.cluster.local:7000", node("--seeds", "b@n2.cluster.local:7000,c@[::1]:7000")
         .seeds.get(0).address());
+  }
+
+  /**
+   * An IPv6 address without brackets cannot be told from its port: {@code fd00::2:1}, an address
+   * given without a port, was taken as host {@code fd00::2} and port 1, and {@code ::0:7000} as
+   * every interface. Every HOST:PORT flag refuses it, saying how to write it.
+   */
+  @Test
+  void anIpv6AddressWithoutBracketsIsRefusedInEveryHostPortFlag() {
+    String[][] bad = {
+        {"--client", "fd00::2:1", "[fd00::2]:1 or [fd00::2:1]:PORT"},
+        {"--client", "::ffff:1", "[::ffff]:1 or [::ffff:1]:PORT"},
+        {"--client", "::1", "[::1]:PORT"},
+        {"--client", "::1:8000", "[::1]:8000 or [::1:8000]:PORT"},
+        {"--listen", "::0:7000", "[::0]:7000 or [::0:7000]:PORT"},
+        {"--listen", ":::7000", "[::]:7000,"},
+        {"--advertise", "::1:7000", "[::1]:7000 or [::1:7000]:PORT"},
+        {"--seeds", "b@fd00::2:7000", "[fd00::2]:7000 or [fd00::2:7000]:PORT"},
+    };
+    for (String[] b : bad) {
+      List<String> args = new ArrayList<>(List.of("--id", "a"));
+      if (!b[0].equals("--listen")) {
+        args.addAll(List.of("--listen", "h:1"));
+      }
+      args.addAll(List.of(b[0], b[1]));
+      refused(() -> parse(args.toArray(new String[0])),
+          b[0] + " has an IPv6 address without brackets", "write it in brackets, " + b[2],
+          "was '" + b[1].replaceFirst("^b@", "") + "'");
+    }
+    assertEquals("fd00::2", parse("--id", "a", "--listen", "h:1", "--client", "[fd00::2]:1")
+        .clientHost);
+    // a URL has no host without its brackets
+    refused(() -> node("--tokenizer", "http://::1:8000"), "IPv6 in brackets: http://[::1]:8000",
+        "was http://::1:8000");
   }
 }
