@@ -59,7 +59,7 @@ public final class NodeOptions {
           "                           line, the first signs and all are accepted (for a key",
           "                           rotation), or one raw key; text in ASCII or UTF-8 (not",
           "                           UTF-16); or env PREFIX_ROUTER_CLUSTER_KEY (hex,",
-          "                           comma-separated); one is required",
+          "                           comma-separated); one, and only one, is required",
           "  --cluster-key-check-ms N re-read --cluster-key-file this often and use its keys",
           "                           if they changed (0: never); default 10000",
           "  --insecure               no message authentication (trusted test networks only;",
@@ -331,6 +331,11 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--insecure and env PREFIX_ROUTER_CLUSTER_KEY are "
           + "exclusive: unset the variable for a node without authentication, or drop --insecure");
     }
+    if (keyFile != null && envKey != null) {
+      // the file's keys would be taken and the variable's silently ignored
+      throw new IllegalArgumentException("--cluster-key-file and env PREFIX_ROUTER_CLUSTER_KEY "
+          + "are exclusive: give the cluster keys one way, unset the variable or drop the flag");
+    }
     this.clusterKeyFile = insecure || keyFile == null ? null : Path.of(keyFile);
     if (insecure) {
       this.clusterKeys = null;
@@ -587,7 +592,8 @@ public final class NodeOptions {
    * from the environment; null without the keystore, whose companion flags are then refused.
    *
    * @throws IllegalArgumentException naming the flags: a truststore or password file without the
-   *     keystore, a keystore without a password, a password file that cannot be read
+   *     keystore, a keystore without a password, a password file that cannot be read, a password
+   *     file and the environment's variable both given
    */
   private static char[] tlsPassword(Map<String, String> v, Map<String, String> env,
       String keystore, String truststore, String passwordFile, String envName) {
@@ -600,10 +606,15 @@ public final class NodeOptions {
       }
       return null;
     }
+    String fromEnv = env.get(envName);
+    if (file != null && fromEnv != null) {
+      // the file's password would be taken and the variable's silently ignored
+      throw new IllegalArgumentException("--" + passwordFile + " and env " + envName
+          + " are exclusive: give the password one way, unset the variable or drop the flag");
+    }
     if (file != null) {
       return passwordFile(passwordFile, Path.of(file));
     }
-    String fromEnv = env.get(envName);
     if (fromEnv != null) {
       return fromEnv.toCharArray();
     }

@@ -289,6 +289,14 @@ class DocumentedNodeCommandsTest {
     if (args.contains("--insecure") || args.contains("--insecure=true")) {
       env.remove("PREFIX_ROUTER_CLUSTER_KEY"); // a node without authentication has no key
     }
+    // a secret's file stands for its variable: the two are not given together
+    Map.of("--cluster-key-file", "PREFIX_ROUTER_CLUSTER_KEY", "--tls-password-file",
+        "PREFIX_ROUTER_TLS_PASSWORD", "--client-tls-password-file",
+        "PREFIX_ROUTER_CLIENT_TLS_PASSWORD").forEach((flag, variable) -> {
+          if (args.stream().anyMatch(a -> a.equals(flag) || a.startsWith(flag + "="))) {
+            env.remove(variable);
+          }
+        });
     env.putAll(c.env);
     try {
       NodeOptions.parse(args.toArray(new String[0]), env);

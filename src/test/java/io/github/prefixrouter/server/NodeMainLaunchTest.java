@@ -36,7 +36,16 @@ class NodeMainLaunchTest {
   private static Outcome launch(String... args) {
     ByteArrayOutputStream err = new ByteArrayOutputStream();
     ByteArrayOutputStream out = new ByteArrayOutputStream();
-    NodeMain.Launch l = NodeMain.launch(args, ENV,
+    Map<String, String> env = new java.util.HashMap<>(ENV);
+    for (String secret : List.of("cluster-key-file", "tls-password-file",
+        "client-tls-password-file")) { // a file given instead of its variable: not both
+      if (List.of(args).contains("--" + secret)) {
+        env.remove(Map.of("cluster-key-file", "PREFIX_ROUTER_CLUSTER_KEY", "tls-password-file",
+            "PREFIX_ROUTER_TLS_PASSWORD", "client-tls-password-file",
+            "PREFIX_ROUTER_CLIENT_TLS_PASSWORD").get(secret));
+      }
+    }
+    NodeMain.Launch l = NodeMain.launch(args, env,
         new PrintStream(out, true, StandardCharsets.UTF_8),
         new PrintStream(err, true, StandardCharsets.UTF_8));
     return new Outcome(l, err.toString(StandardCharsets.UTF_8), out.toString(StandardCharsets.UTF_8));

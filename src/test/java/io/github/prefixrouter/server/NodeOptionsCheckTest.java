@@ -188,6 +188,37 @@ class NodeOptionsCheckTest {
   }
 
   /**
+   * A secret given both as a file and in the environment: the file was taken and the variable
+   * silently ignored, so a node could run with another cluster key (or TLS password) than the
+   * one its operator set in the environment. Both at once are refused, naming both.
+   */
+  @Test
+  void aSecretGivenAsAFileAndInTheEnvironmentIsRefusedNamingBoth() throws Exception {
+    Path key = Files.writeString(dir.resolve("cluster.key"), NodeMainTest.KEY_HEX + "\n");
+    refused(() -> node("--cluster-key-file", key.toString()),
+        "--cluster-key-file and env PREFIX_ROUTER_CLUSTER_KEY are exclusive");
+    assertEquals(1, NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+        "--cluster-key-file", key.toString()}, Map.of()).clusterKeys.size());
+    Path pw = Files.writeString(dir.resolve("tls.password"), "from file\n");
+    Map<String, String> env = Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX,
+        "PREFIX_ROUTER_TLS_PASSWORD", "from env", "PREFIX_ROUTER_CLIENT_TLS_PASSWORD", "env");
+    refused(() -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+        "--tls-keystore", "node.p12", "--tls-password-file", pw.toString()}, env),
+        "--tls-password-file and env PREFIX_ROUTER_TLS_PASSWORD are exclusive");
+    refused(() -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+        "--client-tls-keystore", "client.p12", "--client-tls-password-file", pw.toString()}, env),
+        "--client-tls-password-file and env PREFIX_ROUTER_CLIENT_TLS_PASSWORD are exclusive");
+    // each port's variable is its own: the peer port's file next to the client port's variable
+    NodeOptions o = NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+        "--tls-keystore", "node.p12", "--tls-password-file", pw.toString(),
+        "--client-tls-keystore", "client.p12"},
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX,
+            "PREFIX_ROUTER_CLIENT_TLS_PASSWORD", "env"));
+    assertEquals("from file", new String(o.tlsPassword));
+    assertEquals("env", new String(o.clientTlsPassword));
+  }
+
+  /**
    * A file flag with an empty value (an unset variable in a script, {@code tls-keystore=} in the
    * file) named the working directory, and the node failed only at start, as "Is a directory".
    */
