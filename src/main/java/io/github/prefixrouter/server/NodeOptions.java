@@ -470,7 +470,7 @@ public final class NodeOptions {
               + "threads are --engine-threads)");
     }
     if (!engine.equals("reference")) {
-      for (String k : List.of("engine-threads", "engine-cache-tokens")) {
+      for (String k : List.of("engine-seed", "engine-threads", "engine-cache-tokens")) {
         if (v.containsKey(k)) {
           throw new IllegalArgumentException("--" + k + " needs --engine reference (with --engine "
               + "URL the server's own settings decide it)");

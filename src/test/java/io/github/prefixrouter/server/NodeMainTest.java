@@ -461,6 +461,22 @@ class NodeMainTest {
     assertEquals(2, parse("--id", "a", "--listen", "h:1", "--engine-threads", "2").engineThreads);
   }
 
+  /**
+   * {@code --engine-seed} seeds the reference engine's weights only: with {@code --engine URL} it
+   * was accepted and unused, so an operator who meant it to make a server's sampling repeatable
+   * was told nothing. It is refused as the reference engine's other flags are; left out, its
+   * default stands for the reference engine alone.
+   */
+  @Test
+  void theReferenceEnginesSeedIsRefusedWithAServerEngine() {
+    assertMessage("--engine-seed needs --engine reference",
+        () -> parse("--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000",
+            "--engine-seed", "7"));
+    assertEquals(7, parse("--id", "a", "--listen", "h:1", "--engine-seed", "7").engineSeed);
+    assertEquals(42, parse("--id", "a", "--listen", "h:1").engineSeed);
+    parse("--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000");
+  }
+
   @Test
   void theTokenizerIsTheEnginesUnlessAnotherOrNoneIsGiven() {
     assertInstanceOf(ReferenceTokenizer.class,
