@@ -431,9 +431,7 @@ public final class NodeMain {
       System.out.println(banner);
       if (o.readyFile != null) {
         part[0] = "the ready file " + o.readyFile;
-        Path tmp = readyTemp(o.readyFile);
-        Files.writeString(tmp, "peer=" + peerAddress + " client=" + clientAddress + "\n", StandardCharsets.UTF_8);
-        Files.move(tmp, o.readyFile, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        writeReadyFile(o.readyFile, "peer=" + peerAddress + " client=" + clientAddress + "\n");
       }
       return new Running(node, transport, engine, scheduler, files, endpoint, tokenizer,
           clientAddress, o.shutdownGrace, o.readyFile);
@@ -461,6 +459,27 @@ public final class NodeMain {
         } catch (Exception suppressed) {
           e.addSuppressed(suppressed);
         }
+      }
+      throw e;
+    }
+  }
+
+  /**
+   * Writes the ready file: {@code text} to its {@link #readyTemp} file, moved in place at once,
+   * so that a reader sees the whole file or none. If the write or the move fails, the temporary
+   * file is removed (it used to be left behind) and the failure thrown.
+   */
+  static void writeReadyFile(Path readyFile, String text) throws IOException {
+    Path tmp = readyTemp(readyFile);
+    try {
+      Files.writeString(tmp, text, StandardCharsets.UTF_8);
+      Files.move(tmp, readyFile, StandardCopyOption.ATOMIC_MOVE,
+          StandardCopyOption.REPLACE_EXISTING);
+    } catch (IOException | RuntimeException e) {
+      try {
+        Files.deleteIfExists(tmp);
+      } catch (IOException suppressed) {
+        e.addSuppressed(suppressed);
       }
       throw e;
     }

@@ -3,9 +3,11 @@ package io.github.prefixrouter.server;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.ByteArrayOutputStream;
+import java.io.IOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
 import java.net.ServerSocket;
@@ -89,6 +91,24 @@ class NodeMainLaunchTest {
     failsToStart("error: node r1 could not start: the ready file " + ready + ": " + ready
         + ".tmp: no such file", "--id", "r1", "--listen", "127.0.0.1:0",
         "--ready-file", ready.toString());
+  }
+
+  /**
+   * A ready file that cannot be moved in place (here a directory with a file in it took its
+   * name) fails with the move's error and leaves no {@code .tmp} behind: the temporary file
+   * used to stay, next to where a script waits for the ready file.
+   */
+  @Test
+  void aReadyFileThatCannotBeMovedInPlaceLeavesNoTemporaryFile() throws Exception {
+    Path ready = Files.createDirectory(dir.resolve("ready"));
+    Files.writeString(ready.resolve("in the way"), "x");
+    assertThrows(IOException.class, () -> NodeMain.writeReadyFile(ready, "peer=a client=b\n"));
+    assertFalse(Files.exists(dir.resolve("ready.tmp")), "the temporary file was left behind");
+    assertTrue(Files.isDirectory(ready));
+    Path fine = dir.resolve("fine");
+    NodeMain.writeReadyFile(fine, "peer=a client=b\n");
+    assertEquals("peer=a client=b\n", Files.readString(fine));
+    assertFalse(Files.exists(dir.resolve("fine.tmp")));
   }
 
   /**
