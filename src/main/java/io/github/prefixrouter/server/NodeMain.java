@@ -61,20 +61,54 @@ public final class NodeMain {
    * @throws InterruptedException if interrupted while serving
    */
   public static void main(String[] args) throws InterruptedException {
-    Launch launch = launch(args, System.getenv(), System.out, System.err);
-    if (launch.running() == null) {
-      if (launch.status() != 0) {
-        System.exit(launch.status());
-      }
-      return;
+    int status = serve(args, System.getenv(), System.out, System.err,
+        Runtime.getRuntime()::addShutdownHook);
+    if (status != 0) {
+      System.exit(status);
     }
-    Running r = launch.running();
+  }
+
+  /**
+   * What {@link #main} does: registers the shutdown hook that stops the node, launches it
+   * ({@link #launch}) and, if it runs, waits until the hook has stopped it. The hook is in place
+   * before the start, so a SIGTERM at any time stops the node (one under way finishes its start
+   * first) and removes its ready file; it used to be registered only after the ready file was
+   * written, and a SIGTERM as the file appeared left the file of a node that no longer ran.
+   *
+   * @param addShutdownHook registers the hook ({@code Runtime::addShutdownHook})
+   * @return the status to exit with
+   */
+  static int serve(String[] args, java.util.Map<String, String> env, java.io.PrintStream out,
+      java.io.PrintStream err, java.util.function.Consumer<Thread> addShutdownHook)
+      throws InterruptedException {
+    java.util.concurrent.atomic.AtomicReference<Running> running =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    CountDownLatch launched = new CountDownLatch(1);
     CountDownLatch stopped = new CountDownLatch(1);
-    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-      r.close();
+    addShutdownHook.accept(new Thread(() -> {
+      try {
+        launched.await(); // a start under way ends first: its node, if any, is then stopped
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      Running r = running.get();
+      if (r != null) {
+        r.close();
+      }
       stopped.countDown();
     }, "node-shutdown"));
+    Launch launch;
+    try {
+      launch = launch(args, env, out, err);
+      running.set(launch.running());
+    } finally {
+      launched.countDown();
+    }
+    if (launch.running() == null) {
+      return launch.status();
+    }
     stopped.await();
+    return 0;
   }
 
   /** The base model's name of a node running the reference engine without {@code --model}. */

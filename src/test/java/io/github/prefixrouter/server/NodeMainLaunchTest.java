@@ -94,6 +94,43 @@ class NodeMainLaunchTest {
   }
 
   /**
+   * The shutdown hook is in place before the node serves: it used to be registered only once the
+   * ready file was written, so a SIGTERM sent as the file appeared (a script waiting for it and
+   * stopping the node at once) found no hook, and the JVM exited leaving the ready file of a
+   * node that no longer ran. The hook stops the node and removes the file.
+   */
+  @Test
+  void theShutdownHookIsInPlaceBeforeTheReadyFileAppears() throws Exception {
+    Path ready = dir.resolve("ready");
+    java.util.concurrent.CompletableFuture<Boolean> readyAtRegistration =
+        new java.util.concurrent.CompletableFuture<>();
+    java.util.concurrent.atomic.AtomicReference<Thread> hook =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    java.util.concurrent.CompletableFuture<Integer> status =
+        java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+          try {
+            return NodeMain.serve(new String[] {"--id", "h1", "--listen", "127.0.0.1:0",
+                "--ready-file", ready.toString()}, ENV, new PrintStream(
+                    new ByteArrayOutputStream(), true, StandardCharsets.UTF_8),
+                new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8),
+                h -> {
+                  readyAtRegistration.complete(Files.exists(ready));
+                  hook.set(h);
+                });
+          } catch (InterruptedException e) {
+            throw new IllegalStateException(e);
+          }
+        });
+    assertFalse(readyAtRegistration.get(60, java.util.concurrent.TimeUnit.SECONDS),
+        "the shutdown hook was registered after the ready file was written");
+    io.github.prefixrouter.testing.Await.until(() -> Files.exists(ready), "the ready file");
+    hook.get().start(); // SIGTERM
+    hook.get().join(60_000);
+    assertEquals(0, status.get(60, java.util.concurrent.TimeUnit.SECONDS));
+    assertFalse(Files.exists(ready), "the ready file outlived the node");
+  }
+
+  /**
    * A ready file that cannot be moved in place (here a directory with a file in it took its
    * name) fails with the move's error and leaves no {@code .tmp} behind: the temporary file
    * used to stay, next to where a script waits for the ready file.
