@@ -208,12 +208,16 @@ public final class SimFleet {
 
     /**
      * Sorts {@code values} (in place), then takes their mean, median ({@code [n / 2]}) and
-     * 99th percentile ({@code [(int) (n * 0.99)]}).
+     * 99th percentile ({@code [(int) (n * 0.99)]}); all three NaN if there are none (no request
+     * fell in the window measured).
      *
      * @param values the latencies; sorted on return
      * @return the figures
      */
     public static Latencies of(double[] values) {
+      if (values.length == 0) {
+        return new Latencies(Double.NaN, Double.NaN, Double.NaN);
+      }
       Arrays.sort(values);
       double mean = Arrays.stream(values).average().orElse(0);
       return new Latencies(mean, values[values.length / 2],

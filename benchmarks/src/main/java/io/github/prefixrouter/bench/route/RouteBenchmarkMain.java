@@ -1,5 +1,6 @@
 package io.github.prefixrouter.bench.route;
 
+import io.github.prefixrouter.bench.Flags;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -9,6 +10,7 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.Locale;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.profile.GCProfiler;
@@ -57,46 +59,81 @@ public final class RouteBenchmarkMain {
 
   private RouteBenchmarkMain() {}
 
-  public static void main(String[] args) throws RunnerException, IOException {
-    boolean full = false;
-    boolean gc = false;
-    String peers = null;
-    String tokens = null;
-    String workload = null;
+  static final String USAGE = "usage: RouteBenchmarkMain [--full] [--gc] [--out FILE]"
+      + " [--peers N,..] [--tokens N,..] [--workload FIXED|SHARED]";
+
+  /**
+   * The settings of a run; {@code peers}, {@code tokens} and {@code workload} are null for all
+   * of {@link RouteBenchmark}'s values.
+   */
+  record Options(boolean full, boolean gc, List<String> peers, List<String> tokens,
+      List<String> workload, Path out) {}
+
+  /**
+   * Parses the command line.
+   *
+   * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
+   *     a size that is not a whole number of at least 1, or a workload other than FIXED and
+   *     SHARED (each value at most once)
+   */
+  static Options options(String[] args) {
+    Flags f = Flags.parse(args, Set.of("--full", "--gc"),
+        Set.of("--out", "--peers", "--tokens", "--workload"));
     Path out = Path.of("benchmarks", "target", "results", "route.json");
     if (!Files.isDirectory(Path.of("benchmarks")) && Files.isDirectory(Path.of("target"))) {
       out = Path.of("target", "results", "route.json");
     }
-    for (int i = 0; i < args.length; i++) {
-      switch (args[i]) {
-        case "--full" -> full = true;
-        case "--out" -> out = Path.of(args[++i]);
-        case "--peers" -> peers = args[++i];
-        case "--tokens" -> tokens = args[++i];
-        case "--gc" -> gc = true;
-        case "--workload" -> workload = args[++i];
-        default -> {
-          System.err.println(
-              "usage: RouteBenchmarkMain [--full] [--gc] [--out FILE] [--peers N,..] [--tokens N,..]"
-                  + " [--workload FIXED|SHARED]");
-          System.exit(2);
-        }
-      }
+    return new Options(f.has("--full"), f.has("--gc"), sizes(f, "--peers"),
+        sizes(f, "--tokens"), f.oneOfEach("--workload", null, Set.of("FIXED", "SHARED")),
+        f.has("--out") ? Path.of(f.string("--out", null)) : out);
+  }
+
+  private static List<String> sizes(Flags f, String flag) {
+    if (!f.has(flag)) {
+      return null;
     }
+    List<String> sizes = new ArrayList<>();
+    for (String v : f.string(flag, null).split(",", -1)) {
+      long n;
+      try {
+        n = Long.parseLong(v);
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException(flag + ": not a whole number: '" + v + "'");
+      }
+      if (n < 1 || n > Integer.MAX_VALUE || sizes.contains(v)) {
+        throw new IllegalArgumentException(flag + ": " + v
+            + (n < 1 || n > Integer.MAX_VALUE ? " is out of range" : " is given twice"));
+      }
+      sizes.add(v);
+    }
+    return sizes;
+  }
+
+  public static void main(String[] args) throws RunnerException, IOException {
+    Options opts;
+    try {
+      opts = options(args);
+    } catch (IllegalArgumentException e) {
+      System.err.println(USAGE);
+      Flags.refuse(e);
+      return;
+    }
+    boolean full = opts.full();
+    Path out = opts.out();
     ChainedOptionsBuilder o = new OptionsBuilder()
         .include(RouteBenchmark.class.getName() + "\\.")
         .timeUnit(TimeUnit.NANOSECONDS); // fork JVM flags: RouteBenchmark's @Fork
-    if (gc) {
+    if (opts.gc()) {
       o.addProfiler(GCProfiler.class);
     }
-    if (peers != null) {
-      o.param("peers", peers.split(","));
+    if (opts.peers() != null) {
+      o.param("peers", opts.peers().toArray(new String[0]));
     }
-    if (tokens != null) {
-      o.param("promptTokens", tokens.split(","));
+    if (opts.tokens() != null) {
+      o.param("promptTokens", opts.tokens().toArray(new String[0]));
     }
-    if (workload != null) {
-      o.param("workload", workload.split(","));
+    if (opts.workload() != null) {
+      o.param("workload", opts.workload().toArray(new String[0]));
     }
     if (full) {
       o.forks(2).warmupIterations(3).warmupTime(TimeValue.seconds(2))

@@ -6,6 +6,7 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.bench.ForwardingEngine;
 import io.github.prefixrouter.bench.SimFleet;
 import io.github.prefixrouter.spi.CacheEventListener;
@@ -22,6 +23,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 
@@ -58,23 +60,33 @@ public final class ScopeSimMain {
 
   private ScopeSimMain() {}
 
+  /** The seeds to run (1..{@code seeds}) and the workload. */
+  record Options(int seeds, Params params) {}
+
+  /**
+   * Parses the command line.
+   *
+   * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
+   *     a value that is not a number, a count below 1 or a rate that is not above 0
+   */
+  static Options options(String[] args) {
+    Flags f = Flags.parse(args, Set.of(),
+        Set.of("--seeds", "--requests", "--adapters", "--prompts", "--rate"));
+    return new Options(f.atLeast("--seeds", 3, 1), new Params(4,
+        f.atLeast("--requests", 6000, 1), f.atLeast("--adapters", 4, 1),
+        f.atLeast("--prompts", 8, 1), 1024, 128, f.positive("--rate", 120), 1_000_000, 24_576));
+  }
+
   public static void main(String[] args) {
-    int seeds = 3;
-    int requests = 6000;
-    int adapters = 4;
-    int prompts = 8;
-    double rate = 120;
-    for (int i = 0; i < args.length; i++) {
-      switch (args[i]) {
-        case "--seeds" -> seeds = Integer.parseInt(args[++i]);
-        case "--requests" -> requests = Integer.parseInt(args[++i]);
-        case "--adapters" -> adapters = Integer.parseInt(args[++i]);
-        case "--prompts" -> prompts = Integer.parseInt(args[++i]);
-        case "--rate" -> rate = Double.parseDouble(args[++i]);
-        default -> throw new IllegalArgumentException("unknown argument " + args[i]);
-      }
+    Options opts;
+    try {
+      opts = options(args);
+    } catch (IllegalArgumentException e) {
+      Flags.refuse(e);
+      return;
     }
-    Params p = new Params(4, requests, adapters, prompts, 1024, 128, rate, 1_000_000, 24_576);
+    int seeds = opts.seeds();
+    Params p = opts.params();
     System.out.printf(Locale.ROOT, "%d nodes, %d adapters x %d shared system prompts of %d "
             + "tokens (+0..%d-token questions), %d requests at %.0f/s, %d-token KV cache per node,"
             + " 1 ms one-way delay%n", p.nodes(), p.adapters(), p.prompts(), p.systemTokens(),

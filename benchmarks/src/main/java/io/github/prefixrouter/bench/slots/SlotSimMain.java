@@ -5,6 +5,7 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.bench.SimFleet;
 import io.github.prefixrouter.internal.route.PricingAccess;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -18,6 +19,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 
@@ -59,35 +61,46 @@ public final class SlotSimMain {
 
   private SlotSimMain() {}
 
-  public static void main(String[] args) {
-    int seeds = 3;
-    int slots = 64;
-    int requests = 12_000;
-    int prompts = 256;
-    double zipf = 1.0;
-    double rate = 4_250;
-    int capacity = 131_072;
-    List<String> modes = List.of("previous", "slots", "current");
-    for (int i = 0; i < args.length; i++) {
-      switch (args[i]) {
-        case "--seeds" -> seeds = Integer.parseInt(args[++i]);
-        case "--slots" -> slots = Integer.parseInt(args[++i]);
-        case "--requests" -> requests = Integer.parseInt(args[++i]);
-        case "--prompts" -> prompts = Integer.parseInt(args[++i]);
-        case "--zipf" -> zipf = Double.parseDouble(args[++i]);
-        case "--rate" -> rate = Double.parseDouble(args[++i]);
-        case "--capacity" -> capacity = Integer.parseInt(args[++i]);
-        case "--modes" -> modes = List.of(args[++i].split(","));
-        default -> throw new IllegalArgumentException("unknown argument " + args[i]);
-      }
-    }
+  /** The seeds to run (1..{@code seeds}), the pricings to run and the workload. */
+  record Options(int seeds, List<String> modes, Params params) {}
+
+  /**
+   * Parses the command line.
+   *
+   * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
+   *     a value that is not a number, a count below 1, a rate that is not above 0, a negative
+   *     Zipf exponent, a capacity below one 16-token block, or an unknown mode
+   */
+  static Options options(String[] args) {
+    Flags f = Flags.parse(args, Set.of(), Set.of("--seeds", "--slots", "--requests",
+        "--prompts", "--zipf", "--rate", "--capacity", "--modes"));
+    List<String> modes = List.of(f.string("--modes", "previous,slots,current").split(","));
     for (String m : modes) {
       if (!List.of("previous", "slots", "current").contains(m)) {
         throw new IllegalArgumentException("unknown mode " + m);
       }
     }
-    Params p = new Params(4, slots, requests, prompts, 1024, 128, 8, zipf, rate, 1_000_000,
-        capacity);
+    double zipf = f.number("--zipf", 1.0);
+    if (zipf < 0) {
+      throw new IllegalArgumentException("--zipf must be 0 or more, not " + zipf);
+    }
+    int seeds = f.atLeast("--seeds", 3, 1);
+    return new Options(seeds, modes, new Params(4, f.atLeast("--slots", 64, 1),
+        f.atLeast("--requests", 12_000, 1), f.atLeast("--prompts", 256, 1), 1024, 128, 8, zipf,
+        f.positive("--rate", 4_250), 1_000_000, f.atLeast("--capacity", 131_072, 16)));
+  }
+
+  public static void main(String[] args) {
+    Options opts;
+    try {
+      opts = options(args);
+    } catch (IllegalArgumentException e) {
+      Flags.refuse(e);
+      return;
+    }
+    int seeds = opts.seeds();
+    List<String> modes = opts.modes();
+    Params p = opts.params();
     System.out.printf(Locale.ROOT, "%d nodes x %d slots, %d-token KV cache each; %d system "
             + "prompts of %d tokens (Zipf %.2f) + 16..%d-token questions, %d output tokens; %d "
             + "requests at %.0f/s (Poisson), first 20%% not measured; 1 ms one-way delay%n",

@@ -6,6 +6,7 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.bench.ForwardingEngine;
 import io.github.prefixrouter.bench.SimFleet;
 import io.github.prefixrouter.spi.EngineException;
@@ -23,6 +24,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 
@@ -63,23 +65,45 @@ public final class StallSimMain {
 
   private StallSimMain() {}
 
-  public static void main(String[] args) {
-    int seeds = 3;
-    double rate = 20;
-    long hangSeconds = 60;
-    List<Long> timeouts = List.of(0L, 30L, 10L);
-    for (int i = 0; i < args.length; i++) {
-      switch (args[i]) {
-        case "--seeds" -> seeds = Integer.parseInt(args[++i]);
-        case "--rate" -> rate = Double.parseDouble(args[++i]);
-        case "--hang-seconds" -> hangSeconds = Long.parseLong(args[++i]);
-        case "--stall-timeouts" -> timeouts = stallTimeouts(args[++i]);
-        default -> throw new IllegalArgumentException("unknown argument " + args[i]);
-      }
+  /** The seeds to run (1..{@code seeds}), the stall timeouts (seconds) and the workload. */
+  record Options(int seeds, List<Long> timeouts, Params params) {}
+
+  /**
+   * Parses the command line.
+   *
+   * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
+   *     a value that is not a number, fewer than 1 seed, a rate that is not above 0, a negative
+   *     hang, or a bad {@code --stall-timeouts} (see {@link #stallTimeouts})
+   */
+  static Options options(String[] args) {
+    Flags f = Flags.parse(args, Set.of(),
+        Set.of("--seeds", "--rate", "--hang-seconds", "--stall-timeouts"));
+    int seeds = f.atLeast("--seeds", 3, 1);
+    double rate = f.positive("--rate", 20);
+    long hangSeconds = f.whole("--hang-seconds", 60);
+    if (hangSeconds < 0 || hangSeconds > 1_000_000) {
+      throw new IllegalArgumentException(
+          "--hang-seconds must be 0 to 1000000, not " + hangSeconds);
     }
+    List<Long> timeouts = f.has("--stall-timeouts")
+        ? stallTimeouts(f.string("--stall-timeouts", "")) : List.of(0L, 30L, 10L);
     long s = 1_000_000_000L;
-    Params p = new Params(4, 8, 65_536, 64, 1024, 128, 16, 1.0, rate, 150 * s, 30 * s,
-        hangSeconds * s, 1_000_000);
+    return new Options(seeds, timeouts, new Params(4, 8, 65_536, 64, 1024, 128, 16, 1.0, rate,
+        150 * s, 30 * s, hangSeconds * s, 1_000_000));
+  }
+
+  public static void main(String[] args) {
+    Options opts;
+    try {
+      opts = options(args);
+    } catch (IllegalArgumentException e) {
+      Flags.refuse(e);
+      return;
+    }
+    int seeds = opts.seeds();
+    List<Long> timeouts = opts.timeouts();
+    long s = 1_000_000_000L;
+    Params p = opts.params();
     System.out.printf(Locale.ROOT, "%d nodes x %d slots, %d-token KV cache each; %d system "
             + "prompts of %d tokens (Zipf %.2f) + 16..%d-token questions, %d output tokens; "
             + "%.0f requests/s (Poisson) for %d s, each to a random node; n0's engine hangs "

@@ -6,6 +6,7 @@ import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.bench.ForwardingTransport;
 import io.github.prefixrouter.bench.SimFleet;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -20,6 +21,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 
@@ -51,22 +53,36 @@ public final class StreamSimMain {
 
   private StreamSimMain() {}
 
+  /** The settings of a run (see the class notes for the flags). */
+  record Options(int requests, int rounds, long seed, double rate, int warmup) {}
+
+  /**
+   * Parses the command line.
+   *
+   * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
+   *     a value that is not a number, fewer than 1 request or round, a negative warm-up, or a
+   *     rate that is not above 0
+   */
+  static Options options(String[] args) {
+    Flags f = Flags.parse(args, Set.of(),
+        Set.of("--requests", "--rounds", "--seed", "--rate", "--warmup"));
+    return new Options(f.atLeast("--requests", 3_000, 1), f.atLeast("--rounds", 5, 1),
+        f.whole("--seed", 1), f.positive("--rate", 150), f.atLeast("--warmup", 4, 0));
+  }
+
   public static void main(String[] args) {
-    int requests = 3_000;
-    int rounds = 5;
-    long seed = 1;
-    double rate = 150;
-    int warmup = 4;
-    for (int i = 0; i < args.length; i++) {
-      switch (args[i]) {
-        case "--requests" -> requests = Integer.parseInt(args[++i]);
-        case "--rounds" -> rounds = Integer.parseInt(args[++i]);
-        case "--seed" -> seed = Long.parseLong(args[++i]);
-        case "--rate" -> rate = Double.parseDouble(args[++i]);
-        case "--warmup" -> warmup = Integer.parseInt(args[++i]);
-        default -> throw new IllegalArgumentException("unknown argument " + args[i]);
-      }
+    Options opts;
+    try {
+      opts = options(args);
+    } catch (IllegalArgumentException e) {
+      Flags.refuse(e);
+      return;
     }
+    int requests = opts.requests();
+    int rounds = opts.rounds();
+    long seed = opts.seed();
+    double rate = opts.rate();
+    int warmup = opts.warmup();
     System.out.printf(Locale.ROOT, "4 nodes x 8 slots; 64 system prompts of 1,024 tokens (Zipf 1)"
         + " + 16..143-token questions, 64 output tokens at 2 ms each (pieces of 4); %d requests at"
         + " %.0f/s (Poisson); 1 ms one-way delay; seed %d; %d warm-up and %d measured rounds,"

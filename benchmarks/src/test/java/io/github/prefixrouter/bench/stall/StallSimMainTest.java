@@ -51,4 +51,26 @@ class StallSimMainTest {
     assertThrows(IllegalArgumentException.class, () -> StallSimMain.stallTimeouts("0,-5"));
     assertThrows(IllegalArgumentException.class, () -> StallSimMain.stallTimeouts("0,1.5"));
   }
+
+  private static String refused(String... args) {
+    return assertThrows(IllegalArgumentException.class, () -> StallSimMain.options(args))
+        .getMessage();
+  }
+
+  /** A command line that would run nothing, or end in a stack trace, is refused. */
+  @Test
+  void badCommandLinesAreRefused() {
+    assertEquals("--seeds must be at least 1 (and at most 2147483647), not 0",
+        refused("--seeds", "0"));
+    assertEquals("--seeds must be at least 1 (and at most 2147483647), not -1",
+        refused("--seeds", "-1"));
+    assertEquals("--rate must be more than 0, not -3", refused("--rate", "-3"));
+    assertEquals("--hang-seconds must be 0 to 1000000, not -5", refused("--hang-seconds", "-5"));
+    assertEquals("--stall-timeouts needs a value", refused("--seeds", "1", "--stall-timeouts"));
+    assertEquals("--seeds is given twice", refused("--seeds", "1", "--seeds", "1"));
+    assertEquals("--stall-timeouts: 5 is given twice", refused("--stall-timeouts", "5,5"));
+    StallSimMain.Options o = StallSimMain.options(new String[] {"--stall-timeouts", "10"});
+    assertEquals(3, o.seeds());
+    assertEquals(List.of(0L, 10L), o.timeouts());
+  }
 }

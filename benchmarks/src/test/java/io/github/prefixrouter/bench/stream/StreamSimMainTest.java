@@ -1,6 +1,7 @@
 package io.github.prefixrouter.bench.stream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import org.junit.jupiter.api.Test;
@@ -24,5 +25,26 @@ class StreamSimMainTest {
     assertTrue(coalesced.forwarded() > 0.05, "too few forwards to say anything: " + coalesced);
     assertEquals(16.0, every.streamsPerForward(), 1e-9);
     assertTrue(coalesced.streamsPerForward() < 8, coalesced.toString());
+  }
+
+  private static String refused(String... args) {
+    return assertThrows(IllegalArgumentException.class, () -> StreamSimMain.options(args))
+        .getMessage();
+  }
+
+  /** A command line that would run nothing, or end in a stack trace, is refused. */
+  @Test
+  void badCommandLinesAreRefused() {
+    assertEquals("--rounds must be at least 1 (and at most 2147483647), not 0",
+        refused("--rounds", "0"));
+    assertEquals("--requests must be at least 1 (and at most 2147483647), not 0",
+        refused("--requests", "0"));
+    assertEquals("--warmup must be 0 or more (and at most 2147483647), not -1",
+        refused("--warmup", "-1"));
+    assertEquals("--rate must be more than 0, not 0", refused("--rate", "0"));
+    assertEquals("--seed needs a value", refused("--rounds", "2", "--seed"));
+    assertEquals("--rounds is given twice", refused("--rounds", "2", "--rounds", "3"));
+    StreamSimMain.Options o = StreamSimMain.options(new String[] {"--warmup", "0"});
+    assertEquals(new StreamSimMain.Options(3_000, 5, 1, 150, 0), o);
   }
 }

@@ -1,0 +1,188 @@
+package io.github.prefixrouter.bench;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The command line of a benchmark main: {@code --name value} flags and {@code --name} switches,
+ * each known and given at most once. Every problem is an {@link IllegalArgumentException} that
+ * names the flag; the mains print it as {@code error: ...} and exit with code 2 ({@link
+ * #refuse}), so that a misspelt, repeated or valueless flag, or a count that would run nothing,
+ * never runs the defaults or ends in a stack trace.
+ */
+public final class Flags {
+
+  private final Map<String, String> given;
+
+  private Flags(Map<String, String> given) {
+    this.given = given;
+  }
+
+  /**
+   * Reads {@code args}.
+   *
+   * @param args the command line
+   * @param switches the flags that take no value ({@code --full})
+   * @param valued the flags that take a value ({@code --seeds})
+   * @return the flags given
+   * @throws IllegalArgumentException for an argument that is not one of the flags, a flag given
+   *     twice, or one without its value
+   */
+  public static Flags parse(String[] args, Set<String> switches, Set<String> valued) {
+    Map<String, String> given = new HashMap<>();
+    for (int i = 0; i < args.length; i++) {
+      String a = args[i];
+      boolean isValued = valued.contains(a);
+      if (!isValued && !switches.contains(a)) {
+        throw new IllegalArgumentException(
+            a.startsWith("--") ? "unknown flag " + a : "bad argument '" + a + "'");
+      }
+      if (isValued && i + 1 >= args.length) {
+        throw new IllegalArgumentException(a + " needs a value");
+      }
+      if (given.put(a, isValued ? args[++i] : "") != null) {
+        throw new IllegalArgumentException(a + " is given twice");
+      }
+    }
+    return new Flags(given);
+  }
+
+  /**
+   * Whether {@code flag} was given.
+   *
+   * @param flag the flag, with its {@code --}
+   * @return true if it was
+   */
+  public boolean has(String flag) {
+    return given.containsKey(flag);
+  }
+
+  /**
+   * The value of {@code flag}.
+   *
+   * @param flag the flag, with its {@code --}
+   * @param dflt the value if it was not given
+   * @return its value
+   */
+  public String string(String flag, String dflt) {
+    return given.getOrDefault(flag, dflt);
+  }
+
+  /**
+   * The whole number {@code flag} gives, at least {@code min}.
+   *
+   * @param flag the flag, with its {@code --}
+   * @param dflt the value if it was not given
+   * @param min the least value accepted
+   * @return its value
+   * @throws IllegalArgumentException if the value is not a whole number or is below {@code min}
+   */
+  public int atLeast(String flag, int dflt, int min) {
+    long v = whole(flag, dflt);
+    if (v < min || v > Integer.MAX_VALUE) {
+      throw new IllegalArgumentException(flag + " must be " + (min == 0 ? "0 or more" : "at "
+          + "least " + min) + " (and at most " + Integer.MAX_VALUE + "), not " + v);
+    }
+    return (int) v;
+  }
+
+  /**
+   * The whole number {@code flag} gives.
+   *
+   * @param flag the flag, with its {@code --}
+   * @param dflt the value if it was not given
+   * @return its value
+   * @throws IllegalArgumentException if the value is not a whole number
+   */
+  public long whole(String flag, long dflt) {
+    String v = given.get(flag);
+    if (v == null) {
+      return dflt;
+    }
+    try {
+      return Long.parseLong(v.trim());
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(flag + ": not a whole number: '" + v + "'");
+    }
+  }
+
+  /**
+   * The finite number {@code flag} gives, more than 0.
+   *
+   * @param flag the flag, with its {@code --}
+   * @param dflt the value if it was not given
+   * @return its value
+   * @throws IllegalArgumentException if the value is not a number, not finite or not above 0
+   */
+  public double positive(String flag, double dflt) {
+    double v = number(flag, dflt);
+    if (!(v > 0)) {
+      throw new IllegalArgumentException(flag + " must be more than 0, not " + given.get(flag));
+    }
+    return v;
+  }
+
+  /**
+   * The finite number {@code flag} gives.
+   *
+   * @param flag the flag, with its {@code --}
+   * @param dflt the value if it was not given
+   * @return its value
+   * @throws IllegalArgumentException if the value is not a finite number
+   */
+  public double number(String flag, double dflt) {
+    String v = given.get(flag);
+    if (v == null) {
+      return dflt;
+    }
+    double d;
+    try {
+      d = Double.parseDouble(v.trim());
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(flag + ": not a number: '" + v + "'");
+    }
+    if (!Double.isFinite(d)) {
+      throw new IllegalArgumentException(flag + ": not a finite number: '" + v + "'");
+    }
+    return d;
+  }
+
+  /**
+   * The comma-separated values {@code flag} gives, each one of {@code allowed} and none twice.
+   *
+   * @param flag the flag, with its {@code --}
+   * @param dflt the values if it was not given
+   * @param allowed the values accepted
+   * @return the values, in the order given
+   * @throws IllegalArgumentException for a value not allowed or given twice
+   */
+  public List<String> oneOfEach(String flag, List<String> dflt, Set<String> allowed) {
+    if (!given.containsKey(flag)) {
+      return dflt;
+    }
+    List<String> values = new ArrayList<>();
+    for (String v : given.get(flag).split(",", -1)) {
+      if (!allowed.contains(v)) {
+        throw new IllegalArgumentException(flag + ": unknown value '" + v + "'");
+      }
+      if (values.contains(v)) {
+        throw new IllegalArgumentException(flag + ": " + v + " is given twice");
+      }
+      values.add(v);
+    }
+    return values;
+  }
+
+  /**
+   * Prints {@code error: } and the message of {@code e} to standard error and exits with code 2.
+   *
+   * @param e the problem with the command line
+   */
+  public static void refuse(IllegalArgumentException e) {
+    System.err.println("error: " + e.getMessage());
+    System.exit(2);
+  }
+}

@@ -1,0 +1,59 @@
+package io.github.prefixrouter.bench;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+
+class FlagsTest {
+
+  private static String refused(Runnable r) {
+    return assertThrows(IllegalArgumentException.class, r::run).getMessage();
+  }
+
+  private static Flags parse(String... args) {
+    return Flags.parse(args, Set.of("--full"), Set.of("--seeds", "--rate", "--modes"));
+  }
+
+  @Test
+  void unknownRepeatedAndValuelessFlagsAreRefused() {
+    assertEquals("unknown flag --sedes", refused(() -> parse("--sedes", "3")));
+    assertEquals("bad argument '3'", refused(() -> parse("3")));
+    assertEquals("--seeds is given twice", refused(() -> parse("--seeds", "1", "--seeds", "2")));
+    assertEquals("--full is given twice", refused(() -> parse("--full", "--full")));
+    assertEquals("--seeds needs a value", refused(() -> parse("--full", "--seeds")));
+  }
+
+  @Test
+  void valuesAreCheckedWhenRead() {
+    Flags f = parse("--seeds", "0", "--rate", "0", "--full");
+    assertTrue(f.has("--full"));
+    assertFalse(f.has("--modes"));
+    assertEquals("--seeds must be at least 1 (and at most 2147483647), not 0",
+        refused(() -> f.atLeast("--seeds", 3, 1)));
+    assertEquals(0, f.atLeast("--seeds", 3, 0));
+    assertEquals("--rate must be more than 0, not 0", refused(() -> f.positive("--rate", 1)));
+    assertEquals("--seeds: not a whole number: 'x'",
+        refused(() -> parse("--seeds", "x").atLeast("--seeds", 3, 1)));
+    assertEquals("--rate: not a finite number: 'NaN'",
+        refused(() -> parse("--rate", "NaN").positive("--rate", 1)));
+    assertEquals(7, parse().atLeast("--seeds", 7, 1), "the default");
+    assertEquals(List.of("b", "a"),
+        parse("--modes", "b,a").oneOfEach("--modes", List.of(), Set.of("a", "b")));
+    assertEquals("--modes: a is given twice",
+        refused(() -> parse("--modes", "a,a").oneOfEach("--modes", List.of(), Set.of("a"))));
+    assertEquals("--modes: unknown value 'c'",
+        refused(() -> parse("--modes", "c").oneOfEach("--modes", List.of(), Set.of("a"))));
+  }
+
+  @Test
+  void noLatenciesGiveNaNRatherThanAnException() {
+    SimFleet.Latencies l = SimFleet.Latencies.of(new double[0]);
+    assertTrue(Double.isNaN(l.mean()) && Double.isNaN(l.p50()) && Double.isNaN(l.p99()));
+    assertEquals(new SimFleet.Latencies(2, 2, 3), SimFleet.Latencies.of(new double[] {3, 1, 2}));
+  }
+}

@@ -1,0 +1,33 @@
+package io.github.prefixrouter.bench.scope;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import org.junit.jupiter.api.Test;
+
+class ScopeSimMainTest {
+
+  private static String refused(String... args) {
+    return assertThrows(IllegalArgumentException.class, () -> ScopeSimMain.options(args))
+        .getMessage();
+  }
+
+  /** A command line that would run nothing, or end in a stack trace, is refused. */
+  @Test
+  void badCommandLinesAreRefused() {
+    assertEquals("--seeds must be at least 1 (and at most 2147483647), not 0",
+        refused("--seeds", "0"));
+    assertEquals("--seeds must be at least 1 (and at most 2147483647), not -2",
+        refused("--seeds", "-2"));
+    assertEquals("--requests must be at least 1 (and at most 2147483647), not 0",
+        refused("--requests", "0"));
+    assertEquals("--rate must be more than 0, not 0", refused("--rate", "0"));
+    assertEquals("--adapters needs a value", refused("--seeds", "2", "--adapters"));
+    assertEquals("--seeds is given twice", refused("--seeds", "2", "--seeds", "3"));
+    assertEquals("unknown flag --seed", refused("--seed", "2"));
+    ScopeSimMain.Options o = ScopeSimMain.options(new String[] {"--adapters", "1", "--seeds", "2"});
+    assertEquals(2, o.seeds());
+    assertEquals(1, o.params().adapters());
+    assertEquals(8, o.params().prompts());
+  }
+}

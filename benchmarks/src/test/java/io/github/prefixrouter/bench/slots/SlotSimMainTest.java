@@ -1,0 +1,33 @@
+package io.github.prefixrouter.bench.slots;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import org.junit.jupiter.api.Test;
+
+class SlotSimMainTest {
+
+  private static String refused(String... args) {
+    return assertThrows(IllegalArgumentException.class, () -> SlotSimMain.options(args))
+        .getMessage();
+  }
+
+  /** A command line that would run nothing, or end in a stack trace, is refused. */
+  @Test
+  void badCommandLinesAreRefused() {
+    assertEquals("--seeds must be at least 1 (and at most 2147483647), not 0",
+        refused("--seeds", "0"));
+    assertEquals("--requests must be at least 1 (and at most 2147483647), not 0",
+        refused("--requests", "0"));
+    assertEquals("--slots must be at least 1 (and at most 2147483647), not 0",
+        refused("--slots", "0"));
+    assertEquals("--zipf must be 0 or more, not -1.0", refused("--zipf", "-1"));
+    assertEquals("--capacity must be at least 16 (and at most 2147483647), not 8",
+        refused("--capacity", "8"));
+    assertEquals("--rate needs a value", refused("--rate"));
+    assertEquals("--rate is given twice", refused("--rate", "1", "--rate", "2"));
+    SlotSimMain.Options o = SlotSimMain.options(new String[] {"--rate", "4000"});
+    assertEquals(3, o.seeds());
+    assertEquals(4000, o.params().ratePerSecond());
+  }
+}
