@@ -41,14 +41,16 @@ import java.util.concurrent.CompletableFuture;
  * <pre>
  * java -cp benchmarks/target/benchmarks.jar io.github.prefixrouter.bench.slots.SlotSimMain \
  *     [--seeds N] [--slots N] [--rate PER_SECOND] [--requests N] [--prompts N] [--zipf S]
- *     [--capacity TOKENS] [--modes previous,slots,current]
+ *     [--capacity TOKENS] [--modes slots,current]
  * </pre>
  *
  * <p>Prints, per seed and mode, over the requests after the first 20% (warm-up): the
  * prompt-token hit rate (from the engines' own results), the latency (submission to answer)
  * mean, median and p99, the fraction answered by a peer, the spread of the requests served
  * per node (most loaded node over the mean), and the engines' busy slot time over the slot
- * time of the arrival period (warm-up included); then each mode's ratios to the first.
+ * time of the arrival period (warm-up included); then each mode's ratios to {@code previous}.
+ * The previous pricing always runs, first, as that baseline, whether or not {@code --modes}
+ * lists it; a mode listed twice or unknown is refused.
  */
 public final class SlotSimMain {
 
@@ -69,17 +71,14 @@ public final class SlotSimMain {
    *
    * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
    *     a value that is not a number, a count below 1, a rate that is not above 0, a negative
-   *     Zipf exponent, a capacity below one 16-token block, or an unknown mode
+   *     Zipf exponent, a capacity below one 16-token block, or a bad {@code --modes} (see
+   *     {@link #modes})
    */
   static Options options(String[] args) {
     Flags f = Flags.parse(args, Set.of(), Set.of("--seeds", "--slots", "--requests",
         "--prompts", "--zipf", "--rate", "--capacity", "--modes"));
-    List<String> modes = List.of(f.string("--modes", "previous,slots,current").split(","));
-    for (String m : modes) {
-      if (!List.of("previous", "slots", "current").contains(m)) {
-        throw new IllegalArgumentException("unknown mode " + m);
-      }
-    }
+    List<String> modes = f.has("--modes") ? modes(f.string("--modes", ""))
+        : List.of("previous", "slots", "current");
     double zipf = f.number("--zipf", 1.0);
     if (zipf < 0) {
       throw new IllegalArgumentException("--zipf must be 0 or more, not " + zipf);
@@ -88,6 +87,33 @@ public final class SlotSimMain {
     return new Options(seeds, modes, new Params(4, f.atLeast("--slots", 64, 1),
         f.atLeast("--requests", 12_000, 1), f.atLeast("--prompts", 256, 1), 1024, 128, 8, zipf,
         f.positive("--rate", 4_250), 1_000_000, f.atLeast("--capacity", 131_072, 16)));
+  }
+
+  /**
+   * The pricings of {@code --modes} (comma-separated), {@code previous} first: it is the
+   * baseline every other mode's ratios are printed against, so it runs even when the list
+   * leaves it out.
+   *
+   * @throws IllegalArgumentException for a mode other than previous, slots and current, or one
+   *     given twice
+   */
+  static List<String> modes(String csv) {
+    List<String> modes = new ArrayList<>(List.of("previous"));
+    boolean previousSeen = false;
+    for (String m : csv.split(",", -1)) {
+      if (!List.of("previous", "slots", "current").contains(m)) {
+        throw new IllegalArgumentException("--modes: unknown mode '" + m + "'");
+      }
+      if (m.equals("previous") ? previousSeen : modes.contains(m)) {
+        throw new IllegalArgumentException("--modes: " + m + " is given twice");
+      }
+      if (m.equals("previous")) {
+        previousSeen = true;
+      } else {
+        modes.add(m);
+      }
+    }
+    return modes;
   }
 
   public static void main(String[] args) {

@@ -3,6 +3,7 @@ package io.github.prefixrouter.bench.slots;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 class SlotSimMainTest {
@@ -29,5 +30,25 @@ class SlotSimMainTest {
     SlotSimMain.Options o = SlotSimMain.options(new String[] {"--rate", "4000"});
     assertEquals(3, o.seeds());
     assertEquals(4000, o.params().ratePerSecond());
+  }
+
+  /**
+   * Every mode's ratios are printed against the first run as the previous pricing: that run is
+   * the previous pricing whatever the list says, and a list that would run a mode twice is
+   * refused.
+   */
+  @Test
+  void thePreviousPricingRunsFirstAndEveryModeOnce() {
+    assertEquals(List.of("previous", "slots", "current"),
+        SlotSimMain.options(new String[0]).modes());
+    assertEquals(List.of("previous", "current"),
+        SlotSimMain.options(new String[] {"--modes", "previous,current"}).modes());
+    assertEquals(List.of("previous", "current", "slots"),
+        SlotSimMain.options(new String[] {"--modes", "current,slots"}).modes());
+    assertEquals(List.of("previous", "slots"),
+        SlotSimMain.options(new String[] {"--modes", "slots,previous"}).modes());
+    assertEquals("--modes: slots is given twice", refused("--modes", "slots,slots"));
+    assertEquals("--modes: previous is given twice", refused("--modes", "previous,previous"));
+    assertEquals("--modes: unknown mode 'slot'", refused("--modes", "slot"));
   }
 }
