@@ -1,5 +1,6 @@
 package io.github.prefixrouter.bench.gossip;
 
+import io.github.prefixrouter.bench.ResultsJson;
 import io.github.prefixrouter.internal.gossip.GossipConfig;
 import io.github.prefixrouter.internal.gossip.GossipCounter;
 import io.github.prefixrouter.internal.gossip.GossipEngine;
@@ -53,7 +54,9 @@ import java.util.function.Function;
  * {@code --delay-ms D}, {@code --skip-dissemination}. {@code --quick} changes the defaults of
  * {@code --sizes}, {@code --capacity-tokens}, {@code --fresh-capacity-tokens} and
  * {@code --measure-s}; a flag given wins over it wherever it stands. An unknown flag, one given
- * twice or without its value, or a value that is not a number stops it with exit code 2.
+ * twice or without its value, a value that is not a number, or a {@code --measure-s} below 1
+ * stops it with exit code 2. A figure of gossip.json that has no value (a ratio over a zero:
+ * no full snapshots, no blocks cached at {@code --rate 0}) is null, never NaN or Infinity.
  */
 public final class GossipBenchmarkMain {
 
@@ -84,8 +87,8 @@ public final class GossipBenchmarkMain {
      * that a flag given wins over {@code --quick} wherever it stands.
      *
      * @throws IllegalArgumentException for an unknown flag, a flag without its value or given
-     *     twice, a value that is not a number, or {@code --sizes} with
-     *     {@code --skip-dissemination}
+     *     twice, a value that is not a number, a {@code --measure-s} below 1, or {@code --sizes}
+     *     with {@code --skip-dissemination}
      */
     static Options parse(String[] args) {
       Map<String, String> given = new HashMap<>();
@@ -106,6 +109,10 @@ public final class GossipBenchmarkMain {
         throw new IllegalArgumentException("--sizes and --skip-dissemination contradict");
       }
       boolean quick = given.containsKey("--quick");
+      if (value(given, "--measure-s", "1", Integer::parseInt) < 1) {
+        throw new IllegalArgumentException("--measure-s must be at least 1, not "
+            + given.get("--measure-s") + " (every rate is over the measured seconds)");
+      }
       return new Options(
           given.containsKey("--mmlu") ? Path.of(given.get("--mmlu")) : null,
           value(given, "--nodes", "16", Integer::parseInt),
@@ -336,7 +343,7 @@ public final class GossipBenchmarkMain {
     }
 
     String json() {
-      return String.format(Locale.ROOT,
+      return ResultsJson.format(
           "{\"meanSeconds\": %.3f, \"p50Seconds\": %.3f, \"p99Seconds\": %.3f,"
               + " \"fractionCurrent\": %.4f, \"samples\": %d}",
           mean(), quantile(0.5), quantile(0.99), current(), samples.size());
@@ -585,7 +592,7 @@ public final class GossipBenchmarkMain {
               + "(of which store numbers %.0f), update headers %.0f",
           snapParts[0], snapParts[4], snapParts[6], snapParts[1]));
     }
-    json.append(String.format(Locale.ROOT, "  {\n    \"nodes\": %d, \"requestsPerSecondPerNode\": %.2f,"
+    json.append(ResultsJson.format("  {\n    \"nodes\": %d, \"requestsPerSecondPerNode\": %.2f,"
             + " \"workload\": \"%s\", \"capacityTokens\": %d, \"warmupSeconds\": %d,"
             + " \"measureSeconds\": %d,"
             + " \"intervalMs\": 1000, \"oneWayDelayMs\": %.1f, \"fanout\": %d,\n"
@@ -617,7 +624,7 @@ public final class GossipBenchmarkMain {
         n, rate, workload, capacity, warmupS, measureS, delayNanos / 1e6, fanout, blocksPerNode,
         deltaRate, fullRate, ratio, full4Rate, deltaRate / full4Rate, fullAllRate,
         deltaRate / fullAllRate,
-        snapshotMode ? String.format(Locale.ROOT, "{\"bytesPerNodePerSecond\": %.1f,"
+        snapshotMode ? ResultsJson.format("{\"bytesPerNodePerSecond\": %.1f,"
                 + " \"deltaOverIt\": %.6f, \"measureSeconds\": %d, \"digests\": %.1f,"
                 + " \"snapshotChunks\": %.1f, \"storeNumbersInChunks\": %.1f,"
                 + " \"updateHeaders\": %.1f}", snapRate, deltaRate / snapRate,
@@ -808,7 +815,7 @@ public final class GossipBenchmarkMain {
         worst(worst99, reached99, changes), worst(worstAll, reachedAll, changes), target,
         met ? "met" : "MISSED", idleBytes);
     System.out.println(line);
-    json.append(String.format(Locale.ROOT,
+    json.append(ResultsJson.format(
         "    {\"nodes\": %d, \"fanout\": %d, \"changes\": %d, \"formRounds\": %d,"
             + " \"meanRoundsTo99\": %s, \"worstRoundsTo99\": %s, \"worstRoundsTo100\": %s,"
             + " \"changesNotAt99\": %d, \"changesNotAt100\": %d,"

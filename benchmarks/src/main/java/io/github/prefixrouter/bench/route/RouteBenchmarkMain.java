@@ -1,6 +1,7 @@
 package io.github.prefixrouter.bench.route;
 
 import io.github.prefixrouter.bench.Flags;
+import io.github.prefixrouter.bench.ResultsJson;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -269,12 +270,12 @@ public final class RouteBenchmarkMain {
     if (!r.everyCall()) {
       return "";
     }
-    StringBuilder sb = new StringBuilder(String.format(Locale.ROOT,
+    StringBuilder sb = new StringBuilder(ResultsJson.format(
         ", \"everyCall\": {\"calls\": %.0f, \"p99AboveNs\": %d, \"p99AtMostNs\": %d, "
             + "\"over\": {", r.calls, r.p99AboveNanos(), r.p99AtMostNanos()));
     long[] t = RouteBenchmark.EveryCall.THRESHOLDS_NANOS;
     for (int i = 0; i < t.length; i++) {
-      sb.append(i > 0 ? ", " : "").append(String.format(Locale.ROOT, "\"%d\": %.0f", t[i],
+      sb.append(i > 0 ? ", " : "").append(ResultsJson.format("\"%d\": %.0f", t[i],
           r.over[i]));
     }
     return sb.append("}}").toString();
@@ -285,13 +286,20 @@ public final class RouteBenchmarkMain {
   }
 
   static String toJson(Collection<RunResult> results, boolean full) {
-    List<Row> rows = rows(results);
+    return toJson(rows(results), full);
+  }
+
+  /**
+   * The JSON of {@code rows}; a figure without a value (a ratio over a percentile of 0, a share
+   * of no calls) is null.
+   */
+  static String toJson(List<Row> rows, boolean full) {
     StringBuilder sb = new StringBuilder();
     sb.append("{\n  \"benchmark\": \"route\",\n  \"mode\": \"").append(full ? "full" : "quick")
         .append("\",\n  \"unit\": \"ns\",\n  \"results\": [\n");
     for (int i = 0; i < rows.size(); i++) {
       Row r = rows.get(i);
-      sb.append(String.format(Locale.ROOT,
+      sb.append(ResultsJson.format(
           "    {\"impl\": \"%s\", \"workload\": \"%s\", \"peers\": %d, \"promptTokens\": %d, "
               + "\"samples\": %d, "
               + "\"mean\": %.1f, \"p50\": %.1f, \"p90\": %.1f, \"p99\": %.1f, \"p999\": %.1f, "
@@ -332,26 +340,26 @@ public final class RouteBenchmarkMain {
       if (p[0] == null) {
         continue;
       }
-      StringBuilder line = new StringBuilder(String.format(Locale.ROOT,
+      StringBuilder line = new StringBuilder(ResultsJson.format(
           "    {\"workload\": \"%s\", \"peers\": %d, \"promptTokens\": %d", p[0].workload,
           p[0].peers, p[0].tokens));
       if (p[3] != null) {
-        line.append(String.format(Locale.ROOT,
+        line.append(ResultsJson.format(
             ", \"withoutCacheOverLibraryP50\": %.2f, \"withoutCacheOverLibraryP99\": %.2f",
             ratio(p[3], p[0], 50), ratio(p[3], p[0], 99)));
       }
       if (p[1] != null) {
-        line.append(String.format(Locale.ROOT,
+        line.append(ResultsJson.format(
             ", \"previousOverLibraryP50\": %.2f, \"previousOverLibraryP99\": %.2f",
             ratio(p[1], p[0], 50), ratio(p[1], p[0], 99)));
       }
       if (p[2] != null) {
-        line.append(String.format(Locale.ROOT,
+        line.append(ResultsJson.format(
             ", \"naiveOverLibraryP50\": %.2f, \"naiveOverLibraryP99\": %.2f",
             ratio(p[2], p[0], 50), ratio(p[2], p[0], 99)));
       }
       if (p[4] != null && p[5] != null) {
-        line.append(String.format(Locale.ROOT,
+        line.append(ResultsJson.format(
             ", \"everyCallShareOver10usLibrary\": %.5f, \"everyCallShareOver10usPrevious\": %.5f",
             p[4].shareOverTarget(), p[5].shareOverTarget()));
       }
@@ -362,7 +370,7 @@ public final class RouteBenchmarkMain {
     for (Row target : targets) {
       if (target.everyCall()) {
         double share = target.shareOverTarget();
-        checks.add(String.format(Locale.ROOT,
+        checks.add(ResultsJson.format(
             "    {\"workload\": \"%s\", \"peers\": 64, \"promptTokens\": 4096, "
                 + "\"impl\": \"%s\", \"p99LimitNs\": %d, \"measuredBy\": \"every call timed\", "
                 + "\"shareOverLimit\": %.5f, \"p99AtMostNs\": %d, \"met\": %b}",
@@ -370,7 +378,7 @@ public final class RouteBenchmarkMain {
             share <= 0.01));
       } else {
         double p99 = target.s.getPercentile(99);
-        checks.add(String.format(Locale.ROOT,
+        checks.add(ResultsJson.format(
             "    {\"workload\": \"%s\", \"peers\": 64, \"promptTokens\": 4096, "
                 + "\"p99LimitNs\": %d, \"measuredBy\": \"JMH sample mode\", "
                 + "\"p99Ns\": %.1f, \"met\": %b}",

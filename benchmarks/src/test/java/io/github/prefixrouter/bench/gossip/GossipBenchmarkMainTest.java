@@ -123,4 +123,25 @@ class GossipBenchmarkMainTest {
     assertThrows(IllegalArgumentException.class,
         () -> parse("--sizes", "4", "--skip-dissemination"));
   }
+
+  /**
+   * With nothing cached (no requests) the ratio over a KV-cache transfer of the blocks cached
+   * is over a zero: gossip.json has null there, not Infinity, and stays valid JSON; a measuring
+   * window of 0 s, which would make every rate NaN, is refused.
+   */
+  @Test
+  void ratiosOverAZeroAreNullInTheJson() {
+    StringBuilder json = new StringBuilder();
+    GossipBenchmarkMain.bandwidth(json, GossipBenchmarkMain.prompts(null, 1),
+        new GossipBenchmarkMain.Case(4096, false), 4, 0, 1, 1, 1, 3, 1, 1_000_000);
+    String text = json.toString();
+    assertTrue(!text.contains("NaN") && !text.contains("Infinity"), text);
+    Map<?, ?> r = (Map<?, ?>) Json.parse(text);
+    assertEquals(0.0, ((Number) r.get("kvTransferBytesPerNodePerSecond")).doubleValue(), text);
+    assertEquals(Json.NULL, r.get("deltaOverKvTransfer"), text);
+    assertEquals("--measure-s must be at least 1, not 0 (every rate is over the measured "
+        + "seconds)", assertThrows(IllegalArgumentException.class,
+            () -> GossipBenchmarkMain.Options.parse(new String[] {"--measure-s", "0"}))
+        .getMessage());
+  }
 }

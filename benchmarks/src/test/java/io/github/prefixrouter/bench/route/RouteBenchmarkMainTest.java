@@ -3,9 +3,13 @@ package io.github.prefixrouter.bench.route;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.internal.json.Json;
 import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.openjdk.jmh.util.ListStatistics;
 
 class RouteBenchmarkMainTest {
 
@@ -30,5 +34,28 @@ class RouteBenchmarkMainTest {
     assertEquals(List.of("4", "64"), o.peers());
     assertEquals(List.of("SHARED"), o.workload());
     assertNull(o.tokens());
+  }
+
+  private static RouteBenchmarkMain.Row row(String impl, double... nanos) {
+    ListStatistics s = new ListStatistics();
+    for (double v : nanos) {
+      s.addValue(v);
+    }
+    return new RouteBenchmarkMain.Row(impl, "FIXED", 4, 512, s, -1, 0, null);
+  }
+
+  /**
+   * A library p50 and p99 of 0 ns (below the timer's resolution) make the ratios over it
+   * undefined: route.json has null there, not Infinity or NaN, and stays valid JSON.
+   */
+  @Test
+  void ratiosOverAZeroPercentileAreNullInTheJson() {
+    String json = RouteBenchmarkMain.toJson(List.of(row("decide", 0, 0, 0),
+        row("previousDecide", 40, 50, 60), row("naivePerPeerScan", 0, 0, 0)), false);
+    assertTrue(!json.contains("NaN") && !json.contains("Infinity"), json);
+    Map<?, ?> ratios = (Map<?, ?>) ((List<?>) ((Map<?, ?>) Json.parse(json)).get("ratios"))
+        .get(0);
+    assertEquals(Json.NULL, ratios.get("previousOverLibraryP50"), json);
+    assertEquals(Json.NULL, ratios.get("naiveOverLibraryP99"), json);
   }
 }
