@@ -3,6 +3,7 @@ package io.github.prefixrouter.bench.tree;
 import static io.github.prefixrouter.bench.ResultsJson.num;
 import static io.github.prefixrouter.bench.ResultsJson.str;
 
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.bench.ResultsJson;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -14,6 +15,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.runner.Runner;
@@ -70,26 +72,39 @@ public final class TreeBenchmarkMain {
     }
   }
 
+  static final String USAGE = "usage: benchmarks/run tree [--mmlu DIR] [--full] [--out FILE]";
+
+  /** The settings of a run; {@code mmlu} and {@code out} null when not given. */
+  record Options(String mmlu, boolean full, Path out, boolean help) {}
+
+  /**
+   * Parses the command line.
+   *
+   * @throws IllegalArgumentException for an unknown flag, one given twice or one without its
+   *     value
+   */
+  static Options options(String[] args) {
+    Flags f = Flags.parse(args, Set.of("--full", "-h", "--help"), Set.of("--mmlu", "--out"));
+    return new Options(f.string("--mmlu", null), f.has("--full"),
+        f.has("--out") ? Path.of(f.string("--out", null)) : null, f.has("-h") || f.has("--help"));
+  }
+
   public static void main(String[] args) throws RunnerException, IOException {
-    String mmlu = null;
-    boolean full = false;
-    Path out = null;
-    for (int i = 0; i < args.length; i++) {
-      switch (args[i]) {
-        case "--mmlu" -> mmlu = requireValue(args, ++i, "--mmlu");
-        case "--full" -> full = true;
-        case "--out" -> out = Path.of(requireValue(args, ++i, "--out"));
-        case "-h", "--help" -> {
-          System.out.println("usage: benchmarks/run tree [--mmlu DIR] [--full] [--out FILE]");
-          return;
-        }
-        default -> {
-          System.err.println("unknown argument " + args[i]
-              + "; usage: benchmarks/run tree [--mmlu DIR] [--full] [--out FILE]");
-          System.exit(2);
-        }
-      }
+    Options o;
+    try {
+      o = options(args);
+    } catch (IllegalArgumentException e) {
+      System.err.println(USAGE);
+      Flags.refuse(e);
+      return;
     }
+    if (o.help()) {
+      System.out.println(USAGE);
+      return;
+    }
+    String mmlu = o.mmlu();
+    boolean full = o.full();
+    Path out = o.out();
     if (mmlu != null) {
       try {
         TreeWorkload.useMmlu(Path.of(mmlu));
@@ -215,14 +230,6 @@ public final class TreeBenchmarkMain {
     return opts;
   }
 
-  private static String requireValue(String[] args, int i, String flag) {
-    if (i >= args.length) {
-      System.err.println(flag + " needs a value");
-      System.exit(2);
-    }
-    return args[i];
-  }
-
   static String key(String impl, String workload) {
     return impl + "|" + workload;
   }
@@ -256,6 +263,18 @@ public final class TreeBenchmarkMain {
     return bad;
   }
 
+  /** A row of the printed table; a figure not measured (the LRU tree's match) is "-". */
+  static String tableRow(Row r) {
+    return String.format(Locale.ROOT, "%-12s %-22s %12s %12s %12s %14s %12s", r.workload,
+        r.impl, fmtNs(r.matchP50), fmtNs(r.matchMean), fmtRate(r.matchMean),
+        fmtRate(r.insertNs), Double.isNaN(r.bytesPerToken()) ? "-"
+            : String.format(Locale.ROOT, "%.2f", r.bytesPerToken()));
+  }
+
+  private static String fmtNs(double ns) {
+    return Double.isNaN(ns) ? "-" : String.format(Locale.ROOT, "%.0f ns", ns);
+  }
+
   static Row better(Map<String, Row> rows, String w, java.util.function.ToDoubleFunction<Row> f,
       boolean lowerIsBetter) {
     Row best = null;
@@ -277,10 +296,7 @@ public final class TreeBenchmarkMain {
     System.out.printf(Locale.ROOT, "%-12s %-22s %12s %12s %12s %14s %12s%n", "workload",
         "implementation", "match p50", "match mean", "match/s", "insert/s", "bytes/token");
     for (Row r : rows.values()) {
-      System.out.printf(Locale.ROOT, "%-12s %-22s %9.0f ns %9.0f ns %12s %14s %12s%n", r.workload,
-          r.impl, r.matchP50, r.matchMean, fmtRate(r.matchMean), fmtRate(r.insertNs),
-          Double.isNaN(r.bytesPerToken()) ? "-" : String.format(Locale.ROOT, "%.2f",
-              r.bytesPerToken()));
+      System.out.println(tableRow(r));
     }
     System.out.println();
     System.out.println("prefix-tree against the better baseline (match and insert: times faster;"
@@ -320,7 +336,7 @@ public final class TreeBenchmarkMain {
         : String.format(Locale.ROOT, "%.1f k", perSecond / 1e3);
   }
 
-  private static String toJson(Map<String, Row> rows, boolean full, String mmlu, double seconds) {
+  static String toJson(Map<String, Row> rows, boolean full, String mmlu, double seconds) {
     StringBuilder b = new StringBuilder();
     b.append("{\n");
     b.append("  \"benchmark\": \"tree\",\n");
