@@ -63,28 +63,84 @@ public final class TreeAbMain {
     }
   }
 
-  public static void main(String[] args) throws Exception {
-    String mmlu = null;
-    int rounds = 400;
-    String only = null;
-    int row = -1;
+  static final String USAGE = "usage: TreeAbMain [--mmlu DIR] [--rounds N] [--workload NAME]"
+      + " OLD_CLASSPATH NEW_CLASSPATH";
+
+  /**
+   * The settings of a run: {@code workload} null for all of them, {@code row} -1 in the parent
+   * (the children get {@code --row}).
+   */
+  record Options(String mmlu, int rounds, String workload, int row, String oldCp,
+      String newCp) {}
+
+  /**
+   * Parses the command line: the flags, then the two class paths.
+   *
+   * @throws IllegalArgumentException for an unknown flag (anything else that starts with
+   *     {@code --}), a flag given twice or without its value, a {@code --rounds} below 1, a
+   *     {@code --workload} that is not one of {@link TreeWorkload#NAMES}, or other than two
+   *     class paths
+   */
+  static Options options(String[] args) {
+    Map<String, String> given = new LinkedHashMap<>();
     List<String> cps = new ArrayList<>();
     for (int i = 0; i < args.length; i++) {
-      switch (args[i]) {
-        case "--mmlu" -> mmlu = args[++i];
-        case "--rounds" -> rounds = Integer.parseInt(args[++i]);
-        case "--workload" -> only = args[++i];
-        case "--row" -> row = Integer.parseInt(args[++i]);
-        default -> cps.add(args[i]);
+      String a = args[i];
+      if (!a.startsWith("--")) {
+        cps.add(a);
+        continue;
+      }
+      if (!List.of("--mmlu", "--rounds", "--workload", "--row").contains(a)) {
+        throw new IllegalArgumentException("unknown flag " + a);
+      }
+      if (i + 1 >= args.length) {
+        throw new IllegalArgumentException(a + " needs a value");
+      }
+      if (given.put(a, args[++i]) != null) {
+        throw new IllegalArgumentException(a + " is given twice");
       }
     }
-    if (cps.size() != 2) {
-      System.err.println("usage: TreeAbMain [--mmlu DIR] [--rounds N] [--workload NAME]"
-          + " OLD_CLASSPATH NEW_CLASSPATH");
-      System.exit(2);
+    String workload = given.get("--workload");
+    if (workload != null && !Arrays.asList(TreeWorkload.NAMES).contains(workload)) {
+      throw new IllegalArgumentException("--workload: unknown workload '" + workload
+          + "' (one of " + String.join(", ", TreeWorkload.NAMES) + ")");
     }
-    if (row >= 0) {
-      child(mmlu, rounds, only, row, cps.get(0), cps.get(1));
+    int rounds = whole(given, "--rounds", 400);
+    if (rounds < 1) {
+      throw new IllegalArgumentException("--rounds must be at least 1, not " + rounds);
+    }
+    int row = whole(given, "--row", -1);
+    if (given.containsKey("--row") && (row < 0 || row > 3)) {
+      throw new IllegalArgumentException("--row must be 0 to 3, not " + row);
+    }
+    if (cps.size() != 2) {
+      throw new IllegalArgumentException("two class paths are needed, OLD and NEW; got "
+          + cps.size() + (cps.isEmpty() ? "" : ": " + String.join(" ", cps)));
+    }
+    return new Options(given.get("--mmlu"), rounds, workload, row, cps.get(0), cps.get(1));
+  }
+
+  private static int whole(Map<String, String> given, String flag, int dflt) {
+    String v = given.get(flag);
+    try {
+      return v == null ? dflt : Integer.parseInt(v);
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(flag + ": not a whole number: '" + v + "'");
+    }
+  }
+
+  public static void main(String[] args) throws Exception {
+    Options o;
+    try {
+      o = options(args);
+    } catch (IllegalArgumentException e) {
+      System.err.println(USAGE);
+      System.err.println("error: " + e.getMessage());
+      System.exit(2);
+      return;
+    }
+    if (o.row() >= 0) {
+      child(o.mmlu(), o.rounds(), o.workload(), o.row(), o.oldCp(), o.newCp());
     } else {
       parent(args);
     }

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.bench.tree;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import org.junit.jupiter.api.Test;
 
@@ -44,5 +45,31 @@ class TreeAbMainTest {
   void medianOfOddAndEvenCounts() {
     assertEquals(2.0, TreeAbMain.median(new double[] {3, 1, 2}));
     assertEquals(2.5, TreeAbMain.median(new double[] {4, 1, 3, 2}));
+  }
+
+  private static String refused(String... args) {
+    return assertThrows(IllegalArgumentException.class, () -> TreeAbMain.options(args))
+        .getMessage();
+  }
+
+  /**
+   * A misspelt flag is not taken for a class path, a workload that does not exist does not run
+   * nothing, and a repeated or valueless flag is refused.
+   */
+  @Test
+  void badCommandLinesAreRefused() {
+    assertEquals("unknown flag --round", refused("--round", "5", "old.jar", "new.jar"));
+    assertEquals("unknown flag --quick", refused("old.jar", "--quick", "new.jar"));
+    assertEquals("--workload: unknown workload 'bogus' (one of mmlu, random-512, random-4096)",
+        refused("--workload", "bogus", "old.jar", "new.jar"));
+    assertEquals("--rounds is given twice",
+        refused("--rounds", "5", "--rounds", "6", "old.jar", "new.jar"));
+    assertEquals("--rounds must be at least 1, not 0",
+        refused("--rounds", "0", "old.jar", "new.jar"));
+    assertEquals("--mmlu needs a value", refused("old.jar", "new.jar", "--mmlu"));
+    assertEquals("two class paths are needed, OLD and NEW; got 1: old.jar", refused("old.jar"));
+    TreeAbMain.Options o = TreeAbMain.options(
+        new String[] {"--workload", "random-512", "old.jar", "new.jar", "--row", "2"});
+    assertEquals(new TreeAbMain.Options(null, 400, "random-512", 2, "old.jar", "new.jar"), o);
   }
 }
