@@ -126,6 +126,37 @@ public final class LoadGeneratorMain {
     return o;
   }
 
+  /**
+   * The figures of {@code r} for {@code --json} (without the per-node rows): a figure with no
+   * value (a latency percentile when nothing was answered, the time to the first piece when no
+   * piece came) is JSON null, not NaN, which JSON does not have.
+   */
+  static Map<String, Object> summary(LoadDriver.Result r, String description,
+      LoadDriver.Api api, int requests, boolean stream) {
+    Map<String, Object> j = new LinkedHashMap<>();
+    j.put("workload", description);
+    j.put("api", api == LoadDriver.Api.CHAT ? "chat" : "route");
+    j.put("requests", requests);
+    j.put("answered", r.answered().size());
+    j.put("wall_seconds", r.wallNanos() / 1e9);
+    j.put("latency_ms", Map.of("mean", orNull(r.meanLatencyMillis()),
+        "p50", orNull(r.latencyPercentileMillis(50)), "p90", orNull(r.latencyPercentileMillis(90)),
+        "p99", orNull(r.latencyPercentileMillis(99))));
+    if (stream) {
+      j.put("ttft_ms", Map.of("p50", orNull(r.firstPiecePercentileMillis(50)),
+          "p90", orNull(r.firstPiecePercentileMillis(90)),
+          "p99", orNull(r.firstPiecePercentileMillis(99))));
+    }
+    j.put("hit_rate", orNull(r.hitRate()));
+    j.put("forwarded_share", orNull(r.forwardedShare()));
+    j.put("client_failovers", r.clientRetries());
+    return j;
+  }
+
+  private static Object orNull(double v) {
+    return Double.isFinite(v) ? (Object) v : Json.NULL;
+  }
+
   public static void main(String[] args) throws Exception {
     List<String> stops = new ArrayList<>();
     Map<String, String> o = null;
@@ -261,21 +292,7 @@ public final class LoadGeneratorMain {
           row.get("forwarded"), row.get("served_for_peers"), row.get("pushed_back"), row.get("fallbacks"));
     }
     if (o.containsKey("json")) {
-      Map<String, Object> j = new LinkedHashMap<>();
-      j.put("workload", description);
-      j.put("api", api == LoadDriver.Api.CHAT ? "chat" : "route");
-      j.put("requests", requests);
-      j.put("answered", r.answered().size());
-      j.put("wall_seconds", r.wallNanos() / 1e9);
-      j.put("latency_ms", Map.of("mean", r.meanLatencyMillis(), "p50", r.latencyPercentileMillis(50),
-          "p90", r.latencyPercentileMillis(90), "p99", r.latencyPercentileMillis(99)));
-      if (o.containsKey("stream")) {
-        j.put("ttft_ms", Map.of("p50", r.firstPiecePercentileMillis(50),
-            "p90", r.firstPiecePercentileMillis(90), "p99", r.firstPiecePercentileMillis(99)));
-      }
-      j.put("hit_rate", r.hitRate());
-      j.put("forwarded_share", r.forwardedShare());
-      j.put("client_failovers", r.clientRetries());
+      Map<String, Object> j = summary(r, description, api, requests, o.containsKey("stream"));
       j.put("nodes", perNode);
       Files.writeString(Path.of(o.get("json")), Json.write(j) + "\n", StandardCharsets.UTF_8);
     }

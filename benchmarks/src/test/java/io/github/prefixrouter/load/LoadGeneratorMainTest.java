@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.server.LoadDriver;
 import io.github.prefixrouter.workload.SyntheticMmluPrompts;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -109,5 +111,22 @@ class LoadGeneratorMainTest {
         "max-user-chars", "300"), o);
     assertEquals(List.of("a\n", "b"), stops);
     assertNull(LoadGeneratorMain.flags(new String[] {"--nodes", "h:1", "--help"}, stops));
+  }
+
+  /**
+   * A run that got no answer has no latency or time to the first piece: --json writes null
+   * there, not NaN (which JSON has not, so the results file used to be lost to an exception).
+   */
+  @Test
+  void figuresWithoutAValueAreNullInTheJson() {
+    Map<String, Object> j = LoadGeneratorMain.summary(
+        new LoadDriver.Result(List.of(), 2_000_000_000L, 0), "w", LoadDriver.Api.ROUTE, 5, true);
+    String json = Json.write(j);
+    Map<?, ?> back = (Map<?, ?>) Json.parse(json);
+    assertEquals(Json.NULL, ((Map<?, ?>) back.get("latency_ms")).get("p50"), json);
+    assertEquals(Json.NULL, ((Map<?, ?>) back.get("latency_ms")).get("mean"), json);
+    assertEquals(Json.NULL, ((Map<?, ?>) back.get("ttft_ms")).get("p99"), json);
+    assertEquals(2.0, ((Number) back.get("wall_seconds")).doubleValue(), json);
+    assertEquals(0L, ((Number) back.get("answered")).longValue(), json);
   }
 }
