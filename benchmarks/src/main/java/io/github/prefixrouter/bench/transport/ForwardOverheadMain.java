@@ -6,6 +6,7 @@ import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.internal.route.PricingAccess;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
@@ -16,6 +17,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -49,13 +51,23 @@ public final class ForwardOverheadMain {
     }
   }
 
+  /**
+   * The requests to time, {@code --n}.
+   *
+   * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
+   *     or a count below 1
+   */
+  static int requests(String[] args) {
+    return Flags.parse(args, Set.of(), Set.of("--n")).atLeast("--n", 300, 1);
+  }
+
   public static void main(String[] args) throws Exception {
-    int n = 300;
-    for (int i = 0; i < args.length; i++) {
-      switch (args[i]) {
-        case "--n" -> n = Integer.parseInt(args[++i]);
-        default -> throw new IllegalArgumentException("unknown flag " + args[i]);
-      }
+    int n;
+    try {
+      n = requests(args);
+    } catch (IllegalArgumentException e) {
+      Flags.refuse(e);
+      return;
     }
     int p0 = freePort();
     int p1 = freePort();

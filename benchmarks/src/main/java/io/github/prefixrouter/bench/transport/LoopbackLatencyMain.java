@@ -1,5 +1,6 @@
 package io.github.prefixrouter.bench.transport;
 
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.transport.http.HttpTransport;
@@ -17,6 +18,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
@@ -46,18 +48,35 @@ public final class LoopbackLatencyMain {
 
   private LoopbackLatencyMain() {}
 
-  public static void main(String[] args) throws Exception {
-    int rounds = 2;
-    int n = 200;
-    String child = null;
-    for (int i = 0; i < args.length; i++) {
-      switch (args[i]) {
-        case "--rounds" -> rounds = Integer.parseInt(args[++i]);
-        case "--n" -> n = Integer.parseInt(args[++i]);
-        case "--child" -> child = args[++i];
-        default -> throw new IllegalArgumentException("unknown flag " + args[i]);
-      }
+  /** The settings of a run; {@code child} is null but in the child JVMs. */
+  record Options(int rounds, int n, String child) {}
+
+  /**
+   * Parses the command line.
+   *
+   * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
+   *     a count below 1, or a {@code --child} other than {@code transport}
+   */
+  static Options options(String[] args) {
+    Flags f = Flags.parse(args, Set.of(), Set.of("--rounds", "--n", "--child"));
+    String child = f.string("--child", null);
+    if (child != null && !child.equals("transport")) {
+      throw new IllegalArgumentException("--child: unknown value '" + child + "'");
     }
+    return new Options(f.atLeast("--rounds", 2, 1), f.atLeast("--n", 200, 1), child);
+  }
+
+  public static void main(String[] args) throws Exception {
+    Options o;
+    try {
+      o = options(args);
+    } catch (IllegalArgumentException e) {
+      Flags.refuse(e);
+      return;
+    }
+    int rounds = o.rounds();
+    int n = o.n();
+    String child = o.child();
     if ("transport".equals(child)) {
       for (Map.Entry<String, Double> e : transportMedians(n).entrySet()) {
         System.out.println("RESULT " + e.getKey() + " " + e.getValue());
