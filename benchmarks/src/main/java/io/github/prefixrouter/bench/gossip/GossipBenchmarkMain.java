@@ -553,19 +553,19 @@ public final class GossipBenchmarkMain {
     String line = String.format(Locale.ROOT,
         "bandwidth: %d nodes, %.1f req/s/node, %s, one-way delay %.0f ms, capacity %d tokens "
             + "(%.0f blocks cached/node): delta gossip %.0f B/node/s; own snapshot to %d peers "
-            + "per round, 8-byte hashes %.0f B/node/s (delta/full = %.2f%%), 4-byte fingerprints "
-            + "%.0f B/node/s (delta/full4 = %.2f%%); own snapshot to all %d peers per round, "
-            + "4-byte fingerprints %.0f B/node/s (delta/that = %.2f%%); "
+            + "per round, 8-byte hashes %.0f B/node/s (delta/full = %s), 4-byte fingerprints "
+            + "%.0f B/node/s (delta/full4 = %s); own snapshot to all %d peers per round, "
+            + "4-byte fingerprints %.0f B/node/s (delta/that = %s); "
             + "same protocol sending full snapshots %s; "
-            + "KV transfer of the same new prefixes %.0f B/node/s (gossip = %.5f%% of it), "
+            + "KV transfer of the same new prefixes %.0f B/node/s (gossip = %s of it), "
             + "replica index %.1f B/block (of which store numbers %.1f), mean replica error "
             + "%.4f%%, snapshot chunks in window %d, unresolved evictions %d",
         n, rate, workload, delayNanos / 1e6, capacity, blocksPerNode, deltaRate, fanout,
-        fullRate, 100 * ratio, full4Rate, 100 * deltaRate / full4Rate, n - 1, fullAllRate,
-        100 * deltaRate / fullAllRate,
-        snapshotMode ? String.format(Locale.ROOT, "%.0f B/node/s (delta/that = %.3f%%, over %d s)",
-            snapRate, 100 * deltaRate / snapRate, snapshotModeMeasureS) : "not run",
-        kvRate, 100 * deltaRate / kvRate, indexBytes / (double) Math.max(1, pairs),
+        fullRate, percent(ratio, 2), full4Rate, percent(deltaRate / full4Rate, 2), n - 1,
+        fullAllRate, percent(deltaRate / fullAllRate, 2),
+        snapshotMode ? String.format(Locale.ROOT, "%.0f B/node/s (delta/that = %s, over %d s)",
+            snapRate, percent(deltaRate / snapRate, 3), snapshotModeMeasureS) : "not run",
+        kvRate, percent(deltaRate / kvRate, 5), indexBytes / (double) Math.max(1, pairs),
         orderBytes / (double) Math.max(1, pairs), 100 * err / Math.max(1, samples),
         snapshotsInWindow, unresolved);
     System.out.println(line);
@@ -830,6 +830,15 @@ public final class GossipBenchmarkMain {
     return reached == changes ? String.format(Locale.ROOT, "%.1f", r)
         : String.format(Locale.ROOT, "over %d (%d of %d changes)", DISSEMINATION_ROUNDS,
             changes - reached, changes);
+  }
+
+  /**
+   * A ratio as a percentage with {@code digits} decimals, or "-" for one over a zero (JSON has
+   * null there).
+   */
+  static String percent(double ratio, int digits) {
+    return Double.isFinite(ratio) ? String.format(Locale.ROOT, "%." + digits + "f%%", 100 * ratio)
+        : "-";
   }
 
   /** Rounds as a JSON number, or null when unknown. */

@@ -126,14 +126,24 @@ class GossipBenchmarkMainTest {
 
   /**
    * With nothing cached (no requests) the ratio over a KV-cache transfer of the blocks cached
-   * is over a zero: gossip.json has null there, not Infinity, and stays valid JSON; a measuring
+   * is over a zero: gossip.json has null there, not Infinity, and stays valid JSON, and the
+   * printed line shows "-" for it; a measuring
    * window of 0 s, which would make every rate NaN, is refused.
    */
   @Test
   void ratiosOverAZeroAreNullInTheJson() {
     StringBuilder json = new StringBuilder();
-    GossipBenchmarkMain.bandwidth(json, GossipBenchmarkMain.prompts(null, 1),
-        new GossipBenchmarkMain.Case(4096, false), 4, 0, 1, 1, 1, 3, 1, 1_000_000);
+    java.io.ByteArrayOutputStream printed = new java.io.ByteArrayOutputStream();
+    java.io.PrintStream stdout = System.out;
+    System.setOut(new java.io.PrintStream(printed, true, java.nio.charset.StandardCharsets.UTF_8));
+    try {
+      GossipBenchmarkMain.bandwidth(json, GossipBenchmarkMain.prompts(null, 1),
+          new GossipBenchmarkMain.Case(4096, false), 4, 0, 1, 1, 1, 3, 1, 1_000_000);
+    } finally {
+      System.setOut(stdout);
+    }
+    String line = printed.toString(java.nio.charset.StandardCharsets.UTF_8);
+    assertTrue(line.contains("(gossip = - of it)") && !line.contains("Infinity"), line);
     String text = json.toString();
     assertTrue(!text.contains("NaN") && !text.contains("Infinity"), text);
     Map<?, ?> r = (Map<?, ?>) Json.parse(text);
