@@ -109,6 +109,13 @@ public final class GossipEngine {
     final long storeCount;
     final long[][] chunks;
     final long[][] stores;
+    /** Blocks of each chunk received, kept or dropped. */
+    final int[] counts;
+    /** The sender of the first chunk, and the generation known for it then. */
+    final String sender;
+    final long senderGeneration;
+    /** Another sender (or the same one restarted) sent chunks too. */
+    boolean mixed;
     int received;
     /** Blocks kept (they count toward the pending caps). */
     long hashes;
@@ -116,12 +123,16 @@ public final class GossipEngine {
     long dropped;
     long lastProgressNanos;
 
-    Assembly(long generation, long version, long storeCount, int chunkCount, long now) {
+    Assembly(long generation, long version, long storeCount, int chunkCount, String sender,
+        long senderGeneration, long now) {
       this.generation = generation;
       this.version = version;
       this.storeCount = storeCount;
       this.chunks = new long[chunkCount][];
       this.stores = new long[chunkCount][];
+      this.counts = new int[chunkCount];
+      this.sender = sender;
+      this.senderGeneration = senderGeneration;
       this.lastProgressNanos = now;
     }
   }
@@ -1818,44 +1829,62 @@ public final class GossipEngine {
     }
   }
 
+  /**
+   * Encodes a snapshot as chunks of at most {@code messageByteCap} bytes, split evenly: chunk
+   * {@code i} of {@code n} holds the blocks from {@code floor(i * total / n)} to
+   * {@code floor((i + 1) * total / n)}; {@code n} starts at the bytes over the room a chunk
+   * has, rounded up, and grows while a chunk does not fit. The boundaries then depend on the
+   * blocks and the chunk count alone, so chunks of the same (origin, generation, version, chunk
+   * count) from senders with different caps are the same chunks, and a peer may assemble them
+   * from several senders; filled to the cap, the same count of chunks split at other
+   * boundaries, and a mix lacked the blocks between them.
+   */
   private CachedSnapshot encodeSnapshot(String origin, long gen, LocalSummary.Snapshot s) {
     int budget = config.messageByteCap()
         - GossipCodec.chunkOverhead(origin, gen, s.version(), s.storeCount());
     long[] h = s.hashes();
     long[] st = s.stores();
-    // chunk boundaries: each block costs its store-number gap (the first of a chunk: the store
-    // number itself) plus its fingerprint
-    List<Integer> starts = new ArrayList<>();
-    List<Long> storeBytesPerChunk = new ArrayList<>();
-    starts.add(0);
-    storeBytesPerChunk.add(0L);
-    int used = 0;
+    // a block costs its store-number gap (the first of a chunk: the store number itself) plus
+    // its fingerprint; gapBytes[i] sums the gaps' varints before block i
+    long[] gapBytes = new long[h.length + 1];
     for (int i = 0; i < h.length; i++) {
-      boolean first = i == starts.get(starts.size() - 1);
-      int size = ByteWriter.varLongSize(first ? st[i] : st[i] - st[i - 1]) + BlockFingerprint.BYTES;
-      if (!first && used + size > budget) {
-        starts.add(i);
-        storeBytesPerChunk.add(0L);
-        size = ByteWriter.varLongSize(st[i]) + BlockFingerprint.BYTES;
-        used = 0;
-      }
-      used += size;
-      int last = storeBytesPerChunk.size() - 1;
-      storeBytesPerChunk.set(last, storeBytesPerChunk.get(last) + size - BlockFingerprint.BYTES);
+      gapBytes[i + 1] = gapBytes[i] + ByteWriter.varLongSize(i == 0 ? st[0] : st[i] - st[i - 1]);
     }
-    int count = starts.size();
-    long[] storeBytes = storeBytesPerChunk.stream().mapToLong(Long::longValue).toArray();
+    long total = gapBytes[h.length] + (long) h.length * BlockFingerprint.BYTES;
+    int count = (int) Math.max(1, Math.min(Math.max(h.length, 1), (total + budget - 1) / budget));
+    long[] storeBytes;
+    while (true) {
+      storeBytes = new long[count];
+      long largest = 0;
+      for (int i = 0; i < count; i++) {
+        int from = (int) evenStart(i, count, h.length);
+        int to = (int) evenStart(i + 1, count, h.length);
+        storeBytes[i] = from == to ? 0 : gapBytes[to] - gapBytes[from + 1]
+            + ByteWriter.varLongSize(st[from]);
+        largest = Math.max(largest, storeBytes[i] + (long) (to - from) * BlockFingerprint.BYTES);
+      }
+      if (largest <= budget || count >= h.length) {
+        break;
+      }
+      // more chunks, in proportion to the excess (uneven gaps), so that this takes few passes
+      count = (int) Math.min(h.length, Math.max(count + 1L, count * largest / budget + 1));
+    }
     List<byte[]> chunks = new ArrayList<>(count);
     long bytes = 0;
     for (int i = 0; i < count; i++) {
-      int from = starts.get(i);
-      int to = i + 1 < count ? starts.get(i + 1) : h.length;
+      int from = (int) evenStart(i, count, h.length);
+      int to = (int) evenStart(i + 1, count, h.length);
       byte[] b = codec.encode(new SnapshotChunk(origin, gen, s.version(), s.storeCount(), i,
           count, Arrays.copyOfRange(st, from, to), Arrays.copyOfRange(h, from, to)));
       chunks.add(b);
       bytes += b.length;
     }
     return new CachedSnapshot(gen, s.version(), chunks, bytes, storeBytes);
+  }
+
+  /** The chunks, encoded, that this node sends of snapshot {@code s} of {@code origin}. */
+  List<byte[]> snapshotChunks(String origin, long gen, LocalSummary.Snapshot s) {
+    return encodeSnapshot(origin, gen, s).chunks();
   }
 
   private void snapshotCacheRemove(String origin) {
@@ -2162,6 +2191,8 @@ public final class GossipEngine {
         && (c.version() < m.version || (c.version() == m.version && !m.refreshing)))) {
       return; // not newer than the replica (nor the fresh copy a truncated one asked for)
     }
+    Member sentBy = members.get(from.nodeId());
+    long senderGeneration = sentBy == null ? 0 : sentBy.generation;
     Assembly a = m.pending;
     if (a != null && (a.generation != c.generation() || a.version != c.version()
         || a.chunks.length != c.chunkCount() || a.storeCount != c.storeCount())) {
@@ -2177,7 +2208,7 @@ public final class GossipEngine {
     if (a == null) {
       // a chunk holds at least messageByteCap / 16 blocks: an origin of up to 16 times the
       // per-peer cap fits (its snapshot installs truncated), a larger one starts a truncated
-      // replica from this chunk; the chunk slots of all assemblies (8 bytes each) are held to
+      // replica from this chunk; the chunk slots of all assemblies (12 bytes each) are held to
       // maxBlocksTotal
       long maxChunks = OVERSIZED_ORIGIN_FACTOR * config.maxBlocksPerPeer()
           / Math.max(1, config.messageByteCap() / 16) + 2;
@@ -2189,13 +2220,18 @@ public final class GossipEngine {
         count(GossipCounter.REJECTED, 1);
         return;
       }
-      a = new Assembly(c.generation(), c.version(), c.storeCount(), c.chunkCount(), now);
+      a = new Assembly(c.generation(), c.version(), c.storeCount(), c.chunkCount(),
+          from.nodeId(), senderGeneration, now);
       m.pending = a;
       pendingChunks += c.chunkCount();
     }
     if (a.chunks[c.chunkIndex()] != null) {
       return; // duplicate
     }
+    if (!a.sender.equals(from.nodeId()) || a.senderGeneration != senderGeneration) {
+      a.mixed = true;
+    }
+    a.counts[c.chunkIndex()] = c.hashes().length;
     if (pendingHashes + c.hashes().length > config.maxBlocksTotal()
         || a.hashes + c.hashes().length > config.maxBlocksPerPeer() + (long) c.hashes().length) {
       // past a cap: the chunk counts as received without its blocks, and the snapshot installs
@@ -2215,9 +2251,12 @@ public final class GossipEngine {
     if (a.received < a.chunks.length) {
       return;
     }
-    // complete: install
+    // complete: install. Chunks of several senders are one snapshot only if they were split at
+    // the same boundaries, which nothing in a chunk pins: senders split evenly (encodeSnapshot),
+    // so a mix must show the even split of its blocks; one of a sender that splits otherwise
+    // (a release that filled each chunk to its messageByteCap) may lack blocks between chunks
     if ((a.generation > m.generation && !adoptsGeneration(m, thirdParty, now))
-        || !ascending(a.stores)) {
+        || !ascending(a.stores) || (a.mixed && !evenSplit(a.counts))) {
       dropPending(m);
       count(GossipCounter.REJECTED, 1);
       return;
@@ -2265,6 +2304,30 @@ public final class GossipEngine {
       index.refuse(m.slot);
       count(GossipCounter.BLOCKS_REFUSED, 1);
     }
+  }
+
+  /**
+   * True if {@code counts}, the blocks of each chunk, are the even split of their sum that
+   * {@link #encodeSnapshot} makes: chunk {@code i} of {@code n} holds the blocks from
+   * {@code floor(i * total / n)} to {@code floor((i + 1) * total / n)}.
+   */
+  static boolean evenSplit(int[] counts) {
+    long total = 0;
+    for (int k : counts) {
+      total += k;
+    }
+    int n = counts.length;
+    for (int i = 0; i < n; i++) {
+      if (counts[i] != evenStart(i + 1, n, total) - evenStart(i, n, total)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** Where chunk {@code i} of {@code n} of an even split of {@code total} blocks starts. */
+  static long evenStart(int i, int n, long total) {
+    return total * i / n;
   }
 
   /** True if the store numbers of the chunks, in chunk order, ascend strictly. */
