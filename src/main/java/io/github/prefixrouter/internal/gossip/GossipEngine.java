@@ -270,9 +270,35 @@ public final class GossipEngine {
   /** Rounds a snapshot assembly is kept without receiving a new chunk. */
   private static final int ASSEMBLY_PATIENCE = 16;
 
-  /** An encoded snapshot; {@code storeBytes[i]} bytes of chunk {@code i} are store numbers. */
-  private record CachedSnapshot(long generation, long version, List<byte[]> chunks, long bytes,
-      long[] storeBytes) {}
+  /**
+   * An encoded snapshot; {@code storeBytes[i]} bytes of chunk {@code i} are store numbers;
+   * {@code sentNanos} is when it was last encoded or sent chunks.
+   */
+  private static final class CachedSnapshot {
+    final long generation;
+    final long version;
+    final List<byte[]> chunks;
+    final long bytes;
+    final long[] storeBytes;
+    long sentNanos;
+
+    CachedSnapshot(long generation, long version, List<byte[]> chunks, long bytes,
+        long[] storeBytes, long sentNanos) {
+      this.generation = generation;
+      this.version = version;
+      this.chunks = chunks;
+      this.bytes = bytes;
+      this.storeBytes = storeBytes;
+      this.sentNanos = sentNanos;
+    }
+  }
+
+  /**
+   * How many times its bound ({@code 4 × snapshotBytesPerExchange}) the snapshot cache may hold
+   * in snapshots sent within the last {@link #ASSEMBLY_PATIENCE} intervals, which peers may
+   * still be assembling.
+   */
+  private static final int SNAPSHOT_CACHE_IN_USE_FACTOR = 4;
 
   /**
    * What one exchange may still send in snapshot chunks ({@code snapshotBytesPerExchange} at
@@ -893,7 +919,8 @@ public final class GossipEngine {
       if (index.pairs() > config.maxBlocksTotal()) {
         throw new IllegalStateException("replica pairs over cap");
       }
-      if (snapshotCacheBytes > snapshotCacheMaxBytes && snapshotCache.size() > 1) {
+      if (snapshotCacheBytes > SNAPSHOT_CACHE_IN_USE_FACTOR * snapshotCacheMaxBytes
+          && snapshotCache.size() > 1) {
         throw new IllegalStateException("snapshot cache over cap");
       }
     } finally {
@@ -1779,8 +1806,9 @@ public final class GossipEngine {
   private void sendSnapshot(PeerAddress to, String origin, long gen, List<Outgoing> chunks,
       SnapshotBudget snapshotBudget, Supplier<LocalSummary.Snapshot> take,
       java.util.function.LongPredicate stillUseful) {
+    long now = clock.nanoTime();
     CachedSnapshot c = snapshotCache.get(origin);
-    if (c == null || c.generation() != gen || !stillUseful.test(c.version())) {
+    if (c == null || c.generation != gen || !stillUseful.test(c.version)) {
       if (snapshotBudget.full) {
         // a chunk of this exchange did not fit already: encoding another snapshot (O(blocks),
         // under the lock) would be wasted work; the next exchange serves it
@@ -1788,25 +1816,31 @@ public final class GossipEngine {
       }
       snapshotCacheRemove(origin);
       LocalSummary.Snapshot s = take.get();
-      c = encodeSnapshot(origin, gen, s);
+      c = encodeSnapshot(origin, gen, s, now);
       count(GossipCounter.SNAPSHOTS_ENCODED, 1);
       // cached whatever its size (one larger than the cache is held alone): a snapshot of more
       // than one exchange's budget completes at a peer only if later exchanges send chunks of
       // the same version, and re-encoded at every exchange it took a new version each time the
-      // origin had changed since, so that no peer ever completed it
+      // origin had changed since, so that no peer ever completed it. For the same reason a
+      // snapshot sent within the patience of an assembly is kept while the cache holds at most
+      // SNAPSHOT_CACHE_IN_USE_FACTOR times its bound: two snapshots each over half the bound,
+      // sent in turn, pushed each other out, and each re-encoding took a new version, so that
+      // peers collecting them started over at every exchange, for ever
       snapshotCache.put(origin, c);
-      snapshotCacheBytes += c.bytes();
+      snapshotCacheBytes += c.bytes;
+      long inUse = ASSEMBLY_PATIENCE * config.intervalNanos();
       Iterator<Map.Entry<String, CachedSnapshot>> it = snapshotCache.entrySet().iterator();
       while (snapshotCacheBytes > snapshotCacheMaxBytes && it.hasNext()) {
         Map.Entry<String, CachedSnapshot> e = it.next();
-        if (e.getKey().equals(origin)) {
+        if (e.getKey().equals(origin) || (now - e.getValue().sentNanos <= inUse
+            && snapshotCacheBytes <= SNAPSHOT_CACHE_IN_USE_FACTOR * snapshotCacheMaxBytes)) {
           continue;
         }
-        snapshotCacheBytes -= e.getValue().bytes();
+        snapshotCacheBytes -= e.getValue().bytes;
         it.remove();
       }
     }
-    List<byte[]> all = c.chunks();
+    List<byte[]> all = c.chunks;
     int n = all.size();
     int start = n == 1 ? 0 : random.nextInt(n);
     boolean any = false;
@@ -1821,10 +1855,11 @@ public final class GossipEngine {
       chunks.add(new Outgoing(to, chunk));
       count(GossipCounter.SNAPSHOT_CHUNKS_SENT, 1);
       count(GossipCounter.SNAPSHOT_BYTES_SENT, chunk.length);
-      count(GossipCounter.SNAPSHOT_STORE_NUMBER_BYTES_SENT, c.storeBytes()[k]);
+      count(GossipCounter.SNAPSHOT_STORE_NUMBER_BYTES_SENT, c.storeBytes[k]);
       any = true;
     }
     if (any) {
+      c.sentNanos = now;
       count(GossipCounter.SNAPSHOTS_SENT, 1);
     }
   }
@@ -1839,7 +1874,8 @@ public final class GossipEngine {
    * from several senders; filled to the cap, the same count of chunks split at other
    * boundaries, and a mix lacked the blocks between them.
    */
-  private CachedSnapshot encodeSnapshot(String origin, long gen, LocalSummary.Snapshot s) {
+  private CachedSnapshot encodeSnapshot(String origin, long gen, LocalSummary.Snapshot s,
+      long now) {
     int budget = config.messageByteCap()
         - GossipCodec.chunkOverhead(origin, gen, s.version(), s.storeCount());
     long[] h = s.hashes();
@@ -1879,18 +1915,18 @@ public final class GossipEngine {
       chunks.add(b);
       bytes += b.length;
     }
-    return new CachedSnapshot(gen, s.version(), chunks, bytes, storeBytes);
+    return new CachedSnapshot(gen, s.version(), chunks, bytes, storeBytes, now);
   }
 
   /** The chunks, encoded, that this node sends of snapshot {@code s} of {@code origin}. */
   List<byte[]> snapshotChunks(String origin, long gen, LocalSummary.Snapshot s) {
-    return encodeSnapshot(origin, gen, s).chunks();
+    return encodeSnapshot(origin, gen, s, clock.nanoTime()).chunks;
   }
 
   private void snapshotCacheRemove(String origin) {
     CachedSnapshot c = snapshotCache.remove(origin);
     if (c != null) {
-      snapshotCacheBytes -= c.bytes();
+      snapshotCacheBytes -= c.bytes;
     }
   }
 
