@@ -5,6 +5,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Function;
 
 /**
  * The command line of a benchmark main: {@code --name value} flags and {@code --name} switches,
@@ -174,6 +175,40 @@ public final class Flags {
       values.add(v);
     }
     return values;
+  }
+
+  /**
+   * Reads a main's command line with {@code parser}, or refuses it ({@link #refuse}) if the
+   * parser throws {@link IllegalArgumentException}.
+   *
+   * @param args the command line
+   * @param parser reads the options, throwing {@link IllegalArgumentException} for bad ones
+   * @param <T> the options
+   * @return the options read
+   */
+  public static <T> T parseOrExit(String[] args, Function<String[], T> parser) {
+    return parseOrExit(args, parser, null);
+  }
+
+  /**
+   * The same, printing {@code usage} (if not null) before the error.
+   *
+   * @param args the command line
+   * @param parser reads the options, throwing {@link IllegalArgumentException} for bad ones
+   * @param usage the main's usage text, or null
+   * @param <T> the options
+   * @return the options read
+   */
+  public static <T> T parseOrExit(String[] args, Function<String[], T> parser, String usage) {
+    try {
+      return parser.apply(args);
+    } catch (IllegalArgumentException e) {
+      if (usage != null) {
+        System.err.println(usage);
+      }
+      refuse(e);
+      throw e; // not reached: refuse exits
+    }
   }
 
   /**

@@ -111,14 +111,7 @@ public final class RouteBenchmarkMain {
   }
 
   public static void main(String[] args) throws RunnerException, IOException {
-    Options opts;
-    try {
-      opts = options(args);
-    } catch (IllegalArgumentException e) {
-      System.err.println(USAGE);
-      Flags.refuse(e);
-      return;
-    }
+    Options opts = Flags.parseOrExit(args, RouteBenchmarkMain::options, USAGE);
     boolean full = opts.full();
     Path out = opts.out();
     ChainedOptionsBuilder o = new OptionsBuilder()

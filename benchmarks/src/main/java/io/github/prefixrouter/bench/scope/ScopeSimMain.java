@@ -78,13 +78,7 @@ public final class ScopeSimMain {
   }
 
   public static void main(String[] args) {
-    Options opts;
-    try {
-      opts = options(args);
-    } catch (IllegalArgumentException e) {
-      Flags.refuse(e);
-      return;
-    }
+    Options opts = Flags.parseOrExit(args, ScopeSimMain::options);
     int seeds = opts.seeds();
     Params p = opts.params();
     System.out.printf(Locale.ROOT, "%d nodes, %d adapters x %d shared system prompts of %d "

@@ -117,13 +117,7 @@ public final class SlotSimMain {
   }
 
   public static void main(String[] args) {
-    Options opts;
-    try {
-      opts = options(args);
-    } catch (IllegalArgumentException e) {
-      Flags.refuse(e);
-      return;
-    }
+    Options opts = Flags.parseOrExit(args, SlotSimMain::options);
     int seeds = opts.seeds();
     List<String> modes = opts.modes();
     Params p = opts.params();

@@ -93,13 +93,7 @@ public final class StallSimMain {
   }
 
   public static void main(String[] args) {
-    Options opts;
-    try {
-      opts = options(args);
-    } catch (IllegalArgumentException e) {
-      Flags.refuse(e);
-      return;
-    }
+    Options opts = Flags.parseOrExit(args, StallSimMain::options);
     int seeds = opts.seeds();
     List<Long> timeouts = opts.timeouts();
     long s = 1_000_000_000L;

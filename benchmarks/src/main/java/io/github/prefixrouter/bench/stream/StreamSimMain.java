@@ -71,13 +71,7 @@ public final class StreamSimMain {
   }
 
   public static void main(String[] args) {
-    Options opts;
-    try {
-      opts = options(args);
-    } catch (IllegalArgumentException e) {
-      Flags.refuse(e);
-      return;
-    }
+    Options opts = Flags.parseOrExit(args, StreamSimMain::options);
     int requests = opts.requests();
     int rounds = opts.rounds();
     long seed = opts.seed();

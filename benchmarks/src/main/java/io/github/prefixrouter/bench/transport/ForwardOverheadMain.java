@@ -62,13 +62,7 @@ public final class ForwardOverheadMain {
   }
 
   public static void main(String[] args) throws Exception {
-    int n;
-    try {
-      n = requests(args);
-    } catch (IllegalArgumentException e) {
-      Flags.refuse(e);
-      return;
-    }
+    int n = Flags.parseOrExit(args, ForwardOverheadMain::requests);
     int p0 = freePort();
     int p1 = freePort();
     PeerAddress a0 = new PeerAddress("n0", "127.0.0.1:" + p0);

@@ -67,13 +67,7 @@ public final class LoopbackLatencyMain {
   }
 
   public static void main(String[] args) throws Exception {
-    Options o;
-    try {
-      o = options(args);
-    } catch (IllegalArgumentException e) {
-      Flags.refuse(e);
-      return;
-    }
+    Options o = Flags.parseOrExit(args, LoopbackLatencyMain::options);
     int rounds = o.rounds();
     int n = o.n();
     String child = o.child();

@@ -90,14 +90,7 @@ public final class TreeBenchmarkMain {
   }
 
   public static void main(String[] args) throws RunnerException, IOException {
-    Options o;
-    try {
-      o = options(args);
-    } catch (IllegalArgumentException e) {
-      System.err.println(USAGE);
-      Flags.refuse(e);
-      return;
-    }
+    Options o = Flags.parseOrExit(args, TreeBenchmarkMain::options, USAGE);
     if (o.help()) {
       System.out.println(USAGE);
       return;
