@@ -500,6 +500,25 @@ public final class InMemoryNetwork {
       });
       byte[] copy = payload.clone();
       String from = address.nodeId();
+      synchronized (this) {
+        if (pending.get(id) != p) {
+          // a close() on another thread since the entry was made has failed the request, maybe
+          // before its timer was set (or, on a real scheduler, the timer has already fired):
+          // nothing is sent and no timer stays behind. The check and the send are under this
+          // lock, which close() takes first, so that a close() comes wholly before the send or
+          // after it (the network's lock is only ever taken inside this one, never around it)
+          synchronized (InMemoryNetwork.this) {
+            p.timer.cancel();
+          }
+          return f;
+        }
+        transmitRequest(id, to, from, copy);
+      }
+      return f;
+    }
+
+    /** Sends a registered request, whose answer or refusal completes its entry. */
+    private void transmitRequest(long id, PeerAddress to, String from, byte[] copy) {
       transmit(from, to.nodeId(), copy.length, () -> {
         MemoryTransport dest = lookup(to);
         if (dest == null || dest.closed || dest.handler == null) {
@@ -542,7 +561,6 @@ public final class InMemoryNetwork {
         });
         return true;
       });
-      return f;
     }
 
     /** Hands a message to the handler; false if this transport is closed or not started. */

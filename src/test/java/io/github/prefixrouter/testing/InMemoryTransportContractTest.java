@@ -301,6 +301,42 @@ class InMemoryTransportContractTest {
     assertEquals(1L, net.messagesDropped(), "the late answer is dropped");
   }
 
+  @Test
+  void aRequestThatACloseOnAnotherThreadFailedIsNeitherSentNorTimed() {
+    // close() on another thread could come in after the request's entry was made but before its
+    // timeout timer was set: it failed the request CLOSED, yet the request then set a timer
+    // nobody cancelled and was sent, so the peer ran a request its sender had given up on. The
+    // scheduler below runs that close() at the moment the timer is asked for (on this thread,
+    // so that the interleaving is the same on every run)
+    Transport[] requester = new Transport[1];
+    boolean[] closing = {false};
+    io.github.prefixrouter.spi.Scheduler closesFirst = (delay, task) -> {
+      if (delay == Duration.ofSeconds(7).toNanos() && !closing[0]) {
+        closing[0] = true;
+        requester[0].close();
+      }
+      return sim.schedule(delay, task);
+    };
+    InMemoryNetwork racing =
+        new InMemoryNetwork(sim, closesFirst, new java.util.SplittableRandom(5));
+    requester[0] = racing.transport("a");
+    requester[0].start((from, payload) -> CompletableFuture.completedFuture(payload));
+    Transport b = racing.transport("b");
+    List<byte[]> ran = new java.util.ArrayList<>();
+    b.start((from, payload) -> {
+      ran.add(payload);
+      return CompletableFuture.completedFuture(payload);
+    });
+    CompletableFuture<byte[]> f =
+        requester[0].request(b.localAddress(), new byte[] {1}, Duration.ofSeconds(7));
+    assertTrue(closing[0], "the close did not come in");
+    assertEquals(TransportException.Kind.CLOSED, kindOf(f));
+    assertEquals(0, sim.pendingTasks(), "a timer or a delivery left behind by the failed request");
+    sim.runUntilIdle(1_000);
+    assertEquals(0, ran.size(), "the peer ran a request its sender had given up on");
+    assertEquals(0L, racing.messagesSent(), "the failed request was sent");
+  }
+
   private static TransportException.Kind kindOf(CompletableFuture<byte[]> f) {
     assertTrue(f.isCompletedExceptionally(), "not failed");
     Throwable t = assertThrows(java.util.concurrent.CompletionException.class, f::join).getCause();
