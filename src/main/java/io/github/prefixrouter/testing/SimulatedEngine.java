@@ -26,6 +26,8 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.TreeSet;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.random.RandomGenerator;
 
 /**
@@ -85,8 +87,10 @@ import java.util.random.RandomGenerator;
  * </ul>
  *
  * <p>All time comes from the injected {@link Scheduler}; every future completes from a scheduled
- * task, never on the caller's thread, and outside the engine's lock, so that its callbacks never
- * hold up the engine's other callers. Methods are synchronized so a multi-threaded host may call
+ * task, never on the caller's thread, and outside the engine's lock, as the streamed pieces are
+ * given, so that the host's callbacks and listeners never hold up the engine's other callers. A
+ * request's pieces come one at a time, in order and before its result, also on a scheduler with
+ * several threads. Methods are synchronized so a multi-threaded host may call
  * them, but a simulation normally drives everything from one {@link SimulatedScheduler} thread.
  * Arguments must not be null.
  */
@@ -558,29 +562,61 @@ public final class SimulatedEngine implements InferenceEngine {
   }
 
   /** Gives the next {@code streamChunkTokens} decoded tokens, unless they end the output. */
-  private synchronized void streamStep(Job job) {
-    if (!running.containsKey(job)) {
-      return;
+  private void streamStep(Job job) {
+    synchronized (this) {
+      if (!running.containsKey(job)) {
+        return;
+      }
+      int next = job.streamed + streamChunkTokens;
+      if (next >= job.output.length) {
+        return; // the last piece goes with the result
+      }
+      give(job, next);
     }
-    int next = job.streamed + streamChunkTokens;
-    if (next >= job.output.length) {
-      return; // the last piece goes with the result
+    handOver(job);
+    synchronized (this) {
+      // set after the listener returned, even if it ended the request (the step then does
+      // nothing), as it always was: a simulation's tasks keep their order and count
+      scheduler.schedule(streamStepNanos, () -> streamStep(job));
     }
-    give(job, next);
-    scheduler.schedule(streamStepNanos, () -> streamStep(job));
   }
 
-  /** Gives the listener the output up to {@code end}. */
+  /** Queues the output up to {@code end} for the listener, to be handed over by handOver. */
   private void give(Job job, int end) {
     if (end <= job.streamed) {
       return;
     }
     int[] piece = Arrays.copyOfRange(job.output, job.streamed, end);
     job.streamed = end;
-    try {
-      job.listener.onOutput(piece, "");
-    } catch (RuntimeException | Error e) { // an Error thrown on left the job unfinished
-      job.listener = OutputListener.IGNORE; // a listener must not throw: it gets no more
+    job.outbox.add(() -> {
+      if (job.listenerFailed) {
+        return;
+      }
+      try {
+        job.listener.onOutput(piece, "");
+      } catch (RuntimeException | Error e) { // an Error thrown on left the job unfinished
+        job.listenerFailed = true; // a listener must not throw: it gets no more
+      }
+    });
+  }
+
+  /**
+   * Runs what the job has queued for its host (pieces, then its result), outside the engine's
+   * lock: the listener and the future's callbacks are the host's code, and the engine's other
+   * callers (load() first) must not wait for them. One thread at a time per job, in the order
+   * queued: a thread that finds another at it leaves its items to it, so the pieces of a request
+   * come in order and before its result even on a multi-threaded scheduler.
+   */
+  private static void handOver(Job job) {
+    while (!job.outbox.isEmpty() && job.handingOver.compareAndSet(false, true)) {
+      try {
+        Runnable r;
+        while ((r = job.outbox.poll()) != null) {
+          r.run();
+        }
+      } finally {
+        job.handingOver.set(false);
+      }
     }
   }
 
@@ -609,10 +645,13 @@ public final class SimulatedEngine implements InferenceEngine {
               job.prefillNanos,
               job.decodeNanos);
     }
-    // outside the lock, as every other completion: the future's callbacks are the host's code,
-    // and the engine's other callers (load() first) must not wait for them
-    job.future.complete(result);
-    dispatch();
+    // after the last piece, outside the lock, as every other completion; the next queued
+    // request starts after the future's callbacks ran
+    job.outbox.add(() -> {
+      job.future.complete(result);
+      dispatch();
+    });
+    handOver(job);
   }
 
   /** Inserts the reserved new blocks after the prefill and announces them. */
@@ -713,11 +752,15 @@ public final class SimulatedEngine implements InferenceEngine {
     scheduler.schedule(
         0,
         () -> {
-          if (error != null) {
-            job.future.completeExceptionally(error);
-          } else {
-            job.future.complete(result);
-          }
+          // after any piece still being handed over
+          job.outbox.add(() -> {
+            if (error != null) {
+              job.future.completeExceptionally(error);
+            } else {
+              job.future.complete(result);
+            }
+          });
+          handOver(job);
         });
   }
 
@@ -787,8 +830,14 @@ public final class SimulatedEngine implements InferenceEngine {
     OutputListener listener = OutputListener.IGNORE;
     /** The output, computed at the end of the prefill when someone listens. */
     int[] output;
-    /** Output tokens given to the listener so far. */
+    /** Output tokens queued for the listener so far. */
     int streamed;
+    /** Pieces for the listener, then the completion, to be run outside the engine's lock. */
+    final ConcurrentLinkedQueue<Runnable> outbox = new ConcurrentLinkedQueue<>();
+    /** Whether a thread is running the outbox (one at a time). */
+    final AtomicBoolean handingOver = new AtomicBoolean();
+    /** The listener threw: it gets no more pieces. Used by the outbox's runner only. */
+    boolean listenerFailed;
 
     Job(InferenceRequest request) {
       this.request = request;

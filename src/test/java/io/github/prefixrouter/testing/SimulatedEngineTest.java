@@ -82,6 +82,75 @@ class SimulatedEngineTest {
     }
   }
 
+  @Test
+  void streamedPiecesAreHandedOverOutsideTheEnginesLockInOrderBeforeTheResult()
+      throws Exception {
+    // pieces went to the host's listener inside the engine's lock: while a slow listener ran,
+    // every other thread's load() (which must never block), execute() and cancel() waited for
+    // it. On four scheduler threads the pieces must still come in order, all before the result
+    java.util.concurrent.ScheduledExecutorService pool =
+        java.util.concurrent.Executors.newScheduledThreadPool(4, r -> {
+          Thread t = new Thread(r, "simulated-engine-test");
+          t.setDaemon(true);
+          return t;
+        });
+    try {
+      SimulatedEngine e = SimulatedEngine.builder()
+          .scheduler(io.github.prefixrouter.spi.Schedulers.of(pool))
+          .clock(io.github.prefixrouter.spi.Clock.system())
+          .prefillOverheadNanos(MS).prefillNanosPerToken(0).decodeNanosPerToken(MS / 10)
+          .streamChunkTokens(2).slots(2)
+          .build();
+      java.util.concurrent.CountDownLatch inFirstPiece = new java.util.concurrent.CountDownLatch(1);
+      java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+      List<int[]> pieces = new java.util.concurrent.CopyOnWriteArrayList<>();
+      java.util.concurrent.atomic.AtomicReference<CompletableFuture<EngineResult>> f =
+          new java.util.concurrent.atomic.AtomicReference<>();
+      java.util.concurrent.atomic.AtomicBoolean afterResult =
+          new java.util.concurrent.atomic.AtomicBoolean();
+      f.set(e.execute(new InferenceRequest("s", prompt(1, 32), GenerationParams.greedy(40)),
+          (tokens, text) -> {
+            if (f.get() != null && f.get().isDone()) {
+              afterResult.set(true);
+            }
+            pieces.add(tokens);
+            if (pieces.size() == 1) {
+              inFirstPiece.countDown();
+              try {
+                release.await(30, java.util.concurrent.TimeUnit.SECONDS); // a slow listener
+              } catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+              }
+            }
+          }));
+      assertTrue(inFirstPiece.await(30, java.util.concurrent.TimeUnit.SECONDS));
+      CompletableFuture<EngineLoad> other = new CompletableFuture<>();
+      Thread t = new Thread(() -> {
+        e.execute(InferenceRequest.of("other", prompt(100, 32)));
+        other.complete(e.load());
+      }, "another-caller");
+      t.setDaemon(true);
+      t.start();
+      EngineLoad load;
+      try {
+        load = other.get(5, java.util.concurrent.TimeUnit.SECONDS);
+      } catch (java.util.concurrent.TimeoutException ex) {
+        load = null;
+      }
+      Thread.sleep(20); // the decode (4 ms) ends meanwhile, on another scheduler thread
+      release.countDown();
+      assertNotEquals(null, load,
+          "another thread's execute() and load() while the listener ran did not return");
+      EngineResult res = f.get().get(30, java.util.concurrent.TimeUnit.SECONDS);
+      assertFalse(afterResult.get(), "a piece came after the result");
+      assertArrayEquals(res.outputTokens(),
+          pieces.stream().flatMapToInt(java.util.Arrays::stream).toArray(),
+          "the pieces in order are the result's tokens");
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
   private EngineResult run(SimulatedEngine e, String id, int[] tokens) throws Exception {
     CompletableFuture<EngineResult> f = e.execute(InferenceRequest.of(id, tokens));
     sim.runUntilIdle(1_000_000);
