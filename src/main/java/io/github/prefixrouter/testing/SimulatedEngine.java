@@ -526,9 +526,10 @@ public final class SimulatedEngine implements InferenceEngine {
     job.cachedTokens = cached;
     promptTokens += tokens.length;
     cachedPromptTokens += cached;
-    // reserve room for the new full blocks, evicting unpinned LRU leaves
+    // reserve room for the new full blocks, evicting unpinned LRU leaves (summed in a long: near
+    // 2^31 blocks an int sum overflowed to a negative one, and the evictions were skipped)
     int need = fullBlocks - matched;
-    while (blocks.size() + reservedBlocks + need > capacityBlocks && !evictable.isEmpty()) {
+    while ((long) blocks.size() + reservedBlocks + need > capacityBlocks && !evictable.isEmpty()) {
       evictOne();
     }
     job.reserved = Math.max(0, Math.min(need, capacityBlocks - blocks.size() - reservedBlocks));

@@ -151,6 +151,28 @@ class SimulatedEngineTest {
     }
   }
 
+  @Test
+  void aReservationThatTakesTheCacheBeyondAnIntOfBlocksStillEvicts() throws Exception {
+    // the room check summed cached, reserved and needed blocks in an int: near 2^31 blocks the
+    // sum overflowed to a negative one and the evictions a new request needed were skipped.
+    // One block per token; 2,047 stalled requests of 2^20 tokens reserve 2^31 - 2^20 blocks
+    SimulatedEngine e = engine().blockSize(1).capacityTokens(Integer.MAX_VALUE).slots(4096)
+        .build();
+    run(e, "small", prompt(1, 5));
+    assertEquals(5, e.cachedBlocks());
+    InferenceRequest big = InferenceRequest.of("big", prompt(10_000_000, 1 << 20));
+    e.stallNext(2048);
+    for (int i = 0; i < 2047; i++) {
+      e.execute(big);
+    }
+    sim.runUntilIdle(1_000_000);
+    assertEquals(0, e.stats().evictedBlocks(), "room for all of them");
+    e.execute(big); // 5 + (2^31 - 2^20) + 2^20 blocks: more than the capacity
+    sim.runUntilIdle(1_000_000);
+    assertEquals(5, e.stats().evictedBlocks(), "the unpinned blocks are evicted to make room");
+    assertEquals(0, e.cachedBlocks());
+  }
+
   private EngineResult run(SimulatedEngine e, String id, int[] tokens) throws Exception {
     CompletableFuture<EngineResult> f = e.execute(InferenceRequest.of(id, tokens));
     sim.runUntilIdle(1_000_000);
