@@ -378,6 +378,7 @@ public final class SimulatedEngine implements InferenceEngine {
    * @param tokens a prompt
    * @param index the block's index, 0-based; the block must be full
    * @return the id the engine gives that block
+   * @throws IllegalArgumentException as {@link #blockIdOf(CacheScope, int[], int)}
    */
   public long blockIdOf(int[] tokens, int index) {
     return blockIdOf(CacheScope.DEFAULT, tokens, index);
@@ -391,9 +392,11 @@ public final class SimulatedEngine implements InferenceEngine {
    * @param tokens a prompt
    * @param index the block's index, 0-based; the block must be full
    * @return the id the engine gives that block
+   * @throws IllegalArgumentException if {@code index} is negative or the block is not a full
+   *     block of {@code tokens}
    */
   public long blockIdOf(CacheScope scope, int[] tokens, int index) {
-    if (index < 0 || (long) (index + 1) * blockSize > tokens.length) {
+    if (index < 0 || (index + 1L) * blockSize > tokens.length) {
       throw new IllegalArgumentException(
           "block " + index + " is not a full block of a " + tokens.length + "-token prompt");
     }

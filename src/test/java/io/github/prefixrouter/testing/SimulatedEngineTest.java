@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.contract.ThrowingCacheEventListener;
@@ -171,6 +172,20 @@ class SimulatedEngineTest {
     sim.runUntilIdle(1_000_000);
     assertEquals(5, e.stats().evictedBlocks(), "the unpinned blocks are evicted to make room");
     assertEquals(0, e.cachedBlocks());
+  }
+
+  @Test
+  void aBlockIndexBeyondThePromptIsRefusedWhateverItsSize() {
+    // the check computed (index + 1) in an int: for Integer.MAX_VALUE it overflowed to a
+    // negative bound that passed, and the lookup ran off the prompt's end instead
+    SimulatedEngine e = engine().build();
+    int[] p = prompt(1, 32);
+    assertEquals(e.blockIdOf(p, 1), e.blockIdOf(CacheScope.DEFAULT, p, 1));
+    for (int index : new int[] {2, Integer.MAX_VALUE, -1, Integer.MIN_VALUE}) {
+      IllegalArgumentException x = assertThrows(IllegalArgumentException.class,
+          () -> e.blockIdOf(p, index), "block " + index);
+      assertTrue(x.getMessage().contains("is not a full block"), x.getMessage());
+    }
   }
 
   private EngineResult run(SimulatedEngine e, String id, int[] tokens) throws Exception {
