@@ -267,14 +267,20 @@ final class StreamedAnswer implements OutputListener {
         return;
       }
       if (failure == null) {
-        // what the pieces did not carry; the node gives it all before completing, normally
-        int[] out = response.result().outputTokens();
-        String text = response.result().text();
-        int[] tail = tokensGiven < out.length ? Arrays.copyOfRange(out, tokensGiven, out.length)
-            : new int[0];
-        String rest = charsGiven < text.length() ? text.substring(charsGiven) : "";
-        queue.add(new End(response, tail, heldBack + rest));
-        heldBack = "";
+        try {
+          // what the pieces did not carry; the node gives it all before completing, normally
+          int[] out = response.result().outputTokens();
+          String text = response.result().text();
+          int[] tail = tokensGiven < out.length
+              ? Arrays.copyOfRange(out, tokensGiven, out.length) : new int[0];
+          String rest = charsGiven < text.length() ? text.substring(charsGiven) : "";
+          queue.add(new End(response, tail, heldBack + rest));
+          heldBack = "";
+        } catch (RuntimeException e) { // no response (a node of another implementation), a bug
+          // thrown here, on the node's thread, it was seen by no one and the stream never ended
+          log.warn("cannot read the answer of {}", id, e);
+          queue.add(new Fail(new UnwritableException()));
+        }
       } else {
         Throwable c = failure instanceof CompletionException && failure.getCause() != null
             ? failure.getCause() : failure;

@@ -102,4 +102,38 @@ class StreamedAnswerTest {
         ((Map<?, ?>) choice).get("delta"));
     assertEquals("stop", ((Map<?, ?>) choice).get("finish_reason"));
   }
+  /**
+   * A node whose future completes normally without a response (a {@code PrefixRouterNode} of
+   * another implementation, or a bug) still ends the stream: the end cannot be read, so the
+   * request gets the internal-error status answer before its first event. It used to throw
+   * out of {@code complete} on the node's thread, where nothing saw it, and the client waited
+   * for an answer that never came.
+   */
+  @Test
+  void anEndThatCannotBeReadBeforeTheFirstEventGetsTheInternalErrorStatusAnswer() {
+    StreamedAnswer s = chatWithStop();
+    s.complete(null, null);
+
+    assertEquals(1, statusAnswers.size());
+    assertTrue(statusAnswers.get(0) instanceof StreamedAnswer.UnwritableException,
+        String.valueOf(statusAnswers.get(0)));
+    assertEquals(500, ClientEndpoint.failureStatus(statusAnswers.get(0)));
+  }
+
+  /** The same after an event: the stream ends with the internal error event, and is closed. */
+  @Test
+  void anEndThatCannotBeReadAfterAnEventEndsTheStreamWithTheInternalErrorEvent()
+      throws Exception {
+    StreamedAnswer s = chatWithStop();
+    s.onOutput(new int[] {'x'}, "x");
+    verify(ex).sendResponseHeaders(200, 0);
+    s.complete(null, null);
+
+    assertTrue(statusAnswers.isEmpty());
+    List<Object> events = Sse.parse(written.toString(StandardCharsets.UTF_8));
+    assertEquals(2, events.size(), events.toString());
+    Map<?, ?> error = (Map<?, ?>) ((Map<?, ?>) events.get(1)).get("error");
+    assertEquals("internal", error.get("code"), events.toString());
+    verify(ex).close();
+  }
 }
