@@ -592,8 +592,9 @@ public final class NodeOptions {
    * from the environment; null without the keystore, whose companion flags are then refused.
    *
    * @throws IllegalArgumentException naming the flags: a truststore or password file without the
-   *     keystore, a keystore without a password, a password file that cannot be read, a password
-   *     file and the environment's variable both given
+   *     keystore, the environment's variable without the keystore (a port meant for TLS would
+   *     speak plain HTTP), a keystore without a password, a password file that cannot be read,
+   *     a password file and the environment's variable both given
    */
   private static char[] tlsPassword(Map<String, String> v, Map<String, String> env,
       String keystore, String truststore, String passwordFile, String envName) {
@@ -603,6 +604,11 @@ public final class NodeOptions {
         if (v.containsKey(k)) {
           throw new IllegalArgumentException("--" + k + " needs --" + keystore);
         }
+      }
+      if (env.get(envName) != null) {
+        // the variable would be silently ignored, the port speaking plain HTTP
+        throw new IllegalArgumentException("env " + envName + " needs --" + keystore
+            + ": give the keystore, or unset the variable for a port without TLS");
       }
       return null;
     }

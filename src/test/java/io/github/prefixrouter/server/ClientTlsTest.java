@@ -243,14 +243,18 @@ class ClientTlsTest {
         // the peer port's password is not the client port's
         "--client-tls-keystore needs a password: --client-tls-password-file FILE or env "
             + "PREFIX_ROUTER_CLIENT_TLS_PASSWORD",
-        "--client-tls-keystore " + keyC,
+        "--tls-keystore " + keyD + " --client-tls-keystore " + keyC,
         "cannot read --client-tls-password-file " + dir.resolve("absent") + ": no such file",
         "--client-tls-keystore " + keyC + " --client-tls-password-file " + dir.resolve("absent"));
-    Map<String, String> env = Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX,
-        "PREFIX_ROUTER_TLS_PASSWORD", "changeit");
     for (var e : flagErrors.entrySet()) {
       List<String> args = new ArrayList<>(List.of(base));
       args.addAll(List.of(e.getValue().split(" ")));
+      // the peer port's password is in the environment where the peer port has TLS (without
+      // its keystore the variable is refused)
+      Map<String, String> env = args.contains("--tls-keystore")
+          ? Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX,
+              "PREFIX_ROUTER_TLS_PASSWORD", "changeit")
+          : Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX);
       IllegalArgumentException x = assertThrows(IllegalArgumentException.class,
           () -> NodeOptions.parse(args.toArray(new String[0]), env), e.getValue());
       assertEquals(e.getKey(), x.getMessage());

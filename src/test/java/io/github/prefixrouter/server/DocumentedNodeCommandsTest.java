@@ -297,6 +297,13 @@ class DocumentedNodeCommandsTest {
             env.remove(variable);
           }
         });
+    // a port's TLS password is in the environment only where the port has TLS
+    Map.of("tls-keystore", "PREFIX_ROUTER_TLS_PASSWORD", "client-tls-keystore",
+        "PREFIX_ROUTER_CLIENT_TLS_PASSWORD").forEach((key, variable) -> {
+          if (!given(args, c.config, key)) {
+            env.remove(variable);
+          }
+        });
     env.putAll(c.env);
     try {
       NodeOptions.parse(args.toArray(new String[0]), env);
@@ -425,6 +432,23 @@ class DocumentedNodeCommandsTest {
             + " (teach it this form)");
       }
     }
+  }
+
+  /** Whether {@code --key} is among {@code args}, or {@code key} in the properties {@code config}. */
+  private static boolean given(List<String> args, String config, String key) {
+    if (args.stream().anyMatch(a -> a.equals("--" + key) || a.startsWith("--" + key + "="))) {
+      return true;
+    }
+    if (config == null) {
+      return false;
+    }
+    java.util.Properties p = new java.util.Properties();
+    try {
+      p.load(new java.io.StringReader(config));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return p.containsKey(key);
   }
 
   /** A config-file example, checked as {@code --config FILE} (with the required flags). */

@@ -47,6 +47,13 @@ class NodeMainLaunchTest {
             "PREFIX_ROUTER_CLIENT_TLS_PASSWORD").get(secret));
       }
     }
+    // a port's TLS password is in the environment only where the port has TLS
+    if (!List.of(args).contains("--tls-keystore")) {
+      env.remove("PREFIX_ROUTER_TLS_PASSWORD");
+    }
+    if (!List.of(args).contains("--client-tls-keystore")) {
+      env.remove("PREFIX_ROUTER_CLIENT_TLS_PASSWORD");
+    }
     NodeMain.Launch l = NodeMain.launch(args, env,
         new PrintStream(out, true, StandardCharsets.UTF_8),
         new PrintStream(err, true, StandardCharsets.UTF_8));
@@ -110,7 +117,8 @@ class NodeMainLaunchTest {
         java.util.concurrent.CompletableFuture.supplyAsync(() -> {
           try {
             return NodeMain.serve(new String[] {"--id", "h1", "--listen", "127.0.0.1:0",
-                "--ready-file", ready.toString()}, ENV, new PrintStream(
+                "--ready-file", ready.toString()},
+                Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX), new PrintStream(
                     new ByteArrayOutputStream(), true, StandardCharsets.UTF_8),
                 new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8),
                 h -> {

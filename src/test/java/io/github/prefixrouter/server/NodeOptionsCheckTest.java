@@ -206,7 +206,9 @@ class NodeOptionsCheckTest {
         "--tls-keystore", "node.p12", "--tls-password-file", pw.toString()}, env),
         "--tls-password-file and env PREFIX_ROUTER_TLS_PASSWORD are exclusive");
     refused(() -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
-        "--client-tls-keystore", "client.p12", "--client-tls-password-file", pw.toString()}, env),
+        "--client-tls-keystore", "client.p12", "--client-tls-password-file", pw.toString()},
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX,
+            "PREFIX_ROUTER_CLIENT_TLS_PASSWORD", "env")),
         "--client-tls-password-file and env PREFIX_ROUTER_CLIENT_TLS_PASSWORD are exclusive");
     // each port's variable is its own: the peer port's file next to the client port's variable
     NodeOptions o = NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
@@ -216,6 +218,33 @@ class NodeOptionsCheckTest {
             "PREFIX_ROUTER_CLIENT_TLS_PASSWORD", "env"));
     assertEquals("from file", new String(o.tlsPassword));
     assertEquals("env", new String(o.clientTlsPassword));
+  }
+
+  /**
+   * A TLS password in the environment without its port's keystore: the variable was silently
+   * ignored, and the port spoke plain HTTP where its operator set a password for TLS (as with
+   * the password file without the keystore, and a cluster key in the environment with
+   * {@code --insecure}, it is refused, naming the variable and the flag it needs).
+   */
+  @Test
+  void aTlsPasswordInTheEnvironmentWithoutItsKeystoreIsRefused() {
+    String key = NodeMainTest.KEY_HEX;
+    refused(() -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1"},
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", key, "PREFIX_ROUTER_TLS_PASSWORD", "pw")),
+        "env PREFIX_ROUTER_TLS_PASSWORD needs --tls-keystore");
+    refused(() -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1"},
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", key, "PREFIX_ROUTER_CLIENT_TLS_PASSWORD", "pw")),
+        "env PREFIX_ROUTER_CLIENT_TLS_PASSWORD needs --client-tls-keystore");
+    // each port's variable is its own: the client port's keystore does not take the peer's
+    refused(() -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+        "--client-tls-keystore", "client.p12"}, Map.of("PREFIX_ROUTER_CLUSTER_KEY", key,
+        "PREFIX_ROUTER_CLIENT_TLS_PASSWORD", "pw", "PREFIX_ROUTER_TLS_PASSWORD", "pw")),
+        "env PREFIX_ROUTER_TLS_PASSWORD needs --tls-keystore");
+    NodeOptions o = NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+        "--tls-keystore", "node.p12"}, Map.of("PREFIX_ROUTER_CLUSTER_KEY", key,
+        "PREFIX_ROUTER_TLS_PASSWORD", "pw"));
+    assertEquals("pw", new String(o.tlsPassword));
+    assertNull(o.clientTlsPassword);
   }
 
   /**
