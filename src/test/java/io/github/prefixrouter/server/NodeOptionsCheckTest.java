@@ -220,6 +220,14 @@ class NodeOptionsCheckTest {
     assertEquals("env", new String(o.clientTlsPassword));
   }
 
+  /** {@code --engine} with an IPv6 address without brackets says to bracket it, as HOST:PORT flags do. */
+  @Test
+  void anEngineUrlWithAnIpv6AddressWithoutBracketsSaysToBracketIt() {
+    refused(() -> node("--engine", "http://::1:8000"),
+        "--engine has an IPv6 address without brackets", "http://[::1]:8000");
+    assertEquals("http://[::1]:8000", node("--engine", "http://[::1]:8000").engine);
+  }
+
   /**
    * A TLS password in the environment without its port's keystore: the variable was silently
    * ignored, and the port spoke plain HTTP where its operator set a password for TLS (as with

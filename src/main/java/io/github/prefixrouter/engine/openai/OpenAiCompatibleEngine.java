@@ -1035,7 +1035,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
 
     /**
      * The server's base URL, e.g. {@code http://127.0.0.1:8000} (a trailing {@code /v1} is
-     * fine). Required.
+     * fine; an IPv6 address in brackets, {@code http://[::1]:8000}: without them {@link
+     * Builder#build} refuses it saying so). Required.
      *
      * @param url the base URL
      * @return this builder
@@ -1204,8 +1205,21 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         throw new IllegalArgumentException("baseUrl is required, e.g. http://127.0.0.1:8000");
       }
       String scheme = baseUrl.getScheme();
-      if (!"http".equals(scheme) && !"https".equals(scheme) || baseUrl.getHost() == null) {
+      if (!"http".equals(scheme) && !"https".equals(scheme)) {
         throw new IllegalArgumentException("baseUrl must be an http(s) URL with a host, was " + baseUrl);
+      }
+      if (baseUrl.getHost() == null) {
+        String authority = baseUrl.getRawAuthority() == null ? ""
+            : baseUrl.getRawAuthority().substring(baseUrl.getRawAuthority().indexOf('@') + 1);
+        if (!authority.startsWith("[") && authority.indexOf(':') != authority.lastIndexOf(':')) {
+          // java.net.URI reads no host in http://::1:8000
+          throw new IllegalArgumentException("baseUrl has an IPv6 address without brackets, whose "
+              + "last part cannot be told from a port: write it in brackets, as in "
+              + "http://[::1]:8000, was " + baseUrl);
+        }
+        throw new IllegalArgumentException("baseUrl needs a host an HTTP client can use (letters, "
+            + "digits, hyphens and dots, or an IP address, IPv6 in brackets: http://[::1]:8000), "
+            + "was " + baseUrl);
       }
       if (baseUrl.getPort() != -1 && (baseUrl.getPort() < 1 || baseUrl.getPort() > 65535)) {
         throw new IllegalArgumentException("baseUrl's port must be 1 to 65535, was " + baseUrl);

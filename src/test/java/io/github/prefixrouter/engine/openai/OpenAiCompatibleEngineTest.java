@@ -540,6 +540,27 @@ class OpenAiCompatibleEngineTest {
         OpenAiCompatibleEngine.builder().baseUrl(base() + "/v1/").build().completionsUri().toString());
   }
 
+  /**
+   * An IPv6 address without brackets ({@code http://::1:8000}) reads as a URL without a host:
+   * it was refused as "an http(s) URL with a host", which did not say how to write it.
+   */
+  @Test
+  void anIpv6AddressWithoutBracketsIsRejectedSayingToBracketIt() {
+    for (String url : List.of("http://::1:8000", "http://fd00::2:8000/v1", "https://::1")) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> OpenAiCompatibleEngine.builder().baseUrl(url).build());
+      assertTrue(e.getMessage().contains("IPv6 address without brackets"), e.getMessage());
+      assertTrue(e.getMessage().contains("http://[::1]:8000"), e.getMessage());
+      assertTrue(e.getMessage().endsWith("was " + url), e.getMessage());
+    }
+    // a URL without a host otherwise says what a host is, brackets included
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> OpenAiCompatibleEngine.builder().baseUrl("http://vllm_server:8000").build());
+    assertTrue(e.getMessage().contains("IPv6 in brackets"), e.getMessage());
+    assertEquals("http://[::1]:8000/v1/completions", OpenAiCompatibleEngine.builder()
+        .baseUrl("http://[::1]:8000").build().completionsUri().toString());
+  }
+
   @Test
   void aPortNoServerCanListenOnIsRejected() {
     // accepted, every request would fail at connect time as an unreachable server
