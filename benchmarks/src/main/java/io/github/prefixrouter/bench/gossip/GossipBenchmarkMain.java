@@ -1,5 +1,6 @@
 package io.github.prefixrouter.bench.gossip;
 
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.bench.ResultsJson;
 import io.github.prefixrouter.internal.gossip.GossipConfig;
 import io.github.prefixrouter.internal.gossip.GossipCounter;
@@ -18,10 +19,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.function.Function;
@@ -54,8 +53,9 @@ import java.util.function.Function;
  * {@code --delay-ms D}, {@code --skip-dissemination}. {@code --quick} changes the defaults of
  * {@code --sizes}, {@code --capacity-tokens}, {@code --fresh-capacity-tokens} and
  * {@code --measure-s}; a flag given wins over it wherever it stands. An unknown flag, one given
- * twice or without its value, a value that is not a number, or a {@code --measure-s} below 1
- * stops it with exit code 2. A figure of gossip.json that has no value (a ratio over a zero:
+ * twice or without its value, a value that is not a number, a {@code --measure-s} below 1,
+ * a {@code --nodes} below 2, a {@code --fanout} not 1 to 64, or a negative {@code --rate} or
+ * {@code --delay-ms} stops it with {@code error: ...} and exit code 2. A figure of gossip.json that has no value (a ratio over a zero:
  * no full snapshots, no blocks cached at {@code --rate 0}) is null, never NaN or Infinity.
  */
 public final class GossipBenchmarkMain {
@@ -87,58 +87,61 @@ public final class GossipBenchmarkMain {
      * that a flag given wins over {@code --quick} wherever it stands.
      *
      * @throws IllegalArgumentException for an unknown flag, a flag without its value or given
-     *     twice, a value that is not a number, a {@code --measure-s} below 1, or {@code --sizes}
-     *     with {@code --skip-dissemination}
+     *     twice, a value that is not a number, a {@code --measure-s} below 1, a {@code --nodes}
+     *     below 2, a {@code --fanout} not 1 to 64, a negative {@code --rate} or
+     *     {@code --delay-ms}, or {@code --sizes} with {@code --skip-dissemination}
      */
     static Options parse(String[] args) {
-      Map<String, String> given = new HashMap<>();
-      for (int i = 0; i < args.length; i++) {
-        String a = args[i];
-        boolean valued = VALUE_FLAGS.contains(a);
-        if (!valued && !a.equals("--quick") && !a.equals("--skip-dissemination")) {
-          throw new IllegalArgumentException("unknown flag " + a);
-        }
-        if (valued && i + 1 >= args.length) {
-          throw new IllegalArgumentException(a + " needs a value");
-        }
-        if (given.put(a, valued ? args[++i] : "") != null) {
-          throw new IllegalArgumentException(a + " is given twice");
-        }
-      }
-      if (given.containsKey("--sizes") && given.containsKey("--skip-dissemination")) {
+      Flags f = Flags.parse(args, Set.of("--quick", "--skip-dissemination"), VALUE_FLAGS);
+      if (f.has("--sizes") && f.has("--skip-dissemination")) {
         throw new IllegalArgumentException("--sizes and --skip-dissemination contradict");
       }
-      boolean quick = given.containsKey("--quick");
-      if (value(given, "--measure-s", "1", Integer::parseInt) < 1) {
+      boolean quick = f.has("--quick");
+      if (f.has("--measure-s") && f.whole("--measure-s", 1) < 1) {
         throw new IllegalArgumentException("--measure-s must be at least 1, not "
-            + given.get("--measure-s") + " (every rate is over the measured seconds)");
+            + f.string("--measure-s", null) + " (every rate is over the measured seconds)");
+      }
+      // a cluster of one gossips with no one; GossipConfig takes a fanout of 1 to 64
+      int nodes = f.atLeast("--nodes", 16, 2);
+      int fanout = f.atLeast("--fanout", 3, 1);
+      if (fanout > 64) {
+        throw new IllegalArgumentException("--fanout must be 1 to 64, not " + fanout);
+      }
+      double rate = f.number("--rate", 10);
+      if (rate < 0) {
+        throw new IllegalArgumentException("--rate must be 0 or more, not " + f.string("--rate",
+            null));
+      }
+      // one-way delay of the bandwidth runs (plus up to half as much jitter)
+      double delayMs = f.number("--delay-ms", 2);
+      if (delayMs < 0) {
+        throw new IllegalArgumentException("--delay-ms must be 0 or more, not "
+            + f.string("--delay-ms", null));
       }
       return new Options(
-          given.containsKey("--mmlu") ? Path.of(given.get("--mmlu")) : null,
-          value(given, "--nodes", "16", Integer::parseInt),
-          value(given, "--rate", "10", Double::parseDouble),
-          value(given, "--capacity-tokens", quick ? "131072" : "131072,1048576",
+          f.has("--mmlu") ? Path.of(f.string("--mmlu", null)) : null,
+          nodes,
+          rate,
+          value(f, "--capacity-tokens", quick ? "131072" : "131072,1048576",
               GossipBenchmarkMain::longs),
-          value(given, "--fresh-capacity-tokens", quick ? "" : "1048576",
+          value(f, "--fresh-capacity-tokens", quick ? "" : "1048576",
               GossipBenchmarkMain::longs),
           // automatic: 30 s, 10 s above 262,144 tokens
-          value(given, "--snapshot-mode-measure-s", "-1", Integer::parseInt),
+          value(f, "--snapshot-mode-measure-s", "-1", Integer::parseInt),
           // automatic: long enough to fill the caches
-          value(given, "--warmup-s", "-1", Integer::parseInt),
-          value(given, "--measure-s", quick ? "60" : "120", Integer::parseInt),
-          value(given, "--fanout", "3", Integer::parseInt),
-          value(given, "--seed", "1", Long::parseLong),
-          // one-way delay of the bandwidth runs (plus up to half as much jitter)
-          value(given, "--delay-ms", "2", Double::parseDouble),
-          given.containsKey("--skip-dissemination") ? new int[0]
-              : value(given, "--sizes", quick ? "4,16,64,256" : "4,16,64,256,1024",
+          value(f, "--warmup-s", "-1", Integer::parseInt),
+          value(f, "--measure-s", quick ? "60" : "120", Integer::parseInt),
+          fanout,
+          value(f, "--seed", "1", Long::parseLong),
+          delayMs,
+          f.has("--skip-dissemination") ? new int[0]
+              : value(f, "--sizes", quick ? "4,16,64,256" : "4,16,64,256,1024",
                   GossipBenchmarkMain::ints),
-          Path.of(given.getOrDefault("--out", "benchmarks/target/results/gossip.json")));
+          Path.of(f.string("--out", "benchmarks/target/results/gossip.json")));
     }
 
-    private static <T> T value(Map<String, String> given, String flag, String dflt,
-        Function<String, T> parse) {
-      String v = given.getOrDefault(flag, dflt);
+    private static <T> T value(Flags f, String flag, String dflt, Function<String, T> parse) {
+      String v = f.string(flag, dflt);
       try {
         return parse.apply(v);
       } catch (NumberFormatException e) {
@@ -148,14 +151,7 @@ public final class GossipBenchmarkMain {
   }
 
   public static void main(String[] args) throws IOException {
-    Options o;
-    try {
-      o = Options.parse(args);
-    } catch (IllegalArgumentException e) {
-      System.err.println("error: " + e.getMessage());
-      System.exit(2);
-      return;
-    }
+    Options o = Flags.parseOrExit(args, Options::parse);
     Path mmlu = o.mmlu();
     int nodes = o.nodes();
     double rate = o.rate();

@@ -9,6 +9,7 @@ import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.workload.PromptSource;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -122,6 +123,33 @@ class GossipBenchmarkMainTest {
         () -> parse("--nodse", "4")).getMessage());
     assertThrows(IllegalArgumentException.class,
         () -> parse("--sizes", "4", "--skip-dissemination"));
+  }
+
+  /**
+   * Values that run nothing or fail only once the run has begun are refused with the flag's
+   * name: {@code --nodes 0} failed with an IndexOutOfBoundsException after the prompts were
+   * loaded, {@code --fanout 0} with the gossip configuration's own error, and a negative
+   * {@code --rate} or {@code --delay-ms} ran a meaningless simulation.
+   */
+  @Test
+  void countsAndRatesThatRunNothingAreRefusedWithTheirName() {
+    for (String[] bad : List.of(new String[] {"--nodes", "0"}, new String[] {"--nodes", "1"},
+        new String[] {"--nodes", "-3"}, new String[] {"--fanout", "0"},
+        new String[] {"--fanout", "65"}, new String[] {"--rate", "-1"},
+        new String[] {"--delay-ms", "-0.5"}, new String[] {"--delay-ms", "NaN"},
+        new String[] {"--rate", "Infinity"})) {
+      String m = assertThrows(IllegalArgumentException.class, () -> parse(bad),
+          String.join(" ", bad)).getMessage();
+      assertTrue(m.startsWith(bad[0]), m);
+    }
+    GossipBenchmarkMain.Options o = parse("--nodes", "2", "--fanout", "64", "--rate", "0",
+        "--delay-ms", "0");
+    assertEquals(2, o.nodes());
+    assertEquals(64, o.fanout());
+    assertEquals(0.0, o.rate());
+    assertEquals(0.0, o.delayMs());
+    assertEquals("--nodes: not a whole number: 'many'", assertThrows(
+        IllegalArgumentException.class, () -> parse("--nodes", "many")).getMessage());
   }
 
   /**
