@@ -1,5 +1,6 @@
 package io.github.prefixrouter.bench.route;
 
+import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.internal.gossip.GossipConfig;
@@ -78,13 +79,80 @@ final class RouteFixture {
 
   /**
    * The fixture the command-line tools take as {@code [peers] [promptTokens] [FIXED|SHARED]}
-   * (defaults 64, 4096, FIXED), with the benchmark's seed.
+   * (defaults 64, 4096, FIXED), built with the benchmark's seed by {@link #fixture}.
+   *
+   * @param peers 1 to 32,768 (the router keeps twice as many peers at most, 65,536)
+   * @param promptTokens 64 (the FIXED queries' own tails) to
+   *     {@link InferenceRequest#MAX_PROMPT_TOKENS}
+   * @param workload the workload
    */
-  static RouteFixture fromArgs(String[] args) {
-    int peers = args.length > 0 ? Integer.parseInt(args[0]) : 64;
-    int tokens = args.length > 1 ? Integer.parseInt(args[1]) : 4096;
-    Workload w = Workload.valueOf(args.length > 2 ? args[2] : "FIXED");
-    return new RouteFixture(peers, tokens, 42, w);
+  record Args(int peers, int promptTokens, Workload workload) {
+
+    static final String USAGE = "[peers] [promptTokens] [FIXED|SHARED]";
+
+    /**
+     * The first three arguments of {@code args} (those after them are the caller's).
+     *
+     * @throws IllegalArgumentException naming the argument that is not a whole number, is out
+     *     of range, or is not a workload
+     */
+    static Args parse(String[] args) {
+      int peers = (int) positional(args, 0, "peers", 64, 1, 32_768);
+      int tokens = (int) positional(args, 1, "promptTokens", 4096, 64,
+          InferenceRequest.MAX_PROMPT_TOKENS);
+      Workload w = Workload.FIXED;
+      if (args.length > 2) {
+        try {
+          w = Workload.valueOf(args[2]);
+        } catch (IllegalArgumentException e) {
+          throw new IllegalArgumentException("workload must be FIXED or SHARED, not '" + args[2]
+              + "'");
+        }
+      }
+      return new Args(peers, tokens, w);
+    }
+
+    /**
+     * All of {@code args}, at most three: as {@link #parse}, and more arguments are refused.
+     *
+     * @throws IllegalArgumentException as {@link #parse}, or for a fourth argument
+     */
+    static Args parseAll(String[] args) {
+      if (args.length > 3) {
+        throw new IllegalArgumentException("at most 3 arguments (" + USAGE + "), not "
+            + args.length);
+      }
+      return parse(args);
+    }
+
+    /** The fixture, with the benchmark's seed. */
+    RouteFixture fixture() {
+      return new RouteFixture(peers, promptTokens, 42, workload);
+    }
+  }
+
+  /**
+   * The whole number {@code args[i]}, {@code min} to {@code max}, or {@code dflt} when there are
+   * not that many arguments.
+   *
+   * @throws IllegalArgumentException naming the argument {@code name} if it is not a whole
+   *     number or is out of range
+   */
+  static long positional(String[] args, int i, String name, long dflt, long min, long max) {
+    if (args.length <= i) {
+      return dflt;
+    }
+    long v;
+    try {
+      v = Long.parseLong(args[i].trim());
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(name + ": not a whole number: '" + args[i] + "'");
+    }
+    if (v < min || v > max) {
+      throw new IllegalArgumentException(name + " must be " + min
+          + (max == Long.MAX_VALUE ? " or more" : " to " + max) + ", not " + v);
+    }
+    return v;
   }
 
   RouteFixture(int peers, int promptTokens, long seed, Workload workload) {

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.bench.route;
 
 import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.bench.Flags;
 import java.util.Arrays;
 import java.util.Locale;
 
@@ -17,6 +18,9 @@ import java.util.Locale;
  *       (default 64 4096 FIXED 15000 400000; {@code benchmarks/run route-loop ...} runs it with
  *       the fixed, pre-touched heap of {@link RouteBenchmark}'s forks)
  * </pre>
+ *
+ * <p>A bad argument (not a whole number, out of range, not a workload, or a sixth one) stops
+ * it with {@code error: ...} naming it and exit code 2 ({@link Flags#parseOrExit}).
  */
 public final class RouteLatencyLoopMain {
 
@@ -26,10 +30,39 @@ public final class RouteLatencyLoopMain {
 
   private RouteLatencyLoopMain() {}
 
+  /**
+   * The command line: the fixture's arguments ({@link RouteFixture.Args}), then {@code slowNanos}
+   * (0 or more) and {@code decisions} (1 to {@value #MAX_DECISIONS}).
+   */
+  record Options(RouteFixture.Args fixture, long slowNanos, int decisions) {
+
+    /**
+     * Reads at most five positional arguments.
+     *
+     * @throws IllegalArgumentException naming the argument that is not a whole number, is out
+     *     of range or is not a workload, or for a sixth argument
+     */
+    static Options parse(String[] args) {
+      if (args.length > 5) {
+        throw new IllegalArgumentException("at most 5 arguments (" + RouteFixture.Args.USAGE
+            + " [slowNanos] [decisions]), not " + args.length);
+      }
+      RouteFixture.Args fixture = RouteFixture.Args.parse(args);
+      long slowNanos = RouteFixture.positional(args, 3, "slowNanos", 15_000, 0, Long.MAX_VALUE);
+      int decisions = (int) RouteFixture.positional(args, 4, "decisions", 400_000, 1,
+          MAX_DECISIONS);
+      return new Options(fixture, slowNanos, decisions);
+    }
+  }
+
+  /** The most decisions timed: five arrays of 8 bytes per decision fit the 3 GB heap. */
+  static final int MAX_DECISIONS = 10_000_000;
+
   public static void main(String[] args) {
-    RouteFixture f = RouteFixture.fromArgs(args);
-    long slowNanos = args.length > 3 ? Long.parseLong(args[3]) : 15_000;
-    final int measured = args.length > 4 ? Integer.parseInt(args[4]) : 400_000;
+    Options o = Flags.parseOrExit(args, Options::parse);
+    RouteFixture f = o.fixture().fixture();
+    long slowNanos = o.slowNanos();
+    final int measured = o.decisions();
     int[][] queries = f.queries;
     int mask = queries.length - 1;
     for (int i = 0; i < WARMUP; i++) {

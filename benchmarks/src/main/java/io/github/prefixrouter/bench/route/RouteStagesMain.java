@@ -1,6 +1,7 @@
 package io.github.prefixrouter.bench.route;
 
 import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.internal.gossip.BlockChainSource;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
@@ -20,6 +21,9 @@ import java.util.function.IntToLongFunction;
  *   java -cp benchmarks/target/benchmarks.jar io.github.prefixrouter.bench.route.RouteStagesMain \\
  *       [peers] [promptTokens] [FIXED|SHARED]        (default 64 4096 FIXED)
  * </pre>
+ *
+ * <p>A bad argument ({@link RouteFixture.Args}) stops it with {@code error: ...} naming it and
+ * exit code 2.
  */
 public final class RouteStagesMain {
 
@@ -28,7 +32,7 @@ public final class RouteStagesMain {
   private RouteStagesMain() {}
 
   public static void main(String[] args) {
-    RouteFixture f = RouteFixture.fromArgs(args);
+    RouteFixture f = Flags.parseOrExit(args, RouteFixture.Args::parseAll).fixture();
     int peers = f.peers;
     int tokens = f.promptTokens;
     RouteFixture.Workload w = f.workload;
