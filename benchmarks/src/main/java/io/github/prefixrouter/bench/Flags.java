@@ -33,11 +33,34 @@ public final class Flags {
    *     twice, or one without its value
    */
   public static Flags parse(String[] args, Set<String> switches, Set<String> valued) {
+    return parse(args, switches, valued, null);
+  }
+
+  /**
+   * Reads {@code args}, whose arguments other than flags and their values are operands (a
+   * class path, a file).
+   *
+   * @param args the command line
+   * @param switches the flags that take no value ({@code --full})
+   * @param valued the flags that take a value ({@code --seeds})
+   * @param operands where the arguments that do not start with {@code --} and are no flag's
+   *     value go, in order; or null to refuse them
+   * @return the flags given
+   * @throws IllegalArgumentException for an argument that starts with {@code --} and is not one
+   *     of the flags (or, without {@code operands}, any other argument), a flag given twice, or
+   *     one without its value
+   */
+  public static Flags parse(String[] args, Set<String> switches, Set<String> valued,
+      List<String> operands) {
     Map<String, String> given = new HashMap<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       boolean isValued = valued.contains(a);
       if (!isValued && !switches.contains(a)) {
+        if (operands != null && !a.startsWith("--")) {
+          operands.add(a);
+          continue;
+        }
         throw new IllegalArgumentException(
             a.startsWith("--") ? "unknown flag " + a : "bad argument '" + a + "'");
       }

@@ -1,10 +1,10 @@
 package io.github.prefixrouter.bench.tree;
 
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
-import java.io.UncheckedIOException;
 import java.net.URL;
 import java.net.URLClassLoader;
 import java.nio.charset.StandardCharsets;
@@ -15,6 +15,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.ToIntFunction;
 
 /**
@@ -82,25 +83,10 @@ public final class TreeAbMain {
    *     class paths
    */
   static Options options(String[] args) {
-    Map<String, String> given = new LinkedHashMap<>();
     List<String> cps = new ArrayList<>();
-    for (int i = 0; i < args.length; i++) {
-      String a = args[i];
-      if (!a.startsWith("--")) {
-        cps.add(a);
-        continue;
-      }
-      if (!List.of("--mmlu", "--rounds", "--workload", "--row").contains(a)) {
-        throw new IllegalArgumentException("unknown flag " + a);
-      }
-      if (i + 1 >= args.length) {
-        throw new IllegalArgumentException(a + " needs a value");
-      }
-      if (given.put(a, args[++i]) != null) {
-        throw new IllegalArgumentException(a + " is given twice");
-      }
-    }
-    String workload = given.get("--workload");
+    Flags given = Flags.parse(args, Set.of(),
+        Set.of("--mmlu", "--rounds", "--workload", "--row"), cps);
+    String workload = given.string("--workload", null);
     if (workload != null && !Arrays.asList(TreeWorkload.NAMES).contains(workload)) {
       throw new IllegalArgumentException("--workload: unknown workload '" + workload
           + "' (one of " + String.join(", ", TreeWorkload.NAMES) + ")");
@@ -110,18 +96,18 @@ public final class TreeAbMain {
       throw new IllegalArgumentException("--rounds must be at least 1, not " + rounds);
     }
     int row = whole(given, "--row", -1);
-    if (given.containsKey("--row") && (row < 0 || row > 3)) {
+    if (given.has("--row") && (row < 0 || row > 3)) {
       throw new IllegalArgumentException("--row must be 0 to 3, not " + row);
     }
     if (cps.size() != 2) {
       throw new IllegalArgumentException("two class paths are needed, OLD and NEW; got "
           + cps.size() + (cps.isEmpty() ? "" : ": " + String.join(" ", cps)));
     }
-    return new Options(given.get("--mmlu"), rounds, workload, row, cps.get(0), cps.get(1));
+    return new Options(given.string("--mmlu", null), rounds, workload, row, cps.get(0), cps.get(1));
   }
 
-  private static int whole(Map<String, String> given, String flag, int dflt) {
-    String v = given.get(flag);
+  private static int whole(Flags given, String flag, int dflt) {
+    String v = given.string(flag, null);
     try {
       return v == null ? dflt : Integer.parseInt(v);
     } catch (NumberFormatException e) {
@@ -130,15 +116,7 @@ public final class TreeAbMain {
   }
 
   public static void main(String[] args) throws Exception {
-    Options o;
-    try {
-      o = options(args);
-    } catch (IllegalArgumentException e) {
-      System.err.println(USAGE);
-      System.err.println("error: " + e.getMessage());
-      System.exit(2);
-      return;
-    }
+    Options o = Flags.parseOrExit(args, TreeAbMain::options, USAGE);
     if (o.row() >= 0) {
       child(o.mmlu(), o.rounds(), o.workload(), o.row(), o.oldCp(), o.newCp());
     } else {
@@ -191,14 +169,7 @@ public final class TreeAbMain {
 
   private static void child(String mmlu, int rounds, String only, int row, String oldCp,
       String newCp) throws Exception {
-    if (mmlu != null) {
-      try {
-        TreeWorkload.useMmlu(Path.of(mmlu));
-      } catch (IllegalArgumentException | UncheckedIOException e) {
-        System.err.println("error: --mmlu " + mmlu + ": " + e.getMessage());
-        System.exit(2);
-      }
-    }
+    TreeWorkload.useMmluOrExit(mmlu);
     URL self = TreeAbMain.class.getProtectionDomain().getCodeSource().getLocation();
     int[] order = buildOrder(row);
     for (String w : TreeWorkload.NAMES) {

@@ -6,7 +6,6 @@ import static io.github.prefixrouter.bench.ResultsJson.str;
 import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.bench.ResultsJson;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -98,14 +97,7 @@ public final class TreeBenchmarkMain {
     String mmlu = o.mmlu();
     boolean full = o.full();
     Path out = o.out();
-    if (mmlu != null) {
-      try {
-        TreeWorkload.useMmlu(Path.of(mmlu));
-      } catch (IllegalArgumentException | UncheckedIOException e) {
-        System.err.println("error: --mmlu " + mmlu + ": " + e.getMessage());
-        System.exit(2);
-      }
-    }
+    TreeWorkload.useMmluOrExit(mmlu);
     if (out == null) {
       out = ResultsJson.resultsDir(TreeBenchmarkMain.class).resolve("tree.json");
     }

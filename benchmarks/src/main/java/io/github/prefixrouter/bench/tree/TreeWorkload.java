@@ -4,6 +4,7 @@ import io.github.prefixrouter.workload.MmluPrompts;
 import io.github.prefixrouter.workload.PromptSource;
 import io.github.prefixrouter.workload.RandomSequences;
 import io.github.prefixrouter.workload.SyntheticMmluPrompts;
+import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Map;
@@ -114,6 +115,22 @@ final class TreeWorkload {
     PromptSource loaded = MmluPrompts.load(dir, 100);
     System.setProperty(MMLU_PROPERTY, dir.toAbsolutePath().toString());
     mmlu = loaded;
+  }
+
+  /**
+   * {@link #useMmlu} for a main's {@code --mmlu DIR}, if given (null: the generator): a
+   * directory that cannot be loaded prints {@code error: --mmlu DIR: ...} and exits with code 2.
+   */
+  static void useMmluOrExit(String dir) {
+    if (dir == null) {
+      return;
+    }
+    try {
+      useMmlu(Path.of(dir));
+    } catch (IllegalArgumentException | UncheckedIOException e) {
+      System.err.println("error: --mmlu " + dir + ": " + e.getMessage());
+      System.exit(2);
+    }
   }
 
   static synchronized PromptSource mmluSource() {
