@@ -2366,7 +2366,6 @@ public final class GossipEngine {
     return total * i / n;
   }
 
-  /** True if the store numbers of the chunks, in chunk order, ascend strictly. */
   /**
    * A snapshot of more chunks than an assembly takes: its origin holds more than
    * {@link #OVERSIZED_ORIGIN_FACTOR} times {@code maxBlocksPerPeer} blocks (at the densest
@@ -2407,6 +2406,7 @@ public final class GossipEngine {
     count(GossipCounter.SNAPSHOTS_INSTALLED, 1);
   }
 
+  /** True if the store numbers of the chunks, in chunk order, ascend strictly. */
   private static boolean ascending(long[][] stores) {
     long prev = 0;
     for (long[] part : stores) {
