@@ -323,6 +323,10 @@ public final class NodeOptions {
     boolean insecure = v.containsKey("insecure");
     String keyFile = v.get("cluster-key-file");
     String envKey = env.get("PREFIX_ROUTER_CLUSTER_KEY");
+    if (envKey != null && envKey.isBlank()) {
+      // set but empty (KEY=, or a compose file substituting an unset variable): no key given
+      envKey = null;
+    }
     if (insecure && (keyFile != null)) {
       throw new IllegalArgumentException("--insecure and --cluster-key-file are exclusive");
     }

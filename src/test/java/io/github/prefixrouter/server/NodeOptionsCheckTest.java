@@ -220,6 +220,28 @@ class NodeOptionsCheckTest {
     assertEquals("env", new String(o.clientTlsPassword));
   }
 
+  /**
+   * {@code PREFIX_ROUTER_CLUSTER_KEY} set but empty (or blank), as {@code KEY=} or a compose file
+   * substituting an unset variable leaves it: it counted as given, so the key file or
+   * {@code --insecure} next to it was refused as a second way of giving the keys, and alone it
+   * was refused as keys not in hex. It holds no key and counts as unset.
+   */
+  @Test
+  void anEmptyClusterKeyVariableCountsAsUnset() throws Exception {
+    Path key = Files.writeString(dir.resolve("cluster.key"), NodeMainTest.KEY_HEX + "\n");
+    String[] id = {"--id", "a", "--listen", "h:1"};
+    for (String empty : List.of("", "  ")) {
+      Map<String, String> env = Map.of("PREFIX_ROUTER_CLUSTER_KEY", empty);
+      NodeOptions o = NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+          "--cluster-key-file", key.toString()}, env);
+      assertEquals(1, o.clusterKeys.size());
+      assertEquals(NodeMainTest.KEY_HEX, java.util.HexFormat.of().formatHex(o.clusterKeys.get(0)));
+      assertNull(NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1", "--insecure"},
+          env).clusterKeys);
+      refused(() -> NodeOptions.parse(id, env), "a cluster key is required");
+    }
+  }
+
   /** {@code --engine} with an IPv6 address without brackets says to bracket it, as HOST:PORT flags do. */
   @Test
   void anEngineUrlWithAnIpv6AddressWithoutBracketsSaysToBracketIt() {
