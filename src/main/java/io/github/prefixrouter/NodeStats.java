@@ -100,15 +100,17 @@ public record NodeStats(
    * @param peersLive peers currently considered alive
    * @param inFlight requests this node has taken on and not yet answered: submitted here, or
    *     forwarded here by peers
-   * @throws NullPointerException if {@code nodeId}, {@code state} or {@code fallbacks} is null
+   * @throws NullPointerException if {@code nodeId}, {@code state} or {@code fallbacks} is null,
+   *     or {@code fallbacks} maps a cause to null (the message names which)
    */
   public NodeStats {
     Objects.requireNonNull(nodeId, "nodeId");
     Objects.requireNonNull(state, "state");
+    Objects.requireNonNull(fallbacks, "fallbacks");
     EnumMap<FallbackCause, Long> copy = new EnumMap<>(FallbackCause.class);
     for (FallbackCause c : FallbackCause.values()) {
       if (c != FallbackCause.NONE) {
-        copy.put(c, fallbacks.getOrDefault(c, 0L));
+        copy.put(c, Objects.requireNonNull(fallbacks.getOrDefault(c, 0L), "fallbacks[" + c + "]"));
       }
     }
     fallbacks = java.util.Collections.unmodifiableMap(copy);

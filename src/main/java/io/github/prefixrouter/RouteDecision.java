@@ -131,6 +131,24 @@ public final class RouteDecision {
       long costNanos,
       SkipReason skipped) {
 
+    /**
+     * Checks the components.
+     *
+     * @param nodeId the candidate's node id
+     * @param local true for this node
+     * @param matchedTokens estimated prefix tokens cached there (exact for the local node)
+     * @param effectiveMatchedTokens {@code matchedTokens} discounted by staleness and accuracy
+     * @param load advertised queue depth plus in flight (plus work this node sent it since)
+     * @param rttNanos smoothed round trip (0 for the local node)
+     * @param costNanos estimated latency ({@code Long.MAX_VALUE} when skipped)
+     * @param skipped why the candidate was not eligible, or {@link SkipReason#NONE}
+     * @throws NullPointerException if {@code nodeId} or {@code skipped} is null
+     */
+    public Candidate {
+      Objects.requireNonNull(nodeId, "nodeId");
+      Objects.requireNonNull(skipped, "skipped");
+    }
+
     @Override
     public String toString() {
       StringBuilder sb = new StringBuilder();
@@ -181,7 +199,8 @@ public final class RouteDecision {
    * @param skipped why each candidate was not eligible, or {@link SkipReason#NONE}
    * @param chosen the index of the chosen candidate
    * @param reason why it was chosen
-   * @throws NullPointerException if an argument is null
+   * @throws NullPointerException if an argument, an id or a skip reason is null (the message
+   *     names which)
    * @throws IllegalArgumentException if the arrays are empty or of different lengths, or
    *     {@code chosen} is not an index of them
    */
@@ -199,6 +218,13 @@ public final class RouteDecision {
       Reason reason) {
     this.policy = Objects.requireNonNull(policy, "policy");
     this.reason = Objects.requireNonNull(reason, "reason");
+    Objects.requireNonNull(ids, "ids");
+    Objects.requireNonNull(matched, "matched");
+    Objects.requireNonNull(effective, "effective");
+    Objects.requireNonNull(load, "load");
+    Objects.requireNonNull(rtt, "rtt");
+    Objects.requireNonNull(cost, "cost");
+    Objects.requireNonNull(skipped, "skipped");
     int n = ids.length;
     if (n < 1 || matched.length != n || effective.length != n || load.length != n
         || rtt.length != n || cost.length != n || skipped.length != n) {
@@ -206,6 +232,14 @@ public final class RouteDecision {
     }
     if (chosen < 0 || chosen >= n) {
       throw new IllegalArgumentException("chosen index " + chosen + " outside [0, " + n + ")");
+    }
+    for (int i = 0; i < n; i++) {
+      if (ids[i] == null) {
+        throw new NullPointerException("ids[" + i + "]");
+      }
+      if (skipped[i] == null) {
+        throw new NullPointerException("skipped[" + i + "]");
+      }
     }
     this.promptTokens = promptTokens;
     this.ids = ids;

@@ -38,8 +38,12 @@ public final class Schedulers {
    *
    * @param name the thread name's prefix
    * @return a new scheduler with its own thread, which the caller closes
+   * @throws NullPointerException if {@code name} is null
    */
   public static ClosableScheduler newSingleThread(String name) {
+    if (name == null) {
+      throw new NullPointerException("name");
+    }
     AtomicInteger n = new AtomicInteger();
     ScheduledThreadPoolExecutor ex =
         new ScheduledThreadPoolExecutor(
