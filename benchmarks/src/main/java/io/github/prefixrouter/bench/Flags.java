@@ -175,6 +175,45 @@ public final class Flags {
   }
 
   /**
+   * The comma-separated whole numbers {@code flag} gives (or {@code dflt} gives, if it was not
+   * given), each from {@code min} to {@code max}, with {@code why} saying what {@code min} is; an
+   * empty value is no numbers.
+   *
+   * @param flag the flag, with its {@code --}
+   * @param dflt the values if it was not given, comma-separated
+   * @param min the least value accepted
+   * @param why what {@code min} stands for, shown after it in the message ({@code "one block"}),
+   *     or null
+   * @param max the largest value accepted
+   * @return the values, in the order given
+   * @throws IllegalArgumentException for a value that is not a whole number, or is below
+   *     {@code min} or above {@code max}
+   */
+  public long[] wholes(String flag, String dflt, long min, String why, long max) {
+    String csv = given.getOrDefault(flag, dflt);
+    if (csv.isBlank()) {
+      return new long[0];
+    }
+    String[] parts = csv.split(",", -1);
+    long[] values = new long[parts.length];
+    for (int i = 0; i < parts.length; i++) {
+      long v;
+      try {
+        v = Long.parseLong(parts[i].trim());
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException(flag + ": not a whole number: '" + parts[i] + "'");
+      }
+      if (v < min || v > max) {
+        throw new IllegalArgumentException(flag + " must be at least " + min
+            + (why == null ? "" : " (" + why + ")") + (v > max ? " and at most " + max : "")
+            + ", not " + v);
+      }
+      values[i] = v;
+    }
+    return values;
+  }
+
+  /**
    * The comma-separated values {@code flag} gives, each one of {@code allowed} and none twice.
    *
    * @param flag the flag, with its {@code --}

@@ -54,8 +54,9 @@ import java.util.function.Function;
  * {@code --sizes}, {@code --capacity-tokens}, {@code --fresh-capacity-tokens} and
  * {@code --measure-s}; a flag given wins over it wherever it stands. An unknown flag, one given
  * twice or without its value, a value that is not a number, a {@code --measure-s} below 1,
- * a {@code --nodes} below 2, a {@code --fanout} not 1 to 64, or a negative {@code --rate} or
- * {@code --delay-ms} stops it with {@code error: ...} and exit code 2. A figure of gossip.json that has no value (a ratio over a zero:
+ * a {@code --nodes} below 2, a {@code --fanout} not 1 to 64, a negative {@code --rate} or
+ * {@code --delay-ms}, a {@code --capacity-tokens} or {@code --fresh-capacity-tokens} below one
+ * block (16 tokens), or a {@code --sizes} below 2 stops it with {@code error: ...} and exit code 2. A figure of gossip.json that has no value (a ratio over a zero:
  * no full snapshots, no blocks cached at {@code --rate 0}) is null, never NaN or Infinity.
  */
 public final class GossipBenchmarkMain {
@@ -89,7 +90,8 @@ public final class GossipBenchmarkMain {
      * @throws IllegalArgumentException for an unknown flag, a flag without its value or given
      *     twice, a value that is not a number, a {@code --measure-s} below 1, a {@code --nodes}
      *     below 2, a {@code --fanout} not 1 to 64, a negative {@code --rate} or
-     *     {@code --delay-ms}, or {@code --sizes} with {@code --skip-dissemination}
+     *     {@code --delay-ms}, a capacity below one block, a cluster size below 2, or
+     *     {@code --sizes} with {@code --skip-dissemination}
      */
     static Options parse(String[] args) {
       Flags f = Flags.parse(args, Set.of("--quick", "--skip-dissemination"), VALUE_FLAGS);
@@ -122,10 +124,10 @@ public final class GossipBenchmarkMain {
           f.has("--mmlu") ? Path.of(f.string("--mmlu", null)) : null,
           nodes,
           rate,
-          value(f, "--capacity-tokens", quick ? "131072" : "131072,1048576",
-              GossipBenchmarkMain::longs),
-          value(f, "--fresh-capacity-tokens", quick ? "" : "1048576",
-              GossipBenchmarkMain::longs),
+          f.wholes("--capacity-tokens", quick ? "131072" : "131072,1048576", BLOCK,
+              "one block", Long.MAX_VALUE),
+          f.wholes("--fresh-capacity-tokens", quick ? "" : "1048576", BLOCK, "one block",
+              Long.MAX_VALUE),
           // automatic: 30 s, 10 s above 262,144 tokens
           value(f, "--snapshot-mode-measure-s", "-1", Integer::parseInt),
           // automatic: long enough to fill the caches
@@ -135,8 +137,9 @@ public final class GossipBenchmarkMain {
           value(f, "--seed", "1", Long::parseLong),
           delayMs,
           f.has("--skip-dissemination") ? new int[0]
-              : value(f, "--sizes", quick ? "4,16,64,256" : "4,16,64,256,1024",
-                  GossipBenchmarkMain::ints),
+              : java.util.Arrays.stream(f.wholes("--sizes",
+                  quick ? "4,16,64,256" : "4,16,64,256,1024", 2, "a cluster of one gossips with"
+                  + " no one", Integer.MAX_VALUE)).mapToInt(Math::toIntExact).toArray(),
           Path.of(f.string("--out", "benchmarks/target/results/gossip.json")));
     }
 
@@ -849,16 +852,6 @@ public final class GossipBenchmarkMain {
       }
     }
     return true;
-  }
-
-  private static long[] longs(String csv) {
-    return csv.isEmpty() ? new long[0]
-        : java.util.Arrays.stream(csv.split(",")).mapToLong(Long::parseLong).toArray();
-  }
-
-  private static int[] ints(String csv) {
-    return csv.isEmpty() ? new int[0]
-        : java.util.Arrays.stream(csv.split(",")).mapToInt(Integer::parseInt).toArray();
   }
 
   private static String esc(String s) {

@@ -153,6 +153,35 @@ class GossipBenchmarkMainTest {
   }
 
   /**
+   * Cache capacities and cluster sizes that run nothing or fail only once the run has begun are
+   * refused with the flag's name: {@code --capacity-tokens 0} (or negative) failed with the
+   * prefix tree's own error after the cases before it had run, a capacity below one block
+   * cached nothing, and a cluster size of 0 or 1 in {@code --sizes} disseminated to no one.
+   */
+  @Test
+  void capacitiesAndSizesThatRunNothingAreRefusedWithTheirName() {
+    for (String[] bad : List.of(new String[] {"--capacity-tokens", "0"},
+        new String[] {"--capacity-tokens", "-131072"},
+        new String[] {"--capacity-tokens", "131072,8"},
+        new String[] {"--fresh-capacity-tokens", "0"}, new String[] {"--sizes", "4,0"},
+        new String[] {"--sizes", "1"}, new String[] {"--sizes", "-4"},
+        new String[] {"--sizes", "4,,16"}, new String[] {"--sizes", "3000000000"})) {
+      String m = assertThrows(IllegalArgumentException.class, () -> parse(bad),
+          String.join(" ", bad)).getMessage();
+      assertTrue(m.startsWith(bad[0] + " ") || m.startsWith(bad[0] + ":"), m);
+    }
+    assertEquals("--capacity-tokens: not a whole number: 'big'", assertThrows(
+        IllegalArgumentException.class, () -> parse("--capacity-tokens", "big")).getMessage());
+    assertEquals("--capacity-tokens must be at least 16 (one block), not 8", assertThrows(
+        IllegalArgumentException.class, () -> parse("--capacity-tokens", "8")).getMessage());
+    GossipBenchmarkMain.Options o = parse("--capacity-tokens", "16, 131072", "--sizes", "2,4",
+        "--fresh-capacity-tokens", "");
+    assertArrayEquals(new long[] {16, 131_072}, o.capacities());
+    assertArrayEquals(new int[] {2, 4}, o.sizes());
+    assertArrayEquals(new long[0], o.freshCapacities());
+  }
+
+  /**
    * With nothing cached (no requests) the ratio over a KV-cache transfer of the blocks cached
    * is over a zero: gossip.json has null there, not Infinity, and stays valid JSON, and the
    * printed line shows "-" for it; a measuring
