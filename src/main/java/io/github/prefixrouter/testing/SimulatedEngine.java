@@ -598,7 +598,7 @@ public final class SimulatedEngine implements InferenceEngine {
       }
       try {
         job.listener.onOutput(piece, "");
-      } catch (RuntimeException | Error e) { // an Error thrown on left the job unfinished
+      } catch (Throwable e) { // an Error, or a checked exception undeclared, left it unfinished
         job.listenerFailed = true; // a listener must not throw: it gets no more
       }
     });
@@ -609,18 +609,34 @@ public final class SimulatedEngine implements InferenceEngine {
    * lock: the listener and the future's callbacks are the host's code, and the engine's other
    * callers (load() first) must not wait for them. One thread at a time per job, in the order
    * queued: a thread that finds another at it leaves its items to it, so the pieces of a request
-   * come in order and before its result even on a multi-threaded scheduler.
+   * come in order and before its result even on a multi-threaded scheduler. An item that throws
+   * (the scheduler refusing the next request's task) does not keep the items after it, which
+   * another thread may have left to this one, from being handed over: they all are, and the
+   * first failure is thrown on afterwards.
    */
   private static void handOver(Job job) {
+    Throwable failure = null;
     while (!job.outbox.isEmpty() && job.handingOver.compareAndSet(false, true)) {
       try {
         Runnable r;
         while ((r = job.outbox.poll()) != null) {
-          r.run();
+          try {
+            r.run();
+          } catch (RuntimeException | Error e) {
+            if (failure == null) {
+              failure = e;
+            }
+          }
         }
       } finally {
         job.handingOver.set(false);
       }
+    }
+    if (failure instanceof RuntimeException e) {
+      throw e;
+    }
+    if (failure != null) {
+      throw (Error) failure;
     }
   }
 

@@ -652,4 +652,48 @@ class SimulatedEngineTest {
     assertEquals(5 * MS * cut.length, r.decodeNanos(), "decode time of the tokens generated");
     assertEquals(10 * MS + MS / 10 * 64 + 5 * MS * cut.length, doneAt[0] - t0);
   }
+
+  /**
+   * A listener that throws a checked exception (thrown without declaring it, as code in a
+   * language without checked exceptions does) on the last piece: it escaped the catch of
+   * unchecked ones, ended the hand-over with the result still queued behind the piece, and the
+   * request was never answered. It is treated as any listener that throws: it gets no more
+   * pieces, and the result is still handed over.
+   */
+  @Test
+  void aListenerThatThrowsACheckedExceptionStillGetsTheRequestAnswered() {
+    SimulatedEngine e = engine().streamChunkTokens(4).build();
+    int[] calls = new int[2];
+    CompletableFuture<EngineResult> early = e.execute(
+        new InferenceRequest("early", prompt(1, 32), GenerationParams.greedy(12)),
+        (tokens, text) -> {
+          calls[0]++;
+          throw SimulatedEngineTest.<RuntimeException>sneaky(new java.io.IOException("early"));
+        });
+    CompletableFuture<EngineResult> last = e.execute(
+        new InferenceRequest("last", prompt(200, 32), GenerationParams.greedy(1)),
+        (tokens, text) -> {
+          calls[1]++;
+          throw SimulatedEngineTest.<RuntimeException>sneaky(new java.io.IOException("last"));
+        });
+    List<Throwable> escaped = new ArrayList<>();
+    for (int i = 0; i < 10_000 && sim.pendingTasks() > 0; i++) {
+      try {
+        sim.runNext();
+      } catch (Throwable t) {
+        escaped.add(t);
+      }
+    }
+    assertEquals(List.of(), escaped, "what a listener threw reached the scheduler");
+    assertTrue(early.isDone() && last.isDone(), "a request was never answered");
+    assertEquals(12, early.join().outputTokens().length);
+    assertEquals(1, last.join().outputTokens().length);
+    assertEquals(1, calls[0], "a listener that threw got more pieces");
+    assertEquals(1, calls[1]);
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> T sneaky(Throwable t) throws T {
+    throw (T) t;
+  }
 }
