@@ -76,7 +76,8 @@ import org.slf4j.LoggerFactory;
  *       engine refused the request as invalid ({@link InvalidRequestException}: a prompt
  *       beyond the model's context, say; the message is the engine's), which no node would
  *       serve; 504 when the engine did not answer in time ({@link EngineTimeoutException}), not
- *       tried on peers; 502 when the request failed everywhere otherwise.
+ *       tried on peers; 502 when the request failed everywhere otherwise, or the node's
+ *       {@code submit} threw or gave no future.
  *   <li>With {@code "stream": true} (a boolean; anything else is a 400) the answer is streamed
  *       as server-sent events ({@link StreamedAnswer}): {@code 200} with
  *       {@code Content-Type: text/event-stream; charset=utf-8} once the node gives the first
@@ -767,7 +768,7 @@ final class ClientEndpoint {
     openStreams.add(s);
     CompletableFuture<InferenceResponse> answer;
     try {
-      answer = node.submit(request, s);
+      answer = given(node.submit(request, s));
     } catch (RuntimeException e) {
       answer = CompletableFuture.failedFuture(e);
     }
@@ -1000,7 +1001,7 @@ final class ClientEndpoint {
       java.util.function.Function<Throwable, Runnable> failure) {
     CompletableFuture<InferenceResponse> f;
     try {
-      f = node.submit(request);
+      f = given(node.submit(request));
     } catch (RuntimeException e) {
       f = CompletableFuture.failedFuture(e);
     }
@@ -1014,6 +1015,19 @@ final class ClientEndpoint {
         writeLater(ex, failure.apply(c));
       }
     });
+  }
+
+  /**
+   * The future {@code submit} returned; a node that gave none (null, against its contract)
+   * failed the request as one that throws does, answered 502: it used to be a 500 whose
+   * in-flight slot (and stream) was never given back.
+   */
+  private static CompletableFuture<InferenceResponse> given(
+      CompletableFuture<InferenceResponse> future) {
+    if (future == null) {
+      throw new IllegalStateException("the node gave no future");
+    }
+    return future;
   }
 
   /**

@@ -233,6 +233,35 @@ class ClientEndpointStreamTest {
     assertTrue(thrown.body().contains("broken node"), thrown.body());
   }
 
+  /**
+   * A node that gives no future (null, against {@code submit}'s contract) is answered as one
+   * that throws, a 502, on every route, whole and streamed, and gives back the request's
+   * in-flight slot and stream: it used to be a 500 with the slot held for ever (after
+   * {@code maxInFlight} such requests every client was answered 503) and the stream left open.
+   */
+  @Test
+  void aNodeThatGivesNoFutureIsA502AndGivesItsSlotBack() throws Exception {
+    start(Duration.ofSeconds(5));
+    when(node.submit(any())).thenReturn(null);
+    when(node.submit(any(), any())).thenReturn(null);
+    List<String[]> sends = List.of(
+        new String[] {"/v1/route/completions", "{\"id\":\"q1\",\"prompt\":[1]}"},
+        new String[] {"/v1/route/completions", stream("[1]")},
+        new String[] {"/v1/completions", "{\"prompt\":[1]}"},
+        new String[] {"/v1/completions", "{\"prompt\":[1],\"stream\":true}"});
+    for (String[] s : sends) {
+      HttpResponse<String> resp = client.sendAsync(HttpRequest.newBuilder(
+              URI.create("http://" + address + s[0]))
+          .POST(HttpRequest.BodyPublishers.ofString(s[1])).build(),
+          HttpResponse.BodyHandlers.ofString()).get(20, TimeUnit.SECONDS);
+      String what = s[0] + " " + s[1];
+      assertEquals(502, resp.statusCode(), what + ": " + resp.body());
+      assertTrue(resp.body().contains("the node gave no future"), what + ": " + resp.body());
+      Await.until(() -> endpoint.inFlight() == 0, what + ": its in-flight slot given back");
+      Await.until(() -> endpoint.openStreams() == 0, what + ": its stream forgotten");
+    }
+  }
+
   @Test
   void aFailureAfterTheFirstPieceIsAnErrorEventAndTheEndWithoutDone() throws Exception {
     start(Duration.ofSeconds(5));
