@@ -225,6 +225,46 @@ class DocumentedNodeCommandsTest {
     }
   }
 
+  /** Commands the docs' shell blocks may call in {@code $(...)} without defining them. */
+  private static final Set<String> COMMANDS = Set.of("python3", "head", "cat", "od", "tr",
+      "date", "seq", "printf", "echo", "hostname", "nproc", "jq", "curl", "openssl");
+
+  private static final Pattern SUBSTITUTION = Pattern.compile("\\$\\(([A-Za-z_][\\w-]*)");
+  private static final Pattern FUNCTION = Pattern.compile("(?m)^\\s*([A-Za-z_]\\w*)\\s*\\(\\)\\s*\\{");
+
+  /**
+   * Every shell function a doc's shell blocks call in {@code $(...)} is defined in a shell block
+   * of the same doc, so that its blocks run as they are copied: the stream example in
+   * deployment.md called {@code prompt}, which README.md had defined until its walkthrough
+   * became a chat, and sent {@code "prompt": ,} since.
+   */
+  @Test
+  void everyShellFunctionADocCallsIsDefinedInIt() throws IOException {
+    List<String> undefined = new ArrayList<>();
+    for (Path d : docs()) {
+      List<Block> shell = blocks(Files.readAllLines(d, StandardCharsets.UTF_8)).stream()
+          .filter(b -> SHELL_LANGS.contains(b.lang())).toList();
+      Set<String> defined = new java.util.HashSet<>();
+      for (Block b : shell) {
+        Matcher f = FUNCTION.matcher(String.join("\n", b.lines()));
+        while (f.find()) {
+          defined.add(f.group(1));
+        }
+      }
+      for (Block b : shell) {
+        for (int i = 0; i < b.lines().size(); i++) {
+          Matcher m = SUBSTITUTION.matcher(b.lines().get(i));
+          while (m.find()) {
+            if (!COMMANDS.contains(m.group(1)) && !defined.contains(m.group(1))) {
+              undefined.add(d + ":" + (b.firstLine() + i) + " $(" + m.group(1));
+            }
+          }
+        }
+      }
+    }
+    assertEquals(List.of(), undefined, "functions called but defined nowhere in their doc");
+  }
+
   /** A documented config file is parsed, and a misspelled key in it is refused. */
   @Test
   void configFileExamplesAreParsed() {
