@@ -13,8 +13,9 @@ import java.util.Objects;
  * @param requests requests submitted to this node and accepted
  * @param servedLocally submitted requests answered by this node's engine
  * @param forwarded submitted requests answered by a peer
- * @param failed submitted requests that failed everywhere ({@link RequestFailedException}), or
- *     that a stop's grace period ended before their answer ({@link NodeNotRunningException})
+ * @param failed submitted requests that failed everywhere ({@link RequestFailedException}),
+ *     that a stop's grace period ended before their answer ({@link NodeNotRunningException}), or
+ *     that the caller abandoned (cancelled their future, or a streaming client that went away)
  * @param coldPlacements decisions taken by cold-prefix placement
  * @param servedForPeers forwarded requests this node's engine answered for peers
  * @param refusedForPeers forwarded requests this node refused because its engine queue was at
@@ -74,7 +75,7 @@ public record NodeStats(
    * @param servedLocally submitted requests answered by this node's engine
    * @param forwarded submitted requests answered by a peer
    * @param failed submitted requests that failed everywhere ({@link RequestFailedException}),
-   *     or that a stop's grace period ended before their answer
+   *     that a stop's grace period ended before their answer, or that the caller abandoned
    * @param coldPlacements decisions taken by cold-prefix placement
    * @param servedForPeers forwarded requests this node's engine answered for peers
    * @param refusedForPeers forwarded requests this node refused because its engine queue was at

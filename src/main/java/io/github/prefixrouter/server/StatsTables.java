@@ -39,7 +39,8 @@ final class StatsTables {
       .counter("forwarded", P + "requests_forwarded_total",
           "Submitted requests answered by a peer.", NodeStats::forwarded)
       .counter("failed", P + "requests_failed_total",
-          "Submitted requests that failed everywhere.", NodeStats::failed)
+          "Submitted requests that failed everywhere, or that the client abandoned.",
+          NodeStats::failed)
       .counter("cold_placements", P + "cold_placements_total",
           "Routing decisions taken by cold-prefix placement.", NodeStats::coldPlacements)
       .counter("served_for_peers", P + "served_for_peers_total",
