@@ -7,8 +7,10 @@ import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 
 /**
  * The main job: the source paper's evaluation on a simulated cluster running the library's real
@@ -116,7 +118,12 @@ public final class PaperMain {
 
   record Options(SimConfig config, boolean plots) {}
 
-  /** Parses the flags; returns null for {@code --help}. */
+  /**
+   * Parses the flags; returns null for {@code --help}.
+   *
+   * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
+   *     or a value that is not a number or is out of range
+   */
   static Options parse(String[] args) {
     SimConfig d = SimConfig.defaults();
     long seed = d.seed();
@@ -143,10 +150,15 @@ public final class PaperMain {
     Path mmlu = null;
     Path outDir = d.outDir();
     boolean plots = true;
+    Set<String> given = new HashSet<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       if (a.equals("--help") || a.equals("-h")) {
         return null;
+      }
+      if (!given.add(a)) {
+        // refused rather than letting the last one win without a word
+        throw new IllegalArgumentException(a + " is given twice");
       }
       if (a.equals("--no-plots")) {
         plots = false;

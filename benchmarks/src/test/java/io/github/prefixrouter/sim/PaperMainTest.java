@@ -148,4 +148,18 @@ class PaperMainTest {
             () -> PaperMain.parse(new String[] {"--out", file.toString()}));
     assertTrue(e.getMessage().contains("--out " + file), e.getMessage());
   }
+
+  @Test
+  void aFlagGivenTwiceIsRefusedInsteadOfTheLastOneWinning() {
+    for (String[] args : new String[][] {
+        {"--seed", "1", "--seed", "2"},
+        {"--requests", "100", "--nodes", "3", "--requests", "200"},
+        {"--delays", "2", "--delays", "200"},
+        {"--no-plots", "--no-plots"}}) {
+      IllegalArgumentException e =
+          assertThrows(IllegalArgumentException.class, () -> PaperMain.parse(args),
+              String.join(" ", args));
+      assertTrue(e.getMessage().contains(args[0] + " is given twice"), e.getMessage());
+    }
+  }
 }
