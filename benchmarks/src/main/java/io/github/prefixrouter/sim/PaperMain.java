@@ -225,14 +225,27 @@ public final class PaperMain {
             blockSize,
             capacity,
             slots,
-            Math.round(overheadMs * 1e6),
-            Math.round(prefillMs * 1e6),
-            Math.round(decodeMs * 1e6));
+            nanos("--prefill-overhead-ms", overheadMs),
+            nanos("--prefill-ms-per-token", prefillMs),
+            nanos("--decode-ms-per-token", decodeMs));
     int w = warmup != null ? warmup : requests / 5;
     SimConfig cfg =
         new SimConfig(seed, nodes, rate, requests, w, zipf, delays, jitter, loss, outputTokens,
             engine, window, threads, policies, dists, mmlu, outDir);
     return new Options(cfg, plots);
+  }
+
+  /**
+   * An engine timing given in milliseconds, in nanoseconds. Checked before rounding: NaN would
+   * round to 0 ns, an infinity or a huge value to {@code Long.MAX_VALUE} ns, and a negative
+   * value above -0.5 ns to 0 ns, all of which the engine profile would then accept.
+   */
+  private static long nanos(String flag, double ms) {
+    if (!(ms >= 0 && ms * 1e6 < Long.MAX_VALUE)) {
+      throw new IllegalArgumentException(
+          "flag " + flag + ": must be a finite number of ms, 0 or more, not " + ms);
+    }
+    return Math.round(ms * 1e6);
   }
 
   private static Distribution parseDistribution(String s) {

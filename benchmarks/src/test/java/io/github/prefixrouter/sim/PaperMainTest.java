@@ -162,4 +162,24 @@ class PaperMainTest {
       assertTrue(e.getMessage().contains(args[0] + " is given twice"), e.getMessage());
     }
   }
+
+  @Test
+  void engineTimingsThatAreNotFiniteOrAreNegativeAreRefused() {
+    for (String flag : new String[] {
+        "--prefill-overhead-ms", "--prefill-ms-per-token", "--decode-ms-per-token"}) {
+      // NaN used to round to 0 ns, Infinity and 1e300 to Long.MAX_VALUE ns, -1e-7 ms to 0 ns
+      for (String v : new String[] {"NaN", "Infinity", "-Infinity", "1e300", "-1e-7", "-2"}) {
+        IllegalArgumentException e =
+            assertThrows(IllegalArgumentException.class,
+                () -> PaperMain.parse(new String[] {flag, v}), flag + " " + v);
+        assertTrue(e.getMessage().startsWith("flag " + flag + ":"), e.getMessage());
+      }
+    }
+    EngineProfile e = PaperMain.parse(new String[] {
+        "--prefill-overhead-ms", "0", "--prefill-ms-per-token", "0.5",
+        "--decode-ms-per-token", "1e-7"}).config().engine();
+    assertEquals(0, e.prefillOverheadNanos());
+    assertEquals(500_000, e.prefillNanosPerToken());
+    assertEquals(0, e.decodeNanosPerToken());
+  }
 }
