@@ -13,7 +13,7 @@ import java.util.Objects;
  * @param requests requests per run, warm-up included
  * @param warmupRequests first requests of each run that are executed but not measured
  * @param zipfExponent exponent of the subject popularity of the skewed distribution
- * @param delaysMs one-way network delays to compare, in milliseconds
+ * @param delaysMs one-way network delays to compare, in milliseconds, each once
  * @param jitterFraction each message takes delay + uniform[0, jitterFraction × delay)
  * @param lossProbability probability that a one-way message between the library's nodes is lost
  *     (forwarding and gossip); the baselines' links never lose a message
@@ -22,8 +22,8 @@ import java.util.Objects;
  * @param timelineWindowSeconds width of the windows of the over-time series: at least 1 ns,
  *     and wide enough that the run's expected length makes at most {@link #MAX_TIMELINE_WINDOWS}
  * @param threads runs executed in parallel (each run is single-threaded and deterministic)
- * @param policies the policies to compare
- * @param distributions the popularity distributions to compare
+ * @param policies the policies to compare, each once
+ * @param distributions the popularity distributions to compare, each once
  * @param mmluDir the MMLU data directory, or null for the MMLU-shaped generator
  * @param outDir where the JSON and plots go
  */
@@ -102,9 +102,13 @@ public record SimConfig(
     if (delaysMs.isEmpty()) {
       throw new IllegalArgumentException("give at least one network delay");
     }
-    for (int d : delaysMs) {
+    for (int i = 0; i < delaysMs.size(); i++) {
+      int d = delaysMs.get(i);
       if (d < 0) {
         throw new IllegalArgumentException("network delays must be >= 0 ms, was " + d);
+      }
+      if (delaysMs.subList(0, i).contains(d)) {
+        throw new IllegalArgumentException("network delay " + d + " ms is given twice");
       }
     }
     if (!(jitterFraction >= 0 && jitterFraction < 1)) {
@@ -131,6 +135,18 @@ public record SimConfig(
     }
     if (policies.isEmpty() || distributions.isEmpty()) {
       throw new IllegalArgumentException("give at least one policy and one distribution");
+    }
+    for (int i = 0; i < policies.size(); i++) {
+      if (policies.subList(0, i).contains(policies.get(i))) {
+        throw new IllegalArgumentException(
+            "policy " + policies.get(i).label() + " is given twice");
+      }
+    }
+    for (int i = 0; i < distributions.size(); i++) {
+      if (distributions.subList(0, i).contains(distributions.get(i))) {
+        throw new IllegalArgumentException(
+            "distribution " + distributions.get(i).label() + " is given twice");
+      }
     }
   }
 

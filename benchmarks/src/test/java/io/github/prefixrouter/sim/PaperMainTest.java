@@ -182,4 +182,21 @@ class PaperMainTest {
     assertEquals(500_000, e.prefillNanosPerToken());
     assertEquals(0, e.decodeNanosPerToken());
   }
+
+  @Test
+  void aDelayPolicyOrDistributionListedTwiceIsRefused() {
+    // each would run its cells twice, and the table and charts show the first run's figures twice
+    String[][] cases = {
+        {"--delays", "2,200,2", "network delay 2 ms is given twice"},
+        {"--policies", "paper,no-routing,PAPER", "policy paper is given twice"},
+        {"--distributions", "skewed,skewed", "distribution skewed is given twice"}};
+    for (String[] c : cases) {
+      IllegalArgumentException e =
+          assertThrows(IllegalArgumentException.class,
+              () -> PaperMain.parse(new String[] {c[0], c[1]}), c[0] + " " + c[1]);
+      assertTrue(e.getMessage().contains(c[2]), e.getMessage());
+    }
+    assertEquals(List.of(1000, 2), PaperMain.parse(new String[] {"--delays", "1000,2"}).config()
+        .delaysMs());
+  }
 }
