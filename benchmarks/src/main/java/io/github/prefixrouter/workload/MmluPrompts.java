@@ -73,8 +73,9 @@ public final class MmluPrompts implements PromptSource {
    * file order), to keep tokenization short.
    *
    * @throws IllegalArgumentException if the directory does not look like MMLU, or a subject's file
-   *     is missing, is not valid CSV, has a row without six columns, or (test file) has no row;
-   *     the message names the file
+   *     is missing, is not valid CSV, has a row without six columns, or (test file) has no row
+   *     or a question whose prompt's tokens do not start with the shared prefix's; the message
+   *     names the file
    * @throws UncheckedIOException if a file cannot be read
    */
   public static MmluPrompts load(Path dir, int maxQuestionsPerSubject) {
@@ -128,7 +129,10 @@ public final class MmluPrompts implements PromptSource {
     Encoding enc = Encodings.newLazyEncodingRegistry().getEncoding(EncodingType.CL100K_BASE);
     int[][] prefixes = new int[n][];
     int[][][] prompts = new int[n][][];
-    // subjects are independent: tokenize them in parallel (the result does not depend on it)
+    int[] offending = new int[n];
+    Arrays.fill(offending, -1);
+    // subjects are independent: tokenize them in parallel (the result does not depend on it);
+    // a question that does not tokenize after the prefix is reported from this thread, below
     java.util.stream.IntStream.range(0, n).parallel().forEach(s -> {
       String subject = subjects.get(s);
       List<CSVRecord> tests = testsOf.get(s);
@@ -137,27 +141,35 @@ public final class MmluPrompts implements PromptSource {
       int count = Math.min(tests.size(), maxQuestionsPerSubject);
       prompts[s] = new int[count][];
       for (int q = 0; q < count; q++) {
-        prompts[s][q] = tokenize(enc, prefix, prefixes[s], questionText(tests.get(q)),
-            tokenizeWhole, subject, q);
+        int[] tokens =
+            tokenize(enc, prefix, prefixes[s], questionText(tests.get(q)), tokenizeWhole);
+        if (!Arrays.equals(tokens, 0, prefixes[s].length, prefixes[s], 0, prefixes[s].length)) {
+          offending[s] = q;
+          return;
+        }
+        prompts[s][q] = tokens;
       }
     });
+    for (int s = 0; s < n; s++) {
+      if (offending[s] >= 0) {
+        Path testFile = testDir.resolve(subjects.get(s) + "_test.csv");
+        throw new IllegalArgumentException("MMLU file " + testFile.toAbsolutePath() + ": row "
+            + testsOf.get(s).get(offending[s]).getRecordNumber() + ": the prompt's tokens do not"
+            + " start with the subject's shared prefix (a question that starts with a line break"
+            + " merges with the prefix's closing blank line)");
+      }
+    }
     return new MmluPrompts(dir, subjects.toArray(String[]::new), prefixes, prompts);
   }
 
   private static int[] tokenize(Encoding enc, String prefix, int[] prefixTokens, String question,
-      boolean whole, String subject, int q) {
-    int[] tokens;
+      boolean whole) {
     if (whole || question.isEmpty() || Character.isWhitespace(question.charAt(0))) {
-      tokens = enc.encode(prefix + question).toArray();
-    } else {
-      int[] qt = enc.encode(question).toArray();
-      tokens = Arrays.copyOf(prefixTokens, prefixTokens.length + qt.length);
-      System.arraycopy(qt, 0, tokens, prefixTokens.length, qt.length);
+      return enc.encode(prefix + question).toArray();
     }
-    if (!Arrays.equals(tokens, 0, prefixTokens.length, prefixTokens, 0, prefixTokens.length)) {
-      throw new IllegalStateException(
-          "prompt " + q + " of " + subject + " does not start with the prefix tokens");
-    }
+    int[] qt = enc.encode(question).toArray();
+    int[] tokens = Arrays.copyOf(prefixTokens, prefixTokens.length + qt.length);
+    System.arraycopy(qt, 0, tokens, prefixTokens.length, qt.length);
     return tokens;
   }
 

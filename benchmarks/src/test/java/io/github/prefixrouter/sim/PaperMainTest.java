@@ -199,4 +199,26 @@ class PaperMainTest {
     assertEquals(List.of(1000, 2), PaperMain.parse(new String[] {"--delays", "1000,2"}).config()
         .delaysMs());
   }
+
+  @Test
+  void anMmluQuestionThatDoesNotTokenizeAfterItsPrefixIsAnErrorNotAStackTrace(@TempDir Path dir)
+      throws Exception {
+    Path mmlu = dir.resolve("mmlu");
+    Files.createDirectories(mmlu.resolve("dev"));
+    Files.createDirectories(mmlu.resolve("test"));
+    Files.writeString(mmlu.resolve("dev/x_dev.csv"), "q,a,b,c,d,A\n");
+    Files.writeString(mmlu.resolve("test/x_test.csv"), "\"\nWhich?\",a,b,c,d,B\n");
+    ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+    int code =
+        PaperMain.execute(
+            new String[] {"--mmlu", mmlu.toString(), "--out", dir.resolve("out").toString()},
+            new PrintStream(stdout, true, StandardCharsets.UTF_8),
+            new PrintStream(stderr, true, StandardCharsets.UTF_8));
+    assertEquals(2, code);
+    String err = stderr.toString(StandardCharsets.UTF_8);
+    assertTrue(err.startsWith("error: --mmlu " + mmlu + ": MMLU file "), err);
+    assertTrue(err.contains("x_test.csv: row 1"), err);
+    assertEquals("", stdout.toString(StandardCharsets.UTF_8));
+  }
 }

@@ -73,4 +73,20 @@ class MmluPromptsTest {
     assertRejectedNaming(
         mmlu(tmp, "q,a,b,c,d,A\n", "\"unterminated,a,b,c,d,A\n"), "x_test.csv", "not valid CSV");
   }
+
+  @Test
+  void aQuestionWhoseTokensDoNotStartWithThePrefixIsRejectedWithItsFileAndRow(@TempDir Path tmp)
+      throws Exception {
+    // a question that starts with a line break merges with the prefix's closing blank line
+    // ("\n\n" + "\n" is one token), so the prompt does not start with the shared prefix
+    for (String q : new String[] {"\nWhich?", "\n\nWhich?"}) {
+      assertRejectedNaming(
+          mmlu(tmp, "q,a,b,c,d,A\n", "q1,a,b,c,d,A\n\"" + q + "\",a,b,c,d,B\n"), "x_test.csv",
+          "row 2");
+    }
+    // other leading blanks do not merge: the question loads
+    MmluPrompts p = MmluPrompts.load(mmlu(tmp, "q,a,b,c,d,A\n", "\" \nWhich?\",a,b,c,d,B\n"));
+    assertTrue(decode(p.prompt(0, 0)).endsWith("Answer: A\n\n \nWhich?\nA. a\nB. b\nC. c\n"
+        + "D. d\nAnswer:"));
+  }
 }
