@@ -25,10 +25,10 @@ import org.openjdk.jmh.runner.options.OptionsBuilder;
 
 /**
  * Runs {@link KvEventBenchmark} (JMH's own flags, for example {@code -f 2 -wi 3 -w 1s -i 5 -r
- * 1s}; without them the class's defaults; {@code -bm} other than {@code avgt} and {@code -tu}
- * other than {@code ns} are refused, see {@link #refused}), prints per batch and per block the
- * cost of each benchmark and the ratios against the msgpack-core baselines of the same run, and
- * writes {@code benchmarks/target/results/kvevents.json}.
+ * 1s}; without them the class's defaults; {@code -bm} other than {@code avgt}, {@code -tu}
+ * other than {@code ns} and {@code -opi} other than 1 are refused, see {@link #refused}), prints
+ * per batch and per block the cost of each benchmark and the ratios against the msgpack-core
+ * baselines of the same run, and writes {@code benchmarks/target/results/kvevents.json}.
  *
  * <pre>
  *   taskset -c 1 java -cp benchmarks/target/benchmarks.jar \
@@ -53,7 +53,9 @@ public final class KvEventBenchmarkMain {
    * Why JMH flags cannot give the figures this main reports, or null: it prints and writes every
    * score as nanoseconds per batch and its ratios as time over time, so a benchmark mode other
    * than average time ({@code -bm}) or a time unit other than nanoseconds ({@code -tu}) would
-   * be reported under the wrong unit (or, for throughput, as inverted ratios).
+   * be reported under the wrong unit (or, for throughput, as inverted ratios), and operations
+   * per invocation other than 1 ({@code -opi}; every invocation applies one batch) would divide
+   * every time per batch by that number.
    *
    * @param cmd the parsed JMH flags
    * @return the message, or null if the flags are fine
@@ -67,6 +69,11 @@ public final class KvEventBenchmarkMain {
     if (cmd.getTimeUnit().hasValue() && cmd.getTimeUnit().get() != TimeUnit.NANOSECONDS) {
       return "-tu " + cmd.getTimeUnit().get() + ": the figures are nanoseconds per batch;"
           + " only -tu ns is possible";
+    }
+    if (cmd.getOperationsPerInvocation().hasValue()
+        && cmd.getOperationsPerInvocation().get() != 1) {
+      return "-opi " + cmd.getOperationsPerInvocation().get() + ": every invocation applies one"
+          + " batch and the figures are per batch; only -opi 1 is possible";
     }
     return null;
   }

@@ -32,6 +32,15 @@ class KvEventBenchmarkMainTest {
   }
 
   @Test
+  void operationsPerInvocationOtherThanOneAreRefused() throws Exception {
+    // every invocation applies one batch: -opi 4 would divide every ns per batch by 4
+    String why = refused("-opi", "4");
+    assertNotNull(why, "-opi 4 would print a quarter of a batch's time as ns per batch");
+    assertTrue(why.startsWith("-opi 4"), why);
+    assertNull(refused("-opi", "1"));
+  }
+
+  @Test
   void theDefaultsAndTheirOwnValuesAreAccepted() throws Exception {
     assertNull(refused());
     assertNull(refused("-f", "2", "-wi", "6", "-w", "1s", "-i", "5", "-r", "1s"));
