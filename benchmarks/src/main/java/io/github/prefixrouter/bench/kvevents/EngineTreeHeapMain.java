@@ -1,8 +1,10 @@
 package io.github.prefixrouter.bench.kvevents;
 
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.bench.tree.MemoryMeter;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
+import java.util.Set;
 
 /**
  * The heap an engine-driven tree retains at the steady state of {@link KvEventBenchmark}'s
@@ -16,6 +18,9 @@ import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
  *   java -XX:+UseG1GC -cp OLD.jar:benchmarks/target/benchmarks.jar \
  *       io.github.prefixrouter.bench.kvevents.EngineTreeHeapMain
  * </pre>
+ *
+ * <p>It takes no arguments: one given stops it with {@code error: ...} and exit code 2
+ * ({@link Flags#parseOrExit}) before anything is measured.
  *
  * <p>Needs a parallel collector, as the tree benchmark's memory column does (see
  * {@code docs/tree.md}): under the serial collector some samples come out near 0, so it then
@@ -41,6 +46,7 @@ public final class EngineTreeHeapMain {
   }
 
   public static void main(String[] args) {
+    Flags.parseOrExit(args, a -> Flags.parse(a, Set.of(), Set.of()));
     String unreliable = MemoryMeter.unreliableReason();
     if (unreliable != null) {
       System.err.println("no figures: " + unreliable);

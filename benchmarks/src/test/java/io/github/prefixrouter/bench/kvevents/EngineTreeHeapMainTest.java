@@ -1,7 +1,11 @@
 package io.github.prefixrouter.bench.kvevents;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 class EngineTreeHeapMainTest {
@@ -14,5 +18,22 @@ class EngineTreeHeapMainTest {
     assertEquals((long) EngineTreeHeapMain.CYCLES * w.batches(), h.batchesApplied());
     // the heap figures themselves depend on the collector (none under the serial one, see
     // docs/tree.md), so they are the tool's output, not asserted here
+  }
+
+  /**
+   * It takes no arguments: one given (a flag of another main, a misspelling) used to be ignored
+   * and the measurement ran as if it had not been given. In a JVM of its own, as it exits.
+   */
+  @Test
+  void anArgumentIsRefusedBeforeAnythingIsMeasured() throws Exception {
+    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    // the serial collector: without the check the main stops at once, with "no figures"
+    Process p = new ProcessBuilder(java, "-XX:+UseSerialGC", "-cp",
+        System.getProperty("java.class.path"), EngineTreeHeapMain.class.getName(), "--cycles",
+        "10").redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+    String err = new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertTrue(p.waitFor(60, TimeUnit.SECONDS));
+    assertEquals(2, p.exitValue(), err);
+    assertTrue(err.startsWith("error: unknown flag --cycles"), err);
   }
 }
