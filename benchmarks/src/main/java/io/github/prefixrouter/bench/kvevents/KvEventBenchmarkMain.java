@@ -26,7 +26,8 @@ import org.openjdk.jmh.runner.options.OptionsBuilder;
 /**
  * Runs {@link KvEventBenchmark} (JMH's own flags, for example {@code -f 2 -wi 3 -w 1s -i 5 -r
  * 1s}; without them the class's defaults; {@code -bm} other than {@code avgt}, {@code -tu}
- * other than {@code ns} and {@code -opi} other than 1 are refused, see {@link #refused}), prints
+ * other than {@code ns}, {@code -opi} other than 1 and JMH's help and list flags are refused,
+ * see {@link #refused}), prints
  * per batch and per block the cost of each benchmark and the ratios against the msgpack-core
  * baselines of the same run, and writes {@code benchmarks/target/results/kvevents.json}.
  *
@@ -55,12 +56,21 @@ public final class KvEventBenchmarkMain {
    * than average time ({@code -bm}) or a time unit other than nanoseconds ({@code -tu}) would
    * be reported under the wrong unit (or, for throughput, as inverted ratios), and operations
    * per invocation other than 1 ({@code -opi}; every invocation applies one batch) would divide
-   * every time per batch by that number.
+   * every time per batch by that number. JMH's help and list flags ({@code -h}, {@code -l},
+   * {@code -lp}, {@code -lprof}, {@code -lrf}) are refused too: the runner does not act on them,
+   * so they would run every benchmark and overwrite the results.
    *
    * @param cmd the parsed JMH flags
    * @return the message, or null if the flags are fine
    */
   static String refused(CommandLineOptions cmd) {
+    String listing = cmd.shouldHelp() ? "-h" : cmd.shouldList() ? "-l"
+        : cmd.shouldListWithParams() ? "-lp" : cmd.shouldListProfilers() ? "-lprof"
+        : cmd.shouldListResultFormats() ? "-lrf" : null;
+    if (listing != null) {
+      return listing + ": this main only runs the benchmark (JMH's runner ignores " + listing
+          + "); for JMH's help and lists, benchmarks/run jmh " + listing;
+    }
     Collection<Mode> modes = cmd.getBenchModes();
     if (modes.stream().anyMatch(m -> m != Mode.AverageTime)) {
       return "-bm " + modes.stream().map(Mode::shortLabel).collect(Collectors.joining(","))

@@ -41,6 +41,16 @@ class KvEventBenchmarkMainTest {
   }
 
   @Test
+  void helpAndListFlagsAreRefusedRatherThanRunningTheWholeBenchmark() throws Exception {
+    // the Runner does not act on them: -h used to run every benchmark and overwrite the JSON
+    for (String flag : new String[] {"-h", "-l", "-lp", "-lprof", "-lrf"}) {
+      String why = refused(flag);
+      assertNotNull(why, flag);
+      assertTrue(why.startsWith(flag + ": "), why);
+    }
+  }
+
+  @Test
   void theDefaultsAndTheirOwnValuesAreAccepted() throws Exception {
     assertNull(refused());
     assertNull(refused("-f", "2", "-wi", "6", "-w", "1s", "-i", "5", "-r", "1s"));
