@@ -65,7 +65,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p><b>Failures never stop the thread:</b> an exception or {@link Error} from the sink (the
  * receiver's decoder running out of heap on a large batch, say) is logged and counted, and the
- * next message is read. See {@link Stats} for the counters.
+ * next message is read. An {@link Error} or unchecked exception while connecting or reading
+ * (the heap running out while a large message is read, say) is logged and taken as a failed
+ * connection, a broken one (the sink is reset) or a failed replay, as an I/O error there is.
+ * See {@link Stats} for the counters.
  */
 public final class VllmKvEventSubscriber implements AutoCloseable {
 
@@ -117,6 +120,8 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private volatile boolean resolving;
   private final HostResolver resolver;
   private Thread thread; // guarded by this
+  /** Errors and unchecked exceptions the reader thread took on its connections (for its log). */
+  private long readerFailures; // the reader thread's only
 
   private VllmKvEventSubscriber(Builder b, KvEventSink sink) {
     this.endpoint = b.endpoint;
@@ -267,7 +272,8 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
    *     (a topic starting with ours, when ours is not empty), ignored
    * @param replaysRequested replays asked for, after a gap in the sequence numbers
    * @param replayedMessages messages received by replay and passed to the sink
-   * @param replayFailures replays that failed (no connection, timeout, malformed answer)
+   * @param replayFailures replays that failed (no connection, timeout, malformed answer, an
+   *     {@link Error} or unchecked exception while replaying)
    * @param sinkFailures exceptions and {@link Error}s thrown by the sink, logged and ignored
    */
   public record Stats(
@@ -324,7 +330,13 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
           received = true;
           handle(message);
         }
-      } catch (IOException e) {
+      } catch (IOException | RuntimeException | Error e) {
+        // an Error (the heap running out while a message of up to maxMessageBytes is read, say)
+        // or an unchecked exception breaks this connection, not the thread: ended, nothing would
+        // reach the sink again, nothing would reconnect and the mirror would stay as it is
+        if (!(e instanceof IOException)) {
+          readerFailed("its connection to " + endpoint, e);
+        }
         if (closed) {
           break;
         }
@@ -433,6 +445,21 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     }
   }
 
+  /**
+   * Logs an {@link Error} or unchecked exception the reader thread took on a connection, with
+   * its stack trace at warn level the 1st, 2nd, 4th, 8th... time (the others at debug), so that
+   * one repeated on every connection cannot flood the log. Called on the reader thread only.
+   */
+  private void readerFailed(String what, Throwable e) {
+    readerFailures++;
+    if (Long.bitCount(readerFailures) == 1) {
+      log.warn("the KV-event reader failed on {} ({} such failures so far)", what,
+          readerFailures, e);
+    } else {
+      log.debug("the KV-event reader failed on {}", what, e);
+    }
+  }
+
   private void sinkFailed(String what, Throwable e) {
     if (sinkFailures.incrementAndGet() == 1) {
       log.warn("the KV-event sink failed on {} (later failures are logged at debug level)",
@@ -493,7 +520,12 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         }
       }
       log.debug("replayed {} KV-event message(s) from {} before {}", received, from, liveSeq);
-    } catch (IOException e) {
+    } catch (IOException | RuntimeException | Error e) {
+      // an Error or unchecked exception here (the heap running out while a replayed message is
+      // read, say) fails the replay, as an IOException does, rather than ending the thread
+      if (!(e instanceof IOException)) {
+        readerFailed("a replay from " + replayEndpoint, e);
+      }
       if (!closed) {
         replayFailures.incrementAndGet();
         log.warn("KV-event replay from {} (sequence numbers {} to {}) failed after {} message(s):"

@@ -488,6 +488,70 @@ class VllmKvEventSubscriberTest {
     assertTrue(threads.get(0).isAlive());
   }
 
+  /**
+   * An {@link Error} (the heap running out while a replayed message of up to 16 MiB is read,
+   * say; here thrown by the host name lookup) or an unchecked exception in the replay used to
+   * escape the reader thread and end it: the live message and everything after it never
+   * reached the sink, nothing reconnected, and the mirror went on claiming what it held. It is
+   * a failed replay now, and the live message follows.
+   */
+  @ParameterizedTest(name = "an Error: {0}")
+  @ValueSource(booleans = {false, true})
+  void anErrorInAReplayIsAFailedReplayAndTheLiveMessageFollows(boolean error) throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    String replay = vllm.startReplay();
+    String replayPort = replay.substring(replay.lastIndexOf(':') + 1);
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint())
+        .replayEndpoint("tcp://replay.example:" + replayPort)
+        .resolver(host -> {
+          if (host.equals("replay.example")) {
+            if (error) {
+              throw new OutOfMemoryError("Java heap space");
+            }
+            throw new IllegalStateException("a bug");
+          }
+          return InetAddress.getByName(host);
+        }));
+    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    vllm.lose(n);
+    vllm.publish(n + 1);
+    vllm.publish(n + 2);
+    Await.until(() -> sink.sawLive(n + 2), "the live messages after the failed replay arrived");
+    VllmKvEventSubscriber.Stats st = s.stats();
+    assertEquals(1, st.replaysRequested());
+    assertEquals(1, st.replayFailures());
+    assertEquals(1, st.connects(), "the live connection is kept");
+    assertTrue(threads.get(0).isAlive());
+  }
+
+  /**
+   * The same on the live connection: an {@link Error} or unchecked exception while connecting
+   * or reading ended the reader thread, which then never connected again. It is a failed
+   * connection (or, once connected, a broken one, which clears the mirror) now, retried after
+   * the backoff.
+   */
+  @ParameterizedTest(name = "an Error: {0}")
+  @ValueSource(booleans = {false, true})
+  void anErrorOnTheLiveConnectionIsRetried(boolean error) throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    String port = vllm.endpoint().substring(vllm.endpoint().lastIndexOf(':') + 1);
+    java.util.concurrent.atomic.AtomicInteger lookups =
+        new java.util.concurrent.atomic.AtomicInteger();
+    VllmKvEventSubscriber s = start(builder("tcp://publisher.example:" + port).resolver(host -> {
+      if (lookups.incrementAndGet() == 1) {
+        if (error) {
+          throw new OutOfMemoryError("Java heap space");
+        }
+        throw new IllegalStateException("a bug");
+      }
+      return InetAddress.getLoopbackAddress();
+    }));
+    vllm.publishUntil(0, () -> sink.size() > 0);
+    assertEquals(1, s.stats().connectFailures());
+    assertEquals(1, s.stats().connects());
+    assertTrue(threads.get(0).isAlive());
+  }
+
   @Test
   void closeEndsTheThreadWhileItReadsAndIsIdempotent() throws Exception {
     FakeVllmPublisher vllm = publisher(100);
