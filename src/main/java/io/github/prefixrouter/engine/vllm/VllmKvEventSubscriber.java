@@ -527,9 +527,16 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         readerFailed("a replay from " + replayEndpoint, e);
       }
       if (!closed) {
-        replayFailures.incrementAndGet();
-        log.warn("KV-event replay from {} (sequence numbers {} to {}) failed after {} message(s):"
-            + " {}", replayEndpoint, from, liveSeq - 1, received, e.toString());
+        // a replay endpoint that is down fails every replay, one per gap: sampled, as gaps are
+        long failures = replayFailures.incrementAndGet();
+        if (Long.bitCount(failures) == 1) {
+          log.warn("KV-event replay from {} (sequence numbers {} to {}) failed after {} "
+              + "message(s): {} ({} replays failed so far)", replayEndpoint, from, liveSeq - 1,
+              received, e.toString(), failures);
+        } else {
+          log.debug("KV-event replay from {} (sequence numbers {} to {}) failed after {} "
+              + "message(s): {}", replayEndpoint, from, liveSeq - 1, received, e.toString());
+        }
       }
     } finally {
       r.close();

@@ -209,6 +209,42 @@ class VllmKvEventSubscriberTest {
   }
 
   /**
+   * A replay endpoint that is down while the live stream keeps losing messages (a subscriber
+   * too slow for the publisher): every gap asks for a replay, and each failure used to be
+   * logged at warn level, one warning per message. They are logged at the 1st, 2nd, 4th,
+   * 8th... failure now, with the count so far, as gaps are.
+   */
+  @Test
+  void replaysFailingOnEveryGapAreLoggedSparingly() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    int deadPort;
+    try (ServerSocket ss = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      deadPort = ss.getLocalPort();
+    }
+    java.io.PrintStream err = System.err;
+    java.io.ByteArrayOutputStream log = new java.io.ByteArrayOutputStream();
+    VllmKvEventSubscriber s;
+    System.setErr(new java.io.PrintStream(log, true, StandardCharsets.UTF_8));
+    try {
+      s = start(builder(vllm.endpoint()).replayEndpoint("tcp://127.0.0.1:" + deadPort));
+      long n = vllm.publishUntil(0, () -> sink.size() > 0);
+      for (int i = 0; i < 64; i++) {
+        vllm.lose(n + 2 * i);
+        vllm.publish(n + 2 * i + 1);
+      }
+      Await.until(() -> sink.sawLive(n + 127), "the last live message arrived");
+      s.close();
+    } finally {
+      System.setErr(err);
+    }
+    assertEquals(64, s.stats().replayFailures());
+    String text = log.toString(StandardCharsets.UTF_8);
+    long warned = text.lines()
+        .filter(l -> l.contains("WARN") && l.contains("KV-event replay from")).count();
+    assertEquals(7, warned, text.length() > 2_000 ? text.substring(0, 2_000) : text);
+  }
+
+  /**
    * A replay endpoint that answers, but slowly: one message every 100 ms, each well within
    * {@code replayTimeout}, with a million messages to go before the live one. The live stream
    * waits during a replay, so it waited for the whole million (over a day); a replay now ends
