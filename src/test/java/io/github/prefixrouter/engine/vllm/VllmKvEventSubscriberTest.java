@@ -79,6 +79,17 @@ class VllmKvEventSubscriberTest {
     return s;
   }
 
+  /**
+   * Publishes from 0 on until the subscriber receives a message, then waits for the last one
+   * published, so that none is still on its way: a test counting the calls after this point
+   * sees only the messages it publishes next. Returns the next number to publish.
+   */
+  private long joined(FakeVllmPublisher vllm) throws InterruptedException {
+    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    Await.until(() -> sink.sawLive(n - 1), "the last message published before joining arrived");
+    return n;
+  }
+
   /** The calls after the first {@code skip}. */
   private List<Call> callsAfter(int skip) {
     List<Call> c = sink.calls();
@@ -95,7 +106,7 @@ class VllmKvEventSubscriberTest {
   void liveMessagesReachTheSinkInOrder() throws Exception {
     FakeVllmPublisher vllm = publisher(100);
     VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
-    long next = vllm.publishUntil(0, () -> sink.size() > 0);
+    long next = joined(vllm);
     for (int i = 0; i < 50; i++) {
       vllm.publish(next++);
     }
@@ -120,7 +131,7 @@ class VllmKvEventSubscriberTest {
     FakeVllmPublisher vllm = publisher(100);
     String replay = vllm.startReplay();
     VllmKvEventSubscriber s = start(builder(vllm.endpoint()).replayEndpoint(replay));
-    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    long n = joined(vllm);
     int before = sink.size();
     vllm.publish(n);
     vllm.lose(n + 1);
@@ -150,7 +161,7 @@ class VllmKvEventSubscriberTest {
     FakeVllmPublisher vllm = publisher(2);
     String replay = vllm.startReplay();
     VllmKvEventSubscriber s = start(builder(vllm.endpoint()).replayEndpoint(replay));
-    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    long n = joined(vllm);
     int before = sink.size();
     for (long i = n; i < n + 4; i++) {
       vllm.lose(i);
@@ -168,7 +179,7 @@ class VllmKvEventSubscriberTest {
   void withoutAReplayEndpointAGapGoesToTheSinkAsIs() throws Exception {
     FakeVllmPublisher vllm = publisher(100);
     VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
-    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    long n = joined(vllm);
     int before = sink.size();
     vllm.lose(n);
     vllm.lose(n + 1);
@@ -190,7 +201,7 @@ class VllmKvEventSubscriberTest {
     VllmKvEventSubscriber s = start(builder(vllm.endpoint())
         .replayEndpoint("tcp://127.0.0.1:" + deadPort)
         .replayTimeout(Duration.ofMillis(500)));
-    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    long n = joined(vllm);
     int before = sink.size();
     vllm.lose(n);
     vllm.publish(n + 1);
@@ -227,7 +238,7 @@ class VllmKvEventSubscriberTest {
     System.setErr(new java.io.PrintStream(log, true, StandardCharsets.UTF_8));
     try {
       s = start(builder(vllm.endpoint()).replayEndpoint("tcp://127.0.0.1:" + deadPort));
-      long n = vllm.publishUntil(0, () -> sink.size() > 0);
+      long n = joined(vllm);
       for (int i = 0; i < 64; i++) {
         vllm.lose(n + 2 * i);
         vllm.publish(n + 2 * i + 1);
@@ -269,7 +280,7 @@ class VllmKvEventSubscriberTest {
       VllmKvEventSubscriber s = start(builder(vllm.endpoint())
           .replayEndpoint("tcp://127.0.0.1:" + slow.port())
           .replayTimeout(Duration.ofMillis(300)));
-      long n = vllm.publishUntil(0, () -> sink.size() > 0);
+      long n = joined(vllm);
       vllm.publish(n + 1_000_000); // a million lost
       Await.until(() -> sink.sawLive(n + 1_000_000), "the live message after the replay");
       VllmKvEventSubscriber.Stats st = s.stats();
@@ -304,7 +315,7 @@ class VllmKvEventSubscriberTest {
       VllmKvEventSubscriber s = start(builder(vllm.endpoint())
           .replayEndpoint("tcp://127.0.0.1:" + chatty.port())
           .replayTimeout(Duration.ofMillis(300)));
-      long n = vllm.publishUntil(0, () -> sink.size() > 0);
+      long n = joined(vllm);
       vllm.publish(n + 10); // ten lost
       Await.until(() -> sink.sawLive(n + 10), "the live message after the replay");
       VllmKvEventSubscriber.Stats st = s.stats();
@@ -319,7 +330,7 @@ class VllmKvEventSubscriberTest {
   void aRestartedPublisherIsReconnectedAndTheStreamGoesOn() throws Exception {
     FakeVllmPublisher vllm = publisher(100);
     VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
-    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    long n = joined(vllm);
     vllm.restartPublisher();
     Await.until(() -> s.stats().disconnects() == 1, "the broken connection was counted");
     int before = sink.size();
@@ -418,7 +429,7 @@ class VllmKvEventSubscriberTest {
     // received nothing from a publisher configured as vLLM documents it)
     FakeVllmPublisher vllm = publisher(100);
     VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
-    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    long n = joined(vllm);
     int before = sink.size();
     vllm.send(new byte[0], seq(n), payload(n));
     vllm.send("kv-events".getBytes(StandardCharsets.US_ASCII), seq(n + 1), payload(n + 1));
@@ -436,7 +447,7 @@ class VllmKvEventSubscriberTest {
   void malformedMessagesAndOtherTopicsAreCountedAndDropped() throws Exception {
     FakeVllmPublisher vllm = publisher(100);
     VllmKvEventSubscriber s = start(builder(vllm.endpoint()).topic(TOPIC));
-    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    long n = joined(vllm);
     int before = sink.size();
     byte[] topic = TOPIC.getBytes(StandardCharsets.US_ASCII);
     vllm.send(topic, new byte[4], payload(n));                  // short sequence number
@@ -464,7 +475,7 @@ class VllmKvEventSubscriberTest {
     FakeVllmPublisher vllm = publisher(100);
     String replay = vllm.startReplay();
     VllmKvEventSubscriber s = start(builder(vllm.endpoint()).topic(TOPIC).replayEndpoint(replay));
-    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    long n = joined(vllm);
     int before = sink.size();
     byte[] topic = TOPIC.getBytes(StandardCharsets.US_ASCII);
     vllm.send(topic, seq(Long.MAX_VALUE), payload(n));
@@ -490,7 +501,7 @@ class VllmKvEventSubscriberTest {
   void aThrowFromTheSinkIsCountedAndTheLoopGoesOn(boolean error) throws Exception {
     FakeVllmPublisher vllm = publisher(100);
     VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
-    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    long n = joined(vllm);
     if (error) {
       sink.failWithErrorOn(seq -> seq == n);
     } else {
@@ -509,7 +520,7 @@ class VllmKvEventSubscriberTest {
     FakeVllmPublisher vllm = publisher(100);
     String replay = vllm.startReplay();
     VllmKvEventSubscriber s = start(builder(vllm.endpoint()).replayEndpoint(replay));
-    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    long n = joined(vllm);
     sink.failWithErrorOn(seq -> seq == n);
     vllm.lose(n);
     vllm.lose(n + 1);
@@ -548,7 +559,7 @@ class VllmKvEventSubscriberTest {
           }
           return InetAddress.getByName(host);
         }));
-    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    long n = joined(vllm);
     vllm.lose(n);
     vllm.publish(n + 1);
     vllm.publish(n + 2);
@@ -582,7 +593,7 @@ class VllmKvEventSubscriberTest {
       }
       return InetAddress.getLoopbackAddress();
     }));
-    vllm.publishUntil(0, () -> sink.size() > 0);
+    joined(vllm);
     assertEquals(1, s.stats().connectFailures());
     assertEquals(1, s.stats().connects());
     assertTrue(threads.get(0).isAlive());
@@ -592,7 +603,7 @@ class VllmKvEventSubscriberTest {
   void closeEndsTheThreadWhileItReadsAndIsIdempotent() throws Exception {
     FakeVllmPublisher vllm = publisher(100);
     VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
-    vllm.publishUntil(0, () -> sink.size() > 0);
+    joined(vllm);
     s.close();
     assertFalse(threads.get(0).isAlive());
     s.close();
@@ -652,7 +663,7 @@ class VllmKvEventSubscriberTest {
     String port = vllm.endpoint().substring(vllm.endpoint().lastIndexOf(':') + 1);
     start(builder("tcp://publisher.example:" + port)
         .resolver(host -> InetAddress.getLoopbackAddress()));
-    vllm.publishUntil(0, () -> sink.size() > 0);
+    joined(vllm);
     assertTrue(sink.size() > 0);
   }
 
@@ -663,7 +674,7 @@ class VllmKvEventSubscriberTest {
         .sink(sink).build();
     s.start();
     assertThrows(IllegalStateException.class, s::start, "one thread only");
-    vllm.publishUntil(0, () -> sink.size() > 0);
+    joined(vllm);
     assertEquals(1, sink.threads().size());
     Thread reader = sink.threads().iterator().next();
     assertEquals(VllmKvEventSubscriber.THREAD_NAME, reader.getName());
