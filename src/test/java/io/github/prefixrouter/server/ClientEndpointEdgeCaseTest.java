@@ -89,6 +89,36 @@ class ClientEndpointEdgeCaseTest {
   }
 
   /**
+   * A chunked body whose chunk size overflows an int in the JDK server's parse (2^31 or more) is
+   * answered 400, as a body that cannot be read, and the connection is closed after the answer.
+   * The server's stream threw {@link IndexOutOfBoundsException}: it was answered 500 and logged
+   * as a failure of the node, and the connection stayed open past the I/O timeout.
+   */
+  @Test
+  void aChunkSizeThatOverflowsAnIntIsABadRequestAndClosesTheConnection() throws Exception {
+    int port = start(Duration.ofSeconds(60));
+    try (Socket s = new Socket("127.0.0.1", port)) {
+      s.setSoTimeout(10_000);
+      OutputStream out = s.getOutputStream();
+      out.write(("POST " + ClientEndpoint.COMPLETIONS + " HTTP/1.1\r\nHost: x\r\n"
+          + "Transfer-Encoding: chunked\r\n\r\n80000000\r\nabc\r\n0\r\n\r\n")
+          .getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      InputStream in = s.getInputStream();
+      StringBuilder answer = new StringBuilder();
+      try {
+        for (int c; (c = in.read()) >= 0; ) {
+          answer.append((char) c);
+        }
+      } catch (SocketTimeoutException open) {
+        fail("the connection was left open after the answer: " + answer);
+      }
+      assertTrue(answer.toString().startsWith("HTTP/1.1 400"), answer.toString());
+      assertTrue(answer.toString().contains("cannot read the request body"), answer.toString());
+    }
+  }
+
+  /**
    * A body whose parsed JSON would take far more memory than the body (8 MiB of
    * {@code [{},{},...]} holds about 260 MB once parsed) is refused with 400 as it is parsed,
    * on both kinds of route, and nothing is submitted; a body of about the same size made of

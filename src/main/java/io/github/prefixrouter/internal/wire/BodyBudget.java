@@ -153,7 +153,8 @@ public final class BodyBudget {
      * @param firstStep the first step, in bytes (the Content-Length if that is smaller)
      * @return the body, or null if it holds more than {@code cap} bytes
      * @throws Refused if the budget cannot give a step in time
-     * @throws IOException if the body cannot be read
+     * @throws IOException if the body cannot be read, a body the server's stream fails with an
+     *     unchecked exception included ({@link #readInto})
      */
     public Body read(InputStream in, long declared, int cap, int firstStep) throws IOException {
       int limit = declared >= 0 ? (int) Math.min(declared, cap) : cap;
@@ -165,7 +166,7 @@ public final class BodyBudget {
         if (n == buf.length) {
           if (buf.length == limit) {
             // with a length, the server's stream ends there; without one, a byte more is too many
-            return in.read() < 0 ? new Body(buf, n) : null;
+            return readByte(in) < 0 ? new Body(buf, n) : null;
           }
           int grown = (int) Math.min(limit, 2L * buf.length);
           take(grown);
@@ -173,12 +174,49 @@ public final class BodyBudget {
           buf = Arrays.copyOf(old, grown);
           give(old.length);
         }
-        int r = in.read(buf, n, buf.length - n);
+        int r = readInto(in, buf, n, buf.length - n);
         if (r < 0) {
           return new Body(buf, n);
         }
         n += r;
       }
+    }
+
+    /**
+     * {@code in.read(b, off, len)}, with an unchecked failure of the stream made an
+     * {@link IOException} after closing the stream. The JDK server's stream of a chunked body
+     * parses a chunk size into an int without checking for overflow: a size of 2^31 or more (such
+     * as {@code 80000000}, which anyone can send before any authentication) becomes negative,
+     * and every read of the body throws {@link IndexOutOfBoundsException}, the server's own
+     * draining of it when the answer is written included, which then never finishes the exchange
+     * and leaves the connection open until the server stops. Closed here first, the stream marks
+     * itself closed before it drains (which fails again, quietly): the answer does not drain it,
+     * and the server closes the connection after the answer, the body being unfinished.
+     */
+    private static int readInto(InputStream in, byte[] b, int off, int len) throws IOException {
+      try {
+        return in.read(b, off, len);
+      } catch (RuntimeException e) {
+        throw malformed(in, e);
+      }
+    }
+
+    /** {@code in.read()}, as {@link #readInto}. */
+    private static int readByte(InputStream in) throws IOException {
+      try {
+        return in.read();
+      } catch (RuntimeException e) {
+        throw malformed(in, e);
+      }
+    }
+
+    private static IOException malformed(InputStream in, RuntimeException e) {
+      try {
+        in.close();
+      } catch (IOException | RuntimeException again) {
+        e.addSuppressed(again);
+      }
+      return new IOException("malformed body: " + e, e);
     }
 
     /** The bytes this share holds. */

@@ -132,7 +132,9 @@ import org.slf4j.LoggerFactory;
  * header before any byte is read, and bodies without a length are cut off at the cap (413). The
  * 413 says {@code Connection: close}: the body is left unread, and the JDK server drains at most
  * 64 KiB of it before it closes the connection, so a sender that kept the connection would send
- * its next request into a closed one and fail it as {@code UNREACHABLE}.
+ * its next request into a closed one and fail it as {@code UNREACHABLE}. A body that cannot
+ * be read (a chunked one with a malformed chunk size, one the JDK server's stream fails with an
+ * unchecked exception included) is answered 400, and its connection closed after the answer.
  * An outbound request above {@code maxMessageBytes} fails at once, before anything is sent,
  * with {@link TransportException.Kind#TOO_LARGE}, and so does one the peer refused with 413
  * (its limit is lower); an answer above it fails with {@code TOO_LARGE} too, whichever side's

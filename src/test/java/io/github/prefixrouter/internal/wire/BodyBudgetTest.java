@@ -1,7 +1,9 @@
 package io.github.prefixrouter.internal.wire;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.ByteArrayInputStream;
@@ -73,5 +75,49 @@ class BodyBudgetTest {
       assertNull(share.read(new ByteArrayInputStream(new byte[MIB + 1]), -1, MIB, 8 * KIB));
     }
     assertEquals(64 * MIB, budget.available());
+  }
+
+  /**
+   * A stream that fails with an unchecked exception (the JDK server's stream of a chunked body
+   * whose chunk size overflows an int) fails the read with an {@link IOException}, closed first,
+   * and the share gives back what it held. The exception went through to the caller, which
+   * answered it as an internal error, and left the stream for the server to drain, which threw
+   * again and left the connection open.
+   */
+  @Test
+  void aStreamThatFailsUncheckedIsClosedAndFailsTheReadWithAnIoException() {
+    for (int failAt : new int[] {0, 5}) {
+      boolean[] closed = new boolean[1];
+      InputStream in = new InputStream() {
+        private int sent;
+
+        @Override
+        public int read() {
+          throw new IndexOutOfBoundsException();
+        }
+
+        @Override
+        public int read(byte[] b, int off, int len) {
+          if (sent >= failAt) {
+            throw new IndexOutOfBoundsException("len " + len);
+          }
+          sent++;
+          return 1;
+        }
+
+        @Override
+        public void close() {
+          closed[0] = true;
+          throw new IndexOutOfBoundsException("again, while draining");
+        }
+      };
+      try (BodyBudget.Share share = budget.share()) {
+        IOException e = assertThrows(IOException.class,
+            () -> share.read(in, failAt, MIB, 8 * KIB));
+        assertInstanceOf(IndexOutOfBoundsException.class, e.getCause());
+        assertTrue(closed[0], "the stream was closed");
+      }
+      assertEquals(64 * MIB, budget.available());
+    }
   }
 }

@@ -12,7 +12,11 @@ import io.github.prefixrouter.contract.TransportContractTest;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
+import java.io.ByteArrayOutputStream;
+import java.io.InputStream;
+import java.io.OutputStream;
 import java.net.InetSocketAddress;
+import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.temporal.ChronoUnit;
@@ -505,5 +509,52 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> node("c").advertisedAddress("10.0.0.5:7070/other").build());
     assertTrue(e.getMessage().contains("advertisedAddress"), e.getMessage());
+  }
+
+  /**
+   * A chunked body whose chunk size is 2^31 or more (the JDK server parses it into an int, which
+   * overflows) is answered 400 as a body that cannot be read, and its connection is closed after
+   * the answer. The server's stream threw {@link IndexOutOfBoundsException} at the first read:
+   * the transport answered 500 ("internal error", logged with its stack trace at warning level
+   * for anyone who sent one), and the server's draining of the body threw it again, so that the
+   * exchange never finished and the connection stayed open past the I/O timeout and the idle
+   * interval, until the transport closed: a stranger could hold as many connections as it
+   * liked.
+   */
+  @Test
+  void aChunkSizeThatOverflowsAnIntIsRefusedAndItsConnectionClosed() throws Exception {
+    AtomicInteger delivered = new AtomicInteger();
+    HttpTransport a = start(node("a").inboundIoTimeout(Duration.ofSeconds(60)),
+        TransportContractTest.counting(delivered));
+    for (String size : List.of("80000000", "ffffffff", "fffffffff0")) {
+      for (String path : List.of("message", "request")) {
+        try (Socket s = new Socket()) {
+          s.connect(HttpTransportTest.hostPort(a.localAddress().address()), 5_000);
+          s.setSoTimeout(10_000);
+          OutputStream out = s.getOutputStream();
+          out.write(("POST /prefix-router/v1/" + path + " HTTP/1.1\r\nHost: x\r\n"
+              + "Transfer-Encoding: chunked\r\n\r\n" + size + "\r\nabc\r\n0\r\n\r\n")
+              .getBytes(StandardCharsets.US_ASCII));
+          out.flush();
+          InputStream in = s.getInputStream();
+          ByteArrayOutputStream answer = new ByteArrayOutputStream();
+          byte[] buf = new byte[1024];
+          try {
+            for (int n; (n = in.read(buf)) >= 0; ) {
+              answer.write(buf, 0, n);
+            }
+          } catch (java.net.SocketTimeoutException e) {
+            answer.write("<still open after 10 s>".getBytes(StandardCharsets.US_ASCII));
+          }
+          String text = answer.toString(StandardCharsets.US_ASCII);
+          assertTrue(text.startsWith("HTTP/1.1 400"), size + " " + path + ": " + text);
+          assertTrue(text.contains("cannot read body"), size + " " + path + ": " + text);
+          assertFalse(text.contains("<still open"), size + " " + path
+              + ": the connection was left open after the answer: " + text);
+        }
+      }
+    }
+    assertEquals(0, delivered.get());
+    assertEquals(0, a.stats().bodyBudgetHeldBytes());
   }
 }
