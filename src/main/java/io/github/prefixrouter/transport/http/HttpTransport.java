@@ -1376,12 +1376,8 @@ public final class HttpTransport implements Transport {
     // says, and the answer is written under a deadline of its own
     ioDeadline.endPhase();
     counters.requestsReceived.increment();
-    CompletableFuture<byte[]> answer;
-    try {
-      answer = Objects.requireNonNull(handler.onRequest(from, body), "handler returned null");
-    } catch (RuntimeException | Error e) { // an Error too: it must not leave the request unanswered
-      answer = CompletableFuture.failedFuture(e);
-    }
+    // the guard runs from before the handler is called: a handler that blocks in onRequest
+    // (which it must not) is answered 504 in time all the same
     ScheduledFuture<?> guard;
     try {
       guard =
@@ -1399,6 +1395,12 @@ public final class HttpTransport implements Transport {
               TimeUnit.NANOSECONDS);
     } catch (RuntimeException closing) {
       guard = null;
+    }
+    CompletableFuture<byte[]> answer;
+    try {
+      answer = Objects.requireNonNull(handler.onRequest(from, body), "handler returned null");
+    } catch (RuntimeException | Error e) { // an Error too: it must not leave the request unanswered
+      answer = CompletableFuture.failedFuture(e);
     }
     ScheduledFuture<?> g = guard;
     answer.whenComplete(
@@ -1912,8 +1914,9 @@ public final class HttpTransport implements Transport {
     }
 
     /**
-     * How long an inbound request may wait for the handler before it is answered 504. Default 5
-     * min.
+     * How long an inbound request may wait for the handler before it is answered 504, counted
+     * from when the handler is called: a handler that blocks in {@code onRequest} (which it must
+     * not) is answered 504 in time too, and its late answer is dropped. Default 5 min.
      *
      * @param d the limit, positive, at most a day
      * @return this builder

@@ -557,4 +557,41 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     assertEquals(0, delivered.get());
     assertEquals(0, a.stats().bodyBudgetHeldBytes());
   }
+
+  /**
+   * A request whose handler blocks in {@code onRequest} (which the handler must not do) is
+   * answered 504 after {@code maxHandlingTime} all the same, and once, when the handler returns
+   * late. The limit's timer was started only once {@code onRequest} had returned a future, so
+   * such a request went unanswered for as long as the handler blocked: here the requester's own
+   * timeout, a minute, and for ever for a handler that never returns.
+   */
+  @Test
+  void aHandlerThatBlocksInOnRequestIsAnswered504AfterMaxHandlingTime() throws Exception {
+    CountDownLatch release = new CountDownLatch(1);
+    AtomicInteger calls = new AtomicInteger();
+    HttpTransport a = start(node("a").maxHandlingTime(Duration.ofMillis(300)),
+        new Transport.InboundHandler() {
+          @Override
+          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+            calls.incrementAndGet();
+            Uninterruptibles.awaitUninterruptibly(release, 30, TimeUnit.SECONDS);
+            return CompletableFuture.completedFuture(new byte[] {7});
+          }
+        });
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    try {
+      CompletableFuture<byte[]> f = b.request(a.localAddress(), new byte[] {1}, Duration.ofMinutes(1));
+      ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS),
+          "answered within 10 s, not left waiting for the handler");
+      TransportException te = (TransportException) e.getCause();
+      assertEquals(TransportException.Kind.TIMEOUT, te.kind(), te.getMessage());
+      assertTrue(te.getMessage().contains("timed out handling"), te.getMessage());
+    } finally {
+      release.countDown();
+    }
+    // the handler's late answer is not written a second time, and its slot is free again
+    CompletableFuture<byte[]> again = b.request(a.localAddress(), new byte[] {2}, Duration.ofMinutes(1));
+    assertArrayEquals(new byte[] {7}, again.get(10, TimeUnit.SECONDS));
+    assertEquals(2, calls.get());
+  }
 }
