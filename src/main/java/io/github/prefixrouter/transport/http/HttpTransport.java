@@ -187,7 +187,9 @@ import org.slf4j.LoggerFactory;
  * inbound traffic, answers inbound requests still being handled with 503 and releases its
  * threads. It waits at most {@code inboundIoTimeout} for the answers being written (the 503s
  * among them), then closes the connections of those still blocked. A message or request still
- * being read or authenticated is answered 503 and never reaches the handler; a message already
+ * being read or authenticated never reaches the handler: it is answered 503 if its body was
+ * read in full, or its connection is closed mid-body (the sender sees it as unreachable, so a
+ * forward falls back as for any peer that went away); a message already
  * being delivered (answered 204 just before) may still reach it while close runs or just after
  * it returns, since close does not wait for the handler. It is idempotent, and may be called
  * from any thread, the transport's own included (a callback of a request it completes): it
