@@ -32,8 +32,9 @@ public final class RouteDecision {
     /** No live peer is known. */
     NO_PEERS,
     /**
-     * Every peer was skipped (overloaded, cooling down, already tried, or, for a scoped
-     * request, from before cache scopes).
+     * Every peer was skipped ({@link SkipReason}: suspected, overloaded, cooling down, already
+     * tried, of another model id, or, for a scoped request or one with stops, from before cache
+     * scopes or stops).
      */
     ALL_PEERS_SKIPPED,
     /** Local execution has the lowest estimated cost (cost-aware). */
