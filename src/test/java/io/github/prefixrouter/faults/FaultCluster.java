@@ -182,9 +182,9 @@ final class FaultCluster {
         wire = io.github.prefixrouter.internal.route.BeforeScopesTransport.wrap(wire, () -> true,
             new io.github.prefixrouter.internal.route.BeforeScopesTransport.Observer() {
               @Override
-              public void rejected(int version) {
+              public void rejected(int version, boolean withStops) {
                 scopedRejections++;
-                if (version == 4) {
+                if (withStops) {
                   stopsRejections++;
                 }
               }

@@ -24,10 +24,21 @@ public final class BeforeScopesTransport {
     /**
      * A FORWARD of {@code version} was refused; by default {@link #rejected()}.
      *
-     * @param version the refused frame's version (2 to 4)
+     * @param version the refused frame's version (2 to 5)
      */
     default void rejected(int version) {
       rejected();
+    }
+
+    /**
+     * A FORWARD of {@code version} was refused; by default {@link #rejected(int)}.
+     *
+     * @param version the refused frame's version (2 to 5)
+     * @param withStops whether the refused request has stops (version 4 always does; version
+     *     5, sent by a node with a model id, may or may not)
+     */
+    default void rejected(int version, boolean withStops) {
+      rejected(version);
     }
 
     /** An unscoped FORWARD reached the node. */
@@ -87,7 +98,7 @@ public final class BeforeScopesTransport {
             boolean forward = payload.length > 1 && payload[0] == ForwardCodec.FORWARD;
             if (forward && old.getAsBoolean()) {
               if (payload[1] > highestVersion) {
-                observer.rejected(payload[1]);
+                observer.rejected(payload[1], hasStops(payload));
                 return CompletableFuture.failedFuture(rejection(payload[1]));
               }
               observer.acceptedForward();
@@ -97,6 +108,15 @@ public final class BeforeScopesTransport {
         });
       }
     };
+  }
+
+  private static boolean hasStops(byte[] payload) {
+    try {
+      return ForwardCodec.decode(payload) instanceof ForwardCodec.Forward f
+          && f.request().params().hasStops();
+    } catch (MalformedMessageException e) {
+      return false;
+    }
   }
 
   /**
