@@ -16,6 +16,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.SplittableRandom;
@@ -127,6 +128,31 @@ public final class LoadGeneratorMain {
   }
 
   /**
+   * The run's figures as printed after it, in {@link Locale#ROOT} whatever the default locale:
+   * answers and throughput, latency, the time to the first piece if streamed, hit rate and
+   * forwarded share.
+   */
+  static String figures(LoadDriver.Result r, int requests, boolean stream) {
+    StringBuilder sb = new StringBuilder();
+    sb.append(String.format(Locale.ROOT,
+        "answered %d of %d (%d errors), %.1f s, %.1f requests/s, %d client failovers%n",
+        r.answered().size(), requests, requests - r.answered().size(), r.wallNanos() / 1e9,
+        r.answered().size() / (r.wallNanos() / 1e9), r.clientRetries()));
+    sb.append(String.format(Locale.ROOT, "latency ms: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f%n",
+        r.meanLatencyMillis(), r.latencyPercentileMillis(50), r.latencyPercentileMillis(90),
+        r.latencyPercentileMillis(99), r.latencyPercentileMillis(100)));
+    if (stream) {
+      sb.append(String.format(Locale.ROOT, "time to first piece ms: p50 %.1f  p90 %.1f  p99 %.1f  max %.1f%n",
+          r.firstPiecePercentileMillis(50), r.firstPiecePercentileMillis(90),
+          r.firstPiecePercentileMillis(99), r.firstPiecePercentileMillis(100)));
+    }
+    sb.append(String.format(Locale.ROOT, "cache hit rate (cached / prompt tokens, engine-reported): %.3f%n",
+        r.hitRate()));
+    sb.append(String.format(Locale.ROOT, "forwarded share: %.3f%n", r.forwardedShare()));
+    return sb.toString();
+  }
+
+  /**
    * The figures of {@code r} for {@code --json} (without the per-node rows): a figure with no
    * value (a latency percentile when nothing was answered, the time to the first piece when no
    * piece came) is JSON null, not NaN, which JSON does not have.
@@ -216,7 +242,7 @@ public final class LoadGeneratorMain {
           ? ", sent as the reference tokenizer's ids to /v1/route/completions"
           : ", sent to /v1/chat/completions");
       subjects = w.subjectCount();
-      System.out.printf("workload: %s, %d subjects, %d requests, %.0f characters per rendered chat "
+      System.out.printf(Locale.ROOT, "workload: %s, %d subjects, %d requests, %.0f characters per rendered chat "
               + "on average (reference engine: tokens), %s%n", description, subjects, requests,
           (double) chars / Math.max(1, requests), zipf > 0 ? "Zipf s=" + zipf : "uniform subjects");
     } else {
@@ -230,7 +256,7 @@ public final class LoadGeneratorMain {
       long tokens = ids.stream().mapToLong(p -> p.length).sum();
       description = set.description();
       subjects = set.subjectCount();
-      System.out.printf("workload: %s, %d subjects, %d requests, %.0f prompt tokens on average, %s%n",
+      System.out.printf(Locale.ROOT, "workload: %s, %d subjects, %d requests, %.0f prompt tokens on average, %s%n",
           set.description(), set.subjectCount(), requests, (double) tokens / Math.max(1, requests),
           zipf > 0 ? "Zipf s=" + zipf : "uniform subjects");
       prompts = ids.stream().map(LoadDriver.Prompt::ofTokens).toList();
@@ -257,21 +283,9 @@ public final class LoadGeneratorMain {
     bar.finish();
 
     System.out.println();
-    System.out.printf("answered %d of %d (%d errors), %.1f s, %.1f requests/s, %d client failovers%n",
-        r.answered().size(), requests, requests - r.answered().size(), r.wallNanos() / 1e9,
-        r.answered().size() / (r.wallNanos() / 1e9), r.clientRetries());
-    System.out.printf("latency ms: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f%n", r.meanLatencyMillis(),
-        r.latencyPercentileMillis(50), r.latencyPercentileMillis(90), r.latencyPercentileMillis(99),
-        r.latencyPercentileMillis(100));
-    if (o.containsKey("stream")) {
-      System.out.printf("time to first piece ms: p50 %.1f  p90 %.1f  p99 %.1f  max %.1f%n",
-          r.firstPiecePercentileMillis(50), r.firstPiecePercentileMillis(90),
-          r.firstPiecePercentileMillis(99), r.firstPiecePercentileMillis(100));
-    }
-    System.out.printf("cache hit rate (cached / prompt tokens, engine-reported): %.3f%n", r.hitRate());
-    System.out.printf("forwarded share: %.3f%n", r.forwardedShare());
+    System.out.print(figures(r, requests, o.containsKey("stream")));
     System.out.println();
-    System.out.printf("%-22s %10s %10s %10s %12s %10s %10s%n", "node", "served", "submitted", "forwarded",
+    System.out.printf(Locale.ROOT, "%-22s %10s %10s %10s %12s %10s %10s%n", "node", "served", "submitted", "forwarded",
         "servedForPeer", "pushedBack", "fallbacks");
     Map<String, Long> served = r.servedBy();
     List<Map<String, Object>> perNode = new ArrayList<>();
@@ -288,7 +302,7 @@ public final class LoadGeneratorMain {
       }
       row.put("fallbacks", s1 == null ? -1 : fallbacks(s1) - (s0 == null ? 0 : fallbacks(s0)));
       perNode.add(row);
-      System.out.printf("%-22s %10d %10d %10d %12d %10d %10d%n", id + "@" + n, row.get("served"), row.get("requests"),
+      System.out.printf(Locale.ROOT, "%-22s %10d %10d %10d %12d %10d %10d%n", id + "@" + n, row.get("served"), row.get("requests"),
           row.get("forwarded"), row.get("served_for_peers"), row.get("pushed_back"), row.get("fallbacks"));
     }
     if (o.containsKey("json")) {
@@ -408,7 +422,7 @@ public final class LoadGeneratorMain {
       int width = 40;
       int filled = total == 0 ? width : (int) ((long) done * width / total);
       double secs = (now - start) / 1e9;
-      System.err.printf("\r[%s%s] %3d%% %d/%d %.1f req/s", "#".repeat(filled), ".".repeat(width - filled),
+      System.err.printf(Locale.ROOT, "\r[%s%s] %3d%% %d/%d %.1f req/s", "#".repeat(filled), ".".repeat(width - filled),
           total == 0 ? 100 : done * 100 / total, done, total, done / Math.max(secs, 1e-9));
     }
 

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.sim;
 
 import java.io.PrintStream;
+import java.util.Locale;
 
 /** A one-line progress bar on a stream (stderr), redrawn in place. Thread-safe. */
 final class ProgressBar {
@@ -53,7 +54,7 @@ final class ProgressBar {
     for (int i = 0; i < width; i++) {
       sb.append(i < filled ? '#' : '.');
     }
-    sb.append(String.format(
+    sb.append(String.format(Locale.ROOT,
         "] %3d%%  runs %d/%d  %d:%02d", done * 100 / total, runsDone, runs, secs / 60, secs % 60));
     out.print(sb);
     out.flush();

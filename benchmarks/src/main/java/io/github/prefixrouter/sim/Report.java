@@ -150,7 +150,7 @@ final class Report {
         case '\n' -> sb.append("\\n");
         default -> {
           if (c < 0x20) {
-            sb.append(String.format("\\u%04x", (int) c));
+            sb.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
           } else {
             sb.append(c);
           }

@@ -14,6 +14,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -128,5 +129,25 @@ class LoadGeneratorMainTest {
     assertEquals(Json.NULL, ((Map<?, ?>) back.get("ttft_ms")).get("p99"), json);
     assertEquals(2.0, ((Number) back.get("wall_seconds")).doubleValue(), json);
     assertEquals(0L, ((Number) back.get("answered")).longValue(), json);
+  }
+
+  /** The figures used to follow the default locale: {@code 1234,5} on a decimal-comma one. */
+  @Test
+  void figuresAreInTheRootLocaleWhateverTheDefault() {
+    LoadDriver.Sample a = new LoadDriver.Sample(0, "a", "n:1", "n1", true, null, 1_234_500_000L,
+        8, 2, null, 0, null, 1_500_000L, "x", null);
+    Locale before = Locale.getDefault();
+    Locale.setDefault(Locale.GERMANY);
+    try {
+      String n = System.lineSeparator();
+      assertEquals("answered 1 of 2 (1 errors), 2.5 s, 0.4 requests/s, 0 client failovers" + n
+              + "latency ms: mean 1234.5  p50 1234.5  p90 1234.5  p99 1234.5  max 1234.5" + n
+              + "time to first piece ms: p50 1.5  p90 1.5  p99 1.5  max 1.5" + n
+              + "cache hit rate (cached / prompt tokens, engine-reported): 0.250" + n
+              + "forwarded share: 1.000" + n,
+          LoadGeneratorMain.figures(new LoadDriver.Result(List.of(a), 2_500_000_000L, 1), 2, true));
+    } finally {
+      Locale.setDefault(before);
+    }
   }
 }

@@ -4,6 +4,7 @@ import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.bench.tree.MemoryMeter;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
+import java.util.Locale;
 import java.util.Set;
 
 /**
@@ -53,11 +54,15 @@ public final class EngineTreeHeapMain {
       System.exit(2);
     }
     for (KvEventWorkload.HashKind kind : KvEventWorkload.HashKind.values()) {
-      Heap h = measure(KvEventWorkload.standard(kind));
-      System.out.printf("%s hashes: %,d tokens held; %.3f bytes per token filled, %.3f after %d"
-              + " cycles (%,d batches)%n", kind, h.heldTokens(), h.filledBytesPerToken(),
-          h.steadyBytesPerToken(), CYCLES, h.batchesApplied());
+      System.out.print(line(kind, measure(KvEventWorkload.standard(kind))));
     }
+  }
+
+  /** One kind's line of the output, in {@link Locale#ROOT} whatever the default locale. */
+  static String line(KvEventWorkload.HashKind kind, Heap h) {
+    return String.format(Locale.ROOT, "%s hashes: %,d tokens held; %.3f bytes per token filled,"
+            + " %.3f after %d cycles (%,d batches)%n", kind, h.heldTokens(),
+        h.filledBytesPerToken(), h.steadyBytesPerToken(), CYCLES, h.batchesApplied());
   }
 
   static Heap measure(KvEventWorkload w) {

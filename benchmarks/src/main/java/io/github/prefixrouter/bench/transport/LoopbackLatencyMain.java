@@ -17,6 +17,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -91,13 +92,25 @@ public final class LoopbackLatencyMain {
       }
     }
     System.out.println();
-    System.out.printf("%-34s %14s %14s %8s%n", "median ms (median over rounds)", "nodelay=false", "nodelay=true",
-        "ratio");
+    System.out.print(table(all));
+  }
+
+  /**
+   * The closing table: per measurement, the medians over all rounds of each setting and their
+   * ratio false / true, in {@link Locale#ROOT} whatever the default locale.
+   *
+   * @param all per measurement, per setting ({@code "false"}, {@code "true"}), each round's median
+   */
+  static String table(Map<String, Map<String, List<Double>>> all) {
+    StringBuilder sb = new StringBuilder(String.format(Locale.ROOT, "%-34s %14s %14s %8s%n",
+        "median ms (median over rounds)", "nodelay=false", "nodelay=true", "ratio"));
     for (Map.Entry<String, Map<String, List<Double>>> e : all.entrySet()) {
       double off = median(e.getValue().get("false"));
       double on = median(e.getValue().get("true"));
-      System.out.printf("%-34s %14.3f %14.3f %7.1fx%n", e.getKey(), off, on, off / on);
+      sb.append(String.format(Locale.ROOT, "%-34s %14.3f %14.3f %7.1fx%n", e.getKey(), off, on,
+          off / on));
     }
+    return sb.toString();
   }
 
   private static Map<String, Double> runTransportChild(String nodelay, int n) throws Exception {

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.Locale;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -35,5 +36,20 @@ class EngineTreeHeapMainTest {
     assertTrue(p.waitFor(60, TimeUnit.SECONDS));
     assertEquals(2, p.exitValue(), err);
     assertTrue(err.startsWith("error: unknown flag --cycles"), err);
+  }
+
+  /** The line used to follow the default locale: {@code 1.048.576} and {@code 0,500} on a German one. */
+  @Test
+  void theLineIsInTheRootLocaleWhateverTheDefault() {
+    Locale before = Locale.getDefault();
+    Locale.setDefault(Locale.GERMANY);
+    try {
+      assertEquals("INT hashes: 1,048,576 tokens held; 0.500 bytes per token filled, 0.250 after "
+              + EngineTreeHeapMain.CYCLES + " cycles (12,345 batches)" + System.lineSeparator(),
+          EngineTreeHeapMain.line(KvEventWorkload.HashKind.INT,
+              new EngineTreeHeapMain.Heap(1_048_576, 524_288, 262_144, 12_345)));
+    } finally {
+      Locale.setDefault(before);
+    }
   }
 }

@@ -3,6 +3,9 @@ package io.github.prefixrouter.bench.transport;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /** The command lines of ForwardOverheadMain and LoopbackLatencyMain. */
@@ -30,5 +33,21 @@ class TransportMainsTest {
         refused(() -> LoopbackLatencyMain.options(new String[] {"--child", "x"})));
     assertEquals(new LoopbackLatencyMain.Options(2, 50, "transport"),
         LoopbackLatencyMain.options(new String[] {"--n", "50", "--child", "transport"}));
+  }
+
+  /** The table used to follow the default locale: {@code 0,123} on a decimal-comma one. */
+  @Test
+  void theTableIsInTheRootLocaleWhateverTheDefault() {
+    Locale before = Locale.getDefault();
+    Locale.setDefault(Locale.GERMANY);
+    try {
+      String t = LoopbackLatencyMain.table(Map.of("transport request 100 B",
+          Map.of("false", List.of(0.5, 0.123, 0.2), "true", List.of(0.1, 0.05, 0.05))));
+      assertEquals(String.format(Locale.ROOT, "%-34s %14s %14s %8s%n%-34s %14s %14s %8s%n",
+          "median ms (median over rounds)", "nodelay=false", "nodelay=true", "ratio",
+          "transport request 100 B", "0.200", "0.050", "4.0x"), t);
+    } finally {
+      Locale.setDefault(before);
+    }
   }
 }
