@@ -72,14 +72,22 @@ final class Plots {
     return file;
   }
 
+  /**
+   * Mean latency against the network delay, both on log scales. A delay of 0 has no place on a
+   * log scale: with a 0 among the delays every delay is drawn at delay + 1 ms, and the axis says
+   * so. A run without a positive, finite mean latency (every measured request failed) is left
+   * out: the log scale has no place for it either.
+   */
   static XYChart latencyVsDelay(SimConfig cfg, List<RunResult> results, Distribution d) {
+    int shift = cfg.delaysMs().contains(0) ? 1 : 0;
     XYChart c =
         new XYChartBuilder()
             .width(900)
             .height(560)
             .title("Mean latency vs one-way network delay (" + d.label() + ", "
                 + cfg.nodes() + " nodes)")
-            .xAxisTitle("network delay (ms, log scale)")
+            .xAxisTitle(shift == 0 ? "network delay (ms, log scale)"
+                : "network delay + 1 ms (ms, log scale)")
             .yAxisTitle("mean latency (s, log scale)")
             .build();
     c.getStyler().setXAxisLogarithmic(true);
@@ -90,9 +98,10 @@ final class Plots {
       List<Double> ys = new ArrayList<>();
       for (int delay : cfg.delaysMs()) {
         RunResult r = PaperRunner.find(results, p, delay, d);
-        if (r != null) {
-          xs.add((double) Math.max(1, delay));
-          ys.add(r.meanLatencySeconds());
+        double mean = r == null ? Double.NaN : r.meanLatencySeconds();
+        if (mean > 0 && Double.isFinite(mean)) {
+          xs.add((double) delay + shift);
+          ys.add(mean);
         }
       }
       if (!xs.isEmpty()) {

@@ -30,12 +30,12 @@ final class Report {
           if (r == null) {
             continue;
           }
-          String ratio =
-              base == null ? "-" : String.format(Locale.ROOT, "%.3fx",
-                  r.meanLatencySeconds() / base.meanLatencySeconds());
+          String ratio = base == null ? "-"
+              : figure(r.meanLatencySeconds() / base.meanLatencySeconds(), "%.3fx");
           sb.append(String.format(Locale.ROOT,
-              "| %-14s | %7.3f | %7.3f | %7.3f | %9s | %7.1f%% | %8.1f%% | %7.1f%% | %12.0f |%s%n",
-              p.label(), r.meanLatencySeconds(), r.p50LatencySeconds(), r.p99LatencySeconds(),
+              "| %-14s | %7s | %7s | %7s | %9s | %7.1f%% | %8.1f%% | %7.1f%% | %12.0f |%s%n",
+              p.label(), figure(r.meanLatencySeconds(), "%.3f"),
+              figure(r.p50LatencySeconds(), "%.3f"), figure(r.p99LatencySeconds(), "%.3f"),
               ratio, 100 * r.hitRate(), 100 * r.forwardedShare(), 100 * r.maxNodeShare(),
               r.gossipBytesPerNodePerSecond(),
               r.failedRequests() > 0 ? " failed=" + r.failedRequests() : ""));
@@ -43,6 +43,14 @@ final class Report {
       }
     }
     return sb.toString();
+  }
+
+  /**
+   * A latency or a ratio of latencies in {@code format}, or "-" where there is none: a run
+   * whose every measured request failed has no latency (NaN), and a ratio over it none either.
+   */
+  private static String figure(double v, String format) {
+    return Double.isFinite(v) ? String.format(Locale.ROOT, format, v) : "-";
   }
 
   static void writeJson(Path file, SimConfig cfg, String workload, List<RunResult> results)
