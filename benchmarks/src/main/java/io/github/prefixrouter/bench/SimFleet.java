@@ -14,6 +14,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 
@@ -29,6 +30,19 @@ public final class SimFleet {
   public static final int VOCABULARY = 50_000;
 
   private SimFleet() {}
+
+  /**
+   * A figure of a printed table: {@code v} in {@code format} ({@link Locale#ROOT}), or "-" where
+   * it does not exist (NaN or infinite): a ratio to a baseline that measured nothing (0 / 0,
+   * x / 0), or a figure over no request at all.
+   *
+   * @param v the figure
+   * @param format its format, with one conversion
+   * @return the text
+   */
+  public static String figure(double v, String format) {
+    return Double.isFinite(v) ? String.format(Locale.ROOT, format, v) : "-";
+  }
 
   /**
    * The addresses of nodes {@code n0..n(count-1)}.

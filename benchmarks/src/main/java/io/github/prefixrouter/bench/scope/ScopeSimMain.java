@@ -48,7 +48,8 @@ import java.util.concurrent.CompletableFuture;
  *
  * <p>Prints, per seed and mode, the prompt-token hit rate (cached / prompt tokens, from the
  * engines' own results) and the latency (submission to answer, simulated) mean, median and
- * p99, then the aware / blind ratios.
+ * p99, then the aware / blind ratios ({@code -} for one that does not exist: a hit rate of 0
+ * in blind mode).
  */
 public final class ScopeSimMain {
 
@@ -98,8 +99,9 @@ public final class ScopeSimMain {
     System.out.println("aware / blind: hit rate, mean, p50, p99 latency");
     for (int s = 0; s < ratios.size(); s++) {
       double[] r = ratios.get(s);
-      System.out.printf(Locale.ROOT, "seed %d  %.2fx  %.2fx  %.2fx  %.2fx%n", s + 1, r[0], r[1],
-          r[2], r[3]);
+      System.out.printf(Locale.ROOT, "seed %d  %s  %s  %s  %s%n", s + 1,
+          SimFleet.figure(r[0], "%.2fx"), SimFleet.figure(r[1], "%.2fx"),
+          SimFleet.figure(r[2], "%.2fx"), SimFleet.figure(r[3], "%.2fx"));
     }
   }
 

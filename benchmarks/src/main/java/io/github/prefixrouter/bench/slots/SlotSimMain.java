@@ -49,6 +49,8 @@ import java.util.concurrent.CompletableFuture;
  * mean, median and p99, the fraction answered by a peer, the spread of the requests served
  * per node (most loaded node over the mean), and the engines' busy slot time over the slot
  * time of the arrival period (warm-up included); then each mode's ratios to {@code previous}.
+ * A figure or ratio that does not exist (a ratio over 0, the busy share of a single arrival's
+ * empty period) prints as {@code -}.
  * The previous pricing always runs, first, as that baseline, whether or not {@code --modes}
  * lists it; a mode listed twice or unknown is refused.
  */
@@ -143,18 +145,22 @@ public final class SlotSimMain {
       for (int s = 0; s < all.size(); s++) {
         Outcome a = all.get(s)[m];
         Outcome b = all.get(s)[0];
-        System.out.printf(Locale.ROOT, "seed %d  %.3fx  %.3fx  %.3fx  %.3fx  %.3fx  %.3fx%n",
-            s + 1, a.hitRate() / b.hitRate(), a.meanMs() / b.meanMs(), a.p50Ms() / b.p50Ms(),
-            a.p99Ms() / b.p99Ms(), a.forwarded() / b.forwarded(), a.spread() / b.spread());
+        System.out.printf(Locale.ROOT, "seed %d  %s  %s  %s  %s  %s  %s%n", s + 1,
+            SimFleet.figure(a.hitRate() / b.hitRate(), "%.3fx"),
+            SimFleet.figure(a.meanMs() / b.meanMs(), "%.3fx"),
+            SimFleet.figure(a.p50Ms() / b.p50Ms(), "%.3fx"),
+            SimFleet.figure(a.p99Ms() / b.p99Ms(), "%.3fx"),
+            SimFleet.figure(a.forwarded() / b.forwarded(), "%.3fx"),
+            SimFleet.figure(a.spread() / b.spread(), "%.3fx"));
       }
     }
   }
 
   private static void print(int seed, String mode, Outcome o) {
     System.out.printf(Locale.ROOT,
-        "%4d  %-8s  %8.3f  %7.1f  %6.1f  %6.1f  %9.3f  %6.3f  %4.2f  %6d%n",
+        "%4d  %-8s  %8.3f  %7.1f  %6.1f  %6.1f  %9.3f  %6.3f  %4s  %6d%n",
         seed, mode, o.hitRate(), o.meanMs(), o.p50Ms(), o.p99Ms(), o.forwarded(), o.spread(),
-        o.utilization(), o.failed());
+        SimFleet.figure(o.utilization(), "%.2f"), o.failed());
   }
 
   /** Runs the workload of {@code seed} with the nodes pricing as {@code mode} says. */

@@ -48,7 +48,9 @@ import java.util.concurrent.CompletableFuture;
  * hung engine), the latency of every request (a failed one counts to its failure: 60 s) mean,
  * median and p99, and the requests the hung engine was given; then each timeout's ratios to
  * the watch off over the requests submitted during the hang. The watch off (stall timeout 0)
- * always runs, first, as that baseline, whether or not {@code --stall-timeouts} lists it.
+ * always runs, first, as that baseline, whether or not {@code --stall-timeouts} lists it. A
+ * figure or ratio that does not exist (a latency over no request, as during a hang of 0 s, or
+ * a ratio over 0) prints as {@code -}.
  */
 public final class StallSimMain {
 
@@ -122,9 +124,10 @@ public final class StallSimMain {
       for (int i = 0; i < all.size(); i++) {
         Outcome a = all.get(i)[m];
         Outcome b = all.get(i)[0];
-        System.out.printf(Locale.ROOT, "seed %d  %.3fx  %.3fx  %.3fx%n", i + 1,
-            ratio(a.hangFailed(), b.hangFailed()), a.hangMeanMs() / b.hangMeanMs(),
-            ratio(a.givenToHungEngine(), b.givenToHungEngine()));
+        System.out.printf(Locale.ROOT, "seed %d  %s  %s  %s%n", i + 1,
+            SimFleet.figure(ratio(a.hangFailed(), b.hangFailed()), "%.3fx"),
+            SimFleet.figure(a.hangMeanMs() / b.hangMeanMs(), "%.3fx"),
+            SimFleet.figure(ratio(a.givenToHungEngine(), b.givenToHungEngine()), "%.3fx"));
       }
     }
   }
@@ -168,11 +171,13 @@ public final class StallSimMain {
   }
 
   private static void print(int seed, long timeout, Outcome o) {
-    System.out.printf(Locale.ROOT, "%4d  %10s  %8d  %6d  %7.1f  %7.1f  | %14d  %6d  %7.1f  "
-            + "%7.1f  %13d  | %6d  %8d%n",
-        seed, timeout == 0 ? "off" : timeout + " s", o.requests(), o.failed(), o.meanMs(),
-        o.p99Ms(), o.hangRequests(), o.hangFailed(), o.hangMeanMs(), o.hangP50Ms(),
-        o.givenToHungEngine(), o.stalls(), o.reroutes());
+    System.out.printf(Locale.ROOT, "%4d  %10s  %8d  %6d  %7s  %7s  | %14d  %6d  %7s  "
+            + "%7s  %13d  | %6d  %8d%n",
+        seed, timeout == 0 ? "off" : timeout + " s", o.requests(), o.failed(),
+        SimFleet.figure(o.meanMs(), "%.1f"), SimFleet.figure(o.p99Ms(), "%.1f"),
+        o.hangRequests(), o.hangFailed(), SimFleet.figure(o.hangMeanMs(), "%.1f"),
+        SimFleet.figure(o.hangP50Ms(), "%.1f"), o.givenToHungEngine(), o.stalls(),
+        o.reroutes());
   }
 
   /**

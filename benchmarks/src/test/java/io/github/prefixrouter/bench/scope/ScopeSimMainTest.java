@@ -1,8 +1,13 @@
 package io.github.prefixrouter.bench.scope;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import org.junit.jupiter.api.Test;
 
 class ScopeSimMainTest {
@@ -29,5 +34,30 @@ class ScopeSimMainTest {
     assertEquals(2, o.seeds());
     assertEquals(1, o.params().adapters());
     assertEquals(8, o.params().prompts());
+  }
+
+  private static String output(String... args) {
+    PrintStream before = System.out;
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
+    try {
+      ScopeSimMain.main(args);
+    } finally {
+      System.setOut(before);
+    }
+    return out.toString(StandardCharsets.UTF_8);
+  }
+
+  /**
+   * With one request nothing is cached in either mode: the hit rates are 0 and their ratio,
+   * which used to print as NaNx, does not exist.
+   */
+  @Test
+  void aRatioOverNothingPrintsAsADash() {
+    String out = output("--seeds", "1", "--requests", "1");
+    assertTrue(out.contains("   1  aware     0.000  "), out);
+    String ratios = out.lines().filter(l -> l.startsWith("seed 1 ")).findFirst().orElseThrow();
+    assertTrue(ratios.matches("seed 1  -  \\d+\\.\\d\\dx  \\d+\\.\\d\\dx  \\d+\\.\\d\\dx"), out);
+    assertFalse(out.contains("NaN"), out);
   }
 }

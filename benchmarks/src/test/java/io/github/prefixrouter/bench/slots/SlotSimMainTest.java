@@ -1,8 +1,13 @@
 package io.github.prefixrouter.bench.slots;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -50,5 +55,35 @@ class SlotSimMainTest {
     assertEquals("--modes: slots is given twice", refused("--modes", "slots,slots"));
     assertEquals("--modes: previous is given twice", refused("--modes", "previous,previous"));
     assertEquals("--modes: unknown mode 'slot'", refused("--modes", "slot"));
+  }
+
+  private static String output(String... args) {
+    PrintStream before = System.out;
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
+    try {
+      SlotSimMain.main(args);
+    } finally {
+      System.setOut(before);
+    }
+    return out.toString(StandardCharsets.UTF_8);
+  }
+
+  /**
+   * With one request, measured, nothing is cached in either pricing: the hit rates' ratio (0 /
+   * 0) used to print as NaNx; and with a single arrival the arrival period is empty, so the busy
+   * share of its slot time used to print as Infinity. Neither exists.
+   */
+  @Test
+  void figuresAndRatiosOverNothingPrintAsADash() {
+    String out = output("--seeds", "1", "--requests", "1", "--modes", "slots");
+    List<String> rows = out.lines().filter(l -> l.startsWith("   1  ")).toList();
+    assertEquals(2, rows.size(), out);
+    for (String row : rows) {
+      assertTrue(row.matches("   1  \\S+ +0\\.000  .*  -       0"), out);
+    }
+    String ratios = out.lines().filter(l -> l.startsWith("seed 1 ")).findFirst().orElseThrow();
+    assertTrue(ratios.matches("seed 1  -(  \\d+\\.\\d{3}x){5}"), out);
+    assertFalse(out.contains("NaN") || out.contains("Infinity"), out);
   }
 }

@@ -1,9 +1,13 @@
 package io.github.prefixrouter.bench.stall;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -72,5 +76,36 @@ class StallSimMainTest {
     StallSimMain.Options o = StallSimMain.options(new String[] {"--stall-timeouts", "10"});
     assertEquals(3, o.seeds());
     assertEquals(List.of(0L, 10L), o.timeouts());
+  }
+
+  private static String output(String... args) {
+    PrintStream before = System.out;
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
+    try {
+      StallSimMain.main(args);
+    } finally {
+      System.setOut(before);
+    }
+    return out.toString(StandardCharsets.UTF_8);
+  }
+
+  /**
+   * Without a hang no request is submitted during it: its latencies do not exist and its
+   * ratios are over nothing. They used to print as NaN and NaNx.
+   */
+  @Test
+  void figuresAndRatiosOverNoHangPrintAsADash() {
+    String out = output("--seeds", "1", "--rate", "0.2", "--hang-seconds", "0",
+        "--stall-timeouts", "10");
+    List<String> rows = out.lines().filter(l -> l.startsWith("   1  ")).toList();
+    assertEquals(2, rows.size(), out);
+    for (String row : rows) {
+      assertTrue(row.matches(".*\\|              0       0        -        -              0  \\|.*"),
+          out);
+    }
+    assertTrue(out.contains("\nseed 1  -  -  -\n")
+        || out.contains("seed 1  -  -  -" + System.lineSeparator()), out);
+    assertFalse(out.contains("NaN"), out);
   }
 }
