@@ -26,7 +26,8 @@ import org.openjdk.jmh.runner.options.OptionsBuilder;
 /**
  * Runs {@link KvEventBenchmark} (JMH's own flags, for example {@code -f 2 -wi 3 -w 1s -i 5 -r
  * 1s}; without them the class's defaults; {@code -bm} other than {@code avgt}, {@code -tu}
- * other than {@code ns}, {@code -opi} other than 1 and JMH's help and list flags are refused,
+ * other than {@code ns}, {@code -opi} and {@code -bs} other than 1 and JMH's help and list flags
+ * are refused,
  * see {@link #refused}), prints
  * per batch and per block the cost of each benchmark and the ratios against the msgpack-core
  * baselines of the same run, and writes {@code benchmarks/target/results/kvevents.json}.
@@ -56,7 +57,9 @@ public final class KvEventBenchmarkMain {
    * than average time ({@code -bm}) or a time unit other than nanoseconds ({@code -tu}) would
    * be reported under the wrong unit (or, for throughput, as inverted ratios), and operations
    * per invocation other than 1 ({@code -opi}; every invocation applies one batch) would divide
-   * every time per batch by that number. JMH's help and list flags ({@code -h}, {@code -l},
+   * every time per batch by that number, and a measurement batch size other than 1 ({@code -bs};
+   * in average-time mode JMH still calls the benchmark once per operation but divides the
+   * operations counted by it) would multiply it. JMH's help and list flags ({@code -h}, {@code -l},
    * {@code -lp}, {@code -lprof}, {@code -lrf}) are refused too: the runner does not act on them,
    * so they would run every benchmark and overwrite the results.
    *
@@ -84,6 +87,11 @@ public final class KvEventBenchmarkMain {
         && cmd.getOperationsPerInvocation().get() != 1) {
       return "-opi " + cmd.getOperationsPerInvocation().get() + ": every invocation applies one"
           + " batch and the figures are per batch; only -opi 1 is possible";
+    }
+    if (cmd.getMeasurementBatchSize().hasValue() && cmd.getMeasurementBatchSize().get() != 1) {
+      return "-bs " + cmd.getMeasurementBatchSize().get() + ": outside single-shot mode JMH"
+          + " calls the benchmark once per operation but divides the operations by the batch"
+          + " size; only -bs 1 is possible";
     }
     return null;
   }

@@ -50,6 +50,19 @@ class KvEventBenchmarkMainTest {
     }
   }
 
+  /**
+   * Outside single-shot mode JMH does not repeat the method -bs times per operation but still
+   * divides the operations it counts by -bs (see its generated *_AverageTime methods), so -bs 4
+   * printed four times a batch's time as ns per batch.
+   */
+  @Test
+  void aBatchSizeOtherThanOneIsRefused() throws Exception {
+    String why = refused("-bs", "4");
+    assertNotNull(why, "-bs 4 would print four times a batch's time as ns per batch");
+    assertTrue(why.startsWith("-bs 4"), why);
+    assertNull(refused("-bs", "1"));
+  }
+
   @Test
   void theDefaultsAndTheirOwnValuesAreAccepted() throws Exception {
     assertNull(refused());
