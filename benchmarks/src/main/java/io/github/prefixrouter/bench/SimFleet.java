@@ -45,6 +45,19 @@ public final class SimFleet {
   }
 
   /**
+   * A setting as a printed header gives it ({@link Locale#ROOT}): up to six significant digits,
+   * without trailing zeros, so that a rate of 0.2 per second is not printed as 0 (or 0.5 as 1)
+   * and 150 is printed as 150.
+   *
+   * @param v the setting
+   * @return the text
+   */
+  public static String setting(double v) {
+    return String.format(Locale.ROOT, "%.6g", v).replaceAll("(\\.\\d*?)0+(e|$)", "$1$2")
+        .replaceAll("\\.(e|$)", "$1");
+  }
+
+  /**
    * The addresses of nodes {@code n0..n(count-1)}.
    *
    * @param count how many nodes

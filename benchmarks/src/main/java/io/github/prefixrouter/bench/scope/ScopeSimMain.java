@@ -83,9 +83,9 @@ public final class ScopeSimMain {
     int seeds = opts.seeds();
     Params p = opts.params();
     System.out.printf(Locale.ROOT, "%d nodes, %d adapters x %d shared system prompts of %d "
-            + "tokens (+0..%d-token questions), %d requests at %.0f/s, %d-token KV cache per node,"
+            + "tokens (+0..%d-token questions), %d requests at %s/s, %d-token KV cache per node,"
             + " 1 ms one-way delay%n", p.nodes(), p.adapters(), p.prompts(), p.systemTokens(),
-        p.maxSuffix(), p.requests(), p.ratePerSecond(), p.capacityTokens());
+        p.maxSuffix(), p.requests(), SimFleet.setting(p.ratePerSecond()), p.capacityTokens());
     System.out.println("seed  mode    hit-rate  mean-ms  p50-ms  p99-ms  forwarded  failed");
     List<double[]> ratios = new ArrayList<>();
     for (int s = 1; s <= seeds; s++) {

@@ -125,9 +125,10 @@ public final class SlotSimMain {
     Params p = opts.params();
     System.out.printf(Locale.ROOT, "%d nodes x %d slots, %d-token KV cache each; %d system "
             + "prompts of %d tokens (Zipf %.2f) + 16..%d-token questions, %d output tokens; %d "
-            + "requests at %.0f/s (Poisson), first 20%% not measured; 1 ms one-way delay%n",
+            + "requests at %s/s (Poisson), first 20%% not measured; 1 ms one-way delay%n",
         p.nodes(), p.slots(), p.capacityTokens(), p.prompts(), p.systemTokens(), p.zipf(),
-        p.maxSuffix() + 15, p.outputTokens(), p.requests(), p.ratePerSecond());
+        p.maxSuffix() + 15, p.outputTokens(), p.requests(),
+        SimFleet.setting(p.ratePerSecond()));
     System.out.println("seed  mode      hit-rate  mean-ms  p50-ms  p99-ms  forwarded  spread  "
         + "busy  failed");
     List<Outcome[]> all = new ArrayList<>();

@@ -102,11 +102,11 @@ public final class StallSimMain {
     Params p = opts.params();
     System.out.printf(Locale.ROOT, "%d nodes x %d slots, %d-token KV cache each; %d system "
             + "prompts of %d tokens (Zipf %.2f) + 16..%d-token questions, %d output tokens; "
-            + "%.0f requests/s (Poisson) for %d s, each to a random node; n0's engine hangs "
+            + "%s requests/s (Poisson) for %d s, each to a random node; n0's engine hangs "
             + "from %d s for %d s; engineTimeout 60 s; 1 ms one-way delay%n",
         p.nodes(), p.slots(), p.capacityTokens(), p.prompts(), p.systemTokens(), p.zipf(),
-        p.maxSuffix() + 15, p.outputTokens(), p.ratePerSecond(), p.arrivalNanos() / s,
-        p.hangFromNanos() / s, p.hangNanos() / s);
+        p.maxSuffix() + 15, p.outputTokens(), SimFleet.setting(p.ratePerSecond()),
+        p.arrivalNanos() / s, p.hangFromNanos() / s, p.hangNanos() / s);
     System.out.println("seed  stall-timeout  requests  failed  mean-ms  p99-ms  | during the "
         + "hang: requests  failed  mean-ms  p50-ms  given-to-hung  | stalls  reroutes");
     List<Outcome[]> all = new ArrayList<>();

@@ -79,8 +79,8 @@ public final class StreamSimMain {
     int warmup = opts.warmup();
     System.out.printf(Locale.ROOT, "4 nodes x 8 slots; 64 system prompts of 1,024 tokens (Zipf 1)"
         + " + 16..143-token questions, 64 output tokens at 2 ms each (pieces of 4); %d requests at"
-        + " %.0f/s (Poisson); 1 ms one-way delay; seed %d; %d warm-up and %d measured rounds,"
-        + " modes alternating%n", requests, rate, seed, warmup, rounds);
+        + " %s/s (Poisson); 1 ms one-way delay; seed %d; %d warm-up and %d measured rounds,"
+        + " modes alternating%n", requests, SimFleet.setting(rate), seed, warmup, rounds);
     for (int w = 0; w < warmup; w++) {
       for (String mode : MODES) {
         run(requests, seed, mode, rate); // warm-up of the JIT, not measured

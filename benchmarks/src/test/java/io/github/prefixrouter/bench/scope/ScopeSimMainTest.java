@@ -48,6 +48,13 @@ class ScopeSimMainTest {
     return out.toString(StandardCharsets.UTF_8);
   }
 
+  /** A rate below 1 per second used to be printed as 0/s. */
+  @Test
+  void theRateIsPrintedAsGiven() {
+    String out = output("--seeds", "1", "--requests", "1", "--rate", "0.25");
+    assertTrue(out.contains(" 1 requests at 0.25/s, "), out);
+  }
+
   /**
    * With one request nothing is cached in either mode: the hit rates are 0 and their ratio,
    * which used to print as NaNx, does not exist.

@@ -69,6 +69,13 @@ class SlotSimMainTest {
     return out.toString(StandardCharsets.UTF_8);
   }
 
+  /** A rate below 1 per second used to be printed as 0/s. */
+  @Test
+  void theRateIsPrintedAsGiven() {
+    String out = output("--seeds", "1", "--requests", "1", "--modes", "slots", "--rate", "0.25");
+    assertTrue(out.contains(" 1 requests at 0.25/s (Poisson)"), out);
+  }
+
   /**
    * With one request, measured, nothing is cached in either pricing: the hit rates' ratio (0 /
    * 0) used to print as NaNx; and with a single arrival the arrival period is empty, so the busy

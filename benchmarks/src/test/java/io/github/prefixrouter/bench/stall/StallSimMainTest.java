@@ -98,6 +98,8 @@ class StallSimMainTest {
   void figuresAndRatiosOverNoHangPrintAsADash() {
     String out = output("--seeds", "1", "--rate", "0.2", "--hang-seconds", "0",
         "--stall-timeouts", "10");
+    // a rate below 1 per second used to be printed as 0 requests/s
+    assertTrue(out.contains("; 0.2 requests/s (Poisson) for 150 s"), out);
     List<String> rows = out.lines().filter(l -> l.startsWith("   1  ")).toList();
     assertEquals(2, rows.size(), out);
     for (String row : rows) {

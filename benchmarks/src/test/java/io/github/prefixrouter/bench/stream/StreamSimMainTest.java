@@ -4,6 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import org.junit.jupiter.api.Test;
 
 class StreamSimMainTest {
@@ -46,5 +49,21 @@ class StreamSimMainTest {
     assertEquals("--rounds is given twice", refused("--rounds", "2", "--rounds", "3"));
     StreamSimMain.Options o = StreamSimMain.options(new String[] {"--warmup", "0"});
     assertEquals(new StreamSimMain.Options(3_000, 5, 1, 150, 0), o);
+  }
+
+  /** A rate below 1 per second used to be printed as 0/s. */
+  @Test
+  void theRateIsPrintedAsGiven() {
+    PrintStream before = System.out;
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
+    try {
+      StreamSimMain.main(new String[] {"--requests", "1", "--rounds", "1", "--warmup", "0",
+          "--rate", "0.5"});
+    } finally {
+      System.setOut(before);
+    }
+    String text = out.toString(StandardCharsets.UTF_8);
+    assertTrue(text.contains("; 1 requests at 0.5/s (Poisson);"), text);
   }
 }
