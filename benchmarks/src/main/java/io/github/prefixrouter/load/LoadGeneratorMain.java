@@ -130,7 +130,8 @@ public final class LoadGeneratorMain {
   /**
    * The run's figures as printed after it, in {@link Locale#ROOT} whatever the default locale:
    * answers and throughput, latency, the time to the first piece if streamed, hit rate and
-   * forwarded share.
+   * forwarded share. A latency or time to the first piece without a value (nothing answered,
+   * no piece came) is "-", as it is null in the JSON.
    */
   static String figures(LoadDriver.Result r, int requests, boolean stream) {
     StringBuilder sb = new StringBuilder();
@@ -138,18 +139,24 @@ public final class LoadGeneratorMain {
         "answered %d of %d (%d errors), %.1f s, %.1f requests/s, %d client failovers%n",
         r.answered().size(), requests, requests - r.answered().size(), r.wallNanos() / 1e9,
         r.answered().size() / (r.wallNanos() / 1e9), r.clientRetries()));
-    sb.append(String.format(Locale.ROOT, "latency ms: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f%n",
-        r.meanLatencyMillis(), r.latencyPercentileMillis(50), r.latencyPercentileMillis(90),
-        r.latencyPercentileMillis(99), r.latencyPercentileMillis(100)));
+    sb.append(String.format(Locale.ROOT, "latency ms: mean %s  p50 %s  p90 %s  p99 %s  max %s%n",
+        ms(r.meanLatencyMillis()), ms(r.latencyPercentileMillis(50)),
+        ms(r.latencyPercentileMillis(90)), ms(r.latencyPercentileMillis(99)),
+        ms(r.latencyPercentileMillis(100))));
     if (stream) {
-      sb.append(String.format(Locale.ROOT, "time to first piece ms: p50 %.1f  p90 %.1f  p99 %.1f  max %.1f%n",
-          r.firstPiecePercentileMillis(50), r.firstPiecePercentileMillis(90),
-          r.firstPiecePercentileMillis(99), r.firstPiecePercentileMillis(100)));
+      sb.append(String.format(Locale.ROOT, "time to first piece ms: p50 %s  p90 %s  p99 %s  max %s%n",
+          ms(r.firstPiecePercentileMillis(50)), ms(r.firstPiecePercentileMillis(90)),
+          ms(r.firstPiecePercentileMillis(99)), ms(r.firstPiecePercentileMillis(100))));
     }
     sb.append(String.format(Locale.ROOT, "cache hit rate (cached / prompt tokens, engine-reported): %.3f%n",
         r.hitRate()));
     sb.append(String.format(Locale.ROOT, "forwarded share: %.3f%n", r.forwardedShare()));
     return sb.toString();
+  }
+
+  /** Milliseconds with one decimal, or "-" when there is no value (NaN). */
+  private static String ms(double v) {
+    return Double.isFinite(v) ? String.format(Locale.ROOT, "%.1f", v) : "-";
   }
 
   /**

@@ -150,4 +150,22 @@ class LoadGeneratorMainTest {
       Locale.setDefault(before);
     }
   }
+
+  /**
+   * A run that got no answer has no latency or time to the first piece: the figures used to
+   * print NaN there (the JSON has null); they print "-".
+   */
+  @Test
+  void figuresWithoutAValuePrintAsADash() {
+    LoadDriver.Sample failed = new LoadDriver.Sample(0, "a", "n:1", null, false, null,
+        5_000_000L, -1, -1, new int[0], 1, "connection refused", -1, null, null);
+    String n = System.lineSeparator();
+    assertEquals("answered 0 of 1 (1 errors), 2.0 s, 0.0 requests/s, 1 client failovers" + n
+            + "latency ms: mean -  p50 -  p90 -  p99 -  max -" + n
+            + "time to first piece ms: p50 -  p90 -  p99 -  max -" + n
+            + "cache hit rate (cached / prompt tokens, engine-reported): 0.000" + n
+            + "forwarded share: 0.000" + n,
+        LoadGeneratorMain.figures(new LoadDriver.Result(List.of(failed), 2_000_000_000L, 0), 1,
+            true));
+  }
 }
