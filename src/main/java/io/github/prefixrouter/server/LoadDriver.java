@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.TreeMap;
@@ -284,10 +285,10 @@ public final class LoadDriver {
     /** A one-paragraph summary. */
     public String summary() {
       String ttft = Double.isNaN(firstPiecePercentileMillis(50)) ? ""
-          : String.format(" ttft ms: p50=%.1f p90=%.1f p99=%.1f max=%.1f",
+          : String.format(Locale.ROOT, " ttft ms: p50=%.1f p90=%.1f p99=%.1f max=%.1f",
               firstPiecePercentileMillis(50), firstPiecePercentileMillis(90),
               firstPiecePercentileMillis(99), firstPiecePercentileMillis(100));
-      return String.format(
+      return String.format(Locale.ROOT,
           "requests=%d answered=%d errors=%d wall=%.1fs throughput=%.1f/s latency ms: mean=%.1f p50=%.1f "
               + "p90=%.1f p99=%.1f max=%.1f%s hitRate=%.3f forwarded=%.3f clientRetries=%d servedBy=%s",
           samples.size(), answered().size(), samples.size() - answered().size(), wallNanos / 1e9,

@@ -19,6 +19,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
@@ -772,7 +773,7 @@ public final class NodeMain {
         }
       }
       NodeStats s = node.stats();
-      String summary = String.format(
+      String summary = String.format(Locale.ROOT,
           "node %s stopped: requests=%d local=%d forwarded=%d failed=%d servedForPeers=%d "
               + "refusedForPeers=%d pushedBack=%d fallbacks=%s hitRate=%.3f peersLive=%d "
               + "gossipBytesIn=%d gossipBytesOut=%d transport=%s",

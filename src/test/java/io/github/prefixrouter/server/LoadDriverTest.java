@@ -9,12 +9,30 @@ import io.github.prefixrouter.transport.http.StallingHttpPeer;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import org.junit.jupiter.api.Test;
 
 /** The load driver against in-process nodes, including client-side failover. */
 class LoadDriverTest {
+
+  /** The summary reads the same whatever the JVM's default locale (a decimal comma elsewhere). */
+  @Test
+  void theSummaryIsInTheRootLocaleWhateverTheDefault() {
+    LoadDriver.Sample answered = new LoadDriver.Sample(0, "r0", "a", "a", false, null,
+        1_500_000L, 10, 4, new int[] {1}, 0, null, 1_250_000L, "x", null);
+    LoadDriver.Result r = new LoadDriver.Result(List.of(answered), 2_000_000_000L, 1);
+    Locale before = Locale.getDefault();
+    try {
+      Locale.setDefault(Locale.GERMANY);
+      String summary = r.summary();
+      assertTrue(summary.contains("wall=2.0s") && summary.contains("mean=1.5")
+          && summary.contains("ttft ms: p50=1.3") && summary.contains("hitRate=0.400"), summary);
+    } finally {
+      Locale.setDefault(before);
+    }
+  }
 
   private static NodeOptions options(String id) {
     return NodeOptions.parse(new String[] {"--id", id, "--listen", "127.0.0.1:0", "--client", "127.0.0.1:0",
