@@ -1944,9 +1944,11 @@ public final class HttpTransport implements Transport {
     }
 
     /**
-     * How far a message's timestamp may be from this node's clock. Default 30 s.
+     * How far a message's timestamp may be from this node's clock. Default 30 s. Timestamps
+     * are in milliseconds, so the window is too: {@link #build()} refuses one under a
+     * millisecond, which would refuse every message not stamped in this very millisecond.
      *
-     * @param d the window, positive, at most a day
+     * @param d the window, at least a millisecond, at most a day
      * @return this builder
      */
     public Builder replayWindow(Duration d) {
@@ -2179,6 +2181,10 @@ public final class HttpTransport implements Transport {
       requirePositive("maxHandlingTime", maxHandlingTime);
       requirePositive("inboundIoTimeout", inboundIoTimeout);
       requirePositive("replayWindow", replayWindow);
+      if (replayWindow.compareTo(Duration.ofMillis(1)) < 0) {
+        throw new IllegalArgumentException("replayWindow must be at least 1 ms (message "
+            + "timestamps are in milliseconds), was " + replayWindow);
+      }
       requireRange("maxMessageBytes", maxMessageBytes, 64, Integer.MAX_VALUE - 8);
       requireRange("maxInFlightPerPeer", maxInFlightPerPeer, 1, 1 << 20);
       requireRange("maxInboundRequests", maxInboundRequests, 1, 1 << 20);

@@ -644,6 +644,13 @@ class HttpTransportTest extends HttpTransportFixture {
     assertTrue(e.getMessage().contains("nodeId"), e.getMessage());
     e = assertThrows(IllegalArgumentException.class, () -> node("a").connectTimeout(Duration.ZERO).build());
     assertTrue(e.getMessage().contains("connectTimeout"), e.getMessage());
+    // timestamps are in milliseconds: a shorter replay window counted as 0 ms, and every
+    // message not stamped in the receiver's very millisecond was refused as stale
+    e = assertThrows(IllegalArgumentException.class,
+        () -> node("a").replayWindow(Duration.ofNanos(999_999)).build());
+    assertTrue(e.getMessage().contains("replayWindow") && e.getMessage().contains("1 ms"),
+        e.getMessage());
+    node("a").replayWindow(Duration.ofMillis(1)).build(); // accepted
     // a wildcard listen address is no address for peers on other hosts (it was advertised as
     // 127.0.0.1, so each of them sent this node's traffic to itself)
     for (String wildcard : List.of("0.0.0.0", "::")) {
