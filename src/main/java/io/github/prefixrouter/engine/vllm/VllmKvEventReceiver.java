@@ -136,7 +136,10 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * removes what it stores would otherwise grow the tracking without bound.
    */
   static final long MAX_TRACKED_COPIES = 1L << 21;
-  /** The kind of each KV-cache group, as its stores named it. */
+  /**
+   * The kind of each KV-cache group, as its stores named it; forgotten when the publisher
+   * restarts and on {@link #reset()}.
+   */
   private final Map<Long, String> groupKinds = new HashMap<>();
   /**
    * For each tracked group (kind unknown when its first store was mirrored), the copies its
@@ -236,7 +239,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * Applies a message received live. The first message is applied as it is; after that, a
    * sequence number above {@link #nextSeq()} clears the listener first (messages were lost:
    * counted in {@link Stats#gaps()}), one below it clears it too (the publisher restarted with
-   * an empty cache: {@link Stats#restarts()}). Either way the batch is then applied and
+   * an empty cache: {@link Stats#restarts()}) and forgets the KV-cache groups' kinds. Either way the batch is then applied and
    * {@code nextSeq()} becomes {@code seq + 1}. A malformed payload clears the listener, is
    * counted and applies nothing. So does a sequence number outside {@code 0..}{@link #MAX_SEQ}
    * (negative, or one whose successor would wrap), counted in {@link Stats#malformedBatches()};
@@ -265,6 +268,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
     } else if (started && seq < nextSeq) {
       restarts++;
       clear = true;
+      groupKinds.clear(); // another engine, perhaps configured otherwise
       if (logNow(restarts)) {
         LOG.warn("KV-event sequence went back from {} to {}: the publisher restarted; "
             + "clearing the mirror of the engine's cache ({} restarts so far)", nextSeq - 1, seq,
@@ -318,13 +322,16 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * is lost (the subscriber does, at once: the messages published until it reconnects are
    * lost too). Sequence numbers alone cannot show every restart: a publisher
    * that restarted (with an empty cache) and whose first messages were lost, exactly as many as
-   * the node had received before, continues at the very number expected.
+   * the node had received before, continues at the very number expected. The KV-cache
+   * groups' kinds learned so far are forgotten too, as on a restart the sequence numbers show:
+   * the engine that follows may be another, with other groups.
    */
   @Override
   public synchronized void reset() {
     resets++;
     started = false;
     nextSeq = -1;
+    groupKinds.clear();
     clearListener();
   }
 

@@ -117,6 +117,33 @@ class VllmKvEventHybridModelTest {
     assertEquals(0, tree.engineEventStats().unknownBlocks());
   }
 
+  /**
+   * A broken connection mostly means vLLM restarted, and the vLLM that follows may have other
+   * groups: here one that does not report kinds, whose group 1 is full attention and group 0 a
+   * sliding window. The kinds learned of the engine before were kept: group 1's stores were
+   * skipped as a sliding window's, and group 0's removals took the prefix out of the mirror.
+   */
+  @ParameterizedTest(name = "reset {0}")
+  @ValueSource(booleans = {true, false})
+  void anEngineAfterAResetOrARestartHasItsGroupsKindsLearnedAfresh(boolean reset) {
+    send(stored(true, FULL, "full_attention", B, null, PROMPT, H1, H2, H3, H4));
+    send(stored(true, SLIDING, "sliding_window", B, null, PROMPT, H3, H4));
+    assertEquals(16, tree.match(PROMPT));
+    if (reset) {
+      receiver.reset(); // the connection broke
+    } else {
+      seq = 0; // the sequence numbers show the restart
+    }
+    send(stored(false, SLIDING, null, B, null, PROMPT, H1, H2, H3, H4));
+    assertEquals(16, tree.match(PROMPT), "group 1 holds the whole prefix now");
+    send(stored(false, FULL, null, B, null, head(2), H1, H2));
+    send(removed(false, FULL, H1, H2));
+    assertEquals(16, tree.match(PROMPT), "group 0 removed only the copies it stored");
+    assertEquals(1, receiver.stats().otherGroupEvents(), "the first engine's sliding store");
+    assertEquals(reset ? 1 : 0, receiver.stats().resets());
+    assertEquals(reset ? 0 : 1, receiver.stats().restarts());
+  }
+
   @Test
   void eventsWithoutAGroupAreAppliedAsBefore() {
     send(stored(true, null, null, B, null, PROMPT, H1, H2, H3, H4));
