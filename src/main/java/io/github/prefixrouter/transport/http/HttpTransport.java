@@ -371,6 +371,9 @@ public final class HttpTransport implements Transport {
    * returns, as soon as the server accepts connections; {@link #send}, {@link #request} and
    * {@link #localAddress} work from then on, the handler's own calls included.
    *
+   * <p>If it fails once the address is bound (a thread that cannot be created, say), it
+   * releases the port and the threads it started, and the transport is closed.
+   *
    * @throws IllegalStateException if called twice or after close
    * @throws java.io.UncheckedIOException if the listen address cannot be bound
    */
@@ -406,6 +409,23 @@ public final class HttpTransport implements Transport {
       throw new java.io.UncheckedIOException(
           "cannot listen on " + config.listenHost + ":" + config.listenPort, e);
     }
+    try {
+      startBound(prefix);
+    } catch (RuntimeException | Error e) {
+      // a thread that cannot be created, say: the port and the threads started so far are
+      // released, not left to a close() the caller has no reason to call
+      closed.set(true);
+      try {
+        closeNow();
+      } catch (RuntimeException | Error suppressed) {
+        e.addSuppressed(suppressed);
+      }
+      throw e;
+    }
+  }
+
+  /** The rest of {@link #start}, once the server is bound. */
+  private void startBound(String prefix) {
     serverExecutor =
         new ThreadPoolExecutor(
             config.serverThreads,

@@ -232,6 +232,36 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   }
 
   /**
+   * A start() that fails once the server is bound (a thread that cannot be created, say) leaves
+   * nothing running: the port is free again and the transport's threads end. It threw with the
+   * port bound and the threads started, which only a close() the caller had no reason to call
+   * released.
+   */
+  @Test
+  void aStartThatFailsAfterBindingLeavesNothingRunning() throws Exception {
+    HttpTransport t = node("failing-start").build();
+    toClose.add(t);
+    t.whileStarting = () -> {
+      throw new IllegalStateException("no thread for the dispatcher");
+    };
+    IllegalStateException e = assertThrows(IllegalStateException.class,
+        () -> t.start(new HttpTransportTest.Recorder()));
+    assertEquals("no thread for the dispatcher", e.getMessage());
+    InetSocketAddress port = HttpTransportTest.hostPort(t.localAddress().address());
+    try (java.net.ServerSocket s = new java.net.ServerSocket()) {
+      s.bind(port); // the port is free again
+    }
+    for (Thread th : Thread.getAllStackTraces().keySet()) {
+      if (th.getName().startsWith("prefix-router-http-failing-start-")) {
+        th.join(10_000);
+        assertFalse(th.isAlive(), th.getName() + " still runs after start() failed");
+      }
+    }
+    e = assertThrows(IllegalStateException.class, () -> t.start(new HttpTransportTest.Recorder()));
+    assertEquals("transport is closed", e.getMessage());
+  }
+
+  /**
    * A message that arrives while start() runs (from a peer that knew the node's address before it
    * restarted) may reach the handler as soon as the server accepts connections, and the handler
    * may answer through the transport then. The server was started before the HTTP client was
