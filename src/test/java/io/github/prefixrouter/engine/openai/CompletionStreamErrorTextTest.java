@@ -1,7 +1,9 @@
 package io.github.prefixrouter.engine.openai;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
@@ -45,5 +47,35 @@ class CompletionStreamErrorTextTest {
         ("data: " + chunk + "\n\n").getBytes(StandardCharsets.UTF_8))), "streamed");
     assertThrows(EngineException.class,
         () -> engine.parseAnswer(r, 200, chunk.getBytes(StandardCharsets.UTF_8)), "plain");
+  }
+
+  /**
+   * Token ids are integers: one written with a fraction or an exponent (1.0, 1e0, even when its
+   * value is whole), with a fraction that is not whole, or out of int range makes the answer
+   * misshapen (retryable), streamed or plain, rather than being read as some integer.
+   */
+  @Test
+  void tokenIdsThatAreNotIntegerLiteralsInIntRangeAreMisshapen() {
+    OpenAiCompatibleEngine engine = OpenAiCompatibleEngine.builder()
+        .baseUrl("http://127.0.0.1:1").build();
+    InferenceRequest r = new InferenceRequest("q", new int[] {1, 2},
+        new GenerationParams(5, 0.0, 1.0, 0L));
+    for (String ids : new String[] {"[1.0]", "[1e0]", "[1E2]", "[7, 2.0]", "[1.5]",
+        "[2147483648]", "[-2147483649]", "[1e400]"}) {
+      String chunk = "{\"choices\":[{\"index\":0,\"text\":\"x\",\"token_ids\":" + ids
+          + ",\"finish_reason\":\"length\"}]}";
+      CompletionStream s = new CompletionStream(r, 1 << 20, (tokens, text) -> { });
+      EngineException streamed = assertThrows(EngineException.class, () -> s.feed(ByteBuffer.wrap(
+          ("data: " + chunk + "\n\ndata: [DONE]\n\n").getBytes(StandardCharsets.UTF_8))), ids);
+      assertTrue(streamed.retryable(), ids);
+      EngineException plain = assertThrows(EngineException.class,
+          () -> engine.parseAnswer(r, 200, chunk.getBytes(StandardCharsets.UTF_8)), ids);
+      assertTrue(plain.retryable(), ids);
+    }
+    // integer literals in int range, -0 among them, are read as they are
+    String chunk = "{\"choices\":[{\"index\":0,\"text\":\"x\",\"token_ids\":"
+        + "[-0,2147483647,9]}]}";
+    assertArrayEquals(new int[] {0, Integer.MAX_VALUE, 9},
+        engine.parseAnswer(r, 200, chunk.getBytes(StandardCharsets.UTF_8)).outputTokens());
   }
 }

@@ -114,6 +114,46 @@ class OpenAiCompatibleEngineMisbehavingServerTest {
     }
   }
 
+  /**
+   * A server that accepts the connection and reads the request but never sends a status line
+   * (or sends only an informational 1xx, or headers that never end): the request, plain or
+   * streamed, fails once at {@code requestTimeout} with an {@link EngineTimeoutException},
+   * gives its slot back, streams nothing, and its connection is closed by the client.
+   */
+  @Test
+  void aServerThatAcceptsButNeverSendsHeadersTimesOutOnceAndClosesTheConnection() throws Exception {
+    String[] heads = {"", "HTTP/1.1 100 Continue\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"};
+    for (String head : heads) {
+      for (boolean streamed : new boolean[] {false, true}) {
+        String what = (streamed ? "streamed, " : "plain, ") + "after [" + head.strip() + "]";
+        try (ServerSocket raw = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+          OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+              .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+              .requestTimeout(Duration.ofSeconds(2)).build();
+          OpenAiCompatibleEngineStreamingTest.Pieces pieces =
+              new OpenAiCompatibleEngineStreamingTest.Pieces();
+          AtomicInteger completions = new AtomicInteger();
+          CompletableFuture<EngineResult> f = streamed ? pieces.run(e, request("r1"))
+              : e.execute(request("r1"));
+          f.whenComplete((r, err) -> completions.incrementAndGet());
+          raw.setSoTimeout(10_000);
+          try (Socket conn = raw.accept()) {
+            ScriptedOpenAiServer.readRequest(conn);
+            write(conn.getOutputStream(), head);
+            EngineException err = failure(f);
+            assertInstanceOf(EngineTimeoutException.class, err, what + ": " + err);
+            assertFalse(err.retryable(), what);
+            assertEquals(0, e.load().total(), what + ": the slot is given back");
+            assertTrue(closedByClient(conn), what + ": the connection stayed open");
+          }
+          assertEquals(1, completions.get(), what);
+          assertTrue(pieces.texts.isEmpty(), what);
+        }
+      }
+    }
+  }
+
   @Test
   void aStreamHeldOpenAfterDoneIsClosedSoonAfterItNotAtTheDeadline() throws Exception {
     // [DONE] completes the request; a server (or proxy) that then neither ends the body nor
