@@ -1098,6 +1098,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     /**
      * Largest answer accepted, in bytes. Default 8 MiB. For a streamed request, the largest
      * line or event of the stream, and the largest output (its characters plus its tokens).
+     * A server asked for token ids (vLLM's {@code return_token_ids}) repeats the prompt's token
+     * ids in its answer (a stream's first event), at up to about 8 bytes per token as JSON: a
+     * limit below that for the longest prompt served fails such requests as misshapen answers.
      *
      * @param n the limit in bytes
      * @return this builder
