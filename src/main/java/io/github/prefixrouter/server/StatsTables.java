@@ -352,6 +352,9 @@ final class StatsTables {
       .counter("replay_failures", K + "replay_failures_total",
           "Replays that failed (no connection, timeout, malformed answer).",
           s -> s.subscriber().replayFailures())
+      .counter("replays_skipped", K + "replays_skipped_total",
+          "Gaps that got no replay because a replay had failed within the replay backoff.",
+          s -> s.subscriber().replaysSkipped())
       .counter("batches_applied", K + "batches_applied_total",
           "Event batches decoded and applied, live or replayed.",
           s -> s.receiver().batchesApplied())

@@ -37,6 +37,7 @@ class StatsJsonTest {
         StatsFixtures.distinct(io.github.prefixrouter.engine.vllm.VllmKvEventReceiver.Stats.class, 0));
     assertEquals(List.of("connects", "disconnects", "connect_failures", "messages",
         "malformed_messages", "replays_requested", "replayed_messages", "replay_failures",
+        "replays_skipped",
         "batches_applied", "stored_events", "removed_events", "cleared_events",
         "malformed_batches", "block_size_mismatches", "token_count_mismatches",
         "unattributed_stores", "unmirrored_removals", "other_group_events",

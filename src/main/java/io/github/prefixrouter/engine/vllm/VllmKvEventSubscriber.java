@@ -61,7 +61,12 @@ import org.slf4j.LoggerFactory;
  * replay is asked for a live number above {@link VllmKvEventReceiver#MAX_SEQ}, which the sink
  * drops as malformed whatever comes before it). vLLM keeps a bounded buffer, so a replay may
  * start after the first missing message, or fail; either way the live message follows and the
- * sink decides what a remaining gap means.
+ * sink decides what a remaining gap means. After a failed replay, gaps go to the sink without a
+ * replay (as after a failed one) for the {@link Builder#replayBackoff replay backoff}, which
+ * doubles from its minimum to its maximum with each failed replay and restarts at the minimum
+ * after a replay that succeeds: a replay endpoint that does not answer, or answers slowly,
+ * would otherwise hold the live stream on every gap, and under sustained loss keep the
+ * subscriber behind the publisher for good.
  *
  * <p><b>Failures never stop the thread:</b> an exception or {@link Error} from the sink (the
  * receiver's decoder running out of heap on a large batch, say) is logged and counted, and the
@@ -100,6 +105,8 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private final ZmtpOptions liveOptions;
   private final ZmtpOptions replayOptions;
   private final long replayTimeoutNanos;
+  private final long minReplayBackoffNanos;
+  private final long maxReplayBackoffNanos;
 
   private final AtomicLong connects = new AtomicLong();
   private final AtomicLong connectFailures = new AtomicLong();
@@ -110,6 +117,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private final AtomicLong replaysRequested = new AtomicLong();
   private final AtomicLong replayedMessages = new AtomicLong();
   private final AtomicLong replayFailures = new AtomicLong();
+  private final AtomicLong replaysSkipped = new AtomicLong();
   private final AtomicLong sinkFailures = new AtomicLong();
 
   private final CountDownLatch closing = new CountDownLatch(1);
@@ -122,6 +130,10 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private Thread thread; // guarded by this
   /** Errors and unchecked exceptions the reader thread took on its connections (for its log). */
   private long readerFailures; // the reader thread's only
+  /** The current replay backoff, 0 after a replay that succeeded. The reader thread's only. */
+  private long replayBackoffNanos;
+  /** Gaps before this ({@link System#nanoTime()}) get no replay. The reader thread's only. */
+  private long replaysResumeAt;
 
   private VllmKvEventSubscriber(Builder b, KvEventSink sink) {
     this.endpoint = b.endpoint;
@@ -144,6 +156,8 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
             b.maxMessageBytes,
             b.maxFrames);
     this.replayTimeoutNanos = b.replayTimeout.toNanos();
+    this.minReplayBackoffNanos = b.minReplayBackoff.toNanos();
+    this.maxReplayBackoffNanos = b.maxReplayBackoff.toNanos();
     this.replayOptions =
         new ZmtpOptions(
             b.replayTimeout,
@@ -240,6 +254,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         replaysRequested.get(),
         replayedMessages.get(),
         replayFailures.get(),
+        replaysSkipped.get(),
         sinkFailures.get());
   }
 
@@ -274,6 +289,8 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
    * @param replayedMessages messages received by replay and passed to the sink
    * @param replayFailures replays that failed (no connection, timeout, malformed answer, an
    *     {@link Error} or unchecked exception while replaying)
+   * @param replaysSkipped gaps that got no replay because a replay had failed within the
+   *     {@link Builder#replayBackoff replay backoff}; the live message went to the sink as it is
    * @param sinkFailures exceptions and {@link Error}s thrown by the sink, logged and ignored
    */
   public record Stats(
@@ -286,6 +303,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       long replaysRequested,
       long replayedMessages,
       long replayFailures,
+      long replaysSkipped,
       long sinkFailures) {}
 
   @Override
@@ -416,9 +434,15 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     // drop as malformed: a replay up to it would be thrown away with it
     if (next >= 0 && seq > next && seq <= VllmKvEventReceiver.MAX_SEQ
         && replayEndpoint != null) {
-      replay(next, seq);
-      if (closed) {
-        return; // closed during the replay: nothing more reaches the sink
+      if (replayBackoffNanos > 0 && System.nanoTime() - replaysResumeAt < 0) {
+        // a replay failed a moment ago: another one would most likely fail too, holding the
+        // live stream meanwhile; the gap goes to the sink as it is, as after a failed replay
+        replaysSkipped.incrementAndGet();
+      } else {
+        replay(next, seq);
+        if (closed) {
+          return; // closed during the replay: nothing more reaches the sink
+        }
       }
     }
     try {
@@ -520,6 +544,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         }
       }
       log.debug("replayed {} KV-event message(s) from {} before {}", received, from, liveSeq);
+      replayBackoffNanos = 0;
     } catch (IOException | RuntimeException | Error e) {
       // an Error or unchecked exception here (the heap running out while a replayed message is
       // read, say) fails the replay, as an IOException does, rather than ending the thread
@@ -527,15 +552,22 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         readerFailed("a replay from " + replayEndpoint, e);
       }
       if (!closed) {
+        replayBackoffNanos = replayBackoffNanos == 0
+            ? minReplayBackoffNanos
+            : Math.min(maxReplayBackoffNanos, replayBackoffNanos * 2);
+        replaysResumeAt = System.nanoTime() + replayBackoffNanos;
         // a replay endpoint that is down fails every replay, one per gap: sampled, as gaps are
         long failures = replayFailures.incrementAndGet();
         if (Long.bitCount(failures) == 1) {
           log.warn("KV-event replay from {} (sequence numbers {} to {}) failed after {} "
-              + "message(s): {} ({} replays failed so far)", replayEndpoint, from, liveSeq - 1,
-              received, e.toString(), failures);
+              + "message(s): {} ({} replays failed so far); gaps get no replay for {} ms",
+              replayEndpoint, from, liveSeq - 1, received, e.toString(), failures,
+              TimeUnit.NANOSECONDS.toMillis(replayBackoffNanos));
         } else {
           log.debug("KV-event replay from {} (sequence numbers {} to {}) failed after {} "
-              + "message(s): {}", replayEndpoint, from, liveSeq - 1, received, e.toString());
+              + "message(s): {}; gaps get no replay for {} ms", replayEndpoint, from,
+              liveSeq - 1, received, e.toString(),
+              TimeUnit.NANOSECONDS.toMillis(replayBackoffNanos));
         }
       }
     } finally {
@@ -625,6 +657,8 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     private Duration readTimeout = ZmtpOptions.DEFAULTS.readTimeout();
     private Duration idleTimeout = ZmtpOptions.DEFAULTS.idleTimeout();
     private Duration replayTimeout = Duration.ofSeconds(2);
+    private Duration minReplayBackoff = Duration.ofSeconds(1);
+    private Duration maxReplayBackoff = Duration.ofMinutes(1);
     private int maxMessageBytes = ZmtpOptions.DEFAULTS.maxMessageBytes();
     private int maxFrames = ZmtpOptions.DEFAULTS.maxFrames();
     private HostResolver resolver = InetAddress::getByName;
@@ -808,6 +842,33 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      */
     public Builder replayTimeout(Duration d) {
       this.replayTimeout = d;
+      return this;
+    }
+
+    /**
+     * How long gaps get no replay after a failed one: {@code min} after the first failure,
+     * doubling with each failed replay up to {@code max}, and back to none after a replay that
+     * succeeds; default 1 s to 1 min. Meanwhile a gap goes to the sink as it is, as after a
+     * failed replay (the receiver clears the mirror), and is counted in {@link
+     * Stats#replaysSkipped()}: the live stream waits during a replay (up to {@value
+     * VllmKvEventSubscriber#REPLAY_STEPS} times the {@link #replayTimeout replay timeout}), and
+     * a replay endpoint that does not answer held it on every gap, keeping the subscriber ever
+     * further behind the publisher while messages kept being lost.
+     *
+     * @param min the first wait, positive
+     * @param max the longest wait, at least {@code min}, at most 365 days
+     * @return this builder
+     */
+    public Builder replayBackoff(Duration min, Duration max) {
+      Objects.requireNonNull(min, "min");
+      Objects.requireNonNull(max, "max");
+      if (min.isNegative() || min.isZero() || max.compareTo(min) < 0
+          || max.compareTo(ZmtpOptions.MAX_TIMEOUT) > 0) {
+        throw new IllegalArgumentException(
+            "replay backoff needs 0 < min <= max <= 365 days, was " + min + ", " + max);
+      }
+      this.minReplayBackoff = min;
+      this.maxReplayBackoff = max;
       return this;
     }
 

@@ -237,7 +237,9 @@ class VllmKvEventSubscriberTest {
     VllmKvEventSubscriber s;
     System.setErr(new java.io.PrintStream(log, true, StandardCharsets.UTF_8));
     try {
-      s = start(builder(vllm.endpoint()).replayEndpoint("tcp://127.0.0.1:" + deadPort));
+      // the shortest replay backoff: every gap asks for its replay
+      s = start(builder(vllm.endpoint()).replayEndpoint("tcp://127.0.0.1:" + deadPort)
+          .replayBackoff(Duration.ofNanos(1), Duration.ofNanos(1)));
       long n = joined(vllm);
       for (int i = 0; i < 64; i++) {
         vllm.lose(n + 2 * i);
@@ -253,6 +255,117 @@ class VllmKvEventSubscriberTest {
     long warned = text.lines()
         .filter(l -> l.contains("WARN") && l.contains("KV-event replay from")).count();
     assertEquals(7, warned, text.length() > 2_000 ? text.substring(0, 2_000) : text);
+  }
+
+  /**
+   * A replay endpoint that takes connections and never answers, while the live stream keeps
+   * losing messages: every gap asked for a replay, and each held the live stream for the replay
+   * timeout, so the subscriber fell ever further behind the publisher (20 gaps: 20 replays and
+   * 20 timeouts). After a failed replay, gaps now go to the sink as they are, without a replay,
+   * for the replay backoff.
+   */
+  @Test
+  void aReplayEndpointThatNeverAnswersDoesNotHoldTheLiveStreamOnEveryGap() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    try (ServerSocket silent = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
+      // never accepted: the kernel completes the TCP handshake and nothing is ever answered
+      Duration timeout = Duration.ofMillis(200);
+      VllmKvEventSubscriber s = start(builder(vllm.endpoint())
+          .replayEndpoint("tcp://127.0.0.1:" + silent.getLocalPort())
+          .replayTimeout(timeout)
+          .replayBackoff(Duration.ofSeconds(30), Duration.ofMinutes(1)));
+      long n = joined(vllm);
+      int before = sink.size();
+      long started = System.nanoTime();
+      for (int i = 0; i < 20; i++) {
+        vllm.lose(n + 2 * i);
+        vllm.publish(n + 2 * i + 1);
+      }
+      Await.until(() -> sink.sawLive(n + 39), "the last live message arrived");
+      long tookMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
+      List<Call> after = callsAfter(before);
+      assertEquals(20, after.size(), after.toString());
+      for (int i = 0; i < 20; i++) {
+        assertCall(after.get(i), false, n + 2 * i + 1);
+      }
+      VllmKvEventSubscriber.Stats st = s.stats();
+      assertEquals(1, st.replaysRequested(), st.toString());
+      assertEquals(1, st.replayFailures(), st.toString());
+      assertEquals(19, st.replaysSkipped(), st.toString());
+      assertTrue(tookMillis < 10 * timeout.toMillis(), "the live stream waited " + tookMillis
+          + " ms for 20 gaps");
+      assertEquals(1, st.connects(), "the live connection is kept");
+    }
+  }
+
+  /**
+   * The replay backoff doubles with each failed replay and restarts at its minimum after a
+   * replay that succeeds: a gap within it gets no replay, one after it does.
+   */
+  @Test
+  void theReplayBackoffDoublesOnFailuresAndRestartsAfterASuccess() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    java.util.concurrent.atomic.AtomicBoolean answering =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    try (HostilePeer replay = new HostilePeer((sock, in, out) -> {
+      if (!answering.get()) {
+        HostilePeer.awaitClientClose(in); // silent: the handshake times out
+        return;
+      }
+      HostilePeer.readClientHandshake(in);
+      out.write(ZmtpBytes.of().greeting().ready("ROUTER").bytes());
+      out.flush();
+      java.io.DataInputStream d = new java.io.DataInputStream(in);
+      HostilePeer.readFrame(d); // the request: empty delimiter and the first sequence number
+      HostilePeer.readFrame(d);
+      out.write(ZmtpBytes.of().message(new byte[0], seq(-1), new byte[0]).bytes()); // the end
+      out.flush();
+      HostilePeer.awaitClientClose(in);
+    })) {
+      VllmKvEventSubscriber s = start(builder(vllm.endpoint())
+          .replayEndpoint("tcp://127.0.0.1:" + replay.port())
+          .replayTimeout(Duration.ofMillis(200))
+          .replayBackoff(Duration.ofSeconds(1), Duration.ofSeconds(10)));
+      long n = joined(vllm);
+      n = gap(vllm, n); // fails: no replay for 1 s
+      n = gap(vllm, n);
+      assertEquals(List.of(1L, 1L, 1L), counts(s), "failed, then skipped");
+      Thread.sleep(1_300);
+      n = gap(vllm, n); // fails again: no replay for 2 s
+      assertEquals(List.of(2L, 2L, 1L), counts(s), "asked for again after 1 s");
+      Thread.sleep(1_300);
+      n = gap(vllm, n);
+      assertEquals(List.of(2L, 2L, 2L), counts(s), "skipped: the backoff doubled");
+      answering.set(true);
+      Thread.sleep(1_000);
+      n = gap(vllm, n); // succeeds: the backoff restarts
+      assertEquals(List.of(3L, 2L, 2L), counts(s), "asked for again after 2 s, and answered");
+      answering.set(false);
+      n = gap(vllm, n); // fails: no replay for 1 s (not 4)
+      n = gap(vllm, n);
+      assertEquals(List.of(4L, 3L, 3L), counts(s), "asked for at once after a success");
+      Thread.sleep(1_300);
+      n = gap(vllm, n);
+      assertEquals(List.of(5L, 4L, 3L), counts(s), "asked for again after 1 s: restarted");
+      assertEquals(1, s.stats().connects(), "the live connection is kept");
+    }
+  }
+
+  /**
+   * Loses message {@code n}, publishes {@code n + 1} and waits for it to reach the sink;
+   * returns the next number to publish.
+   */
+  private long gap(FakeVllmPublisher vllm, long n) throws InterruptedException {
+    vllm.lose(n);
+    vllm.publish(n + 1);
+    Await.until(() -> sink.sawLive(n + 1), "the live message after the gap");
+    return n + 2;
+  }
+
+  /** Replays requested, replays failed, replays skipped. */
+  private static List<Long> counts(VllmKvEventSubscriber s) {
+    VllmKvEventSubscriber.Stats st = s.stats();
+    return List.of(st.replaysRequested(), st.replayFailures(), st.replaysSkipped());
   }
 
   /**
@@ -765,7 +878,9 @@ class VllmKvEventSubscriberTest {
         b -> b.connectTimeout(overAYear), b -> b.idleTimeout(overAYear),
         b -> b.replayTimeout(overAYear),
         b -> b.reconnectBackoff(Duration.ofMillis(100), huge),
-        b -> b.reconnectBackoff(Duration.ofMillis(100), overAYear));
+        b -> b.reconnectBackoff(Duration.ofMillis(100), overAYear),
+        b -> b.replayBackoff(Duration.ofMillis(100), huge),
+        b -> b.replayBackoff(Duration.ofMillis(100), overAYear));
     for (int i = 0; i < settings.size(); i++) {
       VllmKvEventSubscriber.Builder b = VllmKvEventSubscriber.builder()
           .endpoint("tcp://127.0.0.1:5557").sink(sink);
@@ -777,7 +892,13 @@ class VllmKvEventSubscriberTest {
     assertNotNull(VllmKvEventSubscriber.builder().endpoint("tcp://127.0.0.1:5557").sink(sink)
         .connectTimeout(Duration.ofDays(365)).idleTimeout(Duration.ofDays(365))
         .replayTimeout(Duration.ofDays(365))
-        .reconnectBackoff(Duration.ofDays(365), Duration.ofDays(365)).build());
+        .reconnectBackoff(Duration.ofDays(365), Duration.ofDays(365))
+        .replayBackoff(Duration.ofDays(365), Duration.ofDays(365)).build());
+    VllmKvEventSubscriber.Builder b = VllmKvEventSubscriber.builder();
+    assertThrows(IllegalArgumentException.class,
+        () -> b.replayBackoff(Duration.ZERO, Duration.ofSeconds(1)));
+    assertThrows(IllegalArgumentException.class,
+        () -> b.replayBackoff(Duration.ofSeconds(2), Duration.ofSeconds(1)));
   }
 
   @Test
