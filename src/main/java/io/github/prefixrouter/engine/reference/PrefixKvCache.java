@@ -84,7 +84,7 @@ final class PrefixKvCache {
     for (Block b : ParentsFirst.order(blocks.values(), b -> byHash.get(b.parent))) {
       try {
         l.onBlocksStored(b.scope, b.parent, new long[] {b.hash}, b.tokens.clone());
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) { // a checked exception undeclared too
         listenerFailed(e);
       }
     }
@@ -236,13 +236,14 @@ final class PrefixKvCache {
     int[] ids = Arrays.copyOfRange(tokens, runStart * blockSize, (runStart + hs.length) * blockSize);
     try {
       listener.onBlocksStored(scope, runParent, hs, ids);
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) { // a checked exception undeclared too
       listenerFailed(e);
     }
   }
 
   /**
-   * A listener that threw (an exception or an {@link Error}) must neither corrupt the cache nor
+   * A listener that threw (an exception, an {@link Error} or a checked exception it does not
+   * declare) must neither corrupt the cache nor
    * escape into the request that changed it, whose future would never complete: it is the
    * host's bug, to see in its logs.
    */
@@ -275,7 +276,7 @@ final class PrefixKvCache {
       evicted++;
       try {
         listener.onBlocksRemoved(new long[] {victim.hash});
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) { // a checked exception undeclared too
         listenerFailed(e);
       }
     }
@@ -288,7 +289,7 @@ final class PrefixKvCache {
     blocks.clear();
     try {
       listener.onAllCleared();
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) { // a checked exception undeclared too
       listenerFailed(e);
     }
   }

@@ -202,7 +202,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
       }
       try {
         listener.onOutput(new int[] {token}, "");
-      } catch (RuntimeException | Error e) { // an Error thrown on left the future open
+      } catch (Throwable e) { // an Error, or a checked exception undeclared, left it open
         listener = OutputListener.IGNORE;
         log.warn("request {}: output listener failed, no more output streamed to it: {}",
             request.id(), e.toString());
@@ -223,7 +223,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
         result = compute(this);
       } catch (EngineException e) {
         failure = e;
-      } catch (RuntimeException | Error e) { // any other Error left the future open
+      } catch (Throwable e) { // any other Error, or a checked exception undeclared, left it open
         failure = new EngineException("request " + request.id() + " failed in the engine: " + e, true, e);
       } finally {
         // no longer running when the future completes: its callbacks (the node's) read load()
