@@ -161,9 +161,10 @@ final class CompletionStream {
       }
       try {
         listener.onOutput(pieceTokens, pieceText);
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) {
         // an Error too: thrown on, it failed a streamed request and left one answered by a
-        // plain JSON body never completed (its deadline was already off)
+        // plain JSON body never completed (its deadline was already off); and a checked
+        // exception thrown undeclared, which failed the request as an I/O failure
         listener = OutputListener.IGNORE;
         log.warn("request {}: output listener failed, no more output streamed to it: {}",
             request.id(), e.toString());
