@@ -244,7 +244,7 @@ public final class SimulatedEngine implements InferenceEngine {
       try {
         listener.onBlocksStored(b.scope, b.parent == null ? CacheEventListener.NO_PARENT
             : b.parent.id, new long[] {b.id}, b.tokens.clone());
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) { // a checked exception undeclared too
         // a listener that throws is the host's bug; it is told of the later events all the same
       }
     }
@@ -293,7 +293,7 @@ public final class SimulatedEngine implements InferenceEngine {
     if (publishesEvents) {
       try {
         listener.onAllCleared();
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) { // a checked exception undeclared too
         // a listener that throws is the host's bug; the cache is cleared all the same
       }
     }
@@ -716,7 +716,7 @@ public final class SimulatedEngine implements InferenceEngine {
           Arrays.copyOfRange(tokens, runStart * blockSize, (runStart + ids.length) * blockSize);
       try {
         listener.onBlocksStored(job.request.scope(), runParent, ids, blockTokens);
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) { // a checked exception undeclared too
         // thrown on, it left the request in its slot, never completed, and the slot taken
       }
     }
@@ -762,7 +762,7 @@ public final class SimulatedEngine implements InferenceEngine {
     if (publishesEvents) {
       try {
         listener.onBlocksRemoved(new long[] {victim.id});
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) { // a checked exception undeclared too
         // thrown on, it left the request starting in its slot, never completed
       }
     }
