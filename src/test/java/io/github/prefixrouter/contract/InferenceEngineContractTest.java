@@ -48,8 +48,8 @@ import org.junit.jupiter.api.Test;
  * failed); a stop token id ends the output, as its last token, streamed or not; cancelling an
  * unknown request is harmless; a cancelled request's future still
  * completes and cancelling one request leaves the others alone; failures surface as
- * {@link EngineException}; a cache event listener that throws (an exception or an
- * {@link Error}, {@link ThrowingCacheEventListener}) breaks neither the requests (each completes
+ * {@link EngineException}; a cache event listener that throws (an exception, an
+ * {@link Error} or a checked exception undeclared, {@link ThrowingCacheEventListener}) breaks neither the requests (each completes
  * normally, with the output it has without the listener) nor the cache (a repeated prompt still
  * hits) nor later events (the engine goes on calling it); for an engine whose test declares its
  * cache's capacity ({@link #cacheCapacityTokens()}), filling the cache beyond it makes the
@@ -71,7 +71,8 @@ import org.junit.jupiter.api.Test;
  * at once, and never after the request's future completes, nor after a cancelled request's
  * future completes; {@code execute(request)}, {@code execute(request, OutputListener.IGNORE)}
  * and {@code execute(request, listener)} give the same output, sampled too. A listener that
- * throws (an exception, or an {@link Error}) must not break the request: the engine calls it
+ * throws (an exception, an {@link Error}, or a checked exception it does not declare) must not
+ * break the request: the engine calls it
  * no more (it may log the failure) and the request runs on, its future completing once,
  * normally, with the output it would have had without streaming.
  */
@@ -960,10 +961,13 @@ public abstract class InferenceEngineContractTest {
     int[] p = prompt(22);
     GenerationParams g = GenerationParams.greedy(6);
     EngineResult plain = run(e, new InferenceRequest("a", p, g));
-    // an exception, and an Error (a listener's own bug, a stack overflow): a throw either way
+    // an exception, an Error (a listener's own bug, a stack overflow) and a checked exception
+    // thrown undeclared (as code in a language without checked exceptions throws it): a throw
+    // any way
     List<java.util.function.Supplier<Throwable>> throwables = List.of(
         () -> new IllegalStateException("the client went away"),
-        () -> new StackOverflowError("the listener overflowed its stack"));
+        () -> new StackOverflowError("the listener overflowed its stack"),
+        () -> new java.io.IOException("the client's connection broke"));
     for (int i = 0; i < throwables.size(); i++) {
       java.util.function.Supplier<Throwable> thrown = throwables.get(i);
       String what = thrown.get().getClass().getSimpleName();
@@ -971,11 +975,7 @@ public abstract class InferenceEngineContractTest {
       AtomicInteger completions = new AtomicInteger();
       OutputListener throwing = (tokens, text) -> {
         calls.incrementAndGet();
-        Throwable t = thrown.get();
-        if (t instanceof Error err) {
-          throw err;
-        }
-        throw (RuntimeException) t;
+        throw ThrowingCacheEventListener.<RuntimeException>undeclared(thrown.get());
       };
       InferenceRequest r = new InferenceRequest("b" + i, p, g);
       CompletableFuture<EngineResult> f = assertTimeoutPreemptively(FIRST_CALL_BOUND,
