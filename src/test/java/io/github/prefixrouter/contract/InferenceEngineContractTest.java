@@ -46,7 +46,8 @@ import org.junit.jupiter.api.Test;
  * the same request gives the same output, also when sampled, on two engines; {@code load()} is
  * cheap and sane, and back to no load once every request ended (completed, cancelled or
  * failed); a stop token id ends the output, as its last token, streamed or not; cancelling an
- * unknown request is harmless; a cancelled request's future still
+ * unknown request is harmless, and so is cancelling one that ended, whose id a later request
+ * may use again; a cancelled request's future still
  * completes and cancelling one request leaves the others alone; failures surface as
  * {@link EngineException}; a cache event listener that throws (an exception, an
  * {@link Error} or a checked exception undeclared, {@link ThrowingCacheEventListener}) breaks neither the requests (each completes
@@ -515,6 +516,32 @@ public abstract class InferenceEngineContractTest {
     e.cancel("no-such-request");
     EngineResult r = run(e, new InferenceRequest("after", prompt(4), GenerationParams.DEFAULT));
     assertNotNull(r);
+  }
+
+  /**
+   * A request id is the origin's, and comes back: once a request ended, a cancel of its id (one
+   * that came too late) is harmless, and a later request of the same id runs as any other. An
+   * engine that remembers cancelled ids, to refuse a request whose cancel came before it, must
+   * forget them.
+   */
+  @Test
+  void cancellingAnEndedRequestIsHarmlessAndItsIdCanBeUsedAgain() {
+    InferenceEngine e = createEngine();
+    int[] p = prompt(9);
+    GenerationParams g = GenerationParams.greedy(4);
+    EngineResult first = run(e, new InferenceRequest("again", p, g));
+    e.cancel("again");
+    for (int i = 0; i < 2; i++) {
+      EngineResult later;
+      try {
+        later = run(e, new InferenceRequest("again", p, g));
+      } catch (CompletionException ex) {
+        throw new AssertionError("a request of an id whose request had ended, and been cancelled"
+            + " after it ended, failed: " + ex.getCause(), ex);
+      }
+      assertArrayEquals(first.outputTokens(), later.outputTokens(),
+          "a request of an id used before gave another output");
+    }
   }
 
   @Test

@@ -9,6 +9,7 @@ import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.contract.InferenceEngineContractTest;
 import io.github.prefixrouter.contract.TransportContractTest;
 import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -522,9 +523,37 @@ class ContractKitSelfTest {
             forgotten.add(id);
           }
         }));
-    // the load check cancels requests too, and waits for them to end before it looks
+    // the load check cancels requests too, and waits for them to end before it looks; and the
+    // forgotten ids stay forgotten, so a later request of an id cancelled once never answers
     assertEquals(Set.of("cancelledRequestsStillCompleteAndOthersAreUntouched",
-        "loadReturnsToIdleOnceEveryRequestHasEnded"), failed);
+        "loadReturnsToIdleOnceEveryRequestHasEnded",
+        "cancellingAnEndedRequestIsHarmlessAndItsIdCanBeUsedAgain"), failed);
+  }
+
+  @Test
+  void anEngineThatRefusesTheIdsItWasToldToCancelIsCaught() {
+    // a cancel that comes before its request is remembered, so that the request is refused when
+    // it comes; and never forgotten: a later request of an id cancelled once fails
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          final Set<String> cancelled = ConcurrentHashMap.newKeySet();
+
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            if (cancelled.contains(r.id())) {
+              return CompletableFuture.failedFuture(
+                  new EngineException("request " + r.id() + " cancelled", false));
+            }
+            return e.execute(r);
+          }
+
+          @Override
+          public void cancel(String id) {
+            cancelled.add(id);
+            e.cancel(id);
+          }
+        }));
+    assertEquals(Set.of("cancellingAnEndedRequestIsHarmlessAndItsIdCanBeUsedAgain"), failed);
   }
 
   @Test
