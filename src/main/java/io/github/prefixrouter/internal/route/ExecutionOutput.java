@@ -288,14 +288,15 @@ final class ExecutionOutput {
           }
           try {
             sink.onOutput(d.tokens, d.text);
-          } catch (RuntimeException | Error e) {
+          } catch (Throwable e) { // a checked exception thrown undeclared too: else it left
+            // the queue taken for ever, and the completion queued behind this piece never ran
             sinkFailure = e;
             fail(e);
           }
         } else {
           try {
             r.run();
-          } catch (RuntimeException | Error e) { // the queue must go on: a future waits on it
+          } catch (Throwable e) { // the queue must go on: a future waits on it
             LOG.error("completing an execution failed", e);
           }
         }
@@ -306,7 +307,7 @@ final class ExecutionOutput {
   private void fail(Throwable e) {
     try {
       onSinkFailure.accept(e);
-    } catch (RuntimeException | Error x) { // the queue must go on: a future waits on it
+    } catch (Throwable x) { // the queue must go on: a future waits on it
       LOG.error("handling a failed output sink failed", x);
     }
   }

@@ -547,6 +547,67 @@ class StreamingTest {
     assertEquals(0, c.node("n0").stats().inFlight());
   }
 
+  /**
+   * A listener that throws a checked exception without declaring it (as code in a language
+   * without checked exceptions can): it escaped the delivery of the output, which then stayed
+   * taken for ever, so the answer queued behind the piece was never given and the request never
+   * ended. It is handled as any listener that throws: the request fails with it as cause.
+   */
+  @Test
+  void aListenerThatThrowsACheckedExceptionAbandonsTheRequest() {
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1).start();
+    AtomicInteger calls = new AtomicInteger();
+    java.io.IOException boom = new java.io.IOException("client gone");
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(generating("r1", 1, 100),
+        (t, s) -> {
+          calls.incrementAndGet();
+          throw StreamingTest.<RuntimeException>sneaky(boom);
+        });
+    runUntilDone(c, f);
+    assertTrue(f.isDone(), "the request was never answered");
+    CompletionException e = assertThrows(CompletionException.class, f::join);
+    RequestFailedException rf = assertInstanceOf(RequestFailedException.class, e.getCause());
+    assertSame(boom, rf.getCause());
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(1, calls.get());
+    assertEquals(1, c.engine("n0").stats().cancelled());
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
+  /**
+   * The same on the answer's own piece (an engine that does not stream): the queued answer
+   * behind it was never given; now the request fails, counted as failed, and ends.
+   */
+  @Test
+  void aListenerThatThrowsACheckedExceptionOnTheAnswersPieceFailsTheRequest() {
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.engineWrap = ForwardingEngine::new; // streams nothing: the output comes with the result
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1, h).start();
+    AtomicInteger calls = new AtomicInteger();
+    java.io.IOException boom = new java.io.IOException("client gone");
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(generating("r1", 1, 20),
+        (t, s) -> {
+          calls.incrementAndGet();
+          throw StreamingTest.<RuntimeException>sneaky(boom);
+        });
+    runUntilDone(c, f);
+    assertTrue(f.isDone(), "the request was never answered");
+    CompletionException e = assertThrows(CompletionException.class, f::join);
+    RequestFailedException rf = assertInstanceOf(RequestFailedException.class, e.getCause());
+    assertSame(boom, rf.getCause());
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(1, calls.get());
+    assertEquals(1, c.node("n0").stats().failed());
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> T sneaky(Throwable t) throws T {
+    throw (T) t;
+  }
+
   @Test
   void streamMessagesOfNoCurrentAttemptAreIgnoredAndCounted() {
     OracleCluster c = new OracleCluster(2, forwarding(Duration.ZERO), 1)
