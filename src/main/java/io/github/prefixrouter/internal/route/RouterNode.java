@@ -343,7 +343,7 @@ public final class RouterNode implements PrefixRouterNode {
     try {
       EngineLoad l = engine.load();
       return l != null ? l : EngineLoad.IDLE;
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       return EngineLoad.IDLE;
     }
   }
@@ -369,7 +369,7 @@ public final class RouterNode implements PrefixRouterNode {
     try {
       transport.start(new Inbound());
       peers.start();
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       // a node that failed to start must not look RUNNING and take requests it cannot serve
       // as configured: it stops (at once, unless a request slipped in meanwhile)
       // the caller gets the exception: one line here, its stack trace at debug only
@@ -518,13 +518,13 @@ public final class RouterNode implements PrefixRouterNode {
     if (started) {
       try {
         peers.stop();
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) {
         LOG.warn("node {}: error while stopping gossip", nodeId, e);
       }
     }
     try {
       transport.close();
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       LOG.warn("node {}: error while closing the transport", nodeId, e);
     } finally {
       state.set(State.STOPPED);
@@ -713,7 +713,7 @@ public final class RouterNode implements PrefixRouterNode {
     }
     try {
       route(ex);
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       LOG.error("node {}: routing failed for {}; running it here", nodeId, ex.request.id(), e);
       if (ex.firstDecision == null) {
         ex.firstDecision = routingFailedDecision(ex.request);
@@ -840,9 +840,9 @@ public final class RouterNode implements PrefixRouterNode {
         f = CompletableFuture.failedFuture(new TransportException(
             TransportException.Kind.PROTOCOL, "transport returned no future"));
       }
-    } catch (RuntimeException | Error e) {
-      // thrown on, an Error would leave the attempt to the guard timer and the answer to a
-      // future the caller never gets
+    } catch (Throwable e) {
+      // thrown on, an Error (or a checked exception thrown undeclared) would leave the attempt
+      // to the guard timer and the answer to a future the caller never gets
       f = CompletableFuture.failedFuture(e);
     }
     a.request = f;
@@ -994,7 +994,7 @@ public final class RouterNode implements PrefixRouterNode {
       PeerSet ps = peers.livePeers();
       int i = ps.indexOf(a.to.nodeId());
       gone = i < 0 || ps.suspect[i];
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       LOG.debug("node {}: peer view failed while watching {}", nodeId, a.to, e);
       gone = false;
     }
@@ -1328,7 +1328,7 @@ public final class RouterNode implements PrefixRouterNode {
         onEngine.computeIfPresent(id, (k, v) -> v == 1 ? null : v - 1);
         try {
           pin.release();
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) {
           LOG.warn("node {}: releasing the local index's pin failed", nodeId, e);
         }
       }
@@ -1355,7 +1355,7 @@ public final class RouterNode implements PrefixRouterNode {
         f = CompletableFuture.failedFuture(
             new EngineException("engine returned no future", false));
       }
-    } catch (RuntimeException | Error e) { // thrown on, an Error would leave the request open
+    } catch (Throwable e) { // thrown on, an Error or a checked exception left the request open
       f = CompletableFuture.failedFuture(e);
     }
     if (!f.isDone() && ex.endingAfter(seq)) {
@@ -1404,7 +1404,7 @@ public final class RouterNode implements PrefixRouterNode {
         cost.observe(res, atOnce ? clock.nanoTime() - started : -1, cachedHere);
         try {
           local.onExecuted(ex.scopeRoot, PromptArrays.shared(ex.request));
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) {
           LOG.warn("node {}: local index update failed", nodeId, e);
         }
         complete(ex, res, nodeId, false, null);
@@ -1491,7 +1491,7 @@ public final class RouterNode implements PrefixRouterNode {
     try {
       LocalPrefixIndex.Pin p = local.pin(ex.scopeRoot, PromptArrays.shared(ex.request));
       return p != null ? p : LocalPrefixIndex.Pin.NONE;
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       LOG.debug("node {}: local index pin failed", nodeId, e);
       return LocalPrefixIndex.Pin.NONE;
     }
@@ -1502,7 +1502,7 @@ public final class RouterNode implements PrefixRouterNode {
     try {
       int matched = local.match(ex.scopeRoot, PromptArrays.shared(ex.request));
       return Math.min(matched, ex.request.length());
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       LOG.debug("node {}: local index match failed", nodeId, e);
       return -1;
     }
@@ -1528,7 +1528,7 @@ public final class RouterNode implements PrefixRouterNode {
     }
     try {
       engine.cancel(id);
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       LOG.debug("node {}: engine cancel failed", nodeId, e);
     }
   }
@@ -1590,7 +1590,7 @@ public final class RouterNode implements PrefixRouterNode {
   private void sendCancel(Execution ex, PeerAddress to) {
     try {
       transport.send(to, ForwardCodec.cancel(ex.request.id(), ex.origin));
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       LOG.debug("node {}: cancel to {} failed", nodeId, to, e);
     }
   }
@@ -2103,7 +2103,7 @@ public final class RouterNode implements PrefixRouterNode {
       if (!peers.onMessage(from, payload)) {
         malformedInbound.increment();
       }
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       malformedInbound.increment();
       LOG.warn("node {}: gossip message from {} failed", nodeId, from, e);
     }
@@ -2128,7 +2128,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
       try {
         return onForwardRequest(from, payload);
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) {
         LOG.error("node {}: serving a request from {} failed", nodeId, from, e);
         return CompletableFuture.failedFuture(
             new TransportException(TransportException.Kind.PROTOCOL, String.valueOf(e)));
@@ -2258,7 +2258,7 @@ public final class RouterNode implements PrefixRouterNode {
     try {
       Scheduler.Cancellable c = scheduler.schedule(delayNanos, task);
       return c != null ? c : () -> false;
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       LOG.error("node {}: the scheduler refused a guard timer; going on without it", nodeId, e);
       return () -> false;
     }
@@ -2271,7 +2271,7 @@ public final class RouterNode implements PrefixRouterNode {
     }
     try {
       guard.cancel();
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       LOG.warn("node {}: cancelling a guard timer failed", nodeId, e);
     }
   }

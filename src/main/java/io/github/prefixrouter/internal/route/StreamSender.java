@@ -89,7 +89,7 @@ final class StreamSender implements OutputListener {
       if (intervalNanos > 0 && wait > 0) {
         try {
           timer = scheduler.schedule(wait, this::flushLater);
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) {
           LOG.debug("stream of {} to {}: the scheduler refused; sending at once", requestId, to, e);
           timer = null;
         }
@@ -127,7 +127,7 @@ final class StreamSender implements OutputListener {
     if (t != null) {
       try {
         t.cancel();
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) {
         LOG.debug("stream of {}: cancelling its timer failed", requestId, e);
       }
     }
@@ -227,7 +227,7 @@ final class StreamSender implements OutputListener {
     for (byte[] m : out) {
       try {
         transport.send(to, m);
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) {
         LOG.debug("stream of {} to {} failed", requestId, to, e);
       }
     }

@@ -35,8 +35,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Every accepted request gets an answer and leaves the in-flight count, whatever an SPI throws
- * (a RuntimeException or an Error) and wherever: routing, the transport, the engine, the
- * scheduler, the local index.
+ * (a RuntimeException, an Error, or a checked exception thrown undeclared) and wherever:
+ * routing, the transport, the engine, the scheduler, the local index.
  */
 class AnswerNeverLostTest {
 
@@ -331,6 +331,171 @@ class AnswerNeverLostTest {
     InferenceRequest r = request("q", prompt(1, 64));
     CompletableFuture<InferenceResponse> f = node.submit(r);
     sim.runUntilIdle(1_000);
+    assertAnsweredLocally(node, f, r);
+  }
+
+  // A host's SPI may throw a checked exception without declaring it (code in a language without
+  // checked exceptions may): it must lose no answer either. Old code caught RuntimeException and
+  // Error only: such an exception escaped submit (execute, load, request, schedule) or the
+  // claimed attempt (send, cancel, a guard's cancel), and the request was never answered.
+
+  /** A checked exception as an SPI may throw it undeclared. */
+  static RuntimeException checked(String m) {
+    return AnswerNeverLostTest.<RuntimeException>sneaky(new java.io.IOException(m));
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> T sneaky(Throwable t) throws T {
+    throw (T) t;
+  }
+
+  @Test
+  void anEngineWhoseExecuteThrowsACheckedExceptionFailsTheRequest() {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    InferenceEngine engine = r -> {
+      throw checked("execute");
+    };
+    RouterNode node = node(sim, sim, engine, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), RequestLifecycleTest.NO_CACHE);
+    node.start();
+    CompletableFuture<InferenceResponse> f = node.submit(request("q", prompt(1, 64)));
+    sim.runUntilIdle(1_000);
+    assertTrue(f.isDone(), "the request was never answered");
+    Throwable t = f.handle((v, e) -> e).join();
+    assertTrue(t instanceof RequestFailedException, String.valueOf(t));
+    assertEquals(0, node.stats().inFlight());
+    assertTrue(node.stop().isDone(), "a request left in flight keeps the node from stopping");
+  }
+
+  @Test
+  void anEngineWhoseLoadThrowsACheckedExceptionDoesNotThrowOutOfSubmit() {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    RequestLifecycleTest.CountingEngine counting = new RequestLifecycleTest.CountingEngine();
+    InferenceEngine engine = new InferenceEngine() {
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+        return counting.execute(request);
+      }
+
+      @Override
+      public EngineLoad load() {
+        throw checked("load");
+      }
+    };
+    RouterNode node = node(sim, sim, engine, RouterConfig.builder().build(),
+        RequestLifecycleTest.NO_CACHE);
+    node.start();
+    InferenceRequest r = request("q", prompt(1, 64));
+    CompletableFuture<InferenceResponse> f = node.submit(r);
+    sim.runUntilIdle(1_000);
+    assertEquals(1, counting.executions.get());
+    assertAnsweredLocally(node, f, r);
+  }
+
+  @Test
+  void aTransportWhoseRequestThrowsACheckedExceptionFallsBackAndAnswersTheCaller() {
+    AtomicInteger forwards = new AtomicInteger();
+    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
+    hooks.transportWrap = t -> !t.localAddress().nodeId().equals("n0") ? t
+        : new ForwardingTransport(t) {
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            forwards.incrementAndGet();
+            throw checked("transport request");
+          }
+        };
+    OracleCluster c = cluster(hooks, RouterConfig.builder());
+    InferenceRequest r = request("q", concat(PREFIX, prompt(9, 64)));
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(r);
+    c.sim.runUntilIdle(1_000_000);
+    assertTrue(f.isDone(), "the caller's future was never answered");
+    InferenceResponse resp = f.join();
+    assertEquals("n0", resp.servedBy());
+    assertEquals(FallbackCause.UNREACHABLE, resp.fallbackCause());
+    assertArrayEquals(expected(r), resp.result().outputTokens());
+    assertEquals(1, forwards.get());
+    assertEquals(1, c.engine("n0").stats().requests(), "the request ran more than once");
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
+  @Test
+  void aTransportWhoseSendThrowsACheckedExceptionAfterATimeoutStillRunsTheRequestLocally() {
+    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
+    hooks.transportWrap = t -> !t.localAddress().nodeId().equals("n0") ? t
+        : new ForwardingTransport(t) {
+          @Override
+          public void send(PeerAddress to, byte[] payload) {
+            throw checked("transport send");
+          }
+        };
+    OracleCluster c = cluster(hooks, RouterConfig.builder()
+        .forwardTimeout(Duration.ofMillis(50), Duration.ofMillis(50)));
+    InferenceRequest r = new InferenceRequest("q", concat(PREFIX, prompt(9, 64)),
+        GenerationParams.greedy(100));
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(r);
+    c.sim.runUntilIdle(1_000_000);
+    assertTrue(f.isDone(), "the request was never answered");
+    InferenceResponse resp = f.join();
+    assertEquals("n0", resp.servedBy());
+    assertEquals(FallbackCause.TIMEOUT, resp.fallbackCause());
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
+  @Test
+  void anEngineWhoseCancelThrowsACheckedExceptionStillFailsTheTimedOutRequest() {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    InferenceEngine stalled = new InferenceEngine() {
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+        return new CompletableFuture<>();
+      }
+
+      @Override
+      public void cancel(String requestId) {
+        throw checked("cancel");
+      }
+    };
+    RouterNode node = node(sim, sim, stalled, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).engineTimeout(Duration.ofSeconds(1)).build(),
+        RequestLifecycleTest.NO_CACHE);
+    node.start();
+    CompletableFuture<InferenceResponse> f = node.submit(request("q", prompt(1, 64)));
+    sim.runUntilIdle(1_000);
+    assertTrue(f.isDone(), "the timed-out request was never answered");
+    Throwable t = f.handle((v, e) -> e).join();
+    assertTrue(t instanceof RequestFailedException, String.valueOf(t));
+    assertEquals(0, node.stats().inFlight());
+    assertTrue(node.stop().isDone());
+  }
+
+  @Test
+  void aSchedulerThatThrowsACheckedExceptionNeitherLosesTheRequestNorRunsItTwice() {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    Scheduler throwing = (delay, task) -> {
+      throw checked("schedule");
+    };
+    RequestLifecycleTest.CountingEngine engine = new RequestLifecycleTest.CountingEngine();
+    RouterNode node = node(sim, throwing, engine, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), RequestLifecycleTest.NO_CACHE);
+    node.start();
+    InferenceRequest r = request("q", prompt(1, 64));
+    CompletableFuture<InferenceResponse> f = node.submit(r);
+    assertEquals(1, engine.executions.get());
+    assertAnsweredLocally(node, f, r);
+  }
+
+  @Test
+  void aGuardTimerWhoseCancelThrowsACheckedExceptionDoesNotLoseTheAnswer() {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    Scheduler badCancel = (delay, task) -> () -> {
+      throw checked("cancel of a timer");
+    };
+    RequestLifecycleTest.CountingEngine engine = new RequestLifecycleTest.CountingEngine();
+    RouterNode node = node(sim, badCancel, engine, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), RequestLifecycleTest.NO_CACHE);
+    node.start();
+    InferenceRequest r = request("q", prompt(1, 64));
+    CompletableFuture<InferenceResponse> f = node.submit(r);
     assertAnsweredLocally(node, f, r);
   }
 

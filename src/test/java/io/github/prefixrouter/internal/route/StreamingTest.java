@@ -603,6 +603,49 @@ class StreamingTest {
     assertEquals(0, c.node("n0").stats().inFlight());
   }
 
+  /**
+   * The serving peer's transport throws a checked exception undeclared on every STREAM it
+   * sends: STREAM messages are best effort, so the request is answered by that peer all the
+   * same. It used to get out of the peer's stream sender as if the output's sink had failed:
+   * the peer abandoned the request and the entry node ran it again.
+   */
+  @Test
+  void aServingPeerWhoseTransportThrowsACheckedExceptionOnStreamsStillAnswers() {
+    AtomicInteger streams = new AtomicInteger();
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.transportWrap = t -> !t.localAddress().nodeId().equals("n1") ? t
+        : new io.github.prefixrouter.testing.ForwardingTransport(t) {
+          @Override
+          public void send(PeerAddress to, byte[] payload) {
+            if (payload.length > 0 && payload[0] == ForwardCodec.STREAM) {
+              streams.incrementAndGet();
+              throw StreamingTest.<RuntimeException>sneaky(
+                  new java.io.IOException("connection reset"));
+            }
+            super.send(to, payload);
+          }
+        };
+    OracleCluster c = new OracleCluster(2, forwarding(Duration.ZERO), 1, h)
+        .rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(9, 40)));
+    long warmed = c.engine("n0").stats().requests();
+    InferenceRequest r = generating("r1", 1, 40);
+    StreamRecorder rec = recorder(c, r);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    runUntilDone(c, f);
+    InferenceResponse resp = f.join();
+    assertEquals("n1", resp.servedBy());
+    assertEquals(FallbackCause.NONE, resp.fallbackCause());
+    assertArrayEquals(expected(r), resp.result().outputTokens());
+    assertArrayEquals(expected(r), rec.tokens());
+    assertTrue(rec.clean(), rec.toString());
+    assertTrue(streams.get() > 1, "STREAM sends tried: " + streams.get());
+    assertEquals(warmed, c.engine("n0").stats().requests(), "the request ran again on n0");
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(0, c.node("n1").stats().inFlight());
+    assertEquals(0, c.node("n1").stats().failed());
+  }
+
   @SuppressWarnings("unchecked")
   private static <T extends Throwable> T sneaky(Throwable t) throws T {
     throw (T) t;
