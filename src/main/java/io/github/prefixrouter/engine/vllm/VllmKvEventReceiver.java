@@ -391,7 +391,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
     forgetCopies();
     try {
       listener.onAllCleared();
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       listenerFailed("clear", e);
     }
   }
@@ -427,7 +427,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
     for (KvEvent event : events) {
       try {
         apply(event);
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) {
         listenerFailed(event.getClass().getSimpleName(), e);
       }
     }

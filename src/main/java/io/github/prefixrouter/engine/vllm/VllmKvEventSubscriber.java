@@ -447,7 +447,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     }
     try {
       sink.onMessage(seq, payload);
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       sinkFailed("message " + seq, e);
     }
   }
@@ -455,7 +455,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private long nextSeq() {
     try {
       return sink.nextSeq();
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       sinkFailed("nextSeq", e);
       return -1;
     }
@@ -464,7 +464,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private void resetSink() {
     try {
       sink.reset();
-    } catch (RuntimeException | Error e) {
+    } catch (Throwable e) {
       sinkFailed("reset", e);
     }
   }
@@ -539,7 +539,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         replayedMessages.incrementAndGet();
         try {
           sink.onReplayed(seq, m.get(2));
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) {
           sinkFailed("replayed message " + seq, e);
         }
       }

@@ -14,6 +14,11 @@ final class RecordingListener implements CacheEventListener {
   String failOn;
   /** Whether a failure is an {@link Error} (a {@link StackOverflowError}) or an exception. */
   boolean failWithError;
+  /**
+   * Whether a failure is a checked exception (an {@link java.io.IOException}) thrown undeclared,
+   * as code in a language without checked exceptions may throw it.
+   */
+  boolean failWithChecked;
 
   static String stored(long parent, long[] hashes, int[] tokens) {
     return "stored " + parent + " " + Arrays.toString(hashes) + " " + Arrays.toString(tokens);
@@ -30,6 +35,10 @@ final class RecordingListener implements CacheEventListener {
     if (failOn != null && call.startsWith(failOn)) {
       if (failWithError) {
         throw new StackOverflowError("listener failure on " + call);
+      }
+      if (failWithChecked) {
+        throw RecordingListener.<RuntimeException>sneaky(
+            new java.io.IOException("listener failure on " + call));
       }
       throw new IllegalStateException("listener failure on " + call);
     }
@@ -70,5 +79,10 @@ final class RecordingListener implements CacheEventListener {
     List<String> out = new ArrayList<>(calls);
     calls.clear();
     return out;
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> T sneaky(Throwable t) throws T {
+    throw (T) t;
   }
 }

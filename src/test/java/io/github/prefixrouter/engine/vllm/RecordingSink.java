@@ -46,7 +46,27 @@ final class RecordingSink implements KvEventSink {
     failOn = p;
   }
 
+  private volatile boolean failWithChecked;
+
+  /**
+   * As {@link #failOn}, with a checked {@link java.io.IOException} thrown undeclared (as code in
+   * a language without checked exceptions may throw it), live messages only.
+   */
+  void failWithCheckedOn(LongPredicate p) {
+    failWithChecked = true;
+    failOn = p;
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> T sneaky(Throwable t) throws T {
+    throw (T) t;
+  }
+
   private void fail(long seq) {
+    if (failWithChecked) {
+      throw RecordingSink.<RuntimeException>sneaky(
+          new java.io.IOException("sink failure on " + seq));
+    }
     if (failWithError) {
       throw new OutOfMemoryError("sink failure on " + seq);
     }

@@ -335,6 +335,27 @@ class VllmKvEventReceiverTest {
     assertEquals(List.of(CLEARED, removed(9)), listener.take());
   }
 
+  @Test
+  void listenerCheckedExceptionsAreCountedAndTheNextEventsStillApplied() {
+    // a checked exception thrown undeclared escaped the receiver after the first event, the
+    // batch's other events were never applied, and the subscriber took it for its connection
+    // failing
+    listener.failWithChecked = true;
+    listener.failOn = "stored";
+    assertEquals(List.of(
+            stored(NO_PARENT, new long[] {101, 102}, range(1, 9)),
+            stored(102, new long[] {103}, range(9, 13)),
+            removed(103, 101),
+            CLEARED),
+        apply(INT_HASHES));
+    assertEquals(2, receiver.stats().listenerFailures());
+    listener.failOn = "cleared";
+    receiver.reset();
+    assertEquals(3, receiver.stats().listenerFailures());
+    receiver.onMessage(5, Batches.batch(Batches.removed(9)));
+    assertEquals(List.of(CLEARED, removed(9)), listener.take());
+  }
+
   // ---- malformed input ----
 
   void assertMalformed(byte[] payload) {

@@ -628,6 +628,25 @@ class VllmKvEventSubscriberTest {
     assertTrue(threads.get(0).isAlive());
   }
 
+  /**
+   * The same for a checked exception thrown undeclared by the sink (as code in a language
+   * without checked exceptions may throw it): it used to be taken for the connection failing,
+   * counted as a disconnect, and the subscriber reconnected.
+   */
+  @Test
+  void aCheckedExceptionFromTheSinkIsCountedAndTheLoopGoesOn() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint()));
+    long n = vllm.publishUntil(0, () -> sink.size() > 0);
+    sink.failWithCheckedOn(seq -> seq == n);
+    vllm.publish(n);
+    vllm.publish(n + 1);
+    Await.until(() -> sink.sawLive(n + 1), "the message after the failing one arrived");
+    assertEquals(1, s.stats().sinkFailures());
+    assertEquals(0, s.stats().disconnects());
+    assertTrue(threads.get(0).isAlive());
+  }
+
   @Test
   void anErrorFromTheSinkOnAReplayedMessageIsCountedAndTheLiveMessageFollows() throws Exception {
     FakeVllmPublisher vllm = publisher(100);
