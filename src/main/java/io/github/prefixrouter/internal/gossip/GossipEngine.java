@@ -2486,7 +2486,8 @@ public final class GossipEngine {
       count(GossipCounter.BYTES_SENT, o.payload().length);
       try {
         sender.send(o.to(), o.payload());
-      } catch (RuntimeException e) {
+      } catch (Throwable e) { // an Error, or a checked exception undeclared, too: thrown on
+        // out of a round, it kept the next round from being scheduled, and gossip stopped
         count(GossipCounter.SEND_FAILURES, 1);
         log.debug("send to {} failed", o.to(), e);
       }

@@ -279,4 +279,48 @@ class HostileInputTest {
     assertTrue(e.counter(GossipCounter.SEND_FAILURES) >= 2);
     assertEquals(0, e.counter(GossipCounter.INTERNAL_ERRORS));
   }
+
+  /**
+   * A transport whose send throws what a catch of RuntimeException does not catch: an Error, or
+   * a checked exception thrown undeclared (as code in a language without checked exceptions may
+   * throw it). It got out of the round's send, before the next round was scheduled: the node
+   * never gossiped again. Now it is a failed send like any other, and the rounds go on.
+   */
+  @Test
+  void aSenderThatThrowsAnErrorOrACheckedExceptionDoesNotStopTheRounds() {
+    for (Throwable thrown : List.of(new java.io.IOException("connection reset"),
+        new StackOverflowError("the transport overflowed its stack"))) {
+      SimulatedScheduler sim = new SimulatedScheduler();
+      GossipEngine e = new GossipEngine(me, 1, GossipConfig.builder()
+          .interval(Duration.ofMillis(100)).build(), List.of(honest), sim, sim,
+          new SplittableRandom(1), () -> EngineLoad.IDLE,
+          (to, p) -> {
+            throw HostileInputTest.<RuntimeException>sneaky(thrown);
+          });
+      e.start();
+      List<Throwable> escaped = new ArrayList<>();
+      long end = sim.nanoTime() + Duration.ofSeconds(2).toNanos();
+      while (sim.nanoTime() < end) {
+        try {
+          if (!sim.runNext()) {
+            break;
+          }
+        } catch (Throwable t) {
+          escaped.add(t);
+        }
+      }
+      String what = thrown.getClass().getSimpleName();
+      assertEquals(List.of(), escaped, what + " reached the scheduler");
+      assertTrue(e.counter(GossipCounter.ROUNDS) >= 10,
+          what + ": rounds in 2 s of 100 ms: " + e.counter(GossipCounter.ROUNDS));
+      assertTrue(e.counter(GossipCounter.SEND_FAILURES) >= 10,
+          what + ": failed sends: " + e.counter(GossipCounter.SEND_FAILURES));
+      e.stop();
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> T sneaky(Throwable t) throws T {
+    throw (T) t;
+  }
 }
