@@ -92,8 +92,10 @@ import org.slf4j.LoggerFactory;
  * is refused as malformed (400), and {@link Builder#advertisedAddress} refuses one.
  *
  * <h2>Handler failures</h2>
- * An exception or an {@link Error} (an {@link AssertionError}, a {@link StackOverflowError})
- * thrown by the {@link InboundHandler} loses only what it was handling. Thrown by
+ * An exception (a checked one thrown undeclared included, as code in a language without checked
+ * exceptions may throw it) or an {@link Error} (an {@link AssertionError}, a
+ * {@link StackOverflowError}) thrown by the {@link InboundHandler} loses only what it was
+ * handling. Thrown by
  * {@code onRequest}, it fails that request: 500, which the sender's transport reports as
  * {@code PROTOCOL} with the error's message. Thrown by {@code onMessage}, after the message was
  * answered 204, it is logged (an Error at error level), and the reader thread that delivered the
@@ -1269,6 +1271,9 @@ public final class HttpTransport implements Transport {
           log.warn("inbound message handler failed for a message from {}", from, e);
         } catch (Error e) { // not rethrown: see "Handler failures" in the class Javadoc
           log.error("inbound message handler threw an Error for a message from {}", from, e);
+        } catch (Throwable e) { // a checked exception thrown undeclared: it was taken for the
+          // body failing to be read, and answered 400 after the 204
+          log.warn("inbound message handler failed for a message from {}", from, e);
         }
         return;
       }
@@ -1421,7 +1426,7 @@ public final class HttpTransport implements Transport {
     CompletableFuture<byte[]> answer;
     try {
       answer = Objects.requireNonNull(handler.onRequest(from, body), "handler returned null");
-    } catch (RuntimeException | Error e) { // an Error too: it must not leave the request unanswered
+    } catch (Throwable e) { // an Error, a checked exception too: the request must be answered
       answer = CompletableFuture.failedFuture(e);
     }
     ScheduledFuture<?> g = guard;

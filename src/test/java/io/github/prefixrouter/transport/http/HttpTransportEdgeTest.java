@@ -444,6 +444,41 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   }
 
   /**
+   * A request handler that throws a checked exception without declaring it (as code in a
+   * language without checked exceptions may) fails that request like one that throws an
+   * unchecked exception, and gives its inbound slot back. It got past the catch of exceptions
+   * and Errors, out to the reading of the request, which took it for the body failing to be
+   * read: the request was answered 400 and its slot stayed taken, so that with
+   * maxInboundRequests 1 every later request was answered busy.
+   */
+  @Test
+  void aRequestHandlerThatThrowsACheckedExceptionFailsOnlyThatRequest() throws Exception {
+    HttpTransport a = start(node("a").maxInboundRequests(1), new Transport.InboundHandler() {
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        if (payload[0] == 0) {
+          throw HttpTransportEdgeTest.<RuntimeException>sneaky(
+              new java.io.IOException("a handler's own I/O failed"));
+        }
+        return CompletableFuture.completedFuture(payload);
+      }
+    });
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> b.request(a.localAddress(), new byte[] {0}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+    assertEquals(TransportException.Kind.PROTOCOL, ((TransportException) e.getCause()).kind(),
+        e.getCause().getMessage());
+    assertArrayEquals(new byte[] {1},
+        b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+    assertEquals(0, a.stats().inboundBusy());
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> T sneaky(Throwable t) throws T {
+    throw (T) t;
+  }
+
+  /**
    * A message handler that throws an Error (an assertion, a stack overflow) loses that message
    * only: the sender has its 204, the Error is logged, and the reader thread that delivered it
    * lives on to read the next message. Only exceptions were caught: the Error escaped to the JDK
