@@ -81,6 +81,46 @@ class ReferenceEngineTest {
     }
   }
 
+  /**
+   * A listener that throws a checked exception without declaring it (as code in a language
+   * without checked exceptions can): it got past the catches of the streaming and of the run,
+   * out of the task into the executor, and the request's future never completed. It is handled
+   * as any listener that throws: not called again, and the request completes with its output.
+   */
+  @Test
+  void aListenerThatThrowsACheckedExceptionIsNotCalledAgainAndTheRequestCompletes()
+      throws Exception {
+    int[] p = prompt(12, 40);
+    List<Throwable> escaped = new ArrayList<>();
+    java.util.concurrent.Executor direct = task -> {
+      try {
+        task.run();
+      } catch (Throwable t) {
+        escaped.add(t);
+      }
+    };
+    try (ReferenceEngine e = ReferenceEngine.builder().executor(direct).build()) {
+      EngineResult plain = run(e, "p", p, 5);
+      int[] calls = new int[1];
+      OutputListener throwing = (tokens, text) -> {
+        calls[0]++;
+        throw ReferenceEngineTest.<RuntimeException>sneaky(new java.io.IOException("client gone"));
+      };
+      CompletableFuture<EngineResult> f =
+          e.execute(new InferenceRequest("s", p, GenerationParams.greedy(5)), throwing);
+      assertEquals(List.of(), escaped, "what the listener threw reached the executor");
+      assertTrue(f.isDone(), "the request never completed");
+      assertEquals(1, calls[0]);
+      assertArrayEquals(plain.outputTokens(), f.join().outputTokens());
+      assertEquals(0, e.load().inFlight());
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  static <T extends Throwable> T sneaky(Throwable t) throws T {
+    throw (T) t;
+  }
+
   static int[] prompt(long seed, int n) {
     SplittableRandom r = new SplittableRandom(seed);
     int[] t = new int[n];
