@@ -410,6 +410,65 @@ class ReferenceEngineTest {
     }
   }
 
+  /**
+   * A cache event listener that throws a checked exception without declaring it: it got past
+   * the cache's catches, out of the store in the middle of a request (whose evictions and
+   * recency updates it cut short) and failed that request. Handled as any listener that throws:
+   * every request completes, the cache holds what it holds without the listener, and
+   * clearCache() empties it.
+   */
+  @Test
+  void aCacheEventListenerThatThrowsACheckedExceptionBreaksNeitherRequestsNorTheCache()
+      throws Exception {
+    int[] calls = new int[1];
+    CacheEventListener throwing = new CacheEventListener() {
+      private void fail() {
+        calls[0]++;
+        throw ReferenceEngineTest.<RuntimeException>sneaky(new java.io.IOException("sink gone"));
+      }
+
+      @Override
+      public void onBlocksStored(long parentBlockHash, long[] blockHashes, int[] tokenIds) {
+        fail();
+      }
+
+      @Override
+      public void onBlocksRemoved(long[] blockHashes) {
+        fail();
+      }
+
+      @Override
+      public void onAllCleared() {
+        fail();
+      }
+    };
+    try (ReferenceEngine e = ReferenceEngine.builder().cacheCapacityTokens(64).build();
+        ReferenceEngine plain = ReferenceEngine.builder().cacheCapacityTokens(64).build()) {
+      e.setCacheEventListener(throwing);
+      for (int i = 0; i < 6; i++) {
+        int[] p = prompt(i % 3, 40);
+        EngineResult want = run(plain, "p" + i, p, 2);
+        EngineResult got;
+        try {
+          got = run(e, "r" + i, p, 2);
+        } catch (ExecutionException x) {
+          throw new AssertionError("request r" + i + " failed: " + x.getCause(), x);
+        }
+        assertArrayEquals(want.outputTokens(), got.outputTokens());
+        assertEquals(want.cachedPromptTokens(), got.cachedPromptTokens(), "r" + i + "'s hit");
+      }
+      assertTrue(e.stats().blocksEvicted() > 0, "the cache evicted");
+      assertEquals(plain.stats().blocksEvicted(), e.stats().blocksEvicted());
+      assertEquals(plain.stats().cachedTokens(), e.stats().cachedTokens());
+      assertNull(e.checkCacheInvariants());
+      int before = calls[0];
+      assertTrue(before > 0, "the listener was told of the stores");
+      e.clearCache(); // the listener throws: the cache is cleared all the same
+      assertEquals(0, e.stats().cachedTokens());
+      assertEquals(before + 1, calls[0], "the listener was told of the clear");
+    }
+  }
+
   @Test
   void lruEvictsTheLeastRecentlyUsedLeafNeverAnAncestor() throws Exception {
     Mirror m = new Mirror();
