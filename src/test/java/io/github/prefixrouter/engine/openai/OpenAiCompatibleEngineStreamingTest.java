@@ -606,6 +606,49 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   /**
+   * A listener that throws a checked exception without declaring it (as code in a language
+   * without checked exceptions can) is a throw like any other: it got past the adapter's catch,
+   * so that a request answered by a plain JSON body never completed and a streamed one failed.
+   */
+  @Test
+  void aListenerThatThrowsACheckedExceptionIsNotCalledAgainAndTheRequestCompletes()
+      throws Exception {
+    for (boolean eventStream : new boolean[] {true, false}) {
+      server.behaviour.set((ex, body) -> {
+        if (!eventStream) {
+          reply(ex, 200, "{\"choices\":[{\"text\":\"ab\",\"token_ids\":[1,2]}]}");
+          return;
+        }
+        OutputStream out = startStream(ex);
+        send(out, chunk("a", "[1]", null) + chunk("b", "[2]", "length") + USAGE
+            + "data: [DONE]\n\n");
+      });
+      String how = eventStream ? "streamed" : "a plain answer";
+      AtomicInteger calls = new AtomicInteger();
+      CompletableFuture<EngineResult> f = builder().requestTimeout(Duration.ofSeconds(2)).build()
+          .execute(request(), (t, s) -> {
+            calls.incrementAndGet();
+            throw OpenAiCompatibleEngineStreamingTest.<RuntimeException>sneaky(
+                new IOException("the client went away"));
+          });
+      EngineResult r;
+      try {
+        r = f.get(8, TimeUnit.SECONDS);
+      } catch (java.util.concurrent.TimeoutException | ExecutionException e) {
+        throw new AssertionError(how + ": " + e, e);
+      }
+      assertEquals("ab", r.text(), how);
+      assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+      assertEquals(1, calls.get(), how);
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> T sneaky(Throwable t) throws T {
+    throw (T) t;
+  }
+
+  /**
    * Reads the request on a raw connection, then answers it with the head of a chunked event
    * stream and its first chunk, a piece {@code "a"} of token 1.
    */
