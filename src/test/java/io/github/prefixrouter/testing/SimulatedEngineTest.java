@@ -217,6 +217,67 @@ class SimulatedEngineTest {
     assertEquals(before + 1, throwing.calls(), "the listener was told of the clear");
   }
 
+  /**
+   * A cache event listener that throws a checked exception without declaring it: it got past
+   * the engine's catches out of the request's prefill (or of an eviction, or of the clear), so
+   * that the request was never answered and held its slot for ever. Handled as any listener
+   * that throws: every request completes, the cache is as without the listener.
+   */
+  @Test
+  void aCacheEventListenerThatThrowsACheckedExceptionBreaksNeitherRequestsNorTheCache()
+      throws Exception {
+    int[] calls = new int[1];
+    CacheEventListener throwing = new CacheEventListener() {
+      private void fail() {
+        calls[0]++;
+        throw SimulatedEngineTest.<RuntimeException>sneaky(new java.io.IOException("sink gone"));
+      }
+
+      @Override
+      public void onBlocksStored(long parentBlockHash, long[] blockHashes, int[] tokenIds) {
+        fail();
+      }
+
+      @Override
+      public void onBlocksRemoved(long[] blockHashes) {
+        fail();
+      }
+
+      @Override
+      public void onAllCleared() {
+        fail();
+      }
+    };
+    SimulatedEngine e = engine().capacityTokens(16 * 4).build();
+    SimulatedEngine quiet = engine().capacityTokens(16 * 4).build();
+    e.setCacheEventListener(throwing);
+    for (int i = 0; i < 6; i++) {
+      int[] p = prompt(1000 * (i % 3), 40);
+      run(quiet, "q" + i, p);
+      CompletableFuture<EngineResult> f =
+          e.execute(InferenceRequest.of("r" + i, p));
+      List<Throwable> escaped = new ArrayList<>();
+      for (int k = 0; k < 10_000 && sim.pendingTasks() > 0; k++) {
+        try {
+          sim.runNext();
+        } catch (Throwable t) {
+          escaped.add(t);
+        }
+      }
+      assertEquals(List.of(), escaped, "what the listener threw reached the scheduler");
+      assertTrue(f.isDone(), "request r" + i + " was never answered");
+      f.get();
+    }
+    assertTrue(e.stats().evictedBlocks() > 0, "the cache evicted");
+    assertArrayEquals(quiet.cachedBlockIds(), e.cachedBlockIds());
+    assertEquals(0, e.load().total());
+    int before = calls[0];
+    assertTrue(before > 0, "the listener was told of the stores");
+    e.clearCache(); // the listener throws: the cache is cleared all the same
+    assertEquals(0, e.cachedBlocks());
+    assertEquals(before + 1, calls[0], "the listener was told of the clear");
+  }
+
   @Test
   void hugeTimesPerTokenSaturateInsteadOfLeavingTheRequestInItsSlot() throws Exception {
     // prefill, decode and stream delays overflowed to negative ones, which the scheduler
