@@ -684,7 +684,7 @@ public final class GossipEngine {
     try {
       round(out);
       viewDirty = true;
-    } catch (RuntimeException e) {
+    } catch (Throwable e) { // an Error too: the rounds must go on
       count(GossipCounter.INTERNAL_ERRORS, 1);
       log.warn("error in gossip round", e);
     } finally {
@@ -941,7 +941,7 @@ public final class GossipEngine {
       }
       round(out);
       viewDirty = true;
-    } catch (RuntimeException e) {
+    } catch (Throwable e) { // an Error too: the rounds must go on
       count(GossipCounter.INTERNAL_ERRORS, 1);
       log.warn("error in gossip round", e);
     } finally {
@@ -1084,7 +1084,7 @@ public final class GossipEngine {
     EngineLoad l;
     try {
       l = loadSupplier.get();
-    } catch (RuntimeException e) {
+    } catch (Throwable e) { // an Error, a checked exception thrown undeclared too
       log.warn("load supplier failed; keeping the last figures", e);
       return;
     }
@@ -1106,7 +1106,7 @@ public final class GossipEngine {
   private boolean pushBackNow() {
     try {
       return pushBack.getAsBoolean();
-    } catch (RuntimeException e) {
+    } catch (Throwable e) { // an Error, a checked exception thrown undeclared too
       log.warn("push-back condition failed; not pushing back for it", e);
       return false;
     }

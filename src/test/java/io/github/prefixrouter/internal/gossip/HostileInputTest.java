@@ -319,6 +319,53 @@ class HostileInputTest {
     }
   }
 
+  /**
+   * A load supplier or push-back condition that throws an Error or a checked exception
+   * (undeclared) costs that round's figures only: the rounds go on. Both were caught as
+   * RuntimeException alone, so such a throw left the round before the next one was scheduled,
+   * and the node gossiped no more.
+   */
+  @Test
+  void aLoadSupplierOrPushBackThatThrowsAnErrorOrACheckedExceptionDoesNotStopTheRounds() {
+    for (boolean pushBack : new boolean[] {false, true}) {
+      for (Throwable thrown : List.of(new java.io.IOException("engine gone"),
+          new StackOverflowError("the supplier overflowed its stack"))) {
+        SimulatedScheduler sim = new SimulatedScheduler();
+        GossipEngine e = new GossipEngine(me, 1, GossipConfig.builder()
+            .interval(Duration.ofMillis(100)).build(), List.of(honest), sim, sim,
+            new SplittableRandom(1), () -> {
+              if (!pushBack) {
+                throw HostileInputTest.<RuntimeException>sneaky(thrown);
+              }
+              return EngineLoad.IDLE;
+            },
+            (to, p) -> { });
+        if (pushBack) {
+          e.pushBackWhen(() -> {
+            throw HostileInputTest.<RuntimeException>sneaky(thrown);
+          });
+        }
+        e.start();
+        List<Throwable> escaped = new ArrayList<>();
+        long end = sim.nanoTime() + Duration.ofSeconds(2).toNanos();
+        while (sim.nanoTime() < end) {
+          try {
+            if (!sim.runNext()) {
+              break;
+            }
+          } catch (Throwable t) {
+            escaped.add(t);
+          }
+        }
+        String what = (pushBack ? "push-back " : "load ") + thrown.getClass().getSimpleName();
+        assertEquals(List.of(), escaped, what + " reached the scheduler");
+        assertTrue(e.counter(GossipCounter.ROUNDS) >= 10,
+            what + ": rounds in 2 s of 100 ms: " + e.counter(GossipCounter.ROUNDS));
+        e.stop();
+      }
+    }
+  }
+
   @SuppressWarnings("unchecked")
   private static <T extends Throwable> T sneaky(Throwable t) throws T {
     throw (T) t;
