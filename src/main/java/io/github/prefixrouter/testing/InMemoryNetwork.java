@@ -530,7 +530,7 @@ public final class InMemoryNetwork {
         CompletableFuture<byte[]> answer;
         try {
           answer = dest.handler.onRequest(address, copy);
-        } catch (RuntimeException e) {
+        } catch (Throwable e) { // an Error, a checked exception thrown undeclared too
           answer = CompletableFuture.failedFuture(e);
         }
         if (answer == null) {
@@ -571,7 +571,7 @@ public final class InMemoryNetwork {
       }
       try {
         h.onMessage(from, payload);
-      } catch (RuntimeException e) {
+      } catch (Throwable e) { // an Error, a checked exception thrown undeclared too
         // a handler must not throw; the network drops the message like a real one would
       }
       return true;

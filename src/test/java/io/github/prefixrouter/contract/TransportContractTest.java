@@ -418,6 +418,10 @@ public abstract class TransportContractTest {
       @Override
       public void onMessage(PeerAddress from, byte[] payload) {
         calls.incrementAndGet();
+        if (payload[0] == 4) {
+          throw TransportContractTest.<RuntimeException>undeclared(
+              new java.io.IOException("a handler that throws a checked exception"));
+        }
         throw new IllegalStateException("a handler that throws");
       }
 
@@ -428,16 +432,20 @@ public abstract class TransportContractTest {
           case 0 -> throw new IllegalStateException("a handler that throws");
           case 1 -> null;
           case 2 -> CompletableFuture.completedFuture(null);
+          // a checked exception thrown undeclared (as code in other JVM languages may)
+          case 4 -> throw TransportContractTest.<RuntimeException>undeclared(
+              new java.io.IOException("a handler that throws a checked exception"));
           default -> CompletableFuture.completedFuture(payload);
         };
       }
     });
     Transport a = started("a", echo());
+    a.send(b.localAddress(), new byte[] {4});
     a.send(b.localAddress(), new byte[] {0});
     a.send(b.localAddress(), new byte[] {0});
-    assertTrue(awaitCondition(() -> calls.get() == 2, patience()),
+    assertTrue(awaitCondition(() -> calls.get() == 3, patience()),
         "a message after one whose handler threw was not delivered");
-    for (byte kind = 0; kind < 3; kind++) {
+    for (byte kind : new byte[] {0, 1, 2, 4}) {
       CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {kind}, patience());
       assertTrue(awaitCondition(f::isDone, patience()), "no answer");
       assertNotNull(kindOf(f), "handler case " + kind + " was answered");
@@ -950,5 +958,11 @@ public abstract class TransportContractTest {
     pass(shortTimeout());
     assertEquals(TransportException.Kind.CLOSED, kindOf(f), "a late answer changed the outcome");
     assertEquals(1, completions.get());
+  }
+
+  /** Throws {@code t}, whatever it is, from a method that declares nothing. */
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> T undeclared(Throwable t) throws T {
+    throw (T) t;
   }
 }
