@@ -298,17 +298,7 @@ class HostileInputTest {
             throw HostileInputTest.<RuntimeException>sneaky(thrown);
           });
       e.start();
-      List<Throwable> escaped = new ArrayList<>();
-      long end = sim.nanoTime() + Duration.ofSeconds(2).toNanos();
-      while (sim.nanoTime() < end) {
-        try {
-          if (!sim.runNext()) {
-            break;
-          }
-        } catch (Throwable t) {
-          escaped.add(t);
-        }
-      }
+      List<Throwable> escaped = runTwoSeconds(sim);
       String what = thrown.getClass().getSimpleName();
       assertEquals(List.of(), escaped, what + " reached the scheduler");
       assertTrue(e.counter(GossipCounter.ROUNDS) >= 10,
@@ -346,17 +336,7 @@ class HostileInputTest {
           });
         }
         e.start();
-        List<Throwable> escaped = new ArrayList<>();
-        long end = sim.nanoTime() + Duration.ofSeconds(2).toNanos();
-        while (sim.nanoTime() < end) {
-          try {
-            if (!sim.runNext()) {
-              break;
-            }
-          } catch (Throwable t) {
-            escaped.add(t);
-          }
-        }
+        List<Throwable> escaped = runTwoSeconds(sim);
         String what = (pushBack ? "push-back " : "load ") + thrown.getClass().getSimpleName();
         assertEquals(List.of(), escaped, what + " reached the scheduler");
         assertTrue(e.counter(GossipCounter.ROUNDS) >= 10,
@@ -364,6 +344,22 @@ class HostileInputTest {
         e.stop();
       }
     }
+  }
+
+  /** Runs 2 s of simulated time task by task; returns what escaped the tasks. */
+  private static List<Throwable> runTwoSeconds(SimulatedScheduler sim) {
+    List<Throwable> escaped = new ArrayList<>();
+    long end = sim.nanoTime() + Duration.ofSeconds(2).toNanos();
+    while (sim.nanoTime() < end) {
+      try {
+        if (!sim.runNext()) {
+          break;
+        }
+      } catch (Throwable t) {
+        escaped.add(t);
+      }
+    }
+    return escaped;
   }
 
   @SuppressWarnings("unchecked")
