@@ -31,7 +31,12 @@ import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Named;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
 
 /**
  * Every accepted request gets an answer and leaves the in-flight count, whatever an SPI throws
@@ -49,6 +54,37 @@ class AnswerNeverLostTest {
     SpiError(String m) {
       super(m);
     }
+  }
+
+  // A host's SPI may throw a checked exception without declaring it (code in a language without
+  // checked exceptions may): it must lose no answer either. Old code caught RuntimeException and
+  // Error only: such an exception escaped submit (execute, load, request, schedule) or the
+  // claimed attempt (send, cancel, a guard's cancel), and the request was never answered.
+
+  /** A checked exception as an SPI may throw it undeclared. */
+  static RuntimeException checked(String m) {
+    return AnswerNeverLostTest.<RuntimeException>sneaky(new java.io.IOException(m));
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> T sneaky(Throwable t) throws T {
+    throw (T) t;
+  }
+
+  /**
+   * What an SPI throws, given the message: the thrower either throws it itself or returns it for
+   * the caller to throw ({@code throw thrower.apply("load")}).
+   */
+  static Stream<Named<Function<String, RuntimeException>>> errorOrChecked() {
+    return Stream.of(
+        Named.of("an Error", m -> sneaky(new SpiError(m))),
+        Named.of("a checked exception thrown undeclared", AnswerNeverLostTest::checked));
+  }
+
+  static Stream<Named<Function<String, RuntimeException>>> runtimeOrChecked() {
+    return Stream.of(
+        Named.of("a RuntimeException", IllegalStateException::new),
+        Named.of("a checked exception thrown undeclared", AnswerNeverLostTest::checked));
   }
 
   static final LocalPrefixIndex THROWING_INDEX = new LocalPrefixIndex() {
@@ -130,9 +166,11 @@ class AnswerNeverLostTest {
     assertEquals(1, engine.executions.get());
   }
 
-  @Test
-  void anEngineWhoseLoadThrowsAnErrorDoesNotThrowOutOfSubmit() {
-    // old code: the Error escaped submit, the caller never got the request's future
+  @ParameterizedTest
+  @MethodSource("errorOrChecked")
+  void anEngineWhoseLoadThrowsDoesNotThrowOutOfSubmit(Function<String, RuntimeException> thrower) {
+    // old code: the Error escaped submit, the caller never got the request's future; so did the
+    // checked exception
     SimulatedScheduler sim = new SimulatedScheduler();
     RequestLifecycleTest.CountingEngine counting = new RequestLifecycleTest.CountingEngine();
     InferenceEngine engine = new InferenceEngine() {
@@ -143,7 +181,7 @@ class AnswerNeverLostTest {
 
       @Override
       public EngineLoad load() {
-        throw new SpiError("load");
+        throw thrower.apply("load");
       }
     };
     RouterNode node = node(sim, sim, engine, RouterConfig.builder().build(),
@@ -156,10 +194,12 @@ class AnswerNeverLostTest {
     assertAnsweredLocally(node, f, r);
   }
 
-  @Test
-  void aTransportWhoseRequestThrowsAnErrorFallsBackAndAnswersTheCaller() {
+  @ParameterizedTest
+  @MethodSource("errorOrChecked")
+  void aTransportWhoseRequestThrowsFallsBackAndAnswersTheCaller(
+      Function<String, RuntimeException> thrower) {
     // old code: the Error escaped submit; the guard timer later ran the request locally and
-    // completed a future nobody held
+    // completed a future nobody held; a checked exception escaped submit too
     AtomicInteger forwards = new AtomicInteger();
     OracleCluster.Hooks hooks = new OracleCluster.Hooks();
     hooks.transportWrap = t -> !t.localAddress().nodeId().equals("n0") ? t
@@ -167,7 +207,7 @@ class AnswerNeverLostTest {
           @Override
           public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
             forwards.incrementAndGet();
-            throw new SpiError("transport request");
+            throw thrower.apply("transport request");
           }
         };
     OracleCluster c = cluster(hooks, RouterConfig.builder());
@@ -218,15 +258,18 @@ class AnswerNeverLostTest {
     assertEquals(0, c.node("n0").stats().inFlight());
   }
 
-  @Test
-  void aTransportWhoseSendThrowsAnErrorAfterATimeoutStillRunsTheRequestLocally() {
+  @ParameterizedTest
+  @MethodSource("errorOrChecked")
+  void aTransportWhoseSendThrowsAfterATimeoutStillRunsTheRequestLocally(
+      Function<String, RuntimeException> thrower) {
     // old code: the CANCEL after the timeout threw out of the claimed attempt: never answered
+    // (an Error or a checked exception alike)
     OracleCluster.Hooks hooks = new OracleCluster.Hooks();
     hooks.transportWrap = t -> !t.localAddress().nodeId().equals("n0") ? t
         : new ForwardingTransport(t) {
           @Override
           public void send(PeerAddress to, byte[] payload) {
-            throw new SpiError("transport send");
+            throw thrower.apply("transport send");
           }
         };
     OracleCluster c = cluster(hooks, RouterConfig.builder()
@@ -243,9 +286,12 @@ class AnswerNeverLostTest {
     assertEquals(0, c.node("n0").stats().inFlight());
   }
 
-  @Test
-  void anEngineWhoseCancelThrowsAnErrorStillFailsTheTimedOutRequest() {
-    // old code: the engine guard claimed the attempt, then cancel threw: never answered
+  @ParameterizedTest
+  @MethodSource("errorOrChecked")
+  void anEngineWhoseCancelThrowsStillFailsTheTimedOutRequest(
+      Function<String, RuntimeException> thrower) {
+    // old code: the engine guard claimed the attempt, then cancel threw: never answered (an
+    // Error or a checked exception alike)
     SimulatedScheduler sim = new SimulatedScheduler();
     InferenceEngine stalled = new InferenceEngine() {
       @Override
@@ -255,7 +301,7 @@ class AnswerNeverLostTest {
 
       @Override
       public void cancel(String requestId) {
-        throw new SpiError("cancel");
+        throw thrower.apply("cancel");
       }
     };
     RouterNode node = node(sim, sim, stalled, RouterConfig.builder()
@@ -271,12 +317,15 @@ class AnswerNeverLostTest {
     assertTrue(node.stop().isDone());
   }
 
-  @Test
-  void aSchedulerThatThrowsAnErrorNeitherLosesTheRequestNorRunsItTwice() {
-    // old code: the Error escaped submit after the engine had started the request
+  @ParameterizedTest
+  @MethodSource("errorOrChecked")
+  void aSchedulerThatThrowsNeitherLosesTheRequestNorRunsItTwice(
+      Function<String, RuntimeException> thrower) {
+    // old code: the Error escaped submit after the engine had started the request; so did the
+    // checked exception
     SimulatedScheduler sim = new SimulatedScheduler();
     Scheduler throwing = (delay, task) -> {
-      throw new SpiError("schedule");
+      throw thrower.apply("schedule");
     };
     RequestLifecycleTest.CountingEngine engine = new RequestLifecycleTest.CountingEngine();
     RouterNode node = node(sim, throwing, engine, RouterConfig.builder()
@@ -288,12 +337,15 @@ class AnswerNeverLostTest {
     assertAnsweredLocally(node, f, r);
   }
 
-  @Test
-  void aGuardTimerWhoseCancelThrowsDoesNotLoseTheAnswer() {
+  @ParameterizedTest
+  @MethodSource("runtimeOrChecked")
+  void aGuardTimerWhoseCancelThrowsDoesNotLoseTheAnswer(
+      Function<String, RuntimeException> thrower) {
     // old code: cancelling the guard threw in the engine's callback before the answer was taken
+    // (a RuntimeException or a checked exception alike)
     SimulatedScheduler sim = new SimulatedScheduler();
     Scheduler badCancel = (delay, task) -> () -> {
-      throw new IllegalStateException("cancel of a timer");
+      throw thrower.apply("cancel of a timer");
     };
     RequestLifecycleTest.CountingEngine engine = new RequestLifecycleTest.CountingEngine();
     RouterNode node = node(sim, badCancel, engine, RouterConfig.builder()
@@ -334,21 +386,7 @@ class AnswerNeverLostTest {
     assertAnsweredLocally(node, f, r);
   }
 
-  // A host's SPI may throw a checked exception without declaring it (code in a language without
-  // checked exceptions may): it must lose no answer either. Old code caught RuntimeException and
-  // Error only: such an exception escaped submit (execute, load, request, schedule) or the
-  // claimed attempt (send, cancel, a guard's cancel), and the request was never answered.
-
-  /** A checked exception as an SPI may throw it undeclared. */
-  static RuntimeException checked(String m) {
-    return AnswerNeverLostTest.<RuntimeException>sneaky(new java.io.IOException(m));
-  }
-
-  @SuppressWarnings("unchecked")
-  private static <T extends Throwable> T sneaky(Throwable t) throws T {
-    throw (T) t;
-  }
-
+  // an engine whose execute throws an Error: RequestLifecycleTest
   @Test
   void anEngineWhoseExecuteThrowsACheckedExceptionFailsTheRequest() {
     SimulatedScheduler sim = new SimulatedScheduler();
@@ -365,138 +403,6 @@ class AnswerNeverLostTest {
     assertTrue(t instanceof RequestFailedException, String.valueOf(t));
     assertEquals(0, node.stats().inFlight());
     assertTrue(node.stop().isDone(), "a request left in flight keeps the node from stopping");
-  }
-
-  @Test
-  void anEngineWhoseLoadThrowsACheckedExceptionDoesNotThrowOutOfSubmit() {
-    SimulatedScheduler sim = new SimulatedScheduler();
-    RequestLifecycleTest.CountingEngine counting = new RequestLifecycleTest.CountingEngine();
-    InferenceEngine engine = new InferenceEngine() {
-      @Override
-      public CompletableFuture<EngineResult> execute(InferenceRequest request) {
-        return counting.execute(request);
-      }
-
-      @Override
-      public EngineLoad load() {
-        throw checked("load");
-      }
-    };
-    RouterNode node = node(sim, sim, engine, RouterConfig.builder().build(),
-        RequestLifecycleTest.NO_CACHE);
-    node.start();
-    InferenceRequest r = request("q", prompt(1, 64));
-    CompletableFuture<InferenceResponse> f = node.submit(r);
-    sim.runUntilIdle(1_000);
-    assertEquals(1, counting.executions.get());
-    assertAnsweredLocally(node, f, r);
-  }
-
-  @Test
-  void aTransportWhoseRequestThrowsACheckedExceptionFallsBackAndAnswersTheCaller() {
-    AtomicInteger forwards = new AtomicInteger();
-    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
-    hooks.transportWrap = t -> !t.localAddress().nodeId().equals("n0") ? t
-        : new ForwardingTransport(t) {
-          @Override
-          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
-            forwards.incrementAndGet();
-            throw checked("transport request");
-          }
-        };
-    OracleCluster c = cluster(hooks, RouterConfig.builder());
-    InferenceRequest r = request("q", concat(PREFIX, prompt(9, 64)));
-    CompletableFuture<InferenceResponse> f = c.node("n0").submit(r);
-    c.sim.runUntilIdle(1_000_000);
-    assertTrue(f.isDone(), "the caller's future was never answered");
-    InferenceResponse resp = f.join();
-    assertEquals("n0", resp.servedBy());
-    assertEquals(FallbackCause.UNREACHABLE, resp.fallbackCause());
-    assertArrayEquals(expected(r), resp.result().outputTokens());
-    assertEquals(1, forwards.get());
-    assertEquals(1, c.engine("n0").stats().requests(), "the request ran more than once");
-    assertEquals(0, c.node("n0").stats().inFlight());
-  }
-
-  @Test
-  void aTransportWhoseSendThrowsACheckedExceptionAfterATimeoutStillRunsTheRequestLocally() {
-    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
-    hooks.transportWrap = t -> !t.localAddress().nodeId().equals("n0") ? t
-        : new ForwardingTransport(t) {
-          @Override
-          public void send(PeerAddress to, byte[] payload) {
-            throw checked("transport send");
-          }
-        };
-    OracleCluster c = cluster(hooks, RouterConfig.builder()
-        .forwardTimeout(Duration.ofMillis(50), Duration.ofMillis(50)));
-    InferenceRequest r = new InferenceRequest("q", concat(PREFIX, prompt(9, 64)),
-        GenerationParams.greedy(100));
-    CompletableFuture<InferenceResponse> f = c.node("n0").submit(r);
-    c.sim.runUntilIdle(1_000_000);
-    assertTrue(f.isDone(), "the request was never answered");
-    InferenceResponse resp = f.join();
-    assertEquals("n0", resp.servedBy());
-    assertEquals(FallbackCause.TIMEOUT, resp.fallbackCause());
-    assertEquals(0, c.node("n0").stats().inFlight());
-  }
-
-  @Test
-  void anEngineWhoseCancelThrowsACheckedExceptionStillFailsTheTimedOutRequest() {
-    SimulatedScheduler sim = new SimulatedScheduler();
-    InferenceEngine stalled = new InferenceEngine() {
-      @Override
-      public CompletableFuture<EngineResult> execute(InferenceRequest request) {
-        return new CompletableFuture<>();
-      }
-
-      @Override
-      public void cancel(String requestId) {
-        throw checked("cancel");
-      }
-    };
-    RouterNode node = node(sim, sim, stalled, RouterConfig.builder()
-        .policy(RoutingPolicy.LOCAL_ONLY).engineTimeout(Duration.ofSeconds(1)).build(),
-        RequestLifecycleTest.NO_CACHE);
-    node.start();
-    CompletableFuture<InferenceResponse> f = node.submit(request("q", prompt(1, 64)));
-    sim.runUntilIdle(1_000);
-    assertTrue(f.isDone(), "the timed-out request was never answered");
-    Throwable t = f.handle((v, e) -> e).join();
-    assertTrue(t instanceof RequestFailedException, String.valueOf(t));
-    assertEquals(0, node.stats().inFlight());
-    assertTrue(node.stop().isDone());
-  }
-
-  @Test
-  void aSchedulerThatThrowsACheckedExceptionNeitherLosesTheRequestNorRunsItTwice() {
-    SimulatedScheduler sim = new SimulatedScheduler();
-    Scheduler throwing = (delay, task) -> {
-      throw checked("schedule");
-    };
-    RequestLifecycleTest.CountingEngine engine = new RequestLifecycleTest.CountingEngine();
-    RouterNode node = node(sim, throwing, engine, RouterConfig.builder()
-        .policy(RoutingPolicy.LOCAL_ONLY).build(), RequestLifecycleTest.NO_CACHE);
-    node.start();
-    InferenceRequest r = request("q", prompt(1, 64));
-    CompletableFuture<InferenceResponse> f = node.submit(r);
-    assertEquals(1, engine.executions.get());
-    assertAnsweredLocally(node, f, r);
-  }
-
-  @Test
-  void aGuardTimerWhoseCancelThrowsACheckedExceptionDoesNotLoseTheAnswer() {
-    SimulatedScheduler sim = new SimulatedScheduler();
-    Scheduler badCancel = (delay, task) -> () -> {
-      throw checked("cancel of a timer");
-    };
-    RequestLifecycleTest.CountingEngine engine = new RequestLifecycleTest.CountingEngine();
-    RouterNode node = node(sim, badCancel, engine, RouterConfig.builder()
-        .policy(RoutingPolicy.LOCAL_ONLY).build(), RequestLifecycleTest.NO_CACHE);
-    node.start();
-    InferenceRequest r = request("q", prompt(1, 64));
-    CompletableFuture<InferenceResponse> f = node.submit(r);
-    assertAnsweredLocally(node, f, r);
   }
 
   private static OracleCluster cluster(OracleCluster.Hooks hooks, RouterConfig.Builder cfg) {
