@@ -163,9 +163,12 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     queued.incrementAndGet();
     try {
       executor.execute(job);
-    } catch (RejectedExecutionException e) {
-      queued.decrementAndGet();
-      f.completeExceptionally(new EngineException("engine cannot accept work: " + e.getMessage(), true, e));
+    } catch (Throwable e) { // a host executor may fail in any way, not only by rejecting
+      if (job.started.compareAndSet(false, true)) { // else it ran (or runs) and answers itself
+        queued.decrementAndGet();
+        String why = e instanceof RejectedExecutionException ? e.getMessage() : e.toString();
+        f.completeExceptionally(new EngineException("engine cannot accept work: " + why, true, e));
+      }
     }
     return f;
   }
@@ -178,6 +181,8 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     volatile boolean cancelled;
     /** The engine closed while the request was queued or running. */
     volatile boolean closing;
+    /** Set once, by the run or by an executor's failure to take the job: one of them answers. */
+    final AtomicBoolean started = new AtomicBoolean();
 
     Job(InferenceRequest request, CompletableFuture<EngineResult> future, OutputListener listener) {
       this.request = request;
@@ -211,6 +216,9 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
 
     @Override
     public void run() {
+      if (!started.compareAndSet(false, true)) {
+        return; // the executor failed after all, and the request was answered then
+      }
       queued.decrementAndGet();
       if (cancelled || closing || future.isDone()) {
         future.completeExceptionally(stopped());
@@ -631,7 +639,9 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     }
 
     /**
-     * Run requests on the host's executor (the engine then creates no thread).
+     * Run requests on the host's executor (the engine then creates no thread). An executor that
+     * refuses a request, or fails to take it in any other way, fails that request with a
+     * retryable {@link EngineException} ("engine cannot accept work"); nothing stays queued.
      *
      * @param executor the executor, owned by the caller
      * @return this builder

@@ -28,6 +28,37 @@ import org.junit.jupiter.api.Test;
 
 class ReferenceEngineTest {
 
+  /**
+   * A host executor that fails in any way (not only with RejectedExecutionException, which was
+   * the only failure handled) fails the request retryably, and the engine counts nothing queued:
+   * the request was left registered and counted as queued for ever.
+   */
+  @Test
+  void anExecutorThatThrowsAnythingFailsTheRequestAndLeavesNothingQueued() throws Exception {
+    List<Throwable> failures = List.of(new IllegalStateException("pool broken"),
+        new OutOfMemoryError("unable to create native thread"), new java.io.IOException("gone"));
+    for (Throwable thrown : failures) {
+      java.util.concurrent.Executor failing = job -> {
+        throw ReferenceEngineTest.<RuntimeException>undeclared(thrown);
+      };
+      try (ReferenceEngine e = ReferenceEngine.builder().executor(failing).build()) {
+        CompletableFuture<EngineResult> f =
+            e.execute(InferenceRequest.of("x", new int[] {1, 2, 3}), OutputListener.IGNORE);
+        assertTrue(f.isDone(), thrown + ": the request was left open");
+        ExecutionException ex = assertThrows(ExecutionException.class, f::get);
+        EngineException cause = (EngineException) ex.getCause();
+        assertTrue(cause.retryable(), thrown + ": " + cause);
+        assertEquals(0, e.load().queueDepth(), thrown + ": still counted as queued");
+        assertEquals(0, e.load().inFlight(), thrown + ": still counted in flight");
+      }
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> T undeclared(Throwable t) throws T {
+    throw (T) t;
+  }
+
   @Test
   void streamsEachTokenAsItIsDecodedAndTheWholeOutputBeforeCompleting() throws Exception {
     int[] p = prompt(11, 50);
