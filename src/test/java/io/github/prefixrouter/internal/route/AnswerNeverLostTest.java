@@ -158,7 +158,8 @@ class AnswerNeverLostTest {
         ForwardCodec.forward(r, "x", 1), Duration.ofSeconds(30));
     sim.runUntilIdle(1_000);
     assertTrue(answer.isDone());
-    assertTrue(!answer.isCompletedExceptionally(), "no answer: " + answer.handle((b, t) -> t).join());
+    assertTrue(!answer.isCompletedExceptionally(),
+        "no answer: " + answer.handle((b, t) -> t).join());
     ForwardCodec.Message m = ForwardCodec.decode(answer.join());
     assertTrue(m instanceof ForwardCodec.Result, String.valueOf(m));
     assertArrayEquals(expected(r), ((ForwardCodec.Result) m).result().outputTokens());
@@ -166,7 +167,7 @@ class AnswerNeverLostTest {
     assertEquals(1, engine.executions.get());
   }
 
-  @ParameterizedTest
+  @ParameterizedTest(name = "{0}")
   @MethodSource("errorOrChecked")
   void anEngineWhoseLoadThrowsDoesNotThrowOutOfSubmit(Function<String, RuntimeException> thrower) {
     // old code: the Error escaped submit, the caller never got the request's future; so did the
@@ -194,7 +195,7 @@ class AnswerNeverLostTest {
     assertAnsweredLocally(node, f, r);
   }
 
-  @ParameterizedTest
+  @ParameterizedTest(name = "{0}")
   @MethodSource("errorOrChecked")
   void aTransportWhoseRequestThrowsFallsBackAndAnswersTheCaller(
       Function<String, RuntimeException> thrower) {
@@ -258,7 +259,7 @@ class AnswerNeverLostTest {
     assertEquals(0, c.node("n0").stats().inFlight());
   }
 
-  @ParameterizedTest
+  @ParameterizedTest(name = "{0}")
   @MethodSource("errorOrChecked")
   void aTransportWhoseSendThrowsAfterATimeoutStillRunsTheRequestLocally(
       Function<String, RuntimeException> thrower) {
@@ -286,7 +287,7 @@ class AnswerNeverLostTest {
     assertEquals(0, c.node("n0").stats().inFlight());
   }
 
-  @ParameterizedTest
+  @ParameterizedTest(name = "{0}")
   @MethodSource("errorOrChecked")
   void anEngineWhoseCancelThrowsStillFailsTheTimedOutRequest(
       Function<String, RuntimeException> thrower) {
@@ -317,7 +318,7 @@ class AnswerNeverLostTest {
     assertTrue(node.stop().isDone());
   }
 
-  @ParameterizedTest
+  @ParameterizedTest(name = "{0}")
   @MethodSource("errorOrChecked")
   void aSchedulerThatThrowsNeitherLosesTheRequestNorRunsItTwice(
       Function<String, RuntimeException> thrower) {
@@ -337,7 +338,7 @@ class AnswerNeverLostTest {
     assertAnsweredLocally(node, f, r);
   }
 
-  @ParameterizedTest
+  @ParameterizedTest(name = "{0}")
   @MethodSource("runtimeOrChecked")
   void aGuardTimerWhoseCancelThrowsDoesNotLoseTheAnswer(
       Function<String, RuntimeException> thrower) {
