@@ -66,7 +66,11 @@ import org.slf4j.LoggerFactory;
  * doubles from its minimum to its maximum with each failed replay and restarts at the minimum
  * after a replay that succeeds: a replay endpoint that does not answer, or answers slowly,
  * would otherwise hold the live stream on every gap, and under sustained loss keep the
- * subscriber behind the publisher for good.
+ * subscriber behind the publisher for good. The replay endpoint's host name is looked up at the
+ * first replay of each live connection and the address kept until a replay cannot connect to
+ * it: the lookup counts in the replay's time limit but cannot be cut short, so a slow name
+ * server holds the live stream once per connection (and after such a failure), not on every
+ * replay.
  *
  * <p><b>Failures never stop the thread:</b> an exception or {@link Error} from the sink (the
  * receiver's decoder running out of heap on a large batch, say) is logged and counted, and the
@@ -134,6 +138,12 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private long replayBackoffNanos;
   /** Gaps before this ({@link System#nanoTime()}) get no replay. The reader thread's only. */
   private long replaysResumeAt;
+  /**
+   * The replay endpoint's address, looked up at the first replay of a live connection and
+   * forgotten when a replay cannot connect to it or the live connection is made again (null
+   * meanwhile). The reader thread's only.
+   */
+  private InetAddress replayAddress;
 
   private VllmKvEventSubscriber(Builder b, KvEventSink sink) {
     this.endpoint = b.endpoint;
@@ -324,6 +334,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     while (!closed) {
       ZmtpSocket s = new ZmtpSocket(ZmtpSocket.Type.SUB, liveOptions);
       live = s;
+      replayAddress = null; // vLLM may have restarted elsewhere: looked up again
       if (closed) {
         s.close();
         break;
@@ -331,7 +342,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       boolean established = false;
       boolean received = false;
       try {
-        connect(s, endpoint);
+        connect(s, resolve(endpoint.host()), endpoint.port());
         s.subscribe(topic);
         established = true;
         connects.incrementAndGet();
@@ -506,7 +517,17 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     // the live stream waits meanwhile: the replay as a whole is bounded too, not only each step
     long deadline = System.nanoTime() + REPLAY_STEPS * replayTimeoutNanos;
     try {
-      connect(r, replayEndpoint);
+      if (replayAddress == null) {
+        // counted in the deadline, but cannot be cut short: once per live connection, not per
+        // gap, and again only after a replay could not connect
+        replayAddress = resolve(replayEndpoint.host());
+      }
+      try {
+        connect(r, replayAddress, replayEndpoint.port());
+      } catch (IOException | RuntimeException | Error e) {
+        replayAddress = null; // vLLM may have moved: looked up again at the next replay
+        throw e;
+      }
       r.send(List.of(new byte[0], seqBytes(from)));
       long last = Long.MIN_VALUE;
       while (!closed) {
@@ -599,23 +620,27 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   }
 
   /**
-   * Looks up the endpoint's host (flagged: {@link #close()} does not wait for a lookup, which
-   * cannot be interrupted), then connects {@code s} to the address found. A close during the
-   * lookup has closed {@code s} (it was already {@link #live} or {@link #replay}), so the
-   * connect fails, and nothing more reaches the sink.
+   * Looks up {@code host} (flagged: {@link #close()} does not wait for a lookup, which cannot
+   * be interrupted). A close during the lookup fails it, so nothing more is connected and
+   * nothing more reaches the sink.
    */
-  private void connect(ZmtpSocket s, ZmtpEndpoint e) throws IOException {
+  private InetAddress resolve(String host) throws IOException {
     InetAddress address;
     resolving = true;
     try {
-      address = resolver.resolve(e.host());
+      address = resolver.resolve(host);
     } finally {
       resolving = false;
     }
     if (closed) {
       throw new SocketException("closed");
     }
-    s.connect(new ZmtpEndpoint(address.getHostAddress(), e.port()));
+    return address;
+  }
+
+  /** Connects {@code s} to {@code address:port}. */
+  private static void connect(ZmtpSocket s, InetAddress address, int port) throws IOException {
+    s.connect(new ZmtpEndpoint(address.getHostAddress(), port));
   }
 
   /** Looks up a host name (tests inject a slow one). */
@@ -835,7 +860,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * The timeout of each step of a replay (connect, handshake, each replayed message);
      * default 2 s. The live stream waits meanwhile, so a replay as a whole ends (counted as
      * failed) after {@value VllmKvEventSubscriber#REPLAY_STEPS} times this, however steadily its
-     * messages (or commands) arrive.
+     * messages (or commands) arrive. The lookup of the replay endpoint's host name counts in
+     * that time but cannot be cut short; it is made at the first replay of each live connection
+     * and again only after a replay that could not connect.
      *
      * @param d the timeout, positive, at most 365 days
      * @return this builder

@@ -352,6 +352,120 @@ class VllmKvEventSubscriberTest {
   }
 
   /**
+   * A replay endpoint given as a host name, with a name server that answers slowly (here
+   * 500 ms, within the 8 x 100 ms a replay may take): every replay looked the host up again,
+   * and the lookup cannot be cut short, so every gap held the live stream for the whole lookup
+   * (5 gaps: 5 lookups, over 2.5 s). The address is now looked up once per live connection and
+   * kept until a replay cannot connect to it.
+   */
+  @Test
+  void aSlowLookupOfTheReplayHostIsMadeOncePerConnectionNotOnEveryGap() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    java.util.concurrent.atomic.AtomicInteger lookups =
+        new java.util.concurrent.atomic.AtomicInteger();
+    VllmKvEventSubscriber s = start(slowReplayLookup(vllm, 500, lookups));
+    long n = joined(vllm);
+    long started = System.nanoTime();
+    for (int i = 0; i < 5; i++) {
+      n = gap(vllm, n);
+    }
+    long tookMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
+    VllmKvEventSubscriber.Stats st = s.stats();
+    assertEquals(List.of(5L, 0L, 0L), counts(s), st.toString());
+    assertEquals(5, st.replayedMessages(), st.toString());
+    assertEquals(1, lookups.get(), "lookups of the replay host for 5 gaps");
+    assertTrue(tookMillis < 1_500, "the live stream waited " + tookMillis + " ms for 5 gaps");
+    assertEquals(1, st.connects(), "the live connection is kept");
+  }
+
+  /**
+   * A lookup of the replay host slower than a replay may take in all (1 s, beyond 8 x 100 ms)
+   * fails the replay once it returns. Each replay after the backoff looked the host up again,
+   * failed the same way and held the live stream for the whole lookup, beyond the replay's
+   * limit, once per backoff for as long as the name server stayed slow. The address found is
+   * kept now: the next replay connects at once and succeeds.
+   */
+  @Test
+  void aLookupOfTheReplayHostBeyondTheReplayLimitIsNotMadeAgainOnEachReplay() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    java.util.concurrent.atomic.AtomicInteger lookups =
+        new java.util.concurrent.atomic.AtomicInteger();
+    VllmKvEventSubscriber s = start(slowReplayLookup(vllm, 1_000, lookups)
+        .replayBackoff(Duration.ofMillis(200), Duration.ofMillis(200)));
+    long n = joined(vllm);
+    n = gap(vllm, n);
+    assertEquals(List.of(1L, 1L, 0L), counts(s), "the first replay took too long");
+    Thread.sleep(400); // past the replay backoff
+    long started = System.nanoTime();
+    n = gap(vllm, n);
+    long tookMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
+    VllmKvEventSubscriber.Stats st = s.stats();
+    assertEquals(List.of(2L, 1L, 0L), counts(s), st.toString());
+    assertEquals(1, st.replayedMessages(), st.toString());
+    assertEquals(1, lookups.get(), "lookups of the replay host for 2 replays");
+    assertTrue(tookMillis < 800, "the live stream waited " + tookMillis + " ms for a replay");
+    assertEquals(1, st.connects(), "the live connection is kept");
+  }
+
+  /**
+   * The replay endpoint's address is kept only while replays can connect to it: after one that
+   * cannot (vLLM moved, say), the next replay looks the host up again.
+   */
+  @Test
+  void aReplayThatCannotConnectLooksTheReplayHostUpAgain() throws Exception {
+    FakeVllmPublisher vllm = publisher(100);
+    String replay = vllm.startReplay();
+    String replayPort = replay.substring(replay.lastIndexOf(':') + 1);
+    java.util.concurrent.atomic.AtomicInteger lookups =
+        new java.util.concurrent.atomic.AtomicInteger();
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint())
+        .replayEndpoint("tcp://replay.example:" + replayPort)
+        .replayTimeout(Duration.ofMillis(500))
+        .replayBackoff(Duration.ofMillis(200), Duration.ofMillis(200))
+        .resolver(host -> {
+          if (host.equals("replay.example")) {
+            // first where nothing listens (the replay endpoint is bound to 127.0.0.1 only)
+            return InetAddress.getByName(
+                lookups.incrementAndGet() == 1 ? "127.0.0.2" : "127.0.0.1");
+          }
+          return InetAddress.getByName(host);
+        }));
+    long n = joined(vllm);
+    n = gap(vllm, n);
+    assertEquals(List.of(1L, 1L, 0L), counts(s), "the first address refused the replay");
+    Thread.sleep(400); // past the replay backoff
+    n = gap(vllm, n);
+    n = gap(vllm, n);
+    VllmKvEventSubscriber.Stats st = s.stats();
+    assertEquals(List.of(3L, 1L, 0L), counts(s), st.toString());
+    assertEquals(2, st.replayedMessages(), st.toString());
+    assertEquals(2, lookups.get(), "looked up again after the failed connect, then kept");
+    assertEquals(1, st.connects(), "the live connection is kept");
+  }
+
+  /**
+   * A subscriber replaying from {@code vllm} through the host name {@code replay.example},
+   * whose lookup takes {@code millis} (counted in {@code lookups}); replay timeout 100 ms.
+   */
+  private VllmKvEventSubscriber.Builder slowReplayLookup(
+      FakeVllmPublisher vllm, long millis, java.util.concurrent.atomic.AtomicInteger lookups)
+      throws Exception {
+    String replay = vllm.startReplay();
+    String replayPort = replay.substring(replay.lastIndexOf(':') + 1);
+    return builder(vllm.endpoint())
+        .replayEndpoint("tcp://replay.example:" + replayPort)
+        .replayTimeout(Duration.ofMillis(100))
+        .resolver(host -> {
+          if (host.equals("replay.example")) {
+            lookups.incrementAndGet();
+            Uninterruptibles.sleepUninterruptibly(millis, TimeUnit.MILLISECONDS);
+            return InetAddress.getLoopbackAddress(); // where the replay endpoint is
+          }
+          return InetAddress.getByName(host);
+        });
+  }
+
+  /**
    * Loses message {@code n}, publishes {@code n + 1} and waits for it to reach the sink;
    * returns the next number to publish.
    */
