@@ -43,6 +43,10 @@ import org.junit.jupiter.api.Test;
  * completes exactly once, also for requests of one id in flight at once and for requests
  * executed from several threads at once (each with its own output);
  * results are well formed (prompt tokens, cached tokens within bounds, 1..maxTokens outputs);
+ * for {@code maxTokens} 1, 5 and 37, plain and streamed, no result and no stream has more than
+ * {@code maxTokens} token ids, an output cut short without a stop ends at a token found in no
+ * output but as its last (the engine's end of sequence), and a stop token id the output never
+ * reaches does not shorten it;
  * the same request gives the same output, also when sampled, on two engines; {@code load()} is
  * cheap and sane, and back to no load once every request ended (completed, cancelled or
  * failed); a stop token id ends the output, as its last token, streamed or not; cancelling an
@@ -323,6 +327,75 @@ public abstract class InferenceEngineContractTest {
     assertTrue(r.cachedPromptTokens() >= -1 && r.cachedPromptTokens() <= p.length, "cached");
     int out = r.outputTokens().length;
     assertTrue(out >= 1 && out <= 4, "between 1 and maxTokens outputs, got " + out);
+  }
+
+  /**
+   * {@code maxTokens} bounds the output, and only a stop or the engine's end of sequence ends it
+   * sooner. For {@code maxTokens} 1, 5 and 37, greedy, plain and streamed: the result has at most
+   * that many token ids, and the streamed pieces no more than that; an output that ends sooner
+   * without a stop ends with the engine's end of sequence, a token that ends every output it is
+   * in, so that no output has it but as its last token; and a stop token id the output never
+   * reaches leaves the longest output as it is. (An engine that decodes several tokens a step
+   * and checks the limit only between steps gives more; the other checks bound outputs of 3 and
+   * 4 tokens only.) An output need not be a prefix of a longer one: {@code maxTokens} is one of
+   * the parameters the output is a function of.
+   */
+  @Test
+  void maxTokensBoundsTheOutputAndOnlyAStopEndsItSooner() {
+    InferenceEngine e = createEngine();
+    int[] p = prompt(10);
+    List<int[]> outputs = new ArrayList<>();
+    java.util.Set<Integer> ends = new java.util.HashSet<>(); // last tokens of outputs cut short
+    int[] longest = new int[0];
+    for (int max : new int[] {1, 5, 37}) {
+      GenerationParams g = GenerationParams.greedy(max);
+      int[] plain = run(e, new InferenceRequest("max" + max, p, g)).outputTokens();
+      StreamRecorder rec = new StreamRecorder(0);
+      int[] streamedResult = runStreamed(e, new InferenceRequest("max" + max + "-streamed", p, g),
+          rec).outputTokens();
+      int[] streamed = rec.tokens();
+      assertTrue(plain.length <= max,
+          "maxTokens " + max + " gave " + plain.length + " token ids: "
+              + java.util.Arrays.toString(plain));
+      assertTrue(streamedResult.length <= max, "maxTokens " + max + " gave "
+          + streamedResult.length + " token ids streamed: "
+          + java.util.Arrays.toString(streamedResult));
+      assertTrue(streamed.length <= max, "maxTokens " + max + " streamed " + streamed.length
+          + " token ids: " + java.util.Arrays.toString(streamed));
+      for (int[] out : List.of(plain, streamedResult)) {
+        outputs.add(out);
+        if (out.length > 0 && out.length < max) {
+          ends.add(out[out.length - 1]);
+        }
+      }
+      longest = plain;
+    }
+    for (int[] out : outputs) {
+      for (int i = 0; i + 1 < out.length; i++) {
+        int t = out[i];
+        assertTrue(!ends.contains(t), "an output without stops ended before maxTokens at token "
+            + t + ", which is no end of sequence: another output goes on past it, "
+            + java.util.Arrays.toString(out));
+      }
+    }
+    int unreached = 0;
+    while (contains(longest, unreached)) {
+      unreached++;
+    }
+    GenerationParams withStop = GenerationParams.greedy(37)
+        .withStops(List.of(), List.of(unreached));
+    assertArrayEquals(longest, run(e, new InferenceRequest("max37-stop", p, withStop))
+        .outputTokens(), "the stop token id " + unreached + ", which the output never reaches, "
+        + "ended it early");
+  }
+
+  private static boolean contains(int[] tokens, int token) {
+    for (int t : tokens) {
+      if (t == token) {
+        return true;
+      }
+    }
+    return false;
   }
 
   @Test

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.CacheScope;
+import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.contract.InferenceEngineContractTest;
@@ -645,6 +646,27 @@ class ContractKitSelfTest {
     // streamed or not, its outputs run past their stops
     assertEquals(Set.of("aStopTokenIdEndsTheOutputWithIt",
         "aStopTokenIdEndsTheStreamedOutputWithIt"), failed);
+  }
+
+  @Test
+  void anEngineThatGivesOneTokenMoreThanALongOddMaxTokensIsCaught() {
+    // it decodes a long output (over 16 tokens) two tokens a step and checks maxTokens only
+    // between steps: an odd maxTokens over 16 gives maxTokens + 1 token ids (the other checks
+    // ask for 16 tokens at most, and the scoped-request check bounds an output of 3)
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            GenerationParams g = r.params();
+            if (g.maxTokens() <= 16 || g.maxTokens() % 2 == 0) {
+              return e.execute(r);
+            }
+            return e.execute(new InferenceRequest(r.id(), r.tokens(),
+                new GenerationParams(g.maxTokens() + 1, g.temperature(), g.topP(), g.seed(),
+                    g.stop(), g.stopTokenIds()), r.scope()));
+          }
+        }));
+    assertEquals(Set.of("maxTokensBoundsTheOutputAndOnlyAStopEndsItSooner"), failed);
   }
 
   @Test
