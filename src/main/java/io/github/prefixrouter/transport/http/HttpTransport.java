@@ -1267,12 +1267,10 @@ public final class HttpTransport implements Transport {
         ioDeadline.endPhase();
         try {
           handler.onMessage(from, body);
-        } catch (RuntimeException e) {
-          log.warn("inbound message handler failed for a message from {}", from, e);
         } catch (Error e) { // not rethrown: see "Handler failures" in the class Javadoc
           log.error("inbound message handler threw an Error for a message from {}", from, e);
-        } catch (Throwable e) { // a checked exception thrown undeclared: it was taken for the
-          // body failing to be read, and answered 400 after the 204
+        } catch (Throwable e) { // a checked exception thrown undeclared too: it was taken for
+          // the body failing to be read, and answered 400 after the 204
           log.warn("inbound message handler failed for a message from {}", from, e);
         }
         return;
