@@ -709,7 +709,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * Whether the {@code count}-th occurrence of a repeated problem is logged at warn level: the
    * 1st, 2nd, 4th, 8th... (the others at debug), so a stream of bad input cannot flood the log.
    */
-  private static boolean logNow(long count) {
+  static boolean logNow(long count) {
     return Long.bitCount(count) == 1;
   }
 }

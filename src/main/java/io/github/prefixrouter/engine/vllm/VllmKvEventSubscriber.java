@@ -378,7 +378,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
           // starts over now, not when (or if) the connection is made again
           resetSink();
           quietLosses = received ? 1 : quietLosses + 1;
-          if (Long.bitCount(quietLosses) == 1) {
+          if (VllmKvEventReceiver.logNow(quietLosses)) {
             log.warn("KV-event connection to {} lost ({}); reconnecting in {} ms ({} lost in a "
                 + "row without a message)", endpoint, e.toString(),
                 TimeUnit.NANOSECONDS.toMillis(wait), quietLosses);
@@ -487,7 +487,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
    */
   private void readerFailed(String what, Throwable e) {
     readerFailures++;
-    if (Long.bitCount(readerFailures) == 1) {
+    if (VllmKvEventReceiver.logNow(readerFailures)) {
       log.warn("the KV-event reader failed on {} ({} such failures so far)", what,
           readerFailures, e);
     } else {
@@ -579,7 +579,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         replaysResumeAt = System.nanoTime() + replayBackoffNanos;
         // a replay endpoint that is down fails every replay, one per gap: sampled, as gaps are
         long failures = replayFailures.incrementAndGet();
-        if (Long.bitCount(failures) == 1) {
+        if (VllmKvEventReceiver.logNow(failures)) {
           log.warn("KV-event replay from {} (sequence numbers {} to {}) failed after {} "
               + "message(s): {} ({} replays failed so far); gaps get no replay for {} ms",
               replayEndpoint, from, liveSeq - 1, received, e.toString(), failures,
