@@ -3,6 +3,7 @@ package io.github.prefixrouter.sim;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Objects;
+import java.util.function.Function;
 
 /**
  * Everything a simulation run depends on. Same configuration, same results.
@@ -102,15 +103,12 @@ public record SimConfig(
     if (delaysMs.isEmpty()) {
       throw new IllegalArgumentException("give at least one network delay");
     }
-    for (int i = 0; i < delaysMs.size(); i++) {
-      int d = delaysMs.get(i);
+    for (int d : delaysMs) {
       if (d < 0) {
         throw new IllegalArgumentException("network delays must be >= 0 ms, was " + d);
       }
-      if (delaysMs.subList(0, i).contains(d)) {
-        throw new IllegalArgumentException("network delay " + d + " ms is given twice");
-      }
     }
+    requireDistinct(delaysMs, d -> "network delay " + d + " ms");
     if (!(jitterFraction >= 0 && jitterFraction < 1)) {
       throw new IllegalArgumentException("jitter must be in [0, 1), was " + jitterFraction);
     }
@@ -136,16 +134,15 @@ public record SimConfig(
     if (policies.isEmpty() || distributions.isEmpty()) {
       throw new IllegalArgumentException("give at least one policy and one distribution");
     }
-    for (int i = 0; i < policies.size(); i++) {
-      if (policies.subList(0, i).contains(policies.get(i))) {
-        throw new IllegalArgumentException(
-            "policy " + policies.get(i).label() + " is given twice");
-      }
-    }
-    for (int i = 0; i < distributions.size(); i++) {
-      if (distributions.subList(0, i).contains(distributions.get(i))) {
-        throw new IllegalArgumentException(
-            "distribution " + distributions.get(i).label() + " is given twice");
+    requireDistinct(policies, p -> "policy " + p.label());
+    requireDistinct(distributions, d -> "distribution " + d.label());
+  }
+
+  /** Refuses an element listed twice: its cell would be simulated, printed and written twice. */
+  private static <T> void requireDistinct(List<T> list, Function<T, String> name) {
+    for (int i = 0; i < list.size(); i++) {
+      if (list.subList(0, i).contains(list.get(i))) {
+        throw new IllegalArgumentException(name.apply(list.get(i)) + " is given twice");
       }
     }
   }
