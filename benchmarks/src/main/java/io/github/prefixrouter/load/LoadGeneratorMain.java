@@ -1,5 +1,6 @@
 package io.github.prefixrouter.load;
 
+import io.github.prefixrouter.bench.SimFleet;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.server.LoadDriver;
 import io.github.prefixrouter.server.ReferenceChatTokens;
@@ -156,7 +157,7 @@ public final class LoadGeneratorMain {
 
   /** Milliseconds with one decimal, or "-" when there is no value (NaN). */
   private static String ms(double v) {
-    return Double.isFinite(v) ? String.format(Locale.ROOT, "%.1f", v) : "-";
+    return SimFleet.figure(v, "%.1f");
   }
 
   /**

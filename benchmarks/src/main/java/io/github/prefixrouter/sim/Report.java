@@ -1,5 +1,7 @@
 package io.github.prefixrouter.sim;
 
+import static io.github.prefixrouter.bench.SimFleet.figure;
+
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -30,6 +32,7 @@ final class Report {
           if (r == null) {
             continue;
           }
+          // a run whose every measured request failed has no latency (NaN): "-", as its ratio
           String ratio = base == null ? "-"
               : figure(r.meanLatencySeconds() / base.meanLatencySeconds(), "%.3fx");
           sb.append(String.format(Locale.ROOT,
@@ -43,14 +46,6 @@ final class Report {
       }
     }
     return sb.toString();
-  }
-
-  /**
-   * A latency or a ratio of latencies in {@code format}, or "-" where there is none: a run
-   * whose every measured request failed has no latency (NaN), and a ratio over it none either.
-   */
-  private static String figure(double v, String format) {
-    return Double.isFinite(v) ? String.format(Locale.ROOT, format, v) : "-";
   }
 
   static void writeJson(Path file, SimConfig cfg, String workload, List<RunResult> results)
