@@ -557,20 +557,7 @@ class StreamingTest {
   void aListenerThatThrowsACheckedExceptionAbandonsTheRequest() {
     OracleCluster c = new OracleCluster(1, RouterConfig.builder()
         .policy(RoutingPolicy.LOCAL_ONLY).build(), 1).start();
-    AtomicInteger calls = new AtomicInteger();
-    java.io.IOException boom = new java.io.IOException("client gone");
-    CompletableFuture<InferenceResponse> f = c.node("n0").submit(generating("r1", 1, 100),
-        (t, s) -> {
-          calls.incrementAndGet();
-          throw StreamingTest.<RuntimeException>sneaky(boom);
-        });
-    runUntilDone(c, f);
-    assertTrue(f.isDone(), "the request was never answered");
-    CompletionException e = assertThrows(CompletionException.class, f::join);
-    RequestFailedException rf = assertInstanceOf(RequestFailedException.class, e.getCause());
-    assertSame(boom, rf.getCause());
-    c.sim.runUntilIdle(1_000_000);
-    assertEquals(1, calls.get());
+    assertEquals(1, failsWithTheListenersCheckedException(c, generating("r1", 1, 100)));
     assertEquals(1, c.engine("n0").stats().cancelled());
     assertEquals(0, c.node("n0").stats().inFlight());
   }
@@ -585,22 +572,30 @@ class StreamingTest {
     h.engineWrap = ForwardingEngine::new; // streams nothing: the output comes with the result
     OracleCluster c = new OracleCluster(1, RouterConfig.builder()
         .policy(RoutingPolicy.LOCAL_ONLY).build(), 1, h).start();
+    assertEquals(1, failsWithTheListenersCheckedException(c, generating("r1", 1, 20)));
+    assertEquals(1, c.node("n0").stats().failed());
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
+  /**
+   * Submits {@code r} at n0 with a listener that throws an {@link java.io.IOException}
+   * undeclared, checks that the request fails with it as cause, runs the cluster idle and
+   * returns how often the listener was called.
+   */
+  private static int failsWithTheListenersCheckedException(OracleCluster c, InferenceRequest r) {
     AtomicInteger calls = new AtomicInteger();
     java.io.IOException boom = new java.io.IOException("client gone");
-    CompletableFuture<InferenceResponse> f = c.node("n0").submit(generating("r1", 1, 20),
-        (t, s) -> {
-          calls.incrementAndGet();
-          throw StreamingTest.<RuntimeException>sneaky(boom);
-        });
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(r, (t, s) -> {
+      calls.incrementAndGet();
+      throw StreamingTest.<RuntimeException>sneaky(boom);
+    });
     runUntilDone(c, f);
     assertTrue(f.isDone(), "the request was never answered");
     CompletionException e = assertThrows(CompletionException.class, f::join);
     RequestFailedException rf = assertInstanceOf(RequestFailedException.class, e.getCause());
     assertSame(boom, rf.getCause());
     c.sim.runUntilIdle(1_000_000);
-    assertEquals(1, calls.get());
-    assertEquals(1, c.node("n0").stats().failed());
-    assertEquals(0, c.node("n0").stats().inFlight());
+    return calls.get();
   }
 
   /**
