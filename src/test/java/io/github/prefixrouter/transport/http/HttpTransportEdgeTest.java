@@ -424,11 +424,33 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
    */
   @Test
   void aRequestHandlerThatThrowsAnErrorFailsOnlyThatRequest() throws Exception {
+    handlerThatThrowsFailsOnlyThatRequest(new AssertionError("a handler with a bug"));
+  }
+
+
+  /**
+   * A request handler that throws a checked exception without declaring it (as code in a
+   * language without checked exceptions may) fails that request like one that throws an
+   * unchecked exception, and gives its inbound slot back. It got past the catch of exceptions
+   * and Errors, out to the reading of the request, which took it for the body failing to be
+   * read: the request was answered 400 and its slot stayed taken, so that with
+   * maxInboundRequests 1 every later request was answered busy.
+   */
+  @Test
+  void aRequestHandlerThatThrowsACheckedExceptionFailsOnlyThatRequest() throws Exception {
+    handlerThatThrowsFailsOnlyThatRequest(new java.io.IOException("a handler's own I/O failed"));
+  }
+
+  /**
+   * With maxInboundRequests 1, a handler that throws {@code thrown} on request 0: that request
+   * fails as a protocol failure, and the next is answered (the slot was given back).
+   */
+  private void handlerThatThrowsFailsOnlyThatRequest(Throwable thrown) throws Exception {
     HttpTransport a = start(node("a").maxInboundRequests(1), new Transport.InboundHandler() {
       @Override
       public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
         if (payload[0] == 0) {
-          throw new AssertionError("a handler with a bug");
+          throw HttpTransportEdgeTest.<RuntimeException>sneaky(thrown);
         }
         return CompletableFuture.completedFuture(payload);
       }
@@ -443,35 +465,6 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     assertEquals(0, a.stats().inboundBusy());
   }
 
-  /**
-   * A request handler that throws a checked exception without declaring it (as code in a
-   * language without checked exceptions may) fails that request like one that throws an
-   * unchecked exception, and gives its inbound slot back. It got past the catch of exceptions
-   * and Errors, out to the reading of the request, which took it for the body failing to be
-   * read: the request was answered 400 and its slot stayed taken, so that with
-   * maxInboundRequests 1 every later request was answered busy.
-   */
-  @Test
-  void aRequestHandlerThatThrowsACheckedExceptionFailsOnlyThatRequest() throws Exception {
-    HttpTransport a = start(node("a").maxInboundRequests(1), new Transport.InboundHandler() {
-      @Override
-      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
-        if (payload[0] == 0) {
-          throw HttpTransportEdgeTest.<RuntimeException>sneaky(
-              new java.io.IOException("a handler's own I/O failed"));
-        }
-        return CompletableFuture.completedFuture(payload);
-      }
-    });
-    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
-    ExecutionException e = assertThrows(ExecutionException.class,
-        () -> b.request(a.localAddress(), new byte[] {0}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
-    assertEquals(TransportException.Kind.PROTOCOL, ((TransportException) e.getCause()).kind(),
-        e.getCause().getMessage());
-    assertArrayEquals(new byte[] {1},
-        b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
-    assertEquals(0, a.stats().inboundBusy());
-  }
 
   @SuppressWarnings("unchecked")
   private static <T extends Throwable> T sneaky(Throwable t) throws T {
