@@ -1,6 +1,7 @@
 package io.github.prefixrouter.bench.transport;
 
 import io.github.prefixrouter.bench.Flags;
+import io.github.prefixrouter.bench.SimFleet;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.transport.http.HttpTransport;
@@ -97,7 +98,8 @@ public final class LoopbackLatencyMain {
 
   /**
    * The closing table: per measurement, the medians over all rounds of each setting and their
-   * ratio false / true, in {@link Locale#ROOT} whatever the default locale.
+   * ratio false / true ({@code -} where the {@code true} median is 0), in {@link Locale#ROOT}
+   * whatever the default locale.
    *
    * @param all per measurement, per setting ({@code "false"}, {@code "true"}), each round's median
    */
@@ -107,8 +109,8 @@ public final class LoopbackLatencyMain {
     for (Map.Entry<String, Map<String, List<Double>>> e : all.entrySet()) {
       double off = median(e.getValue().get("false"));
       double on = median(e.getValue().get("true"));
-      sb.append(String.format(Locale.ROOT, "%-34s %14.3f %14.3f %7.1fx%n", e.getKey(), off, on,
-          off / on));
+      sb.append(String.format(Locale.ROOT, "%-34s %14.3f %14.3f %8s%n", e.getKey(), off, on,
+          SimFleet.figure(off / on, "%.1fx")));
     }
     return sb.toString();
   }

@@ -50,4 +50,14 @@ class TransportMainsTest {
       Locale.setDefault(before);
     }
   }
+
+  /** A median of 0 with TCP_NODELAY used to print the ratio as {@code Infinityx}. */
+  @Test
+  void aRatioOverAZeroMedianIsADash() {
+    String t = LoopbackLatencyMain.table(Map.of("transport request 100 B",
+        Map.of("false", List.of(0.2), "true", List.of(0.0))));
+    assertEquals(String.format(Locale.ROOT, "%-34s %14s %14s %8s%n%-34s %14s %14s %8s%n",
+        "median ms (median over rounds)", "nodelay=false", "nodelay=true", "ratio",
+        "transport request 100 B", "0.200", "0.000", "-"), t);
+  }
 }
