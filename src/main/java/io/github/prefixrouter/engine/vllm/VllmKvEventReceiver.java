@@ -268,7 +268,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
     } else if (started && seq < nextSeq) {
       restarts++;
       clear = true;
-      groupKinds.clear(); // another engine, perhaps configured otherwise
+      forgetEngine(); // another engine, perhaps configured otherwise
       if (logNow(restarts)) {
         LOG.warn("KV-event sequence went back from {} to {}: the publisher restarted; "
             + "clearing the mirror of the engine's cache ({} restarts so far)", nextSeq - 1, seq,
@@ -324,15 +324,27 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * that restarted (with an empty cache) and whose first messages were lost, exactly as many as
    * the node had received before, continues at the very number expected. The KV-cache
    * groups' kinds learned so far are forgotten too, as on a restart the sequence numbers show:
-   * the engine that follows may be another, with other groups.
+   * the engine that follows may be another, with other groups. So are the media it named, and
+   * whether each carried token ids.
    */
   @Override
   public synchronized void reset() {
     resets++;
     started = false;
     nextSeq = -1;
-    groupKinds.clear();
+    forgetEngine();
     clearListener();
+  }
+
+  /**
+   * Forgets what was learned of the engine's configuration: the kinds of its KV-cache groups
+   * and the media it named (one that carried token ids may carry none in the engine that
+   * follows, whose removals must then not take the GPU's copies out of the mirror).
+   */
+  private void forgetEngine() {
+    groupKinds.clear();
+    mirroredMedia.clear();
+    tokenlessMedia.clear();
   }
 
   /**

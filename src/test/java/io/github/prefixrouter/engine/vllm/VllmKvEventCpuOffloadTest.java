@@ -119,4 +119,31 @@ class VllmKvEventCpuOffloadTest {
     assertEquals(4, tree.match(PROMPT));
     tree.checkInvariants();
   }
+
+  /**
+   * The media learned from one engine used to survive a reset or a restart: a tier that carried
+   * token ids before (and was mirrored) but carries none in the engine that follows had its
+   * removals applied, taking the GPU's copy of the same hashes out of the mirror.
+   */
+  @ParameterizedTest(name = "restart shown by {0}")
+  @ValueSource(strings = {"reset", "sequence"})
+  void mediaLearnedBeforeAResetOrARestartAreForgotten(String how) {
+    ConcurrentPrefixTree tree = ConcurrentPrefixTree.engineDriven(B);
+    VllmKvEventReceiver receiver = new VllmKvEventReceiver(tree.engineEvents(), B);
+    receiver.onMessage(0, stored(true, "CPU", PROMPT, H1, H2)); // a tier mirrored, tokens given
+    receiver.onMessage(1, stored(true, "GPU", PROMPT, H1, H2));
+    long seq = 2;
+    if (how.equals("reset")) {
+      receiver.reset();
+    } else {
+      seq = 0; // the publisher restarted: its numbers begin again
+    }
+    receiver.onMessage(seq, stored(true, "GPU", PROMPT, H1, H2));
+    assertEquals(1, receiver.rememberedMedia(), "only the GPU, of the engine that follows");
+    receiver.onMessage(seq + 1, stored(true, "CPU", new int[0], H1, H2)); // now token-less
+    receiver.onMessage(seq + 2, removed(true, "CPU", H1, H2));
+    assertEquals(8, tree.match(PROMPT), "the GPU still holds both blocks");
+    assertEquals(1, receiver.stats().unmirroredRemovals());
+    tree.checkInvariants();
+  }
 }
