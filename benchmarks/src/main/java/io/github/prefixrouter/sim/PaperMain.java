@@ -214,7 +214,7 @@ public final class PaperMain {
       }
     }
     if (mmlu != null && !Files.isDirectory(mmlu)) {
-      throw new IllegalArgumentException("--mmlu " + mmlu + " is not a directory");
+      throw new IllegalArgumentException("--mmlu " + mmlu + ": not a directory");
     }
     if (Files.exists(outDir) && !Files.isDirectory(outDir)) {
       // checked now: the JSON and charts are written only after the whole simulation

@@ -126,6 +126,24 @@ class PaperMainTest {
   }
 
   @Test
+  void anMmluDirectoryThatDoesNotExistIsReportedAsTheOtherCommandsReportIt(@TempDir Path dir)
+      throws Exception {
+    Path mmlu = dir.resolve("no-such-mmlu");
+    ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+    int code =
+        PaperMain.execute(
+            new String[] {"--mmlu", mmlu.toString(), "--out", dir.resolve("out").toString()},
+            new PrintStream(stdout, true, StandardCharsets.UTF_8),
+            new PrintStream(stderr, true, StandardCharsets.UTF_8));
+    assertEquals(2, code);
+    String err = stderr.toString(StandardCharsets.UTF_8);
+    // README: every command that takes --mmlu stops with "error: --mmlu DIR: ..."
+    assertTrue(err.startsWith("error: --mmlu " + mmlu + ": not a directory"), err);
+    assertEquals("", stdout.toString(StandardCharsets.UTF_8));
+  }
+
+  @Test
   void aBadFlagIsReportedWithTheUsage() throws Exception {
     ByteArrayOutputStream stdout = new ByteArrayOutputStream();
     ByteArrayOutputStream stderr = new ByteArrayOutputStream();
