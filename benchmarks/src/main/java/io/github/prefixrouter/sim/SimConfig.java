@@ -1,5 +1,6 @@
 package io.github.prefixrouter.sim;
 
+import io.github.prefixrouter.bench.ResultsJson;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Objects;
@@ -72,7 +73,7 @@ public record SimConfig(
         Policy.defaults(),
         List.of(Distribution.values()),
         null,
-        Path.of("benchmarks/target/results"));
+        ResultsJson.resultsDir(SimConfig.class));
   }
 
   public SimConfig {

@@ -143,6 +143,17 @@ class PaperMainTest {
     assertEquals("", stdout.toString(StandardCharsets.UTF_8));
   }
 
+  /**
+   * README: results go to benchmarks/target/results, next to the jar, whatever directory the
+   * command runs in (the tests run in benchmarks/, where a path relative to the working
+   * directory would be benchmarks/benchmarks/target/results).
+   */
+  @Test
+  void theDefaultOutputDirectoryIsTheModulesTargetResultsWhereverItRuns() {
+    assertEquals(Path.of("target", "results").toAbsolutePath(),
+        PaperMain.parse(new String[0]).config().outDir().toAbsolutePath().normalize());
+  }
+
   @Test
   void aBadFlagIsReportedWithTheUsage() throws Exception {
     ByteArrayOutputStream stdout = new ByteArrayOutputStream();

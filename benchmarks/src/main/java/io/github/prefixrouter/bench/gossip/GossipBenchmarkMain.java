@@ -140,7 +140,8 @@ public final class GossipBenchmarkMain {
               : java.util.Arrays.stream(f.wholes("--sizes",
                   quick ? "4,16,64,256" : "4,16,64,256,1024", 2, "a cluster of one gossips with"
                   + " no one", Integer.MAX_VALUE)).mapToInt(Math::toIntExact).toArray(),
-          Path.of(f.string("--out", "benchmarks/target/results/gossip.json")));
+          f.has("--out") ? Path.of(f.string("--out", null))
+              : ResultsJson.resultsDir(GossipBenchmarkMain.class).resolve("gossip.json"));
     }
 
     private static <T> T value(Flags f, String flag, String dflt, Function<String, T> parse) {

@@ -80,10 +80,7 @@ public final class RouteBenchmarkMain {
   static Options options(String[] args) {
     Flags f = Flags.parse(args, Set.of("--full", "--gc"),
         Set.of("--out", "--peers", "--tokens", "--workload"));
-    Path out = Path.of("benchmarks", "target", "results", "route.json");
-    if (!Files.isDirectory(Path.of("benchmarks")) && Files.isDirectory(Path.of("target"))) {
-      out = Path.of("target", "results", "route.json");
-    }
+    Path out = ResultsJson.resultsDir(RouteBenchmarkMain.class).resolve("route.json");
     return new Options(f.has("--full"), f.has("--gc"), sizes(f, "--peers"),
         sizes(f, "--tokens"), f.oneOfEach("--workload", null, Set.of("FIXED", "SHARED")),
         f.has("--out") ? Path.of(f.string("--out", null)) : out);

@@ -27,6 +27,17 @@ class GossipBenchmarkMainTest {
   }
 
   /**
+   * README: results go to benchmarks/target/results, next to the jar, whatever directory the
+   * command runs in (the tests run in benchmarks/, where a path relative to the working
+   * directory would be benchmarks/benchmarks/target/results).
+   */
+  @Test
+  void theDefaultOutputIsInTheModulesTargetResultsWhereverItRuns() {
+    assertEquals(Path.of("target", "results", "gossip.json").toAbsolutePath(),
+        GossipBenchmarkMain.Options.parse(new String[0]).out().toAbsolutePath().normalize());
+  }
+
+  /**
    * A change that never reaches the other nodes has no time to 99% of them: the target is
    * missed, not met with a worst time of 0 rounds.
    */

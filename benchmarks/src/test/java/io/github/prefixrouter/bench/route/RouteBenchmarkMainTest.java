@@ -36,6 +36,13 @@ class RouteBenchmarkMainTest {
     assertNull(o.tokens());
   }
 
+  /** README: results go to benchmarks/target/results, next to the jar. */
+  @Test
+  void theDefaultOutputIsInTheModulesTargetResults() {
+    assertEquals(java.nio.file.Path.of("target", "results", "route.json").toAbsolutePath(),
+        RouteBenchmarkMain.options(new String[0]).out().toAbsolutePath().normalize());
+  }
+
   private static RouteBenchmarkMain.Row row(String impl, double... nanos) {
     ListStatistics s = new ListStatistics();
     for (double v : nanos) {
