@@ -89,8 +89,15 @@ class ReadmeExampleTest {
     String readme = readmeBlock("```java");
     assertEquals(example, readme.substring(0, Math.min(readme.length(), example.length())),
         "README.md's example must start with the code this test runs");
-    assertTrue(readme.contains("static int[] withQuestion("),
-        "README.md's example must define withQuestion");
+    // the helper the example calls: README.md shows this test's, without "private"
+    int helper = source.lastIndexOf("  private static int[] withQuestion(");
+    String withQuestion = source.substring(helper, source.indexOf("\n  }\n", helper) + 4)
+        .lines()
+        .map(l -> l.startsWith("  ") ? l.substring(2) : l)
+        .map(l -> l.replaceFirst("^private static", "static"))
+        .collect(Collectors.joining("\n"));
+    assertTrue(readme.contains(withQuestion),
+        "README.md's example must define withQuestion as this test does:\n" + withQuestion);
   }
 
   /**
