@@ -344,6 +344,9 @@ final class StatsTables {
           "Well-formed messages of the topic received live.", s -> s.subscriber().messages())
       .counter("malformed_messages", K + "malformed_messages_total",
           "Live messages dropped for their shape.", s -> s.subscriber().malformedMessages())
+      .counter("other_topic_messages", K + "other_topic_messages_total",
+          "Live messages of another topic than the node's, dropped.",
+          s -> s.subscriber().otherTopicMessages())
       .counter("replays_requested", K + "replays_requested_total",
           "Replays asked for after a gap in the sequence numbers.",
           s -> s.subscriber().replaysRequested())
@@ -358,6 +361,9 @@ final class StatsTables {
       .counter("batches_applied", K + "batches_applied_total",
           "Event batches decoded and applied, live or replayed.",
           s -> s.receiver().batchesApplied())
+      .counter("replayed_batches", K + "replayed_batches_total",
+          "Of the batches applied, those received by replay.",
+          s -> s.receiver().replayedBatches())
       .counter("stored_events", K + "stored_events_total",
           "BlockStored events applied to the tree.", s -> s.receiver().storedEvents())
       .counter("removed_events", K + "removed_events_total",
@@ -394,11 +400,17 @@ final class StatsTables {
       .counter("restarts", K + "restarts_total",
           "Live messages whose sequence number was below the one expected (the publisher "
               + "restarted).", s -> s.receiver().restarts())
+      .counter("duplicates_ignored", K + "duplicates_ignored_total",
+          "Replayed messages already applied, ignored.",
+          s -> s.receiver().duplicatesIgnored())
       .counter("resets", K + "resets_total",
           "Resets of the receiver.", s -> s.receiver().resets())
       .counter("ignored_events", K + "ignored_events_total",
           "Events with a tag this version does not know (a newer vLLM's), skipped.",
           s -> s.receiver().ignoredEvents())
+      .counter("listener_failures", K + "listener_failures_total",
+          "Calls of the tree's cache event listener that threw, logged and passed over.",
+          s -> s.receiver().listenerFailures())
       .counter("sink_failures", K + "sink_failures_total",
           "Calls into the receiver that threw (an exception or an Error, such as running out "
               + "of heap on a large batch), logged and passed over; a message lost that way "

@@ -36,12 +36,13 @@ class StatsJsonTest {
         StatsFixtures.distinct(io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber.Stats.class, 0),
         StatsFixtures.distinct(io.github.prefixrouter.engine.vllm.VllmKvEventReceiver.Stats.class, 0));
     assertEquals(List.of("connects", "disconnects", "connect_failures", "messages",
-        "malformed_messages", "replays_requested", "replayed_messages", "replay_failures",
-        "replays_skipped",
-        "batches_applied", "stored_events", "removed_events", "cleared_events",
-        "malformed_batches", "block_size_mismatches", "token_count_mismatches",
+        "malformed_messages", "other_topic_messages", "replays_requested", "replayed_messages",
+        "replay_failures", "replays_skipped",
+        "batches_applied", "replayed_batches", "stored_events", "removed_events",
+        "cleared_events", "malformed_batches", "block_size_mismatches", "token_count_mismatches",
         "unattributed_stores", "unmirrored_removals", "other_group_events",
-        "tracking_overflows", "gaps", "restarts", "resets", "ignored_events", "sink_failures"),
+        "tracking_overflows", "gaps", "restarts", "duplicates_ignored", "resets",
+        "ignored_events", "listener_failures", "sink_failures"),
         List.copyOf(StatsTables.KV_EVENTS.json(kv).keySet()));
   }
 

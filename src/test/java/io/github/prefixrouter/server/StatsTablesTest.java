@@ -176,6 +176,27 @@ class StatsTablesTest {
   }
 
   /**
+   * docs/vllm-kv-events.md: the {@code kv_events} part has the counters of both the subscriber
+   * and the receiver, each under its own family.
+   */
+  @Test
+  void everyKvEventStatsComponentAppearsInMetrics() throws Exception {
+    Map<String, Family> m = metrics(StatsTables.KV_EVENTS.section("kv_events", KV));
+    Set<String> used = new HashSet<>();
+    for (Object stats : List.of(KV.subscriber(), KV.receiver())) {
+      for (RecordComponent rc : stats.getClass().getRecordComponents()) {
+        double v = ((Number) rc.getAccessor().invoke(stats)).doubleValue();
+        List<String> f = familiesWithValue(m, v);
+        assertEquals(1, f.size(), stats.getClass().getSimpleName() + "." + rc.getName()
+            + " is in " + f);
+        assertTrue(f.get(0).startsWith("prefix_router_kv_events_"), f.get(0));
+        used.add(f.get(0));
+      }
+    }
+    assertEquals(used, m.keySet());
+  }
+
+  /**
    * Each key of {@code /v1/stats} reads the component of its name, and its value is a sample of
    * {@code /metrics}; the families are all different, across sections too.
    */
