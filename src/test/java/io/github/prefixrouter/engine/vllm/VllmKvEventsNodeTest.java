@@ -39,7 +39,7 @@ class VllmKvEventsNodeTest {
               .blockSize(BLOCK))
           .build();
       assertTrue(engine.publishesCacheEvents());
-      assertNull(engine.kvEventSubscriber(), "nothing subscribes before the node starts");
+      assertNull(engine.kvEventSubscriber(), "nothing subscribes before a node is built on it");
 
       SimulatedScheduler time = new SimulatedScheduler();
       InMemoryNetwork network = new InMemoryNetwork(time, 1);
@@ -51,10 +51,11 @@ class VllmKvEventsNodeTest {
           .clock(time).scheduler(time).random(new SplittableRandom(1))
           .seeds(List.of())
           .build();
+      // docs/vllm-kv-events.md: the node hands the engine its listener when it is built
+      VllmKvEventSubscriber sub = engine.kvEventSubscriber();
+      assertTrue(sub != null, "the node handed the engine its listener when it was built");
       node.start();
       try {
-        VllmKvEventSubscriber sub = engine.kvEventSubscriber();
-        assertTrue(sub != null, "the node handed the engine its listener on start");
 
         // a subscriber only hears what is published after its subscription reached the PUB
         long seq = 0;
