@@ -45,6 +45,44 @@ class PrefixRouterNodeTest {
     assertTrue(e.getMessage().contains("ENGINE_DRIVEN"), e.getMessage());
   }
 
+  /**
+   * {@code InferenceEngine.setCacheEventListener}: the node hands its listener over once, when
+   * it is built (before {@code start()} and any request), and only to run its tree engine-driven:
+   * a node configured {@code SELF_MANAGED} never calls it, whatever the engine publishes.
+   */
+  @Test
+  void theEngineGetsTheListenerWhenTheNodeIsBuiltAndOnlyForAnEngineDrivenTree() {
+    for (RouterConfig.TreeMode mode : RouterConfig.TreeMode.values()) {
+      java.util.concurrent.atomic.AtomicInteger calls =
+          new java.util.concurrent.atomic.AtomicInteger();
+      io.github.prefixrouter.spi.InferenceEngine publishing =
+          new io.github.prefixrouter.testing.ForwardingEngine(engine(true)) {
+            @Override
+            public boolean publishesCacheEvents() {
+              return true;
+            }
+
+            @Override
+            public void setCacheEventListener(io.github.prefixrouter.spi.CacheEventListener l) {
+              calls.incrementAndGet();
+              delegate.setCacheEventListener(l);
+            }
+          };
+      String id = "m-" + mode.name().toLowerCase(java.util.Locale.ROOT).replace('_', '-');
+      PrefixRouterNode node = PrefixRouterNode.builder().nodeId(id).transport(net.transport(id))
+          .engine(publishing).clock(sim).scheduler(sim).random(new SplittableRandom(1))
+          .config(RouterConfig.builder().treeMode(mode).build())
+          .build();
+      assertEquals(mode == RouterConfig.TreeMode.SELF_MANAGED ? 0 : 1, calls.get(), mode.name());
+      assertEquals(mode != RouterConfig.TreeMode.SELF_MANAGED,
+          node.cacheEventStats().isPresent(), mode.name());
+      node.start();
+      node.stop();
+      sim.runUntilIdle(100_000);
+      assertEquals(mode == RouterConfig.TreeMode.SELF_MANAGED ? 0 : 1, calls.get(), mode.name());
+    }
+  }
+
   @Test
   void localTreeFollowsTheEngineInBothModes() {
     for (boolean events : new boolean[] {true, false}) {

@@ -90,7 +90,9 @@ public interface InferenceEngine {
 
   /**
    * Whether this engine publishes cache events through {@link #setCacheEventListener}. When it
-   * does, the node runs its local tree in engine-driven mode; otherwise in self-managed mode.
+   * does, the node runs its local tree in engine-driven mode (unless its
+   * {@link io.github.prefixrouter.RouterConfig#treeMode()} is {@code SELF_MANAGED}); otherwise in
+   * self-managed mode.
    *
    * @return true if the engine reports its cache events (false by default)
    */
@@ -99,7 +101,10 @@ public interface InferenceEngine {
   }
 
   /**
-   * Called once by the node, before any request, when {@link #publishesCacheEvents()} is true.
+   * Called once by the node when it is built (before its {@code start()} and any request), when
+   * it runs its tree in engine-driven mode: {@link #publishesCacheEvents()} is true and the
+   * node's {@link io.github.prefixrouter.RouterConfig#treeMode()} is not {@code SELF_MANAGED}.
+   * Otherwise never called.
    *
    * @param listener where to report every later change of the engine's cache
    */
