@@ -913,7 +913,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     /**
      * The most frames a message may have; default 16 (vLLM sends 3).
      *
-     * @param n the limit
+     * @param n the limit, at least 1
      * @return this builder
      */
     public Builder maxFramesPerMessage(int n) {
@@ -945,6 +945,11 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         s = new VllmKvEventReceiver(listener, blockSize);
       } else if (listener != null) {
         throw new IllegalStateException("give either a listener or a sink, not both");
+      }
+      if (maxFrames < 1) {
+        // ZmtpOptions would refuse it too, naming its own field rather than this method
+        throw new IllegalArgumentException(
+            "maxFramesPerMessage must be at least 1, was " + maxFrames);
       }
       if (replayTimeout == null || replayTimeout.isNegative() || replayTimeout.isZero()
           || replayTimeout.compareTo(ZmtpOptions.MAX_TIMEOUT) > 0) {

@@ -1035,6 +1035,23 @@ class VllmKvEventSubscriberTest {
   }
 
   @Test
+  void limitsOutOfRangeAreRefusedNamingTheBuildersMethod() {
+    List<java.util.function.UnaryOperator<VllmKvEventSubscriber.Builder>> settings = List.of(
+        b -> b.maxFramesPerMessage(0), b -> b.maxMessageBytes(10),
+        b -> b.connectTimeout(Duration.ZERO), b -> b.idleTimeout(Duration.ofSeconds(-1)));
+    List<String> names = List.of("maxFramesPerMessage", "maxMessageBytes", "connectTimeout",
+        "idleTimeout");
+    for (int i = 0; i < settings.size(); i++) {
+      VllmKvEventSubscriber.Builder b = VllmKvEventSubscriber.builder()
+          .endpoint("tcp://127.0.0.1:5557").sink(sink);
+      java.util.function.UnaryOperator<VllmKvEventSubscriber.Builder> setting = settings.get(i);
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> setting.apply(b).build(), names.get(i));
+      assertTrue(e.getMessage().startsWith(names.get(i) + " "), e.getMessage());
+    }
+  }
+
+  @Test
   void theBuilderNeedsAnEndpointAndAListenerWithItsBlockSize() {
     CacheEventListener listener = new CacheEventListener() {};
     assertThrows(IllegalStateException.class,
