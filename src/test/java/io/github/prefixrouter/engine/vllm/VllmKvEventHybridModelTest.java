@@ -144,6 +144,20 @@ class VllmKvEventHybridModelTest {
     assertEquals(reset ? 0 : 1, receiver.stats().restarts());
   }
 
+  /** docs/vllm-kv-events.md: a group's kind is the one its latest store naming a kind named. */
+  @Test
+  void aGroupsKindIsTheOneItsLatestStoreNamed() {
+    send(stored(true, SLIDING, "sliding_window", B, null, PROMPT, H3, H4));
+    assertEquals(0, tree.match(PROMPT));
+    send(stored(true, SLIDING, "full_attention", B, null, PROMPT, H1, H2, H3, H4));
+    assertEquals(16, tree.match(PROMPT), "group 1 now holds the whole prefix: mirrored");
+    send(removed(true, SLIDING, H3));
+    assertEquals(8, tree.match(PROMPT));
+    assertEquals(1, receiver.stats().otherGroupEvents());
+    assertEquals(1, receiver.stats().storedEvents());
+    assertEquals(1, receiver.stats().removedEvents());
+  }
+
   @Test
   void eventsWithoutAGroupAreAppliedAsBefore() {
     send(stored(true, null, null, B, null, PROMPT, H1, H2, H3, H4));
