@@ -1252,8 +1252,8 @@ public abstract class InferenceEngineContractTest {
   }
 
   /**
-   * A cache event listener that throws, an {@link Error} on every other event and an exception
-   * on the rest ({@link ThrowingCacheEventListener}), breaks nothing: every request completes
+   * A cache event listener that throws on every event, in turn an {@link Error}, an exception
+   * and a checked exception undeclared ({@link ThrowingCacheEventListener}), breaks nothing: every request completes
    * normally with the output of an engine without the listener, the cache still serves a
    * repeated prompt, the load returns to no load, and the engine goes on calling the listener
    * for later events. The prompts fill the cache twice over when its capacity is declared, so
