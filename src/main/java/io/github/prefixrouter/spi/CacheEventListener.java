@@ -13,9 +13,9 @@ import io.github.prefixrouter.CacheScope;
  *
  * <p>The node's listener is thread-safe: an engine may call it from any thread, but must call
  * it for one cache in the order the changes happened. It applies each event before returning.
- * Malformed events (null arrays or a null scope, a token count that is not
- * {@code blockHashes.length × blockSize}) are counted and ignored, never thrown back at the
- * engine.
+ * Malformed events (null arrays or a null scope, a block hash equal to {@link #NO_PARENT}, a
+ * token count that is not {@code blockHashes.length × blockSize}) are counted and ignored, never
+ * thrown back at the engine.
  *
  * <p>An engine that holds two copies of a block under the same hash (it computed the block for
  * two requests before either was cached) reports a store for each and later a removal for
@@ -30,7 +30,10 @@ import io.github.prefixrouter.CacheScope;
  */
 public interface CacheEventListener {
 
-  /** The parent hash of blocks that start at the beginning of a prompt. */
+  /**
+   * The parent hash of blocks that start at the beginning of a prompt; never a block's own hash
+   * (a store naming a block of hash 0 is malformed, and dropped whole).
+   */
   long NO_PARENT = 0L;
 
   /**
