@@ -913,6 +913,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    *
    * @throws IllegalStateException if called twice, after {@link #close()}, or if the
    *     {@link Builder#kvEvents} builder is incomplete (it names what is missing)
+   * @throws IllegalArgumentException if a limit or timeout of the {@link Builder#kvEvents}
+   *     builder is out of range (it names the setting): its {@code build()} is called here, not
+   *     by this engine's {@link Builder#build()}
    */
   @Override
   public synchronized void setCacheEventListener(CacheEventListener listener) {
@@ -1179,7 +1182,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
      * Mirror the server's cache exactly from vLLM's KV-event stream: the engine then reports
      * {@link #publishesCacheEvents()} and, when the node hands it its listener, builds and starts
      * a subscriber from {@code events} (the engine sets its listener; the builder is the
-     * engine's from then on). Give the endpoint, the replay endpoint if vLLM has one, and the
+     * engine's from then on). Its settings are checked then, not by {@link #build()}: an
+     * incomplete or invalid {@code events} fails the node's build. Give the endpoint, the replay endpoint if vLLM has one, and the
      * node's block size, which must be vLLM's {@code --block-size}:
      *
      * <pre>{@code

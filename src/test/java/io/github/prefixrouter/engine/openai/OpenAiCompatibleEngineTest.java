@@ -65,6 +65,34 @@ class OpenAiCompatibleEngineTest {
     return (EngineException) e.getCause();
   }
 
+  /**
+   * The subscriber is built when the node hands the engine its listener, so that is where its
+   * settings are refused: an incomplete builder with an {@link IllegalStateException}, a setting
+   * out of range with an {@link IllegalArgumentException}, each naming the setting. Nothing is
+   * subscribed then.
+   */
+  @Test
+  void kvEventSettingsAreRefusedWhenTheListenerIsSet() {
+    io.github.prefixrouter.spi.CacheEventListener listener =
+        new io.github.prefixrouter.spi.CacheEventListener() {};
+    OpenAiCompatibleEngine noBlockSize = OpenAiCompatibleEngine.builder().baseUrl(base())
+        .kvEvents(io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber.builder()
+            .endpoint("tcp://127.0.0.1:5557"))
+        .build();
+    IllegalStateException missing = assertThrows(IllegalStateException.class,
+        () -> noBlockSize.setCacheEventListener(listener));
+    assertTrue(missing.getMessage().contains("blockSize"), missing.getMessage());
+    assertEquals(null, noBlockSize.kvEventSubscriber());
+    OpenAiCompatibleEngine tinyLimit = OpenAiCompatibleEngine.builder().baseUrl(base())
+        .kvEvents(io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber.builder()
+            .endpoint("tcp://127.0.0.1:5557").blockSize(16).maxMessageBytes(10))
+        .build();
+    IllegalArgumentException outOfRange = assertThrows(IllegalArgumentException.class,
+        () -> tinyLimit.setCacheEventListener(listener));
+    assertTrue(outOfRange.getMessage().contains("maxMessageBytes"), outOfRange.getMessage());
+    assertEquals(null, tinyLimit.kvEventSubscriber());
+  }
+
   @Test
   void sendsTokenIdsAndParsesTextTokensAndCachedTokens() throws Exception {
     server.behaviour.set((ex, body) -> reply(ex, 200,
