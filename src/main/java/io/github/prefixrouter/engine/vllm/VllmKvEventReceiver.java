@@ -158,8 +158,9 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * @param removedEvents {@code BlockRemoved} events passed to the listener
    * @param clearedEvents {@code AllBlocksCleared} events, and {@code TierBlocksCleared} events
    *     of a tier the mirror may hold copies of, passed to the listener as a clear (not the
-   *     clears the receiver issues itself: those are at most one per message, for a gap, a
-   *     restart or a malformed batch, and one per {@code reset()})
+   *     clears the receiver issues itself: at most one per message for its sequence number and
+   *     payload, a gap, a restart or a malformed batch; one per {@code reset()}; and one per
+   *     {@link #trackingOverflows() tracking overflow}, of which one message may cause several)
    * @param ignoredEvents events with a tag this receiver does not know, skipped
    * @param blockSizeMismatches {@code BlockStored} events whose block size differs from the
    *     receiver's, skipped (vLLM and the node are configured differently)
