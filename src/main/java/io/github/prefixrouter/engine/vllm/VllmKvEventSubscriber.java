@@ -414,8 +414,25 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     log.debug("KV-event reader for {} stopped", endpoint);
   }
 
+  /**
+   * The wait for {@code backoff}, drawn from the host's jitter source if there is one. That
+   * source is host code, called on the reader thread while it handles a broken connection: if it
+   * throws, or draws a wait out of {@code [backoff / 2, backoff]}, the reader waits
+   * {@code backoff} itself and goes on (ended, nothing would reconnect; a negative wait would
+   * make it reconnect without pause).
+   */
   private long delay(long backoff) {
-    return delay(backoff, jitter);
+    try {
+      long d = delay(backoff, jitter);
+      if (d >= backoff / 2 && d <= backoff) {
+        return d;
+      }
+      readerFailed("its jitter source", new IllegalStateException(
+          "jitter drew a wait of " + d + " ns for a backoff of " + backoff + " ns"));
+    } catch (Throwable e) {
+      readerFailed("its jitter source", e);
+    }
+    return backoff;
   }
 
   /** The wait for {@code backoff}: itself, or with jitter uniform in its upper half. */

@@ -967,6 +967,45 @@ class VllmKvEventSubscriberTest {
     assertEquals(0, sink.size());
   }
 
+  /**
+   * The host's jitter source used to be drawn from inside the reader's failure handling: one
+   * that threw ended the reader thread, and nothing reconnected again. One that returns a value
+   * out of range must not make the reader spin either.
+   */
+  @ParameterizedTest(name = "{0}")
+  @ValueSource(strings = {"throws", "out of range"})
+  void aBrokenJitterSourceWaitsTheBackoffAndTheReaderGoesOn(String how) throws Exception {
+    java.util.random.RandomGenerator broken = new java.util.random.RandomGenerator() {
+      @Override
+      public long nextLong() {
+        if (how.equals("throws")) {
+          throw new IllegalStateException("a broken random source");
+        }
+        return -1L << 40;
+      }
+
+      @Override
+      public long nextLong(long bound) {
+        return nextLong();
+      }
+    };
+    try (java.net.ServerSocket refused = new java.net.ServerSocket(0)) {
+      int port = refused.getLocalPort();
+      refused.close(); // nothing listens there: every connect is refused
+      VllmKvEventSubscriber s = start(builder("tcp://127.0.0.1:" + port).jitter(broken));
+      Await.until(() -> s.stats().connectFailures() >= 3, "three refused connects");
+      assertTrue(threads.get(0).isAlive(), "the reader goes on");
+      // waits of 10 to 100 ms: a few dozen connects at most in 300 ms, not a spin
+      long before = s.stats().connectFailures();
+      Thread.sleep(300);
+      long more = s.stats().connectFailures() - before;
+      assertTrue(more <= 30, more + " refused connects in 300 ms");
+      s.close();
+      assertFalse(threads.get(0).isAlive());
+    }
+    assertEquals(List.of(), sink.allCalls());
+  }
+
   @Test
   void jitterDrawsEachWaitFromTheUpperHalfOfTheBackoffReproducibly() {
     assertEquals(800, VllmKvEventSubscriber.delay(800, null));
