@@ -14,13 +14,19 @@ public final class MalformedMessageException extends Exception {
 
   /** What is wrong with the message. */
   public enum Reason {
-    /** The message ends before a field is complete. */
+    /**
+     * The message ends before a field is complete, or a length or count (times the smallest
+     * encoding of one element) is larger than the bytes left in the message.
+     */
     TRUNCATED,
-    /** A length or count is larger than its limit, or than the bytes left in the message. */
+    /** A length or count is larger than its explicit limit, or the message than its cap. */
     TOO_LARGE,
     /** A value lies outside the range its field allows. */
     OUT_OF_RANGE,
-    /** A variable-length integer is longer than 10 bytes or overflows 64 bits. */
+    /**
+     * A variable-length integer is longer than 10 bytes, overflows 64 bits, or is not in its
+     * shortest encoding.
+     */
     BAD_VARINT,
     /** The version byte names a version this decoder does not speak. */
     UNKNOWN_VERSION,
@@ -28,7 +34,11 @@ public final class MalformedMessageException extends Exception {
     UNKNOWN_TYPE,
     /** Bytes remain after the last field of the message. */
     TRAILING_BYTES,
-    /** A string holds a character outside printable ASCII. */
+    /**
+     * A string holds a character its field does not allow: outside printable ASCII in an
+     * {@code ascii} field, malformed UTF-8 or an encoded surrogate in a text field, a control
+     * character where text must have none.
+     */
     BAD_CHARACTER,
     /** The fields decode but contradict each other (for example a forged origin). */
     INCONSISTENT
