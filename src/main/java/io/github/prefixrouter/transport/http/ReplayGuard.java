@@ -30,7 +30,8 @@ import java.util.Map;
  * {@code maxNoncesPerSender} per two windows (131,072 per minute by default, about 2,180 a
  * second), which a busy peer streaming many forwarded answers (a STREAM message per answer
  * every 20 ms) reaches. The transport's own nonces are {@code <boot>-<counter>}: a boot id
- * random per transport instance and a counter from 1 up, in hex. Such a nonce is checked
+ * random per transport instance, 16 lower-case hex digits, and a counter from 1 up, in 1 to 15
+ * hex digits. Such a nonce is checked
  * against a sliding window instead, as IPsec and DTLS do: per (sender, boot), the highest
  * counter accepted and a bitmap of which of the {@code counterWindow} counters below it were
  * accepted. A counter above the highest is accepted and moves the window; one inside it is
@@ -44,7 +45,8 @@ import java.util.Map;
  * than that within two windows, or a holder of the cluster key sending under ever-new sender
  * ids and boots, which would otherwise cost 2 KiB per message). It is never checked as a whole
  * nonce instead: the same nonce could then pass both checks, once each. Any other nonce is
- * remembered whole, as above.
+ * remembered whole, as above, a random one that happens to hold a dash and hex digits (a UUID)
+ * included.
  */
 final class ReplayGuard {
 
@@ -68,8 +70,14 @@ final class ReplayGuard {
    * senders).
    */
   static final int MAX_NONCES = 1 << 17;
-  /** Longest boot id taken as one (the transport's are 16 hex digits). */
-  private static final int MAX_BOOT_LENGTH = 32;
+  /**
+   * Length of a boot id: the transport's are 16 lower-case hex digits. A nonce whose part before
+   * its last dash is of another shape is remembered whole, as another implementation's: random
+   * nonces (UUIDs, base64url) often hold a dash followed by hex digits, and taken for a boot and
+   * a counter each was a boot of its own, refused as {@code FULL} past
+   * {@link #MAX_BOOTS_PER_SENDER} of them.
+   */
+  static final int BOOT_LENGTH = 16;
 
   private final long windowMillis;
   private final int maxNoncesPerSender;
@@ -152,7 +160,7 @@ final class ReplayGuard {
       bootsPerSender.computeIfPresent(e.getKey().sender(), (k, n) -> n == 1 ? null : n - 1);
     }
     int dash = nonce.lastIndexOf('-');
-    long counter = dash > 0 && dash <= MAX_BOOT_LENGTH ? counterOf(nonce, dash + 1) : -1;
+    long counter = isBoot(nonce, dash) ? counterOf(nonce, dash + 1) : -1;
     if (counter >= 0) {
       return checkCounter(new Pair(sender, nonce.substring(0, dash)), counter, nowMillis);
     }
@@ -219,6 +227,23 @@ final class ReplayGuard {
         k++;
       }
     }
+  }
+
+  /**
+   * Whether the part of {@code nonce} before {@code dash} is a boot id: {@link #BOOT_LENGTH}
+   * lower-case hex digits.
+   */
+  static boolean isBoot(String nonce, int dash) {
+    if (dash != BOOT_LENGTH) {
+      return false;
+    }
+    for (int i = 0; i < dash; i++) {
+      char c = nonce.charAt(i);
+      if ((c < '0' || c > '9') && (c < 'a' || c > 'f')) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /**

@@ -69,7 +69,7 @@ class ReplayGuardCounterProperties {
       now += steps[op.stepChoice()];
       long[] offsets = {-(w + 1), -w, -w / 2, 0, w / 2, w, w + 1};
       String sender = "s" + op.sender();
-      String boot = "b" + op.boot();
+      String boot = boot(op.boot());
       long counter = op.counter();
       String nonce = boot + "-" + Long.toHexString(counter);
       long t = now;
@@ -161,16 +161,61 @@ class ReplayGuardCounterProperties {
     ReplayGuard guard = new ReplayGuard(1_000, 16);
     long now = 1_700_000_000_000L;
     for (int i = 0; i < ReplayGuard.MAX_WINDOWS; i++) {
-      assertEquals(ReplayGuard.Verdict.ACCEPT, guard.check("s" + i, "boot-1", now, now));
+      assertEquals(ReplayGuard.Verdict.ACCEPT, guard.check("s" + i, boot(1) + "-1", now, now));
     }
-    assertEquals(ReplayGuard.Verdict.FULL, guard.check("new", "boot-1", now, now));
-    assertEquals(ReplayGuard.Verdict.ACCEPT, guard.check("s7", "boot-2", now, now),
+    assertEquals(ReplayGuard.Verdict.FULL, guard.check("new", boot(1) + "-1", now, now));
+    assertEquals(ReplayGuard.Verdict.ACCEPT, guard.check("s7", boot(1) + "-2", now, now),
         "a known boot goes on");
     assertEquals(ReplayGuard.MAX_WINDOWS, guard.counterWindows());
     assertEquals(0, guard.size());
     long later = now + 2_001;
-    assertEquals(ReplayGuard.Verdict.ACCEPT, guard.check("new", "boot-1", later, later));
+    assertEquals(ReplayGuard.Verdict.ACCEPT, guard.check("new", boot(1) + "-1", later, later));
     assertEquals(1, guard.counterWindows());
+  }
+
+  /**
+   * Nonces of another implementation are remembered whole (docs/deployment.md,
+   * "Authentication"), also when they happen to hold a dash followed by hex digits: random UUIDs,
+   * random base64url. Taken for a boot and a counter, each was a boot of its own, and the sender
+   * was refused as FULL from its ninth message on, for two windows.
+   */
+  @Test
+  void randomNoncesWithADashAreRememberedWhole() {
+    ReplayGuard guard = new ReplayGuard(30_000, 1 << 17);
+    Random random = new Random(11);
+    long now = 1_700_000_000_000L;
+    List<String> nonces = new ArrayList<>();
+    for (int i = 0; i < 50; i++) {
+      nonces.add(new java.util.UUID(random.nextLong(), random.nextLong()).toString());
+    }
+    java.util.Base64.Encoder base64url = java.util.Base64.getUrlEncoder().withoutPadding();
+    while (nonces.size() < 100) {
+      byte[] b = new byte[16];
+      random.nextBytes(b);
+      String n = base64url.encodeToString(b);
+      int dash = n.lastIndexOf('-');
+      if (dash > 0 && ReplayGuard.counterOf(n, dash + 1) >= 0) {
+        nonces.add(n); // what the guard took for a boot and a counter
+      }
+    }
+    List<String> refused = new ArrayList<>();
+    for (String n : nonces) {
+      ReplayGuard.Verdict v = guard.check("other", n, now, now);
+      if (v != ReplayGuard.Verdict.ACCEPT) {
+        refused.add(n + ": " + v);
+      }
+    }
+    assertEquals(List.of(), refused);
+    assertEquals(nonces.size(), guard.size());
+    assertEquals(0, guard.counterWindows());
+    for (String n : nonces) {
+      assertEquals(ReplayGuard.Verdict.REPLAY, guard.check("other", n, now, now + 1), n);
+    }
+  }
+
+  /** A boot id as the transport makes them: 16 lower-case hex digits. */
+  static String boot(int i) {
+    return String.format("%016x", i);
   }
 
   @Test
@@ -183,12 +228,17 @@ class ReplayGuardCounterProperties {
     assertEquals(-1, ReplayGuard.counterOf("b-1g", 2));
     assertEquals(-1, ReplayGuard.counterOf("b-\u0661", 2)); // an Arabic-Indic one
     assertEquals(-1, ReplayGuard.counterOf("b-\uff11", 2)); // a fullwidth one
-    // a nonce without a boot, or with a boot too long, is remembered whole
+    // a nonce without a boot, or with a boot of another shape than 16 lower-case hex digits,
+    // is remembered whole
     ReplayGuard g = new ReplayGuard(1_000, 16);
     assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("s", "-1", 10_000, 10_000));
     assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("s", "b".repeat(33) + "-1", 10_000, 10_000));
     assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("s", "b-1", 10_000, 10_000));
-    assertEquals(2, g.size());
+    assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("s", "0123456789abcdef0-1", 10_000, 10_000));
+    assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("s", "0123456789ABCDEF-1", 10_000, 10_000));
+    assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("s", "0123456789abcdeg-1", 10_000, 10_000));
+    assertEquals(ReplayGuard.Verdict.ACCEPT, g.check("s", "0123456789abcdef-1", 10_000, 10_000));
+    assertEquals(6, g.size());
     assertEquals(1, g.counterWindows());
   }
 }
