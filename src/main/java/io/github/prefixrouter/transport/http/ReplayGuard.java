@@ -33,9 +33,11 @@ import java.util.Map;
  * random per transport instance, 16 lower-case hex digits, and a counter from 1 up, in 1 to 15
  * hex digits. Such a nonce is checked
  * against a sliding window instead, as IPsec and DTLS do: per (sender, boot), the highest
- * counter accepted and a bitmap of which of the {@code counterWindow} counters below it were
- * accepted. A counter above the highest is accepted and moves the window; one inside it is
- * accepted once; one below it is refused as a {@code REPLAY}, since it can no longer be told
+ * counter accepted and a bitmap of which of the {@code counterWindow} counters up to it (the
+ * highest and the {@code counterWindow - 1} below) were accepted. A counter above the highest
+ * is accepted and moves the window; one inside it is accepted once; one below it
+ * ({@code counterWindow} or more below the highest) is refused as a {@code REPLAY}, since it
+ * can no longer be told
  * from one (a message overtaken by {@code counterWindow} later ones of its sender: 16,384 by
  * default, about 5 seconds of a sender at 3,200 messages a second). So a sender's rate is not
  * capped and its memory is one bitmap (2 KiB) per boot. A window is forgotten two windows after

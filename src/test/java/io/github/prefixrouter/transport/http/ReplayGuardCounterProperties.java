@@ -213,6 +213,31 @@ class ReplayGuardCounterProperties {
     }
   }
 
+  /**
+   * The default window, as docs/deployment.md states it: the highest counter and the 16,383
+   * below it are remembered, so a counter 16,384 or more below the highest (a message overtaken
+   * by 16,384 later ones) is refused as a replay, one 16,383 below is accepted once.
+   */
+  @Test
+  void theDefaultWindowHoldsTheHighestCounterAndThe16383BelowIt() {
+    assertEquals(16_384, ReplayGuard.COUNTER_WINDOW);
+    ReplayGuard guard = new ReplayGuard(30_000, 1 << 17);
+    long now = 1_700_000_000_000L;
+    String b = boot(7) + "-";
+    assertEquals(ReplayGuard.Verdict.ACCEPT, guard.check("s", b + Long.toHexString(1), now, now));
+    assertEquals(ReplayGuard.Verdict.ACCEPT,
+        guard.check("s", b + Long.toHexString(1 + 16_384), now, now));
+    assertEquals(ReplayGuard.Verdict.REPLAY, guard.check("s", b + Long.toHexString(1), now, now),
+        "accepted before, and 16,384 below the highest");
+    assertEquals(ReplayGuard.Verdict.ACCEPT, guard.check("s", b + Long.toHexString(2), now, now),
+        "16,383 below the highest");
+    assertEquals(ReplayGuard.Verdict.REPLAY, guard.check("s", b + Long.toHexString(2), now, now));
+    assertEquals(ReplayGuard.Verdict.ACCEPT,
+        guard.check("s", b + Long.toHexString(3 + 16_384), now, now));
+    assertEquals(ReplayGuard.Verdict.REPLAY, guard.check("s", b + Long.toHexString(3), now, now),
+        "never accepted, but 16,384 below the highest");
+  }
+
   /** A boot id as the transport makes them: 16 lower-case hex digits. */
   static String boot(int i) {
     return String.format("%016x", i);
