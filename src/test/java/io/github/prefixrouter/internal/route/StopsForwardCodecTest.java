@@ -202,5 +202,6 @@ class StopsForwardCodecTest {
       got.append(got.length() == 0 ? "" : " ").append(String.format("%02x", b & 0xFF));
     }
     assertEquals(want, got.toString());
+    assertEquals(want, io.github.prefixrouter.internal.wire.WireFormatPage.example("21 04"));
   }
 }

@@ -56,6 +56,8 @@ class StreamCodecTest {
     byte[] m = ForwardCodec.stream("r1", 7, 4, new int[] {3, 300}, 9, "ab");
     assertEquals("26 01 02 72 31 00 00 00 00 00 00 00 07 04 02 03 ac 02 09 02 61 62",
         java.util.HexFormat.ofDelimiter(" ").formatHex(m));
+    assertEquals("26 01 02 72 31 00 00 00 00 00 00 00 07 04 02 03 ac 02 09 02 61 62",
+        io.github.prefixrouter.internal.wire.WireFormatPage.example("26 01"));
   }
 
   @Test
