@@ -80,7 +80,8 @@ import org.slf4j.LoggerFactory;
  * The body is the opaque payload. Headers carry the envelope: {@code PR-Sender} (node id),
  * {@code PR-Sender-Address}, {@code PR-Recipient} (node id), {@code PR-Timestamp} (sender's
  * epoch milliseconds), {@code PR-Nonce}, {@code PR-Mac} and {@code PR-Key} (the id of the key
- * the MAC was made with, for warnings). Status codes: 401 failed
+ * the MAC was made with, for warnings). Status codes: 400 an envelope out of form (a sender,
+ * address, timestamp or nonce header missing or malformed) or a body that cannot be read, 405 a method other than POST, 401 failed
  * authentication or replay, 413 too large (mapped to {@link TransportException.Kind#TOO_LARGE}),
  * 503 busy (mapped to {@link TransportException.Kind#BUSY}), 504 handler timed out at the peer,
  * 500 handler failed.

@@ -23,6 +23,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -290,6 +291,36 @@ class HttpTransportTest extends HttpTransportFixture {
     assertEquals("b@127.0.0.1:1:real", ra.messages.poll(10, TimeUnit.SECONDS));
     assertEquals(3, a.stats().authFailures());
     assertTrue(ra.messages.isEmpty());
+  }
+
+  /**
+   * The answers docs/deployment.md lists for what is not a signed envelope at all: 400 for an
+   * envelope out of form (a timestamp that is no number, a nonce empty or above 64 characters),
+   * counted as malformed and checked before the MAC; 405, with {@code Allow: POST}, for another
+   * method than POST. Nothing is delivered.
+   */
+  @Test
+  void anEnvelopeOutOfFormIs400AndAnotherMethod405() throws Exception {
+    Recorder ra = new Recorder();
+    HttpTransport a = start(node("a"), ra);
+    MessageAuthenticator auth = new MessageAuthenticator(List.of(KEY));
+    String ts = Long.toString(System.currentTimeMillis());
+    byte[] body = "real".getBytes(StandardCharsets.UTF_8);
+    String longNonce = "n".repeat(65);
+    assertEquals(400, post(a, "/prefix-router/v1/message", body, "b", "127.0.0.1:1", "a", ts,
+        longNonce, auth.sign(body, "message", "b", "127.0.0.1:1", "a", ts, longNonce)));
+    assertEquals(400, post(a, "/prefix-router/v1/request", body, "b", "127.0.0.1:1", "a", "soon",
+        "n2", auth.sign(body, "request", "b", "127.0.0.1:1", "a", "soon", "n2")));
+    assertEquals(2, a.stats().malformedRejected());
+    assertEquals(0, a.stats().authFailures());
+    HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+    HttpResponse<Void> get = c.send(HttpRequest.newBuilder(
+        URI.create("http://" + a.localAddress().address() + "/prefix-router/v1/message")).GET()
+        .build(), HttpResponse.BodyHandlers.discarding());
+    assertEquals(405, get.statusCode());
+    assertEquals(Optional.of("POST"), get.headers().firstValue("Allow"));
+    assertTrue(ra.messages.isEmpty());
+    assertEquals(0, a.stats().messagesReceived() + a.stats().requestsReceived());
   }
 
   @Test
