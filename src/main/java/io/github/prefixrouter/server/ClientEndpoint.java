@@ -575,12 +575,12 @@ final class ClientEndpoint {
         }
       }
       case METRICS -> { // Prometheus scrapes with GET
-        if ("HEAD".equals(method) || allowed(ex, method, "GET")) {
+        if (getOrHead(ex, method)) {
           metrics(ex);
         }
       }
       case HEALTH -> { // load balancers probe with GET or HEAD
-        if ("HEAD".equals(method) || allowed(ex, method, "GET")) {
+        if (getOrHead(ex, method)) {
           Map<String, Object> body = new java.util.LinkedHashMap<>();
           body.put("state", node.state().name());
           try { // the probe answers by the state alone if the node's stall stats fail
@@ -691,6 +691,19 @@ final class ClientEndpoint {
     }
     ex.getResponseHeaders().add("Allow", expected);
     respond(ex, 405, Map.of("error", "use " + expected));
+    return false;
+  }
+
+  /**
+   * True for GET and HEAD, which {@link #METRICS} and {@link #HEALTH} take; otherwise answers
+   * 405 with an {@code Allow} naming both.
+   */
+  private static boolean getOrHead(HttpExchange ex, String method) {
+    if ("GET".equals(method) || "HEAD".equals(method)) {
+      return true;
+    }
+    ex.getResponseHeaders().add("Allow", "GET, HEAD");
+    respond(ex, 405, Map.of("error", "use GET or HEAD"));
     return false;
   }
 

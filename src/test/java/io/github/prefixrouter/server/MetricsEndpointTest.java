@@ -162,7 +162,7 @@ class MetricsEndpointTest {
       assertEquals(PrometheusText.CONTENT_TYPE, head.headers().firstValue("Content-Type").orElse(null));
       HttpResponse<String> post = get("POST", r.clientAddress, "/metrics");
       assertEquals(405, post.statusCode());
-      assertEquals("GET", post.headers().firstValue("Allow").orElse(""));
+      assertEquals("GET, HEAD", post.headers().firstValue("Allow").orElse(""));
       assertEquals(404, get("GET", r.clientAddress, "/metrics/x").statusCode());
       assertTrue(get("GET", r.clientAddress, "/nope").body().contains("/metrics"));
       Map<String, Family> m = metrics(r);
