@@ -931,20 +931,24 @@ public final class NodeOptions {
         throw new IllegalArgumentException("unexpected argument '" + a + "'; flags start with --");
       }
       String key = a.substring(2);
-      String value;
+      String value = null;
       int eq = key.indexOf('=');
       if (eq >= 0) {
         value = key.substring(eq + 1);
         key = key.substring(0, eq);
-      } else if (FLAGS_WITHOUT_VALUE.contains(key)) {
-        value = "true";
-      } else {
-        if (i + 1 >= args.length) {
-          throw new IllegalArgumentException("--" + key + " needs a value");
-        }
-        value = args[++i];
       }
+      // before its value is looked for: a misspelt flag last on the line is unknown, and was
+      // refused as one that "needs a value"
       checkKey(key, "flag --");
+      if (value == null) {
+        if (FLAGS_WITHOUT_VALUE.contains(key)) {
+          value = "true";
+        } else if (i + 1 >= args.length) {
+          throw new IllegalArgumentException("--" + key + " needs a value");
+        } else {
+          value = args[++i];
+        }
+      }
       String earlier = flags.putIfAbsent(key, value);
       if (earlier != null) {
         throw new IllegalArgumentException("--" + key + " is given twice: '" + earlier + "' and '"

@@ -115,6 +115,9 @@ class NodeMainTest {
     assertMessage("--id is required", () -> parse("--listen", "127.0.0.1:1"));
     assertMessage("HOST:PORT", () -> parse("--id", "a", "--listen", "nowhere"));
     assertMessage("unknown flag --bogus", () -> parse("--id", "a", "--bogus", "1"));
+    // a misspelt flag last on the line is unknown, not one that lacks its value
+    assertMessage("unknown flag --insecur", () -> parse("--id", "a", "--listen", "h:1",
+        "--insecur"));
     assertMessage("--policy must be", () -> parse("--id", "a", "--listen", "h:1", "--policy", "random"));
     assertMessage("id@host:port", () -> parse("--id", "a", "--listen", "h:1", "--seeds", "h:2"));
     assertMessage("cluster key is required",
