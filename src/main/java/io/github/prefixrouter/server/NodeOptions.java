@@ -168,7 +168,7 @@ public final class NodeOptions {
           "                           timeout; default 25000",
           "  --help                   this text");
 
-  private static final Set<String> KEYS =
+  static final Set<String> KEYS =
       Set.of(
           "config", "id", "listen", "advertise", "client", "seeds", "cluster-key-file",
           "cluster-key-check-ms", "insecure", "tls-keystore", "tls-truststore", "tls-password-file",

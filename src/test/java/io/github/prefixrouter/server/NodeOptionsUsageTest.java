@@ -3,7 +3,13 @@ package io.github.prefixrouter.server;
 import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
+import io.github.prefixrouter.transport.http.HttpTransport;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -12,7 +18,10 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
-/** The usage line shows as required exactly the flags that are. */
+/**
+ * The usage line shows as required exactly the flags that are, and the table of flags in
+ * docs/deployment.md lists every flag with the default the code has.
+ */
 class NodeOptionsUsageTest {
 
   private static final Map<String, String> ENV = Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX);
@@ -43,6 +52,111 @@ class NodeOptionsUsageTest {
         assertDoesNotThrow(() -> NodeOptions.parse(args(all, f), ENV), f + " is optional");
       }
     }
+  }
+
+  /**
+   * The default cell of every row of docs/deployment.md's "NodeMain flags" table that states a
+   * plain value (several flags in one row: their values, comma-separated) is the code's default,
+   * read off a node's options parsed from the required flags alone, or off the builders the node
+   * leaves at their defaults.
+   */
+  @Test
+  void theDeploymentGuideStatesEveryFlagWithItsDefault() throws Exception {
+    NodeOptions o = NodeOptions.parse(
+        new String[] {"--id", "n1", "--listen", "127.0.0.1:0"}, ENV);
+    RouterConfig c = o.config;
+    Map<String, String> expected = new LinkedHashMap<>();
+    expected.put("--client HOST:PORT", o.clientHost + ":" + o.clientPort);
+    expected.put("--cluster-key-check-ms N", String.valueOf(o.clusterKeyCheck.toMillis()));
+    expected.put("--tls-check-ms N", String.valueOf(o.tlsCheck.toMillis()));
+    expected.put("--tls-bind-node-ids true|false", String.valueOf(o.tlsBindNodeIds));
+    expected.put("--engine reference|URL", o.engine);
+    expected.put("--engine-seed, --engine-threads, --engine-cache-tokens",
+        o.engineSeed + ", " + o.engineThreads + ", " + o.engineCacheTokens);
+    expected.put("--policy", c.policy().name().toLowerCase(java.util.Locale.ROOT).replace('_', '-'));
+    expected.put("--block-size N", String.valueOf(c.blockSize()));
+    expected.put("--gossip-interval-ms, --peer-suspect-ms, --peer-dead-ms",
+        c.gossipInterval().toMillis() + ", " + c.peerSuspectAfter().toMillis() + ", "
+            + c.peerDeadAfter().toMillis());
+    expected.put("--hop-limit N", String.valueOf(c.hopLimit()));
+    expected.put("--watermarks LOW,HIGH", c.lowWatermark() + "," + c.highWatermark());
+    Object transport = HttpTransport.builder();
+    expected.put("--peer-reader-threads N", String.valueOf(field(transport, "readerThreads")));
+    expected.put("--peer-max-unfinished-reads N",
+        String.valueOf(field(transport, "maxUnfinishedReadsPerAddress")));
+    expected.put("--client-reader-threads N",
+        String.valueOf(ClientEndpoint.DEFAULT_READER_THREADS));
+    expected.put("--client-max-unfinished-reads N",
+        String.valueOf(ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS));
+    expected.put("--client-body-budget SIZE", (ClientEndpoint.DEFAULT_BODY_BUDGET >> 20) + "m");
+    expected.put("--peer-body-budget SIZE", (HttpTransport.DEFAULT_BODY_BUDGET >> 20) + "m");
+    expected.put("--engine-request-timeout-ms N", String.valueOf(((java.time.Duration)
+        field(OpenAiCompatibleEngine.builder(), "requestTimeout")).toMillis()));
+    expected.put("--initial-prefill-ns-per-token N",
+        String.valueOf(c.initialPrefillNanosPerToken()));
+    expected.put("--engine-timeout-ms N", String.valueOf(c.engineTimeout().toMillis()));
+    expected.put("--engine-stall-ms N", String.valueOf(c.engineStallTimeout().toMillis()));
+    expected.put("--peer-max-handling-ms N", String.valueOf(((java.time.Duration)
+        field(transport, "maxHandlingTime")).toMillis()));
+    expected.put("--stream-interval-ms N", String.valueOf(c.streamInterval().toMillis()));
+    expected.put("--shutdown-grace-ms N", String.valueOf(o.shutdownGrace.toMillis()));
+
+    Map<String, String> rows = flagRows();
+    List<String> named = new ArrayList<>();
+    for (String flags : rows.keySet()) {
+      Matcher m = Pattern.compile("--[a-z-]+").matcher(flags);
+      while (m.find()) {
+        named.add(m.group().substring(2));
+      }
+    }
+    List<String> keys = new ArrayList<>(NodeOptions.KEYS);
+    keys.remove("help"); // NodeMain --help prints the list
+    assertEquals(new java.util.TreeSet<>(keys), new java.util.TreeSet<>(named),
+        "the flags of docs/deployment.md's table");
+    expected.forEach((flags, value) -> {
+      String cell = rows.get(flags);
+      assertEquals(value, cell == null ? null : cell.replace("`", ""),
+          "docs/deployment.md, the default of " + flags);
+      // and --help says the same, flag by flag (but --engine, whose text names its default)
+      String[] names = flags.split(", ");
+      String[] values = value.split(", ");
+      for (int k = 0; k < names.length && !flags.startsWith("--engine "); k++) {
+        String flag = names[k].split(" ")[0];
+        String text = usageOf(flag).replaceAll("\\s+", " ");
+        assertTrue(text.contains("default " + values[k]), "--help on " + flag + ": " + text);
+      }
+    });
+  }
+
+  /** The text of NodeOptions.USAGE on one flag: from its line to the next flag's. */
+  private static String usageOf(String flag) {
+    Matcher m = Pattern.compile("\n  " + Pattern.quote(flag) + "\\s[\\s\\S]*?(?=\n  --|$)")
+        .matcher(NodeOptions.USAGE);
+    assertTrue(m.find(), "--help has no line on " + flag);
+    return m.group();
+  }
+
+  /** The rows of docs/deployment.md's table of NodeMain flags: the flag cell to the default cell. */
+  private static Map<String, String> flagRows() throws java.io.IOException {
+    List<String> lines = Files.readAllLines(Path.of("docs", "deployment.md"));
+    int i = lines.indexOf("### NodeMain flags");
+    assertTrue(i >= 0, "docs/deployment.md has no NodeMain flags section");
+    while (!lines.get(i).startsWith("| flag |")) {
+      i++;
+    }
+    Map<String, String> rows = new LinkedHashMap<>();
+    for (i += 2; i < lines.size() && lines.get(i).startsWith("|"); i++) {
+      String[] cells = lines.get(i).replace("\\|", "|").split(" \\| ");
+      rows.put(cells[0].substring(1).trim().replace("`", ""), cells[1].trim());
+    }
+    return rows;
+  }
+
+  /** A builder's field as it is when built without setting it: its default. */
+  private static Object field(Object builder, String name) throws ReflectiveOperationException {
+    java.lang.reflect.Field f = builder.getClass().getDeclaredField(name);
+    f.setAccessible(true);
+    return f.get(builder);
   }
 
   private static String[] args(Map<String, String> flags, String without) {
