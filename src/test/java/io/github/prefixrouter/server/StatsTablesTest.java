@@ -265,15 +265,29 @@ class StatsTablesTest {
     }
   }
 
-  /** docs/deployment.md lists every family, with its type. */
+  /**
+   * docs/deployment.md lists every family, with its type and its key in {@code /v1/stats}
+   * ({@code —} for none), and no family the code does not have.
+   */
   @Test
   void theDeploymentGuideListsEveryFamily() throws Exception {
     String doc = java.nio.file.Files.readString(java.nio.file.Path.of("docs", "deployment.md"));
+    Set<String> names = new HashSet<>();
     for (StatsTable.Section<?> section : ALL) {
       for (StatsTable.Field<?> f : section.table().fields()) {
         String name = f.family() + (f.label() == null ? "" : "{" + f.label() + "}");
-        assertTrue(doc.contains("| `" + name + "` | " + f.type().text() + " |"),
-            "docs/deployment.md lacks the row of " + name);
+        names.add(name);
+        String key = f.key() == null ? "—" : "`" + f.key() + "`";
+        assertTrue(doc.contains("| `" + name + "` | " + f.type().text() + " | " + key + " |"),
+            "docs/deployment.md lacks the row of " + name + " (" + f.type().text() + ", key "
+                + key + ")");
+      }
+    }
+    for (String line : doc.split("\n")) {
+      if (line.startsWith("| `prefix_router_")) {
+        String name = line.substring(3, line.indexOf('`', 3));
+        assertTrue(names.contains(name), "docs/deployment.md has a row of " + name
+            + ", which is no family");
       }
     }
   }
