@@ -111,7 +111,9 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code GET /health} (or {@code HEAD}): 200 while the node runs, 503 otherwise. The body
  *       is {@code {"state": ...}}, with {@code "engine_avoided": true} while the node routes
  *       around its stalled engine (still 200: the node answers its clients through its peers),
- *       and {@code false} otherwise, when the node watches its engine.
+ *       and {@code false} otherwise (also with the watch off), when the node reports its
+ *       engine watch ({@link PrefixRouterNode#engineStallStats()}; the library's node always
+ *       does).
  * </ul>
  *
  * Paths match exactly (anything else is 404) and another method is 405; the 405 of an OpenAI
