@@ -377,9 +377,23 @@ public final class ConcurrentPrefixTree {
     return (key * 0x9E3779B9) >>> Integer.numberOfLeadingZeros(len - 1);
   }
 
-  /** Tokens currently cached (the sum of all edge lengths). */
+  /**
+   * Tokens currently cached (the sum of all edge lengths): the size after some whole operation,
+   * never one seen half-way (an insert adds its tokens before it evicts). Read as a match is:
+   * under an optimistic stamp, then under the read lock if a write overlapped.
+   */
   public long sizeTokens() {
-    return size;
+    long stamp = lock.tryOptimisticRead();
+    long s = size;
+    if (lock.validate(stamp)) {
+      return s;
+    }
+    stamp = lock.readLock();
+    try {
+      return size;
+    } finally {
+      lock.unlockRead(stamp);
+    }
   }
 
   /** The configured capacity in tokens ({@link Long#MAX_VALUE} when unlimited). */

@@ -62,6 +62,43 @@ class ConcurrentPrefixTreeConcurrencyTest {
   }
 
   /**
+   * The size a concurrent reader sees is that of a whole operation: an insert adds its tokens and
+   * then evicts, and a status reader (the node's cached-token count) must not see the sum in
+   * between, which a tree without leases never holds once the insert returns.
+   */
+  @Test
+  void sizeSeenByReadersNeverExceedsTheCapacityWithoutLeases() throws Exception {
+    ConcurrentPrefixTree tree = ConcurrentPrefixTree.selfManaged(100);
+    AtomicBoolean stop = new AtomicBoolean();
+    ConcurrentLinkedQueue<Throwable> failures = new ConcurrentLinkedQueue<>();
+    Thread writer = new Thread(() -> {
+      try {
+        for (int i = 0; i < 200_000; i++) {
+          int[] p = new int[90];
+          Arrays.fill(p, i); // nothing in common with what is cached: 90 new tokens every time
+          tree.insert(p);
+        }
+      } catch (Throwable t) {
+        failures.add(t);
+      } finally {
+        stop.set(true);
+      }
+    }, "writer");
+    long[] worst = new long[1];
+    Thread reader = new Thread(() -> {
+      while (!stop.get()) {
+        worst[0] = Math.max(worst[0], tree.sizeTokens());
+      }
+    }, "reader");
+    writer.start();
+    reader.start();
+    writer.join();
+    reader.join();
+    assertTrue(failures.isEmpty(), () -> "writer failed: " + failures.peek());
+    assertTrue(worst[0] <= 100, "a reader saw " + worst[0] + " tokens in a 100-token tree");
+  }
+
+  /**
    * Runs the writer for {@code rounds} rounds of its script while two readers match (at least
    * {@link #MIN_MATCHES} matches), however long that takes on this machine.
    */
