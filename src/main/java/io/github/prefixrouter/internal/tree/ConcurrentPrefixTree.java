@@ -746,6 +746,19 @@ public final class ConcurrentPrefixTree {
     stampLimit = limit;
   }
 
+  /**
+   * Sets the use counter (tests only), to run a tree up to the real renumbering threshold; the
+   * stamps held must not exceed it.
+   */
+  void clockForTest(int value) {
+    long ws = lock.writeLock();
+    try {
+      clock = value;
+    } finally {
+      lock.unlockWrite(ws);
+    }
+  }
+
   private Node newNode() {
     return mode == Mode.ENGINE_DRIVEN ? new EngineNode() : new Node();
   }

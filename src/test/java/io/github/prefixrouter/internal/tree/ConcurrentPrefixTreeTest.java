@@ -697,6 +697,50 @@ class ConcurrentPrefixTreeTest {
     t.checkInvariants();
   }
 
+  /**
+   * The 32-bit use counter runs into its real threshold (2^31 - 1) and is renumbered there: a
+   * tree whose counter starts just below it evicts, leases and matches exactly as one whose
+   * counter starts at 0, through the renumbering and well past it.
+   */
+  @Test
+  void useCounterRenumbersAtTheRealThresholdWithoutChangingTheLru() {
+    for (long seed = 1; seed <= 20; seed++) {
+      ConcurrentPrefixTree fresh = ConcurrentPrefixTree.builder().capacityTokens(40).blockSize(3)
+          .build();
+      ConcurrentPrefixTree old = ConcurrentPrefixTree.builder().capacityTokens(40).blockSize(3)
+          .build();
+      old.clockForTest(Integer.MAX_VALUE - 60);
+      Replay freshEvents = new Replay();
+      Replay oldEvents = new Replay();
+      fresh.addListener(freshEvents);
+      old.addListener(oldEvents);
+      java.util.SplittableRandom r = new java.util.SplittableRandom(seed);
+      List<ConcurrentPrefixTree.Lease[]> leases = new ArrayList<>();
+      for (int op = 0; op < 200; op++) {
+        int[] p = r.ints(1 + r.nextInt(12), 0, 3).toArray();
+        int roll = r.nextInt(10);
+        if (roll < 6) {
+          fresh.insert(p);
+          old.insert(p);
+        } else if (roll < 8) {
+          leases.add(new ConcurrentPrefixTree.Lease[] {fresh.acquire(p), old.acquire(p)});
+        } else if (!leases.isEmpty()) {
+          ConcurrentPrefixTree.Lease[] l = leases.remove(r.nextInt(leases.size()));
+          l[0].release();
+          l[1].release();
+        }
+        String when = "seed " + seed + ", operation " + op;
+        old.checkInvariants();
+        assertEquals(SelfManagedTreePropertyTest.sorted(SelfManagedTreePropertyTest.asLists(
+                fresh.leafSequences())),
+            SelfManagedTreePropertyTest.sorted(SelfManagedTreePropertyTest.asLists(
+                old.leafSequences())), when);
+        assertEquals(fresh.pinnedTokens(), old.pinnedTokens(), when);
+        assertEquals(freshEvents.held, oldEvents.held, when);
+      }
+    }
+  }
+
   @Test
   void leasesInEngineModePinNothingButReleaseOnce() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
