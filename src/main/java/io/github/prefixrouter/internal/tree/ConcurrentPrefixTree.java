@@ -298,9 +298,23 @@ public final class ConcurrentPrefixTree {
     return match(scopeRoot, tokens, tokens.length);
   }
 
-  /** The number of scopes other than the default that hold something now. */
+  /**
+   * The number of scopes other than the default that hold something now: as left by a whole
+   * operation (an insert registers its scope's root before its eviction may drop it again), read
+   * as {@link #sizeTokens()} is.
+   */
   public int scopeCount() {
-    return scopeRoots.size();
+    long stamp = lock.tryOptimisticRead();
+    int n = scopeRoots.size();
+    if (lock.validate(stamp)) {
+      return n;
+    }
+    stamp = lock.readLock();
+    try {
+      return scopeRoots.size();
+    } finally {
+      lock.unlockRead(stamp);
+    }
   }
 
   private int roundDown(int matched) {

@@ -99,6 +99,48 @@ class ConcurrentPrefixTreeConcurrencyTest {
   }
 
   /**
+   * A scope root that an insert registers and its own eviction drops again (here every insert
+   * into a new scope, since leases hold the whole capacity) never held anything once the insert
+   * returned, so a concurrent reader must not count it.
+   */
+  @Test
+  void scopeCountSeenByReadersIsThatOfWholeOperations() throws Exception {
+    ConcurrentPrefixTree tree = ConcurrentPrefixTree.selfManaged(10);
+    int[] pinned = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    tree.insert(pinned);
+    ConcurrentPrefixTree.Lease lease = tree.acquire(pinned);
+    AtomicBoolean stop = new AtomicBoolean();
+    ConcurrentLinkedQueue<Throwable> failures = new ConcurrentLinkedQueue<>();
+    Thread writer = new Thread(() -> {
+      try {
+        for (int i = 0; i < 100_000; i++) {
+          tree.insert(BlockHasher.scopeRoot("", "tenant-" + (i % 100)), new int[] {i, i}, 2);
+          if (tree.scopeCount() != 0) {
+            throw new AssertionError("the insert left a scope root");
+          }
+        }
+      } catch (Throwable t) {
+        failures.add(t);
+      } finally {
+        stop.set(true);
+      }
+    }, "writer");
+    int[] worst = new int[1];
+    Thread reader = new Thread(() -> {
+      while (!stop.get()) {
+        worst[0] = Math.max(worst[0], tree.scopeCount());
+      }
+    }, "reader");
+    writer.start();
+    reader.start();
+    writer.join();
+    reader.join();
+    lease.release();
+    assertTrue(failures.isEmpty(), () -> "writer failed: " + failures.peek());
+    assertEquals(0, worst[0], "a reader counted scope roots that held nothing");
+  }
+
+  /**
    * Runs the writer for {@code rounds} rounds of its script while two readers match (at least
    * {@link #MIN_MATCHES} matches), however long that takes on this machine.
    */
