@@ -57,7 +57,7 @@ package io.github.prefixrouter.internal.tree;
  * does not depend on the per-cluster salt, which enters every block through {@code saltKey}.
  *
  * <p>Instances are immutable and thread-safe; the chain methods do not allocate except
- * {@link #chain(int[])}.
+ * {@link #chain(int[])} and {@link #chain(long, int[])}, which return a new array.
  */
 public final class BlockHasher {
 
