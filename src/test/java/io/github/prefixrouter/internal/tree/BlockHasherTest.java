@@ -6,10 +6,14 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.Arrays;
 import java.util.HashSet;
 import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.stream.IntStream;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.constraints.IntRange;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -117,6 +121,39 @@ class BlockHasherTest {
     long first = h.hashBlock(BlockHasher.ROOT_PARENT, RANGE_40, 0);
     assertEquals(0x0d695e414099018aL, first);
     assertEquals(0x0b958564312cbf02L, h.hashBlock(first, RANGE_40, 16));
+  }
+
+  /**
+   * The pipelined chain (the lanes of the next block computed while the current one is
+   * finalized), resumed after any number of blocks already held and from any root parent,
+   * equals hashing block by block with {@link BlockHasher#hashBlock} (pinned by the golden
+   * values above), for every block size's lane remainder.
+   */
+  @Property(tries = 300)
+  void extendingFromAnyBlockEqualsHashingBlockByBlock(
+      @ForAll @IntRange(min = 1, max = 40) int blockSize,
+      @ForAll long salt,
+      @ForAll long rootParent,
+      @ForAll @IntRange(min = 0, max = 300) int length,
+      @ForAll long seed) {
+    BlockHasher h = new BlockHasher(blockSize, salt);
+    int[] tokens = new SplittableRandom(seed).ints(length + 7).toArray(); // ids of any sign
+    int blocks = length / blockSize;
+    long[] expected = new long[blocks];
+    long parent = rootParent;
+    for (int b = 0; b < blocks; b++) {
+      parent = h.hashBlock(parent, tokens, b * blockSize);
+      expected[b] = parent;
+    }
+    assertArrayEquals(expected, h.chain(rootParent, Arrays.copyOf(tokens, length)));
+    for (int done = 0; done <= blocks; done++) {
+      long[] out = new long[blocks + 2];
+      Arrays.fill(out, 42);
+      System.arraycopy(expected, 0, out, 0, done);
+      assertEquals(blocks, h.extend(rootParent, tokens, done, length, out), "done " + done);
+      assertArrayEquals(expected, Arrays.copyOf(out, blocks), "done " + done);
+      assertEquals(42, out[blocks], "wrote past the full blocks, done " + done);
+    }
   }
 
   @Test
