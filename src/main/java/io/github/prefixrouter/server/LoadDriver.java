@@ -345,34 +345,59 @@ public final class LoadDriver {
     if (n == 0) {
       all.complete(null);
     }
+    /** Records prompt {@code i}'s sample; true once every prompt has one. */
+    interface Outcome {
+      boolean record(int i, String id, long t0, Sample s, Throwable err);
+    }
+    Outcome outcome = (i, id, t0, s, err) -> {
+      Sample sample = err != null
+          ? new Sample(i, id, null, null, false, null, System.nanoTime() - t0,
+              prompts.get(i).knownLength(), -1, new int[0], 0, "client failure: " + err, -1, null,
+              null)
+          : withLatency(s, i, System.nanoTime() - t0);
+      completions.incrementAndGet();
+      if (!samples.compareAndSet(i, null, sample)) {
+        throw new IllegalStateException("request " + id + " completed twice");
+      }
+      int d = done.incrementAndGet();
+      if (onCompleted != null) {
+        onCompleted.accept(d);
+      }
+      if (d == n) {
+        all.complete(null);
+        return true;
+      }
+      return false;
+    };
     Runnable[] issue = new Runnable[1];
     issue[0] = () -> {
-      int i = next.getAndIncrement();
-      if (i >= n) {
+      while (true) {
+        int i = next.getAndIncrement();
+        if (i >= n) {
+          return;
+        }
+        String id = idPrefix + i;
+        long t0 = System.nanoTime();
+        CompletableFuture<Sample> sent;
+        try {
+          sent = send(prompts.get(i), id, i % endpoints.size(), 0, down, t0);
+        } catch (RuntimeException e) {
+          // a prompt that cannot be sent (a text JSON cannot carry) is its own error, and the
+          // next prompt is sent in its place (here, not from a completion: a run of such
+          // prompts must not nest a call each): thrown in the completion of the request before
+          // it, it left this one without a sample and the run waiting for ever
+          if (outcome.record(i, id, t0, null, e)) {
+            return;
+          }
+          continue;
+        }
+        sent.whenComplete((s, err) -> {
+          if (!outcome.record(i, id, t0, s, err)) {
+            issue[0].run();
+          }
+        });
         return;
       }
-      String id = idPrefix + i;
-      long t0 = System.nanoTime();
-      send(prompts.get(i), id, i % endpoints.size(), 0, down, t0).whenComplete((s, err) -> {
-        Sample sample = err != null
-            ? new Sample(i, id, null, null, false, null, System.nanoTime() - t0,
-                prompts.get(i).knownLength(), -1, new int[0], 0, "client failure: " + err, -1, null,
-                null)
-            : withLatency(s, i, System.nanoTime() - t0);
-        completions.incrementAndGet();
-        if (!samples.compareAndSet(i, null, sample)) {
-          throw new IllegalStateException("request " + id + " completed twice");
-        }
-        int d = done.incrementAndGet();
-        if (onCompleted != null) {
-          onCompleted.accept(d);
-        }
-        if (d == n) {
-          all.complete(null);
-        } else {
-          issue[0].run();
-        }
-      });
     };
     for (int w = 0; w < workers; w++) {
       issue[0].run();

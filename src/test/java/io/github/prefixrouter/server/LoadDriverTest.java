@@ -217,6 +217,48 @@ class LoadDriverTest {
     }
   }
 
+  /**
+   * A prompt the driver cannot send (a text with a lone surrogate, which JSON cannot carry) is
+   * that prompt's error sample: it used to throw inside the completion of the request before
+   * it, so no sample came for it and the run waited for ever (and out of the run, for one of
+   * the first prompts).
+   */
+  @Test
+  void aPromptThatCannotBeSentIsAnErrorSampleNotAHang() throws Exception {
+    int closedPort;
+    try (java.net.ServerSocket probe = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getLoopbackAddress())) {
+      closedPort = probe.getLocalPort();
+    }
+    LoadDriver d = LoadDriver.builder().endpoints(List.of("127.0.0.1:" + closedPort))
+        .api(LoadDriver.Api.COMPLETIONS).concurrency(1).build();
+    List<LoadDriver.Prompt> prompts = List.of(LoadDriver.Prompt.ofText("first"),
+        LoadDriver.Prompt.ofText("lone \uD800 surrogate"), LoadDriver.Prompt.ofText("third"));
+    LoadDriver.Result r = java.util.concurrent.CompletableFuture.supplyAsync(
+        () -> d.runPrompts(prompts)).get(30, java.util.concurrent.TimeUnit.SECONDS);
+    assertEquals(3, r.samples().size());
+    assertEquals(3, r.completions());
+    for (int i = 0; i < 3; i++) {
+      LoadDriver.Sample s = r.samples().get(i);
+      assertEquals(i, s.index());
+      assertTrue(s.error() != null, "nothing listens at the endpoint: " + s);
+    }
+    assertTrue(r.samples().get(1).error().contains("lone surrogate"), r.samples().get(1).error());
+    // the first prompt cannot be sent either: an error sample, not an exception out of the run
+    LoadDriver.Result first = java.util.concurrent.CompletableFuture.supplyAsync(
+        () -> d.runPrompts(prompts.subList(1, 3))).get(30, java.util.concurrent.TimeUnit.SECONDS);
+    assertEquals(2, first.samples().size());
+    assertTrue(first.samples().get(0).error().contains("lone surrogate"),
+        first.samples().get(0).error());
+    // many in a row: each its error, without a call nested per prompt (a stack overflow,
+    // swallowed by the future like the exception was)
+    List<LoadDriver.Prompt> many = java.util.Collections.nCopies(50_000, prompts.get(1));
+    LoadDriver.Result all = java.util.concurrent.CompletableFuture.supplyAsync(
+        () -> d.runPrompts(many)).get(60, java.util.concurrent.TimeUnit.SECONDS);
+    assertEquals(50_000, all.samples().size());
+    assertTrue(all.samples().stream().allMatch(s -> s.error().contains("lone surrogate")));
+  }
+
   @Test
   void invalidSettingsAreRejected() {
     assertThrows(IllegalArgumentException.class, () -> LoadDriver.builder().build());
