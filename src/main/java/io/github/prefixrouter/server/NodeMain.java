@@ -455,7 +455,9 @@ public final class NodeMain {
       part[0] = "the client port " + address(o.clientHost, o.clientPort);
       InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort,
           clientTls == null ? null : clientTls.context(), o.clientTlsTruststore != null);
-      String clientAddress = client.getHostString() + ":" + client.getPort();
+      // an IPv6 host in brackets, as the peer address is: written without them, the ready
+      // file's and the banner's address could not be taken apart
+      String clientAddress = address(client.getHostString(), client.getPort());
       String peerAddress = transport.localAddress().address();
       String clients = (clientTls == null ? "http://" : "https://") + clientAddress
           + (o.clientTlsTruststore != null ? " (client certificates required)" : "");

@@ -259,6 +259,31 @@ class NodeMainTest {
     assertFalse(Files.exists(dir.resolve("ready.tmp")));
   }
 
+  /**
+   * An IPv6 client address is written HOST:PORT with the host in brackets, in the ready file
+   * and the banner, as every address the node takes and prints is: it was written without
+   * them ({@code client=0:0:0:0:0:0:0:1:PORT}), which no script or client could take apart.
+   */
+  @Test
+  void anIpv6ClientAddressIsBracketedInTheReadyFile() throws Exception {
+    Path ready = dir.resolve("ready6");
+    NodeMain.Running r = NodeMain.start(parse("--id", "six", "--listen", "[::1]:0",
+        "--client", "[::1]:0", "--ready-file", ready.toString()));
+    try {
+      assertTrue(r.clientAddress.startsWith("[") && r.clientAddress.contains("]:"),
+          r.clientAddress);
+      String text = Files.readString(ready);
+      assertTrue(text.matches("peer=\\[[0-9a-f:]+\\]:[0-9]+ client=\\[[0-9a-f:]+\\]:[0-9]+\n"),
+          text);
+      HttpResponse<String> health = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
+          URI.create("http://" + r.clientAddress + "/health")).build(),
+          HttpResponse.BodyHandlers.ofString());
+      assertEquals(200, health.statusCode(), health.body());
+    } finally {
+      r.close();
+    }
+  }
+
   private static boolean threadNamed(String prefix) {
     return Thread.getAllStackTraces().keySet().stream()
         .anyMatch(t -> t.isAlive() && t.getName().startsWith(prefix));
