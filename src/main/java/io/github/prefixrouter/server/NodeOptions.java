@@ -957,6 +957,10 @@ public final class NodeOptions {
     }
     Map<String, String> all = new LinkedHashMap<>();
     if (flags.containsKey("config")) {
+      if (flags.get("config").isBlank()) {
+        // as for the other file flags: the working directory, refused as "Is a directory"
+        throw new IllegalArgumentException("--config must name a file, was empty");
+      }
       Path file = Path.of(flags.get("config"));
       byte[] raw = NodeMain.readAtMost(file, MAX_CONFIG_FILE_BYTES, "--config ");
       if (raw.length > MAX_CONFIG_FILE_BYTES) {

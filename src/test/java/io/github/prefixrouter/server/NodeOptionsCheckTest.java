@@ -292,6 +292,11 @@ class NodeOptionsCheckTest {
           + "=\n");
       refused(() -> parse("--config", cfg.toString()), "--" + f + " must name a file, was empty");
     }
+    // the config file too: it was read as the working directory ("Is a directory")
+    refused(() -> parse("--config", "", "--id", "a", "--listen", "h:1"),
+        "--config must name a file, was empty");
+    refused(() -> parse("--config= ", "--id", "a", "--listen", "h:1"),
+        "--config must name a file, was empty");
   }
 
   @Test
