@@ -947,6 +947,11 @@ public final class NodeOptions {
           throw new IllegalArgumentException("--" + key + " needs a value");
         } else {
           value = args[++i];
+          if (isFlag(value)) {
+            // a value left out (a script's unset variable): the next flag was taken for it
+            throw new IllegalArgumentException("--" + key + " needs a value, but is followed by "
+                + "the flag " + value);
+          }
         }
       }
       String earlier = flags.putIfAbsent(key, value);
@@ -995,6 +1000,15 @@ public final class NodeOptions {
       }
     }
     return new NodeOptions(all, env);
+  }
+
+  /** Whether a command-line argument is one of the flags ({@code --key} or {@code --key=value}). */
+  private static boolean isFlag(String arg) {
+    if (!arg.startsWith("--")) {
+      return false;
+    }
+    int eq = arg.indexOf('=');
+    return KEYS.contains(eq >= 0 ? arg.substring(2, eq) : arg.substring(2));
   }
 
   /**

@@ -126,6 +126,24 @@ class NodeOptionsCheckTest {
   }
 
   /**
+   * A flag whose value is missing, followed by another flag (a script's {@code --model $MODEL
+   * --insecure} with the variable unset), is refused naming both: the next flag was taken for
+   * its value, so {@code --model} was silently {@code --insecure} and the node ran without it,
+   * or the flag's own value was then refused as an "unexpected argument".
+   */
+  @Test
+  void aFlagFollowedByAnotherFlagInsteadOfItsValueIsRefused() {
+    refused(() -> node("--model", "--insecure"),
+        "--model needs a value, but is followed by the flag --insecure");
+    refused(() -> parse("--id", "a", "--seeds", "--listen", "h:1"),
+        "--seeds needs a value, but is followed by the flag --listen");
+    refused(() -> node("--policy", "--client=h:2"),
+        "--policy needs a value, but is followed by the flag --client=h:2");
+    // a value that only looks like a flag is still a value
+    assertEquals("--x", node("--model", "--x").model);
+  }
+
+  /**
    * A {@code --config} file is read up to {@link NodeOptions#MAX_CONFIG_FILE_BYTES}: another file
    * named by mistake (a log, a model's weights, {@code /dev/zero}) was read whole into memory,
    * lines and all, before its first key was looked at, and one without line breaks ran the
