@@ -303,6 +303,8 @@ public final class LoadDriver {
    * Issues every prompt (token ids) once and waits for all answers.
    *
    * @throws IllegalArgumentException if the driver's route takes no token ids ({@link Api#CHAT})
+   * @throws IllegalStateException once every prompt is done, if the
+   *     {@link Builder#onCompleted} callback threw
    */
   public Result run(List<int[]> prompts) {
     List<Prompt> p = new ArrayList<>(prompts.size());
@@ -318,6 +320,8 @@ public final class LoadDriver {
    * @throws IllegalArgumentException if a prompt's form does not suit the driver's route: token
    *     ids for {@link Api#ROUTE}, a conversation for {@link Api#CHAT}, token ids or a text for
    *     {@link Api#COMPLETIONS}
+   * @throws IllegalStateException once every prompt is done, if the
+   *     {@link Builder#onCompleted} callback threw
    */
   public Result runPrompts(List<Prompt> prompts) {
     for (int i = 0; i < prompts.size(); i++) {
@@ -345,6 +349,8 @@ public final class LoadDriver {
     if (n == 0) {
       all.complete(null);
     }
+    java.util.concurrent.atomic.AtomicReference<RuntimeException> callbackFailure =
+        new java.util.concurrent.atomic.AtomicReference<>();
     /** Records prompt {@code i}'s sample; true once every prompt has one. */
     interface Outcome {
       boolean record(int i, String id, long t0, Sample s, Throwable err);
@@ -361,7 +367,13 @@ public final class LoadDriver {
       }
       int d = done.incrementAndGet();
       if (onCompleted != null) {
-        onCompleted.accept(d);
+        try {
+          onCompleted.accept(d);
+        } catch (RuntimeException e) {
+          // thrown here it was swallowed by the future, and the next prompt never sent: the
+          // run goes on, and ends with it
+          callbackFailure.compareAndSet(null, e);
+        }
       }
       if (d == n) {
         all.complete(null);
@@ -403,6 +415,10 @@ public final class LoadDriver {
       issue[0].run();
     }
     all.join();
+    if (callbackFailure.get() != null) {
+      throw new IllegalStateException("the onCompleted callback failed: "
+          + callbackFailure.get().getMessage(), callbackFailure.get());
+    }
     long wall = System.nanoTime() - start;
     List<Sample> out = new ArrayList<>(n);
     for (int i = 0; i < n; i++) {
@@ -978,7 +994,11 @@ public final class LoadDriver {
       return this;
     }
 
-    /** Called with the number of completed requests after each completion (any thread). */
+    /**
+     * Called with the number of completed requests after each completion (any thread). If it
+     * throws, the run still sends and completes every prompt, then throws an
+     * {@link IllegalStateException} with the first exception as its cause.
+     */
     public Builder onCompleted(IntConsumer c) {
       this.onCompleted = c;
       return this;

@@ -259,6 +259,34 @@ class LoadDriverTest {
     assertTrue(all.samples().stream().allMatch(s -> s.error().contains("lone surrogate")));
   }
 
+  /**
+   * A progress callback that throws ends the run with its exception once every prompt is done:
+   * it was thrown inside a request's completion, swallowed by the future, and the next prompt
+   * was never sent, so the run waited for ever.
+   */
+  @Test
+  void aProgressCallbackThatThrowsDoesNotHangTheRun() throws Exception {
+    int closedPort;
+    try (java.net.ServerSocket probe = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getLoopbackAddress())) {
+      closedPort = probe.getLocalPort();
+    }
+    java.util.concurrent.atomic.AtomicInteger calls = new java.util.concurrent.atomic.AtomicInteger();
+    LoadDriver d = LoadDriver.builder().endpoints(List.of("127.0.0.1:" + closedPort))
+        .concurrency(1).onCompleted(n -> {
+          calls.incrementAndGet();
+          throw new IllegalArgumentException("progress bar broke at " + n);
+        }).build();
+    java.util.concurrent.ExecutionException e = assertThrows(
+        java.util.concurrent.ExecutionException.class,
+        () -> java.util.concurrent.CompletableFuture.supplyAsync(() -> d.run(prompts(3)))
+            .get(30, java.util.concurrent.TimeUnit.SECONDS));
+    assertTrue(e.getCause() instanceof IllegalStateException, String.valueOf(e.getCause()));
+    assertTrue(e.getCause().getMessage().contains("progress bar broke at 1"),
+        e.getCause().getMessage());
+    assertEquals(3, calls.get(), "every request completes and is reported");
+  }
+
   @Test
   void invalidSettingsAreRejected() {
     assertThrows(IllegalArgumentException.class, () -> LoadDriver.builder().build());
