@@ -11,6 +11,7 @@ import io.github.prefixrouter.internal.wire.ByteReader;
 import io.github.prefixrouter.internal.wire.ByteWriter;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.internal.wire.MalformedMessageException.Reason;
+import io.github.prefixrouter.internal.wire.MessageTooLargeException;
 import io.github.prefixrouter.internal.wire.WireTypes;
 import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
@@ -40,7 +41,8 @@ import java.nio.charset.StandardCharsets;
  *                    bytes, no control characters)
  * RESULT  (answer)   id, servedBy ascii(64), serverNanos varint, output count × varint,
  *                    text bytes(1 MiB, UTF-8), promptTokens varint(0..2^20+4),
- *                    cached zigzag, prefillNanos zigzag, decodeNanos zigzag
+ *                    cached zigzag, prefillNanos zigzag, decodeNanos zigzag; at most
+ *                    MAX_MESSAGE_BYTES (5 MiB) in all
  * BUSY    (answer)   id, queueDepth varint
  * FAILED  (answer)   id, retryable bool, message bytes(1 KiB, UTF-8)
  * CANCEL  (one-way)  id, origin ascii(64) (the request's origin, as its FORWARD names it)
@@ -262,6 +264,14 @@ final class ForwardCodec {
     return w.toByteArray();
   }
 
+  /**
+   * A RESULT.
+   *
+   * @throws IllegalArgumentException if the answer does not fit a RESULT: its text is above
+   *     {@link #MAX_TEXT_BYTES} of UTF-8, or the whole message is above
+   *     {@link #MAX_MESSAGE_BYTES} (many output tokens of large ids, up to 5 bytes each, with a
+   *     long text)
+   */
   static byte[] result(String requestId, String servedBy, long serverNanos, EngineResult r) {
     int[] out = r.outputTokens();
     byte[] text = r.text().getBytes(StandardCharsets.UTF_8);
@@ -270,19 +280,25 @@ final class ForwardCodec {
           "result text of " + text.length + " bytes exceeds the " + MAX_TEXT_BYTES + " limit");
     }
     ByteWriter w = new ByteWriter(64 + out.length * 3 + text.length, MAX_MESSAGE_BYTES);
-    w.writeByte(RESULT).writeByte(VERSION);
-    writeId(w, requestId);
-    w.writeAscii(servedBy, PeerAddress.MAX_NODE_ID_LENGTH);
-    w.writeVarLong(Math.max(0, serverNanos));
-    w.writeVarInt(out.length);
-    for (int x : out) {
-      w.writeVarLong(x & 0xFFFFFFFFL);
+    try {
+      w.writeByte(RESULT).writeByte(VERSION);
+      writeId(w, requestId);
+      w.writeAscii(servedBy, PeerAddress.MAX_NODE_ID_LENGTH);
+      w.writeVarLong(Math.max(0, serverNanos));
+      w.writeVarInt(out.length);
+      for (int x : out) {
+        w.writeVarLong(x & 0xFFFFFFFFL);
+      }
+      w.writeBytes(text);
+      w.writeVarInt(r.promptTokens());
+      w.writeZigZagLong(r.cachedPromptTokens());
+      w.writeZigZagLong(r.prefillNanos());
+      w.writeZigZagLong(r.decodeNanos());
+    } catch (MessageTooLargeException e) {
+      throw new IllegalArgumentException("result of " + out.length + " output tokens and "
+          + text.length + " text bytes exceeds the " + MAX_MESSAGE_BYTES + "-byte message limit",
+          e);
     }
-    w.writeBytes(text);
-    w.writeVarInt(r.promptTokens());
-    w.writeZigZagLong(r.cachedPromptTokens());
-    w.writeZigZagLong(r.prefillNanos());
-    w.writeZigZagLong(r.decodeNanos());
     return w.toByteArray();
   }
 

@@ -1273,7 +1273,8 @@ public final class RouterNode implements PrefixRouterNode {
 
   /**
    * How the FAILED answer of a forward whose answer does not fit a RESULT (its text is above
-   * 1 MiB of UTF-8) begins: not retryable, so its sender runs the request itself.
+   * 1 MiB of UTF-8, or the whole RESULT above 5 MiB) begins: not retryable, so its sender runs
+   * the request itself.
    */
   static final String ANSWER_TOO_LARGE = "ANSWER_TOO_LARGE";
 

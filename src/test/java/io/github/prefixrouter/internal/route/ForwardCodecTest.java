@@ -186,6 +186,32 @@ class ForwardCodecTest {
   }
 
   @Test
+  void aResultPastTheMessageCapIsRefusedAsAnIllegalArgumentLikeALongText() {
+    // every field within its own limit: the most output tokens, each of 4 varint bytes, and the
+    // longest text; together past the message's cap. The node answers such a result FAILED
+    // (ANSWER_TOO_LARGE) on an IllegalArgumentException, as for a text past its limit.
+    int[] out = new int[GenerationParams.MAX_TOKENS_LIMIT];
+    Arrays.fill(out, 1 << 22);
+    EngineResult res = new EngineResult(out, "x".repeat(ForwardCodec.MAX_TEXT_BYTES), 3, 0,
+        -1, -1);
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> ForwardCodec.result("id", "srv", 77, res));
+    assertTrue(e.getMessage().contains(ForwardCodec.MAX_MESSAGE_BYTES + "-byte"), e.getMessage());
+    // without the text it fits
+    EngineResult tokensOnly = new EngineResult(out, "", 3, 0, -1, -1);
+    assertEquals(GenerationParams.MAX_TOKENS_LIMIT, decodedResult(
+        ForwardCodec.result("id", "srv", 77, tokensOnly)).result().outputTokens().length);
+  }
+
+  private static ForwardCodec.Result decodedResult(byte[] msg) {
+    try {
+      return (ForwardCodec.Result) ForwardCodec.decode(msg);
+    } catch (MalformedMessageException e) {
+      throw new AssertionError(e);
+    }
+  }
+
+  @Test
   void aResultWhoseTextIsNotUtf8IsRejectedAsAStreamedTextIs() {
     byte[] msg = ForwardCodec.result("id", "srv", 77,
         new EngineResult(new int[] {5, 6}, "QZ", 3, 0, -1, -1));
