@@ -35,7 +35,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -117,10 +116,12 @@ import org.slf4j.LoggerFactory;
  * signs with one cluster key and may accept up to three more, so the key can be rotated while
  * the cluster runs ({@link #updateClusterKeys}). A message or answer refused under a key this
  * node does not hold is warned of once per sender and key (its {@code PR-Key} header names the
- * key), at most {@link #FOREIGN_KEY_WARNINGS_PER_MINUTE} such warnings a minute; the
+ * key), at most {@link #WARNINGS_PER_MINUTE} such warnings a minute; the
  * {@link #MAX_OTHER_NODES} pairs seen most recently are remembered, so strangers naming made-up
  * keys can neither fill the log nor silence the warning of a peer's real one for longer than
- * they keep sending. TLS is optional: pass
+ * they keep sending. The other warnings logged once per key (a stale sender, a peer that says it
+ * is another node, a sender its certificate does not name) are bounded alike, each kind on its
+ * own. TLS is optional: pass
  * the host's {@link SSLContext} to encrypt traffic; it is used for both the server and the
  * client, so the context's trust store must accept the peers' certificates (and their addresses
  * must match the certificates).
@@ -225,13 +226,18 @@ public final class HttpTransport implements Transport {
    * the key in a warning.
    */
   static final String H_KEY_ID = "PR-Key";
-  /** Distinct (address, expected id) pairs remembered for {@link #noteOtherNode} at most. */
+  /**
+   * Keys remembered at most for each warning logged once per key (a key this node does not
+   * accept, another node at an address, a sender its certificate does not name, a stale
+   * sender): the most recently seen, so a key forgotten warns again.
+   */
   static final int MAX_OTHER_NODES = 1024;
   /**
-   * Warnings of a key this node does not accept logged per minute at most: the messages that
-   * cause them are unauthenticated, so anyone could otherwise fill the log, a line a message.
+   * Warnings of each such kind logged per minute at most: the messages that cause them are
+   * unauthenticated (a foreign key, another node), or signed by any key holder under any id it
+   * likes, so a sender could otherwise fill the log, a line a message.
    */
-  static final int FOREIGN_KEY_WARNINGS_PER_MINUTE = 10;
+  static final int WARNINGS_PER_MINUTE = 10;
   static final String TAG_MESSAGE = "message";
   static final String TAG_REQUEST = "request";
   static final String TAG_RESPONSE = "response";
@@ -296,33 +302,19 @@ public final class HttpTransport implements Transport {
   /** The heap the inbound bodies being read and authenticated hold ({@link #readBody}). */
   private final BodyBudget bodies;
   /** "address expected-id" to the id the node at that address said it has (warned once each). */
-  private final Map<String, String> otherNodes = new ConcurrentHashMap<>();
+  private final RecentWarnings otherNodes = warnings();
   /**
-   * "who key-id" for each warning of a key this node does not accept: the
-   * {@link #MAX_OTHER_NODES} most recently seen, the least recently seen forgotten first, so that
-   * strangers naming made-up keys cannot use up the warnings of a peer's real one. Synchronized
-   * on itself.
+   * "who key-id" for each warning of a key this node does not accept, so that strangers naming
+   * made-up keys cannot use up the warnings of a peer's real one.
    */
-  private final Set<String> foreignKeys = Collections.newSetFromMap(
-      new LinkedHashMap<String, Boolean>(16, 0.75f, true) {
-        @Override
-        protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
-          return size() > MAX_OTHER_NODES;
-        }
-      });
-  /** Start (wall clock, ms) of the minute the foreign-key warnings are counted in. */
-  private long foreignKeyMinute;
-  /** Foreign-key warnings logged in that minute. */
-  private int foreignKeyWarnings;
-  /** Foreign-key warnings left out since the last one logged. */
-  private long foreignKeyWarningsLeftOut;
+  private final RecentWarnings foreignKeys = warnings();
   /**
    * "claimed-id certificate-subject" for each warning of a sender its certificate does not name
-   * ({@link Builder#bindNodeIdsToCertificates}; bounded as otherNodes).
+   * ({@link Builder#bindNodeIdsToCertificates}).
    */
-  private final Set<String> uncertifiedSenders = ConcurrentHashMap.newKeySet();
-  /** Sender ids warned of once for a stale timestamp (bounded as otherNodes). */
-  private final Set<String> staleSenders = ConcurrentHashMap.newKeySet();
+  private final RecentWarnings uncertifiedSenders = warnings();
+  /** Sender ids warned of once for a stale timestamp. */
+  private final RecentWarnings staleSenders = warnings();
 
   private volatile InboundHandler handler;
   private volatile PeerAddress localAddress;
@@ -918,9 +910,11 @@ public final class HttpTransport implements Transport {
     }
     other = sanitize(other);
     String key = to.address() + " " + to.nodeId();
-    if (otherNodes.size() < MAX_OTHER_NODES && otherNodes.putIfAbsent(key, other) == null) {
+    long leftOut = otherNodes.admit(key, other, config.wallClockMillis.getAsLong());
+    if (leftOut >= 0) {
       log.warn("{}: the node at {} is {}, not {}; messages to {} are refused there (check the "
-          + "seeds or peer list)", config.nodeId, to.address(), other, to.nodeId(), to.nodeId());
+          + "seeds or peer list){}", config.nodeId, to.address(), other, to.nodeId(), to.nodeId(),
+          leftOut(leftOut));
     }
     return other;
   }
@@ -930,8 +924,8 @@ public final class HttpTransport implements Transport {
    * hold, warns once per sender and key that this node does not accept that key, which is what a
    * key rotation with a step skipped looks like. The {@link #MAX_OTHER_NODES} sender and key
    * pairs seen most recently are remembered; one forgotten since it was last seen warns again. At
-   * most {@link #FOREIGN_KEY_WARNINGS_PER_MINUTE} such warnings are logged a minute (the next one
-   * logged says how many were left out); a pair left out is not remembered, so it warns once the
+   * most {@link #WARNINGS_PER_MINUTE} such warnings are logged a minute (the next one logged
+   * says how many were left out); a pair left out is not remembered, so it warns once the
    * minute is over. A failure under a key this node holds (or naming none) is a forgery or a
    * corruption, and stays a debug line.
    */
@@ -940,51 +934,42 @@ public final class HttpTransport implements Transport {
       return;
     }
     String key = whose + " " + keyId;
-    long leftOut;
-    synchronized (foreignKeys) {
-      if (foreignKeys.contains(key)) {
-        foreignKeys.add(key); // seen again: now the most recent
-        return;
-      }
-      long now = config.wallClockMillis.getAsLong();
-      // the first warning starts a minute; so does a clock stepped back
-      if (foreignKeyWarnings == 0 || now < foreignKeyMinute || now - foreignKeyMinute >= 60_000) {
-        foreignKeyMinute = now;
-        foreignKeyWarnings = 0;
-      }
-      if (foreignKeyWarnings >= FOREIGN_KEY_WARNINGS_PER_MINUTE) {
-        foreignKeyWarningsLeftOut++;
-        log.debug("{}: {} are signed with cluster key {}, which this node does not accept "
-            + "(warning left out: {} this minute)", config.nodeId, whose, keyId,
-            FOREIGN_KEY_WARNINGS_PER_MINUTE);
-        return;
-      }
-      foreignKeyWarnings++;
-      foreignKeys.add(key);
-      leftOut = foreignKeyWarningsLeftOut;
-      foreignKeyWarningsLeftOut = 0;
+    long leftOut = foreignKeys.admit(key, keyId, config.wallClockMillis.getAsLong());
+    if (leftOut < 0) {
+      return; // warned of already, or left out this minute (the next warning counts it)
     }
     log.warn("{}: {} are signed with cluster key {}, which this node does not accept (it "
         + "accepts {}); they are refused (docs/deployment.md, \"Rotating the cluster key\"){}",
-        config.nodeId, whose, keyId, keys.keyIds().keySet(), leftOut == 0 ? ""
-            : " (" + leftOut + " more such warnings left out before this one, above "
-                + FOREIGN_KEY_WARNINGS_PER_MINUTE + " a minute)");
+        config.nodeId, whose, keyId, keys.keyIds().keySet(), leftOut(leftOut));
+  }
+
+  /** A warning's note of the {@code n} warnings of its kind left out before it, if any. */
+  private static String leftOut(long n) {
+    return n == 0 ? "" : " (" + n + " more such warnings left out before this one, above "
+        + WARNINGS_PER_MINUTE + " a minute)";
+  }
+
+  private static RecentWarnings warnings() {
+    return new RecentWarnings(MAX_OTHER_NODES, WARNINGS_PER_MINUTE);
   }
 
   /**
    * Counts a message or answer refused because the certificate of its TLS connection does not
    * name the node id it claims to come from ({@link Builder#bindNodeIdsToCertificates}), and
-   * warns once per claimed id and certificate subject (at most {@link #MAX_OTHER_NODES}
-   * warnings; the others are debug lines).
+   * warns once per claimed id and certificate subject (the {@link #MAX_OTHER_NODES} pairs seen
+   * most recently remembered, at most {@link #WARNINGS_PER_MINUTE} warnings a minute; the
+   * others are debug lines).
    */
   private void noteUncertified(String what, String claimed, String address, X509Certificate leaf) {
     counters.senderNotInCertificate.increment();
     String id = sanitize(claimed);
     String key = id + " " + sanitize(CertificateNodeIds.subject(leaf));
-    if (uncertifiedSenders.size() < MAX_OTHER_NODES && uncertifiedSenders.add(key)) {
+    long leftOut = uncertifiedSenders.admit(key, id, config.wallClockMillis.getAsLong());
+    if (leftOut >= 0) {
       log.warn("{}: refused {} claiming to come from {} (at {}): its TLS certificate, {}, does not "
-          + "name {} (docs/deployment.md, \"Binding node ids to certificates\")", config.nodeId,
-          what, id, sanitize(address), sanitize(CertificateNodeIds.describe(leaf)), id);
+          + "name {} (docs/deployment.md, \"Binding node ids to certificates\"){}", config.nodeId,
+          what, id, sanitize(address), sanitize(CertificateNodeIds.describe(leaf)), id,
+          leftOut(leftOut));
     } else if (log.isDebugEnabled()) {
       log.debug("{}: refused {} claiming to come from {} (at {}) over TLS with {}", config.nodeId,
           what, id, sanitize(address), sanitize(CertificateNodeIds.describe(leaf)));
@@ -993,7 +978,8 @@ public final class HttpTransport implements Transport {
 
   /**
    * Says how far a stale message's timestamp is from this node's clock, and warns once per
-   * sender (at most {@link #MAX_OTHER_NODES} warnings): a sender whose clock is off by more than
+   * sender (the {@link #MAX_OTHER_NODES} senders seen most recently remembered, at most
+   * {@link #WARNINGS_PER_MINUTE} warnings a minute): a sender whose clock is off by more than
    * the replay window has every message refused, which otherwise showed only as
    * {@link Stats#replaysRejected()} here and as failures of its own at debug level there. The
    * sender's MAC was verified, so only key holders reach this.
@@ -1011,35 +997,34 @@ public final class HttpTransport implements Transport {
     String distance = "timestamp is " + apart + " this node's clock, beyond the replay window of "
         + config.replayWindow.toMillis() + " ms";
     String id = sanitize(from.nodeId());
-    if (staleSenders.size() < MAX_OTHER_NODES && staleSenders.add(id)) {
+    long leftOut = staleSenders.admit(id, distance, now);
+    if (leftOut >= 0) {
       log.warn("{}: refused a message from {} (at {}) whose {}: the hosts' clocks disagree (check "
           + "NTP), or the message was replayed late; while they disagree, every message it sends "
-          + "here is refused (docs/deployment.md, \"Authentication\")", config.nodeId, id,
-          sanitize(from.address()), distance);
+          + "here is refused (docs/deployment.md, \"Authentication\"){}", config.nodeId, id,
+          sanitize(from.address()), distance, leftOut(leftOut));
     }
     return distance;
   }
 
   /** Senders warned of for a stale timestamp (for tests). */
   Set<String> staleSendersSeen() {
-    return Set.copyOf(staleSenders);
+    return staleSenders.seen().keySet();
   }
 
   /** "claimed-id certificate-subject" for each sender refused for its certificate (for tests). */
   Set<String> uncertifiedSendersSeen() {
-    return Set.copyOf(uncertifiedSenders);
+    return uncertifiedSenders.seen().keySet();
   }
 
   /** "whose key-id" for each warning of a key this node does not accept (for tests). */
   Set<String> foreignKeysSeen() {
-    synchronized (foreignKeys) {
-      return Set.copyOf(foreignKeys);
-    }
+    return foreignKeys.seen().keySet();
   }
 
   /** "address expected-id" to the id the node there said it has, for each warning logged. */
   Map<String, String> otherNodesSeen() {
-    return Map.copyOf(otherNodes);
+    return otherNodes.seen();
   }
 
   /** The peer's error text (not authenticated), printable and shortened, for a failure. */

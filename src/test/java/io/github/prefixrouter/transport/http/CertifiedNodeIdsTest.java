@@ -1,6 +1,7 @@
 package io.github.prefixrouter.transport.http;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -21,6 +22,7 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
 import javax.net.ssl.KeyManagerFactory;
 import javax.net.ssl.SSLContext;
@@ -382,17 +384,42 @@ class CertifiedNodeIdsTest {
     }
   }
 
-  /** Claims under ever-new ids are all refused and counted; the warnings stay bounded. */
+  /**
+   * Claims under ever-new ids are all refused and counted; the warnings stay bounded, at most
+   * {@link HttpTransport#WARNINGS_PER_MINUTE} a minute and the
+   * {@link HttpTransport#MAX_OTHER_NODES} pairs seen most recently remembered, and never stop for
+   * good: a pair forgotten warns again. They stopped for good once 1,024 pairs had been warned
+   * of, whoever had claimed them.
+   */
   @Test
   void theWarningsAreBoundedWhateverIdsAreClaimed() throws Exception {
-    try (HttpTransport a = start("a", certA, true, new HttpTransportTest.Recorder())) {
+    AtomicLong wall = new AtomicLong(System.currentTimeMillis());
+    HttpTransport t = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY).tls(certA).bindNodeIdsToCertificates(true)
+        .connectTimeout(Duration.ofSeconds(20)).wallClockMillis(wall::get).build();
+    t.start(new HttpTransportTest.Recorder());
+    try (HttpTransport a = t) {
       HttpClient c = client(certC);
       long now = System.currentTimeMillis();
-      int claims = HttpTransport.MAX_OTHER_NODES + 20;
-      for (int i = 0; i < claims; i++) {
-        assertEquals(401, post(c, a, "n" + i, "x-" + i, now, "m"));
+      int perMinute = HttpTransport.WARNINGS_PER_MINUTE;
+      int claims = 0;
+      // in one minute: perMinute warned of, the rest left out
+      for (int i = 0; i < perMinute + 5; i++) {
+        assertEquals(401, post(c, a, "n" + claims, "x-" + claims++, now, "m"));
+      }
+      assertEquals(perMinute, a.uncertifiedSendersSeen().size());
+      while (claims < HttpTransport.MAX_OTHER_NODES + 20) {
+        wall.addAndGet(60_000);
+        for (int i = 0; i < perMinute; i++) {
+          assertEquals(401, post(c, a, "n" + claims, "x-" + claims++, now, "m"));
+        }
       }
       assertEquals(claims, a.stats().senderNotInCertificate());
+      assertEquals(HttpTransport.MAX_OTHER_NODES, a.uncertifiedSendersSeen().size());
+      assertFalse(a.uncertifiedSendersSeen().contains("n0 CN=c"), "the least recently seen");
+      wall.addAndGet(60_000);
+      assertEquals(401, post(c, a, "n0", "x-again", now, "m"));
+      assertTrue(a.uncertifiedSendersSeen().contains("n0 CN=c"), "a forgotten pair warns again");
       assertEquals(HttpTransport.MAX_OTHER_NODES, a.uncertifiedSendersSeen().size());
       assertEquals(0, a.stats().messagesReceived());
     }

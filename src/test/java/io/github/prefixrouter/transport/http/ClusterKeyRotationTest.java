@@ -144,7 +144,7 @@ class ClusterKeyRotationTest extends HttpTransportFixture {
 
   /**
    * Strangers sending messages under made-up key ids can neither fill the log nor use up the
-   * warnings: at most {@link HttpTransport#FOREIGN_KEY_WARNINGS_PER_MINUTE} are logged a minute,
+   * warnings: at most {@link HttpTransport#WARNINGS_PER_MINUTE} are logged a minute,
    * a peer's real key left out during a flood is warned of in the next minute, and what is
    * remembered stays bounded, the least recently seen pair forgotten first. The warnings stopped
    * for good once 1,024 pairs of sender and key had been warned of, whoever had sent them; and
@@ -157,7 +157,7 @@ class ClusterKeyRotationTest extends HttpTransportFixture {
     HttpTransport b = start(node("b").clusterKey(OTHER_KEY), new Recorder());
     String real = "the messages of the node calling itself b at " + b.localAddress().address() + " "
         + MessageAuthenticator.keyId(OTHER_KEY);
-    int perMinute = HttpTransport.FOREIGN_KEY_WARNINGS_PER_MINUTE;
+    int perMinute = HttpTransport.WARNINGS_PER_MINUTE;
     HttpClient stranger = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
     int forged = forge(stranger, a, 0, perMinute + 5, now.get());
     assertEquals(perMinute, a.foreignKeysSeen().size(), "warnings logged in one minute");

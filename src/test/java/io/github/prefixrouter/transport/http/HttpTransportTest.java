@@ -355,6 +355,118 @@ class HttpTransportTest extends HttpTransportFixture {
     assertEquals(3 + 1 + 1, a.stats().authFailures());
   }
 
+  /**
+   * The warning of a peer that says it is another node stays bounded and never stops for good:
+   * at most {@link HttpTransport#WARNINGS_PER_MINUTE} a minute, the
+   * {@link HttpTransport#MAX_OTHER_NODES} pairs of address and id seen most recently remembered,
+   * and a pair forgotten warns again. It stopped for good once 1,024 pairs had been warned of,
+   * so a seed list that went wrong later was never named.
+   */
+  @Test
+  void theWarningsOfOtherNodesAreBoundedAndNeverStopForGood() throws Exception {
+    int perMinute = HttpTransport.WARNINGS_PER_MINUTE;
+    AtomicLong wall = new AtomicLong(1_700_000_000_000L);
+    HttpTransport a = start(node("a"), new Recorder());
+    HttpTransport b = start(node("b").wallClockMillis(wall::get), new Recorder());
+    String at = a.localAddress().address();
+    int wrong = 0;
+    while (wrong < HttpTransport.MAX_OTHER_NODES) {
+      for (int i = 0; i < perMinute; i++) {
+        refusedAsAnother(b, new PeerAddress("w" + wrong++, at));
+      }
+      wall.addAndGet(60_000);
+    }
+    assertEquals(HttpTransport.MAX_OTHER_NODES, b.otherNodesSeen().size());
+    // a pair first seen now is warned of, the least recently seen forgotten
+    refusedAsAnother(b, new PeerAddress("late", at));
+    assertTrue(b.otherNodesSeen().containsKey(at + " late"), "a pair seen late is warned of");
+    assertEquals(HttpTransport.MAX_OTHER_NODES, b.otherNodesSeen().size());
+    assertTrue(!b.otherNodesSeen().containsKey(at + " w0"), "the least recently seen forgotten");
+    // and it warns again when seen again
+    wall.addAndGet(60_000);
+    refusedAsAnother(b, new PeerAddress("w0", at));
+    assertTrue(b.otherNodesSeen().containsKey(at + " w0"), "a forgotten pair warns again");
+    // at most perMinute warnings a minute: the rest are left out, and not remembered
+    wall.addAndGet(60_000);
+    for (int i = 0; i < perMinute + 3; i++) {
+      refusedAsAnother(b, new PeerAddress("m" + i, at));
+    }
+    for (int i = 0; i < perMinute + 3; i++) {
+      assertEquals(i < perMinute, b.otherNodesSeen().containsKey(at + " m" + i), "m" + i);
+    }
+    wall.addAndGet(60_000);
+    refusedAsAnother(b, new PeerAddress("m" + perMinute, at));
+    assertTrue(b.otherNodesSeen().containsKey(at + " m" + perMinute), "warned a minute later");
+  }
+
+  /** A request from {@code from} to {@code to}, which names another node: refused. */
+  private static void refusedAsAnother(HttpTransport from, PeerAddress to) throws Exception {
+    ExecutionException x = assertThrows(ExecutionException.class,
+        () -> from.request(to, new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+    assertTrue(x.getCause().getMessage().contains("is a, not " + to.nodeId()),
+        x.getCause().getMessage());
+  }
+
+  /**
+   * The stale-timestamp warning stays bounded whatever sender ids key holders sign with, and
+   * never stops for good: at most {@link HttpTransport#WARNINGS_PER_MINUTE} a minute, the
+   * {@link HttpTransport#MAX_OTHER_NODES} senders seen most recently remembered, and a sender
+   * forgotten warns again. It stopped for good once 1,024 senders had been warned of, so a peer
+   * whose clock went wrong later was never named.
+   */
+  @Test
+  void theStaleWarningsAreBoundedAndNeverStopForGood() throws Exception {
+    int perMinute = HttpTransport.WARNINGS_PER_MINUTE;
+    AtomicLong wall = new AtomicLong(1_700_000_000_000L);
+    HttpTransport a = start(node("a").wallClockMillis(wall::get), new Recorder());
+    HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+    int senders = 0;
+    while (senders < HttpTransport.MAX_OTHER_NODES) {
+      for (int i = 0; i < perMinute; i++) {
+        assertEquals(401, postStale(c, a, "s" + senders++, wall.get()));
+      }
+      wall.addAndGet(60_000);
+    }
+    assertEquals(HttpTransport.MAX_OTHER_NODES, a.staleSendersSeen().size());
+    assertEquals(401, postStale(c, a, "b", wall.get()));
+    assertTrue(a.staleSendersSeen().contains("b"), "a sender seen late is warned of");
+    assertTrue(!a.staleSendersSeen().contains("s0"), "the least recently seen forgotten");
+    wall.addAndGet(60_000);
+    assertEquals(401, postStale(c, a, "s0", wall.get()));
+    assertTrue(a.staleSendersSeen().contains("s0"), "a forgotten sender warns again");
+    assertEquals(HttpTransport.MAX_OTHER_NODES, a.staleSendersSeen().size());
+    wall.addAndGet(60_000);
+    for (int i = 0; i < perMinute + 3; i++) {
+      assertEquals(401, postStale(c, a, "m" + i, wall.get()));
+    }
+    for (int i = 0; i < perMinute + 3; i++) {
+      assertEquals(i < perMinute, a.staleSendersSeen().contains("m" + i), "m" + i);
+    }
+    assertEquals(HttpTransport.MAX_OTHER_NODES, a.staleSendersSeen().size());
+    assertEquals(senders + 2 + perMinute + 3, a.stats().replaysRejected());
+  }
+
+  /** A message signed by {@code sender}, a minute older than {@code now}: refused as stale. */
+  private static int postStale(HttpClient c, HttpTransport to, String sender, long now)
+      throws Exception {
+    MessageAuthenticator auth = new MessageAuthenticator(List.of(KEY));
+    byte[] body = {1};
+    String ts = Long.toString(now - 60_000);
+    String nonce = "n-" + sender + "-" + now;
+    HttpRequest req = HttpRequest.newBuilder(URI.create("http://" + to.localAddress().address()
+            + HttpTransport.MESSAGE_PATH))
+        .header(HttpTransport.H_SENDER, sender)
+        .header(HttpTransport.H_SENDER_ADDRESS, "127.0.0.1:1")
+        .header(HttpTransport.H_RECIPIENT, "a")
+        .header(HttpTransport.H_TIMESTAMP, ts)
+        .header(HttpTransport.H_NONCE, nonce)
+        .header(HttpTransport.H_MAC, auth.sign(body, HttpTransport.TAG_MESSAGE, sender,
+            "127.0.0.1:1", "a", ts, nonce))
+        .POST(HttpRequest.BodyPublishers.ofByteArray(body))
+        .build();
+    return c.send(req, HttpResponse.BodyHandlers.discarding()).statusCode();
+  }
+
   @Test
   void replayedAndStaleMessagesAreRejectedAndCounted() throws Exception {
     Recorder ra = new Recorder();
