@@ -527,11 +527,20 @@ public final class NodeMain {
     return readyFile.resolveSibling(readyFile.getFileName() + ".tmp");
   }
 
-  /** Every 15 s until it has spoken: a node told of KV events that receives none says so. */
-  private static void watchKvEvents(io.github.prefixrouter.spi.Scheduler scheduler,
+  /**
+   * Every 15 s until it has spoken: a node told of KV events that receives none says so. A
+   * check that throws is logged and the watch goes on (it used to end it silently).
+   */
+  static void watchKvEvents(io.github.prefixrouter.spi.Scheduler scheduler,
       KvEventsWatch watch) {
     scheduler.schedule(java.util.concurrent.TimeUnit.SECONDS.toNanos(15), () -> {
-      String warning = watch.check();
+      String warning;
+      try {
+        warning = watch.check();
+      } catch (RuntimeException e) {
+        log.warn("the KV-events check failed; checking again in 15 s", e);
+        warning = null;
+      }
       if (warning != null) {
         log.warn(warning);
       } else {

@@ -1,10 +1,14 @@
 package io.github.prefixrouter.server;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
+import io.github.prefixrouter.spi.Scheduler;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
@@ -54,5 +58,32 @@ class KvEventsWatchTest {
     String topic = other.check();
     assertTrue(topic.contains("12 messages of other topics") && topic.contains("--kv-events-topic"),
         topic);
+  }
+
+  @Test
+  void aCheckThatThrowsDoesNotEndTheWatch() {
+    List<Runnable> tasks = new ArrayList<>();
+    Scheduler scheduler = (delay, task) -> {
+      tasks.add(task);
+      return () -> false;
+    };
+    AtomicLong calls = new AtomicLong();
+    KvEventsWatch failing = new KvEventsWatch("tcp://h:1", () -> {
+      if (calls.incrementAndGet() == 1) {
+        throw new IllegalStateException("stats not ready");
+      }
+      return stats(1, 0, 0, 0, 0);
+    }, () -> 100);
+    NodeMain.watchKvEvents(scheduler, failing);
+    assertEquals(1, tasks.size());
+    try {
+      tasks.remove(0).run();
+    } catch (RuntimeException e) {
+      // the assertion below tells whether the watch survived
+    }
+    assertEquals(1, tasks.size(), "a check that threw must not end the watch");
+    tasks.remove(0).run();
+    assertEquals(2, calls.get(), "the next check ran");
+    assertEquals(0, tasks.size(), "the watch ends once it has spoken");
   }
 }
