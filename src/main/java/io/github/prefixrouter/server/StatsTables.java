@@ -203,7 +203,8 @@ final class StatsTables {
             TlsFiles.Stats::reloadFailures)
         .gauge("certificate_not_after_seconds", prefix + "certificate_not_after_seconds",
             "When the certificate this node presents on its " + port + " expires, in seconds "
-                + "since the epoch.", TlsFiles.Stats::certificateNotAfterSeconds)
+                + "since the epoch (the earliest, if its keystore holds several key entries).",
+            TlsFiles.Stats::certificateNotAfterSeconds)
         .build();
   }
 

@@ -146,7 +146,10 @@ final class TlsFiles {
     return context;
   }
 
-  /** Counters of the reloads, and when this node's certificate expires. */
+  /**
+   * Counters of the reloads, and when this node's certificate expires: the earliest expiry of
+   * the keystore's key entries, if it holds several.
+   */
   record Stats(long reloads, long reloadFailures, long certificateNotAfterSeconds) {}
 
   synchronized Stats stats() {
@@ -196,7 +199,12 @@ final class TlsFiles {
       tm = (X509ExtendedTrustManager) only(tmf.getTrustManagers(),
           X509ExtendedTrustManager.class, truststore == null ? keystore : truststore);
       List<X509Certificate> presented = keyCertificates(ks, p);
-      notAfter = presented.get(0).getNotAfter().toInstant().getEpochSecond();
+      // the key manager picks an entry per handshake (by key type and the peer's issuers), so
+      // the one that expires first is the one to alert on; the first listed was arbitrary
+      notAfter = Long.MAX_VALUE;
+      for (X509Certificate c : presented) {
+        notAfter = Math.min(notAfter, c.getNotAfter().toInstant().getEpochSecond());
+      }
       if (nodeId != null) {
         for (X509Certificate c : presented) {
           if (!CertificateNodeIds.names(c, nodeId)) {

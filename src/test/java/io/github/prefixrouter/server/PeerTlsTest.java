@@ -296,4 +296,34 @@ class PeerTlsTest {
       assertTrue(t.getMessage().contains(e.getValue()), t.getMessage());
     }
   }
+
+  /**
+   * A keystore of several key entries reports the earliest expiry among them, whichever entry
+   * the file lists first: it reported the first listed entry's, so that an entry about to expire
+   * (which the key manager may still present) could hide behind one valid for a month.
+   */
+  @Test
+  void theReportedExpiryIsTheEarliestOfTheKeyEntries() throws Exception {
+    for (String[] order : new String[][] {{"month", "days"}, {"days", "month"}}) {
+      Path store = dir.resolve("two-" + order[0] + ".p12");
+      for (String alias : order) {
+        keytool("-genkeypair", "-alias", alias, "-keyalg", "EC", "-groupname", "secp256r1",
+            "-dname", "CN=" + alias, "-ext", "san=ip:127.0.0.1", "-validity",
+            alias.equals("month") ? "30" : "2", "-storetype", "PKCS12", "-keystore",
+            store.toString(), "-storepass", "changeit", "-keypass", "changeit");
+      }
+      java.security.KeyStore ks = java.security.KeyStore.getInstance("PKCS12");
+      try (var in = Files.newInputStream(store)) {
+        ks.load(in, "changeit".toCharArray());
+      }
+      long days = ((java.security.cert.X509Certificate) ks.getCertificate("days")).getNotAfter()
+          .toInstant().getEpochSecond();
+      long month = ((java.security.cert.X509Certificate) ks.getCertificate("month"))
+          .getNotAfter().toInstant().getEpochSecond();
+      assertTrue(days < month);
+      TlsFiles tls = new TlsFiles(TlsFiles.Use.PEER, store, null, "changeit".toCharArray());
+      assertEquals(days, tls.stats().certificateNotAfterSeconds(),
+          "entries added in the order " + List.of(order));
+    }
+  }
 }
