@@ -25,9 +25,13 @@ import java.util.function.Consumer;
  * variable holds the hex keys separated by commas.
  *
  * <p><b>Watching.</b> {@link #check()} re-reads the file and hands the keys on when they differ
- * from the last ones handed on: editing comments or blank lines does nothing, while reordering
- * the keys changes the signing key and is handed on. A file that cannot be read or
- * parsed leaves the keys as they were, counted and logged once per distinct problem.
+ * from the last ones handed on and the read before it found the same keys: editing comments or
+ * blank lines does nothing, while reordering the keys changes the signing key and is handed on.
+ * A file edited in place (not written aside and moved) can be read half-written; a read that no
+ * second one confirms is not put in use, so a partial key list never is unless the file stays
+ * so, and the keys in use stay until two reads agree ({@link NodeMain} makes the second read
+ * {@link #CONFIRM} after the first). A file that cannot be read or parsed leaves the keys as
+ * they were, counted and logged once per distinct problem.
  */
 final class ClusterKeys {
 
@@ -37,9 +41,17 @@ final class ClusterKeys {
   /** The shortest cluster key, in bytes, that the peer transport takes. */
   static final int MIN_KEY_BYTES = 16;
 
+  /**
+   * How soon after a read that found changed keys the file is read again to confirm them (or
+   * at the next check, if that is sooner).
+   */
+  static final java.time.Duration CONFIRM = java.time.Duration.ofSeconds(1);
+
   private final Path file;
   private final Consumer<List<byte[]>> apply;
   private List<byte[]> current;
+  /** Changed keys the last read found, not yet confirmed by a second; null for none. */
+  private List<byte[]> pending;
   private final ReloadOutcomes outcomes = new ReloadOutcomes("cluster keys");
 
   /**
@@ -59,22 +71,41 @@ final class ClusterKeys {
     return new Stats(outcomes.reloads(), outcomes.failures());
   }
 
-  /** Re-reads the file and applies its keys if they changed. */
-  synchronized void check() {
+  /**
+   * Re-reads the file and applies its keys if they changed and the last read found the same.
+   *
+   * @return true if this read found changed keys that wait for a second read to confirm them
+   */
+  synchronized boolean check() {
     List<byte[]> keys;
     try {
       keys = read(file);
-      if (sameKeys(keys, current)) {
-        outcomes.unchanged();
-        return;
-      }
+    } catch (IllegalArgumentException e) {
+      pending = null;
+      outcomes.failed(e.getMessage());
+      return false;
+    }
+    if (sameKeys(keys, current)) {
+      pending = null;
+      outcomes.unchanged();
+      return false;
+    }
+    if (pending == null || !sameKeys(keys, pending)) {
+      pending = keys; // perhaps read half-written: applied once a second read agrees
+      return true;
+    }
+    try {
       apply.accept(keys);
     } catch (IllegalArgumentException e) {
+      // a stable read the transport refuses: pending stays, so each check that reads the same
+      // keys tries them again and counts the failure
       outcomes.failed(e.getMessage());
-      return;
+      return false;
     }
+    pending = null;
     current = keys;
     outcomes.reloaded();
+    return false;
   }
 
   private static boolean sameKeys(List<byte[]> a, List<byte[]> b) {

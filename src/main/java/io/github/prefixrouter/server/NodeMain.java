@@ -427,7 +427,10 @@ public final class NodeMain {
       if (watchKeys) {
         keys = new ClusterKeys(o.clusterKeyFile, o.clusterKeys, k -> t.updateClusterKeys(
             k.get(0), k.subList(1, k.size()).toArray(new byte[0][])));
-        watch(files, keys::check, o.clusterKeyCheck.toNanos());
+        ClusterKeys k = keys;
+        io.github.prefixrouter.spi.Scheduler s = files;
+        long confirm = Math.min(ClusterKeys.CONFIRM.toNanos(), o.clusterKeyCheck.toNanos());
+        watch(files, () -> checkKeys(s, k, confirm), o.clusterKeyCheck.toNanos());
       }
       ClusterKeys watchedKeys = keys;
       if (watchTls) {
@@ -562,6 +565,18 @@ public final class NodeMain {
         watch(scheduler, check, intervalNanos);
       }
     });
+  }
+
+  /**
+   * Re-reads the cluster key file and, while a read finds changed keys that a second read has
+   * to confirm, reads it again {@code confirmNanos} later, so that a rotation takes effect
+   * {@link ClusterKeys#CONFIRM} after the check that saw it rather than a whole interval.
+   */
+  static void checkKeys(io.github.prefixrouter.spi.Scheduler scheduler, ClusterKeys keys,
+      long confirmNanos) {
+    if (keys.check()) {
+      scheduler.schedule(confirmNanos, () -> checkKeys(scheduler, keys, confirmNanos));
+    }
   }
 
   /** The process's counters besides the node's and the client endpoint's. */

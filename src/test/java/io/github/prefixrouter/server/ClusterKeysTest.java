@@ -2,6 +2,7 @@ package io.github.prefixrouter.server;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -130,6 +131,7 @@ class ClusterKeysTest {
         keys -> applied.add(hex(keys)));
     Files.write(watched, concat(bom, (A + "\n" + B + "\n").getBytes(StandardCharsets.US_ASCII)));
     watch.check();
+    watch.check(); // a second read confirms it
     assertEquals(List.of(List.of(A, B)), applied);
     // a passphrase after the mark stays a raw key of every byte, as it was always read
     byte[] pass =
@@ -167,10 +169,12 @@ class ClusterKeysTest {
     assertEquals(List.of(), applied, "unchanged");
     Files.writeString(f, "# step 1\n" + A + "\n" + B + "\n");
     watch.check();
+    watch.check(); // a second read confirms it
     Files.writeString(f, "# step 1, comment edited\n\n" + A + "\n" + B + "\n");
     watch.check();
     assertEquals(List.of(List.of(A, B)), applied);
     Files.writeString(f, B + "\n" + A + "\n"); // step 2: the order names the signing key
+    watch.check();
     watch.check();
     Files.writeString(f, B + "\nzz\n"); // a typo: keys stay, counted
     watch.check();
@@ -183,8 +187,84 @@ class ClusterKeysTest {
     assertEquals(new ClusterKeys.Stats(2, 4), watch.stats());
     Files.writeString(f, B + "\n" + C + "\n");
     watch.check();
+    watch.check();
     assertEquals(List.of(B, C), applied.get(2));
     assertEquals(new ClusterKeys.Stats(3, 4), watch.stats());
+  }
+
+  /**
+   * A key file edited in place can be read half-written: its keys are put in use only once two
+   * reads in a row agree, and the keys in use stay until then. One read used to put them in
+   * use, so that a read between an editor's writes could leave a partial key list in use (a
+   * signing key without the others during a rotation) until the next check.
+   */
+  @Test
+  void aChangedKeyFileIsPutInUseOnlyOnceTwoReadsAgree() throws Exception {
+    Path f = file(A + "\n");
+    List<List<String>> applied = new ArrayList<>();
+    ClusterKeys watch = new ClusterKeys(f, ClusterKeys.read(f), keys -> applied.add(hex(keys)));
+    Files.writeString(f, B + "\n"); // step 2 of a rotation, written in place: "B" so far
+    assertTrue(watch.check(), "a second read is due");
+    assertEquals(List.of(), applied, "a read that no second read confirms is not put in use");
+    Files.writeString(f, B + "\n" + A + "\n"); // the editor's write completes
+    assertTrue(watch.check());
+    assertEquals(List.of(), applied, "this read differs from the last");
+    assertFalse(watch.check());
+    assertEquals(List.of(List.of(B, A)), applied, "two reads agree");
+    assertFalse(watch.check(), "nothing changed since");
+    assertEquals(new ClusterKeys.Stats(1, 0), watch.stats());
+    // a change undone before a second read agreed is never put in use
+    Files.writeString(f, C + "\n");
+    watch.check();
+    Files.writeString(f, B + "\n" + A + "\n");
+    watch.check();
+    watch.check();
+    assertEquals(List.of(List.of(B, A)), applied);
+    // a read that fails in between makes the next one start over
+    Files.writeString(f, C + "\n");
+    watch.check();
+    Files.writeString(f, C + "\nzz\n");
+    watch.check();
+    Files.writeString(f, C + "\n");
+    watch.check();
+    assertEquals(List.of(List.of(B, A)), applied, "no two reads in a row agreed");
+    watch.check();
+    assertEquals(List.of(List.of(B, A), List.of(C)), applied);
+    assertEquals(new ClusterKeys.Stats(2, 1), watch.stats());
+    // keys read twice alike that the transport refuses: every such check counts a failure
+    ClusterKeys refusing = new ClusterKeys(f, List.of(ClusterKeys.read(file(A)).get(0)), keys -> {
+      throw new IllegalArgumentException("refused");
+    });
+    assertTrue(refusing.check());
+    assertFalse(refusing.check());
+    assertFalse(refusing.check());
+    assertEquals(new ClusterKeys.Stats(0, 2), refusing.stats());
+  }
+
+  /** The node reads a changed file again {@link ClusterKeys#CONFIRM} later, until it is stable. */
+  @Test
+  void theNodeConfirmsAChangedFileSoonAfter() throws Exception {
+    Path f = file(A + "\n");
+    List<List<String>> applied = new ArrayList<>();
+    ClusterKeys watch = new ClusterKeys(f, ClusterKeys.read(f), keys -> applied.add(hex(keys)));
+    List<Long> delays = new ArrayList<>();
+    List<Runnable> tasks = new ArrayList<>();
+    io.github.prefixrouter.spi.Scheduler scheduler = (delay, task) -> {
+      delays.add(delay);
+      tasks.add(task);
+      return () -> false;
+    };
+    NodeMain.checkKeys(scheduler, watch, 7);
+    assertEquals(List.of(), tasks, "unchanged: nothing to confirm");
+    Files.writeString(f, B + "\n");
+    NodeMain.checkKeys(scheduler, watch, 7);
+    assertEquals(List.of(7L), delays);
+    Files.writeString(f, B + "\n" + A + "\n");
+    tasks.remove(0).run();
+    assertEquals(List.of(7L, 7L), delays, "changed again: read again");
+    tasks.remove(0).run();
+    assertEquals(List.of(List.of(B, A)), applied);
+    assertEquals(List.of(), tasks, "confirmed: the reads stop");
   }
 
   @Test
