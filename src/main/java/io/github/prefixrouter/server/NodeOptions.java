@@ -1216,6 +1216,14 @@ public final class NodeOptions {
 
   /** A port as written after the host: digits only (no sign or space, which URLs refuse). */
   private static int portNumber(String what, String s) {
+    if (!s.isEmpty() && s.chars().allMatch(c -> c >= '0' && c <= '9')) {
+      try {
+        Integer.parseInt(s);
+      } catch (NumberFormatException e) {
+        // digits beyond an int said "needs an integer"; none of them is a port
+        throw new IllegalArgumentException("--" + what + " port must be at most 65535, was " + s);
+      }
+    }
     int p = parseInt(what, s);
     if (!s.chars().allMatch(c -> c >= '0' && c <= '9')) {
       throw new IllegalArgumentException("--" + what + " port must be digits only, was '" + s + "'");
@@ -1227,8 +1235,20 @@ public final class NodeOptions {
     try {
       return Integer.parseInt(s.trim());
     } catch (NumberFormatException e) {
-      throw new IllegalArgumentException("--" + what + " needs an integer, was '" + s + "'");
+      throw notANumber(what, s, Integer.MIN_VALUE, Integer.MAX_VALUE);
     }
+  }
+
+  /**
+   * The error of a value {@code s} of {@code --what} that does not parse: out of range if it is
+   * an integer beyond {@code min} to {@code max} (it said "needs an integer", which it is).
+   */
+  private static IllegalArgumentException notANumber(String what, String s, long min, long max) {
+    if (s.trim().matches("[+-]?[0-9]+")) {
+      return new IllegalArgumentException("--" + what + " is out of range, was '" + s
+          + "': it takes an integer from " + min + " to " + max);
+    }
+    return new IllegalArgumentException("--" + what + " needs an integer, was '" + s + "'");
   }
 
   /** An int setting; a value outside int range is rejected, never truncated. */
@@ -1245,7 +1265,7 @@ public final class NodeOptions {
     try {
       return Long.parseLong(s.trim());
     } catch (NumberFormatException e) {
-      throw new IllegalArgumentException("--" + key + " needs an integer, was '" + s + "'");
+      throw notANumber(key, s, Long.MIN_VALUE, Long.MAX_VALUE);
     }
   }
 

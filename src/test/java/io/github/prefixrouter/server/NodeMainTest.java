@@ -166,8 +166,31 @@ class NodeMainTest {
     // 2^32 + 16 must not wrap to a valid block size (or thread count, cache size, hop limit)
     for (String flag : new String[] {"--block-size", "--engine-threads", "--engine-cache-tokens",
         "--hop-limit"}) {
-      assertMessage("needs an integer", () -> parse("--id", "a", "--listen", "h:1", flag, "4294967312"));
+      assertMessage(flag + " is out of range, was '4294967312'",
+          () -> parse("--id", "a", "--listen", "h:1", flag, "4294967312"));
     }
+  }
+
+  /**
+   * An integer too large for its flag's type says it is out of range and gives the range: it
+   * said the flag "needs an integer", which the value is.
+   */
+  @Test
+  void anIntegerTooLargeForItsTypeIsOutOfRange() {
+    assertMessage("--block-size is out of range, was '99999999999': it takes an integer from "
+        + "-2147483648 to 2147483647",
+        () -> parse("--id", "a", "--listen", "h:1", "--block-size", "99999999999"));
+    assertMessage("--engine-threads is out of range, was '-4294967312': it takes an integer from "
+        + "-2147483648 to 2147483647",
+        () -> parse("--id", "a", "--listen", "h:1", "--engine-threads", "-4294967312"));
+    assertMessage("--shutdown-grace-ms is out of range, was '99999999999999999999': it takes an "
+        + "integer from -9223372036854775808 to 9223372036854775807",
+        () -> parse("--id", "a", "--listen", "h:1", "--shutdown-grace-ms",
+            "99999999999999999999"));
+    assertMessage("--advertise port must be at most 65535, was 99999999999",
+        () -> parse("--id", "a", "--listen", "h:1", "--advertise", "10.0.0.1:99999999999"));
+    assertMessage("--block-size needs an integer, was '1e3'",
+        () -> parse("--id", "a", "--listen", "h:1", "--block-size", "1e3"));
   }
 
   @Test
@@ -571,7 +594,7 @@ class NodeMainTest {
             () -> parse("--id", "a", "--listen", "h:1", flag, bad));
       }
       assertMessage(flag + " needs an integer", () -> parse("--id", "a", "--listen", "h:1", flag, "x"));
-      assertMessage(flag + " needs an integer",
+      assertMessage(flag + " is out of range, was '4294967297'",
           () -> parse("--id", "a", "--listen", "h:1", flag, "4294967297"));
       assertMessage(flag + " must be 1 to 4096", () -> parse("--config",
           writeConfig("id=n1\nlisten=h:1\n" + flag.substring(2) + "=0\n").toString()));
