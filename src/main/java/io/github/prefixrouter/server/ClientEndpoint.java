@@ -63,7 +63,7 @@ import org.slf4j.LoggerFactory;
  *       {@code {"id": "...", "prompt": [token ids], "max_tokens": 1, "temperature": 0,
  *       "top_p": 1, "seed": 0, "model": "sql-lora", "cache_salt": "tenant-1", "stream": false,
  *       "stop_token_ids": [2]}} (all but
- *       {@code prompt} optional) submits one request to the node and answers {@code {"id", "served_by", "forwarded", "attempts", "fallback",
+ *       {@code prompt} optional; a key whose value is {@code null} is absent) submits one request to the node and answers {@code {"id", "served_by", "forwarded", "attempts", "fallback",
  *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}, its
  *       {@code token_ids} (whole or streamed) ending after the first stop token id. 400 for a bad request
  *       (the message says what; a key not in {@link #REQUEST_KEYS} is one), 413 for a body
@@ -1289,12 +1289,17 @@ final class ClientEndpoint {
   private record ParsedRequest(InferenceRequest request, boolean stream) {}
 
   private ParsedRequest parseRequest(HttpExchange ex, BodyBudget.Share share) throws IOException {
-    Map<?, ?> m = readObject(ex, 8, share);
-    for (Object key : m.keySet()) {
+    Map<?, ?> body = readObject(ex, 8, share);
+    Map<Object, Object> m = new java.util.HashMap<>();
+    for (Map.Entry<?, ?> e : body.entrySet()) {
+      Object key = e.getKey();
       if (!REQUEST_KEYS.contains(key)) {
         throw new IllegalArgumentException("unknown key \""
             + OpenAiRequest.shortened(String.valueOf(key)) + "\"; the keys are "
             + new java.util.TreeSet<>(REQUEST_KEYS));
+      }
+      if (e.getValue() != Json.NULL) {
+        m.put(key, e.getValue()); // a JSON null stands for an absent key, as on the OpenAI routes
       }
     }
     Object idValue = m.get("id");

@@ -87,6 +87,48 @@ class ClientEndpointTest {
     }
   }
 
+  /**
+   * On /v1/route/completions a JSON null stands for an absent key, as on the OpenAI routes
+   * (whose clients send unset options as null): "id": null, "model": null, "seed": null and
+   * "max_tokens": null were refused with 400 ("id must be a string", ...).
+   */
+  @Test
+  void aNullValueIsTheDefaultAsOnTheOpenAiRoutes() throws Exception {
+    StubNode stub = new StubNode();
+    ClientEndpoint endpoint =
+        new ClientEndpoint(stub.node, List::of, 64, Duration.ofSeconds(10), "base");
+    try {
+      String address = "127.0.0.1:" + endpoint.start("127.0.0.1", 0).getPort();
+      HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+      CompletableFuture<HttpResponse<String>> answer = c.sendAsync(HttpRequest.newBuilder(
+              URI.create("http://" + address + "/v1/route/completions"))
+          .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":[1,2,3],\"id\":null,"
+              + "\"model\":null,\"seed\":null,\"max_tokens\":null,\"temperature\":null,"
+              + "\"top_p\":null,\"cache_salt\":null,\"stream\":null,"
+              + "\"stop_token_ids\":null}")).build(),
+          HttpResponse.BodyHandlers.ofString());
+      io.github.prefixrouter.testing.Await.until(
+          () -> answer.isDone() || !stub.requests.isEmpty(), "submitted or answered");
+      assertEquals(1, stub.requests.size(), () -> "refused: " + answer.join().statusCode() + " "
+          + answer.join().body());
+      io.github.prefixrouter.InferenceRequest r = stub.requests.get(0);
+      assertTrue(r.id().startsWith("solo-c"), r.id());
+      assertEquals(new io.github.prefixrouter.GenerationParams(1, 0.0, 1.0, 0, List.of(),
+          List.of()), r.params());
+      assertEquals(io.github.prefixrouter.CacheScope.of("", ""), r.scope());
+      assertEquals(null, stub.listeners.get(0), "not streamed");
+      stub.futures.get(0).complete(ClientEndpointEdgeCaseTest.response(r.id()));
+      HttpResponse<String> resp = answer.get(20, TimeUnit.SECONDS);
+      assertEquals(200, resp.statusCode(), resp.body());
+      // a null prompt is an absent one: still required
+      HttpResponse<String> noPrompt = post(c, address, "{\"prompt\":null}");
+      assertEquals(400, noPrompt.statusCode(), noPrompt.body());
+      assertTrue(noPrompt.body().contains("prompt"), noPrompt.body());
+    } finally {
+      endpoint.stop();
+    }
+  }
+
   @Test
   void busyEverywhereIsA503WithRetryAfterNotA502() throws Exception {
     try (FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
