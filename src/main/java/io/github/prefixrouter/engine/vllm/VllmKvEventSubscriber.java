@@ -771,8 +771,12 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      *
      * @param blockSize tokens per block, positive
      * @return this builder
+     * @throws IllegalArgumentException if it is not positive
      */
     public Builder blockSize(int blockSize) {
+      if (blockSize <= 0) {
+        throw new IllegalArgumentException("blockSize must be positive, was " + blockSize);
+      }
       this.blockSize = blockSize;
       return this;
     }
@@ -955,9 +959,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         if (listener == null) {
           throw new IllegalStateException("listener is required");
         }
-        if (blockSize <= 0) {
+        if (blockSize == 0) { // the setter refuses any other value that is not positive
           throw new IllegalStateException(
-              "blockSize is required with a listener (vLLM's --block-size), was " + blockSize);
+              "blockSize is required with a listener (vLLM's --block-size)");
         }
         s = new VllmKvEventReceiver(listener, blockSize);
       } else if (listener != null) {

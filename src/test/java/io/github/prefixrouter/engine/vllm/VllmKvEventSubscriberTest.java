@@ -1107,4 +1107,18 @@ class VllmKvEventSubscriberTest {
     assertNotNull(VllmKvEventSubscriber.builder().endpoint("tcp://[::1]:5557")
         .listener(listener).blockSize(16).build());
   }
+
+  /**
+   * A block size that is not positive is refused where it is given, naming the method and the
+   * value: it was taken, and build() then said the block size "is required" with an
+   * IllegalStateException, as if none had been given.
+   */
+  @Test
+  void aBlockSizeThatIsNotPositiveIsRefusedByItsSetter() {
+    for (int bad : new int[] {-1, 0, Integer.MIN_VALUE}) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> VllmKvEventSubscriber.builder().blockSize(bad), "blockSize(" + bad + ")");
+      assertEquals("blockSize must be positive, was " + bad, e.getMessage());
+    }
+  }
 }
