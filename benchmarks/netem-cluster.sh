@@ -58,6 +58,7 @@ for i in $(seq 0 $((nodes - 1))); do seeds+="${seeds:+,}n$i@10.77.0.$((i + 1)):7
 endpoints=""
 for i in $(seq 0 $((nodes - 1))); do endpoints+="${endpoints:+,}10.77.0.$((i + 1)):8000"; done
 
+failed=()
 printf "%-8s %-11s %9s %8s %9s %9s %9s\n" "delay" "policy" "forwarded" "hitRate" "mean ms" "p50 ms" "p99 ms"
 for d in $delays; do
   for i in $(seq 0 $((nodes - 1))); do
@@ -74,17 +75,36 @@ for d in $delays; do
     sleep 8   # JVM start and membership
     java -cp "$jar" io.github.prefixrouter.load.LoadGeneratorMain --nodes "$endpoints" \
       --requests "$requests" --concurrency 4 --json "$work/$d-$policy.json" "${extra[@]}" \
-      > "$work/$d-$policy.out" 2>/dev/null || true
+      > "$work/$d-$policy.out" 2>&1 || true
     for pid in $(cat "$work"/*.pid); do kill "$pid" 2>/dev/null || true; done
     sleep 3
     rm -f "$work"/*.pid
-    python3 - "$work/$d-$policy.json" "$d" "$policy" <<'EOF'
+    # a run that failed (no JSON, or no figures: nothing answered) is a row saying so, and the
+    # sweep goes on; it used to end the whole sweep (set -e) with a Python traceback
+    if ! python3 - "$work/$d-$policy.json" "$d" "$policy" "$work/$d-$policy.out" <<'EOF'
 import json, sys
-r = json.load(open(sys.argv[1]))
-l = r["latency_ms"]
-print("%-8s %-11s %9.3f %8.3f %9.1f %9.1f %9.1f" % (sys.argv[2] + "ms", sys.argv[3],
-      r["forwarded_share"], r["hit_rate"], l["mean"], l["p50"], l["p99"]))
+path, delay, policy, out = sys.argv[1:5]
+head = "%-8s %-11s" % (delay + "ms", policy)
+try:
+    with open(path) as f:
+        r = json.load(f)
+    l = r["latency_ms"]
+    figures = [r["forwarded_share"], r["hit_rate"], l["mean"], l["p50"], l["p99"]]
+    if any(not isinstance(v, (int, float)) for v in figures):
+        raise ValueError("%s of %s requests answered, no figures" % (r.get("answered"),
+                                                                  r.get("requests")))
+except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+    print("%s FAILED: %s (see %s)" % (head, e, out))
+    sys.exit(1)
+print("%s %9.3f %8.3f %9.1f %9.1f %9.1f" % (head, *figures))
 EOF
+    then
+      failed+=("${d}ms $policy")
+    fi
   done
 done
 echo "logs and JSON in $work"
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "failed runs: ${failed[*]}" >&2
+  exit 1
+fi
