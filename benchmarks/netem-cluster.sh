@@ -74,7 +74,7 @@ for d in $delays; do
     done
     sleep 8   # JVM start and membership
     java -cp "$jar" io.github.prefixrouter.load.LoadGeneratorMain --nodes "$endpoints" \
-      --requests "$requests" --concurrency 4 --json "$work/$d-$policy.json" "${extra[@]}" \
+      --requests "$requests" --concurrency 4 --json "$work/$d-$policy.json" ${extra[@]+"${extra[@]}"} \
       > "$work/$d-$policy.out" 2>&1 || true
     for pid in $(cat "$work"/*.pid); do kill "$pid" 2>/dev/null || true; done
     sleep 3

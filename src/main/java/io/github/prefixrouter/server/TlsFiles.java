@@ -85,8 +85,9 @@ final class TlsFiles {
    * Loads the files.
    *
    * @param use the port they are for
-   * @param keystore PKCS12: the private key and certificate chain this port presents (one key
-   *     entry)
+   * @param keystore PKCS12: the private key and certificate chain this port presents (usually
+   *     one key entry; with several, the TLS stack picks one per handshake and the stats report
+   *     the earliest expiry)
    * @param truststore PKCS12: the certificates the other side's chain must lead to; null for the
    *     keystore's own certificates (on the client port, which then asks clients for no
    *     certificate, the trust manager is never consulted)
