@@ -72,8 +72,9 @@ import org.slf4j.LoggerFactory;
  *       nodes with a count are never evicted. A split keeps the node's identity for the lower
  *       part, and a merge lets the child absorb its parent, so a lease's end node stays valid.
  *   <li><b>Normal form.</b> A non-root node with exactly one child is merged with it unless a
- *       lease ends at it or it was touched more recently than the child (the only boundaries
- *       kept); see {@link #checkInvariants()}.
+ *       lease ends at it or it was touched more recently than the child, or, engine-driven, it
+ *       ends at a span boundary, where a leaf extension stops ({@link #EXTENSION_SPAN_TOKENS});
+ *       see {@link #checkInvariants()}.
  *   <li><b>Engine-driven mode</b> (block granularity). The engine's stored/removed/cleared
  *       events ({@link #engineEvents()}) are the only mutations; the tree maps each engine block
  *       hash to the node holding the block's last token and the block's index there. An engine
@@ -120,6 +121,14 @@ public final class ConcurrentPrefixTree {
    */
   static final int DENSE_MAX = 2;
 
+  /**
+   * Engine-driven mode: a store that continues a leaf grows the leaf's edge only up to the next
+   * multiple of this many tokens (rounded up to whole blocks) and continues it in a child from
+   * there, so that a chain stored one block at a time copies at most about this many tokens per
+   * store rather than the whole chain (see {@code extensionSpan}).
+   */
+  static final int EXTENSION_SPAN_TOKENS = 2048;
+
   /** How the tree learns what is cached. */
   public enum Mode {
     /** The tree records executed prompts itself and applies LRU at its capacity. */
@@ -137,6 +146,12 @@ public final class ConcurrentPrefixTree {
    * beyond it the least recently stored blocks are dropped (see {@link #evictOverflow()}).
    */
   private final long mirrorLimit;
+  /**
+   * Engine-driven mode: the depths that are multiples of this (a whole number of blocks) are
+   * where a leaf extension stops and a child continues; a node ending at one is never merged
+   * with its only child, so that the chain stays cut there (a field so that tests can lower it).
+   */
+  private int extensionSpan;
 
   private final StampedLock lock = new StampedLock();
   private final Node root = new Node();
@@ -152,6 +167,10 @@ public final class ConcurrentPrefixTree {
   private int epoch;
   /** Blocks whose hashes were recomputed from held tokens (tests only), under the write lock. */
   private long rehashedBlocks;
+  /** Tokens written into new edge arrays by extensions, splits, merges and trims (tests only). */
+  private long copiedEdgeTokens;
+  /** Nodes the writes' stamping and normalizing walks visited (tests only). */
+  private long pathSteps;
 
   // LRU heap of evictable leaves (self-managed mode), guarded by the write lock
   private Node[] heap = new Node[16];
@@ -197,6 +216,7 @@ public final class ConcurrentPrefixTree {
     this.hasher = new BlockHasher(b.blockSize, b.salt);
     this.capacity = b.capacityTokens;
     this.mirrorLimit = b.mirrorLimitTokens;
+    this.extensionSpan = (EXTENSION_SPAN_TOKENS + blockSize - 1) / blockSize * blockSize;
     this.engineIndex = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
     this.aliases = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
     this.extraCopies = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
@@ -699,8 +719,20 @@ public final class ConcurrentPrefixTree {
       Node next = child(n, t[off]);
       if (next == null) {
         if (n.parent != null && n.kids.length == 0 && n.locks() == 0) { // not a root
-          extendLeaf(n, t, off, to, shift);
-          return n;
+          if (mode == Mode.SELF_MANAGED) {
+            extendLeaf(n, t, off, to, shift);
+            return n;
+          }
+          // up to the next span boundary; beyond it a child, so that the edge copied stays short
+          int room = (n.end + extensionSpan - 1) / extensionSpan * extensionSpan - n.end;
+          if (room > 0) {
+            int k = Math.min(room, to - off);
+            extendLeaf(n, t, off, off + k, shift);
+            off += k;
+            if (off == to) {
+              return n;
+            }
+          }
         }
         return addLeaf(n, t, off, to, shift, now);
       }
@@ -755,6 +787,32 @@ public final class ConcurrentPrefixTree {
     }
   }
 
+  /**
+   * The work of the writes so far (tests only): tokens copied into new edge arrays, and nodes
+   * visited by the walks that stamp a path and restore the normal form.
+   */
+  long[] writeCostForTest() {
+    long ws = lock.writeLock();
+    try {
+      return new long[] {copiedEdgeTokens, pathSteps};
+    } finally {
+      lock.unlockWrite(ws);
+    }
+  }
+
+  /** Sets the span at which leaf extensions stop, in blocks (tests only; see extensionSpan). */
+  void extensionSpanForTest(int blocks) {
+    extensionSpan = blocks * blockSize;
+  }
+
+  /**
+   * Whether p is kept apart from an only child it could otherwise merge with: an engine-driven
+   * node ending at a span boundary (see {@code extensionSpan}).
+   */
+  private boolean atSpanBoundary(Node p) {
+    return mode == Mode.ENGINE_DRIVEN && p.end % extensionSpan == 0;
+  }
+
   /** Lowers the stamp renumbering threshold (tests only). */
   void stampLimitForTest(int limit) {
     stampLimit = limit;
@@ -778,6 +836,7 @@ public final class ConcurrentPrefixTree {
   }
 
   private void touch(Node n, int now) {
+    pathSteps++;
     n.stamp = now;
     if (n.lru >= 0) {
       siftDown(n.lru);
@@ -807,6 +866,7 @@ public final class ConcurrentPrefixTree {
       }
     }
     n.edge = Arrays.copyOfRange(e, m, e.length); // n.end stays
+    copiedEdgeTokens += e.length;
     n.dropBlockHashCache(); // its edge starts later: other blocks, another parent hash
     replaceChild(u.parent, n, u);
     n.parent = u;
@@ -840,6 +900,7 @@ public final class ConcurrentPrefixTree {
     int oldEnd = n.end;
     int[] e = Arrays.copyOf(n.edge, n.edge.length + (to - off));
     System.arraycopy(t, off, e, n.edge.length, to - off);
+    copiedEdgeTokens += e.length;
     long[] added = hashNewBlocks(n, oldEnd, oldEnd + (to - off), t, shift);
     n.edge = e;
     n.end = oldEnd + (to - off);
@@ -1100,8 +1161,10 @@ public final class ConcurrentPrefixTree {
   private void normalizeUpward(Node n) {
     Node x = n;
     while (x.parent != null && x.parent.parent != null) { // x and its parent are not roots
+      pathSteps++;
       Node p = x.parent;
-      if (p.kids.length == 1 && p.locks() == x.locks() && p.stamp == x.stamp) {
+      if (p.kids.length == 1 && p.locks() == x.locks() && p.stamp == x.stamp
+          && !atSpanBoundary(p)) {
         mergeIntoChild(p, x);
       } else {
         x = p;
@@ -1114,6 +1177,7 @@ public final class ConcurrentPrefixTree {
     int[] e = new int[p.edge.length + c.edge.length];
     System.arraycopy(p.edge, 0, e, 0, p.edge.length);
     System.arraycopy(c.edge, 0, e, p.edge.length, c.edge.length);
+    copiedEdgeTokens += e.length;
     Node gp = p.parent;
     if (mode == Mode.ENGINE_DRIVEN) {
       c.engineBlocks(concat(p.engineBlocks(), c.engineBlocks()));
@@ -1176,6 +1240,7 @@ public final class ConcurrentPrefixTree {
     size -= l.edge.length - newLen;
     l.end = l.start() + newLen;
     l.edge = Arrays.copyOf(l.edge, newLen);
+    copiedEdgeTokens += newLen;
   }
 
   private void removeLeafSelfManaged(Node l) {
@@ -1206,9 +1271,11 @@ public final class ConcurrentPrefixTree {
     if (l.lru >= 0) {
       heapRemove(l);
     }
-    if (blockCount(l) > 0) {
-      if (listeners.length > 0) {
-        evictedBuf.addAll(blockHashesOf(l));
+    int count = blockCount(l);
+    if (count > 0) {
+      if (listeners.length > 0) { // a trimmed engine leaf keeps its hashes: no need to rehash
+        long[] hashes = l.blockHashCache();
+        evictedBuf.addRange(hashes != null ? hashes : blockHashesOf(l), 0, count);
       }
       if (l.engineBlocks() != null) {
         unindex(l.engineBlocks(), 0, l.engineBlocks().length);
@@ -1701,7 +1768,8 @@ public final class ConcurrentPrefixTree {
         p.parent = null;
         p = gp;
       } else {
-        if (p.kids.length == 1 && p.stamp == p.kids[0].stamp) { // else a recency boundary
+        if (p.kids.length == 1 && p.stamp == p.kids[0].stamp // else a recency boundary
+            && !atSpanBoundary(p)) {
           mergeIntoChild(p, p.kids[0]);
         }
         return;
@@ -2123,8 +2191,8 @@ public final class ConcurrentPrefixTree {
         }
         if (n.kids.length == 1 && n.parent != null) {
           Node c = n.kids[0];
-          require(n.locks() != c.locks() || n.stamp != c.stamp,
-              "single-child chain at depth " + end + " with no lease or recency boundary");
+          require(n.locks() != c.locks() || n.stamp != c.stamp || atSpanBoundary(n),
+              "single-child chain at depth " + end + " with no lease, recency or span boundary");
         }
       }
       int len = n.kids.length;

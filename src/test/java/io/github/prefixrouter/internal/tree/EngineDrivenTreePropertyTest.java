@@ -333,8 +333,9 @@ class EngineDrivenTreePropertyTest {
   }
 
   @Property
-  void mirrorsTheEngine(@ForAll("ops") List<Op> ops, @ForAll @IntRange(min = 0, max = 3) int salt) {
-    boolean copyKeptABlock = mirror(ops, salt, Long.MAX_VALUE, 0);
+  void mirrorsTheEngine(@ForAll("ops") List<Op> ops, @ForAll @IntRange(min = 0, max = 3) int salt,
+      @ForAll @IntRange(min = 0, max = 3) int span) {
+    boolean copyKeptABlock = mirror(ops, salt, Long.MAX_VALUE, 0, span);
     // the generator must exercise what this test is for: a removal that leaves another copy
     // (11% to 32% of tries had one in runs of 200 with random seeds, 20% on average; the bound
     // sits far below that spread, so that only a generator that lost the case fails it)
@@ -351,8 +352,9 @@ class EngineDrivenTreePropertyTest {
    */
   @Property(tries = 400)
   void mirrorsAnEngineEvictingChains(
-      @ForAll("evictions") List<Op> ops, @ForAll @IntRange(min = 0, max = 3) int salt) {
-    mirror(ops, salt, Long.MAX_VALUE, 0);
+      @ForAll("evictions") List<Op> ops, @ForAll @IntRange(min = 0, max = 3) int salt,
+      @ForAll @IntRange(min = 0, max = 3) int span) {
+    mirror(ops, salt, Long.MAX_VALUE, 0, span);
     // the generator must exercise each change that drops kept hashes (10% to 16%, 5% to 9% and
     // 1% to 5% of tries in eight runs of 200; a merge needs the trimmed leaf and its parent
     // used last by the same store, since a recency boundary keeps them apart; the bounds leave
@@ -377,8 +379,9 @@ class EngineDrivenTreePropertyTest {
   void staysWithinItsLimit(@ForAll("ops") List<Op> ops,
       @ForAll @IntRange(min = 0, max = 3) int salt,
       @ForAll @IntRange(min = B, max = 8 * B) int limit,
-      @ForAll @IntRange(min = 0, max = 8) int stampLimit) {
-    mirror(ops, salt, limit, stampLimit);
+      @ForAll @IntRange(min = 0, max = 8) int stampLimit,
+      @ForAll @IntRange(min = 0, max = 3) int span) {
+    mirror(ops, salt, limit, stampLimit, span);
     // the generator must exercise what this test is for (measured: see the bounds' comment)
     // (29% to 39%, 14% to 30% and 17% to 29% of tries in eight runs of 200)
     Statistics.label("the limit dropped a block").collect(droppedOverLimit > 0);
@@ -405,9 +408,11 @@ class EngineDrivenTreePropertyTest {
    * Runs the events through the tree (mirror limit {@code limit} tokens) and the model; true if
    * a removed copy kept a block. A positive {@code stampLimit} makes the tree renumber its use
    * stamps whenever its counter reaches it (normally near 2^31), which must not change which
-   * blocks the limit drops.
+   * blocks the limit drops. A positive {@code span} makes leaf extensions stop every {@code span}
+   * blocks (normally every 2,048 tokens, more than these events ever hold), which must not
+   * change what the tree holds.
    */
-  private boolean mirror(List<Op> ops, int salt, long limit, int stampLimit) {
+  private boolean mirror(List<Op> ops, int salt, long limit, int stampLimit, int span) {
     cacheChanges.clear();
     droppedOverLimit = 0;
     droppedAChainStart = false;
@@ -421,6 +426,9 @@ class EngineDrivenTreePropertyTest {
     ConcurrentPrefixTree tree = builder.build();
     if (stampLimit > 0) {
       tree.stampLimitForTest(stampLimit);
+    }
+    if (span > 0) {
+      tree.extensionSpanForTest(span);
     }
     ConcurrentPrefixTreeTest.Replay replay = new ConcurrentPrefixTreeTest.Replay();
     tree.addListener(replay);

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.spi.CacheEventListener;
+import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 
 /** Engine events that build extreme shapes: a path of one node per block, aliases never removed. */
@@ -31,6 +32,39 @@ class EngineEventRobustnessTest {
     assertDoesNotThrow(() -> engine.onBlocksRemoved(new long[] {chain[0]}));
     assertEquals(0, t.sizeTokens());
     t.checkInvariants();
+  }
+
+  /**
+   * vLLM reports a long prompt prefilled in chunks, and a decode, as one store per scheduler
+   * step, each continuing the last block stored: the work of such a chain must grow linearly
+   * with it, not with its square (each store copied the whole leaf edge to append its block).
+   */
+  @Test
+  void aChainStoredBlockByBlockCopiesLinearlyManyTokens() {
+    long[] shorter = storeBlockByBlock(1_000);
+    long[] longer = storeBlockByBlock(2_000);
+    assertTrue(longer[0] <= 5 * shorter[0] / 2,
+        "edge tokens copied: " + shorter[0] + " for 1,000 blocks, " + longer[0] + " for 2,000");
+  }
+
+  /** Stores a chain of {@code blocks} blocks one per event; returns the tree's write cost. */
+  private static long[] storeBlockByBlock(int blocks) {
+    int bs = 16;
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(bs);
+    CacheEventListener engine = t.engineEvents();
+    int[] all = new int[blocks * bs];
+    long parent = CacheEventListener.NO_PARENT;
+    for (int i = 0; i < blocks; i++) {
+      int[] tokens = new int[bs];
+      Arrays.fill(tokens, i % 7);
+      System.arraycopy(tokens, 0, all, i * bs, bs);
+      engine.onBlocksStored(parent, new long[] {1 + i}, tokens);
+      parent = 1 + i;
+    }
+    assertEquals(all.length, t.sizeTokens());
+    assertEquals(all.length, t.match(all));
+    t.checkInvariants();
+    return t.writeCostForTest();
   }
 
   /**
