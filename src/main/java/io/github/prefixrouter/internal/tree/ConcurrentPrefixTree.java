@@ -1159,8 +1159,16 @@ public final class ConcurrentPrefixTree {
 
   /** Restores the normal form on the path from n up to the root after stamps or locks changed. */
   private void normalizeUpward(Node n) {
+    normalizeUpward(n, null);
+  }
+
+  /**
+   * {@link #normalizeUpward(Node)} up to {@code top}, an ancestor of n (or n) above which
+   * nothing changed: the pairs of nodes from n up to {@code top} and its child (null: the root).
+   */
+  private void normalizeUpward(Node n, Node top) {
     Node x = n;
-    while (x.parent != null && x.parent.parent != null) { // x and its parent are not roots
+    while (x != top && x.parent != null && x.parent.parent != null) { // not roots
       pathSteps++;
       Node p = x.parent;
       if (p.kids.length == 1 && p.locks() == x.locks() && p.stamp == x.stamp
@@ -1486,12 +1494,22 @@ public final class ConcurrentPrefixTree {
     }
     // the store uses the whole prefix it continues (the engine ran a request on it): split where
     // it starts, touch up to the root, and extend touching, as a self-managed insert does
-    if (d < n.end) {
-      n = splitAt(n, d);
-    }
-    int now = nextStamp();
-    for (Node x = n; x.parent != null; x = x.parent) {
-      touch(x, now);
+    int now;
+    Node top = null;
+    if (n.parent != null && d == n.end && n.kids.length == 0 && n.stamp == clock) {
+      // it continues the leaf where the last store ended (a chain stored block by block): the
+      // nodes holding the newest stamp are the path from the root to this leaf, so a new stamp
+      // would order every node as the old one does; keep it and leave the path as it is
+      now = clock;
+      top = n;
+    } else {
+      if (d < n.end) {
+        n = splitAt(n, d);
+      }
+      now = nextStamp();
+      for (Node x = n; x.parent != null; x = x.parent) {
+        touch(x, now);
+      }
     }
     Node end = extend(n, d, tokens, 0, tokens.length, d, now, true);
     // record the engine's hashes on the blocks of the path, deepest first
@@ -1523,7 +1541,7 @@ public final class ConcurrentPrefixTree {
         extraCopies.merge(hashes[i], 1L, Long::sum);
       }
     }
-    normalizeUpward(end);
+    normalizeUpward(end, top);
     evictOverflow();
     sweepAliases();
   }

@@ -47,6 +47,42 @@ class EngineEventRobustnessTest {
         "edge tokens copied: " + shorter[0] + " for 1,000 blocks, " + longer[0] + " for 2,000");
   }
 
+  /**
+   * A store continuing the leaf where the last store ended is a use of the same path again: it
+   * must not re-stamp and re-normalize the whole path above it, which is quadratic in a chain
+   * stored block by block below a deep part of the tree.
+   */
+  @Test
+  void extendingTheLastStoredLeafDoesNotWalkTheWholePath() {
+    int depth = 2_000;
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(1);
+    CacheEventListener engine = t.engineEvents();
+    long[] chain = new long[depth];
+    for (int i = 0; i < depth; i++) {
+      chain[i] = 1 + i;
+    }
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, chain, new int[depth]); // tokens all 0
+    for (int i = 0; i < depth - 1; i++) { // a side block after every block: a node per level
+      engine.onBlocksStored(chain[i], new long[] {1_000_000L + i}, new int[] {1});
+    }
+    int stores = 3_000;
+    long before = t.writeCostForTest()[1];
+    long parent = chain[depth - 1];
+    for (int i = 0; i < stores; i++) { // then the last chain grows one block per store
+      engine.onBlocksStored(parent, new long[] {2_000_000L + i}, new int[] {2 + i % 5});
+      parent = 2_000_000L + i;
+    }
+    long steps = t.writeCostForTest()[1] - before;
+    assertTrue(steps <= 2L * depth + 4L * stores,
+        "path nodes visited by " + stores + " stores below depth " + depth + ": " + steps);
+    assertEquals(2L * depth - 1 + stores, t.sizeTokens());
+    int[] path = new int[depth + stores];
+    for (int i = 0; i < stores; i++) {
+      path[depth + i] = 2 + i % 5;
+    }
+    assertEquals(path.length, t.match(path));
+  }
+
   /** Stores a chain of {@code blocks} blocks one per event; returns the tree's write cost. */
   private static long[] storeBlockByBlock(int blocks) {
     int bs = 16;
