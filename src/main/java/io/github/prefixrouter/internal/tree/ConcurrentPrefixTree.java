@@ -1311,9 +1311,12 @@ public final class ConcurrentPrefixTree {
     return engineListener;
   }
 
-  /** Counters of the engine events received so far. */
+  /**
+   * Counters of the engine events received so far, as some whole event left them: read under the
+   * shared read lock, so that polling them does not make concurrent matches retry.
+   */
   public CacheEventStats engineEventStats() {
-    long ws = lock.writeLock();
+    long rs = lock.readLock();
     try {
       return new CacheEventStats(
           storedEvents,
@@ -1328,7 +1331,7 @@ public final class ConcurrentPrefixTree {
           overflows,
           overflowBlocks);
     } finally {
-      lock.unlockWrite(ws);
+      lock.unlockRead(rs);
     }
   }
 
