@@ -2141,13 +2141,16 @@ public final class ConcurrentPrefixTree {
     long total;
     int evictable;
     long blocks;
+    /** The tokens of the path to the node being visited, by depth. */
+    int[] path = new int[16];
+    /** The chained hashes of the path's blocks (block j ends at depth (j + 1) · blockSize). */
+    long[] chain = new long[16];
 
     void check() {
-      require(root.edge.length == 0 && root.edge.length == 0 && root.start() == 0, "root has an edge");
+      require(root.edge.length == 0 && root.end == 0, "root has an edge");
       require(root.lru == -1, "root has locks or sits in the LRU heap");
-      int[] path = new int[16];
       scopeRoot = BlockHasher.ROOT_PARENT;
-      visit(root, path);
+      visitAll(root);
       require(root.lastHash == BlockHasher.ROOT_PARENT && root.parent == null,
           "default root's hash or parent changed");
       for (Map.Entry<Long, Node> e : scopeRoots.entrySet()) {
@@ -2159,7 +2162,7 @@ public final class ConcurrentPrefixTree {
             "scope root has locks, a stamp or blocks");
         require(r.kids.length > 0, "empty scope root " + e.getKey() + " kept");
         scopeRoot = r.lastHash;
-        visit(r, path);
+        visitAll(r);
       }
       require(total == size, "size " + size + " != sum of edges " + total);
       require(evictable == heapSize,
@@ -2188,7 +2191,28 @@ public final class ConcurrentPrefixTree {
       }
     }
 
-    private void visit(Node n, int[] path) {
+    /**
+     * Visits every node below {@code top} in depth-first pre-order, on an explicit stack: an
+     * engine can build a path of one node per block, far deeper than a recursion could go.
+     * Each node's path prefix (tokens and block hashes above its start) was written by its
+     * ancestors and is not touched by the subtrees visited in between, which lie deeper.
+     */
+    private void visitAll(Node top) {
+      ArrayDeque<Node> todo = new ArrayDeque<>();
+      todo.push(top);
+      while (!todo.isEmpty()) {
+        Node n = todo.pop();
+        visit(n);
+        for (int i = n.kids.length - 1; i >= 0; i--) {
+          if (n.kids[i] != null) {
+            todo.push(n.kids[i]);
+          }
+        }
+      }
+    }
+
+    /** Checks node n and its links to its children (which {@link #visitAll} visits after it). */
+    private void visit(Node n) {
       int end = n.end;
       if (path.length < end) {
         path = Arrays.copyOf(path, Math.max(end, path.length * 2));
@@ -2199,7 +2223,7 @@ public final class ConcurrentPrefixTree {
         require((mode == Mode.ENGINE_DRIVEN) == (n instanceof EngineNode),
             "node class does not fit the mode at depth " + n.start());
         total += n.edge.length;
-        checkBlocks(n, path);
+        checkBlocks(n);
         boolean leaf = n.kids.length == 0;
         if (leaf && n.locks() == 0) {
           evictable++;
@@ -2248,19 +2272,22 @@ public final class ConcurrentPrefixTree {
         require(c.stamp <= n.stamp || n.parent == null,
             "child used more recently than its parent");
         lockSum += c.locks();
-        visit(c, path);
       }
       require(n.parent == null || n.locks() >= lockSum,
           "node has fewer locks than its children");
     }
 
-    private void checkBlocks(Node n, int[] path) {
+    private void checkBlocks(Node n) {
       int end = n.end;
-      int count = end / blockSize - n.start() / blockSize;
-      // the chain recomputed from the path alone, independent of the nodes' hashes
-      long[] chain = new long[end / blockSize];
-      long h = scopeRoot;
-      for (int j = 0; j < chain.length; j++) {
+      int first = n.start() / blockSize;
+      int count = end / blockSize - first;
+      // the chain recomputed from the path alone, independent of the nodes' hashes: the blocks
+      // ending above n's start by its ancestors, those ending on its edge here
+      if (chain.length < end / blockSize) {
+        chain = Arrays.copyOf(chain, Math.max(end / blockSize, chain.length * 2));
+      }
+      long h = first == 0 ? scopeRoot : chain[first - 1];
+      for (int j = first; j < first + count; j++) {
         h = hasher.hashBlock(h, path, j * blockSize);
         chain[j] = h;
       }
@@ -2273,7 +2300,6 @@ public final class ConcurrentPrefixTree {
       }
       blocks += count;
       long[] held = blockHashesOf(n);
-      int first = n.start() / blockSize;
       for (int k = 0; k < count; k++) {
         require(held[k] == chain[first + k],
             "wrong block hash for the block ending at " + (first + k + 1) * blockSize);

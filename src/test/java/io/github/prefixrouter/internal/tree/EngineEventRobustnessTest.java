@@ -12,7 +12,10 @@ import org.junit.jupiter.api.Test;
 /** Engine events that build extreme shapes: a path of one node per block, aliases never removed. */
 class EngineEventRobustnessTest {
 
-  /** A removal of the first block of a deep, branching chain must not throw out of the listener. */
+  /**
+   * A removal of the first block of a deep, branching chain must not throw out of the listener,
+   * and the invariant check must get through such a tree.
+   */
   @Test
   void removingTheRootOfADeepTreeDoesNotThrow() {
     int depth = 40_000;
@@ -29,6 +32,7 @@ class EngineEventRobustnessTest {
       engine.onBlocksStored(chain[i], new long[] {1_000_000L + i}, new int[] {1});
     }
     assertEquals(2L * depth - 1, t.sizeTokens());
+    t.checkInvariants(); // visits a path of 40,000 nodes: it overflowed the stack
     assertDoesNotThrow(() -> engine.onBlocksRemoved(new long[] {chain[0]}));
     assertEquals(0, t.sizeTokens());
     t.checkInvariants();
@@ -81,6 +85,7 @@ class EngineEventRobustnessTest {
       path[depth + i] = 2 + i % 5;
     }
     assertEquals(path.length, t.match(path));
+    t.checkInvariants();
   }
 
   /** Stores a chain of {@code blocks} blocks one per event; returns the tree's write cost. */
