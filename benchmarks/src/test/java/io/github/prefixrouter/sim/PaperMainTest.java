@@ -110,18 +110,12 @@ class PaperMainTest {
   void anMmluDirectoryThatCannotBeLoadedIsReportedAsAnError(@TempDir Path dir) throws Exception {
     Path mmlu = Files.createDirectories(dir.resolve("mmlu"));
     Path out = dir.resolve("out");
-    ByteArrayOutputStream stdout = new ByteArrayOutputStream();
-    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
-    int code =
-        PaperMain.execute(
-            new String[] {"--mmlu", mmlu.toString(), "--out", out.toString(), "--no-plots"},
-            new PrintStream(stdout, true, StandardCharsets.UTF_8),
-            new PrintStream(stderr, true, StandardCharsets.UTF_8));
-    assertEquals(2, code);
-    String err = stderr.toString(StandardCharsets.UTF_8);
+    Run run = execute("--mmlu", mmlu.toString(), "--out", out.toString(), "--no-plots");
+    assertEquals(2, run.code());
+    String err = run.err();
     assertTrue(err.startsWith("error: --mmlu " + mmlu), err);
     assertTrue(err.contains("needs dev/ and test/"), err);
-    assertEquals("", stdout.toString(StandardCharsets.UTF_8));
+    assertEquals("", run.out());
     assertTrue(!Files.exists(out.resolve("paper.json")), "nothing run");
   }
 
@@ -129,18 +123,12 @@ class PaperMainTest {
   void anMmluDirectoryThatDoesNotExistIsReportedAsTheOtherCommandsReportIt(@TempDir Path dir)
       throws Exception {
     Path mmlu = dir.resolve("no-such-mmlu");
-    ByteArrayOutputStream stdout = new ByteArrayOutputStream();
-    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
-    int code =
-        PaperMain.execute(
-            new String[] {"--mmlu", mmlu.toString(), "--out", dir.resolve("out").toString()},
-            new PrintStream(stdout, true, StandardCharsets.UTF_8),
-            new PrintStream(stderr, true, StandardCharsets.UTF_8));
-    assertEquals(2, code);
-    String err = stderr.toString(StandardCharsets.UTF_8);
+    Run run = execute("--mmlu", mmlu.toString(), "--out", dir.resolve("out").toString());
+    assertEquals(2, run.code());
+    String err = run.err();
     // README: every command that takes --mmlu stops with "error: --mmlu DIR: ..."
     assertTrue(err.startsWith("error: --mmlu " + mmlu + ": not a directory"), err);
-    assertEquals("", stdout.toString(StandardCharsets.UTF_8));
+    assertEquals("", run.out());
   }
 
   /**
@@ -156,15 +144,9 @@ class PaperMainTest {
 
   @Test
   void aBadFlagIsReportedWithTheUsage() throws Exception {
-    ByteArrayOutputStream stdout = new ByteArrayOutputStream();
-    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
-    int code =
-        PaperMain.execute(
-            new String[] {"--delays", "2,fast"},
-            new PrintStream(stdout, true, StandardCharsets.UTF_8),
-            new PrintStream(stderr, true, StandardCharsets.UTF_8));
-    assertEquals(2, code);
-    String err = stderr.toString(StandardCharsets.UTF_8);
+    Run run = execute("--delays", "2,fast");
+    assertEquals(2, run.code());
+    String err = run.err();
     assertTrue(err.startsWith("error: flag --delays: not a number: '2,fast'"), err);
     assertTrue(err.contains("usage: benchmarks/run paper"), err);
   }
@@ -237,17 +219,23 @@ class PaperMainTest {
     Files.createDirectories(mmlu.resolve("test"));
     Files.writeString(mmlu.resolve("dev/x_dev.csv"), "q,a,b,c,d,A\n");
     Files.writeString(mmlu.resolve("test/x_test.csv"), "\"\nWhich?\",a,b,c,d,B\n");
-    ByteArrayOutputStream stdout = new ByteArrayOutputStream();
-    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
-    int code =
-        PaperMain.execute(
-            new String[] {"--mmlu", mmlu.toString(), "--out", dir.resolve("out").toString()},
-            new PrintStream(stdout, true, StandardCharsets.UTF_8),
-            new PrintStream(stderr, true, StandardCharsets.UTF_8));
-    assertEquals(2, code);
-    String err = stderr.toString(StandardCharsets.UTF_8);
+    Run run = execute("--mmlu", mmlu.toString(), "--out", dir.resolve("out").toString());
+    assertEquals(2, run.code());
+    String err = run.err();
     assertTrue(err.startsWith("error: --mmlu " + mmlu + ": MMLU file "), err);
     assertTrue(err.contains("x_test.csv: row 1"), err);
-    assertEquals("", stdout.toString(StandardCharsets.UTF_8));
+    assertEquals("", run.out());
+  }
+
+  /** What {@link PaperMain#execute} returned and printed. */
+  private record Run(int code, String out, String err) {}
+
+  private static Run execute(String... args) throws Exception {
+    ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+    int code = PaperMain.execute(args, new PrintStream(stdout, true, StandardCharsets.UTF_8),
+        new PrintStream(stderr, true, StandardCharsets.UTF_8));
+    return new Run(code, stdout.toString(StandardCharsets.UTF_8),
+        stderr.toString(StandardCharsets.UTF_8));
   }
 }

@@ -4,12 +4,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.github.prefixrouter.testing.DocTables;
 import java.io.IOException;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.lang.reflect.RecordComponent;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -106,24 +106,9 @@ class DocumentedKvEventTablesTest {
     return Set.copyOf(names);
   }
 
-  /**
-   * The rows of the table after the line {@code heading} exactly: the first column (its
-   * backquotes removed) to the second.
-   */
+  /** The rows of the first table after {@code heading}: first column to second. */
   private static Map<String, String> table(String heading) throws IOException {
-    List<String> lines = Files.readAllLines(DOC);
-    int i = lines.indexOf(heading);
-    assertTrue(i >= 0, DOC + " has no " + heading);
-    while (!lines.get(i).startsWith("|")) {
-      i++;
-    }
-    i += 2; // the header and its rule
-    Map<String, String> rows = new LinkedHashMap<>();
-    for (; i < lines.size() && lines.get(i).startsWith("|"); i++) {
-      String[] cells = lines.get(i).split(" \\| ");
-      rows.put(cells[0].substring(1).trim().replace("`", ""), cells[1].trim());
-    }
-    return rows;
+    return DocTables.firstTwoColumns(DOC.getFileName().toString(), heading);
   }
 
   private static final Pattern VALUE = Pattern.compile("(\\d+)(?: (ms|s|min|MiB))?");

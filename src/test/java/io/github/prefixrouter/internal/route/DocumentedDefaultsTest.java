@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.internal.gossip.GossipConfig;
+import io.github.prefixrouter.testing.DocTables;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -126,20 +127,7 @@ class DocumentedDefaultsTest {
 
   /** The rows of the first table after {@code heading}: first column to second. */
   static Map<String, String> table(String doc, String heading) throws IOException {
-    List<String> lines = Files.readAllLines(Path.of("docs", doc));
-    int i = lines.indexOf(heading);
-    assertTrue(i >= 0, doc + " has no " + heading);
-    while (!lines.get(i).startsWith("|")) {
-      i++;
-    }
-    i += 2; // the header and its rule
-    Map<String, String> rows = new LinkedHashMap<>();
-    for (; i < lines.size() && lines.get(i).startsWith("|"); i++) {
-      String[] cells = lines.get(i).split(" \\| ");
-      String name = cells[0].substring(1).trim().replace("`", "");
-      rows.put(name, cells[1].trim());
-    }
-    return rows;
+    return DocTables.firstTwoColumns(doc, heading);
   }
 
   private static void assertValues(String doc, String row, List<Object> expected, String cell,
