@@ -230,7 +230,7 @@ class SimulatedEngineTest {
     CacheEventListener throwing = new CacheEventListener() {
       private void fail() {
         calls[0]++;
-        throw SimulatedEngineTest.<RuntimeException>sneaky(new java.io.IOException("sink gone"));
+        throw ThrowingCacheEventListener.<RuntimeException>undeclared(new java.io.IOException("sink gone"));
       }
 
       @Override
@@ -729,13 +729,13 @@ class SimulatedEngineTest {
         new InferenceRequest("early", prompt(1, 32), GenerationParams.greedy(12)),
         (tokens, text) -> {
           calls[0]++;
-          throw SimulatedEngineTest.<RuntimeException>sneaky(new java.io.IOException("early"));
+          throw ThrowingCacheEventListener.<RuntimeException>undeclared(new java.io.IOException("early"));
         });
     CompletableFuture<EngineResult> last = e.execute(
         new InferenceRequest("last", prompt(200, 32), GenerationParams.greedy(1)),
         (tokens, text) -> {
           calls[1]++;
-          throw SimulatedEngineTest.<RuntimeException>sneaky(new java.io.IOException("last"));
+          throw ThrowingCacheEventListener.<RuntimeException>undeclared(new java.io.IOException("last"));
         });
     List<Throwable> escaped = new ArrayList<>();
     for (int i = 0; i < 10_000 && sim.pendingTasks() > 0; i++) {
@@ -751,10 +751,5 @@ class SimulatedEngineTest {
     assertEquals(1, last.join().outputTokens().length);
     assertEquals(1, calls[0], "a listener that threw got more pieces");
     assertEquals(1, calls[1]);
-  }
-
-  @SuppressWarnings("unchecked")
-  private static <T extends Throwable> T sneaky(Throwable t) throws T {
-    throw (T) t;
   }
 }

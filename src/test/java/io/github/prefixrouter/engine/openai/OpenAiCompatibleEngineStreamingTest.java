@@ -12,6 +12,7 @@ import com.sun.net.httpserver.HttpExchange;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.contract.ThrowingCacheEventListener;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
@@ -628,7 +629,7 @@ class OpenAiCompatibleEngineStreamingTest {
       CompletableFuture<EngineResult> f = builder().requestTimeout(Duration.ofSeconds(2)).build()
           .execute(request(), (t, s) -> {
             calls.incrementAndGet();
-            throw OpenAiCompatibleEngineStreamingTest.<RuntimeException>sneaky(
+            throw ThrowingCacheEventListener.<RuntimeException>undeclared(
                 new IOException("the client went away"));
           });
       EngineResult r;
@@ -641,11 +642,6 @@ class OpenAiCompatibleEngineStreamingTest {
       assertArrayEquals(new int[] {1, 2}, r.outputTokens());
       assertEquals(1, calls.get(), how);
     }
-  }
-
-  @SuppressWarnings("unchecked")
-  private static <T extends Throwable> T sneaky(Throwable t) throws T {
-    throw (T) t;
   }
 
   /**

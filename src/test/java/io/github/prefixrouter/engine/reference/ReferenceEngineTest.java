@@ -135,7 +135,7 @@ class ReferenceEngineTest {
       int[] calls = new int[1];
       OutputListener throwing = (tokens, text) -> {
         calls[0]++;
-        throw ReferenceEngineTest.<RuntimeException>sneaky(new java.io.IOException("client gone"));
+        throw ThrowingCacheEventListener.<RuntimeException>undeclared(new java.io.IOException("client gone"));
       };
       CompletableFuture<EngineResult> f =
           e.execute(new InferenceRequest("s", p, GenerationParams.greedy(5)), throwing);
@@ -145,11 +145,6 @@ class ReferenceEngineTest {
       assertArrayEquals(plain.outputTokens(), f.join().outputTokens());
       assertEquals(0, e.load().inFlight());
     }
-  }
-
-  @SuppressWarnings("unchecked")
-  static <T extends Throwable> T sneaky(Throwable t) throws T {
-    throw (T) t;
   }
 
   static int[] prompt(long seed, int n) {
@@ -455,7 +450,7 @@ class ReferenceEngineTest {
     CacheEventListener throwing = new CacheEventListener() {
       private void fail() {
         calls[0]++;
-        throw ReferenceEngineTest.<RuntimeException>sneaky(new java.io.IOException("sink gone"));
+        throw ThrowingCacheEventListener.<RuntimeException>undeclared(new java.io.IOException("sink gone"));
       }
 
       @Override

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.engine.vllm;
 
 import io.github.prefixrouter.CacheScope;
+import io.github.prefixrouter.contract.ThrowingCacheEventListener;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -37,7 +38,7 @@ final class RecordingListener implements CacheEventListener {
         throw new StackOverflowError("listener failure on " + call);
       }
       if (failWithChecked) {
-        throw RecordingListener.<RuntimeException>sneaky(
+        throw ThrowingCacheEventListener.<RuntimeException>undeclared(
             new java.io.IOException("listener failure on " + call));
       }
       throw new IllegalStateException("listener failure on " + call);
@@ -79,10 +80,5 @@ final class RecordingListener implements CacheEventListener {
     List<String> out = new ArrayList<>(calls);
     calls.clear();
     return out;
-  }
-
-  @SuppressWarnings("unchecked")
-  private static <T extends Throwable> T sneaky(Throwable t) throws T {
-    throw (T) t;
   }
 }

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.engine.vllm;
 
+import io.github.prefixrouter.contract.ThrowingCacheEventListener;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
@@ -57,14 +58,9 @@ final class RecordingSink implements KvEventSink {
     failOn = p;
   }
 
-  @SuppressWarnings("unchecked")
-  private static <T extends Throwable> T sneaky(Throwable t) throws T {
-    throw (T) t;
-  }
-
   private void fail(long seq) {
     if (failWithChecked) {
-      throw RecordingSink.<RuntimeException>sneaky(
+      throw ThrowingCacheEventListener.<RuntimeException>undeclared(
           new java.io.IOException("sink failure on " + seq));
     }
     if (failWithError) {

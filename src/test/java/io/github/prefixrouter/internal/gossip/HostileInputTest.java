@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.contract.ThrowingCacheEventListener;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
 import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
 import io.github.prefixrouter.internal.gossip.GossipMessage.SnapshotChunk;
@@ -295,7 +296,7 @@ class HostileInputTest {
           .interval(Duration.ofMillis(100)).build(), List.of(honest), sim, sim,
           new SplittableRandom(1), () -> EngineLoad.IDLE,
           (to, p) -> {
-            throw HostileInputTest.<RuntimeException>sneaky(thrown);
+            throw ThrowingCacheEventListener.<RuntimeException>undeclared(thrown);
           });
       e.start();
       List<Throwable> escaped = runTwoSeconds(sim);
@@ -325,14 +326,14 @@ class HostileInputTest {
             .interval(Duration.ofMillis(100)).build(), List.of(honest), sim, sim,
             new SplittableRandom(1), () -> {
               if (!pushBack) {
-                throw HostileInputTest.<RuntimeException>sneaky(thrown);
+                throw ThrowingCacheEventListener.<RuntimeException>undeclared(thrown);
               }
               return EngineLoad.IDLE;
             },
             (to, p) -> { });
         if (pushBack) {
           e.pushBackWhen(() -> {
-            throw HostileInputTest.<RuntimeException>sneaky(thrown);
+            throw ThrowingCacheEventListener.<RuntimeException>undeclared(thrown);
           });
         }
         e.start();
@@ -360,10 +361,5 @@ class HostileInputTest {
       }
     }
     return escaped;
-  }
-
-  @SuppressWarnings("unchecked")
-  private static <T extends Throwable> T sneaky(Throwable t) throws T {
-    throw (T) t;
   }
 }

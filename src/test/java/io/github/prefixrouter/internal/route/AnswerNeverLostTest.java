@@ -17,6 +17,7 @@ import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.contract.ThrowingCacheEventListener;
 import io.github.prefixrouter.testing.ForwardingTransport;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
@@ -63,12 +64,7 @@ class AnswerNeverLostTest {
 
   /** A checked exception as an SPI may throw it undeclared. */
   static RuntimeException checked(String m) {
-    return AnswerNeverLostTest.<RuntimeException>sneaky(new java.io.IOException(m));
-  }
-
-  @SuppressWarnings("unchecked")
-  private static <T extends Throwable> T sneaky(Throwable t) throws T {
-    throw (T) t;
+    return ThrowingCacheEventListener.<RuntimeException>undeclared(new java.io.IOException(m));
   }
 
   /**
@@ -77,7 +73,7 @@ class AnswerNeverLostTest {
    */
   static Stream<Named<Function<String, RuntimeException>>> errorOrChecked() {
     return Stream.of(
-        Named.of("an Error", m -> sneaky(new SpiError(m))),
+        Named.of("an Error", m -> ThrowingCacheEventListener.undeclared(new SpiError(m))),
         Named.of("a checked exception thrown undeclared", AnswerNeverLostTest::checked));
   }
 

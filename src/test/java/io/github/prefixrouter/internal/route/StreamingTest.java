@@ -20,6 +20,7 @@ import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.contract.ThrowingCacheEventListener;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.testing.ForwardingEngine;
@@ -587,7 +588,7 @@ class StreamingTest {
     java.io.IOException boom = new java.io.IOException("client gone");
     CompletableFuture<InferenceResponse> f = c.node("n0").submit(r, (t, s) -> {
       calls.incrementAndGet();
-      throw StreamingTest.<RuntimeException>sneaky(boom);
+      throw ThrowingCacheEventListener.<RuntimeException>undeclared(boom);
     });
     runUntilDone(c, f);
     assertTrue(f.isDone(), "the request was never answered");
@@ -614,7 +615,7 @@ class StreamingTest {
           public void send(PeerAddress to, byte[] payload) {
             if (payload.length > 0 && payload[0] == ForwardCodec.STREAM) {
               streams.incrementAndGet();
-              throw StreamingTest.<RuntimeException>sneaky(
+              throw ThrowingCacheEventListener.<RuntimeException>undeclared(
                   new java.io.IOException("connection reset"));
             }
             super.send(to, payload);
@@ -639,11 +640,6 @@ class StreamingTest {
     c.sim.runUntilIdle(1_000_000);
     assertEquals(0, c.node("n1").stats().inFlight());
     assertEquals(0, c.node("n1").stats().failed());
-  }
-
-  @SuppressWarnings("unchecked")
-  private static <T extends Throwable> T sneaky(Throwable t) throws T {
-    throw (T) t;
   }
 
   @Test

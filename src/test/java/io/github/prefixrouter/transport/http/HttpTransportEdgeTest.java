@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.common.util.concurrent.Uninterruptibles;
 import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.contract.ThrowingCacheEventListener;
 import io.github.prefixrouter.contract.TransportContractTest;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
@@ -450,7 +451,7 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
       @Override
       public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
         if (payload[0] == 0) {
-          throw HttpTransportEdgeTest.<RuntimeException>sneaky(thrown);
+          throw ThrowingCacheEventListener.<RuntimeException>undeclared(thrown);
         }
         return CompletableFuture.completedFuture(payload);
       }
@@ -465,11 +466,6 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     assertEquals(0, a.stats().inboundBusy());
   }
 
-
-  @SuppressWarnings("unchecked")
-  private static <T extends Throwable> T sneaky(Throwable t) throws T {
-    throw (T) t;
-  }
 
   /**
    * A message handler that throws an Error (an assertion, a stack overflow) loses that message
