@@ -26,6 +26,9 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Matcher;
@@ -78,12 +81,42 @@ class OpenAiCompatibleEngineMisbehavingServerTest {
 
   @Test
   void aPlainAnswerWhoseBodyStallsAfterItsHeadersTimesOutAndClosesTheConnection() throws Exception {
-    stalledJsonBody(false);
+    // to a plain request and to a streamed one, at once: each waits for requestTimeout
+    atOnce(List.of(() -> stalledJsonBody(false), () -> stalledJsonBody(true)));
   }
 
-  @Test
-  void aPlainAnswerToAStreamedRequestWhoseBodyStallsTimesOutAndClosesTheConnection() throws Exception {
-    stalledJsonBody(true);
+  /** A case of a test; cases that wait for a timeout run at once, see {@link #atOnce}. */
+  private interface Case {
+    void run() throws Exception;
+  }
+
+  /**
+   * Runs {@code cases} at once, each on a thread of its own, and throws the first one's
+   * failure, in the order given, when all have ended.
+   */
+  private static void atOnce(List<Case> cases) throws Exception {
+    ExecutorService pool = Executors.newFixedThreadPool(cases.size());
+    try {
+      List<Future<?>> running = new ArrayList<>();
+      for (Case c : cases) {
+        running.add(pool.submit(() -> {
+          c.run();
+          return null;
+        }));
+      }
+      for (Future<?> c : running) {
+        try {
+          c.get();
+        } catch (ExecutionException failed) {
+          if (failed.getCause() instanceof Error err) {
+            throw err;
+          }
+          throw (Exception) failed.getCause();
+        }
+      }
+    } finally {
+      pool.shutdownNow();
+    }
   }
 
   /**
@@ -122,35 +155,43 @@ class OpenAiCompatibleEngineMisbehavingServerTest {
    */
   @Test
   void aServerThatAcceptsButNeverSendsHeadersTimesOutOnceAndClosesTheConnection() throws Exception {
+    // the six cases each wait for requestTimeout: they run at once, each on a server and an
+    // engine of its own
     String[] heads = {"", "HTTP/1.1 100 Continue\r\n\r\n",
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"};
+    List<Case> cases = new ArrayList<>();
     for (String head : heads) {
       for (boolean streamed : new boolean[] {false, true}) {
-        String what = (streamed ? "streamed, " : "plain, ") + "after [" + head.strip() + "]";
-        try (ServerSocket raw = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-          OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
-              .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
-              .requestTimeout(Duration.ofSeconds(2)).build();
-          OpenAiCompatibleEngineStreamingTest.Pieces pieces =
-              new OpenAiCompatibleEngineStreamingTest.Pieces();
-          AtomicInteger completions = new AtomicInteger();
-          CompletableFuture<EngineResult> f = streamed ? pieces.run(e, request("r1"))
-              : e.execute(request("r1"));
-          f.whenComplete((r, err) -> completions.incrementAndGet());
-          raw.setSoTimeout(10_000);
-          try (Socket conn = raw.accept()) {
-            ScriptedOpenAiServer.readRequest(conn);
-            write(conn.getOutputStream(), head);
-            EngineException err = failure(f);
-            assertInstanceOf(EngineTimeoutException.class, err, what + ": " + err);
-            assertFalse(err.retryable(), what);
-            assertEquals(0, e.load().total(), what + ": the slot is given back");
-            assertTrue(closedByClient(conn), what + ": the connection stayed open");
-          }
-          assertEquals(1, completions.get(), what);
-          assertTrue(pieces.texts.isEmpty(), what);
-        }
+        cases.add(() -> neverSendsHeaders(head, streamed));
       }
+    }
+    atOnce(cases);
+  }
+
+  private static void neverSendsHeaders(String head, boolean streamed) throws Exception {
+    String what = (streamed ? "streamed, " : "plain, ") + "after [" + head.strip() + "]";
+    try (ServerSocket raw = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+          .requestTimeout(Duration.ofSeconds(2)).build();
+      OpenAiCompatibleEngineStreamingTest.Pieces pieces =
+          new OpenAiCompatibleEngineStreamingTest.Pieces();
+      AtomicInteger completions = new AtomicInteger();
+      CompletableFuture<EngineResult> f = streamed ? pieces.run(e, request("r1"))
+          : e.execute(request("r1"));
+      f.whenComplete((r, err) -> completions.incrementAndGet());
+      raw.setSoTimeout(10_000);
+      try (Socket conn = raw.accept()) {
+        ScriptedOpenAiServer.readRequest(conn);
+        write(conn.getOutputStream(), head);
+        EngineException err = failure(f);
+        assertInstanceOf(EngineTimeoutException.class, err, what + ": " + err);
+        assertFalse(err.retryable(), what);
+        assertEquals(0, e.load().total(), what + ": the slot is given back");
+        assertTrue(closedByClient(conn), what + ": the connection stayed open");
+      }
+      assertEquals(1, completions.get(), what);
+      assertTrue(pieces.texts.isEmpty(), what);
     }
   }
 
