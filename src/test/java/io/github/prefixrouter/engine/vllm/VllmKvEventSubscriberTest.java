@@ -322,31 +322,35 @@ class VllmKvEventSubscriberTest {
       out.flush();
       HostilePeer.awaitClientClose(in);
     })) {
+      // a backoff b starts when a replay fails, before the live message of its gap reaches
+      // the sink: a sleep of b + 50 ms after that is past it whatever the load, and the checks
+      // that a gap comes within a backoff have 650 ms to spare
+      long b = 700;
       VllmKvEventSubscriber s = start(builder(vllm.endpoint())
           .replayEndpoint("tcp://127.0.0.1:" + replay.port())
           .replayTimeout(Duration.ofMillis(200))
-          .replayBackoff(Duration.ofSeconds(1), Duration.ofSeconds(10)));
+          .replayBackoff(Duration.ofMillis(b), Duration.ofMillis(10 * b)));
       long n = joined(vllm);
-      n = gap(vllm, n); // fails: no replay for 1 s
+      n = gap(vllm, n); // fails: no replay for b
       n = gap(vllm, n);
       assertEquals(List.of(1L, 1L, 1L), counts(s), "failed, then skipped");
-      Thread.sleep(1_300);
-      n = gap(vllm, n); // fails again: no replay for 2 s
-      assertEquals(List.of(2L, 2L, 1L), counts(s), "asked for again after 1 s");
-      Thread.sleep(1_300);
+      Thread.sleep(b + 50);
+      n = gap(vllm, n); // fails again: no replay for 2 b
+      assertEquals(List.of(2L, 2L, 1L), counts(s), "asked for again after b");
+      Thread.sleep(b + 50);
       n = gap(vllm, n);
       assertEquals(List.of(2L, 2L, 2L), counts(s), "skipped: the backoff doubled");
       answering.set(true);
-      Thread.sleep(1_000);
+      Thread.sleep(b);
       n = gap(vllm, n); // succeeds: the backoff restarts
-      assertEquals(List.of(3L, 2L, 2L), counts(s), "asked for again after 2 s, and answered");
+      assertEquals(List.of(3L, 2L, 2L), counts(s), "asked for again after 2 b, and answered");
       answering.set(false);
-      n = gap(vllm, n); // fails: no replay for 1 s (not 4)
+      n = gap(vllm, n); // fails: no replay for b (not 4 b)
       n = gap(vllm, n);
       assertEquals(List.of(4L, 3L, 3L), counts(s), "asked for at once after a success");
-      Thread.sleep(1_300);
+      Thread.sleep(b + 50);
       n = gap(vllm, n);
-      assertEquals(List.of(5L, 4L, 3L), counts(s), "asked for again after 1 s: restarted");
+      assertEquals(List.of(5L, 4L, 3L), counts(s), "asked for again after b: restarted");
       assertEquals(1, s.stats().connects(), "the live connection is kept");
     }
   }
