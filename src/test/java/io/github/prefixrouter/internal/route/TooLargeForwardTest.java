@@ -161,7 +161,8 @@ class TooLargeForwardTest {
         .coldPlacement(false).build();
     try (HttpNodePair p = new HttpNodePair("too-large", cfg, key,
         b -> b.maxMessageBytes(n0Limit), b -> b.maxMessageBytes(n1Limit),
-        e -> e.prefillNanosPerToken(1_000).decodeNanosPerToken(1_000_000).vocabularySize(1000))) {
+        // 10 us a token: LONG_ANSWER's 2,500 tokens take 25 ms where they run (5 s at 1 ms)
+        e -> e.prefillNanosPerToken(1_000).decodeNanosPerToken(10_000).vocabularySize(1000))) {
       RouterNode n0 = p.n0;
       InferenceResponse big = n0.submit(request).get(60, TimeUnit.SECONDS);
       assertEquals("n0", big.servedBy());
