@@ -1,6 +1,7 @@
 package io.github.prefixrouter.transport.http;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -116,7 +117,7 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
    */
   @Test
   void closeAnswers503AtOnceAndReturnsWithinItsBoundWhileAnAnswerIsStuck() throws Exception {
-    Duration io = Duration.ofSeconds(4);
+    Duration io = Duration.ofSeconds(3);
     CompletableFuture<byte[]> big = new CompletableFuture<>();
     List<CompletableFuture<byte[]>> held = new CopyOnWriteArrayList<>();
     HttpTransport a = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
@@ -161,6 +162,7 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
     CompletableFuture<Void> closing = CompletableFuture.runAsync(a::close);
     // at once: long before close() returns, which waits for the stuck write
     ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(2, TimeUnit.SECONDS));
+    assertFalse(closing.isDone(), "the 503 came only once close() returned");
     TransportException te = assertInstanceOf(TransportException.class, e.getCause());
     assertEquals(TransportException.Kind.BUSY, te.kind(), te.getMessage());
     assertTrue(te.getMessage().endsWith("is busy: transport closed"), te.getMessage());
@@ -251,7 +253,7 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
     String chunks = aboveTheCap ? "41\r\n" + "x".repeat(0x41) + "\r\n" : "zz\r\n";
     HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
         .clusterKey(HttpTransportTest.KEY).maxMessageBytes(64).readerThreads(1)
-        .inboundIoTimeout(Duration.ofSeconds(1)), new HttpTransportTest.Recorder());
+        .inboundIoTimeout(Duration.ofSeconds(2)), new HttpTransportTest.Recorder());
     HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
         .clusterKey(HttpTransportTest.KEY), new HttpTransportTest.Recorder());
     InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
