@@ -2,6 +2,7 @@ package io.github.prefixrouter.engine.openai;
 
 import com.sun.net.httpserver.HttpServer;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
@@ -109,7 +110,7 @@ public final class FakeOpenAiServer implements AutoCloseable {
   private FakeOpenAiServer(Answer answer) {
     this.answer = answer;
     try {
-      server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 512);
+      server = JdkHttpServers.create(new InetSocketAddress("127.0.0.1", 0), 512);
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.InetSocketAddress;
@@ -45,7 +46,7 @@ final class ScriptedOpenAiServer implements AutoCloseable {
   private final HttpServer server;
 
   private ScriptedOpenAiServer(ExecutorService executor) throws IOException {
-    server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    server = JdkHttpServers.create(new InetSocketAddress("127.0.0.1", 0), 0);
     server.setExecutor(executor);
     server.createContext("/v1/completions", ex -> {
       try (ex) {

@@ -10,6 +10,7 @@ import com.google.common.util.concurrent.Uninterruptibles;
 import com.sun.net.httpserver.HttpServer;
 import io.github.prefixrouter.contract.ThrowingCacheEventListener;
 import io.github.prefixrouter.contract.TransportContractTest;
+import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
@@ -398,7 +399,7 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   @Test
   void aPeersErrorTextIsShortenedAndPrintableInTheFailure() throws Exception {
     String error = "\u001b[31m" + "x".repeat(100_000);
-    HttpServer fake = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    HttpServer fake = JdkHttpServers.create(new InetSocketAddress("127.0.0.1", 0), 0);
     fake.createContext("/", ex -> {
       ex.getRequestBody().readAllBytes();
       ex.getResponseHeaders().add("PR-Error", error);
@@ -519,7 +520,7 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   @Test
   void anAddressWithAPathQueryOrUserInfoIsNeitherSentToNorAccepted() throws Exception {
     AtomicInteger hits = new AtomicInteger();
-    HttpServer other = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    HttpServer other = JdkHttpServers.create(new InetSocketAddress("127.0.0.1", 0), 0);
     other.createContext("/", ex -> {
       hits.incrementAndGet();
       ex.getRequestBody().readAllBytes();

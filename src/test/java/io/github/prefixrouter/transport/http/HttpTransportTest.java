@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
@@ -753,7 +754,7 @@ class HttpTransportTest extends HttpTransportFixture {
   @Test
   void unauthenticatedAnswerIsDropped() throws Exception {
     // an impostor server that answers 200 without a valid MAC
-    HttpServer fake = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    HttpServer fake = JdkHttpServers.create(new InetSocketAddress("127.0.0.1", 0), 0);
     fake.createContext("/", ex -> {
       ex.getRequestBody().readAllBytes();
       byte[] body = "forged answer".getBytes(StandardCharsets.UTF_8);
