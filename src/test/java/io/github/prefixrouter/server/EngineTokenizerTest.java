@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import io.github.prefixrouter.server.PromptTokenizer.TokenizeException;
 import io.github.prefixrouter.server.PromptTokenizer.Tokenized;
 import java.io.IOException;
@@ -47,7 +48,7 @@ class EngineTokenizerTest {
 
   @BeforeEach
   void start() throws IOException {
-    server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    server = JdkHttpServers.create(new InetSocketAddress("127.0.0.1", 0), 0);
     server.setExecutor(Executors.newCachedThreadPool(r -> {
       Thread t = new Thread(r, "fake-tokenize-server");
       t.setDaemon(true);

@@ -315,8 +315,9 @@ class NodeMainTest {
   /** A stopped node leaves no thread of its tokenizer behind (the JDK client's executor's). */
   @Test
   void aStoppedNodeLeavesNoTokenizerThreadBehind() throws Exception {
-    com.sun.net.httpserver.HttpServer tokenize = com.sun.net.httpserver.HttpServer.create(
-        new java.net.InetSocketAddress("127.0.0.1", 0), 0);
+    com.sun.net.httpserver.HttpServer tokenize =
+        io.github.prefixrouter.internal.wire.JdkHttpServers.create(
+            new java.net.InetSocketAddress("127.0.0.1", 0), 0);
     tokenize.createContext("/tokenize", ex -> {
       ex.getRequestBody().readAllBytes();
       byte[] b = "{\"tokens\":[5,6,7,8]}".getBytes(java.nio.charset.StandardCharsets.UTF_8);
