@@ -719,11 +719,8 @@ public abstract class InferenceEngineContractTest {
       assertTrue(again.cachedPromptTokens() > 0, "a repeated scoped request must hit its cache");
     }
     if (events) {
-      long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
-      while (!rootScopes.contains(scope) && System.nanoTime() < deadline) {
-        Thread.onSpinWait();
-        Thread.yield();
-      }
+      // events may arrive asynchronously, as vLLM's do over ZeroMQ
+      awaitCondition(() -> rootScopes.contains(scope), Duration.ofSeconds(10));
       assertTrue(rootScopes.contains(scope),
           "the first blocks of a " + scope + " request were reported under " + rootScopes);
     }
@@ -749,11 +746,7 @@ public abstract class InferenceEngineContractTest {
     int[] p = prompt(6);
     EngineResult first = run(e, new InferenceRequest("e1", p, GenerationParams.DEFAULT));
     // events may arrive asynchronously (vLLM publishes them over ZeroMQ): soon, not at once
-    long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
-    while (storedBlocks.get() == 0 && System.nanoTime() < deadline) {
-      Thread.onSpinWait();
-      Thread.yield();
-    }
+    awaitCondition(() -> storedBlocks.get() > 0, Duration.ofSeconds(10));
     assertEquals(0, badEvents.get(), "stored events must carry blockSize tokens per block");
     assertTrue(storedBlocks.get() >= 1, "a " + p.length + "-token prompt stored no block");
     assertTrue(storedTokens.get() <= p.length, "more tokens stored than the prompt has");
