@@ -47,30 +47,84 @@ class ContractKitSelfTest {
   /** Runs every test of a fresh kit instance each; returns the names of the tests that failed. */
   private static Set<String> failingTests(Class<?> kit, Supplier<Object> fresh) {
     Set<String> failed = new TreeSet<>();
-    for (Method m : kit.getDeclaredMethods()) {
-      if (!m.isAnnotationPresent(Test.class)) {
-        continue;
-      }
-      Object instance = fresh.get();
-      m.setAccessible(true);
-      try {
-        m.invoke(instance);
-      } catch (InvocationTargetException e) {
-        Throwable t = e.getCause();
-        if (t instanceof TestAbortedException) {
-          continue; // skipped by an assumption
-        }
-        if (!(t instanceof AssertionError)) {
-          throw new IllegalStateException(m.getName() + " broke instead of failing", t);
-        }
+    for (Method m : checks(kit)) {
+      if (fails(kit, m, fresh)) {
         failed.add(m.getName());
-      } catch (IllegalAccessException e) {
-        throw new IllegalStateException(e);
-      } finally {
-        closeAll(kit, instance);
       }
     }
     return failed;
+  }
+
+  /**
+   * Like {@link #failingTests}, but runs the tests at once, each on a thread of its own, for an
+   * implementation that waits seconds of real time in several of them (each test has its own
+   * kit instance, and so its own simulated scheduler and network).
+   */
+  private static Set<String> failingTestsAtOnce(Class<?> kit, Supplier<Object> fresh) {
+    java.util.List<Method> checks = checks(kit);
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(
+        checks.size(), r -> {
+          Thread t = new Thread(r, "contract-kit-check");
+          t.setDaemon(true);
+          return t;
+        });
+    try {
+      java.util.List<java.util.concurrent.Future<Boolean>> results = new java.util.ArrayList<>();
+      for (Method m : checks) {
+        results.add(pool.submit(() -> fails(kit, m, fresh)));
+      }
+      Set<String> failed = new TreeSet<>();
+      for (int i = 0; i < checks.size(); i++) {
+        try {
+          if (results.get(i).get()) {
+            failed.add(checks.get(i).getName());
+          }
+        } catch (java.util.concurrent.ExecutionException e) {
+          throw e.getCause() instanceof RuntimeException r ? r
+              : new IllegalStateException(e.getCause());
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new IllegalStateException(e);
+        }
+      }
+      return failed;
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  /** The kit's tests. */
+  private static java.util.List<Method> checks(Class<?> kit) {
+    java.util.List<Method> checks = new java.util.ArrayList<>();
+    for (Method m : kit.getDeclaredMethods()) {
+      if (m.isAnnotationPresent(Test.class)) {
+        checks.add(m);
+      }
+    }
+    return checks;
+  }
+
+  /** Runs test {@code m} of a fresh kit instance; whether it failed (false if it was skipped). */
+  private static boolean fails(Class<?> kit, Method m, Supplier<Object> fresh) {
+    Object instance = fresh.get();
+    m.setAccessible(true);
+    try {
+      m.invoke(instance);
+      return false;
+    } catch (InvocationTargetException e) {
+      Throwable t = e.getCause();
+      if (t instanceof TestAbortedException) {
+        return false; // skipped by an assumption
+      }
+      if (!(t instanceof AssertionError)) {
+        throw new IllegalStateException(m.getName() + " broke instead of failing", t);
+      }
+      return true;
+    } catch (IllegalAccessException e) {
+      throw new IllegalStateException(e);
+    } finally {
+      closeAll(kit, instance);
+    }
   }
 
   private static void closeAll(Class<?> kit, Object instance) {
@@ -1411,8 +1465,9 @@ class ContractKitSelfTest {
   @Test
   void aTransportWhoseCloseDrainsThePendingRequestsIsCaught() {
     // a graceful close: it waits, up to 3.5 s, for the answers of its pending requests before
-    // failing what is left with CLOSED
-    Set<String> failed = failingTests(TransportContractTest.class,
+    // failing what is left with CLOSED (in each of the four checks that close with a request
+    // pending, hence the checks at once)
+    Set<String> failed = failingTestsAtOnce(TransportContractTest.class,
         () -> new TransportKit(t -> new ForwardingTransport(t) {
           final Set<CompletableFuture<byte[]>> pending = ConcurrentHashMap.newKeySet();
 
