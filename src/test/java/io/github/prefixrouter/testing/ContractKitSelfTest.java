@@ -819,9 +819,10 @@ class ContractKitSelfTest {
 
   @Test
   void anEngineWhoseExecuteWaitsForRoomIsCaught() {
-    // it takes 32 unfinished requests at most; execute waits up to 2 s for one of them to end,
-    // then refuses the request. No other check has 32 requests unfinished at once, and the
-    // 5-second bound on their execute calls would let a 2-second wait pass
+    // it takes 32 unfinished requests at most; execute waits up to 1.25 s (a quarter over the
+    // kit's EXECUTE_BOUND) for one of them to end, then refuses the request. No other check has
+    // 32 requests unfinished at once, and the 5-second bound on their execute calls would let
+    // such a wait pass
     Set<String> failed = failingTests(InferenceEngineContractTest.class,
         () -> new EngineKit((e, n) -> new EngineWrapper(e) {
           final java.util.concurrent.atomic.AtomicInteger unfinished =
@@ -829,7 +830,7 @@ class ContractKitSelfTest {
 
           @Override
           public CompletableFuture<EngineResult> execute(InferenceRequest r) {
-            long end = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
+            long end = System.nanoTime() + 1_250_000_000L;
             while (unfinished.get() >= 32) {
               if (System.nanoTime() > end) {
                 return CompletableFuture.failedFuture(
@@ -1432,8 +1433,9 @@ class ContractKitSelfTest {
 
   @Test
   void aTransportWhoseCloseWaitsForTheCompletionsInProgressIsCaught() {
-    // close drains gracefully: it waits, up to 4 s, for the completions of requests in progress
-    // to end, the one that called it too
+    // close drains gracefully: it waits, up to 3.25 s (a quarter of a second over the kit's
+    // bound on a close), for the completions of requests in progress to end, the one that
+    // called it too
     Set<String> failed = failingTests(TransportContractTest.class,
         () -> new TransportKit(t -> new ForwardingTransport(t) {
           final java.util.concurrent.atomic.AtomicInteger completing =
@@ -1455,7 +1457,7 @@ class ContractKitSelfTest {
 
           @Override
           public void close() {
-            waitWhile(() -> completing.get() > 0, Duration.ofSeconds(4));
+            waitWhile(() -> completing.get() > 0, Duration.ofMillis(3_250));
             t.close();
           }
         }));
