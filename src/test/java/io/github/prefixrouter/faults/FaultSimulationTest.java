@@ -6,8 +6,14 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import io.github.prefixrouter.faults.FaultCluster.Outcome;
 import io.github.prefixrouter.faults.FaultCluster.Wiring;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -66,52 +72,68 @@ class FaultSimulationTest {
     long stallReroutes = 0;
     long stallRefusals = 0;
     long started = System.nanoTime();
-    for (long seed = first; seed < first + count; seed++) {
-      if (count >= 1000 && (seed - first) % 500 == 0 && seed > first) {
-        System.out.printf("fault campaign: %d of %d seeds done, %d failing runs, %d s%n",
-            seed - first, count, failures.size(), (System.nanoTime() - started) / 1_000_000_000L);
-      }
-      for (Wiring w : Wiring.values()) {
-        if (onlyWiring != null && !onlyWiring.isBlank() && !w.name().equals(onlyWiring.trim())) {
-          continue;
+    // the seeds are independent simulations, each on one thread: they run on every processor,
+    // a few ahead of the seed whose outcomes are being added up, in seed order
+    int threads = (int) Math.max(1, Math.min(Runtime.getRuntime().availableProcessors(), count));
+    ExecutorService pool = Executors.newFixedThreadPool(threads, r -> {
+      Thread t = new Thread(r, "fault-campaign");
+      t.setDaemon(true);
+      return t;
+    });
+    Deque<Future<List<Outcome>>> ahead = new ArrayDeque<>();
+    long nextToStart = first;
+    try {
+      for (long seed = first; seed < first + count; seed++) {
+        while (nextToStart < first + count && ahead.size() < 4 * threads) {
+          long s = nextToStart++;
+          ahead.add(pool.submit(() -> runSeed(s, onlyWiring)));
         }
-        Outcome o = FaultCluster.run(seed, w);
-        if (o.summary() != null) {
-          accepted += o.summary().accepted();
-          forwarded += o.summary().forwarded();
-          fallbacks += o.summary().fallbacks();
-          duplicates += o.summary().duplicateExecutions();
-          crashes += o.summary().crashes();
-          converged += o.summary().convergenceMillis() >= 0 ? 1 : 0;
-          scoped += o.summary().scoped();
-          rejections += o.summary().scopedRejections();
-          unscopedAtOld += o.summary().unscopedAtOld();
-          withStops += o.summary().withStops();
-          stopsRejections += o.summary().stopsRejections();
-          selfManagedRuns += o.summary().selfManagedNodes() > 0 ? 1 : 0;
-          selfManagedNodes += o.summary().selfManagedNodes();
-          selfManagedExecutions += o.summary().selfManagedExecutions();
-          selfManagedEvictions += o.summary().selfManagedEvictions();
-          oneModelRuns += o.plan().otherModel == FaultPlan.ONE_MODEL_ID ? 1 : 0;
-          otherModelRuns += o.plan().otherModel >= 0 ? 1 : 0;
-          otherModelRefusals += o.summary().otherModelRefusals();
-          stallRuns += o.plan().shortStallTimeout ? 1 : 0;
-          stalls += o.summary().engineStalls();
-          stallReroutes += o.summary().stallReroutes();
-          stallRefusals += o.summary().stallRefusals();
+        List<Outcome> outcomes = outcomes(ahead.poll());
+        if (count >= 1000 && (seed - first) % 500 == 0 && seed > first) {
+          System.out.printf("fault campaign: %d of %d seeds done, %d failing runs, %d s%n",
+              seed - first, count, failures.size(), (System.nanoTime() - started) / 1_000_000_000L);
         }
-        if (!o.ok()) {
-          String replay = "mvn -B -ntp test -Dtest=FaultSimulationTest -Dfaults.seed=" + seed
-              + " -Dfaults.wiring=" + w;
-          StringBuilder sb = new StringBuilder("FAILED seed " + seed + " (" + w + "): "
-              + o.plan() + "\n  replay: " + replay);
-          for (String v : o.violations()) {
-            sb.append("\n  - ").append(v);
+        for (Outcome o : outcomes) {
+          Wiring w = o.wiring();
+          if (o.summary() != null) {
+            accepted += o.summary().accepted();
+            forwarded += o.summary().forwarded();
+            fallbacks += o.summary().fallbacks();
+            duplicates += o.summary().duplicateExecutions();
+            crashes += o.summary().crashes();
+            converged += o.summary().convergenceMillis() >= 0 ? 1 : 0;
+            scoped += o.summary().scoped();
+            rejections += o.summary().scopedRejections();
+            unscopedAtOld += o.summary().unscopedAtOld();
+            withStops += o.summary().withStops();
+            stopsRejections += o.summary().stopsRejections();
+            selfManagedRuns += o.summary().selfManagedNodes() > 0 ? 1 : 0;
+            selfManagedNodes += o.summary().selfManagedNodes();
+            selfManagedExecutions += o.summary().selfManagedExecutions();
+            selfManagedEvictions += o.summary().selfManagedEvictions();
+            oneModelRuns += o.plan().otherModel == FaultPlan.ONE_MODEL_ID ? 1 : 0;
+            otherModelRuns += o.plan().otherModel >= 0 ? 1 : 0;
+            otherModelRefusals += o.summary().otherModelRefusals();
+            stallRuns += o.plan().shortStallTimeout ? 1 : 0;
+            stalls += o.summary().engineStalls();
+            stallReroutes += o.summary().stallReroutes();
+            stallRefusals += o.summary().stallRefusals();
           }
-          System.err.println(sb);
-          failures.add(sb.toString());
+          if (!o.ok()) {
+            String replay = "mvn -B -ntp test -Dtest=FaultSimulationTest -Dfaults.seed=" + seed
+                + " -Dfaults.wiring=" + w;
+            StringBuilder sb = new StringBuilder("FAILED seed " + seed + " (" + w + "): "
+                + o.plan() + "\n  replay: " + replay);
+            for (String v : o.violations()) {
+              sb.append("\n  - ").append(v);
+            }
+            System.err.println(sb);
+            failures.add(sb.toString());
+          }
         }
       }
+    } finally {
+      pool.shutdownNow();
     }
     long ms = (System.nanoTime() - started) / 1_000_000;
     System.out.printf("fault campaign: seeds %d..%d, %d requests (%d scoped, %d with stops), "
@@ -161,6 +183,37 @@ class FaultSimulationTest {
           () -> assertTrue(omr > 0, "no node refused a forward of another model"),
           () -> assertTrue(stl > 0, "no engine stall detected"),
           () -> assertTrue(srr > 0, "no request routed around a stalled engine"));
+    }
+  }
+
+  /** The runs of one seed, under each wiring (or only {@code onlyWiring}, when it is set). */
+  private static List<Outcome> runSeed(long seed, String onlyWiring) {
+    List<Outcome> outcomes = new ArrayList<>();
+    for (Wiring w : Wiring.values()) {
+      if (onlyWiring != null && !onlyWiring.isBlank() && !w.name().equals(onlyWiring.trim())) {
+        continue;
+      }
+      outcomes.add(FaultCluster.run(seed, w));
+    }
+    return outcomes;
+  }
+
+  /** The outcomes of a seed's runs, once they have ended. */
+  private static List<Outcome> outcomes(Future<List<Outcome>> runs) {
+    try {
+      return runs.get();
+    } catch (ExecutionException e) {
+      Throwable t = e.getCause();
+      if (t instanceof RuntimeException r) {
+        throw r;
+      }
+      if (t instanceof Error err) {
+        throw err;
+      }
+      throw new IllegalStateException(t);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted", e);
     }
   }
 
