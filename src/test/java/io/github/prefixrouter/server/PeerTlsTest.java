@@ -161,6 +161,27 @@ class PeerTlsTest {
     assertEquals(null, m.getPrivateKey("not tagged"));
   }
 
+  private static java.security.KeyStore loadStore(Path file, String password) throws Exception {
+    java.security.KeyStore ks = java.security.KeyStore.getInstance("PKCS12");
+    try (var in = Files.newInputStream(file)) {
+      ks.load(in, password.toCharArray());
+    }
+    return ks;
+  }
+
+  /** Rewrites {@code store}, whose one key entry is {@code alias}, under a new password. */
+  private static void newPassword(Path store, String alias, String password, String newPassword)
+      throws Exception {
+    java.security.KeyStore.Entry e = loadStore(store, password).getEntry(alias,
+        new java.security.KeyStore.PasswordProtection(password.toCharArray()));
+    java.security.KeyStore ks = java.security.KeyStore.getInstance("PKCS12");
+    ks.load(null, null);
+    ks.setEntry(alias, e, new java.security.KeyStore.PasswordProtection(newPassword.toCharArray()));
+    try (var out = Files.newOutputStream(store)) {
+      ks.store(out, newPassword.toCharArray());
+    }
+  }
+
   @Test
   void theTlsFlagsAreChecked() throws Exception {
     Map<String, String> env = Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX);
@@ -208,8 +229,7 @@ class PeerTlsTest {
     long notAfter = tls.stats().certificateNotAfterSeconds();
     Path next = dir.resolve("next.p12");
     Files.copy(keyB, next, StandardCopyOption.REPLACE_EXISTING);
-    keytool("-storepasswd", "-keystore", next.toString(), "-storepass", "changeit", "-new",
-        "renewed-pass");
+    newPassword(next, "b", "changeit", "renewed-pass"); // as keytool -storepasswd does
     Files.copy(next, store, StandardCopyOption.REPLACE_EXISTING);
     tls.check();
     assertEquals(new TlsFiles.Stats(0, 1, notAfter), tls.stats(), "old password: refused");
@@ -277,8 +297,14 @@ class PeerTlsTest {
         + "-----END PRIVATE KEY-----\n");
     Path empty = Files.write(dir.resolve("empty.p12"), new byte[0]);
     Path jceks = dir.resolve("store.jceks");
-    keytool("-genseckey", "-alias", "s", "-keyalg", "AES", "-keysize", "128", "-storetype",
-        "JCEKS", "-keystore", jceks.toString(), "-storepass", "changeit", "-keypass", "changeit");
+    java.security.KeyStore secret = java.security.KeyStore.getInstance("JCEKS");
+    secret.load(null, null);
+    secret.setEntry("s", new java.security.KeyStore.SecretKeyEntry(
+        new javax.crypto.spec.SecretKeySpec(new byte[16], "AES")),
+        new java.security.KeyStore.PasswordProtection("changeit".toCharArray()));
+    try (var out = Files.newOutputStream(jceks)) {
+      secret.store(out, "changeit".toCharArray());
+    }
     Map<Path, String> expected = Map.of(
         cut, "not a PKCS12 store, or it is damaged or cut short",
         pem, "PEM text, not a PKCS12 store",
@@ -304,18 +330,29 @@ class PeerTlsTest {
    */
   @Test
   void theReportedExpiryIsTheEarliestOfTheKeyEntries() throws Exception {
+    // an entry valid 30 days; keyA's, valid 2 days, is the other
+    Path monthStore = dir.resolve("month.p12");
+    keytool("-genkeypair", "-alias", "month", "-keyalg", "EC", "-groupname", "secp256r1",
+        "-dname", "CN=month", "-ext", "san=ip:127.0.0.1", "-validity", "30", "-storetype",
+        "PKCS12", "-keystore", monthStore.toString(), "-storepass", "changeit", "-keypass",
+        "changeit");
+    var protection = new java.security.KeyStore.PasswordProtection("changeit".toCharArray());
+    Map<String, java.security.KeyStore.Entry> entries = Map.of(
+        "month", loadStore(monthStore, "changeit").getEntry("month", protection),
+        "days", loadStore(keyA, "changeit").getEntry("a", protection));
     for (String[] order : new String[][] {{"month", "days"}, {"days", "month"}}) {
       Path store = dir.resolve("two-" + order[0] + ".p12");
+      java.security.KeyStore two = java.security.KeyStore.getInstance("PKCS12");
+      two.load(null, null);
       for (String alias : order) {
-        keytool("-genkeypair", "-alias", alias, "-keyalg", "EC", "-groupname", "secp256r1",
-            "-dname", "CN=" + alias, "-ext", "san=ip:127.0.0.1", "-validity",
-            alias.equals("month") ? "30" : "2", "-storetype", "PKCS12", "-keystore",
-            store.toString(), "-storepass", "changeit", "-keypass", "changeit");
+        two.setEntry(alias, entries.get(alias), protection);
       }
-      java.security.KeyStore ks = java.security.KeyStore.getInstance("PKCS12");
-      try (var in = Files.newInputStream(store)) {
-        ks.load(in, "changeit".toCharArray());
+      try (var out = Files.newOutputStream(store)) {
+        two.store(out, "changeit".toCharArray());
       }
+      java.security.KeyStore ks = loadStore(store, "changeit");
+      assertEquals(List.of(order), java.util.Collections.list(ks.aliases()),
+          "the file lists the entries in this order");
       long days = ((java.security.cert.X509Certificate) ks.getCertificate("days")).getNotAfter()
           .toInstant().getEpochSecond();
       long month = ((java.security.cert.X509Certificate) ks.getCertificate("month"))
