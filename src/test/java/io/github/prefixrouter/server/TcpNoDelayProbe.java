@@ -56,7 +56,8 @@ public final class TcpNoDelayProbe {
       a.start(echo);
       b.start(echo);
       byte[] body = new byte[16 * 1024];
-      for (int batch = -1; batch < batches; batch++) { // batch -1 warms up
+      // batch -1 warms up, when there are batches to time: with none, the servers are only made
+      for (int batch = batches == 0 ? 0 : -1; batch < batches; batch++) {
         double[] ms = new double[PER_BATCH];
         for (int i = 0; i < PER_BATCH; i++) {
           long t0 = System.nanoTime();
@@ -89,7 +90,7 @@ public final class TcpNoDelayProbe {
       HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
       HttpRequest health = HttpRequest.newBuilder(
           URI.create("http://127.0.0.1:" + addr.getPort() + ClientEndpoint.HEALTH)).GET().build();
-      for (int batch = -1; batch < batches; batch++) {
+      for (int batch = batches == 0 ? 0 : -1; batch < batches; batch++) {
         double[] ms = new double[PER_BATCH];
         for (int i = 0; i < PER_BATCH; i++) {
           long t0 = System.nanoTime();
