@@ -89,6 +89,8 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
   private final AtomicLong generatedTokens = new AtomicLong();
   private final AtomicLong multiplyAdds = new AtomicLong();
   private final AtomicBoolean listenerSet = new AtomicBoolean();
+  /** Runs in {@link #execute} after the closed check, before the job is registered; tests only. */
+  Runnable beforeRegister = () -> {};
 
   private ReferenceEngine(Builder b) {
     this.model = new TinyTransformer(b.seed, b.layers, b.modelDim, b.heads, b.ffnDim, b.vocabBuckets);
@@ -157,17 +159,27 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
               + " exceeds maxOutputTokens " + maxOutputTokens));
       return f;
     }
+    beforeRegister.run();
     Job job = new Job(request, f, listener);
     jobs.add(request.id(), job);
     f.whenComplete((r, e) -> jobs.remove(request.id(), job));
+    // close() sets closed before it marks the registered jobs closing: a close that began since
+    // the check above missed this job, but is seen here (else the job was registered in time)
+    if (closed.get()) {
+      job.closing = true;
+    }
     queued.incrementAndGet();
     try {
       executor.execute(job);
     } catch (Throwable e) { // a host executor may fail in any way, not only by rejecting
       if (job.started.compareAndSet(false, true)) { // else it ran (or runs) and answers itself
         queued.decrementAndGet();
-        String why = e instanceof RejectedExecutionException ? e.getMessage() : e.toString();
-        f.completeExceptionally(new EngineException("engine cannot accept work: " + why, true, e));
+        if (job.closing) { // the engine's own threads stopped: a close, not a broken executor
+          f.completeExceptionally(job.stopped());
+        } else {
+          String why = e instanceof RejectedExecutionException ? e.getMessage() : e.toString();
+          f.completeExceptionally(new EngineException("engine cannot accept work: " + why, true, e));
+        }
       }
     }
     return f;

@@ -642,6 +642,32 @@ class ReferenceEngineTest {
     assertEquals(0, e.load().total());
   }
 
+  /**
+   * A close() that runs while execute() is between its closed check and registering the job
+   * (two threads at once) failed that request with the pool's rejection text on the engine's own
+   * threads ("engine cannot accept work: Task ...Job@... rejected from ThreadPoolExecutor"), and
+   * on a host's executor let it run to its end after close() returned.
+   */
+  @Test
+  void aRequestAcceptedAsTheEngineClosesFailsOnceAsEngineClosed() throws Exception {
+    List<Runnable> queue = new ArrayList<>();
+    ReferenceEngine host = ReferenceEngine.builder().executor(queue::add).build();
+    ReferenceEngine own = ReferenceEngine.builder().threads(1).build();
+    for (ReferenceEngine e : List.of(own, host)) {
+      e.beforeRegister = e::close;
+      CompletableFuture<EngineResult> f = e.execute(InferenceRequest.of("late", prompt(5, 8)));
+      queue.forEach(Runnable::run);
+      queue.clear();
+      assertTrue(f.isDone(), "no answer");
+      ExecutionException x = assertThrows(ExecutionException.class, f::get,
+          () -> "ran after close(): " + f.join().outputTokens().length + " tokens");
+      EngineException c = (EngineException) x.getCause();
+      assertTrue(c.retryable(), c.toString());
+      assertEquals("request late: engine closed", c.getMessage());
+      assertEquals(0, e.load().total());
+    }
+  }
+
   @Test
   void aRequestCancelledWhileQueuedOnTheEnginesOwnThreadsStaysCancelledWhenTheEngineCloses()
       throws Exception {
