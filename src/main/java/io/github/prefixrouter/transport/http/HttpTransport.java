@@ -182,8 +182,9 @@ import org.slf4j.LoggerFactory;
  * expire) and one timer thread. The JDK names the others: the HTTP server's
  * {@code HTTP-Dispatcher} (started from the timer thread, so that it is a daemon whichever thread
  * calls {@link #start}) and {@code idle-timeout-task}, and the HTTP client's
- * {@code HttpClient-<n>-SelectorManager}. {@link #close()} stops all of them but the last, which
- * the JDK 17 {@link HttpClient} keeps until the client object is garbage collected.
+ * {@code HttpClient-<n>-SelectorManager}. {@link #close()} stops all of them, as does a
+ * {@link #start} that fails once the address is bound. The JDK 17 {@link HttpClient} cannot be
+ * closed: its selector thread, started from the timer thread, is interrupted, which ends it.
  *
  * <h2>Close</h2>
  * {@link #close()} fails every pending outbound request with {@code CLOSED}, cancels the
@@ -323,6 +324,11 @@ public final class HttpTransport implements Transport {
   private InboundReaders readers;
   private ExecutorService clientExecutor;
   private ScheduledExecutorService timer;
+  /**
+   * The timer's thread group, and so that of the threads started from it: the HTTP client's
+   * selector thread, which {@link #close()} interrupts (JDK 17's client cannot be closed).
+   */
+  private ThreadGroup timerThreads;
   private IoDeadline ioDeadline;
   private HttpClient client;
 
@@ -430,7 +436,9 @@ public final class HttpTransport implements Transport {
             new LinkedBlockingQueue<>(),
             daemonThreads(prefix + "-server"));
     clientExecutor = Executors.newCachedThreadPool(daemonThreads(prefix + "-client"));
-    ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemonThreads(prefix + "-timer"));
+    timerThreads = new ThreadGroup(prefix + "-timer");
+    ScheduledThreadPoolExecutor t =
+        new ScheduledThreadPoolExecutor(1, daemonThreads(timerThreads, prefix + "-timer"));
     t.setRemoveOnCancelPolicy(true);
     timer = t;
     // the JDK server reads requests with blocking reads on its executor's threads: every task
@@ -469,7 +477,14 @@ public final class HttpTransport implements Transport {
     if (config.sslContext != null) {
       cb.sslContext(config.sslContext);
     }
-    client = cb.build();
+    // the client's selector thread starts as the client is built: built on the timer thread,
+    // the selector is in the timer's thread group, where close() finds it
+    try {
+      client = Uninterruptibles.getUninterruptibly(timer.submit(cb::build));
+    } catch (ExecutionException e) {
+      Throwables.throwIfUnchecked(e.getCause());
+      throw new IllegalStateException("cannot build the HTTP client", e.getCause());
+    }
     // the JDK server's dispatcher thread is a daemon only if the thread starting it is one (a
     // host's main thread is not): started on the timer thread, it never keeps the JVM alive
     try {
@@ -566,6 +581,18 @@ public final class HttpTransport implements Transport {
     }
     if (clientExecutor != null) {
       clientExecutor.shutdownNow();
+    }
+    if (timerThreads != null) {
+      // JDK 17's HttpClient cannot be closed: its selector thread ran until the client was
+      // garbage collected, for as long as the host held this transport (after a failed start
+      // too). Interrupted, it ends, failing what the client still had in progress
+      Thread[] threads = new Thread[timerThreads.activeCount() + 8];
+      int n = timerThreads.enumerate(threads);
+      for (int i = 0; i < n; i++) {
+        if (threads[i].getName().matches("HttpClient-\\d+-SelectorManager")) {
+          threads[i].interrupt();
+        }
+      }
     }
     log.info("{} transport closed: {}", config.nodeId, stats());
   }
@@ -1552,9 +1579,14 @@ public final class HttpTransport implements Transport {
   }
 
   private static ThreadFactory daemonThreads(String prefix) {
+    return daemonThreads(null, prefix);
+  }
+
+  /** Daemon threads named {@code prefix-<n>}, in {@code group} (null: the creating thread's). */
+  private static ThreadFactory daemonThreads(ThreadGroup group, String prefix) {
     AtomicInteger n = new AtomicInteger();
     return r -> {
-      Thread t = new Thread(r, prefix + "-" + n.incrementAndGet());
+      Thread t = new Thread(group, r, prefix + "-" + n.incrementAndGet());
       t.setDaemon(true);
       return t;
     };
