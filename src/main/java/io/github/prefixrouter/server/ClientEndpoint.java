@@ -436,8 +436,10 @@ final class ClientEndpoint {
    * Stops the endpoint. Answers already handed to the writers (the node answered before this
    * call) are still written, each within the I/O deadline, before the server closes the
    * connections: a process that stops its node and then its endpoint loses no answer (a stream
-   * the node ended gets its end or its error event). Requests answered after this call find the
-   * endpoint closed and their connection closed; streamed ones still running are cancelled.
+   * the node ended gets its end or its error event). Whole answers given after this call (a
+   * request that arrived meanwhile, refused 503 by the stopped node) are written by the thread
+   * that gives them, under the I/O deadline, until the port closes; after that their connection
+   * is closed. Streamed ones still running are cancelled.
    * OpenAI-style requests still being tokenized are answered 503 ({@code not_running}) and
    * give back their in-flight slots.
    */
@@ -1046,14 +1048,18 @@ final class ClientEndpoint {
   }
 
   /**
-   * Hands a write to the writer threads, under the I/O deadline; closes if they are gone. A write
-   * that throws still answers the exchange ({@link #written}).
+   * Hands a write to the writer threads, under the I/O deadline; once {@link #stop} has shut them
+   * down, writes on this thread under the same deadline. A write that throws still answers the
+   * exchange ({@link #written}).
    */
   private void writeLater(HttpExchange ex, Runnable write) {
     try {
       executor.execute(() -> ioDeadline.run(() -> written(ex, write)));
-    } catch (RuntimeException stopped) { // the endpoint is stopping; its server closed the connection
-      ex.close();
+    } catch (RuntimeException stopped) {
+      // stop() waits for the writers before it closes the port: a request that arrives
+      // meanwhile (the stopped node refuses it) got its connection closed instead of its 503.
+      // Once the port is closed, the write fails at once and closes the exchange
+      ioDeadline.run(() -> written(ex, write));
     }
   }
 
