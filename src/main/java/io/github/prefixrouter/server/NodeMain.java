@@ -778,26 +778,36 @@ public final class NodeMain {
         }
       }
       try {
-        // answers accepted requests (those still unanswered when the grace period ends with a
-        // 503), then closes the transport; the endpoint then writes the answers it was given
-        node.stop(shutdownGrace).join();
-      } finally {
-        endpoint.stop();
-        if (tokenizer != null) {
-          tokenizer.close(); // its threads: nothing waits for a tokenization any more
-        }
-        scheduler.close();
-        if (files != null) {
-          files.close();
-        }
-        if (engine instanceof AutoCloseable c) {
-          try {
-            c.close();
-          } catch (Exception e) {
-            log.warn("closing the engine failed", e);
+        try {
+          // answers accepted requests (those still unanswered when the grace period ends with a
+          // 503), then closes the transport; the endpoint then writes the answers it was given
+          node.stop(shutdownGrace).join();
+        } catch (RuntimeException e) { // the rest is stopped all the same, and the stats printed
+          log.warn("stopping the node failed", e);
+        } finally {
+          endpoint.stop();
+          if (tokenizer != null) {
+            tokenizer.close(); // its threads: nothing waits for a tokenization any more
+          }
+          scheduler.close();
+          if (files != null) {
+            files.close();
+          }
+          if (engine instanceof AutoCloseable c) {
+            try {
+              c.close();
+            } catch (Exception e) {
+              log.warn("closing the engine failed", e);
+            }
           }
         }
+      } finally {
+        printStats();
       }
+    }
+
+    /** The stats line a stop prints, also when a part failed to stop. */
+    private void printStats() {
       NodeStats s = node.stats();
       String summary = String.format(Locale.ROOT,
           "node %s stopped: requests=%d local=%d forwarded=%d failed=%d servedForPeers=%d "

@@ -1,0 +1,70 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.mockito.ArgumentMatchers.any;
+import static org.mockito.Mockito.mock;
+import static org.mockito.Mockito.when;
+
+import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.spi.Schedulers;
+import io.github.prefixrouter.transport.http.HttpTransport;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Closing a node process stops every part and prints its stats line even when the node's stop
+ * fails: a stop whose future failed threw out of close(), past the stats line that
+ * docs/deployment.md says a stop prints, and out of the shutdown hook.
+ */
+class NodeMainRunningCloseTest {
+
+  @Test
+  void aFailedNodeStopStillStopsEveryPartAndPrintsTheStatsLine() throws Exception {
+    PrefixRouterNode node = mock(PrefixRouterNode.class);
+    when(node.stop(any())).thenReturn(
+        CompletableFuture.failedFuture(new IllegalStateException("the transport would not close")));
+    NodeStats stats = mock(NodeStats.class);
+    when(stats.nodeId()).thenReturn("n1");
+    when(stats.requests()).thenReturn(7L);
+    when(node.stats()).thenReturn(stats);
+    HttpTransport transport = HttpTransport.builder().nodeId("n1").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().build();
+    AtomicBoolean schedulerClosed = new AtomicBoolean();
+    Schedulers.ClosableScheduler owned = Schedulers.newSingleThread("close-test");
+    Schedulers.ClosableScheduler scheduler = new Schedulers.ClosableScheduler() {
+      @Override
+      public Cancellable schedule(long delayNanos, Runnable task) {
+        return owned.schedule(delayNanos, task);
+      }
+
+      @Override
+      public void close() {
+        schedulerClosed.set(true);
+        owned.close();
+      }
+    };
+    ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 1, Duration.ofSeconds(1));
+    NodeMain.Running r = new NodeMain.Running(node, transport, null, scheduler, null, endpoint,
+        null, "127.0.0.1:1", Duration.ofSeconds(1), null);
+    PrintStream stdout = System.out;
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
+    try {
+      r.close(); // the failure is logged: thrown, it went past the stats line
+    } finally {
+      System.setOut(stdout);
+    }
+    String printed = out.toString(StandardCharsets.UTF_8);
+    assertTrue(printed.startsWith("node n1 stopped: requests=7 "), "no stats line: '" + printed + "'");
+    assertEquals(1, printed.lines().count(), printed);
+    assertTrue(schedulerClosed.get(), "the scheduler was left running");
+  }
+}
