@@ -16,6 +16,14 @@ package io.github.prefixrouter.internal.tree;
  * logged, counted ({@link ConcurrentPrefixTree#listenerFailures()}) and otherwise ignored: the
  * event still reaches the other listeners, and the write that caused it is not failed. The
  * arrays passed are owned by the listener.
+ *
+ * <p>A listener must be quick and must not block. Events are given on the threads of the
+ * writes (an {@code insert}, a lease's release, {@code evictTo}, {@code clear}, an engine
+ * event), one thread at a time, and a write that queued events (or finds some queued) returns
+ * only once they have been given: a listener that blocks holds up the write whose event it is
+ * being given and, on every thread, each later write that stores or evicts blocks (its change is
+ * made in the tree; {@code match} and {@code acquire} go on). A listener that waits for such a
+ * write on another thread to return waits for ever. Hand slow work to a thread of its own.
  */
 public interface BlockEventListener {
 
