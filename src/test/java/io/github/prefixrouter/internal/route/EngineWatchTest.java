@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.EngineStallStats;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** The stall rules of {@link EngineWatch}, on explicit times (T = 10). */
@@ -113,7 +114,17 @@ class EngineWatchTest {
    */
   @Test
   void progressRacingADetectionLeavesNoStall() throws Exception {
-    int rounds = 100_000;
+    progressRacingADetection(20_000);
+  }
+
+  /** {@link #progressRacingADetectionLeavesNoStall} at 25 times the rounds. */
+  @Test
+  @Tag("long")
+  void progressRacingADetectionLeavesNoStallManyRounds() throws Exception {
+    progressRacingADetection(500_000);
+  }
+
+  private static void progressRacingADetection(int rounds) throws InterruptedException {
     EngineWatch[] watch = new EngineWatch[rounds + 1];
     for (int i = 1; i <= rounds; i++) {
       watch[i] = new EngineWatch(T);
@@ -150,7 +161,18 @@ class EngineWatchTest {
    */
   @Test
   void aRunStartingAfterAnIdlePeriodRacingACheckIsNotTakenForAStall() throws Exception {
-    int rounds = 100_000;
+    runStartingAfterAnIdlePeriodRacingACheck(20_000);
+  }
+
+  /** The check of a run starting after an idle period, at 25 times the rounds. */
+  @Test
+  @Tag("long")
+  void aRunStartingAfterAnIdlePeriodRacingACheckIsNotTakenForAStallManyRounds() throws Exception {
+    runStartingAfterAnIdlePeriodRacingACheck(500_000);
+  }
+
+  private static void runStartingAfterAnIdlePeriodRacingACheck(int rounds)
+      throws InterruptedException {
     EngineWatch[] watch = new EngineWatch[rounds + 1];
     for (int i = 1; i <= rounds; i++) {
       watch[i] = new EngineWatch(T);
