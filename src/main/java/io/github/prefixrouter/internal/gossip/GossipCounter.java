@@ -114,5 +114,10 @@ public enum GossipCounter {
    * it never made, passed on by a peer), which it refuted by moving its version past them (its
    * peers then get a snapshot).
    */
-  VERSIONS_REFUTED
+  VERSIONS_REFUTED,
+  /**
+   * SYNs not sent because the last SYN to the same peer (node id and address) is still awaiting
+   * its answer, within a window that doubles with each SYN to it left unanswered.
+   */
+  SYNS_IN_FLIGHT_SKIPPED
 }

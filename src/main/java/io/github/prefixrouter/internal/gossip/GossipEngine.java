@@ -315,8 +315,16 @@ public final class GossipEngine {
     }
   }
 
-  /** A SYN awaiting its ACK; {@code complete} if its digest listed every live origin. */
-  private record PendingSyn(String nodeId, long sentNanos, boolean complete) {}
+  /**
+   * A SYN awaiting its ACK, sent to {@code nodeId} at {@code address}; {@code complete} if its
+   * digest listed every live origin.
+   */
+  private record PendingSyn(String nodeId, String address, long sentNanos, boolean complete) {
+
+    boolean to(PeerAddress peer) {
+      return nodeId.equals(peer.nodeId()) && address.equals(peer.address());
+    }
+  }
 
   private record Outgoing(PeerAddress to, byte[] payload) {}
 
@@ -1005,6 +1013,10 @@ public final class GossipEngine {
         targets.add(d);
       }
     }
+    // a peer whose last SYN is still unanswered gets none: the next round asks again (an
+    // exchange in flight already carries what a new one would, and over a transport that opens
+    // a connection per message in flight, SYNs every round to a slow peer pile up handshakes)
+    targets.removeIf(t -> synInFlight(t, now));
     if (targets.isEmpty()) {
       return;
     }
@@ -1022,7 +1034,8 @@ public final class GossipEngine {
   private Outgoing syn(PeerAddress to, List<Member> live, long now) {
     long round = nextRound++;
     List<DigestEntry> digest = buildDigest(live, to.nodeId(), askedAt(to.nodeId(), now));
-    pendingSyns.put(round, new PendingSyn(to.nodeId(), now, digest.size() == live.size() + 1));
+    pendingSyns.put(round,
+        new PendingSyn(to.nodeId(), to.address(), now, digest.size() == live.size() + 1));
     byte[] payload = codec.encode(new Syn(round, generation, digest));
     count(GossipCounter.DIGEST_BYTES_SENT, payload.length);
     return new Outgoing(to, payload);
@@ -1041,7 +1054,11 @@ public final class GossipEngine {
           live.add(m);
         }
       }
-      out.add(syn(to, live, clock.nanoTime()));
+      long now = clock.nanoTime();
+      if (synInFlight(to, now)) {
+        return;
+      }
+      out.add(syn(to, live, now));
     } catch (RuntimeException e) {
       count(GossipCounter.INTERNAL_ERRORS, 1);
       log.warn("error sending a gossip digest", e);
@@ -1049,6 +1066,45 @@ public final class GossipEngine {
       lock.writeLock().unlock();
     }
     flush(out);
+  }
+
+  /**
+   * Whether the last SYN to {@code to} (its node id at its address) is still awaiting its
+   * answer and younger than its window (counted in {@link GossipCounter#SYNS_IN_FLIGHT_SKIPPED}
+   * if so). The window is the peer's in-flight window ({@link #inFlightWindow}; one and a half
+   * intervals before any round trip is known), doubled for each further SYN to it still
+   * unanswered, and at most {@code suspectAfter / 2} (at least the in-flight window): a slow
+   * peer gets one exchange at a time, a peer that answers nothing gets fewer and fewer SYNs
+   * (one every {@code suspectAfter / 2} at most), and a lost SYN costs one window.
+   */
+  private boolean synInFlight(PeerAddress to, long now) {
+    long newest = 0;
+    int unanswered = 0;
+    for (PendingSyn p : pendingSyns.values()) {
+      if (p.to(to)) {
+        // readings compared by their difference: their origin is arbitrary and they may wrap
+        if (unanswered == 0 || p.sentNanos() - newest > 0) {
+          newest = p.sentNanos();
+        }
+        unanswered++;
+      }
+    }
+    if (unanswered == 0) {
+      return false;
+    }
+    Member m = members.get(to.nodeId());
+    long interval = config.interval().toNanos();
+    long window = m == null ? interval + interval / 2 : inFlightWindow(m);
+    long cap = Math.max(window, config.suspectAfter().toNanos() / 2);
+    long wait = window;
+    for (int i = 1; i < unanswered && wait < cap; i++) {
+      wait = wait > cap / 2 ? cap : 2 * wait;
+    }
+    if (now - newest >= Math.min(wait, cap)) {
+      return false;
+    }
+    count(GossipCounter.SYNS_IN_FLIGHT_SKIPPED, 1);
+    return true;
   }
 
   private <T> List<T> pickRandom(List<T> from, int k) {
@@ -1471,6 +1527,10 @@ public final class GossipEngine {
     PendingSyn p = pendingSyns.get(ack.round());
     if (p != null && p.nodeId().equals(from.nodeId())) {
       pendingSyns.remove(ack.round());
+      // the earlier SYNs to the peer still unanswered are taken for lost: a new SYN to it waits
+      // one window again, not the longer one they made it wait
+      pendingSyns.values().removeIf(q -> q.nodeId().equals(p.nodeId())
+          && q.address().equals(p.address()) && q.sentNanos() - p.sentNanos() < 0);
       long sample = now - p.sentNanos();
       Member m = members.get(from.nodeId());
       if (m != null && sample >= 0) {
