@@ -147,7 +147,11 @@ import org.slf4j.LoggerFactory;
  * address, however its host's case, its IPv6 literal or its port is spelled): a
  * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
  * counted); a request's slot is free again before its future completes, a future its caller
- * cancels included. Inbound, at most
+ * cancels included. The client speaks HTTP/1.1, one exchange per connection at a time: an
+ * exchange takes an idle connection to the peer if the HTTP client's pool holds one, else it
+ * opens a connection of its own (with TLS, a handshake of its own), so a burst of requests and
+ * messages to a peer with no idle connection opens as many connections at once, and
+ * {@code maxInFlightPerPeer} is the only bound on them. Inbound, at most
  * {@code maxInboundRequests} requests are handled at once; more are answered 503. A connection
  * that has started a request must deliver all of it (request line, headers and body; over TLS
  * the handshake too, counted from the connection's first byte) within
