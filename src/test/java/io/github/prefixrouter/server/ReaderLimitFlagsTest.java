@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.server.PrometheusTextParser.Family;
+import io.github.prefixrouter.testing.Await;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.InetSocketAddress;
@@ -17,6 +18,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.function.LongSupplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -87,10 +89,15 @@ class ReaderLimitFlagsTest {
     assertTrue(ms < 5_000, "closed after " + ms + " ms");
   }
 
-  /** One body still arriving from an address: the second from it is a 503 at once. */
-  private void assertSecondBodyRefused(String address, String body) throws Exception {
+  /**
+   * One body still arriving from an address: the second from it is a 503 at once. The first
+   * holds its address's slot once it holds bytes of the port's body budget ({@code heldBytes}):
+   * its reader takes the slot, then the budget's first step, before it reads.
+   */
+  private void assertSecondBodyRefused(String address, String body, LongSupplier heldBytes)
+      throws Exception {
     send("127.0.0.2", address, body);
-    Thread.sleep(300);
+    Await.until(() -> heldBytes.getAsLong() > 0, "the first body holds its address's slot");
     assertEquals("HTTP/1.1 503", firstBytes(send("127.0.0.2", address, body)));
   }
 
@@ -120,7 +127,8 @@ class ReaderLimitFlagsTest {
         "--client-max-unfinished-reads", "1"},
         Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
     try (NodeMain.Running r = NodeMain.start(o)) {
-      assertSecondBodyRefused(r.clientAddress, CLIENT_BODY);
+      assertSecondBodyRefused(r.clientAddress, CLIENT_BODY,
+          () -> r.endpoint.bodyBudget() - r.endpoint.bodyBudgetAvailable());
       closeAllAndSettle();
       assertEquals(1, r.endpoint.readsRefused());
       assertThirdConnectionClosedAtOnce(r.clientAddress, CLIENT_HEADERS);
@@ -190,7 +198,7 @@ class ReaderLimitFlagsTest {
         Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
     try (NodeMain.Running r = NodeMain.start(o)) {
       String peer = r.transport.localAddress().address();
-      assertSecondBodyRefused(peer, PEER_BODY);
+      assertSecondBodyRefused(peer, PEER_BODY, () -> r.transport.stats().bodyBudgetHeldBytes());
       closeAllAndSettle();
       assertEquals(1, r.transport.stats().readsRefused());
       assertThirdConnectionClosedAtOnce(peer, PEER_HEADERS);
