@@ -4,6 +4,7 @@ import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.wire.CappedBody;
+import io.github.prefixrouter.internal.wire.JdkHttpClients;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpConnectTimeoutException;
@@ -47,9 +48,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>Thread-safe. Requests go out on the JDK HTTP client, whose answers are handled on the
  * tokenizer's own threads ({@code prefix-router-tokenizer-<n>-<k>}, at most
  * {@link #THREADS}, ended when idle for a while); the caller never waits. {@link #close()} ends
- * those threads: JDK 17's HTTP client cannot be closed, and the threads of its default executor
- * lingered after the node stopped until the client was garbage-collected. (The client's own
- * selector thread still ends only then.)
+ * those threads and the client's {@code HttpClient-<n>-SelectorManager}: JDK 17's HTTP client
+ * cannot be closed, and the threads of its default executor, then its selector thread,
+ * lingered after the node stopped until the client was garbage-collected.
  */
 final class EngineTokenizer implements PromptTokenizer {
 
@@ -62,7 +63,7 @@ final class EngineTokenizer implements PromptTokenizer {
   private final String apiKey;
   private final Duration timeout;
   private final int maxAnswerBytes;
-  private final HttpClient client;
+  private final JdkHttpClients.Client client;
   /** Runs the HTTP client's work (answers, their parsing); shut down by {@link #close()}. */
   private final ThreadPoolExecutor executor;
   private final String threadNamePrefix;
@@ -105,12 +106,12 @@ final class EngineTokenizer implements PromptTokenizer {
           return t;
         });
     executor.allowCoreThreadTimeOut(true);
-    this.client = HttpClient.newBuilder()
+    // JDK 17's client cannot be closed: built so, its selector thread ends with close()
+    this.client = JdkHttpClients.build(HttpClient.newBuilder()
         .version(HttpClient.Version.HTTP_1_1)
         .connectTimeout(Duration.ofNanos(Durations.saturatedNanos(connectTimeout)))
         .followRedirects(HttpClient.Redirect.NEVER)
-        .executor(executor)
-        .build();
+        .executor(executor), threadNamePrefix + "build");
   }
 
   /** The names of this tokenizer's threads begin with this. */
@@ -119,13 +120,17 @@ final class EngineTokenizer implements PromptTokenizer {
   }
 
   /**
-   * Ends this tokenizer's threads, after the work they were given (at most a few seconds; then
-   * they are interrupted). Tokenizing afterwards fails as the tokenizer's fault. Call it once
-   * nothing waits for a tokenization any more (the client endpoint stopped).
+   * Ends this tokenizer's threads, the HTTP client's selector thread included (a tokenization
+   * still in progress fails as the tokenizer's fault), then those handling answers, after the
+   * work they were given (at most a few seconds; then they are interrupted). Tokenizing
+   * afterwards fails as the tokenizer's fault. Call it once nothing waits for a tokenization
+   * any more (the client endpoint stopped).
    */
   @Override
   public void close() {
     closed = true;
+    // JDK 17's client cannot be closed: its selector ran until the client was garbage collected
+    client.end();
     executor.shutdown();
     try {
       if (!executor.awaitTermination(2, TimeUnit.SECONDS)) {
@@ -210,10 +215,13 @@ final class EngineTokenizer implements PromptTokenizer {
     }
     CompletableFuture<HttpResponse<byte[]>> call;
     try {
-      call = client.sendAsync(request, info -> CappedBody.orFail(info, maxAnswerBytes,
+      call = client.http().sendAsync(request, info -> CappedBody.orFail(info, maxAnswerBytes,
           what -> new TokenizeException("tokenizer failed: its " + what, false, null)));
     } catch (RuntimeException e) {
       return CompletableFuture.failedFuture(fault("cannot send to " + uri + ": " + e, e));
+    }
+    if (closed) { // closed as it was sent: the client's selector may have ended before it came
+      call.cancel(true);
     }
     CompletableFuture<Tokenized> result = new CompletableFuture<>();
     call.whenComplete((resp, err) -> {

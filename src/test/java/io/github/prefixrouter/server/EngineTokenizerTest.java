@@ -11,6 +11,7 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.wire.JdkHttpServers;
+import io.github.prefixrouter.internal.wire.SelectorThreads;
 import io.github.prefixrouter.server.PromptTokenizer.TokenizeException;
 import io.github.prefixrouter.server.PromptTokenizer.Tokenized;
 import java.io.IOException;
@@ -21,6 +22,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
@@ -337,6 +339,26 @@ class EngineTokenizerTest {
     assertTrue(threadsEnd(prefix), "a thread of the tokenizer remains after close()");
     TokenizeException e = failed(t.tokenize("m", "x"));
     assertFalse(e.invalidRequest());
+    assertTrue(e.getMessage().contains("closed"), e.getMessage());
+  }
+
+  /**
+   * close() ends the HTTP client's selector thread too. JDK 17's client cannot be closed, and
+   * its {@code HttpClient-<n>-SelectorManager} ran until the client was garbage collected: for
+   * as long as the node (or a caller of a failed start) held the tokenizer.
+   */
+  @Test
+  void closeEndsTheHttpClientsSelectorThread() throws Exception {
+    answer.set(new Answer(200, "{\"tokens\":[7]}"));
+    Set<Thread> before = SelectorThreads.now();
+    EngineTokenizer t = tokenizer(Duration.ofSeconds(5), 1 << 20);
+    assertArrayEquals(new int[] {7}, ok(t.tokenize("m", "x")).tokens());
+    List<Thread> selectors = SelectorThreads.since(before);
+    assertEquals(1, selectors.size(), "the tokenizer's client has one selector: " + selectors);
+    t.close();
+    assertEquals(List.of(), SelectorThreads.aliveAfterWaiting(selectors),
+        "alive after close()");
+    TokenizeException e = failed(t.tokenize("m", "x"));
     assertTrue(e.getMessage().contains("closed"), e.getMessage());
   }
 }

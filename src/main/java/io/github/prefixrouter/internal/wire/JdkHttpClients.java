@@ -1,0 +1,96 @@
+package io.github.prefixrouter.internal.wire;
+
+import com.google.common.base.Throwables;
+import com.google.common.util.concurrent.Uninterruptibles;
+import java.net.http.HttpClient;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * Builds the JDK HTTP clients of the transport, the engine adapter, the tokenizer and the node's
+ * start, so that their selector threads can be ended.
+ *
+ * <p>JDK 17's {@link HttpClient} cannot be closed: its {@code HttpClient-<n>-SelectorManager}
+ * thread, started as the client is built, runs until the client is garbage collected, for as
+ * long as its owner is referenced (a closed engine or tokenizer the host keeps, a node whose
+ * start failed). {@link #build} builds the client on a short-lived thread of a thread group of
+ * its own, where the selector thread, started from it, then is; {@link Client#end()}
+ * interrupts the selector threads of that group, which ends them. The selector ending fails the
+ * exchanges still in progress; an exchange sent afterwards never completes (on the owner's
+ * executor) or is refused at once (on the client's default one): the owner refuses its work
+ * once it is closed, before it reaches the client.
+ */
+public final class JdkHttpClients {
+
+  private JdkHttpClients() {}
+
+  /** A JDK HTTP client whose selector thread {@link #end()} ends. */
+  public static final class Client {
+    private final HttpClient http;
+    private final ThreadGroup threads;
+
+    private Client(HttpClient http, ThreadGroup threads) {
+      this.http = http;
+      this.threads = threads;
+    }
+
+    /**
+     * The client.
+     *
+     * @return the JDK client
+     */
+    public HttpClient http() {
+      return http;
+    }
+
+    /**
+     * Ends the client's selector thread (it is interrupted, and ends at once), failing the
+     * exchanges still in progress; does not wait for it. Idempotent, callable from any thread.
+     */
+    public void end() {
+      Thread[] found = new Thread[threads.activeCount() + 8];
+      int n = threads.enumerate(found);
+      for (int i = 0; i < n; i++) {
+        if (found[i].getName().matches("HttpClient-\\d+-SelectorManager")) {
+          found[i].interrupt();
+        }
+      }
+    }
+  }
+
+  /**
+   * Builds {@code builder}'s client on a new daemon thread named {@code threadName}, in a new
+   * thread group, and waits for it (uninterruptibly: the build takes moments).
+   *
+   * @param builder the client's settings
+   * @param threadName the name of the thread building it, which ends once it is built
+   * @return the client
+   * @throws RuntimeException what building the client threw (an {@link Error} as it was, a
+   *     checked exception, which {@link HttpClient.Builder#build()} does not declare, in an
+   *     {@link IllegalStateException})
+   */
+  @SuppressWarnings("removal") // ThreadGroup.setDaemon: no-op from JDK 19, whose groups are weak
+  public static Client build(HttpClient.Builder builder, String threadName) {
+    ThreadGroup group = new ThreadGroup(threadName);
+    // a daemon group is destroyed when its last thread ends (the selector, ended or collected):
+    // else JDK 17 keeps every group for good in its parent's list
+    group.setDaemon(true);
+    AtomicReference<HttpClient> built = new AtomicReference<>();
+    AtomicReference<Throwable> failed = new AtomicReference<>();
+    Thread t = new Thread(group, () -> {
+      try {
+        built.set(builder.build());
+      } catch (Throwable e) {
+        failed.set(e);
+      }
+    }, threadName);
+    t.setDaemon(true);
+    t.start();
+    Uninterruptibles.joinUninterruptibly(t);
+    Throwable e = failed.get();
+    if (e != null) {
+      Throwables.throwIfUnchecked(e);
+      throw new IllegalStateException("cannot build the HTTP client", e);
+    }
+    return new Client(built.get(), group);
+  }
+}
