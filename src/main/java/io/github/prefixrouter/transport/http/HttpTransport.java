@@ -13,6 +13,7 @@ import io.github.prefixrouter.internal.wire.BodyBudget;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.InboundReaders;
 import io.github.prefixrouter.internal.wire.IoDeadline;
+import io.github.prefixrouter.internal.wire.JdkHttpClients;
 import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
@@ -188,7 +189,8 @@ import org.slf4j.LoggerFactory;
  * calls {@link #start}) and {@code idle-timeout-task}, and the HTTP client's
  * {@code HttpClient-<n>-SelectorManager}. {@link #close()} stops all of them, as does a
  * {@link #start} that fails once the address is bound. The JDK 17 {@link HttpClient} cannot be
- * closed: its selector thread, started from the timer thread, is interrupted, which ends it.
+ * closed: its selector thread, started from a thread {@link #start} builds the client on, is
+ * interrupted, which ends it.
  *
  * <h2>Close</h2>
  * {@link #close()} fails every pending outbound request with {@code CLOSED}, cancels the
@@ -328,12 +330,9 @@ public final class HttpTransport implements Transport {
   private InboundReaders readers;
   private ExecutorService clientExecutor;
   private ScheduledExecutorService timer;
-  /**
-   * The timer's thread group, and so that of the threads started from it: the HTTP client's
-   * selector thread, which {@link #close()} interrupts (JDK 17's client cannot be closed).
-   */
-  private ThreadGroup timerThreads;
   private IoDeadline ioDeadline;
+  /** The HTTP client, whose selector thread {@link #close()} ends (JDK 17's cannot be closed). */
+  private JdkHttpClients.Client built;
   private HttpClient client;
 
   private HttpTransport(Builder b) {
@@ -440,9 +439,7 @@ public final class HttpTransport implements Transport {
             new LinkedBlockingQueue<>(),
             daemonThreads(prefix + "-server"));
     clientExecutor = Executors.newCachedThreadPool(daemonThreads(prefix + "-client"));
-    timerThreads = new ThreadGroup(prefix + "-timer");
-    ScheduledThreadPoolExecutor t =
-        new ScheduledThreadPoolExecutor(1, daemonThreads(timerThreads, prefix + "-timer"));
+    ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemonThreads(prefix + "-timer"));
     t.setRemoveOnCancelPolicy(true);
     timer = t;
     // the JDK server reads requests with blocking reads on its executor's threads: every task
@@ -481,14 +478,9 @@ public final class HttpTransport implements Transport {
     if (config.sslContext != null) {
       cb.sslContext(config.sslContext);
     }
-    // the client's selector thread starts as the client is built: built on the timer thread,
-    // the selector is in the timer's thread group, where close() finds it
-    try {
-      client = Uninterruptibles.getUninterruptibly(timer.submit(cb::build));
-    } catch (ExecutionException e) {
-      Throwables.throwIfUnchecked(e.getCause());
-      throw new IllegalStateException("cannot build the HTTP client", e.getCause());
-    }
+    // the client's selector thread starts as the client is built: built so, close() ends it
+    built = JdkHttpClients.build(cb, prefix + "-client-build");
+    client = built.http();
     // the JDK server's dispatcher thread is a daemon only if the thread starting it is one (a
     // host's main thread is not): started on the timer thread, it never keeps the JVM alive
     try {
@@ -586,17 +578,11 @@ public final class HttpTransport implements Transport {
     if (clientExecutor != null) {
       clientExecutor.shutdownNow();
     }
-    if (timerThreads != null) {
+    if (built != null) {
       // JDK 17's HttpClient cannot be closed: its selector thread ran until the client was
       // garbage collected, for as long as the host held this transport (after a failed start
-      // too). Interrupted, it ends, failing what the client still had in progress
-      Thread[] threads = new Thread[timerThreads.activeCount() + 8];
-      int n = timerThreads.enumerate(threads);
-      for (int i = 0; i < n; i++) {
-        if (threads[i].getName().matches("HttpClient-\\d+-SelectorManager")) {
-          threads[i].interrupt();
-        }
-      }
+      // too). Ended, it fails what the client still had in progress
+      built.end();
     }
     log.info("{} transport closed: {}", config.nodeId, stats());
   }
@@ -1583,14 +1569,9 @@ public final class HttpTransport implements Transport {
   }
 
   private static ThreadFactory daemonThreads(String prefix) {
-    return daemonThreads(null, prefix);
-  }
-
-  /** Daemon threads named {@code prefix-<n>}, in {@code group} (null: the creating thread's). */
-  private static ThreadFactory daemonThreads(ThreadGroup group, String prefix) {
     AtomicInteger n = new AtomicInteger();
     return r -> {
-      Thread t = new Thread(group, r, prefix + "-" + n.incrementAndGet());
+      Thread t = new Thread(r, prefix + "-" + n.incrementAndGet());
       t.setDaemon(true);
       return t;
     };
