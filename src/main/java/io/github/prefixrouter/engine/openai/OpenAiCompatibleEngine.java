@@ -9,6 +9,7 @@ import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.engine.RunsById;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.wire.CappedBody;
+import io.github.prefixrouter.internal.wire.JdkHttpClients;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
@@ -132,7 +133,9 @@ import org.slf4j.LoggerFactory;
  * thread ends with {@link #close()}.
  *
  * <p>Threads: the JDK {@link HttpClient} runs on the executor given to the builder, or on its
- * default pool; with {@link Builder#kvEvents}, the subscriber's one reader thread. The deadline
+ * default pool, and has its {@code HttpClient-<n>-SelectorManager} thread, which
+ * {@link #close()} ends (JDK 17's client cannot be closed, and the thread ran until the client
+ * was garbage collected); with {@link Builder#kvEvents}, the subscriber's one reader thread. The deadline
  * of a request's body is kept by the JDK's shared {@link CompletableFuture#orTimeout} timer,
  * and so is the second after a stream's {@code [DONE]}; a request that misses its deadline is
  * failed, and a body still open then closed, on the builder's executor (on the timer's own
@@ -161,14 +164,15 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final int maxInFlight;
   private final int slots;
   private final boolean returnTokenIds;
-  private final HttpClient client;
+  /** The HTTP client, whose selector thread {@link #close()} ends. */
+  private final JdkHttpClients.Client client;
   private final Executor timeoutExecutor;
   private final AtomicInteger inFlight = new AtomicInteger();
   /** The requests in flight by id: ids are unique per origin only, so a few may share one. */
   private final RunsById<Running> running = new RunsById<>();
   private final VllmKvEventSubscriber.Builder kvEvents;
   private VllmKvEventSubscriber subscriber; // guarded by this
-  private boolean closed; // guarded by this
+  private volatile boolean closed; // written under this
 
   private OpenAiCompatibleEngine(Builder b) {
     String base = b.baseUrl.toString();
@@ -201,7 +205,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     if (b.executor != null) {
       cb.executor(b.executor);
     }
-    this.client = cb.build();
+    // JDK 17's client cannot be closed: built so, its selector thread ends with close()
+    this.client = JdkHttpClients.build(cb, "prefix-router-openai-client-build");
     this.timeoutExecutor = b.executor != null
         ? orInline(b.executor)
         : java.util.concurrent.ForkJoinPool.commonPool();
@@ -251,6 +256,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     Objects.requireNonNull(request, "request");
     Objects.requireNonNull(listener, "listener");
     CompletableFuture<EngineResult> answer = new CompletableFuture<>();
+    if (closed) {
+      answer.completeExceptionally(closedFailure(request));
+      return answer;
+    }
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
       answer.completeExceptionally(
@@ -307,7 +316,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     result.whenComplete((r, e) -> deadline.stop());
     CompletableFuture<HttpResponse<byte[]>> call;
     try {
-      call = client.sendAsync(http, info -> {
+      call = client.http().sendAsync(http, info -> {
         deadline.headersArrived();
         return capped(info);
       });
@@ -320,6 +329,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         call.cancel(true); // closes the connection, also while the body is being read
       }
     });
+    if (closed) { // closed as it was sent: the client's selector may have ended before it came
+      result.completeExceptionally(closedFailure(request));
+    }
     call.whenComplete(
         (resp, err) -> {
           if (err != null) {
@@ -366,7 +378,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     });
     CompletableFuture<HttpResponse<Object>> call;
     try {
-      call = client.sendAsync(http, info -> {
+      call = client.http().sendAsync(http, info -> {
         deadline.headersArrived();
         if (info.statusCode() == 200 && isEventStream(info)) {
           EventStreamBody b = new EventStreamBody(request, stream, result);
@@ -392,6 +404,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         }
       }
     });
+    if (closed) { // closed as it was sent: the client's selector may have ended before it came
+      finish(result, stream, null, closedFailure(request));
+    }
     call.whenComplete((resp, err) -> {
       deadline.stop(); // the body has ended
       if (err != null) {
@@ -945,8 +960,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   }
 
   /**
-   * Stops the KV-event subscription, if any (its thread ends). Requests in flight are not
-   * affected; the HTTP client needs no closing. Idempotent.
+   * Stops the KV-event subscription, if any (its thread ends), and the HTTP client's selector
+   * thread: JDK 17's client cannot be closed, and the thread ran until the client was garbage
+   * collected. Requests still in flight fail (close the engine once nothing runs on it, as the
+   * node does after its stop); those made afterwards fail at once, and {@link #health()} is
+   * false. Idempotent.
    */
   @Override
   public void close() {
@@ -958,6 +976,13 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     if (s != null) {
       s.close();
     }
+    client.end();
+  }
+
+  /** The failure of a request made on a closed engine. */
+  private EngineException closedFailure(InferenceRequest request) {
+    return new EngineException("request " + request.id() + ": the engine for " + completionsUri
+        + " is closed", true);
   }
 
   /**
@@ -970,6 +995,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * @return a future of whether the server answered 2xx; never completes exceptionally
    */
   public CompletableFuture<Boolean> health() {
+    if (closed) {
+      return CompletableFuture.completedFuture(false);
+    }
     return probe(healthUri)
         .thenCompose(status -> status == 404 ? probe(modelsUri) : CompletableFuture.completedFuture(status))
         .thenApply(status -> status >= 200 && status < 300)
@@ -987,10 +1015,18 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       hb.header("Authorization", "Bearer " + apiKey);
     }
     CompletableFuture<Integer> status = new CompletableFuture<>();
-    CompletableFuture<HttpResponse<Void>> call = client.sendAsync(hb.build(), info -> {
-      status.complete(info.statusCode());
-      return HttpResponse.BodySubscribers.discarding();
-    });
+    CompletableFuture<HttpResponse<Void>> call;
+    try {
+      call = client.http().sendAsync(hb.build(), info -> {
+        status.complete(info.statusCode());
+        return HttpResponse.BodySubscribers.discarding();
+      });
+    } catch (RuntimeException e) { // a client ended by close()
+      return CompletableFuture.failedFuture(e);
+    }
+    if (closed) {
+      call.cancel(true);
+    }
     CompletableFuture<Void> deadline = new CompletableFuture<>();
     deadline.orTimeout(requestTimeoutNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
       if (e instanceof TimeoutException) {

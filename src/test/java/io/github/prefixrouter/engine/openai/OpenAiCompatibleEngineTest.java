@@ -11,6 +11,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.internal.wire.SelectorThreads;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.EngineTimeoutException;
@@ -31,6 +32,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** The adapter against a fake OpenAI-compatible server on loopback. */
 class OpenAiCompatibleEngineTest {
@@ -601,5 +604,38 @@ class OpenAiCompatibleEngineTest {
         .baseUrl("http://h:65535").build().completionsUri().toString());
     assertEquals("http://h/v1/completions", OpenAiCompatibleEngine.builder()
         .baseUrl("http://h").build().completionsUri().toString());
+  }
+
+  /**
+   * close() ends the HTTP client's selector thread, with the client's default executor and with
+   * the host's; a request or health check afterwards fails at once. JDK 17's client cannot be
+   * closed, and its {@code HttpClient-<n>-SelectorManager} ran until the client was garbage
+   * collected: for as long as the host held the engine.
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void closeEndsTheHttpClientsSelectorThread(boolean hostExecutor) throws Exception {
+    server.behaviour.set((ex, body) -> reply(ex, 200,
+        "{\"choices\":[{\"index\":0,\"text\":\" B\",\"token_ids\":[1]}]}"));
+    ExecutorService pool = Executors.newCachedThreadPool();
+    try {
+      java.util.Set<Thread> before = SelectorThreads.now();
+      OpenAiCompatibleEngine.Builder b =
+          OpenAiCompatibleEngine.builder().baseUrl(base()).requestTimeout(Duration.ofSeconds(5));
+      OpenAiCompatibleEngine e = (hostExecutor ? b.executor(pool) : b).build();
+      e.execute(request()).get(20, TimeUnit.SECONDS);
+      List<Thread> selectors = SelectorThreads.since(before);
+      assertEquals(1, selectors.size(), "the engine's client has one selector: " + selectors);
+      e.close();
+      assertEquals(List.of(), SelectorThreads.aliveAfterWaiting(selectors), "alive after close()");
+      long t0 = System.nanoTime();
+      EngineException x = failure(e.execute(request()));
+      assertTrue(x.getMessage().contains("closed"), x.getMessage());
+      assertFalse(e.health().get(20, TimeUnit.SECONDS));
+      assertTrue(System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(4),
+          "failing after close() waited for the request timeout");
+    } finally {
+      pool.shutdownNow();
+    }
   }
 }
