@@ -640,9 +640,14 @@ public final class NodeMain {
     // the base URL as the engine adapter and the tokenizer take it: with or without /v1
     String uri = EngineTokenizer.tokenizeUri(baseUrl).resolve("v1/models").toString();
     java.util.concurrent.CompletableFuture<java.net.http.HttpResponse<byte[]>> call = null;
+    // JDK 17's client cannot be closed: its selector thread, which ran until the client was
+    // garbage collected (for as long as the node ran, if the heap stayed quiet), is ended below
+    io.github.prefixrouter.internal.wire.JdkHttpClients.Client client =
+        io.github.prefixrouter.internal.wire.JdkHttpClients.build(java.net.http.HttpClient
+            .newBuilder().connectTimeout(java.time.Duration.ofSeconds(5)),
+            "prefix-router-models-client-build");
     try {
-      java.net.http.HttpClient c = java.net.http.HttpClient.newBuilder()
-          .connectTimeout(java.time.Duration.ofSeconds(5)).build();
+      java.net.http.HttpClient c = client.http();
       // at most 1 MiB, and the whole answer within 10 s: the request's timeout covers only its
       // headers, and a server stalling the body would otherwise hold the start for ever
       call = c.sendAsync(java.net.http.HttpRequest.newBuilder(
@@ -694,6 +699,8 @@ public final class NodeMain {
       }
       Thread.currentThread().interrupt();
       return null;
+    } finally {
+      client.end();
     }
   }
 

@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.wire.SelectorThreads;
 import io.github.prefixrouter.transport.http.HttpTransport;
 import java.io.IOException;
 import java.net.InetAddress;
@@ -397,6 +398,25 @@ class NodeMainTest {
         "--model", "demo"))) {
       assertEquals("demo", r.endpoint.baseModel());
     }
+  }
+
+  /**
+   * Asking the server for its base model leaves no HTTP client's selector thread behind, on an
+   * answer as on a failure. JDK 17's client cannot be closed, and the selector of the client
+   * built for the question ran until the client was garbage collected, for as long as the node
+   * ran if the heap stayed quiet.
+   */
+  @Test
+  void askingForTheBaseModelLeavesNoSelectorThread() throws Exception {
+    java.util.Set<Thread> before = SelectorThreads.now();
+    try (io.github.prefixrouter.engine.openai.FakeOpenAiServer server =
+        io.github.prefixrouter.engine.openai.FakeOpenAiServer.start(
+            io.github.prefixrouter.engine.openai.FakeOpenAiServer.ECHO)) {
+      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl()));
+    }
+    assertEquals(null, NodeMain.discoverBaseModel("http://127.0.0.1:1"), "nothing listening");
+    assertEquals(List.of(), SelectorThreads.aliveAfterWaiting(SelectorThreads.since(before)),
+        "alive after the base model was asked for");
   }
 
   @Test
