@@ -802,7 +802,8 @@ public final class NodeOptions {
       b.requestTimeout(engineRequestTimeout);
     }
     try {
-      b.build(); // validates; the engine holds nothing until used
+      // validates; the engine built holds its HTTP client's selector thread until closed
+      b.build().close();
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException(flagName(e.getMessage()), e);
     }

@@ -258,6 +258,38 @@ class NodeMainTest {
     assertFalse(threadNamed("prefix-router-blocked"), "the node's scheduler thread still runs");
   }
 
+  /**
+   * A node in front of a model server whose start fails at its client port leaves no HTTP
+   * client's selector thread behind: not the base-model question's, the engine adapter's, the
+   * tokenizer's, the transport's, or that of the adapter the flags' check built (JDK 17's
+   * clients cannot be closed; each selector ran until its client was garbage collected).
+   */
+  @Test
+  void aFailedStartInFrontOfAServerLeavesNoSelectorThread() throws Exception {
+    java.util.Set<Thread> before = SelectorThreads.now();
+    try (io.github.prefixrouter.engine.openai.FakeOpenAiServer server =
+            io.github.prefixrouter.engine.openai.FakeOpenAiServer.start(
+                io.github.prefixrouter.engine.openai.FakeOpenAiServer.ECHO);
+        ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      NodeOptions o = parse("--id", "blocked-engine", "--listen", "127.0.0.1:0",
+          "--engine", server.baseUrl(), "--tokenizer", "auto",
+          "--client", "127.0.0.1:" + taken.getLocalPort());
+      IOException e = assertThrows(IOException.class, () -> NodeMain.start(o));
+      assertTrue(e.getMessage().startsWith("the client port"), e.getMessage());
+    }
+    assertEquals(List.of(), SelectorThreads.aliveAfterWaiting(SelectorThreads.since(before)),
+        "alive after the failed start");
+  }
+
+  /** Checking the engine's flags builds an adapter, which leaves no selector thread behind. */
+  @Test
+  void parsingTheEngineFlagsLeavesNoSelectorThread() throws Exception {
+    java.util.Set<Thread> before = SelectorThreads.now();
+    parse("--id", "a", "--listen", "127.0.0.1:0", "--engine", "http://127.0.0.1:8000");
+    assertEquals(List.of(), SelectorThreads.aliveAfterWaiting(SelectorThreads.since(before)),
+        "alive after the flags were parsed");
+  }
+
   @Test
   void theReadyFileIsThereOnlyWhileTheNodeServes() throws Exception {
     Path ready = dir.resolve("ready");
