@@ -436,10 +436,10 @@ final class ClientEndpoint {
    * Stops the endpoint. Answers already handed to the writers (the node answered before this
    * call) are still written, each within the I/O deadline, before the server closes the
    * connections: a process that stops its node and then its endpoint loses no answer (a stream
-   * the node ended gets its end or its error event). Whole answers given after this call (a
-   * request that arrived meanwhile, refused 503 by the stopped node) are written by the thread
-   * that gives them, under the I/O deadline, until the port closes; after that their connection
-   * is closed. Streamed ones still running are cancelled.
+   * the node ended gets its end or its error event). Answers given after this call (a request
+   * that arrived meanwhile, streamed or not, refused 503 by the stopped node; a stream's events)
+   * are written by the thread that gives them, under the I/O deadline, until the port closes;
+   * after that their connection is closed. Streamed ones still running are cancelled.
    * OpenAI-style requests still being tokenized are answered 503 ({@code not_running}) and
    * give back their in-flight slots.
    */

@@ -315,11 +315,12 @@ final class StreamedAnswer implements OutputListener {
     }
     try {
       writers.execute(this::drain);
-    } catch (RejectedExecutionException stopped) { // the endpoint has stopped its writers
-      synchronized (this) {
-        scheduled = false;
-      }
-      abandon();
+    } catch (RejectedExecutionException stopping) {
+      // the endpoint's stop() has shut its writers down and waits for them before it closes
+      // the port: written here, under the deadline, a request that arrived meanwhile gets the
+      // stopped node's 503 (it was abandoned, and its client waited for the port to close
+      // without an answer). Once the port is closed, the write fails at once
+      drain();
     }
   }
 

@@ -24,6 +24,8 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * A request that arrives while {@link ClientEndpoint#stop} waits for the answers being written
@@ -35,8 +37,33 @@ class ClientEndpointStoppingTest {
 
   @Test
   void aRequestArrivingWhileStopWaitsForTheWritersIsAnswered503() throws Exception {
+    aRequestArrivingWhileStopWaitsIsAnswered503(ClientEndpoint.COMPLETIONS, "{\"prompt\":[4,5]}");
+  }
+
+  /**
+   * A streamed request ({@code "stream": true}) arriving in the same window gets its 503 too:
+   * its refusal went to the writers as the stream's failure, they refused it, the stream was
+   * abandoned and the connection closed without an answer.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {
+      ClientEndpoint.COMPLETIONS + " {\"prompt\":[4,5],\"stream\":true}",
+      ClientEndpoint.OPENAI_COMPLETIONS + " {\"prompt\":\"hi\",\"stream\":true}",
+      ClientEndpoint.OPENAI_CHAT + " {\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+          + "\"stream\":true}"})
+  void aStreamedRequestArrivingWhileStopWaitsForTheWritersIsAnswered503(String pathAndBody)
+      throws Exception {
+    int space = pathAndBody.indexOf(' ');
+    aRequestArrivingWhileStopWaitsIsAnswered503(pathAndBody.substring(0, space),
+        pathAndBody.substring(space + 1));
+  }
+
+  private void aRequestArrivingWhileStopWaitsIsAnswered503(String path, String late)
+      throws Exception {
     StubNode stub = new StubNode();
-    ClientEndpoint endpoint = new ClientEndpoint(stub.node, List::of, 64, Duration.ofSeconds(30));
+    ClientEndpoint endpoint = new ClientEndpoint(stub.node, List::of, 64, Duration.ofSeconds(30),
+        null, ClientEndpoint.DEFAULT_READER_THREADS,
+        ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS, new FakeTokenizer(), () -> 0L, 7L);
     InetSocketAddress a = endpoint.start("127.0.0.1", 0);
     Thread stopper = null;
     try (Socket slow = new Socket()) {
@@ -61,9 +88,9 @@ class ClientEndpointStoppingTest {
       Await.until(() -> s.getState() == Thread.State.TIMED_WAITING, "stop() waits for the writer");
       HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
       HttpResponse<String> r = client.send(HttpRequest.newBuilder(
-          URI.create("http://127.0.0.1:" + a.getPort() + ClientEndpoint.COMPLETIONS))
+          URI.create("http://127.0.0.1:" + a.getPort() + path))
           .timeout(Duration.ofSeconds(20))
-          .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":[4,5]}")).build(),
+          .POST(HttpRequest.BodyPublishers.ofString(late)).build(),
           HttpResponse.BodyHandlers.ofString());
       assertEquals(503, r.statusCode(), r.body());
       assertTrue(r.body().contains("not RUNNING"), r.body());
