@@ -153,7 +153,8 @@ public final class NodeMain {
   }
 
   /**
-   * What {@link #main} does until the node serves: the node started, or (running null) the
+   * What {@link #main} does until the node serves: the node started (its banner, and the stats
+   * line its {@link Running#close()} prints, printed to {@code out}), or (running null) the
    * status to exit with, its reason printed to {@code err}: 2 for bad flags (with the usage),
    * 1 for a node that could not start (one line naming what failed; the stack trace is logged
    * at debug level), 0 after {@code --help}.
@@ -174,7 +175,7 @@ public final class NodeMain {
       return new Launch(null, 0);
     }
     try {
-      return new Launch(start(o), 0);
+      return new Launch(start(o, out), 0);
     } catch (IOException | RuntimeException e) {
       // an operator's problem (a port taken, a file that cannot be read): one line saying so;
       // the stack trace is for a developer, at debug level
@@ -277,22 +278,29 @@ public final class NodeMain {
     return (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + port;
   }
 
+  /** {@link #start(NodeOptions, java.io.PrintStream)} printing to {@code System.out}. */
+  static Running start(NodeOptions o) throws IOException {
+    return start(o, System.out);
+  }
+
   /**
    * Starts a node from parsed options; {@link Running#close()} stops it.
    *
+   * @param out where the banner, and the stats line of the stop, are printed
    * @throws StartFailure naming the part that failed, after stopping what had started
    */
-  static Running start(NodeOptions o) throws IOException {
+  static Running start(NodeOptions o, java.io.PrintStream out) throws IOException {
     String[] part = {"the node"};
     try {
-      return startParts(o, part);
+      return startParts(o, part, out);
     } catch (IOException | RuntimeException e) {
       throw new StartFailure(part[0], e);
     }
   }
 
   /** {@link #start}, which keeps in {@code part[0]} the part it is starting. */
-  private static Running startParts(NodeOptions o, String[] part) throws IOException {
+  private static Running startParts(NodeOptions o, String[] part, java.io.PrintStream out)
+      throws IOException {
     if (o.readyFile != null) {
       part[0] = "the ready file " + o.readyFile;
       // a previous run's file names ports this run may not serve on: whoever waits for the
@@ -468,13 +476,13 @@ public final class NodeMain {
               + "/v1/route/completions), engine %s, tokenizer %s, policy %s",
           o.id, peerAddress, clients, o.engine, tokenizerName(tokenizer), o.config.policy());
       log.debug(banner);
-      System.out.println(banner);
+      out.println(banner);
       if (o.readyFile != null) {
         part[0] = "the ready file " + o.readyFile;
         writeReadyFile(o.readyFile, "peer=" + peerAddress + " client=" + clientAddress + "\n");
       }
       return new Running(node, transport, engine, scheduler, files, endpoint, tokenizer,
-          clientAddress, o.shutdownGrace, o.readyFile);
+          clientAddress, o.shutdownGrace, o.readyFile, out);
     } catch (IOException | RuntimeException | Error e) {
       if (endpoint != null) {
         endpoint.stop();
@@ -754,12 +762,15 @@ public final class NodeMain {
     final String clientAddress;
     private final java.time.Duration shutdownGrace;
     private final java.nio.file.Path readyFile;
+    /** Where the stats line is printed. */
+    private final java.io.PrintStream out;
     private final AtomicBoolean closed = new AtomicBoolean();
 
     Running(PrefixRouterNode node, HttpTransport transport, InferenceEngine engine,
         Schedulers.ClosableScheduler scheduler, Schedulers.ClosableScheduler files,
         ClientEndpoint endpoint, PromptTokenizer tokenizer, String clientAddress,
-        java.time.Duration shutdownGrace, java.nio.file.Path readyFile) {
+        java.time.Duration shutdownGrace, java.nio.file.Path readyFile, java.io.PrintStream out) {
+      this.out = out;
       this.tokenizer = tokenizer;
       this.files = files;
       this.shutdownGrace = shutdownGrace;
@@ -824,7 +835,7 @@ public final class NodeMain {
           s.refusedForPeers(), s.pushedBack(), s.fallbacks(), s.hitRate(), s.peersLive(),
           s.gossipBytesIn(), s.gossipBytesOut(), transport.stats());
       log.debug(summary);
-      System.out.println(summary);
+      out.println(summary);
     }
   }
 }

@@ -60,6 +60,26 @@ class NodeMainLaunchTest {
     return new Outcome(l, err.toString(StandardCharsets.UTF_8), out.toString(StandardCharsets.UTF_8));
   }
 
+  /**
+   * A node's banner and the stats line its stop prints go to the stream launch() was given for
+   * output, as {@code --help} does: they went to {@code System.out} whatever the caller passed.
+   */
+  @Test
+  void theBannerAndTheStatsLineGoToTheOutputStreamGiven() {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    NodeMain.Launch l = NodeMain.launch(new String[] {"--id", "printed", "--listen",
+        "127.0.0.1:0", "--client", "127.0.0.1:0", "--insecure"}, Map.of(),
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    assertEquals(0, l.status(), err.toString(StandardCharsets.UTF_8));
+    l.running().close();
+    List<String> lines = out.toString(StandardCharsets.UTF_8).lines().toList();
+    assertEquals(2, lines.size(), "not the banner and the stats line: " + lines);
+    assertTrue(lines.get(0).startsWith("node printed serving: "), lines.get(0));
+    assertTrue(lines.get(1).startsWith("node printed stopped: requests=0 "), lines.get(1));
+  }
+
   /** A failed start: status 1, no node, and one line on stderr that is {@code expected}. */
   private static void failsToStart(String expected, String... args) {
     Outcome o = launch(args);

@@ -52,16 +52,11 @@ class NodeMainRunningCloseTest {
       }
     };
     ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 1, Duration.ofSeconds(1));
-    NodeMain.Running r = new NodeMain.Running(node, transport, null, scheduler, null, endpoint,
-        null, "127.0.0.1:1", Duration.ofSeconds(1), null);
-    PrintStream stdout = System.out;
     ByteArrayOutputStream out = new ByteArrayOutputStream();
-    System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
-    try {
-      r.close(); // the failure is logged: thrown, it went past the stats line
-    } finally {
-      System.setOut(stdout);
-    }
+    NodeMain.Running r = new NodeMain.Running(node, transport, null, scheduler, null, endpoint,
+        null, "127.0.0.1:1", Duration.ofSeconds(1), null,
+        new PrintStream(out, true, StandardCharsets.UTF_8));
+    r.close(); // the failure is logged: thrown, it went past the stats line
     String printed = out.toString(StandardCharsets.UTF_8);
     assertTrue(printed.startsWith("node n1 stopped: requests=7 "), "no stats line: '" + printed + "'");
     assertEquals(1, printed.lines().count(), printed);
