@@ -326,7 +326,13 @@ public final class GossipEngine {
     }
   }
 
-  private record Outgoing(PeerAddress to, byte[] payload) {}
+  /** A message to send; {@code synRound} is the round of a SYN, 0 for any other message. */
+  private record Outgoing(PeerAddress to, byte[] payload, long synRound) {
+
+    Outgoing(PeerAddress to, byte[] payload) {
+      this(to, payload, 0);
+    }
+  }
 
   private final PeerAddress self;
   private final long generation;
@@ -1038,7 +1044,7 @@ public final class GossipEngine {
         new PendingSyn(to.nodeId(), to.address(), now, digest.size() == live.size() + 1));
     byte[] payload = codec.encode(new Syn(round, generation, digest));
     count(GossipCounter.DIGEST_BYTES_SENT, payload.length);
-    return new Outgoing(to, payload);
+    return new Outgoing(to, payload, round);
   }
 
   private void sendLater(PeerAddress to) {
@@ -2540,7 +2546,9 @@ public final class GossipEngine {
     return v;
   }
 
+  /** Sends {@code out}, outside the lock (a transport may call back into this engine). */
   private void flush(List<Outgoing> out) {
+    List<Long> unsent = null;
     for (Outgoing o : out) {
       count(GossipCounter.MESSAGES_SENT, 1);
       count(GossipCounter.BYTES_SENT, o.payload().length);
@@ -2550,6 +2558,20 @@ public final class GossipEngine {
         // out of a round, it kept the next round from being scheduled, and gossip stopped
         count(GossipCounter.SEND_FAILURES, 1);
         log.debug("send to {} failed", o.to(), e);
+        if (o.synRound() != 0) {
+          if (unsent == null) {
+            unsent = new ArrayList<>(1);
+          }
+          unsent.add(o.synRound());
+        }
+      }
+    }
+    if (unsent != null) { // a SYN whose send threw never left: it must not hold the peer's next
+      lock.writeLock().lock();
+      try {
+        pendingSyns.keySet().removeAll(unsent);
+      } finally {
+        lock.writeLock().unlock();
       }
     }
   }
