@@ -355,12 +355,13 @@ class EngineDrivenTreePropertyTest {
       @ForAll("evictions") List<Op> ops, @ForAll @IntRange(min = 0, max = 3) int salt,
       @ForAll @IntRange(min = 0, max = 3) int span) {
     mirror(ops, salt, Long.MAX_VALUE, 0, span);
-    // the generator must exercise each change that drops kept hashes (10% to 16%, 5% to 9% and
-    // 1% to 5% of tries in eight runs of 200; a merge needs the trimmed leaf and its parent
-    // used last by the same store, since a recency boundary keeps them apart; the bounds leave
-    // room for chance over 400 tries: 16% to 19%, 8% to 13% and 2% to 4% in four more runs of
-    // 400, so a merge is asked for once, which a rate of 2% misses about once in 3,000 runs)
-    Map<String, Double> atLeast = Map.of("split", 5.0, "extended", 3.0, "merged", 0.25);
+    // the generator must exercise each change that drops kept hashes: in 17 runs of 400 tries,
+    // 11% to 15% split, 2.25% to 9% extended and 0.5% to 4% merged. A merge needs the trimmed
+    // leaf and its parent used last by the same store, since a recency boundary keeps them
+    // apart; an extension comes mostly from the edge cases mixed in, whose share varies by
+    // chance (0.75% to 2.5% in six runs without them). The bounds ask for 20 splits, 4
+    // extensions and 1 merge, so that chance does not fail the run
+    Map<String, Double> atLeast = Map.of("split", 5.0, "extended", 1.0, "merged", 0.25);
     for (String what : List.of("split", "extended", "merged")) {
       Statistics.label("a trimmed leaf was " + what).collect(cacheChanges.contains(what));
       Statistics.label("a trimmed leaf was " + what)
