@@ -23,8 +23,10 @@ import org.slf4j.LoggerFactory;
  * choice of index 0, if it has one) it takes {@code text} (the text since the previous chunk),
  * {@code token_ids} (their token ids, sent by vLLM with {@code return_token_ids}) and
  * {@code finish_reason} (the choice of the first chunk that gives one, a non-empty string, is
- * the output's last: the choices of later chunks are ignored); of its {@code usage} (vLLM sends it in a last chunk with no choices
- * when asked with {@code stream_options.include_usage}) the prompt and cached-token counts, as the non-streamed answer's. {@code data: [DONE]} ends the stream.
+ * the output's last: the choices of later chunks are ignored); of its {@code usage} (vLLM sends
+ * it in a last chunk with no choices when asked with {@code stream_options.include_usage}) the
+ * prompt and cached-token counts, as the non-streamed answer's. An event whose data is empty or
+ * blank (a proxy's keep-alive) is no chunk and is ignored. {@code data: [DONE]} ends the stream.
  * Any of these is a retryable {@link EngineException}: an {@code error} event, a chunk with an
  * {@code error} member or {@code "object": "error"} (how vLLM reports a failure once the stream
  * has begun), a {@code finish_reason} of {@code abort} or {@code error}, token ids past the
@@ -186,6 +188,9 @@ final class CompletionStream {
       done = true;
       events.stop(); // what follows is not parsed, wherever the reads split it
       return;
+    }
+    if (data.isBlank()) {
+      return; // an event with empty data (a proxy's keep-alive) is legal, and no chunk
     }
     Object root;
     try {

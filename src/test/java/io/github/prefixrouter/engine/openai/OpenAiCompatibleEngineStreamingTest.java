@@ -217,6 +217,25 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void eventsWithEmptyDataAreNoChunksAndDoNotFailTheStream() throws Exception {
+    // an event whose data is empty ("data:", "data: ", "data") is a legal event of the format
+    // (an EventSource dispatches it with empty data), which proxies send as keep-alives: it
+    // carries no chunk. Such an event failed the request as a malformed chunk
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, "data:\n\n" + chunk("a", "[1]", null) + "data: \n\n: ping\r\n\r\n"
+          + "data\r\n\r\n" + "id: 3\nretry: 100\ndata:  \n\n"
+          + chunk("b", "[2]", "length") + "data:\n\n" + USAGE + "data: [DONE]\n\n");
+    });
+    Pieces pieces = new Pieces();
+    EngineResult r = pieces.run(builder().build(), request()).get(20, TimeUnit.SECONDS);
+    assertEquals("ab", r.text());
+    assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+    assertEquals(List.of("a", "b"), pieces.texts);
+    assertEquals(2, r.cachedPromptTokens());
+  }
+
+  @Test
   void eventsOfAnotherTypeThanMessageOrErrorAreNotChunks() throws Exception {
     // as an EventSource dispatches them: a named event (a proxy's or server's keep-alive) is
     // not a completion chunk, whatever its data
