@@ -32,8 +32,11 @@ import org.slf4j.LoggerFactory;
  * has begun), a {@code finish_reason} of {@code abort} or {@code error}, token ids past the
  * request's {@code maxTokens} or a negative one (that chunk gives no piece), a chunk that is not
  * strict JSON of that shape, a line or an event larger than the byte limit, an output (its text
- * in characters plus its tokens) larger than it, a stream that ends before {@code [DONE]}, and
- * one none of whose chunks has a choice of index 0 (a plain answer without one fails alike).
+ * in characters plus its tokens) larger than it, a stream that ends before {@code [DONE]} and
+ * before choice 0's {@code finish_reason}, and one none of whose chunks has a choice of index 0
+ * (a plain answer without one fails alike). A stream that ends after choice 0's
+ * {@code finish_reason} but before {@code [DONE]} (a proxy that drops it) gives its output: the
+ * server said the generation is over; only a usage chunk that did not come is missing.
  *
  * <p>The listener is called from {@link #feed} only, one chunk's piece at a time, and never once
  * {@link #close()} returned: the engine closes the stream before it completes the request's
@@ -113,14 +116,26 @@ final class CompletionStream {
   }
 
   /**
-   * The result the stream carried.
+   * Whether choice 0 gave its {@code finish_reason}: the output is whole, though the usage chunk
+   * and {@code [DONE]} may still follow.
+   *
+   * @return true once the server said the generation is over
+   */
+  boolean finished() {
+    return finished;
+  }
+
+  /**
+   * The result the stream carried: once {@code [DONE]} arrived, or once choice 0 gave its
+   * {@code finish_reason} (for a stream that ends without {@code [DONE]}).
    *
    * @return the output, text and usage of the stream
-   * @throws EngineException (retryable) if {@code [DONE]} has not arrived (the stream was cut),
-   *     or if no chunk had a choice of index 0 (as a plain answer without one, it is misshapen)
+   * @throws EngineException (retryable) if neither {@code [DONE]} nor choice 0's
+   *     {@code finish_reason} has arrived (the stream was cut), or if no chunk had a choice of
+   *     index 0 (as a plain answer without one, it is misshapen)
    */
   EngineResult result() {
-    if (!done) {
+    if (!done && !finished) {
       throw failure("the stream ended before [DONE], after " + tokenCount + " tokens and "
           + text.length() + " characters", null);
     }

@@ -102,7 +102,10 @@ import org.slf4j.LoggerFactory;
  * {@code max_tokens} or a negative one (the request fails at that chunk, which is not streamed,
  * and its connection is closed), a malformed chunk, a line or event
  * larger than {@code maxResponseBytes} or an output larger than it (characters plus tokens), a
- * stream cut before {@code [DONE]}, a connection reset. {@code requestTimeout} bounds the whole
+ * stream cut, or a connection reset, before {@code [DONE]} and before choice 0's
+ * {@code finish_reason} (once that has come, the output is whole: a stream that then ends
+ * without {@code [DONE]} completes with it, its usage unknown if the usage chunk did not come
+ * either). {@code requestTimeout} bounds the whole
  * stream, not only the wait for its first bytes: a generation still streaming then fails with
  * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}. The
  * body is read on after {@code [DONE]}, so that the connection can be used again once it ends;
@@ -601,7 +604,13 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     public void onError(Throwable t) {
       body.complete(new Streamed());
       if (!result.isDone()) {
-        finish(result, stream, null, mapFailure(request, t));
+        if (stream.finished()) {
+          // choice 0 gave its finish_reason: the output is whole, only [DONE] (and maybe the
+          // usage chunk) did not come; running the generation again on a peer would waste it
+          onComplete();
+        } else {
+          finish(result, stream, null, mapFailure(request, t));
+        }
       }
     }
 

@@ -32,8 +32,9 @@ import net.jqwik.api.Provide;
  * piece, token ids or text only, LF, CRLF or CR line ends, comments, a JSON chunk split over
  * several {@code data} lines, ignored fields, a byte order mark, a usage chunk or none) and cut
  * into random chunks (through CRLF pairs and multi-byte characters), parses back to exactly that
- * output, its pieces in order; cut anywhere before {@code [DONE]}, it is a retryable failure
- * whose pieces so far are a prefix of the output.
+ * output, its pieces in order; cut anywhere before the chunk with the {@code finish_reason}, it
+ * is a retryable failure whose pieces so far are a prefix of the output; cut after it and before
+ * {@code [DONE]}, it gives the whole output.
  */
 class CompletionStreamProperties {
 
@@ -82,8 +83,11 @@ class CompletionStreamProperties {
     return sb.toString();
   }
 
-  /** The stream's bytes, and where the [DONE] event's dispatching line end begins. */
-  record Written(byte[] bytes, int doneEnd) {}
+  /**
+   * The stream's bytes, and where the dispatching line ends begin of the chunk with the
+   * finish_reason, of the usage chunk (-1 without one) and of the [DONE] event.
+   */
+  record Written(byte[] bytes, int finishEnd, int usageEnd, int doneEnd) {}
 
   static Written write(List<Piece> output, Style style) {
     Random r = new Random(style.seed());
@@ -102,6 +106,7 @@ class CompletionStreamProperties {
     }
     // a server always sends choice 0, for an empty output too (one chunk with its finish_reason)
     int chunks = Math.max(1, output.size());
+    int finishEnd = -1;
     for (int i = 0; i < chunks; i++) {
       Piece p = output.isEmpty() ? new Piece(List.of(), "") : output.get(i);
       if (r.nextInt(4) == 0) {
@@ -125,8 +130,10 @@ class CompletionStreamProperties {
       if (r.nextInt(8) == 0) {
         line.accept("retry: 1000");
       }
+      finishEnd = out.size();
       line.accept("");
     }
+    int usageEnd = -1;
     if (style.usage()) {
       Map<String, Object> usage = new LinkedHashMap<>();
       usage.put("prompt_tokens", REQUEST.length());
@@ -135,12 +142,13 @@ class CompletionStreamProperties {
         usage.put("prompt_tokens_details", Map.of("cached_tokens", style.cached()));
       }
       dataLines(Json.write(Map.of("id", "cmpl-1", "choices", List.of(), "usage", usage)), r, line);
+      usageEnd = out.size();
       line.accept("");
     }
     line.accept(r.nextBoolean() ? "data: [DONE]" : "data:[DONE]");
     int doneEnd = out.size();
     line.accept("");
-    return new Written(out.toByteArray(), doneEnd);
+    return new Written(out.toByteArray(), finishEnd, usageEnd, doneEnd);
   }
 
   /** The JSON as one {@code data} line, or split after its first character over two. */
@@ -240,7 +248,7 @@ class CompletionStreamProperties {
       @ForAll("outputs") List<Piece> output, @ForAll("styles") Style style) {
     Written w = write(output, style);
     Random r = new Random(style.seed());
-    int cut = r.nextInt(w.doneEnd() + 1); // the [DONE] line not ended: not dispatched
+    int cut = r.nextInt(w.finishEnd() + 1); // the finish chunk not ended: not dispatched
     StringBuilder text = new StringBuilder();
     CompletionStream s = new CompletionStream(REQUEST, 1 << 20, (tokens, t) -> text.append(t));
     feedInChunks(s, w.bytes(), cut, r);
@@ -250,5 +258,31 @@ class CompletionStreamProperties {
     assertTrue(e.getMessage().contains("before [DONE]"), e.getMessage());
     String all = String.join("", output.stream().map(Piece::text).toList());
     assertTrue(all.startsWith(text.toString()), text + " / " + all);
+  }
+
+  @Property(tries = 200)
+  void aStreamCutAfterItsFinishReasonGivesItsWholeOutput(
+      @ForAll("outputs") List<Piece> output, @ForAll("styles") Style style) {
+    // the server said the generation is over: a stream that then ends without [DONE] (a proxy
+    // that drops it) is whole; only a usage chunk not come is missing
+    Written w = write(output, style);
+    Random r = new Random(style.seed());
+    int cut = w.finishEnd() + 1 + r.nextInt(w.doneEnd() - w.finishEnd());
+    List<Piece> got = new ArrayList<>();
+    CompletionStream s = new CompletionStream(REQUEST, 1 << 20,
+        (tokens, text) -> got.add(new Piece(IntStream.of(tokens).boxed().toList(), text)));
+    feedInChunks(s, w.bytes(), cut, r);
+    assertFalse(s.done());
+    EngineResult result = s.result();
+    List<Piece> expected = output.stream()
+        .map(p -> new Piece(style.tokenIds() ? p.tokens() : List.of(), p.text()))
+        .filter(p -> !p.tokens().isEmpty() || !p.text().isEmpty())
+        .toList();
+    assertEquals(expected, got, "the pieces, in order");
+    assertArrayEquals(expected.stream().flatMapToInt(p -> IntStream.of(p.tokenArray())).toArray(),
+        result.outputTokens());
+    assertEquals(String.join("", expected.stream().map(Piece::text).toList()), result.text());
+    boolean usage = style.usage() && cut > w.usageEnd();
+    assertEquals(usage ? style.cached() : -1, result.cachedPromptTokens());
   }
 }

@@ -439,8 +439,11 @@ class OpenAiCompatibleEngineStreamingTest {
   void aStreamCutBeforeDoneIsARetryableFailure() {
     server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
-      send(out, chunk("a", "[1]", null) + chunk("b", "[2]", "length"));
-      // and the server goes away: the handler returns, the exchange ends the chunked body
+      send(out, chunk("a", "[1]", null) + chunk("b", "[2]", null)
+          + "data: {\"choices\":[{\"index\":1,\"text\":\"x\",\"finish_reason\":\"stop\"}]}\n\n"
+          + "data: [DONE]");
+      // and the server goes away: the handler returns, the exchange ends the chunked body (the
+      // [DONE] line not ended, and another choice's finish_reason: choice 0 is not finished)
     });
     Pieces pieces = new Pieces();
     OpenAiCompatibleEngine e = builder().build();
@@ -449,6 +452,54 @@ class OpenAiCompatibleEngineStreamingTest {
     assertTrue(err.getMessage().contains("before [DONE]"), err.getMessage());
     assertEquals(List.of("a", "b"), pieces.texts);
     assertEquals(0, e.load().total());
+  }
+
+  @Test
+  void aStreamThatEndsAfterTheFinishReasonWithoutDoneCompletesWithItsOutput() throws Exception {
+    // the server said the generation is over (a proxy dropped the [DONE], or the usage chunk
+    // and [DONE]): the output is whole. It used to fail retryably, and a peer generated it again
+    String[] ends = {"", USAGE, USAGE + ": bye\n\ndata: [DONE]"};
+    for (String end : ends) {
+      server.behaviour.set((ex, body) -> {
+        OutputStream out = startStream(ex);
+        send(out, chunk("a", "[1]", null) + chunk("b", "[2]", "stop") + end);
+      });
+      Pieces pieces = new Pieces();
+      OpenAiCompatibleEngine e = builder().build();
+      EngineResult r = pieces.run(e, request()).get(20, TimeUnit.SECONDS);
+      assertEquals("ab", r.text(), end);
+      assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+      assertEquals(List.of("a", "b"), pieces.texts);
+      assertEquals(end.isEmpty() ? -1 : 2, r.cachedPromptTokens(), "the usage chunk, if it came");
+      assertEquals(0, e.load().total());
+    }
+  }
+
+  @Test
+  void aConnectionResetAfterTheFinishReasonCompletesWithTheOutput() throws Exception {
+    try (java.net.ServerSocket raw = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + raw.getLocalPort()).build();
+      Pieces pieces = new Pieces();
+      CompletableFuture<EngineResult> f = pieces.run(e, request());
+      raw.setSoTimeout(10_000);
+      try (java.net.Socket conn = raw.accept()) {
+        OutputStream out = startRawStream(conn);
+        String last = chunk("b", "[2]", "length");
+        out.write((Integer.toHexString(last.length()) + "\r\n" + last + "\r\n")
+            .getBytes(StandardCharsets.UTF_8));
+        out.flush();
+        for (int i = 0; i < 200 && pieces.texts.size() < 2; i++) {
+          Thread.sleep(25);
+        }
+        assertEquals(List.of("a", "b"), pieces.texts);
+        conn.setSoLinger(true, 0); // close with a reset, before the chunked body's end
+      }
+      EngineResult r = f.get(20, TimeUnit.SECONDS);
+      assertEquals("ab", r.text());
+      assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+      assertEquals(0, e.load().total());
+    }
   }
 
   @Test
