@@ -4,6 +4,7 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
 import java.nio.ByteBuffer;
@@ -29,8 +30,10 @@ import org.slf4j.LoggerFactory;
  * blank (a proxy's keep-alive) is no chunk and is ignored. {@code data: [DONE]} ends the stream.
  * Any of these is a retryable {@link EngineException}: an {@code error} event, a chunk with an
  * {@code error} member or {@code "object": "error"} (how vLLM reports a failure once the stream
- * has begun), a {@code finish_reason} of {@code abort} or {@code error}, token ids past the
- * request's {@code maxTokens} or a negative one (that chunk gives no piece), a chunk that is not
+ * has begun; with the code 429 or 503, {@code error.code} or {@code code}, and before any output,
+ * an {@link EngineBusyException}: the server is overloaded and ran none of the request), a
+ * {@code finish_reason} of {@code abort} or {@code error}, token ids past the request's
+ * {@code maxTokens} or a negative one (that chunk gives no piece), a chunk that is not
  * strict JSON of that shape, a line or an event larger than the byte limit, an output (its text
  * in characters plus its tokens) larger than it, a stream that ends before {@code [DONE]} and
  * before choice 0's {@code finish_reason}, and one none of whose chunks has a choice of index 0
@@ -194,7 +197,7 @@ final class CompletionStream {
       return;
     }
     if ("error".equals(type)) {
-      throw failure("the server sent an error event: " + errorMessage(data), null);
+      throw serverError("the server sent an error event", data);
     }
     if (!"message".equals(type)) {
       return; // a named event (a keep-alive, say) is no chunk, as for an EventSource
@@ -219,7 +222,7 @@ final class CompletionStream {
       }
       Object error = chunk.get("error");
       if (error != null && error != Json.NULL || "error".equals(chunk.get("object"))) {
-        throw failure("the server reported an error in the stream: " + errorMessage(data), null);
+        throw serverError("the server reported an error in the stream", data);
       }
       Object choices = chunk.get("choices");
       if (choices != null && choices != Json.NULL) {
@@ -274,6 +277,42 @@ final class CompletionStream {
     System.arraycopy(pieceTokens, 0, tokens, tokenCount, pieceTokens.length);
     tokenCount += pieceTokens.length;
     deliver(pieceTokens, pieceText);
+  }
+
+  /**
+   * The failure of an error event or chunk: an {@link EngineBusyException} when its code is 429
+   * or 503 (the server is overloaded) and no output has come yet, as the same status before the
+   * stream; else a retryable {@link EngineException}.
+   */
+  private EngineException serverError(String what, String data) {
+    String message = what + ": " + errorMessage(data);
+    if (tokenCount == 0 && text.length() == 0) {
+      Object code = errorCode(data);
+      if (code != null) {
+        return new EngineBusyException("request " + request.id() + ": " + message + " (code "
+            + code + ": the server is overloaded)");
+      }
+    }
+    return failure(message, null);
+  }
+
+  /** The code 429 or 503 of an error event or chunk ({@code error.code} or {@code code}), or null. */
+  private static Object errorCode(String data) {
+    try {
+      Object root = Json.parse(data, 1 << 20, 32);
+      Object code = Json.path(root, "error", "code");
+      if (code == null) {
+        code = Json.path(root, "code");
+      }
+      for (long overloaded : new long[] {429, 503}) {
+        if (Long.valueOf(overloaded).equals(code) || String.valueOf(overloaded).equals(code)) {
+          return code;
+        }
+      }
+    } catch (RuntimeException notJson) {
+      // no code
+    }
+    return null;
   }
 
   private EngineException failure(String what, Throwable cause) {

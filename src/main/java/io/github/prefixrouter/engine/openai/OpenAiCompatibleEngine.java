@@ -97,7 +97,9 @@ import org.slf4j.LoggerFactory;
  * {@code data: [DONE]}. A server that ignores {@code return_token_ids} streams text only: the
  * pieces' and the result's tokens are then empty. The failures are those of a plain request (the
  * HTTP status of the answer maps as above), and, all retryable: an {@code error} event or a
- * chunk carrying an {@code error} (how vLLM reports a failure once the stream has begun), a
+ * chunk carrying an {@code error} (how vLLM reports a failure once the stream has begun; one
+ * whose code is 429 or 503, before any output, is an {@link EngineBusyException}, as that
+ * status before the stream), a
  * {@code finish_reason} of {@code abort} or {@code error}, more token ids than
  * {@code max_tokens} or a negative one (the request fails at that chunk, which is not streamed,
  * and its connection is closed), a malformed chunk, a line or event

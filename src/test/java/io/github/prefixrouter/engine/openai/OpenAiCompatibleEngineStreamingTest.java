@@ -277,6 +277,39 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void anOverloadReportedInTheStreamBeforeAnyOutputIsPushBackAsTheSameStatusBeforeIt() {
+    // a server (or a proxy) that sent its headers and then reports overload, code 429 or 503,
+    // has run none of the request, as when it answers that status at once: push-back. It was a
+    // plain retryable failure, so the node answered a peer FAILED instead of BUSY
+    String[] overloads = {
+        "data: {\"error\":{\"message\":\"overloaded\",\"type\":\"ServiceUnavailableError\","
+            + "\"code\":503}}\n\ndata: [DONE]\n\n",
+        "data: {\"object\":\"error\",\"message\":\"overloaded\",\"code\":429}\n\ndata: [DONE]\n\n",
+        "event: error\ndata: {\"error\":{\"message\":\"overloaded\",\"code\":\"429\"}}\n\n",
+    };
+    for (String overload : overloads) {
+      for (boolean afterOutput : new boolean[] {false, true}) {
+        server.behaviour.set((ex, body) -> {
+          OutputStream out = startStream(ex);
+          send(out, (afterOutput ? chunk("a", "[1]", null) : ": ping\n\n") + overload);
+        });
+        Pieces pieces = new Pieces();
+        EngineException e = failure(pieces.run(builder().build(), request()));
+        assertTrue(e.retryable(), overload);
+        // once output was streamed, the request did run: a failure of it, not push-back
+        assertEquals(!afterOutput, e instanceof EngineBusyException, afterOutput + " " + overload);
+        assertTrue(e.getMessage().contains("overloaded"), e.getMessage());
+      }
+    }
+    // another code is no overload
+    server.behaviour.set((ex, body) -> send(startStream(ex),
+        "data: {\"error\":{\"message\":\"boom\",\"code\":500}}\n\ndata: [DONE]\n\n"));
+    EngineException e = failure(new Pieces().run(builder().build(), request()));
+    assertTrue(e.retryable());
+    assertFalse(e instanceof EngineBusyException, e.toString());
+  }
+
+  @Test
   void whatAServerStreamsAfterTheFinishReasonIsNotTheOutput() throws Exception {
     // a piece sent after the chunk with the finish_reason was appended to the answer and
     // streamed: the output went past the end the server itself gave it
