@@ -377,8 +377,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }, () -> {
       EventStreamBody b = events.get();
       if (b != null && b.cancel()) {
-        log.debug("request {}: the event stream was still open {} ms after [DONE], closed",
-            request.id(), requestTimeout.toMillis());
+        log.debug("request {}: the event stream was still open after [DONE] at the request's "
+            + "{} ms deadline, closed", request.id(), requestTimeout.toMillis());
       }
     });
     CompletableFuture<HttpResponse<Object>> call;
