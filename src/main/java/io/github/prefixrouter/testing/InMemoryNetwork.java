@@ -38,9 +38,10 @@ import java.util.random.RandomGenerator;
  *       the request crosses the link there, and the refusal comes back over the reverse link,
  *       each with its link's delay and faults (a refusal lost on the way back is a
  *       {@code TIMEOUT}). A request to a {@link #crash crashed} node, or lost on the way, simply
- *       gets no answer: the requester sees {@code TIMEOUT}. A duplicated request runs the
- *       handler twice; the requester keeps the first answer, and the second counts as
- *       dropped, as does an answer arriving after its request timed out.
+ *       gets no answer: the requester sees {@code TIMEOUT}. A duplicated request (a fault the
+ *       {@link Transport} contract rules out, which the node copes with) runs the handler
+ *       twice; the requester keeps the first answer, and the second counts as dropped, as does
+ *       an answer arriving after its request timed out.
  *   <li>A handler's exceptional answer reaches the requester as that {@link TransportException}
  *       if it is one, else as {@code PROTOCOL}; so does a null answer. A request whose timeout
  *       is not positive fails at once with {@code TIMEOUT}; one longer than a long of

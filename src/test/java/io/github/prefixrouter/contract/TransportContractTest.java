@@ -44,8 +44,8 @@ import org.junit.jupiter.api.Test;
  * Checked: answers reach the requester with the sender's identity, one-way messages arrive,
  * timeouts are honoured (never early, nor more than 2 s late, and a late answer does not
  * override them), handler
- * failures surface as {@link TransportException}, every request completes exactly once, the
- * caller's thread is never blocked, {@code close()} fails pending requests with {@code CLOSED},
+ * failures surface as {@link TransportException}, every request completes exactly once and
+ * reaches the peer's handler once, the caller's thread is never blocked, {@code close()} fails pending requests with {@code CLOSED},
  * returning within 3 s while a peer holds one, and stops inbound delivery (and a send on the
  * closed transport, from a callback of a request it failed, neither throws nor goes out), and many concurrent requests each get their own answer, also when
  * the peer answers them in another order than they arrived; a handler that throws or returns
@@ -299,6 +299,11 @@ public abstract class TransportContractTest {
     for (int i = 0; i < n; i++) {
       assertArrayEquals(new byte[] {(byte) i}, fs.get(i).join(), "answer of request " + i);
     }
+    // each request reaches the peer's handler once: the node runs every request it is given,
+    // so one delivered again (a redelivery after its answer, say) runs on its engine again
+    pass(shortTimeout());
+    assertEquals(n, served.get(), "the peer's handler was given " + served.get()
+        + " requests for the " + n + " sent, all of them answered");
   }
 
   @Test

@@ -1575,6 +1575,33 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void aTransportThatDeliversARequestAgainAfterItsAnswerIsCaught() {
+    // an at-least-once delivery: a request's acknowledgement, due with its answer, is taken
+    // for lost, and 100 ms after the answer the request is delivered to the peer once more
+    // (the node would run it on its engine again); the requester keeps the first answer
+    Set<String> failed = failingTests(TransportContractTest.class, () -> {
+      TransportKit[] kit = new TransportKit[1];
+      kit[0] = new TransportKit(t -> new ForwardingTransport(t) {
+        @Override
+        public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+          CompletableFuture<byte[]> mine = new CompletableFuture<>();
+          t.request(to, p, timeout).whenComplete((v, err) -> {
+            pass(mine, v, err);
+            if (err == null) {
+              synchronized (kit[0].net) { // the network's calls use its scheduler under it
+                kit[0].sim.schedule(100_000_000L, () -> t.request(to, p, timeout));
+              }
+            }
+          });
+          return mine;
+        }
+      });
+      return kit[0];
+    });
+    assertEquals(Set.of("everyRequestCompletesExactlyOnce"), failed);
+  }
+
+  @Test
   void aTransportThatRefusesCallsFromARequestsCompletionIsCaught() {
     // a guard against re-entrant calls: while it completes a request's future (and so runs the
     // caller's callbacks), its sends are dropped and its requests fail at once
