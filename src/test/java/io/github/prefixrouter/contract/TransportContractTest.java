@@ -376,10 +376,15 @@ public abstract class TransportContractTest {
 
   @Test
   void closeFailsPendingRequestsWithClosed() {
-    Transport b = started("b", (from, p) -> new CompletableFuture<>());
+    AtomicInteger arrived = new AtomicInteger();
+    Transport b = started("b", (from, p) -> {
+      arrived.incrementAndGet();
+      return new CompletableFuture<>();
+    });
     Transport a = started("a", echo());
     CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());
-    pass(Duration.ofMillis(20));
+    // closed while the peer holds the request, not while it may still be on its way
+    assertTrue(awaitCondition(() -> arrived.get() == 1, patience()), "the request never arrived");
     a.close();
     assertTrue(awaitCondition(f::isDone, patience()), "close left a request pending");
     assertEquals(TransportException.Kind.CLOSED, kindOf(f));
@@ -804,6 +809,7 @@ public abstract class TransportContractTest {
   @Test
   void callsFromTheCompletionOfARequestCloseFailedAreRefusedQuietly() {
     AtomicInteger delivered = new AtomicInteger();
+    AtomicInteger held = new AtomicInteger();
     Transport b = started("b", new Transport.InboundHandler() {
       @Override
       public void onMessage(PeerAddress from, byte[] payload) {
@@ -813,6 +819,7 @@ public abstract class TransportContractTest {
       @Override
       public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
         if (payload[0] == 1) {
+          held.incrementAndGet();
           return new CompletableFuture<>(); // held
         }
         delivered.incrementAndGet();
@@ -832,7 +839,7 @@ public abstract class TransportContractTest {
         thrown.add(t);
       }
     });
-    pass(Duration.ofMillis(20));
+    assertTrue(awaitCondition(() -> held.get() == 1, patience()), "the request never arrived");
     a.close();
     assertTrue(awaitCondition(f::isDone, patience()), "close left the request pending");
     assertEquals(TransportException.Kind.CLOSED, kindOf(f));

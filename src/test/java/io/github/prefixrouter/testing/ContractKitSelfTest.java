@@ -40,7 +40,9 @@ import org.opentest4j.TestAbortedException;
  * requests; the transport that matches answers to requests by order gives the answer to the
  * request after the cancelled ones of the cancel check to a cancelled one; the transport that
  * reports a handler's failure without its message fails both checks of that message; the one
- * that refuses calls from a request's completion fails both checks that make such calls).
+ * that refuses calls from a request's completion fails both checks that make such calls; the one
+ * whose close forgets the requests it has sent fails every check that closes while the peer
+ * holds a request).
  */
 class ContractKitSelfTest {
 
@@ -1599,6 +1601,61 @@ class ContractKitSelfTest {
       return kit[0];
     });
     assertEquals(Set.of("everyRequestCompletesExactlyOnce"), failed);
+  }
+
+  @Test
+  void aTransportWhoseCloseForgetsTheRequestsItHasSentIsCaught() {
+    // a request waits 50 ms for its connection before it goes out; close fails the requests
+    // still waiting with CLOSED, but forgets those already sent: their futures never complete.
+    // Every check that closes while the peer holds a request catches it
+    Set<String> failed = failingTests(TransportContractTest.class, () -> {
+      TransportKit[] kit = new TransportKit[1];
+      kit[0] = new TransportKit(t -> new ForwardingTransport(t) {
+        final Set<CompletableFuture<byte[]>> connecting = ConcurrentHashMap.newKeySet();
+        volatile boolean closed;
+
+        @Override
+        public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+          CompletableFuture<byte[]> mine = new CompletableFuture<>();
+          if (closed) {
+            mine.completeExceptionally(new io.github.prefixrouter.spi.TransportException(
+                io.github.prefixrouter.spi.TransportException.Kind.CLOSED, "closed"));
+            return mine;
+          }
+          connecting.add(mine);
+          synchronized (kit[0].net) { // the network's calls use its scheduler under it
+            kit[0].sim.schedule(50_000_000L, () -> {
+              if (!connecting.remove(mine)) {
+                return; // failed by close meanwhile
+              }
+              t.request(to, p, timeout).whenComplete((v, err) -> {
+                if (!closed) {
+                  pass(mine, v, err);
+                }
+              });
+            });
+          }
+          return mine;
+        }
+
+        @Override
+        public void close() {
+          closed = true;
+          t.close();
+          for (CompletableFuture<byte[]> f : connecting) {
+            if (connecting.remove(f)) {
+              f.completeExceptionally(new io.github.prefixrouter.spi.TransportException(
+                  io.github.prefixrouter.spi.TransportException.Kind.CLOSED, "closed"));
+            }
+          }
+        }
+      });
+      return kit[0];
+    });
+    assertEquals(Set.of("closeFailsPendingRequestsWithClosed",
+        "closeWithARequestPendingReturnsPromptly",
+        "anAnswerAfterTheRequesterClosedDoesNotOverrideClosed",
+        "callsFromTheCompletionOfARequestCloseFailedAreRefusedQuietly"), failed);
   }
 
   @Test
