@@ -49,7 +49,9 @@ import org.junit.jupiter.api.Test;
  * reaches does not shorten it;
  * the same request gives the same output, also when sampled, on two engines; {@code load()} is
  * cheap and sane, and back to no load once every request ended (completed, cancelled or
- * failed); a stop token id ends the output, as its last token, streamed or not; cancelling an
+ * failed); a stop token id ends the output, as its last token, streamed or not; a stop string
+ * ends the output of an engine that gives text, its text just before the stop string or with
+ * it, streamed or not (skipped for an engine whose results have no text); cancelling an
  * unknown request is harmless, and so is cancelling one that ended, whose id a later request
  * may use again; a cancelled request's future still
  * completes and cancelling one request leaves the others alone; failures surface as
@@ -585,6 +587,56 @@ public abstract class InferenceEngineContractTest {
     int[] cut = run(e, new InferenceRequest("st2", p, withStop)).outputTokens();
     assertArrayEquals(java.util.Arrays.copyOf(plain, first + 1), cut,
         "the output must end with the first stop token id " + stop + " of " + withStop);
+  }
+
+  /**
+   * A stop string ends the output of an engine that gives text (its result's {@code text} is
+   * not empty): a greedy request is run, then again with a stop string taken from the first
+   * half of its text, whose first occurrence there ends before the text does. The text must
+   * end just before that occurrence or with it, and the token ids must be a prefix of the first
+   * run's; streamed, the result must be the same, and no text streamed past it. An engine that
+   * gives token ids only cannot see stop strings (the node's endpoint cuts its answers): for one
+   * whose result has no text the check is skipped.
+   */
+  @Test
+  void aStopStringEndsTheTextOfAnEngineThatGivesText() {
+    InferenceEngine e = createEngine();
+    int[] p = prompt(11);
+    EngineResult plain = run(e, new InferenceRequest("ss1", p, GenerationParams.greedy(8)));
+    String text = plain.text();
+    Assumptions.assumeFalse(text.isEmpty(),
+        "the engine gives no text, only token ids: stop strings need text");
+    // a stop string of up to 4 chars ending in the middle of the text, surrogate pairs whole
+    int end = Math.max(1, text.length() / 2);
+    if (Character.isHighSurrogate(text.charAt(end - 1))) {
+      end++;
+    }
+    Assumptions.assumeTrue(end < text.length(), "the engine gives too little text to tell: ["
+        + text + "]");
+    int start = Math.max(0, end - 4);
+    if (Character.isLowSurrogate(text.charAt(start)) && start > 0) {
+      start--;
+    }
+    String stop = text.substring(start, end);
+    int at = text.indexOf(stop);
+    GenerationParams withStop = GenerationParams.greedy(8).withStops(List.of(stop), List.of());
+    EngineResult cut = run(e, new InferenceRequest("ss2", p, withStop));
+    List<String> expected = List.of(text.substring(0, at), text.substring(0, at + stop.length()));
+    assertTrue(expected.contains(cut.text()), "the stop string [" + stop + "] first ends at char "
+        + (at + stop.length()) + " of the text [" + text + "], which must end just before it or "
+        + "with it: " + expected + "; the text with the stop string was [" + cut.text() + "]");
+    int[] tokens = cut.outputTokens();
+    assertTrue(tokens.length >= 1 && startsWith(plain.outputTokens(), tokens),
+        "the token ids with the stop string, " + java.util.Arrays.toString(tokens)
+            + ", must be a start of those without it, "
+            + java.util.Arrays.toString(plain.outputTokens()));
+    StreamRecorder rec = new StreamRecorder(0);
+    EngineResult streamed = runStreamed(e, new InferenceRequest("ss3", p, withStop), rec);
+    assertArrayEquals(tokens, streamed.outputTokens(),
+        "the token ids with the stop string, streamed");
+    assertEquals(cut.text(), streamed.text(), "the text with the stop string, streamed");
+    assertTrue(streamed.text().startsWith(rec.text()), "the engine streamed [" + rec.text()
+        + "], past the text [" + streamed.text() + "] its stop string [" + stop + "] ended");
   }
 
   @Test

@@ -757,6 +757,118 @@ class ContractKitSelfTest {
         "aStopTokenIdEndsTheStreamedOutputWithIt"), failed);
   }
 
+  /**
+   * The output with a text, each token's id after a space, ended at the first token whose text
+   * completes one of {@code stop} (the first listed, when several), the text then ending just
+   * before that stop string.
+   */
+  static EngineResult withText(EngineResult v, java.util.List<String> stop) {
+    int[] t = v.outputTokens();
+    StringBuilder text = new StringBuilder();
+    for (int i = 0; i < t.length; i++) {
+      text.append(' ').append(t[i]);
+      for (String s : stop) { // the text before this token had none: this one completes it
+        int at = text.indexOf(s);
+        if (at >= 0) {
+          text.setLength(at);
+          return new EngineResult(Arrays.copyOf(t, i + 1), text.toString(), v.promptTokens(),
+              v.cachedPromptTokens(), v.prefillNanos(), v.decodeNanos());
+        }
+      }
+    }
+    return new EngineResult(t, text.toString(), v.promptTokens(), v.cachedPromptTokens(),
+        v.prefillNanos(), v.decodeNanos());
+  }
+
+  /**
+   * Gives a simulated engine's output a text ({@link #withText}), honouring stop strings;
+   * subclasses break one thing.
+   */
+  static class TextWrapper extends EngineWrapper {
+    TextWrapper(SimulatedEngine e) {
+      super(e);
+    }
+
+    @Override
+    public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+      return e.execute(r).thenApply(v -> text(v, r.params().stop()));
+    }
+
+    /** The output with its text, cut at the first of {@code stop}. */
+    EngineResult text(EngineResult v, java.util.List<String> stop) {
+      return withText(v, stop);
+    }
+  }
+
+  /**
+   * Streams a simulated engine's output with a text ({@link #withText}), honouring stop
+   * strings, one token a piece (the text with the last); subclasses break one thing.
+   */
+  static class StreamingTextWrapper extends StreamingWrapper {
+    StreamingTextWrapper(SimulatedEngine e) {
+      super(e);
+    }
+
+    @Override
+    public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener l) {
+      CompletableFuture<EngineResult> mine = new CompletableFuture<>();
+      e.execute(r).whenComplete((v, err) -> {
+        if (err != null) {
+          mine.completeExceptionally(
+              err instanceof CompletionException && err.getCause() != null ? err.getCause() : err);
+          return;
+        }
+        EngineResult cut = withText(v, r.params().stop());
+        deliver(streamed(v, cut), l);
+        mine.complete(cut);
+      });
+      return mine;
+    }
+
+    /** What to stream of an output and of the output cut at its stop string: the latter. */
+    EngineResult streamed(EngineResult whole, EngineResult cut) {
+      return cut;
+    }
+  }
+
+  @Test
+  void anEngineWithTextThatStreamsItAndHonoursStopStringsPassesEverything() {
+    assertEquals(Set.of(), failingTests(InferenceEngineContractTest.class,
+        () -> new StreamingEngineKit((e, n) -> new StreamingTextWrapper(e))));
+  }
+
+  @Test
+  void anEngineWithTextThatStreamsPastItsStopStringIsCaught() {
+    // the result ends at the stop string, but the pieces are those of the whole output
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new StreamingTextWrapper(e) {
+          @Override
+          EngineResult streamed(EngineResult whole, EngineResult cut) {
+            return withText(whole, java.util.List.of());
+          }
+        }));
+    assertEquals(Set.of("aStopStringEndsTheTextOfAnEngineThatGivesText"), failed);
+  }
+
+  @Test
+  void anEngineWithTextThatHonoursStopStringsPassesEverything() {
+    assertEquals(Set.of(), failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new TextWrapper(e))));
+  }
+
+  @Test
+  void anEngineWithTextThatIgnoresStopStringsIsCaught() {
+    // its text is whole whatever the stop strings: it generates past them
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new TextWrapper(e) {
+          @Override
+          EngineResult text(EngineResult v, java.util.List<String> stop) {
+            return withText(v, java.util.List.of());
+          }
+        }));
+    assertEquals(Set.of("aStopStringEndsTheTextOfAnEngineThatGivesText"), failed);
+  }
+
   @Test
   void anEngineThatGivesOneTokenMoreThanALongOddMaxTokensIsCaught() {
     // it decodes a long output (over 16 tokens) two tokens a step and checks maxTokens only

@@ -59,15 +59,32 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
       }
       InferenceRequest run = new InferenceRequest("x", prompt,
           GenerationParams.greedy(maxTokens).withStops(List.of(), stops), scope);
+      // and at the stop strings, in the text of the output
+      List<String> stopStrings = new java.util.ArrayList<>();
+      if (body.get("stop") instanceof List<?> strings) {
+        for (Object string : strings) {
+          stopStrings.add((String) string);
+        }
+      }
       if (Boolean.TRUE.equals(body.get("stream"))) {
-        stream(ex, run, Boolean.TRUE.equals(Json.path(body, "stream_options", "include_usage")));
+        boolean usage = Boolean.TRUE.equals(Json.path(body, "stream_options", "include_usage"));
+        if (stopStrings.isEmpty()) {
+          stream(ex, run, usage);
+        } else {
+          streamCut(ex, cut(backend.execute(run).join(), stopStrings), maxTokens, usage);
+        }
         return;
       }
-      EngineResult r = backend.execute(run).join();
+      Cut cut = cut(backend.execute(run).join(), stopStrings);
+      EngineResult r = cut.result();
       Map<String, Object> choice = new LinkedHashMap<>();
       choice.put("index", 0);
-      choice.put("text", text(r.outputTokens()));
+      choice.put("text", cut.text());
       choice.put("token_ids", r.outputTokens());
+      if (cut.stop() != null) {
+        choice.put("finish_reason", "stop");
+        choice.put("stop_reason", cut.stop());
+      }
       Map<String, Object> answer = new LinkedHashMap<>();
       answer.put("choices", List.of(choice));
       answer.put("usage", usage(r));
@@ -86,6 +103,72 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
       sb.append(text(t));
     }
     return sb.toString();
+  }
+
+  /**
+   * An output cut as vLLM cuts it at stop strings: its tokens end at the first token after
+   * which the text contains one of them (the first listed, when several), and its text ends
+   * just before it; {@code stop} is that stop string, or null when none ended the output.
+   */
+  record Cut(EngineResult result, String text, String stop) {}
+
+  static Cut cut(EngineResult r, List<String> stopStrings) {
+    int[] tokens = r.outputTokens();
+    StringBuilder sb = new StringBuilder();
+    for (int i = 0; i < tokens.length; i++) {
+      sb.append(text(tokens[i]));
+      for (String stop : stopStrings) {
+        int at = sb.indexOf(stop);
+        if (at >= 0) {
+          return new Cut(new EngineResult(java.util.Arrays.copyOf(tokens, i + 1), r.text(),
+              r.promptTokens(), r.cachedPromptTokens(), r.prefillNanos(), r.decodeNanos()),
+              sb.substring(0, at), stop);
+        }
+      }
+    }
+    return new Cut(r, sb.toString(), null);
+  }
+
+  /**
+   * Streams an output cut at a stop string as vLLM does: a chunk per token, the text of the
+   * tokens before the last as it is and the last chunk's text up to the stop string, the last
+   * chunk with its finish reason (and the stop string as {@code stop_reason}).
+   */
+  private static void streamCut(com.sun.net.httpserver.HttpExchange ex, Cut cut, int max,
+      boolean usage) throws IOException {
+    ex.getResponseHeaders().add("Content-Type", "text/event-stream");
+    ex.sendResponseHeaders(200, 0);
+    java.io.OutputStream out = ex.getResponseBody();
+    int[] tokens = cut.result().outputTokens();
+    String text = cut.text();
+    int chars = 0;
+    for (int i = 0; i < tokens.length; i++) {
+      boolean last = i == tokens.length - 1;
+      // a token's text, as far as the cut text goes (a stop string may start in an earlier one)
+      int from = Math.min(chars, text.length());
+      chars += text(tokens[i]).length();
+      String piece = last ? text.substring(from)
+          : text.substring(from, Math.min(chars, text.length()));
+      Map<String, Object> choice = new LinkedHashMap<>();
+      choice.put("index", 0);
+      choice.put("text", piece);
+      choice.put("token_ids", new int[] {tokens[i]});
+      choice.put("finish_reason", !last ? Json.NULL : cut.stop() != null ? "stop"
+          : tokens.length == max ? "length" : Json.NULL);
+      if (last && cut.stop() != null) {
+        choice.put("stop_reason", cut.stop());
+      }
+      Map<String, Object> chunk = new LinkedHashMap<>();
+      chunk.put("id", "cmpl-x");
+      chunk.put("object", "text_completion");
+      chunk.put("choices", List.of(choice));
+      out.write(("data: " + Json.write(chunk) + "\n\n").getBytes(StandardCharsets.UTF_8));
+    }
+    if (usage) {
+      out.write(("data: " + Json.write(Map.of("choices", List.of(), "usage",
+          usage(cut.result()))) + "\n\n").getBytes(StandardCharsets.UTF_8));
+    }
+    out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
   }
 
   private static Map<String, Object> usage(EngineResult r) {
