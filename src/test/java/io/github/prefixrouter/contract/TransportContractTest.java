@@ -36,8 +36,15 @@ import org.junit.jupiter.api.Test;
  *
  * <pre>{@code
  * class HttpTransportContractTest extends TransportContractTest {
- *   protected Transport createTransport(String nodeId) { return HttpTransport.listen(nodeId, 0); }
+ *   static final byte[] KEY = "0123456789abcdef0123456789abcdef".getBytes(US_ASCII);
+ *
+ *   protected Transport createTransport(String nodeId) {
+ *     return HttpTransport.builder().nodeId(nodeId).listen("127.0.0.1", 0).clusterKey(KEY).build();
+ *   }
+ *
  *   protected PeerAddress unreachableAddress() { return new PeerAddress("ghost", "127.0.0.1:1"); }
+ *
+ *   protected int requestLimitBytes() { return 4 << 20; } // HttpTransport's default maxMessageBytes
  * }
  * }</pre>
  *
