@@ -145,11 +145,15 @@ import org.slf4j.LoggerFactory;
  * (its limit is lower); an answer above it fails with {@code TOO_LARGE} too, whichever side's
  * limit it exceeds (the serving side answers 413 instead of sending it). Outbound,
  * at most {@code maxInFlightPerPeer} requests and messages may be outstanding to one peer (one
- * address, however its host's case, its IPv6 literal or its port is spelled): a
- * request beyond it fails at once with {@code BUSY}, a message beyond it is dropped (and
- * counted); a request's slot is free again before its future completes, a future its caller
- * cancels included. The client speaks HTTP/1.1, one exchange per connection at a time: an
- * exchange takes an idle connection to the peer if the HTTP client's pool holds one, else it
+ * address, however its host's case, its IPv6 literal or its port is spelled), and the last
+ * {@code min(4, maxInFlightPerPeer / 4)} of those slots (4 of the default 64; none for a limit
+ * below 4) are kept for messages: a request fails at once with {@code BUSY} when
+ * {@code maxInFlightPerPeer} minus those are outstanding, a message is dropped (and counted)
+ * when all are, so that forwards holding their share of a peer's slots (long generations) leave
+ * room for the node's gossip (its heartbeat, its push-back) and CANCELs to that peer. A
+ * request's slot is free again before its future completes, a future its caller cancels
+ * included. The client speaks HTTP/1.1, one exchange per connection at a time: an exchange
+ * takes an idle connection to the peer if the HTTP client's pool holds one, else it
  * opens a connection of its own (with TLS, a handshake of its own), so a burst of requests and
  * messages to a peer with no idle connection opens as many connections at once, and
  * {@code maxInFlightPerPeer} is the only bound on them. Inbound, at most
@@ -604,7 +608,7 @@ public final class HttpTransport implements Transport {
       return;
     }
     String peer = peerKey(to.address());
-    if (!acquire(peer)) {
+    if (!acquire(peer, config.maxInFlightPerPeer)) {
       counters.messagesDropped.increment();
       counters.outboundBusy.increment();
       return;
@@ -689,10 +693,13 @@ public final class HttpTransport implements Transport {
       return result;
     }
     String peer = peerKey(to.address());
-    if (!acquire(peer)) {
+    int slots = config.maxInFlightPerPeer - slotsForMessages(config.maxInFlightPerPeer);
+    if (!acquire(peer, slots)) {
       counters.outboundBusy.increment();
-      fail(result, TransportException.Kind.BUSY,
-          config.maxInFlightPerPeer + " requests already in flight to " + to, null);
+      int kept = config.maxInFlightPerPeer - slots;
+      fail(result, TransportException.Kind.BUSY, slots + " requests and messages already in flight to "
+          + to + (kept == 0 ? "" : " (the other " + kept + " of maxInFlightPerPeer "
+          + config.maxInFlightPerPeer + " are kept for messages)"), null);
       return result;
     }
     if (!pending.replace(result, NO_SLOT, peer)) {
@@ -767,15 +774,26 @@ public final class HttpTransport implements Transport {
   }
 
   /**
-   * Takes one of the peer's {@code maxInFlightPerPeer} slots; false if none is free. Entries
-   * exist only while something is in flight, so addresses of peers long gone (churn) take no
-   * memory.
+   * Of a peer's {@code maxInFlightPerPeer} slots, the last ones, which requests may not take:
+   * forwards of long generations holding all the others leave room for one-way messages
+   * (gossip, CANCELs, streamed output), so that a peer kept busy by this node's forwards still
+   * hears its heartbeat and push-back. {@code min(4, maxInFlightPerPeer / 4)}: 4 of the default
+   * 64; none below 4.
    */
-  private boolean acquire(String peer) {
+  static int slotsForMessages(int maxInFlightPerPeer) {
+    return Math.min(4, maxInFlightPerPeer / 4);
+  }
+
+  /**
+   * Takes one of the peer's slots if fewer than {@code limit} of them are taken; false if not.
+   * Entries exist only while something is in flight, so addresses of peers long gone (churn)
+   * take no memory.
+   */
+  private boolean acquire(String peer, int limit) {
     boolean[] taken = new boolean[1];
     inFlightByPeer.compute(peer, (k, n) -> {
       int c = n == null ? 0 : n;
-      if (c >= config.maxInFlightPerPeer) {
+      if (c >= limit) {
         return n;
       }
       taken[0] = true;
@@ -2009,7 +2027,10 @@ public final class HttpTransport implements Transport {
     }
 
     /**
-     * Requests and messages outstanding to one peer at most. Default 64. One peer is one
+     * Requests and messages outstanding to one peer at most. Default 64. The last
+     * {@code min(4, n / 4)} of them are kept for messages: requests alone may have at most
+     * {@code n - min(4, n / 4)} outstanding (60 of the default 64; all of a limit below 4), so
+     * that forwards never leave a peer without the node's gossip. One peer is one
      * address however it is spelled (a host name in any case, an IPv6 literal in any form, a
      * port with leading zeros); nothing is looked up, so two names of one host count apart.
      *

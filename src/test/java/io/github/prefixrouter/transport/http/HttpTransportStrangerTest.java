@@ -182,9 +182,10 @@ class HttpTransportStrangerTest extends HttpTransportFixture {
 
   @Test
   void aPeerSendingAtItsInFlightLimitIsNotRefused() throws Exception {
-    // defaults: a peer may have maxInFlightPerPeer (64) requests in flight to this node, all on
-    // their own connections from one address, eight times maxUnfinishedReadsPerAddress. Bodies of
-    // 1 MiB take long enough to read that more than eight are often being read at one moment;
+    // defaults: a peer may have maxInFlightPerPeer (64) requests and messages in flight to this
+    // node (60 requests at most, the other 4 slots kept for messages), all on their own
+    // connections from one address, eight times maxUnfinishedReadsPerAddress. Bodies of 1 MiB
+    // take long enough to read that more than eight are often being read at one moment;
     // refused at once (as before), a burst lost some every run; now they wait for a slot
     HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
         .clusterKey(HttpTransportTest.KEY));
@@ -194,16 +195,27 @@ class HttpTransportStrangerTest extends HttpTransportFixture {
     int rounds = Integer.getInteger("stranger.rounds", 3);
     for (int round = 0; round < rounds; round++) {
       List<java.util.concurrent.CompletableFuture<byte[]>> answers = new ArrayList<>();
-      for (int i = 0; i < 64; i++) {
+      for (int i = 0; i < 60; i++) {
         answers.add(b.request(a.localAddress(), payload, Duration.ofSeconds(60)));
+      }
+      for (int i = 0; i < 4; i++) {
+        b.send(a.localAddress(), payload);
       }
       for (var f : answers) {
         f.get(60, TimeUnit.SECONDS);
       }
+      long messages = 4L * (round + 1);
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+      while (a.stats().messagesReceived() < messages && System.nanoTime() < deadline) {
+        Thread.sleep(10);
+      }
+      assertEquals(messages, a.stats().messagesReceived());
     }
     assertEquals(0, a.stats().readsRefused());
     assertEquals(0, a.stats().inboundBusy());
-    assertEquals(64L * rounds, a.stats().requestsReceived());
+    assertEquals(60L * rounds, a.stats().requestsReceived());
+    assertEquals(0, b.stats().messagesDropped());
+    assertEquals(0, b.stats().messagesFailed());
   }
 
   @Test

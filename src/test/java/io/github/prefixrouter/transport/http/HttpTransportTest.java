@@ -3,6 +3,7 @@ package io.github.prefixrouter.transport.http;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -154,6 +155,49 @@ class HttpTransportTest extends HttpTransportFixture {
     assertEquals("echo b \u0004",
         new String(b.request(a.localAddress(), new byte[] {4}, Duration.ofSeconds(10)).get(10, TimeUnit.SECONDS),
             StandardCharsets.UTF_8));
+  }
+
+  /**
+   * Requests may not take a peer's last {@code min(4, maxInFlightPerPeer / 4)} slots: forwards of
+   * long generations holding all the others leave room for messages (gossip, CANCELs), which
+   * were all dropped as busy, so the peer heard nothing more of this node.
+   */
+  @Test
+  void requestsHoldingTheirLimitLeaveSlotsForMessages() throws Exception {
+    Recorder ra = new Recorder();
+    ra.hold = true;
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b"), new Recorder()); // maxInFlightPerPeer 64
+    List<CompletableFuture<byte[]>> requests = new ArrayList<>();
+    for (int i = 0; i < 64; i++) {
+      requests.add(b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(30)));
+    }
+    for (int i = 0; i < 4; i++) {
+      b.send(a.localAddress(), ("m" + i).getBytes(StandardCharsets.UTF_8));
+    }
+    assertEquals(0, b.stats().messagesDropped(), "messages dropped beside 64 requests");
+    long refused = requests.stream().filter(CompletableFuture::isDone).count();
+    assertEquals(4, refused, "requests refused as busy: 60 may be in flight");
+    for (CompletableFuture<byte[]> f : requests.subList(60, 64)) {
+      assertEquals(TransportException.Kind.BUSY, failureKind(f));
+    }
+    for (int i = 0; i < 4; i++) {
+      assertNotNull(ra.messages.poll(10, TimeUnit.SECONDS), "message " + i + " delivered");
+    }
+    assertEquals(4, b.stats().outboundBusy());
+    requests.forEach(f -> f.cancel(true));
+  }
+
+  /** The slots kept for messages, as the class documentation and docs/deployment.md give them. */
+  @Test
+  void slotsKeptForMessagesAreAQuarterOfTheLimitUpTo4() {
+    assertEquals(0, HttpTransport.slotsForMessages(1));
+    assertEquals(0, HttpTransport.slotsForMessages(3));
+    assertEquals(1, HttpTransport.slotsForMessages(4));
+    assertEquals(2, HttpTransport.slotsForMessages(8));
+    assertEquals(4, HttpTransport.slotsForMessages(16));
+    assertEquals(4, HttpTransport.slotsForMessages(64));
+    assertEquals(4, HttpTransport.slotsForMessages(1 << 20));
   }
 
   @Test
