@@ -7,7 +7,8 @@ import org.slf4j.LoggerFactory;
  * What the re-reads of a file a {@link NodeMain} process watches came to (the cluster key file,
  * the TLS files): changes put in use, and re-reads that failed, each distinct problem logged at
  * error once (a file left broken is checked again every interval and would otherwise fill the
- * log). Not thread-safe: its owner calls it under its own lock.
+ * log), and the first good re-read after a failure logged at info, so that the log shows the
+ * error cleared. Not thread-safe: its owner calls it under its own lock.
  */
 final class ReloadOutcomes {
 
@@ -25,13 +26,22 @@ final class ReloadOutcomes {
 
   /** A re-read found nothing changed. */
   void unchanged() {
-    lastProblem = null;
+    resolved("unchanged in use");
   }
 
   /** A re-read put a change in use. */
   void reloaded() {
-    lastProblem = null;
+    resolved("the change is in use");
     reloads++;
+  }
+
+  /** A re-read succeeded: the end of the last problem, if any, is logged once. */
+  private void resolved(String outcome) {
+    if (lastProblem != null) {
+      log.info("{} read again without error ({}); the earlier problem is cleared: {}", what,
+          outcome, lastProblem);
+      lastProblem = null;
+    }
   }
 
   /** A re-read failed with {@code problem}; what was in use stays. */
