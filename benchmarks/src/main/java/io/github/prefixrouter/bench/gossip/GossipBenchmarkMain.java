@@ -54,9 +54,10 @@ import java.util.function.Function;
  * {@code --sizes}, {@code --capacity-tokens}, {@code --fresh-capacity-tokens} and
  * {@code --measure-s}; a flag given wins over it wherever it stands. An unknown flag, one given
  * twice or without its value, a value that is not a number, a {@code --measure-s} below 1,
- * a {@code --nodes} below 2, a {@code --fanout} not 1 to 64, a negative {@code --rate} or
- * {@code --delay-ms}, a {@code --capacity-tokens} or {@code --fresh-capacity-tokens} below one
- * block (16 tokens), or a {@code --sizes} below 2 stops it with {@code error: ...} and exit code 2. A figure of gossip.json that has no value (a ratio over a zero:
+ * a {@code --nodes} or {@code --sizes} below 2 or above {@link #MAX_NODES} (4,096, the peers a
+ * gossip engine holds), a {@code --fanout} not 1 to 64, a negative {@code --rate} or
+ * {@code --delay-ms}, or a {@code --capacity-tokens} or {@code --fresh-capacity-tokens} below one
+ * block (16 tokens) stops it with {@code error: ...} and exit code 2. A figure of gossip.json that has no value (a ratio over a zero:
  * no full snapshots, no blocks cached at {@code --rate 0}) is null, never NaN or Infinity.
  */
 public final class GossipBenchmarkMain {
@@ -68,6 +69,12 @@ public final class GossipBenchmarkMain {
 
   /** How long a dissemination run watches one change, in gossip rounds. */
   static final int DISSEMINATION_ROUNDS = 100;
+
+  /**
+   * The largest cluster ({@code --nodes}, {@code --sizes}): the peers a gossip engine of the
+   * runs holds (its default {@code maxPeers}); a larger cluster would never form.
+   */
+  static final int MAX_NODES = GossipConfig.builder().build().maxPeers();
 
   private GossipBenchmarkMain() {}
 
@@ -89,8 +96,8 @@ public final class GossipBenchmarkMain {
      *
      * @throws IllegalArgumentException for an unknown flag, a flag without its value or given
      *     twice, a value that is not a number, a {@code --measure-s} below 1, a {@code --nodes}
-     *     below 2, a {@code --fanout} not 1 to 64, a negative {@code --rate} or
-     *     {@code --delay-ms}, a capacity below one block, a cluster size below 2, or
+     *     below 2 or above {@link #MAX_NODES}, a {@code --fanout} not 1 to 64, a negative {@code --rate} or
+     *     {@code --delay-ms}, a capacity below one block, a cluster size below 2 or above {@link #MAX_NODES}, or
      *     {@code --sizes} with {@code --skip-dissemination}
      */
     static Options parse(String[] args) {
@@ -105,6 +112,11 @@ public final class GossipBenchmarkMain {
       }
       // a cluster of one gossips with no one; GossipConfig takes a fanout of 1 to 64
       int nodes = f.atLeast("--nodes", 16, 2);
+      if (nodes > MAX_NODES) {
+        // it ran out of memory building the nodes, or ran on a cluster that could never form
+        throw new IllegalArgumentException("--nodes must be at most " + MAX_NODES + " (the "
+            + "peers a gossip engine holds), not " + nodes);
+      }
       int fanout = f.atLeast("--fanout", 3, 1);
       if (fanout > 64) {
         throw new IllegalArgumentException("--fanout must be 1 to 64, not " + fanout);
@@ -139,7 +151,7 @@ public final class GossipBenchmarkMain {
           f.has("--skip-dissemination") ? new int[0]
               : java.util.Arrays.stream(f.wholes("--sizes",
                   quick ? "4,16,64,256" : "4,16,64,256,1024", 2, "a cluster of one gossips with"
-                  + " no one", Integer.MAX_VALUE)).mapToInt(Math::toIntExact).toArray(),
+                  + " no one", MAX_NODES)).mapToInt(Math::toIntExact).toArray(),
           f.has("--out") ? Path.of(f.string("--out", null))
               : ResultsJson.resultsDir(GossipBenchmarkMain.class).resolve("gossip.json"));
     }

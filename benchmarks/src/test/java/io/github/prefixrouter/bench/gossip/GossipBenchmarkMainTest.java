@@ -193,6 +193,26 @@ class GossipBenchmarkMainTest {
   }
 
   /**
+   * A cluster larger than a gossip engine holds peers (its default {@code maxPeers}, 4,096) is
+   * refused with the flag's name: {@code --nodes} and {@code --sizes} had no upper bound, so a
+   * large value ran out of memory building the nodes (or ran for hours on a cluster that could
+   * never form) instead of stopping with {@code error: ...} and exit code 2.
+   */
+  @Test
+  void clustersLargerThanAnEngineHoldsAreRefusedWithTheirName() {
+    for (String[] bad : List.of(new String[] {"--nodes", "4097"},
+        new String[] {"--nodes", "2000000000"}, new String[] {"--sizes", "4,4097"},
+        new String[] {"--sizes", "2000000000"})) {
+      String m = assertThrows(IllegalArgumentException.class, () -> parse(bad),
+          String.join(" ", bad)).getMessage();
+      assertTrue(m.startsWith(bad[0] + " ") && m.contains("at most 4096"), m);
+    }
+    GossipBenchmarkMain.Options o = parse("--nodes", "4096", "--sizes", "2,4096");
+    assertEquals(4_096, o.nodes());
+    assertArrayEquals(new int[] {2, 4_096}, o.sizes());
+  }
+
+  /**
    * With nothing cached (no requests) the ratio over a KV-cache transfer of the blocks cached
    * is over a zero: gossip.json has null there, not Infinity, and stays valid JSON, and the
    * printed line shows "-" for it; a measuring
