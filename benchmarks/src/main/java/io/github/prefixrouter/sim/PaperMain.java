@@ -1,5 +1,6 @@
 package io.github.prefixrouter.sim;
 
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.workload.PromptSource;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -7,7 +8,6 @@ import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
@@ -118,11 +118,19 @@ public final class PaperMain {
 
   record Options(SimConfig config, boolean plots) {}
 
+  /** The flags that take a value, in the order their values are read. */
+  private static final List<String> VALUE_FLAGS = List.of("--mmlu", "--seed", "--nodes",
+      "--rate", "--requests", "--warmup", "--zipf", "--delays", "--jitter", "--loss",
+      "--output-tokens", "--capacity", "--slots", "--block-size", "--prefill-overhead-ms",
+      "--prefill-ms-per-token", "--decode-ms-per-token", "--window", "--threads", "--policies",
+      "--distributions", "--out");
+
   /**
    * Parses the flags; returns null for {@code --help}.
    *
-   * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
-   *     or a value that is not a number or is out of range
+   * @throws IllegalArgumentException for an unknown flag (wherever it stands), an argument that
+   *     is no flag's value, a flag given twice or without its value, or a value that is not a
+   *     number or is out of range
    */
   static Options parse(String[] args) {
     SimConfig d = SimConfig.defaults();
@@ -149,25 +157,20 @@ public final class PaperMain {
     List<Distribution> dists = d.distributions();
     Path mmlu = null;
     Path outDir = d.outDir();
-    boolean plots = true;
-    Set<String> given = new HashSet<>();
-    for (int i = 0; i < args.length; i++) {
-      String a = args[i];
+    for (String a : args) {
       if (a.equals("--help") || a.equals("-h")) {
         return null;
       }
-      if (!given.add(a)) {
-        // refused rather than letting the last one win without a word
-        throw new IllegalArgumentException(a + " is given twice");
-      }
-      if (a.equals("--no-plots")) {
-        plots = false;
+    }
+    // the shared reader: a flag given twice is refused rather than the last one winning without
+    // a word, and a misspelt flag is unknown wherever it stands
+    Flags f = Flags.parse(args, Set.of("--no-plots"), Set.copyOf(VALUE_FLAGS));
+    boolean plots = !f.has("--no-plots");
+    for (String a : VALUE_FLAGS) {
+      if (!f.has(a)) {
         continue;
       }
-      if (i + 1 >= args.length) {
-        throw new IllegalArgumentException("flag " + a + " needs a value");
-      }
-      String v = args[++i];
+      String v = f.string(a, null);
       try {
         switch (a) {
           case "--mmlu" -> mmlu = Path.of(v);

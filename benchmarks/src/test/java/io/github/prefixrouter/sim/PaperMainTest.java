@@ -174,6 +174,30 @@ class PaperMainTest {
     }
   }
 
+  /**
+   * The command line is read as the other mains read theirs ({@code bench.Flags}): a misspelt
+   * flag last on the line is unknown (it was refused as a flag that "needs a value"), and an
+   * argument that is no flag is a bad argument (it was taken for a flag: "flag 8 needs a value",
+   * or "unknown flag" for a stray word that happened to be followed by another).
+   */
+  @Test
+  void aMisspeltFlagLastAndAStrayArgumentAreNamedForWhatTheyAre() {
+    String[][] cases = {
+        {"unknown flag --nodse", "--seed", "1", "--nodse"},
+        {"bad argument '8'", "--nodes", "4", "8"},
+        {"bad argument 'fast'", "fast", "--seed", "1"},
+        {"--seed needs a value", "--nodes", "4", "--seed"}};
+    for (String[] c : cases) {
+      String[] args = java.util.Arrays.copyOfRange(c, 1, c.length);
+      IllegalArgumentException e =
+          assertThrows(IllegalArgumentException.class, () -> PaperMain.parse(args),
+              String.join(" ", args));
+      assertEquals(c[0], e.getMessage(), String.join(" ", args));
+    }
+    assertNull(PaperMain.parse(new String[] {"--seed", "1", "-h"}));
+    assertEquals(false, PaperMain.parse(new String[] {"--no-plots", "--seed", "3"}).plots());
+  }
+
   @Test
   void engineTimingsThatAreNotFiniteOrAreNegativeAreRefused() {
     for (String flag : new String[] {
