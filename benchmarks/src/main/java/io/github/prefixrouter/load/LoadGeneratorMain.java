@@ -207,10 +207,12 @@ public final class LoadGeneratorMain {
       fail("--nodes is required");
     }
     List<String> nodes = Arrays.stream(o.get("nodes").split(",")).map(String::trim).filter(s -> !s.isEmpty()).toList();
-    int requests = intArg(o, "requests", 1000);
-    int concurrency = intArg(o, "concurrency", 8);
-    int maxTokens = intArg(o, "max-tokens", 1);
-    long seed = intArg(o, "seed", 1);
+    int requests = intArg(o, "requests", 1000, 1);
+    int concurrency = intArg(o, "concurrency", 8, 1);
+    int maxTokens = intArg(o, "max-tokens", 1, 1);
+    long seed = intArg(o, "seed", 1, Integer.MIN_VALUE);
+    int maxSystemChars = intArg(o, "max-system-chars", 1600, 1);
+    int maxUserChars = intArg(o, "max-user-chars", 600, 1);
     String apiName = o.getOrDefault("api", "route");
     if (!apiName.equals("route") && !apiName.equals("chat")) {
       fail("--api must be route or chat, was '" + apiName + "'");
@@ -222,8 +224,8 @@ public final class LoadGeneratorMain {
     if (o.containsKey("chat-as-ids") && !stops.isEmpty()) {
       fail("--stop cannot go with --chat-as-ids: the token route takes no stop strings");
     }
-    double zipf = Double.parseDouble(o.getOrDefault("zipf", chat ? "1.1" : "0"));
-    Double temperature = o.containsKey("temperature") ? Double.valueOf(o.get("temperature")) : null;
+    double zipf = numberArg(o, "zipf", chat ? 1.1 : 0);
+    Double temperature = o.containsKey("temperature") ? numberArg(o, "temperature", 0) : null;
 
     String description;
     int subjects;
@@ -232,8 +234,7 @@ public final class LoadGeneratorMain {
     if (chat) {
       ChatWorkload w = null;
       try {
-        w = chats(o.get("mmlu"), seed, intArg(o, "max-system-chars", 1600),
-            intArg(o, "max-user-chars", 600));
+        w = chats(o.get("mmlu"), seed, maxSystemChars, maxUserChars);
       } catch (IllegalArgumentException | UncheckedIOException e) {
         fail("--mmlu " + o.get("mmlu") + ": " + e.getMessage());
       }
@@ -385,17 +386,44 @@ public final class LoadGeneratorMain {
     return n;
   }
 
-  private static int intArg(Map<String, String> o, String key, int dflt) {
+  /** An integer flag, at least {@code min}; a bad value stops the run ({@link #fail}). */
+  private static int intArg(Map<String, String> o, String key, int dflt, int min) {
     String s = o.get(key);
     if (s == null) {
       return dflt;
     }
+    int v = dflt;
     try {
-      return Integer.parseInt(s);
+      v = Integer.parseInt(s.trim());
     } catch (NumberFormatException e) {
       fail("--" + key + " needs an integer, was '" + s + "'");
+    }
+    if (v < min) {
+      // --concurrency 0 sent nothing, --requests -1 failed once the workload was built
+      fail("--" + key + " must be at least " + min + ", was " + v);
+    }
+    return v;
+  }
+
+  /**
+   * A number flag, finite and 0 or more; a bad value stops the run ({@link #fail}) rather than
+   * ending in a NumberFormatException's stack trace.
+   */
+  private static double numberArg(Map<String, String> o, String key, double dflt) {
+    String s = o.get(key);
+    if (s == null) {
       return dflt;
     }
+    double v = dflt;
+    try {
+      v = Double.parseDouble(s.trim());
+    } catch (NumberFormatException e) {
+      fail("--" + key + " needs a number, was '" + s + "'");
+    }
+    if (!(v >= 0) || Double.isInfinite(v)) {
+      fail("--" + key + " must be a finite number, 0 or more, was '" + s + "'");
+    }
+    return v;
   }
 
   private static void fail(String message) {

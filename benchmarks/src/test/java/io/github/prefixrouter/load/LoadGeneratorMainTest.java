@@ -102,6 +102,37 @@ class LoadGeneratorMainTest {
     assertEquals("bad argument 'h:1'", refused("--nodes", "h:1", "h:1"));
   }
 
+  /** The exit code and standard error of the main run in a process of its own. */
+  private static String[] run(String... args) throws Exception {
+    List<String> cmd = new ArrayList<>(List.of(
+        Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-cp", System.getProperty("java.class.path"), LoadGeneratorMain.class.getName()));
+    cmd.addAll(List.of(args));
+    Process p = new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+    String err = new String(p.getErrorStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+    return new String[] {String.valueOf(p.waitFor()), err};
+  }
+
+  /**
+   * A value that is not a number, or a count or number that runs nothing, stops the generator
+   * with {@code error: ...} naming the flag and exit code 2 before anything is sent, as a bad
+   * flag does: {@code --zipf} and {@code --temperature} ended in a NumberFormatException's stack
+   * trace (exit code 1), and {@code --concurrency 0} or {@code --requests -1} were taken.
+   */
+  @Test
+  void badValuesAreRefusedWithTheirNameAndExitCode2() throws Exception {
+    String[][] cases = {
+        {"--zipf", "steep"}, {"--zipf", "-1"}, {"--zipf", "NaN"},
+        {"--temperature", "warm"}, {"--temperature", "Infinity"},
+        {"--concurrency", "0"}, {"--requests", "-1"}, {"--max-tokens", "0"},
+        {"--max-user-chars", "many"}};
+    for (String[] c : cases) {
+      String[] r = run("--nodes", "127.0.0.1:9", c[0], c[1]);
+      assertEquals("2", r[0], String.join(" ", c) + ": " + r[1]);
+      assertTrue(r[1].startsWith("error: " + c[0] + " "), String.join(" ", c) + ": " + r[1]);
+    }
+  }
+
   @Test
   void knownFlagsAreParsedAndStopsKeptInOrder() {
     List<String> stops = new ArrayList<>();
