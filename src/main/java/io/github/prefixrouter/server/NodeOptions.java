@@ -598,25 +598,32 @@ public final class NodeOptions {
    * @throws IllegalArgumentException naming the flags: a truststore or password file without the
    *     keystore, the environment's variable without the keystore (a port meant for TLS would
    *     speak plain HTTP), a keystore without a password, a password file that cannot be read,
-   *     a password file and the environment's variable both given
+   *     a password file and the environment's variable both given; the variable set but empty
+   *     (or blank) counts as unset
    */
   private static char[] tlsPassword(Map<String, String> v, Map<String, String> env,
       String keystore, String truststore, String passwordFile, String envName) {
     String file = v.get(passwordFile);
+    String fromEnv = env.get(envName);
+    boolean emptyEnv = fromEnv != null && fromEnv.isBlank();
+    if (emptyEnv) {
+      // set but empty (KEY=, or a compose file substituting an unset variable): no password
+      // given, as for PREFIX_ROUTER_CLUSTER_KEY; it used to be taken for an empty password
+      fromEnv = null;
+    }
     if (!v.containsKey(keystore)) {
       for (String k : List.of(truststore, passwordFile)) {
         if (v.containsKey(k)) {
           throw new IllegalArgumentException("--" + k + " needs --" + keystore);
         }
       }
-      if (env.get(envName) != null) {
+      if (fromEnv != null) {
         // the variable would be silently ignored, the port speaking plain HTTP
         throw new IllegalArgumentException("env " + envName + " needs --" + keystore
             + ": give the keystore, or unset the variable for a port without TLS");
       }
       return null;
     }
-    String fromEnv = env.get(envName);
     if (file != null && fromEnv != null) {
       // the file's password would be taken and the variable's silently ignored
       throw new IllegalArgumentException("--" + passwordFile + " and env " + envName
@@ -629,7 +636,7 @@ public final class NodeOptions {
       return fromEnv.toCharArray();
     }
     throw new IllegalArgumentException("--" + keystore + " needs a password: --" + passwordFile
-        + " FILE or env " + envName);
+        + " FILE or env " + envName + (emptyEnv ? " (env " + envName + " is empty)" : ""));
   }
 
   /** The peer port's TLS password, read again from its file at every call if it has one. */
@@ -660,8 +667,9 @@ public final class NodeOptions {
    *
    * @throws IllegalArgumentException naming the flag and the file if it cannot be read, is larger
    *     than {@link #MAX_PASSWORD_FILE_BYTES} (another file named by mistake, not read further),
-   *     or is not UTF-8 text (saved as UTF-16, or in another encoding): its password would be
-   *     another than the one the file shows, reported as a wrong password
+   *     is not UTF-8 text (saved as UTF-16, or in another encoding): its password would be
+   *     another than the one the file shows, reported as a wrong password; or holds no password
+   *     (empty, or white space only), as an empty cluster key file holds no key
    */
   static char[] passwordFile(String flag, Path file) {
     byte[] raw = NodeMain.readAtMost(file, MAX_PASSWORD_FILE_BYTES, "--" + flag + " ");
@@ -686,7 +694,14 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--" + flag + " " + file + " is not UTF-8 text: save "
           + "it as UTF-8 or ASCII", e);
     }
-    return text.stripTrailing().toCharArray();
+    String password = text.stripTrailing();
+    if (password.isEmpty()) {
+      // a file emptied by mistake, or not yet written: its empty password was handed to the
+      // keystore, which refused it as a wrong one
+      throw new IllegalArgumentException("--" + flag + " " + file + " holds no password (it is "
+          + "empty or white space only)");
+    }
+    return password.toCharArray();
   }
 
   /**

@@ -260,6 +260,44 @@ class NodeOptionsCheckTest {
     }
   }
 
+  /**
+   * An empty secret is never taken for one. A TLS password variable set but empty (or blank)
+   * counts as unset, as the cluster key's does: it was taken for an empty password, refused as
+   * a second way of giving it next to the password file, and refused without the keystore. An
+   * empty password file (or one of white space only) is refused naming the flag and the file,
+   * as an empty cluster key file is: its empty password was handed to the keystore, which
+   * failed the start as a wrong password.
+   */
+  @Test
+  void anEmptyTlsPasswordIsNeverTakenForOne() throws Exception {
+    Path pw = Files.writeString(dir.resolve("tls.password"), "secret\n");
+    for (String empty : List.of("", "  ")) {
+      Map<String, String> env = Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX,
+          "PREFIX_ROUTER_TLS_PASSWORD", empty, "PREFIX_ROUTER_CLIENT_TLS_PASSWORD", empty);
+      NodeOptions o = NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+          "--tls-keystore", "node.p12", "--tls-password-file", pw.toString(),
+          "--client-tls-keystore", "client.p12", "--client-tls-password-file", pw.toString()},
+          env);
+      assertEquals("secret", new String(o.tlsPassword));
+      assertEquals("secret", new String(o.clientTlsPassword));
+      assertNull(NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1"}, env)
+          .tlsPassword);
+      refused(() -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+          "--tls-keystore", "node.p12"}, env), "--tls-keystore needs a password",
+          "env PREFIX_ROUTER_TLS_PASSWORD is empty");
+      refused(() -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+          "--client-tls-keystore", "client.p12"}, env), "--client-tls-keystore needs a password",
+          "env PREFIX_ROUTER_CLIENT_TLS_PASSWORD is empty");
+    }
+    for (String text : List.of("", "\n", " \r\n", "\uFEFF\n")) {
+      Path blank = Files.writeString(dir.resolve("blank.password"), text);
+      refused(() -> node("--tls-keystore", "node.p12", "--tls-password-file", blank.toString()),
+          "--tls-password-file " + blank + " holds no password");
+      refused(() -> node("--client-tls-keystore", "c.p12", "--client-tls-password-file",
+          blank.toString()), "--client-tls-password-file " + blank + " holds no password");
+    }
+  }
+
   /** {@code --engine} with an IPv6 address without brackets says to bracket it, as HOST:PORT flags do. */
   @Test
   void anEngineUrlWithAnIpv6AddressWithoutBracketsSaysToBracketIt() {
