@@ -110,6 +110,10 @@ public final class NodeOptions {
           "  --kv-events tcp://H:P    vLLM's KV-event publisher (--kv-events-config endpoint): the",
           "                           tree mirrors vLLM's cache exactly; --block-size must be vLLM's",
           "  --kv-events-replay tcp://H:P  vLLM's replay endpoint, to recover lost events",
+          "  --kv-events-replay-backoff-ms MIN,MAX  after a failed replay, gaps get",
+          "                           none for MIN ms, doubling with each failed one up to",
+          "                           MAX ms (1 to 365 days); needs --kv-events-replay;",
+          "                           default 1000,60000",
           "  --kv-events-topic T      take only events of this topic; default: every topic",
           "                           (vLLM's and SGLang's default topic is empty)",
           "  --engine-seed N          reference engine weight seed (same on all nodes); default 42",
@@ -174,7 +178,7 @@ public final class NodeOptions {
           "cluster-key-check-ms", "insecure", "tls-keystore", "tls-truststore", "tls-password-file",
           "tls-check-ms", "tls-bind-node-ids", "client-tls-keystore", "client-tls-truststore",
           "client-tls-password-file",
-          "engine", "model", "model-id", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
+          "engine", "model", "model-id", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-replay-backoff-ms", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "client-body-budget",
@@ -238,6 +242,9 @@ public final class NodeOptions {
   final String kvEvents;
   final String kvEventsReplay;
   final String kvEventsTopic;
+  /** The replay backoff, first and longest wait; null when not given (the subscriber's). */
+  final Duration kvEventsReplayBackoffMin;
+  final Duration kvEventsReplayBackoffMax;
   final long engineSeed;
   final int engineThreads;
   final int engineCacheTokens;
@@ -274,6 +281,7 @@ public final class NodeOptions {
       tokenizerUri = null;
       tokenizes = false;
       kvEvents = kvEventsReplay = kvEventsTopic = null;
+      kvEventsReplayBackoffMin = kvEventsReplayBackoffMax = null;
       listenPort = clientPort = engineThreads = engineCacheTokens = engineSlots = engineMaxInFlight = 0;
       peerReaderThreads = peerMaxUnfinishedReads = clientReaderThreads = clientMaxUnfinishedReads = 0;
       clientBodyBudget = peerBodyBudget = 0;
@@ -487,6 +495,28 @@ public final class NodeOptions {
     this.kvEventsTopic = v.get("kv-events-topic");
     if (kvEvents == null && (kvEventsReplay != null || kvEventsTopic != null)) {
       throw new IllegalArgumentException("--kv-events-replay and --kv-events-topic need --kv-events");
+    }
+    String backoff = v.get("kv-events-replay-backoff-ms");
+    if (backoff != null && kvEventsReplay == null) {
+      // it paces replays after a failed one: without a replay endpoint there are none
+      throw new IllegalArgumentException("--kv-events-replay-backoff-ms needs --kv-events-replay");
+    }
+    if (backoff != null) {
+      String[] mm = backoff.split(",", -1);
+      if (mm.length != 2) {
+        throw new IllegalArgumentException("--kv-events-replay-backoff-ms must be MIN,MAX, was "
+            + backoff);
+      }
+      long min = parseLong("kv-events-replay-backoff-ms", mm[0]);
+      long max = parseLong("kv-events-replay-backoff-ms", mm[1]);
+      if (min < 1 || max < min || max > Duration.ofDays(365).toMillis()) {
+        throw new IllegalArgumentException("--kv-events-replay-backoff-ms must be MIN,MAX with "
+            + "1 <= MIN <= MAX <= 365 days in milliseconds, was " + backoff);
+      }
+      this.kvEventsReplayBackoffMin = Duration.ofMillis(min);
+      this.kvEventsReplayBackoffMax = Duration.ofMillis(max);
+    } else {
+      this.kvEventsReplayBackoffMin = this.kvEventsReplayBackoffMax = null;
     }
     if (kvEvents != null) {
       if (engine.equals("reference")) {
@@ -896,8 +926,8 @@ public final class NodeOptions {
   }
 
   /**
-   * The subscription to vLLM's KV events the flags describe (endpoint, replay endpoint, topic),
-   * without the block size; null without {@code --kv-events}.
+   * The subscription to vLLM's KV events the flags describe (endpoint, replay endpoint, replay
+   * backoff, topic), without the block size; null without {@code --kv-events}.
    */
   VllmKvEventSubscriber.Builder kvEventsBuilder() {
     if (kvEvents == null) {
@@ -916,6 +946,9 @@ public final class NodeOptions {
       } catch (IllegalArgumentException e) {
         throw new IllegalArgumentException("--kv-events-replay: " + e.getMessage(), e);
       }
+    }
+    if (kvEventsReplayBackoffMin != null) {
+      b.replayBackoff(kvEventsReplayBackoffMin, kvEventsReplayBackoffMax);
     }
     if (kvEventsTopic != null) {
       b.topic(kvEventsTopic);
@@ -1275,13 +1308,14 @@ public final class NodeOptions {
 
   private static long longValue(Map<String, String> v, String key, long dflt) {
     String s = v.get(key);
-    if (s == null) {
-      return dflt;
-    }
+    return s == null ? dflt : parseLong(key, s);
+  }
+
+  private static long parseLong(String what, String s) {
     try {
       return Long.parseLong(s.trim());
     } catch (NumberFormatException e) {
-      throw notANumber(key, s, Long.MIN_VALUE, Long.MAX_VALUE);
+      throw notANumber(what, s, Long.MIN_VALUE, Long.MAX_VALUE);
     }
   }
 

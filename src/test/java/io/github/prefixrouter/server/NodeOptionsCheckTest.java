@@ -298,6 +298,44 @@ class NodeOptionsCheckTest {
     }
   }
 
+  /** A private field of {@code o}, for a builder's setting. */
+  private static Object field(Object o, String name) throws ReflectiveOperationException {
+    java.lang.reflect.Field f = o.getClass().getDeclaredField(name);
+    f.setAccessible(true);
+    return f.get(o);
+  }
+
+  /**
+   * {@code --kv-events-replay-backoff-ms MIN,MAX} sets the subscriber's backoff after a failed
+   * replay (it had no flag, so a node could not shorten or lengthen it as the other subscriber
+   * settings are set), checked as the subscriber checks it, naming the flag.
+   */
+  @Test
+  void theReplayBackoffIsSetByItsFlag() throws Exception {
+    String[] kv = {"--engine", "http://127.0.0.1:8000", "--kv-events", "tcp://127.0.0.1:5557",
+        "--kv-events-replay", "tcp://127.0.0.1:5558"};
+    List<String> a = new ArrayList<>(List.of(kv));
+    a.addAll(List.of("--kv-events-replay-backoff-ms", "250, 30000"));
+    NodeOptions o = node(a.toArray(new String[0]));
+    var b = o.kvEventsBuilder();
+    assertEquals(java.time.Duration.ofMillis(250), field(b, "minReplayBackoff"));
+    assertEquals(java.time.Duration.ofMillis(30_000), field(b, "maxReplayBackoff"));
+    // without the flag, the subscriber's defaults
+    var d = node(kv).kvEventsBuilder();
+    var dflt = io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber.builder();
+    assertEquals(field(dflt, "minReplayBackoff"), field(d, "minReplayBackoff"));
+    assertEquals(field(dflt, "maxReplayBackoff"), field(d, "maxReplayBackoff"));
+    String flag = "--kv-events-replay-backoff-ms";
+    refused(() -> node("--engine", "http://127.0.0.1:8000", "--kv-events",
+        "tcp://127.0.0.1:5557", flag, "1000,60000"), flag + " needs --kv-events-replay");
+    for (String bad : List.of("1000", "1000,", "x,60000", "0,60000", "2000,1000", "-1,5",
+        "1000," + (java.time.Duration.ofDays(365).toMillis() + 1), "1,99999999999999999999")) {
+      List<String> args = new ArrayList<>(List.of(kv));
+      args.addAll(List.of(flag, bad));
+      refused(() -> node(args.toArray(new String[0])), flag);
+    }
+  }
+
   /** {@code --engine} with an IPv6 address without brackets says to bracket it, as HOST:PORT flags do. */
   @Test
   void anEngineUrlWithAnIpv6AddressWithoutBracketsSaysToBracketIt() {

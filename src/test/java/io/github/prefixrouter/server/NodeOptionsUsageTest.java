@@ -100,6 +100,10 @@ class NodeOptionsUsageTest {
         field(transport, "maxHandlingTime")).toMillis()));
     expected.put("--stream-interval-ms N", String.valueOf(c.streamInterval().toMillis()));
     expected.put("--shutdown-grace-ms N", String.valueOf(o.shutdownGrace.toMillis()));
+    Object events = io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber.builder();
+    expected.put("--kv-events-replay-backoff-ms MIN,MAX",
+        ((java.time.Duration) field(events, "minReplayBackoff")).toMillis() + ","
+            + ((java.time.Duration) field(events, "maxReplayBackoff")).toMillis());
 
     Map<String, String> rows = flagRows();
     List<String> named = new ArrayList<>();
