@@ -28,6 +28,23 @@ class FlagsTest {
     assertEquals("--seeds needs a value", refused(() -> parse("--full", "--seeds")));
   }
 
+  /**
+   * A flag whose value was left out (a script's unset variable) is followed by another flag:
+   * that flag was taken for its value, silently dropped ({@code --out --quick} wrote to a file
+   * named --quick, and ran without --quick). It is refused, naming both; a value that only
+   * looks like a flag (a negative number, a word starting with --) is still a value.
+   */
+  @Test
+  void aFlagIsNotTakenForTheValueOfTheOneBefore() {
+    assertEquals("--seeds needs a value, but is followed by the flag --full",
+        refused(() -> parse("--seeds", "--full")));
+    assertEquals("--seeds needs a value, but is followed by the flag --rate",
+        refused(() -> parse("--seeds", "--rate", "5")));
+    Flags f = parse("--rate", "-1", "--modes", "--not-a-flag");
+    assertEquals("-1", f.string("--rate", null));
+    assertEquals("--not-a-flag", f.string("--modes", null));
+  }
+
   @Test
   void valuesAreCheckedWhenRead() {
     Flags f = parse("--seeds", "0", "--rate", "0", "--full");
