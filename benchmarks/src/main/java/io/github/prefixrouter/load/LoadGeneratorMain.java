@@ -94,7 +94,8 @@ public final class LoadGeneratorMain {
    *
    * @return the flags, or null if {@code --help} was asked for
    * @throws IllegalArgumentException for a flag that is not one of {@link #USAGE}'s, a flag
-   *     without its value, or a flag other than {@code --stop} given twice (a misspelt or
+   *     without its value (at the end, or followed by another of the flags), or a flag other
+   *     than {@code --stop} given twice (a misspelt or
    *     repeated flag would otherwise be ignored or overridden without a word)
    */
   static Map<String, String> flags(String[] args, List<String> stops) {
@@ -118,6 +119,14 @@ public final class LoadGeneratorMain {
       }
       if (i + 1 >= args.length) {
         throw new IllegalArgumentException(a + " needs a value");
+      }
+      String next = args[i + 1];
+      if (next.equals("--help") || next.startsWith("--")
+          && (SWITCHES.contains(next.substring(2)) || VALUE_FLAGS.contains(next.substring(2)))) {
+        // a value left out: the next flag was taken for it, and dropped (--json --stream wrote
+        // the results to a file named --stream, and did not stream)
+        throw new IllegalArgumentException(a + " needs a value, but is followed by the flag "
+            + next);
       }
       if (name.equals("stop")) {
         stops.add(args[++i].replace("\\n", "\n"));

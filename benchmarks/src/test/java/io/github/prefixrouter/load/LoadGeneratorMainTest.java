@@ -133,6 +133,23 @@ class LoadGeneratorMainTest {
     }
   }
 
+  /**
+   * A flag whose value was left out is followed by another flag: that flag was taken for its
+   * value and dropped ({@code --json --stream} wrote the results to a file named --stream, and
+   * did not stream), as the other mains' flags refuse it; a stop string that only looks like a
+   * flag is still one.
+   */
+  @Test
+  void aFlagIsNotTakenForTheValueOfTheOneBefore() {
+    assertEquals("--json needs a value, but is followed by the flag --stream",
+        refused("--nodes", "h:1", "--json", "--stream"));
+    assertEquals("--stop needs a value, but is followed by the flag --seed",
+        refused("--nodes", "h:1", "--api", "chat", "--stop", "--seed", "3"));
+    List<String> stops = new ArrayList<>();
+    LoadGeneratorMain.flags(new String[] {"--nodes", "h:1", "--stop", "--end--"}, stops);
+    assertEquals(List.of("--end--"), stops);
+  }
+
   @Test
   void knownFlagsAreParsedAndStopsKeptInOrder() {
     List<String> stops = new ArrayList<>();
