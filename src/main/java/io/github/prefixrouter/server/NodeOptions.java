@@ -494,7 +494,10 @@ public final class NodeOptions {
     this.kvEventsReplay = v.get("kv-events-replay");
     this.kvEventsTopic = v.get("kv-events-topic");
     if (kvEvents == null && (kvEventsReplay != null || kvEventsTopic != null)) {
-      throw new IllegalArgumentException("--kv-events-replay and --kv-events-topic need --kv-events");
+      // the ones given, only: an operator who gave the topic looked for a replay flag too
+      throw new IllegalArgumentException(kvEventsReplay == null ? "--kv-events-topic needs "
+          + "--kv-events" : kvEventsTopic == null ? "--kv-events-replay needs --kv-events"
+          : "--kv-events-replay and --kv-events-topic need --kv-events");
     }
     String backoff = v.get("kv-events-replay-backoff-ms");
     if (backoff != null && kvEventsReplay == null) {

@@ -131,7 +131,7 @@ class NodeMainTest {
         () -> parse("--id", "a", "--listen", "h:1", "--kv-events", "tcp://127.0.0.1:5557"));
     assertMessage("only tcp:// endpoints", () -> parse("--id", "a", "--listen", "h:1",
         "--engine", "http://127.0.0.1:8000", "--kv-events", "ipc:///tmp/kv"));
-    assertMessage("need --kv-events", () -> parse("--id", "a", "--listen", "h:1",
+    assertMessage("--kv-events-replay needs --kv-events", () -> parse("--id", "a", "--listen", "h:1",
         "--engine", "http://127.0.0.1:8000", "--kv-events-replay", "tcp://127.0.0.1:5558"));
     assertMessage("--engine is not a URL: Expected authority at index 7: http://",
         () -> parse("--id", "a", "--listen", "h:1", "--engine", "http://"));

@@ -298,6 +298,23 @@ class NodeOptionsCheckTest {
     }
   }
 
+  /**
+   * A companion of {@code --kv-events} given without it is named alone: the message named both
+   * {@code --kv-events-replay} and {@code --kv-events-topic} whichever was given, sending an
+   * operator who gave only the topic to look for a replay flag that was not there.
+   */
+  @Test
+  void aKvEventsCompanionWithoutKvEventsIsNamedAlone() {
+    String[] engine = {"--engine", "http://127.0.0.1:8000"};
+    assertEquals("--kv-events-topic needs --kv-events", refused(() -> node(engine[0], engine[1],
+        "--kv-events-topic", "kv")));
+    assertEquals("--kv-events-replay needs --kv-events", refused(() -> node(engine[0],
+        engine[1], "--kv-events-replay", "tcp://127.0.0.1:5558")));
+    assertEquals("--kv-events-replay and --kv-events-topic need --kv-events", refused(() ->
+        node(engine[0], engine[1], "--kv-events-replay", "tcp://127.0.0.1:5558",
+            "--kv-events-topic", "kv")));
+  }
+
   /** A private field of {@code o}, for a builder's setting. */
   private static Object field(Object o, String name) throws ReflectiveOperationException {
     java.lang.reflect.Field f = o.getClass().getDeclaredField(name);
