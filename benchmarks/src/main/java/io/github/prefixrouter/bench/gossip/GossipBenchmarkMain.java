@@ -53,9 +53,10 @@ import java.util.function.Function;
  * {@code --delay-ms D}, {@code --skip-dissemination}. {@code --quick} changes the defaults of
  * {@code --sizes}, {@code --capacity-tokens}, {@code --fresh-capacity-tokens} and
  * {@code --measure-s}; a flag given wins over it wherever it stands. An unknown flag, one given
- * twice or without its value, a value that is not a number, a {@code --measure-s} below 1,
- * a {@code --nodes} or {@code --sizes} below 2 or above {@link #MAX_NODES} (4,096, the peers a
- * gossip engine holds), a {@code --fanout} not 1 to 64, a negative {@code --rate} or
+ * twice or without its value, a value that is not a number, a {@code --measure-s} or
+ * {@code --warmup-s} below 1, a negative {@code --snapshot-mode-measure-s}, a {@code --nodes}
+ * or {@code --sizes} below 2 or above {@link #MAX_NODES} (4,096, the peers a gossip engine
+ * holds), a {@code --fanout} not 1 to 64, a negative {@code --rate} or
  * {@code --delay-ms}, or a {@code --capacity-tokens} or {@code --fresh-capacity-tokens} below one
  * block (16 tokens) stops it with {@code error: ...} and exit code 2. A figure of gossip.json that has no value (a ratio over a zero:
  * no full snapshots, no blocks cached at {@code --rate 0}) is null, never NaN or Infinity.
@@ -95,7 +96,8 @@ public final class GossipBenchmarkMain {
      * that a flag given wins over {@code --quick} wherever it stands.
      *
      * @throws IllegalArgumentException for an unknown flag, a flag without its value or given
-     *     twice, a value that is not a number, a {@code --measure-s} below 1, a {@code --nodes}
+     *     twice, a value that is not a number, a {@code --measure-s} or {@code --warmup-s} below 1,
+     *     a negative {@code --snapshot-mode-measure-s}, a {@code --nodes}
      *     below 2 or above {@link #MAX_NODES}, a {@code --fanout} not 1 to 64, a negative {@code --rate} or
      *     {@code --delay-ms}, a capacity below one block, a cluster size below 2 or above {@link #MAX_NODES}, or
      *     {@code --sizes} with {@code --skip-dissemination}
@@ -106,6 +108,16 @@ public final class GossipBenchmarkMain {
         throw new IllegalArgumentException("--sizes and --skip-dissemination contradict");
       }
       boolean quick = f.has("--quick");
+      // -1 stands for the automatic values below: a value given that is no length was taken for
+      // it (--warmup-s 0 warmed up for 120 s to an hour per case)
+      if (f.has("--warmup-s") && f.whole("--warmup-s", 1) < 1) {
+        throw new IllegalArgumentException("--warmup-s must be at least 1, not "
+            + f.string("--warmup-s", null) + " (leave it out for the automatic warm-up)");
+      }
+      if (f.has("--snapshot-mode-measure-s") && f.whole("--snapshot-mode-measure-s", 0) < 0) {
+        throw new IllegalArgumentException("--snapshot-mode-measure-s must be 0 (skip) or more, "
+            + "not " + f.string("--snapshot-mode-measure-s", null));
+      }
       if (f.has("--measure-s") && f.whole("--measure-s", 1) < 1) {
         throw new IllegalArgumentException("--measure-s must be at least 1, not "
             + f.string("--measure-s", null) + " (every rate is over the measured seconds)");

@@ -193,6 +193,28 @@ class GossipBenchmarkMainTest {
   }
 
   /**
+   * A window that is no length is refused with the flag's name: {@code --warmup-s 0} (or a
+   * negative value) was taken for the automatic warm-up, 120 s to an hour per case, and a
+   * negative {@code --snapshot-mode-measure-s} for its automatic window, where 0 skips it.
+   */
+  @Test
+  void windowsThatAreNoLengthAreRefusedWithTheirName() {
+    for (String[] bad : List.of(new String[] {"--warmup-s", "0"},
+        new String[] {"--warmup-s", "-1"}, new String[] {"--snapshot-mode-measure-s", "-1"},
+        new String[] {"--snapshot-mode-measure-s", "-30"})) {
+      String m = assertThrows(IllegalArgumentException.class, () -> parse(bad),
+          String.join(" ", bad)).getMessage();
+      assertTrue(m.startsWith(bad[0] + " must be"), m);
+    }
+    GossipBenchmarkMain.Options o = parse("--warmup-s", "1", "--snapshot-mode-measure-s", "0");
+    assertEquals(1, o.warmup());
+    assertEquals(0, o.snapshotModeMeasure());
+    o = parse();
+    assertEquals(-1, o.warmup()); // automatic
+    assertEquals(-1, o.snapshotModeMeasure());
+  }
+
+  /**
    * A cluster larger than a gossip engine holds peers (its default {@code maxPeers}, 4,096) is
    * refused with the flag's name: {@code --nodes} and {@code --sizes} had no upper bound, so a
    * large value ran out of memory building the nodes (or ran for hours on a cluster that could
