@@ -49,7 +49,7 @@ public final class LoadGeneratorMain {
       "Usage: LoadGeneratorMain --nodes HOST:PORT[,HOST:PORT...] [options]",
       "  --nodes LIST        client endpoints of the nodes (their --client addresses); required",
       "  --requests N        requests to issue (default 1000)",
-      "  --concurrency N     requests outstanding at once (default 8)",
+      "  --concurrency N     requests outstanding at once, 1 to 10000 (default 8)",
       "  --mmlu DIR          MMLU data directory (dev/, test/); one that cannot be loaded is",
       "                      an error; default: MMLU-shaped generator",
       "  --zipf S            Zipf exponent of subject popularity, 0 = uniform (default 0)",
@@ -82,6 +82,9 @@ public final class LoadGeneratorMain {
 
   /** The flags that take no value. */
   static final Set<String> SWITCHES = Set.of("stream", "chat-as-ids");
+
+  /** The largest {@code --concurrency}: the load driver's. */
+  static final int MAX_CONCURRENCY = 10_000;
 
   /** The flags that take a value; all but {@code --stop} at most once. */
   static final Set<String> VALUE_FLAGS = Set.of("nodes", "requests", "concurrency", "mmlu",
@@ -218,6 +221,25 @@ public final class LoadGeneratorMain {
     List<String> nodes = Arrays.stream(o.get("nodes").split(",")).map(String::trim).filter(s -> !s.isEmpty()).toList();
     int requests = intArg(o, "requests", 1000, 1);
     int concurrency = intArg(o, "concurrency", 8, 1);
+    // the load driver's own limits, checked before the workload is built: its refusal ended in
+    // a stack trace once the workload had been built
+    if (nodes.isEmpty()) {
+      fail("--nodes names no endpoint, was '" + o.get("nodes") + "'");
+    }
+    for (String n : nodes) {
+      java.net.URI u = null;
+      try {
+        u = java.net.URI.create("http://" + n);
+      } catch (IllegalArgumentException e) {
+        // u stays null: refused below
+      }
+      if (u == null || u.getHost() == null || u.getPort() < 0) {
+        fail("--nodes entries must be HOST:PORT, was '" + n + "'");
+      }
+    }
+    if (concurrency > MAX_CONCURRENCY) {
+      fail("--concurrency must be at most " + MAX_CONCURRENCY + ", was " + concurrency);
+    }
     int maxTokens = intArg(o, "max-tokens", 1, 1);
     long seed = intArg(o, "seed", 1, Integer.MIN_VALUE);
     int maxSystemChars = intArg(o, "max-system-chars", 1600, 1);

@@ -150,6 +150,24 @@ class LoadGeneratorMainTest {
     assertEquals(List.of("--end--"), stops);
   }
 
+  /**
+   * A {@code --nodes} list the load driver cannot use (no endpoint, an entry without a port) or
+   * a {@code --concurrency} above its 10,000 is refused naming the flag, with exit code 2 and
+   * before the workload is built: the driver's own refusal ended in a stack trace (exit code 1)
+   * once the workload had been built.
+   */
+  @Test
+  void nodesAndConcurrencyTheDriverCannotUseAreRefusedWithTheirName() throws Exception {
+    String[][] cases = {
+        {"--nodes", ","}, {"--nodes", "127.0.0.1:9,localhost"}, {"--nodes", "h 1:9"},
+        {"--concurrency", "10001", "--nodes", "127.0.0.1:9"}};
+    for (String[] c : cases) {
+      String[] r = run(c);
+      assertEquals("2", r[0], String.join(" ", c) + ": " + r[1]);
+      assertTrue(r[1].startsWith("error: " + c[0] + " "), String.join(" ", c) + ": " + r[1]);
+    }
+  }
+
   @Test
   void knownFlagsAreParsedAndStopsKeptInOrder() {
     List<String> stops = new ArrayList<>();
