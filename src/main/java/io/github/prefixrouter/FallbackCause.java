@@ -10,7 +10,11 @@ public enum FallbackCause {
   NONE,
   /** The peer did not answer within the forwarding timeout; a cancel was sent to it. */
   TIMEOUT,
-  /** The peer refused the work because it is above its high watermark (push-back). */
+  /**
+   * The peer said it will not take the work now (push-back): it answered BUSY (its engine queue
+   * at its high watermark, its engine at capacity or stalled, or the node not running), or its
+   * transport refused the request as busy (over HTTP, a 503).
+   */
   BUSY,
   /** The transport could not reach the peer. */
   UNREACHABLE,
@@ -31,5 +35,13 @@ public enum FallbackCause {
    * peer's: {@code TransportException.Kind.TOO_LARGE}), so it ran locally without trying other
    * peers, and the peer was not cooled down: nothing is wrong with it.
    */
-  TOO_LARGE
+  TOO_LARGE,
+  /**
+   * This node's own transport refused to send the request: it already had its limit of requests
+   * in flight to the peer ({@code HttpTransport}'s {@code maxInFlightPerPeer}, less the slots it
+   * keeps for messages). Nothing was sent and the peer said nothing, so this is not push-back:
+   * the peer is not cooled down nor counted in {@link NodeStats#pushedBack()}, and the next
+   * candidate or the local engine takes the request.
+   */
+  IN_FLIGHT_LIMIT
 }

@@ -23,7 +23,8 @@ import java.util.Objects;
  *     each counted once: a FORWARD of a request refused here delivered again (a duplicate, a
  *     replay, a duplicate that joined the refused run) is answered BUSY without being counted
  *     again while the refusal is the latest answer remembered under its key
- * @param pushedBack forwarding attempts that peers refused as busy (push-back received)
+ * @param pushedBack forwarding attempts that peers refused as busy (push-back received); not
+ *     those this node's own transport refused to send ({@link FallbackCause#IN_FLIGHT_LIMIT})
  * @param fallbacks forwarding attempts that fell back, by cause (under {@code LOCAL_FAILED}:
  *     local runs that failed retryably and were tried on a peer)
  * @param estimatedCachedTokens sum, over forwarded requests answered with a cached-token count,
@@ -83,7 +84,8 @@ public record NodeStats(
    *     each counted once: a FORWARD of a request refused here delivered again (a duplicate, a
    *     replay, a duplicate that joined the refused run) is answered BUSY without being counted
    *     again while the refusal is the latest answer remembered under its key
-   * @param pushedBack forwarding attempts that peers refused as busy (push-back received)
+   * @param pushedBack forwarding attempts that peers refused as busy (push-back received); not
+   *     those this node's own transport refused to send ({@link FallbackCause#IN_FLIGHT_LIMIT})
    * @param fallbacks forwarding attempts that fell back, by cause (under {@code LOCAL_FAILED}:
    *     local runs that failed retryably and were tried on a peer)
    * @param estimatedCachedTokens sum, over forwarded requests answered with a cached-token count,

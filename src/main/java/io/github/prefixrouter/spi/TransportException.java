@@ -17,7 +17,14 @@ public class TransportException extends RuntimeException {
     TIMEOUT,
     /** The peer could not be reached (connection refused, unknown address, partition). */
     UNREACHABLE,
-    /** The peer answered that it will not take the request now (overloaded). */
+    /**
+     * The peer answered that it will not take the request now (overloaded): the node counts it
+     * as push-back and skips the peer for {@code busyCooldown}. The HTTP transport also fails a
+     * request with {@code BUSY}, before sending it, when it already has its limit of requests in
+     * flight to the peer; the node tells that refusal from the peer's and does not cool the peer
+     * down. A transport of the host's has no such way: every {@code BUSY} it reports is taken
+     * for the peer's.
+     */
     BUSY,
     /** The message was too large, malformed or failed authentication. */
     PROTOCOL,

@@ -15,6 +15,7 @@ import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.InFlightLimitException;
 import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
@@ -67,9 +68,11 @@ import org.slf4j.LoggerFactory;
  *   <li><b>Fallback.</b> A forward that times out (a best-effort CANCEL is sent), is refused
  *       as busy, cannot reach the peer, fails at the peer or returns garbage counts a fallback
  *       under its cause, excludes that peer for this request, and routes again: the next best
- *       peer or local. After {@link #MAX_FORWARDS} forwards, when the transport is closed, or
- *       when the request is too large for the link (not a fault of the peer: it is not cooled
- *       down), the request runs locally. A peer's failure that is not retryable (its engine
+ *       peer or local. A BUSY this node's own transport raised (its limit of requests in flight
+ *       to the peer reached: {@link InFlightLimitException}) is no push-back and does not cool
+ *       the peer down ({@link FallbackCause#IN_FLIGHT_LIMIT}). After {@link #MAX_FORWARDS}
+ *       forwards, when the transport is closed, or when the request is too large for the link
+ *       (not a fault of the peer: it is not cooled down), the request runs locally. A peer's failure that is not retryable (its engine
  *       refused the request as invalid, or timed out on it) is not tried on another peer: the
  *       request runs locally once, or fails with that failure if the local engine already
  *       failed it or then fails it retryably.
@@ -1092,9 +1095,16 @@ public final class RouterNode implements PrefixRouterNode {
           sendCancel(ex, a.to);
         }
         case BUSY -> {
-          cause = FallbackCause.BUSY;
-          pushedBack.increment();
-          health.coolDownBusy(a.to.nodeId(), now, config.busyCooldown().toNanos());
+          if (t instanceof InFlightLimitException) {
+            // this node's transport already has its limit of requests in flight to the peer:
+            // nothing was sent and the peer said nothing, so it is neither cooled down nor
+            // counted as pushing back; the next candidate or the local engine takes it
+            cause = FallbackCause.IN_FLIGHT_LIMIT;
+          } else {
+            cause = FallbackCause.BUSY;
+            pushedBack.increment();
+            health.coolDownBusy(a.to.nodeId(), now, config.busyCooldown().toNanos());
+          }
         }
         case PROTOCOL -> {
           cause = FallbackCause.PROTOCOL_ERROR;

@@ -7,6 +7,7 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import com.sun.net.httpserver.HttpsExchange;
 import com.sun.net.httpserver.HttpsServer;
+import io.github.prefixrouter.internal.InFlightLimitException;
 import io.github.prefixrouter.internal.WildcardAddress;
 import io.github.prefixrouter.internal.tls.CertificateNodeIds;
 import io.github.prefixrouter.internal.wire.BodyBudget;
@@ -148,8 +149,10 @@ import org.slf4j.LoggerFactory;
  * address, however its host's case, its IPv6 literal or its port is spelled), and the last
  * {@code min(4, maxInFlightPerPeer / 4)} of those slots (4 of the default 64; none for a limit
  * below 4) are kept for messages: a request fails at once with {@code BUSY} when
- * {@code maxInFlightPerPeer} minus those are outstanding, a message is dropped (and counted)
- * when all are, so that forwards holding their share of a peer's slots (long generations) leave
+ * {@code maxInFlightPerPeer} minus those are outstanding (counted, {@link Stats#outboundBusy()};
+ * a refusal raised here, which the node does not take for the peer's push-back: it does not cool
+ * the peer down, and counts the fallback as {@code FallbackCause.IN_FLIGHT_LIMIT}), a message
+ * is dropped (and counted) when all are, so that forwards holding their share of a peer's slots (long generations) leave
  * room for the node's gossip (its heartbeat, its push-back) and CANCELs to that peer. A
  * request's slot is free again before its future completes, a future its caller cancels
  * included. The client speaks HTTP/1.1, one exchange per connection at a time: an exchange
@@ -697,9 +700,10 @@ public final class HttpTransport implements Transport {
     if (!acquire(peer, slots)) {
       counters.outboundBusy.increment();
       int kept = config.maxInFlightPerPeer - slots;
-      fail(result, TransportException.Kind.BUSY, slots + " requests and messages already in flight to "
+      // raised here, not said by the peer: the node does not take it for the peer's push-back
+      fail(result, new InFlightLimitException(slots + " requests and messages already in flight to "
           + to + (kept == 0 ? "" : " (the other " + kept + " of maxInFlightPerPeer "
-          + config.maxInFlightPerPeer + " are kept for messages)"), null);
+          + config.maxInFlightPerPeer + " are kept for messages)")));
       return result;
     }
     if (!pending.replace(result, NO_SLOT, peer)) {
@@ -1068,7 +1072,11 @@ public final class HttpTransport implements Transport {
   }
 
   private void fail(CompletableFuture<byte[]> f, TransportException.Kind kind, String message, Throwable cause) {
-    if (settle(f) && f.completeExceptionally(new TransportException(kind, message, cause))) {
+    fail(f, new TransportException(kind, message, cause));
+  }
+
+  private void fail(CompletableFuture<byte[]> f, TransportException e) {
+    if (settle(f) && f.completeExceptionally(e)) {
       counters.requestsFailed.increment();
     }
   }

@@ -8,6 +8,7 @@ import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.InFlightLimitException;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
@@ -39,7 +40,8 @@ import net.jqwik.api.constraints.LongRange;
 
 /**
  * Every counter of {@link NodeStats} matches what happened, in random scenarios of a simulated
- * cluster (lossy links, engines that fail or stall, push-back, clients that cancel, streamed
+ * cluster (lossy links, engines that fail or stall, push-back, transports at their limit of
+ * requests in flight to a peer, clients that cancel, streamed
  * requests whose listeners throw): the test counts the outcomes
  * itself, from the futures the clients got, the frames each node's transport carried and the
  * runs each engine failed, and compares them with each node's {@code stats()}.
@@ -84,6 +86,7 @@ class StatsProperties {
       @ForAll @DoubleRange(min = 0, max = 0.05) double stall,
       @ForAll @DoubleRange(min = 0, max = 0.2) double cancel,
       @ForAll @DoubleRange(min = 0, max = 0.2) double listenerThrows,
+      @ForAll @DoubleRange(min = 0, max = 0.2) double inFlightLimit,
       @ForAll("policies") RoutingPolicy policy) {
     SplittableRandom r = new SplittableRandom(seed);
     RouterConfig cfg = RouterConfig.builder().policy(policy).initialPrefillNanosPerToken(200_000)
@@ -112,7 +115,9 @@ class StatsProperties {
       };
     };
     AtomicInteger transports = new AtomicInteger();
-    hooks.transportWrap = t -> observed(t, seen.get("n" + transports.getAndIncrement()));
+    SplittableRandom limits = new SplittableRandom(seed ^ 0x11F1);
+    hooks.transportWrap = t -> observed(atItsLimit(t, limits, inFlightLimit),
+        seen.get("n" + transports.getAndIncrement()));
     OracleCluster c = new OracleCluster(4, cfg, seed, hooks);
     c.net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(2))
         .withJitter(Duration.ofMillis(3)).withLoss(loss).withReorder(0.2));
@@ -209,6 +214,24 @@ class StatsProperties {
   }
 
   /**
+   * A transport that refuses a share {@code p} of its requests at once, as the HTTP transport
+   * refuses one beyond its limit of requests in flight to the peer: nothing is sent.
+   */
+  static Transport atItsLimit(Transport t, SplittableRandom r, double p) {
+    return new ForwardingTransport(t) {
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        if (r.nextDouble() < p) {
+          return CompletableFuture.failedFuture(
+              new InFlightLimitException("requests already in flight to " + to));
+        }
+        return super.request(to, payload, timeout);
+      }
+    };
+  }
+
+  /**
    * A transport that counts what its node's forwards came back with (the origin's side) and
    * what it answered to its peers' forwards (the serving side).
    */
@@ -270,7 +293,9 @@ class StatsProperties {
           if (s.endedByNode.remove(key)) {
             return; // the node timed it out already
           }
-          if (s.submitted.get(id).isDone()) {
+          // null: refused at once, while submit() routed it, before the test registered it
+          CompletableFuture<InferenceResponse> f = s.submitted.get(id);
+          if (f != null && f.isDone()) {
             return; // cancelled by its client: the node no longer waits for this answer
           }
           if (err != null) {
@@ -280,8 +305,12 @@ class StatsProperties {
             switch (kind) {
               case TIMEOUT -> s.fallback(FallbackCause.TIMEOUT);
               case BUSY -> {
-                s.fallback(FallbackCause.BUSY);
-                s.pushedBack++;
+                if (e instanceof InFlightLimitException) {
+                  s.fallback(FallbackCause.IN_FLIGHT_LIMIT); // raised here: no push-back
+                } else {
+                  s.fallback(FallbackCause.BUSY);
+                  s.pushedBack++;
+                }
               }
               case PROTOCOL -> s.fallback(FallbackCause.PROTOCOL_ERROR);
               case CLOSED -> s.fallback(FallbackCause.TRANSPORT_CLOSED);

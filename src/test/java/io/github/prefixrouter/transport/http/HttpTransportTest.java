@@ -2,12 +2,14 @@ package io.github.prefixrouter.transport.http;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.internal.InFlightLimitException;
 import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
@@ -70,9 +72,13 @@ class HttpTransportTest extends HttpTransportFixture {
   }
 
   private static TransportException.Kind failureKind(CompletableFuture<?> f) throws Exception {
+    return failure(f).kind();
+  }
+
+  private static TransportException failure(CompletableFuture<?> f) throws Exception {
     ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS));
     assertTrue(e.getCause() instanceof TransportException, "cause: " + e.getCause());
-    return ((TransportException) e.getCause()).kind();
+    return (TransportException) e.getCause();
   }
 
   @Test
@@ -127,8 +133,10 @@ class HttpTransportTest extends HttpTransportFixture {
     ra.busy = true;
     HttpTransport a = start(node("a"), ra);
     HttpTransport b = start(node("b"), new Recorder());
-    assertEquals(TransportException.Kind.BUSY,
-        failureKind(b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(5))));
+    TransportException e = failure(b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(5)));
+    assertEquals(TransportException.Kind.BUSY, e.kind());
+    // the peer's push-back: the node cools the peer down
+    assertFalse(e instanceof InFlightLimitException, e.toString());
   }
 
   @Test
@@ -142,6 +150,8 @@ class HttpTransportTest extends HttpTransportFixture {
     CompletableFuture<byte[]> f3 = b.request(a.localAddress(), new byte[] {3}, Duration.ofSeconds(10));
     assertTrue(f3.isDone(), "third request must fail at once");
     assertEquals(TransportException.Kind.BUSY, failureKind(f3));
+    // raised here, not said by the peer: the node neither cools the peer down nor counts push-back
+    assertTrue(failure(f3) instanceof InFlightLimitException, failure(f3).toString());
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
     while (ra.held.size() < 2 && System.nanoTime() < deadline) {
       Thread.sleep(10);
@@ -212,8 +222,9 @@ class HttpTransportTest extends HttpTransportFixture {
       Thread.sleep(10);
     }
     assertEquals(1, ra.held.size(), "the first request holds the only inbound slot");
-    assertEquals(TransportException.Kind.BUSY,
-        failureKind(b.request(a.localAddress(), new byte[] {2}, Duration.ofSeconds(10))));
+    TransportException e = failure(b.request(a.localAddress(), new byte[] {2}, Duration.ofSeconds(10)));
+    assertEquals(TransportException.Kind.BUSY, e.kind());
+    assertFalse(e instanceof InFlightLimitException, "the peer's 503 is its push-back: " + e);
     assertEquals(1, a.stats().inboundBusy());
     ra.held.get(0).complete(new byte[] {7});
     assertArrayEquals(new byte[] {7}, f1.get(10, TimeUnit.SECONDS));
