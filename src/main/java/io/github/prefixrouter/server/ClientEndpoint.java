@@ -68,8 +68,10 @@ import org.slf4j.LoggerFactory;
  *       {@code token_ids} (whole or streamed) ending after the first stop token id. 400 for a bad request
  *       (the message says what; a key not in {@link #REQUEST_KEYS} is one), 413 for a body
  *       above 8 MiB; 503 with {@code Retry-After} when the engines that could serve
- *       it are busy (the local one at capacity and every peer tried pushed back), when too many
- *       client requests are in flight here, or the heap given to the bodies being read is held
+ *       it are busy (the local one at capacity and no peer took it: none was eligible, or each
+ *       one tried pushed back, failed retryably, timed out, could not be reached or was not sent
+ *       to: this node's limit of requests in flight to it, or a request too large for the link),
+ *       when too many client requests are in flight here, or the heap given to the bodies being read is held
  *       by other requests (or too many bodies from the client's address are
  *       still arriving), and (without {@code Retry-After}) when the node is
  *       not running: the client should try again, here later or at another node; 400 when the
