@@ -474,9 +474,11 @@ public final class RouterConfig {
   }
 
   /**
-   * How long a peer that answered "busy" is skipped. Default 1 s.
+   * How long a peer that answered "busy" (push-back) is skipped; also how long one is that
+   * answered a forward with a malformed, mismatched or unexpected frame, or whose forward the
+   * transport failed with a protocol error. Default 1 s.
    *
-   * @return how long a peer that answered "busy" is skipped
+   * @return how long such a peer is skipped
    */
   public Duration busyCooldown() {
     return busyCooldown;
@@ -881,7 +883,9 @@ public final class RouterConfig {
     }
 
     /**
-     * How long a peer that answered "busy" is skipped (default 1 s).
+     * How long a peer that answered "busy" (push-back) is skipped; also how long one is that
+     * answered a forward with a malformed, mismatched or unexpected frame, or whose forward the
+     * transport failed with a protocol error (default 1 s).
      *
      * @param d the cool-down, positive
      * @return this builder
