@@ -19,10 +19,11 @@ import java.util.Objects;
  * @param coldPlacements decisions taken by cold-prefix placement
  * @param servedForPeers forwarded requests this node's engine answered for peers
  * @param refusedForPeers forwarded requests this node refused because its engine queue was at
- *     its high watermark or above, its engine was busy, or it was not running (push-back given),
- *     each counted once: a FORWARD of a request refused here delivered again (a duplicate, a
- *     replay, a duplicate that joined the refused run) is answered BUSY without being counted
- *     again while the refusal is the latest answer remembered under its key
+ *     its high watermark or above, its engine was busy or stalled, or it was not running
+ *     (push-back given), each counted once: a FORWARD of a request refused here delivered
+ *     again (a duplicate, a replay, a duplicate that joined the refused run) is answered BUSY
+ *     without being counted again while the refusal is the latest answer remembered under its
+ *     key
  * @param pushedBack forwarding attempts that peers refused as busy (push-back received); not
  *     those this node's own transport refused to send ({@link FallbackCause#IN_FLIGHT_LIMIT})
  * @param fallbacks forwarding attempts that fell back, by cause (under {@code LOCAL_FAILED}:
@@ -80,10 +81,11 @@ public record NodeStats(
    * @param coldPlacements decisions taken by cold-prefix placement
    * @param servedForPeers forwarded requests this node's engine answered for peers
    * @param refusedForPeers forwarded requests this node refused because its engine queue was at
-   *     its high watermark or above, its engine was busy, or it was not running (push-back given),
-   *     each counted once: a FORWARD of a request refused here delivered again (a duplicate, a
-   *     replay, a duplicate that joined the refused run) is answered BUSY without being counted
-   *     again while the refusal is the latest answer remembered under its key
+   *     its high watermark or above, its engine was busy or stalled, or it was not running
+   *     (push-back given), each counted once: a FORWARD of a request refused here delivered
+   *     again (a duplicate, a replay, a duplicate that joined the refused run) is answered BUSY
+   *     without being counted again while the refusal is the latest answer remembered under its
+   *     key
    * @param pushedBack forwarding attempts that peers refused as busy (push-back received); not
    *     those this node's own transport refused to send ({@link FallbackCause#IN_FLIGHT_LIMIT})
    * @param fallbacks forwarding attempts that fell back, by cause (under {@code LOCAL_FAILED}:

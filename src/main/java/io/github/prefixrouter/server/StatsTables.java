@@ -47,8 +47,9 @@ final class StatsTables {
           "Requests forwarded here by peers that this node's engine answered.",
           NodeStats::servedForPeers)
       .counter("refused_for_peers", P + "refused_for_peers_total",
-          "Requests forwarded here that this node refused, above its high watermark or not "
-              + "running (push-back given).", NodeStats::refusedForPeers)
+          "Requests forwarded here that this node refused as busy (push-back given): its "
+              + "engine queue at its high watermark, its engine at capacity or stalled, or the "
+              + "node not running.", NodeStats::refusedForPeers)
       .counter("pushed_back", P + "pushed_back_total",
           "Forwarding attempts that peers refused as busy (push-back received).",
           NodeStats::pushedBack)
