@@ -1,5 +1,6 @@
 package io.github.prefixrouter.load;
 
+import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.bench.SimFleet;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.server.LoadDriver;
@@ -406,12 +407,19 @@ public final class LoadGeneratorMain {
     return v1 - v0;
   }
 
-  private static long fallbacks(Map<?, ?> s) {
+  /**
+   * A node's fallbacks in its {@code /v1/stats}, as {@code NodeStats.totalFallbacks} counts
+   * them: every cause but {@code LOCAL_FAILED} (local runs that failed and were then tried on a
+   * peer, which are no forwards that fell back).
+   */
+  static long fallbacks(Map<?, ?> s) {
     Object f = s.get("fallbacks");
     long n = 0;
     if (f instanceof Map<?, ?> m) {
-      for (Object v : m.values()) {
-        n += ((Number) v).longValue();
+      for (Map.Entry<?, ?> e : m.entrySet()) {
+        if (!FallbackCause.LOCAL_FAILED.name().equals(e.getKey())) {
+          n += ((Number) e.getValue()).longValue();
+        }
       }
     }
     return n;

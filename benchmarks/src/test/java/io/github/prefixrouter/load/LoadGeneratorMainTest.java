@@ -41,6 +41,16 @@ class LoadGeneratorMainTest {
   }
 
   @Test
+  void fallbacksAreCountedAsTheNodesTotalIsWithoutLocalRunsTriedOnAPeer() {
+    // /v1/stats lists every cause; LOCAL_FAILED counts local runs tried on a peer afterwards,
+    // which NodeStats.totalFallbacks leaves out: the report's column must match the node's total
+    Map<String, Object> stats = Map.of("fallbacks", Map.of("TIMEOUT", 2, "BUSY", 3,
+        "LOCAL_FAILED", 5, "IN_FLIGHT_LIMIT", 7));
+    assertEquals(12, LoadGeneratorMain.fallbacks(stats));
+    assertEquals(0, LoadGeneratorMain.fallbacks(Map.of()));
+  }
+
+  @Test
   void zipfSequenceConcentratesOnFewSubjectsAndUniformDoesNot() {
     List<int[]> uniform = LoadGeneratorMain.requestSequence(PROMPTS, 2000, 0, 3);
     List<int[]> zipf = LoadGeneratorMain.requestSequence(PROMPTS, 2000, 1.2, 3);
