@@ -834,8 +834,8 @@ public final class NodeOptions {
     var b = io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine.builder();
     try {
       b.baseUrl(engine);
-    } catch (IllegalArgumentException e) { // java.net.URI's message names no flag
-      throw new IllegalArgumentException("--engine is not a URL: " + e.getMessage(), e);
+    } catch (IllegalArgumentException e) { // "baseUrl is not a URL: ...": named as the flag
+      throw new IllegalArgumentException(flagName(e.getMessage()), e);
     }
     if (model != null) {
       b.model(model);

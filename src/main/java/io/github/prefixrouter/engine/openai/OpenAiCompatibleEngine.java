@@ -6,6 +6,7 @@ import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.internal.PromptArrays;
+import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.engine.RunsById;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.wire.CappedBody;
@@ -21,6 +22,7 @@ import io.github.prefixrouter.spi.InvalidRequestException;
 import java.io.IOException;
 import java.net.ConnectException;
 import java.net.URI;
+import java.net.URISyntaxException;
 import java.net.http.HttpClient;
 import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpRequest;
@@ -1090,9 +1092,23 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
      *
      * @param url the base URL
      * @return this builder
+     * @throws IllegalArgumentException if {@code url} is not a URL; the message names
+     *     {@code baseUrl}, what is wrong and where, and the value (its first 200 characters)
      */
     public Builder baseUrl(String url) {
-      this.baseUrl = url == null ? null : URI.create(url);
+      if (url == null) {
+        this.baseUrl = null;
+        return this;
+      }
+      try {
+        this.baseUrl = new URI(url);
+      } catch (URISyntaxException e) {
+        // URI's own message names no setting and carries the whole value, however long
+        String value = ShortText.prefix(url, 200);
+        throw new IllegalArgumentException("baseUrl is not a URL: " + e.getReason()
+            + (e.getIndex() >= 0 ? " at index " + e.getIndex() : "") + ": " + value
+            + (value.length() < url.length() ? "..." : ""), e);
+      }
       return this;
     }
 

@@ -592,6 +592,29 @@ class OpenAiCompatibleEngineTest {
         .baseUrl("http://[::1]:8000").build().completionsUri().toString());
   }
 
+  /**
+   * A string that is no URL at all was refused with {@code java.net.URI}'s message alone
+   * ("Illegal character in authority at index 7: ..."), which named no setting and carried the
+   * whole value, however long.
+   */
+  @Test
+  void aMalformedBaseUrlIsRejectedNamingTheSettingAndItsValueShortened() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> OpenAiCompatibleEngine.builder().baseUrl("http://vllm host:8000"));
+    assertEquals("baseUrl is not a URL: Illegal character in authority at index 7: "
+        + "http://vllm host:8000", e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> OpenAiCompatibleEngine.builder().baseUrl("http://"));
+    assertEquals("baseUrl is not a URL: Expected authority at index 7: http://", e.getMessage());
+    String longValue = "http://h:8000/" + "a".repeat(5000) + " b";
+    e = assertThrows(IllegalArgumentException.class,
+        () -> OpenAiCompatibleEngine.builder().baseUrl(longValue));
+    assertTrue(e.getMessage().startsWith("baseUrl is not a URL: Illegal character in path at "
+        + "index 5014: http://h:8000/aaa"), e.getMessage());
+    assertTrue(e.getMessage().endsWith("..."), e.getMessage());
+    assertTrue(e.getMessage().length() < 300, e.getMessage());
+  }
+
   @Test
   void aPortNoServerCanListenOnIsRejected() {
     // accepted, every request would fail at connect time as an unreachable server
