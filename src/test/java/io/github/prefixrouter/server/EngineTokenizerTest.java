@@ -134,6 +134,29 @@ class EngineTokenizerTest {
     assertEquals("Bearer secret-key", lastAuthorization.get());
   }
 
+  /**
+   * An answer of tiny values takes tens of bytes of heap a character once parsed (64 MiB of
+   * {@code [{},{},...]}, the default cap, about 2 GB): its parse is bounded at
+   * 16 MiB plus 6 bytes a character, the most token ids take, and refused as the tokenizer's
+   * fault naming the limit. Ids of one digit, the densest answer, pass beyond the 16 MiB.
+   */
+  @Test
+  void anAnswerOfTinyValuesIsRefusedAsItIsParsedOneOfTokenIdsIsNot() throws Exception {
+    EngineTokenizer big = tokenizer(Duration.ofSeconds(10), 8 << 20);
+    try {
+      String tiny = "{\"tokens\":[1],\"extra\":[" + "{},".repeat(400_000) + "{}]}";
+      answer.set(new Answer(200, tiny));
+      TokenizeException e = failed(big.tokenize("m", "hi"));
+      assertFalse(e.invalidRequest(), e.toString());
+      assertTrue(e.getMessage().contains("more than " + ((16L << 20) + 6L * tiny.length())
+          + " bytes of heap once parsed"), e.getMessage());
+      answer.set(new Answer(200, "{\"tokens\":[" + "7,".repeat(2_000_000) + "7]}"));
+      assertEquals(2_000_001, ok(big.tokenize("m", "hi")).tokens().length);
+    } finally {
+      big.close();
+    }
+  }
+
   @Test
   void aTimeoutBeyond292YearsCountsAsNeverInsteadOfFailingEveryExchange() throws Exception {
     // "never" written as a huge duration: Duration.toNanos() throws beyond 2^63 ns, and the

@@ -34,8 +34,9 @@ import org.slf4j.LoggerFactory;
  * an {@link EngineBusyException}: the server is overloaded and ran none of the request), a
  * {@code finish_reason} of {@code abort} or {@code error}, token ids past the request's
  * {@code maxTokens} or a negative one (that chunk gives no piece), a chunk that is not
- * strict JSON of that shape, a line or an event larger than the byte limit, an output (its text
- * in characters plus its tokens) larger than it, a stream that ends before {@code [DONE]} and
+ * strict JSON of that shape (or that would take more heap parsed than
+ * {@link OpenAiCompatibleEngine#maxParsedBytes} allows), a line or an event larger than the byte
+ * limit, an output (its text in characters plus its tokens) larger than it, a stream that ends before {@code [DONE]} and
  * before choice 0's {@code finish_reason}, and one none of whose chunks has a choice of index 0
  * (a plain answer without one fails alike). A stream that ends after choice 0's
  * {@code finish_reason} but before {@code [DONE]} (a proxy that drops it) gives its output: the
@@ -212,7 +213,9 @@ final class CompletionStream {
     }
     Object root;
     try {
-      root = Json.parse(data, maxBytes, 32);
+      root = Json.parse(data, maxBytes, 32, OpenAiCompatibleEngine.maxParsedBytes(data.length()));
+    } catch (Json.ParsedSizeException e) {
+      throw failure(OpenAiCompatibleEngine.tooLargeOnceParsed("a chunk", e), e);
     } catch (Json.JsonException e) {
       throw failure("malformed chunk: " + e.getMessage(), e);
     }
@@ -299,7 +302,8 @@ final class CompletionStream {
   /** The code 429 or 503 of an error event or chunk ({@code error.code} or {@code code}), or null. */
   private static Object errorCode(String data) {
     try {
-      Object root = Json.parse(data, 1 << 20, 32);
+      Object root = Json.parse(data, 1 << 20, 32,
+          OpenAiCompatibleEngine.maxParsedBytes(data.length()));
       Object code = Json.path(root, "error", "code");
       if (code == null) {
         code = Json.path(root, "code");
@@ -323,7 +327,8 @@ final class CompletionStream {
   private static String errorMessage(String data) {
     String m = data;
     try {
-      Object root = Json.parse(data, 1 << 20, 32);
+      Object root = Json.parse(data, 1 << 20, 32,
+          OpenAiCompatibleEngine.maxParsedBytes(data.length()));
       Object message = Json.path(root, "error", "message");
       if (message == null) {
         message = Json.path(root, "message");

@@ -77,7 +77,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Errors, all as {@link EngineException}: HTTP 408 and 5xx, connection failures (refused, reset,
  * not made within {@code connectTimeout}) and an answer that is not strict JSON of the expected
- * shape, or larger than {@code maxResponseBytes}, or whose choice ends with a {@code finish_reason}
+ * shape, or larger than {@code maxResponseBytes}, or that would take more heap once parsed than
+ * 16 MiB and 6 bytes a character of it (far more than text and token ids take: an answer of tiny
+ * values such as {@code [{},{},...]}), or whose choice ends with a {@code finish_reason}
  * of {@code abort} or {@code error} (the server gave up on the generation), or has more token ids
  * than {@code max_tokens} or a negative one, are retryable (another node may serve the request: the
  * server misbehaved, not the request); HTTP 429 and 503 (the server says it is overloaded) are
@@ -104,7 +106,8 @@ import org.slf4j.LoggerFactory;
  * status before the stream), a
  * {@code finish_reason} of {@code abort} or {@code error}, more token ids than
  * {@code max_tokens} or a negative one (the request fails at that chunk, which is not streamed,
- * and its connection is closed), a malformed chunk, a line or event
+ * and its connection is closed), a malformed chunk (one that would take more heap once parsed
+ * than 16 MiB and 6 bytes a character of it too), a line or event
  * larger than {@code maxResponseBytes} or an output larger than it (characters plus tokens), a
  * stream cut, or a connection reset, before {@code [DONE]} and before choice 0's
  * {@code finish_reason} (once that has come, the output is whole: a stream that then ends
@@ -159,6 +162,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * one that does not (or a proxy) would otherwise hold the connection to {@code requestTimeout}.
    */
   static final long AFTER_DONE_MILLIS = 1000;
+
+  /** The parsed JSON of an answer, or of a stream's chunk, may take this much heap, and more. */
+  static final long PARSED_BASE_BYTES = 16L << 20;
+  /** Heap the parsed JSON of an answer may take per character of it, over the base. */
+  static final int PARSED_PER_CHAR = 6;
 
   private final URI completionsUri;
   private final URI healthUri;
@@ -751,9 +759,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
               .onUnmappableCharacter(CodingErrorAction.REPORT)
               .decode(java.nio.ByteBuffer.wrap(body))
               .toString();
-      root = Json.parse(text, maxResponseBytes, 32);
+      root = Json.parse(text, maxResponseBytes, 32, maxParsedBytes(text.length()));
     } catch (CharacterCodingException e) {
       throw new EngineException(where + ": answer is not valid UTF-8", true, e);
+    } catch (Json.ParsedSizeException e) {
+      throw new EngineException(where + ": " + tooLargeOnceParsed("answer", e), true, e);
     } catch (Json.JsonException e) {
       throw new EngineException(where + ": malformed JSON answer: " + e.getMessage(), true, e);
     }
@@ -786,6 +796,26 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     } catch (Json.JsonException e) {
       throw new EngineException(where + ": unexpected answer shape: " + e.getMessage(), true, e);
     }
+  }
+
+  /**
+   * The most heap the parsed JSON of an answer, or of a stream's chunk, of {@code chars}
+   * characters may take ({@link Json}'s estimate): 16 MiB plus 6 bytes per character. Text
+   * takes 2 bytes a character, and a token id 12 bytes for at least two characters (a digit
+   * and a comma): no answer of text and token ids, however long, takes more, and the base
+   * leaves an answer's objects (its envelope, its usage) room. One of tiny values is refused as
+   * it is parsed: {@code [{},{},...]} is charged about 47 bytes a character, and 8 MiB of it,
+   * within the default {@code maxResponseBytes}, held about 260 MB.
+   */
+  static long maxParsedBytes(int chars) {
+    return PARSED_BASE_BYTES + (long) PARSED_PER_CHAR * chars;
+  }
+
+  /** The message of an answer or chunk ({@code what}) refused by {@link #maxParsedBytes}. */
+  static String tooLargeOnceParsed(String what, Json.ParsedSizeException e) {
+    return what + " would take more than " + e.maxParsedBytes() + " bytes of heap once parsed "
+        + "(16 MiB and 6 bytes a character; at offset " + e.offset() + "): not an answer of text "
+        + "and token ids";
   }
 
   /**
@@ -1164,6 +1194,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     /**
      * Largest answer accepted, in bytes. Default 8 MiB. For a streamed request, the largest
      * line or event of the stream, and the largest output (its characters plus its tokens).
+     * Parsed, an answer (or an event) may take 16 MiB and 6 bytes of heap a character of it,
+     * which text and token ids never pass; one that would take more is refused.
      * A server asked for token ids (vLLM's {@code return_token_ids}) repeats the prompt's token
      * ids in its answer (a stream's first event), at up to about 8 bytes per token as JSON: a
      * limit below that for the longest prompt served fails such requests as misshapen answers.

@@ -108,7 +108,8 @@ public final class Json {
    *     most {@link #MAX_DEPTH}
    * @param maxParsedBytes the most heap the parsed value may take, as estimated above
    * @return the value, as for {@link #parse(String)}
-   * @throws JsonException if the text is not exactly one strict JSON value within the limits
+   * @throws JsonException if the text is not exactly one strict JSON value within the limits:
+   *     a {@link ParsedSizeException} if the value would take more than {@code maxParsedBytes}
    * @throws IllegalArgumentException if a limit is out of range
    */
   public static Object parse(String text, int maxLength, int maxDepth, long maxParsedBytes) {
@@ -525,8 +526,7 @@ public final class Json {
     void charge(long bytes) {
       charged += bytes;
       if (charged > maxParsedBytes) {
-        throw error("the value would take more than " + maxParsedBytes
-            + " bytes of memory once parsed (estimated)");
+        throw new ParsedSizeException(maxParsedBytes, pos);
       }
       if (charged > taken) {
         long more = Math.min(maxParsedBytes - taken,
@@ -1047,7 +1047,7 @@ public final class Json {
   }
 
   /** The input is not strict JSON, exceeds a limit, or does not have the expected shape. */
-  public static final class JsonException extends RuntimeException {
+  public static class JsonException extends RuntimeException {
     private static final long serialVersionUID = 1L;
     /** Character offset of the problem, or -1. */
     private final int offset;
@@ -1070,6 +1070,31 @@ public final class Json {
      */
     public int offset() {
       return offset;
+    }
+  }
+
+  /**
+   * The value would take more heap once parsed than the parse's {@code maxParsedBytes} (as
+   * {@link #parse(String, int, int, long)} estimates it): the text may well be strict JSON, of
+   * values too small for their number.
+   */
+  public static final class ParsedSizeException extends JsonException {
+    private static final long serialVersionUID = 1L;
+    private final long maxParsedBytes;
+
+    ParsedSizeException(long maxParsedBytes, int offset) {
+      super("the value would take more than " + maxParsedBytes
+          + " bytes of memory once parsed (estimated)", offset);
+      this.maxParsedBytes = maxParsedBytes;
+    }
+
+    /**
+     * The limit the value passed.
+     *
+     * @return the parse's {@code maxParsedBytes}
+     */
+    public long maxParsedBytes() {
+      return maxParsedBytes;
     }
   }
 }

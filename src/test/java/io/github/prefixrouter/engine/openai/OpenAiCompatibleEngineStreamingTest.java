@@ -586,6 +586,29 @@ class OpenAiCompatibleEngineStreamingTest {
     assertTrue(err.getMessage().contains("longer than 1024 bytes"), err.getMessage());
   }
 
+  /**
+   * A chunk is parsed with the bound of a plain answer, 16 MiB plus 6 bytes a character: one of
+   * tiny values ({@code {},{},...}, tens of bytes a character once parsed) is refused before
+   * it is used, and gives no piece.
+   */
+  @Test
+  void aChunkOfTinyValuesIsRefusedAsItIsParsed() {
+    String tiny = "{\"choices\":[{\"index\":0,\"text\":\"a\",\"token_ids\":[5],\"extra\":["
+        + "{},".repeat(400_000) + "{}]}]}";
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, "data: " + tiny + "\n\n" + chunk("b", "[6]", "stop") + "data: [DONE]\n\n");
+    });
+    Pieces pieces = new Pieces();
+    OpenAiCompatibleEngine e = builder().build();
+    EngineException err = failure(pieces.run(e, request()));
+    assertTrue(err.retryable(), err.toString());
+    assertTrue(err.getMessage().contains("more than " + ((16L << 20) + 6L * tiny.length())
+        + " bytes of heap once parsed"), err.getMessage());
+    assertEquals(List.of(), pieces.texts);
+    assertEquals(0, e.load().total());
+  }
+
   @Test
   void malformedChunksAreRetryableFailures() {
     String[] bad = {

@@ -291,6 +291,33 @@ class OpenAiCompatibleEngineTest {
     assertTrue(err.getMessage().contains("larger than 1024"), err.getMessage());
   }
 
+  /**
+   * An answer of tiny values takes tens of bytes of heap a character once parsed (8 MiB of
+   * {@code [{},{},...]}, within the default limit, about 260 MB; a few at once exhaust the heap):
+   * its parse is bounded at 16 MiB plus 6 bytes a character and refused, retryable, naming the
+   * limit. An answer of token ids, the densest shape real answers have (12 bytes for an id of
+   * one digit and its comma), is not refused, beyond the 16 MiB as well.
+   */
+  @Test
+  void anAnswerOfTinyValuesIsRefusedAsItIsParsedOneOfTokenIdsIsNot() throws Exception {
+    String tiny = "{\"choices\":[{\"index\":0,\"text\":\"a\",\"token_ids\":[5],\"extra\":["
+        + "{},".repeat(400_000) + "{}]}]}";
+    server.behaviour.set((ex, body) -> reply(ex, 200, tiny));
+    OpenAiCompatibleEngine e = engine();
+    EngineException err = failure(e.execute(request()));
+    assertTrue(err.retryable(), err.toString());
+    assertTrue(err.getMessage().contains("more than " + ((16L << 20) + 6L * tiny.length())
+        + " bytes of heap once parsed"), err.getMessage());
+    // a server that echoes a prompt of 2 million ids of one digit: 24 MiB charged
+    String ids = "{\"choices\":[{\"index\":0,\"text\":\"a\",\"token_ids\":[5],"
+        + "\"prompt_token_ids\":[" + "7,".repeat(2_000_000) + "7]}]}";
+    server.behaviour.set((ex, body) -> reply(ex, 200, ids));
+    EngineResult r = e.execute(request()).get(20, TimeUnit.SECONDS);
+    assertEquals("a", r.text());
+    assertArrayEquals(new int[] {5}, r.outputTokens());
+    assertEquals(0, e.load().total());
+  }
+
   @Test
   void anErrorStatusMapsByItsStatusWhateverTheSizeOfItsBody() throws Exception {
     // a proxy's or server's error page larger than maxResponseBytes: the status still says

@@ -96,9 +96,10 @@ class JsonFuzzProperties {
     long charged = charge(parsed);
     assertEquals(parsed, Json.parse(text, text.length(), 64, Math.max(1, charged)));
     if (charged > 1) {
-      Json.JsonException e = assertThrows(Json.JsonException.class,
+      Json.ParsedSizeException e = assertThrows(Json.ParsedSizeException.class,
           () -> Json.parse(text, text.length(), 64, charged - 1));
       assertTrue(e.getMessage().contains("bytes of memory once parsed"), e.getMessage());
+      assertEquals(charged - 1, e.maxParsedBytes());
     }
   }
 
@@ -123,7 +124,7 @@ class JsonFuzzProperties {
         "took " + takes.size() + " times for " + charged);
     if (charged > 1) {
       takes.clear();
-      assertThrows(Json.JsonException.class,
+      assertThrows(Json.ParsedSizeException.class,
           () -> Json.parse(text, text.length(), 64, charged - 1, takes::add));
       assertTrue(takes.stream().mapToLong(Long::longValue).sum() <= charged - 1);
     }
