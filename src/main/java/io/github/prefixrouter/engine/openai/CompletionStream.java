@@ -68,6 +68,12 @@ final class CompletionStream {
   private boolean finished;
   private boolean done;
   private long bytesAfterDone;
+  /**
+   * The result once choice 0 gave its {@code finish_reason}, as of the chunks read so far (a
+   * later usage chunk replaces it): read by the engine's timer, on another thread than the
+   * feeding one.
+   */
+  private volatile EngineResult whole;
 
   /**
    * A stream.
@@ -127,6 +133,17 @@ final class CompletionStream {
    */
   boolean finished() {
     return finished;
+  }
+
+  /**
+   * The output once choice 0 gave its {@code finish_reason} and its piece went to the listener,
+   * with the usage if its chunk came since; null before. Unlike the rest of the stream, safe to
+   * call from any thread while it is fed.
+   *
+   * @return the result so far of a finished stream, or null
+   */
+  EngineResult whole() {
+    return whole;
   }
 
   /**
@@ -242,6 +259,9 @@ final class CompletionStream {
       }
     } catch (Json.JsonException e) {
       throw failure("unexpected chunk shape: " + e.getMessage(), e);
+    }
+    if (finished) {
+      whole = result(); // the finishing piece was given; a usage chunk after it counts too
     }
   }
 

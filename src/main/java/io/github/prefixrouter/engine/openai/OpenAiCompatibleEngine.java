@@ -112,7 +112,9 @@ import org.slf4j.LoggerFactory;
  * stream cut, or a connection reset, before {@code [DONE]} and before choice 0's
  * {@code finish_reason} (once that has come, the output is whole: a stream that then ends
  * without {@code [DONE]} completes with it, its usage unknown if the usage chunk did not come
- * either). {@code requestTimeout} bounds the whole
+ * either, and one that stays open without {@code [DONE]} completes with it 1 s after the
+ * {@code finish_reason}, or at {@code requestTimeout} if that comes first, and its connection is
+ * closed). {@code requestTimeout} bounds the whole
  * stream, not only the wait for its first bytes: a generation still streaming then fails with
  * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}. The
  * body is read on after {@code [DONE]}, so that the connection can be used again once it ends;
@@ -147,7 +149,8 @@ import org.slf4j.LoggerFactory;
  * {@link #close()} ends (JDK 17's client cannot be closed, and the thread ran until the client
  * was garbage collected); with {@link Builder#kvEvents}, the subscriber's one reader thread. The deadline
  * of a request's body is kept by the JDK's shared {@link CompletableFuture#orTimeout} timer,
- * and so is the second after a stream's {@code [DONE]}; a request that misses its deadline is
+ * and so is the second after a stream's {@code [DONE]} (or after its {@code finish_reason},
+ * when no {@code [DONE]} has come); a request that misses its deadline is
  * failed, and a body still open then closed, on the builder's executor (on the timer's own
  * thread when that executor refuses the work), or on the common fork-join pool.
  * Instances are thread-safe.
@@ -380,7 +383,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     Deadline deadline = new Deadline(request, result, timeout -> {
       EventStreamBody b = events.get();
       if (b != null) {
-        b.fail(timeout);
+        b.expire(timeout);
       } else {
         finish(result, stream, null, timeout);
       }
@@ -585,6 +588,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       try {
         for (ByteBuffer b : items) {
           boolean wasDone = stream.done();
+          boolean wasFinished = stream.finished();
           EngineException afterDone = null;
           try {
             stream.feed(b);
@@ -603,6 +607,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
             }
             CompletableFuture.delayedExecutor(AFTER_DONE_MILLIS, TimeUnit.MILLISECONDS,
                 timeoutExecutor).execute(this::closeAfterDone);
+          } else if (!wasFinished && stream.finished() && !stream.done()) {
+            // the output is whole: [DONE] should follow at once, and may never come
+            CompletableFuture.delayedExecutor(AFTER_DONE_MILLIS, TimeUnit.MILLISECONDS,
+                timeoutExecutor).execute(this::completeAfterFinish);
           }
         }
       } catch (EngineException e) {
@@ -646,6 +654,39 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       if (!body.isDone() && cancel()) {
         log.debug("request {}: the event stream was still open {} ms after [DONE], closed",
             request.id(), AFTER_DONE_MILLIS);
+      }
+    }
+
+    /**
+     * Completes with its output a request whose choice 0 gave its {@code finish_reason}
+     * {@link #AFTER_DONE_MILLIS} ago, its stream open since without {@code [DONE]}, and closes
+     * the connection. Runs on the timeout executor; the stream's {@link CompletionStream#whole}
+     * is safe to read there.
+     */
+    private void completeAfterFinish() {
+      EngineResult r = stream.whole();
+      if (r != null && !result.isDone()) {
+        finish(result, stream, r, null);
+        if (cancel()) {
+          log.debug("request {}: the event stream was still open {} ms after its finish_reason, "
+              + "without [DONE]: completed with its output and closed", request.id(),
+              AFTER_DONE_MILLIS);
+        }
+      }
+    }
+
+    /**
+     * The request's time is up: a stream whose choice 0 gave its {@code finish_reason} completes
+     * with its output (only {@code [DONE]} is missing), any other fails with {@code timeout};
+     * the connection is closed.
+     */
+    void expire(EngineTimeoutException timeout) {
+      EngineResult r = stream.whole();
+      if (r != null) {
+        finish(result, stream, r, null);
+        cancel();
+      } else {
+        fail(timeout);
       }
     }
 

@@ -508,6 +508,46 @@ class OpenAiCompatibleEngineStreamingTest {
     }
   }
 
+  /**
+   * A stream that, after choice 0's finish_reason (and the usage chunk), stays open with neither
+   * {@code [DONE]} nor its end (a proxy that drops the one and holds the other) has its whole
+   * output: the request completes with it 1 s after the finish_reason, or at requestTimeout
+   * when that comes first, and the connection is closed. It used to fail at requestTimeout with
+   * a non-retryable EngineTimeoutException, its output lost and its slot held until then.
+   */
+  @Test
+  void aStreamHeldOpenAfterTheFinishReasonCompletesWithItsOutputSoon() throws Exception {
+    for (long timeoutMillis : new long[] {10_000, 600}) {
+      CountDownLatch closed = new CountDownLatch(1);
+      server.behaviour.set((ex, body) -> {
+        OutputStream out = startStream(ex);
+        send(out, chunk("a", "[1]", null) + chunk("b", "[2]", "stop") + USAGE);
+        try {
+          while (!server.release.await(50, TimeUnit.MILLISECONDS)) {
+            send(out, ": keep-alive\n\n");
+          }
+        } catch (IOException gone) {
+          closed.countDown();
+        } catch (InterruptedException stop) {
+          Thread.currentThread().interrupt();
+        }
+      });
+      Pieces pieces = new Pieces();
+      OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofMillis(timeoutMillis)).build();
+      long start = System.nanoTime();
+      EngineResult r = pieces.run(e, request()).get(20, TimeUnit.SECONDS);
+      long tookMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+      assertEquals("ab", r.text(), "requestTimeout " + timeoutMillis);
+      assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+      assertEquals(2, r.cachedPromptTokens(), "the usage chunk came");
+      assertTrue(tookMillis < 8_000, "completed after " + tookMillis + " ms");
+      assertEquals(List.of("a", "b"), pieces.texts);
+      assertFalse(pieces.late);
+      assertEquals(0, e.load().total());
+      assertTrue(closed.await(10, TimeUnit.SECONDS), "the connection was closed");
+    }
+  }
+
   @Test
   void aConnectionResetAfterTheFinishReasonCompletesWithTheOutput() throws Exception {
     try (java.net.ServerSocket raw = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
