@@ -22,8 +22,9 @@ import java.util.Arrays;
  * being fed (they are left in the buffer).
  *
  * <p>Bounded: a line, and the data of one event, may hold at most {@code maxEventBytes} bytes;
- * the stream must be strict UTF-8. Breaches throw {@link MalformedStreamException}. Not
- * thread-safe: one stream, fed by one thread at a time.
+ * the stream must be strict UTF-8. Breaches throw {@link MalformedStreamException}. The room a
+ * larger line or event took is given up once it has been read: at most {@link #KEPT_CAPACITY}
+ * is kept for the next. Not thread-safe: one stream, fed by one thread at a time.
  */
 final class ServerSentEvents {
 
@@ -47,6 +48,13 @@ final class ServerSentEvents {
     }
   }
 
+  /**
+   * The most room a buffer keeps once the line or event that needed more has been read: a
+   * stream's events are a few hundred bytes, but for the first (vLLM repeats the prompt's token
+   * ids in it), and a stream lasts as long as its generation.
+   */
+  static final int KEPT_CAPACITY = 64 << 10;
+
   private final int maxEventBytes;
   private final Handler handler;
   private final CharsetDecoder utf8 = StandardCharsets.UTF_8.newDecoder()
@@ -56,7 +64,7 @@ final class ServerSentEvents {
   private int lineLength;
   private boolean afterCr;
   private boolean started;
-  private final StringBuilder data = new StringBuilder();
+  private StringBuilder data = new StringBuilder();
   private long dataBytes;
   private boolean hasData;
   private String type;
@@ -149,6 +157,16 @@ final class ServerSentEvents {
   }
 
   /**
+   * The room its buffers hold now, the line's (bytes) and the event data's (chars), whatever
+   * they are filled with.
+   *
+   * @return the buffers' capacity
+   */
+  long capacity() {
+    return line.length + (long) data.capacity();
+  }
+
+  /**
    * Parses the next bytes of the stream.
    *
    * @param bytes the bytes
@@ -171,6 +189,9 @@ final class ServerSentEvents {
     }
     int bytes = lineLength;
     lineLength = 0;
+    if (line.length > KEPT_CAPACITY) {
+      line = new byte[256]; // a large line was read: its room is not kept for the stream's life
+    }
     if (!started) {
       started = true;
       if (s.startsWith("\uFEFF")) {
@@ -228,6 +249,9 @@ final class ServerSentEvents {
     String d = data.substring(0, data.length() - 1);
     String t = type == null || type.isEmpty() ? "message" : type;
     data.setLength(0);
+    if (data.capacity() > KEPT_CAPACITY) {
+      data = new StringBuilder();
+    }
     dataBytes = 0;
     hasData = false;
     type = null;

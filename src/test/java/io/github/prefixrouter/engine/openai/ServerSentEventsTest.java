@@ -84,6 +84,34 @@ class ServerSentEventsTest {
     assertTrue(e.getMessage().contains("more than 16 bytes of data"), e.getMessage());
   }
 
+  /**
+   * A large event (vLLM's first chunk repeats the prompt's token ids: 700 KB for 100,000 of
+   * them) needs large buffers while it is read, not after: they kept its size for the rest of
+   * the stream, which lasts as long as the generation, so 256 streams of long prompts held
+   * hundreds of MB of buffers they no longer used.
+   */
+  @Test
+  void theBuffersOfALargeEventAreNotKeptAfterIt() {
+    List<String> events = new ArrayList<>();
+    ServerSentEvents p = new ServerSentEvents(4 << 20, (type, data) -> events.add(data));
+    String large = "x".repeat(1 << 20);
+    p.feed(("data: " + large + "\n\n").getBytes(StandardCharsets.UTF_8));
+    p.feed("data: a\n\n".getBytes(StandardCharsets.UTF_8));
+    assertEquals(List.of(large, "a"), events);
+    assertTrue(p.capacity() <= 2 * ServerSentEvents.KEPT_CAPACITY,
+        "buffers of " + p.capacity() + " kept");
+    // a large event split over many reads and lines is read as before
+    events.clear();
+    for (int i = 0; i < 64; i++) {
+      p.feed(("data: " + "y".repeat(16 << 10) + "\n").getBytes(StandardCharsets.UTF_8));
+    }
+    p.feed("\n".getBytes(StandardCharsets.UTF_8));
+    assertEquals(1, events.size());
+    assertEquals(64 * ((16 << 10) + 1) - 1, events.get(0).length());
+    assertTrue(p.capacity() <= 2 * ServerSentEvents.KEPT_CAPACITY,
+        "buffers of " + p.capacity() + " kept");
+  }
+
   @Test
   void invalidUtf8IsRefused() {
     ServerSentEvents p = new ServerSentEvents(1024, (type, data) -> {});
