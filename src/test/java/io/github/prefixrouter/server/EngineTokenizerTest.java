@@ -157,6 +157,17 @@ class EngineTokenizerTest {
     }
   }
 
+  /** docs/engines.md states the bound on the parse of an answer as it is. */
+  @Test
+  void theParseBoundIsTheDocumentedOne() throws IOException {
+    String doc = java.nio.file.Files.readString(java.nio.file.Path.of("docs", "engines.md"))
+        .replaceAll("\\s+", " ");
+    assertEquals(16L << 20, EngineTokenizer.PARSED_BASE_BYTES);
+    assertEquals(6, EngineTokenizer.PARSED_PER_CHAR);
+    assertTrue(doc.contains("(`EngineTokenizer`) bounds its answers alike, 16 MiB plus 6 bytes a "
+        + "character"));
+  }
+
   @Test
   void aTimeoutBeyond292YearsCountsAsNeverInsteadOfFailingEveryExchange() throws Exception {
     // "never" written as a huge duration: Duration.toNanos() throws beyond 2^63 ns, and the

@@ -318,6 +318,19 @@ class OpenAiCompatibleEngineTest {
     assertEquals(0, e.load().total());
   }
 
+  /** docs/engines.md states the parse's bound and the wait after a finish_reason as they are. */
+  @Test
+  void theParseBoundAndTheWaitAfterAFinishReasonAreTheDocumentedOnes() throws IOException {
+    String doc = java.nio.file.Files.readString(java.nio.file.Path.of("docs", "engines.md"))
+        .replaceAll("\\s+", " ");
+    assertEquals(16L << 20, OpenAiCompatibleEngine.PARSED_BASE_BYTES);
+    assertEquals(6, OpenAiCompatibleEngine.PARSED_PER_CHAR);
+    assertTrue(doc.contains("16 MiB plus 6 bytes per character of the answer or chunk"));
+    assertEquals(1000, OpenAiCompatibleEngine.AFTER_DONE_MILLIS);
+    assertTrue(doc.contains("1 s after choice 0's `finish_reason` when no `[DONE]` has come"));
+    assertTrue(doc.contains("closed 1 s after `[DONE]`"));
+  }
+
   @Test
   void anErrorStatusMapsByItsStatusWhateverTheSizeOfItsBody() throws Exception {
     // a proxy's or server's error page larger than maxResponseBytes: the status still says
