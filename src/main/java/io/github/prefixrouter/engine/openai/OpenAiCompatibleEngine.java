@@ -1159,7 +1159,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     /**
      * The server's base URL, e.g. {@code http://127.0.0.1:8000} (a trailing {@code /v1} is
      * fine; an IPv6 address in brackets, {@code http://[::1]:8000}: without them {@link
-     * Builder#build} refuses it saying so). Required.
+     * Builder#build} refuses it saying so). Required. Without user information
+     * ({@code user:password@}), which {@link Builder#build} refuses: the HTTP client sends no
+     * credentials from a URL; a server's key goes in {@link #apiKey}.
      *
      * @param url the base URL
      * @return this builder
@@ -1346,6 +1348,16 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     public OpenAiCompatibleEngine build() {
       if (baseUrl == null) {
         throw new IllegalArgumentException("baseUrl is required, e.g. http://127.0.0.1:8000");
+      }
+      String rawAuthority = baseUrl.getRawAuthority();
+      if (rawAuthority != null && rawAuthority.contains("@")) {
+        // the JDK's HTTP client sends nothing of it, and it would stand in every message
+        // naming the server: the password too
+        throw new IllegalArgumentException("baseUrl must not carry user information "
+            + "(user:password@): the HTTP client sends no credentials from a URL; give the "
+            + "server's API key with apiKey (sent as a bearer token), was " + baseUrl.getScheme()
+            + "://...@" + rawAuthority.substring(rawAuthority.lastIndexOf('@') + 1)
+            + (baseUrl.getRawPath() == null ? "" : baseUrl.getRawPath()));
       }
       String scheme = baseUrl.getScheme();
       if (!"http".equals(scheme) && !"https".equals(scheme)) {

@@ -655,6 +655,25 @@ class OpenAiCompatibleEngineTest {
     assertTrue(e.getMessage().length() < 300, e.getMessage());
   }
 
+  /**
+   * The JDK's HTTP client sends no credentials from a URL's user information: a base URL of
+   * {@code http://user:secret@host} was accepted, every request went without them (and was
+   * refused by a server that wants them), and the password stood in every error message, log
+   * line and {@code toString} that named the endpoint. It is refused, without the password.
+   */
+  @Test
+  void aBaseUrlWithUserInformationIsRefusedWithoutEchoingIt() {
+    for (String url : List.of("http://user:s3cret@127.0.0.1:8000", "https://s3cret@h/v1")) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> OpenAiCompatibleEngine.builder().baseUrl(url).build(), url);
+      assertTrue(e.getMessage().contains("baseUrl must not carry user information"),
+          e.getMessage());
+      assertTrue(e.getMessage().contains("apiKey"), e.getMessage());
+      assertFalse(e.getMessage().contains("s3cret"), e.getMessage());
+      assertFalse(String.valueOf(e.getCause()).contains("s3cret"), e.getMessage());
+    }
+  }
+
   @Test
   void aPortNoServerCanListenOnIsRejected() {
     // accepted, every request would fail at connect time as an unreachable server
