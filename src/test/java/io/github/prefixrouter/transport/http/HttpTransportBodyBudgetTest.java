@@ -42,6 +42,10 @@ class HttpTransportBodyBudgetTest extends HttpTransportFixture {
       throws IOException {
     Socket s = new Socket();
     toClose.add(s);
+    // the whole request fits in the socket's buffer, so that writing it never waits for the
+    // server: a server that answers without reading the body and closes would otherwise reset
+    // a write still in progress (seen under load with a 200 KB body)
+    s.setSendBufferSize(Math.max(64 * 1024, 2 * (head.length() + bodyBytes)));
     s.bind(new InetSocketAddress(localHost, 0));
     s.connect(to, 5_000);
     OutputStream out = s.getOutputStream();
