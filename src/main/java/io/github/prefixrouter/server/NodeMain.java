@@ -132,6 +132,9 @@ public final class NodeMain {
   /**
    * The tokenizer of the OpenAI routes ({@code --tokenizer}): none, the given endpoint, or by
    * default the engine's (the reference engine's characters, or the server's {@code /tokenize}).
+   * The engine's API key goes with it to the engine's server only: to its {@code /tokenize},
+   * or to a {@code --tokenizer} URL of the same scheme, host and port ({@link #sameOrigin}),
+   * never to another host.
    */
   static PromptTokenizer tokenizer(NodeOptions o) {
     if (!o.tokenizes) {
@@ -141,8 +144,27 @@ public final class NodeMain {
       return new ReferenceTokenizer(REFERENCE_VOCABULARY, REFERENCE_MAX_OUTPUT_TOKENS);
     }
     java.net.URI uri = o.tokenizerUri != null ? o.tokenizerUri : EngineTokenizer.tokenizeUri(o.engine);
-    return new EngineTokenizer(uri, null, java.time.Duration.ofSeconds(2), TOKENIZE_TIMEOUT,
+    String apiKey = o.engineApiKey != null && !o.engine.equals("reference")
+        && sameOrigin(uri, java.net.URI.create(o.engine)) ? o.engineApiKey : null;
+    return new EngineTokenizer(uri, apiKey, java.time.Duration.ofSeconds(2), TOKENIZE_TIMEOUT,
         EngineTokenizer.DEFAULT_MAX_ANSWER_BYTES);
+  }
+
+  /**
+   * Whether two http(s) URLs name the same server: the same scheme, host (in any case) and
+   * port (an absent port the scheme's, 80 or 443).
+   */
+  static boolean sameOrigin(java.net.URI a, java.net.URI b) {
+    String scheme = String.valueOf(a.getScheme()).toLowerCase(Locale.ROOT);
+    return scheme.equals(String.valueOf(b.getScheme()).toLowerCase(Locale.ROOT))
+        && a.getHost() != null && b.getHost() != null
+        && a.getHost().equalsIgnoreCase(b.getHost())
+        && port(a) == port(b);
+  }
+
+  private static int port(java.net.URI u) {
+    return u.getPort() != -1 ? u.getPort()
+        : "https".equalsIgnoreCase(u.getScheme()) ? 443 : 80;
   }
 
   /** The demo tokenizer's text of one output token of the reference engine. */
@@ -339,7 +361,7 @@ public final class NodeMain {
     } else {
       OpenAiCompatibleEngine.Builder b = o.openAiBuilder();
       if (baseModel == null) {
-        baseModel = discoverBaseModel(o.engine);
+        baseModel = discoverBaseModel(o.engine, o.engineApiKey);
         if (baseModel != null) {
           b.model(baseModel);
         }
@@ -641,10 +663,13 @@ public final class NodeMain {
    * The base model an OpenAI-compatible server serves, from its {@code GET /v1/models}: the one
    * entry without a {@code "parent"} (vLLM lists each LoRA adapter with its base model as
    * parent), or null, with a warning, when the server cannot tell (no answer, several base
-   * models). Without it, a client naming the base model in {@code "model"} would be taken to name
-   * an adapter, and its request routed on prefixes cached for that adapter: none.
+   * models, the API key refused). Without it, a client naming the base model in {@code "model"}
+   * would be taken to name an adapter, and its request routed on prefixes cached for that
+   * adapter: none.
+   *
+   * @param apiKey the server's API key, sent as {@code Authorization: Bearer}; null for none
    */
-  static String discoverBaseModel(String baseUrl) {
+  static String discoverBaseModel(String baseUrl, String apiKey) {
     // the base URL as the engine adapter and the tokenizer take it: with or without /v1
     String uri = EngineTokenizer.tokenizeUri(baseUrl).resolve("v1/models").toString();
     java.util.concurrent.CompletableFuture<java.net.http.HttpResponse<byte[]>> call = null;
@@ -658,13 +683,26 @@ public final class NodeMain {
       java.net.http.HttpClient c = client.http();
       // at most 1 MiB, and the whole answer within 10 s: the request's timeout covers only its
       // headers, and a server stalling the body would otherwise hold the start for ever
-      call = c.sendAsync(java.net.http.HttpRequest.newBuilder(
-              java.net.URI.create(uri)).timeout(java.time.Duration.ofSeconds(5)).GET().build(),
+      java.net.http.HttpRequest.Builder rb = java.net.http.HttpRequest.newBuilder(
+          java.net.URI.create(uri)).timeout(java.time.Duration.ofSeconds(5)).GET();
+      if (apiKey != null) {
+        rb.header("Authorization", "Bearer " + apiKey);
+      }
+      call = c.sendAsync(rb.build(),
           info -> io.github.prefixrouter.internal.wire.CappedBody.orNull(info, 1 << 20));
       java.net.http.HttpResponse<byte[]> r = call.get(10, java.util.concurrent.TimeUnit.SECONDS);
       if (r.statusCode() == 200 && r.body() == null) {
         log.warn("{} answered more than 1 MiB: pass --model NAME (the base model), or a "
             + "client's \"model\" naming it is taken for a LoRA adapter", uri);
+        return null;
+      }
+      if (r.statusCode() == 401 || r.statusCode() == 403) {
+        // the node's requests will be refused alike: say what to look at
+        log.warn("{} answered {}: the server refuses {}: give its key with "
+            + "--engine-api-key-file FILE or env {} (and pass --model NAME, or a client's "
+            + "\"model\" naming the base model is taken for a LoRA adapter)", uri, r.statusCode(),
+            apiKey == null ? "requests without an API key" : "the API key given",
+            NodeOptions.ENGINE_API_KEY_ENV);
         return null;
       }
       if (r.statusCode() != 200) {

@@ -84,6 +84,12 @@ public final class NodeOptions {
           "                           PREFIX_ROUTER_CLIENT_TLS_PASSWORD); required with",
           "                           --client-tls-keystore",
           "  --engine reference|URL   the reference engine, or an OpenAI-compatible server URL",
+          "  --engine-api-key-file FILE  the server's API key (vLLM's and SGLang's --api-key),",
+          "                           sent as a bearer token to its completions, /v1/models and",
+          "                           /tokenize (and to a --tokenizer URL on the same scheme,",
+          "                           host and port); in UTF-8 or ASCII, read once at the start",
+          "                           (or env PREFIX_ROUTER_ENGINE_API_KEY); needs --engine URL;",
+          "                           default: none sent",
           "  --model NAME             model name sent to the OpenAI-compatible server (the base",
           "                           model: a client's \"model\" naming it names no LoRA adapter);",
           "                           default: the one base model the server's /v1/models lists",
@@ -178,7 +184,7 @@ public final class NodeOptions {
           "cluster-key-check-ms", "insecure", "tls-keystore", "tls-truststore", "tls-password-file",
           "tls-check-ms", "tls-bind-node-ids", "client-tls-keystore", "client-tls-truststore",
           "client-tls-password-file",
-          "engine", "model", "model-id", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-replay-backoff-ms", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
+          "engine", "engine-api-key-file", "model", "model-id", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-replay-backoff-ms", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "client-body-budget",
@@ -192,7 +198,7 @@ public final class NodeOptions {
   /** The flags that name a file the node reads (--ready-file, which it writes, has its own check). */
   private static final List<String> FILE_FLAGS = List.of("cluster-key-file", "tls-keystore",
       "tls-truststore", "tls-password-file", "client-tls-keystore", "client-tls-truststore",
-      "client-tls-password-file");
+      "client-tls-password-file", "engine-api-key-file");
 
   final String id;
   final String listenHost;
@@ -228,6 +234,11 @@ public final class NodeOptions {
   /** Whether a peer's TLS certificate must name the node id it speaks for. */
   final boolean tlsBindNodeIds;
   final String engine;
+  /**
+   * The OpenAI-compatible server's API key ({@code --engine-api-key-file}, or env
+   * {@code PREFIX_ROUTER_ENGINE_API_KEY}), read once at the start; null for none.
+   */
+  final String engineApiKey;
   final String model;
   /** The node's model id: null for the base model's name, empty for none. */
   final String modelId;
@@ -277,7 +288,7 @@ public final class NodeOptions {
     this.help = v.containsKey("help");
     if (help) {
       id = null;
-      listenHost = clientHost = advertise = engine = model = modelId = null;
+      listenHost = clientHost = advertise = engine = engineApiKey = model = modelId = null;
       tokenizerUri = null;
       tokenizes = false;
       kvEvents = kvEventsReplay = kvEventsTopic = null;
@@ -415,6 +426,7 @@ public final class NodeOptions {
     if (!engine.equals("reference") && !engine.startsWith("http://") && !engine.startsWith("https://")) {
       throw new IllegalArgumentException("--engine must be 'reference' or an http(s) URL, was " + engine);
     }
+    this.engineApiKey = engineApiKey(v, env, engine);
     this.model = v.get("model");
     if (model != null && model.isEmpty()) {
       throw new IllegalArgumentException("--model must not be empty (leave it out to take the "
@@ -672,6 +684,56 @@ public final class NodeOptions {
         + " FILE or env " + envName + (emptyEnv ? " (env " + envName + " is empty)" : ""));
   }
 
+  /** The variable an OpenAI-compatible server's API key may come from. */
+  static final String ENGINE_API_KEY_ENV = "PREFIX_ROUTER_ENGINE_API_KEY";
+
+  /**
+   * The OpenAI-compatible server's API key: from {@code --engine-api-key-file} (read as a
+   * password file, {@link #secretFile}), else from the environment; null for none. Read once:
+   * a model server's key is fixed when the server starts. No message names the key.
+   *
+   * @throws IllegalArgumentException naming the flag or the variable: a key with the reference
+   *     engine (which asks no server), a key file and the variable both given, a file that
+   *     cannot be read or holds no key, a key that is not printable ASCII without spaces (which
+   *     a bearer token is); the variable set but empty (or blank) counts as unset
+   */
+  private static String engineApiKey(Map<String, String> v, Map<String, String> env,
+      String engine) {
+    String file = v.get("engine-api-key-file");
+    String fromEnv = env.get(ENGINE_API_KEY_ENV);
+    if (fromEnv != null && fromEnv.isBlank()) {
+      fromEnv = null; // set but empty: no key given, as for the other secrets
+    }
+    if (engine.equals("reference") && (file != null || fromEnv != null)) {
+      // the key would be silently unused: a node meant to run next to a server runs the demo
+      throw new IllegalArgumentException((file != null ? "--engine-api-key-file"
+          : "env " + ENGINE_API_KEY_ENV) + " needs --engine URL (the reference engine asks no "
+          + "server)" + (file != null ? "" : ": unset the variable, or give the server's URL"));
+    }
+    if (file != null && fromEnv != null) {
+      throw new IllegalArgumentException("--engine-api-key-file and env " + ENGINE_API_KEY_ENV
+          + " are exclusive: give the key one way, unset the variable or drop the flag");
+    }
+    String key;
+    String from;
+    if (file != null) {
+      from = "--engine-api-key-file " + file;
+      key = secretFile("engine-api-key-file", Path.of(file), "API key");
+    } else if (fromEnv != null) {
+      from = "env " + ENGINE_API_KEY_ENV;
+      key = fromEnv.strip();
+    } else {
+      return null;
+    }
+    if (key.chars().anyMatch(c -> c < 0x21 || c > 0x7e)) {
+      // the header would be refused by the HTTP client at every request; the key is not shown
+      throw new IllegalArgumentException(from + ": the API key must be printable ASCII without "
+          + "spaces, as a bearer token is" + (key.regionMatches(true, 0, "Bearer ", 0, 7)
+              ? " (give the key without 'Bearer ': the node sends that)" : ""));
+    }
+    return key;
+  }
+
   /** The peer port's TLS password, read again from its file at every call if it has one. */
   Supplier<char[]> tlsPasswordSource() {
     return passwordSource(tlsPassword, tlsPasswordFile, "tls-password-file");
@@ -705,6 +767,14 @@ public final class NodeOptions {
    *     (empty, or white space only), as an empty cluster key file holds no key
    */
   static char[] passwordFile(String flag, Path file) {
+    return secretFile(flag, file, "password").toCharArray();
+  }
+
+  /**
+   * The secret in a file ({@link #passwordFile}'s rules), {@code what} naming it in the message
+   * of a file that holds none.
+   */
+  static String secretFile(String flag, Path file, String what) {
     byte[] raw = NodeMain.readAtMost(file, MAX_PASSWORD_FILE_BYTES, "--" + flag + " ");
     if (raw.length > MAX_PASSWORD_FILE_BYTES) {
       throw new IllegalArgumentException("--" + flag + " " + file + " is larger than "
@@ -727,14 +797,14 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--" + flag + " " + file + " is not UTF-8 text: save "
           + "it as UTF-8 or ASCII", e);
     }
-    String password = text.stripTrailing();
-    if (password.isEmpty()) {
+    String secret = text.stripTrailing();
+    if (secret.isEmpty()) {
       // a file emptied by mistake, or not yet written: its empty password was handed to the
       // keystore, which refused it as a wrong one
-      throw new IllegalArgumentException("--" + flag + " " + file + " holds no password (it is "
-          + "empty or white space only)");
+      throw new IllegalArgumentException("--" + flag + " " + file + " holds no " + what
+          + " (it is empty or white space only)");
     }
-    return password.toCharArray();
+    return secret;
   }
 
   /**
@@ -825,8 +895,8 @@ public final class NodeOptions {
   }
 
   /**
-   * The OpenAI-compatible engine the flags describe (URL, model, slots, in-flight cap), without
-   * the KV-event subscription.
+   * The OpenAI-compatible engine the flags describe (URL, API key, model, slots, in-flight cap,
+   * request timeout), without the KV-event subscription.
    *
    * @throws IllegalArgumentException naming the bad setting
    */
@@ -848,6 +918,9 @@ public final class NodeOptions {
     }
     if (engineRequestTimeout != null) {
       b.requestTimeout(engineRequestTimeout);
+    }
+    if (engineApiKey != null) {
+      b.apiKey(engineApiKey);
     }
     try {
       // validates; the engine built holds its HTTP client's selector thread until closed
@@ -970,7 +1043,8 @@ public final class NodeOptions {
    *
    * @param args the command line's flags
    * @param env the environment ({@code PREFIX_ROUTER_CLUSTER_KEY},
-   *     {@code PREFIX_ROUTER_TLS_PASSWORD}, {@code PREFIX_ROUTER_CLIENT_TLS_PASSWORD})
+   *     {@code PREFIX_ROUTER_TLS_PASSWORD}, {@code PREFIX_ROUTER_CLIENT_TLS_PASSWORD},
+   *     {@code PREFIX_ROUTER_ENGINE_API_KEY})
    * @return the settings
    * @throws IllegalArgumentException naming the bad or missing setting (the flag, or the key of
    *     the {@code --config} file, as written)

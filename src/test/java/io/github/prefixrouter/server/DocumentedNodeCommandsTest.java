@@ -41,8 +41,8 @@ import org.junit.jupiter.api.io.TempDir;
  * value of ({@link #SAMPLES}). A word {@code ...} (flags elided) is dropped and the required
  * flags the command then lacks ({@code --id}, {@code --listen}) are supplied.
  *
- * <p>Files: {@code parse} reads the cluster key file, the two TLS password files and the
- * {@code --config} file at once, so those are replaced by temp files holding what the docs make
+ * <p>Files: {@code parse} reads the cluster key file, the two TLS password files, the engine's
+ * API key file and the {@code --config} file at once, so those are replaced by temp files holding what the docs make
  * them hold (a key as {@code head -c 32 /dev/urandom | od ... | tr ...} writes it, a password;
  * a config file: the last config-file example before the command in the same doc). The
  * keystores, trust stores and the ready file are only named at parse time (read or written when
@@ -62,10 +62,10 @@ class DocumentedNodeCommandsTest {
 
   /**
    * The node command lines the docs showed when this test was written: README.md 1,
-   * docs/deployment.md 4, docs/vllm-kv-events.md 1. Fewer found means the extractor no longer
+   * docs/deployment.md 5, docs/vllm-kv-events.md 1. Fewer found means the extractor no longer
    * reads the docs' format (or commands were removed: then lower this).
    */
-  private static final int MIN_COMMAND_LINES = 6;
+  private static final int MIN_COMMAND_LINES = 7;
 
   /** What the environment holds for every command (the docs name these variables). */
   private static final Map<String, String> BASE_ENV = Map.of(
@@ -86,7 +86,7 @@ class DocumentedNodeCommandsTest {
       "tls-password-file", "tls.password", "tls-check-ms", "60000",
       "client-tls-keystore", "client.p12", "client-tls-truststore", "client-trust.p12",
       "client-tls-password-file", "client-tls.password",
-      "engine", "http://127.0.0.1:8000", "model", "Qwen/Qwen2.5-0.5B-Instruct",
+      "engine", "http://127.0.0.1:8000", "engine-api-key-file", "engine.key", "model", "Qwen/Qwen2.5-0.5B-Instruct",
       "model-id", "Qwen/Qwen2.5-0.5B-Instruct", "tokenizer", "auto",
       "kv-events", "tcp://127.0.0.1:5557", "kv-events-replay", "tcp://127.0.0.1:5558",
       "kv-events-topic", "kv", "engine-slots", "256", "engine-max-in-flight", "512",
@@ -99,7 +99,8 @@ class DocumentedNodeCommandsTest {
       // what `head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'` writes
       "cluster-key-file", NodeMainTest.KEY_HEX,
       "tls-password-file", "changeit\n",
-      "client-tls-password-file", "changeit\n");
+      "client-tls-password-file", "changeit\n",
+      "engine-api-key-file", "sk-engine-key\n");
 
   /** Flags naming a file parse does not open: moved into the temp directory, not created. */
   private static final Set<String> NAMED_AT_PARSE = Set.of(

@@ -243,6 +243,7 @@ class EngineTokenizerTest {
     TokenizeException e = failed(tokenizer.tokenize("m", "x"));
     assertFalse(e.invalidRequest(), "the tokenizer's fault: " + e.getMessage());
     assertTrue(e.getMessage().contains(contains), e.getMessage());
+    assertFalse(e.getMessage().contains("secret-key"), "the API key shown: " + e.getMessage());
   }
 
   @Test

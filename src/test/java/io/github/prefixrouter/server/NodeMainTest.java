@@ -403,10 +403,10 @@ class NodeMainTest {
     try (io.github.prefixrouter.engine.openai.FakeOpenAiServer server =
         io.github.prefixrouter.engine.openai.FakeOpenAiServer.start(
             io.github.prefixrouter.engine.openai.FakeOpenAiServer.ECHO)) {
-      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl()));
-      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl() + "/"));
+      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl(), null));
+      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl() + "/", null));
       // as the engine adapter and the tokenizer take it: with /v1
-      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl() + "/v1"));
+      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl() + "/v1", null));
       try (NodeMain.Running r = NodeMain.start(parse("--id", "a", "--listen", "127.0.0.1:0",
           "--engine", server.baseUrl()))) {
         assertEquals("fake-base", r.endpoint.baseModel());
@@ -416,11 +416,11 @@ class NodeMainTest {
         assertEquals("mine", r.endpoint.baseModel());
       }
       server.models("{\"data\":[{\"id\":\"a\"},{\"id\":\"b\",\"parent\":null}]}");
-      assertEquals(null, NodeMain.discoverBaseModel(server.baseUrl()), "two base models");
+      assertEquals(null, NodeMain.discoverBaseModel(server.baseUrl(), null), "two base models");
       server.models("not json");
-      assertEquals(null, NodeMain.discoverBaseModel(server.baseUrl()));
+      assertEquals(null, NodeMain.discoverBaseModel(server.baseUrl(), null));
     }
-    assertEquals(null, NodeMain.discoverBaseModel("http://127.0.0.1:1"), "nothing listening");
+    assertEquals(null, NodeMain.discoverBaseModel("http://127.0.0.1:1", null), "nothing listening");
     // the reference engine's model has a name, so OpenAI clients (which always name one) can
     // name the base model
     try (NodeMain.Running r = NodeMain.start(parse("--id", "a", "--listen", "127.0.0.1:0"))) {
@@ -444,9 +444,9 @@ class NodeMainTest {
     try (io.github.prefixrouter.engine.openai.FakeOpenAiServer server =
         io.github.prefixrouter.engine.openai.FakeOpenAiServer.start(
             io.github.prefixrouter.engine.openai.FakeOpenAiServer.ECHO)) {
-      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl()));
+      assertEquals("fake-base", NodeMain.discoverBaseModel(server.baseUrl(), null));
     }
-    assertEquals(null, NodeMain.discoverBaseModel("http://127.0.0.1:1"), "nothing listening");
+    assertEquals(null, NodeMain.discoverBaseModel("http://127.0.0.1:1", null), "nothing listening");
     assertEquals(List.of(), SelectorThreads.aliveAfterWaiting(SelectorThreads.since(before)),
         "alive after the base model was asked for");
   }

@@ -389,6 +389,72 @@ class NodeOptionsCheckTest {
   }
 
   /**
+   * The model server's API key comes from a file ({@code --engine-api-key-file}) or the
+   * environment ({@code PREFIX_ROUTER_ENGINE_API_KEY}), as the TLS passwords do, never as a
+   * flag's value (which {@code ps} shows): not both, not with the reference engine, not empty,
+   * and never echoed in a message.
+   */
+  @Test
+  void theEngineApiKeyComesFromAFileOrTheEnvironment() throws Exception {
+    String engine = "http://127.0.0.1:8000";
+    Path keyFile = Files.writeString(dir.resolve("engine.key"), "\uFEFFsk-f1le-KEY_42 \n");
+    Map<String, String> noKey = Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX);
+    assertNull(node("--engine", engine).engineApiKey);
+    assertEquals("sk-f1le-KEY_42",
+        node("--engine", engine, "--engine-api-key-file", keyFile.toString()).engineApiKey);
+    for (String blank : List.of("", "  ")) {
+      Map<String, String> env = Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX,
+          "PREFIX_ROUTER_ENGINE_API_KEY", blank);
+      // set but empty (a compose file substituting an unset variable): no key given
+      assertNull(NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1", "--engine",
+          engine}, env).engineApiKey);
+      assertNull(NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1"}, env)
+          .engineApiKey);
+      assertEquals("sk-f1le-KEY_42", NodeOptions.parse(new String[] {"--id", "a", "--listen",
+          "h:1", "--engine", engine, "--engine-api-key-file", keyFile.toString()}, env)
+          .engineApiKey);
+    }
+    Map<String, String> env = Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX,
+        "PREFIX_ROUTER_ENGINE_API_KEY", "sk-3nv-KEY");
+    assertEquals("sk-3nv-KEY", NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+        "--engine", engine}, env).engineApiKey);
+    String m = refused(() -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+        "--engine", engine, "--engine-api-key-file", keyFile.toString()}, env),
+        "--engine-api-key-file and env PREFIX_ROUTER_ENGINE_API_KEY are exclusive");
+    assertFalse(m.contains("KEY_42") || m.contains("3nv"), m);
+    // the reference engine asks no server: a key for it is a mistake, not ignored
+    refused(() -> node("--engine-api-key-file", keyFile.toString()),
+        "--engine-api-key-file needs --engine URL");
+    m = refused(() -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1"}, env),
+        "env PREFIX_ROUTER_ENGINE_API_KEY needs --engine URL");
+    assertFalse(m.contains("3nv"), m);
+    for (String text : List.of("", "\n", " \r\n", "\uFEFF\n")) {
+      Path blank = Files.writeString(dir.resolve("blank.key"), text);
+      refused(() -> node("--engine", engine, "--engine-api-key-file", blank.toString()),
+          "--engine-api-key-file " + blank + " holds no API key");
+    }
+    refused(() -> node("--engine", engine, "--engine-api-key-file",
+        dir.resolve("missing.key").toString()), "cannot read --engine-api-key-file",
+        "no such file");
+    // what no bearer token is: refused, naming the flag or the variable, never the key
+    for (String bad : List.of("Bearer sk-s3cret", "sk-s3cret\nsk-other", "sk-s3cret\u00e9")) {
+      Path f = Files.writeString(dir.resolve("bad.key"), bad + "\n");
+      m = refused(() -> node("--engine", engine, "--engine-api-key-file", f.toString()),
+          "--engine-api-key-file " + f + ": the API key must be printable ASCII without spaces");
+      assertFalse(m.contains("s3cret"), m);
+      m = refused(() -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+          "--engine", engine}, Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX,
+          "PREFIX_ROUTER_ENGINE_API_KEY", bad)),
+          "env PREFIX_ROUTER_ENGINE_API_KEY: the API key must be printable ASCII without spaces");
+      assertFalse(m.contains("s3cret"), m);
+    }
+    refused(() -> node("--engine", engine, "--engine-api-key-file", Files.writeString(
+        dir.resolve("bearer.key"), "Bearer sk-s3cret").toString()), "without 'Bearer '");
+    assertNull(NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1", "--engine",
+        engine}, noKey).engineApiKey);
+  }
+
+  /**
    * A file flag with an empty value (an unset variable in a script, {@code tls-keystore=} in the
    * file) named the working directory, and the node failed only at start, as "Is a directory".
    */
@@ -396,7 +462,7 @@ class NodeOptionsCheckTest {
   void anEmptyFileNameIsABadFlag() throws Exception {
     for (String f : List.of("cluster-key-file", "tls-keystore", "tls-truststore",
         "tls-password-file", "client-tls-keystore", "client-tls-truststore",
-        "client-tls-password-file")) {
+        "client-tls-password-file", "engine-api-key-file")) {
       refused(() -> node("--" + f, ""), "--" + f + " must name a file, was empty");
       refused(() -> node("--" + f + "= "), "--" + f + " must name a file, was empty");
       Path cfg = Files.writeString(dir.resolve(f + ".properties"), "id=a\nlisten=h:1\n" + f

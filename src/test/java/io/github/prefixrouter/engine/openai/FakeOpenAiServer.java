@@ -18,7 +18,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * A fake OpenAI-compatible completions server on loopback, for tests of what sits in front of
  * one: it answers {@code POST /v1/completions} with what {@link Answer} makes of the prompt (as
  * an event stream when the request asks for one, see {@link #streams}), and can hold every
- * request until released (a slow or saturated server).
+ * request until released (a slow or saturated server). Like vLLM started with {@code --api-key},
+ * it can answer 401 to every request without the key ({@link #requireApiKey}); like vLLM, it
+ * can serve {@code POST /tokenize} ({@link #tokenizes}).
  */
 public final class FakeOpenAiServer implements AutoCloseable {
 
@@ -43,6 +45,12 @@ public final class FakeOpenAiServer implements AutoCloseable {
   private volatile int status = 200;
   private volatile boolean streams = true;
   private volatile CountDownLatch gate = new CountDownLatch(0);
+  /** The key every request must carry as {@code Authorization: Bearer}; null: none needed. */
+  private volatile String apiKey;
+  private volatile boolean tokenizes;
+  /** Each request's path and whether it was let through, in arrival order. */
+  private final java.util.List<String> requests =
+      java.util.Collections.synchronizedList(new java.util.ArrayList<>());
   /** What {@code GET /v1/models} answers: by default vLLM's list of a base model and a LoRA. */
   private volatile String models = "{\"object\":\"list\",\"data\":["
       + "{\"id\":\"fake-base\",\"object\":\"model\",\"root\":\"fake-base\",\"parent\":null},"
@@ -107,6 +115,55 @@ public final class FakeOpenAiServer implements AutoCloseable {
     return events;
   }
 
+  /**
+   * From now on, answers every request without {@code Authorization: Bearer <key>} 401 with
+   * vLLM's body, {@code {"error": "Unauthorized"}}.
+   *
+   * @param key the key, or null to need none
+   */
+  public void requireApiKey(String key) {
+    this.apiKey = key;
+  }
+
+  /**
+   * Whether {@code POST /tokenize} answers (404 without a body when not, the default): a text
+   * prompt's ids are its UTF-8 bytes, a chat's those of its last message's content.
+   *
+   * @param on true to answer
+   */
+  public void tokenizes(boolean on) {
+    this.tokenizes = on;
+  }
+
+  /**
+   * Every request so far, in arrival order: its path and {@code " 401"} if it was refused for
+   * its key, else {@code " ok"}.
+   *
+   * @return a copy
+   */
+  public java.util.List<String> requests() {
+    synchronized (requests) {
+      return java.util.List.copyOf(requests);
+    }
+  }
+
+  /** Whether {@code ex} may go on; if not, it has been answered 401 and closed. */
+  private boolean authorized(com.sun.net.httpserver.HttpExchange ex) throws IOException {
+    String key = apiKey;
+    String path = ex.getRequestURI().getPath();
+    if (key == null || ("Bearer " + key).equals(ex.getRequestHeaders().getFirst("Authorization"))) {
+      requests.add(path + " ok");
+      return true;
+    }
+    requests.add(path + " 401");
+    byte[] b = "{\"error\":\"Unauthorized\"}".getBytes(StandardCharsets.UTF_8);
+    ex.getResponseHeaders().add("Content-Type", "application/json");
+    ex.sendResponseHeaders(401, b.length);
+    ex.getResponseBody().write(b);
+    ex.close();
+    return false;
+  }
+
   private FakeOpenAiServer(Answer answer) {
     this.answer = answer;
     try {
@@ -122,6 +179,9 @@ public final class FakeOpenAiServer implements AutoCloseable {
     server.setExecutor(executor);
     server.createContext("/v1/completions", ex -> {
       try (ex) {
+        if (!authorized(ex)) {
+          return;
+        }
         java.util.Map<?, ?> body = (java.util.Map<?, ?>) Json.parse(
             new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
         int[] prompt = Json.asIntArray(body.get("prompt"), "prompt");
@@ -153,6 +213,9 @@ public final class FakeOpenAiServer implements AutoCloseable {
     });
     server.createContext("/v1/models", ex -> {
       try (ex) {
+        if (!authorized(ex)) {
+          return;
+        }
         byte[] b = models.getBytes(StandardCharsets.UTF_8);
         ex.getResponseHeaders().add("Content-Type", "application/json");
         ex.sendResponseHeaders(200, b.length);
@@ -162,8 +225,38 @@ public final class FakeOpenAiServer implements AutoCloseable {
       }
     });
     server.createContext("/health", ex -> {
-      ex.sendResponseHeaders(200, -1);
-      ex.close();
+      if (authorized(ex)) {
+        ex.sendResponseHeaders(200, -1);
+        ex.close();
+      }
+    });
+    server.createContext("/tokenize", ex -> {
+      try (ex) {
+        if (!tokenizes) {
+          ex.sendResponseHeaders(404, -1);
+          return;
+        }
+        if (!authorized(ex)) {
+          return;
+        }
+        Object body = Json.parse(new String(ex.getRequestBody().readAllBytes(),
+            StandardCharsets.UTF_8));
+        Object text = Json.member(body, "prompt");
+        if (text == null) {
+          java.util.List<?> messages = Json.asList(Json.member(body, "messages"), "messages");
+          text = Json.member(messages.get(messages.size() - 1), "content");
+        }
+        byte[] utf8 = String.valueOf(text).getBytes(StandardCharsets.UTF_8);
+        java.util.List<Integer> ids = new java.util.ArrayList<>();
+        for (byte x : utf8) {
+          ids.add(x & 0xff);
+        }
+        byte[] b = Json.write(java.util.Map.of("count", ids.size(), "tokens", ids))
+            .getBytes(StandardCharsets.UTF_8);
+        ex.getResponseHeaders().add("Content-Type", "application/json");
+        ex.sendResponseHeaders(200, b.length);
+        ex.getResponseBody().write(b);
+      }
     });
     server.start();
   }

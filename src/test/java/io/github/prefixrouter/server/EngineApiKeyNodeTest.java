@@ -1,0 +1,186 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.engine.openai.FakeOpenAiServer;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A node in front of a model server started with an API key (vLLM's and SGLang's
+ * {@code --api-key}), which answers 401 to every request without it: the key, given with
+ * {@code --engine-api-key-file} or env {@code PREFIX_ROUTER_ENGINE_API_KEY}, goes with each of
+ * the node's calls to that server (the start's {@code GET /v1/models}, {@code POST /tokenize},
+ * the completions), to no other host, and into no message.
+ */
+class EngineApiKeyNodeTest {
+
+  private static final String KEY = "sk-7f3a9c-right";
+  private static final String WRONG = "sk-b41d2e-wrong";
+
+  @TempDir Path dir;
+
+  private final ByteArrayOutputStream out = new ByteArrayOutputStream();
+  private final ByteArrayOutputStream err = new ByteArrayOutputStream();
+
+  /** A node launched as {@code NodeMain} launches it, with {@code env} besides the cluster key. */
+  private NodeMain.Running launch(Map<String, String> env, String... args) {
+    Map<String, String> all = new java.util.HashMap<>(env);
+    all.put("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX);
+    List<String> a = new ArrayList<>(List.of("--id", "k", "--listen", "127.0.0.1:0"));
+    a.addAll(List.of(args));
+    NodeMain.Launch l = NodeMain.launch(a.toArray(new String[0]), all,
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    assertNotNull(l.running(), "status " + l.status() + ": " + printed());
+    return l.running();
+  }
+
+  private String printed() {
+    return out.toString(StandardCharsets.UTF_8) + err.toString(StandardCharsets.UTF_8);
+  }
+
+  private static HttpResponse<String> post(NodeMain.Running r, String path, String body)
+      throws Exception {
+    return HttpClient.newHttpClient().send(HttpRequest.newBuilder(
+            URI.create("http://" + r.clientAddress + path))
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+
+  private static FakeOpenAiServer serverWithKey() {
+    FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO);
+    server.tokenizes(true);
+    server.requireApiKey(KEY);
+    return server;
+  }
+
+  /** The key from the environment, and from a file: every call to the server carries it. */
+  @Test
+  void everyCallToTheServerCarriesTheKey() throws Exception {
+    Path keyFile = Files.writeString(dir.resolve("engine.key"), KEY + "\n");
+    List<Map.Entry<Map<String, String>, List<String>>> ways = List.of(
+        Map.entry(Map.of("PREFIX_ROUTER_ENGINE_API_KEY", KEY), List.of()),
+        Map.entry(Map.of(), List.of("--engine-api-key-file", keyFile.toString())));
+    for (var way : ways) {
+      try (FakeOpenAiServer server = serverWithKey()) {
+        List<String> args = new ArrayList<>(List.of("--engine", server.baseUrl()));
+        args.addAll(way.getValue());
+        try (NodeMain.Running r = launch(way.getKey(), args.toArray(new String[0]))) {
+          // the base model came from GET /v1/models, which answers only with the key
+          assertEquals("fake-base", r.endpoint.baseModel(), server.requests().toString());
+          HttpResponse<String> text = post(r, "/v1/completions",
+              "{\"model\":\"fake-base\",\"prompt\":\"hello\",\"max_tokens\":2}");
+          assertEquals(200, text.statusCode(), text.body());
+          HttpResponse<String> chat = post(r, "/v1/chat/completions", "{\"model\":\"fake-base\","
+              + "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}");
+          assertEquals(200, chat.statusCode(), chat.body());
+          HttpResponse<String> ids = post(r, "/v1/completions",
+              "{\"model\":\"fake-base\",\"prompt\":[1,2,3],\"max_tokens\":2}");
+          assertEquals(200, ids.statusCode(), ids.body());
+        }
+        List<String> seen = server.requests();
+        assertTrue(seen.contains("/v1/models ok"), seen.toString());
+        assertTrue(seen.contains("/tokenize ok"), seen.toString());
+        assertTrue(seen.contains("/v1/completions ok"), seen.toString());
+        assertFalse(seen.stream().anyMatch(s -> s.endsWith(" 401")), seen.toString());
+      }
+    }
+    assertFalse(printed().contains(KEY), printed());
+  }
+
+  /**
+   * A key the server refuses fails each call with a message naming the status, the 401, and
+   * never the key: not in the answers to clients, the banner or the stats line.
+   */
+  @Test
+  void aRefusedKeyIsNamedByItsStatusAndNeverShown() throws Exception {
+    Path keyFile = Files.writeString(dir.resolve("wrong.key"), WRONG + "\n");
+    try (FakeOpenAiServer server = serverWithKey()) {
+      NodeMain.Running r = launch(Map.of(), "--engine", server.baseUrl(),
+          "--engine-api-key-file", keyFile.toString());
+      try {
+        assertNull(r.endpoint.baseModel(), "GET /v1/models was refused");
+        HttpResponse<String> text = post(r, "/v1/completions",
+            "{\"prompt\":\"hello\",\"max_tokens\":2}");
+        assertEquals(502, text.statusCode(), text.body());
+        assertTrue(text.body().contains("answered 401"), text.body());
+        assertFalse(text.body().contains(WRONG), text.body());
+        HttpResponse<String> ids = post(r, "/v1/completions",
+            "{\"prompt\":[1,2,3],\"max_tokens\":2}");
+        assertEquals(502, ids.statusCode(), ids.body());
+        assertTrue(ids.body().contains("HTTP 401"), ids.body());
+        assertFalse(ids.body().contains(WRONG), ids.body());
+        assertFalse(String.valueOf(r.engine).contains(WRONG), String.valueOf(r.engine));
+      } finally {
+        r.close();
+      }
+      List<String> seen = server.requests();
+      assertTrue(seen.contains("/v1/models 401"), seen.toString());
+      assertTrue(seen.contains("/tokenize 401"), seen.toString());
+      assertTrue(seen.contains("/v1/completions 401"), seen.toString());
+    }
+    assertFalse(printed().contains(WRONG), printed());
+  }
+
+  /**
+   * A {@code --tokenizer} URL on the engine's server (same scheme, host and port) gets the key;
+   * one on another server does not: the key is the engine server's, not to be handed to
+   * whatever host the tokenizer names.
+   */
+  @Test
+  void theKeyGoesToATokenizerUrlOnTheEnginesServerOnly() throws Exception {
+    try (FakeOpenAiServer server = serverWithKey(); FakeOpenAiServer other = serverWithKey()) {
+      try (NodeMain.Running r = launch(Map.of("PREFIX_ROUTER_ENGINE_API_KEY", KEY),
+          "--engine", server.baseUrl() + "/v1", "--tokenizer", server.baseUrl() + "/tokenize")) {
+        HttpResponse<String> text = post(r, "/v1/completions",
+            "{\"prompt\":\"hello\",\"max_tokens\":2}");
+        assertEquals(200, text.statusCode(), text.body());
+      }
+      assertTrue(server.requests().contains("/tokenize ok"), server.requests().toString());
+      try (NodeMain.Running r = launch(Map.of("PREFIX_ROUTER_ENGINE_API_KEY", KEY),
+          "--engine", server.baseUrl(), "--tokenizer", other.baseUrl() + "/tokenize")) {
+        HttpResponse<String> text = post(r, "/v1/completions",
+            "{\"prompt\":\"hello\",\"max_tokens\":2}");
+        assertEquals(502, text.statusCode(), text.body());
+      }
+      assertEquals(List.of("/tokenize 401"), other.requests(), "sent without the key");
+    }
+  }
+
+  @Test
+  void sameOriginIsSchemeHostAndPort() {
+    String[][] same = {
+        {"http://127.0.0.1:8000", "http://127.0.0.1:8000/tokenize"},
+        {"http://H.example:80/v1", "http://h.example/tokenize"},
+        {"https://h", "https://h:443/tokenize"},
+        {"http://[::1]:8000", "http://[::1]:8000/tokenize"}};
+    for (String[] s : same) {
+      assertTrue(NodeMain.sameOrigin(URI.create(s[1]), URI.create(s[0])), String.join(" ", s));
+    }
+    String[][] other = {
+        {"http://h:8000", "http://h:8001/tokenize"},
+        {"http://h:8000", "https://h:8000/tokenize"},
+        {"http://127.0.0.1:8000", "http://localhost:8000/tokenize"},
+        {"http://h", "http://h:443/tokenize"}};
+    for (String[] s : other) {
+      assertFalse(NodeMain.sameOrigin(URI.create(s[1]), URI.create(s[0])), String.join(" ", s));
+    }
+  }
+}
