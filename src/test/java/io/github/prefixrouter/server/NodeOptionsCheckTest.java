@@ -362,6 +362,25 @@ class NodeOptionsCheckTest {
   }
 
   /**
+   * A {@code --tokenizer} URL with user information ({@code user:password@}) is refused as the
+   * {@code --engine} URL is, without echoing the password: the HTTP client sends nothing of it,
+   * so every prompt went to the server without credentials, and the password stood in every
+   * message and banner naming the tokenizer.
+   */
+  @Test
+  void aTokenizerUrlWithUserInformationIsRefusedWithoutEchoingIt() {
+    for (String url : List.of("http://user:s3cret@127.0.0.1:8000/tokenize",
+        "https://s3cret@h/tokenize", "http://user:s3cret@h:8000", "http://u:s3cret @h/tokenize")) {
+      String m = refused(() -> node("--tokenizer", url),
+          "--tokenizer must not carry user information (user:password@)",
+          "--engine-api-key-file");
+      assertFalse(m.contains("s3cret"), m);
+    }
+    assertEquals("http://h:8000/tokenize",
+        node("--tokenizer", "http://h:8000/tokenize").tokenizerUri.toString());
+  }
+
+  /**
    * A TLS password in the environment without its port's keystore: the variable was silently
    * ignored, and the port spoke plain HTTP where its operator set a password for TLS (as with
    * the password file without the keystore, and a cluster key in the environment with
