@@ -1166,7 +1166,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
      * @param url the base URL
      * @return this builder
      * @throws IllegalArgumentException if {@code url} is not a URL; the message names
-     *     {@code baseUrl}, what is wrong and where, and the value (its first 200 characters)
+     *     {@code baseUrl}, what is wrong and where, and the value (its first 200 characters),
+     *     or, for a value with user information, refuses that without quoting it
      */
     public Builder baseUrl(String url) {
       if (url == null) {
@@ -1176,6 +1177,18 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       try {
         this.baseUrl = new URI(url);
       } catch (URISyntaxException e) {
+        int from = url.indexOf("://");
+        int to = from < 0 ? -1 : from + 3;
+        while (to >= 0 && to < url.length() && "/?#".indexOf(url.charAt(to)) < 0) {
+          to++;
+        }
+        int at = to < 0 ? -1 : url.lastIndexOf('@', to - 1);
+        if (at > from + 2) {
+          // user information, and no URL either: the parse error, and its cause, would quote
+          // the password; refused as build() refuses user information, without either
+          String path = url.substring(to).replaceFirst("[?#].*", "");
+          throw userInformation(url.substring(0, from), url.substring(at + 1, to) + path);
+        }
         // URI's own message names no setting and carries the whole value, however long
         String value = ShortText.prefix(url, 200);
         throw new IllegalArgumentException("baseUrl is not a URL: " + e.getReason()
@@ -1340,6 +1353,17 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
+     * The refusal of a base URL with user information, naming it by {@code scheme}, {@code ...@}
+     * and {@code rest} (its host, port and path): never the user or the password.
+     */
+    private static IllegalArgumentException userInformation(String scheme, String rest) {
+      return new IllegalArgumentException("baseUrl must not carry user information "
+          + "(user:password@): the HTTP client sends no credentials from a URL; give the "
+          + "server's API key with apiKey (sent as a bearer token), was " + scheme + "://...@"
+          + rest);
+    }
+
+    /**
      * Validates and builds.
      *
      * @return the engine
@@ -1353,10 +1377,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       if (rawAuthority != null && rawAuthority.contains("@")) {
         // the JDK's HTTP client sends nothing of it, and it would stand in every message
         // naming the server: the password too
-        throw new IllegalArgumentException("baseUrl must not carry user information "
-            + "(user:password@): the HTTP client sends no credentials from a URL; give the "
-            + "server's API key with apiKey (sent as a bearer token), was " + baseUrl.getScheme()
-            + "://...@" + rawAuthority.substring(rawAuthority.lastIndexOf('@') + 1)
+        throw userInformation(baseUrl.getScheme(),
+            rawAuthority.substring(rawAuthority.lastIndexOf('@') + 1)
             + (baseUrl.getRawPath() == null ? "" : baseUrl.getRawPath()));
       }
       String scheme = baseUrl.getScheme();

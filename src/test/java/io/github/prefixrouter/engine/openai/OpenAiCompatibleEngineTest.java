@@ -674,6 +674,31 @@ class OpenAiCompatibleEngineTest {
     }
   }
 
+  /**
+   * A base URL with user information that is no URL either (a space in it, say) was refused by
+   * {@link OpenAiCompatibleEngine.Builder#baseUrl} with the parse error, which quotes the value
+   * whole, password and all (in its message and its cause's). It is refused as user
+   * information, without the password.
+   */
+  @Test
+  void aBaseUrlWithUserInformationThatDoesNotParseIsRefusedWithoutEchoingIt() {
+    for (String url : List.of("http://user:s3cret @127.0.0.1:8000", "http://u:s3cret@h:8000/a b",
+        "https://s3cret@h^/v1")) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> OpenAiCompatibleEngine.builder().baseUrl(url).build(), url);
+      assertTrue(e.getMessage().contains("baseUrl must not carry user information"),
+          e.getMessage());
+      for (Throwable t = e; t != null; t = t.getCause()) {
+        assertFalse(String.valueOf(t.getMessage()).contains("s3cret"), e.getMessage());
+      }
+    }
+    // a URL without user information still says where it does not parse
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> OpenAiCompatibleEngine.builder().baseUrl("http://h:8000/a b"));
+    assertTrue(e.getMessage().startsWith("baseUrl is not a URL: Illegal character in path"),
+        e.getMessage());
+  }
+
   @Test
   void aPortNoServerCanListenOnIsRejected() {
     // accepted, every request would fail at connect time as an unreachable server
