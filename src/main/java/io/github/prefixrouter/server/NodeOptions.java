@@ -1014,7 +1014,8 @@ public final class NodeOptions {
 
   private static String flagName(String message) {
     return message.replace("maxInFlight", "--engine-max-in-flight").replace("slots", "--engine-slots")
-        .replace("baseUrl", "--engine");
+        .replace("baseUrl", "--engine")
+        .replace("with apiKey", "with --engine-api-key-file FILE or env " + ENGINE_API_KEY_ENV);
   }
 
   /**

@@ -362,6 +362,23 @@ class NodeOptionsCheckTest {
   }
 
   /**
+   * An {@code --engine} URL with user information is refused, without the password, saying how
+   * the node takes the server's key: the flag and the variable, not the adapter's setter
+   * ({@code apiKey}), which no operator can set.
+   */
+  @Test
+  void anEngineUrlWithUserInformationNamesTheKeysFlag() {
+    for (String url : List.of("http://user:s3cret@127.0.0.1:8000", "https://s3cret@h/v1",
+        "http://u:s3cret @h:8000")) {
+      String m = refused(() -> node("--engine", url),
+          "--engine must not carry user information (user:password@)",
+          "--engine-api-key-file FILE or env PREFIX_ROUTER_ENGINE_API_KEY");
+      assertFalse(m.contains("s3cret"), m);
+      assertFalse(m.contains("apiKey"), m);
+    }
+  }
+
+  /**
    * A {@code --tokenizer} URL with user information ({@code user:password@}) is refused as the
    * {@code --engine} URL is, without echoing the password: the HTTP client sends nothing of it,
    * so every prompt went to the server without credentials, and the password stood in every
