@@ -233,6 +233,39 @@ class OpenAiCompatibleEngineTest {
     }
   }
 
+  /**
+   * With {@code apiKey}, the health probe and every completion, plain or streamed, carry
+   * {@code Authorization: Bearer <key>}; a key the server refuses (401) fails the request as
+   * retryable (a peer's server has its own key), the message naming the status, never the key.
+   */
+  @Test
+  void theApiKeyGoesWithEveryCallAndARefusalNeverShowsIt() throws Exception {
+    try (FakeOpenAiServer fake = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
+      fake.requireApiKey("sk-right-42");
+      try (OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(fake.baseUrl())
+          .apiKey("sk-right-42").requestTimeout(Duration.ofSeconds(5)).build()) {
+        assertTrue(e.health().get(20, TimeUnit.SECONDS));
+        assertEquals(3, e.execute(request()).get(20, TimeUnit.SECONDS).outputTokens().length);
+        assertEquals(3, e.execute(request(), (t, text) -> { }).get(20, TimeUnit.SECONDS)
+            .outputTokens().length);
+      }
+      assertEquals(List.of("/health ok", "/v1/completions ok", "/v1/completions ok"),
+          fake.requests());
+      try (OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(fake.baseUrl())
+          .apiKey("sk-wrong-17").requestTimeout(Duration.ofSeconds(5)).build()) {
+        assertFalse(e.health().get(20, TimeUnit.SECONDS));
+        for (boolean streamed : new boolean[] {false, true}) {
+          EngineException err = failure(streamed ? e.execute(request(), (t, text) -> { })
+              : e.execute(request()));
+          assertTrue(err.retryable(), err.getMessage());
+          assertTrue(err.getMessage().contains("HTTP 401"), err.getMessage());
+          assertFalse(err.getMessage().contains("sk-wrong-17"), err.getMessage());
+        }
+        assertFalse(e.toString().contains("sk-wrong-17"), e.toString());
+      }
+    }
+  }
+
   @Test
   void aPromptBeyondTheContextIsAnInvalidRequestWithTheServersMessage() {
     // vLLM's answer to a prompt longer than --max-model-len
