@@ -3,8 +3,10 @@ package io.github.prefixrouter.bench;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.function.Function;
 
 /**
@@ -13,13 +15,46 @@ import java.util.function.Function;
  * names the flag; the mains print it as {@code error: ...} and exit with code 2 ({@link
  * #refuse}), so that a misspelt, repeated or valueless flag, or a count that would run nothing,
  * never runs the defaults or ends in a stack trace.
+ *
+ * <p>{@code --help} or {@code -h} (unless the main takes it as one of its own flags) makes
+ * {@link #parseOrExit} print the main's usage line and every flag it accepts with its default,
+ * one a line, to standard output, and exit with code 0.
  */
 public final class Flags {
 
-  private final Map<String, String> given;
+  /** The flags of the command line being read for its help, flag to default; else none. */
+  private static final ThreadLocal<Map<String, String>> HELP = new ThreadLocal<>();
 
-  private Flags(Map<String, String> given) {
+  private final Map<String, String> given;
+  private final Map<String, String> help;
+
+  private Flags(Map<String, String> given, Map<String, String> help) {
     this.given = given;
+    this.help = help;
+  }
+
+  /** Thrown by {@link #parse} for {@code --help} or {@code -h}. */
+  static final class HelpAsked extends RuntimeException {
+    HelpAsked() {
+      super("--help", null, false, false);
+    }
+  }
+
+  private static boolean isHelp(String a) {
+    return a.equals("--help") || a.equals("-h");
+  }
+
+  /**
+   * Throws {@link HelpAsked} if {@code args}, a command line of operands only, asks for help.
+   *
+   * @param args the command line
+   */
+  public static void helpIfAsked(String[] args) {
+    for (String a : args) {
+      if (isHelp(a)) {
+        throw new HelpAsked();
+      }
+    }
   }
 
   /**
@@ -52,11 +87,24 @@ public final class Flags {
    */
   public static Flags parse(String[] args, Set<String> switches, Set<String> valued,
       List<String> operands) {
+    Map<String, String> help = HELP.get();
+    if (help != null) {
+      for (String s : switches) {
+        help.putIfAbsent(s, null);
+      }
+      for (String v : valued) {
+        help.putIfAbsent(v + " VALUE", null);
+      }
+      return new Flags(Map.of(), help);
+    }
     Map<String, String> given = new HashMap<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       boolean isValued = valued.contains(a);
       if (!isValued && !switches.contains(a)) {
+        if (isHelp(a)) {
+          throw new HelpAsked();
+        }
         if (operands != null && !a.startsWith("--")) {
           operands.add(a);
           continue;
@@ -77,7 +125,18 @@ public final class Flags {
         throw new IllegalArgumentException(a + " is given twice");
       }
     }
-    return new Flags(given);
+    return new Flags(given, null);
+  }
+
+  /** While reading for help, notes {@code dflt} as the default of the valued {@code flag}. */
+  private void noteDefault(String flag, Object dflt) {
+    if (help != null && dflt != null && help.containsKey(flag + " VALUE")) {
+      String text = dflt instanceof Double d && d == Math.rint(d) && Math.abs(d) < 1e15
+          ? String.valueOf(d.longValue())
+          : dflt instanceof List<?> l ? String.join(",", l.stream().map(String::valueOf).toList())
+          : String.valueOf(dflt);
+      help.put(flag + " VALUE", text.isEmpty() ? "none" : text);
+    }
   }
 
   /**
@@ -98,6 +157,7 @@ public final class Flags {
    * @return its value
    */
   public String string(String flag, String dflt) {
+    noteDefault(flag, dflt);
     return given.getOrDefault(flag, dflt);
   }
 
@@ -128,6 +188,7 @@ public final class Flags {
    * @throws IllegalArgumentException if the value is not a whole number
    */
   public long whole(String flag, long dflt) {
+    noteDefault(flag, dflt);
     String v = given.get(flag);
     if (v == null) {
       return dflt;
@@ -164,6 +225,7 @@ public final class Flags {
    * @throws IllegalArgumentException if the value is not a finite number
    */
   public double number(String flag, double dflt) {
+    noteDefault(flag, dflt);
     String v = given.get(flag);
     if (v == null) {
       return dflt;
@@ -196,6 +258,7 @@ public final class Flags {
    *     {@code min} or above {@code max}
    */
   public long[] wholes(String flag, String dflt, long min, String why, long max) {
+    noteDefault(flag, dflt);
     String csv = given.getOrDefault(flag, dflt);
     if (csv.isBlank()) {
       return new long[0];
@@ -229,6 +292,7 @@ public final class Flags {
    * @throws IllegalArgumentException for a value not allowed or given twice
    */
   public List<String> oneOfEach(String flag, List<String> dflt, Set<String> allowed) {
+    noteDefault(flag, dflt);
     if (!given.containsKey(flag)) {
       return dflt;
     }
@@ -259,7 +323,9 @@ public final class Flags {
   }
 
   /**
-   * The same, printing {@code usage} (if not null) before the error.
+   * The same, printing {@code usage} (if not null) before the error. For {@code --help} or
+   * {@code -h}, prints {@code usage} and the flags {@code parser} reads, each with its default
+   * (what it reads when the flag is not given), to standard output and exits with code 0.
    *
    * @param args the command line
    * @param parser reads the options, throwing {@link IllegalArgumentException} for bad ones
@@ -268,8 +334,30 @@ public final class Flags {
    * @return the options read
    */
   public static <T> T parseOrExit(String[] args, Function<String[], T> parser, String usage) {
+    return parseOrExit(args, parser, usage, usage);
+  }
+
+  /**
+   * The same, printing {@code about} only for {@code --help} or {@code -h}, above the flags.
+   *
+   * @param about the main's usage line: the command and what it does
+   * @param args the command line
+   * @param parser reads the options, throwing {@link IllegalArgumentException} for bad ones
+   * @param <T> the options
+   * @return the options read
+   */
+  public static <T> T parseOrExit(String about, String[] args, Function<String[], T> parser) {
+    return parseOrExit(args, parser, null, about);
+  }
+
+  private static <T> T parseOrExit(String[] args, Function<String[], T> parser, String usage,
+      String about) {
     try {
       return parser.apply(args);
+    } catch (HelpAsked h) {
+      System.out.print(help(parser, about));
+      System.exit(0);
+      throw h; // not reached: exits
     } catch (IllegalArgumentException e) {
       if (usage != null) {
         System.err.println(usage);
@@ -277,6 +365,35 @@ public final class Flags {
       refuse(e);
       throw e; // not reached: refuse exits
     }
+  }
+
+  /**
+   * The help text of a main: {@code usage}, then the flags {@code parser} reads, one a line in
+   * the order of their names, each with its default where it reads one.
+   *
+   * @param parser reads the options
+   * @param usage the main's usage text, or null
+   * @return the text, ending in a line break
+   */
+  static String help(Function<String[], ?> parser, String usage) {
+    Map<String, String> flags = new TreeMap<>();
+    HELP.set(flags);
+    try {
+      parser.apply(new String[0]);
+    } catch (IllegalArgumentException e) {
+      // a required operand or flag: the flags read so far are the ones to show
+    } finally {
+      HELP.remove();
+    }
+    StringBuilder b = new StringBuilder(usage == null ? "" : usage + "\n");
+    if (flags.isEmpty()) {
+      b.append("no flags\n");
+    }
+    int width = flags.keySet().stream().mapToInt(String::length).max().orElse(0);
+    flags.forEach((flag, dflt) -> b.append(dflt == null ? "  " + flag
+        : String.format(Locale.ROOT, "  %-" + width + "s  (default %s)", flag, dflt))
+        .append('\n'));
+    return b.toString();
   }
 
   /**

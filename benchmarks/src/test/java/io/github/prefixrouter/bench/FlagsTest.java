@@ -67,6 +67,32 @@ class FlagsTest {
         refused(() -> parse("--modes", "c").oneOfEach("--modes", List.of(), Set.of("a"))));
   }
 
+  /**
+   * {@code --help} and {@code -h} ask for the usage, which names every flag, one a line, with
+   * the default the parser reads for it; as a flag's value they are that value.
+   */
+  @Test
+  void helpNamesEveryFlagWithItsDefault() {
+    assertThrows(Flags.HelpAsked.class, () -> parse("--seeds", "2", "--help"));
+    assertThrows(Flags.HelpAsked.class, () -> parse("-h"));
+    assertEquals("-h", parse("--modes", "-h").string("--modes", null));
+    java.util.function.Function<String[], Object> parser = a -> {
+      Flags f = parse(a);
+      return List.of(f.atLeast("--seeds", 3, 1), f.positive("--rate", 4.5), f.has("--full"));
+    };
+    assertEquals("""
+        usage: x [flags]
+          --full
+          --modes VALUE
+          --rate VALUE   (default 4.5)
+          --seeds VALUE  (default 3)
+        """, Flags.help(parser, "usage: x [flags]"));
+    assertEquals("usage: y\nno flags\n", Flags.help(a -> {
+      Flags.helpIfAsked(a);
+      return null;
+    }, "usage: y"));
+  }
+
   @Test
   void noLatenciesGiveNaNRatherThanAnException() {
     SimFleet.Latencies l = SimFleet.Latencies.of(new double[0]);

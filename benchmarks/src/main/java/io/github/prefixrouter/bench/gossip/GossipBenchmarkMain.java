@@ -153,9 +153,10 @@ public final class GossipBenchmarkMain {
           f.wholes("--fresh-capacity-tokens", quick ? "" : "1048576", BLOCK, "one block",
               Long.MAX_VALUE),
           // automatic: 30 s, 10 s above 262,144 tokens
-          value(f, "--snapshot-mode-measure-s", "-1", Integer::parseInt),
+          f.has("--snapshot-mode-measure-s")
+              ? value(f, "--snapshot-mode-measure-s", null, Integer::parseInt) : -1,
           // automatic: long enough to fill the caches
-          value(f, "--warmup-s", "-1", Integer::parseInt),
+          f.has("--warmup-s") ? value(f, "--warmup-s", null, Integer::parseInt) : -1,
           value(f, "--measure-s", quick ? "60" : "120", Integer::parseInt),
           fanout,
           value(f, "--seed", "1", Long::parseLong),
@@ -179,7 +180,8 @@ public final class GossipBenchmarkMain {
   }
 
   public static void main(String[] args) throws IOException {
-    Options o = Flags.parseOrExit(args, Options::parse);
+    Options o = Flags.parseOrExit("usage: benchmarks/run gossip [flags]\n"
+        + "  gossip bandwidth and dissemination", args, Options::parse);
     Path mmlu = o.mmlu();
     int nodes = o.nodes();
     double rate = o.rate();

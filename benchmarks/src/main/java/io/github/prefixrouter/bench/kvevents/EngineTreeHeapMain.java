@@ -47,7 +47,8 @@ public final class EngineTreeHeapMain {
   }
 
   public static void main(String[] args) {
-    Flags.parseOrExit(args, a -> Flags.parse(a, Set.of(), Set.of()));
+    Flags.parseOrExit("usage: EngineTreeHeapMain\n  the heap an engine tree holds, measured",
+        args, a -> Flags.parse(a, Set.of(), Set.of()));
     String unreliable = MemoryMeter.unreliableReason();
     if (unreliable != null) {
       System.err.println("no figures: " + unreliable);

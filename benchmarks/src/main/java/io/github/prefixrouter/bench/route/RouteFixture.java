@@ -3,6 +3,7 @@ package io.github.prefixrouter.bench.route;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.internal.gossip.GossipConfig;
 import io.github.prefixrouter.internal.gossip.GossipEngine;
 import io.github.prefixrouter.internal.route.RoutingDecisions;
@@ -97,6 +98,7 @@ final class RouteFixture {
      *     of range, or is not a workload
      */
     static Args parse(String[] args) {
+      Flags.helpIfAsked(args);
       int peers = (int) positional(args, 0, "peers", 64, 1, 32_768);
       int tokens = (int) positional(args, 1, "promptTokens", 4096, 64,
           InferenceRequest.MAX_PROMPT_TOKENS);

@@ -59,7 +59,9 @@ public final class RouteLatencyLoopMain {
   static final int MAX_DECISIONS = 10_000_000;
 
   public static void main(String[] args) {
-    Options o = Flags.parseOrExit(args, Options::parse);
+    Options o = Flags.parseOrExit("usage: benchmarks/run route-loop " + RouteFixture.Args.USAGE
+        + " [slowNanos] [decisions]\n  every routing decision of a closed loop timed", args,
+        Options::parse);
     RouteFixture f = o.fixture().fixture();
     long slowNanos = o.slowNanos();
     final int measured = o.decisions();

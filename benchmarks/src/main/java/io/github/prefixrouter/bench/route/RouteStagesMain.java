@@ -32,7 +32,9 @@ public final class RouteStagesMain {
   private RouteStagesMain() {}
 
   public static void main(String[] args) {
-    RouteFixture f = Flags.parseOrExit(args, RouteFixture.Args::parseAll).fixture();
+    RouteFixture f = Flags.parseOrExit("usage: benchmarks/run route-stages "
+        + RouteFixture.Args.USAGE + "\n  the routing decision's stages timed one by one", args,
+        RouteFixture.Args::parseAll).fixture();
     int peers = f.peers;
     int tokens = f.promptTokens;
     RouteFixture.Workload w = f.workload;

@@ -79,7 +79,8 @@ public final class ScopeSimMain {
   }
 
   public static void main(String[] args) {
-    Options opts = Flags.parseOrExit(args, ScopeSimMain::options);
+    Options opts = Flags.parseOrExit("usage: benchmarks/run scope [flags]\n"
+        + "  multi-LoRA fleet, scope-aware vs scope-blind", args, ScopeSimMain::options);
     int seeds = opts.seeds();
     Params p = opts.params();
     System.out.printf(Locale.ROOT, "%d nodes, %d adapters x %d shared system prompts of %d "

@@ -119,7 +119,8 @@ public final class SlotSimMain {
   }
 
   public static void main(String[] args) {
-    Options opts = Flags.parseOrExit(args, SlotSimMain::options);
+    Options opts = Flags.parseOrExit("usage: benchmarks/run slots [flags]\n"
+        + "  many-slot engines, routing cost before vs now", args, SlotSimMain::options);
     int seeds = opts.seeds();
     List<String> modes = opts.modes();
     Params p = opts.params();

@@ -95,7 +95,8 @@ public final class StallSimMain {
   }
 
   public static void main(String[] args) {
-    Options opts = Flags.parseOrExit(args, StallSimMain::options);
+    Options opts = Flags.parseOrExit("usage: benchmarks/run stall [flags]\n"
+        + "  one engine hangs: engine watch off vs on", args, StallSimMain::options);
     int seeds = opts.seeds();
     List<Long> timeouts = opts.timeouts();
     long s = 1_000_000_000L;

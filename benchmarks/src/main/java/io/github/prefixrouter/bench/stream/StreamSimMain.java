@@ -71,7 +71,8 @@ public final class StreamSimMain {
   }
 
   public static void main(String[] args) {
-    Options opts = Flags.parseOrExit(args, StreamSimMain::options);
+    Options opts = Flags.parseOrExit("usage: benchmarks/run stream [flags]\n"
+        + "  streamed vs whole output in a simulated cluster", args, StreamSimMain::options);
     int requests = opts.requests();
     int rounds = opts.rounds();
     long seed = opts.seed();

@@ -62,7 +62,9 @@ public final class ForwardOverheadMain {
   }
 
   public static void main(String[] args) throws Exception {
-    int n = Flags.parseOrExit(args, ForwardOverheadMain::requests);
+    int n = Flags.parseOrExit("usage: benchmarks/run overhead [flags]\n"
+        + "  a forward's cost beyond gossip's round trip, over HTTP", args,
+        ForwardOverheadMain::requests);
     int p0 = freePort();
     int p1 = freePort();
     PeerAddress a0 = new PeerAddress("n0", "127.0.0.1:" + p0);

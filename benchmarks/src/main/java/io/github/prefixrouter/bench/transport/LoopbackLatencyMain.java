@@ -69,7 +69,9 @@ public final class LoopbackLatencyMain {
   }
 
   public static void main(String[] args) throws Exception {
-    Options o = Flags.parseOrExit(args, LoopbackLatencyMain::options);
+    Options o = Flags.parseOrExit("usage: benchmarks/run loopback [flags]\n"
+        + "  request latency on loopback, TCP_NODELAY off vs on", args,
+        LoopbackLatencyMain::options);
     int rounds = o.rounds();
     int n = o.n();
     String child = o.child();

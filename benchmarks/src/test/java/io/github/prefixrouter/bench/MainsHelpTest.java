@@ -1,0 +1,111 @@
+package io.github.prefixrouter.bench;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.bench.gossip.GossipBenchmarkMain;
+import io.github.prefixrouter.bench.kvevents.EngineTreeHeapMain;
+import io.github.prefixrouter.bench.route.RouteBenchmarkMain;
+import io.github.prefixrouter.bench.route.RouteLatencyLoopMain;
+import io.github.prefixrouter.bench.route.RouteStagesMain;
+import io.github.prefixrouter.bench.scope.ScopeSimMain;
+import io.github.prefixrouter.bench.slots.SlotSimMain;
+import io.github.prefixrouter.bench.stall.StallSimMain;
+import io.github.prefixrouter.bench.stream.StreamSimMain;
+import io.github.prefixrouter.bench.transport.ForwardOverheadMain;
+import io.github.prefixrouter.bench.transport.LoopbackLatencyMain;
+import io.github.prefixrouter.bench.tree.TreeAbMain;
+import io.github.prefixrouter.bench.tree.TreeBenchmarkMain;
+import io.github.prefixrouter.sim.PaperMain;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Every main of the benchmarks answers {@code --help} and {@code -h} with its usage, naming each
+ * flag it accepts, and exit code 0, in a JVM of its own (it exits). They used to stop with
+ * {@code error: unknown flag --help} and exit code 2 (all but paper and tree).
+ */
+class MainsHelpTest {
+
+  /** Each main and the flags it accepts, written out here rather than read from the mains. */
+  private static final Map<Class<?>, List<String>> FLAGS = new LinkedHashMap<>();
+
+  static {
+    FLAGS.put(PaperMain.class, List.of("--mmlu", "--seed", "--nodes", "--rate", "--requests",
+        "--warmup", "--zipf", "--delays", "--jitter", "--loss", "--output-tokens", "--capacity",
+        "--slots", "--block-size", "--prefill-overhead-ms", "--prefill-ms-per-token",
+        "--decode-ms-per-token", "--policies", "--distributions", "--window", "--threads",
+        "--out", "--no-plots"));
+    FLAGS.put(TreeBenchmarkMain.class, List.of("--mmlu", "--full", "--out"));
+    FLAGS.put(TreeAbMain.class, List.of("--mmlu", "--rounds", "--workload"));
+    FLAGS.put(GossipBenchmarkMain.class, List.of("--mmlu", "--nodes", "--rate",
+        "--capacity-tokens", "--fresh-capacity-tokens", "--snapshot-mode-measure-s",
+        "--warmup-s", "--measure-s", "--fanout", "--seed", "--delay-ms", "--out", "--sizes",
+        "--quick", "--skip-dissemination"));
+    FLAGS.put(RouteBenchmarkMain.class, List.of("--full", "--gc", "--out", "--peers", "--tokens",
+        "--workload"));
+    FLAGS.put(RouteLatencyLoopMain.class, List.of());
+    FLAGS.put(RouteStagesMain.class, List.of());
+    FLAGS.put(EngineTreeHeapMain.class, List.of());
+    FLAGS.put(ScopeSimMain.class, List.of("--seeds", "--requests", "--adapters", "--prompts",
+        "--rate"));
+    FLAGS.put(SlotSimMain.class, List.of("--seeds", "--slots", "--requests", "--prompts",
+        "--zipf", "--rate", "--capacity", "--modes"));
+    FLAGS.put(LoopbackLatencyMain.class, List.of("--rounds", "--n"));
+    FLAGS.put(ForwardOverheadMain.class, List.of("--n"));
+    FLAGS.put(StreamSimMain.class, List.of("--requests", "--rounds", "--seed", "--rate",
+        "--warmup"));
+    FLAGS.put(StallSimMain.class, List.of("--seeds", "--rate", "--hang-seconds",
+        "--stall-timeouts"));
+  }
+
+  /** The exit code, standard output and standard error of {@code main} run with {@code args}. */
+  private static String[] run(Class<?> main, String... args) throws Exception {
+    List<String> cmd = new ArrayList<>(List.of(
+        Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-Djava.awt.headless=true", "-cp", System.getProperty("java.class.path"),
+        main.getName()));
+    cmd.addAll(List.of(args));
+    Process p = new ProcessBuilder(cmd).start();
+    p.getOutputStream().close();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    String err = new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertTrue(p.waitFor(60, TimeUnit.SECONDS), main.getSimpleName() + " did not stop");
+    return new String[] {String.valueOf(p.exitValue()), out, err};
+  }
+
+  @Test
+  void everyMainAnswersHelpWithItsFlagsAndExitCode0() throws Exception {
+    for (Map.Entry<Class<?>, List<String>> e : FLAGS.entrySet()) {
+      String name = e.getKey().getSimpleName();
+      for (String help : new String[] {"--help", "-h"}) {
+        String[] r = run(e.getKey(), help);
+        assertEquals("0", r[0], name + " " + help + ": " + r[2]);
+        assertTrue(r[1].toLowerCase().startsWith("usage: "), name + " " + help + ": " + r[1]);
+        for (String flag : e.getValue()) {
+          assertTrue(r[1].contains("  " + flag + " ") || r[1].contains("  " + flag + "\n")
+              || r[1].contains("[" + flag + " ") || r[1].contains("[" + flag + "]"),
+              name + " " + help + " does not name " + flag + ":\n" + r[1]);
+        }
+      }
+    }
+  }
+
+  /** The defaults shown are those a run without the flag takes. */
+  @Test
+  void theDefaultsAreShownWithTheFlags() throws Exception {
+    String out = run(SlotSimMain.class, "--help")[1];
+    assertTrue(out.matches("(?s).*\\n  --seeds VALUE +\\(default 3\\)\\n.*"), out);
+    assertTrue(out.matches("(?s).*\\n  --rate VALUE +\\(default 4250\\)\\n.*"), out);
+    assertTrue(out.matches("(?s).*\\n  --modes VALUE\\n.*"), out);
+    out = run(GossipBenchmarkMain.class, "-h")[1];
+    assertTrue(out.matches("(?s).*\\n  --sizes VALUE +\\(default 4,16,64,256,1024\\)\\n.*"), out);
+    assertTrue(out.matches("(?s).*\\n  --quick\\n.*"), out);
+  }
+}
