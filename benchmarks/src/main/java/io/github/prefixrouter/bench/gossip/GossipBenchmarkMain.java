@@ -54,11 +54,13 @@ import java.util.function.Function;
  * {@code --sizes}, {@code --capacity-tokens}, {@code --fresh-capacity-tokens} and
  * {@code --measure-s}; a flag given wins over it wherever it stands. An unknown flag, one given
  * twice or without its value, a value that is not a number, a {@code --measure-s} or
- * {@code --warmup-s} below 1, a negative {@code --snapshot-mode-measure-s}, a {@code --nodes}
+ * {@code --warmup-s} below 1, a negative {@code --snapshot-mode-measure-s}, any of the three
+ * above {@link #MAX_SECONDS} (86,400, a day), a {@code --nodes}
  * or {@code --sizes} below 2 or above {@link #MAX_NODES} (4,096, the peers a gossip engine
  * holds), a {@code --fanout} not 1 to 64, a negative {@code --rate} or
- * {@code --delay-ms}, or a {@code --capacity-tokens} or {@code --fresh-capacity-tokens} below one
- * block (16 tokens) stops it with {@code error: ...} and exit code 2. A figure of gossip.json that has no value (a ratio over a zero:
+ * {@code --delay-ms}, a {@code --rate} above {@link #MAX_RATE} (10,000 requests/s per node) or a
+ * {@code --delay-ms} above {@link #MAX_DELAY_MS} (60,000), or a {@code --capacity-tokens} or
+ * {@code --fresh-capacity-tokens} below one block (16 tokens) stops it with {@code error: ...} and exit code 2. A figure of gossip.json that has no value (a ratio over a zero:
  * no full snapshots, no blocks cached at {@code --rate 0}) is null, never NaN or Infinity.
  */
 public final class GossipBenchmarkMain {
@@ -76,6 +78,21 @@ public final class GossipBenchmarkMain {
    * runs holds (its default {@code maxPeers}); a larger cluster would never form.
    */
   static final int MAX_NODES = GossipConfig.builder().build().maxPeers();
+
+  /**
+   * The highest {@code --rate}, requests per second per node: far above any sensible run, whose
+   * simulated requests would otherwise run (practically) forever.
+   */
+  static final double MAX_RATE = 10_000;
+
+  /** The longest {@code --delay-ms}: a minute, whose nanoseconds are far from overflowing. */
+  static final double MAX_DELAY_MS = 60_000;
+
+  /**
+   * The most simulated seconds of {@code --measure-s}, {@code --warmup-s} and
+   * {@code --snapshot-mode-measure-s}: a day.
+   */
+  static final int MAX_SECONDS = 86_400;
 
   private GossipBenchmarkMain() {}
 
@@ -122,6 +139,12 @@ public final class GossipBenchmarkMain {
         throw new IllegalArgumentException("--measure-s must be at least 1, not "
             + f.string("--measure-s", null) + " (every rate is over the measured seconds)");
       }
+      for (String flag : List.of("--warmup-s", "--snapshot-mode-measure-s", "--measure-s")) {
+        if (f.has(flag) && f.whole(flag, 0) > MAX_SECONDS) {
+          throw new IllegalArgumentException(flag + " must be at most " + MAX_SECONDS
+              + " (a day of simulated time), not " + f.string(flag, null));
+        }
+      }
       // a cluster of one gossips with no one; GossipConfig takes a fanout of 1 to 64
       int nodes = f.atLeast("--nodes", 16, 2);
       if (nodes > MAX_NODES) {
@@ -134,15 +157,15 @@ public final class GossipBenchmarkMain {
         throw new IllegalArgumentException("--fanout must be 1 to 64, not " + fanout);
       }
       double rate = f.number("--rate", 10);
-      if (rate < 0) {
-        throw new IllegalArgumentException("--rate must be 0 or more, not " + f.string("--rate",
-            null));
+      if (rate < 0 || rate > MAX_RATE) {
+        throw new IllegalArgumentException("--rate must be 0 or more and at most "
+            + (long) MAX_RATE + ", not " + f.string("--rate", null));
       }
       // one-way delay of the bandwidth runs (plus up to half as much jitter)
       double delayMs = f.number("--delay-ms", 2);
-      if (delayMs < 0) {
-        throw new IllegalArgumentException("--delay-ms must be 0 or more, not "
-            + f.string("--delay-ms", null));
+      if (delayMs < 0 || delayMs > MAX_DELAY_MS) {
+        throw new IllegalArgumentException("--delay-ms must be 0 or more and at most "
+            + (long) MAX_DELAY_MS + ", not " + f.string("--delay-ms", null));
       }
       return new Options(
           f.has("--mmlu") ? Path.of(f.string("--mmlu", null)) : null,

@@ -235,6 +235,33 @@ class GossipBenchmarkMainTest {
   }
 
   /**
+   * A rate, delay or length of simulated time far above any sensible run is refused with the
+   * flag's name: they had no upper bound, so {@code --rate 1e9} or {@code --measure-s
+   * 2000000000} simulated (practically) forever, and a {@code --delay-ms} above 9.2e12 overflowed
+   * its nanoseconds ({@code (long) (delayMs * 1e6)}).
+   */
+  @Test
+  void valuesThatWouldRunForeverAreRefusedWithTheirName() {
+    for (String[] bad : List.of(new String[] {"--rate", "10001"},
+        new String[] {"--rate", "1e300"}, new String[] {"--delay-ms", "60001"},
+        new String[] {"--delay-ms", "1e13"}, new String[] {"--measure-s", "86401"},
+        new String[] {"--measure-s", "2000000000"}, new String[] {"--warmup-s", "86401"},
+        new String[] {"--snapshot-mode-measure-s", "86401"})) {
+      String m = assertThrows(IllegalArgumentException.class, () -> parse(bad),
+          String.join(" ", bad)).getMessage();
+      assertTrue(m.startsWith(bad[0] + " ") && m.contains("at most"), String.join(" ", bad)
+          + ": " + m);
+    }
+    GossipBenchmarkMain.Options o = parse("--rate", "10000", "--delay-ms", "60000",
+        "--measure-s", "86400", "--warmup-s", "86400", "--snapshot-mode-measure-s", "86400");
+    assertEquals(10_000, o.rate());
+    assertEquals(60_000, o.delayMs());
+    assertEquals(86_400, o.measure());
+    assertEquals(86_400, o.warmup());
+    assertEquals(86_400, o.snapshotModeMeasure());
+  }
+
+  /**
    * With nothing cached (no requests) the ratio over a KV-cache transfer of the blocks cached
    * is over a zero: gossip.json has null there, not Infinity, and stays valid JSON, and the
    * printed line shows "-" for it; a measuring
