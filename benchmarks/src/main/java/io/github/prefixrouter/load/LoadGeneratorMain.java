@@ -49,7 +49,7 @@ public final class LoadGeneratorMain {
   static final String USAGE = String.join("\n",
       "Usage: LoadGeneratorMain --nodes HOST:PORT[,HOST:PORT...] [options]",
       "  --nodes LIST        client endpoints of the nodes (their --client addresses); required",
-      "  --requests N        requests to issue (default 1000)",
+      "  --requests N        requests to issue, 1 to 1000000 (default 1000)",
       "  --concurrency N     requests outstanding at once, 1 to 10000 (default 8)",
       "  --mmlu DIR          MMLU data directory (dev/, test/); one that cannot be loaded is",
       "                      an error; default: MMLU-shaped generator",
@@ -83,6 +83,12 @@ public final class LoadGeneratorMain {
 
   /** The flags that take no value. */
   static final Set<String> SWITCHES = Set.of("stream", "chat-as-ids");
+
+  /**
+   * The most {@code --requests}: far above any sensible run, and the workload of a larger one
+   * would not fit the heap.
+   */
+  static final int MAX_REQUESTS = 1_000_000;
 
   /** The largest {@code --concurrency}: the load driver's. */
   static final int MAX_CONCURRENCY = 10_000;
@@ -237,6 +243,10 @@ public final class LoadGeneratorMain {
       if (u == null || u.getHost() == null || u.getPort() < 0) {
         fail("--nodes entries must be HOST:PORT, was '" + n + "'");
       }
+    }
+    if (requests > MAX_REQUESTS) {
+      // 2,000,000,000 ran out of memory building the workload
+      fail("--requests must be at most " + MAX_REQUESTS + ", was " + requests);
     }
     if (concurrency > MAX_CONCURRENCY) {
       fail("--concurrency must be at most " + MAX_CONCURRENCY + ", was " + concurrency);

@@ -178,6 +178,20 @@ class LoadGeneratorMainTest {
     }
   }
 
+  /**
+   * A {@code --requests} far above any sensible run (above 1,000,000) is refused naming the
+   * flag, with exit code 2 and before the workload is built: 2,000,000,000 ran out of memory
+   * building it (an OutOfMemoryError's stack trace, exit code 1).
+   */
+  @Test
+  void requestsBeyondTheBoundAreRefusedBeforeTheWorkloadIsBuilt() throws Exception {
+    for (String n : new String[] {"2000000000", "1000001"}) {
+      String[] r = run("--nodes", "127.0.0.1:9", "--requests", n);
+      assertEquals("2", r[0], n + ": " + r[1]);
+      assertTrue(r[1].startsWith("error: --requests must be at most 1000000, was " + n), r[1]);
+    }
+  }
+
   @Test
   void knownFlagsAreParsedAndStopsKeptInOrder() {
     List<String> stops = new ArrayList<>();
