@@ -28,7 +28,8 @@ public final class PaperMain {
         --seed N                 master seed (default 42)
         --nodes N                number of nodes (default 4)
         --rate R                 cluster-wide Poisson arrival rate, requests/s (default 4.5)
-        --requests N             requests per run, warm-up included (default 7500)
+        --requests N             requests per run, warm-up included (default 7500, at
+                                 most 1,000,000)
         --warmup N               first requests not measured (default 20%% of requests)
         --zipf S                 Zipf exponent of the skewed distribution (default 1.0)
         --delays A,B,..          one-way network delays in ms (default 2,200,1000)
@@ -231,6 +232,11 @@ public final class PaperMain {
             nanos("--prefill-overhead-ms", overheadMs),
             nanos("--prefill-ms-per-token", prefillMs),
             nanos("--decode-ms-per-token", decodeMs));
+    if (requests > SimConfig.MAX_REQUESTS) {
+      // checked before the configuration, whose timeline check would refuse it for its windows
+      throw new IllegalArgumentException("--requests must be at most " + SimConfig.MAX_REQUESTS
+          + ", was " + requests);
+    }
     int w = warmup != null ? warmup : requests / 5;
     SimConfig cfg =
         new SimConfig(seed, nodes, rate, requests, w, zipf, delays, jitter, loss, outputTokens,

@@ -12,7 +12,7 @@ import java.util.function.Function;
  * @param seed master seed: workload, network jitter, node randomness and baselines derive from it
  * @param nodes number of nodes
  * @param ratePerSecond cluster-wide Poisson arrival rate, requests per simulated second
- * @param requests requests per run, warm-up included
+ * @param requests requests per run, warm-up included, at most {@link #MAX_REQUESTS}
  * @param warmupRequests first requests of each run that are executed but not measured
  * @param zipfExponent exponent of the subject popularity of the skewed distribution
  * @param delaysMs one-way network delays to compare, in milliseconds, each once
@@ -54,6 +54,12 @@ public record SimConfig(
    */
   public static final int MAX_TIMELINE_WINDOWS = 100_000;
 
+  /**
+   * Most requests per run: far above any sensible run (the default is 7,500), and each run holds
+   * all its arrivals and results at once, so a much larger count runs out of memory.
+   */
+  public static final int MAX_REQUESTS = 1_000_000;
+
   /** The main job's defaults (docs/simulator.md explains each). */
   public static SimConfig defaults() {
     return new SimConfig(
@@ -91,8 +97,9 @@ public record SimConfig(
     if (!(ratePerSecond > 0) || Double.isInfinite(ratePerSecond)) {
       throw new IllegalArgumentException("rate must be > 0 requests/s, was " + ratePerSecond);
     }
-    if (requests < 1) {
-      throw new IllegalArgumentException("requests must be >= 1, was " + requests);
+    if (requests < 1 || requests > MAX_REQUESTS) {
+      throw new IllegalArgumentException("requests must be >= 1 and <= " + MAX_REQUESTS
+          + ", was " + requests);
     }
     if (warmupRequests < 0 || warmupRequests >= requests) {
       throw new IllegalArgumentException(

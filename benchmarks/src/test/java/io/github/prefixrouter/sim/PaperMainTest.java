@@ -60,6 +60,24 @@ class PaperMainTest {
             .getMessage().contains("needs a value"));
   }
 
+  /**
+   * A request count far above any sensible run (above 1,000,000) is refused before anything
+   * runs: 2,000,000,000 was taken, and ran out of memory building the first run's arrivals.
+   */
+  @Test
+  void requestsBeyondTheBoundAreRefusedBeforeAnythingRuns() throws Exception {
+    for (String n : new String[] {"2000000000", "1000001"}) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> PaperMain.parse(new String[] {"--requests", n}), n);
+      assertEquals("--requests must be at most 1000000, was " + n, e.getMessage());
+    }
+    assertEquals(1_000_000, PaperMain.parse(new String[] {"--requests", "1000000"}).config()
+        .requests());
+    Run run = execute("--requests", "1000001");
+    assertEquals(2, run.code());
+    assertTrue(run.err().startsWith("error: --requests must be at most 1000000"), run.err());
+  }
+
   @Test
   void aTimelineWindowTooSmallToCountIsRejectedBeforeAnythingRuns() throws Exception {
     // 0.1 ns rounds to a 0 ns window (a division by zero at the end of every run); 1 us makes
