@@ -55,7 +55,7 @@ public final class LoadGeneratorMain {
       "                      an error; default: MMLU-shaped generator",
       "  --zipf S            Zipf exponent of subject popularity, 0 = uniform (default 0)",
       "  --max-tokens N      tokens generated per request (default 1)",
-      "  --seed N            workload seed (default 1)",
+      "  --seed N            workload seed, any 64-bit whole number (default 1)",
       "  --stream            ask for streamed answers (\"stream\": true) and report the time",
       "                      to the first piece (TTFT) next to the latency",
       "  --json FILE         also write the results as JSON",
@@ -252,7 +252,7 @@ public final class LoadGeneratorMain {
       fail("--concurrency must be at most " + MAX_CONCURRENCY + ", was " + concurrency);
     }
     int maxTokens = intArg(o, "max-tokens", 1, 1);
-    long seed = intArg(o, "seed", 1, Integer.MIN_VALUE);
+    long seed = longArg(o, "seed", 1);
     int maxSystemChars = intArg(o, "max-system-chars", 1600, 1);
     int maxUserChars = intArg(o, "max-user-chars", 600, 1);
     String apiName = o.getOrDefault("api", "route");
@@ -436,6 +436,19 @@ public final class LoadGeneratorMain {
   }
 
   /** An integer flag, at least {@code min}; a bad value stops the run ({@link #fail}). */
+  private static long longArg(Map<String, String> o, String key, long dflt) {
+    String s = o.get(key);
+    if (s == null) {
+      return dflt;
+    }
+    try {
+      return Long.parseLong(s.trim());
+    } catch (NumberFormatException e) {
+      fail("--" + key + " needs a whole number, was '" + s + "'");
+      return dflt; // not reached: fail exits
+    }
+  }
+
   private static int intArg(Map<String, String> o, String key, int dflt, int min) {
     String s = o.get(key);
     if (s == null) {

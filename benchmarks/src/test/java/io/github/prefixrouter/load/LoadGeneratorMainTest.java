@@ -192,6 +192,22 @@ class LoadGeneratorMainTest {
     }
   }
 
+  /**
+   * {@code --seed} takes any 64-bit whole number, as the paper simulator's does: it was limited
+   * to the int range, so a seed of 2^32 was refused as "needs an integer".
+   */
+  @Test
+  void theSeedIsAWhole64BitNumber() throws Exception {
+    for (String seed : new String[] {"4294967296", "-9223372036854775808"}) {
+      String[] r = run("--nodes", "127.0.0.1:9", "--requests", "1", "--seed", seed);
+      assertTrue(!r[0].equals("2") && !r[1].contains("--seed"), seed + ": " + r[0] + " " + r[1]);
+    }
+    String[] r = run("--nodes", "127.0.0.1:9", "--seed", "9223372036854775808");
+    assertEquals("2", r[0], r[1]);
+    assertTrue(r[1].startsWith("error: --seed needs a whole number, was '9223372036854775808'"),
+        r[1]);
+  }
+
   @Test
   void knownFlagsAreParsedAndStopsKeptInOrder() {
     List<String> stops = new ArrayList<>();
