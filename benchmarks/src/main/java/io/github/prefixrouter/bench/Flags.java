@@ -22,6 +22,12 @@ import java.util.function.Function;
  */
 public final class Flags {
 
+  /**
+   * The most requests a simulating main ({@code scope}, {@code slots}, {@code stream}) takes: far
+   * above any sensible run, and the workload of a much larger one does not fit the heap.
+   */
+  public static final int MAX_REQUESTS = 1_000_000;
+
   /** The flags of the command line being read for its help, flag to default; else none. */
   private static final ThreadLocal<Map<String, String>> HELP = new ThreadLocal<>();
 
@@ -171,10 +177,25 @@ public final class Flags {
    * @throws IllegalArgumentException if the value is not a whole number or is below {@code min}
    */
   public int atLeast(String flag, int dflt, int min) {
+    return atLeast(flag, dflt, min, Integer.MAX_VALUE);
+  }
+
+  /**
+   * The whole number {@code flag} gives, from {@code min} to {@code max}.
+   *
+   * @param flag the flag, with its {@code --}
+   * @param dflt the value if it was not given
+   * @param min the least value accepted
+   * @param max the largest value accepted
+   * @return its value
+   * @throws IllegalArgumentException if the value is not a whole number or is below {@code min}
+   *     or above {@code max}
+   */
+  public int atLeast(String flag, int dflt, int min, int max) {
     long v = whole(flag, dflt);
-    if (v < min || v > Integer.MAX_VALUE) {
+    if (v < min || v > max) {
       throw new IllegalArgumentException(flag + " must be " + (min == 0 ? "0 or more" : "at "
-          + "least " + min) + " (and at most " + Integer.MAX_VALUE + "), not " + v);
+          + "least " + min) + " (and at most " + max + "), not " + v);
     }
     return (int) v;
   }

@@ -74,7 +74,7 @@ public final class ScopeSimMain {
     Flags f = Flags.parse(args, Set.of(),
         Set.of("--seeds", "--requests", "--adapters", "--prompts", "--rate"));
     return new Options(f.atLeast("--seeds", 3, 1), new Params(4,
-        f.atLeast("--requests", 6000, 1), f.atLeast("--adapters", 4, 1),
+        f.atLeast("--requests", 6000, 1, Flags.MAX_REQUESTS), f.atLeast("--adapters", 4, 1),
         f.atLeast("--prompts", 8, 1), 1024, 128, f.positive("--rate", 120), 1_000_000, 24_576));
   }
 

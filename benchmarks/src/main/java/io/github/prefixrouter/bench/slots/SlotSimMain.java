@@ -87,7 +87,7 @@ public final class SlotSimMain {
     }
     int seeds = f.atLeast("--seeds", 3, 1);
     return new Options(seeds, modes, new Params(4, f.atLeast("--slots", 64, 1),
-        f.atLeast("--requests", 12_000, 1), f.atLeast("--prompts", 256, 1), 1024, 128, 8, zipf,
+        f.atLeast("--requests", 12_000, 1, Flags.MAX_REQUESTS), f.atLeast("--prompts", 256, 1), 1024, 128, 8, zipf,
         f.positive("--rate", 4_250), 1_000_000, f.atLeast("--capacity", 131_072, 16)));
   }
 

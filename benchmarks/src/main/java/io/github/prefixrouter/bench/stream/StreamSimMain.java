@@ -66,7 +66,7 @@ public final class StreamSimMain {
   static Options options(String[] args) {
     Flags f = Flags.parse(args, Set.of(),
         Set.of("--requests", "--rounds", "--seed", "--rate", "--warmup"));
-    return new Options(f.atLeast("--requests", 3_000, 1), f.atLeast("--rounds", 5, 1),
+    return new Options(f.atLeast("--requests", 3_000, 1, Flags.MAX_REQUESTS), f.atLeast("--rounds", 5, 1),
         f.whole("--seed", 1), f.positive("--rate", 150), f.atLeast("--warmup", 4, 0));
   }
 

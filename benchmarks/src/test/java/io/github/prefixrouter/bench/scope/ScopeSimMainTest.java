@@ -17,6 +17,19 @@ class ScopeSimMainTest {
         .getMessage();
   }
 
+  /**
+   * A request count above 1,000,000, far above any sensible run, is refused naming the flag:
+   * --requests 2000000000 ran out of memory building the workload.
+   */
+  @Test
+  void requestsBeyondTheBoundAreRefused() {
+    assertEquals("--requests must be at least 1 (and at most 1000000), not 2000000000",
+        refused("--requests", "2000000000"));
+    assertEquals("--requests must be at least 1 (and at most 1000000), not 1000001",
+        refused("--requests", "1000001"));
+    assertEquals(1_000_000, ScopeSimMain.options(new String[] {"--requests", "1000000"}).params().requests());
+  }
+
   /** A command line that would run nothing, or end in a stack trace, is refused. */
   @Test
   void badCommandLinesAreRefused() {
@@ -24,7 +37,7 @@ class ScopeSimMainTest {
         refused("--seeds", "0"));
     assertEquals("--seeds must be at least 1 (and at most 2147483647), not -2",
         refused("--seeds", "-2"));
-    assertEquals("--requests must be at least 1 (and at most 2147483647), not 0",
+    assertEquals("--requests must be at least 1 (and at most 1000000), not 0",
         refused("--requests", "0"));
     assertEquals("--rate must be more than 0, not 0", refused("--rate", "0"));
     assertEquals("--adapters needs a value", refused("--seeds", "2", "--adapters"));

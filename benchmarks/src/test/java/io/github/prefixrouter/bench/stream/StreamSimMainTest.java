@@ -35,12 +35,25 @@ class StreamSimMainTest {
         .getMessage();
   }
 
+  /**
+   * A request count above 1,000,000, far above any sensible run, is refused naming the flag:
+   * --requests 2000000000 ran out of memory building the workload.
+   */
+  @Test
+  void requestsBeyondTheBoundAreRefused() {
+    assertEquals("--requests must be at least 1 (and at most 1000000), not 2000000000",
+        refused("--requests", "2000000000"));
+    assertEquals("--requests must be at least 1 (and at most 1000000), not 1000001",
+        refused("--requests", "1000001"));
+    assertEquals(1_000_000, StreamSimMain.options(new String[] {"--requests", "1000000"}).requests());
+  }
+
   /** A command line that would run nothing, or end in a stack trace, is refused. */
   @Test
   void badCommandLinesAreRefused() {
     assertEquals("--rounds must be at least 1 (and at most 2147483647), not 0",
         refused("--rounds", "0"));
-    assertEquals("--requests must be at least 1 (and at most 2147483647), not 0",
+    assertEquals("--requests must be at least 1 (and at most 1000000), not 0",
         refused("--requests", "0"));
     assertEquals("--warmup must be 0 or more (and at most 2147483647), not -1",
         refused("--warmup", "-1"));
