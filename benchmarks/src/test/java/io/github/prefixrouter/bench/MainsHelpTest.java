@@ -104,6 +104,8 @@ class MainsHelpTest {
     assertTrue(out.matches("(?s).*\\n  --seeds VALUE +\\(default 3\\)\\n.*"), out);
     assertTrue(out.matches("(?s).*\\n  --rate VALUE +\\(default 4250\\)\\n.*"), out);
     assertTrue(out.matches("(?s).*\\n  --modes VALUE\\n.*"), out);
+    out = run(TreeAbMain.class, "--help")[1];
+    assertTrue(out.matches("(?s).*\\n  --rounds VALUE +\\(default 400\\)\\n.*"), out);
     out = run(GossipBenchmarkMain.class, "-h")[1];
     assertTrue(out.matches("(?s).*\\n  --sizes VALUE +\\(default 4,16,64,256,1024\\)\\n.*"), out);
     assertTrue(out.matches("(?s).*\\n  --quick\\n.*"), out);

@@ -107,7 +107,8 @@ public final class TreeAbMain {
   }
 
   private static int whole(Flags given, String flag, int dflt) {
-    String v = given.string(flag, null);
+    // the default given as a string, so that --help shows it
+    String v = given.string(flag, dflt < 0 ? null : String.valueOf(dflt));
     try {
       return v == null ? dflt : Integer.parseInt(v);
     } catch (NumberFormatException e) {
