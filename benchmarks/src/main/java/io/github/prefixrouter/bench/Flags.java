@@ -28,6 +28,19 @@ public final class Flags {
    */
   public static final int MAX_REQUESTS = 1_000_000;
 
+  /**
+   * The lowest {@code --rate} of a simulating main, requests per simulated second: the arrivals
+   * of {@link #MAX_REQUESTS} requests then end well within a long's nanoseconds (a lower rate
+   * overflowed them).
+   */
+  public static final double MIN_RATE = 0.001;
+
+  /**
+   * The highest {@code --rate} of a simulating main ({@code scope}, {@code slots},
+   * {@code stream}), requests per simulated second: far above any sensible run.
+   */
+  public static final double MAX_RATE = 100_000;
+
   /** The flags of the command line being read for its help, flag to default; else none. */
   private static final ThreadLocal<Map<String, String>> HELP = new ThreadLocal<>();
 
@@ -235,6 +248,30 @@ public final class Flags {
       throw new IllegalArgumentException(flag + " must be more than 0, not " + given.get(flag));
     }
     return v;
+  }
+
+  /**
+   * The finite number {@code flag} gives, from {@code min} to {@code max}.
+   *
+   * @param flag the flag, with its {@code --}
+   * @param dflt the value if it was not given
+   * @param min the least value accepted
+   * @param max the largest value accepted
+   * @return its value
+   * @throws IllegalArgumentException if the value is not a finite number or is below
+   *     {@code min} or above {@code max}
+   */
+  public double between(String flag, double dflt, double min, double max) {
+    double v = number(flag, dflt);
+    if (!(v >= min && v <= max)) {
+      throw new IllegalArgumentException(flag + " must be from " + plain(min) + " to "
+          + plain(max) + ", not " + given.get(flag));
+    }
+    return v;
+  }
+
+  private static String plain(double d) {
+    return java.math.BigDecimal.valueOf(d).stripTrailingZeros().toPlainString();
   }
 
   /**

@@ -68,14 +68,16 @@ public final class ScopeSimMain {
    * Parses the command line.
    *
    * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
-   *     a value that is not a number, a count below 1 or a rate that is not above 0
+   *     a value that is not a number, a count below 1 or a rate outside {@link Flags#MIN_RATE} to
+   *     {@link Flags#MAX_RATE}
    */
   static Options options(String[] args) {
     Flags f = Flags.parse(args, Set.of(),
         Set.of("--seeds", "--requests", "--adapters", "--prompts", "--rate"));
     return new Options(f.atLeast("--seeds", 3, 1), new Params(4,
         f.atLeast("--requests", 6000, 1, Flags.MAX_REQUESTS), f.atLeast("--adapters", 4, 1),
-        f.atLeast("--prompts", 8, 1), 1024, 128, f.positive("--rate", 120), 1_000_000, 24_576));
+        f.atLeast("--prompts", 8, 1), 1024, 128,
+        f.between("--rate", 120, Flags.MIN_RATE, Flags.MAX_RATE), 1_000_000, 24_576));
   }
 
   public static void main(String[] args) {

@@ -72,9 +72,9 @@ public final class SlotSimMain {
    * Parses the command line.
    *
    * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
-   *     a value that is not a number, a count below 1, a rate that is not above 0, a negative
-   *     Zipf exponent, a capacity below one 16-token block, or a bad {@code --modes} (see
-   *     {@link #modes})
+   *     a value that is not a number, a count below 1, a rate outside {@link Flags#MIN_RATE} to
+   *     {@link Flags#MAX_RATE}, a negative Zipf exponent, a capacity below one 16-token block,
+   *     or a bad {@code --modes} (see {@link #modes})
    */
   static Options options(String[] args) {
     Flags f = Flags.parse(args, Set.of(), Set.of("--seeds", "--slots", "--requests",
@@ -87,8 +87,9 @@ public final class SlotSimMain {
     }
     int seeds = f.atLeast("--seeds", 3, 1);
     return new Options(seeds, modes, new Params(4, f.atLeast("--slots", 64, 1),
-        f.atLeast("--requests", 12_000, 1, Flags.MAX_REQUESTS), f.atLeast("--prompts", 256, 1), 1024, 128, 8, zipf,
-        f.positive("--rate", 4_250), 1_000_000, f.atLeast("--capacity", 131_072, 16)));
+        f.atLeast("--requests", 12_000, 1, Flags.MAX_REQUESTS), f.atLeast("--prompts", 256, 1),
+        1024, 128, 8, zipf, f.between("--rate", 4_250, Flags.MIN_RATE, Flags.MAX_RATE),
+        1_000_000, f.atLeast("--capacity", 131_072, 16)));
   }
 
   /**

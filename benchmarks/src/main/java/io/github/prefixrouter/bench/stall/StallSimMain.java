@@ -65,6 +65,12 @@ public final class StallSimMain {
       long hangFailed, double hangMeanMs, double hangP50Ms, long givenToHungEngine,
       long stalls, long reroutes) {}
 
+  /**
+   * The highest {@code --rate}, requests per simulated second: its 150 s of arrivals are then
+   * 750,000 requests, and a higher rate runs out of memory.
+   */
+  static final double MAX_RATE = 5_000;
+
   private StallSimMain() {}
 
   /** The seeds to run (1..{@code seeds}), the stall timeouts (seconds) and the workload. */
@@ -74,14 +80,15 @@ public final class StallSimMain {
    * Parses the command line.
    *
    * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
-   *     a value that is not a number, fewer than 1 seed, a rate that is not above 0, a negative
-   *     hang, or a bad {@code --stall-timeouts} (see {@link #stallTimeouts})
+   *     a value that is not a number, fewer than 1 seed, a rate outside {@link Flags#MIN_RATE} to
+   *     {@link #MAX_RATE}, a negative hang, or a bad {@code --stall-timeouts} (see
+   *     {@link #stallTimeouts})
    */
   static Options options(String[] args) {
     Flags f = Flags.parse(args, Set.of(),
         Set.of("--seeds", "--rate", "--hang-seconds", "--stall-timeouts"));
     int seeds = f.atLeast("--seeds", 3, 1);
-    double rate = f.positive("--rate", 20);
+    double rate = f.between("--rate", 20, Flags.MIN_RATE, MAX_RATE);
     long hangSeconds = f.whole("--hang-seconds", 60);
     if (hangSeconds < 0 || hangSeconds > 1_000_000) {
       throw new IllegalArgumentException(

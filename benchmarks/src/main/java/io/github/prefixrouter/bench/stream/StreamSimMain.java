@@ -61,13 +61,14 @@ public final class StreamSimMain {
    *
    * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
    *     a value that is not a number, fewer than 1 request or round, a negative warm-up, or a
-   *     rate that is not above 0
+   *     rate outside {@link Flags#MIN_RATE} to {@link Flags#MAX_RATE}
    */
   static Options options(String[] args) {
     Flags f = Flags.parse(args, Set.of(),
         Set.of("--requests", "--rounds", "--seed", "--rate", "--warmup"));
-    return new Options(f.atLeast("--requests", 3_000, 1, Flags.MAX_REQUESTS), f.atLeast("--rounds", 5, 1),
-        f.whole("--seed", 1), f.positive("--rate", 150), f.atLeast("--warmup", 4, 0));
+    return new Options(f.atLeast("--requests", 3_000, 1, Flags.MAX_REQUESTS),
+        f.atLeast("--rounds", 5, 1), f.whole("--seed", 1),
+        f.between("--rate", 150, Flags.MIN_RATE, Flags.MAX_RATE), f.atLeast("--warmup", 4, 0));
   }
 
   public static void main(String[] args) {

@@ -18,6 +18,18 @@ class ScopeSimMainTest {
   }
 
   /**
+   * A --rate whose arrivals cannot be simulated is refused naming the flag: 1e-300 overflowed
+   * the arrival times ("cannot go back in time" in a stack trace), and 1e9 ran out of memory
+   * or ran practically forever.
+   */
+  @Test
+  void ratesThatCannotBeSimulatedAreRefused() {
+    for (String r : new String[] {"1e-300", "0.0009", "1e9", "100000.5"}) {
+      assertEquals("--rate must be from 0.001 to 100000, not " + r, refused("--rate", r));
+    }
+  }
+
+  /**
    * A request count above 1,000,000, far above any sensible run, is refused naming the flag:
    * --requests 2000000000 ran out of memory building the workload.
    */
@@ -39,7 +51,7 @@ class ScopeSimMainTest {
         refused("--seeds", "-2"));
     assertEquals("--requests must be at least 1 (and at most 1000000), not 0",
         refused("--requests", "0"));
-    assertEquals("--rate must be more than 0, not 0", refused("--rate", "0"));
+    assertEquals("--rate must be from 0.001 to 100000, not 0", refused("--rate", "0"));
     assertEquals("--adapters needs a value", refused("--seeds", "2", "--adapters"));
     assertEquals("--seeds is given twice", refused("--seeds", "2", "--seeds", "3"));
     assertEquals("unknown flag --seed", refused("--seed", "2"));

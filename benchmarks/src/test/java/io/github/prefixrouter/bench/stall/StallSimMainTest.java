@@ -61,6 +61,18 @@ class StallSimMainTest {
         .getMessage();
   }
 
+  /**
+   * A --rate whose arrivals cannot be simulated is refused naming the flag: 1e-300 overflowed
+   * the arrival times ("cannot go back in time" in a stack trace), and 1e9 ran out of memory
+   * or ran practically forever.
+   */
+  @Test
+  void ratesThatCannotBeSimulatedAreRefused() {
+    for (String r : new String[] {"1e-300", "0.0009", "1e9", "5000.5"}) {
+      assertEquals("--rate must be from 0.001 to 5000, not " + r, refused("--rate", r));
+    }
+  }
+
   /** A command line that would run nothing, or end in a stack trace, is refused. */
   @Test
   void badCommandLinesAreRefused() {
@@ -68,7 +80,7 @@ class StallSimMainTest {
         refused("--seeds", "0"));
     assertEquals("--seeds must be at least 1 (and at most 2147483647), not -1",
         refused("--seeds", "-1"));
-    assertEquals("--rate must be more than 0, not -3", refused("--rate", "-3"));
+    assertEquals("--rate must be from 0.001 to 5000, not -3", refused("--rate", "-3"));
     assertEquals("--hang-seconds must be 0 to 1000000, not -5", refused("--hang-seconds", "-5"));
     assertEquals("--stall-timeouts needs a value", refused("--seeds", "1", "--stall-timeouts"));
     assertEquals("--seeds is given twice", refused("--seeds", "1", "--seeds", "1"));

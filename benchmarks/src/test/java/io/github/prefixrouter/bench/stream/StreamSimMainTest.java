@@ -36,6 +36,18 @@ class StreamSimMainTest {
   }
 
   /**
+   * A --rate whose arrivals cannot be simulated is refused naming the flag: 1e-300 overflowed
+   * the arrival times ("cannot go back in time" in a stack trace), and 1e9 ran out of memory
+   * or ran practically forever.
+   */
+  @Test
+  void ratesThatCannotBeSimulatedAreRefused() {
+    for (String r : new String[] {"1e-300", "0.0009", "1e9", "100000.5"}) {
+      assertEquals("--rate must be from 0.001 to 100000, not " + r, refused("--rate", r));
+    }
+  }
+
+  /**
    * A request count above 1,000,000, far above any sensible run, is refused naming the flag:
    * --requests 2000000000 ran out of memory building the workload.
    */
@@ -57,7 +69,7 @@ class StreamSimMainTest {
         refused("--requests", "0"));
     assertEquals("--warmup must be 0 or more (and at most 2147483647), not -1",
         refused("--warmup", "-1"));
-    assertEquals("--rate must be more than 0, not 0", refused("--rate", "0"));
+    assertEquals("--rate must be from 0.001 to 100000, not 0", refused("--rate", "0"));
     assertEquals("--seed needs a value", refused("--rounds", "2", "--seed"));
     assertEquals("--rounds is given twice", refused("--rounds", "2", "--rounds", "3"));
     StreamSimMain.Options o = StreamSimMain.options(new String[] {"--warmup", "0"});
