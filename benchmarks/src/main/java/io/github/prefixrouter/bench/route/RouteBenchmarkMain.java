@@ -1,5 +1,6 @@
 package io.github.prefixrouter.bench.route;
 
+import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.bench.ResultsJson;
 import java.io.IOException;
@@ -74,19 +75,22 @@ public final class RouteBenchmarkMain {
    * Parses the command line.
    *
    * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
-   *     a size that is not a whole number of at least 1, or a workload other than FIXED and
-   *     SHARED (each value at most once)
+   *     a size that is not a whole number, peers other than 1 to 32,768 or tokens other than 64
+   *     to {@link InferenceRequest#MAX_PROMPT_TOKENS} (as {@link RouteFixture.Args}), or a
+   *     workload other than FIXED and SHARED (each value at most once)
    */
   static Options options(String[] args) {
     Flags f = Flags.parse(args, Set.of("--full", "--gc"),
         Set.of("--out", "--peers", "--tokens", "--workload"));
     Path out = ResultsJson.resultsDir(RouteBenchmarkMain.class).resolve("route.json");
-    return new Options(f.has("--full"), f.has("--gc"), sizes(f, "--peers"),
-        sizes(f, "--tokens"), f.oneOfEach("--workload", null, Set.of("FIXED", "SHARED")),
+    return new Options(f.has("--full"), f.has("--gc"), sizes(f, "--peers", 1, 32_768),
+        sizes(f, "--tokens", 64, InferenceRequest.MAX_PROMPT_TOKENS),
+        f.oneOfEach("--workload", null, Set.of("FIXED", "SHARED")),
         f.has("--out") ? Path.of(f.string("--out", null)) : out);
   }
 
-  private static List<String> sizes(Flags f, String flag) {
+  /** The sizes {@code flag} lists, each {@code min} to {@code max}, as RouteFixture.Args's. */
+  private static List<String> sizes(Flags f, String flag, int min, int max) {
     if (!f.has(flag)) {
       return null;
     }
@@ -98,9 +102,9 @@ public final class RouteBenchmarkMain {
       } catch (NumberFormatException e) {
         throw new IllegalArgumentException(flag + ": not a whole number: '" + v + "'");
       }
-      if (n < 1 || n > Integer.MAX_VALUE || sizes.contains(v)) {
-        throw new IllegalArgumentException(flag + ": " + v
-            + (n < 1 || n > Integer.MAX_VALUE ? " is out of range" : " is given twice"));
+      if (n < min || n > max || sizes.contains(v)) {
+        throw new IllegalArgumentException(flag + ": " + v + (n < min || n > max
+            ? " is out of range (" + min + " to " + max + ")" : " is given twice"));
       }
       sizes.add(v);
     }
