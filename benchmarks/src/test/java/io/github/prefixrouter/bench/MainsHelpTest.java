@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.bench.gossip.GossipBenchmarkMain;
 import io.github.prefixrouter.bench.kvevents.EngineTreeHeapMain;
+import io.github.prefixrouter.bench.kvevents.KvEventBenchmarkMain;
 import io.github.prefixrouter.bench.route.RouteBenchmarkMain;
 import io.github.prefixrouter.bench.route.RouteLatencyLoopMain;
 import io.github.prefixrouter.bench.route.RouteStagesMain;
@@ -94,6 +95,21 @@ class MainsHelpTest {
               name + " " + help + " does not name " + flag + ":\n" + r[1]);
         }
       }
+    }
+  }
+
+  /**
+   * The JMH main's usage names the JMH flags it takes and where JMH's own help is: -h was
+   * refused with exit code 2 (JMH's runner ignores it and would run every benchmark), and
+   * --help was taken for a JMH flag it does not know.
+   */
+  @Test
+  void theJmhMainAnswersHelpWithItsUsage() throws Exception {
+    for (String help : new String[] {"--help", "-h"}) {
+      String[] r = run(KvEventBenchmarkMain.class, help);
+      assertEquals("0", r[0], help + ": " + r[2]);
+      assertTrue(r[1].startsWith("usage: benchmarks/run kvevents [JMH flags]\n"), r[1]);
+      assertTrue(r[1].contains("-bm avgt") && r[1].contains("benchmarks/run jmh -h"), r[1]);
     }
   }
 

@@ -10,6 +10,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Collection;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -51,6 +52,13 @@ public final class KvEventBenchmarkMain {
 
   private KvEventBenchmarkMain() {}
 
+  static final String USAGE = """
+      usage: benchmarks/run kvevents [JMH flags]
+        decoding vLLM KV-event batches and applying them to an engine-driven tree (JMH),
+        written to kvevents.json; JMH's flags (-f, -wi, -w, -i, -r, ...) with -bm avgt,
+        -tu ns, -opi 1 and -bs 1 only; JMH's own help and lists: benchmarks/run jmh -h
+      """;
+
   /**
    * Why JMH flags cannot give the figures this main reports, or null: it prints and writes every
    * score as nanoseconds per batch and its ratios as time over time, so a benchmark mode other
@@ -61,7 +69,8 @@ public final class KvEventBenchmarkMain {
    * in average-time mode JMH still calls the benchmark once per operation but divides the
    * operations counted by it) would multiply it. JMH's help and list flags ({@code -h}, {@code -l},
    * {@code -lp}, {@code -lprof}, {@code -lrf}) are refused too: the runner does not act on them,
-   * so they would run every benchmark and overwrite the results.
+   * so they would run every benchmark and overwrite the results ({@link #main} answers
+   * {@code -h} and {@code --help} with its {@link #USAGE} before).
    *
    * @param cmd the parsed JMH flags
    * @return the message, or null if the flags are fine
@@ -97,6 +106,10 @@ public final class KvEventBenchmarkMain {
   }
 
   public static void main(String[] args) throws RunnerException, IOException {
+    if (List.of(args).contains("-h") || List.of(args).contains("--help")) {
+      System.out.print(USAGE);
+      return;
+    }
     CommandLineOptions cmd;
     try {
       cmd = new CommandLineOptions(args);
