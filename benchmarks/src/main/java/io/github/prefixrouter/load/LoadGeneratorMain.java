@@ -102,7 +102,7 @@ public final class LoadGeneratorMain {
    * Parses the command line: flag name (without {@code --}) to value, {@code "true"} for a
    * switch; the {@code --stop} values, in order, go to {@code stops}.
    *
-   * @return the flags, or null if {@code --help} was asked for
+   * @return the flags, or null if {@code --help} or {@code -h} was asked for
    * @throws IllegalArgumentException for a flag that is not one of {@link #USAGE}'s, a flag
    *     without its value (at the end, or followed by another of the flags), or a flag other
    *     than {@code --stop} given twice (a misspelt or
@@ -112,7 +112,7 @@ public final class LoadGeneratorMain {
     Map<String, String> o = new LinkedHashMap<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
-      if (a.equals("--help")) {
+      if (a.equals("--help") || a.equals("-h")) {
         return null;
       }
       String name = a.startsWith("--") ? a.substring(2) : "";

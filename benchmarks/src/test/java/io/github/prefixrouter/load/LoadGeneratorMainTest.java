@@ -218,6 +218,9 @@ class LoadGeneratorMainTest {
         "max-user-chars", "300"), o);
     assertEquals(List.of("a\n", "b"), stops);
     assertNull(LoadGeneratorMain.flags(new String[] {"--nodes", "h:1", "--help"}, stops));
+    // -h as the other mains take it: it was refused as "bad argument '-h'", exit code 2
+    assertNull(LoadGeneratorMain.flags(new String[] {"-h"}, stops));
+    assertNull(LoadGeneratorMain.flags(new String[] {"--nodes", "h:1", "-h"}, stops));
   }
 
   /**
