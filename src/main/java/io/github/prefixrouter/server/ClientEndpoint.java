@@ -1005,8 +1005,12 @@ final class ClientEndpoint {
           "invalid_prompt");
     }
     tokenizeFailures.incrementAndGet();
-    return new OpenAiFailure(502, "the tokenizer failed: " + c.getMessage(), null,
-        "tokenizer_failed");
+    // the engine's tokenizer says "tokenizer failed: ..." itself: say it once
+    String why = String.valueOf(c.getMessage());
+    if (why.startsWith(TOKENIZER_FAILED)) {
+      why = why.substring(TOKENIZER_FAILED.length());
+    }
+    return new OpenAiFailure(502, "the " + TOKENIZER_FAILED + why, null, "tokenizer_failed");
   }
 
   /**
@@ -1455,6 +1459,9 @@ final class ClientEndpoint {
   }
 
   /** A request body above the cap: answered 413. */
+  /** How a tokenizer's failure begins, in {@code EngineTokenizer}'s messages and in answers. */
+  private static final String TOKENIZER_FAILED = "tokenizer failed: ";
+
   private static final class BodyTooLargeException extends IllegalArgumentException {
     private static final long serialVersionUID = 1L;
 

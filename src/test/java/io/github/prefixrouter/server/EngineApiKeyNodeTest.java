@@ -122,6 +122,7 @@ class EngineApiKeyNodeTest {
         assertEquals(502, text.statusCode(), text.body());
         assertTrue(text.body().contains("answered 401"), text.body());
         assertFalse(text.body().contains(WRONG), text.body());
+        assertTrue(text.body().contains("\"the tokenizer failed: http://"), "said once: " + text.body());
         HttpResponse<String> ids = post(r, "/v1/completions",
             "{\"prompt\":[1,2,3],\"max_tokens\":2}");
         assertEquals(502, ids.statusCode(), ids.body());
