@@ -2,6 +2,7 @@ package io.github.prefixrouter.server;
 
 import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.internal.ShortText;
+import io.github.prefixrouter.internal.json.AnswerHeap;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.JdkHttpClients;
@@ -58,15 +59,6 @@ final class EngineTokenizer implements PromptTokenizer {
 
   /** The default cap on an answer: a prompt of the client endpoint's 8 MiB body, tokenized. */
   static final int DEFAULT_MAX_ANSWER_BYTES = 64 << 20;
-  /** The parsed JSON of an answer may take this much heap, plus {@link #PARSED_PER_CHAR}. */
-  static final long PARSED_BASE_BYTES = 16L << 20;
-  /**
-   * Heap the parsed JSON of an answer may take per character of it, over the base: a token id
-   * takes 12 bytes ({@link Json}'s estimate) for at least two characters, a digit and a comma.
-   * An answer of tiny values is refused as it is parsed: {@code [{},{},...]} is charged about
-   * 47 bytes a character, and the default cap's 64 MiB of it would hold about 2 GB.
-   */
-  static final int PARSED_PER_CHAR = 6;
   /** The longest part of a server's error message passed on to the client. */
   static final int MAX_MESSAGE_CHARS = 1_000;
 
@@ -296,12 +288,9 @@ final class EngineTokenizer implements PromptTokenizer {
     }
     Object root;
     try {
-      root = Json.parse(text, maxAnswerBytes, 4,
-          PARSED_BASE_BYTES + (long) PARSED_PER_CHAR * text.length());
+      root = Json.parse(text, maxAnswerBytes, 4, AnswerHeap.maxParsedBytes(text.length()));
     } catch (Json.ParsedSizeException e) {
-      throw fault("the answer of " + uri + " would take more than " + e.maxParsedBytes()
-          + " bytes of heap once parsed (16 MiB and 6 bytes a character; at offset "
-          + e.offset() + "): not an answer of token ids", e);
+      throw fault(AnswerHeap.tooLarge("the answer of " + uri, e, "token ids"), e);
     } catch (RuntimeException e) {
       throw fault("the answer of " + uri + " is not JSON: " + e.getMessage(), e);
     }

@@ -162,8 +162,8 @@ class EngineTokenizerTest {
   void theParseBoundIsTheDocumentedOne() throws IOException {
     String doc = java.nio.file.Files.readString(java.nio.file.Path.of("docs", "engines.md"))
         .replaceAll("\\s+", " ");
-    assertEquals(16L << 20, EngineTokenizer.PARSED_BASE_BYTES);
-    assertEquals(6, EngineTokenizer.PARSED_PER_CHAR);
+    assertEquals(16L << 20, io.github.prefixrouter.internal.json.AnswerHeap.BASE_BYTES);
+    assertEquals(6, io.github.prefixrouter.internal.json.AnswerHeap.PER_CHAR);
     assertTrue(doc.contains("(`EngineTokenizer`) bounds its answers alike, 16 MiB plus 6 bytes a "
         + "character"));
   }

@@ -3,6 +3,7 @@ package io.github.prefixrouter.engine.openai;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.internal.ShortText;
+import io.github.prefixrouter.internal.json.AnswerHeap;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
@@ -35,7 +36,7 @@ import org.slf4j.LoggerFactory;
  * {@code finish_reason} of {@code abort} or {@code error}, token ids past the request's
  * {@code maxTokens} or a negative one (that chunk gives no piece), a chunk that is not
  * strict JSON of that shape (or that would take more heap parsed than
- * {@link OpenAiCompatibleEngine#maxParsedBytes} allows), a line or an event larger than the byte
+ * {@link AnswerHeap#maxParsedBytes} allows), a line or an event larger than the byte
  * limit, an output (its text in characters plus its tokens) larger than it, a stream that ends before {@code [DONE]} and
  * before choice 0's {@code finish_reason}, and one none of whose chunks has a choice of index 0
  * (a plain answer without one fails alike). A stream that ends after choice 0's
@@ -230,7 +231,7 @@ final class CompletionStream {
     }
     Object root;
     try {
-      root = Json.parse(data, maxBytes, 32, OpenAiCompatibleEngine.maxParsedBytes(data.length()));
+      root = Json.parse(data, maxBytes, 32, AnswerHeap.maxParsedBytes(data.length()));
     } catch (Json.ParsedSizeException e) {
       throw failure(OpenAiCompatibleEngine.tooLargeOnceParsed("a chunk", e), e);
     } catch (Json.JsonException e) {
@@ -323,7 +324,7 @@ final class CompletionStream {
   private static Object errorCode(String data) {
     try {
       Object root = Json.parse(data, 1 << 20, 32,
-          OpenAiCompatibleEngine.maxParsedBytes(data.length()));
+          AnswerHeap.maxParsedBytes(data.length()));
       Object code = Json.path(root, "error", "code");
       if (code == null) {
         code = Json.path(root, "code");
@@ -348,7 +349,7 @@ final class CompletionStream {
     String m = data;
     try {
       Object root = Json.parse(data, 1 << 20, 32,
-          OpenAiCompatibleEngine.maxParsedBytes(data.length()));
+          AnswerHeap.maxParsedBytes(data.length()));
       Object message = Json.path(root, "error", "message");
       if (message == null) {
         message = Json.path(root, "message");

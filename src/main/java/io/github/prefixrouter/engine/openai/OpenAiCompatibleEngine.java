@@ -8,6 +8,7 @@ import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.engine.RunsById;
+import io.github.prefixrouter.internal.json.AnswerHeap;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.JdkHttpClients;
@@ -165,11 +166,6 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * one that does not (or a proxy) would otherwise hold the connection to {@code requestTimeout}.
    */
   static final long AFTER_DONE_MILLIS = 1000;
-
-  /** The parsed JSON of an answer, or of a stream's chunk, may take this much heap, and more. */
-  static final long PARSED_BASE_BYTES = 16L << 20;
-  /** Heap the parsed JSON of an answer may take per character of it, over the base. */
-  static final int PARSED_PER_CHAR = 6;
 
   private final URI completionsUri;
   private final URI healthUri;
@@ -800,7 +796,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
               .onUnmappableCharacter(CodingErrorAction.REPORT)
               .decode(java.nio.ByteBuffer.wrap(body))
               .toString();
-      root = Json.parse(text, maxResponseBytes, 32, maxParsedBytes(text.length()));
+      root = Json.parse(text, maxResponseBytes, 32, AnswerHeap.maxParsedBytes(text.length()));
     } catch (CharacterCodingException e) {
       throw new EngineException(where + ": answer is not valid UTF-8", true, e);
     } catch (Json.ParsedSizeException e) {
@@ -839,24 +835,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
   }
 
-  /**
-   * The most heap the parsed JSON of an answer, or of a stream's chunk, of {@code chars}
-   * characters may take ({@link Json}'s estimate): 16 MiB plus 6 bytes per character. Text
-   * takes 2 bytes a character, and a token id 12 bytes for at least two characters (a digit
-   * and a comma): no answer of text and token ids, however long, takes more, and the base
-   * leaves an answer's objects (its envelope, its usage) room. One of tiny values is refused as
-   * it is parsed: {@code [{},{},...]} is charged about 47 bytes a character, and 8 MiB of it,
-   * within the default {@code maxResponseBytes}, held about 260 MB.
-   */
-  static long maxParsedBytes(int chars) {
-    return PARSED_BASE_BYTES + (long) PARSED_PER_CHAR * chars;
-  }
-
-  /** The message of an answer or chunk ({@code what}) refused by {@link #maxParsedBytes}. */
+  /** The message of an answer or chunk ({@code what}) refused by its {@link AnswerHeap} bound. */
   static String tooLargeOnceParsed(String what, Json.ParsedSizeException e) {
-    return what + " would take more than " + e.maxParsedBytes() + " bytes of heap once parsed "
-        + "(16 MiB and 6 bytes a character; at offset " + e.offset() + "): not an answer of text "
-        + "and token ids";
+    return AnswerHeap.tooLarge(what, e, "text and token ids");
   }
 
   /**

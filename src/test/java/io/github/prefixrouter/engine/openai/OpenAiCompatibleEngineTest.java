@@ -356,8 +356,8 @@ class OpenAiCompatibleEngineTest {
   void theParseBoundAndTheWaitAfterAFinishReasonAreTheDocumentedOnes() throws IOException {
     String doc = java.nio.file.Files.readString(java.nio.file.Path.of("docs", "engines.md"))
         .replaceAll("\\s+", " ");
-    assertEquals(16L << 20, OpenAiCompatibleEngine.PARSED_BASE_BYTES);
-    assertEquals(6, OpenAiCompatibleEngine.PARSED_PER_CHAR);
+    assertEquals(16L << 20, io.github.prefixrouter.internal.json.AnswerHeap.BASE_BYTES);
+    assertEquals(6, io.github.prefixrouter.internal.json.AnswerHeap.PER_CHAR);
     assertTrue(doc.contains("16 MiB plus 6 bytes per character of the answer or chunk"));
     assertEquals(1000, OpenAiCompatibleEngine.AFTER_DONE_MILLIS);
     assertTrue(doc.contains("1 s after choice 0's `finish_reason` when no `[DONE]` has come"));
