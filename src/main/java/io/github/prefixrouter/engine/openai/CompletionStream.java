@@ -309,9 +309,10 @@ final class CompletionStream {
    * stream; else a retryable {@link EngineException}.
    */
   private EngineException serverError(String what, String data) {
-    String message = what + ": " + errorMessage(data);
+    Object root = errorRoot(data);
+    String message = what + ": " + errorMessage(data, root);
     if (tokenCount == 0 && text.length() == 0) {
-      Object code = errorCode(data);
+      Object code = errorCode(root);
       if (code != null) {
         return new EngineBusyException("request " + request.id() + ": " + message + " (code "
             + code + ": the server is overloaded)");
@@ -320,22 +321,27 @@ final class CompletionStream {
     return failure(message, null);
   }
 
-  /** The code 429 or 503 of an error event or chunk ({@code error.code} or {@code code}), or null. */
-  private static Object errorCode(String data) {
+  /** An error event's or chunk's data parsed, or null if it is not JSON within the limits. */
+  private static Object errorRoot(String data) {
     try {
-      Object root = Json.parse(data, 1 << 20, 32,
-          AnswerHeap.maxParsedBytes(data.length()));
-      Object code = Json.path(root, "error", "code");
-      if (code == null) {
-        code = Json.path(root, "code");
-      }
-      for (long overloaded : new long[] {429, 503}) {
-        if (Long.valueOf(overloaded).equals(code) || String.valueOf(overloaded).equals(code)) {
-          return code;
-        }
-      }
+      return Json.parse(data, 1 << 20, 32, AnswerHeap.maxParsedBytes(data.length()));
     } catch (RuntimeException notJson) {
-      // no code
+      return null;
+    }
+  }
+
+  /**
+   * The code 429 or 503 of an error event or chunk ({@code error.code} or {@code code}), or null.
+   */
+  private static Object errorCode(Object root) {
+    Object code = Json.path(root, "error", "code");
+    if (code == null) {
+      code = Json.path(root, "code");
+    }
+    for (long overloaded : new long[] {429, 503}) {
+      if (Long.valueOf(overloaded).equals(code) || String.valueOf(overloaded).equals(code)) {
+        return code;
+      }
     }
     return null;
   }
@@ -344,25 +350,19 @@ final class CompletionStream {
     return new EngineException("request " + request.id() + ": " + what, true, cause);
   }
 
-  /** The message of an error event or chunk, printable and at most 300 characters. */
-  private static String errorMessage(String data) {
-    String m = data;
-    try {
-      Object root = Json.parse(data, 1 << 20, 32,
-          AnswerHeap.maxParsedBytes(data.length()));
-      Object message = Json.path(root, "error", "message");
-      if (message == null) {
-        message = Json.path(root, "message");
-      }
-      if (message == null && Json.path(root, "error") instanceof String s) {
-        message = s;
-      }
-      if (message instanceof String s) {
-        m = s;
-      }
-    } catch (RuntimeException notJson) {
-      // the data as it is
+  /**
+   * The message of an error event or chunk ({@code data}, parsed as {@code root}, or null if it
+   * is not JSON), printable and at most 300 characters.
+   */
+  private static String errorMessage(String data, Object root) {
+    Object message = Json.path(root, "error", "message");
+    if (message == null) {
+      message = Json.path(root, "message");
     }
+    if (message == null && Json.path(root, "error") instanceof String s) {
+      message = s;
+    }
+    String m = message instanceof String s ? s : data;
     // never cut between the halves of a pair: the message would not be text any more
     String cut = ShortText.prefix(m, 300);
     StringBuilder sb = new StringBuilder(cut.length());
