@@ -451,21 +451,14 @@ public final class NodeOptions {
     if (tok.equals("auto") || tok.equals("none")) {
       this.tokenizerUri = null;
     } else if (tok.startsWith("http://") || tok.startsWith("https://")) {
-      int from = tok.indexOf("://") + 3;
-      int to = from;
-      while (to < tok.length() && "/?#".indexOf(tok.charAt(to)) < 0) {
-        to++;
-      }
-      int at = tok.lastIndexOf('@', to - 1);
-      if (at >= from) {
+      String redacted = io.github.prefixrouter.internal.UrlUserInfo.redacted(tok);
+      if (redacted != null) {
         // as for --engine: the HTTP client sends nothing of it, and it would stand in every
         // message and banner naming the tokenizer: the password too (checked before the URL
         // is parsed, whose errors quote it whole)
-        String path = tok.substring(to).replaceFirst("[?#].*", "");
         throw new IllegalArgumentException("--tokenizer must not carry user information "
             + "(user:password@): the HTTP client sends no credentials from a URL; a tokenizer "
-            + "on the engine's server gets its key (--engine-api-key-file), was "
-            + tok.substring(0, from) + "...@" + tok.substring(at + 1, to) + path);
+            + "on the engine's server gets its key (--engine-api-key-file), was " + redacted);
       }
       try {
         this.tokenizerUri = new java.net.URI(tok);

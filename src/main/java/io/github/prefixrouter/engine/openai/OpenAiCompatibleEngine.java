@@ -7,6 +7,7 @@ import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.ShortText;
+import io.github.prefixrouter.internal.UrlUserInfo;
 import io.github.prefixrouter.internal.engine.RunsById;
 import io.github.prefixrouter.internal.json.AnswerHeap;
 import io.github.prefixrouter.internal.json.Json;
@@ -1158,17 +1159,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       try {
         this.baseUrl = new URI(url);
       } catch (URISyntaxException e) {
-        int from = url.indexOf("://");
-        int to = from < 0 ? -1 : from + 3;
-        while (to >= 0 && to < url.length() && "/?#".indexOf(url.charAt(to)) < 0) {
-          to++;
-        }
-        int at = to < 0 ? -1 : url.lastIndexOf('@', to - 1);
-        if (at > from + 2) {
+        String redacted = UrlUserInfo.redacted(url);
+        if (redacted != null) {
           // user information, and no URL either: the parse error, and its cause, would quote
           // the password; refused as build() refuses user information, without either
-          String path = url.substring(to).replaceFirst("[?#].*", "");
-          throw userInformation(url.substring(0, from), url.substring(at + 1, to) + path);
+          throw userInformation(redacted);
         }
         // URI's own message names no setting and carries the whole value, however long
         String value = ShortText.prefix(url, 200);
@@ -1334,14 +1329,13 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * The refusal of a base URL with user information, naming it by {@code scheme}, {@code ...@}
-     * and {@code rest} (its host, port and path): never the user or the password.
+     * The refusal of a base URL with user information, naming it as {@code redacted}
+     * ({@code scheme://...@host:port/path}): never the user or the password.
      */
-    private static IllegalArgumentException userInformation(String scheme, String rest) {
+    private static IllegalArgumentException userInformation(String redacted) {
       return new IllegalArgumentException("baseUrl must not carry user information "
           + "(user:password@): the HTTP client sends no credentials from a URL; give the "
-          + "server's API key with apiKey (sent as a bearer token), was " + scheme + "://...@"
-          + rest);
+          + "server's API key with apiKey (sent as a bearer token), was " + redacted);
     }
 
     /**
@@ -1358,8 +1352,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       if (rawAuthority != null && rawAuthority.contains("@")) {
         // the JDK's HTTP client sends nothing of it, and it would stand in every message
         // naming the server: the password too
-        throw userInformation(baseUrl.getScheme(),
-            rawAuthority.substring(rawAuthority.lastIndexOf('@') + 1)
+        throw userInformation(baseUrl.getScheme() + "://...@"
+            + rawAuthority.substring(rawAuthority.lastIndexOf('@') + 1)
             + (baseUrl.getRawPath() == null ? "" : baseUrl.getRawPath()));
       }
       String scheme = baseUrl.getScheme();
@@ -1367,8 +1361,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         throw new IllegalArgumentException("baseUrl must be an http(s) URL with a host, was " + baseUrl);
       }
       if (baseUrl.getHost() == null) {
-        String authority = baseUrl.getRawAuthority() == null ? ""
-            : baseUrl.getRawAuthority().substring(baseUrl.getRawAuthority().indexOf('@') + 1);
+        // no user information: refused above
+        String authority = rawAuthority == null ? "" : rawAuthority;
         if (!authority.startsWith("[") && authority.indexOf(':') != authority.lastIndexOf(':')) {
           // java.net.URI reads no host in http://::1:8000
           throw new IllegalArgumentException("baseUrl has an IPv6 address without brackets, whose "
