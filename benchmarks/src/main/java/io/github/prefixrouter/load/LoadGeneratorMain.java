@@ -435,7 +435,7 @@ public final class LoadGeneratorMain {
     return n;
   }
 
-  /** An integer flag, at least {@code min}; a bad value stops the run ({@link #fail}). */
+  /** A 64-bit whole-number flag; a bad value stops the run ({@link #fail}). */
   private static long longArg(Map<String, String> o, String key, long dflt) {
     String s = o.get(key);
     if (s == null) {
@@ -449,6 +449,7 @@ public final class LoadGeneratorMain {
     }
   }
 
+  /** An integer flag, at least {@code min}; a bad value stops the run ({@link #fail}). */
   private static int intArg(Map<String, String> o, String key, int dflt, int min) {
     String s = o.get(key);
     if (s == null) {
