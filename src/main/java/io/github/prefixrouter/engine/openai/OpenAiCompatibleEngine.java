@@ -86,9 +86,16 @@ import org.slf4j.LoggerFactory;
  * than {@code max_tokens} or a negative one, are retryable (another node may serve the request: the
  * server misbehaved, not the request); HTTP 429 and 503 (the server says it is overloaded) are
  * {@link EngineBusyException}s; 401 and 403 (the server refuses this node's credentials) are
- * retryable too, since a peer's server may accept its own. Any other 4xx means the request itself
- * is invalid (vLLM answers 400 to a prompt longer than the model's context, 404 to an unknown
- * model): an {@link InvalidRequestException} carrying the server's message. No whole answer within
+ * retryable too, since a peer's server may accept its own. A 404 in OpenAI's error shape that
+ * names a model (vLLM's {@code "The model `x` does not exist."}) refuses the model sent: an
+ * {@link InvalidRequestException} for a request of a LoRA adapter (a client's name), a retryable
+ * failure for one of the base model (the name this engine sends for every request, {@link
+ * Builder#model}, is wrong for the server). Any other 404, and a 405, says the server has no
+ * completions endpoint where this engine posts (a base URL with a path the server lacks, a
+ * proxy without the route): retryable, the message naming the URL and saying to check the base
+ * URL. Any other 4xx means the request itself is invalid (vLLM answers 400 to a prompt longer
+ * than the model's context): an {@link InvalidRequestException} carrying the server's message.
+ * No whole answer within
  * {@code requestTimeout} (its headers and its body: a server or proxy that stalls the body after
  * the headers times out too, and its connection is closed) is an {@link EngineTimeoutException},
  * not retryable: a generation that outlasts the limit here would outlast it on a peer too.
@@ -167,6 +174,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * one that does not (or a proxy) would otherwise hold the connection to {@code requestTimeout}.
    */
   static final long AFTER_DONE_MILLIS = 1000;
+
+  /** The word "model" in an error's message ({@link #namesModel}). */
+  private static final java.util.regex.Pattern MODEL_WORD =
+      java.util.regex.Pattern.compile("(?i)\\bmodel\\b");
 
   private final URI completionsUri;
   private final URI healthUri;
@@ -780,6 +791,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     if (status == 429 || status == 503) {
       throw new EngineBusyException(where + ": server answered HTTP " + status + errorDetail(body));
     }
+    if (status == 404 || status == 405) {
+      throw notFound(request, status, body);
+    }
     if (status != 200) {
       String detail = where + ": server answered HTTP " + status + errorDetail(body);
       if (status >= 400 && status < 500 && status != 408 && status != 401 && status != 403) {
@@ -834,6 +848,62 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     } catch (Json.JsonException e) {
       throw new EngineException(where + ": unexpected answer shape: " + e.getMessage(), true, e);
     }
+  }
+
+  /**
+   * The failure of a 404 or 405 answer. Only a 404 in OpenAI's error shape that names a model
+   * ({@link #namesModel}) is the server's word on the request: the model it was sent is not
+   * served. That is the request's fault when it names a LoRA adapter (a client's name), and this
+   * node's (retryable) when it is of the base model, whose name this engine sends for every
+   * request. Any other 404 or 405 (a framework's {@code {"detail":"Not Found"}}, a proxy's page,
+   * no body) says there is no completions endpoint at {@link #completionsUri}: the base URL is
+   * wrong for this server, which every request would find alike; retryable, as a peer's server
+   * may be set up right.
+   */
+  private EngineException notFound(InferenceRequest request, int status, byte[] body) {
+    String where = "request " + request.id();
+    if (status == 404 && namesModel(body)) {
+      String detail = where + ": server answered HTTP 404" + errorDetail(body);
+      if (!request.scope().adapter().isEmpty()) {
+        return new InvalidRequestException(detail);
+      }
+      return new EngineException(detail + " (this engine sends "
+          + (model != null ? "the model '" + model + "'" : "no model name, the server's default,")
+          + " for every request of the base model: check the model name it is given)", true);
+    }
+    return new EngineException(where + ": POST " + completionsUri + " answered HTTP " + status
+        + errorDetail(body) + " (no completions endpoint there: check the server's base URL, "
+        + "its root or its /v1, as in http://127.0.0.1:8000)", true);
+  }
+
+  /**
+   * Whether an error answer is in OpenAI's shape ({@code {"error": {"message"}}}, or vLLM's older
+   * {@code {"object": "error", "message"}}) and is about the model: its {@code code} is
+   * {@code model_not_found}, its {@code param} {@code model}, or its message names a model
+   * (vLLM's {@code "The model `x` does not exist."}). OpenAI's own 404 of a path it does not
+   * serve ({@code "Invalid URL (POST /v1/...)"}) has the shape and names none.
+   */
+  static boolean namesModel(byte[] body) {
+    if (body == null || body.length == 0) {
+      return false;
+    }
+    Object root;
+    try {
+      String text = new String(body, StandardCharsets.UTF_8);
+      root = Json.parse(text, body.length, 8, AnswerHeap.maxParsedBytes(text.length()));
+    } catch (RuntimeException notJson) {
+      return false;
+    }
+    Object error = Json.path(root, "error");
+    if (!(error instanceof Map<?, ?>)) {
+      error = "error".equals(Json.path(root, "object")) ? root : null;
+    }
+    if (!(Json.path(error, "message") instanceof String m)) {
+      return false;
+    }
+    return "model_not_found".equals(Json.path(error, "code"))
+        || "model".equals(Json.path(error, "param"))
+        || MODEL_WORD.matcher(m).find();
   }
 
   /** The message of an answer or chunk ({@code what}) refused by its {@link AnswerHeap} bound. */

@@ -219,8 +219,9 @@ class OpenAiCompatibleEngineTest {
 
   @Test
   void httpErrorsMapToRetryableOrNot() {
-    int[] statuses = {429, 503, 500, 502, 408, 401, 403, 400, 404, 413, 422};
-    boolean[] retryable = {true, true, true, true, true, true, true, false, false, false, false};
+    // 404 and 405 depend on their body and the request: see the tests below
+    int[] statuses = {429, 503, 500, 502, 408, 401, 403, 400, 413, 422};
+    boolean[] retryable = {true, true, true, true, true, true, true, false, false, false};
     for (int i = 0; i < statuses.length; i++) {
       int s = statuses[i];
       server.behaviour.set((ex, body) -> reply(ex, s, "{\"error\":{\"message\":\"boom " + s + "\"}}"));
@@ -230,6 +231,74 @@ class OpenAiCompatibleEngineTest {
       // invalid, and says so by its type
       assertEquals(!retryable[i], err instanceof InvalidRequestException, s + ": " + err);
       assertTrue(err.getMessage().contains("HTTP " + s) && err.getMessage().contains("boom"), err.getMessage());
+    }
+  }
+
+  /**
+   * A 404 or 405 that is not the server's word on the request's model says the completions
+   * endpoint is not where the node posts (a base URL with a path the server lacks, a proxy
+   * without the route, a server without {@code /v1/completions}): every request would fail so,
+   * so it is not the request's fault but this server's, retryable (a peer may serve it), and the
+   * message names the URL and the base URL to check. It used to be an invalid request: every
+   * client got a 400 and no peer was tried.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {
+      "404 {\"detail\":\"Not Found\"}",
+      "404 <html><head><title>404 Not Found</title></head><body>nginx</body></html>",
+      "404 ",
+      "404 {\"error\":{\"message\":\"Invalid URL (POST /v1/completions)\","
+          + "\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}",
+      "404 {\"message\":\"no Route matched with those values\"}",
+      "405 {\"detail\":\"Method Not Allowed\"}",
+      "405 {\"object\":\"error\",\"message\":\"The model `m` does not exist.\"}"})
+  void aMissingEndpointIsTheServersFaultNotTheRequests(String answer) {
+    int status = Integer.parseInt(answer.substring(0, 3));
+    String body = answer.substring(4);
+    server.behaviour.set((ex, b) -> reply(ex, status, body));
+    for (boolean streamed : new boolean[] {false, true}) {
+      for (InferenceRequest r : List.of(request(),
+          request().withScope(io.github.prefixrouter.CacheScope.adapter("sql-lora")))) {
+        EngineException err = failure(streamed ? engine().execute(r, (t, text) -> { })
+            : engine().execute(r));
+        assertFalse(err instanceof InvalidRequestException, answer + ": " + err);
+        assertTrue(err.retryable(), err.getMessage());
+        assertTrue(err.getMessage().contains("HTTP " + status)
+            && err.getMessage().contains(base() + "/v1/completions")
+            && err.getMessage().contains("base URL"), err.getMessage());
+      }
+    }
+  }
+
+  /**
+   * A 404 in OpenAI's error shape naming the model (vLLM's {@code "The model `x` does not
+   * exist."}, old and new shapes; OpenAI's {@code model_not_found}) refuses the model the request
+   * named: a client's LoRA adapter the server does not serve is an invalid request (400, no peer
+   * tried), while the base model is the one this node sends for every request, so a server that
+   * lacks it is misconfigured for this node: retryable, saying so.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {
+      "{\"object\":\"error\",\"message\":\"The model `x` does not exist.\","
+          + "\"type\":\"NotFoundError\",\"param\":null,\"code\":404}",
+      "{\"error\":{\"message\":\"The model `x` does not exist.\",\"type\":\"NotFoundError\","
+          + "\"param\":null,\"code\":404}}",
+      "{\"error\":{\"message\":\"not available\",\"type\":\"invalid_request_error\","
+          + "\"param\":null,\"code\":\"model_not_found\"}}"})
+  void aModelNotFoundIsTheRequestsFaultOnlyForAnAdapter(String body) {
+    server.behaviour.set((ex, b) -> reply(ex, 404, body));
+    for (boolean streamed : new boolean[] {false, true}) {
+      InferenceRequest lora = request().withScope(io.github.prefixrouter.CacheScope.adapter("sql-lora"));
+      EngineException invalid = failure(streamed ? engine().execute(lora, (t, text) -> { })
+          : engine().execute(lora));
+      assertInstanceOf(InvalidRequestException.class, invalid, () -> body + ": " + invalid);
+      assertTrue(invalid.getMessage().contains("HTTP 404"), invalid.getMessage());
+      EngineException base = failure(streamed ? engine().execute(request(), (t, text) -> { })
+          : engine().execute(request()));
+      assertFalse(base instanceof InvalidRequestException, body + ": " + base);
+      assertTrue(base.retryable(), base.getMessage());
+      assertTrue(base.getMessage().contains("HTTP 404")
+          && base.getMessage().contains("model 'm'"), base.getMessage());
     }
   }
 
