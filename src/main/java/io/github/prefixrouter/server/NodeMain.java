@@ -371,8 +371,9 @@ public final class NodeMain {
         b.kvEvents(events.blockSize(o.config.blockSize()));
       }
       OpenAiCompatibleEngine oe = b.build();
-      if (!answersHealthCheck(oe, START_HEALTH_WAIT)) {
-        log.warn("engine at {} does not answer its health check yet", o.engine);
+      String unhealthy = healthWarning(oe, START_HEALTH_WAIT, o.engine, o.engineApiKey != null);
+      if (unhealthy != null) {
+        log.warn(unhealthy);
       }
       engine = oe;
     }
@@ -649,14 +650,36 @@ public final class NodeMain {
   static final java.time.Duration START_HEALTH_WAIT = java.time.Duration.ofSeconds(10);
 
   /**
-   * Whether the engine answers its health check within {@code wait}. The check's own bound is
-   * the engine's request timeout (minutes, for long generations), for which a server that takes
-   * connections and never answers would hold the start; the node starts either way.
+   * What is wrong with the engine's health check, if it does not pass within {@code wait}: the
+   * line the start logs, or null when the server answered 2xx. A server that refuses this node's
+   * credentials (401, 403) is told from one that fails (another status) and from one that does
+   * not answer; the line points at the key's flag and variable and never shows the key. The
+   * check's own bound is the engine's request timeout (minutes, for long generations), for
+   * which a server that takes connections and never answers would hold the start; the node
+   * starts either way.
+   *
+   * @param engineUrl the server, as {@code --engine} gives it
+   * @param keyGiven whether the node has the server's API key
    */
-  static boolean answersHealthCheck(OpenAiCompatibleEngine engine, java.time.Duration wait) {
-    return engine.health()
-        .completeOnTimeout(false, wait.toNanos(), java.util.concurrent.TimeUnit.NANOSECONDS)
+  static String healthWarning(OpenAiCompatibleEngine engine, java.time.Duration wait,
+      String engineUrl, boolean keyGiven) {
+    int status = engine.healthStatus()
+        .completeOnTimeout(-1, wait.toNanos(), java.util.concurrent.TimeUnit.NANOSECONDS)
         .join();
+    if (status >= 200 && status < 300) {
+      return null;
+    }
+    if (status == 401 || status == 403) {
+      return "engine at " + engineUrl + " refuses this node's credentials (HTTP " + status
+          + ") at its health check, " + (keyGiven ? "with the API key given" : "without an API key")
+          + ": give the server's key with --engine-api-key-file FILE or env "
+          + NodeOptions.ENGINE_API_KEY_ENV;
+    }
+    if (status > 0) {
+      return "engine at " + engineUrl + " fails its health check: HTTP " + status
+          + " (GET /health, or GET /v1/models where /health is not found)";
+    }
+    return "engine at " + engineUrl + " does not answer its health check yet";
   }
 
   /**

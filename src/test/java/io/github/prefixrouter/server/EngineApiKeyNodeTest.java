@@ -141,6 +141,48 @@ class EngineApiKeyNodeTest {
   }
 
   /**
+   * A server that guards its health check and refuses the node's key (a wrong one, or none) is
+   * logged at the start as refusing this node's credentials, by its status, pointing at
+   * {@code --engine-api-key-file} and {@code PREFIX_ROUTER_ENGINE_API_KEY}, never showing the
+   * key. It used to be logged as a server that does not answer its health check at all.
+   */
+  @Test
+  void aRefusedKeyIsLoggedAsSuchAtTheStartsHealthCheck() throws Exception {
+    Path keyFile = Files.writeString(dir.resolve("wrong.key"), WRONG + "\n");
+    try (FakeOpenAiServer server = serverWithKey()) {
+      for (List<String> key : List.of(List.of("--engine-api-key-file", keyFile.toString()),
+          List.<String>of())) {
+        List<String> args = new ArrayList<>(List.of("--engine", server.baseUrl(), "--model",
+            "fake-base"));
+        args.addAll(key);
+        List<String> lines = logged("health check", () -> launch(Map.of(),
+            args.toArray(new String[0])).close());
+        assertEquals(1, lines.size(), lines.toString());
+        String line = lines.get(0);
+        assertTrue(line.contains("refuses this node's credentials (HTTP 401)")
+            && line.contains("--engine-api-key-file")
+            && line.contains("PREFIX_ROUTER_ENGINE_API_KEY")
+            && line.contains(key.isEmpty() ? "without an API key" : "the API key given"), line);
+        assertFalse(line.contains("does not answer"), line);
+        assertFalse(line.contains(WRONG), line);
+      }
+    }
+  }
+
+  /** The lines {@code run} logs about {@code what} (slf4j-simple writes to standard error). */
+  private static List<String> logged(String what, Runnable run) {
+    PrintStream err = System.err;
+    ByteArrayOutputStream log = new ByteArrayOutputStream();
+    System.setErr(new PrintStream(log, true, StandardCharsets.UTF_8));
+    try {
+      run.run();
+    } finally {
+      System.setErr(err);
+    }
+    return log.toString(StandardCharsets.UTF_8).lines().filter(l -> l.contains(what)).toList();
+  }
+
+  /**
    * A {@code --tokenizer} URL on the engine's server (same scheme, host and port) gets the key;
    * one on another server does not: the key is the engine server's, not to be handed to
    * whatever host the tokenizer names.

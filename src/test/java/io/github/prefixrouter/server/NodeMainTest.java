@@ -392,9 +392,11 @@ class NodeMainTest {
                 .baseUrl("http://127.0.0.1:" + silent.getLocalPort())
                 .requestTimeout(java.time.Duration.ofMinutes(10)).build()) {
       // the kernel completes the connection; nothing ever accepts it, let alone answers
-      assertFalse(org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(
-          java.time.Duration.ofSeconds(60),
-          () -> NodeMain.answersHealthCheck(engine, java.time.Duration.ofMillis(200))));
+      String url = "http://127.0.0.1:" + silent.getLocalPort();
+      assertEquals("engine at " + url + " does not answer its health check yet",
+          org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(
+              java.time.Duration.ofSeconds(60),
+              () -> NodeMain.healthWarning(engine, java.time.Duration.ofMillis(200), url, false)));
     }
   }
 

@@ -1131,13 +1131,25 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * @return a future of whether the server answered 2xx; never completes exceptionally
    */
   public CompletableFuture<Boolean> health() {
+    return healthStatus().thenApply(status -> status >= 200 && status < 300);
+  }
+
+  /**
+   * Probes the server as {@link #health()} does, and tells what it answered: the HTTP status
+   * of {@code GET /health}, or of {@code GET /v1/models} when {@code /health} is not found.
+   * That tells a server that refuses this engine's {@link Builder#apiKey} (401 or 403: a wrong
+   * key, or none) or fails (5xx) from one that does not answer at all.
+   *
+   * @return a future of the status, or of -1 when no answer came (the server unreachable, no
+   *     headers within {@code requestTimeout}, the engine closed); never completes exceptionally
+   */
+  public CompletableFuture<Integer> healthStatus() {
     if (closed) {
-      return CompletableFuture.completedFuture(false);
+      return CompletableFuture.completedFuture(-1);
     }
     return probe(healthUri)
         .thenCompose(status -> status == 404 ? probe(modelsUri) : CompletableFuture.completedFuture(status))
-        .thenApply(status -> status >= 200 && status < 300)
-        .exceptionally(e -> false);
+        .exceptionally(e -> -1);
   }
 
   /**
