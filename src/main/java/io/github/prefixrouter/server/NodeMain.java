@@ -686,9 +686,11 @@ public final class NodeMain {
    * The base model an OpenAI-compatible server serves, from its {@code GET /v1/models}: the one
    * entry without a {@code "parent"} (vLLM lists each LoRA adapter with its base model as
    * parent), or null, with a warning, when the server cannot tell (no answer, several base
-   * models, the API key refused). Without it, a client naming the base model in {@code "model"}
-   * would be taken to name an adapter, and its request routed on prefixes cached for that
-   * adapter: none.
+   * models, the API key refused) or its answer is refused: above 1 MiB, not whole within 10 s,
+   * nested deeper than 8, or taking more heap once parsed than a completions answer may
+   * ({@link io.github.prefixrouter.internal.json.AnswerHeap}). Without it, a client naming the
+   * base model in {@code "model"} would be taken to name an adapter, and its request routed on
+   * prefixes cached for that adapter: none.
    *
    * @param apiKey the server's API key, sent as {@code Authorization: Bearer}; null for none
    */
@@ -733,8 +735,19 @@ public final class NodeMain {
             + "naming it is taken for a LoRA adapter", uri, r.statusCode());
         return null;
       }
-      Object root = io.github.prefixrouter.internal.json.Json.parse(
-          new String(r.body(), java.nio.charset.StandardCharsets.UTF_8), 1 << 20, 8);
+      // parsed within the heap a completions answer may take: a list of names and ids never
+      // takes more, and under 1 MiB of tiny objects ({"data":[{},{},...]}) would take 50 MB
+      String text = new String(r.body(), java.nio.charset.StandardCharsets.UTF_8);
+      Object root;
+      try {
+        root = io.github.prefixrouter.internal.json.Json.parse(text, 1 << 20, 8,
+            io.github.prefixrouter.internal.json.AnswerHeap.maxParsedBytes(text.length()));
+      } catch (io.github.prefixrouter.internal.json.Json.ParsedSizeException e) {
+        log.warn("{}: pass --model NAME (the base model), or a client's \"model\" naming it is "
+            + "taken for a LoRA adapter", io.github.prefixrouter.internal.json.AnswerHeap.tooLarge(
+                "the answer of " + uri, e, "model names"));
+        return null;
+      }
       java.util.List<String> bases = new java.util.ArrayList<>();
       if (root instanceof java.util.Map<?, ?> m && m.get("data") instanceof java.util.List<?> data) {
         for (Object e : data) {

@@ -435,6 +435,47 @@ class NodeMainTest {
   }
 
   /**
+   * The start's {@code GET /v1/models} answer is parsed within the bound a completions answer
+   * has ({@link io.github.prefixrouter.internal.json.AnswerHeap}): under 1 MiB of tiny objects
+   * would take some 50 MB of heap parsed, and was parsed whole (its one base model taken). It
+   * is refused now, with a warning saying why; a deeply nested answer is refused too.
+   */
+  @Test
+  void aModelListThatWouldTakeTooMuchHeapParsedIsRefused() throws Exception {
+    try (io.github.prefixrouter.engine.openai.FakeOpenAiServer server =
+        io.github.prefixrouter.engine.openai.FakeOpenAiServer.start(
+            io.github.prefixrouter.engine.openai.FakeOpenAiServer.ECHO)) {
+      server.models("{\"data\":[" + "{},".repeat(340_000) + "{\"id\":\"big-base\"}]}");
+      List<String> lines = logged("/v1/models",
+          () -> assertNull(NodeMain.discoverBaseModel(server.baseUrl(), null)));
+      assertEquals(1, lines.size(), lines.toString());
+      assertTrue(lines.get(0).contains("bytes of heap once parsed")
+          && lines.get(0).contains("--model"), lines.get(0));
+      server.models("{\"data\":[{\"id\":\"deep\",\"x\":" + "[".repeat(5_000)
+          + "]".repeat(5_000) + "}]}");
+      assertNull(NodeMain.discoverBaseModel(server.baseUrl(), null));
+      server.models("{\"data\":[" + "{\"id\":\"lora\",\"parent\":\"base\"},".repeat(2_000)
+          + "{\"id\":\"base\",\"parent\":null}]}");
+      assertEquals("base", NodeMain.discoverBaseModel(server.baseUrl(), null),
+          "a long list of real entries is within the bound");
+    }
+  }
+
+  /** The lines {@code run} logs about {@code what} (slf4j-simple writes to standard error). */
+  private static List<String> logged(String what, Runnable run) {
+    java.io.PrintStream err = System.err;
+    java.io.ByteArrayOutputStream log = new java.io.ByteArrayOutputStream();
+    System.setErr(new java.io.PrintStream(log, true, java.nio.charset.StandardCharsets.UTF_8));
+    try {
+      run.run();
+    } finally {
+      System.setErr(err);
+    }
+    return log.toString(java.nio.charset.StandardCharsets.UTF_8).lines()
+        .filter(l -> l.contains(what)).toList();
+  }
+
+  /**
    * Asking the server for its base model leaves no HTTP client's selector thread behind, on an
    * answer as on a failure. JDK 17's client cannot be closed, and the selector of the client
    * built for the question ran until the client was garbage collected, for as long as the node
