@@ -4,6 +4,7 @@ import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.json.AnswerHeap;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.json.OpenAiErrors;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.JdkHttpClients;
 import java.net.URI;
@@ -39,8 +40,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  *   <li>The answer must be a JSON object with {@code tokens}, an array of non-negative ids (at
  *       least one); {@code count}, when present, must be their number, and {@code max_model_len},
  *       when present, a positive integer (the model's context length).
- *   <li>Failures: a 4xx answer other than 401, 403, 404 without vLLM's error body, 405, 408 and
- *       429 is the request's fault ({@link TokenizeException#invalidRequest()}: a malformed
+ *   <li>Failures: a 4xx answer other than 401, 403, 405, 408, 429 and a 404 that is not in
+ *       OpenAI's error shape naming a model ({@link OpenAiErrors#namesModel}: a framework's
+ *       {@code {"detail":"Not Found"}}, a proxy's page or its JSON, OpenAI's {@code "Invalid
+ *       URL"}) is the request's fault ({@link TokenizeException#invalidRequest()}: a malformed
  *       conversation, an unknown model), with the server's own message; everything else (not
  *       reachable, a 5xx, the node's key refused, no such endpoint, no answer within the
  *       timeout, an answer above the size cap or not of the shape above, or one that would take
@@ -277,7 +280,7 @@ final class EngineTokenizer implements PromptTokenizer {
     if (status != 200) {
       Object error = errorBody(text);
       String message = serverMessage(error, text);
-      boolean noEndpoint = (status == 404 || status == 405) && !hasVllmError(error);
+      boolean noEndpoint = status == 405 || status == 404 && !OpenAiErrors.namesModel(error);
       boolean requestsFault = status >= 400 && status < 500 && !noEndpoint
           && status != 401 && status != 403 && status != 408 && status != 429;
       if (requestsFault) {
@@ -335,12 +338,6 @@ final class EngineTokenizer implements PromptTokenizer {
     } catch (RuntimeException notJson) {
       return null;
     }
-  }
-
-  /** vLLM's error answers: {@code {"error": {"message"}}}, or the older top-level {@code message}. */
-  private static boolean hasVllmError(Object error) {
-    return Json.path(error, "error", "message") instanceof String
-        || Json.path(error, "message") instanceof String;
   }
 
   /**

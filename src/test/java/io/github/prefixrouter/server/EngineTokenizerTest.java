@@ -229,6 +229,11 @@ class EngineTokenizerTest {
       "429|{\"error\":{\"message\":\"too many\"}}|answered 429",
       "404|{\"detail\":\"Not Found\"}|no tokenize endpoint there",
       "405|{\"detail\":\"Method Not Allowed\"}|no tokenize endpoint there",
+      // a proxy's JSON 404, and OpenAI's own of a path it does not serve, name no model: they
+      // were taken for the server's word on the request, and the client answered 400
+      "404|{\"message\":\"no Route matched with those values\"}|no tokenize endpoint there",
+      "404|{\"error\":{\"message\":\"Invalid URL (POST /tokenize)\",\"type\":\"invalid_request_error\"}}|no tokenize endpoint there",
+      "405|{\"object\":\"error\",\"message\":\"Method Not Allowed\"}|no tokenize endpoint there",
       "200|[1,2,3]|unusable answer",
       "200|{\"count\":3}|tokens must be an array",
       "200|{\"tokens\":[1,-2]}|tokens[1] is negative",

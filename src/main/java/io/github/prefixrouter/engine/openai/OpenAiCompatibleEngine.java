@@ -11,6 +11,7 @@ import io.github.prefixrouter.internal.UrlUserInfo;
 import io.github.prefixrouter.internal.engine.RunsById;
 import io.github.prefixrouter.internal.json.AnswerHeap;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.json.OpenAiErrors;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.JdkHttpClients;
 import io.github.prefixrouter.spi.CacheEventListener;
@@ -174,10 +175,6 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * one that does not (or a proxy) would otherwise hold the connection to {@code requestTimeout}.
    */
   static final long AFTER_DONE_MILLIS = 1000;
-
-  /** The word "model" in an error's message ({@link #namesModel}). */
-  private static final java.util.regex.Pattern MODEL_WORD =
-      java.util.regex.Pattern.compile("(?i)\\bmodel\\b");
 
   private final URI completionsUri;
   private final URI healthUri;
@@ -876,13 +873,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         + "its root or its /v1, as in http://127.0.0.1:8000)", true);
   }
 
-  /**
-   * Whether an error answer is in OpenAI's shape ({@code {"error": {"message"}}}, or vLLM's older
-   * {@code {"object": "error", "message"}}) and is about the model: its {@code code} is
-   * {@code model_not_found}, its {@code param} {@code model}, or its message names a model
-   * (vLLM's {@code "The model `x` does not exist."}). OpenAI's own 404 of a path it does not
-   * serve ({@code "Invalid URL (POST /v1/...)"}) has the shape and names none.
-   */
+  /** Whether an error answer refuses the request's model ({@link OpenAiErrors#namesModel}). */
   static boolean namesModel(byte[] body) {
     if (body == null || body.length == 0) {
       return false;
@@ -894,16 +885,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     } catch (RuntimeException notJson) {
       return false;
     }
-    Object error = Json.path(root, "error");
-    if (!(error instanceof Map<?, ?>)) {
-      error = "error".equals(Json.path(root, "object")) ? root : null;
-    }
-    if (!(Json.path(error, "message") instanceof String m)) {
-      return false;
-    }
-    return "model_not_found".equals(Json.path(error, "code"))
-        || "model".equals(Json.path(error, "param"))
-        || MODEL_WORD.matcher(m).find();
+    return OpenAiErrors.namesModel(root);
   }
 
   /** The message of an answer or chunk ({@code what}) refused by its {@link AnswerHeap} bound. */
