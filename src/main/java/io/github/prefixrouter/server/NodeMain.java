@@ -652,11 +652,11 @@ public final class NodeMain {
   /**
    * What is wrong with the engine's health check, if it does not pass within {@code wait}: the
    * line the start logs, or null when the server answered 2xx. A server that refuses this node's
-   * credentials (401, 403) is told from one that fails (another status) and from one that does
-   * not answer; the line points at the key's flag and variable and never shows the key. The
-   * check's own bound is the engine's request timeout (minutes, for long generations), for
-   * which a server that takes connections and never answers would hold the start; the node
-   * starts either way.
+   * credentials (401, 403) is told from one with nothing there (404 to both paths: a wrong
+   * {@code --engine}), one that fails (another status) and one that does not answer; the line
+   * points at the key's flag and variable and never shows the key. The check's own bound is the
+   * engine's request timeout (minutes, for long generations), for which a server that takes
+   * connections and never answers would hold the start; the node starts either way.
    *
    * @param engineUrl the server, as {@code --engine} gives it
    * @param keyGiven whether the node has the server's API key
@@ -674,6 +674,11 @@ public final class NodeMain {
           + ") at its health check, " + (keyGiven ? "with the API key given" : "without an API key")
           + ": give the server's key with --engine-api-key-file FILE or env "
           + NodeOptions.ENGINE_API_KEY_ENV;
+    }
+    if (status == 404) { // /v1/models, asked when /health was not found, was not found either
+      return "engine at " + engineUrl + " fails its health check: HTTP 404 to GET /health and "
+          + "GET /v1/models, nothing served there; check --engine, which must be the server's "
+          + "root or its /v1";
     }
     if (status > 0) {
       return "engine at " + engineUrl + " fails its health check: HTTP " + status
@@ -728,6 +733,14 @@ public final class NodeMain {
             + "\"model\" naming the base model is taken for a LoRA adapter)", uri, r.statusCode(),
             apiKey == null ? "requests without an API key" : "the API key given",
             NodeOptions.ENGINE_API_KEY_ENV);
+        return null;
+      }
+      if (r.statusCode() == 404 || r.statusCode() == 405) {
+        // vLLM, SGLang and llama.cpp all list their models there: the URL is likely wrong
+        log.warn("{} answered {}: no model list there; check --engine, which must be the "
+            + "server's root or its /v1 (the completions go to {}), and pass --model NAME, or "
+            + "a client's \"model\" naming the base model is taken for a LoRA adapter", uri,
+            r.statusCode(), uri.substring(0, uri.length() - "models".length()) + "completions");
         return null;
       }
       if (r.statusCode() != 200) {

@@ -461,6 +461,31 @@ class NodeMainTest {
     }
   }
 
+  /**
+   * An {@code --engine} URL with a path the server does not have answers the start's
+   * {@code GET /v1/models} and its health check 404: the warnings say that nothing serves there
+   * and point at {@code --engine}. They used to say only to pass {@code --model}, and that the
+   * health check failed with HTTP 404.
+   */
+  @Test
+  void aWrongEnginePathIsNamedAtTheStart() throws Exception {
+    try (io.github.prefixrouter.engine.openai.FakeOpenAiServer server =
+            io.github.prefixrouter.engine.openai.FakeOpenAiServer.start(
+                io.github.prefixrouter.engine.openai.FakeOpenAiServer.ECHO);
+        io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine engine =
+            io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine.builder()
+                .baseUrl(server.baseUrl() + "/vllm").build()) {
+      String url = server.baseUrl() + "/vllm";
+      List<String> lines = logged("/vllm/v1/models",
+          () -> assertNull(NodeMain.discoverBaseModel(url, null)));
+      assertEquals(1, lines.size(), lines.toString());
+      assertTrue(lines.get(0).contains("answered 404") && lines.get(0).contains("--engine"),
+          lines.get(0));
+      String health = NodeMain.healthWarning(engine, java.time.Duration.ofSeconds(10), url, false);
+      assertTrue(health.contains("HTTP 404") && health.contains("--engine"), health);
+    }
+  }
+
   /** The lines {@code run} logs about {@code what} (slf4j-simple writes to standard error). */
   private static List<String> logged(String what, Runnable run) {
     java.io.PrintStream err = System.err;
