@@ -2,15 +2,17 @@ package io.github.prefixrouter.spi;
 
 /**
  * The engine refused the request itself as invalid: a prompt longer than the model's context,
- * a parameter out of range, a model or adapter the server does not serve. Every engine of the
+ * a parameter out of range, an adapter the server does not serve. Every engine of the
  * cluster runs the same model, so another one would refuse it the same way: never retryable.
  *
  * <p>The node does not try such a request on a peer; it fails with a
  * {@link io.github.prefixrouter.RequestFailedException} whose cause is this exception, and the
  * client API answers 400 with its message (the engine's own words), which HTTP clients and
  * proxies do not retry. The OpenAI-compatible adapter reports a server's 4xx answer this way,
- * except 408 and 429 (a timeout and overload, retryable) and 401 and 403 (the server refuses
- * the node's credentials, not the request).
+ * except 408 and 429 (a timeout and overload, retryable), 401 and 403 (the server refuses
+ * the node's credentials, not the request), 405 and a 404 other than an unknown LoRA adapter's
+ * (no completions endpoint at the adapter's URL, or a base model name the server does not
+ * serve: this node's setting, not the request).
  */
 public class InvalidRequestException extends EngineException {
 
