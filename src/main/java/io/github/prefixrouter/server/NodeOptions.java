@@ -27,7 +27,8 @@ import java.util.function.Supplier;
  * The settings of one {@link NodeMain} process, from command-line flags and an optional
  * properties file (flags win). Every key is accepted both as {@code --key value} /
  * {@code --key=value} and as {@code key=value} in the file, each once (a flag given twice, or
- * a key on two lines of the file, is refused); see {@link #USAGE}. The flags
+ * a key on two lines of the file, is refused); see {@link #USAGE}; {@code -h} is
+ * {@code --help}. The flags
  * without a value ({@code --insecure}, {@code --help}) take {@code true} or {@code false} (in
  * any case) after {@code =} or in the file, and nothing else.
  */
@@ -176,7 +177,7 @@ public final class NodeOptions {
           "  --shutdown-grace-ms N    on SIGTERM, wait at most this long for accepted requests,",
           "                           then answer the rest 503; below the orchestrator's kill",
           "                           timeout; default 25000",
-          "  --help                   this text");
+          "  --help, -h               this text");
 
   static final Set<String> KEYS =
       Set.of(
@@ -1062,7 +1063,8 @@ public final class NodeOptions {
   public static NodeOptions parse(String[] args, Map<String, String> env) {
     Map<String, String> flags = new LinkedHashMap<>();
     for (int i = 0; i < args.length; i++) {
-      String a = args[i];
+      // -h as every benchmarks/run command takes it (as a flag's value it is read below)
+      String a = args[i].equals("-h") ? "--help" : args[i];
       if (!a.startsWith("--")) {
         throw new IllegalArgumentException("unexpected argument '" + a + "'; flags start with --");
       }

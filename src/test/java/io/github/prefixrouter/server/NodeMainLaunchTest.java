@@ -278,6 +278,26 @@ class NodeMainLaunchTest {
     assertEquals(NodeOptions.USAGE + System.lineSeparator(), help.out());
   }
 
+  /**
+   * {@code -h} is {@code --help}, as every benchmarks/run command takes it: it was refused as
+   * "unexpected argument '-h'" with the usage and status 2. As a flag's value it stays a value.
+   */
+  @Test
+  void minusHIsHelpAsEverywhere() {
+    for (String[] args : List.of(new String[] {"-h"}, new String[] {"--id", "a", "-h"})) {
+      Outcome help = launch(args);
+      assertEquals(0, help.launch().status(), List.of(args) + ": " + help.err());
+      assertNull(help.launch().running());
+      assertEquals(NodeOptions.USAGE + System.lineSeparator(), help.out());
+      assertEquals("", help.err());
+    }
+    NodeOptions asValue = NodeOptions.parse(new String[] {"--id", "-h", "--listen", "h:1"},
+        Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX));
+    assertEquals("-h", asValue.id);
+    assertFalse(asValue.help);
+    assertTrue(NodeOptions.USAGE.contains("\n  --help, -h "), "--help does not name -h");
+  }
+
   @Test
   void aNodeThatStartsIsHandedBack() throws Exception {
     Outcome o = launch("--id", "ok", "--listen", "127.0.0.1:0");
