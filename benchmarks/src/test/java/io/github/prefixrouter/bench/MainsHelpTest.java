@@ -113,6 +113,55 @@ class MainsHelpTest {
     }
   }
 
+  /** Stands for JMH's main in {@link #theJmhCommandGivesJmhMinusHForHelp}: prints its arguments. */
+  public static final class PrintArgs {
+    public static void main(String[] args) {
+      System.out.print(String.join(" ", args));
+    }
+  }
+
+  /**
+   * {@code benchmarks/run jmh --help} prints JMH's help and exits 0, as {@code -h} does: JMH's
+   * option parser knows only {@code -h}, and refused {@code --help} ("help is not a recognized
+   * option", exit code 1). The script runs here against a jar of its own whose main prints the
+   * arguments JMH's would get (the jar is newer than every source the script looks at, so it
+   * builds nothing).
+   */
+  @Test
+  void theJmhCommandGivesJmhMinusHForHelp(@org.junit.jupiter.api.io.TempDir Path dir)
+      throws Exception {
+    Path bench = java.nio.file.Files.createDirectories(dir.resolve("benchmarks"));
+    java.nio.file.Files.copy(Path.of("run"), bench.resolve("run"));
+    Path target = java.nio.file.Files.createDirectories(bench.resolve("target"));
+    java.util.jar.Manifest m = new java.util.jar.Manifest();
+    m.getMainAttributes().put(java.util.jar.Attributes.Name.MANIFEST_VERSION, "1.0");
+    m.getMainAttributes().put(java.util.jar.Attributes.Name.MAIN_CLASS,
+        PrintArgs.class.getName());
+    m.getMainAttributes().put(java.util.jar.Attributes.Name.CLASS_PATH,
+        PrintArgs.class.getProtectionDomain().getCodeSource().getLocation().toString());
+    try (var jar = new java.util.jar.JarOutputStream(
+        java.nio.file.Files.newOutputStream(target.resolve("benchmarks.jar")), m)) {
+      // the manifest alone
+    }
+    for (String[] c : new String[][] {{"--help"}, {"-h"}, {".*Tree.*", "--help"},
+        {".*Tree.*", "-f", "1"}}) {
+      List<String> cmd = new ArrayList<>(List.of("bash", bench.resolve("run").toString(),
+          "jmh"));
+      cmd.addAll(List.of(c));
+      ProcessBuilder pb = new ProcessBuilder(cmd);
+      pb.environment().put("PATH", Path.of(System.getProperty("java.home"), "bin") + ":"
+          + System.getenv("PATH"));
+      Process p = pb.start();
+      p.getOutputStream().close();
+      String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      String err = new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
+      assertTrue(p.waitFor(60, TimeUnit.SECONDS), "benchmarks/run did not stop");
+      assertEquals(0, p.exitValue(), List.of(c) + ": " + err);
+      String expected = List.of(c).contains("--help") ? "-h" : String.join(" ", c);
+      assertEquals(expected, out, "what JMH's main got for jmh " + String.join(" ", c));
+    }
+  }
+
   /** The defaults shown are those a run without the flag takes. */
   @Test
   void theDefaultsAreShownWithTheFlags() throws Exception {
