@@ -121,15 +121,64 @@ class NodeOptionsUsageTest {
       String cell = rows.get(flags);
       assertEquals(value, cell == null ? null : cell.replace("`", ""),
           "docs/deployment.md, the default of " + flags);
-      // and --help says the same, flag by flag (but --engine, whose text names its default)
+      // and --help says the same, flag by flag
       String[] names = flags.split(", ");
       String[] values = value.split(", ");
-      for (int k = 0; k < names.length && !flags.startsWith("--engine "); k++) {
+      for (int k = 0; k < names.length; k++) {
         String flag = names[k].split(" ")[0];
         String text = usageOf(flag).replaceAll("\\s+", " ");
         assertTrue(text.contains("default " + values[k]), "--help on " + flag + ": " + text);
       }
     });
+  }
+
+  /**
+   * Every flag the table of docs/deployment.md gives a default (a cell other than empty,
+   * "required" or "none...") states one in --help too: --engine, --advertise and --insecure did
+   * not. And the defaults --help states in words are the code's: the slots and the in-flight cap
+   * of an OpenAI-compatible engine, the tree's capacity and the mirror limit.
+   */
+  @Test
+  void theHelpStatesTheDefaultOfEveryFlagThatHasOne() throws Exception {
+    List<String> without = new ArrayList<>();
+    flagRows().forEach((flags, dflt) -> {
+      String[] names = flags.split(", ");
+      String[] values = dflt.split(", ");
+      for (int k = 0; k < names.length; k++) {
+        String value = (values.length == names.length ? values[k] : dflt).replace("`", "");
+        String flag = names[k].split(" ")[0];
+        boolean hasDefault = !value.isBlank() && !value.equals("required")
+            && !value.startsWith("none");
+        if (hasDefault && !usageOf(flag).contains("default")) {
+          without.add(flag + " (docs/deployment.md: " + value + ")");
+        }
+      }
+    });
+    assertEquals(List.of(), without, "flags whose --help states no default");
+
+    var engine = NodeOptions.parse(new String[] {"--id", "n1", "--listen", "127.0.0.1:0",
+        "--engine", "http://127.0.0.1:8000"}, ENV);
+    OpenAiCompatibleEngine built = engine.openAiBuilder().build();
+    try {
+      assertTrue(text("--engine-slots").contains("default " + built.slots() + ","),
+          text("--engine-slots"));
+      assertTrue(text("--engine-max-in-flight").contains("(" + built.maxInFlight()
+          + " when neither is given)"), text("--engine-max-in-flight"));
+    } finally {
+      built.close();
+    }
+    RouterConfig c = engine.config;
+    assertTrue(text("--tree-capacity-tokens").contains("else " + c.treeCapacityTokens()),
+        text("--tree-capacity-tokens"));
+    assertTrue(text("--mirror-limit-tokens").contains("default 0: 4 x that, at least "
+        + RouterConfig.MIN_AUTOMATIC_MIRROR_LIMIT_TOKENS), text("--mirror-limit-tokens"));
+    assertTrue(text("--tokenizer").contains("default auto") && engine.tokenizes
+        && engine.tokenizerUri == null, text("--tokenizer"));
+  }
+
+  /** {@link #usageOf} with its white space runs as one space. */
+  private static String text(String flag) {
+    return usageOf(flag).replaceAll("\\s+", " ");
   }
 
   /** The text of NodeOptions.USAGE on one flag: from its line to the next flag's. */
@@ -151,7 +200,9 @@ class NodeOptionsUsageTest {
     Map<String, String> rows = new LinkedHashMap<>();
     for (i += 2; i < lines.size() && lines.get(i).startsWith("|"); i++) {
       String[] cells = lines.get(i).replace("\\|", "|").split(" \\| ");
-      rows.put(cells[0].substring(1).trim().replace("`", ""), cells[1].trim());
+      // an empty default cell, "| |", is no separator of its own: the next cell follows it
+      String dflt = cells[1].trim();
+      rows.put(cells[0].substring(1).trim().replace("`", ""), dflt.startsWith("|") ? "" : dflt);
     }
     return rows;
   }
