@@ -345,11 +345,7 @@ public final class NodeOptions {
     this.seeds = parseSeeds(v.getOrDefault("seeds", ""));
     boolean insecure = v.containsKey("insecure");
     String keyFile = v.get("cluster-key-file");
-    String envKey = env.get("PREFIX_ROUTER_CLUSTER_KEY");
-    if (envKey != null && envKey.isBlank()) {
-      // set but empty (KEY=, or a compose file substituting an unset variable): no key given
-      envKey = null;
-    }
+    String envKey = fromEnv(env, "PREFIX_ROUTER_CLUSTER_KEY");
     if (insecure && (keyFile != null)) {
       throw new IllegalArgumentException("--insecure and --cluster-key-file are exclusive");
     }
@@ -661,40 +657,63 @@ public final class NodeOptions {
    */
   private static char[] tlsPassword(Map<String, String> v, Map<String, String> env,
       String keystore, String truststore, String passwordFile, String envName) {
-    String file = v.get(passwordFile);
-    String fromEnv = env.get(envName);
-    boolean emptyEnv = fromEnv != null && fromEnv.isBlank();
-    if (emptyEnv) {
-      // set but empty (KEY=, or a compose file substituting an unset variable): no password
-      // given, as for PREFIX_ROUTER_CLUSTER_KEY; it used to be taken for an empty password
-      fromEnv = null;
-    }
     if (!v.containsKey(keystore)) {
       for (String k : List.of(truststore, passwordFile)) {
         if (v.containsKey(k)) {
           throw new IllegalArgumentException("--" + k + " needs --" + keystore);
         }
       }
-      if (fromEnv != null) {
+      if (fromEnv(env, envName) != null) {
         // the variable would be silently ignored, the port speaking plain HTTP
         throw new IllegalArgumentException("env " + envName + " needs --" + keystore
             + ": give the keystore, or unset the variable for a port without TLS");
       }
       return null;
     }
-    if (file != null && fromEnv != null) {
-      // the file's password would be taken and the variable's silently ignored
-      throw new IllegalArgumentException("--" + passwordFile + " and env " + envName
-          + " are exclusive: give the password one way, unset the variable or drop the flag");
+    Secret password = secret(v, env, passwordFile, envName, "password");
+    if (password != null) {
+      return password.value().toCharArray();
     }
-    if (file != null) {
-      return passwordFile(passwordFile, Path.of(file));
-    }
-    if (fromEnv != null) {
-      return fromEnv.toCharArray();
-    }
+    boolean emptyEnv = env.get(envName) != null; // set, but blank
     throw new IllegalArgumentException("--" + keystore + " needs a password: --" + passwordFile
         + " FILE or env " + envName + (emptyEnv ? " (env " + envName + " is empty)" : ""));
+  }
+
+  /**
+   * The variable {@code name} of the environment; null if it is unset, or set but empty or blank
+   * ({@code KEY=}, or a compose file substituting an unset variable): no secret given. An empty
+   * TLS password used to be taken for one.
+   */
+  private static String fromEnv(Map<String, String> env, String name) {
+    String value = env.get(name);
+    return value == null || value.isBlank() ? null : value;
+  }
+
+  /** A secret as given, and where from ({@code "--flag FILE"} or {@code "env NAME"}). */
+  private record Secret(String value, String from, boolean inFile) {}
+
+  /**
+   * The secret of the file of {@code --flag} ({@link #secretFile}), else of the variable
+   * {@code envName} as it is set ({@link #fromEnv}); null if neither is given.
+   *
+   * @param what the secret, {@code "password"} or {@code "API key"}, as the messages name it
+   * @throws IllegalArgumentException if both are given (the file's would be taken and the
+   *     variable's silently ignored), or the file cannot be read or holds no secret
+   */
+  private static Secret secret(Map<String, String> v, Map<String, String> env, String flag,
+      String envName, String what) {
+    String file = v.get(flag);
+    String variable = fromEnv(env, envName);
+    if (file != null && variable != null) {
+      // "the password", "the key"
+      String noun = what.substring(what.lastIndexOf(' ') + 1);
+      throw new IllegalArgumentException("--" + flag + " and env " + envName
+          + " are exclusive: give the " + noun + " one way, unset the variable or drop the flag");
+    }
+    if (file != null) {
+      return new Secret(secretFile(flag, Path.of(file), what), "--" + flag + " " + file, true);
+    }
+    return variable == null ? null : new Secret(variable, "env " + envName, false);
   }
 
   /** The variable an OpenAI-compatible server's API key may come from. */
@@ -712,36 +731,22 @@ public final class NodeOptions {
    */
   private static String engineApiKey(Map<String, String> v, Map<String, String> env,
       String engine) {
-    String file = v.get("engine-api-key-file");
-    String fromEnv = env.get(ENGINE_API_KEY_ENV);
-    if (fromEnv != null && fromEnv.isBlank()) {
-      fromEnv = null; // set but empty: no key given, as for the other secrets
-    }
-    if (engine.equals("reference") && (file != null || fromEnv != null)) {
+    boolean file = v.containsKey("engine-api-key-file");
+    if (engine.equals("reference") && (file || fromEnv(env, ENGINE_API_KEY_ENV) != null)) {
       // the key would be silently unused: a node meant to run next to a server runs the demo
-      throw new IllegalArgumentException((file != null ? "--engine-api-key-file"
+      throw new IllegalArgumentException((file ? "--engine-api-key-file"
           : "env " + ENGINE_API_KEY_ENV) + " needs --engine URL (the reference engine asks no "
-          + "server)" + (file != null ? "" : ": unset the variable, or give the server's URL"));
+          + "server)" + (file ? "" : ": unset the variable, or give the server's URL"));
     }
-    if (file != null && fromEnv != null) {
-      throw new IllegalArgumentException("--engine-api-key-file and env " + ENGINE_API_KEY_ENV
-          + " are exclusive: give the key one way, unset the variable or drop the flag");
-    }
-    String key;
-    String from;
-    if (file != null) {
-      from = "--engine-api-key-file " + file;
-      key = secretFile("engine-api-key-file", Path.of(file), "API key");
-    } else if (fromEnv != null) {
-      from = "env " + ENGINE_API_KEY_ENV;
-      key = fromEnv.strip();
-    } else {
+    Secret s = secret(v, env, "engine-api-key-file", ENGINE_API_KEY_ENV, "API key");
+    if (s == null) {
       return null;
     }
+    String key = s.inFile() ? s.value() : s.value().strip();
     if (key.chars().anyMatch(c -> c < 0x21 || c > 0x7e)) {
       // the header would be refused by the HTTP client at every request; the key is not shown
-      throw new IllegalArgumentException(from + ": the API key must be printable ASCII without "
-          + "spaces, as a bearer token is" + (key.regionMatches(true, 0, "Bearer ", 0, 7)
+      throw new IllegalArgumentException(s.from() + ": the API key must be printable ASCII "
+          + "without spaces, as a bearer token is" + (key.regionMatches(true, 0, "Bearer ", 0, 7)
               ? " (give the key without 'Bearer ': the node sends that)" : ""));
     }
     return key;

@@ -645,4 +645,60 @@ class NodeOptionsCheckTest {
     refused(() -> node("--tokenizer", "http://::1:8000"), "IPv6 in brackets: http://[::1]:8000",
         "was http://::1:8000");
   }
+
+  /**
+   * The secrets given by a file flag or an environment variable (the TLS passwords, the engine's
+   * API key) are refused with these messages, whole, and taken as written: a TLS password from
+   * the environment as it is (it may begin or end with a space), an API key from it stripped, an
+   * API key file whose key begins with a space refused.
+   */
+  @Test
+  void theSecretsOfAFileOrAVariableAreRefusedAndTakenAlike() throws Exception {
+    Path pw = Files.writeString(dir.resolve("secret.txt"), "from file\n");
+    String engine = "http://127.0.0.1:8000";
+    String key = NodeMainTest.KEY_HEX;
+    String[][] cases = {
+        {"--tls-password-file and env PREFIX_ROUTER_TLS_PASSWORD are exclusive: give the "
+            + "password one way, unset the variable or drop the flag",
+            "PREFIX_ROUTER_TLS_PASSWORD", "--tls-keystore", "n.p12", "--tls-password-file"},
+        {"--client-tls-password-file and env PREFIX_ROUTER_CLIENT_TLS_PASSWORD are exclusive: "
+            + "give the password one way, unset the variable or drop the flag",
+            "PREFIX_ROUTER_CLIENT_TLS_PASSWORD", "--client-tls-keystore", "c.p12",
+            "--client-tls-password-file"},
+        {"--engine-api-key-file and env PREFIX_ROUTER_ENGINE_API_KEY are exclusive: give the "
+            + "key one way, unset the variable or drop the flag",
+            "PREFIX_ROUTER_ENGINE_API_KEY", "--engine", engine, "--engine-api-key-file"}};
+    for (String[] c : cases) {
+      String m = refused(() -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+          c[2], c[3], c[4], pw.toString()},
+          Map.of("PREFIX_ROUTER_CLUSTER_KEY", key, c[1], "env")));
+      assertEquals(c[0], m);
+    }
+    assertEquals("env PREFIX_ROUTER_TLS_PASSWORD needs --tls-keystore: give the keystore, or "
+        + "unset the variable for a port without TLS", refused(() -> NodeOptions.parse(
+            new String[] {"--id", "a", "--listen", "h:1"},
+            Map.of("PREFIX_ROUTER_CLUSTER_KEY", key, "PREFIX_ROUTER_TLS_PASSWORD", "x"))));
+    assertEquals("--tls-password-file needs --tls-keystore",
+        refused(() -> node("--tls-password-file", pw.toString())));
+    assertEquals("--tls-keystore needs a password: --tls-password-file FILE or env "
+        + "PREFIX_ROUTER_TLS_PASSWORD", refused(() -> node("--tls-keystore", "n.p12")));
+    assertEquals("--engine-api-key-file needs --engine URL (the reference engine asks no "
+        + "server)", refused(() -> node("--engine-api-key-file", pw.toString())));
+    assertEquals("env PREFIX_ROUTER_ENGINE_API_KEY needs --engine URL (the reference engine "
+        + "asks no server): unset the variable, or give the server's URL",
+        refused(() -> NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1"},
+            Map.of("PREFIX_ROUTER_CLUSTER_KEY", key, "PREFIX_ROUTER_ENGINE_API_KEY", "k"))));
+    Map<String, String> spaced = Map.of("PREFIX_ROUTER_CLUSTER_KEY", key,
+        "PREFIX_ROUTER_TLS_PASSWORD", " pass word ", "PREFIX_ROUTER_ENGINE_API_KEY", " sk-1 ");
+    NodeOptions o = NodeOptions.parse(new String[] {"--id", "a", "--listen", "h:1",
+        "--tls-keystore", "n.p12", "--engine", engine}, spaced);
+    assertEquals(" pass word ", new String(o.tlsPassword));
+    assertEquals("sk-1", o.engineApiKey);
+    Path leading = Files.writeString(dir.resolve("leading.key"), " sk-1\n");
+    assertEquals("--engine-api-key-file " + leading + ": the API key must be printable ASCII "
+        + "without spaces, as a bearer token is",
+        refused(() -> node("--engine", engine, "--engine-api-key-file", leading.toString())));
+    assertEquals(" pass", new String(node("--tls-keystore", "n.p12", "--tls-password-file",
+        Files.writeString(dir.resolve("leading.password"), " pass\n").toString()).tlsPassword));
+  }
 }
