@@ -507,32 +507,61 @@ public final class NodeMain {
       return new Running(node, transport, engine, scheduler, files, endpoint, tokenizer,
           clientAddress, o.shutdownGrace, o.readyFile, out);
     } catch (IOException | RuntimeException | Error e) {
-      if (endpoint != null) {
-        endpoint.stop();
-      }
-      if (tokenizer != null) {
-        tokenizer.close();
-      }
       if (node != null) {
-        node.close(); // closes the transport too
+        stopPart("the node", node::close, e); // closes the transport too
       } else if (transport != null) {
-        transport.close();
+        stopPart("the transport", transport::close, e);
       }
-      if (scheduler != null) {
-        scheduler.close();
-      }
-      if (files != null) {
-        files.close();
-      }
-      if (engine instanceof AutoCloseable c) {
-        try {
-          c.close();
-        } catch (Exception suppressed) {
-          e.addSuppressed(suppressed);
-        }
-      }
+      stopParts(endpoint, tokenizer, scheduler, files, engine, e);
       throw e;
     }
+  }
+
+  /**
+   * Stops what runs beside a node, once the node has stopped, in this order: the client endpoint
+   * (which writes the answers it was given), the tokenizer, the scheduler, the re-reads of the
+   * files, the engine; a part that is null is skipped. Each is stopped whatever the ones before
+   * did, for a start that failed ({@code failure} not null) and a stop alike.
+   *
+   * @param failure the failed start's exception, which a part that fails to stop is added to as
+   *     suppressed; null for a stop, which logs it
+   */
+  private static void stopParts(ClientEndpoint endpoint, PromptTokenizer tokenizer,
+      Schedulers.ClosableScheduler scheduler, Schedulers.ClosableScheduler files,
+      InferenceEngine engine, Throwable failure) {
+    if (endpoint != null) {
+      stopPart("the client endpoint", endpoint::stop, failure);
+    }
+    if (tokenizer != null) {
+      stopPart("the tokenizer", tokenizer::close, failure);
+    }
+    if (scheduler != null) {
+      stopPart("the scheduler", scheduler::close, failure);
+    }
+    if (files != null) {
+      stopPart("the file re-reads", files::close, failure);
+    }
+    if (engine instanceof AutoCloseable c) {
+      stopPart("the engine", c::close, failure);
+    }
+  }
+
+  /** Stops one part ({@link #stopParts}). */
+  private static void stopPart(String part, Stop stop, Throwable failure) {
+    try {
+      stop.run();
+    } catch (Exception e) {
+      if (failure != null) {
+        failure.addSuppressed(e);
+      } else {
+        log.warn("stopping {} failed", part, e);
+      }
+    }
+  }
+
+  /** A part's stop, which may throw. */
+  private interface Stop {
+    void run() throws Exception;
   }
 
   /**
@@ -883,29 +912,14 @@ public final class NodeMain {
         }
       }
       try {
-        try {
-          // answers accepted requests (those still unanswered when the grace period ends with a
-          // 503), then closes the transport; the endpoint then writes the answers it was given
-          node.stop(shutdownGrace).join();
-        } catch (RuntimeException e) { // the rest is stopped all the same, and the stats printed
-          log.warn("stopping the node failed", e);
-        } finally {
-          endpoint.stop();
-          if (tokenizer != null) {
-            tokenizer.close(); // its threads: nothing waits for a tokenization any more
-          }
-          scheduler.close();
-          if (files != null) {
-            files.close();
-          }
-          if (engine instanceof AutoCloseable c) {
-            try {
-              c.close();
-            } catch (Exception e) {
-              log.warn("closing the engine failed", e);
-            }
-          }
-        }
+        // answers accepted requests (those still unanswered when the grace period ends with a
+        // 503), then closes the transport; the endpoint then writes the answers it was given
+        node.stop(shutdownGrace).join();
+      } catch (RuntimeException e) { // the rest is stopped all the same, and the stats printed
+        log.warn("stopping the node failed", e);
+      }
+      try {
+        stopParts(endpoint, tokenizer, scheduler, files, engine, null);
       } finally {
         printStats();
       }

@@ -62,4 +62,65 @@ class NodeMainRunningCloseTest {
     assertEquals(1, printed.lines().count(), printed);
     assertTrue(schedulerClosed.get(), "the scheduler was left running");
   }
+
+  /** A scheduler that notes its close. */
+  private static Schedulers.ClosableScheduler noting(AtomicBoolean closed) {
+    Schedulers.ClosableScheduler owned = Schedulers.newSingleThread("close-test");
+    return new Schedulers.ClosableScheduler() {
+      @Override
+      public Cancellable schedule(long delayNanos, Runnable task) {
+        return owned.schedule(delayNanos, task);
+      }
+
+      @Override
+      public void close() {
+        closed.set(true);
+        owned.close();
+      }
+    };
+  }
+
+  /**
+   * A part that fails to stop does not keep the parts after it running: a tokenizer whose close
+   * threw left the scheduler, the file re-reads and the engine running, and threw out of close()
+   * (out of the shutdown hook).
+   */
+  @Test
+  void aPartThatFailsToStopLeavesNoOtherRunning() throws Exception {
+    PrefixRouterNode node = mock(PrefixRouterNode.class);
+    when(node.stop(any())).thenReturn(CompletableFuture.completedFuture(null));
+    NodeStats stats = mock(NodeStats.class);
+    when(stats.nodeId()).thenReturn("n1");
+    when(node.stats()).thenReturn(stats);
+    HttpTransport transport = HttpTransport.builder().nodeId("n1").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().build();
+    AtomicBoolean schedulerClosed = new AtomicBoolean();
+    AtomicBoolean filesClosed = new AtomicBoolean();
+    AtomicBoolean engineClosed = new AtomicBoolean();
+    io.github.prefixrouter.spi.InferenceEngine engine = mock(
+        io.github.prefixrouter.spi.InferenceEngine.class,
+        org.mockito.Mockito.withSettings().extraInterfaces(AutoCloseable.class));
+    org.mockito.Mockito.doAnswer(i -> {
+      engineClosed.set(true);
+      return null;
+    }).when((AutoCloseable) engine).close();
+    PromptTokenizer tokenizer = mock(PromptTokenizer.class);
+    org.mockito.Mockito.doThrow(new IllegalStateException("the tokenizer would not close"))
+        .when(tokenizer).close();
+    ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 1, Duration.ofSeconds(1));
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    NodeMain.Running r = new NodeMain.Running(node, transport, engine, noting(schedulerClosed),
+        noting(filesClosed), endpoint, tokenizer, "127.0.0.1:1", Duration.ofSeconds(1), null,
+        new PrintStream(out, true, StandardCharsets.UTF_8));
+    try {
+      r.close();
+    } catch (RuntimeException e) {
+      throw new AssertionError("close() threw", e);
+    }
+    assertEquals(List.of(true, true, true),
+        List.of(schedulerClosed.get(), filesClosed.get(), engineClosed.get()),
+        "scheduler, file re-reads, engine closed");
+    assertTrue(out.toString(StandardCharsets.UTF_8).startsWith("node n1 stopped: "), out.toString());
+    transport.close();
+  }
 }
