@@ -102,7 +102,8 @@ public final class Flags {
    * @return the flags given
    * @throws IllegalArgumentException for an argument that starts with {@code --} and is not one
    *     of the flags (or, without {@code operands}, any other argument), a flag given twice, or
-   *     one without its value (at the end, or followed by another of the flags)
+   *     one without its value (at the end, or followed by another of the flags or
+   *     {@code --help})
    */
   public static Flags parse(String[] args, Set<String> switches, Set<String> valued,
       List<String> operands) {
@@ -134,9 +135,11 @@ public final class Flags {
       if (isValued && i + 1 >= args.length) {
         throw new IllegalArgumentException(a + " needs a value");
       }
-      if (isValued && (valued.contains(args[i + 1]) || switches.contains(args[i + 1]))) {
+      if (isValued && (valued.contains(args[i + 1]) || switches.contains(args[i + 1])
+          || args[i + 1].equals("--help"))) {
         // a value left out (a script's unset variable): the next flag was taken for it, and
-        // silently dropped (--out --quick wrote to a file named --quick, without --quick)
+        // silently dropped (--out --quick wrote to a file named --quick, without --quick; --out
+        // --help ran the whole benchmark into a file named --help)
         throw new IllegalArgumentException(a + " needs a value, but is followed by the flag "
             + args[i + 1]);
       }

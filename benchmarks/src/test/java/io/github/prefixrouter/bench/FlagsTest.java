@@ -40,6 +40,9 @@ class FlagsTest {
         refused(() -> parse("--seeds", "--full")));
     assertEquals("--seeds needs a value, but is followed by the flag --rate",
         refused(() -> parse("--seeds", "--rate", "5")));
+    // --help is every main's flag: --out --help ran the whole benchmark, into a file --help
+    assertEquals("--seeds needs a value, but is followed by the flag --help",
+        refused(() -> parse("--seeds", "--help")));
     Flags f = parse("--rate", "-1", "--modes", "--not-a-flag");
     assertEquals("-1", f.string("--rate", null));
     assertEquals("--not-a-flag", f.string("--modes", null));
