@@ -268,6 +268,21 @@ public final class LoadGeneratorMain {
     }
     double zipf = numberArg(o, "zipf", chat ? 1.1 : 0);
     Double temperature = o.containsKey("temperature") ? numberArg(o, "temperature", 0) : null;
+    // the driver's settings, given before the workload is built: stop strings it cannot send
+    // (more than 16, an empty one, a long one) are a bad flag; they were refused once the
+    // workload had been built, in a stack trace
+    LoadDriver.Builder driverSettings = LoadDriver.builder()
+        .endpoints(nodes)
+        .temperature(temperature)
+        .model(o.get("model"))
+        .concurrency(concurrency)
+        .maxTokens(maxTokens)
+        .stream(o.containsKey("stream"));
+    try {
+      driverSettings.stop(stops);
+    } catch (IllegalArgumentException e) {
+      fail("--stop: " + e.getMessage());
+    }
 
     String description;
     int subjects;
@@ -314,15 +329,8 @@ public final class LoadGeneratorMain {
     }
 
     ProgressBar bar = new ProgressBar(requests);
-    LoadDriver driver = LoadDriver.builder()
-        .endpoints(nodes)
+    LoadDriver driver = driverSettings
         .api(api)
-        .temperature(temperature)
-        .stop(stops)
-        .model(o.get("model"))
-        .concurrency(concurrency)
-        .maxTokens(maxTokens)
-        .stream(o.containsKey("stream"))
         .idPrefix("load-" + Long.toHexString(System.currentTimeMillis()) + "-")
         .onCompleted(bar::update)
         .build();

@@ -179,6 +179,30 @@ class LoadGeneratorMainTest {
   }
 
   /**
+   * Stop strings the load driver cannot send (more than 16, an empty one, one above 256
+   * characters) are refused naming {@code --stop}, with exit code 2 and before the workload is
+   * built: the driver refused them once the workload had been built, in an
+   * IllegalArgumentException's stack trace (exit code 1).
+   */
+  @Test
+  void stopStringsTheDriverCannotSendAreRefusedWithTheirName() throws Exception {
+    List<String> many = new ArrayList<>(List.of("--nodes", "127.0.0.1:9", "--api", "chat",
+        "--requests", "1"));
+    for (int i = 0; i < 17; i++) {
+      many.addAll(List.of("--stop", "s" + i));
+    }
+    String[][] cases = {many.toArray(new String[0]),
+        {"--nodes", "127.0.0.1:9", "--api", "chat", "--requests", "1", "--stop", ""},
+        {"--nodes", "127.0.0.1:9", "--api", "chat", "--requests", "1", "--stop", "x".repeat(257)}};
+    for (String[] c : cases) {
+      String[] r = run(c);
+      assertEquals("2", r[0], r[1]);
+      assertTrue(r[1].startsWith("error: --stop: "), r[1]);
+      assertTrue(!r[1].contains("\tat "), "a stack trace: " + r[1]);
+    }
+  }
+
+  /**
    * A {@code --requests} far above any sensible run (above 1,000,000) is refused naming the
    * flag, with exit code 2 and before the workload is built: 2,000,000,000 ran out of memory
    * building it (an OutOfMemoryError's stack trace, exit code 1).
