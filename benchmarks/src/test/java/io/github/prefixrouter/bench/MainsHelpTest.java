@@ -130,6 +130,41 @@ class MainsHelpTest {
   @Test
   void theJmhCommandGivesJmhMinusHForHelp(@org.junit.jupiter.api.io.TempDir Path dir)
       throws Exception {
+    Path run = script(dir);
+    for (String[] c : new String[][] {{"--help"}, {"-h"}, {".*Tree.*", "--help"},
+        {".*Tree.*", "-f", "1"}}) {
+      List<String> args = new ArrayList<>(List.of("jmh"));
+      args.addAll(List.of(c));
+      String[] r = runScript(run, args);
+      assertEquals("0", r[0], List.of(c) + ": " + r[2]);
+      String expected = List.of(c).contains("--help") ? "-h" : String.join(" ", c);
+      assertEquals(expected, r[1], "what JMH's main got for jmh " + String.join(" ", c));
+    }
+  }
+
+  /**
+   * {@code benchmarks/run --help} (or {@code -h}) prints the script's commands to standard
+   * output and exits 0, without building anything, as every command's {@code --help} does: it
+   * was taken for an unknown command, the commands printed to standard error with exit code 2
+   * (after building the core and the benchmarks if they were not up to date).
+   */
+  @Test
+  void theScriptAnswersHelpWithItsCommands(@org.junit.jupiter.api.io.TempDir Path dir)
+      throws Exception {
+    Path run = script(dir);
+    java.nio.file.Files.delete(run.resolveSibling("target").resolve("benchmarks.jar"));
+    java.nio.file.Files.createDirectories(dir.resolve("src/main")); // no jar: "build" first
+    for (String help : new String[] {"--help", "-h"}) {
+      String[] r = runScript(run, List.of(help));
+      assertEquals("0", r[0], help + ": " + r[2]);
+      assertEquals("", r[2], help);
+      assertTrue(r[1].contains("benchmarks/run paper") && r[1].contains("benchmarks/run jmh")
+          && r[1].contains("benchmarks/run COMMAND --help"), r[1]);
+    }
+  }
+
+  /** A copy of benchmarks/run in {@code dir}, with a jar whose main prints its arguments. */
+  private static Path script(Path dir) throws Exception {
     Path bench = java.nio.file.Files.createDirectories(dir.resolve("benchmarks"));
     java.nio.file.Files.copy(Path.of("run"), bench.resolve("run"));
     Path target = java.nio.file.Files.createDirectories(bench.resolve("target"));
@@ -143,23 +178,31 @@ class MainsHelpTest {
         java.nio.file.Files.newOutputStream(target.resolve("benchmarks.jar")), m)) {
       // the manifest alone
     }
-    for (String[] c : new String[][] {{"--help"}, {"-h"}, {".*Tree.*", "--help"},
-        {".*Tree.*", "-f", "1"}}) {
-      List<String> cmd = new ArrayList<>(List.of("bash", bench.resolve("run").toString(),
-          "jmh"));
-      cmd.addAll(List.of(c));
-      ProcessBuilder pb = new ProcessBuilder(cmd);
-      pb.environment().put("PATH", Path.of(System.getProperty("java.home"), "bin") + ":"
-          + System.getenv("PATH"));
-      Process p = pb.start();
-      p.getOutputStream().close();
-      String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-      String err = new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
-      assertTrue(p.waitFor(60, TimeUnit.SECONDS), "benchmarks/run did not stop");
-      assertEquals(0, p.exitValue(), List.of(c) + ": " + err);
-      String expected = List.of(c).contains("--help") ? "-h" : String.join(" ", c);
-      assertEquals(expected, out, "what JMH's main got for jmh " + String.join(" ", c));
+    return bench.resolve("run");
+  }
+
+  /**
+   * The exit code, standard output and standard error of the script run with {@code args}; a
+   * {@code mvn} that fails stands for the real one, so that a build is an error, never run.
+   */
+  private static String[] runScript(Path run, List<String> args) throws Exception {
+    Path bin = java.nio.file.Files.createDirectories(run.getParent().resolve("bin"));
+    Path mvn = bin.resolve("mvn");
+    if (!java.nio.file.Files.exists(mvn)) {
+      java.nio.file.Files.writeString(mvn, "#!/bin/sh\necho \"mvn $*\" >&2\nexit 3\n");
+      mvn.toFile().setExecutable(true);
     }
+    List<String> cmd = new ArrayList<>(List.of("bash", run.toString()));
+    cmd.addAll(args);
+    ProcessBuilder pb = new ProcessBuilder(cmd);
+    pb.environment().put("PATH", bin + ":" + Path.of(System.getProperty("java.home"), "bin")
+        + ":" + System.getenv("PATH"));
+    Process p = pb.start();
+    p.getOutputStream().close();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    String err = new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertTrue(p.waitFor(60, TimeUnit.SECONDS), "benchmarks/run did not stop");
+    return new String[] {String.valueOf(p.exitValue()), out, err};
   }
 
   /** The defaults shown are those a run without the flag takes. */
