@@ -39,7 +39,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * benchmarks/run load --nodes 127.0.0.1:8001,127.0.0.1:8002 [--requests 1000] [--concurrency 8]
  *     [--mmlu ../shared/data/mmlu] [--zipf 1.1] [--max-tokens 1] [--seed 1]
  *     [--stream] [--json results.json] [--api route|chat] [--chat-as-ids] [--temperature T]
- *     [--stop S]...
+ *     [--stop S]... [--max-system-chars N] [--max-user-chars N]
  * </pre>
  */
 public final class LoadGeneratorMain {
@@ -71,6 +71,10 @@ public final class LoadGeneratorMain {
       "                      dropped until the system prompt fits --max-system-chars",
       "                      (default 1600) and questions above --max-user-chars (default",
       "                      600) are skipped",
+      "  --max-system-chars N  with --api chat: the longest system prompt, in characters;",
+      "                      a subject's shots are dropped until it fits (default 1600)",
+      "  --max-user-chars N  with --api chat: a question longer, in characters, is skipped",
+      "                      (default 600)",
       "  --chat-as-ids       with --api chat: send the same conversations, with the same",
       "                      seeds, to /v1/route/completions as the token ids a node with the",
       "                      reference engine gives them (its chat template, one id per",

@@ -232,6 +232,34 @@ class LoadGeneratorMainTest {
         r[1]);
   }
 
+  /**
+   * --help has a line on every flag the generator takes, with its default where it has one:
+   * --max-system-chars and --max-user-chars were named only inside the text on --api.
+   */
+  @Test
+  void theUsageHasALineOnEveryFlag() {
+    List<String> missing = new ArrayList<>();
+    for (String flag : new java.util.TreeSet<>(LoadGeneratorMain.VALUE_FLAGS)) {
+      if (!java.util.regex.Pattern.compile("\n  --" + flag + " \\S").matcher(
+          LoadGeneratorMain.USAGE).find()) {
+        missing.add("--" + flag);
+      }
+    }
+    for (String flag : new java.util.TreeSet<>(LoadGeneratorMain.SWITCHES)) {
+      if (!LoadGeneratorMain.USAGE.contains("\n  --" + flag + " ")) {
+        missing.add("--" + flag);
+      }
+    }
+    assertEquals(List.of(), missing, "flags without their line in --help");
+    for (String d : List.of("--max-system-chars N  ", "--max-user-chars N  ")) {
+      String u = LoadGeneratorMain.USAGE;
+      int from = u.indexOf("\n  " + d);
+      int to = u.indexOf("\n  --", from + 1);
+      String text = u.substring(from, to < 0 ? u.length() : to).replaceAll("\\s+", " ");
+      assertTrue(text.contains("(default " + (d.contains("system") ? 1600 : 600) + ")"), text);
+    }
+  }
+
   @Test
   void knownFlagsAreParsedAndStopsKeptInOrder() {
     List<String> stops = new ArrayList<>();
