@@ -267,6 +267,12 @@ public final class LoadGeneratorMain {
     if (!chat && (o.containsKey("chat-as-ids") || o.containsKey("model") || !stops.isEmpty())) {
       fail("--chat-as-ids, --model and --stop need --api chat");
     }
+    for (String k : List.of("max-system-chars", "max-user-chars")) {
+      if (!chat && o.containsKey(k)) {
+        // they shape the chats only: on the token route they were accepted and ignored
+        fail("--" + k + " needs --api chat");
+      }
+    }
     if (o.containsKey("chat-as-ids") && !stops.isEmpty()) {
       fail("--stop cannot go with --chat-as-ids: the token route takes no stop strings");
     }

@@ -203,6 +203,19 @@ class LoadGeneratorMainTest {
   }
 
   /**
+   * {@code --max-system-chars} and {@code --max-user-chars} shape the chats only: on the token
+   * route they were accepted and ignored, as --model and --stop are not.
+   */
+  @Test
+  void theChatLimitsNeedTheChatRoute() throws Exception {
+    for (String flag : List.of("--max-system-chars", "--max-user-chars")) {
+      String[] r = run("--nodes", "127.0.0.1:9", "--requests", "1", flag, "300");
+      assertEquals("2", r[0], flag + ": " + r[1]);
+      assertTrue(r[1].startsWith("error: " + flag + " needs --api chat"), r[1]);
+    }
+  }
+
+  /**
    * A {@code --requests} far above any sensible run (above 1,000,000) is refused naming the
    * flag, with exit code 2 and before the workload is built: 2,000,000,000 ran out of memory
    * building it (an OutOfMemoryError's stack trace, exit code 1).
