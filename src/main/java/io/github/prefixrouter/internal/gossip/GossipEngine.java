@@ -1416,7 +1416,8 @@ public final class GossipEngine {
       }
       if (m.status == Status.DEAD) {
         if (e.generation() > m.generation
-            || (e.generation() == m.generation && e.heartbeat() > m.heartbeat)) {
+            || (e.generation() == m.generation && e.heartbeat() > m.heartbeat)
+            || inflatedHeartbeat(m, e, thirdParty)) {
           requests.add(new Request(m.nodeId, m.generation, 0));
         }
         continue;
@@ -1431,7 +1432,10 @@ public final class GossipEngine {
             budget);
         continue;
       }
-      if (e.heartbeat() > m.heartbeat) {
+      if (inflatedHeartbeat(m, e, thirdParty)) {
+        count(GossipCounter.REJECTED, 1);
+        acceptHeartbeat(m, e, now);
+      } else if (e.heartbeat() > m.heartbeat) {
         acceptHeartbeat(m, e, now);
       }
       if (e.version() > m.version) {
@@ -1660,6 +1664,21 @@ public final class GossipEngine {
               && e.heartbeat() - m.heartbeat > config.maxSequenceJump());
     }
     return false;
+  }
+
+  /**
+   * True if {@code e} is the origin's own word about itself ({@code thirdParty} false) in the
+   * generation known for it, with a heartbeat more than {@code maxSequenceJump} below the one
+   * held. The held value is then none the origin reached: its heartbeat never goes back, and
+   * {@link #absurd} keeps third parties from raising a known one by more. It is the value a third
+   * party introduced the origin with, which nothing could be measured against then, and which
+   * the origin does not refute ({@link #refuteHeartbeat}: only claims within the jump); kept, it
+   * would stand above every heartbeat the origin sends, and the origin, talking to this node,
+   * would be declared dead here. The origin's own heartbeat replaces it.
+   */
+  private boolean inflatedHeartbeat(Member m, DigestEntry e, boolean thirdParty) {
+    return !thirdParty && e.generation() == m.generation
+        && m.heartbeat - e.heartbeat() > config.maxSequenceJump();
   }
 
   private void acceptHeartbeat(Member m, DigestEntry e, long now) {
@@ -2048,8 +2067,9 @@ public final class GossipEngine {
         count(GossipCounter.REJECTED, 1);
         return; // the origin is visibly alive in its current generation
       }
+      boolean inflated = inflatedHeartbeat(m, e, thirdParty);
       if (m.status == Status.DEAD) {
-        if (e.generation() == m.generation && e.heartbeat() <= m.heartbeat) {
+        if (e.generation() == m.generation && e.heartbeat() <= m.heartbeat && !inflated) {
           return; // stale gossip about a dead peer does not revive it
         }
         m.status = Status.ALIVE;
@@ -2058,6 +2078,9 @@ public final class GossipEngine {
       if (e.generation() > m.generation) {
         // the address changes only on word from the origin itself
         newGeneration(m, e, thirdParty ? m.address : from, now);
+      } else if (inflated) {
+        count(GossipCounter.REJECTED, 1);
+        acceptHeartbeat(m, e, now);
       } else if (e.heartbeat() > m.heartbeat) {
         acceptHeartbeat(m, e, now);
       }

@@ -4,8 +4,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.internal.gossip.GossipEngine.Status;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
 import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
 import io.github.prefixrouter.spi.PeerAddress;
 import java.time.Duration;
 import java.util.List;
@@ -62,6 +64,43 @@ class HeartbeatRefutationTest {
         assertEquals(Status.ALIVE, e.statusOf(id), "at " + e.self().nodeId());
       }
     }
+  }
+
+  /**
+   * A node that learns an origin from a third party has no heartbeat of it to measure the claim
+   * against, so it takes the one it is told: a value far above the origin's real heartbeat (more
+   * than maxSequenceJump, which the origin does not refute) would stand above every heartbeat the
+   * origin sends, and the node declared the origin dead although the origin kept talking to it.
+   * The origin's own word about its heartbeat is believed over such a value.
+   */
+  @Test
+  void anOriginIntroducedWithAnInflatedHeartbeatStaysAliveAtTheNodeThatLearnedIt() {
+    SimCluster c = SimCluster.of(4, 7, config());
+    c.delayNanos = 2_000_000;
+    c.runFor(Duration.ofSeconds(2).toNanos());
+    GossipEngine victim = c.nodes.get(1);
+    GossipEngine liar = c.nodes.get(3);
+    String id = victim.self().nodeId();
+    // a node joins; before it hears from anyone else, the liar introduces the victim to it
+    GossipEngine late = c.add(4, 1, List.of(SimCluster.addressOf(0)));
+    long inflated = 1L << 40; // past the default maxSequenceJump (2^32)
+    late.handle(liar.self(), new Ack2(1, List.of(new Update(new DigestEntry(id,
+        victim.generation(), 0, inflated, 0, 0, false), victim.self().address(), 0,
+        List.of()))));
+    assertEquals(Status.ALIVE, late.statusOf(id));
+    late.start();
+    for (int k = 0; k < 30; k++) { // 3 s: twice deadAfter
+      c.runFor(Duration.ofMillis(100).toNanos());
+      assertTrue(late.statusOf(id) != Status.DEAD, id + " declared dead at round " + k);
+    }
+    assertEquals(Status.ALIVE, late.statusOf(id));
+    assertTrue(late.counter(GossipCounter.REJECTED) > 0);
+    for (GossipEngine e : c.nodes) {
+      if (e != victim) {
+        assertEquals(Status.ALIVE, e.statusOf(id), "at " + e.self().nodeId());
+      }
+    }
+    assertTrue(c.converged(), c.firstDivergence());
   }
 
   @Test
