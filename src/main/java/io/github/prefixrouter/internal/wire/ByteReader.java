@@ -133,7 +133,7 @@ public final class ByteReader {
     int start = pos;
     long v = readVarLong(field);
     if (v < min || v > max) { // negative means >= 2^63 unsigned: above any max
-      throw MalformedMessageException.outOfRange(field, v, min, max, start);
+      throw MalformedMessageException.outOfRangeUnsigned(field, v, min, max, start);
     }
     return v;
   }

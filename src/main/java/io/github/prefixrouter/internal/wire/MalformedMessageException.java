@@ -54,7 +54,12 @@ public final class MalformedMessageException extends Exception {
 
   private MalformedMessageException(
       Reason reason, String field, long value, long limit, int offset, String detail) {
-    super(format(reason, field, value, limit, offset, detail), null, false, false);
+    this(reason, field, value, false, limit, offset, detail);
+  }
+
+  private MalformedMessageException(Reason reason, String field, long value, boolean unsigned,
+      long limit, int offset, String detail) {
+    super(format(reason, field, value, unsigned, limit, offset, detail), null, false, false);
     this.reason = reason;
     this.field = field;
     this.value = value;
@@ -62,10 +67,14 @@ public final class MalformedMessageException extends Exception {
     this.offset = offset;
   }
 
-  /** A field's value is larger than its limit (lengths, counts, sizes). */
+  /**
+   * A field's value is larger than its limit (lengths, counts, sizes). The value is unsigned: a
+   * negative one stands for 2^63 or more, as a varint reads into a {@code long}.
+   */
   public static MalformedMessageException tooLarge(
       String field, long value, long limit, int offset) {
-    return new MalformedMessageException(Reason.TOO_LARGE, field, value, limit, offset, null);
+    return new MalformedMessageException(
+        Reason.TOO_LARGE, field, value, true, limit, offset, null);
   }
 
   /** The message ended inside {@code field}: {@code needed} bytes wanted, {@code left} left. */
@@ -79,6 +88,16 @@ public final class MalformedMessageException extends Exception {
       String field, long value, long min, long max, int offset) {
     return new MalformedMessageException(
         Reason.OUT_OF_RANGE, field, value, max, offset, "allowed " + min + ".." + max);
+  }
+
+  /**
+   * {@code value}, an unsigned varint, lies outside {@code [min, max]}: as {@link #outOfRange},
+   * but a negative value stands for 2^63 or more and is written so in the message.
+   */
+  public static MalformedMessageException outOfRangeUnsigned(
+      String field, long value, long min, long max, int offset) {
+    return new MalformedMessageException(
+        Reason.OUT_OF_RANGE, field, value, true, max, offset, "allowed " + min + ".." + max);
   }
 
   /** Any other reason, with a free-form detail. */
@@ -96,7 +115,10 @@ public final class MalformedMessageException extends Exception {
     return field;
   }
 
-  /** The offending value (a length, count, or the decoded value), if any. */
+  /**
+   * The offending value (a length, count, or the decoded value), if any. A varint of 2^63 or
+   * more is negative here, as read into a {@code long}; the message shows it unsigned.
+   */
   public long value() {
     return value;
   }
@@ -111,8 +133,9 @@ public final class MalformedMessageException extends Exception {
     return offset;
   }
 
-  private static String format(
-      Reason reason, String field, long value, long limit, int offset, String detail) {
+  private static String format(Reason reason, String field, long value, boolean unsigned,
+      long limit, int offset, String detail) {
+    String v = unsigned ? Long.toUnsignedString(value) : Long.toString(value);
     StringBuilder sb = new StringBuilder(64);
     sb.append("malformed message: ").append(reason).append(" in field '").append(field).append('\'');
     switch (reason) {
@@ -120,11 +143,11 @@ public final class MalformedMessageException extends Exception {
         sb.append(": needs ").append(value).append(" byte(s), ").append(limit).append(" left");
         break;
       case TOO_LARGE:
-        sb.append(": ").append(value).append(" exceeds limit ").append(limit);
+        sb.append(": ").append(v).append(" exceeds limit ").append(limit);
         break;
       default:
-        if (value != NONE) {
-          sb.append(": value ").append(value);
+        if (unsigned || value != NONE) { // unsigned, NONE's bits are 2^63
+          sb.append(": value ").append(v);
         }
     }
     if (detail != null) {

@@ -204,6 +204,33 @@ class ByteWriterReaderTest {
     assertTrue(e.getMessage().contains("0..10"), e.getMessage());
   }
 
+  /**
+   * A varint of 2^63 or more, which a peer sends as ten bytes, is reported as the unsigned
+   * number it encodes: read into a {@code long} it is negative, and the messages said that a
+   * count of -1 "exceeds limit 65537", or that a value -1 lay outside 0..10.
+   */
+  @Test
+  void valuesOfTwoToThe63OrMoreAreReportedAsSent() {
+    for (long v : new long[] {-1L, Long.MIN_VALUE}) { // 2^64 - 1 and 2^63
+      byte[] b = new ByteWriter(16, 64).writeVarLong(v).toByteArray();
+      String sent = Long.toUnsignedString(v);
+      List<MalformedMessageException> errors = List.of(
+          assertThrows(MalformedMessageException.class,
+              () -> new ByteReader(b).readCount("digest.count", 65_537, 6)),
+          assertThrows(MalformedMessageException.class,
+              () -> new ByteReader(b).readBytes("rest", 64)),
+          assertThrows(MalformedMessageException.class,
+              () -> new ByteReader(b).readVarLong("round", 0, 1L << 62)),
+          assertThrows(MalformedMessageException.class,
+              () -> new ByteReader(b).readVarInt("fanout", 0, 10)));
+      for (MalformedMessageException e : errors) {
+        assertEquals(v, e.value());
+        assertTrue(e.getMessage().contains(" " + sent + " ") && !e.getMessage().contains("-"),
+            e.getMessage());
+      }
+    }
+  }
+
   @Test
   void badBooleanAndAsciiAreRejected() {
     assertEquals(
