@@ -443,15 +443,12 @@ final class GossipCodec {
         long value;
         if (op == Delta.EVICT) {
           pos = r.position();
+          // the store number the peer claims, out of range (and reported as such) if its sum
+          // passes 2^63
           if (k == 0) {
-            long diff = r.readZigZagLong("delta.stores");
-            value = prevRef + diff;
-            if (diff > Delta.MAX_STORE || diff < -Delta.MAX_STORE) {
-              value = -1; // out of range whatever prevRef is
-            }
+            value = saturatedAdd(prevRef, r.readZigZagLong("delta.stores"));
           } else {
-            long gap = r.readVarLong("delta.stores", 0, Delta.MAX_STORE);
-            value = prevRef + gap + 1;
+            value = saturatedAdd(prevRef, r.readVarLong("delta.stores", 0, Delta.MAX_STORE) + 1);
           }
           if (value < 1 || value > Delta.MAX_STORE) {
             throw MalformedMessageException.outOfRange("delta.stores", value, 1,
@@ -512,16 +509,24 @@ final class GossipCodec {
       }
     }
     pos = r.position();
-    long diff = r.readZigZagLong(what + ".generation");
-    long gen = prev.generation + diff;
-    if (diff > GossipMessage.MAX_COUNTER || diff < -GossipMessage.MAX_COUNTER
-        || gen < 0 || gen > GossipMessage.MAX_COUNTER) {
+    long gen = saturatedAdd(prev.generation, r.readZigZagLong(what + ".generation"));
+    if (gen < 0 || gen > GossipMessage.MAX_COUNTER) {
       throw MalformedMessageException.outOfRange(what + ".generation", gen, 0,
           GossipMessage.MAX_COUNTER, pos);
     }
     String id = prev.id.substring(0, shared)
         + new String(rest, java.nio.charset.StandardCharsets.US_ASCII);
     prev.set(id, gen);
+  }
+
+  /**
+   * {@code a + b}, or {@link Long#MAX_VALUE} ({@link Long#MIN_VALUE}) where the sum passes the
+   * range of a {@code long}: a value decoded as a difference is checked, and reported, as the
+   * peer claims it rather than wrapped.
+   */
+  private static long saturatedAdd(long a, long b) {
+    long sum = a + b;
+    return ((a ^ sum) & (b ^ sum)) < 0 ? (a < 0 ? Long.MIN_VALUE : Long.MAX_VALUE) : sum;
   }
 
   private static long counter(ByteReader r, String field) throws MalformedMessageException {

@@ -306,6 +306,57 @@ class GossipCodecFuzzTest {
     }
   }
 
+  /**
+   * An eviction's store number or an entry's generation beyond its range is reported as the
+   * number the peer claims (Long.MAX_VALUE where that passes 2^63), as a snapshot's store number
+   * already was: the first store number of an eviction 2^62 + 5 past the previous one was
+   * reported as -1, and sums past 2^63 wrapped to negative values.
+   */
+  @Test
+  void outOfRangeStoreNumbersAndGenerationsAreReportedAsClaimed() {
+    long max = GossipMessage.MAX_COUNTER;
+    // {first store's zigzag difference, the next one's gap or -1 for none, value reported}
+    long[][] evictions = {
+        {max + 5, -1, max + 5},
+        {max, max, Long.MAX_VALUE}, // 2^62, then 2^62 + 2^62 + 1
+        {Long.MAX_VALUE, -1, Long.MAX_VALUE},
+        {Long.MIN_VALUE, -1, Long.MIN_VALUE}};
+    for (long[] ev : evictions) {
+      ByteWriter w = new ByteWriter(64, 64);
+      w.writeByte(GossipMessage.TYPE_ACK2).writeByte(GossipMessage.VERSION).writeVarLong(1);
+      w.writeVarInt(1);
+      rawEntry(w, "a", 1, 5, 1);
+      w.writeByte(0).writeVarLong(5).writeVarInt(1); // no address, back 5, one delta
+      w.writeVarLong(((ev[1] < 0 ? 1L : 2L) << 2) | Delta.EVICT).writeZigZagLong(ev[0]);
+      if (ev[1] >= 0) {
+        w.writeVarLong(ev[1]);
+      }
+      MalformedMessageException x =
+          assertThrows(MalformedMessageException.class, () -> codec.decode(w.toByteArray()));
+      assertEquals(Reason.OUT_OF_RANGE, x.reason());
+      assertEquals("delta.stores", x.field());
+      assertEquals(ev[2], x.value(), x.getMessage());
+    }
+    // {first generation's difference, the second's, value reported}
+    long[][] generations = {
+        {Long.MAX_VALUE, 0, Long.MAX_VALUE},
+        {max, Long.MAX_VALUE, Long.MAX_VALUE}, // 2^62, then 2^62 + 2^63 - 1
+        {max, -max - 1, -1}};
+    for (long[] g : generations) {
+      ByteWriter w = new ByteWriter(64, 64);
+      w.writeByte(GossipMessage.TYPE_SYN).writeByte(GossipMessage.VERSION).writeVarLong(1)
+          .writeVarLong(1).writeVarInt(2);
+      rawEntry(w, "a", g[0], 1, 1);
+      w.writeVarInt(0).writeBytes(new byte[] {'b'});
+      w.writeZigZagLong(g[1]).writeVarLong(1).writeVarLong(1).writeByte(0);
+      MalformedMessageException x =
+          assertThrows(MalformedMessageException.class, () -> codec.decode(w.toByteArray()));
+      assertEquals(Reason.OUT_OF_RANGE, x.reason());
+      assertEquals("entry.generation", x.field());
+      assertEquals(g[2], x.value(), x.getMessage());
+    }
+  }
+
   @Test
   void snapshotStoreNumbersMustAscendWithinTheStoreCount() {
     for (int k = 0; k < 2; k++) {
