@@ -20,11 +20,13 @@ import java.util.Arrays;
 import java.util.Collections;
 import java.util.EnumMap;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.BiConsumer;
@@ -1375,6 +1377,7 @@ public final class GossipEngine {
     int budget = config.messageByteCap() - 64;
     long stamp = ++synStamp;
     boolean selfSeen = false;
+    Set<String> unknown = null; // origins requested as unknown, to skip their repeats
     for (DigestEntry e : syn.digest()) {
       if (e.nodeId().equals(self.nodeId())) {
         if (selfSeen) {
@@ -1403,6 +1406,12 @@ public final class GossipEngine {
         m.seenStamp = stamp;
       }
       if (m == null) {
+        if (unknown == null) {
+          unknown = new HashSet<>();
+        }
+        if (!unknown.add(e.nodeId())) {
+          continue; // duplicate entry: first one wins
+        }
         if (members.size() < config.maxPeers()) {
           requests.add(new Request(e.nodeId(), 0, 0));
         } else {

@@ -195,6 +195,35 @@ class SnapshotBoundsTest {
     assertEquals(List.of("o from 1 with 1", "me from 0 with 2"), origins);
   }
 
+  /**
+   * A digest naming an origin this node does not know many times gets one request for it, as a
+   * known origin named many times gets one answer: each repeat was requested again, so that one
+   * digest of a thousand repeats filled the ACK with the same request, and counted a refusal per
+   * repeat once the membership was full.
+   */
+  @Test
+  void aDigestNamingAnUnknownOriginManyTimesGetsOneRequestForIt() throws Exception {
+    engine(GossipConfig.builder().messageByteCap(CAP).build());
+    List<DigestEntry> digest = new ArrayList<>();
+    digest.add(new DigestEntry("joiner", 1, 0, 1, 0, 0, false));
+    for (int i = 0; i < 1_000; i++) {
+      digest.add(new DigestEntry("stranger", 3, 7, 9, 0, 0, false));
+    }
+    digest.add(new DigestEntry("other", 2, 0, 1, 0, 0, false));
+    sent.clear();
+    engine.handle(peer("joiner"), new Syn(1, 1, digest));
+    GossipCodec codec = new GossipCodec(1 << 20, GossipConfig.MAX_PEERS_LIMIT + 1);
+    List<String> requested = new ArrayList<>();
+    for (byte[] p : sent) {
+      if (codec.decode(p) instanceof Ack a) {
+        for (Request r : a.requests()) {
+          requested.add(r.nodeId());
+        }
+      }
+    }
+    assertEquals(List.of("joiner", "stranger", "other"), requested);
+  }
+
   // ------------------------------------------------------------ receiving
 
   /** Chunk {@code index} of {@code count} of a snapshot whose origin handed out 10,000 stores. */
