@@ -1390,8 +1390,10 @@ public final class GossipEngine {
         }
         refuteHeartbeat(e);
         refuteVersion(e, now);
+        // a heartbeat claim too far above to follow is answered with this node's own, which
+        // the peer believes over it (inflatedHeartbeat)
         if (e.generation() < generation || e.version() < summary.version()
-            || e.heartbeat() < heartbeat) {
+            || e.heartbeat() < heartbeat || e.heartbeat() - heartbeat > config.maxSequenceJump()) {
           budget = addUpdate(updates, known(serveSelf(from, e.generation(), e.version(), budget,
               chunks, snapshotBudget)), budget);
         }

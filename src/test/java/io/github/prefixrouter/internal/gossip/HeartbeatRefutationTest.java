@@ -4,13 +4,18 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.internal.gossip.GossipEngine.Status;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
 import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
+import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -101,6 +106,40 @@ class HeartbeatRefutationTest {
       }
     }
     assertTrue(c.converged(), c.firstDivergence());
+  }
+
+  /**
+   * A node that sees its own entry with a heartbeat it does not follow (more than
+   * maxSequenceJump above its own) answers with its own header, which the peer believes over
+   * the claim: before, the answer said nothing of the node, and the peer kept the claim until the
+   * node happened to send it a SYN of its own.
+   */
+  @Test
+  void aNodeAnswersAnInflatedHeartbeatOfItsOwnWithItsOwnHeader() throws Exception {
+    SimulatedScheduler time = new SimulatedScheduler();
+    List<byte[]> sent = new ArrayList<>();
+    GossipConfig config = config();
+    PeerAddress self = new PeerAddress("me", "sim:me");
+    GossipEngine me = new GossipEngine(self, 1, config, List.of(), time, time,
+        new SplittableRandom(1), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
+    me.runRound();
+    me.runRound(); // heartbeat 2
+    PeerAddress other = new PeerAddress("other", "sim:other");
+    sent.clear();
+    me.handle(other, new Syn(1, 1, List.of(new DigestEntry("other", 1, 0, 1, 0, 0, false),
+        new DigestEntry("me", 1, 0, 2 + (1L << 40), 0, 0, false))));
+    GossipCodec codec = new GossipCodec(config.messageByteCap(), GossipConfig.MAX_PEERS_LIMIT + 1);
+    List<Long> told = new ArrayList<>();
+    for (byte[] p : sent) {
+      if (codec.decode(p) instanceof Ack a) {
+        for (Update u : a.updates()) {
+          if (u.header().nodeId().equals("me")) {
+            told.add(u.header().heartbeat());
+          }
+        }
+      }
+    }
+    assertEquals(List.of(2L), told);
   }
 
   @Test
