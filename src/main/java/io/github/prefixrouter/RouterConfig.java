@@ -514,7 +514,8 @@ public final class RouterConfig {
 
   /**
    * How much slower than local (as a fraction of the local estimate) a cold placement may be
-   * under the cost-aware policy; beyond that the request stays local. Default 0.25.
+   * under the cost-aware policy; beyond that the request goes where the costs send it (the
+   * cheapest peer if it beats local by the forwarding margin, else local). Default 0.25.
    *
    * @return how much slower than local a cold placement may be, as a fraction
    */

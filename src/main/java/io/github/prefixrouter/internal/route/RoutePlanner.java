@@ -82,7 +82,8 @@ import java.util.function.Supplier;
  *       recorded only by real routing attempts, never by {@code explain}.
  *   <li>Cold prefixes (cost-aware only, when no eligible candidate holds any block): bounded-load
  *       rendezvous hashing of the first block hash over the local node and eligible peers, kept
- *       only if not slower than local by more than the configured slack.
+ *       only if not slower than local by more than the configured slack; otherwise the cost
+ *       decides as for any prompt (the cheapest peer if it beats local by the margin).
  *   <li>Eligibility (push-back): peers already tried for this request, advertising overload, or
  *       in a busy / failure cool-down are skipped; so are, for a request of a cache scope other
  *       than the default, peers known not to speak scoped FORWARDs.
@@ -399,6 +400,19 @@ final class RoutePlanner {
       }
     }
 
+    // cold placement (cost-aware, nobody eligible holds a block): the rendezvous target, or -1
+    // when it does not apply or is slower than local by more than the slack; then the cost
+    // decides as for any prompt, so a far rendezvous winner does not keep the request here
+    // while another peer is cheaper
+    int cold = -1;
+    if (policy == RoutingPolicy.COST_AWARE && routing && eligible > 0 && anyMatch == 0
+        && config.coldPlacement() && blocks > 0) {
+      int target = coldTarget(skipCol, loadCol, ps, c, chain.hashes()[0]);
+      if (target == 0 || costCol[target] <= localCost * (1.0 + config.coldPlacementSlack())) {
+        cold = target;
+      }
+    }
+
     int chosen = 0;
     Reason reason;
     if (policy == RoutingPolicy.LOCAL_ONLY) {
@@ -420,14 +434,9 @@ final class RoutePlanner {
       } else {
         reason = Reason.LOCAL_LONGEST_OR_TIE;
       }
-    } else if (anyMatch == 0 && config.coldPlacement() && blocks > 0) {
-      int target = coldTarget(skipCol, loadCol, ps, c, chain.hashes()[0]);
+    } else if (cold >= 0) {
+      chosen = cold;
       reason = Reason.COLD_PLACEMENT;
-      if (target != 0 && costCol[target] <= localCost * (1.0 + config.coldPlacementSlack())) {
-        chosen = target;
-      } else if (target != 0) {
-        reason = Reason.LOCAL_CHEAPEST;
-      }
     } else {
       int best = cheapest;
       long margin = Math.max((long) (config.forwardMarginRatio() * localCost), marginMinNanos);

@@ -314,6 +314,30 @@ class RoutePlannerTest {
     ScriptedView v = new ScriptedView().peer("a", MS).peer("b", MS).peer("c", MS);
     assertTrue(!planner(cfg, "me", v, 0, new PeerHealth()).decide(tokens(7, 64)).isLocal());
   }
+  @Test
+  void aColdPlacementTooSlowLeavesTheChoiceToCost() {
+    // nobody holds the prompt; the rendezvous winner is across a 1 s link, far beyond the
+    // slack, while 10 requests wait here and another peer 1 ms away is idle: the request goes
+    // to that peer (7.6 ms) rather than staying here (262.4 ms) as if local were cheapest
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(100_000).build();
+    int[] t = null;
+    for (long seed = 0; t == null; seed++) {
+      int[] c = tokens(seed, 64);
+      long[] chain = new long[4];
+      HASHER.chain(c, 64, chain);
+      if (Long.compareUnsigned(Rendezvous.score(chain[0], Rendezvous.nodeHash("far")),
+          Rendezvous.score(chain[0], Rendezvous.nodeHash("near"))) > 0) {
+        t = c;
+      }
+    }
+    ScriptedView v = new ScriptedView().peer("far", 1_000 * MS).peer("near", MS);
+    RoutePlanner p = plannerWith(cfg, v, new AtomicLong(),
+        new AtomicReference<>(new EngineLoad(10, 1)));
+    RouteDecision d = p.decide(t);
+    assertEquals("near", d.targetNodeId(), d.toString());
+    assertEquals(Reason.PEER_CHEAPER, d.reason(), d.toString());
+  }
+
   /** Requests {@code count} prompts sharing a 320-token head through real routing attempts. */
   private static RouteDecision askRepeatedly(RoutePlanner p, int count) {
     RouteDecision d = null;
