@@ -367,9 +367,13 @@ public final class RouterConfig {
   }
 
   /**
-   * Fixed cost added to every forwarded attempt (codec, queueing in the transport).
+   * What a forward costs at least beyond gossip's smoothed round trip to the peer (a FORWARD and
+   * its answer carry bodies and go through more of the transport than gossip's exchanges). It
+   * is the prior of the per-peer overhead each node learns from its answered forwards, and the
+   * floor of it: learning only raises a peer's overhead above this, up to 50 ms (or this, if
+   * larger). Default 200 µs. See docs/routing.md, "The decision".
    *
-   * @return fixed cost added to every forwarded attempt
+   * @return the least overhead a forward is priced with, beyond the round trip
    */
   public Duration forwardOverhead() {
     return forwardOverhead;
@@ -799,7 +803,9 @@ public final class RouterConfig {
     }
 
     /**
-     * Fixed overhead added to every forwarded candidate's estimate (default 200 µs).
+     * The least a forward is priced with beyond gossip's round trip (default 200 µs): the prior
+     * and floor of the per-peer overhead learned from answered forwards; see
+     * {@link RouterConfig#forwardOverhead()}.
      *
      * @param overhead the overhead, {@code >= 0}
      * @return this builder
