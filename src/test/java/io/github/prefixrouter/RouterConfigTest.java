@@ -144,7 +144,51 @@ class RouterConfigTest {
         bad("stalenessHalfLife", b -> b.stalenessHalfLife(Duration.ZERO)),
         bad("gossipFanout", b -> b.gossip(Duration.ofMillis(200), 0)),
         bad("peerSuspectAfter", b -> b.gossip(Duration.ofSeconds(5), 3)),
-        bad("peerDeadAfter", b -> b.peerTimeouts(Duration.ofSeconds(3), Duration.ofSeconds(1))));
+        bad("peerDeadAfter", b -> b.peerTimeouts(Duration.ofSeconds(3), Duration.ofSeconds(1))),
+        // every knob, each way it can be wrong
+        bad("treeCapacityTokens", b -> b.treeCapacityTokens(-1)),
+        bad("initialPrefillNanosPerToken", b -> b.initialPrefillNanosPerToken(1_000_000_001L)),
+        bad("forwardTimeoutMax", b -> b.forwardTimeout(Duration.ofSeconds(1), Duration.ZERO)),
+        bad("forwardTimeoutMax", b -> b.forwardTimeout(Duration.ofSeconds(1),
+            Duration.ofDays(366))),
+        bad("engineTimeout", b -> b.engineTimeout(Duration.ZERO)),
+        bad("engineTimeout", b -> b.engineTimeout(Duration.ofDays(366))),
+        bad("engineStallTimeout", b -> b.engineStallTimeout(Duration.ofNanos(-1))),
+        bad("engineStallTimeout", b -> b.engineStallTimeout(Duration.ofDays(366))),
+        bad("lowWatermark", b -> b.watermarks(-1, 4)),
+        bad("busyCooldown", b -> b.busyCooldown(Duration.ofDays(366))),
+        bad("failureCooldown", b -> b.failureCooldown(Duration.ofDays(366))),
+        bad("forwardMarginMin", b -> b.forwardMargin(0.1, Duration.ofDays(366))),
+        bad("forwardOverhead", b -> b.forwardOverhead(Duration.ofDays(366))),
+        bad("coldPlacementLoadBound", b -> b.coldPlacementLoadBound(Double.NaN)),
+        bad("coldPlacementLoadBound", b -> b.coldPlacementLoadBound(100.5)),
+        bad("coldPlacementSlack", b -> b.coldPlacementSlack(Double.NaN)),
+        bad("coldPlacementSlack", b -> b.coldPlacementSlack(10.5)),
+        bad("forwardMarginRatio", b -> b.forwardMargin(-0.1, Duration.ZERO)),
+        bad("stalenessHalfLife", b -> b.stalenessHalfLife(Duration.ofDays(366))),
+        bad("gossipInterval", b -> b.gossip(Duration.ZERO, 3)),
+        bad("gossipFanout", b -> b.gossip(Duration.ofMillis(200), 65)),
+        bad("peerSuspectAfter", b -> b.peerTimeouts(Duration.ZERO, Duration.ofSeconds(10))),
+        bad("peerDeadAfter", b -> b.peerTimeouts(Duration.ofSeconds(2), Duration.ofDays(366))),
+        bad("maxPeers", b -> b.maxPeers(0)),
+        bad("maxPeers", b -> b.maxPeers(65_537)),
+        bad("gossipGeneration", b -> b.gossipGeneration(-1)),
+        bad("gossipGeneration", b -> b.gossipGeneration((1L << 62) + 1)));
+  }
+
+  /** Settings every value of which is valid. */
+  static final List<String> ANY_VALUE_VALID =
+      List.of("treeMode", "hashSalt", "policy", "coldPlacement", "localCaching");
+
+  @Test
+  void everySettingThatCanBeInvalidHasAnInvalidCase() throws Exception {
+    // a setting added without a case in invalid() (or with no validation at all) fails here
+    List<String> tested = invalid().map(a -> (String) a.get()[0]).distinct().toList();
+    for (Method m : settings()) {
+      String name = m.getName();
+      assertTrue(ANY_VALUE_VALID.contains(name) || tested.contains(name),
+          name + " has no invalid value in invalid(): add one, or list it as always valid");
+    }
   }
 
   static Arguments bad(String setting, UnaryOperator<RouterConfig.Builder> change) {
