@@ -1192,17 +1192,22 @@ public final class RouterNode implements PrefixRouterNode {
       }
       if (m instanceof ForwardCodec.Result r) {
         EngineResult res = r.result();
+        // the peer's own time on the request cannot exceed the whole forward's, which this node
+        // timed: a larger figure (a peer's bug, up to 2^63 - 1 on the wire) would be learned
+        // as the service time of every engine and price every queued request at it
+        long elapsed = Math.max(0, now - a.sentAt);
+        long serverNanos = Math.min(r.serverNanos(), elapsed);
         // timed by the peer (receipt to answer) when its engine reports no timings
-        cost.observe(res, r.serverNanos(), a.estimatedMatched);
-        a.peer.observeService(r.serverNanos(),
+        cost.observe(res, serverNanos, a.estimatedMatched);
+        a.peer.observeService(serverNanos,
             a.base + res.outputTokens().length * cost.decodeNanosPerToken());
         int actual = r.result().cachedPromptTokens();
         if (actual >= 0) {
           a.peer.observeAccuracy(a.estimatedMatched, actual); // counted once it answers
         }
-        a.peer.observeRtt(now - a.sentAt - r.serverNanos());
-        if (a.gossipRtt >= 0 && r.serverNanos() >= 0 && cost.learnsForwardOverhead()) {
-          a.peer.observeOverhead(now - a.sentAt - r.serverNanos() - a.gossipRtt,
+        a.peer.observeRtt(elapsed - serverNanos);
+        if (a.gossipRtt >= 0 && serverNanos >= 0 && cost.learnsForwardOverhead()) {
+          a.peer.observeOverhead(elapsed - serverNanos - a.gossipRtt,
               config.forwardOverhead().toNanos());
         }
         complete(ex, r.result(), r.servedBy(), true, null);

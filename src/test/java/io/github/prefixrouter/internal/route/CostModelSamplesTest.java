@@ -1,14 +1,29 @@
 package io.github.prefixrouter.internal.route;
 
+import static io.github.prefixrouter.internal.route.OracleCluster.concat;
+import static io.github.prefixrouter.internal.route.OracleCluster.expected;
+import static io.github.prefixrouter.internal.route.OracleCluster.prompt;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.ForwardingTransport;
+import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.lang.reflect.Field;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
 /**
  * The cost model keeps learning for as long as a node runs: its counts of samples saturate
- * instead of wrapping to negative numbers that would switch learning off.
+ * instead of wrapping to negative numbers that would switch learning off; and what a peer says
+ * of its own time on a forward is believed only up to the time the forward took.
  */
 class CostModelSamplesTest {
 
@@ -25,5 +40,51 @@ class CostModelSamplesTest {
       m.observe(new EngineResult(new int[] {1}, "", uncached, 0, 300_000L * uncached, 1_000));
     }
     assertEquals(300_000, m.prefillNanosPerToken(), 3_000);
+  }
+
+  @Test
+  void aPeerClaimingMoreTimeThanTheForwardTookDoesNotTeachThatTime() throws Exception {
+    // n1 answers after 50 ms, from an engine that reports no timings (an OpenAI-compatible
+    // server), but says it spent 10^15 ns (11.6 days) on the request: the node learns its
+    // service time from a peer's own time for such engines, and took 11.6 days for the mean
+    // service time, which priced every queued request at days
+    AtomicReference<SimulatedScheduler> sim = new AtomicReference<>();
+    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
+    hooks.transportWrap = t -> !t.localAddress().nodeId().equals("n0") ? t
+        : new ForwardingTransport(t) {
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+              Duration timeout) {
+            if (payload.length == 0 || payload[0] != ForwardCodec.FORWARD) {
+              return delegate.request(to, payload, timeout);
+            }
+            InferenceRequest asked;
+            try {
+              asked = ((ForwardCodec.Forward) ForwardCodec.decode(payload)).request();
+            } catch (Exception e) {
+              return CompletableFuture.failedFuture(e);
+            }
+            CompletableFuture<byte[]> out = new CompletableFuture<>();
+            sim.get().schedule(50 * RoutePlannerTest.MS, () -> out.complete(
+                ForwardCodec.result(asked.id(), "n1", 1_000_000_000_000_000L,
+                    new EngineResult(expected(asked), "", asked.length(), 0, -1, -1))));
+            return out;
+          }
+        };
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false).build();
+    OracleCluster c = new OracleCluster(2, cfg, 1, hooks);
+    sim.set(c.sim);
+    c.rtt(Duration.ofMillis(1)).start();
+    int[] prefix = prompt(42, 480);
+    c.warm("n1", concat(prefix, prompt(1, 40)));
+    InferenceResponse r = c.submitAndWait("n0",
+        OracleCluster.request("q", concat(prefix, prompt(9, 40))));
+    assertEquals("n1", r.servedBy(), r.decision().toString());
+    Field f = RouterNode.class.getDeclaredField("cost");
+    f.setAccessible(true);
+    CostModel cost = (CostModel) f.get(c.node("n0"));
+    assertTrue(cost.serviceNanos() <= 50 * RoutePlannerTest.MS,
+        "learned a service time of " + cost.serviceNanos() + " ns from a 50 ms forward");
   }
 }
