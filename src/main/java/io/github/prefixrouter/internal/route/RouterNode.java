@@ -1197,8 +1197,15 @@ public final class RouterNode implements PrefixRouterNode {
         // as the service time of every engine and price every queued request at it
         long elapsed = Math.max(0, now - a.sentAt);
         long serverNanos = Math.min(r.serverNanos(), elapsed);
+        // so are its engine's prefill and decode: timings the forward cannot contain are not
+        // learned from (the peer's own time stands in for them, as for an engine without any)
+        EngineResult learned = res;
+        if ((double) Math.max(0, res.prefillNanos()) + Math.max(0, res.decodeNanos()) > elapsed) {
+          learned = new EngineResult(res.outputTokens(), res.text(), res.promptTokens(),
+              res.cachedPromptTokens(), -1, -1);
+        }
         // timed by the peer (receipt to answer) when its engine reports no timings
-        cost.observe(res, serverNanos, a.estimatedMatched);
+        cost.observe(learned, serverNanos, a.estimatedMatched);
         a.peer.observeService(serverNanos,
             a.base + res.outputTokens().length * cost.decodeNanosPerToken());
         int actual = r.result().cachedPromptTokens();

@@ -48,6 +48,30 @@ class CostModelSamplesTest {
     // server), but says it spent 10^15 ns (11.6 days) on the request: the node learns its
     // service time from a peer's own time for such engines, and took 11.6 days for the mean
     // service time, which priced every queued request at days
+    CostModel cost = afterOneForward(1_000_000_000_000_000L, -1, -1);
+    assertTrue(cost.serviceNanos() <= 50 * RoutePlannerTest.MS,
+        "learned a service time of " + cost.serviceNanos() + " ns from a 50 ms forward");
+  }
+
+  @Test
+  void engineTimingsLongerThanTheForwardAreNotLearned() throws Exception {
+    // the same from an engine that reports its timings: a prefill of 10^15 ns in a 50 ms
+    // forward was learned as a service time of 11.6 days
+    CostModel cost = afterOneForward(40 * RoutePlannerTest.MS, 1_000_000_000_000_000L, 1_000);
+    assertTrue(cost.serviceNanos() <= 50 * RoutePlannerTest.MS,
+        "learned a service time of " + cost.serviceNanos() + " ns from a 50 ms forward");
+    // consistent timings are learned as before
+    CostModel ok = afterOneForward(40 * RoutePlannerTest.MS, 30 * RoutePlannerTest.MS,
+        5 * RoutePlannerTest.MS);
+    assertEquals(35 * RoutePlannerTest.MS, ok.serviceNanos(), 1);
+  }
+
+  /**
+   * n0's cost model after it forwarded one request to n1, whose answer comes 50 ms later with
+   * {@code serverNanos} and the engine timings given ({@code -1}: not reported).
+   */
+  static CostModel afterOneForward(long serverNanos, long prefillNanos, long decodeNanos)
+      throws Exception {
     AtomicReference<SimulatedScheduler> sim = new AtomicReference<>();
     OracleCluster.Hooks hooks = new OracleCluster.Hooks();
     hooks.transportWrap = t -> !t.localAddress().nodeId().equals("n0") ? t
@@ -66,8 +90,9 @@ class CostModelSamplesTest {
             }
             CompletableFuture<byte[]> out = new CompletableFuture<>();
             sim.get().schedule(50 * RoutePlannerTest.MS, () -> out.complete(
-                ForwardCodec.result(asked.id(), "n1", 1_000_000_000_000_000L,
-                    new EngineResult(expected(asked), "", asked.length(), 0, -1, -1))));
+                ForwardCodec.result(asked.id(), "n1", serverNanos,
+                    new EngineResult(expected(asked), "", asked.length(), 0, prefillNanos,
+                        decodeNanos))));
             return out;
           }
         };
@@ -83,8 +108,6 @@ class CostModelSamplesTest {
     assertEquals("n1", r.servedBy(), r.decision().toString());
     Field f = RouterNode.class.getDeclaredField("cost");
     f.setAccessible(true);
-    CostModel cost = (CostModel) f.get(c.node("n0"));
-    assertTrue(cost.serviceNanos() <= 50 * RoutePlannerTest.MS,
-        "learned a service time of " + cost.serviceNanos() + " ns from a 50 ms forward");
+    return (CostModel) f.get(c.node("n0"));
   }
 }
