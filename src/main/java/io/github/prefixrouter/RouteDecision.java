@@ -163,7 +163,8 @@ public final class RouteDecision {
       }
       if (skipped != SkipReason.NONE) {
         sb.append(" skipped=").append(skipped);
-      } else if (costNanos != Long.MAX_VALUE) {
+      } else {
+        // an eligible candidate's cost is always shown, "inf" when it saturated
         sb.append(" cost=").append(fmtNanos(costNanos));
       }
       return sb.toString();

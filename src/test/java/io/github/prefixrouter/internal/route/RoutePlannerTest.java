@@ -338,6 +338,17 @@ class RoutePlannerTest {
     assertEquals(Reason.PEER_CHEAPER, d.reason(), d.toString());
   }
 
+  @Test
+  void anEligiblePeerWhoseCostSaturatedShowsItInTheLog() {
+    // a cost beyond Long.MAX_VALUE saturates to it (see the absurd-timing tests above); the
+    // candidate is still eligible, and its log line must say what it cost, not look skipped
+    RouteDecision d = new RouteDecision(RoutingPolicy.COST_AWARE, 64,
+        new String[] {"me", "p"}, new int[2], new int[2], new int[2], new long[] {0, MS},
+        new long[] {6 * MS, Long.MAX_VALUE},
+        new SkipReason[] {SkipReason.NONE, SkipReason.NONE}, 0, Reason.LOCAL_CHEAPEST);
+    assertTrue(d.toString().endsWith("| p match=0 load=0 rtt=1000us cost=inf}"), d.toString());
+  }
+
   /** Requests {@code count} prompts sharing a 320-token head through real routing attempts. */
   private static RouteDecision askRepeatedly(RoutePlanner p, int count) {
     RouteDecision d = null;
