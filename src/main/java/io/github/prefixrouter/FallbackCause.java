@@ -41,7 +41,8 @@ public enum FallbackCause {
    * in flight to the peer ({@code HttpTransport}'s {@code maxInFlightPerPeer}, less the slots it
    * keeps for messages). Nothing was sent and the peer said nothing, so this is not push-back:
    * the peer is not cooled down nor counted in {@link NodeStats#pushedBack()}, and the next
-   * candidate or the local engine takes the request.
+   * candidate or the local engine takes the request. Nor does the refusal use up one of the
+   * request's 3 forwards (up to 16 such refusals a request).
    */
   IN_FLIGHT_LIMIT
 }

@@ -70,8 +70,10 @@ import org.slf4j.LoggerFactory;
  *       under its cause, excludes that peer for this request, and routes again: the next best
  *       peer or local. A BUSY this node's own transport raised (its limit of requests in flight
  *       to the peer reached: {@link InFlightLimitException}) is no push-back and does not cool
- *       the peer down ({@link FallbackCause#IN_FLIGHT_LIMIT}). After {@link #MAX_FORWARDS}
- *       forwards, when the transport is closed, or when the request is too large for the link
+ *       the peer down ({@link FallbackCause#IN_FLIGHT_LIMIT}); nothing left this node, so it
+ *       does not use up one of the request's forwards (up to {@link #MAX_UNSENT_FORWARDS}
+ *       such refusals a request; the refused peer stays excluded for it, so the next candidate
+ *       gets it). After {@link #MAX_FORWARDS} forwards, when the transport is closed, or when the request is too large for the link
  *       (not a fault of the peer: it is not cooled down), the request runs locally. A peer's failure that is not retryable (its engine
  *       refused the request as invalid, or timed out on it) is not tried on another peer: the
  *       request runs locally once, or fails with that failure if the local engine already
@@ -125,8 +127,20 @@ public final class RouterNode implements PrefixRouterNode {
 
   private static final Logger LOG = LoggerFactory.getLogger(RouterNode.class);
 
-  /** Forwarding attempts per request before it runs locally. */
+  /**
+   * Forwarding attempts per request before it runs locally; but for those this node's own
+   * transport refused to send (see {@link #MAX_UNSENT_FORWARDS}).
+   */
   static final int MAX_FORWARDS = 3;
+  /**
+   * Forwards per request that this node's own transport refused to send
+   * ({@link FallbackCause#IN_FLIGHT_LIMIT}) and that do not count in {@link #MAX_FORWARDS};
+   * past them, such refusals count as forwards. Each refused peer is excluded for the request,
+   * so the number of peers bounds them too; this bounds the routing decisions a request takes
+   * and how deep forwards nest (a refusal completes on the caller's thread, inside
+   * {@code request()}, so the next forward starts from within the last one's completion).
+   */
+  static final int MAX_UNSENT_FORWARDS = 16;
   /** The longest grace period {@link #stop(Duration)} takes, as for the config's durations. */
   private static final Duration MAX_GRACE = Duration.ofDays(365);
 
@@ -1246,6 +1260,12 @@ public final class RouterNode implements PrefixRouterNode {
         a.to, cause, detail);
     int forwards;
     synchronized (ex) {
+      if (cause == FallbackCause.IN_FLIGHT_LIMIT && ex.unsentForwards < MAX_UNSENT_FORWARDS) {
+        // nothing left this node: the forward does not use up one of the request's forwards
+        // (the peer stays excluded for the request, so the next decision takes another)
+        ex.unsentForwards++;
+        ex.forwards--;
+      }
       forwards = ex.forwards;
     }
     if (finalAtPeer) {
@@ -2455,13 +2475,15 @@ public final class RouterNode implements PrefixRouterNode {
      */
     HeldOutput held;
     /** The sender and the origin (when another node), then every peer tried. */
-    final String[] tried = new String[MAX_FORWARDS + 2];
+    final String[] tried = new String[MAX_FORWARDS + MAX_UNSENT_FORWARDS + 2];
     /** The node whose client submitted the request (this node, or as a FORWARD names it). */
     final String origin;
     int triedCount;
     int attemptSeq;
     int attempts;
     int forwards;
+    /** Forwards this node's transport refused to send, not counted in {@code forwards}. */
+    int unsentForwards;
     /** Runs of this execution on the local engine not yet ended. */
     int engineRuns;
     /** The last forwarding attempt (current while {@code attemptSeq == forwarding.seq}). */

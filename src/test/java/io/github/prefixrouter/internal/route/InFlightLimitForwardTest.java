@@ -32,8 +32,10 @@ import org.junit.jupiter.api.Test;
  * A forward the sender's own transport refuses, its limit of requests in flight to the peer
  * reached ({@code HttpTransport}'s {@code maxInFlightPerPeer}), is nothing the peer said: the
  * peer is not cooled down and the refusal is not counted as push-back; the request goes to the
- * next candidate or runs locally ({@link FallbackCause#IN_FLIGHT_LIMIT}). A BUSY the peer's
- * side raised stays push-back.
+ * next candidate or runs locally ({@link FallbackCause#IN_FLIGHT_LIMIT}), and, nothing having
+ * been sent, the refusal does not use up one of its forwards (up to
+ * {@link RouterNode#MAX_UNSENT_FORWARDS} refusals). A BUSY the peer's side raised stays
+ * push-back.
  */
 class InFlightLimitForwardTest {
 
@@ -94,6 +96,111 @@ class InFlightLimitForwardTest {
     RouteDecision d = c.node("n0").explain(r);
     assertEquals("n1", d.targetNodeId(), d.toString());
     assertEquals(RouteDecision.SkipReason.NONE, candidate(d, "n1").skipped());
+  }
+
+  @Test
+  void refusalsOfTheSendersTransportDoNotUseUpTheRequestsForwards() {
+    // n1, n2 and n3 hold more of PREFIX than n4, and n0's transport is at its limit to each of
+    // them: nothing reaches them, so the request goes on to n4, which holds the prefix too,
+    // rather than running on n0 after three forwards that never left
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.transportWrap = t -> new ForwardingTransport(t) {
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        if (!to.nodeId().equals("n4")) {
+          return CompletableFuture.failedFuture(new InFlightLimitException(
+              "60 requests and messages already in flight to " + to));
+        }
+        return super.request(to, payload, timeout);
+      }
+    };
+    OracleCluster c = new OracleCluster(5, RouterConfig.builder()
+        .policy(RoutingPolicy.LONGEST_PREFIX).coldPlacement(false).build(), 1, h)
+        .rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(9, 64)));
+    c.warm("n2", concat(PREFIX, prompt(9, 48)));
+    c.warm("n3", concat(PREFIX, prompt(9, 32)));
+    c.warm("n4", concat(PREFIX, prompt(9, 16)));
+    InferenceRequest r = new InferenceRequest("q1", concat(PREFIX, prompt(9, 64)),
+        GenerationParams.greedy(4));
+    assertEquals("n1", c.node("n0").explain(r).targetNodeId());
+
+    InferenceResponse resp = c.submitAndWait("n0", r);
+    assertEquals("n4", resp.servedBy(), resp.toString());
+    assertTrue(resp.forwarded(), resp.toString());
+    assertEquals(FallbackCause.IN_FLIGHT_LIMIT, resp.fallbackCause());
+    assertEquals(4, resp.attempts());
+    assertArrayEquals(OracleCluster.expected(r), resp.result().outputTokens());
+    NodeStats s = c.node("n0").stats();
+    assertEquals(3, s.fallbacks().get(FallbackCause.IN_FLIGHT_LIMIT), s.toString());
+    assertEquals(0, s.servedLocally(), s.toString());
+    assertEquals(1, s.forwarded(), s.toString());
+  }
+
+  @Test
+  void refusalsOfTheSendersTransportEverywhereRunTheRequestLocallyOnce() {
+    // every peer refused by n0's own transport: each is tried once, then the request runs here
+    int[] refusedTo = new int[1];
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.transportWrap = t -> new ForwardingTransport(t) {
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        refusedTo[0]++;
+        return CompletableFuture.failedFuture(new InFlightLimitException(
+            "60 requests and messages already in flight to " + to));
+      }
+    };
+    OracleCluster c = new OracleCluster(6, RouterConfig.builder()
+        .policy(RoutingPolicy.LONGEST_PREFIX).coldPlacement(false).build(), 1, h)
+        .rtt(Duration.ofMillis(1)).start();
+    for (int i = 1; i < 6; i++) {
+      c.warm("n" + i, concat(PREFIX, prompt(9, 16 * i)));
+    }
+    refusedTo[0] = 0;
+    InferenceRequest r = new InferenceRequest("q1", concat(PREFIX, prompt(9, 80)),
+        GenerationParams.greedy(4));
+    InferenceResponse resp = c.submitAndWait("n0", r);
+    assertEquals("n0", resp.servedBy(), resp.toString());
+    assertEquals(FallbackCause.IN_FLIGHT_LIMIT, resp.fallbackCause());
+    assertEquals(5, refusedTo[0], "each peer tried once");
+    assertEquals(6, resp.attempts());
+    assertEquals(5, c.node("n0").stats().fallbacks().get(FallbackCause.IN_FLIGHT_LIMIT));
+    assertEquals(1, c.engine("n0").stats().requests());
+  }
+
+  @Test
+  void refusalsOfTheSendersTransportPastTheirBoundUseUpForwards() {
+    // more peers than the refusals a request passes over: past them, refusals are forwards
+    int peers = RouterNode.MAX_UNSENT_FORWARDS + RouterNode.MAX_FORWARDS + 4;
+    int[] refusedTo = new int[1];
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.transportWrap = t -> new ForwardingTransport(t) {
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        refusedTo[0]++;
+        return CompletableFuture.failedFuture(new InFlightLimitException(
+            "60 requests and messages already in flight to " + to));
+      }
+    };
+    OracleCluster c = new OracleCluster(peers + 1, RouterConfig.builder()
+        .policy(RoutingPolicy.LONGEST_PREFIX).coldPlacement(false).build(), 1, h)
+        .rtt(Duration.ofMillis(1)).start();
+    for (int i = 1; i <= peers; i++) {
+      c.warm("n" + i, concat(PREFIX, prompt(9, 16)));
+    }
+    refusedTo[0] = 0;
+    InferenceRequest r = new InferenceRequest("q1", concat(PREFIX, prompt(9, 16)),
+        GenerationParams.greedy(4));
+    assertTrue(c.node("n0").explain(r).candidates().stream().filter(x -> !x.local())
+        .allMatch(x -> x.skipped() == RouteDecision.SkipReason.NONE), "a peer is skipped");
+    InferenceResponse resp = c.submitAndWait("n0", r);
+    assertEquals("n0", resp.servedBy(), resp.toString());
+    assertEquals(16 + 3, refusedTo[0]);
+    assertEquals(16 + 3 + 1, resp.attempts());
+    assertEquals(16 + 3, c.node("n0").stats().fallbacks().get(FallbackCause.IN_FLIGHT_LIMIT));
   }
 
   @Test
