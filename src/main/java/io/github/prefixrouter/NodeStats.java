@@ -35,7 +35,9 @@ import java.util.Objects;
  * @param promptTokens prompt tokens of the answered submitted requests
  * @param cachedPromptTokens of those, tokens the serving engines reported as served from cache
  * @param gossipBytesIn gossip bytes received
- * @param gossipBytesOut gossip bytes sent
+ * @param gossipBytesOut gossip bytes this node's transport took to send (a one-way send is best
+ *     effort: the transport may still drop a message it took, as {@code HttpTransport} does past
+ *     its per-peer in-flight limit, counting it in its own {@code messagesDropped})
  * @param localCachedTokens tokens held by the local prefix tree now (prompts sharing a partial
  *     block share its tokens, so this may be less than {@code localBlocks × blockSize})
  * @param localBlocks distinct full blocks this node holds and advertises to its peers
@@ -97,7 +99,9 @@ public record NodeStats(
    * @param promptTokens prompt tokens of the answered submitted requests
    * @param cachedPromptTokens of those, tokens the serving engines reported as served from cache
    * @param gossipBytesIn gossip bytes received
-   * @param gossipBytesOut gossip bytes sent
+   * @param gossipBytesOut gossip bytes this node's transport took to send (a one-way send is
+   *     best effort: the transport may still drop a message it took, as {@code HttpTransport}
+   *     does past its per-peer in-flight limit, counting it in its own {@code messagesDropped})
    * @param localCachedTokens tokens held by the local prefix tree now (prompts sharing a partial
    *     block share its tokens, so this may be less than {@code localBlocks × blockSize})
    * @param localBlocks distinct full blocks this node holds and advertises to its peers

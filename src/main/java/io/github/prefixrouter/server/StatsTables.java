@@ -73,7 +73,9 @@ final class StatsTables {
       .counter("gossip_bytes_in", P + "gossip_received_bytes_total",
           "Gossip bytes received.", NodeStats::gossipBytesIn)
       .counter("gossip_bytes_out", P + "gossip_sent_bytes_total",
-          "Gossip bytes sent.", NodeStats::gossipBytesOut)
+          "Gossip bytes this node's transport took to send; it may still drop some "
+              + "(prefix_router_transport_messages_dropped_total counts those over HTTP).",
+          NodeStats::gossipBytesOut)
       .gauge("local_cached_tokens", P + "local_cached_tokens",
           "Tokens held by the local prefix tree now.", NodeStats::localCachedTokens)
       .gauge(null, P + "local_blocks",

@@ -1,12 +1,20 @@
 package io.github.prefixrouter.internal.gossip;
 
-/** The counters a {@link GossipEngine} keeps (read them with {@link GossipEngine#stats()}). */
+/**
+ * The counters a {@link GossipEngine} keeps (read them with {@link GossipEngine#stats()}).
+ *
+ * <p>The "sent" counters count what the send function took: it returned without throwing. A
+ * send that throws counts in {@link #SEND_FAILURES} and in no "sent" counter. A one-way send
+ * is best effort, so a transport may still drop a message it took ({@code HttpTransport} drops
+ * one to a peer that has {@code maxInFlightPerPeer} requests and messages in flight, counting it
+ * in its own {@code messagesDropped} and {@code outboundBusy}): the engine cannot tell.
+ */
 public enum GossipCounter {
   /** Gossip rounds run by this node. */
   ROUNDS,
-  /** Messages handed to the send function. */
+  /** Messages the send function took. */
   MESSAGES_SENT,
-  /** Payload bytes handed to the send function. */
+  /** Payload bytes of the messages the send function took. */
   BYTES_SENT,
   /** Messages received (well-formed or not). */
   MESSAGES_RECEIVED,
@@ -22,7 +30,7 @@ public enum GossipCounter {
   DELTAS_APPLIED,
   /** Deltas received that the replica already had (redundant deliveries). */
   DELTAS_REDUNDANT,
-  /** Snapshots whose chunks were sent (at least one chunk). */
+  /** Snapshots served in an exchange of which the send function took at least one chunk. */
   SNAPSHOTS_SENT,
   /** Snapshot chunk messages sent. */
   SNAPSHOT_CHUNKS_SENT,
@@ -47,7 +55,7 @@ public enum GossipCounter {
   GENERATIONS_REPLACED,
   /** Round-trip samples taken from SYN→ACK. */
   RTT_SAMPLES,
-  /** Calls to the send function that threw. */
+  /** Calls to the send function that threw (their messages count as sent nowhere). */
   SEND_FAILURES,
   /** Unexpected internal errors caught while handling a message (each one is a bug). */
   INTERNAL_ERRORS,

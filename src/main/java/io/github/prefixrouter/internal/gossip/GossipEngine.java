@@ -328,11 +328,15 @@ public final class GossipEngine {
     }
   }
 
-  /** A message to send; {@code synRound} is the round of a SYN, 0 for any other message. */
-  private record Outgoing(PeerAddress to, byte[] payload, long synRound) {
+  /**
+   * A message to send; {@code synRound} is the round of a SYN, 0 for any other message;
+   * {@code sent}, if not null, counts what the message carries once the send function took it
+   * (returned without throwing).
+   */
+  private record Outgoing(PeerAddress to, byte[] payload, long synRound, Runnable sent) {
 
-    Outgoing(PeerAddress to, byte[] payload) {
-      this(to, payload, 0);
+    Outgoing(PeerAddress to, byte[] payload, Runnable sent) {
+      this(to, payload, 0, sent);
     }
   }
 
@@ -1045,8 +1049,15 @@ public final class GossipEngine {
     pendingSyns.put(round,
         new PendingSyn(to.nodeId(), to.address(), now, digest.size() == live.size() + 1));
     byte[] payload = codec.encode(new Syn(round, generation, digest));
-    count(GossipCounter.DIGEST_BYTES_SENT, payload.length);
-    return new Outgoing(to, payload, round);
+    int marks = 0;
+    for (DigestEntry e : digest) {
+      marks += e.pending() ? 1 : 0;
+    }
+    int pendingMarks = marks;
+    return new Outgoing(to, payload, round, () -> {
+      count(GossipCounter.DIGEST_BYTES_SENT, payload.length);
+      count(GossipCounter.PENDING_MARKS_SENT, pendingMarks);
+    });
   }
 
   private void sendLater(PeerAddress to) {
@@ -1231,7 +1242,6 @@ public final class GossipEngine {
           && !m.nodeId.equals(target)) {
         e = new DigestEntry(e.nodeId(), e.generation(), e.version(), e.heartbeat(),
             e.queueDepth(), e.inFlight(), e.overloaded(), true);
-        count(GossipCounter.PENDING_MARKS_SENT, 1);
       }
       int size = GossipCodec.sizeOf(e, prev);
       prev.set(e.nodeId(), e.generation());
@@ -1489,8 +1499,8 @@ public final class GossipEngine {
     }
     trimRequests(requests, budget);
     recordInFlight(from, updates);
-    countUpdateBytes(updates);
-    out.add(new Outgoing(from, codec.encode(new Ack(syn.round(), generation, updates, requests))));
+    out.add(new Outgoing(from, codec.encode(new Ack(syn.round(), generation, updates, requests)),
+        updateBytesCounter(updates)));
     out.addAll(chunks);
   }
 
@@ -1602,8 +1612,8 @@ public final class GossipEngine {
     }
     if (!updates.isEmpty()) {
       recordInFlight(from, updates);
-      countUpdateBytes(updates);
-      out.add(new Outgoing(from, codec.encode(new Ack2(generation, updates))));
+      out.add(new Outgoing(from, codec.encode(new Ack2(generation, updates)),
+          updateBytesCounter(updates)));
     }
     out.addAll(chunks);
   }
@@ -1844,17 +1854,29 @@ public final class GossipEngine {
     }
   }
 
-  /** Splits the bytes of updates about to be sent into headers, own and relayed deltas. */
-  private void countUpdateBytes(List<Update> updates) {
-    long allDeltaBytes = 0;
+  /**
+   * Splits the bytes of updates about to be sent into headers, own and relayed deltas, and
+   * counts them when run (once the message carrying them was sent).
+   */
+  private Runnable updateBytesCounter(List<Update> updates) {
+    long own = 0;
+    long relayed = 0;
     for (Update u : updates) {
       long deltaBytes = Delta.encodedSize(u.deltas());
-      allDeltaBytes += deltaBytes;
-      count(u.header().nodeId().equals(self.nodeId()) ? GossipCounter.OWN_DELTA_BYTES_SENT
-          : GossipCounter.RELAYED_DELTA_BYTES_SENT, deltaBytes);
+      if (u.header().nodeId().equals(self.nodeId())) {
+        own += deltaBytes;
+      } else {
+        relayed += deltaBytes;
+      }
     }
-    count(GossipCounter.UPDATE_HEADER_BYTES_SENT,
-        GossipCodec.updatesSize(updates) - allDeltaBytes);
+    long ownBytes = own;
+    long relayedBytes = relayed;
+    long headerBytes = GossipCodec.updatesSize(updates) - own - relayed;
+    return () -> {
+      count(GossipCounter.OWN_DELTA_BYTES_SENT, ownBytes);
+      count(GossipCounter.RELAYED_DELTA_BYTES_SENT, relayedBytes);
+      count(GossipCounter.UPDATE_HEADER_BYTES_SENT, headerBytes);
+    };
   }
 
   private void removeInFlight(Member peer, String origin) {
@@ -1940,6 +1962,9 @@ public final class GossipEngine {
     int n = all.size();
     int start = n == 1 ? 0 : random.nextInt(n);
     boolean any = false;
+    // counted as the send function takes the chunks: the snapshot once, with its first chunk
+    // taken (flush sends the chunks of one exchange on one thread, in order)
+    boolean[] snapshotCounted = new boolean[1];
     for (int i = 0; i < n; i++) {
       int k = (start + i) % n;
       byte[] chunk = all.get(k);
@@ -1948,15 +1973,20 @@ public final class GossipEngine {
         break;
       }
       snapshotBudget.bytes -= chunk.length;
-      chunks.add(new Outgoing(to, chunk));
-      count(GossipCounter.SNAPSHOT_CHUNKS_SENT, 1);
-      count(GossipCounter.SNAPSHOT_BYTES_SENT, chunk.length);
-      count(GossipCounter.SNAPSHOT_STORE_NUMBER_BYTES_SENT, c.storeBytes[k]);
+      long storeBytes = c.storeBytes[k];
+      chunks.add(new Outgoing(to, chunk, () -> {
+        count(GossipCounter.SNAPSHOT_CHUNKS_SENT, 1);
+        count(GossipCounter.SNAPSHOT_BYTES_SENT, chunk.length);
+        count(GossipCounter.SNAPSHOT_STORE_NUMBER_BYTES_SENT, storeBytes);
+        if (!snapshotCounted[0]) {
+          snapshotCounted[0] = true;
+          count(GossipCounter.SNAPSHOTS_SENT, 1);
+        }
+      }));
       any = true;
     }
     if (any) {
       c.sentNanos = now;
-      count(GossipCounter.SNAPSHOTS_SENT, 1);
     }
   }
 
@@ -2580,12 +2610,14 @@ public final class GossipEngine {
     return v;
   }
 
-  /** Sends {@code out}, outside the lock (a transport may call back into this engine). */
+  /**
+   * Sends {@code out}, outside the lock (a transport may call back into this engine), and counts
+   * each message the send function took (returned without throwing) as sent; one whose send
+   * threw counts in {@link GossipCounter#SEND_FAILURES} only.
+   */
   private void flush(List<Outgoing> out) {
     List<Long> unsent = null;
     for (Outgoing o : out) {
-      count(GossipCounter.MESSAGES_SENT, 1);
-      count(GossipCounter.BYTES_SENT, o.payload().length);
       try {
         sender.send(o.to(), o.payload());
       } catch (Throwable e) { // an Error, or a checked exception undeclared, too: thrown on
@@ -2598,6 +2630,12 @@ public final class GossipEngine {
           }
           unsent.add(o.synRound());
         }
+        continue; // not sent: counted as a failure only
+      }
+      count(GossipCounter.MESSAGES_SENT, 1);
+      count(GossipCounter.BYTES_SENT, o.payload().length);
+      if (o.sent() != null) {
+        o.sent().run();
       }
     }
     if (unsent != null) { // a SYN whose send threw never left: it must not hold the peer's next

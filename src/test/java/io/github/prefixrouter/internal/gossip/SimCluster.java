@@ -37,6 +37,13 @@ final class SimCluster {
   long extraDelayNanos;
   long delivered;
   long bytes;
+  /**
+   * Sends the transport refuses by throwing (as a misbehaving transport, or one whose limit is
+   * reached, may): (sender, payload) for which the send throws; null for none.
+   */
+  java.util.function.BiPredicate<PeerAddress, byte[]> refuse;
+  /** Told of every send that did not throw: (sender, payload); null for none. */
+  java.util.function.BiConsumer<PeerAddress, byte[]> taken;
 
   SimCluster(long seed, GossipConfig config) {
     this(seed, config, 0L);
@@ -106,6 +113,12 @@ final class SimCluster {
   }
 
   void send(PeerAddress from, PeerAddress to, byte[] payload) {
+    if (refuse != null && refuse.test(from, payload)) {
+      throw new IllegalStateException("send refused");
+    }
+    if (taken != null) {
+      taken.accept(from, payload);
+    }
     if (down.contains(from.address())) {
       return;
     }

@@ -1,0 +1,145 @@
+package io.github.prefixrouter.internal.gossip;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
+import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
+import io.github.prefixrouter.internal.gossip.GossipMessage.SnapshotChunk;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
+import io.github.prefixrouter.spi.PeerAddress;
+import java.time.Duration;
+import java.util.EnumMap;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The engine's "sent" counters count what the send function took (returned from without
+ * throwing), not what the engine meant to send: a message whose send threw is a
+ * {@code SEND_FAILURES} and nothing else. Checked against a tally of what the send function
+ * took, decoded, in a cluster whose sends throw at random.
+ */
+class SentCountersTest {
+
+  private static final List<GossipCounter> SENT = List.of(GossipCounter.MESSAGES_SENT,
+      GossipCounter.BYTES_SENT, GossipCounter.DIGEST_BYTES_SENT,
+      GossipCounter.PENDING_MARKS_SENT, GossipCounter.UPDATE_HEADER_BYTES_SENT,
+      GossipCounter.OWN_DELTA_BYTES_SENT, GossipCounter.RELAYED_DELTA_BYTES_SENT,
+      GossipCounter.SNAPSHOT_CHUNKS_SENT, GossipCounter.SNAPSHOT_BYTES_SENT);
+
+  @Test
+  void sentCountersCountWhatTheSendFunctionTook() throws Exception {
+    for (boolean fullSnapshots : new boolean[] {false, true}) {
+      GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100))
+          .messageByteCap(2_048).snapshotBytesPerExchange(4_096)
+          .relayLogMaxHashesPerOrigin(64).deltaLogMaxHashes(64)
+          .fullSnapshotsOnly(fullSnapshots).build();
+      SimCluster c = new SimCluster(7, config);
+      GossipCodec codec = new GossipCodec(1 << 20, GossipConfig.MAX_PEERS_LIMIT + 1);
+      Map<String, Map<GossipCounter, Long>> tally = new HashMap<>();
+      SplittableRandom refusals = new SplittableRandom(11);
+      long[] refused = new long[1];
+      c.refuse = (from, payload) -> {
+        boolean no = refusals.nextInt(3) == 0;
+        refused[0] += no ? 1 : 0;
+        return no;
+      };
+      c.taken = (from, payload) -> tallyOf(codec, from, payload,
+          tally.computeIfAbsent(from.nodeId(), k -> new EnumMap<>(GossipCounter.class)));
+      for (int i = 0; i < 5; i++) {
+        c.add(i, 1, List.of(SimCluster.addressOf(0))).start();
+      }
+      for (int round = 0; round < 60; round++) {
+        for (int i = 0; i < c.nodes.size(); i++) {
+          long[] stored = new long[40];
+          for (int b = 0; b < stored.length; b++) {
+            stored[b] = (round * 100L + i) * 1_000L + b + 1;
+          }
+          c.nodes.get(i).localSummary().onStored(stored);
+        }
+        c.runFor(c.interval());
+      }
+      assertTrue(refused[0] > 0, "no send was refused");
+      long chunks = 0;
+      for (GossipEngine e : c.nodes) {
+        Map<GossipCounter, Long> t = tally.get(e.self().nodeId());
+        for (GossipCounter k : SENT) {
+          assertEquals(t.getOrDefault(k, 0L), e.counter(k),
+              (fullSnapshots ? "full snapshots, " : "") + e.self().nodeId() + " " + k);
+        }
+        chunks += e.counter(GossipCounter.SNAPSHOT_CHUNKS_SENT);
+        assertTrue(e.counter(GossipCounter.SNAPSHOTS_SENT)
+            <= e.counter(GossipCounter.SNAPSHOT_CHUNKS_SENT));
+        assertTrue(e.counter(GossipCounter.SNAPSHOT_STORE_NUMBER_BYTES_SENT)
+            <= e.counter(GossipCounter.SNAPSHOT_BYTES_SENT));
+        assertTrue(e.counter(GossipCounter.SEND_FAILURES) > 0);
+      }
+      assertTrue(chunks > 0, "no snapshot chunk was sent");
+    }
+  }
+
+  /** A node whose every send throws has sent nothing, whatever it meant to send. */
+  @Test
+  void aNodeWhoseSendsAllThrowHasSentNothing() {
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100))
+        .messageByteCap(2_048).deltaLogMaxHashes(64).build();
+    SimCluster c = new SimCluster(3, config);
+    GossipEngine a = c.add(0, 1, List.of(SimCluster.addressOf(1)));
+    GossipEngine b = c.add(1, 1, List.of(SimCluster.addressOf(0)));
+    long[] stored = new long[2_000];
+    for (int i = 0; i < stored.length; i++) {
+      stored[i] = i + 1;
+    }
+    b.localSummary().onStored(stored);
+    PeerAddress bAt = b.self();
+    c.refuse = (from, payload) -> from.equals(bAt);
+    a.start();
+    b.start();
+    c.runFor(20 * c.interval());
+    assertTrue(b.counter(GossipCounter.SEND_FAILURES) > 0);
+    assertTrue(b.counter(GossipCounter.SNAPSHOTS_ENCODED) > 0, "b never served a snapshot");
+    for (GossipCounter k : List.of(GossipCounter.MESSAGES_SENT, GossipCounter.BYTES_SENT,
+        GossipCounter.SNAPSHOTS_SENT, GossipCounter.SNAPSHOT_CHUNKS_SENT,
+        GossipCounter.SNAPSHOT_BYTES_SENT, GossipCounter.SNAPSHOT_STORE_NUMBER_BYTES_SENT,
+        GossipCounter.DIGEST_BYTES_SENT, GossipCounter.UPDATE_HEADER_BYTES_SENT,
+        GossipCounter.OWN_DELTA_BYTES_SENT)) {
+      assertEquals(0, b.counter(k), k + " of a node that sent nothing");
+    }
+  }
+
+  private static void tallyOf(GossipCodec codec, PeerAddress from, byte[] payload,
+      Map<GossipCounter, Long> t) {
+    GossipMessage m;
+    try {
+      m = codec.decode(payload);
+    } catch (Exception e) {
+      throw new AssertionError("the engine sent what does not decode", e);
+    }
+    t.merge(GossipCounter.MESSAGES_SENT, 1L, Long::sum);
+    t.merge(GossipCounter.BYTES_SENT, (long) payload.length, Long::sum);
+    if (m instanceof Syn syn) {
+      t.merge(GossipCounter.DIGEST_BYTES_SENT, (long) payload.length, Long::sum);
+      t.merge(GossipCounter.PENDING_MARKS_SENT,
+          syn.digest().stream().filter(DigestEntry::pending).count(), Long::sum);
+    } else if (m instanceof SnapshotChunk) {
+      t.merge(GossipCounter.SNAPSHOT_CHUNKS_SENT, 1L, Long::sum);
+      t.merge(GossipCounter.SNAPSHOT_BYTES_SENT, (long) payload.length, Long::sum);
+    } else {
+      List<Update> updates = m instanceof Ack ack ? ack.updates() : ((Ack2) m).updates();
+      long all = 0;
+      for (Update u : updates) {
+        long d = Delta.encodedSize(u.deltas());
+        all += d;
+        t.merge(u.header().nodeId().equals(from.nodeId()) ? GossipCounter.OWN_DELTA_BYTES_SENT
+            : GossipCounter.RELAYED_DELTA_BYTES_SENT, d, Long::sum);
+      }
+      t.merge(GossipCounter.UPDATE_HEADER_BYTES_SENT, GossipCodec.updatesSize(updates) - all,
+          Long::sum);
+    }
+  }
+}
