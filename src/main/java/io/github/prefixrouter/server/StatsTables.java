@@ -39,7 +39,9 @@ final class StatsTables {
       .counter("forwarded", P + "requests_forwarded_total",
           "Submitted requests answered by a peer.", NodeStats::forwarded)
       .counter("failed", P + "requests_failed_total",
-          "Submitted requests that failed everywhere, or that the client abandoned.",
+          "Submitted requests that failed everywhere, or that the client abandoned (a "
+              + "streaming client that disconnects counts here, so an alert on this counter's "
+              + "rate also sees clients that go away).",
           NodeStats::failed)
       .counter("cold_placements", P + "cold_placements_total",
           "Routing decisions taken by cold-prefix placement.", NodeStats::coldPlacements)
@@ -132,8 +134,9 @@ final class StatsTables {
               + "answer, within the I/O timeout.", HttpTransport.Stats::slowConnectionsClosed)
       .counter("reads_refused", T + "reads_refused_total",
           "Connections on the peer port refused for lack of a reader thread (answered 503, or "
-              + "closed at once when the refusers are busy too), and requests answered 503 for "
-              + "too many unfinished bodies from their address.",
+              + "closed at once when the 4 refuser threads are busy too), and requests answered "
+              + "503 for too many unfinished bodies from their address (once none of them has "
+              + "finished for 1 s).",
           HttpTransport.Stats::readsRefused)
       .counter("bytes_in", T + "received_bytes_total",
           "Payload bytes accepted from peers.", HttpTransport.Stats::bytesIn)
@@ -443,7 +446,8 @@ final class StatsTables {
               + "within the I/O timeout.", ClientStats::slowConnectionsClosed)
       .counter("reads_refused", C + "reads_refused_total",
           "Client connections refused at once for lack of a reader thread, and requests "
-              + "answered 503 for too many unfinished bodies from their address.",
+              + "answered 503 for too many unfinished bodies from their address (once none of "
+              + "them has finished for 1 s).",
           ClientStats::readsRefused)
       .gauge("streams_open", C + "streams_open",
           "Streamed answers not yet ended: their request running, or their events not yet all "

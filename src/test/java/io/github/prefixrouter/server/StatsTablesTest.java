@@ -265,9 +265,30 @@ class StatsTablesTest {
     }
   }
 
+  /** The sections above are every table of {@link StatsTables}: what {@code /metrics} writes. */
+  @Test
+  void theSectionsCheckedHereAreEveryTable() throws Exception {
+    Set<Object> checked = new HashSet<>();
+    for (StatsTable.Section<?> section : ALL) {
+      checked.add(section.table());
+    }
+    int tables = 0;
+    for (java.lang.reflect.Field f : StatsTables.class.getDeclaredFields()) {
+      if (java.lang.reflect.Modifier.isStatic(f.getModifiers())
+          && StatsTable.class.isAssignableFrom(f.getType())) {
+        f.setAccessible(true);
+        tables++;
+        assertTrue(checked.contains(f.get(null)), "StatsTables." + f.getName()
+            + " is not among the sections checked against docs/deployment.md");
+      }
+    }
+    assertEquals(checked.size(), tables);
+  }
+
   /**
-   * docs/deployment.md lists every family, with its type and its key in {@code /v1/stats}
-   * ({@code —} for none), and no family the code does not have.
+   * docs/deployment.md lists every family, with its type, its key in {@code /v1/stats}
+   * ({@code —} for none) and its meaning, which is the family's {@code # HELP} text, and no
+   * family the code does not have.
    */
   @Test
   void theDeploymentGuideListsEveryFamily() throws Exception {
@@ -278,9 +299,13 @@ class StatsTablesTest {
         String name = f.family() + (f.label() == null ? "" : "{" + f.label() + "}");
         names.add(name);
         String key = f.key() == null ? "—" : "`" + f.key() + "`";
-        assertTrue(doc.contains("| `" + name + "` | " + f.type().text() + " | " + key + " |"),
+        String row = "| `" + name + "` | " + f.type().text() + " | " + key + " | ";
+        assertTrue(doc.contains(row),
             "docs/deployment.md lacks the row of " + name + " (" + f.type().text() + ", key "
                 + key + ")");
+        int at = doc.indexOf(row) + row.length();
+        assertEquals(f.help(), doc.substring(at, doc.indexOf(" |\n", at)),
+            "the meaning docs/deployment.md gives " + name + " is not its HELP text");
       }
     }
     for (String line : doc.split("\n")) {
