@@ -329,16 +329,11 @@ public final class GossipEngine {
   }
 
   /**
-   * A message to send; {@code synRound} is the round of a SYN, 0 for any other message;
-   * {@code sent}, if not null, counts what the message carries once the send function took it
-   * (returned without throwing).
+   * A message to send. {@code sent}, if not null, counts what the message carries once the send
+   * function took it (returned without throwing); {@code unsent}, if not null, undoes under the
+   * write lock what was recorded of the message as if it had left, when its send threw.
    */
-  private record Outgoing(PeerAddress to, byte[] payload, long synRound, Runnable sent) {
-
-    Outgoing(PeerAddress to, byte[] payload, Runnable sent) {
-      this(to, payload, 0, sent);
-    }
-  }
+  private record Outgoing(PeerAddress to, byte[] payload, Runnable sent, Runnable unsent) {}
 
   private final PeerAddress self;
   private final long generation;
@@ -1054,10 +1049,10 @@ public final class GossipEngine {
       marks += e.pending() ? 1 : 0;
     }
     int pendingMarks = marks;
-    return new Outgoing(to, payload, round, () -> {
+    return new Outgoing(to, payload, () -> {
       count(GossipCounter.DIGEST_BYTES_SENT, payload.length);
       count(GossipCounter.PENDING_MARKS_SENT, pendingMarks);
-    });
+    }, () -> pendingSyns.remove(round)); // never left: it must not hold the peer's next SYN
   }
 
   private void sendLater(PeerAddress to) {
@@ -1500,7 +1495,7 @@ public final class GossipEngine {
     trimRequests(requests, budget);
     recordInFlight(from, updates);
     out.add(new Outgoing(from, codec.encode(new Ack(syn.round(), generation, updates, requests)),
-        updateBytesCounter(updates)));
+        updateBytesCounter(updates), () -> forgetInFlight(from, updates)));
     out.addAll(chunks);
   }
 
@@ -1613,7 +1608,7 @@ public final class GossipEngine {
     if (!updates.isEmpty()) {
       recordInFlight(from, updates);
       out.add(new Outgoing(from, codec.encode(new Ack2(generation, updates)),
-          updateBytesCounter(updates)));
+          updateBytesCounter(updates), () -> forgetInFlight(from, updates)));
     }
     out.addAll(chunks);
   }
@@ -1879,6 +1874,24 @@ public final class GossipEngine {
     };
   }
 
+  /**
+   * The answer carrying {@code updates} to {@code to} never left (its send threw): the deltas
+   * recorded in flight for their origins are forgotten, so that the peer's next SYN gets them at
+   * once. Whatever else was in flight to it for those origins is forgotten too: sent again at
+   * worst, never withheld. Under the write lock.
+   */
+  private void forgetInFlight(PeerAddress to, List<Update> updates) {
+    Member peer = members.get(to.nodeId());
+    if (peer == null) {
+      return;
+    }
+    for (Update u : updates) {
+      if (!u.deltas().isEmpty()) {
+        removeInFlight(peer, u.header().nodeId());
+      }
+    }
+  }
+
   private void removeInFlight(Member peer, String origin) {
     if (peer.sent != null && peer.sent.remove(origin) != null) {
       inFlightEntries--;
@@ -1982,7 +1995,7 @@ public final class GossipEngine {
           snapshotCounted[0] = true;
           count(GossipCounter.SNAPSHOTS_SENT, 1);
         }
-      }));
+      }, null));
       any = true;
     }
     if (any) {
@@ -2616,7 +2629,7 @@ public final class GossipEngine {
    * threw counts in {@link GossipCounter#SEND_FAILURES} only.
    */
   private void flush(List<Outgoing> out) {
-    List<Long> unsent = null;
+    List<Runnable> unsent = null;
     for (Outgoing o : out) {
       try {
         sender.send(o.to(), o.payload());
@@ -2624,11 +2637,11 @@ public final class GossipEngine {
         // out of a round, it kept the next round from being scheduled, and gossip stopped
         count(GossipCounter.SEND_FAILURES, 1);
         log.debug("send to {} failed", o.to(), e);
-        if (o.synRound() != 0) {
+        if (o.unsent() != null) {
           if (unsent == null) {
             unsent = new ArrayList<>(1);
           }
-          unsent.add(o.synRound());
+          unsent.add(o.unsent());
         }
         continue; // not sent: counted as a failure only
       }
@@ -2638,10 +2651,12 @@ public final class GossipEngine {
         o.sent().run();
       }
     }
-    if (unsent != null) { // a SYN whose send threw never left: it must not hold the peer's next
+    if (unsent != null) { // what never left must not be taken for what is in flight
       lock.writeLock().lock();
       try {
-        pendingSyns.keySet().removeAll(unsent);
+        for (Runnable r : unsent) {
+          r.run();
+        }
       } finally {
         lock.writeLock().unlock();
       }

@@ -22,7 +22,8 @@ import org.junit.jupiter.api.Test;
  * The engine's "sent" counters count what the send function took (returned from without
  * throwing), not what the engine meant to send: a message whose send threw is a
  * {@code SEND_FAILURES} and nothing else. Checked against a tally of what the send function
- * took, decoded, in a cluster whose sends throw at random.
+ * took, decoded, in a cluster whose sends throw at random. Nor is what such a message carried
+ * taken for in flight to its peer.
  */
 class SentCountersTest {
 
@@ -110,6 +111,45 @@ class SentCountersTest {
         GossipCounter.OWN_DELTA_BYTES_SENT)) {
       assertEquals(0, b.counter(k), k + " of a node that sent nothing");
     }
+  }
+
+  /**
+   * An answer whose send threw never left: the deltas it carried are not in flight to the peer,
+   * so the peer's next SYN gets them at once, not only after the in-flight window.
+   */
+  @Test
+  void deltasOfAnAnswerWhoseSendThrewAreSentAgainAtOnce() throws Exception {
+    PeerAddress me = new PeerAddress("me", "sim:me");
+    PeerAddress peer = new PeerAddress("peer", "sim:peer");
+    io.github.prefixrouter.testing.SimulatedScheduler time =
+        new io.github.prefixrouter.testing.SimulatedScheduler();
+    boolean[] refuse = {false};
+    List<byte[]> taken = new java.util.ArrayList<>();
+    GossipEngine e = new GossipEngine(me, 10, GossipConfig.defaults(), List.of(), time, time,
+        new SplittableRandom(3), () -> io.github.prefixrouter.spi.EngineLoad.IDLE,
+        (to, p) -> {
+          if (refuse[0]) {
+            throw new IllegalStateException("send refused");
+          }
+          taken.add(p);
+        });
+    e.localSummary().onStored(new long[] {11, 12, 13});
+    // the peer tells the node about itself: it is a member
+    e.handle(peer, new Ack2(5, List.of(new Update(new DigestEntry("peer", 5, 1, 1, 0, 0, false),
+        "sim:peer", 0, List.of(new Delta(1, Delta.STORE, new long[] {7}))))));
+    assertEquals(1, e.replicaOf("peer").length);
+    refuse[0] = true;
+    Syn syn = new Syn(1, 5, List.of(new DigestEntry("peer", 5, 1, 1, 0, 0, false),
+        new DigestEntry("me", 10, 0, 1, 0, 0, false)));
+    e.handle(peer, syn);
+    assertEquals(1, e.counter(GossipCounter.SEND_FAILURES));
+    refuse[0] = false;
+    e.handle(peer, new Syn(2, 5, syn.digest()));
+    assertEquals(0, e.counter(GossipCounter.DELTAS_IN_FLIGHT_SKIPPED));
+    assertEquals(1, taken.size());
+    Ack ack = (Ack) new GossipCodec(1 << 20, 16).decode(taken.get(0));
+    assertTrue(ack.updates().stream().anyMatch(u -> u.header().nodeId().equals("me")
+        && !u.deltas().isEmpty()), "the answer carries none of this node's deltas: " + ack);
   }
 
   private static void tallyOf(GossipCodec codec, PeerAddress from, byte[] payload,
