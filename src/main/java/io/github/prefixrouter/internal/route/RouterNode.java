@@ -1741,20 +1741,18 @@ public final class RouterNode implements PrefixRouterNode {
         endsLater = settle(ex, out, () -> ex.future.completeExceptionally(failure));
         return;
       }
-      if (out == null) {
-        countAnswered(ex, result, wasForwarded);
-      }
-      RouteDecision first = ex.firstDecision;
-      if (first == null) { // routing threw before it took a decision
-        first = routingFailedDecision(ex.request);
-      }
       InferenceResponse resp;
       try {
+        RouteDecision first = ex.firstDecision;
+        if (first == null) { // routing threw before it took a decision
+          first = routingFailedDecision(ex.request);
+        }
         resp = new InferenceResponse(ex.request.id(), result, servedBy, wasForwarded,
             Math.max(1, ex.attempts), ex.lastCause, first);
       } catch (RuntimeException e) { // never leave the caller without an answer
-        if (out != null) {
-          countAnswered(ex, result, wasForwarded); // counted as answered as without a listener
+        // counted as what the client gets: a failure, not an answer
+        if (!ex.fromPeer) {
+          failed.increment();
         }
         endsLater = settle(ex, out, () -> ex.future.completeExceptionally(
             new RequestFailedException(ex.request.id(), "cannot build the response: "
@@ -1762,6 +1760,7 @@ public final class RouterNode implements PrefixRouterNode {
         return;
       }
       if (out == null) {
+        countAnswered(ex, result, wasForwarded);
         ex.future.complete(resp);
         return;
       }

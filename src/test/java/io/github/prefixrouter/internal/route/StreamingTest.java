@@ -549,6 +549,37 @@ class StreamingTest {
   }
 
   /**
+   * A response that cannot be built (its constructor throws): the client gets a
+   * {@link RequestFailedException}, so the request is counted as failed, not as served, with or
+   * without a listener.
+   */
+  @Test
+  void aResponseThatCannotBeBuiltIsCountedAsFailed() {
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1).start();
+    CompletableFuture<InferenceResponse> plain;
+    CompletableFuture<InferenceResponse> streamed;
+    try (org.mockito.MockedConstruction<InferenceResponse> m = org.mockito.Mockito
+        .mockConstruction(InferenceResponse.class, (mock, context) -> {
+          throw new IllegalStateException("no response");
+        })) {
+      plain = c.node("n0").submit(generating("r1", 1, 20));
+      streamed = c.node("n0").submit(generating("r2", 2, 20), (t, s) -> { });
+      runUntilDone(c, plain);
+      runUntilDone(c, streamed);
+      c.sim.runUntilIdle(1_000_000);
+    }
+    for (CompletableFuture<InferenceResponse> f : List.of(plain, streamed)) {
+      CompletionException e = assertThrows(CompletionException.class, f::join);
+      assertInstanceOf(RequestFailedException.class, e.getCause());
+    }
+    assertEquals(2, c.node("n0").stats().failed(), c.node("n0").stats().toString());
+    assertEquals(0, c.node("n0").stats().servedLocally());
+    assertEquals(0, c.node("n0").stats().promptTokens());
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
+  /**
    * A listener that throws a checked exception without declaring it (as code in a language
    * without checked exceptions can): it escaped the delivery of the output, which then stayed
    * taken for ever, so the answer queued behind the piece was never given and the request never
