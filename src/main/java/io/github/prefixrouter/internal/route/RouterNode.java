@@ -1760,8 +1760,7 @@ public final class RouterNode implements PrefixRouterNode {
         return;
       }
       if (out == null) {
-        countAnswered(ex, result, wasForwarded);
-        ex.future.complete(resp);
+        answer(ex, result, wasForwarded, resp);
         return;
       }
       // the answer's last pieces go to the sink first: a listener that throws on them fails
@@ -1769,8 +1768,7 @@ public final class RouterNode implements PrefixRouterNode {
       endsLater = settle(ex, out, () -> {
         Throwable lf = out.sinkFailure();
         if (lf == null) {
-          countAnswered(ex, result, wasForwarded);
-          ex.future.complete(resp);
+          answer(ex, result, wasForwarded, resp);
         } else {
           if (!ex.fromPeer) {
             failed.increment();
@@ -1797,30 +1795,49 @@ public final class RouterNode implements PrefixRouterNode {
         "the output listener threw; the request was abandoned", cause);
   }
 
-  /** Counts {@code ex} answered with {@code result}. */
-  private void countAnswered(Execution ex, EngineResult result, boolean wasForwarded) {
+  /**
+   * Counts {@code ex} answered with {@code result} and completes its future with {@code resp}
+   * (counted first: whoever sees the answer sees it counted). A future its client cancelled
+   * meanwhile (a listener that cancels on the answer's last pieces, or another thread) got no
+   * answer: the count is taken back and the request counts as failed, as the client sees it.
+   */
+  private void answer(Execution ex, EngineResult result, boolean wasForwarded,
+      InferenceResponse resp) {
+    countAnswered(ex, result, wasForwarded, 1);
+    if (!ex.future.complete(resp)) {
+      if (!ex.fromPeer) {
+        failed.increment();
+      }
+      countAnswered(ex, result, wasForwarded, -1);
+    }
+  }
+
+  /** Counts {@code ex} answered with {@code result} ({@code sign} 1), or takes that back (-1). */
+  private void countAnswered(Execution ex, EngineResult result, boolean wasForwarded,
+      int sign) {
     if (ex.fromPeer) {
       if (!wasForwarded) {
-        servedForPeers.increment();
+        servedForPeers.add(sign);
       }
     } else {
       if (wasForwarded) {
-        forwarded.increment();
+        forwarded.add(sign);
         Attempt fwd;
         synchronized (ex) {
           fwd = ex.forwarding; // the attempt that answered
         }
         if (result.cachedPromptTokens() >= 0 && fwd != null) {
-          estimatedCached.add(fwd.estimatedMatched);
-          actualCached.add(result.cachedPromptTokens());
+          estimatedCached.add(sign * (long) fwd.estimatedMatched);
+          actualCached.add(sign * (long) result.cachedPromptTokens());
         }
       } else {
-        servedLocally.increment();
+        servedLocally.add(sign);
       }
-      promptTokens.add(ex.request.length());
+      promptTokens.add(sign * (long) ex.request.length());
       if (result.cachedPromptTokens() >= 0) {
         // at most the prompt: an engine that added a special token may count it as cached
-        cachedPromptTokens.add(Math.min(result.cachedPromptTokens(), ex.request.length()));
+        cachedPromptTokens.add(
+            sign * (long) Math.min(result.cachedPromptTokens(), ex.request.length()));
       }
     }
   }

@@ -42,7 +42,8 @@ import net.jqwik.api.constraints.LongRange;
  * Every counter of {@link NodeStats} matches what happened, in random scenarios of a simulated
  * cluster (lossy links, engines that fail or stall, push-back, transports at their limit of
  * requests in flight to a peer, clients that cancel, streamed
- * requests whose listeners throw): the test counts the outcomes
+ * requests whose listeners throw or cancel the future they stream to, the answer's own pieces
+ * included): the test counts the outcomes
  * itself, from the futures the clients got, the frames each node's transport carried and the
  * runs each engine failed, and compares them with each node's {@code stats()}.
  */
@@ -86,6 +87,7 @@ class StatsProperties {
       @ForAll @DoubleRange(min = 0, max = 0.05) double stall,
       @ForAll @DoubleRange(min = 0, max = 0.2) double cancel,
       @ForAll @DoubleRange(min = 0, max = 0.2) double listenerThrows,
+      @ForAll @DoubleRange(min = 0, max = 0.3) double listenerCancels,
       @ForAll @DoubleRange(min = 0, max = 0.2) double inFlightLimit,
       @ForAll("policies") RoutingPolicy policy) {
     SplittableRandom r = new SplittableRandom(seed);
@@ -147,16 +149,22 @@ class StatsProperties {
       String at = "n" + r.nextInt(4);
       origins.add(at);
       requests.add(q);
-      // some clients stream the output; some of their listeners throw (a client gone)
+      // some clients stream the output; some of their listeners throw (a client gone), some
+      // cancel the future they stream to (a client that gives up on any piece, the last too)
       boolean streamed = r.nextInt(3) == 0;
       SplittableRandom lr = new SplittableRandom(r.nextLong());
+      List<CompletableFuture<InferenceResponse>> mine = new ArrayList<>();
       CompletableFuture<InferenceResponse> f = !streamed ? c.node(at).submit(q)
           : c.node(at).submit(q, (tokens, text) -> {
             if (lr.nextDouble() < listenerThrows) {
               seen.get(at).listenerThrew.add(q.id());
               throw new IllegalStateException("client gone");
             }
+            if (lr.nextDouble() < listenerCancels) {
+              mine.get(0).cancel(true);
+            }
           });
+      mine.add(f);
       futures.add(f);
       seen.get(at).submitted.put(q.id(), f);
       if (r.nextDouble() < cancel) { // the client gives up after a while

@@ -580,6 +580,30 @@ class StreamingTest {
   }
 
   /**
+   * A client that cancels its future on the answer's own piece (an engine that does not
+   * stream): the client gets the cancellation, so the request is counted as failed (abandoned by
+   * its caller), not as served, and its prompt is not counted as answered.
+   */
+  @Test
+  void aClientThatCancelsOnTheAnswersPieceIsCountedAsFailed() {
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.engineWrap = ForwardingEngine::new; // streams nothing: the output comes with the result
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1, h).start();
+    List<CompletableFuture<InferenceResponse>> mine = new ArrayList<>();
+    CompletableFuture<InferenceResponse> f = c.node("n0").submit(generating("r1", 1, 20),
+        (t, s) -> mine.get(0).cancel(true));
+    mine.add(f);
+    runUntilDone(c, f);
+    c.sim.runUntilIdle(1_000_000);
+    assertTrue(f.isCancelled());
+    assertEquals(1, c.node("n0").stats().failed(), c.node("n0").stats().toString());
+    assertEquals(0, c.node("n0").stats().servedLocally());
+    assertEquals(0, c.node("n0").stats().promptTokens());
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
+  /**
    * A listener that throws a checked exception without declaring it (as code in a language
    * without checked exceptions can): it escaped the delivery of the output, which then stayed
    * taken for ever, so the answer queued behind the piece was never given and the request never
