@@ -625,16 +625,17 @@ public final class HttpTransport implements Transport {
       log.warn("dropping message to {}: {}", to, e.getMessage());
       return;
     }
-    counters.messagesSent.increment();
-    counters.bytesOut.add(payload.length);
     CompletableFuture<HttpResponse<Void>> f;
     try {
       f = client.sendAsync(req, HttpResponse.BodyHandlers.discarding());
-    } catch (RuntimeException e) { // executor shut down by a concurrent close
+    } catch (RuntimeException e) { // executor shut down by a concurrent close: never sent
       release(peer);
-      counters.messagesFailed.increment();
+      counters.messagesDropped.increment();
       return;
     }
+    // counted once the client took it, before its outcome (registered below) can be counted
+    counters.messagesSent.increment();
+    counters.bytesOut.add(payload.length);
     messagesInFlight.add(f);
     f.whenComplete(
         (r, e) -> {
@@ -722,8 +723,6 @@ public final class HttpTransport implements Transport {
       fail(result, TransportException.Kind.UNREACHABLE, "bad peer address " + to.address() + ": " + e.getMessage(), e);
       return result;
     }
-    counters.requestsSent.increment();
-    counters.bytesOut.add(payload.length);
     CompletableFuture<HttpResponse<byte[]>> http;
     try {
       ScheduledFuture<?> timeoutTask =
@@ -735,10 +734,13 @@ public final class HttpTransport implements Transport {
       result.whenComplete((v, e) -> timeoutTask.cancel(false));
       http = client.sendAsync(req,
           info -> CappedBody.orFail(info, config.maxMessageBytes, TooLargeException::new));
-    } catch (RuntimeException e) { // executors shut down by a concurrent close
+    } catch (RuntimeException e) { // executors shut down by a concurrent close: never sent
       fail(result, TransportException.Kind.CLOSED, "transport closed", e);
       return result;
     }
+    // counted once the client took it, before its answer (handled below) can complete it
+    counters.requestsSent.increment();
+    counters.bytesOut.add(payload.length);
     result.whenComplete((v, e) -> {
       if (e != null) {
         http.cancel(true);

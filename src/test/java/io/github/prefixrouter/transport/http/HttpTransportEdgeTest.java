@@ -647,4 +647,39 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     assertArrayEquals(new byte[] {7}, again.get(10, TimeUnit.SECONDS));
     assertEquals(2, calls.get());
   }
+  /**
+   * A send or request the HTTP client refuses to start (its executor shut down by a concurrent
+   * close) was counted as sent, with its bytes, as well as failed: it is counted only as what
+   * happened to it, a message dropped before sending and a request failed.
+   */
+  @Test
+  void aSendTheClientRefusesIsNotCountedAsSent() throws Exception {
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    java.lang.reflect.Field field = HttpTransport.class.getDeclaredField("client");
+    field.setAccessible(true);
+    Object real = field.get(b);
+    java.net.http.HttpClient refusing = org.mockito.Mockito.mock(java.net.http.HttpClient.class);
+    org.mockito.Mockito.when(refusing.sendAsync(org.mockito.ArgumentMatchers.any(),
+            org.mockito.ArgumentMatchers.any()))
+        .thenThrow(new java.util.concurrent.RejectedExecutionException("shut down"));
+    field.set(b, refusing);
+    PeerAddress to = new PeerAddress("a", "127.0.0.1:9");
+    ExecutionException e;
+    try {
+      b.send(to, new byte[] {1, 2, 3});
+      e = assertThrows(ExecutionException.class,
+          () -> b.request(to, new byte[] {1, 2}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+    } finally {
+      field.set(b, real);
+    }
+    assertEquals(TransportException.Kind.CLOSED, ((TransportException) e.getCause()).kind());
+    HttpTransport.Stats st = b.stats();
+    assertEquals(0, st.messagesSent(), st.toString());
+    assertEquals(1, st.messagesDropped(), st.toString());
+    assertEquals(0, st.messagesFailed(), st.toString());
+    assertEquals(0, st.requestsSent(), st.toString());
+    assertEquals(1, st.requestsFailed(), st.toString());
+    assertEquals(0, st.bytesOut(), st.toString());
+    assertEquals(0, b.peersInFlight());
+  }
 }
