@@ -274,7 +274,9 @@ public final class GossipEngine {
 
   /**
    * An encoded snapshot; {@code storeBytes[i]} bytes of chunk {@code i} are store numbers;
-   * {@code sentNanos} is when it was last encoded or sent chunks.
+   * {@code sentNanos} is when it was last encoded or sent chunks; {@code marks} counts the
+   * exchanges that queued chunks of it (one whose chunks all failed to send takes its mark
+   * back only while it is the latest).
    */
   private static final class CachedSnapshot {
     final long generation;
@@ -283,6 +285,7 @@ public final class GossipEngine {
     final long bytes;
     final long[] storeBytes;
     long sentNanos;
+    long marks;
 
     CachedSnapshot(long generation, long version, List<byte[]> chunks, long bytes,
         long[] storeBytes, long sentNanos) {
@@ -1974,10 +1977,22 @@ public final class GossipEngine {
     List<byte[]> all = c.chunks;
     int n = all.size();
     int start = n == 1 ? 0 : random.nextInt(n);
-    boolean any = false;
+    int queued = 0;
     // counted as the send function takes the chunks: the snapshot once, with its first chunk
     // taken (flush sends the chunks of one exchange on one thread, in order)
     boolean[] snapshotCounted = new boolean[1];
+    // chunks of this exchange whose send threw; when all did, nothing went, and the snapshot is
+    // not in use by this exchange (its mark is taken back, so that it may leave the cache)
+    int[] unsent = new int[1];
+    int[] sending = new int[1];
+    CachedSnapshot cached = c;
+    long before = c.sentNanos;
+    long mark = c.marks + 1;
+    Runnable unsentChunk = () -> {
+      if (++unsent[0] == sending[0] && cached.marks == mark) {
+        cached.sentNanos = before;
+      }
+    };
     for (int i = 0; i < n; i++) {
       int k = (start + i) % n;
       byte[] chunk = all.get(k);
@@ -1995,11 +2010,13 @@ public final class GossipEngine {
           snapshotCounted[0] = true;
           count(GossipCounter.SNAPSHOTS_SENT, 1);
         }
-      }, null));
-      any = true;
+      }, unsentChunk));
+      queued++;
     }
-    if (any) {
+    if (queued > 0) {
+      sending[0] = queued;
       c.sentNanos = now;
+      c.marks = mark;
     }
   }
 

@@ -152,6 +152,61 @@ class SentCountersTest {
         && !u.deltas().isEmpty()), "the answer carries none of this node's deltas: " + ack);
   }
 
+  /**
+   * A cached snapshot whose every chunk's send threw was marked sent all the same, so that it
+   * counted as one peers were still assembling and was kept beside the next snapshot encoded,
+   * over the cache's bound, for 16 rounds. Its mark is now taken back: the next snapshot pushes
+   * it out (and a later exchange encodes it again).
+   */
+  @Test
+  void aSnapshotWhoseChunksAllFailedIsNotKeptAsInUse() {
+    PeerAddress me = new PeerAddress("me", "sim:me");
+    io.github.prefixrouter.testing.SimulatedScheduler time =
+        new io.github.prefixrouter.testing.SimulatedScheduler();
+    boolean[] refuse = {false};
+    // a cache of 16 KiB; snapshots of 4,000 blocks (about 20 KB each), one chunk per exchange
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100))
+        .messageByteCap(4_096).snapshotBytesPerExchange(4_096)
+        .relayLogMaxHashesPerOrigin(100).build();
+    GossipEngine e = new GossipEngine(me, 10, config, List.of(), time, time,
+        new SplittableRandom(3), () -> io.github.prefixrouter.spi.EngineLoad.IDLE,
+        (to, p) -> {
+          if (refuse[0]) {
+            throw new IllegalStateException("send refused");
+          }
+        });
+    for (String o : List.of("o0", "o1")) {
+      long[] fps = new long[4_000];
+      for (int i = 0; i < fps.length; i++) {
+        fps[i] = (o.equals("o0") ? 1_000_000L : 2_000_000L) + i;
+      }
+      e.handle(new PeerAddress(o, "sim:" + o), new Ack2(5, List.of(new Update(
+          new DigestEntry(o, 5, 1, 1, 0, 0, false), "sim:" + o, 0,
+          List.of(new Delta(1, Delta.STORE, fps))))));
+      assertEquals(4_000, e.replicaOf(o).length);
+    }
+    PeerAddress joiner = new PeerAddress("joiner", "sim:joiner");
+    DigestEntry self = new DigestEntry("joiner", 1, 0, 1, 0, 0, false);
+    DigestEntry meHeld = new DigestEntry("me", 10, 0, 1, 0, 0, false);
+    // lacking only o0, then only o1
+    Syn wantsO0 = new Syn(1, 1, List.of(self, meHeld, new DigestEntry("o1", 5, 1, 1, 0, 0, false)));
+    Syn wantsO1 = new Syn(2, 1, List.of(self, meHeld, new DigestEntry("o0", 5, 1, 1, 0, 0, false)));
+    e.handle(joiner, wantsO0);
+    assertEquals(1, e.counter(GossipCounter.SNAPSHOTS_ENCODED));
+    assertEquals(1, e.counter(GossipCounter.SNAPSHOTS_SENT));
+    time.advanceBy(Duration.ofSeconds(5).toNanos()); // o0's snapshot is no longer in use
+    refuse[0] = true;
+    e.handle(joiner, wantsO0); // its cached chunk's send throws: nothing went
+    assertTrue(e.counter(GossipCounter.SEND_FAILURES) >= 1);
+    assertEquals(1, e.counter(GossipCounter.SNAPSHOTS_SENT));
+    refuse[0] = false;
+    e.handle(joiner, wantsO1); // o1's snapshot is encoded: the cache is over its bound
+    assertEquals(2, e.counter(GossipCounter.SNAPSHOTS_ENCODED));
+    e.handle(joiner, wantsO0);
+    assertEquals(3, e.counter(GossipCounter.SNAPSHOTS_ENCODED),
+        "o0's snapshot, never sent since it went out of use, was kept in the cache");
+  }
+
   private static void tallyOf(GossipCodec codec, PeerAddress from, byte[] payload,
       Map<GossipCounter, Long> t) {
     GossipMessage m;
