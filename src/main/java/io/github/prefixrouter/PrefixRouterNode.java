@@ -185,11 +185,13 @@ public interface PrefixRouterNode extends AutoCloseable {
 
   /**
    * The decision {@link #submit} would take for {@code request} now, without running it and
-   * without changing any state. One difference follows: {@code explain} neither counts the
-   * request toward the local-caching demand nor reserves the engine for a bought miss, so it
-   * never returns {@link RouteDecision.Reason#LOCAL_CACHING}; where {@code submit} would buy the
-   * prefix locally, it shows the peer the request would otherwise go to. (Like any decision, it
-   * may find that the local engine has been silent past
+   * without changing any state a decision depends on. One difference follows: {@code explain}
+   * neither counts the request toward the local-caching demand nor reserves the engine for a
+   * bought miss, so it never returns {@link RouteDecision.Reason#LOCAL_CACHING}; where
+   * {@code submit} would buy the prefix locally, it shows the peer the request would otherwise go
+   * to. It counts nothing in {@link #stats()}. (Like any decision, it offers the prompt's block
+   * hashes to the cache that spares later decisions hashing them again, which changes no
+   * decision; and it may find that the local engine has been silent past
    * {@link RouterConfig#engineStallTimeout()}: the stall is then counted from that moment, as it
    * would be at the next decision, forward or gossip round.)
    *
