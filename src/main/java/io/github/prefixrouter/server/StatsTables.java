@@ -103,7 +103,8 @@ final class StatsTables {
       .counter("requests_received", T + "requests_received_total",
           "Requests from peers delivered to the node.", HttpTransport.Stats::requestsReceived)
       .counter("messages_sent", T + "messages_sent_total",
-          "One-way messages (gossip) handed to the network.", HttpTransport.Stats::messagesSent)
+          "One-way messages (gossip, CANCELs, streamed output) handed to the network.",
+          HttpTransport.Stats::messagesSent)
       .counter("messages_dropped", T + "messages_dropped_total",
           "One-way messages dropped before sending (closed, too large, peer busy).",
           HttpTransport.Stats::messagesDropped)
