@@ -39,9 +39,10 @@ final class StatsTables {
       .counter("forwarded", P + "requests_forwarded_total",
           "Submitted requests answered by a peer.", NodeStats::forwarded)
       .counter("failed", P + "requests_failed_total",
-          "Submitted requests that failed everywhere, or that the client abandoned (a "
-              + "streaming client that disconnects counts here, so an alert on this counter's "
-              + "rate also sees clients that go away).",
+          "Submitted requests that failed everywhere, that a stop's grace period ended "
+              + "before their answer, or that the client abandoned (a streaming client that "
+              + "disconnects counts here, so an alert on this counter's rate also sees clients "
+              + "that go away).",
           NodeStats::failed)
       .counter("cold_placements", P + "cold_placements_total",
           "Routing decisions taken by cold-prefix placement.", NodeStats::coldPlacements)
