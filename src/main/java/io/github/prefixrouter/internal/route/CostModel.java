@@ -22,7 +22,9 @@ import io.github.prefixrouter.spi.EngineResult;
  * queue term), and for a forwarded answer the serving peer's own time from receipt to answer. That whole time is a service
  * sample; the part not explained by the prefill estimate, divided by the output tokens, is a
  * decode sample (an upper bound: it includes any wait in the engine's queue). The prefill slope
- * is learned only from reported prefill times.
+ * is learned only from reported prefill times. Reported prefill and decode times that together
+ * exceed the run's time as the node measured it (submission to result for a local run, the
+ * whole forward for a peer's) are not believed: the node passes such a result on without them.
  *
  * <p><b>What the samples cover</b> (for the forwarding timeout, not for routing): the model keeps
  * the longest uncached part of a prompt in any service sample, {@code U}, and the longest time

@@ -1444,7 +1444,16 @@ public final class RouterNode implements PrefixRouterNode {
       } else {
         // timed here when the engine reports no timings (the OpenAI-compatible servers); only
         // a run that got a slot at once times the service: a queued one's wait is priced apart
-        cost.observe(res, atOnce ? clock.nanoTime() - started : -1, cachedHere);
+        long elapsed = Math.max(0, clock.nanoTime() - started);
+        // the engine's prefill and decode cannot exceed the run, which this node timed: a
+        // larger figure (an engine's bug) would be learned as the service time and price every
+        // local run at it; such timings are not learned from, as for an engine without any
+        EngineResult learned = res;
+        if ((double) Math.max(0, res.prefillNanos()) + Math.max(0, res.decodeNanos()) > elapsed) {
+          learned = new EngineResult(res.outputTokens(), res.text(), res.promptTokens(),
+              res.cachedPromptTokens(), -1, -1);
+        }
+        cost.observe(learned, atOnce ? elapsed : -1, cachedHere);
         try {
           local.onExecuted(ex.scopeRoot, PromptArrays.shared(ex.request));
         } catch (Throwable e) {

@@ -12,6 +12,7 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.ForwardingEngine;
 import io.github.prefixrouter.testing.ForwardingTransport;
 import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.lang.reflect.Field;
@@ -64,6 +65,32 @@ class CostModelSamplesTest {
     CostModel ok = afterOneForward(40 * RoutePlannerTest.MS, 30 * RoutePlannerTest.MS,
         5 * RoutePlannerTest.MS);
     assertEquals(35 * RoutePlannerTest.MS, ok.serviceNanos(), 1);
+  }
+
+  @Test
+  void localEngineTimingsLongerThanTheRunAreNotLearned() {
+    // the node timed each run itself (submission to result on its clock: 19.8 ms with the
+    // simulated engine), but its own engine reported 10^15 ns (11.6 days) of prefill for each,
+    // and that was learned as the service time, pricing every local run at days
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.engineWrap = e -> new ForwardingEngine(e) {
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+        return e.execute(r).thenApply(res -> new EngineResult(res.outputTokens(), res.text(),
+            res.promptTokens(), res.cachedPromptTokens(), 1_000_000_000_000_000L
+                + res.promptTokens() * 1_000_000_000_000L, res.decodeNanos()));
+      }
+    };
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(200_000).build();
+    OracleCluster c = new OracleCluster(1, cfg, 3, h).start();
+    RouterNode n0 = c.node("n0");
+    for (int i = 0; i < 20; i++) {
+      c.submitAndWait("n0", InferenceRequest.of("q" + i, prompt(100 + i, 64 + 8 * i)));
+    }
+    assertTrue(n0.learnedServiceNanos() <= 50 * RoutePlannerTest.MS,
+        "learned a service time of " + n0.learnedServiceNanos() + " ns from runs of ~20 ms");
+    assertTrue(n0.learnedPrefillNanosPerToken() <= 1_000_000,
+        "learned a prefill of " + n0.learnedPrefillNanosPerToken() + " ns per token");
   }
 
   /**
