@@ -47,11 +47,22 @@ import io.github.prefixrouter.spi.EngineResult;
  * waiting requests only when every slot is busy, so while {@code q > 0} the requests it reports
  * running are its slots. (The wait for the request's own slot, about {@code service / S} more,
  * is left out as it always was for one slot: an engine with an empty queue may have free slots,
- * which its load does not tell.)
+ * which its load does not tell.) The running count is the engine's word (a peer's comes by
+ * gossip, up to 2^31 − 1 on the wire), so it counts for at most {@link #MAX_SLOTS} slots: a
+ * figure no engine runs at once (a bug, a stale or forged load) would otherwise make a real
+ * queue look free and draw every request to it. An engine with more slots than that has its
+ * queue priced a little high.
  *
  * <p>Writers synchronize; readers read volatile fields, so the routing hot path takes no lock.
  */
 final class CostModel {
+
+  /**
+   * The most slots an engine's queue is taken to drain through, whatever it reports running:
+   * well above what serving engines are set to run at once (a few hundred is common for vLLM's
+   * {@code --max-num-seqs}).
+   */
+  static final int MAX_SLOTS = 4096;
 
   private static final double ALPHA = 0.05;
   private static final int MIN_SAMPLES = 8;
@@ -106,12 +117,13 @@ final class CostModel {
 
   /**
    * The slots that drain an engine's queue while it runs {@code running} requests: {@code
-   * max(1, running)}, so the wait behind {@code q} waiting requests is {@code q × service /
-   * drainingSlots(running)} (see the class notes; with one slot {@code q × service}, as before
-   * slots were counted); 1 when this model charges a full service time per waiting request.
+   * max(1, min(running, MAX_SLOTS))}, so the wait behind {@code q} waiting requests is {@code
+   * q × service / drainingSlots(running)} (see the class notes; with one slot {@code q ×
+   * service}, as before slots were counted); 1 when this model charges a full service time per
+   * waiting request.
    */
   int drainingSlots(int running) {
-    return perSlot ? Math.max(1, running) : 1;
+    return perSlot ? Math.max(1, Math.min(running, MAX_SLOTS)) : 1;
   }
 
   /**

@@ -38,7 +38,7 @@ import java.util.function.Supplier;
  *   <li>The chain comes from {@link BlockChain}: the tree's {@link
  *       io.github.prefixrouter.internal.tree.BlockHasher}, software-pipelined.
  *   <li>Cost (nanoseconds) of running a prompt of {@code n} tokens on candidate {@code c}:
- *       {@code rtt(c) + overhead(c) + queueDepth(c) × service / max(1, inFlight(c))
+ *       {@code rtt(c) + overhead(c) + queueDepth(c) × service / max(1, min(inFlight(c), 4096))
  *       + prefill × (n − effMatch(c))}
  *       where rtt and overhead are 0 for the local node, {@code effMatch} is the estimated
  *       match discounted by the peer's accuracy and by {@code 0.5^(summaryAge / halfLife)}, and
@@ -46,7 +46,7 @@ import java.util.function.Supplier;
  *       advertised load lags by a gossip round). The queue drains through every running slot
  *       ({@link CostModel#drainingSlots}: an engine reports a queue only when its slots are all
  *       busy), so a queue of 10 on an engine running 256 at once costs 10/256 of a service
- *       time. {@code overhead(c)} is what a forward to that peer costs beyond gossip's round
+ *       time; a running count counts for at most {@link CostModel#MAX_SLOTS} slots. {@code overhead(c)} is what a forward to that peer costs beyond gossip's round
  *       trip, learned from answered forwards ({@link PeerHealth.PeerState#overheadNanos}; never
  *       below the configured {@code forwardOverhead}). Decode is the same everywhere and left
  *       out.

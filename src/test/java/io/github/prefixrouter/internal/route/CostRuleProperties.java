@@ -30,9 +30,10 @@ import net.jqwik.api.constraints.IntRange;
  *
  * <p>The model (docs/routing.md, "The decision"), in exact integer arithmetic, with the prefill
  * {@code p} per token, the service time {@code 256 p} before any result, and no staleness or
- * accuracy discount: {@code cost(local) = ⌊q × 256p / max(1, s)⌋ + p × (n − localMatch)},
- * {@code cost(peer) = rtt + overhead + ⌊q × 256p / max(1, s)⌋ + p × (n − match)}, where
- * {@code match} is the peer's whole blocks of the prompt. A peer wins only by the margin
+ * accuracy discount: {@code cost(local) = ⌊q × 256p / S⌋ + p × (n − localMatch)}, {@code
+ * cost(peer) = rtt + overhead + ⌊q × 256p / S⌋ + p × (n − match)}, where {@code S = max(1,
+ * min(s, 4096))} for {@code s} running and {@code match} is the peer's whole blocks of the
+ * prompt. A peer wins only by the margin
  * {@code max(ratio × cost(local), min)}; a cold prompt (nobody holds a block) may go to its
  * rendezvous node when that is at most {@code coldPlacementSlack} slower than local.
  */
@@ -65,7 +66,7 @@ class CostRuleProperties {
     Arbitrary<Long> marginMin = Arbitraries.of(0L, 500_000L, 10_000_000L);
     Arbitrary<Integer> queue = Arbitraries.oneOf(Arbitraries.of(0),
         Arbitraries.integers().between(0, 40));
-    Arbitrary<Integer> slots = Arbitraries.of(0, 1, 2, 8, 256);
+    Arbitrary<Integer> slots = Arbitraries.of(0, 1, 2, 8, 256, 4096, 5000, Integer.MAX_VALUE);
     Arbitrary<Double> held = Arbitraries.doubles().between(0, 1);
     Arbitrary<List<PeerSpec>> peers = Combinators.combine(rtts(), held, queue, slots)
         .as(PeerSpec::new).list().ofMinSize(1).ofMaxSize(4);
@@ -84,7 +85,7 @@ class CostRuleProperties {
   record PeerSpec(long rttNanos, double heldShare, int queue, int slots) {}
 
   static long queueTerm(int queue, int slots, long prefill) {
-    return queue * 256L * prefill / Math.max(1, slots);
+    return queue * 256L * prefill / Math.max(1, Math.min(slots, 4096));
   }
 
   static long modelLocal(Setup s) {

@@ -86,6 +86,30 @@ class SlotPricingTest {
     assertEquals("single", before.targetNodeId(), before.toString());
   }
 
+  @Test
+  void aPeerAdvertisingAHugeRunningCountDoesNotMakeItsQueueFree() {
+    // "liar" advertises 2^31 - 1 running (a bug, a stale or forged figure) with 1,000 really
+    // waiting: divided by its claim, the queue cost 12 us and drew the request from "honest",
+    // which has 10 waiting behind 64 slots; no engine runs more than 4,096 at once
+    int[] t = tokens(4, 640);
+    ScriptedView v = new ScriptedView().peer("liar", 2 * MS).peer("honest", 2 * MS)
+        .holds("liar", t, 640).holds("honest", t, 640);
+    v.queue.put("liar", 1_000);
+    v.inFlight.put("liar", Integer.MAX_VALUE);
+    v.queue.put("honest", 10);
+    v.inFlight.put("honest", 64);
+    RouteDecision d = planner(CFG, v, 0, EngineLoad.IDLE, new PeerHealth(), false).decide(t);
+    // 2 ms + 0.2 ms + 1,000 × 25.6 ms / 4,096
+    assertEquals(2_200_000L + (long) (1_000 * SERVICE / 4_096),
+        d.candidates().get(1).costNanos(), d.toString());
+    assertEquals("honest", d.targetNodeId(), d.toString());
+    // the local engine's figure is bounded alike
+    RouteDecision local = planner(CFG, new ScriptedView(), 640,
+        new EngineLoad(1_000, Integer.MAX_VALUE), new PeerHealth(), false).decide(t);
+    assertEquals((long) (1_000 * SERVICE / 4_096), local.candidates().get(0).costNanos(),
+        local.toString());
+  }
+
   /**
    * Reference model of the local cost: {@code queue × service / max(1, running) + prefill ×
    * uncached}; one running request (or none) gives the formula before slots were counted, and
