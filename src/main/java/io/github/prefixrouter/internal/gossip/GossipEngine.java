@@ -84,6 +84,13 @@ import org.slf4j.LoggerFactory;
  * index optimistically (see {@link ReplicaIndex}), so request threads never wait for gossip.
  * {@link #view()} and {@link #stats()} read immutable snapshots and never block on gossip.
  * Messages are sent after the lock is released.
+ *
+ * <p><b>Failures.</b> Anything thrown while a message is handled is counted in {@link
+ * GossipCounter#INTERNAL_ERRORS} and the message dropped, a {@link StackOverflowError} too (a
+ * pathological message's fault); only a {@link VirtualMachineError} other than that (out of
+ * memory) is thrown on, to the transport's thread that delivered the message. A round's
+ * failures of any kind are counted and the rounds go on: a scheduled task has no caller that
+ * would see them, and stopped rounds would stop the node's gossip for good.
  */
 public final class GossipEngine {
 
@@ -625,7 +632,9 @@ public final class GossipEngine {
 
   /**
    * Handles one gossip payload from {@code from} (as authenticated by the transport). A
-   * malformed payload is counted and dropped without changing any state; no exception escapes.
+   * malformed payload is counted and dropped without changing any state; nothing is thrown
+   * but a {@link VirtualMachineError} other than a {@link StackOverflowError} (see the class
+   * notes).
    */
   public void onMessage(PeerAddress from, byte[] payload) {
     count(GossipCounter.MESSAGES_RECEIVED, 1);
@@ -663,8 +672,14 @@ public final class GossipEngine {
         onChunk(from, (SnapshotChunk) m);
       }
       viewDirty = true;
-    } catch (RuntimeException e) {
+    } catch (Throwable e) { // an Error, a checked exception thrown undeclared too
       count(GossipCounter.INTERNAL_ERRORS, 1);
+      if (e instanceof VirtualMachineError && !(e instanceof StackOverflowError)) {
+        // the virtual machine's trouble, not the message's: for the transport's thread to see
+        log.error("error handling gossip from {}", from, e);
+        throw e;
+      }
+      // the message's fault (a StackOverflowError too: a pathological message): dropped
       log.warn("error handling gossip from {}", from, e);
     } finally {
       lock.writeLock().unlock();
@@ -1076,7 +1091,7 @@ public final class GossipEngine {
         return;
       }
       out.add(syn(to, live, now));
-    } catch (RuntimeException e) {
+    } catch (Throwable e) { // an Error too: as for a round, nobody would see it thrown
       count(GossipCounter.INTERNAL_ERRORS, 1);
       log.warn("error sending a gossip digest", e);
     } finally {
