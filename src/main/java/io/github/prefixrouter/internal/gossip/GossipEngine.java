@@ -2402,6 +2402,12 @@ public final class GossipEngine {
         && (c.version() < m.version || (c.version() == m.version && !m.refreshing)))) {
       return; // not newer than the replica (nor the fresh copy a truncated one asked for)
     }
+    if (c.generation() > m.generation && !adoptsGeneration(m, thirdParty, now)) {
+      // a third party's word of a restart of an origin visibly alive: the complete snapshot
+      // would be rejected, so its chunks take none of the pending budget meanwhile
+      count(GossipCounter.REJECTED, 1);
+      return;
+    }
     Member sentBy = members.get(from.nodeId());
     long senderGeneration = sentBy == null ? 0 : sentBy.generation;
     Assembly a = m.pending;

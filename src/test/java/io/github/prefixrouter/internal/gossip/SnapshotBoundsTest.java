@@ -278,6 +278,33 @@ class SnapshotBoundsTest {
     engine.checkInvariants();
   }
 
+  /**
+   * A third party's snapshot of a newer generation of an origin that is visibly alive (its
+   * heartbeat just advanced) would be rejected once complete, as a forged restart: its chunks
+   * are refused as they arrive. They were assembled, holding the pending budget until the last
+   * one came or the assembly went stale, and the origin's own snapshot meanwhile found the
+   * budget taken and installed truncated.
+   */
+  @Test
+  void aThirdPartysSnapshotOfAnUnadoptableGenerationTakesNoBudget() {
+    engine(GossipConfig.builder().interval(Duration.ofMillis(100)).messageByteCap(CAP)
+        .maxBlocksPerPeer(1_500).maxBlocksTotal(2_000).build());
+    learn("a", 5, 10, 100);
+    learn("b", 5, 10, 200);
+    long rejected = engine.counter(GossipCounter.REJECTED);
+    engine.handle(peer("liar"), chunk("a", 6, 2, 0, 2, 1, 700, 10_000));
+    assertEquals(rejected + 1, engine.counter(GossipCounter.REJECTED));
+    // b's own snapshot of two chunks of 700: with the liar's 700 held, 2,100 of 2,000
+    engine.handle(peer("b"), chunk("b", 5, 4, 0, 2, 1, 700, 20_000));
+    engine.handle(peer("b"), chunk("b", 5, 4, 1, 2, 701, 700, 21_000));
+    assertEquals(0, engine.counter(GossipCounter.BLOCKS_REFUSED));
+    assertEquals(1_400, engine.replicaOf("b").length);
+    // a keeps its generation and replica
+    assertArrayEquals(new long[] {5, 1}, engine.replicaVersion("a"));
+    assertEquals(10, engine.replicaOf("a").length);
+    engine.checkInvariants();
+  }
+
   /** A snapshot the replica has caught up with by deltas is dropped at the next round. */
   @Test
   void aSnapshotOvertakenByDeltasIsDroppedAtOnce() {
