@@ -616,7 +616,11 @@ public final class GossipEngine {
     }
   }
 
-  /** Stops gossiping; messages received afterwards are still applied. */
+  /**
+   * Stops gossiping; messages received afterwards are still applied. Pending snapshot
+   * assemblies expire in rounds only, so they stay (within their caps) until the engine starts
+   * again.
+   */
   public void stop() {
     lock.writeLock().lock();
     try {

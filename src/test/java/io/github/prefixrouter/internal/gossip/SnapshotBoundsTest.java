@@ -305,6 +305,40 @@ class SnapshotBoundsTest {
     engine.checkInvariants();
   }
 
+  /**
+   * Assemblies expire in rounds only. A stopped engine still applies messages: its assemblies
+   * stay within the same budget (a chunk past it is refused) and are dropped at the first round
+   * once it starts again.
+   */
+  @Test
+  void aStoppedEnginesAssembliesStayWithinTheBudgetUntilItStartsAgain() {
+    engine(GossipConfig.builder().interval(Duration.ofMillis(100)).messageByteCap(CAP)
+        .maxBlocksPerPeer(1_500).maxBlocksTotal(2_000).build());
+    learn("a", 5, 10, 100);
+    learn("b", 5, 10, 200);
+    learn("c", 5, 10, 300);
+    engine.start();
+    engine.stop();
+    engine.handle(peer("a"), chunk("a", 5, 2, 0, 2, 1, 700, 10_000));
+    engine.handle(peer("b"), chunk("b", 5, 2, 0, 2, 1, 700, 20_000));
+    time.advanceBy(Duration.ofSeconds(60).toNanos());
+    assertEquals(0, engine.counter(GossipCounter.SNAPSHOTS_ABANDONED));
+    // c's first chunk passes the budget (700 + 700 + 700 of 2,000): its blocks are refused
+    engine.handle(peer("c"), chunk("c", 5, 2, 0, 2, 1, 700, 30_000));
+    assertEquals(700, engine.counter(GossipCounter.BLOCKS_REFUSED));
+    engine.checkInvariants();
+    engine.start();
+    time.advanceBy(Duration.ofMillis(200).toNanos());
+    // gone at the first round (a and b abandoned or dropped with their silent origins): the
+    // budget is free again for a new origin's snapshot of 1,400 blocks
+    learn("d", 5, 10, 400);
+    engine.handle(peer("d"), chunk("d", 5, 2, 0, 2, 1, 700, 40_000));
+    engine.handle(peer("d"), chunk("d", 5, 2, 1, 2, 701, 700, 40_700));
+    assertEquals(700, engine.counter(GossipCounter.BLOCKS_REFUSED));
+    assertEquals(1_400, engine.replicaOf("d").length);
+    engine.checkInvariants();
+  }
+
   /** A snapshot the replica has caught up with by deltas is dropped at the next round. */
   @Test
   void aSnapshotOvertakenByDeltasIsDroppedAtOnce() {
