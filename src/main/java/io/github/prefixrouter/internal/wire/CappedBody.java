@@ -1,5 +1,7 @@
 package io.github.prefixrouter.internal.wire;
 
+import java.io.UncheckedIOException;
+import java.net.ProtocolException;
 import java.net.http.HttpResponse;
 import java.nio.ByteBuffer;
 import java.util.List;
@@ -12,7 +14,9 @@ import java.util.function.Function;
  * Collects an HTTP response body up to a cap, refusing one above it before reading (when its
  * {@code Content-Length} says so) or while reading it (cancelling the subscription). A refused
  * body completes with null, or with the failure the caller makes of a description of what was
- * too large.
+ * too large. A {@code Content-Length} that is not a number is a protocol error: the handler
+ * throws an {@link UncheckedIOException} of a {@link ProtocolException} naming it, with which
+ * the exchange fails.
  */
 public final class CappedBody implements HttpResponse.BodySubscriber<byte[]> {
   private final int cap;
@@ -56,7 +60,18 @@ public final class CappedBody implements HttpResponse.BodySubscriber<byte[]> {
   }
 
   private static boolean declaredAbove(HttpResponse.ResponseInfo info, int cap) {
-    long declared = info.headers().firstValueAsLong("Content-Length").orElse(-1);
+    String value = info.headers().firstValue("Content-Length").orElse(null);
+    if (value == null) {
+      return false;
+    }
+    long declared;
+    try {
+      declared = Long.parseLong(value);
+    } catch (NumberFormatException e) {
+      // the JDK's client hands such a header to the handler and fails on it only afterwards
+      throw new UncheckedIOException(new ProtocolException(
+          "answer's Content-Length is not a length: \"" + value + "\""));
+    }
     return declared > cap;
   }
 

@@ -8,15 +8,26 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.InetAddress;
+import java.net.ProtocolException;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpHeaders;
+import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Flow;
+import java.util.concurrent.TimeUnit;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.constraints.IntRange;
@@ -48,8 +59,11 @@ class CappedBodyTest {
   }
 
   static HttpResponse.ResponseInfo info(long contentLength) {
-    Map<String, List<String>> h = contentLength < 0 ? Map.of()
-        : Map.of("Content-Length", List.of(Long.toString(contentLength)));
+    return info(contentLength < 0 ? Map.of()
+        : Map.of("Content-Length", List.of(Long.toString(contentLength))));
+  }
+
+  static HttpResponse.ResponseInfo info(Map<String, List<String>> h) {
     HttpHeaders headers = HttpHeaders.of(h, (k, v) -> true);
     return new HttpResponse.ResponseInfo() {
       @Override
@@ -145,6 +159,62 @@ class CappedBodyTest {
     s.onNext(List.of(ByteBuffer.wrap(new byte[] {1, 2}), ByteBuffer.wrap(new byte[] {3})));
     s.onComplete();
     assertArrayEquals(new byte[] {1, 2, 3}, body(s).join());
+  }
+
+  /**
+   * A Content-Length that is no number (a broken proxy's or peer's answer) reaches the body
+   * handler: the JDK's client checks it only afterwards. Reading it threw a
+   * NumberFormatException out of the handler, and the exchange failed with it, naming only "For
+   * input string"; it is refused as the protocol error it is, naming the header.
+   */
+  @Test
+  void aContentLengthThatIsNoNumberIsAProtocolError() {
+    for (String bad : List.of("abc", "99999999999999999999", "1,2")) {
+      HttpResponse.ResponseInfo info = info(Map.of("Content-Length", List.of(bad)));
+      for (int k = 0; k < 2; k++) {
+        int which = k;
+        UncheckedIOException e = assertThrows(UncheckedIOException.class, () -> {
+          if (which == 0) {
+            CappedBody.orNull(info, 10);
+          } else {
+            CappedBody.orFail(info, 10, TooLarge::new);
+          }
+        });
+        assertEquals("answer's Content-Length is not a length: \"" + bad + "\"",
+            assertInstanceOf(ProtocolException.class, e.getCause()).getMessage());
+      }
+    }
+  }
+
+  /** The same through the JDK's client, from a server that sends such a header. */
+  @Test
+  void theClientHandsAContentLengthThatIsNoNumberToTheHandler() throws Exception {
+    try (ServerSocket server = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      Thread t = new Thread(() -> {
+        try (Socket s = server.accept()) {
+          s.getInputStream().read(new byte[4096]);
+          s.getOutputStream().write(("HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\nhello")
+              .getBytes(StandardCharsets.US_ASCII));
+          s.getOutputStream().flush();
+          s.getInputStream().read(); // until the client closes
+        } catch (IOException ignored) {
+          // the client went away
+        }
+      });
+      t.setDaemon(true);
+      t.start();
+      HttpClient client = HttpClient.newHttpClient();
+      HttpRequest r = HttpRequest.newBuilder(
+          URI.create("http://127.0.0.1:" + server.getLocalPort() + "/"))
+          .timeout(Duration.ofSeconds(10)).build();
+      CompletableFuture<HttpResponse<byte[]>> f =
+          client.sendAsync(r, info -> CappedBody.orFail(info, 10, TooLarge::new));
+      ExecutionException e = assertThrows(ExecutionException.class,
+          () -> f.get(10, TimeUnit.SECONDS));
+      assertInstanceOf(ProtocolException.class,
+          assertInstanceOf(UncheckedIOException.class, e.getCause()).getCause(),
+          e.getCause().toString());
+    }
   }
 
   @Test
