@@ -57,7 +57,10 @@ public enum GossipCounter {
   RTT_SAMPLES,
   /** Calls to the send function that threw (their messages count as sent nowhere). */
   SEND_FAILURES,
-  /** Unexpected internal errors caught while handling a message (each one is a bug). */
+  /**
+   * Unexpected errors caught while handling a message or running a round (each one is a bug,
+   * a pathological message's stack overflow, or the virtual machine's trouble).
+   */
   INTERNAL_ERRORS,
   /**
    * Deltas not sent again because an earlier answer carrying them to the same peer is still in
