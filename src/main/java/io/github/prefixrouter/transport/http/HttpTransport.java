@@ -22,8 +22,10 @@ import io.github.prefixrouter.spi.TransportException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.io.UncheckedIOException;
 import java.net.ConnectException;
 import java.net.InetSocketAddress;
+import java.net.ProtocolException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpConnectTimeoutException;
@@ -1116,6 +1118,11 @@ public final class HttpTransport implements Transport {
       return closed.get() ? TransportException.Kind.CLOSED : TransportException.Kind.UNREACHABLE;
     }
     if (t instanceof SSLException) {
+      return TransportException.Kind.PROTOCOL;
+    }
+    if (t instanceof UncheckedIOException u && u.getCause() instanceof ProtocolException) {
+      // a malformed answer (CappedBody: a Content-Length that is no number), as one of an
+      // unexpected status is
       return TransportException.Kind.PROTOCOL;
     }
     return TransportException.Kind.UNREACHABLE;

@@ -200,6 +200,27 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
   }
 
   /**
+   * An answer whose Content-Length is no number is a malformed answer, as one of an unexpected
+   * status is: PROTOCOL, naming the header. It failed as UNREACHABLE with the HTTP client's
+   * NumberFormatException ("For input string").
+   */
+  @Test
+  void anAnswerWithAContentLengthThatIsNoNumberIsAProtocolFailure() throws Exception {
+    StallingHttpPeer fake = new StallingHttpPeer(
+        "HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\nx");
+    toClose.add(fake);
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY), new HttpTransportTest.Recorder());
+    PeerAddress peer = new PeerAddress("a", "127.0.0.1:" + fake.port());
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> b.request(peer, new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+    TransportException t = assertInstanceOf(TransportException.class, e.getCause());
+    assertEquals(TransportException.Kind.PROTOCOL, t.kind(), t.toString());
+    assertTrue(t.getMessage().contains("Content-Length is not a length: \"abc\""),
+        t.getMessage());
+  }
+
+  /**
    * close() lets go of the one-way messages still in flight: a message whose peer stalls in the
    * body of its answer has its connection closed at once. Only the timer, which close() stops,
    * cut such a message (after messageTimeout), so the message's exchange stayed open for as long
