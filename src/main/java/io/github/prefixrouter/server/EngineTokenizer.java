@@ -45,7 +45,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  *       {@code {"detail":"Not Found"}}, a proxy's page or its JSON, OpenAI's {@code "Invalid
  *       URL"}) is the request's fault ({@link TokenizeException#invalidRequest()}: a malformed
  *       conversation, an unknown model), with the server's own message; everything else (not
- *       reachable, a 5xx, the node's key refused, no such endpoint, no answer within the
+ *       reachable, a 5xx, the node's key refused or missing, which the message says naming the
+ *       key's flag and variable but never the key, no such endpoint, no answer within the
  *       timeout, an answer above the size cap or not of the shape above, or one that would take
  *       more heap once parsed than 16 MiB and 6 bytes a character, which token ids never
  *       pass) is the tokenizer's.
@@ -287,7 +288,8 @@ final class EngineTokenizer implements PromptTokenizer {
         throw invalid(message);
       }
       throw fault(uri + " answered " + status + (noEndpoint ? " (no tokenize endpoint there)" : "")
-          + (message.isEmpty() ? "" : ": " + message), null);
+          + (message.isEmpty() ? "" : ": " + message)
+          + (status == 401 || status == 403 ? keyRefused() : ""), null);
     }
     Object root;
     try {
@@ -324,6 +326,19 @@ final class EngineTokenizer implements PromptTokenizer {
     } catch (Json.JsonException e) {
       throw fault("unusable answer from " + uri + ": " + e.getMessage(), e);
     }
+  }
+
+  /**
+   * What a 401 or 403 means here, as the node's health check says it: the server refuses this
+   * node's key, or its lack of one; where to give it. Never the key.
+   */
+  private String keyRefused() {
+    return apiKey != null
+        ? "; the server refuses the API key given: give the server's key with "
+            + "--engine-api-key-file FILE or env " + NodeOptions.ENGINE_API_KEY_ENV
+        : "; the server refuses requests without an API key: give the server's key with "
+            + "--engine-api-key-file FILE or env " + NodeOptions.ENGINE_API_KEY_ENV
+            + " (sent to a --tokenizer URL only on --engine's scheme, host and port)";
   }
 
   private static TokenizeException invalid(String message) {

@@ -123,6 +123,11 @@ class EngineApiKeyNodeTest {
         assertTrue(text.body().contains("answered 401"), text.body());
         assertFalse(text.body().contains(WRONG), text.body());
         assertTrue(text.body().contains("\"the tokenizer failed: http://"), "said once: " + text.body());
+        // the status documented for a tokenizer failure, saying what to give
+        assertTrue(text.body().contains("\"code\":\"tokenizer_failed\"")
+            && text.body().contains("refuses the API key given")
+            && text.body().contains("--engine-api-key-file")
+            && text.body().contains("PREFIX_ROUTER_ENGINE_API_KEY"), text.body());
         HttpResponse<String> ids = post(r, "/v1/completions",
             "{\"prompt\":[1,2,3],\"max_tokens\":2}");
         assertEquals(502, ids.statusCode(), ids.body());

@@ -251,6 +251,34 @@ class EngineTokenizerTest {
     assertFalse(e.getMessage().contains("secret-key"), "the API key shown: " + e.getMessage());
   }
 
+  /**
+   * A 401 or 403 (the server refuses this node's key, or its lack of one) is the tokenizer's
+   * fault, as the completions' is, and says what to give: the key's flag and variable, never the
+   * key. It said only "answered 401", which a client's operator could not act on.
+   */
+  @ParameterizedTest(name = "{0}")
+  @CsvSource({"401", "403"})
+  void aRefusedKeyPointsAtTheKeysFlagAndVariable(int status) throws Exception {
+    answer.set(new Answer(status, "{\"error\":{\"message\":\"bad key\"}}"));
+    TokenizeException e = failed(tokenizer.tokenize("m", "x"));
+    assertFalse(e.invalidRequest(), e.getMessage());
+    assertTrue(e.getMessage().contains("answered " + status + ": bad key"), e.getMessage());
+    assertTrue(e.getMessage().contains("refuses the API key given")
+        && e.getMessage().contains("--engine-api-key-file")
+        && e.getMessage().contains("PREFIX_ROUTER_ENGINE_API_KEY"), e.getMessage());
+    assertFalse(e.getMessage().contains("secret-key"), "the API key shown: " + e.getMessage());
+    EngineTokenizer keyless = new EngineTokenizer(tokenizer.uri(), null, Duration.ofSeconds(2),
+        Duration.ofSeconds(5), 1 << 20);
+    try {
+      TokenizeException n = failed(keyless.tokenize("m", "x"));
+      assertTrue(n.getMessage().contains("refuses requests without an API key")
+          && n.getMessage().contains("--engine-api-key-file")
+          && n.getMessage().contains("PREFIX_ROUTER_ENGINE_API_KEY"), n.getMessage());
+    } finally {
+      keyless.close();
+    }
+  }
+
   @Test
   void aPromptWithNoTokensIsTheRequestsFault() throws Exception {
     answer.set(new Answer(200, "{\"count\":0,\"max_model_len\":4096,\"tokens\":[]}"));
