@@ -322,6 +322,10 @@ public final class NodeOptions {
         throw new IllegalArgumentException("--" + f + " must name a file, was empty");
       }
     }
+    for (String f : FILE_FLAGS) {
+      checkPath(f, v.get(f));
+    }
+    checkPath("ready-file", v.get("ready-file"));
     this.id = nodeId("--id", required(v, "id"));
     String[] listen = hostPort("listen", required(v, "listen"));
     this.listenHost = listen[0];
@@ -1112,6 +1116,7 @@ public final class NodeOptions {
         // as for the other file flags: the working directory, refused as "Is a directory"
         throw new IllegalArgumentException("--config must name a file, was empty");
       }
+      checkPath("config", flags.get("config"));
       Path file = Path.of(flags.get("config"));
       byte[] raw = NodeMain.readAtMost(file, MAX_CONFIG_FILE_BYTES, "--config ");
       if (raw.length > MAX_CONFIG_FILE_BYTES) {
@@ -1146,6 +1151,27 @@ public final class NodeOptions {
       }
     }
     return new NodeOptions(all, env);
+  }
+
+  /**
+   * Refuses a file flag's value that no path can be (a NUL character), naming the flag: the
+   * InvalidPathException of {@code Path.of} named none, and printed the NUL.
+   *
+   * @param value the value, or null when the flag is not given
+   */
+  private static void checkPath(String flag, String value) {
+    if (value == null) {
+      return;
+    }
+    try {
+      Path.of(value);
+    } catch (java.nio.file.InvalidPathException e) {
+      StringBuilder shown = new StringBuilder();
+      value.chars().forEach(c -> shown.append(c == 0 ? "\\0" : c < 0x20 || c == 0x7f
+          ? String.format(Locale.ROOT, "\\u%04x", c) : String.valueOf((char) c)));
+      throw new IllegalArgumentException("--" + flag + " must name a file, was '" + shown + "': "
+          + e.getReason(), e);
+    }
   }
 
   /** Whether a command-line argument is one of the flags ({@code --key} or {@code --key=value}). */

@@ -512,6 +512,38 @@ class NodeOptionsCheckTest {
         "--config must name a file, was empty");
   }
 
+  /**
+   * A file flag whose value no path can be (a NUL character: a script's mangled variable) is a
+   * bad flag naming the flag, as an empty one is: {@code Path.of} threw its own
+   * InvalidPathException, "Nul character not allowed: ...", which named no flag and printed the
+   * NUL. Every flag naming a file, on the command line and in the config file.
+   */
+  @Test
+  void aFileNameNoPathCanBeIsABadFlagNamingIt() throws Exception {
+    for (String f : List.of("cluster-key-file", "tls-keystore", "tls-truststore",
+        "tls-password-file", "client-tls-keystore", "client-tls-truststore",
+        "client-tls-password-file", "engine-api-key-file", "ready-file")) {
+      List<String> args = new ArrayList<>(List.of("--id", "a", "--listen", "h:1", "--" + f,
+          "a\u0000b"));
+      if (f.equals("engine-api-key-file")) {
+        args.addAll(List.of("--engine", "http://127.0.0.1:8000"));
+      }
+      // the cluster key file without the variable, which it excludes
+      Map<String, String> env = f.equals("cluster-key-file") ? Map.of()
+          : Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX);
+      String m = refused(() -> NodeOptions.parse(args.toArray(new String[0]), env),
+          "--" + f + " must name a file, was 'a\\0b': ");
+      assertFalse(m.contains("\u0000"), m);
+      Path cfg = Files.writeString(dir.resolve(f + ".properties"), "id=a\nlisten=h:1\n" + f
+          + "=a\\u0000b\n" + (args.size() > 6 ? "engine=http://127.0.0.1:8000\n" : ""));
+      refused(() -> NodeOptions.parse(new String[] {"--config", cfg.toString()}, env),
+          "--" + f + " must name a file, was 'a\\0b': ");
+    }
+    String m = refused(() -> parse("--config", "a\u0000b", "--id", "a", "--listen", "h:1"),
+        "--config must name a file, was 'a\\0b': ");
+    assertFalse(m.contains("\u0000"), m);
+  }
+
   @Test
   void aSeedListNamingANodeTwiceIsRefused() {
     refused(() -> node("--seeds", "b@10.0.0.2:7000,c@10.0.0.3:7000,b@10.0.0.4:7000"),
