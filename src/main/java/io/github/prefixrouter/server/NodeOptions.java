@@ -1074,6 +1074,7 @@ public final class NodeOptions {
    */
   public static NodeOptions parse(String[] args, Map<String, String> env) {
     Map<String, String> flags = new LinkedHashMap<>();
+    Map<String, String> typed = new LinkedHashMap<>(); // a flag without a value, as written
     for (int i = 0; i < args.length; i++) {
       // -h as every benchmarks/run command takes it (as a flag's value it is read below)
       String a = args[i].equals("-h") ? "--help" : args[i];
@@ -1105,10 +1106,18 @@ public final class NodeOptions {
         }
       }
       String earlier = flags.putIfAbsent(key, value);
-      if (earlier != null) {
+      if (earlier != null && key.equals("help")) {
+        // -h and --help both (a wrapper's and the user's): help, if either asks for it
+        flags.put(key, String.valueOf(onOff(key, earlier) || onOff(key, value)));
+      } else if (earlier != null && FLAGS_WITHOUT_VALUE.contains(key)) {
+        // as typed: "'true' and 'true'" named no value the user gave
+        throw new IllegalArgumentException("--" + key + " is given twice: " + typed.get(key)
+            + " and " + args[i] + " (keep one)");
+      } else if (earlier != null) {
         throw new IllegalArgumentException("--" + key + " is given twice: '" + earlier + "' and '"
             + value + "' (keep one)");
       }
+      typed.putIfAbsent(key, args[i]);
     }
     Map<String, String> all = new LinkedHashMap<>();
     if (flags.containsKey("config")) {

@@ -298,6 +298,22 @@ class NodeMainLaunchTest {
     assertTrue(NodeOptions.USAGE.contains("\n  --help, -h "), "--help does not name -h");
   }
 
+  /**
+   * Help asked twice, {@code -h} and {@code --help} (a wrapper's own and the user's), is help:
+   * it was refused with status 2 as "--help is given twice: 'true' and 'true'", which names
+   * neither of what was typed.
+   */
+  @Test
+  void helpAskedTwiceIsHelp() {
+    for (String[] args : List.of(new String[] {"-h", "--help"}, new String[] {"--help", "-h"},
+        new String[] {"-h", "-h"}, new String[] {"--id", "a", "--help=true", "-h"})) {
+      Outcome help = launch(args);
+      assertEquals(0, help.launch().status(), List.of(args) + ": " + help.err());
+      assertEquals(NodeOptions.USAGE + System.lineSeparator(), help.out());
+      assertEquals("", help.err());
+    }
+  }
+
   @Test
   void aNodeThatStartsIsHandedBack() throws Exception {
     Outcome o = launch("--id", "ok", "--listen", "127.0.0.1:0");

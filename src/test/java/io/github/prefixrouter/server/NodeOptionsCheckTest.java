@@ -119,6 +119,12 @@ class NodeOptionsCheckTest {
         "--policy is given twice: 'local-only' and 'cost-aware'");
     refused(() -> parse("--id", "a", "--listen", "h:1", "--id", "b"), "--id is given twice");
     refused(() -> node("--insecure", "--insecure=false"), "--insecure is given twice");
+    // a flag without a value is named as typed: 'true' and 'true' was no value given
+    String m = refused(() -> node("--insecure", "--insecure"),
+        "--insecure is given twice: --insecure and --insecure (keep one)");
+    assertFalse(m.contains("'true'"), m);
+    refused(() -> node("--insecure", "--insecure=false"),
+        "--insecure is given twice: --insecure and --insecure=false (keep one)");
     // a flag and the same key in the config file are no repeat: the flag wins
     Path cfg = Files.writeString(dir.resolve("node.properties"), "id=a\nlisten=h:1\nseeds=b@h:2\n");
     assertEquals(List.of(new PeerAddress("c", "h:3")),
