@@ -497,6 +497,9 @@ public final class LoadDriver {
     if (api == Api.ROUTE) {
       body.put("id", id);
       body.put("prompt", prompt.tokens());
+      if (model != null) { // the same cache scope as on the OpenAI routes
+        body.put("model", model);
+      }
     } else {
       // the OpenAI routes take no id of the client's: the node names the answer
       if (model != null) {
@@ -932,8 +935,8 @@ public final class LoadDriver {
     }
 
     /**
-     * The {@code model} the OpenAI routes' requests name (the cache scope: the base model, or a
-     * LoRA adapter); null (the default) sends none. The token route's requests never carry it.
+     * The {@code model} every request names, on every route (the cache scope: the base model,
+     * or a LoRA adapter); null (the default) sends none.
      */
     public Builder model(String m) {
       this.model = m;

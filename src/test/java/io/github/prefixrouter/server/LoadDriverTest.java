@@ -287,6 +287,51 @@ class LoadDriverTest {
     assertEquals(3, calls.get(), "every request completes and is reported");
   }
 
+  /**
+   * The model goes with the requests of every route, the token route's too, which takes it as
+   * the OpenAI routes do (the cache scope: a LoRA adapter, or the base model): it was sent on
+   * the OpenAI routes only, so the same conversations sent as ids (the load generator's
+   * {@code --chat-as-ids}) ran in another scope than the chats they were compared with.
+   */
+  @Test
+  void theModelGoesWithTheRequestsOfEveryRoute() throws Exception {
+    List<String> bodies = java.util.Collections.synchronizedList(new ArrayList<>());
+    com.sun.net.httpserver.HttpServer fake = io.github.prefixrouter.internal.wire.JdkHttpServers
+        .create(new java.net.InetSocketAddress("127.0.0.1", 0), 0);
+    fake.createContext("/", ex -> {
+      try (ex) {
+        bodies.add(new String(ex.getRequestBody().readAllBytes(),
+            java.nio.charset.StandardCharsets.UTF_8));
+        ex.sendResponseHeaders(500, -1);
+      }
+    });
+    fake.start();
+    try {
+      Map<LoadDriver.Api, LoadDriver.Prompt> prompts = Map.of(
+          LoadDriver.Api.ROUTE, LoadDriver.Prompt.ofTokens(new int[] {1, 2, 3}),
+          LoadDriver.Api.COMPLETIONS, LoadDriver.Prompt.ofText("abc"),
+          LoadDriver.Api.CHAT, LoadDriver.Prompt.ofChat(
+              List.of(new LoadDriver.Message("user", "abc"))));
+      for (var p : prompts.entrySet()) {
+        bodies.clear();
+        LoadDriver.builder().api(p.getKey()).model("sql-lora")
+            .endpoints(List.of("127.0.0.1:" + fake.getAddress().getPort())).concurrency(1)
+            .build().runPrompts(List.of(p.getValue()));
+        assertEquals(1, bodies.size(), p.getKey() + ": " + bodies);
+        assertEquals("sql-lora", ((Map<?, ?>) io.github.prefixrouter.internal.json.Json.parse(
+            bodies.get(0))).get("model"), p.getKey() + ": " + bodies.get(0));
+      }
+    } finally {
+      fake.stop(0);
+    }
+    // and a node takes it on the token route
+    try (NodeMain.Running a = NodeMain.start(options("a"))) {
+      LoadDriver.Result r = LoadDriver.builder().endpoints(List.of(a.clientAddress))
+          .model("sql-lora").concurrency(2).build().run(prompts(4));
+      assertEquals(4, r.answered().size(), r.summary());
+    }
+  }
+
   @Test
   void invalidSettingsAreRejected() {
     assertThrows(IllegalArgumentException.class, () -> LoadDriver.builder().build());

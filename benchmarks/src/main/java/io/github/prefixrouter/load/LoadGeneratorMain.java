@@ -81,7 +81,8 @@ public final class LoadGeneratorMain {
       "                      character), to compare the chat route with the token route",
       "  --temperature T     the temperature every request sends (default: none, the",
       "                      route's default: 0 on the token route, 1 on the chat route)",
-      "  --model NAME        with --api chat: the model the requests name (default none)",
+      "  --model NAME        with --api chat: the model the requests name, with",
+      "                      --chat-as-ids too (default none)",
       "  --stop S            with --api chat: a stop string every request sends (\\n is a",
       "                      newline); repeat for more, at most 16 (default none)");
 
