@@ -5,6 +5,7 @@ import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.internal.json.Json;
 import java.io.IOException;
 import java.net.URI;
+import java.net.URISyntaxException;
 import java.net.http.HttpClient;
 import java.net.http.HttpHeaders;
 import java.net.http.HttpRequest;
@@ -1007,16 +1008,27 @@ public final class LoadDriver {
       return this;
     }
 
-    /** Validates and builds. */
+    /**
+     * Validates and builds.
+     *
+     * @throws IllegalArgumentException for a setting out of its range, the message beginning
+     *     with the setting's name ({@code endpoints}, {@code concurrency}, {@code maxTokens},
+     *     {@code stop}), for a command line to say which of its flags it was
+     */
     public LoadDriver build() {
       if (endpoints.isEmpty()) {
-        throw new IllegalArgumentException("at least one endpoint is required");
+        throw new IllegalArgumentException("endpoints must name at least one");
       }
       for (String e : endpoints) {
         Objects.requireNonNull(e, "endpoint");
-        URI u = URI.create("http://" + e);
-        if (u.getHost() == null || u.getPort() < 0) {
-          throw new IllegalArgumentException("endpoints must be host:port, was " + e);
+        URI u;
+        try {
+          u = new URI("http://" + e);
+        } catch (URISyntaxException notAUri) { // "h 1:9": its message named no endpoint
+          u = null;
+        }
+        if (u == null || u.getHost() == null || u.getPort() < 0) {
+          throw new IllegalArgumentException("endpoints must be host:port, was '" + e + "'");
         }
       }
       if (concurrency < 1 || concurrency > 10_000) {

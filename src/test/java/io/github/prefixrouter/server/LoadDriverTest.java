@@ -339,4 +339,23 @@ class LoadDriverTest {
     assertThrows(IllegalArgumentException.class,
         () -> LoadDriver.builder().endpoints(List.of("h:1")).concurrency(0).build());
   }
+
+  /**
+   * A refused setting is named by its setting, so that a command line can say which of its
+   * flags it was: an endpoint that is no URI at all ("h 1:9") was refused with the URI's own
+   * message, "Illegal character in authority at index 9: http://h 1:9", naming no endpoint.
+   */
+  @Test
+  void aRefusedSettingIsNamed() {
+    for (String bad : List.of("h 1:9", "localhost", "h:1/x y", "[::1")) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> LoadDriver.builder().endpoints(List.of("h:1", bad)).build(), bad);
+      assertEquals("endpoints must be host:port, was '" + bad + "'", e.getMessage());
+    }
+    assertEquals("endpoints must name at least one", assertThrows(IllegalArgumentException.class,
+        () -> LoadDriver.builder().build()).getMessage());
+    assertEquals("concurrency must be 1 to 10000, was 10001", assertThrows(
+        IllegalArgumentException.class, () -> LoadDriver.builder().endpoints(List.of("h:1"))
+            .concurrency(10_001).build()).getMessage());
+  }
 }
