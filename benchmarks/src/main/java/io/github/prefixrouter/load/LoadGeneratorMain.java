@@ -23,6 +23,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * Drives a running cluster of nodes over HTTP with MMLU or an MMLU-shaped workload, and prints
@@ -94,9 +95,6 @@ public final class LoadGeneratorMain {
    * would not fit the heap.
    */
   static final int MAX_REQUESTS = 1_000_000;
-
-  /** The largest {@code --concurrency}: the load driver's. */
-  static final int MAX_CONCURRENCY = 10_000;
 
   /** The flags that take a value; all but {@code --stop} at most once. */
   static final Set<String> VALUE_FLAGS = Set.of("nodes", "requests", "concurrency", "mmlu",
@@ -232,29 +230,11 @@ public final class LoadGeneratorMain {
     }
     List<String> nodes = Arrays.stream(o.get("nodes").split(",")).map(String::trim).filter(s -> !s.isEmpty()).toList();
     int requests = intArg(o, "requests", 1000, 1);
-    int concurrency = intArg(o, "concurrency", 8, 1);
-    // the load driver's own limits, checked before the workload is built: its refusal ended in
-    // a stack trace once the workload had been built
-    if (nodes.isEmpty()) {
-      fail("--nodes names no endpoint, was '" + o.get("nodes") + "'");
-    }
-    for (String n : nodes) {
-      java.net.URI u = null;
-      try {
-        u = java.net.URI.create("http://" + n);
-      } catch (IllegalArgumentException e) {
-        // u stays null: refused below
-      }
-      if (u == null || u.getHost() == null || u.getPort() < 0) {
-        fail("--nodes entries must be HOST:PORT, was '" + n + "'");
-      }
-    }
+    // its range is the load driver's, checked when the driver is built below
+    int concurrency = intArg(o, "concurrency", 8, Integer.MIN_VALUE);
     if (requests > MAX_REQUESTS) {
       // 2,000,000,000 ran out of memory building the workload
       fail("--requests must be at most " + MAX_REQUESTS + ", was " + requests);
-    }
-    if (concurrency > MAX_CONCURRENCY) {
-      fail("--concurrency must be at most " + MAX_CONCURRENCY + ", was " + concurrency);
     }
     int maxTokens = intArg(o, "max-tokens", 1, 1);
     long seed = longArg(o, "seed", 1);
@@ -277,6 +257,8 @@ public final class LoadGeneratorMain {
     if (o.containsKey("chat-as-ids") && !stops.isEmpty()) {
       fail("--stop cannot go with --chat-as-ids: the token route takes no stop strings");
     }
+    boolean asIds = o.containsKey("chat-as-ids");
+    LoadDriver.Api api = chat && !asIds ? LoadDriver.Api.CHAT : LoadDriver.Api.ROUTE;
     double zipf = numberArg(o, "zipf", chat ? 1.1 : 0);
     Double temperature = o.containsKey("temperature") ? numberArg(o, "temperature", 0) : null;
     // the driver's settings, given before the workload is built: stop strings it cannot send
@@ -294,11 +276,24 @@ public final class LoadGeneratorMain {
     } catch (IllegalArgumentException e) {
       fail("--stop: " + e.getMessage());
     }
+    // built before the workload: the driver's refusal of its endpoints or concurrency ended in
+    // a stack trace once the workload had been built; its checks are the only ones, its
+    // message says what is wrong and the flag is named here
+    AtomicReference<ProgressBar> bar = new AtomicReference<>();
+    LoadDriver driver = null;
+    try {
+      driver = driverSettings
+          .api(api)
+          .idPrefix("load-" + Long.toHexString(System.currentTimeMillis()) + "-")
+          .onCompleted(n -> bar.get().update(n))
+          .build();
+    } catch (IllegalArgumentException e) {
+      fail(flagOf(e.getMessage(), o) + ": " + e.getMessage());
+    }
 
     String description;
     int subjects;
     List<LoadDriver.Prompt> prompts;
-    LoadDriver.Api api = LoadDriver.Api.ROUTE;
     if (chat) {
       ChatWorkload w = null;
       try {
@@ -312,10 +307,9 @@ public final class LoadGeneratorMain {
       for (LoadDriver.Prompt p : chats) {
         int[] ids = ReferenceChatTokens.tokens(p.messages());
         chars += ids.length;
-        prompts.add(o.containsKey("chat-as-ids") ? LoadDriver.Prompt.ofTokens(ids).withSeed(p.seed()) : p);
+        prompts.add(asIds ? LoadDriver.Prompt.ofTokens(ids).withSeed(p.seed()) : p);
       }
-      api = o.containsKey("chat-as-ids") ? LoadDriver.Api.ROUTE : LoadDriver.Api.CHAT;
-      description = w.description() + (o.containsKey("chat-as-ids")
+      description = w.description() + (asIds
           ? ", sent as the reference tokenizer's ids to /v1/route/completions"
           : ", sent to /v1/chat/completions");
       subjects = w.subjectCount();
@@ -339,18 +333,13 @@ public final class LoadGeneratorMain {
       prompts = ids.stream().map(LoadDriver.Prompt::ofTokens).toList();
     }
 
-    ProgressBar bar = new ProgressBar(requests);
-    LoadDriver driver = driverSettings
-        .api(api)
-        .idPrefix("load-" + Long.toHexString(System.currentTimeMillis()) + "-")
-        .onCompleted(bar::update)
-        .build();
+    bar.set(new ProgressBar(requests));
     Map<String, Map<?, ?>> before = new LinkedHashMap<>();
     for (String n : nodes) {
       before.put(n, driver.stats(n));
     }
     LoadDriver.Result r = driver.runPrompts(prompts);
-    bar.finish();
+    bar.get().finish();
 
     System.out.println();
     System.out.print(figures(r, requests, o.containsKey("stream")));
@@ -383,6 +372,20 @@ public final class LoadGeneratorMain {
     if (r.answered().size() != requests) {
       System.exit(1);
     }
+  }
+
+  /**
+   * The flag, as given, that a refusal of the load driver's settings is about: the driver's
+   * message begins with its setting's name ({@code endpoints}, {@code concurrency}).
+   */
+  static String flagOf(String driverMessage, Map<String, String> o) {
+    if (driverMessage.startsWith("endpoint")) {
+      return "--nodes '" + o.get("nodes") + "'";
+    }
+    if (driverMessage.startsWith("concurrency")) {
+      return "--concurrency " + o.getOrDefault("concurrency", "8");
+    }
+    return "the load driver's settings";
   }
 
   /**

@@ -179,6 +179,29 @@ class LoadGeneratorMainTest {
   }
 
   /**
+   * The driver's checks of the endpoints and the concurrency are the only ones: its message,
+   * after the flag as given. The generator repeated them with messages of its own, which were
+   * to be kept in step with the driver's by hand.
+   */
+  @Test
+  void theDriversRefusalIsSaidAfterTheFlag() throws Exception {
+    String[][] cases = {
+        {"error: --nodes ',': endpoints must name at least one", "--nodes", ","},
+        {"error: --nodes '127.0.0.1:9,localhost': endpoints must be host:port, was 'localhost'",
+            "--nodes", "127.0.0.1:9,localhost"},
+        {"error: --nodes 'h 1:9': endpoints must be host:port, was 'h 1:9'", "--nodes", "h 1:9"},
+        {"error: --concurrency 10001: concurrency must be 1 to 10000, was 10001",
+            "--concurrency", "10001", "--nodes", "127.0.0.1:9"},
+        {"error: --concurrency 0: concurrency must be 1 to 10000, was 0",
+            "--concurrency", "0", "--nodes", "127.0.0.1:9"}};
+    for (String[] c : cases) {
+      String[] r = run(Arrays.copyOfRange(c, 1, c.length));
+      assertEquals("2", r[0], r[1]);
+      assertEquals(c[0], r[1].lines().findFirst().orElse(""), r[1]);
+    }
+  }
+
+  /**
    * Stop strings the load driver cannot send (more than 16, an empty one, one above 256
    * characters) are refused naming {@code --stop}, with exit code 2 and before the workload is
    * built: the driver refused them once the workload had been built, in an
