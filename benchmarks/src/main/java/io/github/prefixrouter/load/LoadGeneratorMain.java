@@ -257,6 +257,14 @@ public final class LoadGeneratorMain {
     if (o.containsKey("chat-as-ids") && !stops.isEmpty()) {
       fail("--stop cannot go with --chat-as-ids: the token route takes no stop strings");
     }
+    Path json = null;
+    if (o.containsKey("json")) {
+      try {
+        json = jsonFile(o.get("json"));
+      } catch (IllegalArgumentException e) {
+        fail("--json " + o.get("json") + ": " + e.getMessage());
+      }
+    }
     boolean asIds = o.containsKey("chat-as-ids");
     LoadDriver.Api api = chat && !asIds ? LoadDriver.Api.CHAT : LoadDriver.Api.ROUTE;
     double zipf = numberArg(o, "zipf", chat ? 1.1 : 0);
@@ -364,14 +372,37 @@ public final class LoadGeneratorMain {
       System.out.printf(Locale.ROOT, "%-22s %10d %10d %10d %12d %10d %10d%n", id + "@" + n, row.get("served"), row.get("requests"),
           row.get("forwarded"), row.get("served_for_peers"), row.get("pushed_back"), row.get("fallbacks"));
     }
-    if (o.containsKey("json")) {
+    if (json != null) {
       Map<String, Object> j = summary(r, description, api, requests, o.containsKey("stream"));
       j.put("nodes", perNode);
-      Files.writeString(Path.of(o.get("json")), Json.write(j) + "\n", StandardCharsets.UTF_8);
+      Files.writeString(json, Json.write(j) + "\n", StandardCharsets.UTF_8);
     }
     if (r.answered().size() != requests) {
       System.exit(1);
     }
+  }
+
+  /**
+   * The {@code --json} file, checked before the run: a name no path can be, a directory, or a
+   * file in a directory that does not exist failed only once the run was over, its figures lost.
+   *
+   * @throws IllegalArgumentException saying which
+   */
+  static Path jsonFile(String value) {
+    Path file;
+    try {
+      file = Path.of(value);
+    } catch (java.nio.file.InvalidPathException e) {
+      throw new IllegalArgumentException("not a file name: " + e.getReason(), e);
+    }
+    if (value.isBlank() || Files.isDirectory(file)) {
+      throw new IllegalArgumentException("is a directory, not a file");
+    }
+    Path dir = file.toAbsolutePath().getParent();
+    if (dir != null && !Files.isDirectory(dir)) {
+      throw new IllegalArgumentException("no such directory: " + dir);
+    }
+    return file;
   }
 
   /**

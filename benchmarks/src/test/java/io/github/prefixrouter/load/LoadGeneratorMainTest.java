@@ -179,6 +179,30 @@ class LoadGeneratorMainTest {
   }
 
   /**
+   * A {@code --json} file that cannot be written (in a directory that does not exist, a
+   * directory itself) is refused naming the flag, with exit code 2 and
+   * before anything is sent: it failed only once the whole run was over, in a
+   * NoSuchFileException's stack trace (exit code 1), its figures lost.
+   */
+  @Test
+  void aJsonFileThatCannotBeWrittenIsRefusedBeforeTheRun(@TempDir Path tmp) throws Exception {
+    for (String json : List.of(tmp.resolve("no-such-dir").resolve("r.json").toString(),
+        tmp.toString())) {
+      String[] r = run("--nodes", "127.0.0.1:9", "--requests", "1", "--json", json);
+      assertEquals("2", r[0], json + ": " + r[1]);
+      assertTrue(r[1].startsWith("error: --json "), json + ": " + r[1]);
+      assertTrue(!r[1].contains("\tat "), "a stack trace: " + r[1]);
+    }
+    assertTrue(assertThrows(IllegalArgumentException.class,
+        () -> LoadGeneratorMain.jsonFile("r\u0000.json")).getMessage()
+        .startsWith("not a file name"));
+    Path ok = tmp.resolve("r.json");
+    String[] r = run("--nodes", "127.0.0.1:9", "--requests", "1", "--json", ok.toString());
+    assertEquals("1", r[0], "nothing answered: " + r[1]);
+    assertTrue(Files.readString(ok).contains("\"answered\":0"), Files.readString(ok));
+  }
+
+  /**
    * The driver's checks of the endpoints and the concurrency are the only ones: its message,
    * after the flag as given. The generator repeated them with messages of its own, which were
    * to be kept in step with the driver's by hand.
