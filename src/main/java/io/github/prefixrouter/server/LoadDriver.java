@@ -926,10 +926,13 @@ public final class LoadDriver {
     /**
      * The {@code temperature} every request sends; null (the default) sends none, so the route's
      * default holds (0 on {@link Api#ROUTE}, 1 on the OpenAI routes).
+     *
+     * @throws IllegalArgumentException if it is not 0 to 100, the nodes' range
+     *     ({@link GenerationParams}), beyond which every request would be refused
      */
     public Builder temperature(Double t) {
-      if (t != null && !(t >= 0)) {
-        throw new IllegalArgumentException("temperature must be >= 0, was " + t);
+      if (t != null && !(t >= 0 && t <= 100)) {
+        throw new IllegalArgumentException("temperature must be 0 to 100, was " + t);
       }
       this.temperature = t;
       return this;
@@ -1013,7 +1016,8 @@ public final class LoadDriver {
      *
      * @throws IllegalArgumentException for a setting out of its range, the message beginning
      *     with the setting's name ({@code endpoints}, {@code concurrency}, {@code maxTokens},
-     *     {@code stop}), for a command line to say which of its flags it was
+     *     {@code stop}), for a command line to say which of its flags it was, as the setters'
+     *     that check their value at once do ({@link #temperature})
      */
     public LoadDriver build() {
       if (endpoints.isEmpty()) {

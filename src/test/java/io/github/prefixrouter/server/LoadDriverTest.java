@@ -354,6 +354,13 @@ class LoadDriverTest {
     }
     assertEquals("endpoints must name at least one", assertThrows(IllegalArgumentException.class,
         () -> LoadDriver.builder().build()).getMessage());
+    // the nodes' range (GenerationParams'): above it every request was sent, and refused
+    for (double t : new double[] {100.5, Double.POSITIVE_INFINITY, Double.NaN, -1}) {
+      assertEquals("temperature must be 0 to 100, was " + t, assertThrows(
+          IllegalArgumentException.class, () -> LoadDriver.builder().temperature(t))
+          .getMessage());
+    }
+    LoadDriver.builder().temperature(100.0).temperature(0.0).temperature(null);
     assertEquals("concurrency must be 1 to 10000, was 10001", assertThrows(
         IllegalArgumentException.class, () -> LoadDriver.builder().endpoints(List.of("h:1"))
             .concurrency(10_001).build()).getMessage());
