@@ -80,8 +80,8 @@ public final class LoadGeneratorMain {
       "                      seeds, to /v1/route/completions as the token ids a node with the",
       "                      reference engine gives them (its chat template, one id per",
       "                      character), to compare the chat route with the token route",
-      "  --temperature T     the temperature every request sends (default: none, the",
-      "                      route's default: 0 on the token route, 1 on the chat route)",
+      "  --temperature T     the temperature every request sends, 0 to 100 (default: none,",
+      "                      the route's default: 0 on the token route, 1 on the chat route)",
       "  --model NAME        with --api chat: the model the requests name, with",
       "                      --chat-as-ids too (default none)",
       "  --stop S            with --api chat: a stop string every request sends (\\n is a",
@@ -274,7 +274,6 @@ public final class LoadGeneratorMain {
     // workload had been built, in a stack trace
     LoadDriver.Builder driverSettings = LoadDriver.builder()
         .endpoints(nodes)
-        .temperature(temperature)
         .model(o.get("model"))
         .concurrency(concurrency)
         .maxTokens(maxTokens)
@@ -283,6 +282,11 @@ public final class LoadGeneratorMain {
       driverSettings.stop(stops);
     } catch (IllegalArgumentException e) {
       fail("--stop: " + e.getMessage());
+    }
+    try { // above the nodes' 100 every request was sent, and refused
+      driverSettings.temperature(temperature);
+    } catch (IllegalArgumentException e) {
+      fail(flagOf(e.getMessage(), o) + ": " + e.getMessage());
     }
     // built before the workload: the driver's refusal of its endpoints or concurrency ended in
     // a stack trace once the workload had been built; its checks are the only ones, its
@@ -407,7 +411,8 @@ public final class LoadGeneratorMain {
 
   /**
    * The flag, as given, that a refusal of the load driver's settings is about: the driver's
-   * message begins with its setting's name ({@code endpoints}, {@code concurrency}).
+   * message begins with its setting's name ({@code endpoints}, {@code concurrency},
+   * {@code temperature}).
    */
   static String flagOf(String driverMessage, Map<String, String> o) {
     if (driverMessage.startsWith("endpoint")) {
@@ -415,6 +420,9 @@ public final class LoadGeneratorMain {
     }
     if (driverMessage.startsWith("concurrency")) {
       return "--concurrency " + o.getOrDefault("concurrency", "8");
+    }
+    if (driverMessage.startsWith("temperature")) {
+      return "--temperature " + o.get("temperature");
     }
     return "the load driver's settings";
   }

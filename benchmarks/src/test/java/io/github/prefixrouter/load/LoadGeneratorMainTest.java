@@ -217,7 +217,10 @@ class LoadGeneratorMainTest {
         {"error: --concurrency 10001: concurrency must be 1 to 10000, was 10001",
             "--concurrency", "10001", "--nodes", "127.0.0.1:9"},
         {"error: --concurrency 0: concurrency must be 1 to 10000, was 0",
-            "--concurrency", "0", "--nodes", "127.0.0.1:9"}};
+            "--concurrency", "0", "--nodes", "127.0.0.1:9"},
+        // above the nodes' 100 every request was sent, and refused with a 400
+        {"error: --temperature 150: temperature must be 0 to 100, was 150.0",
+            "--temperature", "150", "--nodes", "127.0.0.1:9", "--requests", "1"}};
     for (String[] c : cases) {
       String[] r = run(Arrays.copyOfRange(c, 1, c.length));
       assertEquals("2", r[0], r[1]);
