@@ -980,7 +980,10 @@ public final class LoadDriver {
       return this;
     }
 
-    /** Tokens generated per request. Default 1 (MMLU answers are one token). */
+    /**
+     * Tokens generated per request, 1 to {@link GenerationParams#MAX_TOKENS_LIMIT} (the nodes'
+     * range). Default 1 (MMLU answers are one token).
+     */
     public Builder maxTokens(int n) {
       this.maxTokens = n;
       return this;
@@ -1038,8 +1041,10 @@ public final class LoadDriver {
       if (concurrency < 1 || concurrency > 10_000) {
         throw new IllegalArgumentException("concurrency must be 1 to 10000, was " + concurrency);
       }
-      if (maxTokens < 1) {
-        throw new IllegalArgumentException("maxTokens must be >= 1, was " + maxTokens);
+      if (maxTokens < 1 || maxTokens > GenerationParams.MAX_TOKENS_LIMIT) {
+        // the nodes' range: beyond it every request was sent, and refused
+        throw new IllegalArgumentException("maxTokens must be 1 to "
+            + GenerationParams.MAX_TOKENS_LIMIT + ", was " + maxTokens);
       }
       if (!stop.isEmpty() && api == Api.ROUTE) {
         throw new IllegalArgumentException("stop strings need an OpenAI route (the token route "

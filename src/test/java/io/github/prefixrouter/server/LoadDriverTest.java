@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.transport.http.StallingHttpPeer;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -361,6 +362,13 @@ class LoadDriverTest {
           .getMessage());
     }
     LoadDriver.builder().temperature(100.0).temperature(0.0).temperature(null);
+    for (int n : new int[] {0, GenerationParams.MAX_TOKENS_LIMIT + 1}) {
+      assertEquals("maxTokens must be 1 to " + GenerationParams.MAX_TOKENS_LIMIT + ", was " + n,
+          assertThrows(IllegalArgumentException.class, () -> LoadDriver.builder()
+              .endpoints(List.of("h:1")).maxTokens(n).build()).getMessage());
+    }
+    LoadDriver.builder().endpoints(List.of("h:1")).maxTokens(GenerationParams.MAX_TOKENS_LIMIT)
+        .build();
     assertEquals("concurrency must be 1 to 10000, was 10001", assertThrows(
         IllegalArgumentException.class, () -> LoadDriver.builder().endpoints(List.of("h:1"))
             .concurrency(10_001).build()).getMessage());
