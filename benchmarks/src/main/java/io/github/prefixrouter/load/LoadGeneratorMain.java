@@ -55,7 +55,7 @@ public final class LoadGeneratorMain {
       "  --mmlu DIR          MMLU data directory (dev/, test/); one that cannot be loaded is",
       "                      an error; default: MMLU-shaped generator",
       "  --zipf S            Zipf exponent of subject popularity, 0 = uniform (default 0)",
-      "  --max-tokens N      tokens generated per request (default 1)",
+      "  --max-tokens N      tokens generated per request, 1 to 1048576 (default 1)",
       "  --seed N            workload seed, any 64-bit whole number (default 1)",
       "  --stream            ask for streamed answers (\"stream\": true) and report the time",
       "                      to the first piece (TTFT) next to the latency",
@@ -236,7 +236,8 @@ public final class LoadGeneratorMain {
       // 2,000,000,000 ran out of memory building the workload
       fail("--requests must be at most " + MAX_REQUESTS + ", was " + requests);
     }
-    int maxTokens = intArg(o, "max-tokens", 1, 1);
+    // its range is the load driver's too
+    int maxTokens = intArg(o, "max-tokens", 1, Integer.MIN_VALUE);
     long seed = longArg(o, "seed", 1);
     int maxSystemChars = intArg(o, "max-system-chars", 1600, 1);
     int maxUserChars = intArg(o, "max-user-chars", 600, 1);
@@ -288,7 +289,7 @@ public final class LoadGeneratorMain {
     } catch (IllegalArgumentException e) {
       fail(flagOf(e.getMessage(), o) + ": " + e.getMessage());
     }
-    // built before the workload: the driver's refusal of its endpoints or concurrency ended in
+    // built before the workload: the driver's refusal of its settings ended in
     // a stack trace once the workload had been built; its checks are the only ones, its
     // message says what is wrong and the flag is named here
     AtomicReference<ProgressBar> bar = new AtomicReference<>();
@@ -412,7 +413,7 @@ public final class LoadGeneratorMain {
   /**
    * The flag, as given, that a refusal of the load driver's settings is about: the driver's
    * message begins with its setting's name ({@code endpoints}, {@code concurrency},
-   * {@code temperature}).
+   * {@code maxTokens}, {@code temperature}).
    */
   static String flagOf(String driverMessage, Map<String, String> o) {
     if (driverMessage.startsWith("endpoint")) {
@@ -420,6 +421,9 @@ public final class LoadGeneratorMain {
     }
     if (driverMessage.startsWith("concurrency")) {
       return "--concurrency " + o.getOrDefault("concurrency", "8");
+    }
+    if (driverMessage.startsWith("maxTokens")) {
+      return "--max-tokens " + o.get("max-tokens");
     }
     if (driverMessage.startsWith("temperature")) {
       return "--temperature " + o.get("temperature");

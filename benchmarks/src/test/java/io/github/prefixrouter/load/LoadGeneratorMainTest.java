@@ -218,7 +218,9 @@ class LoadGeneratorMainTest {
             "--concurrency", "10001", "--nodes", "127.0.0.1:9"},
         {"error: --concurrency 0: concurrency must be 1 to 10000, was 0",
             "--concurrency", "0", "--nodes", "127.0.0.1:9"},
-        // above the nodes' 100 every request was sent, and refused with a 400
+        // above the nodes' limits every request was sent, and refused with a 400
+        {"error: --max-tokens 1048577: maxTokens must be 1 to 1048576, was 1048577",
+            "--max-tokens", "1048577", "--nodes", "127.0.0.1:9", "--requests", "1"},
         {"error: --temperature 150: temperature must be 0 to 100, was 150.0",
             "--temperature", "150", "--nodes", "127.0.0.1:9", "--requests", "1"}};
     for (String[] c : cases) {
