@@ -967,7 +967,7 @@ public final class LoadDriver {
       return this;
     }
 
-    /** Client endpoints ({@code host:port}) of the nodes. */
+    /** Client endpoints ({@code host:port}, the port 1 to 65535) of the nodes. */
     public Builder endpoints(List<String> hostPorts) {
       endpoints.clear();
       endpoints.addAll(hostPorts);
@@ -1034,7 +1034,8 @@ public final class LoadDriver {
         } catch (URISyntaxException notAUri) { // "h 1:9": its message named no endpoint
           u = null;
         }
-        if (u == null || u.getHost() == null || u.getPort() < 0) {
+        // a port no connection can go to (0, above 65535) failed every request of the run
+        if (u == null || u.getHost() == null || u.getPort() < 1 || u.getPort() > 65_535) {
           throw new IllegalArgumentException("endpoints must be host:port, was '" + e + "'");
         }
       }

@@ -348,11 +348,14 @@ class LoadDriverTest {
    */
   @Test
   void aRefusedSettingIsNamed() {
-    for (String bad : List.of("h 1:9", "localhost", "h:1/x y", "[::1")) {
+    // a port no connection can go to failed every request of the run, one by one
+    for (String bad : List.of("h 1:9", "localhost", "h:1/x y", "[::1", "h:0", "h:65536",
+        "h:99999")) {
       IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
           () -> LoadDriver.builder().endpoints(List.of("h:1", bad)).build(), bad);
       assertEquals("endpoints must be host:port, was '" + bad + "'", e.getMessage());
     }
+    LoadDriver.builder().endpoints(List.of("h:1", "h:65535", "[::1]:8000")).build();
     assertEquals("endpoints must name at least one", assertThrows(IllegalArgumentException.class,
         () -> LoadDriver.builder().build()).getMessage());
     // the nodes' range (GenerationParams'): above it every request was sent, and refused
