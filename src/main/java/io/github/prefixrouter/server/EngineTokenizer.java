@@ -24,7 +24,10 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Tokenizes with the model server's own tokenizer: vLLM's {@code POST /tokenize} (SGLang serves
@@ -46,10 +49,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  *       URL"}) is the request's fault ({@link TokenizeException#invalidRequest()}: a malformed
  *       conversation, an unknown model), with the server's own message; everything else (not
  *       reachable, a 5xx, the node's key refused or missing, which the message says naming the
- *       key's flag and variable but never the key, no such endpoint, no answer within the
- *       timeout, an answer above the size cap or not of the shape above, or one that would take
- *       more heap once parsed than 16 MiB and 6 bytes a character, which token ids never
- *       pass) is the tokenizer's.
+ *       key's flag and variable but never the key, and which is logged once, no such endpoint,
+ *       no answer within the timeout, an answer above the size cap or not of the shape above,
+ *       or one that would take more heap once parsed than 16 MiB and 6 bytes a character,
+ *       which token ids never pass) is the tokenizer's.
  * </ul>
  *
  * <p>Thread-safe. Requests go out on the JDK HTTP client, whose answers are handled on the
@@ -75,6 +78,10 @@ final class EngineTokenizer implements PromptTokenizer {
   private final ThreadPoolExecutor executor;
   private final String threadNamePrefix;
   private volatile boolean closed;
+  /** Whether a 401 or 403 was logged: once per tokenizer. */
+  private final AtomicBoolean keyRefusalLogged = new AtomicBoolean();
+
+  private static final Logger log = LoggerFactory.getLogger(EngineTokenizer.class);
 
   /** The most threads handling answers at once. */
   static final int THREADS = Math.max(2, Math.min(8, Runtime.getRuntime().availableProcessors()));
@@ -287,9 +294,16 @@ final class EngineTokenizer implements PromptTokenizer {
       if (requestsFault) {
         throw invalid(message);
       }
-      throw fault(uri + " answered " + status + (noEndpoint ? " (no tokenize endpoint there)" : "")
-          + (message.isEmpty() ? "" : ": " + message)
-          + (status == 401 || status == 403 ? keyRefused() : ""), null);
+      boolean keyRefused = status == 401 || status == 403;
+      TokenizeException f = fault(uri + " answered " + status
+          + (noEndpoint ? " (no tokenize endpoint there)" : "")
+          + (message.isEmpty() ? "" : ": " + message) + (keyRefused ? keyRefused() : ""), null);
+      if (keyRefused && !keyRefusalLogged.getAndSet(true)) {
+        // for the operator, whom the clients' answers do not reach; once, not at the request rate
+        log.warn("{} (logged once; every text prompt and chat fails so until the key is right)",
+            f.getMessage());
+      }
+      throw f;
     }
     Object root;
     try {

@@ -260,13 +260,32 @@ class EngineTokenizerTest {
   @CsvSource({"401", "403"})
   void aRefusedKeyPointsAtTheKeysFlagAndVariable(int status) throws Exception {
     answer.set(new Answer(status, "{\"error\":{\"message\":\"bad key\"}}"));
-    TokenizeException e = failed(tokenizer.tokenize("m", "x"));
+    // logged too, for the node's operator, whom the clients' answers do not reach: once, not
+    // once per request, which would flood the log at the request rate
+    java.io.PrintStream stderr = System.err;
+    java.io.ByteArrayOutputStream log = new java.io.ByteArrayOutputStream();
+    System.setErr(new java.io.PrintStream(log, true, StandardCharsets.UTF_8));
+    TokenizeException e;
+    try {
+      e = failed(tokenizer.tokenize("m", "x"));
+      for (int i = 0; i < 3; i++) {
+        failed(tokenizer.tokenize("m", "x"));
+      }
+    } finally {
+      System.setErr(stderr);
+    }
     assertFalse(e.invalidRequest(), e.getMessage());
     assertTrue(e.getMessage().contains("answered " + status + ": bad key"), e.getMessage());
     assertTrue(e.getMessage().contains("refuses the API key given")
         && e.getMessage().contains("--engine-api-key-file")
         && e.getMessage().contains("PREFIX_ROUTER_ENGINE_API_KEY"), e.getMessage());
     assertFalse(e.getMessage().contains("secret-key"), "the API key shown: " + e.getMessage());
+    List<String> lines = log.toString(StandardCharsets.UTF_8).lines()
+        .filter(l -> l.contains("--engine-api-key-file")).toList();
+    assertEquals(1, lines.size(), "logged once in 4 refusals: " + lines);
+    assertTrue(lines.get(0).contains("WARN") && lines.get(0).contains("answered " + status),
+        lines.get(0));
+    assertFalse(lines.get(0).contains("secret-key"), lines.get(0));
     EngineTokenizer keyless = new EngineTokenizer(tokenizer.uri(), null, Duration.ofSeconds(2),
         Duration.ofSeconds(5), 1 << 20);
     try {
