@@ -14,8 +14,10 @@ import java.util.Objects;
  * @param servedLocally submitted requests answered by this node's engine
  * @param forwarded submitted requests answered by a peer
  * @param failed submitted requests that failed everywhere ({@link RequestFailedException}),
- *     that a stop's grace period ended before their answer ({@link NodeNotRunningException}), or
- *     that the caller abandoned (cancelled their future, or a streaming client that went away)
+ *     whose answer did not answer them (it contradicted their streamed output, their listener
+ *     threw on it, or their response could not be built), that a stop's grace period ended
+ *     before their answer ({@link NodeNotRunningException}), or that the caller abandoned
+ *     (cancelled their future, or a streaming client that went away)
  * @param coldPlacements decisions taken by cold-prefix placement
  * @param servedForPeers forwarded requests this node's engine answered for peers
  * @param refusedForPeers forwarded requests this node refused because its engine queue was at
