@@ -18,7 +18,9 @@ import java.util.Objects;
  *     threw on it, or their response could not be built), that a stop's grace period ended
  *     before their answer ({@link NodeNotRunningException}), or that the caller abandoned
  *     (cancelled their future, or a streaming client that went away)
- * @param coldPlacements decisions taken by cold-prefix placement
+ * @param coldPlacements requests this node routed whose first decision was a cold-prefix
+ *     placement ({@link RouteDecision.Reason#COLD_PLACEMENT}), once each: not the later
+ *     decisions of a fallback, nor {@link PrefixRouterNode#explain}
  * @param servedForPeers forwarded requests this node's engine answered for peers
  * @param refusedForPeers forwarded requests this node refused because its engine queue was at
  *     its high watermark or above, its engine was busy or stalled, or it was not running
@@ -82,7 +84,8 @@ public record NodeStats(
    * @param forwarded submitted requests answered by a peer
    * @param failed submitted requests that failed everywhere ({@link RequestFailedException}),
    *     that a stop's grace period ended before their answer, or that the caller abandoned
-   * @param coldPlacements decisions taken by cold-prefix placement
+   * @param coldPlacements requests this node routed whose first decision was a cold-prefix
+   *     placement
    * @param servedForPeers forwarded requests this node's engine answered for peers
    * @param refusedForPeers forwarded requests this node refused because its engine queue was at
    *     its high watermark or above, its engine was busy or stalled, or it was not running
