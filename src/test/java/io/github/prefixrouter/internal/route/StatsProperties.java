@@ -39,7 +39,9 @@ import net.jqwik.api.constraints.DoubleRange;
 import net.jqwik.api.constraints.LongRange;
 
 /**
- * Every counter of {@link NodeStats} matches what happened, in random scenarios of a simulated
+ * The request counters of {@link NodeStats} (requests, answers, tokens, fallbacks, push-back;
+ * not the cold placements or the estimated cached tokens, which the clients do not see, nor
+ * gossip's) match what happened, in random scenarios of a simulated
  * cluster (lossy links, engines that fail or stall, push-back, transports at their limit of
  * requests in flight to a peer, clients that cancel, streamed
  * requests whose listeners throw or cancel the future they stream to, the answer's own pieces
