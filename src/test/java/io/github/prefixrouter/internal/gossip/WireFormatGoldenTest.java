@@ -29,13 +29,13 @@ class WireFormatGoldenTest {
   }
 
   /**
-   * The page's examples are these six, each compared with its encoder: the gossip ones here,
+   * The page's examples are these seven, each compared with its encoder: the gossip ones here,
    * FORWARD versions 4 and 5 and STREAM by StopsForwardCodecTest, ModelIdForwardCodecProperties
    * and StreamCodecTest. An example added to the page needs a test of its own.
    */
   @Test
   void everyExampleOnThePageIsCheckedByATest() {
-    assertEquals(List.of("10 03", "12 03", "13 03", "21 04", "21 05", "26 01"),
+    assertEquals(List.of("10 03", "12 03", "11 03", "13 03", "21 04", "21 05", "26 01"),
         WireFormatPage.examples().stream().map(e -> e.substring(0, 5)).toList());
   }
 
@@ -75,12 +75,12 @@ class WireFormatGoldenTest {
   }
 
   /**
-   * The ACK as the page lays it out ("0x11 ACK" and "Shared structures"), field by field: an
-   * update with its address and a CLEAR, then the requests, whose ids and generations are coded
-   * against the previous request, not against the updates before them.
+   * The page's ACK example, laid out as "0x11 ACK" and "Shared structures" say, field by field:
+   * an update with its address and a CLEAR, then the requests, whose ids and generations are
+   * coded against the previous request, not against the updates before them.
    */
   @Test
-  void ackLayout() throws MalformedMessageException {
+  void ackExample() throws MalformedMessageException {
     Update u = new Update(new DigestEntry("node-7", 3, 5, 9, 0, 0, false), "10.0.0.7:7000", 4,
         List.of(new Delta(5, Delta.CLEAR, Delta.NO_HASHES)));
     Ack ack = new Ack(300, 2, List.of(u),
@@ -95,6 +95,7 @@ class WireFormatGoldenTest {
         + " 06 01 31 01 00"; // shared 6, rest "1", generation -1 (zigzag 1), version 0
     byte[] b = codec.encode(ack);
     assertEquals(expected, hex(b));
+    assertEquals(expected, WireFormatPage.example("11 03"));
     Ack back = (Ack) codec.decode(b);
     assertEquals(ack.requests(), back.requests());
     assertEquals("10.0.0.7:7000", back.updates().get(0).address());
