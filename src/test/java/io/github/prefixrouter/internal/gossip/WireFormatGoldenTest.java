@@ -103,6 +103,23 @@ class WireFormatGoldenTest {
     assertEquals(Delta.CLEAR, back.updates().get(0).deltas().get(0).op());
   }
 
+  /**
+   * "Strict decoding": a varint of 2^63 or more is written unsigned in the error, as the page
+   * shows it for a SYN claiming 2^64 - 1 digest entries.
+   */
+  @Test
+  void aCountOfTwoToThe64MinusOneIsReportedUnsigned() {
+    byte[] syn = HexFormat.ofDelimiter(" ").parseHex(
+        "10 03 07 01 ff ff ff ff ff ff ff ff ff 01");
+    MalformedMessageException e =
+        org.junit.jupiter.api.Assertions.assertThrows(MalformedMessageException.class,
+            () -> new GossipCodec(65_536, 65_537).decode(syn));
+    assertEquals(-1, e.value());
+    org.junit.jupiter.api.Assertions.assertTrue(e.getMessage().contains(
+        "TOO_LARGE in field 'digest.count': 18446744073709551615 exceeds limit 65537"),
+        e.getMessage());
+  }
+
   @Test
   void snapshotChunkExample() throws MalformedMessageException {
     SnapshotChunk c = new SnapshotChunk("node-3", 1, 42, 102, 0, 1, new long[] {38, 40},
