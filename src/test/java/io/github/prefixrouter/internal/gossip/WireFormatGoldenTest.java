@@ -120,6 +120,38 @@ class WireFormatGoldenTest {
         e.getMessage());
   }
 
+  /**
+   * "Sizes": the first block of an update's first EVICT is coded against 0, so it costs the
+   * varint of twice its store number (3 bytes below 2^20, 4 below 2^27, 5 below 2^34); the first
+   * of a later EVICT of the same update costs its distance from the previous one's last.
+   */
+  @Test
+  void theFirstEvictionOfAnUpdateCostsTheVarintOfTwiceItsStoreNumber() {
+    long[][] cases = {{1, 1}, {63, 1}, {64, 2}, (new long[] {(1 << 20) - 1, 3}),
+        {1 << 20, 4}, {(1 << 27) - 1, 4}, {1 << 27, 5}, {(1L << 34) - 1, 5}, {1L << 34, 6}};
+    for (long[] c : cases) {
+      assertEquals(c[1], storeBytes(List.of(new Delta(1, Delta.EVICT, new long[] {c[0]}))),
+          "store number " + c[0]);
+    }
+    // a later EVICT of the same update, near the previous one's last: one byte
+    long far = 1L << 30;
+    assertEquals(5 + 1, storeBytes(List.of(new Delta(1, Delta.EVICT, new long[] {far}),
+        new Delta(2, Delta.EVICT, new long[] {far + 40}))));
+  }
+
+  /** Bytes of the store numbers of {@code deltas}, EVICTs of one update: their heads taken off. */
+  private long storeBytes(List<Delta> deltas) {
+    Update with = new Update(new DigestEntry("o", 1, deltas.size(), 1, 0, 0, false), null, 0,
+        deltas);
+    List<Delta> clears = new java.util.ArrayList<>();
+    for (Delta d : deltas) {
+      clears.add(new Delta(d.seq(), Delta.CLEAR, Delta.NO_HASHES)); // a one-byte head alone
+    }
+    Update without = new Update(with.header(), null, 0, clears);
+    return codec.encode(new Ack2(1, List.of(with))).length
+        - codec.encode(new Ack2(1, List.of(without))).length;
+  }
+
   @Test
   void snapshotChunkExample() throws MalformedMessageException {
     SnapshotChunk c = new SnapshotChunk("node-3", 1, 42, 102, 0, 1, new long[] {38, 40},
