@@ -60,6 +60,22 @@ class StreamCodecTest {
         io.github.prefixrouter.internal.wire.WireFormatPage.example("26 01"));
   }
 
+  /** docs/wire-format.md, "FORWARD, version 3", byte for byte, decoded back as laid out. */
+  @Test
+  void theVersion3ForwardExampleOfTheWireFormatPageIsExact() throws Exception {
+    InferenceRequest r = new InferenceRequest("q-1", new int[] {1, 300, 70000},
+        new GenerationParams(16, 0.5, 0.9, 42));
+    String want = "21 03 03 71 2d 31 06 6f 72 69 67 69 6e 02 10 3f e0 00 00 00 00 00 00"
+        + " 3f ec cc cc cc cc cc cd 00 00 00 00 00 00 00 2a 03 01 ac 02 f0 a2 04 00 00"
+        + " 00 00 00 00 00 00 00 07";
+    byte[] m = ForwardCodec.forward(r, "origin", 2, true, 7);
+    assertEquals(want, java.util.HexFormat.ofDelimiter(" ").formatHex(m));
+    assertEquals(want, io.github.prefixrouter.internal.wire.WireFormatPage.example("21 03"));
+    ForwardCodec.Forward f = (ForwardCodec.Forward) ForwardCodec.decode(m);
+    assertEquals(r, f.request());
+    assertEquals(7, f.streamTag());
+  }
+
   @Test
   void trailingBytesAreRejected() {
     byte[] m = ForwardCodec.stream("r1", 42, 0, new int[] {1, 2}, 0, "ab");
