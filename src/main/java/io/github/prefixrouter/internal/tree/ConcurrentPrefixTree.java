@@ -2019,8 +2019,9 @@ public final class ConcurrentPrefixTree {
               case Event.EVICTED -> l.onEvicted(e.hashes.clone());
               default -> l.onCleared();
             }
-          } catch (RuntimeException | Error ex) { // an Error too: thrown on, it left the engine's
-            // call and kept the event from the listeners after this one
+          } catch (Throwable ex) { // an Error or a checked exception thrown undeclared too:
+            // thrown on, it left the writer's (the engine's) call and kept the event from the
+            // listeners after this one
             listenerFailures++;
             LOG.warn("block event listener {} failed", l, ex);
           }

@@ -790,6 +790,35 @@ class ConcurrentPrefixTreeTest {
     r.assertConsistent();
   }
 
+  /**
+   * A listener that throws a checked exception undeclared (as code in a language without
+   * checked exceptions may) is a failing listener like any other: counted, and the write and the
+   * other listeners go on. It used to escape to the writer (an engine's event call included)
+   * and keep the event from the listeners after it.
+   */
+  @Test
+  void aListenerThrowingACheckedExceptionUndeclaredIsCountedLikeAnyOther() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(2).capacityTokens(1000).build();
+    t.addListener(new BlockEventListener() {
+      @Override
+      public void onStored(long[] hashes) {
+        ConcurrentPrefixTreeTest.<RuntimeException>sneakyThrow(
+            new java.io.IOException("listener wrote to a closed stream"));
+      }
+    });
+    Replay r = new Replay();
+    t.addListener(r);
+    t.insert(new int[] {1, 2, 3, 4});
+    assertEquals(1, t.listenerFailures());
+    assertEquals(2, r.held.size());
+    r.assertConsistent();
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> void sneakyThrow(Throwable t) throws T {
+    throw (T) t;
+  }
+
   @Test
   void aListenerMayReadAndWriteTheTreeFromItsCallback() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().blockSize(2).capacityTokens(1000).build();
