@@ -39,6 +39,41 @@ class WireFormatGoldenTest {
         WireFormatPage.examples().stream().map(e -> e.substring(0, 5)).toList());
   }
 
+  /**
+   * The bounds the page's layouts state are the codec's: the least bytes of each list element,
+   * the most origins a list may hold, the largest digest entry (by which a receiver tells a
+   * digest that may have left origins out) and the least bytes of a snapshot block.
+   */
+  @Test
+  void theBoundsOnThePageAreTheCodecs() throws java.io.IOException {
+    String page = java.nio.file.Files.readString(java.nio.file.Path.of("docs", "wire-format.md"))
+        .replaceAll("\\s+", " ");
+    java.util.function.Consumer<String> says = text ->
+        org.junit.jupiter.api.Assertions.assertTrue(page.contains(text),
+            "docs/wire-format.md should say: " + text);
+    says.accept("`maxOrigins` is " + String.format("%,d", GossipConfig.MAX_PEERS_LIMIT + 1)
+        + " (the most peers any node may be configured for, "
+        + String.format("%,d", GossipConfig.MAX_PEERS_LIMIT) + ", plus the sender)");
+    says.accept("digest count(maxOrigins, " + GossipCodec.MIN_DIGEST_ENTRY_BYTES + ")");
+    says.accept("updates count(maxOrigins, " + GossipCodec.MIN_UPDATE_BYTES + ")");
+    says.accept("requests count(maxOrigins, " + GossipCodec.MIN_REQUEST_BYTES + ")");
+    says.accept("count(cap, " + GossipCodec.MIN_DELTA_BYTES + ") x Delta");
+    says.accept("blocks count(cap/" + GossipCodec.MIN_CHUNK_BLOCK_BYTES + ", "
+        + GossipCodec.MIN_CHUNK_BLOCK_BYTES + ") x Block");
+    says.accept("within " + GossipCodec.MAX_DIGEST_ENTRY_BYTES + " bytes (the largest entry)");
+    // the largest entry, as its codec writes it: a 64-character id first in its list, a
+    // generation 2^62 above the previous one (zigzag 2^63: 10 bytes), version and heartbeat
+    // 2^62, the load at its most
+    DigestEntry largest = new DigestEntry("x".repeat(64), GossipMessage.MAX_COUNTER,
+        GossipMessage.MAX_COUNTER, GossipMessage.MAX_COUNTER, Integer.MAX_VALUE,
+        Integer.MAX_VALUE, true, true);
+    GossipCodec.Prev prev = new GossipCodec.Prev();
+    assertEquals(GossipCodec.MAX_DIGEST_ENTRY_BYTES, GossipCodec.sizeOf(largest, prev));
+    // a SYN of round 0, generation 0 and that entry alone: 5 bytes of framing
+    assertEquals(5 + GossipCodec.MAX_DIGEST_ENTRY_BYTES,
+        codec.encode(new Syn(0, 0, List.of(largest))).length);
+  }
+
   @Test
   void synExample() throws MalformedMessageException {
     Syn syn = new Syn(7, 1, List.of(
