@@ -45,7 +45,7 @@ final class StatsTables {
               + "that go away).",
           NodeStats::failed)
       .counter("cold_placements", P + "cold_placements_total",
-          "Routing decisions taken by cold-prefix placement.", NodeStats::coldPlacements)
+          "Requests whose first routing decision was a cold-prefix placement.", NodeStats::coldPlacements)
       .counter("served_for_peers", P + "served_for_peers_total",
           "Requests forwarded here by peers that this node's engine answered.",
           NodeStats::servedForPeers)
