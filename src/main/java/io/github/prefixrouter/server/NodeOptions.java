@@ -1119,6 +1119,11 @@ public final class NodeOptions {
       }
       typed.putIfAbsent(key, args[i]);
     }
+    if (flags.containsKey("help") && onOff("help", flags.get("help"))) {
+      // help on the command line is all the user asked for: a --config that cannot be read (a
+      // wrapper's default path) was read first, and exited 2 instead of printing the usage
+      return new NodeOptions(Map.of("help", "true"), env);
+    }
     Map<String, String> all = new LinkedHashMap<>();
     if (flags.containsKey("config")) {
       if (flags.get("config").isBlank()) {

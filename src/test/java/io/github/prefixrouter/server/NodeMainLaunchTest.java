@@ -314,6 +314,28 @@ class NodeMainLaunchTest {
     }
   }
 
+  /**
+   * Help on the command line wins over a {@code --config} that cannot be read (a wrapper's
+   * default path, missing where the user only asks for the usage): the file was read first,
+   * and the missing file exited 2 instead of printing the help.
+   */
+  @Test
+  void helpWinsOverAConfigThatCannotBeRead() throws Exception {
+    String missing = dir.resolve("missing.properties").toString();
+    java.nio.file.Path bad = dir.resolve("bad.properties");
+    java.nio.file.Files.writeString(bad, "no-such-key=1\n");
+    for (String[] args : List.of(new String[] {"--help", "--config", missing},
+        new String[] {"--config", missing, "-h"}, new String[] {"--config", bad.toString(),
+            "--help"}, new String[] {"--config", dir.toString(), "--help=true"})) {
+      Outcome help = launch(args);
+      assertEquals(0, help.launch().status(), List.of(args) + ": " + help.err());
+      assertEquals(NodeOptions.USAGE + System.lineSeparator(), help.out());
+      assertEquals("", help.err());
+    }
+    // help turned off on the command line still reads the file, and refuses the missing one
+    assertEquals(2, launch("--help=false", "--config", missing).launch().status());
+  }
+
   @Test
   void aNodeThatStartsIsHandedBack() throws Exception {
     Outcome o = launch("--id", "ok", "--listen", "127.0.0.1:0");
