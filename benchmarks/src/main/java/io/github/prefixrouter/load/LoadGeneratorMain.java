@@ -82,8 +82,8 @@ public final class LoadGeneratorMain {
       "                      character), to compare the chat route with the token route",
       "  --temperature T     the temperature every request sends, 0 to 100 (default: none,",
       "                      the route's default: 0 on the token route, 1 on the chat route)",
-      "  --model NAME        with --api chat: the model the requests name, with",
-      "                      --chat-as-ids too (default none)",
+      "  --model NAME        the model the requests name (the cache scope: the base",
+      "                      model, or a LoRA adapter), on either route (default none)",
       "  --stop S            with --api chat: a stop string every request sends (\\n is a",
       "                      newline); repeat for more, at most 16 (default none)");
 
@@ -246,8 +246,9 @@ public final class LoadGeneratorMain {
       fail("--api must be route or chat, was '" + apiName + "'");
     }
     boolean chat = apiName.equals("chat");
-    if (!chat && (o.containsKey("chat-as-ids") || o.containsKey("model") || !stops.isEmpty())) {
-      fail("--chat-as-ids, --model and --stop need --api chat");
+    // --model is sent on the token route too (its cache scope), so it goes with either
+    if (!chat && (o.containsKey("chat-as-ids") || !stops.isEmpty())) {
+      fail("--chat-as-ids and --stop need --api chat");
     }
     for (String k : List.of("max-system-chars", "max-user-chars")) {
       if (!chat && o.containsKey(k)) {

@@ -256,7 +256,7 @@ class LoadGeneratorMainTest {
 
   /**
    * {@code --max-system-chars} and {@code --max-user-chars} shape the chats only: on the token
-   * route they were accepted and ignored, as --model and --stop are not.
+   * route they were accepted and ignored, as --stop is not.
    */
   @Test
   void theChatLimitsNeedTheChatRoute() throws Exception {
@@ -272,6 +272,39 @@ class LoadGeneratorMainTest {
    * flag, with exit code 2 and before the workload is built: 2,000,000,000 ran out of memory
    * building it (an OutOfMemoryError's stack trace, exit code 1).
    */
+  /**
+   * {@code --model} names the cache scope on the token route too: the driver sends it there and
+   * the node reads it (a LoRA adapter's scope), but the generator refused it as needing
+   * {@code --api chat}.
+   */
+  @Test
+  void theModelIsSentOnTheTokenRoute() throws Exception {
+    List<String> bodies = java.util.Collections.synchronizedList(new ArrayList<>());
+    com.sun.net.httpserver.HttpServer server =
+        com.sun.net.httpserver.HttpServer.create(new java.net.InetSocketAddress("127.0.0.1", 0), 0);
+    server.createContext("/", ex -> {
+      String body = new String(ex.getRequestBody().readAllBytes(),
+          java.nio.charset.StandardCharsets.UTF_8);
+      if (ex.getRequestURI().getPath().equals("/v1/route/completions")) {
+        bodies.add(body);
+      }
+      ex.sendResponseHeaders(503, -1);
+      ex.close();
+    });
+    server.start();
+    try {
+      String[] r = run("--nodes", "127.0.0.1:" + server.getAddress().getPort(), "--requests",
+          "2", "--concurrency", "1", "--model", "sql-lora");
+      assertTrue(!r[1].contains("--api chat"), r[1]);
+      assertEquals(2, bodies.size(), r[0] + ": " + r[1]);
+      for (String b : bodies) {
+        assertEquals("sql-lora", ((Map<?, ?>) Json.parse(b)).get("model"), b);
+      }
+    } finally {
+      server.stop(0);
+    }
+  }
+
   @Test
   void requestsBeyondTheBoundAreRefusedBeforeTheWorkloadIsBuilt() throws Exception {
     for (String n : new String[] {"2000000000", "1000001"}) {
