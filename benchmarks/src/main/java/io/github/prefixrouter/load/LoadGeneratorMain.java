@@ -563,11 +563,19 @@ public final class LoadGeneratorMain {
 
   /** A one-line progress bar on stderr, redrawn at most ten times a second. */
   static final class ProgressBar {
+    private final java.io.PrintStream out;
     private final int total;
     private final long start = System.nanoTime();
     private final AtomicLong lastDraw = new AtomicLong();
+    /** Whether the bar was drawn full: by the last request's update, or else by finish. */
+    private boolean drawnFull;
 
     ProgressBar(int total) {
+      this(System.err, total);
+    }
+
+    ProgressBar(java.io.PrintStream out, int total) {
+      this.out = out;
       this.total = total;
     }
 
@@ -584,16 +592,21 @@ public final class LoadGeneratorMain {
     }
 
     private synchronized void draw(int done, long now) {
+      if (drawnFull) {
+        // drawn at 100% once: again was a second full bar, kept so in a file stderr goes to
+        return;
+      }
+      drawnFull = done >= total;
       int width = 40;
       int filled = total == 0 ? width : (int) ((long) done * width / total);
       double secs = (now - start) / 1e9;
-      System.err.printf(Locale.ROOT, "\r[%s%s] %3d%% %d/%d %.1f req/s", "#".repeat(filled), ".".repeat(width - filled),
+      out.printf(Locale.ROOT, "\r[%s%s] %3d%% %d/%d %.1f req/s", "#".repeat(filled), ".".repeat(width - filled),
           total == 0 ? 100 : done * 100 / total, done, total, done / Math.max(secs, 1e-9));
     }
 
     void finish() {
       draw(total, System.nanoTime());
-      System.err.println();
+      out.println();
     }
   }
 }

@@ -305,6 +305,34 @@ class LoadGeneratorMainTest {
     }
   }
 
+  /**
+   * The bar is drawn once at 100%: the last request's update drew it and the run's finish drew
+   * it again, which stderr redirected to a file kept as two lines' worth of bars.
+   */
+  @Test
+  void theBarIsDrawnOnceAtTheEnd() {
+    for (int total : new int[] {1, 3}) {
+      java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
+      LoadGeneratorMain.ProgressBar bar = new LoadGeneratorMain.ProgressBar(
+          new java.io.PrintStream(err, true, java.nio.charset.StandardCharsets.UTF_8), total);
+      for (int done = 1; done <= total; done++) {
+        bar.update(done);
+      }
+      bar.finish();
+      String drawn = err.toString(java.nio.charset.StandardCharsets.UTF_8);
+      assertEquals(1, drawn.split("100%", -1).length - 1, drawn);
+      assertTrue(drawn.contains("] 100% " + total + "/" + total + " ")
+          && drawn.endsWith(System.lineSeparator()), drawn);
+    }
+    // a run whose last update did not come (nothing drawn at 100%): finish draws it
+    java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
+    LoadGeneratorMain.ProgressBar bar = new LoadGeneratorMain.ProgressBar(
+        new java.io.PrintStream(err, true, java.nio.charset.StandardCharsets.UTF_8), 5);
+    bar.finish();
+    assertEquals(1, err.toString(java.nio.charset.StandardCharsets.UTF_8).split("100%", -1).length
+        - 1);
+  }
+
   @Test
   void requestsBeyondTheBoundAreRefusedBeforeTheWorkloadIsBuilt() throws Exception {
     for (String n : new String[] {"2000000000", "1000001"}) {
