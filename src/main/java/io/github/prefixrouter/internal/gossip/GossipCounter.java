@@ -58,8 +58,8 @@ public enum GossipCounter {
   /** Calls to the send function that threw (their messages count as sent nowhere). */
   SEND_FAILURES,
   /**
-   * Unexpected errors caught while handling a message or running a round (each one is a bug,
-   * a pathological message's stack overflow, or the virtual machine's trouble).
+   * Unexpected errors caught while decoding or handling a message or running a round (each one
+   * is a bug, a pathological message's stack overflow, or the virtual machine's trouble).
    */
   INTERNAL_ERRORS,
   /**

@@ -85,7 +85,8 @@ import org.slf4j.LoggerFactory;
  * {@link #view()} and {@link #stats()} read immutable snapshots and never block on gossip.
  * Messages are sent after the lock is released.
  *
- * <p><b>Failures.</b> Anything thrown while a message is handled is counted in {@link
+ * <p><b>Failures.</b> Anything thrown while a message is decoded (but a malformed payload's
+ * {@link MalformedMessageException}) or handled is counted in {@link
  * GossipCounter#INTERNAL_ERRORS} and the message dropped, a {@link StackOverflowError} too (a
  * pathological message's fault); only a {@link VirtualMachineError} other than that (out of
  * memory) is thrown on, to the transport's thread that delivered the message. A round's
@@ -357,6 +358,8 @@ public final class GossipEngine {
   private volatile BooleanSupplier pushBack = () -> false;
   private final Sender sender;
   private final GossipCodec codec;
+  /** Decodes received payloads: the codec's decoder, or a faulty one in tests. */
+  private volatile Decoder decoder;
   private final LocalSummary summary;
   private final ReplicaIndex index;
 
@@ -436,6 +439,7 @@ public final class GossipEngine {
     // origins beyond this node's maxPeers are refused one by one (MEMBERS_REFUSED), not the
     // whole message: a peer configured with a larger maxPeers lists more
     this.codec = new GossipCodec(config.messageByteCap(), GossipConfig.MAX_PEERS_LIMIT + 1);
+    this.decoder = codec::decode;
     int maxHashesPerDelta = Math.max(1, (config.messageByteCap() - 1_024) / 8 / 2);
     this.summary = new LocalSummary(generation, config.deltaLogMaxHashes(), maxHashesPerDelta);
     // the replica index keys its home slots with a secret drawn from the injected source, so
@@ -638,20 +642,39 @@ public final class GossipEngine {
    * Handles one gossip payload from {@code from} (as authenticated by the transport). A
    * malformed payload is counted and dropped without changing any state; nothing is thrown
    * but a {@link VirtualMachineError} other than a {@link StackOverflowError} (see the class
-   * notes).
+   * notes), whether it comes from decoding the payload or from handling the message.
    */
   public void onMessage(PeerAddress from, byte[] payload) {
     count(GossipCounter.MESSAGES_RECEIVED, 1);
     count(GossipCounter.BYTES_RECEIVED, payload.length);
     GossipMessage m;
     try {
-      m = codec.decode(payload);
+      m = decoder.decode(payload);
     } catch (MalformedMessageException e) {
       count(GossipCounter.MALFORMED_DROPPED, 1);
       log.debug("dropped gossip from {}: {}", from, e.getMessage());
       return;
+    } catch (Throwable e) { // a fault of the decoder itself: the same policy as handle()'s
+      count(GossipCounter.INTERNAL_ERRORS, 1);
+      if (e instanceof VirtualMachineError && !(e instanceof StackOverflowError)) {
+        log.error("error decoding gossip from {}", from, e);
+        throw e;
+      }
+      log.warn("error decoding gossip from {}", from, e);
+      return;
     }
     handle(from, m);
+  }
+
+  /** Decodes a received payload. */
+  @FunctionalInterface
+  interface Decoder {
+    GossipMessage decode(byte[] payload) throws MalformedMessageException;
+  }
+
+  /** Replaces the decoder of received payloads (tests that inject a decoder's fault). */
+  void decoderForTest(Decoder d) {
+    decoder = d;
   }
 
   /** Handles one decoded message; exposed to tests that bypass the codec. */

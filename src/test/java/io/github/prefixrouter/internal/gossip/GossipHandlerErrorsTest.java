@@ -109,4 +109,55 @@ class GossipHandlerErrorsTest {
     time.advanceBy(Duration.ofSeconds(1).toNanos());
     assertEquals(rounds + 12, engine.counter(GossipCounter.ROUNDS), 2);
   }
+
+  /** A decoder that throws {@code t} once, then decodes as the engine's own codec does. */
+  void decoderFailsOnce(Supplier<Throwable> t) {
+    GossipCodec codec = new GossipCodec(GossipConfig.builder().build().messageByteCap(),
+        GossipConfig.MAX_PEERS_LIMIT + 1);
+    boolean[] failed = {false};
+    engine.decoderForTest(p -> {
+      if (!failed[0]) {
+        failed[0] = true;
+        throw sneaky(t.get());
+      }
+      return codec.decode(p);
+    });
+  }
+
+  byte[] synBytes() {
+    return new GossipCodec(GossipConfig.builder().build().messageByteCap(),
+        GossipConfig.MAX_PEERS_LIMIT + 1).encode(syn());
+  }
+
+  @Test
+  void aRuntimeExceptionOfTheDecoderIsCountedAndTheMessageDropped() {
+    decoderFailsOnce(() -> new IllegalStateException("decoder bug"));
+    engine.onMessage(b, synBytes()); // used to throw the decoder's exception to the transport
+    assertEquals(1, engine.counter(GossipCounter.INTERNAL_ERRORS));
+    assertEquals(0, engine.counter(GossipCounter.MALFORMED_DROPPED));
+    sentTo.clear();
+    engine.onMessage(b, synBytes());
+    assertEquals(List.of(b), sentTo);
+    assertEquals(1, engine.counter(GossipCounter.INTERNAL_ERRORS));
+  }
+
+  @Test
+  void aStackOverflowOfTheDecoderIsCountedAndTheMessageDropped() {
+    decoderFailsOnce(StackOverflowError::new);
+    engine.onMessage(b, synBytes());
+    assertEquals(1, engine.counter(GossipCounter.INTERNAL_ERRORS));
+    sentTo.clear();
+    engine.onMessage(b, synBytes());
+    assertEquals(List.of(b), sentTo);
+  }
+
+  @Test
+  void anOutOfMemoryErrorOfTheDecoderReachesTheCallerCounted() {
+    decoderFailsOnce(() -> new OutOfMemoryError("test"));
+    assertThrows(OutOfMemoryError.class, () -> engine.onMessage(b, synBytes()));
+    assertEquals(1, engine.counter(GossipCounter.INTERNAL_ERRORS));
+    sentTo.clear();
+    engine.onMessage(b, synBytes());
+    assertEquals(List.of(b), sentTo);
+  }
 }
