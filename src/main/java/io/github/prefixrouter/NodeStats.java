@@ -21,7 +21,9 @@ import java.util.Objects;
  * @param coldPlacements requests this node routed whose first decision was a cold-prefix
  *     placement ({@link RouteDecision.Reason#COLD_PLACEMENT}), once each: not the later
  *     decisions of a fallback, nor {@link PrefixRouterNode#explain}
- * @param servedForPeers forwarded requests this node's engine answered for peers
+ * @param servedForPeers forwarded requests this node's engine answered for peers, once the
+ *     answer was encoded in a RESULT for the peer: not an answer too large for one (the peer
+ *     gets a failure and runs the request itself)
  * @param refusedForPeers forwarded requests this node refused because its engine queue was at
  *     its high watermark or above, its engine was busy or stalled, or it was not running
  *     (push-back given), each counted once: a FORWARD of a request refused here delivered

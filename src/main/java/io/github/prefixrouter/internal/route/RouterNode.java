@@ -1825,29 +1825,28 @@ public final class RouterNode implements PrefixRouterNode {
   private void countAnswered(Execution ex, EngineResult result, boolean wasForwarded,
       int sign) {
     if (ex.fromPeer) {
-      if (!wasForwarded) {
-        servedForPeers.add(sign);
+      // onForwardRequest counts servedForPeers once the answer is encoded in a RESULT: an
+      // answer too large for one reaches the peer as a failure
+      return;
+    }
+    if (wasForwarded) {
+      forwarded.add(sign);
+      Attempt fwd;
+      synchronized (ex) {
+        fwd = ex.forwarding; // the attempt that answered
+      }
+      if (result.cachedPromptTokens() >= 0 && fwd != null) {
+        estimatedCached.add(sign * (long) fwd.estimatedMatched);
+        actualCached.add(sign * (long) result.cachedPromptTokens());
       }
     } else {
-      if (wasForwarded) {
-        forwarded.add(sign);
-        Attempt fwd;
-        synchronized (ex) {
-          fwd = ex.forwarding; // the attempt that answered
-        }
-        if (result.cachedPromptTokens() >= 0 && fwd != null) {
-          estimatedCached.add(sign * (long) fwd.estimatedMatched);
-          actualCached.add(sign * (long) result.cachedPromptTokens());
-        }
-      } else {
-        servedLocally.add(sign);
-      }
-      promptTokens.add(sign * (long) ex.request.length());
-      if (result.cachedPromptTokens() >= 0) {
-        // at most the prompt: an engine that added a special token may count it as cached
-        cachedPromptTokens.add(
-            sign * (long) Math.min(result.cachedPromptTokens(), ex.request.length()));
-      }
+      servedLocally.add(sign);
+    }
+    promptTokens.add(sign * (long) ex.request.length());
+    if (result.cachedPromptTokens() >= 0) {
+      // at most the prompt: an engine that added a special token may count it as cached
+      cachedPromptTokens.add(
+          sign * (long) Math.min(result.cachedPromptTokens(), ex.request.length()));
     }
   }
 
@@ -2008,11 +2007,18 @@ public final class RouterNode implements PrefixRouterNode {
     if (existing != created && fw.stream()) {
       streamAlsoTo(existing, from, fw.streamTag());
     }
+    Execution served = existing;
     return existing.future.handle((resp, err) -> {
       if (resp != null) {
         try {
-          return ForwardCodec.result(id, resp.servedBy(), clock.nanoTime() - receivedAt,
-              resp.result());
+          byte[] result = ForwardCodec.result(id, resp.servedBy(),
+              clock.nanoTime() - receivedAt, resp.result());
+          // an answer of this node's engine that reaches a peer, counted once however many
+          // deliveries joined it (before the RESULT is sent: whoever sees it sees it counted)
+          if (!resp.forwarded() && served.resultSent.compareAndSet(false, true)) {
+            servedForPeers.increment();
+          }
+          return result;
         } catch (IllegalArgumentException e) {
           // longer than a RESULT carries: no fault of this node, and another peer's answer
           // would be as long, so the sender runs the request itself (a final refusal)
@@ -2486,6 +2492,8 @@ public final class RouterNode implements PrefixRouterNode {
     /** A {@link ClientFuture} for a request submitted here. */
     final CompletableFuture<InferenceResponse> future;
     final AtomicBoolean done = new AtomicBoolean();
+    /** A peer's request: whether its answer was encoded in a RESULT (counted served) yet. */
+    final AtomicBoolean resultSent = new AtomicBoolean();
     /**
      * The streamed output, when someone listens to it (set before routing, or, for a peer's
      * request, under the lock when a duplicate asking for a stream joins it); else null.

@@ -151,6 +151,8 @@ class OversizedAnswerTest {
     ForwardCodec.Message m = ServingHarness.decode(answers.get(0));
     ForwardCodec.Failed failed = assertInstanceOf(ForwardCodec.Failed.class, m);
     assertFalse(failed.retryable(), failed.toString());
+    // the peer answered no request: what it generated reached the sender as a failure
+    assertEquals(0, n1.stats().servedForPeers(), "served for peers");
 
     // the peer is sound: the next request of a prefix it holds goes there
     int[] u = OracleCluster.prompt(6, 320);
@@ -159,6 +161,7 @@ class OversizedAnswerTest {
     assertEquals("n1", s.servedBy(), s.toString());
     assertTrue(s.forwarded());
     assertEquals(RouteDecision.SkipReason.NONE, s.decision().candidates().get(1).skipped());
+    assertEquals(1, n1.stats().servedForPeers(), "served for peers");
   }
 
   @Test
@@ -184,6 +187,7 @@ class OversizedAnswerTest {
         assertInstanceOf(ForwardCodec.Failed.class, ServingHarness.decode(answers.get(0)));
     assertFalse(failed.retryable(), failed.toString());
     assertTrue(failed.message().startsWith(RouterNode.ANSWER_TOO_LARGE), failed.message());
+    assertEquals(0, n1.stats().servedForPeers(), "served for peers");
 
     // the peer is sound: the next request of a prefix it holds goes there
     int[] u = OracleCluster.prompt(8, 320);
