@@ -1807,46 +1807,47 @@ public final class RouterNode implements PrefixRouterNode {
   /**
    * Counts {@code ex} answered with {@code result} and completes its future with {@code resp}
    * (counted first: whoever sees the answer sees it counted). A future its client cancelled
-   * meanwhile (a listener that cancels on the answer's last pieces, or another thread) got no
-   * answer: the count is taken back and the request counts as failed, as the client sees it.
+   * first (a listener that cancels on the answer's last pieces, or another thread) gets no
+   * answer: the request counts as failed, as the client sees it, and never as answered. The
+   * answer claims the future before it is counted, so that a cancel cannot come between the
+   * count and the completion: a counted answer was never taken back, which a concurrent
+   * {@code stats()} saw as its counters going down.
    */
   private void answer(Execution ex, EngineResult result, boolean wasForwarded,
       InferenceResponse resp) {
-    countAnswered(ex, result, wasForwarded, 1);
-    if (!ex.future.complete(resp)) {
-      if (!ex.fromPeer) {
-        failed.increment();
-      }
-      countAnswered(ex, result, wasForwarded, -1);
-    }
-  }
-
-  /** Counts {@code ex} answered with {@code result} ({@code sign} 1), or takes that back (-1). */
-  private void countAnswered(Execution ex, EngineResult result, boolean wasForwarded,
-      int sign) {
-    if (ex.fromPeer) {
-      // onForwardRequest counts servedForPeers once the answer is encoded in a RESULT: an
-      // answer too large for one reaches the peer as a failure
+    if (!(ex.future instanceof ClientFuture cf)) {
+      // a peer's request: onForwardRequest counts servedForPeers once the answer is encoded in
+      // a RESULT (an answer too large for one reaches the peer as a failure)
+      ex.future.complete(resp);
       return;
     }
+    if (!cf.claimAnswer()) {
+      failed.increment();
+      return;
+    }
+    countAnswered(ex, result, wasForwarded);
+    cf.answer(resp);
+  }
+
+  /** Counts {@code ex}, a request submitted here, answered with {@code result}. */
+  private void countAnswered(Execution ex, EngineResult result, boolean wasForwarded) {
     if (wasForwarded) {
-      forwarded.add(sign);
+      forwarded.increment();
       Attempt fwd;
       synchronized (ex) {
         fwd = ex.forwarding; // the attempt that answered
       }
       if (result.cachedPromptTokens() >= 0 && fwd != null) {
-        estimatedCached.add(sign * (long) fwd.estimatedMatched);
-        actualCached.add(sign * (long) result.cachedPromptTokens());
+        estimatedCached.add(fwd.estimatedMatched);
+        actualCached.add(result.cachedPromptTokens());
       }
     } else {
-      servedLocally.add(sign);
+      servedLocally.increment();
     }
-    promptTokens.add(sign * (long) ex.request.length());
+    promptTokens.add(ex.request.length());
     if (result.cachedPromptTokens() >= 0) {
       // at most the prompt: an engine that added a special token may count it as cached
-      cachedPromptTokens.add(
-          sign * (long) Math.min(result.cachedPromptTokens(), ex.request.length()));
+      cachedPromptTokens.add(Math.min(result.cachedPromptTokens(), ex.request.length()));
     }
   }
 
@@ -2448,24 +2449,50 @@ public final class RouterNode implements PrefixRouterNode {
    * The future of a request submitted here: cancelling it, or completing it from outside in any
    * other way (as {@code orTimeout} and {@code completeOnTimeout} do), abandons the request (its
    * engine run is cancelled, its forward in flight gets a CANCEL). The node's own completion
-   * comes after the execution is done, when abandoning it does nothing.
+   * comes after the execution is done, when abandoning it does nothing; its answer claims the
+   * future first ({@link #claimAnswer}), and a completion from outside after that gives way.
    */
   private static final class ClientFuture extends CompletableFuture<InferenceResponse> {
+    private static final int OPEN = 0;
+    /** The node's answer claimed the future ({@link #claimAnswer}): it is being given. */
+    private static final int ANSWERING = 1;
+    /** Completed, or being completed, otherwise (a cancel, a failure, a timeout). */
+    private static final int CLOSED = 2;
     volatile Runnable onCancel;
+    /** {@link #OPEN}, then {@link #ANSWERING} or {@link #CLOSED}, whichever came first. */
+    private final AtomicInteger state = new AtomicInteger(OPEN);
+
+    /** Claims the future for the node's answer; false if it was completed otherwise first. */
+    boolean claimAnswer() {
+      return state.compareAndSet(OPEN, ANSWERING);
+    }
+
+    /** Gives the answer claimed by {@link #claimAnswer}. */
+    void answer(InferenceResponse value) {
+      super.complete(value);
+    }
+
+    /**
+     * Whether another completion must give way: the answer claimed the future first, and a
+     * cancel then finds the request answered (returns false), as it would a moment later.
+     */
+    private boolean barred() {
+      return state.compareAndExchange(OPEN, CLOSED) == ANSWERING;
+    }
 
     @Override
     public boolean cancel(boolean mayInterruptIfRunning) {
-      return abandonIf(super.cancel(mayInterruptIfRunning));
+      return !barred() && abandonIf(super.cancel(mayInterruptIfRunning));
     }
 
     @Override
     public boolean complete(InferenceResponse value) {
-      return abandonIf(super.complete(value));
+      return !barred() && abandonIf(super.complete(value));
     }
 
     @Override
     public boolean completeExceptionally(Throwable ex) {
-      return abandonIf(super.completeExceptionally(ex));
+      return !barred() && abandonIf(super.completeExceptionally(ex));
     }
 
     private boolean abandonIf(boolean completed) {
