@@ -12,6 +12,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.concurrent.locks.StampedLock;
 import org.slf4j.Logger;
@@ -207,6 +208,10 @@ public final class ConcurrentPrefixTree {
   private final LongBuffer storedBuf = new LongBuffer();
   private final LongBuffer evictedBuf = new LongBuffer();
   private volatile long listenerFailures;
+  /** Engine events whose application threw (engineEvents()); counted outside the write lock. */
+  private final AtomicLong engineEventFailures = new AtomicLong();
+  /** Run under the write lock as each engine event is applied (tests that inject a fault). */
+  private volatile Runnable engineFaultForTest = () -> { };
 
   private final CacheEventListener engineListener = new EngineListener();
 
@@ -1298,8 +1303,10 @@ public final class ConcurrentPrefixTree {
 
   /**
    * The listener to register with the engine (engine-driven mode): its events are the only
-   * thing that changes this tree. It never throws; events it cannot apply are counted in
-   * {@link #engineEventStats()}.
+   * thing that changes this tree. It never throws but a {@link VirtualMachineError} other than
+   * a {@link StackOverflowError}; events it cannot apply are counted in {@link
+   * #engineEventStats()}, and events whose application threw (a bug, an {@link Error}) in
+   * {@link #engineEventFailures()}.
    *
    * @throws IllegalStateException if the tree is self-managed
    */
@@ -1387,6 +1394,7 @@ public final class ConcurrentPrefixTree {
         long overflowCount;
         long droppedSoFar;
         try {
+          engineFaultForTest.run();
           long before = overflowBlocks;
           engineStore(scopeRoot, parentBlockHash, blockHashes, tokenIds);
           dropped = overflowBlocks - before;
@@ -1407,8 +1415,8 @@ public final class ConcurrentPrefixTree {
           LOG.debug("mirror over its limit of {} tokens: dropped {} blocks ({} times)",
               mirrorLimit, dropped, overflowCount);
         }
-      } catch (RuntimeException e) {
-        LOG.error("engine stored event could not be applied", e);
+      } catch (Throwable e) { // an Error or a checked exception thrown undeclared too
+        engineEventFailed("stored", e);
       }
     }
 
@@ -1417,14 +1425,15 @@ public final class ConcurrentPrefixTree {
       try {
         long ws = lock.writeLock();
         try {
+          engineFaultForTest.run();
           engineRemove(blockHashes);
           flushEvents();
         } finally {
           lock.unlockWrite(ws);
         }
         deliver();
-      } catch (RuntimeException e) {
-        LOG.error("engine removed event could not be applied", e);
+      } catch (Throwable e) { // an Error or a checked exception thrown undeclared too
+        engineEventFailed("removed", e);
       }
     }
 
@@ -1433,20 +1442,35 @@ public final class ConcurrentPrefixTree {
       try {
         long ws = lock.writeLock();
         try {
+          engineFaultForTest.run();
           clearedEvents++;
           clearLocked();
         } finally {
           lock.unlockWrite(ws);
         }
         deliver();
-      } catch (RuntimeException e) {
-        LOG.error("engine cleared event could not be applied", e);
+      } catch (Throwable e) { // an Error or a checked exception thrown undeclared too
+        engineEventFailed("cleared", e);
       }
     }
 
     @Override
     public String toString() {
       return "engine events of " + ConcurrentPrefixTree.this;
+    }
+
+    /**
+     * Counts and logs an event whose application threw: nothing goes back to the engine's
+     * thread but a {@link VirtualMachineError} other than a {@link StackOverflowError} (out of
+     * memory: the virtual machine's trouble, not the event's).
+     */
+    private void engineEventFailed(String kind, Throwable e) {
+      engineEventFailures.incrementAndGet();
+      if (e instanceof VirtualMachineError vme && !(e instanceof StackOverflowError)) {
+        LOG.error("engine {} event could not be applied", kind, e);
+        throw vme;
+      }
+      LOG.error("engine {} event could not be applied", kind, e);
     }
   }
 
@@ -1975,6 +1999,19 @@ public final class ConcurrentPrefixTree {
       }
     }
     return out.drain();
+  }
+
+  /**
+   * How many engine events threw while they were applied (each is logged and otherwise
+   * ignored; see {@link #engineEvents()}).
+   */
+  public long engineEventFailures() {
+    return engineEventFailures.get();
+  }
+
+  /** Sets what runs under the write lock as each engine event is applied (tests only). */
+  void engineFaultForTest(Runnable fault) {
+    engineFaultForTest = fault;
   }
 
   /** How many listener calls threw (each is logged and otherwise ignored). */

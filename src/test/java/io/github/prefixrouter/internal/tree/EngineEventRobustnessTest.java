@@ -3,6 +3,7 @@ package io.github.prefixrouter.internal.tree;
 import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.CacheEventStats;
@@ -207,6 +208,49 @@ class EngineEventRobustnessTest {
     assertEquals(2, t.match(new int[] {9, 9}));
     assertEquals(4, t.listenerFailures());
     after.assertConsistent();
+    t.checkInvariants();
+  }
+
+  /**
+   * An {@link Error} while an engine event is applied (a stack overflow, an assertion) is
+   * counted and logged like an exception, and not thrown back at the engine's thread; only a
+   * {@link VirtualMachineError} other than a stack overflow (out of memory) is. Either way the
+   * write lock is released, the tree stays consistent, and later events are applied.
+   */
+  @Test
+  void anErrorWhileApplyingAnEngineEventDoesNotReachTheEngineUnlessTheVmIsInTrouble() {
+    // only RuntimeException was caught: the Error reached the engine's thread uncounted
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    ConcurrentPrefixTreeTest.Replay replay = new ConcurrentPrefixTreeTest.Replay();
+    t.addListener(replay);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    t.engineFaultForTest(() -> {
+      throw new StackOverflowError("test");
+    });
+    assertDoesNotThrow(() -> engine.onBlocksStored(1, new long[] {2}, new int[] {7, 8}));
+    t.engineFaultForTest(() -> {
+      throw new AssertionError("test");
+    });
+    assertDoesNotThrow(() -> engine.onBlocksRemoved(new long[] {1}));
+    assertDoesNotThrow(engine::onAllCleared);
+    assertEquals(3, t.engineEventFailures());
+    t.engineFaultForTest(() -> {
+      throw new OutOfMemoryError("test");
+    });
+    assertThrows(OutOfMemoryError.class,
+        () -> engine.onBlocksStored(1, new long[] {2}, new int[] {7, 8}));
+    assertEquals(4, t.engineEventFailures());
+    t.checkInvariants();
+    assertEquals(2, t.match(new int[] {5, 6, 7, 8}), "none of the failed events was applied");
+
+    t.engineFaultForTest(() -> { });
+    engine.onBlocksStored(1, new long[] {2}, new int[] {7, 8});
+    assertEquals(4, t.match(new int[] {5, 6, 7, 8}));
+    engine.onBlocksRemoved(new long[] {2});
+    assertEquals(2, t.match(new int[] {5, 6, 7, 8}));
+    assertEquals(4, t.engineEventFailures());
+    replay.assertConsistent();
     t.checkInvariants();
   }
 }
