@@ -47,7 +47,8 @@ final class StatsTables {
       .counter("cold_placements", P + "cold_placements_total",
           "Requests whose first routing decision was a cold-prefix placement.", NodeStats::coldPlacements)
       .counter("served_for_peers", P + "served_for_peers_total",
-          "Requests forwarded here by peers that this node's engine answered.",
+          "Requests forwarded here by peers that this node's engine answered, not counting"
+              + " an answer too large to send back.",
           NodeStats::servedForPeers)
       .counter("refused_for_peers", P + "refused_for_peers_total",
           "Requests forwarded here that this node refused as busy (push-back given): its "
