@@ -1,5 +1,6 @@
 package io.github.prefixrouter.server;
 
+import static io.github.prefixrouter.server.LoggedLines.logged;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -172,19 +173,6 @@ class EngineApiKeyNodeTest {
         assertFalse(line.contains(WRONG), line);
       }
     }
-  }
-
-  /** The lines {@code run} logs about {@code what} (slf4j-simple writes to standard error). */
-  private static List<String> logged(String what, Runnable run) {
-    PrintStream err = System.err;
-    ByteArrayOutputStream log = new ByteArrayOutputStream();
-    System.setErr(new PrintStream(log, true, StandardCharsets.UTF_8));
-    try {
-      run.run();
-    } finally {
-      System.setErr(err);
-    }
-    return log.toString(StandardCharsets.UTF_8).lines().filter(l -> l.contains(what)).toList();
   }
 
   /**

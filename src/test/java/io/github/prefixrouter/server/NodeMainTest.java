@@ -1,5 +1,6 @@
 package io.github.prefixrouter.server;
 
+import static io.github.prefixrouter.server.LoggedLines.logged;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -484,20 +485,6 @@ class NodeMainTest {
       String health = NodeMain.healthWarning(engine, java.time.Duration.ofSeconds(10), url, false);
       assertTrue(health.contains("HTTP 404") && health.contains("--engine"), health);
     }
-  }
-
-  /** The lines {@code run} logs about {@code what} (slf4j-simple writes to standard error). */
-  private static List<String> logged(String what, Runnable run) {
-    java.io.PrintStream err = System.err;
-    java.io.ByteArrayOutputStream log = new java.io.ByteArrayOutputStream();
-    System.setErr(new java.io.PrintStream(log, true, java.nio.charset.StandardCharsets.UTF_8));
-    try {
-      run.run();
-    } finally {
-      System.setErr(err);
-    }
-    return log.toString(java.nio.charset.StandardCharsets.UTF_8).lines()
-        .filter(l -> l.contains(what)).toList();
   }
 
   /**

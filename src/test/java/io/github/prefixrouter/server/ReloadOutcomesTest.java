@@ -1,29 +1,14 @@
 package io.github.prefixrouter.server;
 
+import static io.github.prefixrouter.server.LoggedLines.logged;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /** What {@link ReloadOutcomes} logs: each distinct problem once, and its end once. */
 class ReloadOutcomesTest {
-
-  /** The lines {@code run} logs about {@code what} (slf4j-simple writes to standard error). */
-  private static List<String> logged(String what, Runnable run) {
-    PrintStream err = System.err;
-    ByteArrayOutputStream log = new ByteArrayOutputStream();
-    System.setErr(new PrintStream(log, true, StandardCharsets.UTF_8));
-    try {
-      run.run();
-    } finally {
-      System.setErr(err);
-    }
-    return log.toString(StandardCharsets.UTF_8).lines().filter(l -> l.contains(what)).toList();
-  }
 
   /**
    * A file left broken is logged once; when a good file is back (the one in use restored, or a

@@ -1,0 +1,25 @@
+package io.github.prefixrouter.server;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+
+/** What the node logs while a test runs: slf4j-simple writes to standard error. */
+final class LoggedLines {
+
+  private LoggedLines() {}
+
+  /** The lines {@code run} logs that contain {@code what}. */
+  static List<String> logged(String what, Runnable run) {
+    PrintStream err = System.err;
+    ByteArrayOutputStream log = new ByteArrayOutputStream();
+    System.setErr(new PrintStream(log, true, StandardCharsets.UTF_8));
+    try {
+      run.run();
+    } finally {
+      System.setErr(err);
+    }
+    return log.toString(StandardCharsets.UTF_8).lines().filter(l -> l.contains(what)).toList();
+  }
+}
