@@ -142,16 +142,7 @@ class InFlightLimitForwardTest {
   void refusalsOfTheSendersTransportEverywhereRunTheRequestLocallyOnce() {
     // every peer refused by n0's own transport: each is tried once, then the request runs here
     int[] refusedTo = new int[1];
-    OracleCluster.Hooks h = new OracleCluster.Hooks();
-    h.transportWrap = t -> new ForwardingTransport(t) {
-      @Override
-      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
-          Duration timeout) {
-        refusedTo[0]++;
-        return CompletableFuture.failedFuture(new InFlightLimitException(
-            "60 requests and messages already in flight to " + to));
-      }
-    };
+    OracleCluster.Hooks h = refusingEveryRequest(refusedTo);
     OracleCluster c = new OracleCluster(6, RouterConfig.builder()
         .policy(RoutingPolicy.LONGEST_PREFIX).coldPlacement(false).build(), 1, h)
         .rtt(Duration.ofMillis(1)).start();
@@ -175,16 +166,7 @@ class InFlightLimitForwardTest {
     // more peers than the refusals a request passes over: past them, refusals are forwards
     int peers = RouterNode.MAX_UNSENT_FORWARDS + RouterNode.MAX_FORWARDS + 4;
     int[] refusedTo = new int[1];
-    OracleCluster.Hooks h = new OracleCluster.Hooks();
-    h.transportWrap = t -> new ForwardingTransport(t) {
-      @Override
-      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
-          Duration timeout) {
-        refusedTo[0]++;
-        return CompletableFuture.failedFuture(new InFlightLimitException(
-            "60 requests and messages already in flight to " + to));
-      }
-    };
+    OracleCluster.Hooks h = refusingEveryRequest(refusedTo);
     OracleCluster c = new OracleCluster(peers + 1, RouterConfig.builder()
         .policy(RoutingPolicy.LONGEST_PREFIX).coldPlacement(false).build(), 1, h)
         .rtt(Duration.ofMillis(1)).start();
@@ -292,5 +274,20 @@ class InFlightLimitForwardTest {
     assertEquals(1, s.fallbacks().get(FallbackCause.IN_FLIGHT_LIMIT));
     assertEquals(1, s.totalFallbacks());
     assertTrue(held.stream().noneMatch(CompletableFuture::isDone), "a held forward ended");
+  }
+
+  /** Hooks whose transports refuse every request as their own in-flight limit, counting them. */
+  private static OracleCluster.Hooks refusingEveryRequest(int[] refusedTo) {
+    OracleCluster.Hooks h = new OracleCluster.Hooks();
+    h.transportWrap = t -> new ForwardingTransport(t) {
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        refusedTo[0]++;
+        return CompletableFuture.failedFuture(new InFlightLimitException(
+            "60 requests and messages already in flight to " + to));
+      }
+    };
+    return h;
   }
 }
