@@ -1213,11 +1213,7 @@ public final class RouterNode implements PrefixRouterNode {
         long serverNanos = Math.min(r.serverNanos(), elapsed);
         // so are its engine's prefill and decode: timings the forward cannot contain are not
         // learned from (the peer's own time stands in for them, as for an engine without any)
-        EngineResult learned = res;
-        if ((double) Math.max(0, res.prefillNanos()) + Math.max(0, res.decodeNanos()) > elapsed) {
-          learned = new EngineResult(res.outputTokens(), res.text(), res.promptTokens(),
-              res.cachedPromptTokens(), -1, -1);
-        }
+        EngineResult learned = timingsWithin(res, elapsed);
         // timed by the peer (receipt to answer) when its engine reports no timings
         cost.observe(learned, serverNanos, a.estimatedMatched);
         a.peer.observeService(serverNanos,
@@ -1289,6 +1285,19 @@ public final class RouterNode implements PrefixRouterNode {
     } else {
       routeOrRunLocal(ex);
     }
+  }
+
+  /**
+   * {@code res} to learn from: as it is, or without its prefill and decode times (-1, as an
+   * engine that reports none) when together they exceed {@code elapsed}, the time the run took
+   * as this node measured it, which they cannot.
+   */
+  private static EngineResult timingsWithin(EngineResult res, long elapsed) {
+    if ((double) Math.max(0, res.prefillNanos()) + Math.max(0, res.decodeNanos()) <= elapsed) {
+      return res;
+    }
+    return new EngineResult(res.outputTokens(), res.text(), res.promptTokens(),
+        res.cachedPromptTokens(), -1, -1);
   }
 
   /**
@@ -1448,11 +1457,7 @@ public final class RouterNode implements PrefixRouterNode {
         // the engine's prefill and decode cannot exceed the run, which this node timed: a
         // larger figure (an engine's bug) would be learned as the service time and price every
         // local run at it; such timings are not learned from, as for an engine without any
-        EngineResult learned = res;
-        if ((double) Math.max(0, res.prefillNanos()) + Math.max(0, res.decodeNanos()) > elapsed) {
-          learned = new EngineResult(res.outputTokens(), res.text(), res.promptTokens(),
-              res.cachedPromptTokens(), -1, -1);
-        }
+        EngineResult learned = timingsWithin(res, elapsed);
         cost.observe(learned, atOnce ? elapsed : -1, cachedHere);
         try {
           local.onExecuted(ex.scopeRoot, PromptArrays.shared(ex.request));
