@@ -597,12 +597,7 @@ public final class GossipEngine {
 
   /** This node's overload flag as it advertises it. */
   public boolean localOverloaded() {
-    lock.readLock().lock();
-    try {
-      return localOverloaded || sampledPushBack;
-    } finally {
-      lock.readLock().unlock();
-    }
+    return readLocked(() -> localOverloaded || sampledPushBack);
   }
 
   /** Starts gossiping: the first round runs after a random fraction of the interval. */
@@ -757,13 +752,10 @@ public final class GossipEngine {
 
   /** Exact block hashes replicated for {@code nodeId}, or {@code null} if not a live member. */
   long[] replicaOf(String nodeId) {
-    lock.readLock().lock();
-    try {
+    return readLocked(() -> {
       Member m = members.get(nodeId);
       return m == null || m.status == Status.DEAD ? null : index.blocksOf(m.slot);
-    } finally {
-      lock.readLock().unlock();
-    }
+    });
   }
 
   /**
@@ -771,79 +763,50 @@ public final class GossipEngine {
    * count}}, or {@code null} if not a live member.
    */
   long[][] replicaStores(String nodeId) {
-    lock.readLock().lock();
-    try {
+    return readLocked(() -> {
       Member m = members.get(nodeId);
       if (m == null || m.status == Status.DEAD) {
         return null;
       }
       long[][] a = m.order.toArrays();
       return new long[][] {a[0], a[1], {m.storeCount}};
-    } finally {
-      lock.readLock().unlock();
-    }
+    });
   }
 
   /** (generation, version) of the replica of {@code nodeId}, or {@code null}. */
   long[] replicaVersion(String nodeId) {
-    lock.readLock().lock();
-    try {
+    return readLocked(() -> {
       Member m = members.get(nodeId);
       return m == null ? null : new long[] {m.generation, m.version};
-    } finally {
-      lock.readLock().unlock();
-    }
+    });
   }
 
   /** Status of {@code nodeId}, or {@code null} if unknown (never learned, or forgotten). */
   Status statusOf(String nodeId) {
-    lock.readLock().lock();
-    try {
+    return readLocked(() -> {
       Member m = members.get(nodeId);
       return m == null ? null : m.status;
-    } finally {
-      lock.readLock().unlock();
-    }
+    });
   }
 
   /** Hashes held by all relay logs (a delta without hashes counting as one). */
   long relayHashCount() {
-    lock.readLock().lock();
-    try {
-      return relayHashes;
-    } finally {
-      lock.readLock().unlock();
-    }
+    return readLocked(() -> relayHashes);
   }
 
   /** Members tracked, tombstones included. */
   int memberCount() {
-    lock.readLock().lock();
-    try {
-      return members.size();
-    } finally {
-      lock.readLock().unlock();
-    }
+    return readLocked(() -> members.size());
   }
 
   /** Table slots the replica index read scanning for a replica's blocks to clear. */
   long clearSlotsScanned() {
-    lock.readLock().lock();
-    try {
-      return index.clearSlotsScanned();
-    } finally {
-      lock.readLock().unlock();
-    }
+    return readLocked(() -> index.clearSlotsScanned());
   }
 
   /** (peer, block) pairs replicated over all peers. Thread-safe. */
   public long replicatedPairs() {
-    lock.readLock().lock();
-    try {
-      return index.pairs();
-    } finally {
-      lock.readLock().unlock();
-    }
+    return readLocked(() -> index.pairs());
   }
 
   /**
@@ -851,12 +814,7 @@ public final class GossipEngine {
    * {@link #replicatedPairs()} it gives the memory per replicated block. Thread-safe.
    */
   public long indexBytes() {
-    lock.readLock().lock();
-    try {
-      return index.retainedBytes() + storeOrderBytesLocked();
-    } finally {
-      lock.readLock().unlock();
-    }
+    return readLocked(() -> index.retainedBytes() + storeOrderBytesLocked());
   }
 
   /**
@@ -864,9 +822,14 @@ public final class GossipEngine {
    * resolve evictions named by store number. Thread-safe.
    */
   public long storeOrderBytes() {
+    return readLocked(() -> storeOrderBytesLocked());
+  }
+
+  /** What {@code read} gives, read under the read lock. */
+  private <T> T readLocked(Supplier<T> read) {
     lock.readLock().lock();
     try {
-      return storeOrderBytesLocked();
+      return read.get();
     } finally {
       lock.readLock().unlock();
     }
