@@ -732,11 +732,28 @@ public final class GossipEngine {
     }
   }
 
-  /** Runs one gossip round now (the scheduler calls this; tests may too). */
+  /**
+   * Runs one gossip round now, started or not, for a caller that drives the rounds itself; the
+   * scheduled rounds run the same way while the engine runs.
+   */
   public void runRound() {
+    runRound(false);
+  }
+
+  /**
+   * Runs one round and sends what it gives. With {@code whileRunning}, the check that the
+   * engine runs and the round are under one hold of the lock, and nothing is done once it is
+   * stopped.
+   *
+   * @return false if {@code whileRunning} and the engine was not running
+   */
+  private boolean runRound(boolean whileRunning) {
     List<Outgoing> out = new ArrayList<>();
     lock.writeLock().lock();
     try {
+      if (whileRunning && !running) {
+        return false;
+      }
       round(out);
       viewDirty = true;
     } catch (Throwable e) { // an Error too: the rounds must go on
@@ -746,6 +763,7 @@ public final class GossipEngine {
       lock.writeLock().unlock();
     }
     flush(out);
+    return true;
   }
 
   // ================================================================ test and accounting access
@@ -956,21 +974,9 @@ public final class GossipEngine {
   private void tick() {
     // the check and the round under one hold of the lock: a stop() between the two (on another
     // thread) must not be followed by a whole round (membership, replicas, a digest sent)
-    List<Outgoing> out = new ArrayList<>();
-    lock.writeLock().lock();
-    try {
-      if (!running) {
-        return;
-      }
-      round(out);
-      viewDirty = true;
-    } catch (Throwable e) { // an Error too: the rounds must go on
-      count(GossipCounter.INTERNAL_ERRORS, 1);
-      log.warn("error in gossip round", e);
-    } finally {
-      lock.writeLock().unlock();
+    if (!runRound(true)) {
+      return;
     }
-    flush(out);
     lock.writeLock().lock();
     try {
       if (running) {
