@@ -650,12 +650,7 @@ public final class GossipEngine {
       log.debug("dropped gossip from {}: {}", from, e.getMessage());
       return;
     } catch (Throwable e) { // a fault of the decoder itself: the same policy as handle()'s
-      count(GossipCounter.INTERNAL_ERRORS, 1);
-      if (e instanceof VirtualMachineError && !(e instanceof StackOverflowError)) {
-        log.error("error decoding gossip from {}", from, e);
-        throw e;
-      }
-      log.warn("error decoding gossip from {}", from, e);
+      messageFailed("decoding", from, e);
       return;
     }
     handle(from, m);
@@ -695,18 +690,26 @@ public final class GossipEngine {
       }
       viewDirty = true;
     } catch (Throwable e) { // an Error, a checked exception thrown undeclared too
-      count(GossipCounter.INTERNAL_ERRORS, 1);
-      if (e instanceof VirtualMachineError && !(e instanceof StackOverflowError)) {
-        // the virtual machine's trouble, not the message's: for the transport's thread to see
-        log.error("error handling gossip from {}", from, e);
-        throw e;
-      }
-      // the message's fault (a StackOverflowError too: a pathological message): dropped
-      log.warn("error handling gossip from {}", from, e);
+      messageFailed("handling", from, e);
     } finally {
       lock.writeLock().unlock();
     }
     flush(out);
+  }
+
+  /**
+   * Counts and logs {@code e}, thrown while {@code doing} ("decoding" or "handling") a message
+   * from {@code from}: the message's fault (a {@link StackOverflowError} too: a pathological
+   * message), which drops it, unless it is a {@link VirtualMachineError} other than that: the
+   * virtual machine's trouble, not the message's, thrown on for the transport's thread to see.
+   */
+  private void messageFailed(String doing, PeerAddress from, Throwable e) {
+    count(GossipCounter.INTERNAL_ERRORS, 1);
+    if (e instanceof VirtualMachineError vme && !(e instanceof StackOverflowError)) {
+      log.error("error {} gossip from {}", doing, from, e);
+      throw vme;
+    }
+    log.warn("error {} gossip from {}", doing, from, e);
   }
 
   /**
