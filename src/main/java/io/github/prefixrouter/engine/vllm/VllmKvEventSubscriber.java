@@ -807,16 +807,21 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * @return this builder
      */
     public Builder reconnectBackoff(Duration min, Duration max) {
+      checkBackoff("reconnect", min, max);
+      this.minBackoff = min;
+      this.maxBackoff = max;
+      return this;
+    }
+
+    /** Refuses a {@code what} backoff unless 0 < min <= max <= 365 days. */
+    private static void checkBackoff(String what, Duration min, Duration max) {
       Objects.requireNonNull(min, "min");
       Objects.requireNonNull(max, "max");
       if (min.isNegative() || min.isZero() || max.compareTo(min) < 0
           || max.compareTo(ZmtpOptions.MAX_TIMEOUT) > 0) {
         throw new IllegalArgumentException(
-            "reconnect backoff needs 0 < min <= max <= 365 days, was " + min + ", " + max);
+            what + " backoff needs 0 < min <= max <= 365 days, was " + min + ", " + max);
       }
-      this.minBackoff = min;
-      this.maxBackoff = max;
-      return this;
     }
 
     /**
@@ -908,13 +913,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * @return this builder
      */
     public Builder replayBackoff(Duration min, Duration max) {
-      Objects.requireNonNull(min, "min");
-      Objects.requireNonNull(max, "max");
-      if (min.isNegative() || min.isZero() || max.compareTo(min) < 0
-          || max.compareTo(ZmtpOptions.MAX_TIMEOUT) > 0) {
-        throw new IllegalArgumentException(
-            "replay backoff needs 0 < min <= max <= 365 days, was " + min + ", " + max);
-      }
+      checkBackoff("replay", min, max);
       this.minReplayBackoff = min;
       this.maxReplayBackoff = max;
       return this;
