@@ -315,14 +315,15 @@ final class ForwardCodec {
     byte[] m = String.valueOf(message).getBytes(StandardCharsets.UTF_8);
     if (m.length > MAX_ERROR_BYTES) {
       m = java.util.Arrays.copyOf(m, MAX_ERROR_BYTES);
-      // cut back to a character boundary so the text stays valid UTF-8
-      int end = MAX_ERROR_BYTES;
-      while (end > 0 && (m[end - 1] & 0xC0) == 0x80) {
-        end--;
+      // cut back to a character boundary so the text stays valid UTF-8: the last character's
+      // lead byte says how long it is; left out only when the limit falls inside it
+      int lead = MAX_ERROR_BYTES - 1;
+      while (lead > 0 && (m[lead] & 0xC0) == 0x80) {
+        lead--;
       }
-      if (end > 0 && (m[end - 1] & 0x80) != 0) {
-        end--;
-      }
+      int b = m[lead] & 0xFF;
+      int length = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
+      int end = lead + length <= MAX_ERROR_BYTES ? MAX_ERROR_BYTES : lead;
       m = java.util.Arrays.copyOf(m, end);
     }
     ByteWriter w = new ByteWriter(32 + m.length, 2048);

@@ -68,6 +68,16 @@ class ForwardCodecTest {
         ForwardCodec.failed("x", false, "é".repeat(2000)));
     assertTrue(longMsg.message().length() <= ForwardCodec.MAX_ERROR_BYTES);
     assertTrue(longMsg.message().chars().allMatch(ch -> ch == 'é'), "cut mid-character");
+    // 1,024 bytes of two-byte characters end on a character boundary: all 512 are kept
+    assertEquals(ForwardCodec.MAX_ERROR_BYTES / 2, longMsg.message().length());
+    // a three-byte character (€) that the limit cuts is left out whole: 341 fit in 1,023 bytes
+    ForwardCodec.Failed euros = (ForwardCodec.Failed) ForwardCodec.decode(
+        ForwardCodec.failed("x", false, "€".repeat(400)));
+    assertEquals("€".repeat(341), euros.message());
+    // one ASCII byte then euros: 1 + 3 * 341 = 1,024 bytes fit exactly
+    ForwardCodec.Failed exact = (ForwardCodec.Failed) ForwardCodec.decode(
+        ForwardCodec.failed("x", false, "a" + "€".repeat(400)));
+    assertEquals("a" + "€".repeat(341), exact.message());
   }
 
   @Property
