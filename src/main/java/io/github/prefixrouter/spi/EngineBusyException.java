@@ -21,4 +21,15 @@ public class EngineBusyException extends EngineException {
   public EngineBusyException(String message) {
     super(message, true);
   }
+
+  /**
+   * Creates the busy failure of a model server's HTTP answer (see {@link EngineException#httpStatus()}).
+   *
+   * @param message what is at capacity, for logs and for the client
+   * @param httpStatus the status of the server's answer, three digits (100 to 999)
+   * @throws IllegalArgumentException if {@code httpStatus} is not three digits
+   */
+  public EngineBusyException(String message, int httpStatus) {
+    super(message, true, httpStatus, null);
+  }
 }

@@ -26,4 +26,15 @@ public class InvalidRequestException extends EngineException {
   public InvalidRequestException(String message) {
     super(message, false);
   }
+
+  /**
+   * Creates the failure of a model server's HTTP answer (see {@link EngineException#httpStatus()}).
+   *
+   * @param message what the engine found wrong with the request, for logs and for the client
+   * @param httpStatus the status of the server's answer, three digits (100 to 999)
+   * @throws IllegalArgumentException if {@code httpStatus} is not three digits
+   */
+  public InvalidRequestException(String message, int httpStatus) {
+    super(message, false, httpStatus, null);
+  }
 }

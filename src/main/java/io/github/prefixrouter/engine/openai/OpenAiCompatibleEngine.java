@@ -96,6 +96,8 @@ import org.slf4j.LoggerFactory;
  * proxy without the route): retryable, the message naming the URL and saying to check the base
  * URL. Any other 4xx means the request itself is invalid (vLLM answers 400 to a prompt longer
  * than the model's context): an {@link InvalidRequestException} carrying the server's message.
+ * Each failure of an error status carries that status ({@link EngineException#httpStatus()});
+ * the others (no answer, a malformed one, a timeout) carry none.
  * No whole answer within
  * {@code requestTimeout} (its headers and its body: a server or proxy that stalls the body after
  * the headers times out too, and its connection is closed) is an {@link EngineTimeoutException},
@@ -786,7 +788,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
     // an error maps by its status, also when its body (a proxy's page, say) is too large to read
     if (status == 429 || status == 503) {
-      throw new EngineBusyException(where + ": server answered HTTP " + status + errorDetail(body));
+      throw new EngineBusyException(where + ": server answered HTTP " + status + errorDetail(body),
+          status);
     }
     if (status == 404 || status == 405) {
       throw notFound(request, status, body);
@@ -794,10 +797,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     if (status != 200) {
       String detail = where + ": server answered HTTP " + status + errorDetail(body);
       if (status >= 400 && status < 500 && status != 408 && status != 401 && status != 403) {
-        throw new InvalidRequestException(detail);
+        throw new InvalidRequestException(detail, status);
       }
       // 408, 5xx, 401/403 (this node's credentials), and anything else that is not an answer
-      throw new EngineException(detail, true);
+      throw new EngineException(detail, true, status, null);
     }
     Object root;
     try {
@@ -862,15 +865,16 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     if (status == 404 && namesModel(body)) {
       String detail = where + ": server answered HTTP 404" + errorDetail(body);
       if (!request.scope().adapter().isEmpty()) {
-        return new InvalidRequestException(detail);
+        return new InvalidRequestException(detail, status);
       }
       return new EngineException(detail + " (this engine sends "
           + (model != null ? "the model '" + model + "'" : "no model name, the server's default,")
-          + " for every request of the base model: check the model name it is given)", true);
+          + " for every request of the base model: check the model name it is given)", true,
+          status, null);
     }
     return new EngineException(where + ": POST " + completionsUri + " answered HTTP " + status
         + errorDetail(body) + " (no completions endpoint there: check the server's base URL, "
-        + "its root or its /v1, as in http://127.0.0.1:8000)", true);
+        + "its root or its /v1, as in http://127.0.0.1:8000)", true, status, null);
   }
 
   /** Whether an error answer refuses the request's model ({@link OpenAiErrors#namesModel}). */

@@ -231,6 +231,27 @@ class OpenAiCompatibleEngineTest {
       // invalid, and says so by its type
       assertEquals(!retryable[i], err instanceof InvalidRequestException, s + ": " + err);
       assertTrue(err.getMessage().contains("HTTP " + s) && err.getMessage().contains("boom"), err.getMessage());
+      // the status itself, typed: a caller tells a refused key from other failures by it
+      assertEquals(java.util.OptionalInt.of(s), err.httpStatus(), "status " + s + ": " + err);
+      EngineException streamed = failure(engine().execute(request(), (t, text) -> { }));
+      assertEquals(java.util.OptionalInt.of(s), streamed.httpStatus(), "streamed " + s + ": " + streamed);
+    }
+  }
+
+  /** A failure that is no HTTP answer's status has none: no answer, or a malformed 200. */
+  @Test
+  void aFailureWithoutAnErrorStatusHasNoHttpStatus() throws Exception {
+    server.behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\": 7}"));
+    EngineException malformed = failure(engine().execute(request()));
+    assertTrue(malformed.httpStatus().isEmpty(), malformed + ": " + malformed.httpStatus());
+    int port;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+      port = s.getLocalPort();
+    }
+    try (OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+        .baseUrl("http://127.0.0.1:" + port).build()) {
+      EngineException refused = failure(e.execute(request()));
+      assertTrue(refused.httpStatus().isEmpty(), refused + ": " + refused.httpStatus());
     }
   }
 
@@ -263,6 +284,7 @@ class OpenAiCompatibleEngineTest {
             : engine().execute(r));
         assertFalse(err instanceof InvalidRequestException, answer + ": " + err);
         assertTrue(err.retryable(), err.getMessage());
+        assertEquals(java.util.OptionalInt.of(status), err.httpStatus(), answer + ": " + err);
         assertTrue(err.getMessage().contains("HTTP " + status)
             && err.getMessage().contains(base() + "/v1/completions")
             && err.getMessage().contains("base URL"), err.getMessage());
@@ -293,10 +315,12 @@ class OpenAiCompatibleEngineTest {
           : engine().execute(lora));
       assertInstanceOf(InvalidRequestException.class, invalid, () -> body + ": " + invalid);
       assertTrue(invalid.getMessage().contains("HTTP 404"), invalid.getMessage());
+      assertEquals(java.util.OptionalInt.of(404), invalid.httpStatus(), body);
       EngineException base = failure(streamed ? engine().execute(request(), (t, text) -> { })
           : engine().execute(request()));
       assertFalse(base instanceof InvalidRequestException, body + ": " + base);
       assertTrue(base.retryable(), base.getMessage());
+      assertEquals(java.util.OptionalInt.of(404), base.httpStatus(), body);
       assertTrue(base.getMessage().contains("HTTP 404")
           && base.getMessage().contains("model 'm'"), base.getMessage());
     }
