@@ -432,7 +432,9 @@ public final class NodeMain {
           .nodeId(o.id)
           .config(withModelId(withGossipGeneration(o.config), o.modelId, baseModel))
           .transport(transport)
-          .engine(engine)
+          // a key the server refuses after the start (rotated, say) is logged, once
+          .engine(engine instanceof OpenAiCompatibleEngine
+              ? new EngineKeyWatch(engine, o.engine, o.engineApiKey != null) : engine)
           .scheduler(scheduler)
           .seeds(o.seeds)
           .build();

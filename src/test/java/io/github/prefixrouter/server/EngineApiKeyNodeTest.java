@@ -176,6 +176,53 @@ class EngineApiKeyNodeTest {
   }
 
   /**
+   * A server whose key changes after the node started (rotated, the server restarted with
+   * another) refuses every completion 401: the clients' 502s do not reach the operator, so the
+   * node logs it, once, at WARN, pointing at {@code --engine-api-key-file} and
+   * {@code PREFIX_ROUTER_ENGINE_API_KEY}, never showing the key; once the server accepts the key
+   * again, it says so once, and a later refusal is logged again. It used to log nothing.
+   */
+  @Test
+  void aKeyRefusedAfterTheStartIsLoggedOncePerChange() throws Exception {
+    try (FakeOpenAiServer server = serverWithKey()) {
+      List<String> lines = logged("credentials", () -> {
+        try (NodeMain.Running r = launch(Map.of("PREFIX_ROUTER_ENGINE_API_KEY", KEY),
+            "--engine", server.baseUrl())) {
+          assertEquals(200, post(r, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2}")
+              .statusCode());
+          server.requireApiKey(WRONG); // the server's key changed: the node's is now refused
+          for (int i = 0; i < 3; i++) {
+            HttpResponse<String> ids = post(r, "/v1/completions",
+                "{\"prompt\":[1,2,3],\"max_tokens\":2}");
+            assertEquals(502, ids.statusCode(), ids.body());
+          }
+          server.requireApiKey(KEY);
+          assertEquals(200, post(r, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2}")
+              .statusCode());
+          assertEquals(200, post(r, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2}")
+              .statusCode());
+          server.requireApiKey(WRONG);
+          assertEquals(502, post(r, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2}")
+              .statusCode());
+        } catch (Exception e) {
+          throw new AssertionError(e);
+        }
+      });
+      assertEquals(3, lines.size(), lines.toString());
+      for (int i : new int[] {0, 2}) {
+        String line = lines.get(i);
+        assertTrue(line.contains("WARN") && line.contains("refuses this node's credentials (HTTP 401)")
+            && line.contains("the API key given")
+            && line.contains("--engine-api-key-file")
+            && line.contains("PREFIX_ROUTER_ENGINE_API_KEY"), line);
+      }
+      assertTrue(lines.get(1).contains("INFO") && lines.get(1).contains("accepts this node's credentials again"),
+          lines.get(1));
+      assertFalse(lines.toString().contains(KEY) || lines.toString().contains(WRONG), lines.toString());
+    }
+  }
+
+  /**
    * A {@code --tokenizer} URL on the engine's server (same scheme, host and port) gets the key;
    * one on another server does not: the key is the engine server's, not to be handed to
    * whatever host the tokenizer names.
