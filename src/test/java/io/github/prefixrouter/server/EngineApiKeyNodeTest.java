@@ -22,6 +22,8 @@ import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * A node in front of a model server started with an API key (vLLM's and SGLang's
@@ -150,12 +152,17 @@ class EngineApiKeyNodeTest {
    * A server that guards its health check and refuses the node's key (a wrong one, or none) is
    * logged at the start as refusing this node's credentials, by its status, pointing at
    * {@code --engine-api-key-file} and {@code PREFIX_ROUTER_ENGINE_API_KEY}, never showing the
-   * key. It used to be logged as a server that does not answer its health check at all.
+   * key. It used to be logged as a server that does not answer its health check at all. So is
+   * vLLM's, whose {@code /health} answers without the key: the check asks {@code /v1/models}
+   * too, which the key guards (with {@code --model}, the start asks nothing else; the refusal
+   * used to pass unnoticed there).
    */
-  @Test
-  void aRefusedKeyIsLoggedAsSuchAtTheStartsHealthCheck() throws Exception {
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void aRefusedKeyIsLoggedAsSuchAtTheStartsHealthCheck(boolean healthOpen) throws Exception {
     Path keyFile = Files.writeString(dir.resolve("wrong.key"), WRONG + "\n");
     try (FakeOpenAiServer server = serverWithKey()) {
+      server.healthOpen(healthOpen);
       for (List<String> key : List.of(List.of("--engine-api-key-file", keyFile.toString()),
           List.<String>of())) {
         List<String> args = new ArrayList<>(List.of("--engine", server.baseUrl(), "--model",

@@ -147,7 +147,8 @@ import org.slf4j.LoggerFactory;
  * the server shrinks for lack of KV-cache memory.) At most {@link Builder#maxInFlight} requests
  * are outstanding at once; further ones fail at once with an {@link EngineBusyException}, which
  * the node turns into push-back or runs elsewhere. {@link #health()} probes {@code /health},
- * falling back to {@code /v1/models}.
+ * falling back to {@code /v1/models}, which it also asks after a healthy {@code /health}: a 401
+ * or 403 there (vLLM guards only {@code /v1} with its key) makes the server unhealthy.
  *
  * <p><b>Cache events.</b> On its own the adapter reports no cache events, so the node runs its
  * tree in self-managed mode (an estimate of what the server caches). In front of vLLM started
@@ -1109,10 +1110,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
 
   /**
    * Probes the server: {@code GET /health} (vLLM, SGLang, llama.cpp), falling back to
-   * {@code GET /v1/models} when {@code /health} is not found. Completes with true if the server
-   * answered 2xx, false otherwise (never exceptionally), as soon as the answer's headers have
-   * come, within {@code requestTimeout}: a body that then stalls does not hold it (its
-   * connection is closed at {@code requestTimeout}).
+   * {@code GET /v1/models} when {@code /health} is not found, and followed by it when
+   * {@code /health} answers 2xx, to see a key refused there ({@link #healthStatus()}). Completes
+   * with true if the server answered 2xx, false otherwise (never exceptionally), as soon as the
+   * answers' headers have come, each within {@code requestTimeout}: a body that then stalls
+   * does not hold it (its connection is closed at {@code requestTimeout}).
    *
    * @return a future of whether the server answered 2xx; never completes exceptionally
    */
@@ -1123,8 +1125,13 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   /**
    * Probes the server as {@link #health()} does, and tells what it answered: the HTTP status
    * of {@code GET /health}, or of {@code GET /v1/models} when {@code /health} is not found.
-   * That tells a server that refuses this engine's {@link Builder#apiKey} (401 or 403: a wrong
-   * key, or none) or fails (5xx) from one that does not answer at all.
+   * A {@code /health} that answers 2xx is followed by {@code GET /v1/models}, whose 401 or 403
+   * is then the status: vLLM answers its health check without its {@code --api-key} and guards
+   * only {@code /v1}, where the completions go, so a key it refuses showed as healthy. Any other
+   * answer of {@code /v1/models} to that second probe (404 on a server without it, a failure, no
+   * answer) leaves {@code /health}'s status. That tells a server that refuses this engine's
+   * {@link Builder#apiKey} (401 or 403: a wrong key, or none) or fails (5xx) from one that does
+   * not answer at all.
    *
    * @return a future of the status, or of -1 when no answer came (the server unreachable, no
    *     headers within {@code requestTimeout}, the engine closed); never completes exceptionally
@@ -1134,7 +1141,18 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       return CompletableFuture.completedFuture(-1);
     }
     return probe(healthUri)
-        .thenCompose(status -> status == 404 ? probe(modelsUri) : CompletableFuture.completedFuture(status))
+        .thenCompose(status -> {
+          if (status == 404) {
+            return probe(modelsUri);
+          }
+          if (status < 200 || status >= 300) {
+            return CompletableFuture.completedFuture(status);
+          }
+          // an open health check says nothing of the key: ask a path the key guards
+          return probe(modelsUri)
+              .thenApply(models -> models == 401 || models == 403 ? models : status)
+              .exceptionally(e -> status);
+        })
         .exceptionally(e -> -1);
   }
 

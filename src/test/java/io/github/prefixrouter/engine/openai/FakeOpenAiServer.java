@@ -48,6 +48,8 @@ public final class FakeOpenAiServer implements AutoCloseable {
   /** The key every request must carry as {@code Authorization: Bearer}; null: none needed. */
   private volatile String apiKey;
   private volatile boolean tokenizes;
+  /** Whether {@code GET /health} answers without the key ({@link #healthOpen}). */
+  private volatile boolean healthOpen;
   /** Each request's path and whether it was let through, in arrival order. */
   private final java.util.List<String> requests =
       java.util.Collections.synchronizedList(new java.util.ArrayList<>());
@@ -123,6 +125,17 @@ public final class FakeOpenAiServer implements AutoCloseable {
    */
   public void requireApiKey(String key) {
     this.apiKey = key;
+  }
+
+  /**
+   * Whether {@code GET /health} answers without the key too, as vLLM's does (its
+   * {@code --api-key} guards only the paths under {@code /v1}). Off by default: the health check
+   * is guarded as every other path.
+   *
+   * @param on true to leave {@code /health} open
+   */
+  public void healthOpen(boolean on) {
+    this.healthOpen = on;
   }
 
   /**
@@ -225,7 +238,10 @@ public final class FakeOpenAiServer implements AutoCloseable {
       }
     });
     server.createContext("/health", ex -> {
-      if (authorized(ex)) {
+      if (healthOpen) {
+        requests.add("/health ok");
+      }
+      if (healthOpen || authorized(ex)) {
         ex.sendResponseHeaders(200, -1);
         ex.close();
       }

@@ -342,7 +342,7 @@ class OpenAiCompatibleEngineTest {
         assertEquals(3, e.execute(request(), (t, text) -> { }).get(20, TimeUnit.SECONDS)
             .outputTokens().length);
       }
-      assertEquals(List.of("/health ok", "/v1/completions ok", "/v1/completions ok"),
+      assertEquals(List.of("/health ok", "/v1/models ok", "/v1/completions ok", "/v1/completions ok"),
           fake.requests());
       try (OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(fake.baseUrl())
           .apiKey("sk-wrong-17").requestTimeout(Duration.ofSeconds(5)).build()) {
@@ -357,6 +357,49 @@ class OpenAiCompatibleEngineTest {
         assertFalse(e.toString().contains("sk-wrong-17"), e.toString());
       }
     }
+  }
+
+  /**
+   * vLLM answers {@code /health} without its key and guards {@code /v1}: the probe then asks
+   * {@code GET /v1/models} too, with the key, and reports its 401 (a wrong key, or none), so
+   * that the health check shows a key every completion would be refused with. It used to
+   * report {@code /health}'s 200: healthy.
+   */
+  @Test
+  void theHealthStatusShowsAKeyRefusedBehindAnOpenHealthCheck() throws Exception {
+    try (FakeOpenAiServer fake = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
+      fake.requireApiKey("sk-right-42");
+      fake.healthOpen(true);
+      for (String key : new String[] {"sk-wrong-17", null}) {
+        try (OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(fake.baseUrl())
+            .apiKey(key).requestTimeout(Duration.ofSeconds(5)).build()) {
+          assertEquals(401, e.healthStatus().get(20, TimeUnit.SECONDS), "key " + key);
+          assertFalse(e.health().get(20, TimeUnit.SECONDS), "key " + key);
+        }
+      }
+      try (OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(fake.baseUrl())
+          .apiKey("sk-right-42").requestTimeout(Duration.ofSeconds(5)).build()) {
+        assertEquals(200, e.healthStatus().get(20, TimeUnit.SECONDS));
+      }
+    }
+  }
+
+  /**
+   * Only a 401 or 403 of {@code GET /v1/models} overrides {@code /health}'s 2xx: a server without
+   * that path (404), or failing it, is as healthy as its health check says.
+   */
+  @Test
+  void theModelsProbeOverridesAHealthyCheckOnlyWithARefusedKey() throws Exception {
+    for (int models : new int[] {404, 500, 503}) {
+      server.modelsStatus = models;
+      assertEquals(200, engine().healthStatus().get(10, TimeUnit.SECONDS), "models " + models);
+    }
+    for (int models : new int[] {401, 403}) {
+      server.modelsStatus = models;
+      assertEquals(models, engine().healthStatus().get(10, TimeUnit.SECONDS), "models " + models);
+    }
+    server.healthStatus = 503; // a failing health check is not asked further
+    assertEquals(503, engine().healthStatus().get(10, TimeUnit.SECONDS));
   }
 
   @Test

@@ -25,7 +25,7 @@ import java.util.regex.Pattern;
  * A fake OpenAI-compatible server on loopback whose {@code POST /v1/completions} does what the
  * test sets in {@link #behaviour}, with the request's parsed JSON body (also kept in
  * {@link #lastBody}); {@code GET /health} answers {@link #healthStatus} and {@code GET
- * /v1/models} an empty list. {@link #close()} releases every handler waiting in
+ * /v1/models} an empty list (or {@link #modelsStatus}). {@link #close()} releases every handler waiting in
  * {@link #awaitRelease()} and stops the server.
  */
 final class ScriptedOpenAiServer implements AutoCloseable {
@@ -41,6 +41,8 @@ final class ScriptedOpenAiServer implements AutoCloseable {
   final AtomicReference<Map<?, ?>> lastBody = new AtomicReference<>();
   /** What {@code GET /health} answers. */
   volatile int healthStatus = 200;
+  /** What {@code GET /v1/models} answers: 200 with an empty list, or this status without one. */
+  volatile int modelsStatus = 200;
   /** Counted down by the test (or by {@link #close()}) to let held handlers go. */
   final CountDownLatch release = new CountDownLatch(1);
   private final HttpServer server;
@@ -63,6 +65,11 @@ final class ScriptedOpenAiServer implements AutoCloseable {
       ex.close();
     });
     server.createContext("/v1/models", ex -> {
+      if (modelsStatus != 200) {
+        ex.sendResponseHeaders(modelsStatus, -1);
+        ex.close();
+        return;
+      }
       byte[] b = "{\"data\":[]}".getBytes(StandardCharsets.UTF_8);
       ex.sendResponseHeaders(200, b.length);
       ex.getResponseBody().write(b);
