@@ -135,6 +135,9 @@ class EngineApiKeyNodeTest {
             "{\"prompt\":[1,2,3],\"max_tokens\":2}");
         assertEquals(502, ids.statusCode(), ids.body());
         assertTrue(ids.body().contains("HTTP 401"), ids.body());
+        // the client did nothing wrong (502, not 4xx), and is told what is: the node's key
+        assertTrue(ids.body().contains("the model server refuses the API key the node sends"),
+            ids.body());
         assertFalse(ids.body().contains(WRONG), ids.body());
         assertFalse(String.valueOf(r.engine).contains(WRONG), String.valueOf(r.engine));
       } finally {

@@ -87,7 +87,8 @@ import org.slf4j.LoggerFactory;
  * than {@code max_tokens} or a negative one, are retryable (another node may serve the request: the
  * server misbehaved, not the request); HTTP 429 and 503 (the server says it is overloaded) are
  * {@link EngineBusyException}s; 401 and 403 (the server refuses this node's credentials) are
- * retryable too, since a peer's server may accept its own. A 404 in OpenAI's error shape that
+ * retryable too, since a peer's server may accept its own, and their message says that the
+ * server refuses the API key sent (or requests without one), never showing the key. A 404 in OpenAI's error shape that
  * names a model (vLLM's {@code "The model `x` does not exist."}) refuses the model sent: an
  * {@link InvalidRequestException} for a request of a LoRA adapter (a client's name), a retryable
  * failure for one of the base model (the name this engine sends for every request, {@link
@@ -797,6 +798,12 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
     if (status != 200) {
       String detail = where + ": server answered HTTP " + status + errorDetail(body);
+      if (status == 401 || status == 403) {
+        // the node's credentials, not the request: said so to the client, never the key
+        detail += apiKey != null
+            ? "; the model server refuses the API key the node sends"
+            : "; the model server refuses requests without an API key, and the node sends none";
+      }
       if (status >= 400 && status < 500 && status != 408 && status != 401 && status != 403) {
         throw new InvalidRequestException(detail, status);
       }

@@ -352,9 +352,17 @@ class OpenAiCompatibleEngineTest {
               : e.execute(request()));
           assertTrue(err.retryable(), err.getMessage());
           assertTrue(err.getMessage().contains("HTTP 401"), err.getMessage());
+          assertTrue(err.getMessage().contains("the model server refuses the API key the node "
+              + "sends"), err.getMessage());
           assertFalse(err.getMessage().contains("sk-wrong-17"), err.getMessage());
         }
         assertFalse(e.toString().contains("sk-wrong-17"), e.toString());
+      }
+      try (OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(fake.baseUrl())
+          .requestTimeout(Duration.ofSeconds(5)).build()) {
+        EngineException err = failure(e.execute(request()));
+        assertTrue(err.getMessage().contains("HTTP 401") && err.getMessage().contains(
+            "the model server refuses requests without an API key"), err.getMessage());
       }
     }
   }
