@@ -15,7 +15,10 @@ import java.util.regex.Pattern;
  * follow together (a family never appears twice), metric and label names match the format's
  * patterns, label values use only the format's escapes, every value parses as a float, counters
  * end in {@code _total} and are not negative, no sample is repeated, no blank line, no other
- * comment, a line feed after the last line.
+ * comment, a line feed after the last line. A histogram's samples are its {@code _bucket},
+ * {@code _sum} and {@code _count}; per series (its labels but {@code le}) the buckets' {@code le}
+ * rise, their counts are cumulative (never falling, never negative), the last is
+ * {@code le="+Inf"}, and {@code _count} is there and equals it, as is {@code _sum}.
  */
 final class PrometheusTextParser {
 
@@ -26,6 +29,17 @@ final class PrometheusTextParser {
 
   /** One sample. */
   record Sample(String name, Map<String, String> labels, double value) {}
+
+  /**
+   * One series of a histogram: its buckets' bounds and cumulative counts, in order ({@code +Inf}
+   * last), its sum and its count.
+   */
+  record Histogram(List<Double> le, List<Double> cumulative, double sum, double count) {
+    /** The observations above {@code bound} (one of the bounds). */
+    double above(double bound) {
+      return count - cumulative.get(le.indexOf(bound));
+    }
+  }
 
   /** One family: its type, help text and samples, in order. */
   static final class Family {
@@ -44,6 +58,38 @@ final class PrometheusTextParser {
         throw new AssertionError(name + " has not exactly one sample without labels: " + samples);
       }
       return samples.get(0).value();
+    }
+
+    /**
+     * The histogram whose only label (but {@code le}) is {@code label=value} (a null label:
+     * none): its buckets' bounds and cumulative counts in order, its sum and its count.
+     */
+    Histogram histogram(String label, String value) {
+      Map<String, String> series = label == null ? Map.of() : Map.of(label, value);
+      List<Double> le = new ArrayList<>();
+      List<Double> counts = new ArrayList<>();
+      Double sum = null;
+      Double count = null;
+      for (Sample s : samples) {
+        Map<String, String> rest = new LinkedHashMap<>(s.labels());
+        String bound = rest.remove("le");
+        if (!rest.equals(series)) {
+          continue;
+        }
+        if (s.name().equals(name + "_bucket")) {
+          le.add(bound.equals("+Inf") ? Double.POSITIVE_INFINITY : Double.parseDouble(bound));
+          counts.add(s.value());
+        } else if (s.name().equals(name + "_sum")) {
+          sum = s.value();
+        } else if (s.name().equals(name + "_count")) {
+          count = s.value();
+        }
+      }
+      if (le.isEmpty() || sum == null || count == null) {
+        throw new AssertionError(name + " has no histogram {" + label + "=\"" + value + "\"}: "
+            + samples);
+      }
+      return new Histogram(List.copyOf(le), List.copyOf(counts), sum, count);
     }
 
     /** The value of the sample whose only label is {@code label=value}. */
@@ -127,12 +173,22 @@ final class PrometheusTextParser {
         continue;
       }
       Sample s = sample(line, n);
-      if (current == null || !current.name.equals(s.name())) {
+      if (current == null || !current.name.equals(s.name())
+          && !("histogram".equals(current.type) && histogramSample(current.name, s.name()))) {
         throw new FormatException(n, "sample " + s.name() + " is not of the family declared last"
             + (current == null ? "" : " (" + current.name + ")"));
       }
       if (current.help == null || current.type == null) {
         throw new FormatException(n, "sample of " + s.name() + " before its HELP and TYPE");
+      }
+      if (current.type.equals("histogram")) {
+        if (current.name.equals(s.name())) {
+          throw new FormatException(n, "histogram " + s.name() + " has a sample without suffix");
+        }
+        if (s.name().endsWith("_bucket") != s.labels().containsKey("le")) {
+          throw new FormatException(n, "le on a histogram's _sum or _count, or a bucket without "
+              + "it: " + line);
+        }
       }
       if (current.type.equals("counter") && !(s.value() >= 0)) {
         throw new FormatException(n, "counter " + s.name() + " is " + s.value());
@@ -146,8 +202,63 @@ final class PrometheusTextParser {
       if (f.help == null || f.type == null) {
         throw new FormatException(0, "family " + f.name + " lacks HELP or TYPE");
       }
+      if (f.type.equals("histogram")) {
+        checkHistogram(f);
+      }
     }
     return families;
+  }
+
+  private static boolean histogramSample(String family, String sample) {
+    return sample.equals(family + "_bucket") || sample.equals(family + "_sum")
+        || sample.equals(family + "_count");
+  }
+
+  /** Per series: buckets rising and cumulative, +Inf last, _count equal to it, _sum there. */
+  private static void checkHistogram(Family f) {
+    Map<Map<String, String>, List<Sample>> buckets = new LinkedHashMap<>();
+    Map<Map<String, String>, Double> counts = new LinkedHashMap<>();
+    Set<Map<String, String>> sums = new HashSet<>();
+    for (Sample s : f.samples) {
+      if (s.name().endsWith("_bucket")) {
+        Map<String, String> series = new LinkedHashMap<>(s.labels());
+        series.remove("le");
+        buckets.computeIfAbsent(Map.copyOf(series), k -> new ArrayList<>()).add(s);
+      } else if (s.name().endsWith("_count")) {
+        counts.put(s.labels(), s.value());
+      } else {
+        sums.add(s.labels());
+      }
+    }
+    if (!buckets.keySet().equals(counts.keySet()) || !buckets.keySet().equals(sums)) {
+      throw new FormatException(0, "histogram " + f.name + ": series with buckets " + buckets.keySet()
+          + ", with _count " + counts.keySet() + ", with _sum " + sums);
+    }
+    for (Map.Entry<Map<String, String>, List<Sample>> e : buckets.entrySet()) {
+      double lastLe = Double.NEGATIVE_INFINITY;
+      double lastCount = 0;
+      for (Sample b : e.getValue()) {
+        String le = b.labels().get("le");
+        double bound = le.equals("+Inf") ? Double.POSITIVE_INFINITY : value(le, 0);
+        if (!(bound > lastLe)) {
+          throw new FormatException(0, "histogram " + f.name + e.getKey() + ": le " + le
+              + " after " + lastLe);
+        }
+        if (!(b.value() >= lastCount)) {
+          throw new FormatException(0, "histogram " + f.name + e.getKey() + ": bucket le=" + le
+              + " counts " + b.value() + ", below the " + lastCount + " of the one before");
+        }
+        lastLe = bound;
+        lastCount = b.value();
+      }
+      if (lastLe != Double.POSITIVE_INFINITY) {
+        throw new FormatException(0, "histogram " + f.name + e.getKey() + " has no +Inf bucket");
+      }
+      if (counts.get(e.getKey()) != lastCount) {
+        throw new FormatException(0, "histogram " + f.name + e.getKey() + ": _count "
+            + counts.get(e.getKey()) + " is not the +Inf bucket's " + lastCount);
+      }
+    }
   }
 
   private static Sample sample(String line, int n) {
