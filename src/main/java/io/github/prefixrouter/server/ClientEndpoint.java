@@ -109,7 +109,8 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code GET /v1/stats}: the node's {@link NodeStats} (plus transport, engine and this
  *       endpoint's own counters) as JSON.
  *   <li>{@code GET /metrics} (or {@code HEAD}): the same counters and gauges in Prometheus' text
- *       format 0.0.4 (see {@link StatsTables} for the names).
+ *       format 0.0.4 (see {@link StatsTables} for the names), and histograms of how long the
+ *       accepted requests took, by where they were served ({@link ClientLatency}).
  *   <li>{@code GET /health} (or {@code HEAD}): 200 while the node runs, 503 otherwise. The body
  *       is {@code {"state": ...}}, with {@code "engine_avoided": true} while the node routes
  *       around its stalled engine (still 200: the node answers its clients through its peers),
@@ -242,6 +243,8 @@ final class ClientEndpoint {
   private final PromptTokenizer tokenizer;
   private final LongSupplier epochSeconds;
   private final RequestSeeds seeds;
+  /** How long requests took: the histograms of {@code /metrics}. */
+  private final ClientLatency latency;
   /** Tokenizations under way: failed at {@link #stop} so that none holds its slot for ever. */
   private final Set<CompletableFuture<PromptTokenizer.Tokenized>> tokenizing =
       ConcurrentHashMap.newKeySet();
@@ -334,6 +337,24 @@ final class ClientEndpoint {
       int maxInFlight, Duration ioTimeout, String baseModel, int readerThreads,
       int maxUnfinishedPerAddress, PromptTokenizer tokenizer, LongSupplier epochSeconds,
       long seedOfSeeds, long bodyBudget) {
+    this(node, extraStats, maxInFlight, ioTimeout, baseModel, readerThreads,
+        maxUnfinishedPerAddress, tokenizer, epochSeconds, seedOfSeeds, bodyBudget,
+        System::nanoTime);
+  }
+
+  /**
+   * An endpoint that times its requests by the given clock.
+   *
+   * @param nanoClock a monotonic clock in nanoseconds ({@code System::nanoTime}), read when a
+   *     request arrives, when a stream's first event is written and when an answer ends: the
+   *     latency histograms of {@code /metrics} ({@link ClientLatency})
+   * @param bodyBudget and the others as above
+   * @throws IllegalArgumentException if a limit is out of its range
+   */
+  ClientEndpoint(PrefixRouterNode node, Supplier<List<StatsTable.Section<?>>> extraStats,
+      int maxInFlight, Duration ioTimeout, String baseModel, int readerThreads,
+      int maxUnfinishedPerAddress, PromptTokenizer tokenizer, LongSupplier epochSeconds,
+      long seedOfSeeds, long bodyBudget, LongSupplier nanoClock) {
     if (bodyBudget < MIN_BODY_BUDGET) {
       throw new IllegalArgumentException("bodyBudget must be at least " + MIN_BODY_BUDGET
           + " bytes (one request of the largest body, its text and its parse), was "
@@ -344,6 +365,7 @@ final class ClientEndpoint {
     this.tokenizer = tokenizer;
     this.epochSeconds = epochSeconds;
     this.seeds = new RequestSeeds(seedOfSeeds);
+    this.latency = new ClientLatency(nanoClock);
     checkRange("readerThreads", readerThreads);
     checkRange("maxUnfinishedPerAddress", maxUnfinishedPerAddress);
     this.baseModel = baseModel;
@@ -714,6 +736,7 @@ final class ClientEndpoint {
   }
 
   private void completions(HttpExchange ex) {
+    ClientLatency.Request timing = latency.arrived();
     ParsedRequest parsed;
     InetSocketAddress remote = ex.getRemoteAddress();
     if (!readers.tryAcquire(remote)) {
@@ -759,10 +782,11 @@ final class ClientEndpoint {
     }
     InferenceRequest request = parsed.request();
     if (parsed.stream()) {
-      stream(ex, request);
+      stream(ex, request, timing);
       return;
     }
-    submitWhole(ex, request, resp -> () -> respond(ex, 200, toJson(resp, request.params())),
+    submitWhole(ex, request, timing,
+        resp -> () -> respond(ex, 200, toJson(resp, request.params())),
         c -> () -> answerFailure(ex, request.id(), c));
   }
 
@@ -770,20 +794,26 @@ final class ClientEndpoint {
    * Submits a streamed request ({@code "stream": true}): its pieces and its end are written as
    * server-sent events by the writer threads ({@link StreamedAnswer}).
    */
-  private void stream(HttpExchange ex, InferenceRequest request) {
-    stream(ex, request, new StreamedAnswer.RouteFormat(request.id(), request.params()),
+  private void stream(HttpExchange ex, InferenceRequest request, ClientLatency.Request timing) {
+    stream(ex, request, timing, new StreamedAnswer.RouteFormat(request.id(), request.params()),
         (e, failure) -> answerFailure(e, request.id(), failure));
   }
 
   /**
    * Submits a streamed request whose events {@code format} renders and whose failure before its
    * first piece {@code failureAnswer} answers; gives its in-flight slot back when it completes.
+   * Its time is counted when its answer ends: served where its answer came from if its end
+   * event was written, else failed.
    */
-  private void stream(HttpExchange ex, InferenceRequest request, StreamedAnswer.Format format,
-      StreamedAnswer.FailureAnswer failureAnswer) {
+  private void stream(HttpExchange ex, InferenceRequest request, ClientLatency.Request timing,
+      StreamedAnswer.Format format, StreamedAnswer.FailureAnswer failureAnswer) {
     StreamedAnswer s = new StreamedAnswer(ex, request.id(), executor, ioDeadline, format,
-        (e, failure) -> written(e, () -> failureAnswer.answer(e, failure)), openStreams::remove,
-        streamsCancelled::incrementAndGet);
+        (e, failure) -> written(e, () -> failureAnswer.answer(e, failure)), done -> {
+          openStreams.remove(done);
+          InferenceResponse r = done.answered();
+          timing.answered(r == null ? ClientLatency.FAILED : ClientLatency.served(r),
+              done.firstWrittenAt());
+        }, streamsCancelled::incrementAndGet, latency::now);
     openStreams.add(s);
     CompletableFuture<InferenceResponse> answer;
     try {
@@ -814,6 +844,7 @@ final class ClientEndpoint {
    * ({@link #submitOpenAi}).
    */
   private void openAi(HttpExchange ex, OpenAiRequest.Kind kind) {
+    ClientLatency.Request timing = latency.arrived();
     InetSocketAddress remote = ex.getRemoteAddress();
     if (!readers.tryAcquire(remote)) {
       ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
@@ -871,7 +902,8 @@ final class ClientEndpoint {
       openAiError(ex, 503, "too many requests in flight at this node", null, "busy");
       return;
     }
-    tokenize(req, (t, err) -> submitOpenAi(ex, req, requestId, seed, created, t, err));
+    tokenize(req,
+        (t, err) -> submitOpenAi(ex, req, requestId, seed, created, timing, t, err));
   }
 
   /**
@@ -951,7 +983,8 @@ final class ClientEndpoint {
    * once: here on a failure, else when the node's future completes.
    */
   private void submitOpenAi(HttpExchange ex, OpenAiRequest req, String requestId, long seed,
-      long created, PromptTokenizer.Tokenized tokenized, Throwable tokenizeError) {
+      long created, ClientLatency.Request timing, PromptTokenizer.Tokenized tokenized,
+      Throwable tokenizeError) {
     InferenceRequest request;
     OpenAiAnswers.Context ctx;
     try {
@@ -977,14 +1010,14 @@ final class ClientEndpoint {
           req.continuousUsage, request.tokens().length);
     } catch (RuntimeException e) {
       inFlight.decrementAndGet();
-      writeLater(ex, () -> openAiFailure(ex, e));
+      writeLater(ex, () -> openAiFailure(ex, e), () -> timing.answered(ClientLatency.FAILED));
       return;
     }
     if (req.stream) {
-      stream(ex, request, new OpenAiAnswers.ChunkFormat(ctx), this::openAiFailure);
+      stream(ex, request, timing, new OpenAiAnswers.ChunkFormat(ctx), this::openAiFailure);
       return;
     }
-    submitWhole(ex, request, resp -> () -> answerOpenAi(ex, ctx, resp),
+    submitWhole(ex, request, timing, resp -> () -> answerOpenAi(ex, ctx, resp),
         c -> () -> openAiFailure(ex, c));
   }
 
@@ -1017,9 +1050,10 @@ final class ClientEndpoint {
    * Submits a request answered whole: when the node's future completes, gives the in-flight slot
    * back and hands the answer's write ({@code answer}, or {@code failure} of the failure's cause)
    * to the writer threads, never writing on the engine's or the node's thread that completed the
-   * request: a client that does not read must not block it.
+   * request: a client that does not read must not block it. Its time is counted once the write
+   * ends: served where its answer came from if that was answered 200, else failed.
    */
-  private void submitWhole(HttpExchange ex, InferenceRequest request,
+  private void submitWhole(HttpExchange ex, InferenceRequest request, ClientLatency.Request timing,
       java.util.function.Function<InferenceResponse, Runnable> answer,
       java.util.function.Function<Throwable, Runnable> failure) {
     CompletableFuture<InferenceResponse> f;
@@ -1031,11 +1065,12 @@ final class ClientEndpoint {
     f.whenComplete((resp, err) -> {
       inFlight.decrementAndGet();
       if (err == null) {
-        writeLater(ex, answer.apply(resp));
+        writeLater(ex, answer.apply(resp), () -> timing.answered(
+            ex.getResponseCode() == 200 ? ClientLatency.served(resp) : ClientLatency.FAILED));
       } else {
         Throwable c = err instanceof CompletionException && err.getCause() != null
             ? err.getCause() : err;
-        writeLater(ex, failure.apply(c));
+        writeLater(ex, failure.apply(c), () -> timing.answered(ClientLatency.FAILED));
       }
     });
   }
@@ -1056,16 +1091,23 @@ final class ClientEndpoint {
   /**
    * Hands a write to the writer threads, under the I/O deadline; once {@link #stop} has shut them
    * down, writes on this thread under the same deadline. A write that throws still answers the
-   * exchange ({@link #written}).
+   * exchange ({@link #written}). {@code then} runs once the write has ended, however it ended.
    */
-  private void writeLater(HttpExchange ex, Runnable write) {
+  private void writeLater(HttpExchange ex, Runnable write, Runnable then) {
+    Runnable task = () -> {
+      try {
+        ioDeadline.run(() -> written(ex, write));
+      } finally {
+        then.run();
+      }
+    };
     try {
-      executor.execute(() -> ioDeadline.run(() -> written(ex, write)));
+      executor.execute(task);
     } catch (RuntimeException stopped) {
       // stop() waits for the writers before it closes the port: a request that arrives
       // meanwhile (the stopped node refuses it) got its connection closed instead of its 503.
       // Once the port is closed, the write fails at once and closes the exchange
-      ioDeadline.run(() -> written(ex, write));
+      task.run();
     }
   }
 
@@ -1502,7 +1544,8 @@ final class ClientEndpoint {
 
   /**
    * Every counter and gauge, read now: the node's, the process's others ({@code extraStats}),
-   * this endpoint's. {@code /v1/stats} and {@code /metrics} both write these.
+   * this endpoint's; and this endpoint's latency histograms. {@code /v1/stats} and
+   * {@code /metrics} both write these ({@code /v1/stats} leaves the histograms out).
    */
   List<StatsTable.Section<?>> sections() {
     List<StatsTable.Section<?>> all = new ArrayList<>();
@@ -1513,6 +1556,7 @@ final class ClientEndpoint {
         streamsCancelled.get(), tokenizeFailures.get(), tokenizeRefused.get(),
         refusedWithoutCertificate.get(), bodies.capacity() - bodies.available(),
         bodyBudgetRefused.get())));
+    all.add(StatsTables.CLIENT_LATENCY.section(null, latency.snapshot()));
     return all;
   }
 

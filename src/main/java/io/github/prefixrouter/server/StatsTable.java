@@ -17,6 +17,8 @@ import java.util.function.Function;
  * 1 for the value and 0 for the others; the JSON has its name), a {@link Map} from enum
  * constants or texts to numbers (one sample per key, the key's name or text in the label; the
  * JSON has the same object) or a {@link String} (an info family: one sample of 1 with the text in the label).
+ * A histogram's value is a {@link Map} from texts to {@link LatencyHistogram.Snapshot}s (one
+ * histogram per key, the key in the label); it is in {@code /metrics} only.
  *
  * @param <S> the snapshot type
  */
@@ -27,7 +29,7 @@ final class StatsTable<S> {
    *
    * @param key its key in {@code /v1/stats}; null when it is only in {@code /metrics}
    * @param family its Prometheus family's full name
-   * @param type counter or gauge
+   * @param type counter, gauge or histogram
    * @param help the family's help text
    * @param label the label naming an enum constant, a map's key or an info text; null for a number
    * @param value reads the field from a snapshot
@@ -39,6 +41,9 @@ final class StatsTable<S> {
       Objects.requireNonNull(type, "type");
       Objects.requireNonNull(help, "help");
       Objects.requireNonNull(value, "value");
+      if (type == Type.HISTOGRAM && key != null) {
+        throw new IllegalArgumentException(family + ": a histogram is in /metrics only");
+      }
     }
   }
 
@@ -98,7 +103,10 @@ final class StatsTable<S> {
     for (Field<S> f : fields) {
       Object v = f.value().apply(s);
       out.family(f.family(), f.type(), f.help());
-      if (v instanceof Number n) {
+      if (f.type() == Type.HISTOGRAM && v instanceof Map<?, ?> map) {
+        map.forEach((k, h) ->
+            out.histogram(f.label(), labelOf(k), (LatencyHistogram.Snapshot) h));
+      } else if (v instanceof Number n) {
         out.sample(n);
       } else if (v instanceof Enum<?> e) {
         for (Object c : e.getDeclaringClass().getEnumConstants()) {
@@ -141,6 +149,15 @@ final class StatsTable<S> {
         Function<S, Object> value) {
       return add(new Field<>(key, family, type, help, Objects.requireNonNull(label, "label"),
           value));
+    }
+
+    /**
+     * Histograms by a label, in {@code /metrics} only: the value is a map from the label's
+     * texts to {@link LatencyHistogram.Snapshot}s.
+     */
+    Builder<S> histogram(String family, String label, String help, Function<S, Object> value) {
+      return add(new Field<>(null, family, Type.HISTOGRAM, help,
+          Objects.requireNonNull(label, "label"), value));
     }
 
     private Builder<S> add(Field<S> f) {

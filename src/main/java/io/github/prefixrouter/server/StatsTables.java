@@ -11,7 +11,8 @@ import io.github.prefixrouter.transport.http.HttpTransport;
 
 /**
  * Every counter and gauge a {@link NodeMain} process shows, each listed once with its key in
- * {@code GET /v1/stats} and its Prometheus family in {@code GET /metrics}.
+ * {@code GET /v1/stats} and its Prometheus family in {@code GET /metrics}; and the client
+ * endpoint's latency histograms, in {@code GET /metrics} only.
  *
  * <p>Names follow Prometheus' conventions: one prefix ({@code prefix_router_}), counters end in
  * {@code _total}, units are in the name ({@code _tokens}, {@code _bytes}), and no label has the
@@ -478,5 +479,25 @@ final class StatsTables {
           "Requests answered 503 because the body budget (--client-body-budget) could not give "
               + "what their body needed while other bodies held it.",
           ClientStats::bodyBudgetRefused)
+      .build();
+
+  /**
+   * The client endpoint's latency histograms ({@link ClientLatency}): in {@code /metrics} only,
+   * each with a series per {@code served} ({@link ClientLatency#SERVED}) and the buckets of
+   * {@link LatencyHistogram#BOUNDS_SECONDS}.
+   */
+  static final StatsTable<ClientLatency.Snapshot> CLIENT_LATENCY =
+      StatsTable.<ClientLatency.Snapshot>builder()
+      .histogram(C + "request_duration_seconds", "served",
+          "Client requests the endpoint accepted (chat, completions, token route; streamed or "
+              + "not), from their arrival (headers read) to the end of writing their answer "
+              + "(its last byte written, or the write given up), by where they were served: "
+              + "local (this node's engine), forwarded (a peer), failed (answered with an "
+              + "error, or the stream cut short).", ClientLatency.Snapshot::durations)
+      .histogram(C + "time_to_first_output_seconds", "served",
+          "Streamed client requests, from their arrival to their first event of output "
+              + "written, by where they were served (as for "
+              + "prefix_router_client_request_duration_seconds); none for a stream that ended "
+              + "before its first event.", ClientLatency.Snapshot::firstOutputs)
       .build();
 }

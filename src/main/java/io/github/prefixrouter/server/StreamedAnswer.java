@@ -22,6 +22,7 @@ import java.util.concurrent.Executor;
 import java.util.concurrent.Future;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.function.Consumer;
+import java.util.function.LongSupplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -176,6 +177,11 @@ final class StreamedAnswer implements OutputListener {
   private final Format format;
   private final Consumer<StreamedAnswer> onFinished;
   private final Runnable onClientGone;
+  private final LongSupplier clock;
+  /** When the first event was written and flushed ({@link #firstWrittenAt}). */
+  private volatile long firstWrittenAt = ClientLatency.NO_OUTPUT;
+  /** The answer whose end event was written ({@link #answered}). */
+  private volatile InferenceResponse answered;
 
   // queued by the node's threads, taken by the writers (guarded by this)
   private final ArrayDeque<Object> queue = new ArrayDeque<>();
@@ -212,6 +218,19 @@ final class StreamedAnswer implements OutputListener {
    */
   StreamedAnswer(HttpExchange ex, String id, Executor writers, IoDeadline deadline, Format format,
       FailureAnswer failureAnswer, Consumer<StreamedAnswer> onFinished, Runnable onClientGone) {
+    this(ex, id, writers, deadline, format, failureAnswer, onFinished, onClientGone,
+        System::nanoTime);
+  }
+
+  /**
+   * @param clock a monotonic clock in nanoseconds, read when the first event is written
+   *     ({@link #firstWrittenAt})
+   * @param ex and the others as above
+   */
+  StreamedAnswer(HttpExchange ex, String id, Executor writers, IoDeadline deadline, Format format,
+      FailureAnswer failureAnswer, Consumer<StreamedAnswer> onFinished, Runnable onClientGone,
+      LongSupplier clock) {
+    this.clock = clock;
     this.format = format;
     this.ex = ex;
     this.id = id;
@@ -232,6 +251,23 @@ final class StreamedAnswer implements OutputListener {
     if (cancel) {
       future.cancel(true);
     }
+  }
+
+  /**
+   * The clock's reading when the first event (of output, or the end's) was written and flushed
+   * to the client; {@link ClientLatency#NO_OUTPUT} if none was.
+   */
+  long firstWrittenAt() {
+    return firstWrittenAt;
+  }
+
+  /**
+   * The answer whose end event ({@link Format#end}) was written to the client, the stream then
+   * closed; null if the stream ended otherwise (a failure, a client gone, abandoned). Set before
+   * {@code onFinished} is called.
+   */
+  InferenceResponse answered() {
+    return answered;
   }
 
   @Override
@@ -359,6 +395,7 @@ final class StreamedAnswer implements OutputListener {
     }
     ByteArrayOutputStream events = new ByteArrayOutputStream();
     boolean last = false;
+    InferenceResponse endOf = null;
     Fail failBeforeStart = null;
     for (Object item : batch) {
       if (item instanceof Fail f && !started && events.size() == 0) {
@@ -371,6 +408,7 @@ final class StreamedAnswer implements OutputListener {
         } else if (item instanceof End e) {
           events.writeBytes(format.end(e.response(), e.tokens(), e.text()));
           last = true;
+          endOf = e.response();
           break;
         } else if (item instanceof Fail f) {
           events.writeBytes(format.error(f.failure()));
@@ -411,10 +449,14 @@ final class StreamedAnswer implements OutputListener {
       OutputStream out = ex.getResponseBody();
       out.write(events.toByteArray());
       out.flush();
+      if (firstWrittenAt == ClientLatency.NO_OUTPUT) {
+        firstWrittenAt = clock.getAsLong();
+      }
       if (last) {
         finished = true;
         out.close(); // the last chunk
         ex.close();
+        answered = endOf;
         onFinished.accept(this);
       }
     } catch (IOException | RuntimeException e) {

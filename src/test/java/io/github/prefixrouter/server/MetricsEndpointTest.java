@@ -132,6 +132,19 @@ class MetricsEndpointTest {
       assertEquals(0.0, v(am, "prefix_router_client_in_flight_requests"));
       assertEquals(0.0, v(am, "prefix_router_in_flight_requests"));
       assertEquals(0.0, v(am, "prefix_router_client_rejected_busy_total"));
+      // the client's waits, by where each was served: one local, one forwarded, none failed;
+      // neither was streamed, so no first output
+      Family durations = am.get("prefix_router_client_request_duration_seconds");
+      assertTrue(durations != null, "no request duration histogram: " + am.keySet());
+      assertEquals("histogram", durations.type);
+      assertEquals(1.0, durations.histogram("served", "local").count());
+      assertEquals(1.0, durations.histogram("served", "forwarded").count());
+      assertEquals(0.0, durations.histogram("served", "failed").count());
+      assertTrue(durations.histogram("served", "forwarded").sum() > 0);
+      Family firstOutputs = am.get("prefix_router_client_time_to_first_output_seconds");
+      for (String served : new String[] {"local", "forwarded", "failed"}) {
+        assertEquals(0.0, firstOutputs.histogram("served", served).count(), served);
+      }
 
       Map<String, Family> bm = metrics(b);
       assertEquals(1.0, v(bm, "prefix_router_requests_total"));

@@ -62,6 +62,25 @@ class StatsTablesTest {
   private static final TlsFiles.Stats CLIENT_TLS =
       StatsFixtures.distinct(TlsFiles.Stats.class, 1_100_000);
 
+  /** Histograms whose every count and sum differs from every other. */
+  private static final ClientLatency.Snapshot LATENCY = latency();
+
+  private static ClientLatency.Snapshot latency() {
+    Map<String, LatencyHistogram.Snapshot> durations = new java.util.LinkedHashMap<>();
+    Map<String, LatencyHistogram.Snapshot> firstOutputs = new java.util.LinkedHashMap<>();
+    long n = 1_200_000;
+    for (String served : ClientLatency.SERVED) {
+      for (Map<String, LatencyHistogram.Snapshot> m : List.of(durations, firstOutputs)) {
+        long[] cumulative = new long[LatencyHistogram.BOUNDS_SECONDS.length + 1];
+        for (int i = 0; i < cumulative.length; i++) {
+          cumulative[i] = n++;
+        }
+        m.put(served, new LatencyHistogram.Snapshot(cumulative, n++ + 0.5));
+      }
+    }
+    return new ClientLatency.Snapshot(durations, firstOutputs);
+  }
+
   private static final List<StatsTable.Section<?>> ALL = List.of(
       StatsTables.NODE.section(null, NODE),
       StatsTables.PEER_MESSAGES.section("peer_messages", PEER),
@@ -73,7 +92,8 @@ class StatsTablesTest {
       StatsTables.CLIENT_TLS.section("client_tls", CLIENT_TLS),
       StatsTables.REFERENCE_ENGINE.section("engine", ENGINE),
       StatsTables.KV_EVENTS.section("kv_events", KV),
-      StatsTables.CLIENT.section("client", CLIENT));
+      StatsTables.CLIENT.section("client", CLIENT),
+      StatsTables.CLIENT_LATENCY.section(null, LATENCY));
 
   private static Map<String, Family> metrics(StatsTable.Section<?>... sections) {
     PrometheusText out = new PrometheusText();
@@ -194,6 +214,52 @@ class StatsTablesTest {
       }
     }
     assertEquals(used, m.keySet());
+  }
+
+  /**
+   * The client endpoint's histograms, in {@code /metrics} only: a series per {@code served},
+   * each with every bucket of {@link LatencyHistogram#BOUNDS_SECONDS} and {@code +Inf}, its sum
+   * and its count, as the snapshot has them.
+   */
+  @Test
+  void theLatencyHistogramsAppearInMetricsOnly() {
+    Map<String, Family> m = metrics(StatsTables.CLIENT_LATENCY.section(null, LATENCY));
+    assertEquals(Set.of("prefix_router_client_request_duration_seconds",
+        "prefix_router_client_time_to_first_output_seconds"), m.keySet());
+    Map<String, Map<String, LatencyHistogram.Snapshot>> expected = Map.of(
+        "prefix_router_client_request_duration_seconds", LATENCY.durations(),
+        "prefix_router_client_time_to_first_output_seconds", LATENCY.firstOutputs());
+    List<Double> bounds = new ArrayList<>();
+    for (double b : LatencyHistogram.BOUNDS_SECONDS) {
+      bounds.add(b);
+    }
+    bounds.add(Double.POSITIVE_INFINITY);
+    for (Family f : m.values()) {
+      assertEquals("histogram", f.type, f.name);
+      assertEquals(ClientLatency.SERVED.size() * (bounds.size() + 2), f.samples.size(), f.name);
+      for (String served : ClientLatency.SERVED) {
+        PrometheusTextParser.Histogram h = f.histogram("served", served);
+        LatencyHistogram.Snapshot s = expected.get(f.name).get(served);
+        assertEquals(bounds, h.le(), f.name);
+        assertEquals(Arrays.stream(s.cumulative()).asDoubleStream().boxed().toList(),
+            h.cumulative(), f.name + "{" + served + "}");
+        assertEquals(s.sumSeconds(), h.sum(), f.name + "{" + served + "}");
+        assertEquals(s.count(), h.count(), f.name + "{" + served + "}");
+      }
+    }
+    assertEquals(Map.of(), StatsTables.CLIENT_LATENCY.json(LATENCY));
+  }
+
+  /** docs/deployment.md states the histograms' buckets as {@link LatencyHistogram} has them. */
+  @Test
+  void theDeploymentGuideStatesTheBuckets() throws Exception {
+    String doc = java.nio.file.Files.readString(java.nio.file.Path.of("docs", "deployment.md"))
+        .replace("\n", " ");
+    String bounds = Arrays.stream(LatencyHistogram.BOUNDS_SECONDS)
+        .mapToObj(b -> b == Math.rint(b) ? String.valueOf((long) b) : String.valueOf(b))
+        .collect(Collectors.joining(", "));
+    String stated = "Both have the same buckets (`le`, seconds): " + bounds + " and `+Inf`";
+    assertTrue(doc.contains(stated), "docs/deployment.md does not say: " + stated);
   }
 
   /**
