@@ -221,6 +221,11 @@ public final class RouterNode implements PrefixRouterNode {
   private final LongAdder divergences = new LongAdder();
   private final LongAdder cancelledBeforeArrival = new LongAdder();
   private final LongAdder otherModelRefused = new LongAdder();
+  /**
+   * Runs in {@code answer} once a submitted request's answer is counted, before its future is
+   * completed (for tests: a cancel and a {@code stats()} call between the two).
+   */
+  volatile Runnable beforeAnswerGiven = () -> { };
   /** "sender model-id" of each warning of a peer's request of another model id (bounded). */
   private final Set<String> otherModelSenders = ConcurrentHashMap.newKeySet();
   /** Executions with a streaming forward in flight, by the attempt's stream tag. */
@@ -1831,6 +1836,7 @@ public final class RouterNode implements PrefixRouterNode {
       return;
     }
     countAnswered(ex, result, wasForwarded);
+    beforeAnswerGiven.run();
     cf.answer(resp);
   }
 

@@ -1,9 +1,11 @@
 package io.github.prefixrouter.internal.route;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
 
+import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.RouterConfig;
@@ -13,56 +15,90 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
 /**
  * The counters of {@link NodeStats} are monotonic as {@code stats()} sees them, also while
- * clients cancel their requests on the answer's own piece: such an answer is not counted, and
- * was never counted and then taken back (a concurrent {@code stats()} saw served locally and the
- * prompt tokens go up, then down).
+ * clients cancel their requests as they are answered: such an answer is not counted, and was
+ * never counted and then taken back (a concurrent {@code stats()} saw served locally and the
+ * prompt tokens go up, then down). The node's hook between counting an answer and completing
+ * its future ({@link RouterNode#beforeAnswerGiven}) puts the cancel and the {@code stats()}
+ * reads exactly where the race would, on every run.
  */
 class MonotonicStatsTest {
 
-  @Test
-  void countersNeverGoDownWhileClientsCancelOnTheAnswer() throws InterruptedException {
+  private static OracleCluster cluster() {
     OracleCluster.Hooks h = new OracleCluster.Hooks();
     h.engineWrap = ForwardingEngine::new; // streams nothing: the output comes with the result
-    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+    return new OracleCluster(1, RouterConfig.builder()
         .policy(RoutingPolicy.LOCAL_ONLY).build(), 1, h).start();
-    AtomicBoolean stop = new AtomicBoolean();
-    AtomicReference<String> wentDown = new AtomicReference<>();
-    Thread reader = new Thread(() -> {
-      NodeStats last = c.node("n0").stats();
-      while (!stop.get() && wentDown.get() == null) {
-        NodeStats s = c.node("n0").stats();
-        if (s.servedLocally() < last.servedLocally() || s.promptTokens() < last.promptTokens()
-            || s.failed() < last.failed()) {
-          wentDown.set(last + " then " + s);
-        }
-        last = s;
-      }
-    });
-    reader.start();
-    int n = 20_000;
-    try {
-      for (int i = 0; i < n && wentDown.get() == null; i++) {
-        List<CompletableFuture<InferenceResponse>> mine = new ArrayList<>();
-        CompletableFuture<InferenceResponse> f = c.node("n0").submit(
-            StreamingTest.generating("r" + i, i, 4), (t, s) -> mine.get(0).cancel(true));
-        mine.add(f);
-        StreamingTest.runUntilDone(c, f);
-        assertTrue(f.isCancelled());
-      }
-    } finally {
-      stop.set(true);
-      reader.join();
-    }
-    assertNull(wentDown.get(), "a counter went down");
+  }
+
+  /** The client cancels on the answer's own piece, before the answer claims the future. */
+  @Test
+  void aCancelBeforeTheAnswerIsNeverCountedAsAnswered() {
+    OracleCluster c = cluster();
+    RouterNode n = c.node("n0");
+    List<NodeStats> seen = new ArrayList<>();
+    seen.add(n.stats());
+    n.beforeAnswerGiven = () -> seen.add(n.stats());
+    List<CompletableFuture<InferenceResponse>> mine = new ArrayList<>();
+    CompletableFuture<InferenceResponse> f = n.submit(StreamingTest.generating("r", 1, 4),
+        (t, s) -> {
+          assertTrue(mine.get(0).cancel(true));
+          seen.add(n.stats());
+        });
+    mine.add(f);
+    StreamingTest.runUntilDone(c, f);
     c.sim.runUntilIdle(1_000_000);
-    NodeStats s = c.node("n0").stats();
+    seen.add(n.stats());
+    assertTrue(f.isCancelled());
+    assertMonotonic(seen);
+    NodeStats s = n.stats();
     assertEquals(0, s.servedLocally(), s.toString());
     assertEquals(0, s.promptTokens(), s.toString());
-    assertEquals(n, s.failed(), s.toString());
+    assertEquals(1, s.failed(), s.toString());
+  }
+
+  /** The client cancels after the answer was counted, before its future is completed. */
+  @Test
+  void aCancelBetweenTheCountAndTheCompletionGivesWay() {
+    OracleCluster c = cluster();
+    RouterNode n = c.node("n0");
+    List<NodeStats> seen = new ArrayList<>();
+    seen.add(n.stats());
+    List<CompletableFuture<InferenceResponse>> mine = new ArrayList<>();
+    AtomicBoolean cancelled = new AtomicBoolean();
+    n.beforeAnswerGiven = () -> {
+      seen.add(n.stats());
+      cancelled.set(mine.get(0).cancel(true));
+      seen.add(n.stats());
+    };
+    InferenceRequest r = StreamingTest.generating("r", 1, 4);
+    CompletableFuture<InferenceResponse> f = n.submit(r);
+    mine.add(f);
+    StreamingTest.runUntilDone(c, f);
+    c.sim.runUntilIdle(1_000_000);
+    seen.add(n.stats());
+    assertMonotonic(seen);
+    assertEquals(4, seen.size(), "the hook ran once");
+    assertFalse(cancelled.get(), "a cancel after the answer was counted must find it answered");
+    assertFalse(f.isCancelled());
+    NodeStats s = n.stats();
+    assertEquals(1, s.servedLocally(), s.toString());
+    assertEquals(0, s.failed(), s.toString());
+    assertEquals(r.length(), s.promptTokens(), s.toString());
+  }
+
+  private static void assertMonotonic(List<NodeStats> seen) {
+    for (int i = 1; i < seen.size(); i++) {
+      NodeStats a = seen.get(i - 1);
+      NodeStats b = seen.get(i);
+      if (b.servedLocally() < a.servedLocally() || b.forwarded() < a.forwarded()
+          || b.failed() < a.failed() || b.promptTokens() < a.promptTokens()
+          || b.cachedPromptTokens() < a.cachedPromptTokens()) {
+        fail("a counter went down: " + a + " then " + b);
+      }
+    }
   }
 }
