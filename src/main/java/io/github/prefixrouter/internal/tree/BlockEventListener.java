@@ -14,8 +14,11 @@ package io.github.prefixrouter.internal.tree;
  * <p>Calls are made one at a time, in order, after the tree's write lock has been released, so
  * a listener may read the tree. A listener that throws (an exception or an {@link Error}) is
  * logged, counted ({@link ConcurrentPrefixTree#listenerFailures()}) and otherwise ignored: the
- * event still reaches the other listeners, and the write that caused it is not failed. The
- * arrays passed are owned by the listener.
+ * event still reaches the other listeners, and the write that caused it is not failed. Only a
+ * {@link VirtualMachineError} other than a {@link StackOverflowError} (out of memory) is thrown
+ * on to the write's caller (an engine's event call included), once the queued events have
+ * reached every listener; the write itself is made. The arrays passed are owned by the
+ * listener.
  *
  * <p>A listener must be quick and must not block. Events are given on the threads of the
  * writes (an {@code insert}, a lease's release, {@code evictTo}, {@code clear}, an engine

@@ -1404,7 +1404,6 @@ public final class ConcurrentPrefixTree {
         } finally {
           lock.unlockWrite(ws);
         }
-        deliver();
         if (dropped > 0 && Long.bitCount(overflowCount) == 1) { // the 1st, 2nd, 4th, 8th...
           LOG.warn("the mirror of the engine's cache exceeded its limit of {} tokens and dropped "
               + "its {} least recently stored blocks ({} times, {} blocks so far): the engine "
@@ -1418,6 +1417,7 @@ public final class ConcurrentPrefixTree {
       } catch (Throwable e) { // an Error or a checked exception thrown undeclared too
         engineEventFailed("stored", e);
       }
+      deliver(); // outside: a listener's failure is no failure of the event (listenerFailures)
     }
 
     @Override
@@ -1431,10 +1431,10 @@ public final class ConcurrentPrefixTree {
         } finally {
           lock.unlockWrite(ws);
         }
-        deliver();
       } catch (Throwable e) { // an Error or a checked exception thrown undeclared too
         engineEventFailed("removed", e);
       }
+      deliver();
     }
 
     @Override
@@ -1448,10 +1448,10 @@ public final class ConcurrentPrefixTree {
         } finally {
           lock.unlockWrite(ws);
         }
-        deliver();
       } catch (Throwable e) { // an Error or a checked exception thrown undeclared too
         engineEventFailed("cleared", e);
       }
+      deliver();
     }
 
     @Override
@@ -2014,7 +2014,11 @@ public final class ConcurrentPrefixTree {
     engineFaultForTest = fault;
   }
 
-  /** How many listener calls threw (each is logged and otherwise ignored). */
+  /**
+   * How many listener calls threw (each is logged and otherwise ignored, but a {@link
+   * VirtualMachineError} other than a {@link StackOverflowError}, thrown on to the writer once
+   * the events have reached the other listeners).
+   */
   public long listenerFailures() {
     return listenerFailures;
   }
@@ -2040,11 +2044,18 @@ public final class ConcurrentPrefixTree {
    * the event being delivered has reached every listener, so that all listeners see all events
    * in write order (delivering them from the nested call would show them to the later listeners
    * before the current event).
+   *
+   * <p>A listener that throws is counted and logged, and the event still reaches the listeners
+   * after it. Nothing is thrown to the writer but a {@link VirtualMachineError} other than a
+   * {@link StackOverflowError} (out of memory: the virtual machine's trouble, not the
+   * listener's), and that only once every queued event has reached every listener, so that
+   * their replicas stay whole.
    */
   private void deliver() {
     if (pending.isEmpty() || delivery.isHeldByCurrentThread()) {
       return;
     }
+    VirtualMachineError fatal = null;
     delivery.lock();
     try {
       Event e;
@@ -2057,15 +2068,25 @@ public final class ConcurrentPrefixTree {
               default -> l.onCleared();
             }
           } catch (Throwable ex) { // an Error or a checked exception thrown undeclared too:
-            // thrown on, it left the writer's (the engine's) call and kept the event from the
-            // listeners after this one
+            // thrown on at once, it left the writer's (the engine's) call and kept the event
+            // from the listeners after this one
             listenerFailures++;
-            LOG.warn("block event listener {} failed", l, ex);
+            if (ex instanceof VirtualMachineError vme && !(ex instanceof StackOverflowError)) {
+              LOG.error("block event listener {} failed", l, ex);
+              if (fatal == null) {
+                fatal = vme;
+              }
+            } else {
+              LOG.warn("block event listener {} failed", l, ex);
+            }
           }
         }
       }
     } finally {
       delivery.unlock();
+    }
+    if (fatal != null) {
+      throw fatal;
     }
   }
 

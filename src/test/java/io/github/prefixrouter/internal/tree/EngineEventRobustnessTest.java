@@ -253,4 +253,52 @@ class EngineEventRobustnessTest {
     replay.assertConsistent();
     t.checkInvariants();
   }
+
+  /**
+   * A block event listener that runs out of memory gets the policy of the engine events and of
+   * gossip handling: counted in {@code listenerFailures()} (not as an engine event failure: the
+   * event was applied), the event and the ones queued after it still reach every listener, and
+   * the {@link OutOfMemoryError} is then thrown on to the writer, engine or not.
+   */
+  @Test
+  void aBlockEventListenerOutOfMemoryIsCountedDeliveredAroundAndThrownOn() {
+    // the listener delivery caught every Throwable: the OutOfMemoryError was logged and lost
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    t.addListener(new BlockEventListener() {
+      @Override
+      public void onStored(long[] hashes) {
+        throw new OutOfMemoryError("listener");
+      }
+    });
+    ConcurrentPrefixTreeTest.Replay after = new ConcurrentPrefixTreeTest.Replay();
+    t.addListener(after);
+    CacheEventListener engine = t.engineEvents();
+    assertThrows(OutOfMemoryError.class, () -> engine.onBlocksStored(
+        CacheEventListener.NO_PARENT, new long[] {1, 2}, new int[] {5, 6, 7, 8}));
+    assertEquals(1, t.listenerFailures());
+    assertEquals(0, t.engineEventFailures(), "the event was applied");
+    assertEquals(4, t.match(new int[] {5, 6, 7, 8}));
+    assertEquals(java.util.List.of("stored 2"), after.log);
+    assertDoesNotThrow(() -> engine.onBlocksRemoved(new long[] {2}));
+    assertEquals(java.util.List.of("stored 2", "evicted 1"), after.log);
+    after.assertConsistent();
+    t.checkInvariants();
+
+    ConcurrentPrefixTree s = ConcurrentPrefixTree.builder().blockSize(2).capacityTokens(1000)
+        .build();
+    s.addListener(new BlockEventListener() {
+      @Override
+      public void onStored(long[] hashes) {
+        throw new OutOfMemoryError("listener");
+      }
+    });
+    ConcurrentPrefixTreeTest.Replay r = new ConcurrentPrefixTreeTest.Replay();
+    s.addListener(r);
+    assertThrows(OutOfMemoryError.class, () -> s.insert(new int[] {1, 2, 3, 4}));
+    assertEquals(1, s.listenerFailures());
+    assertEquals(2, r.held.size());
+    assertEquals(4, s.match(new int[] {1, 2, 3, 4}));
+    r.assertConsistent();
+    s.checkInvariants();
+  }
 }
