@@ -212,6 +212,8 @@ public final class ConcurrentPrefixTree {
   private final AtomicLong engineEventFailures = new AtomicLong();
   /** Run under the write lock as each engine event is applied (tests that inject a fault). */
   private volatile Runnable engineFaultForTest = () -> { };
+  /** Runs in a store event once its tokens are in the tree, before its hashes (tests only). */
+  volatile Runnable midStoreFaultForTest = () -> { };
 
   private final CacheEventListener engineListener = new EngineListener();
 
@@ -1401,6 +1403,9 @@ public final class ConcurrentPrefixTree {
           overflowCount = overflows;
           droppedSoFar = overflowBlocks;
           flushEvents();
+        } catch (Throwable e) {
+          repairAfterFault();
+          throw e;
         } finally {
           lock.unlockWrite(ws);
         }
@@ -1428,6 +1433,9 @@ public final class ConcurrentPrefixTree {
           engineFaultForTest.run();
           engineRemove(blockHashes);
           flushEvents();
+        } catch (Throwable e) {
+          repairAfterFault();
+          throw e;
         } finally {
           lock.unlockWrite(ws);
         }
@@ -1445,6 +1453,9 @@ public final class ConcurrentPrefixTree {
           engineFaultForTest.run();
           clearedEvents++;
           clearLocked();
+        } catch (Throwable e) {
+          repairAfterFault();
+          throw e;
         } finally {
           lock.unlockWrite(ws);
         }
@@ -1457,6 +1468,24 @@ public final class ConcurrentPrefixTree {
     @Override
     public String toString() {
       return "engine events of " + ConcurrentPrefixTree.this;
+    }
+
+    /**
+     * After an event whose application threw, under the write lock: the changes it made stay if
+     * the tree is still consistent (as when it threw before changing anything), else the tree is
+     * cleared, as if the engine had cleared its cache (which can only under-report the cache),
+     * rather than left holding blocks that no removal reaches. The listeners are told either way.
+     */
+    private void repairAfterFault() {
+      try {
+        new InvariantChecker().check();
+        flushEvents();
+        return;
+      } catch (Throwable broken) { // a StackOverflowError or out of memory too: clear
+        LOG.error("an engine event left the mirror of the engine's cache inconsistent: cleared",
+            broken);
+      }
+      clearLocked();
     }
 
     /**
@@ -1539,6 +1568,7 @@ public final class ConcurrentPrefixTree {
       }
     }
     Node end = extend(n, d, tokens, 0, tokens.length, d, now, true);
+    midStoreFaultForTest.run();
     // record the engine's hashes on the blocks of the path, deepest first
     Node x = end;
     for (int i = hashes.length - 1; i >= 0; i--) {

@@ -301,4 +301,48 @@ class EngineEventRobustnessTest {
     r.assertConsistent();
     s.checkInvariants();
   }
+
+  /**
+   * An {@link Error} part-way through a store, once its tokens are in the tree and before its
+   * hashes are recorded, left blocks no removal could reach (the invariant check failed with
+   * "engine hash not indexed to its node", and {@code match} reported them cached). A tree the
+   * fault left inconsistent is cleared, as if the engine had cleared its cache, and the
+   * listeners are told; later events rebuild it.
+   */
+  @Test
+  void anErrorPartWayThroughAStoreLeavesNoUnreachableBlocks() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    ConcurrentPrefixTreeTest.Replay replay = new ConcurrentPrefixTreeTest.Replay();
+    t.addListener(replay);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    t.midStoreFaultForTest = () -> {
+      throw new StackOverflowError("test");
+    };
+    assertDoesNotThrow(() -> engine.onBlocksStored(1, new long[] {2, 3},
+        new int[] {7, 8, 9, 9}));
+    t.midStoreFaultForTest = () -> { };
+    assertEquals(1, t.engineEventFailures());
+    t.checkInvariants();
+    assertEquals(0, t.match(new int[] {5, 6, 7, 8, 9, 9}), "cleared");
+    replay.assertConsistent();
+    assertEquals(java.util.Set.of(), replay.held);
+
+    t.midStoreFaultForTest = () -> {
+      throw new OutOfMemoryError("test");
+    };
+    assertThrows(OutOfMemoryError.class, () -> engine.onBlocksStored(
+        CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6}));
+    t.midStoreFaultForTest = () -> { };
+    t.checkInvariants();
+    assertEquals(0, t.match(new int[] {5, 6}));
+
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    engine.onBlocksStored(1, new long[] {2}, new int[] {7, 8});
+    assertEquals(4, t.match(new int[] {5, 6, 7, 8}));
+    engine.onBlocksRemoved(new long[] {1});
+    assertEquals(0, t.sizeTokens());
+    replay.assertConsistent();
+    t.checkInvariants();
+  }
 }
