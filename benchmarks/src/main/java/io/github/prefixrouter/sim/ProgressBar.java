@@ -15,6 +15,9 @@ final class ProgressBar {
   private long lastDrawNanos;
   private int runsDone;
   private final int runs;
+  /** What the last draw showed: its percentage and runs done (-1 before the first draw). */
+  private long drawnPercent = -1;
+  private int drawnRuns = -1;
 
   ProgressBar(PrintStream out, String label, long total, int runs) {
     this.out = out;
@@ -39,9 +42,12 @@ final class ProgressBar {
     draw();
   }
 
+  /** Ends the line, drawing the full bar first unless the last draw showed it already. */
   synchronized void finish() {
     done = total;
-    draw();
+    if (drawnPercent != 100 || drawnRuns != runsDone) {
+      draw(); // drawn again, it showed 100% twice in a file, where each redraw stays
+    }
     out.println();
     out.flush();
   }
@@ -54,8 +60,10 @@ final class ProgressBar {
     for (int i = 0; i < width; i++) {
       sb.append(i < filled ? '#' : '.');
     }
+    drawnPercent = done * 100 / total;
+    drawnRuns = runsDone;
     sb.append(String.format(Locale.ROOT,
-        "] %3d%%  runs %d/%d  %d:%02d", done * 100 / total, runsDone, runs, secs / 60, secs % 60));
+        "] %3d%%  runs %d/%d  %d:%02d", drawnPercent, runsDone, runs, secs / 60, secs % 60));
     out.print(sb);
     out.flush();
   }
