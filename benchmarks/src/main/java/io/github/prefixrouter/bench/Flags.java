@@ -458,12 +458,15 @@ public final class Flags {
   }
 
   /**
-   * Prints {@code error: } and the message of {@code e} to standard error and exits with code 2.
+   * Prints {@code error: } and the message of {@code e} to standard error, then a line pointing
+   * to {@code --help}, and exits with code 2.
    *
    * @param e the problem with the command line
    */
   public static void refuse(IllegalArgumentException e) {
     System.err.println("error: " + e.getMessage());
+    // as common command-line tools do: a --help after the flag refused was not read
+    System.err.println("(--help lists the flags)");
     System.exit(2);
   }
 }

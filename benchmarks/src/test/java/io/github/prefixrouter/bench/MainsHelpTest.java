@@ -81,6 +81,22 @@ class MainsHelpTest {
     return new String[] {String.valueOf(p.exitValue()), out, err};
   }
 
+  /**
+   * A command line with an unknown flag is refused, with exit code 2, also when {@code --help}
+   * follows it (the flag is reported, as common command-line tools do), and the refusal says
+   * where the flags are listed: it said only {@code error: unknown flag --ful}.
+   */
+  @Test
+  void aRefusalPointsToHelp() throws Exception {
+    for (String[] args : new String[][] {{"--ful"}, {"--ful", "--help"}}) {
+      String[] r = run(TreeBenchmarkMain.class, args);
+      assertEquals("2", r[0], String.join(" ", args) + ": " + r[2]);
+      assertTrue(r[2].contains("error: unknown flag --ful" + System.lineSeparator()), r[2]);
+      assertTrue(r[2].contains("--help"), String.join(" ", args) + ": " + r[2]);
+      assertEquals("", r[1]);
+    }
+  }
+
   @Test
   void everyMainAnswersHelpWithItsFlagsAndExitCode0() throws Exception {
     for (Map.Entry<Class<?>, List<String>> e : FLAGS.entrySet()) {
