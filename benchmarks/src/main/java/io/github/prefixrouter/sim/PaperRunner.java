@@ -86,6 +86,11 @@ final class PaperRunner {
         bar.finish();
       }
       return out;
+    } catch (RuntimeException | Error | InterruptedException e) {
+      if (bar != null) {
+        bar.abandon(); // the failure's trace was written after the bar, on its line
+      }
+      throw e;
     } finally {
       pool.shutdownNow();
     }

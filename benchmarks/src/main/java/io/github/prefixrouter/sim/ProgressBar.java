@@ -18,6 +18,8 @@ final class ProgressBar {
   /** What the last draw showed: its percentage and runs done (-1 before the first draw). */
   private long drawnPercent = -1;
   private int drawnRuns = -1;
+  /** The line was ended ({@link #finish}, {@link #abandon}): nothing more is drawn. */
+  private boolean ended;
 
   ProgressBar(PrintStream out, String label, long total, int runs) {
     this.out = out;
@@ -44,15 +46,34 @@ final class ProgressBar {
 
   /** Ends the line, drawing the full bar first unless the last draw showed it already. */
   synchronized void finish() {
+    if (ended) {
+      return;
+    }
     done = total;
     if (drawnPercent != 100 || drawnRuns != runsDone) {
       draw(); // drawn again, it showed 100% twice in a file, where each redraw stays
     }
     out.println();
     out.flush();
+    ended = true;
+  }
+
+  /**
+   * Ends the line as it stands, if a draw began it (a run failed): what is written next starts
+   * on a line of its own rather than after the bar, and runs still going draw nothing more.
+   */
+  synchronized void abandon() {
+    if (!ended && drawnPercent >= 0) {
+      out.println();
+      out.flush();
+    }
+    ended = true;
   }
 
   private void draw() {
+    if (ended) {
+      return;
+    }
     int width = 30;
     int filled = (int) (done * width / total);
     long secs = (System.nanoTime() - startNanos) / 1_000_000_000L;

@@ -48,4 +48,35 @@ class ProgressBarTest {
     String s = buf.toString(StandardCharsets.UTF_8);
     assertEquals(1, count(s, "100%  runs 1/1"), s);
   }
+
+  /**
+   * A run that fails ends the bar's line as it stands, so that what follows (the failure's
+   * stack trace) starts on a line of its own: it was written on the bar's line.
+   */
+  @Test
+  void aFailedRunEndsTheLine() {
+    SimConfig cfg = SimulationDeterminismTest.small(1, 1, java.util.List.of(Policy.values()[0]),
+        java.util.List.of(2));
+    int runs = PaperRunner.scenarios(cfg).size();
+    assertTrue(runs >= 2, "runs " + runs);
+    ByteArrayOutputStream buf = new ByteArrayOutputStream();
+    PrintStream out = new PrintStream(buf, true, StandardCharsets.UTF_8);
+    ProgressBar bar = new ProgressBar(out, "simulating", (long) runs * cfg.requests(), runs);
+    java.util.concurrent.atomic.AtomicInteger built = new java.util.concurrent.atomic.AtomicInteger();
+    Simulation.ClusterFactory failsSecond = ctx -> {
+      if (built.incrementAndGet() == 2) {
+        throw new IllegalStateException("test");
+      }
+      return Clusters.create(ctx);
+    };
+    org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
+        () -> PaperRunner.run(cfg, Prompts.load(null, cfg.seed()), failsSecond, bar));
+    String s = buf.toString(StandardCharsets.UTF_8);
+    assertTrue(s.contains("runs 1/" + runs), s);
+    assertTrue(s.endsWith(System.lineSeparator()), s);
+    assertEquals(0, count(s, "100%"), s);
+    bar.runFinished(); // a run still going when the pool was shut down
+    bar.finish();
+    assertEquals(s, buf.toString(StandardCharsets.UTF_8), "drawn after the line ended");
+  }
 }
