@@ -6,12 +6,17 @@ package io.github.prefixrouter;
  * {@link RouterConfig#engineStallTimeout()}), and what the node turned away from it meanwhile.
  * While the engine is stalled with a request outstanding, the node routes its own requests to
  * peers ({@link RouteDecision.Reason#LOCAL_ENGINE_STALLED}), refuses its peers' forwards as busy
- * and advertises overload (docs/routing.md, "A stalled engine"). Read it with
+ * and advertises overload (docs/routing.md, "A stalled engine"). It avoids a <i>failing</i>
+ * engine alike: one that failed {@link RouterConfig#engineFailureLimit()} requests in a row
+ * retryably (unreachable, an error status, at capacity) with no success between them, until
+ * one of the probes it is tried with once per {@link RouterConfig#failureCooldown()} succeeds
+ * (docs/routing.md, "A failing engine"). Read it with
  * {@link PrefixRouterNode#engineStallStats()}.
  *
  * <p>Immutable and thread-safe.
  *
- * @param avoided 1 while the engine is avoided (stalled, with a request outstanding), else 0
+ * @param avoided 1 while the engine is avoided (stalled, with a request outstanding; or
+ *     failing, and no probe due), else 0
  * @param stalled 1 while a stall is in progress (it ends at the engine's next progress), else 0
  * @param outstanding requests handed to the engine and not ended
  * @param silentSeconds with requests outstanding, how long since the engine's last progress (or
@@ -19,9 +24,15 @@ package io.github.prefixrouter;
  * @param stalls stalls detected since the node started
  * @param recoveries stalls ended by the engine's progress
  * @param reroutes routing decisions that sent a request to a peer because the engine was avoided
+ *     (stalled or failing)
  * @param refusedForPeers requests forwarded by peers and refused as busy because the engine was
- *     avoided, once per request as {@link NodeStats#refusedForPeers()} counts them (where they
- *     are also counted)
+ *     avoided (stalled or failing), once per request as {@link NodeStats#refusedForPeers()}
+ *     counts them (where they are also counted)
+ * @param failing 1 from the engine's {@link RouterConfig#engineFailureLimit()}-th retryable
+ *     failure in a row to its next success, else 0
+ * @param failedInARow retryable failures of the engine since its last success
+ * @param failingSpells times the engine was found failing since the node started
  */
 public record EngineStallStats(int avoided, int stalled, int outstanding, long silentSeconds,
-    long stalls, long recoveries, long reroutes, long refusedForPeers) {}
+    long stalls, long recoveries, long reroutes, long refusedForPeers, int failing,
+    long failedInARow, long failingSpells) {}

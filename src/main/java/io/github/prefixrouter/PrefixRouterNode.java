@@ -224,9 +224,10 @@ public interface PrefixRouterNode extends AutoCloseable {
   }
 
   /**
-   * What the node's watch of its own engine has seen: whether the engine is stalled and
-   * avoided now, how long it has been silent, its stalls, and the requests routed around it
-   * (see {@link RouterConfig#engineStallTimeout()} and {@link EngineStallStats}).
+   * What the node's watch of its own engine has seen: whether the engine is stalled or failing
+   * and avoided now, how long it has been silent, its stalls, its failures in a row and failing
+   * spells, and the requests routed around it (see {@link RouterConfig#engineStallTimeout()},
+   * {@link RouterConfig#engineFailureLimit()} and {@link EngineStallStats}).
    *
    * @return a new snapshot; empty by default, for implementations other than the library's
    */

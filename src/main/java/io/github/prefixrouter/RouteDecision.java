@@ -58,9 +58,10 @@ public final class RouteDecision {
     LOCAL_CACHING,
     /**
      * The local engine is stalled: it has requests outstanding and has shown no progress for
-     * {@link RouterConfig#engineStallTimeout()}. The request goes to the eligible peer the
-     * policy ranks first (the cheapest; for longest-prefix, the longest match), whatever local
-     * execution would cost.
+     * {@link RouterConfig#engineStallTimeout()}; or it is failing: it failed
+     * {@link RouterConfig#engineFailureLimit()} requests in a row retryably, and no probe of it
+     * is due. The request goes to the eligible peer the policy ranks first (the cheapest; for
+     * longest-prefix, the longest match), whatever local execution would cost.
      */
     LOCAL_ENGINE_STALLED,
     /**

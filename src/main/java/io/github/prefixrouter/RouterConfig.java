@@ -32,6 +32,9 @@ public final class RouterConfig {
   /** Largest hop limit accepted. */
   public static final int MAX_HOP_LIMIT = 8;
 
+  /** Largest {@link #engineFailureLimit()} accepted. */
+  public static final int MAX_ENGINE_FAILURE_LIMIT = 1000;
+
   /**
    * The least mirror limit chosen automatically ({@link #mirrorLimitTokens()}): 2^24 tokens, so
    * that a node next to a large engine cache keeps working with the default
@@ -59,6 +62,7 @@ public final class RouterConfig {
   private final Duration forwardTimeoutMax;
   private final Duration engineTimeout;
   private final Duration engineStallTimeout;
+  private final int engineFailureLimit;
   private final int hopLimit;
   private final int highWatermark;
   private final int lowWatermark;
@@ -93,6 +97,7 @@ public final class RouterConfig {
     forwardTimeoutMax = b.forwardTimeoutMax;
     engineTimeout = b.engineTimeout;
     engineStallTimeout = b.engineStallTimeout;
+    engineFailureLimit = b.engineFailureLimit;
     hopLimit = b.hopLimit;
     highWatermark = b.highWatermark;
     lowWatermark = b.lowWatermark;
@@ -181,6 +186,10 @@ public final class RouterConfig {
     }
     positive(p, "engineTimeout", engineTimeout);
     nonNegative(p, "engineStallTimeout", engineStallTimeout);
+    if (engineFailureLimit < 0 || engineFailureLimit > MAX_ENGINE_FAILURE_LIMIT) {
+      p.add("engineFailureLimit must be between 0 (never avoid a failing engine) and "
+          + MAX_ENGINE_FAILURE_LIMIT + ", was " + engineFailureLimit);
+    }
     if (hopLimit < 0 || hopLimit > MAX_HOP_LIMIT) {
       p.add("hopLimit must be between 0 (never forward) and " + MAX_HOP_LIMIT + ", was "
           + hopLimit);
@@ -450,6 +459,27 @@ public final class RouterConfig {
   }
 
   /**
+   * How many retryable failures of the local engine in a row (unreachable, an error status, at
+   * capacity, an answer that cannot be the request's), with no success between them, make the
+   * node avoid it as failing: a stalled engine's treatment ({@link #engineStallTimeout()}), as
+   * a server that is down, misconfigured or out of capacity ends every run at once and is never
+   * stalled. Its own requests go to the eligible peer the policy ranks first
+   * ({@link RouteDecision.Reason#LOCAL_ENGINE_STALLED}), peers' forwards are refused as busy and
+   * the node advertises overload in its gossip. With no run outstanding and
+   * {@link #failureCooldown()} passed since its last failure, the next request that would run
+   * here anyway is tried on the engine (the probe); the first success ends it. A failure that
+   * is not retryable (an invalid request, a timeout) does not count. With no eligible peer the
+   * requests still run here. Default 3; zero turns the check off. See docs/routing.md, "A
+   * failing engine".
+   *
+   * @return the retryable failures in a row after which the engine is avoided, or zero if the
+   *     check is off
+   */
+  public int engineFailureLimit() {
+    return engineFailureLimit;
+  }
+
+  /**
    * How many times a request may be forwarded. Default 1: a forwarded request runs there.
    *
    * @return how many times a request may be forwarded
@@ -490,7 +520,8 @@ public final class RouterConfig {
 
   /**
    * How long a peer whose forward timed out, was unreachable or failed in its engine (a
-   * retryable failure) is skipped. Default 2 s.
+   * retryable failure) is skipped; also how long after its last failure a failing local engine
+   * is tried again ({@link #engineFailureLimit()}). Default 2 s.
    *
    * @return how long such a peer is skipped
    */
@@ -649,6 +680,7 @@ public final class RouterConfig {
     private Duration forwardTimeoutMax = Duration.ofSeconds(60);
     private Duration engineTimeout = Duration.ofMinutes(10);
     private Duration engineStallTimeout = Duration.ofSeconds(30);
+    private int engineFailureLimit = 3;
     private int hopLimit = 1;
     private int highWatermark = 32;
     private int lowWatermark = 16;
@@ -685,6 +717,7 @@ public final class RouterConfig {
       forwardTimeoutMax = c.forwardTimeoutMax;
       engineTimeout = c.engineTimeout;
       engineStallTimeout = c.engineStallTimeout;
+      engineFailureLimit = c.engineFailureLimit;
       hopLimit = c.hopLimit;
       highWatermark = c.highWatermark;
       lowWatermark = c.lowWatermark;
@@ -860,6 +893,18 @@ public final class RouterConfig {
      */
     public Builder engineStallTimeout(Duration timeout) {
       this.engineStallTimeout = Objects.requireNonNull(timeout, "engineStallTimeout");
+      return this;
+    }
+
+    /**
+     * How many retryable failures of the local engine in a row make the node avoid it as
+     * failing (default 3); see {@link RouterConfig#engineFailureLimit()}.
+     *
+     * @param failures 0 (never) to {@link #MAX_ENGINE_FAILURE_LIMIT}
+     * @return this builder
+     */
+    public Builder engineFailureLimit(int failures) {
+      this.engineFailureLimit = failures;
       return this;
     }
 

@@ -67,6 +67,7 @@ class RouterConfigTest {
         .gossipGeneration(12_345)
         .modelId("llama-3-8b@awq")
         .engineStallTimeout(Duration.ofSeconds(45))
+        .engineFailureLimit(7)
         .build();
   }
 
@@ -155,6 +156,9 @@ class RouterConfigTest {
         bad("engineTimeout", b -> b.engineTimeout(Duration.ofDays(366))),
         bad("engineStallTimeout", b -> b.engineStallTimeout(Duration.ofNanos(-1))),
         bad("engineStallTimeout", b -> b.engineStallTimeout(Duration.ofDays(366))),
+        bad("engineFailureLimit", b -> b.engineFailureLimit(-1)),
+        bad("engineFailureLimit",
+            b -> b.engineFailureLimit(RouterConfig.MAX_ENGINE_FAILURE_LIMIT + 1)),
         bad("lowWatermark", b -> b.watermarks(-1, 4)),
         bad("busyCooldown", b -> b.busyCooldown(Duration.ofDays(366))),
         bad("failureCooldown", b -> b.failureCooldown(Duration.ofDays(366))),

@@ -276,7 +276,8 @@ final class StatsTables {
       StatsTable.<EngineStallStats>builder()
           .gauge("avoided", W + "avoided",
               "1 while the node routes around its engine: stalled (no output and no answer for "
-                  + "--engine-stall-ms) with requests outstanding; else 0.",
+                  + "--engine-stall-ms) with requests outstanding, or failing with no probe due; "
+                  + "else 0.",
               EngineStallStats::avoided)
           .gauge("stalled", W + "stalled",
               "1 from a stall's detection to the engine's next output or answer; else 0.",
@@ -291,11 +292,22 @@ final class StatsTables {
           .counter("recoveries", W + "recoveries_total",
               "Stalls ended by the engine's output or answer.", EngineStallStats::recoveries)
           .counter("reroutes", W + "reroutes_total",
-              "Routing decisions that sent a request to a peer because the engine was stalled.",
+              "Routing decisions that sent a request to a peer because the engine was stalled "
+                  + "or failing.",
               EngineStallStats::reroutes)
           .counter("refused_for_peers", W + "refused_for_peers_total",
-              "Requests forwarded by peers and refused as busy because the engine was stalled.",
+              "Requests forwarded by peers and refused as busy because the engine was stalled "
+                  + "or failing.",
               EngineStallStats::refusedForPeers)
+          .gauge("failing", W + "failing",
+              "1 from the engine's engineFailureLimit-th retryable failure in a row (refused "
+                  + "connection, error status, at capacity) to its next success; else 0.",
+              EngineStallStats::failing)
+          .gauge("failed_in_a_row", W + "failed_in_a_row",
+              "Retryable failures of the engine since its last success.",
+              EngineStallStats::failedInARow)
+          .counter("failing_spells", W + "failing_spells_total",
+              "Times the engine was found failing.", EngineStallStats::failingSpells)
           .build();
 
   private static final String L = P + "tree_";

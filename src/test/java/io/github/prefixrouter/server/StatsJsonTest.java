@@ -68,8 +68,11 @@ class StatsJsonTest {
       assertEquals(Map.of("malformed", 0L, "stray_streams", 0L, "output_divergences", 0L,
           "cancelled_before_arrival", 0L, "other_model_refused", 0L),
           s.get("peer_messages"));
-      assertEquals(Map.of("avoided", 0L, "stalled", 0L, "outstanding", 0L, "silent_seconds", 0L,
-          "stalls", 0L, "recoveries", 0L, "reroutes", 0L, "refused_for_peers", 0L),
+      assertEquals(Map.ofEntries(Map.entry("avoided", 0L), Map.entry("stalled", 0L),
+          Map.entry("outstanding", 0L), Map.entry("silent_seconds", 0L), Map.entry("stalls", 0L),
+          Map.entry("recoveries", 0L), Map.entry("reroutes", 0L),
+          Map.entry("refused_for_peers", 0L), Map.entry("failing", 0L),
+          Map.entry("failed_in_a_row", 0L), Map.entry("failing_spells", 0L)),
           s.get("engine_watch"));
       // the reference engine publishes its cache events, so the tree mirrors them
       assertEquals(List.of("stored_events", "removed_events", "cleared_events",

@@ -23,6 +23,18 @@ import java.util.concurrent.atomic.LongAdder;
  * request per probe instead of every request, and a slow one that answers is never avoided for
  * long.
  *
+ * <p>A <b>failing</b> engine is avoided alike. A hung engine answers nothing; one whose server is
+ * down (a refused connection), misconfigured (every call a 404 or a 5xx) or out of capacity
+ * ends every run at once with a retryable failure, so it never has runs outstanding for long
+ * and is never stalled, and without this check every request of the node's clients would try
+ * it before going to a peer, and every peer's forward would be taken on and failed. After
+ * {@code failureLimit} retryable failures in a row ({@link #failed}) with no success between
+ * them ({@link #succeeded}), the engine is failing: it is avoided as a stalled one is, except
+ * that, as a failure is quick, the probe is let through only once no run is outstanding and
+ * {@code probeNanos} have passed since the last failure. The first success ends it. A failure
+ * that is not retryable (an invalid request, a timeout: a hung engine is the stall check's) is
+ * neither a failure nor a success here.
+ *
  * <p>Timing. While no stall is in progress, the stall clock starts at the latest progress or at
  * the start of a run when none was outstanding, so a run that waits behind others counts from
  * the last progress, not from its own start. While the watch is on, the node asks the engine to
@@ -49,16 +61,46 @@ final class EngineWatch {
   private long recoveries;
   private final LongAdder reroutes = new LongAdder();
   private final LongAdder refusals = new LongAdder();
+  /** Retryable failures in a row after which the engine is failing; 0 turns that check off. */
+  private final int failureLimit;
+  /** While failing, how long after the last failure the next probe may run. */
+  private final long probeNanos;
+  private volatile int failedInARow;
+  private volatile boolean failing;
+  private volatile long lastFailure;
+  private long failingSpells;
 
   /**
+   * A watch of stalls only.
+   *
    * @param stallNanos how long an engine with runs outstanding may show no progress before it is
    *     avoided; 0 never avoids it
    */
   EngineWatch(long stallNanos) {
+    this(stallNanos, 0, 0);
+  }
+
+  /**
+   * @param stallNanos how long an engine with runs outstanding may show no progress before it is
+   *     avoided; 0 never avoids it
+   * @param failureLimit retryable failures in a row after which the engine is avoided as
+   *     failing; 0 never avoids it for its failures
+   * @param probeNanos while the engine is failing, how long after its last failure it is tried
+   *     again
+   */
+  EngineWatch(long stallNanos, int failureLimit, long probeNanos) {
     if (stallNanos < 0) {
       throw new IllegalArgumentException("stallNanos must be >= 0, was " + stallNanos);
     }
+    if (failureLimit < 0) {
+      throw new IllegalArgumentException("failureLimit must be >= 0, was " + failureLimit);
+    }
+    if (probeNanos < 0) {
+      throw new IllegalArgumentException("probeNanos must be >= 0, was " + probeNanos);
+    }
     this.stallNanos = stallNanos;
+    this.failureLimit = failureLimit;
+    this.probeNanos = probeNanos;
   }
 
   /**
@@ -107,10 +149,44 @@ final class EngineWatch {
   }
 
   /**
-   * Whether the engine is to be avoided at {@code now}: stalled, with a run outstanding.
+   * A run ended at {@code now} with a retryable failure of the engine (unreachable, an error
+   * status, at capacity, an answer that cannot be the request's). Called before the run's
+   * {@link #ended}, so that a failing engine's probe is never seen ended before its failure.
+   */
+  void failed(long now) {
+    if (failureLimit == 0) {
+      return;
+    }
+    synchronized (this) {
+      lastFailure = now;
+      failedInARow = failedInARow == Integer.MAX_VALUE ? failedInARow : failedInARow + 1;
+      if (!failing && failedInARow >= failureLimit) {
+        failing = true;
+        failingSpells++;
+      }
+    }
+  }
+
+  /** A run ended with a successful answer: the engine is not failing. */
+  void succeeded() {
+    if (failedInARow == 0 && !failing) {
+      return;
+    }
+    synchronized (this) {
+      failedInARow = 0;
+      failing = false;
+    }
+  }
+
+  /**
+   * Whether the engine is to be avoided at {@code now}: stalled, with a run outstanding; or
+   * failing, with a run outstanding or its last failure less than {@code probeNanos} ago.
    * Detects the stall when its time has come.
    */
   boolean avoid(long now) {
+    if (failing && (outstanding.get() > 0 || now - lastFailure < probeNanos)) {
+      return true;
+    }
     if (stallNanos == 0 || outstanding.get() == 0) {
       return false;
     }
@@ -151,6 +227,7 @@ final class EngineWatch {
     int runs = outstanding.get();
     long silent = runs == 0 ? 0 : Math.max(0, now - lastProgress);
     return new EngineStallStats(avoided ? 1 : 0, stalled ? 1 : 0, runs,
-        silent / 1_000_000_000L, stalls, recoveries, reroutes.sum(), refusals.sum());
+        silent / 1_000_000_000L, stalls, recoveries, reroutes.sum(), refusals.sum(),
+        failing ? 1 : 0, failedInARow, failingSpells);
   }
 }

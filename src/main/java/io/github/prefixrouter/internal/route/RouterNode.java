@@ -107,10 +107,16 @@ import org.slf4j.LoggerFactory;
  *       {@code engineStallTimeout} ({@link EngineWatch}), the node's own requests go to the
  *       eligible peer the policy ranks first, peers' forwards are refused with BUSY and the
  *       gossip advertises overload, until the engine makes progress again.
+ *   <li><b>A failing engine.</b> After {@code engineFailureLimit} retryable failures of the
+ *       local engine in a row with no success between them, it is avoided alike, except that
+ *       once no run is outstanding and {@code failureCooldown} has passed since its last
+ *       failure the next request that would run here is its probe; the first success ends
+ *       it. Failures that are not retryable, and those of runs the node abandoned, do not
+ *       count.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
- *       running, its engine queue is at the high watermark, or its engine is stalled; a
- *       duplicate of a request already running here (same sender, origin, id, prompt and
- *       parameters) joins the running execution instead of running twice; one that asks for
+ *       running, its engine queue is at the high watermark, or its engine is stalled or
+ *       failing; a duplicate of a request already running here (same sender, origin, id,
+ *       prompt and parameters) joins the running execution instead of running twice; one that asks for
  *       a stream gets the output so far, then the rest, under its tag ({@link #streamAlsoTo}).
  *       Below the hop limit it may be routed again (never back to its sender or its origin);
  *       at the limit it runs here. A CANCEL from the sender ends the execution here at once:
@@ -280,7 +286,8 @@ public final class RouterNode implements PrefixRouterNode {
         fallbacks.put(c, new LongAdder());
       }
     }
-    this.engineWatch = new EngineWatch(config.engineStallTimeout().toNanos());
+    this.engineWatch = new EngineWatch(config.engineStallTimeout().toNanos(),
+        config.engineFailureLimit(), config.failureCooldown().toNanos());
     Components parts = components != null ? components : DefaultComponents.create(this);
     this.local = parts.local();
     this.peers = parts.peers();
@@ -322,8 +329,8 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   /**
-   * Whether the local engine is stalled now, with a request outstanding: it is avoided, and
-   * the node advertises overload in its gossip (see {@link EngineWatch}).
+   * Whether the local engine is avoided now, stalled with a request outstanding or failing: the
+   * node then advertises overload in its gossip (see {@link EngineWatch}).
    */
   boolean engineStalled() {
     return engineWatch.avoid(clock.nanoTime());
@@ -1439,6 +1446,14 @@ public final class RouterNode implements PrefixRouterNode {
     f.whenComplete((res, err) -> {
       if (err == null && res != null) {
         engineWatch.progressed(clock.nanoTime()); // before the run ends: no gap without either
+      }
+      // before the run ends, so that a failing engine's probe is not seen ended before it failed
+      if (err == null && res != null && couldAnswer(res, ex.request)) {
+        engineWatch.succeeded();
+      } else if (ex.current(seq) && (err == null && res != null
+          || err != null && unwrap(err) instanceof EngineException ee && ee.retryable())) {
+        // a failure of a run that was abandoned (its cancel) is no sign of a failing engine
+        engineWatch.failed(clock.nanoTime());
       }
       endRun.run();
       cancelGuard(guard);
@@ -2594,6 +2609,11 @@ public final class RouterNode implements PrefixRouterNode {
       }
       attemptSeq++;
       return true;
+    }
+
+    /** Whether attempt {@code seq} is still the current one, unclaimed. */
+    synchronized boolean current(int seq) {
+      return !done.get() && attemptSeq == seq;
     }
 
     /** Claims the current attempt to end the execution: no attempt starts after it. */

@@ -52,6 +52,7 @@ class DocumentedDefaultsTest {
         c.forwardTimeoutMax()));
     expected.put("engineTimeout", List.of(c.engineTimeout()));
     expected.put("engineStallTimeout", List.of(c.engineStallTimeout()));
+    expected.put("engineFailureLimit", List.of(c.engineFailureLimit()));
     expected.put("hopLimit", List.of(c.hopLimit()));
     expected.put("watermarks(low, high)", List.of(c.lowWatermark(), c.highWatermark()));
     expected.put("busyCooldown", List.of(c.busyCooldown()));

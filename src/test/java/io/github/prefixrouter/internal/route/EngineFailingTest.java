@@ -1,0 +1,334 @@
+package io.github.prefixrouter.internal.route;
+
+import static io.github.prefixrouter.internal.route.OracleCluster.concat;
+import static io.github.prefixrouter.internal.route.OracleCluster.expected;
+import static io.github.prefixrouter.internal.route.OracleCluster.prompt;
+import static io.github.prefixrouter.internal.route.OracleCluster.request;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.EngineStallStats;
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RouteDecision.Reason;
+import io.github.prefixrouter.RouteDecision.SkipReason;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.EngineTimeoutException;
+import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.InvalidRequestException;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.function.UnaryOperator;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A node whose own engine fails every request at once (its server down, refusing connections,
+ * or answering every call with an error) stops giving it requests after a few such failures in
+ * a row, as it does a stalled engine: its clients' requests go to peers, its peers' forwards are
+ * refused as busy and its gossip pushes back, with one probe run at a time after each
+ * {@code failureCooldown}; the first success ends it. In simulated time.
+ */
+class EngineFailingTest {
+
+  static final long SECOND = 1_000_000_000L;
+
+  /** Wraps an engine that, while {@link #failure} is set, fails every run with it at once. */
+  static final class Failing implements InferenceEngine {
+    final InferenceEngine delegate;
+    EngineException failure;
+    int calls;
+
+    Failing(InferenceEngine delegate) {
+      this.delegate = delegate;
+    }
+
+    @Override
+    public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+      return execute(r, OutputListener.IGNORE);
+    }
+
+    @Override
+    public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener l) {
+      calls++;
+      if (failure != null) {
+        return CompletableFuture.failedFuture(failure);
+      }
+      return delegate.execute(r, l);
+    }
+
+    @Override
+    public EngineLoad load() {
+      return delegate.load();
+    }
+
+    @Override
+    public void cancel(String requestId) {
+      delegate.cancel(requestId);
+    }
+  }
+
+  static final EngineException REFUSED = new EngineException("connection refused", true);
+
+  static final class Cluster {
+    final OracleCluster c;
+    final List<Failing> engines = new ArrayList<>();
+
+    Cluster(int n, RouterConfig config) {
+      c = OracleCluster.withWrappedEngines(n, config, 11, UnaryOperator.identity(), Failing::new,
+          engines);
+    }
+
+    Failing engine(int i) {
+      return engines.get(i);
+    }
+
+    RouterNode node(int i) {
+      return c.node("n" + i);
+    }
+
+    EngineStallStats watch(int i) {
+      return node(i).engineStallStats().orElseThrow();
+    }
+
+    <T> T await(CompletableFuture<T> f) {
+      assertTrue(c.runUntilDone(f).isDone(), "never completed");
+      return f.join();
+    }
+
+    void advanceBy(long nanos) {
+      c.sim.advanceTo(c.sim.nanoTime() + nanos);
+    }
+  }
+
+  static RouterConfig.Builder config() {
+    return RouterConfig.builder().policy(RoutingPolicy.COST_AWARE)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false);
+  }
+
+  @Test
+  void aFailingEngineGetsOnlyProbesUntilOneSucceeds() {
+    Cluster k = new Cluster(2, config().build());
+    k.engine(0).failure = REFUSED;
+    for (int i = 0; i < 10; i++) {
+      InferenceRequest r = request("r" + i, prompt(i, 200));
+      InferenceResponse a = k.await(k.node(0).submit(r));
+      assertEquals("n1", a.servedBy(), a.toString());
+      assertArrayEquals(expected(r), a.result().outputTokens());
+    }
+    assertEquals(3, k.engine(0).calls,
+        "after 3 failures in a row the engine is avoided; it was given every request");
+    InferenceResponse avoided = k.await(k.node(0).submit(request("x", prompt(50, 200))));
+    assertEquals(Reason.LOCAL_ENGINE_STALLED, avoided.decision().reason(), avoided.toString());
+    EngineStallStats s = k.watch(0);
+    assertEquals(1, s.avoided(), s.toString());
+    assertEquals(1, s.failing(), s.toString());
+    assertEquals(0, s.stalled(), "failing, not stalled: " + s);
+    assertEquals(3, s.failedInARow(), s.toString());
+    assertEquals(1, s.failingSpells(), s.toString());
+    // the 7 requests after the third failure, "x", and the third request's own decision to
+    // try a peer once the engine had failed it
+    assertEquals(9, s.reroutes(), s.toString());
+
+    // a failureCooldown later, one request probes the engine; it fails: avoided again
+    k.advanceBy(3 * SECOND);
+    InferenceResponse p1 = k.await(k.node(0).submit(request("p1", prompt(51, 200))));
+    assertEquals(4, k.engine(0).calls, "the probe");
+    assertEquals("n1", p1.servedBy());
+    assertEquals(FallbackCause.LOCAL_FAILED, p1.fallbackCause(), p1.toString());
+    k.await(k.node(0).submit(request("p2", prompt(52, 200))));
+    assertEquals(4, k.engine(0).calls, "no probe before another failureCooldown");
+    assertEquals(4, k.watch(0).failedInARow());
+    assertEquals(1, k.watch(0).failingSpells(), "one spell, still going on");
+
+    // the engine is back: the next probe succeeds and the node uses its engine again
+    k.engine(0).failure = null;
+    k.advanceBy(3 * SECOND);
+    InferenceRequest r = request("p3", prompt(53, 200));
+    InferenceResponse p3 = k.await(k.node(0).submit(r));
+    assertEquals("n0", p3.servedBy(), p3.toString());
+    assertArrayEquals(expected(r), p3.result().outputTokens());
+    InferenceResponse after = k.await(k.node(0).submit(request("p4", prompt(54, 200))));
+    assertEquals("n0", after.servedBy(), after.toString());
+    assertEquals(Reason.LOCAL_CHEAPEST, after.decision().reason());
+    s = k.watch(0);
+    assertEquals(0, s.avoided(), s.toString());
+    assertEquals(0, s.failing(), s.toString());
+    assertEquals(0, s.failedInARow(), s.toString());
+    assertEquals(1, s.failingSpells(), s.toString());
+  }
+
+  @Test
+  void failuresWithSuccessesBetweenThemAreNoFailingEngine() {
+    Cluster k = new Cluster(2, config().build());
+    for (int i = 0; i < 12; i++) {
+      k.engine(0).failure = i % 3 == 2 ? null : REFUSED;
+      k.await(k.node(0).submit(request("r" + i, prompt(i, 200))));
+    }
+    assertEquals(12, k.engine(0).calls, "two failures in a row at most: never avoided");
+    assertEquals(0, k.watch(0).failingSpells());
+  }
+
+  @Test
+  void theLimitIsASettingAndZeroTurnsTheCheckOff() {
+    Cluster k = new Cluster(2, config().engineFailureLimit(0).build());
+    k.engine(0).failure = REFUSED;
+    for (int i = 0; i < 6; i++) {
+      assertEquals("n1", k.await(k.node(0).submit(request("r" + i, prompt(i, 200)))).servedBy());
+    }
+    assertEquals(6, k.engine(0).calls);
+    assertEquals(0, k.watch(0).failing());
+
+    k = new Cluster(2, config().engineFailureLimit(5).build());
+    k.engine(0).failure = REFUSED;
+    for (int i = 0; i < 8; i++) {
+      k.await(k.node(0).submit(request("r" + i, prompt(i, 200))));
+    }
+    assertEquals(5, k.engine(0).calls);
+  }
+
+  @Test
+  void theLimitIsValidated() {
+    assertEquals(3, RouterConfig.defaults().engineFailureLimit());
+    for (int bad : new int[] {-1, RouterConfig.MAX_ENGINE_FAILURE_LIMIT + 1}) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> RouterConfig.builder().engineFailureLimit(bad).build());
+      assertTrue(e.getMessage().contains("engineFailureLimit must be between 0"), e.getMessage());
+    }
+    assertEquals(7, RouterConfig.builder().engineFailureLimit(7).build().toBuilder().build()
+        .engineFailureLimit());
+  }
+
+  @Test
+  void aFailingNodeRefusesItsPeersForwardsAsBusy() {
+    Cluster k = new Cluster(2, config().build());
+    int[] prefix = prompt(42, 480);
+    k.c.warm("n0", prefix); // n1's view sees n0 holding the prefix
+    k.engine(0).failure = REFUSED;
+    for (int i = 0; i < 3; i++) {
+      k.await(k.node(0).submit(request("own" + i, prompt(i, 200))));
+    }
+    int calls = k.engine(0).calls;
+
+    InferenceRequest r = request("from-n1", concat(prefix, prompt(8, 40)));
+    InferenceResponse a = k.await(k.node(1).submit(r));
+    assertEquals("n0", a.decision().targetNodeId(), "n1 first chose n0: " + a.decision());
+    assertEquals("n1", a.servedBy(), a.toString());
+    assertArrayEquals(expected(r), a.result().outputTokens());
+    assertEquals(FallbackCause.BUSY, a.fallbackCause(),
+        "n0 refused it as busy rather than running it on its failing engine: " + a);
+    assertEquals(calls, k.engine(0).calls, "the forward reached n0's failing engine");
+    assertEquals(1, k.node(0).stats().refusedForPeers());
+    assertEquals(1, k.watch(0).refusedForPeers());
+  }
+
+  @Test
+  void aFailingNodeAdvertisesOverloadInItsGossipUntilItRecovers() {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    InMemoryNetwork net = new InMemoryNetwork(sim, 5);
+    net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(1)));
+    Failing failing = new Failing(OracleCluster.engineDefaults(sim).build());
+    Map<String, PrefixRouterNode> nodes = new LinkedHashMap<>();
+    for (String id : List.of("a", "b")) {
+      nodes.put(id, PrefixRouterNode.builder().nodeId(id).config(config().build())
+          .transport(net.transport(id))
+          .engine(id.equals("a") ? failing : OracleCluster.engineDefaults(sim).build())
+          .clock(sim).scheduler(sim).random(new SplittableRandom(id.hashCode()))
+          .seeds(List.of(InMemoryNetwork.addressOf("a"))).build());
+    }
+    nodes.values().forEach(PrefixRouterNode::start);
+    sim.advanceBy(2 * SECOND);
+    InferenceRequest probe = request("probe", prompt(9, 200));
+    assertEquals(SkipReason.NONE, skipOf("a", nodes.get("b").explain(probe)));
+
+    failing.failure = REFUSED;
+    for (int i = 0; i < 3; i++) {
+      CompletableFuture<InferenceResponse> f =
+          nodes.get("a").submit(request("r" + i, prompt(i, 200)));
+      sim.advanceBy(SECOND / 10);
+      assertEquals("b", f.join().servedBy());
+    }
+    sim.advanceBy(SECOND / 2);
+    assertEquals(SkipReason.OVERLOADED, skipOf("a", nodes.get("b").explain(probe)),
+        "b learns by gossip that a's engine fails");
+    nodes.values().forEach(PrefixRouterNode::stop);
+  }
+
+  @Test
+  void invalidRequestsAreNoSignOfAFailingEngine() {
+    Cluster k = new Cluster(2, config().build());
+    k.engine(0).failure = new InvalidRequestException("prompt too long");
+    for (int i = 0; i < 6; i++) {
+      Throwable t =
+          k.await(k.node(0).submit(request("r" + i, prompt(i, 200))).handle((x, e) -> e));
+      if (t instanceof CompletionException && t.getCause() != null) {
+        t = t.getCause();
+      }
+      assertInstanceOf(RequestFailedException.class, t);
+    }
+    assertEquals(6, k.engine(0).calls, "every request was the engine's to refuse");
+    assertEquals(0, k.watch(0).failedInARow());
+  }
+
+  @Test
+  void timeoutsAreLeftToTheStallCheck() {
+    Cluster k = new Cluster(2, config().build());
+    k.engine(0).failure = new EngineTimeoutException("no answer in time", null);
+    for (int i = 0; i < 6; i++) {
+      k.await(k.node(0).submit(request("r" + i, prompt(i, 200))).handle((x, e) -> e));
+    }
+    assertEquals(6, k.engine(0).calls);
+    assertEquals(0, k.watch(0).failing());
+  }
+
+  @Test
+  void withNoPeerAFailingEngineStillGetsEveryRequestAndEachOneAnswer() {
+    Cluster k = new Cluster(1, config().build());
+    k.engine(0).failure = REFUSED;
+    for (int i = 0; i < 6; i++) {
+      Throwable t =
+          k.await(k.node(0).submit(request("r" + i, prompt(i, 200))).handle((x, e) -> e));
+      if (t instanceof CompletionException && t.getCause() != null) {
+        t = t.getCause();
+      }
+      assertInstanceOf(RequestFailedException.class, t);
+      assertTrue(t.getCause() == REFUSED, String.valueOf(t.getCause()));
+    }
+    assertEquals(6, k.engine(0).calls, "with no peer to go to, every request runs here");
+    assertEquals(1, k.watch(0).failing());
+    k.engine(0).failure = null;
+    InferenceRequest r = request("ok", prompt(7, 200));
+    InferenceResponse a = k.await(k.node(0).submit(r));
+    assertEquals("n0", a.servedBy());
+    assertArrayEquals(expected(r), a.result().outputTokens());
+    assertEquals(0, k.watch(0).failing());
+  }
+
+  private static SkipReason skipOf(String id, RouteDecision d) {
+    for (RouteDecision.Candidate c : d.candidates()) {
+      if (c.nodeId().equals(id)) {
+        return c.skipped();
+      }
+    }
+    throw new AssertionError(id + " is not a candidate of " + d);
+  }
+}

@@ -1,0 +1,93 @@
+package io.github.prefixrouter.internal.route;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.github.prefixrouter.EngineStallStats;
+import java.util.List;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.constraints.IntRange;
+import net.jqwik.api.constraints.Size;
+
+/**
+ * The failing-engine rule of {@link EngineWatch} against a model of it: a count of retryable
+ * failures in a row, failing from the {@code limit}-th on, avoided while a run is outstanding
+ * or the last failure is less than the probe interval ago, and reset by any success; a failure
+ * that is not retryable changes nothing. The stall check is off, to see this rule alone.
+ */
+class EngineWatchFailingProperties {
+
+  static final long PROBE = 10;
+
+  /**
+   * Steps, each an int: 0 to 2 start a run and end it at once with a success, a retryable
+   * failure or a failure that is not retryable; 3 starts a run left outstanding; 4 ends the
+   * oldest outstanding run with a retryable failure; 5 and above let {@code step - 4} time
+   * units pass.
+   */
+  @Property
+  void failingFollowsTheModel(@ForAll @IntRange(min = 1, max = 5) int limit,
+      @ForAll @Size(max = 80) List<@IntRange(min = 0, max = 12) Integer> steps) {
+    EngineWatch w = new EngineWatch(0, limit, PROBE);
+    long now = 0;
+    int outstanding = 0;
+    int inARow = 0;
+    boolean failing = false;
+    long lastFailure = 0;
+    long spells = 0;
+    for (int step : steps) {
+      if (step <= 2 || step == 4 && outstanding > 0) {
+        if (step <= 2) {
+          w.started(now);
+        } else {
+          outstanding--;
+        }
+        if (step == 0) {
+          w.succeeded();
+          inARow = 0;
+          failing = false;
+        } else if (step == 1 || step == 4) {
+          w.failed(now);
+          inARow++;
+          lastFailure = now;
+          if (!failing && inARow >= limit) {
+            failing = true;
+            spells++;
+          }
+        }
+        w.ended();
+      } else if (step == 3) {
+        w.started(now);
+        outstanding++;
+      } else if (step >= 5) {
+        now += step - 4;
+      }
+      boolean avoided = failing && (outstanding > 0 || now - lastFailure < PROBE);
+      EngineStallStats s = w.stats(now);
+      String at = "after " + step + " at " + now + ": " + s;
+      assertEquals(avoided, w.avoid(now), at);
+      assertEquals(avoided ? 1 : 0, s.avoided(), at);
+      assertEquals(failing ? 1 : 0, s.failing(), at);
+      assertEquals(inARow, s.failedInARow(), at);
+      assertEquals(spells, s.failingSpells(), at);
+      assertEquals(outstanding, s.outstanding(), at);
+      assertEquals(0, s.stalls(), at);
+    }
+  }
+
+  /** With a limit of 0 the check is off: no sequence of failures avoids the engine. */
+  @Property
+  void aLimitOfZeroNeverAvoids(
+      @ForAll @Size(max = 40) List<@IntRange(min = 0, max = 5) Integer> gaps) {
+    EngineWatch w = new EngineWatch(0, 0, PROBE);
+    long now = 0;
+    for (int gap : gaps) {
+      now += gap;
+      w.started(now);
+      w.failed(now);
+      w.ended();
+      assertEquals(false, w.avoid(now));
+      assertEquals(0, w.stats(now).failing());
+    }
+  }
+}
