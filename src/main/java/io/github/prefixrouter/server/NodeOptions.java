@@ -148,6 +148,10 @@ public final class NodeOptions {
           "  --engine-stall-ms N      with requests outstanding, how long the engine may give",
           "                           no output and no answer before the node routes around",
           "                           it (to peers, and pushing back); 0: never; default 30000",
+          "  --engine-failures N      retryable failures of the engine in a row (refused",
+          "                           connection, error status) after which the node routes",
+          "                           around it, probing it at most once every 2 s until a",
+          "                           request succeeds; 0: never; default 3",
           "  --initial-prefill-ns-per-token N  prefill time per uncached token until the",
           "                           engine's timings refine it (routing cost); default 100000",
           "  --peer-max-handling-ms N how long this node may take to answer a peer's forward",
@@ -195,7 +199,8 @@ public final class NodeOptions {
           "peer-body-budget",
           "ready-file",
           "shutdown-grace-ms", "engine-request-timeout-ms", "engine-timeout-ms",
-          "engine-stall-ms", "peer-max-handling-ms", "initial-prefill-ns-per-token",
+          "engine-stall-ms", "engine-failures", "peer-max-handling-ms",
+          "initial-prefill-ns-per-token",
           "stream-interval-ms", "help");
 
   private static final Set<String> FLAGS_WITHOUT_VALUE = Set.of("insecure", "help");
@@ -599,6 +604,9 @@ public final class NodeOptions {
     if (stall != null) {
       cb.engineStallTimeout(stall);
     }
+    if (v.containsKey("engine-failures")) {
+      cb.engineFailureLimit(intValue(v, "engine-failures", 0));
+    }
     if (v.containsKey("stream-interval-ms")) {
       cb.streamInterval(Duration.ofMillis(longValue(v, "stream-interval-ms", 20)));
     }
@@ -981,6 +989,7 @@ public final class NodeOptions {
       Map.entry("treeCapacityTokens", "--tree-capacity-tokens"),
       Map.entry("mirrorLimitTokens", "--mirror-limit-tokens"),
       Map.entry("engineStallTimeout", "--engine-stall-ms"),
+      Map.entry("engineFailureLimit", "--engine-failures"),
       Map.entry("peerSuspectAfter", "--peer-suspect-ms"),
       Map.entry("gossipInterval", "--gossip-interval-ms"),
       Map.entry("streamInterval", "--stream-interval-ms"),

@@ -300,7 +300,7 @@ final class StatsTables {
                   + "or failing.",
               EngineStallStats::refusedForPeers)
           .gauge("failing", W + "failing",
-              "1 from the engine's engineFailureLimit-th retryable failure in a row (refused "
+              "1 from the engine's --engine-failures-th retryable failure in a row (refused "
                   + "connection, error status, at capacity) to its next success; else 0.",
               EngineStallStats::failing)
           .gauge("failed_in_a_row", W + "failed_in_a_row",

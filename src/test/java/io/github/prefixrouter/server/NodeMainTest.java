@@ -539,6 +539,13 @@ class NodeMainTest {
         "--engine-stall-ms", "0").config.engineStallTimeout());
     assertMessage("--engine-stall-ms must be 0 (never) to 365 days in milliseconds, was -1",
         () -> parse("--id", "a", "--listen", "h:1", "--engine-stall-ms", "-1"));
+    assertEquals(3, d.config.engineFailureLimit());
+    assertEquals(5, parse("--id", "a", "--listen", "h:1",
+        "--engine-failures", "5").config.engineFailureLimit());
+    assertEquals(0, parse("--id", "a", "--listen", "h:1",
+        "--engine-failures", "0").config.engineFailureLimit());
+    assertMessage("--engine-failures must be between 0 (never avoid a failing engine) and 1000,"
+        + " was -1", () -> parse("--id", "a", "--listen", "h:1", "--engine-failures", "-1"));
     assertEquals(250_000, parse("--id", "a", "--listen", "h:1", "--initial-prefill-ns-per-token",
         "250000").config.initialPrefillNanosPerToken());
     assertMessage("--initial-prefill-ns-per-token", () -> parse("--id", "a", "--listen", "h:1",

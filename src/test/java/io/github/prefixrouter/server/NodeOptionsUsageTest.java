@@ -96,6 +96,7 @@ class NodeOptionsUsageTest {
         String.valueOf(c.initialPrefillNanosPerToken()));
     expected.put("--engine-timeout-ms N", String.valueOf(c.engineTimeout().toMillis()));
     expected.put("--engine-stall-ms N", String.valueOf(c.engineStallTimeout().toMillis()));
+    expected.put("--engine-failures N", String.valueOf(c.engineFailureLimit()));
     expected.put("--peer-max-handling-ms N", String.valueOf(((java.time.Duration)
         field(transport, "maxHandlingTime")).toMillis()));
     expected.put("--stream-interval-ms N", String.valueOf(c.streamInterval().toMillis()));
