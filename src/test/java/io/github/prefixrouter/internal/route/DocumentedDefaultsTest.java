@@ -126,6 +126,25 @@ class DocumentedDefaultsTest {
     assertTrue(doc.contains(stated), "docs/gossip.md should say: " + stated);
   }
 
+  /**
+   * The defaults README.md states in its prose (Design, Routing decision): the hop limit, the
+   * engine stall timeout, the stream interval and the prefix hash cache's size.
+   */
+  @Test
+  void readmeStatesTheDefaults() throws IOException {
+    RouterConfig c = RouterConfig.defaults();
+    String readme = Files.readString(Path.of("README.md")).replaceAll("\\s+", " ");
+    for (String stated : List.of(
+        "forwarded work refused above a high watermark; hop limit " + c.hopLimit() + ";",
+        "no output and no answer of any request for " + render(c.engineStallTimeout()) + ")",
+        "at most one per `streamInterval`, " + render(c.streamInterval()) + ")",
+        "`PrefixHashCache`: at most " + PrefixHashCache.SETS * PrefixHashCache.WAYS
+            + " entries of up to " + String.format("%,d",
+                PrefixHashCache.MAX_ENTRY_BLOCKS * c.blockSize()) + " tokens")) {
+      assertTrue(readme.contains(stated), "README.md should say: " + stated);
+    }
+  }
+
   /** The rows of the first table after {@code heading}: first column to second. */
   static Map<String, String> table(String doc, String heading) throws IOException {
     return DocTables.firstTwoColumns(doc, heading);
