@@ -79,6 +79,11 @@ final class EngineKeyWatch implements InferenceEngine {
     return engine.toString();
   }
 
+  /** The engine watched (for tests). */
+  InferenceEngine watched() {
+    return engine;
+  }
+
   /** {@code f}, the engine's own future (null too: the node reports that), watched. */
   private CompletableFuture<EngineResult> watched(CompletableFuture<EngineResult> f) {
     if (f != null) {
