@@ -1,6 +1,7 @@
 package io.github.prefixrouter.internal.route;
 
 import io.github.prefixrouter.EngineStallStats;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
 
@@ -33,7 +34,10 @@ import java.util.concurrent.atomic.LongAdder;
  * that, as a failure is quick, the probe is let through only once no run is outstanding and
  * {@code probeNanos} have passed since the last failure. The first success ends it. A failure
  * that is not retryable (an invalid request, a timeout: a hung engine is the stall check's) is
- * neither a failure nor a success here.
+ * neither a failure nor a success here. The probe is one run at a time also when decisions cross
+ * each other: a decision to run here while the engine is failing takes the probe
+ * ({@link #takeProbe}) before its run starts, and one that finds it taken is decided again,
+ * with the engine avoided; the run gives it back when it ends ({@link #probeEnded}).
  *
  * <p>Timing. While no stall is in progress, the stall clock starts at the latest progress or at
  * the start of a run when none was outstanding, so a run that waits behind others counts from
@@ -69,6 +73,8 @@ final class EngineWatch {
   private volatile boolean failing;
   private volatile long lastFailure;
   private long failingSpells;
+  /** Taken by the run that probes the failing engine, from its routing decision to its end. */
+  private final AtomicBoolean probing = new AtomicBoolean();
 
   /**
    * A watch of stalls only.
@@ -167,6 +173,33 @@ final class EngineWatch {
     }
   }
 
+  /** {@link #takeProbe}: the engine is not failing; the run holds no probe. */
+  static final int NO_PROBE = 0;
+  /** {@link #takeProbe}: the run is the probe; it calls {@link #probeEnded} when it ends. */
+  static final int PROBE = 1;
+  /** {@link #takeProbe}: another run holds the probe; the request is to be decided again. */
+  static final int PROBE_TAKEN = 2;
+
+  /**
+   * A routing decision is to run a request here: while the engine is failing, it takes the
+   * probe, so that a decision crossing it, which saw no run outstanding either, avoids the
+   * engine ({@link #avoid} says so from now on).
+   *
+   * @return {@link #NO_PROBE}, {@link #PROBE} (the run must call {@link #probeEnded} once it
+   *     ends, or at once if it does not start) or {@link #PROBE_TAKEN}
+   */
+  int takeProbe() {
+    if (!failing) {
+      return NO_PROBE;
+    }
+    return probing.compareAndSet(false, true) ? PROBE : PROBE_TAKEN;
+  }
+
+  /** The run that took the probe ({@link #takeProbe}) ended, or did not start. */
+  void probeEnded() {
+    probing.set(false);
+  }
+
   /** A run ended with a successful answer: the engine is not failing. */
   void succeeded() {
     if (failedInARow == 0 && !failing) {
@@ -180,11 +213,13 @@ final class EngineWatch {
 
   /**
    * Whether the engine is to be avoided at {@code now}: stalled, with a run outstanding; or
-   * failing, with a run outstanding or its last failure less than {@code probeNanos} ago.
+   * failing, with a run outstanding, the probe taken or its last failure less than
+   * {@code probeNanos} ago.
    * Detects the stall when its time has come.
    */
   boolean avoid(long now) {
-    if (failing && (outstanding.get() > 0 || now - lastFailure < probeNanos)) {
+    if (failing
+        && (probing.get() || outstanding.get() > 0 || now - lastFailure < probeNanos)) {
       return true;
     }
     if (stallNanos == 0 || outstanding.get() == 0) {

@@ -647,6 +647,18 @@ public final class RouterNode implements PrefixRouterNode {
     if ((decisions.incrementAndGet() & 1023) == 0) {
       pruneHealth(ps[0]);
     }
+    Throwable localFailure = ex.localFailure;
+    int probe = EngineWatch.NO_PROBE;
+    if (d.isLocal() && localFailure == null) {
+      // a failing engine gets one probe at a time: a decision that crossed the probe's, seeing
+      // no run outstanding either, is made again with the engine avoided (still local with no
+      // eligible peer)
+      probe = engineWatch.takeProbe();
+      if (probe == EngineWatch.PROBE_TAKEN) {
+        d = planner.decide(ex.scopeRoot, ex.request.params().hasStops(),
+            PromptArrays.shared(ex.request), ex.hops, tried, triedCount, ps);
+      }
+    }
     if (d.reason() == RouteDecision.Reason.LOCAL_ENGINE_STALLED) {
       engineWatch.rerouted();
     }
@@ -659,7 +671,6 @@ public final class RouterNode implements PrefixRouterNode {
     if (LOG.isDebugEnabled()) {
       LOG.debug("node {} request {}: {}", nodeId, ex.request.id(), d);
     }
-    Throwable localFailure = ex.localFailure;
     if (localFailure != null) {
       // the local engine failed it retryably: the cheapest eligible peer, if any, else give up
       RouteDecision.Candidate c = d.isLocal() ? cheapestEligiblePeer(d) : d.target();
@@ -674,7 +685,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
       forward(ex, c, ps[0], ps[0].indexOf(c.nodeId()));
     } else if (d.isLocal()) {
-      runLocal(ex);
+      runLocal(ex, probe == EngineWatch.PROBE);
     } else {
       int i = ps[0].indexOf(d.targetNodeId());
       forward(ex, d.target(), ps[0], i);
@@ -1355,7 +1366,19 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   private void runLocal(Execution ex) {
+    runLocal(ex, false);
+  }
+
+  /**
+   * Runs {@code ex} on the local engine; {@code probe}: the run holds the failing engine's
+   * probe ({@link EngineWatch#takeProbe}), given back when it ends, or at once if it does not
+   * start.
+   */
+  private void runLocal(Execution ex, boolean probe) {
     if (ex.done.get()) {
+      if (probe) {
+        engineWatch.probeEnded();
+      }
       return; // cancelled by the peer that sent it while the last attempt was ending
     }
     int seq;
@@ -1364,6 +1387,9 @@ public final class RouterNode implements PrefixRouterNode {
     boolean held;
     synchronized (ex) {
       if (ex.ending) {
+        if (probe) {
+          engineWatch.probeEnded();
+        }
         return; // abandoned while it was being routed: no run
       }
       seq = ++ex.attemptSeq;
@@ -1386,6 +1412,9 @@ public final class RouterNode implements PrefixRouterNode {
     Runnable endRun = () -> {
       if (runEnded.compareAndSet(false, true)) {
         engineWatch.ended();
+        if (probe) {
+          engineWatch.probeEnded();
+        }
         synchronized (ex) {
           ex.engineRuns--;
         }

@@ -57,6 +57,8 @@ class EngineFailingTest {
     final InferenceEngine delegate;
     EngineException failure;
     int calls;
+    /** Run once, on the node's thread, when the engine's load is read as a run starts. */
+    Runnable inRunStart;
 
     Failing(InferenceEngine delegate) {
       this.delegate = delegate;
@@ -78,6 +80,13 @@ class EngineFailingTest {
 
     @Override
     public EngineLoad load() {
+      Runnable r = inRunStart;
+      if (r != null && StackWalker.getInstance().walk(st -> st.anyMatch(
+          f -> f.getClassName().equals(RouterNode.class.getName())
+              && f.getMethodName().equals("runLocal")))) {
+        inRunStart = null;
+        r.run();
+      }
       return delegate.load();
     }
 
@@ -175,6 +184,42 @@ class EngineFailingTest {
     assertEquals(0, s.failing(), s.toString());
     assertEquals(0, s.failedInARow(), s.toString());
     assertEquals(1, s.failingSpells(), s.toString());
+  }
+
+  /**
+   * Two requests decided while the probe is due, the second between the first's decision to run
+   * here and the start of its run (another thread's request, forced here by the engine's load
+   * being read in that gap): only the first is the probe; the second goes to the peer.
+   */
+  @Test
+  void oneProbeAtATimeAlsoForDecisionsThatCrossEachOther() {
+    Cluster k = new Cluster(2, config().build());
+    k.engine(0).failure = REFUSED;
+    for (int i = 0; i < 3; i++) {
+      k.await(k.node(0).submit(request("r" + i, prompt(i, 200))));
+    }
+    assertEquals(1, k.watch(0).failing());
+    int calls = k.engine(0).calls;
+    k.advanceBy(3 * SECOND);
+
+    List<CompletableFuture<InferenceResponse>> crossing = new ArrayList<>();
+    k.engine(0).inRunStart = () -> crossing.add(
+        k.node(0).submit(request("crossing", prompt(61, 200))));
+    InferenceResponse probe = k.await(k.node(0).submit(request("probe", prompt(60, 200))));
+    assertEquals(1, crossing.size(), "the engine's load was not read as the probe started");
+    InferenceResponse other = k.await(crossing.get(0));
+    assertEquals(calls + 1, k.engine(0).calls,
+        "the request decided while the probe was starting was run on the failing engine too");
+    assertEquals(FallbackCause.LOCAL_FAILED, probe.fallbackCause(), probe.toString());
+    assertEquals(Reason.LOCAL_ENGINE_STALLED, other.decision().reason(), other.toString());
+    assertEquals("n1", other.servedBy(), other.toString());
+
+    // the probe, ended, is given back: the next one runs a failureCooldown later
+    k.advanceBy(3 * SECOND);
+    k.engine(0).failure = null;
+    InferenceResponse back = k.await(k.node(0).submit(request("back", prompt(62, 200))));
+    assertEquals("n0", back.servedBy(), back.toString());
+    assertEquals(0, k.watch(0).failing());
   }
 
   @Test

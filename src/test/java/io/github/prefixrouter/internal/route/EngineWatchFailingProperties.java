@@ -11,9 +11,10 @@ import net.jqwik.api.constraints.Size;
 
 /**
  * The failing-engine rule of {@link EngineWatch} against a model of it: a count of retryable
- * failures in a row, failing from the {@code limit}-th on, avoided while a run is outstanding
- * or the last failure is less than the probe interval ago, and reset by any success; a failure
- * that is not retryable changes nothing. The stall check is off, to see this rule alone.
+ * failures in a row, failing from the {@code limit}-th on, avoided while a run is outstanding,
+ * the probe is taken or the last failure is less than the probe interval ago, and reset by any
+ * success; a failure that is not retryable changes nothing; while failing, one decision at a
+ * time holds the probe. The stall check is off, to see this rule alone.
  */
 class EngineWatchFailingProperties {
 
@@ -22,12 +23,13 @@ class EngineWatchFailingProperties {
   /**
    * Steps, each an int: 0 to 2 start a run and end it at once with a success, a retryable
    * failure or a failure that is not retryable; 3 starts a run left outstanding; 4 ends the
-   * oldest outstanding run with a retryable failure; 5 and above let {@code step - 4} time
-   * units pass.
+   * oldest outstanding run with a retryable failure; 5 to 12 let {@code step - 4} time
+   * units pass; 13 is a decision to run here, which takes the probe while failing; 14 gives the
+   * probe back if it was taken.
    */
   @Property
   void failingFollowsTheModel(@ForAll @IntRange(min = 1, max = 5) int limit,
-      @ForAll @Size(max = 80) List<@IntRange(min = 0, max = 12) Integer> steps) {
+      @ForAll @Size(max = 80) List<@IntRange(min = 0, max = 14) Integer> steps) {
     EngineWatch w = new EngineWatch(0, limit, PROBE);
     long now = 0;
     int outstanding = 0;
@@ -35,6 +37,7 @@ class EngineWatchFailingProperties {
     boolean failing = false;
     long lastFailure = 0;
     long spells = 0;
+    boolean probeHeld = false;
     for (int step : steps) {
       if (step <= 2 || step == 4 && outstanding > 0) {
         if (step <= 2) {
@@ -59,10 +62,19 @@ class EngineWatchFailingProperties {
       } else if (step == 3) {
         w.started(now);
         outstanding++;
-      } else if (step >= 5) {
+      } else if (step <= 12) {
         now += step - 4;
+      } else if (step == 13) {
+        int expected = !failing ? EngineWatch.NO_PROBE
+            : probeHeld ? EngineWatch.PROBE_TAKEN : EngineWatch.PROBE;
+        assertEquals(expected, w.takeProbe(), "take at " + now + ": " + w.stats(now));
+        probeHeld |= expected == EngineWatch.PROBE;
+      } else if (probeHeld) {
+        w.probeEnded();
+        probeHeld = false;
       }
-      boolean avoided = failing && (outstanding > 0 || now - lastFailure < PROBE);
+      boolean avoided =
+          failing && (probeHeld || outstanding > 0 || now - lastFailure < PROBE);
       EngineStallStats s = w.stats(now);
       String at = "after " + step + " at " + now + ": " + s;
       assertEquals(avoided, w.avoid(now), at);
