@@ -30,7 +30,8 @@ package io.github.prefixrouter;
  *     counts them (where they are also counted)
  * @param failing 1 from the engine's {@link RouterConfig#engineFailureLimit()}-th retryable
  *     failure in a row to its next success, else 0
- * @param failedInARow retryable failures of the engine since its last success
+ * @param failedInARow retryable failures of the engine since its last success (counted with
+ *     {@link RouterConfig#engineFailureLimit()} 0 too, which never makes the engine failing)
  * @param failingSpells times the engine was found failing since the node started
  */
 public record EngineStallStats(int avoided, int stalled, int outstanding, long silentSeconds,

@@ -304,7 +304,8 @@ final class StatsTables {
                   + "connection, error status, at capacity) to its next success; else 0.",
               EngineStallStats::failing)
           .gauge("failed_in_a_row", W + "failed_in_a_row",
-              "Retryable failures of the engine since its last success.",
+              "Retryable failures of the engine since its last success (counted with "
+                  + "--engine-failures 0 too).",
               EngineStallStats::failedInARow)
           .counter("failing_spells", W + "failing_spells_total",
               "Times the engine was found failing.", EngineStallStats::failingSpells)

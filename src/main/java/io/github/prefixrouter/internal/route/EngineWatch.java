@@ -158,15 +158,14 @@ final class EngineWatch {
    * A run ended at {@code now} with a retryable failure of the engine (unreachable, an error
    * status, at capacity, an answer that cannot be the request's). Called before the run's
    * {@link #ended}, so that a failing engine's probe is never seen ended before its failure.
+   * Counted also with the check off ({@code failureLimit} 0), which only never makes the engine
+   * failing.
    */
   void failed(long now) {
-    if (failureLimit == 0) {
-      return;
-    }
     synchronized (this) {
       lastFailure = now;
       failedInARow = failedInARow == Integer.MAX_VALUE ? failedInARow : failedInARow + 1;
-      if (!failing && failedInARow >= failureLimit) {
+      if (!failing && failureLimit > 0 && failedInARow >= failureLimit) {
         failing = true;
         failingSpells++;
       }

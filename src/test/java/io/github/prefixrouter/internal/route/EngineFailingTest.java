@@ -242,6 +242,8 @@ class EngineFailingTest {
     }
     assertEquals(6, k.engine(0).calls);
     assertEquals(0, k.watch(0).failing());
+    assertEquals(6, k.watch(0).failedInARow(),
+        "with the check off the failures in a row are still counted, for the operator to see");
 
     k = new Cluster(2, config().engineFailureLimit(5).build());
     k.engine(0).failure = REFUSED;

@@ -87,19 +87,26 @@ class EngineWatchFailingProperties {
     }
   }
 
-  /** With a limit of 0 the check is off: no sequence of failures avoids the engine. */
+  /**
+   * With a limit of 0 the check is off: no sequence of failures avoids the engine, and the
+   * failures in a row are still counted.
+   */
   @Property
   void aLimitOfZeroNeverAvoids(
       @ForAll @Size(max = 40) List<@IntRange(min = 0, max = 5) Integer> gaps) {
     EngineWatch w = new EngineWatch(0, 0, PROBE);
     long now = 0;
+    long inARow = 0;
     for (int gap : gaps) {
       now += gap;
       w.started(now);
       w.failed(now);
       w.ended();
+      inARow++;
       assertEquals(false, w.avoid(now));
       assertEquals(0, w.stats(now).failing());
+      assertEquals(inARow, w.stats(now).failedInARow());
+      assertEquals(0, w.stats(now).failingSpells());
     }
   }
 }
