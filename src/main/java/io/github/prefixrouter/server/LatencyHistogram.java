@@ -10,8 +10,9 @@ import java.util.concurrent.atomic.LongAdder;
  * <p>Recording takes no lock: one atomic increment of the duration's bucket, then one add to
  * the sum. A {@link #snapshot} reads each bucket once and makes the counts cumulative from
  * those reads, so its {@code +Inf} count is its count, whatever is recorded meanwhile, and no
- * count of a later snapshot is below that of an earlier one. Its sum may miss a duration whose
- * bucket it counted (one being recorded as it reads); the next snapshot has it.
+ * count of a later snapshot is below that of an earlier one. Its sum, read before the buckets,
+ * may miss a duration whose bucket it counted (one being recorded as it reads; the next snapshot
+ * has it), never the other way round.
  */
 final class LatencyHistogram {
 
@@ -57,13 +58,16 @@ final class LatencyHistogram {
 
   /** The counts now, cumulative ({@link LatencyHistogram}: consistent within themselves). */
   Snapshot snapshot() {
+    // the sum first: a duration is added to its bucket before the sum, so every duration the
+    // sum has is in a bucket read after it
+    long sum = sumNanos.sum();
     long[] cumulative = new long[counts.length()];
     long total = 0;
     for (int i = 0; i < cumulative.length; i++) {
       total += counts.get(i);
       cumulative[i] = total;
     }
-    return new Snapshot(cumulative, sumNanos.sum() / 1e9);
+    return new Snapshot(cumulative, sum / 1e9);
   }
 
   /**

@@ -143,6 +143,42 @@ class LatencyHistogramTest {
   }
 
   /**
+   * A scrape's sum covers no duration its count misses: with every duration 1 s, the sum in
+   * seconds is never above the count, also while threads record (the sum is read before the
+   * buckets, each duration being added to its bucket before the sum).
+   */
+  @Test
+  void aScrapesSumHasNoDurationItsCountMisses() throws Exception {
+    LatencyHistogram h = new LatencyHistogram();
+    AtomicBoolean done = new AtomicBoolean();
+    List<Thread> recorders = new ArrayList<>();
+    for (int t = 0; t < 2; t++) {
+      Thread r = new Thread(() -> {
+        while (!done.get()) {
+          h.record(1_000 * MS);
+        }
+      });
+      r.start();
+      recorders.add(r);
+    }
+    try {
+      long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
+      int scrapes = 0;
+      while (System.nanoTime() < until) {
+        LatencyHistogram.Snapshot s = h.snapshot();
+        scrapes++;
+        assertTrue(s.sumSeconds() <= s.count(), "scrape " + scrapes + ": a sum of "
+            + s.sumSeconds() + " s for " + s.count() + " durations of 1 s");
+      }
+    } finally {
+      done.set(true);
+      for (Thread r : recorders) {
+        r.join();
+      }
+    }
+  }
+
+  /**
    * Threads recording while another writes the text: in every scrape _count is the +Inf
    * bucket's (the reader checks it) and no bucket's count falls from one scrape to the next; at
    * the end every duration is counted, and summed.
