@@ -22,7 +22,7 @@ import java.util.concurrent.atomic.LongAdder;
  * with the next request that would run here anyway: that run is the probe, and the engine is
  * avoided again until it ends. The first progress ends the stall. So a hung engine costs one
  * request per probe instead of every request, and a slow one that answers is never avoided for
- * long.
+ * long. The probe is one run also when decisions cross each other ({@link #takeProbe}, below).
  *
  * <p>A <b>failing</b> engine is avoided alike. A hung engine answers nothing; one whose server is
  * down (a refused connection), misconfigured (every call a 404 or a 5xx) or out of capacity
@@ -35,7 +35,7 @@ import java.util.concurrent.atomic.LongAdder;
  * {@code probeNanos} have passed since the last failure. The first success ends it. A failure
  * that is not retryable (an invalid request, a timeout: a hung engine is the stall check's) is
  * neither a failure nor a success here. The probe is one run at a time also when decisions cross
- * each other: a decision to run here while the engine is failing takes the probe
+ * each other: a decision to run here while the engine is stalled or failing takes the probe
  * ({@link #takeProbe}) before its run starts, and one that finds it taken is decided again,
  * with the engine avoided; the run gives it back when it ends ({@link #probeEnded}).
  *
@@ -73,7 +73,10 @@ final class EngineWatch {
   private volatile boolean failing;
   private volatile long lastFailure;
   private long failingSpells;
-  /** Taken by the run that probes the failing engine, from its routing decision to its end. */
+  /**
+   * Taken by the run that probes the stalled or failing engine, from its routing decision to its
+   * end.
+   */
   private final AtomicBoolean probing = new AtomicBoolean();
 
   /**
@@ -172,7 +175,7 @@ final class EngineWatch {
     }
   }
 
-  /** {@link #takeProbe}: the engine is not failing; the run holds no probe. */
+  /** {@link #takeProbe}: the engine is neither stalled nor failing; the run holds no probe. */
   static final int NO_PROBE = 0;
   /** {@link #takeProbe}: the run is the probe; it calls {@link #probeEnded} when it ends. */
   static final int PROBE = 1;
@@ -180,15 +183,15 @@ final class EngineWatch {
   static final int PROBE_TAKEN = 2;
 
   /**
-   * A routing decision is to run a request here: while the engine is failing, it takes the
-   * probe, so that a decision crossing it, which saw no run outstanding either, avoids the
-   * engine ({@link #avoid} says so from now on).
+   * A routing decision is to run a request here: while the engine is stalled or failing, it
+   * takes the probe, so that a decision crossing it, which saw no run outstanding either, avoids
+   * the engine ({@link #avoid} says so from now on).
    *
    * @return {@link #NO_PROBE}, {@link #PROBE} (the run must call {@link #probeEnded} once it
    *     ends, or at once if it does not start) or {@link #PROBE_TAKEN}
    */
   int takeProbe() {
-    if (!failing) {
+    if (!failing && !stalled) {
       return NO_PROBE;
     }
     return probing.compareAndSet(false, true) ? PROBE : PROBE_TAKEN;
@@ -211,8 +214,8 @@ final class EngineWatch {
   }
 
   /**
-   * Whether the engine is to be avoided at {@code now}: stalled, with a run outstanding; or
-   * failing, with a run outstanding, the probe taken or its last failure less than
+   * Whether the engine is to be avoided at {@code now}: stalled, with a run outstanding or the
+   * probe taken; or failing, with a run outstanding, the probe taken or its last failure less than
    * {@code probeNanos} ago.
    * Detects the stall when its time has come.
    */
@@ -220,6 +223,9 @@ final class EngineWatch {
     if (failing
         && (probing.get() || outstanding.get() > 0 || now - lastFailure < probeNanos)) {
       return true;
+    }
+    if (stalled && probing.get()) {
+      return true; // its probe is starting
     }
     if (stallNanos == 0 || outstanding.get() == 0) {
       return false;

@@ -650,9 +650,9 @@ public final class RouterNode implements PrefixRouterNode {
     Throwable localFailure = ex.localFailure;
     int probe = EngineWatch.NO_PROBE;
     if (d.isLocal() && localFailure == null) {
-      // a failing engine gets one probe at a time: a decision that crossed the probe's, seeing
-      // no run outstanding either, is made again with the engine avoided (still local with no
-      // eligible peer)
+      // a stalled or failing engine gets one probe at a time: a decision that crossed the
+      // probe's, seeing no run outstanding either, is made again with the engine avoided
+      // (still local with no eligible peer)
       probe = engineWatch.takeProbe();
       if (probe == EngineWatch.PROBE_TAKEN) {
         d = planner.decide(ex.scopeRoot, ex.request.params().hasStops(),
@@ -1370,9 +1370,9 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   /**
-   * Runs {@code ex} on the local engine; {@code probe}: the run holds the failing engine's
-   * probe ({@link EngineWatch#takeProbe}), given back when it ends, or at once if it does not
-   * start.
+   * Runs {@code ex} on the local engine; {@code probe}: the run holds the stalled or failing
+   * engine's probe ({@link EngineWatch#takeProbe}), given back when it ends, or at once if it
+   * does not start.
    */
   private void runLocal(Execution ex, boolean probe) {
     if (ex.done.get()) {

@@ -68,6 +68,8 @@ class EngineStallTest {
     boolean streams = true;
     OutputListener lastListener;
     int calls;
+    /** Run once, on the node's thread, when the engine's load is read as a run starts. */
+    Runnable inRunStart;
     private final Map<String, CompletableFuture<EngineResult>> held = new LinkedHashMap<>();
     private final List<Runnable> resume = new ArrayList<>();
 
@@ -114,6 +116,13 @@ class EngineStallTest {
 
     @Override
     public EngineLoad load() {
+      Runnable r = inRunStart;
+      if (r != null && StackWalker.getInstance().walk(st -> st.anyMatch(
+          f -> f.getClassName().equals(RouterNode.class.getName())
+              && f.getMethodName().equals("runLocal")))) {
+        inRunStart = null;
+        r.run();
+      }
       EngineLoad l = delegate.load();
       return new EngineLoad(l.queueDepth(), l.inFlight() + held.size());
     }
@@ -280,6 +289,41 @@ class EngineStallTest {
     assertTrue(p.decision().isLocal(), p.decision().toString());
     assertEquals(0, k.watch(0).stalled());
     assertEquals(1, k.watch(0).recoveries());
+  }
+
+  /**
+   * A request decided while the stalled engine's probe was being started (another thread's,
+   * forced here by the engine's load being read in that gap) is not a second probe: it goes to
+   * the peer rather than wait on the hung engine until engineTimeout too.
+   */
+  @Test
+  void oneProbeAtATimeAlsoForDecisionsThatCrossEachOther() {
+    Cluster k = new Cluster(2, config().engineTimeout(Duration.ofSeconds(8)).build());
+    k.engine(0).hang = true;
+    CompletableFuture<InferenceResponse> f1 = k.node(0).submit(request("r1", prompt(1, 200)));
+    k.advanceTo(6);
+    assertEquals(1, k.watch(0).avoided(), "stalled: " + k.watch(0));
+    k.await(f1.handle((r, e) -> e)); // given up at the engine timeout
+    assertEquals(0, k.watch(0).outstanding());
+    assertEquals(1, k.watch(0).stalled());
+
+    List<CompletableFuture<InferenceResponse>> crossing = new ArrayList<>();
+    k.engine(0).inRunStart = () -> crossing.add(
+        k.node(0).submit(request("crossing", prompt(3, 200))));
+    CompletableFuture<InferenceResponse> probe =
+        k.node(0).submit(request("probe", prompt(2, 200)));
+    assertEquals(1, crossing.size(), "the engine's load was not read as the probe started");
+    InferenceResponse other = k.await(crossing.get(0));
+    assertEquals(2, k.engine(0).calls,
+        "the request decided while the probe was starting was held by the hung engine too");
+    assertEquals(Reason.LOCAL_ENGINE_STALLED, other.decision().reason(), other.toString());
+    assertEquals("n1", other.servedBy(), other.toString());
+
+    k.engine(0).release();
+    assertEquals("n0", k.await(probe).servedBy());
+    assertEquals(0, k.watch(0).stalled());
+    InferenceResponse after = k.await(k.node(0).submit(request("after", prompt(4, 200))));
+    assertEquals("n0", after.servedBy(), after.toString());
   }
 
   /** 60 output tokens at 200 ms each: 12 s of decoding, streamed 4 tokens at a time. */
