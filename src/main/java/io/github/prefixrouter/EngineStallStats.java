@@ -7,9 +7,9 @@ package io.github.prefixrouter;
  * While the engine is stalled with a request outstanding, the node routes its own requests to
  * peers ({@link RouteDecision.Reason#LOCAL_ENGINE_STALLED}), refuses its peers' forwards as busy
  * and advertises overload (docs/routing.md, "A stalled engine"). It avoids a <i>failing</i>
- * engine alike: one that failed {@link RouterConfig#engineFailureLimit()} requests in a row
- * retryably (unreachable, an error status, at capacity) with no success between them, until
- * one of the probes it is tried with once per {@link RouterConfig#failureCooldown()} succeeds
+ * engine alike ({@link RouteDecision.Reason#LOCAL_ENGINE_FAILING}): one that failed
+ * {@link RouterConfig#engineFailureLimit()} requests in a row retryably (unreachable, an error
+ * status, at capacity) with no success between them, until one of the probes it is tried with once per {@link RouterConfig#failureCooldown()} succeeds
  * (docs/routing.md, "A failing engine"). Read it with
  * {@link PrefixRouterNode#engineStallStats()}.
  *

@@ -58,12 +58,18 @@ public final class RouteDecision {
     LOCAL_CACHING,
     /**
      * The local engine is stalled: it has requests outstanding and has shown no progress for
-     * {@link RouterConfig#engineStallTimeout()}; or it is failing: it failed
-     * {@link RouterConfig#engineFailureLimit()} requests in a row retryably, and no probe of it
-     * is due. The request goes to the eligible peer the policy ranks first (the cheapest; for
-     * longest-prefix, the longest match), whatever local execution would cost.
+     * {@link RouterConfig#engineStallTimeout()}. The request goes to the eligible peer the
+     * policy ranks first (the cheapest; for longest-prefix, the longest match), whatever local
+     * execution would cost.
      */
     LOCAL_ENGINE_STALLED,
+    /**
+     * The local engine is failing: it failed {@link RouterConfig#engineFailureLimit()} requests
+     * in a row retryably with no success between them, and no probe of it is due. The request
+     * goes to the eligible peer the policy ranks first, as for {@link #LOCAL_ENGINE_STALLED}.
+     * An engine both failing and stalled gives this reason.
+     */
+    LOCAL_ENGINE_FAILING,
     /**
      * Routing itself failed (the local index, the peer view or the engine's load threw): the
      * request runs here rather than going unanswered. The node logs the failure.

@@ -464,7 +464,7 @@ public final class RouterConfig {
    * node avoid it as failing: a stalled engine's treatment ({@link #engineStallTimeout()}), as
    * a server that is down, misconfigured or out of capacity ends every run at once and is never
    * stalled. Its own requests go to the eligible peer the policy ranks first
-   * ({@link RouteDecision.Reason#LOCAL_ENGINE_STALLED}), peers' forwards are refused as busy and
+   * ({@link RouteDecision.Reason#LOCAL_ENGINE_FAILING}), peers' forwards are refused as busy and
    * the node advertises overload in its gossip. With no run outstanding and
    * {@link #failureCooldown()} passed since its last failure, the next request that would run
    * here anyway is tried on the engine (the probe); the first success ends it. A failure that

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.internal.route;
 
 import io.github.prefixrouter.EngineStallStats;
+import io.github.prefixrouter.RouteDecision.Reason;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
@@ -220,13 +221,27 @@ final class EngineWatch {
    * Detects the stall when its time has come.
    */
   boolean avoid(long now) {
+    return avoidance(now) != null;
+  }
+
+  /**
+   * Why the engine is to be avoided at {@code now}, as {@link #avoid} decides it: {@link
+   * Reason#LOCAL_ENGINE_FAILING} when it is failing (whether or not it is also stalled), {@link
+   * Reason#LOCAL_ENGINE_STALLED} when it is stalled only, null when it is not avoided.
+   */
+  Reason avoidance(long now) {
     if (failing
         && (probing.get() || outstanding.get() > 0 || now - lastFailure < probeNanos)) {
-      return true;
+      return Reason.LOCAL_ENGINE_FAILING;
     }
     if (stalled && probing.get()) {
-      return true; // its probe is starting
+      return Reason.LOCAL_ENGINE_STALLED; // its probe is starting
     }
+    return stalledNow(now) ? Reason.LOCAL_ENGINE_STALLED : null;
+  }
+
+  /** Whether the engine is stalled with a run outstanding at {@code now}; detects the stall. */
+  private boolean stalledNow(long now) {
     if (stallNanos == 0 || outstanding.get() == 0) {
       return false;
     }

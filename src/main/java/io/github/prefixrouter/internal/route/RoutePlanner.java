@@ -11,7 +11,7 @@ import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineLoad;
 import java.util.Arrays;
 import java.util.Objects;
-import java.util.function.LongPredicate;
+import java.util.function.LongFunction;
 import java.util.function.Supplier;
 
 /**
@@ -111,8 +111,11 @@ final class RoutePlanner {
   private final LocalDemand demand;
   /** Chain hashes of recently seen prompt prefixes, or null when disabled. */
   private final PrefixHashCache prefixHashes;
-  /** Whether the local engine is to be avoided at a time ({@link EngineWatch#avoid}). */
-  private volatile LongPredicate localStalled = now -> false;
+  /**
+   * Why the local engine is to be avoided at a time, or null when it is not ({@link
+   * EngineWatch#avoidance}).
+   */
+  private volatile LongFunction<Reason> localAvoided = now -> null;
 
   /** Blocks of the prompt head that local-caching demand is counted by (128 tokens of 16). */
   static final int HEAD_BLOCKS = 8;
@@ -178,11 +181,13 @@ final class RoutePlanner {
   }
 
   /**
-   * Sets the test of whether the local engine is stalled at a time: a stalled engine is avoided
-   * whenever a peer is eligible ({@link Reason#LOCAL_ENGINE_STALLED}). None by default.
+   * Sets the test of whether the local engine is to be avoided at a time, and why: it returns
+   * the decision's reason ({@link Reason#LOCAL_ENGINE_STALLED} or {@link
+   * Reason#LOCAL_ENGINE_FAILING}), or null when the engine is not avoided. An avoided engine is
+   * avoided whenever a peer is eligible. None by default.
    */
-  void avoidLocalWhen(LongPredicate stalled) {
-    this.localStalled = Objects.requireNonNull(stalled, "stalled");
+  void avoidLocalWhen(LongFunction<Reason> avoided) {
+    this.localAvoided = Objects.requireNonNull(avoided, "avoided");
   }
 
   /** The decision for a request with no hop and no peer tried yet. */
@@ -415,6 +420,7 @@ final class RoutePlanner {
 
     int chosen = 0;
     Reason reason;
+    Reason avoided;
     if (policy == RoutingPolicy.LOCAL_ONLY) {
       reason = Reason.LOCAL_ONLY_POLICY;
     } else if (hops >= config.hopLimit()) {
@@ -423,9 +429,9 @@ final class RoutePlanner {
       reason = Reason.NO_PEERS;
     } else if (eligible == 0) {
       reason = Reason.ALL_PEERS_SKIPPED;
-    } else if (localStalled.test(now)) {
+    } else if ((avoided = localAvoided.apply(now)) != null) {
       chosen = policy == RoutingPolicy.LONGEST_PREFIX ? longestPeer : cheapest;
-      reason = Reason.LOCAL_ENGINE_STALLED;
+      reason = avoided;
     } else if (policy == RoutingPolicy.LONGEST_PREFIX) {
       int best = longestPeer;
       if (matchedCol[best] > localMatch) {

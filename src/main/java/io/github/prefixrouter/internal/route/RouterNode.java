@@ -295,7 +295,7 @@ public final class RouterNode implements PrefixRouterNode {
     this.earlyCancels = EarlyCancels.forTimeoutBound(config.forwardTimeoutMax().toNanos());
     this.planner = new RoutePlanner(config, nodeId, local, parts.hasher(), peers, cost, health,
         clock, this::engineLoad);
-    planner.avoidLocalWhen(engineWatch::avoid);
+    planner.avoidLocalWhen(engineWatch::avoidance);
   }
 
   // ---------------------------------------------------------------- accessors for wiring
@@ -659,7 +659,8 @@ public final class RouterNode implements PrefixRouterNode {
             PromptArrays.shared(ex.request), ex.hops, tried, triedCount, ps);
       }
     }
-    if (d.reason() == RouteDecision.Reason.LOCAL_ENGINE_STALLED) {
+    if (d.reason() == RouteDecision.Reason.LOCAL_ENGINE_STALLED
+        || d.reason() == RouteDecision.Reason.LOCAL_ENGINE_FAILING) {
       engineWatch.rerouted();
     }
     if (ex.firstDecision == null) {

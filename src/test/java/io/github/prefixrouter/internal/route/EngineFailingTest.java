@@ -147,7 +147,10 @@ class EngineFailingTest {
     assertEquals(3, k.engine(0).calls,
         "after 3 failures in a row the engine is avoided; it was given every request");
     InferenceResponse avoided = k.await(k.node(0).submit(request("x", prompt(50, 200))));
-    assertEquals(Reason.LOCAL_ENGINE_STALLED, avoided.decision().reason(), avoided.toString());
+    assertEquals(Reason.LOCAL_ENGINE_FAILING, avoided.decision().reason(), avoided.toString());
+    RouteDecision explained = k.node(0).explain(request("y", prompt(50, 200)));
+    assertEquals(Reason.LOCAL_ENGINE_FAILING, explained.reason(), explained.toString());
+    assertEquals("n1", explained.targetNodeId(), explained.toString());
     EngineStallStats s = k.watch(0);
     assertEquals(1, s.avoided(), s.toString());
     assertEquals(1, s.failing(), s.toString());
@@ -211,7 +214,7 @@ class EngineFailingTest {
     assertEquals(calls + 1, k.engine(0).calls,
         "the request decided while the probe was starting was run on the failing engine too");
     assertEquals(FallbackCause.LOCAL_FAILED, probe.fallbackCause(), probe.toString());
-    assertEquals(Reason.LOCAL_ENGINE_STALLED, other.decision().reason(), other.toString());
+    assertEquals(Reason.LOCAL_ENGINE_FAILING, other.decision().reason(), other.toString());
     assertEquals("n1", other.servedBy(), other.toString());
 
     // the probe, ended, is given back: the next one runs a failureCooldown later

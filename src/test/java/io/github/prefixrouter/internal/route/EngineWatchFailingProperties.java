@@ -3,6 +3,7 @@ package io.github.prefixrouter.internal.route;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.github.prefixrouter.EngineStallStats;
+import io.github.prefixrouter.RouteDecision.Reason;
 import java.util.List;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
@@ -78,6 +79,7 @@ class EngineWatchFailingProperties {
       EngineStallStats s = w.stats(now);
       String at = "after " + step + " at " + now + ": " + s;
       assertEquals(avoided, w.avoid(now), at);
+      assertEquals(avoided ? Reason.LOCAL_ENGINE_FAILING : null, w.avoidance(now), at);
       assertEquals(avoided ? 1 : 0, s.avoided(), at);
       assertEquals(failing ? 1 : 0, s.failing(), at);
       assertEquals(inARow, s.failedInARow(), at);

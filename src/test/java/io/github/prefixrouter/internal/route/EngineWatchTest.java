@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.EngineStallStats;
+import io.github.prefixrouter.RouteDecision.Reason;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -14,6 +15,25 @@ import org.junit.jupiter.api.Test;
 class EngineWatchTest {
 
   static final long T = 10;
+
+  @Test
+  void theReasonSaysWhetherTheEngineIsStalledOrFailing() {
+    EngineWatch w = new EngineWatch(T, 2, 5);
+    w.started(0);
+    assertEquals(Reason.LOCAL_ENGINE_STALLED, w.avoidance(T), "silent for T");
+    w.started(T);
+    w.failed(T);
+    w.ended();
+    w.started(T);
+    w.failed(T);
+    w.ended();
+    assertEquals(Reason.LOCAL_ENGINE_FAILING, w.avoidance(T + 1), "failing and stalled");
+    w.progressed(T + 2);
+    assertEquals(Reason.LOCAL_ENGINE_FAILING, w.avoidance(T + 2), "progress is no success");
+    w.succeeded();
+    assertEquals(null, w.avoidance(T + 3));
+    assertFalse(w.avoid(T + 3));
+  }
 
   @Test
   void anEngineWithoutRunsIsNeverAvoided() {
