@@ -35,6 +35,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -49,6 +50,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.IntSupplier;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 import javax.net.ssl.SSLContext;
@@ -112,11 +114,14 @@ import org.slf4j.LoggerFactory;
  *       format 0.0.4 (see {@link StatsTables} for the names), and histograms of how long the
  *       accepted requests took, by where they were served ({@link ClientLatency}).
  *   <li>{@code GET /health} (or {@code HEAD}): 200 while the node runs, 503 otherwise. The body
- *       is {@code {"state": ...}}, with {@code "engine_avoided": true} while the node routes
- *       around its stalled engine (still 200: the node answers its clients through its peers),
- *       and {@code false} otherwise (also with the watch off), when the node reports its
- *       engine watch ({@link PrefixRouterNode#engineStallStats()}; the library's node always
- *       does).
+ *       is {@code {"state": ...}}, with, when the node reports its engine watch ({@link
+ *       PrefixRouterNode#engineStallStats()}; the library's node always does), {@code
+ *       "engine_avoided"} ({@code true} while the node routes around its stalled or failing
+ *       engine), {@code "engine_stalled"} and {@code "engine_failing"}; and, given a watch of
+ *       the engine's key ({@link #watchEngineKey}), {@code "engine_key_refused"} ({@code true}
+ *       while the model server refuses the node's API key, then with {@code
+ *       "engine_key_refused_status"}). None of them changes the status: the node still answers
+ *       its clients through its peers.
  * </ul>
  *
  * Paths match exactly (anything else is 404) and another method is 405; the 405 of an OpenAI
@@ -240,6 +245,8 @@ final class ClientEndpoint {
   private final AtomicLong refusedWithoutCertificate = new AtomicLong();
   /** Mutual TLS: every path but {@link #HEALTH} needs a client certificate (set by start). */
   private volatile boolean certificatesRequired;
+  /** The status of the model server's refusal of the node's key, 0 for none; null: not known. */
+  private volatile IntSupplier engineKeyRefused;
   private final PromptTokenizer tokenizer;
   private final LongSupplier epochSeconds;
   private final RequestSeeds seeds;
@@ -375,6 +382,17 @@ final class ClientEndpoint {
     this.ioTimeout = ioTimeout;
     this.readerThreads = readerThreads;
     this.maxUnfinishedPerAddress = maxUnfinishedPerAddress;
+  }
+
+  /**
+   * Has {@code GET /health} say whether the model server refuses the node's API key: {@code
+   * refusedStatus} gives the status of its refusal (401 or 403), or 0 while it accepts the key.
+   * Without it, {@code /health} says nothing of the key.
+   *
+   * @param refusedStatus the status of the standing refusal, or 0
+   */
+  void watchEngineKey(IntSupplier refusedStatus) {
+    this.engineKeyRefused = Objects.requireNonNull(refusedStatus, "refusedStatus");
   }
 
   private static void checkRange(String name, int v) {
@@ -612,9 +630,21 @@ final class ClientEndpoint {
           Map<String, Object> body = new java.util.LinkedHashMap<>();
           body.put("state", node.state().name());
           try { // the probe answers by the state alone if the node's stall stats fail
-            node.engineStallStats().ifPresent(s -> body.put("engine_avoided", s.avoided() == 1));
+            node.engineStallStats().ifPresent(s -> {
+              body.put("engine_avoided", s.avoided() == 1);
+              body.put("engine_stalled", s.stalled() == 1);
+              body.put("engine_failing", s.failing() == 1);
+            });
           } catch (RuntimeException e) {
             log.debug("/health: no engine stall stats", e);
+          }
+          IntSupplier keyRefused = engineKeyRefused;
+          if (keyRefused != null) {
+            int status = keyRefused.getAsInt();
+            body.put("engine_key_refused", status != 0);
+            if (status != 0) {
+              body.put("engine_key_refused_status", status);
+            }
           }
           respond(ex, node.state() == PrefixRouterNode.State.RUNNING ? 200 : 503, body);
         }

@@ -19,7 +19,8 @@ import org.slf4j.LoggerFactory;
  * logged at WARN, pointing at {@code --engine-api-key-file} and the key's variable: once, until
  * the server accepts the key again (answers a request), which is logged once at INFO; a refusal
  * with the other status (403 after 401) is logged too. The clients get a 502 for each such request, which does not
- * reach the operator; a line per request would come at the request rate. Everything else goes to
+ * reach the operator; a line per request would come at the request rate. The refusal standing
+ * ({@link #refusedStatus}) is also in the node's {@code GET /health}. Everything else goes to
  * the engine as it is, and its futures are the engine's own.
  */
 final class EngineKeyWatch implements InferenceEngine {
@@ -82,6 +83,15 @@ final class EngineKeyWatch implements InferenceEngine {
   /** The engine watched (for tests). */
   InferenceEngine watched() {
     return engine;
+  }
+
+  /**
+   * The status with which the server last refused the node's key (401 or 403), or 0 while it
+   * accepts it: since the server's last answer of a completion. The node's {@code /health}
+   * says it.
+   */
+  int refusedStatus() {
+    return refused.get();
   }
 
   /** {@code f}, the engine's own future (null too: the node reports that), watched. */

@@ -428,13 +428,15 @@ public final class NodeMain {
       transport = tb.build();
       scheduler = Schedulers.newSingleThread("prefix-router-" + o.id);
       part[0] = "the node";
+      // a key the server refuses after the start (rotated, say) is logged, once, and /health
+      // says so while it lasts
+      EngineKeyWatch keyWatch = engine instanceof OpenAiCompatibleEngine
+          ? new EngineKeyWatch(engine, o.engine, o.engineApiKey != null) : null;
       node = PrefixRouterNode.builder()
           .nodeId(o.id)
           .config(withModelId(withGossipGeneration(o.config), o.modelId, baseModel))
           .transport(transport)
-          // a key the server refuses after the start (rotated, say) is logged, once
-          .engine(engine instanceof OpenAiCompatibleEngine
-              ? new EngineKeyWatch(engine, o.engine, o.engineApiKey != null) : engine)
+          .engine(keyWatch != null ? keyWatch : engine)
           .scheduler(scheduler)
           .seeds(o.seeds)
           .build();
@@ -488,6 +490,9 @@ public final class NodeMain {
           tokenizer, () -> System.currentTimeMillis() / 1000,
           new java.security.SecureRandom().nextLong(),
           o.clientBodyBudget != 0 ? o.clientBodyBudget : ClientEndpoint.DEFAULT_BODY_BUDGET);
+      if (keyWatch != null) {
+        endpoint.watchEngineKey(keyWatch::refusedStatus);
+      }
       part[0] = "the client port " + address(o.clientHost, o.clientPort);
       InetSocketAddress client = endpoint.start(o.clientHost, o.clientPort,
           clientTls == null ? null : clientTls.context(), o.clientTlsTruststore != null);

@@ -67,6 +67,30 @@ class EngineApiKeyNodeTest {
         HttpResponse.BodyHandlers.ofString());
   }
 
+  /** The body of the node's {@code GET /health}, which must answer 200. */
+  private static String health(NodeMain.Running r) throws Exception {
+    HttpResponse<String> h = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
+            URI.create("http://" + r.clientAddress + "/health")).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertEquals(200, h.statusCode(), h.body());
+    return h.body();
+  }
+
+  /**
+   * The node's {@code /health} body once it contains {@code part}: the watch of the key sees
+   * the completion's end on the thread that completes it, alongside the client's answer.
+   */
+  private static String healthSaying(NodeMain.Running r, String part) throws Exception {
+    long deadline = System.nanoTime() + 10_000_000_000L;
+    String body = health(r);
+    while (!body.contains(part) && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+      body = health(r);
+    }
+    assertTrue(body.contains(part), body);
+    return body;
+  }
+
   private static FakeOpenAiServer serverWithKey() {
     FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO);
     server.tokenizes(true);
@@ -200,15 +224,25 @@ class EngineApiKeyNodeTest {
             "--engine", server.baseUrl())) {
           assertEquals(200, post(r, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2}")
               .statusCode());
+          assertTrue(health(r).contains("\"engine_failing\":false,\"engine_key_refused\":false}"),
+              health(r));
           server.requireApiKey(WRONG); // the server's key changed: the node's is now refused
           for (int i = 0; i < 3; i++) {
             HttpResponse<String> ids = post(r, "/v1/completions",
                 "{\"prompt\":[1,2,3],\"max_tokens\":2}");
             assertEquals(502, ids.statusCode(), ids.body());
           }
+          // still 200 (the node is up; with peers it would answer through them), and says why
+          // its requests fail: three refusals in a row, a failing engine
+          String refused = healthSaying(r,
+              "\"engine_key_refused\":true,\"engine_key_refused_status\":401}");
+          assertTrue(refused.contains("\"engine_failing\":true"), refused);
+          assertFalse(refused.contains(WRONG) || refused.contains(KEY), refused);
           server.requireApiKey(KEY);
           assertEquals(200, post(r, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2}")
               .statusCode());
+          String accepted = healthSaying(r, "\"engine_key_refused\":false}");
+          assertTrue(accepted.contains("\"engine_failing\":false"), accepted);
           assertEquals(200, post(r, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2}")
               .statusCode());
           server.requireApiKey(WRONG);
