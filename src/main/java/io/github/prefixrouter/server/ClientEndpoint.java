@@ -628,7 +628,8 @@ final class ClientEndpoint {
       case HEALTH -> { // load balancers probe with GET or HEAD
         if (getOrHead(ex, method)) {
           Map<String, Object> body = new java.util.LinkedHashMap<>();
-          body.put("state", node.state().name());
+          PrefixRouterNode.State state = node.state(); // once: the status says what the body says
+          body.put("state", state.name());
           try { // the probe answers by the state alone if the node's stall stats fail
             node.engineStallStats().ifPresent(s -> {
               body.put("engine_avoided", s.avoided() == 1);
@@ -646,7 +647,7 @@ final class ClientEndpoint {
               body.put("engine_key_refused_status", status);
             }
           }
-          respond(ex, node.state() == PrefixRouterNode.State.RUNNING ? 200 : 503, body);
+          respond(ex, state == PrefixRouterNode.State.RUNNING ? 200 : 503, body);
         }
       }
       default -> {

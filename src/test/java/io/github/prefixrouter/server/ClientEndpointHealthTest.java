@@ -135,6 +135,21 @@ class ClientEndpointHealthTest {
     assertEquals(m.group(1), health().body());
   }
 
+  /**
+   * A node that stops while its health is asked: the status and the body's state are one
+   * reading of the state, never a 503 saying RUNNING (or a 200 saying STOPPING).
+   */
+  @Test
+  void theStatusAndTheStateAgreeWhileTheNodeStops() throws Exception {
+    start();
+    when(node.engineStallStats()).thenReturn(Optional.empty());
+    when(node.state()).thenReturn(PrefixRouterNode.State.RUNNING,
+        PrefixRouterNode.State.STOPPING);
+    HttpResponse<String> r = health();
+    String state = r.statusCode() == 200 ? "RUNNING" : "STOPPING";
+    assertEquals("{\"state\":\"" + state + "\"}", r.body(), "status " + r.statusCode());
+  }
+
   /** A node without a watch of its engine (another implementation) says its state alone. */
   @Test
   void withoutTheWatchTheStateAlone() throws Exception {
