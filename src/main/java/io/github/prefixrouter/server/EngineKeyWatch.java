@@ -32,6 +32,11 @@ final class EngineKeyWatch implements InferenceEngine {
   private final boolean keyGiven;
   /** The status of the refusal last logged, or 0 while the server accepts the key. */
   private final AtomicInteger refused = new AtomicInteger();
+  /**
+   * The status with which the start's health check was refused (logged there), or 0: reported
+   * until a completion is answered (or refused, which then is).
+   */
+  private volatile int refusedAtStart;
 
   /**
    * @param engine the engine watched
@@ -39,9 +44,19 @@ final class EngineKeyWatch implements InferenceEngine {
    * @param keyGiven whether the node has the server's API key
    */
   EngineKeyWatch(InferenceEngine engine, String engineUrl, boolean keyGiven) {
+    this(engine, engineUrl, keyGiven, 0);
+  }
+
+  /**
+   * @param startStatus the status the start's health check of the server got: 401 or 403, a
+   *     refusal of the key, is reported ({@link #refusedStatus}) until a completion is answered;
+   *     any other is ignored
+   */
+  EngineKeyWatch(InferenceEngine engine, String engineUrl, boolean keyGiven, int startStatus) {
     this.engine = engine;
     this.engineUrl = engineUrl;
     this.keyGiven = keyGiven;
+    this.refusedAtStart = startStatus == 401 || startStatus == 403 ? startStatus : 0;
   }
 
   @Override
@@ -86,12 +101,13 @@ final class EngineKeyWatch implements InferenceEngine {
   }
 
   /**
-   * The status with which the server last refused the node's key (401 or 403), or 0 while it
-   * accepts it: since the server's last answer of a completion. The node's {@code /health}
-   * says it.
+   * The status with which the server last refused the node's key (401 or 403), at the start's
+   * health check or on a completion, or 0 while it accepts it: since the server's last answer
+   * of a completion. The node's {@code /health} says it.
    */
   int refusedStatus() {
-    return refused.get();
+    int status = refused.get();
+    return status != 0 ? status : refusedAtStart;
   }
 
   /** {@code f}, the engine's own future (null too: the node reports that), watched. */
@@ -107,8 +123,11 @@ final class EngineKeyWatch implements InferenceEngine {
     Throwable c = failure instanceof CompletionException && failure.getCause() != null
         ? failure.getCause() : failure;
     if (c == null) {
-      if (result != null && refused.getAndSet(0) != 0) {
-        log.info("engine at {} accepts this node's credentials again", engineUrl);
+      if (result != null) {
+        refusedAtStart = 0;
+        if (refused.getAndSet(0) != 0) {
+          log.info("engine at {} accepts this node's credentials again", engineUrl);
+        }
       }
       return;
     }

@@ -338,6 +338,7 @@ public final class NodeMain {
     }
     part[0] = "the engine " + o.engine;
     InferenceEngine engine;
+    int startHealth = -1; // the status of the start's health check of a model server
     ReferenceEngine reference = null;
     String baseModel = o.model;
     if (o.engine.equals("reference")) {
@@ -371,7 +372,8 @@ public final class NodeMain {
         b.kvEvents(events.blockSize(o.config.blockSize()));
       }
       OpenAiCompatibleEngine oe = b.build();
-      String unhealthy = healthWarning(oe, START_HEALTH_WAIT, o.engine, o.engineApiKey != null);
+      startHealth = startHealth(oe, START_HEALTH_WAIT);
+      String unhealthy = healthWarning(startHealth, o.engine, o.engineApiKey != null);
       if (unhealthy != null) {
         log.warn(unhealthy);
       }
@@ -431,7 +433,7 @@ public final class NodeMain {
       // a key the server refuses after the start (rotated, say) is logged, once, and /health
       // says so while it lasts
       EngineKeyWatch keyWatch = engine instanceof OpenAiCompatibleEngine
-          ? new EngineKeyWatch(engine, o.engine, o.engineApiKey != null) : null;
+          ? new EngineKeyWatch(engine, o.engine, o.engineApiKey != null, startHealth) : null;
       node = PrefixRouterNode.builder()
           .nodeId(o.id)
           .config(withModelId(withGossipGeneration(o.config), o.modelId, baseModel))
@@ -699,9 +701,21 @@ public final class NodeMain {
    */
   static String healthWarning(OpenAiCompatibleEngine engine, java.time.Duration wait,
       String engineUrl, boolean keyGiven) {
-    int status = engine.healthStatus()
+    return healthWarning(startHealth(engine, wait), engineUrl, keyGiven);
+  }
+
+  /** The status of the engine's health check, or -1 for none within {@code wait}. */
+  static int startHealth(OpenAiCompatibleEngine engine, java.time.Duration wait) {
+    return engine.healthStatus()
         .completeOnTimeout(-1, wait.toNanos(), java.util.concurrent.TimeUnit.NANOSECONDS)
         .join();
+  }
+
+  /**
+   * {@link #healthWarning(OpenAiCompatibleEngine, java.time.Duration, String, boolean)} of a
+   * health check that got {@code status} (-1: no answer).
+   */
+  static String healthWarning(int status, String engineUrl, boolean keyGiven) {
     if (status >= 200 && status < 300) {
       return null;
     }

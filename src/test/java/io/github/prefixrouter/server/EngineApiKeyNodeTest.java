@@ -210,6 +210,28 @@ class EngineApiKeyNodeTest {
   }
 
   /**
+   * A node started with a key the server refuses at its health check says so in its own
+   * {@code /health} at once, before any client request (it used to say
+   * {@code "engine_key_refused":false} until a completion was refused), and no more once the
+   * server answers a completion.
+   */
+  @Test
+  void aKeyRefusedAtTheStartIsInTheNodesHealthAtOnce() throws Exception {
+    Path keyFile = Files.writeString(dir.resolve("wrong.key"), WRONG + "\n");
+    try (FakeOpenAiServer server = serverWithKey();
+        NodeMain.Running r = launch(Map.of(), "--engine", server.baseUrl(), "--model",
+            "fake-base", "--engine-api-key-file", keyFile.toString())) {
+      String body = health(r);
+      assertTrue(body.contains("\"engine_key_refused\":true,\"engine_key_refused_status\":401}"),
+          body);
+      server.requireApiKey(WRONG); // the server now has the node's key
+      assertEquals(200, post(r, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2}")
+          .statusCode());
+      healthSaying(r, "\"engine_key_refused\":false}");
+    }
+  }
+
+  /**
    * A server whose key changes after the node started (rotated, the server restarted with
    * another) refuses every completion 401: the clients' 502s do not reach the operator, so the
    * node logs it, once, at WARN, pointing at {@code --engine-api-key-file} and

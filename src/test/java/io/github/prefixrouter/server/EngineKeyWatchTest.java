@@ -67,4 +67,31 @@ class EngineKeyWatchTest {
     assertTrue(lines.get(2).contains("INFO") && lines.get(2).contains("again"), lines.get(2));
     assertTrue(lines.get(3).contains("WARN") && lines.get(3).contains("(HTTP 401)"), lines.get(3));
   }
+
+  @Test
+  void theStandingRefusalIsTheStartsUntilACompletionIsAnswered() {
+    Scripted engine = new Scripted();
+    EngineResult ok = new EngineResult(new int[] {5}, "", 2, -1, -1, -1);
+    assertEquals(0, new EngineKeyWatch(engine, "http://s:8000", true, 502).refusedStatus(),
+        "a failed health check says nothing of the key");
+    assertEquals(0, new EngineKeyWatch(engine, "http://s:8000", true, -1).refusedStatus());
+    EngineKeyWatch watch = new EngineKeyWatch(engine, "http://s:8000", true, 403);
+    assertEquals(403, watch.refusedStatus(), "refused at the start's health check");
+    engine.next.add(failed(new EngineException("unreachable", true)));
+    watch.execute(REQUEST);
+    assertEquals(403, watch.refusedStatus(), "a failure that says nothing of the key");
+    engine.next.add(failed(new EngineException("refused", true, 401, null)));
+    List<String> lines = logged("credentials", () -> watch.execute(REQUEST));
+    assertEquals(1, lines.size(), "a completion's refusal is logged as before: " + lines);
+    assertEquals(401, watch.refusedStatus());
+    engine.next.add(CompletableFuture.completedFuture(ok));
+    watch.execute(REQUEST);
+    assertEquals(0, watch.refusedStatus());
+
+    EngineKeyWatch answered = new EngineKeyWatch(engine, "http://s:8000", true, 401);
+    engine.next.add(CompletableFuture.completedFuture(ok));
+    List<String> none = logged("credentials", () -> answered.execute(REQUEST));
+    assertEquals(0, answered.refusedStatus(), "answered: the key is accepted");
+    assertEquals(List.of(), none, "the start's refusal was logged at the start");
+  }
 }
