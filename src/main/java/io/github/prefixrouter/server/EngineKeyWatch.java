@@ -20,7 +20,8 @@ import org.slf4j.LoggerFactory;
  * the server accepts the key again (answers a request), which is logged once at INFO; a refusal
  * with the other status (403 after 401) is logged too. The clients get a 502 for each such request, which does not
  * reach the operator; a line per request would come at the request rate. The refusal standing
- * ({@link #refusedStatus}) is also in the node's {@code GET /health}. Everything else goes to
+ * ({@link #refusedStatus}) is also in the node's {@code GET /health}, {@code /v1/stats} and
+ * {@code /metrics}. Everything else goes to
  * the engine as it is, and its futures are the engine's own.
  */
 final class EngineKeyWatch implements InferenceEngine {
@@ -108,6 +109,18 @@ final class EngineKeyWatch implements InferenceEngine {
   int refusedStatus() {
     int status = refused.get();
     return status != 0 ? status : refusedAtStart;
+  }
+
+  /**
+   * What the watch reports in {@code /v1/stats} and {@code /metrics} ({@code engine_key}).
+   *
+   * @param refusedStatus as {@link #refusedStatus()}
+   */
+  record Stats(int refusedStatus) {}
+
+  /** A snapshot for {@code /v1/stats} and {@code /metrics}. */
+  Stats stats() {
+    return new Stats(refusedStatus());
   }
 
   /** {@code f}, the engine's own future (null too: the node reports that), watched. */

@@ -484,7 +484,8 @@ public final class NodeMain {
       part[0] = "the tokenizer";
       tokenizer = tokenizer(o);
       endpoint = new ClientEndpoint(node,
-          () -> extraStats(n, t, watchedKeys, watchedTls, watchedClientTls, ref, eng), 4096,
+          () -> extraStats(n, t, watchedKeys, watchedTls, watchedClientTls, ref, eng, keyWatch),
+          4096,
           java.time.Duration.ofSeconds(10), baseModel,
           o.clientReaderThreads != 0 ? o.clientReaderThreads : ClientEndpoint.DEFAULT_READER_THREADS,
           o.clientMaxUnfinishedReads != 0 ? o.clientMaxUnfinishedReads
@@ -651,7 +652,7 @@ public final class NodeMain {
   /** The process's counters besides the node's and the client endpoint's. */
   private static List<StatsTable.Section<?>> extraStats(PrefixRouterNode node, HttpTransport t,
       ClusterKeys keys, TlsFiles tls, TlsFiles clientTls, ReferenceEngine e,
-      InferenceEngine engine) {
+      InferenceEngine engine, EngineKeyWatch keyWatch) {
     List<StatsTable.Section<?>> sections = new ArrayList<>();
     if (node instanceof RouterNode rn) {
       sections.add(StatsTables.PEER_MESSAGES.section("peer_messages",
@@ -675,6 +676,9 @@ public final class NodeMain {
     }
     if (e != null) {
       sections.add(StatsTables.REFERENCE_ENGINE.section("engine", e.stats()));
+    }
+    if (keyWatch != null) {
+      sections.add(StatsTables.ENGINE_KEY.section("engine_key", keyWatch.stats()));
     }
     if (engine instanceof OpenAiCompatibleEngine oe && oe.kvEventSubscriber() != null) {
       VllmKvEventSubscriber sub = oe.kvEventSubscriber();

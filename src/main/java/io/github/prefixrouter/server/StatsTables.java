@@ -311,6 +311,19 @@ final class StatsTables {
               "Times the engine was found failing.", EngineStallStats::failingSpells)
           .build();
 
+  /**
+   * {@link EngineKeyWatch.Stats}: {@code engine_key} in {@code /v1/stats} (only with an
+   * OpenAI-compatible {@code --engine}).
+   */
+  static final StatsTable<EngineKeyWatch.Stats> ENGINE_KEY =
+      StatsTable.<EngineKeyWatch.Stats>builder()
+          .gauge("refused_status", P + "engine_key_refused_status",
+              "The status (401 or 403) with which the model server refuses the node's API key, "
+                  + "from such a refusal of the start's health check or of a completion to the "
+                  + "next answered completion; else 0.",
+              EngineKeyWatch.Stats::refusedStatus)
+          .build();
+
   private static final String L = P + "tree_";
 
   /** An engine-driven local tree's {@link CacheEventStats}: {@code local_tree} in /v1/stats. */

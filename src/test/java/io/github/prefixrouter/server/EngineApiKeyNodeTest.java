@@ -67,6 +67,15 @@ class EngineApiKeyNodeTest {
         HttpResponse.BodyHandlers.ofString());
   }
 
+  /** The body of the node's {@code GET path}, which must answer 200. */
+  private static String get(NodeMain.Running r, String path) throws Exception {
+    HttpResponse<String> h = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
+            URI.create("http://" + r.clientAddress + path)).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertEquals(200, h.statusCode(), h.body());
+    return h.body();
+  }
+
   /** The body of the node's {@code GET /health}, which must answer 200. */
   private static String health(NodeMain.Running r) throws Exception {
     HttpResponse<String> h = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
@@ -224,10 +233,17 @@ class EngineApiKeyNodeTest {
       String body = health(r);
       assertTrue(body.contains("\"engine_key_refused\":true,\"engine_key_refused_status\":401}"),
           body);
+      // and where operators alert: /metrics and /v1/stats
+      String metrics = get(r, "/metrics");
+      assertTrue(metrics.contains("\nprefix_router_engine_key_refused_status 401\n"), metrics);
+      String stats = get(r, "/v1/stats");
+      assertTrue(stats.contains("\"engine_key\":{\"refused_status\":401}"), stats);
       server.requireApiKey(WRONG); // the server now has the node's key
       assertEquals(200, post(r, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2}")
           .statusCode());
       healthSaying(r, "\"engine_key_refused\":false}");
+      metrics = get(r, "/metrics");
+      assertTrue(metrics.contains("\nprefix_router_engine_key_refused_status 0\n"), metrics);
     }
   }
 

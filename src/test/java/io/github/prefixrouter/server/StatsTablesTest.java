@@ -62,6 +62,9 @@ class StatsTablesTest {
   private static final TlsFiles.Stats CLIENT_TLS =
       StatsFixtures.distinct(TlsFiles.Stats.class, 1_100_000);
 
+  private static final EngineKeyWatch.Stats KEY =
+      StatsFixtures.distinct(EngineKeyWatch.Stats.class, 1_300_000);
+
   /** Histograms whose every count and sum differs from every other. */
   private static final ClientLatency.Snapshot LATENCY = latency();
 
@@ -85,6 +88,7 @@ class StatsTablesTest {
       StatsTables.NODE.section(null, NODE),
       StatsTables.PEER_MESSAGES.section("peer_messages", PEER),
       StatsTables.ENGINE_WATCH.section("engine_watch", WATCH),
+      StatsTables.ENGINE_KEY.section("engine_key", KEY),
       StatsTables.LOCAL_TREE.section("local_tree", TREE),
       StatsTables.TRANSPORT.section("transport", TRANSPORT),
       StatsTables.CLUSTER_KEY_FILE.section("cluster_key_file", KEY_FILE),
