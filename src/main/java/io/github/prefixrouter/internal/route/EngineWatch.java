@@ -5,6 +5,8 @@ import io.github.prefixrouter.RouteDecision.Reason;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Whether the node's own engine is <b>stalled</b>: it has runs outstanding and has shown no
@@ -48,6 +50,9 @@ import java.util.concurrent.atomic.LongAdder;
  * or a long answer from an engine that streams nothing) looks stalled until it answers: the
  * stall timeout must exceed the longest silent run expected when nothing else runs.
  *
+ * <p>The start of a stall or of a failing spell is logged at WARN, its end at INFO: once each,
+ * whatever the number of requests routed around the engine meanwhile.
+ *
  * <p>Lazy and deterministic: no timer, no thread. The state changes when it is asked (every
  * routing decision, every forward received, every gossip round) on the node's injected clock.
  * Thread-safe: progress is one volatile write (two when it ends a stall); the transitions take
@@ -57,6 +62,10 @@ import java.util.concurrent.atomic.LongAdder;
  */
 final class EngineWatch {
 
+  private static final Logger LOG = LoggerFactory.getLogger(EngineWatch.class);
+
+  /** The node whose engine is watched, for the log. */
+  private final String nodeId;
   /** Stall timeout in nanoseconds; 0 turns the watch off. */
   private final long stallNanos;
   private final AtomicInteger outstanding = new AtomicInteger();
@@ -99,6 +108,16 @@ final class EngineWatch {
    *     again
    */
   EngineWatch(long stallNanos, int failureLimit, long probeNanos) {
+    this("local", stallNanos, failureLimit, probeNanos);
+  }
+
+  /**
+   * @param nodeId the node whose engine is watched, for the log
+   * @param stallNanos as above
+   * @param failureLimit as above
+   * @param probeNanos as above
+   */
+  EngineWatch(String nodeId, long stallNanos, int failureLimit, long probeNanos) {
     if (stallNanos < 0) {
       throw new IllegalArgumentException("stallNanos must be >= 0, was " + stallNanos);
     }
@@ -108,6 +127,7 @@ final class EngineWatch {
     if (probeNanos < 0) {
       throw new IllegalArgumentException("probeNanos must be >= 0, was " + probeNanos);
     }
+    this.nodeId = nodeId;
     this.stallNanos = stallNanos;
     this.failureLimit = failureLimit;
     this.probeNanos = probeNanos;
@@ -149,11 +169,17 @@ final class EngineWatch {
   void progressed(long now) {
     lastProgress = now;
     if (stalled) {
+      boolean ended = false;
       synchronized (this) {
         if (stalled) {
           stalled = false;
           recoveries++;
+          ended = true;
         }
+      }
+      if (ended) {
+        LOG.info("node {}: its engine made progress again; the stall is over and it gets "
+            + "requests again", nodeId);
       }
     }
   }
@@ -166,14 +192,28 @@ final class EngineWatch {
    * failing.
    */
   void failed(long now) {
+    failed(now, null);
+  }
+
+  /**
+   * {@link #failed(long)}, with what the failure was, for the log line of a failing spell's
+   * start (null: not known).
+   */
+  void failed(long now, String why) {
+    int inARow;
     synchronized (this) {
       lastFailure = now;
       failedInARow = failedInARow == Integer.MAX_VALUE ? failedInARow : failedInARow + 1;
-      if (!failing && failureLimit > 0 && failedInARow >= failureLimit) {
-        failing = true;
-        failingSpells++;
+      if (failing || failureLimit == 0 || failedInARow < failureLimit) {
+        return;
       }
+      failing = true;
+      failingSpells++;
+      inARow = failedInARow;
     }
+    LOG.warn("node {}: its engine is failing: {} retryable failures in a row{}; the node routes "
+        + "around it, trying it once per {} ms until a run succeeds", nodeId, inARow,
+        why == null ? "" : " (the last: " + why + ")", probeNanos / 1_000_000L);
   }
 
   /** {@link #takeProbe}: the engine is neither stalled nor failing; the run holds no probe. */
@@ -208,9 +248,15 @@ final class EngineWatch {
     if (failedInARow == 0 && !failing) {
       return;
     }
+    boolean ended;
     synchronized (this) {
+      ended = failing;
       failedInARow = 0;
       failing = false;
+    }
+    if (ended) {
+      LOG.info("node {}: its engine succeeded again; it is no longer failing and gets requests "
+          + "again", nodeId);
     }
   }
 
@@ -251,6 +297,7 @@ final class EngineWatch {
     if (now - lastProgress < stallNanos) {
       return false;
     }
+    long silent;
     synchronized (this) {
       if (stalled) {
         return true;
@@ -262,8 +309,12 @@ final class EngineWatch {
         return false;
       }
       stalls++;
-      return true;
+      silent = now - lastProgress;
     }
+    LOG.warn("node {}: its engine is stalled: runs outstanding and no output, answer or stored "
+        + "block for {} ms; the node routes around it until it makes progress", nodeId,
+        silent / 1_000_000L);
+    return true;
   }
 
   /** A request forwarded by a peer was refused because the engine is avoided. */

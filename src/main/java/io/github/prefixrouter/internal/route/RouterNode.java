@@ -286,7 +286,7 @@ public final class RouterNode implements PrefixRouterNode {
         fallbacks.put(c, new LongAdder());
       }
     }
-    this.engineWatch = new EngineWatch(config.engineStallTimeout().toNanos(),
+    this.engineWatch = new EngineWatch(this.nodeId, config.engineStallTimeout().toNanos(),
         config.engineFailureLimit(), config.failureCooldown().toNanos());
     Components parts = components != null ? components : DefaultComponents.create(this);
     this.local = parts.local();
@@ -1483,7 +1483,8 @@ public final class RouterNode implements PrefixRouterNode {
       } else if (ex.current(seq) && (err == null && res != null
           || err != null && unwrap(err) instanceof EngineException ee && ee.retryable())) {
         // a failure of a run that was abandoned (its cancel) is no sign of a failing engine
-        engineWatch.failed(clock.nanoTime());
+        engineWatch.failed(clock.nanoTime(), err == null
+            ? "an answer that cannot be the request's" : String.valueOf(unwrap(err).getMessage()));
       }
       endRun.run();
       cancelGuard(guard);

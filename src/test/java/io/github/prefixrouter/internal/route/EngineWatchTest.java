@@ -7,6 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.RouteDecision.Reason;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -33,6 +37,53 @@ class EngineWatchTest {
     w.succeeded();
     assertEquals(null, w.avoidance(T + 3));
     assertFalse(w.avoid(T + 3));
+  }
+
+  /** The lines {@code run} logs that contain {@code what} (slf4j-simple writes to stderr). */
+  static List<String> logged(String what, Runnable run) {
+    PrintStream err = System.err;
+    ByteArrayOutputStream log = new ByteArrayOutputStream();
+    System.setErr(new PrintStream(log, true, StandardCharsets.UTF_8));
+    try {
+      run.run();
+    } finally {
+      System.setErr(err);
+    }
+    return log.toString(StandardCharsets.UTF_8).lines().filter(l -> l.contains(what)).toList();
+  }
+
+  /**
+   * The start and the end of a stall and of a failing spell are logged, once each, naming the
+   * node: the node routes around its engine meanwhile, which operators must hear of. They used
+   * to be logged nowhere.
+   */
+  @Test
+  void eachSpellIsLoggedOnceAtItsStartAndItsEnd() {
+    EngineWatch w = new EngineWatch("n7", T, 2, 5);
+    List<String> lines = logged("n7", () -> {
+      w.started(0);
+      for (long t = T; t < T + 5; t++) {
+        w.avoid(t);
+      }
+      w.progressed(T + 5);
+      w.ended();
+      for (int i = 0; i < 4; i++) {
+        w.started(20 + i);
+        w.failed(20 + i, "connection refused");
+        w.ended();
+        w.avoid(20 + i);
+      }
+      w.succeeded();
+      w.avoid(40);
+    });
+    assertEquals(4, lines.size(), String.join("\n", lines));
+    assertTrue(lines.get(0).contains("WARN") && lines.get(0).contains("stalled"), lines.get(0));
+    assertTrue(lines.get(1).contains("INFO") && lines.get(1).contains("progress"), lines.get(1));
+    assertTrue(lines.get(2).contains("WARN") && lines.get(2).contains("failing")
+        && lines.get(2).contains("2 retryable failures in a row")
+        && lines.get(2).contains("connection refused"), lines.get(2));
+    assertTrue(lines.get(3).contains("INFO") && lines.get(3).contains("succeeded"),
+        lines.get(3));
   }
 
   @Test
