@@ -62,8 +62,8 @@ class MainsHelpTest {
     FLAGS.put(ForwardOverheadMain.class, List.of("--n"));
     FLAGS.put(StreamSimMain.class, List.of("--requests", "--rounds", "--seed", "--rate",
         "--warmup"));
-    FLAGS.put(StallSimMain.class, List.of("--seeds", "--rate", "--hang-seconds",
-        "--stall-timeouts"));
+    FLAGS.put(StallSimMain.class, List.of("--seeds", "--rate", "--scenario", "--hang-seconds",
+        "--stall-timeouts", "--fail-seconds", "--failure-limits", "--fail-ms"));
   }
 
   /** The exit code, standard output and standard error of {@code main} run with {@code args}. */

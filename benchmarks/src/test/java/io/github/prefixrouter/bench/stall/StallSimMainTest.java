@@ -40,6 +40,108 @@ class StallSimMainTest {
   }
 
   /**
+   * On a short run (an engine refusing every request for 30 s of 60, at once): with the check
+   * off the failing engine is given a request whenever one would run there, with the default
+   * limit of 3 only those 3 and a probe per 2 s failureCooldown; no client sees a failure
+   * either way (each failed run is tried on a peer), and a seed replays to the same figures.
+   */
+  @Test
+  void theFailureLimitGivesAFailingEngineFarFewerRequests() {
+    long s = 1_000_000_000L;
+    StallSimMain.Params p = new StallSimMain.Params(4, 8, 65_536, 16, 512, 64, 8, 1.0, 20,
+        60 * s, 10 * s, 30 * s, 1_000_000);
+    StallSimMain.FailOutcome off = StallSimMain.runFailing(p, 1, 0, 0);
+    StallSimMain.FailOutcome on = StallSimMain.runFailing(p, 1, 3, 0);
+    assertEquals(off.requests(), on.requests(), "the same requests");
+    assertEquals(off.failRequests(), on.failRequests(), "the same requests");
+    assertEquals(0, off.failingSpells(), off.toString());
+    assertEquals(1, on.failingSpells(), on.toString());
+    assertTrue(off.givenToFailing() > 60, "too few requests failed to say anything: " + off);
+    // 3 failures in a row, then at most one probe per 2 s of the 30 s
+    assertTrue(on.givenToFailing() <= 3 + 15 + 1, on.toString());
+    assertTrue(on.givenToFailing() < off.givenToFailing() * 0.3, on + " vs " + off);
+    assertTrue(on.localFallbacks() < off.localFallbacks() * 0.3, on + " vs " + off);
+    assertEquals(0, off.failed(), off.toString());
+    assertEquals(0, on.failed(), on.toString());
+    // the engine answers again once it has recovered, with the check on after a probe
+    assertTrue(off.localAgainMs() >= 0 && on.localAgainMs() >= 0, on + " vs " + off);
+    assertEquals(on, StallSimMain.runFailing(p, 1, 3, 0), "replays from its seed");
+  }
+
+  /**
+   * When each failure takes a second (a proxy answering 502 only after its connect timeout),
+   * the failing engine's detours cost its clients latency, and the check saves most of it.
+   */
+  @Test
+  void slowFailuresCostLatencyThatTheFailureLimitSaves() {
+    long s = 1_000_000_000L;
+    StallSimMain.Params p = new StallSimMain.Params(4, 8, 65_536, 16, 512, 64, 8, 1.0, 20,
+        60 * s, 10 * s, 30 * s, 1_000_000);
+    StallSimMain.FailOutcome off = StallSimMain.runFailing(p, 1, 0, s);
+    StallSimMain.FailOutcome on = StallSimMain.runFailing(p, 1, 3, s);
+    assertTrue(off.givenToFailing() > 60, "too few requests failed to say anything: " + off);
+    assertTrue(on.givenToFailing() < off.givenToFailing() * 0.3, on + " vs " + off);
+    assertTrue(on.failMeanMs() < off.failMeanMs() * 0.6, on + " vs " + off);
+    assertEquals(0, off.failed(), off.toString());
+    assertEquals(0, on.failed(), on.toString());
+  }
+
+  /**
+   * The failing scenario's flags: limits with the check off (0) first, each once and at most
+   * RouterConfig's limit; each scenario's flags refused in the other.
+   */
+  @Test
+  void theFailingScenarioReadsItsOwnFlags() {
+    StallSimMain.Options o = StallSimMain.options(new String[] {"--scenario", "fail"});
+    assertTrue(o.fail());
+    assertEquals(List.of(0L, 3L), o.limits());
+    assertEquals(0, o.failNanos());
+    assertEquals(60_000_000_000L, o.params().hangNanos());
+    o = StallSimMain.options(new String[] {"--scenario", "fail", "--failure-limits", "3,1",
+        "--fail-ms", "250", "--fail-seconds", "20"});
+    assertEquals(List.of(0L, 3L, 1L), o.limits());
+    assertEquals(250_000_000L, o.failNanos());
+    assertEquals(20_000_000_000L, o.params().hangNanos());
+    assertFalse(StallSimMain.options(new String[0]).fail(), "a hang by default");
+    assertEquals("--scenario must be hang or fail, not 'crash'", refused("--scenario", "crash"));
+    assertEquals("--hang-seconds is for --scenario hang only",
+        refused("--scenario", "fail", "--hang-seconds", "5"));
+    assertEquals("--stall-timeouts is for --scenario hang only",
+        refused("--scenario", "fail", "--stall-timeouts", "5"));
+    assertEquals("--failure-limits is for --scenario fail only",
+        refused("--failure-limits", "3"));
+    assertEquals("--fail-ms is for --scenario fail only",
+        refused("--scenario", "hang", "--fail-ms", "3"));
+    assertEquals("--failure-limits: 1001 is more than 1000",
+        refused("--scenario", "fail", "--failure-limits", "3,1001"));
+    assertEquals("--failure-limits: 3 is given twice",
+        refused("--scenario", "fail", "--failure-limits", "3,3"));
+    assertEquals("--failure-limits: -1 is negative",
+        refused("--scenario", "fail", "--failure-limits", "-1"));
+    assertEquals("--failure-limits: 'x' is not a whole number",
+        refused("--scenario", "fail", "--failure-limits", "x"));
+    assertEquals("--fail-ms must be 0 to 60000, not 60001",
+        refused("--scenario", "fail", "--fail-ms", "60001"));
+    assertEquals("--fail-seconds must be 0 to 1000000, not -1",
+        refused("--scenario", "fail", "--fail-seconds", "-1"));
+  }
+
+  /** A failing scenario of no failures prints its figures over nothing as a dash. */
+  @Test
+  void theFailingScenarioPrintsItsTableAndRatios() {
+    String out = output("--scenario", "fail", "--seeds", "1", "--rate", "0.2",
+        "--fail-seconds", "0", "--failure-limits", "3");
+    assertTrue(out.contains("n0's engine fails every request at once from 30 s for 0 s"), out);
+    List<String> rows = out.lines().filter(l -> l.startsWith("   1  ")).toList();
+    assertEquals(2, rows.size(), out);
+    assertTrue(rows.get(0).startsWith("   1    off  "), out);
+    assertTrue(rows.get(1).startsWith("   1      3  "), out);
+    assertTrue(out.contains("limit 3 / limit off, while failing:"), out);
+    assertTrue(out.lines().anyMatch(l -> l.equals("seed 1  -  -  -  -  -  -")), out);
+    assertFalse(out.contains("NaN"), out);
+  }
+
+  /**
    * Every timeout's ratios are printed against the first run as "watch off": that run is the
    * watch off whatever the list says, and a list that would run a timeout twice or a negative
    * one is refused.
