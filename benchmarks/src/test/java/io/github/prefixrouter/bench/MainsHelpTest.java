@@ -233,5 +233,10 @@ class MainsHelpTest {
     out = run(GossipBenchmarkMain.class, "-h")[1];
     assertTrue(out.matches("(?s).*\\n  --sizes VALUE +\\(default 4,16,64,256,1024\\)\\n.*"), out);
     assertTrue(out.matches("(?s).*\\n  --quick\\n.*"), out);
+    // the stall timeouts a run without --stall-timeouts compares were not shown
+    out = run(StallSimMain.class, "--help")[1];
+    assertTrue(out.matches("(?s).*\\n  --stall-timeouts VALUE +\\(default 0,30,10\\)\\n.*"),
+        out);
+    assertTrue(out.matches("(?s).*\\n  --failure-limits VALUE +\\(default 0,3\\)\\n.*"), out);
   }
 }

@@ -160,8 +160,7 @@ public final class StallSimMain {
     if (failMs < 0 || failMs > 60_000) {
       throw new IllegalArgumentException("--fail-ms must be 0 to 60000, not " + failMs);
     }
-    List<Long> timeouts = f.has("--stall-timeouts")
-        ? stallTimeouts(f.string("--stall-timeouts", "")) : List.of(0L, 30L, 10L);
+    List<Long> timeouts = stallTimeouts(f.string("--stall-timeouts", "0,30,10"));
     List<Long> limits = failureLimits(f.string("--failure-limits", "0,3"));
     long s = 1_000_000_000L;
     return new Options(seeds, timeouts, new Params(4, 8, 65_536, 64, 1024, 128, 16, 1.0, rate,
