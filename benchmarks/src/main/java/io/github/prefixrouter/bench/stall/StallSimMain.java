@@ -236,8 +236,8 @@ public final class StallSimMain {
       for (int m = 0; m < limits.size(); m++) {
         o[m] = runFailing(p, seed, limits.get(m).intValue(), opts.failNanos());
         FailOutcome x = o[m];
-        System.out.printf(Locale.ROOT, "%4d  %5s  %8d  %6d  %7s  %6s  %7s  | %16d  %6d  %7s  "
-                + "%6s  %7s  %16d  %15d  %12d  %10d  | %6d  %14s%n",
+        System.out.printf(Locale.ROOT, "%4d  %5s  %8d  %6d  %7s  %6s  %6s  | %23d  %6d  %7s  "
+                + "%6s  %6s  %16d  %15d  %12d  %10d  | %6d  %14s%n",
             seed, limits.get(m) == 0 ? "off" : limits.get(m).toString(), x.requests(),
             x.failed(), SimFleet.figure(x.meanMs(), "%.1f"), SimFleet.figure(x.p50Ms(), "%.1f"),
             SimFleet.figure(x.p99Ms(), "%.1f"), x.failRequests(), x.failFailed(),

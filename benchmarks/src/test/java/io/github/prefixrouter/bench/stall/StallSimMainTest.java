@@ -139,6 +139,23 @@ class StallSimMainTest {
     assertTrue(out.contains("limit 3 / limit off, while failing:"), out);
     assertTrue(out.lines().anyMatch(l -> l.equals("seed 1  -  -  -  -  -  -")), out);
     assertFalse(out.contains("NaN"), out);
+    // every figure ends under the end of its column's name
+    String header = out.lines().filter(l -> l.startsWith("seed  limit")).findFirst().orElseThrow();
+    for (String row : rows) {
+      for (int end : ends(row)) {
+        assertTrue(ends(header).contains(end), "column ending at " + end + ":\n" + out);
+      }
+    }
+  }
+
+  /** The indexes just after each word of {@code line}. */
+  private static List<Integer> ends(String line) {
+    List<Integer> ends = new java.util.ArrayList<>();
+    java.util.regex.Matcher m = java.util.regex.Pattern.compile("\\S+").matcher(line);
+    while (m.find()) {
+      ends.add(m.end());
+    }
+    return ends;
   }
 
   /**
