@@ -220,13 +220,15 @@ public final class StallSimMain {
     System.out.printf(Locale.ROOT, "%d nodes x %d slots, %d-token KV cache each; %d system "
             + "prompts of %d tokens (Zipf %.2f) + 16..%d-token questions, %d output tokens; "
             + "%s requests/s (Poisson) for %d s, each to a random node; n0's engine fails "
-            + "every request %s from %d s for %d s (retryable); engineStallTimeout 30 s, "
-            + "failureCooldown 2 s; 1 ms one-way delay%n",
+            + "every request %s from %d s for %d s (retryable); engineStallTimeout %s s, "
+            + "failureCooldown %s s; 1 ms one-way delay%n",
         p.nodes(), p.slots(), p.capacityTokens(), p.prompts(), p.systemTokens(), p.zipf(),
         p.maxSuffix() + 15, p.outputTokens(), SimFleet.setting(p.ratePerSecond()),
         p.arrivalNanos() / s, opts.failNanos() == 0 ? "at once"
             : "after " + opts.failNanos() / 1_000_000 + " ms",
-        p.hangFromNanos() / s, p.hangNanos() / s);
+        p.hangFromNanos() / s, p.hangNanos() / s,
+        seconds(config(p).build().engineStallTimeout()),
+        seconds(config(p).build().failureCooldown()));
     System.out.println("seed  limit  requests  failed  mean-ms  p50-ms  p99-ms  | while "
         + "failing: requests  failed  mean-ms  p50-ms  p99-ms  given-to-failing  "
         + "local-fallbacks  peers-failed  peers-busy  | spells  local-again-ms");
@@ -410,6 +412,11 @@ public final class StallSimMain {
   }
 
   /** The configuration both scenarios share: the workload's block size, cache and timeout. */
+  /** A setting in seconds, as the header prints it: {@code 30}, {@code 2.5}. */
+  private static String seconds(java.time.Duration d) {
+    return java.math.BigDecimal.valueOf(d.toMillis(), 3).stripTrailingZeros().toPlainString();
+  }
+
   private static RouterConfig.Builder config(Params p) {
     return RouterConfig.builder().blockSize(16).treeCapacityTokens(p.capacityTokens())
         .engineTimeout(Duration.ofSeconds(60));
