@@ -104,6 +104,10 @@ import org.slf4j.LoggerFactory;
  *       write; in-place updates validated by a stamp keep nodes small and writes cheap, and
  *       cost readers two volatile reads. A half-written state seen by a reader (a stale array,
  *       a null) is caught and discarded with the failed validation.
+ *   <li><b>Failures part-way.</b> A write that throws part-way (out of memory where it
+ *       allocates, a bug) is repaired before its error goes on ({@code repairAfterFault}):
+ *       kept if the invariants still hold, else the tree is cleared, as {@link #clear} does.
+ *       An acquire that throws pins nothing; a release that throws has released its lease.
  * </ul>
  */
 public final class ConcurrentPrefixTree {
@@ -208,12 +212,19 @@ public final class ConcurrentPrefixTree {
   private final LongBuffer storedBuf = new LongBuffer();
   private final LongBuffer evictedBuf = new LongBuffer();
   private volatile long listenerFailures;
+  /** Writes that threw part-way and were repaired ({@link #repairAfterFault}), under the write lock. */
+  private long repairs;
   /** Engine events whose application threw (engineEvents()); counted outside the write lock. */
   private final AtomicLong engineEventFailures = new AtomicLong();
   /** Run under the write lock as each engine event is applied (tests that inject a fault). */
   private volatile Runnable engineFaultForTest = () -> { };
   /** Runs in a store event once its tokens are in the tree, before its hashes (tests only). */
   volatile Runnable midStoreFaultForTest = () -> { };
+  /**
+   * Runs where a write allocates part-way through a change (an edge trimmed, the LRU heap grown,
+   * two nodes merged), as an {@link OutOfMemoryError} there would (tests only).
+   */
+  volatile Runnable midWriteFaultForTest = () -> { };
 
   private final CacheEventListener engineListener = new EngineListener();
 
@@ -500,16 +511,22 @@ public final class ConcurrentPrefixTree {
     }
     long ws = lock.writeLock();
     try {
-      int now = nextStamp();
-      Node start = rootForWrite(scopeRoot);
-      Node end = extend(start, 0, tokens, 0, length, 0, now, true);
-      normalizeUpward(end);
-      evictLocked(capacity);
-      flushEvents();
+      try {
+        int now = nextStamp();
+        Node start = rootForWrite(scopeRoot);
+        Node end = extend(start, 0, tokens, 0, length, 0, now, true);
+        normalizeUpward(end);
+        evictLocked(capacity);
+        flushEvents();
+      } catch (Throwable e) {
+        repairAfterFault();
+        throw e;
+      } finally {
+        lock.unlockWrite(ws);
+      }
     } finally {
-      lock.unlockWrite(ws);
+      deliver(); // a repair's events too
     }
-    deliver();
   }
 
   /**
@@ -540,50 +557,76 @@ public final class ConcurrentPrefixTree {
     }
     long ws = lock.writeLock();
     try {
-      Node start = rootOf(scopeRoot);
-      int matched = start == null ? 0 : walk(start, tokens, tokens.length);
-      if (matched == 0) {
-        return new Lease(this, null, 0, epoch);
-      }
-      int now = nextStamp();
-      Node end = extend(start, 0, tokens, 0, matched, 0, now, true);
-      for (Node x = end; x.parent != null; x = x.parent) {
-        if (x.lru >= 0) {
-          heapRemove(x);
+      try {
+        Node start = rootOf(scopeRoot);
+        int matched = start == null ? 0 : walk(start, tokens, tokens.length);
+        if (matched == 0) {
+          return new Lease(this, null, 0, epoch);
         }
-        x.lru--; // one more lock
+        int now = nextStamp();
+        Node end = extend(start, 0, tokens, 0, matched, 0, now, true);
+        Lease lease = new Lease(this, end, matched, epoch); // allocated before anything is pinned
+        for (Node x = end; x.parent != null; x = x.parent) {
+          if (x.lru >= 0) {
+            heapRemove(x);
+          }
+          x.lru--; // one more lock
+        }
+        // a failure from here on hands out no lease: only a merge that was due can fail, and the
+        // path left unmerged breaks the normal form, so the repair clears the tree and the pins
+        normalizeUpward(end);
+        return lease;
+      } catch (Throwable e) {
+        repairAfterFault();
+        throw e;
+      } finally {
+        lock.unlockWrite(ws);
       }
-      normalizeUpward(end);
-      return new Lease(this, end, matched, epoch);
     } finally {
-      lock.unlockWrite(ws);
+      deliver(); // a repair's events
     }
   }
 
   void release(Lease lease) {
+    boolean twice;
     long ws = lock.writeLock();
     try {
-      if (lease.released) {
-        throw new IllegalStateException(
-            "lease on " + lease.lockedTokens() + " tokens was already released");
-      }
-      lease.released = true;
-      Node end = lease.end;
-      if (end == null || lease.epoch != epoch) {
-        return; // nothing pinned, or the tree was cleared since
-      }
-      for (Node x = end; x.parent != null; x = x.parent) {
-        if (++x.lru == -1 && x.kids.length == 0) { // one lock less, now none
-          heapAdd(x);
+      try {
+        twice = lease.released;
+        if (!twice) {
+          lease.released = true; // even if what follows fails: the repair keeps or clears its pins
+          unpin(lease);
         }
+      } catch (Throwable e) {
+        repairAfterFault();
+        throw e;
+      } finally {
+        lock.unlockWrite(ws);
       }
-      normalizeUpward(end.kids.length == 1 ? end.kids[0] : end);
-      evictLocked(capacity);
-      flushEvents();
     } finally {
-      lock.unlockWrite(ws);
+      deliver();
     }
-    deliver();
+    if (twice) {
+      throw new IllegalStateException(
+          "lease on " + lease.lockedTokens() + " tokens was already released");
+    }
+  }
+
+  private void unpin(Lease lease) {
+    Node end = lease.end;
+    if (end == null || lease.epoch != epoch) {
+      return; // nothing pinned, or the tree was cleared since
+    }
+    // the counts first, none of which can fail: a failure after them leaves no count behind
+    for (Node x = end; x.parent != null; x = x.parent) {
+      x.lru++; // one lock less
+    }
+    if (end.lru == -1 && end.kids.length == 0) { // the others on the path have a child
+      heapAdd(end);
+    }
+    normalizeUpward(end.kids.length == 1 ? end.kids[0] : end);
+    evictLocked(capacity);
+    flushEvents();
   }
 
   /**
@@ -598,17 +641,23 @@ public final class ConcurrentPrefixTree {
     if (targetTokens < 0) {
       throw new IllegalArgumentException("targetTokens must be >= 0, was " + targetTokens);
     }
-    long ws = lock.writeLock();
     long evicted;
+    long ws = lock.writeLock();
     try {
-      long before = size;
-      evictLocked(targetTokens);
-      evicted = before - size;
-      flushEvents();
+      try {
+        long before = size;
+        evictLocked(targetTokens);
+        evicted = before - size;
+        flushEvents();
+      } catch (Throwable e) {
+        repairAfterFault();
+        throw e;
+      } finally {
+        lock.unlockWrite(ws);
+      }
     } finally {
-      lock.unlockWrite(ws);
+      deliver();
     }
-    deliver();
     return evicted;
   }
 
@@ -616,11 +665,50 @@ public final class ConcurrentPrefixTree {
   public void clear() {
     long ws = lock.writeLock();
     try {
-      clearLocked();
+      try {
+        clearLocked();
+      } catch (Throwable e) {
+        repairAfterFault();
+        throw e;
+      } finally {
+        lock.unlockWrite(ws);
+      }
+    } finally {
+      deliver();
+    }
+  }
+
+  /**
+   * After a write that threw part-way, under the write lock (every write, self-managed or an
+   * engine event, calls it before its error goes on): the changes it made stay if the tree is
+   * still consistent (as when it threw before changing anything), and its buffered block events
+   * are given; else the tree is cleared (as {@link #clear} does: outstanding leases pin nothing
+   * then, and their release still counts once), which can only under-report the cache, rather
+   * than left with broken links, a wrong size or LRU heap, or blocks that no removal reaches. The
+   * listeners are told either way. The check is linear in the tree's size and runs only after
+   * such a failure ({@link #repairsForTest}).
+   */
+  private void repairAfterFault() {
+    repairs++;
+    try {
+      new InvariantChecker().check();
+      flushEvents();
+      return;
+    } catch (Throwable broken) { // a StackOverflowError or out of memory too: clear
+      LOG.error("a write that failed part-way left the prefix tree inconsistent: cleared",
+          broken);
+    }
+    clearLocked();
+  }
+
+  /** How many writes threw part-way and were repaired (tests only). */
+  long repairsForTest() {
+    long ws = lock.writeLock();
+    try {
+      return repairs;
     } finally {
       lock.unlockWrite(ws);
     }
-    deliver();
   }
 
   private void clearLocked() {
@@ -1189,6 +1277,7 @@ public final class ConcurrentPrefixTree {
 
   /** Child c absorbs its parent p (p's only child, p not the root). */
   private void mergeIntoChild(Node p, Node c) {
+    midWriteFaultForTest.run();
     int[] e = new int[p.edge.length + c.edge.length];
     System.arraycopy(p.edge, 0, e, 0, p.edge.length);
     System.arraycopy(c.edge, 0, e, p.edge.length, c.edge.length);
@@ -1254,6 +1343,7 @@ public final class ConcurrentPrefixTree {
     }
     size -= l.edge.length - newLen;
     l.end = l.start() + newLen;
+    midWriteFaultForTest.run();
     l.edge = Arrays.copyOf(l.edge, newLen);
     copiedEdgeTokens += newLen;
   }
@@ -1468,24 +1558,6 @@ public final class ConcurrentPrefixTree {
     @Override
     public String toString() {
       return "engine events of " + ConcurrentPrefixTree.this;
-    }
-
-    /**
-     * After an event whose application threw, under the write lock: the changes it made stay if
-     * the tree is still consistent (as when it threw before changing anything), else the tree is
-     * cleared, as if the engine had cleared its cache (which can only under-report the cache),
-     * rather than left holding blocks that no removal reaches. The listeners are told either way.
-     */
-    private void repairAfterFault() {
-      try {
-        new InvariantChecker().check();
-        flushEvents();
-        return;
-      } catch (Throwable broken) { // a StackOverflowError or out of memory too: clear
-        LOG.error("an engine event left the mirror of the engine's cache inconsistent: cleared",
-            broken);
-      }
-      clearLocked();
     }
 
     /**
@@ -1894,6 +1966,7 @@ public final class ConcurrentPrefixTree {
   // LRU heap (min-heap by stamp of unlocked non-root leaves)
 
   private void heapAdd(Node n) {
+    midWriteFaultForTest.run();
     if (heapSize == heap.length) {
       heap = Arrays.copyOf(heap, heapSize * 2);
     }
@@ -2610,7 +2683,8 @@ public final class ConcurrentPrefixTree {
     }
 
     /**
-     * Unpins the prefix.
+     * Unpins the prefix. A release that throws part-way (out of memory) has still released the
+     * lease: the tree's repair either kept its unpinning or cleared the tree, pins included.
      *
      * @throws IllegalStateException if the lease was already released
      */
