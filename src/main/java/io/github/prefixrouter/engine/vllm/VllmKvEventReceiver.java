@@ -53,8 +53,11 @@ import org.slf4j.LoggerFactory;
  * which the subscriber calls whenever its connection to the publisher breaks.
  *
  * <p>Nothing is thrown at the caller for bad input or a failing listener: malformed batches
- * and listener exceptions are logged and counted in {@link #stats()} (only a null payload, a
- * caller's bug, throws a {@link NullPointerException}, before anything changes).
+ * and listener exceptions and {@link Error}s (an {@link OutOfMemoryError} too, which the tree's
+ * engine events throw on once they have repaired the tree: thrown on, it would end the batch,
+ * whose later events the subscriber would then never apply) are logged and counted in {@link
+ * #stats()}, and the next event is applied (only a null payload, a caller's bug, throws a
+ * {@link NullPointerException}, before anything changes).
  * Deterministic: no clock, no threads, no randomness.
  *
  * <p>Thread-safe: every method is synchronized, so batches are applied one at a time and in

@@ -20,6 +20,8 @@ final class RecordingListener implements CacheEventListener {
    * as code in a language without checked exceptions may throw it.
    */
   boolean failWithChecked;
+  /** Whether a failure is an {@link OutOfMemoryError}, as the tree's engine events throw on. */
+  boolean failWithOutOfMemory;
 
   static String stored(long parent, long[] hashes, int[] tokens) {
     return "stored " + parent + " " + Arrays.toString(hashes) + " " + Arrays.toString(tokens);
@@ -34,6 +36,9 @@ final class RecordingListener implements CacheEventListener {
   private void record(String call) {
     calls.add(call);
     if (failOn != null && call.startsWith(failOn)) {
+      if (failWithOutOfMemory) {
+        throw new OutOfMemoryError("listener failure on " + call);
+      }
       if (failWithError) {
         throw new StackOverflowError("listener failure on " + call);
       }

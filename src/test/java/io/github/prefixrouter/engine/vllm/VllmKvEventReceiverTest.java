@@ -324,6 +324,15 @@ class VllmKvEventReceiverTest {
   }
 
   @Test
+  void listenerOutOfMemoryIsCountedAndTheNextEventsStillApplied() {
+    // the tree's engine events throw it on once they have repaired the tree; thrown on from
+    // here, it would reach the subscriber as a sink failure, which goes on with the next
+    // message: the batch's later events would be lost, with no gap to show it
+    listener.failWithOutOfMemory = true;
+    failingListenerLosesNoEvent();
+  }
+
+  @Test
   void listenerCheckedExceptionsAreCountedAndTheNextEventsStillApplied() {
     // a checked exception thrown undeclared escaped the receiver after the first event, the
     // batch's other events were never applied, and the subscriber took it for its connection
