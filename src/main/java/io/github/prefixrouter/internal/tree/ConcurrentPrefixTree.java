@@ -221,8 +221,8 @@ public final class ConcurrentPrefixTree {
   /** Runs in a store event once its tokens are in the tree, before its hashes (tests only). */
   volatile Runnable midStoreFaultForTest = () -> { };
   /**
-   * Runs where a write allocates part-way through a change (an edge trimmed, the LRU heap grown,
-   * two nodes merged), as an {@link OutOfMemoryError} there would (tests only).
+   * Runs where a write allocates part-way through a change (a leaf linked, an edge trimmed, the
+   * LRU heap grown, two nodes merged), as an {@link OutOfMemoryError} there would (tests only).
    */
   volatile Runnable midWriteFaultForTest = () -> { };
 
@@ -681,21 +681,33 @@ public final class ConcurrentPrefixTree {
   /**
    * After a write that threw part-way, under the write lock (every write, self-managed or an
    * engine event, calls it before its error goes on): the changes it made stay if the tree is
-   * still consistent (as when it threw before changing anything), and its buffered block events
-   * are given; else the tree is cleared (as {@link #clear} does: outstanding leases pin nothing
-   * then, and their release still counts once), which can only under-report the cache, rather
-   * than left with broken links, a wrong size or LRU heap, or blocks that no removal reaches. The
-   * listeners are told either way. The check is linear in the tree's size and runs only after
-   * such a failure ({@link #repairsForTest}).
+   * still consistent (as when it threw before changing anything); else the tree is cleared (as
+   * {@link #clear} does: outstanding leases pin nothing then, and their release still counts
+   * once), which can only under-report the cache, rather than left with broken links, a wrong
+   * size or LRU heap, or blocks that no removal reaches. The block events the write buffered are
+   * not given: it may have hashed blocks it never linked, or reported blocks evicted that it
+   * kept. If it buffered any and the tree stays, the listeners are told {@code onCleared()} and
+   * then every block held, as a new listener's snapshot gives them; if it is cleared, they are
+   * told {@code onCleared()}. The check is linear in the tree's size and runs only after such a
+   * failure ({@link #repairsForTest}).
    */
   private void repairAfterFault() {
     repairs++;
+    boolean buffered = storedBuf.size > 0 || evictedBuf.size > 0;
+    storedBuf.size = 0;
+    evictedBuf.size = 0;
     try {
       new InvariantChecker().check();
-      flushEvents();
+      if (buffered && listeners.length > 0) {
+        long[] held = blockHashesLocked();
+        pending.add(new Event(Event.CLEARED, null, listeners));
+        if (held.length > 0) {
+          pending.add(new Event(Event.STORED, held, listeners));
+        }
+      }
       return;
     } catch (Throwable broken) { // a StackOverflowError or out of memory too: clear
-      LOG.error("a write that failed part-way left the prefix tree inconsistent: cleared",
+      LOG.error("the prefix tree could not be kept after a write that failed part-way: cleared",
           broken);
     }
     clearLocked();
@@ -982,6 +994,7 @@ public final class ConcurrentPrefixTree {
       leaf.engineBlocks(new long[added.length]);
     }
     boolean wasLeaf = parent.kids.length == 0;
+    midWriteFaultForTest.run(); // its blocks are hashed (and buffered as stored), not linked yet
     insertChild(parent, leaf);
     if (wasLeaf && parent.lru >= 0) {
       heapRemove(parent);

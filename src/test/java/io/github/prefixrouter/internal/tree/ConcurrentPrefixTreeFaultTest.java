@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import io.github.prefixrouter.spi.CacheEventListener;
 import java.util.Arrays;
 import java.util.Set;
 import java.util.stream.Collectors;
@@ -50,6 +51,42 @@ class ConcurrentPrefixTreeFaultTest {
     t.insert(new int[] {30, 31, 32, 33, 34, 35, 36, 37});
     assertEquals(10, t.sizeTokens());
     assertWhole(t, replay);
+  }
+
+  /**
+   * A write that fails after hashing its new blocks and before linking them leaves the tree as
+   * it was, and its listeners must not be told of blocks it never held (they were: the repair
+   * gave the write's buffered events, and a replica claimed blocks the node did not cache).
+   */
+  @Test
+  void aWriteThatFailsBeforeLinkingItsBlocksReportsNoneOfThem() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(100).blockSize(2)
+        .build();
+    ConcurrentPrefixTreeTest.Replay replay = new ConcurrentPrefixTreeTest.Replay();
+    t.addListener(replay);
+    t.insert(new int[] {1, 2, 3, 4});
+    t.midWriteFaultForTest = oom();
+    assertThrows(OutOfMemoryError.class, () -> t.insert(new int[] {5, 6, 7, 8}));
+    t.midWriteFaultForTest = () -> { };
+    assertEquals(4, t.sizeTokens(), "the tree as it was");
+    assertWhole(t, replay);
+    assertEquals(java.util.List.of("stored 2", "cleared", "stored 2"), replay.log);
+
+    ConcurrentPrefixTree e = ConcurrentPrefixTree.engineDriven(2);
+    ConcurrentPrefixTreeTest.Replay mirror = new ConcurrentPrefixTreeTest.Replay();
+    e.addListener(mirror);
+    CacheEventListener engine = e.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    e.midWriteFaultForTest = oom();
+    assertThrows(OutOfMemoryError.class, () -> engine.onBlocksStored(
+        CacheEventListener.NO_PARENT, new long[] {2}, new int[] {7, 8}));
+    e.midWriteFaultForTest = () -> { };
+    assertEquals(1, e.engineEventFailures());
+    assertEquals(2, e.sizeTokens(), "the tree as it was");
+    assertWhole(e, mirror);
+    engine.onBlocksRemoved(new long[] {1});
+    assertWhole(e, mirror);
+    assertEquals(java.util.Set.of(), mirror.held);
   }
 
   @Test
