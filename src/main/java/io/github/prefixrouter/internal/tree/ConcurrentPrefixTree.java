@@ -1524,8 +1524,11 @@ public final class ConcurrentPrefixTree {
         }
       } catch (Throwable e) { // an Error or a checked exception thrown undeclared too
         engineEventFailed("stored", e);
+      } finally {
+        // outside: a listener's failure is no failure of the event (listenerFailures); and
+        // before an error thrown on, so that the listeners hear of its repair at once
+        deliver();
       }
-      deliver(); // outside: a listener's failure is no failure of the event (listenerFailures)
     }
 
     @Override
@@ -1544,8 +1547,9 @@ public final class ConcurrentPrefixTree {
         }
       } catch (Throwable e) { // an Error or a checked exception thrown undeclared too
         engineEventFailed("removed", e);
+      } finally {
+        deliver();
       }
-      deliver();
     }
 
     @Override
@@ -1564,8 +1568,9 @@ public final class ConcurrentPrefixTree {
         }
       } catch (Throwable e) { // an Error or a checked exception thrown undeclared too
         engineEventFailed("cleared", e);
+      } finally {
+        deliver();
       }
-      deliver();
     }
 
     @Override

@@ -89,6 +89,27 @@ class ConcurrentPrefixTreeFaultTest {
     assertEquals(java.util.Set.of(), mirror.held);
   }
 
+  /**
+   * An engine event whose failure the tree throws on (out of memory) must still give the
+   * listeners the events of its repair before it returns, as every other write does: they
+   * waited for the next write, and a replica held the blocks of the cleared tree meanwhile.
+   */
+  @Test
+  void anEngineEventThatThrowsOnTellsTheListenersAtOnce() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
+    ConcurrentPrefixTreeTest.Replay replay = new ConcurrentPrefixTreeTest.Replay();
+    t.addListener(replay);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    t.midStoreFaultForTest = oom();
+    assertThrows(OutOfMemoryError.class, () -> engine.onBlocksStored(
+        1, new long[] {2}, new int[] {7, 8}));
+    t.midStoreFaultForTest = () -> { };
+    assertEquals(0, t.sizeTokens(), "cleared: the store left a block no removal reaches");
+    assertWhole(t, replay);
+    assertEquals(java.util.List.of("stored 1", "cleared"), replay.log);
+  }
+
   @Test
   void anEvictToThatFailsPartWayLeavesAConsistentTree() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(100).blockSize(2)
