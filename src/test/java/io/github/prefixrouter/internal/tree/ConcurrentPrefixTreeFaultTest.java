@@ -5,9 +5,17 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import io.github.prefixrouter.spi.CacheEventListener;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Set;
 import java.util.stream.Collectors;
+import net.jqwik.api.Arbitraries;
+import net.jqwik.api.Arbitrary;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.Provide;
+import net.jqwik.api.statistics.Statistics;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -70,7 +78,7 @@ class ConcurrentPrefixTreeFaultTest {
     t.midWriteFaultForTest = () -> { };
     assertEquals(4, t.sizeTokens(), "the tree as it was");
     assertWhole(t, replay);
-    assertEquals(java.util.List.of("stored 2", "cleared", "stored 2"), replay.log);
+    assertEquals(List.of("stored 2", "cleared", "stored 2"), replay.log);
 
     ConcurrentPrefixTree e = ConcurrentPrefixTree.engineDriven(2);
     ConcurrentPrefixTreeTest.Replay mirror = new ConcurrentPrefixTreeTest.Replay();
@@ -86,7 +94,7 @@ class ConcurrentPrefixTreeFaultTest {
     assertWhole(e, mirror);
     engine.onBlocksRemoved(new long[] {1});
     assertWhole(e, mirror);
-    assertEquals(java.util.Set.of(), mirror.held);
+    assertEquals(Set.of(), mirror.held);
   }
 
   /**
@@ -107,7 +115,84 @@ class ConcurrentPrefixTreeFaultTest {
     t.midStoreFaultForTest = () -> { };
     assertEquals(0, t.sizeTokens(), "cleared: the store left a block no removal reaches");
     assertWhole(t, replay);
-    assertEquals(java.util.List.of("stored 1", "cleared"), replay.log);
+    assertEquals(List.of("stored 1", "cleared"), replay.log);
+  }
+
+  /**
+   * Random self-managed writes (inserts, acquires, releases, evictions, clears) over a small
+   * alphabet, each failing with some chance at one of the points where a write allocates: after
+   * every write the tree is consistent and the replayed events equal the blocks held; every
+   * lease is released exactly once (a failed release counts, a second one is refused), and once
+   * all are released nothing is pinned and everything can be evicted.
+   */
+  @Property(tries = 300)
+  void writesFailingAnywhereLoseAndDoubleNothing(@ForAll("writes") List<int[]> writes) {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(24).blockSize(2)
+        .build();
+    ConcurrentPrefixTreeTest.Replay replay = new ConcurrentPrefixTreeTest.Replay();
+    t.addListener(replay);
+    List<ConcurrentPrefixTree.Lease> leases = new ArrayList<>();
+    int[] countdown = {0};
+    t.midWriteFaultForTest = () -> {
+      if (--countdown[0] == 0) {
+        throw new OutOfMemoryError("test");
+      }
+    };
+    int failed = 0;
+    for (int[] w : writes) {
+      countdown[0] = w[1]; // 0: no failure; else at the w[1]-th allocation point of this write
+      int[] prompt = Arrays.copyOfRange(w, 2, w.length);
+      try {
+        switch (w[0]) {
+          case 0 -> t.insert(prompt);
+          case 1 -> leases.add(t.acquire(prompt));
+          case 2 -> {
+            if (!leases.isEmpty()) {
+              ConcurrentPrefixTree.Lease l = leases.remove(prompt[0] % leases.size());
+              try {
+                l.release();
+              } finally {
+                assertThrows(IllegalStateException.class, l::release, "released twice");
+              }
+            }
+          }
+          case 3 -> t.evictTo(prompt.length);
+          default -> t.clear();
+        }
+      } catch (OutOfMemoryError expected) {
+        failed++;
+      }
+      countdown[0] = 0;
+      assertWhole(t, replay);
+    }
+    Statistics.label("a write failed").collect(failed > 0);
+    Statistics.label("a write failed").coverage(c -> c.check(true).percentage(p -> p >= 30));
+    for (ConcurrentPrefixTree.Lease l : leases) {
+      l.release();
+    }
+    assertEquals(0, t.pinnedTokens(), "pinned once every lease is released");
+    t.evictTo(0);
+    assertEquals(0, t.sizeTokens());
+    assertWhole(t, replay);
+  }
+
+  @Provide
+  Arbitrary<List<int[]>> writes() {
+    return net.jqwik.api.Combinators.combine(
+            Arbitraries.frequency(
+                net.jqwik.api.Tuple.of(5, 0), net.jqwik.api.Tuple.of(3, 1),
+                net.jqwik.api.Tuple.of(3, 2), net.jqwik.api.Tuple.of(1, 3),
+                net.jqwik.api.Tuple.of(1, 4)),
+            Arbitraries.frequency(net.jqwik.api.Tuple.of(6, 0), net.jqwik.api.Tuple.of(1, 1),
+                net.jqwik.api.Tuple.of(1, 2), net.jqwik.api.Tuple.of(1, 3)),
+            Arbitraries.integers().between(0, 2).array(int[].class).ofMinSize(1).ofMaxSize(10))
+        .as((kind, fault, prompt) -> {
+          int[] w = new int[prompt.length + 2];
+          w[0] = kind;
+          w[1] = fault;
+          System.arraycopy(prompt, 0, w, 2, prompt.length);
+          return w;
+        }).list().ofMaxSize(40);
   }
 
   @Test
