@@ -222,7 +222,8 @@ public final class ConcurrentPrefixTree {
   volatile Runnable midStoreFaultForTest = () -> { };
   /**
    * Runs where a write allocates part-way through a change (a leaf linked, an edge trimmed, the
-   * LRU heap grown, two nodes merged), as an {@link OutOfMemoryError} there would (tests only).
+   * LRU heap grown, two nodes merged, a snapshot of the blocks held taken), as an {@link
+   * OutOfMemoryError} there would (tests only).
    */
   volatile Runnable midWriteFaultForTest = () -> { };
 
@@ -2068,10 +2069,11 @@ public final class ConcurrentPrefixTree {
     long ws = lock.writeLock();
     try {
       flushEvents();
+      long[] snapshot = blockHashesLocked(); // first: if it fails, the listener is not added
       BlockEventListener[] now = Arrays.copyOf(listeners, listeners.length + 1);
       now[now.length - 1] = listener;
       listeners = now;
-      return blockHashesLocked();
+      return snapshot;
     } finally {
       lock.unlockWrite(ws);
     }
@@ -2104,6 +2106,7 @@ public final class ConcurrentPrefixTree {
   }
 
   private long[] blockHashesLocked() {
+    midWriteFaultForTest.run(); // allocates in proportion to the tree
     LongBuffer out = new LongBuffer();
     java.util.ArrayDeque<Node> stack = new java.util.ArrayDeque<>();
     scopeRoots.values().forEach(stack::push);

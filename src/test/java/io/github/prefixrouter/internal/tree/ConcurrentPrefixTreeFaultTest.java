@@ -24,9 +24,14 @@ import org.junit.jupiter.api.Test;
  */
 class ConcurrentPrefixTreeFaultTest {
 
+  /** Throws an {@link OutOfMemoryError} the first time it runs (not again in the repair). */
   private static Runnable oom() {
+    boolean[] thrown = {false};
     return () -> {
-      throw new OutOfMemoryError("test");
+      if (!thrown[0]) {
+        thrown[0] = true;
+        throw new OutOfMemoryError("test");
+      }
     };
   }
 
@@ -193,6 +198,25 @@ class ConcurrentPrefixTreeFaultTest {
           System.arraycopy(prompt, 0, w, 2, prompt.length);
           return w;
         }).list().ofMaxSize(40);
+  }
+
+  /**
+   * A listener whose registration throws (its snapshot could not be taken) must not be left
+   * registered: its owner never got the snapshot, and its replica would hear of evictions of
+   * blocks it was never told of.
+   */
+  @Test
+  void aListenerWhoseSnapshotFailsIsNotRegistered() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(100).blockSize(2)
+        .build();
+    t.insert(new int[] {1, 2, 3, 4});
+    ConcurrentPrefixTreeTest.Replay replay = new ConcurrentPrefixTreeTest.Replay();
+    t.midWriteFaultForTest = oom();
+    assertThrows(OutOfMemoryError.class, () -> t.addListenerWithSnapshot(replay));
+    t.midWriteFaultForTest = () -> { };
+    t.insert(new int[] {5, 6});
+    t.evictTo(0);
+    assertEquals(List.of(), replay.log, "events to a listener that was not added");
   }
 
   @Test
