@@ -212,7 +212,7 @@ public final class ConcurrentPrefixTree {
   private final LongBuffer storedBuf = new LongBuffer();
   private final LongBuffer evictedBuf = new LongBuffer();
   private volatile long listenerFailures;
-  /** Writes that threw part-way and were repaired ({@link #repairAfterFault}), under the write lock. */
+  /** Writes that threw part-way and were repaired ({@code repairAfterFault}); write lock. */
   private long repairs;
   /** Engine events whose application threw (engineEvents()); counted outside the write lock. */
   private final AtomicLong engineEventFailures = new AtomicLong();

@@ -468,8 +468,9 @@ class EngineDrivenTreePropertyTest {
   Arbitrary<List<long[]>> hostileEvents() {
     Arbitrary<Long> hash = Arbitraries.longs().between(0, 9); // 0 is NO_PARENT
     Arbitrary<long[]> event = net.jqwik.api.Combinators.combine(
-            Arbitraries.frequencyOf(Tuple.of(12, Arbitraries.just(0L)), Tuple.of(1, Arbitraries.just(1L)),
-                Tuple.of(1, Arbitraries.just(2L)), Tuple.of(6, Arbitraries.just(3L)),
+            Arbitraries.frequencyOf(Tuple.of(12, Arbitraries.just(0L)),
+                Tuple.of(1, Arbitraries.just(1L)), Tuple.of(1, Arbitraries.just(2L)),
+                Tuple.of(6, Arbitraries.just(3L)),
                 Tuple.of(1, Arbitraries.just(4L)), Tuple.of(1, Arbitraries.just(5L))),
             Arbitraries.frequencyOf(Tuple.of(3, Arbitraries.just(0L)), Tuple.of(4, hash)),
             Arbitraries.frequencyOf(Tuple.of(8, Arbitraries.just(0L)),
