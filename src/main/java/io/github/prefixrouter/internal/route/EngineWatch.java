@@ -75,6 +75,9 @@ final class EngineWatch {
   private long recoveries;
   private final LongAdder reroutes = new LongAdder();
   private final LongAdder refusals = new LongAdder();
+  /** Of {@link #reroutes} and {@link #refusals}, those while the engine was failing. */
+  private final LongAdder failingReroutes = new LongAdder();
+  private final LongAdder failingRefusals = new LongAdder();
   /** Retryable failures in a row after which the engine is failing; 0 turns that check off. */
   private final int failureLimit;
   /** While failing, how long after the last failure the next probe may run. */
@@ -319,12 +322,43 @@ final class EngineWatch {
 
   /** A request forwarded by a peer was refused because the engine is avoided. */
   void refusedForPeer() {
+    refusedForPeer(null);
+  }
+
+  /** {@link #refusedForPeer()}, with why the engine was avoided (null: not known). */
+  void refusedForPeer(Reason why) {
     refusals.increment();
+    if (why == Reason.LOCAL_ENGINE_FAILING) {
+      failingRefusals.increment();
+    }
   }
 
   /** A routing decision sent a request to a peer because the engine is avoided. */
   void rerouted() {
+    rerouted(null);
+  }
+
+  /** {@link #rerouted()}, with the decision's reason (null: not known). */
+  void rerouted(Reason why) {
     reroutes.increment();
+    if (why == Reason.LOCAL_ENGINE_FAILING) {
+      failingReroutes.increment();
+    }
+  }
+
+  /** Of the reroutes, those because the engine was failing. */
+  long failingReroutes() {
+    return failingReroutes.sum();
+  }
+
+  /** Of the refusals of peers' forwards, those because the engine was failing. */
+  long failingRefusals() {
+    return failingRefusals.sum();
+  }
+
+  /** Whether the engine is failing now, read without detecting anything (for tests). */
+  boolean isFailing() {
+    return failing;
   }
 
   /** What the watch has seen, at {@code now}. */

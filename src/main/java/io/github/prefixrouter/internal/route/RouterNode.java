@@ -661,7 +661,7 @@ public final class RouterNode implements PrefixRouterNode {
     }
     if (d.reason() == RouteDecision.Reason.LOCAL_ENGINE_STALLED
         || d.reason() == RouteDecision.Reason.LOCAL_ENGINE_FAILING) {
-      engineWatch.rerouted();
+      engineWatch.rerouted(d.reason());
     }
     if (ex.firstDecision == null) {
       ex.firstDecision = d;
@@ -1967,7 +1967,7 @@ public final class RouterNode implements PrefixRouterNode {
     String id = fw.requestId();
     String key = peerKey(from, fw.origin(), id);
     if (state.get() != State.RUNNING) {
-      return refuse(key, fw.request(), 0, false);
+      return refuse(key, fw.request(), 0, null);
     }
     Execution existing = servingForPeers.get(key);
     Execution created = null; // the execution this FORWARD starts, if it joins none
@@ -1988,11 +1988,12 @@ public final class RouterNode implements PrefixRouterNode {
       }
       EngineLoad load = engineLoad();
       if (load.queueDepth() >= config.highWatermark()) {
-        return refuse(key, fw.request(), load.queueDepth(), false);
+        return refuse(key, fw.request(), load.queueDepth(), null);
       }
-      if (engineWatch.avoid(receivedAt)) {
+      RouteDecision.Reason avoided = engineWatch.avoidance(receivedAt);
+      if (avoided != null) {
         // the engine answers nothing: push back as a full queue does, so the sender goes on
-        return refuse(key, fw.request(), load.queueDepth(), true);
+        return refuse(key, fw.request(), load.queueDepth(), avoided);
       }
       // a received forward has travelled at least one hop, whatever the frame claims
       Execution ex = new Execution(fw.request(), Math.max(1, fw.hops()), from.nodeId(),
@@ -2033,7 +2034,7 @@ public final class RouterNode implements PrefixRouterNode {
             ex.future.completeExceptionally(new NodeNotRunningException(nodeId, state.get()));
             executionEnded();
           }
-          return refuse(key, fw.request(), 0, false);
+          return refuse(key, fw.request(), 0, null);
         }
         boolean registered = keyed;
         ex.joinable = keyed; // its duplicates find it
@@ -2100,16 +2101,16 @@ public final class RouterNode implements PrefixRouterNode {
   /**
    * A forward of {@code key} refused as busy at once (push-back): answered BUSY with
    * {@code queueDepth}, remembered as answered, and counted once per request
-   * ({@code refusedForPeers}, and the engine watch's refusals when {@code stalled}): a delivery
-   * of a request whose latest answer under its key was such a refusal (a duplicate, a replay)
-   * is not counted again.
+   * ({@code refusedForPeers}, and the engine watch's refusals when {@code avoided}, why the
+   * engine is avoided, is not null): a delivery of a request whose latest answer under its key
+   * was such a refusal (a duplicate, a replay) is not counted again.
    */
   private CompletableFuture<byte[]> refuse(String key, InferenceRequest request, int queueDepth,
-      boolean stalled) {
+      RouteDecision.Reason avoided) {
     if (!earlyCancels.answered(key, request, clock.nanoTime(), true)) {
       refusedForPeers.increment();
-      if (stalled) {
-        engineWatch.refusedForPeer();
+      if (avoided != null) {
+        engineWatch.refusedForPeer(avoided);
       }
     }
     return CompletableFuture.completedFuture(ForwardCodec.busy(request.id(), queueDepth));

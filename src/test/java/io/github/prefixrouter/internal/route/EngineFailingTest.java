@@ -160,6 +160,7 @@ class EngineFailingTest {
     // the 7 requests after the third failure, "x", and the third request's own decision to
     // try a peer once the engine had failed it
     assertEquals(9, s.reroutes(), s.toString());
+    assertEquals(9, NodeProbe.failingAvoidance(k.node(0))[0], "all of them for the failing engine");
 
     // a failureCooldown later, one request probes the engine; it fails: avoided again
     k.advanceBy(3 * SECOND);
@@ -289,6 +290,7 @@ class EngineFailingTest {
     assertEquals(calls, k.engine(0).calls, "the forward reached n0's failing engine");
     assertEquals(1, k.node(0).stats().refusedForPeers());
     assertEquals(1, k.watch(0).refusedForPeers());
+    assertEquals(1, NodeProbe.failingAvoidance(k.node(0))[1], "refused for its failing engine");
   }
 
   @Test

@@ -178,6 +178,27 @@ class EngineWatchTest {
     assertEquals(1, s.refusedForPeers());
   }
 
+  @Test
+  void countsWhatItDidForAFailingEngineApart() {
+    EngineWatch w = new EngineWatch(T, 1, 5);
+    w.rerouted(Reason.LOCAL_ENGINE_STALLED);
+    w.rerouted(Reason.LOCAL_ENGINE_FAILING);
+    w.rerouted(Reason.LOCAL_ENGINE_FAILING);
+    w.refusedForPeer(Reason.LOCAL_ENGINE_STALLED);
+    w.refusedForPeer(Reason.LOCAL_ENGINE_FAILING);
+    w.refusedForPeer();
+    EngineStallStats s = w.stats(0);
+    assertEquals(3, s.reroutes());
+    assertEquals(3, s.refusedForPeers());
+    assertEquals(2, w.failingReroutes());
+    assertEquals(1, w.failingRefusals());
+    assertFalse(w.isFailing());
+    w.failed(0);
+    assertTrue(w.isFailing());
+    w.succeeded();
+    assertFalse(w.isFailing());
+  }
+
   /**
    * A piece of output and a check that detects the stall at the same moment: whichever order
    * they interleave in, no stall stands after the progress (each side writes its flag before it

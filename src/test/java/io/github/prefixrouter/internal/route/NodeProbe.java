@@ -61,4 +61,36 @@ public final class NodeProbe {
       throw new IllegalStateException("RouterNode changed shape: " + e, e);
     }
   }
+
+  /** The node's engine watch, or null. */
+  private static EngineWatch watchOf(PrefixRouterNode node) {
+    if (!(node instanceof RouterNode rn)) {
+      return null;
+    }
+    try {
+      Field f = RouterNode.class.getDeclaredField("engineWatch");
+      f.setAccessible(true);
+      return (EngineWatch) f.get(rn);
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("RouterNode changed shape: " + e, e);
+    }
+  }
+
+  /**
+   * Whether the node's engine watch holds its engine failing now, read without detecting
+   * anything (asking its stats would detect stalls at the caller's times).
+   */
+  public static boolean engineFailing(PrefixRouterNode node) {
+    EngineWatch w = watchOf(node);
+    return w != null && w.isFailing();
+  }
+
+  /**
+   * Of the node's requests routed around its engine and of its peers' forwards refused for it,
+   * those while the engine was failing: {reroutes, refusals}.
+   */
+  public static long[] failingAvoidance(PrefixRouterNode node) {
+    EngineWatch w = watchOf(node);
+    return w == null ? new long[2] : new long[] {w.failingReroutes(), w.failingRefusals()};
+  }
 }
