@@ -11,6 +11,7 @@ import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.faults.FaultPlan.Fault;
 import io.github.prefixrouter.faults.FaultPlan.Kind;
@@ -90,7 +91,9 @@ final class FaultCluster {
       boolean gossipActive, long convergenceMillis, int scoped, long scopedRejections,
       long unscopedAtOld, int withStops, long stopsRejections, int selfManagedNodes,
       long selfManagedExecutions, long selfManagedEvictions, long otherModelRefusals,
-      long engineStalls, long stallReroutes, long stallRefusals) {}
+      long engineStalls, long stallReroutes, long stallRefusals, long failingSpells,
+      long probes, long failingReroutes, long failingRefusals, long outageFailures,
+      int recoveryRequests) {}
 
   /** The chain root of each scope the plans draw, for the stale view's hasher. */
   private static final Map<Long, CacheScope> SCOPE_OF_ROOT = new HashMap<>();
@@ -177,6 +180,10 @@ final class FaultCluster {
           plan.failureProbability[index], plan.stallProbability[index], plan.maxStallNanos, inv,
           config.highWatermark());
       engine.sabotage = sabotage;
+      if (plan.outageFrom[index] >= 0) {
+        engine.outage(plan.outageFrom[index], plan.outageUntil[index],
+            plan.outageFailNanos[index]);
+      }
       Transport wire = net.transport(id);
       if (plan.beforeScopes == index && generation == 1) {
         wire = io.github.prefixrouter.internal.route.BeforeScopesTransport.wrap(wire, () -> true,
@@ -262,6 +269,10 @@ final class FaultCluster {
             new RouterNode.Components(local, hasher, view));
         clock.schedule(0, view::refresh);
       }
+      PrefixRouterNode watched = node;
+      engine.watchFailing = () -> NodeProbe.engineFailing(watched);
+      // a replaced instance's transport is closed: it reaches no peer
+      engine.decide = r -> retired ? null : watched.explain(r);
       if (selfManaged) {
         tree.addListener(new BlockEventListener() {
           @Override
@@ -402,6 +413,7 @@ final class FaultCluster {
         }
       }
     }
+    int recoveryRequests = checkRecovery();
     checkCounters();
     checkGauges();
     checkCredits();
@@ -441,6 +453,15 @@ final class FaultCluster {
         watch[2] += ws.refusedForPeers();
       });
     }
+    long[] failingCounts = new long[5];
+    for (Instance in : all) {
+      in.node.engineStallStats().ifPresent(ws -> failingCounts[0] += ws.failingSpells());
+      failingCounts[1] += in.engine.probes;
+      long[] a = NodeProbe.failingAvoidance(in.node);
+      failingCounts[2] += a[0];
+      failingCounts[3] += a[1];
+      failingCounts[4] += in.engine.outageFailures;
+    }
     for (Instance in : current) {
       in.node.stop();
     }
@@ -457,7 +478,81 @@ final class FaultCluster {
         scopedRejections, unscopedAtOld,
         (int) accepted.values().stream().filter(a -> a.request.params().hasStops()).count(),
         stopsRejections, plan.selfManagedCount(), selfManagedExecutions, selfManagedEvictions,
-        otherModelRefusals, watch[0], watch[1], watch[2]));
+        otherModelRefusals, watch[0], watch[1], watch[2], failingCounts[0], failingCounts[1],
+        failingCounts[2], failingCounts[3], failingCounts[4], recoveryRequests));
+  }
+
+  /**
+   * After draining, with every outage over and no random failure any more: a node that still
+   * holds its engine failing must serve locally again once {@code failureCooldown} has passed
+   * since the engine's last failure: it no longer avoids its engine (nothing is outstanding,
+   * so a probe is due), and the first request it decides to run here is the probe, whose
+   * success ends the failing spell (the failing state is never stuck). Each such node is
+   * given, up to 3 times, one every {@code failureCooldown} plus 100 ms, a request it decides
+   * ({@code explain}) to run here (the first of the run's prompts, then fresh ones, that it
+   * would); they are accepted requests like any other, answered exactly once and checked.
+   * Returns how many were submitted.
+   */
+  private int checkRecovery() {
+    for (Instance in : all) {
+      in.engine.healthy = true;
+    }
+    int submittedHere = 0;
+    long wait = config.failureCooldown().toNanos() + 100 * MS;
+    for (Instance in : current) {
+      if (!NodeProbe.engineFailing(in.node)) {
+        continue;
+      }
+      long since = clock.nanoTime();
+      int probed = 0;
+      for (int k = 0; k < 3 && NodeProbe.engineFailing(in.node); k++) {
+        clock.advanceTo(clock.nanoTime() + wait);
+        InferenceRequest req = null;
+        for (int c = 0; c < 40 && req == null; c++) {
+          int[] prompt = c < plan.submissions.size() ? plan.prompt(plan.submissions.get(c))
+              : freshPrompt(in.index * 1_000L + k * 100L + c);
+          InferenceRequest r = new InferenceRequest("recover-" + in.id + "-" + k, prompt,
+              new GenerationParams(1, 0.0, 1.0, 0));
+          RouteDecision d = in.node.explain(r);
+          if (d.reason() == RouteDecision.Reason.LOCAL_ENGINE_FAILING) {
+            inv.violation("node " + in.key + " avoids its failing engine " + wait / MS
+                + " ms after the run drained, with nothing outstanding there: no probe is let"
+                + " through (" + d + ")");
+            return submittedHere;
+          }
+          if (d.isLocal()) {
+            req = r;
+          }
+        }
+        if (req == null) {
+          continue; // nothing it would run here: it cannot be told from a stuck spell
+        }
+        CompletableFuture<InferenceResponse> f = accept(in, req, null);
+        submittedHere++;
+        probed++;
+        if (f != null && !clock.runUntil(f::isDone, clock.nanoTime() + 120 * S, 10 * MS)) {
+          inv.violation("request " + req.id() + " accepted by " + in.key + " never completed"
+              + " (liveness, 120 s)");
+        }
+      }
+      if (probed == 3 && NodeProbe.engineFailing(in.node)) {
+        inv.violation("node " + in.key + " still holds its engine failing "
+            + (clock.nanoTime() - since) / MS + " ms after the run drained, its outages over"
+            + " and its engine answering, after 3 requests it ran there " + wait / MS
+            + " ms apart: the failing spell never ended");
+      }
+    }
+    return submittedHere;
+  }
+
+  /** A prompt of one block nobody was given before (another vocabulary range's tokens). */
+  private static int[] freshPrompt(long seed) {
+    SplittableRandom r = new SplittableRandom(seed ^ 0x2545F4914F6CDD1DL);
+    int[] t = new int[FaultPlan.BLOCK + 1];
+    for (int i = 0; i < t.length; i++) {
+      t[i] = r.nextInt(FaultPlan.VOCABULARY);
+    }
+    return t;
   }
 
   // ---------------------------------------------------------------- workload
@@ -483,17 +578,23 @@ final class FaultCluster {
     }
     InferenceRequest req = new InferenceRequest(id, prompt, params,
         FaultPlan.SCOPES[s.scope()]);
+    // every other client streams: its pieces must add up to the answer it gets
+    accept(at, req, k % 2 == 0 ? new Stream() : null);
+  }
+
+  /** Submits {@code req} to {@code at}, and checks its answer; null if submit threw. */
+  private CompletableFuture<InferenceResponse> accept(Instance at, InferenceRequest req,
+      Stream stream) {
+    String id = req.id();
     inv.originOf.put(id, at.id);
     inv.scopeOf.put(id, req.scope());
     submitted.put(id, req);
     CompletableFuture<InferenceResponse> f;
-    // every other client streams: its pieces must add up to the answer it gets
-    Stream stream = k % 2 == 0 ? new Stream() : null;
     try {
       f = stream != null ? at.node.submit(req, stream) : at.node.submit(req);
     } catch (RuntimeException e) {
       clock.recordEscape("submit to " + at.key, e);
-      return;
+      return null;
     }
     if (stream != null) {
       stream.future = f;
@@ -506,6 +607,7 @@ final class FaultCluster {
         stream.check(req, resp, inv, plan.vocabularyOf(at.index));
       }
     });
+    return f;
   }
 
   /** The output a streaming client received. */

@@ -41,6 +41,19 @@ class FaultHarnessSelfTest {
         () -> String.join("\n", o.violations()));
   }
 
+  @Test
+  void aNodeStillFailingAfterTheRunIsCaught() {
+    // seed 5 draws an outage of every engine; its run is clean when they end
+    assertTrue(new FaultPlan(5).outage);
+    Outcome clean = FaultCluster.run(5, Wiring.LIBRARY);
+    assertTrue(clean.ok(), () -> String.join("\n", clean.violations()));
+    assertTrue(clean.summary().failingSpells() > 0, "the seed must make an engine failing");
+
+    Outcome o = FaultCluster.run(5, Wiring.LIBRARY, Sabotage.OUTAGE_NEVER_ENDS);
+    assertTrue(o.violations().stream().anyMatch(v -> v.contains("the failing spell never ended")),
+        () -> String.join("\n", o.violations()));
+  }
+
   /** The first seed from {@code from} whose plan draws scoped requests at this share or more. */
   private static long scopedSeed(long from, double share) {
     long seed = from;

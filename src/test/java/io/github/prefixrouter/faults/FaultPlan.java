@@ -110,6 +110,21 @@ final class FaultPlan {
   final int otherModel;
   /** Whether the engine stall timeout is short (well under the runs' engine stalls). */
   final boolean shortStallTimeout;
+  /**
+   * Engine outages: when node {@code i}'s engine starts failing every request it is given (a
+   * retryable failure: its server down), or -1 for none; it answers again from {@link
+   * #outageUntil}, within the fault phase.
+   */
+  final long[] outageFrom;
+  final long[] outageUntil;
+  /**
+   * How long each failure of node {@code i}'s outage takes: -1 none (the failed future is
+   * returned at once, as a client whose connection is refused may), 1 ms, or 20-1,000 ms (a
+   * proxy's slow 502, a connect timeout).
+   */
+  final long[] outageFailNanos;
+  /** Whether any engine of the run has an outage. */
+  final boolean outage;
   static final int NO_MODEL_IDS = -1;
   static final int ONE_MODEL_ID = -2;
 
@@ -238,8 +253,39 @@ final class FaultPlan {
     SplittableRandom watch = new SplittableRandom(seed ^ 0xBB67AE8584CAA73BL);
     int k = watch.nextInt(3);
     shortStallTimeout = k > 0;
+    long stallMillis = k == 0 ? 0
+        : k == 1 ? 100 + watch.nextInt(400) : 500 + watch.nextInt(2500);
+    // and engine outages and the failure limit from a seventh: a seed that draws no outage and
+    // the default limit (3) is the run it was before outages were drawn
+    SplittableRandom down = new SplittableRandom(seed ^ 0xA54FF53A5F1D36F1L);
+    int[] limits = {3, 3, 1, 0};
+    int limit = limits[down.nextInt(limits.length)];
+    outageFrom = new long[nodes];
+    outageUntil = new long[nodes];
+    outageFailNanos = new long[nodes];
+    java.util.Arrays.fill(outageFrom, -1);
+    outage = down.nextBoolean();
+    if (outage) {
+      int spread = down.nextInt(3); // one engine, each with probability 1/2, every engine
+      int one = down.nextInt(nodes);
+      for (int i = 0; i < nodes; i++) {
+        boolean out = spread == 2 || (spread == 1 ? down.nextBoolean() : i == one);
+        long from = down.nextLong(faultPhaseNanos - S);
+        long len = 500 * MS + down.nextLong(6 * S);
+        int how = down.nextInt(3);
+        long failNanos = how == 0 ? -1 : how == 1 ? MS : (20 + down.nextInt(981)) * MS;
+        if (out) {
+          outageFrom[i] = from;
+          outageUntil[i] = Math.min(faultPhaseNanos, from + len);
+          outageFailNanos[i] = failNanos;
+        }
+      }
+    }
+    if (limit != drawn.engineFailureLimit()) {
+      drawn = drawn.toBuilder().engineFailureLimit(limit).build();
+    }
     config = k == 0 ? drawn : drawn.toBuilder().engineStallTimeout(Duration.ofMillis(
-        k == 1 ? 100 + watch.nextInt(400) : 500 + watch.nextInt(2500))).build();
+        stallMillis)).build();
     int requests = 20 + r.nextInt(120);
     for (int q = 0; q < requests; q++) {
       int scope = sr.nextDouble() < scopedShare ? 1 + sr.nextInt(scopesUsed) : 0;
@@ -303,6 +349,18 @@ final class FaultPlan {
     return sb.toString();
   }
 
+  private String outagesToString() {
+    StringBuilder sb = new StringBuilder();
+    for (int i = 0; i < nodes; i++) {
+      if (outageFrom[i] >= 0) {
+        sb.append(sb.length() == 0 ? " outages=" : ",").append('n').append(i).append(':')
+            .append(outageFrom[i] / MS).append('-').append(outageUntil[i] / MS).append("ms/")
+            .append(outageFailNanos[i] < 0 ? "at-once" : outageFailNanos[i] / MS + "ms");
+      }
+    }
+    return sb.toString();
+  }
+
   @Override
   public String toString() {
     return "seed=" + seed + " nodes=" + nodes + " requests=" + submissions.size() + " faults="
@@ -311,6 +369,9 @@ final class FaultPlan {
         + (otherModel == ONE_MODEL_ID ? " modelIds=one" : otherModel >= 0
             ? " modelIds=n" + otherModel + "-other" : "")
         + (shortStallTimeout ? " engineStallTimeout=" + config.engineStallTimeout() : "")
+        + (config.engineFailureLimit() != 3 ? " engineFailureLimit="
+            + config.engineFailureLimit() : "")
+        + outagesToString()
         + " link=" + baseLink
         + " config=" + config;
   }

@@ -71,6 +71,13 @@ class FaultSimulationTest {
     long stalls = 0;
     long stallReroutes = 0;
     long stallRefusals = 0;
+    long outageRuns = 0;
+    long outageFailures = 0;
+    long failingSpells = 0;
+    long probes = 0;
+    long failingReroutes = 0;
+    long failingRefusals = 0;
+    long recoveryRequests = 0;
     long started = System.nanoTime();
     // the seeds are independent simulations, each on one thread: they run on every processor,
     // a few ahead of the seed whose outcomes are being added up, in seed order
@@ -118,6 +125,13 @@ class FaultSimulationTest {
             stalls += o.summary().engineStalls();
             stallReroutes += o.summary().stallReroutes();
             stallRefusals += o.summary().stallRefusals();
+            outageRuns += o.plan().outage ? 1 : 0;
+            outageFailures += o.summary().outageFailures();
+            failingSpells += o.summary().failingSpells();
+            probes += o.summary().probes();
+            failingReroutes += o.summary().failingReroutes();
+            failingRefusals += o.summary().failingRefusals();
+            recoveryRequests += o.summary().recoveryRequests();
           }
           if (!o.ok()) {
             String replay = "mvn -B -ntp test -Dtest=FaultSimulationTest -Dfaults.seed=" + seed
@@ -143,12 +157,17 @@ class FaultSimulationTest {
             + " by their LRU), %d runs with one model id, %d with a node of another model"
             + " (%d forwards refused for it), %d runs with a short engine stall timeout (%d"
             + " stalls, %d requests routed around them, %d forwards refused for them),"
+            + " %d runs with an engine outage (%d runs failed by it), %d failing spells, %d runs"
+            + " given to failing engines (probes, or with no peer to go to), %d requests routed"
+            + " around failing engines, %d"
+            + " forwards refused for them, %d requests after draining to end failing spells,"
             + " %d converged runs, %d failing runs, %d ms%n",
         first, first + count - 1, accepted, scoped, withStops, forwarded, fallbacks, duplicates,
         crashes, rejections, stopsRejections, unscopedAtOld, selfManagedRuns, selfManagedNodes,
         selfManagedExecutions, selfManagedEvictions, oneModelRuns, otherModelRuns,
-        otherModelRefusals, stallRuns, stalls, stallReroutes, stallRefusals, converged,
-        failures.size(), ms);
+        otherModelRefusals, stallRuns, stalls, stallReroutes, stallRefusals, outageRuns,
+        outageFailures, failingSpells, probes, failingReroutes, failingRefusals,
+        recoveryRequests, converged, failures.size(), ms);
     if (!failures.isEmpty()) {
       fail(failures.size() + " failing run(s); first:\n" + failures.get(0));
     }
@@ -168,6 +187,10 @@ class FaultSimulationTest {
       long omr = otherModelRefusals;
       long stl = stalls;
       long srr = stallReroutes;
+      long fsp = failingSpells;
+      long prb = probes;
+      long frr = failingReroutes;
+      long frf = failingRefusals;
       assertAll("the campaign must exercise what it checks",
           () -> assertTrue(acc > 0, "no request accepted"),
           () -> assertTrue(fw > 0, "no request forwarded"),
@@ -182,7 +205,11 @@ class FaultSimulationTest {
           () -> assertTrue(sme > 0, "no self-managed tree evicted a block"),
           () -> assertTrue(omr > 0, "no node refused a forward of another model"),
           () -> assertTrue(stl > 0, "no engine stall detected"),
-          () -> assertTrue(srr > 0, "no request routed around a stalled engine"));
+          () -> assertTrue(srr > 0, "no request routed around a stalled engine"),
+          () -> assertTrue(fsp > 0, "no engine found failing"),
+          () -> assertTrue(prb > 0, "no run on a failing engine (probe)"),
+          () -> assertTrue(frr > 0, "no request routed around a failing engine"),
+          () -> assertTrue(frf > 0, "no forward refused for a failing engine"));
     }
   }
 

@@ -3,6 +3,7 @@ package io.github.prefixrouter.faults;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineException;
@@ -31,7 +32,14 @@ import java.util.function.Predicate;
  *   <li><b>Stalls of forwarded work</b>: with probability {@code stallProbability}, a request
  *       forwarded by a peer hangs until the peer cancels it (the future then fails) or
  *       {@code maxStallNanos} pass (it then runs). Bounded, so a lost cancel leaks nothing.
+ *   <li><b>Outages</b> ({@link #outage}): for a window, every request fails (retryable
+ *       {@link EngineException}), at once (a failed future returned by {@code execute}) or after
+ *       a delay.
  * </ul>
+ * While its node holds it failing ({@link #watchFailing}), a run may start only as the node's
+ * one probe, or when the node has no peer to send it to: a run given while another it was given
+ * is still outstanding (neither ended nor cancelled by the node), for which the node would pick
+ * a peer ({@link #decide}), fails the invariants.
  * Every successful answer is recorded per request id, so the harness can check that an answer
  * a client got was really produced by the engine of the node that claims to have served it.
  * Every request it is given must carry the cache scope its client submitted it with, and every
@@ -73,15 +81,18 @@ final class FaultyEngine implements InferenceEngine {
    * forwarded requests in the default scope (a scope lost on the way), report every stored
    * chain as the default scope's (the library's tree then holds scoped chains under the default
    * root), or, in the stale view wiring, a local index that matches every scope's prompts in
-   * the default scope's cache. For self-managed trees: a lease taken on the node's tree for every
-   * run and released only when the run succeeds (a lease lost on the failure path), the prompt
+   * the default scope's cache. An engine whose outage never ends (its node then holds it
+   * failing after the run, as a node stuck in its failing spell would). For self-managed trees:
+   * a lease taken on the node's tree for every run and released only when the run succeeds (a
+   * lease lost on the failure path), the prompt
    * of every request the node forwards recorded in its tree (credited as if it ran here), or
    * the prompt of every scoped request that ran here recorded in the default scope as well (a
    * scope-blind record); the harness plants these through {@link #onRun} and {@link #onAnswer}.
    */
   enum Sabotage {
     NONE, WRONG_FORWARDED_ANSWER, LOSE_LOCAL_ANSWER, FORWARD_DROPS_SCOPE, SCOPE_BLIND_EVENTS,
-    SCOPE_BLIND_INDEX, LEASE_LEAKED_ON_FAILURE, CREDIT_FORWARDED, SCOPE_BLIND_RECORD
+    SCOPE_BLIND_INDEX, LEASE_LEAKED_ON_FAILURE, CREDIT_FORWARDED, SCOPE_BLIND_RECORD,
+    OUTAGE_NEVER_ENDS
   }
 
   Sabotage sabotage = Sabotage.NONE;
@@ -93,7 +104,26 @@ final class FaultyEngine implements InferenceEngine {
   /** Sabotage only: called with every request this engine answers, before the node sees it. */
   java.util.function.Consumer<InferenceRequest> onAnswer;
   long executions;
+  /** Random failures and outages' failures. */
   long injectedFailures;
+  /** Failures of outages. */
+  long outageFailures;
+  /** Runs given while the node held this engine failing (probes, or with no peer to go to). */
+  long probes;
+  /** Whether the node holds this engine failing now (read without side effects); null: never. */
+  java.util.function.BooleanSupplier watchFailing;
+  /** Set once the run is over: no random failure any more (outages are over by then). */
+  boolean healthy;
+  /**
+   * The node's decision for a request now ({@code PrefixRouterNode.explain}), asked only when a
+   * run is given to the failing engine while another is outstanding there; null: never.
+   */
+  java.util.function.Function<InferenceRequest, RouteDecision> decide;
+  private long outageFrom = -1;
+  private long outageUntil = -1;
+  private long outageFailNanos;
+  /** Runs given and neither ended nor cancelled, by request id. */
+  private final Map<String, Integer> running = new HashMap<>();
   long injectedStalls;
   long cancelsReceived;
 
@@ -114,6 +144,16 @@ final class FaultyEngine implements InferenceEngine {
 
   SimulatedEngine inner() {
     return inner;
+  }
+
+  /**
+   * Fails every request given from {@code fromNanos} until {@code untilNanos}, each
+   * {@code failNanos} after it was given (below 0: the failed future is returned at once).
+   */
+  void outage(long fromNanos, long untilNanos, long failNanos) {
+    outageFrom = fromNanos;
+    outageUntil = untilNanos;
+    outageFailNanos = failNanos;
   }
 
   /** Holds results back until {@code untilNanos}. */
@@ -184,7 +224,43 @@ final class FaultyEngine implements InferenceEngine {
         }
       });
     }
-    if (random.nextDouble() < failureProbability) {
+    if (watchFailing != null && watchFailing.getAsBoolean()) {
+      probes++;
+      int others = running.values().stream().mapToInt(Integer::intValue).sum();
+      // another run while one is outstanding only if the node had nowhere else to send it
+      // (a peer it already sent the request to is not one: it is not tried again; nor is any
+      // once the request has had its 3 forwards)
+      RouteDecision d = others > 0 && decide != null
+          && invariants.forwardFramesOf(request.id()) < 3 ? decide.apply(request) : null;
+      Set<String> tried = invariants.forwardTargetsOf(request.id());
+      if (d != null && d.candidates().stream().anyMatch(c -> !c.local()
+          && c.skipped() == RouteDecision.SkipReason.NONE && !tried.contains(c.nodeId()))) {
+        invariants.violation("node " + nodeId + " gave " + (foreign ? "forwarded" : "its")
+            + " request " + request.id() + " to its failing engine while " + others
+            + " other run(s) " + running.keySet() + " were outstanding there, with a peer to"
+            + " send it to (already sent to " + tried + "): at most one probe at a time (" + d
+            + ")");
+      }
+    }
+    running.merge(request.id(), 1, Integer::sum);
+    out.whenComplete((res, err) -> running.computeIfPresent(request.id(),
+        (k, v) -> v == 1 ? null : v - 1));
+    long now = scheduler.nanoTime();
+    if (outageFrom >= 0 && now >= outageFrom
+        && (now < outageUntil || sabotage == Sabotage.OUTAGE_NEVER_ENDS)) {
+      injectedFailures++;
+      outageFailures++;
+      EngineException down = new EngineException("engine of " + nodeId + " is down (outage)",
+          true);
+      if (outageFailNanos < 0) {
+        out.completeExceptionally(down);
+      } else {
+        scheduler.schedule(outageFailNanos, () -> out.completeExceptionally(down));
+      }
+      return out;
+    }
+    boolean fails = random.nextDouble() < failureProbability;
+    if (fails && !healthy) {
       injectedFailures++;
       scheduler.schedule(1_000_000L, () -> out.completeExceptionally(
           new EngineException("injected engine failure on " + nodeId, true)));
@@ -265,6 +341,7 @@ final class FaultyEngine implements InferenceEngine {
   @Override
   public void cancel(String requestId) {
     cancelsReceived++;
+    running.remove(requestId);
     List<Runnable> s = stalled.remove(requestId);
     if (s != null) {
       s.forEach(Runnable::run);

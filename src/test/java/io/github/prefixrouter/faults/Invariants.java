@@ -37,6 +37,18 @@ final class Invariants {
   /** Sabotage only: called with (sender instance key, request id) of every FORWARD sent. */
   java.util.function.BiConsumer<String, String> onForward;
 
+  /** How many FORWARD frames of {@code requestId} were sent so far, by any node. */
+  int forwardFramesOf(String requestId) {
+    return framesFor.getOrDefault(requestId, 0);
+  }
+
+  private final Map<String, Integer> framesFor = new HashMap<>();
+
+  /** The peers a FORWARD of {@code requestId} was sent to so far, by any node. */
+  Set<String> forwardTargetsOf(String requestId) {
+    return forwardTargets.getOrDefault(requestId, Set.of());
+  }
+
   Invariants(int hopLimit, Set<String> clusterIds, boolean checkWatermarks) {
     this.hopLimit = hopLimit;
     this.clusterIds = clusterIds;
@@ -70,6 +82,7 @@ final class Invariants {
    */
   void onForwardSent(String senderKey, String from, String to, String requestId, int hops) {
     forwardFrames++;
+    framesFor.merge(requestId, 1, Integer::sum);
     if (onForward != null) {
       onForward.accept(senderKey, requestId);
     }
