@@ -4,6 +4,7 @@ import static io.github.prefixrouter.faults.FaultPlan.MS;
 import static io.github.prefixrouter.faults.FaultPlan.S;
 
 import io.github.prefixrouter.CacheScope;
+import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
@@ -506,6 +507,10 @@ final class FaultCluster {
       long since = clock.nanoTime();
       int probed = 0;
       for (int k = 0; k < 3 && NodeProbe.engineFailing(in.node); k++) {
+        // a run the node no longer waits for may still be held by the engine (paused, or a
+        // forwarded run stalled whose cancel came while paused): no probe while it is
+        clock.runUntil(() -> outstandingRuns(in) == 0,
+            clock.nanoTime() + config.engineTimeout().toNanos() + 60 * S, 50 * MS);
         clock.advanceTo(clock.nanoTime() + wait);
         InferenceRequest req = null;
         for (int c = 0; c < 40 && req == null; c++) {
@@ -516,8 +521,8 @@ final class FaultCluster {
           RouteDecision d = in.node.explain(r);
           if (d.reason() == RouteDecision.Reason.LOCAL_ENGINE_FAILING) {
             inv.violation("node " + in.key + " avoids its failing engine " + wait / MS
-                + " ms after the run drained, with nothing outstanding there: no probe is let"
-                + " through (" + d + ")");
+                + " ms after its last run there ended, with nothing outstanding: no probe is let"
+                + " through (" + d + "; " + in.node.engineStallStats().orElse(null) + ")");
             return submittedHere;
           }
           if (d.isLocal()) {
@@ -543,6 +548,11 @@ final class FaultCluster {
       }
     }
     return submittedHere;
+  }
+
+  /** Runs the node's engine watch counts outstanding on its engine. */
+  private static int outstandingRuns(Instance in) {
+    return in.node.engineStallStats().map(EngineStallStats::outstanding).orElse(0);
   }
 
   /** A prompt of one block nobody was given before (another vocabulary range's tokens). */

@@ -228,17 +228,18 @@ final class FaultyEngine implements InferenceEngine {
       probes++;
       int others = running.values().stream().mapToInt(Integer::intValue).sum();
       // another run while one is outstanding only if the node had nowhere else to send it
-      // (a peer it already sent the request to is not one: it is not tried again; nor is any
-      // once the request has had its 3 forwards)
+      // (a peer the request was already sent to, or its origin, is not one: a relay does not
+      // send it back; nor is any once the request has had its 3 forwards)
       RouteDecision d = others > 0 && decide != null
           && invariants.forwardFramesOf(request.id()) < 3 ? decide.apply(request) : null;
-      Set<String> tried = invariants.forwardTargetsOf(request.id());
+      Set<String> tried = new HashSet<>(invariants.forwardTargetsOf(request.id()));
+      tried.add(invariants.originOf.getOrDefault(request.id(), ""));
       if (d != null && d.candidates().stream().anyMatch(c -> !c.local()
           && c.skipped() == RouteDecision.SkipReason.NONE && !tried.contains(c.nodeId()))) {
         invariants.violation("node " + nodeId + " gave " + (foreign ? "forwarded" : "its")
             + " request " + request.id() + " to its failing engine while " + others
             + " other run(s) " + running.keySet() + " were outstanding there, with a peer to"
-            + " send it to (already sent to " + tried + "): at most one probe at a time (" + d
+            + " send it to (already at " + tried + "): at most one probe at a time (" + d
             + ")");
       }
     }
