@@ -512,6 +512,16 @@ final class FaultCluster {
         clock.runUntil(() -> outstandingRuns(in) == 0,
             clock.nanoTime() + config.engineTimeout().toNanos() + 60 * S, 50 * MS);
         clock.advanceTo(clock.nanoTime() + wait);
+        // a request that arrived meanwhile (a peer's forward, a client's retry) may have taken
+        // the probe: it is avoided while that probe runs, so wait for it to end again
+        for (int again = 0; again < 10 && outstandingRuns(in) > 0; again++) {
+          clock.runUntil(() -> outstandingRuns(in) == 0,
+              clock.nanoTime() + config.engineTimeout().toNanos() + 60 * S, 50 * MS);
+          clock.advanceTo(clock.nanoTime() + wait);
+        }
+        if (!NodeProbe.engineFailing(in.node)) {
+          break; // that probe succeeded: the spell is over
+        }
         InferenceRequest req = null;
         for (int c = 0; c < 40 && req == null; c++) {
           int[] prompt = c < plan.submissions.size() ? plan.prompt(plan.submissions.get(c))

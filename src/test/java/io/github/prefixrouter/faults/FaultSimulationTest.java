@@ -40,6 +40,17 @@ class FaultSimulationTest {
     }
   }
 
+  /**
+   * Seeds whose runs once failed, kept as they were found: 313719, 316312 and 319807, where the
+   * recovery check took a probe that a peer's forward had taken meanwhile for a stuck spell.
+   */
+  @Test
+  void seedsThatOnceFailed() {
+    for (long seed : new long[] {313_719L, 316_312L, 319_807L}) {
+      campaign(seed, 1);
+    }
+  }
+
   @Test
   @Tag("long")
   void longCampaign() {
