@@ -272,6 +272,7 @@ final class FaultCluster {
       }
       PrefixRouterNode watched = node;
       engine.watchFailing = () -> NodeProbe.engineFailing(watched);
+      engine.watchOutstanding = () -> NodeProbe.engineRunsCounted(watched);
       // a replaced instance's transport is closed: it reaches no peer
       engine.decide = r -> retired ? null : watched.explain(r);
       if (selfManaged) {

@@ -112,6 +112,13 @@ final class FaultyEngine implements InferenceEngine {
   long probes;
   /** Whether the node holds this engine failing now (read without side effects); null: never. */
   java.util.function.BooleanSupplier watchFailing;
+  /**
+   * The runs the node counts outstanding on this engine, this one included once it is started
+   * (read without side effects); null: the runs this engine holds. A run the node gave up at its
+   * engine timeout is not one: it may not cancel it (another execution's run of the same id is
+   * on the engine), and no longer waits for it.
+   */
+  java.util.function.IntSupplier watchOutstanding;
   /** Set once the run is over: no random failure any more (outages are over by then). */
   boolean healthy;
   /**
@@ -226,7 +233,9 @@ final class FaultyEngine implements InferenceEngine {
     }
     if (watchFailing != null && watchFailing.getAsBoolean()) {
       probes++;
-      int others = running.values().stream().mapToInt(Integer::intValue).sum();
+      int held = running.values().stream().mapToInt(Integer::intValue).sum();
+      int others = watchOutstanding == null ? held
+          : Math.min(held, Math.max(0, watchOutstanding.getAsInt() - 1));
       // another run while one is outstanding only if the node had nowhere else to send it
       // (a peer the request was already sent to, or its origin, is not one: a relay does not
       // send it back; nor is any once the request has had its 3 forwards)

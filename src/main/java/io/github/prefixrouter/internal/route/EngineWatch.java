@@ -356,6 +356,11 @@ final class EngineWatch {
     return failingRefusals.sum();
   }
 
+  /** Runs the watch counts outstanding now, read without detecting anything (for tests). */
+  int outstandingNow() {
+    return outstanding.get();
+  }
+
   /** Whether the engine is failing now, read without detecting anything (for tests). */
   boolean isFailing() {
     return failing;

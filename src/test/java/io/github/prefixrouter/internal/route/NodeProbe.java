@@ -86,6 +86,15 @@ public final class NodeProbe {
   }
 
   /**
+   * The runs the node's engine watch counts outstanding (the runs it waits for; not one it gave
+   * up at its engine timeout that the engine may still hold), read without side effects.
+   */
+  public static int engineRunsCounted(PrefixRouterNode node) {
+    EngineWatch w = watchOf(node);
+    return w == null ? 0 : w.outstandingNow();
+  }
+
+  /**
    * Of the node's requests routed around its engine and of its peers' forwards refused for it,
    * those while the engine was failing: {reroutes, refusals}.
    */
