@@ -556,6 +556,7 @@ public final class ConcurrentPrefixTree {
     if (mode == Mode.ENGINE_DRIVEN) {
       return new Lease(this, null, match(scopeRoot, tokens, tokens.length), 0);
     }
+    boolean repaired = false;
     long ws = lock.writeLock();
     try {
       try {
@@ -578,13 +579,17 @@ public final class ConcurrentPrefixTree {
         normalizeUpward(end);
         return lease;
       } catch (Throwable e) {
+        repaired = true;
         repairAfterFault();
         throw e;
       } finally {
         lock.unlockWrite(ws);
       }
     } finally {
-      deliver(); // a repair's events
+      if (repaired) {
+        deliver(); // the repair's events; otherwise an acquire queues none and, finding others'
+        // queued, does not wait on their delivery (a blocked listener must not hold up a lease)
+      }
     }
   }
 

@@ -13,7 +13,8 @@ import org.junit.jupiter.api.Test;
 /**
  * What a {@link BlockEventListener} that blocks holds up, as its Javadoc says: the write whose
  * event it is being given and every later write (each returns only once the events queued before
- * its own are delivered), never a match or an acquire.
+ * its own are delivered), never a match or an acquire, even while a later write's event waits in
+ * the queue.
  */
 class BlockingListenerTest {
 
@@ -29,34 +30,37 @@ class BlockingListenerTest {
       public void onStored(long[] blockHashes) {
         inListener.countDown();
         try {
-          release.await(30, TimeUnit.SECONDS);
+          release.await(60, TimeUnit.SECONDS);
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
         }
       }
     });
-    CompletableFuture<Void> first =
-        CompletableFuture.runAsync(() -> t.insert(new int[] {9, 9, 9, 9}));
+    Thread first = new Thread(() -> t.insert(new int[] {9, 9, 9, 9}), "first-writer");
+    first.start();
     assertTrue(inListener.await(30, TimeUnit.SECONDS));
-    Thread[] second = new Thread[1];
-    CompletableFuture<Void> later = new CompletableFuture<>();
-    second[0] = new Thread(() -> {
-      t.insert(new int[] {8, 8, 8, 8});
-      later.complete(null);
-    }, "second-writer");
-    second[0].start();
-    // readers go on: a match and a lease (its release is a write, made after the listener ends)
-    assertEquals(8, t.match(new int[] {1, 2, 3, 4, 5, 6, 7, 8, 0}));
-    ConcurrentPrefixTree.Lease lease = t.acquire(new int[] {1, 2, 3, 4, 5});
-    assertEquals(5, lease.lockedTokens());
-    // the second write is done in the tree, and waits to deliver after the first's event
-    Await.until(() -> second[0].getState() == Thread.State.WAITING, "the second writer waits");
-    assertEquals(4, t.match(new int[] {8, 8, 8, 8}));
-    assertFalse(first.isDone(), "the first write returned while its listener was blocked");
-    assertFalse(later.isDone(), "the second write returned while the listener was blocked");
-    release.countDown();
-    first.get(30, TimeUnit.SECONDS);
-    later.get(30, TimeUnit.SECONDS);
-    lease.close();
+    Thread second = new Thread(() -> t.insert(new int[] {8, 8, 8, 8}), "second-writer");
+    second.start();
+    CompletableFuture<ConcurrentPrefixTree.Lease> lease;
+    try {
+      // the second write is made in the tree, and its event waits in the queue behind the first's
+      Await.until(() -> second.getState() == Thread.State.WAITING, "the second writer waits");
+      assertEquals(4, t.match(new int[] {8, 8, 8, 8}));
+      // readers go on past the queued event: a match and a lease (whose release is a write, made
+      // once the listener ends)
+      lease = CompletableFuture.supplyAsync(() -> {
+        assertEquals(8, t.match(new int[] {1, 2, 3, 4, 5, 6, 7, 8, 0}));
+        return t.acquire(new int[] {1, 2, 3, 4, 5});
+      }, r -> new Thread(r, "reader").start());
+      assertEquals(5, lease.get(20, TimeUnit.SECONDS).lockedTokens());
+      assertTrue(first.isAlive(), "the first write returned while its listener was blocked");
+      assertTrue(second.isAlive(), "the second write returned while the listener was blocked");
+    } finally {
+      release.countDown(); // on a failure too: no thread left waiting
+    }
+    first.join(30_000);
+    second.join(30_000);
+    assertFalse(first.isAlive() || second.isAlive(), "a write still waits after the listener");
+    lease.get().close();
   }
 }
