@@ -1,6 +1,7 @@
 package io.github.prefixrouter.server;
 
 import io.github.prefixrouter.internal.Durations;
+import io.github.prefixrouter.internal.SecretText;
 import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.json.AnswerHeap;
 import io.github.prefixrouter.internal.json.Json;
@@ -287,7 +288,7 @@ final class EngineTokenizer implements PromptTokenizer {
     String text = new String(body, StandardCharsets.UTF_8);
     if (status != 200) {
       Object error = errorBody(text);
-      String message = serverMessage(error, text);
+      String message = serverMessage(error, text, apiKey);
       boolean noEndpoint = status == 405 || status == 404 && !OpenAiErrors.namesModel(error);
       boolean requestsFault = status >= 400 && status < 500 && !noEndpoint
           && status != 401 && status != 403 && status != 408 && status != 429;
@@ -374,9 +375,10 @@ final class EngineTokenizer implements PromptTokenizer {
    * text): vLLM's {@code error.message} or {@code message}, FastAPI's {@code detail} (a string,
    * or validation errors' {@code msg}s), or the body itself; shortened to at most
    * {@link #MAX_MESSAGE_CHARS} chars and {@code ...} ({@link ShortText#prefix}: never between the
-   * halves of a surrogate pair).
+   * halves of a surrogate pair); without {@code apiKey} ({@link SecretText}: a proxy's page may
+   * echo the key it refused), taken out before the cut.
    */
-  static String serverMessage(Object error, String body) {
+  static String serverMessage(Object error, String body, String apiKey) {
     String m = null;
     if (Json.path(error, "error", "message") instanceof String s) {
       m = s;
@@ -396,6 +398,7 @@ final class EngineTokenizer implements PromptTokenizer {
     if (m == null) {
       m = body.strip();
     }
+    m = SecretText.without(m, apiKey);
     String cut = ShortText.prefix(m, MAX_MESSAGE_CHARS); // never half a surrogate pair
     return cut.length() == m.length() ? m : cut + "...";
   }

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
@@ -402,11 +403,29 @@ class EngineTokenizerTest {
   @Test
   void aLongServerMessageIsNotCutInsideASurrogatePair() {
     String message = "a".repeat(EngineTokenizer.MAX_MESSAGE_CHARS - 1) + "\uD83D\uDE00 and more";
-    String shown = EngineTokenizer.serverMessage(null, message);
+    String shown = EngineTokenizer.serverMessage(null, message, null);
     assertEquals("a".repeat(EngineTokenizer.MAX_MESSAGE_CHARS - 1) + "...", shown);
     Json.write(Map.of("message", shown)); // throws on half a pair
     String whole = "b".repeat(EngineTokenizer.MAX_MESSAGE_CHARS - 2) + "\uD83D\uDE00";
-    assertEquals(whole, EngineTokenizer.serverMessage(null, whole), "at the limit: whole");
+    assertEquals(whole, EngineTokenizer.serverMessage(null, whole, null), "at the limit: whole");
+  }
+
+  /**
+   * A tokenizer's error text that echoes the key the node sent (a proxy's page, say) never
+   * carries it into the message, which reaches the client: before, it went in as written, or
+   * its first part where the cut fell inside it.
+   */
+  @Test
+  void anErrorEchoingTheKeyDoesNotShowIt() {
+    for (int status : new int[] {400, 401, 403, 500}) {
+      for (String body : new String[] {"{\"detail\":\"token secret-key refused\"}",
+          "bad token secret-key", "c".repeat(EngineTokenizer.MAX_MESSAGE_CHARS - 4)
+              + "secret-key"}) {
+        RuntimeException e = assertThrows(RuntimeException.class,
+            () -> tokenizer.parse(status, body.getBytes(StandardCharsets.UTF_8)));
+        assertFalse(e.getMessage().contains("secret"), status + ": " + e.getMessage());
+      }
+    }
   }
 
   /**

@@ -2,6 +2,7 @@ package io.github.prefixrouter.engine.openai;
 
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.SecretText;
 import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.json.AnswerHeap;
 import io.github.prefixrouter.internal.json.Json;
@@ -55,6 +56,7 @@ final class CompletionStream {
 
   private final InferenceRequest request;
   private final int maxBytes;
+  private final String apiKey;
   private final ServerSentEvents events;
   private final Object lock = new Object();
   private OutputListener listener; // guarded by lock
@@ -81,11 +83,14 @@ final class CompletionStream {
    *
    * @param request the request it answers
    * @param maxBytes the most bytes a line or an event may hold, and the largest output
+   * @param apiKey the key the engine sends the server, taken out of its error messages; or null
    * @param listener where the pieces go
    */
-  CompletionStream(InferenceRequest request, int maxBytes, OutputListener listener) {
+  CompletionStream(InferenceRequest request, int maxBytes, String apiKey,
+      OutputListener listener) {
     this.request = request;
     this.maxBytes = maxBytes;
+    this.apiKey = apiKey;
     this.listener = listener;
     this.events = new ServerSentEvents(maxBytes, this::onEvent);
   }
@@ -310,7 +315,7 @@ final class CompletionStream {
    */
   private EngineException serverError(String what, String data) {
     Object root = errorRoot(data);
-    String message = what + ": " + errorMessage(data, root);
+    String message = what + ": " + errorMessage(data, root, apiKey);
     if (tokenCount == 0 && text.length() == 0) {
       Object code = errorCode(root);
       if (code != null) {
@@ -352,9 +357,10 @@ final class CompletionStream {
 
   /**
    * The message of an error event or chunk ({@code data}, parsed as {@code root}, or null if it
-   * is not JSON), printable and at most 300 characters.
+   * is not JSON), without the API key ({@link SecretText}), printable and at most 300
+   * characters.
    */
-  private static String errorMessage(String data, Object root) {
+  private static String errorMessage(String data, Object root, String apiKey) {
     Object message = Json.path(root, "error", "message");
     if (message == null) {
       message = Json.path(root, "message");
@@ -362,7 +368,7 @@ final class CompletionStream {
     if (message == null && Json.path(root, "error") instanceof String s) {
       message = s;
     }
-    String m = message instanceof String s ? s : data;
+    String m = SecretText.without(message instanceof String s ? s : data, apiKey);
     // never cut between the halves of a pair: the message would not be text any more
     String cut = ShortText.prefix(m, 300);
     StringBuilder sb = new StringBuilder(cut.length());

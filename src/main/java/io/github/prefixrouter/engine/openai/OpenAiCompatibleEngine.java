@@ -6,6 +6,7 @@ import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.internal.PromptArrays;
+import io.github.prefixrouter.internal.SecretText;
 import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.UrlUserInfo;
 import io.github.prefixrouter.internal.engine.RunsById;
@@ -298,7 +299,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     // caller's callbacks see its slot free (and may submit the next request into it)
     CompletableFuture<EngineResult> result = new CompletableFuture<>();
     boolean streamed = listener != OutputListener.IGNORE;
-    CompletionStream stream = streamed ? new CompletionStream(request, maxResponseBytes, listener) : null;
+    CompletionStream stream = streamed ? new CompletionStream(request, maxResponseBytes, apiKey, listener) : null;
     Running run = new Running(result, stream);
     result.whenComplete((r, e) -> {
       inFlight.decrementAndGet();
@@ -982,7 +983,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     return new int[] {prompt, cached};
   }
 
-  /** An error answer's body, printable and at most 300 bytes, for its message. */
+  /**
+   * An error answer's body, for its message: without the API key ({@link SecretText}), printable
+   * and at most 300 chars.
+   */
   private String errorDetail(byte[] body) {
     if (body == null) {
       return ": (a body larger than " + maxResponseBytes + " bytes)";
@@ -990,7 +994,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     if (body.length == 0) {
       return "";
     }
-    String s = new String(body, 0, Math.min(body.length, 300), StandardCharsets.UTF_8);
+    // 300 chars take at most 1,200 bytes; read on past them by the key's longest form, so that
+    // a key the cut falls in is still taken out whole
+    int read = Math.min(body.length, 1_200 + SecretText.longestForm(apiKey));
+    String s = ShortText.prefix(
+        SecretText.without(new String(body, 0, read, StandardCharsets.UTF_8), apiKey), 300);
     StringBuilder sb = new StringBuilder(": ");
     for (int i = 0; i < s.length(); i++) {
       char c = s.charAt(i);

@@ -21,7 +21,7 @@ class CompletionStreamErrorTextTest {
   @Test
   void anErrorMessageIsNotCutInsideASurrogatePair() {
     CompletionStream s = new CompletionStream(
-        new InferenceRequest("q", new int[] {1}, GenerationParams.DEFAULT), 1 << 20,
+        new InferenceRequest("q", new int[] {1}, GenerationParams.DEFAULT), 1 << 20, null,
         (tokens, text) -> { });
     String message = "a".repeat(299) + "\uD83D\uDE00 and more";
     byte[] event = ("event: error\ndata: " + Json.write(Map.of("error", Map.of("message", message)))
@@ -42,7 +42,7 @@ class CompletionStreamErrorTextTest {
     InferenceRequest r = new InferenceRequest("q", new int[] {1, 2}, GenerationParams.DEFAULT);
     String chunk = "{\"choices\":[{\"index\":0,\"text\":\"par\",\"token_ids\":[5],"
         + "\"finish_reason\":\"abort\"}],\"usage\":{\"prompt_tokens\":2}}";
-    CompletionStream s = new CompletionStream(r, 1 << 20, (tokens, text) -> { });
+    CompletionStream s = new CompletionStream(r, 1 << 20, null, (tokens, text) -> { });
     assertThrows(EngineException.class, () -> s.feed(ByteBuffer.wrap(
         ("data: " + chunk + "\n\n").getBytes(StandardCharsets.UTF_8))), "streamed");
     assertThrows(EngineException.class,
@@ -64,7 +64,7 @@ class CompletionStreamErrorTextTest {
         "[2147483648]", "[-2147483649]", "[1e400]"}) {
       String chunk = "{\"choices\":[{\"index\":0,\"text\":\"x\",\"token_ids\":" + ids
           + ",\"finish_reason\":\"length\"}]}";
-      CompletionStream s = new CompletionStream(r, 1 << 20, (tokens, text) -> { });
+      CompletionStream s = new CompletionStream(r, 1 << 20, null, (tokens, text) -> { });
       EngineException streamed = assertThrows(EngineException.class, () -> s.feed(ByteBuffer.wrap(
           ("data: " + chunk + "\n\ndata: [DONE]\n\n").getBytes(StandardCharsets.UTF_8))), ids);
       assertTrue(streamed.retryable(), ids);

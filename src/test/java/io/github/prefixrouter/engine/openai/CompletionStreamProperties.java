@@ -177,7 +177,7 @@ class CompletionStreamProperties {
       @ForAll("styles") Style style) {
     Written w = write(output, style);
     List<Piece> got = new ArrayList<>();
-    CompletionStream s = new CompletionStream(REQUEST, 1 << 20,
+    CompletionStream s = new CompletionStream(REQUEST, 1 << 20, null,
         (tokens, text) -> got.add(new Piece(IntStream.of(tokens).boxed().toList(), text)));
     feedInChunks(s, w.bytes(), w.bytes().length, new Random(style.seed() ^ 0x5DEECE66DL));
     assertTrue(s.done());
@@ -226,7 +226,7 @@ class CompletionStreamProperties {
     byte[] bytes = java.util.Arrays.copyOf(w.bytes(), w.bytes().length + after.length);
     System.arraycopy(after, 0, bytes, w.bytes().length, after.length);
     List<Piece> got = new ArrayList<>();
-    CompletionStream s = new CompletionStream(REQUEST, 1 << 20,
+    CompletionStream s = new CompletionStream(REQUEST, 1 << 20, null,
         (tokens, text) -> got.add(new Piece(IntStream.of(tokens).boxed().toList(), text)));
     Random r = new Random(style.seed() ^ 0x5DEECE66DL);
     if (r.nextBoolean()) {
@@ -250,7 +250,8 @@ class CompletionStreamProperties {
     Random r = new Random(style.seed());
     int cut = r.nextInt(w.finishEnd() + 1); // the finish chunk not ended: not dispatched
     StringBuilder text = new StringBuilder();
-    CompletionStream s = new CompletionStream(REQUEST, 1 << 20, (tokens, t) -> text.append(t));
+    CompletionStream s =
+        new CompletionStream(REQUEST, 1 << 20, null, (tokens, t) -> text.append(t));
     feedInChunks(s, w.bytes(), cut, r);
     assertFalse(s.done());
     EngineException e = assertThrows(EngineException.class, s::result);
@@ -269,7 +270,7 @@ class CompletionStreamProperties {
     Random r = new Random(style.seed());
     int cut = w.finishEnd() + 1 + r.nextInt(w.doneEnd() - w.finishEnd());
     List<Piece> got = new ArrayList<>();
-    CompletionStream s = new CompletionStream(REQUEST, 1 << 20,
+    CompletionStream s = new CompletionStream(REQUEST, 1 << 20, null,
         (tokens, text) -> got.add(new Piece(IntStream.of(tokens).boxed().toList(), text)));
     feedInChunks(s, w.bytes(), cut, r);
     assertFalse(s.done());
