@@ -1430,18 +1430,19 @@ public final class NodeOptions {
     try {
       return Integer.parseInt(s.trim());
     } catch (NumberFormatException e) {
-      throw notANumber(what, s, Integer.MIN_VALUE, Integer.MAX_VALUE);
+      throw notANumber(what, s);
     }
   }
 
   /**
    * The error of a value {@code s} of {@code --what} that does not parse: out of range if it is
-   * an integer beyond {@code min} to {@code max} (it said "needs an integer", which it is).
+   * an integer beyond its type (it said "needs an integer", which it is), above or below every
+   * value the flag takes (the type's range, which it named, is not the flag's).
    */
-  private static IllegalArgumentException notANumber(String what, String s, long min, long max) {
+  private static IllegalArgumentException notANumber(String what, String s) {
     if (s.trim().matches("[+-]?[0-9]+")) {
-      return new IllegalArgumentException("--" + what + " is out of range, was '" + s
-          + "': it takes an integer from " + min + " to " + max);
+      return new IllegalArgumentException("--" + what + " is out of range, was '" + s + "': "
+          + (s.trim().startsWith("-") ? "below" : "above") + " any value it takes");
     }
     return new IllegalArgumentException("--" + what + " needs an integer, was '" + s + "'");
   }
@@ -1461,7 +1462,7 @@ public final class NodeOptions {
     try {
       return Long.parseLong(s.trim());
     } catch (NumberFormatException e) {
-      throw notANumber(what, s, Long.MIN_VALUE, Long.MAX_VALUE);
+      throw notANumber(what, s);
     }
   }
 
