@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.route;
 
+import static io.github.prefixrouter.internal.route.GossipingPair.skipOf;
 import static io.github.prefixrouter.internal.route.OracleCluster.concat;
 import static io.github.prefixrouter.internal.route.OracleCluster.expected;
 import static io.github.prefixrouter.internal.route.OracleCluster.prompt;
@@ -28,14 +29,10 @@ import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.InvalidRequestException;
-import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedScheduler;
-import java.time.Duration;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.function.UnaryOperator;
@@ -296,18 +293,9 @@ class EngineFailingTest {
   @Test
   void aFailingNodeAdvertisesOverloadInItsGossipUntilItRecovers() {
     SimulatedScheduler sim = new SimulatedScheduler();
-    InMemoryNetwork net = new InMemoryNetwork(sim, 5);
-    net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(1)));
     Failing failing = new Failing(OracleCluster.engineDefaults(sim).build());
-    Map<String, PrefixRouterNode> nodes = new LinkedHashMap<>();
-    for (String id : List.of("a", "b")) {
-      nodes.put(id, PrefixRouterNode.builder().nodeId(id).config(config().build())
-          .transport(net.transport(id))
-          .engine(id.equals("a") ? failing : OracleCluster.engineDefaults(sim).build())
-          .clock(sim).scheduler(sim).random(new SplittableRandom(id.hashCode()))
-          .seeds(List.of(InMemoryNetwork.addressOf("a"))).build());
-    }
-    nodes.values().forEach(PrefixRouterNode::start);
+    Map<String, PrefixRouterNode> nodes =
+        GossipingPair.start(sim, config().build(), failing);
     sim.advanceBy(2 * SECOND);
     InferenceRequest probe = request("probe", prompt(9, 200));
     assertEquals(SkipReason.NONE, skipOf("a", nodes.get("b").explain(probe)));
@@ -373,14 +361,5 @@ class EngineFailingTest {
     assertEquals("n0", a.servedBy());
     assertArrayEquals(expected(r), a.result().outputTokens());
     assertEquals(0, k.watch(0).failing());
-  }
-
-  private static SkipReason skipOf(String id, RouteDecision d) {
-    for (RouteDecision.Candidate c : d.candidates()) {
-      if (c.nodeId().equals(id)) {
-        return c.skipped();
-      }
-    }
-    throw new AssertionError(id + " is not a candidate of " + d);
   }
 }

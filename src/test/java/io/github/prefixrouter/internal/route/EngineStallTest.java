@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.route;
 
+import static io.github.prefixrouter.internal.route.GossipingPair.skipOf;
 import static io.github.prefixrouter.internal.route.OracleCluster.concat;
 import static io.github.prefixrouter.internal.route.OracleCluster.expected;
 import static io.github.prefixrouter.internal.route.OracleCluster.prompt;
@@ -19,7 +20,6 @@ import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.PrefixRouterNode;
-import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouteDecision.Reason;
 import io.github.prefixrouter.RouteDecision.SkipReason;
 import io.github.prefixrouter.RouterConfig;
@@ -477,18 +477,9 @@ class EngineStallTest {
   @Test
   void aStalledNodeAdvertisesOverloadInItsGossipUntilItRecovers() {
     SimulatedScheduler sim = new SimulatedScheduler();
-    InMemoryNetwork net = new InMemoryNetwork(sim, 5);
-    net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(1)));
     Hanging hanging = new Hanging(OracleCluster.engineDefaults(sim).build());
-    Map<String, PrefixRouterNode> nodes = new LinkedHashMap<>();
-    for (String id : List.of("a", "b")) {
-      nodes.put(id, PrefixRouterNode.builder().nodeId(id).config(config().build())
-          .transport(net.transport(id))
-          .engine(id.equals("a") ? hanging : OracleCluster.engineDefaults(sim).build())
-          .clock(sim).scheduler(sim).random(new SplittableRandom(id.hashCode()))
-          .seeds(List.of(InMemoryNetwork.addressOf("a"))).build());
-    }
-    nodes.values().forEach(PrefixRouterNode::start);
+    Map<String, PrefixRouterNode> nodes =
+        GossipingPair.start(sim, config().build(), hanging);
     sim.advanceBy(2 * SECOND);
     InferenceRequest probe = request("probe", prompt(9, 200));
     assertEquals(SkipReason.NONE, skipOf("a", nodes.get("b").explain(probe)));
@@ -506,15 +497,6 @@ class EngineStallTest {
     assertEquals("a", f.join().servedBy());
     assertEquals(SkipReason.NONE, skipOf("a", nodes.get("b").explain(probe)), "recovered");
     nodes.values().forEach(PrefixRouterNode::stop);
-  }
-
-  private static SkipReason skipOf(String id, RouteDecision d) {
-    for (RouteDecision.Candidate c : d.candidates()) {
-      if (c.nodeId().equals(id)) {
-        return c.skipped();
-      }
-    }
-    throw new AssertionError(id + " is not a candidate of " + d);
   }
 
   @Test
