@@ -188,6 +188,8 @@ final class StreamedAnswer implements OutputListener {
   private boolean scheduled;
   private boolean ended;
   private boolean abandoned;
+  /** Whether {@code onFinished} was called. Under this. */
+  private boolean finishReported;
   private int tokensGiven;
   private int charsGiven;
   private String heldBack = "";
@@ -339,6 +341,17 @@ final class StreamedAnswer implements OutputListener {
       queue.clear();
     }
     cancelRequest();
+    reportFinished();
+  }
+
+  /** Calls {@code onFinished} once, however the answer ends (abandoned after its end too). */
+  private void reportFinished() {
+    synchronized (this) {
+      if (finishReported) {
+        return;
+      }
+      finishReported = true;
+    }
     onFinished.accept(this);
   }
 
@@ -430,7 +443,7 @@ final class StreamedAnswer implements OutputListener {
     if (failBeforeStart != null) {
       finished = true;
       failureAnswer.answer(ex, failBeforeStart.failure());
-      onFinished.accept(this);
+      reportFinished();
       return;
     }
     if (!started && events.size() == 0) {
@@ -457,7 +470,7 @@ final class StreamedAnswer implements OutputListener {
         out.close(); // the last chunk
         ex.close();
         answered = endOf;
-        onFinished.accept(this);
+        reportFinished();
       }
     } catch (IOException | RuntimeException e) {
       // the client is gone, or did not read within the deadline (its connection is closed)
@@ -472,7 +485,7 @@ final class StreamedAnswer implements OutputListener {
         onClientGone.run(); // (with the last batch the request has ended: nothing cancelled)
       }
       cancelRequest();
-      onFinished.accept(this);
+      reportFinished();
     }
   }
 

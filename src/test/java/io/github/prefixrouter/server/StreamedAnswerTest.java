@@ -47,6 +47,9 @@ class StreamedAnswerTest {
     timer.shutdownNow();
   }
 
+  /** How many times each answer's {@code onFinished} was called. */
+  private final List<StreamedAnswer> finishedCalls = new ArrayList<>();
+
   /** A streamed chat whose output ends at the stop string {@code "abc"}. */
   private StreamedAnswer chatWithStop() {
     when(ex.getResponseHeaders()).thenReturn(headers);
@@ -58,7 +61,7 @@ class StreamedAnswerTest {
     return new StreamedAnswer(ex, "solo-c1", Runnable::run,
         new IoDeadline(timer, Duration.ofSeconds(5), () -> { }),
         new OpenAiAnswers.ChunkFormat(ctx), (e, failure) -> statusAnswers.add(failure),
-        s -> { }, () -> { });
+        finishedCalls::add, () -> { });
   }
 
   /**
@@ -102,6 +105,29 @@ class StreamedAnswerTest {
         ((Map<?, ?>) choice).get("delta"));
     assertEquals("stop", ((Map<?, ?>) choice).get("finish_reason"));
   }
+  /**
+   * An answer is finished once: the endpoint's stop abandoning an answer already written (or one
+   * abandoned twice) does not call {@code onFinished} again, which counted its latency and
+   * dropped it from the endpoint's open answers a second time.
+   */
+  @Test
+  void anAnswerAbandonedAfterItsEndIsFinishedOnce() throws Exception {
+    StreamedAnswer s = chatWithStop();
+    s.complete(new InferenceResponse("solo-c1", new EngineResult(new int[] {'x'}, "x", 4, 0,
+        1, 1), "solo", false, 1, FallbackCause.NONE, StubNode.LOCAL_DECISION), null);
+    assertEquals(1, finishedCalls.size());
+    s.abandon();
+    s.abandon();
+    assertEquals(1, finishedCalls.size(), "onFinished called again by abandon()");
+
+    StreamedAnswer open = chatWithStop();
+    open.abandon();
+    open.abandon();
+    open.complete(null, new RequestFailedException("solo-c1", "late", null));
+    assertEquals(2, finishedCalls.size());
+    assertSame(open, finishedCalls.get(1));
+  }
+
   /**
    * A node whose future completes normally without a response (a {@code PrefixRouterNode} of
    * another implementation, or a bug) still ends the stream: the end cannot be read, so the
