@@ -1052,8 +1052,9 @@ public final class RouterConfig {
     }
 
     /**
-     * This node's gossip generation, which must be larger than that of any earlier run of the
-     * same node id (peers ignore a smaller one until the old run is declared dead and forgotten).
+     * This node's gossip generation, which should be larger than that of any earlier run of the
+     * same node id. A smaller one is mended: peers that know the larger one tell the node, which
+     * continues above it, and each of them then gets the node's whole set again (a snapshot).
      * By default (0) it is the node's monotonic clock in microseconds at build time, which grows
      * across restarts of a process but may go backwards after a machine reboot; hosts that can,
      * should supply a value that survives reboots, for example microseconds since the epoch at

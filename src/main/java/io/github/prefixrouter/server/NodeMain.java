@@ -878,9 +878,9 @@ public final class NodeMain {
 
   /**
    * The config with a gossip generation from the wall clock (microseconds since the epoch) unless
-   * one is set: a node id restarted on another host, or after a reboot, must start a higher
-   * generation than its last run, or its peers ignore it until the old run is declared dead and
-   * forgotten. The node's default, its monotonic clock, restarts from an arbitrary origin.
+   * one is set: a node id restarted on another host, or after a reboot, should start a higher
+   * generation than its last run (a lower one is mended, at the cost of a snapshot of the node
+   * to each peer). The node's default, its monotonic clock, restarts from an arbitrary origin.
    */
   static RouterConfig withGossipGeneration(RouterConfig c) {
     if (c.gossipGeneration() != 0) {

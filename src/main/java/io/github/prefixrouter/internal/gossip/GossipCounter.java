@@ -127,6 +127,13 @@ public enum GossipCounter {
    */
   VERSIONS_REFUTED,
   /**
+   * Digest entries, update headers or requests about this node carrying a generation above its
+   * own (within {@code maxGenerationJump}), which it refuted by continuing as the generation above
+   * them (its peers then get a snapshot): an earlier run of the node id started with a clock
+   * ahead of this one's, or another process runs with the same node id.
+   */
+  GENERATIONS_REFUTED,
+  /**
    * SYNs not sent because the last SYN to the same peer (node id and address) is still awaiting
    * its answer, within a window that doubles with each SYN to it left unanswered.
    */

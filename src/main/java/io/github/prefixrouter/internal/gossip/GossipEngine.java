@@ -347,7 +347,8 @@ public final class GossipEngine {
   private record Outgoing(PeerAddress to, byte[] payload, Runnable sent, Runnable unsent) {}
 
   private final PeerAddress self;
-  private final long generation;
+  /** This node's generation; raised only by {@link #refuteGeneration}, under the write lock. */
+  private volatile long generation;
   private final GossipConfig config;
   private final List<PeerAddress> seeds;
   private final Clock clock;
@@ -391,6 +392,7 @@ public final class GossipEngine {
   private final long heartbeatLagToCorrect;
   /** No refutation before this time ({@link Durations#deadline}, or {@link Durations#NEVER}). */
   private long nextVersionRefutationNanos = Durations.NEVER;
+  private long nextGenerationRefutationNanos = Durations.NEVER;
 
   private final AtomicLongArray counters = new AtomicLongArray(GossipCounter.values().length);
   private volatile GossipView view;
@@ -1407,8 +1409,11 @@ public final class GossipEngine {
         }
         selfSeen = true;
         if (e.generation() > generation) {
-          count(GossipCounter.REJECTED, 1);
-          continue;
+          refuteGeneration(e.generation(), now);
+          if (e.generation() >= generation) {
+            continue; // rejected, or a claim followed lately: not refuted now
+          }
+          // refuted: the sender gets this node's set of the new generation below
         }
         refuteHeartbeat(e);
         refuteVersion(e, now);
@@ -1445,6 +1450,13 @@ public final class GossipEngine {
       }
       if (thirdParty && absurd(m, e)) {
         count(GossipCounter.REJECTED, 1);
+        continue;
+      }
+      if (!thirdParty && e.generation() < m.generation) {
+        // the node itself, restarted at a generation below the one known (dead or alive):
+        // told that one, it continues above it (refuteGeneration); its old set is of no use
+        // to it
+        budget = addUpdate(updates, known(headerOnly(m, m.version)), budget);
         continue;
       }
       if (m.status == Status.DEAD) {
@@ -1611,6 +1623,9 @@ public final class GossipEngine {
           continue;
         }
         selfServed = true;
+        if (r.generation() > generation) {
+          refuteGeneration(r.generation(), clock.nanoTime());
+        }
         u = serveSelf(from, r.generation(), r.version(), budget, chunks, snapshotBudget);
       } else {
         Member m = members.get(r.nodeId());
@@ -1652,6 +1667,45 @@ public final class GossipEngine {
     }
     heartbeat = e.heartbeat() + 1;
     count(GossipCounter.HEARTBEATS_REFUTED, 1);
+  }
+
+  /**
+   * A peer's entry, update or request about this node with a generation above this node's own.
+   * Peers know the node by an earlier run's generation, larger than this run's (its clock was
+   * ahead at that start: a clock set right between the two, a restored snapshot of a virtual
+   * machine), or a third party claimed it. They would ignore this run until they had declared
+   * that generation dead and forgotten it ({@code deadAfter + forgetAfter}), its cache drawing
+   * no forwards meanwhile. This node continues as generation {@code claimed + 1} with the same
+   * set ({@link LocalSummary#newGeneration}), which its peers then take as a restart and get as
+   * a snapshot. A claim more than {@code maxGenerationJump} above its own (peers refuse such a
+   * jump from third parties, so only an impersonation could have spread it), or in the upper half
+   * of the counter range, is rejected instead (a liar cannot push the generation to its limit);
+   * at most one claim is followed every {@link #REFRESH_SPACING} rounds, since each costs every
+   * peer a snapshot. Two processes started with one node id raise each other's generation at
+   * that pace, each logging it.
+   */
+  private void refuteGeneration(long claimed, long now) {
+    if (claimed <= generation) {
+      return;
+    }
+    if (claimed - generation > config.maxGenerationJump()
+        || claimed >= GossipMessage.MAX_COUNTER / 2) {
+      count(GossipCounter.REJECTED, 1);
+      return;
+    }
+    if (Durations.ahead(nextGenerationRefutationNanos, now)) {
+      return;
+    }
+    nextGenerationRefutationNanos =
+        Durations.deadline(now, REFRESH_SPACING * config.intervalNanos());
+    long before = generation;
+    generation = claimed + 1;
+    summary.newGeneration(generation);
+    snapshotCacheRemove(self.nodeId());
+    count(GossipCounter.GENERATIONS_REFUTED, 1);
+    log.warn("gossip: peers know node {} by generation {}, above its own {} (an earlier run "
+        + "started with a clock ahead of this one's, or another process runs with this node "
+        + "id); it continues as generation {}", self.nodeId(), claimed, before, generation);
   }
 
   /**
@@ -2107,7 +2161,7 @@ public final class GossipEngine {
     DigestEntry e = u.header();
     if (e.nodeId().equals(self.nodeId())) {
       if (e.generation() > generation) {
-        count(GossipCounter.REJECTED, 1);
+        refuteGeneration(e.generation(), now);
       } else {
         refuteHeartbeat(e);
         refuteVersion(e, now);

@@ -30,7 +30,8 @@ import java.util.Map;
  */
 public final class LocalSummary implements BlockEventListener {
 
-  private final long generation;
+  /** Under this. */
+  private long generation;
   private final int maxHashesPerDelta;
   private final LongHashSet blocks = new LongHashSet();
   /** Published fingerprint -> its store number (see {@link Delta}). */
@@ -56,8 +57,24 @@ public final class LocalSummary implements BlockEventListener {
     this.log = new DeltaLog(maxLogHashes, 0);
   }
 
-  public long generation() {
+  public synchronized long generation() {
     return generation;
+  }
+
+  /**
+   * Continues as generation {@code g} with the same set, when peers know this node by a higher
+   * generation than its own: the delta log restarts at the current version, so that a replica of
+   * the new generation (which starts empty at version 0) gets the set as a snapshot.
+   *
+   * @param g the new generation, above the current one
+   */
+  synchronized void newGeneration(long g) {
+    if (g <= generation) {
+      throw new IllegalArgumentException(
+          "generation " + g + " is not above the current " + generation);
+    }
+    generation = g;
+    log.reset(version);
   }
 
   /** The sequence number of the last change (0 before any). */

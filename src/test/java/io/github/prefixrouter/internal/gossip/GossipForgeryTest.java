@@ -69,13 +69,19 @@ class GossipForgeryTest {
         from, deltas);
   }
 
+  /**
+   * A summary of the receiver's own origin is not applied; the higher generation it claims is
+   * refuted (the receiver continues above it), not taken.
+   */
   @Test
   void aSummaryClaimingTheReceiversOwnOriginIsRejected() {
-    long before = victimHolder.counter(GossipCounter.REJECTED);
+    long refuted = victimHolder.counter(GossipCounter.GENERATIONS_REFUTED);
     inject(new Ack2(1, List.of(update("node-0", 7, 5, 5, "sim:evil", 0,
-        List.of(new Delta(1, Delta.STORE, new long[] {666})))))); 
-    assertEquals(before + 1, victimHolder.counter(GossipCounter.REJECTED));
+        List.of(new Delta(1, Delta.STORE, new long[] {666}))))));
+    assertEquals(refuted + 1, victimHolder.counter(GossipCounter.GENERATIONS_REFUTED));
+    assertEquals(8, victimHolder.generation());
     assertEquals(0, victimHolder.localSummary().size());
+    assertEquals(0, victimHolder.localSummary().version());
   }
 
   @Test

@@ -18,6 +18,11 @@ public final class GossipProbe {
     return engine.generation();
   }
 
+  /** Claims of a higher generation of this node that it refuted by continuing above them. */
+  public long generationsRefuted() {
+    return engine.counter(GossipCounter.GENERATIONS_REFUTED);
+  }
+
   /** This node's own advertised block hashes, sorted, and their version. */
   public long[] ownBlocks() {
     long[] h = engine.localSummary().snapshot().hashes();

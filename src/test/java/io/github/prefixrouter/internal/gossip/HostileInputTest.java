@@ -60,13 +60,22 @@ class HostileInputTest {
     return c;
   }
 
+  /**
+   * Claims about this node's own state change nothing of it: deltas and chunks about it are
+   * not applied. A higher generation claimed is refuted: the node continues above it
+   * ({@link GenerationRefutationTest}), with the same set.
+   */
   @Test
   void claimsAboutThisNodesOwnStateAreIgnored() {
+    long generation = engine.generation();
     long before = engine.counter(GossipCounter.REJECTED);
     engine.handle(liar, new Ack2(1, List.of(update("me", 99, 50, 1, 0,
         new Delta(1, Delta.CLEAR, Delta.NO_HASHES)))));
-    engine.handle(liar, new SnapshotChunk("me", 99, 5, 1, 0, 1, new long[] {1}, new long[] {666}));
-    assertEquals(before + 2, engine.counter(GossipCounter.REJECTED));
+    assertEquals(100, engine.generation(), "refuted from " + generation);
+    assertEquals(1, engine.counter(GossipCounter.GENERATIONS_REFUTED));
+    engine.handle(liar, new SnapshotChunk("me", 101, 5, 1, 0, 1, new long[] {1},
+        new long[] {666}));
+    assertEquals(before + 1, engine.counter(GossipCounter.REJECTED), "the chunk");
     assertEquals(3, engine.localSummary().size());
     assertEquals(1, engine.localSummary().version());
   }
