@@ -94,7 +94,7 @@ final class FaultCluster {
       long selfManagedExecutions, long selfManagedEvictions, long otherModelRefusals,
       long engineStalls, long stallReroutes, long stallRefusals, long failingSpells,
       long probes, long failingReroutes, long failingRefusals, long outageFailures,
-      int recoveryRequests) {}
+      int recoveryRequests, long generationsRefuted) {}
 
   /** The chain root of each scope the plans draw, for the stale view's hasher. */
   private static final Map<Long, CacheScope> SCOPE_OF_ROOT = new HashMap<>();
@@ -170,6 +170,10 @@ final class FaultCluster {
       RouterConfig own = selfManaged
           ? config.toBuilder().treeCapacityTokens(plan.treeCapacityTokens[index]).build()
           : config;
+      if (plan.steppedBack) { // each restart's generation below the last: peers must be told
+        own = own.toBuilder().gossipGeneration(
+            STEPPED_BACK_BASE - (generation - 1) * plan.stepBackMicros).build();
+      }
       nodeConfig = plan.otherModel == FaultPlan.NO_MODEL_IDS ? own
           : own.toBuilder().modelId(plan.modelIdOf(index)).build();
       simEngine = SimulatedEngine.builder().scheduler(clock).clock(clock)
@@ -464,6 +468,11 @@ final class FaultCluster {
       failingCounts[3] += a[1];
       failingCounts[4] += in.engine.outageFailures;
     }
+    long refuted = 0;
+    for (Instance in : all) {
+      GossipProbe g = wiring == Wiring.LIBRARY ? NodeProbe.gossipOf(in.node) : null;
+      refuted += g == null ? 0 : g.generationsRefuted();
+    }
     for (Instance in : current) {
       in.node.stop();
     }
@@ -481,7 +490,7 @@ final class FaultCluster {
         (int) accepted.values().stream().filter(a -> a.request.params().hasStops()).count(),
         stopsRejections, plan.selfManagedCount(), selfManagedExecutions, selfManagedEvictions,
         otherModelRefusals, watch[0], watch[1], watch[2], failingCounts[0], failingCounts[1],
-        failingCounts[2], failingCounts[3], failingCounts[4], recoveryRequests));
+        failingCounts[2], failingCounts[3], failingCounts[4], recoveryRequests, refuted));
   }
 
   /**
@@ -1029,6 +1038,13 @@ final class FaultCluster {
       }
     }
   }
+
+  /**
+   * The gossip generation of a node's first instance in a run whose restarts step generations
+   * back ({@link FaultPlan#steppedBack}): far above the simulated clock's microseconds, and far
+   * enough above 1 for every restart.
+   */
+  static final long STEPPED_BACK_BASE = 1_000_000_000_000_000L;
 
   private void crash(int x) {
     crashes++;

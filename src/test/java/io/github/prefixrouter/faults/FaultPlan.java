@@ -125,6 +125,14 @@ final class FaultPlan {
   final long[] outageFailNanos;
   /** Whether any engine of the run has an outage. */
   final boolean outage;
+  /**
+   * Whether each restart of a node starts a gossip generation {@link #stepBackMicros} below the
+   * last one configured for it (its clock stepped back between the two starts), which its peers
+   * still know; else the generations are the nodes' clocks at build, which grow.
+   */
+  final boolean steppedBack;
+  /** How far below the last one each restart's generation is, in microseconds; 0 if none. */
+  final long stepBackMicros;
   static final int NO_MODEL_IDS = -1;
   static final int ONE_MODEL_ID = -2;
 
@@ -281,6 +289,10 @@ final class FaultPlan {
         }
       }
     }
+    // and stepped-back generations from an eighth: a seed that draws none is the run it was
+    SplittableRandom clocks = new SplittableRandom(seed ^ 0x510E527FADE682D1L);
+    steppedBack = clocks.nextInt(4) == 0;
+    stepBackMicros = steppedBack ? 1 + clocks.nextLong(1_000_000_000L) : 0;
     if (limit != drawn.engineFailureLimit()) {
       drawn = drawn.toBuilder().engineFailureLimit(limit).build();
     }
@@ -372,6 +384,7 @@ final class FaultPlan {
         + (config.engineFailureLimit() != 3 ? " engineFailureLimit="
             + config.engineFailureLimit() : "")
         + outagesToString()
+        + (steppedBack ? " generationsSteppedBack=" + stepBackMicros + "us" : "")
         + " link=" + baseLink
         + " config=" + config;
   }

@@ -86,6 +86,8 @@ class FaultSimulationTest {
     long stallRefusals = 0;
     long outageRuns = 0;
     long outageFailures = 0;
+    long steppedBackRuns = 0;
+    long generationsRefuted = 0;
     long failingSpells = 0;
     long probes = 0;
     long failingReroutes = 0;
@@ -140,6 +142,8 @@ class FaultSimulationTest {
             stallRefusals += o.summary().stallRefusals();
             outageRuns += o.plan().outage ? 1 : 0;
             outageFailures += o.summary().outageFailures();
+            steppedBackRuns += o.plan().steppedBack ? 1 : 0;
+            generationsRefuted += o.summary().generationsRefuted();
             failingSpells += o.summary().failingSpells();
             probes += o.summary().probes();
             failingReroutes += o.summary().failingReroutes();
@@ -174,13 +178,14 @@ class FaultSimulationTest {
             + " given to failing engines (probes, or with no peer to go to), %d requests routed"
             + " around failing engines, %d"
             + " forwards refused for them, %d requests after draining to end failing spells,"
+            + " %d runs whose restarts step generations back (%d generations refuted),"
             + " %d converged runs, %d failing runs, %d ms%n",
         first, first + count - 1, accepted, scoped, withStops, forwarded, fallbacks, duplicates,
         crashes, rejections, stopsRejections, unscopedAtOld, selfManagedRuns, selfManagedNodes,
         selfManagedExecutions, selfManagedEvictions, oneModelRuns, otherModelRuns,
         otherModelRefusals, stallRuns, stalls, stallReroutes, stallRefusals, outageRuns,
         outageFailures, failingSpells, probes, failingReroutes, failingRefusals,
-        recoveryRequests, converged, failures.size(), ms);
+        recoveryRequests, steppedBackRuns, generationsRefuted, converged, failures.size(), ms);
     if (!failures.isEmpty()) {
       fail(failures.size() + " failing run(s); first:\n" + failures.get(0));
     }
@@ -204,6 +209,7 @@ class FaultSimulationTest {
       long prb = probes;
       long frr = failingReroutes;
       long frf = failingRefusals;
+      long gr = generationsRefuted;
       assertAll("the campaign must exercise what it checks",
           () -> assertTrue(acc > 0, "no request accepted"),
           () -> assertTrue(fw > 0, "no request forwarded"),
@@ -222,7 +228,8 @@ class FaultSimulationTest {
           () -> assertTrue(fsp > 0, "no engine found failing"),
           () -> assertTrue(prb > 0, "no run on a failing engine (probe)"),
           () -> assertTrue(frr > 0, "no request routed around a failing engine"),
-          () -> assertTrue(frf > 0, "no forward refused for a failing engine"));
+          () -> assertTrue(frf > 0, "no forward refused for a failing engine"),
+          () -> assertTrue(gr > 0, "no node refuted a higher generation of itself"));
     }
   }
 
