@@ -20,10 +20,13 @@ import net.jqwik.api.constraints.IntRange;
 
 /**
  * After any interleaving of loss, duplication, reordering, one-way cuts, owner changes and
- * restarts, once messages flow again every replica converges to its owner's exact set and
- * version. Small caps force the delta logs to overflow and snapshots to span many chunks.
+ * restarts (some at a generation below the node's earlier ones), once messages flow again every
+ * replica converges to its owner's exact set and version. Small caps force the delta logs to overflow and snapshots to span many chunks.
  */
 class ConvergencePropertyTest {
+
+  /** The generation every node starts with, far enough above 1 for restarts below it. */
+  static final long FIRST_GENERATION = 1_000_000;
 
   static GossipConfig tight() {
     return GossipConfig.builder()
@@ -75,11 +78,14 @@ class ConvergencePropertyTest {
         .collect(totals[0] > 0 && totals[1] > 0);
     Statistics.label("evictions resolved and relayed")
         .collect(totals[0] > 0 && totals[2] > 0);
+    Statistics.label("a generation refuted").collect(totals[3] > 0);
     Statistics.label("evictions resolved").coverage(c -> c.check(true).percentage(p -> p >= 80));
     Statistics.label("evictions resolved and snapshots installed")
         .coverage(c -> c.check(true).percentage(p -> p >= 50));
     Statistics.label("evictions resolved and relayed")
         .coverage(c -> c.check(true).percentage(p -> p >= 50));
+    Statistics.label("a generation refuted")
+        .coverage(c -> c.check(true).percentage(p -> p >= 10));
   }
 
   @Property(tries = 300)
@@ -95,20 +101,28 @@ class ConvergencePropertyTest {
   }
 
   /**
-   * Runs one scenario, the nodes' clock {@code clockOffset} ahead of the scheduler's; returns, summed over every engine of the run, {evictions resolved by
-   * store number, snapshots installed, relayed delta bytes sent}.
+   * Runs one scenario, the nodes' clock {@code clockOffset} ahead of the scheduler's; returns,
+   * summed over every engine of the run, {evictions resolved by store number, snapshots
+   * installed, relayed delta bytes sent, generations refuted}.
    */
   static long[] check(long seed, int n, double loss, double dup, int reorderMillis,
       long clockOffset) {
-    SimCluster c = SimCluster.of(n, seed, tight(), clockOffset);
+    SimCluster c = new SimCluster(seed, tight(), clockOffset);
+    for (int i = 0; i < n; i++) {
+      c.add(i, FIRST_GENERATION, List.of(SimCluster.addressOf(0))).start();
+    }
     SplittableRandom ops = new SplittableRandom(seed ^ 0x5DEECE66DL);
+    // whether a restart's generation is below the node's earlier ones, from a stream of its own
+    SplittableRandom clocks = new SplittableRandom(seed ^ 0x510E527FADE682D1L);
     c.delayNanos = 1_000_000;
     c.loss = loss;
     c.duplication = dup;
     c.extraDelayNanos = reorderMillis * 1_000_000L;
     List<GossipEngine> retired = new java.util.ArrayList<>();
-    long[] gens = new long[n];
-    java.util.Arrays.fill(gens, 1);
+    long[] highest = new long[n]; // the highest generation each node has had
+    long[] lowest = new long[n]; // the lowest generation each node was started with
+    java.util.Arrays.fill(highest, FIRST_GENERATION);
+    java.util.Arrays.fill(lowest, FIRST_GENERATION);
     for (int step = 0; step < 60; step++) {
       int who = ops.nextInt(n);
       GossipEngine e = c.nodes.get(who);
@@ -128,12 +142,22 @@ class ConvergencePropertyTest {
         int other = ops.nextInt(n);
         c.cut.add(SimCluster.addressOf(who).address() + "|" + SimCluster.addressOf(other).address());
       } else {
-        // restart with a new generation and an empty cache, at the same address
+        // restart with an empty cache, at the same address: with a new generation above every
+        // earlier one, or (a quarter of restarts: its clock set back) below every earlier one,
+        // which the node must refute (GENERATIONS_REFUTED) for its peers to take it back
         GossipEngine old = c.nodes.get(who);
         old.stop();
         retired.add(old);
-        gens[who]++;
-        GossipEngine fresh = c.add(who, gens[who], List.of(SimCluster.addressOf((who + 1) % n)));
+        highest[who] = Math.max(highest[who], old.generation());
+        long gen;
+        if (clocks.nextInt(4) == 0) {
+          gen = lowest[who] - 1 - clocks.nextInt(1_000);
+          lowest[who] = gen;
+        } else {
+          gen = highest[who] + 1;
+          highest[who] = gen;
+        }
+        GossipEngine fresh = c.add(who, gen, List.of(SimCluster.addressOf((who + 1) % n)));
         c.nodes.remove(fresh);
         c.nodes.add(who, fresh);
         fresh.start();
@@ -152,7 +176,7 @@ class ConvergencePropertyTest {
         + ": not converged after 300 intervals: " + c.firstDivergence());
     List<GossipEngine> all = new java.util.ArrayList<>(c.nodes);
     all.addAll(retired);
-    long[] totals = new long[3];
+    long[] totals = new long[4];
     for (GossipEngine g : all) {
       // between correct nodes every store number an eviction names resolves: a replica at
       // version v holds exactly its origin's blocks and store numbers at v, however the deltas
@@ -162,6 +186,7 @@ class ConvergencePropertyTest {
       totals[0] += g.counter(GossipCounter.EVICTIONS_RESOLVED);
       totals[1] += g.counter(GossipCounter.SNAPSHOTS_INSTALLED);
       totals[2] += g.counter(GossipCounter.RELAYED_DELTA_BYTES_SENT);
+      totals[3] += g.counter(GossipCounter.GENERATIONS_REFUTED);
     }
     return totals;
   }
