@@ -44,11 +44,13 @@ class FaultSimulationTest {
    * Seeds whose runs once failed, kept as they were found: 313719, 316312 and 319807, where the
    * recovery check took a probe that a peer's forward had taken meanwhile for a stuck spell;
    * 314367, where the one-probe check counted a run the node had given up at its engine timeout
-   * (and could not cancel: another execution's run of the same id was on the engine).
+   * (and could not cancel: another execution's run of the same id was on the engine); 331320,
+   * where a node ran a request on its failing engine, beside the probe, after a peer's engine
+   * timed it out (a final answer), where it now answers with the peer's failure.
    */
   @Test
   void seedsThatOnceFailed() {
-    for (long seed : new long[] {313_719L, 314_367L, 316_312L, 319_807L}) {
+    for (long seed : new long[] {313_719L, 314_367L, 316_312L, 319_807L, 331_320L}) {
       campaign(seed, 1);
     }
   }

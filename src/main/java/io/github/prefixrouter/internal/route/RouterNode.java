@@ -1294,11 +1294,15 @@ public final class RouterNode implements PrefixRouterNode {
       // invalid request fails here too, as the client's own engine's failure); if it already
       // failed it, the peer's answer is final.
       PeerEngineFailure refusal = new PeerEngineFailure(a.to.nodeId(), detail);
-      if (ex.localFailure != null) {
+      // an engine the node avoids (failing or stalled) does not judge it: it would fail it, or
+      // hold it until engineTimeout, beside the probe; unless the probe is due, and this is it
+      int probe = ex.localFailure != null || engineWatch.avoid(clock.nanoTime())
+          ? EngineWatch.PROBE_TAKEN : engineWatch.takeProbe();
+      if (probe == EngineWatch.PROBE_TAKEN) {
         complete(ex, null, nodeId, false, refusal);
       } else {
         ex.peerRefusal = refusal; // if the local engine fails it retryably, this is final
-        runLocal(ex);
+        runLocal(ex, probe == EngineWatch.PROBE);
       }
     } else if (forwards >= MAX_FORWARDS || cause == FallbackCause.TRANSPORT_CLOSED
         || cause == FallbackCause.TOO_LARGE) {

@@ -313,6 +313,43 @@ class EngineFailingTest {
     nodes.values().forEach(PrefixRouterNode::stop);
   }
 
+  /**
+   * A peer's final answer (its engine's timeout, or an invalid request) ends a request whose
+   * node avoids its failing engine: it used to be run there anyway, as the local engine's
+   * judgement, beside the probe, only to fail; on a stalled engine it would have waited for
+   * {@code engineTimeout}. With the probe due, the run is the probe; with a healthy engine, the
+   * local engine judges it as before.
+   */
+  @Test
+  void aPeersFinalAnswerIsNotRunOnAnAvoidedEngine() {
+    Cluster k = new Cluster(2, config().build());
+    k.engine(0).failure = REFUSED;
+    for (int i = 0; i < 3; i++) {
+      k.await(k.node(0).submit(request("r" + i, prompt(i, 200))));
+    }
+    assertEquals(1, k.watch(0).failing());
+    k.engine(1).failure = new EngineTimeoutException("no answer within engineTimeout", null);
+    int peerCalls = k.engine(1).calls;
+    Throwable t = k.await(k.node(0).submit(request("t", prompt(60, 200))).handle((x, e) -> e));
+    if (t instanceof CompletionException && t.getCause() != null) {
+      t = t.getCause();
+    }
+    assertInstanceOf(RequestFailedException.class, t);
+    assertTrue(t.getMessage().contains("engineTimeout"), t.getMessage());
+    assertEquals(3, k.engine(0).calls, "run on the failing engine after the peer's final answer");
+    assertEquals(peerCalls + 1, k.engine(1).calls, "the peer's run, final");
+
+    // a failureCooldown later the probe is due: the request is the probe
+    k.advanceBy(3 * SECOND);
+    k.engine(0).failure = null;
+    InferenceRequest r = request("u", prompt(61, 200));
+    InferenceResponse a = k.await(k.node(0).submit(r));
+    assertEquals(4, k.engine(0).calls, "the probe");
+    assertEquals("n0", a.servedBy(), a.toString());
+    assertArrayEquals(expected(r), a.result().outputTokens());
+    assertEquals(0, k.watch(0).failing());
+  }
+
   @Test
   void invalidRequestsAreNoSignOfAFailingEngine() {
     Cluster k = new Cluster(2, config().build());
