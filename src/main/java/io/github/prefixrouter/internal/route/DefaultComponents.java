@@ -34,7 +34,7 @@ final class DefaultComponents {
       GossipEngine gossip = new GossipEngine(self, generation,
           gossipConfig, node.seeds(), node.clock(), node.scheduler(),
           node.random(), node::engineLoad, (to, payload) -> node.transport().send(to, payload));
-      gossip.pushBackWhen(node::engineStalled);
+      gossip.pushBackWhen(node::engineAvoided);
       GossipPeerView.followTree(tree, gossip.localSummary());
       return gossip;
     }, config.maxPeers());

@@ -332,7 +332,7 @@ public final class RouterNode implements PrefixRouterNode {
    * Whether the local engine is avoided now, stalled with a request outstanding or failing: the
    * node then advertises overload in its gossip (see {@link EngineWatch}).
    */
-  boolean engineStalled() {
+  boolean engineAvoided() {
     return engineWatch.avoid(clock.nanoTime());
   }
 
