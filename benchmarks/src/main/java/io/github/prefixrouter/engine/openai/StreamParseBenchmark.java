@@ -106,14 +106,14 @@ public class StreamParseBenchmark {
 
   @Benchmark
   public EngineResult streamOneRead() {
-    CompletionStream s = new CompletionStream(request, 8 << 20, consume);
+    CompletionStream s = new CompletionStream(request, 8 << 20, null, consume);
     s.feed(ByteBuffer.wrap(stream));
     return s.result();
   }
 
   @Benchmark
   public EngineResult streamReadPerChunk() {
-    CompletionStream s = new CompletionStream(request, 8 << 20, consume);
+    CompletionStream s = new CompletionStream(request, 8 << 20, null, consume);
     for (byte[] c : chunks) {
       s.feed(ByteBuffer.wrap(c));
     }
