@@ -36,9 +36,7 @@ class ClusterTest {
     List<PeerAddress> seeds = List.of(InMemoryNetwork.addressOf("n0"));
     for (int i = 0; i < n; i++) {
       String id = "n" + i;
-      SimulatedEngine e = SimulatedEngine.builder().scheduler(sim).slots(2)
-          .capacityTokens(32_768).prefillOverheadNanos(2_000_000).prefillNanosPerToken(200_000)
-          .decodeNanosPerToken(5_000_000).vocabularySize(1000).build();
+      SimulatedEngine e = engine();
       engines.put(id, e);
       nodes.put(id, PrefixRouterNode.builder().nodeId(id).config(cfg)
           .transport(net.transport(id)).engine(e).clock(sim).scheduler(sim)
@@ -46,6 +44,25 @@ class ClusterTest {
     }
     nodes.values().forEach(PrefixRouterNode::start);
     sim.advanceBy(Duration.ofSeconds(3).toNanos()); // membership converges
+  }
+
+  SimulatedEngine engine() {
+    return SimulatedEngine.builder().scheduler(sim).slots(2).capacityTokens(32_768)
+        .prefillOverheadNanos(2_000_000).prefillNanosPerToken(200_000)
+        .decodeNanosPerToken(5_000_000).vocabularySize(1000).build();
+  }
+
+  /** Crashes node {@code id} and starts a new one in its place, with an empty cache. */
+  void restart(String id, RouterConfig cfg) {
+    net.crash(id);
+    nodes.get(id).close();
+    SimulatedEngine e = engine();
+    engines.put(id, e);
+    nodes.put(id, PrefixRouterNode.builder().nodeId(id).config(cfg)
+        .transport(net.transport(id)).engine(e).clock(sim).scheduler(sim)
+        .random(new SplittableRandom(7)).seeds(List.of(InMemoryNetwork.addressOf("n0")))
+        .build());
+    nodes.get(id).start();
   }
 
   static int[] prompt(long seed, int n) {
@@ -146,9 +163,7 @@ class ClusterTest {
     List<PeerAddress> seeds = List.of(InMemoryNetwork.addressOf("n0"));
     for (int i = 0; i < 2; i++) {
       String id = "n" + i;
-      SimulatedEngine e = SimulatedEngine.builder().scheduler(sim).slots(2)
-          .capacityTokens(32_768).prefillOverheadNanos(2_000_000).prefillNanosPerToken(200_000)
-          .decodeNanosPerToken(5_000_000).vocabularySize(1000).build();
+      SimulatedEngine e = engine();
       engines.put(id, e);
       Transport t = net.transport(id);
       nodes.put(id, PrefixRouterNode.builder().nodeId(id).config(cfg)
@@ -187,16 +202,7 @@ class ClusterTest {
 
     // n1 restarts, upgraded, before n0's failure detector would drop it: its new gossip
     // generation ends the memory
-    net.crash("n1");
-    nodes.get("n1").close();
-    SimulatedEngine e1 = SimulatedEngine.builder().scheduler(sim).slots(2)
-        .capacityTokens(32_768).prefillOverheadNanos(2_000_000).prefillNanosPerToken(200_000)
-        .decodeNanosPerToken(5_000_000).vocabularySize(1000).build();
-    engines.put("n1", e1);
-    nodes.put("n1", PrefixRouterNode.builder().nodeId("n1").config(cfg)
-        .transport(net.transport("n1")).engine(e1).clock(sim).scheduler(sim)
-        .random(new SplittableRandom(7)).seeds(seeds).build());
-    nodes.get("n1").start();
+    restart("n1", cfg);
     int[] scoped3 = prompt(30, 480);
     run("n1", InferenceRequest.of("w4", concat(scoped3, prompt(31, 16))).withScope(a));
     sim.advanceBy(Duration.ofSeconds(2).toNanos());
@@ -217,18 +223,7 @@ class ClusterTest {
   void aNodeRestartedWithItsClockSteppedBackDrawsForwardsWithinSeconds() {
     RouterConfig cfg = RouterConfig.builder().gossipGeneration(1_000_000_000L).build();
     cluster(3, cfg);
-    net.crash("n1");
-    nodes.get("n1").close();
-    SimulatedEngine e1 = SimulatedEngine.builder().scheduler(sim).slots(2)
-        .capacityTokens(32_768).prefillOverheadNanos(2_000_000).prefillNanosPerToken(200_000)
-        .decodeNanosPerToken(5_000_000).vocabularySize(1000).build();
-    engines.put("n1", e1);
-    nodes.put("n1", PrefixRouterNode.builder().nodeId("n1")
-        .config(cfg.toBuilder().gossipGeneration(400_000_000L).build())
-        .transport(net.transport("n1")).engine(e1).clock(sim).scheduler(sim)
-        .random(new SplittableRandom(7)).seeds(List.of(InMemoryNetwork.addressOf("n0")))
-        .build());
-    nodes.get("n1").start();
+    restart("n1", cfg.toBuilder().gossipGeneration(400_000_000L).build());
     int[] prefix = prompt(40, 480);
     run("n1", InferenceRequest.of("w", concat(prefix, prompt(41, 16))));
     sim.advanceBy(Duration.ofSeconds(2).toNanos());

@@ -39,6 +39,12 @@ class GenerationRefutationTest {
     return c;
   }
 
+  /** {@code peer} tells {@code me} ("node-1") in a SYN that it knows it at {@code generation}. */
+  private static void claim(GossipEngine me, GossipEngine peer, long generation) {
+    me.handle(peer.self(), new Syn(1, OLD, List.of(
+        new DigestEntry("node-1", generation, 0, 1, 0, 0, false))));
+  }
+
   @Test
   void aNodeRestartedAtALowerGenerationIsTakenBackWithinRounds() {
     SimCluster c = cluster(3);
@@ -94,8 +100,7 @@ class GenerationRefutationTest {
     long rejected = me.counter(GossipCounter.REJECTED);
     for (long claim : new long[] {OLD + config().maxGenerationJump() + 1,
         GossipMessage.MAX_COUNTER / 2}) {
-      me.handle(peer.self(), new Syn(1, OLD, List.of(
-          new DigestEntry("node-1", claim, 0, 1, 0, 0, false))));
+      claim(me, peer, claim);
     }
     assertEquals(OLD, me.generation());
     assertEquals(0, me.counter(GossipCounter.GENERATIONS_REFUTED));
@@ -113,15 +118,12 @@ class GenerationRefutationTest {
     assertTrue(c.runUntilConverged(50) >= 0, c.firstDivergence());
     GossipEngine me = c.nodes.get(1);
     GossipEngine peer = c.nodes.get(0);
-    me.handle(peer.self(), new Syn(1, OLD, List.of(
-        new DigestEntry("node-1", OLD + 10, 0, 1, 0, 0, false))));
+    claim(me, peer, OLD + 10);
     assertEquals(OLD + 11, me.generation());
-    me.handle(peer.self(), new Syn(2, OLD, List.of(
-        new DigestEntry("node-1", OLD + 20, 0, 1, 0, 0, false))));
+    claim(me, peer, OLD + 20);
     assertEquals(OLD + 11, me.generation(), "a second claim at once");
     c.runFor(33 * c.interval());
-    me.handle(peer.self(), new Syn(3, OLD, List.of(
-        new DigestEntry("node-1", OLD + 20, 0, 1, 0, 0, false))));
+    claim(me, peer, OLD + 20);
     assertEquals(OLD + 21, me.generation());
     assertEquals(2, me.counter(GossipCounter.GENERATIONS_REFUTED));
   }
