@@ -46,11 +46,12 @@ class FaultSimulationTest {
    * 314367, where the one-probe check counted a run the node had given up at its engine timeout
    * (and could not cancel: another execution's run of the same id was on the engine); 331320,
    * where a node ran a request on its failing engine, beside the probe, after a peer's engine
-   * timed it out (a final answer), where it now answers with the peer's failure.
+   * timed it out (a final answer), where it now answers with the peer's failure; 356339, where
+   * two runs of a node refuted the same generation claim and took the same generation.
    */
   @Test
   void seedsThatOnceFailed() {
-    for (long seed : new long[] {313_719L, 314_367L, 316_312L, 319_807L, 331_320L}) {
+    for (long seed : new long[] {313_719L, 314_367L, 316_312L, 319_807L, 331_320L, 356_339L}) {
       campaign(seed, 1);
     }
   }

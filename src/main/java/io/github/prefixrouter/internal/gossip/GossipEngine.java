@@ -393,6 +393,16 @@ public final class GossipEngine {
   /** No refutation before this time ({@link Durations#deadline}, or {@link Durations#NEVER}). */
   private long nextVersionRefutationNanos = Durations.NEVER;
   private long nextGenerationRefutationNanos = Durations.NEVER;
+  /** Generations this run refuted ({@link #refuteGeneration}). */
+  private int generationRefutations;
+  /**
+   * Refutations of a higher generation followed at once, before the pace of one every {@link
+   * #REFRESH_SPACING} rounds applies: a node restarted below its generation may have to refute
+   * twice (peers that knew different earlier runs), and should not wait 32 rounds for it.
+   */
+  static final int FREE_GENERATION_REFUTATIONS = 3;
+  /** A refuted generation is drawn from {@code claimed + 1} to {@code claimed + this}. */
+  static final long GENERATION_REFUTATION_SPREAD = 1L << 30;
 
   private final AtomicLongArray counters = new AtomicLongArray(GossipCounter.values().length);
   private volatile GossipView view;
@@ -1675,14 +1685,16 @@ public final class GossipEngine {
    * ahead at that start: a clock set right between the two, a restored snapshot of a virtual
    * machine), or a third party claimed it. They would ignore this run until they had declared
    * that generation dead and forgotten it ({@code deadAfter + forgetAfter}), its cache drawing
-   * no forwards meanwhile. This node continues as generation {@code claimed + 1} with the same
-   * set ({@link LocalSummary#newGeneration}), which its peers then take as a restart and get as
-   * a snapshot. A claim more than {@code maxGenerationJump} above its own (peers refuse such a
-   * jump from third parties, so only an impersonation could have spread it), or in the upper half
-   * of the counter range, is rejected instead (a liar cannot push the generation to its limit);
-   * at most one claim is followed every {@link #REFRESH_SPACING} rounds, since each costs every
-   * peer a snapshot. Two processes started with one node id raise each other's generation at
-   * that pace, each logging it.
+   * no forwards meanwhile. This node continues with the same set ({@link
+   * LocalSummary#newGeneration}) as a generation drawn above the claim (up to {@link
+   * #GENERATION_REFUTATION_SPREAD} above: two runs refuting the same claim must not take the
+   * same generation), which its peers then take as a restart and get as a snapshot. A claim
+   * more than {@code maxGenerationJump} above its own (peers refuse such a jump from third
+   * parties, so only an impersonation could have spread it), or in the upper half of the
+   * counter range, is rejected instead (a liar cannot push the generation to its limit). After
+   * the first {@link #FREE_GENERATION_REFUTATIONS}, at most one claim is followed every {@link
+   * #REFRESH_SPACING} rounds, since each costs every peer a snapshot. Two processes started
+   * with one node id raise each other's generation at that pace, each logging it.
    */
   private void refuteGeneration(long claimed, long now) {
     if (claimed <= generation) {
@@ -1693,13 +1705,18 @@ public final class GossipEngine {
       count(GossipCounter.REJECTED, 1);
       return;
     }
-    if (Durations.ahead(nextGenerationRefutationNanos, now)) {
+    if (generationRefutations >= FREE_GENERATION_REFUTATIONS
+        && Durations.ahead(nextGenerationRefutationNanos, now)) {
       return;
     }
+    generationRefutations++;
     nextGenerationRefutationNanos =
         Durations.deadline(now, REFRESH_SPACING * config.intervalNanos());
     long before = generation;
-    generation = claimed + 1;
+    // above the claim by a drawn amount: two runs told the same claim (the second restarted
+    // before every peer had heard of the first's refutation) must not share a generation, as
+    // peers would take their two sets for one
+    generation = claimed + 1 + random.nextLong(GENERATION_REFUTATION_SPREAD);
     summary.newGeneration(generation);
     snapshotCacheRemove(self.nodeId());
     count(GossipCounter.GENERATIONS_REFUTED, 1);

@@ -79,7 +79,7 @@ class GossipForgeryTest {
     inject(new Ack2(1, List.of(update("node-0", 7, 5, 5, "sim:evil", 0,
         List.of(new Delta(1, Delta.STORE, new long[] {666}))))));
     assertEquals(refuted + 1, victimHolder.counter(GossipCounter.GENERATIONS_REFUTED));
-    assertEquals(8, victimHolder.generation());
+    assertTrue(victimHolder.generation() > 7, "generation " + victimHolder.generation());
     assertEquals(0, victimHolder.localSummary().size());
     assertEquals(0, victimHolder.localSummary().version());
   }
