@@ -39,6 +39,13 @@ class GenerationRefutationTest {
     return c;
   }
 
+  /** Two nodes at generation {@link #OLD}, their replicas converged. */
+  private static SimCluster convergedPair() {
+    SimCluster c = cluster(2);
+    assertTrue(c.runUntilConverged(50) >= 0, c.firstDivergence());
+    return c;
+  }
+
   /** {@code peer} tells {@code me} ("node-1") in a SYN that it knows it at {@code generation}. */
   private static void claim(GossipEngine me, GossipEngine peer, long generation) {
     me.handle(peer.self(), new Syn(1, OLD, List.of(
@@ -93,8 +100,7 @@ class GenerationRefutationTest {
    */
   @Test
   void aClaimTooFarAboveOrInTheUpperHalfIsRejected() {
-    SimCluster c = cluster(2);
-    assertTrue(c.runUntilConverged(50) >= 0, c.firstDivergence());
+    SimCluster c = convergedPair();
     GossipEngine me = c.nodes.get(1);
     GossipEngine peer = c.nodes.get(0);
     long rejected = me.counter(GossipCounter.REJECTED);
@@ -116,8 +122,7 @@ class GenerationRefutationTest {
    */
   @Test
   void afterThreeClaimsTheyAreFollowedAtMostOnceEvery32Rounds() {
-    SimCluster c = cluster(2);
-    assertTrue(c.runUntilConverged(50) >= 0, c.firstDivergence());
+    SimCluster c = convergedPair();
     GossipEngine me = c.nodes.get(1);
     GossipEngine peer = c.nodes.get(0);
     for (int i = 0; i < GossipEngine.FREE_GENERATION_REFUTATIONS; i++) {
@@ -142,8 +147,7 @@ class GenerationRefutationTest {
    */
   @Test
   void twoRunsToldTheSameClaimTakeDifferentGenerations() {
-    SimCluster c = cluster(2);
-    assertTrue(c.runUntilConverged(50) >= 0, c.firstDivergence());
+    SimCluster c = convergedPair();
     GossipEngine peer = c.nodes.get(0);
     GossipEngine second = c.add(1, LOWER, List.of(SimCluster.addressOf(0)));
     claim(second, peer, OLD);

@@ -124,6 +124,23 @@ class EngineFailingTest {
     void advanceBy(long nanos) {
       c.sim.advanceTo(c.sim.nanoTime() + nanos);
     }
+
+    /** What {@code f} failed with (a {@link CompletionException}'s cause), or null. */
+    Throwable failureOf(CompletableFuture<?> f) {
+      Throwable t = await(f.handle((x, e) -> e));
+      return t instanceof CompletionException && t.getCause() != null ? t.getCause() : t;
+    }
+  }
+
+  /** Two nodes, n0's engine refusing every run and found failing after its first 3 requests. */
+  static Cluster withNode0Failing() {
+    Cluster k = new Cluster(2, config().build());
+    k.engine(0).failure = REFUSED;
+    for (int i = 0; i < 3; i++) {
+      k.await(k.node(0).submit(request("r" + i, prompt(i, 200))));
+    }
+    assertEquals(1, k.watch(0).failing());
+    return k;
   }
 
   static RouterConfig.Builder config() {
@@ -194,12 +211,7 @@ class EngineFailingTest {
    */
   @Test
   void oneProbeAtATimeAlsoForDecisionsThatCrossEachOther() {
-    Cluster k = new Cluster(2, config().build());
-    k.engine(0).failure = REFUSED;
-    for (int i = 0; i < 3; i++) {
-      k.await(k.node(0).submit(request("r" + i, prompt(i, 200))));
-    }
-    assertEquals(1, k.watch(0).failing());
+    Cluster k = withNode0Failing();
     int calls = k.engine(0).calls;
     k.advanceBy(3 * SECOND);
 
@@ -322,18 +334,10 @@ class EngineFailingTest {
    */
   @Test
   void aPeersFinalAnswerIsNotRunOnAnAvoidedEngine() {
-    Cluster k = new Cluster(2, config().build());
-    k.engine(0).failure = REFUSED;
-    for (int i = 0; i < 3; i++) {
-      k.await(k.node(0).submit(request("r" + i, prompt(i, 200))));
-    }
-    assertEquals(1, k.watch(0).failing());
+    Cluster k = withNode0Failing();
     k.engine(1).failure = new EngineTimeoutException("no answer within engineTimeout", null);
     int peerCalls = k.engine(1).calls;
-    Throwable t = k.await(k.node(0).submit(request("t", prompt(60, 200))).handle((x, e) -> e));
-    if (t instanceof CompletionException && t.getCause() != null) {
-      t = t.getCause();
-    }
+    Throwable t = k.failureOf(k.node(0).submit(request("t", prompt(60, 200))));
     assertInstanceOf(RequestFailedException.class, t);
     assertTrue(t.getMessage().contains("engineTimeout"), t.getMessage());
     assertEquals(3, k.engine(0).calls, "run on the failing engine after the peer's final answer");
@@ -355,11 +359,7 @@ class EngineFailingTest {
     Cluster k = new Cluster(2, config().build());
     k.engine(0).failure = new InvalidRequestException("prompt too long");
     for (int i = 0; i < 6; i++) {
-      Throwable t =
-          k.await(k.node(0).submit(request("r" + i, prompt(i, 200))).handle((x, e) -> e));
-      if (t instanceof CompletionException && t.getCause() != null) {
-        t = t.getCause();
-      }
+      Throwable t = k.failureOf(k.node(0).submit(request("r" + i, prompt(i, 200))));
       assertInstanceOf(RequestFailedException.class, t);
     }
     assertEquals(6, k.engine(0).calls, "every request was the engine's to refuse");
@@ -382,11 +382,7 @@ class EngineFailingTest {
     Cluster k = new Cluster(1, config().build());
     k.engine(0).failure = REFUSED;
     for (int i = 0; i < 6; i++) {
-      Throwable t =
-          k.await(k.node(0).submit(request("r" + i, prompt(i, 200))).handle((x, e) -> e));
-      if (t instanceof CompletionException && t.getCause() != null) {
-        t = t.getCause();
-      }
+      Throwable t = k.failureOf(k.node(0).submit(request("r" + i, prompt(i, 200))));
       assertInstanceOf(RequestFailedException.class, t);
       assertTrue(t.getCause() == REFUSED, String.valueOf(t.getCause()));
     }

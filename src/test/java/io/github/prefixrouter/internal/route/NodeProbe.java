@@ -17,13 +17,18 @@ public final class NodeProbe {
 
   /** The node's own prefix index (what it credits to its own cache), or null. */
   public static LocalPrefixIndex localIndexOf(PrefixRouterNode node) {
+    return (LocalPrefixIndex) fieldOf(node, "local");
+  }
+
+  /** Private field {@code name} of a {@link RouterNode}, or null for another node. */
+  private static Object fieldOf(PrefixRouterNode node, String name) {
     if (!(node instanceof RouterNode rn)) {
       return null;
     }
     try {
-      Field f = RouterNode.class.getDeclaredField("local");
+      Field f = RouterNode.class.getDeclaredField(name);
       f.setAccessible(true);
-      return (LocalPrefixIndex) f.get(rn);
+      return f.get(rn);
     } catch (ReflectiveOperationException e) {
       throw new IllegalStateException("RouterNode changed shape: " + e, e);
     }
@@ -45,35 +50,16 @@ public final class NodeProbe {
 
   /** The node's gossip probe, or null if the node does not run the library's gossip. */
   public static GossipProbe gossipOf(PrefixRouterNode node) {
-    if (!(node instanceof RouterNode rn)) {
+    if (!(fieldOf(node, "peers") instanceof GossipPeerView g)) {
       return null;
     }
-    try {
-      Field f = RouterNode.class.getDeclaredField("peers");
-      f.setAccessible(true);
-      Object view = f.get(rn);
-      if (!(view instanceof GossipPeerView g)) {
-        return null;
-      }
-      Object engine = g.engine();
-      return engine == null ? null : new GossipProbe(engine);
-    } catch (ReflectiveOperationException e) {
-      throw new IllegalStateException("RouterNode changed shape: " + e, e);
-    }
+    Object engine = g.engine();
+    return engine == null ? null : new GossipProbe(engine);
   }
 
   /** The node's engine watch, or null. */
   private static EngineWatch watchOf(PrefixRouterNode node) {
-    if (!(node instanceof RouterNode rn)) {
-      return null;
-    }
-    try {
-      Field f = RouterNode.class.getDeclaredField("engineWatch");
-      f.setAccessible(true);
-      return (EngineWatch) f.get(rn);
-    } catch (ReflectiveOperationException e) {
-      throw new IllegalStateException("RouterNode changed shape: " + e, e);
-    }
+    return (EngineWatch) fieldOf(node, "engineWatch");
   }
 
   /**
