@@ -320,12 +320,7 @@ final class EngineWatch {
     return true;
   }
 
-  /** A request forwarded by a peer was refused because the engine is avoided. */
-  void refusedForPeer() {
-    refusedForPeer(null);
-  }
-
-  /** {@link #refusedForPeer()}, with why the engine was avoided (null: not known). */
+  /** A request forwarded by a peer was refused because the engine is avoided, for {@code why}. */
   void refusedForPeer(Reason why) {
     refusals.increment();
     if (why == Reason.LOCAL_ENGINE_FAILING) {
@@ -333,12 +328,10 @@ final class EngineWatch {
     }
   }
 
-  /** A routing decision sent a request to a peer because the engine is avoided. */
-  void rerouted() {
-    rerouted(null);
-  }
-
-  /** {@link #rerouted()}, with the decision's reason (null: not known). */
+  /**
+   * A routing decision sent a request to a peer because the engine is avoided; {@code why} is
+   * the decision's reason.
+   */
   void rerouted(Reason why) {
     reroutes.increment();
     if (why == Reason.LOCAL_ENGINE_FAILING) {

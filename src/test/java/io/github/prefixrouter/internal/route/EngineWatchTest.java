@@ -170,9 +170,9 @@ class EngineWatchTest {
   @Test
   void countsWhatTheNodeReports() {
     EngineWatch w = new EngineWatch(T);
-    w.rerouted();
-    w.rerouted();
-    w.refusedForPeer();
+    w.rerouted(Reason.LOCAL_ENGINE_STALLED);
+    w.rerouted(Reason.LOCAL_ENGINE_STALLED);
+    w.refusedForPeer(Reason.LOCAL_ENGINE_STALLED);
     EngineStallStats s = w.stats(0);
     assertEquals(2, s.reroutes());
     assertEquals(1, s.refusedForPeers());
@@ -186,7 +186,7 @@ class EngineWatchTest {
     w.rerouted(Reason.LOCAL_ENGINE_FAILING);
     w.refusedForPeer(Reason.LOCAL_ENGINE_STALLED);
     w.refusedForPeer(Reason.LOCAL_ENGINE_FAILING);
-    w.refusedForPeer();
+    w.refusedForPeer(Reason.LOCAL_ENGINE_STALLED);
     EngineStallStats s = w.stats(0);
     assertEquals(3, s.reroutes());
     assertEquals(3, s.refusedForPeers());
