@@ -368,9 +368,16 @@ final class CompletionStream {
     if (message == null && Json.path(root, "error") instanceof String s) {
       message = s;
     }
-    String m = SecretText.without(message instanceof String s ? s : data, apiKey);
-    // never cut between the halves of a pair: the message would not be text any more
-    String cut = ShortText.prefix(m, 300);
+    return shownServerText(message instanceof String s ? s : data, apiKey);
+  }
+
+  /**
+   * A server's text as an error message shows it: without the API key ({@link SecretText}, taken
+   * out before the cut), at most 300 characters, never cut between the halves of a pair (the
+   * message would not be text any more), control characters as spaces.
+   */
+  static String shownServerText(String text, String apiKey) {
+    String cut = ShortText.prefix(SecretText.without(text, apiKey), 300);
     StringBuilder sb = new StringBuilder(cut.length());
     for (int i = 0; i < cut.length(); i++) {
       char c = cut.charAt(i);

@@ -997,14 +997,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     // 300 chars take at most 1,200 bytes; read on past them by the key's longest form, so that
     // a key the cut falls in is still taken out whole
     int read = Math.min(body.length, 1_200 + SecretText.longestForm(apiKey));
-    String s = ShortText.prefix(
-        SecretText.without(new String(body, 0, read, StandardCharsets.UTF_8), apiKey), 300);
-    StringBuilder sb = new StringBuilder(": ");
-    for (int i = 0; i < s.length(); i++) {
-      char c = s.charAt(i);
-      sb.append(c < 0x20 ? ' ' : c);
-    }
-    return sb.toString();
+    return ": " + CompletionStream.shownServerText(
+        new String(body, 0, read, StandardCharsets.UTF_8), apiKey);
   }
 
   /**
