@@ -21,11 +21,12 @@ import java.util.concurrent.CompletableFuture;
  *       {@link #close}), on whichever thread completed it: the node cancels a failed forward
  *       and forwards to the next peer from there.
  *   <li>A {@link #request} reaches the peer's handler at most once: the transport never
- *       delivers it again on its own (no retry, no redelivery of a request whose answer or
+ *       delivers it again on its own (no retry of a request that failed, was refused or had no
+ *       answer in time, even within its timeout; no redelivery of a request whose answer or
  *       acknowledgement went missing). The node runs every request it is given, so a request
  *       delivered twice runs twice on the peer's engine (unless the first run is still going,
- *       which it joins); the node does its retrying itself, by falling back to another peer or
- *       its own engine.
+ *       which it joins), and a failure or a timeout does not mean the engine did nothing; the
+ *       node does its retrying itself, by falling back to another peer or its own engine.
  *   <li>Inbound messages and requests go to the {@link InboundHandler} given to {@link #start};
  *       {@code from} names the sender as the transport authenticated it, with the address it
  *       is reached at (the sender's {@link #localAddress}): the node sends its replies there,

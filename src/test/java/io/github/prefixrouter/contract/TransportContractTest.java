@@ -52,7 +52,8 @@ import org.junit.jupiter.api.Test;
  * timeouts are honoured (never early, nor more than 2 s late, and a late answer does not
  * override them), handler
  * failures surface as {@link TransportException}, every request completes exactly once and
- * reaches the peer's handler once, the caller's thread is never blocked, {@code close()} fails pending requests with {@code CLOSED},
+ * reaches the peer's handler once (also one the handler fails or refuses, or that times out:
+ * no retry), the caller's thread is never blocked, {@code close()} fails pending requests with {@code CLOSED},
  * returning within 3 s while a peer holds one, and stops inbound delivery (and a send on the
  * closed transport, from a callback of a request it failed, neither throws nor goes out), and many concurrent requests each get their own answer, also when
  * the peer answers them in another order than they arrived; a handler that throws or returns
@@ -311,6 +312,65 @@ public abstract class TransportContractTest {
     pass(shortTimeout());
     assertEquals(n, served.get(), "the peer's handler was given " + served.get()
         + " requests for the " + n + " sent, all of them answered");
+  }
+
+  /**
+   * A request reaches the peer's handler once also when it fails there or goes unanswered: the
+   * handler throws, fails it (with an exception of its own, {@code PROTOCOL} or {@code BUSY}) or
+   * never answers, and the request is not delivered again, neither before it completes nor
+   * within {@link #shortTimeout()} after. A transport that retries a failed request (as an HTTP
+   * client retries a 5xx) or resends one whose answer is late (attempts of part of the timeout
+   * each) runs it twice on the peer's engine: the node's handler runs whatever it is given, and
+   * a failure or a timeout does not mean the engine did nothing.
+   */
+  @Test
+  void aRequestThatFailsOrTimesOutReachesItsHandlerOnce() {
+    java.util.Map<Byte, AtomicInteger> deliveries = new java.util.concurrent.ConcurrentHashMap<>();
+    List<CompletableFuture<byte[]>> held = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Transport b = started("b", (from, p) -> {
+      deliveries.computeIfAbsent(p[0], k -> new AtomicInteger()).incrementAndGet();
+      return switch (p[0]) {
+        case 0 -> throw new IllegalStateException("the engine failed the request");
+        case 1 -> CompletableFuture.failedFuture(
+            new IllegalStateException("the engine failed the request"));
+        case 2 -> CompletableFuture.failedFuture(
+            new TransportException(TransportException.Kind.PROTOCOL, "refused"));
+        case 3 -> CompletableFuture.failedFuture(
+            new TransportException(TransportException.Kind.BUSY, "overloaded"));
+        default -> { // never answered: the request times out
+          CompletableFuture<byte[]> h = new CompletableFuture<>();
+          held.add(h);
+          yield h;
+        }
+      };
+    });
+    Transport a = started("a", echo());
+    List<CompletableFuture<byte[]>> fs = new ArrayList<>();
+    try {
+      for (byte kind = 0; kind <= 4; kind++) {
+        fs.add(a.request(b.localAddress(), new byte[] {kind},
+            kind == 4 ? shortTimeout() : patience()));
+      }
+      assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone),
+          shortTimeout().multipliedBy(3).plus(patience())), "a request never completed");
+      for (CompletableFuture<byte[]> f : fs) {
+        kindOf(f);
+      }
+      // a retry may come a while after the failure it follows
+      pass(shortTimeout());
+      String[] what = {"the request whose handler threw", "the one its handler failed",
+          "the one refused PROTOCOL", "the one refused BUSY", "the one that timed out"};
+      java.util.Map<String, Integer> seen = new java.util.LinkedHashMap<>();
+      java.util.Map<String, Integer> once = new java.util.LinkedHashMap<>();
+      for (byte kind = 0; kind <= 4; kind++) {
+        AtomicInteger n = deliveries.get(kind);
+        seen.put(what[kind], n == null ? 0 : n.get());
+        once.put(what[kind], 1);
+      }
+      assertEquals(once, seen, "how often each request reached the peer's handler");
+    } finally {
+      held.forEach(h -> h.complete(new byte[] {0}));
+    }
   }
 
   @Test

@@ -15,6 +15,7 @@ import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.time.Duration;
@@ -1692,6 +1693,62 @@ class ContractKitSelfTest {
       return kit[0];
     });
     assertEquals(Set.of("everyRequestCompletesExactlyOnce"), failed);
+  }
+
+  @Test
+  void aTransportThatRetriesAFailedRequestIsCaught() {
+    // a request that fails for any reason but the transport's close (the peer's handler failed
+    // it or refused it, no answer came in time) is sent once more, with the same timeout, as an
+    // HTTP client retries a 5xx; the requester gets the second attempt's outcome
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            CompletableFuture<byte[]> mine = new CompletableFuture<>();
+            t.request(to, p, timeout).whenComplete((v, err) -> {
+              if (err == null || kind(err) == TransportException.Kind.CLOSED) {
+                pass(mine, v, err);
+              } else {
+                t.request(to, p, timeout).whenComplete((v2, err2) -> pass(mine, v2, err2));
+              }
+            });
+            return mine;
+          }
+        }));
+    assertEquals(Set.of("aRequestThatFailsOrTimesOutReachesItsHandlerOnce"), failed);
+  }
+
+  @Test
+  void aTransportThatSplitsATimeoutIntoTwoAttemptsIsCaught() {
+    // a request gets two attempts of half its timeout each, the second sent when the first had
+    // no answer in time: it still fails TIMEOUT at its timeout, never sooner, but the peer was
+    // given it twice
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            Duration attempt = timeout.compareTo(Duration.ofDays(1)) > 0 ? timeout
+                : timeout.dividedBy(2);
+            CompletableFuture<byte[]> mine = new CompletableFuture<>();
+            t.request(to, p, attempt).whenComplete((v, err) -> {
+              if (err != null && kind(err) == TransportException.Kind.TIMEOUT
+                  && attempt.compareTo(Duration.ZERO) > 0) {
+                t.request(to, p, attempt).whenComplete((v2, err2) -> pass(mine, v2, err2));
+              } else {
+                pass(mine, v, err);
+              }
+            });
+            return mine;
+          }
+        }));
+    assertEquals(Set.of("aRequestThatFailsOrTimesOutReachesItsHandlerOnce"), failed);
+  }
+
+  /** The kind of a request's failure, or null if it is no {@link TransportException}. */
+  private static TransportException.Kind kind(Throwable err) {
+    Throwable c = err instanceof CompletionException && err.getCause() != null
+        ? err.getCause() : err;
+    return c instanceof TransportException te ? te.kind() : null;
   }
 
   @Test
