@@ -292,18 +292,15 @@ public abstract class TransportContractTest {
     });
     Transport a = started("a", echo());
     int n = 50;
-    AtomicInteger completions = new AtomicInteger();
     List<CompletableFuture<byte[]>> fs = new ArrayList<>();
     for (int i = 0; i < n; i++) {
-      CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {(byte) i}, patience());
-      f.whenComplete((v, e) -> completions.incrementAndGet());
-      fs.add(f);
+      fs.add(a.request(b.localAddress(), new byte[] {(byte) i}, patience()));
     }
-    assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()));
-    // a future is done just before its callbacks run: wait for them, not for a fixed while
-    assertTrue(awaitCondition(() -> completions.get() >= n, patience()),
-        "the callbacks of a done request never ran");
-    assertEquals(n, completions.get());
+    // a CompletableFuture completes once (an outcome written over a first one is what the
+    // late-answer checks look for): what is checked here is that each request completes, with
+    // its own answer, and reaches the handler once
+    assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()),
+        fs.stream().filter(f -> !f.isDone()).count() + " of " + n + " requests never completed");
     for (int i = 0; i < n; i++) {
       assertArrayEquals(new byte[] {(byte) i}, fs.get(i).join(), "answer of request " + i);
     }
@@ -1029,16 +1026,14 @@ public abstract class TransportContractTest {
     List<CompletableFuture<byte[]>> held = new java.util.concurrent.CopyOnWriteArrayList<>();
     Transport b = startedHolding("b", held);
     Transport a = started("a", echo());
-    AtomicInteger completions = new AtomicInteger();
     CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {1}, patience());
-    f.whenComplete((v, e) -> completions.incrementAndGet());
     assertTrue(awaitCondition(() -> !held.isEmpty(), patience()), "the request never arrived");
     a.close();
     assertTrue(awaitCondition(f::isDone, patience()), "close left the request pending");
+    assertEquals(TransportException.Kind.CLOSED, kindOf(f), "the request close() failed");
     held.get(0).complete(new byte[] {7});
     pass(shortTimeout());
     assertEquals(TransportException.Kind.CLOSED, kindOf(f), "a late answer changed the outcome");
-    assertEquals(1, completions.get());
   }
 
   /** Throws {@code t}, whatever it is, from a method that declares nothing. */

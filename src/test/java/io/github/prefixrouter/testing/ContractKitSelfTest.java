@@ -43,7 +43,8 @@ import org.opentest4j.TestAbortedException;
  * reports a handler's failure without its message fails both checks of that message; the one
  * that refuses calls from a request's completion fails both checks that make such calls; the one
  * whose close forgets the requests it has sent fails every check that closes while the peer
- * holds a request).
+ * holds a request; the one that writes a late answer over a request's failure fails both checks
+ * of a late answer, after a timeout and after a close).
  */
 class ContractKitSelfTest {
 
@@ -1742,6 +1743,87 @@ class ContractKitSelfTest {
           }
         }));
     assertEquals(Set.of("aRequestThatFailsOrTimesOutReachesItsHandlerOnce"), failed);
+  }
+
+  @Test
+  void aTransportWhoseLateAnswerOverwritesTheOutcomeIsCaught() {
+    // its own timer and its close fail a request at once, and let the exchange run on (close
+    // lets go of the exchanges, refuses calls and drops inbound traffic); the exchange's
+    // answer is set with obtrudeValue, so one that comes later is written over the failure
+    Set<String> failed = failingTests(TransportContractTest.class, () -> {
+      TransportKit[] kit = new TransportKit[1];
+      kit[0] = new TransportKit(t -> new ForwardingTransport(t) {
+        final Set<CompletableFuture<byte[]>> pending = ConcurrentHashMap.newKeySet();
+        volatile boolean closed;
+
+        @Override
+        public void start(InboundHandler handler) {
+          t.start(new ForwardingHandler(handler) {
+            @Override
+            public void onMessage(PeerAddress from, byte[] payload) {
+              if (!closed) {
+                h.onMessage(from, payload);
+              }
+            }
+
+            @Override
+            public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+              return closed ? CompletableFuture.failedFuture(
+                  new TransportException(TransportException.Kind.CLOSED, "closed"))
+                  : h.onRequest(from, payload);
+            }
+          });
+        }
+
+        @Override
+        public void send(PeerAddress to, byte[] payload) {
+          if (!closed) {
+            t.send(to, payload);
+          }
+        }
+
+        @Override
+        public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+          boolean timed = !timeout.isNegative() && !timeout.isZero()
+              && timeout.compareTo(Duration.ofDays(1)) < 0;
+          if (closed) {
+            return CompletableFuture.failedFuture(
+                new TransportException(TransportException.Kind.CLOSED, "closed"));
+          }
+          if (!timed) { // fails TIMEOUT at once, or waits as long as it can
+            return t.request(to, p, timeout);
+          }
+          CompletableFuture<byte[]> mine = new CompletableFuture<>();
+          pending.add(mine);
+          mine.whenComplete((v, err) -> pending.remove(mine));
+          synchronized (kit[0].net) { // the network's calls use its scheduler under it
+            kit[0].sim.schedule(timeout.toNanos(), () -> mine.completeExceptionally(
+                new TransportException(TransportException.Kind.TIMEOUT, "no answer in time")));
+          }
+          t.request(to, p, java.time.temporal.ChronoUnit.FOREVER.getDuration())
+              .whenComplete((v, err) -> {
+                if (err == null) {
+                  mine.obtrudeValue(v);
+                } else {
+                  pass(mine, v, err);
+                }
+              });
+          return mine;
+        }
+
+        @Override
+        public void close() {
+          closed = true;
+          for (CompletableFuture<byte[]> f : pending) {
+            f.completeExceptionally(new TransportException(TransportException.Kind.CLOSED,
+                "closed"));
+          }
+        }
+      });
+      return kit[0];
+    });
+    assertEquals(Set.of("timeoutIsHonouredAndALateAnswerDoesNotOverrideIt",
+        "anAnswerAfterTheRequesterClosedDoesNotOverrideClosed"), failed);
   }
 
   /** The kind of a request's failure, or null if it is no {@link TransportException}. */
