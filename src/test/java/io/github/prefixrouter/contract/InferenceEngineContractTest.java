@@ -40,8 +40,9 @@ import org.junit.jupiter.api.Test;
  *
  * <p>Checked: {@code execute} returns without blocking, within {@link #EXECUTE_BOUND} also while
  * the engine has more requests than it runs at once (one call over it forgiven), and its future
- * completes exactly once, also for requests of one id in flight at once and for requests
- * executed from several threads at once (each with its own output);
+ * completes exactly once, also for identical requests in flight at once, for requests of one
+ * id in flight at once and for requests executed from several threads at once (each with its
+ * own output);
  * results are well formed (prompt tokens, cached tokens within bounds, 1..maxTokens outputs);
  * for {@code maxTokens} 1, 5 and 37, plain and streamed, no result and no stream has more than
  * {@code maxTokens} token ids, an output cut short without a stop ends at a token found in no
@@ -410,26 +411,32 @@ public abstract class InferenceEngineContractTest {
     assertEquals(a.text(), b.text());
   }
 
+  /**
+   * Every request completes, also among identical ones in flight at once: 20 requests, four of
+   * each of five prompts, all executed before any completes. (A CompletableFuture completes
+   * once: what can go wrong is a future that never does.) An engine that lets a request join an
+   * identical one running and then answers only the first leaves the others open.
+   */
   @Test
   void everyFutureCompletesExactlyOnce() {
     InferenceEngine e = createEngine();
     int n = 20;
-    AtomicInteger completions = new AtomicInteger();
     List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       CompletableFuture<EngineResult> f = e.execute(
           new InferenceRequest("c" + i, prompt(100 + i % 5), GenerationParams.DEFAULT));
-      assertNotNull(f);
-      f.whenComplete((v, err) -> completions.incrementAndGet());
+      assertNotNull(f, "execute returned null");
       fs.add(f);
     }
-    assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()));
-    // a future is done just before its callbacks run: wait for them, not for a fixed while
-    assertTrue(awaitCondition(() -> completions.get() >= n, patience()),
-        "the callbacks of a done request never ran");
-    assertEquals(n, completions.get());
-    for (CompletableFuture<EngineResult> f : fs) {
-      assertNotNull(f.join());
+    assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()),
+        "of " + n + " requests, four of each of five prompts, in flight at once, "
+            + fs.stream().filter(f -> !f.isDone()).count() + " never completed");
+    for (int i = 0; i < n; i++) {
+      try {
+        assertNotNull(fs.get(i).join(), "request c" + i + " completed with null");
+      } catch (CompletionException ex) {
+        throw new AssertionError("request c" + i + " failed: " + ex.getCause(), ex);
+      }
     }
   }
 
@@ -446,21 +453,16 @@ public abstract class InferenceEngineContractTest {
     GenerationParams g = GenerationParams.greedy(4);
     int n = 3;
     List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
-    AtomicInteger completions = new AtomicInteger();
     for (int i = 0; i < n; i++) {
       InferenceRequest r = new InferenceRequest("same-id", prompt(800 + i), g);
       CompletableFuture<EngineResult> f = assertTimeoutPreemptively(FIRST_CALL_BOUND,
           () -> e.execute(r), "execute blocked the caller");
       assertNotNull(f, "execute returned null");
-      f.whenComplete((v, err) -> completions.incrementAndGet());
       fs.add(f);
     }
     assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()),
         "of " + n + " requests of one id in flight at once, "
             + fs.stream().filter(f -> !f.isDone()).count() + " never completed");
-    assertTrue(awaitCondition(() -> completions.get() >= n, patience()),
-        "the callbacks of a done request never ran");
-    assertEquals(n, completions.get());
     for (int i = 0; i < n; i++) {
       EngineResult own = run(reference, new InferenceRequest("own" + i, prompt(800 + i), g));
       EngineResult got;
@@ -490,7 +492,6 @@ public abstract class InferenceEngineContractTest {
     GenerationParams g = GenerationParams.greedy(3);
     @SuppressWarnings("unchecked")
     CompletableFuture<EngineResult>[][] fs = new CompletableFuture[threads][each];
-    AtomicInteger completions = new AtomicInteger();
     List<Throwable> thrown = java.util.Collections.synchronizedList(new ArrayList<>());
     java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
     List<Thread> callers = new ArrayList<>();
@@ -502,12 +503,7 @@ public abstract class InferenceEngineContractTest {
           for (int i = 0; i < each; i++) {
             InferenceRequest r = new InferenceRequest("m" + caller + "-" + i,
                 prompt(900 + caller * each + i), g);
-            CompletableFuture<EngineResult> f =
-                i % 2 == 0 ? e.execute(r) : e.execute(r, (tokens, text) -> { });
-            if (f != null) {
-              f.whenComplete((v, err) -> completions.incrementAndGet());
-            }
-            fs[caller][i] = f;
+            fs[caller][i] = i % 2 == 0 ? e.execute(r) : e.execute(r, (tokens, text) -> { });
             e.load();
             e.cancel("no-such-request-" + caller);
           }
@@ -533,9 +529,6 @@ public abstract class InferenceEngineContractTest {
     assertTrue(awaitCondition(() -> all.stream().allMatch(CompletableFuture::isDone), patience()),
         "of " + all.size() + " requests executed from " + threads + " threads at once, "
             + all.stream().filter(f -> !f.isDone()).count() + " never completed");
-    assertTrue(awaitCondition(() -> completions.get() >= all.size(), patience()),
-        "the callbacks of a done request never ran");
-    assertEquals(all.size(), completions.get());
     InferenceEngine reference = createEngine();
     for (int t = 0; t < threads; t++) {
       for (int i = 0; i < each; i++) {
@@ -1121,7 +1114,6 @@ public abstract class InferenceEngineContractTest {
       java.util.function.Supplier<Throwable> thrown = throwables.get(i);
       String what = thrown.get().getClass().getSimpleName();
       AtomicInteger calls = new AtomicInteger();
-      AtomicInteger completions = new AtomicInteger();
       OutputListener throwing = (tokens, text) -> {
         calls.incrementAndGet();
         throw ThrowingCacheEventListener.<RuntimeException>undeclared(thrown.get());
@@ -1130,11 +1122,9 @@ public abstract class InferenceEngineContractTest {
       CompletableFuture<EngineResult> f = assertTimeoutPreemptively(FIRST_CALL_BOUND,
           () -> e.execute(r, throwing), "execute blocked the caller");
       assertNotNull(f, "execute returned null");
-      f.whenComplete((v, err) -> completions.incrementAndGet());
       assertTrue(awaitCondition(f::isDone, patience()),
           "a request whose listener threw " + what + " never completed");
-      awaitCondition(() -> false, Duration.ofMillis(100));
-      assertEquals(1, completions.get());
+      awaitCondition(() -> false, Duration.ofMillis(100)); // late calls would come now
       EngineResult result;
       try {
         result = f.join();

@@ -689,6 +689,36 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void anEngineThatAnswersOnlyTheFirstOfIdenticalRequestsIsCaught() {
+    // a request identical to one running (same prompt, parameters and scope) joins its run
+    // instead of running again; the run's answer completes the first request's future, and
+    // the joiners' futures, kept in a list nobody reads, never complete
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((s, n) -> new EngineWrapper(s) {
+          final java.util.Map<String, CompletableFuture<EngineResult>> running =
+              new ConcurrentHashMap<>();
+          final java.util.List<CompletableFuture<EngineResult>> joiners =
+              new java.util.concurrent.CopyOnWriteArrayList<>();
+
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            String key = Arrays.toString(r.tokens()) + r.params() + r.scope();
+            CompletableFuture<EngineResult> mine = new CompletableFuture<>();
+            if (running.putIfAbsent(key, mine) != null) {
+              joiners.add(mine);
+              return mine;
+            }
+            e.execute(r).whenComplete((v, err) -> {
+              running.remove(key, mine);
+              pass(mine, v, err);
+            });
+            return mine;
+          }
+        }));
+    assertEquals(Set.of("everyFutureCompletesExactlyOnce"), failed);
+  }
+
+  @Test
   void anEngineWhoseExecuteIsNotThreadSafeIsCaught() {
     // it numbers requests with a plain counter, read, then written back once the request is
     // prepared: two callers at once take one number, and one of them never gets an answer
