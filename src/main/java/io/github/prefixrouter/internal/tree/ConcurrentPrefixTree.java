@@ -15,6 +15,7 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.concurrent.locks.StampedLock;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -510,24 +511,14 @@ public final class ConcurrentPrefixTree {
       throw new IllegalArgumentException(
           "length must be in [1, " + tokens.length + "] (no empty prompts), was " + length);
     }
-    long ws = lock.writeLock();
-    try {
-      try {
-        int now = nextStamp();
-        Node start = rootForWrite(scopeRoot);
-        Node end = extend(start, 0, tokens, 0, length, 0, now, true);
-        normalizeUpward(end);
-        evictLocked(capacity);
-        flushEvents();
-      } catch (Throwable e) {
-        repairAfterFault();
-        throw e;
-      } finally {
-        lock.unlockWrite(ws);
-      }
-    } finally {
-      deliver(); // a repair's events too
-    }
+    write(Delivery.ALL, () -> {
+      int now = nextStamp();
+      Node start = rootForWrite(scopeRoot);
+      Node end = extend(start, 0, tokens, 0, length, 0, now, true);
+      normalizeUpward(end);
+      evictLocked(capacity);
+      return null;
+    });
   }
 
   /**
@@ -556,62 +547,37 @@ public final class ConcurrentPrefixTree {
     if (mode == Mode.ENGINE_DRIVEN) {
       return new Lease(this, null, match(scopeRoot, tokens, tokens.length), 0);
     }
-    boolean repaired = false;
-    long ws = lock.writeLock();
-    try {
-      try {
-        Node start = rootOf(scopeRoot);
-        int matched = start == null ? 0 : walk(start, tokens, tokens.length);
-        if (matched == 0) {
-          return new Lease(this, null, 0, epoch);
-        }
-        int now = nextStamp();
-        Node end = extend(start, 0, tokens, 0, matched, 0, now, true);
-        Lease lease = new Lease(this, end, matched, epoch); // allocated before anything is pinned
-        for (Node x = end; x.parent != null; x = x.parent) {
-          if (x.lru >= 0) {
-            heapRemove(x);
-          }
-          x.lru--; // one more lock
-        }
-        // a failure from here on hands out no lease: only a merge that was due can fail, and the
-        // path left unmerged breaks the normal form, so the repair clears the tree and the pins
-        normalizeUpward(end);
-        return lease;
-      } catch (Throwable e) {
-        repaired = true;
-        repairAfterFault();
-        throw e;
-      } finally {
-        lock.unlockWrite(ws);
+    return write(Delivery.AFTER_REPAIR, () -> {
+      Node start = rootOf(scopeRoot);
+      int matched = start == null ? 0 : walk(start, tokens, tokens.length);
+      if (matched == 0) {
+        return new Lease(this, null, 0, epoch);
       }
-    } finally {
-      if (repaired) {
-        deliver(); // the repair's events; otherwise an acquire queues none and, finding others'
-        // queued, does not wait on their delivery (a blocked listener must not hold up a lease)
+      int now = nextStamp();
+      Node end = extend(start, 0, tokens, 0, matched, 0, now, true);
+      Lease lease = new Lease(this, end, matched, epoch); // allocated before anything is pinned
+      for (Node x = end; x.parent != null; x = x.parent) {
+        if (x.lru >= 0) {
+          heapRemove(x);
+        }
+        x.lru--; // one more lock
       }
-    }
+      // a failure from here on hands out no lease: only a merge that was due can fail, and the
+      // path left unmerged breaks the normal form, so the repair clears the tree and the pins
+      normalizeUpward(end);
+      return lease;
+    });
   }
 
   void release(Lease lease) {
-    boolean twice;
-    long ws = lock.writeLock();
-    try {
-      try {
-        twice = lease.released;
-        if (!twice) {
-          lease.released = true; // even if what follows fails: the repair keeps or clears its pins
-          unpin(lease);
-        }
-      } catch (Throwable e) {
-        repairAfterFault();
-        throw e;
-      } finally {
-        lock.unlockWrite(ws);
+    boolean twice = write(Delivery.ALL, () -> {
+      if (lease.released) {
+        return true;
       }
-    } finally {
-      deliver();
-    }
+      lease.released = true; // even if what follows fails: the repair keeps or clears its pins
+      unpin(lease);
+      return false;
+    });
     if (twice) {
       throw new IllegalStateException(
           "lease on " + lease.lockedTokens() + " tokens was already released");
@@ -632,7 +598,6 @@ public final class ConcurrentPrefixTree {
     }
     normalizeUpward(end.kids.length == 1 ? end.kids[0] : end);
     evictLocked(capacity);
-    flushEvents();
   }
 
   /**
@@ -647,40 +612,61 @@ public final class ConcurrentPrefixTree {
     if (targetTokens < 0) {
       throw new IllegalArgumentException("targetTokens must be >= 0, was " + targetTokens);
     }
-    long evicted;
-    long ws = lock.writeLock();
-    try {
-      try {
-        long before = size;
-        evictLocked(targetTokens);
-        evicted = before - size;
-        flushEvents();
-      } catch (Throwable e) {
-        repairAfterFault();
-        throw e;
-      } finally {
-        lock.unlockWrite(ws);
-      }
-    } finally {
-      deliver();
-    }
-    return evicted;
+    return write(Delivery.ALL, () -> {
+      long before = size;
+      evictLocked(targetTokens);
+      return before - size;
+    });
   }
 
   /** Drops everything. Outstanding leases become no-ops (their release still counts once). */
   public void clear() {
+    write(Delivery.ALL, () -> {
+      clearLocked();
+      return null;
+    });
+  }
+
+  /** Which queued block events {@link #write} delivers once it has released the write lock. */
+  private enum Delivery {
+    /** All of them, whether the write returned or threw. */
+    ALL,
+    /**
+     * Only if the write threw and was repaired: an acquire queues no events of its own, and must
+     * not wait on those of others (a blocked listener holds up writes, never a lease).
+     */
+    AFTER_REPAIR
+  }
+
+  /**
+   * Runs {@code change} the way every insert, acquire, release, eviction and clear runs: under the
+   * write lock, taken first (a failure to take it changes and delivers nothing). If it returns,
+   * the block changes it buffered are queued as events ({@link #flushEvents}). If it throws, the
+   * tree is repaired and the repair counted ({@link #repairAfterFault}) before the lock is
+   * released, and the same error goes on. Then, outside the lock and after a failure too, the
+   * queued events are given to the listeners as {@code delivery} says; that delivery throws only a
+   * listener's virtual machine error, which replaces the write's result or error ({@link
+   * #deliver}).
+   */
+  private <T> T write(Delivery delivery, Supplier<T> change) {
     long ws = lock.writeLock();
+    boolean repaired = false;
     try {
       try {
-        clearLocked();
+        T result = change.get();
+        flushEvents();
+        return result;
       } catch (Throwable e) {
+        repaired = true;
         repairAfterFault();
         throw e;
       } finally {
         lock.unlockWrite(ws);
       }
     } finally {
-      deliver();
+      if (delivery == Delivery.ALL || repaired && delivery == Delivery.AFTER_REPAIR) {
+        deliver();
+      }
     }
   }
 
