@@ -635,17 +635,19 @@ public final class ConcurrentPrefixTree {
      * Only if the write threw and was repaired: an acquire queues no events of its own, and must
      * not wait on those of others (a blocked listener holds up writes, never a lease).
      */
-    AFTER_REPAIR
+    AFTER_REPAIR,
+    /** None: the caller delivers them (an engine event, once it has counted its own failure). */
+    BY_CALLER
   }
 
   /**
-   * Runs {@code change} the way every insert, acquire, release, eviction and clear runs: under the
-   * write lock, taken first (a failure to take it changes and delivers nothing). If it returns,
-   * the block changes it buffered are queued as events ({@link #flushEvents}). If it throws, the
-   * tree is repaired and the repair counted ({@link #repairAfterFault}) before the lock is
-   * released, and the same error goes on. Then, outside the lock and after a failure too, the
-   * queued events are given to the listeners as {@code delivery} says; that delivery throws only a
-   * listener's virtual machine error, which replaces the write's result or error ({@link
+   * Runs {@code change} the way every insert, acquire, release, eviction, clear and engine event
+   * runs: under the write lock, taken first (a failure to take it changes and delivers nothing).
+   * If it returns, the block changes it buffered are queued as events ({@link #flushEvents}). If
+   * it throws, the tree is repaired and the repair counted ({@link #repairAfterFault}) before the
+   * lock is released, and the same error goes on. Then, outside the lock and after a failure too,
+   * the queued events are given to the listeners as {@code delivery} says; that delivery throws
+   * only a listener's virtual machine error, which replaces the write's result or error ({@link
    * #deliver}).
    */
   private <T> T write(Delivery delivery, Supplier<T> change) {
@@ -1484,86 +1486,67 @@ public final class ConcurrentPrefixTree {
         }
         return;
       }
-      try {
+      apply("stored", () -> {
         long scopeRoot = BlockHasher.scopeRoot(scope);
-        long ws = lock.writeLock();
-        long dropped;
-        long overflowCount;
-        long droppedSoFar;
-        try {
+        Overflow overflow = write(Delivery.BY_CALLER, () -> {
           engineFaultForTest.run();
           long before = overflowBlocks;
           engineStore(scopeRoot, parentBlockHash, blockHashes, tokenIds);
-          dropped = overflowBlocks - before;
-          overflowCount = overflows;
-          droppedSoFar = overflowBlocks;
-          flushEvents();
-        } catch (Throwable e) {
-          repairAfterFault();
-          throw e;
-        } finally {
-          lock.unlockWrite(ws);
-        }
-        if (dropped > 0 && Long.bitCount(overflowCount) == 1) { // the 1st, 2nd, 4th, 8th...
+          return overflowBlocks == before
+              ? null : new Overflow(overflowBlocks - before, overflows, overflowBlocks);
+        });
+        if (overflow != null && Long.bitCount(overflow.count()) == 1) { // 1st, 2nd, 4th, 8th...
           LOG.warn("the mirror of the engine's cache exceeded its limit of {} tokens and dropped "
               + "its {} least recently stored blocks ({} times, {} blocks so far): the engine "
               + "stores blocks whose removals do not arrive (a cache larger than the limit, or "
               + "an integration that loses or never sends BlockRemoved events)",
-              mirrorLimit, dropped, overflowCount, droppedSoFar);
-        } else if (dropped > 0) {
+              mirrorLimit, overflow.dropped(), overflow.count(), overflow.droppedSoFar());
+        } else if (overflow != null) {
           LOG.debug("mirror over its limit of {} tokens: dropped {} blocks ({} times)",
-              mirrorLimit, dropped, overflowCount);
+              mirrorLimit, overflow.dropped(), overflow.count());
         }
-      } catch (Throwable e) { // an Error or a checked exception thrown undeclared too
-        engineEventFailed("stored", e);
-      } finally {
-        // outside: a listener's failure is no failure of the event (listenerFailures); and
-        // before an error thrown on, so that the listeners hear of its repair at once
-        deliver();
-      }
+      });
     }
 
     @Override
     public void onBlocksRemoved(long[] blockHashes) {
+      apply("removed", () -> write(Delivery.BY_CALLER, () -> {
+        engineFaultForTest.run();
+        engineRemove(blockHashes);
+        return null;
+      }));
+    }
+
+    @Override
+    public void onAllCleared() {
+      apply("cleared", () -> write(Delivery.BY_CALLER, () -> {
+        engineFaultForTest.run();
+        clearedEvents++;
+        clearLocked();
+        return null;
+      }));
+    }
+
+    /**
+     * Applies one engine event: {@code event} makes its change through {@link #write} ({@link
+     * Delivery#BY_CALLER}), and may do more outside the write lock. Whatever it throws is the
+     * event's failure ({@link #engineEventFailed}). Then, after a failure too, the queued block
+     * events are delivered: only now, so that a listener's failure is no failure of the event
+     * ({@link #listenerFailures()}), and before an error thrown on, so that the listeners hear
+     * of its repair at once.
+     */
+    private void apply(String kind, Runnable event) {
       try {
-        long ws = lock.writeLock();
-        try {
-          engineFaultForTest.run();
-          engineRemove(blockHashes);
-          flushEvents();
-        } catch (Throwable e) {
-          repairAfterFault();
-          throw e;
-        } finally {
-          lock.unlockWrite(ws);
-        }
+        event.run();
       } catch (Throwable e) { // an Error or a checked exception thrown undeclared too
-        engineEventFailed("removed", e);
+        engineEventFailed(kind, e);
       } finally {
         deliver();
       }
     }
 
-    @Override
-    public void onAllCleared() {
-      try {
-        long ws = lock.writeLock();
-        try {
-          engineFaultForTest.run();
-          clearedEvents++;
-          clearLocked();
-        } catch (Throwable e) {
-          repairAfterFault();
-          throw e;
-        } finally {
-          lock.unlockWrite(ws);
-        }
-      } catch (Throwable e) { // an Error or a checked exception thrown undeclared too
-        engineEventFailed("cleared", e);
-      } finally {
-        deliver();
-      }
-    }
+    /** Blocks a store dropped over the mirror limit, the overflows so far and their blocks. */
+    private record Overflow(long dropped, long count, long droppedSoFar) {}
 
     @Override
     public String toString() {
