@@ -130,7 +130,8 @@ public enum GossipCounter {
    * Digest entries, update headers or requests about this node carrying a generation above its
    * own (within {@code maxGenerationJump}), which it refuted by continuing as the generation above
    * them (its peers then get a snapshot): an earlier run of the node id started with a clock
-   * ahead of this one's, or another process runs with the same node id.
+   * ahead of this one's, or another process runs with the same node id (which {@link
+   * GossipEngine#nodeIdInUse()} reports once they come too often).
    */
   GENERATIONS_REFUTED,
   /**

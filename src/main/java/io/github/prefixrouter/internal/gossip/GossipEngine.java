@@ -396,6 +396,17 @@ public final class GossipEngine {
   /** Generations this run refuted ({@link #refuteGeneration}). */
   private int generationRefutations;
   /**
+   * When the last {@link #ID_IN_USE_REFUTATIONS} refutations of a generation were made: the
+   * {@code i}-th refutation (from 1) at {@code (i - 1) % ID_IN_USE_REFUTATIONS}.
+   */
+  private final long[] generationRefutedAt = new long[ID_IN_USE_REFUTATIONS];
+  /** When this node last refuted a generation; meaningful once one was refuted. */
+  private long lastGenerationRefutationNanos;
+  /** {@link #ID_IN_USE_WINDOW} intervals, or {@code Long.MAX_VALUE} if that overflows. */
+  private final long idInUseWindowNanos;
+  /** Whether this node takes its id to be in use by another process ({@link #nodeIdInUse}). */
+  private volatile boolean idInUse;
+  /**
    * Refutations of a higher generation followed at once, before the pace of one every {@link
    * #REFRESH_SPACING} rounds applies: a node restarted below its generation may have to refute
    * twice (peers that knew different earlier runs), and should not wait 32 rounds for it.
@@ -403,6 +414,23 @@ public final class GossipEngine {
   static final int FREE_GENERATION_REFUTATIONS = 3;
   /** A refuted generation is drawn from {@code claimed + 1} to {@code claimed + this}. */
   static final long GENERATION_REFUTATION_SPREAD = 1L << 30;
+  /**
+   * Refutations of a higher generation within {@link #ID_IN_USE_WINDOW} rounds from which this
+   * node takes its id to be in use by another process ({@link #nodeIdInUse()}): one more than
+   * the {@link #FREE_GENERATION_REFUTATIONS} followed at once, so the last of them came at
+   * least {@link #REFRESH_SPACING} rounds after the third. A restart below the generation peers
+   * know refutes once, twice when peers knew two earlier runs, and then never again: earlier
+   * runs' generations do not grow, and each refutation ends above the claim it answers. Another
+   * process with the same id answers every refutation with one of its own, forever.
+   */
+  static final int ID_IN_USE_REFUTATIONS = FREE_GENERATION_REFUTATIONS + 1;
+  /**
+   * Rounds within which {@link #ID_IN_USE_REFUTATIONS} refutations show the id in use by
+   * another process, and without a refutation after which that report ends. Two processes
+   * refute each other about once every {@link #REFRESH_SPACING} rounds each, so four
+   * refutations of either fit in it with room for slow exchanges.
+   */
+  static final int ID_IN_USE_WINDOW = 4 * REFRESH_SPACING;
 
   private final AtomicLongArray counters = new AtomicLongArray(GossipCounter.values().length);
   private volatile GossipView view;
@@ -467,6 +495,8 @@ public final class GossipEngine {
     this.snapshotCacheMaxBytes = 4L * config.snapshotBytesPerExchange();
     this.heartbeatLagToCorrect =
         Math.max(1, config.suspectAfter().toNanos() / config.intervalNanos() / 2);
+    this.idInUseWindowNanos = config.intervalNanos() > Long.MAX_VALUE / ID_IN_USE_WINDOW
+        ? Long.MAX_VALUE : ID_IN_USE_WINDOW * config.intervalNanos();
   }
 
   // ================================================================ public surface
@@ -605,6 +635,17 @@ public final class GossipEngine {
 
   public long counter(GossipCounter c) {
     return counters.get(c.ordinal());
+  }
+
+  /**
+   * Whether this node takes its id to be in use by another process: it has refuted a higher
+   * generation of itself {@value #ID_IN_USE_REFUTATIONS} times within {@value
+   * #ID_IN_USE_WINDOW} rounds (see {@link #ID_IN_USE_REFUTATIONS}), and the last refutation is
+   * less than {@value #ID_IN_USE_WINDOW} rounds old (checked at each round). Such a refutation
+   * is also what a peer forging claims in this node's name causes. Thread-safe.
+   */
+  public boolean nodeIdInUse() {
+    return idInUse;
   }
 
   /** This node's overload flag as it advertises it. */
@@ -1008,6 +1049,12 @@ public final class GossipEngine {
     long now = clock.nanoTime();
     count(GossipCounter.ROUNDS, 1);
     heartbeat++;
+    if (idInUse && now - lastGenerationRefutationNanos > idInUseWindowNanos) {
+      idInUse = false;
+      log.info("gossip: no generation of node {} above its own for {} rounds: its id no longer "
+          + "seems in use by another process (generation {})", self.nodeId(), ID_IN_USE_WINDOW,
+          generation);
+    }
     sampleLoad();
     updateMembership(now);
     expirePendingSyns(now);
@@ -1694,7 +1741,9 @@ public final class GossipEngine {
    * counter range, is rejected instead (a liar cannot push the generation to its limit). After
    * the first {@link #FREE_GENERATION_REFUTATIONS}, at most one claim is followed every {@link
    * #REFRESH_SPACING} rounds, since each costs every peer a snapshot. Two processes started
-   * with one node id raise each other's generation at that pace, each logging it.
+   * with one node id raise each other's generation at that pace; after {@link
+   * #ID_IN_USE_REFUTATIONS} refutations within {@link #ID_IN_USE_WINDOW} rounds each reports its
+   * id in use ({@link #nodeIdInUse()}), logged once at error, and its later refutations at debug.
    */
   private void refuteGeneration(long claimed, long now) {
     if (claimed <= generation) {
@@ -1720,6 +1769,24 @@ public final class GossipEngine {
     summary.newGeneration(generation);
     snapshotCacheRemove(self.nodeId());
     count(GossipCounter.GENERATIONS_REFUTED, 1);
+    generationRefutedAt[(generationRefutations - 1) % ID_IN_USE_REFUTATIONS] = now;
+    lastGenerationRefutationNanos = now;
+    if (idInUse) { // said once, at the start of the episode
+      log.debug("gossip: peers know node {} by generation {}, above its own {}; it continues as "
+          + "generation {}", self.nodeId(), claimed, before, generation);
+      return;
+    }
+    if (generationRefutations >= ID_IN_USE_REFUTATIONS && now
+        - generationRefutedAt[generationRefutations % ID_IN_USE_REFUTATIONS] <= idInUseWindowNanos) {
+      idInUse = true;
+      log.error("gossip: node id {} is in use by another process: {} times within {} rounds "
+          + "peers knew it by a generation above this process's own, the last time {} against "
+          + "{}; the two keep drawing generations above each other's (this one now {}), each "
+          + "draw costing every peer a snapshot. Give each process a node id of its own. "
+          + "Reported until no such generation comes for {} rounds", self.nodeId(),
+          ID_IN_USE_REFUTATIONS, ID_IN_USE_WINDOW, claimed, before, generation, ID_IN_USE_WINDOW);
+      return;
+    }
     log.warn("gossip: peers know node {} by generation {}, above its own {} (an earlier run "
         + "started with a clock ahead of this one's, or another process runs with this node "
         + "id); it continues as generation {}", self.nodeId(), claimed, before, generation);

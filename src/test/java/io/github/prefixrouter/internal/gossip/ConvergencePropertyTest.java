@@ -1,6 +1,7 @@
 package io.github.prefixrouter.internal.gossip;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.spi.PeerAddress;
@@ -183,6 +184,10 @@ class ConvergencePropertyTest {
       // were lost, duplicated, reordered, relayed or replaced by a snapshot
       assertEquals(0, g.counter(GossipCounter.UNRESOLVED_EVICTIONS), "seed " + seed);
       assertEquals(0, g.counter(GossipCounter.INTERNAL_ERRORS), "seed " + seed);
+      // restarts below earlier generations, however many, under loss and reordering, are
+      // refuted without being taken for another process with the node's id
+      assertFalse(g.nodeIdInUse(), "seed " + seed + ": " + g.self() + " reports its id in use, "
+          + g.counter(GossipCounter.GENERATIONS_REFUTED) + " generations refuted");
       totals[0] += g.counter(GossipCounter.EVICTIONS_RESOLVED);
       totals[1] += g.counter(GossipCounter.SNAPSHOTS_INSTALLED);
       totals[2] += g.counter(GossipCounter.RELAYED_DELTA_BYTES_SENT);

@@ -2,6 +2,7 @@ package io.github.prefixrouter.internal.gossip;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.internal.gossip.GossipEngine.Status;
@@ -68,6 +69,7 @@ class GenerationRefutationTest {
     }
     assertTrue(restarted.generation() > OLD, "generation " + restarted.generation());
     assertEquals(1, restarted.counter(GossipCounter.GENERATIONS_REFUTED));
+    assertFalse(restarted.nodeIdInUse(), "a restart is not another process with its id");
     assertTrue(c.runUntilConverged(50) >= 0, c.firstDivergence());
   }
 

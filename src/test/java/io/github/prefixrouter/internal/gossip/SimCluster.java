@@ -73,7 +73,16 @@ final class SimCluster {
 
   /** As {@link #add(int, long, List)}, with a configuration of its own. */
   GossipEngine add(int i, long gen, List<PeerAddress> seeds, GossipConfig config) {
-    PeerAddress self = addressOf(i);
+    return add(addressOf(i), i, gen, seeds, config);
+  }
+
+  /**
+   * Adds an engine of node id and address {@code self}, its random source drawn from
+   * {@code i}: another process with the id of node {@code i} when {@code self} has that id and
+   * another address.
+   */
+  GossipEngine add(PeerAddress self, int i, long gen, List<PeerAddress> seeds,
+      GossipConfig config) {
     loads.put(self.address(), EngineLoad.IDLE);
     GossipEngine e =
         new GossipEngine(self, gen, config, seeds, clock, time,
