@@ -6,7 +6,8 @@ import java.util.Objects;
 
 /**
  * A snapshot of a node's counters (monotonic since start) and gauges (current values).
- * Immutable and thread-safe; {@code nodeId}, {@code state} and {@code fallbacks} are never null.
+ * Immutable and thread-safe; {@code nodeId}, {@code state}, {@code fallbacks} and {@code gossip}
+ * are never null.
  *
  * @param nodeId the node
  * @param state the node's lifecycle state
@@ -48,9 +49,13 @@ import java.util.Objects;
  *     block share its tokens, so this may be less than {@code localBlocks × blockSize})
  * @param localBlocks distinct full blocks this node holds and advertises to its peers
  * @param replicaBlocks block hashes held in peer replicas now
- * @param peersLive peers currently considered alive
+ * @param peersLive peers currently considered alive, suspect ones included
+ *     ({@link GossipStats#peersSuspect()})
  * @param inFlight requests this node has taken on and not yet answered: submitted here, or
  *     forwarded here by peers
+ * @param gossip the health of the node's gossip layer: rounds, messages dropped and rejected,
+ *     peers suspected and declared dead, snapshots, refuted generations, and whether another
+ *     process uses this node's id
  */
 public record NodeStats(
     String nodeId,
@@ -74,7 +79,8 @@ public record NodeStats(
     long localBlocks,
     long replicaBlocks,
     int peersLive,
-    int inFlight) {
+    int inFlight,
+    GossipStats gossip) {
 
   /**
    * Checks the components and copies {@code fallbacks}, with a zero for every missing cause.
@@ -113,16 +119,18 @@ public record NodeStats(
    *     block share its tokens, so this may be less than {@code localBlocks × blockSize})
    * @param localBlocks distinct full blocks this node holds and advertises to its peers
    * @param replicaBlocks block hashes held in peer replicas now
-   * @param peersLive peers currently considered alive
+   * @param peersLive peers currently considered alive, suspect ones included
    * @param inFlight requests this node has taken on and not yet answered: submitted here, or
    *     forwarded here by peers
-   * @throws NullPointerException if {@code nodeId}, {@code state} or {@code fallbacks} is null,
-   *     or {@code fallbacks} maps a cause to null (the message names which)
+   * @param gossip the health of the node's gossip layer
+   * @throws NullPointerException if {@code nodeId}, {@code state}, {@code fallbacks} or {@code
+   *     gossip} is null, or {@code fallbacks} maps a cause to null (the message names which)
    */
   public NodeStats {
     Objects.requireNonNull(nodeId, "nodeId");
     Objects.requireNonNull(state, "state");
     Objects.requireNonNull(fallbacks, "fallbacks");
+    Objects.requireNonNull(gossip, "gossip");
     EnumMap<FallbackCause, Long> copy = new EnumMap<>(FallbackCause.class);
     for (FallbackCause c : FallbackCause.values()) {
       if (c != FallbackCause.NONE) {

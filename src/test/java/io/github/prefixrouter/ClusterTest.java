@@ -235,6 +235,16 @@ class ClusterTest {
         .filter(c -> c.nodeId().equals("n1")).findFirst().orElseThrow();
     assertTrue(n1.matchedTokens() >= 480, r.decision().toString());
     assertEquals(2, nodes.get("n0").stats().peersLive());
+    // one refutation, above the generation its peers knew: a restart, not another process
+    // with its id, which would keep refuting (reported after 4 refutations within 128 rounds)
+    sim.advanceBy(Duration.ofSeconds(60).toNanos());
+    GossipStats g = nodes.get("n1").stats().gossip();
+    assertEquals(1, g.generationsRefuted());
+    assertTrue(g.generation() > 1_000_000_000L, "generation " + g.generation());
+    assertFalse(g.nodeIdInUse());
+    for (String peer : List.of("n0", "n2")) {
+      assertEquals(1, nodes.get(peer).stats().gossip().generationsReplaced(), peer);
+    }
   }
 
   @Test

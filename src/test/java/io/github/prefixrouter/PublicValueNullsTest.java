@@ -21,14 +21,22 @@ class PublicValueNullsTest {
     assertEquals(name, x.getMessage());
   }
 
+  private static final GossipStats GOSSIP =
+      new GossipStats(0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+
   private static NodeStats stats(Map<FallbackCause, Long> fallbacks) {
+    return stats(fallbacks, GOSSIP);
+  }
+
+  private static NodeStats stats(Map<FallbackCause, Long> fallbacks, GossipStats gossip) {
     return new NodeStats("n", PrefixRouterNode.State.RUNNING, 0, 0, 0, 0, 0, 0, 0, 0, fallbacks,
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, gossip);
   }
 
   @Test
   void nodeStatsNamesANullFallbacksMapOrCount() {
     refused("fallbacks", () -> stats(null));
+    refused("gossip", () -> stats(Map.of(), null));
     Map<FallbackCause, Long> withNull = new HashMap<>();
     withNull.put(FallbackCause.TIMEOUT, null);
     // kept, it made totalFallbacks() throw on every later call

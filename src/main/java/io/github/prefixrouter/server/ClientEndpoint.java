@@ -108,8 +108,8 @@ import org.slf4j.LoggerFactory;
  *       the request is of the base model. {@code "cache_salt"} (absent or empty: none) keys
  *       the engine's prefix cache per tenant. Routing matches a request only against prefixes
  *       cached in its own scope; an OpenAI-compatible engine receives both fields back.
- *   <li>{@code GET /v1/stats}: the node's {@link NodeStats} (plus transport, engine and this
- *       endpoint's own counters) as JSON.
+ *   <li>{@code GET /v1/stats}: the node's {@link NodeStats} (its gossip layer's under
+ *       {@code "gossip"}; plus transport, engine and this endpoint's own counters) as JSON.
  *   <li>{@code GET /metrics} (or {@code HEAD}): the same counters and gauges in Prometheus' text
  *       format 0.0.4 (see {@link StatsTables} for the names), and histograms of how long the
  *       accepted requests took, by where they were served ({@link ClientLatency}).
@@ -1580,7 +1580,9 @@ final class ClientEndpoint {
    */
   List<StatsTable.Section<?>> sections() {
     List<StatsTable.Section<?>> all = new ArrayList<>();
-    all.add(StatsTables.NODE.section(null, node.stats()));
+    NodeStats stats = node.stats();
+    all.add(StatsTables.NODE.section(null, stats));
+    all.add(StatsTables.GOSSIP.section("gossip", stats.gossip()));
     all.addAll(extraStats.get());
     all.add(StatsTables.CLIENT.section("client", new StatsTables.ClientStats(inFlight.get(),
         rejectedBusy.get(), slowConnectionsClosed.get(), readsRefused.get(), openStreams.size(),

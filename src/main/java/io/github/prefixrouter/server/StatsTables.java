@@ -2,6 +2,7 @@ package io.github.prefixrouter.server;
 
 import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.EngineStallStats;
+import io.github.prefixrouter.GossipStats;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
@@ -89,10 +90,65 @@ final class StatsTables {
       .gauge("replica_blocks", P + "replica_blocks",
           "Block hashes held in the replicas of peers' trees now.", NodeStats::replicaBlocks)
       .gauge("peers_live", P + "peers_live",
-          "Peers currently considered alive.", NodeStats::peersLive)
+          "Peers currently considered alive, suspect ones included.", NodeStats::peersLive)
       .gauge("in_flight", P + "in_flight_requests",
           "Requests this node has taken on and not yet answered: submitted here or forwarded "
               + "here by peers.", NodeStats::inFlight)
+      .build();
+
+  private static final String G = P + "gossip_";
+
+  /** The node's {@link GossipStats}: {@code gossip} in {@code /v1/stats}. */
+  static final StatsTable<GossipStats> GOSSIP = StatsTable.<GossipStats>builder()
+      .gauge("generation", G + "generation",
+          "This node's gossip generation now: the one it started with, or one it drew above a "
+              + "higher generation of itself that peers knew.", GossipStats::generation)
+      .gauge("node_id_in_use", G + "node_id_in_use",
+          "1 while this node takes its id to be in use by another process (4 higher generations "
+              + "of itself refuted within 128 gossip rounds, the last less than 128 rounds ago); "
+              + "else 0.", s -> s.nodeIdInUse() ? 1 : 0)
+      .gauge("peers_suspect", P + "peers_suspect",
+          "Of the live peers, those suspect now: no heartbeat heard for --peer-suspect-ms; "
+              + "still routed to.", GossipStats::peersSuspect)
+      .counter("rounds", G + "rounds_total",
+          "Gossip rounds this node ran (one per --gossip-interval-ms while it runs).",
+          GossipStats::rounds)
+      .counter("malformed_dropped", G + "malformed_messages_total",
+          "Gossip messages dropped because they did not decode.", GossipStats::malformedDropped)
+      .counter("rejected", G + "rejected_total",
+          "Gossip entries, updates and snapshot chunks ignored as absurd or forged (claims too "
+              + "far ahead, claims about this node it cannot follow, messages in its own name).",
+          GossipStats::rejected)
+      .counter("internal_errors", G + "internal_errors_total",
+          "Unexpected errors while handling a gossip message or running a round (the message "
+              + "dropped, the round cut short); 0 in a healthy node.",
+          GossipStats::internalErrors)
+      .counter("members_suspected", G + "members_suspected_total",
+          "Times a peer became suspect.", GossipStats::membersSuspected)
+      .counter("members_dead", G + "members_dead_total",
+          "Times a peer was declared dead and its replica dropped.", GossipStats::membersDead)
+      .counter("members_refused", G + "members_refused_total",
+          "Peers not tracked because this node already tracks as many as it may (the "
+              + "configuration's maxPeers, 1,024 by default).",
+          GossipStats::membersRefused)
+      .counter("generations_replaced", G + "generations_replaced_total",
+          "Peers' replicas replaced because the peer restarted with a new generation.",
+          GossipStats::generationsReplaced)
+      .counter("generations_refuted", G + "generations_refuted_total",
+          "Times peers knew this node by a generation above its own and it continued above it: "
+              + "a restart with the clock behind the last run's, or another process with its id.",
+          GossipStats::generationsRefuted)
+      .counter("snapshots_sent", G + "snapshots_sent_total",
+          "Full copies of a cache summary sent to peers that lagged beyond the delta logs.",
+          GossipStats::snapshotsSent)
+      .counter("snapshots_installed", G + "snapshots_installed_total",
+          "Full copies received and installed into a replica.", GossipStats::snapshotsInstalled)
+      .counter("snapshots_abandoned", G + "snapshots_abandoned_total",
+          "Full copies dropped before all their chunks arrived (none for 16 rounds, or the "
+              + "replica caught up otherwise).", GossipStats::snapshotsAbandoned)
+      .counter("blocks_refused", G + "blocks_refused_total",
+          "Block hashes not replicated because a replica reached its cap: peers' caches then "
+              + "underestimated.", GossipStats::blocksRefused)
       .build();
 
   private static final String T = P + "transport_";

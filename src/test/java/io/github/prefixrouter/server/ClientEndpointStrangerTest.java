@@ -8,6 +8,7 @@ import static org.mockito.Mockito.mock;
 import static org.mockito.Mockito.when;
 
 import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.GossipStats;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
@@ -61,7 +62,8 @@ class ClientEndpointStrangerTest {
     when(node.state()).thenReturn(PrefixRouterNode.State.RUNNING);
     when(node.nodeId()).thenReturn("solo");
     when(node.stats()).thenReturn(new NodeStats("solo", PrefixRouterNode.State.RUNNING,
-        0, 0, 0, 0, 0, 0, 0, 0, Map.of(), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+        0, 0, 0, 0, 0, 0, 0, 0, Map.of(), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        new GossipStats(0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)));
     RouteDecision d = new RouteDecision(RoutingPolicy.COST_AWARE, 1, new String[] {"solo"},
         new int[1], new int[1], new int[1], new long[1], new long[1],
         new RouteDecision.SkipReason[] {RouteDecision.SkipReason.NONE}, 0,

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.server;
 
 import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.GossipStats;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import java.lang.reflect.RecordComponent;
@@ -16,6 +17,9 @@ final class StatsFixtures {
 
   private StatsFixtures() {}
 
+  /** The base of the {@link GossipStats} that {@link #distinct} gives a record holding one. */
+  static final long GOSSIP_BASE = 1_400_000;
+
   /** The value {@link #distinct} gives the component at {@code index}: {@code base + 1009 × (index + 1)}. */
   static long valueAt(long base, int index) {
     return base + 1009L * (index + 1);
@@ -28,8 +32,9 @@ final class StatsFixtures {
 
   /**
    * A record of {@code type} whose numeric components are {@link #valueAt}{@code (base, i)},
-   * strings {@code "node-7"}, enums {@code RUNNING} (or the first constant), maps of fallback
-   * causes {@link #fallbackValue}, and maps from texts (key ids) two entries of 1 and 0.
+   * booleans true, strings {@code "node-7"}, enums {@code RUNNING} (or the first constant), maps
+   * of fallback causes {@link #fallbackValue}, maps from texts (key ids) two entries of 1 and 0,
+   * and {@link GossipStats} the distinct record from {@link #GOSSIP_BASE}.
    */
   static <R extends Record> R distinct(Class<R> type, long base) {
     RecordComponent[] rc = type.getRecordComponents();
@@ -42,6 +47,10 @@ final class StatsFixtures {
         args[i] = valueAt(base, i);
       } else if (t == int.class) {
         args[i] = (int) valueAt(base, i);
+      } else if (t == boolean.class) {
+        args[i] = true;
+      } else if (t == GossipStats.class) {
+        args[i] = distinct(GossipStats.class, GOSSIP_BASE);
       } else if (t == String.class) {
         args[i] = "node-7";
       } else if (t == PrefixRouterNode.State.class) {

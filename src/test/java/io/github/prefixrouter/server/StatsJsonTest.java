@@ -1,6 +1,7 @@
 package io.github.prefixrouter.server;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.internal.json.Json;
 import java.net.URI;
@@ -63,8 +64,23 @@ class StatsJsonTest {
           "cold_placements", "served_for_peers", "refused_for_peers", "pushed_back", "fallbacks",
           "estimated_cached_tokens", "actual_cached_tokens", "prompt_tokens",
           "cached_prompt_tokens", "hit_rate", "gossip_bytes_in", "gossip_bytes_out",
-          "local_cached_tokens", "replica_blocks", "peers_live", "in_flight", "peer_messages",
-          "engine_watch", "local_tree", "transport", "engine", "client"), List.copyOf(s.keySet()));
+          "local_cached_tokens", "replica_blocks", "peers_live", "in_flight", "gossip",
+          "peer_messages", "engine_watch", "local_tree", "transport", "engine", "client"),
+          List.copyOf(s.keySet()));
+      // the gossip layer of a node alone: its generation (the clock's at its start, in
+      // microseconds), rounds run and nothing else
+      Map<?, ?> gossip = (Map<?, ?>) s.get("gossip");
+      assertEquals(List.of("generation", "node_id_in_use", "peers_suspect", "rounds",
+          "malformed_dropped", "rejected", "internal_errors", "members_suspected",
+          "members_dead", "members_refused", "generations_replaced", "generations_refuted",
+          "snapshots_sent", "snapshots_installed", "snapshots_abandoned", "blocks_refused"),
+          List.copyOf(gossip.keySet()));
+      assertTrue((Long) gossip.get("generation") > 1_600_000_000L * 1_000_000, gossip.toString());
+      assertEquals(0L, gossip.get("node_id_in_use"));
+      for (String zero : List.of("peers_suspect", "malformed_dropped", "rejected",
+          "internal_errors", "members_suspected", "members_dead", "generations_refuted")) {
+        assertEquals(0L, gossip.get(zero), zero);
+      }
       assertEquals(Map.of("malformed", 0L, "stray_streams", 0L, "output_divergences", 0L,
           "cancelled_before_arrival", 0L, "other_model_refused", 0L),
           s.get("peer_messages"));

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.GossipStats;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
@@ -86,6 +87,7 @@ class StatsTablesTest {
 
   private static final List<StatsTable.Section<?>> ALL = List.of(
       StatsTables.NODE.section(null, NODE),
+      StatsTables.GOSSIP.section("gossip", NODE.gossip()),
       StatsTables.PEER_MESSAGES.section("peer_messages", PEER),
       StatsTables.ENGINE_WATCH.section("engine_watch", WATCH),
       StatsTables.ENGINE_KEY.section("engine_key", KEY),
@@ -150,6 +152,8 @@ class StatsTablesTest {
         fallbacks.forEach((c, n) ->
             assertEquals(((Long) n).doubleValue(), f.value("cause", ((Enum<?>) c).name()), what));
         used.add(f.name);
+      } else if (v instanceof GossipStats) {
+        continue; // a section of its own: everyGossipStatsComponentAppearsInMetrics
       } else {
         throw new AssertionError("a component this test does not know: " + what);
       }
@@ -158,6 +162,42 @@ class StatsTablesTest {
     assertEquals(NODE.hitRate(), m.get("prefix_router_cache_hit_ratio").value());
     used.add("prefix_router_cache_hit_ratio");
     assertEquals(used, m.keySet(), "families that show no component");
+  }
+
+  /**
+   * The node's {@link GossipStats}, in {@code gossip}: every component under a family of its
+   * own, named for gossip (but the suspect peers' gauge, next to {@code prefix_router_peers_live}),
+   * {@code nodeIdInUse} as a gauge of 1 for true.
+   */
+  @Test
+  void everyGossipStatsComponentAppearsInMetrics() throws Exception {
+    GossipStats g = NODE.gossip();
+    Map<String, Family> m = metrics(StatsTables.GOSSIP.section("gossip", g));
+    Set<String> used = new HashSet<>();
+    for (RecordComponent rc : GossipStats.class.getRecordComponents()) {
+      Object v = rc.getAccessor().invoke(g);
+      if (v instanceof Boolean inUse) {
+        Family f = m.get("prefix_router_gossip_node_id_in_use");
+        assertEquals("gauge", f.type);
+        assertEquals(inUse ? 1.0 : 0.0, f.value(), rc.getName());
+        assertEquals(inUse ? 1 : 0,
+            StatsTables.GOSSIP.json(g).get("node_id_in_use"), rc.getName());
+        used.add(f.name);
+        continue;
+      }
+      List<String> f = familiesWithValue(m, ((Number) v).doubleValue());
+      assertEquals(1, f.size(), rc.getName() + " is in " + f);
+      assertTrue(f.get(0).startsWith("prefix_router_gossip_")
+          || f.get(0).equals("prefix_router_peers_suspect"), f.get(0));
+      used.add(f.get(0));
+    }
+    assertEquals(used, m.keySet());
+    assertEquals(g.generationsRefuted(),
+        m.get("prefix_router_gossip_generations_refuted_total").value());
+    // false shows as 0
+    GossipStats free = new GossipStats(1, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    assertEquals(0.0, metrics(StatsTables.GOSSIP.section("gossip", free))
+        .get("prefix_router_gossip_node_id_in_use").value());
   }
 
   @Test
@@ -286,6 +326,9 @@ class StatsTablesTest {
         if (v instanceof Number n) {
           assertTrue(sampleValues.contains(n.doubleValue()), where + " = " + n + " not in /metrics");
           Object component = component(section.snapshot(), e.getKey());
+          if (component instanceof Boolean b) { // a gauge of 1 or 0
+            component = b ? 1 : 0;
+          }
           if (component != null) {
             assertEquals(((Number) component).doubleValue(), n.doubleValue(), where);
           }

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.route;
 
+import io.github.prefixrouter.GossipStats;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.internal.gossip.BlockChainSource;
 import io.github.prefixrouter.internal.gossip.GossipConfig;
@@ -222,6 +223,26 @@ final class GossipPeerView implements PeerView {
   public long bytesIn() {
     GossipEngine e = engine;
     return e == null ? 0 : e.counter(GossipCounter.BYTES_RECEIVED);
+  }
+
+  @Override
+  public GossipStats gossipStats() {
+    GossipEngine e = engine;
+    if (e == null) {
+      return NO_GOSSIP;
+    }
+    int suspect = 0;
+    for (var p : e.view().peers()) {
+      suspect += p.suspect() ? 1 : 0;
+    }
+    return new GossipStats(e.generation(), e.nodeIdInUse(), suspect,
+        e.counter(GossipCounter.ROUNDS), e.counter(GossipCounter.MALFORMED_DROPPED),
+        e.counter(GossipCounter.REJECTED), e.counter(GossipCounter.INTERNAL_ERRORS),
+        e.counter(GossipCounter.MEMBERS_SUSPECTED), e.counter(GossipCounter.MEMBERS_DEAD),
+        e.counter(GossipCounter.MEMBERS_REFUSED), e.counter(GossipCounter.GENERATIONS_REPLACED),
+        e.counter(GossipCounter.GENERATIONS_REFUTED), e.counter(GossipCounter.SNAPSHOTS_SENT),
+        e.counter(GossipCounter.SNAPSHOTS_INSTALLED),
+        e.counter(GossipCounter.SNAPSHOTS_ABANDONED), e.counter(GossipCounter.BLOCKS_REFUSED));
   }
 
   @Override

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.route;
 
+import io.github.prefixrouter.GossipStats;
 import io.github.prefixrouter.internal.gossip.BlockChainSource;
 import io.github.prefixrouter.spi.PeerAddress;
 
@@ -65,6 +66,14 @@ public interface PeerView {
   default long bytesOut() {
     return 0;
   }
+
+  /** The gossip layer's health: none, all zero, without gossip. */
+  default GossipStats gossipStats() {
+    return NO_GOSSIP;
+  }
+
+  /** The stats of a node without gossip. */
+  GossipStats NO_GOSSIP = new GossipStats(0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 
   /** A view with no peers: the node routes nothing. */
   PeerView NONE =

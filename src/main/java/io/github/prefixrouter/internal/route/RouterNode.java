@@ -2283,7 +2283,8 @@ public final class RouterNode implements PrefixRouterNode {
         forwarded.sum(), failed.sum(), coldPlacements.sum(), servedForPeers.sum(),
         refusedForPeers.sum(), pushedBack.sum(), fb, estimatedCached.sum(), actualCached.sum(),
         promptTokens.sum(), cachedPromptTokens.sum(), peers.bytesIn(), peers.bytesOut(),
-        local.cachedTokens(), peers.localBlocks(), peers.replicaBlocks(), peers.livePeers().size(), inFlight.get());
+        local.cachedTokens(), peers.localBlocks(), peers.replicaBlocks(), peers.livePeers().size(),
+        inFlight.get(), peers.gossipStats());
   }
 
   @Override
