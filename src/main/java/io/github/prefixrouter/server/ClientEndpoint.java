@@ -6,6 +6,7 @@ import com.sun.net.httpserver.HttpsExchange;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.GossipStats;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeNotRunningException;
@@ -120,8 +121,11 @@ import org.slf4j.LoggerFactory;
  *       engine), {@code "engine_stalled"} and {@code "engine_failing"}; and, given a watch of
  *       the engine's key ({@link #watchEngineKey}), {@code "engine_key_refused"} ({@code true}
  *       while the model server refuses the node's API key, then with {@code
- *       "engine_key_refused_status"}). None of them changes the status: the node still answers
- *       its clients through its peers.
+ *       "engine_key_refused_status"}); and {@code "node_id_in_use"} ({@code true} while the
+ *       node takes its id to be in use by another process, {@link
+ *       io.github.prefixrouter.GossipStats#nodeIdInUse()}, then with {@code
+ *       "node_id_in_use_reason"}). None of them changes the status: the node still answers
+ *       its clients (through its peers, or with its engine).
  * </ul>
  *
  * Paths match exactly (anything else is 404) and another method is 405; the 405 of an OpenAI
@@ -647,6 +651,15 @@ final class ClientEndpoint {
               body.put("engine_key_refused_status", status);
             }
           }
+          try { // as above: the state alone if the node's stats fail
+            GossipStats g = node.stats().gossip();
+            body.put("node_id_in_use", g.nodeIdInUse());
+            if (g.nodeIdInUse()) {
+              body.put("node_id_in_use_reason", nodeIdInUseReason(node.nodeId(), g));
+            }
+          } catch (RuntimeException e) {
+            log.debug("/health: no node stats", e);
+          }
           respond(ex, state == PrefixRouterNode.State.RUNNING ? 200 : 503, body);
         }
       }
@@ -669,6 +682,14 @@ final class ClientEndpoint {
         }
       }
     }
+  }
+
+  /** What {@code /health} says of a node id in use by another process ({@code g} says it is). */
+  static String nodeIdInUseReason(String nodeId, GossipStats g) {
+    return "another process gossips with node id " + nodeId + ": peers knew this node by a "
+        + "generation above its own " + g.generationsRefuted() + " times, the last within 128 "
+        + "gossip rounds (it is at generation " + g.generation() + " now, and the other process "
+        + "draws above it in turn); give each process its own --id";
   }
 
   /**

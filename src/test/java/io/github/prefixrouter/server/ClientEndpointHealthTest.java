@@ -6,6 +6,8 @@ import static org.mockito.Mockito.mock;
 import static org.mockito.Mockito.when;
 
 import io.github.prefixrouter.EngineStallStats;
+import io.github.prefixrouter.GossipStats;
+import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -17,6 +19,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -28,9 +31,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * What the node's {@code GET /health} says of its engine: whether the node routes around it,
- * stalled or failing, and whether the model server refuses the node's API key, without
- * changing the status, which the node's state alone decides (200 while running: the node still
- * answers its clients, through its peers).
+ * stalled or failing, and whether the model server refuses the node's API key; and whether
+ * another process uses the node's id; without changing the status, which the node's state
+ * alone decides (200 while running: the node still answers its clients).
  */
 class ClientEndpointHealthTest {
 
@@ -121,6 +124,13 @@ class ClientEndpointHealthTest {
         + "\"engine_failing\":false,\"engine_key_refused\":false}", r.body());
   }
 
+  /** The node's stats, its gossip layer taking its id {@code inUse} by another process. */
+  private static NodeStats stats(boolean inUse, long refuted, long generation) {
+    return new NodeStats("solo", PrefixRouterNode.State.RUNNING, 0, 0, 0, 0, 0, 0, 0, 0,
+        Map.of(), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, new GossipStats(generation, inUse, 0, 100, 0,
+            0, 0, 0, 0, 0, 0, refuted, refuted, 0, 0, 0));
+  }
+
   /** docs/deployment.md shows the body of a healthy node in front of a model server. */
   @Test
   void theDocumentedBodyIsAHealthyNodes() throws Exception {
@@ -132,7 +142,41 @@ class ClientEndpointHealthTest {
     endpoint.watchEngineKey(() -> 0);
     start();
     when(node.engineStallStats()).thenReturn(Optional.of(watch(0, 0, 0)));
+    when(node.stats()).thenReturn(stats(false, 0, 1_700_000_000_000_000L));
     assertEquals(m.group(1), health().body());
+  }
+
+  /**
+   * A node that takes its id to be in use by another process says so, with a reason naming the
+   * id, its refutations and its generation, and the status stays 200: each of the two processes
+   * still answers its clients, and which one goes is the operator's decision.
+   */
+  @Test
+  void aNodeIdInUseIsSaidWithItsReasonAndTheStatusStays200() throws Exception {
+    start();
+    when(node.engineStallStats()).thenReturn(Optional.of(watch(0, 0, 0)));
+    when(node.stats()).thenReturn(stats(false, 1, 1_700_000_000_000_123L));
+    HttpResponse<String> r = health();
+    assertEquals(200, r.statusCode(), r.body());
+    assertEquals("{\"state\":\"RUNNING\",\"engine_avoided\":false,\"engine_stalled\":false,"
+        + "\"engine_failing\":false,\"node_id_in_use\":false}", r.body());
+
+    when(node.stats()).thenReturn(stats(true, 5, 1_700_000_004_567_890L));
+    r = health();
+    assertEquals(200, r.statusCode(), r.body());
+    assertEquals("{\"state\":\"RUNNING\",\"engine_avoided\":false,\"engine_stalled\":false,"
+        + "\"engine_failing\":false,\"node_id_in_use\":true,\"node_id_in_use_reason\":"
+        + "\"another process gossips with node id solo: peers knew this node by a generation "
+        + "above its own 5 times, the last within 128 gossip rounds (it is at generation "
+        + "1700000004567890 now, and the other process draws above it in turn); give each "
+        + "process its own --id\"}", r.body());
+
+    // stats that fail: the rest of the body, as with a watch that fails
+    when(node.stats()).thenThrow(new IllegalStateException("no stats"));
+    r = health();
+    assertEquals(200, r.statusCode(), r.body());
+    assertEquals("{\"state\":\"RUNNING\",\"engine_avoided\":false,\"engine_stalled\":false,"
+        + "\"engine_failing\":false}", r.body());
   }
 
   /**

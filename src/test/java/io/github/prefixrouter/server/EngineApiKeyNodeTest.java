@@ -231,7 +231,7 @@ class EngineApiKeyNodeTest {
         NodeMain.Running r = launch(Map.of(), "--engine", server.baseUrl(), "--model",
             "fake-base", "--engine-api-key-file", keyFile.toString())) {
       String body = health(r);
-      assertTrue(body.contains("\"engine_key_refused\":true,\"engine_key_refused_status\":401}"),
+      assertTrue(body.contains("\"engine_key_refused\":true,\"engine_key_refused_status\":401,\"node_id_in_use\":false}"),
           body);
       // and where operators alert: /metrics and /v1/stats
       String metrics = get(r, "/metrics");
@@ -241,7 +241,7 @@ class EngineApiKeyNodeTest {
       server.requireApiKey(WRONG); // the server now has the node's key
       assertEquals(200, post(r, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2}")
           .statusCode());
-      healthSaying(r, "\"engine_key_refused\":false}");
+      healthSaying(r, "\"engine_key_refused\":false,\"node_id_in_use\":false}");
       metrics = get(r, "/metrics");
       assertTrue(metrics.contains("\nprefix_router_engine_key_refused_status 0\n"), metrics);
     }
@@ -262,7 +262,7 @@ class EngineApiKeyNodeTest {
             "--engine", server.baseUrl())) {
           assertEquals(200, post(r, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2}")
               .statusCode());
-          assertTrue(health(r).contains("\"engine_failing\":false,\"engine_key_refused\":false}"),
+          assertTrue(health(r).contains("\"engine_failing\":false,\"engine_key_refused\":false,\"node_id_in_use\":false}"),
               health(r));
           server.requireApiKey(WRONG); // the server's key changed: the node's is now refused
           for (int i = 0; i < 3; i++) {
@@ -273,13 +273,13 @@ class EngineApiKeyNodeTest {
           // still 200 (the node is up; with peers it would answer through them), and says why
           // its requests fail: three refusals in a row, a failing engine
           String refused = healthSaying(r,
-              "\"engine_key_refused\":true,\"engine_key_refused_status\":401}");
+              "\"engine_key_refused\":true,\"engine_key_refused_status\":401,\"node_id_in_use\":false}");
           assertTrue(refused.contains("\"engine_failing\":true"), refused);
           assertFalse(refused.contains(WRONG) || refused.contains(KEY), refused);
           server.requireApiKey(KEY);
           assertEquals(200, post(r, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2}")
               .statusCode());
-          String accepted = healthSaying(r, "\"engine_key_refused\":false}");
+          String accepted = healthSaying(r, "\"engine_key_refused\":false,\"node_id_in_use\":false}");
           assertTrue(accepted.contains("\"engine_failing\":false"), accepted);
           assertEquals(200, post(r, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2}")
               .statusCode());

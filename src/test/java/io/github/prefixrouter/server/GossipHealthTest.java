@@ -101,6 +101,14 @@ class GossipHealthTest {
     assertEquals(g.membersDead(), m.get(p + "members_dead_total").value());
   }
 
+  private Map<?, ?> health(InetSocketAddress at) throws Exception {
+    HttpResponse<String> r = http.send(HttpRequest.newBuilder(
+        URI.create("http://127.0.0.1:" + at.getPort() + "/health")).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertEquals(200, r.statusCode(), r.body());
+    return (Map<?, ?>) Json.parse(r.body());
+  }
+
   @Test
   void malformedAndForgedGossipAndPeersLostShowInStatsAndMetrics() throws Exception {
     PrefixRouterNode n0 = node("n0");
@@ -157,5 +165,57 @@ class GossipHealthTest {
     assertEquals(1, g.membersDead());
     assertEquals(0, g.internalErrors());
     sameInMetrics(g, metrics(endpoint));
+  }
+
+  /**
+   * A node told of higher generations of itself four times within 128 rounds (three at once,
+   * the fourth after the 32 rounds it waits before following another) takes its id to be in
+   * use by another process: its stats, {@code /metrics} and {@code /health} (still 200) say so,
+   * with the id and the generation, until 128 rounds pass without such a claim.
+   */
+  @Test
+  void aNodeIdInUseByAnotherProcessShowsInStatsMetricsAndHealth() throws Exception {
+    PrefixRouterNode n0 = node("n0");
+    PrefixRouterNode n1 = node("n1");
+    n0.start();
+    n1.start();
+    advance(Duration.ofSeconds(3));
+    endpoint = new ClientEndpoint(n1, List::of, 16, Duration.ofSeconds(10));
+    InetSocketAddress at = endpoint.start("127.0.0.1", 0);
+    assertEquals(false, health(at).get("node_id_in_use"));
+    assertFalse(health(at).containsKey("node_id_in_use_reason"));
+
+    Transport forger = forger();
+    PeerAddress to = InMemoryNetwork.addressOf("n1");
+    for (int i = 0; i < 3; i++) {
+      forger.send(to, GossipFrames.synClaiming("n1", n1.stats().gossip().generation() + 10));
+      advance(Duration.ofMillis(50));
+    }
+    assertEquals(3, n1.stats().gossip().generationsRefuted());
+    assertFalse(n1.stats().gossip().nodeIdInUse(), "three refutations: a restart may need them");
+    assertEquals(false, health(at).get("node_id_in_use"));
+
+    advance(ROUND.multipliedBy(33));
+    forger.send(to, GossipFrames.synClaiming("n1", n1.stats().gossip().generation() + 10));
+    advance(Duration.ofMillis(50));
+    GossipStats g = n1.stats().gossip();
+    assertEquals(4, g.generationsRefuted());
+    assertTrue(g.nodeIdInUse());
+    sameInMetrics(g, metrics(endpoint));
+    Map<?, ?> h = health(at);
+    assertEquals("RUNNING", h.get("state"));
+    assertEquals(true, h.get("node_id_in_use"));
+    String reason = (String) h.get("node_id_in_use_reason");
+    assertTrue(reason.contains("n1") && reason.contains(String.valueOf(g.generation()))
+        && reason.contains("4 times"), reason);
+
+    advance(ROUND.multipliedBy(130));
+    g = n1.stats().gossip();
+    assertFalse(g.nodeIdInUse());
+    assertEquals(4, g.generationsRefuted());
+    assertEquals(0.0, metrics(endpoint).get("prefix_router_gossip_node_id_in_use").value());
+    assertEquals(false, health(at).get("node_id_in_use"));
+    n0.close();
+    n1.close();
   }
 }

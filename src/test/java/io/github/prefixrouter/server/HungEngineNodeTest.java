@@ -100,7 +100,7 @@ class HungEngineNodeTest {
       await(() -> a.node.engineStallStats().orElseThrow().avoided() == 1, "a's engine stalled: "
           + a.node.engineStallStats().orElseThrow());
       assertEquals("{\"state\":\"RUNNING\",\"engine_avoided\":true,\"engine_stalled\":true,"
-          + "\"engine_failing\":false,\"engine_key_refused\":false}", health(a),
+          + "\"engine_failing\":false,\"engine_key_refused\":false,\"node_id_in_use\":false}", health(a),
           "still 200, and says the engine is avoided");
       InferenceResponse r = a.node.submit(request("next", 2)).get(20, TimeUnit.SECONDS);
       assertEquals("b", r.servedBy(), r.toString());
@@ -118,7 +118,7 @@ class HungEngineNodeTest {
       assertEquals(1, s.recoveries(), s.toString());
       assertEquals(1, s.reroutes(), s.toString());
       assertEquals("{\"state\":\"RUNNING\",\"engine_avoided\":false,\"engine_stalled\":false,"
-          + "\"engine_failing\":false,\"engine_key_refused\":false}", health(a));
+          + "\"engine_failing\":false,\"engine_key_refused\":false,\"node_id_in_use\":false}", health(a));
       InferenceResponse back = a.node.submit(request("back", 4)).get(20, TimeUnit.SECONDS);
       assertEquals("a", back.servedBy(), back.toString());
       await(() -> skipOf("a", b.node.explain(request("probe", 3)))
