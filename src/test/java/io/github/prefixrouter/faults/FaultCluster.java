@@ -472,6 +472,14 @@ final class FaultCluster {
     for (Instance in : all) {
       GossipProbe g = wiring == Wiring.LIBRARY ? NodeProbe.gossipOf(in.node) : null;
       refuted += g == null ? 0 : g.generationsRefuted();
+      // every incarnation of a node id runs alone (a crashed one's messages are lost, and
+      // replays bring back its frames only): restarts stepping generations back, partitions
+      // and replays must never read as another process with the node's id
+      if (g != null && g.nodeIdInUseReports() > 0) {
+        inv.violation("node " + in.key + " reported its id in use by another process "
+            + g.nodeIdInUseReports() + " times, after " + g.generationsRefuted()
+            + " refuted generations");
+      }
     }
     for (Instance in : current) {
       in.node.stop();

@@ -138,5 +138,10 @@ public enum GossipCounter {
    * SYNs not sent because the last SYN to the same peer (node id and address) is still awaiting
    * its answer, within a window that doubles with each SYN to it left unanswered.
    */
-  SYNS_IN_FLIGHT_SKIPPED
+  SYNS_IN_FLIGHT_SKIPPED,
+  /**
+   * Times this node began to take its id to be in use by another process ({@link
+   * GossipEngine#nodeIdInUse()}): one per episode, however long it lasts.
+   */
+  NODE_ID_IN_USE_REPORTS
 }

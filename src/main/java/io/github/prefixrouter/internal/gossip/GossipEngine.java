@@ -1779,6 +1779,7 @@ public final class GossipEngine {
     if (generationRefutations >= ID_IN_USE_REFUTATIONS && now
         - generationRefutedAt[generationRefutations % ID_IN_USE_REFUTATIONS] <= idInUseWindowNanos) {
       idInUse = true;
+      count(GossipCounter.NODE_ID_IN_USE_REPORTS, 1);
       log.error("gossip: node id {} is in use by another process: {} times within {} rounds "
           + "peers knew it by a generation above this process's own, the last time {} against "
           + "{}; the two keep drawing generations above each other's (this one now {}), each "

@@ -23,6 +23,11 @@ public final class GossipProbe {
     return engine.counter(GossipCounter.GENERATIONS_REFUTED);
   }
 
+  /** Times this node began to report its id in use by another process. */
+  public long nodeIdInUseReports() {
+    return engine.counter(GossipCounter.NODE_ID_IN_USE_REPORTS);
+  }
+
   /** This node's own advertised block hashes, sorted, and their version. */
   public long[] ownBlocks() {
     long[] h = engine.localSummary().snapshot().hashes();

@@ -81,6 +81,8 @@ class NodeIdInUseTest {
       assertTrue(refuted >= 3 + 400 / 40 && refuted <= 3 + 460 / 32 + 1, "refuted " + refuted);
     }
     assertEquals(2, reports.size(), "one report per process: " + reports);
+    assertEquals(1, first.counter(GossipCounter.NODE_ID_IN_USE_REPORTS));
+    assertEquals(1, second[0].counter(GossipCounter.NODE_ID_IN_USE_REPORTS));
     for (String line : reports) {
       assertTrue(line.contains("ERROR"), line);
     }
