@@ -73,6 +73,12 @@ class MetricsEndpointTest {
     return b.append(']').toString();
   }
 
+  /** Requests answered and timed so far whose answer was served as {@code served}. */
+  private static double durationCount(Map<String, Family> m, String served) {
+    Family f = m.get("prefix_router_client_request_duration_seconds");
+    return f == null ? 0 : f.histogram("served", served).count();
+  }
+
   private static double v(Map<String, Family> m, String family) {
     Family f = m.get(family);
     assertTrue(f != null, "no family " + family);
@@ -98,10 +104,12 @@ class MetricsEndpointTest {
       Map<?, ?> local = complete(a, "{\"id\":\"p3\",\"prompt\":" + prompt(9000, 20) + "}");
       assertEquals("a", local.get("served_by"));
 
-      // a request leaves the in-flight gauges just after its answer is written: wait for that
+      // a request leaves the in-flight gauges as its answer is handed to the writer, and its
+      // time is recorded once the write ends, after the client may have read it: wait for both
       Map<String, Family> am = awaitMetrics(a,
           m -> v(m, "prefix_router_in_flight_requests") == 0
-              && v(m, "prefix_router_client_in_flight_requests") == 0);
+              && v(m, "prefix_router_client_in_flight_requests") == 0
+              && durationCount(m, "local") == 1 && durationCount(m, "forwarded") == 1);
       assertEquals(1.0, am.get("prefix_router_node_info").value("node", "a"));
       assertEquals(1, am.get("prefix_router_node_info").samples.size());
       Family state = am.get("prefix_router_node_state");
