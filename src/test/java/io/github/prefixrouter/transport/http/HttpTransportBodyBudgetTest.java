@@ -53,8 +53,15 @@ class HttpTransportBodyBudgetTest extends HttpTransportFixture {
     byte[] h = head.getBytes(StandardCharsets.US_ASCII);
     byte[] request = java.util.Arrays.copyOf(h, h.length + bodyBytes);
     OutputStream out = s.getOutputStream();
-    out.write(request);
-    out.flush();
+    try {
+      out.write(request);
+      out.flush();
+    } catch (java.net.SocketException reset) {
+      // the copy into the buffer can still be cut by a server that answered and closed before
+      // it ended (a writer descheduled part-way on a loaded machine): "Connection reset by
+      // peer". The answer came before the reset and is still there to read, as a sender with a
+      // send buffer too small for the request (2 KiB) reads it every time
+    }
     return s;
   }
 
