@@ -366,6 +366,12 @@ public final class GossipEngine {
 
   private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
   private final Map<String, Member> members = new HashMap<>();
+  /**
+   * Every member (dead ones too) sorted by node id, as the digests list them; null once a
+   * member was added or forgotten, and sorted again by the next digest. Sorting the live
+   * members for every digest took a tenth of a 256-node cluster's gossip time.
+   */
+  private Member[] sortedMembers;
   private final int[] freeSlots;
   private int freeSlotCount;
   private final Member[] bySlot;
@@ -1298,12 +1304,11 @@ public final class GossipEngine {
         generation, live.size() + 1) - GossipCodec.sizeOf(me, prev);
     prev.set(me.nodeId(), me.generation());
     // sorted by id, so each id is coded as the prefix it shares with the previous one + the rest
-    List<Member> sorted = new ArrayList<>(live);
-    sorted.sort((x, y) -> x.nodeId.compareTo(y.nodeId));
-    int n = sorted.size();
+    Member[] sorted = liveSorted(live.size());
+    int n = sorted.length;
     int start = n == 0 ? 0 : random.nextInt(n);
     for (int i = 0; i < n; i++) {
-      Member m = sorted.get((start + i) % n);
+      Member m = sorted[(start + i) % n];
       DigestEntry e = m.entry();
       if (m.refreshing) {
         // a truncated replica asking for a fresh snapshot (see refreshTruncatedReplicas)
@@ -1323,6 +1328,32 @@ public final class GossipEngine {
       digest.add(e);
     }
     return digest;
+  }
+
+  /**
+   * The members not dead, sorted by node id: taken from {@link #sortedMembers} (sorted again
+   * only after the membership changed), so a digest costs no sort.
+   *
+   * @param live how many members are not dead
+   */
+  private Member[] liveSorted(int live) {
+    Member[] all = sortedMembers;
+    if (all == null) {
+      all = members.values().toArray(new Member[0]);
+      Arrays.sort(all, (x, y) -> x.nodeId.compareTo(y.nodeId));
+      sortedMembers = all;
+    }
+    Member[] out = new Member[live];
+    int k = 0;
+    for (Member m : all) {
+      if (m.status != Status.DEAD) {
+        out[k++] = m;
+      }
+    }
+    if (k != live) {
+      throw new IllegalStateException(k + " live members listed, " + live + " expected");
+    }
+    return out;
   }
 
   private void updateMembership(long now) {
@@ -1350,6 +1381,7 @@ public final class GossipEngine {
         case DEAD -> {
           if (now - m.deadSinceNanos > forget) {
             it.remove();
+            sortedMembers = null;
             bySlot[m.slot] = null;
             releaseSlot(m.slot);
             snapshotCacheRemove(m.nodeId);
@@ -2276,6 +2308,7 @@ public final class GossipEngine {
       m.lastSyncNanos = now;
       m.versionNanos = now;
       members.put(m.nodeId, m);
+      sortedMembers = null;
       bySlot[slot] = m;
       retrimRelayLogs(); // one more origin: every log's share of the total shrinks now
       count(GossipCounter.MEMBERS_JOINED, 1);
