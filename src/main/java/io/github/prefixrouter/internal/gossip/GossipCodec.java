@@ -106,8 +106,8 @@ final class GossipCodec {
   }
 
   static int idSize(String id, String prevId) {
-    int shared = sharedPrefix(id, prevId);
-    return 1 + asciiSize(id.substring(shared));
+    int rest = id.length() - sharedPrefix(id, prevId);
+    return 1 + ByteWriter.varLongSize(rest) + rest;
   }
 
   private static int sharedPrefix(String a, String b) {
@@ -227,9 +227,22 @@ final class GossipCodec {
     }
     int shared = sharedPrefix(id, prev.id);
     w.writeVarInt(shared);
-    w.writeBytes(id.substring(shared).getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+    if (isAscii(id, shared)) {
+      w.writeAsciiFrom(id, shared); // no substring and byte array per id
+    } else { // the bytes this always wrote: each character that is not ASCII as '?'
+      w.writeBytes(id.substring(shared).getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+    }
     w.writeVarLong(zigzag(generation - prev.generation));
     prev.set(id, generation);
+  }
+
+  private static boolean isAscii(String s, int from) {
+    for (int i = from; i < s.length(); i++) {
+      if (s.charAt(i) >= 0x80) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** Exact bytes of an update list as {@link #encode} writes it (for accounting). */

@@ -141,6 +141,29 @@ public final class ByteWriter {
     return this;
   }
 
+  /**
+   * Writes the characters of {@code s} from index {@code from} on, one byte each, prefixed with
+   * their count as a varint: the bytes {@code writeBytes(s.substring(from).getBytes(US_ASCII))}
+   * writes, without building the substring or the array.
+   *
+   * @throws IllegalArgumentException if one of those characters is not ASCII (at or above
+   *     0x80), before anything is written
+   */
+  public ByteWriter writeAsciiFrom(String s, int from) {
+    int n = s.length() - from;
+    for (int i = from; i < s.length(); i++) {
+      if (s.charAt(i) >= 0x80) {
+        throw new IllegalArgumentException("not ASCII at index " + i + ": " + (int) s.charAt(i));
+      }
+    }
+    ensure((long) varLongSize(n) + n);
+    writeVarLong(n);
+    for (int i = from; i < s.length(); i++) {
+      buf[size++] = (byte) s.charAt(i);
+    }
+    return this;
+  }
+
   /** Writes {@code bytes} as they are, with no length prefix. */
   public ByteWriter writeRaw(byte[] bytes, int off, int len) {
     ensure(len);
