@@ -301,6 +301,14 @@ final class GossipCodec {
   // ---------------------------------------------------------------- decode
 
   GossipMessage decode(byte[] payload) throws MalformedMessageException {
+    return decode(payload, IdTable.EMPTY);
+  }
+
+  /**
+   * Decodes {@code payload} as {@link #decode(byte[])} does, giving each node id of a digest
+   * entry, update or request that {@code known} holds as {@code known}'s string.
+   */
+  GossipMessage decode(byte[] payload, IdTable known) throws MalformedMessageException {
     if (payload.length > messageByteCap) {
       throw MalformedMessageException.tooLarge("message", payload.length, messageByteCap, 0);
     }
@@ -323,7 +331,7 @@ final class GossipCodec {
         long gen = counter(r, "senderGeneration");
         int n = r.readCount("digest.count", maxOrigins, MIN_DIGEST_ENTRY_BYTES);
         List<DigestEntry> digest = new ArrayList<>(n);
-        Prev prev = new Prev();
+        IdReader prev = new IdReader(known);
         for (int i = 0; i < n; i++) {
           digest.add(readEntry(r, prev));
         }
@@ -332,19 +340,19 @@ final class GossipCodec {
       case GossipMessage.TYPE_ACK -> {
         long round = counter(r, "round");
         long gen = counter(r, "senderGeneration");
-        List<Update> updates = readUpdates(r, payload);
+        List<Update> updates = readUpdates(r, payload, known);
         int n = r.readCount("requests.count", maxOrigins, MIN_REQUEST_BYTES);
         List<Request> requests = new ArrayList<>(n);
-        Prev prev = new Prev();
+        IdReader prev = new IdReader(known);
         for (int i = 0; i < n; i++) {
-          readId(r, "request", prev);
+          readId(r, REQUEST_ID, prev);
           requests.add(new Request(prev.id, prev.generation, counter(r, "request.version")));
         }
         m = new Ack(round, gen, updates, requests);
       }
       case GossipMessage.TYPE_ACK2 -> {
         long gen = counter(r, "senderGeneration");
-        m = new Ack2(gen, readUpdates(r, payload));
+        m = new Ack2(gen, readUpdates(r, payload, known));
       }
       default -> {
         String id = r.readAscii("chunk.nodeId", PeerAddress.MAX_NODE_ID_LENGTH);
@@ -382,11 +390,11 @@ final class GossipCodec {
     return m;
   }
 
-  private List<Update> readUpdates(ByteReader r, byte[] payload)
+  private List<Update> readUpdates(ByteReader r, byte[] payload, IdTable known)
       throws MalformedMessageException {
     int n = r.readCount("updates.count", maxOrigins, MIN_UPDATE_BYTES);
     List<Update> updates = new ArrayList<>(n);
-    Prev prev = new Prev();
+    IdReader prev = new IdReader(known);
     for (int i = 0; i < n; i++) {
       DigestEntry e = readEntry(r, prev);
       int pos = r.position();
@@ -484,9 +492,9 @@ final class GossipCodec {
     return n;
   }
 
-  private static DigestEntry readEntry(ByteReader r, Prev prev)
+  private static DigestEntry readEntry(ByteReader r, IdReader prev)
       throws MalformedMessageException {
-    readId(r, "entry", prev);
+    readId(r, ENTRY_ID, prev);
     long ver = counter(r, "entry.version");
     long hb = counter(r, "entry.heartbeat");
     int pos = r.position();
@@ -504,32 +512,66 @@ final class GossipCodec {
         (flags & FLAG_OVERLOADED) != 0, (flags & FLAG_PENDING) != 0);
   }
 
+  /** The names of an id's fields in error messages, built once rather than for every id. */
+  private record IdFields(String shared, String rest, String nodeId, String generation) {
+    static IdFields of(String what) {
+      return new IdFields(what + ".nodeId.shared", what + ".nodeId.rest", what + ".nodeId",
+          what + ".generation");
+    }
+  }
+
+  private static final IdFields ENTRY_ID = IdFields.of("entry");
+  private static final IdFields REQUEST_ID = IdFields.of("request");
+
+  /**
+   * The previous id and generation of a list being decoded (the decoder's {@link Prev}), with
+   * the id's characters and the hashes of their prefixes kept in arrays: the next id shares a
+   * prefix with it, so its characters and hash are completed from there, and an id {@code
+   * known} holds is taken from it without building a string.
+   */
+  private static final class IdReader {
+    final IdTable known;
+    final byte[] chars = new byte[PeerAddress.MAX_NODE_ID_LENGTH];
+    /** {@code hashes[k]}: {@link String#hashCode} of the first {@code k} characters. */
+    final int[] hashes = new int[PeerAddress.MAX_NODE_ID_LENGTH + 1];
+    String id = "";
+    long generation;
+
+    IdReader(IdTable known) {
+      this.known = known;
+    }
+  }
+
   /** Reads a front-coded id and a zigzag generation difference into {@code prev}. */
-  private static void readId(ByteReader r, String what, Prev prev)
+  private static void readId(ByteReader r, IdFields what, IdReader prev)
       throws MalformedMessageException {
-    int shared = r.readVarInt(what + ".nodeId.shared", 0, prev.id.length());
+    int shared = r.readVarInt(what.shared(), 0, prev.id.length());
     int pos = r.position();
-    byte[] rest = r.readBytes(what + ".nodeId.rest", PeerAddress.MAX_NODE_ID_LENGTH - shared);
-    if (shared + rest.length == 0) {
-      throw MalformedMessageException.outOfRange(what + ".nodeId", 0, 1,
+    int rest = r.readBytes(what.rest(), PeerAddress.MAX_NODE_ID_LENGTH - shared, prev.chars,
+        shared);
+    if (shared + rest == 0) {
+      throw MalformedMessageException.outOfRange(what.nodeId(), 0, 1,
           PeerAddress.MAX_NODE_ID_LENGTH, pos);
     }
-    for (int i = 0; i < rest.length; i++) {
-      int c = rest[i] & 0xFF;
+    for (int i = 0; i < rest; i++) {
+      int c = prev.chars[shared + i] & 0xFF;
       if (c < 0x21 || c > 0x7E) {
-        throw MalformedMessageException.of(Reason.BAD_CHARACTER, what + ".nodeId", c,
+        throw MalformedMessageException.of(Reason.BAD_CHARACTER, what.nodeId(), c,
             pos + 1 + i, "not printable ASCII");
       }
+      prev.hashes[shared + i + 1] = 31 * prev.hashes[shared + i] + c;
     }
     pos = r.position();
-    long gen = saturatedAdd(prev.generation, r.readZigZagLong(what + ".generation"));
+    long gen = saturatedAdd(prev.generation, r.readZigZagLong(what.generation()));
     if (gen < 0 || gen > GossipMessage.MAX_COUNTER) {
-      throw MalformedMessageException.outOfRange(what + ".generation", gen, 0,
+      throw MalformedMessageException.outOfRange(what.generation(), gen, 0,
           GossipMessage.MAX_COUNTER, pos);
     }
-    String id = prev.id.substring(0, shared)
-        + new String(rest, java.nio.charset.StandardCharsets.US_ASCII);
-    prev.set(id, gen);
+    int length = shared + rest;
+    String id = prev.known.find(prev.chars, length, prev.hashes[length]);
+    prev.id = id != null ? id
+        : new String(prev.chars, 0, length, java.nio.charset.StandardCharsets.US_ASCII);
+    prev.generation = gen;
   }
 
   /**

@@ -372,6 +372,11 @@ public final class GossipEngine {
    * members for every digest took a tenth of a 256-node cluster's gossip time.
    */
   private Member[] sortedMembers;
+  /**
+   * This node's id and its members' as of {@link #sortedMembers}, for the decoder (on any
+   * thread): a received id it holds is decoded as the member's own string.
+   */
+  private volatile IdTable knownIds = IdTable.EMPTY;
   private final int[] freeSlots;
   private int freeSlotCount;
   private final Member[] bySlot;
@@ -485,7 +490,7 @@ public final class GossipEngine {
     // origins beyond this node's maxPeers are refused one by one (MEMBERS_REFUSED), not the
     // whole message: a peer configured with a larger maxPeers lists more
     this.codec = new GossipCodec(config.messageByteCap(), GossipConfig.MAX_PEERS_LIMIT + 1);
-    this.decoder = codec::decode;
+    this.decoder = payload -> codec.decode(payload, knownIds);
     int maxHashesPerDelta = Math.max(1, (config.messageByteCap() - 1_024) / 8 / 2);
     this.summary = new LocalSummary(generation, config.deltaLogMaxHashes(), maxHashesPerDelta);
     // the replica index keys its home slots with a secret drawn from the injected source, so
@@ -1342,6 +1347,12 @@ public final class GossipEngine {
       all = members.values().toArray(new Member[0]);
       Arrays.sort(all, (x, y) -> x.nodeId.compareTo(y.nodeId));
       sortedMembers = all;
+      List<String> ids = new ArrayList<>(all.length + 1);
+      ids.add(self.nodeId());
+      for (Member m : all) {
+        ids.add(m.nodeId);
+      }
+      knownIds = new IdTable(ids);
     }
     Member[] out = new Member[live];
     int k = 0;

@@ -182,6 +182,21 @@ public final class ByteReader {
   }
 
   /**
+   * Reads what {@link #readBytes(String, int)} reads, with the same checks, into {@code dst}
+   * from {@code offset} on, without allocating.
+   *
+   * @param dst has room for {@code maxLength} bytes from {@code offset} on
+   * @return how many bytes were read
+   */
+  public int readBytes(String field, int maxLength, byte[] dst, int offset)
+      throws MalformedMessageException {
+    int len = readLength(field, maxLength);
+    System.arraycopy(buf, pos, dst, offset, len);
+    pos += len;
+    return len;
+  }
+
+  /**
    * Reads a length-prefixed string of 1 to {@code maxLength} printable ASCII characters
    * ({@code 0x21..0x7E}, no spaces), the format of node ids and addresses.
    */
