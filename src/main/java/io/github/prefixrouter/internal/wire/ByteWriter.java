@@ -110,7 +110,9 @@ public final class ByteWriter {
 
   /** Writes {@code v} as an unsigned LEB128 varint (negative values take 10 bytes). */
   public ByteWriter writeVarLong(long v) {
-    ensure(varLongSize(v));
+    if (buf.length - size < MAX_VARLONG_BYTES) { // else any varint fits, within the cap too
+      ensure(varLongSize(v));
+    }
     while ((v & ~0x7FL) != 0) {
       buf[size++] = (byte) ((v & 0x7F) | 0x80);
       v >>>= 7;
