@@ -535,6 +535,8 @@ final class GossipCodec {
     /** {@code hashes[k]}: {@link String#hashCode} of the first {@code k} characters. */
     final int[] hashes = new int[PeerAddress.MAX_NODE_ID_LENGTH + 1];
     String id = "";
+    /** {@code id.length()}, without reading the string (a member's, perhaps long untouched). */
+    int length;
     long generation;
 
     IdReader(IdTable known) {
@@ -545,7 +547,7 @@ final class GossipCodec {
   /** Reads a front-coded id and a zigzag generation difference into {@code prev}. */
   private static void readId(ByteReader r, IdFields what, IdReader prev)
       throws MalformedMessageException {
-    int shared = r.readVarInt(what.shared(), 0, prev.id.length());
+    int shared = r.readVarInt(what.shared(), 0, prev.length);
     int pos = r.position();
     int rest = r.readBytes(what.rest(), PeerAddress.MAX_NODE_ID_LENGTH - shared, prev.chars,
         shared);
@@ -571,6 +573,7 @@ final class GossipCodec {
     String id = prev.known.find(prev.chars, length, prev.hashes[length]);
     prev.id = id != null ? id
         : new String(prev.chars, 0, length, java.nio.charset.StandardCharsets.US_ASCII);
+    prev.length = length;
     prev.generation = gen;
   }
 

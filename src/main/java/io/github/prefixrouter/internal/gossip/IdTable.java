@@ -11,60 +11,80 @@ import java.util.Collection;
  * entry, and hashing it again for each lookup, took a fifth of a 256-node cluster's gossip
  * time.
  *
- * <p>Immutable: decoders on any thread read one while the engine builds the next.
+ * <p>The ids' hashes and characters are kept in arrays of their own (the characters of all ids
+ * one after the other), so a lookup reads neither the strings nor their character arrays.
+ * Immutable: decoders on any thread read one while the engine builds the next.
  */
 final class IdTable {
 
   /** A table that holds no id. */
   static final IdTable EMPTY = new IdTable(java.util.List.of());
 
-  /** Open addressing with linear probing, at most half full: a probe always meets a null. */
-  private final String[] slots;
+  /**
+   * Open addressing with linear probing, at most half full: a probe always meets an empty slot
+   * ({@code null} in {@link #ids}).
+   */
+  private final String[] ids;
+  private final int[] hashes;
+  /** Where each slot's characters start in {@link #chars}, and how many. */
+  private final int[] starts;
+  private final int[] lengths;
+  private final byte[] chars;
   private final int mask;
 
+  /** @param ids node ids (one that is not ASCII is held but never found) */
   IdTable(Collection<String> ids) {
     int capacity = 2;
     while (capacity < 2 * ids.size()) {
       capacity <<= 1;
     }
-    slots = new String[capacity];
+    this.ids = new String[capacity];
+    hashes = new int[capacity];
+    starts = new int[capacity];
+    lengths = new int[capacity];
     mask = capacity - 1;
+    int total = 0;
+    for (String id : ids) {
+      total += id.length();
+    }
+    chars = new byte[total];
+    int at = 0;
     for (String id : ids) {
       int i = spread(id.hashCode()) & mask;
-      while (slots[i] != null && !slots[i].equals(id)) {
+      while (this.ids[i] != null && !this.ids[i].equals(id)) {
         i = (i + 1) & mask;
       }
-      slots[i] = id;
+      if (this.ids[i] != null) {
+        continue; // held already
+      }
+      this.ids[i] = id;
+      hashes[i] = id.hashCode();
+      starts[i] = at;
+      lengths[i] = id.length();
+      for (int k = 0; k < id.length(); k++) {
+        char c = id.charAt(k);
+        chars[at++] = c < 0x80 ? (byte) c : (byte) 0x80; // 0x80: matches no decoded id
+      }
     }
   }
 
   /**
    * The id held whose characters are the bytes {@code chars[0..length)}, or null.
    *
+   * @param chars printable ASCII characters ({@code 0x21..0x7E})
    * @param hash {@link String#hashCode} of those characters: {@code h = 31 * h + c} over them
    */
   String find(byte[] chars, int length, int hash) {
     for (int i = spread(hash) & mask; ; i = (i + 1) & mask) {
-      String s = slots[i];
+      String s = ids[i];
       if (s == null) {
         return null;
       }
-      if (s.hashCode() == hash && sameChars(s, chars, length)) {
+      if (hashes[i] == hash && lengths[i] == length
+          && java.util.Arrays.equals(this.chars, starts[i], starts[i] + length, chars, 0, length)) {
         return s;
       }
     }
-  }
-
-  private static boolean sameChars(String s, byte[] chars, int length) {
-    if (s.length() != length) {
-      return false;
-    }
-    for (int i = 0; i < length; i++) {
-      if (s.charAt(i) != (chars[i] & 0xFF)) {
-        return false;
-      }
-    }
-    return true;
   }
 
   private static int spread(int h) {

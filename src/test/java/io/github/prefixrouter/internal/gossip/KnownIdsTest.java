@@ -61,6 +61,9 @@ class KnownIdsTest {
     assertNull(find(t, "node-2"));
     assertNull(find(t, "C#")); // "C#" hashes as "Aa" too
     assertNull(find(IdTable.EMPTY, "node-1"));
+    IdTable twice = new IdTable(List.of(a, new String("node-1"), "node-\u00e9"));
+    assertSame(a, find(twice, "node-1")); // an id given twice is held once, the first
+    assertNull(find(twice, "node-?")); // an id that is not ASCII is never found
     for (int n = 0; n < 300; n++) { // every table size, full of ids sharing their prefix
       List<String> ids = new ArrayList<>();
       for (int i = 0; i < n; i++) {
