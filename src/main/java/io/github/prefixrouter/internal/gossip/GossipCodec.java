@@ -524,7 +524,7 @@ final class GossipCodec {
   private static final IdFields REQUEST_ID = IdFields.of("request");
 
   /**
-   * The previous id and generation of a list being decoded (the decoder's {@link Prev}), with
+   * The previous id and generation of a list being decoded (what {@link Prev} is to sizes), with
    * the id's characters and the hashes of their prefixes kept in arrays: the next id shares a
    * prefix with it, so its characters and hash are completed from there, and an id {@code
    * known} holds is taken from it without building a string.

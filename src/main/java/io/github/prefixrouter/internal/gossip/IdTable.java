@@ -8,8 +8,8 @@ import java.util.Collection;
  * as the table's own string (its hash computed once, and the same instance as the engine's key,
  * so the engine's lookups by it compare no characters), and builds a string only for an id the
  * table does not hold. A digest names every origin its sender knows: building a string per
- * entry, and hashing it again for each lookup, took a fifth of a 256-node cluster's gossip
- * time.
+ * entry, and hashing and comparing it again for each lookup, took about a quarter of a
+ * 256-node cluster's gossip time (docs/gossip.md, "CPU per round").
  *
  * <p>The ids' hashes and characters are kept in arrays of their own (the characters of all ids
  * one after the other), so a lookup reads neither the strings nor their character arrays.
