@@ -305,8 +305,9 @@ final class StatsTables {
   static final StatsTable<NodeInternalStats> PEER_MESSAGES =
       StatsTable.<NodeInternalStats>builder()
           .counter("malformed", P + "peer_messages_malformed_total",
-              "Messages from peers (gossip, forwarding, streamed output) that did not decode; "
-                  + "dropped.", NodeInternalStats::malformed)
+              "Messages from peers (forwarding, streamed output, an unknown type) that did not "
+                  + "decode; dropped. Gossip that did not decode is counted in "
+                  + "prefix_router_gossip_malformed_messages_total.", NodeInternalStats::malformed)
           .counter("stray_streams", P + "peer_messages_stray_streams_total",
               "Streamed output from peers that belongs to no current forward (late, from "
                   + "another peer, another tag or request); dropped.",
