@@ -569,19 +569,19 @@ public final class ConcurrentPrefixTree {
     });
   }
 
-  void release(Lease lease) {
-    boolean twice = write(Delivery.ALL, () -> {
+  /**
+   * Releases {@code lease} if it is still held. Returns false, changing nothing, if it was
+   * already released; any error is the release's own (the lease is released all the same).
+   */
+  boolean releaseIfHeld(Lease lease) {
+    return write(Delivery.ALL, () -> {
       if (lease.released) {
-        return true;
+        return false;
       }
       lease.released = true; // even if what follows fails: the repair keeps or clears its pins
       unpin(lease);
-      return false;
+      return true;
     });
-    if (twice) {
-      throw new IllegalStateException(
-          "lease on " + lease.lockedTokens() + " tokens was already released");
-    }
   }
 
   private void unpin(Lease lease) {
@@ -2684,17 +2684,19 @@ public final class ConcurrentPrefixTree {
      * @throws IllegalStateException if the lease was already released
      */
     public void release() {
-      tree.release(this);
+      if (!tree.releaseIfHeld(this)) {
+        throw new IllegalStateException(
+            "lease on " + tokens + " tokens was already released");
+      }
     }
 
-    /** Releases the lease if it is still held; a no-op otherwise. */
+    /**
+     * Releases the lease if it is still held; a no-op otherwise. Only a second release is
+     * quiet: an error of the release itself goes on, as from {@link #release}.
+     */
     @Override
     public void close() {
-      try {
-        tree.release(this);
-      } catch (IllegalStateException alreadyReleased) {
-        // close is idempotent
-      }
+      tree.releaseIfHeld(this);
     }
 
     @Override

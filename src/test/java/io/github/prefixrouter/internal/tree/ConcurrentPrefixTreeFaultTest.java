@@ -3,6 +3,7 @@ package io.github.prefixrouter.internal.tree;
 import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.util.ArrayList;
@@ -277,5 +278,36 @@ class ConcurrentPrefixTreeFaultTest {
     assertEquals(0, t.pinnedTokens());
     t.evictTo(0);
     assertEquals(0, t.sizeTokens(), "nothing left pinned");
+  }
+
+  /**
+   * close() is quiet only about a second release: an IllegalStateException of the release
+   * itself (here from where it puts the leaf back on the LRU heap) must reach the caller, not
+   * be taken for "already released". The lease is released all the same.
+   */
+  @Test
+  void aLeasesCloseHidesOnlyASecondRelease() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(12).blockSize(2)
+        .build();
+    ConcurrentPrefixTreeTest.Replay replay = new ConcurrentPrefixTreeTest.Replay();
+    t.addListener(replay);
+    t.insert(new int[] {1, 2, 3, 4});
+    ConcurrentPrefixTree.Lease lease = t.acquire(new int[] {1, 2, 3, 4});
+    boolean[] thrown = {false};
+    t.midWriteFaultForTest = () -> {
+      if (!thrown[0]) {
+        thrown[0] = true;
+        throw new IllegalStateException("unexpected, in the release");
+      }
+    };
+    IllegalStateException e = assertThrows(IllegalStateException.class, lease::close,
+        "the release's own failure");
+    t.midWriteFaultForTest = () -> { };
+    assertEquals("unexpected, in the release", e.getMessage());
+    assertWhole(t, replay);
+    assertEquals(0, t.pinnedTokens());
+    assertDoesNotThrow(lease::close, "a second close");
+    IllegalStateException twice = assertThrows(IllegalStateException.class, lease::release);
+    assertTrue(twice.getMessage().contains("already released"), twice.getMessage());
   }
 }
