@@ -55,7 +55,8 @@ import org.junit.jupiter.api.Test;
  * it, streamed or not (skipped for an engine whose results have no text); cancelling an
  * unknown request is harmless, and so is cancelling one that ended, whose id a later request
  * may use again; a cancelled request's future still
- * completes and cancelling one request leaves the others alone; failures surface as
+ * completes and cancelling one request leaves the others alone (each completes normally, with
+ * the output a second engine gives its prompt); failures surface as
  * {@link EngineException}; a cache event listener that throws (an exception, an
  * {@link Error} or a checked exception undeclared, {@link ThrowingCacheEventListener}) breaks neither the requests (each completes
  * normally, with the output it has without the listener) nor the cache (a repeated prompt still
@@ -686,10 +687,11 @@ public abstract class InferenceEngineContractTest {
     // completed (the node has told its client the request failed)
     InferenceEngine e = createEngine();
     int n = 6;
+    GenerationParams g = GenerationParams.greedy(8);
     List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
     List<StreamRecorder> recs = new ArrayList<>();
     for (int i = 0; i < n; i++) {
-      InferenceRequest r = new InferenceRequest("k" + i, prompt(200 + i), GenerationParams.greedy(8));
+      InferenceRequest r = new InferenceRequest("k" + i, prompt(200 + i), g);
       if (i % 2 == 1) {
         StreamRecorder rec = new StreamRecorder(0);
         recs.add(rec);
@@ -703,8 +705,34 @@ public abstract class InferenceEngineContractTest {
     assertTrue(awaitCondition(() -> fs.stream().allMatch(CompletableFuture::isDone), patience()),
         "a cancelled request's future never completed");
     awaitCondition(() -> false, Duration.ofMillis(100));
+    // the others complete normally, each with the output of its own prompt: what an engine that
+    // was told no cancel gives the same request, run the same way (plain or streamed)
+    String cancelled = "k0 and k" + (n - 1);
+    InferenceEngine reference = createEngine();
     for (int i = 1; i < n - 1; i++) {
-      assertNotNull(fs.get(i).join(), "request k" + i + " was not cancelled and must answer");
+      String id = "k" + i;
+      EngineResult got;
+      try {
+        got = fs.get(i).join();
+      } catch (CompletionException | java.util.concurrent.CancellationException ex) {
+        Throwable why = ex instanceof CompletionException && ex.getCause() != null
+            ? ex.getCause() : ex;
+        throw new AssertionError("cancelling " + cancelled + " failed request " + id
+            + ", which was not cancelled: " + why, ex);
+      }
+      assertNotNull(got, "request " + id + " was not cancelled and completed with null");
+      InferenceRequest own = new InferenceRequest("own" + i, prompt(200 + i), g);
+      EngineResult expected = i % 2 == 1
+          ? runStreamed(reference, own, new StreamRecorder(0)) : run(reference, own);
+      assertEquals(promptTokens(), got.promptTokens(), "promptTokens of request " + id
+          + ", which was not cancelled, with " + cancelled + " cancelled");
+      assertTrue(got.cachedPromptTokens() >= -1 && got.cachedPromptTokens() <= promptTokens(),
+          "cachedPromptTokens of request " + id + ", which was not cancelled: "
+              + got.cachedPromptTokens());
+      assertArrayEquals(expected.outputTokens(), got.outputTokens(), "cancelling " + cancelled
+          + " changed the output of request " + id + ", which was not cancelled");
+      assertEquals(expected.text(), got.text(), "cancelling " + cancelled
+          + " changed the text of request " + id + ", which was not cancelled");
     }
     for (int i : new int[] {0, n - 1}) {
       try {

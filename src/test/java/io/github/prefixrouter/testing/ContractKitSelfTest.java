@@ -602,6 +602,32 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void anEngineWhoseCancelAlsoFailsTheOtherRequestsIsCaught() {
+    // cancel takes the batch the request runs in down with it: every request in flight fails,
+    // not only the one cancelled (a cancel of an id not in flight changes nothing)
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          final Set<String> inFlight = ConcurrentHashMap.newKeySet();
+
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            inFlight.add(r.id());
+            return e.execute(r).whenComplete((v, err) -> inFlight.remove(r.id()));
+          }
+
+          @Override
+          public void cancel(String id) {
+            if (inFlight.contains(id)) {
+              for (String other : inFlight.toArray(new String[0])) {
+                e.cancel(other);
+              }
+            }
+          }
+        }));
+    assertEquals(Set.of("cancelledRequestsStillCompleteAndOthersAreUntouched"), failed);
+  }
+
+  @Test
   void theWellBehavedEnginePassesEverything() {
     assertEquals(Set.of(), failingTests(InferenceEngineContractTest.class,
         () -> new EngineKit((e, n) -> new EngineWrapper(e))));
