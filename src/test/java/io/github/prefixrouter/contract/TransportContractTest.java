@@ -20,7 +20,9 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -53,7 +55,8 @@ import org.junit.jupiter.api.Test;
  * override them), handler
  * failures surface as {@link TransportException}, every request completes exactly once and
  * reaches the peer's handler once (also one the handler fails or refuses, or that times out:
- * no retry), the caller's thread is never blocked, {@code close()} fails pending requests with {@code CLOSED},
+ * no retry), the caller's thread is never blocked (also not while the peer's handler is busy),
+ * {@code close()} fails pending requests with {@code CLOSED},
  * returning within 3 s while a peer holds one, and stops inbound delivery (and a send on the
  * closed transport, from a callback of a request it failed, neither throws nor goes out), and many concurrent requests each get their own answer, also when
  * the peer answers them in another order than they arrived; a handler that throws or returns
@@ -423,19 +426,125 @@ public abstract class TransportContractTest {
     assertEquals(0, delivered.get(), "a closed transport still delivered inbound traffic");
   }
 
+  /**
+   * The longest, in real time, one {@code request} or {@code send} may take in
+   * {@link #requestAndSendNeverBlockTheCaller}: a call that hands the message on takes well under
+   * a millisecond, but the thread making it can lose the processor on a loaded machine.
+   */
+  private static final Duration CALL_BOUND = Duration.ofSeconds(2);
+
+  /**
+   * How long, in real time, the busy peer of {@link #requestAndSendNeverBlockTheCaller} waits
+   * for the caller's calls to return before it gives up and takes its next message.
+   */
+  private static final Duration BUSY_PEER_BOUND = Duration.ofSeconds(10);
+
+  /**
+   * {@code request} and {@code send} hand the message on and return, whatever the peer does:
+   * the node calls them on its request, engine and scheduler threads. While the peer's handler
+   * is busy with an earlier message (it waits until the caller's calls have returned), a request
+   * to it (whose handler will not answer until the end), a message to it and a message to an
+   * unreachable address each return within {@link #CALL_BOUND}, timed on the calling thread. A
+   * transport that writes a message through to the peer before it returns (or waits for the
+   * peer to take it, or for the answer) blocks the caller as long as the peer is busy: its call
+   * takes longer, or never returns, and the busy peer waits out {@link #BUSY_PEER_BOUND}.
+   */
   @Test
-  void requestAndSendNeverBlockTheCaller() {
+  void requestAndSendNeverBlockTheCaller() throws InterruptedException {
     CompletableFuture<byte[]> slow = new CompletableFuture<>();
-    Transport b = started("b", (from, p) -> slow);
+    java.util.concurrent.CountDownLatch busy = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch callsReturned = new java.util.concurrent.CountDownLatch(1);
+    AtomicBoolean gaveUp = new AtomicBoolean();
+    AtomicBoolean busyDone = new AtomicBoolean();
+    ConcurrentLinkedQueue<String> messages = new ConcurrentLinkedQueue<>();
+    AtomicInteger requests = new AtomicInteger();
+    Transport b = started("b", new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+        messages.add(java.util.Arrays.toString(payload));
+        if (payload.length == 1 && payload[0] == 0) { // keeps the peer busy
+          busy.countDown();
+          try {
+            gaveUp.set(!callsReturned.await(BUSY_PEER_BOUND.toMillis(),
+                java.util.concurrent.TimeUnit.MILLISECONDS));
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          } finally {
+            busyDone.set(true);
+          }
+        }
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        requests.incrementAndGet();
+        return slow;
+      }
+    });
     Transport a = started("a", echo());
-    CompletableFuture<byte[]> f = assertTimeoutPreemptively(Duration.ofSeconds(2),
-        () -> a.request(b.localAddress(), new byte[] {1}, patience()));
-    assertFalse(f.isDone(), "the request completed although the handler has not answered");
-    assertTimeoutPreemptively(Duration.ofSeconds(2),
-        () -> a.send(unreachableAddress(), new byte[] {1}));
+    a.send(b.localAddress(), new byte[] {0});
+    // the calls are made on a thread of their own once the peer is busy (in simulated time the
+    // peer's handler runs on this thread, in awaitCondition)
+    ConcurrentLinkedQueue<String> slowCalls = new ConcurrentLinkedQueue<>();
+    AtomicReference<String> inCall = new AtomicReference<>("none yet: the peer never got busy");
+    AtomicReference<CompletableFuture<byte[]>> request = new AtomicReference<>();
+    List<Throwable> thrown = java.util.Collections.synchronizedList(new ArrayList<>());
+    Thread caller = new Thread(() -> {
+      try {
+        if (!busy.await(patience().plus(BUSY_PEER_BOUND).toMillis(),
+            java.util.concurrent.TimeUnit.MILLISECONDS)) {
+          return;
+        }
+        timed("request to the busy peer", inCall, slowCalls,
+            () -> request.set(a.request(b.localAddress(), new byte[] {1}, patience())));
+        timed("send to the busy peer", inCall, slowCalls,
+            () -> a.send(b.localAddress(), new byte[] {2}));
+        timed("send to an unreachable address", inCall, slowCalls,
+            () -> a.send(unreachableAddress(), new byte[] {3}));
+        inCall.set(null);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      } catch (RuntimeException | Error e) {
+        thrown.add(e);
+      } finally {
+        callsReturned.countDown();
+      }
+    }, "transport-kit-caller");
+    caller.setDaemon(true);
+    caller.start();
+    assertTrue(awaitCondition(busyDone::get, patience().plus(BUSY_PEER_BOUND)),
+        "the message keeping the peer busy never arrived, or its handler never returned");
+    caller.join(patience().toMillis()); // it counts callsReturned down last
+    assertEquals(List.of(), thrown, "the calls threw");
+    String blocked = inCall.get();
+    assertFalse(gaveUp.get(), "the peer was busy for " + BUSY_PEER_BOUND.toSeconds() + " s "
+        + "waiting for the caller's calls to return, and they had not: "
+        + (blocked == null ? "they returned only later" : "the " + blocked
+            + " blocked the caller while the peer was busy"));
+    assertEquals(List.of(), List.copyOf(slowCalls), "calls that blocked the caller while the "
+        + "peer was busy (each may take " + CALL_BOUND.toMillis() + " ms)");
+    CompletableFuture<byte[]> f = request.get();
+    assertNotNull(f, "request returned null");
+    assertTrue(awaitCondition(() -> requests.get() == 1 && messages.contains("[2]"), patience()),
+        "once the peer was no longer busy, the request (" + requests.get() + " arrived) or the "
+            + "message " + messages + " never arrived");
+    assertFalse(f.isDone(), "the request completed although the handler has not answered: "
+        + (f.isDone() ? outcome(f) : ""));
     slow.complete(new byte[] {7});
-    assertTrue(awaitCondition(f::isDone, patience()));
+    assertTrue(awaitCondition(f::isDone, patience()), "the answer never came");
     assertArrayEquals(new byte[] {7}, f.join());
+  }
+
+  /** Runs {@code call}, adding to {@code slow} what it was if it took over CALL_BOUND. */
+  private static void timed(String what, AtomicReference<String> inCall,
+      ConcurrentLinkedQueue<String> slow, Runnable call) {
+    inCall.set(what);
+    long start = System.nanoTime();
+    call.run();
+    long took = System.nanoTime() - start;
+    if (took > CALL_BOUND.toNanos()) {
+      slow.add(what + " took " + took / 1_000_000 + " ms");
+    }
   }
 
   @Test

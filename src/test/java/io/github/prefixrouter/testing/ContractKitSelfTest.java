@@ -1671,6 +1671,66 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void aTransportThatBlocksTheCallerWhileThePeerIsBusyIsCaught() {
+    // send and request write through to the peer before they return, as a synchronous write
+    // does: while the peer's handler is busy with an earlier message they wait, up to a write
+    // timeout of 3 s, for it to be free
+    Set<String> failed = failingTests(TransportContractTest.class, () -> {
+      java.util.Map<String, java.util.concurrent.atomic.AtomicInteger> busy =
+          new ConcurrentHashMap<>();
+      return new TransportKit(t -> new ForwardingTransport(t) {
+        final java.util.concurrent.atomic.AtomicInteger mine = busy.computeIfAbsent(
+            t.localAddress().address(), k -> new java.util.concurrent.atomic.AtomicInteger());
+
+        @Override
+        public void start(InboundHandler handler) {
+          t.start(new InboundHandler() {
+            @Override
+            public void onMessage(PeerAddress from, byte[] payload) {
+              mine.incrementAndGet();
+              try {
+                handler.onMessage(from, payload);
+              } finally {
+                mine.decrementAndGet();
+              }
+            }
+
+            @Override
+            public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+              mine.incrementAndGet();
+              try {
+                return handler.onRequest(from, payload);
+              } finally {
+                mine.decrementAndGet();
+              }
+            }
+          });
+        }
+
+        void writeThrough(PeerAddress to) {
+          java.util.concurrent.atomic.AtomicInteger peer = busy.get(to.address());
+          if (peer != null) {
+            waitWhile(() -> peer.get() > 0, Duration.ofSeconds(3));
+          }
+        }
+
+        @Override
+        public void send(PeerAddress to, byte[] payload) {
+          writeThrough(to);
+          t.send(to, payload);
+        }
+
+        @Override
+        public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+          writeThrough(to);
+          return t.request(to, p, timeout);
+        }
+      });
+    });
+    assertEquals(Set.of("requestAndSendNeverBlockTheCaller"), failed);
+  }
+
+  @Test
   void aTransportWhoseRequestsAreNotThreadSafeIsCaught() {
     // it numbers requests with a plain counter, read, then written back once the request is
     // prepared: two callers at once take one number, and one of them never gets an answer
