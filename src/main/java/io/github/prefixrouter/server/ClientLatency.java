@@ -4,7 +4,7 @@ import io.github.prefixrouter.InferenceResponse;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 import java.util.function.LongSupplier;
 
 /**
@@ -83,10 +83,15 @@ final class ClientLatency {
   record Snapshot(Map<String, LatencyHistogram.Snapshot> durations,
       Map<String, LatencyHistogram.Snapshot> firstOutputs) {}
 
+  /** Sets a request's {@code counted} from 0 to 1, once: no atomic object per request. */
+  private static final AtomicIntegerFieldUpdater<Request> COUNTED =
+      AtomicIntegerFieldUpdater.newUpdater(Request.class, "counted");
+
   /** One request being timed; counted once, by the first {@link #answered} call. */
   final class Request {
     private final long arrivedNanos;
-    private final AtomicBoolean counted = new AtomicBoolean();
+    /** 1 once counted ({@link #COUNTED}). */
+    private volatile int counted;
 
     private Request(long arrivedNanos) {
       this.arrivedNanos = arrivedNanos;
@@ -108,7 +113,7 @@ final class ClientLatency {
       if (d == null) {
         throw new IllegalArgumentException("served is one of " + SERVED + ", was " + served);
       }
-      if (!counted.compareAndSet(false, true)) {
+      if (!COUNTED.compareAndSet(this, 0, 1)) {
         return;
       }
       d.record(nanoClock.getAsLong() - arrivedNanos);
