@@ -1,6 +1,6 @@
 package io.github.prefixrouter.server;
 
-import static io.github.prefixrouter.server.LoggedLines.logged;
+import static io.github.prefixrouter.testing.LoggedLines.logged;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;

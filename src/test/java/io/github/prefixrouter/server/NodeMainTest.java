@@ -1,6 +1,6 @@
 package io.github.prefixrouter.server;
 
-import static io.github.prefixrouter.server.LoggedLines.logged;
+import static io.github.prefixrouter.testing.LoggedLines.logged;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.gossip;
 
+import static io.github.prefixrouter.testing.LoggedLines.logged;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -7,9 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
 import io.github.prefixrouter.spi.PeerAddress;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -27,19 +25,6 @@ class NodeIdInUseTest {
 
   private static final long OLD = 1_000_000;
   private static final String REPORT = "node id node-1 is in use by another process";
-
-  /** The ERROR and INFO lines of the gossip engines, by slf4j-simple on standard error. */
-  private static List<String> logged(String what, Runnable run) {
-    PrintStream err = System.err;
-    ByteArrayOutputStream log = new ByteArrayOutputStream();
-    System.setErr(new PrintStream(log, true, StandardCharsets.UTF_8));
-    try {
-      run.run();
-    } finally {
-      System.setErr(err);
-    }
-    return log.toString(StandardCharsets.UTF_8).lines().filter(l -> l.contains(what)).toList();
-  }
 
   /** Three nodes at generation {@link #OLD}, their replicas converged. */
   private static SimCluster cluster() {

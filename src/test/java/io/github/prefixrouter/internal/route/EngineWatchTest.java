@@ -1,5 +1,6 @@
 package io.github.prefixrouter.internal.route;
 
+import static io.github.prefixrouter.testing.LoggedLines.logged;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -7,9 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.RouteDecision.Reason;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Tag;
@@ -37,19 +35,6 @@ class EngineWatchTest {
     w.succeeded();
     assertEquals(null, w.avoidance(T + 3));
     assertFalse(w.avoid(T + 3));
-  }
-
-  /** The lines {@code run} logs that contain {@code what} (slf4j-simple writes to stderr). */
-  static List<String> logged(String what, Runnable run) {
-    PrintStream err = System.err;
-    ByteArrayOutputStream log = new ByteArrayOutputStream();
-    System.setErr(new PrintStream(log, true, StandardCharsets.UTF_8));
-    try {
-      run.run();
-    } finally {
-      System.setErr(err);
-    }
-    return log.toString(StandardCharsets.UTF_8).lines().filter(l -> l.contains(what)).toList();
   }
 
   /**

@@ -1,17 +1,17 @@
-package io.github.prefixrouter.server;
+package io.github.prefixrouter.testing;
 
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 
-/** What the node logs while a test runs: slf4j-simple writes to standard error. */
-final class LoggedLines {
+/** What a run logs while a test runs: slf4j-simple writes to standard error. */
+public final class LoggedLines {
 
   private LoggedLines() {}
 
   /** The lines {@code run} logs that contain {@code what}. */
-  static List<String> logged(String what, Runnable run) {
+  public static List<String> logged(String what, Runnable run) {
     PrintStream err = System.err;
     ByteArrayOutputStream log = new ByteArrayOutputStream();
     System.setErr(new PrintStream(log, true, StandardCharsets.UTF_8));
