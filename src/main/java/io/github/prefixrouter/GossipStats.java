@@ -34,8 +34,9 @@ package io.github.prefixrouter;
  * @param membersSuspected times a peer became suspect
  * @param membersDead times a peer was declared dead (no heartbeat for
  *     {@link RouterConfig#peerDeadAfter()}): its replica dropped
- * @param membersRefused peers not tracked because the node already tracks
- *     {@link RouterConfig#maxPeers()}: a cluster larger than that setting
+ * @param membersRefused digest entries and updates about a peer not tracked because the node
+ *     already tracks {@link RouterConfig#maxPeers()}: each message naming such a peer counts
+ *     again, so it grows every round while the cluster is larger than that setting
  * @param generationsReplaced times a peer's replica was replaced because the peer restarted
  *     with a new generation (or, for a node id in use twice, the other process drew one)
  * @param generationsRefuted times this node saw its own id at a generation above its own and

@@ -128,8 +128,9 @@ final class StatsTables {
       .counter("members_dead", G + "members_dead_total",
           "Times a peer was declared dead and its replica dropped.", GossipStats::membersDead)
       .counter("members_refused", G + "members_refused_total",
-          "Peers not tracked because this node already tracks as many as it may (the "
-              + "configuration's maxPeers, 1,024 by default).",
+          "Gossip entries and updates about a peer not tracked because this node already "
+              + "tracks as many as it may (the configuration's maxPeers, 1,024 by default); each "
+              + "message naming such a peer counts again.",
           GossipStats::membersRefused)
       .counter("generations_replaced", G + "generations_replaced_total",
           "Peers' replicas replaced because the peer restarted with a new generation.",

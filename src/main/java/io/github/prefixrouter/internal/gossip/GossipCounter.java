@@ -49,7 +49,10 @@ public enum GossipCounter {
   MEMBERS_DEAD,
   /** Dead peers forgotten. */
   MEMBERS_FORGOTTEN,
-  /** Peers not tracked because {@code maxPeers} was reached. */
+  /**
+   * Digest entries and updates about a peer not tracked because {@code maxPeers} was reached:
+   * each message naming such a peer counts again, so it grows every round while the peer runs.
+   */
   MEMBERS_REFUSED,
   /** Replicas replaced because their origin restarted with a new generation. */
   GENERATIONS_REPLACED,
