@@ -315,10 +315,11 @@ public abstract class TransportContractTest {
   }
 
   /**
-   * A request reaches the peer's handler once also when it fails there or goes unanswered: the
-   * handler throws, fails it (with an exception of its own, {@code PROTOCOL} or {@code BUSY}) or
-   * never answers, and the request is not delivered again, neither before it completes nor
-   * within {@link #shortTimeout()} after. A transport that retries a failed request (as an HTTP
+   * A request reaches the peer's handler once also when it fails there, and at most once when
+   * it goes unanswered: the handler throws, fails it (with an exception of its own, {@code
+   * PROTOCOL} or {@code BUSY}) or never answers, and the request is not delivered again, neither
+   * before it completes nor within {@link #shortTimeout()} after (the one that timed out may
+   * never have been delivered: a transport may give up on it first). A transport that retries a failed request (as an HTTP
    * client retries a 5xx) or resends one whose answer is late (attempts of part of the timeout
    * each) runs it twice on the peer's engine: the node's handler runs whatever it is given, and
    * a failure or a timeout does not mean the engine did nothing.
@@ -360,14 +361,17 @@ public abstract class TransportContractTest {
       pass(shortTimeout());
       String[] what = {"the request whose handler threw", "the one its handler failed",
           "the one refused PROTOCOL", "the one refused BUSY", "the one that timed out"};
+      // the four its handler failed reached it; the one that timed out may not have (a
+      // transport may give up on it before delivery, on a busy machine): at most once
       java.util.Map<String, Integer> seen = new java.util.LinkedHashMap<>();
-      java.util.Map<String, Integer> once = new java.util.LinkedHashMap<>();
+      java.util.Map<String, Integer> expected = new java.util.LinkedHashMap<>();
       for (byte kind = 0; kind <= 4; kind++) {
         AtomicInteger n = deliveries.get(kind);
-        seen.put(what[kind], n == null ? 0 : n.get());
-        once.put(what[kind], 1);
+        int count = n == null ? 0 : n.get();
+        seen.put(what[kind], count);
+        expected.put(what[kind], kind == 4 ? Math.min(count, 1) : 1);
       }
-      assertEquals(once, seen, "how often each request reached the peer's handler");
+      assertEquals(expected, seen, "how often each request reached the peer's handler");
     } finally {
       held.forEach(h -> h.complete(new byte[] {0}));
     }
