@@ -14,6 +14,7 @@ import io.github.prefixrouter.OutputDivergedException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.internal.ShortText;
+import io.github.prefixrouter.internal.gossip.GossipEngine;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.tls.CertificateNodeIds;
 import io.github.prefixrouter.internal.stop.StopMatcher;
@@ -687,8 +688,8 @@ final class ClientEndpoint {
   /** What {@code /health} says of a node id in use by another process ({@code g} says it is). */
   static String nodeIdInUseReason(String nodeId, GossipStats g) {
     return "another process gossips with node id " + nodeId + ": peers knew this node by a "
-        + "generation above its own " + g.generationsRefuted() + " times, the last within 128 "
-        + "gossip rounds (it is at generation " + g.generation() + " now, and the other process "
+        + "generation above its own " + g.generationsRefuted() + " times, the last within "
+        + GossipEngine.ID_IN_USE_WINDOW + " gossip rounds (it is at generation " + g.generation() + " now, and the other process "
         + "draws above it in turn); give each process its own --id";
   }
 

@@ -7,6 +7,7 @@ import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
+import io.github.prefixrouter.internal.gossip.GossipEngine;
 import io.github.prefixrouter.server.PrometheusText.Type;
 import io.github.prefixrouter.transport.http.HttpTransport;
 
@@ -104,9 +105,11 @@ final class StatsTables {
           "This node's gossip generation now: the one it started with, or one it drew above a "
               + "higher generation of itself that peers knew.", GossipStats::generation)
       .gauge("node_id_in_use", G + "node_id_in_use",
-          "1 while this node takes its id to be in use by another process (4 higher generations "
-              + "of itself refuted within 128 gossip rounds, the last less than 128 rounds ago); "
-              + "else 0.", s -> s.nodeIdInUse() ? 1 : 0)
+          "1 while this node takes its id to be in use by another process ("
+              + GossipEngine.ID_IN_USE_REFUTATIONS + " higher generations of itself refuted "
+              + "within " + GossipEngine.ID_IN_USE_WINDOW + " gossip rounds, the last less than "
+              + GossipEngine.ID_IN_USE_WINDOW + " rounds ago); else 0.",
+          s -> s.nodeIdInUse() ? 1 : 0)
       .gauge("peers_suspect", P + "peers_suspect",
           "Of the live peers, those suspect now: no heartbeat heard for --peer-suspect-ms; "
               + "still routed to.", GossipStats::peersSuspect)

@@ -435,14 +435,14 @@ public final class GossipEngine {
    * runs' generations do not grow, and each refutation ends above the claim it answers. Another
    * process with the same id answers every refutation with one of its own, forever.
    */
-  static final int ID_IN_USE_REFUTATIONS = FREE_GENERATION_REFUTATIONS + 1;
+  public static final int ID_IN_USE_REFUTATIONS = FREE_GENERATION_REFUTATIONS + 1;
   /**
    * Rounds within which {@link #ID_IN_USE_REFUTATIONS} refutations show the id in use by
    * another process, and without a refutation after which that report ends. Two processes
    * refute each other about once every {@link #REFRESH_SPACING} rounds each, so four
    * refutations of either fit in it with room for slow exchanges.
    */
-  static final int ID_IN_USE_WINDOW = 4 * REFRESH_SPACING;
+  public static final int ID_IN_USE_WINDOW = 4 * REFRESH_SPACING;
 
   private final AtomicLongArray counters = new AtomicLongArray(GossipCounter.values().length);
   private volatile GossipView view;
