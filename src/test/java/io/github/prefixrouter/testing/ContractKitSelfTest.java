@@ -225,8 +225,7 @@ class ContractKitSelfTest {
       CompletableFuture<EngineResult> mine = new CompletableFuture<>();
       e.execute(r).whenComplete((v, err) -> {
         if (err != null) {
-          mine.completeExceptionally(
-              err instanceof CompletionException && err.getCause() != null ? err.getCause() : err);
+          mine.completeExceptionally(cause(err));
           return;
         }
         deliver(v, l);
@@ -872,8 +871,7 @@ class ContractKitSelfTest {
       CompletableFuture<EngineResult> mine = new CompletableFuture<>();
       e.execute(r).whenComplete((v, err) -> {
         if (err != null) {
-          mine.completeExceptionally(
-              err instanceof CompletionException && err.getCause() != null ? err.getCause() : err);
+          mine.completeExceptionally(cause(err));
           return;
         }
         EngineResult cut = withText(v, r.params().stop());
@@ -1064,8 +1062,7 @@ class ContractKitSelfTest {
             CompletableFuture<EngineResult> mine = new CompletableFuture<>();
             e.execute(r).whenComplete((v, err) -> {
               if (err != null) {
-                mine.completeExceptionally(err instanceof CompletionException
-                    && err.getCause() != null ? err.getCause() : err);
+                mine.completeExceptionally(cause(err));
                 return;
               }
               int[] unstopped = SimulatedEngine.expectedOutput(r.tokens(),
@@ -1185,8 +1182,7 @@ class ContractKitSelfTest {
                 return;
               }
               if (err != null) {
-                mine.completeExceptionally(err instanceof CompletionException
-                    && err.getCause() != null ? err.getCause() : err);
+                mine.completeExceptionally(cause(err));
               } else {
                 mine.complete(v);
               }
@@ -1265,8 +1261,7 @@ class ContractKitSelfTest {
       return;
     }
     if (err != null) {
-      to.completeExceptionally(
-          err instanceof CompletionException && err.getCause() != null ? err.getCause() : err);
+      to.completeExceptionally(cause(err));
     } else {
       to.complete(v);
     }
@@ -1449,8 +1444,7 @@ class ContractKitSelfTest {
                 }
                 CompletableFuture<byte[]> cut = new CompletableFuture<>();
                 answer.whenComplete((v, err) -> {
-                  Throwable c = err instanceof CompletionException && err.getCause() != null
-                      ? err.getCause() : err;
+                  Throwable c = cause(err);
                   if (c instanceof io.github.prefixrouter.spi.TransportException te
                       && te.kind() == io.github.prefixrouter.spi.TransportException.Kind.PROTOCOL) {
                     String why = te.getMessage().substring((te.kind() + ": ").length());
@@ -1944,9 +1938,12 @@ class ContractKitSelfTest {
 
   /** The kind of a request's failure, or null if it is no {@link TransportException}. */
   private static TransportException.Kind kind(Throwable err) {
-    Throwable c = err instanceof CompletionException && err.getCause() != null
-        ? err.getCause() : err;
-    return c instanceof TransportException te ? te.kind() : null;
+    return cause(err) instanceof TransportException te ? te.kind() : null;
+  }
+
+  /** {@code err} unwrapped from the {@link CompletionException} a dependent stage wraps it in. */
+  private static Throwable cause(Throwable err) {
+    return err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
   }
 
   @Test
