@@ -32,7 +32,12 @@ class GenerationRefutationTest {
   }
 
   private static SimCluster cluster(int n) {
-    SimCluster c = new SimCluster(17, config());
+    return cluster(17, n);
+  }
+
+  /** {@code n} nodes at generation {@link #OLD}, started, from the seed {@code seed}. */
+  static SimCluster cluster(long seed, int n) {
+    SimCluster c = new SimCluster(seed, config());
     c.delayNanos = 1_000_000;
     for (int i = 0; i < n; i++) {
       c.add(i, OLD, List.of(SimCluster.addressOf(0))).start();
@@ -48,7 +53,7 @@ class GenerationRefutationTest {
   }
 
   /** {@code peer} tells {@code me} ("node-1") in a SYN that it knows it at {@code generation}. */
-  private static void claim(GossipEngine me, GossipEngine peer, long generation) {
+  static void claim(GossipEngine me, GossipEngine peer, long generation) {
     me.handle(peer.self(), new Syn(1, OLD, List.of(
         new DigestEntry("node-1", generation, 0, 1, 0, 0, false))));
   }

@@ -1,12 +1,11 @@
 package io.github.prefixrouter.internal.gossip;
 
+import static io.github.prefixrouter.internal.gossip.GenerationRefutationTest.claim;
 import static io.github.prefixrouter.testing.LoggedLines.logged;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
-import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
 import io.github.prefixrouter.spi.PeerAddress;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -28,11 +27,7 @@ class NodeIdInUseTest {
 
   /** Three nodes at generation {@link #OLD}, their replicas converged. */
   private static SimCluster cluster() {
-    SimCluster c = new SimCluster(23, GenerationRefutationTest.config());
-    c.delayNanos = 1_000_000;
-    for (int i = 0; i < 3; i++) {
-      c.add(i, OLD, List.of(SimCluster.addressOf(0))).start();
-    }
+    SimCluster c = GenerationRefutationTest.cluster(23, 3);
     assertTrue(c.runUntilConverged(50) >= 0, c.firstDivergence());
     return c;
   }
@@ -149,12 +144,6 @@ class NodeIdInUseTest {
     assertTrue(c.runUntilConverged(50) >= 0, c.firstDivergence());
   }
 
-  /** {@code me} ("node-1") is told by node 0 that it is known at {@code generation}. */
-  private static void claim(GossipEngine me, long generation) {
-    me.handle(SimCluster.addressOf(0), new Syn(1, OLD, List.of(
-        new DigestEntry("node-1", generation, 0, 1, 0, 0, false))));
-  }
-
   /**
    * The rule's edges: three refutations at once are not a report; a fourth within {@value
    * GossipEngine#ID_IN_USE_WINDOW} rounds of the first is; refutations further apart never are,
@@ -165,13 +154,13 @@ class NodeIdInUseTest {
     SimCluster c = cluster();
     GossipEngine me = c.nodes.get(1);
     for (int i = 0; i < GossipEngine.FREE_GENERATION_REFUTATIONS; i++) {
-      claim(me, me.generation() + 10);
+      claim(me, c.nodes.get(0), me.generation() + 10);
     }
     assertEquals(3, me.counter(GossipCounter.GENERATIONS_REFUTED));
     assertFalse(me.nodeIdInUse());
     c.runFor(33 * c.interval());
     assertFalse(me.nodeIdInUse());
-    claim(me, me.generation() + 10);
+    claim(me, c.nodes.get(0), me.generation() + 10);
     assertEquals(4, me.counter(GossipCounter.GENERATIONS_REFUTED));
     assertTrue(me.nodeIdInUse());
 
@@ -179,7 +168,7 @@ class NodeIdInUseTest {
     GossipEngine other = d.nodes.get(1);
     List<String> reports = logged(REPORT, () -> {
       for (int i = 0; i < 8; i++) {
-        claim(other, other.generation() + 10);
+        claim(other, d.nodes.get(0), other.generation() + 10);
         d.runFor(45 * d.interval()); // 4 refutations span 135 rounds: more than the window
       }
     });
