@@ -412,8 +412,6 @@ public final class GossipEngine {
    * {@code i}-th refutation (from 1) at {@code (i - 1) % ID_IN_USE_REFUTATIONS}.
    */
   private final long[] generationRefutedAt = new long[ID_IN_USE_REFUTATIONS];
-  /** When this node last refuted a generation; meaningful once one was refuted. */
-  private long lastGenerationRefutationNanos;
   /** {@link #ID_IN_USE_WINDOW} intervals, or {@code Long.MAX_VALUE} if that overflows. */
   private final long idInUseWindowNanos;
   /** Whether this node takes its id to be in use by another process ({@link #nodeIdInUse}). */
@@ -1061,7 +1059,8 @@ public final class GossipEngine {
     long now = clock.nanoTime();
     count(GossipCounter.ROUNDS, 1);
     heartbeat++;
-    if (idInUse && now - lastGenerationRefutationNanos > idInUseWindowNanos) {
+    if (idInUse && now - generationRefutedAt[(generationRefutations - 1) % ID_IN_USE_REFUTATIONS]
+        > idInUseWindowNanos) { // the last refutation (idInUse: there were some)
       idInUse = false;
       log.info("gossip: no generation of node {} above its own for {} rounds: its id no longer "
           + "seems in use by another process (generation {})", self.nodeId(), ID_IN_USE_WINDOW,
@@ -1814,7 +1813,6 @@ public final class GossipEngine {
     snapshotCacheRemove(self.nodeId());
     count(GossipCounter.GENERATIONS_REFUTED, 1);
     generationRefutedAt[(generationRefutations - 1) % ID_IN_USE_REFUTATIONS] = now;
-    lastGenerationRefutationNanos = now;
     if (idInUse) { // said once, at the start of the episode
       log.debug("gossip: peers know node {} by generation {}, above its own {}; it continues as "
           + "generation {}", self.nodeId(), claimed, before, generation);
