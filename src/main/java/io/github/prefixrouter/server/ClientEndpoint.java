@@ -689,8 +689,8 @@ final class ClientEndpoint {
   static String nodeIdInUseReason(String nodeId, GossipStats g) {
     return "another process gossips with node id " + nodeId + ": peers knew this node by a "
         + "generation above its own " + g.generationsRefuted() + " times, the last within "
-        + GossipEngine.ID_IN_USE_WINDOW + " gossip rounds (it is at generation " + g.generation() + " now, and the other process "
-        + "draws above it in turn); give each process its own --id";
+        + GossipEngine.ID_IN_USE_WINDOW + " gossip rounds (it is at generation " + g.generation()
+        + " now, and the other process draws above it in turn); give each process its own --id";
   }
 
   /**
