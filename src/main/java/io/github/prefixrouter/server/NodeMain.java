@@ -1,5 +1,6 @@
 package io.github.prefixrouter.server;
 
+import io.github.prefixrouter.GossipStats;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
@@ -953,13 +954,16 @@ public final class NodeMain {
     /** The stats line a stop prints, also when a part failed to stop. */
     private void printStats() {
       NodeStats s = node.stats();
+      GossipStats g = s.gossip();
       String summary = String.format(Locale.ROOT,
           "node %s stopped: requests=%d local=%d forwarded=%d failed=%d servedForPeers=%d "
               + "refusedForPeers=%d pushedBack=%d fallbacks=%s hitRate=%.3f peersLive=%d "
-              + "gossipBytesIn=%d gossipBytesOut=%d transport=%s",
+              + "gossipBytesIn=%d gossipBytesOut=%d gossipMalformed=%d gossipRejected=%d "
+              + "peersDeclaredDead=%d nodeIdInUse=%b transport=%s",
           s.nodeId(), s.requests(), s.servedLocally(), s.forwarded(), s.failed(), s.servedForPeers(),
           s.refusedForPeers(), s.pushedBack(), s.fallbacks(), s.hitRate(), s.peersLive(),
-          s.gossipBytesIn(), s.gossipBytesOut(), transport.stats());
+          s.gossipBytesIn(), s.gossipBytesOut(), g.malformedDropped(), g.rejected(),
+          g.membersDead(), g.nodeIdInUse(), transport.stats());
       log.debug(summary);
       out.println(summary);
     }

@@ -78,6 +78,10 @@ class NodeMainLaunchTest {
     assertEquals(2, lines.size(), "not the banner and the stats line: " + lines);
     assertTrue(lines.get(0).startsWith("node printed serving: "), lines.get(0));
     assertTrue(lines.get(1).startsWith("node printed stopped: requests=0 "), lines.get(1));
+    // the gossip layer's health too: dropped and rejected messages, peers declared dead, and
+    // whether another process ran with this node's id
+    assertTrue(lines.get(1).contains(" gossipMalformed=0 gossipRejected=0 peersDeclaredDead=0 "
+        + "nodeIdInUse=false "), lines.get(1));
   }
 
   /** A failed start: status 1, no node, and one line on stderr that is {@code expected}. */

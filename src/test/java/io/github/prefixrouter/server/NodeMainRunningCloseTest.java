@@ -6,6 +6,7 @@ import static org.mockito.ArgumentMatchers.any;
 import static org.mockito.Mockito.mock;
 import static org.mockito.Mockito.when;
 
+import io.github.prefixrouter.GossipStats;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.spi.Schedulers;
@@ -34,6 +35,7 @@ class NodeMainRunningCloseTest {
     NodeStats stats = mock(NodeStats.class);
     when(stats.nodeId()).thenReturn("n1");
     when(stats.requests()).thenReturn(7L);
+    when(stats.gossip()).thenReturn(mock(GossipStats.class));
     when(node.stats()).thenReturn(stats);
     HttpTransport transport = HttpTransport.builder().nodeId("n1").listen("127.0.0.1", 0)
         .insecureWithoutAuthentication().build();
@@ -91,6 +93,7 @@ class NodeMainRunningCloseTest {
     when(node.stop(any())).thenReturn(CompletableFuture.completedFuture(null));
     NodeStats stats = mock(NodeStats.class);
     when(stats.nodeId()).thenReturn("n1");
+    when(stats.gossip()).thenReturn(mock(GossipStats.class));
     when(node.stats()).thenReturn(stats);
     HttpTransport transport = HttpTransport.builder().nodeId("n1").listen("127.0.0.1", 0)
         .insecureWithoutAuthentication().build();
