@@ -1096,6 +1096,11 @@ final class ClientEndpoint {
     if (why.startsWith(TOKENIZER_FAILED)) {
       why = why.substring(TOKENIZER_FAILED.length());
     }
+    // the tokenizer's own timeout, which may end the call just before this endpoint's: a 504
+    // all the same (it used to be a 502 whenever the tokenizer's timer won the race)
+    if (c instanceof PromptTokenizer.TokenizeException te && te.timedOut()) {
+      return new OpenAiFailure(504, "the " + TOKENIZER_FAILED + why, null, "tokenizer_timeout");
+    }
     return new OpenAiFailure(502, "the " + TOKENIZER_FAILED + why, null, "tokenizer_failed");
   }
 

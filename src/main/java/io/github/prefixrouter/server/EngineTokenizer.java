@@ -274,7 +274,8 @@ final class EngineTokenizer implements PromptTokenizer {
       return fault("cannot connect to " + uri + " in time", c);
     }
     if (c instanceof HttpTimeoutException || c instanceof TimeoutException) {
-      return fault("no answer from " + uri + " within " + timeout.toMillis() + " ms", c);
+      return new TokenizeException("tokenizer failed: no answer from " + uri + " within "
+          + timeout.toMillis() + " ms", false, true, c);
     }
     return fault("cannot reach " + uri + ": " + c, c);
   }

@@ -82,21 +82,36 @@ interface PromptTokenizer {
    *
    * <p>{@link #invalidRequest()} says whether the fault is the request's (the server refused it:
    * a malformed conversation, an unknown model; the client gets a 400 with the server's message)
-   * or the tokenizer's (unreachable, failing, too slow, a malformed answer: the client gets a
-   * 502).
+   * or the tokenizer's (unreachable, failing, a malformed answer: the client gets a 502; no
+   * answer in time, {@link #timedOut()}: a 504).
    */
   final class TokenizeException extends RuntimeException {
     private static final long serialVersionUID = 1L;
     private final boolean invalidRequest;
+    private final boolean timedOut;
 
     TokenizeException(String message, boolean invalidRequest, Throwable cause) {
+      this(message, invalidRequest, false, cause);
+    }
+
+    /** @param timedOut whether the tokenizer gave up waiting for its answer (answered 504) */
+    TokenizeException(String message, boolean invalidRequest, boolean timedOut, Throwable cause) {
       super(message, cause);
       this.invalidRequest = invalidRequest;
+      this.timedOut = timedOut;
     }
 
     /** True if the request is at fault (answered 400), false if the tokenizer is (502). */
     boolean invalidRequest() {
       return invalidRequest;
+    }
+
+    /**
+     * True if the tokenizer had no answer in time (answered 504, as the endpoint's own bound on
+     * a tokenization is).
+     */
+    boolean timedOut() {
+      return timedOut;
     }
   }
 }

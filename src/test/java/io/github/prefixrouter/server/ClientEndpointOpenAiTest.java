@@ -1084,6 +1084,61 @@ class ClientEndpointOpenAiTest {
     awaitSubmitted(1);
   }
 
+  /**
+   * A model server whose {@code /tokenize} never answers, behind the engine's tokenizer with the
+   * timeout {@code NodeMain} gives it, the endpoint's I/O timeout: whichever of the two gives up
+   * first, the client gets the documented 504 {@code tokenizer_timeout}. The tokenizer's own
+   * timer starts first (it is set as the call is made, the endpoint's just after), so it used to
+   * win the race and the client got a 502 {@code tokenizer_failed}.
+   */
+  @Test
+  void aModelServerThatNeverAnswersTheTokenizeCallIsATimeout() throws Exception {
+    java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+    com.sun.net.httpserver.HttpServer server = io.github.prefixrouter.internal.wire.JdkHttpServers
+        .create(new InetSocketAddress("127.0.0.1", 0), 0);
+    server.setExecutor(java.util.concurrent.Executors.newCachedThreadPool(r -> {
+      Thread t = new Thread(r, "silent-tokenize-server");
+      t.setDaemon(true);
+      return t;
+    }));
+    server.createContext("/tokenize", ex -> {
+      try (ex) {
+        ex.getRequestBody().readAllBytes();
+        release.await(30, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    server.start();
+    Duration timeout = Duration.ofMillis(400);
+    EngineTokenizer silent = new EngineTokenizer(EngineTokenizer.tokenizeUri(
+        "http://127.0.0.1:" + server.getAddress().getPort()), null, Duration.ofSeconds(2),
+        timeout, EngineTokenizer.DEFAULT_MAX_ANSWER_BYTES);
+    try {
+      start(timeout, 64, "base", silent);
+      List<CompletableFuture<HttpResponse<String>>> sent = new java.util.ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        sent.add(postAsync(ClientEndpoint.OPENAI_CHAT,
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"q" + i + "\"}]}"));
+      }
+      for (CompletableFuture<HttpResponse<String>> f : sent) {
+        HttpResponse<String> resp = f.get(20, TimeUnit.SECONDS);
+        assertEquals(504, resp.statusCode(), resp.body());
+        assertEquals("tokenizer_timeout", map(json(resp.body()).get("error")).get("code"),
+            resp.body());
+      }
+      Await.until(() -> endpoint.inFlight() == 0, "the slots are released");
+      assertEquals(4L, clientStats().get("tokenize_failures"));
+      assertTrue(requests.isEmpty());
+    } finally {
+      release.countDown();
+      endpoint.stop();
+      endpoint = null;
+      silent.close();
+      server.stop(0);
+    }
+  }
+
   @Test
   void stoppingTheEndpointEndsTokenizationsUnderWayAndReleasesTheirSlots() throws Exception {
     start(Duration.ofSeconds(30), 64, "base", tokenizer);

@@ -353,6 +353,7 @@ class EngineTokenizerTest {
     long start = System.nanoTime();
     TokenizeException e = failed(quick.tokenize("m", "x"));
     assertFalse(e.invalidRequest());
+    assertTrue(e.timedOut(), "answered 504 by the client endpoint");
     assertTrue(e.getMessage().contains("within 300 ms"), e.getMessage());
     assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(9), "failed by the timeout");
   }
@@ -367,6 +368,7 @@ class EngineTokenizerTest {
         null, Duration.ofSeconds(2), Duration.ofSeconds(5), 1 << 20);
     TokenizeException e = failed(none.tokenize("m", "x"));
     assertFalse(e.invalidRequest());
+    assertFalse(e.timedOut());
     assertTrue(e.getMessage().startsWith("tokenizer failed: cannot reach"), e.getMessage());
   }
 
