@@ -7,6 +7,8 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -184,7 +186,13 @@ public final class ConcurrentPrefixTree {
 
   // engine-driven mode, guarded by the write lock
   private final Map<Long, Node> engineIndex;
+  /** Alias to the hash it stands for, oldest first (see {@link #forgetOldestAliases}). */
   private final Map<Long, Long> aliases;
+  /**
+   * The most aliases kept: one per block the mirror limit holds (an engine holds no more blocks
+   * than that, and each alias is a block of its own in it).
+   */
+  private final long aliasLimit;
   /**
    * Copies beyond the first of an engine hash held more than once (the engine computed the same
    * block for two requests and stored both): hash to a count of at least 1. Only hashes in
@@ -238,7 +246,8 @@ public final class ConcurrentPrefixTree {
     this.mirrorLimit = b.mirrorLimitTokens;
     this.extensionSpan = (EXTENSION_SPAN_TOKENS + blockSize - 1) / blockSize * blockSize;
     this.engineIndex = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
-    this.aliases = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
+    this.aliases = mode == Mode.ENGINE_DRIVEN ? new LinkedHashMap<>() : null;
+    this.aliasLimit = mirrorLimit / blockSize;
     this.extraCopies = mode == Mode.ENGINE_DRIVEN ? new HashMap<>() : null;
     root.edge = NO_TOKENS;
     root.keys = NO_TOKENS;
@@ -1658,6 +1667,7 @@ public final class ConcurrentPrefixTree {
         aliasedBlocks++;
         aliases.put(hashes[i], existing);
         extraCopies.remove(hashes[i]); // a new alias (or one of a block that has gone): one copy
+        forgetOldestAliases();
       } else {
         duplicateBlocks++; // another copy of the alias
         extraCopies.merge(hashes[i], 1L, Long::sum);
@@ -1696,6 +1706,21 @@ public final class ConcurrentPrefixTree {
         l.parent = null;
         pruneEngine(p);
       }
+    }
+  }
+
+  /**
+   * Forgets the oldest aliases (and their copy counts) beyond {@link #aliasLimit}: more aliases
+   * than the engine can hold blocks mean that their removals were lost, as for blocks beyond the
+   * mirror limit, and aliases of a block that stays are not swept with those of blocks that went
+   * (an engine that stores one block under ever new hashes and never removes them). A later
+   * removal of a forgotten alias counts as an unknown block.
+   */
+  private void forgetOldestAliases() {
+    Iterator<Long> oldest = aliases.keySet().iterator();
+    while (aliases.size() > aliasLimit) {
+      extraCopies.remove(oldest.next());
+      oldest.remove();
     }
   }
 

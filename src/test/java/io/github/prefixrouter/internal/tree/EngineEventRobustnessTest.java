@@ -148,6 +148,32 @@ class EngineEventRobustnessTest {
     assertTrue(t.aliasCountForTest() <= 2 * 64, "aliases kept: " + t.aliasCountForTest());
   }
 
+  /**
+   * An engine whose removals do not arrive and that stores one block under ever new hashes (a
+   * salted chain arrives as the base model's, each salt hashing the same tokens anew) leaves
+   * aliases of a block that stays: no more may be kept than the blocks the mirror limit holds,
+   * and the newest ones still stand for the block.
+   */
+  @Test
+  void aliasesOfAHeldBlockDoNotPileUpWhenRemovalsAreLost() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder()
+        .mode(ConcurrentPrefixTree.Mode.ENGINE_DRIVEN).blockSize(2).mirrorLimitTokens(64).build();
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 5});
+    for (int i = 0; i < 100_000; i++) {
+      engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {2 + i}, new int[] {5, 5});
+    }
+    t.checkInvariants();
+    assertEquals(2, t.sizeTokens());
+    assertEquals(100_000, t.engineEventStats().aliasedBlocks());
+    assertTrue(t.aliasCountForTest() <= 64 / 2, "aliases kept: " + t.aliasCountForTest());
+    long newest = 1 + 100_000;
+    assertEquals(1, t.engineCopies(newest));
+    engine.onBlocksStored(newest, new long[] {-7}, new int[] {6, 6}); // continues its block
+    assertEquals(4, t.match(new int[] {5, 5, 6, 6}));
+    assertEquals(0, t.engineEventStats().unknownParents());
+  }
+
   /** A store without a scope is malformed: dropped, counted, and not thrown back. */
   @Test
   void aStoreWithANullScopeIsCountedAsMalformed() {
