@@ -15,7 +15,9 @@ package io.github.prefixrouter;
  *
  * <p>Immutable and thread-safe.
  *
- * @param storedEvents {@code onBlocksStored} calls applied (possibly partly duplicates)
+ * @param storedEvents well-formed {@code onBlocksStored} calls received, applied or not (those
+ *     dropped for an unknown parent or a conflicting hash also count there; their blocks may be
+ *     partly duplicates)
  * @param removedEvents {@code onBlocksRemoved} calls received
  * @param clearedEvents {@code onAllCleared} calls received
  * @param unknownParents stored events dropped because their parent block is not in the tree

@@ -390,7 +390,7 @@ final class StatsTables {
   /** An engine-driven local tree's {@link CacheEventStats}: {@code local_tree} in /v1/stats. */
   static final StatsTable<CacheEventStats> LOCAL_TREE = StatsTable.<CacheEventStats>builder()
       .counter("stored_events", L + "stored_events_total",
-          "Engine store events the local tree applied.", CacheEventStats::storedEvents)
+          "Well-formed engine store events the local tree received.", CacheEventStats::storedEvents)
       .counter("removed_events", L + "removed_events_total",
           "Engine removal events the local tree received.", CacheEventStats::removedEvents)
       .counter("cleared_events", L + "cleared_events_total",
