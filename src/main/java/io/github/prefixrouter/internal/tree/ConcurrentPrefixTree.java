@@ -2175,7 +2175,14 @@ public final class ConcurrentPrefixTree {
    * their replicas stay whole.
    */
   private void deliver() {
-    if (pending.isEmpty() || delivery.isHeldByCurrentThread()) {
+    if (delivery.isHeldByCurrentThread()) {
+      return; // a listener's own write: the loop below gives its events once the listener returns
+    }
+    // Nothing queued is not enough: another writer may have taken this write's events off the
+    // queue and still be giving them to the listeners, and this write must not return before
+    // it has (it did, a few times in a million writes of three threads). Read in this order, an
+    // empty queue and a free delivery lock mean every event queued so far has been given.
+    if (pending.isEmpty() && !delivery.isLocked()) {
       return;
     }
     VirtualMachineError fatal = null;
