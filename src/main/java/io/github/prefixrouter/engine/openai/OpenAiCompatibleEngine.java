@@ -300,7 +300,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     CompletableFuture<EngineResult> result = new CompletableFuture<>();
     boolean streamed = listener != OutputListener.IGNORE;
     CompletionStream stream = streamed ? new CompletionStream(request, maxResponseBytes, apiKey, listener) : null;
-    Running run = new Running(result, stream);
+    Running run = new Running(request.id(), result, stream);
     result.whenComplete((r, e) -> {
       inFlight.decrementAndGet();
       running.remove(request.id(), run);
@@ -529,7 +529,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * A request in flight, as {@link #cancel} finds it: its future and, when it streams, its
    * stream to the listener.
    */
-  private record Running(CompletableFuture<EngineResult> result, CompletionStream stream) {
+  private record Running(String id, CompletableFuture<EngineResult> result,
+      CompletionStream stream) {
     /** Fails the request; a stream is closed first, so no piece is being given after it. */
     void fail(EngineException e) {
       if (stream != null) {
@@ -1094,9 +1095,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   /**
    * Stops the KV-event subscription, if any (its thread ends), and the HTTP client's selector
    * thread: JDK 17's client cannot be closed, and the thread ran until the client was garbage
-   * collected. Requests still in flight fail (close the engine once nothing runs on it, as the
-   * node does after its stop); those made afterwards fail at once, and {@link #health()} is
-   * false. Idempotent.
+   * collected. Requests still in flight fail at once with a retryable {@link EngineException},
+   * their connections closed (close the engine once nothing runs on it, as the node does after
+   * its stop); those made afterwards fail at once, and {@link #health()} is false. Idempotent.
    */
   @Override
   public void close() {
@@ -1108,12 +1109,20 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     if (s != null) {
       s.close();
     }
+    // the client's selector thread, which close() ends, also keeps the client's timeouts: an
+    // exchange whose answer's headers had not come would never complete, whatever the
+    // requestTimeout; failed here, each closes its connection before the client ends
+    running.forEach(r -> r.fail(closedFailure(r.id())));
     client.end();
   }
 
   /** The failure of a request made on a closed engine. */
   private EngineException closedFailure(InferenceRequest request) {
-    return new EngineException("request " + request.id() + ": the engine for " + completionsUri
+    return closedFailure(request.id());
+  }
+
+  private EngineException closedFailure(String requestId) {
+    return new EngineException("request " + requestId + ": the engine for " + completionsUri
         + " is closed", true);
   }
 

@@ -17,6 +17,7 @@ import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InvalidRequestException;
 import java.io.IOException;
+import java.io.OutputStream;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -28,6 +29,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -921,5 +923,50 @@ class OpenAiCompatibleEngineTest {
     } finally {
       pool.shutdownNow();
     }
+  }
+
+  /**
+   * {@code close()} ends the HTTP client's selector thread, which also keeps the client's own
+   * timeouts: a request in flight then, its answer's headers not come yet, was never answered,
+   * however short its {@code requestTimeout}, and held its slot for good; one whose stream had
+   * begun failed only at its {@code requestTimeout}. Each fails at once now, retryably.
+   */
+  @Test
+  void closeFailsTheRequestsInFlightAtOnce() throws Exception {
+    CountDownLatch held = new CountDownLatch(3);
+    server.behaviour.set((ex, body) -> {
+      if (((List<?>) body.get("prompt")).get(0).equals(2L)) { // a stream that has begun
+        OutputStream out = OpenAiCompatibleEngineStreamingTest.startStream(ex);
+        OpenAiCompatibleEngineStreamingTest.send(out,
+            OpenAiCompatibleEngineStreamingTest.chunk("a", "[1]", null));
+      }
+      held.countDown();
+      server.awaitRelease();
+    });
+    OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base())
+        .requestTimeout(Duration.ofHours(1)).build();
+    GenerationParams params = new GenerationParams(3, 0.0, 1.0, 1L);
+    CountDownLatch streaming = new CountDownLatch(1);
+    List<CompletableFuture<EngineResult>> inFlight = List.of(
+        e.execute(new InferenceRequest("plain", new int[] {1, 7}, params)),
+        e.execute(new InferenceRequest("no-headers", new int[] {1, 8}, params), (t, x) -> { }),
+        e.execute(new InferenceRequest("begun", new int[] {2, 9}, params),
+            (t, x) -> streaming.countDown()));
+    assertTrue(held.await(20, TimeUnit.SECONDS), "the requests reached the server");
+    assertTrue(streaming.await(20, TimeUnit.SECONDS), "the stream began");
+    e.close();
+    for (CompletableFuture<EngineResult> f : inFlight) {
+      try {
+        f.get(5, TimeUnit.SECONDS);
+        fail("a request in flight completed normally at close()");
+      } catch (TimeoutException stuck) {
+        fail("a request in flight at close() was not answered within 5 s; load " + e.load());
+      } catch (ExecutionException x) {
+        EngineException err = assertInstanceOf(EngineException.class, x.getCause());
+        assertTrue(err.retryable(), err::toString);
+        assertTrue(err.getMessage().contains("closed"), err.getMessage());
+      }
+    }
+    assertEquals(0, e.load().total(), "in-flight counter released");
   }
 }
