@@ -14,10 +14,14 @@ import java.util.concurrent.atomic.AtomicReference;
  * long as its owner is referenced (a closed engine or tokenizer the host keeps, a node whose
  * start failed). {@link #build} builds the client on a short-lived thread of a thread group of
  * its own, where the selector thread, started from it, then is; {@link Client#end()}
- * interrupts the selector threads of that group, which ends them. The selector ending fails the
- * exchanges still in progress; an exchange sent afterwards never completes (on the owner's
- * executor) or is refused at once (on the client's default one): the owner refuses its work
- * once it is closed, before it reaches the client.
+ * interrupts the selector threads of that group, which ends them. The selector ending does not
+ * fail every exchange still in progress: the selector also keeps the client's own timeouts, so
+ * one still waiting for its answer's headers never completes. Each owner therefore ends its
+ * exchanges itself (the engine adapter fails those in flight before it ends its client, the
+ * tokenizer's calls carry a timeout of their own, the transport fails its pending requests as
+ * it closes). An exchange sent afterwards never completes (on the owner's executor) or is
+ * refused at once (on the client's default one): the owner refuses its work once it is closed,
+ * before it reaches the client.
  */
 public final class JdkHttpClients {
 
@@ -43,8 +47,9 @@ public final class JdkHttpClients {
     }
 
     /**
-     * Ends the client's selector thread (it is interrupted, and ends at once), failing the
-     * exchanges still in progress; does not wait for it. Idempotent, callable from any thread.
+     * Ends the client's selector thread (it is interrupted, and ends at once); does not wait
+     * for it, and does not fail the exchanges still waiting for an answer's headers (see the
+     * class comment). Idempotent, callable from any thread.
      */
     public void end() {
       Thread[] found = new Thread[threads.activeCount() + 8];
