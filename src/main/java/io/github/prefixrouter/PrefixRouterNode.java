@@ -91,7 +91,9 @@ public interface PrefixRouterNode extends AutoCloseable {
   void start();
 
   /**
-   * Stops gracefully (see the class documentation); the future completes when STOPPED.
+   * Stops gracefully (see the class documentation); the future completes when STOPPED. A stop
+   * that comes while {@link #start()} is starting the transport and gossip (on another thread)
+   * completes once they have started and been stopped again, so none runs on after the stop.
    *
    * @return a future completed when the node is {@link State#STOPPED}; the same future on every
    *     call

@@ -185,6 +185,16 @@ public final class RouterNode implements PrefixRouterNode {
   private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
   private final CompletableFuture<Void> stopped = new CompletableFuture<>();
   private final AtomicBoolean stopFinished = new AtomicBoolean();
+  /**
+   * Guards {@code partsStarting} and {@code partsStopLeft}: a stop that finishes while
+   * {@link #start} is starting the transport and gossip leaves stopping them to the start, once
+   * they have started (stopped before, they would start after the node stopped, and run on).
+   */
+  private final Object partsLock = new Object();
+  /** Whether {@link #start} is starting the transport and gossip. */
+  private boolean partsStarting;
+  /** Whether a stop finished while they were starting, and left stopping them to the start. */
+  private boolean partsStopLeft;
   private final AtomicInteger inFlight = new AtomicInteger();
   private final ConcurrentHashMap<String, Execution> servingForPeers = new ConcurrentHashMap<>();
   /**
@@ -391,9 +401,12 @@ public final class RouterNode implements PrefixRouterNode {
 
   @Override
   public void start() {
-    if (!state.compareAndSet(State.NEW, State.RUNNING)) {
-      throw new IllegalStateException(
-          "node " + nodeId + " can only start from NEW, it is " + state.get());
+    synchronized (partsLock) {
+      if (!state.compareAndSet(State.NEW, State.RUNNING)) {
+        throw new IllegalStateException(
+            "node " + nodeId + " can only start from NEW, it is " + state.get());
+      }
+      partsStarting = true;
     }
     try {
       transport.start(new Inbound());
@@ -404,13 +417,32 @@ public final class RouterNode implements PrefixRouterNode {
       // the caller gets the exception: one line here, its stack trace at debug only
       LOG.warn("node {} failed to start ({}); stopping it", nodeId, e.toString());
       LOG.debug("node {}: the start's failure", nodeId, e);
-      state.set(State.STOPPING);
-      if (inFlight.get() == 0) {
+      state.compareAndSet(State.RUNNING, State.STOPPING); // or a stop came meanwhile
+      if (partsStarted() && inFlight.get() == 0) {
         finishStop(true);
       }
       throw e;
     }
-    LOG.info("node {} started: {}", nodeId, config);
+    if (partsStarted()) {
+      LOG.info("node {} started: {}", nodeId, config);
+    }
+  }
+
+  /**
+   * The transport and gossip have started (or failed to). A stop that finished meanwhile left
+   * stopping them to here: they are stopped now, and the stop completes.
+   *
+   * @return false if they were stopped so
+   */
+  private boolean partsStarted() {
+    synchronized (partsLock) {
+      partsStarting = false;
+      if (!partsStopLeft) {
+        return true;
+      }
+    }
+    stopParts(true);
+    return false;
   }
 
   @Override
@@ -542,6 +574,22 @@ public final class RouterNode implements PrefixRouterNode {
       graceTimer = null;
     }
     cancelGuard(grace);
+    synchronized (partsLock) {
+      if (partsStarting) {
+        // start() is starting them on another thread (or is calling this): stopped before,
+        // they would start afterwards and run on; the start stops them once they have started
+        partsStopLeft = true;
+        return;
+      }
+    }
+    stopParts(started);
+  }
+
+  /**
+   * Stops gossip (if {@code started}), closes the transport and the node's own scheduler, and
+   * completes the stop.
+   */
+  private void stopParts(boolean started) {
     // each part is stopped whatever the other throws: a gossip that fails to stop (a host's
     // scheduler whose timers fail to cancel) must not leave the transport open
     if (started) {
