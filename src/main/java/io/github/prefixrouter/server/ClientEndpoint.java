@@ -444,8 +444,9 @@ final class ClientEndpoint {
     }
     AtomicInteger n = new AtomicInteger();
     // one writer per answer being written, up to as many as requests are read at once: a
-    // client that does not read its answer holds only its own writer (for at most ioTimeout),
-    // never the others' answers; idle writers end after 30 s
+    // client that does not read its answer holds its own writer for at most ioTimeout, and
+    // other answers wait for a writer only while that many clients stall at once; idle
+    // writers end after 30 s
     ThreadPoolExecutor writers = new ThreadPoolExecutor(readerThreads, readerThreads, 30,
         TimeUnit.SECONDS, new LinkedBlockingQueue<>(), r -> {
           Thread t = new Thread(r, "client-endpoint-writer-" + n.incrementAndGet());
