@@ -1,5 +1,6 @@
 package io.github.prefixrouter.sim;
 
+import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.spi.Scheduler;
 import io.github.prefixrouter.testing.SimulatedEngine;
 
@@ -8,9 +9,10 @@ import io.github.prefixrouter.testing.SimulatedEngine;
  * machine, as in a peer-to-peer network of ordinary computers. See docs/simulator.md for where
  * each default comes from.
  *
- * @param blockSize tokens per KV block (vLLM's default 16)
- * @param capacityTokens KV-cache capacity per node in tokens
- * @param slots requests one engine runs at once
+ * @param blockSize tokens per KV block (vLLM's default 16), 1 to 1024
+ * @param capacityTokens KV-cache capacity per node in tokens, at least one block and at most
+ *     2^31 - 1 blocks
+ * @param slots requests one engine runs at once, 1 to {@link #MAX_SLOTS}
  * @param prefillOverheadNanos fixed time of every prefill (HTTP, tokenization, scheduling)
  * @param prefillNanosPerToken prefill time per uncached prompt token
  * @param decodeNanosPerToken time per generated token
@@ -27,16 +29,28 @@ public record EngineProfile(
   public static final EngineProfile DEFAULT =
       new EngineProfile(16, 65_536, 1, 10_000_000L, 2_500_000L, 15_000_000L);
 
+  /** The most slots the simulated engine runs at once ({@code SimulatedEngine.Builder.slots}). */
+  public static final int MAX_SLOTS = 4096;
+
+  /**
+   * Checks the profile against the simulated engine's and the nodes' limits, so that a bad flag
+   * is refused before anything runs: past them every run failed as its first engine was built.
+   */
   public EngineProfile {
-    if (blockSize < 1) {
-      throw new IllegalArgumentException("blockSize must be >= 1, was " + blockSize);
+    if (blockSize < 1 || blockSize > RouterConfig.MAX_BLOCK_SIZE) {
+      throw new IllegalArgumentException("blockSize must be 1 to " + RouterConfig.MAX_BLOCK_SIZE
+          + " tokens, was " + blockSize);
     }
     if (capacityTokens < blockSize) {
       throw new IllegalArgumentException(
           "capacityTokens must hold at least one block (" + blockSize + "), was " + capacityTokens);
     }
-    if (slots < 1) {
-      throw new IllegalArgumentException("slots must be >= 1, was " + slots);
+    if (capacityTokens / blockSize > Integer.MAX_VALUE) {
+      throw new IllegalArgumentException("capacityTokens must be at most " + Integer.MAX_VALUE
+          + " blocks of " + blockSize + " tokens, was " + capacityTokens);
+    }
+    if (slots < 1 || slots > MAX_SLOTS) {
+      throw new IllegalArgumentException("slots must be 1 to " + MAX_SLOTS + ", was " + slots);
     }
     if (prefillOverheadNanos < 0 || prefillNanosPerToken < 0 || decodeNanosPerToken < 0) {
       throw new IllegalArgumentException("engine timings must be >= 0");

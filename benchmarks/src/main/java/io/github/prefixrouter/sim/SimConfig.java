@@ -1,5 +1,6 @@
 package io.github.prefixrouter.sim;
 
+import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.bench.ResultsJson;
 import java.nio.file.Path;
 import java.util.List;
@@ -19,7 +20,7 @@ import java.util.function.Function;
  * @param jitterFraction each message takes delay + uniform[0, jitterFraction × delay)
  * @param lossProbability probability that a one-way message between the library's nodes is lost
  *     (forwarding and gossip); the baselines' links never lose a message
- * @param outputTokens tokens generated per request
+ * @param outputTokens tokens generated per request, 1 to 2^20 (the nodes' range)
  * @param engine the engine model of every node
  * @param timelineWindowSeconds width of the windows of the over-time series: at least 1 ns,
  *     and wide enough that the run's expected length makes at most {@link #MAX_TIMELINE_WINDOWS}
@@ -123,8 +124,10 @@ public record SimConfig(
     if (!(lossProbability >= 0 && lossProbability < 1)) {
       throw new IllegalArgumentException("loss must be in [0, 1), was " + lossProbability);
     }
-    if (outputTokens < 1) {
-      throw new IllegalArgumentException("output tokens must be >= 1, was " + outputTokens);
+    if (outputTokens < 1 || outputTokens > GenerationParams.MAX_TOKENS_LIMIT) {
+      // the nodes' range: beyond it every run failed as its first request was made
+      throw new IllegalArgumentException("output tokens must be 1 to "
+          + GenerationParams.MAX_TOKENS_LIMIT + ", was " + outputTokens);
     }
     if (!(timelineWindowSeconds >= 1e-9)) {
       throw new IllegalArgumentException(

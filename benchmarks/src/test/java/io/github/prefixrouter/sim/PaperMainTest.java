@@ -236,6 +236,31 @@ class PaperMainTest {
     assertEquals(0, e.decodeNanosPerToken());
   }
 
+  /**
+   * A block size, slot count, capacity or output length the simulated engine or the nodes refuse
+   * is refused with the flags: it was taken, and every run then failed in a stack trace (exit
+   * code 1) as its first engine or request was made.
+   */
+  @Test
+  void engineSettingsTheSimulatedEngineRefusesAreRefusedBeforeAnythingRuns() {
+    String[][] cases = {
+        {"--block-size", "2048", "blockSize must be 1 to 1024 tokens, was 2048"},
+        {"--slots", "5000", "slots must be 1 to 4096, was 5000"},
+        {"--capacity", "100000000000", "capacityTokens must be at most 2147483647 blocks"},
+        {"--output-tokens", "2000000", "output tokens must be 1 to 1048576, was 2000000"}};
+    for (String[] c : cases) {
+      IllegalArgumentException e =
+          assertThrows(IllegalArgumentException.class,
+              () -> PaperMain.parse(new String[] {c[0], c[1]}), c[0] + " " + c[1]);
+      assertTrue(e.getMessage().startsWith(c[2]), e.getMessage());
+    }
+    SimConfig c = PaperMain.parse(new String[] {"--block-size", "1024", "--slots", "4096",
+        "--capacity", "1048576", "--output-tokens", "1048576"}).config();
+    assertEquals(1024, c.engine().blockSize());
+    assertEquals(4096, c.engine().slots());
+    assertEquals(1_048_576, c.outputTokens());
+  }
+
   @Test
   void aDelayPolicyOrDistributionListedTwiceIsRefused() {
     // each would run its cells twice, and the table and charts show the first run's figures twice

@@ -50,7 +50,10 @@ class SlotSimMainTest {
         refused("--seeds", "0"));
     assertEquals("--requests must be at least 1 (and at most 1000000), not 0",
         refused("--requests", "0"));
-    assertEquals("--slots must be at least 1 (and at most 2147483647), not 0",
+    // the simulated engine's most: 5000 was taken, and the run failed in a stack trace
+    assertEquals("--slots must be at least 1 (and at most 4096), not 5000",
+        refused("--slots", "5000"));
+    assertEquals("--slots must be at least 1 (and at most 4096), not 0",
         refused("--slots", "0"));
     assertEquals("--zipf must be 0 or more, not -1.0", refused("--zipf", "-1"));
     assertEquals("--capacity must be at least 16 (and at most 2147483647), not 8",
