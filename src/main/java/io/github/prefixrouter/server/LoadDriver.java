@@ -990,8 +990,9 @@ public final class LoadDriver {
     }
 
     /**
-     * How long one HTTP exchange may take, answer body included. Default 120 s. One beyond 2^63
-     * ns (about 292 years; {@code ChronoUnit.FOREVER.getDuration()}, say) counts as 2^63 ns.
+     * How long one HTTP exchange may take, answer body included; positive. Default 120 s. One
+     * beyond 2^63 ns (about 292 years; {@code ChronoUnit.FOREVER.getDuration()}, say) counts as
+     * 2^63 ns.
      */
     public Builder requestTimeout(Duration d) {
       this.requestTimeout = d;
@@ -1019,8 +1020,8 @@ public final class LoadDriver {
      *
      * @throws IllegalArgumentException for a setting out of its range, the message beginning
      *     with the setting's name ({@code endpoints}, {@code concurrency}, {@code maxTokens},
-     *     {@code stop}), for a command line to say which of its flags it was, as the setters'
-     *     that check their value at once do ({@link #temperature})
+     *     {@code stop}, {@code requestTimeout}), for a command line to say which of its flags it
+     *     was, as the setters' that check their value at once do ({@link #temperature})
      */
     public LoadDriver build() {
       if (endpoints.isEmpty()) {
@@ -1052,6 +1053,11 @@ public final class LoadDriver {
             + "takes stop_token_ids only)");
       }
       Objects.requireNonNull(requestTimeout, "requestTimeout");
+      if (requestTimeout.isZero() || requestTimeout.isNegative()) {
+        // the HTTP client refuses it: every request of the run failed, one by one
+        throw new IllegalArgumentException("requestTimeout must be positive, was "
+            + requestTimeout);
+      }
       return new LoadDriver(this);
     }
   }

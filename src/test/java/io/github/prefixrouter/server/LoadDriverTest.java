@@ -375,5 +375,15 @@ class LoadDriverTest {
     assertEquals("concurrency must be 1 to 10000, was 10001", assertThrows(
         IllegalArgumentException.class, () -> LoadDriver.builder().endpoints(List.of("h:1"))
             .concurrency(10_001).build()).getMessage());
+    // no HTTP exchange can have one: it was taken, and every request of the run then failed
+    // as "client failure: java.lang.IllegalArgumentException: Invalid duration: PT0S"
+    for (java.time.Duration d : List.of(java.time.Duration.ZERO, java.time.Duration.ofMillis(-1),
+        java.time.temporal.ChronoUnit.FOREVER.getDuration().negated())) {
+      assertEquals("requestTimeout must be positive, was " + d, assertThrows(
+          IllegalArgumentException.class, () -> LoadDriver.builder().endpoints(List.of("h:1"))
+              .requestTimeout(d).build()).getMessage());
+    }
+    LoadDriver.builder().endpoints(List.of("h:1")).requestTimeout(java.time.Duration.ofNanos(1))
+        .build();
   }
 }
