@@ -2040,4 +2040,64 @@ class ContractKitSelfTest {
     assertEquals(Set.of("callsFromARequestsCompletionWork",
         "callsFromTheCompletionOfARequestCloseFailedAreRefusedQuietly"), failed);
   }
+
+  /**
+   * The kit over the in-memory network in real time (the system clock, a scheduler thread of its
+   * own), run by a test thread that wakes {@code late} after each wait that runs out, as the
+   * thread of a test on a loaded machine may (a garbage collection, other jobs on its core).
+   */
+  static class LateWakingTransportKit extends TransportContractTest {
+    final io.github.prefixrouter.spi.Schedulers.ClosableScheduler timers =
+        io.github.prefixrouter.spi.Schedulers.newSingleThread("kit-network");
+    final InMemoryNetwork net = new InMemoryNetwork(io.github.prefixrouter.spi.Clock.system(),
+        timers, new java.util.SplittableRandom(1));
+    final Duration late;
+
+    LateWakingTransportKit(Duration late) {
+      this.late = late;
+    }
+
+    @Override
+    protected Transport createTransport(String nodeId) {
+      return net.transport(nodeId);
+    }
+
+    @Override
+    protected PeerAddress unreachableAddress() {
+      return InMemoryNetwork.addressOf("ghost");
+    }
+
+    @Override
+    protected boolean awaitCondition(BooleanSupplier condition, Duration max) {
+      if (super.awaitCondition(condition, max)) {
+        return true;
+      }
+      try {
+        Thread.sleep(late.toMillis());
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      return condition.getAsBoolean();
+    }
+  }
+
+  @Test
+  void aTestThreadWakingLateDoesNotFailAWellBehavedTransportForAnEarlyTimeout()
+      throws Exception {
+    // the check waits half the timeout and then finds the request timed out, as it rightly did
+    // meanwhile: the wait took longer than the whole timeout
+    LateWakingTransportKit kit = new LateWakingTransportKit(Duration.ofMillis(300));
+    Method check = TransportContractTest.class.getDeclaredMethod(
+        "timeoutIsHonouredAndALateAnswerDoesNotOverrideIt");
+    check.setAccessible(true);
+    try {
+      check.invoke(kit);
+    } catch (InvocationTargetException e) {
+      throw new AssertionError("a transport timing its request out on time failed the check: "
+          + e.getCause(), e.getCause());
+    } finally {
+      closeAll(TransportContractTest.class, kit);
+      kit.timers.close();
+    }
+  }
 }
