@@ -957,16 +957,10 @@ final class FaultCluster {
     for (Instance owner : current) {
       GossipProbe o = NodeProbe.gossipOf(owner.node);
       long[] own = o.ownBlocks();
-      if (owner.selfManaged) {
-        // what it advertises is what its tree holds (its engine reports nothing)
-        long[] held = GossipProbe.fingerprintsOf(owner.tree.blockHashes());
-        if (!Arrays.equals(own, held)) {
-          return owner.key + " advertises " + own.length + " blocks, its self-managed tree"
-              + " holds " + held.length;
-        }
-      } else if (own.length != owner.simEngine.cachedBlocks()) {
-        return owner.key + " advertises " + own.length + " blocks, its engine caches "
-            + owner.simEngine.cachedBlocks();
+      String wrong = ownDivergence(owner.key, own, owner.tree,
+          owner.selfManaged ? null : owner.simEngine);
+      if (wrong != null) {
+        return wrong;
       }
       for (Instance holder : current) {
         if (holder == owner) {
@@ -988,6 +982,39 @@ final class FaultCluster {
         return owner.key + " sees " + owner.node.stats().peersLive() + " live peers of "
             + (n - 1);
       }
+    }
+    return null;
+  }
+
+  /**
+   * What an owner's own side gets wrong, or null: an engine-driven tree ({@code engine} not
+   * null) must hold exactly the blocks its engine caches, and the node must advertise exactly
+   * the distinct fingerprints of its tree's blocks. Blocks are counted in the tree, not in the
+   * advertised set: the summary publishes a fingerprint once however many held blocks share it
+   * (gossip.md, "Block fingerprints"), so a node whose engine caches two blocks whose hashes
+   * fold to one 32-bit fingerprint rightly advertises one fingerprint fewer than it caches
+   * blocks.
+   */
+  static String ownDivergence(String key, long[] advertised, ConcurrentPrefixTree tree,
+      SimulatedEngine engine) {
+    long[] blocks = tree.blockHashes();
+    if (engine != null) {
+      long[] cached = engine.cachedBlockIds();
+      if (blocks.length != cached.length) {
+        return key + "'s tree holds " + blocks.length + " blocks, its engine caches "
+            + cached.length + " blocks";
+      }
+      for (long id : cached) {
+        if (TreeProbe.engineCopies(tree, id) == 0) {
+          return key + "'s engine caches block " + id + ", which its tree does not hold";
+        }
+      }
+    }
+    long[] held = GossipProbe.fingerprintsOf(blocks);
+    if (!Arrays.equals(advertised, held)) {
+      return key + " advertises " + advertised.length + " fingerprints, the "
+          + blocks.length + " blocks of its " + (engine == null ? "self-managed " : "")
+          + "tree have " + held.length;
     }
     return null;
   }

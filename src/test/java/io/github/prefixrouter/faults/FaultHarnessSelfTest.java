@@ -1,12 +1,26 @@
 package io.github.prefixrouter.faults;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.faults.FaultCluster.Outcome;
 import io.github.prefixrouter.faults.FaultCluster.Wiring;
 import io.github.prefixrouter.faults.FaultyEngine.Sabotage;
+import io.github.prefixrouter.internal.gossip.GossipProbe;
+import io.github.prefixrouter.internal.route.NodeProbe;
+import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
+import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import io.github.prefixrouter.testing.SimulatedEngine;
 import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.util.Arrays;
+import java.util.List;
+import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
 /** The campaign's invariants must be able to fail: deliberately broken runs are caught. */
@@ -154,6 +168,88 @@ class FaultHarnessSelfTest {
       caughtAtAnEarlySeed(w, FaultyEngine.Sabotage.SCOPE_BLIND_RECORD,
           plan -> plan.scopedShare > 0, "no prefix of a prompt its engine answered");
     }
+  }
+
+  /**
+   * A one-block prompt (plus one token, which is never cached): tokens 100 to 114, then
+   * {@code last}. The blocks of {@code last} = 40,484 and 76,155 have different hashes whose
+   * 32-bit fingerprints are equal (found by trying every {@code last} from 1,000 up).
+   */
+  private static int[] oneBlockPrompt(int last) {
+    int[] p = new int[17];
+    for (int i = 0; i < 15; i++) {
+      p[i] = 100 + i;
+    }
+    p[15] = last;
+    return p;
+  }
+
+  /**
+   * An engine-driven node whose engine has cached the two blocks of {@link #oneBlockPrompt}
+   * that share a fingerprint, once its summary has caught up.
+   */
+  private static final class SharedFingerprintNode {
+    final SimulatedScheduler sim = new SimulatedScheduler();
+    final SimulatedEngine engine = SimulatedEngine.builder().scheduler(sim).clock(sim)
+        .blockSize(FaultPlan.BLOCK).publishesCacheEvents(true).build();
+    final PrefixRouterNode node = PrefixRouterNode.builder().nodeId("n0")
+        .transport(new InMemoryNetwork(sim, 1).transport("n0")).engine(engine)
+        .clock(sim).scheduler(sim).random(new SplittableRandom(1)).seeds(List.of()).build();
+    final ConcurrentPrefixTree tree = NodeProbe.treeOf(node);
+
+    SharedFingerprintNode() {
+      node.start();
+      var a = node.submit(InferenceRequest.of("a", oneBlockPrompt(40_484)));
+      var b = node.submit(InferenceRequest.of("b", oneBlockPrompt(76_155)));
+      sim.advanceBy(5_000_000_000L);
+      a.join();
+      b.join();
+    }
+
+    long[] advertised() {
+      return NodeProbe.gossipOf(node).ownBlocks();
+    }
+
+    void stop() {
+      node.stop();
+      sim.runUntilIdle(100_000);
+    }
+  }
+
+  @Test
+  void twoBlocksSharingAFingerprintAreOneAdvertisedFingerprint() {
+    // the summary publishes a fingerprint once, however many blocks share it (gossip.md): a
+    // node whose engine caches two such blocks rightly advertises one fingerprint
+    SharedFingerprintNode n = new SharedFingerprintNode();
+    long[] held = n.tree.blockHashes();
+    assertEquals(2, n.engine.cachedBlocks());
+    assertEquals(2, held.length, "the tree mirrors the engine's two blocks");
+    assertNotEquals(held[0], held[1]);
+    assertEquals(1, GossipProbe.fingerprintsOf(held).length, "the two share a fingerprint");
+    assertEquals(1, n.advertised().length);
+    assertNull(FaultCluster.ownDivergence("n0#1", n.advertised(), n.tree, n.engine));
+    n.stop();
+  }
+
+  @Test
+  void anAdvertisedSetOrTreeThatMissesABlockIsCaught() {
+    SharedFingerprintNode n = new SharedFingerprintNode();
+    String summary = FaultCluster.ownDivergence("n0#1", new long[0], n.tree, n.engine);
+    assertNotNull(summary);
+    assertTrue(summary.contains("n0#1 advertises 0 fingerprints"), summary);
+    // the tree loses a block the engine still caches (a removal the engine never sent)
+    n.tree.engineEvents().onBlocksRemoved(
+        new long[] {n.engine.blockIdOf(oneBlockPrompt(76_155), 0)});
+    String tree = FaultCluster.ownDivergence("n0#1", n.advertised(), n.tree, n.engine);
+    assertNotNull(tree);
+    assertTrue(tree.contains("n0#1's tree holds 1 blocks, its engine caches 2 blocks"), tree);
+    // and holds another block in its place: as many blocks, not the same ones
+    n.tree.engineEvents().onBlocksStored(CacheEventListener.NO_PARENT, new long[] {12_345L},
+        Arrays.copyOf(oneBlockPrompt(7), FaultPlan.BLOCK));
+    String other = FaultCluster.ownDivergence("n0#1", n.advertised(), n.tree, n.engine);
+    assertNotNull(other);
+    assertTrue(other.contains("which its tree does not hold"), other);
+    n.stop();
   }
 
   @Test

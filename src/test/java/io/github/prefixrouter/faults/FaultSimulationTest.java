@@ -47,11 +47,14 @@ class FaultSimulationTest {
    * (and could not cancel: another execution's run of the same id was on the engine); 331320,
    * where a node ran a request on its failing engine, beside the probe, after a peer's engine
    * timed it out (a final answer), where it now answers with the peer's failure; 356339, where
-   * two runs of a node refuted the same generation claim and took the same generation.
+   * two runs of a node refuted the same generation claim and took the same generation; 423946,
+   * where the convergence check counted an engine's blocks against the fingerprints its node
+   * advertised, and two of its blocks shared a fingerprint.
    */
   @Test
   void seedsThatOnceFailed() {
-    for (long seed : new long[] {313_719L, 314_367L, 316_312L, 319_807L, 331_320L, 356_339L}) {
+    for (long seed : new long[] {313_719L, 314_367L, 316_312L, 319_807L, 331_320L, 356_339L,
+        423_946L}) {
       campaign(seed, 1);
     }
   }
