@@ -74,6 +74,7 @@ public final class RouterConfig {
   private final double coldPlacementSlack;
   private final boolean localCaching;
   private final Duration stalenessHalfLife;
+  private final Duration distrustHalfLife;
   private final Duration gossipInterval;
   private final int gossipFanout;
   private final Duration peerSuspectAfter;
@@ -109,6 +110,7 @@ public final class RouterConfig {
     coldPlacementSlack = b.coldPlacementSlack;
     localCaching = b.localCaching;
     stalenessHalfLife = b.stalenessHalfLife;
+    distrustHalfLife = b.distrustHalfLife;
     gossipInterval = b.gossipInterval;
     gossipFanout = b.gossipFanout;
     peerSuspectAfter = b.peerSuspectAfter;
@@ -220,6 +222,7 @@ public final class RouterConfig {
       p.add("coldPlacementSlack must be in [0, 10], was " + coldPlacementSlack);
     }
     positive(p, "stalenessHalfLife", stalenessHalfLife);
+    positive(p, "distrustHalfLife", distrustHalfLife);
     positive(p, "gossipInterval", gossipInterval);
     if (gossipFanout < 1 || gossipFanout > 64) {
       p.add("gossipFanout must be between 1 and 64, was " + gossipFanout);
@@ -257,6 +260,7 @@ public final class RouterConfig {
     atMostMax(p, "busyCooldown", busyCooldown);
     atMostMax(p, "failureCooldown", failureCooldown);
     atMostMax(p, "stalenessHalfLife", stalenessHalfLife);
+    atMostMax(p, "distrustHalfLife", distrustHalfLife);
     atMostMax(p, "gossipInterval", gossipInterval);
     atMostMax(p, "peerSuspectAfter", peerSuspectAfter);
     atMostMax(p, "peerDeadAfter", peerDeadAfter);
@@ -580,6 +584,19 @@ public final class RouterConfig {
   }
 
   /**
+   * Time since a peer's accuracy was last measured at which the distrust it earned counts half.
+   * A peer's estimates are discounted by its accuracy, measured only by the forwards it answers;
+   * a peer trusted too little to be forwarded to is not measured again, so its distrust fades
+   * instead: its shortfall from full trust halves every half-life, until a forward there
+   * measures it again. Default 60 s.
+   *
+   * @return time since a peer's accuracy was measured at which its distrust counts half
+   */
+  public Duration distrustHalfLife() {
+    return distrustHalfLife;
+  }
+
+  /**
    * Anti-entropy round interval (jittered). Default 200 ms.
    *
    * @return anti-entropy round interval
@@ -692,6 +709,7 @@ public final class RouterConfig {
     private double coldPlacementSlack = 0.25;
     private boolean localCaching = true;
     private Duration stalenessHalfLife = Duration.ofSeconds(30);
+    private Duration distrustHalfLife = Duration.ofSeconds(60);
     private Duration gossipInterval = Duration.ofMillis(200);
     private int gossipFanout = 3;
     private Duration peerSuspectAfter = Duration.ofSeconds(2);
@@ -729,6 +747,7 @@ public final class RouterConfig {
       coldPlacementSlack = c.coldPlacementSlack;
       localCaching = c.localCaching;
       stalenessHalfLife = c.stalenessHalfLife;
+      distrustHalfLife = c.distrustHalfLife;
       gossipInterval = c.gossipInterval;
       gossipFanout = c.gossipFanout;
       peerSuspectAfter = c.peerSuspectAfter;
@@ -1011,6 +1030,18 @@ public final class RouterConfig {
      */
     public Builder stalenessHalfLife(Duration d) {
       this.stalenessHalfLife = Objects.requireNonNull(d, "stalenessHalfLife");
+      return this;
+    }
+
+    /**
+     * Time since a peer's accuracy was last measured at which the distrust it earned counts
+     * half (default 60 s): see {@link RouterConfig#distrustHalfLife()}.
+     *
+     * @param d the half-life, positive
+     * @return this builder
+     */
+    public Builder distrustHalfLife(Duration d) {
+      this.distrustHalfLife = Objects.requireNonNull(d, "distrustHalfLife");
       return this;
     }
 

@@ -61,6 +61,7 @@ class RouterConfigTest {
         .coldPlacementSlack(0.5)
         .localCaching(false)
         .stalenessHalfLife(Duration.ofSeconds(11))
+        .distrustHalfLife(Duration.ofSeconds(17))
         .gossip(Duration.ofMillis(300), 5)
         .peerTimeouts(Duration.ofSeconds(3), Duration.ofSeconds(13))
         .maxPeers(77)
@@ -143,6 +144,8 @@ class RouterConfigTest {
         bad("coldPlacementLoadBound", b -> b.coldPlacementLoadBound(0.9)),
         bad("coldPlacementSlack", b -> b.coldPlacementSlack(-0.1)),
         bad("stalenessHalfLife", b -> b.stalenessHalfLife(Duration.ZERO)),
+        bad("distrustHalfLife", b -> b.distrustHalfLife(Duration.ZERO)),
+        bad("distrustHalfLife", b -> b.distrustHalfLife(Duration.ofSeconds(-1))),
         bad("gossipFanout", b -> b.gossip(Duration.ofMillis(200), 0)),
         bad("peerSuspectAfter", b -> b.gossip(Duration.ofSeconds(5), 3)),
         bad("peerDeadAfter", b -> b.peerTimeouts(Duration.ofSeconds(3), Duration.ofSeconds(1))),
@@ -170,6 +173,7 @@ class RouterConfigTest {
         bad("coldPlacementSlack", b -> b.coldPlacementSlack(10.5)),
         bad("forwardMarginRatio", b -> b.forwardMargin(-0.1, Duration.ZERO)),
         bad("stalenessHalfLife", b -> b.stalenessHalfLife(Duration.ofDays(366))),
+        bad("distrustHalfLife", b -> b.distrustHalfLife(Duration.ofDays(366))),
         bad("gossipInterval", b -> b.gossip(Duration.ZERO, 3)),
         bad("gossipFanout", b -> b.gossip(Duration.ofMillis(200), 65)),
         bad("peerSuspectAfter", b -> b.peerTimeouts(Duration.ZERO, Duration.ofSeconds(10))),

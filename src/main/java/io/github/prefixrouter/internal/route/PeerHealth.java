@@ -65,8 +65,15 @@ final class PeerHealth {
     final UnknownVersion otherModel = new UnknownVersion();
     /** Requests this node has forwarded there and not yet seen answered. */
     volatile int outstanding;
-    /** EWMA of min(actual, estimated) / estimated cached tokens; 1 = always right. */
+    /**
+     * EWMA of min(actual, estimated) / estimated cached tokens, as of {@link #accuracyAt}; 1 =
+     * always right. Its shortfall from 1 fades with the time since: see {@link #trust}.
+     */
     volatile double accuracy = 1.0;
+    /** When {@link #accuracy} was last measured (a clock reading); written before it. */
+    volatile long accuracyAt;
+    /** Whether {@link #accuracyAt} was set (any long is a reading). */
+    private boolean accuracyMeasured;
     /** Round trip measured on forwards (total minus the peer's service time), or -1. */
     volatile long forwardRttNanos = -1;
 
@@ -128,12 +135,44 @@ final class PeerHealth {
       OUTSTANDING.decrementAndGet(this);
     }
 
-    synchronized void observeAccuracy(int estimated, int actual) {
+    /**
+     * The accuracy the peer's estimates are discounted by at {@code now}: {@link #accuracy},
+     * its shortfall from 1 halved every {@code halfLifeNanos} since it was measured. Only an
+     * answered forward measures it, and a peer trusted too little to be forwarded to is not
+     * measured again: without the fading, a spell of misses there (an engine that lost its
+     * cache, a replica that overstated it for a while) would stop forwards to the peer for good,
+     * however accurate its replica became. Exactly 1, without a {@code pow}, while every forward
+     * there found what was estimated.
+     */
+    double trust(long now, double halfLifeNanos) {
+      double a = accuracy; // read before its time, which is written first
+      if (a >= 1.0) {
+        return 1.0;
+      }
+      long since = now - accuracyAt;
+      return since <= 0 ? a : 1.0 - (1.0 - a) * Math.pow(0.5, since / halfLifeNanos);
+    }
+
+    /**
+     * A forward there was answered at {@code now} with {@code actual} cached prompt tokens where
+     * {@code estimated} were expected: the sample {@code min(1, actual / estimated)} weighs 0.2
+     * against the trust it had at {@code now} ({@link #trust}, faded by {@code halfLifeNanos}).
+     */
+    synchronized void observeAccuracy(int estimated, int actual, long now,
+        double halfLifeNanos) {
       if (estimated <= 0 || actual < 0) {
         return;
       }
       double sample = Math.min(1.0, (double) actual / estimated);
-      accuracy = 0.8 * accuracy + 0.2 * sample;
+      double prev = trust(now, halfLifeNanos);
+      // the later reading: threads ending forwards there read the clock before they get here,
+      // and an earlier reading would fade the new accuracy from before it was measured; set
+      // before the accuracy, so a reader that sees the new accuracy sees its time
+      if (!accuracyMeasured || now - accuracyAt > 0) {
+        accuracyAt = now;
+        accuracyMeasured = true;
+      }
+      accuracy = 0.8 * prev + 0.2 * sample;
     }
 
     /**

@@ -41,7 +41,9 @@ import java.util.function.Supplier;
  *       {@code rtt(c) + overhead(c) + queueDepth(c) × service / max(1, min(inFlight(c), 4096))
  *       + prefill × (n − effMatch(c))}
  *       where rtt and overhead are 0 for the local node, {@code effMatch} is the estimated
- *       match discounted by the peer's accuracy and by {@code 0.5^(summaryAge / halfLife)}, and
+ *       match discounted by the peer's accuracy (its shortfall from 1 fading with the time since
+ *       it was measured: {@link PeerHealth.PeerState#trust}) and by
+ *       {@code 0.5^(summaryAge / halfLife)}, and
  *       the queue depth of a peer includes the requests this node has outstanding there (its
  *       advertised load lags by a gossip round). The queue drains through every running slot
  *       ({@link CostModel#drainingSlots}: an engine reports a queue only when its slots are all
@@ -106,6 +108,7 @@ final class RoutePlanner {
   private final Supplier<EngineLoad> localLoad;
   private final int blockSize;
   private final double halfLifeNanos;
+  private final double distrustHalfLifeNanos;
   private final long overheadNanos;
   private final long marginMinNanos;
   private final LocalDemand demand;
@@ -174,6 +177,7 @@ final class RoutePlanner {
     this.localLoad = localLoad;
     this.blockSize = config.blockSize();
     this.halfLifeNanos = config.stalenessHalfLife().toNanos();
+    this.distrustHalfLifeNanos = config.distrustHalfLife().toNanos();
     this.overheadNanos = config.forwardOverhead().toNanos();
     this.marginMinNanos = config.forwardMarginMin().toNanos();
     this.demand = new LocalDemand(config.treeCapacityTokens());
@@ -334,7 +338,7 @@ final class RoutePlanner {
       }
       int eff = 0;
       if (matched > 0) { // no match: 0 whatever the trust, so skip the pow
-        double trust = st.accuracy;
+        double trust = st.trust(now, distrustHalfLifeNanos); // 1 without a pow if never short
         long age = now - ps.lastSyncNanos[i];
         if (age > 0) {
           trust *= Math.pow(0.5, age / halfLifeNanos);

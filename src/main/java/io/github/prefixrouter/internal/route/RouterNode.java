@@ -1292,7 +1292,9 @@ public final class RouterNode implements PrefixRouterNode {
             a.base + res.outputTokens().length * cost.decodeNanosPerToken());
         int actual = r.result().cachedPromptTokens();
         if (actual >= 0) {
-          a.peer.observeAccuracy(a.estimatedMatched, actual); // counted once it answers
+          // counted once it answers
+          a.peer.observeAccuracy(a.estimatedMatched, actual, now,
+              config.distrustHalfLife().toNanos());
         }
         a.peer.observeRtt(elapsed - serverNanos);
         if (a.gossipRtt >= 0 && serverNanos >= 0 && cost.learnsForwardOverhead()) {

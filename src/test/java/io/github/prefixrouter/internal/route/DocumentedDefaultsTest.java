@@ -63,6 +63,7 @@ class DocumentedDefaultsTest {
     expected.put("coldPlacementSlack", List.of(c.coldPlacementSlack()));
     expected.put("localCaching", List.of(c.localCaching()));
     expected.put("stalenessHalfLife", List.of(c.stalenessHalfLife()));
+    expected.put("distrustHalfLife", List.of(c.distrustHalfLife()));
     expected.put("gossip(interval, fanout)", List.of(c.gossipInterval(), c.gossipFanout()));
     expected.put("peerTimeouts(suspect, dead)", List.of(c.peerSuspectAfter(),
         c.peerDeadAfter()));

@@ -13,6 +13,7 @@ import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -200,11 +201,47 @@ class RoutePlannerTest {
     PeerHealth h = new PeerHealth();
     assertEquals("liar", planner(cfg, "me", v, 0, h).decide(t).targetNodeId());
     for (int i = 0; i < 10; i++) {
-      h.get("liar").observeAccuracy(640, 0); // claimed 640 cached, engine served none
+      // claimed 640 cached, engine served none
+      h.get("liar").observeAccuracy(640, 0, 0, cfg.distrustHalfLife().toNanos());
     }
     RouteDecision d = planner(cfg, "me", v, 0, h).decide(t);
     assertEquals("honest", d.targetNodeId(), d.toString());
     assertTrue(d.candidates().get(1).effectiveMatchedTokens() < 100);
+  }
+
+  @Test
+  void anInaccuratePeersDistrustFadesWithTheTimeSinceItWasMeasured() {
+    // 10 misses leave the liar an accuracy of 0.8^10 = 0.107; with a 10 s half-life of the
+    // distrust, its trust is 1 - 0.893 / 2 = 0.554 10 s later and 0.888 30 s later
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(100_000)
+        .distrustHalfLife(Duration.ofSeconds(10)).build();
+    int[] t = tokens(2, 640);
+    ScriptedView v = new ScriptedView().peer("liar", 2 * MS).peer("honest", 2 * MS)
+        .holds("liar", t, 640).holds("honest", t, 480);
+    PeerHealth h = new PeerHealth();
+    long start = Long.MAX_VALUE - 5_000 * MS; // any clock origin: the readings wrap meanwhile
+    for (int i = 0; i < 10; i++) {
+      h.get("liar").observeAccuracy(640, 0, start, cfg.distrustHalfLife().toNanos());
+    }
+    AtomicLong now = new AtomicLong(start);
+    RoutePlanner p = new RoutePlanner(cfg, "me", matching(0), new BlockChain(HASHER), v,
+        new CostModel(cfg.initialPrefillNanosPerToken()), h, now::get, () -> EngineLoad.IDLE);
+    int[] effective = new int[4];
+    String[] target = new String[4];
+    for (int k = 0; k < 4; k++) {
+      now.set(start + k * 10_000 * MS);
+      v.syncedAt = now.get(); // fresh replicas: no staleness discount
+      RouteDecision d = p.decide(t);
+      effective[k] = d.candidates().get(1).effectiveMatchedTokens();
+      target[k] = d.targetNodeId();
+    }
+    double a = Math.pow(0.8, 10);
+    for (int k = 0; k < 4; k++) {
+      assertEquals((int) (640 * (1 - (1 - a) * Math.pow(0.5, k))), effective[k],
+          "after " + 10 * k + " s: " + Arrays.toString(effective));
+    }
+    assertEquals("honest", target[0]);
+    assertEquals("liar", target[3], "trusted again: " + Arrays.toString(target));
   }
 
   @Test
