@@ -284,7 +284,10 @@ public final class GossipEngine {
    * An encoded snapshot; {@code storeBytes[i]} bytes of chunk {@code i} are store numbers;
    * {@code sentNanos} is when it was last encoded or sent chunks; {@code marks} counts the
    * exchanges that queued chunks of it (one whose chunks all failed to send takes its mark
-   * back only while it is the latest).
+   * back only while it is the latest); {@code sentTo} holds, per peer it queued chunks to while
+   * older than its origin's current version, the chunks queued since the peer's last full pass
+   * (every chunk queued) and its full passes (over the whole cache, at most
+   * {@link #STALE_TRACKED_PEERS} peers and {@link #STALE_TRACKED_BITS} chunk bits).
    */
   private static final class CachedSnapshot {
     final long generation;
@@ -294,6 +297,7 @@ public final class GossipEngine {
     final long[] storeBytes;
     long sentNanos;
     long marks;
+    Map<String, Passes> sentTo;
 
     CachedSnapshot(long generation, long version, List<byte[]> chunks, long bytes,
         long[] storeBytes, long sentNanos) {
@@ -304,7 +308,49 @@ public final class GossipEngine {
       this.storeBytes = storeBytes;
       this.sentNanos = sentNanos;
     }
+
+    /** Full passes of this snapshot's chunks queued to {@code peer}. */
+    int passesTo(String peer) {
+      Passes p = sentTo == null ? null : sentTo.get(peer);
+      return p == null ? 0 : p.full;
+    }
+
+    /** Whether the chunks queued to {@code peer} are tracked. */
+    boolean tracks(String peer) {
+      return sentTo != null && sentTo.containsKey(peer);
+    }
+
+    /** Chunk {@code k} was queued to {@code peer}, which is tracked. */
+    void queued(String peer, int k) {
+      Passes p = sentTo.get(peer);
+      p.chunks.set(k);
+      if (p.chunks.cardinality() == chunks.size()) {
+        p.full++;
+        p.chunks.clear();
+      }
+    }
   }
+
+  /** The chunks of a cached snapshot queued to one peer: this pass's, and the full passes. */
+  private static final class Passes {
+    final java.util.BitSet chunks = new java.util.BitSet();
+    int full;
+  }
+
+  /**
+   * A peer that was sent every chunk of a cached snapshot older than its origin's current
+   * version this many times, and still asks for the origin's whole set, gets the set as it is
+   * now: it could not take the older one (a truncated replica asking for a fresh copy is at a
+   * version above it), or lost chunks of it twice.
+   */
+  private static final int STALE_SNAPSHOT_PASSES = 2;
+
+  /**
+   * Most peers, and most chunk bits, the snapshot cache tracks the chunks sent to (see
+   * {@link CachedSnapshot}): a peer it has no room for gets the snapshot encoded anew.
+   */
+  private static final int STALE_TRACKED_PEERS = 1 << 14;
+  private static final long STALE_TRACKED_BITS = 1L << 24;
 
   /**
    * How many times its bound ({@code 4 × snapshotBytesPerExchange}) the snapshot cache may hold
@@ -384,6 +430,9 @@ public final class GossipEngine {
   private final LinkedHashMap<String, CachedSnapshot> snapshotCache =
       new LinkedHashMap<>(16, 0.75f, true);
   private long snapshotCacheBytes;
+  /** Peers, and their chunk bits, tracked by the cached snapshots ({@link CachedSnapshot}). */
+  private long staleTrackedPeers;
+  private long staleTrackedBits;
   private final long snapshotCacheMaxBytes;
   private final Map<Long, PendingSyn> pendingSyns = new HashMap<>();
   private long pendingHashes;
@@ -1029,6 +1078,18 @@ public final class GossipEngine {
       if (snapshotCacheBytes > SNAPSHOT_CACHE_IN_USE_FACTOR * snapshotCacheMaxBytes
           && snapshotCache.size() > 1) {
         throw new IllegalStateException("snapshot cache over cap");
+      }
+      long trackedPeers = 0;
+      long trackedBits = 0;
+      for (CachedSnapshot c : snapshotCache.values()) {
+        int peers = c.sentTo == null ? 0 : c.sentTo.size();
+        trackedPeers += peers;
+        trackedBits += (long) peers * c.chunks.size();
+      }
+      if (trackedPeers != staleTrackedPeers || trackedBits != staleTrackedBits
+          || trackedPeers > STALE_TRACKED_PEERS || trackedBits > STALE_TRACKED_BITS) {
+        throw new IllegalStateException("snapshot cache tracks " + staleTrackedPeers + " peers, "
+            + staleTrackedBits + " chunk bits for " + trackedPeers + ", " + trackedBits);
       }
     } finally {
       lock.readLock().unlock();
@@ -1939,7 +2000,8 @@ public final class GossipEngine {
       }
     }
     // a snapshot: header-only update now (so the receiver resets to this generation) + chunks
-    sendSnapshot(to, self.nodeId(), generation, chunks, snapshotBudget, () -> summary.snapshot(),
+    sendSnapshot(to, self.nodeId(), generation, myVersion, chunks, snapshotBudget,
+        () -> summary.snapshot(),
         v -> v == summary.version() || (!config.fullSnapshotsOnly() && summary.logCovers(v)));
     return new Update(me, addr, 0, List.of());
   }
@@ -1964,7 +2026,7 @@ public final class GossipEngine {
       return new Update(m.entry(), m.address.address(), from, deltas);
     }
     if (m.version > 0 && index.refused(m.slot) == 0) {
-      sendSnapshot(to, m.nodeId, m.generation, chunks, snapshotBudget, () -> {
+      sendSnapshot(to, m.nodeId, m.generation, m.version, chunks, snapshotBudget, () -> {
         long[][] a = m.order.toArrays();
         return new LocalSummary.Snapshot(m.version, m.storeCount, a[0], a[1]);
       }, v -> v == m.version || (!config.fullSnapshotsOnly() && m.relayLog.covers(v)));
@@ -2132,12 +2194,17 @@ public final class GossipEngine {
     }
   }
 
-  private void sendSnapshot(PeerAddress to, String origin, long gen, List<Outgoing> chunks,
-      SnapshotBudget snapshotBudget, Supplier<LocalSummary.Snapshot> take,
+  private void sendSnapshot(PeerAddress to, String origin, long gen, long current,
+      List<Outgoing> chunks, SnapshotBudget snapshotBudget, Supplier<LocalSummary.Snapshot> take,
       java.util.function.LongPredicate stillUseful) {
     long now = clock.nanoTime();
     CachedSnapshot c = snapshotCache.get(origin);
-    if (c == null || c.generation != gen || !stillUseful.test(c.version)) {
+    // an older snapshot than the origin's current version serves a peer that can catch up from
+    // it by deltas, but not a truncated replica asking for a fresh copy (at a version above it):
+    // one sent to a peer in full twice, which still asks, is encoded anew
+    if (c == null || c.generation != gen || !stillUseful.test(c.version)
+        || (c.version != current && (c.passesTo(to.nodeId()) >= STALE_SNAPSHOT_PASSES
+            || !track(c, to.nodeId())))) {
       if (snapshotBudget.full) {
         // a chunk of this exchange did not fit already: encoding another snapshot (O(blocks),
         // under the lock) would be wasted work; the next exchange serves it
@@ -2166,9 +2233,12 @@ public final class GossipEngine {
           continue;
         }
         snapshotCacheBytes -= e.getValue().bytes;
+        untrack(e.getValue());
         it.remove();
       }
     }
+    // a snapshot older than the origin's current version counts the chunks sent to each peer
+    boolean tracked = c.version != current && c.tracks(to.nodeId());
     List<byte[]> all = c.chunks;
     int n = all.size();
     int start = n == 1 ? 0 : random.nextInt(n);
@@ -2196,6 +2266,9 @@ public final class GossipEngine {
         break;
       }
       snapshotBudget.bytes -= chunk.length;
+      if (tracked) {
+        c.queued(to.nodeId(), k);
+      }
       long storeBytes = c.storeBytes[k];
       chunks.add(new Outgoing(to, chunk, () -> {
         count(GossipCounter.SNAPSHOT_CHUNKS_SENT, 1);
@@ -2274,9 +2347,42 @@ public final class GossipEngine {
     return encodeSnapshot(origin, gen, s, clock.nanoTime()).chunks;
   }
 
+  /**
+   * Tracks the chunks of {@code c} sent to {@code peer}, if not yet and if the bounds leave room.
+   *
+   * @return whether they are tracked
+   */
+  private boolean track(CachedSnapshot c, String peer) {
+    if (c.tracks(peer)) {
+      return true;
+    }
+    int bits = c.chunks.size();
+    if (staleTrackedPeers >= STALE_TRACKED_PEERS
+        || staleTrackedBits + bits > STALE_TRACKED_BITS) {
+      return false;
+    }
+    if (c.sentTo == null) {
+      c.sentTo = new HashMap<>();
+    }
+    c.sentTo.put(peer, new Passes());
+    staleTrackedPeers++;
+    staleTrackedBits += bits;
+    return true;
+  }
+
+  /** Gives back what {@code c}, leaving the cache, tracked. */
+  private void untrack(CachedSnapshot c) {
+    if (c.sentTo != null) {
+      staleTrackedPeers -= c.sentTo.size();
+      staleTrackedBits -= (long) c.sentTo.size() * c.chunks.size();
+      c.sentTo = null;
+    }
+  }
+
   private void snapshotCacheRemove(String origin) {
     CachedSnapshot c = snapshotCache.remove(origin);
     if (c != null) {
+      untrack(c);
       snapshotCacheBytes -= c.bytes;
     }
   }

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.ArrayDeque;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -86,6 +87,51 @@ class TruncatedReplicaRecoveryTest {
         .build();
     long[] snapshots = growShrinkAndConverge(shortLogs, 13);
     assertTrue(snapshots[1] >= 1 && snapshots[2] >= 1, java.util.Arrays.toString(snapshots));
+  }
+
+  /**
+   * The origin cached a snapshot for a peer that joined while it was past the cap, and its log
+   * still reaches that snapshot's version after it shrank: the snapshot is older than the
+   * truncated replicas asking for a fresh copy, which cannot take it, so the refresh must be
+   * answered with the set as it is now.
+   */
+  @Test
+  void aTruncatedReplicaConvergesThoughItsOriginCachedAnOlderSnapshot() {
+    GossipConfig shortLogs = GossipConfig.builder()
+        .interval(Duration.ofMillis(100))
+        .suspectAfter(Duration.ofSeconds(3))
+        .deadAfter(Duration.ofSeconds(6))
+        .forgetAfter(Duration.ofSeconds(12))
+        .maxBlocksPerPeer(CAP)
+        .deltaLogMaxHashes(200) // after the eviction of 150, still reaches the cached version
+        .relayLogMaxHashesPerOrigin(200)
+        .build();
+    SimCluster c = SimCluster.of(3, 13, shortLogs);
+    converge(c);
+    GossipEngine owner = c.nodes.get(0);
+    for (int b = 0; b < 10; b++) { // 300 blocks, past the cap of 200
+      owner.localSummary().onStored(blocks(b * 30, 30));
+      c.runFor(c.interval());
+    }
+    c.runFor(30 * c.interval());
+    assertTrue(truncatedAtEveryPeer(c, "node-0"));
+    // a peer joins: the origin's log no longer reaches version 0, so it encodes its snapshot
+    // (version 10, 300 blocks) and keeps it while its log reaches that version
+    GossipEngine joiner = c.add(3, 1, List.of(SimCluster.addressOf(0)));
+    joiner.start();
+    c.runFor(30 * c.interval());
+    assertEquals(1, owner.counter(GossipCounter.SNAPSHOTS_ENCODED));
+    assertEquals(CAP, joiner.replicaOf("node-0").length);
+    long sentBefore = owner.counter(GossipCounter.SNAPSHOTS_SENT);
+    // shrinks to 150 in one delta: the log (200 hashes) still reaches version 10
+    owner.localSummary().onEvicted(blocks(0, 150));
+    converge(c);
+    for (GossipEngine e : c.nodes.subList(1, 4)) {
+      assertEquals(150, e.replicaOf("node-0").length);
+    }
+    // a snapshot for each of the three refreshing replicas, not one in every exchange
+    long sent = owner.counter(GossipCounter.SNAPSHOTS_SENT) - sentBefore;
+    assertTrue(sent <= 12, sent + " snapshots sent");
   }
 
   /** Returns the snapshots each node installed after the origin shrank. */
