@@ -73,19 +73,24 @@ class TruncatedReplicaRecoveryTest {
     assertEquals(0, snapshots[2]);
   }
 
+  /**
+   * Logs of 200 hashes: the eviction of 150 blocks travels as a delta, the history of 300 does
+   * not, and after that eviction the log still reaches the version of a snapshot cached before.
+   */
+  private static final GossipConfig SHORT_LOGS = GossipConfig.builder()
+      .interval(Duration.ofMillis(100))
+      .suspectAfter(Duration.ofSeconds(3))
+      .deadAfter(Duration.ofSeconds(6))
+      .forgetAfter(Duration.ofSeconds(12))
+      .maxBlocksPerPeer(CAP)
+      .deltaLogMaxHashes(200)
+      .relayLogMaxHashesPerOrigin(200)
+      .build();
+
   /** The origin's log holds only the recent deltas: the refresh is answered with a snapshot. */
   @Test
   void aTruncatedReplicaConvergesOnceItsOriginShrinksFromASnapshot() {
-    GossipConfig shortLogs = GossipConfig.builder()
-        .interval(Duration.ofMillis(100))
-        .suspectAfter(Duration.ofSeconds(3))
-        .deadAfter(Duration.ofSeconds(6))
-        .forgetAfter(Duration.ofSeconds(12))
-        .maxBlocksPerPeer(CAP)
-        .deltaLogMaxHashes(200) // the eviction of 150 travels as a delta, the history does not
-        .relayLogMaxHashesPerOrigin(200)
-        .build();
-    long[] snapshots = growShrinkAndConverge(shortLogs, 13);
+    long[] snapshots = growShrinkAndConverge(SHORT_LOGS, 13);
     assertTrue(snapshots[1] >= 1 && snapshots[2] >= 1, java.util.Arrays.toString(snapshots));
   }
 
@@ -97,16 +102,7 @@ class TruncatedReplicaRecoveryTest {
    */
   @Test
   void aTruncatedReplicaConvergesThoughItsOriginCachedAnOlderSnapshot() {
-    GossipConfig shortLogs = GossipConfig.builder()
-        .interval(Duration.ofMillis(100))
-        .suspectAfter(Duration.ofSeconds(3))
-        .deadAfter(Duration.ofSeconds(6))
-        .forgetAfter(Duration.ofSeconds(12))
-        .maxBlocksPerPeer(CAP)
-        .deltaLogMaxHashes(200) // after the eviction of 150, still reaches the cached version
-        .relayLogMaxHashesPerOrigin(200)
-        .build();
-    SimCluster c = SimCluster.of(3, 13, shortLogs);
+    SimCluster c = SimCluster.of(3, 13, SHORT_LOGS);
     converge(c);
     GossipEngine owner = c.nodes.get(0);
     for (int b = 0; b < 10; b++) { // 300 blocks, past the cap of 200
