@@ -248,12 +248,7 @@ class PaperMainTest {
         {"--slots", "5000", "slots must be 1 to 4096, was 5000"},
         {"--capacity", "100000000000", "capacityTokens must be at most 2147483647 blocks"},
         {"--output-tokens", "2000000", "output tokens must be 1 to 1048576, was 2000000"}};
-    for (String[] c : cases) {
-      IllegalArgumentException e =
-          assertThrows(IllegalArgumentException.class,
-              () -> PaperMain.parse(new String[] {c[0], c[1]}), c[0] + " " + c[1]);
-      assertTrue(e.getMessage().startsWith(c[2]), e.getMessage());
-    }
+    assertEachRefused(cases);
     SimConfig c = PaperMain.parse(new String[] {"--block-size", "1024", "--slots", "4096",
         "--capacity", "1048576", "--output-tokens", "1048576"}).config();
     assertEquals(1024, c.engine().blockSize());
@@ -268,14 +263,19 @@ class PaperMainTest {
         {"--delays", "2,200,2", "network delay 2 ms is given twice"},
         {"--policies", "paper,no-routing,PAPER", "policy paper is given twice"},
         {"--distributions", "skewed,skewed", "distribution skewed is given twice"}};
+    assertEachRefused(cases);
+    assertEquals(List.of(1000, 2), PaperMain.parse(new String[] {"--delays", "1000,2"}).config()
+        .delaysMs());
+  }
+
+  /** Each {flag, value, text}: the flag with that value alone is refused with that text. */
+  private static void assertEachRefused(String[][] cases) {
     for (String[] c : cases) {
       IllegalArgumentException e =
           assertThrows(IllegalArgumentException.class,
               () -> PaperMain.parse(new String[] {c[0], c[1]}), c[0] + " " + c[1]);
       assertTrue(e.getMessage().contains(c[2]), e.getMessage());
     }
-    assertEquals(List.of(1000, 2), PaperMain.parse(new String[] {"--delays", "1000,2"}).config()
-        .delaysMs());
   }
 
   @Test
