@@ -12,6 +12,7 @@ import java.util.SplittableRandom;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
@@ -191,6 +192,11 @@ class LatencyHistogramTest {
     CountDownLatch go = new CountDownLatch(1);
     List<Thread> recorders = new ArrayList<>();
     long[] sums = new long[threads];
+    // scrapes done so far: each recorder waits at its halfway point for two, so that some
+    // scrapes meet recording even when the scraper thread is not scheduled before the recorders
+    // are done (on a loaded machine it was not, once, and the test saw no scrape at all)
+    AtomicInteger scraped = new AtomicInteger();
+    AtomicReference<Throwable> failure = new AtomicReference<>();
     for (int t = 0; t < threads; t++) {
       int id = t;
       Thread r = new Thread(() -> {
@@ -201,6 +207,13 @@ class LatencyHistogramTest {
           return;
         }
         for (int i = 0; i < perThread; i++) {
+          if (i == perThread / 2) {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (scraped.get() < 2 && failure.get() == null
+                && System.nanoTime() - deadline < 0) {
+              Thread.onSpinWait();
+            }
+          }
           long d = random.nextLong(150_000 * MS);
           sums[id] += d;
           h.record(d);
@@ -210,7 +223,6 @@ class LatencyHistogramTest {
       recorders.add(r);
     }
     AtomicBoolean done = new AtomicBoolean();
-    AtomicReference<Throwable> failure = new AtomicReference<>();
     List<Integer> scrapes = new ArrayList<>();
     Thread scraper = new Thread(() -> {
       try {
@@ -231,6 +243,7 @@ class LatencyHistogramTest {
           }
           last = read.cumulative();
           n++;
+          scraped.incrementAndGet();
         }
         scrapes.add(n);
       } catch (Throwable e) {
