@@ -25,9 +25,10 @@ public interface Scheduler {
   @FunctionalInterface
   interface Cancellable {
     /**
-     * Prevents the task from running.
+     * Prevents the task from running, if it has not started.
      *
-     * @return false if it already ran or was cancelled, true otherwise
+     * @return false if it already ran or started, or was cancelled, true otherwise (the task
+     *     will not run)
      */
     boolean cancel();
   }

@@ -13,6 +13,8 @@ public final class Schedulers {
 
   /**
    * A scheduler backed by the given executor. The caller owns the executor and shuts it down.
+   * A task's {@link Scheduler.Cancellable#cancel()} returns true only if the task had not
+   * started, and a task so cancelled never runs, even on an executor that runs it anyway.
    *
    * @param executor the executor that runs the tasks
    * @return a scheduler that schedules on {@code executor}
@@ -26,9 +28,44 @@ public final class Schedulers {
       if (delayNanos < 0) {
         throw new IllegalArgumentException("delayNanos must be >= 0, was " + delayNanos);
       }
-      ScheduledFuture<?> f = executor.schedule(task, delayNanos, TimeUnit.NANOSECONDS);
-      return () -> f.cancel(false);
+      OnceTask once = new OnceTask(task);
+      ScheduledFuture<?> f = executor.schedule(once, delayNanos, TimeUnit.NANOSECONDS);
+      return () -> {
+        if (!once.cancel()) {
+          return false; // it started (and may still run) or was cancelled before
+        }
+        f.cancel(false); // off the executor's queue, where it would only be skipped
+        return true;
+      };
     };
+  }
+
+  /**
+   * A task that runs at most once, and not at all once cancelled before it started: the
+   * future's own {@code cancel(false)} also succeeds on a task that is running, which {@link
+   * Scheduler.Cancellable#cancel()} promises to report as false.
+   */
+  private static final class OnceTask implements Runnable {
+    private static final int PENDING = 0;
+    private static final int STARTED = 1;
+    private static final int CANCELLED = 2;
+    private final AtomicInteger state = new AtomicInteger(PENDING);
+    private final Runnable task;
+
+    OnceTask(Runnable task) {
+      this.task = task;
+    }
+
+    @Override
+    public void run() {
+      if (state.compareAndSet(PENDING, STARTED)) {
+        task.run();
+      }
+    }
+
+    boolean cancel() {
+      return state.compareAndSet(PENDING, CANCELLED);
+    }
   }
 
   /**
