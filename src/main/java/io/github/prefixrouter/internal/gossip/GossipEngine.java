@@ -2232,8 +2232,7 @@ public final class GossipEngine {
             && snapshotCacheBytes <= SNAPSHOT_CACHE_IN_USE_FACTOR * snapshotCacheMaxBytes)) {
           continue;
         }
-        snapshotCacheBytes -= e.getValue().bytes;
-        untrack(e.getValue());
+        left(e.getValue());
         it.remove();
       }
     }
@@ -2370,8 +2369,9 @@ public final class GossipEngine {
     return true;
   }
 
-  /** Gives back what {@code c}, leaving the cache, tracked. */
-  private void untrack(CachedSnapshot c) {
+  /** Gives back what {@code c}, leaving the cache, held: its bytes, and the peers it tracked. */
+  private void left(CachedSnapshot c) {
+    snapshotCacheBytes -= c.bytes;
     if (c.sentTo != null) {
       staleTrackedPeers -= c.sentTo.size();
       staleTrackedBits -= (long) c.sentTo.size() * c.chunks.size();
@@ -2382,8 +2382,7 @@ public final class GossipEngine {
   private void snapshotCacheRemove(String origin) {
     CachedSnapshot c = snapshotCache.remove(origin);
     if (c != null) {
-      untrack(c);
-      snapshotCacheBytes -= c.bytes;
+      left(c);
     }
   }
 
