@@ -285,7 +285,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     Objects.requireNonNull(listener, "listener");
     CompletableFuture<EngineResult> answer = new CompletableFuture<>();
     if (closed) {
-      answer.completeExceptionally(closedFailure(request));
+      answer.completeExceptionally(closedFailure(request.id()));
       return answer;
     }
     if (inFlight.incrementAndGet() > maxInFlight) {
@@ -358,7 +358,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
     });
     if (closed) { // closed as it was sent: the client's selector may have ended before it came
-      result.completeExceptionally(closedFailure(request));
+      result.completeExceptionally(closedFailure(request.id()));
     }
     call.whenComplete(
         (resp, err) -> {
@@ -433,7 +433,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
     });
     if (closed) { // closed as it was sent: the client's selector may have ended before it came
-      finish(result, stream, null, closedFailure(request));
+      finish(result, stream, null, closedFailure(request.id()));
     }
     call.whenComplete((resp, err) -> {
       deadline.stop(); // the body has ended
@@ -1116,11 +1116,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     client.end();
   }
 
-  /** The failure of a request made on a closed engine. */
-  private EngineException closedFailure(InferenceRequest request) {
-    return closedFailure(request.id());
-  }
-
+  /** The failure of a request made on, or in flight at the close of, a closed engine. */
   private EngineException closedFailure(String requestId) {
     return new EngineException("request " + requestId + ": the engine for " + completionsUri
         + " is closed", true);
