@@ -96,6 +96,9 @@ import java.util.random.RandomGenerator;
  */
 public final class SimulatedEngine implements InferenceEngine {
 
+  /** The most requests one engine runs at once ({@link Builder#slots}). */
+  public static final int MAX_SLOTS = 4096;
+
   private final Scheduler scheduler;
   private final Clock clock;
   private final int blockSize;
@@ -955,14 +958,14 @@ public final class SimulatedEngine implements InferenceEngine {
     }
 
     /**
-     * Requests that run concurrently, 1 to 4096; default 1.
+     * Requests that run concurrently, 1 to {@link #MAX_SLOTS} (4096); default 1.
      *
      * @param slots the number of slots
      * @return this builder
      */
     public Builder slots(int slots) {
-      if (slots < 1 || slots > 4096) {
-        throw new IllegalArgumentException("slots must be 1 to 4096, was " + slots);
+      if (slots < 1 || slots > MAX_SLOTS) {
+        throw new IllegalArgumentException("slots must be 1 to " + MAX_SLOTS + ", was " + slots);
       }
       this.slots = slots;
       return this;

@@ -12,7 +12,7 @@ import io.github.prefixrouter.testing.SimulatedEngine;
  * @param blockSize tokens per KV block (vLLM's default 16), 1 to 1024
  * @param capacityTokens KV-cache capacity per node in tokens, at least one block and at most
  *     2^31 - 1 blocks
- * @param slots requests one engine runs at once, 1 to {@link #MAX_SLOTS}
+ * @param slots requests one engine runs at once, 1 to {@link SimulatedEngine#MAX_SLOTS}
  * @param prefillOverheadNanos fixed time of every prefill (HTTP, tokenization, scheduling)
  * @param prefillNanosPerToken prefill time per uncached prompt token
  * @param decodeNanosPerToken time per generated token
@@ -28,9 +28,6 @@ public record EngineProfile(
   /** The defaults documented in docs/simulator.md. */
   public static final EngineProfile DEFAULT =
       new EngineProfile(16, 65_536, 1, 10_000_000L, 2_500_000L, 15_000_000L);
-
-  /** The most slots the simulated engine runs at once ({@code SimulatedEngine.Builder.slots}). */
-  public static final int MAX_SLOTS = 4096;
 
   /**
    * Checks the profile against the simulated engine's and the nodes' limits, so that a bad flag
@@ -49,8 +46,9 @@ public record EngineProfile(
       throw new IllegalArgumentException("capacityTokens must be at most " + Integer.MAX_VALUE
           + " blocks of " + blockSize + " tokens, was " + capacityTokens);
     }
-    if (slots < 1 || slots > MAX_SLOTS) {
-      throw new IllegalArgumentException("slots must be 1 to " + MAX_SLOTS + ", was " + slots);
+    if (slots < 1 || slots > SimulatedEngine.MAX_SLOTS) {
+      throw new IllegalArgumentException(
+          "slots must be 1 to " + SimulatedEngine.MAX_SLOTS + ", was " + slots);
     }
     if (prefillOverheadNanos < 0 || prefillNanosPerToken < 0 || decodeNanosPerToken < 0) {
       throw new IllegalArgumentException("engine timings must be >= 0");

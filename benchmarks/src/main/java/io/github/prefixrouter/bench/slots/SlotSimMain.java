@@ -86,8 +86,8 @@ public final class SlotSimMain {
       throw new IllegalArgumentException("--zipf must be 0 or more, not " + zipf);
     }
     int seeds = f.atLeast("--seeds", 3, 1);
-    // the simulated engine runs at most 4096 at once: more failed as the first engine was built
-    int slots = f.atLeast("--slots", 64, 1, 4096);
+    // more than the simulated engine runs at once failed as the first engine was built
+    int slots = f.atLeast("--slots", 64, 1, SimulatedEngine.MAX_SLOTS);
     return new Options(seeds, modes, new Params(4, slots,
         f.atLeast("--requests", 12_000, 1, Flags.MAX_REQUESTS), f.atLeast("--prompts", 256, 1),
         1024, 128, 8, zipf, f.between("--rate", 4_250, Flags.MIN_RATE, Flags.MAX_RATE),
