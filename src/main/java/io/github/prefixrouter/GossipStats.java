@@ -45,9 +45,10 @@ package io.github.prefixrouter;
  * @param snapshotsSent full copies of a cache summary sent to peers that lagged beyond the
  *     delta logs (a new peer, a restart, a long partition)
  * @param snapshotsInstalled full copies received and installed into a replica
- * @param snapshotsAbandoned full copies dropped before all their chunks arrived: no new chunk
- *     for 16 rounds, or the replica caught up by other means; a steady rate means lossy links
- *     or chunks too large for them
+ * @param snapshotsAbandoned full copies begun and never installed, each counted once: no new
+ *     chunk for 16 rounds, the replica caught up by other means, a newer copy replaced it, its
+ *     origin restarted or was declared dead, or it was refused once complete; a steady rate
+ *     means lossy links or chunks too large for them
  * @param blocksRefused block hashes not replicated because a replica reached its cap (per peer
  *     or in total): the node then underestimates those peers' caches
  */

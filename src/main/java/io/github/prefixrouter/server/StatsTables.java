@@ -148,8 +148,10 @@ final class StatsTables {
       .counter("snapshots_installed", G + "snapshots_installed_total",
           "Full copies received and installed into a replica.", GossipStats::snapshotsInstalled)
       .counter("snapshots_abandoned", G + "snapshots_abandoned_total",
-          "Full copies dropped before all their chunks arrived (none for 16 rounds, or the "
-              + "replica caught up otherwise).", GossipStats::snapshotsAbandoned)
+          "Full copies begun and never installed, each counted once: no new chunk for 16 "
+              + "rounds, the replica caught up otherwise, a newer copy replaced it, its origin "
+              + "restarted or died, or it was refused once complete.",
+          GossipStats::snapshotsAbandoned)
       .counter("blocks_refused", G + "blocks_refused_total",
           "Block hashes not replicated because a replica reached its cap: peers' caches then "
               + "underestimated.", GossipStats::blocksRefused)

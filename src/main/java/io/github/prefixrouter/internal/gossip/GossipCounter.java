@@ -114,8 +114,10 @@ public enum GossipCounter {
    */
   SNAPSHOTS_ENCODED,
   /**
-   * Snapshots dropped before all their chunks arrived: no new chunk for 16 intervals, or the
-   * replica reached their version by other means.
+   * Snapshot assemblies begun and never installed, each counted once: no new chunk for 16
+   * intervals, the replica reached their version by other means, a newer snapshot of the origin
+   * replaced them, the origin restarted or was declared dead, or the complete snapshot was
+   * refused (also counted in {@link #REJECTED}).
    */
   SNAPSHOTS_ABANDONED,
   /**

@@ -1486,7 +1486,7 @@ public final class GossipEngine {
     m.version = 0;
     m.storeCount = 0;
     m.originBlocks = 0;
-    dropPending(m);
+    abandonPending(m);
     snapshotCacheRemove(m.nodeId);
     count(GossipCounter.MEMBERS_DEAD, 1);
   }
@@ -1540,8 +1540,7 @@ public final class GossipEngine {
       boolean overtaken = a.generation < m.generation || (a.generation == m.generation
           && (a.version < m.version || (a.version == m.version && !m.refreshing)));
       if (overtaken || now - a.lastProgressNanos > patience) {
-        dropPending(m);
-        count(GossipCounter.SNAPSHOTS_ABANDONED, 1);
+        abandonPending(m);
       }
     }
   }
@@ -2478,7 +2477,7 @@ public final class GossipEngine {
     clearReplica(m);
     resetRelay(m, 0);
     if (m.pending != null && m.pending.generation < e.generation()) {
-      dropPending(m);
+      abandonPending(m);
     }
     snapshotCacheRemove(m.nodeId);
     m.generation = e.generation();
@@ -2705,7 +2704,7 @@ public final class GossipEngine {
       if (!newer && !stale) {
         return;
       }
-      dropPending(m);
+      abandonPending(m);
       a = null;
     }
     if (a == null) {
@@ -2760,7 +2759,7 @@ public final class GossipEngine {
     // (a release that filled each chunk to its messageByteCap) may lack blocks between chunks
     if ((a.generation > m.generation && !adoptsGeneration(m, thirdParty, now))
         || !ascending(a.stores) || (a.mixed && !evenSplit(a.counts))) {
-      dropPending(m);
+      abandonPending(m);
       count(GossipCounter.REJECTED, 1);
       return;
     }
@@ -2855,7 +2854,7 @@ public final class GossipEngine {
       newGeneration(m, new DigestEntry(m.nodeId, c.generation(), 0, m.heartbeat, m.queueDepth,
           m.inFlight, m.overloaded), m.address, now);
     }
-    dropPending(m);
+    abandonPending(m);
     clearReplica(m);
     long[] part = c.hashes();
     long[] stores = c.stores();
@@ -2885,6 +2884,17 @@ public final class GossipEngine {
       }
     }
     return true;
+  }
+
+  /**
+   * Drops the snapshot assembly of {@code m}, if any, which will never install: each assembly
+   * begun ends either installed or counted here once, in {@code SNAPSHOTS_ABANDONED}.
+   */
+  private void abandonPending(Member m) {
+    if (m.pending != null) {
+      dropPending(m);
+      count(GossipCounter.SNAPSHOTS_ABANDONED, 1);
+    }
   }
 
   private void dropPending(Member m) {

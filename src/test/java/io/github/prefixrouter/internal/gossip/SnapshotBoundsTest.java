@@ -363,6 +363,57 @@ class SnapshotBoundsTest {
     assertEquals(1_400, engine.replicaOf("b").length);
   }
 
+  /**
+   * Every snapshot assembly that starts and never installs counts once in
+   * {@code SNAPSHOTS_ABANDONED}, whatever ends it. Only the ones that expired in a round were
+   * counted: one pushed out by a newer snapshot of its origin, dropped when its origin restarted
+   * or died, or refused once complete, left nothing behind in the counter.
+   */
+  @Test
+  void everySnapshotStartedAndNeverInstalledCountsOnceAsAbandoned() {
+    engine(GossipConfig.builder().interval(Duration.ofMillis(100))
+        .suspectAfter(Duration.ofMillis(200)).deadAfter(Duration.ofMillis(300))
+        .forgetAfter(Duration.ofSeconds(10)).messageByteCap(CAP)
+        .maxBlocksPerPeer(1_500).maxBlocksTotal(10_000).build());
+    learn("a", 5, 10, 100);
+    learn("b", 5, 10, 200);
+    learn("c", 5, 10, 300);
+    learn("d", 5, 10, 400);
+    // half of a's snapshot at version 2, pushed out by a newer one, which installs
+    engine.handle(peer("a"), chunk("a", 5, 2, 0, 2, 1, 100, 10_000));
+    engine.handle(peer("a"), chunk("a", 5, 3, 0, 2, 1, 100, 11_000));
+    assertEquals(1, engine.counter(GossipCounter.SNAPSHOTS_ABANDONED));
+    engine.handle(peer("a"), chunk("a", 5, 3, 1, 2, 101, 100, 11_100));
+    assertArrayEquals(new long[] {5, 3}, engine.replicaVersion("a"));
+    assertEquals(1, engine.counter(GossipCounter.SNAPSHOTS_ABANDONED));
+    // half of b's snapshot, then b restarts: its own word of generation 6
+    engine.handle(peer("b"), chunk("b", 5, 2, 0, 2, 1, 100, 20_000));
+    engine.handle(peer("b"), new Ack2(6, List.of(new Update(
+        new DigestEntry("b", 6, 0, 1, 0, 0, false), "sim:b", 0, List.of()))));
+    assertArrayEquals(new long[] {6, 0}, engine.replicaVersion("b"));
+    assertEquals(2, engine.counter(GossipCounter.SNAPSHOTS_ABANDONED));
+    // all of c's snapshot, its store numbers not ascending: refused once complete
+    long rejected = engine.counter(GossipCounter.REJECTED);
+    engine.handle(peer("c"), chunk("c", 5, 2, 0, 2, 1, 100, 30_000));
+    engine.handle(peer("c"), chunk("c", 5, 2, 1, 2, 50, 100, 30_100));
+    assertEquals(rejected + 1, engine.counter(GossipCounter.REJECTED));
+    assertEquals(3, engine.counter(GossipCounter.SNAPSHOTS_ABANDONED));
+    // half of d's snapshot, then d falls silent and is declared dead within the patience
+    engine.handle(peer("d"), chunk("d", 5, 2, 0, 2, 1, 100, 40_000));
+    time.advanceBy(Duration.ofMillis(400).toNanos());
+    engine.runRound();
+    assertEquals(GossipEngine.Status.DEAD, engine.statusOf("d"));
+    assertEquals(4, engine.counter(GossipCounter.SNAPSHOTS_ABANDONED));
+    // nothing is counted twice: later rounds find no assembly left to expire
+    for (int r = 0; r < 40; r++) {
+      time.advanceBy(Duration.ofMillis(100).toNanos());
+      engine.runRound();
+    }
+    assertEquals(4, engine.counter(GossipCounter.SNAPSHOTS_ABANDONED));
+    assertEquals(1, engine.counter(GossipCounter.SNAPSHOTS_INSTALLED));
+    engine.checkInvariants();
+  }
+
   /** A snapshot whose chunks keep arriving, however slowly, is still assembled. */
   @Test
   void aSnapshotStillArrivingIsKeptAcrossRounds() {
