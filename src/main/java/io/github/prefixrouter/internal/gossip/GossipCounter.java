@@ -56,7 +56,7 @@ public enum GossipCounter {
   MEMBERS_REFUSED,
   /** Replicas replaced because their origin restarted with a new generation. */
   GENERATIONS_REPLACED,
-  /** Round-trip samples taken from SYN→ACK. */
+  /** Round-trip samples taken from SYN→ACK: at most one per SYN, from its first ACK. */
   RTT_SAMPLES,
   /** Calls to the send function that threw (their messages count as sent nowhere). */
   SEND_FAILURES,

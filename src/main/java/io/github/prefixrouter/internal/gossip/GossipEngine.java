@@ -1740,6 +1740,7 @@ public final class GossipEngine {
   private void onAck(PeerAddress from, Ack ack, List<Outgoing> out) {
     long now = clock.nanoTime();
     PendingSyn p = pendingSyns.get(ack.round());
+    boolean sampled = false;
     if (p != null && p.nodeId().equals(from.nodeId())) {
       pendingSyns.remove(ack.round());
       // the earlier SYNs to the peer still unanswered are taken for lost: a new SYN to it waits
@@ -1752,17 +1753,21 @@ public final class GossipEngine {
         m.rttNanos = m.rttNanos < 0 ? sample
             : (long) ((1 - config.rttSmoothing()) * m.rttNanos + config.rttSmoothing() * sample);
         count(GossipCounter.RTT_SAMPLES, 1);
+        sampled = true;
       }
     }
     for (Update u : ack.updates()) {
       apply(from, u);
     }
-    // RTT sample for a first contact lands once the member exists
+    // RTT sample for a first contact lands once the member exists; a member the updates
+    // restarted (its round trip unknown again) starts from the sample already counted
     if (p != null && p.nodeId().equals(from.nodeId())) {
       Member m = members.get(from.nodeId());
       if (m != null && m.rttNanos < 0) {
         m.rttNanos = now - p.sentNanos();
-        count(GossipCounter.RTT_SAMPLES, 1);
+        if (!sampled) {
+          count(GossipCounter.RTT_SAMPLES, 1);
+        }
       }
     }
     if (ack.requests().isEmpty()) {

@@ -8,10 +8,18 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.internal.gossip.GossipEngine.Status;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
+import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
 class MembershipTest {
@@ -163,6 +171,44 @@ class MembershipTest {
     c.runFor(60 * c.interval());
     long later = peer(c.nodes.get(0), "node-1").rttNanos();
     assertTrue(Math.abs(later - 60_000_000) < 2_000_000, "rtt " + later);
+  }
+
+  /**
+   * One ACK is one round-trip sample, counted once. An ACK carrying its sender's own restart
+   * (a new generation at the address the SYN went to) was counted twice: once as it arrived,
+   * and again after the restart reset the peer's round trip to unknown. A duplicate of an ACK
+   * already sampled adds nothing.
+   */
+  @Test
+  void anAckIsOneRoundTripSampleEvenWhenItCarriesItsSendersRestart() throws Exception {
+    SimulatedScheduler time = new SimulatedScheduler();
+    List<byte[]> sent = new ArrayList<>();
+    PeerAddress me = new PeerAddress("me", "sim:me");
+    PeerAddress b = new PeerAddress("b", "sim:b");
+    GossipEngine e = new GossipEngine(me, 1, config(), List.of(), time, time,
+        new SplittableRandom(5), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
+    e.handle(b, new Ack2(5, List.of(new Update(new DigestEntry("b", 5, 0, 1, 0, 0, false),
+        "sim:b", 0, List.of()))));
+    e.runRound();
+    GossipCodec codec = new GossipCodec(65_536, GossipConfig.MAX_PEERS_LIMIT + 1);
+    long round = -1;
+    for (byte[] p : sent) {
+      if (codec.decode(p) instanceof Syn syn) {
+        round = syn.round();
+      }
+    }
+    assertTrue(round >= 0, "the round sent b a SYN");
+    time.advanceBy(20_000_000);
+    Ack ack = new Ack(round, 6, List.of(new Update(new DigestEntry("b", 6, 0, 1, 0, 0, false),
+        "sim:b", 0, List.of())), List.of());
+    e.handle(b, ack);
+    assertEquals(6, peer(e, "b").generation());
+    assertEquals(20_000_000, peer(e, "b").rttNanos());
+    assertEquals(1, e.counter(GossipCounter.RTT_SAMPLES));
+    time.advanceBy(20_000_000);
+    e.handle(b, ack);
+    assertEquals(1, e.counter(GossipCounter.RTT_SAMPLES));
+    assertEquals(20_000_000, peer(e, "b").rttNanos());
   }
 
   @Test
