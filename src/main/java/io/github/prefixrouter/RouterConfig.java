@@ -229,9 +229,14 @@ public final class RouterConfig {
     }
     positive(p, "peerSuspectAfter", peerSuspectAfter);
     positive(p, "peerDeadAfter", peerDeadAfter);
-    if (peerSuspectAfter.compareTo(gossipInterval) <= 0) {
-      p.add("peerSuspectAfter (" + peerSuspectAfter + ") must exceed gossipInterval ("
-          + gossipInterval + "), or every peer is suspected between two rounds");
+    // a healthy peer's rounds, each sending its heartbeat, come up to 1.1 intervals apart
+    // (jittered by 10%; 1.5 at the most jitter gossip takes): a suspicion time a late round
+    // can pass suspects healthy peers at random. Twice the interval is never passed by jitter
+    // alone and leaves 0.9 of an interval for the one-way delay to vary (halved: no overflow)
+    if (peerSuspectAfter.dividedBy(2).compareTo(gossipInterval) < 0) {
+      p.add("peerSuspectAfter (" + peerSuspectAfter + ") must be at least twice gossipInterval ("
+          + gossipInterval + "), or healthy peers are suspected whenever a jittered round "
+          + "comes late");
     }
     if (peerDeadAfter.compareTo(peerSuspectAfter) <= 0) {
       p.add("peerDeadAfter (" + peerDeadAfter + ") must exceed peerSuspectAfter ("
@@ -1061,7 +1066,7 @@ public final class RouterConfig {
     /**
      * Failure detection: suspect after, dead after (defaults 2 s and 10 s).
      *
-     * @param suspectAfter silence before suspicion, above the gossip interval
+     * @param suspectAfter silence before suspicion, at least twice the gossip interval
      * @param deadAfter silence before death, above {@code suspectAfter}
      * @return this builder
      */

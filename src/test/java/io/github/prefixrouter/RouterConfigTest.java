@@ -148,6 +148,11 @@ class RouterConfigTest {
         bad("distrustHalfLife", b -> b.distrustHalfLife(Duration.ofSeconds(-1))),
         bad("gossipFanout", b -> b.gossip(Duration.ofMillis(200), 0)),
         bad("peerSuspectAfter", b -> b.gossip(Duration.ofSeconds(5), 3)),
+        // rounds are jittered by up to 10%: just above one interval, healthy peers flap
+        bad("peerSuspectAfter", b -> b.gossip(Duration.ofMillis(200), 3)
+            .peerTimeouts(Duration.ofMillis(201), Duration.ofSeconds(10))),
+        bad("peerSuspectAfter", b -> b.gossip(Duration.ofMillis(200), 3)
+            .peerTimeouts(Duration.ofMillis(399), Duration.ofSeconds(10))),
         bad("peerDeadAfter", b -> b.peerTimeouts(Duration.ofSeconds(3), Duration.ofSeconds(1))),
         // every knob, each way it can be wrong
         bad("treeCapacityTokens", b -> b.treeCapacityTokens(-1)),
@@ -211,6 +216,24 @@ class RouterConfigTest {
         () -> change.apply(RouterConfig.builder()).build());
     assertTrue(e.getMessage().contains(setting), e.getMessage());
     assertTrue(e.getMessage().startsWith("invalid RouterConfig: "), e.getMessage());
+  }
+
+  /**
+   * Rounds are jittered by up to 10%, so a peer's heartbeats come up to 1.1 intervals apart: a
+   * suspicion time just above one interval, which was accepted, suspects healthy peers again
+   * and again (MembershipTest). At least twice the interval is required, and the message names
+   * both values.
+   */
+  @Test
+  void peerSuspectAfterMustBeAtLeastTwiceTheGossipInterval() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> RouterConfig.builder().gossip(Duration.ofMillis(200), 3)
+            .peerTimeouts(Duration.ofMillis(201), Duration.ofSeconds(10)).build());
+    assertTrue(e.getMessage().contains("peerSuspectAfter (PT0.201S) must be at least twice "
+        + "gossipInterval (PT0.2S)"), e.getMessage());
+    RouterConfig c = RouterConfig.builder().gossip(Duration.ofMillis(200), 3)
+        .peerTimeouts(Duration.ofMillis(400), Duration.ofSeconds(10)).build();
+    assertEquals(Duration.ofMillis(400), c.peerSuspectAfter());
   }
 
   @Test

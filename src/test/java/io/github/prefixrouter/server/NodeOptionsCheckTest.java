@@ -61,8 +61,8 @@ class NodeOptionsCheckTest {
     refused(() -> node("--initial-prefill-ns-per-token", "0"),
         "--initial-prefill-ns-per-token must be between 1 ns and 1 s, was 0");
     // durations as the flags take them: milliseconds
-    refused(() -> node("--gossip-interval-ms", "200", "--peer-suspect-ms", "100"),
-        "--peer-suspect-ms (100 ms) must exceed --gossip-interval-ms (200 ms)");
+    refused(() -> node("--gossip-interval-ms", "200", "--peer-suspect-ms", "300"),
+        "--peer-suspect-ms (300 ms) must be at least twice --gossip-interval-ms (200 ms)");
     refused(() -> node("--peer-suspect-ms", "3000", "--peer-dead-ms", "2500"),
         "--peer-dead-ms (2500 ms) must exceed --peer-suspect-ms (3000 ms)");
     refused(() -> node("--stream-interval-ms", "60000"),

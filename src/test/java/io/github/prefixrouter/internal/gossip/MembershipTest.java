@@ -211,6 +211,34 @@ class MembershipTest {
     assertEquals(20_000_000, peer(e, "b").rttNanos());
   }
 
+  /** Suspicions in a healthy two-node cluster of 200 ms rounds over 500 rounds. */
+  static long suspicionsOfAHealthyPeer(Duration suspectAfter, double jitter) {
+    SimCluster c = SimCluster.of(2, 11, GossipConfig.builder().interval(Duration.ofMillis(200))
+        .jitter(jitter).suspectAfter(suspectAfter).deadAfter(Duration.ofSeconds(10))
+        .forgetAfter(Duration.ofSeconds(40)).build());
+    c.delayNanos = 1_000_000;
+    c.runFor(500 * c.interval());
+    assertEquals(Status.ALIVE, c.nodes.get(0).statusOf("node-1"));
+    assertEquals(Status.ALIVE, c.nodes.get(1).statusOf("node-0"));
+    return c.nodes.get(0).counter(GossipCounter.MEMBERS_SUSPECTED)
+        + c.nodes.get(1).counter(GossipCounter.MEMBERS_SUSPECTED);
+  }
+
+  /**
+   * A peer's rounds come up to (1 + jitter) intervals apart, so a suspicion time just above one
+   * interval (what a node's configuration used to accept) suspects a healthy peer again and
+   * again: its heartbeat, sent each round, is late whenever a round of its falls late. Twice the
+   * interval, the least a node's configuration now accepts, exceeds the longest gap between two
+   * rounds at any jitter the engine takes (at most 0.5), and a healthy peer is never suspected.
+   */
+  @Test
+  void aSuspicionTimeJustAboveTheIntervalSuspectsAHealthyPeerAndTwiceItDoesNot() {
+    long flaps = suspicionsOfAHealthyPeer(Duration.ofMillis(201), 0.1);
+    assertTrue(flaps >= 10, flaps + " suspicions of a healthy peer in 500 rounds");
+    assertEquals(0, suspicionsOfAHealthyPeer(Duration.ofMillis(400), 0.1));
+    assertEquals(0, suspicionsOfAHealthyPeer(Duration.ofMillis(400), 0.5));
+  }
+
   @Test
   void summaryAgeReflectsStaleness() {
     SimCluster c = SimCluster.of(2, 9, config());
