@@ -194,7 +194,8 @@ final class StatsTables {
           "Messages refused as larger than the transport's maxMessageBytes.",
           HttpTransport.Stats::oversizeRejected)
       .counter("malformed_rejected", T + "malformed_rejected_total",
-          "Messages refused for a malformed envelope.", HttpTransport.Stats::malformedRejected)
+          "Messages refused for a malformed envelope or an unreadable body.",
+          HttpTransport.Stats::malformedRejected)
       .counter("slow_connections_closed", T + "slow_connections_closed_total",
           "Connections on the peer port closed for not delivering a request, or not taking its "
               + "answer, within the I/O timeout.", HttpTransport.Stats::slowConnectionsClosed)

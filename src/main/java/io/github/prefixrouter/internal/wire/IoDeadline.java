@@ -86,6 +86,15 @@ public final class IoDeadline {
     return true;
   }
 
+  /**
+   * Whether the deadline of the task running on this thread has passed (its connection is being
+   * closed); false for a thread without one.
+   */
+  public boolean passed() {
+    Watch w = current.get();
+    return w != null && w.expired();
+  }
+
   private static final class Watch {
     private static final int RUNNING = 0;
     private static final int ENDED = 1;
@@ -103,6 +112,10 @@ public final class IoDeadline {
         state = EXPIRED;
         thread.interrupt();
       }
+    }
+
+    synchronized boolean expired() {
+      return state == EXPIRED;
     }
 
     /**

@@ -1315,6 +1315,10 @@ public final class HttpTransport implements Transport {
       }
       handleRequest(ex, from, body, checked.nonce);
     } catch (IOException e) {
+      if (!ioDeadline.passed()) {
+        // the body failed the read, not the I/O deadline (counted as a slow connection)
+        counters.malformedRejected.increment();
+      }
       respondQuietly(ex, 400, new byte[0], "cannot read body", null);
       if (!ioDeadline.endPhase()) {
         log.debug("closed a connection that did not deliver its request within {}", config.inboundIoTimeout);
@@ -1667,7 +1671,8 @@ public final class HttpTransport implements Transport {
    * @param authFailures inbound messages (and answers) dropped for a bad MAC or recipient
    * @param replaysRejected inbound messages dropped as stale or already seen
    * @param oversizeRejected inbound messages refused as larger than {@code maxMessageBytes}
-   * @param malformedRejected inbound messages refused for a malformed envelope
+   * @param malformedRejected inbound messages refused for a malformed envelope or a body that
+   *     cannot be read (a malformed chunk, a body cut short, a connection reset mid-body)
    * @param inboundBusy inbound requests answered 503 because too many were in progress
    * @param slowConnectionsClosed inbound connections closed because their request (line,
    *     headers and body) did not arrive, or their answer was not taken, within

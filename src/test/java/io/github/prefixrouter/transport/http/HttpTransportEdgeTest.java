@@ -612,6 +612,64 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   }
 
   /**
+   * A body the peer port cannot read is counted in {@code malformedRejected}, as every other
+   * malformed request is: a chunked body cut off mid-chunk, a chunk longer than its size says,
+   * a chunk size that is no number, a body shorter than its {@code Content-Length} (the sender
+   * closing its side), and a connection reset mid-body. Such bodies were answered 400 and
+   * counted nowhere.
+   */
+  @Test
+  void aBodyThatCannotBeReadIsCountedAsMalformed() throws Exception {
+    AtomicInteger delivered = new AtomicInteger();
+    HttpTransport a = start(node("a").inboundIoTimeout(Duration.ofSeconds(60)),
+        TransportContractTest.counting(delivered));
+    String chunked = "Transfer-Encoding: chunked\r\n\r\n";
+    Map<String, String> bodies = new java.util.LinkedHashMap<>();
+    bodies.put("cut off mid-chunk", chunked + "10\r\nabc");
+    bodies.put("a chunk longer than its size", chunked + "3\r\nabcdef\r\n0\r\n\r\n");
+    bodies.put("a chunk size that is no number", chunked + "zz\r\nabc\r\n0\r\n\r\n");
+    bodies.put("shorter than its Content-Length", "Content-Length: 100\r\n\r\nabc");
+    long expected = 0;
+    for (Map.Entry<String, String> e : bodies.entrySet()) {
+      String what = e.getKey();
+      String body = e.getValue();
+      for (String path : List.of("message", "request")) {
+        try (Socket s = new Socket()) {
+          s.connect(HttpTransportTest.hostPort(a.localAddress().address()), 5_000);
+          s.setSoTimeout(10_000);
+          OutputStream out = s.getOutputStream();
+          out.write(("POST /prefix-router/v1/" + path + " HTTP/1.1\r\nHost: x\r\n" + body)
+              .getBytes(StandardCharsets.US_ASCII));
+          out.flush();
+          s.shutdownOutput();
+          String text = new String(s.getInputStream().readAllBytes(), StandardCharsets.US_ASCII);
+          assertTrue(text.startsWith("HTTP/1.1 400"), what + " " + path + ": " + text);
+          assertTrue(text.contains("cannot read body"), what + " " + path + ": " + text);
+        }
+        expected++;
+        assertEquals(expected, a.stats().malformedRejected(), what + " " + path);
+      }
+    }
+    // reset mid-body: no answer can be read, the count shows that it was refused
+    try (Socket s = new Socket()) {
+      s.connect(HttpTransportTest.hostPort(a.localAddress().address()), 5_000);
+      s.getOutputStream().write(("POST /prefix-router/v1/message HTTP/1.1\r\nHost: x\r\n"
+          + "Content-Length: 100\r\n\r\nabc").getBytes(StandardCharsets.US_ASCII));
+      s.getOutputStream().flush();
+      s.setSoLinger(true, 0);
+    }
+    expected++;
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (a.stats().malformedRejected() < expected && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(expected, a.stats().malformedRejected(), "a connection reset mid-body");
+    assertEquals(0, delivered.get());
+    assertEquals(0, a.stats().slowConnectionsClosed());
+    assertEquals(0, a.stats().bodyBudgetHeldBytes());
+  }
+
+  /**
    * A request whose handler blocks in {@code onRequest} (which the handler must not do) is
    * answered 504 after {@code maxHandlingTime} all the same, and once, when the handler returns
    * late. The limit's timer was started only once {@code onRequest} had returned a future, so

@@ -67,6 +67,7 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
       Thread.sleep(10);
     }
     assertEquals(4, a.stats().slowConnectionsClosed());
+    assertEquals(0, a.stats().malformedRejected(), "a body cut by the timeout is counted once");
     assertEquals(1, a.stats().requestsReceived());
   }
 
