@@ -41,9 +41,11 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
 import java.util.concurrent.Flow;
 import java.util.concurrent.TimeUnit;
@@ -198,6 +200,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final AtomicInteger inFlight = new AtomicInteger();
   /** The requests in flight by id: ids are unique per origin only, so a few may share one. */
   private final RunsById<Running> running = new RunsById<>();
+  /** The health probes in flight, until their answers' bodies have ended. */
+  private final Set<CompletableFuture<HttpResponse<Void>>> probes = ConcurrentHashMap.newKeySet();
   private final VllmKvEventSubscriber.Builder kvEvents;
   private VllmKvEventSubscriber subscriber; // guarded by this
   private volatile boolean closed; // written under this
@@ -1097,7 +1101,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * thread: JDK 17's client cannot be closed, and the thread ran until the client was garbage
    * collected. Requests still in flight fail at once with a retryable {@link EngineException},
    * their connections closed (close the engine once nothing runs on it, as the node does after
-   * its stop); those made afterwards fail at once, and {@link #health()} is false. Idempotent.
+   * its stop); those made afterwards fail at once, and {@link #health()} is false. Health probes
+   * in flight end at once too, their connections closed. Idempotent.
    */
   @Override
   public void close() {
@@ -1113,6 +1118,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     // exchange whose answer's headers had not come would never complete, whatever the
     // requestTimeout; failed here, each closes its connection before the client ends
     running.forEach(r -> r.fail(closedFailure(r.id())));
+    // and so would a probe's: cancelled, it completes (-1 if its headers had not come) and
+    // closes its connection, rather than at its requestTimeout
+    probes.forEach(p -> p.cancel(true));
     client.end();
   }
 
@@ -1190,6 +1198,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     } catch (RuntimeException e) { // a client ended by close()
       return CompletableFuture.failedFuture(e);
     }
+    probes.add(call);
+    call.whenComplete((r, e) -> probes.remove(call));
     if (closed) {
       call.cancel(true);
     }

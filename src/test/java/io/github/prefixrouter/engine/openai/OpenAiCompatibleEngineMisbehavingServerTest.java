@@ -277,6 +277,55 @@ class OpenAiCompatibleEngineMisbehavingServerTest {
     }
   }
 
+  /**
+   * close() ends the health probes in flight at once: one whose answer's headers have not come
+   * completes with -1, and one whose answer's body stalls after its headers has its connection
+   * closed. Both were left to {@code requestTimeout} (here an hour): the probe's future and its
+   * connection stayed open after close() until then.
+   */
+  @Test
+  void closeEndsTheHealthProbesInFlightAtOnce() throws Exception {
+    try (ServerSocket raw = new ServerSocket(0, 4, InetAddress.getLoopbackAddress())) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+          .requestTimeout(Duration.ofHours(1)).build();
+      raw.setSoTimeout(10_000);
+      CompletableFuture<Integer> unanswered = e.healthStatus();
+      try (Socket first = raw.accept()) {
+        assertTrue(readHead(first).startsWith("GET /health "));
+        CompletableFuture<Integer> stalled = e.healthStatus();
+        try (Socket second = raw.accept()) {
+          assertTrue(readHead(second).startsWith("GET /health "));
+          write(second.getOutputStream(),
+              "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100\r\n\r\nstarting");
+          assertEquals(503, stalled.get(20, TimeUnit.SECONDS));
+          e.close();
+          try {
+            assertEquals(-1, unanswered.get(5, TimeUnit.SECONDS));
+          } catch (java.util.concurrent.TimeoutException stuck) {
+            throw new AssertionError("a probe in flight at close() did not end within 5 s");
+          }
+          assertTrue(closedByClient(first), "the unanswered probe's connection stayed open");
+          assertTrue(closedByClient(second), "the stalled probe's connection stayed open");
+        }
+      }
+      assertEquals(-1, e.healthStatus().get(5, TimeUnit.SECONDS));
+    }
+  }
+
+  /** Reads a request's line and headers. */
+  private static String readHead(Socket conn) throws IOException {
+    conn.setSoTimeout(10_000);
+    InputStream in = conn.getInputStream();
+    StringBuilder head = new StringBuilder();
+    while (!head.toString().endsWith("\r\n\r\n")) {
+      int b = in.read();
+      assertTrue(b >= 0, "the connection ended in the request's head: " + head);
+      head.append((char) b);
+    }
+    return head.toString();
+  }
+
   /** The failures of the campaign below, one per request, chosen by its {@code max_tokens}. */
   private static final String[] KINDS = {
       "malformed chunk", "error event", "finish_reason abort", "line above the limit",
