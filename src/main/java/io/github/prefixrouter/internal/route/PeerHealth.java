@@ -10,7 +10,8 @@ import java.util.concurrent.atomic.AtomicLongFieldUpdater;
  * What this node learned about each peer from its own forwarding: push-back and failure
  * cool-downs, requests outstanding there, the accuracy of its replica estimates, a round trip
  * measured on forwards (used until gossip has measured one), and what a forward there costs
- * beyond gossip's round trip.
+ * beyond gossip's round trip. All of it is about one incarnation of the peer: a peer that
+ * restarts (its gossip generation grows) starts with a fresh record ({@link #get(String, long)}).
  */
 final class PeerHealth {
 
@@ -38,6 +39,11 @@ final class PeerHealth {
 
   /** Per-peer state; fields are read without locks on the routing path. */
   static final class PeerState {
+    /**
+     * The peer's incarnation this state is about (its gossip generation), or 0 while no peer
+     * view has told it; set under the map's lock for the peer.
+     */
+    volatile long generation;
     /** End of its busy cool-down ({@link Durations#deadline}), or {@link Durations#NEVER}. */
     volatile long busyUntil = Durations.NEVER;
     /** End of its failure cool-down ({@link Durations#deadline}), or {@link Durations#NEVER}. */
@@ -290,10 +296,35 @@ final class PeerHealth {
   PeerState get(PeerSet peers, int i) {
     PeerState s = peers.states[i];
     if (s == null) {
-      s = get(peers.ids[i]);
+      s = get(peers.ids[i], peers.generation[i]);
       peers.states[i] = s;
     }
     return s;
+  }
+
+  /**
+   * The state of peer {@code nodeId} in its incarnation {@code generation} (0: unknown): a
+   * fresh one if the state held is about an earlier incarnation. A restarted peer runs a new
+   * engine, with an empty cache, so its old engine's hits and misses say nothing of its replica
+   * estimates now; its cool-downs, timeout backoff and learned service and overhead were its old
+   * process's too. Forwards still outstanding at the old incarnation end on the state they were
+   * sent with. A lower generation (a snapshot older than the one that showed the restart) gets
+   * the current state.
+   */
+  PeerState get(String nodeId, long generation) {
+    PeerState s = states.get(nodeId);
+    if (s != null && generation <= s.generation) {
+      return s;
+    }
+    return states.compute(nodeId, (k, st) -> {
+      if (st == null || (st.generation != 0 && generation > st.generation)) {
+        st = new PeerState();
+      }
+      if (generation > st.generation) {
+        st.generation = generation;
+      }
+      return st;
+    });
   }
 
   /**

@@ -1,0 +1,62 @@
+package io.github.prefixrouter.internal.route;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.CacheScope;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.RoutingPolicy;
+import java.util.function.UnaryOperator;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A peer that restarts (its gossip generation grows) runs a new engine, with an empty cache:
+ * what this node learned of the old one's replica estimates says nothing of the new one's, so
+ * its record starts afresh. n1 answers every forward with nothing cached where n0's view says it
+ * holds the whole prompt.
+ */
+class PeerRestartTest extends TwoNodeForwardHarness {
+
+  int next;
+
+  /** n0's decision for a new prompt the view says n1 holds: n1's candidate. */
+  RouteDecision.Candidate n1Candidate() {
+    int[] t = OracleCluster.prompt(500 + next++, 320);
+    view.holds(CacheScope.DEFAULT, t);
+    return n0.explain(InferenceRequest.of("x" + next, t)).candidates().get(1);
+  }
+
+  /** A request for a new prompt the view says n1 holds, forwarded there and answered a miss. */
+  void miss() {
+    int[] t = OracleCluster.prompt(100 + next++, 320);
+    view.holds(CacheScope.DEFAULT, t);
+    assertEquals("n1", submit(InferenceRequest.of("m" + next, t)).servedBy());
+  }
+
+  @Test
+  void aRestartedPeerIsTrustedAfresh() {
+    // longest prefix: every request goes to n1 whatever the trust, and is measured there
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX).build();
+    view.generation = 41;
+    startNodes(cfg, cfg, UnaryOperator.identity());
+    for (int k = 0; k < 3; k++) {
+      miss();
+    }
+    RouteDecision.Candidate distrusted = n1Candidate();
+    assertTrue(distrusted.effectiveMatchedTokens() < 0.6 * distrusted.matchedTokens(),
+        "three misses in a row: " + distrusted);
+
+    view.generation = 42; // n1 restarted
+    RouteDecision.Candidate restarted = n1Candidate();
+    assertEquals(restarted.matchedTokens(), restarted.effectiveMatchedTokens(),
+        "the restarted peer is still distrusted for its old engine's misses: " + restarted);
+
+    // and measured afresh from then on: its own misses count
+    miss();
+    RouteDecision.Candidate measured = n1Candidate();
+    assertTrue(measured.effectiveMatchedTokens() < 0.9 * measured.matchedTokens(),
+        "a miss of the new engine: " + measured);
+  }
+}
