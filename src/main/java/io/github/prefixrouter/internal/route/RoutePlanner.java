@@ -237,6 +237,17 @@ final class RoutePlanner {
    */
   RouteDecision decide(long scopeRoot, boolean stops,
       int[] tokens, int hops, String[] tried, int triedCount, PeerSet[] peerSetOut) {
+    return decide(scopeRoot, stops, tokens, hops, tried, triedCount, peerSetOut, true);
+  }
+
+  /**
+   * As {@link #decide(long, boolean, int[], int, String[], int, PeerSet[])}; {@code entered}
+   * says whether this is the request's first decision at this node, the only one that counts it
+   * in local-caching demand: a request decided again (its local run failed retryably, or the
+   * stalled or failing engine's probe it was to run as was taken) entered once.
+   */
+  RouteDecision decide(long scopeRoot, boolean stops, int[] tokens, int hops, String[] tried,
+      int triedCount, PeerSet[] peerSetOut, boolean entered) {
     RoutingPolicy policy = config.policy();
     PeerSet ps = peers.livePeers();
     if (peerSetOut != null) {
@@ -312,7 +323,7 @@ final class RoutePlanner {
     // what is bought only when the local node lacks part of that head
     int demandBlocks = Math.min(blocks, HEAD_BLOCKS);
     long demandKey = blocks > 0 ? chain.hashes()[demandBlocks - 1] : 0;
-    if (caching && blocks > 0 && hops == 0 && triedCount == 0) {
+    if (caching && blocks > 0 && hops == 0 && triedCount == 0 && entered) {
       demand.requested(demandKey, now);
     }
     int eligible = 0;

@@ -690,8 +690,10 @@ public final class RouterNode implements PrefixRouterNode {
       tried = ex.tried;
       triedCount = ex.triedCount;
     }
+    // the request's first decision counts it in local-caching demand; those after it do not
+    boolean entered = ex.firstDecision == null;
     RouteDecision d = planner.decide(ex.scopeRoot, ex.request.params().hasStops(),
-        PromptArrays.shared(ex.request), ex.hops, tried, triedCount, ps);
+        PromptArrays.shared(ex.request), ex.hops, tried, triedCount, ps, entered);
     if ((decisions.incrementAndGet() & 1023) == 0) {
       pruneHealth(ps[0]);
     }
@@ -704,7 +706,7 @@ public final class RouterNode implements PrefixRouterNode {
       probe = engineWatch.takeProbe();
       if (probe == EngineWatch.PROBE_TAKEN) {
         d = planner.decide(ex.scopeRoot, ex.request.params().hasStops(),
-            PromptArrays.shared(ex.request), ex.hops, tried, triedCount, ps);
+            PromptArrays.shared(ex.request), ex.hops, tried, triedCount, ps, false);
       }
     }
     if (d.reason() == RouteDecision.Reason.LOCAL_ENGINE_STALLED

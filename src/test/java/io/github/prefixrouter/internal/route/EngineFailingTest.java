@@ -235,6 +235,28 @@ class EngineFailingTest {
     assertEquals(0, k.watch(0).failing());
   }
 
+  /**
+   * A request its local engine failed, decided again to go to a peer, entered once, and counts
+   * once in the demand local caching weighs: n0 counts the arrivals that a demand told of each
+   * request once, as it was submitted, counts.
+   */
+  @Test
+  void aRequestDecidedAgainAfterALocalFailureCountsOnceInLocalDemand() {
+    Cluster k = new Cluster(2, config().build());
+    LocalDemand submitted = new LocalDemand(k.c.config.treeCapacityTokens());
+    k.engine(0).failure = REFUSED;
+    for (int i = 0; i < 3; i++) {
+      submitted.requested(0, k.c.sim.nanoTime());
+      InferenceResponse a = k.await(k.node(0).submit(request("r" + i, prompt(i, 200))));
+      assertEquals(FallbackCause.LOCAL_FAILED, a.fallbackCause(), a.toString());
+      assertEquals("n1", a.servedBy(), a.toString());
+    }
+    long now = k.c.sim.nanoTime();
+    double expected = submitted.arrivalsPerSecond(now);
+    assertEquals(expected, NodeProbe.demandOf(k.node(0)).arrivalsPerSecond(now), expected * 1e-9,
+        "3 requests entered n0, each run here, failed and sent to n1");
+  }
+
   @Test
   void failuresWithSuccessesBetweenThemAreNoFailingEngine() {
     Cluster k = new Cluster(2, config().build());

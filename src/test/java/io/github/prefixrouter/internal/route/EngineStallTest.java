@@ -147,7 +147,12 @@ class EngineStallTest {
     }
 
     Cluster(int n, RouterConfig config, UnaryOperator<SimulatedEngine.Builder> tweak) {
-      c = OracleCluster.withWrappedEngines(n, config, 11, tweak, Hanging::new, engines);
+      this(n, config, tweak, new OracleCluster.Hooks());
+    }
+
+    Cluster(int n, RouterConfig config, UnaryOperator<SimulatedEngine.Builder> tweak,
+        OracleCluster.Hooks hooks) {
+      c = OracleCluster.withWrappedEngines(n, config, 11, tweak, Hanging::new, engines, hooks);
     }
 
     Hanging engine(int i) {
@@ -324,6 +329,57 @@ class EngineStallTest {
     assertEquals(0, k.watch(0).stalled());
     InferenceResponse after = k.await(k.node(0).submit(request("after", prompt(4, 200))));
     assertEquals("n0", after.servedBy(), after.toString());
+  }
+
+  /**
+   * A request whose decision to run here finds the stalled engine's probe taken (by a request
+   * decided between that decision and its taking the probe: another thread's, forced here by the
+   * node's clock being read in that gap, by the prune of its peer records every 1,024th
+   * decision) is decided again, and goes to the peer. It entered once, and counts once in the
+   * demand local caching weighs: n0 counts the arrivals that a demand told of each request
+   * once, as it was submitted, counts.
+   */
+  @Test
+  void aRequestDecidedAgainForATakenProbeCountsOnceInLocalDemand() {
+    RouterConfig config = config().engineTimeout(Duration.ofSeconds(8)).build();
+    List<Runnable> inPrune = new ArrayList<>();
+    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
+    hooks.clockWrap = clock -> () -> {
+      if (!inPrune.isEmpty() && StackWalker.getInstance().walk(st -> st.anyMatch(
+          f -> f.getClassName().equals(RouterNode.class.getName())
+              && f.getMethodName().equals("pruneHealth")))) {
+        inPrune.remove(0).run();
+      }
+      return clock.nanoTime();
+    };
+    Cluster k = new Cluster(2, config, UnaryOperator.identity(), hooks);
+    LocalDemand submitted = new LocalDemand(config.treeCapacityTokens());
+    k.engine(0).hang = true;
+    submitted.requested(0, k.c.sim.nanoTime());
+    CompletableFuture<InferenceResponse> f1 = k.node(0).submit(request("r1", prompt(1, 200)));
+    k.advanceTo(6);
+    assertEquals(1, k.watch(0).avoided(), "stalled: " + k.watch(0));
+    k.await(f1.handle((r, e) -> e)); // given up at the engine timeout
+    assertEquals(0, k.watch(0).outstanding());
+    assertEquals(1, k.watch(0).stalled());
+
+    List<CompletableFuture<InferenceResponse>> crossing = new ArrayList<>();
+    inPrune.add(() -> crossing.add(k.node(0).submit(request("crossing", prompt(3, 200)))));
+    NodeProbe.decisionsOf(k.node(0)).set(1023); // the next decision prunes
+    submitted.requested(0, k.c.sim.nanoTime());
+    submitted.requested(0, k.c.sim.nanoTime()); // the crossing request, at the same time
+    InferenceResponse again = k.await(k.node(0).submit(request("again", prompt(2, 200))));
+    assertEquals(1, crossing.size(), "no request was decided in the gap");
+    assertEquals(Reason.LOCAL_ENGINE_STALLED, again.decision().reason(), again.toString());
+    assertEquals("n1", again.servedBy(), again.toString());
+    assertEquals(2, k.engine(0).calls, "the crossing request is the probe");
+    k.engine(0).release();
+    assertEquals("n0", k.await(crossing.get(0)).servedBy());
+
+    long now = k.c.sim.nanoTime();
+    double expected = submitted.arrivalsPerSecond(now);
+    assertEquals(expected, NodeProbe.demandOf(k.node(0)).arrivalsPerSecond(now), expected * 1e-9,
+        "3 requests entered n0");
   }
 
   /** 60 output tokens at 200 ms each: 12 s of decoding, streamed 4 tokens at a time. */

@@ -4,6 +4,7 @@ import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.internal.gossip.GossipProbe;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 import java.lang.reflect.Field;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * Reaches the gossip engine and the local prefix index inside a node built by
@@ -32,6 +33,22 @@ public final class NodeProbe {
     } catch (ReflectiveOperationException e) {
       throw new IllegalStateException("RouterNode changed shape: " + e, e);
     }
+  }
+
+  /** The demand the node's local caching weighs (its planner's), read without side effects. */
+  static LocalDemand demandOf(RouterNode node) {
+    try {
+      Field f = RoutePlanner.class.getDeclaredField("demand");
+      f.setAccessible(true);
+      return (LocalDemand) f.get(fieldOf(node, "planner"));
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("RoutePlanner changed shape: " + e, e);
+    }
+  }
+
+  /** The node's count of routing decisions (a prune of its peer records every 1,024th). */
+  static AtomicLong decisionsOf(RouterNode node) {
+    return (AtomicLong) fieldOf(node, "decisions");
   }
 
   /** The library's prefix tree behind the node's own index, or null if it has none. */

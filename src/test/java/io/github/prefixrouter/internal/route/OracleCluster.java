@@ -4,6 +4,7 @@ import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -61,6 +62,8 @@ final class OracleCluster {
     UnaryOperator<SimulatedEngine.Builder> engineTweak = UnaryOperator.identity();
     UnaryOperator<Transport> transportWrap = UnaryOperator.identity();
     UnaryOperator<InferenceEngine> engineWrap = UnaryOperator.identity();
+    /** Wraps the simulated clock the nodes read (their scheduler stays the simulated one). */
+    UnaryOperator<Clock> clockWrap = UnaryOperator.identity();
     /** The simulated clock's first reading (any long: a clock's origin is arbitrary). */
     long startNanos;
   }
@@ -94,8 +97,9 @@ final class OracleCluster {
         routing.set(tokens);
         return length / config.blockSize();
       };
-      RouterNode node = new RouterNode(id, config, t, spi, sim, sim, new SplittableRandom(seed + i),
-          List.of(), new RouterNode.Components(local, hasher, new OracleView(id)));
+      RouterNode node = new RouterNode(id, config, t, spi, hooks.clockWrap.apply(sim), sim,
+          new SplittableRandom(seed + i), List.of(),
+          new RouterNode.Components(local, hasher, new OracleView(id)));
       nodes.put(id, node);
     }
   }
@@ -107,7 +111,13 @@ final class OracleCluster {
   static <E extends InferenceEngine> OracleCluster withWrappedEngines(int n, RouterConfig config,
       long seed, UnaryOperator<SimulatedEngine.Builder> tweak,
       Function<InferenceEngine, E> wrap, List<E> wrappers) {
-    Hooks h = new Hooks();
+    return withWrappedEngines(n, config, seed, tweak, wrap, wrappers, new Hooks());
+  }
+
+  /** As above, on {@code h} (whose engine settings and wrapper the other arguments replace). */
+  static <E extends InferenceEngine> OracleCluster withWrappedEngines(int n, RouterConfig config,
+      long seed, UnaryOperator<SimulatedEngine.Builder> tweak,
+      Function<InferenceEngine, E> wrap, List<E> wrappers, Hooks h) {
     h.engineTweak = tweak;
     h.engineWrap = e -> {
       E w = wrap.apply(e);
