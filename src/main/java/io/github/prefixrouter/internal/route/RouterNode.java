@@ -891,8 +891,12 @@ public final class RouterNode implements PrefixRouterNode {
         }
         return;
       }
-      a = new Attempt(++ex.attemptSeq, to, st, clock.nanoTime(), matched, base,
-          generation, guessed);
+      long sentAt = clock.nanoTime();
+      // counted before the attempt is published, so that an abandon ending it at once (whose
+      // release counts the answer) never takes the peer's outstanding count below zero; on the
+      // record lookups find, which the attempt then keeps (st may have been pruned meanwhile)
+      PeerHealth.PeerState peer = health.forwarded(to.nodeId());
+      a = new Attempt(++ex.attemptSeq, to, peer, sentAt, matched, base, generation, guessed);
       a.gossipRtt = gossipRtt;
       a.timeout = timeout;
       a.rtt = rtt;
@@ -902,9 +906,6 @@ public final class RouterNode implements PrefixRouterNode {
         a.streamTag = tag;
         a.output = new ExecutionOutput.Attempt();
       }
-      // counted before the attempt is published, so that an abandon ending it at once (whose
-      // release counts the answer) never takes the peer's outstanding count below zero
-      st.forwarded();
       ex.forwarding = a;
       if (!resend) {
         ex.attempts++;

@@ -158,6 +158,30 @@ class PeerCooldownRaceTest {
     assertEquals(0, lost, "rounds where the cool-down was lost to a prune");
   }
 
+  /**
+   * A forward counted while a prune forgets its peer is counted on the state the next lookup
+   * finds, and that is the state it returns (the one the forward's end counts and learns on).
+   */
+  @Test
+  void aForwardCountedWhileAPruneForgetsThePeerIsKept() throws InterruptedException {
+    final class Round {
+      final PeerHealth health = new PeerHealth();
+      volatile PeerHealth.PeerState counted;
+    }
+    int lost = race(ROUNDS / 10, i -> {
+      Round r = new Round();
+      r.health.get("p1"); // looked up by the forward's decision
+      return r;
+    }, (r, who) -> {
+      if (who == 0) {
+        r.health.prune(Set.of(), 0);
+      } else {
+        r.counted = r.health.forwarded("p1");
+      }
+    }, r -> r.health.get("p1") == r.counted && r.counted.outstanding == 1);
+    assertEquals(0, lost, "rounds where the forward was counted on a state the prune forgot");
+  }
+
   /** A prune still forgets a peer that is not live, with nothing outstanding or cooling down. */
   @Test
   void pruneForgetsOnlyIdlePeersThatAreNotLive() {
