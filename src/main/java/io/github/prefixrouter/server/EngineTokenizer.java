@@ -21,6 +21,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
@@ -79,6 +80,9 @@ final class EngineTokenizer implements PromptTokenizer {
   private final ThreadPoolExecutor executor;
   private final String threadNamePrefix;
   private volatile boolean closed;
+  /** The tokenizations in flight and their exchanges, until the tokenizations have ended. */
+  private final Map<CompletableFuture<Tokenized>, CompletableFuture<?>> inFlight =
+      new ConcurrentHashMap<>();
   /** Whether a 401 or 403 was logged: once per tokenizer. */
   private final AtomicBoolean keyRefusalLogged = new AtomicBoolean();
 
@@ -135,15 +139,19 @@ final class EngineTokenizer implements PromptTokenizer {
   }
 
   /**
-   * Ends this tokenizer's threads, the HTTP client's selector thread included (a tokenization
-   * still in progress fails as the tokenizer's fault), then those handling answers, after the
-   * work they were given (at most a few seconds; then they are interrupted). Tokenizing
-   * afterwards fails as the tokenizer's fault. Call it once nothing waits for a tokenization
-   * any more (the client endpoint stopped).
+   * Ends this tokenizer's threads, the HTTP client's selector thread included, then those
+   * handling answers, after the work they were given (at most a few seconds; then they are
+   * interrupted). A tokenization still in progress fails at once as the tokenizer's fault, saying
+   * the tokenizer is closed, its connection closed; tokenizing afterwards fails alike. Call it
+   * once nothing waits for a tokenization any more (the client endpoint stopped).
    */
   @Override
   public void close() {
     closed = true;
+    // the selector also keeps the client's timeouts: a call whose answer's headers had not come
+    // would never complete, and one whose body stalled would end only at the tokenizer's own
+    // timeout; each fails now and its exchange, cancelled, closes its connection
+    inFlight.forEach(EngineTokenizer::endClosed);
     // JDK 17's client cannot be closed: its selector ran until the client was garbage collected
     client.end();
     executor.shutdown();
@@ -205,7 +213,7 @@ final class EngineTokenizer implements PromptTokenizer {
 
   private CompletableFuture<Tokenized> post(Map<String, Object> body) {
     if (closed) {
-      return CompletableFuture.failedFuture(fault("the tokenizer is closed (the node stops)", null));
+      return CompletableFuture.failedFuture(closedFault());
     }
     String json;
     try {
@@ -235,10 +243,12 @@ final class EngineTokenizer implements PromptTokenizer {
     } catch (RuntimeException e) {
       return CompletableFuture.failedFuture(fault("cannot send to " + uri + ": " + e, e));
     }
-    if (closed) { // closed as it was sent: the client's selector may have ended before it came
-      call.cancel(true);
-    }
     CompletableFuture<Tokenized> result = new CompletableFuture<>();
+    inFlight.put(result, call);
+    result.whenComplete((t, e) -> inFlight.remove(result));
+    if (closed) { // closed as it was sent: the client's selector may have ended before it came
+      endClosed(result, call);
+    }
     call.whenComplete((resp, err) -> {
       if (err != null) {
         Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
@@ -278,6 +288,17 @@ final class EngineTokenizer implements PromptTokenizer {
           + timeout.toMillis() + " ms", false, true, c);
     }
     return fault("cannot reach " + uri + ": " + c, c);
+  }
+
+  /** Fails a tokenization in flight as closed and cancels its exchange, closing its connection. */
+  private static void endClosed(CompletableFuture<Tokenized> result, CompletableFuture<?> call) {
+    result.completeExceptionally(closedFault());
+    call.cancel(true);
+  }
+
+  private static TokenizeException closedFault() {
+    return new TokenizeException("tokenizer failed: the tokenizer is closed (the node stops)",
+        false, null);
   }
 
   private TokenizeException fault(String message, Throwable cause) {

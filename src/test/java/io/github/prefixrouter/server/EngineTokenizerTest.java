@@ -16,8 +16,13 @@ import io.github.prefixrouter.internal.wire.SelectorThreads;
 import io.github.prefixrouter.server.PromptTokenizer.TokenizeException;
 import io.github.prefixrouter.server.PromptTokenizer.Tokenized;
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketException;
+import java.net.SocketTimeoutException;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -29,6 +34,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -468,5 +474,85 @@ class EngineTokenizerTest {
         "alive after close()");
     TokenizeException e = failed(t.tokenize("m", "x"));
     assertTrue(e.getMessage().contains("closed"), e.getMessage());
+  }
+
+  /**
+   * close() ends the tokenizations in flight at once, as the tokenizer's fault saying it is
+   * closed: one whose answer's headers have not come, and one whose answer's body stalls after
+   * its headers; both connections are closed. Both ran to the tokenizer's own timeout (here an
+   * hour), their callers waiting and their connections open until then.
+   */
+  @Test
+  void closeEndsTheTokenizationsInFlightAtOnce() throws Exception {
+    try (ServerSocket raw = new ServerSocket(0, 4, java.net.InetAddress.getLoopbackAddress())) {
+      EngineTokenizer t = new EngineTokenizer(
+          URI.create("http://127.0.0.1:" + raw.getLocalPort() + "/tokenize"), null,
+          Duration.ofSeconds(5), Duration.ofHours(1), 1 << 20);
+      raw.setSoTimeout(10_000);
+      CompletableFuture<Tokenized> unanswered = t.tokenize("m", "x");
+      try (Socket first = raw.accept()) {
+        assertTrue(readHead(first).startsWith("POST /tokenize "));
+        CompletableFuture<Tokenized> stalled = t.tokenizeChat("m",
+            List.of(Map.of("role", "user", "content", "Hi")), Map.of());
+        try (Socket second = raw.accept()) {
+          assertTrue(readHead(second).startsWith("POST /tokenize "));
+          OutputStream out = second.getOutputStream();
+          out.write(("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+              + "Content-Length: 100\r\n\r\n{\"tokens\":[1,").getBytes(StandardCharsets.UTF_8));
+          out.flush();
+          Thread.sleep(200); // the headers reach the client
+          long start = System.nanoTime();
+          t.close();
+          for (CompletableFuture<Tokenized> f : List.of(unanswered, stalled)) {
+            try {
+              f.get(5, TimeUnit.SECONDS);
+              fail("a tokenization in flight at close() succeeded");
+            } catch (TimeoutException stuck) {
+              throw new AssertionError("a tokenization in flight at close() went on 5 s");
+            } catch (ExecutionException e) {
+              TokenizeException te = assertInstanceOf(TokenizeException.class, e.getCause());
+              assertFalse(te.invalidRequest());
+              assertFalse(te.timedOut());
+              assertTrue(te.getMessage().contains("closed"), te.getMessage());
+            }
+          }
+          assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(9), "ended late");
+          assertTrue(closedByClient(first), "the unanswered call's connection stayed open");
+          assertTrue(closedByClient(second), "the stalled call's connection stayed open");
+        }
+      }
+    }
+  }
+
+  /** Reads a request's line and headers. */
+  private static String readHead(Socket conn) throws IOException {
+    conn.setSoTimeout(10_000);
+    InputStream in = conn.getInputStream();
+    StringBuilder head = new StringBuilder();
+    while (!head.toString().endsWith("\r\n\r\n")) {
+      int b = in.read();
+      assertTrue(b >= 0, "the connection ended in the request's head: " + head);
+      head.append((char) b);
+    }
+    return head.toString();
+  }
+
+  /**
+   * Waits until the client closes the connection: true when it did (end of stream or reset),
+   * false when it still held it open after 10 s.
+   */
+  private static boolean closedByClient(Socket conn) throws IOException {
+    conn.setSoTimeout(10_000);
+    InputStream in = conn.getInputStream();
+    try {
+      while (in.read() >= 0) {
+        // the rest of the request, then nothing more: read to the end
+      }
+      return true;
+    } catch (SocketTimeoutException stillOpen) {
+      return false;
+    } catch (SocketException reset) {
+      return true;
+    }
   }
 }

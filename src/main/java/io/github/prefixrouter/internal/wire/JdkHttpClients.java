@@ -17,11 +17,10 @@ import java.util.concurrent.atomic.AtomicReference;
  * interrupts the selector threads of that group, which ends them. The selector ending does not
  * fail every exchange still in progress: the selector also keeps the client's own timeouts, so
  * one still waiting for its answer's headers never completes. Each owner therefore ends its
- * exchanges itself (the engine adapter fails those in flight before it ends its client, the
- * tokenizer's calls carry a timeout of their own, the transport fails its pending requests as
- * it closes). An exchange sent afterwards never completes (on the owner's executor) or is
- * refused at once (on the client's default one): the owner refuses its work once it is closed,
- * before it reaches the client.
+ * exchanges itself (the engine adapter and the tokenizer fail those in flight before they end
+ * their clients, the transport fails its pending requests as it closes). An exchange sent
+ * afterwards never completes (on the owner's executor) or is refused at once (on the client's
+ * default one): the owner refuses its work once it is closed, before it reaches the client.
  */
 public final class JdkHttpClients {
 
