@@ -328,34 +328,59 @@ final class PeerHealth {
   }
 
   /**
-   * Starts a busy cool-down of peer {@code nodeId} of {@code nanos} at {@code now} (a longer one
-   * running is kept), on the state lookups find: see {@link #coolDownFailed(String, long, long)}.
+   * Starts a busy cool-down of peer {@code nodeId}, in its incarnation {@code generation}, of
+   * {@code nanos} at {@code now} (a longer one running is kept), on the state lookups find: see
+   * {@link #coolDownFailed(String, long, long, long)}.
    */
-  void coolDownBusy(String nodeId, long now, long nanos) {
+  void coolDownBusy(String nodeId, long generation, long now, long nanos) {
     states.compute(nodeId, (k, st) -> {
-      PeerState s = st != null ? st : new PeerState();
-      s.coolDownBusy(now, nanos);
+      PeerState s = stateOf(st, generation);
+      if (sameIncarnation(s, generation)) {
+        s.coolDownBusy(now, nanos);
+      }
       return s;
     });
   }
 
   /**
-   * Starts a failure cool-down of peer {@code nodeId} of {@code nanos} at {@code now} (a longer
-   * one running is kept), on the state lookups find, created if {@link #prune} has forgotten
-   * the peer. A forward's end sets its cool-down after the forward stopped counting as
-   * outstanding, and a failing peer may be missing from the live set by then (the failure
-   * detector dropped it): set on the state the forward captured, a cool-down set as {@link
-   * #prune} removed that state landed on one nothing looked up any more, and the peer was tried
-   * again at once when it came back. Set here, under the map's lock for the peer, it is set
-   * before {@link #prune} looks (which then keeps the state) or on the state that follows the
-   * one it removed.
+   * Starts a failure cool-down of peer {@code nodeId}, in its incarnation {@code generation} (0:
+   * unknown), of {@code nanos} at {@code now} (a longer one running is kept), on the state
+   * lookups find, created if {@link #prune} has forgotten the peer. A forward's end sets its
+   * cool-down after the forward stopped counting as outstanding, and a failing peer may be
+   * missing from the live set by then (the failure detector dropped it): set on the state the
+   * forward captured, a cool-down set as {@link #prune} removed that state landed on one nothing
+   * looked up any more, and the peer was tried again at once when it came back. Set here, under
+   * the map's lock for the peer, it is set before {@link #prune} looks (which then keeps the
+   * state) or on the state that follows the one it removed. A state about a later incarnation
+   * than {@code generation} (the peer restarted while the forward was out) is not cooled down:
+   * the old process's failure says nothing of the new one.
    */
-  void coolDownFailed(String nodeId, long now, long nanos) {
+  void coolDownFailed(String nodeId, long generation, long now, long nanos) {
     states.compute(nodeId, (k, st) -> {
-      PeerState s = st != null ? st : new PeerState();
-      s.coolDownFailed(now, nanos);
+      PeerState s = stateOf(st, generation);
+      if (sameIncarnation(s, generation)) {
+        s.coolDownFailed(now, nanos);
+      }
       return s;
     });
+  }
+
+  /** {@code st}, or a new state about incarnation {@code generation} if it is null. */
+  private static PeerState stateOf(PeerState st, long generation) {
+    if (st != null) {
+      return st;
+    }
+    PeerState s = new PeerState();
+    s.generation = generation;
+    return s;
+  }
+
+  /**
+   * Whether what a forward to incarnation {@code generation} (0: unknown) learned is about
+   * {@code s}: not if {@code s} is about a later incarnation.
+   */
+  private static boolean sameIncarnation(PeerState s, long generation) {
+    return generation == 0 || s.generation <= generation;
   }
 
   /**
@@ -380,7 +405,8 @@ final class PeerHealth {
   /**
    * Forgets peers that are not live, have nothing outstanding and no running cool-down: each is
    * looked at and removed under the map's lock for it, so a cool-down set meanwhile through
-   * {@link #coolDownFailed(String, long, long)} or {@link #coolDownBusy(String, long, long)} is
+   * {@link #coolDownFailed(String, long, long, long)} or
+   * {@link #coolDownBusy(String, long, long, long)} is
    * either seen (and the state kept) or set on a new state.
    */
   void prune(Set<String> live, long now) {

@@ -1178,7 +1178,8 @@ public final class RouterNode implements PrefixRouterNode {
           // a timeout set without samples covering the prompt says nothing of the peer's
           // health: it is not cooled down (only its backoff doubles)
           if (!a.guessed) {
-            health.coolDownFailed(a.to.nodeId(), now, config.failureCooldown().toNanos());
+            health.coolDownFailed(a.to.nodeId(), a.generation, now,
+                config.failureCooldown().toNanos());
           }
           a.peer.timedOut();
           sendCancel(ex, a.to);
@@ -1192,7 +1193,7 @@ public final class RouterNode implements PrefixRouterNode {
           } else {
             cause = FallbackCause.BUSY;
             pushedBack.increment();
-            health.coolDownBusy(a.to.nodeId(), now, config.busyCooldown().toNanos());
+            health.coolDownBusy(a.to.nodeId(), a.generation, now, config.busyCooldown().toNanos());
           }
         }
         case PROTOCOL -> {
@@ -1248,7 +1249,7 @@ public final class RouterNode implements PrefixRouterNode {
             }
             a.peer.noScopes.rejected(a.generation, now);
           } else {
-            coolDownAfterGarbage(a.to, now);
+            coolDownAfterGarbage(a, now);
           }
         }
         case CLOSED -> cause = FallbackCause.TRANSPORT_CLOSED;
@@ -1257,7 +1258,8 @@ public final class RouterNode implements PrefixRouterNode {
         case TOO_LARGE -> cause = FallbackCause.TOO_LARGE;
         default -> {
           cause = FallbackCause.UNREACHABLE;
-          health.coolDownFailed(a.to.nodeId(), now, config.failureCooldown().toNanos());
+          health.coolDownFailed(a.to.nodeId(), a.generation, now,
+              config.failureCooldown().toNanos());
         }
       }
     } else {
@@ -1310,7 +1312,7 @@ public final class RouterNode implements PrefixRouterNode {
         cause = FallbackCause.BUSY;
         detail = "busy";
         pushedBack.increment();
-        health.coolDownBusy(a.to.nodeId(), now, config.busyCooldown().toNanos());
+        health.coolDownBusy(a.to.nodeId(), a.generation, now, config.busyCooldown().toNanos());
       } else if (m instanceof ForwardCodec.Failed fm) {
         cause = FallbackCause.PEER_FAILED;
         detail = fm.message();
@@ -1319,12 +1321,13 @@ public final class RouterNode implements PrefixRouterNode {
           // the peer's engine is failing (down, overloaded, timing out): one that fails fast
           // looks idle and keeps its advertised cache, so without a cool-down it would draw
           // every request for its prefixes and cost each of them a round trip
-          health.coolDownFailed(a.to.nodeId(), now, config.failureCooldown().toNanos());
+          health.coolDownFailed(a.to.nodeId(), a.generation, now,
+              config.failureCooldown().toNanos());
         }
       } else {
         cause = FallbackCause.PROTOCOL_ERROR;
         detail = "unexpected or malformed answer";
-        coolDownAfterGarbage(a.to, now);
+        coolDownAfterGarbage(a, now);
       }
     }
     fallbacks.get(cause).increment();
@@ -1419,8 +1422,8 @@ public final class RouterNode implements PrefixRouterNode {
    * for {@code busyCooldown} (as a failure: {@code FAILED_COOLDOWN}), so the origin does not
    * try it first again while it misbehaves.
    */
-  private void coolDownAfterGarbage(PeerAddress peer, long now) {
-    health.coolDownFailed(peer.nodeId(), now, config.busyCooldown().toNanos());
+  private void coolDownAfterGarbage(Attempt a, long now) {
+    health.coolDownFailed(a.to.nodeId(), a.generation, now, config.busyCooldown().toNanos());
   }
 
   private void runLocal(Execution ex) {

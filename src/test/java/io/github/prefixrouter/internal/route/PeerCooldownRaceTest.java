@@ -134,11 +134,24 @@ class PeerCooldownRaceTest {
     sentTo.forwarded();
     sentTo.answered(); // the forward's end: nothing outstanding any more
     health.prune(Set.of(), 0); // p1 is not live
-    health.coolDownFailed("p1", 0, LONG);
+    health.coolDownFailed("p1", 0, 0, LONG);
     assertTrue(health.get("p1").failed(LONG - 1), "the failure cool-down was lost");
     health.prune(Set.of(), 0);
-    health.coolDownBusy("p1", 0, LONG);
+    health.coolDownBusy("p1", 0, 0, LONG);
     assertTrue(health.get("p1").busy(LONG - 1), "the busy cool-down was lost");
+  }
+
+  /**
+   * A cool-down set after a prune forgot the peer is about the incarnation the forward went to:
+   * the peer, back in the live set restarted, is not cooled down by its old process's failure.
+   */
+  @Test
+  void aCooldownSetAfterAPruneStaysWithTheIncarnationItIsAbout() {
+    PeerHealth health = new PeerHealth();
+    health.get("p1", 41);
+    health.prune(Set.of(), 0); // p1 is not live
+    health.coolDownFailed("p1", 41, 0, LONG);
+    assertFalse(health.get("p1", 42).failed(0), "the restarted peer is cooled down");
   }
 
   /** The same, with the prune and the cool-down on two threads at once. */
@@ -152,7 +165,7 @@ class PeerCooldownRaceTest {
       if (who == 0) {
         h.prune(Set.of(), 0);
       } else {
-        h.coolDownFailed("p1", 0, LONG);
+        h.coolDownFailed("p1", 0, 0, LONG);
       }
     }, h -> h.get("p1").failed(LONG - 1));
     assertEquals(0, lost, "rounds where the cool-down was lost to a prune");
@@ -189,8 +202,8 @@ class PeerCooldownRaceTest {
     health.get("idle");
     health.get("live");
     health.get("outstanding").forwarded();
-    health.coolDownFailed("failed", 0, LONG);
-    health.coolDownBusy("busy", 0, LONG);
+    health.coolDownFailed("failed", 0, 0, LONG);
+    health.coolDownBusy("busy", 0, 0, LONG);
     health.prune(Set.of("live"), SHORT);
     assertEquals(4, health.size());
     health.get("outstanding").answered();

@@ -5,9 +5,17 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.TransportException;
+import io.github.prefixrouter.testing.ForwardingTransport;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.Test;
 
@@ -58,5 +66,46 @@ class PeerRestartTest extends TwoNodeForwardHarness {
     RouteDecision.Candidate measured = n1Candidate();
     assertTrue(measured.effectiveMatchedTokens() < 0.9 * measured.matchedTokens(),
         "a miss of the new engine: " + measured);
+  }
+
+  /**
+   * A forward sent to n1 before it restarted that fails after the restart says nothing of the
+   * new process: the failure cool-down lands on the incarnation the forward went to, not on the
+   * restarted peer's fresh record that decisions made meanwhile looked up.
+   */
+  @Test
+  void aForwardToTheOldIncarnationFailingAfterARestartDoesNotCoolTheNewOneDown() {
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX).build();
+    List<CompletableFuture<byte[]>> held = new ArrayList<>();
+    view.generation = 41;
+    startNodes(cfg, cfg, t -> new ForwardingTransport(t) {
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        if (payload.length > 0 && payload[0] == ForwardCodec.FORWARD) {
+          CompletableFuture<byte[]> f = new CompletableFuture<>();
+          held.add(f); // answered by the test
+          return f;
+        }
+        return t.request(to, payload, timeout);
+      }
+    }, UnaryOperator.identity());
+    int[] t = OracleCluster.prompt(900, 320);
+    view.holds(CacheScope.DEFAULT, t);
+    CompletableFuture<InferenceResponse> f = n0.submit(InferenceRequest.of("old", t));
+    assertEquals(1, held.size(), "forwarded to n1");
+
+    view.generation = 42; // n1 restarted; n0 decides over the new incarnation meanwhile
+    assertEquals(RouteDecision.SkipReason.NONE, n1Candidate().skipped());
+    held.get(0).completeExceptionally(new TransportException(
+        TransportException.Kind.UNREACHABLE, "the old process is gone"));
+    while (!f.isDone() && sim.runNext()) {
+      // run the simulation
+    }
+    assertEquals("n0", f.join().servedBy(), "run here after the failed forward");
+
+    RouteDecision.Candidate restarted = n1Candidate();
+    assertEquals(RouteDecision.SkipReason.NONE, restarted.skipped(),
+        "the old incarnation's failure cooled the restarted peer down: " + restarted);
   }
 }
