@@ -237,14 +237,20 @@ final class RoutePlanner {
    */
   RouteDecision decide(long scopeRoot, boolean stops,
       int[] tokens, int hops, String[] tried, int triedCount, PeerSet[] peerSetOut) {
-    return decide(scopeRoot, stops, tokens, hops, tried, triedCount, peerSetOut, true);
+    RouteDecision d = decide(scopeRoot, stops, tokens, hops, tried, triedCount, peerSetOut, true);
+    if (peerSetOut != null && d.isLocal()) {
+      runsHere(d);
+    }
+    return d;
   }
 
   /**
-   * As {@link #decide(long, boolean, int[], int, String[], int, PeerSet[])}; {@code entered}
-   * says whether this is the request's first decision at this node, the only one that counts it
-   * in local-caching demand: a request decided again (its local run failed retryably, or the
-   * stalled or failing engine's probe it was to run as was taken) entered once.
+   * As {@link #decide(long, boolean, int[], int, String[], int, PeerSet[])}, but a decision to
+   * run the request here records nothing of the run: the caller does ({@link #runsHere}) once
+   * the request is to run here. {@code entered} says whether this is the request's first
+   * decision at this node, the only one that counts it in local-caching demand: a request
+   * decided again (its local run failed retryably, or the stalled or failing engine's probe it
+   * was to run as was taken) entered once.
    */
   RouteDecision decide(long scopeRoot, boolean stops, int[] tokens, int hops, String[] tried,
       int triedCount, PeerSet[] peerSetOut, boolean entered) {
@@ -294,7 +300,8 @@ final class RoutePlanner {
     costCol[0] = localCost;
 
     boolean routing = policy != RoutingPolicy.LOCAL_ONLY && hops < config.hopLimit() && p > 0;
-    // demand, insertions and reservations are recorded by routing attempts only, not explain
+    // demand is recorded, and misses bought, by routing attempts only, not explain (insertions
+    // and reservations by the run here: runsHere)
     boolean caching = localCaching && peerSetOut != null;
     int blocks = 0;
     PromptChain chain = s.chain;
@@ -480,7 +487,6 @@ final class RoutePlanner {
           if (premium * demand.expectedRequests(demandKey, now) > buy) {
             chosen = 0;
             reason = Reason.LOCAL_CACHING;
-            demand.reserve(now + (long) miss);
           }
         }
       } else if (costCol[best] < localCost) {
@@ -490,13 +496,31 @@ final class RoutePlanner {
       }
     }
 
-    if (caching && chosen == 0) {
-      demand.inserted(n - localMatch, now);
-    }
     return new RouteDecision(
         policy, n, ps.idsWithLocal(localId),
         matchedCol, effCol, loadCol, rttCol, costCol, skipCol,
         chosen, reason);
+  }
+
+  /**
+   * Records that the request of local decision {@code d} runs here: under local caching, its
+   * uncached tokens are inserted into the local cache (the turnover the residency is estimated
+   * from) and, if it was bought ({@link Reason#LOCAL_CACHING}), its miss occupies the engine
+   * until it is expected to finish. Recorded for a run, not for a decision: a request decided
+   * again (the probe of a stalled or failing engine it was to run as was taken, or its local run
+   * failed retryably) recorded a run here its first decision chose, though it ran elsewhere or
+   * had run here already.
+   */
+  void runsHere(RouteDecision d) {
+    if (config.policy() != RoutingPolicy.COST_AWARE || !config.localCaching()) {
+      return;
+    }
+    long now = clock.nanoTime();
+    int uncached = d.promptTokens() - d.target().matchedTokens();
+    demand.inserted(uncached, now);
+    if (d.reason() == Reason.LOCAL_CACHING) {
+      demand.reserve(now + (long) (cost.prefillNanosPerToken() * uncached));
+    }
   }
 
   /**

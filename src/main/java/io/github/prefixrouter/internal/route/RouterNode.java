@@ -736,6 +736,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
       forward(ex, c, ps[0], ps[0].indexOf(c.nodeId()));
     } else if (d.isLocal()) {
+      planner.runsHere(d);
       runLocal(ex, probe == EngineWatch.PROBE);
     } else {
       int i = ps[0].indexOf(d.targetNodeId());

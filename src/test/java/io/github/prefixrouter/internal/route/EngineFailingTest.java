@@ -257,6 +257,28 @@ class EngineFailingTest {
         "3 requests entered n0, each run here, failed and sent to n1");
   }
 
+  /**
+   * A request its local engine failed, decided again to go to a peer, ran here once: the rate at
+   * which n0's runs insert tokens into its cache (its turnover, which local caching weighs)
+   * counts its prompt once, as a demand told of each run here counts it. A small cache, so that
+   * the turnover is below its cap.
+   */
+  @Test
+  void aRequestDecidedAgainAfterALocalFailureCountsOnceInTheCacheTurnover() {
+    Cluster k = new Cluster(2, config().treeCapacityTokens(1024).build());
+    LocalDemand ran = new LocalDemand(1024);
+    k.engine(0).failure = REFUSED;
+    for (int i = 0; i < 3; i++) {
+      ran.inserted(200, k.c.sim.nanoTime());
+      InferenceResponse a = k.await(k.node(0).submit(request("r" + i, prompt(i, 200))));
+      assertEquals(FallbackCause.LOCAL_FAILED, a.fallbackCause(), a.toString());
+      assertEquals("n1", a.servedBy(), a.toString());
+    }
+    long now = k.c.sim.nanoTime();
+    assertEquals(ran.residencyNanos(now), NodeProbe.demandOf(k.node(0)).residencyNanos(now),
+        "3 requests ran here, each failed and sent to n1");
+  }
+
   @Test
   void failuresWithSuccessesBetweenThemAreNoFailingEngine() {
     Cluster k = new Cluster(2, config().build());

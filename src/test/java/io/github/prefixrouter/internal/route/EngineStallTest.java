@@ -382,6 +382,52 @@ class EngineStallTest {
         "3 requests entered n0");
   }
 
+  /**
+   * The same crossing, seen in the rate at which n0's runs insert tokens into its cache (its
+   * turnover, which local caching weighs): the request decided again for the taken probe never
+   * ran here, so only the two runs here count, as a demand told of each counts them. A small
+   * cache, so that the turnover is below its cap.
+   */
+  @Test
+  void aRequestDecidedAgainForATakenProbeIsNoRunHereInTheCacheTurnover() {
+    RouterConfig config = config().engineTimeout(Duration.ofSeconds(8)).treeCapacityTokens(1024)
+        .build();
+    List<Runnable> inPrune = new ArrayList<>();
+    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
+    hooks.clockWrap = clock -> () -> {
+      if (!inPrune.isEmpty() && StackWalker.getInstance().walk(st -> st.anyMatch(
+          f -> f.getClassName().equals(RouterNode.class.getName())
+              && f.getMethodName().equals("pruneHealth")))) {
+        inPrune.remove(0).run();
+      }
+      return clock.nanoTime();
+    };
+    Cluster k = new Cluster(2, config, UnaryOperator.identity(), hooks);
+    LocalDemand ran = new LocalDemand(1024);
+    k.engine(0).hang = true;
+    ran.inserted(200, k.c.sim.nanoTime());
+    CompletableFuture<InferenceResponse> f1 = k.node(0).submit(request("r1", prompt(1, 200)));
+    k.advanceTo(6);
+    assertEquals(1, k.watch(0).avoided(), "stalled: " + k.watch(0));
+    k.await(f1.handle((r, e) -> e)); // given up at the engine timeout
+    assertEquals(1, k.watch(0).stalled());
+
+    List<CompletableFuture<InferenceResponse>> crossing = new ArrayList<>();
+    inPrune.add(() -> crossing.add(k.node(0).submit(request("crossing", prompt(3, 200)))));
+    NodeProbe.decisionsOf(k.node(0)).set(1023); // the next decision prunes
+    ran.inserted(200, k.c.sim.nanoTime()); // the crossing request, the probe
+    InferenceResponse again = k.await(k.node(0).submit(request("again", prompt(2, 200))));
+    assertEquals(1, crossing.size(), "no request was decided in the gap");
+    assertEquals("n1", again.servedBy(), again.toString());
+    assertEquals(2, k.engine(0).calls, "the crossing request is the probe");
+    k.engine(0).release();
+    assertEquals("n0", k.await(crossing.get(0)).servedBy());
+
+    long now = k.c.sim.nanoTime();
+    assertEquals(ran.residencyNanos(now), NodeProbe.demandOf(k.node(0)).residencyNanos(now),
+        "2 requests ran here");
+  }
+
   /** 60 output tokens at 200 ms each: 12 s of decoding, streamed 4 tokens at a time. */
   static final GenerationParams LONG = GenerationParams.greedy(60);
 
