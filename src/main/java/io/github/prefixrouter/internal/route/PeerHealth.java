@@ -44,6 +44,11 @@ final class PeerHealth {
      * view has told it; set under the map's lock for the peer.
      */
     volatile long generation;
+    /**
+     * Set when {@link PeerHealth#prune} forgets the peer: a snapshot of the live peers that
+     * cached this state looks the peer up again ({@link PeerHealth#get(PeerSet, int)}).
+     */
+    volatile boolean discarded;
     /** End of its busy cool-down ({@link Durations#deadline}), or {@link Durations#NEVER}. */
     volatile long busyUntil = Durations.NEVER;
     /** End of its failure cool-down ({@link Durations#deadline}), or {@link Durations#NEVER}. */
@@ -292,10 +297,16 @@ final class PeerHealth {
     return states.computeIfAbsent(nodeId, k -> new PeerState());
   }
 
-  /** The state of peer {@code i} of {@code peers}, cached in the snapshot. */
+  /**
+   * The state of peer {@code i} of {@code peers}, cached in the snapshot. A state {@link #prune}
+   * has forgotten since is looked up again: a prune runs over the snapshot of the decision that
+   * ran it, which may be older than one that cached the state and lack the peer (it had just
+   * joined or come back), and the cool-downs and forwards that followed landed on a new state
+   * that decisions over this snapshot did not see until gossip changed the view.
+   */
   PeerState get(PeerSet peers, int i) {
     PeerState s = peers.states[i];
-    if (s == null) {
+    if (s == null || s.discarded) {
       s = get(peers.ids[i], peers.generation[i]);
       peers.states[i] = s;
     }
@@ -412,8 +423,13 @@ final class PeerHealth {
   void prune(Set<String> live, long now) {
     for (String id : states.keySet()) {
       if (!live.contains(id)) {
-        states.computeIfPresent(id, (k, st) -> st.outstanding == 0 && !st.busy(now)
-            && !st.failed(now) ? null : st);
+        states.computeIfPresent(id, (k, st) -> {
+          if (st.outstanding == 0 && !st.busy(now) && !st.failed(now)) {
+            st.discarded = true;
+            return null;
+          }
+          return st;
+        });
       }
     }
   }

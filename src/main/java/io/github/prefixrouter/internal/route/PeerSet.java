@@ -12,7 +12,8 @@ import java.util.Arrays;
  * modify them afterwards.
  *
  * <p>{@link #states} is a lazily filled cache of each peer's {@link PeerHealth.PeerState}
- * (benign race: every writer stores the same object).
+ * (benign race: every writer stores the state lookups find), looked up again once the state is
+ * discarded ({@link PeerHealth#get(PeerSet, int)}).
  */
 public final class PeerSet {
 

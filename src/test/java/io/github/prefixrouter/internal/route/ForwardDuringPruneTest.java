@@ -14,8 +14,13 @@ import io.github.prefixrouter.internal.route.ScopedForwardTest.OnePeer;
 import io.github.prefixrouter.internal.route.ScopedForwardTest.RecordingEngine;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 import io.github.prefixrouter.spi.Clock;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
+import io.github.prefixrouter.testing.ForwardingTransport;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
@@ -38,8 +43,17 @@ class ForwardDuringPruneTest {
   final OnePeer n1Holds = new OnePeer();
   /** While true, n0's view has no live peer (n1 missed a few heartbeats). */
   boolean n1Missing;
-  /** Run once, when n0 reads its clock as a forward starts. */
+  /**
+   * If not null, the snapshot n0's view returns, as the gossip view does until gossip changes
+   * it (each snapshot caches the peer records decisions over it look up).
+   */
+  PeerSet snapshot;
+  /** While true, n0's FORWARDs fail at once, n1 unreachable. */
+  boolean n1Unreachable;
+  /** Run once, when n0 reads its clock in {@link #hookIn}. */
   final List<Runnable> inForwardStart = new ArrayList<>();
+  /** The method of {@link RouterNode} whose clock reading runs {@link #inForwardStart}. */
+  String hookIn = "startForward";
   RouterNode n0;
   RouterNode n1;
   int next;
@@ -47,6 +61,9 @@ class ForwardDuringPruneTest {
   final PeerView view = new PeerView() {
     @Override
     public PeerSet livePeers() {
+      if (snapshot != null) {
+        return snapshot;
+      }
       return n1Missing ? PeerSet.EMPTY : n1Holds.livePeers();
     }
 
@@ -60,14 +77,25 @@ class ForwardDuringPruneTest {
     Clock clock = () -> {
       if (!inForwardStart.isEmpty() && StackWalker.getInstance().walk(st -> st.anyMatch(
           f -> f.getClassName().equals(RouterNode.class.getName())
-              && f.getMethodName().equals("startForward")))) {
+              && f.getMethodName().equals(hookIn)))) {
         inForwardStart.remove(0).run();
       }
       return sim.nanoTime();
     };
     // longest prefix: every request n1 holds goes there, whatever the trust
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX).build();
-    n0 = new RouterNode("n0", cfg, net.transport("n0"), e0, clock, sim,
+    Transport t0 = new ForwardingTransport(net.transport("n0")) {
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        if (n1Unreachable && payload.length > 0 && payload[0] == ForwardCodec.FORWARD) {
+          return CompletableFuture.failedFuture(new TransportException(
+              TransportException.Kind.UNREACHABLE, "n1 is unreachable"));
+        }
+        return super.request(to, payload, timeout);
+      }
+    };
+    n0 = new RouterNode("n0", cfg, t0, e0, clock, sim,
         new SplittableRandom(1), List.of(), new RouterNode.Components(
             new TreeIndex(ConcurrentPrefixTree.selfManaged(1 << 20)),
             new BlockChain(ScopedForwardTest.HASHER), view));
@@ -119,5 +147,39 @@ class ForwardDuringPruneTest {
     assertEquals(0, after.load(), after.toString());
     assertTrue(after.effectiveMatchedTokens() < after.matchedTokens(),
         "the forward's miss is not learned: " + after);
+  }
+
+  /**
+   * A prune over a snapshot of the live peers older than the view's current one, which lacked
+   * n1 (it had missed a few heartbeats), forgets n1's record after a decision over the current
+   * snapshot cached it there. The decisions over that snapshot, until gossip changes the view,
+   * must still see what the node learns of n1: here a failed forward's cool-down.
+   */
+  @Test
+  void aRecordPrunedWhileANewerSnapshotCachesItIsNotUsedFromThatSnapshot() {
+    hookIn = "pruneHealth";
+    start();
+    PeerSet current = n1Holds.livePeers();
+    inForwardStart.add(() -> {
+      snapshot = current; // n1 is back as the prune runs over the snapshot without it
+      assertEquals(RouteDecision.SkipReason.NONE, n1Candidate().skipped());
+    });
+    n1Missing = true;
+    NodeProbe.decisionsOf(n0).set(1023); // the next decision prunes
+    CompletableFuture<InferenceResponse> run = n0.submit(InferenceRequest.of("run",
+        OracleCluster.prompt(1, 64)));
+    assertTrue(inForwardStart.isEmpty(), "n0's clock was not read in the prune");
+    assertEquals("n0", run.join().servedBy());
+
+    n1Unreachable = true;
+    CompletableFuture<InferenceResponse> f =
+        n0.submit(InferenceRequest.of("unreachable", heldByN1()));
+    while (!f.isDone() && sim.runNext()) {
+      // run the simulation
+    }
+    assertEquals("n0", f.join().servedBy(), "run here after the failed forward");
+    RouteDecision.Candidate after = n1Candidate();
+    assertEquals(RouteDecision.SkipReason.FAILED_COOLDOWN, after.skipped(),
+        "the failed forward's cool-down is not seen: " + after);
   }
 }
