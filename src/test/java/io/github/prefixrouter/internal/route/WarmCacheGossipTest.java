@@ -51,13 +51,23 @@ class WarmCacheGossipTest {
     sim.advanceBy(10_000_000_000L); // ten gossip rounds
 
     ConcurrentPrefixTree tree = NodeProbe.treeOf(a);
-    long[] held = GossipProbe.fingerprintsOf(tree.blockHashes());
-    assertEquals(warm.cachedBlocks(), held.length, "the tree mirrors the engine's cache");
+    // the engine cached the warm-up prompt's blocks: the tree must hold exactly their hashes
+    long[] cached = tree.hasher().chain(tokens);
+    assertEquals(warm.cachedBlocks(), cached.length, "the blocks of the warm-up prompt");
+    assertArrayEquals(sorted(cached), sorted(tree.blockHashes()),
+        "the tree mirrors the engine's cache");
+    long[] held = GossipProbe.fingerprintsOf(cached);
     GossipProbe gossipA = NodeProbe.gossipOf(a);
     assertArrayEquals(held, gossipA.ownBlocks(), "a publishes the blocks its tree holds");
     assertArrayEquals(held, NodeProbe.gossipOf(b).replicaOf("a"), "b's replica of a");
     a.stop();
     b.stop();
     sim.runUntilIdle(100_000);
+  }
+
+  private static long[] sorted(long[] a) {
+    long[] c = a.clone();
+    Arrays.sort(c);
+    return c;
   }
 }
