@@ -810,14 +810,21 @@ public abstract class InferenceEngineContractTest {
     AtomicLong storedBlocks = new AtomicLong();
     AtomicLong storedTokens = new AtomicLong();
     AtomicInteger badEvents = new AtomicInteger();
+    // a block stored again (two requests computed it at once) holds no more tokens
+    java.util.Set<Long> stored = java.util.concurrent.ConcurrentHashMap.newKeySet();
     e.setCacheEventListener(new CacheEventListener() {
       @Override
       public void onBlocksStored(long parent, long[] hashes, int[] tokenIds) {
         if (hashes.length == 0 || tokenIds.length % hashes.length != 0) {
           badEvents.incrementAndGet();
+          return;
         }
         storedBlocks.addAndGet(hashes.length);
-        storedTokens.addAndGet(tokenIds.length);
+        for (long h : hashes) {
+          if (stored.add(h)) {
+            storedTokens.addAndGet(tokenIds.length / hashes.length);
+          }
+        }
       }
     });
     int[] p = prompt(6);
@@ -882,14 +889,20 @@ public abstract class InferenceEngineContractTest {
 
   /**
    * Records an engine's cache events and replays them into a naive model of the cache: each
-   * live block by hash, with its parent, its tokens and the tokens of its whole chain.
+   * live block by hash, with its parent, its tokens and the tokens of its whole chain, and the
+   * copies of it stored and not removed since (an engine that computed a block for two requests
+   * at once stores it twice, and removes it twice: it stays cached until its last copy goes).
    */
   private static final class EventChains implements CacheEventListener {
     private final List<Object[]> events = java.util.Collections.synchronizedList(new ArrayList<>());
     private final AtomicInteger blockSize = new AtomicInteger();
     private final AtomicLong storedBlocks = new AtomicLong();
-    /** The hashes stored and not named by a removal or a clear since: a cheap upper bound. */
-    private final java.util.Set<Long> roughlyLive = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    /**
+     * The hashes stored more often than named by a removal since the last clear, each with the
+     * difference: a cheap upper bound.
+     */
+    private final java.util.Map<Long, Integer> roughlyLive =
+        new java.util.concurrent.ConcurrentHashMap<>();
 
     @Override
     public void onBlocksStored(long parent, long[] hashes, int[] tokenIds) {
@@ -905,7 +918,7 @@ public abstract class InferenceEngineContractTest {
         blockSize.compareAndSet(0, t.length / h.length);
         storedBlocks.addAndGet(h.length);
         for (long x : h) {
-          roughlyLive.add(x);
+          roughlyLive.merge(x, 1, Integer::sum);
         }
       }
     }
@@ -915,7 +928,7 @@ public abstract class InferenceEngineContractTest {
       events.add(new Object[] {"removed", hashes == null ? null : hashes.clone()});
       if (hashes != null) {
         for (long x : hashes) {
-          roughlyLive.remove(x);
+          roughlyLive.computeIfPresent(x, (k, c) -> c > 1 ? c - 1 : null);
         }
       }
     }
@@ -927,8 +940,8 @@ public abstract class InferenceEngineContractTest {
     }
 
     /**
-     * The blocks stored and not named by a removal since: at least as many as the model holds
-     * (which also drops the blocks continuing a removed one), cheap to ask often.
+     * The blocks stored more often than named by a removal since: at least as many as the model
+     * holds (which also drops the blocks continuing a removed one), cheap to ask often.
      */
     int roughlyLiveBlocks() {
       return roughlyLive.size();
@@ -961,6 +974,7 @@ public abstract class InferenceEngineContractTest {
       }
       List<String> out = new ArrayList<>();
       java.util.Map<Long, Block> live = new java.util.HashMap<>();
+      java.util.Map<Long, Integer> copies = new java.util.HashMap<>();
       java.util.Set<Long> everStored = new java.util.HashSet<>();
       List<String> unknownRemovals = new ArrayList<>();
       long removals = 0;
@@ -969,7 +983,10 @@ public abstract class InferenceEngineContractTest {
         Object[] ev = seen.get(n);
         String at = "event " + (n + 1) + " (" + ev[0] + "): ";
         switch ((String) ev[0]) {
-          case "cleared" -> live.clear();
+          case "cleared" -> {
+            live.clear();
+            copies.clear();
+          }
           case "removed" -> {
             long[] hashes = (long[]) ev[1];
             if (hashes == null) {
@@ -982,7 +999,10 @@ public abstract class InferenceEngineContractTest {
                 unknownRemovals.add(at + "removes block " + Long.toHexString(h)
                     + ", never reported stored");
               }
-              live.remove(h);
+              // a block stored twice stays until it is removed twice
+              if (copies.merge(h, -1, Integer::sum) <= 0) {
+                live.remove(h);
+              }
             }
             // the blocks continuing a removed one are gone with it
             boolean dropped = true;
@@ -990,6 +1010,7 @@ public abstract class InferenceEngineContractTest {
               dropped = live.values().removeIf(
                   x -> x.parent() != NO_PARENT && !live.containsKey(x.parent()));
             }
+            copies.keySet().retainAll(live.keySet());
           }
           default -> {
             long parent = (long) ev[1];
@@ -1038,6 +1059,7 @@ public abstract class InferenceEngineContractTest {
                     + "engine ran");
               }
               live.put(h, new Block(prev, own, chain));
+              copies.merge(h, 1, Integer::sum);
               everStored.add(h);
               prev = h;
             }
