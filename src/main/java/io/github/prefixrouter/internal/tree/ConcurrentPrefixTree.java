@@ -1665,6 +1665,7 @@ public final class ConcurrentPrefixTree {
         extraCopies.merge(hashes[i], 1L, Long::sum);
       } else if (aliases.getOrDefault(hashes[i], 0L) != existing) {
         aliasedBlocks++;
+        aliases.remove(hashes[i]); // one of a block that has gone is remembered anew: the newest
         aliases.put(hashes[i], existing);
         extraCopies.remove(hashes[i]); // a new alias (or one of a block that has gone): one copy
         forgetOldestAliases();

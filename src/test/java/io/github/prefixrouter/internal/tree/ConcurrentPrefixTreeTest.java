@@ -682,6 +682,36 @@ class ConcurrentPrefixTreeTest {
     replay.assertConsistent();
   }
 
+  /**
+   * An alias of a block that has gone, stored again for the block now at its place, is a new
+   * alias: over the limit on aliases, the oldest is forgotten, not this one (it kept the place
+   * in the order it had when first remembered, and was forgotten before older ones, so that a
+   * store continuing it was dropped as continuing an unknown block).
+   */
+  @Test
+  void anAliasStoredAgainForAnotherBlockIsTheNewestAlias() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder()
+        .mode(ConcurrentPrefixTree.Mode.ENGINE_DRIVEN).blockSize(2).mirrorLimitTokens(6).build();
+    CacheEventListener engine = t.engineEvents(); // keeps up to 3 aliases
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1}, new int[] {5, 6});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {9}, new int[] {5, 6}); // alias
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {2}, new int[] {7, 8});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {20}, new int[] {7, 8});
+    engine.onBlocksRemoved(new long[] {1}); // the block goes; alias 9 stays
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {3}, new int[] {5, 6});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {9}, new int[] {5, 6}); // of 3
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {30}, new int[] {7, 8});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {31}, new int[] {7, 8});
+    t.checkInvariants();
+    assertEquals(3, t.aliasCountForTest());
+    assertEquals(0, t.engineCopies(20), "the oldest alias is forgotten");
+    assertEquals(1, t.engineCopies(9), "the alias stored last but two is kept");
+    engine.onBlocksStored(9, new long[] {40}, new int[] {1, 1}); // continues the alias
+    t.checkInvariants();
+    assertEquals(0, t.engineEventStats().unknownParents());
+    assertEquals(4, t.match(new int[] {5, 6, 1, 1}));
+  }
+
   @Test
   void engineListenerNeverThrowsOnGarbage() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
