@@ -395,19 +395,21 @@ final class PeerHealth {
   }
 
   /**
-   * Counts a request forwarded to peer {@code nodeId} on the state lookups find, created if
-   * {@link #prune} has forgotten the peer, and returns that state, for the forward to count its
-   * end on and learn from its answer. A forward that looked its peer's state up as a prune,
-   * over a snapshot of the live peers that lacked the peer, removed that state (nothing
-   * outstanding there yet) counted itself on a state nothing looked up any more: the decisions
-   * that followed did not see it outstanding, and what its answer taught (the accuracy of the
-   * peer's estimates, that it does not speak a FORWARD version) was lost. Counted here, under the
-   * map's lock for the peer, it is counted before {@link #prune} looks (which then keeps the
-   * state) or on the state that follows the one it removed.
+   * Counts a request forwarded to peer {@code nodeId}, in its incarnation {@code generation} (0:
+   * unknown), on the state lookups find, created about that incarnation if {@link #prune} has
+   * forgotten the peer (so that a restarted peer's next lookup replaces it, as after
+   * {@link #coolDownFailed(String, long, long, long)}), and returns that state, for the forward
+   * to count its end on and learn from its answer. A forward that looked its peer's state up
+   * as a prune, over a snapshot of the live peers that lacked the peer, removed that state
+   * (nothing outstanding there yet) counted itself on a state nothing looked up any more: the
+   * decisions that followed did not see it outstanding, and what its answer taught (the accuracy
+   * of the peer's estimates, that it does not speak a FORWARD version) was lost. Counted here,
+   * under the map's lock for the peer, it is counted before {@link #prune} looks (which then
+   * keeps the state) or on the state that follows the one it removed.
    */
-  PeerState forwarded(String nodeId) {
+  PeerState forwarded(String nodeId, long generation) {
     return states.compute(nodeId, (k, st) -> {
-      PeerState s = st != null ? st : new PeerState();
+      PeerState s = stateOf(st, generation);
       s.forwarded();
       return s;
     });

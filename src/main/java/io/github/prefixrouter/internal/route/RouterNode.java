@@ -896,7 +896,7 @@ public final class RouterNode implements PrefixRouterNode {
       // counted before the attempt is published, so that an abandon ending it at once (whose
       // release counts the answer) never takes the peer's outstanding count below zero; on the
       // record lookups find, which the attempt then keeps (st may have been pruned meanwhile)
-      PeerHealth.PeerState peer = health.forwarded(to.nodeId());
+      PeerHealth.PeerState peer = health.forwarded(to.nodeId(), generation);
       a = new Attempt(++ex.attemptSeq, to, peer, sentAt, matched, base, generation, guessed);
       a.gossipRtt = gossipRtt;
       a.timeout = timeout;

@@ -154,6 +154,26 @@ class PeerCooldownRaceTest {
     assertFalse(health.get("p1", 42).failed(0), "the restarted peer is cooled down");
   }
 
+  /**
+   * A forward counted after a prune forgot its peer (between its decision's lookup and its
+   * count) makes the peer's state again about the incarnation the forward went to: what its end
+   * teaches, a failure's cool-down or a miss, is not carried over to the peer restarted. It was
+   * made about no incarnation, and the restarted peer's next lookup took it as its own.
+   */
+  @Test
+  void aForwardCountedAfterAPruneStaysWithTheIncarnationItWentTo() {
+    PeerHealth health = new PeerHealth();
+    health.get("p1", 41); // the forward's decision
+    health.prune(Set.of(), 0); // p1 is not live
+    PeerHealth.PeerState sentTo = health.forwarded("p1", 41);
+    sentTo.observeAccuracy(320, 0, 0, 1e9); // a miss where the whole prompt was estimated
+    sentTo.answered();
+    health.coolDownFailed("p1", 41, 0, LONG);
+    PeerHealth.PeerState restarted = health.get("p1", 42);
+    assertFalse(restarted.failed(0), "the restarted peer is cooled down");
+    assertEquals(1.0, restarted.trust(0, 1e9), "the restarted peer is distrusted");
+  }
+
   /** The same, with the prune and the cool-down on two threads at once. */
   @Test
   void aCooldownSetWhileAPruneForgetsThePeerIsKept() throws InterruptedException {
@@ -189,7 +209,7 @@ class PeerCooldownRaceTest {
       if (who == 0) {
         r.health.prune(Set.of(), 0);
       } else {
-        r.counted = r.health.forwarded("p1");
+        r.counted = r.health.forwarded("p1", 0);
       }
     }, r -> r.health.get("p1") == r.counted && r.counted.outstanding == 1);
     assertEquals(0, lost, "rounds where the forward was counted on a state the prune forgot");
