@@ -331,17 +331,18 @@ class EngineStallTest {
     assertEquals("n0", after.servedBy(), after.toString());
   }
 
+  /** A taken-probe crossing at n0 ({@link #takenProbeCrossing}) and when its requests entered. */
+  record Crossing(Cluster k, long stalledAt, long crossedAt) {}
+
   /**
-   * A request whose decision to run here finds the stalled engine's probe taken (by a request
-   * decided between that decision and its taking the probe: another thread's, forced here by the
-   * node's clock being read in that gap, by the prune of its peer records every 1,024th
-   * decision) is decided again, and goes to the peer. It entered once, and counts once in the
-   * demand local caching weighs: n0 counts the arrivals that a demand told of each request
-   * once, as it was submitted, counts.
+   * n0's engine stalls on a first request, given up at the engine timeout; then a request whose
+   * decision to run here finds the stalled engine's probe taken (by a request decided between
+   * that decision and its taking the probe: another thread's, forced here by the node's clock
+   * being read in that gap, by the prune of its peer records every 1,024th decision) is decided
+   * again, and goes to the peer, while the crossing request runs here as the probe. Returns the
+   * cluster, when the first request entered and when the other two did (at the same time).
    */
-  @Test
-  void aRequestDecidedAgainForATakenProbeCountsOnceInLocalDemand() {
-    RouterConfig config = config().engineTimeout(Duration.ofSeconds(8)).build();
+  Crossing takenProbeCrossing(RouterConfig config) {
     List<Runnable> inPrune = new ArrayList<>();
     OracleCluster.Hooks hooks = new OracleCluster.Hooks();
     hooks.clockWrap = clock -> () -> {
@@ -353,9 +354,8 @@ class EngineStallTest {
       return clock.nanoTime();
     };
     Cluster k = new Cluster(2, config, UnaryOperator.identity(), hooks);
-    LocalDemand submitted = new LocalDemand(config.treeCapacityTokens());
     k.engine(0).hang = true;
-    submitted.requested(0, k.c.sim.nanoTime());
+    long stalledAt = k.c.sim.nanoTime();
     CompletableFuture<InferenceResponse> f1 = k.node(0).submit(request("r1", prompt(1, 200)));
     k.advanceTo(6);
     assertEquals(1, k.watch(0).avoided(), "stalled: " + k.watch(0));
@@ -366,8 +366,7 @@ class EngineStallTest {
     List<CompletableFuture<InferenceResponse>> crossing = new ArrayList<>();
     inPrune.add(() -> crossing.add(k.node(0).submit(request("crossing", prompt(3, 200)))));
     NodeProbe.decisionsOf(k.node(0)).set(1023); // the next decision prunes
-    submitted.requested(0, k.c.sim.nanoTime());
-    submitted.requested(0, k.c.sim.nanoTime()); // the crossing request, at the same time
+    long crossedAt = k.c.sim.nanoTime();
     InferenceResponse again = k.await(k.node(0).submit(request("again", prompt(2, 200))));
     assertEquals(1, crossing.size(), "no request was decided in the gap");
     assertEquals(Reason.LOCAL_ENGINE_STALLED, again.decision().reason(), again.toString());
@@ -375,11 +374,27 @@ class EngineStallTest {
     assertEquals(2, k.engine(0).calls, "the crossing request is the probe");
     k.engine(0).release();
     assertEquals("n0", k.await(crossing.get(0)).servedBy());
+    return new Crossing(k, stalledAt, crossedAt);
+  }
 
-    long now = k.c.sim.nanoTime();
+  /**
+   * A request decided again for a taken probe ({@link #takenProbeCrossing}) entered once, and
+   * counts once in the demand local caching weighs: n0 counts the arrivals that a demand told of
+   * each request once, as it was submitted, counts.
+   */
+  @Test
+  void aRequestDecidedAgainForATakenProbeCountsOnceInLocalDemand() {
+    RouterConfig config = config().engineTimeout(Duration.ofSeconds(8)).build();
+    Crossing x = takenProbeCrossing(config);
+    LocalDemand submitted = new LocalDemand(config.treeCapacityTokens());
+    submitted.requested(0, x.stalledAt());
+    submitted.requested(0, x.crossedAt());
+    submitted.requested(0, x.crossedAt()); // the crossing request, at the same time
+
+    long now = x.k().c.sim.nanoTime();
     double expected = submitted.arrivalsPerSecond(now);
-    assertEquals(expected, NodeProbe.demandOf(k.node(0)).arrivalsPerSecond(now), expected * 1e-9,
-        "3 requests entered n0");
+    assertEquals(expected, NodeProbe.demandOf(x.k().node(0)).arrivalsPerSecond(now),
+        expected * 1e-9, "3 requests entered n0");
   }
 
   /**
@@ -392,39 +407,13 @@ class EngineStallTest {
   void aRequestDecidedAgainForATakenProbeIsNoRunHereInTheCacheTurnover() {
     RouterConfig config = config().engineTimeout(Duration.ofSeconds(8)).treeCapacityTokens(1024)
         .build();
-    List<Runnable> inPrune = new ArrayList<>();
-    OracleCluster.Hooks hooks = new OracleCluster.Hooks();
-    hooks.clockWrap = clock -> () -> {
-      if (!inPrune.isEmpty() && StackWalker.getInstance().walk(st -> st.anyMatch(
-          f -> f.getClassName().equals(RouterNode.class.getName())
-              && f.getMethodName().equals("pruneHealth")))) {
-        inPrune.remove(0).run();
-      }
-      return clock.nanoTime();
-    };
-    Cluster k = new Cluster(2, config, UnaryOperator.identity(), hooks);
+    Crossing x = takenProbeCrossing(config);
     LocalDemand ran = new LocalDemand(1024);
-    k.engine(0).hang = true;
-    ran.inserted(200, k.c.sim.nanoTime());
-    CompletableFuture<InferenceResponse> f1 = k.node(0).submit(request("r1", prompt(1, 200)));
-    k.advanceTo(6);
-    assertEquals(1, k.watch(0).avoided(), "stalled: " + k.watch(0));
-    k.await(f1.handle((r, e) -> e)); // given up at the engine timeout
-    assertEquals(1, k.watch(0).stalled());
+    ran.inserted(200, x.stalledAt());
+    ran.inserted(200, x.crossedAt()); // the crossing request, the probe
 
-    List<CompletableFuture<InferenceResponse>> crossing = new ArrayList<>();
-    inPrune.add(() -> crossing.add(k.node(0).submit(request("crossing", prompt(3, 200)))));
-    NodeProbe.decisionsOf(k.node(0)).set(1023); // the next decision prunes
-    ran.inserted(200, k.c.sim.nanoTime()); // the crossing request, the probe
-    InferenceResponse again = k.await(k.node(0).submit(request("again", prompt(2, 200))));
-    assertEquals(1, crossing.size(), "no request was decided in the gap");
-    assertEquals("n1", again.servedBy(), again.toString());
-    assertEquals(2, k.engine(0).calls, "the crossing request is the probe");
-    k.engine(0).release();
-    assertEquals("n0", k.await(crossing.get(0)).servedBy());
-
-    long now = k.c.sim.nanoTime();
-    assertEquals(ran.residencyNanos(now), NodeProbe.demandOf(k.node(0)).residencyNanos(now),
+    long now = x.k().c.sim.nanoTime();
+    assertEquals(ran.residencyNanos(now), NodeProbe.demandOf(x.k().node(0)).residencyNanos(now),
         "2 requests ran here");
   }
 
