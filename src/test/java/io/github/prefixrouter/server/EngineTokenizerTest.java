@@ -1,5 +1,7 @@
 package io.github.prefixrouter.server;
 
+import static io.github.prefixrouter.testing.RawConnections.closedByClient;
+import static io.github.prefixrouter.testing.RawConnections.readHead;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -16,13 +18,10 @@ import io.github.prefixrouter.internal.wire.SelectorThreads;
 import io.github.prefixrouter.server.PromptTokenizer.TokenizeException;
 import io.github.prefixrouter.server.PromptTokenizer.Tokenized;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
-import java.net.SocketException;
-import java.net.SocketTimeoutException;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -521,38 +520,6 @@ class EngineTokenizerTest {
           assertTrue(closedByClient(second), "the stalled call's connection stayed open");
         }
       }
-    }
-  }
-
-  /** Reads a request's line and headers. */
-  private static String readHead(Socket conn) throws IOException {
-    conn.setSoTimeout(10_000);
-    InputStream in = conn.getInputStream();
-    StringBuilder head = new StringBuilder();
-    while (!head.toString().endsWith("\r\n\r\n")) {
-      int b = in.read();
-      assertTrue(b >= 0, "the connection ended in the request's head: " + head);
-      head.append((char) b);
-    }
-    return head.toString();
-  }
-
-  /**
-   * Waits until the client closes the connection: true when it did (end of stream or reset),
-   * false when it still held it open after 10 s.
-   */
-  private static boolean closedByClient(Socket conn) throws IOException {
-    conn.setSoTimeout(10_000);
-    InputStream in = conn.getInputStream();
-    try {
-      while (in.read() >= 0) {
-        // the rest of the request, then nothing more: read to the end
-      }
-      return true;
-    } catch (SocketTimeoutException stillOpen) {
-      return false;
-    } catch (SocketException reset) {
-      return true;
     }
   }
 }

@@ -1,5 +1,7 @@
 package io.github.prefixrouter.engine.openai;
 
+import static io.github.prefixrouter.testing.RawConnections.closedByClient;
+import static io.github.prefixrouter.testing.RawConnections.readHead;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -17,8 +19,6 @@ import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
-import java.net.SocketException;
-import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -58,25 +58,6 @@ class OpenAiCompatibleEngineMisbehavingServerTest {
   private static void write(OutputStream out, String s) throws IOException {
     out.write(s.getBytes(StandardCharsets.UTF_8));
     out.flush();
-  }
-
-  /**
-   * Waits until the client closes the connection: true when it did (end of stream or reset),
-   * false when it still held it open after 10 s.
-   */
-  private static boolean closedByClient(Socket conn) throws IOException {
-    conn.setSoTimeout(10_000);
-    InputStream in = conn.getInputStream();
-    try {
-      while (in.read() >= 0) {
-        // the client sends nothing more on this connection: read to its end
-      }
-      return true;
-    } catch (SocketTimeoutException stillOpen) {
-      return false;
-    } catch (SocketException reset) {
-      return true;
-    }
   }
 
   @Test
@@ -311,19 +292,6 @@ class OpenAiCompatibleEngineMisbehavingServerTest {
       }
       assertEquals(-1, e.healthStatus().get(5, TimeUnit.SECONDS));
     }
-  }
-
-  /** Reads a request's line and headers. */
-  private static String readHead(Socket conn) throws IOException {
-    conn.setSoTimeout(10_000);
-    InputStream in = conn.getInputStream();
-    StringBuilder head = new StringBuilder();
-    while (!head.toString().endsWith("\r\n\r\n")) {
-      int b = in.read();
-      assertTrue(b >= 0, "the connection ended in the request's head: " + head);
-      head.append((char) b);
-    }
-    return head.toString();
   }
 
   /** The failures of the campaign below, one per request, chosen by its {@code max_tokens}. */

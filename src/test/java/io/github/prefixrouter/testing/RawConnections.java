@@ -1,0 +1,60 @@
+package io.github.prefixrouter.testing;
+
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.Socket;
+import java.net.SocketException;
+import java.net.SocketTimeoutException;
+
+/**
+ * The server side of a raw HTTP connection an HTTP client opened to a test's socket: the
+ * request's head, and whether the client closed the connection.
+ */
+public final class RawConnections {
+
+  private RawConnections() {}
+
+  /**
+   * Reads a request's line and headers (10 s at most between two bytes).
+   *
+   * @param conn the server's side of the connection
+   * @return the line and headers, with the empty line that ends them
+   * @throws IOException if the read fails or times out
+   */
+  public static String readHead(Socket conn) throws IOException {
+    conn.setSoTimeout(10_000);
+    InputStream in = conn.getInputStream();
+    StringBuilder head = new StringBuilder();
+    while (!head.toString().endsWith("\r\n\r\n")) {
+      int b = in.read();
+      assertTrue(b >= 0, "the connection ended in the request's head: " + head);
+      head.append((char) b);
+    }
+    return head.toString();
+  }
+
+  /**
+   * Waits until the client closes the connection: true when it did (end of stream or reset),
+   * false when it still held it open after 10 s.
+   *
+   * @param conn the server's side of the connection
+   * @return whether the client closed it
+   * @throws IOException if the read fails otherwise
+   */
+  public static boolean closedByClient(Socket conn) throws IOException {
+    conn.setSoTimeout(10_000);
+    InputStream in = conn.getInputStream();
+    try {
+      while (in.read() >= 0) {
+        // what is left of the request, then nothing more: read to the end
+      }
+      return true;
+    } catch (SocketTimeoutException stillOpen) {
+      return false;
+    } catch (SocketException reset) {
+      return true;
+    }
+  }
+}
