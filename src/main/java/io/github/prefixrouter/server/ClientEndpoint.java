@@ -240,6 +240,10 @@ final class ClientEndpoint {
   private final AtomicLong ids = new AtomicLong();
   private final AtomicLong slowConnectionsClosed = new AtomicLong();
   private final AtomicLong rejectedBusy = new AtomicLong();
+  /** Requests refused 400 or 413 by the endpoint itself ({@link #countInvalid}). */
+  private final AtomicLong rejectedInvalid = new AtomicLong();
+  /** Requests answered 404 (no such path) or 405 (a method the path does not take). */
+  private final AtomicLong rejectedNotFound = new AtomicLong();
   private final AtomicLong readsRefused = new AtomicLong();
   private final AtomicLong bodyBudgetRefused = new AtomicLong();
   /** The heap the bodies being read hold ({@link #readObject}). */
@@ -672,6 +676,7 @@ final class ClientEndpoint {
           }
           return;
         }
+        rejectedNotFound.incrementAndGet();
         String paths = COMPLETIONS + ", " + OPENAI_CHAT + ", " + OPENAI_COMPLETIONS + ", "
             + MODELS + ", " + STATS + ", " + METRICS + " or " + HEALTH;
         if (isOpenAiPath(path)) {
@@ -731,11 +736,12 @@ final class ClientEndpoint {
   }
 
   /** As {@link #allowed}, for an OpenAI route: a 405 in OpenAI's error shape. */
-  private static boolean openAiAllowed(HttpExchange ex, String path, String method,
+  private boolean openAiAllowed(HttpExchange ex, String path, String method,
       String expected) {
     if (expected.equals(method)) {
       return true;
     }
+    rejectedNotFound.incrementAndGet();
     ex.getResponseHeaders().add("Allow", expected);
     openAiError(ex, 405, method + " " + path + " is not allowed: use " + expected, null,
         "method_not_allowed");
@@ -767,10 +773,11 @@ final class ClientEndpoint {
   }
 
   /** True if the method is the one the path takes; otherwise answers 405. */
-  private static boolean allowed(HttpExchange ex, String method, String expected) {
+  private boolean allowed(HttpExchange ex, String method, String expected) {
     if (expected.equals(method)) {
       return true;
     }
+    rejectedNotFound.incrementAndGet();
     ex.getResponseHeaders().add("Allow", expected);
     respond(ex, 405, Map.of("error", "use " + expected));
     return false;
@@ -780,10 +787,11 @@ final class ClientEndpoint {
    * True for GET and HEAD, which {@link #METRICS} and {@link #HEALTH} take; otherwise answers
    * 405 with an {@code Allow} naming both.
    */
-  private static boolean getOrHead(HttpExchange ex, String method) {
+  private boolean getOrHead(HttpExchange ex, String method) {
     if ("GET".equals(method) || "HEAD".equals(method)) {
       return true;
     }
+    rejectedNotFound.incrementAndGet();
     ex.getResponseHeaders().add("Allow", "GET, HEAD");
     respond(ex, 405, Map.of("error", "use GET or HEAD"));
     return false;
@@ -810,15 +818,18 @@ final class ClientEndpoint {
       });
       return;
     } catch (BodyTooLargeException e) {
+      countInvalid();
       refuseInTime(ex, () -> {
         closesWithBodyUnread(ex);
         respond(ex, 413, Map.of("error", String.valueOf(e.getMessage())));
       });
       return;
     } catch (IOException e) {
+      countInvalid();
       refuseInTime(ex, () -> respond(ex, 400, Map.of("error", "cannot read the request body")));
       return;
     } catch (IllegalArgumentException | Json.JsonException e) { // bad JSON, shape or values
+      countInvalid();
       refuseInTime(ex, () -> respond(ex, 400, Map.of("error", String.valueOf(e.getMessage()))));
       return;
     } finally {
@@ -917,19 +928,23 @@ final class ClientEndpoint {
       });
       return;
     } catch (BodyTooLargeException e) {
+      countInvalid();
       refuseInTime(ex, () -> {
         closesWithBodyUnread(ex);
         openAiError(ex, 413, e.getMessage(), null, "body_too_large");
       });
       return;
     } catch (IOException e) {
+      countInvalid();
       refuseInTime(ex,
           () -> openAiError(ex, 400, "cannot read the request body", null, "invalid_request"));
       return;
     } catch (OpenAiRequest.Invalid e) {
+      countInvalid();
       refuseInTime(ex, () -> openAiError(ex, 400, e.getMessage(), e.param(), e.code()));
       return;
     } catch (IllegalArgumentException | Json.JsonException e) { // not a JSON object
+      countInvalid();
       refuseInTime(ex,
           () -> openAiError(ex, 400, String.valueOf(e.getMessage()), null, "invalid_json"));
       return;
@@ -1064,6 +1079,9 @@ final class ClientEndpoint {
           req.continuousUsage, request.tokens().length);
     } catch (RuntimeException e) {
       inFlight.decrementAndGet();
+      if (e instanceof OpenAiRequest.Invalid) { // its tokens: none, or too many
+        rejectedInvalid.incrementAndGet();
+      }
       writeLater(ex, () -> openAiFailure(ex, e), () -> timing.answered(ClientLatency.FAILED));
       return;
     }
@@ -1237,6 +1255,16 @@ final class ClientEndpoint {
 
     EndpointStoppingException() {
       super("the node is stopping", null, false, false);
+    }
+  }
+
+  /**
+   * Counts a request refused 400 or 413 while its body was read, before its refusal is written;
+   * not one whose read the I/O deadline cut, which is counted as a slow connection alone.
+   */
+  private void countInvalid() {
+    if (!ioDeadline.passed()) {
+      rejectedInvalid.incrementAndGet();
     }
   }
 
@@ -1613,7 +1641,8 @@ final class ClientEndpoint {
     all.add(StatsTables.GOSSIP.section("gossip", stats.gossip()));
     all.addAll(extraStats.get());
     all.add(StatsTables.CLIENT.section("client", new StatsTables.ClientStats(inFlight.get(),
-        rejectedBusy.get(), slowConnectionsClosed.get(), readsRefused.get(), openStreams.size(),
+        rejectedBusy.get(), rejectedInvalid.get(), rejectedNotFound.get(),
+        slowConnectionsClosed.get(), readsRefused.get(), openStreams.size(),
         streamsCancelled.get(), tokenizeFailures.get(), tokenizeRefused.get(),
         refusedWithoutCertificate.get(), bodies.capacity() - bodies.available(),
         bodyBudgetRefused.get())));

@@ -520,7 +520,8 @@ final class StatsTables {
       .build();
 
   /** The client endpoint's own counters. */
-  record ClientStats(int inFlight, long rejectedBusy, long slowConnectionsClosed,
+  record ClientStats(int inFlight, long rejectedBusy, long rejectedInvalid,
+      long rejectedNotFound, long slowConnectionsClosed,
       long readsRefused, int streamsOpen, long streamsCancelled, long tokenizeFailures,
       long tokenizeRefused, long refusedWithoutCertificate, long bodyBudgetHeldBytes,
       long bodyBudgetRefused) {}
@@ -535,6 +536,15 @@ final class StatsTables {
       .counter("rejected_busy", C + "rejected_busy_total",
           "Client requests answered 503 because too many were in flight at the endpoint.",
           ClientStats::rejectedBusy)
+      .counter("rejected_invalid", C + "rejected_invalid_total",
+          "Client requests the endpoint refused itself as invalid: answered 400 (a body that is "
+              + "not JSON or not UTF-8, cannot be read, or has invalid fields; a prompt with no "
+              + "tokens, or too many for the node or the model's context) or 413 (a body above "
+              + "8 MiB).",
+          ClientStats::rejectedInvalid)
+      .counter("rejected_not_found", C + "rejected_not_found_total",
+          "Client requests answered 404 for a path the endpoint does not serve, or 405 for a "
+              + "method their path does not take.", ClientStats::rejectedNotFound)
       .counter("slow_connections_closed", C + "slow_connections_closed_total",
           "Client connections closed for not delivering a request, or not taking its answer, "
               + "within the I/O timeout.", ClientStats::slowConnectionsClosed)

@@ -109,10 +109,10 @@ class StatsJsonTest {
       assertEquals(List.of("requests", "prompt_tokens", "cached_prompt_tokens",
           "evaluated_positions", "multiply_adds", "cached_tokens"),
           List.copyOf(((Map<?, ?>) s.get("engine")).keySet()));
-      assertEquals(List.of("in_flight", "rejected_busy", "slow_connections_closed",
-          "reads_refused", "streams_open", "streams_cancelled", "tokenize_failures",
-          "tokenize_refused", "refused_without_certificate", "body_budget_held_bytes",
-          "body_budget_refused"),
+      assertEquals(List.of("in_flight", "rejected_busy", "rejected_invalid",
+          "rejected_not_found", "slow_connections_closed", "reads_refused", "streams_open",
+          "streams_cancelled", "tokenize_failures", "tokenize_refused",
+          "refused_without_certificate", "body_budget_held_bytes", "body_budget_refused"),
           List.copyOf(((Map<?, ?>) s.get("client")).keySet()));
       assertEquals("solo", s.get("node_id"));
 
