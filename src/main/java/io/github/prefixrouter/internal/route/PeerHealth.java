@@ -161,7 +161,8 @@ final class PeerHealth {
         return 1.0;
       }
       long since = now - accuracyAt;
-      return since <= 0 ? a : 1.0 - (1.0 - a) * Math.pow(0.5, since / halfLifeNanos);
+      // never below the accuracy measured: 1 - (1 - a) need not round back to a
+      return since <= 0 ? a : Math.max(a, 1.0 - (1.0 - a) * Math.pow(0.5, since / halfLifeNanos));
     }
 
     /**

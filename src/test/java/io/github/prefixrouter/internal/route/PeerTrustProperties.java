@@ -8,6 +8,7 @@ import net.jqwik.api.Arbitraries;
 import net.jqwik.api.Arbitrary;
 import net.jqwik.api.Assume;
 import net.jqwik.api.Combinators;
+import net.jqwik.api.Example;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.Provide;
@@ -76,6 +77,20 @@ class PeerTrustProperties {
     assertEquals(expected, st.trust(last + since + halfLife, halfLife), 1e-9);
     // a reading before the last answer (another thread's, older) does not raise it
     assertEquals(a, st.trust(last - 1 - since, halfLife));
+  }
+
+  /**
+   * Found by the long run (try 6,786 of 10,000): an accuracy whose complement does not round
+   * back to it faded, a nanosecond after it was measured against a year's half-life, to one
+   * unit in the last place below itself.
+   */
+  @Example
+  void aTrustThatHasHardlyFadedIsNotBelowTheAccuracyMeasured() {
+    PeerHealth.PeerState st = new PeerHealth.PeerState();
+    st.accuracyAt = 0;
+    st.accuracy = 0.2597152000000001;
+    double later = st.trust(1, 365 * 86_400e9);
+    assertTrue(later >= st.accuracy, st.accuracy + " became " + later);
   }
 
   @Property
