@@ -13,6 +13,7 @@ import io.github.prefixrouter.internal.engine.RunsById;
 import io.github.prefixrouter.internal.json.AnswerHeap;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.json.OpenAiErrors;
+import io.github.prefixrouter.internal.wire.BodyBudget;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.JdkHttpClients;
 import io.github.prefixrouter.spi.CacheEventListener;
@@ -50,6 +51,7 @@ import java.util.concurrent.Executor;
 import java.util.concurrent.Flow;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.slf4j.Logger;
@@ -106,6 +108,13 @@ import org.slf4j.LoggerFactory;
  * {@code requestTimeout} (its headers and its body: a server or proxy that stalls the body after
  * the headers times out too, and its connection is closed) is an {@link EngineTimeoutException},
  * not retryable: a generation that outlasts the limit here would outlast it on a peer too.
+ *
+ * <p><b>Memory.</b> The answers being read and parsed at once hold at most
+ * {@link Builder#answerBudget} of heap together (default 256 MiB): each takes its share as its
+ * body arrives and its parse grows, and gives it back when its request ends. An answer whose
+ * share does not come free within 1 s while no other answer gives any back fails with a
+ * retryable {@link EngineException}, its connection closed. The event streams of streamed
+ * requests are not in the budget: each is bounded by {@code maxResponseBytes} alone.
  *
  * <p><b>Streaming.</b> {@link #execute(InferenceRequest, OutputListener)} with a listener other
  * than {@link OutputListener#IGNORE} sends {@code "stream": true} and
@@ -183,6 +192,16 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    */
   static final long AFTER_DONE_MILLIS = 1000;
 
+  /**
+   * How long an answer waits for its next share of the {@linkplain Builder#answerBudget answer
+   * budget} while no other answer gives any back, before it fails (or {@code requestTimeout} if
+   * shorter).
+   */
+  static final Duration ANSWER_BUDGET_WAIT = Duration.ofSeconds(1);
+
+  /** The default {@linkplain Builder#answerBudget answer budget}: 256 MiB. */
+  static final long DEFAULT_ANSWER_BUDGET = 256L << 20;
+
   private final URI completionsUri;
   private final URI healthUri;
   private final URI modelsUri;
@@ -194,6 +213,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final int maxInFlight;
   private final int slots;
   private final boolean returnTokenIds;
+  /** The heap the answers being read and parsed may hold at once ({@link Builder#answerBudget}). */
+  private final BodyBudget answers;
+  /** Whether answers are being refused their share of {@link #answers}: logged once a spell. */
+  private final AtomicBoolean refusing = new AtomicBoolean();
   /** The HTTP client, whose selector thread {@link #close()} ends. */
   private final JdkHttpClients.Client client;
   private final Executor timeoutExecutor;
@@ -228,6 +251,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     this.maxInFlight = b.resolvedMaxInFlight();
     this.slots = b.resolvedSlots();
     this.returnTokenIds = b.returnTokenIds;
+    this.answers = new BodyBudget(b.resolvedAnswerBudget(),
+        requestTimeout.compareTo(ANSWER_BUDGET_WAIT) < 0 ? requestTimeout : ANSWER_BUDGET_WAIT,
+        this::answerRefused);
     this.kvEvents = b.kvEvents;
     HttpClient.Builder cb =
         HttpClient.newBuilder()
@@ -302,10 +328,16 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     // the request's own future; the caller's (answer) completes after its bookkeeping, so the
     // caller's callbacks see its slot free (and may submit the next request into it)
     CompletableFuture<EngineResult> result = new CompletableFuture<>();
+    // what the answer holds of the answer budget, given back however the request ends
+    BodyBudget.Share share = answers.share();
     boolean streamed = listener != OutputListener.IGNORE;
     CompletionStream stream = streamed ? new CompletionStream(request, maxResponseBytes, apiKey, listener) : null;
     Running run = new Running(request.id(), result, stream);
     result.whenComplete((r, e) -> {
+      share.close();
+      if (e == null) {
+        refusing.set(false); // an answer passed: a later refusal is logged again
+      }
       inFlight.decrementAndGet();
       running.remove(request.id(), run);
       if (e != null) {
@@ -340,7 +372,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
     running.add(request.id(), run);
     if (streamed) {
-      executeStreamed(request, stream, http, result);
+      executeStreamed(request, stream, http, result, share);
       return answer;
     }
     // the client's own timeout ends with the answer's headers; the body is bounded here
@@ -350,7 +382,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     try {
       call = client.http().sendAsync(http, info -> {
         deadline.headersArrived();
-        return capped(info);
+        return capped(info, share);
       });
     } catch (RuntimeException e) {
       result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));
@@ -372,7 +404,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
             return;
           }
           try {
-            result.complete(parseAnswer(request, resp.statusCode(), resp.body()));
+            result.complete(parseAnswer(request, resp.statusCode(), resp.body(), share));
           } catch (EngineException e) {
             result.completeExceptionally(e);
           } catch (RuntimeException e) {
@@ -389,8 +421,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * collected and read as the non-streamed answer, its output then given to the listener in
    * one piece.
    */
-  private void executeStreamed(InferenceRequest request,
-      CompletionStream stream, HttpRequest http, CompletableFuture<EngineResult> result) {
+  private void executeStreamed(InferenceRequest request, CompletionStream stream,
+      HttpRequest http, CompletableFuture<EngineResult> result, BodyBudget.Share share) {
     AtomicReference<EventStreamBody> events = new AtomicReference<>();
     // the whole answer within requestTimeout, as for a non-streamed request (an event stream,
     // or a JSON answer whose body stalls); after [DONE], a body still open then is closed
@@ -417,7 +449,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
           events.set(b);
           return b;
         }
-        return HttpResponse.BodySubscribers.mapping(capped(info), body -> (Object) body);
+        return HttpResponse.BodySubscribers.mapping(capped(info, share), body -> (Object) body);
       });
     } catch (RuntimeException e) {
       deadline.stop();
@@ -450,7 +482,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         return; // the stream completed the future itself
       }
       try {
-        EngineResult r = parseAnswer(request, resp.statusCode(), (byte[]) resp.body());
+        EngineResult r = parseAnswer(request, resp.statusCode(), (byte[]) resp.body(), share);
         stream.deliverWhole(r);
         finish(result, stream, r, null);
       } catch (EngineException e) {
@@ -765,12 +797,38 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     return m;
   }
 
-  private HttpResponse.BodySubscriber<byte[]> capped(HttpResponse.ResponseInfo info) {
-    return CappedBody.orNull(info, maxResponseBytes);
+  private HttpResponse.BodySubscriber<byte[]> capped(HttpResponse.ResponseInfo info,
+      BodyBudget.Share share) {
+    return CappedBody.orNull(info, maxResponseBytes, share);
+  }
+
+  /** An answer was refused its next share of the answer budget: logged once a spell. */
+  private void answerRefused() {
+    if (refusing.compareAndSet(false, true)) {
+      log.warn("answers from {} are failing: the heap this engine gives the answers being read "
+          + "and parsed ({} bytes, answerBudget) is held by other answers; not logged again "
+          + "until an answer passes", completionsUri, answers.capacity());
+    }
+  }
+
+  /** The retryable failure of an answer refused its next share of the answer budget. */
+  private EngineException refusedShare(InferenceRequest request, BodyBudget.Refused e) {
+    return new EngineException("request " + request.id() + " to " + completionsUri
+        + ": the answer could not get its share of the heap this engine gives the answers being "
+        + "read and parsed (" + answers.capacity() + " bytes, answerBudget): other answers held "
+        + "it; another node may serve the request", true, e);
+  }
+
+  /** The bytes of the answer budget not held by answers now. For tests. */
+  long answerBudgetAvailable() {
+    return answers.available();
   }
 
   private EngineException mapFailure(InferenceRequest request, Throwable c) {
     String where = "request " + request.id() + " to " + completionsUri;
+    if (c instanceof BodyBudget.Refused refused) {
+      return refusedShare(request, refused);
+    }
     if (c instanceof HttpConnectTimeoutException || c instanceof ConnectException) {
       return new EngineException(where + ": server unreachable: " + c, true, c);
     }
@@ -790,6 +848,24 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
 
   /** Turns an HTTP answer into a result or a typed error. Package-private for tests. */
   EngineResult parseAnswer(InferenceRequest request, int status, byte[] body) {
+    return parseAnswer(request, status, body, (BodyBudget.Share) null);
+  }
+
+  /**
+   * Turns an HTTP answer into a result or a typed error, taking the heap of its text and its
+   * parse from {@code share} (null: from nowhere).
+   */
+  private EngineResult parseAnswer(InferenceRequest request, int status, byte[] body,
+      BodyBudget.Share share) {
+    try {
+      return parseWithin(request, status, body, share == null ? null : share::take);
+    } catch (BodyBudget.Refused e) {
+      throw refusedShare(request, e);
+    }
+  }
+
+  private EngineResult parseWithin(InferenceRequest request, int status, byte[] body,
+      Json.Memory memory) {
     String where = "request " + request.id();
     if (body == null && status == 200) {
       throw new EngineException(where + ": answer larger than " + maxResponseBytes + " bytes", true);
@@ -800,7 +876,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
           status);
     }
     if (status == 404 || status == 405) {
-      throw notFound(request, status, body);
+      throw notFound(request, status, body, memory);
     }
     if (status != 200) {
       String detail = where + ": server answered HTTP " + status + errorDetail(body);
@@ -818,6 +894,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
     Object root;
     try {
+      if (memory != null) {
+        memory.take(2L * body.length); // its text: two bytes a character at most
+      }
       String text =
           StandardCharsets.UTF_8
               .newDecoder()
@@ -825,7 +904,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
               .onUnmappableCharacter(CodingErrorAction.REPORT)
               .decode(java.nio.ByteBuffer.wrap(body))
               .toString();
-      root = Json.parse(text, maxResponseBytes, 32, AnswerHeap.maxParsedBytes(text.length()));
+      root = Json.parse(text, maxResponseBytes, 32, AnswerHeap.maxParsedBytes(text.length()),
+          memory);
     } catch (CharacterCodingException e) {
       throw new EngineException(where + ": answer is not valid UTF-8", true, e);
     } catch (Json.ParsedSizeException e) {
@@ -874,9 +954,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * wrong for this server, which every request would find alike; retryable, as a peer's server
    * may be set up right.
    */
-  private EngineException notFound(InferenceRequest request, int status, byte[] body) {
+  private EngineException notFound(InferenceRequest request, int status, byte[] body,
+      Json.Memory memory) {
     String where = "request " + request.id();
-    if (status == 404 && namesModel(body)) {
+    if (status == 404 && namesModel(body, memory)) {
       String detail = where + ": server answered HTTP 404" + errorDetail(body);
       if (!request.scope().adapter().isEmpty()) {
         return new InvalidRequestException(detail, status);
@@ -893,13 +974,26 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
 
   /** Whether an error answer refuses the request's model ({@link OpenAiErrors#namesModel}). */
   static boolean namesModel(byte[] body) {
+    return namesModel(body, null);
+  }
+
+  /**
+   * As {@link #namesModel(byte[])}, taking the heap of the text and its parse from
+   * {@code memory} (null: from nowhere), whose failure is thrown on.
+   */
+  private static boolean namesModel(byte[] body, Json.Memory memory) {
     if (body == null || body.length == 0) {
       return false;
+    }
+    if (memory != null) {
+      memory.take(2L * body.length);
     }
     Object root;
     try {
       String text = new String(body, StandardCharsets.UTF_8);
-      root = Json.parse(text, body.length, 8, AnswerHeap.maxParsedBytes(text.length()));
+      root = Json.parse(text, body.length, 8, AnswerHeap.maxParsedBytes(text.length()), memory);
+    } catch (BodyBudget.Refused refused) {
+      throw refused;
     } catch (RuntimeException notJson) {
       return false;
     }
@@ -1243,6 +1337,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     private Integer maxInFlight; // null: 2 x slots
     private Integer slots; // null: 256, or maxInFlight when that is set lower
     private boolean returnTokenIds = true;
+    private Long answerBudget; // null: the larger of 256 MiB and the least for maxResponseBytes
     private Executor executor;
     private VllmKvEventSubscriber.Builder kvEvents;
 
@@ -1377,6 +1472,49 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       return this;
     }
 
+    /**
+     * The heap the answers being read and parsed may hold at once, all requests together, in
+     * bytes. Each answer takes its share as it needs it: its body as its bytes arrive, in steps
+     * from 64 KiB, each twice the last, up to its {@code Content-Length} or
+     * {@link #maxResponseBytes} (so a server that declares a large body and sends little holds
+     * little), then two bytes per byte of it for its text, then its parse's estimate as the
+     * parse charges it; it gives all of it back once the request ends, however it ends (an
+     * answer, a failure, {@link #cancel}, {@link #close()}, {@code requestTimeout}). An answer
+     * whose next step does not come free waits while other answers give theirs back, and fails
+     * with a retryable {@link EngineException} once none has for 1 s (or
+     * {@code requestTimeout} if shorter): the node then tries the request on a peer. Without
+     * it, only {@link #maxInFlight} bounded that heap, at {@link #maxInFlight} times an answer
+     * at its limits. Default 256 MiB, or the least allowed if that is more.
+     *
+     * @param bytes the budget, at least {@link #minAnswerBudget} of {@link #maxResponseBytes}
+     *     (what one answer at its limits takes, so that one answer alone always passes)
+     * @return this builder
+     */
+    public Builder answerBudget(long bytes) {
+      this.answerBudget = bytes;
+      return this;
+    }
+
+    /**
+     * The least {@link #answerBudget} allowed with answers of at most {@code maxResponseBytes}:
+     * what one answer at its limits takes, its body, its text (two bytes per byte of it) and its
+     * parse ({@link AnswerHeap#maxParsedBytes}: 16 MiB and 6 bytes a character), 16 MiB and 9
+     * bytes per byte of {@code maxResponseBytes}; 88 MiB for the default 8 MiB.
+     *
+     * @param maxResponseBytes the largest answer, in bytes
+     * @return the least budget, in bytes
+     */
+    public static long minAnswerBudget(int maxResponseBytes) {
+      return 3L * maxResponseBytes + AnswerHeap.maxParsedBytes(maxResponseBytes);
+    }
+
+    long resolvedAnswerBudget() {
+      if (answerBudget != null) {
+        return answerBudget;
+      }
+      return Math.max(DEFAULT_ANSWER_BUDGET, minAnswerBudget(maxResponseBytes));
+    }
+
     int resolvedSlots() {
       if (slots != null) {
         return slots;
@@ -1497,6 +1635,12 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
       if (maxResponseBytes < 1024) {
         throw new IllegalArgumentException("maxResponseBytes must be at least 1024, was " + maxResponseBytes);
+      }
+      if (answerBudget != null && answerBudget < minAnswerBudget(maxResponseBytes)) {
+        throw new IllegalArgumentException("answerBudget must be at least "
+            + minAnswerBudget(maxResponseBytes) + " bytes with maxResponseBytes "
+            + maxResponseBytes + " (one answer at its limits: its body, its text and its "
+            + "parse), was " + answerBudget);
       }
       if (slots != null && slots < 1) {
         throw new IllegalArgumentException("slots must be at least 1, was " + slots);

@@ -26,7 +26,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * {@code maxWait}. Waiters are not served in order: a large step may wait while small ones
  * pass, up to its I/O deadline.
  *
- * <p>Thread-safe; a share is used by one thread.
+ * <p>Thread-safe; a share takes on one thread at a time, and may be closed from any.
  */
 public final class BodyBudget {
 
@@ -78,40 +78,65 @@ public final class BodyBudget {
     return new Share();
   }
 
-  private boolean take(long bytes) {
+  /**
+   * Takes {@code bytes} for {@code share}, counting them in what it holds; refused at once, and
+   * not counted as refused, for a share that is closed or is closed while it waits.
+   */
+  private boolean take(Share share, long bytes) {
     boolean taken = false;
+    boolean closed = false;
     lock.lock();
     try {
       taken = bytes <= capacity && InboundReaders.awaitWhileReleasing(released, () -> {
+        if (share.closed) {
+          return true;
+        }
         if (available < bytes) {
           return false;
         }
         available -= bytes;
+        share.held += bytes;
         return true;
       }, () -> lastReleased, maxWaitNanos);
+      closed = share.closed;
     } finally {
       lock.unlock();
     }
-    if (!taken) {
+    if (!taken && !closed) {
       onRefused.run();
     }
-    return taken;
+    return taken && !closed;
   }
 
-  private void give(long bytes) {
+  /** Gives back {@code bytes} of what {@code share} holds (at most all of it). */
+  private void give(Share share, long bytes, boolean close) {
     lock.lock();
     try {
-      available += bytes;
-      lastReleased = System.nanoTime();
-      released.signalAll();
+      long b = Math.min(bytes, share.held);
+      share.held -= b;
+      available += b;
+      if (close) {
+        share.closed = true;
+      }
+      if (b > 0 || close) {
+        lastReleased = System.nanoTime();
+        released.signalAll(); // a closed share's own wait ends too
+      }
     } finally {
       lock.unlock();
     }
   }
 
-  /** What one request holds of the budget; {@link #close} gives it all back. */
+  /**
+   * What one request holds of the budget; {@link #close} gives it all back. Taken by one thread
+   * at a time; {@link #close} may be called from any, also while a step waits: the step is then
+   * refused at once, and a closed share takes nothing more.
+   */
   public final class Share implements AutoCloseable {
+    /** Under the budget's lock. */
     private long held;
+    /** Under the budget's lock. */
+    private boolean closed;
 
     private Share() {}
 
@@ -124,18 +149,15 @@ public final class BodyBudget {
       if (bytes <= 0) {
         return;
       }
-      if (!BodyBudget.this.take(bytes)) {
-        throw new Refused(bytes, held, capacity);
+      if (!BodyBudget.this.take(this, bytes)) {
+        throw new Refused(bytes, held(), capacity);
       }
-      held += bytes;
     }
 
     /** Gives back {@code bytes} of what this share holds (at most all of it). */
     public void give(long bytes) {
-      long b = Math.min(bytes, held);
-      if (b > 0) {
-        held -= b;
-        BodyBudget.this.give(b);
+      if (bytes > 0) {
+        BodyBudget.this.give(this, bytes, false);
       }
     }
 
@@ -221,13 +243,21 @@ public final class BodyBudget {
 
     /** The bytes this share holds. */
     public long held() {
-      return held;
+      lock.lock();
+      try {
+        return held;
+      } finally {
+        lock.unlock();
+      }
     }
 
-    /** Gives back all this share holds; a share closed again gives nothing. */
+    /**
+     * Gives back all this share holds and ends it: a step it waits for, or asks for later, is
+     * refused. A share closed again gives nothing.
+     */
     @Override
     public void close() {
-      give(held);
+      BodyBudget.this.give(this, Long.MAX_VALUE, true);
     }
   }
 

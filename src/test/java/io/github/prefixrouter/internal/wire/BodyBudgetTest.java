@@ -120,4 +120,40 @@ class BodyBudgetTest {
       assertEquals(64 * MIB, budget.available());
     }
   }
+
+  /**
+   * A share closed from another thread while one of its steps waits (an engine's answer whose
+   * request is cancelled or times out) ends the wait at once, holds nothing, and takes nothing
+   * more: the step that was waiting is not taken later behind its close, which would have held
+   * it for good.
+   */
+  @Test
+  void aShareClosedWhileItsStepWaitsEndsTheWaitAndTakesNothingMore() throws Exception {
+    BodyBudget b = new BodyBudget(MIB, Duration.ofSeconds(30), () -> { });
+    BodyBudget.Share waiting = b.share();
+    waiting.take(KIB);
+    BodyBudget.Share other = b.share();
+    other.take(MIB - KIB);
+    other.give(KIB); // not enough for the step below
+    java.util.concurrent.CompletableFuture<Throwable> step =
+        java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+          try {
+            waiting.take(MIB / 2);
+            return null;
+          } catch (RuntimeException e) {
+            return e;
+          }
+        });
+    Thread.sleep(100);
+    long start = System.nanoTime();
+    waiting.close();
+    Throwable t = step.get(5, java.util.concurrent.TimeUnit.SECONDS);
+    assertTrue(System.nanoTime() - start < java.util.concurrent.TimeUnit.SECONDS.toNanos(5));
+    assertInstanceOf(BodyBudget.Refused.class, t);
+    assertEquals(0, waiting.held());
+    other.close();
+    assertEquals(MIB, b.available(), "the closed share holds nothing");
+    assertThrows(BodyBudget.Refused.class, () -> waiting.take(1));
+    assertEquals(MIB, b.available(), "a closed share takes nothing more");
+  }
 }

@@ -1,0 +1,256 @@
+package io.github.prefixrouter.engine.openai;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineResult;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.lang.management.ManagementFactory;
+import java.lang.management.MemoryMXBean;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/** The heap that the answers being read and parsed hold at once: the answer budget. */
+class OpenAiCompatibleEngineAnswerBudgetTest {
+
+  private static final int BODY = 8 << 20;
+
+  private static InferenceRequest request(String id) {
+    return new InferenceRequest(id, new int[] {101, 7, 7, 9000},
+        new GenerationParams(3, 0.0, 0.9, 17L));
+  }
+
+  /** Reads a request's head and its body, by its Content-Length. */
+  private static void readRequest(Socket conn) throws IOException {
+    InputStream in = conn.getInputStream();
+    StringBuilder head = new StringBuilder();
+    while (!head.toString().endsWith("\r\n\r\n")) {
+      int b = in.read();
+      if (b < 0) {
+        throw new IOException("the connection ended in the request's head");
+      }
+      head.append((char) b);
+    }
+    String h = head.toString().toLowerCase(Locale.ROOT);
+    int at = h.indexOf("content-length:");
+    int length = Integer.parseInt(h.substring(at + 15, h.indexOf('\r', at)).trim());
+    in.readNBytes(length);
+  }
+
+  /**
+   * A server that answers every completions request with the headers of an 8 MiB JSON answer and
+   * all of its body but the last byte, then holds the connection open: each answer the engine
+   * reads then holds nearly 8 MiB of its heap until the request ends. Counts the answers whose
+   * body it could write whole, and those of them whose connection the client then closed.
+   */
+  private static final class HoldingServer implements AutoCloseable {
+    final ServerSocket raw = new ServerSocket(0, 64, InetAddress.getLoopbackAddress());
+    final AtomicInteger written = new AtomicInteger();
+    final AtomicInteger closedAfterWrite = new AtomicInteger();
+    final AtomicInteger writeFailed = new AtomicInteger();
+    final ConcurrentLinkedQueue<Socket> conns = new ConcurrentLinkedQueue<>();
+    final Thread acceptor;
+    final byte[] body = new byte[BODY - 1];
+
+    HoldingServer() throws IOException {
+      java.util.Arrays.fill(body, (byte) ' ');
+      acceptor = new Thread(() -> {
+        try {
+          while (true) {
+            Socket conn = raw.accept();
+            conns.add(conn);
+            Thread t = new Thread(() -> hold(conn), "holding-answer");
+            t.setDaemon(true);
+            t.start();
+          }
+        } catch (IOException closed) {
+          // the test is over
+        }
+      }, "holding-acceptor");
+      acceptor.setDaemon(true);
+      acceptor.start();
+    }
+
+    private void hold(Socket conn) {
+      try {
+        readRequest(conn);
+        OutputStream out = conn.getOutputStream();
+        out.write(("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+            + BODY + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+        out.write(body);
+        out.flush();
+      } catch (IOException e) {
+        writeFailed.incrementAndGet();
+        return;
+      }
+      written.incrementAndGet();
+      try {
+        conn.setSoTimeout(60_000);
+        while (conn.getInputStream().read() >= 0) {
+          // the client sends nothing more: wait for it to close the connection
+        }
+      } catch (SocketTimeoutException stillOpen) {
+        return;
+      } catch (IOException reset) {
+        // closed too
+      }
+      closedAfterWrite.incrementAndGet();
+    }
+
+    /** The answers whose body was written (all but its last byte) and whose client holds it. */
+    int held() {
+      return written.get() - closedAfterWrite.get();
+    }
+
+    @Override
+    public void close() throws IOException {
+      raw.close();
+      for (Socket c : conns) {
+        c.close();
+      }
+    }
+  }
+
+  /** The heap in use after a full collection, in bytes. */
+  private static long heapInUse() throws InterruptedException {
+    MemoryMXBean memory = ManagementFactory.getMemoryMXBean();
+    for (int i = 0; i < 3; i++) {
+      System.gc();
+      Thread.sleep(50);
+    }
+    return memory.getHeapMemoryUsage().getUsed();
+  }
+
+  /**
+   * Many answers read at once hold at most the answer budget together: 32 answers of nearly
+   * 8 MiB each, held open by their server, at a budget of 88 MiB (the least for 8 MiB answers).
+   * Each answer was capped on its own only, so the engine read all 32 into its heap at once
+   * (256 MiB; at 512 requests in flight, the default, 4 GiB); now the answers beyond the budget
+   * wait, and fail with a retryable EngineException once no other answer has given any back for
+   * 1 s, their connections closed, and the budget is whole again once the others end. (What the
+   * kernel's socket buffers hold of the bodies not read is no heap; so the heap is measured,
+   * with a margin far below what the answers held before.)
+   */
+  @Test
+  void answersBeingReadAtOnceHoldAtMostTheBudgetTogether() throws Exception {
+    long budget = OpenAiCompatibleEngine.Builder.minAnswerBudget(BODY);
+    int n = 32;
+    try (HoldingServer server = new HoldingServer()) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + server.raw.getLocalPort())
+          .requestTimeout(Duration.ofSeconds(60)).answerBudget(budget).build();
+      try {
+        long before = heapInUse();
+        List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+          fs.add(e.execute(request("r" + i)));
+        }
+        // settled: nothing changed for 2 s, past the 1 s an answer waits for its share
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        String state = "";
+        long since = System.nanoTime();
+        while (System.nanoTime() - since < TimeUnit.SECONDS.toNanos(2)) {
+          String now = server.written.get() + "/" + server.writeFailed.get() + "/"
+              + fs.stream().filter(CompletableFuture::isDone).count();
+          if (!now.equals(state)) {
+            state = now;
+            since = System.nanoTime();
+          }
+          assertTrue(System.nanoTime() < until, "not settled within 30 s: " + state);
+          Thread.sleep(20);
+        }
+        long held = heapInUse() - before;
+        assertTrue(held <= budget + (16 << 20), n + " answers of " + (BODY - 1)
+            + " bytes held " + held + " bytes of heap at once, with a budget of " + budget);
+        long refused = 0;
+        for (CompletableFuture<EngineResult> f : fs) {
+          if (f.isDone()) {
+            refused++;
+            ExecutionException x = assertThrows(ExecutionException.class, f::get);
+            EngineException ee = assertInstanceOf(EngineException.class, x.getCause());
+            assertTrue(ee.retryable(), ee.getMessage());
+            assertTrue(ee.getMessage().contains("answerBudget"), ee.getMessage());
+          }
+        }
+        assertTrue(refused < n, "no answer got its share");
+      } finally {
+        e.close();
+      }
+      assertEquals(budget, e.answerBudgetAvailable(), "the budget is whole once all ended");
+    }
+  }
+
+  /**
+   * An answer gives its share back however its request ends: answered, cancelled while its body
+   * is read, timed out while its body is read, failed by close().
+   */
+  @Test
+  void anAnswerGivesItsShareBackHoweverItsRequestEnds() throws Exception {
+    try (FakeOpenAiServer fake = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(fake.baseUrl()).build();
+      try {
+        e.execute(request("ok")).get(20, TimeUnit.SECONDS);
+        assertEquals(OpenAiCompatibleEngine.DEFAULT_ANSWER_BUDGET, e.answerBudgetAvailable());
+      } finally {
+        e.close();
+      }
+    }
+    try (HoldingServer server = new HoldingServer()) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + server.raw.getLocalPort())
+          .requestTimeout(Duration.ofSeconds(2)).build();
+      long all = OpenAiCompatibleEngine.DEFAULT_ANSWER_BUDGET;
+      try {
+        CompletableFuture<EngineResult> cancelled = e.execute(request("c"));
+        awaitHeld(e, all);
+        e.cancel("c");
+        assertThrows(ExecutionException.class, () -> cancelled.get(20, TimeUnit.SECONDS));
+        assertEquals(all, e.answerBudgetAvailable(), "after a cancel");
+
+        CompletableFuture<EngineResult> late = e.execute(request("t"));
+        awaitHeld(e, all);
+        ExecutionException x =
+            assertThrows(ExecutionException.class, () -> late.get(20, TimeUnit.SECONDS));
+        assertInstanceOf(io.github.prefixrouter.spi.EngineTimeoutException.class, x.getCause());
+        assertEquals(all, e.answerBudgetAvailable(), "after a timeout");
+
+        CompletableFuture<EngineResult> open = e.execute(request("x"));
+        awaitHeld(e, all);
+        e.close();
+        assertThrows(ExecutionException.class, () -> open.get(20, TimeUnit.SECONDS));
+        assertEquals(all, e.answerBudgetAvailable(), "after close()");
+      } finally {
+        e.close();
+      }
+    }
+  }
+
+  /** Waits until the engine's answers hold some of its budget of {@code all} bytes. */
+  private static void awaitHeld(OpenAiCompatibleEngine e, long all) throws InterruptedException {
+    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (e.answerBudgetAvailable() == all) {
+      assertTrue(System.nanoTime() < until, "no answer took any of the budget");
+      Thread.sleep(5);
+    }
+  }
+}
