@@ -110,6 +110,11 @@ public final class NodeOptions {
           "  --engine-max-in-flight N requests outstanding at the server at most; more are",
           "                           busy (tried on a peer); default twice --engine-slots",
           "                           (512 when neither is given)",
+          "  --engine-answer-budget SIZE  heap the server's answers being read and parsed may",
+          "                           hold at once: bytes, or a number with k, m or g; an",
+          "                           answer that cannot get its share waits while others give",
+          "                           theirs back, and fails (tried on a peer) once none has",
+          "                           for 1 s; at least 88m; default 256m",
           "  --engine-request-timeout-ms N  how long the server may take to answer one request",
           "                           (then 504, not tried on a peer); default 60000",
           "  --tokenizer auto|none|URL  how text prompts and chat conversations (the OpenAI",
@@ -192,7 +197,7 @@ public final class NodeOptions {
           "cluster-key-check-ms", "insecure", "tls-keystore", "tls-truststore", "tls-password-file",
           "tls-check-ms", "tls-bind-node-ids", "client-tls-keystore", "client-tls-truststore",
           "client-tls-password-file",
-          "engine", "engine-api-key-file", "model", "model-id", "tokenizer", "engine-slots", "engine-max-in-flight", "kv-events", "kv-events-replay", "kv-events-replay-backoff-ms", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
+          "engine", "engine-api-key-file", "model", "model-id", "tokenizer", "engine-slots", "engine-max-in-flight", "engine-answer-budget", "kv-events", "kv-events-replay", "kv-events-replay-backoff-ms", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "client-body-budget",
@@ -258,6 +263,8 @@ public final class NodeOptions {
   /** The OpenAI-compatible server's slots and outstanding-request cap; 0 when not given. */
   final int engineSlots;
   final int engineMaxInFlight;
+  /** The OpenAI-compatible engine's answer budget in bytes; 0 when not given. */
+  final long engineAnswerBudget;
   /** vLLM's KV-event endpoint, replay endpoint and topic; null when not given. */
   final String kvEvents;
   final String kvEventsReplay;
@@ -304,7 +311,7 @@ public final class NodeOptions {
       kvEventsReplayBackoffMin = kvEventsReplayBackoffMax = null;
       listenPort = clientPort = engineThreads = engineCacheTokens = engineSlots = engineMaxInFlight = 0;
       peerReaderThreads = peerMaxUnfinishedReads = clientReaderThreads = clientMaxUnfinishedReads = 0;
-      clientBodyBudget = peerBodyBudget = 0;
+      clientBodyBudget = peerBodyBudget = engineAnswerBudget = 0;
       engineSeed = 0;
       seeds = List.of();
       clusterKeys = null;
@@ -505,6 +512,11 @@ public final class NodeOptions {
       if (v.containsKey(k) && intValue(v, k, 0) < 1) {
         throw new IllegalArgumentException("--" + k + " must be at least 1, was " + v.get(k));
       }
+    }
+    this.engineAnswerBudget = engineAnswerBudget(v);
+    if (engine.equals("reference") && engineAnswerBudget != 0) {
+      throw new IllegalArgumentException("--engine-answer-budget needs --engine URL (the "
+          + "reference engine reads no answers)");
     }
     if (engine.equals("reference") && (engineSlots != 0 || engineMaxInFlight != 0)) {
       throw new IllegalArgumentException(
@@ -872,6 +884,27 @@ public final class NodeOptions {
   }
 
   /**
+   * The OpenAI-compatible engine's answer budget
+   * ({@link io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine.Builder#answerBudget}):
+   * at least what one answer of the engine's default limit takes; 0 when not given.
+   */
+  private static long engineAnswerBudget(Map<String, String> v) {
+    String key = "engine-answer-budget";
+    if (!v.containsKey(key)) {
+      return 0;
+    }
+    long b = bytes(key, v.get(key));
+    long min = io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine.Builder
+        .minAnswerBudget(8 << 20);
+    if (b < min) {
+      throw new IllegalArgumentException("--" + key + " must be at least " + (min >> 20) + "m ("
+          + min + " bytes: one answer of the largest size, 8 MiB, with its text and parsed "
+          + "JSON), was " + v.get(key));
+    }
+    return b;
+  }
+
+  /**
    * The peer port's body budget ({@link HttpTransport.Builder#bodyBudget}): at least twice the
    * transport's {@code maxMessageBytes}, which the node leaves at its default; 0 when not given.
    */
@@ -945,6 +978,9 @@ public final class NodeOptions {
     }
     if (engineMaxInFlight != 0) {
       b.maxInFlight(engineMaxInFlight);
+    }
+    if (engineAnswerBudget != 0) {
+      b.answerBudget(engineAnswerBudget);
     }
     if (engineRequestTimeout != null) {
       b.requestTimeout(engineRequestTimeout);

@@ -90,6 +90,8 @@ class NodeOptionsUsageTest {
         String.valueOf(ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS));
     expected.put("--client-body-budget SIZE", (ClientEndpoint.DEFAULT_BODY_BUDGET >> 20) + "m");
     expected.put("--peer-body-budget SIZE", (HttpTransport.DEFAULT_BODY_BUDGET >> 20) + "m");
+    expected.put("--engine-answer-budget SIZE",
+        (OpenAiCompatibleEngine.DEFAULT_ANSWER_BUDGET >> 20) + "m");
     expected.put("--engine-request-timeout-ms N", String.valueOf(((java.time.Duration)
         field(OpenAiCompatibleEngine.builder(), "requestTimeout")).toMillis()));
     expected.put("--initial-prefill-ns-per-token N",

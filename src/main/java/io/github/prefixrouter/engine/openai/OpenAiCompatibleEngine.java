@@ -199,8 +199,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    */
   static final Duration ANSWER_BUDGET_WAIT = Duration.ofSeconds(1);
 
-  /** The default {@linkplain Builder#answerBudget answer budget}: 256 MiB. */
-  static final long DEFAULT_ANSWER_BUDGET = 256L << 20;
+  /**
+   * The default {@linkplain Builder#answerBudget answer budget}, 256 MiB, when it is at least
+   * {@link Builder#minAnswerBudget} of {@link Builder#maxResponseBytes}.
+   */
+  public static final long DEFAULT_ANSWER_BUDGET = 256L << 20;
 
   private final URI completionsUri;
   private final URI healthUri;
