@@ -114,7 +114,7 @@ public final class NodeOptions {
           "                           hold at once: bytes, or a number with k, m or g; an",
           "                           answer that cannot get its share waits while others give",
           "                           theirs back, and fails (tried on a peer) once none has",
-          "                           for 1 s; at least 88m; default 256m",
+          "                           for 1 s; at least 192m; default 256m",
           "  --engine-request-timeout-ms N  how long the server may take to answer one request",
           "                           (then 504, not tried on a peer); default 60000",
           "  --tokenizer auto|none|URL  how text prompts and chat conversations (the OpenAI",
@@ -898,8 +898,8 @@ public final class NodeOptions {
         .minAnswerBudget(8 << 20);
     if (b < min) {
       throw new IllegalArgumentException("--" + key + " must be at least " + (min >> 20) + "m ("
-          + min + " bytes: one answer of the largest size, 8 MiB, with its text and parsed "
-          + "JSON), was " + v.get(key));
+          + min + " bytes: one answer of the largest size, 8 MiB, with its text, parsed JSON "
+          + "and output), was " + v.get(key));
     }
     return b;
   }

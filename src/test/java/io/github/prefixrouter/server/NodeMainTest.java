@@ -751,7 +751,7 @@ class NodeMainTest {
   void theEngineAnswerBudgetIsASizeOfAtLeastOneLargestAnswer() throws Exception {
     String[] engine = {"--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000"};
     assertEquals(0, parse(engine).engineAnswerBudget, "not given: the engine's default holds");
-    for (Map.Entry<String, Long> ok : Map.of("256m", 256L << 20, "88m", 88L << 20,
+    for (Map.Entry<String, Long> ok : Map.of("256m", 256L << 20, "192m", 192L << 20,
         "1g", 1L << 30).entrySet()) {
       NodeOptions o = parse(java.util.stream.Stream.concat(java.util.Arrays.stream(engine),
           java.util.stream.Stream.of("--engine-answer-budget", ok.getKey()))
@@ -762,15 +762,15 @@ class NodeMainTest {
       built.close();
     }
     assertTrue(NodeOptions.USAGE.contains("  --engine-answer-budget SIZE"), "not in --help");
-    for (String small : List.of("87m", "0", "64k")) {
-      assertMessage("--engine-answer-budget must be at least 88m (92274688 bytes: one answer "
-          + "of the largest size, 8 MiB, with its text and parsed JSON), was " + small,
+    for (String small : List.of("191m", "0", "64k")) {
+      assertMessage("--engine-answer-budget must be at least 192m (201326592 bytes: one answer "
+          + "of the largest size, 8 MiB, with its text, parsed JSON and output), was " + small,
           () -> parse(java.util.stream.Stream.concat(java.util.Arrays.stream(engine),
               java.util.stream.Stream.of("--engine-answer-budget", small))
               .toArray(String[]::new)));
     }
     assertMessage("--engine-answer-budget needs --engine URL",
-        () -> parse("--id", "a", "--listen", "h:1", "--engine-answer-budget", "100m"));
+        () -> parse("--id", "a", "--listen", "h:1", "--engine-answer-budget", "300m"));
   }
 
   @Test

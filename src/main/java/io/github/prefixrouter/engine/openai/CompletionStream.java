@@ -6,6 +6,7 @@ import io.github.prefixrouter.internal.SecretText;
 import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.json.AnswerHeap;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.wire.BodyBudget;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
@@ -63,7 +64,7 @@ final class CompletionStream {
   private boolean closed; // guarded by lock
   private int[] tokens = new int[16];
   private int tokenCount;
-  private final StringBuilder text = new StringBuilder();
+  private StringBuilder text = new StringBuilder();
   private Object usage;
   /** Whether a chunk had a choice of index 0: a stream without one is misshapen. */
   private boolean choiceZero;
@@ -77,6 +78,12 @@ final class CompletionStream {
    * feeding one.
    */
   private volatile EngineResult whole;
+  /** Where the stream's heap is taken from, before it grows; null: nowhere. */
+  private final BodyBudget.Share share;
+  /** The bytes of {@link #share} taken for {@link #text}, {@link #tokens} and {@link #whole}. */
+  private long textTaken;
+  private long tokensTaken;
+  private boolean wholeTaken;
 
   /**
    * A stream.
@@ -88,11 +95,30 @@ final class CompletionStream {
    */
   CompletionStream(InferenceRequest request, int maxBytes, String apiKey,
       OutputListener listener) {
+    this(request, maxBytes, apiKey, listener, null);
+  }
+
+  /**
+   * A stream whose heap is taken from {@code share} before it grows: its parser's buffers
+   * ({@link ServerSentEvents}), each chunk's parse as it goes (given back once the chunk is
+   * read), and its output, two bytes a character of its text's capacity and four a token of
+   * its tokens', and once more when the output is whole ({@link #whole}). A
+   * {@link BodyBudget.Refused} of the share is thrown on from {@link #feed}.
+   *
+   * @param request the request it answers
+   * @param maxBytes the most bytes a line or an event may hold, and the largest output
+   * @param apiKey the key the engine sends the server, taken out of its error messages; or null
+   * @param listener where the pieces go
+   * @param share where the heap is taken from, or null for nowhere
+   */
+  CompletionStream(InferenceRequest request, int maxBytes, String apiKey,
+      OutputListener listener, BodyBudget.Share share) {
     this.request = request;
     this.maxBytes = maxBytes;
     this.apiKey = apiKey;
     this.listener = listener;
-    this.events = new ServerSentEvents(maxBytes, this::onEvent);
+    this.share = share;
+    this.events = new ServerSentEvents(maxBytes, this::onEvent, share);
   }
 
   /**
@@ -234,9 +260,25 @@ final class CompletionStream {
     if (data.isBlank()) {
       return; // an event with empty data (a proxy's keep-alive) is legal, and no chunk
     }
+    long[] parsed = {0};
+    try {
+      chunk(data, parsed);
+    } finally {
+      if (share != null) {
+        share.give(parsed[0]); // the chunk is read: its parse is dropped
+      }
+    }
+  }
+
+  /** Reads the chunk of {@code data}, counting what its parse takes of the share in parsed. */
+  private void chunk(String data, long[] parsed) {
     Object root;
     try {
-      root = Json.parse(data, maxBytes, 32, AnswerHeap.maxParsedBytes(data.length()));
+      root = Json.parse(data, maxBytes, 32, AnswerHeap.maxParsedBytes(data.length()),
+          share == null ? null : bytes -> {
+            share.take(bytes);
+            parsed[0] += bytes;
+          });
     } catch (Json.ParsedSizeException e) {
       throw failure(OpenAiCompatibleEngine.tooLargeOnceParsed("a chunk", e), e);
     } catch (Json.JsonException e) {
@@ -267,6 +309,10 @@ final class CompletionStream {
       throw failure("unexpected chunk shape: " + e.getMessage(), e);
     }
     if (finished) {
+      if (!wholeTaken && share != null) {
+        share.take(2L * text.length() + 4L * tokenCount); // a copy of the output, kept
+        wholeTaken = true;
+      }
       whole = result(); // the finishing piece was given; a usage chunk after it counts too
     }
   }
@@ -299,9 +345,27 @@ final class CompletionStream {
     if (pieceTokens.length == 0 && pieceText.isEmpty()) {
       return;
     }
+    int needed = text.length() + pieceText.length();
+    if (share != null && needed > text.capacity()) {
+      // no more than the output may hold (its characters and tokens, checked above)
+      int grown = (int) Math.min(maxBytes, Math.max(needed, 2L * text.capacity() + 2));
+      share.take(2L * grown);
+      text = new StringBuilder(grown).append(text); // of that room exactly
+      share.give(textTaken);
+      textTaken = 2L * grown;
+    }
     text.append(pieceText);
     if (tokenCount + pieceTokens.length > tokens.length) {
-      tokens = Arrays.copyOf(tokens, Math.max(tokenCount + pieceTokens.length, 2 * tokens.length));
+      int grown = (int) Math.min(maxBytes,
+          Math.max(tokenCount + pieceTokens.length, 2L * tokens.length));
+      if (share != null) {
+        share.take(4L * grown);
+      }
+      tokens = Arrays.copyOf(tokens, grown);
+      if (share != null) {
+        share.give(tokensTaken);
+        tokensTaken = 4L * grown;
+      }
     }
     System.arraycopy(pieceTokens, 0, tokens, tokenCount, pieceTokens.length);
     tokenCount += pieceTokens.length;

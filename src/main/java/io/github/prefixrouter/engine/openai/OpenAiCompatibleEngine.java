@@ -113,8 +113,7 @@ import org.slf4j.LoggerFactory;
  * {@link Builder#answerBudget} of heap together (default 256 MiB): each takes its share as its
  * body arrives and its parse grows, and gives it back when its request ends. An answer whose
  * share does not come free within 1 s while no other answer gives any back fails with a
- * retryable {@link EngineException}, its connection closed. The event streams of streamed
- * requests are not in the budget: each is bounded by {@code maxResponseBytes} alone.
+ * retryable {@link EngineException}, its connection closed.
  *
  * <p><b>Streaming.</b> {@link #execute(InferenceRequest, OutputListener)} with a listener other
  * than {@link OutputListener#IGNORE} sends {@code "stream": true} and
@@ -334,7 +333,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     // what the answer holds of the answer budget, given back however the request ends
     BodyBudget.Share share = answers.share();
     boolean streamed = listener != OutputListener.IGNORE;
-    CompletionStream stream = streamed ? new CompletionStream(request, maxResponseBytes, apiKey, listener) : null;
+    CompletionStream stream = streamed
+        ? new CompletionStream(request, maxResponseBytes, apiKey, listener, share) : null;
     Running run = new Running(request.id(), result, stream);
     result.whenComplete((r, e) -> {
       share.close();
@@ -665,6 +665,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         }
       } catch (EngineException e) {
         fail(e);
+      } catch (BodyBudget.Refused e) {
+        fail(refusedShare(request, e));
       } catch (RuntimeException e) {
         fail(new EngineException("request " + request.id() + ": unusable stream: " + e, true, e));
       }
@@ -1481,7 +1483,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
      * from 64 KiB, each twice the last, up to its {@code Content-Length} or
      * {@link #maxResponseBytes} (so a server that declares a large body and sends little holds
      * little), then two bytes per byte of it for its text, then its parse's estimate as the
-     * parse charges it; it gives all of it back once the request ends, however it ends (an
+     * parse charges it. A streamed answer's event stream takes its share before its buffers
+     * grow: its line, its event's data and their text, each chunk's parse (given back once the
+     * chunk is read) and the output. An answer gives all of it back once the request ends,
+     * however it ends (an
      * answer, a failure, {@link #cancel}, {@link #close()}, {@code requestTimeout}). An answer
      * whose next step does not come free waits while other answers give theirs back, and fails
      * with a retryable {@link EngineException} once none has for 1 s (or
@@ -1500,15 +1505,18 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
 
     /**
      * The least {@link #answerBudget} allowed with answers of at most {@code maxResponseBytes}:
-     * what one answer at its limits takes, its body, its text (two bytes per byte of it) and its
-     * parse ({@link AnswerHeap#maxParsedBytes}: 16 MiB and 6 bytes a character), 16 MiB and 9
-     * bytes per byte of {@code maxResponseBytes}; 88 MiB for the default 8 MiB.
+     * what one answer at its limits can take, so that one answer alone always passes, 16 MiB and
+     * 22 bytes per byte of {@code maxResponseBytes}, 192 MiB for the default 8 MiB. A plain
+     * answer takes at most 16 MiB and 9 bytes per byte: its body, its text (two bytes per byte of
+     * it) and its parse ({@link AnswerHeap#maxParsedBytes}: 16 MiB and 6 bytes a character); an
+     * event stream more, its event's data and the copy handed to its parse, and its output,
+     * each in a buffer up to twice what it holds.
      *
      * @param maxResponseBytes the largest answer, in bytes
      * @return the least budget, in bytes
      */
     public static long minAnswerBudget(int maxResponseBytes) {
-      return 3L * maxResponseBytes + AnswerHeap.maxParsedBytes(maxResponseBytes);
+      return AnswerHeap.maxParsedBytes(maxResponseBytes) + 16L * maxResponseBytes;
     }
 
     long resolvedAnswerBudget() {
@@ -1642,8 +1650,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       if (answerBudget != null && answerBudget < minAnswerBudget(maxResponseBytes)) {
         throw new IllegalArgumentException("answerBudget must be at least "
             + minAnswerBudget(maxResponseBytes) + " bytes with maxResponseBytes "
-            + maxResponseBytes + " (one answer at its limits: its body, its text and its "
-            + "parse), was " + answerBudget);
+            + maxResponseBytes + " (one answer at its limits: its body or event stream, its "
+            + "text, its parse and its output), was " + answerBudget);
       }
       if (slots != null && slots < 1) {
         throw new IllegalArgumentException("slots must be at least 1, was " + slots);

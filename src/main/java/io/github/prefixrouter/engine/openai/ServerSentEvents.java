@@ -1,5 +1,6 @@
 package io.github.prefixrouter.engine.openai;
 
+import io.github.prefixrouter.internal.wire.BodyBudget;
 import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CharsetDecoder;
@@ -69,6 +70,11 @@ final class ServerSentEvents {
   private boolean hasData;
   private String type;
   private boolean stopped;
+  /** Where the heap of the buffers is taken from, before they grow; null: nowhere. */
+  private final BodyBudget.Share share;
+  /** The bytes of {@link #share} taken for {@link #line} and for {@link #data}. */
+  private long lineTaken;
+  private long dataTaken;
 
   /**
    * A parser.
@@ -77,11 +83,27 @@ final class ServerSentEvents {
    * @param handler where the events go
    */
   ServerSentEvents(int maxEventBytes, Handler handler) {
+    this(maxEventBytes, handler, null);
+  }
+
+  /**
+   * A parser, as {@link #ServerSentEvents(int, Handler)}, whose buffers take their heap from
+   * {@code share} before they grow: its line (a byte a byte), its text (two bytes a character)
+   * and its event's data (two bytes a character of its room), the data again while its event
+   * is handled; given back as they are dropped. A {@link BodyBudget.Refused} of the share is
+   * thrown on from {@link #feed}.
+   *
+   * @param maxEventBytes the most bytes a line, and the data of one event, may hold
+   * @param handler where the events go
+   * @param share where the heap is taken from, or null for nowhere
+   */
+  ServerSentEvents(int maxEventBytes, Handler handler, BodyBudget.Share share) {
     if (maxEventBytes < 1) {
       throw new IllegalArgumentException("maxEventBytes must be positive, was " + maxEventBytes);
     }
     this.maxEventBytes = maxEventBytes;
     this.handler = handler;
+    this.share = share;
   }
 
   /**
@@ -145,8 +167,11 @@ final class ServerSentEvents {
               + maxEventBytes + " bytes");
         }
         if (lineLength + n > line.length) {
-          line = Arrays.copyOf(line,
-              (int) Math.min(maxEventBytes, Math.max(lineLength + n, 2L * line.length)));
+          int grown = (int) Math.min(maxEventBytes, Math.max(lineLength + n, 2L * line.length));
+          take(grown);
+          line = Arrays.copyOf(line, grown);
+          give(lineTaken);
+          lineTaken = grown;
         }
         System.arraycopy(a, i, line, lineLength, n);
         lineLength += n;
@@ -176,7 +201,30 @@ final class ServerSentEvents {
     feed(bytes, 0, bytes.length);
   }
 
+  private void take(long bytes) {
+    if (share != null) {
+      share.take(bytes);
+    }
+  }
+
+  private void give(long bytes) {
+    if (share != null) {
+      share.give(bytes);
+    }
+  }
+
   private void endLine() {
+    // the line's text and its value: two bytes a character each at most, until it is appended
+    long strings = 4L * lineLength;
+    take(strings);
+    try {
+      readLine();
+    } finally {
+      give(strings);
+    }
+  }
+
+  private void readLine() {
     String s;
     if (ascii(line, lineLength)) {
       s = new String(line, 0, lineLength, StandardCharsets.ISO_8859_1);
@@ -191,6 +239,8 @@ final class ServerSentEvents {
     lineLength = 0;
     if (line.length > KEPT_CAPACITY) {
       line = new byte[256]; // a large line was read: its room is not kept for the stream's life
+      give(lineTaken);
+      lineTaken = 0;
     }
     if (!started) {
       started = true;
@@ -222,6 +272,16 @@ final class ServerSentEvents {
           throw new MalformedStreamException("an event of the stream holds more than "
               + maxEventBytes + " bytes of data");
         }
+        int needed = data.length() + value.length() + 1;
+        if (needed > data.capacity()) {
+          // no more than the data of one event may hold (its bytes are at least its characters)
+          int grown = (int) Math.min(maxEventBytes + 1L,
+              Math.max(needed, 2L * data.capacity() + 2));
+          take(2L * grown);
+          data = new StringBuilder(grown).append(data); // of that room exactly
+          give(dataTaken);
+          dataTaken = 2L * grown;
+        }
         data.append(value).append('\n');
         hasData = true;
       }
@@ -246,15 +306,23 @@ final class ServerSentEvents {
       type = null;
       return;
     }
-    String d = data.substring(0, data.length() - 1);
-    String t = type == null || type.isEmpty() ? "message" : type;
-    data.setLength(0);
-    if (data.capacity() > KEPT_CAPACITY) {
-      data = new StringBuilder();
+    long copy = 2L * data.length(); // the data handed on, until the handler is done with it
+    take(copy);
+    try {
+      String d = data.substring(0, data.length() - 1);
+      String t = type == null || type.isEmpty() ? "message" : type;
+      data.setLength(0);
+      if (data.capacity() > KEPT_CAPACITY) {
+        data = new StringBuilder();
+        give(dataTaken);
+        dataTaken = 0;
+      }
+      dataBytes = 0;
+      hasData = false;
+      type = null;
+      handler.onEvent(t, d);
+    } finally {
+      give(copy);
     }
-    dataBytes = 0;
-    hasData = false;
-    type = null;
-    handler.onEvent(t, d);
   }
 }

@@ -59,9 +59,10 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
 
   /**
    * A server that answers every completions request with the headers of an 8 MiB JSON answer and
-   * all of its body but the last byte, then holds the connection open: each answer the engine
-   * reads then holds nearly 8 MiB of its heap until the request ends. Counts the answers whose
-   * body it could write whole, and those of them whose connection the client then closed.
+   * all of its body but the last byte (or, streamed, an event stream of one line of nearly
+   * 8 MiB, not ended), then holds the connection open: each answer the engine reads then holds
+   * nearly 8 MiB of its heap until the request ends. Counts the answers whose body it could
+   * write whole, and those of them whose connection the client then closed.
    */
   private static final class HoldingServer implements AutoCloseable {
     final ServerSocket raw = new ServerSocket(0, 64, InetAddress.getLoopbackAddress());
@@ -71,9 +72,15 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
     final ConcurrentLinkedQueue<Socket> conns = new ConcurrentLinkedQueue<>();
     final Thread acceptor;
     final byte[] body = new byte[BODY - 1];
+    final boolean streamed;
 
     HoldingServer() throws IOException {
-      java.util.Arrays.fill(body, (byte) ' ');
+      this(false);
+    }
+
+    HoldingServer(boolean streamed) throws IOException {
+      this.streamed = streamed;
+      java.util.Arrays.fill(body, streamed ? (byte) 'x' : (byte) ' ');
       acceptor = new Thread(() -> {
         try {
           while (true) {
@@ -95,9 +102,15 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
       try {
         readRequest(conn);
         OutputStream out = conn.getOutputStream();
-        out.write(("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-            + BODY + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
-        out.write(body);
+        if (streamed) {
+          out.write(("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+              + "Connection: close\r\n\r\ndata: ").getBytes(StandardCharsets.US_ASCII));
+          out.write(body, 0, body.length - 64);
+        } else {
+          out.write(("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+              + BODY + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+          out.write(body);
+        }
         out.flush();
       } catch (IOException e) {
         writeFailed.incrementAndGet();
@@ -143,19 +156,33 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
 
   /**
    * Many answers read at once hold at most the answer budget together: 32 answers of nearly
-   * 8 MiB each, held open by their server, at a budget of 88 MiB (the least for 8 MiB answers).
+   * 8 MiB each, held open by their server, at a budget of 192 MiB (the least for 8 MiB answers).
    * Each answer was capped on its own only, so the engine read all 32 into its heap at once
    * (256 MiB; at 512 requests in flight, the default, 4 GiB); now the answers beyond the budget
    * wait, and fail with a retryable EngineException once no other answer has given any back for
    * 1 s, their connections closed, and the budget is whole again once the others end. (What the
    * kernel's socket buffers hold of the bodies not read is no heap; so the heap is measured,
-   * with a margin far below what the answers held before.)
+   * with a margin for the HTTP client's own buffers far below what the answers held before.)
    */
   @Test
   void answersBeingReadAtOnceHoldAtMostTheBudgetTogether() throws Exception {
+    holdAtMostTheBudget(32, false);
+  }
+
+  /**
+   * So do streams: 48 streams each in a line of nearly 8 MiB, not ended, held open by their
+   * server, at the least budget for 8 MiB answers. Each stream's line buffer grew to its limit
+   * on its own, so the engine held them all (455 MB of heap); now the streams beyond the budget
+   * wait for it, and fail alike.
+   */
+  @Test
+  void streamsBeingReadAtOnceHoldAtMostTheBudgetTogether() throws Exception {
+    holdAtMostTheBudget(48, true);
+  }
+
+  private void holdAtMostTheBudget(int n, boolean streamed) throws Exception {
     long budget = OpenAiCompatibleEngine.Builder.minAnswerBudget(BODY);
-    int n = 32;
-    try (HoldingServer server = new HoldingServer()) {
+    try (HoldingServer server = new HoldingServer(streamed)) {
       OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
           .baseUrl("http://127.0.0.1:" + server.raw.getLocalPort())
           .requestTimeout(Duration.ofSeconds(60)).answerBudget(budget).build();
@@ -163,24 +190,28 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
         long before = heapInUse();
         List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
         for (int i = 0; i < n; i++) {
-          fs.add(e.execute(request("r" + i)));
+          fs.add(streamed ? e.execute(request("r" + i), (tokens, text) -> { })
+              : e.execute(request("r" + i)));
         }
-        // settled: nothing changed for 2 s, past the 1 s an answer waits for its share
-        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        // settled: every answer written whole or cut off by the client, and nothing changed for
+        // 2 s, past the 1 s an answer waits for its share
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         String state = "";
         long since = System.nanoTime();
-        while (System.nanoTime() - since < TimeUnit.SECONDS.toNanos(2)) {
+        while (server.written.get() + server.writeFailed.get() < n
+            || System.nanoTime() - since < TimeUnit.SECONDS.toNanos(2)) {
           String now = server.written.get() + "/" + server.writeFailed.get() + "/"
               + fs.stream().filter(CompletableFuture::isDone).count();
           if (!now.equals(state)) {
             state = now;
             since = System.nanoTime();
           }
-          assertTrue(System.nanoTime() < until, "not settled within 30 s: " + state);
+          assertTrue(System.nanoTime() < until, "not settled within 60 s: " + state);
           Thread.sleep(20);
         }
         long held = heapInUse() - before;
-        assertTrue(held <= budget + (16 << 20), n + " answers of " + (BODY - 1)
+        // and the HTTP client's own buffers, under 1 MiB a connection
+        assertTrue(held <= budget + (48 << 20), n + " answers of " + (BODY - 1)
             + " bytes held " + held + " bytes of heap at once, with a budget of " + budget);
         long refused = 0;
         for (CompletableFuture<EngineResult> f : fs) {
@@ -201,8 +232,8 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
   }
 
   /**
-   * An answer gives its share back however its request ends: answered, cancelled while its body
-   * is read, timed out while its body is read, failed by close().
+   * An answer gives its share back however its request ends: answered (plain or streamed),
+   * cancelled while its body is read, timed out while its body is read, failed by close().
    */
   @Test
   void anAnswerGivesItsShareBackHoweverItsRequestEnds() throws Exception {
@@ -211,6 +242,10 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
       try {
         e.execute(request("ok")).get(20, TimeUnit.SECONDS);
         assertEquals(OpenAiCompatibleEngine.DEFAULT_ANSWER_BUDGET, e.answerBudgetAvailable());
+        fake.streams(true);
+        e.execute(request("streamed"), (tokens, text) -> { }).get(20, TimeUnit.SECONDS);
+        assertEquals(OpenAiCompatibleEngine.DEFAULT_ANSWER_BUDGET, e.answerBudgetAvailable(),
+            "after a stream");
       } finally {
         e.close();
       }
