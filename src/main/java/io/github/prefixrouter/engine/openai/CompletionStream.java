@@ -378,22 +378,36 @@ final class CompletionStream {
    * stream; else a retryable {@link EngineException}.
    */
   private EngineException serverError(String what, String data) {
-    Object root = errorRoot(data);
-    String message = what + ": " + errorMessage(data, root, apiKey);
-    if (tokenCount == 0 && text.length() == 0) {
-      Object code = errorCode(root);
-      if (code != null) {
-        return new EngineBusyException("request " + request.id() + ": " + message + " (code "
-            + code + ": the server is overloaded)");
+    long[] parsed = {0};
+    try {
+      // its parse takes its heap from the share too (a parse it cannot get is no JSON here)
+      Object root = errorRoot(data, share == null ? null : bytes -> {
+        share.take(bytes);
+        parsed[0] += bytes;
+      });
+      String message = what + ": " + errorMessage(data, root, apiKey);
+      if (tokenCount == 0 && text.length() == 0) {
+        Object code = errorCode(root);
+        if (code != null) {
+          return new EngineBusyException("request " + request.id() + ": " + message + " (code "
+              + code + ": the server is overloaded)");
+        }
+      }
+      return failure(message, null);
+    } finally {
+      if (share != null) {
+        share.give(parsed[0]);
       }
     }
-    return failure(message, null);
   }
 
-  /** An error event's or chunk's data parsed, or null if it is not JSON within the limits. */
-  private static Object errorRoot(String data) {
+  /**
+   * An error event's or chunk's data parsed, taking its heap from {@code memory} (null: from
+   * nowhere), or null if it is not JSON within the limits or the memory is refused.
+   */
+  private static Object errorRoot(String data, Json.Memory memory) {
     try {
-      return Json.parse(data, 1 << 20, 32, AnswerHeap.maxParsedBytes(data.length()));
+      return Json.parse(data, 1 << 20, 32, AnswerHeap.maxParsedBytes(data.length()), memory);
     } catch (RuntimeException notJson) {
       return null;
     }
