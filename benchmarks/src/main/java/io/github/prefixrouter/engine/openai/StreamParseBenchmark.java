@@ -3,9 +3,11 @@ package io.github.prefixrouter.engine.openai;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.wire.BodyBudget;
 import io.github.prefixrouter.spi.EngineResult;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -28,8 +30,10 @@ import org.openjdk.jmh.annotations.Warmup;
  * request cost before streaming); {@code streamOneRead} parses the same output as vLLM's event
  * stream (a chunk per token, the usage chunk, {@code [DONE]}) given in one buffer, and
  * {@code streamReadPerChunk} the same stream given one chunk per buffer, as a server streaming
- * as it generates delivers it. The streamed pieces go to a listener that consumes them. In this
- * package because the parsers are the adapter's own, not public API.
+ * as it generates delivers it, and {@code streamReadPerChunkBudgeted} that with the stream's heap
+ * taken from an answer budget, as the engine reads every stream. The streamed pieces go to a
+ * listener that consumes them. In this package because the parsers are the adapter's own, not
+ * public API.
  *
  * <pre>
  *   taskset -c 1 java -jar benchmarks/target/benchmarks.jar StreamParseBenchmark
@@ -52,6 +56,8 @@ public class StreamParseBenchmark {
   private byte[] stream;
   private List<byte[]> chunks;
   private long consumed;
+  private final BodyBudget budget = new BodyBudget(OpenAiCompatibleEngine.DEFAULT_ANSWER_BUDGET,
+      Duration.ofSeconds(1), () -> { });
   private final OutputListener consume = (t, s) -> consumed += t.length + s.length();
 
   @Setup(Level.Trial)
@@ -88,13 +94,13 @@ public class StreamParseBenchmark {
       prompt[i] = 100 + i;
     }
     request = new InferenceRequest("b", prompt, GenerationParams.greedy(tokens));
-    check(plainAnswer(), streamOneRead(), streamReadPerChunk());
+    check(plainAnswer(), streamOneRead(), streamReadPerChunk(), streamReadPerChunkBudgeted());
   }
 
   private static void check(EngineResult... results) {
     for (EngineResult r : results) {
       if (!r.equals(results[0]) || r.cachedPromptTokens() != 496) {
-        throw new IllegalStateException("the three parses differ: " + java.util.Arrays.toString(results));
+        throw new IllegalStateException("the parses differ: " + java.util.Arrays.toString(results));
       }
     }
   }
@@ -118,5 +124,20 @@ public class StreamParseBenchmark {
       s.feed(ByteBuffer.wrap(c));
     }
     return s.result();
+  }
+
+  /**
+   * {@link #streamReadPerChunk} with the stream's heap taken from a share of an answer budget,
+   * as the engine reads every stream: what the budget's steps cost.
+   */
+  @Benchmark
+  public EngineResult streamReadPerChunkBudgeted() {
+    try (BodyBudget.Share share = budget.share()) {
+      CompletionStream s = new CompletionStream(request, 8 << 20, null, consume, share);
+      for (byte[] c : chunks) {
+        s.feed(ByteBuffer.wrap(c));
+      }
+      return s.result();
+    }
   }
 }
