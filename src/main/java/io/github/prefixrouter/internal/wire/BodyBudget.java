@@ -190,11 +190,7 @@ public final class BodyBudget {
             // with a length, the server's stream ends there; without one, a byte more is too many
             return readByte(in) < 0 ? new Body(buf, n) : null;
           }
-          int grown = (int) Math.min(limit, 2L * buf.length);
-          take(grown);
-          byte[] old = buf;
-          buf = Arrays.copyOf(old, grown);
-          give(old.length);
+          buf = grow(buf, (int) Math.min(limit, 2L * buf.length));
         }
         int r = readInto(in, buf, n, buf.length - n);
         if (r < 0) {
@@ -202,6 +198,20 @@ public final class BodyBudget {
         }
         n += r;
       }
+    }
+
+    /**
+     * {@code buf}, whose bytes this share holds, copied into a buffer of {@code length} bytes:
+     * the new buffer's heap is taken before the copy and the old one's given back after it, so
+     * that while it is copied the share holds both.
+     *
+     * @throws Refused if the budget cannot give the new buffer in time
+     */
+    public byte[] grow(byte[] buf, int length) {
+      take(length);
+      byte[] grown = Arrays.copyOf(buf, length);
+      give(buf.length);
+      return grown;
     }
 
     /**

@@ -174,10 +174,7 @@ public final class CappedBody implements HttpResponse.BodySubscriber<byte[]> {
         } else { // past its Content-Length (the client does not pass that on): up to the cap
           grown = (int) Math.min(cap, Math.max(FIRST_STEP, 2L * taken.length));
         }
-        share.take(grown);
-        byte[] old = taken;
-        taken = java.util.Arrays.copyOf(old, grown);
-        share.give(old.length);
+        taken = share.grow(taken, grown);
       }
       int n = Math.min(b.remaining(), taken.length - length);
       b.get(taken, length, n);
