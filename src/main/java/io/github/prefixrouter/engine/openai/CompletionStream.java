@@ -260,25 +260,16 @@ final class CompletionStream {
     if (data.isBlank()) {
       return; // an event with empty data (a proxy's keep-alive) is legal, and no chunk
     }
-    long[] parsed = {0};
-    try {
-      chunk(data, parsed);
-    } finally {
-      if (share != null) {
-        share.give(parsed[0]); // the chunk is read: its parse is dropped
-      }
+    try (ParseHeap heap = parseHeap()) { // the chunk is read: its parse is dropped
+      chunk(data, heap);
     }
   }
 
-  /** Reads the chunk of {@code data}, counting what its parse takes of the share in parsed. */
-  private void chunk(String data, long[] parsed) {
+  /** Reads the chunk of {@code data}, its parse taking its heap from {@code heap} (or none). */
+  private void chunk(String data, ParseHeap heap) {
     Object root;
     try {
-      root = Json.parse(data, maxBytes, 32, AnswerHeap.maxParsedBytes(data.length()),
-          share == null ? null : bytes -> {
-            share.take(bytes);
-            parsed[0] += bytes;
-          });
+      root = Json.parse(data, maxBytes, 32, AnswerHeap.maxParsedBytes(data.length()), heap);
     } catch (Json.ParsedSizeException e) {
       throw failure(OpenAiCompatibleEngine.tooLargeOnceParsed("a chunk", e), e);
     } catch (Json.JsonException e) {
@@ -378,13 +369,9 @@ final class CompletionStream {
    * stream; else a retryable {@link EngineException}.
    */
   private EngineException serverError(String what, String data) {
-    long[] parsed = {0};
-    try {
-      // its parse takes its heap from the share too (a parse it cannot get is no JSON here)
-      Object root = errorRoot(data, share == null ? null : bytes -> {
-        share.take(bytes);
-        parsed[0] += bytes;
-      });
+    // its parse takes its heap from the share too (a parse it cannot get is no JSON here)
+    try (ParseHeap heap = parseHeap()) {
+      Object root = errorRoot(data, heap);
       String message = what + ": " + errorMessage(data, root, apiKey);
       if (tokenCount == 0 && text.length() == 0) {
         Object code = errorCode(root);
@@ -394,10 +381,32 @@ final class CompletionStream {
         }
       }
       return failure(message, null);
-    } finally {
-      if (share != null) {
-        share.give(parsed[0]);
-      }
+    }
+  }
+
+  /** An account of one parse's heap on the share, or null without a share. */
+  private ParseHeap parseHeap() {
+    return share == null ? null : new ParseHeap(share);
+  }
+
+  /** What one parse takes of a share, given back when the parse is dropped. */
+  private static final class ParseHeap implements Json.Memory, AutoCloseable {
+    private final BodyBudget.Share share;
+    private long taken;
+
+    ParseHeap(BodyBudget.Share share) {
+      this.share = share;
+    }
+
+    @Override
+    public void take(long bytes) {
+      share.take(bytes);
+      taken += bytes;
+    }
+
+    @Override
+    public void close() {
+      share.give(taken);
     }
   }
 
