@@ -4,6 +4,7 @@ import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
+import io.github.prefixrouter.internal.AnswerBudgetException;
 import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.SecretText;
@@ -113,7 +114,9 @@ import org.slf4j.LoggerFactory;
  * {@link Builder#answerBudget} of heap together (default 256 MiB): each takes its share as its
  * body arrives and its parse grows, and gives it back when its request ends. An answer whose
  * share does not come free within 1 s while no other answer gives any back fails with a
- * retryable {@link EngineException}, its connection closed.
+ * retryable {@link EngineException}, its connection closed. The node tries such a request on a
+ * peer, as any retryable failure of its engine, but does not count it towards its
+ * {@code engineFailureLimit}: the engine answered, and it is the node that is short of heap.
  *
  * <p><b>Streaming.</b> {@link #execute(InferenceRequest, OutputListener)} with a listener other
  * than {@link OutputListener#IGNORE} sends {@code "stream": true} and
@@ -816,12 +819,15 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
   }
 
-  /** The retryable failure of an answer refused its next share of the answer budget. */
+  /**
+   * The retryable failure of an answer refused its next share of the answer budget: this node's
+   * shortage of heap, which the node does not count as a failure of its engine.
+   */
   private EngineException refusedShare(InferenceRequest request, BodyBudget.Refused e) {
-    return new EngineException("request " + request.id() + " to " + completionsUri
+    return new AnswerBudgetException("request " + request.id() + " to " + completionsUri
         + ": the answer could not get its share of the heap this engine gives the answers being "
         + "read and parsed (" + answers.capacity() + " bytes, answerBudget): other answers held "
-        + "it; another node may serve the request", true, e);
+        + "it; another node may serve the request", e);
   }
 
   /** The bytes of the answer budget not held by answers now. For tests. */
@@ -1490,7 +1496,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
      * answer, a failure, {@link #cancel}, {@link #close()}, {@code requestTimeout}). An answer
      * whose next step does not come free waits while other answers give theirs back, and fails
      * with a retryable {@link EngineException} once none has for 1 s (or
-     * {@code requestTimeout} if shorter): the node then tries the request on a peer. Without
+     * {@code requestTimeout} if shorter): the node then tries the request on a peer, and does
+     * not count the failure towards its {@code engineFailureLimit} (the node is short of heap,
+     * its engine is not failing), so a load of large answers never makes it route around a
+     * healthy engine. Without
      * it, only {@link #maxInFlight} bounded that heap, at {@link #maxInFlight} times an answer
      * at its limits. Default 256 MiB, or the least allowed if that is more.
      *

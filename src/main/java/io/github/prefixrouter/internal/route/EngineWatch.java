@@ -37,7 +37,9 @@ import org.slf4j.LoggerFactory;
  * that, as a failure is quick, the probe is let through only once no run is outstanding and
  * {@code probeNanos} have passed since the last failure. The first success ends it. A failure
  * that is not retryable (an invalid request, a timeout: a hung engine is the stall check's) is
- * neither a failure nor a success here. The probe is one run at a time also when decisions cross
+ * neither a failure nor a success here, nor is an answer the node had no heap to read (the
+ * adapter's answer budget held by other answers: the node's shortage, the engine answered).
+ * The probe is one run at a time also when decisions cross
  * each other: a decision to run here while the engine is stalled or failing takes the probe
  * ({@link #takeProbe}) before its run starts, and one that finds it taken is decided again,
  * with the engine avoided; the run gives it back when it ends ({@link #probeEnded}).

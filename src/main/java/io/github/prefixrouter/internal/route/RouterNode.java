@@ -15,6 +15,7 @@ import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.AnswerBudgetException;
 import io.github.prefixrouter.internal.InFlightLimitException;
 import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.tree.BlockHasher;
@@ -111,8 +112,9 @@ import org.slf4j.LoggerFactory;
  *       local engine in a row with no success between them, it is avoided alike, except that
  *       once no run is outstanding and {@code failureCooldown} has passed since its last
  *       failure the next request that would run here is its probe; the first success ends
- *       it. Failures that are not retryable, and those of runs the node abandoned, do not
- *       count.
+ *       it. Failures that are not retryable, those of runs the node abandoned, and answers the
+ *       node had no heap to read ({@link AnswerBudgetException}: the adapter's answer budget
+ *       held by other answers, the node's shortage and not its engine's failure) do not count.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
  *       running, its engine queue is at the high watermark, or its engine is stalled or
  *       failing; a duplicate of a request already running here (same sender, origin, id,
@@ -1542,8 +1544,10 @@ public final class RouterNode implements PrefixRouterNode {
       if (err == null && res != null && couldAnswer(res, ex.request)) {
         engineWatch.succeeded();
       } else if (ex.current(seq) && (err == null && res != null
-          || err != null && unwrap(err) instanceof EngineException ee && ee.retryable())) {
-        // a failure of a run that was abandoned (its cancel) is no sign of a failing engine
+          || err != null && unwrap(err) instanceof EngineException ee && ee.retryable()
+              && !(ee instanceof AnswerBudgetException))) {
+        // a failure of a run that was abandoned (its cancel) is no sign of a failing engine, nor
+        // is an answer this node had no heap to read (its own shortage: the engine answered)
         engineWatch.failed(clock.nanoTime(), err == null
             ? "an answer that cannot be the request's" : String.valueOf(unwrap(err).getMessage()));
       }

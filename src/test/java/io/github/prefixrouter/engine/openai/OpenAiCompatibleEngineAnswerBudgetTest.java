@@ -2,13 +2,22 @@ package io.github.prefixrouter.engine.openai;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -23,6 +32,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
@@ -58,11 +68,11 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
   }
 
   /**
-   * A server that answers every completions request with the headers of an 8 MiB JSON answer and
-   * all of its body but the last byte (or, streamed, an event stream of one line of nearly
-   * 8 MiB, not ended), then holds the connection open: each answer the engine reads then holds
-   * nearly 8 MiB of its heap until the request ends. Counts the answers whose body it could
-   * write whole, and those of them whose connection the client then closed.
+   * A server that answers every completions request with the headers of an 8 MiB JSON answer (or
+   * one of another size) and all of its body but the last byte (or, streamed, an event stream of
+   * one line of nearly 8 MiB, not ended), then holds the connection open: each answer the engine
+   * reads then holds nearly 8 MiB of its heap until the request ends. Counts the answers whose
+   * body it could write whole, and those of them whose connection the client then closed.
    */
   private static final class HoldingServer implements AutoCloseable {
     final ServerSocket raw = new ServerSocket(0, 64, InetAddress.getLoopbackAddress());
@@ -71,7 +81,8 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
     final AtomicInteger writeFailed = new AtomicInteger();
     final ConcurrentLinkedQueue<Socket> conns = new ConcurrentLinkedQueue<>();
     final Thread acceptor;
-    final byte[] body = new byte[BODY - 1];
+    final int bodyBytes;
+    final byte[] body;
     final boolean streamed;
 
     HoldingServer() throws IOException {
@@ -79,7 +90,14 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
     }
 
     HoldingServer(boolean streamed) throws IOException {
+      this(streamed, BODY);
+    }
+
+    /** As above, with answers of {@code bodyBytes} (all but the last byte sent). */
+    HoldingServer(boolean streamed, int bodyBytes) throws IOException {
       this.streamed = streamed;
+      this.bodyBytes = bodyBytes;
+      this.body = new byte[bodyBytes - 1];
       java.util.Arrays.fill(body, streamed ? (byte) 'x' : (byte) ' ');
       acceptor = new Thread(() -> {
         try {
@@ -108,7 +126,7 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
           out.write(body, 0, body.length - 64);
         } else {
           out.write(("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-              + BODY + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+              + bodyBytes + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
           out.write(body);
         }
         out.flush();
@@ -228,6 +246,85 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
         e.close();
       }
       assertEquals(budget, e.answerBudgetAvailable(), "the budget is whole once all ended");
+    }
+  }
+
+  /**
+   * An answer refused its share of the budget is the node's own shortage of heap, not a failure
+   * of its engine: a healthy server whose answers of 1 MiB, held open, fill the budget (the least
+   * for them, 38 MiB) while more arrive, as heavy legitimate load near the size limit does. The
+   * refused requests fail (the node has no peer to try them on) with the retryable failure naming
+   * {@code answerBudget}, and the node neither counts them towards
+   * {@code engineFailureLimit} (3) nor takes its engine for failing and routes around it. They
+   * were counted: three in a row and the node declared its own healthy engine failing.
+   */
+  @Test
+  void budgetRefusalsAreNoFailuresOfTheEngineForTheNode() throws Exception {
+    int bytes = 1 << 20;
+    int n = 48; // some 38 fit the budget at once
+    try (HoldingServer server = new HoldingServer(false, bytes)) {
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+          .baseUrl("http://127.0.0.1:" + server.raw.getLocalPort())
+          .maxResponseBytes(bytes)
+          .answerBudget(OpenAiCompatibleEngine.Builder.minAnswerBudget(bytes))
+          .requestTimeout(Duration.ofSeconds(60)).build();
+      SimulatedScheduler time = new SimulatedScheduler();
+      RouterConfig config = RouterConfig.defaults();
+      PrefixRouterNode node = PrefixRouterNode.builder()
+          .nodeId("a")
+          .config(config)
+          .transport(new InMemoryNetwork(time, 1).transport("a"))
+          .engine(e)
+          .clock(time).scheduler(time).random(new SplittableRandom(1))
+          .seeds(List.of())
+          .build();
+      node.start();
+      try {
+        List<CompletableFuture<InferenceResponse>> fs = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+          fs.add(node.submit(request("r" + i)));
+        }
+        // settled: the requests beyond the budget refused, and nothing changed for 2 s, past the
+        // 1 s an answer waits for its share
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        long done = -1;
+        long since = System.nanoTime();
+        while (done < config.engineFailureLimit()
+            || System.nanoTime() - since < TimeUnit.SECONDS.toNanos(2)) {
+          long now = fs.stream().filter(CompletableFuture::isDone).count();
+          if (now != done) {
+            done = now;
+            since = System.nanoTime();
+          }
+          assertTrue(System.nanoTime() < until, "not settled within 60 s: " + done + " ended");
+          Thread.sleep(20);
+        }
+        int refused = 0;
+        for (CompletableFuture<InferenceResponse> f : fs) {
+          if (f.isDone()) {
+            refused++;
+            ExecutionException x = assertThrows(ExecutionException.class, f::get);
+            RequestFailedException failed =
+                assertInstanceOf(RequestFailedException.class, x.getCause());
+            EngineException ee = assertInstanceOf(EngineException.class, failed.getCause());
+            assertTrue(ee.retryable(), ee.getMessage());
+            assertTrue(ee.getMessage().contains("answerBudget"), ee.getMessage());
+          }
+        }
+        assertTrue(refused >= config.engineFailureLimit() && refused < n,
+            refused + " of " + n + " requests refused their share");
+        EngineStallStats s = node.engineStallStats().orElseThrow();
+        assertEquals(0, s.failedInARow(), refused + " requests refused their share of the answer "
+            + "budget were counted as failures of the engine in a row: " + s);
+        assertEquals(0, s.failing(), "the node took its healthy engine for failing after "
+            + refused + " budget refusals: " + s);
+        RouteDecision d = node.explain(request("next"));
+        assertNotEquals(RouteDecision.Reason.LOCAL_ENGINE_FAILING, d.reason(),
+            "the node's decisions route around its healthy engine after budget refusals: " + d);
+      } finally {
+        e.close(); // ends the answers held: the node's stop waits for them
+        node.close();
+      }
     }
   }
 

@@ -8,6 +8,7 @@ import static io.github.prefixrouter.internal.route.OracleCluster.request;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -23,6 +24,7 @@ import io.github.prefixrouter.RouteDecision.Reason;
 import io.github.prefixrouter.RouteDecision.SkipReason;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.AnswerBudgetException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
@@ -408,6 +410,42 @@ class EngineFailingTest {
     }
     assertEquals(6, k.engine(0).calls, "every request was the engine's to refuse");
     assertEquals(0, k.watch(0).failedInARow());
+  }
+
+  /**
+   * An answer the node had no heap to read (the adapter's answer budget held by other answers)
+   * is the node's shortage, not its engine's failure: such refusals in a row leave the engine in
+   * use, each request tried on the peer; between failures they neither add to the count nor
+   * reset it, as a success would.
+   */
+  @Test
+  void answersRefusedTheAnswerBudgetAreNoSignOfAFailingEngine() {
+    Cluster k = new Cluster(2, config().build());
+    EngineException refused = new AnswerBudgetException("the answer could not get its share of "
+        + "the heap this engine gives the answers being read and parsed (answerBudget)", null);
+    k.engine(0).failure = refused;
+    for (int i = 0; i < 6; i++) {
+      InferenceResponse a = k.await(k.node(0).submit(request("r" + i, prompt(i, 200))));
+      assertNotEquals(Reason.LOCAL_ENGINE_FAILING, a.decision().reason(),
+          "after " + i + " refused answers the node routed around its engine: " + a);
+      assertEquals("n1", a.servedBy(), a.toString());
+      assertEquals(FallbackCause.LOCAL_FAILED, a.fallbackCause(), a.toString());
+    }
+    assertEquals(6, k.engine(0).calls, "the node avoided its engine after refused answers");
+    EngineStallStats s = k.watch(0);
+    assertEquals(0, s.failedInARow(), "refused answers counted as failures: " + s);
+    assertEquals(0, s.failing(), s.toString());
+
+    // 2 failures, 2 refusals, 1 failure: 3 failures in a row, the refusals between them no
+    // success
+    EngineException[] runs = {REFUSED, REFUSED, refused, refused, REFUSED};
+    for (int i = 0; i < runs.length; i++) {
+      k.engine(0).failure = runs[i];
+      k.await(k.node(0).submit(request("f" + i, prompt(10 + i, 200))));
+    }
+    s = k.watch(0);
+    assertEquals(3, s.failedInARow(), s.toString());
+    assertEquals(1, s.failing(), "the refusals between the failures reset their count: " + s);
   }
 
   @Test
