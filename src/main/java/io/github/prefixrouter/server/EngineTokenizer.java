@@ -6,6 +6,7 @@ import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.json.AnswerHeap;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.json.OpenAiErrors;
+import io.github.prefixrouter.internal.wire.BodyBudget;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.JdkHttpClients;
 import java.net.URI;
@@ -53,9 +54,23 @@ import org.slf4j.LoggerFactory;
  *       reachable, a 5xx, the node's key refused or missing, which the message says naming the
  *       key's flag and variable but never the key, and which is logged once, no such endpoint,
  *       no answer within the timeout, an answer above the size cap or not of the shape above,
- *       or one that would take more heap once parsed than 16 MiB and 6 bytes a character,
- *       which token ids never pass) is the tokenizer's.
+ *       one that would take more heap once parsed than 16 MiB and 6 bytes a character,
+ *       which token ids never pass, or one that cannot get its share of the answer budget) is
+ *       the tokenizer's.
  * </ul>
+ *
+ * <p>Memory: the answers being read and parsed at once hold at most {@link #answerBudget} of
+ * heap together, what one answer at the cap can take. Each takes its share as it needs it, as
+ * the engine's answers take theirs of its answer budget: its body as its bytes arrive (in steps
+ * from 64 KiB, each twice the last, up to its {@code Content-Length} or the cap), then two bytes
+ * per byte of it for its text, then its parse's estimate as the parse charges it (an error
+ * answer's parse too); it gives all of it back when its tokenization ends, however it ends
+ * (tokens, a failure, the timeout, {@link #close()}, or its caller cancelling its future, which
+ * also cancels the exchange and closes its connection). An answer whose next step does not come
+ * free waits, holding one of the tokenizer's threads, while other answers give theirs back,
+ * and fails as the tokenizer's fault once none has for 1 s (or the timeout, if shorter), its
+ * connection closed; the first such failure is logged, and no other until a tokenization
+ * passes.
  *
  * <p>Thread-safe. Requests go out on the JDK HTTP client, whose answers are handled on the
  * tokenizer's own threads ({@code prefix-router-tokenizer-<n>-<k>}, at most
@@ -70,11 +85,20 @@ final class EngineTokenizer implements PromptTokenizer {
   static final int DEFAULT_MAX_ANSWER_BYTES = 64 << 20;
   /** The longest part of a server's error message passed on to the client. */
   static final int MAX_MESSAGE_CHARS = 1_000;
+  /**
+   * How long an answer waits for its next share of the {@linkplain #answerBudget answer budget}
+   * while no other answer gives any back, before it fails (or the timeout, if shorter).
+   */
+  static final Duration ANSWER_BUDGET_WAIT = Duration.ofSeconds(1);
 
   private final URI uri;
   private final String apiKey;
   private final Duration timeout;
   private final int maxAnswerBytes;
+  /** The heap the answers being read and parsed may hold at once ({@link #answerBudget}). */
+  private final BodyBudget answers;
+  /** Whether answers are being refused their share of {@link #answers}: logged once a spell. */
+  private final AtomicBoolean refusing = new AtomicBoolean();
   private final JdkHttpClients.Client client;
   /** Runs the HTTP client's work (answers, their parsing); shut down by {@link #close()}. */
   private final ThreadPoolExecutor executor;
@@ -98,7 +122,8 @@ final class EngineTokenizer implements PromptTokenizer {
    * @param apiKey sent as {@code Authorization: Bearer}, or null
    * @param connectTimeout how long connecting may take; beyond 2^63 ns (about 292 years), 2^63 ns
    * @param timeout how long a whole exchange may take; beyond 2^63 ns, 2^63 ns
-   * @param maxAnswerBytes the largest answer accepted
+   * @param maxAnswerBytes the largest answer accepted; the answers being read and parsed at
+   *     once hold at most {@link #answerBudget} of it together
    * @throws IllegalArgumentException if a duration is not positive or the cap is below 1
    */
   EngineTokenizer(URI uri, String apiKey, Duration connectTimeout, Duration timeout,
@@ -116,6 +141,9 @@ final class EngineTokenizer implements PromptTokenizer {
     // connection whose timeout its clock cannot add up, and Duration.toNanos() throws beyond it
     this.timeout = Duration.ofNanos(Durations.saturatedNanos(timeout));
     this.maxAnswerBytes = maxAnswerBytes;
+    this.answers = new BodyBudget(answerBudget(maxAnswerBytes),
+        this.timeout.compareTo(ANSWER_BUDGET_WAIT) < 0 ? this.timeout : ANSWER_BUDGET_WAIT,
+        this::answerRefused);
     this.threadNamePrefix = "prefix-router-tokenizer-" + INSTANCES.incrementAndGet() + "-";
     AtomicInteger threads = new AtomicInteger();
     this.executor = new ThreadPoolExecutor(THREADS, THREADS, 30, TimeUnit.SECONDS,
@@ -131,6 +159,25 @@ final class EngineTokenizer implements PromptTokenizer {
         .connectTimeout(Duration.ofNanos(Durations.saturatedNanos(connectTimeout)))
         .followRedirects(HttpClient.Redirect.NEVER)
         .executor(executor), threadNamePrefix + "build");
+  }
+
+  /**
+   * The heap the answers being read and parsed may hold at once, all tokenizations together:
+   * what one answer at the cap can take, so that one answer alone always passes: its body, its
+   * text (two bytes per byte of it) and its parse ({@link AnswerHeap#maxParsedBytes}: 16 MiB
+   * and 6 bytes a character), 16 MiB and 9 bytes per byte of the cap; 592 MiB for
+   * {@link #DEFAULT_MAX_ANSWER_BYTES}.
+   *
+   * @param maxAnswerBytes the largest answer accepted
+   * @return the budget, in bytes
+   */
+  static long answerBudget(int maxAnswerBytes) {
+    return AnswerHeap.maxParsedBytes(maxAnswerBytes) + 3L * maxAnswerBytes;
+  }
+
+  /** The bytes of the answer budget not held by answers now. For tests. */
+  long answerBudgetAvailable() {
+    return answers.available();
   }
 
   /** The names of this tokenizer's threads begin with this. */
@@ -236,16 +283,22 @@ final class EngineTokenizer implements PromptTokenizer {
     } catch (RuntimeException e) { // a URL the HTTP client cannot use: this node's setting
       return CompletableFuture.failedFuture(fault("cannot send to " + uri + ": " + e, e));
     }
+    // what the answer holds of the answer budget, given back however the tokenization ends
+    BodyBudget.Share share = answers.share();
     CompletableFuture<HttpResponse<byte[]>> call;
     try {
       call = client.http().sendAsync(request, info -> CappedBody.orFail(info, maxAnswerBytes,
-          what -> new TokenizeException("tokenizer failed: its " + what, false, null)));
+          what -> new TokenizeException("tokenizer failed: its " + what, false, null), share));
     } catch (RuntimeException e) {
+      share.close();
       return CompletableFuture.failedFuture(fault("cannot send to " + uri + ": " + e, e));
     }
     CompletableFuture<Tokenized> result = new CompletableFuture<>();
     inFlight.put(result, call);
-    result.whenComplete((t, e) -> inFlight.remove(result));
+    result.whenComplete((t, e) -> {
+      inFlight.remove(result);
+      share.close(); // also when the caller cancelled its future, which handle() then skips
+    });
     if (closed) { // closed as it was sent: the client's selector may have ended before it came
       endClosed(result, call);
     }
@@ -256,7 +309,7 @@ final class EngineTokenizer implements PromptTokenizer {
         return;
       }
       try {
-        result.complete(parse(resp.statusCode(), resp.body()));
+        result.complete(parse(resp.statusCode(), resp.body(), share));
       } catch (TokenizeException e) {
         result.completeExceptionally(e);
       }
@@ -267,18 +320,31 @@ final class EngineTokenizer implements PromptTokenizer {
         call.cancel(true);
       }
     });
-    return result.handle((t, e) -> {
+    CompletableFuture<Tokenized> answer = result.handle((t, e) -> {
+      share.close(); // before the caller's future completes (closed twice, it gives nothing)
       if (e == null) {
+        refusing.set(false); // a tokenization passed: a later refusal is logged again
         return t;
       }
       Throwable c = e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
       throw c instanceof TokenizeException te ? te : failure(c);
     });
+    // a caller that cancels its future (the client endpoint's timeout) ends the tokenization:
+    // its exchange is cancelled, closing its connection, and its share given back
+    answer.whenComplete((t, e) -> {
+      if (answer.isCancelled()) {
+        result.cancel(true);
+      }
+    });
+    return answer;
   }
 
   private TokenizeException failure(Throwable c) {
     if (c instanceof TokenizeException te) {
       return te;
+    }
+    if (c instanceof BodyBudget.Refused refused) {
+      return refusedShare(refused);
     }
     if (c instanceof HttpConnectTimeoutException) {
       return fault("cannot connect to " + uri + " in time", c);
@@ -288,6 +354,22 @@ final class EngineTokenizer implements PromptTokenizer {
           + timeout.toMillis() + " ms", false, true, c);
     }
     return fault("cannot reach " + uri + ": " + c, c);
+  }
+
+  /** An answer was refused its next share of the answer budget: logged once a spell. */
+  private void answerRefused() {
+    if (refusing.compareAndSet(false, true)) {
+      log.warn("tokenizations at {} are failing: the heap the tokenizer gives the answers being "
+          + "read and parsed ({} bytes) is held by other answers; not logged again until a "
+          + "tokenization passes", uri, answers.capacity());
+    }
+  }
+
+  /** The failure, the tokenizer's, of an answer refused its next share of the answer budget. */
+  private TokenizeException refusedShare(BodyBudget.Refused e) {
+    return fault("the answer of " + uri + " could not get its share of the heap the tokenizer "
+        + "gives the answers being read and parsed (" + answers.capacity() + " bytes): other "
+        + "answers held it", e);
   }
 
   /** Fails a tokenization in flight as closed and cancels its exchange, closing its connection. */
@@ -307,9 +389,32 @@ final class EngineTokenizer implements PromptTokenizer {
 
   /** The ids of a 200 answer, or the failure an error answer says. */
   Tokenized parse(int status, byte[] body) {
+    return parseWithin(status, body, null);
+  }
+
+  /**
+   * As {@link #parse(int, byte[])}, taking the heap of the answer's text and its parse from
+   * {@code share}.
+   */
+  private Tokenized parse(int status, byte[] body, BodyBudget.Share share) {
+    try {
+      return parseWithin(status, body, share::take);
+    } catch (BodyBudget.Refused e) {
+      throw refusedShare(e);
+    }
+  }
+
+  /**
+   * The ids of a 200 answer, or the failure an error answer says, taking the heap of its text
+   * and its parse from {@code memory} (null: from nowhere), whose failure is thrown on.
+   */
+  private Tokenized parseWithin(int status, byte[] body, Json.Memory memory) {
+    if (memory != null) {
+      memory.take(2L * body.length); // its text: two bytes a character at most
+    }
     String text = new String(body, StandardCharsets.UTF_8);
     if (status != 200) {
-      Object error = errorBody(text);
+      Object error = errorBody(text, memory);
       String message = serverMessage(error, text, apiKey);
       boolean noEndpoint = status == 405 || status == 404 && !OpenAiErrors.namesModel(error);
       boolean requestsFault = status >= 400 && status < 500 && !noEndpoint
@@ -330,9 +435,12 @@ final class EngineTokenizer implements PromptTokenizer {
     }
     Object root;
     try {
-      root = Json.parse(text, maxAnswerBytes, 4, AnswerHeap.maxParsedBytes(text.length()));
+      root = Json.parse(text, maxAnswerBytes, 4, AnswerHeap.maxParsedBytes(text.length()),
+          memory);
     } catch (Json.ParsedSizeException e) {
       throw fault(AnswerHeap.tooLarge("the answer of " + uri, e, "token ids"), e);
+    } catch (BodyBudget.Refused e) {
+      throw e;
     } catch (RuntimeException e) {
       throw fault("the answer of " + uri + " is not JSON: " + e.getMessage(), e);
     }
@@ -383,10 +491,15 @@ final class EngineTokenizer implements PromptTokenizer {
         true, null);
   }
 
-  /** An error answer's body as JSON, or null when it is not JSON. */
-  private static Object errorBody(String body) {
+  /**
+   * An error answer's body as JSON, or null when it is not JSON; its parse takes its heap from
+   * {@code memory} (null: from nowhere), whose failure is thrown on.
+   */
+  private static Object errorBody(String body, Json.Memory memory) {
     try {
-      return Json.parse(body, MAX_MESSAGE_CHARS * 64, 8);
+      return Json.parse(body, MAX_MESSAGE_CHARS * 64, 8, Long.MAX_VALUE, memory);
+    } catch (BodyBudget.Refused refused) {
+      throw refused;
     } catch (RuntimeException notJson) {
       return null;
     }

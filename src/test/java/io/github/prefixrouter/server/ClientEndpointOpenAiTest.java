@@ -1139,6 +1139,76 @@ class ClientEndpointOpenAiTest {
     }
   }
 
+  /**
+   * A model server whose {@code /tokenize} answers every call with nearly 4 MiB and holds it open,
+   * behind the engine's tokenizer with a cap of 4 MiB: the calls beyond the tokenizer's answer
+   * budget (52 MiB for that cap: about twelve such answers) cannot get their share, and their
+   * clients
+   * get the documented 502 {@code tokenizer_failed}, counted in {@code tokenize_failures}, a
+   * second or so after the last share was given; the calls held open end as the tokenizer's
+   * fault too when their server goes, every slot is released and the budget is whole again. All
+   * the calls used to be read into the heap at once, each holding its 4 MiB until the server
+   * went.
+   */
+  @Test
+  void aTokenizeAnswerThatCannotGetItsShareOfTheBudgetIsATokenizerFailure() throws Exception {
+    int n = 16;
+    HoldingTokenizeServer server = new HoldingTokenizeServer(4 << 20);
+    try {
+      EngineTokenizer held = new EngineTokenizer(server.uri(), null, Duration.ofSeconds(2),
+          Duration.ofSeconds(60), 4 << 20);
+      try {
+        start(Duration.ofSeconds(60), 64, "base", held);
+        List<CompletableFuture<HttpResponse<String>>> sent = new java.util.ArrayList<>();
+        for (int i = 0; i < n; i++) {
+          sent.add(postAsync(ClientEndpoint.OPENAI_CHAT,
+              "{\"messages\":[{\"role\":\"user\",\"content\":\"q" + i + "\"}]}"));
+        }
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (sent.stream().noneMatch(CompletableFuture::isDone)) {
+          assertTrue(System.nanoTime() < until, "no call was refused its share within 30 s, "
+              + server.held() + " answers held open");
+          Thread.sleep(20);
+        }
+        // the rest of the calls beyond the budget, a second or so apart
+        Thread.sleep(3_000);
+        long refused = 0;
+        for (CompletableFuture<HttpResponse<String>> f : sent) {
+          if (f.isDone()) {
+            refused++;
+            HttpResponse<String> resp = f.get();
+            assertEquals(502, resp.statusCode(), resp.body());
+            Map<?, ?> error = map(json(resp.body()).get("error"));
+            assertEquals("tokenizer_failed", error.get("code"), resp.body());
+            assertTrue(String.valueOf(error.get("message")).contains("could not get its share"),
+                resp.body());
+          }
+        }
+        assertTrue(refused < n, "no call got its share");
+        server.close(); // the answers held open end, cut off
+        for (CompletableFuture<HttpResponse<String>> f : sent) {
+          HttpResponse<String> resp = f.get(20, TimeUnit.SECONDS);
+          assertEquals(502, resp.statusCode(), resp.body());
+          assertEquals("tokenizer_failed", map(json(resp.body()).get("error")).get("code"),
+              resp.body());
+        }
+        Await.until(() -> endpoint.inFlight() == 0, "the slots are released");
+        assertEquals((long) n, clientStats().get("tokenize_failures"));
+        assertTrue(requests.isEmpty());
+        assertEquals((16L << 20) + 9L * (4 << 20), held.answerBudgetAvailable(),
+            "the tokenizer's answer budget is whole once all ended");
+      } finally {
+        if (endpoint != null) {
+          endpoint.stop();
+          endpoint = null;
+        }
+        held.close();
+      }
+    } finally {
+      server.close();
+    }
+  }
+
   @Test
   void stoppingTheEndpointEndsTokenizationsUnderWayAndReleasesTheirSlots() throws Exception {
     start(Duration.ofSeconds(30), 64, "base", tokenizer);

@@ -19,6 +19,7 @@ import java.util.function.Function;
  * the exchange fails.
  *
  * <p>With a {@link BodyBudget.Share} ({@link #orNull(HttpResponse.ResponseInfo, int,
+ * BodyBudget.Share)}, {@link #orFail(HttpResponse.ResponseInfo, int, Function,
  * BodyBudget.Share)}), the body takes the heap of its buffer from the share as its
  * bytes arrive, as {@link BodyBudget.Share#read} does: in steps from 64 KiB, each twice the
  * last, up to its {@code Content-Length} or the cap (while a step is copied to, the share holds
@@ -96,6 +97,26 @@ public final class CappedBody implements HttpResponse.BodySubscriber<byte[]> {
       int cap, BodyBudget.Share share) {
     long declared = declared(info);
     return new CappedBody(cap, declared > cap, null, java.util.Objects.requireNonNull(share),
+        declared >= 0 ? (int) Math.min(declared, cap) : cap);
+  }
+
+  /**
+   * A body of at most {@code cap} bytes whose buffer's heap is taken from {@code share} as its
+   * bytes arrive (see the class comment); a larger one completes exceptionally with what
+   * {@code tooLarge} makes of a description, as {@link #orFail(HttpResponse.ResponseInfo, int,
+   * Function)}.
+   *
+   * @param info the response's status and headers
+   * @param cap the largest body accepted, in bytes
+   * @param tooLarge the failure of a body above the cap, from its description
+   * @param share where the body's heap is taken from, given back by its owner
+   * @return the subscriber
+   */
+  public static HttpResponse.BodySubscriber<byte[]> orFail(HttpResponse.ResponseInfo info,
+      int cap, Function<String, ? extends Throwable> tooLarge, BodyBudget.Share share) {
+    long declared = declared(info);
+    return new CappedBody(cap, declared > cap, java.util.Objects.requireNonNull(tooLarge),
+        java.util.Objects.requireNonNull(share),
         declared >= 0 ? (int) Math.min(declared, cap) : cap);
   }
 

@@ -90,7 +90,8 @@ class CappedBodyTest {
   /**
    * Whatever the pieces, the body is their concatenation when it stays within the cap; above
    * it, the subscription is cancelled and the body is null (or fails with the caller's
-   * exception); both subscribers agree.
+   * exception); the subscribers agree, those that take the body's heap from a share too, whose
+   * share then holds the body's exact length.
    */
   @Property(tries = 300)
   void aBodyIsWholeWithinTheCapAndRefusedAboveIt(
@@ -107,7 +108,14 @@ class CappedBodyTest {
     HttpResponse.BodySubscriber<byte[]> orNull = CappedBody.orNull(info(-1), cap);
     HttpResponse.BodySubscriber<byte[]> orFail =
         CappedBody.orFail(info(-1), cap, TooLarge::new);
-    for (HttpResponse.BodySubscriber<byte[]> s : List.of(orNull, orFail)) {
+    BodyBudget budget = new BodyBudget(1 << 20, Duration.ZERO, () -> { });
+    BodyBudget.Share nullShare = budget.share();
+    BodyBudget.Share failShare = budget.share();
+    HttpResponse.BodySubscriber<byte[]> orNullShared = CappedBody.orNull(info(-1), cap, nullShare);
+    HttpResponse.BodySubscriber<byte[]> orFailShared =
+        CappedBody.orFail(info(-1), cap, TooLarge::new, failShare);
+    for (HttpResponse.BodySubscriber<byte[]> s
+        : List.of(orNull, orFail, orNullShared, orFailShared)) {
       Recording sub = new Recording();
       s.onSubscribe(sub);
       assertEquals(Long.MAX_VALUE, sub.requested);
@@ -122,7 +130,11 @@ class CappedBodyTest {
       assertEquals(total > cap, sub.cancelled, "cancelled");
       if (total <= cap) {
         assertArrayEquals(expected, body(s).join());
-      } else if (s == orNull) {
+        if (s == orNullShared || s == orFailShared) {
+          assertEquals(total, (s == orNullShared ? nullShare : failShare).held(),
+              "the share holds the body");
+        }
+      } else if (s == orNull || s == orNullShared) {
         assertNull(body(s).join());
       } else {
         CompletionException e = assertThrows(CompletionException.class, body(s)::join);
