@@ -1,5 +1,8 @@
 package io.github.prefixrouter.internal.route;
 
+import java.util.ArrayList;
+import java.util.List;
+
 /**
  * What caching a prefix locally is worth: how many more requests for it this node expects while
  * the prefix would stay in its cache.
@@ -43,9 +46,13 @@ package io.github.prefixrouter.internal.route;
  *   <li>Reservation: a bought miss is a long prefill that the engine's queue depth does not
  *       show (it counts requests, priced at the mean service time), so the planner records
  *       until when the miss occupies the engine and adds what is left of it to the local cost of
- *       the requests that follow; they go to a peer when that is cheaper than waiting.
+ *       the requests that follow; they go to a peer when that is cheaper than waiting. A
+ *       reservation lasts until the miss is expected to end or until its run ends, whichever is
+ *       first ({@link #release}): a run that ends early (answered, failed, cancelled or given up)
+ *       no longer holds up the requests that follow.
  *   <li>Only routing attempts record (never {@code explain}); methods synchronize (short
- *       critical sections, two to four per cost-aware decision; no allocation).
+ *       critical sections, two to four per cost-aware decision; no allocation but a bought
+ *       miss's reservation).
  * </ul>
  */
 final class LocalDemand {
@@ -83,8 +90,13 @@ final class LocalDemand {
   private double arrivals;
   private long arrivalsAt;
 
-  private long reservedUntil;
-  private boolean reserved;
+  /**
+   * The reservations of the bought misses running here that have not ended (see {@link
+   * #reserve}); one is dropped when it is released, or by the next reservation once it is past
+   * its end. A miss is bought only while none is still ahead, so there is one at a time but for
+   * buys decided at the same time.
+   */
+  private final List<Reservation> reservations = new ArrayList<>(2);
 
   LocalDemand(long capacityTokens) {
     this.capacityTokens = Math.max(1, capacityTokens);
@@ -175,15 +187,39 @@ final class LocalDemand {
     any = true;
   }
 
-  /**
-   * Records that a miss bought here occupies the local engine until {@code untilNanos} (a later
-   * reservation extends an earlier one, never shortens it).
-   */
-  synchronized void reserve(long untilNanos) {
-    if (!reserved || untilNanos - reservedUntil > 0) {
-      reservedUntil = untilNanos;
-      reserved = true;
+  /** A bought miss's hold on the local engine: until {@link #untilNanos}, or its release. */
+  static final class Reservation {
+    /** When the miss is expected to end. */
+    final long untilNanos;
+
+    Reservation(long untilNanos) {
+      this.untilNanos = untilNanos;
     }
+  }
+
+  /**
+   * Records, at {@code nowNanos}, that a miss bought here occupies the local engine until
+   * {@code untilNanos}, or until its run ends ({@link #release}) if that is sooner. While several
+   * are held, the latest end counts: a later reservation extends an earlier one, never shortens
+   * it.
+   *
+   * @return the reservation, to release when the miss's run ends
+   */
+  synchronized Reservation reserve(long nowNanos, long untilNanos) {
+    // those past their end count no more: dropped here, whether their runs ended or not
+    reservations.removeIf(r -> r.untilNanos - nowNanos <= 0);
+    Reservation r = new Reservation(untilNanos);
+    reservations.add(r);
+    return r;
+  }
+
+  /**
+   * Ends reservation {@code r}: its miss's run ended (answered, failed, cancelled or given up),
+   * so the miss occupies the engine no more, however long it was expected to. Nothing if it
+   * ended already.
+   */
+  synchronized void release(Reservation r) {
+    reservations.remove(r);
   }
 
   /**
@@ -191,11 +227,11 @@ final class LocalDemand {
    * engine's queue depth says how many requests wait, not that one of them is a long prefill.
    */
   synchronized long reservedNanos(long nowNanos) {
-    if (!reserved) {
-      return 0;
+    long left = 0;
+    for (int i = 0; i < reservations.size(); i++) {
+      left = Math.max(left, reservations.get(i).untilNanos - nowNanos);
     }
-    long left = reservedUntil - nowNanos;
-    return left > 0 ? left : 0;
+    return left;
   }
 
   /** Estimated time a newly cached prefix stays in the local cache. */

@@ -80,7 +80,8 @@ import java.util.function.Supplier;
  *       as the queue is, is added to the local cost (the queue depth prices each waiting
  *       request at the mean service time and does not know that one of them is a long
  *       prefill), so requests arriving meanwhile go to a peer when that is cheaper than
- *       waiting. Demand, cache insertions and reservations are
+ *       waiting; a run that ends sooner (answered, failed, cancelled or given up) ends the
+ *       reservation with it. Demand, cache insertions and reservations are
  *       recorded only by real routing attempts, never by {@code explain}.
  *   <li>Cold prefixes (cost-aware only, when no eligible candidate holds any block): bounded-load
  *       rendezvous hashing of the first block hash over the local node and eligible peers, kept
@@ -233,7 +234,10 @@ final class RoutePlanner {
   /**
    * As {@link #decide(long, int[], int, String[], int, PeerSet[])}; {@code stops} says whether
    * the request has stop strings or stop token ids, so that peers known not to speak the FORWARD
-   * that carries them are skipped ({@link SkipReason#NO_STOPS}).
+   * that carries them are skipped ({@link SkipReason#NO_STOPS}). A routing attempt's decision to
+   * run here ({@code peerSetOut} not null) records the run at once ({@link #runsHere}); nothing
+   * tells the planner when that run ends, so a bought miss's reservation lasts until the miss is
+   * expected to end.
    */
   RouteDecision decide(long scopeRoot, boolean stops,
       int[] tokens, int hops, String[] tried, int triedCount, PeerSet[] peerSetOut) {
@@ -506,20 +510,34 @@ final class RoutePlanner {
    * Records that the request of local decision {@code d} runs here: under local caching, its
    * uncached tokens are inserted into the local cache (the turnover the residency is estimated
    * from) and, if it was bought ({@link Reason#LOCAL_CACHING}), its miss occupies the engine
-   * until it is expected to finish. Recorded for a run, not for a decision: a request decided
-   * again (the probe of a stalled or failing engine it was to run as was taken, or its local run
-   * failed retryably) recorded a run here its first decision chose, though it ran elsewhere or
-   * had run here already.
+   * until it is expected to finish or its run ends ({@link #runEnded}), whichever is first.
+   * Recorded for a run, not for a decision: a request decided again (the probe of a stalled or
+   * failing engine it was to run as was taken, or its local run failed retryably) recorded a run
+   * here its first decision chose, though it ran elsewhere or had run here already.
+   *
+   * @return the bought miss's reservation, for {@link #runEnded}; null if nothing was reserved
    */
-  void runsHere(RouteDecision d) {
+  LocalDemand.Reservation runsHere(RouteDecision d) {
     if (config.policy() != RoutingPolicy.COST_AWARE || !config.localCaching()) {
-      return;
+      return null;
     }
     long now = clock.nanoTime();
     int uncached = d.promptTokens() - d.target().matchedTokens();
     demand.inserted(uncached, now);
     if (d.reason() == Reason.LOCAL_CACHING) {
-      demand.reserve(now + (long) (cost.prefillNanosPerToken() * uncached));
+      return demand.reserve(now, now + (long) (cost.prefillNanosPerToken() * uncached));
+    }
+    return null;
+  }
+
+  /**
+   * The run recorded by {@link #runsHere} with {@code reservation} ended, however it ended
+   * (answered, failed, cancelled or given up): a bought miss no longer occupies the engine, even
+   * if it was expected to for longer. Nothing for a null reservation.
+   */
+  void runEnded(LocalDemand.Reservation reservation) {
+    if (reservation != null) {
+      demand.release(reservation);
     }
   }
 

@@ -738,8 +738,8 @@ public final class RouterNode implements PrefixRouterNode {
       }
       forward(ex, c, ps[0], ps[0].indexOf(c.nodeId()));
     } else if (d.isLocal()) {
-      planner.runsHere(d);
-      runLocal(ex, probe == EngineWatch.PROBE);
+      LocalDemand.Reservation reservation = planner.runsHere(d);
+      runLocal(ex, probe == EngineWatch.PROBE, reservation);
     } else {
       int i = ps[0].indexOf(d.targetNodeId());
       forward(ex, d.target(), ps[0], i);
@@ -1433,12 +1433,17 @@ public final class RouterNode implements PrefixRouterNode {
     runLocal(ex, false);
   }
 
+  private void runLocal(Execution ex, boolean probe) {
+    runLocal(ex, probe, null);
+  }
+
   /**
    * Runs {@code ex} on the local engine; {@code probe}: the run holds the stalled or failing
    * engine's probe ({@link EngineWatch#takeProbe}), given back when it ends, or at once if it
-   * does not start.
+   * does not start; {@code reservation}: the engine's reservation for the bought miss the run is
+   * ({@link RoutePlanner#runsHere}), ended with the run, or null.
    */
-  private void runLocal(Execution ex, boolean probe) {
+  private void runLocal(Execution ex, boolean probe, LocalDemand.Reservation reservation) {
     if (ex.done.get()) {
       if (probe) {
         engineWatch.probeEnded();
@@ -1476,6 +1481,7 @@ public final class RouterNode implements PrefixRouterNode {
     Runnable endRun = () -> {
       if (runEnded.compareAndSet(false, true)) {
         engineWatch.ended();
+        planner.runEnded(reservation); // a bought miss occupies the engine no longer than its run
         if (probe) {
           engineWatch.probeEnded();
         }

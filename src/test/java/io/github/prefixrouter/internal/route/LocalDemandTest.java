@@ -3,6 +3,12 @@ package io.github.prefixrouter.internal.route;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.constraints.LongRange;
 import org.junit.jupiter.api.Test;
 
 class LocalDemandTest {
@@ -135,14 +141,59 @@ class LocalDemandTest {
   void aReservationIsWhatIsLeftOfTheBoughtMiss() {
     LocalDemand d = new LocalDemand(1_000);
     assertEquals(0, d.reservedNanos(0));
-    d.reserve(100);
+    d.reserve(0, 100);
     assertEquals(100, d.reservedNanos(0));
     assertEquals(60, d.reservedNanos(40));
-    d.reserve(80); // an earlier end never shortens the reservation
+    d.reserve(40, 80); // an earlier end never shortens the reservation
     assertEquals(60, d.reservedNanos(40));
-    d.reserve(150);
+    d.reserve(40, 150);
     assertEquals(110, d.reservedNanos(40));
     assertEquals(0, d.reservedNanos(150));
     assertEquals(0, d.reservedNanos(1_000));
+  }
+
+  @Test
+  void aReservationEndsWithItsRun() {
+    LocalDemand d = new LocalDemand(1_000);
+    LocalDemand.Reservation first = d.reserve(0, 100);
+    LocalDemand.Reservation second = d.reserve(10, 150);
+    d.release(second); // its run failed at once: the first miss is still ahead
+    assertEquals(80, d.reservedNanos(20), "what is left of the first miss");
+    d.release(first);
+    assertEquals(0, d.reservedNanos(20), "both runs ended before their misses were expected to");
+    d.release(first); // ended twice: nothing
+    assertEquals(0, d.reservedNanos(20));
+  }
+
+  /**
+   * Reservations made, released and read at times that go forward, against a model: what is
+   * ahead is the most left of the reservations not released, none below 0.
+   */
+  @Property(tries = 300)
+  void aReservationCountsUntilItsEndOrItsRelease(
+      @ForAll @LongRange(min = 1, max = 1_000_000_000L) long seed) {
+    SplittableRandom rnd = new SplittableRandom(seed);
+    LocalDemand d = new LocalDemand(1_000);
+    List<LocalDemand.Reservation> held = new ArrayList<>();
+    List<Long> ends = new ArrayList<>(); // the model: the ends of those not released
+    long now = rnd.nextLong(-1_000, 1_000); // a clock's readings may start anywhere
+    for (int step = 0; step < 40; step++) {
+      now += rnd.nextInt(4) == 0 ? 0 : rnd.nextLong(1, 200);
+      int op = rnd.nextInt(3);
+      if (op == 0) {
+        long until = now + rnd.nextLong(1, 500);
+        held.add(d.reserve(now, until));
+        ends.add(until);
+      } else if (op == 1 && !held.isEmpty()) {
+        int i = rnd.nextInt(held.size());
+        d.release(held.remove(i));
+        ends.remove(i);
+      }
+      long expected = 0;
+      for (long end : ends) {
+        expected = Math.max(expected, end - now);
+      }
+      assertEquals(expected, d.reservedNanos(now), "step " + step + " at " + now + ": " + ends);
+    }
   }
 }
