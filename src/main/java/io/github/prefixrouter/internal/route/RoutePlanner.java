@@ -513,7 +513,9 @@ final class RoutePlanner {
    * until it is expected to finish or its run ends ({@link #runEnded}), whichever is first.
    * Recorded for a run, not for a decision: a request decided again (the probe of a stalled or
    * failing engine it was to run as was taken, or its local run failed retryably) recorded a run
-   * here its first decision chose, though it ran elsewhere or had run here already.
+   * here its first decision chose, though it ran elsewhere or had run here already. The node
+   * records it once its engine has taken the run: a request abandoned before its run, or a run
+   * the engine refused at once, inserted nothing and occupies nothing.
    *
    * @return the bought miss's reservation, for {@link #runEnded}; null if nothing was reserved
    */

@@ -738,8 +738,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
       forward(ex, c, ps[0], ps[0].indexOf(c.nodeId()));
     } else if (d.isLocal()) {
-      LocalDemand.Reservation reservation = planner.runsHere(d);
-      runLocal(ex, probe == EngineWatch.PROBE, reservation);
+      runLocal(ex, probe == EngineWatch.PROBE, d);
     } else {
       int i = ps[0].indexOf(d.targetNodeId());
       forward(ex, d.target(), ps[0], i);
@@ -1440,10 +1439,12 @@ public final class RouterNode implements PrefixRouterNode {
   /**
    * Runs {@code ex} on the local engine; {@code probe}: the run holds the stalled or failing
    * engine's probe ({@link EngineWatch#takeProbe}), given back when it ends, or at once if it
-   * does not start; {@code reservation}: the engine's reservation for the bought miss the run is
-   * ({@link RoutePlanner#runsHere}), ended with the run, or null.
+   * does not start; {@code decision}: the routing decision to run it here, whose run local
+   * caching records ({@link RoutePlanner#runsHere}) once the engine has taken it, or null. A
+   * request abandoned before its run, or whose run the engine refuses at once, records no run;
+   * a bought miss's reservation ends with its run.
    */
-  private void runLocal(Execution ex, boolean probe, LocalDemand.Reservation reservation) {
+  private void runLocal(Execution ex, boolean probe, RouteDecision decision) {
     if (ex.done.get()) {
       if (probe) {
         engineWatch.probeEnded();
@@ -1477,11 +1478,14 @@ public final class RouterNode implements PrefixRouterNode {
     // a self-managed tree keeps the prompt's cached prefix while the engine uses it, as the
     // engine does; released when the run ends, however it ends
     LocalPrefixIndex.Pin pin = pinLocal(ex);
+    // the reservation of a bought miss, made once the engine has taken the run (below)
+    AtomicReference<LocalDemand.Reservation> reservation = new AtomicReference<>();
     AtomicBoolean runEnded = new AtomicBoolean();
     Runnable endRun = () -> {
       if (runEnded.compareAndSet(false, true)) {
         engineWatch.ended();
-        planner.runEnded(reservation); // a bought miss occupies the engine no longer than its run
+        // a bought miss occupies the engine no longer than its run
+        planner.runEnded(reservation.get());
         if (probe) {
           engineWatch.probeEnded();
         }
@@ -1520,6 +1524,16 @@ public final class RouterNode implements PrefixRouterNode {
       }
     } catch (Throwable e) { // thrown on, an Error or a checked exception left the request open
       f = CompletableFuture.failedFuture(e);
+    }
+    if (decision != null && !f.isCompletedExceptionally()) {
+      // the engine took the run: local caching counts its tokens into the cache turnover and
+      // reserves the engine for a bought miss (before the run can end: endRun releases it). A
+      // run refused at once inserted nothing and occupies nothing
+      try {
+        reservation.set(planner.runsHere(decision));
+      } catch (Throwable e) { // the run goes on and is answered all the same
+        LOG.warn("node {}: recording the run of {} for local caching failed", nodeId, id, e);
+      }
     }
     if (!f.isDone() && ex.endingAfter(seq)) {
       // abandoned while the run was being started: its cancel reached the engine before the

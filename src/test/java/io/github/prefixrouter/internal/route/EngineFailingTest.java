@@ -55,6 +55,8 @@ class EngineFailingTest {
   static final class Failing implements InferenceEngine {
     final InferenceEngine delegate;
     EngineException failure;
+    /** Whether a run fails once the engine has run it (an error in its answer), not at once. */
+    boolean failsAfterRunning;
     int calls;
     /** Run once, on the node's thread, when the engine's load is read as a run starts. */
     Runnable inRunStart;
@@ -71,6 +73,12 @@ class EngineFailingTest {
     @Override
     public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener l) {
       calls++;
+      if (failure != null && failsAfterRunning) {
+        EngineException e = failure;
+        return delegate.execute(r, l).handle((res, err) -> {
+          throw e;
+        });
+      }
       if (failure != null) {
         return CompletableFuture.failedFuture(failure);
       }
@@ -262,14 +270,17 @@ class EngineFailingTest {
   /**
    * A request its local engine failed, decided again to go to a peer, ran here once: the rate at
    * which n0's runs insert tokens into its cache (its turnover, which local caching weighs)
-   * counts its prompt once, as a demand told of each run here counts it. A small cache, so that
-   * the turnover is below its cap.
+   * counts its prompt once, as a demand told of each run here counts it. The engine fails each
+   * run once it has run it (a run it refuses at once is no run here: {@link
+   * BoughtMissRunTest#aBoughtMissTheEngineRefusesAtOnceIsNoRunHere}). A small cache, so that the
+   * turnover is below its cap.
    */
   @Test
   void aRequestDecidedAgainAfterALocalFailureCountsOnceInTheCacheTurnover() {
     Cluster k = new Cluster(2, config().treeCapacityTokens(1024).build());
     LocalDemand ran = new LocalDemand(1024);
     k.engine(0).failure = REFUSED;
+    k.engine(0).failsAfterRunning = true;
     for (int i = 0; i < 3; i++) {
       ran.inserted(200, k.c.sim.nanoTime());
       InferenceResponse a = k.await(k.node(0).submit(request("r" + i, prompt(i, 200))));
