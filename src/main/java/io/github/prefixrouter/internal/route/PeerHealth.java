@@ -328,15 +328,23 @@ final class PeerHealth {
     if (s != null && generation <= s.generation) {
       return s;
     }
-    return states.compute(nodeId, (k, st) -> {
-      if (st == null || (st.generation != 0 && generation > st.generation)) {
-        st = new PeerState();
-      }
-      if (generation > st.generation) {
-        st.generation = generation;
-      }
-      return st;
-    });
+    return states.compute(nodeId, (k, st) -> about(st, generation));
+  }
+
+  /**
+   * The state lookups for incarnation {@code generation} (0: unknown) find, given the state
+   * held, {@code st} (null if none): a new one if none is held or {@code st} is about an earlier
+   * incarnation, else {@code st}, made about {@code generation} if no view had told it one. Run
+   * under the map's lock for the peer.
+   */
+  private static PeerState about(PeerState st, long generation) {
+    if (st == null || (st.generation != 0 && generation > st.generation)) {
+      st = new PeerState();
+    }
+    if (generation > st.generation) {
+      st.generation = generation;
+    }
+    return st;
   }
 
   /**
@@ -396,21 +404,31 @@ final class PeerHealth {
   }
 
   /**
-   * Counts a request forwarded to peer {@code nodeId}, in its incarnation {@code generation} (0:
-   * unknown), on the state lookups find, created about that incarnation if {@link #prune} has
-   * forgotten the peer (so that a restarted peer's next lookup replaces it, as after
-   * {@link #coolDownFailed(String, long, long, long)}), and returns that state, for the forward
-   * to count its end on and learn from its answer. A forward that looked its peer's state up
-   * as a prune, over a snapshot of the live peers that lacked the peer, removed that state
-   * (nothing outstanding there yet) counted itself on a state nothing looked up any more: the
-   * decisions that followed did not see it outstanding, and what its answer taught (the accuracy
-   * of the peer's estimates, that it does not speak a FORWARD version) was lost. Counted here,
-   * under the map's lock for the peer, it is counted before {@link #prune} looks (which then
-   * keeps the state) or on the state that follows the one it removed.
+   * Counts a request forwarded to peer {@code nodeId}, decided over a snapshot that showed it in
+   * incarnation {@code generation} (0: unknown), on the state a lookup for that incarnation finds
+   * ({@link #get(String, long)}: made afresh if {@link #prune} has forgotten the peer or the
+   * state held is about an earlier incarnation), and returns that state, for the forward to count
+   * its end on and learn from its answer. Its {@link PeerState#generation} is the incarnation the
+   * forward goes to, the one its end reports to {@link #coolDownFailed(String, long, long, long)}
+   * and {@link #coolDownBusy(String, long, long, long)} (unless {@code generation} is 0: a
+   * snapshot that knows no incarnation reports none): later than {@code generation} if the
+   * peer restarted after the snapshot was taken. The request is sent now, to the new process, so
+   * it counts there, and its failure or push-back cools that process down. (It counted on the
+   * restarted peer's state while its cool-downs, reported for the snapshot's incarnation, skipped
+   * that state; and counted on a state about an earlier incarnation, made again by a forward to
+   * the old process that ended after a prune, it was on a state the next lookup replaced.)
+   *
+   * <p>A forward that looked its peer's state up as a prune, over a snapshot of the live peers
+   * that lacked the peer, removed that state (nothing outstanding there yet) counted itself on a
+   * state nothing looked up any more: the decisions that followed did not see it outstanding,
+   * and what its answer taught (the accuracy of the peer's estimates, that it does not speak a
+   * FORWARD version) was lost. Counted here, under the map's lock for the peer, it is counted
+   * before {@link #prune} looks (which then keeps the state) or on the state that follows the
+   * one it removed.
    */
   PeerState forwarded(String nodeId, long generation) {
     return states.compute(nodeId, (k, st) -> {
-      PeerState s = stateOf(st, generation);
+      PeerState s = about(st, generation);
       s.forwarded();
       return s;
     });

@@ -896,9 +896,13 @@ public final class RouterNode implements PrefixRouterNode {
       long sentAt = clock.nanoTime();
       // counted before the attempt is published, so that an abandon ending it at once (whose
       // release counts the answer) never takes the peer's outstanding count below zero; on the
-      // record lookups find, which the attempt then keeps (st may have been pruned meanwhile)
+      // record lookups find, which the attempt then keeps (st may have been pruned meanwhile);
+      // that record's incarnation is the one the request goes to, a later one than the
+      // decision's snapshot showed if the peer restarted since, and its end reports it (a
+      // snapshot that knows no incarnation, 0, still reports none)
       PeerHealth.PeerState peer = health.forwarded(to.nodeId(), generation);
-      a = new Attempt(++ex.attemptSeq, to, peer, sentAt, matched, base, generation, guessed);
+      long incarnation = generation == 0 ? 0 : peer.generation;
+      a = new Attempt(++ex.attemptSeq, to, peer, sentAt, matched, base, incarnation, guessed);
       a.gossipRtt = gossipRtt;
       a.timeout = timeout;
       a.rtt = rtt;
@@ -2536,7 +2540,10 @@ public final class RouterNode implements PrefixRouterNode {
     final int estimatedMatched;
     /** The peer's queue wait and prefill as estimated when sent, in nanoseconds. */
     final double base;
-    /** The peer's incarnation when sent ({@link PeerSet#generation}), or 0 if unknown. */
+    /**
+     * The peer's incarnation it was sent to, that of {@code peer} ({@link PeerHealth#forwarded}),
+     * or 0 if the decision's snapshot knew none.
+     */
     final long generation;
     /** Whether the timeout was a guess: no sample covered the prompt's uncached part. */
     final boolean guessed;

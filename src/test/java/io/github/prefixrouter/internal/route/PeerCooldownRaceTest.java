@@ -2,6 +2,7 @@ package io.github.prefixrouter.internal.route;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Set;
@@ -172,6 +173,27 @@ class PeerCooldownRaceTest {
     PeerHealth.PeerState restarted = health.get("p1", 42);
     assertFalse(restarted.failed(0), "the restarted peer is cooled down");
     assertEquals(1.0, restarted.trust(0, 1e9), "the restarted peer is distrusted");
+  }
+
+  /**
+   * A forward counted on a record about an earlier incarnation of its peer (made again by the
+   * failure of a forward to the old process, after a prune forgot the peer) starts the record of
+   * the forward's incarnation, as a lookup for it does. It counted on the old record, which the
+   * next lookup replaced: decisions did not see it outstanding, and the old process's cool-down
+   * was taken for the new one's until then.
+   */
+  @Test
+  void aForwardCountedOnAnEarlierIncarnationsRecordStartsItsOwn() {
+    PeerHealth health = new PeerHealth();
+    health.get("p1", 42); // the forward's decision
+    health.prune(Set.of(), 0); // p1 is not live
+    health.coolDownFailed("p1", 41, 0, LONG); // a forward to the old process failed
+    PeerHealth.PeerState counted = health.forwarded("p1", 42);
+    assertSame(health.get("p1", 42), counted,
+        "counted on a record the next lookup for its incarnation replaces");
+    assertEquals(1, counted.outstanding);
+    assertEquals(42, counted.generation);
+    assertFalse(counted.failed(0), "the old process's failure cools the new one down");
   }
 
   /** The same, with the prune and the cool-down on two threads at once. */

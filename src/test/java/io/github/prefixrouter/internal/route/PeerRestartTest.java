@@ -108,4 +108,54 @@ class PeerRestartTest extends TwoNodeForwardHarness {
     assertEquals(RouteDecision.SkipReason.NONE, restarted.skipped(),
         "the old incarnation's failure cooled the restarted peer down: " + restarted);
   }
+
+  /**
+   * A forward decided over a snapshot of the live peers taken before n1 restarted, and sent
+   * once the view had shown the restart, goes to the new process: it counts as outstanding on
+   * the restarted peer's record, and what its end teaches, here a push-back, is about the new
+   * process too. The push-back, taken for the old incarnation's, was dropped, and decisions kept
+   * sending the restarted peer work it had just refused.
+   */
+  @Test
+  void aForwardDecidedBeforeARestartAndSentAfterItIsAboutTheNewIncarnation() {
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX).build();
+    List<CompletableFuture<byte[]>> held = new ArrayList<>();
+    view.generation = 41;
+    startNodes(cfg, cfg, t -> new ForwardingTransport(t) {
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        if (payload.length > 0 && payload[0] == ForwardCodec.FORWARD) {
+          CompletableFuture<byte[]> f = new CompletableFuture<>();
+          held.add(f); // answered by the test
+          return f;
+        }
+        return t.request(to, payload, timeout);
+      }
+    }, UnaryOperator.identity());
+    PeerSet beforeRestart = view.livePeers();
+    view.generation = 42; // n1 restarted; n0 decides over the new incarnation
+    assertEquals(RouteDecision.SkipReason.NONE, n1Candidate().skipped());
+
+    int[] t = OracleCluster.prompt(901, 320);
+    view.holds(CacheScope.DEFAULT, t);
+    view.snapshot = beforeRestart; // another thread's decision, over the older snapshot
+    CompletableFuture<InferenceResponse> f = n0.submit(InferenceRequest.of("late", t));
+    view.snapshot = null;
+    assertEquals(1, held.size(), "forwarded to n1");
+    RouteDecision.Candidate during = n1Candidate();
+    assertEquals(1, during.load(),
+        "the forward sent to the restarted peer is not counted there: " + during);
+
+    held.get(0).completeExceptionally(new TransportException(
+        TransportException.Kind.BUSY, "the restarted process is busy"));
+    while (!f.isDone() && sim.runNext()) {
+      // run the simulation
+    }
+    assertEquals("n0", f.join().servedBy(), "run here after the push-back");
+    RouteDecision.Candidate after = n1Candidate();
+    assertEquals(0, after.load(), after.toString());
+    assertEquals(RouteDecision.SkipReason.BUSY_COOLDOWN, after.skipped(),
+        "the restarted peer pushed back a forward sent to it and is not cooled down: " + after);
+  }
 }

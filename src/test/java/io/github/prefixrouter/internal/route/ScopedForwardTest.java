@@ -62,6 +62,11 @@ class ScopedForwardTest extends TwoNodeForwardHarness {
     final Set<Long> held = new HashSet<>();
     /** n1's gossip generation, as the peer view reports it (0: unknown). */
     volatile long generation;
+    /**
+     * If not null, the snapshot {@link #livePeers} returns: one taken earlier, as a decision on
+     * another thread may still be deciding over after the view changed.
+     */
+    volatile PeerSet snapshot;
 
     void holds(CacheScope scope, int[] tokens) {
       for (long h : HASHER.chain(BlockHasher.scopeRoot(scope), tokens)) {
@@ -71,6 +76,10 @@ class ScopedForwardTest extends TwoNodeForwardHarness {
 
     @Override
     public PeerSet livePeers() {
+      PeerSet fixed = snapshot;
+      if (fixed != null) {
+        return fixed;
+      }
       return new PeerSet(new PeerAddress[] {InMemoryNetwork.addressOf("n1")}, new int[1],
           new int[1], new int[1], new boolean[1], new boolean[1], new long[] {1_000_000},
           new long[1], new long[] {generation});
