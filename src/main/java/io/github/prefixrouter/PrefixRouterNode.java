@@ -85,15 +85,19 @@ public interface PrefixRouterNode extends AutoCloseable {
    * gossip fails, the node stops at once ({@link State#STOPPED}, transport closed) and the
    * failure is rethrown.
    *
-   * @throws IllegalStateException if the node is not {@link State#NEW}, or if the transport's
-   *     address names another node id
+   * @throws IllegalStateException if the node is not {@link State#NEW}, if the transport's
+   *     address names another node id, or if the transport's start waited for the node's stop
+   *     (see {@link #close()}), as the transport's start throws it
    */
   void start();
 
   /**
    * Stops gracefully (see the class documentation); the future completes when STOPPED. A stop
-   * that comes while {@link #start()} is starting the transport and gossip (on another thread)
-   * completes once they have started and been stopped again, so none runs on after the stop.
+   * that comes while {@link #start()} is starting the transport and gossip (on another thread,
+   * or from inside the transport's start) completes once they have started and been stopped
+   * again, so none runs on after the stop. Waiting for it from inside the transport's start or
+   * close, on the thread the node called them on, throws instead of waiting for ever (see
+   * {@link #close()}).
    *
    * @return a future completed when the node is {@link State#STOPPED}; the same future on every
    *     call
@@ -244,7 +248,19 @@ public interface PrefixRouterNode extends AutoCloseable {
    */
   State state();
 
-  /** Stops the node and waits until it is {@link State#STOPPED}. */
+  /**
+   * Stops the node and waits until it is {@link State#STOPPED}.
+   *
+   * <p>The stop completes only after the transport's {@code start()} (if the node is starting)
+   * or {@code close()} (if it is stopping) has returned, so a wait for it inside them, on the
+   * thread the node called them on, would never end: there this method throws, as do
+   * {@code join()} and {@code get()} of the future {@link #stop()} returns (and of the futures
+   * that depend on it), and the stop goes on without the wait. A transport that gives up in
+   * its start calls {@link #stop()} without waiting, and the node stops once the start returns.
+   *
+   * @throws IllegalStateException if called from inside the transport's {@code start()} or
+   *     {@code close()} on the thread the node called it on
+   */
   @Override
   void close();
 

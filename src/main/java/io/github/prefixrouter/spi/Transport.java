@@ -53,6 +53,12 @@ public interface Transport extends AutoCloseable {
   /**
    * Starts delivering inbound traffic to {@code handler}. Called once, before any send.
    *
+   * <p>A start that gives up may ask the node to stop ({@code stop()}), but must not wait for
+   * the stop: the node closes the transport, and the stop completes, only after this call has
+   * returned. Such a wait on the thread the node called it on ({@code close()}, or
+   * {@code join()} or {@code get()} of the stop's future) throws an
+   * {@link IllegalStateException} naming the problem, and the node stops once this returns.
+   *
    * @param handler the node's handler of inbound messages and requests
    */
   void start(InboundHandler handler);
@@ -88,7 +94,9 @@ public interface Transport extends AutoCloseable {
    * Fails every pending request with {@code CLOSED} and releases the transport's resources. Must
    * return promptly (release, do not wait for, in-flight exchanges): the node calls it from
    * {@code stop()}, or from whichever thread completes the node's last in-flight request, which
-   * may be one of the transport's own (in a callback of the future it completes).
+   * may be one of the transport's own (in a callback of the future it completes). The node's
+   * stop completes after this returns: a wait for it here, on the thread the node called it on,
+   * throws an {@link IllegalStateException} instead of waiting for ever.
    */
   @Override
   void close();

@@ -45,6 +45,7 @@ import java.util.Set;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -185,7 +186,7 @@ public final class RouterNode implements PrefixRouterNode {
   private final EngineWatch engineWatch;
 
   private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
-  private final CompletableFuture<Void> stopped = new CompletableFuture<>();
+  private final CompletableFuture<Void> stopped = new StopFuture<>();
   private final AtomicBoolean stopFinished = new AtomicBoolean();
   /**
    * Guards {@code partsStarting} and {@code partsStopLeft}: a stop that finishes while
@@ -197,6 +198,14 @@ public final class RouterNode implements PrefixRouterNode {
   private boolean partsStarting;
   /** Whether a stop finished while they were starting, and left stopping them to the start. */
   private boolean partsStopLeft;
+  /**
+   * The thread starting the transport and gossip ({@link #start}) or stopping them
+   * ({@link #stopParts}), while it does, else null: the stop completes only once that thread is
+   * done with them, so a wait for it there would never end ({@link StopFuture}).
+   */
+  private volatile Thread partsThread;
+  /** What {@link #partsThread} is doing, for the failure of a wait there. */
+  private volatile String partsCall;
   private final AtomicInteger inFlight = new AtomicInteger();
   private final ConcurrentHashMap<String, Execution> servingForPeers = new ConcurrentHashMap<>();
   /**
@@ -409,6 +418,8 @@ public final class RouterNode implements PrefixRouterNode {
             "node " + nodeId + " can only start from NEW, it is " + state.get());
       }
       partsStarting = true;
+      partsCall = "starting its transport and gossip (inside Transport.start)";
+      partsThread = Thread.currentThread();
     }
     try {
       transport.start(new Inbound());
@@ -440,6 +451,7 @@ public final class RouterNode implements PrefixRouterNode {
     synchronized (partsLock) {
       partsStarting = false;
       if (!partsStopLeft) {
+        partsThread = null;
         return true;
       }
     }
@@ -592,6 +604,8 @@ public final class RouterNode implements PrefixRouterNode {
    * completes the stop.
    */
   private void stopParts(boolean started) {
+    partsCall = "stopping its gossip and transport (inside Transport.close)";
+    partsThread = Thread.currentThread();
     // each part is stopped whatever the other throws: a gossip that fails to stop (a host's
     // scheduler whose timers fail to cancel) must not leave the transport open
     if (started) {
@@ -610,8 +624,47 @@ public final class RouterNode implements PrefixRouterNode {
       if (ownedScheduler != null) {
         ownedScheduler.close();
       }
+      partsThread = null;
       stopped.complete(null);
       LOG.info("node {} stopped", nodeId);
+    }
+  }
+
+  /**
+   * The stop's future, and every future that depends on it. A wait for one of them
+   * ({@code join()}, {@code get()}; {@link #close} is such a wait) on the thread that is
+   * starting or stopping the transport and gossip, from inside them (a transport's
+   * {@code start()} or {@code close()} that closes the node), would never end: the stop
+   * completes only once that thread is done with them, after the call returns. It throws an
+   * {@link IllegalStateException} naming the problem instead, and the stop goes on: a stop
+   * asked for inside the start is done when the start returns (or fails), as one asked for on
+   * another thread; one inside the close completes once the close returns (or throws).
+   */
+  private final class StopFuture<T> extends CompletableFuture<T> {
+    @Override
+    public <U> CompletableFuture<U> newIncompleteFuture() {
+      return new StopFuture<>();
+    }
+
+    @Override
+    public T join() {
+      checkWaitCanEnd();
+      return super.join();
+    }
+
+    @Override
+    public T get() throws InterruptedException, ExecutionException {
+      checkWaitCanEnd();
+      return super.get();
+    }
+
+    private void checkWaitCanEnd() {
+      if (!isDone() && Thread.currentThread() == partsThread) {
+        throw new IllegalStateException("node " + nodeId + ": a wait for its stop (close(), or"
+            + " join() or get() of stop()'s future) on the thread " + partsCall
+            + " would never end: the stop completes only after that call returns; call stop()"
+            + " there without waiting");
+      }
     }
   }
 
