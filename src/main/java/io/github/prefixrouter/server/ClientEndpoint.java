@@ -13,6 +13,7 @@ import io.github.prefixrouter.NodeNotRunningException;
 import io.github.prefixrouter.OutputDivergedException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.internal.AnswerBudgetException;
 import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.gossip.GossipEngine;
 import io.github.prefixrouter.internal.json.Json;
@@ -75,6 +76,8 @@ import org.slf4j.LoggerFactory;
  *       it are busy (the local one at capacity and no peer took it: none was eligible, or each
  *       one tried pushed back, failed retryably, timed out, could not be reached or was not sent
  *       to: this node's limit of requests in flight to it, or a request too large for the link),
+ *       or this node had no heap to read its engine's answer and no peer took the request (the
+ *       engine's answer budget held by other answers: {@link AnswerBudgetException}),
  *       when too many client requests are in flight here, or the heap given to the bodies being read is held
  *       by other requests (or too many bodies from the client's address are
  *       still arriving), and (without {@code Retry-After}) when the node is
@@ -1212,7 +1215,7 @@ final class ClientEndpoint {
     } else if (c instanceof EndpointStoppingException) {
       openAiError(ex, 503, c.getMessage(), null, "not_running");
     } else {
-      if (c.getCause() instanceof EngineBusyException) {
+      if (comeBackLater(c)) {
         ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
       }
       respond(ex, failureStatus(c), OpenAiAnswers.failure(c));
@@ -1291,7 +1294,7 @@ final class ClientEndpoint {
 
   /** Answers a failed request with its status ({@link #failureStatus}) and closes the exchange. */
   private static void answerFailure(HttpExchange ex, String id, Throwable c) {
-    if (c.getCause() instanceof EngineBusyException) {
+    if (comeBackLater(c)) {
       ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
     }
     respond(ex, failureStatus(c),
@@ -1349,9 +1352,9 @@ final class ClientEndpoint {
   }
 
   /**
-   * The status of a failed request: 503 when busy everywhere or the node is not running, 400
-   * when the engine refused the request as invalid, 504 when the engine did not answer in
-   * time, 500 when the endpoint could not write its answer ({@link
+   * The status of a failed request: 503 when busy everywhere ({@link #comeBackLater}) or the
+   * node is not running, 400 when the engine refused the request as invalid, 504 when the
+   * engine did not answer in time, 500 when the endpoint could not write its answer ({@link
    * StreamedAnswer.UnwritableException}), 502 otherwise.
    */
   static int failureStatus(Throwable failure) {
@@ -1359,7 +1362,7 @@ final class ClientEndpoint {
       return 500;
     }
     Throwable cause = failure.getCause();
-    if (failure instanceof NodeNotRunningException || cause instanceof EngineBusyException) {
+    if (failure instanceof NodeNotRunningException || comeBackLater(failure)) {
       return 503;
     }
     if (cause instanceof InvalidRequestException) {
@@ -1369,6 +1372,18 @@ final class ClientEndpoint {
       return 504;
     }
     return 502;
+  }
+
+  /**
+   * Whether a failed request is answered 503 with {@code Retry-After}: no node could take it now,
+   * and the client may try again a little later. Its cause is then the engine at capacity
+   * ({@link EngineBusyException}), or this node short of the heap to read its engine's answer
+   * ({@link AnswerBudgetException}: the engine's answer budget held by other answers), a
+   * shortage of this node's own as that of the body budget is, and no failure of the engine.
+   */
+  static boolean comeBackLater(Throwable failure) {
+    Throwable cause = failure.getCause();
+    return cause instanceof EngineBusyException || cause instanceof AnswerBudgetException;
   }
 
   /**

@@ -12,8 +12,14 @@ import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.AnswerBudgetException;
+import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineBusyException;
+import io.github.prefixrouter.spi.InferenceEngine;
+import io.github.prefixrouter.spi.Schedulers;
+import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InvalidRequestException;
@@ -36,6 +42,7 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.util.List;
 import java.util.Map;
+import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
 /** Whatever a client sends, it gets exactly one answer, and a bad request is a 400. */
@@ -159,6 +166,62 @@ class ClientEndpointTest {
           HttpResponse<String> ok = f.get(20, TimeUnit.SECONDS);
           assertEquals(200, ok.statusCode(), ok.body());
         }
+      }
+    }
+  }
+
+  /**
+   * An answer the node had no heap to read (its engine's answer budget held by other answers) is
+   * this node's temporary shortage, as a body refused by the body budget is: with no peer to take
+   * the request, the client is told to come back (503 with {@code Retry-After}, OpenAI's
+   * {@code busy}), on every route and whether streamed or not, not that the upstream misbehaved
+   * (502).
+   */
+  @Test
+  void anAnswerTheNodeHadNoHeapToReadIsA503WithRetryAfterNotA502() throws Exception {
+    String refusal = "the answer could not get its share of the heap this engine gives the "
+        + "answers being read and parsed (answerBudget): other answers held it";
+    InferenceEngine engine = request -> CompletableFuture.failedFuture(
+        new AnswerBudgetException("request " + request.id() + ": " + refusal, null));
+    try (Schedulers.ClosableScheduler scheduler = Schedulers.newSingleThread("budget-test")) {
+      PrefixRouterNode node = PrefixRouterNode.builder().nodeId("solo")
+          .config(RouterConfig.defaults())
+          .transport(new InMemoryNetwork(Clock.system(), scheduler, new SplittableRandom(1))
+              .transport("solo"))
+          .engine(engine).clock(Clock.system()).scheduler(scheduler)
+          .random(new SplittableRandom(1)).seeds(List.of()).build();
+      node.start();
+      ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 16, Duration.ofSeconds(5));
+      InetSocketAddress addr = endpoint.start("127.0.0.1", 0);
+      try {
+        HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+        String a = "127.0.0.1:" + addr.getPort();
+        for (String body : List.of("{\"prompt\":[1,2,3]}",
+            "{\"prompt\":[1,2,3],\"stream\":true}")) {
+          HttpResponse<String> resp = post(c, a, body);
+          assertEquals(503, resp.statusCode(), "a request refused its share of the answer budget "
+              + "(" + body + ") was answered " + resp.statusCode() + ": " + resp.body());
+          assertEquals("1", resp.headers().firstValue("Retry-After").orElse(null),
+              "no Retry-After on the answer to a request refused its share of the answer budget");
+          assertTrue(resp.body().contains("answerBudget"), resp.body());
+        }
+        HttpResponse<String> openAi = c.send(HttpRequest.newBuilder(
+                URI.create("http://" + a + ClientEndpoint.OPENAI_COMPLETIONS))
+            .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":[1,2,3]}")).build(),
+            HttpResponse.BodyHandlers.ofString());
+        assertEquals(503, openAi.statusCode(), "the OpenAI route answered a request refused its "
+            + "share of the answer budget " + openAi.statusCode() + ": " + openAi.body());
+        assertEquals("1", openAi.headers().firstValue("Retry-After").orElse(null), openAi.body());
+        Map<?, ?> error = (Map<?, ?>) ((Map<?, ?>) Json.parse(openAi.body())).get("error");
+        assertEquals("busy", error.get("code"), openAi.body());
+        assertEquals("overloaded_error", error.get("type"), openAi.body());
+        // a stream that fails so after its first piece says so in its error event
+        RequestFailedException late = new RequestFailedException("q", "the local engine failed",
+            new AnswerBudgetException(refusal, null));
+        assertEquals("busy", ClientEndpoint.failureType(late), "the error event's type");
+      } finally {
+        endpoint.stop();
+        node.close();
       }
     }
   }

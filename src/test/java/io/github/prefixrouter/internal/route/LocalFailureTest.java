@@ -18,6 +18,7 @@ import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.AnswerBudgetException;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
@@ -50,6 +51,7 @@ class LocalFailureTest {
     NONE,
     BUSY,
     UNREACHABLE,
+    ANSWER_BUDGET,
     BAD_REQUEST,
     INVALID,
     TIMEOUT,
@@ -78,6 +80,9 @@ class LocalFailureTest {
           return CompletableFuture.failedFuture(new EngineBusyException("engine busy: 4 in flight"));
         case UNREACHABLE:
           return CompletableFuture.failedFuture(new EngineException("server unreachable", true));
+        case ANSWER_BUDGET:
+          return CompletableFuture.failedFuture(new AnswerBudgetException("the answer could not "
+              + "get its share of the heap this engine gives the answers (answerBudget)", null));
         case BAD_REQUEST:
           return CompletableFuture.failedFuture(new EngineException("HTTP 400", false));
         case INVALID:
@@ -338,6 +343,33 @@ class LocalFailureTest {
       assertEquals(2, k.engine(0).calls.get());
       assertCounters(k.c.node("n0").stats());
     }
+  }
+
+  @Test
+  void aForwardItsPeerHadNoHeapToReadIsAFailureTriedElsewhereNotPushBack() {
+    // n1 and n2 hold the prefix, n0 does not; both are short of heap to read their engines'
+    // answers: each answers the forward FAILED, retryable (not BUSY: the engine ran it), so the
+    // origin tries the other, then runs it here
+    Cluster k = new Cluster(3, config(RoutingPolicy.COST_AWARE).build());
+    k.c.warm("n1", concat(PREFIX, prompt(1, 40)));
+    k.c.warm("n2", concat(PREFIX, prompt(1, 40)));
+    k.engine(1).fault = Fault.ANSWER_BUDGET;
+    k.engine(2).fault = Fault.ANSWER_BUDGET;
+    InferenceRequest r = request("q", concat(PREFIX, prompt(9, 64)));
+
+    InferenceResponse resp = k.submit("n0", r).join();
+
+    assertEquals("n0", resp.servedBy());
+    assertArrayEquals(expected(r), resp.result().outputTokens());
+    assertEquals(FallbackCause.PEER_FAILED, resp.fallbackCause());
+    assertEquals(1, k.engine(1).calls.get(), "n1's engine");
+    assertEquals(1, k.engine(2).calls.get(), "the failure was not retryable: n2 was not tried");
+    NodeStats s = k.c.node("n0").stats();
+    assertEquals(2, s.fallbacks().get(FallbackCause.PEER_FAILED), s.fallbacks().toString());
+    assertEquals(0, s.pushedBack(), "a peer short of heap answered BUSY: " + s);
+    assertEquals(0, k.c.node("n1").stats().refusedForPeers());
+    assertEquals(0, k.c.node("n2").stats().refusedForPeers());
+    assertCounters(s);
   }
 
   @Test
