@@ -9,7 +9,8 @@ package io.github.prefixrouter;
  * and advertises overload (docs/routing.md, "A stalled engine"). It avoids a <i>failing</i>
  * engine alike ({@link RouteDecision.Reason#LOCAL_ENGINE_FAILING}): one that failed
  * {@link RouterConfig#engineFailureLimit()} requests in a row retryably (unreachable, an error
- * status, at capacity) with no success between them, until one of the probes it is tried with once per {@link RouterConfig#failureCooldown()} succeeds
+ * status, at capacity by its server's word; not a request its adapter refused at its own limit
+ * of requests in flight) with no success between them, until one of the probes it is tried with once per {@link RouterConfig#failureCooldown()} succeeds
  * (docs/routing.md, "A failing engine"). Read it with
  * {@link PrefixRouterNode#engineStallStats()}.
  *

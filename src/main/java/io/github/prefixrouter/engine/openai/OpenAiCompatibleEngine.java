@@ -6,6 +6,7 @@ import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.AnswerBudgetException;
 import io.github.prefixrouter.internal.Durations;
+import io.github.prefixrouter.internal.EngineInFlightLimitException;
 import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.SecretText;
 import io.github.prefixrouter.internal.ShortText;
@@ -161,7 +162,9 @@ import org.slf4j.LoggerFactory;
  * requests are counted: the completions API shows neither other clients' requests nor a batch
  * the server shrinks for lack of KV-cache memory.) At most {@link Builder#maxInFlight} requests
  * are outstanding at once; further ones fail at once with an {@link EngineBusyException}, which
- * the node turns into push-back or runs elsewhere. {@link #health()} probes {@code /health},
+ * the node turns into push-back or runs elsewhere, and which, as nothing of it reached the server,
+ * it does not count towards its {@code engineFailureLimit} (a burst of requests beyond the limit
+ * never makes it take a healthy engine for failing). {@link #health()} probes {@code /health},
  * falling back to {@code /v1/models}, which it also asks after a healthy {@code /health}: a 401
  * or 403 there (vLLM guards only {@code /v1} with its key) makes the server unhealthy.
  *
@@ -326,7 +329,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
       answer.completeExceptionally(
-          new EngineBusyException(
+          new EngineInFlightLimitException(
               "engine busy: " + maxInFlight + " requests already in flight to " + completionsUri));
       return answer;
     }
@@ -1458,7 +1461,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
 
     /**
      * Requests outstanding at once at most (running on the server plus waiting in its queue);
-     * more fail at once with an {@link EngineBusyException}. Default twice {@link #slots}.
+     * more fail at once with an {@link EngineBusyException}, busy to the node but not counted
+     * towards its {@code engineFailureLimit}: nothing of them reached the server. Default twice
+     * {@link #slots}.
      *
      * @param n the limit, at least {@link #slots}
      * @return this builder

@@ -38,7 +38,9 @@ import org.slf4j.LoggerFactory;
  * {@code probeNanos} have passed since the last failure. The first success ends it. A failure
  * that is not retryable (an invalid request, a timeout: a hung engine is the stall check's) is
  * neither a failure nor a success here, nor is an answer the node had no heap to read (the
- * adapter's answer budget held by other answers: the node's shortage, the engine answered).
+ * adapter's answer budget held by other answers: the node's shortage, the engine answered), nor
+ * a run the adapter refused at its own limit of requests in flight (nothing reached the
+ * engine).
  * The probe is one run at a time also when decisions cross
  * each other: a decision to run here while the engine is stalled or failing takes the probe
  * ({@link #takeProbe}) before its run starts, and one that finds it taken is decided again,

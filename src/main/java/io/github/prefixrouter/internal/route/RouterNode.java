@@ -16,6 +16,7 @@ import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.AnswerBudgetException;
+import io.github.prefixrouter.internal.EngineInFlightLimitException;
 import io.github.prefixrouter.internal.InFlightLimitException;
 import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.tree.BlockHasher;
@@ -113,9 +114,12 @@ import org.slf4j.LoggerFactory;
  *       local engine in a row with no success between them, it is avoided alike, except that
  *       once no run is outstanding and {@code failureCooldown} has passed since its last
  *       failure the next request that would run here is its probe; the first success ends
- *       it. Failures that are not retryable, those of runs the node abandoned, and answers the
+ *       it. Failures that are not retryable, those of runs the node abandoned, answers the
  *       node had no heap to read ({@link AnswerBudgetException}: the adapter's answer budget
- *       held by other answers, the node's shortage and not its engine's failure) do not count.
+ *       held by other answers, the node's shortage and not its engine's failure), and runs the
+ *       adapter refused at its own limit of requests in flight
+ *       ({@link EngineInFlightLimitException}: nothing reached the engine; still busy to the
+ *       node) do not count.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
  *       running, its engine queue is at the high watermark, or its engine is stalled or
  *       failing; a duplicate of a request already running here (same sender, origin, id,
@@ -1622,9 +1626,11 @@ public final class RouterNode implements PrefixRouterNode {
         engineWatch.succeeded();
       } else if (ex.current(seq) && (err == null && res != null
           || err != null && unwrap(err) instanceof EngineException ee && ee.retryable()
-              && !(ee instanceof AnswerBudgetException))) {
+              && !(ee instanceof AnswerBudgetException)
+              && !(ee instanceof EngineInFlightLimitException))) {
         // a failure of a run that was abandoned (its cancel) is no sign of a failing engine, nor
-        // is an answer this node had no heap to read (its own shortage: the engine answered)
+        // is an answer this node had no heap to read (its own shortage: the engine answered), nor
+        // a run its adapter refused at its own in-flight limit (nothing reached the engine)
         engineWatch.failed(clock.nanoTime(), err == null
             ? "an answer that cannot be the request's" : String.valueOf(unwrap(err).getMessage()));
       }

@@ -5,22 +5,34 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.RequestFailedException;
+import io.github.prefixrouter.RouteDecision;
+import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.internal.wire.SelectorThreads;
+import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InvalidRequestException;
+import io.github.prefixrouter.testing.InMemoryNetwork;
+import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
@@ -595,6 +607,72 @@ class OpenAiCompatibleEngineTest {
       assertEquals("ok", f.get(10, TimeUnit.SECONDS).text());
     }
     assertEquals(io.github.prefixrouter.spi.EngineLoad.IDLE, e.load());
+  }
+
+  /**
+   * A request refused at {@code maxInFlight} never left the node: the adapter's own limit was
+   * reached, and the server is not failing. The node, with no peer to try them on, fails such
+   * requests as busy (the refusal their cause), but neither counts them towards
+   * {@code engineFailureLimit} (3) nor takes its engine for failing and routes around it. They
+   * were counted: three such refusals in a row, and the node declared its healthy engine failing.
+   */
+  @Test
+  void refusalsAtMaxInFlightAreNoFailuresOfTheEngineForTheNode() throws Exception {
+    try (FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
+      server.hold();
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(server.baseUrl())
+          .slots(1).maxInFlight(2).requestTimeout(Duration.ofSeconds(60)).build();
+      SimulatedScheduler time = new SimulatedScheduler();
+      RouterConfig config = RouterConfig.defaults();
+      PrefixRouterNode node = PrefixRouterNode.builder()
+          .nodeId("a")
+          .config(config)
+          .transport(new InMemoryNetwork(time, 1).transport("a"))
+          .engine(e)
+          .clock(time).scheduler(time).random(new SplittableRandom(1))
+          .seeds(List.of())
+          .build();
+      node.start();
+      try {
+        List<CompletableFuture<InferenceResponse>> held = new ArrayList<>();
+        for (int i = 0; i < 2; i++) {
+          held.add(node.submit(new InferenceRequest("h" + i, new int[] {1, 2, i},
+              GenerationParams.DEFAULT)));
+        }
+        assertTrue(server.awaitArrived(2, Duration.ofSeconds(20)), "the held requests");
+        int refused = 2 * config.engineFailureLimit();
+        for (int i = 0; i < refused; i++) {
+          CompletableFuture<InferenceResponse> f = node.submit(new InferenceRequest("r" + i,
+              new int[] {3, 4, i}, GenerationParams.DEFAULT));
+          ExecutionException x = assertThrows(ExecutionException.class,
+              () -> f.get(20, TimeUnit.SECONDS));
+          RequestFailedException failed =
+              assertInstanceOf(RequestFailedException.class, x.getCause());
+          EngineBusyException busy = assertInstanceOf(EngineBusyException.class,
+              failed.getCause(), "a request beyond maxInFlight is busy: " + failed);
+          assertTrue(busy.getMessage().contains("already in flight"), busy.getMessage());
+        }
+        assertEquals(2, server.arrived(), "a request refused at maxInFlight reached the server");
+        EngineStallStats s = node.engineStallStats().orElseThrow();
+        assertEquals(0, s.failedInARow(), refused + " requests refused at maxInFlight were "
+            + "counted as failures of the engine in a row: " + s);
+        assertEquals(0, s.failing(), "the node took its healthy engine for failing after "
+            + refused + " refusals at maxInFlight: " + s);
+        RouteDecision d = node.explain(new InferenceRequest("next", new int[] {5, 6},
+            GenerationParams.DEFAULT));
+        assertNotEquals(RouteDecision.Reason.LOCAL_ENGINE_FAILING, d.reason(),
+            "the node's decisions route around its healthy engine after refusals at "
+                + "maxInFlight: " + d);
+        server.release();
+        for (CompletableFuture<InferenceResponse> f : held) {
+          assertEquals("a", f.get(20, TimeUnit.SECONDS).servedBy());
+        }
+      } finally {
+        server.release();
+        node.close();
+        e.close();
+      }
+    }
   }
 
   @Test

@@ -25,6 +25,8 @@ import io.github.prefixrouter.RouteDecision.SkipReason;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.AnswerBudgetException;
+import io.github.prefixrouter.internal.EngineInFlightLimitException;
+import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
@@ -457,6 +459,56 @@ class EngineFailingTest {
     s = k.watch(0);
     assertEquals(3, s.failedInARow(), s.toString());
     assertEquals(1, s.failing(), "the refusals between the failures reset their count: " + s);
+  }
+
+  /**
+   * A run the adapter refused at its own limit of requests in flight ({@code maxInFlight})
+   * never reached the engine: such refusals in a row leave the engine in use, and they keep
+   * being busy to the node (each request tried on the peer; a peer's forward answered BUSY).
+   * Between the server's own busy answers (a 503), which do count, they neither add to the
+   * count nor reset it.
+   */
+  @Test
+  void refusalsAtTheAdaptersInFlightLimitAreNoSignOfAFailingEngine() {
+    Cluster k = new Cluster(2, config().build());
+    int[] prefix = prompt(42, 480);
+    k.c.warm("n0", prefix); // n1's view sees n0 holding the prefix
+    EngineException atLimit = new EngineInFlightLimitException(
+        "engine busy: 512 requests already in flight to http://127.0.0.1:8000/v1/completions");
+    k.engine(0).failure = atLimit;
+    for (int i = 0; i < 6; i++) {
+      InferenceResponse a = k.await(k.node(0).submit(request("r" + i, prompt(i, 200))));
+      assertNotEquals(Reason.LOCAL_ENGINE_FAILING, a.decision().reason(),
+          "after " + i + " refusals at the in-flight limit the node routed around its engine: "
+              + a);
+      assertEquals("n1", a.servedBy(), a.toString());
+      assertEquals(FallbackCause.LOCAL_FAILED, a.fallbackCause(), a.toString());
+    }
+    assertEquals(6, k.engine(0).calls, "the node avoided its engine after refusals at its limit");
+    EngineStallStats s = k.watch(0);
+    assertEquals(0, s.failedInARow(), "refusals at the in-flight limit counted as failures: " + s);
+    assertEquals(0, s.failing(), s.toString());
+
+    // a peer's forward refused so is push-back, as for any busy engine
+    InferenceRequest r = request("from-n1", concat(prefix, prompt(8, 40)));
+    InferenceResponse a = k.await(k.node(1).submit(r));
+    assertEquals("n0", a.decision().targetNodeId(), "n1 first chose n0: " + a.decision());
+    assertEquals("n1", a.servedBy(), a.toString());
+    assertEquals(FallbackCause.BUSY, a.fallbackCause(), a.toString());
+    assertEquals(7, k.engine(0).calls, "the forward was n0's engine's to refuse");
+    assertEquals(1, k.node(0).stats().refusedForPeers());
+    assertEquals(0, k.watch(0).refusedForPeers(), "refused for an avoided engine");
+
+    // 2 busy answers of the server, 2 refusals at the limit, 1 busy answer: 3 in a row
+    EngineException serverBusy = new EngineBusyException("server answered HTTP 503", 503);
+    EngineException[] runs = {serverBusy, serverBusy, atLimit, atLimit, serverBusy};
+    for (int i = 0; i < runs.length; i++) {
+      k.engine(0).failure = runs[i];
+      k.await(k.node(0).submit(request("f" + i, prompt(10 + i, 200))));
+    }
+    s = k.watch(0);
+    assertEquals(3, s.failedInARow(), s.toString());
+    assertEquals(1, s.failing(), "the refusals between the busy answers reset their count: " + s);
   }
 
   @Test
