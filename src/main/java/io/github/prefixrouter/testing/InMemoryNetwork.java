@@ -209,22 +209,44 @@ public final class InMemoryNetwork {
   }
 
   /**
-   * Creates and registers the transport of {@code nodeId}. A node may be registered again after
-   * its previous transport was closed (a restart).
+   * Creates and registers the transport of {@code nodeId}, at its address {@link #addressOf}. A
+   * node may be registered again after its previous transport was closed (a restart).
    *
    * @param nodeId the node's id
    * @return the node's transport, not yet started
    * @throws IllegalStateException if an open transport already has this node id
    */
-  public synchronized Transport transport(String nodeId) {
-    PeerAddress a = addressOf(nodeId);
-    MemoryTransport old = byAddress.get(a.address());
-    if (old != null && !old.closed) {
-      throw new IllegalStateException("node " + nodeId + " already has an open transport");
+  public Transport transport(String nodeId) {
+    return transport(addressOf(nodeId));
+  }
+
+  /**
+   * Creates and registers the transport of node {@code address.nodeId()} at
+   * {@code address.address()}, any address no open transport has. A node may be registered
+   * again after its previous transport was closed (a restart), at another address too, as a
+   * process restarted on another host is: requests to its old address are then refused like any
+   * to an address nobody listens at.
+   *
+   * @param address the node's id and the address it listens at
+   * @return the node's transport, not yet started
+   * @throws IllegalStateException if an open transport already has this node id or this address
+   */
+  public synchronized Transport transport(PeerAddress address) {
+    Objects.requireNonNull(address, "address");
+    for (MemoryTransport open : byAddress.values()) {
+      if (!open.closed && open.address.nodeId().equals(address.nodeId())) {
+        throw new IllegalStateException(
+            "node " + address.nodeId() + " already has an open transport");
+      }
     }
-    MemoryTransport t = new MemoryTransport(a);
-    byAddress.put(a.address(), t);
-    crashed.remove(nodeId);
+    MemoryTransport old = byAddress.get(address.address());
+    if (old != null && !old.closed) {
+      throw new IllegalStateException(
+          "address " + address.address() + " already has an open transport");
+    }
+    MemoryTransport t = new MemoryTransport(address);
+    byAddress.put(address.address(), t);
+    crashed.remove(address.nodeId());
     return t;
   }
 

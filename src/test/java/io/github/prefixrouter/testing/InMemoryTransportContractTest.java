@@ -185,6 +185,29 @@ class InMemoryTransportContractTest {
   }
 
   @Test
+  void aNodeRestartedAtAnotherAddressIsReachedThereAndRefusedAtItsOldOne() {
+    Transport a = started("a");
+    Transport b = started("b");
+    PeerAddress moved = new PeerAddress("b", "mem:b-moved");
+    assertThrows(IllegalStateException.class, () -> net.transport(moved),
+        "a second open transport of node b");
+    assertThrows(IllegalStateException.class,
+        () -> net.transport(new PeerAddress("c", InMemoryNetwork.addressOf("b").address())),
+        "a second open transport at b's address");
+    b.close();
+    Transport again = net.transport(moved);
+    again.start((from, payload) -> CompletableFuture.completedFuture(new byte[] {7}));
+    assertEquals(moved, again.localAddress());
+    CompletableFuture<byte[]> old =
+        a.request(InMemoryNetwork.addressOf("b"), new byte[] {1}, Duration.ofSeconds(1));
+    CompletableFuture<byte[]> there = a.request(moved, new byte[] {2}, Duration.ofSeconds(1));
+    sim.runUntilIdle(1000);
+    assertEquals(TransportException.Kind.UNREACHABLE, kindOf(old),
+        "a request to b's old address, where nobody listens now");
+    assertEquals(7, there.join()[0], "b's answer at its new address");
+  }
+
+  @Test
   void anAnswerThatFindsItsRequestNoLongerPendingIsDroppedNotDelivered() {
     // such answers were counted as delivered to a pending request
     Transport a = started("a");

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.internal.route;
 
 import io.github.prefixrouter.internal.Durations;
+import io.github.prefixrouter.spi.PeerAddress;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
@@ -10,8 +11,9 @@ import java.util.concurrent.atomic.AtomicLongFieldUpdater;
  * What this node learned about each peer from its own forwarding: push-back and failure
  * cool-downs, requests outstanding there, the accuracy of its replica estimates, a round trip
  * measured on forwards (used until gossip has measured one), and what a forward there costs
- * beyond gossip's round trip. All of it is about one incarnation of the peer: a peer that
- * restarts (its gossip generation grows) starts with a fresh record ({@link #get(String, long)}).
+ * beyond gossip's round trip. All of it is about one incarnation of the peer, whose address it
+ * notes: a peer that restarts (its gossip generation grows) starts with a fresh record
+ * ({@link #get(String, long)}), which notes where the new process listens.
  */
 final class PeerHealth {
 
@@ -44,6 +46,14 @@ final class PeerHealth {
      * view has told it; set under the map's lock for the peer.
      */
     volatile long generation;
+    /**
+     * Where the incarnation this state is about listens, as the latest snapshot of the live
+     * peers that looked the state up for it, or the latest forward counted on it, gave; null
+     * while none has (or the view knows no incarnations). A peer that restarts may listen
+     * elsewhere (a process rescheduled on another host under its node id). Set under the map's
+     * lock for the peer.
+     */
+    volatile PeerAddress address;
     /**
      * Set when {@link PeerHealth#prune} forgets the peer: a snapshot of the live peers that
      * cached this state looks the peer up again ({@link PeerHealth#get(PeerSet, int)}).
@@ -308,7 +318,7 @@ final class PeerHealth {
   PeerState get(PeerSet peers, int i) {
     PeerState s = peers.states[i];
     if (s == null || s.discarded) {
-      s = get(peers.ids[i], peers.generation[i]);
+      s = get(peers.ids[i], peers.generation[i], peers.addresses[i]);
       peers.states[i] = s;
     }
     return s;
@@ -324,27 +334,49 @@ final class PeerHealth {
    * the current state.
    */
   PeerState get(String nodeId, long generation) {
+    return get(nodeId, generation, null);
+  }
+
+  /**
+   * As {@link #get(String, long)}, for a snapshot that shows the peer in incarnation {@code
+   * generation} at {@code address} (null: not told), which the state notes for that incarnation.
+   */
+  private PeerState get(String nodeId, long generation, PeerAddress address) {
     PeerState s = states.get(nodeId);
-    if (s != null && generation <= s.generation) {
+    if (s != null && (generation < s.generation
+        || (generation == s.generation && !newAddress(s, generation, address)))) {
       return s;
     }
-    return states.compute(nodeId, (k, st) -> about(st, generation));
+    return states.compute(nodeId, (k, st) -> about(st, generation, address));
   }
 
   /**
    * The state lookups for incarnation {@code generation} (0: unknown) find, given the state
    * held, {@code st} (null if none): a new one if none is held or {@code st} is about an earlier
-   * incarnation, else {@code st}, made about {@code generation} if no view had told it one. Run
-   * under the map's lock for the peer.
+   * incarnation, else {@code st}, made about {@code generation} if no view had told it one; at
+   * {@code address} (null: not told), if it is about {@code generation}. Run under the map's
+   * lock for the peer.
    */
-  private static PeerState about(PeerState st, long generation) {
+  private static PeerState about(PeerState st, long generation, PeerAddress address) {
     if (st == null || (st.generation != 0 && generation > st.generation)) {
       st = new PeerState();
     }
     if (generation > st.generation) {
       st.generation = generation;
     }
+    if (newAddress(st, generation, address)) {
+      st.address = address;
+    }
     return st;
+  }
+
+  /**
+   * Whether {@code address}, where a snapshot shows the peer in incarnation {@code generation},
+   * is news to {@code s}: it is about that incarnation (a known one) and notes another address.
+   */
+  private static boolean newAddress(PeerState s, long generation, PeerAddress address) {
+    return address != null && generation != 0 && generation == s.generation
+        && !address.equals(s.address);
   }
 
   /**
@@ -404,19 +436,23 @@ final class PeerHealth {
   }
 
   /**
-   * Counts a request forwarded to peer {@code nodeId}, decided over a snapshot that showed it in
-   * incarnation {@code generation} (0: unknown), on the state a lookup for that incarnation finds
-   * ({@link #get(String, long)}: made afresh if {@link #prune} has forgotten the peer or the
-   * state held is about an earlier incarnation), and returns that state, for the forward to count
-   * its end on and learn from its answer. Its {@link PeerState#generation} is the incarnation the
-   * forward goes to, the one its end reports to {@link #coolDownFailed(String, long, long, long)}
-   * and {@link #coolDownBusy(String, long, long, long)} (unless {@code generation} is 0: a
-   * snapshot that knows no incarnation reports none): later than {@code generation} if the
-   * peer restarted after the snapshot was taken. The request is sent now, to the new process, so
-   * it counts there, and its failure or push-back cools that process down. (It counted on the
-   * restarted peer's state while its cool-downs, reported for the snapshot's incarnation, skipped
-   * that state; and counted on a state about an earlier incarnation, made again by a forward to
-   * the old process that ended after a prune, it was on a state the next lookup replaced.)
+   * Counts a request forwarded to peer {@code to.nodeId()}, decided over a snapshot that showed
+   * it in incarnation {@code generation} (0: unknown) at {@code to}, on the state a lookup for
+   * that incarnation finds ({@link #get(String, long)}: made afresh if {@link #prune} has
+   * forgotten the peer or the state held is about an earlier incarnation), and returns that
+   * state, for the forward to count its end on and learn from its answer. Its
+   * {@link PeerState#generation} is the incarnation the forward goes to, the one its end reports
+   * to {@link #coolDownFailed(String, long, long, long)} and
+   * {@link #coolDownBusy(String, long, long, long)} (unless {@code generation} is 0: a snapshot
+   * that knows no incarnation reports none): later than {@code generation} if the peer restarted
+   * after the snapshot was taken. The request is sent now, to the new process, so it counts
+   * there, its failure or push-back cools that process down, and it goes to the address the
+   * state notes for that process ({@link PeerState#address}), not to {@code to}, where the old
+   * one listened. (It counted on the restarted peer's state while its cool-downs, reported for
+   * the snapshot's incarnation, skipped that state; counted on a state about an earlier
+   * incarnation, made again by a forward to the old process that ended after a prune, it was on
+   * a state the next lookup replaced; and sent to the old process's address, where a restarted
+   * peer may no longer listen, its failure to get there cooled the new process down.)
    *
    * <p>A forward that looked its peer's state up as a prune, over a snapshot of the live peers
    * that lacked the peer, removed that state (nothing outstanding there yet) counted itself on a
@@ -426,9 +462,9 @@ final class PeerHealth {
    * before {@link #prune} looks (which then keeps the state) or on the state that follows the
    * one it removed.
    */
-  PeerState forwarded(String nodeId, long generation) {
-    return states.compute(nodeId, (k, st) -> {
-      PeerState s = about(st, generation);
+  PeerState forwarded(PeerAddress to, long generation) {
+    return states.compute(to.nodeId(), (k, st) -> {
+      PeerState s = about(st, generation, to);
       s.forwarded();
       return s;
     });

@@ -922,7 +922,9 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   /**
-   * Sends {@code ex} to {@code to} as a new attempt and handles its answer. A {@code resend}
+   * Sends {@code ex} to {@code to} (where the peer's new process listens instead if it restarted
+   * since the decision's snapshot showed it in incarnation {@code generation}: see
+   * {@link PeerHealth#forwarded}) as a new attempt and handles its answer. A {@code resend}
    * (the same forward again, without streaming, to a peer that did not speak the streaming
    * FORWARD) is not counted as another attempt or forward.
    *
@@ -956,10 +958,14 @@ public final class RouterNode implements PrefixRouterNode {
       // record lookups find, which the attempt then keeps (st may have been pruned meanwhile);
       // that record's incarnation is the one the request goes to, a later one than the
       // decision's snapshot showed if the peer restarted since, and its end reports it (a
-      // snapshot that knows no incarnation, 0, still reports none)
-      PeerHealth.PeerState peer = health.forwarded(to.nodeId(), generation);
+      // snapshot that knows no incarnation, 0, still reports none); a restarted peer may
+      // listen elsewhere, so the request goes where the record notes the new process listens
+      // (the decision's address if it notes none)
+      PeerHealth.PeerState peer = health.forwarded(to, generation);
       long incarnation = generation == 0 ? 0 : peer.generation;
-      a = new Attempt(++ex.attemptSeq, to, peer, sentAt, matched, base, incarnation, guessed);
+      PeerAddress at = peer.address;
+      PeerAddress dest = incarnation > generation && at != null ? at : to;
+      a = new Attempt(++ex.attemptSeq, dest, peer, sentAt, matched, base, incarnation, guessed);
       a.gossipRtt = gossipRtt;
       a.timeout = timeout;
       a.rtt = rtt;
@@ -980,7 +986,7 @@ public final class RouterNode implements PrefixRouterNode {
     // a transport that ignored its timeout still holds the request: it is let go of
     Scheduler.Cancellable guard = schedule(limit + limit / 4 + 1_000_000L, () -> endForward(ex,
         a, new TransportException(TransportException.Kind.TIMEOUT,
-            "no answer from " + to + " within the forwarding timeout (transport guard)")));
+            "no answer from " + a.to + " within the forwarding timeout (transport guard)")));
     if (stream) {
       a.idle = schedule(timeout, () -> checkStreamIdle(ex, a));
     }
@@ -990,7 +996,7 @@ public final class RouterNode implements PrefixRouterNode {
     }
     CompletableFuture<byte[]> f;
     try {
-      f = transport.request(to, payload, Duration.ofNanos(limit));
+      f = transport.request(a.to, payload, Duration.ofNanos(limit));
       if (f == null) {
         f = CompletableFuture.failedFuture(new TransportException(
             TransportException.Kind.PROTOCOL, "transport returned no future"));
@@ -2601,7 +2607,8 @@ public final class RouterNode implements PrefixRouterNode {
     final double base;
     /**
      * The peer's incarnation it was sent to, that of {@code peer} ({@link PeerHealth#forwarded}),
-     * or 0 if the decision's snapshot knew none.
+     * or 0 if the decision's snapshot knew none; {@link #to} is where that incarnation listens,
+     * as far as this node knows.
      */
     final long generation;
     /** Whether the timeout was a guess: no sample covered the prompt's uncached part. */

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.spi.PeerAddress;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -23,6 +24,8 @@ class PeerCooldownRaceTest {
   static final long SHORT = 1_000_000L;
   static final long LONG = 1_000_000_000L;
   static final int ROUNDS = 20_000;
+  /** Where peer p1 listens. */
+  static final PeerAddress P1 = new PeerAddress("p1", "10.0.0.1:7070");
 
   /**
    * Runs {@code a} and {@code b} on two threads, released together, on a fresh state each round,
@@ -166,7 +169,7 @@ class PeerCooldownRaceTest {
     PeerHealth health = new PeerHealth();
     health.get("p1", 41); // the forward's decision
     health.prune(Set.of(), 0); // p1 is not live
-    PeerHealth.PeerState sentTo = health.forwarded("p1", 41);
+    PeerHealth.PeerState sentTo = health.forwarded(P1, 41);
     sentTo.observeAccuracy(320, 0, 0, 1e9); // a miss where the whole prompt was estimated
     sentTo.answered();
     health.coolDownFailed("p1", 41, 0, LONG);
@@ -188,7 +191,7 @@ class PeerCooldownRaceTest {
     health.get("p1", 42); // the forward's decision
     health.prune(Set.of(), 0); // p1 is not live
     health.coolDownFailed("p1", 41, 0, LONG); // a forward to the old process failed
-    PeerHealth.PeerState counted = health.forwarded("p1", 42);
+    PeerHealth.PeerState counted = health.forwarded(P1, 42);
     assertSame(health.get("p1", 42), counted,
         "counted on a record the next lookup for its incarnation replaces");
     assertEquals(1, counted.outstanding);
@@ -231,7 +234,7 @@ class PeerCooldownRaceTest {
       if (who == 0) {
         r.health.prune(Set.of(), 0);
       } else {
-        r.counted = r.health.forwarded("p1", 0);
+        r.counted = r.health.forwarded(P1, 0);
       }
     }, r -> r.health.get("p1") == r.counted && r.counted.outstanding == 1);
     assertEquals(0, lost, "rounds where the forward was counted on a state the prune forgot");

@@ -15,6 +15,7 @@ import io.github.prefixrouter.testing.ForwardingTransport;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.Test;
@@ -157,5 +158,51 @@ class PeerRestartTest extends TwoNodeForwardHarness {
     assertEquals(0, after.load(), after.toString());
     assertEquals(RouteDecision.SkipReason.BUSY_COOLDOWN, after.skipped(),
         "the restarted peer pushed back a forward sent to it and is not cooled down: " + after);
+  }
+
+  /**
+   * The same, where n1 comes back at another address under its node id (a pod rescheduled with
+   * a new IP address): the forward goes to the address the new process listens at, as the
+   * snapshot that showed the restart gave it. It went to the address of the decision's older
+   * snapshot, where nobody listens any more: refused as unreachable, it ran here, and the
+   * failure cooled the new process down, so n0 stopped forwarding to a healthy peer for
+   * {@code failureCooldown}.
+   */
+  @Test
+  void aForwardDecidedBeforeARestartGoesWhereTheNewIncarnationListens() {
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX).build();
+    view.generation = 41;
+    startNodes(cfg, cfg, UnaryOperator.identity());
+    PeerSet beforeRestart = view.livePeers();
+
+    // n1 restarts under its node id at another address; n0 decides over the new incarnation
+    PeerAddress moved = new PeerAddress("n1", "mem:n1-restarted");
+    CompletableFuture<Void> stopped = n1.stop();
+    while (!stopped.isDone() && sim.runNext()) {
+      // run the simulation
+    }
+    n1 = new RouterNode("n1", cfg, net.transport(moved), new ScopedForwardTest.RecordingEngine(),
+        sim, sim, new SplittableRandom(3), List.of(), new RouterNode.Components(
+            RequestLifecycleTest.NO_CACHE, new BlockChain(ScopedForwardTest.HASHER),
+            PeerView.NONE));
+    n1.start();
+    view.address = moved;
+    view.generation = 42;
+    assertEquals(RouteDecision.SkipReason.NONE, n1Candidate().skipped());
+
+    int[] t = OracleCluster.prompt(902, 320);
+    view.holds(CacheScope.DEFAULT, t);
+    view.snapshot = beforeRestart; // another thread's decision, over the older snapshot
+    CompletableFuture<InferenceResponse> f = n0.submit(InferenceRequest.of("moved", t));
+    view.snapshot = null;
+    while (!f.isDone() && sim.runNext()) {
+      // run the simulation
+    }
+    InferenceResponse r = f.join();
+    assertEquals("n1", r.servedBy(), "the forward went to n1's old address (fallback "
+        + r.fallbackCause() + ") rather than to " + moved);
+    RouteDecision.Candidate after = n1Candidate();
+    assertEquals(RouteDecision.SkipReason.NONE, after.skipped(),
+        "the restarted peer, healthy at " + moved + ", is cooled down: " + after);
   }
 }

@@ -62,6 +62,8 @@ class ScopedForwardTest extends TwoNodeForwardHarness {
     final Set<Long> held = new HashSet<>();
     /** n1's gossip generation, as the peer view reports it (0: unknown). */
     volatile long generation;
+    /** Where n1 listens, as the peer view reports it. */
+    volatile PeerAddress address = InMemoryNetwork.addressOf("n1");
     /**
      * If not null, the snapshot {@link #livePeers} returns: one taken earlier, as a decision on
      * another thread may still be deciding over after the view changed.
@@ -80,7 +82,7 @@ class ScopedForwardTest extends TwoNodeForwardHarness {
       if (fixed != null) {
         return fixed;
       }
-      return new PeerSet(new PeerAddress[] {InMemoryNetwork.addressOf("n1")}, new int[1],
+      return new PeerSet(new PeerAddress[] {address}, new int[1],
           new int[1], new int[1], new boolean[1], new boolean[1], new long[] {1_000_000},
           new long[1], new long[] {generation});
     }
