@@ -50,9 +50,9 @@ import java.util.List;
  *       reservation lasts until the miss is expected to end or until its run ends, whichever is
  *       first ({@link #release}): a run that ends early (answered, failed, cancelled or given up)
  *       no longer holds up the requests that follow.
- *   <li>Only routing attempts record (never {@code explain}); methods synchronize (short
- *       critical sections, two to four per cost-aware decision; no allocation but a bought
- *       miss's reservation).
+ *   <li>Only routing attempts and runs here record (never {@code explain}); methods
+ *       synchronize (short critical sections, two to four per cost-aware decision; no
+ *       allocation but a bought miss's reservation).
  * </ul>
  */
 final class LocalDemand {

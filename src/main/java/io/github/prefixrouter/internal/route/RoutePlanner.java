@@ -81,8 +81,9 @@ import java.util.function.Supplier;
  *       request at the mean service time and does not know that one of them is a long
  *       prefill), so requests arriving meanwhile go to a peer when that is cheaper than
  *       waiting; a run that ends sooner (answered, failed, cancelled or given up) ends the
- *       reservation with it. Demand, cache insertions and reservations are
- *       recorded only by real routing attempts, never by {@code explain}.
+ *       reservation with it. Demand and reservations are recorded only by real routing
+ *       attempts, cache insertions by every run the local engine takes (with or without a
+ *       decision to run it here), never by {@code explain}.
  *   <li>Cold prefixes (cost-aware only, when no eligible candidate holds any block): bounded-load
  *       rendezvous hashing of the first block hash over the local node and eligible peers, kept
  *       only if not slower than local by more than the configured slack; otherwise the cost
@@ -533,9 +534,25 @@ final class RoutePlanner {
   }
 
   /**
-   * The run recorded by {@link #runsHere} with {@code reservation} ended, however it ended
-   * (answered, failed, cancelled or given up): a bought miss no longer occupies the engine, even
-   * if it was expected to for longer. Nothing for a null reservation.
+   * Records that a request runs here with no routing decision to run it here (a forward that
+   * fell back to the local engine, a peer's final failure judged here, a request whose routing
+   * threw): under local caching, the {@code promptTokens − cachedTokens} it inserts into the
+   * local cache count in the turnover as those of a decided run do ({@link
+   * #runsHere(RouteDecision)}); nothing is reserved, as only a bought miss reserves the engine.
+   * {@code cachedTokens}: the local index's match of the prompt, or negative if unknown (the
+   * whole prompt counts). The node records it once its engine has taken the run.
+   */
+  void runsHere(int promptTokens, int cachedTokens) {
+    if (config.policy() != RoutingPolicy.COST_AWARE || !config.localCaching()) {
+      return;
+    }
+    demand.inserted(promptTokens - Math.max(0, cachedTokens), clock.nanoTime());
+  }
+
+  /**
+   * The run recorded by {@link #runsHere(RouteDecision)} with {@code reservation} ended,
+   * however it ended (answered, failed, cancelled or given up): a bought miss no longer occupies
+   * the engine, even if it was expected to for longer. Nothing for a null reservation.
    */
   void runEnded(LocalDemand.Reservation reservation) {
     if (reservation != null) {

@@ -1506,10 +1506,12 @@ public final class RouterNode implements PrefixRouterNode {
   /**
    * Runs {@code ex} on the local engine; {@code probe}: the run holds the stalled or failing
    * engine's probe ({@link EngineWatch#takeProbe}), given back when it ends, or at once if it
-   * does not start; {@code decision}: the routing decision to run it here, whose run local
-   * caching records ({@link RoutePlanner#runsHere}) once the engine has taken it, or null. A
-   * request abandoned before its run, or whose run the engine refuses at once, records no run;
-   * a bought miss's reservation ends with its run.
+   * does not start; {@code decision}: the routing decision to run it here, or null (a forward
+   * that fell back here, a peer's final failure judged here, routing that threw). Local caching
+   * records the run ({@link RoutePlanner#runsHere}) once the engine has taken it, with or
+   * without a decision: a run with none counts the tokens the local index's match leaves
+   * uncached, and reserves nothing. A request abandoned before its run, or whose run the engine
+   * refuses at once, records no run; a bought miss's reservation ends with its run.
    */
   private void runLocal(Execution ex, boolean probe, RouteDecision decision) {
     if (ex.done.get()) {
@@ -1569,7 +1571,9 @@ public final class RouterNode implements PrefixRouterNode {
     };
     CompletableFuture<EngineResult> f;
     boolean idle = engineLoad().total() == 0;
-    int cachedHere = localMatch(ex); // for an engine that reports no cached count
+    // for an engine that reports no cached count, and the cache turnover of a run with no
+    // decision (below)
+    int cachedHere = localMatch(ex);
     long started = clock.nanoTime();
     engineWatch.started(started);
     try {
@@ -1592,12 +1596,17 @@ public final class RouterNode implements PrefixRouterNode {
     } catch (Throwable e) { // thrown on, an Error or a checked exception left the request open
       f = CompletableFuture.failedFuture(e);
     }
-    if (decision != null && !f.isCompletedExceptionally()) {
-      // the engine took the run: local caching counts its tokens into the cache turnover and
-      // reserves the engine for a bought miss (before the run can end: endRun releases it). A
-      // run refused at once inserted nothing and occupies nothing
+    if (!f.isCompletedExceptionally()) {
+      // the engine took the run: local caching counts its tokens into the cache turnover, and
+      // reserves the engine for a bought miss (before the run can end: endRun releases it); a
+      // run with no decision here counts the tokens the local index did not hold. A run
+      // refused at once inserted nothing and occupies nothing
       try {
-        reservation.set(planner.runsHere(decision));
+        if (decision != null) {
+          reservation.set(planner.runsHere(decision));
+        } else {
+          planner.runsHere(ex.request.length(), cachedHere);
+        }
       } catch (Throwable e) { // the run goes on and is answered all the same
         LOG.warn("node {}: recording the run of {} for local caching failed", nodeId, id, e);
       }
