@@ -17,6 +17,14 @@ package io.github.prefixrouter;
  * <p>Implementations must not block: the caller may be a transport or engine thread. A listener
  * that hands the pieces to a writer queue, for example an HTTP response streamed to the client,
  * fits that rule. The arrays passed are not reused by the caller and may be kept.
+ *
+ * <p>In particular a listener given to {@link PrefixRouterNode#submit(InferenceRequest,
+ * OutputListener)} must not wait for the node's stop ({@link PrefixRouterNode#close()}, or
+ * {@code join()} or {@code get()} of {@link PrefixRouterNode#stop()}'s future): the stop waits
+ * for the request's answer, which is given only after the piece being delivered. Such a wait
+ * throws an {@link IllegalStateException} naming the listener instead of waiting for ever; let
+ * through, it abandons the request as any exception the listener throws does. A listener that
+ * wants the node stopped calls {@code stop()} without waiting.
  */
 @FunctionalInterface
 public interface OutputListener {

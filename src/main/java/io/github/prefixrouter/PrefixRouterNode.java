@@ -96,8 +96,10 @@ public interface PrefixRouterNode extends AutoCloseable {
    * that comes while {@link #start()} is starting the transport and gossip (on another thread,
    * or from inside the transport's start) completes once they have started and been stopped
    * again, so none runs on after the stop. Waiting for it from inside the transport's start or
-   * close, on the thread the node called them on, throws instead of waiting for ever (see
-   * {@link #close()}).
+   * close, or from inside a call the node makes while it holds the answer to a request it
+   * accepted (the engine's {@code execute}, {@code cancel} or {@code load}, the output
+   * listener, a function depending on the future {@link #submit} returned), on the thread the
+   * node called them on, throws instead of waiting for ever (see {@link #close()}).
    *
    * @return a future completed when the node is {@link State#STOPPED}; the same future on every
    *     call
@@ -258,8 +260,22 @@ public interface PrefixRouterNode extends AutoCloseable {
    * that depend on it), and the stop goes on without the wait. A transport that gives up in
    * its start calls {@link #stop()} without waiting, and the node stops once the start returns.
    *
+   * <p>The same holds inside the calls the node makes while it holds the answer to a request it
+   * accepted, which the stop waits for and which comes only once the call returns: the engine's
+   * {@link io.github.prefixrouter.spi.InferenceEngine#load load} as the node routes the request,
+   * its {@link io.github.prefixrouter.spi.InferenceEngine#execute execute} of the request, its
+   * {@link io.github.prefixrouter.spi.InferenceEngine#cancel cancel} as the node ends it, the
+   * request's {@link OutputListener}, a function depending on the future {@link #submit}
+   * returned that runs as the node completes it (or, for a peer's request, the transport's
+   * handling of the answer), and the transport's {@code send} of a CANCEL of the request or a
+   * piece of its output. There this method throws too, naming the call; the request is answered
+   * once the call returns (one that lets the exception through fails as it would with any
+   * exception: the engine's execute fails the request, the listener's abandons it), and the
+   * node stops then. Call {@link #stop()} there, without waiting.
+   *
    * @throws IllegalStateException if called from inside the transport's {@code start()} or
-   *     {@code close()} on the thread the node called it on
+   *     {@code close()}, or from inside one of the calls above while the request is unanswered,
+   *     on the thread the node called it on
    */
   @Override
   void close();

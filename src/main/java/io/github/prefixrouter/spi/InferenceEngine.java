@@ -33,6 +33,13 @@ import java.util.concurrent.CompletableFuture;
  *   <li>{@link #load()} is cheap and never blocks: the library calls it on its hot path.
  *   <li>Implementations are thread-safe: the library calls every method from request threads,
  *       transport threads and scheduler tasks at once. Arguments are never null.
+ *   <li>{@link #execute}, {@link #cancel} and {@link #load} never wait for the node's stop
+ *       ({@code close()}, or {@code join()} or {@code get()} of {@code stop()}'s future): the
+ *       node calls them holding the answer to a request (it runs the request, ends it, or routes
+ *       it), which the stop waits for and which comes only after they return. Such a wait,
+ *       on the thread the node called them on, throws an {@link IllegalStateException} naming
+ *       the call instead of waiting for ever (let through by {@code execute}, it fails the
+ *       request); an engine that gives up calls {@code stop()} without waiting.
  * </ul>
  */
 public interface InferenceEngine {

@@ -73,6 +73,11 @@ public interface Transport extends AutoCloseable {
   /**
    * Sends a one-way message (gossip). Best effort: it may be lost, duplicated or reordered.
    *
+   * <p>The node also sends a request's CANCEL and pieces of its streamed output here, some of
+   * them while it holds the request's answer, which its stop waits for, until this returns: a
+   * wait for the node's stop here then, on the thread the node called it on, throws an
+   * {@link IllegalStateException} instead of waiting for ever, as in {@link #close()}.
+   *
    * @param to the receiving peer
    * @param payload the message bytes
    */
@@ -118,6 +123,10 @@ public interface Transport extends AutoCloseable {
      * exceptional completion is reported to the requester as a failure (one with a
      * {@code PROTOCOL} {@link TransportException} as {@code PROTOCOL}, with its message). Must
      * not block; may call the transport's {@link Transport#send} and {@link Transport#request}.
+     *
+     * <p>The node completes the returned future holding the request's answer, which its stop
+     * waits for: a wait for the node's stop in what depends on the future, on the thread that
+     * completes it, throws an {@link IllegalStateException} instead of waiting for ever.
      *
      * @param from the sender, as the transport authenticated it
      * @param payload the request bytes

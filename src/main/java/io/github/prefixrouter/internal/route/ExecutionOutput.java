@@ -78,6 +78,11 @@ final class ExecutionOutput {
   private final AtomicInteger wip = new AtomicInteger();
   /** What the sink threw, once it did (it is not called again). */
   private volatile Throwable sinkFailure;
+  /**
+   * The thread inside the sink's call, while it runs, else null: set and cleared by that
+   * thread, which alone drains at a time, so it reads its own marker right (a plain field).
+   */
+  private Thread deliveringOn;
 
   /**
    * @param sink where the output goes
@@ -113,6 +118,14 @@ final class ExecutionOutput {
    */
   Throwable sinkFailure() {
     return sinkFailure;
+  }
+
+  /**
+   * The thread calling the sink now, or null; right when read by the thread it names (the
+   * execution's answer waits for that call: a wait for the node's stop there never ends).
+   */
+  Thread deliveringOn() {
+    return deliveringOn;
   }
 
   /** What the disagreement was, once {@link Verdict#DIVERGED} was returned. */
@@ -286,10 +299,13 @@ final class ExecutionOutput {
           if (sinkFailure != null || future.isDone()) {
             continue;
           }
+          deliveringOn = Thread.currentThread();
           try {
             sink.onOutput(d.tokens, d.text);
+            deliveringOn = null;
           } catch (Throwable e) { // a checked exception thrown undeclared too: else it left
             // the queue taken for ever, and the completion queued behind this piece never ran
+            deliveringOn = null;
             sinkFailure = e;
             fail(e);
           }

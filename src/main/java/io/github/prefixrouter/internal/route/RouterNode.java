@@ -639,10 +639,16 @@ public final class RouterNode implements PrefixRouterNode {
    * ({@code join()}, {@code get()}; {@link #close} is such a wait) on the thread that is
    * starting or stopping the transport and gossip, from inside them (a transport's
    * {@code start()} or {@code close()} that closes the node), would never end: the stop
-   * completes only once that thread is done with them, after the call returns. It throws an
-   * {@link IllegalStateException} naming the problem instead, and the stop goes on: a stop
-   * asked for inside the start is done when the start returns (or fails), as one asked for on
-   * another thread; one inside the close completes once the close returns (or throws).
+   * completes only once that thread is done with them, after the call returns. So would one
+   * on a thread inside host code the node called while holding the answer to a request it
+   * accepted ({@link #heldCall}), which the stop waits for: the engine's {@code load},
+   * {@code execute} or {@code cancel}, the client's output listener, what depends on the future
+   * {@code submit} returned (a peer's request: the transport's handling of the answer), the
+   * transport's send of a CANCEL or a STREAM. It throws an {@link IllegalStateException}
+   * naming the problem instead, and the stop goes on: a stop asked for inside the start is
+   * done when the start returns (or fails), as one asked for on another thread; one inside the
+   * close completes once the close returns (or throws); one inside a call holding an answer
+   * once the request is answered, after the call returns.
    */
   private final class StopFuture<T> extends CompletableFuture<T> {
     @Override
@@ -663,13 +669,56 @@ public final class RouterNode implements PrefixRouterNode {
     }
 
     private void checkWaitCanEnd() {
-      if (!isDone() && Thread.currentThread() == partsThread) {
+      if (isDone()) {
+        return;
+      }
+      Thread me = Thread.currentThread();
+      String call = me == partsThread ? partsCall : heldCall(me);
+      if (call != null) {
         throw new IllegalStateException("node " + nodeId + ": a wait for its stop (close(), or"
-            + " join() or get() of stop()'s future) on the thread " + partsCall
+            + " join() or get() of stop()'s future) on the thread " + call
             + " would never end: the stop completes only after that call returns; call stop()"
             + " there without waiting");
       }
     }
+  }
+
+  /**
+   * What {@code thread} is doing inside host code while it holds the answer to a request taken
+   * on and not yet answered, for the failure of a wait for the stop there; null if it holds
+   * none. Looked up only when such a wait begins, among the requests taken on.
+   */
+  private String heldCall(Thread thread) {
+    for (Execution ex : live) {
+      String id = ex.request.id();
+      if (ex.answeringOn == thread) {
+        return ex.fromPeer
+            ? "answering request " + id + " of peer " + ex.tried[0] + " (inside the transport's"
+                + " handling of the answer)"
+            : "completing the future submit returned for request " + id + " (inside a function"
+                + " depending on it)";
+      }
+      if (ex.cancellingOn == thread) {
+        return "ending request " + id + " (inside InferenceEngine.cancel)";
+      }
+      if (ex.cancelSendingOn == thread) {
+        return "ending an attempt of request " + id + " (inside Transport.send of its CANCEL)";
+      }
+      ExecutionOutput out = ex.out;
+      if (out != null && out.deliveringOn() == thread) {
+        return out.sink() instanceof StreamSender
+            ? "streaming the output of request " + id + " to peer " + ex.tried[0]
+                + " (inside Transport.send)"
+            : "delivering the output of request " + id + " (inside OutputListener.onOutput)";
+      }
+      if (ex.executingOn == thread) {
+        return "running request " + id + " (inside InferenceEngine.execute)";
+      }
+      if (ex.loadingOn == thread) {
+        return "routing request " + id + " (inside InferenceEngine.load)";
+      }
+    }
+    return null;
   }
 
   private void executionEnded() {
@@ -751,8 +800,7 @@ public final class RouterNode implements PrefixRouterNode {
     }
     // the request's first decision counts it in local-caching demand; those after it do not
     boolean entered = ex.firstDecision == null;
-    RouteDecision d = planner.decide(ex.scopeRoot, ex.request.params().hasStops(),
-        PromptArrays.shared(ex.request), ex.hops, tried, triedCount, ps, entered);
+    RouteDecision d = decide(ex, tried, triedCount, ps, entered);
     if ((decisions.incrementAndGet() & 1023) == 0) {
       pruneHealth(ps[0]);
     }
@@ -764,8 +812,7 @@ public final class RouterNode implements PrefixRouterNode {
       // (still local with no eligible peer)
       probe = engineWatch.takeProbe();
       if (probe == EngineWatch.PROBE_TAKEN) {
-        d = planner.decide(ex.scopeRoot, ex.request.params().hasStops(),
-            PromptArrays.shared(ex.request), ex.hops, tried, triedCount, ps, false);
+        d = decide(ex, tried, triedCount, ps, false);
       }
     }
     if (d.reason() == RouteDecision.Reason.LOCAL_ENGINE_STALLED
@@ -799,6 +846,34 @@ public final class RouterNode implements PrefixRouterNode {
     } else {
       int i = ps[0].indexOf(d.targetNodeId());
       forward(ex, d.target(), ps[0], i);
+    }
+  }
+
+  /**
+   * The planner's decision for {@code ex}, marked for {@link StopFuture} while it reads the
+   * engine's load (this thread holds {@code ex}'s answer).
+   */
+  private RouteDecision decide(Execution ex, String[] tried, int triedCount, PeerSet[] ps,
+      boolean entered) {
+    ex.loadingOn = Thread.currentThread();
+    try {
+      return planner.decide(ex.scopeRoot, ex.request.params().hasStops(),
+          PromptArrays.shared(ex.request), ex.hops, tried, triedCount, ps, entered);
+    } finally {
+      ex.loadingOn = null;
+    }
+  }
+
+  /**
+   * {@link #engineLoad}, read as {@code ex} starts running here, marked for {@link StopFuture}
+   * (this thread holds {@code ex}'s answer).
+   */
+  private EngineLoad loadFor(Execution ex) {
+    ex.loadingOn = Thread.currentThread();
+    try {
+      return engineLoad();
+    } finally {
+      ex.loadingOn = null;
     }
   }
 
@@ -1228,7 +1303,7 @@ public final class RouterNode implements PrefixRouterNode {
     if (a.endedAsSuspected) {
       // suspected is not dead (lost gossip, a delay spike, a one-way partition): a peer still
       // running the request would generate its whole answer for nobody
-      sendCancel(ex, a.to);
+      sendCancelHolding(ex, a.to);
     }
     long now = clock.nanoTime();
     FallbackCause cause;
@@ -1251,7 +1326,7 @@ public final class RouterNode implements PrefixRouterNode {
                 config.failureCooldown().toNanos());
           }
           a.peer.timedOut();
-          sendCancel(ex, a.to);
+          sendCancelHolding(ex, a.to);
         }
         case BUSY -> {
           if (t instanceof InFlightLimitException) {
@@ -1570,12 +1645,13 @@ public final class RouterNode implements PrefixRouterNode {
       }
     };
     CompletableFuture<EngineResult> f;
-    boolean idle = engineLoad().total() == 0;
+    boolean idle = loadFor(ex).total() == 0;
     // for an engine that reports no cached count, and the cache turnover of a run with no
     // decision (below)
     int cachedHere = localMatch(ex);
     long started = clock.nanoTime();
     engineWatch.started(started);
+    ex.executingOn = Thread.currentThread();
     try {
       if (out == null && !held && !engineWatch.watching()) {
         f = engine.execute(ex.request);
@@ -1595,6 +1671,8 @@ public final class RouterNode implements PrefixRouterNode {
       }
     } catch (Throwable e) { // thrown on, an Error or a checked exception left the request open
       f = CompletableFuture.failedFuture(e);
+    } finally {
+      ex.executingOn = null;
     }
     if (!f.isCompletedExceptionally()) {
       // the engine took the run: local caching counts its tokens into the cache turnover, and
@@ -1618,7 +1696,7 @@ public final class RouterNode implements PrefixRouterNode {
     }
     // a run that got a slot at once (the engine was idle, or nothing waits after it was
     // submitted) times the engine's service, for engines that report no timings
-    boolean atOnce = !f.isDone() && (idle || engineLoad().queueDepth() == 0);
+    boolean atOnce = !f.isDone() && (idle || loadFor(ex).queueDepth() == 0);
     long limit = config.engineTimeout().toNanos();
     Scheduler.Cancellable guard = schedule(limit, () -> {
       if (!ex.claim(seq)) {
@@ -1627,7 +1705,7 @@ public final class RouterNode implements PrefixRouterNode {
         endRun.run();
         return;
       }
-      cancelOnEngine(ex);
+      cancelHolding(ex);
       endRun.run(); // abandoned: whatever the engine still does for it is not this execution's
       complete(ex, null, nodeId, false, new EngineTimeoutException(
           "no answer within engineTimeout " + config.engineTimeout(), null));
@@ -1846,9 +1924,9 @@ public final class RouterNode implements PrefixRouterNode {
       // the CANCEL is sent: a transport at its limit for the peer would drop the CANCEL, and
       // the peer would generate the whole answer for nobody
       letGo(fwd);
-      sendCancel(ex, fwd.to);
+      sendCancelHolding(ex, fwd.to);
     } else {
-      cancelOnEngine(ex);
+      cancelHolding(ex);
     }
     complete(ex, null, nodeId, false, why);
   }
@@ -1863,6 +1941,32 @@ public final class RouterNode implements PrefixRouterNode {
       transport.send(to, ForwardCodec.cancel(ex.request.id(), ex.origin));
     } catch (Throwable e) {
       LOG.debug("node {}: cancel to {} failed", nodeId, to, e);
+    }
+  }
+
+  /**
+   * {@link #sendCancel}, by a thread that holds {@code ex}'s answer (it claimed the attempt or
+   * the execution's end): marked for {@link StopFuture} while the transport sends.
+   */
+  private void sendCancelHolding(Execution ex, PeerAddress to) {
+    ex.cancelSendingOn = Thread.currentThread();
+    try {
+      sendCancel(ex, to);
+    } finally {
+      ex.cancelSendingOn = null;
+    }
+  }
+
+  /**
+   * {@link #cancelOnEngine}, by a thread that holds {@code ex}'s answer (it claimed the
+   * execution's end): marked for {@link StopFuture} while the engine cancels.
+   */
+  private void cancelHolding(Execution ex) {
+    ex.cancellingOn = Thread.currentThread();
+    try {
+      cancelOnEngine(ex);
+    } finally {
+      ex.cancellingOn = null;
     }
   }
 
@@ -1988,7 +2092,12 @@ public final class RouterNode implements PrefixRouterNode {
         return;
       }
       if (out == null) {
-        answer(ex, result, wasForwarded, resp);
+        ex.answeringOn = Thread.currentThread(); // as answerOn, without a lambda per answer
+        try {
+          answer(ex, result, wasForwarded, resp);
+        } finally {
+          ex.answeringOn = null;
+        }
         return;
       }
       // the answer's last pieces go to the sink first: a listener that throws on them fails
@@ -2082,18 +2191,31 @@ public final class RouterNode implements PrefixRouterNode {
    */
   private boolean settle(Execution ex, ExecutionOutput out, Runnable completion) {
     if (out == null) {
-      completion.run();
+      answerOn(ex, completion);
       return false;
     }
     out.complete(() -> {
       try {
-        completion.run();
+        answerOn(ex, completion);
       } finally {
         ended(ex);
       }
     });
     out.drain();
     return true;
+  }
+
+  /**
+   * Runs {@code completion}, which completes {@code ex}'s future, marked for
+   * {@link StopFuture}: what depends on the future runs here, before the execution ends.
+   */
+  private static void answerOn(Execution ex, Runnable completion) {
+    ex.answeringOn = Thread.currentThread();
+    try {
+      completion.run();
+    } finally {
+      ex.answeringOn = null;
+    }
   }
 
   // ---------------------------------------------------------------- serving peers
@@ -2784,6 +2906,23 @@ public final class RouterNode implements PrefixRouterNode {
     volatile PeerEngineFailure peerRefusal;
     /** Set (under the lock) when {@code abandon} claimed an attempt: no attempt starts after. */
     boolean ending;
+    /*
+     * The thread inside each call of host code that holds this execution's answer, while it
+     * runs, else null: the answer, which a stop waits for, comes only once the call returns, so
+     * a wait for the stop there would never end ({@link StopFuture}). Plain fields: each is set
+     * to the calling thread before the call and cleared by it after, so a thread reading its
+     * own marker always sees it right (another's write never names it).
+     */
+    /** The thread reading the engine's load ({@code InferenceEngine.load}) to route or run it. */
+    Thread loadingOn;
+    /** The thread running its {@code InferenceEngine.execute}. */
+    Thread executingOn;
+    /** The thread cancelling its run ({@code InferenceEngine.cancel}) as it ends it. */
+    Thread cancellingOn;
+    /** The thread sending a CANCEL of it ({@code Transport.send}) as it ends an attempt. */
+    Thread cancelSendingOn;
+    /** The thread completing its future (and running what depends on it). */
+    Thread answeringOn;
 
     Execution(InferenceRequest request, int hops, String sender, String origin) {
       this.request = request;
