@@ -56,8 +56,9 @@ import java.util.concurrent.CompletionException;
 /**
  * One deterministic fault-injection run: a cluster of real routing nodes on one simulated clock,
  * an {@link InMemoryNetwork} and {@link SimulatedEngine}s, driven through a {@link FaultPlan}
- * (network faults, partitions, crash and restart, slow and failing engines, pauses), then healed
- * and checked against the invariants of {@code docs/reliability.md}.
+ * (network faults, partitions, crash and restart at the node's address or a new one, slow and
+ * failing engines, pauses), then healed and checked against the invariants of
+ * {@code docs/reliability.md}.
  *
  * <p>Two wirings of the peer view:
  * <ul>
@@ -94,7 +95,8 @@ final class FaultCluster {
       long selfManagedExecutions, long selfManagedEvictions, long otherModelRefusals,
       long engineStalls, long stallReroutes, long stallRefusals, long failingSpells,
       long probes, long failingReroutes, long failingRefusals, long outageFailures,
-      int recoveryRequests, long generationsRefuted) {}
+      int recoveryRequests, long generationsRefuted, long restartsAtNewAddress,
+      long forwardsToLeftAddresses, long othersToLeftAddresses) {}
 
   /** The chain root of each scope the plans draw, for the stale view's hasher. */
   private static final Map<Long, CacheScope> SCOPE_OF_ROOT = new HashMap<>();
@@ -122,6 +124,8 @@ final class FaultCluster {
   private final Link[][] links;
   private boolean healed;
   private long crashes;
+  /** Restarts that brought a node back at a new address. */
+  private long restartsAtNewAddress;
   /** Scoped FORWARDs rejected by a node from before scopes. */
   private long scopedRejections;
   /** FORWARDs with stops (version 4) rejected by a node from before scopes. */
@@ -139,6 +143,8 @@ final class FaultCluster {
     final String id;
     final int generation;
     final String key;
+    /** Where it listens: its node's first address, or a new one a restart brought it back at. */
+    final PeerAddress address;
     final SimulatedEngine simEngine;
     final FaultyEngine engine;
     final WatchedTransport transport;
@@ -159,11 +165,12 @@ final class FaultCluster {
     boolean retired;
     int acceptedHere;
 
-    Instance(int index, int generation) {
+    Instance(int index, int generation, PeerAddress address) {
       this.index = index;
       this.id = ids[index];
       this.generation = generation;
       this.key = id + "#" + generation;
+      this.address = address;
       long s = plan.seed * 31 + index * 1_000_003L + generation;
       int slow = plan.slowFactor[index];
       selfManaged = plan.selfManaged[index];
@@ -189,7 +196,7 @@ final class FaultCluster {
         engine.outage(plan.outageFrom[index], plan.outageUntil[index],
             plan.outageFailNanos[index]);
       }
-      Transport wire = net.transport(id);
+      Transport wire = net.transport(address);
       if (plan.beforeScopes == index && generation == 1) {
         wire = io.github.prefixrouter.internal.route.BeforeScopesTransport.wrap(wire, () -> true,
             new io.github.prefixrouter.internal.route.BeforeScopesTransport.Observer() {
@@ -208,10 +215,16 @@ final class FaultCluster {
             });
       }
       transport = new WatchedTransport(id, key, wire, inv, clock);
+      // seeds: the first two nodes; in runs whose restarts may move nodes, every other node,
+      // each at the address it listens at as this instance starts (a list written as the
+      // process starts; a seed that moves later stays named at the address it left). No list
+      // written once holds when nodes move: two nodes restarted at new addresses, each naming
+      // the other where it was, and a third knowing both only where they were, never meet
+      // (docs/reliability.md, "restarts at a new address")
       List<PeerAddress> seeds = new ArrayList<>();
-      for (int j = 0; j < Math.min(2, n); j++) {
+      for (int j = 0; j < (plan.newAddressShare > 0 ? n : Math.min(2, n)); j++) {
         if (j != index) {
-          seeds.add(InMemoryNetwork.addressOf(ids[j]));
+          seeds.add(current[j] != null ? current[j].address : InMemoryNetwork.addressOf(ids[j]));
         }
       }
       SplittableRandom random = new SplittableRandom(s ^ 0x5DEECE66DL);
@@ -325,7 +338,11 @@ final class FaultCluster {
 
   /** A run whose engines misbehave on purpose: checks that the invariants can fail. */
   static Outcome run(long seed, Wiring wiring, FaultyEngine.Sabotage sabotage) {
-    FaultPlan plan = new FaultPlan(seed);
+    return run(new FaultPlan(seed), wiring, sabotage);
+  }
+
+  /** The run of {@code plan}. */
+  static Outcome run(FaultPlan plan, Wiring wiring, FaultyEngine.Sabotage sabotage) {
     FaultCluster c = new FaultCluster(plan, wiring);
     c.sabotage = sabotage;
     if (sabotage == FaultyEngine.Sabotage.CREDIT_FORWARDED) {
@@ -360,7 +377,7 @@ final class FaultCluster {
   private Outcome doExecute() {
     applyNetwork();
     for (int i = 0; i < n; i++) {
-      current[i] = new Instance(i, 1);
+      current[i] = new Instance(i, 1, InMemoryNetwork.addressOf(ids[i]));
       all.add(current[i]);
     }
     for (Instance in : current) {
@@ -498,7 +515,8 @@ final class FaultCluster {
         (int) accepted.values().stream().filter(a -> a.request.params().hasStops()).count(),
         stopsRejections, plan.selfManagedCount(), selfManagedExecutions, selfManagedEvictions,
         otherModelRefusals, watch[0], watch[1], watch[2], failingCounts[0], failingCounts[1],
-        failingCounts[2], failingCounts[3], failingCounts[4], recoveryRequests, refuted));
+        failingCounts[2], failingCounts[3], failingCounts[4], recoveryRequests, refuted,
+        restartsAtNewAddress, inv.forwardsToLeftAddresses, inv.othersToLeftAddresses));
   }
 
   /**
@@ -1094,7 +1112,15 @@ final class FaultCluster {
     old.retired = true;
     old.transport.inner().close();
     old.node.stop();
-    Instance fresh = new Instance(x, old.generation + 1);
+    // back at the address it had, or at a new one (a pod rescheduled with a new IP address):
+    // its old address, its transport closed, then refuses what is sent there
+    PeerAddress address = old.address;
+    if (plan.restartsAtNewAddress(x, old.generation)) {
+      address = new PeerAddress(old.id, "mem:" + old.id + "~" + old.generation);
+      restartsAtNewAddress++;
+      inv.leftAddresses.add(old.address.address());
+    }
+    Instance fresh = new Instance(x, old.generation + 1, address);
     current[x] = fresh;
     all.add(fresh);
     fresh.node.start();
@@ -1153,7 +1179,8 @@ final class FaultCluster {
   /**
    * A peer view fed by simulated gossip: every interval (jittered) the node hears from each
    * peer whose messages can reach it now (not crashed, not cut, not lost on the link), and then
-   * learns that peer's real cache, load and incarnation as of that moment. Peers it has not heard from for
+   * learns that peer's real cache, load and incarnation as of that moment, and the address it
+   * listens at (a restart may have moved it). Peers it has not heard from for
    * {@code peerDeadAfter} disappear.
    */
   private final class StaleView implements PeerView {
@@ -1161,7 +1188,7 @@ final class FaultCluster {
     private final TreeMap<String, Known> known = new TreeMap<>();
 
     private record Known(long heardAt, long[] blockIds, int queue, int inFlight,
-        boolean overloaded, long generation) {}
+        boolean overloaded, long generation, PeerAddress address) {}
 
     StaleView(Instance self) {
       this.self = self;
@@ -1181,7 +1208,8 @@ final class FaultCluster {
           }
           EngineLoad l = peer.engine.load();
           known.put(peer.id, new Known(now, peer.simEngine.cachedBlockIds(), l.queueDepth(),
-              l.inFlight(), l.queueDepth() >= config.highWatermark(), peer.generation));
+              l.inFlight(), l.queueDepth() >= config.highWatermark(), peer.generation,
+              peer.address));
         }
       }
       long interval = config.gossipInterval().toNanos();
@@ -1204,7 +1232,7 @@ final class FaultCluster {
       int i = 0;
       for (Map.Entry<String, Known> e : known.entrySet()) {
         Known k = e.getValue();
-        a[i] = InMemoryNetwork.addressOf(e.getKey());
+        a[i] = k.address();
         slots[i] = i;
         q[i] = k.queue();
         f[i] = k.inFlight();

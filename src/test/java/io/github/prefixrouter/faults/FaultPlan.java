@@ -133,6 +133,13 @@ final class FaultPlan {
   final boolean steppedBack;
   /** How far below the last one each restart's generation is, in microseconds; 0 if none. */
   final long stepBackMicros;
+  /**
+   * The share of restarts that bring a node back at a new address (a rescheduled pod with a new
+   * IP address): 0, 1/2 or every restart; the others bring it back at the address it had.
+   */
+  final double newAddressShare;
+  /** The seed of the draws {@link #restartsAtNewAddress} makes. */
+  private final long newAddressSeed;
   static final int NO_MODEL_IDS = -1;
   static final int ONE_MODEL_ID = -2;
 
@@ -147,6 +154,15 @@ final class FaultPlan {
   }
 
   FaultPlan(long seed) {
+    this(seed, true);
+  }
+
+  /**
+   * The plan of {@code seed}; without {@code newAddresses}, every restart brings its node back
+   * at the address it had, as in the plans drawn before restarts at new addresses: the run the
+   * seed gave then.
+   */
+  FaultPlan(long seed, boolean newAddresses) {
     this.seed = seed;
     SplittableRandom r = new SplittableRandom(seed ^ 0x6A09E667F3BCC908L);
     nodes = r.nextInt(8) == 0 ? 8 + r.nextInt(9) : 3 + r.nextInt(5);
@@ -293,6 +309,12 @@ final class FaultPlan {
     SplittableRandom clocks = new SplittableRandom(seed ^ 0x510E527FADE682D1L);
     steppedBack = clocks.nextInt(4) == 0;
     stepBackMicros = steppedBack ? 1 + clocks.nextLong(1_000_000_000L) : 0;
+    // and restarts at a new address from a ninth: a seed that draws none is the run it was
+    SplittableRandom moves = new SplittableRandom(seed ^ 0x1F83D9ABFB41BD6BL);
+    double[] moveShares = {0, 0.5, 1};
+    double moveShare = moveShares[moves.nextInt(moveShares.length)];
+    newAddressShare = newAddresses ? moveShare : 0;
+    newAddressSeed = moves.nextLong();
     if (limit != drawn.engineFailureLimit()) {
       drawn = drawn.toBuilder().engineFailureLimit(limit).build();
     }
@@ -341,6 +363,19 @@ final class FaultPlan {
     return t;
   }
 
+  /**
+   * Whether the {@code restart}-th restart of node {@code node} (1 for its first) brings it back
+   * at a new address: drawn for the node and the restart alone, so the answer does not depend
+   * on the order the run meets restarts in.
+   */
+  boolean restartsAtNewAddress(int node, int restart) {
+    if (newAddressShare == 0) {
+      return false;
+    }
+    SplittableRandom r = new SplittableRandom(newAddressSeed + node * 1_000_003L + restart);
+    return r.nextDouble() < newAddressShare;
+  }
+
   /** How many nodes run self-managed trees. */
   int selfManagedCount() {
     int c = 0;
@@ -385,6 +420,7 @@ final class FaultPlan {
             + config.engineFailureLimit() : "")
         + outagesToString()
         + (steppedBack ? " generationsSteppedBack=" + stepBackMicros + "us" : "")
+        + (newAddressShare > 0 ? " restartsAtNewAddress=" + newAddressShare : "")
         + " link=" + baseLink
         + " config=" + config;
   }

@@ -26,6 +26,8 @@ import org.junit.jupiter.api.Test;
  *   <li>{@code mvn -B -ntp -Plong test -Dtest=FaultSimulationTest}: 10,000 seeds (tagged long).
  *   <li>{@code -Dfaults.seed=S [-Dfaults.wiring=LIBRARY|STALE_VIEW]}: replay one seed.
  *   <li>{@code -Dfaults.firstSeed=F -Dfaults.seeds=K}: any other range.
+ *   <li>{@code -Dfaults.newAddresses=false}: every restart at the node's address, as the plans
+ *       drew before restarts at new addresses.
  * </ul>
  */
 class FaultSimulationTest {
@@ -33,10 +35,12 @@ class FaultSimulationTest {
   @Test
   void defaultCampaign() {
     String one = System.getProperty("faults.seed");
+    boolean newAddresses = !"false".equals(System.getProperty("faults.newAddresses"));
     if (one != null && !one.isBlank()) {
-      campaign(Long.parseLong(one.trim()), 1);
+      campaign(Long.parseLong(one.trim()), 1, newAddresses);
     } else {
-      campaign(Long.getLong("faults.firstSeed", 1L), Integer.getInteger("faults.seeds", 200));
+      campaign(Long.getLong("faults.firstSeed", 1L), Integer.getInteger("faults.seeds", 200),
+          newAddresses);
     }
   }
 
@@ -49,23 +53,29 @@ class FaultSimulationTest {
    * timed it out (a final answer), where it now answers with the peer's failure; 356339, where
    * two runs of a node refuted the same generation claim and took the same generation; 423946,
    * where the convergence check counted an engine's blocks against the fingerprints its node
-   * advertised, and two of its blocks shared a fingerprint.
+   * advertised, and two of its blocks shared a fingerprint. They run as they were found, every
+   * restart at the node's address.
    */
   @Test
   void seedsThatOnceFailed() {
     for (long seed : new long[] {313_719L, 314_367L, 316_312L, 319_807L, 331_320L, 356_339L,
         423_946L}) {
-      campaign(seed, 1);
+      campaign(seed, 1, false);
     }
   }
 
   @Test
   @Tag("long")
   void longCampaign() {
-    campaign(Long.getLong("faults.firstSeed", 1L), Integer.getInteger("faults.seeds", 10_000));
+    campaign(Long.getLong("faults.firstSeed", 1L), Integer.getInteger("faults.seeds", 10_000),
+        true);
   }
 
-  static void campaign(long first, int count) {
+  /**
+   * Runs seeds {@code first} to {@code first + count - 1}; without {@code newAddresses}, every
+   * restart brings its node back at the address it had.
+   */
+  static void campaign(long first, int count, boolean newAddresses) {
     String onlyWiring = System.getProperty("faults.wiring");
     List<String> failures = new ArrayList<>();
     long accepted = 0;
@@ -73,6 +83,9 @@ class FaultSimulationTest {
     long fallbacks = 0;
     long duplicates = 0;
     long crashes = 0;
+    long restartsAtNewAddress = 0;
+    long forwardsToLeftAddresses = 0;
+    long othersToLeftAddresses = 0;
     long converged = 0;
     long scoped = 0;
     long rejections = 0;
@@ -114,7 +127,7 @@ class FaultSimulationTest {
       for (long seed = first; seed < first + count; seed++) {
         while (nextToStart < first + count && ahead.size() < 4 * threads) {
           long s = nextToStart++;
-          ahead.add(pool.submit(() -> runSeed(s, onlyWiring)));
+          ahead.add(pool.submit(() -> runSeed(s, onlyWiring, newAddresses)));
         }
         List<Outcome> outcomes = outcomes(ahead.poll());
         if (count >= 1000 && (seed - first) % 500 == 0 && seed > first) {
@@ -129,6 +142,9 @@ class FaultSimulationTest {
             fallbacks += o.summary().fallbacks();
             duplicates += o.summary().duplicateExecutions();
             crashes += o.summary().crashes();
+            restartsAtNewAddress += o.summary().restartsAtNewAddress();
+            forwardsToLeftAddresses += o.summary().forwardsToLeftAddresses();
+            othersToLeftAddresses += o.summary().othersToLeftAddresses();
             converged += o.summary().convergenceMillis() >= 0 ? 1 : 0;
             scoped += o.summary().scoped();
             rejections += o.summary().scopedRejections();
@@ -158,7 +174,7 @@ class FaultSimulationTest {
           }
           if (!o.ok()) {
             String replay = "mvn -B -ntp test -Dtest=FaultSimulationTest -Dfaults.seed=" + seed
-                + " -Dfaults.wiring=" + w;
+                + " -Dfaults.wiring=" + w + (newAddresses ? "" : " -Dfaults.newAddresses=false");
             StringBuilder sb = new StringBuilder("FAILED seed " + seed + " (" + w + "): "
                 + o.plan() + "\n  replay: " + replay);
             for (String v : o.violations()) {
@@ -174,7 +190,9 @@ class FaultSimulationTest {
     }
     long ms = (System.nanoTime() - started) / 1_000_000;
     System.out.printf("fault campaign: seeds %d..%d, %d requests (%d scoped, %d with stops), "
-            + "%d forwarded, %d fallbacks, %d duplicate executions, %d crashes, nodes from before "
+            + "%d forwarded, %d fallbacks, %d duplicate executions, %d crashes, %d restarts at"
+            + " a new address (%d forwards and %d other messages then sent to an old one), nodes"
+            + " from before "
             + "scopes sent %d scoped forwards (rejected; %d of them with stops) and %d unscoped "
             + "ones, %d runs with self-managed trees (%d nodes, %d engine runs, %d blocks evicted"
             + " by their LRU), %d runs with one model id, %d with a node of another model"
@@ -187,7 +205,8 @@ class FaultSimulationTest {
             + " %d runs whose restarts step generations back (%d generations refuted),"
             + " %d converged runs, %d failing runs, %d ms%n",
         first, first + count - 1, accepted, scoped, withStops, forwarded, fallbacks, duplicates,
-        crashes, rejections, stopsRejections, unscopedAtOld, selfManagedRuns, selfManagedNodes,
+        crashes, restartsAtNewAddress, forwardsToLeftAddresses, othersToLeftAddresses,
+        rejections, stopsRejections, unscopedAtOld, selfManagedRuns, selfManagedNodes,
         selfManagedExecutions, selfManagedEvictions, oneModelRuns, otherModelRuns,
         otherModelRefusals, stallRuns, stalls, stallReroutes, stallRefusals, outageRuns,
         outageFailures, failingSpells, probes, failingReroutes, failingRefusals,
@@ -198,6 +217,7 @@ class FaultSimulationTest {
     if (count >= MIN_SEEDS_FOR_COVERAGE) {
       // a campaign whose plans stopped injecting faults would pass every invariant vacuously
       long c = crashes;
+      long moved = restartsAtNewAddress;
       long fb = fallbacks;
       long fw = forwarded;
       long acc = accepted;
@@ -221,6 +241,7 @@ class FaultSimulationTest {
           () -> assertTrue(fw > 0, "no request forwarded"),
           () -> assertTrue(fb > 0, "no forward fell back"),
           () -> assertTrue(c > 0, "no node crashed"),
+          () -> assertTrue(moved > 0 || !newAddresses, "no node restarted at a new address"),
           () -> assertTrue(conv > 0, "no run converged"),
           () -> assertTrue(sc > 0, "no scoped request"),
           () -> assertTrue(rj > 0, "no node from before scopes rejected a scoped forward"),
@@ -240,13 +261,14 @@ class FaultSimulationTest {
   }
 
   /** The runs of one seed, under each wiring (or only {@code onlyWiring}, when it is set). */
-  private static List<Outcome> runSeed(long seed, String onlyWiring) {
+  private static List<Outcome> runSeed(long seed, String onlyWiring, boolean newAddresses) {
     List<Outcome> outcomes = new ArrayList<>();
     for (Wiring w : Wiring.values()) {
       if (onlyWiring != null && !onlyWiring.isBlank() && !w.name().equals(onlyWiring.trim())) {
         continue;
       }
-      outcomes.add(FaultCluster.run(seed, w));
+      outcomes.add(FaultCluster.run(new FaultPlan(seed, newAddresses), w,
+          FaultyEngine.Sabotage.NONE));
     }
     return outcomes;
   }

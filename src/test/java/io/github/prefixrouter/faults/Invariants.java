@@ -34,6 +34,11 @@ final class Invariants {
   private final Map<String, Set<String>> forwardTargets = new HashMap<>();
   private final Set<String> sentForwards = new java.util.HashSet<>();
   long forwardFrames;
+  /** Addresses a node listened at before a restart brought it back at a new one. */
+  final Set<String> leftAddresses = new java.util.HashSet<>();
+  /** FORWARD frames, and other frames, sent to one of {@link #leftAddresses}. */
+  long forwardsToLeftAddresses;
+  long othersToLeftAddresses;
   /** Sabotage only: called with (sender instance key, request id) of every FORWARD sent. */
   java.util.function.BiConsumer<String, String> onForward;
 

@@ -106,6 +106,9 @@ final class WatchedTransport implements Transport {
 
   @Override
   public void send(PeerAddress to, byte[] payload) {
+    if (invariants.leftAddresses.contains(to.address())) {
+      invariants.othersToLeftAddresses++;
+    }
     remember(to, payload, false);
     inner.send(to, payload);
   }
@@ -115,6 +118,13 @@ final class WatchedTransport implements Transport {
     ForwardFrames.ForwardHeader h = ForwardFrames.peekForward(payload);
     if (h != null) {
       invariants.onForwardSent(instanceKey, nodeId, to.nodeId(), h.requestId(), h.hops());
+    }
+    if (invariants.leftAddresses.contains(to.address())) {
+      if (h != null) {
+        invariants.forwardsToLeftAddresses++;
+      } else {
+        invariants.othersToLeftAddresses++;
+      }
     }
     remember(to, payload, true);
     return inner.request(to, payload, timeout);
