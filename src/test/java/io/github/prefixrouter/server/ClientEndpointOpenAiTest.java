@@ -27,6 +27,7 @@ import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.testing.Await;
+import io.github.prefixrouter.testing.HoldingAnswerServer;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -1153,10 +1154,10 @@ class ClientEndpointOpenAiTest {
   @Test
   void aTokenizeAnswerThatCannotGetItsShareOfTheBudgetIsATokenizerFailure() throws Exception {
     int n = 16;
-    HoldingTokenizeServer server = new HoldingTokenizeServer(4 << 20);
+    HoldingAnswerServer server = new HoldingAnswerServer(4 << 20, false);
     try {
-      EngineTokenizer held = new EngineTokenizer(server.uri(), null, Duration.ofSeconds(2),
-          Duration.ofSeconds(60), 4 << 20);
+      EngineTokenizer held = new EngineTokenizer(server.uri("/tokenize"), null,
+          Duration.ofSeconds(2), Duration.ofSeconds(60), 4 << 20);
       try {
         start(Duration.ofSeconds(60), 64, "base", held);
         List<CompletableFuture<HttpResponse<String>>> sent = new java.util.ArrayList<>();

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.server;
 
+import static io.github.prefixrouter.testing.HoldingAnswerServer.heapInUse;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -10,9 +11,8 @@ import com.sun.net.httpserver.HttpServer;
 import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import io.github.prefixrouter.server.PromptTokenizer.TokenizeException;
 import io.github.prefixrouter.server.PromptTokenizer.Tokenized;
+import io.github.prefixrouter.testing.HoldingAnswerServer;
 import java.io.IOException;
-import java.lang.management.ManagementFactory;
-import java.lang.management.MemoryMXBean;
 import java.net.InetSocketAddress;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
@@ -34,16 +34,6 @@ class EngineTokenizerAnswerBudgetTest {
   /** The budget documented for that cap: 16 MiB and 9 bytes per byte of it, 88 MiB. */
   private static final long BUDGET = (16L << 20) + 9L * BODY;
 
-  /** The heap in use after a full collection, in bytes. */
-  private static long heapInUse() throws InterruptedException {
-    MemoryMXBean memory = ManagementFactory.getMemoryMXBean();
-    for (int i = 0; i < 3; i++) {
-      System.gc();
-      Thread.sleep(50);
-    }
-    return memory.getHeapMemoryUsage().getUsed();
-  }
-
   /**
    * Many tokenize answers read at once hold at most the tokenizer's answer budget together: 32
    * answers of nearly 8 MiB each, held open by their server, with a cap of 8 MiB. Each answer was
@@ -58,32 +48,17 @@ class EngineTokenizerAnswerBudgetTest {
   @Test
   void answersBeingReadAtOnceHoldAtMostTheBudgetTogether() throws Exception {
     int n = 32;
-    try (HoldingTokenizeServer server = new HoldingTokenizeServer(BODY)) {
-      EngineTokenizer t = new EngineTokenizer(server.uri(), null, Duration.ofSeconds(5),
-          Duration.ofSeconds(120), BODY);
+    try (HoldingAnswerServer server = new HoldingAnswerServer(BODY, false)) {
+      EngineTokenizer t = new EngineTokenizer(server.uri("/tokenize"), null,
+          Duration.ofSeconds(5), Duration.ofSeconds(120), BODY);
       try {
         long before = heapInUse();
         List<CompletableFuture<Tokenized>> fs = new ArrayList<>();
         for (int i = 0; i < n; i++) {
           fs.add(t.tokenize("m", "prompt " + i));
         }
-        // settled: every answer written whole or cut off by the client, and nothing changed for
-        // 2 s, past the 1 s an answer waits for its share (the tokenizer's few threads wait in
-        // turn, so this takes a while)
-        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(100);
-        String state = "";
-        long since = System.nanoTime();
-        while (server.written.get() + server.writeFailed.get() < n
-            || System.nanoTime() - since < TimeUnit.SECONDS.toNanos(2)) {
-          String now = server.written.get() + "/" + server.writeFailed.get() + "/"
-              + fs.stream().filter(CompletableFuture::isDone).count();
-          if (!now.equals(state)) {
-            state = now;
-            since = System.nanoTime();
-          }
-          assertTrue(System.nanoTime() < until, "not settled within 100 s: " + state);
-          Thread.sleep(20);
-        }
+        // the tokenizer's few threads wait for their shares in turn, so this takes a while
+        server.awaitSettled(fs, Duration.ofSeconds(100));
         long held = heapInUse() - before;
         // and the HTTP client's own buffers, under 1 MiB a connection
         assertTrue(held <= BUDGET + (48 << 20), n + " tokenize answers of " + (BODY - 1)
@@ -212,9 +187,9 @@ class EngineTokenizerAnswerBudgetTest {
       t.close();
       server.stop(0);
     }
-    try (HoldingTokenizeServer holding = new HoldingTokenizeServer(cap)) {
-      EngineTokenizer quick = new EngineTokenizer(holding.uri(), null, Duration.ofSeconds(5),
-          Duration.ofSeconds(2), cap);
+    try (HoldingAnswerServer holding = new HoldingAnswerServer(cap, false)) {
+      EngineTokenizer quick = new EngineTokenizer(holding.uri("/tokenize"), null,
+          Duration.ofSeconds(5), Duration.ofSeconds(2), cap);
       try {
         CompletableFuture<Tokenized> late = quick.tokenize("m", "x");
         awaitHeld(quick, all);
@@ -226,8 +201,8 @@ class EngineTokenizerAnswerBudgetTest {
       } finally {
         quick.close();
       }
-      EngineTokenizer closing = new EngineTokenizer(holding.uri(), null, Duration.ofSeconds(5),
-          Duration.ofSeconds(60), cap);
+      EngineTokenizer closing = new EngineTokenizer(holding.uri("/tokenize"), null,
+          Duration.ofSeconds(5), Duration.ofSeconds(60), cap);
       try {
         CompletableFuture<Tokenized> open = closing.tokenize("m", "x");
         awaitHeld(closing, all);
@@ -241,18 +216,18 @@ class EngineTokenizerAnswerBudgetTest {
         closing.close();
       }
     }
-    try (HoldingTokenizeServer holding = new HoldingTokenizeServer(cap)) {
-      EngineTokenizer slow = new EngineTokenizer(holding.uri(), null, Duration.ofSeconds(5),
-          Duration.ofSeconds(60), cap);
+    try (HoldingAnswerServer holding = new HoldingAnswerServer(cap, false)) {
+      EngineTokenizer slow = new EngineTokenizer(holding.uri("/tokenize"), null,
+          Duration.ofSeconds(5), Duration.ofSeconds(60), cap);
       try {
         CompletableFuture<Tokenized> abandoned = slow.tokenize("m", "x");
         awaitHeld(slow, all);
         abandoned.cancel(true);
         long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (slow.answerBudgetAvailable() != all || holding.closedAfterWrite.get() == 0) {
+        while (slow.answerBudgetAvailable() != all || holding.closedAfterWrite() == 0) {
           assertTrue(System.nanoTime() < until, "20 s after the caller cancelled, the budget "
               + "had " + slow.answerBudgetAvailable() + " of " + all + " bytes and the "
-              + "connection was " + (holding.closedAfterWrite.get() == 0 ? "open" : "closed"));
+              + "connection was " + (holding.closedAfterWrite() == 0 ? "open" : "closed"));
           Thread.sleep(5);
         }
       } finally {

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.engine.openai;
 
+import static io.github.prefixrouter.testing.HoldingAnswerServer.heapInUse;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
@@ -16,28 +17,17 @@ import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.testing.HoldingAnswerServer;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedScheduler;
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
-import java.lang.management.ManagementFactory;
-import java.lang.management.MemoryMXBean;
-import java.net.InetAddress;
-import java.net.ServerSocket;
-import java.net.Socket;
-import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
 /** The heap that the answers being read and parsed hold at once: the answer budget. */
@@ -48,128 +38,6 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
   private static InferenceRequest request(String id) {
     return new InferenceRequest(id, new int[] {101, 7, 7, 9000},
         new GenerationParams(3, 0.0, 0.9, 17L));
-  }
-
-  /** Reads a request's head and its body, by its Content-Length. */
-  private static void readRequest(Socket conn) throws IOException {
-    InputStream in = conn.getInputStream();
-    StringBuilder head = new StringBuilder();
-    while (!head.toString().endsWith("\r\n\r\n")) {
-      int b = in.read();
-      if (b < 0) {
-        throw new IOException("the connection ended in the request's head");
-      }
-      head.append((char) b);
-    }
-    String h = head.toString().toLowerCase(Locale.ROOT);
-    int at = h.indexOf("content-length:");
-    int length = Integer.parseInt(h.substring(at + 15, h.indexOf('\r', at)).trim());
-    in.readNBytes(length);
-  }
-
-  /**
-   * A server that answers every completions request with the headers of an 8 MiB JSON answer (or
-   * one of another size) and all of its body but the last byte (or, streamed, an event stream of
-   * one line of nearly 8 MiB, not ended), then holds the connection open: each answer the engine
-   * reads then holds nearly 8 MiB of its heap until the request ends. Counts the answers whose
-   * body it could write whole, and those of them whose connection the client then closed.
-   */
-  private static final class HoldingServer implements AutoCloseable {
-    final ServerSocket raw = new ServerSocket(0, 64, InetAddress.getLoopbackAddress());
-    final AtomicInteger written = new AtomicInteger();
-    final AtomicInteger closedAfterWrite = new AtomicInteger();
-    final AtomicInteger writeFailed = new AtomicInteger();
-    final ConcurrentLinkedQueue<Socket> conns = new ConcurrentLinkedQueue<>();
-    final Thread acceptor;
-    final int bodyBytes;
-    final byte[] body;
-    final boolean streamed;
-
-    HoldingServer() throws IOException {
-      this(false);
-    }
-
-    HoldingServer(boolean streamed) throws IOException {
-      this(streamed, BODY);
-    }
-
-    /** As above, with answers of {@code bodyBytes} (all but the last byte sent). */
-    HoldingServer(boolean streamed, int bodyBytes) throws IOException {
-      this.streamed = streamed;
-      this.bodyBytes = bodyBytes;
-      this.body = new byte[bodyBytes - 1];
-      java.util.Arrays.fill(body, streamed ? (byte) 'x' : (byte) ' ');
-      acceptor = new Thread(() -> {
-        try {
-          while (true) {
-            Socket conn = raw.accept();
-            conns.add(conn);
-            Thread t = new Thread(() -> hold(conn), "holding-answer");
-            t.setDaemon(true);
-            t.start();
-          }
-        } catch (IOException closed) {
-          // the test is over
-        }
-      }, "holding-acceptor");
-      acceptor.setDaemon(true);
-      acceptor.start();
-    }
-
-    private void hold(Socket conn) {
-      try {
-        readRequest(conn);
-        OutputStream out = conn.getOutputStream();
-        if (streamed) {
-          out.write(("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-              + "Connection: close\r\n\r\ndata: ").getBytes(StandardCharsets.US_ASCII));
-          out.write(body, 0, body.length - 64);
-        } else {
-          out.write(("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-              + bodyBytes + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
-          out.write(body);
-        }
-        out.flush();
-      } catch (IOException e) {
-        writeFailed.incrementAndGet();
-        return;
-      }
-      written.incrementAndGet();
-      try {
-        conn.setSoTimeout(60_000);
-        while (conn.getInputStream().read() >= 0) {
-          // the client sends nothing more: wait for it to close the connection
-        }
-      } catch (SocketTimeoutException stillOpen) {
-        return;
-      } catch (IOException reset) {
-        // closed too
-      }
-      closedAfterWrite.incrementAndGet();
-    }
-
-    /** The answers whose body was written (all but its last byte) and whose client holds it. */
-    int held() {
-      return written.get() - closedAfterWrite.get();
-    }
-
-    @Override
-    public void close() throws IOException {
-      raw.close();
-      for (Socket c : conns) {
-        c.close();
-      }
-    }
-  }
-
-  /** The heap in use after a full collection, in bytes. */
-  private static long heapInUse() throws InterruptedException {
-    MemoryMXBean memory = ManagementFactory.getMemoryMXBean();
-    for (int i = 0; i < 3; i++) {
-      System.gc();
-      Thread.sleep(50);
-    }
-    return memory.getHeapMemoryUsage().getUsed();
   }
 
   /**
@@ -200,9 +68,9 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
 
   private void holdAtMostTheBudget(int n, boolean streamed) throws Exception {
     long budget = OpenAiCompatibleEngine.Builder.minAnswerBudget(BODY);
-    try (HoldingServer server = new HoldingServer(streamed)) {
+    try (HoldingAnswerServer server = new HoldingAnswerServer(BODY, streamed)) {
       OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
-          .baseUrl("http://127.0.0.1:" + server.raw.getLocalPort())
+          .baseUrl(server.baseUrl())
           .requestTimeout(Duration.ofSeconds(60)).answerBudget(budget).build();
       try {
         long before = heapInUse();
@@ -211,22 +79,7 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
           fs.add(streamed ? e.execute(request("r" + i), (tokens, text) -> { })
               : e.execute(request("r" + i)));
         }
-        // settled: every answer written whole or cut off by the client, and nothing changed for
-        // 2 s, past the 1 s an answer waits for its share
-        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        String state = "";
-        long since = System.nanoTime();
-        while (server.written.get() + server.writeFailed.get() < n
-            || System.nanoTime() - since < TimeUnit.SECONDS.toNanos(2)) {
-          String now = server.written.get() + "/" + server.writeFailed.get() + "/"
-              + fs.stream().filter(CompletableFuture::isDone).count();
-          if (!now.equals(state)) {
-            state = now;
-            since = System.nanoTime();
-          }
-          assertTrue(System.nanoTime() < until, "not settled within 60 s: " + state);
-          Thread.sleep(20);
-        }
+        server.awaitSettled(fs, Duration.ofSeconds(60));
         long held = heapInUse() - before;
         // and the HTTP client's own buffers, under 1 MiB a connection
         assertTrue(held <= budget + (48 << 20), n + " answers of " + (BODY - 1)
@@ -262,9 +115,9 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
   void budgetRefusalsAreNoFailuresOfTheEngineForTheNode() throws Exception {
     int bytes = 1 << 20;
     int n = 48; // some 38 fit the budget at once
-    try (HoldingServer server = new HoldingServer(false, bytes)) {
+    try (HoldingAnswerServer server = new HoldingAnswerServer(bytes, false)) {
       OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
-          .baseUrl("http://127.0.0.1:" + server.raw.getLocalPort())
+          .baseUrl(server.baseUrl())
           .maxResponseBytes(bytes)
           .answerBudget(OpenAiCompatibleEngine.Builder.minAnswerBudget(bytes))
           .requestTimeout(Duration.ofSeconds(60)).build();
@@ -347,9 +200,9 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
         e.close();
       }
     }
-    try (HoldingServer server = new HoldingServer()) {
+    try (HoldingAnswerServer server = new HoldingAnswerServer(BODY, false)) {
       OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
-          .baseUrl("http://127.0.0.1:" + server.raw.getLocalPort())
+          .baseUrl(server.baseUrl())
           .requestTimeout(Duration.ofSeconds(2)).build();
       long all = OpenAiCompatibleEngine.DEFAULT_ANSWER_BUDGET;
       try {
