@@ -18,13 +18,10 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.testing.HoldingAnswerServer;
-import io.github.prefixrouter.testing.InMemoryNetwork;
-import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -121,17 +118,8 @@ class OpenAiCompatibleEngineAnswerBudgetTest {
           .maxResponseBytes(bytes)
           .answerBudget(OpenAiCompatibleEngine.Builder.minAnswerBudget(bytes))
           .requestTimeout(Duration.ofSeconds(60)).build();
-      SimulatedScheduler time = new SimulatedScheduler();
       RouterConfig config = RouterConfig.defaults();
-      PrefixRouterNode node = PrefixRouterNode.builder()
-          .nodeId("a")
-          .config(config)
-          .transport(new InMemoryNetwork(time, 1).transport("a"))
-          .engine(e)
-          .clock(time).scheduler(time).random(new SplittableRandom(1))
-          .seeds(List.of())
-          .build();
-      node.start();
+      PrefixRouterNode node = LoneNode.started(e, config);
       try {
         List<CompletableFuture<InferenceResponse>> fs = new ArrayList<>();
         for (int i = 0; i < n; i++) {

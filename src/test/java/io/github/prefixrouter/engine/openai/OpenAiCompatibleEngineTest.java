@@ -24,15 +24,12 @@ import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InvalidRequestException;
-import io.github.prefixrouter.testing.InMemoryNetwork;
-import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
@@ -622,17 +619,8 @@ class OpenAiCompatibleEngineTest {
       server.hold();
       OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(server.baseUrl())
           .slots(1).maxInFlight(2).requestTimeout(Duration.ofSeconds(60)).build();
-      SimulatedScheduler time = new SimulatedScheduler();
       RouterConfig config = RouterConfig.defaults();
-      PrefixRouterNode node = PrefixRouterNode.builder()
-          .nodeId("a")
-          .config(config)
-          .transport(new InMemoryNetwork(time, 1).transport("a"))
-          .engine(e)
-          .clock(time).scheduler(time).random(new SplittableRandom(1))
-          .seeds(List.of())
-          .build();
-      node.start();
+      PrefixRouterNode node = LoneNode.started(e, config);
       try {
         List<CompletableFuture<InferenceResponse>> held = new ArrayList<>();
         for (int i = 0; i < 2; i++) {
