@@ -29,6 +29,8 @@ import org.junit.jupiter.api.Test;
 class PeerRestartTest extends TwoNodeForwardHarness {
 
   int next;
+  /** The FORWARD requests n0 sent, unanswered until the test ends them. */
+  final List<CompletableFuture<byte[]>> held = new ArrayList<>();
 
   /** n0's decision for a new prompt the view says n1 holds: n1's candidate. */
   RouteDecision.Candidate n1Candidate() {
@@ -42,6 +44,46 @@ class PeerRestartTest extends TwoNodeForwardHarness {
     int[] t = OracleCluster.prompt(100 + next++, 320);
     view.holds(CacheScope.DEFAULT, t);
     assertEquals("n1", submit(InferenceRequest.of("m" + next, t)).servedBy());
+  }
+
+  /** Starts n0 and n1 with {@code cfg}, n1 at generation 41, n0's forwards in {@link #held}. */
+  void startHoldingForwards(RouterConfig cfg) {
+    view.generation = 41;
+    startNodes(cfg, cfg, t -> new ForwardingTransport(t) {
+      @Override
+      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
+          Duration timeout) {
+        if (payload.length > 0 && payload[0] == ForwardCodec.FORWARD) {
+          CompletableFuture<byte[]> f = new CompletableFuture<>();
+          held.add(f); // answered by the test
+          return f;
+        }
+        return t.request(to, payload, timeout);
+      }
+    }, UnaryOperator.identity());
+  }
+
+  /**
+   * Submits to n0 a request {@code id} for a new prompt the view says n1 holds, decided over the
+   * older {@code snapshot} of the live peers, as another thread's decision may still be.
+   */
+  CompletableFuture<InferenceResponse> submitOver(PeerSet snapshot, String id, long seed) {
+    int[] t = OracleCluster.prompt(seed, 320);
+    view.holds(CacheScope.DEFAULT, t);
+    view.snapshot = snapshot; // another thread's decision, over the older snapshot
+    CompletableFuture<InferenceResponse> f = n0.submit(InferenceRequest.of(id, t));
+    view.snapshot = null;
+    return f;
+  }
+
+  /** Fails n0's held forward with {@code failure} and runs the simulation to {@code f}'s answer. */
+  InferenceResponse failHeldForward(TransportException failure,
+      CompletableFuture<InferenceResponse> f) {
+    held.get(0).completeExceptionally(failure);
+    while (!f.isDone() && sim.runNext()) {
+      // run the simulation
+    }
+    return f.join();
   }
 
   @Test
@@ -77,20 +119,7 @@ class PeerRestartTest extends TwoNodeForwardHarness {
   @Test
   void aForwardToTheOldIncarnationFailingAfterARestartDoesNotCoolTheNewOneDown() {
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX).build();
-    List<CompletableFuture<byte[]>> held = new ArrayList<>();
-    view.generation = 41;
-    startNodes(cfg, cfg, t -> new ForwardingTransport(t) {
-      @Override
-      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
-          Duration timeout) {
-        if (payload.length > 0 && payload[0] == ForwardCodec.FORWARD) {
-          CompletableFuture<byte[]> f = new CompletableFuture<>();
-          held.add(f); // answered by the test
-          return f;
-        }
-        return t.request(to, payload, timeout);
-      }
-    }, UnaryOperator.identity());
+    startHoldingForwards(cfg);
     int[] t = OracleCluster.prompt(900, 320);
     view.holds(CacheScope.DEFAULT, t);
     CompletableFuture<InferenceResponse> f = n0.submit(InferenceRequest.of("old", t));
@@ -98,12 +127,9 @@ class PeerRestartTest extends TwoNodeForwardHarness {
 
     view.generation = 42; // n1 restarted; n0 decides over the new incarnation meanwhile
     assertEquals(RouteDecision.SkipReason.NONE, n1Candidate().skipped());
-    held.get(0).completeExceptionally(new TransportException(
-        TransportException.Kind.UNREACHABLE, "the old process is gone"));
-    while (!f.isDone() && sim.runNext()) {
-      // run the simulation
-    }
-    assertEquals("n0", f.join().servedBy(), "run here after the failed forward");
+    InferenceResponse r = failHeldForward(new TransportException(
+        TransportException.Kind.UNREACHABLE, "the old process is gone"), f);
+    assertEquals("n0", r.servedBy(), "run here after the failed forward");
 
     RouteDecision.Candidate restarted = n1Candidate();
     assertEquals(RouteDecision.SkipReason.NONE, restarted.skipped(),
@@ -120,40 +146,20 @@ class PeerRestartTest extends TwoNodeForwardHarness {
   @Test
   void aForwardDecidedBeforeARestartAndSentAfterItIsAboutTheNewIncarnation() {
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX).build();
-    List<CompletableFuture<byte[]>> held = new ArrayList<>();
-    view.generation = 41;
-    startNodes(cfg, cfg, t -> new ForwardingTransport(t) {
-      @Override
-      public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
-          Duration timeout) {
-        if (payload.length > 0 && payload[0] == ForwardCodec.FORWARD) {
-          CompletableFuture<byte[]> f = new CompletableFuture<>();
-          held.add(f); // answered by the test
-          return f;
-        }
-        return t.request(to, payload, timeout);
-      }
-    }, UnaryOperator.identity());
+    startHoldingForwards(cfg);
     PeerSet beforeRestart = view.livePeers();
     view.generation = 42; // n1 restarted; n0 decides over the new incarnation
     assertEquals(RouteDecision.SkipReason.NONE, n1Candidate().skipped());
 
-    int[] t = OracleCluster.prompt(901, 320);
-    view.holds(CacheScope.DEFAULT, t);
-    view.snapshot = beforeRestart; // another thread's decision, over the older snapshot
-    CompletableFuture<InferenceResponse> f = n0.submit(InferenceRequest.of("late", t));
-    view.snapshot = null;
+    CompletableFuture<InferenceResponse> f = submitOver(beforeRestart, "late", 901);
     assertEquals(1, held.size(), "forwarded to n1");
     RouteDecision.Candidate during = n1Candidate();
     assertEquals(1, during.load(),
         "the forward sent to the restarted peer is not counted there: " + during);
 
-    held.get(0).completeExceptionally(new TransportException(
-        TransportException.Kind.BUSY, "the restarted process is busy"));
-    while (!f.isDone() && sim.runNext()) {
-      // run the simulation
-    }
-    assertEquals("n0", f.join().servedBy(), "run here after the push-back");
+    InferenceResponse r = failHeldForward(new TransportException(
+        TransportException.Kind.BUSY, "the restarted process is busy"), f);
+    assertEquals("n0", r.servedBy(), "run here after the push-back");
     RouteDecision.Candidate after = n1Candidate();
     assertEquals(0, after.load(), after.toString());
     assertEquals(RouteDecision.SkipReason.BUSY_COOLDOWN, after.skipped(),
@@ -190,11 +196,7 @@ class PeerRestartTest extends TwoNodeForwardHarness {
     view.generation = 42;
     assertEquals(RouteDecision.SkipReason.NONE, n1Candidate().skipped());
 
-    int[] t = OracleCluster.prompt(902, 320);
-    view.holds(CacheScope.DEFAULT, t);
-    view.snapshot = beforeRestart; // another thread's decision, over the older snapshot
-    CompletableFuture<InferenceResponse> f = n0.submit(InferenceRequest.of("moved", t));
-    view.snapshot = null;
+    CompletableFuture<InferenceResponse> f = submitOver(beforeRestart, "moved", 902);
     while (!f.isDone() && sim.runNext()) {
       // run the simulation
     }
