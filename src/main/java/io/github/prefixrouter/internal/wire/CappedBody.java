@@ -95,9 +95,7 @@ public final class CappedBody implements HttpResponse.BodySubscriber<byte[]> {
    */
   public static HttpResponse.BodySubscriber<byte[]> orNull(HttpResponse.ResponseInfo info,
       int cap, BodyBudget.Share share) {
-    long declared = declared(info);
-    return new CappedBody(cap, declared > cap, null, java.util.Objects.requireNonNull(share),
-        declared >= 0 ? (int) Math.min(declared, cap) : cap);
+    return budgeted(info, cap, null, share);
   }
 
   /**
@@ -114,9 +112,17 @@ public final class CappedBody implements HttpResponse.BodySubscriber<byte[]> {
    */
   public static HttpResponse.BodySubscriber<byte[]> orFail(HttpResponse.ResponseInfo info,
       int cap, Function<String, ? extends Throwable> tooLarge, BodyBudget.Share share) {
+    return budgeted(info, cap, java.util.Objects.requireNonNull(tooLarge), share);
+  }
+
+  /**
+   * A body taking its buffer's heap from {@code share}: {@code tooLarge} null answers a body
+   * above the cap with null, else with what it makes of a description.
+   */
+  private static CappedBody budgeted(HttpResponse.ResponseInfo info, int cap,
+      Function<String, ? extends Throwable> tooLarge, BodyBudget.Share share) {
     long declared = declared(info);
-    return new CappedBody(cap, declared > cap, java.util.Objects.requireNonNull(tooLarge),
-        java.util.Objects.requireNonNull(share),
+    return new CappedBody(cap, declared > cap, tooLarge, java.util.Objects.requireNonNull(share),
         declared >= 0 ? (int) Math.min(declared, cap) : cap);
   }
 
