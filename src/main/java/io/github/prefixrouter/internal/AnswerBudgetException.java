@@ -11,7 +11,9 @@ import io.github.prefixrouter.spi.EngineException;
  * but does not count it among its engine's failures in a row ({@code
  * RouterConfig.engineFailureLimit}): it is neither a failure nor a success there, so that such
  * refusals never make the node take a healthy engine for failing and route around it. A peer's
- * forward that fails so is answered FAILED, retryable; a request of the node's own client that
+ * forward that fails so is answered BUSY (push-back: the node is overloaded, its engine is not
+ * failing), so its sender cools the node down for {@code busyCooldown} and tries elsewhere, as
+ * for an engine at capacity; a request of the node's own client that
  * no peer serves is answered 503 with {@code Retry-After} by the client API, as a request body
  * refused by its body budget is: the node is short of heap for a while, and nothing is wrong
  * with the server. To any other caller it is a retryable {@code EngineException} like the

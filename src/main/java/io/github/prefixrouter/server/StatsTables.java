@@ -55,8 +55,9 @@ final class StatsTables {
           NodeStats::servedForPeers)
       .counter("refused_for_peers", P + "refused_for_peers_total",
           "Requests forwarded here that this node refused as busy (push-back given): its "
-              + "engine queue at its high watermark, its engine at capacity or stalled, or the "
-              + "node not running.", NodeStats::refusedForPeers)
+              + "engine queue at its high watermark, its engine at capacity or stalled, no heap "
+              + "to read its engine's answer, or the node not running.",
+          NodeStats::refusedForPeers)
       .counter("pushed_back", P + "pushed_back_total",
           "Forwarding attempts that peers refused as busy (push-back received).",
           NodeStats::pushedBack)

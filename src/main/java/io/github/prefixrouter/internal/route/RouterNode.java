@@ -122,7 +122,8 @@ import org.slf4j.LoggerFactory;
  *       node) do not count.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
  *       running, its engine queue is at the high watermark, or its engine is stalled or
- *       failing; a duplicate of a request already running here (same sender, origin, id,
+ *       failing, and answered BUSY when its engine turns it away at capacity or this node has
+ *       no heap to read its engine's answer ({@link #pushesBack}); a duplicate of a request already running here (same sender, origin, id,
  *       prompt and parameters) joins the running execution instead of running twice; one that asks for
  *       a stream gets the output so far, then the rest, under its tag ({@link #streamAlsoTo}).
  *       Below the hop limit it may be routed again (never back to its sender or its origin);
@@ -2324,9 +2325,9 @@ public final class RouterNode implements PrefixRouterNode {
         boolean registered = keyed;
         ex.joinable = keyed; // its duplicates find it
         ex.future.whenComplete((r, t) -> {
-          // the engine at capacity: every delivery of it is answered BUSY (below), the request
-          // counted once
-          boolean busy = t != null && unwrap(t).getCause() instanceof EngineBusyException;
+          // the engine at capacity, or this node short of heap to read its answer: every
+          // delivery of it is answered BUSY (below), the request counted once
+          boolean busy = t != null && pushesBack(unwrap(t).getCause());
           boolean again;
           // remembered as answered before it is let go of, so that a CANCEL arriving now finds
           // one or the other and is not kept to stop a later request of this key
@@ -2372,15 +2373,29 @@ public final class RouterNode implements PrefixRouterNode {
         }
       }
       Throwable t = unwrap(err);
-      if (t.getCause() instanceof EngineBusyException) {
-        // the engine is at capacity: push back, so the sender tries elsewhere and cools down
-        // (counted once, when the execution ended, however many deliveries joined it)
+      if (pushesBack(t.getCause())) {
+        // the engine is at capacity, or this node had no heap to read its answer: push back,
+        // so the sender tries elsewhere and cools down (counted once, when the execution
+        // ended, however many deliveries joined it)
         return ForwardCodec.busy(id, engineLoad().queueDepth());
       }
       boolean retryable = !(t.getCause() instanceof CancelledByPeer)
           && (!(t.getCause() instanceof EngineException ee) || ee.retryable());
       return ForwardCodec.failed(id, retryable, String.valueOf(t.getMessage()));
     });
+  }
+
+  /**
+   * Whether a peer's forward that failed here for {@code cause} is answered BUSY (push-back)
+   * rather than FAILED: the engine at capacity ({@link EngineBusyException}, the adapter's own
+   * in-flight limit included), or this node short of the heap to read its engine's answer
+   * ({@link AnswerBudgetException}: the server answered, the node is overloaded). Both say
+   * "not now" of this node, not that its engine fails: the sender cools it down for
+   * {@code busyCooldown} and counts push-back, as for any overloaded node, instead of taking it
+   * for a failing one ({@code failureCooldown}, {@code PEER_FAILED}).
+   */
+  private static boolean pushesBack(Throwable cause) {
+    return cause instanceof EngineBusyException || cause instanceof AnswerBudgetException;
   }
 
   /**

@@ -346,10 +346,11 @@ class LocalFailureTest {
   }
 
   @Test
-  void aForwardItsPeerHadNoHeapToReadIsAFailureTriedElsewhereNotPushBack() {
+  void aForwardItsPeerHadNoHeapToReadIsPushedBackAndTriedElsewhere() {
     // n1 and n2 hold the prefix, n0 does not; both are short of heap to read their engines'
-    // answers: each answers the forward FAILED, retryable (not BUSY: the engine ran it), so the
-    // origin tries the other, then runs it here
+    // answers: each pushes the forward back (BUSY, as an engine at capacity: the node is
+    // overloaded, its engine is not failing), so the origin cools each down for busyCooldown,
+    // not failureCooldown, tries the other, then runs it here
     Cluster k = new Cluster(3, config(RoutingPolicy.COST_AWARE).build());
     k.c.warm("n1", concat(PREFIX, prompt(1, 40)));
     k.c.warm("n2", concat(PREFIX, prompt(1, 40)));
@@ -361,14 +362,16 @@ class LocalFailureTest {
 
     assertEquals("n0", resp.servedBy());
     assertArrayEquals(expected(r), resp.result().outputTokens());
-    assertEquals(FallbackCause.PEER_FAILED, resp.fallbackCause());
+    assertEquals(FallbackCause.BUSY, resp.fallbackCause());
     assertEquals(1, k.engine(1).calls.get(), "n1's engine");
-    assertEquals(1, k.engine(2).calls.get(), "the failure was not retryable: n2 was not tried");
+    assertEquals(1, k.engine(2).calls.get(), "a peer short of heap: the other was not tried");
     NodeStats s = k.c.node("n0").stats();
-    assertEquals(2, s.fallbacks().get(FallbackCause.PEER_FAILED), s.fallbacks().toString());
-    assertEquals(0, s.pushedBack(), "a peer short of heap answered BUSY: " + s);
-    assertEquals(0, k.c.node("n1").stats().refusedForPeers());
-    assertEquals(0, k.c.node("n2").stats().refusedForPeers());
+    assertEquals(2, s.fallbacks().get(FallbackCause.BUSY), s.fallbacks().toString());
+    assertEquals(0, s.fallbacks().get(FallbackCause.PEER_FAILED),
+        "a peer short of heap answered FAILED, as a failing engine: " + s.fallbacks());
+    assertEquals(2, s.pushedBack(), s.toString());
+    assertEquals(1, k.c.node("n1").stats().refusedForPeers());
+    assertEquals(1, k.c.node("n2").stats().refusedForPeers());
     assertCounters(s);
   }
 
