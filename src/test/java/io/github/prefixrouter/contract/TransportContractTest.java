@@ -51,8 +51,8 @@ import org.junit.jupiter.api.Test;
  * }</pre>
  *
  * Checked: answers reach the requester with the sender's identity, one-way messages arrive,
- * timeouts are honoured (never early, nor more than 2 s late, and a late answer does not
- * override them), handler
+ * timeouts are honoured (never early: not done at nine tenths of the timeout; nor more than 2 s
+ * late, and a late answer does not override them), handler
  * failures surface as {@link TransportException}, every request completes exactly once and
  * reaches the peer's handler once (also one the handler fails or refuses, or that times out:
  * no retry), the caller's thread is never blocked (also not while the peer's handler is busy),
@@ -245,7 +245,9 @@ public abstract class TransportContractTest {
     Transport a = started("a", echo());
     long asked = System.nanoTime();
     CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {9}, shortTimeout());
-    pass(shortTimeout().dividedBy(2));
+    // nine tenths of the timeout: a transport may time out on a coarse timer, but not much
+    // before the time it was given (half of it, looked at before, let one fail requests at 60%)
+    pass(shortTimeout().minus(shortTimeout().dividedBy(10)));
     // early only if it was done before its timeout had passed in real time too: on a loaded
     // machine this thread may wake from the wait after the timeout, which has rightly fired
     boolean done = f.isDone();

@@ -1327,6 +1327,22 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void aTransportThatTimesOutEarlyIsCaught() {
+    // a request fails TIMEOUT at 60% of its timeout: after half of it, the kit's check used to
+    // look, the request was still waiting
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            Duration early = timeout.compareTo(Duration.ofMinutes(1)) <= 0 && !timeout.isNegative()
+                ? timeout.multipliedBy(6).dividedBy(10) : timeout;
+            return t.request(to, p, early);
+          }
+        }));
+    assertEquals(Set.of("timeoutIsHonouredAndALateAnswerDoesNotOverrideIt"), failed);
+  }
+
+  @Test
   void aTransportThatKeepsDeliveringAfterCloseIsCaught() {
     // close() fails its own pending requests and refuses new ones, but the listener stays up
     Set<String> failed = failingTests(TransportContractTest.class,
