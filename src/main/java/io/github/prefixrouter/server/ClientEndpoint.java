@@ -106,8 +106,12 @@ import org.slf4j.LoggerFactory;
  *       and answered in OpenAI's shapes, whole or streamed ({@link OpenAiRequest} for the keys
  *       and defaults, {@link OpenAiAnswers} for the answers). A tokenization holds an
  *       in-flight slot, never a reader thread, and is bounded by {@code ioTimeout} (then 504)
- *       and by {@link #stop} (then 503). A request without a {@code seed} gets one drawn here
- *       ({@link RequestSeeds}).
+ *       and by {@link #stop} (then 503). One whose answer this node had no heap to read (the
+ *       tokenizer's answer budget held by other answers:
+ *       {@link PromptTokenizer.TokenizeException#budgetRefused()}) is answered 503 with
+ *       {@code Retry-After}, code {@code busy}, counted in {@code rejected_busy}: the node's
+ *       own shortage, as of the body budget, not a tokenizer failure. A request without a
+ *       {@code seed} gets one drawn here ({@link RequestSeeds}).
  *   <li>The request's {@link CacheScope}, as in vLLM's OpenAI API: {@code "model"} names a LoRA
  *       adapter, unless it is absent, empty or the node's base model ({@code --model}); then
  *       the request is of the base model. {@code "cache_salt"} (absent or empty: none) keys
@@ -1112,6 +1116,12 @@ final class ClientEndpoint {
       return new OpenAiFailure(400, String.valueOf(te.getMessage()), req.promptParam(),
           "invalid_prompt");
     }
+    // no heap here to read the tokenizer's answer: this node's shortage, as of the body budget,
+    // not the tokenizer's fault (it used to be a 502 tokenizer_failed)
+    if (c instanceof PromptTokenizer.TokenizeException te && te.budgetRefused()) {
+      rejectedBusy.incrementAndGet();
+      return new OpenAiFailure(503, String.valueOf(te.getMessage()), null, "busy");
+    }
     tokenizeFailures.incrementAndGet();
     // the engine's tokenizer says "tokenizer failed: ..." itself: say it once
     String why = String.valueOf(c.getMessage());
@@ -1211,6 +1221,9 @@ final class ClientEndpoint {
     if (c instanceof OpenAiRequest.Invalid i) {
       openAiError(ex, 400, i.getMessage(), i.param(), i.code());
     } else if (c instanceof OpenAiFailure f) {
+      if (f.status == 503) { // busy: the client may come back
+        ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+      }
       openAiError(ex, f.status, f.getMessage(), f.param, f.code);
     } else if (c instanceof EndpointStoppingException) {
       openAiError(ex, 503, c.getMessage(), null, "not_running");
@@ -1227,7 +1240,10 @@ final class ClientEndpoint {
     respond(ex, status, OpenAiAnswers.error(status, message, param, code));
   }
 
-  /** A failure of an OpenAI-style request before it was submitted, with its answer. */
+  /**
+   * A failure of an OpenAI-style request before it was submitted, with its answer; a 503 gets
+   * {@code Retry-After}.
+   */
   private static final class OpenAiFailure extends RuntimeException {
     private static final long serialVersionUID = 1L;
     final int status;

@@ -55,8 +55,10 @@ import org.slf4j.LoggerFactory;
  *       key's flag and variable but never the key, and which is logged once, no such endpoint,
  *       no answer within the timeout, an answer above the size cap or not of the shape above,
  *       one that would take more heap once parsed than 16 MiB and 6 bytes a character,
- *       which token ids never pass, or one that cannot get its share of the answer budget) is
- *       the tokenizer's.
+ *       which token ids never pass) is the tokenizer's. An answer that cannot get its share of
+ *       the answer budget is neither's: this node is short of heap for a while
+ *       ({@link TokenizeException#budgetRefused()}; the client port answers 503 with
+ *       {@code Retry-After}).
  * </ul>
  *
  * <p>Memory: the answers being read and parsed at once hold at most {@link #answerBudget} of
@@ -68,9 +70,12 @@ import org.slf4j.LoggerFactory;
  * (tokens, a failure, the timeout, {@link #close()}, or its caller cancelling its future, which
  * also cancels the exchange and closes its connection). An answer whose next step does not come
  * free waits, holding one of the tokenizer's threads, while other answers give theirs back,
- * and fails as the tokenizer's fault once none has for 1 s (or the timeout, if shorter), its
- * connection closed; the first such failure is logged, and no other until a tokenization
- * passes.
+ * and fails once none has for 1 s (or the timeout, if shorter), its connection closed, with a
+ * {@link TokenizeException} that says so ({@link TokenizeException#budgetRefused()}): not the
+ * tokenizer's fault (it answered) nor the request's, but this node's own shortage of heap, which
+ * the client port answers 503 with {@code Retry-After} as it does a request body its body budget
+ * refuses (it used to be the tokenizer's fault, answered 502). The first such failure is logged,
+ * and no other until a tokenization passes.
  *
  * <p>Thread-safe. Requests go out on the JDK HTTP client, whose answers are handled on the
  * tokenizer's own threads ({@code prefix-router-tokenizer-<n>-<k>}, at most
@@ -365,11 +370,15 @@ final class EngineTokenizer implements PromptTokenizer {
     }
   }
 
-  /** The failure, the tokenizer's, of an answer refused its next share of the answer budget. */
+  /**
+   * The failure of an answer refused its next share of the answer budget: this node's shortage
+   * of heap, neither the tokenizer's fault nor the request's
+   * ({@link TokenizeException#budgetRefused()}).
+   */
   private TokenizeException refusedShare(BodyBudget.Refused e) {
-    return fault("the answer of " + uri + " could not get its share of the heap the tokenizer "
-        + "gives the answers being read and parsed (" + answers.capacity() + " bytes): other "
-        + "answers held it", e);
+    return new TokenizeException("the answer of " + uri + " could not get its share of the heap "
+        + "the tokenizer gives the answers being read and parsed (" + answers.capacity()
+        + " bytes): other answers held it", false, false, true, e);
   }
 
   /** Fails a tokenization in flight as closed and cancels its exchange, closing its connection. */

@@ -83,12 +83,15 @@ interface PromptTokenizer {
    * <p>{@link #invalidRequest()} says whether the fault is the request's (the server refused it:
    * a malformed conversation, an unknown model; the client gets a 400 with the server's message)
    * or the tokenizer's (unreachable, failing, a malformed answer: the client gets a 502; no
-   * answer in time, {@link #timedOut()}: a 504).
+   * answer in time, {@link #timedOut()}: a 504). {@link #budgetRefused()} marks a failure that is
+   * neither: this node had no heap to read the answer (the client gets a 503 with
+   * {@code Retry-After}).
    */
   final class TokenizeException extends RuntimeException {
     private static final long serialVersionUID = 1L;
     private final boolean invalidRequest;
     private final boolean timedOut;
+    private final boolean budgetRefused;
 
     TokenizeException(String message, boolean invalidRequest, Throwable cause) {
       this(message, invalidRequest, false, cause);
@@ -96,9 +99,20 @@ interface PromptTokenizer {
 
     /** @param timedOut whether the tokenizer gave up waiting for its answer (answered 504) */
     TokenizeException(String message, boolean invalidRequest, boolean timedOut, Throwable cause) {
+      this(message, invalidRequest, timedOut, false, cause);
+    }
+
+    /**
+     * @param timedOut whether the tokenizer gave up waiting for its answer (answered 504)
+     * @param budgetRefused whether the answer could not get its share of the heap the tokenizer
+     *     gives its answers (answered 503 with {@code Retry-After})
+     */
+    TokenizeException(String message, boolean invalidRequest, boolean timedOut,
+        boolean budgetRefused, Throwable cause) {
       super(message, cause);
       this.invalidRequest = invalidRequest;
       this.timedOut = timedOut;
+      this.budgetRefused = budgetRefused;
     }
 
     /** True if the request is at fault (answered 400), false if the tokenizer is (502). */
@@ -112,6 +126,17 @@ interface PromptTokenizer {
      */
     boolean timedOut() {
       return timedOut;
+    }
+
+    /**
+     * True if the answer could not get its share of the heap the tokenizer gives the answers
+     * being read and parsed, held by other answers ({@code EngineTokenizer}'s answer budget):
+     * this node's own shortage of heap for a while, not a fault of the tokenizer nor of the
+     * request, answered 503 with {@code Retry-After} (OpenAI's {@code busy}), as a request body
+     * the body budget refuses is.
+     */
+    boolean budgetRefused() {
+      return budgetRefused;
     }
   }
 }

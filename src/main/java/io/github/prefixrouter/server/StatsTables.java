@@ -535,7 +535,9 @@ final class StatsTables {
           "Client requests accepted by the endpoint and not yet answered.",
           ClientStats::inFlight)
       .counter("rejected_busy", C + "rejected_busy_total",
-          "Client requests answered 503 because too many were in flight at the endpoint.",
+          "Client requests answered 503 because too many were in flight at the endpoint, or "
+              + "because the tokenizer's answer could not get its share of the heap the "
+              + "tokenizer gives its answers while other answers held it.",
           ClientStats::rejectedBusy)
       .counter("rejected_invalid", C + "rejected_invalid_total",
           "Client requests the endpoint refused itself as invalid: answered 400 (a body that is "
@@ -564,7 +566,8 @@ final class StatsTables {
       .counter("tokenize_failures", C + "tokenize_failures_total",
           "Text prompts and chats of the OpenAI-compatible routes the tokenizer failed to "
               + "tokenize (unreachable, failing, a malformed answer) or did not answer in time; "
-              + "answered 502 or 504.", ClientStats::tokenizeFailures)
+              + "answered 502 or 504. Not those whose answer could not get its share of the "
+              + "tokenizer's heap (rejected_busy).", ClientStats::tokenizeFailures)
       .counter("tokenize_refused", C + "tokenize_refused_total",
           "Text prompts and chats the tokenizer refused as invalid (a malformed conversation, "
               + "an unknown model); answered 400.", ClientStats::tokenizeRefused)

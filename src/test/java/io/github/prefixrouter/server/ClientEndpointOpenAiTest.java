@@ -1055,6 +1055,45 @@ class ClientEndpointOpenAiTest {
     assertEquals(1L, stats.get("tokenize_refused"));
   }
 
+  /**
+   * A tokenization whose answer could not get its share of the tokenizer's answer budget is this
+   * node's shortage of heap, not a tokenizer failure: 503 with {@code Retry-After}, OpenAI's
+   * {@code busy}, counted in {@code rejected_busy} and not in {@code tokenize_failures}, whole or
+   * streamed, text or chat; nothing is submitted and every slot is given back.
+   */
+  @Test
+  void aTokenizationRefusedItsShareOfTheAnswerBudgetIsA503BusyNotATokenizerFailure()
+      throws Exception {
+    start();
+    tokenizer.mode = FakeTokenizer.Mode.BUDGET_REFUSED;
+    List<String[]> sent = List.of(
+        new String[] {ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}"},
+        new String[] {ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\",\"stream\":true}"},
+        new String[] {ClientEndpoint.OPENAI_CHAT,
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}"},
+        new String[] {ClientEndpoint.OPENAI_CHAT,
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}"});
+    for (String[] r : sent) {
+      HttpResponse<String> resp = post(r[0], r[1]);
+      assertEquals(503, resp.statusCode(), "a tokenization refused its share of the tokenizer's "
+          + "answer budget (" + r[0] + " " + r[1] + ") was answered " + resp.statusCode() + ": "
+          + resp.body());
+      assertEquals("1", resp.headers().firstValue("Retry-After").orElse(null),
+          "no Retry-After: " + resp.body());
+      Map<?, ?> error = map(json(resp.body()).get("error"));
+      assertEquals("busy", error.get("code"), resp.body());
+      assertEquals("overloaded_error", error.get("type"), resp.body());
+      assertTrue(String.valueOf(error.get("message")).contains("could not get its share"),
+          resp.body());
+    }
+    assertTrue(requests.isEmpty());
+    assertEquals(0, endpoint.inFlight());
+    Map<?, ?> stats = clientStats();
+    assertEquals(0L, stats.get("tokenize_failures"),
+        "refusals of the tokenizer's answer budget counted as tokenizer failures: " + stats);
+    assertEquals((long) sent.size(), stats.get("rejected_busy"), stats.toString());
+  }
+
   @Test
   void aTokenizationThatNeverCompletesIsBoundedAndReleasesItsSlot() throws Exception {
     start(Duration.ofMillis(300), 1, "base", tokenizer);
@@ -1144,15 +1183,16 @@ class ClientEndpointOpenAiTest {
    * A model server whose {@code /tokenize} answers every call with nearly 4 MiB and holds it open,
    * behind the engine's tokenizer with a cap of 4 MiB: the calls beyond the tokenizer's answer
    * budget (52 MiB for that cap: about twelve such answers) cannot get their share, and their
-   * clients
-   * get the documented 502 {@code tokenizer_failed}, counted in {@code tokenize_failures}, a
-   * second or so after the last share was given; the calls held open end as the tokenizer's
-   * fault too when their server goes, every slot is released and the budget is whole again. All
-   * the calls used to be read into the heap at once, each holding its 4 MiB until the server
-   * went.
+   * clients get 503 with {@code Retry-After} (OpenAI's {@code busy}), counted in
+   * {@code rejected_busy}, a second or so after the last share was given: the node is short of
+   * heap for a while, as when its body budget refuses a request, and the tokenizer did nothing
+   * wrong. (They used to get 502 {@code tokenizer_failed}, counted in {@code tokenize_failures}.)
+   * The calls held open end as the tokenizer's fault when their server goes (502), every slot is
+   * released and the budget is whole again. All the calls used to be read into the heap at once,
+   * each holding its 4 MiB until the server went.
    */
   @Test
-  void aTokenizeAnswerThatCannotGetItsShareOfTheBudgetIsATokenizerFailure() throws Exception {
+  void aTokenizeAnswerThatCannotGetItsShareOfTheBudgetIsA503Busy() throws Exception {
     int n = 16;
     HoldingAnswerServer server = new HoldingAnswerServer(4 << 20, false);
     try {
@@ -1173,28 +1213,40 @@ class ClientEndpointOpenAiTest {
         }
         // the rest of the calls beyond the budget, a second or so apart
         Thread.sleep(3_000);
-        long refused = 0;
+        List<CompletableFuture<HttpResponse<String>>> refused = new java.util.ArrayList<>();
         for (CompletableFuture<HttpResponse<String>> f : sent) {
           if (f.isDone()) {
-            refused++;
+            refused.add(f);
             HttpResponse<String> resp = f.get();
-            assertEquals(502, resp.statusCode(), resp.body());
+            assertEquals(503, resp.statusCode(), "a tokenization refused its share of the "
+                + "tokenizer's answer budget was answered " + resp.statusCode() + ", not 503: "
+                + resp.body());
+            assertEquals("1", resp.headers().firstValue("Retry-After").orElse(null),
+                "no Retry-After on the answer to a tokenization refused its share of the "
+                    + "tokenizer's answer budget: " + resp.body());
             Map<?, ?> error = map(json(resp.body()).get("error"));
-            assertEquals("tokenizer_failed", error.get("code"), resp.body());
+            assertEquals("busy", error.get("code"), resp.body());
+            assertEquals("overloaded_error", error.get("type"), resp.body());
             assertTrue(String.valueOf(error.get("message")).contains("could not get its share"),
                 resp.body());
           }
         }
-        assertTrue(refused < n, "no call got its share");
+        assertTrue(refused.size() < n, "no call got its share");
         server.close(); // the answers held open end, cut off
         for (CompletableFuture<HttpResponse<String>> f : sent) {
           HttpResponse<String> resp = f.get(20, TimeUnit.SECONDS);
-          assertEquals(502, resp.statusCode(), resp.body());
-          assertEquals("tokenizer_failed", map(json(resp.body()).get("error")).get("code"),
-              resp.body());
+          if (!refused.contains(f)) {
+            assertEquals(502, resp.statusCode(), resp.body());
+            assertEquals("tokenizer_failed", map(json(resp.body()).get("error")).get("code"),
+                resp.body());
+          }
         }
         Await.until(() -> endpoint.inFlight() == 0, "the slots are released");
-        assertEquals((long) n, clientStats().get("tokenize_failures"));
+        Map<?, ?> stats = clientStats();
+        assertEquals((long) (n - refused.size()), stats.get("tokenize_failures"),
+            refused.size() + " refused their share of the tokenizer's answer budget and "
+                + (n - refused.size()) + " cut off, counted as tokenizer failures: " + stats);
+        assertEquals((long) refused.size(), stats.get("rejected_busy"), stats.toString());
         assertTrue(requests.isEmpty());
         assertEquals((16L << 20) + 9L * (4 << 20), held.answerBudgetAvailable(),
             "the tokenizer's answer budget is whole once all ended");

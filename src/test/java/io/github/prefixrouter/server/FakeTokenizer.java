@@ -15,7 +15,7 @@ import java.util.concurrent.CompletableFuture;
 final class FakeTokenizer implements PromptTokenizer {
 
   /** What the next calls answer. */
-  enum Mode { TOKENS, INVALID, FAULT, NEVER, THROW, BAD_IDS }
+  enum Mode { TOKENS, INVALID, FAULT, NEVER, THROW, BAD_IDS, BUDGET_REFUSED }
 
   /** One call: the model, the prompt or messages, the template's arguments. */
   record Call(String model, String prompt, List<Map<String, Object>> messages,
@@ -73,6 +73,9 @@ final class FakeTokenizer implements PromptTokenizer {
       case NEVER -> new CompletableFuture<>();
       case THROW -> throw new IllegalStateException("a tokenizer that throws");
       case BAD_IDS -> CompletableFuture.completedFuture(new Tokenized(new int[] {1, -5}, -1));
+      case BUDGET_REFUSED -> CompletableFuture.failedFuture(new TokenizeException("the answer "
+          + "could not get its share of the heap the tokenizer gives the answers being read and "
+          + "parsed: other answers held it", false, false, true, null));
     };
   }
 
