@@ -61,8 +61,10 @@ import org.slf4j.LoggerFactory;
  *       {@code Retry-After}).
  * </ul>
  *
- * <p>Memory: the answers being read and parsed at once hold at most {@link #answerBudget} of
- * heap together, what one answer at the cap can take. Each takes its share as it needs it, as
+ * <p>Memory: the answers being read and parsed at once hold at most the answer budget of heap
+ * together: by default {@link #answerBudget} of the cap, what one answer at the cap can take;
+ * given a budget ({@code --tokenizer-answer-budget}), the cap is the largest one answer at
+ * which fits it ({@link #maxAnswerBytes(long)}). Each takes its share as it needs it, as
  * the engine's answers take theirs of its answer budget: its body as its bytes arrive (in steps
  * from 64 KiB, each twice the last, up to its {@code Content-Length} or the cap), then two bytes
  * per byte of it for its text, then its parse's estimate as the parse charges it (an error
@@ -86,8 +88,21 @@ import org.slf4j.LoggerFactory;
  */
 final class EngineTokenizer implements PromptTokenizer {
 
-  /** The default cap on an answer: a prompt of the client endpoint's 8 MiB body, tokenized. */
+  /**
+   * The default cap on an answer, and the largest {@link #maxAnswerBytes(long)} gives: a prompt
+   * of the client endpoint's 8 MiB body, tokenized.
+   */
   static final int DEFAULT_MAX_ANSWER_BYTES = 64 << 20;
+  /**
+   * The default {@linkplain #answerBudget answer budget}, that of
+   * {@link #DEFAULT_MAX_ANSWER_BYTES}: 592 MiB ({@code --tokenizer-answer-budget}'s default).
+   */
+  static final long DEFAULT_ANSWER_BUDGET = answerBudget(DEFAULT_MAX_ANSWER_BYTES);
+  /**
+   * The smallest answer budget {@code --tokenizer-answer-budget} takes: that of a cap of 1 MiB,
+   * 25 MiB, so that one answer of an ordinary prompt's tokens always passes.
+   */
+  static final long MIN_ANSWER_BUDGET = answerBudget(1 << 20);
   /** The longest part of a server's error message passed on to the client. */
   static final int MAX_MESSAGE_CHARS = 1_000;
   /**
@@ -133,6 +148,21 @@ final class EngineTokenizer implements PromptTokenizer {
    */
   EngineTokenizer(URI uri, String apiKey, Duration connectTimeout, Duration timeout,
       int maxAnswerBytes) {
+    this(uri, apiKey, connectTimeout, timeout, maxAnswerBytes, answerBudget(maxAnswerBytes));
+  }
+
+  /**
+   * As {@link #EngineTokenizer(URI, String, Duration, Duration, int)}, with an answer budget of
+   * its own ({@code --tokenizer-answer-budget}; the cap is then {@link #maxAnswerBytes(long)} of
+   * it).
+   *
+   * @param answerBudget the heap the answers being read and parsed may hold at once, at least
+   *     {@link #answerBudget} of {@code maxAnswerBytes}, so that one answer alone always passes
+   * @throws IllegalArgumentException if a duration is not positive, the cap is below 1 or the
+   *     budget below the cap's
+   */
+  EngineTokenizer(URI uri, String apiKey, Duration connectTimeout, Duration timeout,
+      int maxAnswerBytes, long answerBudget) {
     if (connectTimeout.isNegative() || connectTimeout.isZero() || timeout.isNegative()
         || timeout.isZero()) {
       throw new IllegalArgumentException("timeouts must be positive");
@@ -140,13 +170,18 @@ final class EngineTokenizer implements PromptTokenizer {
     if (maxAnswerBytes < 1) {
       throw new IllegalArgumentException("maxAnswerBytes must be positive, was " + maxAnswerBytes);
     }
+    if (answerBudget < answerBudget(maxAnswerBytes)) {
+      throw new IllegalArgumentException("answerBudget must be at least "
+          + answerBudget(maxAnswerBytes) + " bytes with maxAnswerBytes " + maxAnswerBytes
+          + " (one answer at the cap: its body, its text and its parse), was " + answerBudget);
+    }
     this.uri = uri;
     this.apiKey = apiKey;
     // at most 2^63 ns (292 years), "never" here: the JDK's HTTP client fails a request or a
     // connection whose timeout its clock cannot add up, and Duration.toNanos() throws beyond it
     this.timeout = Duration.ofNanos(Durations.saturatedNanos(timeout));
     this.maxAnswerBytes = maxAnswerBytes;
-    this.answers = new BodyBudget(answerBudget(maxAnswerBytes),
+    this.answers = new BodyBudget(answerBudget,
         this.timeout.compareTo(ANSWER_BUDGET_WAIT) < 0 ? this.timeout : ANSWER_BUDGET_WAIT,
         this::answerRefused);
     this.threadNamePrefix = "prefix-router-tokenizer-" + INSTANCES.incrementAndGet() + "-";
@@ -178,6 +213,41 @@ final class EngineTokenizer implements PromptTokenizer {
    */
   static long answerBudget(int maxAnswerBytes) {
     return AnswerHeap.maxParsedBytes(maxAnswerBytes) + 3L * maxAnswerBytes;
+  }
+
+  /**
+   * The cap on an answer that an answer budget allows: the largest whose
+   * {@link #answerBudget} fits in it, so that one answer at the cap alone always passes, at most
+   * {@link #DEFAULT_MAX_ANSWER_BYTES} (a budget above that cap's lets more answers be read at
+   * once, not larger ones). A prompt whose tokens' answer is longer than the cap fails as the
+   * tokenizer's fault (the answer too large): at {@link #MIN_ANSWER_BUDGET}, a cap of 1 MiB,
+   * about 150,000 ids of six digits (seven bytes each, with the comma).
+   *
+   * @param answerBudget the budget, at least {@link #answerBudget} of a cap of one byte
+   * @return the cap, in bytes
+   * @throws IllegalArgumentException if not even an answer of one byte fits the budget
+   */
+  static int maxAnswerBytes(long answerBudget) {
+    if (answerBudget < answerBudget(1)) {
+      throw new IllegalArgumentException("answerBudget must be at least " + answerBudget(1)
+          + " bytes, was " + answerBudget);
+    }
+    int fits = 1; // answerBudget(fits) <= answerBudget, and it grows with the cap
+    int above = DEFAULT_MAX_ANSWER_BYTES + 1;
+    while (above - fits > 1) {
+      int mid = fits + (above - fits) / 2;
+      if (answerBudget(mid) <= answerBudget) {
+        fits = mid;
+      } else {
+        above = mid;
+      }
+    }
+    return fits;
+  }
+
+  /** The largest answer accepted, in bytes. */
+  int maxAnswerBytes() {
+    return maxAnswerBytes;
   }
 
   /** The bytes of the answer budget not held by answers now. For tests. */

@@ -135,7 +135,9 @@ public final class NodeMain {
    * default the engine's (the reference engine's characters, or the server's {@code /tokenize}).
    * The engine's API key goes with it to the engine's server only: to its {@code /tokenize},
    * or to a {@code --tokenizer} URL of the same scheme, host and port ({@link #sameOrigin}),
-   * never to another host.
+   * never to another host. A tokenizer that asks a {@code /tokenize} has the answer budget
+   * {@code --tokenizer-answer-budget} (by default {@link EngineTokenizer#DEFAULT_ANSWER_BUDGET})
+   * and the cap on an answer that fits it ({@link EngineTokenizer#maxAnswerBytes(long)}).
    */
   static PromptTokenizer tokenizer(NodeOptions o) {
     if (!o.tokenizes) {
@@ -147,8 +149,10 @@ public final class NodeMain {
     java.net.URI uri = o.tokenizerUri != null ? o.tokenizerUri : EngineTokenizer.tokenizeUri(o.engine);
     String apiKey = o.engineApiKey != null && !o.engine.equals("reference")
         && sameOrigin(uri, java.net.URI.create(o.engine)) ? o.engineApiKey : null;
+    long budget = o.tokenizerAnswerBudget != 0 ? o.tokenizerAnswerBudget
+        : EngineTokenizer.DEFAULT_ANSWER_BUDGET;
     return new EngineTokenizer(uri, apiKey, java.time.Duration.ofSeconds(2), TOKENIZE_TIMEOUT,
-        EngineTokenizer.DEFAULT_MAX_ANSWER_BYTES);
+        EngineTokenizer.maxAnswerBytes(budget), budget);
   }
 
   /**

@@ -123,6 +123,15 @@ public final class NodeOptions {
           "                           (vLLM's; its chat template too), or tokenizes per character",
           "                           for the reference engine; URL is another vLLM-style",
           "                           /tokenize; none takes token ids only; default auto",
+          "  --tokenizer-answer-budget SIZE  heap the tokenizer's /tokenize answers being read",
+          "                           and parsed may hold at once: bytes, or a number with k,",
+          "                           m or g; an answer that cannot get its share waits while",
+          "                           others give theirs back, and is answered 503 (busy) once",
+          "                           none has for 1 s; the cap on one answer is the largest",
+          "                           that fits, at most 64 MiB: a prompt whose token list is",
+          "                           longer is answered 502 (the answer too large); at least",
+          "                           25m (a cap of 1 MiB); needs --engine URL or --tokenizer",
+          "                           URL (not --tokenizer none); default 592m",
           "  --kv-events tcp://H:P    vLLM's KV-event publisher (--kv-events-config endpoint): the",
           "                           tree mirrors vLLM's cache exactly; --block-size must be vLLM's",
           "  --kv-events-replay tcp://H:P  vLLM's replay endpoint, to recover lost events",
@@ -198,7 +207,7 @@ public final class NodeOptions {
           "cluster-key-check-ms", "insecure", "tls-keystore", "tls-truststore", "tls-password-file",
           "tls-check-ms", "tls-bind-node-ids", "client-tls-keystore", "client-tls-truststore",
           "client-tls-password-file",
-          "engine", "engine-api-key-file", "model", "model-id", "tokenizer", "engine-slots", "engine-max-in-flight", "engine-answer-budget", "kv-events", "kv-events-replay", "kv-events-replay-backoff-ms", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
+          "engine", "engine-api-key-file", "model", "model-id", "tokenizer", "tokenizer-answer-budget", "engine-slots", "engine-max-in-flight", "engine-answer-budget", "kv-events", "kv-events-replay", "kv-events-replay-backoff-ms", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "client-body-budget",
@@ -261,6 +270,12 @@ public final class NodeOptions {
   final java.net.URI tokenizerUri;
   /** False with {@code --tokenizer none}: the node takes token ids only. */
   final boolean tokenizes;
+  /**
+   * The answer budget of the tokenizer that asks a {@code /tokenize} endpoint, in bytes
+   * ({@code --tokenizer-answer-budget}); 0 when not given ({@link
+   * EngineTokenizer#DEFAULT_ANSWER_BUDGET}).
+   */
+  final long tokenizerAnswerBudget;
   /** The OpenAI-compatible server's slots and outstanding-request cap; 0 when not given. */
   final int engineSlots;
   final int engineMaxInFlight;
@@ -312,7 +327,7 @@ public final class NodeOptions {
       kvEventsReplayBackoffMin = kvEventsReplayBackoffMax = null;
       listenPort = clientPort = engineThreads = engineCacheTokens = engineSlots = engineMaxInFlight = 0;
       peerReaderThreads = peerMaxUnfinishedReads = clientReaderThreads = clientMaxUnfinishedReads = 0;
-      clientBodyBudget = peerBodyBudget = engineAnswerBudget = 0;
+      clientBodyBudget = peerBodyBudget = engineAnswerBudget = tokenizerAnswerBudget = 0;
       engineSeed = 0;
       seeds = List.of();
       clusterKeys = null;
@@ -494,6 +509,15 @@ public final class NodeOptions {
     } else {
       throw new IllegalArgumentException(
           "--tokenizer must be auto, none or an http(s) URL of a /tokenize endpoint, was " + tok);
+    }
+    this.tokenizerAnswerBudget = tokenizerAnswerBudget(v);
+    if (tokenizerAnswerBudget != 0 && (!tokenizes
+        || tokenizerUri == null && engine.equals("reference"))) {
+      // as --engine-answer-budget needs --engine URL: a budget nothing would use
+      throw new IllegalArgumentException("--tokenizer-answer-budget needs a tokenizer that asks "
+          + "a /tokenize endpoint: --engine URL (with --tokenizer auto) or --tokenizer URL ("
+          + (tokenizes ? "the reference engine's per-character tokenizer"
+              : "--tokenizer none takes token ids only and") + " reads no answers)");
     }
     this.engineRequestTimeout = millis(v, "engine-request-timeout-ms");
     this.peerMaxHandling = millis(v, "peer-max-handling-ms");
@@ -901,6 +925,26 @@ public final class NodeOptions {
       throw new IllegalArgumentException("--" + key + " must be at least " + (min >> 20) + "m ("
           + min + " bytes: one answer of the largest size, 8 MiB, with its text, parsed JSON "
           + "and output), was " + v.get(key));
+    }
+    return b;
+  }
+
+  /**
+   * The answer budget of the tokenizer that asks a {@code /tokenize} endpoint
+   * ({@link EngineTokenizer}): at least {@link EngineTokenizer#MIN_ANSWER_BUDGET}, what one
+   * answer of 1 MiB takes; 0 when not given.
+   */
+  private static long tokenizerAnswerBudget(Map<String, String> v) {
+    String key = "tokenizer-answer-budget";
+    if (!v.containsKey(key)) {
+      return 0;
+    }
+    long b = bytes(key, v.get(key));
+    long min = EngineTokenizer.MIN_ANSWER_BUDGET;
+    if (b < min) {
+      throw new IllegalArgumentException("--" + key + " must be at least " + (min >> 20) + "m ("
+          + min + " bytes: one answer of 1 MiB, with its text and parsed JSON), was "
+          + v.get(key));
     }
     return b;
   }

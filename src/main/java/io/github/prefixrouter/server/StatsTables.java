@@ -537,7 +537,8 @@ final class StatsTables {
       .counter("rejected_busy", C + "rejected_busy_total",
           "Client requests answered 503 because too many were in flight at the endpoint, or "
               + "because the tokenizer's answer could not get its share of the heap the "
-              + "tokenizer gives its answers while other answers held it.",
+              + "tokenizer gives its answers (--tokenizer-answer-budget) while other answers "
+              + "held it.",
           ClientStats::rejectedBusy)
       .counter("rejected_invalid", C + "rejected_invalid_total",
           "Client requests the endpoint refused itself as invalid: answered 400 (a body that is "

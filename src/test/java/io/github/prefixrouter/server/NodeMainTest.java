@@ -668,6 +668,44 @@ class NodeMainTest {
   }
 
   /**
+   * {@code --tokenizer-answer-budget} is the heap the tokenizer's answers may hold at once, as
+   * the node builds its tokenizer: that budget, and the largest answer cap one answer at which
+   * fits it, at most 64 MiB; not given, 592 MiB and the cap of 64 MiB. The budget followed the
+   * fixed cap, with no setting of its own.
+   */
+  @Test
+  void theTokenizerIsBuiltWithItsAnswerBudget() {
+    String[] engine = {"--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000"};
+    // the caps: (budget - 16 MiB) / 9, at most 64 MiB
+    Map<String, Integer> caps = Map.of("100m", 9_786_709, "25m", 1 << 20, "1g", 64 << 20);
+    for (Map.Entry<String, Long> given : Map.of("100m", 100L << 20, "25m", 25L << 20,
+        "1g", 1L << 30).entrySet()) {
+      for (String[] args : List.of(engine, new String[] {"--id", "a", "--listen", "h:1",
+          "--tokenizer", "http://10.0.0.9:30000/tokenize"})) {
+        String[] all = java.util.stream.Stream.concat(java.util.Arrays.stream(args),
+            java.util.stream.Stream.of("--tokenizer-answer-budget", given.getKey()))
+            .toArray(String[]::new);
+        EngineTokenizer t = (EngineTokenizer) NodeMain.tokenizer(parse(all));
+        try {
+          assertEquals(given.getValue(), t.answerBudgetAvailable(), "the tokenizer's answer "
+              + "budget with " + String.join(" ", all));
+          assertEquals(caps.get(given.getKey()), t.maxAnswerBytes(), "the tokenizer's answer "
+              + "cap with " + String.join(" ", all));
+        } finally {
+          t.close();
+        }
+      }
+    }
+    EngineTokenizer byDefault = (EngineTokenizer) NodeMain.tokenizer(parse(engine));
+    try {
+      assertEquals(592L << 20, byDefault.answerBudgetAvailable(), "the default budget");
+      assertEquals(64 << 20, byDefault.maxAnswerBytes(), "the default cap");
+    } finally {
+      byDefault.close();
+    }
+  }
+
+  /**
    * A {@code --tokenizer} URL whose port no connection can have was accepted, as {@code --engine}'s
    * is not: the node started, and every text prompt and conversation was answered 502 ("port out
    * of range:99999").
@@ -771,6 +809,54 @@ class NodeMainTest {
     }
     assertMessage("--engine-answer-budget needs --engine URL",
         () -> parse("--id", "a", "--listen", "h:1", "--engine-answer-budget", "300m"));
+  }
+
+  /**
+   * {@code --tokenizer-answer-budget} is a size of at least one answer of 1 MiB, 25m, given to a
+   * tokenizer that asks a {@code /tokenize} endpoint (the server's, or a URL's), and refused as a
+   * bad flag otherwise, as {@code --engine-answer-budget} is without {@code --engine URL}.
+   */
+  @Test
+  void theTokenizerAnswerBudgetIsASizeOfAtLeastOneAnswerOf1MiB() throws Exception {
+    String[] engine = {"--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000"};
+    assertEquals(0, parse(engine).tokenizerAnswerBudget, "not given: the tokenizer's default");
+    for (Map.Entry<String, Long> ok : Map.of("592m", 592L << 20, "25m", 25L << 20,
+        "26214400", 26_214_400L, "1g", 1L << 30, " 100M ", 100L << 20).entrySet()) {
+      assertEquals(ok.getValue(), parse(java.util.stream.Stream.concat(
+          java.util.Arrays.stream(engine),
+          java.util.stream.Stream.of("--tokenizer-answer-budget", ok.getKey()))
+          .toArray(String[]::new)).tokenizerAnswerBudget, ok.getKey());
+    }
+    assertEquals(30L << 20, parse("--id", "a", "--listen", "h:1", "--tokenizer",
+        "http://10.0.0.9:30000/tokenize", "--tokenizer-answer-budget", "30m")
+        .tokenizerAnswerBudget, "the reference engine with a server's tokenizer");
+    assertEquals(100L << 20, parse("--config", writeConfig("id=n1\nlisten=h:1\n"
+        + "engine=http://127.0.0.1:8000\ntokenizer-answer-budget=100m\n").toString())
+        .tokenizerAnswerBudget);
+    assertTrue(NodeOptions.USAGE.contains("  --tokenizer-answer-budget SIZE"), "not in --help");
+    for (String small : List.of("24m", "26214399", "0", "64k")) {
+      assertMessage("--tokenizer-answer-budget must be at least 25m (26214400 bytes: one answer "
+          + "of 1 MiB, with its text and parsed JSON), was " + small,
+          () -> parse(java.util.stream.Stream.concat(java.util.Arrays.stream(engine),
+              java.util.stream.Stream.of("--tokenizer-answer-budget", small))
+              .toArray(String[]::new)));
+    }
+    for (String bad : List.of("x", "592mb", "-5m", "1.5g", "")) {
+      assertMessage("--tokenizer-answer-budget needs a size: a number of bytes, or a number with "
+          + "k, m or g (KiB, MiB, GiB) such as 256m; was '" + bad + "'",
+          () -> parse(java.util.stream.Stream.concat(java.util.Arrays.stream(engine),
+              java.util.stream.Stream.of("--tokenizer-answer-budget", bad))
+              .toArray(String[]::new)));
+    }
+    assertMessage("--tokenizer-answer-budget needs a tokenizer that asks a /tokenize endpoint: "
+        + "--engine URL (with --tokenizer auto) or --tokenizer URL (the reference engine's "
+        + "per-character tokenizer reads no answers)",
+        () -> parse("--id", "a", "--listen", "h:1", "--tokenizer-answer-budget", "100m"));
+    assertMessage("--tokenizer-answer-budget needs a tokenizer that asks a /tokenize endpoint: "
+        + "--engine URL (with --tokenizer auto) or --tokenizer URL (--tokenizer none takes "
+        + "token ids only and reads no answers)",
+        () -> parse("--id", "a", "--listen", "h:1", "--engine", "http://127.0.0.1:8000",
+            "--tokenizer", "none", "--tokenizer-answer-budget", "100m"));
   }
 
   @Test

@@ -92,6 +92,8 @@ class NodeOptionsUsageTest {
     expected.put("--peer-body-budget SIZE", (HttpTransport.DEFAULT_BODY_BUDGET >> 20) + "m");
     expected.put("--engine-answer-budget SIZE",
         (OpenAiCompatibleEngine.DEFAULT_ANSWER_BUDGET >> 20) + "m");
+    expected.put("--tokenizer-answer-budget SIZE",
+        (EngineTokenizer.answerBudget(EngineTokenizer.DEFAULT_MAX_ANSWER_BYTES) >> 20) + "m");
     expected.put("--engine-request-timeout-ms N", String.valueOf(((java.time.Duration)
         field(OpenAiCompatibleEngine.builder(), "requestTimeout")).toMillis()));
     expected.put("--initial-prefill-ns-per-token N",
