@@ -434,8 +434,9 @@ final class EngineTokenizer implements PromptTokenizer {
   /** An answer was refused its next share of the answer budget: logged once a spell. */
   private void answerRefused() {
     if (refusing.compareAndSet(false, true)) {
-      log.warn("tokenizations at {} are failing: the heap the tokenizer gives the answers being "
-          + "read and parsed ({} bytes) is held by other answers; not logged again until a "
+      log.warn("tokenizations at {} are refused (their requests answered 503): the heap the "
+          + "tokenizer gives the answers being read and parsed ({} bytes, "
+          + "--tokenizer-answer-budget) is held by other answers; not logged again until a "
           + "tokenization passes", uri, answers.capacity());
     }
   }
