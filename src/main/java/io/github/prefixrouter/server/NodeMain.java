@@ -682,6 +682,9 @@ public final class NodeMain {
     if (e != null) {
       sections.add(StatsTables.REFERENCE_ENGINE.section("engine", e.stats()));
     }
+    if (engine instanceof OpenAiCompatibleEngine oe) {
+      sections.add(StatsTables.OPENAI_ENGINE.section("engine", oe.stats()));
+    }
     if (keyWatch != null) {
       sections.add(StatsTables.ENGINE_KEY.section("engine_key", keyWatch.stats()));
     }

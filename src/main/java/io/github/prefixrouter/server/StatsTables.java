@@ -4,6 +4,7 @@ import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.GossipStats;
 import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
@@ -303,6 +304,41 @@ final class StatsTables {
           .gauge("cached_tokens", E + "cached_tokens",
               "Tokens held in the reference engine's prefix cache now.",
               ReferenceEngine.Stats::cachedTokens)
+          .build();
+
+  /**
+   * {@link OpenAiCompatibleEngine#stats()}: {@code engine} in {@code /v1/stats} (only with an
+   * OpenAI-compatible {@code --engine}; the reference engine has {@link #REFERENCE_ENGINE} there).
+   */
+  static final StatsTable<OpenAiCompatibleEngine.Stats> OPENAI_ENGINE =
+      StatsTable.<OpenAiCompatibleEngine.Stats>builder()
+          .gauge("in_flight", E + "in_flight_requests",
+              "Requests outstanding at the model server now: sent, or being sent, and not ended.",
+              OpenAiCompatibleEngine.Stats::inFlight)
+          .gauge("max_in_flight", E + "max_in_flight_requests",
+              "The most requests outstanding at the model server at once "
+                  + "(--engine-max-in-flight).",
+              OpenAiCompatibleEngine.Stats::maxInFlight)
+          .counter("in_flight_refused", E + "in_flight_refused_total",
+              "Requests refused at once, nothing sent, because --engine-max-in-flight requests "
+                  + "were outstanding: tried on a peer, else answered 503 (a peer's forward: "
+                  + "answered busy); not counted towards --engine-failures.",
+              OpenAiCompatibleEngine.Stats::inFlightRefused)
+          .gauge("answer_budget_bytes", E + "answer_budget_bytes",
+              "The heap the model server's answers being read and parsed may hold at once, in "
+                  + "bytes (--engine-answer-budget).",
+              OpenAiCompatibleEngine.Stats::answerBudgetBytes)
+          .gauge("answer_budget_held_bytes", E + "answer_budget_held_bytes",
+              "Heap held by the model server's answers being read and parsed, in bytes: their "
+                  + "bodies or event streams, texts, parsed JSON and streamed output, taken from "
+                  + "the answer budget (--engine-answer-budget).",
+              OpenAiCompatibleEngine.Stats::answerBudgetHeldBytes)
+          .counter("answer_budget_refused", E + "answer_budget_refused_total",
+              "Requests failed because the answer budget (--engine-answer-budget) could not give "
+                  + "what their answer needed while other answers held it: tried on a peer, else "
+                  + "answered 503 (a peer's forward: answered busy); not counted towards "
+                  + "--engine-failures.",
+              OpenAiCompatibleEngine.Stats::answerBudgetRefused)
           .build();
 
   /** The node's counters of what it dropped or failed on its peer and stream paths. */

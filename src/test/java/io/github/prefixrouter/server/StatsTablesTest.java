@@ -9,6 +9,7 @@ import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.GossipStats;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
@@ -66,6 +67,9 @@ class StatsTablesTest {
   private static final EngineKeyWatch.Stats KEY =
       StatsFixtures.distinct(EngineKeyWatch.Stats.class, 1_300_000);
 
+  private static final OpenAiCompatibleEngine.Stats OPENAI_ENGINE =
+      StatsFixtures.distinct(OpenAiCompatibleEngine.Stats.class, 1_500_000);
+
   /** Histograms whose every count and sum differs from every other. */
   private static final ClientLatency.Snapshot LATENCY = latency();
 
@@ -97,6 +101,7 @@ class StatsTablesTest {
       StatsTables.PEER_TLS.section("tls", TLS),
       StatsTables.CLIENT_TLS.section("client_tls", CLIENT_TLS),
       StatsTables.REFERENCE_ENGINE.section("engine", ENGINE),
+      StatsTables.OPENAI_ENGINE.section("engine", OPENAI_ENGINE),
       StatsTables.KV_EVENTS.section("kv_events", KV),
       StatsTables.CLIENT.section("client", CLIENT),
       StatsTables.CLIENT_LATENCY.section(null, LATENCY));
@@ -221,6 +226,32 @@ class StatsTablesTest {
       used.add(f.get(0));
     }
     assertEquals(used, m.keySet());
+  }
+
+  /**
+   * The OpenAI-compatible adapter's {@link OpenAiCompatibleEngine.Stats}, in {@code engine}:
+   * every component under a family of its own, named for the engine, none of them a family of
+   * the reference engine's table, which has the same key.
+   */
+  @Test
+  void everyOpenAiEngineStatsComponentAppearsInMetrics() throws Exception {
+    Map<String, Family> m = metrics(StatsTables.OPENAI_ENGINE.section("engine", OPENAI_ENGINE));
+    Set<String> used = new HashSet<>();
+    for (RecordComponent rc : OpenAiCompatibleEngine.Stats.class.getRecordComponents()) {
+      double v = ((Number) rc.getAccessor().invoke(OPENAI_ENGINE)).doubleValue();
+      List<String> f = familiesWithValue(m, v);
+      assertEquals(1, f.size(), rc.getName() + " is in " + f);
+      assertTrue(f.get(0).startsWith("prefix_router_engine_"), f.get(0));
+      used.add(f.get(0));
+    }
+    assertEquals(used, m.keySet());
+    Set<String> reference =
+        metrics(StatsTables.REFERENCE_ENGINE.section("engine", ENGINE)).keySet();
+    for (String name : m.keySet()) {
+      assertTrue(!reference.contains(name), name + " is the reference engine's family too");
+    }
+    assertEquals(OPENAI_ENGINE.answerBudgetRefused(),
+        m.get("prefix_router_engine_answer_budget_refused_total").value());
   }
 
   @Test

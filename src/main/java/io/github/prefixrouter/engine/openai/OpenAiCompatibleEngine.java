@@ -56,6 +56,7 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.atomic.LongAdder;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -118,6 +119,7 @@ import org.slf4j.LoggerFactory;
  * retryable {@link EngineException}, its connection closed. The node tries such a request on a
  * peer, as any retryable failure of its engine, but does not count it towards its
  * {@code engineFailureLimit}: the engine answered, and it is the node that is short of heap.
+ * {@link #stats()} shows the budget, what the answers hold of it now and the requests so failed.
  *
  * <p><b>Streaming.</b> {@link #execute(InferenceRequest, OutputListener)} with a listener other
  * than {@link OutputListener#IGNORE} sends {@code "stream": true} and
@@ -164,7 +166,8 @@ import org.slf4j.LoggerFactory;
  * are outstanding at once; further ones fail at once with an {@link EngineBusyException}, which
  * the node turns into push-back or runs elsewhere, and which, as nothing of it reached the server,
  * it does not count towards its {@code engineFailureLimit} (a burst of requests beyond the limit
- * never makes it take a healthy engine for failing). {@link #health()} probes {@code /health},
+ * never makes it take a healthy engine for failing); {@link #stats()} shows the requests
+ * outstanding, the limit and the requests refused at it. {@link #health()} probes {@code /health},
  * falling back to {@code /v1/models}, which it also asks after a healthy {@code /health}: a 401
  * or 403 there (vLLM guards only {@code /v1} with its key) makes the server unhealthy.
  *
@@ -229,6 +232,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final JdkHttpClients.Client client;
   private final Executor timeoutExecutor;
   private final AtomicInteger inFlight = new AtomicInteger();
+  /** Requests refused at once because {@link #maxInFlight} were outstanding ({@link #stats}). */
+  private final LongAdder inFlightRefused = new LongAdder();
+  /** Requests failed because their answer could not get its share of {@link #answers}. */
+  private final LongAdder answerBudgetRefused = new LongAdder();
   /** The requests in flight by id: ids are unique per origin only, so a few may share one. */
   private final RunsById<Running> running = new RunsById<>();
   /** The health probes in flight, until their answers' bodies have ended. */
@@ -328,6 +335,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
+      inFlightRefused.increment();
       answer.completeExceptionally(
           new EngineInFlightLimitException(
               "engine busy: " + maxInFlight + " requests already in flight to " + completionsUri));
@@ -349,6 +357,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
       inFlight.decrementAndGet();
       running.remove(request.id(), run);
+      if (e instanceof AnswerBudgetException) {
+        answerBudgetRefused.increment();
+      }
       if (e != null) {
         answer.completeExceptionally(e);
       } else {
@@ -1124,6 +1135,45 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     int running = Math.min(outstanding, slots);
     return new EngineLoad(outstanding - running, running);
   }
+
+  /**
+   * What this adapter holds now and has refused since it was built: its requests outstanding at
+   * the server against {@link Builder#maxInFlight}, and the heap its answers hold against
+   * {@link Builder#answerBudget}. Each figure is read on its own (no lock is held across them),
+   * so a snapshot taken while requests start and end may mix moments; cheap enough to read on
+   * every scrape.
+   *
+   * @return a snapshot of the counters
+   */
+  public Stats stats() {
+    long budget = answers.capacity();
+    return new Stats(Math.max(0, Math.min(inFlight.get(), maxInFlight)), maxInFlight,
+        inFlightRefused.sum(), budget, budget - answers.available(), answerBudgetRefused.sum());
+  }
+
+  /**
+   * The adapter's own limits and what they refused ({@link #stats()}).
+   *
+   * @param inFlight requests outstanding at the server now: sent, or being sent, and not ended;
+   *     at most {@code maxInFlight}
+   * @param maxInFlight the most requests outstanding at once ({@link Builder#maxInFlight})
+   * @param inFlightRefused requests refused at once, nothing sent, because {@code maxInFlight}
+   *     were outstanding (an {@link EngineBusyException}), each counted once
+   * @param answerBudgetBytes the heap the answers being read and parsed may hold at once, in
+   *     bytes ({@link Builder#answerBudget})
+   * @param answerBudgetHeldBytes the heap those answers hold now, in bytes: their bodies or event
+   *     streams, texts, parses and streamed output, taken from the answer budget
+   * @param answerBudgetRefused requests failed because their answer could not get its next share
+   *     of the answer budget in time (the retryable failure naming {@code answerBudget}), each
+   *     counted once
+   */
+  public record Stats(
+      int inFlight,
+      int maxInFlight,
+      long inFlightRefused,
+      long answerBudgetBytes,
+      long answerBudgetHeldBytes,
+      long answerBudgetRefused) {}
 
   /**
    * The requests the server runs at once, as configured.
