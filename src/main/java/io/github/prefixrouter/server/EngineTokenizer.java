@@ -255,6 +255,24 @@ final class EngineTokenizer implements PromptTokenizer {
     return answers.available();
   }
 
+  /**
+   * What the tokenizer reports in {@code /v1/stats} and {@code /metrics} ({@code tokenizer}).
+   * Its refusals are counted where they are answered, in the client endpoint's
+   * {@code rejected_busy}.
+   *
+   * @param answerBudgetBytes the heap the answers being read and parsed may hold at once, in
+   *     bytes ({@code --tokenizer-answer-budget})
+   * @param answerBudgetHeldBytes the heap those answers hold now, in bytes: their bodies, texts
+   *     and parses, taken from the answer budget
+   */
+  record Stats(long answerBudgetBytes, long answerBudgetHeldBytes) {}
+
+  /** A snapshot for {@code /v1/stats} and {@code /metrics}; thread-safe. */
+  Stats stats() {
+    long budget = answers.capacity();
+    return new Stats(budget, budget - answers.available());
+  }
+
   /** The names of this tokenizer's threads begin with this. */
   String threadNamePrefix() {
     return threadNamePrefix;

@@ -488,8 +488,10 @@ public final class NodeMain {
       PrefixRouterNode n = node;
       part[0] = "the tokenizer";
       tokenizer = tokenizer(o);
+      PromptTokenizer tok = tokenizer;
       endpoint = new ClientEndpoint(node,
-          () -> extraStats(n, t, watchedKeys, watchedTls, watchedClientTls, ref, eng, keyWatch),
+          () -> extraStats(n, t, watchedKeys, watchedTls, watchedClientTls, ref, eng, keyWatch,
+              tok),
           4096,
           java.time.Duration.ofSeconds(10), baseModel,
           o.clientReaderThreads != 0 ? o.clientReaderThreads : ClientEndpoint.DEFAULT_READER_THREADS,
@@ -657,7 +659,7 @@ public final class NodeMain {
   /** The process's counters besides the node's and the client endpoint's. */
   private static List<StatsTable.Section<?>> extraStats(PrefixRouterNode node, HttpTransport t,
       ClusterKeys keys, TlsFiles tls, TlsFiles clientTls, ReferenceEngine e,
-      InferenceEngine engine, EngineKeyWatch keyWatch) {
+      InferenceEngine engine, EngineKeyWatch keyWatch, PromptTokenizer tokenizer) {
     List<StatsTable.Section<?>> sections = new ArrayList<>();
     if (node instanceof RouterNode rn) {
       sections.add(StatsTables.PEER_MESSAGES.section("peer_messages",
@@ -692,6 +694,9 @@ public final class NodeMain {
       VllmKvEventSubscriber sub = oe.kvEventSubscriber();
       sections.add(StatsTables.KV_EVENTS.section("kv_events",
           new StatsTables.KvEventStats(sub.stats(), sub.receiverStats())));
+    }
+    if (tokenizer instanceof EngineTokenizer et) {
+      sections.add(StatsTables.TOKENIZER.section("tokenizer", et.stats()));
     }
     return sections;
   }

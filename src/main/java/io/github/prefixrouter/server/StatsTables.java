@@ -425,6 +425,27 @@ final class StatsTables {
               EngineKeyWatch.Stats::refusedStatus)
           .build();
 
+  private static final String TK = P + "tokenizer_";
+
+  /**
+   * {@link EngineTokenizer.Stats}: {@code tokenizer} in {@code /v1/stats} (only with a tokenizer
+   * that asks a {@code POST /tokenize}: {@code --tokenizer auto} next to a model server, or
+   * {@code --tokenizer URL}).
+   */
+  static final StatsTable<EngineTokenizer.Stats> TOKENIZER =
+      StatsTable.<EngineTokenizer.Stats>builder()
+          .gauge("answer_budget_bytes", TK + "answer_budget_bytes",
+              "The heap the tokenizer's answers (POST /tokenize) being read and parsed may hold "
+                  + "at once, in bytes (--tokenizer-answer-budget).",
+              EngineTokenizer.Stats::answerBudgetBytes)
+          .gauge("answer_budget_held_bytes", TK + "answer_budget_held_bytes",
+              "Heap held by the tokenizer's answers being read and parsed, in bytes: their "
+                  + "bodies, texts and parsed JSON, taken from the answer budget "
+                  + "(--tokenizer-answer-budget); the requests refused their share are counted "
+                  + "in prefix_router_client_rejected_busy_total.",
+              EngineTokenizer.Stats::answerBudgetHeldBytes)
+          .build();
+
   private static final String L = P + "tree_";
 
   /** An engine-driven local tree's {@link CacheEventStats}: {@code local_tree} in /v1/stats. */

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.prefixrouter.engine.openai.FakeOpenAiServer;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.server.PrometheusTextParser.Family;
+import io.github.prefixrouter.testing.HoldingAnswerServer;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -128,6 +129,46 @@ class EngineAdapterStatsNodeTest {
       atTheLimit.put("in_flight", 0L);
       assertEquals(atTheLimit, section(r, "engine"),
           "the held request answered: none outstanding, the refusal still counted");
+    }
+  }
+
+  /**
+   * The tokenizer of the OpenAI routes ({@code --tokenizer URL}, which reads the answers of a
+   * {@code POST /tokenize}) has an answer budget of its own, {@code --tokenizer-answer-budget}:
+   * the {@code tokenizer} section shows it and what the answers being read hold of it now, here
+   * the answer of nearly 1 MiB to a text prompt, which its server holds open (the answer's
+   * Content-Length, 1 MiB, taken as its bytes arrived). Nothing showed it; its refusals were
+   * counted, in the client section's {@code rejected_busy}, but not what it held.
+   */
+  @Test
+  void theTokenizerSectionShowsItsAnswerBudgetAndWhatIsHeldOfIt() throws Exception {
+    int answer = 1 << 20;
+    try (FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO);
+        HoldingAnswerServer tokenizer = new HoldingAnswerServer(answer, false);
+        NodeMain.Running r = start("--engine", server.baseUrl(), "--model", "fake-base",
+            "--tokenizer", tokenizer.uri("/tokenize").toString(),
+            "--tokenizer-answer-budget", "25m")) {
+      long budget = 25L << 20;
+      assertEquals(Map.of("answer_budget_bytes", budget, "answer_budget_held_bytes", 0L),
+          section(r, "tokenizer"), "/v1/stats' tokenizer section with --tokenizer URL: "
+              + get(r, "/v1/stats"));
+      http.sendAsync(HttpRequest.newBuilder(
+              URI.create("http://" + r.clientAddress + "/v1/completions"))
+          .POST(HttpRequest.BodyPublishers.ofString(
+              "{\"model\":\"fake-base\",\"prompt\":\"hello\",\"max_tokens\":2}")).build(),
+          HttpResponse.BodyHandlers.ofString());
+      long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      Map<?, ?> held = section(r, "tokenizer");
+      while (!Long.valueOf(answer).equals(held.get("answer_budget_held_bytes"))) {
+        assertTrue(System.nanoTime() < until, "the tokenize answer held open, 20 s on: " + held
+            + "; " + tokenizer.written() + " answers written");
+        Thread.sleep(20);
+        held = section(r, "tokenizer");
+      }
+      Map<String, Double> m = metrics(r, "prefix_router_tokenizer_");
+      assertEquals(Map.of("prefix_router_tokenizer_answer_budget_bytes", (double) budget,
+          "prefix_router_tokenizer_answer_budget_held_bytes", (double) answer), m,
+          "/metrics' tokenizer families while its answer is held");
     }
   }
 }

@@ -249,6 +249,41 @@ class EngineTokenizerAnswerBudgetTest {
     }
   }
 
+  /**
+   * {@link EngineTokenizer#stats()}: the budget, and what the answers being read hold of it now:
+   * an answer of nearly 1 MiB held open by its server holds its body's heap (its Content-Length,
+   * 1 MiB, the cap, taken as its bytes arrived), and nothing once its caller cancels it.
+   */
+  @Test
+  void theStatsShowTheBudgetAndWhatTheAnswersHoldOfIt() throws Exception {
+    int cap = 1 << 20;
+    long all = (16L << 20) + 9L * cap;
+    try (HoldingAnswerServer holding = new HoldingAnswerServer(cap, false)) {
+      EngineTokenizer t = new EngineTokenizer(holding.uri("/tokenize"), null,
+          Duration.ofSeconds(5), Duration.ofSeconds(60), cap);
+      try {
+        assertEquals(new EngineTokenizer.Stats(all, 0), t.stats(), "before any tokenization");
+        CompletableFuture<Tokenized> open = t.tokenize("m", "x");
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (t.stats().answerBudgetHeldBytes() != cap) {
+          assertTrue(System.nanoTime() < until, "an answer of " + (cap - 1) + " bytes held "
+              + "open, 20 s on: " + t.stats());
+          Thread.sleep(5);
+        }
+        assertEquals(new EngineTokenizer.Stats(all, cap), t.stats(), "while it is held");
+        open.cancel(true);
+        until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (t.stats().answerBudgetHeldBytes() != 0) {
+          assertTrue(System.nanoTime() < until, "20 s after the caller cancelled: " + t.stats());
+          Thread.sleep(5);
+        }
+        assertEquals(new EngineTokenizer.Stats(all, 0), t.stats(), "once it ended");
+      } finally {
+        t.close();
+      }
+    }
+  }
+
   /** Waits until the tokenizer's answers hold some of its budget of {@code all} bytes. */
   private static void awaitHeld(EngineTokenizer t, long all) throws InterruptedException {
     long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);

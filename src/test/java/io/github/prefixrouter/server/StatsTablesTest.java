@@ -70,6 +70,9 @@ class StatsTablesTest {
   private static final OpenAiCompatibleEngine.Stats OPENAI_ENGINE =
       StatsFixtures.distinct(OpenAiCompatibleEngine.Stats.class, 1_500_000);
 
+  private static final EngineTokenizer.Stats TOKENIZER =
+      StatsFixtures.distinct(EngineTokenizer.Stats.class, 1_600_000);
+
   /** Histograms whose every count and sum differs from every other. */
   private static final ClientLatency.Snapshot LATENCY = latency();
 
@@ -103,6 +106,7 @@ class StatsTablesTest {
       StatsTables.REFERENCE_ENGINE.section("engine", ENGINE),
       StatsTables.OPENAI_ENGINE.section("engine", OPENAI_ENGINE),
       StatsTables.KV_EVENTS.section("kv_events", KV),
+      StatsTables.TOKENIZER.section("tokenizer", TOKENIZER),
       StatsTables.CLIENT.section("client", CLIENT),
       StatsTables.CLIENT_LATENCY.section(null, LATENCY));
 
