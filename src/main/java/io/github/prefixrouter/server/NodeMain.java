@@ -121,12 +121,16 @@ public final class NodeMain {
   /** How long tokenizing one prompt at the model server may take. */
   static final java.time.Duration TOKENIZE_TIMEOUT = java.time.Duration.ofSeconds(10);
 
-  /** How the banner names the tokenizer ({@link #tokenizer}'s). */
+  /**
+   * How the banner names the tokenizer ({@link #tokenizer}'s): one that asks a {@code /tokenize}
+   * with the cap on its answers and its answer budget ({@code --tokenizer-answer-budget}).
+   */
   private static String tokenizerName(PromptTokenizer t) {
     if (t == null) {
       return "none (token ids only)";
     }
-    return t instanceof EngineTokenizer e ? String.valueOf(e.uri())
+    return t instanceof EngineTokenizer e ? e.uri() + " (answers up to " + e.maxAnswerBytes()
+        + " bytes, " + e.stats().answerBudgetBytes() + " bytes at once)"
         : "per character (reference engine)";
   }
 

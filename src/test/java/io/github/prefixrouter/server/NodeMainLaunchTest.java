@@ -84,6 +84,26 @@ class NodeMainLaunchTest {
         + "nodeIdInUse=false "), lines.get(1));
   }
 
+  /**
+   * The banner names a tokenizer that asks a {@code /tokenize} with the cap on its answers and
+   * its answer budget ({@code --tokenizer-answer-budget}), which it used to leave out.
+   */
+  @Test
+  void theBannerNamesTheTokenizersCapAndAnswerBudget() {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    NodeMain.Launch l = NodeMain.launch(new String[] {"--id", "printed", "--listen",
+        "127.0.0.1:0", "--client", "127.0.0.1:0", "--insecure", "--tokenizer",
+        "http://127.0.0.1:1/tokenize", "--tokenizer-answer-budget", "100m"}, Map.of(),
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    assertEquals(0, l.status(), err.toString(StandardCharsets.UTF_8));
+    l.running().close();
+    String banner = out.toString(StandardCharsets.UTF_8).lines().findFirst().orElse("");
+    assertTrue(banner.contains(", tokenizer http://127.0.0.1:1/tokenize (answers up to "
+        + "9786709 bytes, 104857600 bytes at once), "), banner);
+  }
+
   /** A failed start: status 1, no node, and one line on stderr that is {@code expected}. */
   private static void failsToStart(String expected, String... args) {
     Outcome o = launch(args);
