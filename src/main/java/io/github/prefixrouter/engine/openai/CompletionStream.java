@@ -369,7 +369,7 @@ final class CompletionStream {
    * stream; else a retryable {@link EngineException}.
    */
   private EngineException serverError(String what, String data) {
-    // its parse takes its heap from the share too (a parse it cannot get is no JSON here)
+    // its parse takes its heap from the share too (a parse it cannot get is the budget's refusal)
     try (ParseHeap heap = parseHeap()) {
       Object root = errorRoot(data, heap);
       String message = what + ": " + errorMessage(data, root, apiKey);
@@ -412,11 +412,16 @@ final class CompletionStream {
 
   /**
    * An error event's or chunk's data parsed, taking its heap from {@code memory} (null: from
-   * nowhere), or null if it is not JSON within the limits or the memory is refused.
+   * nowhere), or null if it is not JSON within the limits. A parse the memory refuses throws the
+   * {@link BodyBudget.Refused} on, as a chunk's does: the node had no heap to read the server's
+   * error, which says nothing of the server (it was taken for an error that is not JSON, a
+   * failure of the server, a 503's "overloaded" lost).
    */
   private static Object errorRoot(String data, Json.Memory memory) {
     try {
       return Json.parse(data, 1 << 20, 32, AnswerHeap.maxParsedBytes(data.length()), memory);
+    } catch (BodyBudget.Refused refused) {
+      throw refused;
     } catch (RuntimeException notJson) {
       return null;
     }

@@ -8,9 +8,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.wire.BodyBudget;
 import io.github.prefixrouter.spi.EngineException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
@@ -77,5 +79,32 @@ class CompletionStreamErrorTextTest {
         + "[-0,2147483647,9]}]}";
     assertArrayEquals(new int[] {0, Integer.MAX_VALUE, 9},
         engine.parseAnswer(r, 200, chunk.getBytes(StandardCharsets.UTF_8)).outputTokens());
+  }
+
+  /**
+   * An error event whose parse cannot get its heap from the answer budget fails the stream with
+   * the budget's refusal (the adapter's {@code AnswerBudgetException}: the node's shortage, tried
+   * on a peer, not counted as its engine failing), as a chunk's would. It was taken for an event
+   * that is not JSON: a plain failure of the server, its code 503 (overloaded) lost, and counted
+   * towards the engine's failures in a row.
+   */
+  @Test
+  void anErrorEventWhoseParseTheBudgetRefusesFailsWithTheRefusal() {
+    BodyBudget budget = new BodyBudget(1 << 20, Duration.ZERO, () -> { });
+    BodyBudget.Share share = budget.share();
+    CompletionStream s = new CompletionStream(
+        new InferenceRequest("q", new int[] {1}, GenerationParams.DEFAULT), 1 << 20, null,
+        (tokens, text) -> { }, share);
+    String data = Json.write(Map.of("error", Map.of("message", "overloaded", "code", 503)));
+    s.feed(ByteBuffer.wrap(("event: error\ndata: " + data + "\n")
+        .getBytes(StandardCharsets.UTF_8)));
+    // the rest of the budget is held elsewhere but for 16 KiB: the blank line ending the event
+    // needs none of it, its parse 64 KiB
+    BodyBudget.Share others = budget.share();
+    others.take(budget.available() - (16 << 10));
+    BodyBudget.Refused refused = assertThrows(BodyBudget.Refused.class,
+        () -> s.feed(ByteBuffer.wrap("\n".getBytes(StandardCharsets.UTF_8))),
+        "the error event was read as a failure of the server, not as the budget's refusal");
+    assertTrue(refused.getMessage() != null);
   }
 }
