@@ -129,6 +129,26 @@ class StatsTablesTest {
         .map(f -> f.name).toList();
   }
 
+  /**
+   * Checks that each component of {@code stats} (a record of numbers), but those named in
+   * {@code skip}, is the value of exactly one family of {@code m}, named with {@code prefix}, and
+   * adds that family to {@code used}.
+   */
+  private static void eachComponentHasAFamily(Object stats, Map<String, Family> m, String prefix,
+      Set<String> used, String... skip) throws Exception {
+    for (RecordComponent rc : stats.getClass().getRecordComponents()) {
+      if (List.of(skip).contains(rc.getName())) {
+        continue;
+      }
+      double v = ((Number) rc.getAccessor().invoke(stats)).doubleValue();
+      List<String> f = familiesWithValue(m, v);
+      assertEquals(1, f.size(), stats.getClass().getSimpleName() + "." + rc.getName()
+          + " is in " + f);
+      assertTrue(f.get(0).startsWith(prefix), f.get(0));
+      used.add(f.get(0));
+    }
+  }
+
   @Test
   void everyNodeStatsComponentAppearsInMetrics() throws Exception {
     Map<String, Family> m = metrics(StatsTables.NODE.section(null, NODE));
@@ -213,22 +233,13 @@ class StatsTablesTest {
   void everyHttpTransportStatsComponentAppearsInMetrics() throws Exception {
     Map<String, Family> m = metrics(StatsTables.TRANSPORT.section("transport", TRANSPORT));
     Set<String> used = new HashSet<>();
-    for (RecordComponent rc : HttpTransport.Stats.class.getRecordComponents()) {
-      if (rc.getName().equals("clusterKeys")) {
-        // one sample per key id, labelled with it
-        Family keys = m.get("prefix_router_transport_cluster_key_info");
-        assertEquals(2, keys.samples.size());
-        assertEquals(1.0, keys.value("key", "0a1b2c3d"));
-        assertEquals(0.0, keys.value("key", "4e5f6a7b"));
-        used.add(keys.name);
-        continue;
-      }
-      double v = ((Number) rc.getAccessor().invoke(TRANSPORT)).doubleValue();
-      List<String> f = familiesWithValue(m, v);
-      assertEquals(1, f.size(), rc.getName() + " is in " + f);
-      assertTrue(f.get(0).startsWith("prefix_router_transport_"), f.get(0));
-      used.add(f.get(0));
-    }
+    // clusterKeys: one sample per key id, labelled with it
+    Family keys = m.get("prefix_router_transport_cluster_key_info");
+    assertEquals(2, keys.samples.size());
+    assertEquals(1.0, keys.value("key", "0a1b2c3d"));
+    assertEquals(0.0, keys.value("key", "4e5f6a7b"));
+    used.add(keys.name);
+    eachComponentHasAFamily(TRANSPORT, m, "prefix_router_transport_", used, "clusterKeys");
     assertEquals(used, m.keySet());
   }
 
@@ -241,13 +252,7 @@ class StatsTablesTest {
   void everyOpenAiEngineStatsComponentAppearsInMetrics() throws Exception {
     Map<String, Family> m = metrics(StatsTables.OPENAI_ENGINE.section("engine", OPENAI_ENGINE));
     Set<String> used = new HashSet<>();
-    for (RecordComponent rc : OpenAiCompatibleEngine.Stats.class.getRecordComponents()) {
-      double v = ((Number) rc.getAccessor().invoke(OPENAI_ENGINE)).doubleValue();
-      List<String> f = familiesWithValue(m, v);
-      assertEquals(1, f.size(), rc.getName() + " is in " + f);
-      assertTrue(f.get(0).startsWith("prefix_router_engine_"), f.get(0));
-      used.add(f.get(0));
-    }
+    eachComponentHasAFamily(OPENAI_ENGINE, m, "prefix_router_engine_", used);
     assertEquals(used, m.keySet());
     Set<String> reference =
         metrics(StatsTables.REFERENCE_ENGINE.section("engine", ENGINE)).keySet();
@@ -262,13 +267,7 @@ class StatsTablesTest {
   void everyCacheEventStatsComponentOfTheLocalTreeAppearsInMetrics() throws Exception {
     Map<String, Family> m = metrics(StatsTables.LOCAL_TREE.section("local_tree", TREE));
     Set<String> used = new HashSet<>();
-    for (RecordComponent rc : CacheEventStats.class.getRecordComponents()) {
-      double v = ((Number) rc.getAccessor().invoke(TREE)).doubleValue();
-      List<String> f = familiesWithValue(m, v);
-      assertEquals(1, f.size(), rc.getName() + " is in " + f);
-      assertTrue(f.get(0).startsWith("prefix_router_tree_"), f.get(0));
-      used.add(f.get(0));
-    }
+    eachComponentHasAFamily(TREE, m, "prefix_router_tree_", used);
     assertEquals(used, m.keySet());
     assertEquals(TREE.overflowBlocks(),
         m.get("prefix_router_tree_mirror_overflow_blocks_total").value());
@@ -283,14 +282,7 @@ class StatsTablesTest {
     Map<String, Family> m = metrics(StatsTables.KV_EVENTS.section("kv_events", KV));
     Set<String> used = new HashSet<>();
     for (Object stats : List.of(KV.subscriber(), KV.receiver())) {
-      for (RecordComponent rc : stats.getClass().getRecordComponents()) {
-        double v = ((Number) rc.getAccessor().invoke(stats)).doubleValue();
-        List<String> f = familiesWithValue(m, v);
-        assertEquals(1, f.size(), stats.getClass().getSimpleName() + "." + rc.getName()
-            + " is in " + f);
-        assertTrue(f.get(0).startsWith("prefix_router_kv_events_"), f.get(0));
-        used.add(f.get(0));
-      }
+      eachComponentHasAFamily(stats, m, "prefix_router_kv_events_", used);
     }
     assertEquals(used, m.keySet());
   }
