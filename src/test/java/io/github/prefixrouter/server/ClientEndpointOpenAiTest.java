@@ -1184,7 +1184,7 @@ class ClientEndpointOpenAiTest {
    * behind the engine's tokenizer with a cap of 4 MiB: the calls beyond the tokenizer's answer
    * budget (52 MiB for that cap: about twelve such answers) cannot get their share, and their
    * clients get 503 with {@code Retry-After} (OpenAI's {@code busy}), counted in
-   * {@code rejected_busy}, a second or so after the last share was given: the node is short of
+   * {@code rejected_busy}, one a second or so after the last share was given: the node is short of
    * heap for a while, as when its body budget refuses a request, and the tokenizer did nothing
    * wrong. (They used to get 502 {@code tokenizer_failed}, counted in {@code tokenize_failures}.)
    * The calls held open end as the tokenizer's fault when their server goes (502), every slot is
@@ -1205,14 +1205,11 @@ class ClientEndpointOpenAiTest {
           sent.add(postAsync(ClientEndpoint.OPENAI_CHAT,
               "{\"messages\":[{\"role\":\"user\",\"content\":\"q" + i + "\"}]}"));
         }
-        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (sent.stream().noneMatch(CompletableFuture::isDone)) {
-          assertTrue(System.nanoTime() < until, "no call was refused its share within 30 s, "
-              + server.held() + " answers held open");
-          Thread.sleep(20);
-        }
-        // the rest of the calls beyond the budget, a second or so apart
-        Thread.sleep(3_000);
+        // the calls beyond the budget are refused a second or so apart, each refusal giving the
+        // others room, until those left fit: settled once nothing changed for 2 s
+        server.awaitSettled(sent, Duration.ofSeconds(60));
+        assertTrue(sent.stream().anyMatch(CompletableFuture::isDone),
+            "no call was refused its share, " + server.held() + " answers held open");
         List<CompletableFuture<HttpResponse<String>>> refused = new java.util.ArrayList<>();
         for (CompletableFuture<HttpResponse<String>> f : sent) {
           if (f.isDone()) {

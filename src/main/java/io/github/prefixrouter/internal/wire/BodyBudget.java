@@ -23,8 +23,10 @@ import java.util.concurrent.locks.ReentrantLock;
  * once. This is the wait of the reader slots per address
  * ({@link InboundReaders#awaitWhileReleasing}): a budget whose requests keep finishing moves,
  * and what queues behind requests that stall holding the budget is refused after
- * {@code maxWait}. Waiters are not served in order: a large step may wait while small ones
- * pass, up to its I/O deadline.
+ * {@code maxWait}. A refused share gives back all it holds at once and is ended, so each
+ * refusal gives the waiters left its room and a fresh wait at once (they used to wait on until
+ * its owner closed it, and could all be refused together). Waiters are not served in order: a
+ * large step may wait while small ones pass, up to its I/O deadline.
  *
  * <p>Thread-safe; a share takes on one thread at a time, and may be closed from any.
  */
@@ -80,11 +82,18 @@ public final class BodyBudget {
 
   /**
    * Takes {@code bytes} for {@code share}, counting them in what it holds; refused at once, and
-   * not counted as refused, for a share that is closed or is closed while it waits.
+   * not counted as refused, for a share that is closed or is closed while it waits. A refused
+   * share gives back all it holds at once, under the lock, and is ended (its owner fails its
+   * request): the others waiting get its room and a fresh wait now, not once its owner has
+   * handled the refusal and closed it (until then their waits ran on, and all of them were
+   * refused together).
+   *
+   * @throws Refused if the budget cannot give them
    */
-  private boolean take(Share share, long bytes) {
+  private void take(Share share, long bytes) {
     boolean taken = false;
     boolean closed = false;
+    long held;
     lock.lock();
     try {
       taken = bytes <= capacity && InboundReaders.awaitWhileReleasing(released, () -> {
@@ -99,13 +108,25 @@ public final class BodyBudget {
         return true;
       }, () -> lastReleased, maxWaitNanos);
       closed = share.closed;
+      held = share.held;
+      if (!taken && !closed) {
+        available += held;
+        share.held = 0;
+        share.closed = true;
+        if (held > 0) {
+          lastReleased = System.nanoTime();
+          released.signalAll();
+        }
+      }
     } finally {
       lock.unlock();
     }
     if (!taken && !closed) {
       onRefused.run();
     }
-    return taken && !closed;
+    if (!taken || closed) {
+      throw new Refused(bytes, held, capacity);
+    }
   }
 
   /** Gives back {@code bytes} of what {@code share} holds (at most all of it). */
@@ -141,7 +162,8 @@ public final class BodyBudget {
     private Share() {}
 
     /**
-     * Takes {@code bytes} more, waiting for them as the budget says.
+     * Takes {@code bytes} more, waiting for them as the budget says. Refused, the share gives
+     * back all it holds at once and is ended, as {@link #close} ends it: its request fails.
      *
      * @throws Refused if the budget cannot give them
      */
@@ -149,9 +171,7 @@ public final class BodyBudget {
       if (bytes <= 0) {
         return;
       }
-      if (!BodyBudget.this.take(this, bytes)) {
-        throw new Refused(bytes, held(), capacity);
-      }
+      BodyBudget.this.take(this, bytes);
     }
 
     /** Gives back {@code bytes} of what this share holds (at most all of it). */
