@@ -23,9 +23,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * once. This is the wait of the reader slots per address
  * ({@link InboundReaders#awaitWhileReleasing}): a budget whose requests keep finishing moves,
  * and what queues behind requests that stall holding the budget is refused after
- * {@code maxWait}. A refused share gives back all it holds at once and is ended, so each
- * refusal gives the waiters left its room and a fresh wait at once (they used to wait on until
- * its owner closed it, and could all be refused together). Waiters are not served in order: a
+ * {@code maxWait}. A refused share gives back all it holds at once and is ended, so the waiters
+ * its room fits take their steps at once (they used to wait on until its owner closed it, and
+ * could all be refused together); what a refusal or a close that held nothing gives back does
+ * not count as given back for the others' waits, so those its room does not fit are refused in
+ * the same moment rather than one {@code maxWait} after another. Waiters are not served in order: a
  * large step may wait while small ones pass, up to its I/O deadline.
  *
  * <p>Thread-safe; a share takes on one thread at a time, and may be closed from any.
@@ -84,9 +86,11 @@ public final class BodyBudget {
    * Takes {@code bytes} for {@code share}, counting them in what it holds; refused at once, and
    * not counted as refused, for a share that is closed or is closed while it waits. A refused
    * share gives back all it holds at once, under the lock, and is ended (its owner fails its
-   * request): the others waiting get its room and a fresh wait now, not once its owner has
-   * handled the refusal and closed it (until then their waits ran on, and all of them were
-   * refused together).
+   * request): the others waiting whose steps its room fits take them now, not once its owner has
+   * handled the refusal and closed it (until then their waits ran on, and all of them could be
+   * refused together). What a refusal gives back is not progress: it does not restart the
+   * others' waits, so those its room does not fit are refused in the same moment, not one a
+   * wait after another.
    *
    * @throws Refused if the budget cannot give them
    */
@@ -114,7 +118,6 @@ public final class BodyBudget {
         share.held = 0;
         share.closed = true;
         if (held > 0) {
-          lastReleased = System.nanoTime();
           released.signalAll();
         }
       }
@@ -139,8 +142,10 @@ public final class BodyBudget {
       if (close) {
         share.closed = true;
       }
+      if (b > 0) {
+        lastReleased = System.nanoTime(); // progress: the others' waits start again
+      }
       if (b > 0 || close) {
-        lastReleased = System.nanoTime();
         released.signalAll(); // a closed share's own wait ends too
       }
     } finally {

@@ -206,4 +206,53 @@ class BodyBudgetTest {
     kept.close();
     assertEquals(MIB, b.available());
   }
+
+  /**
+   * What a refusal gives back is not progress: it does not start the others' waits again, so
+   * the waiters its room does not fit are refused in the same moment, not one wait after
+   * another. Three shares hold a third of the budget each and wait for two thirds more: two are
+   * refused together, and the third takes their room. (Counted as progress, each refusal gave
+   * the next waiter a whole wait more: a burst of 40 answers beyond the engine's budget took 40 s
+   * to clear, holding their connections and threads.)
+   */
+  @Test
+  void refusalsTheirRoomDoesNotFitComeTogetherNotOneWaitApart() throws Exception {
+    long wait = java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
+    BodyBudget b = new BodyBudget(3 * MIB, Duration.ofNanos(wait), () -> { });
+    java.util.List<BodyBudget.Share> shares = new java.util.ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      BodyBudget.Share s = b.share();
+      s.take(MIB);
+      shares.add(s);
+    }
+    java.util.List<java.util.concurrent.CompletableFuture<Long>> steps =
+        new java.util.ArrayList<>();
+    for (BodyBudget.Share s : shares) {
+      steps.add(java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+        try {
+          s.take(2 * MIB);
+          return -1L; // taken
+        } catch (BodyBudget.Refused e) {
+          return System.nanoTime();
+        }
+      }));
+    }
+    java.util.List<Long> refusedAt = new java.util.ArrayList<>();
+    for (java.util.concurrent.CompletableFuture<Long> step : steps) {
+      long at = step.get(20, java.util.concurrent.TimeUnit.SECONDS);
+      if (at >= 0) {
+        refusedAt.add(at);
+      }
+    }
+    assertEquals(2, refusedAt.size(), "the third waiter did not take the room of the two refused");
+    long apart = Math.abs(refusedAt.get(0) - refusedAt.get(1));
+    assertTrue(apart < wait / 2, "the second refusal came " + apart / 1_000_000
+        + " ms after the first, with waits of " + wait / 1_000_000 + " ms: the first refusal's "
+        + "room restarted its wait");
+    assertEquals(0, b.available());
+    for (BodyBudget.Share s : shares) {
+      s.close();
+    }
+    assertEquals(3 * MIB, b.available());
+  }
 }
