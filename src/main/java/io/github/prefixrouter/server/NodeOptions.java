@@ -895,17 +895,8 @@ public final class NodeOptions {
    * {@value ClientEndpoint#MIN_BODY_BUDGET} bytes; 0 when not given.
    */
   private static long bodyBudget(Map<String, String> v, String key) {
-    if (!v.containsKey(key)) {
-      return 0;
-    }
-    long b = bytes(key, v.get(key));
-    if (b < ClientEndpoint.MIN_BODY_BUDGET) {
-      throw new IllegalArgumentException("--" + key + " must be at least "
-          + (ClientEndpoint.MIN_BODY_BUDGET >> 20) + "m (" + ClientEndpoint.MIN_BODY_BUDGET
-          + " bytes: one request of the largest body, 8 MiB, with its text and parsed JSON), "
-          + "was " + v.get(key));
-    }
-    return b;
+    return budget(v, key, ClientEndpoint.MIN_BODY_BUDGET,
+        "one request of the largest body, 8 MiB, with its text and parsed JSON");
   }
 
   /**
@@ -914,19 +905,10 @@ public final class NodeOptions {
    * at least what one answer of the engine's default limit takes; 0 when not given.
    */
   private static long engineAnswerBudget(Map<String, String> v) {
-    String key = "engine-answer-budget";
-    if (!v.containsKey(key)) {
-      return 0;
-    }
-    long b = bytes(key, v.get(key));
-    long min = io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine.Builder
-        .minAnswerBudget(8 << 20);
-    if (b < min) {
-      throw new IllegalArgumentException("--" + key + " must be at least " + (min >> 20) + "m ("
-          + min + " bytes: one answer of the largest size, 8 MiB, with its text, parsed JSON "
-          + "and output), was " + v.get(key));
-    }
-    return b;
+    return budget(v, "engine-answer-budget",
+        io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine.Builder
+            .minAnswerBudget(8 << 20),
+        "one answer of the largest size, 8 MiB, with its text, parsed JSON and output");
   }
 
   /**
@@ -935,18 +917,8 @@ public final class NodeOptions {
    * answer of 1 MiB takes; 0 when not given.
    */
   private static long tokenizerAnswerBudget(Map<String, String> v) {
-    String key = "tokenizer-answer-budget";
-    if (!v.containsKey(key)) {
-      return 0;
-    }
-    long b = bytes(key, v.get(key));
-    long min = EngineTokenizer.MIN_ANSWER_BUDGET;
-    if (b < min) {
-      throw new IllegalArgumentException("--" + key + " must be at least " + (min >> 20) + "m ("
-          + min + " bytes: one answer of 1 MiB, with its text and parsed JSON), was "
-          + v.get(key));
-    }
-    return b;
+    return budget(v, "tokenizer-answer-budget", EngineTokenizer.MIN_ANSWER_BUDGET,
+        "one answer of 1 MiB, with its text and parsed JSON");
   }
 
   /**
@@ -954,16 +926,25 @@ public final class NodeOptions {
    * transport's {@code maxMessageBytes}, which the node leaves at its default; 0 when not given.
    */
   private static long peerBodyBudget(Map<String, String> v) {
-    String key = "peer-body-budget";
+    long min = 2L * HttpTransport.DEFAULT_MAX_MESSAGE_BYTES;
+    return budget(v, "peer-body-budget", min,
+        "one message of the largest size, " + (min >> 21) + " MiB, while it is read");
+  }
+
+  /**
+   * The budget flag {@code key}, a {@link #bytes size} of at least {@code min} bytes, what
+   * {@code holds} says the least budget must hold; 0 when not given.
+   *
+   * @throws IllegalArgumentException naming the flag, the least size and why, if it is smaller
+   */
+  private static long budget(Map<String, String> v, String key, long min, String holds) {
     if (!v.containsKey(key)) {
       return 0;
     }
     long b = bytes(key, v.get(key));
-    long min = 2L * HttpTransport.DEFAULT_MAX_MESSAGE_BYTES;
     if (b < min) {
       throw new IllegalArgumentException("--" + key + " must be at least " + (min >> 20) + "m ("
-          + min + " bytes: one message of the largest size, " + (min >> 21) + " MiB, while it "
-          + "is read), was " + v.get(key));
+          + min + " bytes: " + holds + "), was " + v.get(key));
     }
     return b;
   }
