@@ -246,31 +246,14 @@ class StatsProperties {
    * what it answered to its peers' forwards (the serving side).
    */
   static Transport observed(Transport t, Seen s) {
-    return new ForwardingTransport(t) {
-      @Override
-      public void start(InboundHandler handler) {
-        super.start(new InboundHandler() {
-          @Override
-          public void onMessage(PeerAddress from, byte[] payload) {
-            handler.onMessage(from, payload);
-          }
-
-          @Override
-          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
-            CompletableFuture<byte[]> answer = handler.onRequest(from, payload);
-            answer.whenComplete((bytes, err) -> {
-              ForwardCodec.Message m = bytes == null ? null : decode(bytes);
-              if (m instanceof ForwardCodec.Result) {
-                s.servedForPeers++;
-              } else if (m instanceof ForwardCodec.Busy) {
-                s.refusedForPeers++;
-              }
-            });
-            return answer;
-          }
-        });
+    return new AnswerWatchingTransport(t, (bytes, err) -> {
+      ForwardCodec.Message m = bytes == null ? null : decode(bytes);
+      if (m instanceof ForwardCodec.Result) {
+        s.servedForPeers++;
+      } else if (m instanceof ForwardCodec.Busy) {
+        s.refusedForPeers++;
       }
-
+    }) {
       @Override
       public void send(PeerAddress to, byte[] payload) {
         // a CANCEL of a forward still awaited at the transport: the client abandoned it, or the

@@ -376,24 +376,7 @@ class StopWaitInsideCallbackTest {
    * transport's own handling of the answer would), and {@code onStream} as n1 sends a STREAM.
    */
   RouterNode servingNode(int[] tokens, Runnable onAnswer, Runnable onStream) {
-    Transport t1 = new ForwardingTransport(net.transport("n1")) {
-      @Override
-      public void start(InboundHandler handler) {
-        super.start(new InboundHandler() {
-          @Override
-          public void onMessage(PeerAddress from, byte[] payload) {
-            handler.onMessage(from, payload);
-          }
-
-          @Override
-          public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
-            CompletableFuture<byte[]> f = handler.onRequest(from, payload);
-            f.whenComplete((b, e) -> onAnswer.run());
-            return f;
-          }
-        });
-      }
-
+    Transport t1 = new AnswerWatchingTransport(net.transport("n1"), (b, e) -> onAnswer.run()) {
       @Override
       public void send(PeerAddress to, byte[] payload) {
         if (payload.length > 0 && payload[0] == ForwardCodec.STREAM) {
