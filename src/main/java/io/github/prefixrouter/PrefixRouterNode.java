@@ -1,5 +1,6 @@
 package io.github.prefixrouter;
 
+import io.github.prefixrouter.internal.route.GuardedClock;
 import io.github.prefixrouter.internal.route.RouterNode;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.InferenceEngine;
@@ -360,7 +361,9 @@ public interface PrefixRouterNode extends AutoCloseable {
     }
 
     /**
-     * The time source (default {@link Clock#system()}).
+     * The time source (default {@link Clock#system()}). A reading that throws is taken as the
+     * latest one that did not, and one that throws in {@link #build()} fails the build (see
+     * {@link Clock}).
      *
      * @param clock the clock
      * @return this builder
@@ -411,7 +414,8 @@ public interface PrefixRouterNode extends AutoCloseable {
      * Builds the node in state {@link State#NEW}.
      *
      * @return the node, in state {@link State#NEW}
-     * @throws IllegalStateException if a required setting is missing
+     * @throws IllegalStateException if a required setting is missing, or if the clock throws
+     *     when read here (the exception's cause is what it threw)
      * @throws IllegalArgumentException if the configuration is invalid
      */
     public PrefixRouterNode build() {
@@ -430,7 +434,7 @@ public interface PrefixRouterNode extends AutoCloseable {
             "PrefixRouterNode.Builder is missing required settings: " + String.join(", ", missing));
       }
       config.validate();
-      Clock c = clock != null ? clock : Clock.system();
+      Clock c = GuardedClock.of(nodeId, clock != null ? clock : Clock.system());
       RandomGenerator r = random;
       if (r == null) {
         long seed = nodeId.hashCode() * 0x9E3779B97F4A7C15L ^ c.nanoTime();

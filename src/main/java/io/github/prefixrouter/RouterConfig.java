@@ -1094,7 +1094,9 @@ public final class RouterConfig {
      * By default (0) it is the node's monotonic clock in microseconds at build time, which grows
      * across restarts of a process but may go backwards after a machine reboot; hosts that can,
      * should supply a value that survives reboots, for example microseconds since the epoch at
-     * start, or a counter kept on disk. Range 1..2^62, or 0 for the default.
+     * start, or a counter kept on disk. Range 1..2^62, or 0 for the default. (A node reads its
+     * clock first as it is built, and a clock that throws then fails the build; should the
+     * reading for the generation throw, the generation comes from that first reading.)
      *
      * @param generation 1 to 2^62, or 0 for the clock's value
      * @return this builder

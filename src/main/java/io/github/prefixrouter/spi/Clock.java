@@ -10,6 +10,16 @@ package io.github.prefixrouter.spi;
  *
  * <p>Implementations must be thread-safe: the library reads the clock from request threads,
  * transport threads and scheduler tasks at once.
+ *
+ * <p>A reading should not throw. One that does (a RuntimeException, an Error, or a checked
+ * exception thrown undeclared: a host's bug, a simulated clock shut down) loses no request: the
+ * node takes the latest reading that did not throw instead and goes on, logging the first
+ * failure at ERROR and later ones at WARN as their count reaches a power of two. While every
+ * reading throws, time stands still for the node: its timers still run on its scheduler, but
+ * the durations it measures (service times, cool-downs, silences) do not grow until the clock
+ * reads again. A node reads its clock once as it is built: a clock that throws then fails the
+ * build ({@link io.github.prefixrouter.PrefixRouterNode.Builder#build()}), before any request
+ * is accepted.
  */
 @FunctionalInterface
 public interface Clock {

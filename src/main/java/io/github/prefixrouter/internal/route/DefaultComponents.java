@@ -46,7 +46,9 @@ final class DefaultComponents {
    * set, else microseconds of its clock at build time, at least 1. The clock's value grows
    * across restarts on one machine (a monotonic clock, or simulated time); a restart after a
    * reboot may get a smaller value, which peers accept once the old incarnation's tombstone is
-   * forgotten ({@code 4 × peerDeadAfter}); a host-supplied generation avoids that wait.
+   * forgotten ({@code 4 × peerDeadAfter}); a host-supplied generation avoids that wait. The
+   * clock is the node's guard of it ({@link GuardedClock}), which read it once already: a
+   * reading that throws here gives that one.
    */
   static long generation(RouterNode node) {
     long supplied = node.config().gossipGeneration();

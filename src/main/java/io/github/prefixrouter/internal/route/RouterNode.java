@@ -135,6 +135,10 @@ import org.slf4j.LoggerFactory;
  *       ({@link EarlyCancels}), and the FORWARD is then answered as cancelled without running.
  *   <li><b>Threads.</b> None of its own: work runs on the callers' threads, the transport's
  *       and engine's completion threads, and the injected scheduler.
+ *   <li><b>The clock.</b> The host's clock is read through a guard ({@link GuardedClock}): a
+ *       reading that throws gives the latest good one, so that no request's bookkeeping (its
+ *       run's start, its answer's timing) is cut short with the request taken on and left
+ *       unanswered.
  * </ul>
  */
 public final class RouterNode implements PrefixRouterNode {
@@ -177,7 +181,8 @@ public final class RouterNode implements PrefixRouterNode {
   private final RouterConfig config;
   private final Transport transport;
   private final InferenceEngine engine;
-  private final Clock clock;
+  /** The host's clock, read through its guard: a reading never throws. */
+  private final GuardedClock clock;
   private final Scheduler scheduler;
   private final Schedulers.ClosableScheduler ownedScheduler;
   private final RandomGenerator random;
@@ -282,7 +287,12 @@ public final class RouterNode implements PrefixRouterNode {
     this(nodeId, config, transport, engine, clock, scheduler, random, seeds, null);
   }
 
-  /** Builds a node from explicit components; {@code components == null} means the defaults. */
+  /**
+   * Builds a node from explicit components; {@code components == null} means the defaults. The
+   * node reads {@code clock} through its guard ({@link GuardedClock}), which reads it once here.
+   *
+   * @throws IllegalStateException if the clock throws when read here
+   */
   public RouterNode(
       String nodeId,
       RouterConfig config,
@@ -297,7 +307,7 @@ public final class RouterNode implements PrefixRouterNode {
     this.config = Objects.requireNonNull(config, "config").validate();
     this.transport = Objects.requireNonNull(transport, "transport");
     this.engine = Objects.requireNonNull(engine, "engine");
-    this.clock = Objects.requireNonNull(clock, "clock");
+    this.clock = GuardedClock.of(this.nodeId, Objects.requireNonNull(clock, "clock"));
     this.random = Objects.requireNonNull(random, "random");
     this.seeds = List.copyOf(seeds);
     if (scheduler == null) {
@@ -320,7 +330,7 @@ public final class RouterNode implements PrefixRouterNode {
     this.cost = new CostModel(config.initialPrefillNanosPerToken());
     this.earlyCancels = EarlyCancels.forTimeoutBound(config.forwardTimeoutMax().toNanos());
     this.planner = new RoutePlanner(config, nodeId, local, parts.hasher(), peers, cost, health,
-        clock, this::engineLoad);
+        this.clock, this::engineLoad);
     planner.avoidLocalWhen(engineWatch::avoidance);
   }
 
@@ -340,6 +350,11 @@ public final class RouterNode implements PrefixRouterNode {
 
   Clock clock() {
     return clock;
+  }
+
+  /** How many readings of the host's clock threw (each read as the latest good one instead). */
+  long clockFailures() {
+    return clock.failures();
   }
 
   Scheduler scheduler() {
