@@ -1,17 +1,33 @@
-package io.github.prefixrouter.bench;
+package io.github.prefixrouter.testing;
 
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import java.time.Duration;
+import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 
-/** A transport passing every call to another; a benchmark overrides what it measures. */
+/**
+ * A {@link Transport} passing every call to another, unchanged: a base for a transport that
+ * changes one call and keeps the rest, such as one that drops, delays or counts the requests of
+ * a test or a simulation. A subclass overrides the calls it changes and reaches the wrapped
+ * transport through {@link #delegate}.
+ *
+ * <p>It adds no state, thread or check of its own: it keeps the transport contract exactly as far
+ * as the wrapped transport does.
+ */
 public class ForwardingTransport implements Transport {
 
+  /** The transport every call goes to. */
   protected final Transport delegate;
 
+  /**
+   * Wraps {@code delegate}.
+   *
+   * @param delegate the transport every call goes to
+   * @throws NullPointerException if {@code delegate} is null
+   */
   public ForwardingTransport(Transport delegate) {
-    this.delegate = delegate;
+    this.delegate = Objects.requireNonNull(delegate, "delegate");
   }
 
   @Override

@@ -1,4 +1,4 @@
-package io.github.prefixrouter.bench;
+package io.github.prefixrouter.testing;
 
 import io.github.prefixrouter.contract.TransportContractTest;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -10,8 +10,8 @@ import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 
 /**
- * {@link ForwardingTransport}, the base of the benchmarks' transport wrappers, keeps the
- * transport contract around the HTTP transport on loopback.
+ * {@link ForwardingTransport}, the base of the transport wrappers of the tests and the
+ * benchmarks, keeps the transport contract around the HTTP transport on loopback.
  */
 class ForwardingTransportContractTest extends TransportContractTest {
 
