@@ -193,16 +193,6 @@ class ContractKitSelfTest {
       super(e);
       this.e = e;
     }
-
-    @Override
-    public boolean publishesCacheEvents() {
-      return e.publishesCacheEvents();
-    }
-
-    @Override
-    public void setCacheEventListener(CacheEventListener l) {
-      e.setCacheEventListener(l);
-    }
   }
 
   /**

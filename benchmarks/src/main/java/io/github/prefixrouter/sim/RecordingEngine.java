@@ -1,8 +1,8 @@
 package io.github.prefixrouter.sim;
 
 import io.github.prefixrouter.InferenceRequest;
-import io.github.prefixrouter.bench.ForwardingEngine;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.testing.ForwardingEngine;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import java.util.concurrent.CompletableFuture;
 

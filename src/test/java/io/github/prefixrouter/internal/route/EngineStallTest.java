@@ -504,18 +504,9 @@ class EngineStallTest {
     InMemoryNetwork net = new InMemoryNetwork(sim, 3);
     SimulatedEngine streaming = OracleCluster.engineDefaults(sim).slots(2)
         .decodeNanosPerToken(200_000_000L).publishesCacheEvents(publishesEvents).build();
-    // streams nothing (ForwardingEngine passes plain runs only): only stores show progress
-    InferenceEngine engine = new io.github.prefixrouter.testing.ForwardingEngine(streaming) {
-      @Override
-      public boolean publishesCacheEvents() {
-        return streaming.publishesCacheEvents();
-      }
-
-      @Override
-      public void setCacheEventListener(io.github.prefixrouter.spi.CacheEventListener l) {
-        streaming.setCacheEventListener(l);
-      }
-    };
+    // streams nothing (ForwardingEngine does not pass streamed runs on): only stores show
+    // progress
+    InferenceEngine engine = new io.github.prefixrouter.testing.ForwardingEngine(streaming);
     RouterNode n = (RouterNode) PrefixRouterNode.builder().nodeId("a").config(config().build())
         .transport(net.transport("a")).engine(engine).clock(sim).scheduler(sim)
         .random(new SplittableRandom(1)).seeds(List.of()).build();

@@ -1,4 +1,4 @@
-package io.github.prefixrouter.bench;
+package io.github.prefixrouter.testing;
 
 import io.github.prefixrouter.contract.InferenceEngineContractTest;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
@@ -8,9 +8,9 @@ import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 
 /**
- * {@link ForwardingEngine}, the base of the benchmarks' engine wrappers, keeps the engine
- * contract around the reference engine: what it passes on, and the default it keeps for a
- * streamed run.
+ * {@link ForwardingEngine}, the base of the engine wrappers of the tests and the benchmarks,
+ * keeps the engine contract around the reference engine: what it passes on, and the default it
+ * keeps for a streamed run.
  */
 class ForwardingEngineContractTest extends InferenceEngineContractTest {
 

@@ -1,24 +1,39 @@
-package io.github.prefixrouter.bench;
+package io.github.prefixrouter.testing;
 
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
+import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * An engine passing runs, load, cancels and cache events to another; a benchmark overrides what
- * it changes. A streamed run ({@code execute(request, listener)}) is not passed on: it keeps
+ * An {@link InferenceEngine} passing plain runs, load, cancels and cache events to another: a
+ * base for an engine that changes one call and keeps the rest, such as one that fails, stalls or
+ * records the runs of a test or a simulation. A subclass overrides the calls it changes and
+ * reaches the wrapped engine through {@link #delegate}.
+ *
+ * <p>A streamed run ({@code execute(request, listener)}) is not passed on: it keeps
  * {@link InferenceEngine}'s default, which streams nothing and runs
- * {@link #execute(InferenceRequest)}.
+ * {@link #execute(InferenceRequest)}, so an override of that applies to streamed runs too. A
+ * subclass that streams overrides {@code execute(request, listener)} itself.
+ *
+ * <p>It adds no state, thread or check of its own.
  */
 public class ForwardingEngine implements InferenceEngine {
 
+  /** The engine every call but a streamed run goes to. */
   protected final InferenceEngine delegate;
 
+  /**
+   * Wraps {@code delegate}.
+   *
+   * @param delegate the engine every call but a streamed run goes to
+   * @throws NullPointerException if {@code delegate} is null
+   */
   public ForwardingEngine(InferenceEngine delegate) {
-    this.delegate = delegate;
+    this.delegate = Objects.requireNonNull(delegate, "delegate");
   }
 
   @Override
