@@ -2,45 +2,16 @@ package io.github.prefixrouter.bench.slots;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
+import io.github.prefixrouter.bench.SimulatingMainTest;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
-class SlotSimMainTest {
+class SlotSimMainTest extends SimulatingMainTest<SlotSimMain.Options> {
 
-  private static String refused(String... args) {
-    return assertThrows(IllegalArgumentException.class, () -> SlotSimMain.options(args))
-        .getMessage();
-  }
-
-  /**
-   * A --rate whose arrivals cannot be simulated is refused naming the flag: 1e-300 overflowed
-   * the arrival times ("cannot go back in time" in a stack trace), and 1e9 ran out of memory
-   * or ran practically forever.
-   */
-  @Test
-  void ratesThatCannotBeSimulatedAreRefused() {
-    for (String r : new String[] {"1e-300", "0.0009", "1e9", "100000.5"}) {
-      assertEquals("--rate must be from 0.001 to 100000, not " + r, refused("--rate", r));
-    }
-  }
-
-  /**
-   * A request count above 1,000,000, far above any sensible run, is refused naming the flag:
-   * --requests 2000000000 ran out of memory building the workload.
-   */
-  @Test
-  void requestsBeyondTheBoundAreRefused() {
-    assertEquals("--requests must be at least 1 (and at most 1000000), not 2000000000",
-        refused("--requests", "2000000000"));
-    assertEquals("--requests must be at least 1 (and at most 1000000), not 1000001",
-        refused("--requests", "1000001"));
-    assertEquals(1_000_000, SlotSimMain.options(new String[] {"--requests", "1000000"}).params().requests());
+  SlotSimMainTest() {
+    super(SlotSimMain::options, o -> o.params().requests(), SlotSimMain::main);
   }
 
   /** A command line that would run nothing, or end in a stack trace, is refused. */
@@ -83,18 +54,6 @@ class SlotSimMainTest {
     assertEquals("--modes: slots is given twice", refused("--modes", "slots,slots"));
     assertEquals("--modes: previous is given twice", refused("--modes", "previous,previous"));
     assertEquals("--modes: unknown mode 'slot'", refused("--modes", "slot"));
-  }
-
-  private static String output(String... args) {
-    PrintStream before = System.out;
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
-    try {
-      SlotSimMain.main(args);
-    } finally {
-      System.setOut(before);
-    }
-    return out.toString(StandardCharsets.UTF_8);
   }
 
   /** A rate below 1 per second used to be printed as 0/s. */

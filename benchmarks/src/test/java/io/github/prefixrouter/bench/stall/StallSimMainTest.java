@@ -5,9 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
+import io.github.prefixrouter.bench.Stdout;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -210,15 +208,7 @@ class StallSimMainTest {
   }
 
   private static String output(String... args) {
-    PrintStream before = System.out;
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
-    try {
-      StallSimMain.main(args);
-    } finally {
-      System.setOut(before);
-    }
-    return out.toString(StandardCharsets.UTF_8);
+    return Stdout.of(() -> StallSimMain.main(args));
   }
 
   /**

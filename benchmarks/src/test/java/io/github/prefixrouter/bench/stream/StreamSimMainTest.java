@@ -1,15 +1,16 @@
 package io.github.prefixrouter.bench.stream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
+import io.github.prefixrouter.bench.SimulatingMainTest;
 import org.junit.jupiter.api.Test;
 
-class StreamSimMainTest {
+class StreamSimMainTest extends SimulatingMainTest<StreamSimMain.Options> {
+
+  StreamSimMainTest() {
+    super(StreamSimMain::options, StreamSimMain.Options::requests, StreamSimMain::main);
+  }
 
   /**
    * On a small run: streaming gets the first output out well before the answer, coalescing
@@ -28,36 +29,6 @@ class StreamSimMainTest {
     assertTrue(coalesced.forwarded() > 0.05, "too few forwards to say anything: " + coalesced);
     assertEquals(16.0, every.streamsPerForward(), 1e-9);
     assertTrue(coalesced.streamsPerForward() < 8, coalesced.toString());
-  }
-
-  private static String refused(String... args) {
-    return assertThrows(IllegalArgumentException.class, () -> StreamSimMain.options(args))
-        .getMessage();
-  }
-
-  /**
-   * A --rate whose arrivals cannot be simulated is refused naming the flag: 1e-300 overflowed
-   * the arrival times ("cannot go back in time" in a stack trace), and 1e9 ran out of memory
-   * or ran practically forever.
-   */
-  @Test
-  void ratesThatCannotBeSimulatedAreRefused() {
-    for (String r : new String[] {"1e-300", "0.0009", "1e9", "100000.5"}) {
-      assertEquals("--rate must be from 0.001 to 100000, not " + r, refused("--rate", r));
-    }
-  }
-
-  /**
-   * A request count above 1,000,000, far above any sensible run, is refused naming the flag:
-   * --requests 2000000000 ran out of memory building the workload.
-   */
-  @Test
-  void requestsBeyondTheBoundAreRefused() {
-    assertEquals("--requests must be at least 1 (and at most 1000000), not 2000000000",
-        refused("--requests", "2000000000"));
-    assertEquals("--requests must be at least 1 (and at most 1000000), not 1000001",
-        refused("--requests", "1000001"));
-    assertEquals(1_000_000, StreamSimMain.options(new String[] {"--requests", "1000000"}).requests());
   }
 
   /** A command line that would run nothing, or end in a stack trace, is refused. */
@@ -79,16 +50,7 @@ class StreamSimMainTest {
   /** A rate below 1 per second used to be printed as 0/s. */
   @Test
   void theRateIsPrintedAsGiven() {
-    PrintStream before = System.out;
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
-    try {
-      StreamSimMain.main(new String[] {"--requests", "1", "--rounds", "1", "--warmup", "0",
-          "--rate", "0.5"});
-    } finally {
-      System.setOut(before);
-    }
-    String text = out.toString(StandardCharsets.UTF_8);
+    String text = output("--requests", "1", "--rounds", "1", "--warmup", "0", "--rate", "0.5");
     assertTrue(text.contains("; 1 requests at 0.5/s (Poisson);"), text);
   }
 }
