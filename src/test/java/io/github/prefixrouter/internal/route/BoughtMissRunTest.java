@@ -118,39 +118,19 @@ class BoughtMissRunTest {
   }
 
   /** Two nodes, 100 ms apart, n1 holding {@link #PREFIX}. */
-  static final class Pair {
-    final OracleCluster c;
-    final List<Holding> engines = new ArrayList<>();
-
+  static final class Pair extends WrappedEngineCluster<Holding> {
     Pair(RouterConfig config) {
       this(config, new OracleCluster.Hooks());
     }
 
     Pair(RouterConfig config, OracleCluster.Hooks hooks) {
-      c = OracleCluster.withWrappedEngines(2, config, 11, UnaryOperator.identity(), Holding::new,
-          engines, hooks).rtt(Duration.ofMillis(100));
+      super(2, config, UnaryOperator.identity(), Holding::new, hooks);
+      c.rtt(Duration.ofMillis(100));
       c.warm("n1", PREFIX);
-    }
-
-    Holding engine(int i) {
-      return engines.get(i);
-    }
-
-    RouterNode node(int i) {
-      return c.node("n" + i);
     }
 
     long now() {
       return c.sim.nanoTime();
-    }
-
-    void advanceBy(long nanos) {
-      c.sim.advanceTo(c.sim.nanoTime() + nanos);
-    }
-
-    InferenceResponse await(CompletableFuture<InferenceResponse> f) {
-      assertTrue(c.runUntilDone(f).isDone(), "never completed");
-      return f.join();
     }
 
     /** What is left of a bought miss at n0 now, as its decisions add it to the local cost. */

@@ -107,34 +107,9 @@ class EngineFailingTest {
 
   static final EngineException REFUSED = new EngineException("connection refused", true);
 
-  static final class Cluster {
-    final OracleCluster c;
-    final List<Failing> engines = new ArrayList<>();
-
+  static final class Cluster extends WrappedEngineCluster<Failing> {
     Cluster(int n, RouterConfig config) {
-      c = OracleCluster.withWrappedEngines(n, config, 11, UnaryOperator.identity(), Failing::new,
-          engines);
-    }
-
-    Failing engine(int i) {
-      return engines.get(i);
-    }
-
-    RouterNode node(int i) {
-      return c.node("n" + i);
-    }
-
-    EngineStallStats watch(int i) {
-      return node(i).engineStallStats().orElseThrow();
-    }
-
-    <T> T await(CompletableFuture<T> f) {
-      assertTrue(c.runUntilDone(f).isDone(), "never completed");
-      return f.join();
-    }
-
-    void advanceBy(long nanos) {
-      c.sim.advanceTo(c.sim.nanoTime() + nanos);
+      super(n, config, UnaryOperator.identity(), Failing::new, new OracleCluster.Hooks());
     }
 
     /** What {@code f} failed with (a {@link CompletionException}'s cause), or null. */

@@ -138,10 +138,7 @@ class EngineStallTest {
     }
   }
 
-  static final class Cluster {
-    final OracleCluster c;
-    final List<Hanging> engines = new ArrayList<>();
-
+  static final class Cluster extends WrappedEngineCluster<Hanging> {
     Cluster(int n, RouterConfig config) {
       this(n, config, UnaryOperator.identity());
     }
@@ -152,25 +149,7 @@ class EngineStallTest {
 
     Cluster(int n, RouterConfig config, UnaryOperator<SimulatedEngine.Builder> tweak,
         OracleCluster.Hooks hooks) {
-      c = OracleCluster.withWrappedEngines(n, config, 11, tweak, Hanging::new, engines, hooks);
-    }
-
-    Hanging engine(int i) {
-      return engines.get(i);
-    }
-
-    RouterNode node(int i) {
-      return c.node("n" + i);
-    }
-
-    EngineStallStats watch(int i) {
-      return node(i).engineStallStats().orElseThrow();
-    }
-
-    /** Runs the simulation to {@code f}'s completion (at most 10 simulated minutes). */
-    <T> T await(CompletableFuture<T> f) {
-      assertTrue(c.runUntilDone(f).isDone(), "never completed");
-      return f.join();
+      super(n, config, tweak, Hanging::new, hooks);
     }
 
     void advanceTo(long seconds) {
