@@ -50,27 +50,19 @@ class BoughtMissRunTest {
    * a cancel fails a held run, as an engine ends a cancelled run. A held run shows in the load as
    * running. While {@link #refusal} is set it takes no run.
    */
-  static final class Holding implements InferenceEngine {
-    final InferenceEngine delegate;
+  static final class Holding extends CountingEngine {
     boolean hold;
     /** While set, every run is refused at once with it: a failed future, or thrown. */
     EngineException refusal;
     boolean throwsRefusal;
-    int calls;
     private final Map<String, CompletableFuture<EngineResult>> held = new LinkedHashMap<>();
 
     Holding(InferenceEngine delegate) {
-      this.delegate = delegate;
+      super(delegate);
     }
 
     @Override
-    public CompletableFuture<EngineResult> execute(InferenceRequest r) {
-      return execute(r, OutputListener.IGNORE);
-    }
-
-    @Override
-    public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener l) {
-      calls++;
+    CompletableFuture<EngineResult> run(InferenceRequest r, OutputListener l) {
       if (refusal != null) {
         if (throwsRefusal) {
           throw refusal;

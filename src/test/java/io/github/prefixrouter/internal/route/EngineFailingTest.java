@@ -28,7 +28,6 @@ import io.github.prefixrouter.internal.AnswerBudgetException;
 import io.github.prefixrouter.internal.EngineInFlightLimitException;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
-import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InferenceEngine;
@@ -54,27 +53,17 @@ class EngineFailingTest {
   static final long SECOND = 1_000_000_000L;
 
   /** Wraps an engine that, while {@link #failure} is set, fails every run with it at once. */
-  static final class Failing implements InferenceEngine {
-    final InferenceEngine delegate;
+  static final class Failing extends CountingEngine {
     EngineException failure;
     /** Whether a run fails once the engine has run it (an error in its answer), not at once. */
     boolean failsAfterRunning;
-    int calls;
-    /** Run once, on the node's thread, when the engine's load is read as a run starts. */
-    Runnable inRunStart;
 
     Failing(InferenceEngine delegate) {
-      this.delegate = delegate;
+      super(delegate);
     }
 
     @Override
-    public CompletableFuture<EngineResult> execute(InferenceRequest r) {
-      return execute(r, OutputListener.IGNORE);
-    }
-
-    @Override
-    public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener l) {
-      calls++;
+    CompletableFuture<EngineResult> run(InferenceRequest r, OutputListener l) {
       if (failure != null && failsAfterRunning) {
         EngineException e = failure;
         return delegate.execute(r, l).handle((res, err) -> {
@@ -85,23 +74,6 @@ class EngineFailingTest {
         return CompletableFuture.failedFuture(failure);
       }
       return delegate.execute(r, l);
-    }
-
-    @Override
-    public EngineLoad load() {
-      Runnable r = inRunStart;
-      if (r != null && StackWalker.getInstance().walk(st -> st.anyMatch(
-          f -> f.getClassName().equals(RouterNode.class.getName())
-              && f.getMethodName().equals("runLocal")))) {
-        inRunStart = null;
-        r.run();
-      }
-      return delegate.load();
-    }
-
-    @Override
-    public void cancel(String requestId) {
-      delegate.cancel(requestId);
     }
   }
 

@@ -61,30 +61,20 @@ class EngineStallTest {
    * adapter), until {@link #release()} runs them; a cancel fails a held request, as the adapter
    * closing its connection does.
    */
-  static final class Hanging implements InferenceEngine {
-    final InferenceEngine delegate;
+  static final class Hanging extends CountingEngine {
     boolean hang;
     /** False: the engine streams nothing, as one that implements only execute(request). */
     boolean streams = true;
     OutputListener lastListener;
-    int calls;
-    /** Run once, on the node's thread, when the engine's load is read as a run starts. */
-    Runnable inRunStart;
     private final Map<String, CompletableFuture<EngineResult>> held = new LinkedHashMap<>();
     private final List<Runnable> resume = new ArrayList<>();
 
     Hanging(InferenceEngine delegate) {
-      this.delegate = delegate;
+      super(delegate);
     }
 
     @Override
-    public CompletableFuture<EngineResult> execute(InferenceRequest r) {
-      return execute(r, OutputListener.IGNORE);
-    }
-
-    @Override
-    public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener given) {
-      calls++;
+    CompletableFuture<EngineResult> run(InferenceRequest r, OutputListener given) {
       lastListener = given;
       OutputListener l = streams ? given : OutputListener.IGNORE;
       if (!hang) {
@@ -116,14 +106,7 @@ class EngineStallTest {
 
     @Override
     public EngineLoad load() {
-      Runnable r = inRunStart;
-      if (r != null && StackWalker.getInstance().walk(st -> st.anyMatch(
-          f -> f.getClassName().equals(RouterNode.class.getName())
-              && f.getMethodName().equals("runLocal")))) {
-        inRunStart = null;
-        r.run();
-      }
-      EngineLoad l = delegate.load();
+      EngineLoad l = super.load();
       return new EngineLoad(l.queueDepth(), l.inFlight() + held.size());
     }
 
