@@ -11,6 +11,7 @@ import io.github.prefixrouter.internal.route.PeerView;
 import io.github.prefixrouter.internal.route.RouterNode;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.testing.ForwardingTransport;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import io.github.prefixrouter.testing.SimulatedScheduler;
@@ -71,24 +72,7 @@ final class ScriptedCluster {
     }
     for (String id : ids) {
       SimulatedEngine e = engines.get(id);
-      Transport t = new Transport() {
-        final Transport inner = net.transport(id);
-
-        @Override
-        public void start(InboundHandler handler) {
-          inner.start(handler);
-        }
-
-        @Override
-        public PeerAddress localAddress() {
-          return inner.localAddress();
-        }
-
-        @Override
-        public void send(PeerAddress to, byte[] payload) {
-          inner.send(to, payload);
-        }
-
+      Transport t = new ForwardingTransport(net.transport(id)) {
         @Override
         public CompletableFuture<byte[]> request(PeerAddress to, byte[] payload,
             Duration timeout) {
@@ -96,12 +80,7 @@ final class ScriptedCluster {
           if (h != null) {
             forwardsSent.add(id + ">" + to.nodeId() + ":" + h.requestId() + ":" + h.hops());
           }
-          return inner.request(to, payload, timeout);
-        }
-
-        @Override
-        public void close() {
-          inner.close();
+          return delegate.request(to, payload, timeout);
         }
       };
       LocalPrefixIndex local = EngineCacheIndex.of(e);

@@ -157,17 +157,7 @@ class RequestLifecycleTest {
       if (!t.localAddress().nodeId().equals("n0")) {
         return t;
       }
-      return new Transport() {
-        @Override
-        public void start(InboundHandler handler) {
-          t.start(handler);
-        }
-
-        @Override
-        public PeerAddress localAddress() {
-          return t.localAddress();
-        }
-
+      return new ForwardingTransport(t) {
         @Override
         public void send(PeerAddress to, byte[] payload) {}
 
@@ -176,11 +166,6 @@ class RequestLifecycleTest {
           forwards.incrementAndGet();
           return CompletableFuture.failedFuture(new TransportException(
               TransportException.Kind.CLOSED, "transport closed"));
-        }
-
-        @Override
-        public void close() {
-          t.close();
         }
       };
     };
@@ -304,7 +289,7 @@ class RequestLifecycleTest {
     SimulatedScheduler sim = new SimulatedScheduler();
     InMemoryNetwork net = new InMemoryNetwork(sim, 1);
     AtomicInteger closes = new AtomicInteger();
-    Transport t = new io.github.prefixrouter.testing.ForwardingTransport(net.transport("a")) {
+    Transport t = new ForwardingTransport(net.transport("a")) {
       @Override
       public void close() {
         closes.incrementAndGet();
