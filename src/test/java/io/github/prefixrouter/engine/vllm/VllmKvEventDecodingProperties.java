@@ -86,7 +86,7 @@ class VllmKvEventDecodingProperties {
             Arbitraries.integers())
         .as(TokenSpec::new);
     Arbitrary<Boolean> mapForm = Arbitraries.integers().between(0, 4).map(x -> x == 0);
-    Arbitrary<EventSpec> stored = hash.list().ofMaxSize(4).flatMap(hashes ->
+    Arbitrary<EventSpec> stored = hash.list().ofMaxSize(4).<EventSpec>flatMap(hashes ->
         Combinators.combine(
                 hash.injectNull(0.3),
                 Arbitraries.integers().between(0, 9)
@@ -95,7 +95,12 @@ class VllmKvEventDecodingProperties {
                         .ofSize(Math.max(0, hashes.size() * B + delta))),
                 Arbitraries.integers().between(0, 9).map(x -> x == 0 ? B + 1 : B),
                 mapForm)
-            .as((parent, tokens, bs, map) -> new Stored(parent, hashes, tokens, bs, map)));
+            .as((parent, tokens, bs, map) -> new Stored(parent, hashes, tokens, bs, map)))
+        // no edge cases: those of a flat-mapped list of lists multiply, and jqwik built and kept
+        // them all for each property (about 800 MB at 10,000 tries, which left the long run's
+        // 2 GB heap collecting without end) though it never tried one: the @ForAll Random
+        // beside the batch has none, so no combination of the two has any either
+        .withoutEdgeCases();
     Arbitrary<EventSpec> removed =
         Combinators.combine(hash.list().ofMaxSize(4), mapForm).as(Removed::new);
     Arbitrary<EventSpec> cleared = mapForm.map(Cleared::new);
