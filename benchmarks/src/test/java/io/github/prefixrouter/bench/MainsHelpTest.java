@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.prefixrouter.bench.gossip.GossipBenchmarkMain;
 import io.github.prefixrouter.bench.kvevents.EngineTreeHeapMain;
 import io.github.prefixrouter.bench.kvevents.KvEventBenchmarkMain;
+import io.github.prefixrouter.bench.netdelay.DelayRelayMain;
 import io.github.prefixrouter.bench.route.RouteBenchmarkMain;
 import io.github.prefixrouter.bench.route.RouteLatencyLoopMain;
 import io.github.prefixrouter.bench.route.RouteStagesMain;
@@ -64,6 +65,7 @@ class MainsHelpTest {
         "--warmup"));
     FLAGS.put(StallSimMain.class, List.of("--seeds", "--rate", "--scenario", "--hang-seconds",
         "--stall-timeouts", "--fail-seconds", "--failure-limits", "--fail-ms"));
+    FLAGS.put(DelayRelayMain.class, List.of("--listen", "--target", "--delay-ms"));
   }
 
   /** The exit code, standard output and standard error of {@code main} run with {@code args}. */
@@ -175,6 +177,7 @@ class MainsHelpTest {
       assertEquals("0", r[0], help + ": " + r[2]);
       assertEquals("", r[2], help);
       assertTrue(r[1].contains("benchmarks/run paper") && r[1].contains("benchmarks/run jmh")
+          && r[1].contains("benchmarks/run delay-relay")
           && r[1].contains("benchmarks/run COMMAND --help"), r[1]);
     }
   }
