@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Four routing nodes on loopback with a delaying TCP relay in front of each node's peer port,
+# driven by the load generator with the cost-aware and the local-only policy for each delay.
+#
+#   benchmarks/delay-cluster.sh [--delays "0 1 5 20 100"] [--requests 300] [--mmlu DIR]
+#
+# Needs no root and no netem. Node i listens for peers on 127.0.0.1:17000+i and advertises its
+# relay, 127.0.0.1:17100+i, which passes each chunk on to the node's peer port the delay later
+# (DelayRelayMain); the seeds are the relays. So every node-to-node message crosses one relay
+# each way: a round trip is twice the delay, as netem on every node's egress gives. The load
+# generator talks to the client ports, 127.0.0.1:18000+i, directly (no delay). A delay of
+# "direct" runs without relays, the nodes advertising their own peer ports.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+jar="$here/target/benchmarks.jar"
+delays="0 1 5 20 100"
+requests=300
+extra=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --delays) delays="$2"; shift 2 ;;
+    --requests) requests="$2"; shift 2 ;;
+    --mmlu) extra+=(--mmlu "$2"); shift 2 ;;
+    *) sed -n '2,12p' "$0" >&2; exit 2 ;;
+  esac
+done
+for d in $delays; do
+  [[ "$d" == direct || "$d" =~ ^[0-9]+(\.[0-9]+)?$ ]] \
+    || { echo "--delays: '$d' is not a delay in ms (or direct)" >&2; exit 2; }
+done
+"$here/run" load --help >/dev/null   # builds the jar if needed
+
+nodes=4
+peer_base=17000
+relay_base=17100
+client_base=18000
+for i in $(seq 0 $((nodes - 1))); do
+  for port in $((peer_base + i)) $((relay_base + i)) $((client_base + i)); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "port $port on 127.0.0.1 is in use; the cluster needs 17000-17003, 17100-17103 and" \
+        "18000-18003" >&2
+      exit 1
+    fi
+  done
+done
+work="$(mktemp -d)"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/cluster.key"
+
+stop_all() {
+  local pids
+  pids=$(cat "$work"/*.pid 2>/dev/null || true)
+  for pid in $pids; do kill "$pid" 2>/dev/null || true; done
+  for pid in $pids; do wait "$pid" 2>/dev/null || true; done
+  rm -f "$work"/*.pid
+}
+trap stop_all EXIT
+
+relays_listen=""; relays_target=""; endpoints=""
+for i in $(seq 0 $((nodes - 1))); do
+  relays_listen+="${relays_listen:+,}127.0.0.1:$((relay_base + i))"
+  relays_target+="${relays_target:+,}127.0.0.1:$((peer_base + i))"
+  endpoints+="${endpoints:+,}127.0.0.1:$((client_base + i))"
+done
+
+failed=()
+printf "%-8s %-11s %9s %8s %9s %9s %9s\n" "delay" "policy" "forwarded" "hitRate" "mean ms" "p50 ms" "p99 ms"
+for d in $delays; do
+  for policy in cost-aware local-only; do
+    label="$d"; [[ "$d" == direct ]] || label="${d}ms"
+    seeds=""
+    if [[ "$d" != direct ]]; then
+      java -Xmx64m -cp "$jar" io.github.prefixrouter.bench.netdelay.DelayRelayMain \
+        --listen "$relays_listen" --target "$relays_target" --delay-ms "$d" \
+        > "$work/relay-$d-$policy.log" 2>&1 &
+      echo $! > "$work/relay.pid"
+      for _ in $(seq 1 100); do
+        grep -q '^ready$' "$work/relay-$d-$policy.log" && break
+        kill -0 "$(cat "$work/relay.pid")" 2>/dev/null || break
+        sleep 0.1
+      done
+      if ! grep -q '^ready$' "$work/relay-$d-$policy.log"; then
+        # without its relays the run would measure no delay (local-only would even pass)
+        printf "%-8s %-11s FAILED: the relays did not start (see %s)\n" "$label" "$policy" \
+          "$work/relay-$d-$policy.log"
+        failed+=("$label $policy")
+        stop_all
+        continue
+      fi
+    fi
+    for i in $(seq 0 $((nodes - 1))); do
+      port=$((peer_base + i)); [[ "$d" == direct ]] || port=$((relay_base + i))
+      seeds+="${seeds:+,}n$i@127.0.0.1:$port"
+    done
+    for i in $(seq 0 $((nodes - 1))); do
+      advertise=()
+      [[ "$d" == direct ]] || advertise=(--advertise "127.0.0.1:$((relay_base + i))")
+      java -Xmx512m -cp "$jar" io.github.prefixrouter.server.NodeMain \
+        --id "n$i" --listen "127.0.0.1:$((peer_base + i))" ${advertise[@]+"${advertise[@]}"} \
+        --client "127.0.0.1:$((client_base + i))" \
+        --seeds "$seeds" --cluster-key-file "$work/cluster.key" --engine reference \
+        --engine-cache-tokens 8192 --policy "$policy" > "$work/n$i-$d-$policy.log" 2>&1 &
+      echo $! > "$work/n$i.pid"
+    done
+    sleep 8   # JVM start and membership
+    java -cp "$jar" io.github.prefixrouter.load.LoadGeneratorMain --nodes "$endpoints" \
+      --requests "$requests" --concurrency 4 --json "$work/$d-$policy.json" ${extra[@]+"${extra[@]}"} \
+      > "$work/$d-$policy.out" 2>&1 || true
+    stop_all
+    # a run that failed (no JSON, or no figures: nothing answered) is a row saying so, and the
+    # sweep goes on
+    if ! python3 - "$work/$d-$policy.json" "$label" "$policy" "$work/$d-$policy.out" <<'EOF'
+import json, sys
+path, delay, policy, out = sys.argv[1:5]
+head = "%-8s %-11s" % (delay, policy)
+try:
+    with open(path) as f:
+        r = json.load(f)
+    l = r["latency_ms"]
+    figures = [r["forwarded_share"], r["hit_rate"], l["mean"], l["p50"], l["p99"]]
+    if any(not isinstance(v, (int, float)) for v in figures):
+        raise ValueError("%s of %s requests answered, no figures" % (r.get("answered"),
+                                                                  r.get("requests")))
+except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+    print("%s FAILED: %s (see %s)" % (head, e, out))
+    sys.exit(1)
+print("%s %9.3f %8.3f %9.1f %9.1f %9.1f" % (head, *figures))
+EOF
+    then
+      failed+=("$label $policy")
+    fi
+  done
+done
+echo "logs and JSON in $work"
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "failed runs: ${failed[*]}" >&2
+  exit 1
+fi
