@@ -108,24 +108,8 @@ for d in $delays; do
     stop_all
     # a run that failed (no JSON, or no figures: nothing answered) is a row saying so, and the
     # sweep goes on
-    if ! python3 - "$work/$d-$policy.json" "$label" "$policy" "$work/$d-$policy.out" <<'EOF'
-import json, sys
-path, delay, policy, out = sys.argv[1:5]
-head = "%-8s %-11s" % (delay, policy)
-try:
-    with open(path) as f:
-        r = json.load(f)
-    l = r["latency_ms"]
-    figures = [r["forwarded_share"], r["hit_rate"], l["mean"], l["p50"], l["p99"]]
-    if any(not isinstance(v, (int, float)) for v in figures):
-        raise ValueError("%s of %s requests answered, no figures" % (r.get("answered"),
-                                                                  r.get("requests")))
-except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-    print("%s FAILED: %s (see %s)" % (head, e, out))
-    sys.exit(1)
-print("%s %9.3f %8.3f %9.1f %9.1f %9.1f" % (head, *figures))
-EOF
-    then
+    if ! python3 "$here/sweep-row.py" "$work/$d-$policy.json" "$label" "$policy" \
+        "$work/$d-$policy.out"; then
       failed+=("$label $policy")
     fi
   done
