@@ -13,17 +13,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 jar="$here/target/benchmarks.jar"
-delays="0 1 5 20 100"
-requests=300
-extra=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --delays) delays="$2"; shift 2 ;;
-    --requests) requests="$2"; shift 2 ;;
-    --mmlu) extra+=(--mmlu "$2"); shift 2 ;;
-    *) sed -n '2,12p' "$0" >&2; exit 2 ;;
-  esac
-done
+source "$here/sweep-lib.sh"
+sweep_flags 2,12 "$@"
 for d in $delays; do
   [[ "$d" == direct || "$d" =~ ^[0-9]+(\.[0-9]+)?$ ]] \
     || { echo "--delays: '$d' is not a delay in ms (or direct)" >&2; exit 2; }
@@ -62,8 +53,7 @@ for i in $(seq 0 $((nodes - 1))); do
   endpoints+="${endpoints:+,}127.0.0.1:$((client_base + i))"
 done
 
-failed=()
-printf "%-8s %-11s %9s %8s %9s %9s %9s\n" "delay" "policy" "forwarded" "hitRate" "mean ms" "p50 ms" "p99 ms"
+sweep_header
 for d in $delays; do
   for policy in cost-aware local-only; do
     label="$d"; [[ "$d" == direct ]] || label="${d}ms"
@@ -106,16 +96,7 @@ for d in $delays; do
       --requests "$requests" --concurrency 4 --json "$work/$d-$policy.json" ${extra[@]+"${extra[@]}"} \
       > "$work/$d-$policy.out" 2>&1 || true
     stop_all
-    # a run that failed (no JSON, or no figures: nothing answered) is a row saying so, and the
-    # sweep goes on
-    if ! python3 "$here/sweep-row.py" "$work/$d-$policy.json" "$label" "$policy" \
-        "$work/$d-$policy.out"; then
-      failed+=("$label $policy")
-    fi
+    sweep_row "$work/$d-$policy.json" "$label" "$policy" "$work/$d-$policy.out"
   done
 done
-echo "logs and JSON in $work"
-if [[ ${#failed[@]} -gt 0 ]]; then
-  echo "failed runs: ${failed[*]}" >&2
-  exit 1
-fi
+sweep_end "$work"

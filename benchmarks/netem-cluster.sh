@@ -10,17 +10,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 jar="$here/target/benchmarks.jar"
-delays="0 1 5 20 100"
-requests=300
-extra=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --delays) delays="$2"; shift 2 ;;
-    --requests) requests="$2"; shift 2 ;;
-    --mmlu) extra+=(--mmlu "$2"); shift 2 ;;
-    *) sed -n '2,10p' "$0" >&2; exit 2 ;;
-  esac
-done
+source "$here/sweep-lib.sh"
+sweep_flags 2,10 "$@"
 [[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces)" >&2; exit 1; }
 "$here/run" load --help >/dev/null   # builds the jar if needed
 
@@ -58,8 +49,7 @@ for i in $(seq 0 $((nodes - 1))); do seeds+="${seeds:+,}n$i@10.77.0.$((i + 1)):7
 endpoints=""
 for i in $(seq 0 $((nodes - 1))); do endpoints+="${endpoints:+,}10.77.0.$((i + 1)):8000"; done
 
-failed=()
-printf "%-8s %-11s %9s %8s %9s %9s %9s\n" "delay" "policy" "forwarded" "hitRate" "mean ms" "p50 ms" "p99 ms"
+sweep_header
 for d in $delays; do
   for i in $(seq 0 $((nodes - 1))); do
     ip netns exec "pr-n$i" tc qdisc change dev "pr-v$i" root netem delay "${d}ms"
@@ -81,14 +71,7 @@ for d in $delays; do
     rm -f "$work"/*.pid
     # a run that failed (no JSON, or no figures: nothing answered) is a row saying so, and the
     # sweep goes on; it used to end the whole sweep (set -e) with a Python traceback
-    if ! python3 "$here/sweep-row.py" "$work/$d-$policy.json" "${d}ms" "$policy" \
-        "$work/$d-$policy.out"; then
-      failed+=("${d}ms $policy")
-    fi
+    sweep_row "$work/$d-$policy.json" "${d}ms" "$policy" "$work/$d-$policy.out"
   done
 done
-echo "logs and JSON in $work"
-if [[ ${#failed[@]} -gt 0 ]]; then
-  echo "failed runs: ${failed[*]}" >&2
-  exit 1
-fi
+sweep_end "$work"

@@ -1,0 +1,42 @@
+# The delay sweeps' shared parts, sourced by netem-cluster.sh and delay-cluster.sh: their flags,
+# and the table they print (a row per run, a FAILED row for a run that failed, and at the end
+# the failed runs named and exit status 1 if there were any).
+
+# sweep_flags USAGE_LINES ARGS...: sets delays, requests and extra (the load generator's extra
+# flags); an unknown flag prints lines USAGE_LINES (a sed range) of the script and exits with 2
+sweep_flags() {
+  local usage="$1"
+  shift
+  delays="0 1 5 20 100"
+  requests=300
+  extra=()
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --delays) delays="$2"; shift 2 ;;
+      --requests) requests="$2"; shift 2 ;;
+      --mmlu) extra+=(--mmlu "$2"); shift 2 ;;
+      *) sed -n "${usage}p" "$0" >&2; exit 2 ;;
+    esac
+  done
+  failed=()
+}
+
+sweep_header() {
+  printf "%-8s %-11s %9s %8s %9s %9s %9s\n" "delay" "policy" "forwarded" "hitRate" "mean ms" \
+    "p50 ms" "p99 ms"
+}
+
+# sweep_row JSON DELAY POLICY OUT: the run's row; a run that failed (no JSON, or no figures:
+# nothing answered) is a row saying so, and the sweep goes on
+sweep_row() {
+  python3 "$here/sweep-row.py" "$@" || failed+=("$2 $3")
+}
+
+# sweep_end WORK: where the logs are; exits with 1 naming the failed runs, if any
+sweep_end() {
+  echo "logs and JSON in $1"
+  if [[ ${#failed[@]} -gt 0 ]]; then
+    echo "failed runs: ${failed[*]}" >&2
+    exit 1
+  fi
+}
