@@ -37,11 +37,18 @@ import java.util.concurrent.atomic.AtomicReference;
  * engine's tokenizer gives them, to compare the two routes.
  *
  * <pre>
- * benchmarks/run load --nodes 127.0.0.1:8001,127.0.0.1:8002 [--requests 1000] [--concurrency 8]
+ * benchmarks/run load --nodes 127.0.0.1:8001,127.0.0.1:8002 [--requests 1000] [--warmup 0]
+ *     [--concurrency 8]
  *     [--mmlu ../shared/data/mmlu] [--zipf 1.1] [--max-tokens 1] [--seed 1]
  *     [--stream] [--json results.json] [--api route|chat] [--chat-as-ids] [--temperature T]
  *     [--stop S]... [--max-system-chars N] [--max-user-chars N]
  * </pre>
+ *
+ * <p>With {@code --warmup N}, N more requests of the same workload are sent first and left out
+ * of every figure: the nodes' code and this process's are compiled by the JIT while the first
+ * requests of a fresh cluster run, so without it the slowest requests of a short run are its
+ * first ones whatever the routing does. The measured requests are the same with or without a
+ * warm-up (the warm-up's are drawn after them from the same seeded sequence, and sent first).
  */
 public final class LoadGeneratorMain {
 
@@ -51,6 +58,10 @@ public final class LoadGeneratorMain {
       "Usage: LoadGeneratorMain --nodes HOST:PORT[,HOST:PORT...] [options]",
       "  --nodes LIST        client endpoints of the nodes (their --client addresses); required",
       "  --requests N        requests to issue, 1 to 1000000 (default 1000)",
+      "  --warmup N          requests sent before them and left out of every figure and",
+      "                      of the per-node rows, 0 or more (default 0); the measured",
+      "                      requests are the same as without; requests and warmup",
+      "                      together at most 1000000",
       "  --concurrency N     requests outstanding at once, 1 to 10000 (default 8)",
       "  --mmlu DIR          MMLU data directory (dev/, test/); one that cannot be loaded is",
       "                      an error; default: MMLU-shaped generator",
@@ -97,7 +108,7 @@ public final class LoadGeneratorMain {
   static final int MAX_REQUESTS = 1_000_000;
 
   /** The flags that take a value; all but {@code --stop} at most once. */
-  static final Set<String> VALUE_FLAGS = Set.of("nodes", "requests", "concurrency", "mmlu",
+  static final Set<String> VALUE_FLAGS = Set.of("nodes", "requests", "warmup", "concurrency", "mmlu",
       "zipf", "max-tokens", "seed", "json", "api", "temperature", "model", "stop",
       "max-system-chars", "max-user-chars");
 
@@ -188,11 +199,12 @@ public final class LoadGeneratorMain {
    * piece came) is JSON null, not NaN, which JSON does not have.
    */
   static Map<String, Object> summary(LoadDriver.Result r, String description,
-      LoadDriver.Api api, int requests, boolean stream) {
+      LoadDriver.Api api, int requests, int warmup, boolean stream) {
     Map<String, Object> j = new LinkedHashMap<>();
     j.put("workload", description);
     j.put("api", api == LoadDriver.Api.CHAT ? "chat" : "route");
     j.put("requests", requests);
+    j.put("warmup", warmup);
     j.put("answered", r.answered().size());
     j.put("wall_seconds", r.wallNanos() / 1e9);
     j.put("latency_ms", Map.of("mean", orNull(r.meanLatencyMillis()),
@@ -235,6 +247,11 @@ public final class LoadGeneratorMain {
     if (requests > MAX_REQUESTS) {
       // 2,000,000,000 ran out of memory building the workload
       fail("--requests must be at most " + MAX_REQUESTS + ", was " + requests);
+    }
+    int warmup = intArg(o, "warmup", 0, 0);
+    if (warmup > MAX_REQUESTS - requests) {
+      fail("--warmup " + warmup + " and --requests " + requests + " together must be at most "
+          + MAX_REQUESTS);
     }
     // its range is the load driver's too
     int maxTokens = intArg(o, "max-tokens", 1, Integer.MIN_VALUE);
@@ -295,12 +312,16 @@ public final class LoadGeneratorMain {
     // message says what is wrong and the flag is named here
     AtomicReference<ProgressBar> bar = new AtomicReference<>();
     LoadDriver driver = null;
+    LoadDriver warmupDriver = null;
+    String idPrefix = "load-" + Long.toHexString(System.currentTimeMillis()) + "-";
     try {
       driver = driverSettings
           .api(api)
-          .idPrefix("load-" + Long.toHexString(System.currentTimeMillis()) + "-")
+          .idPrefix(idPrefix)
           .onCompleted(n -> bar.get().update(n))
           .build();
+      // ids of its own: the driver numbers a run's requests from 0
+      warmupDriver = driverSettings.idPrefix(idPrefix + "warmup-").build();
     } catch (IllegalArgumentException e) {
       fail(flagOf(e.getMessage(), o) + ": " + e.getMessage());
     }
@@ -308,6 +329,7 @@ public final class LoadGeneratorMain {
     String description;
     int subjects;
     List<LoadDriver.Prompt> prompts;
+    List<LoadDriver.Prompt> warmupPrompts;
     if (chat) {
       ChatWorkload w = null;
       try {
@@ -315,14 +337,16 @@ public final class LoadGeneratorMain {
       } catch (IllegalArgumentException | UncheckedIOException e) {
         fail("--mmlu " + o.get("mmlu") + ": " + e.getMessage());
       }
-      List<LoadDriver.Prompt> chats = w.requests(requests, zipf, seed);
+      List<LoadDriver.Prompt> chats = w.requests(requests + warmup, zipf, seed);
       long chars = 0;
-      prompts = new ArrayList<>(chats.size());
+      List<LoadDriver.Prompt> all = new ArrayList<>(chats.size());
       for (LoadDriver.Prompt p : chats) {
         int[] ids = ReferenceChatTokens.tokens(p.messages());
-        chars += ids.length;
-        prompts.add(asIds ? LoadDriver.Prompt.ofTokens(ids).withSeed(p.seed()) : p);
+        chars += all.size() < requests ? ids.length : 0;
+        all.add(asIds ? LoadDriver.Prompt.ofTokens(ids).withSeed(p.seed()) : p);
       }
+      prompts = all.subList(0, requests);
+      warmupPrompts = all.subList(requests, all.size());
       description = w.description() + (asIds
           ? ", sent as the reference tokenizer's ids to /v1/route/completions"
           : ", sent to /v1/chat/completions");
@@ -337,16 +361,25 @@ public final class LoadGeneratorMain {
       } catch (IllegalArgumentException | UncheckedIOException e) {
         fail("--mmlu " + o.get("mmlu") + ": " + e.getMessage());
       }
-      List<int[]> ids = requestSequence(set, requests, zipf, seed);
-      long tokens = ids.stream().mapToLong(p -> p.length).sum();
+      List<int[]> ids = requestSequence(set, requests + warmup, zipf, seed);
+      long tokens = ids.subList(0, requests).stream().mapToLong(p -> p.length).sum();
       description = set.description();
       subjects = set.subjectCount();
       System.out.printf(Locale.ROOT, "workload: %s, %d subjects, %d requests, %.0f prompt tokens on average, %s%n",
           set.description(), set.subjectCount(), requests, (double) tokens / Math.max(1, requests),
           zipf > 0 ? "Zipf s=" + zipf : "uniform subjects");
-      prompts = ids.stream().map(LoadDriver.Prompt::ofTokens).toList();
+      List<LoadDriver.Prompt> all = ids.stream().map(LoadDriver.Prompt::ofTokens).toList();
+      prompts = all.subList(0, requests);
+      warmupPrompts = all.subList(requests, all.size());
     }
 
+    if (warmup > 0) {
+      System.out.printf(Locale.ROOT, "warm-up: %d requests, left out of the figures%n", warmup);
+      bar.set(new ProgressBar(warmup));
+      LoadDriver.Result w = warmupDriver.runPrompts(warmupPrompts);
+      bar.get().finish();
+      System.out.printf(Locale.ROOT, "%nwarm-up: answered %d of %d%n", w.answered().size(), warmup);
+    }
     bar.set(new ProgressBar(requests));
     Map<String, Map<?, ?>> before = new LinkedHashMap<>();
     for (String n : nodes) {
@@ -379,7 +412,7 @@ public final class LoadGeneratorMain {
           row.get("forwarded"), row.get("served_for_peers"), row.get("pushed_back"), row.get("fallbacks"));
     }
     if (json != null) {
-      Map<String, Object> j = summary(r, description, api, requests, o.containsKey("stream"));
+      Map<String, Object> j = summary(r, description, api, requests, warmup, o.containsKey("stream"));
       j.put("nodes", perNode);
       Files.writeString(json, Json.write(j) + "\n", StandardCharsets.UTF_8);
     }

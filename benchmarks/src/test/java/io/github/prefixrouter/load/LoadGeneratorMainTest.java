@@ -135,7 +135,7 @@ class LoadGeneratorMainTest {
         {"--zipf", "steep"}, {"--zipf", "-1"}, {"--zipf", "NaN"},
         {"--temperature", "warm"}, {"--temperature", "Infinity"},
         {"--concurrency", "0"}, {"--requests", "-1"}, {"--max-tokens", "0"},
-        {"--max-user-chars", "many"}};
+        {"--max-user-chars", "many"}, {"--warmup", "-1"}, {"--warmup", "1000000"}};
     for (String[] c : cases) {
       String[] r = run("--nodes", "127.0.0.1:9", c[0], c[1]);
       assertEquals("2", r[0], String.join(" ", c) + ": " + r[1]);
@@ -306,6 +306,63 @@ class LoadGeneratorMainTest {
   }
 
   /**
+   * The warm-up's requests are sent first, under ids of their own, and the measured requests
+   * are the ones a run without a warm-up sends, in the same order; the JSON counts the
+   * measured requests and says how many warmed up.
+   */
+  @Test
+  void theWarmupIsSentFirstAndLeavesTheMeasuredRequestsAsTheyWere(@TempDir Path tmp)
+      throws Exception {
+    List<String[]> without = routeRequests(tmp.resolve("a.json"), "--requests", "3");
+    List<String[]> with = routeRequests(tmp.resolve("b.json"), "--requests", "3", "--warmup", "4");
+    assertEquals(3, without.size());
+    assertEquals(7, with.size());
+    for (int i = 0; i < 7; i++) {
+      assertEquals(i < 4, with.get(i)[0].contains("-warmup-"), "request " + i + ": " + with.get(i)[0]);
+    }
+    for (int i = 0; i < 3; i++) {
+      assertEquals(without.get(i)[1], with.get(4 + i)[1], "measured request " + i + "'s prompt");
+    }
+    assertTrue(!with.get(0)[1].equals(with.get(4)[1]), "the warm-up repeats the measured prompts");
+    Map<?, ?> json = (Map<?, ?>) Json.parse(Files.readString(tmp.resolve("b.json")));
+    assertEquals(3L, ((Number) json.get("requests")).longValue(), json.toString());
+    assertEquals(4L, ((Number) json.get("warmup")).longValue(), json.toString());
+  }
+
+  /**
+   * The route requests a run sends, in order (one at a time), to a server that refuses each:
+   * their request id and their prompt's token ids.
+   */
+  private static List<String[]> routeRequests(Path json, String... flags) throws Exception {
+    List<String[]> seen = java.util.Collections.synchronizedList(new ArrayList<>());
+    com.sun.net.httpserver.HttpServer server =
+        com.sun.net.httpserver.HttpServer.create(new java.net.InetSocketAddress("127.0.0.1", 0), 0);
+    server.createContext("/", ex -> {
+      String body = new String(ex.getRequestBody().readAllBytes(),
+          java.nio.charset.StandardCharsets.UTF_8);
+      if (ex.getRequestURI().getPath().equals("/v1/route/completions")) {
+        Map<?, ?> m = (Map<?, ?>) Json.parse(body);
+        seen.add(new String[] {String.valueOf(m.get("id")),
+            String.valueOf(m.get("prompt"))});
+      }
+      ex.sendResponseHeaders(503, -1);
+      ex.close();
+    });
+    server.start();
+    try {
+      List<String> args = new ArrayList<>(List.of("--nodes",
+          "127.0.0.1:" + server.getAddress().getPort(), "--concurrency", "1", "--json",
+          json.toString()));
+      args.addAll(List.of(flags));
+      String[] r = run(args.toArray(String[]::new));
+      assertEquals("1", r[0], "nothing was answered: " + r[1]);
+      return new ArrayList<>(seen);
+    } finally {
+      server.stop(0);
+    }
+  }
+
+  /**
    * The bar is drawn once at 100%: the last request's update drew it and the run's finish drew
    * it again, which stderr redirected to a file kept as two lines' worth of bars.
    */
@@ -408,7 +465,7 @@ class LoadGeneratorMainTest {
   @Test
   void figuresWithoutAValueAreNullInTheJson() {
     Map<String, Object> j = LoadGeneratorMain.summary(
-        new LoadDriver.Result(List.of(), 2_000_000_000L, 0), "w", LoadDriver.Api.ROUTE, 5, true);
+        new LoadDriver.Result(List.of(), 2_000_000_000L, 0), "w", LoadDriver.Api.ROUTE, 5, 0, true);
     String json = Json.write(j);
     Map<?, ?> back = (Map<?, ?>) Json.parse(json);
     assertEquals(Json.NULL, ((Map<?, ?>) back.get("latency_ms")).get("p50"), json);
