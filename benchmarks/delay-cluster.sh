@@ -2,7 +2,8 @@
 # Four routing nodes on loopback with a delaying TCP relay in front of each node's peer port,
 # driven by the load generator with the cost-aware and the local-only policy for each delay.
 #
-#   benchmarks/delay-cluster.sh [--delays "0 1 5 20 100"] [--requests 300] [--mmlu DIR]
+#   benchmarks/delay-cluster.sh [--delays "0 1 5 20 100"] [--requests 300] [--warmup 100]
+#       [--mmlu DIR]
 #
 # Needs no root and no netem. Node i listens for peers on 127.0.0.1:17000+i and advertises its
 # relay, 127.0.0.1:17100+i, which passes each chunk on to the node's peer port the delay later
@@ -14,7 +15,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 jar="$here/target/benchmarks.jar"
 source "$here/sweep-lib.sh"
-sweep_flags 2,12 "$@"
+sweep_flags 2,13 "$@"
 for d in $delays; do
   [[ "$d" == direct || "$d" =~ ^[0-9]+(\.[0-9]+)?$ ]] \
     || { echo "--delays: '$d' is not a delay in ms (or direct)" >&2; exit 2; }
@@ -93,7 +94,7 @@ for d in $delays; do
     done
     sleep 8   # JVM start and membership
     java -cp "$jar" io.github.prefixrouter.load.LoadGeneratorMain --nodes "$endpoints" \
-      --requests "$requests" --concurrency 4 --json "$work/$d-$policy.json" ${extra[@]+"${extra[@]}"} \
+      --requests "$requests" --warmup "$warmup" --concurrency 4 --json "$work/$d-$policy.json" ${extra[@]+"${extra[@]}"} \
       > "$work/$d-$policy.out" 2>&1 || true
     stop_all
     sweep_row "$work/$d-$policy.json" "$label" "$policy" "$work/$d-$policy.out"

@@ -2,7 +2,8 @@
 # Four routing nodes in separate network namespaces with netem delay on their links, driven by
 # the load generator with the cost-aware and the local-only policy for each delay.
 #
-#   sudo benchmarks/netem-cluster.sh [--delays "0 1 5 20 100"] [--requests 300] [--mmlu DIR]
+#   sudo benchmarks/netem-cluster.sh [--delays "0 1 5 20 100"] [--requests 300] [--warmup 100]
+#       [--mmlu DIR]
 #
 # Needs root, iproute2 and the sch_netem kernel module. Creates namespaces pr-n0..pr-n3 and a
 # bridge pr-br0 (10.77.0.254/24 in the root namespace); removes them on exit. Delays are one
@@ -11,7 +12,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 jar="$here/target/benchmarks.jar"
 source "$here/sweep-lib.sh"
-sweep_flags 2,10 "$@"
+sweep_flags 2,11 "$@"
 [[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces)" >&2; exit 1; }
 "$here/run" load --help >/dev/null   # builds the jar if needed
 
@@ -64,7 +65,7 @@ for d in $delays; do
     done
     sleep 8   # JVM start and membership
     java -cp "$jar" io.github.prefixrouter.load.LoadGeneratorMain --nodes "$endpoints" \
-      --requests "$requests" --concurrency 4 --json "$work/$d-$policy.json" ${extra[@]+"${extra[@]}"} \
+      --requests "$requests" --warmup "$warmup" --concurrency 4 --json "$work/$d-$policy.json" ${extra[@]+"${extra[@]}"} \
       > "$work/$d-$policy.out" 2>&1 || true
     for pid in $(cat "$work"/*.pid); do kill "$pid" 2>/dev/null || true; done
     sleep 3

@@ -2,18 +2,21 @@
 # and the table they print (a row per run, a FAILED row for a run that failed, and at the end
 # the failed runs named and exit status 1 if there were any).
 
-# sweep_flags USAGE_LINES ARGS...: sets delays, requests and extra (the load generator's extra
-# flags); an unknown flag prints lines USAGE_LINES (a sed range) of the script and exits with 2
+# sweep_flags USAGE_LINES ARGS...: sets delays, requests, warmup and extra (the load generator's
+# extra flags); an unknown flag prints lines USAGE_LINES (a sed range) of the script and exits
+# with 2
 sweep_flags() {
   local usage="$1"
   shift
   delays="0 1 5 20 100"
   requests=300
+  warmup=100
   extra=()
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --delays) delays="$2"; shift 2 ;;
       --requests) requests="$2"; shift 2 ;;
+      --warmup) warmup="$2"; shift 2 ;;
       --mmlu) extra+=(--mmlu "$2"); shift 2 ;;
       *) sed -n "${usage}p" "$0" >&2; exit 2 ;;
     esac
