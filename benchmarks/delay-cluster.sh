@@ -3,7 +3,7 @@
 # driven by the load generator with the cost-aware and the local-only policy for each delay.
 #
 #   benchmarks/delay-cluster.sh [--delays "0 1 5 20 100"] [--requests 300] [--warmup 100]
-#       [--mmlu DIR]
+#       [--mmlu DIR] [--zipf S]
 #
 # Needs no root and no netem. Node i listens for peers on 127.0.0.1:17000+i and advertises its
 # relay, 127.0.0.1:17100+i, which passes each chunk on to the node's peer port the delay later

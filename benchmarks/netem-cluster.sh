@@ -3,7 +3,7 @@
 # the load generator with the cost-aware and the local-only policy for each delay.
 #
 #   sudo benchmarks/netem-cluster.sh [--delays "0 1 5 20 100"] [--requests 300] [--warmup 100]
-#       [--mmlu DIR]
+#       [--mmlu DIR] [--zipf S]
 #
 # Needs root, iproute2 and the sch_netem kernel module. Creates namespaces pr-n0..pr-n3 and a
 # bridge pr-br0 (10.77.0.254/24 in the root namespace); removes them on exit. Delays are one

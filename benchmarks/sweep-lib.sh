@@ -18,6 +18,7 @@ sweep_flags() {
       --requests) requests="$2"; shift 2 ;;
       --warmup) warmup="$2"; shift 2 ;;
       --mmlu) extra+=(--mmlu "$2"); shift 2 ;;
+      --zipf) extra+=(--zipf "$2"); shift 2 ;;
       *) sed -n "${usage}p" "$0" >&2; exit 2 ;;
     esac
   done
@@ -25,8 +26,8 @@ sweep_flags() {
 }
 
 sweep_header() {
-  printf "%-8s %-11s %9s %8s %9s %9s %9s\n" "delay" "policy" "forwarded" "hitRate" "mean ms" \
-    "p50 ms" "p99 ms"
+  printf "%-8s %-11s %9s %8s %9s %9s %9s %8s\n" "delay" "policy" "forwarded" "hitRate" "mean ms" \
+    "p50 ms" "p99 ms" "busiest"
 }
 
 # sweep_row JSON DELAY POLICY OUT: the run's row; a run that failed (no JSON, or no figures:

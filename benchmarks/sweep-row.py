@@ -4,7 +4,8 @@
 #
 #   sweep-row.py JSON DELAY POLICY OUT
 #
-# prints "DELAY POLICY forwarded hitRate mean p50 p99"; a run that failed (no JSON, or no
+# prints "DELAY POLICY forwarded hitRate mean p50 p99 busiest", busiest being the largest share
+# of the answered requests that one node served ("-" without the per-node rows); a run that failed (no JSON, or no
 # figures: nothing answered) prints a row saying FAILED with the reason and OUT (the load
 # generator's output file) and exits with status 1.
 import json
@@ -23,4 +24,9 @@ try:
 except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
     print("%s FAILED: %s (see %s)" % (head, e, out))
     sys.exit(1)
-print("%s %9.3f %8.3f %9.1f %9.1f %9.1f" % (head, *figures))
+served = [n.get("served") for n in r.get("nodes") or []]
+if served and all(isinstance(v, int) for v in served) and r.get("answered"):
+    busiest = "%8.3f" % (max(served) / r["answered"])
+else:
+    busiest = "%8s" % "-"
+print("%s %9.3f %8.3f %9.1f %9.1f %9.1f %s" % (head, *figures, busiest))
