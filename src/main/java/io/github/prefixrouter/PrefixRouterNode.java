@@ -1,6 +1,6 @@
 package io.github.prefixrouter;
 
-import io.github.prefixrouter.internal.route.GuardedClock;
+import io.github.prefixrouter.internal.GuardedClock;
 import io.github.prefixrouter.internal.route.RouterNode;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.InferenceEngine;
@@ -434,7 +434,7 @@ public interface PrefixRouterNode extends AutoCloseable {
             "PrefixRouterNode.Builder is missing required settings: " + String.join(", ", missing));
       }
       config.validate();
-      Clock c = GuardedClock.of(nodeId, clock != null ? clock : Clock.system());
+      Clock c = GuardedClock.of("node " + nodeId, clock != null ? clock : Clock.system());
       RandomGenerator r = random;
       if (r == null) {
         long seed = nodeId.hashCode() * 0x9E3779B97F4A7C15L ^ c.nanoTime();

@@ -47,8 +47,8 @@ final class DefaultComponents {
    * across restarts on one machine (a monotonic clock, or simulated time); a restart after a
    * reboot may get a smaller value, which peers accept once the old incarnation's tombstone is
    * forgotten ({@code 4 × peerDeadAfter}); a host-supplied generation avoids that wait. The
-   * clock is the node's guard of it ({@link GuardedClock}), which read it once already: a
-   * reading that throws here gives that one.
+   * clock is the node's guard of it ({@link io.github.prefixrouter.internal.GuardedClock}),
+   * which read it once already: a reading that throws here gives that one.
    */
   static long generation(RouterNode node) {
     long supplied = node.config().gossipGeneration();

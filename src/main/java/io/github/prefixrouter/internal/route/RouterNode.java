@@ -17,6 +17,7 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.AnswerBudgetException;
 import io.github.prefixrouter.internal.EngineInFlightLimitException;
+import io.github.prefixrouter.internal.GuardedClock;
 import io.github.prefixrouter.internal.InFlightLimitException;
 import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.tree.BlockHasher;
@@ -307,7 +308,7 @@ public final class RouterNode implements PrefixRouterNode {
     this.config = Objects.requireNonNull(config, "config").validate();
     this.transport = Objects.requireNonNull(transport, "transport");
     this.engine = Objects.requireNonNull(engine, "engine");
-    this.clock = GuardedClock.of(this.nodeId, Objects.requireNonNull(clock, "clock"));
+    this.clock = GuardedClock.of("node " + this.nodeId, Objects.requireNonNull(clock, "clock"));
     this.random = Objects.requireNonNull(random, "random");
     this.seeds = List.copyOf(seeds);
     if (scheduler == null) {

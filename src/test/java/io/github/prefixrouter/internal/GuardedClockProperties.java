@@ -1,4 +1,4 @@
-package io.github.prefixrouter.internal.route;
+package io.github.prefixrouter.internal;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
@@ -16,8 +16,8 @@ import net.jqwik.api.constraints.LongRange;
 import net.jqwik.api.constraints.Size;
 
 /**
- * A node's guard of the host's clock: a reading that throws gives the latest good one, in the
- * clock's own order (readings compared as differences: they may pass {@link Long#MAX_VALUE}).
+ * The guard of a host's clock: a reading that throws gives the latest good one, in the clock's
+ * own order (readings compared as differences: they may pass {@link Long#MAX_VALUE}).
  */
 class GuardedClockProperties {
 
@@ -49,7 +49,7 @@ class GuardedClockProperties {
         readings.add(now);
       }
     }
-    GuardedClock clock = GuardedClock.of("n0", scripted(new LinkedList<>(readings)));
+    GuardedClock clock = GuardedClock.of("node n0", scripted(new LinkedList<>(readings)));
     readings.removeFirst();
     long good = origin;
     int thrown = 0;
@@ -78,7 +78,7 @@ class GuardedClockProperties {
     readings.add(after);
     readings.add(before);
     readings.add(null);
-    GuardedClock clock = GuardedClock.of("n0", scripted(readings));
+    GuardedClock clock = GuardedClock.of("node n0", scripted(readings));
     assertEquals(after, clock.nanoTime());
     assertEquals(before, clock.nanoTime());
     assertEquals(after, clock.nanoTime(),
@@ -89,7 +89,7 @@ class GuardedClockProperties {
   void aClockThatThrowsWhenFirstReadIsATypedError() {
     ArithmeticException thrown = new ArithmeticException("overflow");
     IllegalStateException e = assertThrows(IllegalStateException.class,
-        () -> GuardedClock.of("n0", () -> {
+        () -> GuardedClock.of("node n0", () -> {
           throw thrown;
         }));
     assertSame(thrown, e.getCause());
@@ -100,10 +100,10 @@ class GuardedClockProperties {
   @Example
   void anErrorOrACheckedExceptionIsGuardedAlike() {
     Deque<Long> readings = new LinkedList<>(List.of(7L));
-    Throwable[] next = {new AnswerNeverLostTest.SpiError("clock"),
+    Throwable[] next = {new AssertionError("clock"),
         new java.io.IOException("clock")};
     int[] i = {0};
-    GuardedClock clock = GuardedClock.of("n0", () -> {
+    GuardedClock clock = GuardedClock.of("node n0", () -> {
       if (!readings.isEmpty()) {
         return readings.removeFirst();
       }
@@ -113,6 +113,6 @@ class GuardedClockProperties {
     assertEquals(7L, clock.nanoTime(), "an Error");
     assertEquals(7L, clock.nanoTime(), "a checked exception thrown undeclared");
     assertEquals(2, clock.failures());
-    assertSame(clock, GuardedClock.of("n1", clock), "a guard is not guarded again");
+    assertSame(clock, GuardedClock.of("node n1", clock), "a guard is not guarded again");
   }
 }

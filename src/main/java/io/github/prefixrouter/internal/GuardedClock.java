@@ -1,4 +1,4 @@
-package io.github.prefixrouter.internal.route;
+package io.github.prefixrouter.internal;
 
 import io.github.prefixrouter.spi.Clock;
 import java.util.Objects;
@@ -7,18 +7,19 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The host's {@link Clock} as a node reads it: a reading that throws (a host's bug, a simulated
- * clock shut down; a RuntimeException, an Error or a checked exception thrown undeclared, as for
- * the node's other SPIs) gives the latest good reading instead, so that no request the node took
- * on is left unanswered half way through its bookkeeping. While every reading throws, time
- * stands still for the node: its timers still run on the scheduler, but what it measures
- * between readings (service times, cool-downs, silences) does not grow until the clock reads
- * again.
+ * A host's {@link Clock} as the library reads it: a reading that throws (a host's bug, a
+ * simulated clock shut down; a RuntimeException, an Error or a checked exception thrown
+ * undeclared, as for the other SPIs) gives the latest good reading instead, so that nothing the
+ * reader took on (a node's request, say) is left unanswered half way through its bookkeeping.
+ * While every reading throws, time stands still for the reader: its timers still run, but what
+ * it measures between readings (service times, cool-downs, silences) does not grow until the
+ * clock reads again.
  *
- * <p>The first reading is taken as the node is built ({@link #of}): a clock that throws then
- * fails the build, before any request is accepted. The first failure after that is logged at
- * ERROR with its stack trace, later ones at WARN when their count reaches a power of two; all
- * are counted ({@link #failures}).
+ * <p>A component given a clock of its own reads it through a guard of its own, made as the
+ * component is built ({@link #of}), which takes the first reading: a clock that throws then
+ * fails the build, before anything is accepted. The first failure after that is logged at ERROR
+ * with its stack trace, later ones at WARN when their count reaches a power of two; all are
+ * counted ({@link #failures}).
  *
  * <p>The latest good reading is the latest in the clock's own order, compared as a difference
  * of readings (a reading may pass {@link Long#MAX_VALUE} and go on from {@link Long#MIN_VALUE}):
@@ -30,29 +31,30 @@ public final class GuardedClock implements Clock {
 
   private static final Logger LOG = LoggerFactory.getLogger(GuardedClock.class);
 
-  private final String nodeId;
+  /** What reads the clock, for the log: "node n0", "transport n0", "reference engine". */
+  private final String reader;
   private final Clock clock;
   private final AtomicLong latest;
   private final AtomicLong failures = new AtomicLong();
 
-  private GuardedClock(String nodeId, Clock clock, long first) {
-    this.nodeId = nodeId;
+  private GuardedClock(String reader, Clock clock, long first) {
+    this.reader = reader;
     this.clock = clock;
     this.latest = new AtomicLong(first);
   }
 
   /**
-   * Node {@code nodeId}'s guard of {@code clock}, which it reads once now; {@code clock} itself
-   * if it is such a guard already.
+   * The guard of {@code clock} for {@code reader}, which reads it once now; {@code clock}
+   * itself if it is such a guard already.
    *
-   * @param nodeId the node that reads the clock, for the log
+   * @param reader what reads the clock, for the log and the error ("node n0")
    * @param clock the host's clock
    * @return the guarded clock
    * @throws IllegalStateException if the clock throws when read now (its cause is what the
    *     clock threw)
    */
-  public static GuardedClock of(String nodeId, Clock clock) {
-    Objects.requireNonNull(nodeId, "nodeId");
+  public static GuardedClock of(String reader, Clock clock) {
+    Objects.requireNonNull(reader, "reader");
     Objects.requireNonNull(clock, "clock");
     if (clock instanceof GuardedClock g) {
       return g;
@@ -61,10 +63,10 @@ public final class GuardedClock implements Clock {
     try {
       first = clock.nanoTime();
     } catch (Throwable e) {
-      throw new IllegalStateException("node " + nodeId + ": its clock threw when first read, "
-          + "as the node was built: " + e, e);
+      throw new IllegalStateException(reader + ": its clock threw when first read, as it was "
+          + "built: " + e, e);
     }
-    return new GuardedClock(nodeId, clock, first);
+    return new GuardedClock(reader, clock, first);
   }
 
   @Override
@@ -86,17 +88,17 @@ public final class GuardedClock implements Clock {
   private long failed(Throwable e) {
     long n = failures.incrementAndGet();
     if (n == 1) {
-      LOG.error("node {}: its clock threw; it reads the latest good reading instead until the"
-          + " clock reads again", nodeId, e);
+      LOG.error("{}: its clock threw; it reads the latest good reading instead until the"
+          + " clock reads again", reader, e);
     } else if ((n & (n - 1)) == 0) {
-      LOG.warn("node {}: its clock has thrown {} times, the latest: {}", nodeId, n,
+      LOG.warn("{}: its clock has thrown {} times, the latest: {}", reader, n,
           String.valueOf(e));
     }
     return latest.get();
   }
 
   /**
-   * How many readings of the host's clock threw since the node was built.
+   * How many readings of the host's clock threw since the guard was made.
    *
    * @return the count
    */
