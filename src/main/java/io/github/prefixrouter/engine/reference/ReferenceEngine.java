@@ -3,6 +3,7 @@ package io.github.prefixrouter.engine.reference;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.GuardedClock;
 import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.engine.RunsById;
 import io.github.prefixrouter.internal.stop.StopMatcher;
@@ -72,6 +73,7 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
   private final PrefixKvCache cache;
   private final Executor executor;
   private final ExecutorService ownedExecutor;
+  /** The host's clock, read through its guard: a reading never throws. */
   private final Clock clock;
   /** The text of one output token, for stop strings; null: none. */
   private final java.util.function.IntFunction<String> stopText;
@@ -93,9 +95,9 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
   Runnable beforeRegister = () -> {};
 
   private ReferenceEngine(Builder b) {
+    this.clock = GuardedClock.of("reference engine", b.clock);
     this.model = new TinyTransformer(b.seed, b.layers, b.modelDim, b.heads, b.ffnDim, b.vocabBuckets);
     this.cache = new PrefixKvCache(b.blockSize, Math.max(1, b.cacheCapacityTokens / b.blockSize));
-    this.clock = b.clock;
     this.stopText = b.stopText;
     this.maxPromptTokens = b.maxPromptTokens;
     this.maxOutputTokens = b.maxOutputTokens;
@@ -679,7 +681,12 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
     }
 
     /**
-     * Clock for the reported prefill and decode times. Default {@link Clock#system()}.
+     * Clock for the reported prefill and decode times. Default {@link Clock#system()}. The
+     * engine reads it through a guard, as a node reads its own: a reading that throws gives the
+     * latest good reading instead (the first failure logged at ERROR, later ones at WARN as
+     * their count reaches a power of two), so the request runs on and is answered with its
+     * output; only its reported times are short. The engine reads the clock once as it is
+     * built: a clock that throws then fails {@link #build()}.
      *
      * @param clock the clock
      * @return this builder
@@ -694,6 +701,8 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
      *
      * @return the engine
      * @throws IllegalArgumentException naming the first invalid setting
+     * @throws IllegalStateException if the clock throws when read as the engine is built (its
+     *     cause is what the clock threw)
      */
     public ReferenceEngine build() {
       range("layers", layers, 1, 64);
