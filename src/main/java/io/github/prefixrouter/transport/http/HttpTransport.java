@@ -7,6 +7,7 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import com.sun.net.httpserver.HttpsExchange;
 import com.sun.net.httpserver.HttpsServer;
+import io.github.prefixrouter.internal.GuardedClock;
 import io.github.prefixrouter.internal.InFlightLimitException;
 import io.github.prefixrouter.internal.WildcardAddress;
 import io.github.prefixrouter.internal.tls.CertificateNodeIds;
@@ -279,6 +280,8 @@ public final class HttpTransport implements Transport {
   private static final Duration LONGEST_TIMEOUT = Duration.ofNanos(Long.MAX_VALUE).minusSeconds(1);
 
   private final Builder config;
+  /** The host's wall clock, read through its guard ({@link Builder#wallClockMillis}). */
+  private final LongSupplier wallClockMillis;
   /** The cluster keys; null when authentication is disabled. Replaced by a key rotation. */
   private volatile MessageAuthenticator auth;
   private final ReplayGuard replayGuard; // null when authentication is disabled
@@ -346,6 +349,8 @@ public final class HttpTransport implements Transport {
 
   private HttpTransport(Builder b) {
     this.config = b.copy();
+    this.wallClockMillis =
+        GuardedClock.of("transport " + b.nodeId, b.wallClockMillis::getAsLong)::nanoTime;
     this.bodies = new BodyBudget(config.effectiveBodyBudget(),
         InboundReaders.waitFor(config.inboundIoTimeout), counters.bodyBudgetRefused::increment);
     if (b.clusterKey != null) {
@@ -953,7 +958,7 @@ public final class HttpTransport implements Transport {
     }
     other = sanitize(other);
     String key = to.address() + " " + to.nodeId();
-    long leftOut = otherNodes.admit(key, other, config.wallClockMillis.getAsLong());
+    long leftOut = otherNodes.admit(key, other, wallClockMillis.getAsLong());
     if (leftOut >= 0) {
       log.warn("{}: the node at {} is {}, not {}; messages to {} are refused there (check the "
           + "seeds or peer list){}", config.nodeId, to.address(), other, to.nodeId(), to.nodeId(),
@@ -977,7 +982,7 @@ public final class HttpTransport implements Transport {
       return;
     }
     String key = whose + " " + keyId;
-    long leftOut = foreignKeys.admit(key, keyId, config.wallClockMillis.getAsLong());
+    long leftOut = foreignKeys.admit(key, keyId, wallClockMillis.getAsLong());
     if (leftOut < 0) {
       return; // warned of already, or left out this minute (the next warning counts it)
     }
@@ -1007,7 +1012,7 @@ public final class HttpTransport implements Transport {
     counters.senderNotInCertificate.increment();
     String id = sanitize(claimed);
     String key = id + " " + sanitize(CertificateNodeIds.subject(leaf));
-    long leftOut = uncertifiedSenders.admit(key, id, config.wallClockMillis.getAsLong());
+    long leftOut = uncertifiedSenders.admit(key, id, wallClockMillis.getAsLong());
     if (leftOut >= 0) {
       log.warn("{}: refused {} claiming to come from {} (at {}): its TLS certificate, {}, does not "
           + "name {} (docs/deployment.md, \"Binding node ids to certificates\"){}", config.nodeId,
@@ -1132,7 +1137,7 @@ public final class HttpTransport implements Transport {
       PeerAddress to, byte[] payload, String path, String tag, Duration timeout, String nonce) {
     requireHostPort(to.address());
     URI uri = URI.create((config.sslContext != null ? "https://" : "http://") + to.address() + path);
-    String ts = Long.toString(config.wallClockMillis.getAsLong());
+    String ts = Long.toString(wallClockMillis.getAsLong());
     PeerAddress me = localAddress;
     HttpRequest.Builder b =
         HttpRequest.newBuilder(uri)
@@ -1408,7 +1413,7 @@ public final class HttpTransport implements Transport {
       }
     }
     if (keys != null) {
-      long now = config.wallClockMillis.getAsLong();
+      long now = wallClockMillis.getAsLong();
       ReplayGuard.Verdict v = replayGuard.check(sender, nonce, timestamp, now);
       if (v != ReplayGuard.Verdict.ACCEPT) {
         counters.replaysRejected.increment();
@@ -2154,7 +2159,15 @@ public final class HttpTransport implements Transport {
 
     /**
      * The wall clock (epoch milliseconds) used for message timestamps and the replay window.
-     * Default {@link System#currentTimeMillis()}; tests inject their own.
+     * Default {@link System#currentTimeMillis()}; tests inject their own. The transport reads it
+     * through a guard, as a node reads its clock: a reading that throws gives the latest good
+     * reading instead (the first failure logged at ERROR, later ones at WARN as their count
+     * reaches a power of two), and every message and request is sent, and every one received
+     * checked and answered, as with a good clock. While every reading throws, the transport's
+     * time stands still: once its peers' clocks pass the last good reading by more than the
+     * replay window, their messages are refused here as stale, and this node's there, each
+     * answered 401. The transport reads the clock once as it is built: a clock that throws then
+     * fails {@link #build()}.
      *
      * @param clock the wall clock, in milliseconds since the epoch
      * @return this builder
@@ -2170,6 +2183,8 @@ public final class HttpTransport implements Transport {
      *
      * @return the transport, not yet started
      * @throws IllegalArgumentException naming the first invalid setting
+     * @throws IllegalStateException if the wall clock throws when read as the transport is built
+     *     (its cause is what the clock threw)
      */
     public HttpTransport build() {
       if (nodeId == null) {

@@ -1,0 +1,130 @@
+package io.github.prefixrouter.transport.http;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.contract.ThrowingClock;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.transport.http.HttpTransportTest.Recorder;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A host's wall clock ({@link HttpTransport.Builder#wallClockMillis}) that throws on some
+ * readings loses no message, no request and no answer, and costs no in-flight slot: a reading
+ * that throws gives the latest good one, as the node's clock does.
+ */
+class HttpTransportClockTest extends HttpTransportFixture {
+
+  private static final int REQUESTS = 12;
+
+  /** A wall clock in milliseconds whose every other reading throws once armed. */
+  private static ThrowingClock everyOtherThrows() {
+    return new ThrowingClock(System::currentTimeMillis, 2, 0);
+  }
+
+  /**
+   * The sender's wall clock throws as it stamps a request or a message: each is still sent and
+   * answered or delivered, and none holds its in-flight slot after it ends (4 slots to the
+   * peer, more requests than that sent one after the other).
+   */
+  @Test
+  void aSendersWallClockThatThrowsLosesNothingAndKeepsNoSlot() throws Exception {
+    Recorder ra = new Recorder();
+    HttpTransport a = start(node("a"), ra);
+    ThrowingClock wall = everyOtherThrows();
+    HttpTransport b = start(node("b").maxInFlightPerPeer(4).wallClockMillis(wall::nanoTime),
+        new Recorder());
+    wall.arm();
+    List<String> problems = new ArrayList<>();
+    exchange(b, a, "r", problems);
+    for (int i = 0; i < REQUESTS; i++) {
+      try {
+        b.send(a.localAddress(), ("m" + i).getBytes(StandardCharsets.UTF_8));
+      } catch (Throwable e) {
+        problems.add("send of m" + i + " threw " + e);
+        continue;
+      }
+      String got = ra.messages.poll(5, TimeUnit.SECONDS);
+      if (!("b@" + b.localAddress().address() + ":m" + i).equals(got)) {
+        problems.add("message m" + i + " not delivered (" + got + ")");
+      }
+    }
+    wall.disarm();
+    exchange(b, a, "after", problems);
+    assertTrue(wall.thrown() > 0, "the clock threw");
+    assertEquals(List.of(), problems, "what the sender's clock throwing did");
+    assertEquals(0, b.stats().pendingRequests(), "requests still pending");
+  }
+
+  /**
+   * The receiver's wall clock throws as it checks a message's timestamp: every request is
+   * answered by its handler and every message delivered, and the receiver goes on serving.
+   */
+  @Test
+  void aReceiversWallClockThatThrowsLeavesNoExchangeUnanswered() throws Exception {
+    Recorder ra = new Recorder();
+    ThrowingClock wall = everyOtherThrows();
+    HttpTransport a = start(node("a").wallClockMillis(wall::nanoTime), ra);
+    HttpTransport b = start(node("b"), new Recorder());
+    wall.arm();
+    List<String> problems = new ArrayList<>();
+    exchange(b, a, "r", problems);
+    for (int i = 0; i < REQUESTS; i++) {
+      b.send(a.localAddress(), ("m" + i).getBytes(StandardCharsets.UTF_8));
+      String got = ra.messages.poll(5, TimeUnit.SECONDS);
+      if (!("b@" + b.localAddress().address() + ":m" + i).equals(got)) {
+        problems.add("message m" + i + " not delivered (" + got + ")");
+      }
+    }
+    wall.disarm();
+    exchange(b, a, "after", problems);
+    assertTrue(wall.thrown() > 0, "the clock threw");
+    assertEquals(List.of(), problems, "what the receiver's clock throwing did");
+  }
+
+  /** A clock that throws when first read, as the transport is built, fails the build. */
+  @Test
+  void aWallClockThatThrowsAtBuildFailsTheBuildWithATypedError() {
+    ThrowingClock wall = new ThrowingClock(System::currentTimeMillis, 1, 0).arm();
+    IllegalStateException x = assertThrows(IllegalStateException.class,
+        () -> toClose.add(node("a").wallClockMillis(wall::nanoTime).build()),
+        "a wall clock that throws at once gave a transport whose every message reads it");
+    assertTrue(x.getMessage().contains("clock"), x.getMessage());
+    assertTrue(x.getCause() != null, "what the clock threw");
+  }
+
+  /** {@link #REQUESTS} requests from {@code from} to {@code to}, one after the other. */
+  private static void exchange(HttpTransport from, HttpTransport to, String name,
+      List<String> problems) throws InterruptedException {
+    PeerAddress at = to.localAddress();
+    for (int i = 0; i < REQUESTS; i++) {
+      String id = name + i;
+      CompletableFuture<byte[]> f;
+      try {
+        f = from.request(at, id.getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(3));
+      } catch (Throwable e) {
+        problems.add("request " + id + " threw " + e);
+        continue;
+      }
+      try {
+        String answer = new String(f.get(6, TimeUnit.SECONDS), StandardCharsets.UTF_8);
+        if (!answer.equals("echo " + from.localAddress().nodeId() + " " + id)) {
+          problems.add("request " + id + " answered " + answer);
+        }
+      } catch (ExecutionException e) {
+        problems.add("request " + id + " failed: " + e.getCause());
+      } catch (TimeoutException e) {
+        problems.add("request " + id + " never answered");
+      }
+    }
+  }
+}
