@@ -5,6 +5,7 @@ import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.GuardedClock;
 import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.engine.ParentsFirst;
 import io.github.prefixrouter.internal.tree.BlockHasher;
@@ -146,7 +147,7 @@ public final class SimulatedEngine implements InferenceEngine {
 
   private SimulatedEngine(Builder b) {
     this.scheduler = b.scheduler;
-    this.clock = b.clock;
+    this.clock = GuardedClock.of("simulated engine", b.clock);
     this.blockSize = b.blockSize;
     this.capacityBlocks = (int) (b.capacityTokens / b.blockSize);
     this.slots = b.slots;
@@ -919,7 +920,12 @@ public final class SimulatedEngine implements InferenceEngine {
     }
 
     /**
-     * The clock; defaults to the scheduler when it is a {@link Clock}.
+     * The clock; defaults to the scheduler when it is a {@link Clock}. It only measures how long
+     * requests queued ({@link Stats}). The engine reads it through a guard, as a node reads its
+     * own: a reading that throws gives the latest good reading instead (the first failure
+     * logged at ERROR, later ones at WARN as their count reaches a power of two), and the
+     * request is queued, run and answered as with a good clock. The engine reads the clock
+     * once as it is built: a clock that throws then fails {@link #build()}.
      *
      * @param clock the clock
      * @return this builder
@@ -1078,8 +1084,8 @@ public final class SimulatedEngine implements InferenceEngine {
      *
      * @return the engine
      * @throws IllegalStateException if the scheduler is missing, no clock is available, the
-     *     capacity in blocks overflows an int, or a fault probability is set without a random
-     *     source
+     *     clock throws when read now (the exception's cause is what it threw), the capacity in
+     *     blocks overflows an int, or a fault probability is set without a random source
      */
     public SimulatedEngine build() {
       if (scheduler == null) {
