@@ -19,7 +19,10 @@ package io.github.prefixrouter.spi;
  * the durations it measures (service times, cool-downs, silences) do not grow until the clock
  * reads again. A node reads its clock once as it is built: a clock that throws then fails the
  * build ({@link io.github.prefixrouter.PrefixRouterNode.Builder#build()}), before any request
- * is accepted.
+ * is accepted. The library's engines given a clock of their own
+ * ({@link io.github.prefixrouter.engine.reference.ReferenceEngine.Builder#clock},
+ * {@link io.github.prefixrouter.testing.SimulatedEngine.Builder#clock}) read it alike, and an
+ * {@link io.github.prefixrouter.testing.InMemoryNetwork} never reads the clock it is given.
  */
 @FunctionalInterface
 public interface Clock {
