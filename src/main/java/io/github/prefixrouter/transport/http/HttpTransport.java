@@ -158,8 +158,14 @@ import org.slf4j.LoggerFactory;
  * is dropped (and counted) when all are, so that forwards holding their share of a peer's slots (long generations) leave
  * room for the node's gossip (its heartbeat, its push-back) and CANCELs to that peer. A
  * request's slot is free again before its future completes, a future its caller cancels
- * included. The client speaks HTTP/1.1, one exchange per connection at a time: an exchange
- * takes an idle connection to the peer if the HTTP client's pool holds one, else it
+ * included. A request or message whose building or handing to the HTTP client throws (the
+ * cluster key's HMAC, which comes from the host's JCA providers, failing as it signs; an
+ * {@link Error} of the client, a thread it cannot start) gives its slot back at once and is not
+ * thrown on: the request fails with {@code UNREACHABLE}, what was thrown its cause
+ * ({@code CLOSED} once the transport is closed, and when the client refuses it as a close shut
+ * its executor down), and the message is dropped and counted. The client speaks HTTP/1.1, one
+ * exchange per connection at a time: an exchange takes an idle connection to the peer if the
+ * HTTP client's pool holds one, else it
  * opens a connection of its own (with TLS, a handshake of its own), so a burst of requests and
  * messages to a peer with no idle connection opens as many connections at once, and
  * {@code maxInFlightPerPeer} is the only bound on them. Inbound, at most
@@ -603,7 +609,10 @@ public final class HttpTransport implements Transport {
 
   // ---------------------------------------------------------------- outbound
 
-  /** Best effort: never throws for delivery problems; drops (and counts) what it cannot send. */
+  /**
+   * Best effort: never throws for delivery problems; drops (and counts) what it cannot send, a
+   * message whose building throws (its HMAC failing, say) included.
+   */
   @Override
   public void send(PeerAddress to, byte[] payload) {
     Objects.requireNonNull(to, "to");
@@ -626,16 +635,17 @@ public final class HttpTransport implements Transport {
     HttpRequest req;
     try {
       req = buildRequest(to, payload, MESSAGE_PATH, TAG_MESSAGE, config.messageTimeout, nextNonce());
-    } catch (IllegalArgumentException e) {
+    } catch (Throwable e) { // a bad address; or the HMAC (the host's JCA provider), say, threw
       release(peer);
       counters.messagesDropped.increment();
-      log.warn("dropping message to {}: {}", to, e.getMessage());
+      log.warn("dropping message to {}: {}", to,
+          e instanceof IllegalArgumentException ? e.getMessage() : "cannot build it: " + e);
       return;
     }
     CompletableFuture<HttpResponse<Void>> f;
     try {
       f = client.sendAsync(req, HttpResponse.BodyHandlers.discarding());
-    } catch (RuntimeException e) { // executor shut down by a concurrent close: never sent
+    } catch (Throwable e) { // executor shut down by a concurrent close, an Error: never sent
       release(peer);
       counters.messagesDropped.increment();
       return;
@@ -729,6 +739,9 @@ public final class HttpTransport implements Transport {
     } catch (IllegalArgumentException e) {
       fail(result, TransportException.Kind.UNREACHABLE, "bad peer address " + to.address() + ": " + e.getMessage(), e);
       return result;
+    } catch (Throwable e) { // the HMAC (the host's JCA provider), say, threw: never sent
+      fail(result, kindOf(e), "cannot build the request to " + to + ": " + e, e);
+      return result;
     }
     CompletableFuture<HttpResponse<byte[]>> http;
     try {
@@ -743,6 +756,9 @@ public final class HttpTransport implements Transport {
           info -> CappedBody.orFail(info, config.maxMessageBytes, TooLargeException::new));
     } catch (RuntimeException e) { // executors shut down by a concurrent close: never sent
       fail(result, TransportException.Kind.CLOSED, "transport closed", e);
+      return result;
+    } catch (Throwable e) { // an Error (a thread the client cannot start, say): never sent
+      fail(result, kindOf(e), "request to " + to + " not sent: " + e, e);
       return result;
     }
     // counted once the client took it, before its answer (handled below) can complete it

@@ -740,4 +740,68 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     assertEquals(0, st.bytesOut(), st.toString());
     assertEquals(0, b.peersInFlight());
   }
+
+  /**
+   * A send or request whose handing to the HTTP client throws an Error (a thread its executor
+   * cannot start) fails the request with a typed error or drops the message, never throws, and
+   * gives back its in-flight slot: more of them than {@code maxInFlightPerPeer}, then a request
+   * and a message through the working client reach the peer.
+   */
+  @Test
+  void aSendOrRequestTheClientThrowsAnErrorForGivesItsSlotBack() throws Exception {
+    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+    HttpTransport a = start(node("a"), ra);
+    HttpTransport b = start(node("b").maxInFlightPerPeer(4), new HttpTransportTest.Recorder());
+    java.lang.reflect.Field field = HttpTransport.class.getDeclaredField("client");
+    field.setAccessible(true);
+    Object real = field.get(b);
+    java.net.http.HttpClient throwing = org.mockito.Mockito.mock(java.net.http.HttpClient.class);
+    org.mockito.Mockito.when(throwing.sendAsync(org.mockito.ArgumentMatchers.any(),
+            org.mockito.ArgumentMatchers.any()))
+        .thenThrow(new OutOfMemoryError("unable to create native thread: possibly out of memory"));
+    field.set(b, throwing);
+    PeerAddress to = a.localAddress();
+    List<String> problems = new ArrayList<>();
+    try {
+      for (int i = 0; i < 6; i++) {
+        try {
+          b.send(to, new byte[] {1, 2, 3});
+        } catch (Throwable e) {
+          problems.add("send " + i + " threw " + e);
+        }
+        CompletableFuture<byte[]> f;
+        try {
+          f = b.request(to, new byte[] {1, 2}, Duration.ofSeconds(10));
+        } catch (Throwable e) {
+          problems.add("request " + i + " threw " + e);
+          continue;
+        }
+        ExecutionException e = assertThrows(ExecutionException.class,
+            () -> f.get(20, TimeUnit.SECONDS), "request " + i + " answered");
+        if (!(e.getCause() instanceof TransportException te)
+            || te.kind() != TransportException.Kind.UNREACHABLE
+            || !(te.getCause() instanceof OutOfMemoryError)) {
+          problems.add("request " + i + " failed with " + e.getCause());
+        }
+      }
+    } finally {
+      field.set(b, real);
+    }
+    CompletableFuture<byte[]> after =
+        b.request(to, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
+    try {
+      assertEquals("echo b after", new String(after.get(20, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+    } catch (ExecutionException e) {
+      throw new AssertionError("a request through the working client, after 6 requests and 6 "
+          + "messages the client threw an Error for, was not answered: " + e.getCause(), e);
+    }
+    b.send(to, "m".getBytes(StandardCharsets.UTF_8));
+    assertEquals("b@" + b.localAddress().address() + ":m", ra.messages.poll(10, TimeUnit.SECONDS),
+        "a message through the working client delivered");
+    assertEquals(List.of(), problems, "what the client's Error did");
+    HttpTransport.Stats st = b.stats();
+    assertEquals(6, st.messagesDropped(), st.toString());
+    assertEquals(6, st.requestsFailed(), st.toString());
+    assertEquals(1, st.requestsSent(), st.toString());
+  }
 }

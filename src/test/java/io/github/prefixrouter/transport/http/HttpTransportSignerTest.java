@@ -1,0 +1,222 @@
+package io.github.prefixrouter.transport.http;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import io.github.prefixrouter.contract.ThrowingCacheEventListener;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.TransportException;
+import io.github.prefixrouter.transport.http.HttpTransportTest.Recorder;
+import java.nio.charset.StandardCharsets;
+import java.security.InvalidAlgorithmParameterException;
+import java.security.InvalidKeyException;
+import java.security.Key;
+import java.security.NoSuchAlgorithmException;
+import java.security.Provider;
+import java.security.ProviderException;
+import java.security.Security;
+import java.security.spec.AlgorithmParameterSpec;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import javax.crypto.Mac;
+import javax.crypto.MacSpi;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The HMAC of the cluster key comes from the host's JCA providers: one whose HmacSHA256 throws
+ * as a request or a message is signed (a hardware token gone away) fails that request or drops
+ * that message, and costs no in-flight slot: once it signs again, the peer is reached.
+ */
+class HttpTransportSignerTest extends HttpTransportFixture {
+
+  /** This test's cluster key, the only one {@link FailingHmac} fails for. */
+  private static final byte[] KEY =
+      "signer-test-cluster-key-32-bytes".getBytes(StandardCharsets.US_ASCII);
+  /** Failures of each kind, more than the sender's {@code maxInFlightPerPeer} in all. */
+  private static final int FAILURES = 12;
+  private static final int MAX_IN_FLIGHT = 4;
+
+  /**
+   * A request or a message whose signing throws (a RuntimeException, an Error, a checked
+   * exception thrown undeclared, in turn) fails the request with a typed error or drops the
+   * message, never throws, and gives back its in-flight slot: more of them than the sender's
+   * {@code maxInFlightPerPeer}, then a request and a message with the signer healthy again are
+   * answered and delivered.
+   */
+  @Test
+  void aSignerThatThrowsFailsTheRequestAndKeepsNoSlot() throws Exception {
+    Recorder ra = new Recorder();
+    HttpTransport a;
+    HttpTransport b;
+    // the HMACs are chosen as the transports are built; the provider is taken out after
+    Provider hsm = FailingHmac.provider();
+    assertTrue(Security.insertProviderAt(hsm, 1) > 0, "provider installed");
+    try {
+      a = start(node("a").clusterKey(KEY), ra);
+      b = start(node("b").clusterKey(KEY).maxInFlightPerPeer(MAX_IN_FLIGHT), new Recorder());
+    } finally {
+      Security.removeProvider(hsm.getName());
+    }
+    PeerAddress at = a.localAddress();
+    List<String> problems = new ArrayList<>();
+    long droppedBefore = b.stats().messagesDropped();
+
+    FailingHmac.armed = true;
+    for (int i = 0; i < FAILURES; i++) {
+      String id = "r" + i;
+      CompletableFuture<byte[]> f;
+      try {
+        f = b.request(at, id.getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(3));
+      } catch (Throwable e) {
+        problems.add("request " + id + " threw " + e);
+        continue;
+      }
+      try {
+        byte[] answer = f.get(6, TimeUnit.SECONDS);
+        problems.add("request " + id + " answered " + new String(answer, StandardCharsets.UTF_8)
+            + " though it could not be signed");
+      } catch (ExecutionException e) {
+        if (!(e.getCause() instanceof TransportException te)) {
+          problems.add("request " + id + " failed with an untyped " + e.getCause());
+        } else if (te.kind() != TransportException.Kind.UNREACHABLE || te.getCause() == null) {
+          problems.add("request " + id + " failed " + te + " (cause " + te.getCause() + ")");
+        }
+      } catch (TimeoutException e) {
+        problems.add("request " + id + " never completed");
+      }
+    }
+    for (int i = 0; i < FAILURES; i++) {
+      try {
+        b.send(at, ("m" + i).getBytes(StandardCharsets.UTF_8));
+      } catch (Throwable e) {
+        problems.add("send of m" + i + " threw " + e);
+      }
+    }
+    FailingHmac.armed = false;
+    assertTrue(FailingHmac.thrown.get() > 0, "the signer threw");
+
+    CompletableFuture<byte[]> after =
+        b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(3));
+    try {
+      assertEquals("echo b after", new String(after.get(6, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+    } catch (ExecutionException e) {
+      fail("a request with the signer healthy again, after " + FAILURES + " requests and "
+          + FAILURES + " messages whose signing threw, was not answered: " + e.getCause());
+    }
+    b.send(at, "m-after".getBytes(StandardCharsets.UTF_8));
+    assertEquals("b@" + b.localAddress().address() + ":m-after",
+        ra.messages.poll(5, TimeUnit.SECONDS),
+        "a message with the signer healthy again delivered (" + ra.messages + " before it)");
+    assertEquals(List.of(), problems, "what the signer throwing did");
+    assertEquals(FAILURES, b.stats().messagesDropped() - droppedBefore,
+        "messages dropped and counted");
+    assertEquals(0, b.stats().pendingRequests(), "requests still pending");
+  }
+
+  /**
+   * An HmacSHA256 of a host's JCA provider (a hardware token's, say) that computes what the
+   * JDK's does, but once {@link #armed} throws as it is given input under {@link #KEY}: in turn a
+   * {@link ProviderException} (what a provider throws when its token fails), an {@link Error} and
+   * an {@link java.io.IOException} thrown undeclared.
+   */
+  public static final class FailingHmac extends MacSpi implements Cloneable {
+
+    static volatile boolean armed;
+    static final AtomicLong thrown = new AtomicLong();
+
+    private Mac jdk;
+    private boolean underKey;
+
+    static Provider provider() {
+      return new Provider("SignerTestHsm", "1.0", "an HmacSHA256 that fails on demand") {
+        {
+          putService(new Service(this, "Mac", "HmacSHA256", FailingHmac.class.getName(), null,
+              null) {
+            @Override
+            public Object newInstance(Object parameter) {
+              return new FailingHmac();
+            }
+          });
+        }
+      };
+    }
+
+    FailingHmac() {
+      try {
+        jdk = Mac.getInstance("HmacSHA256", "SunJCE");
+      } catch (NoSuchAlgorithmException | java.security.NoSuchProviderException e) {
+        throw new IllegalStateException(e);
+      }
+    }
+
+    @Override
+    protected int engineGetMacLength() {
+      return jdk.getMacLength();
+    }
+
+    @Override
+    protected void engineInit(Key key, AlgorithmParameterSpec params)
+        throws InvalidKeyException, InvalidAlgorithmParameterException {
+      jdk.init(key, params);
+      underKey = Arrays.equals(key.getEncoded(), KEY);
+    }
+
+    @Override
+    protected void engineUpdate(byte input) {
+      failIfArmed();
+      jdk.update(input);
+    }
+
+    @Override
+    protected void engineUpdate(byte[] input, int offset, int len) {
+      failIfArmed();
+      jdk.update(input, offset, len);
+    }
+
+    @Override
+    protected byte[] engineDoFinal() {
+      return jdk.doFinal();
+    }
+
+    @Override
+    protected void engineReset() {
+      jdk.reset();
+    }
+
+    @Override
+    public Object clone() throws CloneNotSupportedException {
+      FailingHmac c = (FailingHmac) super.clone();
+      c.jdk = (Mac) jdk.clone();
+      return c;
+    }
+
+    private void failIfArmed() {
+      if (!armed || !underKey) {
+        return;
+      }
+      switch ((int) (thrown.getAndIncrement() % 3)) {
+        case 0 -> throw new ProviderException("token removed");
+        case 1 -> throw new SignerError("token driver");
+        default -> throw ThrowingCacheEventListener.<RuntimeException>undeclared(
+            new java.io.IOException("token unreachable"));
+      }
+    }
+  }
+
+  /** An Error a provider may throw (an assertion in its code, a native library missing). */
+  static final class SignerError extends Error {
+    private static final long serialVersionUID = 1L;
+
+    SignerError(String message) {
+      super(message);
+    }
+  }
+}
