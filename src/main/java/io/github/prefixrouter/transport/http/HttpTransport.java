@@ -88,7 +88,7 @@ import org.slf4j.LoggerFactory;
  * address, timestamp or nonce header missing or malformed) or a body that cannot be read, 405 a method other than POST, 401 failed
  * authentication or replay, 413 too large (mapped to {@link TransportException.Kind#TOO_LARGE}),
  * 503 busy (mapped to {@link TransportException.Kind#BUSY}), 504 handler timed out at the peer,
- * 500 handler failed.
+ * 500 handler failed, or the peer's HMAC threw as it checked the MAC (see "Security").
  *
  * <p>A peer address is {@code host:port} alone (an IPv6 host in brackets). An address with
  * anything more (a path, query, fragment or user info, as in {@code "10.0.0.5:80/admin?"}) is
@@ -135,6 +135,11 @@ import org.slf4j.LoggerFactory;
  * certificate, and a message, request or answer is accepted only if the TLS certificate it came
  * with names the node id it claims to come from, so that a key holder can speak only for the ids
  * its own certificate names.
+ * The HMAC comes from the host's JCA providers (a hardware token's, say), which may throw: a
+ * message or request whose MAC cannot be checked for that is answered 500 at once, whatever was
+ * thrown (its sender's request fails with {@code PROTOCOL}, its message counts as failed), and
+ * logged; it is not delivered, its nonce is not taken, and it is counted neither as malformed
+ * nor as failing authentication, since its sender did nothing wrong.
  *
  * <h2>Limits and back-pressure</h2>
  * Inbound bodies above {@code maxMessageBytes} are refused from their {@code Content-Length}
@@ -1410,8 +1415,17 @@ public final class HttpTransport implements Transport {
     MessageAuthenticator keys = auth;
     if (keys != null) {
       String tag = isRequest ? TAG_REQUEST : TAG_MESSAGE;
-      if (!verified(keys.verify(h.getFirst(H_MAC), body, tag, sender, senderAddress, recipient,
-          ts, nonce))) {
+      int key;
+      try {
+        key = keys.verify(h.getFirst(H_MAC), body, tag, sender, senderAddress, recipient, ts,
+            nonce);
+      } catch (Throwable e) { // the HMAC (the host's JCA provider) threw: this node's failure,
+        // not the sender's (neither malformed nor forged), answered at once whatever it threw
+        log.warn("{}: cannot check the MAC of a {} from {}: {}", config.nodeId, tag, from,
+            e.toString());
+        return Checked.refused(500, "internal error: cannot check the MAC");
+      }
+      if (!verified(key)) {
         noteForeignKey(keys, "the messages of the node calling itself " + sanitize(sender) + " at "
             + sanitize(senderAddress), h.getFirst(H_KEY_ID));
         log.debug("dropping message from {} that failed authentication", from);

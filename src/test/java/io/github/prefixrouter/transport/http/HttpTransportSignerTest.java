@@ -28,12 +28,15 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import javax.crypto.Mac;
 import javax.crypto.MacSpi;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
  * The HMAC of the cluster key comes from the host's JCA providers: one whose HmacSHA256 throws
  * as a request or a message is signed (a hardware token gone away) fails that request or drops
- * that message, and costs no in-flight slot: once it signs again, the peer is reached.
+ * that message, and costs no in-flight slot: once it signs again, the peer is reached. One that
+ * throws as a request or a message received is checked has it answered at once, and the node
+ * goes on serving.
  */
 class HttpTransportSignerTest extends HttpTransportFixture {
 
@@ -119,6 +122,107 @@ class HttpTransportSignerTest extends HttpTransportFixture {
     assertEquals(FAILURES, b.stats().messagesDropped() - droppedBefore,
         "messages dropped and counted");
     assertEquals(0, b.stats().pendingRequests(), "requests still pending");
+  }
+
+  /**
+   * A receiver whose HmacSHA256 throws as it checks a request's or a message's MAC (a
+   * RuntimeException, an Error, a checked exception thrown undeclared, in turn) answers each at
+   * once with 500, as any failure of its own: the sender's request fails {@code PROTOCOL} then,
+   * not at its timeout, and its message counts as failed at once. The receiver counts none as
+   * malformed or as failing authentication (the sender did nothing wrong), delivers none, and
+   * goes on serving: with the HMAC healthy again, a request is answered and a message delivered.
+   */
+  @Test
+  void aReceiverWhoseHmacThrowsAsItChecksAnswersEachAtOnce() throws Exception {
+    Recorder ra = new Recorder();
+    HttpTransport a = startWithFailingHmac(node("a").clusterKey(KEY), ra);
+    // the sender's HMAC is the JDK's: only the receiver's throws; a message the receiver does
+    // not answer would fail only at this timeout
+    HttpTransport b = start(node("b").clusterKey(KEY).messageTimeout(Duration.ofSeconds(60)),
+        new Recorder());
+    PeerAddress at = a.localAddress();
+    List<String> problems = new ArrayList<>();
+    long failedBefore = b.stats().messagesFailed();
+    long thrownBefore = FailingHmac.thrown.get();
+
+    FailingHmac.armed = true;
+    for (int i = 0; i < FAILURES; i++) {
+      String id = "r" + i;
+      CompletableFuture<byte[]> f =
+          b.request(at, id.getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(60));
+      try {
+        byte[] answer = f.get(5, TimeUnit.SECONDS);
+        problems.add("request " + id + " answered " + new String(answer, StandardCharsets.UTF_8)
+            + " though its MAC could not be checked");
+      } catch (ExecutionException e) {
+        if (!(e.getCause() instanceof TransportException te)
+            || te.kind() != TransportException.Kind.PROTOCOL
+            || !te.getMessage().contains("HTTP 500")) {
+          problems.add("request " + id + " failed " + e.getCause());
+        }
+      } catch (TimeoutException e) {
+        problems.add("request " + id + " not answered within 5 s");
+      }
+    }
+    for (int i = 0; i < FAILURES; i++) {
+      b.send(at, ("m" + i).getBytes(StandardCharsets.UTF_8));
+    }
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+    while (b.stats().messagesFailed() - failedBefore < FAILURES && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    long failed = b.stats().messagesFailed() - failedBefore;
+    if (failed != FAILURES) {
+      problems.add(failed + " of " + FAILURES + " messages failed at the sender within 5 s");
+    }
+    FailingHmac.armed = false;
+    if (FailingHmac.thrown.get() - thrownBefore != 2 * FAILURES) {
+      problems.add("the HMAC threw " + (FailingHmac.thrown.get() - thrownBefore) + " times, not "
+          + "once for each of the " + 2 * FAILURES + " requests and messages");
+    }
+    if (!ra.messages.isEmpty()) {
+      problems.add("delivered though their MACs could not be checked: " + ra.messages);
+    }
+    if (a.stats().malformedRejected() != 0 || a.stats().authFailures() != 0) {
+      problems.add("counted at the receiver as malformed " + a.stats().malformedRejected()
+          + ", as failing authentication " + a.stats().authFailures());
+    }
+
+    CompletableFuture<byte[]> after =
+        b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(5));
+    try {
+      String answer = new String(after.get(10, TimeUnit.SECONDS), StandardCharsets.UTF_8);
+      if (!answer.equals("echo b after")) {
+        problems.add("request after answered " + answer);
+      }
+    } catch (ExecutionException | TimeoutException e) {
+      problems.add("request after, with the HMAC healthy again, not answered: " + e);
+    }
+    b.send(at, "m-after".getBytes(StandardCharsets.UTF_8));
+    String got = ra.messages.poll(5, TimeUnit.SECONDS);
+    if (!("b@" + b.localAddress().address() + ":m-after").equals(got)) {
+      problems.add("message m-after, with the HMAC healthy again, not delivered (" + got + ")");
+    }
+    assertEquals(List.of(), problems, "what the receiver's HMAC throwing as it checked did");
+  }
+
+  /**
+   * Builds and starts a transport whose HmacSHA256 is {@link FailingHmac}; the transports built
+   * before and after it have the JDK's.
+   */
+  private HttpTransport startWithFailingHmac(HttpTransport.Builder b, Recorder h) {
+    Provider hsm = FailingHmac.provider();
+    assertTrue(Security.insertProviderAt(hsm, 1) > 0, "provider installed");
+    try {
+      return start(b, h);
+    } finally {
+      Security.removeProvider(hsm.getName());
+    }
+  }
+
+  @AfterEach
+  void disarm() {
+    FailingHmac.armed = false;
   }
 
   /**
