@@ -139,7 +139,9 @@ import org.slf4j.LoggerFactory;
  * message or request whose MAC cannot be checked for that is answered 500 at once, whatever was
  * thrown (its sender's request fails with {@code PROTOCOL}, its message counts as failed), and
  * logged; it is not delivered, its nonce is not taken, and it is counted neither as malformed
- * nor as failing authentication, since its sender did nothing wrong.
+ * nor as failing authentication, since its sender did nothing wrong. A request whose answer's
+ * MAC cannot be checked for that fails at once with {@code UNREACHABLE}, what was thrown its
+ * cause ({@code CLOSED} once the transport is closed), and gives its in-flight slot back.
  *
  * <h2>Limits and back-pressure</h2>
  * Inbound bodies above {@code maxMessageBytes} are refused from their {@code Content-Length}
@@ -781,7 +783,13 @@ public final class HttpTransport implements Transport {
             fail(result, kindOf(c), "request to " + to + " failed: " + c, c);
             return;
           }
-          completeFromResponse(result, to, nonce, resp);
+          try {
+            completeFromResponse(result, to, nonce, resp);
+          } catch (Throwable e) { // the HMAC (the host's JCA provider), say, threw as it checked
+            // the answer: thrown on, it would be lost in this callback's own future, and the
+            // request would hold its slot until its timeout
+            fail(result, kindOf(e), "cannot check the answer from " + to + ": " + e, e);
+          }
         });
     return result;
   }

@@ -36,7 +36,7 @@ import org.junit.jupiter.api.Test;
  * as a request or a message is signed (a hardware token gone away) fails that request or drops
  * that message, and costs no in-flight slot: once it signs again, the peer is reached. One that
  * throws as a request or a message received is checked has it answered at once, and the node
- * goes on serving.
+ * goes on serving; one that throws as an answer is checked fails that request at once.
  */
 class HttpTransportSignerTest extends HttpTransportFixture {
 
@@ -207,6 +207,63 @@ class HttpTransportSignerTest extends HttpTransportFixture {
   }
 
   /**
+   * A requester whose HmacSHA256 throws as it checks an answer's MAC (each kind in turn) fails
+   * the request at once with a typed error, what was thrown its cause, and gives back its
+   * in-flight slot: more such answers than the requester's {@code maxInFlightPerPeer}, then a
+   * request with the HMAC healthy again is answered.
+   */
+  @Test
+  void aRequesterWhoseHmacThrowsAsItChecksAnAnswerFailsTheRequestAtOnce() throws Exception {
+    HttpTransport a = start(node("a").clusterKey(KEY), new Recorder());
+    HttpTransport b = startWithFailingHmac(
+        node("b").clusterKey(KEY).maxInFlightPerPeer(MAX_IN_FLIGHT), new Recorder());
+    PeerAddress at = a.localAddress();
+    List<String> problems = new ArrayList<>();
+    long thrownBefore = FailingHmac.thrown.get();
+
+    FailingHmac.armedFor = HttpTransport.TAG_RESPONSE; // the requests are signed, and answered
+    FailingHmac.armed = true;
+    for (int i = 0; i < FAILURES; i++) {
+      String id = "r" + i;
+      CompletableFuture<byte[]> f =
+          b.request(at, id.getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(60));
+      try {
+        byte[] answer = f.get(5, TimeUnit.SECONDS);
+        problems.add("request " + id + " answered " + new String(answer, StandardCharsets.UTF_8)
+            + " though its answer's MAC could not be checked");
+      } catch (ExecutionException e) {
+        if (!(e.getCause() instanceof TransportException te)) {
+          problems.add("request " + id + " failed with an untyped " + e.getCause());
+        } else if (te.kind() != TransportException.Kind.UNREACHABLE || te.getCause() == null) {
+          problems.add("request " + id + " failed " + te + " (cause " + te.getCause() + ")");
+        }
+      } catch (TimeoutException e) {
+        problems.add("request " + id + " neither answered nor failed within 5 s");
+      }
+    }
+    FailingHmac.armed = false;
+    if (FailingHmac.thrown.get() - thrownBefore != FAILURES) {
+      problems.add("the HMAC threw " + (FailingHmac.thrown.get() - thrownBefore) + " times, not "
+          + "once for each of the " + FAILURES + " answers");
+    }
+
+    CompletableFuture<byte[]> after =
+        b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(5));
+    try {
+      String answer = new String(after.get(10, TimeUnit.SECONDS), StandardCharsets.UTF_8);
+      if (!answer.equals("echo b after")) {
+        problems.add("request after answered " + answer);
+      }
+    } catch (ExecutionException | TimeoutException e) {
+      problems.add("request after, with the HMAC healthy again, not answered: " + e);
+    }
+    if (b.stats().pendingRequests() != 0) {
+      problems.add(b.stats().pendingRequests() + " requests still pending");
+    }
+    assertEquals(List.of(), problems, "what the requester's HMAC throwing as it checked did");
+  }
+
+  /**
    * Builds and starts a transport whose HmacSHA256 is {@link FailingHmac}; the transports built
    * before and after it have the JDK's.
    */
@@ -223,21 +280,28 @@ class HttpTransportSignerTest extends HttpTransportFixture {
   @AfterEach
   void disarm() {
     FailingHmac.armed = false;
+    FailingHmac.armedFor = null;
   }
 
   /**
    * An HmacSHA256 of a host's JCA provider (a hardware token's, say) that computes what the
    * JDK's does, but once {@link #armed} throws as it is given input under {@link #KEY}: in turn a
    * {@link ProviderException} (what a provider throws when its token fails), an {@link Error} and
-   * an {@link java.io.IOException} thrown undeclared.
+   * an {@link java.io.IOException} thrown undeclared. With {@link #armedFor} set, it throws only
+   * for the MACs of that domain tag, the first field of {@link MessageAuthenticator}'s input
+   * (so that one node's answers, say, fail while its requests are signed and checked).
    */
   public static final class FailingHmac extends MacSpi implements Cloneable {
 
     static volatile boolean armed;
+    /** The domain tag ("request", "message", "response") whose MACs fail; null for all. */
+    static volatile String armedFor;
     static final AtomicLong thrown = new AtomicLong();
 
     private Mac jdk;
     private boolean underKey;
+    /** The first bytes of the input since the last reset, enough to read the domain tag. */
+    private byte[] head = new byte[0];
 
     static Provider provider() {
       return new Provider("SignerTestHsm", "1.0", "an HmacSHA256 that fails on demand") {
@@ -275,23 +339,30 @@ class HttpTransportSignerTest extends HttpTransportFixture {
 
     @Override
     protected void engineUpdate(byte input) {
-      failIfArmed();
-      jdk.update(input);
+      engineUpdate(new byte[] {input}, 0, 1);
     }
 
     @Override
     protected void engineUpdate(byte[] input, int offset, int len) {
+      if (head.length < 64) {
+        int n = Math.min(len, 64 - head.length);
+        byte[] more = Arrays.copyOf(head, head.length + n);
+        System.arraycopy(input, offset, more, head.length, n);
+        head = more;
+      }
       failIfArmed();
       jdk.update(input, offset, len);
     }
 
     @Override
     protected byte[] engineDoFinal() {
+      head = new byte[0];
       return jdk.doFinal();
     }
 
     @Override
     protected void engineReset() {
+      head = new byte[0];
       jdk.reset();
     }
 
@@ -303,7 +374,7 @@ class HttpTransportSignerTest extends HttpTransportFixture {
     }
 
     private void failIfArmed() {
-      if (!armed || !underKey) {
+      if (!armed || !underKey || !tagged(armedFor)) {
         return;
       }
       switch ((int) (thrown.getAndIncrement() % 3)) {
@@ -312,6 +383,23 @@ class HttpTransportSignerTest extends HttpTransportFixture {
         default -> throw ThrowingCacheEventListener.<RuntimeException>undeclared(
             new java.io.IOException("token unreachable"));
       }
+    }
+
+    /**
+     * Whether the input so far starts with {@code tag} as its first length-prefixed field (any
+     * input for a null tag); false while too little of it has come to tell.
+     */
+    private boolean tagged(String tag) {
+      if (tag == null) {
+        return true;
+      }
+      byte[] t = tag.getBytes(StandardCharsets.UTF_8);
+      if (head.length < 4 + t.length) {
+        return false;
+      }
+      int len = (head[0] & 0xff) << 24 | (head[1] & 0xff) << 16 | (head[2] & 0xff) << 8
+          | (head[3] & 0xff);
+      return len == t.length && Arrays.equals(head, 4, 4 + t.length, t, 0, t.length);
     }
   }
 
