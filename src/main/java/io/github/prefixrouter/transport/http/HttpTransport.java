@@ -88,7 +88,8 @@ import org.slf4j.LoggerFactory;
  * address, timestamp or nonce header missing or malformed) or a body that cannot be read, 405 a method other than POST, 401 failed
  * authentication or replay, 413 too large (mapped to {@link TransportException.Kind#TOO_LARGE}),
  * 503 busy (mapped to {@link TransportException.Kind#BUSY}), 504 handler timed out at the peer,
- * 500 handler failed, or the peer's HMAC threw as it checked the MAC (see "Security").
+ * 500 handler failed, or the peer's HMAC threw as it checked the MAC or signed the answer (see
+ * "Security").
  *
  * <p>A peer address is {@code host:port} alone (an IPv6 host in brackets). An address with
  * anything more (a path, query, fragment or user info, as in {@code "10.0.0.5:80/admin?"}) is
@@ -135,13 +136,16 @@ import org.slf4j.LoggerFactory;
  * certificate, and a message, request or answer is accepted only if the TLS certificate it came
  * with names the node id it claims to come from, so that a key holder can speak only for the ids
  * its own certificate names.
- * The HMAC comes from the host's JCA providers (a hardware token's, say), which may throw: a
- * message or request whose MAC cannot be checked for that is answered 500 at once, whatever was
- * thrown (its sender's request fails with {@code PROTOCOL}, its message counts as failed), and
- * logged; it is not delivered, its nonce is not taken, and it is counted neither as malformed
- * nor as failing authentication, since its sender did nothing wrong. A request whose answer's
- * MAC cannot be checked for that fails at once with {@code UNREACHABLE}, what was thrown its
- * cause ({@code CLOSED} once the transport is closed), and gives its in-flight slot back.
+ * The HMAC comes from the host's JCA providers (a hardware token's, say), which may throw,
+ * whatever it throws, as a MAC is made or checked. A message or request whose MAC cannot be
+ * checked for that is answered 500 at once (its sender's request fails with {@code PROTOCOL},
+ * its message counts as failed), and logged; it is not delivered, its nonce is not taken, and it
+ * is counted neither as malformed nor as failing authentication, since its sender did nothing
+ * wrong. A request whose answer cannot be signed for that is answered 500 at once too, and the
+ * server thread writing it goes on. A request whose answer's MAC cannot be checked for that
+ * fails at once with {@code UNREACHABLE}, what was thrown its cause ({@code CLOSED} once the
+ * transport is closed), and gives its in-flight slot back; so does one that cannot be signed
+ * (see "Limits and back-pressure").
  *
  * <h2>Limits and back-pressure</h2>
  * Inbound bodies above {@code maxMessageBytes} are refused from their {@code Content-Length}
@@ -1566,10 +1570,18 @@ public final class HttpTransport implements Transport {
           + " bytes exceeds maxMessageBytes " + config.maxMessageBytes, null);
     } else {
       MessageAuthenticator keys = auth;
-      String mac =
-          keys == null
-              ? null
-              : keys.sign(bytes, TAG_RESPONSE, config.nodeId, from.nodeId(), nonce, "200");
+      String mac;
+      try {
+        mac = keys == null
+            ? null
+            : keys.sign(bytes, TAG_RESPONSE, config.nodeId, from.nodeId(), nonce, "200");
+      } catch (Throwable e) { // the HMAC (the host's JCA provider) threw: answered all the same,
+        // or the exchange would stay unanswered and this server thread end
+        log.warn("{}: cannot sign the answer to a request from {}: {}", config.nodeId, from,
+            e.toString());
+        respondQuietly(ex, 500, new byte[0], "internal error: cannot sign the answer", null);
+        return;
+      }
       if (keys != null) {
         ex.getResponseHeaders().add(H_KEY_ID, keys.signingKeyId());
       }

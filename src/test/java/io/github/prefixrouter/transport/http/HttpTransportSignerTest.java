@@ -35,8 +35,9 @@ import org.junit.jupiter.api.Test;
  * The HMAC of the cluster key comes from the host's JCA providers: one whose HmacSHA256 throws
  * as a request or a message is signed (a hardware token gone away) fails that request or drops
  * that message, and costs no in-flight slot: once it signs again, the peer is reached. One that
- * throws as a request or a message received is checked has it answered at once, and the node
- * goes on serving; one that throws as an answer is checked fails that request at once.
+ * throws as a request or a message received is checked, or as an answer is signed, has it
+ * answered at once, and the node goes on serving; one that throws as an answer is checked fails
+ * that request at once.
  */
 class HttpTransportSignerTest extends HttpTransportFixture {
 
@@ -261,6 +262,70 @@ class HttpTransportSignerTest extends HttpTransportFixture {
       problems.add(b.stats().pendingRequests() + " requests still pending");
     }
     assertEquals(List.of(), problems, "what the requester's HMAC throwing as it checked did");
+  }
+
+  /**
+   * A server whose HmacSHA256 throws as it signs an answer (each kind in turn) answers the
+   * request 500 at once, as any failure of its own: the requester's request fails
+   * {@code PROTOCOL} then, not at its timeout. The thread writing the answers survives (no thread
+   * is started in place of one that ended), and with the HMAC healthy again the server answers.
+   */
+  @Test
+  void aServerWhoseHmacThrowsAsItSignsAnAnswerAnswersAtOnce() throws Exception {
+    String id = "answer-signer";
+    HttpTransport a = startWithFailingHmac(node(id).clusterKey(KEY).serverThreads(1),
+        new Recorder());
+    HttpTransport b = start(node("b").clusterKey(KEY), new Recorder());
+    PeerAddress at = a.localAddress();
+    List<String> problems = new ArrayList<>();
+    long thrownBefore = FailingHmac.thrown.get();
+
+    FailingHmac.armedFor = HttpTransport.TAG_RESPONSE; // the requests are checked, and handled
+    FailingHmac.armed = true;
+    for (int i = 0; i < FAILURES; i++) {
+      String r = "r" + i;
+      CompletableFuture<byte[]> f =
+          b.request(at, r.getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(60));
+      try {
+        byte[] answer = f.get(5, TimeUnit.SECONDS);
+        problems.add("request " + r + " answered " + new String(answer, StandardCharsets.UTF_8)
+            + " though its answer could not be signed");
+      } catch (ExecutionException e) {
+        if (!(e.getCause() instanceof TransportException te)
+            || te.kind() != TransportException.Kind.PROTOCOL
+            || !te.getMessage().contains("HTTP 500")) {
+          problems.add("request " + r + " failed " + e.getCause());
+        }
+      } catch (TimeoutException e) {
+        problems.add("request " + r + " not answered within 5 s");
+      }
+    }
+    FailingHmac.armed = false;
+    if (FailingHmac.thrown.get() - thrownBefore != FAILURES) {
+      problems.add("the HMAC threw " + (FailingHmac.thrown.get() - thrownBefore) + " times, not "
+          + "once for each of the " + FAILURES + " answers");
+    }
+
+    CompletableFuture<byte[]> after =
+        b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(5));
+    try {
+      String answer = new String(after.get(10, TimeUnit.SECONDS), StandardCharsets.UTF_8);
+      if (!answer.equals("echo b after")) {
+        problems.add("request after answered " + answer);
+      }
+    } catch (ExecutionException | TimeoutException e) {
+      problems.add("request after, with the HMAC healthy again, not answered: " + e);
+    }
+    List<String> servers = new ArrayList<>();
+    for (Thread t : Thread.getAllStackTraces().keySet()) {
+      if (t.getName().matches("prefix-router-http-" + id + "-server-\\d+")) {
+        servers.add(t.getName());
+      }
+    }
+    if (!servers.equals(List.of("prefix-router-http-" + id + "-server-1"))) {
+      problems.add("the one server thread is now " + servers);
+    }
+    assertEquals(List.of(), problems, "what the server's HMAC throwing as it signed did");
   }
 
   /**
