@@ -70,15 +70,18 @@ class CostRuleProperties {
     Arbitrary<Double> held = Arbitraries.doubles().between(0, 1);
     Arbitrary<List<PeerSpec>> peers = Combinators.combine(rtts(), held, queue, slots)
         .as(PeerSpec::new).list().ofMinSize(1).ofMaxSize(4);
-    return Combinators.combine(n, prefill, overhead, ratio, marginMin, held, queue, slots)
+    // the peers combined with the local side, not flat-mapped onto it: a flatMap made jqwik
+    // build a new arbitrary and its edge cases for every setup drawn
+    Arbitrary<Setup> local = Combinators.combine(n, prefill, overhead, ratio, marginMin, held,
+            queue, slots)
         .as((tokens, p, o, r, m, lm, lq, ls) -> new Setup(tokens, p, o, r, m,
-            (int) (lm * tokens), lq, ls, List.of()))
-        .flatMap(s -> peers.map(specs -> new Setup(s.promptTokens(), s.prefillNanos(),
-            s.overheadNanos(), s.marginRatio(), s.marginMinNanos(), s.localMatch(),
-            s.localQueue(), s.localSlots(), specs.stream()
-                .map(p -> new Peer(p.rttNanos(), (int) (p.heldShare() * s.promptTokens()),
-                    p.queue(), p.slots()))
-                .toList())));
+            (int) (lm * tokens), lq, ls, List.of()));
+    return Combinators.combine(local, peers).as((s, specs) -> new Setup(s.promptTokens(),
+        s.prefillNanos(), s.overheadNanos(), s.marginRatio(), s.marginMinNanos(), s.localMatch(),
+        s.localQueue(), s.localSlots(), specs.stream()
+            .map(p -> new Peer(p.rttNanos(), (int) (p.heldShare() * s.promptTokens()),
+                p.queue(), p.slots()))
+            .toList()));
   }
 
   /** A peer before the prompt's length is known: the share of the prompt it holds. */
