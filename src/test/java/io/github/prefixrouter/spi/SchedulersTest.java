@@ -52,10 +52,28 @@ class SchedulersTest {
   @Test
   void aTaskCancelledBeforeItsTimeNeverRunsAndACancelIsReportedOnce() throws Exception {
     try (Schedulers.ClosableScheduler s = Schedulers.newSingleThread("schedulers-test")) {
+      // the one thread is held while the task is scheduled and cancelled, so it cannot have
+      // started however late this thread gets to the cancel (a loaded machine once took longer
+      // than the task's 50 ms between the two)
+      CountDownLatch holding = new CountDownLatch(1);
+      CountDownLatch release = new CountDownLatch(1);
+      s.schedule(0, () -> {
+        holding.countDown();
+        try {
+          release.await(30, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      });
+      assertTrue(holding.await(30, TimeUnit.SECONDS), "the holding task never started");
       AtomicInteger runs = new AtomicInteger();
       Scheduler.Cancellable c = s.schedule(TimeUnit.MILLISECONDS.toNanos(50), runs::incrementAndGet);
-      assertTrue(c.cancel());
-      assertFalse(c.cancel(), "a second cancel reported true");
+      try {
+        assertTrue(c.cancel(), "a task not yet started was not cancelled");
+        assertFalse(c.cancel(), "a second cancel reported true");
+      } finally {
+        release.countDown();
+      }
       CountDownLatch later = new CountDownLatch(1);
       s.schedule(TimeUnit.MILLISECONDS.toNanos(100), later::countDown);
       assertTrue(later.await(30, TimeUnit.SECONDS));
