@@ -279,27 +279,44 @@ class LoadGeneratorMainTest {
    */
   @Test
   void theModelIsSentOnTheTokenRoute() throws Exception {
-    List<String> bodies = java.util.Collections.synchronizedList(new ArrayList<>());
+    List<String> bodies = new ArrayList<>();
+    String[] r = runAgainstARefusingNode(bodies, "--requests", "2", "--concurrency", "1",
+        "--model", "sql-lora");
+    assertTrue(!r[1].contains("--api chat"), r[1]);
+    assertEquals(2, bodies.size(), r[0] + ": " + r[1]);
+    for (String b : bodies) {
+      assertEquals("sql-lora", ((Map<?, ?>) Json.parse(b)).get("model"), b);
+    }
+  }
+
+  /**
+   * Runs the generator with {@code flags} against one node that answers every request 503,
+   * adding the bodies sent to its token route to {@code bodies} in the order they came.
+   *
+   * @return the exit code and standard error, as {@link #run}
+   */
+  private static String[] runAgainstARefusingNode(List<String> bodies, String... flags)
+      throws Exception {
+    List<String> seen = java.util.Collections.synchronizedList(new ArrayList<>());
     com.sun.net.httpserver.HttpServer server =
         com.sun.net.httpserver.HttpServer.create(new java.net.InetSocketAddress("127.0.0.1", 0), 0);
     server.createContext("/", ex -> {
       String body = new String(ex.getRequestBody().readAllBytes(),
           java.nio.charset.StandardCharsets.UTF_8);
       if (ex.getRequestURI().getPath().equals("/v1/route/completions")) {
-        bodies.add(body);
+        seen.add(body);
       }
       ex.sendResponseHeaders(503, -1);
       ex.close();
     });
     server.start();
     try {
-      String[] r = run("--nodes", "127.0.0.1:" + server.getAddress().getPort(), "--requests",
-          "2", "--concurrency", "1", "--model", "sql-lora");
-      assertTrue(!r[1].contains("--api chat"), r[1]);
-      assertEquals(2, bodies.size(), r[0] + ": " + r[1]);
-      for (String b : bodies) {
-        assertEquals("sql-lora", ((Map<?, ?>) Json.parse(b)).get("model"), b);
-      }
+      List<String> args = new ArrayList<>(List.of("--nodes",
+          "127.0.0.1:" + server.getAddress().getPort()));
+      args.addAll(List.of(flags));
+      String[] r = run(args.toArray(String[]::new));
+      bodies.addAll(seen);
+      return r;
     } finally {
       server.stop(0);
     }
@@ -334,32 +351,17 @@ class LoadGeneratorMainTest {
    * their request id and their prompt's token ids.
    */
   private static List<String[]> routeRequests(Path json, String... flags) throws Exception {
-    List<String[]> seen = java.util.Collections.synchronizedList(new ArrayList<>());
-    com.sun.net.httpserver.HttpServer server =
-        com.sun.net.httpserver.HttpServer.create(new java.net.InetSocketAddress("127.0.0.1", 0), 0);
-    server.createContext("/", ex -> {
-      String body = new String(ex.getRequestBody().readAllBytes(),
-          java.nio.charset.StandardCharsets.UTF_8);
-      if (ex.getRequestURI().getPath().equals("/v1/route/completions")) {
-        Map<?, ?> m = (Map<?, ?>) Json.parse(body);
-        seen.add(new String[] {String.valueOf(m.get("id")),
-            String.valueOf(m.get("prompt"))});
-      }
-      ex.sendResponseHeaders(503, -1);
-      ex.close();
-    });
-    server.start();
-    try {
-      List<String> args = new ArrayList<>(List.of("--nodes",
-          "127.0.0.1:" + server.getAddress().getPort(), "--concurrency", "1", "--json",
-          json.toString()));
-      args.addAll(List.of(flags));
-      String[] r = run(args.toArray(String[]::new));
-      assertEquals("1", r[0], "nothing was answered: " + r[1]);
-      return new ArrayList<>(seen);
-    } finally {
-      server.stop(0);
+    List<String> args = new ArrayList<>(List.of("--concurrency", "1", "--json", json.toString()));
+    args.addAll(List.of(flags));
+    List<String> bodies = new ArrayList<>();
+    String[] r = runAgainstARefusingNode(bodies, args.toArray(String[]::new));
+    assertEquals("1", r[0], "nothing was answered: " + r[1]);
+    List<String[]> seen = new ArrayList<>();
+    for (String b : bodies) {
+      Map<?, ?> m = (Map<?, ?>) Json.parse(b);
+      seen.add(new String[] {String.valueOf(m.get("id")), String.valueOf(m.get("prompt"))});
     }
+    return seen;
   }
 
   /**
