@@ -30,17 +30,8 @@ class SchedulersTest {
   @Test
   void cancellingARunningTaskReportsFalse() throws Exception {
     try (Schedulers.ClosableScheduler s = Schedulers.newSingleThread("schedulers-test")) {
-      CountDownLatch running = new CountDownLatch(1);
       CountDownLatch release = new CountDownLatch(1);
-      Scheduler.Cancellable c = s.schedule(0, () -> {
-        running.countDown();
-        try {
-          release.await(30, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-        }
-      });
-      assertTrue(running.await(30, TimeUnit.SECONDS), "the task never started");
+      Scheduler.Cancellable c = holdTheThread(s, release);
       try {
         assertFalse(c.cancel(), "a running task was reported cancelled");
       } finally {
@@ -49,23 +40,33 @@ class SchedulersTest {
     }
   }
 
+  /**
+   * Schedules a task that holds the scheduler's thread until {@code release} opens, and waits
+   * until it has started.
+   */
+  private static Scheduler.Cancellable holdTheThread(Scheduler s, CountDownLatch release)
+      throws InterruptedException {
+    CountDownLatch running = new CountDownLatch(1);
+    Scheduler.Cancellable c = s.schedule(0, () -> {
+      running.countDown();
+      try {
+        release.await(30, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    assertTrue(running.await(30, TimeUnit.SECONDS), "the holding task never started");
+    return c;
+  }
+
   @Test
   void aTaskCancelledBeforeItsTimeNeverRunsAndACancelIsReportedOnce() throws Exception {
     try (Schedulers.ClosableScheduler s = Schedulers.newSingleThread("schedulers-test")) {
       // the one thread is held while the task is scheduled and cancelled, so it cannot have
       // started however late this thread gets to the cancel (a loaded machine once took longer
       // than the task's 50 ms between the two)
-      CountDownLatch holding = new CountDownLatch(1);
       CountDownLatch release = new CountDownLatch(1);
-      s.schedule(0, () -> {
-        holding.countDown();
-        try {
-          release.await(30, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-        }
-      });
-      assertTrue(holding.await(30, TimeUnit.SECONDS), "the holding task never started");
+      holdTheThread(s, release);
       AtomicInteger runs = new AtomicInteger();
       Scheduler.Cancellable c = s.schedule(TimeUnit.MILLISECONDS.toNanos(50), runs::incrementAndGet);
       try {
