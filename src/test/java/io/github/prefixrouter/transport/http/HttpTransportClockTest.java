@@ -46,18 +46,7 @@ class HttpTransportClockTest extends HttpTransportFixture {
     wall.arm();
     List<String> problems = new ArrayList<>();
     exchange(b, a, "r", problems);
-    for (int i = 0; i < REQUESTS; i++) {
-      try {
-        b.send(a.localAddress(), ("m" + i).getBytes(StandardCharsets.UTF_8));
-      } catch (Throwable e) {
-        problems.add("send of m" + i + " threw " + e);
-        continue;
-      }
-      String got = ra.messages.poll(5, TimeUnit.SECONDS);
-      if (!("b@" + b.localAddress().address() + ":m" + i).equals(got)) {
-        problems.add("message m" + i + " not delivered (" + got + ")");
-      }
-    }
+    deliver(b, a, ra, problems);
     wall.disarm();
     exchange(b, a, "after", problems);
     assertTrue(wall.thrown() > 0, "the clock threw");
@@ -78,13 +67,7 @@ class HttpTransportClockTest extends HttpTransportFixture {
     wall.arm();
     List<String> problems = new ArrayList<>();
     exchange(b, a, "r", problems);
-    for (int i = 0; i < REQUESTS; i++) {
-      b.send(a.localAddress(), ("m" + i).getBytes(StandardCharsets.UTF_8));
-      String got = ra.messages.poll(5, TimeUnit.SECONDS);
-      if (!("b@" + b.localAddress().address() + ":m" + i).equals(got)) {
-        problems.add("message m" + i + " not delivered (" + got + ")");
-      }
-    }
+    deliver(b, a, ra, problems);
     wall.disarm();
     exchange(b, a, "after", problems);
     assertTrue(wall.thrown() > 0, "the clock threw");
@@ -100,6 +83,27 @@ class HttpTransportClockTest extends HttpTransportFixture {
         "a wall clock that throws at once gave a transport whose every message reads it");
     assertTrue(x.getMessage().contains("clock"), x.getMessage());
     assertTrue(x.getCause() != null, "what the clock threw");
+  }
+
+  /**
+   * {@link #REQUESTS} messages from {@code from} to {@code to}, one after the other, each
+   * awaited at {@code received} (the handler of {@code to}) before the next is sent.
+   */
+  private static void deliver(HttpTransport from, HttpTransport to, Recorder received,
+      List<String> problems) throws InterruptedException {
+    for (int i = 0; i < REQUESTS; i++) {
+      try {
+        from.send(to.localAddress(), ("m" + i).getBytes(StandardCharsets.UTF_8));
+      } catch (Throwable e) {
+        problems.add("send of m" + i + " threw " + e);
+        continue;
+      }
+      String got = received.messages.poll(5, TimeUnit.SECONDS);
+      if (!(from.localAddress().nodeId() + "@" + from.localAddress().address() + ":m" + i)
+          .equals(got)) {
+        problems.add("message m" + i + " not delivered (" + got + ")");
+      }
+    }
   }
 
   /** {@link #REQUESTS} requests from {@code from} to {@code to}, one after the other. */
