@@ -713,14 +713,8 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   @Test
   void aSendTheClientRefusesIsNotCountedAsSent() throws Exception {
     HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
-    java.lang.reflect.Field field = HttpTransport.class.getDeclaredField("client");
-    field.setAccessible(true);
-    Object real = field.get(b);
-    java.net.http.HttpClient refusing = org.mockito.Mockito.mock(java.net.http.HttpClient.class);
-    org.mockito.Mockito.when(refusing.sendAsync(org.mockito.ArgumentMatchers.any(),
-            org.mockito.ArgumentMatchers.any()))
-        .thenThrow(new java.util.concurrent.RejectedExecutionException("shut down"));
-    field.set(b, refusing);
+    Object real = swapClient(b, clientThatThrows(
+        new java.util.concurrent.RejectedExecutionException("shut down")));
     PeerAddress to = new PeerAddress("a", "127.0.0.1:9");
     ExecutionException e;
     try {
@@ -728,7 +722,7 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
       e = assertThrows(ExecutionException.class,
           () -> b.request(to, new byte[] {1, 2}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
     } finally {
-      field.set(b, real);
+      swapClient(b, real);
     }
     assertEquals(TransportException.Kind.CLOSED, ((TransportException) e.getCause()).kind());
     HttpTransport.Stats st = b.stats();
@@ -752,14 +746,8 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
     HttpTransport a = start(node("a"), ra);
     HttpTransport b = start(node("b").maxInFlightPerPeer(4), new HttpTransportTest.Recorder());
-    java.lang.reflect.Field field = HttpTransport.class.getDeclaredField("client");
-    field.setAccessible(true);
-    Object real = field.get(b);
-    java.net.http.HttpClient throwing = org.mockito.Mockito.mock(java.net.http.HttpClient.class);
-    org.mockito.Mockito.when(throwing.sendAsync(org.mockito.ArgumentMatchers.any(),
-            org.mockito.ArgumentMatchers.any()))
-        .thenThrow(new OutOfMemoryError("unable to create native thread: possibly out of memory"));
-    field.set(b, throwing);
+    Object real = swapClient(b, clientThatThrows(
+        new OutOfMemoryError("unable to create native thread: possibly out of memory")));
     PeerAddress to = a.localAddress();
     List<String> problems = new ArrayList<>();
     try {
@@ -785,7 +773,7 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
         }
       }
     } finally {
-      field.set(b, real);
+      swapClient(b, real);
     }
     CompletableFuture<byte[]> after =
         b.request(to, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
@@ -803,5 +791,24 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     assertEquals(6, st.messagesDropped(), st.toString());
     assertEquals(6, st.requestsFailed(), st.toString());
     assertEquals(1, st.requestsSent(), st.toString());
+  }
+
+  /** An HTTP client whose every {@code sendAsync} throws {@code thrown}. */
+  private static java.net.http.HttpClient clientThatThrows(Throwable thrown) {
+    java.net.http.HttpClient client = org.mockito.Mockito.mock(java.net.http.HttpClient.class);
+    org.mockito.Mockito.when(client.sendAsync(org.mockito.ArgumentMatchers.any(),
+            org.mockito.ArgumentMatchers.any()))
+        .thenThrow(thrown);
+    return client;
+  }
+
+  /** Puts {@code client} in place of {@code t}'s HTTP client; returns the one it replaced. */
+  private static Object swapClient(HttpTransport t, Object client)
+      throws ReflectiveOperationException {
+    java.lang.reflect.Field field = HttpTransport.class.getDeclaredField("client");
+    field.setAccessible(true);
+    Object replaced = field.get(t);
+    field.set(t, client);
+    return replaced;
   }
 }
