@@ -147,24 +147,7 @@ class HttpTransportSignerTest extends HttpTransportFixture {
     long thrownBefore = FailingHmac.thrown.get();
 
     FailingHmac.armed = true;
-    for (int i = 0; i < FAILURES; i++) {
-      String id = "r" + i;
-      CompletableFuture<byte[]> f =
-          b.request(at, id.getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(60));
-      try {
-        byte[] answer = f.get(5, TimeUnit.SECONDS);
-        problems.add("request " + id + " answered " + new String(answer, StandardCharsets.UTF_8)
-            + " though its MAC could not be checked");
-      } catch (ExecutionException e) {
-        if (!(e.getCause() instanceof TransportException te)
-            || te.kind() != TransportException.Kind.PROTOCOL
-            || !te.getMessage().contains("HTTP 500")) {
-          problems.add("request " + id + " failed " + e.getCause());
-        }
-      } catch (TimeoutException e) {
-        problems.add("request " + id + " not answered within 5 s");
-      }
-    }
+    requestsAnswered500(b, at, "its MAC could not be checked", problems);
     for (int i = 0; i < FAILURES; i++) {
       b.send(at, ("m" + i).getBytes(StandardCharsets.UTF_8));
     }
@@ -177,10 +160,7 @@ class HttpTransportSignerTest extends HttpTransportFixture {
       problems.add(failed + " of " + FAILURES + " messages failed at the sender within 5 s");
     }
     FailingHmac.armed = false;
-    if (FailingHmac.thrown.get() - thrownBefore != 2 * FAILURES) {
-      problems.add("the HMAC threw " + (FailingHmac.thrown.get() - thrownBefore) + " times, not "
-          + "once for each of the " + 2 * FAILURES + " requests and messages");
-    }
+    thrownOnceEach(thrownBefore, 2 * FAILURES, "requests and messages", problems);
     if (!ra.messages.isEmpty()) {
       problems.add("delivered though their MACs could not be checked: " + ra.messages);
     }
@@ -189,16 +169,7 @@ class HttpTransportSignerTest extends HttpTransportFixture {
           + ", as failing authentication " + a.stats().authFailures());
     }
 
-    CompletableFuture<byte[]> after =
-        b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(5));
-    try {
-      String answer = new String(after.get(10, TimeUnit.SECONDS), StandardCharsets.UTF_8);
-      if (!answer.equals("echo b after")) {
-        problems.add("request after answered " + answer);
-      }
-    } catch (ExecutionException | TimeoutException e) {
-      problems.add("request after, with the HMAC healthy again, not answered: " + e);
-    }
+    requestAfter(b, at, problems);
     b.send(at, "m-after".getBytes(StandardCharsets.UTF_8));
     String got = ra.messages.poll(5, TimeUnit.SECONDS);
     if (!("b@" + b.localAddress().address() + ":m-after").equals(got)) {
@@ -243,21 +214,9 @@ class HttpTransportSignerTest extends HttpTransportFixture {
       }
     }
     FailingHmac.armed = false;
-    if (FailingHmac.thrown.get() - thrownBefore != FAILURES) {
-      problems.add("the HMAC threw " + (FailingHmac.thrown.get() - thrownBefore) + " times, not "
-          + "once for each of the " + FAILURES + " answers");
-    }
+    thrownOnceEach(thrownBefore, FAILURES, "answers", problems);
 
-    CompletableFuture<byte[]> after =
-        b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(5));
-    try {
-      String answer = new String(after.get(10, TimeUnit.SECONDS), StandardCharsets.UTF_8);
-      if (!answer.equals("echo b after")) {
-        problems.add("request after answered " + answer);
-      }
-    } catch (ExecutionException | TimeoutException e) {
-      problems.add("request after, with the HMAC healthy again, not answered: " + e);
-    }
+    requestAfter(b, at, problems);
     if (b.stats().pendingRequests() != 0) {
       problems.add(b.stats().pendingRequests() + " requests still pending");
     }
@@ -282,40 +241,11 @@ class HttpTransportSignerTest extends HttpTransportFixture {
 
     FailingHmac.armedFor = HttpTransport.TAG_RESPONSE; // the requests are checked, and handled
     FailingHmac.armed = true;
-    for (int i = 0; i < FAILURES; i++) {
-      String r = "r" + i;
-      CompletableFuture<byte[]> f =
-          b.request(at, r.getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(60));
-      try {
-        byte[] answer = f.get(5, TimeUnit.SECONDS);
-        problems.add("request " + r + " answered " + new String(answer, StandardCharsets.UTF_8)
-            + " though its answer could not be signed");
-      } catch (ExecutionException e) {
-        if (!(e.getCause() instanceof TransportException te)
-            || te.kind() != TransportException.Kind.PROTOCOL
-            || !te.getMessage().contains("HTTP 500")) {
-          problems.add("request " + r + " failed " + e.getCause());
-        }
-      } catch (TimeoutException e) {
-        problems.add("request " + r + " not answered within 5 s");
-      }
-    }
+    requestsAnswered500(b, at, "its answer could not be signed", problems);
     FailingHmac.armed = false;
-    if (FailingHmac.thrown.get() - thrownBefore != FAILURES) {
-      problems.add("the HMAC threw " + (FailingHmac.thrown.get() - thrownBefore) + " times, not "
-          + "once for each of the " + FAILURES + " answers");
-    }
+    thrownOnceEach(thrownBefore, FAILURES, "answers", problems);
 
-    CompletableFuture<byte[]> after =
-        b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(5));
-    try {
-      String answer = new String(after.get(10, TimeUnit.SECONDS), StandardCharsets.UTF_8);
-      if (!answer.equals("echo b after")) {
-        problems.add("request after answered " + answer);
-      }
-    } catch (ExecutionException | TimeoutException e) {
-      problems.add("request after, with the HMAC healthy again, not answered: " + e);
-    }
+    requestAfter(b, at, problems);
     List<String> servers = new ArrayList<>();
     for (Thread t : Thread.getAllStackTraces().keySet()) {
       if (t.getName().matches("prefix-router-http-" + id + "-server-\\d+")) {
@@ -326,6 +256,60 @@ class HttpTransportSignerTest extends HttpTransportFixture {
       problems.add("the one server thread is now " + servers);
     }
     assertEquals(List.of(), problems, "what the server's HMAC throwing as it signed did");
+  }
+
+  /**
+   * {@link #FAILURES} requests from {@code b} to {@code at}, one after the other, each to be
+   * answered 500 at once (within 5 s, well before its 60 s timeout): the request fails
+   * {@code PROTOCOL}. {@code though} says why an answer would be wrong.
+   */
+  private static void requestsAnswered500(HttpTransport b, PeerAddress at, String though,
+      List<String> problems) throws InterruptedException {
+    for (int i = 0; i < FAILURES; i++) {
+      String id = "r" + i;
+      CompletableFuture<byte[]> f =
+          b.request(at, id.getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(60));
+      try {
+        byte[] answer = f.get(5, TimeUnit.SECONDS);
+        problems.add("request " + id + " answered " + new String(answer, StandardCharsets.UTF_8)
+            + " though " + though);
+      } catch (ExecutionException e) {
+        if (!(e.getCause() instanceof TransportException te)
+            || te.kind() != TransportException.Kind.PROTOCOL
+            || !te.getMessage().contains("HTTP 500")) {
+          problems.add("request " + id + " failed " + e.getCause());
+        }
+      } catch (TimeoutException e) {
+        problems.add("request " + id + " not answered within 5 s");
+      }
+    }
+  }
+
+  /** Notes it if {@link FailingHmac} has not thrown {@code times} times since {@code before}. */
+  private static void thrownOnceEach(long before, int times, String each,
+      List<String> problems) {
+    if (FailingHmac.thrown.get() - before != times) {
+      problems.add("the HMAC threw " + (FailingHmac.thrown.get() - before) + " times, not "
+          + "once for each of the " + times + " " + each);
+    }
+  }
+
+  /**
+   * A request from {@code b} to {@code at} with the HMAC healthy again, to be answered by the
+   * echo handler within 10 s.
+   */
+  private static void requestAfter(HttpTransport b, PeerAddress at, List<String> problems)
+      throws InterruptedException {
+    CompletableFuture<byte[]> after =
+        b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(5));
+    try {
+      String answer = new String(after.get(10, TimeUnit.SECONDS), StandardCharsets.UTF_8);
+      if (!answer.equals("echo b after")) {
+        problems.add("request after answered " + answer);
+      }
+    } catch (ExecutionException | TimeoutException e) {
+      problems.add("request after, with the HMAC healthy again, not answered: " + e);
+    }
   }
 
   /**
