@@ -43,13 +43,7 @@ class HttpTransportClockTest extends HttpTransportFixture {
     ThrowingClock wall = everyOtherThrows();
     HttpTransport b = start(node("b").maxInFlightPerPeer(4).wallClockMillis(wall::nanoTime),
         new Recorder());
-    wall.arm();
-    List<String> problems = new ArrayList<>();
-    exchange(b, a, "r", problems);
-    deliver(b, a, ra, problems);
-    wall.disarm();
-    exchange(b, a, "after", problems);
-    assertTrue(wall.thrown() > 0, "the clock threw");
+    List<String> problems = exchangeWhileItThrows(wall, b, a, ra);
     assertEquals(List.of(), problems, "what the sender's clock throwing did");
     assertEquals(0, b.stats().pendingRequests(), "requests still pending");
   }
@@ -64,13 +58,7 @@ class HttpTransportClockTest extends HttpTransportFixture {
     ThrowingClock wall = everyOtherThrows();
     HttpTransport a = start(node("a").wallClockMillis(wall::nanoTime), ra);
     HttpTransport b = start(node("b"), new Recorder());
-    wall.arm();
-    List<String> problems = new ArrayList<>();
-    exchange(b, a, "r", problems);
-    deliver(b, a, ra, problems);
-    wall.disarm();
-    exchange(b, a, "after", problems);
-    assertTrue(wall.thrown() > 0, "the clock threw");
+    List<String> problems = exchangeWhileItThrows(wall, b, a, ra);
     assertEquals(List.of(), problems, "what the receiver's clock throwing did");
   }
 
@@ -114,6 +102,24 @@ class HttpTransportClockTest extends HttpTransportFixture {
         problems.add("message m" + i + " not delivered (" + got + ")");
       }
     }
+  }
+
+  /**
+   * With {@code wall} throwing, {@link #REQUESTS} requests and messages from {@code from} to
+   * {@code to}; then, with it healthy again, {@link #REQUESTS} more requests.
+   *
+   * @return what went wrong, empty if nothing did
+   */
+  private static List<String> exchangeWhileItThrows(ThrowingClock wall, HttpTransport from,
+      HttpTransport to, Recorder received) throws InterruptedException {
+    wall.arm();
+    List<String> problems = new ArrayList<>();
+    exchange(from, to, "r", problems);
+    deliver(from, to, received, problems);
+    wall.disarm();
+    exchange(from, to, "after", problems);
+    assertTrue(wall.thrown() > 0, "the clock threw");
+    return problems;
   }
 
   /** {@link #REQUESTS} requests from {@code from} to {@code to}, one after the other. */

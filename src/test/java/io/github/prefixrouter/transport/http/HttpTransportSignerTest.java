@@ -88,11 +88,7 @@ class HttpTransportSignerTest extends HttpTransportFixture {
         problems.add("request " + id + " answered " + new String(answer, StandardCharsets.UTF_8)
             + " though it could not be signed");
       } catch (ExecutionException e) {
-        if (!(e.getCause() instanceof TransportException te)) {
-          problems.add("request " + id + " failed with an untyped " + e.getCause());
-        } else if (te.kind() != TransportException.Kind.UNREACHABLE || te.getCause() == null) {
-          problems.add("request " + id + " failed " + te + " (cause " + te.getCause() + ")");
-        }
+        expectUnreachable(id, e.getCause(), problems);
       } catch (TimeoutException e) {
         problems.add("request " + id + " never completed");
       }
@@ -204,11 +200,7 @@ class HttpTransportSignerTest extends HttpTransportFixture {
         problems.add("request " + id + " answered " + new String(answer, StandardCharsets.UTF_8)
             + " though its answer's MAC could not be checked");
       } catch (ExecutionException e) {
-        if (!(e.getCause() instanceof TransportException te)) {
-          problems.add("request " + id + " failed with an untyped " + e.getCause());
-        } else if (te.kind() != TransportException.Kind.UNREACHABLE || te.getCause() == null) {
-          problems.add("request " + id + " failed " + te + " (cause " + te.getCause() + ")");
-        }
+        expectUnreachable(id, e.getCause(), problems);
       } catch (TimeoutException e) {
         problems.add("request " + id + " neither answered nor failed within 5 s");
       }
@@ -458,6 +450,18 @@ class HttpTransportSignerTest extends HttpTransportFixture {
 
     SignerError(String message) {
       super(message);
+    }
+  }
+
+  /**
+   * Adds to {@code problems} unless request {@code id} failed with what it threw as a typed
+   * {@link TransportException} of kind {@code UNREACHABLE} with a cause.
+   */
+  private static void expectUnreachable(String id, Throwable failure, List<String> problems) {
+    if (!(failure instanceof TransportException te)) {
+      problems.add("request " + id + " failed with an untyped " + failure);
+    } else if (te.kind() != TransportException.Kind.UNREACHABLE || te.getCause() == null) {
+      problems.add("request " + id + " failed " + te + " (cause " + te.getCause() + ")");
     }
   }
 }
