@@ -6,20 +6,42 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.spi.Clock;
+import java.util.ArrayList;
 import java.util.Deque;
 import java.util.LinkedList;
 import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import net.jqwik.api.Example;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
+import net.jqwik.api.constraints.IntRange;
 import net.jqwik.api.constraints.LongRange;
 import net.jqwik.api.constraints.Size;
+import net.jqwik.api.lifecycle.AfterContainer;
 
 /**
  * The guard of a host's clock: a reading that throws gives the latest good one, in the clock's
  * own order (readings compared as differences: they may pass {@link Long#MAX_VALUE}).
  */
 class GuardedClockProperties {
+
+  /** Threads to read on, one at a time; more than the guard has slots on a small machine. */
+  static final ExecutorService[] THREADS = new ExecutorService[16];
+
+  static {
+    for (int i = 0; i < THREADS.length; i++) {
+      THREADS[i] = Executors.newSingleThreadExecutor();
+    }
+  }
+
+  @AfterContainer
+  static void stopThreads() {
+    for (ExecutorService t : THREADS) {
+      t.shutdownNow();
+    }
+  }
 
   /** A clock that gives the scripted readings in turn; null: that reading throws. */
   static Clock scripted(Deque<Long> readings) {
@@ -65,6 +87,63 @@ class GuardedClockProperties {
       }
     }
     assertEquals(thrown, clock.failures(), "the readings that threw");
+  }
+
+  /**
+   * Readings taken on many threads, one after the other: a reading that throws, on whichever
+   * thread, gives the latest good reading of them all, taken on that thread or another, also
+   * across {@link Long#MAX_VALUE}; a reading earlier than the latest (taken before it on another
+   * thread and returned after it) is given as it is and does not replace it.
+   */
+  @Property
+  void aReadingThatThrowsGivesTheLatestGoodOneOfEveryThread(
+      @ForAll @LongRange(min = 0, max = 20_000_000_000L) long beforeWrap,
+      @ForAll @Size(max = 64) List<@LongRange(min = -1_000_000_000L, max = 1_000_000_000L) Long>
+          steps,
+      @ForAll @Size(min = 1, max = 64) List<@IntRange(min = 0, max = 15) Integer> threads)
+      throws Exception {
+    // 0: the reading throws; above 0: the clock has moved on by that many nanoseconds; below 0:
+    // a reading that many nanoseconds before the latest good one
+    long origin = Long.MAX_VALUE - beforeWrap;
+    Deque<Long> readings = new LinkedList<>();
+    List<Long> expected = new ArrayList<>();
+    long good = origin;
+    for (long s : steps) {
+      if (s == 0) {
+        readings.add(null);
+        expected.add(good);
+      } else {
+        long read = good + s;
+        readings.add(read);
+        expected.add(read);
+        if (s > 0) {
+          good = read;
+        }
+      }
+    }
+    readings.addFirst(origin);
+    GuardedClock clock = GuardedClock.of("node n0", scripted(readings));
+    int thrown = 0;
+    for (int i = 0; i < steps.size(); i++) {
+      int t = threads.get(i % threads.size());
+      long read = readOn(t, clock);
+      if (steps.get(i) == 0) {
+        thrown++;
+      }
+      assertEquals(expected.get(i).longValue(), read, "reading " + i + " (step " + steps.get(i)
+          + ") on thread " + t + (steps.get(i) == 0
+              ? " threw: the latest good reading of every thread stands"
+              : " is the clock's own"));
+    }
+    assertEquals(thrown, clock.failures(), "the readings that threw");
+  }
+
+  private static long readOn(int thread, GuardedClock clock) throws Exception {
+    try {
+      return THREADS[thread].submit(clock::nanoTime).get();
+    } catch (ExecutionException e) {
+      throw new AssertionError("reading the clock on thread " + thread + " threw", e.getCause());
+    }
   }
 
   @Example

@@ -18,9 +18,10 @@ import org.openjdk.jmh.annotations.Warmup;
  * What reading a clock through its {@link GuardedClock} costs against reading it directly: the
  * system's clock ({@code System::nanoTime}) read raw and through one guard, by 1 thread and by 2
  * threads at once. The state is shared by the benchmark's threads, so the 2 threads read one
- * guard, as a node's request threads read the node's: each good reading does a volatile read of
- * the guard's latest reading and, when the clock has moved on since, a compare-and-set of it,
- * which the threads then contend for. Average time per reading, in one run:
+ * guard, as a node's request threads read the node's: each good reading writes it as the guard's
+ * latest when the clock has moved on, in a slot picked by the thread's id (with one value for
+ * all threads, as the guard kept before, the 2 threads wrote the same one). Average time per
+ * reading, in one run:
  *
  * <pre>
  *   taskset -c 0,1 java -jar benchmarks/target/benchmarks.jar GuardedClockBenchmark
