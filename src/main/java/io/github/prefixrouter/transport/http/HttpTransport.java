@@ -89,7 +89,7 @@ import org.slf4j.LoggerFactory;
  * authentication or replay, 413 too large (mapped to {@link TransportException.Kind#TOO_LARGE}),
  * 503 busy (mapped to {@link TransportException.Kind#BUSY}), 504 handler timed out at the peer,
  * 500 handler failed, or the peer's HMAC threw as it checked the MAC or signed the answer (see
- * "Security").
+ * "Security"), or anything else threw as the peer received it (see "Handler failures").
  *
  * <p>A peer address is {@code host:port} alone (an IPv6 host in brackets). An address with
  * anything more (a path, query, fragment or user info, as in {@code "10.0.0.5:80/admin?"}) is
@@ -110,6 +110,13 @@ import org.slf4j.LoggerFactory;
  * end that thread and report the error to its uncaught-exception handler (standard error) while
  * the other threads went on; a host that must stop on an {@code OutOfMemoryError} runs with
  * {@code -XX:+ExitOnOutOfMemoryError}, which acts where the error is thrown, on any thread.
+ * Anything thrown as a message or request is received, outside the handler (an
+ * {@link Error}, or a checked exception thrown undeclared, as the transport reads, checks or
+ * hands it on: the heap running out, a timer thread that cannot start), is this node's failure
+ * and lost alike: the message or request is answered 500 at once (unless an answer was written
+ * already), logged, and not counted as malformed, a body that cannot be read being the only
+ * {@link IOException} that is; the reader slot, the share of the body budget and the inbound
+ * slot it held are given back, and the thread goes on.
  *
  * <h2>Security</h2>
  * With a cluster key, every message and every answer carries an HMAC-SHA256 binding the sender's
@@ -1301,12 +1308,24 @@ public final class HttpTransport implements Transport {
       }
       byte[] body;
       Checked checked;
+      boolean unreadable = false;
+      BodyBudget.Share share;
+      try {
+        share = bodies.share();
+      } catch (Throwable e) { // the heap ran out, say: the reader slot is given back all the same
+        readers.release(remote);
+        throw e;
+      }
       // the share of the body budget is held until the body is authenticated (or refused), and
       // given back before any answer is written: a sender that does not read its answer must
       // not hold it
-      try (BodyBudget.Share share = bodies.share()) {
+      try (share) {
         try {
           body = readBody(ex.getRequestBody(), declared, config.maxMessageBytes, share);
+        } catch (IOException e) { // the body alone: an IOException thrown by anything else is
+          // this node's failure, not a malformed message (answered 500 below)
+          body = null;
+          unreadable = true;
         } finally {
           readers.release(remote);
         }
@@ -1319,6 +1338,17 @@ public final class HttpTransport implements Transport {
       // message is handed on: a refusal first drains what is left of the body (the JDK server
       // reads up to 64 KiB of it), and a sender that stalls there, or does not read its
       // answers, would otherwise hold this reader thread for ever
+      if (unreadable) {
+        if (!ioDeadline.passed()) {
+          // the body failed the read, not the I/O deadline (counted as a slow connection)
+          counters.malformedRejected.increment();
+        }
+        respondQuietly(ex, 400, new byte[0], "cannot read body", null);
+        if (!ioDeadline.endPhase()) {
+          log.debug("closed a connection that did not deliver its request within {}", config.inboundIoTimeout);
+        }
+        return;
+      }
       if (body == null) {
         counters.oversizeRejected.increment();
         ex.getResponseHeaders().add("Connection", "close"); // the rest of its body is unread
@@ -1352,18 +1382,18 @@ public final class HttpTransport implements Transport {
         return;
       }
       handleRequest(ex, from, body, checked.nonce);
-    } catch (IOException e) {
-      if (!ioDeadline.passed()) {
-        // the body failed the read, not the I/O deadline (counted as a slow connection)
-        counters.malformedRejected.increment();
+    } catch (Throwable e) { // anything else, an Error or a checked exception thrown undeclared
+      // included: this node's failure, answered 500 unless an answer was written already (the
+      // reader slot, the body's share and the inbound slot were given back on the way here). Not
+      // rethrown, as the JDK server would leave the exchange unanswered: see "Handler failures"
+      if (e instanceof Error) {
+        log.error("{}: unexpected failure handling inbound traffic", config.nodeId, e);
+      } else {
+        log.warn("{}: unexpected failure handling inbound traffic", config.nodeId, e);
       }
-      respondQuietly(ex, 400, new byte[0], "cannot read body", null);
-      if (!ioDeadline.endPhase()) {
-        log.debug("closed a connection that did not deliver its request within {}", config.inboundIoTimeout);
+      if (ex.getResponseCode() < 0) {
+        respondQuietly(ex, 500, new byte[0], "internal error", null);
       }
-    } catch (RuntimeException e) {
-      log.warn("unexpected failure handling inbound traffic", e);
-      respondQuietly(ex, 500, new byte[0], "internal error", null);
     }
   }
 
@@ -1478,6 +1508,20 @@ public final class HttpTransport implements Transport {
       return;
     }
     inboundPending.add(ex);
+    try {
+      handOn(ex, from, body, nonce);
+    } catch (Throwable e) { // before the handler's future took the request on (a timer that
+      // cannot start its thread, say): the inbound slot is given back, and handleInbound answers
+      // 500; one taken out already (by close() or the handling limit) is answered there
+      if (inboundPending.remove(ex)) {
+        inboundRequests.decrementAndGet();
+        throw e;
+      }
+    }
+  }
+
+  /** The rest of {@link #handleRequest}, once the request holds an inbound slot. */
+  private void handOn(HttpExchange ex, PeerAddress from, byte[] body, String nonce) {
     if (closed.get()) {
       // close() may have swept the pending exchanges before this one was added
       if (inboundPending.remove(ex)) {

@@ -10,6 +10,7 @@ import com.google.common.util.concurrent.Uninterruptibles;
 import com.sun.net.httpserver.HttpServer;
 import io.github.prefixrouter.contract.ThrowingCacheEventListener;
 import io.github.prefixrouter.contract.TransportContractTest;
+import io.github.prefixrouter.internal.wire.BodyBudget;
 import io.github.prefixrouter.internal.wire.JdkHttpServers;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
@@ -793,6 +794,115 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     assertEquals(1, st.requestsSent(), st.toString());
   }
 
+  /**
+   * Whatever is thrown as an inbound request or message is read, checked or handed on, outside
+   * the handler and the MAC check (each an Error, or a checked exception thrown undeclared): a
+   * share of the body budget that cannot be made, a replay guard that runs out of heap as it
+   * remembers a nonce, a timer that cannot start its thread as the request's handling limit is
+   * set. It is this node's failure: the request or message is answered 500 at once (the request
+   * fails {@code PROTOCOL} at its sender, the message counts as failed there), counted neither as
+   * malformed nor as busy, and the reader slot, body share and inbound slot it held are given
+   * back, so that with one inbound request and one unfinished read per address allowed, a
+   * request and a message afterwards are answered and delivered. An Error escaped to the JDK
+   * server with the exchange unanswered, so its sender waited for its timeout, and the reader or
+   * inbound slot it held stayed taken; a checked exception was answered 400 and counted as
+   * malformed, taken for a body that could not be read.
+   */
+  @Test
+  void anythingThrownAsARequestIsReadCheckedOrHandedOnIsAnswered500() throws Exception {
+    BodyBudget noShare = org.mockito.Mockito.mock(BodyBudget.class);
+    org.mockito.Mockito.when(noShare.share())
+        .thenThrow(new OutOfMemoryError("Java heap space"));
+    ReplayGuard guardOutOfHeap = org.mockito.Mockito.mock(ReplayGuard.class);
+    org.mockito.Mockito.when(guardOutOfHeap.check(org.mockito.ArgumentMatchers.any(),
+            org.mockito.ArgumentMatchers.any(), org.mockito.ArgumentMatchers.anyLong(),
+            org.mockito.ArgumentMatchers.anyLong()))
+        .thenThrow(new OutOfMemoryError("Java heap space"));
+    ReplayGuard guardUndeclared = org.mockito.Mockito.mock(ReplayGuard.class);
+    org.mockito.Mockito.when(guardUndeclared.check(org.mockito.ArgumentMatchers.any(),
+            org.mockito.ArgumentMatchers.any(), org.mockito.ArgumentMatchers.anyLong(),
+            org.mockito.ArgumentMatchers.anyLong()))
+        .thenAnswer(inv -> {
+          throw ThrowingCacheEventListener.<RuntimeException>undeclared(
+              new java.io.IOException("a nonce store's own I/O"));
+        });
+    java.util.concurrent.ScheduledExecutorService noTimerThread =
+        org.mockito.Mockito.mock(java.util.concurrent.ScheduledExecutorService.class);
+    org.mockito.Mockito.when(noTimerThread.schedule(org.mockito.ArgumentMatchers.any(Runnable.class),
+            org.mockito.ArgumentMatchers.anyLong(), org.mockito.ArgumentMatchers.any()))
+        .thenThrow(new OutOfMemoryError("unable to create native thread: possibly out of memory"));
+    // field of the receiver, what replaces it, and whether messages pass through it
+    List<Object[]> seams = List.of(
+        new Object[] {"bodies", noShare, true},
+        new Object[] {"replayGuard", guardOutOfHeap, true},
+        new Object[] {"replayGuard", guardUndeclared, true},
+        new Object[] {"timer", noTimerThread, false});
+    List<String> problems = new ArrayList<>();
+    for (int i = 0; i < seams.size(); i++) {
+      String field = (String) seams.get(i)[0];
+      boolean messages = (Boolean) seams.get(i)[2];
+      HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+      HttpTransport a = start(node("a" + i).maxInboundRequests(1).maxUnfinishedReadsPerAddress(1),
+          ra);
+      HttpTransport b = start(node("b" + i).messageTimeout(Duration.ofSeconds(60)),
+          new HttpTransportTest.Recorder());
+      PeerAddress at = a.localAddress();
+      String seam = field + " throwing " + (i == 2 ? "an undeclared IOException" : "an Error");
+      Object real = swapField(a, field, seams.get(i)[1]);
+      try {
+        CompletableFuture<byte[]> f = b.request(at, "r".getBytes(StandardCharsets.UTF_8),
+            Duration.ofSeconds(60));
+        try {
+          problems.add(seam + ": request answered "
+              + new String(f.get(5, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+        } catch (ExecutionException e) {
+          if (!(e.getCause() instanceof TransportException te)
+              || te.kind() != TransportException.Kind.PROTOCOL
+              || !te.getMessage().contains("HTTP 500")) {
+            problems.add(seam + ": request failed " + e.getCause());
+          }
+        } catch (java.util.concurrent.TimeoutException e) {
+          problems.add(seam + ": request not answered within 5 s");
+        }
+        if (messages) {
+          b.send(at, "m".getBytes(StandardCharsets.UTF_8));
+          long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+          while (b.stats().messagesFailed() == 0 && System.nanoTime() < deadline) {
+            Thread.sleep(10);
+          }
+          if (b.stats().messagesFailed() != 1) {
+            problems.add(seam + ": message not refused within 5 s");
+          }
+        }
+      } finally {
+        swapField(a, field, real);
+      }
+      CompletableFuture<byte[]> after =
+          b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
+      try {
+        String answer = new String(after.get(20, TimeUnit.SECONDS), StandardCharsets.UTF_8);
+        if (!answer.equals("echo b" + i + " after")) {
+          problems.add(seam + ": request after answered " + answer);
+        }
+      } catch (ExecutionException e) {
+        problems.add(seam + ": request after failed " + e.getCause());
+      }
+      b.send(at, "m-after".getBytes(StandardCharsets.UTF_8));
+      String got = ra.messages.poll(10, TimeUnit.SECONDS);
+      if (!("b" + i + "@" + b.localAddress().address() + ":m-after").equals(got)) {
+        problems.add(seam + ": message after not delivered (" + got + ")");
+      }
+      HttpTransport.Stats st = a.stats();
+      if (st.malformedRejected() != 0 || st.inboundBusy() != 0 || st.readsRefused() != 0
+          || st.bodyBudgetHeldBytes() != 0) {
+        problems.add(seam + ": at the receiver malformed " + st.malformedRejected()
+            + ", inbound busy " + st.inboundBusy() + ", reads refused " + st.readsRefused()
+            + ", body budget held " + st.bodyBudgetHeldBytes());
+      }
+    }
+    assertEquals(List.of(), problems, "what a throw as requests and messages were received did");
+  }
+
   /** An HTTP client whose every {@code sendAsync} throws {@code thrown}. */
   private static java.net.http.HttpClient clientThatThrows(Throwable thrown) {
     java.net.http.HttpClient client = org.mockito.Mockito.mock(java.net.http.HttpClient.class);
@@ -805,10 +915,16 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   /** Puts {@code client} in place of {@code t}'s HTTP client; returns the one it replaced. */
   private static Object swapClient(HttpTransport t, Object client)
       throws ReflectiveOperationException {
-    java.lang.reflect.Field field = HttpTransport.class.getDeclaredField("client");
+    return swapField(t, "client", client);
+  }
+
+  /** Puts {@code value} in {@code t}'s field {@code name}; returns the value it replaced. */
+  private static Object swapField(HttpTransport t, String name, Object value)
+      throws ReflectiveOperationException {
+    java.lang.reflect.Field field = HttpTransport.class.getDeclaredField(name);
     field.setAccessible(true);
     Object replaced = field.get(t);
-    field.set(t, client);
+    field.set(t, value);
     return replaced;
   }
 }
