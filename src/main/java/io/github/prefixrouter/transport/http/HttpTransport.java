@@ -1250,7 +1250,10 @@ public final class HttpTransport implements Transport {
    * @param acceptedKeys further keys to accept, at least 16 bytes each, at most 3 distinct
    *     besides the signing key (a repeat is ignored)
    * @throws IllegalStateException if the transport was built with
-   *     {@link Builder#insecureWithoutAuthentication()}
+   *     {@link Builder#insecureWithoutAuthentication()}; or if the host's JCA providers, which
+   *     give the HmacSHA256 and the SHA-256 of the keys' ids (a hardware token's, say), throw as
+   *     the keys are set up, whatever they throw (what they threw is its cause), and the keys in
+   *     use then stay as they were
    * @throws IllegalArgumentException if a key is null or too short, or there are too many; the
    *     keys in use then stay as they were
    */
@@ -2278,7 +2281,9 @@ public final class HttpTransport implements Transport {
      * @return the transport, not yet started
      * @throws IllegalArgumentException naming the first invalid setting
      * @throws IllegalStateException if the wall clock throws when read as the transport is built
-     *     (its cause is what the clock threw)
+     *     (its cause is what the clock threw), or if the host's JCA providers, which give the
+     *     HmacSHA256 of the cluster keys and the SHA-256 of their ids, throw as the keys are set
+     *     up, whatever they throw (its cause is what they threw)
      */
     public HttpTransport build() {
       if (nodeId == null) {

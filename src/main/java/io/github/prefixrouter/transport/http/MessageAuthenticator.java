@@ -46,6 +46,10 @@ final class MessageAuthenticator {
    *
    * @throws IllegalArgumentException if there is no key, more than {@link #MAX_KEYS}, or one is
    *     null or shorter than {@link #MIN_KEY_BYTES}
+   * @throws IllegalStateException if the host's JCA providers cannot give an HmacSHA256 under a
+   *     key, or a key's SHA-256 ({@link #keyId}), whatever they throw (a checked
+   *     {@link GeneralSecurityException}, a {@link java.security.ProviderException}, another
+   *     RuntimeException, an {@link Error}): what they threw is its cause
    */
   MessageAuthenticator(List<byte[]> keys) {
     List<byte[]> distinct = distinct(keys);
@@ -58,8 +62,9 @@ final class MessageAuthenticator {
         Mac mac = Mac.getInstance(ALGORITHM);
         mac.init(new SecretKeySpec(key, ALGORITHM));
         prototypes[i] = mac;
-      } catch (GeneralSecurityException e) {
-        throw new IllegalStateException("HmacSHA256 is not available in this JDK", e);
+      } catch (Throwable e) { // not available; or the provider (a hardware token's) failed
+        throw new IllegalStateException(ALGORITHM + " cannot be set up with cluster key "
+            + keyIds[i] + " by the host's JCA providers: " + e, e);
       }
     }
   }
@@ -98,14 +103,19 @@ final class MessageAuthenticator {
   /**
    * A key's id: the first 4 bytes of its SHA-256, in lower-case hex. It names a key in logs and
    * statistics without revealing it ({@code xxd -r -p cluster.key | sha256sum | cut -c1-8}).
+   *
+   * @throws IllegalStateException if the host's JCA providers cannot give the SHA-256, whatever
+   *     they throw: what they threw is its cause
    */
   static String keyId(byte[] key) {
+    byte[] digest;
     try {
-      byte[] digest = MessageDigest.getInstance("SHA-256").digest(key);
-      return HexFormat.of().formatHex(digest, 0, 4);
-    } catch (GeneralSecurityException e) {
-      throw new IllegalStateException("SHA-256 is not available in this JDK", e);
+      digest = MessageDigest.getInstance("SHA-256").digest(key);
+    } catch (Throwable e) { // not available; or the provider failed
+      throw new IllegalStateException("the SHA-256 of a cluster key, its id, cannot be taken by "
+          + "the host's JCA providers: " + e, e);
     }
+    return HexFormat.of().formatHex(digest, 0, 4);
   }
 
   /** The ids of the ring's keys, signing key first, each mapped to 1 if it signs, else 0. */
