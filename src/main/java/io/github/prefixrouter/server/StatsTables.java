@@ -232,6 +232,12 @@ final class StatsTables {
           "Messages and requests on the peer port answered 503 because the body budget "
               + "(--peer-body-budget) could not give what their body needed while other bodies "
               + "held it.", HttpTransport.Stats::bodyBudgetRefused)
+      .counter("internal_errors", T + "internal_errors_total",
+          "Messages and requests from peers answered 500 for a failure of this node's own, not "
+              + "its handler's: its HMAC (the host's JCA provider's) threw as it checked their "
+              + "MAC or signed the answer, or something else threw as it read, checked or handed "
+              + "them on (logged, at most 10 lines a minute).",
+          HttpTransport.Stats::internalErrors)
       .labelled("cluster_keys", T + "cluster_key_info", Type.GAUGE, "key",
           "The cluster keys in use, by id (the first 8 hex digits of the key's SHA-256): 1 for "
               + "the key this node signs with, 0 for the others it accepts; none without "

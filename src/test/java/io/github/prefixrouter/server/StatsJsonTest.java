@@ -102,7 +102,7 @@ class StatsJsonTest {
           "oversize_rejected", "malformed_rejected", "slow_connections_closed", "reads_refused",
           "bytes_in", "bytes_out", "pending_requests", "other_key_authentications",
           "key_updates", "sender_not_in_certificate", "body_budget_held_bytes",
-          "body_budget_refused", "cluster_keys"),
+          "body_budget_refused", "internal_errors", "cluster_keys"),
           List.copyOf(((Map<?, ?>) s.get("transport")).keySet()));
       // the id of the one key: the first 4 bytes of its SHA-256
       assertEquals(Map.of("4773d12e", 1L), ((Map<?, ?>) s.get("transport")).get("cluster_keys"));

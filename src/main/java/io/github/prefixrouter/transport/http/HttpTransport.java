@@ -114,9 +114,11 @@ import org.slf4j.LoggerFactory;
  * {@link Error}, or a checked exception thrown undeclared, as the transport reads, checks or
  * hands it on: the heap running out, a timer thread that cannot start), is this node's failure
  * and lost alike: the message or request is answered 500 at once (unless an answer was written
- * already), logged, and not counted as malformed, a body that cannot be read being the only
- * {@link IOException} that is; the reader slot, the share of the body budget and the inbound
- * slot it held are given back, and the thread goes on.
+ * already), counted ({@link Stats#internalErrors()}), logged, and not counted as malformed, a
+ * body that cannot be read being the only {@link IOException} that is; the reader slot, the
+ * share of the body budget and the inbound slot it held are given back, and the thread goes on.
+ * At most {@link #WARNINGS_PER_MINUTE} lines a minute are logged for such failures, those of the
+ * HMAC below included, the next one logged saying how many were left out.
  *
  * <h2>Security</h2>
  * With a cluster key, every message and every answer carries an HMAC-SHA256 binding the sender's
@@ -146,10 +148,11 @@ import org.slf4j.LoggerFactory;
  * The HMAC comes from the host's JCA providers (a hardware token's, say), which may throw,
  * whatever it throws, as a MAC is made or checked. A message or request whose MAC cannot be
  * checked for that is answered 500 at once (its sender's request fails with {@code PROTOCOL},
- * its message counts as failed), and logged; it is not delivered, its nonce is not taken, and it
- * is counted neither as malformed nor as failing authentication, since its sender did nothing
- * wrong. A request whose answer cannot be signed for that is answered 500 at once too, and the
- * server thread writing it goes on. A request whose answer's MAC cannot be checked for that
+ * its message counts as failed), counted ({@link Stats#internalErrors()}) and logged (see
+ * "Handler failures"); it is not delivered, its nonce is not taken, and it is counted neither as
+ * malformed nor as failing authentication, since its sender did nothing wrong. A request whose
+ * answer cannot be signed for that is answered 500 at once too, counted and logged alike, and
+ * the server thread writing it goes on. A request whose answer's MAC cannot be checked for that
  * fails at once with {@code UNREACHABLE}, what was thrown its cause ({@code CLOSED} once the
  * transport is closed), and gives its in-flight slot back; so does one that cannot be signed
  * (see "Limits and back-pressure").
@@ -358,6 +361,11 @@ public final class HttpTransport implements Transport {
   private final RecentWarnings uncertifiedSenders = warnings();
   /** Sender ids warned of once for a stale timestamp. */
   private final RecentWarnings staleSenders = warnings();
+  /**
+   * The warnings of this node's own failures as it receives messages and requests
+   * ({@link #failedHere}): none remembered, at most {@link #WARNINGS_PER_MINUTE} a minute.
+   */
+  private final RecentWarnings ownFailures = new RecentWarnings(0, WARNINGS_PER_MINUTE);
 
   private volatile InboundHandler handler;
   private volatile PeerAddress localAddress;
@@ -1042,6 +1050,30 @@ public final class HttpTransport implements Transport {
   }
 
   /**
+   * Counts a message or request that a failure of this node's own answers 500
+   * ({@link Stats#internalErrors()}), and logs it: at most {@link #WARNINGS_PER_MINUTE} such
+   * lines a minute, all kinds together (the next one logged says how many were left out), since
+   * a provider or a heap that fails once fails for every message that arrives meanwhile.
+   *
+   * @param what what failed, and what was thrown
+   * @param trace what was thrown, to log with its stack trace (at error level for an
+   *     {@link Error}); null for none
+   */
+  private void failedHere(String what, Throwable trace) {
+    counters.internalErrors.increment();
+    long leftOut = ownFailures.admit("", what, wallClockMillis.getAsLong());
+    if (leftOut < 0) {
+      return; // left out this minute (the next warning counts it)
+    }
+    String line = config.nodeId + ": " + what + leftOut(leftOut);
+    if (trace instanceof Error) {
+      log.error(line, trace);
+    } else {
+      log.warn(line, trace);
+    }
+  }
+
+  /**
    * Counts a message or answer refused because the certificate of its TLS connection does not
    * name the node id it claims to come from ({@link Builder#bindNodeIdsToCertificates}), and
    * warns once per claimed id and certificate subject (the {@link #MAX_OTHER_NODES} pairs seen
@@ -1389,11 +1421,7 @@ public final class HttpTransport implements Transport {
       // included: this node's failure, answered 500 unless an answer was written already (the
       // reader slot, the body's share and the inbound slot were given back on the way here). Not
       // rethrown, as the JDK server would leave the exchange unanswered: see "Handler failures"
-      if (e instanceof Error) {
-        log.error("{}: unexpected failure handling inbound traffic", config.nodeId, e);
-      } else {
-        log.warn("{}: unexpected failure handling inbound traffic", config.nodeId, e);
-      }
+      failedHere("unexpected failure handling inbound traffic", e);
       if (ex.getResponseCode() < 0) {
         respondQuietly(ex, 500, new byte[0], "internal error", null);
       }
@@ -1466,8 +1494,7 @@ public final class HttpTransport implements Transport {
             nonce);
       } catch (Throwable e) { // the HMAC (the host's JCA provider) threw: this node's failure,
         // not the sender's (neither malformed nor forged), answered at once whatever it threw
-        log.warn("{}: cannot check the MAC of a {} from {}: {}", config.nodeId, tag, from,
-            e.toString());
+        failedHere("cannot check the MAC of a " + tag + " from " + from + ": " + e, null);
         return Checked.refused(500, "internal error: cannot check the MAC");
       }
       if (!verified(key)) {
@@ -1624,8 +1651,7 @@ public final class HttpTransport implements Transport {
             : keys.sign(bytes, TAG_RESPONSE, config.nodeId, from.nodeId(), nonce, "200");
       } catch (Throwable e) { // the HMAC (the host's JCA provider) threw: answered all the same,
         // or the exchange would stay unanswered and this server thread end
-        log.warn("{}: cannot sign the answer to a request from {}: {}", config.nodeId, from,
-            e.toString());
+        failedHere("cannot sign the answer to a request from " + from + ": " + e, null);
         respondQuietly(ex, 500, new byte[0], "internal error: cannot sign the answer", null);
         return;
       }
@@ -1750,6 +1776,7 @@ public final class HttpTransport implements Transport {
         counters.senderNotInCertificate.sum(),
         bodies.capacity() - bodies.available(),
         counters.bodyBudgetRefused.sum(),
+        counters.internalErrors.sum(),
         clusterKeyIds());
   }
 
@@ -1797,6 +1824,10 @@ public final class HttpTransport implements Transport {
    *     now, in bytes, taken from the {@linkplain Builder#bodyBudget body budget}
    * @param bodyBudgetRefused inbound messages and requests answered 503 because the body
    *     budget could not give what their body needed while other bodies held it
+   * @param internalErrors inbound messages and requests answered 500 for a failure of this
+   *     node's own, not its handler's: its HMAC (the host's JCA provider's) threw as it checked
+   *     their MAC or signed the answer, or something else threw as it read, checked or handed
+   *     them on (see "Handler failures" and "Security")
    * @param clusterKeys the ids of the cluster keys in use (the first 4 bytes of each key's
    *     SHA-256, in hex), in order, mapped to 1 for the signing key and 0 for the others; empty
    *     without authentication
@@ -1825,7 +1856,45 @@ public final class HttpTransport implements Transport {
       long senderNotInCertificate,
       long bodyBudgetHeldBytes,
       long bodyBudgetRefused,
-      Map<String, Integer> clusterKeys) {}
+      long internalErrors,
+      Map<String, Integer> clusterKeys) {
+
+    /**
+     * The counters as they were before {@code internalErrors} was counted, which is 0 here: the
+     * constructor of the record before it had that component.
+     */
+    public Stats(
+        long messagesSent,
+        long messagesDropped,
+        long messagesFailed,
+        long requestsSent,
+        long requestsFailed,
+        long outboundBusy,
+        long messagesReceived,
+        long requestsReceived,
+        long authFailures,
+        long replaysRejected,
+        long oversizeRejected,
+        long malformedRejected,
+        long inboundBusy,
+        long slowConnectionsClosed,
+        long bytesIn,
+        long bytesOut,
+        int pendingRequests,
+        long readsRefused,
+        long otherKeyAuthentications,
+        long keyUpdates,
+        long senderNotInCertificate,
+        long bodyBudgetHeldBytes,
+        long bodyBudgetRefused,
+        Map<String, Integer> clusterKeys) {
+      this(messagesSent, messagesDropped, messagesFailed, requestsSent, requestsFailed,
+          outboundBusy, messagesReceived, requestsReceived, authFailures, replaysRejected,
+          oversizeRejected, malformedRejected, inboundBusy, slowConnectionsClosed, bytesIn,
+          bytesOut, pendingRequests, readsRefused, otherKeyAuthentications, keyUpdates,
+          senderNotInCertificate, bodyBudgetHeldBytes, bodyBudgetRefused, 0, clusterKeys);
+    }
+  }
 
   private static final class Counters {
     final LongAdder messagesSent = new LongAdder();
@@ -1849,6 +1918,7 @@ public final class HttpTransport implements Transport {
     final LongAdder keyUpdates = new LongAdder();
     final LongAdder senderNotInCertificate = new LongAdder();
     final LongAdder bodyBudgetRefused = new LongAdder();
+    final LongAdder internalErrors = new LongAdder();
   }
 
 

@@ -10,7 +10,9 @@ import java.util.Map;
  * {@code perMinute} warnings are logged a minute (timed by the caller's wall clock), and a key
  * left out then is not remembered, so it warns once the minute is over. So senders under
  * ever-new keys can neither fill the log nor silence the warning of another key for longer than
- * they keep sending. Each key keeps a value (what it was warned of), for tests.
+ * they keep sending. Each key keeps a value (what it was warned of), for tests. With a
+ * {@code capacity} of 0 no key is remembered: every warning is logged, at most
+ * {@code perMinute} a minute.
  *
  * <p>Thread-safe.
  */

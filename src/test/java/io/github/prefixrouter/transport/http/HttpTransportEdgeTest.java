@@ -894,10 +894,11 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
       }
       HttpTransport.Stats st = a.stats();
       if (st.malformedRejected() != 0 || st.inboundBusy() != 0 || st.readsRefused() != 0
-          || st.bodyBudgetHeldBytes() != 0) {
+          || st.bodyBudgetHeldBytes() != 0 || st.internalErrors() != (messages ? 2 : 1)) {
         problems.add(seam + ": at the receiver malformed " + st.malformedRejected()
             + ", inbound busy " + st.inboundBusy() + ", reads refused " + st.readsRefused()
-            + ", body budget held " + st.bodyBudgetHeldBytes());
+            + ", body budget held " + st.bodyBudgetHeldBytes() + ", internal errors "
+            + st.internalErrors());
       }
     }
     assertEquals(List.of(), problems, "what a throw as requests and messages were received did");

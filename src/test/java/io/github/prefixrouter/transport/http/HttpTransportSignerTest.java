@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 import io.github.prefixrouter.contract.ThrowingCacheEventListener;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.TransportException;
+import io.github.prefixrouter.testing.LoggedLines;
 import io.github.prefixrouter.transport.http.HttpTransportTest.Recorder;
 import java.nio.charset.StandardCharsets;
 import java.security.InvalidAlgorithmParameterException;
@@ -301,6 +302,79 @@ class HttpTransportSignerTest extends HttpTransportFixture {
       }
     } catch (ExecutionException | TimeoutException e) {
       problems.add("request after, with the HMAC healthy again, not answered: " + e);
+    }
+  }
+
+  /**
+   * The requests a receiver answers 500 because its HmacSHA256 throws, as it checks their MACs
+   * or signs their answers, are counted ({@code internalErrors}), and logged at most
+   * {@link HttpTransport#WARNINGS_PER_MINUTE} lines a minute, the first line logged after those
+   * left out saying how many were. Each was logged, a WARN line a request, and counted nowhere:
+   * a node whose provider failed showed it only in its log, and filled it.
+   */
+  @Test
+  void theReceiversOwnHmacFailuresAreCountedAndTheirWarningsBounded() throws Exception {
+    int perMinute = HttpTransport.WARNINGS_PER_MINUTE;
+    AtomicLong wall = new AtomicLong(1_700_000_000_000L);
+    HttpTransport a = startWithFailingHmac(node("a").clusterKey(KEY).wallClockMillis(wall::get),
+        new Recorder());
+    HttpTransport b = start(node("b").clusterKey(KEY).wallClockMillis(wall::get), new Recorder());
+    PeerAddress at = a.localAddress();
+    List<String> problems = new ArrayList<>();
+
+    FailingHmac.armedFor = HttpTransport.TAG_REQUEST;
+    FailingHmac.armed = true;
+    List<String> checking = LoggedLines.logged("a: cannot check the MAC", () -> {
+      for (int i = 0; i < 2 * perMinute; i++) {
+        failsWith500(b, at, "c" + i, problems);
+      }
+    });
+    if (checking.size() != perMinute) {
+      problems.add(checking.size() + " lines logged in a minute for " + 2 * perMinute
+          + " MACs that could not be checked, not " + perMinute + ": " + checking);
+    }
+    wall.addAndGet(60_000);
+    FailingHmac.armedFor = HttpTransport.TAG_RESPONSE;
+    List<String> signing = LoggedLines.logged("a: cannot sign the answer", () -> {
+      for (int i = 0; i <= perMinute; i++) {
+        failsWith500(b, at, "s" + i, problems);
+      }
+    });
+    FailingHmac.armed = false;
+    if (signing.size() != perMinute || !signing.get(0).contains("(" + perMinute
+        + " more such warnings left out before this one, above " + perMinute + " a minute)")) {
+      problems.add("a minute later, for " + (perMinute + 1) + " answers that could not be signed, "
+          + "logged " + signing);
+    }
+    HttpTransport.Stats st = a.stats();
+    if (st.internalErrors() != 3 * perMinute + 1 || st.malformedRejected() != 0
+        || st.authFailures() != 0) {
+      problems.add("counted at the receiver: internal errors " + st.internalErrors() + ", not "
+          + (3 * perMinute + 1) + "; malformed " + st.malformedRejected()
+          + ", failing authentication " + st.authFailures());
+    }
+    assertEquals(List.of(), problems, "what the receiver's HMAC failures counted and logged");
+  }
+
+  /** Adds to {@code problems} unless request {@code id} from {@code b} is answered 500 at once. */
+  private static void failsWith500(HttpTransport b, PeerAddress at, String id,
+      List<String> problems) {
+    CompletableFuture<byte[]> f =
+        b.request(at, id.getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(60));
+    try {
+      problems.add("request " + id + " answered "
+          + new String(f.get(5, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+    } catch (ExecutionException e) {
+      if (!(e.getCause() instanceof TransportException te)
+          || te.kind() != TransportException.Kind.PROTOCOL
+          || !te.getMessage().contains("HTTP 500")) {
+        problems.add("request " + id + " failed " + e.getCause());
+      }
+    } catch (TimeoutException e) {
+      problems.add("request " + id + " not answered within 5 s");
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      problems.add("interrupted waiting for request " + id);
     }
   }
 

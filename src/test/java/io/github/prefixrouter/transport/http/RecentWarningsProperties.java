@@ -37,7 +37,7 @@ class RecentWarningsProperties {
 
   @Property(tries = 300)
   void warningsAndMemoryMatchAListModel(@ForAll("ops") List<Op> ops,
-      @ForAll @IntRange(min = 1, max = 6) int capacity,
+      @ForAll @IntRange(min = 0, max = 6) int capacity,
       @ForAll @IntRange(min = 1, max = 4) int perMinute) {
     RecentWarnings w = new RecentWarnings(capacity, perMinute);
     long[] steps = {0, 1, 59_999, 60_000, 60_001, -1, -60_000};
