@@ -31,7 +31,10 @@ import java.util.function.Consumer;
  * second one confirms is not put in use, so a partial key list never is unless the file stays
  * so, and the keys in use stay until two reads agree ({@link NodeMain} makes the second read
  * {@link #CONFIRM} after the first). A file that cannot be read or parsed leaves the keys as
- * they were, counted and logged once per distinct problem.
+ * they were, counted and logged once per distinct problem; so do keys read twice alike that
+ * cannot be put in use, whether the transport refuses them (a key too short, too many keys) or
+ * fails to set them up (the host's JCA provider throws, or anything else is thrown), and they
+ * are tried again at every check that reads them, until they are put in use.
  */
 final class ClusterKeys {
 
@@ -56,7 +59,9 @@ final class ClusterKeys {
 
   /**
    * Watches {@code file}, whose keys are {@code current} now, handing changed keys to
-   * {@code apply} (which may throw {@link IllegalArgumentException} to refuse them).
+   * {@code apply}, which may throw {@link IllegalArgumentException} to refuse them; anything
+   * else it throws (an {@link IllegalStateException} of a JCA provider that fails, an
+   * {@link Error}) is a failed check too, and leaves the keys in use as they were.
    */
   ClusterKeys(Path file, List<byte[]> current, Consumer<List<byte[]>> apply) {
     this.file = file;
@@ -96,10 +101,14 @@ final class ClusterKeys {
     }
     try {
       apply.accept(keys);
-    } catch (IllegalArgumentException e) {
-      // a stable read the transport refuses: pending stays, so each check that reads the same
-      // keys tries them again and counts the failure
-      outcomes.failed(e.getMessage());
+    } catch (Throwable e) {
+      // a stable read the transport refuses, or cannot put in use (its JCA provider threw, say):
+      // pending stays, so each check that reads the same keys tries them again and counts the
+      // failure. Nothing is rethrown: the file watch's executor would keep it in the task's
+      // future, counted and logged nowhere
+      outcomes.failed(e instanceof IllegalArgumentException && e.getMessage() != null
+          ? e.getMessage() : "the keys read from --cluster-key-file " + file
+              + " cannot be put in use: " + e);
       return false;
     }
     pending = null;

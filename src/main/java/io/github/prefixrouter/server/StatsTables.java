@@ -250,7 +250,8 @@ final class StatsTables {
           "Changed keys read from --cluster-key-file and put in use.", ClusterKeys.Stats::reloads)
       .counter("reload_failures", P + "cluster_key_file_reload_failures_total",
           "Checks of --cluster-key-file that left the keys unchanged because the file could not "
-              + "be read or its keys were refused (logged once per distinct problem).",
+              + "be read or its keys were refused or could not be set up (logged once per "
+              + "distinct problem).",
           ClusterKeys.Stats::reloadFailures)
       .build();
 

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.server;
 
+import static io.github.prefixrouter.testing.LoggedLines.logged;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -265,6 +266,60 @@ class ClusterKeysTest {
     tasks.remove(0).run();
     assertEquals(List.of(List.of(B, A)), applied);
     assertEquals(List.of(), tasks, "confirmed: the reads stop");
+  }
+
+  /**
+   * Keys the transport cannot put in use for a failure of this node's own, not of the file, are
+   * a failed reload like keys it refuses: counted, logged once per distinct problem, the keys in
+   * use kept, and tried again at the next check, so that they are put in use once they can be.
+   * Such a failure is the host's JCA provider throwing as the keys' HmacSHA256 or their ids'
+   * SHA-256 is set up (which {@code updateClusterKeys} throws as an
+   * {@link IllegalStateException}), an {@link Error}, or a checked exception thrown undeclared.
+   * Only an {@link IllegalArgumentException} was caught: anything else escaped the check into
+   * the file watch's task, whose executor kept it in the task's future, counted and logged
+   * nowhere.
+   */
+  @Test
+  void keysThatCannotBeSetUpAreAFailedReloadCountedAndLoggedOnce() throws Exception {
+    Path f = file(A + "\n");
+    java.security.ProviderException token = new java.security.ProviderException("token removed");
+    IllegalStateException provider = new IllegalStateException("HmacSHA256 cannot be set up with"
+        + " cluster key 4ba68aa8 by the host's JCA providers: " + token, token);
+    java.util.Deque<Throwable> toThrow = new java.util.ArrayDeque<>(List.of(provider, provider,
+        new InternalError("token driver"), new java.io.IOException("token unreachable")));
+    List<List<String>> applied = new ArrayList<>();
+    ClusterKeys watch = new ClusterKeys(f, ClusterKeys.read(f), keys -> {
+      Throwable t = toThrow.poll();
+      if (t != null) {
+        throw io.github.prefixrouter.contract.ThrowingCacheEventListener.<RuntimeException>undeclared(t);
+      }
+      applied.add(hex(keys));
+    });
+    Files.writeString(f, B + "\n" + A + "\n");
+    List<String> escaped = new ArrayList<>();
+    List<String> lines = logged("cluster keys", () -> {
+      // the first read finds the change; each later one confirms it and tries to put it in use
+      for (int i = 1; i <= 6; i++) {
+        try {
+          watch.check();
+        } catch (Throwable e) {
+          escaped.add("check " + i + " threw " + e);
+        }
+      }
+    });
+    assertEquals(List.of(), escaped, "what the checks threw instead of counting a failed reload");
+    assertEquals(new ClusterKeys.Stats(1, 4), watch.stats(), "reloads and failed reloads");
+    assertEquals(List.of(List.of(B, A)), applied, "the keys put in use, once they could be");
+    String[][] expected = {{"ERROR", "HmacSHA256 cannot be set up", "token removed"},
+        {"ERROR", "InternalError: token driver"}, {"ERROR", "IOException: token unreachable"},
+        {"INFO", "read again without error"}};
+    assertEquals(expected.length, lines.size(), "lines logged:\n" + String.join("\n", lines));
+    for (int i = 0; i < expected.length; i++) {
+      for (String part : expected[i]) {
+        assertTrue(lines.get(i).contains(part), "line " + (i + 1) + " lacks " + part + ": "
+            + lines.get(i));
+      }
+    }
   }
 
   @Test
