@@ -117,6 +117,12 @@ import org.slf4j.LoggerFactory;
  * already), counted ({@link Stats#internalErrors()}), logged, and not counted as malformed, a
  * body that cannot be read being the only {@link IOException} that is; the reader slot, the
  * share of the body budget and the inbound slot it held are given back, and the thread goes on.
+ * A request's answer (the handler's, or the 504 of the handling limit) that the server threads'
+ * executor cannot take to be written, whatever it throws (a thread it cannot start), has its
+ * connection closed at once without an answer, as the thread that hands it on (the one that
+ * completed the handler's future, or the timer's) must not write: its sender's request fails
+ * {@code UNREACHABLE} at once. Its inbound slot is given back, and it is counted and logged
+ * alike ({@link Stats#internalErrors()}).
  * At most {@link #WARNINGS_PER_MINUTE} lines a minute are logged for such failures, those of the
  * HMAC below included, the next one logged saying how many were left out.
  *
@@ -1601,12 +1607,14 @@ public final class HttpTransport implements Transport {
           // that does not read its answer must not block that thread
           try {
             serverExecutor.execute(() -> ioDeadline.run(() -> answer(ex, from, nonce, bytes, err)));
-          } catch (RuntimeException closing) {
-            // executor shut down by close(), which took the pending exchanges out first; one
-            // still here has its connection closed, never written to on this thread
+          } catch (Throwable e) {
+            // executor shut down by close(), which took the pending exchanges out first; or it
+            // could not take the task (an Error: a thread it cannot start), lost in this future
+            // if not caught here. One still here has its connection closed, never written to on
+            // this thread, and its inbound slot given back
             if (inboundPending.remove(ex)) {
               inboundRequests.decrementAndGet();
-              ex.close();
+              notHandedOn(ex, "the answer to a request from " + from, e);
             }
           }
         });
@@ -1615,13 +1623,31 @@ public final class HttpTransport implements Transport {
   /**
    * Hands an answer without a body (an exchange already taken out of {@link #inboundPending})
    * to a server thread, which writes it under the I/O deadline. If close() has shut the
-   * executor down, the exchange is closed without an answer (closing never blocks).
+   * executor down, or it cannot take the task (a thread it cannot start), the exchange is closed
+   * without an answer (closing never blocks).
    */
   private void writeLater(HttpExchange ex, int status, String error) {
     try {
       serverExecutor.execute(() -> ioDeadline.run(() -> respondQuietly(ex, status, new byte[0], error, null)));
-    } catch (RuntimeException closing) {
-      ex.close();
+    } catch (Throwable e) {
+      notHandedOn(ex, "a " + status + " answer", e);
+    }
+  }
+
+  /**
+   * Closes the connection of an exchange (taken out of {@link #inboundPending} already) whose
+   * answer the server threads' executor did not take: on the thread that handed it on (an
+   * engine's, a scheduler's, the timer's), which must not write, so without an answer, and its
+   * sender's request fails at once. Unless the transport is closed (which shut the executor
+   * down), that is this node's failure, counted and logged as such ({@link #failedHere}).
+   *
+   * @param what the answer that could not be handed on, for the log
+   * @param thrown what the executor threw
+   */
+  private void notHandedOn(HttpExchange ex, String what, Throwable thrown) {
+    ex.close();
+    if (!closed.get()) {
+      failedHere("cannot hand " + what + " to a server thread: " + thrown, thrown);
     }
   }
 
@@ -1827,7 +1853,8 @@ public final class HttpTransport implements Transport {
    * @param internalErrors inbound messages and requests answered 500 for a failure of this
    *     node's own, not its handler's: its HMAC (the host's JCA provider's) threw as it checked
    *     their MAC or signed the answer, or something else threw as it read, checked or handed
-   *     them on (see "Handler failures" and "Security")
+   *     them on; and requests whose connection was closed without an answer because the server
+   *     threads' executor could not take their answer (see "Handler failures" and "Security")
    * @param clusterKeys the ids of the cluster keys in use (the first 4 bytes of each key's
    *     SHA-256, in hex), in order, mapped to 1 for the signing key and 0 for the others; empty
    *     without authentication

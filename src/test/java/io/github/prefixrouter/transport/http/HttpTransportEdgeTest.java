@@ -904,6 +904,89 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     assertEquals(List.of(), problems, "what a throw as requests and messages were received did");
   }
 
+  /**
+   * An answer the receiver cannot hand to a server thread to be written (its pool cannot start
+   * a thread: an OutOfMemoryError) ends its exchange at once: the connection is closed without
+   * an answer, never written to on the thread that completed the handler's future, so the
+   * request fails at once at its sender; the inbound slot is given back, and the failure is
+   * counted and logged as this node's own. Only a RuntimeException (the pool shut down by
+   * close()) was caught there: anything else was lost in the future of the handler's answer, and
+   * the exchange stayed pending until close(), its sender waiting for its timeout and its inbound
+   * slot taken, so that with one inbound request allowed every later one was refused busy. So
+   * for an answer the handler gives at once (handed on by the reader thread), for one it gives
+   * later (by the thread that completes it), and for the 504 of a handler that does not answer
+   * within maxHandlingTime (by the timer thread, the slot given back already), whose exchange
+   * stayed open, unanswered, until its sender's timeout.
+   */
+  @Test
+  void anAnswerThatCannotBeHandedToAServerThreadEndsItsExchangeAtOnce() throws Exception {
+    List<String> problems = new ArrayList<>();
+    List<String> cases = List.of("an answer given at once", "an answer given later",
+        "the 504 of the handling limit");
+    for (int i = 0; i < cases.size(); i++) {
+      String how = cases.get(i);
+      boolean later = i == 1;
+      HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+      ra.hold = i > 0;
+      HttpTransport a = start(node("a" + i).maxInboundRequests(1)
+          .maxHandlingTime(Duration.ofMillis(i == 2 ? 300 : 60_000)), ra);
+      HttpTransport b = start(node("b" + i).messageTimeout(Duration.ofSeconds(60)),
+          new HttpTransportTest.Recorder());
+      PeerAddress at = a.localAddress();
+      java.util.concurrent.ThreadPoolExecutor noThread = new java.util.concurrent.ThreadPoolExecutor(
+          1, 1, 0, TimeUnit.SECONDS, new LinkedBlockingQueue<>()) {
+        @Override
+        public void execute(Runnable task) {
+          throw new OutOfMemoryError("unable to create native thread: possibly out of memory");
+        }
+      };
+      Object real = swapField(a, "serverExecutor", noThread);
+      try {
+        CompletableFuture<byte[]> f = b.request(at, "r".getBytes(StandardCharsets.UTF_8),
+            Duration.ofSeconds(60));
+        if (later) {
+          long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+          while (ra.held.isEmpty() && System.nanoTime() < deadline) {
+            Thread.sleep(10);
+          }
+          ra.held.forEach(h -> h.complete("late".getBytes(StandardCharsets.UTF_8)));
+        }
+        try {
+          problems.add(how + ": request answered "
+              + new String(f.get(5, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+        } catch (ExecutionException e) {
+          if (!(e.getCause() instanceof TransportException te)
+              || te.kind() != TransportException.Kind.UNREACHABLE) {
+            problems.add(how + ": request failed " + e.getCause());
+          }
+        } catch (java.util.concurrent.TimeoutException e) {
+          problems.add(how + ": request not ended within 5 s");
+        }
+      } finally {
+        swapField(a, "serverExecutor", real);
+        noThread.shutdownNow();
+      }
+      ra.hold = false;
+      ra.held.forEach(h -> h.complete("too late".getBytes(StandardCharsets.UTF_8)));
+      CompletableFuture<byte[]> after =
+          b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
+      try {
+        String answer = new String(after.get(20, TimeUnit.SECONDS), StandardCharsets.UTF_8);
+        if (!answer.equals("echo " + b.localAddress().nodeId() + " after")) {
+          problems.add(how + ": request after answered " + answer);
+        }
+      } catch (ExecutionException e) {
+        problems.add(how + ": request after failed " + e.getCause());
+      }
+      HttpTransport.Stats st = a.stats();
+      if (st.inboundBusy() != 0 || st.internalErrors() != 1) {
+        problems.add(how + ": at the receiver inbound busy " + st.inboundBusy()
+            + ", internal errors " + st.internalErrors());
+      }
+    }
+    assertEquals(List.of(), problems, "what an answer that could not be handed on did");
+  }
+
   /** An HTTP client whose every {@code sendAsync} throws {@code thrown}. */
   private static java.net.http.HttpClient clientThatThrows(Throwable thrown) {
     java.net.http.HttpClient client = org.mockito.Mockito.mock(java.net.http.HttpClient.class);
