@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 import io.github.prefixrouter.contract.ThrowingCacheEventListener;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.TransportException;
+import io.github.prefixrouter.testing.FailingJcaProvider;
 import io.github.prefixrouter.testing.LoggedLines;
 import io.github.prefixrouter.transport.http.HttpTransportTest.Recorder;
 import java.nio.charset.StandardCharsets;
@@ -396,19 +397,19 @@ class HttpTransportSignerTest extends HttpTransportFixture {
     // where the provider throws, and what; an HmacSHA256 whose key is refused with an exception
     // is passed over by the JDK for the next provider's, so there only an Error reaches the caller
     List<Object[]> cases = new ArrayList<>();
-    for (String at : List.of(FailingSetup.LOOKUP, FailingSetup.DIGEST)) {
+    for (String at : List.of(FailingJcaProvider.LOOKUP, FailingJcaProvider.DIGEST)) {
       cases.add(new Object[] {at, new ProviderException("token removed")});
       cases.add(new Object[] {at, new SignerError("token driver")});
       cases.add(new Object[] {at, new java.io.IOException("token unreachable")});
     }
-    cases.add(new Object[] {FailingSetup.INIT, new SignerError("token driver")});
-    Provider hsm = FailingSetup.provider();
+    cases.add(new Object[] {FailingJcaProvider.INIT, new SignerError("token driver")});
+    Provider hsm = FailingJcaProvider.provider();
     for (Object[] c : cases) {
       String at = (String) c[0];
       Throwable thrown = (Throwable) c[1];
       String what = thrown.getClass().getSimpleName() + " as " + at;
-      FailingSetup.at = at;
-      FailingSetup.toThrow = thrown;
+      FailingJcaProvider.at = at;
+      FailingJcaProvider.toThrow = thrown;
       assertTrue(Security.insertProviderAt(hsm, 1) > 0, "provider installed");
       try {
         try {
@@ -425,7 +426,7 @@ class HttpTransportSignerTest extends HttpTransportFixture {
           expectTyped(what + ": updateClusterKeys", e, thrown, problems);
         }
       } finally {
-        FailingSetup.toThrow = null;
+        FailingJcaProvider.toThrow = null;
         Security.removeProvider(hsm.getName());
       }
       if (!a.stats().clusterKeys().equals(keysBefore) || a.stats().keyUpdates() != 0) {
@@ -455,134 +456,6 @@ class HttpTransportSignerTest extends HttpTransportFixture {
     if (!(e instanceof IllegalStateException) || e.getCause() != thrown
         || !String.valueOf(e.getMessage()).matches("(?s).*(HmacSHA256|SHA-256).*")) {
       problems.add(what + " threw " + e + " (cause " + e.getCause() + ")");
-    }
-  }
-
-  /**
-   * A host's JCA provider whose HmacSHA256 and SHA-256 are the JDK's, but throw
-   * {@link #toThrow}, while it is set, at {@link #at}: as the HmacSHA256 is looked up
-   * ({@link #LOOKUP}), as it is given a key ({@link #INIT}), or as a SHA-256 is taken
-   * ({@link #DIGEST}).
-   */
-  static final class FailingSetup {
-    static final String LOOKUP = "lookup";
-    static final String INIT = "init";
-    static final String DIGEST = "digest";
-    static volatile String at;
-    static volatile Throwable toThrow;
-
-    static Provider provider() {
-      return new Provider("SetupTestHsm", "1.0", "an HmacSHA256 and a SHA-256 that fail") {
-        {
-          putService(new Service(this, "Mac", "HmacSHA256", Hmac.class.getName(), null, null) {
-            @Override
-            public Object newInstance(Object parameter) {
-              return new Hmac();
-            }
-          });
-          putService(new Service(this, "MessageDigest", "SHA-256", Sha256.class.getName(), null,
-              null) {
-            @Override
-            public Object newInstance(Object parameter) {
-              return new Sha256();
-            }
-          });
-        }
-
-        @Override
-        public Service getService(String type, String algorithm) {
-          if ("Mac".equals(type)) {
-            failAt(LOOKUP);
-          }
-          return super.getService(type, algorithm);
-        }
-      };
-    }
-
-    static void failAt(String place) {
-      Throwable t = toThrow;
-      if (t != null && place.equals(at)) {
-        throw ThrowingCacheEventListener.<RuntimeException>undeclared(t);
-      }
-    }
-
-    /** The JDK's HmacSHA256, throwing as it is given a key. */
-    public static final class Hmac extends MacSpi {
-      private final Mac jdk;
-
-      Hmac() {
-        try {
-          jdk = Mac.getInstance("HmacSHA256", "SunJCE");
-        } catch (NoSuchAlgorithmException | java.security.NoSuchProviderException e) {
-          throw new IllegalStateException(e);
-        }
-      }
-
-      @Override
-      protected int engineGetMacLength() {
-        return jdk.getMacLength();
-      }
-
-      @Override
-      protected void engineInit(Key key, AlgorithmParameterSpec params)
-          throws InvalidKeyException, InvalidAlgorithmParameterException {
-        failAt(INIT);
-        jdk.init(key, params);
-      }
-
-      @Override
-      protected void engineUpdate(byte input) {
-        jdk.update(input);
-      }
-
-      @Override
-      protected void engineUpdate(byte[] input, int offset, int len) {
-        jdk.update(input, offset, len);
-      }
-
-      @Override
-      protected byte[] engineDoFinal() {
-        return jdk.doFinal();
-      }
-
-      @Override
-      protected void engineReset() {
-        jdk.reset();
-      }
-    }
-
-    /** The JDK's SHA-256, throwing as it gives a digest. */
-    public static final class Sha256 extends java.security.MessageDigestSpi {
-      private final java.security.MessageDigest jdk;
-
-      Sha256() {
-        try {
-          jdk = java.security.MessageDigest.getInstance("SHA-256", "SUN");
-        } catch (NoSuchAlgorithmException | java.security.NoSuchProviderException e) {
-          throw new IllegalStateException(e);
-        }
-      }
-
-      @Override
-      protected void engineUpdate(byte input) {
-        jdk.update(input);
-      }
-
-      @Override
-      protected void engineUpdate(byte[] input, int offset, int len) {
-        jdk.update(input, offset, len);
-      }
-
-      @Override
-      protected byte[] engineDigest() {
-        failAt(DIGEST);
-        return jdk.digest();
-      }
-
-      @Override
-      protected void engineReset() {
-        jdk.reset();
-      }
     }
   }
 
