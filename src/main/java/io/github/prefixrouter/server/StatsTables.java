@@ -273,7 +273,7 @@ final class StatsTables {
   /**
    * The table of one port's {@link TlsFiles}, its families named {@code prefix...};
    * {@code refusedAlso}: the other reasons a re-read can be refused, as a clause after "a file
-   * could not be read or loaded", or empty.
+   * could not be read, loaded or set up", or empty.
    */
   private static StatsTable<TlsFiles.Stats> tlsFiles(String prefix, String files, String port,
       String refusedAlso) {
@@ -282,7 +282,8 @@ final class StatsTables {
             "Changed " + files + " read and put in use.", TlsFiles.Stats::reloads)
         .counter("reload_failures", prefix + "reload_failures_total",
             "Checks of the " + files + " that left them unchanged in use because a file could "
-                + "not be read or loaded" + refusedAlso + " (logged once per distinct problem).",
+                + "not be read, loaded or set up" + refusedAlso + " (logged once per distinct "
+                + "problem).",
             TlsFiles.Stats::reloadFailures)
         .gauge("certificate_not_after_seconds", prefix + "certificate_not_after_seconds",
             "When the certificate this node presents on its " + port + " expires, in seconds "

@@ -39,9 +39,11 @@ import org.slf4j.LoggerFactory;
  * open keep theirs. The password is asked for again at every check (the node reads its password
  * file again), so that a keystore renewed under a new password loads once both are in place. Files
  * that cannot be read or loaded leave the managers as they were, counted and logged once per
- * distinct problem. Files may also be held to a node id ({@code --tls-bind-node-ids}): a keystore
- * whose certificate does not name it is refused like one that cannot be loaded, at the start and
- * at every re-read. Thread-safe.
+ * distinct problem; so does anything else thrown as they are read or put in use (a JCA provider
+ * that throws, an {@link Error}, the JDK's PKCS12 parser thrown off by a damaged file), and the
+ * files are tried again at every check until they are put in use. Files may also be held to a
+ * node id ({@code --tls-bind-node-ids}): a keystore whose certificate does not name it is refused
+ * like one that cannot be loaded, at the start and at every re-read. Thread-safe.
  */
 final class TlsFiles {
 
@@ -92,7 +94,8 @@ final class TlsFiles {
    *     keystore's own certificates (on the client port, which then asks clients for no
    *     certificate, the trust manager is never consulted)
    * @param password the password of both files
-   * @throws IllegalArgumentException naming the file and the problem if one cannot be loaded
+   * @throws IllegalArgumentException naming the file and the problem if one cannot be loaded,
+   *     whatever the JDK or a JCA provider threw as it was read or set up
    */
   TlsFiles(Use use, Path keystore, Path truststore, char[] password) {
     this(use, keystore, truststore, password, null);
@@ -163,7 +166,12 @@ final class TlsFiles {
     return kept::clone;
   }
 
-  /** Reads the files and the password again and, if one changed and the files load, uses them. */
+  /**
+   * Reads the files and the password again and, if one changed and the files load, uses them.
+   * Whatever fails or is thrown on the way (a file that cannot be read or loaded, a JCA provider
+   * that throws, an {@link Error}) leaves the files in use, counted and logged once per distinct
+   * problem; nothing is thrown.
+   */
   synchronized void check() {
     try {
       char[] p = passwordSource.get();
@@ -175,8 +183,13 @@ final class TlsFiles {
         return;
       }
       install(k, t, p);
-    } catch (IllegalArgumentException e) {
-      outcomes.failed(e.getMessage());
+    } catch (Throwable e) {
+      // install and load say what went wrong, naming the file; anything else thrown on the way
+      // (by the password's source, say) fails the check too. Nothing is rethrown: the file
+      // watch's executor would keep it in the task's future, counted and logged nowhere
+      outcomes.failed(e instanceof IllegalArgumentException && e.getMessage() != null
+          ? e.getMessage() : "cannot read " + use.what + " files " + keystore
+              + (truststore == null ? "" : ", " + truststore) + ": " + thrown(e));
       return;
     }
     outcomes.reloaded();
@@ -190,15 +203,18 @@ final class TlsFiles {
     X509ExtendedKeyManager km;
     X509ExtendedTrustManager tm;
     long notAfter;
+    Path settingUp = keystore; // the file whose manager is being set up, for a failure's message
     try {
       KeyManagerFactory kmf = KeyManagerFactory.getInstance("PKIX");
       kmf.init(ks, p);
       km = (X509ExtendedKeyManager) only(kmf.getKeyManagers(), X509ExtendedKeyManager.class,
           keystore);
+      settingUp = truststore == null ? keystore : truststore;
       TrustManagerFactory tmf = TrustManagerFactory.getInstance("PKIX");
       tmf.init(ts);
       tm = (X509ExtendedTrustManager) only(tmf.getTrustManagers(),
           X509ExtendedTrustManager.class, truststore == null ? keystore : truststore);
+      settingUp = keystore;
       List<X509Certificate> presented = keyCertificates(ks, p);
       // the key manager picks an entry per handshake (by key type and the peer's issuers), so
       // the one that expires first is the one to alert on; the first listed was arbitrary
@@ -218,6 +234,13 @@ final class TlsFiles {
       }
     } catch (GeneralSecurityException e) {
       throw new IllegalArgumentException("cannot use " + keystore + ": " + describe(e), e);
+    } catch (IllegalArgumentException e) {
+      throw e;
+    } catch (Throwable e) {
+      // a JCA provider that throws (a ProviderException, an Error, a checked exception thrown
+      // undeclared) as a manager is looked up or set up: the file it was setting up
+      throw new IllegalArgumentException("cannot use " + settingUp + ": the JDK or a JCA "
+          + "provider failed setting it up: " + thrown(e), e);
     }
     // a handshake under way may see the new key and the old trust or the other way round;
     // during a renewal both pairs work (docs/deployment.md)
@@ -268,6 +291,12 @@ final class TlsFiles {
     } catch (IOException | GeneralSecurityException e) {
       throw new IllegalArgumentException("cannot load " + file + ": "
           + loadProblem(bytes, e, use.passwordFrom), e);
+    } catch (Throwable e) {
+      // a JCA provider that throws (a ProviderException, an Error, a checked exception thrown
+      // undeclared) as the store is looked up or its integrity checked; or the JDK's parser
+      // thrown off by a damaged or hostile file (an index out of bounds, say)
+      throw new IllegalArgumentException("cannot load " + file + ": the JDK or a JCA provider "
+          + "failed reading it: " + thrown(e), e);
     }
   }
 
@@ -297,6 +326,16 @@ final class TlsFiles {
           + "-deststoretype PKCS12" + detail;
     }
     return "it is not a PKCS12 store, or it is damaged or cut short" + detail;
+  }
+
+  /**
+   * What was thrown, for an operator: its message and its type ({@code token removed
+   * (ProviderException)}), or its type alone when it has no message.
+   */
+  private static String thrown(Throwable e) {
+    String m = e.getMessage();
+    String type = e.getClass().getSimpleName();
+    return m == null || m.isBlank() ? type : m + " (" + type + ")";
   }
 
   /** An exception's message, or its type when it has none (an EOFException, say). */

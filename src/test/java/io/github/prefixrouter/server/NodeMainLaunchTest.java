@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.testing.FailingJcaProvider;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -142,6 +143,61 @@ class NodeMainLaunchTest {
     failsToStart("error: node r1 could not start: the ready file " + ready + ": " + ready
         + ".tmp: no such file", "--id", "r1", "--listen", "127.0.0.1:0",
         "--ready-file", ready.toString());
+  }
+
+  /**
+   * A TLS file whose loading throws something else than the JDK's exceptions for a bad file is
+   * one line naming the file and status 1, as a file that cannot be loaded is: here a JCA
+   * provider (a hardware token's, say) throwing as the keystore, the key manager or the trust
+   * manager is looked up, a {@link java.security.ProviderException}, an {@link Error}, a checked
+   * exception thrown undeclared. A {@link RuntimeException} gave a line naming what was thrown
+   * but not the file, and an {@link Error} escaped the start, the JVM printing its stack trace.
+   */
+  @Test
+  void aTlsFileWhoseLoadingThrowsIsOneLineNamingIt() throws Exception {
+    Path key = TlsCertificates.keystore(dir, "t3");
+    Path trust = TlsCertificates.truststore(dir, dir.resolve("trust.p12"), "t3");
+    String peer = "error: node t3 could not start: the TLS files: ";
+    String client = "error: node t4 could not start: the client TLS files "
+        + "(--client-tls-keystore, --client-tls-truststore): ";
+    // where the provider throws, what, and the line expected
+    List<Object[]> cases = List.of(
+        new Object[] {FailingJcaProvider.lookup("KeyStore"),
+            new java.security.ProviderException("token removed"),
+            peer + "cannot load " + key + ": the JDK or a JCA provider failed reading it: "
+                + "token removed (ProviderException)"},
+        new Object[] {FailingJcaProvider.lookup("KeyManagerFactory"),
+            new InternalError("token driver"),
+            peer + "cannot use " + key + ": the JDK or a JCA provider failed setting it up: "
+                + "token driver (InternalError)"},
+        new Object[] {FailingJcaProvider.lookup("TrustManagerFactory"),
+            new IOException("token unreachable"),
+            client + "cannot use " + trust + ": the JDK or a JCA provider failed setting it up: "
+                + "token unreachable (IOException)"});
+    String[][] args = {
+        {"--id", "t3", "--listen", "127.0.0.1:0", "--tls-keystore", key.toString()},
+        {"--id", "t3", "--listen", "127.0.0.1:0", "--tls-keystore", key.toString()},
+        {"--id", "t4", "--listen", "127.0.0.1:0", "--client-tls-keystore", key.toString(),
+            "--client-tls-truststore", trust.toString()}};
+    java.security.Provider hsm = FailingJcaProvider.provider();
+    List<String> problems = new java.util.ArrayList<>();
+    for (int i = 0; i < cases.size(); i++) {
+      Object[] c = cases.get(i);
+      FailingJcaProvider.at = (String) c[0];
+      FailingJcaProvider.toThrow = (Throwable) c[1];
+      assertTrue(java.security.Security.insertProviderAt(hsm, 1) > 0, "provider installed");
+      try {
+        failsToStart((String) c[2], args[i]);
+      } catch (AssertionError e) {
+        problems.add("failing at " + c[0] + ": " + e.getMessage());
+      } catch (Throwable e) {
+        problems.add("failing at " + c[0] + ": the start threw " + e);
+      } finally {
+        FailingJcaProvider.toThrow = null;
+        java.security.Security.removeProvider(hsm.getName());
+      }
+    }
+    assertEquals(List.of(), problems, "what starts whose TLS files' loading throws did");
   }
 
   /**

@@ -5,6 +5,7 @@ import static io.github.prefixrouter.server.TlsCertificates.keystore;
 import static io.github.prefixrouter.server.TlsCertificates.keytool;
 import static io.github.prefixrouter.server.TlsCertificates.presented;
 import static io.github.prefixrouter.server.TlsCertificates.truststore;
+import static io.github.prefixrouter.testing.LoggedLines.logged;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -12,6 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.testing.FailingJcaProvider;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -20,6 +22,9 @@ import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.security.Provider;
+import java.security.ProviderException;
+import java.security.Security;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -267,6 +272,75 @@ class PeerTlsTest {
         Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX,
             "PREFIX_ROUTER_TLS_PASSWORD", "renewed-pass"));
     assertArrayEquals("renewed-pass".toCharArray(), fromEnv.tlsPasswordSource().get());
+  }
+
+  /**
+   * Anything thrown as the files are read again and put in use is a failed reload, as a file
+   * that does not load is: counted, logged once per distinct problem naming the file, the files
+   * in use kept, and the files tried again at every check until they are put in use. Such a
+   * throw is a JCA provider's (a hardware token's, say) as the keystore, the key manager or the
+   * trust manager is looked up or set up, or as the PKCS12 integrity check's MAC is: a
+   * {@link ProviderException}, an {@link Error}, a checked exception thrown undeclared; or the
+   * JDK's own, a {@link RuntimeException} of its PKCS12 parser. Only an
+   * {@link IllegalArgumentException} was caught: anything else escaped the check into the file
+   * watch's task, whose executor kept it in the task's future, counted and logged nowhere.
+   */
+  @Test
+  void anythingThrownAsTheFilesAreReadAgainIsAFailedReloadCountedAndLoggedOnce()
+      throws Exception {
+    Path store = dir.resolve("token.p12");
+    Files.copy(keyA, store, StandardCopyOption.REPLACE_EXISTING);
+    TlsFiles tls = new TlsFiles(TlsFiles.Use.PEER, store, trustBoth, "changeit".toCharArray());
+    long notAfter = tls.stats().certificateNotAfterSeconds();
+    Files.copy(keyB, store, StandardCopyOption.REPLACE_EXISTING); // renewed
+    ProviderException removed = new ProviderException("token removed");
+    // where the provider throws, and what: the same problem twice, then others
+    List<Object[]> cases = List.of(
+        new Object[] {FailingJcaProvider.lookup("KeyStore"), removed},
+        new Object[] {FailingJcaProvider.lookup("KeyStore"), removed},
+        new Object[] {FailingJcaProvider.LOOKUP, new InternalError("token driver")},
+        new Object[] {FailingJcaProvider.lookup("KeyManagerFactory"),
+            new InternalError("token driver")},
+        new Object[] {FailingJcaProvider.lookup("TrustManagerFactory"),
+            new IOException("token unreachable")});
+    Provider hsm = FailingJcaProvider.provider();
+    List<String> escaped = new ArrayList<>();
+    TlsFiles.Stats[] afterFailures = new TlsFiles.Stats[1];
+    List<String> lines = logged("TLS", () -> {
+      for (Object[] c : cases) {
+        FailingJcaProvider.at = (String) c[0];
+        FailingJcaProvider.toThrow = (Throwable) c[1];
+        assertTrue(Security.insertProviderAt(hsm, 1) > 0, "provider installed");
+        try {
+          tls.check();
+        } catch (Throwable e) {
+          escaped.add("the check failing at " + c[0] + " threw " + e);
+        } finally {
+          FailingJcaProvider.toThrow = null;
+          Security.removeProvider(hsm.getName());
+        }
+      }
+      afterFailures[0] = tls.stats();
+      tls.check(); // the provider sound again
+    });
+    assertEquals(List.of(), escaped, "what the checks threw instead of counting a failed reload");
+    assertEquals(new TlsFiles.Stats(0, cases.size(), notAfter), afterFailures[0],
+        "reloads and failed reloads, the files in use kept");
+    assertEquals(1, tls.stats().reloads(), "the renewed files put in use once they could be");
+    String[][] expected = {
+        {"ERROR", "cannot load " + store + ": ", "token removed (ProviderException)"},
+        {"ERROR", "cannot load " + store + ": ", "token driver (InternalError)"},
+        {"ERROR", "cannot use " + store + ": ", "token driver (InternalError)"},
+        {"ERROR", "cannot use " + trustBoth + ": ", "token unreachable (IOException)"},
+        {"INFO", "read again without error"},
+        {"INFO", "now presenting the certificate of " + store}};
+    assertEquals(expected.length, lines.size(), "lines logged:\n" + String.join("\n", lines));
+    for (int i = 0; i < expected.length; i++) {
+      for (String part : expected[i]) {
+        assertTrue(lines.get(i).contains(part), "line " + (i + 1) + " lacks " + part + ": "
+            + lines.get(i));
+      }
+    }
   }
 
   /**
