@@ -344,10 +344,6 @@ class PeerTlsTest {
   }
 
   /**
-   * A file that is no PKCS12 store says so: a store cut short (whose JDK exception has no
-   * message) read "password: null", and the others named the JDK's DER parser's internals.
-   */
-  /**
    * A file above {@link TlsFiles#MAX_FILE_BYTES} is refused without being read whole, at the
    * start and at a re-read (which leaves the files in use): it was read whole, at every check,
    * so that one named by mistake ({@code /dev/zero}, a log) filled the heap.
@@ -376,6 +372,10 @@ class PeerTlsTest {
     assertEquals(new TlsFiles.Stats(0, 1, notAfter), tls.stats());
   }
 
+  /**
+   * A file that is no PKCS12 store says so: a store cut short (whose JDK exception has no
+   * message) read "password: null", and the others named the JDK's DER parser's internals.
+   */
   @Test
   void aFileThatIsNotAPkcs12StoreSaysWhatItIs() throws Exception {
     byte[] whole = Files.readAllBytes(keyA);
