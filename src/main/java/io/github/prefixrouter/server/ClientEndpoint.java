@@ -186,6 +186,19 @@ import org.slf4j.LoggerFactory;
  * something is written), so a streamed request is cancelled at its first piece after the client
  * left, and one that is not streamed is not cancelled: it runs to its end and its answer is
  * dropped.
+ *
+ * <p>Failures of the endpoint's own: whatever a handler or the write of an answer throws, an
+ * {@link Error} included (the heap running out, a stack overflow, an {@link AssertionError} of
+ * a host component), is answered 500 in the path's error shape (OpenAI's on its paths, code
+ * {@code internal}) if nothing was sent yet, else the exchange is closed, cutting the answer
+ * short. It is logged (an {@code Error} at ERROR), never sent to the client, and not rethrown:
+ * the JDK server, or a writer thread, would leave the exchange without an answer. A node whose
+ * {@code submit}, or a tokenizer whose call, throws an {@code Error} is answered as one that
+ * throws an exception (502), the {@code Error} logged at ERROR. An answer the writer threads
+ * cannot take (an {@code Error}: a thread they cannot start) has its connection closed at once,
+ * as the thread that hands it on (the node's, the tokenizer's) does not write. Whatever is
+ * thrown, the request gives back its in-flight slot, its tokenization and its share of the body
+ * budget.
  */
 final class ClientEndpoint {
 
@@ -549,36 +562,48 @@ final class ClientEndpoint {
       "internal error: the node failed to handle the request (see its log)";
 
   /**
-   * Runs a handler so that the exchange gets an answer whatever it throws: the JDK server would
-   * otherwise close the connection without one. The answer is a 500 in the path's error shape
-   * (OpenAI's on its paths, code {@code internal}); the exception is logged, never sent to the
-   * client.
+   * Runs a handler so that the exchange gets an answer whatever it throws, an {@link Error}
+   * included: the JDK server would otherwise leave it without one. The answer is a 500 in the
+   * path's error shape (OpenAI's on its paths, code {@code internal}); what was thrown is logged
+   * (an {@code Error} at ERROR), never sent to the client, and not rethrown.
    */
   private static void answered(HttpExchange ex, com.sun.net.httpserver.HttpHandler h) {
     try {
       h.handle(ex);
-    } catch (IOException | RuntimeException e) {
-      log.warn("client request to {} failed", ex.getRequestURI(), e);
+    } catch (Throwable e) { // an Error too: rethrown, it would leave the exchange unanswered
+      logFailure(e, "client request to {} failed", ex.getRequestURI());
       internalError(ex);
     }
   }
 
   /**
    * Runs the write of an answer (on a writer thread) so that the exchange is answered or closed
-   * whatever it throws: a 500 in the path's error shape if nothing was sent yet, else the
-   * exchange is closed, cutting the answer short. Without this the writer thread died with the
-   * exception and the client waited for an answer that never came.
+   * whatever it throws, an {@link Error} included: a 500 in the path's error shape if nothing
+   * was sent yet, else the exchange is closed, cutting the answer short. Without this the writer
+   * thread died with what was thrown and the client waited for an answer that never came.
    */
   private static void written(HttpExchange ex, Runnable write) {
     try {
       write.run();
-    } catch (RuntimeException e) {
-      log.warn("could not write the answer to client request {}", ex.getRequestURI(), e);
+    } catch (Throwable e) { // an Error too (see answered), logged and not rethrown
+      logFailure(e, "could not write the answer to client request {}", ex.getRequestURI());
       if (ex.getResponseCode() == -1) {
         internalError(ex);
       } else {
         ex.close(); // the status was sent: the client sees the answer cut short
       }
+    }
+  }
+
+  /**
+   * Logs a failure of the endpoint's own, with what was thrown: an {@link Error} (the heap
+   * running out, a thread that cannot start) at ERROR, anything else at WARN.
+   */
+  private static void logFailure(Throwable e, String message, Object arg) {
+    if (e instanceof Error) {
+      log.error(message, arg, e);
+    } else {
+      log.warn(message, arg, e);
     }
   }
 
@@ -890,8 +915,8 @@ final class ClientEndpoint {
     CompletableFuture<InferenceResponse> answer;
     try {
       answer = given(node.submit(request, s));
-    } catch (RuntimeException e) {
-      answer = CompletableFuture.failedFuture(e);
+    } catch (Throwable e) { // an Error too: answered as the node's failure, its slot given back
+      answer = submitThrew(request, e);
     }
     s.attach(answer);
     answer.whenComplete((resp, err) -> {
@@ -1002,7 +1027,11 @@ final class ClientEndpoint {
       if (call == null) {
         throw new IllegalStateException("the tokenizer gave no future");
       }
-    } catch (RuntimeException e) { // a tokenizer that throws instead of failing its future
+    } catch (Throwable e) { // a tokenizer that throws instead of failing its future, an
+      // Error too: answered 502 tokenizer_failed all the same, its slot given back
+      if (e instanceof Error) {
+        log.error("the tokenizer threw", e);
+      }
       call = CompletableFuture.failedFuture(e);
     }
     if (call.isDone()) {
@@ -1084,12 +1113,20 @@ final class ClientEndpoint {
       ctx = new OpenAiAnswers.Context(req.kind, OpenAiAnswers.answerId(req.kind, requestId),
           created, req.model, request.params(), seed, req.includeUsage, tokenizer,
           req.continuousUsage, request.tokens().length);
-    } catch (RuntimeException e) {
+    } catch (Throwable e) { // an Error too (thrown here it was lost in the tokenizer's future,
+      // the client never answered): this endpoint's own failure, a 500 internal
       inFlight.decrementAndGet();
       if (e instanceof OpenAiRequest.Invalid) { // its tokens: none, or too many
         rejectedInvalid.incrementAndGet();
       }
-      writeLater(ex, () -> openAiFailure(ex, e), () -> timing.answered(ClientLatency.FAILED));
+      Runnable answer;
+      if (e instanceof RuntimeException r) {
+        answer = () -> openAiFailure(ex, r);
+      } else {
+        logFailure(e, "client request {} failed once tokenized", requestId);
+        answer = () -> internalError(ex);
+      }
+      writeLater(ex, answer, () -> timing.answered(ClientLatency.FAILED));
       return;
     }
     if (req.stream) {
@@ -1149,8 +1186,8 @@ final class ClientEndpoint {
     CompletableFuture<InferenceResponse> f;
     try {
       f = given(node.submit(request));
-    } catch (RuntimeException e) {
-      f = CompletableFuture.failedFuture(e);
+    } catch (Throwable e) { // an Error too: answered as the node's failure, its slot given back
+      f = submitThrew(request, e);
     }
     f.whenComplete((resp, err) -> {
       inFlight.decrementAndGet();
@@ -1163,6 +1200,19 @@ final class ClientEndpoint {
         writeLater(ex, failure.apply(c), () -> timing.answered(ClientLatency.FAILED));
       }
     });
+  }
+
+  /**
+   * The future of a request whose {@code submit} threw: failed with what it threw, answered 502
+   * as a failure of the node. An {@link Error} is logged at ERROR (an exception is only
+   * answered, as it always was).
+   */
+  private static CompletableFuture<InferenceResponse> submitThrew(InferenceRequest request,
+      Throwable e) {
+    if (e instanceof Error) {
+      log.error("the node's submit of {} threw", request.id(), e);
+    }
+    return CompletableFuture.failedFuture(e);
   }
 
   /**
@@ -1181,7 +1231,11 @@ final class ClientEndpoint {
   /**
    * Hands a write to the writer threads, under the I/O deadline; once {@link #stop} has shut them
    * down, writes on this thread under the same deadline. A write that throws still answers the
-   * exchange ({@link #written}). {@code then} runs once the write has ended, however it ended.
+   * exchange ({@link #written}). If the writers cannot take it otherwise (an {@link Error}: a
+   * thread they cannot start), the exchange is closed at once without an answer (nothing was
+   * sent, so closing never blocks), as this thread, the node's or the tokenizer's, does not
+   * write, and the failure is logged. {@code then} runs once the write has ended, however it
+   * ended.
    */
   private void writeLater(HttpExchange ex, Runnable write, Runnable then) {
     Runnable task = () -> {
@@ -1198,6 +1252,15 @@ final class ClientEndpoint {
       // meanwhile (the stopped node refuses it) got its connection closed instead of its 503.
       // Once the port is closed, the write fails at once and closes the exchange
       task.run();
+    } catch (Throwable e) { // no writer could take it (an Error): lost in the node's future if
+      // not caught here, the exchange left open
+      logFailure(e, "no writer thread could take the answer to client request {}; closing "
+          + "its connection", ex.getRequestURI());
+      try {
+        ex.close();
+      } finally {
+        then.run();
+      }
     }
   }
 
@@ -1713,8 +1776,8 @@ final class ClientEndpoint {
     String type = PrometheusText.CONTENT_TYPE;
     try {
       b = metricsText().getBytes(StandardCharsets.UTF_8);
-    } catch (RuntimeException e) { // a stats source that failed: logged, never sent
-      log.warn("cannot write {}", METRICS, e);
+    } catch (Throwable e) { // a stats source that failed, an Error too: logged, never sent
+      logFailure(e, "cannot write {}", METRICS);
       status = 500;
       type = "text/plain; charset=utf-8";
       b = INTERNAL_ERROR_MESSAGE.getBytes(StandardCharsets.UTF_8);

@@ -10,12 +10,13 @@ import java.util.concurrent.CompletableFuture;
  * A {@link PromptTokenizer} for tests: one token per character (its UTF-16 code), a chat
  * rendered as {@code "<role>:<content>\n"} per message and {@code "assistant:"} last; output
  * tokens without engine text read back as characters. What it answers is set per test:
- * tokens, a refusal, a fault, or a future that never completes. It records every call.
+ * tokens, a refusal, a fault, a throw (an exception or an {@link Error}), or a future that never
+ * completes. It records every call.
  */
 final class FakeTokenizer implements PromptTokenizer {
 
   /** What the next calls answer. */
-  enum Mode { TOKENS, INVALID, FAULT, NEVER, THROW, BAD_IDS, BUDGET_REFUSED }
+  enum Mode { TOKENS, INVALID, FAULT, NEVER, THROW, THROW_ERROR, BAD_IDS, BUDGET_REFUSED }
 
   /** One call: the model, the prompt or messages, the template's arguments. */
   record Call(String model, String prompt, List<Map<String, Object>> messages,
@@ -72,6 +73,7 @@ final class FakeTokenizer implements PromptTokenizer {
           "the model server answered HTTP 500", false, null));
       case NEVER -> new CompletableFuture<>();
       case THROW -> throw new IllegalStateException("a tokenizer that throws");
+      case THROW_ERROR -> throw new StackOverflowError("a tokenizer that overflows its stack");
       case BAD_IDS -> CompletableFuture.completedFuture(new Tokenized(new int[] {1, -5}, -1));
       case BUDGET_REFUSED -> CompletableFuture.failedFuture(new TokenizeException("the answer "
           + "could not get its share of the heap the tokenizer gives the answers being read and "

@@ -1,0 +1,331 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+import static org.mockito.ArgumentMatchers.any;
+import static org.mockito.Mockito.doReturn;
+import static org.mockito.Mockito.doThrow;
+import static org.mockito.Mockito.spy;
+import static org.mockito.Mockito.when;
+
+import io.github.prefixrouter.FallbackCause;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.PrefixRouterNode;
+import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.testing.Await;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * An {@link Error} thrown as a client request is handled or answered (the heap running out, a
+ * stack overflow, an {@link AssertionError} of a host component: the node, its tokenizer, the
+ * writer threads) is the endpoint's to answer as it answers an exception: the client gets
+ * exactly one answer, or its connection closed, and the request gives back its in-flight slot,
+ * its tokenization and its share of the body budget. It used to escape to the JDK server or to
+ * a future nothing reads, and the client waited for an answer that never came.
+ */
+class ClientEndpointErrorTest {
+
+  private final StubNode stub = new StubNode();
+  private final PrefixRouterNode node = stub.node;
+  private final List<InferenceRequest> requests = stub.requests;
+  private final List<CompletableFuture<InferenceResponse>> futures = stub.futures;
+  private final HttpClient client =
+      HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+  private final FakeTokenizer tokenizer = new FakeTokenizer();
+  private ClientEndpoint endpoint;
+  private String address;
+
+  private void start() throws IOException {
+    when(node.stats()).thenReturn(StatsFixtures.nodeStats());
+    endpoint = new ClientEndpoint(node, List::of, 64, Duration.ofSeconds(5), "base",
+        ClientEndpoint.DEFAULT_READER_THREADS, ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
+        tokenizer, () -> 1_767_225_600L, 7L);
+    InetSocketAddress a = endpoint.start("127.0.0.1", 0);
+    address = "127.0.0.1:" + a.getPort();
+  }
+
+  @AfterEach
+  void stop() {
+    if (endpoint != null) {
+      endpoint.stop();
+    }
+  }
+
+  private CompletableFuture<HttpResponse<String>> send(String method, String path, String body) {
+    return client.sendAsync(HttpRequest.newBuilder(URI.create("http://" + address + path))
+        .method(method, body == null ? HttpRequest.BodyPublishers.noBody()
+            : HttpRequest.BodyPublishers.ofString(body)).build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+
+  /** The answer to {@code sent}; fails, saying so, if the client got none within 5 s. */
+  private static HttpResponse<String> answer(CompletableFuture<HttpResponse<String>> sent,
+      String what) throws InterruptedException {
+    try {
+      return sent.get(5, TimeUnit.SECONDS);
+    } catch (TimeoutException e) {
+      return fail(what + ": no answer within 5 s, the exchange was left open");
+    } catch (ExecutionException e) {
+      return fail(what + ": the connection was closed without an answer (" + e.getCause() + ")");
+    }
+  }
+
+  private void assertAllGivenBack(String what) throws InterruptedException {
+    Await.until(() -> endpoint.inFlight() == 0, what + ": its in-flight slot given back");
+    Await.until(() -> endpoint.openStreams() == 0, what + ": its stream given up");
+    Await.until(() -> endpoint.tokenizationsUnderWay() == 0, what + ": its tokenization ended");
+    assertEquals(endpoint.bodyBudget(), endpoint.bodyBudgetAvailable(),
+        what + ": its share of the body budget given back");
+  }
+
+  private static Map<?, ?> json(String body) {
+    return (Map<?, ?>) Json.parse(body);
+  }
+
+  private static Map<String, Object> ordered(Object... kv) {
+    Map<String, Object> m = new LinkedHashMap<>();
+    for (int i = 0; i < kv.length; i += 2) {
+      m.put((String) kv[i], kv[i + 1]);
+    }
+    return m;
+  }
+
+  /** The 500 of the endpoint's own failure in OpenAI's error shape. */
+  private static final Map<String, Object> OPENAI_INTERNAL = Map.of("error", ordered("message",
+      ClientEndpoint.INTERNAL_ERROR_MESSAGE, "type", "server_error", "param", Json.NULL,
+      "code", "internal"));
+
+  /** The same in the node's own routes' shape. */
+  private static final Map<String, Object> INTERNAL =
+      Map.of("error", ClientEndpoint.INTERNAL_ERROR_MESSAGE);
+
+  private static InferenceResponse response(String id) {
+    return new InferenceResponse(id, new EngineResult(new int[] {'o'}, "o", 3, 0, 1, 1), "solo",
+        false, 1, FallbackCause.NONE, StubNode.LOCAL_DECISION);
+  }
+
+  /** A failure whose cause cannot be read: an {@link Error} as its status answer is written. */
+  private static RuntimeException failureThatOverflows() {
+    return new RuntimeException("failed") {
+      private static final long serialVersionUID = 1L;
+
+      @Override
+      public synchronized Throwable getCause() {
+        throw new StackOverflowError();
+      }
+    };
+  }
+
+  /**
+   * An {@link Error} thrown by the handler itself (here the node's id and stats, read as a
+   * request is parsed, and for {@code /v1/stats} and {@code /metrics}) is a 500 in the path's
+   * error shape, the error's text logged and not sent, as an exception's is; the request holds
+   * no in-flight slot nor share of the body budget, and the next requests are answered.
+   */
+  @Test
+  void anErrorThrownAsARequestIsHandledIsA500InThePathsShape() throws Exception {
+    start();
+    when(node.nodeId()).thenThrow(new AssertionError("secret-detail-of-the-bug"));
+    Map<String, String> bodies = new LinkedHashMap<>();
+    bodies.put(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\": [1, 2]}");
+    bodies.put(ClientEndpoint.OPENAI_CHAT,
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}");
+    bodies.put(ClientEndpoint.COMPLETIONS, "{\"prompt\": [1, 2]}");
+    for (Map.Entry<String, String> e : bodies.entrySet()) {
+      HttpResponse<String> resp = answer(send("POST", e.getKey(), e.getValue()), e.getKey());
+      assertEquals(500, resp.statusCode(), e.getKey() + " -> " + resp.body());
+      assertEquals(e.getKey().equals(ClientEndpoint.COMPLETIONS) ? INTERNAL : OPENAI_INTERNAL,
+          json(resp.body()), e.getKey());
+      assertFalse(resp.body().contains("secret"), resp.body());
+      assertAllGivenBack(e.getKey());
+    }
+    when(node.stats()).thenThrow(new StackOverflowError());
+    HttpResponse<String> stats = answer(send("GET", ClientEndpoint.STATS, null), "/v1/stats");
+    assertEquals(500, stats.statusCode(), stats.body());
+    assertEquals(INTERNAL, json(stats.body()));
+    HttpResponse<String> metrics = answer(send("GET", ClientEndpoint.METRICS, null), "/metrics");
+    assertEquals(500, metrics.statusCode(), metrics.body());
+    assertEquals(ClientEndpoint.INTERNAL_ERROR_MESSAGE, metrics.body());
+    assertEquals("text/plain; charset=utf-8",
+        metrics.headers().firstValue("Content-Type").orElse(null));
+    assertTrue(requests.isEmpty());
+
+    doReturn("solo").when(node).nodeId();
+    doReturn(StatsFixtures.nodeStats()).when(node).stats();
+    HttpResponse<String> health = answer(send("GET", ClientEndpoint.HEALTH, null), "/health");
+    assertEquals(200, health.statusCode(), health.body());
+  }
+
+  /**
+   * A node whose {@code submit} throws an {@link Error}, or a tokenizer that throws one, is
+   * answered as one that throws an exception: 502 with its message (OpenAI's
+   * {@code tokenizer_failed} for the tokenizer), on every route, whole and streamed, text and
+   * token ids; the in-flight slot, the stream and the tokenization are given back.
+   */
+  @Test
+  void aNodeOrATokenizerThatThrowsAnErrorIsA502AndGivesItsSlotBack() throws Exception {
+    start();
+    OutOfMemoryError heap = new OutOfMemoryError("Java heap space");
+    when(node.submit(any())).thenThrow(heap);
+    when(node.submit(any(), any())).thenThrow(heap);
+    List<String[]> sends = List.of(
+        new String[] {ClientEndpoint.COMPLETIONS, "{\"id\":\"q1\",\"prompt\":[1]}"},
+        new String[] {ClientEndpoint.COMPLETIONS, "{\"id\":\"q2\",\"prompt\":[1],\"stream\":true}"},
+        new String[] {ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":[1]}"},
+        new String[] {ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":[1],\"stream\":true}"},
+        new String[] {ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}"},
+        new String[] {ClientEndpoint.OPENAI_CHAT,
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}"});
+    for (String[] s : sends) {
+      String what = s[0] + " " + s[1];
+      HttpResponse<String> resp = answer(send("POST", s[0], s[1]), what);
+      assertEquals(502, resp.statusCode(), what + ": " + resp.body());
+      assertTrue(resp.body().contains("Java heap space"), what + ": " + resp.body());
+      assertAllGivenBack(what);
+    }
+
+    tokenizer.mode = FakeTokenizer.Mode.THROW_ERROR;
+    for (String body : List.of("{\"prompt\":\"x\"}", "{\"prompt\":\"x\",\"stream\":true}")) {
+      String what = "a tokenizer that throws an Error, " + body;
+      HttpResponse<String> resp = answer(send("POST", ClientEndpoint.OPENAI_COMPLETIONS, body),
+          what);
+      assertEquals(502, resp.statusCode(), what + ": " + resp.body());
+      assertEquals("tokenizer_failed", ((Map<?, ?>) json(resp.body()).get("error")).get("code"),
+          what + ": " + resp.body());
+      assertAllGivenBack(what);
+    }
+  }
+
+  /**
+   * An {@link Error} thrown as the node's answer is written, on a writer thread (here the
+   * answer's routing decision or the failure's cause cannot be read), is a 500 in the path's
+   * error shape, and the writers go on answering: the writer thread used to die with it, the
+   * exchange left open.
+   */
+  @Test
+  void anErrorThrownAsAnAnswerIsWrittenIsA500AndTheWritersGoOn() throws Exception {
+    start();
+    int n = 0;
+    for (String path : List.of(ClientEndpoint.OPENAI_COMPLETIONS, ClientEndpoint.COMPLETIONS)) {
+      for (boolean failed : new boolean[] {false, true}) {
+        String what = path + (failed ? ": a failure" : ": an answer")
+            + " whose write throws an Error";
+        CompletableFuture<HttpResponse<String>> sent = send("POST", path, "{\"prompt\":[1]}");
+        stub.awaitSubmitted(++n);
+        if (failed) {
+          futures.get(n - 1).completeExceptionally(failureThatOverflows());
+        } else {
+          InferenceResponse bad = spy(response(requests.get(n - 1).id()));
+          doThrow(new AssertionError("an answer that breaks")).when(bad).decision();
+          futures.get(n - 1).complete(bad);
+        }
+        HttpResponse<String> resp = answer(sent, what);
+        assertEquals(500, resp.statusCode(), what + ": " + resp.body());
+        assertEquals(path.equals(ClientEndpoint.COMPLETIONS) ? INTERNAL : OPENAI_INTERNAL,
+            json(resp.body()), what);
+        assertAllGivenBack(what);
+      }
+    }
+    CompletableFuture<HttpResponse<String>> sent =
+        send("POST", ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}");
+    stub.awaitSubmitted(++n);
+    futures.get(n - 1).complete(response(requests.get(n - 1).id()));
+    assertEquals(200, answer(sent, "the answer after").statusCode());
+  }
+
+  /**
+   * A tokenization that fails with an exception whose cause cannot be read (an {@link Error}
+   * from the tokenizer's own exception, read on the thread that completed the tokenization) is
+   * a 500 {@code internal}, and gives back the request's in-flight slot: it used to be lost in
+   * the tokenizer's future, the client never answered.
+   */
+  @Test
+  void anErrorThrownAsATokenizersFailureIsReadIsA500() throws Exception {
+    start();
+    tokenizer.mode = FakeTokenizer.Mode.NEVER;
+    CompletableFuture<HttpResponse<String>> sent =
+        send("POST", ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}");
+    Await.until(() -> endpoint.tokenizationsUnderWay() == 1, "the tokenization under way");
+    tokenizer.calls.get(0).future().completeExceptionally(new CompletionException("tokenizer failed") {
+      private static final long serialVersionUID = 1L;
+
+      @Override
+      public synchronized Throwable getCause() {
+        throw new AssertionError("a tokenizer's failure that breaks");
+      }
+    });
+    HttpResponse<String> resp = answer(sent, "a tokenizer's failure whose cause throws");
+    assertEquals(500, resp.statusCode(), resp.body());
+    assertEquals(OPENAI_INTERNAL, json(resp.body()));
+    assertAllGivenBack("a tokenizer's failure whose cause throws");
+    assertTrue(requests.isEmpty());
+  }
+
+  /**
+   * An answer the writer threads cannot take (their executor throws an {@link Error}: a thread
+   * it cannot start) has its connection closed at once, as the thread that completed the node's
+   * future does not write: the client is not left waiting. It used to be lost in the node's
+   * future, the exchange left open.
+   */
+  @Test
+  void anAnswerNoWriterThreadCanTakeHasItsConnectionClosedAtOnce() throws Exception {
+    start();
+    ThreadPoolExecutor noThread = new ThreadPoolExecutor(1, 1, 0, TimeUnit.SECONDS,
+        new LinkedBlockingQueue<>()) {
+      @Override
+      public void execute(Runnable task) {
+        throw new OutOfMemoryError("unable to create native thread: possibly out of memory");
+      }
+    };
+    java.lang.reflect.Field field = ClientEndpoint.class.getDeclaredField("executor");
+    field.setAccessible(true);
+    Object writers = field.get(endpoint);
+    field.set(endpoint, noThread);
+    try {
+      CompletableFuture<HttpResponse<String>> sent =
+          send("POST", ClientEndpoint.COMPLETIONS, "{\"prompt\":[1]}");
+      stub.awaitSubmitted(1);
+      futures.get(0).complete(response(requests.get(0).id()));
+      try {
+        HttpResponse<String> resp = sent.get(5, TimeUnit.SECONDS);
+        fail("answered " + resp.statusCode() + " " + resp.body() + " with no writer thread");
+      } catch (TimeoutException e) {
+        fail("an answer no writer thread could take: the exchange was left open, the client "
+            + "not answered within 5 s");
+      } catch (ExecutionException e) {
+        assertTrue(e.getCause() instanceof IOException, String.valueOf(e.getCause()));
+      }
+      assertAllGivenBack("an answer no writer thread could take");
+    } finally {
+      field.set(endpoint, writers);
+      noThread.shutdownNow();
+    }
+    CompletableFuture<HttpResponse<String>> sent =
+        send("POST", ClientEndpoint.COMPLETIONS, "{\"prompt\":[1]}");
+    stub.awaitSubmitted(2);
+    futures.get(1).complete(response(requests.get(1).id()));
+    assertEquals(200, answer(sent, "the answer after").statusCode());
+  }
+}
