@@ -196,9 +196,10 @@ import org.slf4j.LoggerFactory;
  * {@code submit}, or a tokenizer whose call, throws an {@code Error} is answered as one that
  * throws an exception (502), the {@code Error} logged at ERROR. An answer the writer threads
  * cannot take (an {@code Error}: a thread they cannot start) has its connection closed at once,
- * as the thread that hands it on (the node's, the tokenizer's) does not write. Whatever is
- * thrown, the request gives back its in-flight slot, its tokenization and its share of the body
- * budget.
+ * as the thread that hands it on (the node's, the tokenizer's) does not write; so has a
+ * stream's ({@link StreamedAnswer}, which ends a stream with its internal error whatever is
+ * thrown as it is written). Whatever is thrown, the request gives back its in-flight slot, its
+ * tokenization, its stream and its share of the body budget.
  */
 final class ClientEndpoint {
 

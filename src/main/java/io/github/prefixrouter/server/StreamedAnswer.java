@@ -8,7 +8,6 @@ import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.stop.StopMatcher;
 import io.github.prefixrouter.internal.wire.IoDeadline;
 import java.io.ByteArrayOutputStream;
-import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
@@ -52,6 +51,15 @@ import org.slf4j.LoggerFactory;
  * {@code data: [DONE]}. A failure after the first piece is
  * {@code data: {"id", "error": {"message", "type", "status"}}} and the end of the stream, without
  * {@code [DONE]}.
+ *
+ * <p>Whatever is thrown as an event is rendered, as the answer is read or as events are sent,
+ * an {@link Error} included (logged at ERROR), ends the stream as an exception does: the
+ * internal error (its status answer before the first event, its error event after), or, as
+ * events are sent, the exchange closed and the request cancelled; nothing is thrown on to the
+ * writer or the node's thread. An answer the writers cannot take (their executor throws an
+ * {@code Error}: a thread it cannot start) is given up: its connection is closed and its
+ * request cancelled, the thread that hands it on not writing; a writer that cannot hand the
+ * rest of an answer to another goes on writing it.
  */
 final class StreamedAnswer implements OutputListener {
 
@@ -314,9 +322,10 @@ final class StreamedAnswer implements OutputListener {
           String rest = charsGiven < text.length() ? text.substring(charsGiven) : "";
           queue.add(new End(response, tail, heldBack + rest));
           heldBack = "";
-        } catch (RuntimeException e) { // no response (a node of another implementation), a bug
-          // thrown here, on the node's thread, it was seen by no one and the stream never ended
-          log.warn("cannot read the answer of {}", id, e);
+        } catch (Throwable e) { // no response (a node of another implementation), a bug, an
+          // Error: thrown here, on the node's thread, it was seen by no one and the stream never
+          // ended
+          logFailure(e, "cannot read the answer of {}", id);
           queue.add(new Fail(new UnwritableException()));
         }
       } else {
@@ -370,6 +379,38 @@ final class StreamedAnswer implements OutputListener {
       // stopped node's 503 (it was abandoned, and its client waited for the port to close
       // without an answer). Once the port is closed, the write fails at once
       drain();
+    } catch (Throwable e) { // the writers cannot take it otherwise (an Error: a thread they
+      // cannot start): thrown on, it reached the node's thread, and the answer, marked as
+      // handed to a writer, was never written nor ended
+      notHandedOn(e);
+    }
+  }
+
+  /**
+   * Gives the answer up when no writer could take it ({@link #schedule}, which holds
+   * {@code scheduled}): the thread that hands it on (the node's) does not write, so its
+   * connection is closed (under the I/O deadline: closing a stream already started writes its
+   * last chunk) and its request cancelled.
+   */
+  private void notHandedOn(Throwable e) {
+    logFailure(e, "no writer thread could take the answer of {}; closing its connection", id);
+    synchronized (this) {
+      abandoned = true;
+      queue.clear();
+      scheduled = false;
+    }
+    finished = true;
+    deadline.run(ex::close);
+    cancelRequest();
+    reportFinished();
+  }
+
+  /** Logs a failure of this answer's own, an {@link Error} at ERROR, anything else at WARN. */
+  private static void logFailure(Throwable e, String message, Object arg) {
+    if (e instanceof Error) {
+      log.error(message, arg, e);
+    } else {
+      log.warn(message, arg, e);
     }
   }
 
@@ -398,6 +439,9 @@ final class StreamedAnswer implements OutputListener {
         return;
       } catch (RejectedExecutionException stopping) {
         // the endpoint is stopping: its writers finish what they were given; go on here
+      } catch (Throwable e) { // the writers cannot take it (an Error: a thread they cannot
+        // start): this writer goes on with it
+        logFailure(e, "no other writer thread could take the answer of {}; writing it on", id);
       }
     }
   }
@@ -428,8 +472,9 @@ final class StreamedAnswer implements OutputListener {
           last = true;
           break;
         }
-      } catch (RuntimeException e) { // a value JSON cannot carry (a lone surrogate), or a bug
-        log.warn("cannot write a piece of {}", id, e);
+      } catch (Throwable e) { // a value JSON cannot carry (a lone surrogate), a bug, an Error
+        // (a stack overflow): thrown on, it ended the writer thread and the stream stayed open
+        logFailure(e, "cannot write a piece of {}", id);
         if (!started && events.size() == 0) {
           failBeforeStart = new Fail(new UnwritableException());
         } else {
@@ -472,9 +517,14 @@ final class StreamedAnswer implements OutputListener {
         answered = endOf;
         reportFinished();
       }
-    } catch (IOException | RuntimeException e) {
-      // the client is gone, or did not read within the deadline (its connection is closed)
-      log.debug("streaming {} to client {} failed: {}", id, ex.getRemoteAddress(), e.toString());
+    } catch (Throwable e) {
+      // the client is gone, or did not read within the deadline (its connection is closed); or
+      // an Error (the heap running out), which thrown on ended the writer with the stream open
+      if (e instanceof Error) {
+        log.error("streaming {} to client {} failed", id, ex.getRemoteAddress(), e);
+      } else {
+        log.debug("streaming {} to client {} failed: {}", id, ex.getRemoteAddress(), e.toString());
+      }
       finished = true;
       ex.close();
       synchronized (this) {

@@ -256,6 +256,50 @@ class ClientEndpointErrorTest {
   }
 
   /**
+   * An {@link Error} thrown as a stream's events are written (here its end: the answer's routing
+   * decision cannot be read) ends the stream with the internal error event, without
+   * {@code [DONE]}, and the stream is given up: the writer thread used to die with it, the
+   * stream left open and counted open for good.
+   */
+  @Test
+  void anErrorThrownAsAStreamIsWrittenEndsItWithTheInternalErrorEvent() throws Exception {
+    start();
+    CompletableFuture<HttpResponse<java.io.InputStream>> sent = client.sendAsync(
+        HttpRequest.newBuilder(URI.create("http://" + address + ClientEndpoint.COMPLETIONS))
+            .POST(HttpRequest.BodyPublishers.ofString(
+                "{\"id\":\"q1\",\"prompt\":[1],\"stream\":true}")).build(),
+        HttpResponse.BodyHandlers.ofInputStream());
+    stub.awaitSubmitted(1);
+    stub.listeners.get(0).onOutput(new int[] {7}, "");
+    HttpResponse<java.io.InputStream> resp = sent.get(10, TimeUnit.SECONDS);
+    assertEquals(200, resp.statusCode());
+    java.io.BufferedReader in = new java.io.BufferedReader(
+        new java.io.InputStreamReader(resp.body(), java.nio.charset.StandardCharsets.UTF_8));
+    Sse.next(in);
+    InferenceResponse bad = spy(response("q1"));
+    doThrow(new AssertionError("an answer that breaks")).when(bad).decision();
+    futures.get(0).complete(bad);
+    CompletableFuture<Object> event = CompletableFuture.supplyAsync(() -> {
+      try {
+        return Sse.next(in);
+      } catch (IOException e) {
+        throw new java.io.UncheckedIOException(e);
+      }
+    });
+    Object error;
+    try {
+      error = event.get(5, TimeUnit.SECONDS);
+    } catch (TimeoutException e) {
+      error = fail("no event within 5 s after the end whose write threw: the stream left open");
+    }
+    assertTrue(error instanceof Map<?, ?>, String.valueOf(error));
+    assertEquals("internal", ((Map<?, ?>) ((Map<?, ?>) error).get("error")).get("type"),
+        String.valueOf(error));
+    assertEquals(null, Sse.next(in), "the stream ends after the error, without [DONE]");
+    assertAllGivenBack("a stream whose end throws an Error");
+  }
+
+  /**
    * A tokenization that fails with an exception whose cause cannot be read (an {@link Error}
    * from the tokenizer's own exception, read on the thread that completed the tokenization) is
    * a 500 {@code internal}, and gives back the request's in-flight slot: it used to be lost in

@@ -1,5 +1,6 @@
 package io.github.prefixrouter.server;
 
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -161,5 +162,159 @@ class StreamedAnswerTest {
     Map<?, ?> error = (Map<?, ?>) ((Map<?, ?>) events.get(1)).get("error");
     assertEquals("internal", error.get("code"), events.toString());
     verify(ex).close();
+  }
+
+  /** A streamed answer in the route's format, written by {@code writers}. */
+  private StreamedAnswer routeStream(java.util.concurrent.Executor writers,
+      StreamedAnswer.Format format, java.io.OutputStream body) {
+    when(ex.getResponseHeaders()).thenReturn(headers);
+    when(ex.getResponseBody()).thenReturn(body);
+    return new StreamedAnswer(ex, "q1", writers,
+        new IoDeadline(timer, Duration.ofSeconds(5), () -> { }), format,
+        (e, failure) -> statusAnswers.add(failure), finishedCalls::add, () -> { });
+  }
+
+  /** The route's format, but a piece whose text is {@code "boom"} throws {@code error}. */
+  private static StreamedAnswer.Format throwingOn(Error error) {
+    StreamedAnswer.RouteFormat route = new StreamedAnswer.RouteFormat("q1");
+    return new StreamedAnswer.Format() {
+      @Override
+      public byte[] piece(int[] tokens, String text) {
+        if (text.equals("boom")) {
+          throw error;
+        }
+        return route.piece(tokens, text);
+      }
+
+      @Override
+      public byte[] end(InferenceResponse response, int[] tokens, String text) {
+        return route.end(response, tokens, text);
+      }
+
+      @Override
+      public byte[] error(Throwable failure) {
+        return route.error(failure);
+      }
+    };
+  }
+
+  /**
+   * An {@link Error} thrown as an event is rendered (a stack overflow in a format) ends the
+   * stream as an exception does: the internal-error status answer before the first event, the
+   * internal error event after it. It used to end the writer thread (here thrown to the thread
+   * that gave the piece), the stream never ended.
+   */
+  @Test
+  void anErrorThrownAsAnEventIsRenderedEndsTheStream() throws Exception {
+    StreamedAnswer before = routeStream(Runnable::run, throwingOn(new StackOverflowError()),
+        written);
+    assertDoesNotThrow(() -> before.onOutput(new int[] {1}, "boom"),
+        "an Error rendering the first event escaped the writer");
+    assertEquals(1, statusAnswers.size(), "no status answer before the first event");
+    assertTrue(statusAnswers.get(0) instanceof StreamedAnswer.UnwritableException,
+        String.valueOf(statusAnswers.get(0)));
+    assertEquals(List.of(before), finishedCalls);
+
+    StreamedAnswer after = routeStream(Runnable::run, throwingOn(new StackOverflowError()),
+        written);
+    after.onOutput(new int[] {1}, "a");
+    assertDoesNotThrow(() -> after.onOutput(new int[] {2}, "boom"),
+        "an Error rendering an event escaped the writer");
+    List<Object> events = Sse.parse(written.toString(StandardCharsets.UTF_8));
+    assertEquals(2, events.size(), events.toString());
+    Map<?, ?> error = (Map<?, ?>) ((Map<?, ?>) events.get(1)).get("error");
+    assertEquals("internal", error.get("type"), events.toString());
+    assertEquals(List.of(before, after), finishedCalls);
+  }
+
+  /**
+   * A completed request whose answer cannot be read, whatever it throws (an
+   * {@link AssertionError} here), gets the internal-error status answer: an {@code Error} used
+   * to escape {@code complete}, on the node's thread, and the stream was never ended.
+   */
+  @Test
+  void anEndWhoseReadThrowsAnErrorGetsTheInternalErrorStatusAnswer() {
+    StreamedAnswer s = chatWithStop();
+    InferenceResponse bad = org.mockito.Mockito.spy(new InferenceResponse("solo-c1",
+        new EngineResult(new int[] {'x'}, "x", 4, 0, 1, 1), "solo", false, 1,
+        FallbackCause.NONE, StubNode.LOCAL_DECISION));
+    org.mockito.Mockito.doThrow(new AssertionError("a response that breaks")).when(bad).result();
+    assertDoesNotThrow(() -> s.complete(bad, null), "an Error reading the end escaped complete");
+    assertEquals(1, statusAnswers.size(), "no status answer");
+    assertTrue(statusAnswers.get(0) instanceof StreamedAnswer.UnwritableException,
+        String.valueOf(statusAnswers.get(0)));
+    assertEquals(List.of(s), finishedCalls);
+  }
+
+  /**
+   * An {@link Error} thrown as the events are sent (a stack overflow as the answer's headers
+   * are sent, here) closes the exchange, cancels the request and finishes the answer,
+   * as a write that fails does: it used to end the writer thread with the exchange open.
+   */
+  @Test
+  void anErrorThrownAsEventsAreSentClosesTheExchange() throws Exception {
+    StreamedAnswer s = routeStream(Runnable::run, new StreamedAnswer.RouteFormat("q1"), written);
+    java.util.concurrent.CompletableFuture<InferenceResponse> request =
+        new java.util.concurrent.CompletableFuture<>();
+    s.attach(request);
+    org.mockito.Mockito.doThrow(new StackOverflowError()).when(ex)
+        .sendResponseHeaders(anyInt(), anyLong());
+    assertDoesNotThrow(() -> s.onOutput(new int[] {1}, "a"),
+        "an Error sending the events escaped the writer");
+    verify(ex).close();
+    assertTrue(request.isCancelled(), "the request was not cancelled");
+    assertEquals(List.of(s), finishedCalls);
+  }
+
+  /**
+   * A stream the writers cannot take (their executor throws an {@link Error}: a thread it
+   * cannot start) is given up: its exchange closed, its request cancelled, the answer finished,
+   * nothing thrown to the thread that gave the piece. It used to throw there, and the stream,
+   * marked as handed to a writer, was never written nor ended.
+   */
+  @Test
+  void aStreamNoWriterCanTakeIsGivenUpAtOnce() throws Exception {
+    StreamedAnswer s = routeStream(task -> {
+      throw new InternalError("a thread that cannot start");
+    }, new StreamedAnswer.RouteFormat("q1"), written);
+    java.util.concurrent.CompletableFuture<InferenceResponse> request =
+        new java.util.concurrent.CompletableFuture<>();
+    s.attach(request);
+    assertDoesNotThrow(() -> s.onOutput(new int[] {1}, "a"),
+        "the writers' Error escaped to the thread that gave the piece");
+    verify(ex).close();
+    assertTrue(request.isCancelled(), "the request was not cancelled");
+    assertEquals(List.of(s), finishedCalls);
+  }
+
+  /**
+   * A writer that cannot hand the rest of a stream to another writer (their executor throws an
+   * {@link Error}) writes it itself, as it does when the writers are shut down: the batch
+   * queued while it wrote is written. The Error used to end that writer, the stream, marked as
+   * handed to a writer, never written again.
+   */
+  @Test
+  void aWriterThatCannotHandTheRestOnWritesItItself() throws Exception {
+    java.util.concurrent.atomic.AtomicInteger calls = new java.util.concurrent.atomic.AtomicInteger();
+    StreamedAnswer[] stream = new StreamedAnswer[1];
+    ByteArrayOutputStream body = new ByteArrayOutputStream() {
+      @Override
+      public void flush() {
+        if (calls.get() == 1) {
+          stream[0].onOutput(new int[] {2}, "b"); // queued while the first batch is written
+        }
+      }
+    };
+    stream[0] = routeStream(task -> {
+      if (calls.incrementAndGet() > 1) {
+        throw new InternalError("a thread that cannot start");
+      }
+      task.run();
+    }, new StreamedAnswer.RouteFormat("q1"), body);
+    assertDoesNotThrow(() -> stream[0].onOutput(new int[] {1}, "a"),
+        "the writers' Error escaped the writer");
+    List<Object> events = Sse.parse(body.toString(StandardCharsets.UTF_8));
+    assertEquals(2, events.size(), "the batch queued while writing: " + events);
+    assertEquals("b", ((Map<?, ?>) events.get(1)).get("text"), events.toString());
   }
 }
