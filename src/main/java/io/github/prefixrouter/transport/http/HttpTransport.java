@@ -1884,44 +1884,7 @@ public final class HttpTransport implements Transport {
       long bodyBudgetHeldBytes,
       long bodyBudgetRefused,
       long internalErrors,
-      Map<String, Integer> clusterKeys) {
-
-    /**
-     * The counters as they were before {@code internalErrors} was counted, which is 0 here: the
-     * constructor of the record before it had that component.
-     */
-    public Stats(
-        long messagesSent,
-        long messagesDropped,
-        long messagesFailed,
-        long requestsSent,
-        long requestsFailed,
-        long outboundBusy,
-        long messagesReceived,
-        long requestsReceived,
-        long authFailures,
-        long replaysRejected,
-        long oversizeRejected,
-        long malformedRejected,
-        long inboundBusy,
-        long slowConnectionsClosed,
-        long bytesIn,
-        long bytesOut,
-        int pendingRequests,
-        long readsRefused,
-        long otherKeyAuthentications,
-        long keyUpdates,
-        long senderNotInCertificate,
-        long bodyBudgetHeldBytes,
-        long bodyBudgetRefused,
-        Map<String, Integer> clusterKeys) {
-      this(messagesSent, messagesDropped, messagesFailed, requestsSent, requestsFailed,
-          outboundBusy, messagesReceived, requestsReceived, authFailures, replaysRejected,
-          oversizeRejected, malformedRejected, inboundBusy, slowConnectionsClosed, bytesIn,
-          bytesOut, pendingRequests, readsRefused, otherKeyAuthentications, keyUpdates,
-          senderNotInCertificate, bodyBudgetHeldBytes, bodyBudgetRefused, 0, clusterKeys);
-    }
-  }
+      Map<String, Integer> clusterKeys) {}
 
   private static final class Counters {
     final LongAdder messagesSent = new LongAdder();
