@@ -258,24 +258,9 @@ class HttpTransportSignerTest extends HttpTransportFixture {
    * {@code PROTOCOL}. {@code though} says why an answer would be wrong.
    */
   private static void requestsAnswered500(HttpTransport b, PeerAddress at, String though,
-      List<String> problems) throws InterruptedException {
+      List<String> problems) {
     for (int i = 0; i < FAILURES; i++) {
-      String id = "r" + i;
-      CompletableFuture<byte[]> f =
-          b.request(at, id.getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(60));
-      try {
-        byte[] answer = f.get(5, TimeUnit.SECONDS);
-        problems.add("request " + id + " answered " + new String(answer, StandardCharsets.UTF_8)
-            + " though " + though);
-      } catch (ExecutionException e) {
-        if (!(e.getCause() instanceof TransportException te)
-            || te.kind() != TransportException.Kind.PROTOCOL
-            || !te.getMessage().contains("HTTP 500")) {
-          problems.add("request " + id + " failed " + e.getCause());
-        }
-      } catch (TimeoutException e) {
-        problems.add("request " + id + " not answered within 5 s");
-      }
+      failsWith500(b, at, "r" + i, " though " + though, problems);
     }
   }
 
@@ -327,7 +312,7 @@ class HttpTransportSignerTest extends HttpTransportFixture {
     FailingHmac.armed = true;
     List<String> checking = LoggedLines.logged("a: cannot check the MAC", () -> {
       for (int i = 0; i < 2 * perMinute; i++) {
-        failsWith500(b, at, "c" + i, problems);
+        failsWith500(b, at, "c" + i, "", problems);
       }
     });
     if (checking.size() != perMinute) {
@@ -338,7 +323,7 @@ class HttpTransportSignerTest extends HttpTransportFixture {
     FailingHmac.armedFor = HttpTransport.TAG_RESPONSE;
     List<String> signing = LoggedLines.logged("a: cannot sign the answer", () -> {
       for (int i = 0; i <= perMinute; i++) {
-        failsWith500(b, at, "s" + i, problems);
+        failsWith500(b, at, "s" + i, "", problems);
       }
     });
     FailingHmac.armed = false;
@@ -357,14 +342,17 @@ class HttpTransportSignerTest extends HttpTransportFixture {
     assertEquals(List.of(), problems, "what the receiver's HMAC failures counted and logged");
   }
 
-  /** Adds to {@code problems} unless request {@code id} from {@code b} is answered 500 at once. */
-  private static void failsWith500(HttpTransport b, PeerAddress at, String id,
+  /**
+   * Adds to {@code problems} unless request {@code id} from {@code b} is answered 500 at once;
+   * {@code though} ends the problem of an answer (why it is wrong).
+   */
+  private static void failsWith500(HttpTransport b, PeerAddress at, String id, String though,
       List<String> problems) {
     CompletableFuture<byte[]> f =
         b.request(at, id.getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(60));
     try {
       problems.add("request " + id + " answered "
-          + new String(f.get(5, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+          + new String(f.get(5, TimeUnit.SECONDS), StandardCharsets.UTF_8) + though);
     } catch (ExecutionException e) {
       if (!(e.getCause() instanceof TransportException te)
           || te.kind() != TransportException.Kind.PROTOCOL
