@@ -73,11 +73,14 @@ public final class FailingJcaProvider {
     }
   }
 
-  /** The JDK's HmacSHA256, throwing as it is given a key. */
-  public static final class Hmac extends MacSpi {
-    private final Mac jdk;
+  /**
+   * The JDK's HmacSHA256 as a provider's {@link MacSpi}: what a failing one extends, changing
+   * the calls where it fails.
+   */
+  public static class JdkHmac extends MacSpi implements Cloneable {
+    private Mac jdk;
 
-    Hmac() {
+    protected JdkHmac() {
       try {
         jdk = Mac.getInstance("HmacSHA256", "SunJCE");
       } catch (NoSuchAlgorithmException | java.security.NoSuchProviderException e) {
@@ -93,13 +96,12 @@ public final class FailingJcaProvider {
     @Override
     protected void engineInit(Key key, AlgorithmParameterSpec params)
         throws InvalidKeyException, InvalidAlgorithmParameterException {
-      failAt(INIT);
       jdk.init(key, params);
     }
 
     @Override
     protected void engineUpdate(byte input) {
-      jdk.update(input);
+      engineUpdate(new byte[] {input}, 0, 1);
     }
 
     @Override
@@ -115,6 +117,23 @@ public final class FailingJcaProvider {
     @Override
     protected void engineReset() {
       jdk.reset();
+    }
+
+    @Override
+    public Object clone() throws CloneNotSupportedException {
+      JdkHmac c = (JdkHmac) super.clone();
+      c.jdk = (Mac) jdk.clone();
+      return c;
+    }
+  }
+
+  /** The JDK's HmacSHA256, throwing as it is given a key. */
+  public static final class Hmac extends JdkHmac {
+    @Override
+    protected void engineInit(Key key, AlgorithmParameterSpec params)
+        throws InvalidKeyException, InvalidAlgorithmParameterException {
+      failAt(INIT);
+      super.engineInit(key, params);
     }
   }
 

@@ -14,7 +14,6 @@ import java.nio.charset.StandardCharsets;
 import java.security.InvalidAlgorithmParameterException;
 import java.security.InvalidKeyException;
 import java.security.Key;
-import java.security.NoSuchAlgorithmException;
 import java.security.Provider;
 import java.security.ProviderException;
 import java.security.Security;
@@ -28,8 +27,6 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
-import javax.crypto.Mac;
-import javax.crypto.MacSpi;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -475,14 +472,13 @@ class HttpTransportSignerTest extends HttpTransportFixture {
    * for the MACs of that domain tag, the first field of {@link MessageAuthenticator}'s input
    * (so that one node's answers, say, fail while its requests are signed and checked).
    */
-  public static final class FailingHmac extends MacSpi implements Cloneable {
+  public static final class FailingHmac extends FailingJcaProvider.JdkHmac {
 
     static volatile boolean armed;
     /** The domain tag ("request", "message", "response") whose MACs fail; null for all. */
     static volatile String armedFor;
     static final AtomicLong thrown = new AtomicLong();
 
-    private Mac jdk;
     private boolean underKey;
     /** The first bytes of the input since the last reset, enough to read the domain tag. */
     private byte[] head = new byte[0];
@@ -501,29 +497,11 @@ class HttpTransportSignerTest extends HttpTransportFixture {
       };
     }
 
-    FailingHmac() {
-      try {
-        jdk = Mac.getInstance("HmacSHA256", "SunJCE");
-      } catch (NoSuchAlgorithmException | java.security.NoSuchProviderException e) {
-        throw new IllegalStateException(e);
-      }
-    }
-
-    @Override
-    protected int engineGetMacLength() {
-      return jdk.getMacLength();
-    }
-
     @Override
     protected void engineInit(Key key, AlgorithmParameterSpec params)
         throws InvalidKeyException, InvalidAlgorithmParameterException {
-      jdk.init(key, params);
+      super.engineInit(key, params);
       underKey = Arrays.equals(key.getEncoded(), KEY);
-    }
-
-    @Override
-    protected void engineUpdate(byte input) {
-      engineUpdate(new byte[] {input}, 0, 1);
     }
 
     @Override
@@ -535,26 +513,19 @@ class HttpTransportSignerTest extends HttpTransportFixture {
         head = more;
       }
       failIfArmed();
-      jdk.update(input, offset, len);
+      super.engineUpdate(input, offset, len);
     }
 
     @Override
     protected byte[] engineDoFinal() {
       head = new byte[0];
-      return jdk.doFinal();
+      return super.engineDoFinal();
     }
 
     @Override
     protected void engineReset() {
       head = new byte[0];
-      jdk.reset();
-    }
-
-    @Override
-    public Object clone() throws CloneNotSupportedException {
-      FailingHmac c = (FailingHmac) super.clone();
-      c.jdk = (Mac) jdk.clone();
-      return c;
+      super.engineReset();
     }
 
     private void failIfArmed() {
