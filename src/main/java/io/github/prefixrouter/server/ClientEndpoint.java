@@ -1004,7 +1004,7 @@ final class ClientEndpoint {
       openAiError(ex, 503, "too many requests in flight at this node", null, "busy");
       return;
     }
-    tokenize(req,
+    tokenize(req, requestId,
         (t, err) -> submitOpenAi(ex, req, requestId, seed, created, timing, t, err));
   }
 
@@ -1012,9 +1012,12 @@ final class ClientEndpoint {
    * Tokenizes the prompt and calls {@code then} with its tokens or the failure, exactly once: at
    * once for token ids; else when the tokenizer's future completes, bounded by the I/O timeout
    * (then with a {@link TokenizeTimeoutException}, and the tokenizer's future is cancelled) and
-   * by {@link #stop} (an {@link EndpointStoppingException}).
+   * by {@link #stop} (an {@link EndpointStoppingException}). If that bound cannot be set (the
+   * timer throws, an {@link Error} too: a thread it cannot start), the tokenizer's future is
+   * cancelled and {@code then} called at once with an {@link EndpointFailure}: answered 500,
+   * the slot given back.
    */
-  private void tokenize(OpenAiRequest req,
+  private void tokenize(OpenAiRequest req, String requestId,
       java.util.function.BiConsumer<PromptTokenizer.Tokenized, Throwable> then) {
     if (!req.needsTokenizer()) {
       then.accept(new PromptTokenizer.Tokenized(req.promptIds, -1), null);
@@ -1054,6 +1057,12 @@ final class ClientEndpoint {
       }, ioTimeout.toNanos(), TimeUnit.NANOSECONDS);
     } catch (RejectedExecutionException stopped) {
       bounded.completeExceptionally(new EndpointStoppingException());
+    } catch (Throwable e) { // an Error too (a timer thread that cannot start): this endpoint's
+      // own failure, answered 500 through then, so that the slot is given back; the call,
+      // which nothing would bound, is cancelled
+      logFailure(e, "cannot set the tokenization's timeout of client request {}", requestId);
+      tokens.cancel(true);
+      bounded.completeExceptionally(new EndpointFailure(e));
     }
     ScheduledFuture<?> expiry = timeout;
     bounded.whenComplete((t, e) -> {
@@ -1121,7 +1130,9 @@ final class ClientEndpoint {
         rejectedInvalid.incrementAndGet();
       }
       Runnable answer;
-      if (e instanceof RuntimeException r) {
+      if (e instanceof EndpointFailure) { // logged where it happened
+        answer = () -> internalError(ex);
+      } else if (e instanceof RuntimeException r) {
         answer = () -> openAiFailure(ex, r);
       } else {
         logFailure(e, "client request {} failed once tokenized", requestId);
@@ -1143,6 +1154,9 @@ final class ClientEndpoint {
     Throwable c = err instanceof CompletionException && err.getCause() != null
         ? err.getCause() : err;
     if (c instanceof EndpointStoppingException e) {
+      return e;
+    }
+    if (c instanceof EndpointFailure e) { // this endpoint's, not the tokenizer's
       return e;
     }
     if (c instanceof TokenizeTimeoutException) {
@@ -1338,6 +1352,19 @@ final class ClientEndpoint {
 
     EndpointStoppingException() {
       super("the node is stopping", null, false, false);
+    }
+  }
+
+  /**
+   * A failure of this endpoint's own as a request was tokenized (its timeout could not be set),
+   * what was thrown its cause, logged where it happened: answered 500 {@code internal}, not as
+   * the tokenizer's failure.
+   */
+  private static final class EndpointFailure extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    EndpointFailure(Throwable cause) {
+      super("internal error", cause, false, false);
     }
   }
 

@@ -31,6 +31,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -370,6 +372,56 @@ class ClientEndpointErrorTest {
         send("POST", ClientEndpoint.COMPLETIONS, "{\"prompt\":[1]}");
     stub.awaitSubmitted(2);
     futures.get(1).complete(response(requests.get(1).id()));
+    assertEquals(200, answer(sent, "the answer after").statusCode());
+  }
+
+  /**
+   * A tokenization whose timeout cannot be set (the endpoint's timer throws an {@link Error}: a
+   * thread it cannot start) is a 500 {@code internal}, whole and streamed, text and chat; it
+   * gives back its in-flight slot, and the tokenizer's call, which nothing would bound, is
+   * cancelled. The {@code Error} used to escape to the handler's guard, which answered 500 but
+   * left the slot taken for good (at the in-flight cap every client refused 503) and the call
+   * running.
+   */
+  @Test
+  void aTokenizationWhoseTimeoutCannotBeSetIsA500AndGivesItsSlotBack() throws Exception {
+    start();
+    tokenizer.mode = FakeTokenizer.Mode.NEVER;
+    ScheduledThreadPoolExecutor noThread = new ScheduledThreadPoolExecutor(1) {
+      @Override
+      public ScheduledFuture<?> schedule(Runnable task, long delay, TimeUnit unit) {
+        throw new OutOfMemoryError("unable to create native thread: possibly out of memory");
+      }
+    };
+    java.lang.reflect.Field field = ClientEndpoint.class.getDeclaredField("timer");
+    field.setAccessible(true);
+    Object timer = field.get(endpoint);
+    field.set(endpoint, noThread);
+    try {
+      List<String[]> sends = List.of(
+          new String[] {ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}"},
+          new String[] {ClientEndpoint.OPENAI_CHAT,
+              "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}"});
+      for (int i = 0; i < sends.size(); i++) {
+        String[] s = sends.get(i);
+        String what = "a tokenization whose timeout cannot be set, " + s[0] + " " + s[1];
+        HttpResponse<String> resp = answer(send("POST", s[0], s[1]), what);
+        assertEquals(500, resp.statusCode(), what + ": " + resp.body());
+        assertEquals(OPENAI_INTERNAL, json(resp.body()), what);
+        assertAllGivenBack(what);
+        assertTrue(tokenizer.calls.get(i).future().isCancelled(),
+            what + ": the tokenizer's call, which nothing bounds, was left running");
+      }
+    } finally {
+      field.set(endpoint, timer);
+      noThread.shutdownNow();
+    }
+    assertTrue(requests.isEmpty());
+    tokenizer.mode = FakeTokenizer.Mode.TOKENS;
+    CompletableFuture<HttpResponse<String>> sent =
+        send("POST", ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}");
+    stub.awaitSubmitted(1);
+    futures.get(0).complete(response(requests.get(0).id()));
     assertEquals(200, answer(sent, "the answer after").statusCode());
   }
 }
