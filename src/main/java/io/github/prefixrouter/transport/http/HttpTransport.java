@@ -9,6 +9,7 @@ import com.sun.net.httpserver.HttpsExchange;
 import com.sun.net.httpserver.HttpsServer;
 import io.github.prefixrouter.internal.GuardedClock;
 import io.github.prefixrouter.internal.InFlightLimitException;
+import io.github.prefixrouter.internal.RecentWarnings;
 import io.github.prefixrouter.internal.WildcardAddress;
 import io.github.prefixrouter.internal.tls.CertificateNodeIds;
 import io.github.prefixrouter.internal.wire.BodyBudget;

@@ -1,4 +1,4 @@
-package io.github.prefixrouter.transport.http;
+package io.github.prefixrouter.internal;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 

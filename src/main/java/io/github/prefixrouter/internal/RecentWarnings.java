@@ -1,4 +1,4 @@
-package io.github.prefixrouter.transport.http;
+package io.github.prefixrouter.internal;
 
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -7,27 +7,27 @@ import java.util.Map;
  * The memory behind a warning logged once per key (a sender, or a sender and what it was warned
  * of): the {@code capacity} keys seen most recently are remembered, the least recently seen
  * forgotten first, and a key forgotten warns again when it is seen again; at most
- * {@code perMinute} warnings are logged a minute (timed by the caller's wall clock), and a key
- * left out then is not remembered, so it warns once the minute is over. So senders under
- * ever-new keys can neither fill the log nor silence the warning of another key for longer than
+ * {@code perMinute} warnings are logged a minute (timed by the caller's clock, in milliseconds:
+ * a wall clock, or a monotonic one), and a key left out then is not remembered, so it warns once
+ * the minute is over. So senders under ever-new keys can neither fill the log nor silence the warning of another key for longer than
  * they keep sending. Each key keeps a value (what it was warned of), for tests. With a
  * {@code capacity} of 0 no key is remembered: every warning is logged, at most
- * {@code perMinute} a minute.
+ * {@code perMinute} a minute. The HTTP transport and the node's client endpoint use it.
  *
  * <p>Thread-safe.
  */
-final class RecentWarnings {
+public final class RecentWarnings {
 
   private final int perMinute;
   private final Map<String, String> seen;
-  /** Start (wall clock, ms) of the minute the warnings are counted in. */
+  /** Start (the caller's clock, ms) of the minute the warnings are counted in. */
   private long minute;
   /** Warnings logged in that minute. */
   private int warnings;
   /** Warnings left out since the last one logged. */
   private long leftOut;
 
-  RecentWarnings(int capacity, int perMinute) {
+  public RecentWarnings(int capacity, int perMinute) {
     this.perMinute = perMinute;
     this.seen = new LinkedHashMap<>(16, 0.75f, true) {
       @Override
@@ -45,7 +45,7 @@ final class RecentWarnings {
    * @return -1 if no warning is to be logged, else the warnings left out since the last one
    *     logged (for the one to log to say so)
    */
-  synchronized long admit(String key, String value, long nowMillis) {
+  public synchronized long admit(String key, String value, long nowMillis) {
     if (seen.get(key) != null) { // seen again: now the most recent
       return -1;
     }
@@ -66,7 +66,7 @@ final class RecentWarnings {
   }
 
   /** The keys remembered, each with its value. */
-  synchronized Map<String, String> seen() {
+  public synchronized Map<String, String> seen() {
     return Map.copyOf(seen);
   }
 }
