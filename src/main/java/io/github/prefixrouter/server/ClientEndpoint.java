@@ -14,6 +14,7 @@ import io.github.prefixrouter.OutputDivergedException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.internal.AnswerBudgetException;
+import io.github.prefixrouter.internal.RecentWarnings;
 import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.gossip.GossipEngine;
 import io.github.prefixrouter.internal.json.Json;
@@ -191,8 +192,11 @@ import org.slf4j.LoggerFactory;
  * {@link Error} included (the heap running out, a stack overflow, an {@link AssertionError} of
  * a host component), is answered 500 in the path's error shape (OpenAI's on its paths, code
  * {@code internal}) if nothing was sent yet, else the exchange is closed, cutting the answer
- * short. It is logged (an {@code Error} at ERROR), never sent to the client, and not rethrown:
- * the JDK server, or a writer thread, would leave the exchange without an answer. A node whose
+ * short. It is counted ({@link #internalErrors()}: {@code client.internal_errors}) and logged
+ * (an {@code Error} at ERROR, at most {@value #WARNINGS_PER_MINUTE} lines a minute for all such
+ * failures, the next line logged saying how many were left out), never sent to the client, and
+ * not rethrown: the JDK server, or a writer thread, would leave the exchange without an
+ * answer. A node whose
  * {@code submit}, or a tokenizer whose call, throws an {@code Error} is answered as one that
  * throws an exception (502), the {@code Error} logged at ERROR. An answer the writer threads
  * cannot take (an {@code Error}: a thread they cannot start) has its connection closed at once,
@@ -240,6 +244,8 @@ final class ClientEndpoint {
   static final String STATS = "/v1/stats";
   static final String METRICS = "/metrics";
   static final String HEALTH = "/health";
+  /** Lines a minute at most that log the endpoint's own failures ({@link #failedHere}). */
+  static final int WARNINGS_PER_MINUTE = 10;
 
   /**
    * The keys a completions request may have; any other is refused with a 400 naming it (a typo
@@ -273,6 +279,10 @@ final class ClientEndpoint {
   private final AtomicLong tokenizeFailures = new AtomicLong();
   private final AtomicLong tokenizeRefused = new AtomicLong();
   private final AtomicLong refusedWithoutCertificate = new AtomicLong();
+  /** Requests answered 500, or closed, for a failure of this endpoint's own. */
+  private final AtomicLong internalErrors = new AtomicLong();
+  /** The lines logging those failures ({@link #failedHere}): at most 10 a minute. */
+  private final RecentWarnings ownFailures = new RecentWarnings(0, WARNINGS_PER_MINUTE);
   /** Mutual TLS: every path but {@link #HEALTH} needs a client certificate (set by start). */
   private volatile boolean certificatesRequired;
   /** The status of the model server's refusal of the node's key, 0 for none; null: not known. */
@@ -568,11 +578,11 @@ final class ClientEndpoint {
    * path's error shape (OpenAI's on its paths, code {@code internal}); what was thrown is logged
    * (an {@code Error} at ERROR), never sent to the client, and not rethrown.
    */
-  private static void answered(HttpExchange ex, com.sun.net.httpserver.HttpHandler h) {
+  private void answered(HttpExchange ex, com.sun.net.httpserver.HttpHandler h) {
     try {
       h.handle(ex);
     } catch (Throwable e) { // an Error too: rethrown, it would leave the exchange unanswered
-      logFailure(e, "client request to {} failed", ex.getRequestURI());
+      failedHere(e, "client request to {} failed", ex.getRequestURI());
       internalError(ex);
     }
   }
@@ -583,11 +593,11 @@ final class ClientEndpoint {
    * was sent yet, else the exchange is closed, cutting the answer short. Without this the writer
    * thread died with what was thrown and the client waited for an answer that never came.
    */
-  private static void written(HttpExchange ex, Runnable write) {
+  private void written(HttpExchange ex, Runnable write) {
     try {
       write.run();
     } catch (Throwable e) { // an Error too (see answered), logged and not rethrown
-      logFailure(e, "could not write the answer to client request {}", ex.getRequestURI());
+      failedHere(e, "could not write the answer to client request {}", ex.getRequestURI());
       if (ex.getResponseCode() == -1) {
         internalError(ex);
       } else {
@@ -597,14 +607,28 @@ final class ClientEndpoint {
   }
 
   /**
-   * Logs a failure of the endpoint's own, with what was thrown: an {@link Error} (the heap
-   * running out, a thread that cannot start) at ERROR, anything else at WARN.
+   * Counts a request answered 500, or whose connection is closed, for a failure of the
+   * endpoint's own ({@link #internalErrors()}), and logs it with what was thrown: an
+   * {@link Error} (the heap running out, a thread that cannot start) at ERROR, anything else at
+   * WARN; at most {@link #WARNINGS_PER_MINUTE} such lines a minute by the endpoint's clock, all
+   * kinds together, the next one logged saying how many were left out, since a failure that
+   * lasts fails every request meanwhile.
+   *
+   * @param message the line, with one {@code {}} for {@code arg}
    */
-  private static void logFailure(Throwable e, String message, Object arg) {
+  private void failedHere(Throwable e, String message, Object arg) {
+    internalErrors.incrementAndGet();
+    long leftOut = ownFailures.admit("", message,
+        TimeUnit.NANOSECONDS.toMillis(latency.now()));
+    if (leftOut < 0) {
+      return; // left out this minute (the next line logged counts it)
+    }
+    String line = leftOut == 0 ? message : message + " (" + leftOut + " more such failures "
+        + "left out before this one, above " + WARNINGS_PER_MINUTE + " a minute)";
     if (e instanceof Error) {
-      log.error(message, arg, e);
+      log.error(line, arg, e);
     } else {
-      log.warn(message, arg, e);
+      log.warn(line, arg, e);
     }
   }
 
@@ -911,7 +935,7 @@ final class ClientEndpoint {
           InferenceResponse r = done.answered();
           timing.answered(r == null ? ClientLatency.FAILED : ClientLatency.served(r),
               done.firstWrittenAt());
-        }, streamsCancelled::incrementAndGet, latency::now);
+        }, streamsCancelled::incrementAndGet, latency::now, this::failedHere);
     openStreams.add(s);
     CompletableFuture<InferenceResponse> answer;
     try {
@@ -1060,7 +1084,7 @@ final class ClientEndpoint {
     } catch (Throwable e) { // an Error too (a timer thread that cannot start): this endpoint's
       // own failure, answered 500 through then, so that the slot is given back; the call,
       // which nothing would bound, is cancelled
-      logFailure(e, "cannot set the tokenization's timeout of client request {}", requestId);
+      failedHere(e, "cannot set the tokenization's timeout of client request {}", requestId);
       tokens.cancel(true);
       bounded.completeExceptionally(new EndpointFailure(e));
     }
@@ -1135,7 +1159,7 @@ final class ClientEndpoint {
       } else if (e instanceof RuntimeException r) {
         answer = () -> openAiFailure(ex, r);
       } else {
-        logFailure(e, "client request {} failed once tokenized", requestId);
+        failedHere(e, "client request {} failed once tokenized", requestId);
         answer = () -> internalError(ex);
       }
       writeLater(ex, answer, () -> timing.answered(ClientLatency.FAILED));
@@ -1269,7 +1293,7 @@ final class ClientEndpoint {
       task.run();
     } catch (Throwable e) { // no writer could take it (an Error): lost in the node's future if
       // not caught here, the exchange left open
-      logFailure(e, "no writer thread could take the answer to client request {}; closing "
+      failedHere(e, "no writer thread could take the answer to client request {}; closing "
           + "its connection", ex.getRequestURI());
       try {
         ex.close();
@@ -1746,6 +1770,15 @@ final class ClientEndpoint {
     return streamsCancelled.get();
   }
 
+  /**
+   * Requests answered 500 (their stream's {@code internal} error event, after its first event),
+   * or whose connection was closed, for a failure of the endpoint's own: a handler, a write, a
+   * tokenization's timeout or a stream that threw, an answer no writer thread could take.
+   */
+  long internalErrors() {
+    return internalErrors.get();
+  }
+
   /** Client connections closed for stalling mid-request or not reading their answer. */
   long slowConnectionsClosed() {
     return slowConnectionsClosed.get();
@@ -1767,7 +1800,7 @@ final class ClientEndpoint {
         slowConnectionsClosed.get(), readsRefused.get(), openStreams.size(),
         streamsCancelled.get(), tokenizeFailures.get(), tokenizeRefused.get(),
         refusedWithoutCertificate.get(), bodies.capacity() - bodies.available(),
-        bodyBudgetRefused.get())));
+        bodyBudgetRefused.get(), internalErrors.get())));
     all.add(StatsTables.CLIENT_LATENCY.section(null, latency.snapshot()));
     return all;
   }
@@ -1805,7 +1838,7 @@ final class ClientEndpoint {
     try {
       b = metricsText().getBytes(StandardCharsets.UTF_8);
     } catch (Throwable e) { // a stats source that failed, an Error too: logged, never sent
-      logFailure(e, "cannot write {}", METRICS);
+      failedHere(e, "cannot write {}", METRICS);
       status = 500;
       type = "text/plain; charset=utf-8";
       b = INTERNAL_ERROR_MESSAGE.getBytes(StandardCharsets.UTF_8);

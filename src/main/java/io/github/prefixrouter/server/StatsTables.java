@@ -591,7 +591,7 @@ final class StatsTables {
       long rejectedNotFound, long slowConnectionsClosed,
       long readsRefused, int streamsOpen, long streamsCancelled, long tokenizeFailures,
       long tokenizeRefused, long refusedWithoutCertificate, long bodyBudgetHeldBytes,
-      long bodyBudgetRefused) {}
+      long bodyBudgetRefused, long internalErrors) {}
 
   private static final String C = P + "client_";
 
@@ -650,6 +650,13 @@ final class StatsTables {
           "Requests answered 503 because the body budget (--client-body-budget) could not give "
               + "what their body needed while other bodies held it.",
           ClientStats::bodyBudgetRefused)
+      .counter("internal_errors", C + "internal_errors_total",
+          "Client requests answered 500 (or, once their stream had begun, its internal error "
+              + "event), or whose connection was closed, for a failure of the endpoint's own: "
+              + "something thrown as it handled a request, set its tokenization's timeout, or "
+              + "wrote an answer or a stream, or an answer no writer thread could take (logged, "
+              + "at most 10 lines a minute).",
+          ClientStats::internalErrors)
       .build();
 
   /**

@@ -59,7 +59,8 @@ import org.slf4j.LoggerFactory;
  * writer or the node's thread. An answer the writers cannot take (their executor throws an
  * {@code Error}: a thread it cannot start) is given up: its connection is closed and its
  * request cancelled, the thread that hands it on not writing; a writer that cannot hand the
- * rest of an answer to another goes on writing it.
+ * rest of an answer to another goes on writing it. Each such failure is reported to the
+ * answer's {@link OwnFailure}, through which the endpoint counts it and bounds its log lines.
  */
 final class StreamedAnswer implements OutputListener {
 
@@ -76,6 +77,20 @@ final class StreamedAnswer implements OutputListener {
   interface FailureAnswer {
     /** Answers {@code ex} with the status, headers and body of {@code failure}, and closes it. */
     void answer(HttpExchange ex, Throwable failure);
+  }
+
+  /**
+   * How a failure of the answer's own is reported: the endpoint counts and logs it (at most so
+   * many lines a minute); by default it is logged, an {@link Error} at ERROR.
+   */
+  interface OwnFailure {
+    /**
+     * Reports that {@code e} was thrown, the answer ending with the internal error or its
+     * connection closed.
+     *
+     * @param message the line to log, with one {@code {}} for {@code arg}
+     */
+    void failed(Throwable e, String message, Object arg);
   }
 
   /**
@@ -186,6 +201,7 @@ final class StreamedAnswer implements OutputListener {
   private final Consumer<StreamedAnswer> onFinished;
   private final Runnable onClientGone;
   private final LongSupplier clock;
+  private final OwnFailure ownFailure;
   /** When the first event was written and flushed ({@link #firstWrittenAt}). */
   private volatile long firstWrittenAt = ClientLatency.NO_OUTPUT;
   /** The answer whose end event was written ({@link #answered}). */
@@ -240,6 +256,20 @@ final class StreamedAnswer implements OutputListener {
   StreamedAnswer(HttpExchange ex, String id, Executor writers, IoDeadline deadline, Format format,
       FailureAnswer failureAnswer, Consumer<StreamedAnswer> onFinished, Runnable onClientGone,
       LongSupplier clock) {
+    this(ex, id, writers, deadline, format, failureAnswer, onFinished, onClientGone, clock,
+        StreamedAnswer::logFailure);
+  }
+
+  /**
+   * @param ownFailure reports what this answer's own failures threw: a render, a read of the
+   *     request's answer or a send that threw (but for a client gone), or no writer that could
+   *     take the answer, the stream then ended with the internal error or its connection closed
+   * @param clock and the others as above
+   */
+  StreamedAnswer(HttpExchange ex, String id, Executor writers, IoDeadline deadline, Format format,
+      FailureAnswer failureAnswer, Consumer<StreamedAnswer> onFinished, Runnable onClientGone,
+      LongSupplier clock, OwnFailure ownFailure) {
+    this.ownFailure = ownFailure;
     this.clock = clock;
     this.format = format;
     this.ex = ex;
@@ -325,7 +355,7 @@ final class StreamedAnswer implements OutputListener {
         } catch (Throwable e) { // no response (a node of another implementation), a bug, an
           // Error: thrown here, on the node's thread, it was seen by no one and the stream never
           // ended
-          logFailure(e, "cannot read the answer of {}", id);
+          ownFailure.failed(e, "cannot read the answer of {}", id);
           queue.add(new Fail(new UnwritableException()));
         }
       } else {
@@ -393,7 +423,8 @@ final class StreamedAnswer implements OutputListener {
    * last chunk) and its request cancelled.
    */
   private void notHandedOn(Throwable e) {
-    logFailure(e, "no writer thread could take the answer of {}; closing its connection", id);
+    ownFailure.failed(e, "no writer thread could take the answer of {}; closing its connection",
+        id);
     synchronized (this) {
       abandoned = true;
       queue.clear();
@@ -474,7 +505,7 @@ final class StreamedAnswer implements OutputListener {
         }
       } catch (Throwable e) { // a value JSON cannot carry (a lone surrogate), a bug, an Error
         // (a stack overflow): thrown on, it ended the writer thread and the stream stayed open
-        logFailure(e, "cannot write a piece of {}", id);
+        ownFailure.failed(e, "cannot write a piece of {}", id);
         if (!started && events.size() == 0) {
           failBeforeStart = new Fail(new UnwritableException());
         } else {
@@ -521,7 +552,7 @@ final class StreamedAnswer implements OutputListener {
       // the client is gone, or did not read within the deadline (its connection is closed); or
       // an Error (the heap running out), which thrown on ended the writer with the stream open
       if (e instanceof Error) {
-        log.error("streaming {} to client {} failed", id, ex.getRemoteAddress(), e);
+        ownFailure.failed(e, "streaming {} to its client failed; closing its connection", id);
       } else {
         log.debug("streaming {} to client {} failed: {}", id, ex.getRemoteAddress(), e.toString());
       }

@@ -60,10 +60,15 @@ class ClientEndpointErrorTest {
   private String address;
 
   private void start() throws IOException {
+    start(System::nanoTime);
+  }
+
+  /** Starts the endpoint, its monotonic clock {@code nanoClock}. */
+  private void start(java.util.function.LongSupplier nanoClock) throws IOException {
     when(node.stats()).thenReturn(StatsFixtures.nodeStats());
     endpoint = new ClientEndpoint(node, List::of, 64, Duration.ofSeconds(5), "base",
         ClientEndpoint.DEFAULT_READER_THREADS, ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
-        tokenizer, () -> 1_767_225_600L, 7L);
+        tokenizer, () -> 1_767_225_600L, 7L, ClientEndpoint.DEFAULT_BODY_BUDGET, nanoClock);
     InetSocketAddress a = endpoint.start("127.0.0.1", 0);
     address = "127.0.0.1:" + a.getPort();
   }
@@ -100,6 +105,16 @@ class ClientEndpointErrorTest {
     Await.until(() -> endpoint.tokenizationsUnderWay() == 0, what + ": its tokenization ended");
     assertEquals(endpoint.bodyBudget(), endpoint.bodyBudgetAvailable(),
         what + ": its share of the body budget given back");
+  }
+
+  /**
+   * {@code client.internal_errors} of {@code /v1/stats} (null if it has none): the requests
+   * answered 500, or closed, for the endpoint's own failure.
+   */
+  private Object internalErrors() throws InterruptedException {
+    HttpResponse<String> stats = answer(send("GET", ClientEndpoint.STATS, null), "/v1/stats");
+    assertEquals(200, stats.statusCode(), stats.body());
+    return ((Map<?, ?>) json(stats.body()).get("client")).get("internal_errors");
   }
 
   private static Map<?, ?> json(String body) {
@@ -178,6 +193,7 @@ class ClientEndpointErrorTest {
     doReturn(StatsFixtures.nodeStats()).when(node).stats();
     HttpResponse<String> health = answer(send("GET", ClientEndpoint.HEALTH, null), "/health");
     assertEquals(200, health.statusCode(), health.body());
+    assertEquals(5L, internalErrors(), "the 500s of handlers that threw, in internal_errors");
   }
 
   /**
@@ -218,6 +234,8 @@ class ClientEndpointErrorTest {
           what + ": " + resp.body());
       assertAllGivenBack(what);
     }
+    assertEquals(0L, internalErrors(), "the node's and the tokenizer's failures (502) are not "
+        + "the endpoint's own");
   }
 
   /**
@@ -255,6 +273,7 @@ class ClientEndpointErrorTest {
     stub.awaitSubmitted(++n);
     futures.get(n - 1).complete(response(requests.get(n - 1).id()));
     assertEquals(200, answer(sent, "the answer after").statusCode());
+    assertEquals(4L, internalErrors(), "the 500s of writes that threw, in internal_errors");
   }
 
   /**
@@ -299,6 +318,7 @@ class ClientEndpointErrorTest {
         String.valueOf(error));
     assertEquals(null, Sse.next(in), "the stream ends after the error, without [DONE]");
     assertAllGivenBack("a stream whose end throws an Error");
+    assertEquals(1L, internalErrors(), "the stream's internal error, in internal_errors");
   }
 
   /**
@@ -327,6 +347,7 @@ class ClientEndpointErrorTest {
     assertEquals(OPENAI_INTERNAL, json(resp.body()));
     assertAllGivenBack("a tokenizer's failure whose cause throws");
     assertTrue(requests.isEmpty());
+    assertEquals(1L, internalErrors(), "the 500, in internal_errors");
   }
 
   /**
@@ -373,6 +394,7 @@ class ClientEndpointErrorTest {
     stub.awaitSubmitted(2);
     futures.get(1).complete(response(requests.get(1).id()));
     assertEquals(200, answer(sent, "the answer after").statusCode());
+    assertEquals(1L, internalErrors(), "the connection closed, in internal_errors");
   }
 
   /**
@@ -423,5 +445,68 @@ class ClientEndpointErrorTest {
     stub.awaitSubmitted(1);
     futures.get(0).complete(response(requests.get(0).id()));
     assertEquals(200, answer(sent, "the answer after").statusCode());
+    assertEquals(2L, internalErrors(), "the 500s, in internal_errors");
+  }
+
+  /**
+   * The endpoint's own failures are counted ({@code client.internal_errors},
+   * {@code prefix_router_client_internal_errors_total}) and logged at most
+   * {@link ClientEndpoint#WARNINGS_PER_MINUTE} lines a minute by the endpoint's clock, the next
+   * line logged saying how many were left out: a failure that lasts (the heap, a host component)
+   * fails every request meanwhile, and each used to log a line, with a stack trace, and be
+   * counted nowhere.
+   */
+  @Test
+  void theEndpointsOwnFailuresAreCountedAndTheirLinesBounded() throws Exception {
+    int perMinute = ClientEndpoint.WARNINGS_PER_MINUTE;
+    java.util.concurrent.atomic.AtomicLong nanos = new java.util.concurrent.atomic.AtomicLong();
+    start(nanos::get);
+    when(node.nodeId()).thenThrow(new AssertionError("a host component that breaks"));
+    List<String> problems = new java.util.ArrayList<>();
+    String failed = "client request to " + ClientEndpoint.COMPLETIONS + " failed";
+    List<String> first = io.github.prefixrouter.testing.LoggedLines.logged(failed, () -> {
+      for (int i = 0; i < 2 * perMinute; i++) {
+        failsWith500(problems);
+      }
+    });
+    if (first.size() != perMinute) {
+      problems.add(first.size() + " lines logged in a minute for " + 2 * perMinute
+          + " requests the endpoint failed, not " + perMinute + ": " + first);
+    }
+    nanos.addAndGet(TimeUnit.SECONDS.toNanos(60));
+    List<String> next = io.github.prefixrouter.testing.LoggedLines.logged(failed, () -> {
+      for (int i = 0; i <= perMinute; i++) {
+        failsWith500(problems);
+      }
+    });
+    if (next.size() != perMinute || !next.get(0).contains("(" + perMinute
+        + " more such failures left out before this one, above " + perMinute + " a minute)")) {
+      problems.add("a minute later, for " + (perMinute + 1) + " requests failed, logged " + next);
+    }
+    doReturn("solo").when(node).nodeId();
+    Object counted = internalErrors();
+    if (!Long.valueOf(3 * perMinute + 1).equals(counted)) {
+      problems.add("client.internal_errors " + counted + ", not " + (3 * perMinute + 1));
+    }
+    HttpResponse<String> metrics = answer(send("GET", ClientEndpoint.METRICS, null), "/metrics");
+    String exported = "prefix_router_client_internal_errors_total " + (3 * perMinute + 1);
+    if (!metrics.body().lines().toList().contains(exported)) {
+      problems.add("/metrics has no line " + exported);
+    }
+    assertEquals(List.of(), problems, "what the endpoint's own failures counted and logged");
+  }
+
+  /** Adds to {@code problems} unless a request to the token route is answered 500 internal. */
+  private void failsWith500(List<String> problems) {
+    try {
+      HttpResponse<String> resp = answer(send("POST", ClientEndpoint.COMPLETIONS,
+          "{\"prompt\":[1]}"), "a request the endpoint fails");
+      if (resp.statusCode() != 500 || !INTERNAL.equals(json(resp.body()))) {
+        problems.add("answered " + resp.statusCode() + " " + resp.body());
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      problems.add("interrupted");
+    }
   }
 }

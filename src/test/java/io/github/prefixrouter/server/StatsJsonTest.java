@@ -112,7 +112,8 @@ class StatsJsonTest {
       assertEquals(List.of("in_flight", "rejected_busy", "rejected_invalid",
           "rejected_not_found", "slow_connections_closed", "reads_refused", "streams_open",
           "streams_cancelled", "tokenize_failures", "tokenize_refused",
-          "refused_without_certificate", "body_budget_held_bytes", "body_budget_refused"),
+          "refused_without_certificate", "body_budget_held_bytes", "body_budget_refused",
+          "internal_errors"),
           List.copyOf(((Map<?, ?>) s.get("client")).keySet()));
       assertEquals("solo", s.get("node_id"));
 
