@@ -134,7 +134,8 @@ import org.slf4j.LoggerFactory;
  *       node takes its id to be in use by another process, {@link
  *       io.github.prefixrouter.GossipStats#nodeIdInUse()}, then with {@code
  *       "node_id_in_use_reason"}). None of them changes the status: the node still answers
- *       its clients (through its peers, or with its engine).
+ *       its clients (through its peers, or with its engine). One whose source throws, an
+ *       {@link Error} included, is left out, the status still the state's.
  * </ul>
  *
  * Paths match exactly (anything else is 404) and another method is 405; the 405 of an OpenAI
@@ -697,32 +698,30 @@ final class ClientEndpoint {
           Map<String, Object> body = new java.util.LinkedHashMap<>();
           PrefixRouterNode.State state = node.state(); // once: the status says what the body says
           body.put("state", state.name());
-          try { // the probe answers by the state alone if the node's stall stats fail
-            node.engineStallStats().ifPresent(s -> {
-              body.put("engine_avoided", s.avoided() == 1);
-              body.put("engine_stalled", s.stalled() == 1);
-              body.put("engine_failing", s.failing() == 1);
-            });
-          } catch (RuntimeException e) {
-            log.debug("/health: no engine stall stats", e);
-          }
+          // the details only inform: the probe answers by the state alone, each detail that
+          // throws (an Error too) left out whole
+          healthDetail(body, "engine stall stats", d -> node.engineStallStats().ifPresent(s -> {
+            d.put("engine_avoided", s.avoided() == 1);
+            d.put("engine_stalled", s.stalled() == 1);
+            d.put("engine_failing", s.failing() == 1);
+          }));
           IntSupplier keyRefused = engineKeyRefused;
           if (keyRefused != null) {
-            int status = keyRefused.getAsInt();
-            body.put("engine_key_refused", status != 0);
-            if (status != 0) {
-              body.put("engine_key_refused_status", status);
-            }
+            healthDetail(body, "engine key watch", d -> {
+              int status = keyRefused.getAsInt();
+              d.put("engine_key_refused", status != 0);
+              if (status != 0) {
+                d.put("engine_key_refused_status", status);
+              }
+            });
           }
-          try { // as above: the state alone if the node's stats fail
+          healthDetail(body, "node stats", d -> {
             GossipStats g = node.stats().gossip();
-            body.put("node_id_in_use", g.nodeIdInUse());
+            d.put("node_id_in_use", g.nodeIdInUse());
             if (g.nodeIdInUse()) {
-              body.put("node_id_in_use_reason", nodeIdInUseReason(node.nodeId(), g));
+              d.put("node_id_in_use_reason", nodeIdInUseReason(node.nodeId(), g));
             }
-          } catch (RuntimeException e) {
-            log.debug("/health: no node stats", e);
-          }
+          });
           respond(ex, state == PrefixRouterNode.State.RUNNING ? 200 : 503, body);
         }
       }
@@ -746,6 +745,25 @@ final class ClientEndpoint {
         }
       }
     }
+  }
+
+  /**
+   * Adds to {@code /health}'s body the keys {@code detail} puts, or none if it throws, whatever
+   * it throws, an {@link Error} included: a probe is answered by the node's state alone, which a
+   * load balancer reads, never with a 500 that would take a running node out of rotation.
+   * What was thrown is logged at debug level: probes come every few seconds, and the same
+   * failure through {@code /v1/stats} or {@code /metrics} is answered 500, counted and logged.
+   */
+  private static void healthDetail(Map<String, Object> body, String what,
+      java.util.function.Consumer<Map<String, Object>> detail) {
+    Map<String, Object> d = new LinkedHashMap<>();
+    try {
+      detail.accept(d);
+    } catch (Throwable e) { // an Error too: the state alone
+      log.debug("/health: no {}", what, e);
+      return;
+    }
+    body.putAll(d);
   }
 
   /** What {@code /health} says of a node id in use by another process ({@code g} says it is). */

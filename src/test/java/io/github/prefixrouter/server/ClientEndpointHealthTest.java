@@ -203,4 +203,28 @@ class ClientEndpointHealthTest {
     assertEquals(200, r.statusCode(), r.body());
     assertEquals("{\"state\":\"RUNNING\"}", r.body());
   }
+
+  /**
+   * A probe is answered by the node's state alone whatever its details throw, an {@link Error}
+   * included (the engine watch's stats, the node's stats, the watch of the engine's key): 200
+   * while the node runs, 503 once it stops, as a load balancer reads it. An {@code Error} there
+   * used to escape to the handler's guard, a 500 that took a running node out of rotation, and
+   * the key watch's failure, an exception too, was not caught at all.
+   */
+  @Test
+  void detailsThatThrowAnErrorLeaveTheStatusToTheState() throws Exception {
+    endpoint.watchEngineKey(() -> {
+      throw new AssertionError("a key watch that breaks");
+    });
+    start();
+    when(node.engineStallStats()).thenThrow(new StackOverflowError());
+    when(node.stats()).thenThrow(new OutOfMemoryError("Java heap space"));
+    HttpResponse<String> r = health();
+    assertEquals(200, r.statusCode(), "a running node whose details throw: " + r.body());
+    assertEquals("{\"state\":\"RUNNING\"}", r.body());
+    when(node.state()).thenReturn(PrefixRouterNode.State.STOPPED);
+    r = health();
+    assertEquals(503, r.statusCode(), "a stopped node whose details throw: " + r.body());
+    assertEquals("{\"state\":\"STOPPED\"}", r.body());
+  }
 }
