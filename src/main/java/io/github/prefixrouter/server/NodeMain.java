@@ -47,7 +47,8 @@ import org.slf4j.LoggerFactory;
  * answered; those still running after {@code --shutdown-grace-ms} are answered 503 and
  * cancelled on the engine) and prints its stats. Exit status 2 means bad flags, printed with
  * the usage; 1 a node that could not start, printed as one line naming the part that failed
- * and why (a port in use, a file that cannot be read), its stack trace logged at debug level.
+ * and why (a port in use, a file that cannot be read; anything else thrown, an {@link Error}
+ * included, by its type and message), its stack trace logged at debug level.
  */
 public final class NodeMain {
 
@@ -318,13 +319,15 @@ public final class NodeMain {
    * Starts a node from parsed options; {@link Running#close()} stops it.
    *
    * @param out where the banner, and the stats line of the stop, are printed
-   * @throws StartFailure naming the part that failed, after stopping what had started
+   * @throws StartFailure naming the part that failed, after stopping what had started, whatever
+   *     was thrown, an {@link Error} included (its cause)
    */
   static Running start(NodeOptions o, java.io.PrintStream out) throws IOException {
     String[] part = {"the node"};
     try {
       return startParts(o, part, out);
-    } catch (IOException | RuntimeException e) {
+    } catch (Throwable e) { // an Error too (a JCA provider's, the heap): a failed start all the
+      // same, reported in one line; escaping launch(), the JVM printed its stack trace
       throw new StartFailure(part[0], e);
     }
   }
@@ -527,7 +530,7 @@ public final class NodeMain {
       }
       return new Running(node, transport, engine, scheduler, files, endpoint, tokenizer,
           clientAddress, o.shutdownGrace, o.readyFile, out);
-    } catch (IOException | RuntimeException | Error e) {
+    } catch (Throwable e) { // a checked exception thrown undeclared too: rethrown as it is
       if (node != null) {
         stopPart("the node", node::close, e); // closes the transport too
       } else if (transport != null) {

@@ -201,6 +201,44 @@ class NodeMainLaunchTest {
   }
 
   /**
+   * Something else than a bad file or flag thrown as the node starts, an {@link Error} included
+   * (here a JCA provider, a hardware token's say, throwing as the TLS context is looked up), is
+   * one line naming the part that failed and what was thrown, its type and message, and status
+   * 1, the ports it had bound released: an {@code Error} escaped the start, the JVM printing its
+   * stack trace.
+   */
+  @Test
+  void anErrorAsTheNodeStartsIsOneLineNamingWhatWasThrown() throws Exception {
+    Path key = TlsCertificates.keystore(dir, "t5");
+    java.security.Provider hsm = FailingJcaProvider.provider();
+    List<String> problems = new java.util.ArrayList<>();
+    int port;
+    try (ServerSocket free = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      port = free.getLocalPort();
+    }
+    for (Throwable thrown : List.of(new InternalError("token driver"),
+        new AssertionError("a provider that breaks"))) {
+      FailingJcaProvider.at = FailingJcaProvider.lookup("SSLContext");
+      FailingJcaProvider.toThrow = thrown;
+      assertTrue(java.security.Security.insertProviderAt(hsm, 1) > 0, "provider installed");
+      try {
+        failsToStart("error: node t5 could not start: the TLS files: "
+            + thrown.getClass().getSimpleName() + ": " + thrown.getMessage(),
+            "--id", "t5", "--listen", "127.0.0.1:" + port, "--tls-keystore", key.toString());
+      } catch (Throwable e) { // an AssertionError of failsToStart, or what the start threw
+        problems.add(thrown + ": " + (e == thrown ? "the start threw it" : e.getMessage()));
+      } finally {
+        FailingJcaProvider.toThrow = null;
+        java.security.Security.removeProvider(hsm.getName());
+      }
+    }
+    assertEquals(List.of(), problems, "what starts that threw an Error did");
+    try (ServerSocket again = new ServerSocket(port, 1, InetAddress.getLoopbackAddress())) {
+      assertEquals(port, again.getLocalPort(), "the peer port released");
+    }
+  }
+
+  /**
    * The shutdown hook is in place before the node serves: it used to be registered only once the
    * ready file was written, so a SIGTERM sent as the file appeared (a script waiting for it and
    * stopping the node at once) found no hook, and the JVM exited leaving the ready file of a
