@@ -80,6 +80,15 @@ class ClientEndpointErrorTest {
     }
   }
 
+  /** Puts {@code value} in the endpoint's field {@code name}; returns what it held. */
+  private Object swapField(String name, Object value) throws ReflectiveOperationException {
+    java.lang.reflect.Field field = ClientEndpoint.class.getDeclaredField(name);
+    field.setAccessible(true);
+    Object was = field.get(endpoint);
+    field.set(endpoint, value);
+    return was;
+  }
+
   private CompletableFuture<HttpResponse<String>> send(String method, String path, String body) {
     return client.sendAsync(HttpRequest.newBuilder(URI.create("http://" + address + path))
         .method(method, body == null ? HttpRequest.BodyPublishers.noBody()
@@ -366,10 +375,7 @@ class ClientEndpointErrorTest {
         throw new OutOfMemoryError("unable to create native thread: possibly out of memory");
       }
     };
-    java.lang.reflect.Field field = ClientEndpoint.class.getDeclaredField("executor");
-    field.setAccessible(true);
-    Object writers = field.get(endpoint);
-    field.set(endpoint, noThread);
+    Object writers = swapField("executor", noThread);
     try {
       CompletableFuture<HttpResponse<String>> sent =
           send("POST", ClientEndpoint.COMPLETIONS, "{\"prompt\":[1]}");
@@ -386,7 +392,7 @@ class ClientEndpointErrorTest {
       }
       assertAllGivenBack("an answer no writer thread could take");
     } finally {
-      field.set(endpoint, writers);
+      swapField("executor", writers);
       noThread.shutdownNow();
     }
     CompletableFuture<HttpResponse<String>> sent =
@@ -415,10 +421,7 @@ class ClientEndpointErrorTest {
         throw new OutOfMemoryError("unable to create native thread: possibly out of memory");
       }
     };
-    java.lang.reflect.Field field = ClientEndpoint.class.getDeclaredField("timer");
-    field.setAccessible(true);
-    Object timer = field.get(endpoint);
-    field.set(endpoint, noThread);
+    Object timer = swapField("timer", noThread);
     try {
       List<String[]> sends = List.of(
           new String[] {ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}"},
@@ -435,7 +438,7 @@ class ClientEndpointErrorTest {
             what + ": the tokenizer's call, which nothing bounds, was left running");
       }
     } finally {
-      field.set(endpoint, timer);
+      swapField("timer", timer);
       noThread.shutdownNow();
     }
     assertTrue(requests.isEmpty());
