@@ -10,7 +10,8 @@
 # (DelayRelayMain); the seeds are the relays. So every node-to-node message crosses one relay
 # each way: a round trip is twice the delay, as netem on every node's egress gives. The load
 # generator talks to the client ports, 127.0.0.1:18000+i, directly (no delay). A delay of
-# "direct" runs without relays, the nodes advertising their own peer ports.
+# "direct" runs without relays, the nodes advertising their own peer ports. The table's last two
+# columns are the CPU time the node processes and the relays spent per measured request.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 jar="$here/target/benchmarks.jar"
@@ -93,9 +94,11 @@ for d in $delays; do
       echo $! > "$work/n$i.pid"
     done
     sleep 8   # JVM start and membership
+    cpu=(--node-pids "$(pid_list "$work"/n*.pid)")
+    [[ "$d" == direct ]] || cpu+=(--relay-pids "$(pid_list "$work/relay.pid")")
     java -cp "$jar" io.github.prefixrouter.load.LoadGeneratorMain --nodes "$endpoints" \
       --requests "$requests" --warmup "$warmup" --concurrency 4 --json "$work/$d-$policy.json" ${extra[@]+"${extra[@]}"} \
-      > "$work/$d-$policy.out" 2>&1 || true
+      "${cpu[@]}" > "$work/$d-$policy.out" 2>&1 || true
     stop_all
     sweep_row "$work/$d-$policy.json" "$label" "$policy" "$work/$d-$policy.out"
   done

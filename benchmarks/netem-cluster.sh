@@ -7,7 +7,8 @@
 #
 # Needs root, iproute2 and the sch_netem kernel module. Creates namespaces pr-n0..pr-n3 and a
 # bridge pr-br0 (10.77.0.254/24 in the root namespace); removes them on exit. Delays are one
-# way, on every node's egress, so a node-to-node round trip is twice the delay.
+# way, on every node's egress, so a node-to-node round trip is twice the delay. The table's
+# "cpu ms/req" is the CPU time the node processes spent per measured request (no relays here).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 jar="$here/target/benchmarks.jar"
@@ -64,9 +65,10 @@ for d in $delays; do
       echo $! > "$work/n$i.pid"
     done
     sleep 8   # JVM start and membership
+    # ip netns exec replaces itself with java (exec, no fork): the pids are the nodes' JVMs
     java -cp "$jar" io.github.prefixrouter.load.LoadGeneratorMain --nodes "$endpoints" \
       --requests "$requests" --warmup "$warmup" --concurrency 4 --json "$work/$d-$policy.json" ${extra[@]+"${extra[@]}"} \
-      > "$work/$d-$policy.out" 2>&1 || true
+      --node-pids "$(pid_list "$work"/n*.pid)" > "$work/$d-$policy.out" 2>&1 || true
     for pid in $(cat "$work"/*.pid); do kill "$pid" 2>/dev/null || true; done
     sleep 3
     rm -f "$work"/*.pid

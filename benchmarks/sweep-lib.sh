@@ -25,9 +25,18 @@ sweep_flags() {
   failed=()
 }
 
+# the columns: forwarded share, hit rate, latency, the busiest node's share of the answers, and
+# the CPU time (user and system) per measured request of the node processes and of the relays,
+# "-" where there is none (no relays, or no /proc: the load generator's output says why)
 sweep_header() {
-  printf "%-8s %-11s %9s %8s %9s %9s %9s %8s\n" "delay" "policy" "forwarded" "hitRate" "mean ms" \
-    "p50 ms" "p99 ms" "busiest"
+  printf "%-8s %-11s %9s %8s %9s %9s %9s %8s %10s %10s\n" "delay" "policy" "forwarded" "hitRate" \
+    "mean ms" "p50 ms" "p99 ms" "busiest" "cpu ms/req" "relay cpu"
+}
+
+# pid_list FILE...: the process ids in the files, comma-separated (the load generator's
+# --node-pids and --relay-pids)
+pid_list() {
+  cat "$@" | paste -sd, -
 }
 
 # sweep_row JSON DELAY POLICY OUT: the run's row; a run that failed (no JSON, or no figures:

@@ -4,8 +4,10 @@
 #
 #   sweep-row.py JSON DELAY POLICY OUT
 #
-# prints "DELAY POLICY forwarded hitRate mean p50 p99 busiest", busiest being the largest share
-# of the answered requests that one node served ("-" without the per-node rows); a run that failed (no JSON, or no
+# prints "DELAY POLICY forwarded hitRate mean p50 p99 busiest cpu relay", busiest being the
+# largest share of the answered requests that one node served ("-" without the per-node rows),
+# cpu and relay the CPU time of the node processes and of the relays per measured request in ms
+# ("-" without a figure: no relays, or no /proc); a run that failed (no JSON, or no
 # figures: nothing answered) prints a row saying FAILED with the reason and OUT (the load
 # generator's output file) and exits with status 1.
 import json
@@ -29,4 +31,7 @@ if served and all(isinstance(v, int) for v in served) and r.get("answered"):
     busiest = "%8.3f" % (max(served) / r["answered"])
 else:
     busiest = "%8s" % "-"
-print("%s %9.3f %8.3f %9.1f %9.1f %9.1f %s" % (head, *figures, busiest))
+cpu = r.get("cpu_ms_per_request") or {}
+cpu_cells = ["%10.2f" % cpu[g] if isinstance(cpu.get(g), (int, float)) else "%10s" % "-"
+             for g in ("nodes", "relays")]
+print("%s %9.3f %8.3f %9.1f %9.1f %9.1f %s %s %s" % (head, *figures, busiest, *cpu_cells))

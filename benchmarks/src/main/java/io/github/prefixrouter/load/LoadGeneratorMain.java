@@ -42,6 +42,7 @@ import java.util.concurrent.atomic.AtomicReference;
  *     [--mmlu ../shared/data/mmlu] [--zipf 1.1] [--max-tokens 1] [--seed 1]
  *     [--stream] [--json results.json] [--api route|chat] [--chat-as-ids] [--temperature T]
  *     [--stop S]... [--max-system-chars N] [--max-user-chars N]
+ *     [--node-pids PID,PID...] [--relay-pids PID,...]
  * </pre>
  *
  * <p>With {@code --warmup N}, N more requests of the same workload are sent first and left out
@@ -49,6 +50,11 @@ import java.util.concurrent.atomic.AtomicReference;
  * requests of a fresh cluster run, so without it the slowest requests of a short run are its
  * first ones whatever the routing does. The measured requests are the same with or without a
  * warm-up (the warm-up's are drawn after them from the same seeded sequence, and sent first).
+ *
+ * <p>With {@code --node-pids} (and {@code --relay-pids}) it also prints the CPU time those
+ * processes spent from the start of the measured requests to their end, per measured request
+ * ({@link ProcessCpu}): on a machine whose cores the nodes share, the cost of a forward's HTTP
+ * exchange, relay and answer comes out of the same CPU as the engines' computation.
  */
 public final class LoadGeneratorMain {
 
@@ -71,6 +77,11 @@ public final class LoadGeneratorMain {
       "  --stream            ask for streamed answers (\"stream\": true) and report the time",
       "                      to the first piece (TTFT) next to the latency",
       "  --json FILE         also write the results as JSON",
+      "  --node-pids LIST    process ids of the nodes, comma-separated: print the CPU time",
+      "                      (user and system, from Linux's /proc/PID/stat) they spent",
+      "                      during the measured requests, per request (default none)",
+      "  --relay-pids LIST   the same for the relays between the nodes, if any (default",
+      "                      none)",
       "  --api route|chat    route: token ids to /v1/route/completions (default); chat:",
       "                      conversations to /v1/chat/completions, tokenized by the nodes",
       "                      (--tokenizer), each request a subject's system prompt and a",
@@ -110,7 +121,7 @@ public final class LoadGeneratorMain {
   /** The flags that take a value; all but {@code --stop} at most once. */
   static final Set<String> VALUE_FLAGS = Set.of("nodes", "requests", "warmup", "concurrency", "mmlu",
       "zipf", "max-tokens", "seed", "json", "api", "temperature", "model", "stop",
-      "max-system-chars", "max-user-chars");
+      "max-system-chars", "max-user-chars", "node-pids", "relay-pids");
 
   /**
    * Parses the command line: flag name (without {@code --}) to value, {@code "true"} for a
@@ -284,6 +295,17 @@ public final class LoadGeneratorMain {
         fail("--json " + o.get("json") + ": " + e.getMessage());
       }
     }
+    Map<String, List<Long>> cpuPids = new LinkedHashMap<>();
+    for (String k : List.of("node-pids", "relay-pids")) {
+      if (o.containsKey(k)) {
+        try {
+          cpuPids.put(k.equals("node-pids") ? "nodes" : "relays", ProcessCpu.pids(o.get(k)));
+        } catch (IllegalArgumentException e) {
+          fail("--" + k + " " + e.getMessage());
+        }
+      }
+    }
+    ProcessCpu cpu = new ProcessCpu(Path.of("/proc"), cpuPids, ProcessCpu::clockTicksPerSecond);
     boolean asIds = o.containsKey("chat-as-ids");
     LoadDriver.Api api = chat && !asIds ? LoadDriver.Api.CHAT : LoadDriver.Api.ROUTE;
     double zipf = numberArg(o, "zipf", chat ? 1.1 : 0);
@@ -385,11 +407,14 @@ public final class LoadGeneratorMain {
     for (String n : nodes) {
       before.put(n, driver.stats(n));
     }
+    cpu.start();
     LoadDriver.Result r = driver.runPrompts(prompts);
+    cpu.stop();
     bar.get().finish();
 
     System.out.println();
     System.out.print(figures(r, requests, o.containsKey("stream")));
+    System.out.print(cpu.report(requests));
     System.out.println();
     System.out.printf(Locale.ROOT, "%-22s %10s %10s %10s %12s %10s %10s%n", "node", "served", "submitted", "forwarded",
         "servedForPeer", "pushedBack", "fallbacks");
@@ -413,6 +438,7 @@ public final class LoadGeneratorMain {
     }
     if (json != null) {
       Map<String, Object> j = summary(r, description, api, requests, warmup, o.containsKey("stream"));
+      j.putAll(cpu.json(requests));
       j.put("nodes", perNode);
       Files.writeString(json, Json.write(j) + "\n", StandardCharsets.UTF_8);
     }

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.server.LoadDriver;
@@ -135,7 +136,8 @@ class LoadGeneratorMainTest {
         {"--zipf", "steep"}, {"--zipf", "-1"}, {"--zipf", "NaN"},
         {"--temperature", "warm"}, {"--temperature", "Infinity"},
         {"--concurrency", "0"}, {"--requests", "-1"}, {"--max-tokens", "0"},
-        {"--max-user-chars", "many"}, {"--warmup", "-1"}, {"--warmup", "1000000"}};
+        {"--max-user-chars", "many"}, {"--warmup", "-1"}, {"--warmup", "1000000"},
+        {"--node-pids", "12,x"}, {"--node-pids", "12,"}, {"--relay-pids", "0"}};
     for (String[] c : cases) {
       String[] r = run("--nodes", "127.0.0.1:9", c[0], c[1]);
       assertEquals("2", r[0], String.join(" ", c) + ": " + r[1]);
@@ -344,6 +346,28 @@ class LoadGeneratorMainTest {
     Map<?, ?> json = (Map<?, ?>) Json.parse(Files.readString(tmp.resolve("b.json")));
     assertEquals(3L, ((Number) json.get("requests")).longValue(), json.toString());
     assertEquals(4L, ((Number) json.get("warmup")).longValue(), json.toString());
+  }
+
+  /**
+   * With --node-pids and --relay-pids the JSON has each group's CPU per measured request (here
+   * this test's own process, which is there), and a process that is not there leaves its group
+   * null, saying why; the output says it once.
+   */
+  @Test
+  void theCpuOfTheGivenProcessesIsInTheJson(@TempDir Path tmp) throws Exception {
+    assumeTrue(Files.isRegularFile(Path.of("/proc/self/stat")), "Linux's /proc only");
+    String self = Long.toString(ProcessHandle.current().pid());
+    Path json = tmp.resolve("cpu.json");
+    String[] r = runAgainstARefusingNode(new ArrayList<>(), "--requests", "2", "--json",
+        json.toString(), "--node-pids", self + "," + self, "--relay-pids", "4194305");
+    assertTrue(Files.exists(json), "no JSON written (exit status " + r[0] + "): " + r[1]);
+    Map<?, ?> j = (Map<?, ?>) Json.parse(Files.readString(json));
+    Map<?, ?> cpu = (Map<?, ?>) j.get("cpu_ms_per_request");
+    assertTrue(cpu != null && cpu.get("nodes") instanceof Number
+        && ((Number) cpu.get("nodes")).doubleValue() >= 0, "no CPU of the nodes: " + j + r[1]);
+    assertEquals(Json.NULL, cpu.get("relays"), j.toString());
+    assertEquals("no /proc/4194305/stat (the process is not there)", j.get("cpu_unmeasured"),
+        j.toString());
   }
 
   /**
