@@ -416,7 +416,9 @@ public interface PrefixRouterNode extends AutoCloseable {
      * @return the node, in state {@link State#NEW}
      * @throws IllegalStateException if a required setting is missing, or if the clock throws
      *     when read here (the exception's cause is what it threw)
-     * @throws IllegalArgumentException if the configuration is invalid
+     * @throws IllegalArgumentException if the configuration is invalid, or if its
+     *     {@link RouterConfig#gossipMessageBytes()} exceeds the transport's
+     *     {@link Transport#maxMessageBytes()}
      */
     public PrefixRouterNode build() {
       List<String> missing = new ArrayList<>();
@@ -434,6 +436,14 @@ public interface PrefixRouterNode extends AutoCloseable {
             "PrefixRouterNode.Builder is missing required settings: " + String.join(", ", missing));
       }
       config.validate();
+      int carried = transport.maxMessageBytes();
+      if (config.gossipMessageBytes() > carried) {
+        // the transport would lose every gossip message above its limit, snapshots among them
+        throw new IllegalArgumentException("gossipMessageBytes (" + config.gossipMessageBytes()
+            + ") exceeds the transport's maxMessageBytes (" + carried + "): the transport "
+            + "would drop the larger gossip messages; lower gossipMessageBytes or raise the "
+            + "transport's limit");
+      }
       Clock c = GuardedClock.of("node " + nodeId, clock != null ? clock : Clock.system());
       RandomGenerator r = random;
       if (r == null) {

@@ -1,6 +1,7 @@
 package io.github.prefixrouter;
 
 import io.github.prefixrouter.internal.ModelIds;
+import io.github.prefixrouter.internal.gossip.GossipConfig;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -42,6 +43,12 @@ public final class RouterConfig {
    */
   public static final long MIN_AUTOMATIC_MIRROR_LIMIT_TOKENS = 1L << 24;
 
+  /** Smallest {@link #gossipMessageBytes()} accepted: 1,024 bytes. */
+  public static final int MIN_GOSSIP_MESSAGE_BYTES = GossipConfig.MIN_MESSAGE_BYTE_CAP;
+
+  /** Largest {@link #gossipMessageBytes()} accepted: 16 MiB. */
+  public static final int MAX_GOSSIP_MESSAGE_BYTES = GossipConfig.MAX_MESSAGE_BYTE_CAP;
+
   /** Longest {@link #streamInterval()} accepted. */
   private static final Duration MAX_STREAM_INTERVAL = Duration.ofSeconds(10);
 
@@ -80,6 +87,7 @@ public final class RouterConfig {
   private final Duration peerSuspectAfter;
   private final Duration peerDeadAfter;
   private final int maxPeers;
+  private final int gossipMessageBytes;
   private final long gossipGeneration;
   private final String modelId;
 
@@ -116,6 +124,7 @@ public final class RouterConfig {
     peerSuspectAfter = b.peerSuspectAfter;
     peerDeadAfter = b.peerDeadAfter;
     maxPeers = b.maxPeers;
+    gossipMessageBytes = b.gossipMessageBytes;
     gossipGeneration = b.gossipGeneration;
     modelId = b.modelId;
   }
@@ -245,6 +254,12 @@ public final class RouterConfig {
     if (maxPeers < 1 || maxPeers > 65_536) {
       p.add("maxPeers must be between 1 and 65536 (peers beyond it are not tracked), was "
           + maxPeers);
+    }
+    if (gossipMessageBytes < MIN_GOSSIP_MESSAGE_BYTES
+        || gossipMessageBytes > MAX_GOSSIP_MESSAGE_BYTES) {
+      p.add("gossipMessageBytes must be between " + MIN_GOSSIP_MESSAGE_BYTES + " and "
+          + MAX_GOSSIP_MESSAGE_BYTES + " bytes (the largest gossip message this node sends), was "
+          + gossipMessageBytes);
     }
     String modelIdProblem = ModelIds.problem(modelId);
     if (modelIdProblem != null) {
@@ -647,6 +662,16 @@ public final class RouterConfig {
   }
 
   /**
+   * The largest gossip message this node sends, in bytes. Default 65,536 (64 KiB). See
+   * {@link Builder#gossipMessageBytes(int)}.
+   *
+   * @return the largest gossip message this node sends, in bytes
+   */
+  public int gossipMessageBytes() {
+    return gossipMessageBytes;
+  }
+
+  /**
    * This node's gossip generation as supplied by the host, or 0 (the default) to take it from
    * the node's clock at build time. See {@link Builder#gossipGeneration(long)}.
    *
@@ -720,6 +745,7 @@ public final class RouterConfig {
     private Duration peerSuspectAfter = Duration.ofSeconds(2);
     private Duration peerDeadAfter = Duration.ofSeconds(10);
     private int maxPeers = 1024;
+    private int gossipMessageBytes = 65_536;
     private long gossipGeneration;
     private String modelId = "";
 
@@ -758,6 +784,7 @@ public final class RouterConfig {
       peerSuspectAfter = c.peerSuspectAfter;
       peerDeadAfter = c.peerDeadAfter;
       maxPeers = c.maxPeers;
+      gossipMessageBytes = c.gossipMessageBytes;
       gossipGeneration = c.gossipGeneration;
       modelId = c.modelId;
     }
@@ -1084,6 +1111,30 @@ public final class RouterConfig {
      */
     public Builder maxPeers(int peers) {
       this.maxPeers = peers;
+      return this;
+    }
+
+    /**
+     * The largest gossip message this node sends, in bytes (default 65,536, 64 KiB; range 1,024
+     * to 16 MiB, {@link RouterConfig#MIN_GOSSIP_MESSAGE_BYTES} to
+     * {@link RouterConfig#MAX_GOSSIP_MESSAGE_BYTES}). It bounds every gossip message the node
+     * encodes: a digest lists a rotating subset of the origins once they do not fit, updates
+     * take deltas while they fit, a batch of block changes is split into deltas of at most
+     * (this − 1 KiB) / 16 blocks, a snapshot is sent in chunks of at most this size, and an
+     * exchange sends at most 1 MiB of chunks (or one chunk, if this is larger). A smaller value
+     * suits a transport or proxy with a small body limit, at the cost of more messages and
+     * more rounds to deliver a snapshot or a large batch; a larger one suits big caches or many
+     * peers (fewer chunks, whole digests), at the cost of larger messages to encode, decode,
+     * and lose whole. It must not exceed what the node's transport carries
+     * ({@link io.github.prefixrouter.spi.Transport#maxMessageBytes()}, 4 MiB for the HTTP
+     * transport by default): {@link io.github.prefixrouter.PrefixRouterNode.Builder#build()}
+     * refuses a larger one.
+     *
+     * @param bytes the largest gossip message, 1,024 to 16 MiB
+     * @return this builder
+     */
+    public Builder gossipMessageBytes(int bytes) {
+      this.gossipMessageBytes = bytes;
       return this;
     }
 

@@ -27,6 +27,11 @@ class RouterConfigTest {
     assertEquals(1, c.hopLimit());
     assertEquals(1.25, c.coldPlacementLoadBound());
     assertEquals(RouterConfig.TreeMode.AUTO, c.treeMode());
+    assertEquals(65_536, c.gossipMessageBytes());
+    assertEquals(1_024, RouterConfig.builder().gossipMessageBytes(1_024).build()
+        .gossipMessageBytes(), "the smallest gossip message size");
+    assertEquals(16 << 20, RouterConfig.builder().gossipMessageBytes(16 << 20).build()
+        .gossipMessageBytes(), "the largest gossip message size");
     assertEquals(c.toString(), c.toBuilder().build().toString());
     // the mirror limit follows the capacity unless set, and never falls below 2^24
     assertEquals(1L << 24, c.mirrorLimitTokens());
@@ -65,6 +70,7 @@ class RouterConfigTest {
         .gossip(Duration.ofMillis(300), 5)
         .peerTimeouts(Duration.ofSeconds(3), Duration.ofSeconds(13))
         .maxPeers(77)
+        .gossipMessageBytes(262_144)
         .gossipGeneration(12_345)
         .modelId("llama-3-8b@awq")
         .engineStallTimeout(Duration.ofSeconds(45))
@@ -109,6 +115,7 @@ class RouterConfigTest {
     assertEquals(5, c.gossipFanout());
     assertEquals(Duration.ofSeconds(3), c.peerSuspectAfter());
     assertEquals(Duration.ofSeconds(13), c.peerDeadAfter());
+    assertEquals(262_144, c.gossipMessageBytes());
     // a builder from toBuilder() is independent of the configuration it came from
     RouterConfig changed = c.toBuilder().hopLimit(0).build();
     assertEquals(0, changed.hopLimit());
@@ -185,6 +192,9 @@ class RouterConfigTest {
         bad("peerDeadAfter", b -> b.peerTimeouts(Duration.ofSeconds(2), Duration.ofDays(366))),
         bad("maxPeers", b -> b.maxPeers(0)),
         bad("maxPeers", b -> b.maxPeers(65_537)),
+        bad("gossipMessageBytes", b -> b.gossipMessageBytes(1_023)),
+        bad("gossipMessageBytes", b -> b.gossipMessageBytes((16 << 20) + 1)),
+        bad("gossipMessageBytes", b -> b.gossipMessageBytes(0)),
         bad("gossipGeneration", b -> b.gossipGeneration(-1)),
         bad("gossipGeneration", b -> b.gossipGeneration((1L << 62) + 1)));
   }

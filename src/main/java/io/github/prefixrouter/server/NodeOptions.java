@@ -156,6 +156,11 @@ public final class NodeOptions {
           "                           --tree-capacity-tokens; default 0: 4 x that, at least",
           "                           16777216; needs --kv-events or --engine reference",
           "  --gossip-interval-ms N   anti-entropy interval; default 200",
+          "  --gossip-message-bytes SIZE  the largest gossip message this node sends: bytes,",
+          "                           or a number with k or m; 1k to 4m (the most the peer",
+          "                           port carries); smaller takes more messages and rounds",
+          "                           to deliver a snapshot, larger suits big caches and many",
+          "                           peers; default 64k",
           "  --peer-suspect-ms N      silence before a peer is suspected; default 2000",
           "  --peer-dead-ms N         silence before a peer is dropped; default 10000",
           "  --hop-limit N            forwards per request; default 1",
@@ -208,7 +213,7 @@ public final class NodeOptions {
           "tls-check-ms", "tls-bind-node-ids", "client-tls-keystore", "client-tls-truststore",
           "client-tls-password-file",
           "engine", "engine-api-key-file", "model", "model-id", "tokenizer", "tokenizer-answer-budget", "engine-slots", "engine-max-in-flight", "engine-answer-budget", "kv-events", "kv-events-replay", "kv-events-replay-backoff-ms", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
-          "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
+          "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "gossip-message-bytes", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "client-body-budget",
           "peer-body-budget",
@@ -624,6 +629,9 @@ public final class NodeOptions {
     if (v.containsKey("gossip-interval-ms")) {
       cb.gossip(Duration.ofMillis(longValue(v, "gossip-interval-ms", 200)), RouterConfig.defaults().gossipFanout());
     }
+    if (v.containsKey("gossip-message-bytes")) {
+      cb.gossipMessageBytes(gossipMessageBytes(v.get("gossip-message-bytes")));
+    }
     if (v.containsKey("peer-suspect-ms") || v.containsKey("peer-dead-ms")) {
       RouterConfig d = RouterConfig.defaults();
       cb.peerTimeouts(
@@ -922,6 +930,25 @@ public final class NodeOptions {
   }
 
   /**
+   * {@code --gossip-message-bytes}, a {@link #bytes size} of
+   * {@link RouterConfig#MIN_GOSSIP_MESSAGE_BYTES} up to the peer transport's
+   * {@code maxMessageBytes}, which the node leaves at its default (4 MiB): the transport drops a
+   * larger message, so a node sending them would never deliver its large snapshots.
+   *
+   * @throws IllegalArgumentException naming the flag, the range and why, if it is outside
+   */
+  private static int gossipMessageBytes(String value) {
+    long b = bytes("gossip-message-bytes", value);
+    long max = HttpTransport.DEFAULT_MAX_MESSAGE_BYTES;
+    if (b < RouterConfig.MIN_GOSSIP_MESSAGE_BYTES || b > max) {
+      throw new IllegalArgumentException("--gossip-message-bytes must be 1k to " + (max >> 20)
+          + "m (" + RouterConfig.MIN_GOSSIP_MESSAGE_BYTES + " to " + max + " bytes: the peer "
+          + "port carries no larger message), was " + value);
+    }
+    return (int) b;
+  }
+
+  /**
    * The peer port's body budget ({@link HttpTransport.Builder#bodyBudget}): at least twice the
    * transport's {@code maxMessageBytes}, which the node leaves at its default; 0 when not given.
    */
@@ -1049,6 +1076,7 @@ public final class NodeOptions {
   private static final List<Map.Entry<String, String>> CONFIG_FLAGS = List.of(
       Map.entry("initialPrefillNanosPerToken", "--initial-prefill-ns-per-token"),
       Map.entry("treeCapacityTokens", "--tree-capacity-tokens"),
+      Map.entry("gossipMessageBytes", "--gossip-message-bytes"),
       Map.entry("mirrorLimitTokens", "--mirror-limit-tokens"),
       Map.entry("engineStallTimeout", "--engine-stall-ms"),
       Map.entry("engineFailureLimit", "--engine-failures"),

@@ -11,7 +11,9 @@ import java.util.concurrent.CompletableFuture;
  * <ul>
  *   <li>{@link #send} is one-way and best effort: it never blocks the caller on the network and
  *       never throws for delivery problems (the message is simply lost). It carries messages of
- *       up to 64 KiB (the node's largest gossip message).
+ *       up to {@link #maxMessageBytes()} bytes; the node's largest gossip message is its
+ *       {@code RouterConfig.gossipMessageBytes()} (64 KiB by default), which the node's build
+ *       refuses above that.
  *   <li>{@link #request} returns a future that completes exactly once: with the peer's answer,
  *       or exceptionally with a {@link TransportException} ({@code TIMEOUT} when no answer came
  *       within {@code timeout}). It never blocks the caller's thread. The node cancels the
@@ -82,6 +84,18 @@ public interface Transport extends AutoCloseable {
    * @param payload the message bytes
    */
   void send(PeerAddress to, byte[] payload);
+
+  /**
+   * The largest payload this transport carries, in bytes: {@link #send} and {@link #request}
+   * of a larger one lose or fail it. The node's build refuses a configuration whose gossip
+   * messages ({@code RouterConfig.gossipMessageBytes()}) may be larger. The default,
+   * {@link Integer#MAX_VALUE}, declares no limit; a transport with one should return it.
+   *
+   * @return the largest payload carried, in bytes
+   */
+  default int maxMessageBytes() {
+    return Integer.MAX_VALUE;
+  }
 
   /**
    * Sends a request and returns a future of the peer's answer (forwarded inference).

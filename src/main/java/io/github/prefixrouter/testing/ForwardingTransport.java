@@ -51,6 +51,11 @@ public class ForwardingTransport implements Transport {
   }
 
   @Override
+  public int maxMessageBytes() {
+    return delegate.maxMessageBytes();
+  }
+
+  @Override
   public void close() {
     delegate.close();
   }

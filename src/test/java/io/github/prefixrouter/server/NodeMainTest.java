@@ -881,6 +881,33 @@ class NodeMainTest {
         () -> parse("--id", "a", "--listen", "h:1", "--peer-body-budget", "64mb"));
   }
 
+  /**
+   * {@code --gossip-message-bytes} sets the node's {@link RouterConfig#gossipMessageBytes()}, a
+   * size from 1k up to what the peer transport carries (its default maxMessageBytes, 4 MiB):
+   * larger gossip messages would be dropped by the node's own transport.
+   */
+  @Test
+  void theGossipMessageBytesIsASizeUpToWhatThePeerPortCarries() throws Exception {
+    assertEquals(65_536, parse("--id", "a", "--listen", "h:1").config.gossipMessageBytes(),
+        "not given: 64 KiB");
+    for (Map.Entry<String, Integer> ok : Map.of("256k", 262_144, "1K", 1_024, "1024", 1_024,
+        "4m", 4 << 20, "131072", 131_072).entrySet()) {
+      assertEquals(ok.getValue(), parse("--id", "a", "--listen", "h:1", "--gossip-message-bytes",
+          ok.getKey()).config.gossipMessageBytes(), ok.getKey());
+    }
+    assertEquals(2 << 20, parse("--config", writeConfig(
+        "id=n1\nlisten=h:1\ngossip-message-bytes=2m\n").toString()).config.gossipMessageBytes());
+    assertTrue(NodeOptions.USAGE.contains("  --gossip-message-bytes SIZE"), "not in --help");
+    for (String bad : List.of("1023", "0", "4097k", "5m", "16m", "1g")) {
+      assertMessage("--gossip-message-bytes must be 1k to 4m (1024 to 4194304 bytes: the peer "
+          + "port carries no larger message), was " + bad,
+          () -> parse("--id", "a", "--listen", "h:1", "--gossip-message-bytes", bad));
+    }
+    assertMessage("--gossip-message-bytes needs a size: a number of bytes, or a number with k, "
+        + "m or g (KiB, MiB, GiB) such as 256m; was '64kb'",
+        () -> parse("--id", "a", "--listen", "h:1", "--gossip-message-bytes", "64kb"));
+  }
+
   @Test
   void theFlagsWithoutAValueTakeOnlyTrueOrFalseInTheConfigFile() throws Exception {
     // any value but exactly "false" turned insecure mode on: insecure=no, 0, False or an empty

@@ -78,6 +78,7 @@ class NodeOptionsUsageTest {
     expected.put("--gossip-interval-ms, --peer-suspect-ms, --peer-dead-ms",
         c.gossipInterval().toMillis() + ", " + c.peerSuspectAfter().toMillis() + ", "
             + c.peerDeadAfter().toMillis());
+    expected.put("--gossip-message-bytes SIZE", (c.gossipMessageBytes() >> 10) + "k");
     expected.put("--hop-limit N", String.valueOf(c.hopLimit()));
     expected.put("--watermarks LOW,HIGH", c.lowWatermark() + "," + c.highWatermark());
     Object transport = HttpTransport.builder();

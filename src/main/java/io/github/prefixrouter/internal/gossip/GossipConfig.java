@@ -41,6 +41,10 @@ public final class GossipConfig {
   private final long deltaLogMaxHashes;
   private final long relayLogMaxHashesPerOrigin;
   private final long relayLogMaxHashesTotal;
+  /** The smallest {@code messageByteCap} accepted: 1,024 bytes. */
+  public static final int MIN_MESSAGE_BYTE_CAP = 1_024;
+  /** The largest {@code messageByteCap} accepted: 16 MiB. */
+  public static final int MAX_MESSAGE_BYTE_CAP = 16 << 20;
   private final int messageByteCap;
   private final int snapshotBytesPerExchange;
   private final int highWatermark;
@@ -85,7 +89,8 @@ public final class GossipConfig {
     relayLogMaxHashesPerOrigin =
         range("relayLogMaxHashesPerOrigin", b.relayLogMaxHashesPerOrigin, 0, 1L << 26);
     relayLogMaxHashesTotal = range("relayLogMaxHashesTotal", b.relayLogMaxHashesTotal, 0, 1L << 28);
-    messageByteCap = range("messageByteCap", b.messageByteCap, 1_024, 16 << 20);
+    messageByteCap = range("messageByteCap", b.messageByteCap, MIN_MESSAGE_BYTE_CAP,
+        MAX_MESSAGE_BYTE_CAP);
     snapshotBytesPerExchange =
         range("snapshotBytesPerExchange", b.snapshotBytesPerExchange, messageByteCap, 1 << 30);
     highWatermark = range("highWatermark", b.highWatermark, 1, Integer.MAX_VALUE);

@@ -40,7 +40,10 @@ final class GossipPeerView implements PeerView {
     this.perSlot = ThreadLocal.withInitial(() -> new int[slots]);
   }
 
-  /** The gossip settings a router configuration implies. */
+  /**
+   * The gossip settings a router configuration implies. An exchange sends at most 1 MiB of
+   * snapshot chunks, or one chunk when {@code gossipMessageBytes} is larger.
+   */
   static GossipConfig gossipConfig(RouterConfig c) {
     Duration forget = c.peerDeadAfter().multipliedBy(4);
     return GossipConfig.builder()
@@ -50,6 +53,8 @@ final class GossipPeerView implements PeerView {
         .deadAfter(c.peerDeadAfter())
         .forgetAfter(forget)
         .maxPeers(c.maxPeers())
+        .messageByteCap(c.gossipMessageBytes())
+        .snapshotBytesPerExchange(Math.max(1 << 20, c.gossipMessageBytes()))
         .highWatermark(c.highWatermark())
         .lowWatermark(c.lowWatermark())
         .build();

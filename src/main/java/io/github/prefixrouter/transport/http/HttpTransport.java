@@ -562,6 +562,12 @@ public final class HttpTransport implements Transport {
     return a;
   }
 
+  /** The builder's {@link Builder#maxMessageBytes}: the largest payload sent or accepted. */
+  @Override
+  public int maxMessageBytes() {
+    return config.maxMessageBytes;
+  }
+
   /**
    * Fails every pending request with {@code CLOSED}, cancels the one-way messages still awaiting
    * their answer, answers inbound requests still in progress with 503, stops the server and

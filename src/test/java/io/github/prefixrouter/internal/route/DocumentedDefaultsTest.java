@@ -68,6 +68,7 @@ class DocumentedDefaultsTest {
     expected.put("peerTimeouts(suspect, dead)", List.of(c.peerSuspectAfter(),
         c.peerDeadAfter()));
     expected.put("maxPeers", List.of(c.maxPeers()));
+    expected.put("gossipMessageBytes", List.of(c.gossipMessageBytes()));
     expected.put("gossipGeneration", List.of(c.gossipGeneration()));
     expected.put("modelId", List.of(c.modelId()));
 

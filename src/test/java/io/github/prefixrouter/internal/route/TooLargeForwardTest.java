@@ -157,8 +157,9 @@ class TooLargeForwardTest {
   private static void overHttp(int n0Limit, int n1Limit, boolean refusedByPeer,
       InferenceRequest request, boolean ranAtPeer) throws Exception {
     byte[] key = "too-large-test-cluster-key-32-by".getBytes();
+    // gossip within the smaller transport limit, which a node's build requires
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
-        .coldPlacement(false).build();
+        .coldPlacement(false).gossipMessageBytes(Math.min(n0Limit, n1Limit)).build();
     try (HttpNodePair p = new HttpNodePair("too-large", cfg, key,
         b -> b.maxMessageBytes(n0Limit), b -> b.maxMessageBytes(n1Limit),
         // 10 us a token: LONG_ANSWER's 2,500 tokens take 25 ms where they run (5 s at 1 ms)
