@@ -1128,7 +1128,9 @@ public final class RouterConfig {
      * and lose whole. It must not exceed what the node's transport carries
      * ({@link io.github.prefixrouter.spi.Transport#maxMessageBytes()}, 4 MiB for the HTTP
      * transport by default): {@link io.github.prefixrouter.PrefixRouterNode.Builder#build()}
-     * refuses a larger one.
+     * refuses a larger one. Nodes of one cluster may differ in it, as during a rolling change:
+     * each reads its peers' gossip messages of up to 16 MiB whatever its own setting
+     * (docs/gossip.md, "Message size").
      *
      * @param bytes the largest gossip message, 1,024 to 16 MiB
      * @return this builder

@@ -160,7 +160,7 @@ public final class NodeOptions {
           "                           or a number with k or m; 1k to 4m (the most the peer",
           "                           port carries); smaller takes more messages and rounds",
           "                           to deliver a snapshot, larger suits big caches and many",
-          "                           peers; default 64k",
+          "                           peers; nodes may differ in it; default 64k",
           "  --peer-suspect-ms N      silence before a peer is suspected; default 2000",
           "  --peer-dead-ms N         silence before a peer is dropped; default 10000",
           "  --hop-limit N            forwards per request; default 1",

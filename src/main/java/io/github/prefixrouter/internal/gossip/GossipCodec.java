@@ -18,7 +18,9 @@ import java.util.List;
 /**
  * Binary encoding of {@link GossipMessage}s (layout in {@code docs/wire-format.md}).
  *
- * <p>Decoding is strict: the message must not exceed {@code messageByteCap}; every count is
+ * <p>Encoding never exceeds {@code messageByteCap}. Decoding is strict: the message must not
+ * exceed {@code decodeByteCap} (a node's own cap, or the largest cap any node may have, so that
+ * nodes configured differently read each other's messages); every count is
  * checked against its limit and the bytes left before allocating; every counter lies in
  * {@code 0..2^62}; unknown types, versions and flag bits are rejected; trailing bytes are
  * rejected. Any violation raises {@link MalformedMessageException}; nothing else escapes.
@@ -52,10 +54,21 @@ final class GossipCodec {
   private static final int UPDATE_HAS_ADDRESS = 1;
 
   private final int messageByteCap;
+  private final int decodeByteCap;
   private final int maxOrigins;
 
+  /** A codec that encodes and decodes messages of up to {@code messageByteCap} bytes. */
   GossipCodec(int messageByteCap, int maxOrigins) {
+    this(messageByteCap, messageByteCap, maxOrigins);
+  }
+
+  /**
+   * A codec that encodes messages of up to {@code messageByteCap} bytes and decodes messages of
+   * up to {@code decodeByteCap}.
+   */
+  GossipCodec(int messageByteCap, int decodeByteCap, int maxOrigins) {
     this.messageByteCap = messageByteCap;
+    this.decodeByteCap = decodeByteCap;
     this.maxOrigins = maxOrigins;
   }
 
@@ -309,8 +322,8 @@ final class GossipCodec {
    * entry, update or request that {@code known} holds as {@code known}'s string.
    */
   GossipMessage decode(byte[] payload, IdTable known) throws MalformedMessageException {
-    if (payload.length > messageByteCap) {
-      throw MalformedMessageException.tooLarge("message", payload.length, messageByteCap, 0);
+    if (payload.length > decodeByteCap) {
+      throw MalformedMessageException.tooLarge("message", payload.length, decodeByteCap, 0);
     }
     ByteReader r = new ByteReader(payload);
     int type = r.readUnsignedByte("type");
@@ -365,7 +378,7 @@ final class GossipCodec {
         if (index >= count) {
           throw MalformedMessageException.outOfRange("chunk.index", index, 0, count - 1, pos);
         }
-        int n = r.readCount("chunk.blocks", messageByteCap / MIN_CHUNK_BLOCK_BYTES,
+        int n = r.readCount("chunk.blocks", decodeByteCap / MIN_CHUNK_BLOCK_BYTES,
             MIN_CHUNK_BLOCK_BYTES);
         long[] stores = new long[n];
         long[] hashes = new long[n];
@@ -408,7 +421,7 @@ final class GossipCodec {
       long back = r.readVarLong("update.back", 0, e.version());
       long from = e.version() - back;
       pos = r.position();
-      int nd = r.readCount("update.deltas.count", messageByteCap, MIN_DELTA_BYTES);
+      int nd = r.readCount("update.deltas.count", decodeByteCap, MIN_DELTA_BYTES);
       if (nd > back) {
         throw MalformedMessageException.of(Reason.INCONSISTENT, "update.deltas", nd, pos,
             "deltas run past the header's version " + e.version());
@@ -444,7 +457,7 @@ final class GossipCodec {
     long prevRef = 0;
     for (int j = 0; j < nd; j++) {
       int pos = r.position();
-      long head = r.readVarLong("delta.head", 0, ((long) messageByteCap << 2) | Delta.CLEAR);
+      long head = r.readVarLong("delta.head", 0, ((long) decodeByteCap << 2) | Delta.CLEAR);
       int op = (int) (head & 3);
       int count = (int) (head >>> 2);
       if (op < Delta.STORE) {

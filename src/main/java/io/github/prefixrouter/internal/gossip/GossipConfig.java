@@ -43,7 +43,11 @@ public final class GossipConfig {
   private final long relayLogMaxHashesTotal;
   /** The smallest {@code messageByteCap} accepted: 1,024 bytes. */
   public static final int MIN_MESSAGE_BYTE_CAP = 1_024;
-  /** The largest {@code messageByteCap} accepted: 16 MiB. */
+  /**
+   * The largest {@code messageByteCap} accepted: 16 MiB. A node reads messages of up to this
+   * size whatever its own cap, so that nodes configured differently (during a rolling change of
+   * the setting) still read each other's messages.
+   */
   public static final int MAX_MESSAGE_BYTE_CAP = 16 << 20;
   private final int messageByteCap;
   private final int snapshotBytesPerExchange;
@@ -188,7 +192,10 @@ public final class GossipConfig {
     return relayLogMaxHashesTotal;
   }
 
-  /** Hard cap on one encoded gossip message, in bytes. Default 65,536. */
+  /**
+   * Hard cap on one encoded gossip message, in bytes. Default 65,536. Messages received are read
+   * up to {@link #MAX_MESSAGE_BYTE_CAP}, whatever this cap.
+   */
   public int messageByteCap() {
     return messageByteCap;
   }

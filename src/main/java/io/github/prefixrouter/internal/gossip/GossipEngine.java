@@ -277,6 +277,15 @@ public final class GossipEngine {
    * its first chunk instead ({@link #startTruncated}).
    */
   private static final int OVERSIZED_ORIGIN_FACTOR = 16;
+  /**
+   * The fewest blocks a snapshot chunk holds, but for its origin's last (and an empty origin's
+   * only) chunk, at the smallest {@code messageByteCap} any sender may have: a sender's cap
+   * / 16 at the densest chunks. The bound is the smallest cap's, not this node's own: a peer of
+   * a smaller cap (a rolling change of the setting) splits a snapshot into more chunks, and
+   * the bound of a node of 16 MiB messages took an origin of 6 chunks of a 64 KiB sender
+   * (about 80,000 blocks) for one too large to assemble.
+   */
+  private static final int MIN_CHUNK_BLOCKS = GossipConfig.MIN_MESSAGE_BYTE_CAP / 16;
   /** Rounds a snapshot assembly is kept without receiving a new chunk. */
   private static final int ASSEMBLY_PATIENCE = 16;
 
@@ -536,8 +545,12 @@ public final class GossipEngine {
     }
     this.seeds = List.copyOf(s);
     // origins beyond this node's maxPeers are refused one by one (MEMBERS_REFUSED), not the
-    // whole message: a peer configured with a larger maxPeers lists more
-    this.codec = new GossipCodec(config.messageByteCap(), GossipConfig.MAX_PEERS_LIMIT + 1);
+    // whole message: a peer configured with a larger maxPeers lists more. Likewise a peer with
+    // a larger messageByteCap sends larger messages: they are read up to the largest cap, while
+    // this node's own stay within its cap (a rolling change of the setting must not stop a
+    // node taking its peers' digests, updates and snapshots)
+    this.codec = new GossipCodec(config.messageByteCap(), GossipConfig.MAX_MESSAGE_BYTE_CAP,
+        GossipConfig.MAX_PEERS_LIMIT + 1);
     this.decoder = payload -> codec.decode(payload, knownIds);
     int maxHashesPerDelta = Math.max(1, (config.messageByteCap() - 1_024) / 8 / 2);
     this.summary = new LocalSummary(generation, config.deltaLogMaxHashes(), maxHashesPerDelta);
@@ -1692,7 +1705,9 @@ public final class GossipEngine {
    * Whether the digest of {@code syn} may leave out origins its sender knows. A sender lists
    * what fits in one message ({@link #buildDigest}: a rotating subset once the digest is larger)
    * and nothing on the wire says so; a digest is complete if one more entry of any size would
-   * still have fit in this node's {@code messageByteCap} (all nodes built alike share it).
+   * still have fit in this node's {@code messageByteCap}. A peer of a smaller cap (a rolling
+   * change of the setting) may leave origins out of a digest this takes for complete: they get
+   * snapshots they may not need, within the exchange's snapshot budget, until the caps agree.
    */
   private boolean mayLeaveOriginsOut(Syn syn) {
     GossipCodec.Prev prev = new GossipCodec.Prev();
@@ -2713,12 +2728,13 @@ public final class GossipEngine {
       a = null;
     }
     if (a == null) {
-      // a chunk holds at least messageByteCap / 16 blocks: an origin of up to 16 times the
-      // per-peer cap fits (its snapshot installs truncated), a larger one starts a truncated
-      // replica from this chunk; the chunk slots of all assemblies (12 bytes each) are held to
-      // maxBlocksTotal
-      long maxChunks = OVERSIZED_ORIGIN_FACTOR * config.maxBlocksPerPeer()
-          / Math.max(1, config.messageByteCap() / 16) + 2;
+      // a chunk holds at least MIN_CHUNK_BLOCKS blocks (a sender's messageByteCap / 16, the
+      // smallest cap's whatever this node's own, as senders may have any cap): an origin of up
+      // to 16 times the per-peer cap fits (its snapshot installs truncated), a larger one
+      // starts a truncated replica from this chunk; the chunk slots of all assemblies (12 bytes
+      // each) are held to maxBlocksTotal
+      long maxChunks = OVERSIZED_ORIGIN_FACTOR * config.maxBlocksPerPeer() / MIN_CHUNK_BLOCKS
+          + 2;
       if (c.chunkCount() > maxChunks) {
         startTruncated(m, c, thirdParty, now);
         return;
@@ -2869,7 +2885,7 @@ public final class GossipEngine {
     index.refuse(m.slot);
     m.storeCount = c.storeCount();
     m.originBlocks = Math.max(part.length,
-        (c.chunkCount() - 1L) * Math.max(1, config.messageByteCap() / 16));
+        (c.chunkCount() - 1L) * MIN_CHUNK_BLOCKS);
     m.version = c.version();
     m.versionNanos = now;
     resetRelay(m, c.version());

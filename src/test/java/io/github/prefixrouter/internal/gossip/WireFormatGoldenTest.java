@@ -57,8 +57,11 @@ class WireFormatGoldenTest {
     says.accept("digest count(maxOrigins, " + GossipCodec.MIN_DIGEST_ENTRY_BYTES + ")");
     says.accept("updates count(maxOrigins, " + GossipCodec.MIN_UPDATE_BYTES + ")");
     says.accept("requests count(maxOrigins, " + GossipCodec.MIN_REQUEST_BYTES + ")");
-    says.accept("count(cap, " + GossipCodec.MIN_DELTA_BYTES + ") x Delta");
-    says.accept("blocks count(cap/" + GossipCodec.MIN_CHUNK_BLOCK_BYTES + ", "
+    // a node reads messages up to the largest cap whatever its own
+    says.accept("`readCap` is " + String.format("%,d", GossipConfig.MAX_MESSAGE_BYTE_CAP)
+        + " (" + (GossipConfig.MAX_MESSAGE_BYTE_CAP >> 20) + " MiB, the largest `messageByteCap`)");
+    says.accept("count(readCap, " + GossipCodec.MIN_DELTA_BYTES + ") x Delta");
+    says.accept("blocks count(readCap/" + GossipCodec.MIN_CHUNK_BLOCK_BYTES + ", "
         + GossipCodec.MIN_CHUNK_BLOCK_BYTES + ") x Block");
     says.accept("within " + GossipCodec.MAX_DIGEST_ENTRY_BYTES + " bytes (the largest entry)");
     // the largest entry, as its codec writes it: a 64-character id first in its list, a
