@@ -414,11 +414,12 @@ public interface PrefixRouterNode extends AutoCloseable {
      * Builds the node in state {@link State#NEW}.
      *
      * @return the node, in state {@link State#NEW}
-     * @throws IllegalStateException if a required setting is missing, or if the clock throws
-     *     when read here (the exception's cause is what it threw)
-     * @throws IllegalArgumentException if the configuration is invalid, or if its
-     *     {@link RouterConfig#gossipMessageBytes()} exceeds the transport's
-     *     {@link Transport#maxMessageBytes()}
+     * @throws IllegalStateException if a required setting is missing, or if the clock or the
+     *     transport's {@link Transport#maxMessageBytes()} throws when read here (the
+     *     exception's cause is what it threw)
+     * @throws IllegalArgumentException if the configuration is invalid, if the transport's
+     *     {@link Transport#maxMessageBytes()} is not positive, or if the configuration's
+     *     {@link RouterConfig#gossipMessageBytes()} exceeds it
      */
     public PrefixRouterNode build() {
       List<String> missing = new ArrayList<>();
@@ -436,7 +437,16 @@ public interface PrefixRouterNode extends AutoCloseable {
             "PrefixRouterNode.Builder is missing required settings: " + String.join(", ", missing));
       }
       config.validate();
-      int carried = transport.maxMessageBytes();
+      int carried;
+      try {
+        carried = transport.maxMessageBytes();
+      } catch (RuntimeException | Error e) {
+        throw new IllegalStateException("the transport's maxMessageBytes() threw " + e, e);
+      }
+      if (carried <= 0) {
+        throw new IllegalArgumentException(
+            "the transport's maxMessageBytes() must be positive, was " + carried);
+      }
       if (config.gossipMessageBytes() > carried) {
         // the transport would lose every gossip message above its limit, snapshots among them
         throw new IllegalArgumentException("gossipMessageBytes (" + config.gossipMessageBytes()

@@ -89,7 +89,11 @@ public interface Transport extends AutoCloseable {
    * The largest payload this transport carries, in bytes: {@link #send} and {@link #request}
    * of a larger one lose or fail it. The node's build refuses a configuration whose gossip
    * messages ({@code RouterConfig.gossipMessageBytes()}) may be larger. The default,
-   * {@link Integer#MAX_VALUE}, declares no limit; a transport with one should return it.
+   * {@link Integer#MAX_VALUE}, declares no limit; a transport with one should return it. The
+   * node reads it once, as it is built: it must be positive and must not throw (the build
+   * fails with an {@code IllegalArgumentException} or an {@code IllegalStateException}
+   * otherwise); {@code TransportContractTest} checks that it stays the same and that a payload
+   * of that size is carried.
    *
    * @return the largest payload carried, in bytes
    */

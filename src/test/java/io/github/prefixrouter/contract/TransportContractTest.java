@@ -65,12 +65,15 @@ import org.junit.jupiter.api.Test;
  * answer is null fails its request; a timeout that is not positive fails {@code TIMEOUT}, and
  * one too long for any clock (up to {@code ChronoUnit.FOREVER}) waits for the answer; a request
  * above the limit a transport declares ({@link #requestLimitBytes()}) fails {@code TOO_LARGE}
- * and never reaches the peer, while one at the limit is answered. And what the node relies on
- * beyond that: the handler's {@code from} is the sender's {@code localAddress()}; a handler's
+ * and never reaches the peer, while one at the limit is answered (without a declared limit,
+ * the transport's own {@link Transport#maxMessageBytes()} is checked that way, up to 64 MiB);
+ * {@code maxMessageBytes()} is positive, the same on every call and the declared limit. And
+ * what the node relies on beyond that: the handler's {@code from} is the sender's {@code localAddress()}; a handler's
  * {@code PROTOCOL} failure reaches the requester as {@code PROTOCOL} with the handler's message,
  * whole for 100 characters of printable ASCII;
  * a handler may send and request through its own transport; payload arrays passed in are left
- * unchanged; a 64 KiB one-way message (the node's largest gossip message) arrives intact;
+ * unchanged; a 64 KiB one-way message (the node's largest gossip message by default; less if
+ * the transport's {@code maxMessageBytes()} is less) arrives intact;
  * requests whose futures the caller cancelled hold nothing that keeps a later request from being
  * answered; a request's callbacks may send and request, and {@code close()} called in one
  * returns within 3 s; and sends and requests from several threads at once each reach their own peer and
@@ -200,12 +203,29 @@ public abstract class TransportContractTest {
   }
 
   @Test
-  void aRequestAboveTheLimitFailsTooLargeAndNeverReachesThePeer() {
+  void maxMessageBytesIsPositiveAndTheSameOnEveryCall() {
+    Transport a = started("a", echo());
+    int declared = a.maxMessageBytes();
+    assertTrue(declared > 0, "maxMessageBytes() must be positive, was " + declared);
+    assertEquals(declared, a.maxMessageBytes(), "maxMessageBytes() changed between two calls");
     int limit = requestLimitBytes();
-    org.junit.jupiter.api.Assumptions.assumeTrue(limit > 0, "the transport declares no limit");
+    if (limit > 0 && declared != Integer.MAX_VALUE) {
+      assertEquals(limit, declared, "maxMessageBytes() is not the requestLimitBytes() declared");
+    }
+  }
+
+  @Test
+  void aRequestAboveTheLimitFailsTooLargeAndNeverReachesThePeer() {
     AtomicInteger delivered = new AtomicInteger();
     Transport b = started("b", counting(delivered));
     Transport a = started("a", echo());
+    int limit = requestLimitBytes();
+    if (limit <= 0 && a.maxMessageBytes() != Integer.MAX_VALUE) {
+      limit = a.maxMessageBytes(); // the limit the transport itself declares
+    }
+    org.junit.jupiter.api.Assumptions.assumeTrue(limit > 0, "the transport declares no limit");
+    org.junit.jupiter.api.Assumptions.assumeTrue(limit <= MAX_CHECKED_LIMIT_BYTES,
+        "the transport's limit is too large to send here");
     CompletableFuture<byte[]> big = a.request(b.localAddress(), new byte[limit + 1], patience());
     assertTrue(awaitCondition(big::isDone, patience()), "no answer");
     CompletionException e = org.junit.jupiter.api.Assertions.assertThrows(
@@ -864,18 +884,22 @@ public abstract class TransportContractTest {
       }
     });
     Transport a = started("a", echo());
-    byte[] gossip = new byte[GOSSIP_MESSAGE_BYTES];
+    // a transport that carries less runs nodes whose gossipMessageBytes fits its limit
+    byte[] gossip = new byte[Math.min(GOSSIP_MESSAGE_BYTES, a.maxMessageBytes())];
     for (int i = 0; i < gossip.length; i++) {
       gossip[i] = (byte) (i * 17 + 3);
     }
     a.send(b.localAddress(), gossip.clone());
     assertTrue(awaitCondition(() -> !got.isEmpty(), patience()),
-        "a " + GOSSIP_MESSAGE_BYTES + "-byte message did not arrive");
+        "a " + gossip.length + "-byte message did not arrive");
     assertArrayEquals(gossip, got.peek());
   }
 
-  /** The largest gossip message the node sends, in bytes. */
+  /** The largest gossip message the node sends by default, in bytes. */
   private static final int GOSSIP_MESSAGE_BYTES = 65_536;
+
+  /** The largest limit whose request at the limit the kit sends (64 MiB). */
+  private static final int MAX_CHECKED_LIMIT_BYTES = 64 << 20;
 
   @Test
   void aRequestWhoseFutureIsCancelledHoldsNothingMore() {

@@ -1317,6 +1317,47 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void aTransportWhoseMaxMessageBytesIsNotPositiveOrChangesIsCaught() {
+    Set<String> zero = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          @Override
+          public int maxMessageBytes() {
+            return 0;
+          }
+        }));
+    assertTrue(zero.contains("maxMessageBytesIsPositiveAndTheSameOnEveryCall"), zero.toString());
+    Set<String> changing = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          final java.util.concurrent.atomic.AtomicInteger calls =
+              new java.util.concurrent.atomic.AtomicInteger();
+
+          @Override
+          public int maxMessageBytes() {
+            return 1 << (20 + calls.getAndIncrement() % 2);
+          }
+        }));
+    assertTrue(changing.contains("maxMessageBytesIsPositiveAndTheSameOnEveryCall"),
+        changing.toString());
+    // declaring 1 MiB at times, it carries 2 MiB: the limit's check may catch it as well
+    assertTrue(Set.of("maxMessageBytesIsPositiveAndTheSameOnEveryCall",
+        "aRequestAboveTheLimitFailsTooLargeAndNeverReachesThePeer").containsAll(changing),
+        changing.toString());
+  }
+
+  @Test
+  void aTransportThatCarriesMoreThanItsMaxMessageBytesIsCaught() {
+    // it declares 4 KiB but sends larger requests all the same
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          @Override
+          public int maxMessageBytes() {
+            return 4_096;
+          }
+        }));
+    assertEquals(Set.of("aRequestAboveTheLimitFailsTooLargeAndNeverReachesThePeer"), failed);
+  }
+
+  @Test
   void aTransportThatTimesOutEarlyIsCaught() {
     // a request fails TIMEOUT at 60% of its timeout: after half of it, the kit's check used to
     // look, the request was still waiting

@@ -2,6 +2,7 @@ package io.github.prefixrouter.internal.route;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -123,6 +124,34 @@ class GossipMessageBytesTest {
     // at the transport's limit, it builds
     node("c", small, engine(), RouterConfig.builder().gossipMessageBytes(32_768).build(),
         List.of()).stop();
+  }
+
+  @Test
+  void aTransportWhoseMaxMessageBytesThrowsOrIsNotPositiveIsRefusedAtBuildWithATypedError() {
+    RuntimeException boom = new UnsupportedOperationException("no limit known");
+    Transport throwing = new ForwardingTransport(net.transport("t")) {
+      @Override
+      public int maxMessageBytes() {
+        throw boom;
+      }
+    };
+    IllegalStateException thrown = assertThrows(IllegalStateException.class,
+        () -> node("t", throwing, engine(), RouterConfig.defaults(), List.of()));
+    assertTrue(thrown.getMessage().startsWith("the transport's maxMessageBytes() threw "
+        + "java.lang.UnsupportedOperationException: no limit known"), thrown.getMessage());
+    assertSame(boom, thrown.getCause(), "what the transport threw is the cause");
+    for (int bad : new int[] {0, -1, Integer.MIN_VALUE}) {
+      Transport nonsense = new ForwardingTransport(net.transport("n" + bad)) {
+        @Override
+        public int maxMessageBytes() {
+          return bad;
+        }
+      };
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> node("n" + bad, nonsense, engine(), RouterConfig.defaults(), List.of()));
+      assertEquals("the transport's maxMessageBytes() must be positive, was " + bad,
+          e.getMessage());
+    }
   }
 
   @Test
