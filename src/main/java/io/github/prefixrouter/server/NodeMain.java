@@ -348,52 +348,11 @@ public final class NodeMain {
       Files.createFile(tmp);
       Files.delete(tmp);
     }
-    part[0] = "the engine " + o.engine;
-    InferenceEngine engine;
-    int startHealth = -1; // the status of the start's health check of a model server
-    ReferenceEngine reference = null;
-    String baseModel = o.model;
-    if (o.engine.equals("reference")) {
-      if (baseModel == null) {
-        // OpenAI clients always name a model: the demo engine's is this one, so that naming it
-        // (as /v1/models lists it) is the base model rather than an adapter's scope
-        baseModel = REFERENCE_MODEL;
-      }
-      reference = ReferenceEngine.builder()
-          .seed(o.engineSeed)
-          .vocabBuckets(REFERENCE_VOCABULARY)
-          .maxOutputTokens(REFERENCE_MAX_OUTPUT_TOKENS)
-          .blockSize(o.config.blockSize())
-          .cacheCapacityTokens(o.engineCacheTokens)
-          .threads(o.engineThreads)
-          // with the demo tokenizer's text (one char per id), the engine ends its output at a
-          // stop string as the endpoint reads it, instead of decoding on to max_tokens
-          .stopText(o.tokenizes && o.tokenizerUri == null ? referenceText() : null)
-          .build();
-      engine = reference;
-    } else {
-      OpenAiCompatibleEngine.Builder b = o.openAiBuilder();
-      if (baseModel == null) {
-        baseModel = discoverBaseModel(o.engine, o.engineApiKey);
-        if (baseModel != null) {
-          b.model(baseModel);
-        }
-      }
-      VllmKvEventSubscriber.Builder events = o.kvEventsBuilder();
-      if (events != null) {
-        b.kvEvents(events.blockSize(o.config.blockSize()));
-      }
-      OpenAiCompatibleEngine oe = b.build();
-      startHealth = startHealth(oe, START_HEALTH_WAIT);
-      String unhealthy = healthWarning(startHealth, o.engine, o.engineApiKey != null);
-      if (unhealthy != null) {
-        log.warn(unhealthy);
-      }
-      engine = oe;
-    }
-    // whatever fails from here on (a port taken, a bad address) must not leave a half-started
-    // node behind: its transport's server thread would keep the process alive and the node
-    // would serve its peers without a client endpoint
+    // whatever fails from here on (an engine's health check, a port taken, a bad address) must
+    // not leave a half-started node behind: its transport's server thread would keep the
+    // process alive and the node would serve its peers without a client endpoint; the engine
+    // adapter, built first, would keep its HTTP client's thread
+    InferenceEngine engine = null;
     HttpTransport transport = null;
     Schedulers.ClosableScheduler scheduler = null;
     // re-reads of the key file and the TLS files (peer and client), on a thread of their own:
@@ -403,6 +362,48 @@ public final class NodeMain {
     ClientEndpoint endpoint = null;
     PromptTokenizer tokenizer = null;
     try {
+      part[0] = "the engine " + o.engine;
+      int startHealth = -1; // the status of the start's health check of a model server
+      ReferenceEngine reference = null;
+      String baseModel = o.model;
+      if (o.engine.equals("reference")) {
+        if (baseModel == null) {
+          // OpenAI clients always name a model: the demo engine's is this one, so that naming it
+          // (as /v1/models lists it) is the base model rather than an adapter's scope
+          baseModel = REFERENCE_MODEL;
+        }
+        reference = ReferenceEngine.builder()
+            .seed(o.engineSeed)
+            .vocabBuckets(REFERENCE_VOCABULARY)
+            .maxOutputTokens(REFERENCE_MAX_OUTPUT_TOKENS)
+            .blockSize(o.config.blockSize())
+            .cacheCapacityTokens(o.engineCacheTokens)
+            .threads(o.engineThreads)
+            // with the demo tokenizer's text (one char per id), the engine ends its output at a
+            // stop string as the endpoint reads it, instead of decoding on to max_tokens
+            .stopText(o.tokenizes && o.tokenizerUri == null ? referenceText() : null)
+            .build();
+        engine = reference;
+      } else {
+        OpenAiCompatibleEngine.Builder b = o.openAiBuilder();
+        if (baseModel == null) {
+          baseModel = discoverBaseModel(o.engine, o.engineApiKey);
+          if (baseModel != null) {
+            b.model(baseModel);
+          }
+        }
+        VllmKvEventSubscriber.Builder events = o.kvEventsBuilder();
+        if (events != null) {
+          b.kvEvents(events.blockSize(o.config.blockSize()));
+        }
+        OpenAiCompatibleEngine oe = b.build();
+        engine = oe; // closed if its health check, or anything after, throws
+        startHealth = startHealth(oe, START_HEALTH_WAIT);
+        String unhealthy = healthWarning(startHealth, o.engine, o.engineApiKey != null);
+        if (unhealthy != null) {
+          log.warn(unhealthy);
+        }
+      }
       part[0] = "the TLS files";
       TlsFiles tls = o.tlsKeystore == null ? null
           : new TlsFiles(TlsFiles.Use.PEER, o.tlsKeystore, o.tlsTruststore, o.tlsPasswordSource(),

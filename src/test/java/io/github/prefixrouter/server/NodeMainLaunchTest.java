@@ -239,6 +239,56 @@ class NodeMainLaunchTest {
   }
 
   /**
+   * The engine adapter is closed when the start fails after it was built, as every part started
+   * is: it was built before the block that closes what had started, so that a throw in between
+   * (here an {@link Error} of the host's proxy selector as the start's health check asks it the
+   * engine's route) left its HTTP client's selector thread running for as long as the process
+   * did.
+   */
+  @Test
+  void anEngineBuiltBeforeAFailedStartIsClosed() throws Exception {
+    java.util.Set<Thread> before = engineClientThreads();
+    java.net.ProxySelector host = java.net.ProxySelector.getDefault();
+    java.net.ProxySelector.setDefault(new java.net.ProxySelector() {
+      @Override
+      public List<java.net.Proxy> select(java.net.URI uri) {
+        throw new InternalError("proxy configuration broken");
+      }
+
+      @Override
+      public void connectFailed(java.net.URI uri, java.net.SocketAddress sa, IOException e) {}
+    });
+    try { // --model: no model list asked for, whose own client is ended as it returns
+      failsToStart("error: node e1 could not start: the engine http://127.0.0.1:1: "
+          + "InternalError: proxy configuration broken", "--id", "e1", "--listen",
+          "127.0.0.1:0", "--engine", "http://127.0.0.1:1", "--model", "m");
+    } finally {
+      java.net.ProxySelector.setDefault(host);
+    }
+    long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+    java.util.Set<Thread> left = engineClientThreads();
+    left.removeAll(before);
+    while (!left.isEmpty() && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+      left.retainAll(engineClientThreads());
+    }
+    assertEquals(java.util.Set.of(), left, "the engine's HTTP client threads still running 10 s "
+        + "after the failed start");
+  }
+
+  /** The live threads of the engine adapters' HTTP clients (their selector threads). */
+  private static java.util.Set<Thread> engineClientThreads() {
+    java.util.Set<Thread> out = new java.util.HashSet<>();
+    for (Thread t : Thread.getAllStackTraces().keySet()) {
+      ThreadGroup g = t.getThreadGroup();
+      if (t.isAlive() && g != null && g.getName().equals("prefix-router-openai-client-build")) {
+        out.add(t);
+      }
+    }
+    return out;
+  }
+
+  /**
    * The shutdown hook is in place before the node serves: it used to be registered only once the
    * ready file was written, so a SIGTERM sent as the file appeared (a script waiting for it and
    * stopping the node at once) found no hook, and the JVM exited leaving the ready file of a
