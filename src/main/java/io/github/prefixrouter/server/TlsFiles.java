@@ -96,6 +96,8 @@ final class TlsFiles {
    * @param password the password of both files
    * @throws IllegalArgumentException naming the file and the problem if one cannot be loaded,
    *     whatever the JDK or a JCA provider threw as it was read or set up
+   * @throws IllegalStateException naming the files and what was thrown if the TLS context
+   *     cannot be set up over them (no TLS in the JDK, a JCA provider that throws)
    */
   TlsFiles(Use use, Path keystore, Path truststore, char[] password) {
     this(use, keystore, truststore, password, null);
@@ -140,8 +142,13 @@ final class TlsFiles {
     try {
       context = SSLContext.getInstance("TLS");
       context.init(new KeyManager[] {keys}, new TrustManager[] {trust}, null);
-    } catch (GeneralSecurityException e) {
-      throw new IllegalStateException("TLS is not available in this JDK: " + e, e);
+    } catch (Throwable e) {
+      // no TLS in the JDK's providers, or a JCA provider that throws (a ProviderException, an
+      // Error, a checked exception thrown undeclared) as the context is looked up or set up:
+      // not the files' problem, but the start's one line names them
+      throw new IllegalStateException("cannot set up TLS with " + keystore
+          + (truststore == null ? "" : " and " + truststore) + ": the JDK or a JCA provider "
+          + "failed setting up its context: " + thrown(e), e);
     }
   }
 
@@ -233,7 +240,7 @@ final class TlsFiles {
         }
       }
     } catch (GeneralSecurityException e) {
-      throw new IllegalArgumentException("cannot use " + keystore + ": " + describe(e), e);
+      throw new IllegalArgumentException("cannot use " + settingUp + ": " + describe(e), e);
     } catch (IllegalArgumentException e) {
       throw e;
     } catch (Throwable e) {
@@ -284,8 +291,16 @@ final class TlsFiles {
   }
 
   private KeyStore load(byte[] bytes, Path file, char[] p) {
+    KeyStore ks;
     try {
-      KeyStore ks = KeyStore.getInstance("PKCS12");
+      ks = KeyStore.getInstance("PKCS12");
+    } catch (Throwable e) {
+      // no PKCS12 in the JDK's providers (a KeyStoreException), or a JCA provider that throws as
+      // the store is looked up, a checked exception undeclared too: not the file's problem
+      throw new IllegalArgumentException("cannot load " + file + ": the JDK or a JCA provider "
+          + "failed reading it: " + thrown(e), e);
+    }
+    try {
       ks.load(new ByteArrayInputStream(bytes), p);
       return ks;
     } catch (IOException | GeneralSecurityException e) {
@@ -293,7 +308,7 @@ final class TlsFiles {
           + loadProblem(bytes, e, use.passwordFrom), e);
     } catch (Throwable e) {
       // a JCA provider that throws (a ProviderException, an Error, a checked exception thrown
-      // undeclared) as the store is looked up or its integrity checked; or the JDK's parser
+      // undeclared) as the store's integrity is checked; or the JDK's parser
       // thrown off by a damaged or hostile file (an index out of bounds, say)
       throw new IllegalArgumentException("cannot load " + file + ": the JDK or a JCA provider "
           + "failed reading it: " + thrown(e), e);

@@ -205,7 +205,8 @@ class NodeMainLaunchTest {
    * (here a JCA provider, a hardware token's say, throwing as the TLS context is looked up), is
    * one line naming the part that failed and what was thrown, its type and message, and status
    * 1, the ports it had bound released: an {@code Error} escaped the start, the JVM printing its
-   * stack trace.
+   * stack trace. The line names the TLS files too, which it did not
+   * ({@code the TLS files: InternalError: token driver}).
    */
   @Test
   void anErrorAsTheNodeStartsIsOneLineNamingWhatWasThrown() throws Exception {
@@ -222,8 +223,9 @@ class NodeMainLaunchTest {
       FailingJcaProvider.toThrow = thrown;
       assertTrue(java.security.Security.insertProviderAt(hsm, 1) > 0, "provider installed");
       try {
-        failsToStart("error: node t5 could not start: the TLS files: "
-            + thrown.getClass().getSimpleName() + ": " + thrown.getMessage(),
+        failsToStart("error: node t5 could not start: the TLS files: cannot set up TLS with "
+            + key + ": the JDK or a JCA provider failed setting up its context: "
+            + thrown.getMessage() + " (" + thrown.getClass().getSimpleName() + ")",
             "--id", "t5", "--listen", "127.0.0.1:" + port, "--tls-keystore", key.toString());
       } catch (Throwable e) { // an AssertionError of failsToStart, or what the start threw
         problems.add(thrown + ": " + (e == thrown ? "the start threw it" : e.getMessage()));
