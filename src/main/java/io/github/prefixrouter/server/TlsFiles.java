@@ -90,7 +90,8 @@ final class TlsFiles {
    * @param keystore PKCS12: the private key and certificate chain this port presents (usually
    *     one key entry; with several, the TLS stack picks one per handshake and the stats report
    *     the earliest expiry)
-   * @param truststore PKCS12: the certificates the other side's chain must lead to; null for the
+   * @param truststore PKCS12: the certificates the other side's chain must lead to, at least one
+   *     (a store with none is refused, at the start and at every re-read); null for the
    *     keystore's own certificates (on the client port, which then asks clients for no
    *     certificate, the trust manager is never consulted)
    * @param password the password of both files
@@ -221,6 +222,12 @@ final class TlsFiles {
       tmf.init(ts);
       tm = (X509ExtendedTrustManager) only(tmf.getTrustManagers(),
           X509ExtendedTrustManager.class, truststore == null ? keystore : truststore);
+      if (tm.getAcceptedIssuers().length == 0) {
+        // a PKCS12 store with no entry, or only a secret key: in use, it would fail every
+        // handshake whose other side's certificate it checks
+        throw new IllegalArgumentException("cannot use " + settingUp + ": it holds no "
+            + "certificate to trust (keytool -importcert adds one)");
+      }
       settingUp = keystore;
       List<X509Certificate> presented = keyCertificates(ks, p);
       // the key manager picks an entry per handshake (by key type and the peer's issuers), so
