@@ -12,7 +12,8 @@ import java.util.Map;
  * the minute is over. So senders under ever-new keys can neither fill the log nor silence the warning of another key for longer than
  * they keep sending. Each key keeps a value (what it was warned of), for tests. With a
  * {@code capacity} of 0 no key is remembered: every warning is logged, at most
- * {@code perMinute} a minute. The HTTP transport and the node's client endpoint use it.
+ * {@code perMinute} a minute. The HTTP transport uses it for its warnings, and a
+ * {@link CountedFailureLog} (with a {@code capacity} of 0) for the lines of its failures.
  *
  * <p>Thread-safe.
  */

@@ -14,7 +14,7 @@ import io.github.prefixrouter.OutputDivergedException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.internal.AnswerBudgetException;
-import io.github.prefixrouter.internal.RecentWarnings;
+import io.github.prefixrouter.internal.CountedFailureLog;
 import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.gossip.GossipEngine;
 import io.github.prefixrouter.internal.json.Json;
@@ -280,10 +280,12 @@ final class ClientEndpoint {
   private final AtomicLong tokenizeFailures = new AtomicLong();
   private final AtomicLong tokenizeRefused = new AtomicLong();
   private final AtomicLong refusedWithoutCertificate = new AtomicLong();
-  /** Requests answered 500, or closed, for a failure of this endpoint's own. */
-  private final AtomicLong internalErrors = new AtomicLong();
-  /** The lines logging those failures ({@link #failedHere}): at most 10 a minute. */
-  private final RecentWarnings ownFailures = new RecentWarnings(0, WARNINGS_PER_MINUTE);
+  /**
+   * Requests answered 500, or closed, for a failure of this endpoint's own: their count and
+   * their lines ({@link #failedHere}), at most {@link #WARNINGS_PER_MINUTE} a minute by the
+   * endpoint's monotonic clock.
+   */
+  private final CountedFailureLog ownFailures;
   /** Mutual TLS: every path but {@link #HEALTH} needs a client certificate (set by start). */
   private volatile boolean certificatesRequired;
   /** The status of the model server's refusal of the node's key, 0 for none; null: not known. */
@@ -414,6 +416,8 @@ final class ClientEndpoint {
     this.epochSeconds = epochSeconds;
     this.seeds = new RequestSeeds(seedOfSeeds);
     this.latency = new ClientLatency(nanoClock);
+    this.ownFailures = new CountedFailureLog(log, WARNINGS_PER_MINUTE,
+        () -> TimeUnit.NANOSECONDS.toMillis(nanoClock.getAsLong()));
     checkRange("readerThreads", readerThreads);
     checkRange("maxUnfinishedPerAddress", maxUnfinishedPerAddress);
     this.baseModel = baseModel;
@@ -613,24 +617,12 @@ final class ClientEndpoint {
    * {@link Error} (the heap running out, a thread that cannot start) at ERROR, anything else at
    * WARN; at most {@link #WARNINGS_PER_MINUTE} such lines a minute by the endpoint's clock, all
    * kinds together, the next one logged saying how many were left out, since a failure that
-   * lasts fails every request meanwhile.
+   * lasts fails every request meanwhile ({@link CountedFailureLog}).
    *
    * @param message the line, with one {@code {}} for {@code arg}
    */
   private void failedHere(Throwable e, String message, Object arg) {
-    internalErrors.incrementAndGet();
-    long leftOut = ownFailures.admit("", message,
-        TimeUnit.NANOSECONDS.toMillis(latency.now()));
-    if (leftOut < 0) {
-      return; // left out this minute (the next line logged counts it)
-    }
-    String line = leftOut == 0 ? message : message + " (" + leftOut + " more such failures "
-        + "left out before this one, above " + WARNINGS_PER_MINUTE + " a minute)";
-    if (e instanceof Error) {
-      log.error(line, arg, e);
-    } else {
-      log.warn(line, arg, e);
-    }
+    ownFailures.failed(e, message, arg);
   }
 
   /** Answers {@link #INTERNAL_ERROR_MESSAGE} with 500, in OpenAI's shape on its paths. */
@@ -1794,7 +1786,7 @@ final class ClientEndpoint {
    * tokenization's timeout or a stream that threw, an answer no writer thread could take.
    */
   long internalErrors() {
-    return internalErrors.get();
+    return ownFailures.count();
   }
 
   /** Client connections closed for stalling mid-request or not reading their answer. */
@@ -1818,7 +1810,7 @@ final class ClientEndpoint {
         slowConnectionsClosed.get(), readsRefused.get(), openStreams.size(),
         streamsCancelled.get(), tokenizeFailures.get(), tokenizeRefused.get(),
         refusedWithoutCertificate.get(), bodies.capacity() - bodies.available(),
-        bodyBudgetRefused.get(), internalErrors.get())));
+        bodyBudgetRefused.get(), ownFailures.count())));
     all.add(StatsTables.CLIENT_LATENCY.section(null, latency.snapshot()));
     return all;
   }

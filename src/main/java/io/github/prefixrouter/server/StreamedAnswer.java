@@ -4,6 +4,7 @@ import com.sun.net.httpserver.HttpExchange;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.internal.CountedFailureLog;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.stop.StopMatcher;
 import io.github.prefixrouter.internal.wire.IoDeadline;
@@ -436,13 +437,12 @@ final class StreamedAnswer implements OutputListener {
     reportFinished();
   }
 
-  /** Logs a failure of this answer's own, an {@link Error} at ERROR, anything else at WARN. */
+  /**
+   * Logs a failure of this answer's own, an {@link Error} at ERROR, anything else at WARN
+   * ({@link CountedFailureLog#log}).
+   */
   private static void logFailure(Throwable e, String message, Object arg) {
-    if (e instanceof Error) {
-      log.error(message, arg, e);
-    } else {
-      log.warn(message, arg, e);
-    }
+    CountedFailureLog.log(log, e, message, arg);
   }
 
   /** On a writer thread: writes the batches queued, each under a deadline of its own. */

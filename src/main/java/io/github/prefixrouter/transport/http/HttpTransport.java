@@ -7,6 +7,7 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import com.sun.net.httpserver.HttpsExchange;
 import com.sun.net.httpserver.HttpsServer;
+import io.github.prefixrouter.internal.CountedFailureLog;
 import io.github.prefixrouter.internal.GuardedClock;
 import io.github.prefixrouter.internal.InFlightLimitException;
 import io.github.prefixrouter.internal.RecentWarnings;
@@ -369,10 +370,11 @@ public final class HttpTransport implements Transport {
   /** Sender ids warned of once for a stale timestamp. */
   private final RecentWarnings staleSenders = warnings();
   /**
-   * The warnings of this node's own failures as it receives messages and requests
-   * ({@link #failedHere}): none remembered, at most {@link #WARNINGS_PER_MINUTE} a minute.
+   * This node's own failures as it receives messages and requests ({@link #failedHere}): their
+   * count ({@link Stats#internalErrors()}) and their lines, at most
+   * {@link #WARNINGS_PER_MINUTE} a minute by the wall clock.
    */
-  private final RecentWarnings ownFailures = new RecentWarnings(0, WARNINGS_PER_MINUTE);
+  private final CountedFailureLog ownFailures;
 
   private volatile InboundHandler handler;
   private volatile PeerAddress localAddress;
@@ -390,6 +392,7 @@ public final class HttpTransport implements Transport {
     this.config = b.copy();
     this.wallClockMillis =
         GuardedClock.of("transport " + b.nodeId, b.wallClockMillis::getAsLong)::nanoTime;
+    this.ownFailures = new CountedFailureLog(log, WARNINGS_PER_MINUTE, wallClockMillis);
     this.bodies = new BodyBudget(config.effectiveBodyBudget(),
         InboundReaders.waitFor(config.inboundIoTimeout), counters.bodyBudgetRefused::increment);
     if (b.clusterKey != null) {
@@ -1066,24 +1069,15 @@ public final class HttpTransport implements Transport {
    * Counts a message or request that a failure of this node's own answers 500
    * ({@link Stats#internalErrors()}), and logs it: at most {@link #WARNINGS_PER_MINUTE} such
    * lines a minute, all kinds together (the next one logged says how many were left out), since
-   * a provider or a heap that fails once fails for every message that arrives meanwhile.
+   * a provider or a heap that fails once fails for every message that arrives meanwhile
+   * ({@link CountedFailureLog}).
    *
    * @param what what failed, and what was thrown
    * @param trace what was thrown, to log with its stack trace (at error level for an
    *     {@link Error}); null for none
    */
   private void failedHere(String what, Throwable trace) {
-    counters.internalErrors.increment();
-    long leftOut = ownFailures.admit("", what, wallClockMillis.getAsLong());
-    if (leftOut < 0) {
-      return; // left out this minute (the next warning counts it)
-    }
-    String line = config.nodeId + ": " + what + leftOut(leftOut);
-    if (trace instanceof Error) {
-      log.error(line, trace);
-    } else {
-      log.warn(line, trace);
-    }
+    ownFailures.failed(trace, "{}: {}", config.nodeId, what);
   }
 
   /**
@@ -1809,7 +1803,7 @@ public final class HttpTransport implements Transport {
         counters.senderNotInCertificate.sum(),
         bodies.capacity() - bodies.available(),
         counters.bodyBudgetRefused.sum(),
-        counters.internalErrors.sum(),
+        ownFailures.count(),
         clusterKeyIds());
   }
 
@@ -1915,7 +1909,6 @@ public final class HttpTransport implements Transport {
     final LongAdder keyUpdates = new LongAdder();
     final LongAdder senderNotInCertificate = new LongAdder();
     final LongAdder bodyBudgetRefused = new LongAdder();
-    final LongAdder internalErrors = new LongAdder();
   }
 
 

@@ -325,7 +325,7 @@ class HttpTransportSignerTest extends HttpTransportFixture {
     });
     FailingHmac.armed = false;
     if (signing.size() != perMinute || !signing.get(0).contains("(" + perMinute
-        + " more such warnings left out before this one, above " + perMinute + " a minute)")) {
+        + " more such failures left out before this one, above " + perMinute + " a minute)")) {
       problems.add("a minute later, for " + (perMinute + 1) + " answers that could not be signed, "
           + "logged " + signing);
     }
