@@ -199,7 +199,8 @@ import org.slf4j.LoggerFactory;
  * not rethrown: the JDK server, or a writer thread, would leave the exchange without an
  * answer. A node whose
  * {@code submit}, or a tokenizer whose call, throws an {@code Error} is answered as one that
- * throws an exception (502), the {@code Error} logged at ERROR. An answer the writer threads
+ * throws an exception (502), the {@code Error} logged at ERROR, at most
+ * {@value #WARNINGS_PER_MINUTE} lines a minute for both together. An answer the writer threads
  * cannot take (an {@code Error}: a thread they cannot start) has its connection closed at once,
  * as the thread that hands it on (the node's, the tokenizer's) does not write; so has a
  * stream's ({@link StreamedAnswer}, which ends a stream with its internal error whatever is
@@ -286,6 +287,13 @@ final class ClientEndpoint {
    * endpoint's monotonic clock.
    */
   private final CountedFailureLog ownFailures;
+  /**
+   * The {@link Error}s the node's {@code submit} or the tokenizer's call threw (each request
+   * answered 502, as the node's or the tokenizer's failure): their lines, at most
+   * {@link #WARNINGS_PER_MINUTE} a minute by the same clock. Their count is not exported: not
+   * the endpoint's own failures, the tokenizer's are counted in {@code tokenize_failures}.
+   */
+  private final CountedFailureLog thrownByNodeOrTokenizer;
   /** Mutual TLS: every path but {@link #HEALTH} needs a client certificate (set by start). */
   private volatile boolean certificatesRequired;
   /** The status of the model server's refusal of the node's key, 0 for none; null: not known. */
@@ -416,8 +424,9 @@ final class ClientEndpoint {
     this.epochSeconds = epochSeconds;
     this.seeds = new RequestSeeds(seedOfSeeds);
     this.latency = new ClientLatency(nanoClock);
-    this.ownFailures = new CountedFailureLog(log, WARNINGS_PER_MINUTE,
-        () -> TimeUnit.NANOSECONDS.toMillis(nanoClock.getAsLong()));
+    LongSupplier clockMillis = () -> TimeUnit.NANOSECONDS.toMillis(nanoClock.getAsLong());
+    this.ownFailures = new CountedFailureLog(log, WARNINGS_PER_MINUTE, clockMillis);
+    this.thrownByNodeOrTokenizer = new CountedFailureLog(log, WARNINGS_PER_MINUTE, clockMillis);
     checkRange("readerThreads", readerThreads);
     checkRange("maxUnfinishedPerAddress", maxUnfinishedPerAddress);
     this.baseModel = baseModel;
@@ -1068,7 +1077,7 @@ final class ClientEndpoint {
     } catch (Throwable e) { // a tokenizer that throws instead of failing its future, an
       // Error too: answered 502 tokenizer_failed all the same, its slot given back
       if (e instanceof Error) {
-        log.error("the tokenizer threw", e);
+        thrownByNodeOrTokenizer.failed(e, "the tokenizer threw");
       }
       call = CompletableFuture.failedFuture(e);
     }
@@ -1253,13 +1262,14 @@ final class ClientEndpoint {
 
   /**
    * The future of a request whose {@code submit} threw: failed with what it threw, answered 502
-   * as a failure of the node. An {@link Error} is logged at ERROR (an exception is only
+   * as a failure of the node. An {@link Error} is logged at ERROR, at most
+   * {@link #WARNINGS_PER_MINUTE} lines a minute with the tokenizer's (an exception is only
    * answered, as it always was).
    */
-  private static CompletableFuture<InferenceResponse> submitThrew(InferenceRequest request,
+  private CompletableFuture<InferenceResponse> submitThrew(InferenceRequest request,
       Throwable e) {
     if (e instanceof Error) {
-      log.error("the node's submit of {} threw", request.id(), e);
+      thrownByNodeOrTokenizer.failed(e, "the node's submit of {} threw", request.id());
     }
     return CompletableFuture.failedFuture(e);
   }

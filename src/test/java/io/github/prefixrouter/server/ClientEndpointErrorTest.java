@@ -499,6 +499,66 @@ class ClientEndpointErrorTest {
     assertEquals(List.of(), problems, "what the endpoint's own failures counted and logged");
   }
 
+  /**
+   * The lines of the {@link Error}s a node's {@code submit} or a tokenizer throws (each request
+   * answered 502) are at most {@link ClientEndpoint#WARNINGS_PER_MINUTE} a minute by the
+   * endpoint's clock, both kinds together, the next line logged saying how many were left out:
+   * a node or tokenizer whose heap runs out fails every request meanwhile, and each logged a
+   * line, with a stack trace, with no bound. Every request is still answered 502, and each of
+   * the tokenizer's still counted in {@code tokenize_failures}.
+   */
+  @Test
+  void theLinesOfErrorsThrownByTheNodeOrTheTokenizerAreBounded() throws Exception {
+    int perMinute = ClientEndpoint.WARNINGS_PER_MINUTE;
+    java.util.concurrent.atomic.AtomicLong nanos = new java.util.concurrent.atomic.AtomicLong();
+    start(nanos::get);
+    OutOfMemoryError heap = new OutOfMemoryError("Java heap space");
+    when(node.submit(any())).thenThrow(heap);
+    tokenizer.mode = FakeTokenizer.Mode.THROW_ERROR;
+    List<String> problems = new java.util.ArrayList<>();
+    String threw = "threw";
+    List<String> first = io.github.prefixrouter.testing.LoggedLines.logged(threw, () -> {
+      for (int i = 0; i < perMinute; i++) {
+        failsWith502(ClientEndpoint.COMPLETIONS, "{\"prompt\":[1]}", problems);
+        failsWith502(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}", problems);
+      }
+    });
+    if (first.size() != perMinute) {
+      problems.add(first.size() + " lines logged in a minute for " + 2 * perMinute
+          + " Errors of the node and the tokenizer, not " + perMinute + ": " + first);
+    }
+    nanos.addAndGet(TimeUnit.SECONDS.toNanos(60));
+    List<String> next = io.github.prefixrouter.testing.LoggedLines.logged(threw,
+        () -> failsWith502(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}", problems));
+    if (next.size() != 1 || !next.get(0).contains("(" + perMinute
+        + " more such failures left out before this one, above " + perMinute + " a minute)")) {
+      problems.add("a minute later, for one more Error of the tokenizer, logged " + next);
+    }
+    HttpResponse<String> stats = answer(send("GET", ClientEndpoint.STATS, null), "/v1/stats");
+    Object counted = ((Map<?, ?>) json(stats.body()).get("client")).get("tokenize_failures");
+    if (!Long.valueOf(perMinute + 1).equals(counted)) {
+      problems.add("client.tokenize_failures " + counted + ", not " + (perMinute + 1));
+    }
+    if (!Long.valueOf(0).equals(internalErrors())) {
+      problems.add("the node's and the tokenizer's 502s counted as the endpoint's own");
+    }
+    assertAllGivenBack("requests whose node or tokenizer threw an Error");
+    assertEquals(List.of(), problems, "the lines of the node's and the tokenizer's Errors");
+  }
+
+  /** Adds to {@code problems} unless a request to {@code path} is answered 502. */
+  private void failsWith502(String path, String body, List<String> problems) {
+    try {
+      HttpResponse<String> resp = answer(send("POST", path, body), path + " " + body);
+      if (resp.statusCode() != 502) {
+        problems.add(path + " " + body + " answered " + resp.statusCode() + " " + resp.body());
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      problems.add("interrupted");
+    }
+  }
+
   /** Adds to {@code problems} unless a request to the token route is answered 500 internal. */
   private void failsWith500(List<String> problems) {
     try {
