@@ -236,8 +236,10 @@ final class StatsTables {
           "Messages and requests from peers answered 500 for a failure of this node's own, not "
               + "its handler's: its HMAC (the host's JCA provider's) threw as it checked their "
               + "MAC or signed the answer, or something else threw as it read, checked or handed "
-              + "them on; and requests whose connection was closed unanswered because no server "
-              + "thread could take their answer (logged, at most 10 lines a minute).",
+              + "them on; requests whose connection was closed unanswered because no server "
+              + "thread could take their answer; and messages and requests whose answer threw "
+              + "an Error as it was written, their connection closed (logged, at most 10 lines a "
+              + "minute).",
           HttpTransport.Stats::internalErrors)
       .labelled("cluster_keys", T + "cluster_key_info", Type.GAUGE, "key",
           "The cluster keys in use, by id (the first 8 hex digits of the key's SHA-256): 1 for "

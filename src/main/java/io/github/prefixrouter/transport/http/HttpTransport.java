@@ -124,7 +124,10 @@ import org.slf4j.LoggerFactory;
  * connection closed at once without an answer, as the thread that hands it on (the one that
  * completed the handler's future, or the timer's) must not write: its sender's request fails
  * {@code UNREACHABLE} at once. Its inbound slot is given back, and it is counted and logged
- * alike ({@link Stats#internalErrors()}).
+ * alike ({@link Stats#internalErrors()}). So is an answer, a 204 included, that throws an
+ * {@link Error} as it is written (the heap running out): its exchange is closed, its sender
+ * failing at once, and the thread writing it goes on; a message whose 204 threw is delivered
+ * all the same, received whole and authenticated.
  * At most {@link #WARNINGS_PER_MINUTE} lines a minute are logged for such failures, those of the
  * HMAC below included, the next one logged saying how many were left out.
  *
@@ -1430,7 +1433,9 @@ public final class HttpTransport implements Transport {
       // rethrown, as the JDK server would leave the exchange unanswered: see "Handler failures"
       failedHere("unexpected failure handling inbound traffic", e);
       if (ex.getResponseCode() < 0) {
-        respondQuietly(ex, 500, new byte[0], "internal error", null);
+        // counted once: a 500 that cannot be written either is the same failure (its exchange
+        // closed all the same)
+        respond(ex, 500, new byte[0], "internal error", null);
       }
     }
   }
@@ -1690,7 +1695,31 @@ public final class HttpTransport implements Transport {
     }
   }
 
+  /**
+   * Writes an answer and closes its exchange: closed before its answer is whole, its connection
+   * is closed, and its sender fails the request or message at once. An IOException or a
+   * RuntimeException (the sender gone, the I/O deadline passed) is a debug line. Anything else
+   * (an {@link Error}: the heap running out as the answer is written; a checked exception thrown
+   * undeclared) is this node's failure, counted and logged by {@link #failedHere}, and not
+   * rethrown: thrown on, it ended the server or reader thread, counted nowhere and printed by the
+   * JVM, a stack trace each.
+   */
   private void respondQuietly(HttpExchange ex, int status, byte[] body, String error, String mac) {
+    Throwable failed = respond(ex, status, body, error, mac);
+    if (failed != null) {
+      failedHere("cannot answer " + status + " to " + ex.getRemoteAddress() + ": " + failed,
+          failed);
+    }
+  }
+
+  /**
+   * {@link #respondQuietly} but for the count and the log of its own failure.
+   *
+   * @return what was thrown that is this node's failure (neither an IOException nor a
+   *     RuntimeException); null if none
+   */
+  private static Throwable respond(HttpExchange ex, int status, byte[] body, String error,
+      String mac) {
     try (ex) {
       if (error != null) {
         ex.getResponseHeaders().add(H_ERROR, sanitize(error));
@@ -1708,7 +1737,10 @@ public final class HttpTransport implements Transport {
       }
     } catch (IOException | RuntimeException e) {
       log.debug("could not answer {}: {}", ex.getRemoteAddress(), e.toString());
+    } catch (Throwable e) { // an Error too: the exchange is closed already
+      return e;
     }
+    return null;
   }
 
   private static String sanitize(String s) {
@@ -1854,8 +1886,10 @@ public final class HttpTransport implements Transport {
    * @param internalErrors inbound messages and requests answered 500 for a failure of this
    *     node's own, not its handler's: its HMAC (the host's JCA provider's) threw as it checked
    *     their MAC or signed the answer, or something else threw as it read, checked or handed
-   *     them on; and requests whose connection was closed without an answer because the server
-   *     threads' executor could not take their answer (see "Handler failures" and "Security")
+   *     them on; requests whose connection was closed without an answer because the server
+   *     threads' executor could not take their answer; and messages and requests whose answer
+   *     threw an {@link Error} as it was written, their connection closed (see "Handler
+   *     failures" and "Security")
    * @param clusterKeys the ids of the cluster keys in use (the first 4 bytes of each key's
    *     SHA-256, in hex), in order, mapped to 1 for the signing key and 0 for the others; empty
    *     without authentication

@@ -987,6 +987,209 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     assertEquals(List.of(), problems, "what an answer that could not be handed on did");
   }
 
+  /**
+   * An {@link Error} thrown as an answer is written (the heap running out as its headers are
+   * sent), on a server thread (a request's answer) or a reader thread (a message's 204), is this
+   * node's failure: the exchange is closed, so its sender fails at once, the failure is counted
+   * ({@code internalErrors}) and logged through the bounded log of this node's own failures, and
+   * the thread goes on; the message, received whole and authenticated, is delivered all the
+   * same, and the inbound slot is given back, so that with one inbound request and one server
+   * thread allowed the next request is answered. Only an IOException or a RuntimeException was
+   * caught there: the Error ended the server thread, counted nowhere and printed by the JVM, a
+   * stack trace each; on a reader thread the message was lost, and the 500 tried then threw
+   * again, out to the JDK server.
+   */
+  @Test
+  void anErrorThrownAsAnAnswerIsWrittenIsCountedAndEndsOnlyItsExchange() throws Exception {
+    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+    HttpTransport a = start(node("a").maxInboundRequests(1).serverThreads(1), ra);
+    HttpTransport b = start(node("b").messageTimeout(Duration.ofSeconds(60)),
+        new HttpTransportTest.Recorder());
+    PeerAddress at = a.localAddress();
+    java.util.concurrent.atomic.AtomicBoolean armed =
+        new java.util.concurrent.atomic.AtomicBoolean(true);
+    answersThatThrow(a, armed);
+    List<String> problems = new ArrayList<>();
+    List<String> lines = io.github.prefixrouter.testing.LoggedLines.logged("", () -> {
+      try {
+        CompletableFuture<byte[]> f = b.request(at, "r".getBytes(StandardCharsets.UTF_8),
+            Duration.ofSeconds(60));
+        try {
+          problems.add("request answered "
+              + new String(f.get(5, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+        } catch (ExecutionException e) {
+          // its exchange closed: the sender fails it at once
+        } catch (java.util.concurrent.TimeoutException e) {
+          problems.add("request not ended within 5 s");
+        }
+        b.send(at, "m".getBytes(StandardCharsets.UTF_8));
+        String got = ra.messages.poll(5, TimeUnit.SECONDS);
+        if (!("b@" + b.localAddress().address() + ":m").equals(got)) {
+          problems.add("message whose 204 threw not delivered (" + got + ")");
+        }
+        armed.set(false);
+        CompletableFuture<byte[]> after =
+            b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
+        try {
+          String answer = new String(after.get(20, TimeUnit.SECONDS), StandardCharsets.UTF_8);
+          if (!answer.equals("echo b after")) {
+            problems.add("request after answered " + answer);
+          }
+        } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+          problems.add("request after failed " + e);
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        problems.add("interrupted");
+      }
+    });
+    List<String> counted = lines.stream().filter(l -> l.contains("a: cannot answer")).toList();
+    if (counted.size() != 2 || !counted.stream().allMatch(l -> l.contains(" ERROR "))) {
+      problems.add("logged as this node's failures, at ERROR: " + counted);
+    }
+    List<String> uncaught = lines.stream().filter(l -> l.startsWith("Exception in thread"))
+        .toList();
+    if (!uncaught.isEmpty()) {
+      problems.add("threads ended by what they threw: " + uncaught);
+    }
+    HttpTransport.Stats st = a.stats();
+    if (st.internalErrors() != 2 || st.inboundBusy() != 0 || st.malformedRejected() != 0) {
+      problems.add("at the receiver internal errors " + st.internalErrors() + " (not 2), inbound "
+          + "busy " + st.inboundBusy() + ", malformed " + st.malformedRejected());
+    }
+    assertEquals(List.of(), problems, "what an Error as an answer was written did");
+  }
+
+  /**
+   * Has {@code t} read its requests and messages through exchanges whose
+   * {@code sendResponseHeaders} throws an OutOfMemoryError while {@code armed}: its server's
+   * contexts are made again, each calling its inbound handling with such an exchange.
+   */
+  private static void answersThatThrow(HttpTransport t,
+      java.util.concurrent.atomic.AtomicBoolean armed) throws ReflectiveOperationException {
+    java.lang.reflect.Field field = HttpTransport.class.getDeclaredField("server");
+    field.setAccessible(true);
+    HttpServer server = (HttpServer) field.get(t);
+    java.lang.reflect.Method inbound = HttpTransport.class.getDeclaredMethod("handleInbound",
+        com.sun.net.httpserver.HttpExchange.class, boolean.class);
+    inbound.setAccessible(true);
+    for (String path : List.of(HttpTransport.MESSAGE_PATH, HttpTransport.REQUEST_PATH)) {
+      server.removeContext(path);
+      server.createContext(path, ex -> {
+        try {
+          inbound.invoke(t, new AnswerThatThrows(ex, armed), path.equals(HttpTransport.REQUEST_PATH));
+        } catch (java.lang.reflect.InvocationTargetException e) {
+          if (e.getCause() instanceof Error err) {
+            throw err; // as the handler itself would have thrown it
+          }
+          throw new IllegalStateException(e.getCause());
+        } catch (IllegalAccessException e) {
+          throw new IllegalStateException(e);
+        }
+      });
+    }
+  }
+
+  /** An exchange whose {@code sendResponseHeaders} throws an OutOfMemoryError while armed. */
+  private static final class AnswerThatThrows extends com.sun.net.httpserver.HttpExchange {
+    private final com.sun.net.httpserver.HttpExchange ex;
+    private final java.util.concurrent.atomic.AtomicBoolean armed;
+
+    AnswerThatThrows(com.sun.net.httpserver.HttpExchange ex,
+        java.util.concurrent.atomic.AtomicBoolean armed) {
+      this.ex = ex;
+      this.armed = armed;
+    }
+
+    @Override
+    public void sendResponseHeaders(int rCode, long responseLength) throws java.io.IOException {
+      if (armed.get()) {
+        throw new OutOfMemoryError("Java heap space");
+      }
+      ex.sendResponseHeaders(rCode, responseLength);
+    }
+
+    @Override
+    public com.sun.net.httpserver.Headers getRequestHeaders() {
+      return ex.getRequestHeaders();
+    }
+
+    @Override
+    public com.sun.net.httpserver.Headers getResponseHeaders() {
+      return ex.getResponseHeaders();
+    }
+
+    @Override
+    public java.net.URI getRequestURI() {
+      return ex.getRequestURI();
+    }
+
+    @Override
+    public String getRequestMethod() {
+      return ex.getRequestMethod();
+    }
+
+    @Override
+    public com.sun.net.httpserver.HttpContext getHttpContext() {
+      return ex.getHttpContext();
+    }
+
+    @Override
+    public void close() {
+      ex.close();
+    }
+
+    @Override
+    public InputStream getRequestBody() {
+      return ex.getRequestBody();
+    }
+
+    @Override
+    public OutputStream getResponseBody() {
+      return ex.getResponseBody();
+    }
+
+    @Override
+    public InetSocketAddress getRemoteAddress() {
+      return ex.getRemoteAddress();
+    }
+
+    @Override
+    public int getResponseCode() {
+      return ex.getResponseCode();
+    }
+
+    @Override
+    public InetSocketAddress getLocalAddress() {
+      return ex.getLocalAddress();
+    }
+
+    @Override
+    public String getProtocol() {
+      return ex.getProtocol();
+    }
+
+    @Override
+    public Object getAttribute(String name) {
+      return ex.getAttribute(name);
+    }
+
+    @Override
+    public void setAttribute(String name, Object value) {
+      ex.setAttribute(name, value);
+    }
+
+    @Override
+    public void setStreams(InputStream i, OutputStream o) {
+      ex.setStreams(i, o);
+    }
+
+    @Override
+    public com.sun.net.httpserver.HttpPrincipal getPrincipal() {
+      return ex.getPrincipal();
+    }
+  }
+
   /** An HTTP client whose every {@code sendAsync} throws {@code thrown}. */
   private static java.net.http.HttpClient clientThatThrows(Throwable thrown) {
     java.net.http.HttpClient client = org.mockito.Mockito.mock(java.net.http.HttpClient.class);
