@@ -936,7 +936,8 @@ final class ClientEndpoint {
    * server-sent events by the writer threads ({@link StreamedAnswer}).
    */
   private void stream(HttpExchange ex, InferenceRequest request, ClientLatency.Request timing) {
-    stream(ex, request, timing, new StreamedAnswer.RouteFormat(request.id(), request.params()),
+    stream(ex, request, timing,
+        () -> new StreamedAnswer.RouteFormat(request.id(), request.params()),
         (e, failure) -> answerFailure(e, request.id(), failure));
   }
 
@@ -944,18 +945,34 @@ final class ClientEndpoint {
    * Submits a streamed request whose events {@code format} renders and whose failure before its
    * first piece {@code failureAnswer} answers; gives its in-flight slot back when it completes.
    * Its time is counted when its answer ends: served where its answer came from if its end
-   * event was written, else failed.
+   * event was written, else failed. Whatever is thrown as its answer is set up (an
+   * {@link Error} too: the heap running out) is the endpoint's own failure: the slot is given
+   * back and the client answered 500 by a writer thread, nothing submitted.
    */
   private void stream(HttpExchange ex, InferenceRequest request, ClientLatency.Request timing,
-      StreamedAnswer.Format format, StreamedAnswer.FailureAnswer failureAnswer) {
-    StreamedAnswer s = new StreamedAnswer(ex, request.id(), executor, ioDeadline, format,
-        (e, failure) -> written(e, () -> failureAnswer.answer(e, failure)), done -> {
-          openStreams.remove(done);
-          InferenceResponse r = done.answered();
-          timing.answered(r == null ? ClientLatency.FAILED : ClientLatency.served(r),
-              done.firstWrittenAt());
-        }, streamsCancelled::incrementAndGet, latency::now, this::failedHere);
-    openStreams.add(s);
+      Supplier<StreamedAnswer.Format> format, StreamedAnswer.FailureAnswer failureAnswer) {
+    StreamedAnswer made = null;
+    try {
+      made = new StreamedAnswer(ex, request.id(), executor, ioDeadline, format.get(),
+          (e, failure) -> written(e, () -> failureAnswer.answer(e, failure)), done -> {
+            openStreams.remove(done);
+            InferenceResponse r = done.answered();
+            timing.answered(r == null ? ClientLatency.FAILED : ClientLatency.served(r),
+                done.firstWrittenAt());
+          }, streamsCancelled::incrementAndGet, latency::now, this::failedHere);
+      openStreams.add(made);
+    } catch (Throwable e) { // after the slot was taken, on the reader thread or the one that
+      // completed the tokenization: thrown on, it kept the slot, or was lost in the tokenizer's
+      // future and the client never answered
+      if (made != null) {
+        openStreams.remove(made);
+      }
+      inFlight.decrementAndGet();
+      failedHere(e, "cannot set up the stream of client request {}", request.id());
+      writeLater(ex, () -> internalError(ex), () -> timing.answered(ClientLatency.FAILED));
+      return;
+    }
+    StreamedAnswer s = made;
     CompletableFuture<InferenceResponse> answer;
     try {
       answer = given(node.submit(request, s));
@@ -1185,7 +1202,7 @@ final class ClientEndpoint {
       return;
     }
     if (req.stream) {
-      stream(ex, request, timing, new OpenAiAnswers.ChunkFormat(ctx), this::openAiFailure);
+      stream(ex, request, timing, () -> new OpenAiAnswers.ChunkFormat(ctx), this::openAiFailure);
       return;
     }
     submitWhole(ex, request, timing, resp -> () -> answerOpenAi(ex, ctx, resp),

@@ -559,6 +559,52 @@ class ClientEndpointErrorTest {
     }
   }
 
+  /**
+   * An {@link Error} thrown as a streamed request's answer is set up, after the request took its
+   * in-flight slot (here the set of open streams cannot take it: the heap runs out), is a 500 in
+   * the path's error shape, and the slot is given back: on the route's path, on the reader
+   * thread, it was answered 500 by the handler's guard with the slot kept for good (at the
+   * in-flight cap every client refused 503); on OpenAI's, on the thread that completed the
+   * tokenization, it was lost in the tokenizer's future, the client never answered.
+   */
+  @Test
+  void anErrorAsAStreamIsSetUpIsA500AndGivesItsSlotBack() throws Exception {
+    start();
+    tokenizer.mode = FakeTokenizer.Mode.NEVER;
+    java.util.Set<Object> full = new java.util.concurrent.CopyOnWriteArraySet<>() {
+      private static final long serialVersionUID = 1L;
+
+      @Override
+      public boolean add(Object o) {
+        throw new OutOfMemoryError("Java heap space");
+      }
+    };
+    Object streams = swapField("openStreams", full);
+    try {
+      String[][] sends = {
+          {ClientEndpoint.COMPLETIONS, "{\"id\":\"q1\",\"prompt\":[1],\"stream\":true}"},
+          {ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\",\"stream\":true}"}};
+      for (String[] s : sends) {
+        String what = "a stream that cannot be set up, " + s[0] + " " + s[1];
+        CompletableFuture<HttpResponse<String>> sent = send("POST", s[0], s[1]);
+        if (s[0].equals(ClientEndpoint.OPENAI_COMPLETIONS)) {
+          Await.until(() -> endpoint.tokenizationsUnderWay() == 1, "the tokenization under way");
+          tokenizer.calls.get(0).future().complete(
+              new PromptTokenizer.Tokenized(new int[] {1}, -1));
+        }
+        HttpResponse<String> resp = answer(sent, what);
+        assertEquals(500, resp.statusCode(), what + ": " + resp.body());
+        assertEquals(s[0].equals(ClientEndpoint.COMPLETIONS) ? INTERNAL : OPENAI_INTERNAL,
+            json(resp.body()), what);
+        assertAllGivenBack(what);
+      }
+    } finally {
+      swapField("openStreams", streams);
+    }
+    assertTrue(requests.isEmpty(), "nothing submitted: " + requests);
+    assertEquals(2L, internalErrors(), "the 500s, in internal_errors");
+  }
+
   /** Adds to {@code problems} unless a request to the token route is answered 500 internal. */
   private void failsWith500(List<String> problems) {
     try {
