@@ -11,16 +11,12 @@ import static org.mockito.Mockito.spy;
 import static org.mockito.Mockito.when;
 
 import io.github.prefixrouter.FallbackCause;
-import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
-import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.testing.Await;
 import java.io.IOException;
-import java.net.InetSocketAddress;
 import java.net.URI;
-import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
@@ -36,7 +32,6 @@ import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -47,17 +42,7 @@ import org.junit.jupiter.api.Test;
  * its tokenization and its share of the body budget. It used to escape to the JDK server or to
  * a future nothing reads, and the client waited for an answer that never came.
  */
-class ClientEndpointErrorTest {
-
-  private final StubNode stub = new StubNode();
-  private final PrefixRouterNode node = stub.node;
-  private final List<InferenceRequest> requests = stub.requests;
-  private final List<CompletableFuture<InferenceResponse>> futures = stub.futures;
-  private final HttpClient client =
-      HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
-  private final FakeTokenizer tokenizer = new FakeTokenizer();
-  private ClientEndpoint endpoint;
-  private String address;
+class ClientEndpointErrorTest extends ClientEndpointFixture {
 
   private void start() throws IOException {
     start(System::nanoTime);
@@ -66,18 +51,9 @@ class ClientEndpointErrorTest {
   /** Starts the endpoint, its monotonic clock {@code nanoClock}. */
   private void start(java.util.function.LongSupplier nanoClock) throws IOException {
     when(node.stats()).thenReturn(StatsFixtures.nodeStats());
-    endpoint = new ClientEndpoint(node, List::of, 64, Duration.ofSeconds(5), "base",
+    start(new ClientEndpoint(node, List::of, 64, Duration.ofSeconds(5), "base",
         ClientEndpoint.DEFAULT_READER_THREADS, ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
-        tokenizer, () -> 1_767_225_600L, 7L, ClientEndpoint.DEFAULT_BODY_BUDGET, nanoClock);
-    InetSocketAddress a = endpoint.start("127.0.0.1", 0);
-    address = "127.0.0.1:" + a.getPort();
-  }
-
-  @AfterEach
-  void stop() {
-    if (endpoint != null) {
-      endpoint.stop();
-    }
+        tokenizer, () -> 1_767_225_600L, 7L, ClientEndpoint.DEFAULT_BODY_BUDGET, nanoClock));
   }
 
   /** Puts {@code value} in the endpoint's field {@code name}; returns what it held. */

@@ -18,7 +18,6 @@ import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.OutputListener;
-import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.internal.json.Json;
@@ -34,7 +33,6 @@ import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.net.InetSocketAddress;
 import java.net.URI;
-import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
@@ -45,7 +43,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -55,42 +52,22 @@ import org.junit.jupiter.api.Test;
  * seeds drawn, and {@code /v1/models}. The node is a stub that records the requests submitted
  * and answers when the test says.
  */
-class ClientEndpointOpenAiTest {
+class ClientEndpointOpenAiTest extends ClientEndpointFixture {
 
   private static final long NOW = 1_767_225_600L;
   private static final long SEED_OF_SEEDS = 7L;
   private static final RouteDecision DECISION = StubNode.LOCAL_DECISION;
 
-  private final StubNode stub = new StubNode();
-  private final PrefixRouterNode node = stub.node;
-  private final List<InferenceRequest> requests = stub.requests;
-  private final List<OutputListener> listeners = stub.listeners;
-  private final List<CompletableFuture<InferenceResponse>> futures = stub.futures;
-  private final HttpClient client =
-      HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
-  private final FakeTokenizer tokenizer = new FakeTokenizer();
-  private ClientEndpoint endpoint;
-  private String address;
-
   private void start(Duration ioTimeout, int maxInFlight, String baseModel,
       PromptTokenizer tok) throws IOException {
     when(node.stats()).thenReturn(StatsFixtures.nodeStats());
-    endpoint = new ClientEndpoint(node, List::of, maxInFlight, ioTimeout, baseModel,
+    start(new ClientEndpoint(node, List::of, maxInFlight, ioTimeout, baseModel,
         ClientEndpoint.DEFAULT_READER_THREADS, ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
-        tok, () -> NOW, SEED_OF_SEEDS);
-    InetSocketAddress a = endpoint.start("127.0.0.1", 0);
-    address = "127.0.0.1:" + a.getPort();
+        tok, () -> NOW, SEED_OF_SEEDS));
   }
 
   private void start() throws IOException {
     start(Duration.ofSeconds(5), 64, "base", tokenizer);
-  }
-
-  @AfterEach
-  void stop() {
-    if (endpoint != null) {
-      endpoint.stop();
-    }
   }
 
   private CompletableFuture<HttpResponse<String>> postAsync(String path, String body) {
@@ -113,10 +90,6 @@ class ClientEndpointOpenAiTest {
   private HttpResponse<String> get(String path) throws Exception {
     return client.send(HttpRequest.newBuilder(URI.create("http://" + address + path)).build(),
         HttpResponse.BodyHandlers.ofString());
-  }
-
-  private void awaitSubmitted(int n) throws InterruptedException {
-    stub.awaitSubmitted(n);
   }
 
   private static InferenceResponse response(String id, int[] tokens, String text, int cached) {

@@ -8,15 +8,12 @@ import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.OutputListener;
-import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.spi.EngineResult;
 import java.io.IOException;
 import java.io.InputStream;
-import java.net.InetSocketAddress;
 import java.net.URI;
-import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
@@ -26,7 +23,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -38,35 +34,15 @@ import org.junit.jupiter.api.Test;
  * text a later stop cuts, and its text is the whole answer's; the token route's
  * {@code stop_token_ids}; refusals.
  */
-class ClientEndpointStopTest {
+class ClientEndpointStopTest extends ClientEndpointFixture {
 
   private static final RouteDecision DECISION = StubNode.LOCAL_DECISION;
 
-  private final StubNode stub = new StubNode();
-  private final PrefixRouterNode node = stub.node;
-  private final List<InferenceRequest> requests = stub.requests;
-  private final List<OutputListener> listeners = stub.listeners;
-  private final List<CompletableFuture<InferenceResponse>> futures = stub.futures;
-  private final HttpClient client =
-      HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
-  private final FakeTokenizer tokenizer = new FakeTokenizer();
-  private ClientEndpoint endpoint;
-  private String address;
-
   private void start(boolean textPerToken) throws IOException {
     tokenizer.textPerToken = textPerToken;
-    endpoint = new ClientEndpoint(node, List::of, 64, Duration.ofSeconds(5), "base",
+    start(new ClientEndpoint(node, List::of, 64, Duration.ofSeconds(5), "base",
         ClientEndpoint.DEFAULT_READER_THREADS, ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
-        tokenizer, () -> 1L, 7L);
-    InetSocketAddress a = endpoint.start("127.0.0.1", 0);
-    address = "127.0.0.1:" + a.getPort();
-  }
-
-  @AfterEach
-  void stop() {
-    if (endpoint != null) {
-      endpoint.stop();
-    }
+        tokenizer, () -> 1L, 7L));
   }
 
   private CompletableFuture<HttpResponse<String>> postAsync(String path, String body) {
@@ -79,10 +55,6 @@ class ClientEndpointStopTest {
     return client.sendAsync(HttpRequest.newBuilder(URI.create("http://" + address + path))
         .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
         HttpResponse.BodyHandlers.ofInputStream());
-  }
-
-  private void awaitSubmitted(int n) throws InterruptedException {
-    stub.awaitSubmitted(n);
   }
 
   private static InferenceResponse response(String id, int[] tokens, String text) {

@@ -32,7 +32,6 @@ import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.URI;
-import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
@@ -43,7 +42,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -51,31 +49,12 @@ import org.junit.jupiter.api.Test;
  * first byte, clients that stop reading or go away, and the endpoint's stop with streams open.
  * The node is a stub that gives pieces when the test says.
  */
-class ClientEndpointStreamTest {
+class ClientEndpointStreamTest extends ClientEndpointFixture {
 
   private static final RouteDecision DECISION = StubNode.LOCAL_DECISION;
 
-  private final StubNode stub = new StubNode();
-  private final PrefixRouterNode node = stub.node;
-  /** The listener and future of every request submitted, in order. */
-  private final List<OutputListener> listeners = stub.listeners;
-  private final List<CompletableFuture<InferenceResponse>> futures = stub.futures;
-  private final HttpClient client =
-      HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
-  private ClientEndpoint endpoint;
-  private String address;
-
   private void start(Duration ioTimeout) throws IOException {
-    endpoint = new ClientEndpoint(node, List::of, 64, ioTimeout);
-    InetSocketAddress a = endpoint.start("127.0.0.1", 0);
-    address = "127.0.0.1:" + a.getPort();
-  }
-
-  @AfterEach
-  void stop() {
-    if (endpoint != null) {
-      endpoint.stop();
-    }
+    start(new ClientEndpoint(node, List::of, 64, ioTimeout));
   }
 
   private static InferenceResponse response(String id, int[] tokens, String text) {
@@ -95,10 +74,6 @@ class ClientEndpointStreamTest {
             URI.create("http://" + address + "/v1/route/completions"))
         .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
         HttpResponse.BodyHandlers.ofString()).get(20, TimeUnit.SECONDS);
-  }
-
-  private void awaitSubmitted(int n) throws InterruptedException {
-    stub.awaitSubmitted(n);
   }
 
   private static String stream(String prompt) {
