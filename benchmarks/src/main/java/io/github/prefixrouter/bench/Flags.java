@@ -344,6 +344,52 @@ public final class Flags {
   }
 
   /**
+   * The comma-separated sizes {@code flag} gives (or {@code dflt} gives, if it was not given),
+   * each a number of bytes, or a number followed by {@code k} or {@code m} (either case) for KiB
+   * or MiB, from {@code min} to {@code max} bytes, none twice.
+   *
+   * @param flag the flag, with its {@code --}
+   * @param dflt the sizes if it was not given, comma-separated ({@code "64k"})
+   * @param min the fewest bytes accepted
+   * @param max the most bytes accepted
+   * @return the sizes in bytes, in the order given
+   * @throws IllegalArgumentException for an empty list, a value that is not a size, one below
+   *     {@code min} or above {@code max}, or one given twice
+   */
+  public int[] sizes(String flag, String dflt, int min, int max) {
+    noteDefault(flag, dflt);
+    String csv = given.getOrDefault(flag, dflt);
+    String[] parts = csv.split(",", -1);
+    int[] values = new int[parts.length];
+    for (int i = 0; i < parts.length; i++) {
+      String s = parts[i].trim();
+      int shift = s.isEmpty() ? 0 : switch (Character.toLowerCase(s.charAt(s.length() - 1))) {
+        case 'k' -> 10;
+        case 'm' -> 20;
+        default -> 0;
+      };
+      String digits = shift == 0 ? s : s.substring(0, s.length() - 1);
+      if (digits.isEmpty() || digits.length() > 12
+          || !digits.chars().allMatch(c -> c >= '0' && c <= '9')) {
+        throw new IllegalArgumentException(flag + ": not a size: '" + parts[i]
+            + "' (a number of bytes, or a number with k or m: 64k)");
+      }
+      long v = Long.parseLong(digits) << shift;
+      if (v < min || v > max) {
+        throw new IllegalArgumentException(flag + " must be from " + min + " to " + max
+            + " bytes, not " + parts[i].trim());
+      }
+      for (int j = 0; j < i; j++) {
+        if (values[j] == v) {
+          throw new IllegalArgumentException(flag + ": " + v + " bytes is given twice");
+        }
+      }
+      values[i] = (int) v;
+    }
+    return values;
+  }
+
+  /**
    * The comma-separated values {@code flag} gives, each one of {@code allowed} and none twice.
    *
    * @param flag the flag, with its {@code --}

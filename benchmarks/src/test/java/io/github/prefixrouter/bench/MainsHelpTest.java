@@ -49,7 +49,7 @@ class MainsHelpTest {
     FLAGS.put(GossipBenchmarkMain.class, List.of("--mmlu", "--nodes", "--rate",
         "--capacity-tokens", "--fresh-capacity-tokens", "--snapshot-mode-measure-s",
         "--warmup-s", "--measure-s", "--fanout", "--seed", "--delay-ms", "--out", "--sizes",
-        "--quick", "--skip-dissemination"));
+        "--quick", "--skip-dissemination", "--message-bytes"));
     FLAGS.put(RouteBenchmarkMain.class, List.of("--full", "--gc", "--out", "--peers", "--tokens",
         "--workload"));
     FLAGS.put(RouteLatencyLoopMain.class, List.of());
@@ -236,6 +236,7 @@ class MainsHelpTest {
     out = run(GossipBenchmarkMain.class, "-h")[1];
     assertTrue(out.matches("(?s).*\\n  --sizes VALUE +\\(default 4,16,64,256,1024\\)\\n.*"), out);
     assertTrue(out.matches("(?s).*\\n  --quick\\n.*"), out);
+    assertTrue(out.matches("(?s).*\\n  --message-bytes VALUE +\\(default 64k\\)\\n.*"), out);
     // the stall timeouts a run without --stall-timeouts compares were not shown
     out = run(StallSimMain.class, "--help")[1];
     assertTrue(out.matches("(?s).*\\n  --stall-timeouts VALUE +\\(default 0,30,10\\)\\n.*"),

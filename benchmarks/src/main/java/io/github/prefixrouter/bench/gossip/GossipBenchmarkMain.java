@@ -50,7 +50,9 @@ import java.util.function.Function;
  * {@code --warmup-s S}, {@code --measure-s S}, {@code --sizes 4,16,...}, {@code --fanout F},
  * {@code --seed S}, {@code --quick}, {@code --out FILE}, {@code --fresh-capacity-tokens T,...}
  * (empty: none), {@code --snapshot-mode-measure-s S} (0: skip the full-snapshot engine),
- * {@code --delay-ms D}, {@code --skip-dissemination}. {@code --quick} changes the defaults of
+ * {@code --delay-ms D}, {@code --skip-dissemination}, {@code --message-bytes 1k,64k,1m} (the
+ * gossip message cap, {@code messageByteCap}: every bandwidth case and cluster size is run once
+ * per cap, side by side on the same seed; default 64k, the default cap). {@code --quick} changes the defaults of
  * {@code --sizes}, {@code --capacity-tokens}, {@code --fresh-capacity-tokens} and
  * {@code --measure-s}; a flag given wins over it wherever it stands. An unknown flag, one given
  * twice or without its value, a value that is not a number, a {@code --measure-s} or
@@ -59,8 +61,10 @@ import java.util.function.Function;
  * or {@code --sizes} below 2 or above {@link #MAX_NODES} (4,096, the peers a gossip engine
  * holds), a {@code --fanout} not 1 to 64, a negative {@code --rate} or
  * {@code --delay-ms}, a {@code --rate} above {@link #MAX_RATE} (10,000 requests/s per node) or a
- * {@code --delay-ms} above {@link #MAX_DELAY_MS} (60,000), or a {@code --capacity-tokens} or
- * {@code --fresh-capacity-tokens} below one block (16 tokens) stops it with {@code error: ...} and exit code 2. A figure of gossip.json that has no value (a ratio over a zero:
+ * {@code --delay-ms} above {@link #MAX_DELAY_MS} (60,000), a {@code --capacity-tokens} or
+ * {@code --fresh-capacity-tokens} below one block (16 tokens), or a {@code --message-bytes} that
+ * is not a list of sizes (bytes, or a number with {@code k} or {@code m}) from 1k to 16m, each
+ * once, stops it with {@code error: ...} and exit code 2. A figure of gossip.json that has no value (a ratio over a zero:
  * no full snapshots, no blocks cached at {@code --rate 0}) is null, never NaN or Infinity.
  */
 public final class GossipBenchmarkMain {
@@ -102,11 +106,12 @@ public final class GossipBenchmarkMain {
    */
   record Options(Path mmlu, int nodes, double rate, long[] capacities, long[] freshCapacities,
       int snapshotModeMeasure, int warmup, int measure, int fanout, long seed, double delayMs,
-      int[] sizes, Path out) {
+      int[] sizes, int[] messageBytes, Path out) {
 
     private static final Set<String> VALUE_FLAGS = Set.of("--mmlu", "--nodes", "--rate",
         "--capacity-tokens", "--fresh-capacity-tokens", "--snapshot-mode-measure-s",
-        "--warmup-s", "--measure-s", "--fanout", "--seed", "--delay-ms", "--out", "--sizes");
+        "--warmup-s", "--measure-s", "--fanout", "--seed", "--delay-ms", "--out", "--sizes",
+        "--message-bytes");
 
     /**
      * Parses the command line: the defaults, then {@code --quick}'s, then the flags given, so
@@ -116,8 +121,9 @@ public final class GossipBenchmarkMain {
      *     twice, a value that is not a number, a {@code --measure-s} or {@code --warmup-s} below 1,
      *     a negative {@code --snapshot-mode-measure-s}, a {@code --nodes}
      *     below 2 or above {@link #MAX_NODES}, a {@code --fanout} not 1 to 64, a negative {@code --rate} or
-     *     {@code --delay-ms}, a capacity below one block, a cluster size below 2 or above {@link #MAX_NODES}, or
-     *     {@code --sizes} with {@code --skip-dissemination}
+     *     {@code --delay-ms}, a capacity below one block, a cluster size below 2 or above {@link #MAX_NODES},
+     *     {@code --sizes} with {@code --skip-dissemination}, or a {@code --message-bytes} that is
+     *     not a list of sizes from 1k to 16m, each once
      */
     static Options parse(String[] args) {
       Flags f = Flags.parse(args, Set.of("--quick", "--skip-dissemination"), VALUE_FLAGS);
@@ -188,6 +194,8 @@ public final class GossipBenchmarkMain {
               : java.util.Arrays.stream(f.wholes("--sizes",
                   quick ? "4,16,64,256" : "4,16,64,256,1024", 2, "a cluster of one gossips with"
                   + " no one", MAX_NODES)).mapToInt(Math::toIntExact).toArray(),
+          f.sizes("--message-bytes", "64k", GossipConfig.MIN_MESSAGE_BYTE_CAP,
+              GossipConfig.MAX_MESSAGE_BYTE_CAP),
           f.has("--out") ? Path.of(f.string("--out", null))
               : ResultsJson.resultsDir(GossipBenchmarkMain.class).resolve("gossip.json"));
     }
@@ -217,6 +225,7 @@ public final class GossipBenchmarkMain {
     long seed = o.seed();
     double delayMs = o.delayMs();
     int[] sizes = o.sizes();
+    int[] caps = o.messageBytes();
     Path out = o.out();
     PromptSource prompts;
     try {
@@ -234,10 +243,14 @@ public final class GossipBenchmarkMain {
     json.append("  \"bandwidth\": [\n");
     List<Case> cases = new ArrayList<>();
     for (long c : capacities) {
-      cases.add(new Case(c, false));
+      for (int cap : caps) {
+        cases.add(new Case(c, false, cap));
+      }
     }
     for (long c : freshCapacities) {
-      cases.add(new Case(c, true));
+      for (int cap : caps) {
+        cases.add(new Case(c, true, cap));
+      }
     }
     for (int k = 0; k < cases.size(); k++) {
       Case c = cases.get(k);
@@ -252,8 +265,11 @@ public final class GossipBenchmarkMain {
     }
     json.append("  ],\n  \"dissemination\": [\n");
     for (int k = 0; k < sizes.length; k++) {
-      dissemination(json, sizes[k], fanout, seed + k);
-      json.append(k + 1 < sizes.length ? ",\n" : "\n");
+      for (int j = 0; j < caps.length; j++) {
+        // the same seed for every cap of a size: the caps are compared on the same changes
+        dissemination(json, sizes[k], fanout, seed + k, 0, caps[j]);
+        json.append(k + 1 < sizes.length || j + 1 < caps.length ? ",\n" : "\n");
+      }
     }
     json.append("  ]\n}\n");
     Files.createDirectories(out.toAbsolutePath().getParent());
@@ -411,20 +427,42 @@ public final class GossipBenchmarkMain {
       GossipCounter.SNAPSHOT_BYTES_SENT, GossipCounter.REDUNDANT_DELTA_BYTES_RECEIVED,
       GossipCounter.SNAPSHOT_STORE_NUMBER_BYTES_SENT};
 
-  /** A bandwidth case: cache capacity and whether every request asks a fresh question. */
-  record Case(long capacityTokens, boolean fresh) {}
+  /**
+   * A bandwidth case: cache capacity, whether every request asks a fresh question, and the
+   * gossip message cap ({@code messageByteCap}) of every engine of the run.
+   */
+  record Case(long capacityTokens, boolean fresh, int messageBytes) {
+
+    /** A case at the default cap, 64 KiB. */
+    Case(long capacityTokens, boolean fresh) {
+      this(capacityTokens, fresh, DEFAULT_MESSAGE_BYTES);
+    }
+  }
+
+  /** The gossip message cap of a run without {@code --message-bytes}: the default, 64 KiB. */
+  static final int DEFAULT_MESSAGE_BYTES = GossipConfig.builder().build().messageByteCap();
+
+  /**
+   * A gossip configuration of 1 s rounds and {@code fanout} with messages of up to
+   * {@code messageBytes}, sending per exchange at most 1 MiB of snapshot chunks or one chunk
+   * when the cap is larger, as a node does with {@code RouterConfig.gossipMessageBytes}.
+   */
+  static GossipConfig.Builder config(int fanout, int messageBytes) {
+    return GossipConfig.builder().interval(Duration.ofSeconds(1)).fanout(fanout)
+        .messageByteCap(messageBytes).snapshotBytesPerExchange(Math.max(1 << 20, messageBytes));
+  }
 
   static void bandwidth(StringBuilder json, PromptSource prompts, Case c, int n, double rate,
       int warmupS, int measureS, int snapshotModeMeasureS, int fanout, long seed,
       long delayNanos) {
     long capacity = c.capacityTokens();
     FreshQuestions fresh = c.fresh() ? new FreshQuestions(prompts) : null;
-    GossipConfig config = GossipConfig.builder().interval(Duration.ofSeconds(1)).fanout(fanout)
-        .build();
+    int cap = c.messageBytes();
+    GossipConfig config = config(fanout, cap).build();
     // the same protocol answering every lagging peer with full snapshots instead of deltas; no
     // per-exchange snapshot cap, so that it keeps the delta protocol's freshness
-    GossipConfig snapshotConfig = GossipConfig.builder().interval(Duration.ofSeconds(1))
-        .fanout(fanout).fullSnapshotsOnly(true).snapshotBytesPerExchange(1 << 30)
+    GossipConfig snapshotConfig = config(fanout, cap).fullSnapshotsOnly(true)
+        .snapshotBytesPerExchange(1 << 30)
         .maxBlocksTotal(GossipConfig.MAX_BLOCKS_TOTAL).build();
     SimNet net = new SimNet(seed, delayNanos, delayNanos / 2, 0);
     List<PeerAddress> addrs = new ArrayList<>();
@@ -600,7 +638,8 @@ public final class GossipBenchmarkMain {
     double ratio = deltaRate / fullRate;
     String workload = c.fresh() ? "fresh questions" : "MMLU questions";
     String line = String.format(Locale.ROOT,
-        "bandwidth: %d nodes, %.1f req/s/node, %s, one-way delay %.0f ms, capacity %d tokens "
+        "bandwidth: %d nodes, %.1f req/s/node, %s, one-way delay %.0f ms, messages of up to %s, "
+            + "capacity %d tokens "
             + "(%.0f blocks cached/node): delta gossip %.0f B/node/s; own snapshot to %d peers "
             + "per round, 8-byte hashes %.0f B/node/s (delta/full = %s), 4-byte fingerprints "
             + "%.0f B/node/s (delta/full4 = %s); own snapshot to all %d peers per round, "
@@ -609,7 +648,8 @@ public final class GossipBenchmarkMain {
             + "KV transfer of the same new prefixes %.0f B/node/s (gossip = %s of it), "
             + "replica index %.1f B/block (of which store numbers %.1f), mean replica error "
             + "%.4f%%, snapshot chunks in window %d, unresolved evictions %d",
-        n, rate, workload, delayNanos / 1e6, capacity, blocksPerNode, deltaRate, fanout,
+        n, rate, workload, delayNanos / 1e6, size(cap), capacity, blocksPerNode, deltaRate,
+        fanout,
         fullRate, percent(ratio, 2), full4Rate, percent(deltaRate / full4Rate, 2), n - 1,
         fullAllRate, percent(deltaRate / fullAllRate, 2),
         snapshotMode ? String.format(Locale.ROOT, "%.0f B/node/s (delta/that = %s, over %d s)",
@@ -644,7 +684,8 @@ public final class GossipBenchmarkMain {
     json.append(ResultsJson.format("  {\n    \"nodes\": %d, \"requestsPerSecondPerNode\": %.2f,"
             + " \"workload\": \"%s\", \"capacityTokens\": %d, \"warmupSeconds\": %d,"
             + " \"measureSeconds\": %d,"
-            + " \"intervalMs\": 1000, \"oneWayDelayMs\": %.1f, \"fanout\": %d,\n"
+            + " \"intervalMs\": 1000, \"oneWayDelayMs\": %.1f, \"fanout\": %d,"
+            + " \"messageByteCap\": %d,\n"
             + "    \"blocksCachedPerNode\": %.1f,\n"
             + "    \"deltaGossipBytesPerNodePerSecond\": %.1f,\n"
             + "    \"fullSnapshotBytesPerNodePerSecond\": %.1f,\n"
@@ -670,7 +711,8 @@ public final class GossipBenchmarkMain {
             + "    \"floor4BytesPerNodePerSecond\": %.1f, \"floor4OverFull\": %.6f,"
             + " \"floor4OverFull4\": %.6f,\n"
             + "    \"floorStores4Evictions1BytesPerNodePerSecond\": %.1f%s\n  }",
-        n, rate, workload, capacity, warmupS, measureS, delayNanos / 1e6, fanout, blocksPerNode,
+        n, rate, workload, capacity, warmupS, measureS, delayNanos / 1e6, fanout, cap,
+        blocksPerNode,
         deltaRate, fullRate, ratio, full4Rate, deltaRate / full4Rate, fullAllRate,
         deltaRate / fullAllRate,
         snapshotMode ? ResultsJson.format("{\"bytesPerNodePerSecond\": %.1f,"
@@ -695,7 +737,8 @@ public final class GossipBenchmarkMain {
    */
   private static String recordedBefore(Case c, int n, double rate, int fanout, long seed,
       long delayNanos) {
-    if (c.fresh() || c.capacityTokens() != 131_072 || n != 16 || rate != 10 || fanout != 3
+    if (c.fresh() || c.capacityTokens() != 131_072 || c.messageBytes() != DEFAULT_MESSAGE_BYTES
+        || n != 16 || rate != 10 || fanout != 3
         || seed != 1 || delayNanos != 2_000_000) {
       return "";
     }
@@ -769,15 +812,19 @@ public final class GossipBenchmarkMain {
     dissemination(json, n, fanout, seed, 0);
   }
 
+  static void dissemination(StringBuilder json, int n, int fanout, long seed, double loss) {
+    dissemination(json, n, fanout, seed, loss, DEFAULT_MESSAGE_BYTES);
+  }
+
   /**
-   * The dissemination run of {@code n} nodes, with each message lost with probability
-   * {@code loss}. A change that does not reach 99% (or 100%) of the other nodes within
+   * The dissemination run of {@code n} nodes of gossip messages of up to {@code messageBytes},
+   * with each message lost with probability {@code loss}. A change that does not reach 99% (or 100%) of the other nodes within
    * {@value #DISSEMINATION_ROUNDS} rounds has no time to that share: it is counted as not
    * reached, the worst time is then unknown ({@code null} in the JSON) and the target missed.
    */
-  static void dissemination(StringBuilder json, int n, int fanout, long seed, double loss) {
-    GossipConfig config = GossipConfig.builder().interval(Duration.ofSeconds(1)).fanout(fanout)
-        .suspectAfter(Duration.ofSeconds(20)).deadAfter(Duration.ofSeconds(60))
+  static void dissemination(StringBuilder json, int n, int fanout, long seed, double loss,
+      int messageBytes) {
+    GossipConfig config = config(fanout, messageBytes).suspectAfter(Duration.ofSeconds(20)).deadAfter(Duration.ofSeconds(60))
         .forgetAfter(Duration.ofSeconds(120)).build();
     SimNet net = new SimNet(seed, 2_000_000, 1_000_000, loss);
     List<PeerAddress> addrs = new ArrayList<>();
@@ -856,20 +903,22 @@ public final class GossipBenchmarkMain {
     }
     boolean met = reached99 == changes && worst99 <= target;
     String line = String.format(Locale.ROOT,
-        "dissemination: N=%d fanout %d: cluster formed in %d rounds; rounds to 99%% of nodes: "
+        "dissemination: N=%d fanout %d, messages of up to %s: cluster formed in %d rounds; "
+            + "rounds to 99%% of nodes: "
             + "mean %s, worst %s; to 100%%: worst %s; target 2*log2(N)+3 = %.1f (%s); "
             + "idle gossip %.0f B/node/s",
-        n, fanout, formRounds,
+        n, fanout, size(messageBytes), formRounds,
         reached99 > 0 ? String.format(Locale.ROOT, "%.1f", mean99) : "-",
         worst(worst99, reached99, changes), worst(worstAll, reachedAll, changes), target,
         met ? "met" : "MISSED", idleBytes);
     System.out.println(line);
     json.append(ResultsJson.format(
-        "    {\"nodes\": %d, \"fanout\": %d, \"changes\": %d, \"formRounds\": %d,"
+        "    {\"nodes\": %d, \"fanout\": %d, \"messageByteCap\": %d, \"changes\": %d,"
+            + " \"formRounds\": %d,"
             + " \"meanRoundsTo99\": %s, \"worstRoundsTo99\": %s, \"worstRoundsTo100\": %s,"
             + " \"changesNotAt99\": %d, \"changesNotAt100\": %d,"
             + " \"targetRounds\": %.2f, \"met\": %b, \"idleGossipBytesPerNodePerSecond\": %.1f}",
-        n, fanout, changes, formRounds, jsonRounds(mean99), jsonRounds(worst99),
+        n, fanout, messageBytes, changes, formRounds, jsonRounds(mean99), jsonRounds(worst99),
         jsonRounds(worstAll), changes - reached99, changes - reachedAll, target, met,
         idleBytes));
   }
@@ -888,6 +937,12 @@ public final class GossipBenchmarkMain {
   static String percent(double ratio, int digits) {
     return Double.isFinite(ratio) ? String.format(Locale.ROOT, "%." + digits + "f%%", 100 * ratio)
         : "-";
+  }
+
+  /** A message size as given to {@code --message-bytes}: {@code 64k}, {@code 1m}, 1000. */
+  static String size(int bytes) {
+    return bytes % (1 << 20) == 0 ? (bytes >> 20) + "m"
+        : bytes % 1_024 == 0 ? (bytes >> 10) + "k" : String.valueOf(bytes);
   }
 
   /** Rounds as a JSON number, or null when unknown. */

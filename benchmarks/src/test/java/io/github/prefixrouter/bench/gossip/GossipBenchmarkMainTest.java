@@ -262,6 +262,65 @@ class GossipBenchmarkMainTest {
   }
 
   /**
+   * {@code --message-bytes} takes a list of gossip message caps, as the node's
+   * {@code --gossip-message-bytes} spells them (bytes, or a number with k or m), from the
+   * smallest cap to the largest; without it a run measures the default 64 KiB alone, as before.
+   */
+  @Test
+  void messageBytesIsAListOfCapsDefaultingTo64KiB() {
+    assertArrayEquals(new int[] {65_536}, parse().messageBytes(), "default");
+    assertArrayEquals(new int[] {65_536}, parse("--quick").messageBytes(), "--quick");
+    assertArrayEquals(new int[] {1_024, 16_384, 65_536, 1 << 20},
+        parse("--message-bytes", "1k,16K, 64k,1m").messageBytes());
+    assertArrayEquals(new int[] {1_024, 16 << 20, 4_000},
+        parse("--message-bytes", "1024,16m,4000").messageBytes());
+  }
+
+  /**
+   * A cap the gossip layer does not accept, or that is not a size, is refused with the flag's
+   * name before anything runs.
+   */
+  @Test
+  void messageBytesOutsideTheCapsRangeOrNotASizeIsRefused() {
+    for (String bad : List.of("1023", "512", "0", "-1k", "17m", "16385k", "1g", "", "64k,",
+        "64kb", "k", "big", "1.5k", "99999999999999999999")) {
+      String m = assertThrows(IllegalArgumentException.class,
+          () -> parse("--message-bytes", bad), "--message-bytes '" + bad + "'").getMessage();
+      assertTrue(m.startsWith("--message-bytes ") || m.startsWith("--message-bytes:"),
+          "'" + bad + "': " + m);
+    }
+    assertEquals("--message-bytes must be from 1024 to 16777216 bytes, not 17m",
+        assertThrows(IllegalArgumentException.class,
+            () -> parse("--message-bytes", "1k,17m")).getMessage());
+    assertEquals("--message-bytes: 65536 bytes is given twice",
+        assertThrows(IllegalArgumentException.class,
+            () -> parse("--message-bytes", "64k,65536")).getMessage());
+    assertEquals("--message-bytes needs a value", assertThrows(IllegalArgumentException.class,
+        () -> parse("--message-bytes")).getMessage());
+  }
+
+  /**
+   * Each run names the cap its engines ran with, in the JSON and the printed line.
+   */
+  @Test
+  void eachRunReportsItsMessageCap() {
+    StringBuilder json = new StringBuilder();
+    java.io.ByteArrayOutputStream printed = new java.io.ByteArrayOutputStream();
+    java.io.PrintStream stdout = System.out;
+    System.setOut(new java.io.PrintStream(printed, true, java.nio.charset.StandardCharsets.UTF_8));
+    try {
+      GossipBenchmarkMain.dissemination(json, 4, 3, 1, 0, 1_024);
+    } finally {
+      System.setOut(stdout);
+    }
+    String line = printed.toString(java.nio.charset.StandardCharsets.UTF_8);
+    assertTrue(line.contains("messages of up to 1k"), line);
+    Map<?, ?> r = (Map<?, ?>) Json.parse(json.toString());
+    assertEquals(1_024L, ((Number) r.get("messageByteCap")).longValue(), json.toString());
+    assertEquals(65_536L, ((Number) dissemination(4, 1, 0).get("messageByteCap")).longValue());
+  }
+
+  /**
    * With nothing cached (no requests) the ratio over a KV-cache transfer of the blocks cached
    * is over a zero: gossip.json has null there, not Infinity, and stays valid JSON, and the
    * printed line shows "-" for it; a measuring
