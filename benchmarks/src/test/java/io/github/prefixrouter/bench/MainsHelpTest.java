@@ -49,7 +49,8 @@ class MainsHelpTest {
     FLAGS.put(GossipBenchmarkMain.class, List.of("--mmlu", "--nodes", "--rate",
         "--capacity-tokens", "--fresh-capacity-tokens", "--snapshot-mode-measure-s",
         "--warmup-s", "--measure-s", "--fanout", "--seed", "--delay-ms", "--out", "--sizes",
-        "--quick", "--skip-dissemination", "--message-bytes"));
+        "--quick", "--skip-dissemination", "--message-bytes",
+        "--message-size-nodes"));
     FLAGS.put(RouteBenchmarkMain.class, List.of("--full", "--gc", "--out", "--peers", "--tokens",
         "--workload"));
     FLAGS.put(RouteLatencyLoopMain.class, List.of());

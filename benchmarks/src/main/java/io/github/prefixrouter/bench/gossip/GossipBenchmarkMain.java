@@ -5,6 +5,7 @@ import io.github.prefixrouter.bench.ResultsJson;
 import io.github.prefixrouter.internal.gossip.GossipConfig;
 import io.github.prefixrouter.internal.gossip.GossipCounter;
 import io.github.prefixrouter.internal.gossip.GossipEngine;
+import io.github.prefixrouter.internal.gossip.PeerView;
 import io.github.prefixrouter.internal.tree.BlockEventListener;
 import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 import io.github.prefixrouter.spi.EngineLoad;
@@ -43,6 +44,11 @@ import java.util.function.Function;
  *   <li><b>Dissemination.</b> For each cluster size, a formed cluster gets single-block changes
  *       at random nodes; the time until 99% (and 100%) of the other nodes' replicas hold the
  *       block, in gossip rounds, against the target 2·log2(N)+3.
+ *   <li><b>Message size.</b> For each of the {@code --message-size-nodes} clusters and each
+ *       {@code --message-bytes} cap, engines configured as a node's ({@link #messageSize}):
+ *       idle traffic, the time for a burst of {@value #BURST_BLOCKS} block changes at one node to
+ *       reach every other, the time for a node joining to get that node's full replica (a
+ *       snapshot), and the largest message sent, with each figure over the 64 KiB run's.
  * </ol>
  *
  * <p>Writes {@code benchmarks/target/results/gossip.json}. Flags: {@code --mmlu DIR},
@@ -52,7 +58,9 @@ import java.util.function.Function;
  * (empty: none), {@code --snapshot-mode-measure-s S} (0: skip the full-snapshot engine),
  * {@code --delay-ms D}, {@code --skip-dissemination}, {@code --message-bytes 1k,64k,1m} (the
  * gossip message cap, {@code messageByteCap}: every bandwidth case and cluster size is run once
- * per cap, side by side on the same seed; default 64k, the default cap). {@code --quick} changes the defaults of
+ * per cap, side by side on the same seed; default 64k, the default cap),
+ * {@code --message-size-nodes 16,256} (the message-size runs' clusters; empty: none; 2 to
+ * {@link #MAX_MESSAGE_SIZE_NODES}). {@code --quick} changes the defaults of
  * {@code --sizes}, {@code --capacity-tokens}, {@code --fresh-capacity-tokens} and
  * {@code --measure-s}; a flag given wins over it wherever it stands. An unknown flag, one given
  * twice or without its value, a value that is not a number, a {@code --measure-s} or
@@ -98,6 +106,12 @@ public final class GossipBenchmarkMain {
    */
   static final int MAX_SECONDS = 86_400;
 
+  /**
+   * The largest cluster of the message-size runs ({@code --message-size-nodes}): the peers a
+   * node tracks by default ({@code RouterConfig.maxPeers}), which those runs are configured as.
+   */
+  static final int MAX_MESSAGE_SIZE_NODES = 1_023;
+
   private GossipBenchmarkMain() {}
 
   /**
@@ -106,12 +120,12 @@ public final class GossipBenchmarkMain {
    */
   record Options(Path mmlu, int nodes, double rate, long[] capacities, long[] freshCapacities,
       int snapshotModeMeasure, int warmup, int measure, int fanout, long seed, double delayMs,
-      int[] sizes, int[] messageBytes, Path out) {
+      int[] sizes, int[] messageBytes, int[] messageSizeNodes, Path out) {
 
     private static final Set<String> VALUE_FLAGS = Set.of("--mmlu", "--nodes", "--rate",
         "--capacity-tokens", "--fresh-capacity-tokens", "--snapshot-mode-measure-s",
         "--warmup-s", "--measure-s", "--fanout", "--seed", "--delay-ms", "--out", "--sizes",
-        "--message-bytes");
+        "--message-bytes", "--message-size-nodes");
 
     /**
      * Parses the command line: the defaults, then {@code --quick}'s, then the flags given, so
@@ -122,8 +136,9 @@ public final class GossipBenchmarkMain {
      *     a negative {@code --snapshot-mode-measure-s}, a {@code --nodes}
      *     below 2 or above {@link #MAX_NODES}, a {@code --fanout} not 1 to 64, a negative {@code --rate} or
      *     {@code --delay-ms}, a capacity below one block, a cluster size below 2 or above {@link #MAX_NODES},
-     *     {@code --sizes} with {@code --skip-dissemination}, or a {@code --message-bytes} that is
-     *     not a list of sizes from 1k to 16m, each once
+     *     {@code --sizes} with {@code --skip-dissemination}, a {@code --message-bytes} that is
+     *     not a list of sizes from 1k to 16m, each once, or a {@code --message-size-nodes} below
+     *     2 or above {@link #MAX_MESSAGE_SIZE_NODES}
      */
     static Options parse(String[] args) {
       Flags f = Flags.parse(args, Set.of("--quick", "--skip-dissemination"), VALUE_FLAGS);
@@ -196,6 +211,9 @@ public final class GossipBenchmarkMain {
                   + " no one", MAX_NODES)).mapToInt(Math::toIntExact).toArray(),
           f.sizes("--message-bytes", "64k", GossipConfig.MIN_MESSAGE_BYTE_CAP,
               GossipConfig.MAX_MESSAGE_BYTE_CAP),
+          java.util.Arrays.stream(f.wholes("--message-size-nodes", "16,256", 2,
+              "a cluster of one gossips with no one", MAX_MESSAGE_SIZE_NODES))
+              .mapToInt(Math::toIntExact).toArray(),
           f.has("--out") ? Path.of(f.string("--out", null))
               : ResultsJson.resultsDir(GossipBenchmarkMain.class).resolve("gossip.json"));
     }
@@ -270,6 +288,11 @@ public final class GossipBenchmarkMain {
         dissemination(json, sizes[k], fanout, seed + k, 0, caps[j]);
         json.append(k + 1 < sizes.length || j + 1 < caps.length ? ",\n" : "\n");
       }
+    }
+    json.append("  ],\n  \"messageSize\": [\n");
+    int[] msNodes = o.messageSizeNodes();
+    for (int k = 0; k < msNodes.length; k++) {
+      messageSizes(json, msNodes[k], caps, seed + k, k + 1 < msNodes.length);
     }
     json.append("  ]\n}\n");
     Files.createDirectories(out.toAbsolutePath().getParent());
@@ -921,6 +944,229 @@ public final class GossipBenchmarkMain {
         n, fanout, messageBytes, changes, formRounds, jsonRounds(mean99), jsonRounds(worst99),
         jsonRounds(worstAll), changes - reached99, changes - reachedAll, target, met,
         idleBytes));
+  }
+
+  // ------------------------------------------------------------------ message size
+
+  /**
+   * The blocks a message-size run's burst stores at once at one node, which a node joining
+   * afterwards then needs as a snapshot: 65,536, a 1M-token cache of 16-token blocks.
+   */
+  static final int BURST_BLOCKS = 65_536;
+
+  /** How long a message-size run watches the burst or the joining node, in gossip rounds. */
+  static final int MESSAGE_SIZE_ROUNDS = 1_500;
+
+  /** The outstanding messages to one peer of the message-size runs: HttpTransport's default. */
+  static final int MAX_IN_FLIGHT_PER_PEER = 64;
+
+  /**
+   * What a message-size run measured. Times are -1 when not reached within
+   * {@value #MESSAGE_SIZE_ROUNDS} rounds.
+   */
+  record MessageSizeResult(int nodes, int cap, long intervalNanos, int formRounds,
+      double idleBytes, int largestIdle, long suspectedPairs, long missingPairs, long burstNanos,
+      long burstBytes, long joinNanos, long joinBytes, int largest, long droppedInFlight) {}
+
+  /**
+   * The message-size run of {@code n} nodes configured as a node is by default (200 ms rounds,
+   * fanout 3, suspect / dead / forget after 2 / 10 / 40 s, 1,024 peers) with gossip messages of
+   * up to {@code cap} bytes, over a network of 2 ± 1 ms one-way delay that, like the HTTP
+   * transport, drops a message while {@value #MAX_IN_FLIGHT_PER_PEER} are outstanding to its
+   * peer. Once the cluster has formed: its idle traffic over 10 s (digests, heartbeats) and the
+   * largest message of it; then one node stores {@value #BURST_BLOCKS} blocks at once, and the
+   * time until every other node's replica of it holds them all; then a new node joins, and the
+   * time until its replica of that node is complete (a snapshot). Every run of a size has the
+   * same seed.
+   */
+  static MessageSizeResult messageSize(int n, int cap, long seed) {
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(200)).fanout(3)
+        .suspectAfter(Duration.ofSeconds(2)).deadAfter(Duration.ofSeconds(10))
+        .forgetAfter(Duration.ofSeconds(40)).maxPeers(1_024).messageByteCap(cap)
+        .snapshotBytesPerExchange(Math.max(1 << 20, cap)).build();
+    SimNet net = new SimNet(seed, 2_000_000, 1_000_000, 0, MAX_IN_FLIGHT_PER_PEER);
+    List<PeerAddress> addrs = new ArrayList<>();
+    for (int i = 0; i <= n; i++) {
+      addrs.add(new PeerAddress("node-" + i, "sim:" + i));
+    }
+    List<PeerAddress> seeds = addrs.subList(0, Math.min(3, n));
+    List<GossipEngine> engines = new ArrayList<>();
+    for (int i = 0; i <= n; i++) {
+      PeerAddress a = addrs.get(i);
+      GossipEngine e = new GossipEngine(a, 1, config, seeds, net.time, net.time,
+          new SplittableRandom(seed * 1_000 + i), () -> EngineLoad.IDLE,
+          (to, p) -> net.send(a, to, p));
+      net.register(a, e::onMessage);
+      engines.add(e);
+    }
+    // node n joins later
+    List<GossipEngine> cluster = engines.subList(0, n);
+    cluster.forEach(GossipEngine::start);
+    long interval = config.interval().toNanos();
+    int formRounds = 0;
+    while (!formed(cluster, n) && formRounds < 1_000) {
+      net.time.advanceBy(interval);
+      formRounds++;
+    }
+    net.time.advanceBy(10 * interval);
+    net.resetLargest();
+    long before = sum(cluster, GossipCounter.BYTES_SENT);
+    long idleNanos = 10_000_000_000L;
+    net.time.advanceBy(idleNanos);
+    double idleBytes = (sum(cluster, GossipCounter.BYTES_SENT) - before) / (double) n
+        / (idleNanos / 1e9);
+    int largestIdle = net.largest;
+    long suspected = 0;
+    long missing = (long) n * (n - 1);
+    for (GossipEngine e : cluster) {
+      for (PeerView p : e.view().peers()) {
+        missing--;
+        suspected += p.suspect() ? 1 : 0;
+      }
+    }
+    // the burst: node 0 stores BURST_BLOCKS blocks at once
+    GossipEngine origin = engines.get(0);
+    SplittableRandom rnd = new SplittableRandom(seed);
+    long[] blocks = new long[BURST_BLOCKS];
+    for (int i = 0; i < blocks.length; i++) {
+      blocks[i] = rnd.nextLong() | 1;
+    }
+    long[] first = {blocks[0]};
+    long[] last = {blocks[blocks.length - 1]};
+    int[] out = new int[origin.slotCapacity()];
+    long start = net.time.nanoTime();
+    before = sum(engines, GossipCounter.BYTES_SENT);
+    origin.localSummary().onStored(blocks);
+    long version = origin.localSummary().version();
+    boolean[] done = new boolean[n];
+    done[0] = true;
+    int count = 1;
+    long step = interval / 10;
+    while (count < n && net.time.nanoTime() - start < MESSAGE_SIZE_ROUNDS * interval) {
+      net.time.advanceBy(step);
+      for (int i = 1; i < n; i++) {
+        if (!done[i] && engines.get(i).leadingBlocks(last, 1, out) > 0
+            && engines.get(i).leadingBlocks(first, 1, out) > 0
+            && replicaOf(engines.get(i), origin, version)) {
+          done[i] = true;
+          count++;
+        }
+      }
+    }
+    long burstNanos = count == n ? net.time.nanoTime() - start : -1;
+    long burstBytes = sum(engines, GossipCounter.BYTES_SENT) - before;
+    // a node joins and needs node 0's set
+    GossipEngine joiner = engines.get(n);
+    start = net.time.nanoTime();
+    before = sum(engines, GossipCounter.BYTES_SENT);
+    joiner.start();
+    long joinNanos = -1;
+    while (net.time.nanoTime() - start < MESSAGE_SIZE_ROUNDS * interval) {
+      net.time.advanceBy(step);
+      if (replicaOf(joiner, origin, version)) {
+        joinNanos = net.time.nanoTime() - start;
+        break;
+      }
+    }
+    long joinBytes = sum(engines, GossipCounter.BYTES_SENT) - before;
+    engines.forEach(GossipEngine::stop);
+    return new MessageSizeResult(n, cap, interval, formRounds, idleBytes, largestIdle,
+        suspected, missing, burstNanos, burstBytes, joinNanos, joinBytes, net.largest,
+        net.droppedInFlight);
+  }
+
+  /** Whether {@code at}'s replica of {@code origin} is complete at {@code version}. */
+  private static boolean replicaOf(GossipEngine at, GossipEngine origin, long version) {
+    for (PeerView p : at.view().peers()) {
+      if (p.address().equals(origin.self())) {
+        return p.replicaVersion() >= version && !p.replicaTruncated()
+            && p.replicaBlocks() == origin.localSummary().fingerprintCount();
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Runs {@link #messageSize} for each cap of {@code caps} and prints and appends the results,
+   * each with its ratios to the default cap's when that is among them ({@code more}: rows
+   * follow), and returns them.
+   */
+  static List<MessageSizeResult> messageSizes(StringBuilder json, int n, int[] caps, long seed,
+      boolean more) {
+    List<MessageSizeResult> rs = new ArrayList<>();
+    MessageSizeResult base = null;
+    for (int cap : caps) {
+      MessageSizeResult r = messageSize(n, cap, seed);
+      rs.add(r);
+      if (cap == DEFAULT_MESSAGE_BYTES) {
+        base = r;
+      }
+    }
+    for (int k = 0; k < rs.size(); k++) {
+      MessageSizeResult r = rs.get(k);
+      double rounds = r.intervalNanos();
+      System.out.println(String.format(Locale.ROOT,
+          "message size: N=%d, messages of up to %s: formed in %d rounds; idle %.0f B/node/s "
+              + "(%s), largest message %d B, %d of %d peer views suspected, %d missing; "
+              + "%d blocks stored at once at one node reach all others in %s (%s); "
+              + "a node joining gets its full replica in %s (%s); largest message %d B, "
+              + "%d dropped at %d in flight to a peer",
+          r.nodes(), size(r.cap()), r.formRounds(), r.idleBytes(),
+          base == null ? "-" : ratio(r.idleBytes(), base.idleBytes()), r.largestIdle(),
+          r.suspectedPairs(), (long) r.nodes() * (r.nodes() - 1), r.missingPairs(),
+          BURST_BLOCKS, time(r.burstNanos(), rounds),
+          base == null ? "-" : ratio(r.burstNanos(), base.burstNanos()),
+          time(r.joinNanos(), rounds),
+          base == null ? "-" : ratio(r.joinNanos(), base.joinNanos()), r.largest(),
+          r.droppedInFlight(), MAX_IN_FLIGHT_PER_PEER));
+      json.append(ResultsJson.format("    {\"nodes\": %d, \"messageByteCap\": %d,"
+              + " \"intervalMs\": %d, \"maxInFlightPerPeer\": %d, \"formRounds\": %d,\n"
+              + "     \"idleBytesPerNodePerSecond\": %.1f, \"largestIdleMessageBytes\": %d,"
+              + " \"suspectedPeerViews\": %d, \"missingPeerViews\": %d,\n"
+              + "     \"burstBlocks\": %d, \"burstRoundsToAll\": %s, \"burstSecondsToAll\": %s,"
+              + " \"burstBytes\": %d,\n"
+              + "     \"joinRoundsToFullReplica\": %s, \"joinSecondsToFullReplica\": %s,"
+              + " \"joinBytes\": %d,\n"
+              + "     \"largestMessageBytes\": %d, \"droppedAtInFlightLimit\": %d,\n"
+              + "     \"over64KiB\": %s}",
+          r.nodes(), r.cap(), r.intervalNanos() / 1_000_000, MAX_IN_FLIGHT_PER_PEER,
+          r.formRounds(), r.idleBytes(), r.largestIdle(), r.suspectedPairs(), r.missingPairs(),
+          BURST_BLOCKS, jsonTime(r.burstNanos(), rounds), jsonTime(r.burstNanos(), 1e9),
+          r.burstBytes(), jsonTime(r.joinNanos(), rounds), jsonTime(r.joinNanos(), 1e9),
+          r.joinBytes(), r.largest(), r.droppedInFlight(),
+          base == null ? "null" : ResultsJson.format("{\"idleBytes\": %s, \"burstTime\": %s,"
+                  + " \"burstBytes\": %s, \"joinTime\": %s, \"joinBytes\": %s,"
+                  + " \"largestMessage\": %s}",
+              jsonRatio(r.idleBytes(), base.idleBytes()),
+              jsonRatio(r.burstNanos(), base.burstNanos()),
+              jsonRatio(r.burstBytes(), base.burstBytes()),
+              jsonRatio(r.joinNanos(), base.joinNanos()),
+              jsonRatio(r.joinBytes(), base.joinBytes()),
+              jsonRatio(r.largest(), base.largest()))));
+      json.append(more || k + 1 < rs.size() ? ",\n" : "\n");
+    }
+    return rs;
+  }
+
+  /** A time as rounds and seconds for the text line, or "not within" the window. */
+  private static String time(long nanos, double roundNanos) {
+    return nanos < 0 ? "not within " + MESSAGE_SIZE_ROUNDS + " rounds"
+        : String.format(Locale.ROOT, "%.1f rounds = %.2f s", nanos / roundNanos, nanos / 1e9);
+  }
+
+  /** A time in units of {@code unitNanos} as a JSON number, or null when not reached. */
+  private static String jsonTime(long nanos, double unitNanos) {
+    return nanos < 0 ? "null" : String.format(Locale.ROOT, "%.2f", nanos / unitNanos);
+  }
+
+  /** {@code x / base} for the text line ("1.00x of 64k"), or "-" when either is unknown. */
+  private static String ratio(double x, double base) {
+    return x < 0 || !(base > 0) ? "-" : String.format(Locale.ROOT, "%.2fx of 64k", x / base);
+  }
+
+  /** {@code x / base} as a JSON number, or null when either is unknown. */
+  private static String jsonRatio(double x, double base) {
+    return x < 0 || !(base > 0) ? "null" : String.format(Locale.ROOT, "%.3f", x / base);
   }
 
   /** A worst time for the text line, or how many changes did not get there in the window. */

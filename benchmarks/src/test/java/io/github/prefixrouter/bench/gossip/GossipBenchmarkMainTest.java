@@ -321,6 +321,75 @@ class GossipBenchmarkMainTest {
   }
 
   /**
+   * {@code --message-size-nodes} lists the clusters of the message-size runs, 16 and 256 nodes
+   * unless given (empty: none); a cluster of one, or one larger than a node tracks peers, is
+   * refused with the flag's name.
+   */
+  @Test
+  void messageSizeNodesListsClustersWithinANodesPeers() {
+    assertArrayEquals(new int[] {16, 256}, parse().messageSizeNodes());
+    assertArrayEquals(new int[0], parse("--message-size-nodes", "").messageSizeNodes());
+    assertArrayEquals(new int[] {2, 1_023},
+        parse("--message-size-nodes", "2,1023").messageSizeNodes());
+    for (String bad : List.of("1", "0", "16,1024", "many")) {
+      String m = assertThrows(IllegalArgumentException.class,
+          () -> parse("--message-size-nodes", bad), bad).getMessage();
+      assertTrue(m.startsWith("--message-size-nodes"), bad + ": " + m);
+    }
+  }
+
+  private static GossipBenchmarkMain.MessageSizeResult find(
+      List<GossipBenchmarkMain.MessageSizeResult> rs, int cap) {
+    return rs.stream().filter(r -> r.cap() == cap).findFirst().orElseThrow();
+  }
+
+  /**
+   * A message-size run sends no gossip message above its cap, and the cap shows where the
+   * layout says it does: at 1 KiB a burst of block changes takes many more rounds to reach
+   * every peer (deltas of one block, an update of about 1 KiB an exchange) than at 64 KiB, and a
+   * joining node many more rounds to take its peer's snapshot (chunks of 1 KiB, at most 64
+   * outstanding to a peer); the JSON gives each cap's figures over the 64 KiB run's.
+   */
+  @Test
+  void aMessageSizeRunStaysWithinItsCapAndTheSmallCapIsSlower() {
+    StringBuilder json = new StringBuilder("[");
+    java.io.ByteArrayOutputStream printed = new java.io.ByteArrayOutputStream();
+    java.io.PrintStream stdout = System.out;
+    System.setOut(new java.io.PrintStream(printed, true, java.nio.charset.StandardCharsets.UTF_8));
+    List<GossipBenchmarkMain.MessageSizeResult> rs;
+    try {
+      rs = GossipBenchmarkMain.messageSizes(json, 4, new int[] {1_024, 65_536}, 1, false);
+    } finally {
+      System.setOut(stdout);
+    }
+    json.append("]");
+    GossipBenchmarkMain.MessageSizeResult small = find(rs, 1_024);
+    GossipBenchmarkMain.MessageSizeResult dflt = find(rs, 65_536);
+    for (GossipBenchmarkMain.MessageSizeResult r : rs) {
+      assertTrue(r.largest() > 0 && r.largest() <= r.cap(),
+          "largest message " + r.largest() + " B at a cap of " + r.cap());
+      assertTrue(r.burstNanos() > 0 && r.joinNanos() > 0, r.toString());
+      assertEquals(0, r.missingPairs(), r.toString());
+    }
+    assertTrue(dflt.largest() > 1_024, "the 64 KiB run sent no message above 1 KiB: " + dflt);
+    assertTrue(small.burstNanos() > 10 * dflt.burstNanos(),
+        "burst at 1 KiB " + small.burstNanos() + " ns, at 64 KiB " + dflt.burstNanos());
+    assertTrue(small.joinNanos() > 3 * dflt.joinNanos(),
+        "join at 1 KiB " + small.joinNanos() + " ns, at 64 KiB " + dflt.joinNanos());
+    assertTrue(small.droppedInFlight() > 0, "1 KiB chunks beyond 64 in flight: " + small);
+    List<?> rows = (List<?>) Json.parse(json.toString());
+    Map<?, ?> row = (Map<?, ?>) rows.get(0);
+    assertEquals(1_024L, ((Number) row.get("messageByteCap")).longValue(), json.toString());
+    Map<?, ?> over = (Map<?, ?>) row.get("over64KiB");
+    assertEquals((double) small.burstNanos() / dflt.burstNanos(),
+        ((Number) over.get("burstTime")).doubleValue(), 0.001, json.toString());
+    assertEquals(1.0, ((Number) ((Map<?, ?>) ((Map<?, ?>) rows.get(1)).get("over64KiB"))
+        .get("joinTime")).doubleValue(), json.toString());
+    String text = printed.toString(java.nio.charset.StandardCharsets.UTF_8);
+    assertTrue(text.contains("N=4, messages of up to 1k:"), text);
+  }
+
+  /**
    * With nothing cached (no requests) the ratio over a KV-cache transfer of the blocks cached
    * is over a zero: gossip.json has null there, not Infinity, and stays valid JSON, and the
    * printed line shows "-" for it; a measuring
