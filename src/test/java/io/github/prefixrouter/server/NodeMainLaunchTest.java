@@ -243,30 +243,19 @@ class NodeMainLaunchTest {
   /**
    * The engine adapter is closed when the start fails after it was built, as every part started
    * is: it was built before the block that closes what had started, so that a throw in between
-   * (here an {@link Error} of the host's proxy selector as the start's health check asks it the
-   * engine's route) left its HTTP client's selector thread running for as long as the process
-   * did.
+   * (an {@link Error} of the host's proxy selector as the start's health check asked it the
+   * engine's route, before the health check took that for no answer; here the TLS files that
+   * cannot be read, which come next) left its HTTP client's selector thread running for as long
+   * as the process did.
    */
   @Test
   void anEngineBuiltBeforeAFailedStartIsClosed() throws Exception {
     java.util.Set<Thread> before = engineClientThreads();
-    java.net.ProxySelector host = java.net.ProxySelector.getDefault();
-    java.net.ProxySelector.setDefault(new java.net.ProxySelector() {
-      @Override
-      public List<java.net.Proxy> select(java.net.URI uri) {
-        throw new InternalError("proxy configuration broken");
-      }
-
-      @Override
-      public void connectFailed(java.net.URI uri, java.net.SocketAddress sa, IOException e) {}
-    });
-    try { // --model: no model list asked for, whose own client is ended as it returns
-      failsToStart("error: node e1 could not start: the engine http://127.0.0.1:1: "
-          + "InternalError: proxy configuration broken", "--id", "e1", "--listen",
-          "127.0.0.1:0", "--engine", "http://127.0.0.1:1", "--model", "m");
-    } finally {
-      java.net.ProxySelector.setDefault(host);
-    }
+    Path absent = dir.resolve("absent.p12");
+    // --model: no model list asked for, whose own client is ended as it returns
+    failsToStart("error: node e1 could not start: the TLS files: cannot read " + absent
+        + ": no such file", "--id", "e1", "--listen", "127.0.0.1:0", "--engine",
+        "http://127.0.0.1:1", "--model", "m", "--tls-keystore", absent.toString());
     long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
     java.util.Set<Thread> left = engineClientThreads();
     left.removeAll(before);

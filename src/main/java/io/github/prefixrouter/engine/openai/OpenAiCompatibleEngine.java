@@ -1314,7 +1314,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * not answer at all.
    *
    * @return a future of the status, or of -1 when no answer came (the server unreachable, no
-   *     headers within {@code requestTimeout}, the engine closed); never completes exceptionally
+   *     headers within {@code requestTimeout}, the engine closed, or the probe not sent: the
+   *     HTTP client, or the host's proxy selector it asks, threw, an {@link Error} too); never
+   *     completes exceptionally, and the call throws nothing
    */
   public CompletableFuture<Integer> healthStatus() {
     if (closed) {
@@ -1353,7 +1355,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         status.complete(info.statusCode());
         return HttpResponse.BodySubscribers.discarding();
       });
-    } catch (RuntimeException e) { // a client ended by close()
+    } catch (Throwable e) { // a client ended by close(); an Error (of the host's proxy selector,
+      // say, which the client asks as it sends) too, a VirtualMachineError included: no answer
       return CompletableFuture.failedFuture(e);
     }
     probes.add(call);
