@@ -105,6 +105,11 @@ import org.slf4j.LoggerFactory;
  * proxy without the route): retryable, the message naming the URL and saying to check the base
  * URL. Any other 4xx means the request itself is invalid (vLLM answers 400 to a prompt longer
  * than the model's context): an {@link InvalidRequestException} carrying the server's message.
+ * A request the JDK's HTTP client cannot send (it throws, or the host's proxy selector it asks
+ * for the route does, an {@link Error} too) fails with a retryable {@link EngineException}
+ * carrying what was thrown; one whose body or HTTP request cannot be built (an {@link Error}
+ * too: the heap running out) with a non-retryable one. Neither throws out of {@code execute}, a
+ * {@link VirtualMachineError} included, and both give their slot back.
  * Each failure of an error status carries that status ({@link EngineException#httpStatus()});
  * the others (no answer, a malformed one, a timeout) carry none.
  * No whole answer within
@@ -386,7 +391,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         hb.header("Authorization", "Bearer " + apiKey);
       }
       http = hb.build();
-    } catch (RuntimeException e) {
+    } catch (Throwable e) { // an Error too (the heap running out as the body is written)
       run.fail(new EngineException("cannot build request " + request.id() + ": " + e.getMessage(), false, e));
       return answer;
     }
@@ -404,7 +409,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         deadline.headersArrived();
         return capped(info, share);
       });
-    } catch (RuntimeException e) {
+    } catch (Throwable e) { // an Error too (of the host's proxy selector, which the client asks
+      // as it sends, say), a VirtualMachineError included: the request's one answer, its slot back
       result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));
       return answer;
     }
@@ -471,7 +477,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         }
         return HttpResponse.BodySubscribers.mapping(capped(info, share), body -> (Object) body);
       });
-    } catch (RuntimeException e) {
+    } catch (Throwable e) { // an Error too: see execute
       deadline.stop();
       stream.close();
       result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));

@@ -2,7 +2,15 @@ package io.github.prefixrouter.engine.openai;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineResult;
 import java.io.IOException;
 import java.net.Proxy;
 import java.net.ProxySelector;
@@ -11,14 +19,16 @@ import java.net.URI;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
- * The adapter when the JDK's HTTP client throws an {@link Error} as a health probe is made:
- * here the host's {@link ProxySelector}, which the client asks for every request's route as it
- * is sent. What is thrown, a {@link VirtualMachineError} included, is no answer of the server:
- * a probe's status is -1.
+ * The adapter when the JDK's HTTP client throws an {@link Error} as a request or a health probe
+ * is made (here the host's {@link ProxySelector}, which the client asks for every request's
+ * route as it is sent), or as a request is built. What is thrown, a {@link VirtualMachineError}
+ * included, is no answer of the server: a probe's status is -1, a request fails with an
+ * {@link EngineException} and gives its slot back.
  */
 class OpenAiCompatibleEngineErrorTest {
 
@@ -45,10 +55,15 @@ class OpenAiCompatibleEngineErrorTest {
     });
     try {
       return OpenAiCompatibleEngine.builder().baseUrl("http://127.0.0.1:1").model("m")
-          .requestTimeout(Duration.ofSeconds(5)).build();
+          .requestTimeout(Duration.ofSeconds(5)).slots(1).maxInFlight(1).build();
     } finally {
       ProxySelector.setDefault(host);
     }
+  }
+
+  private static InferenceRequest request(String id) {
+    return new InferenceRequest(id, new int[] {101, 7, 7, 9000},
+        new GenerationParams(3, 0.0, 0.9, 17L));
   }
 
   /**
@@ -72,6 +87,85 @@ class OpenAiCompatibleEngineErrorTest {
         }
         assertEquals(-1, status.get(10, TimeUnit.SECONDS), "status with " + thrown);
         assertFalse(healthy.get(10, TimeUnit.SECONDS), "healthy with " + thrown);
+      }
+    }
+  }
+
+  /**
+   * A request, streamed or not, whose sending the HTTP client fails with an {@link Error}
+   * fails with a retryable {@link EngineException} carrying it, and gives back its slot and its
+   * share of the answer budget: the adapter caught only a RuntimeException there, so the
+   * {@link Error} was thrown out of {@code execute} with the request counted in flight for
+   * good and its future never completed (at {@code maxInFlight} every later request was
+   * refused busy).
+   */
+  @Test
+  void anErrorAsARequestIsSentFailsItAndGivesItsSlotBack() throws Exception {
+    OutputListener streaming = (tokens, text) -> { };
+    for (Error thrown : errors()) {
+      try (OpenAiCompatibleEngine e = engineWhoseProxySelectorThrows(thrown)) {
+        long budget = e.stats().answerBudgetBytes();
+        int n = 0;
+        for (OutputListener listener : List.of(OutputListener.IGNORE, streaming, streaming)) {
+          String what = (listener == OutputListener.IGNORE ? "a plain request" : "a stream")
+              + " with " + thrown;
+          CompletableFuture<EngineResult> f;
+          try {
+            f = e.execute(request("r" + n++), listener);
+          } catch (Throwable t) {
+            throw new AssertionError("execute threw " + t + " instead of failing its future, "
+                + "for " + what, t);
+          }
+          ExecutionException failed =
+              assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS), what);
+          assertTrue(failed.getCause() instanceof EngineException, what + ": " + failed.getCause());
+          EngineException err = (EngineException) failed.getCause();
+          assertSame(thrown, err.getCause(), what + ": " + err);
+          assertTrue(err.retryable(), what + ": the failure is the node's, not the request's");
+          OpenAiCompatibleEngine.Stats st = e.stats();
+          assertEquals(0, st.inFlight(), what + ": its slot is held: " + st);
+          assertEquals(0, st.inFlightRefused(), what + ": refused at maxInFlight 1: " + st);
+          assertEquals(budget, e.answerBudgetAvailable(), what + ": its share is held: " + st);
+          assertEquals(0, e.load().total(), what + ": load " + e.load());
+        }
+      }
+    }
+  }
+
+  /**
+   * A request whose body or HTTP request cannot be built for an {@link Error} (the heap running
+   * out as its JSON is written) fails with an {@link EngineException} carrying it, and gives its
+   * slot back: only a RuntimeException was caught there, so the {@link Error} was thrown out of
+   * {@code execute} with the request counted in flight for good.
+   */
+  @Test
+  void anErrorAsARequestIsBuiltFailsItAndGivesItsSlotBack() throws Exception {
+    OutOfMemoryError thrown = new OutOfMemoryError("Java heap space");
+    try (OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+        .baseUrl("http://127.0.0.1:1").slots(1).maxInFlight(1).build()) {
+      int n = 0;
+      for (OutputListener listener : List.of(OutputListener.IGNORE, (tokens, text) -> { })) {
+        String what = listener == OutputListener.IGNORE ? "a plain request" : "a stream";
+        CompletableFuture<EngineResult> f;
+        // thread-local: only this thread's calls of Json.write throw
+        try (org.mockito.MockedStatic<io.github.prefixrouter.internal.json.Json> json =
+            org.mockito.Mockito.mockStatic(io.github.prefixrouter.internal.json.Json.class,
+                org.mockito.Mockito.CALLS_REAL_METHODS)) {
+          json.when(() -> io.github.prefixrouter.internal.json.Json.write(
+              org.mockito.ArgumentMatchers.any())).thenThrow(thrown);
+          try {
+            f = e.execute(request("b" + n++), listener);
+          } catch (Throwable t) {
+            throw new AssertionError("execute threw " + t + " instead of failing its future, "
+                + "for " + what, t);
+          }
+        }
+        ExecutionException failed =
+            assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS), what);
+        assertTrue(failed.getCause() instanceof EngineException, what + ": " + failed.getCause());
+        assertSame(thrown, failed.getCause().getCause(), what + ": " + failed.getCause());
+        assertEquals(0, e.stats().inFlight(), what + ": its slot is held: " + e.stats());
+        assertEquals(0, e.load().total(), what + ": load " + e.load());
       }
     }
   }
