@@ -789,7 +789,9 @@ public final class NodeMain {
    * The base model an OpenAI-compatible server serves, from its {@code GET /v1/models}: the one
    * entry without a {@code "parent"} (vLLM lists each LoRA adapter with its base model as
    * parent), or null, with a warning, when the server cannot tell (no answer, several base
-   * models, the API key refused) or its answer is refused: above 1 MiB, not whole within 10 s,
+   * models, the API key refused), the request cannot be sent (the HTTP client, or the host's
+   * proxy selector it asks, throws: an {@link Error} too, a {@link VirtualMachineError}
+   * included) or its answer is refused: above 1 MiB, not whole within 10 s,
    * nested deeper than 8, or taking more heap once parsed than a completions answer may
    * ({@link io.github.prefixrouter.internal.json.AnswerHeap}). Without it, a client naming the
    * base model in {@code "model"} would be taken to name an adapter, and its request routed on
@@ -877,7 +879,8 @@ public final class NodeMain {
           + "the base model is taken for a LoRA adapter", uri, bases.size(), bases);
       return null;
     } catch (java.util.concurrent.ExecutionException
-        | java.util.concurrent.TimeoutException | RuntimeException e) {
+        | java.util.concurrent.TimeoutException | RuntimeException
+        | Error e) { // an Error too (of the host's proxy selector as the request is sent, say)
       log.warn("could not read {} ({}): pass --model NAME, or a client's \"model\" naming the "
           + "base model is taken for a LoRA adapter", uri,
           e instanceof java.util.concurrent.ExecutionException && e.getCause() != null

@@ -437,6 +437,48 @@ class NodeMainTest {
   }
 
   /**
+   * The start's {@code GET /v1/models} that the HTTP client cannot send, for an {@link Error}
+   * (here of the host's proxy selector, which the client asks for the route; or the heap running
+   * out), is no answer: no base model, with a warning naming what was thrown and saying to pass
+   * {@code --model}. Only a RuntimeException was caught there, so the {@link Error} was thrown
+   * out of the discovery and failed the start.
+   */
+  @Test
+  void aModelListTheClientCannotAskForIsNoneWithAWarning() {
+    for (Error thrown : List.of(new InternalError("proxy configuration broken"),
+        new OutOfMemoryError("Java heap space"))) {
+      java.net.ProxySelector host = java.net.ProxySelector.getDefault();
+      java.net.ProxySelector.setDefault(new java.net.ProxySelector() {
+        @Override
+        public List<java.net.Proxy> select(URI uri) {
+          throw thrown;
+        }
+
+        @Override
+        public void connectFailed(URI uri, java.net.SocketAddress sa, IOException e) {}
+      });
+      List<String> lines;
+      try {
+        lines = logged("/v1/models", () -> {
+          String base;
+          try {
+            base = NodeMain.discoverBaseModel("http://127.0.0.1:1", null);
+          } catch (Throwable t) {
+            throw new AssertionError("discoverBaseModel threw " + t + " instead of returning "
+                + "none with a warning", t);
+          }
+          assertNull(base, "with " + thrown);
+        });
+      } finally {
+        java.net.ProxySelector.setDefault(host);
+      }
+      assertEquals(1, lines.size(), thrown + ": " + lines);
+      assertTrue(lines.get(0).contains(thrown.toString()) && lines.get(0).contains("--model"),
+          lines.get(0));
+    }
+  }
+
+  /**
    * The start's {@code GET /v1/models} answer is parsed within the bound a completions answer
    * has ({@link io.github.prefixrouter.internal.json.AnswerHeap}): under 1 MiB of tiny objects
    * would take some 50 MB of heap parsed, and was parsed whole (its one base model taken). It
