@@ -191,7 +191,8 @@ import org.slf4j.LoggerFactory;
  * and so is the second after a stream's {@code [DONE]} (or after its {@code finish_reason},
  * when no {@code [DONE]} has come); a request that misses its deadline is
  * failed, and a body still open then closed, on the builder's executor (on the timer's own
- * thread when that executor refuses the work), or on the common fork-join pool.
+ * thread when that executor refuses the work, or throws anything else as it is handed it), or
+ * on the common fork-join pool.
  * Instances are thread-safe.
  */
 public final class OpenAiCompatibleEngine implements InferenceEngine, AutoCloseable {
@@ -291,15 +292,17 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   }
 
   /**
-   * {@code host}, or, for work it refuses (a bounded pool that is full, one shut down), the
-   * calling thread: a request whose deadline passes is failed even then, on the timer's thread,
-   * rather than left unanswered with its slot held.
+   * {@code host}, or, for work it refuses (a bounded pool that is full, one shut down) or
+   * throws anything else on as it is handed it (an {@link Error} too: a pool that cannot start
+   * a thread throws an {@link OutOfMemoryError}), the calling thread: a request whose deadline
+   * passes is failed even then, on the timer's thread, rather than left unanswered with its
+   * slot held.
    */
   private static Executor orInline(Executor host) {
     return task -> {
       try {
         host.execute(task);
-      } catch (java.util.concurrent.RejectedExecutionException refused) {
+      } catch (Throwable refused) { // a VirtualMachineError too: the task must run all the same
         task.run();
       }
     };
@@ -1627,7 +1630,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
 
     /**
      * Executor for the HTTP client's work (default: the JDK client's own pool). A request whose
-     * deadline passes is failed on it too; when it refuses that work, on the JDK timer's thread.
+     * deadline passes is failed on it too; when it refuses that work (or throws anything else,
+     * an {@link Error} too, as it is handed it), on the JDK timer's thread.
      *
      * @param executor the executor, owned by the caller
      * @return this builder

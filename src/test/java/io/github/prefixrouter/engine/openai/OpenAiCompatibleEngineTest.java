@@ -79,6 +79,14 @@ class OpenAiCompatibleEngineTest {
     return (EngineException) e.getCause();
   }
 
+  /** As {@link #failure(CompletableFuture)}, saying what was awaited if it never came. */
+  private static EngineException failure(CompletableFuture<EngineResult> f, String what) {
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> f.get(20, TimeUnit.SECONDS), () -> "no failure within 20 s: " + what);
+    assertTrue(e.getCause() instanceof EngineException, "cause: " + e.getCause());
+    return (EngineException) e.getCause();
+  }
+
   /**
    * The subscriber is built when the node hands the engine its listener, so that is where its
    * settings are refused: an incomplete builder with an {@link IllegalStateException}, a setting
@@ -196,11 +204,35 @@ class OpenAiCompatibleEngineTest {
    */
   @Test
   void aRequestTimesOutWhenTheHostsExecutorRefusesWork() throws Exception {
+    timesOutWhenTheHostsExecutorThrows(new RejectedExecutionException("the host's pool is full"));
+  }
+
+  /**
+   * As {@link #aRequestTimesOutWhenTheHostsExecutorRefusesWork}, for an executor that throws
+   * anything else as it is handed the work: a thread pool that cannot start a thread throws an
+   * {@link OutOfMemoryError}. Only a {@link RejectedExecutionException} was run on the timer's
+   * thread instead, so the request's timeout was lost: it was never answered, holding its slot.
+   */
+  @Test
+  void aRequestTimesOutWhenTheHostsExecutorThrowsAnythingElse() throws Exception {
+    timesOutWhenTheHostsExecutorThrows(
+        new OutOfMemoryError("unable to create native thread: possibly out of memory"));
+    timesOutWhenTheHostsExecutorThrows(new IllegalStateException("the host's pool is stopping"));
+  }
+
+  /**
+   * A request whose answer's body stalls times out, when its host's executor throws
+   * {@code thrown} as the timeout is handed to it.
+   */
+  private void timesOutWhenTheHostsExecutorThrows(Throwable thrown) throws Exception {
     ExecutorService pool = Executors.newCachedThreadPool();
     AtomicBoolean refuse = new AtomicBoolean();
     Executor host = r -> {
       if (refuse.get()) {
-        throw new RejectedExecutionException("the host's pool is full");
+        if (thrown instanceof Error error) {
+          throw error;
+        }
+        throw (RuntimeException) thrown;
       }
       pool.execute(r);
     };
@@ -219,7 +251,8 @@ class OpenAiCompatibleEngineTest {
       CompletableFuture<EngineResult> f = e.execute(request());
       Thread.sleep(200); // the headers have arrived
       refuse.set(true);
-      EngineException err = failure(f);
+      EngineException err = failure(f, "the request's timeout, the host's executor throwing "
+          + thrown);
       assertInstanceOf(EngineTimeoutException.class, err, () -> err + " / " + err.getCause());
       assertEquals(0, e.load().total(), "in-flight counter released");
     } finally {
