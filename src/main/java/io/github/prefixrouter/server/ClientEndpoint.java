@@ -1782,6 +1782,11 @@ final class ClientEndpoint {
     }
   }
 
+  /** Bodies from the host {@code address} being read now (their reader slots held). */
+  int unfinishedReadsFrom(java.net.InetAddress address) {
+    return readers.unfinishedReads(new InetSocketAddress(address, 0));
+  }
+
   /** Connections closed, and requests answered 503, at once for lack of a reader slot. */
   long readsRefused() {
     return readsRefused.get();

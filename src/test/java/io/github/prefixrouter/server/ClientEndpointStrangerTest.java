@@ -143,7 +143,16 @@ class ClientEndpointStrangerTest {
     for (int i = 0; i < ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS; i++) {
       stall("127.0.0.2", BODY_STALL);
     }
-    Thread.sleep(300);
+    // every staller's body is being read (a fixed sleep was too short on a busy machine: the
+    // next request then took a free slot and stalled like the others, not refused)
+    java.net.InetAddress host = java.net.InetAddress.getByName("127.0.0.2");
+    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (endpoint.unfinishedReadsFrom(host) < ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS
+        && System.nanoTime() < until) {
+      Thread.sleep(10);
+    }
+    assertEquals(ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
+        endpoint.unfinishedReadsFrom(host), "the stalled bodies hold their address's slots");
     for (String path : List.of("/v1/route/completions", "/v1/completions")) {
       Socket next = connectFrom("127.0.0.2");
       next.getOutputStream().write(BODY_STALL.replace("/v1/route/completions", path)

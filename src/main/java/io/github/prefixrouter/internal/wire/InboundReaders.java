@@ -291,6 +291,24 @@ public final class InboundReaders {
     }
   }
 
+  /**
+   * The reads of {@code remote}'s address unfinished now: slots taken by {@link #tryAcquire}
+   * and not yet given back (for tests: to wait until stalled bodies hold their slots).
+   *
+   * @param remote any address of the host (its port is not looked at)
+   * @return the number of unfinished reads
+   */
+  public int unfinishedReads(InetSocketAddress remote) {
+    Object k = key(remote);
+    lock.lock();
+    try {
+      Reads r = unfinished.get(k);
+      return r == null ? 0 : r.count;
+    } finally {
+      lock.unlock();
+    }
+  }
+
   /** Interrupts the readers (and refusers) and lets no new ones start. */
   public void shutdownNow() {
     threads.shutdownNow();
