@@ -51,11 +51,12 @@ import org.slf4j.LoggerFactory;
  *       {@code {"detail":"Not Found"}}, a proxy's page or its JSON, OpenAI's {@code "Invalid
  *       URL"}) is the request's fault ({@link TokenizeException#invalidRequest()}: a malformed
  *       conversation, an unknown model), with the server's own message; everything else (not
- *       reachable, a 5xx, the node's key refused or missing, which the message says naming the
- *       key's flag and variable but never the key, and which is logged once, no such endpoint,
- *       no answer within the timeout, an answer above the size cap or not of the shape above,
- *       one that would take more heap once parsed than 16 MiB and 6 bytes a character,
- *       which token ids never pass) is the tokenizer's. An answer that cannot get its share of
+ *       reachable, a request the HTTP client cannot send or that cannot be written, whatever is
+ *       thrown there, an {@link Error} too, a 5xx, the node's key refused or missing, which the
+ *       message says naming the key's flag and variable but never the key, and which is logged
+ *       once, no such endpoint, no answer within the timeout, an answer above the size cap or
+ *       not of the shape above, one that would take more heap once parsed than 16 MiB and 6
+ *       bytes a character, which token ids never pass) is the tokenizer's. An answer that cannot get its share of
  *       the answer budget is neither's: this node is short of heap for a while
  *       ({@link TokenizeException#budgetRefused()}; the client port answers 503 with
  *       {@code Retry-After}).
@@ -361,6 +362,9 @@ final class EngineTokenizer implements PromptTokenizer {
     } catch (RuntimeException e) { // a value JSON cannot carry: the client's prompt
       return CompletableFuture.failedFuture(
           new TokenizeException("cannot send the prompt to " + uri + ": " + e.getMessage(), true, e));
+    } catch (Throwable e) { // an Error (the heap running out as the body is written): not the
+      // prompt's fault; the future fails, as PromptTokenizer promises, rather than tokenize throw
+      return CompletableFuture.failedFuture(fault("cannot write the request to " + uri + ": " + e, e));
     }
     HttpRequest request;
     try {
@@ -373,7 +377,7 @@ final class EngineTokenizer implements PromptTokenizer {
         b.header("Authorization", "Bearer " + apiKey);
       }
       request = b.build();
-    } catch (RuntimeException e) { // a URL the HTTP client cannot use: this node's setting
+    } catch (Throwable e) { // a URL the HTTP client cannot use: this node's setting; an Error too
       return CompletableFuture.failedFuture(fault("cannot send to " + uri + ": " + e, e));
     }
     // what the answer holds of the answer budget, given back however the tokenization ends
@@ -382,7 +386,8 @@ final class EngineTokenizer implements PromptTokenizer {
     try {
       call = client.http().sendAsync(request, info -> CappedBody.orFail(info, maxAnswerBytes,
           what -> new TokenizeException("tokenizer failed: its " + what, false, null), share));
-    } catch (RuntimeException e) {
+    } catch (Throwable e) { // an Error too (of the host's proxy selector, which the client asks
+      // as it sends, say), a VirtualMachineError included: the future fails, its share closed
       share.close();
       return CompletableFuture.failedFuture(fault("cannot send to " + uri + ": " + e, e));
     }
