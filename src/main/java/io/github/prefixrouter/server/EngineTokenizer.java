@@ -56,7 +56,8 @@ import org.slf4j.LoggerFactory;
  *       message says naming the key's flag and variable but never the key, and which is logged
  *       once, no such endpoint, no answer within the timeout, an answer above the size cap or
  *       not of the shape above, one that would take more heap once parsed than 16 MiB and 6
- *       bytes a character, which token ids never pass) is the tokenizer's. An answer that cannot get its share of
+ *       bytes a character, which token ids never pass, one whose parse throws, an
+ *       {@link Error} too) is the tokenizer's. An answer that cannot get its share of
  *       the answer budget is neither's: this node is short of heap for a while
  *       ({@link TokenizeException#budgetRefused()}; the client port answers 503 with
  *       {@code Retry-After}).
@@ -410,6 +411,9 @@ final class EngineTokenizer implements PromptTokenizer {
         result.complete(parse(resp.statusCode(), resp.body(), share));
       } catch (TokenizeException e) {
         result.completeExceptionally(e);
+      } catch (Throwable e) { // an Error too (the heap running out as the answer is parsed): lost
+        // in the client's future, the tokenization would end only at its timeout, as no answer
+        result.completeExceptionally(fault("cannot read the answer of " + uri + ": " + e, e));
       }
     });
     // the request's timeout covers the exchange up to the answer's headers; this covers its body

@@ -109,7 +109,9 @@ import org.slf4j.LoggerFactory;
  * for the route does, an {@link Error} too) fails with a retryable {@link EngineException}
  * carrying what was thrown; one whose body or HTTP request cannot be built (an {@link Error}
  * too: the heap running out) with a non-retryable one. Neither throws out of {@code execute}, a
- * {@link VirtualMachineError} included, and both give their slot back.
+ * {@link VirtualMachineError} included, and both give their slot back. An {@link Error} as an
+ * answer is parsed (the heap running out) fails the request at once with a retryable
+ * {@link EngineException} carrying it, its slot and share given back.
  * Each failure of an error status carries that status ({@link EngineException#httpStatus()});
  * the others (no answer, a malformed one, a timeout) carry none.
  * No whole answer within
@@ -439,6 +441,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
           } catch (RuntimeException e) {
             result.completeExceptionally(
                 new EngineException("request " + request.id() + ": unusable answer: " + e.getMessage(), true, e));
+          } catch (Throwable e) { // an Error (the heap running out as the answer is parsed): lost
+            // in the client's future, the request would end only at its requestTimeout
+            result.completeExceptionally(unreadAnswer(request, e));
           }
         });
     return answer;
@@ -519,8 +524,18 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       } catch (RuntimeException e) {
         finish(result, stream, null,
             new EngineException("request " + request.id() + ": unusable answer: " + e.getMessage(), true, e));
+      } catch (Throwable e) { // an Error: lost, the request would never end (its deadline is off)
+        finish(result, stream, null, unreadAnswer(request, e));
       }
     });
+  }
+
+  /**
+   * The retryable failure of a request whose answer could not be read for what {@code e} is (an
+   * {@link Error}, the heap running out as it is parsed, a {@link VirtualMachineError} included).
+   */
+  private static EngineException unreadAnswer(InferenceRequest request, Throwable e) {
+    return new EngineException("request " + request.id() + ": cannot read the answer: " + e, true, e);
   }
 
   /**

@@ -26,9 +26,9 @@ import org.junit.jupiter.api.Test;
 /**
  * The adapter when the JDK's HTTP client throws an {@link Error} as a request or a health probe
  * is made (here the host's {@link ProxySelector}, which the client asks for every request's
- * route as it is sent), or as a request is built. What is thrown, a {@link VirtualMachineError}
- * included, is no answer of the server: a probe's status is -1, a request fails with an
- * {@link EngineException} and gives its slot back.
+ * route as it is sent), as a request is built, or as its answer is parsed. What is thrown, a
+ * {@link VirtualMachineError} included, is no answer of the server: a probe's status is -1, a
+ * request fails with an {@link EngineException} and gives its slot back.
  */
 class OpenAiCompatibleEngineErrorTest {
 
@@ -165,6 +165,58 @@ class OpenAiCompatibleEngineErrorTest {
         assertTrue(failed.getCause() instanceof EngineException, what + ": " + failed.getCause());
         assertSame(thrown, failed.getCause().getCause(), what + ": " + failed.getCause());
         assertEquals(0, e.stats().inFlight(), what + ": its slot is held: " + e.stats());
+        assertEquals(0, e.load().total(), what + ": load " + e.load());
+      }
+    }
+  }
+
+  /**
+   * A request, plain or streamed (answered in one JSON body), whose answer's parse throws an
+   * {@link Error} (the heap running out as a large answer is parsed) fails at once with a
+   * retryable {@link EngineException} carrying it, once, and gives back its slot and its share
+   * of the answer budget: only a RuntimeException was caught there, so the {@link Error} was
+   * lost in the HTTP client's future. A plain request then ended only at its
+   * {@code requestTimeout}, as a non-retryable {@link EngineTimeoutException}; a streamed one,
+   * whose deadline was already off, never.
+   */
+  @Test
+  void anErrorAsAnAnswerIsParsedFailsItAtOnce() throws Exception {
+    OutOfMemoryError thrown = new OutOfMemoryError("Java heap space");
+    OutputListener streaming = (tokens, text) -> { };
+    try (OpenAiCompatibleEngine e = io.github.prefixrouter.testing.AnsweringHttpClient.building(
+        200, "application/json", FakeOpenAiServer.answer(4, "[5,6,7]"),
+        () -> OpenAiCompatibleEngine.builder().baseUrl("http://127.0.0.1:1").model("m")
+            .requestTimeout(Duration.ofSeconds(3)).slots(1).maxInFlight(1).build())) {
+      long budget = e.stats().answerBudgetBytes();
+      int n = 0;
+      for (OutputListener listener : List.of(OutputListener.IGNORE, streaming)) {
+        String what = listener == OutputListener.IGNORE ? "a plain request" : "a stream";
+        CompletableFuture<EngineResult> f;
+        java.util.concurrent.atomic.AtomicInteger completions =
+            new java.util.concurrent.atomic.AtomicInteger();
+        // thread-local: the answer is handled on this thread (see AnsweringHttpClient)
+        try (org.mockito.MockedStatic<io.github.prefixrouter.internal.json.Json> json =
+            org.mockito.Mockito.mockStatic(io.github.prefixrouter.internal.json.Json.class,
+                org.mockito.Mockito.CALLS_REAL_METHODS)) {
+          json.when(() -> io.github.prefixrouter.internal.json.Json.parse(
+              org.mockito.ArgumentMatchers.anyString(), org.mockito.ArgumentMatchers.anyInt(),
+              org.mockito.ArgumentMatchers.anyInt(), org.mockito.ArgumentMatchers.anyLong(),
+              org.mockito.ArgumentMatchers.any())).thenThrow(thrown);
+          f = e.execute(request("p" + n++), listener);
+          f.whenComplete((r, x) -> completions.incrementAndGet());
+        }
+        ExecutionException failed = assertThrows(ExecutionException.class,
+            () -> f.get(10, TimeUnit.SECONDS), what + ": no answer within 10 s");
+        assertFalse(failed.getCause() instanceof io.github.prefixrouter.spi.EngineTimeoutException,
+            what + ": ended only at its requestTimeout: " + failed.getCause());
+        assertTrue(failed.getCause() instanceof EngineException, what + ": " + failed.getCause());
+        EngineException err = (EngineException) failed.getCause();
+        assertSame(thrown, err.getCause(), what + ": the failure does not carry the Error: " + err);
+        assertTrue(err.retryable(), what + ": the failure is the node's, not the request's");
+        assertEquals(1, completions.get(), what + ": completed more than once");
+        OpenAiCompatibleEngine.Stats st = e.stats();
+        assertEquals(0, st.inFlight(), what + ": its slot is held: " + st);
+        assertEquals(budget, e.answerBudgetAvailable(), what + ": its share is held: " + st);
         assertEquals(0, e.load().total(), what + ": load " + e.load());
       }
     }
