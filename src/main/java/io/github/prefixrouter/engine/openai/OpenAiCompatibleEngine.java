@@ -1,5 +1,6 @@
 package io.github.prefixrouter.engine.openai;
 
+import com.google.common.base.Throwables;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
@@ -1284,7 +1285,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * collected. Requests still in flight fail at once with a retryable {@link EngineException},
    * their connections closed (close the engine once nothing runs on it, as the node does after
    * its stop); those made afterwards fail at once, and {@link #health()} is false. Health probes
-   * in flight end at once too, their connections closed. Idempotent.
+   * in flight end at once too, their connections closed. Each of these is done whatever an
+   * earlier one throws (the subscriber's {@code close()}, an {@link Error} too); the first throw
+   * is then thrown on, the later ones suppressed in it. Idempotent.
    */
   @Override
   public void close() {
@@ -1293,17 +1296,43 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       closed = true;
       s = subscriber;
     }
+    // each part is closed whatever an earlier one throws (an Error too); the first throw is
+    // thrown on once all are, the later ones suppressed in it
+    Throwable first = null;
     if (s != null) {
-      s.close();
+      first = closePart(s::close, first);
     }
     // the client's selector thread, which close() ends, also keeps the client's timeouts: an
     // exchange whose answer's headers had not come would never complete, whatever the
     // requestTimeout; failed here, each closes its connection before the client ends
-    running.forEach(r -> r.fail(closedFailure(r.id())));
+    first = closePart(() -> running.forEach(r -> r.fail(closedFailure(r.id()))), first);
     // and so would a probe's: cancelled, it completes (-1 if its headers had not come) and
     // closes its connection, rather than at its requestTimeout
-    probes.forEach(p -> p.cancel(true));
-    client.end();
+    first = closePart(() -> probes.forEach(p -> p.cancel(true)), first);
+    first = closePart(client::end, first);
+    if (first != null) {
+      Throwables.throwIfUnchecked(first);
+      throw new IllegalStateException("closing the engine for " + completionsUri + " failed",
+          first);
+    }
+  }
+
+  /**
+   * Runs one part of {@link #close()}: returns {@code first}, or what the part threw if it is
+   * the first throw, any later one suppressed in the first.
+   */
+  private static Throwable closePart(Runnable part, Throwable first) {
+    try {
+      part.run();
+    } catch (Throwable e) {
+      if (first == null) {
+        return e;
+      }
+      if (first != e) {
+        first.addSuppressed(e);
+      }
+    }
+    return first;
   }
 
   /** The failure of a request made on, or in flight at the close of, a closed engine. */

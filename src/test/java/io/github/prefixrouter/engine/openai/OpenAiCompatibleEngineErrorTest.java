@@ -221,4 +221,54 @@ class OpenAiCompatibleEngineErrorTest {
       }
     }
   }
+
+  /**
+   * {@code close()} fails the requests in flight and ends the HTTP client's selector thread
+   * even when the KV-event subscriber's {@code close()}, which it calls first, throws; what was
+   * thrown is thrown on once everything is closed. The subscriber's throw left close() at once:
+   * a request in flight waited for its {@code requestTimeout}, holding its slot, and the
+   * selector thread ran on (with it, the client's timeouts: a request whose headers never come
+   * would never have ended).
+   */
+  @Test
+  void closeEndsEverythingWhenTheKvEventSubscriberThrows() throws Exception {
+    OutOfMemoryError thrown = new OutOfMemoryError("Java heap space");
+    io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber subscriber =
+        org.mockito.Mockito.mock(io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber.class);
+    org.mockito.Mockito.doThrow(thrown).when(subscriber).close();
+    io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber.Builder events = org.mockito.Mockito
+        .mock(io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber.Builder.class,
+            org.mockito.Mockito.RETURNS_SELF);
+    org.mockito.Mockito.doReturn(subscriber).when(events).build();
+    try (FakeOpenAiServer fake = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
+      fake.hold();
+      java.util.Set<Thread> before = io.github.prefixrouter.internal.wire.SelectorThreads.now();
+      OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(fake.baseUrl())
+          .requestTimeout(Duration.ofSeconds(30)).kvEvents(events).build();
+      List<Thread> selectors = io.github.prefixrouter.internal.wire.SelectorThreads.since(before);
+      e.setCacheEventListener(org.mockito.Mockito.mock(
+          io.github.prefixrouter.spi.CacheEventListener.class));
+      try {
+        CompletableFuture<EngineResult> f = e.execute(request("c"));
+        assertTrue(fake.awaitArrived(1, Duration.ofSeconds(10)), "the request did not arrive");
+        Throwable closing = null;
+        try {
+          e.close();
+        } catch (Throwable t) {
+          closing = t;
+        }
+        ExecutionException failed = assertThrows(ExecutionException.class,
+            () -> f.get(5, TimeUnit.SECONDS),
+            "the request in flight was not failed by close(), the subscriber's close having thrown");
+        assertTrue(failed.getCause().getMessage().contains("closed"), failed.getCause().toString());
+        assertEquals(0, e.stats().inFlight(), "its slot is held: " + e.stats());
+        assertEquals(List.of(),
+            io.github.prefixrouter.internal.wire.SelectorThreads.aliveAfterWaiting(selectors),
+            "the HTTP client's selector thread is alive after close()");
+        assertSame(thrown, closing, "close() did not throw on what the subscriber threw");
+      } finally {
+        fake.release();
+      }
+    }
+  }
 }
