@@ -3,13 +3,10 @@ package io.github.prefixrouter.server;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -44,30 +41,10 @@ class CommonPoolTest {
   }
 
   private static Map<String, Long> probe(List<String> jvmFlags) throws Exception {
-    List<String> cmd = new ArrayList<>(List.of(
-        Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx256m",
-        "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:ActiveProcessorCount=2"));
-    cmd.addAll(jvmFlags);
-    cmd.addAll(List.of("-cp", classPath(), CommonPoolProbe.class.getName()));
-    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-    // read on another thread, so a probe that hangs fails the test after the deadline instead
-    // of holding the build
-    java.util.concurrent.CompletableFuture<String> output =
-        java.util.concurrent.CompletableFuture.supplyAsync(() -> {
-          try {
-            return new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-          } catch (java.io.IOException e) {
-            return "reading the probe's output failed: " + e;
-          }
-        });
-    String text;
-    try {
-      assertTrue(p.waitFor(90, TimeUnit.SECONDS), "probe did not end within 90 s");
-      text = output.get(10, TimeUnit.SECONDS);
-    } finally {
-      p.destroyForcibly();
-    }
-    assertEquals(0, p.exitValue(), text);
+    List<String> options = new ArrayList<>(List.of("-Xmx256m", "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1", "-XX:ActiveProcessorCount=2"));
+    options.addAll(jvmFlags);
+    String text = ProbeJvm.run(options, CommonPoolProbe.class, List.of(), 90);
     Map<String, Long> out = new HashMap<>();
     for (String line : text.split("\n")) {
       String[] kv = line.trim().split(" ");
@@ -77,10 +54,5 @@ class CommonPoolTest {
     }
     assertEquals(3, out.size(), text);
     return out;
-  }
-
-  private static String classPath() {
-    String cp = System.getProperty("surefire.test.class.path");
-    return cp != null && !cp.isEmpty() ? cp : System.getProperty("java.class.path");
   }
 }

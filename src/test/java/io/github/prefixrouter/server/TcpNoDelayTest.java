@@ -4,15 +4,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -74,33 +71,14 @@ class TcpNoDelayTest {
   }
 
   private static Map<String, String> probe(int batches, List<String> jvmFlags) throws Exception {
-    List<String> cmd = new ArrayList<>(List.of(
-        Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx256m", "-XX:+UseSerialGC"));
+    List<String> options = new ArrayList<>(List.of("-Xmx256m", "-XX:+UseSerialGC"));
     if (batches == 0) { // nothing timed: the quick compiler starts the probe in half the CPU time
-      cmd.add("-XX:TieredStopAtLevel=1");
+      options.add("-XX:TieredStopAtLevel=1");
     }
-    cmd.add("--add-opens=jdk.httpserver/sun.net.httpserver=ALL-UNNAMED");
-    cmd.addAll(jvmFlags);
-    cmd.addAll(List.of("-cp", classPath(), TcpNoDelayProbe.class.getName(), Integer.toString(batches)));
-    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-    // read on another thread, so a probe that hangs fails the test after the deadline instead
-    // of holding the build
-    java.util.concurrent.CompletableFuture<String> output =
-        java.util.concurrent.CompletableFuture.supplyAsync(() -> {
-          try {
-            return new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-          } catch (java.io.IOException e) {
-            return "reading the probe's output failed: " + e;
-          }
-        });
-    String text;
-    try {
-      assertTrue(p.waitFor(60, TimeUnit.SECONDS), "probe did not end within 60 s");
-      text = output.get(10, TimeUnit.SECONDS);
-    } finally {
-      p.destroyForcibly();
-    }
-    assertEquals(0, p.exitValue(), text);
+    options.add("--add-opens=jdk.httpserver/sun.net.httpserver=ALL-UNNAMED");
+    options.addAll(jvmFlags);
+    String text =
+        ProbeJvm.run(options, TcpNoDelayProbe.class, List.of(Integer.toString(batches)), 60);
     Map<String, String> out = new HashMap<>();
     for (String line : text.split("\n")) {
       int sp = line.indexOf(' ');
@@ -111,10 +89,5 @@ class TcpNoDelayTest {
     }
     assertEquals(4, out.size(), text);
     return out;
-  }
-
-  private static String classPath() {
-    String cp = System.getProperty("surefire.test.class.path");
-    return cp != null && !cp.isEmpty() ? cp : System.getProperty("java.class.path");
   }
 }
