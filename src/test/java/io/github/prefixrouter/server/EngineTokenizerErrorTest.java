@@ -10,10 +10,8 @@ import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.server.PromptTokenizer.TokenizeException;
 import io.github.prefixrouter.server.PromptTokenizer.Tokenized;
 import io.github.prefixrouter.testing.AnsweringHttpClient;
-import java.io.IOException;
-import java.net.Proxy;
+import io.github.prefixrouter.testing.ThrowingProxySelector;
 import java.net.ProxySelector;
-import java.net.SocketAddress;
 import java.net.URI;
 import java.time.Duration;
 import java.util.List;
@@ -48,22 +46,9 @@ class EngineTokenizerErrorTest {
    * takes the host's default selector as it is built, which is put back right after.
    */
   private static EngineTokenizer tokenizerWhoseProxySelectorThrows(Error thrown) {
-    ProxySelector host = ProxySelector.getDefault();
-    ProxySelector.setDefault(new ProxySelector() {
-      @Override
-      public List<Proxy> select(URI uri) {
-        throw thrown;
-      }
-
-      @Override
-      public void connectFailed(URI uri, SocketAddress sa, IOException e) {}
-    });
-    try {
-      return new EngineTokenizer(URI.create("http://127.0.0.1:1/tokenize"), null,
-          Duration.ofSeconds(5), Duration.ofSeconds(5), 1 << 20);
-    } finally {
-      ProxySelector.setDefault(host);
-    }
+    return ThrowingProxySelector.asDefault(thrown, () -> new EngineTokenizer(
+        URI.create("http://127.0.0.1:1/tokenize"), null, Duration.ofSeconds(5),
+        Duration.ofSeconds(5), 1 << 20));
   }
 
   /**

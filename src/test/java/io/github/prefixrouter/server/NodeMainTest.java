@@ -11,6 +11,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.internal.wire.SelectorThreads;
+import io.github.prefixrouter.testing.ThrowingProxySelector;
 import io.github.prefixrouter.transport.http.HttpTransport;
 import java.io.IOException;
 import java.net.InetAddress;
@@ -447,31 +448,17 @@ class NodeMainTest {
   void aModelListTheClientCannotAskForIsNoneWithAWarning() {
     for (Error thrown : List.of(new InternalError("proxy configuration broken"),
         new OutOfMemoryError("Java heap space"))) {
-      java.net.ProxySelector host = java.net.ProxySelector.getDefault();
-      java.net.ProxySelector.setDefault(new java.net.ProxySelector() {
-        @Override
-        public List<java.net.Proxy> select(URI uri) {
-          throw thrown;
-        }
-
-        @Override
-        public void connectFailed(URI uri, java.net.SocketAddress sa, IOException e) {}
-      });
-      List<String> lines;
-      try {
-        lines = logged("/v1/models", () -> {
-          String base;
-          try {
-            base = NodeMain.discoverBaseModel("http://127.0.0.1:1", null);
-          } catch (Throwable t) {
-            throw new AssertionError("discoverBaseModel threw " + t + " instead of returning "
-                + "none with a warning", t);
-          }
-          assertNull(base, "with " + thrown);
-        });
-      } finally {
-        java.net.ProxySelector.setDefault(host);
-      }
+      List<String> lines = ThrowingProxySelector.asDefault(thrown,
+          () -> logged("/v1/models", () -> {
+            String base;
+            try {
+              base = NodeMain.discoverBaseModel("http://127.0.0.1:1", null);
+            } catch (Throwable t) {
+              throw new AssertionError("discoverBaseModel threw " + t + " instead of returning "
+                  + "none with a warning", t);
+            }
+            assertNull(base, "with " + thrown);
+          }));
       assertEquals(1, lines.size(), thrown + ": " + lines);
       assertTrue(lines.get(0).contains(thrown.toString()) && lines.get(0).contains("--model"),
           lines.get(0));

@@ -11,11 +11,8 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
-import java.io.IOException;
-import java.net.Proxy;
+import io.github.prefixrouter.testing.ThrowingProxySelector;
 import java.net.ProxySelector;
-import java.net.SocketAddress;
-import java.net.URI;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -43,22 +40,9 @@ class OpenAiCompatibleEngineErrorTest {
    * takes the host's default selector as it is built, which is put back right after.
    */
   private static OpenAiCompatibleEngine engineWhoseProxySelectorThrows(Error thrown) {
-    ProxySelector host = ProxySelector.getDefault();
-    ProxySelector.setDefault(new ProxySelector() {
-      @Override
-      public List<Proxy> select(URI uri) {
-        throw thrown;
-      }
-
-      @Override
-      public void connectFailed(URI uri, SocketAddress sa, IOException e) {}
-    });
-    try {
-      return OpenAiCompatibleEngine.builder().baseUrl("http://127.0.0.1:1").model("m")
-          .requestTimeout(Duration.ofSeconds(5)).slots(1).maxInFlight(1).build();
-    } finally {
-      ProxySelector.setDefault(host);
-    }
+    return ThrowingProxySelector.asDefault(thrown, () -> OpenAiCompatibleEngine.builder()
+        .baseUrl("http://127.0.0.1:1").model("m").requestTimeout(Duration.ofSeconds(5)).slots(1)
+        .maxInFlight(1).build());
   }
 
   private static InferenceRequest request(String id) {
