@@ -51,6 +51,17 @@ class OpenAiCompatibleEngineErrorTest {
   }
 
   /**
+   * A failed request, {@code what}, gave back its slot, its share of the answer budget
+   * ({@code budget} whole again) and its load.
+   */
+  private static void assertGivenBack(OpenAiCompatibleEngine e, long budget, String what) {
+    OpenAiCompatibleEngine.Stats st = e.stats();
+    assertEquals(0, st.inFlight(), what + ": its slot is held: " + st);
+    assertEquals(budget, e.answerBudgetAvailable(), what + ": its share is held: " + st);
+    assertEquals(0, e.load().total(), what + ": load " + e.load());
+  }
+
+  /**
    * {@code healthStatus()} and {@code health()} complete, with -1 and false, whatever the HTTP
    * client throws as a probe is sent: the probe caught only a RuntimeException there, so an
    * {@link Error} was thrown out of the call whose future "never completes exceptionally" (and
@@ -107,10 +118,8 @@ class OpenAiCompatibleEngineErrorTest {
           assertSame(thrown, err.getCause(), what + ": " + err);
           assertTrue(err.retryable(), what + ": the failure is the node's, not the request's");
           OpenAiCompatibleEngine.Stats st = e.stats();
-          assertEquals(0, st.inFlight(), what + ": its slot is held: " + st);
           assertEquals(0, st.inFlightRefused(), what + ": refused at maxInFlight 1: " + st);
-          assertEquals(budget, e.answerBudgetAvailable(), what + ": its share is held: " + st);
-          assertEquals(0, e.load().total(), what + ": load " + e.load());
+          assertGivenBack(e, budget, what);
         }
       }
     }
@@ -198,10 +207,7 @@ class OpenAiCompatibleEngineErrorTest {
         assertSame(thrown, err.getCause(), what + ": the failure does not carry the Error: " + err);
         assertTrue(err.retryable(), what + ": the failure is the node's, not the request's");
         assertEquals(1, completions.get(), what + ": completed more than once");
-        OpenAiCompatibleEngine.Stats st = e.stats();
-        assertEquals(0, st.inFlight(), what + ": its slot is held: " + st);
-        assertEquals(budget, e.answerBudgetAvailable(), what + ": its share is held: " + st);
-        assertEquals(0, e.load().total(), what + ": load " + e.load());
+        assertGivenBack(e, budget, what);
       }
     }
   }
