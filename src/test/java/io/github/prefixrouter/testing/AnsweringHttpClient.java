@@ -48,6 +48,32 @@ public final class AnsweringHttpClient {
     }
   }
 
+  /**
+   * What a body handler is given of an HTTP/1.1 answer: its status and headers.
+   *
+   * @param status the answer's status
+   * @param headers its headers
+   * @return the answer's info
+   */
+  public static HttpResponse.ResponseInfo responseInfo(int status, HttpHeaders headers) {
+    return new HttpResponse.ResponseInfo() {
+      @Override
+      public int statusCode() {
+        return status;
+      }
+
+      @Override
+      public HttpHeaders headers() {
+        return headers;
+      }
+
+      @Override
+      public HttpClient.Version version() {
+        return HttpClient.Version.HTTP_1_1;
+      }
+    };
+  }
+
   @SuppressWarnings("unchecked")
   private static HttpClient answering(int status, String contentType, byte[] body) {
     HttpClient http = Mockito.mock(HttpClient.class);
@@ -56,23 +82,7 @@ public final class AnsweringHttpClient {
       HttpResponse.BodyHandler<Object> handler = inv.getArgument(1);
       HttpHeaders headers = HttpHeaders.of(Map.of("Content-Type", List.of(contentType),
           "Content-Length", List.of(Integer.toString(body.length))), (k, v) -> true);
-      HttpResponse.ResponseInfo info = new HttpResponse.ResponseInfo() {
-        @Override
-        public int statusCode() {
-          return status;
-        }
-
-        @Override
-        public HttpHeaders headers() {
-          return headers;
-        }
-
-        @Override
-        public HttpClient.Version version() {
-          return HttpClient.Version.HTTP_1_1;
-        }
-      };
-      HttpResponse.BodySubscriber<Object> subscriber = handler.apply(info);
+      HttpResponse.BodySubscriber<Object> subscriber = handler.apply(responseInfo(status, headers));
       subscriber.onSubscribe(new Flow.Subscription() {
         @Override
         public void request(long n) {}

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.testing.AnsweringHttpClient;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.InetAddress;
@@ -64,23 +65,7 @@ class CappedBodyTest {
   }
 
   static HttpResponse.ResponseInfo info(Map<String, List<String>> h) {
-    HttpHeaders headers = HttpHeaders.of(h, (k, v) -> true);
-    return new HttpResponse.ResponseInfo() {
-      @Override
-      public int statusCode() {
-        return 200;
-      }
-
-      @Override
-      public HttpHeaders headers() {
-        return headers;
-      }
-
-      @Override
-      public HttpClient.Version version() {
-        return HttpClient.Version.HTTP_1_1;
-      }
-    };
+    return AnsweringHttpClient.responseInfo(200, HttpHeaders.of(h, (k, v) -> true));
   }
 
   static CompletableFuture<byte[]> body(HttpResponse.BodySubscriber<byte[]> s) {
