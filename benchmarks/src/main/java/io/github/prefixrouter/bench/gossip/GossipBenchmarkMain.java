@@ -855,22 +855,10 @@ public final class GossipBenchmarkMain {
       addrs.add(new PeerAddress("node-" + i, "sim:" + i));
     }
     List<PeerAddress> seeds = addrs.subList(0, Math.min(3, n));
-    List<GossipEngine> engines = new ArrayList<>();
-    for (int i = 0; i < n; i++) {
-      PeerAddress a = addrs.get(i);
-      GossipEngine e = new GossipEngine(a, 1, config, seeds, net.time, net.time,
-          new SplittableRandom(seed * 1_000 + i), () -> EngineLoad.IDLE,
-          (to, p) -> net.send(a, to, p));
-      net.register(a, e::onMessage);
-      engines.add(e);
-      e.start();
-    }
+    List<GossipEngine> engines = engines(net, addrs, seeds, config, seed);
+    engines.forEach(GossipEngine::start);
     long interval = config.interval().toNanos();
-    int formRounds = 0;
-    while (!formed(engines, n) && formRounds < 200) {
-      net.time.advanceBy(interval);
-      formRounds++;
-    }
+    int formRounds = form(net, engines, n, interval, 200);
     net.time.advanceBy(3 * interval);
     long before = sum(engines, GossipCounter.BYTES_SENT);
     net.time.advanceBy(5 * interval);
@@ -990,24 +978,12 @@ public final class GossipBenchmarkMain {
       addrs.add(new PeerAddress("node-" + i, "sim:" + i));
     }
     List<PeerAddress> seeds = addrs.subList(0, Math.min(3, n));
-    List<GossipEngine> engines = new ArrayList<>();
-    for (int i = 0; i <= n; i++) {
-      PeerAddress a = addrs.get(i);
-      GossipEngine e = new GossipEngine(a, 1, config, seeds, net.time, net.time,
-          new SplittableRandom(seed * 1_000 + i), () -> EngineLoad.IDLE,
-          (to, p) -> net.send(a, to, p));
-      net.register(a, e::onMessage);
-      engines.add(e);
-    }
+    List<GossipEngine> engines = engines(net, addrs, seeds, config, seed);
     // node n joins later
     List<GossipEngine> cluster = engines.subList(0, n);
     cluster.forEach(GossipEngine::start);
     long interval = config.interval().toNanos();
-    int formRounds = 0;
-    while (!formed(cluster, n) && formRounds < 1_000) {
-      net.time.advanceBy(interval);
-      formRounds++;
-    }
+    int formRounds = form(net, cluster, n, interval, 1_000);
     net.time.advanceBy(10 * interval);
     net.resetLargest();
     long before = sum(cluster, GossipCounter.BYTES_SENT);
@@ -1194,6 +1170,38 @@ public final class GossipBenchmarkMain {
   /** Rounds as a JSON number, or null when unknown. */
   private static String jsonRounds(double r) {
     return Double.isNaN(r) ? "null" : String.format(Locale.ROOT, "%.2f", r);
+  }
+
+  /**
+   * An engine at each of {@code addrs} on {@code net}, the i-th of random seed
+   * {@code seed * 1_000 + i}, each registered to receive its messages; none started.
+   */
+  private static List<GossipEngine> engines(SimNet net, List<PeerAddress> addrs,
+      List<PeerAddress> seeds, GossipConfig config, long seed) {
+    List<GossipEngine> engines = new ArrayList<>();
+    for (int i = 0; i < addrs.size(); i++) {
+      PeerAddress a = addrs.get(i);
+      GossipEngine e = new GossipEngine(a, 1, config, seeds, net.time, net.time,
+          new SplittableRandom(seed * 1_000 + i), () -> EngineLoad.IDLE,
+          (to, p) -> net.send(a, to, p));
+      net.register(a, e::onMessage);
+      engines.add(e);
+    }
+    return engines;
+  }
+
+  /**
+   * Advances {@code net} a round at a time until each of {@code engines} sees the other
+   * {@code n - 1}, or for {@code maxRounds} rounds; returns the rounds taken.
+   */
+  private static int form(SimNet net, List<GossipEngine> engines, int n, long interval,
+      int maxRounds) {
+    int rounds = 0;
+    while (!formed(engines, n) && rounds < maxRounds) {
+      net.time.advanceBy(interval);
+      rounds++;
+    }
+    return rounds;
   }
 
   private static boolean formed(List<GossipEngine> engines, int n) {
