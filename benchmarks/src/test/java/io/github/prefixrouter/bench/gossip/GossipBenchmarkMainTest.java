@@ -5,10 +5,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.bench.Stdout;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.workload.PromptSource;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -305,15 +307,7 @@ class GossipBenchmarkMainTest {
   @Test
   void eachRunReportsItsMessageCap() {
     StringBuilder json = new StringBuilder();
-    java.io.ByteArrayOutputStream printed = new java.io.ByteArrayOutputStream();
-    java.io.PrintStream stdout = System.out;
-    System.setOut(new java.io.PrintStream(printed, true, java.nio.charset.StandardCharsets.UTF_8));
-    try {
-      GossipBenchmarkMain.dissemination(json, 4, 3, 1, 0, 1_024);
-    } finally {
-      System.setOut(stdout);
-    }
-    String line = printed.toString(java.nio.charset.StandardCharsets.UTF_8);
+    String line = Stdout.of(() -> GossipBenchmarkMain.dissemination(json, 4, 3, 1, 0, 1_024));
     assertTrue(line.contains("messages of up to 1k"), line);
     Map<?, ?> r = (Map<?, ?>) Json.parse(json.toString());
     assertEquals(1_024L, ((Number) r.get("messageByteCap")).longValue(), json.toString());
@@ -353,15 +347,9 @@ class GossipBenchmarkMainTest {
   @Test
   void aMessageSizeRunStaysWithinItsCapAndTheSmallCapIsSlower() {
     StringBuilder json = new StringBuilder("[");
-    java.io.ByteArrayOutputStream printed = new java.io.ByteArrayOutputStream();
-    java.io.PrintStream stdout = System.out;
-    System.setOut(new java.io.PrintStream(printed, true, java.nio.charset.StandardCharsets.UTF_8));
-    List<GossipBenchmarkMain.MessageSizeResult> rs;
-    try {
-      rs = GossipBenchmarkMain.messageSizes(json, 4, new int[] {1_024, 65_536}, 1, false);
-    } finally {
-      System.setOut(stdout);
-    }
+    List<GossipBenchmarkMain.MessageSizeResult> rs = new ArrayList<>();
+    String text = Stdout.of(() -> rs.addAll(
+        GossipBenchmarkMain.messageSizes(json, 4, new int[] {1_024, 65_536}, 1, false)));
     json.append("]");
     GossipBenchmarkMain.MessageSizeResult small = find(rs, 1_024);
     GossipBenchmarkMain.MessageSizeResult dflt = find(rs, 65_536);
@@ -385,7 +373,6 @@ class GossipBenchmarkMainTest {
         ((Number) over.get("burstTime")).doubleValue(), 0.001, json.toString());
     assertEquals(1.0, ((Number) ((Map<?, ?>) ((Map<?, ?>) rows.get(1)).get("over64KiB"))
         .get("joinTime")).doubleValue(), json.toString());
-    String text = printed.toString(java.nio.charset.StandardCharsets.UTF_8);
     assertTrue(text.contains("N=4, messages of up to 1k:"), text);
   }
 
@@ -398,16 +385,9 @@ class GossipBenchmarkMainTest {
   @Test
   void ratiosOverAZeroAreNullInTheJson() {
     StringBuilder json = new StringBuilder();
-    java.io.ByteArrayOutputStream printed = new java.io.ByteArrayOutputStream();
-    java.io.PrintStream stdout = System.out;
-    System.setOut(new java.io.PrintStream(printed, true, java.nio.charset.StandardCharsets.UTF_8));
-    try {
-      GossipBenchmarkMain.bandwidth(json, GossipBenchmarkMain.prompts(null, 1),
-          new GossipBenchmarkMain.Case(4096, false), 4, 0, 1, 1, 1, 3, 1, 1_000_000);
-    } finally {
-      System.setOut(stdout);
-    }
-    String line = printed.toString(java.nio.charset.StandardCharsets.UTF_8);
+    String line = Stdout.of(() -> GossipBenchmarkMain.bandwidth(json,
+        GossipBenchmarkMain.prompts(null, 1), new GossipBenchmarkMain.Case(4096, false), 4, 0, 1,
+        1, 1, 3, 1, 1_000_000));
     assertTrue(line.contains("(gossip = - of it)") && !line.contains("Infinity"), line);
     String text = json.toString();
     assertTrue(!text.contains("NaN") && !text.contains("Infinity"), text);
