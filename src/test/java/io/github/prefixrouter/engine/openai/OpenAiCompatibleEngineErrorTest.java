@@ -104,13 +104,7 @@ class OpenAiCompatibleEngineErrorTest {
         for (OutputListener listener : List.of(OutputListener.IGNORE, streaming, streaming)) {
           String what = (listener == OutputListener.IGNORE ? "a plain request" : "a stream")
               + " with " + thrown;
-          CompletableFuture<EngineResult> f;
-          try {
-            f = e.execute(request("r" + n++), listener);
-          } catch (Throwable t) {
-            throw new AssertionError("execute threw " + t + " instead of failing its future, "
-                + "for " + what, t);
-          }
+          CompletableFuture<EngineResult> f = executeOrFail(e, request("r" + n++), listener, what);
           ExecutionException failed =
               assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS), what);
           assertTrue(failed.getCause() instanceof EngineException, what + ": " + failed.getCause());
@@ -146,12 +140,7 @@ class OpenAiCompatibleEngineErrorTest {
                 org.mockito.Mockito.CALLS_REAL_METHODS)) {
           json.when(() -> io.github.prefixrouter.internal.json.Json.write(
               org.mockito.ArgumentMatchers.any())).thenThrow(thrown);
-          try {
-            f = e.execute(request("b" + n++), listener);
-          } catch (Throwable t) {
-            throw new AssertionError("execute threw " + t + " instead of failing its future, "
-                + "for " + what, t);
-          }
+          f = executeOrFail(e, request("b" + n++), listener, what);
         }
         ExecutionException failed =
             assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS), what);
@@ -259,6 +248,20 @@ class OpenAiCompatibleEngineErrorTest {
       } finally {
         fake.release();
       }
+    }
+  }
+
+  /**
+   * {@code e.execute(request, listener)}; an assertion failure naming {@code what} if execute
+   * throws instead of failing its future.
+   */
+  private static CompletableFuture<EngineResult> executeOrFail(OpenAiCompatibleEngine e,
+      InferenceRequest request, OutputListener listener, String what) {
+    try {
+      return e.execute(request, listener);
+    } catch (Throwable t) {
+      throw new AssertionError("execute threw " + t + " instead of failing its future, "
+          + "for " + what, t);
     }
   }
 }
