@@ -52,6 +52,15 @@ import java.util.function.IntConsumer;
  * facts from the {@code prefix_router} object (a whole answer's {@code X-Prefix-Router-*}
  * headers must agree with it); a streamed answer must be framed as those routes frame theirs
  * (see {@link #run(List)} and {@link #runPrompts(List)}).
+ *
+ * <p>It sends with the JDK's HTTP client, which completes every request on {@code
+ * CompletableFuture}'s default executor: the JVM's common fork-join pool if that has 2 threads
+ * or more, else a new thread per request, as on a host of 1 or 2 processors by default. The
+ * driver cannot change that (an executor given to the client does not move the completion, and
+ * the pool takes its size once per JVM): a program running it there sets {@code
+ * -Djava.util.concurrent.ForkJoinPool.common.parallelism=2} on its command line, or first thing
+ * in its {@code main}, as the load generator does (docs/deployment.md, "JVM settings on 1 or 2
+ * processors: the common pool").
  */
 public final class LoadDriver {
 

@@ -7,6 +7,7 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
+import io.github.prefixrouter.internal.CommonPoolSize;
 import io.github.prefixrouter.internal.route.RouterNode;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.Schedulers;
@@ -64,33 +65,14 @@ public final class NodeMain {
    * @throws InterruptedException if interrupted while serving
    */
   public static void main(String[] args) throws InterruptedException {
-    commonPoolOfTwoAtLeast();
+    // before anything creates the pool: on 1 or 2 processors every message and request the
+    // node sent to a peer started and ended a thread (about 30 a second per node of an idle
+    // four-node cluster, 12 to 17% of its CPU)
+    CommonPoolSize.twoAtLeast();
     int status = serve(args, System.getenv(), System.out, System.err,
         Runtime.getRuntime()::addShutdownHook);
     if (status != 0) {
       System.exit(status);
-    }
-  }
-
-  /** The system property that sizes the JVM's common fork-join pool. */
-  static final String COMMON_POOL_PARALLELISM =
-      "java.util.concurrent.ForkJoinPool.common.parallelism";
-
-  /**
-   * Gives the JVM's common fork-join pool 2 threads on a host of 1 or 2 processors, unless the
-   * command line sizes it: the first thing {@link #main} does, before anything creates the pool.
-   * The JDK's HTTP client completes every {@code sendAsync} on {@code CompletableFuture}'s
-   * default executor, which is the common pool only if the pool has 2 threads or more, else a
-   * new thread for every task; and the pool's default size, the processors less one, is 1 there
-   * (a container limited to 2 CPUs counts 2). Every message and request the node sent to a peer
-   * then started and ended a thread: about 30 a second per node of an idle four-node cluster with
-   * 200 ms gossip rounds, 12 to 17% of its CPU (docs/deployment.md, "JVM settings on 1 or 2
-   * processors: the common pool").
-   */
-  static void commonPoolOfTwoAtLeast() {
-    if (System.getProperty(COMMON_POOL_PARALLELISM) == null
-        && Runtime.getRuntime().availableProcessors() <= 2) {
-      System.setProperty(COMMON_POOL_PARALLELISM, "2");
     }
   }
 

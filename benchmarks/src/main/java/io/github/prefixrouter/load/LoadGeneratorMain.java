@@ -2,6 +2,7 @@ package io.github.prefixrouter.load;
 
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.bench.SimFleet;
+import io.github.prefixrouter.internal.CommonPoolSize;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.server.LoadDriver;
 import io.github.prefixrouter.server.ReferenceChatTokens;
@@ -55,6 +56,12 @@ import java.util.concurrent.atomic.AtomicReference;
  * processes spent from the start of the measured requests to their end, per measured request
  * ({@link ProcessCpu}): on a machine whose cores the nodes share, the cost of a forward's HTTP
  * exchange, relay and answer comes out of the same CPU as the engines' computation.
+ *
+ * <p>On a host of 1 or 2 processors it gives the JVM's common fork-join pool 2 threads as it
+ * starts, unless the command line sizes it, as {@code NodeMain} does: with the default pool of
+ * 1 thread the JDK's HTTP client started and ended a thread for every request it sent, about
+ * 0.7 ms of this process's CPU per request on the machine of docs/deployment.md ("JVM settings
+ * on 1 or 2 processors: the common pool").
  */
 public final class LoadGeneratorMain {
 
@@ -237,6 +244,9 @@ public final class LoadGeneratorMain {
   }
 
   public static void main(String[] args) throws Exception {
+    // before anything creates the pool: on 1 or 2 processors each request started and ended a
+    // thread of this process, whose CPU comes out of the same cores as the nodes'
+    CommonPoolSize.twoAtLeast();
     List<String> stops = new ArrayList<>();
     Map<String, String> o = null;
     try {
