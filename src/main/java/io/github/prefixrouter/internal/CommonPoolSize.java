@@ -2,7 +2,8 @@ package io.github.prefixrouter.internal;
 
 /**
  * The size of the JVM's common fork-join pool, for the mains that send with the JDK's HTTP
- * client: {@code NodeMain} and the {@code benchmarks} module's load generator.
+ * client: {@code NodeMain}, and the {@code benchmarks} module's load generator and transport
+ * benchmarks.
  *
  * <p>The JDK's HTTP client completes every {@code sendAsync} on {@code CompletableFuture}'s
  * default executor, which is the common pool only if the pool has 2 threads or more, else a new

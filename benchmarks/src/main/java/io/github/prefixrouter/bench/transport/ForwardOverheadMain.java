@@ -7,6 +7,7 @@ import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.bench.Flags;
+import io.github.prefixrouter.internal.CommonPoolSize;
 import io.github.prefixrouter.internal.route.PricingAccess;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
@@ -62,6 +63,9 @@ public final class ForwardOverheadMain {
   }
 
   public static void main(String[] args) throws Exception {
+    // before anything creates the pool: on 1 or 2 processors (one, pinned) every exchange the
+    // transport sent started and ended a thread, which a node process does not
+    CommonPoolSize.twoAtLeast();
     int n = Flags.parseOrExit("usage: benchmarks/run overhead [flags]\n"
         + "  a forward's cost beyond gossip's round trip, over HTTP", args,
         ForwardOverheadMain::requests);

@@ -2,6 +2,7 @@ package io.github.prefixrouter.bench.transport;
 
 import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.bench.SimFleet;
+import io.github.prefixrouter.internal.CommonPoolSize;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.transport.http.HttpTransport;
@@ -69,6 +70,9 @@ public final class LoopbackLatencyMain {
   }
 
   public static void main(String[] args) throws Exception {
+    // before anything creates the pool: on 1 or 2 processors (one, pinned) every exchange the
+    // transport sent started and ended a thread, which a node process does not
+    CommonPoolSize.twoAtLeast();
     Options o = Flags.parseOrExit("usage: benchmarks/run loopback [flags]\n"
         + "  request latency on loopback, TCP_NODELAY off vs on", args,
         LoopbackLatencyMain::options);
