@@ -8,6 +8,7 @@ import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.CommonPoolSize;
+import io.github.prefixrouter.internal.CountedFailureLog;
 import io.github.prefixrouter.internal.route.RouterNode;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.Schedulers;
@@ -551,10 +552,11 @@ public final class NodeMain {
    * Stops what runs beside a node, once the node has stopped, in this order: the client endpoint
    * (which writes the answers it was given), the tokenizer, the scheduler, the re-reads of the
    * files, the engine; a part that is null is skipped. Each is stopped whatever the ones before
-   * did, for a start that failed ({@code failure} not null) and a stop alike.
+   * did or threw, an {@link Error} too, for a start that failed ({@code failure} not null) and a
+   * stop alike.
    *
-   * @param failure the failed start's exception, which a part that fails to stop is added to as
-   *     suppressed; null for a stop, which logs it
+   * @param failure the failed start's exception, which what a part that fails to stop threw is
+   *     added to as suppressed; null for a stop, which logs it (an {@code Error} at ERROR)
    */
   private static void stopParts(ClientEndpoint endpoint, PromptTokenizer tokenizer,
       Schedulers.ClosableScheduler scheduler, Schedulers.ClosableScheduler files,
@@ -576,15 +578,22 @@ public final class NodeMain {
     }
   }
 
-  /** Stops one part ({@link #stopParts}). */
+  /**
+   * Stops one part ({@link #stopParts}). Whatever its stop throws, an {@link Error} too (a host's
+   * {@code close()} that breaks, a stack overflow), is added to {@code failure} as suppressed, or
+   * for a stop logged (an {@code Error} at ERROR), and not thrown on: the parts after it are
+   * stopped all the same.
+   */
   private static void stopPart(String part, Stop stop, Throwable failure) {
     try {
       stop.run();
-    } catch (Exception e) {
+    } catch (Throwable e) { // an Error too: thrown on, it left the later parts running
       if (failure != null) {
-        failure.addSuppressed(e);
+        if (e != failure) { // the same instance (a preallocated OutOfMemoryError) is no more
+          failure.addSuppressed(e);
+        }
       } else {
-        log.warn("stopping {} failed", part, e);
+        CountedFailureLog.log(log, e, "stopping {} failed", part);
       }
     }
   }
@@ -969,8 +978,9 @@ public final class NodeMain {
         // answers accepted requests (those still unanswered when the grace period ends with a
         // 503), then closes the transport; the endpoint then writes the answers it was given
         node.stop(shutdownGrace).join();
-      } catch (RuntimeException e) { // the rest is stopped all the same, and the stats printed
-        log.warn("stopping the node failed", e);
+      } catch (Throwable e) { // an Error too: the rest is stopped all the same, and the stats
+        // printed
+        CountedFailureLog.log(log, e, "stopping {} failed", "the node");
       }
       try {
         stopParts(endpoint, tokenizer, scheduler, files, engine, null);

@@ -126,4 +126,85 @@ class NodeMainRunningCloseTest {
     assertTrue(out.toString(StandardCharsets.UTF_8).startsWith("node n1 stopped: "), out.toString());
     transport.close();
   }
+
+  /**
+   * An {@link Error} thrown as a part stops (the tokenizer's or the engine's {@code close()}, a
+   * host's code) is reported as an exception there is, logged (an {@code Error} at ERROR) and
+   * not thrown on, and the parts after it are stopped all the same: only an exception was caught
+   * there, so the {@code Error} left the stop at once, the scheduler, the file re-reads and the
+   * engine left running and no stats line printed, and was thrown out of close() (out of the
+   * shutdown hook).
+   */
+  @Test
+  void anErrorAsAPartStopsLeavesNoOtherRunning() throws Exception {
+    closesThroughErrors(CompletableFuture.completedFuture(null), List.of("the tokenizer",
+        "the engine"));
+  }
+
+  /**
+   * An {@link Error} thrown by the node's stop is logged (at ERROR) and not thrown on, as a
+   * failed stop's exception is: every part is stopped all the same and the stats line printed.
+   * Only a RuntimeException was caught there, so the {@code Error} left close() at once.
+   */
+  @Test
+  void anErrorAsTheNodeStopsLeavesNoPartRunning() throws Exception {
+    closesThroughErrors(null, List.of("the node", "the tokenizer", "the engine"));
+  }
+
+  /**
+   * Closes a node process whose tokenizer's and engine's {@code close()} throw an {@link Error},
+   * and whose node's stop gives {@code stopped} (null: throws a {@link StackOverflowError});
+   * checks that close() throws nothing, that every part is closed and the stats line printed, and
+   * that the Error of each of {@code parts} is logged at ERROR.
+   */
+  private static void closesThroughErrors(CompletableFuture<Void> stopped, List<String> parts)
+      throws Exception {
+    PrefixRouterNode node = mock(PrefixRouterNode.class);
+    if (stopped != null) {
+      when(node.stop(any())).thenReturn(stopped);
+    } else {
+      when(node.stop(any())).thenThrow(new StackOverflowError());
+    }
+    NodeStats stats = mock(NodeStats.class);
+    when(stats.nodeId()).thenReturn("n1");
+    when(stats.gossip()).thenReturn(mock(GossipStats.class));
+    when(node.stats()).thenReturn(stats);
+    HttpTransport transport = HttpTransport.builder().nodeId("n1").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().build();
+    AtomicBoolean schedulerClosed = new AtomicBoolean();
+    AtomicBoolean filesClosed = new AtomicBoolean();
+    io.github.prefixrouter.spi.InferenceEngine engine = mock(
+        io.github.prefixrouter.spi.InferenceEngine.class,
+        org.mockito.Mockito.withSettings().extraInterfaces(AutoCloseable.class));
+    org.mockito.Mockito.doThrow(new OutOfMemoryError("Java heap space"))
+        .when((AutoCloseable) engine).close();
+    PromptTokenizer tokenizer = mock(PromptTokenizer.class);
+    org.mockito.Mockito.doThrow(new AssertionError("a tokenizer whose close breaks"))
+        .when(tokenizer).close();
+    ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 1, Duration.ofSeconds(1));
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    NodeMain.Running r = new NodeMain.Running(node, transport, engine, noting(schedulerClosed),
+        noting(filesClosed), endpoint, tokenizer, "127.0.0.1:1", Duration.ofSeconds(1), null,
+        new PrintStream(out, true, StandardCharsets.UTF_8));
+    Throwable[] thrown = new Throwable[1];
+    List<String> lines = io.github.prefixrouter.testing.LoggedLines.logged("failed", () -> {
+      try {
+        r.close();
+      } catch (Throwable e) {
+        thrown[0] = e;
+      }
+    });
+    transport.close();
+    assertEquals(List.of(true, true), List.of(schedulerClosed.get(), filesClosed.get()),
+        "scheduler, file re-reads closed (close() threw " + thrown[0] + ")");
+    org.mockito.Mockito.verify((AutoCloseable) engine).close();
+    assertEquals(null, thrown[0], "close() threw what a part threw as it stopped");
+    assertTrue(out.toString(StandardCharsets.UTF_8).startsWith("node n1 stopped: "),
+        "no stats line: '" + out + "'");
+    for (String part : parts) {
+      assertTrue(lines.stream().anyMatch(l -> l.contains(" ERROR ")
+          && l.contains("stopping " + part + " failed")),
+          "the Error of " + part + " not logged at ERROR: " + lines);
+    }
+  }
 }
