@@ -111,8 +111,9 @@ import org.slf4j.LoggerFactory;
  * carrying what was thrown; one whose body or HTTP request cannot be built (an {@link Error}
  * too: the heap running out) with a non-retryable one. Neither throws out of {@code execute}, a
  * {@link VirtualMachineError} included, and both give their slot back. An {@link Error} as an
- * answer is parsed (the heap running out) fails the request at once with a retryable
- * {@link EngineException} carrying it, its slot and share given back.
+ * answer is parsed, or as a streamed answer's result is built (the heap running out), fails the
+ * request at once with a retryable {@link EngineException} carrying it, its slot and share
+ * given back.
  * Each failure of an error status carries that status ({@link EngineException#httpStatus()});
  * the others (no answer, a malformed one, a timeout) carry none.
  * No whole answer within
@@ -739,6 +740,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         } catch (RuntimeException e) {
           finish(result, stream, null,
               new EngineException("request " + request.id() + ": unusable stream: " + e, true, e));
+        } catch (Throwable e) { // an Error (the heap running out as the result is built): thrown
+          // on to the HTTP client, the request was never answered (its body, and deadline, over)
+          finish(result, stream, null, unreadAnswer(request, e));
         }
       }
     }

@@ -252,6 +252,64 @@ class OpenAiCompatibleEngineErrorTest {
   }
 
   /**
+   * A streamed request whose result cannot be built once choice 0 gave its
+   * {@code finish_reason} (an {@link Error}: the heap running out as the output is copied; here
+   * the request's prompt length, read for the usage the stream does not carry, throws it) fails
+   * at once, once, with a retryable {@link EngineException} carrying it, and gives back its slot
+   * and share. The {@code Error} leaves the body's {@code onNext}, and the JDK's HTTP client ends
+   * the body with it; the stream being finished, {@code onError} builds the result again in
+   * {@code onComplete}, which caught only a RuntimeException: the {@code Error} went back to the
+   * client, the body had ended (the request's deadline off), and the request was never
+   * answered, its slot held for good.
+   */
+  @Test
+  void anErrorAsAFinishedStreamsResultIsBuiltFailsItAtOnce() throws Exception {
+    OutOfMemoryError thrown = new OutOfMemoryError("Java heap space");
+    java.util.concurrent.CountDownLatch firstPiece = new java.util.concurrent.CountDownLatch(1);
+    try (ScriptedOpenAiServer server = ScriptedOpenAiServer.start()) {
+      server.behaviour.set((ex, body) -> {
+        java.io.OutputStream out = OpenAiCompatibleEngineStreamingTest.startStream(ex);
+        OpenAiCompatibleEngineStreamingTest.send(out,
+            OpenAiCompatibleEngineStreamingTest.chunk("a", "[1]", null));
+        try { // the finishing chunk in a read of its own, once the body is being read
+          firstPiece.await(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+        OpenAiCompatibleEngineStreamingTest.send(out,
+            OpenAiCompatibleEngineStreamingTest.chunk("b", "[2]", "stop"));
+      });
+      // read each time the result is built: as the finishing chunk is read, and again as the
+      // body ends
+      java.util.concurrent.atomic.AtomicInteger lengths =
+          new java.util.concurrent.atomic.AtomicInteger();
+      InferenceRequest request = org.mockito.Mockito.spy(request("s"));
+      org.mockito.Mockito.doAnswer(i -> {
+        lengths.incrementAndGet();
+        throw thrown;
+      }).when(request).length();
+      try (OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(server.base())
+          .model("m").requestTimeout(Duration.ofSeconds(30)).slots(1).maxInFlight(1).build()) {
+        long budget = e.stats().answerBudgetBytes();
+        java.util.concurrent.atomic.AtomicInteger completions =
+            new java.util.concurrent.atomic.AtomicInteger();
+        CompletableFuture<EngineResult> f = executeOrFail(e, request,
+            (tokens, text) -> firstPiece.countDown(), "a stream");
+        f.whenComplete((r, x) -> completions.incrementAndGet());
+        ExecutionException failed = assertThrows(ExecutionException.class,
+            () -> f.get(10, TimeUnit.SECONDS), () -> "a finished stream whose result could not "
+                + "be built: no answer within 10 s (the result was built " + lengths + " times)");
+        assertTrue(failed.getCause() instanceof EngineException, failed.getCause().toString());
+        EngineException err = (EngineException) failed.getCause();
+        assertSame(thrown, err.getCause(), "the failure does not carry the Error: " + err);
+        assertTrue(err.retryable(), "the failure is the node's, not the request's");
+        assertEquals(1, completions.get(), "completed more than once");
+        assertGivenBack(e, budget, "a finished stream whose result could not be built");
+      }
+    }
+  }
+
+  /**
    * {@code e.execute(request, listener)}; an assertion failure naming {@code what} if execute
    * throws instead of failing its future.
    */
