@@ -1435,7 +1435,7 @@ public final class HttpTransport implements Transport {
       if (ex.getResponseCode() < 0) {
         // counted once: a 500 that cannot be written either is the same failure (its exchange
         // closed all the same)
-        respond(ex, 500, new byte[0], "internal error", null);
+        respond(ex, 500, new byte[0], "internal error", null, null);
       }
     }
   }
@@ -1687,11 +1687,10 @@ public final class HttpTransport implements Transport {
         respondQuietly(ex, 500, new byte[0], "internal error: cannot sign the answer", null);
         return;
       }
-      if (keys != null) {
-        ex.getResponseHeaders().add(H_KEY_ID, keys.signingKeyId());
-      }
       counters.bytesOut.add(bytes.length);
-      respondQuietly(ex, 200, bytes, null, mac);
+      // the key id is added with the answer's other headers, under respond's guard: added here,
+      // a throw (an Error: the heap running out) left the exchange open, counted nowhere
+      respondQuietly(ex, 200, bytes, null, mac, keys == null ? null : keys.signingKeyId());
     }
   }
 
@@ -1705,7 +1704,16 @@ public final class HttpTransport implements Transport {
    * JVM, a stack trace each.
    */
   private void respondQuietly(HttpExchange ex, int status, byte[] body, String error, String mac) {
-    Throwable failed = respond(ex, status, body, error, mac);
+    respondQuietly(ex, status, body, error, mac, null);
+  }
+
+  /**
+   * {@link #respondQuietly(HttpExchange, int, byte[], String, String)} with the id of the key
+   * that signed the answer, {@code keyId} (null for none), in its {@link #H_KEY_ID} header.
+   */
+  private void respondQuietly(HttpExchange ex, int status, byte[] body, String error, String mac,
+      String keyId) {
+    Throwable failed = respond(ex, status, body, error, mac, keyId);
     if (failed != null) {
       failedHere("cannot answer " + status + " to " + ex.getRemoteAddress() + ": " + failed,
           failed);
@@ -1719,10 +1727,13 @@ public final class HttpTransport implements Transport {
    *     RuntimeException); null if none
    */
   private static Throwable respond(HttpExchange ex, int status, byte[] body, String error,
-      String mac) {
+      String mac, String keyId) {
     try (ex) {
       if (error != null) {
         ex.getResponseHeaders().add(H_ERROR, sanitize(error));
+      }
+      if (keyId != null) {
+        ex.getResponseHeaders().add(H_KEY_ID, keyId);
       }
       if (mac != null) {
         ex.getResponseHeaders().add(H_MAC, mac);

@@ -1061,12 +1061,85 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   }
 
   /**
+   * An {@link Error} thrown as a request's answer gets its key-id header (the heap running out
+   * as the header is added) is this node's failure as one thrown as the answer is written: the
+   * exchange is closed, so its sender fails at once, the failure is counted
+   * ({@code internalErrors}) and logged through the bounded log of this node's own failures,
+   * and the server thread goes on. The header was added outside the guard of the answer's
+   * write: the {@code Error} left the exchange open (the sender waited for its own timeout),
+   * counted nowhere, and ended the server thread, the JVM printing its stack trace.
+   */
+  @Test
+  void anErrorAsAnAnswersKeyIdIsAddedIsCountedAndClosesItsExchange() throws Exception {
+    HttpTransport a = start(node("a").serverThreads(1), new HttpTransportTest.Recorder());
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    PeerAddress at = a.localAddress();
+    java.util.concurrent.atomic.AtomicBoolean armed =
+        new java.util.concurrent.atomic.AtomicBoolean(true);
+    answersThatThrow(a, armed, HttpTransport.H_KEY_ID);
+    List<String> problems = new ArrayList<>();
+    List<String> lines = io.github.prefixrouter.testing.LoggedLines.logged("", () -> {
+      try {
+        CompletableFuture<byte[]> f = b.request(at, "r".getBytes(StandardCharsets.UTF_8),
+            Duration.ofSeconds(60));
+        try {
+          problems.add("request answered "
+              + new String(f.get(5, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+        } catch (ExecutionException e) {
+          // its exchange closed: the sender fails it at once
+        } catch (java.util.concurrent.TimeoutException e) {
+          problems.add("request not ended within 5 s, its exchange left open");
+        }
+        armed.set(false);
+        CompletableFuture<byte[]> after =
+            b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
+        try {
+          String answer = new String(after.get(20, TimeUnit.SECONDS), StandardCharsets.UTF_8);
+          if (!answer.equals("echo b after")) {
+            problems.add("request after answered " + answer);
+          }
+        } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+          problems.add("request after failed " + e);
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        problems.add("interrupted");
+      }
+    });
+    List<String> counted = lines.stream().filter(l -> l.contains("a: cannot answer")).toList();
+    if (counted.size() != 1 || !counted.get(0).contains(" ERROR ")) {
+      problems.add("logged as this node's failure, at ERROR: " + counted);
+    }
+    List<String> uncaught = lines.stream().filter(l -> l.startsWith("Exception in thread"))
+        .toList();
+    if (!uncaught.isEmpty()) {
+      problems.add("threads ended by what they threw: " + uncaught);
+    }
+    HttpTransport.Stats st = a.stats();
+    if (st.internalErrors() != 1 || st.inboundBusy() != 0) {
+      problems.add("at the receiver internal errors " + st.internalErrors() + " (not 1), inbound "
+          + "busy " + st.inboundBusy());
+    }
+    assertEquals(List.of(), problems, "what an Error as an answer's key id was added did");
+  }
+
+  /**
    * Has {@code t} read its requests and messages through exchanges whose
    * {@code sendResponseHeaders} throws an OutOfMemoryError while {@code armed}: its server's
    * contexts are made again, each calling its inbound handling with such an exchange.
    */
   private static void answersThatThrow(HttpTransport t,
       java.util.concurrent.atomic.AtomicBoolean armed) throws ReflectiveOperationException {
+    answersThatThrow(t, armed, null);
+  }
+
+  /**
+   * {@link #answersThatThrow(HttpTransport, java.util.concurrent.atomic.AtomicBoolean)}, the
+   * OutOfMemoryError thrown instead as the answer's header {@code header} is added, if not null.
+   */
+  private static void answersThatThrow(HttpTransport t,
+      java.util.concurrent.atomic.AtomicBoolean armed, String header)
+      throws ReflectiveOperationException {
     java.lang.reflect.Field field = HttpTransport.class.getDeclaredField("server");
     field.setAccessible(true);
     HttpServer server = (HttpServer) field.get(t);
@@ -1077,7 +1150,8 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
       server.removeContext(path);
       server.createContext(path, ex -> {
         try {
-          inbound.invoke(t, new AnswerThatThrows(ex, armed), path.equals(HttpTransport.REQUEST_PATH));
+          inbound.invoke(t, new AnswerThatThrows(ex, armed, header),
+              path.equals(HttpTransport.REQUEST_PATH));
         } catch (java.lang.reflect.InvocationTargetException e) {
           if (e.getCause() instanceof Error err) {
             throw err; // as the handler itself would have thrown it
@@ -1090,20 +1164,25 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     }
   }
 
-  /** An exchange whose {@code sendResponseHeaders} throws an OutOfMemoryError while armed. */
+  /**
+   * An exchange whose {@code sendResponseHeaders} throws an OutOfMemoryError while armed; or,
+   * given a header's name, whose response headers throw it as that header is added.
+   */
   private static final class AnswerThatThrows extends com.sun.net.httpserver.HttpExchange {
     private final com.sun.net.httpserver.HttpExchange ex;
     private final java.util.concurrent.atomic.AtomicBoolean armed;
+    private final String header;
 
     AnswerThatThrows(com.sun.net.httpserver.HttpExchange ex,
-        java.util.concurrent.atomic.AtomicBoolean armed) {
+        java.util.concurrent.atomic.AtomicBoolean armed, String header) {
       this.ex = ex;
       this.armed = armed;
+      this.header = header;
     }
 
     @Override
     public void sendResponseHeaders(int rCode, long responseLength) throws java.io.IOException {
-      if (armed.get()) {
+      if (armed.get() && header == null) {
         throw new OutOfMemoryError("Java heap space");
       }
       ex.sendResponseHeaders(rCode, responseLength);
@@ -1116,7 +1195,19 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
 
     @Override
     public com.sun.net.httpserver.Headers getResponseHeaders() {
-      return ex.getResponseHeaders();
+      if (header == null) {
+        return ex.getResponseHeaders();
+      }
+      com.sun.net.httpserver.Headers real = ex.getResponseHeaders();
+      return new com.sun.net.httpserver.Headers() { // the transport only adds to them
+        @Override
+        public void add(String key, String value) {
+          if (armed.get() && header.equalsIgnoreCase(key)) {
+            throw new OutOfMemoryError("Java heap space");
+          }
+          real.add(key, value);
+        }
+      };
     }
 
     @Override
