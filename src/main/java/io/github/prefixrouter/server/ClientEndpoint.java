@@ -1815,7 +1815,8 @@ final class ClientEndpoint {
   /**
    * Requests answered 500 (their stream's {@code internal} error event, after its first event),
    * or whose connection was closed, for a failure of the endpoint's own: a handler, a write, a
-   * tokenization's timeout or a stream that threw, an answer no writer thread could take.
+   * tokenization's timeout or a stream that threw, an answer no writer thread could take; and
+   * streams whose writer could not hand their rest to another writer thread, and wrote it on.
    */
   long internalErrors() {
     return ownFailures.count();

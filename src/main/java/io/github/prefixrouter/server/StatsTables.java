@@ -656,8 +656,9 @@ final class StatsTables {
           "Client requests answered 500 (or, once their stream had begun, its internal error "
               + "event), or whose connection was closed, for a failure of the endpoint's own: "
               + "something thrown as it handled a request, set its tokenization's timeout, or "
-              + "wrote an answer or a stream, or an answer no writer thread could take (logged, "
-              + "at most 10 lines a minute).",
+              + "wrote an answer or a stream, or an answer no writer thread could take; and "
+              + "streams whose writer could not hand their rest to another writer thread, and "
+              + "wrote it on itself (logged, at most 10 lines a minute).",
           ClientStats::internalErrors)
       .build();
 

@@ -87,7 +87,8 @@ final class StreamedAnswer implements OutputListener {
   interface OwnFailure {
     /**
      * Reports that {@code e} was thrown, the answer ending with the internal error or its
-     * connection closed.
+     * connection closed; or, thrown by the writers' executor as a writer handed the rest of the
+     * answer on, that writer writing it on itself.
      *
      * @param message the line to log, with one {@code {}} for {@code arg}
      */
@@ -264,7 +265,8 @@ final class StreamedAnswer implements OutputListener {
   /**
    * @param ownFailure reports what this answer's own failures threw: a render, a read of the
    *     request's answer or a send that threw (but for a client gone), or no writer that could
-   *     take the answer, the stream then ended with the internal error or its connection closed
+   *     take the answer, the stream then ended with the internal error or its connection closed;
+   *     or no other writer that could take the rest of the answer, its writer writing it on
    * @param clock and the others as above
    */
   StreamedAnswer(HttpExchange ex, String id, Executor writers, IoDeadline deadline, Format format,
@@ -471,8 +473,10 @@ final class StreamedAnswer implements OutputListener {
       } catch (RejectedExecutionException stopping) {
         // the endpoint is stopping: its writers finish what they were given; go on here
       } catch (Throwable e) { // the writers cannot take it (an Error: a thread they cannot
-        // start): this writer goes on with it
-        logFailure(e, "no other writer thread could take the answer of {}; writing it on", id);
+        // start): this writer goes on with it. Reported as the answer's other failures are,
+        // counted and its lines bounded: logged here every time, it filled the log
+        ownFailure.failed(e, "no other writer thread could take the answer of {}; writing it on",
+            id);
       }
     }
   }

@@ -317,4 +317,45 @@ class StreamedAnswerTest {
     assertEquals(2, events.size(), "the batch queued while writing: " + events);
     assertEquals("b", ((Map<?, ?>) events.get(1)).get("text"), events.toString());
   }
+
+  /**
+   * A writer that cannot hand the rest of a stream to another writer (their executor throws an
+   * {@link Error}: a thread it cannot start) reports it to the answer's {@code OwnFailure},
+   * once, as the answer's other failures are, so that the endpoint counts it
+   * ({@code client.internal_errors}) and bounds its log lines; it writes the rest on. It was
+   * logged at ERROR with its stack trace on its own, every time, counted nowhere: a pool that
+   * cannot start a thread for a while filled the log.
+   */
+  @Test
+  void aWriterThatCannotHandTheRestOnReportsItAsTheAnswersOwnFailure() throws Exception {
+    java.util.concurrent.atomic.AtomicInteger calls = new java.util.concurrent.atomic.AtomicInteger();
+    InternalError thrown = new InternalError("a thread that cannot start");
+    List<Throwable> reported = new ArrayList<>();
+    StreamedAnswer[] stream = new StreamedAnswer[1];
+    ByteArrayOutputStream body = new ByteArrayOutputStream() {
+      @Override
+      public void flush() {
+        if (calls.get() == 1) {
+          stream[0].onOutput(new int[] {2}, "b"); // queued while the first batch is written
+        }
+      }
+    };
+    when(ex.getResponseHeaders()).thenReturn(headers);
+    when(ex.getResponseBody()).thenReturn(body);
+    stream[0] = new StreamedAnswer(ex, "q1", task -> {
+      if (calls.incrementAndGet() > 1) {
+        throw thrown;
+      }
+      task.run();
+    }, new IoDeadline(timer, Duration.ofSeconds(5), () -> { }),
+        new StreamedAnswer.RouteFormat("q1"), (e, failure) -> statusAnswers.add(failure),
+        finishedCalls::add, () -> { }, System::nanoTime,
+        (e, message, arg) -> reported.add(e));
+    assertDoesNotThrow(() -> stream[0].onOutput(new int[] {1}, "a"),
+        "the writers' Error escaped the writer");
+    assertEquals(List.of(thrown), reported,
+        "the writers' Error not reported to the answer's OwnFailure, which counts it");
+    List<Object> events = Sse.parse(body.toString(StandardCharsets.UTF_8));
+    assertEquals(2, events.size(), "the batch queued while writing: " + events);
+  }
 }
