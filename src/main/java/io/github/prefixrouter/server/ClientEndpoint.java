@@ -1073,9 +1073,10 @@ final class ClientEndpoint {
    * once for token ids; else when the tokenizer's future completes, bounded by the I/O timeout
    * (then with a {@link TokenizeTimeoutException}, and the tokenizer's future is cancelled) and
    * by {@link #stop} (an {@link EndpointStoppingException}). If that bound cannot be set (the
-   * timer throws, an {@link Error} too: a thread it cannot start), the tokenizer's future is
-   * cancelled and {@code then} called at once with an {@link EndpointFailure}: answered 500,
-   * the slot given back.
+   * timer throws, an {@link Error} too: a thread it cannot start), or anything else is thrown as
+   * the tokenization is awaited (an {@link Error}: the heap running out as it is tracked), the
+   * tokenizer's future is cancelled and {@code then} called at once with an
+   * {@link EndpointFailure}, unless it was called already: answered 500, the slot given back.
    */
   private void tokenize(OpenAiRequest req, String requestId,
       java.util.function.BiConsumer<PromptTokenizer.Tokenized, Throwable> then) {
@@ -1098,57 +1099,77 @@ final class ClientEndpoint {
       }
       call = CompletableFuture.failedFuture(e);
     }
-    if (call.isDone()) {
-      call.whenComplete(then);
-      return;
-    }
-    CompletableFuture<PromptTokenizer.Tokenized> bounded = new CompletableFuture<>();
+    // then is called once, whatever is thrown from here on
+    AtomicBoolean called = new AtomicBoolean();
+    java.util.function.BiConsumer<PromptTokenizer.Tokenized, Throwable> once = (t, e) -> {
+      if (called.compareAndSet(false, true)) {
+        then.accept(t, e);
+      }
+    };
     CompletableFuture<PromptTokenizer.Tokenized> tokens = call;
-    ScheduledFuture<?> timeout = null;
-    AtomicBoolean timedOut = new AtomicBoolean();
+    CompletableFuture<PromptTokenizer.Tokenized> bounded = new CompletableFuture<>();
     try {
-      timeout = timer.schedule(() -> {
-        if (!bounded.isDone() && timedOut.compareAndSet(false, true)) {
-          // cancelled before the client is answered, so that a client that sees the 504 never
-          // finds the tokenization still running
-          tokens.cancel(true);
-          bounded.completeExceptionally(new TokenizeTimeoutException(ioTimeout));
+      if (tokens.isDone()) {
+        tokens.whenComplete(once);
+        return;
+      }
+      ScheduledFuture<?> timeout = null;
+      AtomicBoolean timedOut = new AtomicBoolean();
+      try {
+        timeout = timer.schedule(() -> {
+          if (!bounded.isDone() && timedOut.compareAndSet(false, true)) {
+            // cancelled before the client is answered, so that a client that sees the 504
+            // never finds the tokenization still running
+            tokens.cancel(true);
+            bounded.completeExceptionally(new TokenizeTimeoutException(ioTimeout));
+          }
+        }, ioTimeout.toNanos(), TimeUnit.NANOSECONDS);
+      } catch (RejectedExecutionException stopped) {
+        bounded.completeExceptionally(new EndpointStoppingException());
+      } catch (Throwable e) { // an Error too (a timer thread that cannot start): this endpoint's
+        // own failure, answered 500 through then, so that the slot is given back; the call,
+        // which nothing would bound, is cancelled
+        failedHere(e, "cannot set the tokenization's timeout of client request {}", requestId);
+        tokens.cancel(true);
+        bounded.completeExceptionally(new EndpointFailure(e));
+      }
+      ScheduledFuture<?> expiry = timeout;
+      bounded.whenComplete((t, e) -> {
+        tokenizing.remove(bounded);
+        if (expiry != null) {
+          expiry.cancel(false);
         }
-      }, ioTimeout.toNanos(), TimeUnit.NANOSECONDS);
-    } catch (RejectedExecutionException stopped) {
-      bounded.completeExceptionally(new EndpointStoppingException());
-    } catch (Throwable e) { // an Error too (a timer thread that cannot start): this endpoint's
-      // own failure, answered 500 through then, so that the slot is given back; the call,
-      // which nothing would bound, is cancelled
-      failedHere(e, "cannot set the tokenization's timeout of client request {}", requestId);
-      tokens.cancel(true);
-      bounded.completeExceptionally(new EndpointFailure(e));
-    }
-    ScheduledFuture<?> expiry = timeout;
-    bounded.whenComplete((t, e) -> {
-      tokenizing.remove(bounded);
-      if (expiry != null) {
-        expiry.cancel(false);
+      });
+      bounded.whenComplete(once);
+      tokens.whenComplete((t, e) -> {
+        if (timedOut.get()) {
+          return; // cancelled by the timeout, which answers
+        }
+        if (e == null) {
+          bounded.complete(t);
+        } else {
+          bounded.completeExceptionally(e);
+        }
+      });
+      // seen by stop() only once it is wholly set up, so that stop() gets it answered
+      tokenizing.add(bounded);
+      if (bounded.isDone()) {
+        tokenizing.remove(bounded); // it completed before it was added
       }
-    });
-    bounded.whenComplete(then);
-    call.whenComplete((t, e) -> {
-      if (timedOut.get()) {
-        return; // cancelled by the timeout, which answers
+      if (stopping) { // stop() may have looked at the tokenizations before this one was added
+        bounded.completeExceptionally(new EndpointStoppingException());
       }
-      if (e == null) {
-        bounded.complete(t);
-      } else {
-        bounded.completeExceptionally(e);
+    } catch (Throwable e) { // an Error too (the heap running out as the tokenization is
+      // tracked): thrown on, it reached the handler's guard, which answered 500 with the slot
+      // held and the call running, whose end then answered again or submitted the request.
+      // Unless then was called already (the request is answered that way), a 500 through then
+      if (called.compareAndSet(false, true)) {
+        failedHere(e, "cannot await the tokenization of client request {}", requestId);
+        tokens.cancel(true);
+        EndpointFailure failure = new EndpointFailure(e);
+        bounded.completeExceptionally(failure); // its timeout cancelled, if it was set
+        then.accept(null, failure);
       }
-    });
-    // seen by stop() only once it is wholly set up, so that stop() gets it answered
-    tokenizing.add(bounded);
-    if (bounded.isDone()) {
-      tokenizing.remove(bounded); // it completed before it was added
-    }
-    if (stopping) { // stop() may have looked at the tokenizations before this one was added
-      bounded.completeExceptionally(new EndpointStoppingException());
     }
   }
 

@@ -581,6 +581,59 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
     assertEquals(2L, internalErrors(), "the 500s, in internal_errors");
   }
 
+  /**
+   * An {@link Error} thrown as a tokenization under way is tracked, after the request took its
+   * in-flight slot (here the set of tokenizations under way cannot take it: the heap runs out),
+   * is a 500 {@code internal}, whole and streamed, text and chat, answered once: the slot is
+   * given back at once, the tokenizer's call cancelled, and nothing is submitted when it would
+   * have completed. It escaped to the handler's guard, which answered 500 with the call still
+   * running and the slot held: at the endpoint's timeout the request was answered a second
+   * time, and a call that completed before it had its request submitted to the node, for a
+   * client already answered.
+   */
+  @Test
+  void anErrorAsATokenizationIsTrackedIsA500AnsweredOnce() throws Exception {
+    start();
+    tokenizer.mode = FakeTokenizer.Mode.NEVER;
+    java.util.Set<Object> full = new java.util.concurrent.CopyOnWriteArraySet<>() {
+      private static final long serialVersionUID = 1L;
+
+      @Override
+      public boolean add(Object o) {
+        throw new OutOfMemoryError("Java heap space");
+      }
+    };
+    Object tokenizing = swapField("tokenizing", full);
+    try {
+      List<String[]> sends = List.of(
+          new String[] {ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}"},
+          new String[] {ClientEndpoint.OPENAI_CHAT,
+              "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}"});
+      for (int i = 0; i < sends.size(); i++) {
+        String[] s = sends.get(i);
+        String what = "a tokenization that cannot be tracked, " + s[0] + " " + s[1];
+        HttpResponse<String> resp = answer(send("POST", s[0], s[1]), what);
+        assertEquals(500, resp.statusCode(), what + ": " + resp.body());
+        assertEquals(OPENAI_INTERNAL, json(resp.body()), what);
+        CompletableFuture<PromptTokenizer.Tokenized> call = tokenizer.calls.get(i).future();
+        assertTrue(call.isCancelled(), what + ": the tokenizer's call was left running, the "
+            + "request's slot held (in flight: " + endpoint.inFlight() + ")");
+        assertEquals(0, endpoint.inFlight(), what + ": its in-flight slot held");
+        call.complete(new PromptTokenizer.Tokenized(new int[] {1}, -1));
+      }
+    } finally {
+      swapField("tokenizing", tokenizing);
+    }
+    assertTrue(requests.isEmpty(), "submitted for a client answered 500: " + requests);
+    tokenizer.mode = FakeTokenizer.Mode.TOKENS;
+    CompletableFuture<HttpResponse<String>> sent =
+        send("POST", ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}");
+    stub.awaitSubmitted(1);
+    futures.get(0).complete(response(requests.get(0).id()));
+    assertEquals(200, answer(sent, "the answer after").statusCode());
+    assertEquals(2L, internalErrors(), "the 500s, once each, in internal_errors");
+  }
+
   /** Adds to {@code problems} unless a request to the token route is answered 500 internal. */
   private void failsWith500(List<String> problems) {
     try {
