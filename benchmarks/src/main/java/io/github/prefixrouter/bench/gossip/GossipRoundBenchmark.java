@@ -1,6 +1,7 @@
 package io.github.prefixrouter.bench.gossip;
 
 import io.github.prefixrouter.internal.gossip.GossipConfig;
+import io.github.prefixrouter.internal.gossip.GossipCounter;
 import io.github.prefixrouter.internal.gossip.GossipEngine;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -41,6 +42,13 @@ import org.openjdk.jmh.annotations.Warmup;
  *   <li>{@code receiveDigest}: one node handling one SYN of a full digest ({@code members}
  *       entries), as received in that cluster: decoded, each entry compared with the member it
  *       names, and answered with an ACK (encoded, then dropped).
+ *   <li>{@code receiveLargeDigest}: one node of 4,096 members ({@code maxPeers}, the default)
+ *       handling one SYN that lists them all, as {@code receiveDigest} does, with {@code ids}
+ *       {@code ordinary} ({@code node-} and a 19-digit number) or {@code colliding} (12 pairs
+ *       {@code Aa} or {@code BB}: all 4,096 share one {@code String.hashCode}, which a hostile
+ *       peer can have admitted as origins and every node then relays). Both are 24 characters,
+ *       and the SYN and the updates that admitted them are written byte by byte here
+ *       (docs/wire-format.md), so this runs against any core of wire version 3.
  * </ul>
  *
  * <p>Besides JMH's wall-clock time per call, each benchmark counts the CPU time of its own
@@ -168,6 +176,117 @@ public class GossipRoundBenchmark {
     }
   }
 
+  /**
+   * One node ({@code receiver}) whose 4,096 members, all of generation 1 at version 0, were
+   * announced by the first of them in one ACK2, and a SYN from that member listing them all.
+   */
+  @State(Scope.Thread)
+  public static class LargeDigest {
+
+    @Param({"ordinary", "colliding"})
+    public String ids;
+
+    static final int MEMBERS = 4_096;
+
+    GossipEngine node;
+    PeerAddress from;
+    byte[] syn;
+
+    @Setup(Level.Trial)
+    public void admit() {
+      List<String> names = new ArrayList<>(MEMBERS);
+      for (int i = 0; i < MEMBERS; i++) {
+        if (ids.equals("colliding")) {
+          StringBuilder b = new StringBuilder(24);
+          for (int bit = 11; bit >= 0; bit--) {
+            b.append((i >> bit & 1) == 0 ? "Aa" : "BB");
+          }
+          names.add(b.toString());
+        } else if (ids.equals("ordinary")) {
+          names.add(String.format("node-%019d", i));
+        } else {
+          throw new IllegalArgumentException("ids: " + ids);
+        }
+      }
+      SimNet net = new SimNet(42, 0, 0, 0);
+      GossipConfig config = GossipConfig.builder().interval(Duration.ofSeconds(1)).build();
+      if (config.maxPeers() < MEMBERS) {
+        throw new IllegalStateException("maxPeers " + config.maxPeers());
+      }
+      node = new GossipEngine(new PeerAddress("receiver", "sim:receiver"), 1, config,
+          List.of(), net.time, net.time, new SplittableRandom(42), () -> EngineLoad.IDLE,
+          (to, p) -> { });
+      from = new PeerAddress(names.get(0), "sim:0");
+      // ACK2: senderGeneration 1, one update per member with its address, no deltas
+      Wire ack2 = new Wire().u8(0x12).u8(3).varint(1).varint(MEMBERS);
+      String prev = "";
+      for (int i = 0; i < MEMBERS; i++) {
+        String id = names.get(i);
+        ack2.entry(prev, id, i == 0).u8(1).ascii("sim:" + i).varint(0).varint(0);
+        prev = id;
+      }
+      node.onMessage(from, ack2.bytes());
+      if (node.view().peers().size() != MEMBERS) {
+        throw new IllegalStateException(node.view().peers().size() + " members admitted");
+      }
+      node.runRound(); // its digest sorts the members (and builds what the decoder uses)
+      Wire w = new Wire().u8(TYPE_SYN).u8(3).varint(1).varint(1).varint(MEMBERS);
+      prev = "";
+      for (int i = 0; i < MEMBERS; i++) {
+        w.entry(prev, names.get(i), i == 0);
+        prev = names.get(i);
+      }
+      syn = w.bytes();
+      node.onMessage(from, syn);
+      if (node.counter(GossipCounter.MALFORMED_DROPPED) != 0) {
+        throw new IllegalStateException("the SYN written here does not decode");
+      }
+    }
+  }
+
+  /** Writes gossip messages byte by byte (docs/wire-format.md, version 3). */
+  static final class Wire {
+    private final java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+
+    Wire u8(int b) {
+      out.write(b);
+      return this;
+    }
+
+    Wire varint(long v) {
+      while ((v & ~0x7FL) != 0) {
+        out.write((int) (v & 0x7F) | 0x80);
+        v >>>= 7;
+      }
+      out.write((int) v);
+      return this;
+    }
+
+    Wire ascii(String s) {
+      varint(s.length());
+      out.writeBytes(s.getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+      return this;
+    }
+
+    /**
+     * A digest entry (or update header) of {@code id} front-coded against {@code prev}:
+     * generation 1 (+1 against the empty first, +0 after), version 0, heartbeat 1, no load.
+     */
+    Wire entry(String prev, String id, boolean first) {
+      int shared = 0;
+      while (shared < prev.length() && shared < id.length()
+          && prev.charAt(shared) == id.charAt(shared)) {
+        shared++;
+      }
+      return varint(shared).ascii(id.substring(shared)).varint(first ? 2 : 0).varint(0)
+          .varint(1).u8(0);
+    }
+
+    byte[] bytes() {
+      return out.toByteArray();
+    }
+  }
+
   @Benchmark
   public long clusterRound(Cluster c, CpuTime cpu) {
     long t0 = THREADS.getCurrentThreadCpuTime();
@@ -182,5 +301,13 @@ public class GossipRoundBenchmark {
     r.node.onMessage(r.lastSynFrom, r.lastSyn);
     cpu.add(t0);
     return r.lastSyn.length;
+  }
+
+  @Benchmark
+  public long receiveLargeDigest(LargeDigest d, CpuTime cpu) {
+    long t0 = THREADS.getCurrentThreadCpuTime();
+    d.node.onMessage(d.from, d.syn);
+    cpu.add(t0);
+    return d.syn.length;
   }
 }
