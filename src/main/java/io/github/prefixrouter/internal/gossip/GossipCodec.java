@@ -538,15 +538,18 @@ final class GossipCodec {
 
   /**
    * The previous id and generation of a list being decoded (what {@link Prev} is to sizes), with
-   * the id's characters and the hashes of their prefixes kept in arrays: the next id shares a
-   * prefix with it, so its characters and hash are completed from there, and an id {@code
+   * the id's characters and the hash states of their prefixes kept in arrays: the next id shares
+   * a prefix with it, so its characters and hash are completed from there, and an id {@code
    * known} holds is taken from it without building a string.
    */
   private static final class IdReader {
     final IdTable known;
     final byte[] chars = new byte[PeerAddress.MAX_NODE_ID_LENGTH];
-    /** {@code hashes[k]}: {@link String#hashCode} of the first {@code k} characters. */
-    final int[] hashes = new int[PeerAddress.MAX_NODE_ID_LENGTH + 1];
+    /**
+     * {@code states[k]}: {@code known}'s keyed hash state after the first {@code k} characters
+     * ({@link IdTable#next}).
+     */
+    final long[] states = new long[PeerAddress.MAX_NODE_ID_LENGTH + 1];
     String id = "";
     /** {@code id.length()}, without reading the string (a member's, perhaps long untouched). */
     int length;
@@ -554,6 +557,7 @@ final class GossipCodec {
 
     IdReader(IdTable known) {
       this.known = known;
+      states[0] = known.start();
     }
   }
 
@@ -574,7 +578,7 @@ final class GossipCodec {
         throw MalformedMessageException.of(Reason.BAD_CHARACTER, what.nodeId(), c,
             pos + 1 + i, "not printable ASCII");
       }
-      prev.hashes[shared + i + 1] = 31 * prev.hashes[shared + i] + c;
+      prev.states[shared + i + 1] = IdTable.next(prev.states[shared + i], c);
     }
     pos = r.position();
     long gen = saturatedAdd(prev.generation, r.readZigZagLong(what.generation()));
@@ -583,7 +587,7 @@ final class GossipCodec {
           GossipMessage.MAX_COUNTER, pos);
     }
     int length = shared + rest;
-    String id = prev.known.find(prev.chars, length, prev.hashes[length]);
+    String id = prev.known.find(prev.chars, length, prev.states[length]);
     prev.id = id != null ? id
         : new String(prev.chars, 0, length, java.nio.charset.StandardCharsets.US_ASCII);
     prev.length = length;

@@ -433,6 +433,8 @@ public final class GossipEngine {
    * thread): a received id it holds is decoded as the member's own string.
    */
   private volatile IdTable knownIds = IdTable.EMPTY;
+  /** The secret keying {@link #knownIds}' slots (see {@link IdTable}). */
+  private final long knownIdsSeed;
   private final int[] freeSlots;
   private int freeSlotCount;
   private final Member[] bySlot;
@@ -555,9 +557,13 @@ public final class GossipEngine {
     int maxHashesPerDelta = Math.max(1, (config.messageByteCap() - 1_024) / 8 / 2);
     this.summary = new LocalSummary(generation, config.deltaLogMaxHashes(), maxHashesPerDelta);
     // the replica index keys its home slots with a secret drawn from the injected source, so
-    // peers cannot choose fingerprints that crowd one probe cluster (see ReplicaIndex)
+    // peers cannot choose fingerprints that crowd one probe cluster (see ReplicaIndex); the
+    // table of known ids keys its slots with the same secret, so peers cannot choose ids that
+    // fill one run of slots either (see IdTable). One draw: a seeded run draws as before
+    long secret = random.nextLong();
     this.index = new ReplicaIndex(config.maxPeers(), config.maxBlocksPerPeer(),
-        config.maxBlocksTotal(), random.nextLong());
+        config.maxBlocksTotal(), secret);
+    this.knownIdsSeed = secret;
     this.freeSlots = new int[config.maxPeers()];
     for (int i = 0; i < freeSlots.length; i++) {
       freeSlots[i] = freeSlots.length - 1 - i;
@@ -938,6 +944,11 @@ public final class GossipEngine {
   /** Hashes held by all relay logs (a delta without hashes counting as one). */
   long relayHashCount() {
     return readLocked(() -> relayHashes);
+  }
+
+  /** The table the decoder finds known ids in, as of the last digest built. */
+  IdTable knownIds() {
+    return knownIds;
   }
 
   /** Members tracked, tombstones included. */
@@ -1426,7 +1437,7 @@ public final class GossipEngine {
       for (Member m : all) {
         ids.add(m.nodeId);
       }
-      knownIds = new IdTable(ids);
+      knownIds = new IdTable(ids, knownIdsSeed);
     }
     Member[] out = new Member[live];
     int k = 0;

@@ -2,6 +2,7 @@ package io.github.prefixrouter.internal.gossip;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -174,6 +175,39 @@ class HostileInputTest {
     engine.handle(me, new Ack2(1, List.of(update("ghost", 1, 0, 1, 0))));
     assertEquals(before + 1, engine.counter(GossipCounter.REJECTED));
     assertEquals(null, engine.statusOf("ghost"));
+  }
+
+  /**
+   * A peer announces 4,095 origins whose ids share one {@code String.hashCode} (all the room
+   * {@code maxPeers} leaves): in the table the decoder finds known ids in, they do not form one
+   * run of slots, so decoding a digest that lists them reads a few slots per id, not one per
+   * member (4,095 here, about 8 million for the digest). Each is still decoded as the member's
+   * own string.
+   */
+  @Test
+  void collidingNodeIdsDoNotMakeEveryDigestDecodeQuadratic() throws Exception {
+    List<String> ids = IdTableFloodTest.colliding(4_096).subList(0, 4_095);
+    List<Update> updates = new ArrayList<>();
+    List<DigestEntry> digest = new ArrayList<>();
+    for (String id : ids) {
+      updates.add(update(id, 1, 0, 1, 0));
+      digest.add(new DigestEntry(id, 1, 0, 1, 0, 0, false));
+    }
+    // larger than a default cap: a node reads messages up to the largest cap
+    GossipCodec large = new GossipCodec(GossipConfig.MAX_MESSAGE_BYTE_CAP, 4_097);
+    engine.onMessage(liar, large.encode(new Ack2(1, updates)));
+    assertEquals(ids.size() + 1, engine.memberCount()); // and the honest peer
+    engine.runRound(); // its digest sorts the members and builds the table
+    IdTable table = engine.knownIds();
+    assertTrue(table.longestLookup() <= IdTableFloodTest.MAX_LOOKUP,
+        ids.size() + " colliding member ids: a lookup reads up to " + table.longestLookup()
+            + " slots, want at most " + IdTableFloodTest.MAX_LOOKUP);
+    Syn syn = (Syn) large.decode(large.encode(new Syn(1, 1, digest)), table);
+    for (int i = 0; i < ids.size(); i++) {
+      assertSame(IdTableFloodTest.find(table, ids.get(i)), syn.digest().get(i).nodeId(),
+          "entry " + i + " decoded as the member's own string");
+    }
+    engine.checkInvariants();
   }
 
   @Property(tries = 300)

@@ -39,19 +39,30 @@ class KnownIdsTest {
     return s.getBytes(StandardCharsets.US_ASCII);
   }
 
+  static final long SEED = 0x243F_6A88_85A3_08D3L;
+
+  /** The table's keyed hash state after {@code chars[0..length)}, character by character. */
+  static long hashOf(IdTable t, byte[] chars, int length) {
+    long state = t.start();
+    for (int i = 0; i < length; i++) {
+      state = IdTable.next(state, chars[i] & 0xFF);
+    }
+    return state;
+  }
+
   private static String find(IdTable t, String s) {
     byte[] b = ascii(s);
-    return t.find(java.util.Arrays.copyOf(b, 64), b.length, s.hashCode());
+    return t.find(java.util.Arrays.copyOf(b, 64), b.length, hashOf(t, b, b.length));
   }
 
   @Test
   void aHeldIdIsFoundAsTheTablesOwnStringAndNothingElseIsFound() {
     String a = new String("node-1");
     String b = new String("node-10");
-    // "Aa" and "BB" share their hash: both must be told apart by their characters
+    // "Aa" and "BB" share their String.hashCode: both must be told apart by their characters
     String c = new String("Aa");
     String d = new String("BB");
-    IdTable t = new IdTable(List.of(a, b, c, d));
+    IdTable t = new IdTable(List.of(a, b, c, d), SEED);
     assertSame(a, find(t, "node-1"));
     assertSame(b, find(t, "node-10"));
     assertSame(c, find(t, "Aa"));
@@ -59,9 +70,9 @@ class KnownIdsTest {
     assertNull(find(t, "node-"));
     assertNull(find(t, "node-100"));
     assertNull(find(t, "node-2"));
-    assertNull(find(t, "C#")); // "C#" hashes as "Aa" too
+    assertNull(find(t, "C#")); // "C#" has the String.hashCode of "Aa" too
     assertNull(find(IdTable.EMPTY, "node-1"));
-    IdTable twice = new IdTable(List.of(a, new String("node-1"), "node-\u00e9"));
+    IdTable twice = new IdTable(List.of(a, new String("node-1"), "node-\u00e9"), SEED);
     assertSame(a, find(twice, "node-1")); // an id given twice is held once, the first
     assertNull(find(twice, "node-?")); // an id that is not ASCII is never found
     for (int n = 0; n < 300; n++) { // every table size, full of ids sharing their prefix
@@ -69,7 +80,7 @@ class KnownIdsTest {
       for (int i = 0; i < n; i++) {
         ids.add("node-" + i);
       }
-      IdTable big = new IdTable(ids);
+      IdTable big = new IdTable(ids, SEED);
       for (String id : ids) {
         assertSame(id, find(big, id));
       }
@@ -114,7 +125,7 @@ class KnownIdsTest {
         held.add(new String(ids.get(i)));
       }
     }
-    IdTable table = new IdTable(new ArrayList<>(new java.util.LinkedHashSet<>(held)));
+    IdTable table = new IdTable(new ArrayList<>(new java.util.LinkedHashSet<>(held)), SEED);
     GossipMessage plain = codec.decode(bytes);
     GossipMessage known = codec.decode(bytes, table);
     assertArrayEquals(bytes, codec.encode(known));
@@ -141,7 +152,7 @@ class KnownIdsTest {
     }
     Set<String> held = new HashSet<>(idsOf(m));
     held.add("node-1");
-    IdTable table = new IdTable(new ArrayList<>(held));
+    IdTable table = new IdTable(new ArrayList<>(held), SEED);
     String plain = outcome(() -> codec.decode(mutated));
     String known = outcome(() -> codec.decode(mutated, table));
     assertEquals(plain, known);
