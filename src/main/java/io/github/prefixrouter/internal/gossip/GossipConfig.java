@@ -51,6 +51,16 @@ public final class GossipConfig {
   public static final int MAX_MESSAGE_BYTE_CAP = 16 << 20;
   private final int messageByteCap;
   private final int snapshotBytesPerExchange;
+  /**
+   * The default {@code snapshotChunksPerExchange}: 48, three quarters of the HTTP transport's
+   * default window of 64 messages outstanding to a peer ({@code maxInFlightPerPeer}), beyond
+   * which it drops a message. The other 16 leave room for the ACK or ACK2 the chunks go with,
+   * this node's other gossip to that peer (its own SYN, or the answer to an exchange the peer
+   * began; requests may not take the transport's last 4 slots, which keeps room for these) and
+   * forwards in flight to it.
+   */
+  public static final int DEFAULT_SNAPSHOT_CHUNKS_PER_EXCHANGE = 48;
+  private final int snapshotChunksPerExchange;
   private final int highWatermark;
   private final int lowWatermark;
   private final double rttSmoothing;
@@ -97,6 +107,8 @@ public final class GossipConfig {
         MAX_MESSAGE_BYTE_CAP);
     snapshotBytesPerExchange =
         range("snapshotBytesPerExchange", b.snapshotBytesPerExchange, messageByteCap, 1 << 30);
+    snapshotChunksPerExchange = range("snapshotChunksPerExchange", b.snapshotChunksPerExchange,
+        1, Integer.MAX_VALUE);
     highWatermark = range("highWatermark", b.highWatermark, 1, Integer.MAX_VALUE);
     lowWatermark = range("lowWatermark", b.lowWatermark, 0, Integer.MAX_VALUE);
     if (lowWatermark >= highWatermark) {
@@ -200,9 +212,23 @@ public final class GossipConfig {
     return messageByteCap;
   }
 
-  /** Most snapshot bytes sent in answer to one exchange. Default 1 MiB. */
+  /**
+   * Most snapshot bytes sent in answer to one exchange. Default 1 MiB. The snapshot cache holds
+   * 4 times this (see docs/gossip.md, "Memory bounds and drop policy").
+   */
   public int snapshotBytesPerExchange() {
     return snapshotBytesPerExchange;
+  }
+
+  /**
+   * Most snapshot chunks, each one transport message, sent in answer to one exchange, whatever
+   * their bytes. Default {@value #DEFAULT_SNAPSHOT_CHUNKS_PER_EXCHANGE}, so that one exchange's
+   * chunks fit the HTTP transport's window to a peer: at a small {@code messageByteCap}
+   * {@code snapshotBytesPerExchange} alone let an exchange send about a thousand 1 KiB chunks,
+   * of which the transport dropped all but 64.
+   */
+  public int snapshotChunksPerExchange() {
+    return snapshotChunksPerExchange;
   }
 
   /** Engine queue depth at or above which this node advertises overload. Default 64. */
@@ -292,6 +318,7 @@ public final class GossipConfig {
     private long relayLogMaxHashesTotal = 1_048_576;
     private int messageByteCap = 65_536;
     private int snapshotBytesPerExchange = 1 << 20;
+    private int snapshotChunksPerExchange = DEFAULT_SNAPSHOT_CHUNKS_PER_EXCHANGE;
     private int highWatermark = 64;
     private int lowWatermark = 32;
     private double rttSmoothing = 0.2;
@@ -315,6 +342,7 @@ public final class GossipConfig {
     public Builder relayLogMaxHashesTotal(long v) { relayLogMaxHashesTotal = v; return this; }
     public Builder messageByteCap(int v) { messageByteCap = v; return this; }
     public Builder snapshotBytesPerExchange(int v) { snapshotBytesPerExchange = v; return this; }
+    public Builder snapshotChunksPerExchange(int v) { snapshotChunksPerExchange = v; return this; }
     public Builder highWatermark(int v) { highWatermark = v; return this; }
     public Builder lowWatermark(int v) { lowWatermark = v; return this; }
     public Builder rttSmoothing(double v) { rttSmoothing = v; return this; }

@@ -369,17 +369,26 @@ public final class GossipEngine {
   private static final int SNAPSHOT_CACHE_IN_USE_FACTOR = 4;
 
   /**
-   * What one exchange may still send in snapshot chunks ({@code snapshotBytesPerExchange} at
-   * first). Once a chunk did not fit ({@code full}), no further snapshot is encoded for the
-   * exchange (cached ones may still send chunks that fit), so the snapshot work of an exchange
-   * is bounded by the bytes it sends plus one snapshot, whatever the message asked for.
+   * What one exchange may still send in snapshot chunks: {@code snapshotBytesPerExchange} bytes
+   * and {@code snapshotChunksPerExchange} chunks at first. Once a chunk did not fit in the bytes
+   * left, or no chunk is left ({@code full}), no further snapshot is encoded for the exchange
+   * (cached ones may still send chunks that fit), so the snapshot work of an exchange is bounded
+   * by the bytes it sends plus one snapshot, whatever the message asked for.
    */
   private static final class SnapshotBudget {
     int bytes;
+    int chunks;
     boolean full;
 
-    SnapshotBudget(int bytes) {
+    SnapshotBudget(int bytes, int chunks) {
       this.bytes = bytes;
+      this.chunks = chunks;
+    }
+
+    /** The budget of a new exchange. */
+    static SnapshotBudget of(GossipConfig config) {
+      return new SnapshotBudget(config.snapshotBytesPerExchange(),
+          config.snapshotChunksPerExchange());
     }
   }
 
@@ -1581,7 +1590,7 @@ public final class GossipEngine {
     List<Update> updates = new ArrayList<>();
     List<Request> requests = new ArrayList<>();
     List<Outgoing> chunks = new ArrayList<>();
-    SnapshotBudget snapshotBudget = new SnapshotBudget(config.snapshotBytesPerExchange());
+    SnapshotBudget snapshotBudget = SnapshotBudget.of(config);
     int budget = config.messageByteCap() - 64;
     long stamp = ++synStamp;
     boolean selfSeen = false;
@@ -1692,7 +1701,7 @@ public final class GossipEngine {
     // not know; its next digest lists it, at version 0, and gets the snapshot then
     SnapshotBudget unlisted = snapshotBudget;
     if (mayLeaveOriginsOut(syn)) {
-      unlisted = new SnapshotBudget(0);
+      unlisted = new SnapshotBudget(0, 0);
       unlisted.full = true;
     }
     if (!selfSeen) {
@@ -1801,7 +1810,7 @@ public final class GossipEngine {
     }
     List<Update> updates = new ArrayList<>();
     List<Outgoing> chunks = new ArrayList<>();
-    SnapshotBudget snapshotBudget = new SnapshotBudget(config.snapshotBytesPerExchange());
+    SnapshotBudget snapshotBudget = SnapshotBudget.of(config);
     int budget = config.messageByteCap() - 32;
     // an origin requested twice is served once (the first request wins, as in a digest):
     // serving every repeat cost the work of finding its deltas again each time
@@ -2290,11 +2299,14 @@ public final class GossipEngine {
     for (int i = 0; i < n; i++) {
       int k = (start + i) % n;
       byte[] chunk = all.get(k);
-      if (chunk.length > snapshotBudget.bytes) {
+      if (chunk.length > snapshotBudget.bytes || snapshotBudget.chunks == 0) {
         snapshotBudget.full = true;
         break;
       }
       snapshotBudget.bytes -= chunk.length;
+      if (--snapshotBudget.chunks == 0) {
+        snapshotBudget.full = true; // no chunk of another snapshot can go
+      }
       if (tracked) {
         c.queued(to.nodeId(), k);
       }

@@ -42,7 +42,14 @@ final class GossipPeerView implements PeerView {
 
   /**
    * The gossip settings a router configuration implies. An exchange sends at most 1 MiB of
-   * snapshot chunks, or one chunk when {@code gossipMessageBytes} is larger.
+   * snapshot chunks, or one chunk when {@code gossipMessageBytes} is larger, and at most
+   * {@value GossipConfig#DEFAULT_SNAPSHOT_CHUNKS_PER_EXCHANGE} chunks (the gossip default),
+   * whatever their size, so that one exchange's chunks fit the HTTP transport's window of 64
+   * messages outstanding to a peer: at 1 KiB the bytes alone let an exchange hand it about a
+   * thousand chunks, all but 64 of which it dropped. Chunks of a full message meet the count
+   * first below 1 MiB / 48 (about 21 KiB) and the bytes first above; the snapshot cache keeps
+   * its bound of 4 times the bytes (4 MiB up to 1 MiB messages), so a snapshot larger than one
+   * exchange is still encoded once and sent over several.
    */
   static GossipConfig gossipConfig(RouterConfig c) {
     Duration forget = c.peerDeadAfter().multipliedBy(4);

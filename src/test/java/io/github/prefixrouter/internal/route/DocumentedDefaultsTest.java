@@ -102,6 +102,7 @@ class DocumentedDefaultsTest {
         List.of(g.relayLogMaxHashesPerOrigin(), g.relayLogMaxHashesTotal()));
     expected.put("messageByteCap", List.of(g.messageByteCap()));
     expected.put("snapshotBytesPerExchange", List.of(g.snapshotBytesPerExchange()));
+    expected.put("snapshotChunksPerExchange", List.of(g.snapshotChunksPerExchange()));
     expected.put("highWatermark / lowWatermark", List.of(g.highWatermark(), g.lowWatermark()));
     expected.put("rttSmoothing", List.of(g.rttSmoothing()));
     expected.put("maxGenerationJump / maxSequenceJump",

@@ -72,7 +72,10 @@ class GossipMessageBytesTest {
     GossipConfig small = GossipPeerView.gossipConfig(
         RouterConfig.builder().gossipMessageBytes(1_024).build());
     assertEquals(1_024, small.messageByteCap());
-    assertEquals(1 << 20, small.snapshotBytesPerExchange());
+    assertEquals(1 << 20, small.snapshotBytesPerExchange(), "the snapshot cache holds 4 times it");
+    // and at most 48 chunks an exchange, within the HTTP transport's window of 64 to a peer
+    assertEquals(48, small.snapshotChunksPerExchange());
+    assertEquals(48, d.snapshotChunksPerExchange());
     // above 1 MiB, an exchange sends one chunk
     GossipConfig big = GossipPeerView.gossipConfig(
         RouterConfig.builder().gossipMessageBytes(16 << 20).build());

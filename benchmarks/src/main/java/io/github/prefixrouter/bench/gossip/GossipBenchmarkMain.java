@@ -468,7 +468,8 @@ public final class GossipBenchmarkMain {
   /**
    * A gossip configuration of 1 s rounds and {@code fanout} with messages of up to
    * {@code messageBytes}, sending per exchange at most 1 MiB of snapshot chunks or one chunk
-   * when the cap is larger, as a node does with {@code RouterConfig.gossipMessageBytes}.
+   * when the cap is larger, and at most 48 chunks (the default), as a node does with
+   * {@code RouterConfig.gossipMessageBytes}.
    */
   static GossipConfig.Builder config(int fanout, int messageBytes) {
     return GossipConfig.builder().interval(Duration.ofSeconds(1)).fanout(fanout)
@@ -485,7 +486,7 @@ public final class GossipBenchmarkMain {
     // the same protocol answering every lagging peer with full snapshots instead of deltas; no
     // per-exchange snapshot cap, so that it keeps the delta protocol's freshness
     GossipConfig snapshotConfig = config(fanout, cap).fullSnapshotsOnly(true)
-        .snapshotBytesPerExchange(1 << 30)
+        .snapshotBytesPerExchange(1 << 30).snapshotChunksPerExchange(Integer.MAX_VALUE)
         .maxBlocksTotal(GossipConfig.MAX_BLOCKS_TOTAL).build();
     SimNet net = new SimNet(seed, delayNanos, delayNanos / 2, 0);
     List<PeerAddress> addrs = new ArrayList<>();
