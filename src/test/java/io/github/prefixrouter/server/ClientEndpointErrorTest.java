@@ -140,6 +140,42 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
     };
   }
 
+  /** A text request whole and a chat request streamed, both on OpenAI's paths: both tokenized. */
+  private static final List<String[]> TOKENIZED = List.of(
+      new String[] {ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}"},
+      new String[] {ClientEndpoint.OPENAI_CHAT,
+          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}"});
+
+  /** A set that cannot take an element: the heap runs out as one is added. */
+  private static java.util.Set<Object> full() {
+    return new java.util.concurrent.CopyOnWriteArraySet<>() {
+      private static final long serialVersionUID = 1L;
+
+      @Override
+      public boolean add(Object o) {
+        throw new OutOfMemoryError("Java heap space");
+      }
+    };
+  }
+
+  /** Asserts that {@code resp} is the 500 of the endpoint's own failure in {@code path}'s shape. */
+  private static void assertInternal(String path, HttpResponse<String> resp, String what) {
+    assertEquals(500, resp.statusCode(), what + ": " + resp.body());
+    assertEquals(path.equals(ClientEndpoint.COMPLETIONS) ? INTERNAL : OPENAI_INTERNAL,
+        json(resp.body()), what);
+  }
+
+  /**
+   * Sends {@code body} to {@code path}, the {@code n}th request the node is given, and asserts
+   * that it is answered 200 once the node answers it.
+   */
+  private void assertAnsweredAfter(String path, String body, int n) throws InterruptedException {
+    CompletableFuture<HttpResponse<String>> sent = send("POST", path, body);
+    stub.awaitSubmitted(n);
+    futures.get(n - 1).complete(response(requests.get(n - 1).id()));
+    assertEquals(200, answer(sent, "the answer after").statusCode());
+  }
+
   /**
    * An {@link Error} thrown by the handler itself (here the node's id and stats, read as a
    * request is parsed, and for {@code /v1/stats} and {@code /metrics}) is a 500 in the path's
@@ -246,18 +282,11 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
           doThrow(new AssertionError("an answer that breaks")).when(bad).decision();
           futures.get(n - 1).complete(bad);
         }
-        HttpResponse<String> resp = answer(sent, what);
-        assertEquals(500, resp.statusCode(), what + ": " + resp.body());
-        assertEquals(path.equals(ClientEndpoint.COMPLETIONS) ? INTERNAL : OPENAI_INTERNAL,
-            json(resp.body()), what);
+        assertInternal(path, answer(sent, what), what);
         assertAllGivenBack(what);
       }
     }
-    CompletableFuture<HttpResponse<String>> sent =
-        send("POST", ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}");
-    stub.awaitSubmitted(++n);
-    futures.get(n - 1).complete(response(requests.get(n - 1).id()));
-    assertEquals(200, answer(sent, "the answer after").statusCode());
+    assertAnsweredAfter(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}", ++n);
     assertEquals(4L, internalErrors(), "the 500s of writes that threw, in internal_errors");
   }
 
@@ -371,11 +400,7 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
       swapField("executor", writers);
       noThread.shutdownNow();
     }
-    CompletableFuture<HttpResponse<String>> sent =
-        send("POST", ClientEndpoint.COMPLETIONS, "{\"prompt\":[1]}");
-    stub.awaitSubmitted(2);
-    futures.get(1).complete(response(requests.get(1).id()));
-    assertEquals(200, answer(sent, "the answer after").statusCode());
+    assertAnsweredAfter(ClientEndpoint.COMPLETIONS, "{\"prompt\":[1]}", 2);
     assertEquals(1L, internalErrors(), "the connection closed, in internal_errors");
   }
 
@@ -399,16 +424,10 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
     };
     Object timer = swapField("timer", noThread);
     try {
-      List<String[]> sends = List.of(
-          new String[] {ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}"},
-          new String[] {ClientEndpoint.OPENAI_CHAT,
-              "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}"});
-      for (int i = 0; i < sends.size(); i++) {
-        String[] s = sends.get(i);
+      for (int i = 0; i < TOKENIZED.size(); i++) {
+        String[] s = TOKENIZED.get(i);
         String what = "a tokenization whose timeout cannot be set, " + s[0] + " " + s[1];
-        HttpResponse<String> resp = answer(send("POST", s[0], s[1]), what);
-        assertEquals(500, resp.statusCode(), what + ": " + resp.body());
-        assertEquals(OPENAI_INTERNAL, json(resp.body()), what);
+        assertInternal(s[0], answer(send("POST", s[0], s[1]), what), what);
         assertAllGivenBack(what);
         assertTrue(tokenizer.calls.get(i).future().isCancelled(),
             what + ": the tokenizer's call, which nothing bounds, was left running");
@@ -419,11 +438,7 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
     }
     assertTrue(requests.isEmpty());
     tokenizer.mode = FakeTokenizer.Mode.TOKENS;
-    CompletableFuture<HttpResponse<String>> sent =
-        send("POST", ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}");
-    stub.awaitSubmitted(1);
-    futures.get(0).complete(response(requests.get(0).id()));
-    assertEquals(200, answer(sent, "the answer after").statusCode());
+    assertAnsweredAfter(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}", 1);
     assertEquals(2L, internalErrors(), "the 500s, in internal_errors");
   }
 
@@ -547,15 +562,7 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
   void anErrorAsAStreamIsSetUpIsA500AndGivesItsSlotBack() throws Exception {
     start();
     tokenizer.mode = FakeTokenizer.Mode.NEVER;
-    java.util.Set<Object> full = new java.util.concurrent.CopyOnWriteArraySet<>() {
-      private static final long serialVersionUID = 1L;
-
-      @Override
-      public boolean add(Object o) {
-        throw new OutOfMemoryError("Java heap space");
-      }
-    };
-    Object streams = swapField("openStreams", full);
+    Object streams = swapField("openStreams", full());
     try {
       String[][] sends = {
           {ClientEndpoint.COMPLETIONS, "{\"id\":\"q1\",\"prompt\":[1],\"stream\":true}"},
@@ -568,10 +575,7 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
           tokenizer.calls.get(0).future().complete(
               new PromptTokenizer.Tokenized(new int[] {1}, -1));
         }
-        HttpResponse<String> resp = answer(sent, what);
-        assertEquals(500, resp.statusCode(), what + ": " + resp.body());
-        assertEquals(s[0].equals(ClientEndpoint.COMPLETIONS) ? INTERNAL : OPENAI_INTERNAL,
-            json(resp.body()), what);
+        assertInternal(s[0], answer(sent, what), what);
         assertAllGivenBack(what);
       }
     } finally {
@@ -595,26 +599,12 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
   void anErrorAsATokenizationIsTrackedIsA500AnsweredOnce() throws Exception {
     start();
     tokenizer.mode = FakeTokenizer.Mode.NEVER;
-    java.util.Set<Object> full = new java.util.concurrent.CopyOnWriteArraySet<>() {
-      private static final long serialVersionUID = 1L;
-
-      @Override
-      public boolean add(Object o) {
-        throw new OutOfMemoryError("Java heap space");
-      }
-    };
-    Object tokenizing = swapField("tokenizing", full);
+    Object tokenizing = swapField("tokenizing", full());
     try {
-      List<String[]> sends = List.of(
-          new String[] {ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}"},
-          new String[] {ClientEndpoint.OPENAI_CHAT,
-              "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}"});
-      for (int i = 0; i < sends.size(); i++) {
-        String[] s = sends.get(i);
+      for (int i = 0; i < TOKENIZED.size(); i++) {
+        String[] s = TOKENIZED.get(i);
         String what = "a tokenization that cannot be tracked, " + s[0] + " " + s[1];
-        HttpResponse<String> resp = answer(send("POST", s[0], s[1]), what);
-        assertEquals(500, resp.statusCode(), what + ": " + resp.body());
-        assertEquals(OPENAI_INTERNAL, json(resp.body()), what);
+        assertInternal(s[0], answer(send("POST", s[0], s[1]), what), what);
         CompletableFuture<PromptTokenizer.Tokenized> call = tokenizer.calls.get(i).future();
         assertTrue(call.isCancelled(), what + ": the tokenizer's call was left running, the "
             + "request's slot held (in flight: " + endpoint.inFlight() + ")");
@@ -626,11 +616,7 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
     }
     assertTrue(requests.isEmpty(), "submitted for a client answered 500: " + requests);
     tokenizer.mode = FakeTokenizer.Mode.TOKENS;
-    CompletableFuture<HttpResponse<String>> sent =
-        send("POST", ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}");
-    stub.awaitSubmitted(1);
-    futures.get(0).complete(response(requests.get(0).id()));
-    assertEquals(200, answer(sent, "the answer after").statusCode());
+    assertAnsweredAfter(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}", 1);
     assertEquals(2L, internalErrors(), "the 500s, once each, in internal_errors");
   }
 
