@@ -1012,32 +1012,14 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     List<String> problems = new ArrayList<>();
     List<String> lines = io.github.prefixrouter.testing.LoggedLines.logged("", () -> {
       try {
-        CompletableFuture<byte[]> f = b.request(at, "r".getBytes(StandardCharsets.UTF_8),
-            Duration.ofSeconds(60));
-        try {
-          problems.add("request answered "
-              + new String(f.get(5, TimeUnit.SECONDS), StandardCharsets.UTF_8));
-        } catch (ExecutionException e) {
-          // its exchange closed: the sender fails it at once
-        } catch (java.util.concurrent.TimeoutException e) {
-          problems.add("request not ended within 5 s");
-        }
+        requestFailsAtOnce(b, at, "request not ended within 5 s", problems);
         b.send(at, "m".getBytes(StandardCharsets.UTF_8));
         String got = ra.messages.poll(5, TimeUnit.SECONDS);
         if (!("b@" + b.localAddress().address() + ":m").equals(got)) {
           problems.add("message whose 204 threw not delivered (" + got + ")");
         }
         armed.set(false);
-        CompletableFuture<byte[]> after =
-            b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
-        try {
-          String answer = new String(after.get(20, TimeUnit.SECONDS), StandardCharsets.UTF_8);
-          if (!answer.equals("echo b after")) {
-            problems.add("request after answered " + answer);
-          }
-        } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
-          problems.add("request after failed " + e);
-        }
+        requestAfterAnswered(b, at, problems);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         problems.add("interrupted");
@@ -1047,11 +1029,7 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     if (counted.size() != 2 || !counted.stream().allMatch(l -> l.contains(" ERROR "))) {
       problems.add("logged as this node's failures, at ERROR: " + counted);
     }
-    List<String> uncaught = lines.stream().filter(l -> l.startsWith("Exception in thread"))
-        .toList();
-    if (!uncaught.isEmpty()) {
-      problems.add("threads ended by what they threw: " + uncaught);
-    }
+    noThreadEnded(lines, problems);
     HttpTransport.Stats st = a.stats();
     if (st.internalErrors() != 2 || st.inboundBusy() != 0 || st.malformedRejected() != 0) {
       problems.add("at the receiver internal errors " + st.internalErrors() + " (not 2), inbound "
@@ -1080,27 +1058,10 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     List<String> problems = new ArrayList<>();
     List<String> lines = io.github.prefixrouter.testing.LoggedLines.logged("", () -> {
       try {
-        CompletableFuture<byte[]> f = b.request(at, "r".getBytes(StandardCharsets.UTF_8),
-            Duration.ofSeconds(60));
-        try {
-          problems.add("request answered "
-              + new String(f.get(5, TimeUnit.SECONDS), StandardCharsets.UTF_8));
-        } catch (ExecutionException e) {
-          // its exchange closed: the sender fails it at once
-        } catch (java.util.concurrent.TimeoutException e) {
-          problems.add("request not ended within 5 s, its exchange left open");
-        }
+        requestFailsAtOnce(b, at, "request not ended within 5 s, its exchange left open",
+            problems);
         armed.set(false);
-        CompletableFuture<byte[]> after =
-            b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
-        try {
-          String answer = new String(after.get(20, TimeUnit.SECONDS), StandardCharsets.UTF_8);
-          if (!answer.equals("echo b after")) {
-            problems.add("request after answered " + answer);
-          }
-        } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
-          problems.add("request after failed " + e);
-        }
+        requestAfterAnswered(b, at, problems);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         problems.add("interrupted");
@@ -1110,17 +1071,55 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     if (counted.size() != 1 || !counted.get(0).contains(" ERROR ")) {
       problems.add("logged as this node's failure, at ERROR: " + counted);
     }
-    List<String> uncaught = lines.stream().filter(l -> l.startsWith("Exception in thread"))
-        .toList();
-    if (!uncaught.isEmpty()) {
-      problems.add("threads ended by what they threw: " + uncaught);
-    }
+    noThreadEnded(lines, problems);
     HttpTransport.Stats st = a.stats();
     if (st.internalErrors() != 1 || st.inboundBusy() != 0) {
       problems.add("at the receiver internal errors " + st.internalErrors() + " (not 1), inbound "
           + "busy " + st.inboundBusy());
     }
     assertEquals(List.of(), problems, "what an Error as an answer's key id was added did");
+  }
+
+  /**
+   * Sends a request from {@code b} to {@code at}, whose answer throws as it is written; adds to
+   * {@code problems} unless it fails within 5 s, {@code notEnded} if it does not end.
+   */
+  private static void requestFailsAtOnce(HttpTransport b, PeerAddress at, String notEnded,
+      List<String> problems) throws InterruptedException {
+    CompletableFuture<byte[]> f = b.request(at, "r".getBytes(StandardCharsets.UTF_8),
+        Duration.ofSeconds(60));
+    try {
+      problems.add("request answered "
+          + new String(f.get(5, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+    } catch (ExecutionException e) {
+      // its exchange closed: the sender fails it at once
+    } catch (java.util.concurrent.TimeoutException e) {
+      problems.add(notEnded);
+    }
+  }
+
+  /** Adds to {@code problems} unless a request from {@code b} to {@code at} is answered. */
+  private static void requestAfterAnswered(HttpTransport b, PeerAddress at,
+      List<String> problems) throws InterruptedException {
+    CompletableFuture<byte[]> after =
+        b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
+    try {
+      String answer = new String(after.get(20, TimeUnit.SECONDS), StandardCharsets.UTF_8);
+      if (!answer.equals("echo b after")) {
+        problems.add("request after answered " + answer);
+      }
+    } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+      problems.add("request after failed " + e);
+    }
+  }
+
+  /** Adds to {@code problems} the lines, among {@code lines}, of threads ended by a throw. */
+  private static void noThreadEnded(List<String> lines, List<String> problems) {
+    List<String> uncaught = lines.stream().filter(l -> l.startsWith("Exception in thread"))
+        .toList();
+    if (!uncaught.isEmpty()) {
+      problems.add("threads ended by what they threw: " + uncaught);
+    }
   }
 
   /**
