@@ -32,27 +32,11 @@ class NodeMainRunningCloseTest {
     PrefixRouterNode node = mock(PrefixRouterNode.class);
     when(node.stop(any())).thenReturn(
         CompletableFuture.failedFuture(new IllegalStateException("the transport would not close")));
-    NodeStats stats = mock(NodeStats.class);
-    when(stats.nodeId()).thenReturn("n1");
+    NodeStats stats = statsOfN1(node);
     when(stats.requests()).thenReturn(7L);
-    when(stats.gossip()).thenReturn(mock(GossipStats.class));
-    when(node.stats()).thenReturn(stats);
-    HttpTransport transport = HttpTransport.builder().nodeId("n1").listen("127.0.0.1", 0)
-        .insecureWithoutAuthentication().build();
+    HttpTransport transport = transportOfN1();
     AtomicBoolean schedulerClosed = new AtomicBoolean();
-    Schedulers.ClosableScheduler owned = Schedulers.newSingleThread("close-test");
-    Schedulers.ClosableScheduler scheduler = new Schedulers.ClosableScheduler() {
-      @Override
-      public Cancellable schedule(long delayNanos, Runnable task) {
-        return owned.schedule(delayNanos, task);
-      }
-
-      @Override
-      public void close() {
-        schedulerClosed.set(true);
-        owned.close();
-      }
-    };
+    Schedulers.ClosableScheduler scheduler = noting(schedulerClosed);
     ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 1, Duration.ofSeconds(1));
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     NodeMain.Running r = new NodeMain.Running(node, transport, null, scheduler, null, endpoint,
@@ -63,6 +47,21 @@ class NodeMainRunningCloseTest {
     assertTrue(printed.startsWith("node n1 stopped: requests=7 "), "no stats line: '" + printed + "'");
     assertEquals(1, printed.lines().count(), printed);
     assertTrue(schedulerClosed.get(), "the scheduler was left running");
+  }
+
+  /** Has {@code node}'s stats be those of node n1, with no gossip to tell; returns them. */
+  private static NodeStats statsOfN1(PrefixRouterNode node) {
+    NodeStats stats = mock(NodeStats.class);
+    when(stats.nodeId()).thenReturn("n1");
+    when(stats.gossip()).thenReturn(mock(GossipStats.class));
+    when(node.stats()).thenReturn(stats);
+    return stats;
+  }
+
+  /** The transport of node n1, on a free local port, without authentication. */
+  private static HttpTransport transportOfN1() {
+    return HttpTransport.builder().nodeId("n1").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().build();
   }
 
   /** A scheduler that notes its close. */
@@ -91,12 +90,8 @@ class NodeMainRunningCloseTest {
   void aPartThatFailsToStopLeavesNoOtherRunning() throws Exception {
     PrefixRouterNode node = mock(PrefixRouterNode.class);
     when(node.stop(any())).thenReturn(CompletableFuture.completedFuture(null));
-    NodeStats stats = mock(NodeStats.class);
-    when(stats.nodeId()).thenReturn("n1");
-    when(stats.gossip()).thenReturn(mock(GossipStats.class));
-    when(node.stats()).thenReturn(stats);
-    HttpTransport transport = HttpTransport.builder().nodeId("n1").listen("127.0.0.1", 0)
-        .insecureWithoutAuthentication().build();
+    statsOfN1(node);
+    HttpTransport transport = transportOfN1();
     AtomicBoolean schedulerClosed = new AtomicBoolean();
     AtomicBoolean filesClosed = new AtomicBoolean();
     AtomicBoolean engineClosed = new AtomicBoolean();
@@ -165,12 +160,8 @@ class NodeMainRunningCloseTest {
     } else {
       when(node.stop(any())).thenThrow(new StackOverflowError());
     }
-    NodeStats stats = mock(NodeStats.class);
-    when(stats.nodeId()).thenReturn("n1");
-    when(stats.gossip()).thenReturn(mock(GossipStats.class));
-    when(node.stats()).thenReturn(stats);
-    HttpTransport transport = HttpTransport.builder().nodeId("n1").listen("127.0.0.1", 0)
-        .insecureWithoutAuthentication().build();
+    statsOfN1(node);
+    HttpTransport transport = transportOfN1();
     AtomicBoolean schedulerClosed = new AtomicBoolean();
     AtomicBoolean filesClosed = new AtomicBoolean();
     io.github.prefixrouter.spi.InferenceEngine engine = mock(
