@@ -174,6 +174,36 @@ class StreamedAnswerTest {
         (e, failure) -> statusAnswers.add(failure), finishedCalls::add, () -> { });
   }
 
+  /**
+   * Writers that run the first task given them, there and then, and throw {@code error} for
+   * every later one; {@code calls} counts the tasks given.
+   */
+  private static java.util.concurrent.Executor onlyTheFirst(
+      java.util.concurrent.atomic.AtomicInteger calls, Error error) {
+    return task -> {
+      if (calls.incrementAndGet() > 1) {
+        throw error;
+      }
+      task.run();
+    };
+  }
+
+  /**
+   * A body that, as the first batch is flushed (while {@code calls} is 1), has the piece
+   * {@code "b"} given to {@code stream[0]}: a batch queued while the first is written.
+   */
+  private static ByteArrayOutputStream queuingAsTheFirstIsWritten(
+      java.util.concurrent.atomic.AtomicInteger calls, StreamedAnswer[] stream) {
+    return new ByteArrayOutputStream() {
+      @Override
+      public void flush() {
+        if (calls.get() == 1) {
+          stream[0].onOutput(new int[] {2}, "b"); // queued while the first batch is written
+        }
+      }
+    };
+  }
+
   /** The route's format, but a piece whose text is {@code "boom"} throws {@code error}. */
   private static StreamedAnswer.Format throwingOn(Error error) {
     StreamedAnswer.RouteFormat route = new StreamedAnswer.RouteFormat("q1");
@@ -297,20 +327,9 @@ class StreamedAnswerTest {
   void aWriterThatCannotHandTheRestOnWritesItItself() throws Exception {
     java.util.concurrent.atomic.AtomicInteger calls = new java.util.concurrent.atomic.AtomicInteger();
     StreamedAnswer[] stream = new StreamedAnswer[1];
-    ByteArrayOutputStream body = new ByteArrayOutputStream() {
-      @Override
-      public void flush() {
-        if (calls.get() == 1) {
-          stream[0].onOutput(new int[] {2}, "b"); // queued while the first batch is written
-        }
-      }
-    };
-    stream[0] = routeStream(task -> {
-      if (calls.incrementAndGet() > 1) {
-        throw new InternalError("a thread that cannot start");
-      }
-      task.run();
-    }, new StreamedAnswer.RouteFormat("q1"), body);
+    ByteArrayOutputStream body = queuingAsTheFirstIsWritten(calls, stream);
+    stream[0] = routeStream(onlyTheFirst(calls, new InternalError("a thread that cannot start")),
+        new StreamedAnswer.RouteFormat("q1"), body);
     assertDoesNotThrow(() -> stream[0].onOutput(new int[] {1}, "a"),
         "the writers' Error escaped the writer");
     List<Object> events = Sse.parse(body.toString(StandardCharsets.UTF_8));
@@ -332,22 +351,11 @@ class StreamedAnswerTest {
     InternalError thrown = new InternalError("a thread that cannot start");
     List<Throwable> reported = new ArrayList<>();
     StreamedAnswer[] stream = new StreamedAnswer[1];
-    ByteArrayOutputStream body = new ByteArrayOutputStream() {
-      @Override
-      public void flush() {
-        if (calls.get() == 1) {
-          stream[0].onOutput(new int[] {2}, "b"); // queued while the first batch is written
-        }
-      }
-    };
+    ByteArrayOutputStream body = queuingAsTheFirstIsWritten(calls, stream);
     when(ex.getResponseHeaders()).thenReturn(headers);
     when(ex.getResponseBody()).thenReturn(body);
-    stream[0] = new StreamedAnswer(ex, "q1", task -> {
-      if (calls.incrementAndGet() > 1) {
-        throw thrown;
-      }
-      task.run();
-    }, new IoDeadline(timer, Duration.ofSeconds(5), () -> { }),
+    stream[0] = new StreamedAnswer(ex, "q1", onlyTheFirst(calls, thrown),
+        new IoDeadline(timer, Duration.ofSeconds(5), () -> { }),
         new StreamedAnswer.RouteFormat("q1"), (e, failure) -> statusAnswers.add(failure),
         finishedCalls::add, () -> { }, System::nanoTime,
         (e, message, arg) -> reported.add(e));
