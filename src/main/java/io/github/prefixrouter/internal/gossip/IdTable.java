@@ -31,9 +31,21 @@ import java.util.Collection;
  * carried {@code String.hashCode} before, and a lookup still builds nothing. It is not a
  * cryptographic function: it keeps a peer from aiming ids it chooses without knowing the seed,
  * which the table never reveals. The engine keys its table with the secret of its replica index
- * (one draw from its random source).
+ * (one draw from its random source). Should a peer learn the secret anyway, a lookup still reads
+ * at most {@link #MAX_PROBES} slots: an id with no free slot that near its home is left out, and
+ * the decoder builds its string as for any id the table does not hold (equal to the member's, so
+ * the engine's lookups by it still find the member).
  */
 final class IdTable {
+
+  /**
+   * The most slots a lookup reads: an id whose slot would lie further from its home slot is left
+   * out of the table. Well above the natural maximum (over 10,000 seeds, the longest lookup in a
+   * table at its highest load, half full, was 75 to 76 slots; {@code IdTableFloodTest}), so
+   * ordinary ids never reach it, and low enough that a digest of 4,096 ids reads at most about
+   * half a million slots, where ids aimed at one slot without a bound made it 8 million.
+   */
+  static final int MAX_PROBES = 128;
 
   /** A table that holds no id. */
   static final IdTable EMPTY = new IdTable(java.util.List.of(), 0);
@@ -57,7 +69,8 @@ final class IdTable {
   private final long seed;
 
   /**
-   * @param ids node ids (one that is not ASCII is held but never found)
+   * @param ids node ids (one that is not ASCII is held but never found; one with no free slot
+   *     within {@link #MAX_PROBES} of its home is left out)
    * @param seed the secret keying the slots: drawn from the node's random source, so a peer
    *     cannot choose ids that share a slot
    */
@@ -87,11 +100,14 @@ final class IdTable {
       }
       int hash = finish(state);
       int i = hash & mask;
-      while (this.ids[i] != null && !this.ids[i].equals(id)) {
+      for (int read = 1; this.ids[i] != null && !this.ids[i].equals(id) && read < MAX_PROBES;
+          read++) {
         i = (i + 1) & mask;
       }
       if (this.ids[i] != null) {
-        continue; // held already (its characters are overwritten by the next id)
+        // held already, or no free slot within MAX_PROBES of its home: left out (its
+        // characters are overwritten by the next id)
+        continue;
       }
       this.ids[i] = id;
       hashes[i] = hash;
@@ -116,29 +132,45 @@ final class IdTable {
   }
 
   /**
-   * The id held whose characters are the bytes {@code chars[0..length)}, or null.
+   * The id held whose characters are the bytes {@code chars[0..length)}, or null. Reads at most
+   * {@link #MAX_PROBES} slots.
    *
    * @param chars printable ASCII characters ({@code 0x21..0x7E})
    * @param state the hash state after those characters: {@code state = next(state, c)} over
    *     them, from {@link #start()}
    */
   String find(byte[] chars, int length, long state) {
+    int i = slot(chars, length, finish(state));
+    return i >= 0 ? ids[i] : null;
+  }
+
+  /** How many slots {@link #find} reads for the same arguments (for tests). */
+  int slotsRead(byte[] chars, int length, long state) {
     int hash = finish(state);
-    for (int i = hash & mask; ; i = (i + 1) & mask) {
-      String s = ids[i];
-      if (s == null) {
-        return null;
+    int i = slot(chars, length, hash);
+    return i >= 0 ? ((i - hash) & mask) + 1 : -i;
+  }
+
+  /** The slot holding the id, or minus the number of slots read to find it is not held. */
+  private int slot(byte[] chars, int length, int hash) {
+    int i = hash & mask;
+    for (int read = 1; ; read++, i = (i + 1) & mask) {
+      if (ids[i] == null) {
+        return -read;
       }
       if (hashes[i] == hash && lengths[i] == length
           && java.util.Arrays.equals(this.chars, starts[i], starts[i] + length, chars, 0, length)) {
-        return s;
+        return i;
+      }
+      if (read == MAX_PROBES) {
+        return -read;
       }
     }
   }
 
   /**
-   * The most slots a lookup reads: the longest run of held slots, plus the empty slot that ends
-   * it (scans the table; for tests).
+   * The longest run of held slots, plus the empty slot that ends it: the most slots a lookup
+   * reads where that is below {@link #MAX_PROBES} (scans the table; for tests).
    */
   int longestLookup() {
     int n = ids.length;

@@ -210,6 +210,39 @@ class HostileInputTest {
     engine.checkInvariants();
   }
 
+  /**
+   * A peer that knew this node's secret announces ids aimed at one home slot of its table of
+   * known ids: the table leaves out those with no free slot within {@link IdTable#MAX_PROBES} of
+   * it, and a message naming them is still applied to the members they name.
+   */
+  @Test
+  void membersWhoseIdsTheTableLeavesOutAreStillFound() throws Exception {
+    engine.runRound(); // builds the table: its seed is the engine's secret
+    long secret = engine.knownIds().start();
+    // with this node and the honest peer, 256 ids: a table of 512 slots
+    List<String> ids = IdTableFloodTest.aimed(secret, 512, 254);
+    List<Update> announced = new ArrayList<>();
+    List<Update> stored = new ArrayList<>();
+    for (String id : ids) {
+      announced.add(update(id, 1, 0, 1, 0));
+      stored.add(update(id, 1, 1, 2, 0, new Delta(1, Delta.STORE, new long[] {9})));
+    }
+    GossipCodec large = new GossipCodec(GossipConfig.MAX_MESSAGE_BYTE_CAP, 4_097);
+    engine.onMessage(liar, large.encode(new Ack2(1, announced)));
+    engine.runRound(); // its digest sorts the members and builds the table
+    IdTable table = engine.knownIds();
+    assertEquals(secret, table.start());
+    long leftOut = ids.stream().filter(id -> IdTableFloodTest.find(table, id) == null).count();
+    assertTrue(leftOut >= ids.size() - IdTable.MAX_PROBES, "the table leaves out " + leftOut
+        + " of " + ids.size() + " aimed ids, want all but at most " + IdTable.MAX_PROBES);
+    engine.onMessage(liar, large.encode(new Ack2(1, stored)));
+    assertEquals(ids.size() + 1, engine.memberCount()); // and the honest peer
+    for (String id : ids) {
+      assertArrayEquals(new long[] {9}, engine.replicaOf(id), id + "'s stored block applied");
+    }
+    engine.checkInvariants();
+  }
+
   @Property(tries = 300)
   void malformedPayloadsAreCountedAndChangeNothing(@ForAll byte[] junk) {
     setUp();
