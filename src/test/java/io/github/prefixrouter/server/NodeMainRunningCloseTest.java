@@ -37,11 +37,8 @@ class NodeMainRunningCloseTest {
     HttpTransport transport = transportOfN1();
     AtomicBoolean schedulerClosed = new AtomicBoolean();
     Schedulers.ClosableScheduler scheduler = noting(schedulerClosed);
-    ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 1, Duration.ofSeconds(1));
     ByteArrayOutputStream out = new ByteArrayOutputStream();
-    NodeMain.Running r = new NodeMain.Running(node, transport, null, scheduler, null, endpoint,
-        null, "127.0.0.1:1", Duration.ofSeconds(1), null,
-        new PrintStream(out, true, StandardCharsets.UTF_8));
+    NodeMain.Running r = running(node, transport, null, scheduler, null, null, out);
     r.close(); // the failure is logged: thrown, it went past the stats line
     String printed = out.toString(StandardCharsets.UTF_8);
     assertTrue(printed.startsWith("node n1 stopped: requests=7 "), "no stats line: '" + printed + "'");
@@ -62,6 +59,25 @@ class NodeMainRunningCloseTest {
   private static HttpTransport transportOfN1() {
     return HttpTransport.builder().nodeId("n1").listen("127.0.0.1", 0)
         .insecureWithoutAuthentication().build();
+  }
+
+  /** An engine that is also {@link AutoCloseable}, as the node process closes its engine. */
+  private static io.github.prefixrouter.spi.InferenceEngine closeableEngine() {
+    return mock(io.github.prefixrouter.spi.InferenceEngine.class,
+        org.mockito.Mockito.withSettings().extraInterfaces(AutoCloseable.class));
+  }
+
+  /**
+   * A running node process of {@code node} and its parts (null: absent), with a client endpoint
+   * in front of the node, printing its stats line to {@code out}.
+   */
+  private static NodeMain.Running running(PrefixRouterNode node, HttpTransport transport,
+      io.github.prefixrouter.spi.InferenceEngine engine, Schedulers.ClosableScheduler scheduler,
+      Schedulers.ClosableScheduler files, PromptTokenizer tokenizer, ByteArrayOutputStream out) {
+    ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 1, Duration.ofSeconds(1));
+    return new NodeMain.Running(node, transport, engine, scheduler, files, endpoint, tokenizer,
+        "127.0.0.1:1", Duration.ofSeconds(1), null,
+        new PrintStream(out, true, StandardCharsets.UTF_8));
   }
 
   /** A scheduler that notes its close. */
@@ -95,9 +111,7 @@ class NodeMainRunningCloseTest {
     AtomicBoolean schedulerClosed = new AtomicBoolean();
     AtomicBoolean filesClosed = new AtomicBoolean();
     AtomicBoolean engineClosed = new AtomicBoolean();
-    io.github.prefixrouter.spi.InferenceEngine engine = mock(
-        io.github.prefixrouter.spi.InferenceEngine.class,
-        org.mockito.Mockito.withSettings().extraInterfaces(AutoCloseable.class));
+    io.github.prefixrouter.spi.InferenceEngine engine = closeableEngine();
     org.mockito.Mockito.doAnswer(i -> {
       engineClosed.set(true);
       return null;
@@ -105,11 +119,9 @@ class NodeMainRunningCloseTest {
     PromptTokenizer tokenizer = mock(PromptTokenizer.class);
     org.mockito.Mockito.doThrow(new IllegalStateException("the tokenizer would not close"))
         .when(tokenizer).close();
-    ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 1, Duration.ofSeconds(1));
     ByteArrayOutputStream out = new ByteArrayOutputStream();
-    NodeMain.Running r = new NodeMain.Running(node, transport, engine, noting(schedulerClosed),
-        noting(filesClosed), endpoint, tokenizer, "127.0.0.1:1", Duration.ofSeconds(1), null,
-        new PrintStream(out, true, StandardCharsets.UTF_8));
+    NodeMain.Running r = running(node, transport, engine, noting(schedulerClosed),
+        noting(filesClosed), tokenizer, out);
     try {
       r.close();
     } catch (RuntimeException e) {
@@ -164,19 +176,15 @@ class NodeMainRunningCloseTest {
     HttpTransport transport = transportOfN1();
     AtomicBoolean schedulerClosed = new AtomicBoolean();
     AtomicBoolean filesClosed = new AtomicBoolean();
-    io.github.prefixrouter.spi.InferenceEngine engine = mock(
-        io.github.prefixrouter.spi.InferenceEngine.class,
-        org.mockito.Mockito.withSettings().extraInterfaces(AutoCloseable.class));
+    io.github.prefixrouter.spi.InferenceEngine engine = closeableEngine();
     org.mockito.Mockito.doThrow(new OutOfMemoryError("Java heap space"))
         .when((AutoCloseable) engine).close();
     PromptTokenizer tokenizer = mock(PromptTokenizer.class);
     org.mockito.Mockito.doThrow(new AssertionError("a tokenizer whose close breaks"))
         .when(tokenizer).close();
-    ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 1, Duration.ofSeconds(1));
     ByteArrayOutputStream out = new ByteArrayOutputStream();
-    NodeMain.Running r = new NodeMain.Running(node, transport, engine, noting(schedulerClosed),
-        noting(filesClosed), endpoint, tokenizer, "127.0.0.1:1", Duration.ofSeconds(1), null,
-        new PrintStream(out, true, StandardCharsets.UTF_8));
+    NodeMain.Running r = running(node, transport, engine, noting(schedulerClosed),
+        noting(filesClosed), tokenizer, out);
     Throwable[] thrown = new Throwable[1];
     List<String> lines = io.github.prefixrouter.testing.LoggedLines.logged("failed", () -> {
       try {
