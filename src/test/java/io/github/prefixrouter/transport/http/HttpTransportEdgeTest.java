@@ -1010,21 +1010,13 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
         new java.util.concurrent.atomic.AtomicBoolean(true);
     answersThatThrow(a, armed);
     List<String> problems = new ArrayList<>();
-    List<String> lines = io.github.prefixrouter.testing.LoggedLines.logged("", () -> {
-      try {
-        requestFailsAtOnce(b, at, "request not ended within 5 s", problems);
-        b.send(at, "m".getBytes(StandardCharsets.UTF_8));
-        String got = ra.messages.poll(5, TimeUnit.SECONDS);
-        if (!("b@" + b.localAddress().address() + ":m").equals(got)) {
-          problems.add("message whose 204 threw not delivered (" + got + ")");
-        }
-        armed.set(false);
-        requestAfterAnswered(b, at, problems);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        problems.add("interrupted");
+    List<String> lines = failsThenAnswered(b, at, "request not ended within 5 s", () -> {
+      b.send(at, "m".getBytes(StandardCharsets.UTF_8));
+      String got = ra.messages.poll(5, TimeUnit.SECONDS);
+      if (!("b@" + b.localAddress().address() + ":m").equals(got)) {
+        problems.add("message whose 204 threw not delivered (" + got + ")");
       }
-    });
+    }, armed, problems);
     List<String> counted = lines.stream().filter(l -> l.contains("a: cannot answer")).toList();
     if (counted.size() != 2 || !counted.stream().allMatch(l -> l.contains(" ERROR "))) {
       problems.add("logged as this node's failures, at ERROR: " + counted);
@@ -1056,17 +1048,8 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
         new java.util.concurrent.atomic.AtomicBoolean(true);
     answersThatThrow(a, armed, HttpTransport.H_KEY_ID);
     List<String> problems = new ArrayList<>();
-    List<String> lines = io.github.prefixrouter.testing.LoggedLines.logged("", () -> {
-      try {
-        requestFailsAtOnce(b, at, "request not ended within 5 s, its exchange left open",
-            problems);
-        armed.set(false);
-        requestAfterAnswered(b, at, problems);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        problems.add("interrupted");
-      }
-    });
+    List<String> lines = failsThenAnswered(b, at,
+        "request not ended within 5 s, its exchange left open", () -> {}, armed, problems);
     List<String> counted = lines.stream().filter(l -> l.contains("a: cannot answer")).toList();
     if (counted.size() != 1 || !counted.get(0).contains(" ERROR ")) {
       problems.add("logged as this node's failure, at ERROR: " + counted);
@@ -1078,6 +1061,32 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
           + "busy " + st.inboundBusy());
     }
     assertEquals(List.of(), problems, "what an Error as an answer's key id was added did");
+  }
+
+  /** A step of {@link #failsThenAnswered} between its two requests. */
+  private interface Step {
+    void run() throws InterruptedException;
+  }
+
+  /**
+   * With what is logged captured: a request from {@code b} to {@code at} that must fail at once
+   * ({@link #requestFailsAtOnce}), then {@code between}, then, {@code armed} turned off, one
+   * that must be answered ({@link #requestAfterAnswered}); returns the lines logged.
+   */
+  private static List<String> failsThenAnswered(HttpTransport b, PeerAddress at,
+      String notEnded, Step between, java.util.concurrent.atomic.AtomicBoolean armed,
+      List<String> problems) {
+    return io.github.prefixrouter.testing.LoggedLines.logged("", () -> {
+      try {
+        requestFailsAtOnce(b, at, notEnded, problems);
+        between.run();
+        armed.set(false);
+        requestAfterAnswered(b, at, problems);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        problems.add("interrupted");
+      }
+    });
   }
 
   /**
