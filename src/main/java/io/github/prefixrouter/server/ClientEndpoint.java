@@ -1126,13 +1126,7 @@ final class ClientEndpoint {
         }, ioTimeout.toNanos(), TimeUnit.NANOSECONDS);
       } catch (RejectedExecutionException stopped) {
         bounded.completeExceptionally(new EndpointStoppingException());
-      } catch (Throwable e) { // an Error too (a timer thread that cannot start): this endpoint's
-        // own failure, answered 500 through then, so that the slot is given back; the call,
-        // which nothing would bound, is cancelled
-        failedHere(e, "cannot set the tokenization's timeout of client request {}", requestId);
-        tokens.cancel(true);
-        bounded.completeExceptionally(new EndpointFailure(e));
-      }
+      } // anything else the timer throws (an Error too: a thread it cannot start) is caught below
       ScheduledFuture<?> expiry = timeout;
       bounded.whenComplete((t, e) -> {
         tokenizing.remove(bounded);
@@ -1159,10 +1153,12 @@ final class ClientEndpoint {
       if (stopping) { // stop() may have looked at the tokenizations before this one was added
         bounded.completeExceptionally(new EndpointStoppingException());
       }
-    } catch (Throwable e) { // an Error too (the heap running out as the tokenization is
-      // tracked): thrown on, it reached the handler's guard, which answered 500 with the slot
-      // held and the call running, whose end then answered again or submitted the request.
-      // Unless then was called already (the request is answered that way), a 500 through then
+    } catch (Throwable e) { // an Error too (a timer thread that cannot start, the heap running
+      // out as the tokenization is tracked): thrown on, it reached the handler's guard, which
+      // answered 500 with the slot held and the call running, whose end then answered again or
+      // submitted the request. Unless then was called already (the request is answered that
+      // way), this endpoint's own failure: the call, which nothing would bound, is cancelled,
+      // and a 500 through then gives the slot back
       if (called.compareAndSet(false, true)) {
         failedHere(e, "cannot await the tokenization of client request {}", requestId);
         tokens.cancel(true);
