@@ -318,7 +318,10 @@ public final class RouterConfig {
   }
 
   /**
-   * Capacity of the local tree in tokens (self-managed LRU). Default 1,048,576.
+   * The engine's prefix-cache capacity in tokens. Default 1,048,576. A self-managed tree evicts
+   * LRU at it; in every tree mode, engine-driven included, it is also the basis of the estimate
+   * of how long a new prefix stays cached (this capacity over the rate at which the node inserts
+   * new tokens), which local caching uses. Set it to the engine's KV capacity in tokens.
    *
    * @return capacity of the local tree in tokens
    */
@@ -801,7 +804,11 @@ public final class RouterConfig {
     }
 
     /**
-     * Capacity of the local tree in tokens (default 2^20).
+     * The engine's prefix-cache capacity in tokens (default 2^20): a self-managed tree's LRU
+     * capacity, and in every tree mode the basis of the estimate of how long a new prefix stays
+     * cached, which local caching uses ({@link RouterConfig#treeCapacityTokens()}). Set it to
+     * the engine's KV capacity in tokens (vLLM logs it at start as
+     * {@code GPU KV cache size: N tokens}).
      *
      * @param tokens the capacity, at least the block size
      * @return this builder
@@ -1121,7 +1128,8 @@ public final class RouterConfig {
      * encodes: a digest lists a rotating subset of the origins once they do not fit, updates
      * take deltas while they fit, a batch of block changes is split into deltas of at most
      * (this − 1 KiB) / 16 blocks, a snapshot is sent in chunks of at most this size, and an
-     * exchange sends at most 1 MiB of chunks (or one chunk, if this is larger). A smaller value
+     * exchange sends at most 1 MiB of chunks (or one chunk, if this is larger) and at most 48
+     * chunks (the second bound is the one that binds below about 21 KiB). A smaller value
      * suits a transport or proxy with a small body limit, at the cost of more messages and
      * more rounds to deliver a snapshot or a large batch (below 16 KiB a busy cluster may not
      * keep up at all: at 1 KiB, 16 nodes each storing about 93 blocks a second fell minutes
