@@ -1077,6 +1077,9 @@ final class ClientEndpoint {
    * the tokenization is awaited (an {@link Error}: the heap running out as it is tracked), the
    * tokenizer's future is cancelled and {@code then} called at once with an
    * {@link EndpointFailure}, unless it was called already: answered 500, the slot given back.
+   * Called already (the tokens, the timeout or {@link #stop} came first), the request is
+   * answered that way, and what was thrown is counted and logged as the endpoint's own failure
+   * all the same ({@link #failedHere}).
    */
   private void tokenize(OpenAiRequest req, String requestId,
       java.util.function.BiConsumer<PromptTokenizer.Tokenized, Throwable> then) {
@@ -1156,15 +1159,18 @@ final class ClientEndpoint {
     } catch (Throwable e) { // an Error too (a timer thread that cannot start, the heap running
       // out as the tokenization is tracked): thrown on, it reached the handler's guard, which
       // answered 500 with the slot held and the call running, whose end then answered again or
-      // submitted the request. Unless then was called already (the request is answered that
-      // way), this endpoint's own failure: the call, which nothing would bound, is cancelled,
-      // and a 500 through then gives the slot back
+      // submitted the request. This endpoint's own failure, counted and logged; unless then was
+      // called already (the request is answered that way), the call, which nothing would
+      // bound, is cancelled, and a 500 through then gives the slot back
       if (called.compareAndSet(false, true)) {
         failedHere(e, "cannot await the tokenization of client request {}", requestId);
         tokens.cancel(true);
         EndpointFailure failure = new EndpointFailure(e);
         bounded.completeExceptionally(failure); // its timeout cancelled, if it was set
         then.accept(null, failure);
+      } else { // its tokens, its timeout or stop came first: it was dropped without a line
+        failedHere(e, "cannot track the tokenization of client request {}, answered as it "
+            + "ended", requestId);
       }
     }
   }
@@ -1833,7 +1839,9 @@ final class ClientEndpoint {
    * Requests answered 500 (their stream's {@code internal} error event, after its first event),
    * or whose connection was closed, for a failure of the endpoint's own: a handler, a write, a
    * tokenization's timeout or a stream that threw, an answer no writer thread could take; and
-   * streams whose writer could not hand their rest to another writer thread, and wrote it on.
+   * streams whose writer could not hand their rest to another writer thread, and wrote it on,
+   * and tokenizations that could not be tracked once their tokens had come, their requests
+   * answered as those made them.
    */
   long internalErrors() {
     return ownFailures.count();

@@ -658,7 +658,9 @@ final class StatsTables {
               + "something thrown as it handled a request, set its tokenization's timeout, or "
               + "wrote an answer or a stream, or an answer no writer thread could take; and "
               + "streams whose writer could not hand their rest to another writer thread, and "
-              + "wrote it on itself (logged, at most 10 lines a minute).",
+              + "wrote it on itself, and tokenizations that could not be tracked once their "
+              + "tokens had come, their requests answered as those made them (logged, at most "
+              + "10 lines a minute).",
           ClientStats::internalErrors)
       .build();
 

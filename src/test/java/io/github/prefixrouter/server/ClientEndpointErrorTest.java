@@ -620,6 +620,65 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
     assertEquals(2L, internalErrors(), "the 500s, once each, in internal_errors");
   }
 
+  /**
+   * An {@link Error} thrown as a tokenization is tracked after its tokens came (here they come
+   * from the tokenizer's thread as the wait is set up, and the set of tokenizations under way
+   * then cannot take it: the heap runs out) leaves the request answered as its tokens make it,
+   * once, whole and streamed, text and chat; the {@code Error} is the endpoint's own failure all
+   * the same, counted in {@code client.internal_errors} and logged at ERROR. It was dropped
+   * without a line: the request already answered, nothing counted nor logged it.
+   */
+  @Test
+  void anErrorAsATokenizationIsTrackedAfterItsTokensCameIsCountedAndLogged() throws Exception {
+    start();
+    tokenizer.mode = FakeTokenizer.Mode.NEVER;
+    java.util.Set<Object> fullOnceTokenized = new java.util.concurrent.CopyOnWriteArraySet<>() {
+      private static final long serialVersionUID = 1L;
+
+      @Override
+      public boolean add(Object o) {
+        tokenizer.calls.get(tokenizer.calls.size() - 1).future()
+            .complete(new PromptTokenizer.Tokenized(new int[] {1}, -1));
+        throw new OutOfMemoryError("Java heap space");
+      }
+    };
+    Object tokenizing = swapField("tokenizing", fullOnceTokenized);
+    java.io.PrintStream err = System.err;
+    java.io.ByteArrayOutputStream log = new java.io.ByteArrayOutputStream();
+    System.setErr(new java.io.PrintStream(log, true, java.nio.charset.StandardCharsets.UTF_8));
+    try {
+      for (int i = 0; i < TOKENIZED.size(); i++) {
+        String[] s = TOKENIZED.get(i);
+        String what = "a tokenization tracked after its tokens came, " + s[0] + " " + s[1];
+        CompletableFuture<HttpResponse<String>> sent = send("POST", s[0], s[1]);
+        stub.awaitSubmitted(i + 1);
+        long counted = i + 1;
+        Await.until(() -> endpoint.internalErrors() == counted, what + ": the Error thrown "
+            + "after its tokens came counted in client.internal_errors (" + counted
+            + " expected, " + endpoint.internalErrors() + " counted)");
+        futures.get(i).complete(response(requests.get(i).id()));
+        HttpResponse<String> resp = answer(sent, what);
+        assertEquals(200, resp.statusCode(), what + ": " + resp.body());
+        assertAllGivenBack(what);
+      }
+      Await.until(() -> errorLines(log).size() == TOKENIZED.size(), "a line at ERROR for each "
+          + "Error thrown as a tokenization was tracked after its tokens came: "
+          + errorLines(log));
+    } finally {
+      System.setErr(err);
+      swapField("tokenizing", tokenizing);
+    }
+    assertEquals(TOKENIZED.size(), requests.size(), "each request submitted once: " + requests);
+    assertEquals((long) TOKENIZED.size(), internalErrors(), "the Errors, in internal_errors");
+  }
+
+  /** The lines logged at ERROR in {@code log} about a client request's tokenization. */
+  private static List<String> errorLines(java.io.ByteArrayOutputStream log) {
+    return log.toString(java.nio.charset.StandardCharsets.UTF_8).lines()
+        .filter(l -> l.contains(" ERROR ") && l.contains("tokenization of client request"))
+        .toList();
+  }
+
   /** Adds to {@code problems} unless a request to the token route is answered 500 internal. */
   private void failsWith500(List<String> problems) {
     try {
