@@ -460,7 +460,7 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
     String failed = "client request to " + ClientEndpoint.COMPLETIONS + " failed";
     List<String> first = io.github.prefixrouter.testing.LoggedLines.logged(failed, () -> {
       for (int i = 0; i < 2 * perMinute; i++) {
-        failsWith500(problems);
+        failsWith(500, ClientEndpoint.COMPLETIONS, "{\"prompt\":[1]}", problems);
       }
     });
     if (first.size() != perMinute) {
@@ -470,7 +470,7 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
     nanos.addAndGet(TimeUnit.SECONDS.toNanos(60));
     List<String> next = io.github.prefixrouter.testing.LoggedLines.logged(failed, () -> {
       for (int i = 0; i <= perMinute; i++) {
-        failsWith500(problems);
+        failsWith(500, ClientEndpoint.COMPLETIONS, "{\"prompt\":[1]}", problems);
       }
     });
     if (next.size() != perMinute || !next.get(0).contains("(" + perMinute
@@ -510,8 +510,8 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
     String threw = "threw";
     List<String> first = io.github.prefixrouter.testing.LoggedLines.logged(threw, () -> {
       for (int i = 0; i < perMinute; i++) {
-        failsWith502(ClientEndpoint.COMPLETIONS, "{\"prompt\":[1]}", problems);
-        failsWith502(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}", problems);
+        failsWith(502, ClientEndpoint.COMPLETIONS, "{\"prompt\":[1]}", problems);
+        failsWith(502, ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}", problems);
       }
     });
     if (first.size() != perMinute) {
@@ -520,7 +520,7 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
     }
     nanos.addAndGet(TimeUnit.SECONDS.toNanos(60));
     List<String> next = io.github.prefixrouter.testing.LoggedLines.logged(threw,
-        () -> failsWith502(ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}", problems));
+        () -> failsWith(502, ClientEndpoint.OPENAI_COMPLETIONS, "{\"prompt\":\"x\"}", problems));
     if (next.size() != 1 || !next.get(0).contains("(" + perMinute
         + " more such failures left out before this one, above " + perMinute + " a minute)")) {
       problems.add("a minute later, for one more Error of the tokenizer, logged " + next);
@@ -537,12 +537,17 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
     assertEquals(List.of(), problems, "the lines of the node's and the tokenizer's Errors");
   }
 
-  /** Adds to {@code problems} unless a request to {@code path} is answered 502. */
-  private void failsWith502(String path, String body, List<String> problems) {
+  /**
+   * Adds to {@code problems} unless {@code body} sent to {@code path} is answered
+   * {@code status}; a 500 must be the endpoint's own failure in the path's error shape.
+   */
+  private void failsWith(int status, String path, String body, List<String> problems) {
     try {
       HttpResponse<String> resp = answer(send("POST", path, body), path + " " + body);
-      if (resp.statusCode() != 502) {
-        problems.add(path + " " + body + " answered " + resp.statusCode() + " " + resp.body());
+      if (resp.statusCode() != status || status == 500 && !json(resp.body()).equals(
+          path.equals(ClientEndpoint.COMPLETIONS) ? INTERNAL : OPENAI_INTERNAL)) {
+        problems.add(path + " " + body + " answered " + resp.statusCode() + " " + resp.body()
+            + ", not " + status);
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
@@ -677,19 +682,5 @@ class ClientEndpointErrorTest extends ClientEndpointFixture {
     return log.toString(java.nio.charset.StandardCharsets.UTF_8).lines()
         .filter(l -> l.contains(" ERROR ") && l.contains("tokenization of client request"))
         .toList();
-  }
-
-  /** Adds to {@code problems} unless a request to the token route is answered 500 internal. */
-  private void failsWith500(List<String> problems) {
-    try {
-      HttpResponse<String> resp = answer(send("POST", ClientEndpoint.COMPLETIONS,
-          "{\"prompt\":[1]}"), "a request the endpoint fails");
-      if (resp.statusCode() != 500 || !INTERNAL.equals(json(resp.body()))) {
-        problems.add("answered " + resp.statusCode() + " " + resp.body());
-      }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      problems.add("interrupted");
-    }
   }
 }
