@@ -12,7 +12,8 @@ package io.github.prefixrouter.internal;
  * ({@code HttpClient.Builder.executor}) does not change it: the future {@code sendAsync}
  * returns is still completed on the default executor. Every exchange such a process sent then
  * started and ended a thread of its own (docs/deployment.md, "JVM settings on 1 or 2
- * processors: the common pool").
+ * processors: the common pool"). A JMH benchmark that sends so puts {@link #PARALLELISM} on its
+ * forks' command line instead: JMH's own code runs in a fork before the benchmark's.
  */
 public final class CommonPoolSize {
 

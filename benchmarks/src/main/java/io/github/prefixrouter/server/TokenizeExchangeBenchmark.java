@@ -1,6 +1,7 @@
 package io.github.prefixrouter.server;
 
 import com.sun.net.httpserver.HttpServer;
+import io.github.prefixrouter.internal.CommonPoolSize;
 import io.github.prefixrouter.workload.ChatWorkload;
 import java.io.IOException;
 import java.net.InetAddress;
@@ -37,6 +38,13 @@ import org.openjdk.jmh.annotations.Warmup;
  * {@link #CHARS_PER_TOKEN} (4: about what BPE tokenizers give English text). The stand-in is a
  * JDK HTTP server with TCP_NODELAY on, as model servers' (uvicorn's) are: without it each answer
  * would wait about 40 ms for a delayed acknowledgement (docs/deployment.md, "TCP_NODELAY").
+ * The forks give the common fork-join pool 2 threads, on any host (one exchange is timed at a
+ * time): the tokenizer's HTTP client completes every exchange on that pool, or on a new thread
+ * of its own when the pool has 1 thread, as on 1 or 2 processors and on the one core the
+ * benchmark is pinned to (docs/deployment.md, "JVM settings on 1 or 2 processors: the common
+ * pool"). They do it on their command line, not in this class: the pool takes its size once,
+ * when first used, and JMH's own code runs in a fork before the benchmark's. A
+ * {@code -jvmArgsAppend} given to JMH replaces these flags.
  *
  * <pre>
  *   taskset -c 1 java -jar benchmarks/target/benchmarks.jar TokenizeExchangeBenchmark
@@ -45,7 +53,8 @@ import org.openjdk.jmh.annotations.Warmup;
  * In this package because the tokenizers are the node's own, not public API.
  */
 @State(Scope.Thread)
-@Fork(value = 2, jvmArgsAppend = {"-Xms512m", "-Xmx512m", "-Dsun.net.httpserver.nodelay=true"})
+@Fork(value = 2, jvmArgsAppend = {"-Xms512m", "-Xmx512m", "-Dsun.net.httpserver.nodelay=true",
+    "-D" + CommonPoolSize.PARALLELISM + "=2"})
 @Warmup(iterations = 4, time = 1)
 @Measurement(iterations = 5, time = 1)
 @BenchmarkMode(Mode.AverageTime)
