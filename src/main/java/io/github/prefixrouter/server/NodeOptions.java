@@ -117,7 +117,7 @@ public final class NodeOptions {
           "                           shortage, not one of --engine-failures) once none has",
           "                           for 1 s; at least 192m; default 256m",
           "  --engine-request-timeout-ms N  how long the server may take to answer one request",
-          "                           (then 504, not tried on a peer); default 60000",
+          "                           (then 504, not tried on a peer); default 240000",
           "  --tokenizer auto|none|URL  how text prompts and chat conversations (the OpenAI",
           "                           routes) become token ids: auto asks the server's /tokenize",
           "                           (vLLM's; its chat template too), or tokenizes per character",

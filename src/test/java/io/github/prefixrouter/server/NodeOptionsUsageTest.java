@@ -214,6 +214,29 @@ class NodeOptionsUsageTest {
   }
 
   /** A builder's field as it is when built without setting it: its default. */
+  /**
+   * A chat sent without {@code max_tokens} may generate up to the rest of the model's context,
+   * minutes at a GPU server's speed: the server's answer must be waited for that long, and the
+   * three timeouts a forwarded generation meets must give up in order: the serving node's adapter
+   * first (a FAILED answer, not run again elsewhere, as a generation too long for one server is
+   * too long for any), then its transport (504, which the sender takes for a lost forward and
+   * runs the request again), and the sender's own limit on a run last.
+   */
+  @Test
+  void timeoutDefaultsLetLongGenerationsFinishAndGiveUpInOrder() throws Exception {
+    java.time.Duration request =
+        (java.time.Duration) field(OpenAiCompatibleEngine.builder(), "requestTimeout");
+    java.time.Duration handling =
+        (java.time.Duration) field(HttpTransport.builder(), "maxHandlingTime");
+    java.time.Duration run = RouterConfig.defaults().engineTimeout();
+    assertTrue(request.compareTo(java.time.Duration.ofMinutes(4)) >= 0,
+        "the adapter's default requestTimeout, " + request + ", cuts off a default chat's "
+            + "generation after " + request.toSeconds() + " s (want at least 4 min)");
+    assertTrue(request.compareTo(handling) < 0 && handling.compareTo(run) <= 0,
+        "defaults out of order: requestTimeout " + request + ", the transport's maxHandlingTime "
+            + handling + ", engineTimeout " + run);
+  }
+
   private static Object field(Object builder, String name) throws ReflectiveOperationException {
     java.lang.reflect.Field f = builder.getClass().getDeclaredField(name);
     f.setAccessible(true);

@@ -1456,7 +1456,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     private String model;
     private String apiKey;
     private Duration connectTimeout = Duration.ofSeconds(2);
-    private Duration requestTimeout = Duration.ofSeconds(60);
+    private Duration requestTimeout = Duration.ofMinutes(4);
     private int maxResponseBytes = 8 << 20;
     private Integer maxInFlight; // null: 2 x slots
     private Integer slots; // null: 256, or maxInFlight when that is set lower
@@ -1538,7 +1538,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
 
     /**
      * How long to wait for an answer: for its headers and for the end of its body (a streamed
-     * request's whole stream, a plain request's whole JSON body). Default 60 s. A request not answered by then fails with an
+     * request's whole stream, a plain request's whole JSON body). Default 4 min (it was 60 s,
+     * which cut off a chat sent without {@code max_tokens}, whose generation may run to the end
+     * of the model's context; it stays below the HTTP transport's {@code maxHandlingTime}, 5 min,
+     * so that a peer's forward times out here first). A request not answered by then fails with an
      * {@link EngineTimeoutException}, which the node does not try on a peer (the client API
      * answers 504): set it above the longest generation the server is to run. A timeout
      * beyond 2^63 ns (about 292 years; {@code ChronoUnit.FOREVER.getDuration()}, say) counts as
