@@ -793,7 +793,10 @@ public final class RouterConfig {
     }
 
     /**
-     * Tokens per block (default 16); must match the engine's block size in engine-driven mode.
+     * Tokens per block (default 16); must equal the engine's KV block size in engine-driven
+     * mode. A mismatch leaves the local tree empty, each store of the engine dropped and counted
+     * in {@link CacheEventStats#malformedEvents()}, and is logged at ERROR, naming both sizes
+     * (the 1st, 2nd, 4th, 8th... such store).
      *
      * @param tokens tokens per block, 1 to {@link #MAX_BLOCK_SIZE}
      * @return this builder

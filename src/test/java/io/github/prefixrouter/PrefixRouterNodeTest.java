@@ -6,9 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.testing.InMemoryNetwork;
+import io.github.prefixrouter.testing.LoggedLines;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.util.Arrays;
+import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.Test;
@@ -81,6 +83,39 @@ class PrefixRouterNodeTest {
       sim.runUntilIdle(100_000);
       assertEquals(mode == RouterConfig.TreeMode.SELF_MANAGED ? 0 : 1, calls.get(), mode.name());
     }
+  }
+
+  /**
+   * {@code RouterConfig.blockSize} other than the engine's (a {@code SimulatedEngine} stores
+   * blocks of 16 tokens): the engine-driven tree mirrors none of its stores, and says so at
+   * ERROR, naming both sizes. It stayed empty, the stores counted only in malformedEvents.
+   */
+  @Test
+  void aBlockSizeOtherThanTheEnginesIsLoggedAtError() {
+    List<String> lines = LoggedLines.logged("ConcurrentPrefixTree", () -> {
+      PrefixRouterNode node = PrefixRouterNode.builder().nodeId("b32")
+          .transport(net.transport("b32")).engine(engine(true)).clock(sim).scheduler(sim)
+          .random(new SplittableRandom(1))
+          .config(RouterConfig.builder().blockSize(32)
+              .treeMode(RouterConfig.TreeMode.ENGINE_DRIVEN).build())
+          .build();
+      node.start();
+      int[] tokens = new int[100];
+      Arrays.setAll(tokens, i -> (i * 7) % 1000);
+      CompletableFuture<InferenceResponse> f = node.submit(InferenceRequest.of("r", tokens));
+      sim.runUntilIdle(100_000);
+      assertEquals("b32", f.join().servedBy());
+      assertEquals(0, node.stats().localCachedTokens(), "the engine's 6 blocks are not mirrored");
+      assertEquals(1, node.cacheEventStats().orElseThrow().malformedEvents());
+      node.stop();
+      sim.runUntilIdle(100_000);
+    });
+    assertEquals(List.of("[" + Thread.currentThread().getName() + "] ERROR "
+        + "io.github.prefixrouter.internal.tree.ConcurrentPrefixTree - the engine stores blocks "
+        + "of 16 tokens, the tree's block size is 32: RouterConfig.blockSize must equal the "
+        + "engine's KV block size; such stores cannot be mirrored and are dropped (1 so far, "
+        + "counted in malformedEvents)"), lines,
+        "what the node's tree logs of an engine of block size 16 under blockSize 32");
   }
 
   @Test

@@ -86,7 +86,9 @@ import org.slf4j.LoggerFactory;
  *       the tree counts them, and the removal of the last copy removes the block and everything
  *       continuing it. Matches are rounded down to whole blocks, since an engine serves only
  *       whole cached blocks. Events that cannot be applied are counted
- *       ({@link #engineEventStats()}), never thrown. A store stamps its whole path as a
+ *       ({@link #engineEventStats()}), never thrown; a store whose token count is not its
+ *       blocks times the block size (an engine of another block size) is also logged at ERROR,
+ *       the 1st, 2nd, 4th, 8th... such store. A store stamps its whole path as a
  *       self-managed insert does, and leaves sit in the same LRU heap, so that a tree above
  *       its mirror limit ({@link Builder#mirrorLimitTokens}: an engine whose removals do not
  *       arrive) drops its least recently stored blocks, leaves first, down to the limit.
@@ -205,6 +207,11 @@ public final class ConcurrentPrefixTree {
   private long unknownParents;
   private long unknownBlocks;
   private long malformedEvents;
+  /**
+   * Of the malformed events, the stores whose token count is not their block count times the
+   * block size (an engine of another block size), each logged while a power of two.
+   */
+  private long misfitStores;
   private long duplicateBlocks;
   private long aliasedBlocks;
   private long conflictingEvents;
@@ -1414,7 +1421,10 @@ public final class ConcurrentPrefixTree {
    * thing that changes this tree. It never throws but a {@link VirtualMachineError} other than
    * a {@link StackOverflowError}; events it cannot apply are counted in {@link
    * #engineEventStats()}, and events whose application threw (a bug, an {@link Error}) in
-   * {@link #engineEventFailures()}.
+   * {@link #engineEventFailures()}. A store whose token count is not its blocks times the block
+   * size is logged at ERROR (the 1st, 2nd, 4th, 8th... such store), naming the engine's block
+   * size when its tokens are a whole number of blocks of another size, else the count received:
+   * an engine whose block size is not the tree's sends only such stores.
    *
    * @throws IllegalStateException if the tree is self-managed
    */
@@ -1497,13 +1507,21 @@ public final class ConcurrentPrefixTree {
       }
       apply("stored", () -> {
         long scopeRoot = BlockHasher.scopeRoot(scope);
-        Overflow overflow = write(Delivery.BY_CALLER, () -> {
+        StoreNotice notice = write(Delivery.BY_CALLER, () -> {
           engineFaultForTest.run();
           long before = overflowBlocks;
+          long misfitsBefore = misfitStores;
           engineStore(scopeRoot, parentBlockHash, blockHashes, tokenIds);
+          if (misfitStores != misfitsBefore) {
+            return new Misfit(blockHashes.length, tokenIds.length, misfitStores);
+          }
           return overflowBlocks == before
               ? null : new Overflow(overflowBlocks - before, overflows, overflowBlocks);
         });
+        if (notice instanceof Misfit m && Long.bitCount(m.count()) == 1) { // 1st, 2nd, 4th...
+          logMisfit(m);
+        }
+        Overflow overflow = notice instanceof Overflow o ? o : null;
         if (overflow != null && Long.bitCount(overflow.count()) == 1) { // 1st, 2nd, 4th, 8th...
           LOG.warn("the mirror of the engine's cache exceeded its limit of {} tokens and dropped "
               + "its {} least recently stored blocks ({} times, {} blocks so far): the engine "
@@ -1554,8 +1572,35 @@ public final class ConcurrentPrefixTree {
       }
     }
 
+    /** What a store leaves to be logged once the write lock is released. */
+    private sealed interface StoreNotice permits Overflow, Misfit {}
+
     /** Blocks a store dropped over the mirror limit, the overflows so far and their blocks. */
-    private record Overflow(long dropped, long count, long droppedSoFar) {}
+    private record Overflow(long dropped, long count, long droppedSoFar) implements StoreNotice {}
+
+    /**
+     * A store dropped for its token count, not its block count times the block size: its blocks
+     * and tokens, and the count of such stores so far.
+     */
+    private record Misfit(int blocks, int tokens, long count) implements StoreNotice {}
+
+    /**
+     * Logs a store whose token count does not fit the block size at ERROR: an engine whose
+     * block size is not this tree's sends only such stores, and the tree stays empty. It names
+     * the engine's block size when the tokens are a whole number of blocks of another size,
+     * else the count received.
+     */
+    private void logMisfit(Misfit m) {
+      String advice = ": RouterConfig.blockSize must equal the engine's KV block size; such "
+          + "stores cannot be mirrored and are dropped ({} so far, counted in malformedEvents)";
+      if (m.blocks() > 0 && m.tokens() > 0 && m.tokens() % m.blocks() == 0) {
+        LOG.error("the engine stores blocks of {} tokens, the tree's block size is {}" + advice,
+            m.tokens() / m.blocks(), blockSize, m.count());
+      } else {
+        LOG.error("the engine stored {} blocks with {} tokens, not blocks of {} tokens, the "
+            + "tree's block size" + advice, m.blocks(), m.tokens(), blockSize, m.count());
+      }
+    }
 
     @Override
     public String toString() {
@@ -1582,8 +1627,13 @@ public final class ConcurrentPrefixTree {
    * {@link CacheEventListener#NO_PARENT} (a continued chain is in its parent's scope).
    */
   private void engineStore(long scopeRoot, long parent, long[] hashes, int[] tokens) {
-    if (hashes == null || tokens == null || tokens.length != (long) hashes.length * blockSize) {
+    if (hashes == null || tokens == null) {
       malformedEvents++;
+      return;
+    }
+    if (tokens.length != (long) hashes.length * blockSize) {
+      malformedEvents++;
+      misfitStores++;
       return;
     }
     for (long h : hashes) {

@@ -8,7 +8,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.testing.LoggedLines;
 import java.util.Arrays;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
@@ -191,6 +193,51 @@ class EngineEventRobustnessTest {
     assertEquals(2, t.sizeTokens());
     assertEquals(0, t.match(new int[] {5, 6}));
     assertEquals(2, t.match(new int[] {7, 8, 9, 9}));
+    t.checkInvariants();
+  }
+
+  /**
+   * A store whose token count is not its blocks times the tree's block size is logged at ERROR,
+   * the 1st, 2nd, 4th and 8th such store: naming the engine's block size when the count is a
+   * whole number of blocks of another size, else the count received. It was only counted in
+   * {@code malformedEvents}, and an engine of another block size left the tree empty silently.
+   */
+  @Test
+  void aStoreOfAnotherBlockSizeIsLoggedAtErrorSparsely() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(4);
+    CacheEventListener engine = t.engineEvents();
+    long none = CacheEventListener.NO_PARENT;
+    List<String> lines = LoggedLines.logged("ConcurrentPrefixTree", () -> {
+      engine.onBlocksStored(none, new long[] {1, 2}, new int[16]); // 1st: blocks of 8
+      engine.onBlocksStored(none, new long[] {3, 4}, new int[5]); // 2nd: no whole block size
+      engine.onBlocksStored(none, new long[] {5}, new int[4]); // fits: stored, not counted
+      engine.onBlocksStored(none, null, new int[4]); // malformed, but no size to tell
+      engine.onBlocksStored(none, new long[] {6}, new int[8]); // 3rd
+      engine.onBlocksStored(none, new long[] {7}, new int[0]); // 4th: tokens missing
+      for (int i = 0; i < 3; i++) { // 5th to 7th
+        engine.onBlocksStored(none, new long[] {8}, new int[2]);
+      }
+      engine.onBlocksStored(none, new long[0], new int[3]); // 8th: no block
+      engine.onBlocksStored(none, new long[] {9}, new int[2]); // 9th
+    });
+    String prefix = "[" + Thread.currentThread().getName()
+        + "] ERROR io.github.prefixrouter.internal.tree.ConcurrentPrefixTree - ";
+    String advice = ": RouterConfig.blockSize must equal the engine's KV block size; such stores "
+        + "cannot be mirrored and are dropped (";
+    String counted = " so far, counted in malformedEvents)";
+    assertEquals(List.of(
+        prefix + "the engine stores blocks of 8 tokens, the tree's block size is 4" + advice + 1
+            + counted,
+        prefix + "the engine stored 2 blocks with 5 tokens, not blocks of 4 tokens, the tree's "
+            + "block size" + advice + 2 + counted,
+        prefix + "the engine stored 1 blocks with 0 tokens, not blocks of 4 tokens, the tree's "
+            + "block size" + advice + 4 + counted,
+        prefix + "the engine stored 0 blocks with 3 tokens, not blocks of 4 tokens, the tree's "
+            + "block size" + advice + 8 + counted), lines,
+        "what the tree logs of stores whose token count is not their blocks times 4");
+    assertEquals(10, t.engineEventStats().malformedEvents());
+    assertEquals(1, t.engineEventStats().storedEvents());
+    assertEquals(4, t.sizeTokens());
     t.checkInvariants();
   }
 
