@@ -298,7 +298,12 @@ public interface PrefixRouterNode extends AutoCloseable {
    *       ({@link io.github.prefixrouter.testing.SimulatedScheduler});
    *   <li>{@code random}: a {@link SplittableRandom} seeded from the node id's hash mixed with the
    *       clock's reading at {@code build()}: deterministic for a given clock (a simulated clock
-   *       replays exactly), different across restarts on the system clock;
+   *       replays exactly), different across restarts on the system clock. That suits tests and
+   *       simulation, not production: the gossip draws from it the secret keying its tables
+   *       against hash flooding (docs/gossip.md, "Hostile fingerprints"), and the system
+   *       clock's nanoseconds since boot are no secret, so a production node should be given a
+   *       securely seeded generator, such as
+   *       {@code new SplittableRandom(new SecureRandom().nextLong())};
    *   <li>{@code seeds}: none (a node without seeds waits for peers to contact it).
    * </ul>
    * The node takes ownership of the transport: it starts it on {@link #start()} and closes it on
@@ -386,6 +391,9 @@ public interface PrefixRouterNode extends AutoCloseable {
 
     /**
      * The random source (default: seeded from node id and clock; see the class documentation).
+     * The default suits tests and simulation; a production node should pass a securely seeded
+     * generator, such as {@code new SplittableRandom(new SecureRandom().nextLong())}, since the
+     * gossip draws from it the secret keying its defences against hash flooding.
      *
      * @param random the random source; seed it for reproducible runs
      * @return this builder

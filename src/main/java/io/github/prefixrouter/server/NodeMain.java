@@ -459,6 +459,9 @@ public final class NodeMain {
           .transport(transport)
           .engine(keyWatch != null ? keyWatch : engine)
           .scheduler(scheduler)
+          // its gossip draws the secret keying its slots against hash flooding from this: the
+          // default seed, the node id's hash and the clock, is one a peer could work out
+          .random(new java.util.SplittableRandom(new java.security.SecureRandom().nextLong()))
           .seeds(o.seeds)
           .build();
       part[0] = "the peer port " + address(o.listenHost, o.listenPort);

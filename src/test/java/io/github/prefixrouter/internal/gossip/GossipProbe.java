@@ -61,6 +61,20 @@ public final class GossipProbe {
     return Arrays.stream(blockHashes).map(BlockFingerprint::of).distinct().sorted().toArray();
   }
 
+  /**
+   * The secret keying the replica index's home slots and the known ids' table, drawn from the
+   * node's random source when the engine was made (a private field: read reflectively).
+   */
+  public long secret() {
+    try {
+      java.lang.reflect.Field f = GossipEngine.class.getDeclaredField("knownIdsSeed");
+      f.setAccessible(true);
+      return f.getLong(engine);
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("GossipEngine changed shape: " + e, e);
+    }
+  }
+
   /** Members tracked, tombstones included. */
   public int memberCount() {
     return engine.memberCount();
