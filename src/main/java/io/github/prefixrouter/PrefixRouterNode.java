@@ -307,7 +307,12 @@ public interface PrefixRouterNode extends AutoCloseable {
    *   <li>{@code seeds}: none (a node without seeds waits for peers to contact it).
    * </ul>
    * The node takes ownership of the transport: it starts it on {@link #start()} and closes it on
-   * stop. It does not own the engine.
+   * stop. It does not own the engine, nor close it. An engine that publishes cache events serves
+   * one node, though: the node built engine-driven sets the engine's one
+   * {@link InferenceEngine#setCacheEventListener cache event listener}, and the engines of this
+   * library refuse a second, so a second node built on it (alongside the first, or after it
+   * stopped) fails in {@code build()} with their {@link IllegalStateException}; build a node
+   * after another on a new engine, or configure it {@code SELF_MANAGED}.
    */
   final class Builder {
     private String nodeId;
@@ -419,15 +424,22 @@ public interface PrefixRouterNode extends AutoCloseable {
     }
 
     /**
-     * Builds the node in state {@link State#NEW}.
+     * Builds the node in state {@link State#NEW}. An engine-driven node hands the engine its
+     * cache event listener here; what the engine's {@link InferenceEngine#setCacheEventListener}
+     * throws goes on as it is.
      *
      * @return the node, in state {@link State#NEW}
      * @throws IllegalStateException if a required setting is missing, or if the clock or the
      *     transport's {@link Transport#maxMessageBytes()} throws when read here (the
-     *     exception's cause is what it threw)
+     *     exception's cause is what it threw); or, thrown by the engine's
+     *     {@link InferenceEngine#setCacheEventListener}, if the engine publishes cache events and
+     *     already has a listener: another node was built on it (see the class documentation;
+     *     {@code SimulatedEngine}: "the cache event listener is already set")
      * @throws IllegalArgumentException if the configuration is invalid, if the transport's
-     *     {@link Transport#maxMessageBytes()} is not positive, or if the configuration's
-     *     {@link RouterConfig#gossipMessageBytes()} exceeds it
+     *     {@link Transport#maxMessageBytes()} is not positive, if the configuration's
+     *     {@link RouterConfig#gossipMessageBytes()} exceeds it, or if its
+     *     {@link RouterConfig#treeMode()} is {@code ENGINE_DRIVEN} and the engine publishes no
+     *     cache events
      */
     public PrefixRouterNode build() {
       List<String> missing = new ArrayList<>();

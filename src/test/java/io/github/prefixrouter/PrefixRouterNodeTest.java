@@ -118,6 +118,39 @@ class PrefixRouterNodeTest {
         "what the node's tree logs of an engine of block size 16 under blockSize 32");
   }
 
+  /**
+   * An engine that publishes cache events takes one listener, so one engine-driven node: a
+   * second node built on it, while the first runs or after it stopped, fails in {@code build()}
+   * with the engine's {@code IllegalStateException}, and the first node goes on as before.
+   */
+  @Test
+  void aSecondNodeOnAnEngineThatPublishesCacheEventsIsRefusedAtBuild() {
+    SimulatedEngine engine = engine(true);
+    PrefixRouterNode first = PrefixRouterNode.builder().nodeId("first")
+        .transport(net.transport("first")).engine(engine).clock(sim).scheduler(sim)
+        .random(new SplittableRandom(1)).build();
+    first.start();
+    IllegalStateException e = assertThrows(IllegalStateException.class,
+        () -> PrefixRouterNode.builder().nodeId("second").transport(net.transport("second"))
+            .engine(engine).clock(sim).scheduler(sim).random(new SplittableRandom(2)).build(),
+        "a second node built on the engine of a running one");
+    assertEquals("the cache event listener is already set", e.getMessage());
+    int[] tokens = new int[100];
+    Arrays.setAll(tokens, i -> (i * 7) % 1000);
+    CompletableFuture<InferenceResponse> f = first.submit(InferenceRequest.of("r", tokens));
+    sim.runUntilIdle(100_000);
+    assertEquals("first", f.join().servedBy());
+    assertEquals(96, first.stats().localCachedTokens(), "the first node still mirrors the engine");
+    CompletableFuture<Void> stop = first.stop();
+    sim.runUntilIdle(100_000);
+    assertTrue(stop.isDone());
+    e = assertThrows(IllegalStateException.class,
+        () -> PrefixRouterNode.builder().nodeId("third").transport(net.transport("third"))
+            .engine(engine).clock(sim).scheduler(sim).random(new SplittableRandom(3)).build(),
+        "a node built on the engine of a stopped one");
+    assertEquals("the cache event listener is already set", e.getMessage());
+  }
+
   @Test
   void localTreeFollowsTheEngineInBothModes() {
     for (boolean events : new boolean[] {true, false}) {
