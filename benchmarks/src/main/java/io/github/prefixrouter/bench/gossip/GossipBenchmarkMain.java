@@ -166,13 +166,9 @@ public final class GossipBenchmarkMain {
               + " (a day of simulated time), not " + f.string(flag, null));
         }
       }
-      // a cluster of one gossips with no one; GossipConfig takes a fanout of 1 to 64
-      int nodes = f.atLeast("--nodes", 16, 2);
-      if (nodes > MAX_NODES) {
-        // it ran out of memory building the nodes, or ran on a cluster that could never form
-        throw new IllegalArgumentException("--nodes must be at most " + MAX_NODES + " (the "
-            + "peers a gossip engine holds), not " + nodes);
-      }
+      // a cluster of one gossips with no one; GossipConfig takes a fanout of 1 to 64. Above
+      // MAX_NODES, it ran out of memory building the nodes, or on a cluster that could never form
+      int nodes = f.atLeast("--nodes", 16, 2, MAX_NODES);
       int fanout = f.atLeast("--fanout", 3, 1);
       if (fanout > 64) {
         throw new IllegalArgumentException("--fanout must be 1 to 64, not " + fanout);

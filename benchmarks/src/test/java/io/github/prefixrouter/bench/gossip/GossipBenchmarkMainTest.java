@@ -237,6 +237,21 @@ class GossipBenchmarkMainTest {
   }
 
   /**
+   * {@code --nodes} out of range is refused naming the range enforced, 2 to 4,096, at either
+   * end: {@code --nodes 1} was told "at most 2147483647", where {@code --nodes 4097} was refused
+   * as above 4096.
+   */
+  @Test
+  void aClusterSizeOutOfRangeIsRefusedNamingTheRangeEnforced() {
+    assertEquals("--nodes must be at least 2 (and at most 4096), not 1", assertThrows(
+        IllegalArgumentException.class, () -> parse("--nodes", "1")).getMessage(),
+        "the range named refusing --nodes 1 is not the one enforced");
+    assertEquals("--nodes must be at least 2 (and at most 4096), not 4097", assertThrows(
+        IllegalArgumentException.class, () -> parse("--nodes", "4097")).getMessage(),
+        "the range named refusing --nodes 4097 is not the one enforced");
+  }
+
+  /**
    * A rate, delay or length of simulated time far above any sensible run is refused with the
    * flag's name: they had no upper bound, so {@code --rate 1e9} or {@code --measure-s
    * 2000000000} simulated (practically) forever, and a {@code --delay-ms} above 9.2e12 overflowed
