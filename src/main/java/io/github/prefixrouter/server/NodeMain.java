@@ -45,14 +45,31 @@ import org.slf4j.LoggerFactory;
  * </pre>
  *
  * Flags and the properties file are described in {@link NodeOptions#USAGE} ({@code --help}).
- * Logs go through SLF4J. On SIGTERM or SIGINT the node stops gracefully (accepted requests are
- * answered; those still running after {@code --shutdown-grace-ms} are answered 503 and
- * cancelled on the engine) and prints its stats. Exit status 2 means bad flags, printed with
+ * Logs go through SLF4J; with slf4j-simple (the benchmarks jar's binding) a node logs at info
+ * and above unless {@code -Dorg.slf4j.simpleLogger.defaultLogLevel} says otherwise: the class
+ * sets that property to {@code info}, if it is not set, before it makes its logger. On SIGTERM
+ * or SIGINT the node stops gracefully (accepted requests are answered; those still running
+ * after {@code --shutdown-grace-ms} are answered 503 and cancelled on the engine) and prints
+ * its stats. Exit status 2 means bad flags, printed with
  * the usage; 1 a node that could not start, printed as one line naming the part that failed
  * and why (a port in use, a file that cannot be read; anything else thrown, an {@link Error}
  * included, by its type and message), its stack trace logged at debug level.
  */
 public final class NodeMain {
+
+  /** slf4j-simple's default level, a system property; other bindings ignore it. */
+  private static final String SIMPLE_LOGGER_DEFAULT_LEVEL =
+      "org.slf4j.simpleLogger.defaultLogLevel";
+
+  static {
+    // before the logger below, the process's first when it runs a node: slf4j-simple reads its
+    // default level once, as its first logger is made, and takes this property over a
+    // simplelogger.properties; the benchmarks jar's sets off, for its simulators and other
+    // mains, whose in-process nodes log as this one does
+    if (System.getProperty(SIMPLE_LOGGER_DEFAULT_LEVEL) == null) {
+      System.setProperty(SIMPLE_LOGGER_DEFAULT_LEVEL, "info");
+    }
+  }
 
   private static final Logger log = LoggerFactory.getLogger(NodeMain.class);
 
