@@ -61,7 +61,7 @@ import java.util.random.RandomGenerator;
  *       request in a slot takes {@code prefillOverhead + prefillPerToken × uncachedTokens} for its
  *       prefill, then {@code decodePerToken} per output token (times that would pass
  *       {@link Long#MAX_VALUE} ns are that). New blocks are stored (and announced) when the
- *       prefill ends.
+ *       prefill ends. {@link #pendingWorkNanos()} sums the work queued and left in the slots.
  *   <li><b>Answers.</b> The output is {@code params.maxTokens()} token ids, a pure function of the
  *       prompt tokens and the {@link GenerationParams} (a hash), so the same request gives the same
  *       answer on every engine, whatever its cache or the routing. It ends early, after its first
@@ -197,6 +197,38 @@ public final class SimulatedEngine implements InferenceEngine {
   @Override
   public synchronized EngineLoad load() {
     return new EngineLoad(queue.size(), running.size());
+  }
+
+  /**
+   * The engine's outstanding work now, in simulated nanoseconds summed over its slots: what is
+   * left of each running request's prefill and decode, plus each queued request's prefill of the
+   * part of its prompt the cache lacks now (with the at-least-one-computed-token cap) and its
+   * decode. A queued request is priced against the cache as it is now, so one whose prefix a
+   * request ahead of it will cache counts as a miss; a stalled request counts nothing. With one
+   * slot this is the time until a request queued now would start, but for that caveat.
+   *
+   * @return the outstanding work in nanoseconds, {@code >= 0}
+   */
+  public synchronized long pendingWorkNanos() {
+    long now = clock.nanoTime();
+    long work = 0;
+    for (Job job : running.keySet()) {
+      long total = LongMath.saturatedAdd(job.prefillNanos, job.decodeNanos);
+      work = LongMath.saturatedAdd(work,
+          Math.max(0, LongMath.saturatedSubtract(total,
+              LongMath.saturatedSubtract(now, job.startedAt))));
+    }
+    for (Job job : queue) {
+      InferenceRequest r = job.request;
+      int[] tokens = PromptArrays.shared(r);
+      int cached = Math.min(cachedPrefixTokens(r.scope(), tokens),
+          ((tokens.length - 1) / blockSize) * blockSize);
+      long prefill = LongMath.saturatedAdd(prefillOverheadNanos,
+          LongMath.saturatedMultiply(prefillNanosPerToken, tokens.length - cached));
+      work = LongMath.saturatedAdd(work, LongMath.saturatedAdd(prefill,
+          LongMath.saturatedMultiply(decodeNanosPerToken, outputTokens(r))));
+    }
+    return work;
   }
 
   @Override
@@ -489,6 +521,7 @@ public final class SimulatedEngine implements InferenceEngine {
 
   private void start(Job job) {
     running.put(job, Boolean.TRUE);
+    job.startedAt = clock.nanoTime();
     // saturated as the other times: requests that waited near the end of time overflowed it
     queueWaitNanos = LongMath.saturatedAdd(queueWaitNanos,
         LongMath.saturatedSubtract(clock.nanoTime(), job.enqueuedAt));
@@ -548,12 +581,16 @@ public final class SimulatedEngine implements InferenceEngine {
     // request in its slot for ever
     long prefill = LongMath.saturatedAdd(prefillOverheadNanos,
         LongMath.saturatedMultiply(prefillNanosPerToken, tokens.length - cached));
-    int outputTokens = r.params().stopTokenIds().isEmpty() ? r.params().maxTokens()
-        : expectedOutput(PromptArrays.shared(r), r.params(), vocabularySize).length;
-    long decode = LongMath.saturatedMultiply(decodeNanosPerToken, outputTokens);
+    long decode = LongMath.saturatedMultiply(decodeNanosPerToken, outputTokens(r));
     job.prefillNanos = prefill;
     job.decodeNanos = decode;
     job.timer = scheduler.schedule(prefill, () -> prefillDone(job));
+  }
+
+  /** The tokens the request will generate: up to its first stop token id, else maxTokens. */
+  private int outputTokens(InferenceRequest r) {
+    return r.params().stopTokenIds().isEmpty() ? r.params().maxTokens()
+        : expectedOutput(PromptArrays.shared(r), r.params(), vocabularySize).length;
   }
 
   private synchronized void prefillDone(Job job) {
@@ -848,6 +885,7 @@ public final class SimulatedEngine implements InferenceEngine {
     int cachedTokens;
     int reserved;
     long enqueuedAt;
+    long startedAt;
     long prefillNanos;
     long decodeNanos;
     Scheduler.Cancellable timer;

@@ -362,6 +362,35 @@ class SimulatedEngineTest {
   }
 
   @Test
+  void pendingWorkIsWhatIsLeftOfTheRunningRequestAndTheQueuedOnesPricedOnTheCache()
+      throws Exception {
+    SimulatedEngine e = engine().build();
+    assertEquals(0, e.pendingWorkNanos(), "an idle engine has no work");
+    int[] p = prompt(7, 200);
+    e.execute(new InferenceRequest("warm", p, GenerationParams.greedy(1)));
+    sim.runUntilIdle(1000);
+    long t0 = sim.nanoTime();
+    // cold, 100 tokens: prefill 10 + 10 ms, decode 2 x 5 ms = 30 ms
+    CompletableFuture<EngineResult> a =
+        e.execute(new InferenceRequest("a", prompt(50_000, 100), GenerationParams.greedy(2)));
+    // 192 of 200 tokens cached: prefill 10 + 0.8 ms, decode 3 x 5 ms = 25.8 ms
+    CompletableFuture<EngineResult> b =
+        e.execute(new InferenceRequest("b", p, GenerationParams.greedy(3)));
+    assertEquals(55_800_000L, e.pendingWorkNanos(), "queued work, priced on the cache");
+    sim.runNext(); // a starts
+    assertEquals(new EngineLoad(1, 1), e.load());
+    assertEquals(55_800_000L, e.pendingWorkNanos(), "a just started: all of it is left");
+    sim.advanceTo(t0 + 12 * MS);
+    assertEquals(43_800_000L, e.pendingWorkNanos(), "18 ms left of a, b still queued");
+    sim.advanceTo(t0 + 40 * MS);
+    assertTrue(a.isDone());
+    assertEquals(15_800_000L, e.pendingWorkNanos(), "b started at 30 ms: 15.8 ms left");
+    sim.runUntilIdle(1000);
+    assertTrue(b.isDone());
+    assertEquals(0, e.pendingWorkNanos(), "nothing left once every request is answered");
+  }
+
+  @Test
   void queuesFifoBehindBusySlots() throws Exception {
     SimulatedEngine e = engine().slots(2).build();
     List<String> order = new ArrayList<>();

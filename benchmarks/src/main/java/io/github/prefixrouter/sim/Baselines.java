@@ -4,6 +4,7 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.sim.DispatchCluster.Dispatcher;
 import io.github.prefixrouter.sim.DispatchCluster.View;
+import io.github.prefixrouter.testing.SimulatedEngine;
 import java.util.Arrays;
 import java.util.random.RandomGenerator;
 
@@ -157,6 +158,44 @@ final class Baselines {
       int ml = minLoad;
       return pickAmong(
           rnd, view, i -> view.engine(i).cachedBlocks() == s && view.outstanding(i) == ml);
+    };
+  }
+
+  /**
+   * A centralized, delay-aware router with instant, exact knowledge of every engine: each request
+   * goes to the node where it is expected to finish first, i.e. the smallest sum of the engine's
+   * outstanding work ({@link SimulatedEngine#pendingWorkNanos()}, divided by its slots), the
+   * prefill of the part of the prompt that engine's cache lacks now ({@code prefillOverhead +
+   * prefillPerToken x uncached tokens}, with the engine's at-least-one-computed-token cap) and,
+   * for a node other than the entry node, a round trip of {@code 2 x oneWayDelayNanos}. Decode
+   * is the same everywhere and left out. Ties: the entry node, else random. A stronger reference
+   * than {@link #sglangOracle}, not a bound: it is greedy per request, prices queued requests on
+   * the cache as it is now, and does not see requests still on their way to a node.
+   */
+  static Dispatcher earliestCompletion(
+      RandomGenerator rnd, long oneWayDelayNanos, EngineProfile profile) {
+    long roundTrip = 2 * oneWayDelayNanos;
+    int block = profile.blockSize();
+    return (entry, request, view) -> {
+      int n = view.nodes();
+      int[] tokens = PromptArrays.shared(request);
+      int cap = ((tokens.length - 1) / block) * block;
+      long[] cost = new long[n];
+      long best = Long.MAX_VALUE;
+      for (int i = 0; i < n; i++) {
+        SimulatedEngine e = view.engine(i);
+        int cached = Math.min(e.cachedPrefixTokens(request.scope(), tokens), cap);
+        long prefill =
+            profile.prefillOverheadNanos()
+                + profile.prefillNanosPerToken() * (long) (tokens.length - cached);
+        cost[i] = e.pendingWorkNanos() / profile.slots() + prefill + (i == entry ? 0 : roundTrip);
+        best = Math.min(best, cost[i]);
+      }
+      if (cost[entry] == best) {
+        return entry;
+      }
+      long b = best;
+      return pickAmong(rnd, view, i -> cost[i] == b);
     };
   }
 

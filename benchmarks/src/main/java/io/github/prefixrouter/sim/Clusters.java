@@ -52,6 +52,8 @@ final class Clusters {
                   SGLANG_BALANCE_ABS_THRESHOLD,
                   SGLANG_BALANCE_REL_THRESHOLD,
                   SGLANG_CACHE_THRESHOLD);
+          case EARLIEST_COMPLETION ->
+              Baselines.earliestCompletion(rnd, ctx.delayNanos(), ctx.config().engine());
           case NO_ROUTING, PAPER, COST_AWARE, COST_AWARE_GREEDY -> throw new AssertionError(p);
         };
     return new DispatchCluster(ctx.scheduler(), ctx.engines(), ctx.newLink(7), d);

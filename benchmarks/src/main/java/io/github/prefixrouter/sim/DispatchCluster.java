@@ -26,7 +26,7 @@ final class DispatchCluster implements SimCluster {
     /** Requests routed to the node and not finished there yet. */
     int outstanding(int node);
 
-    /** The node's engine, for exact cache knowledge (the oracle). */
+    /** The node's engine, for exact cache and queue knowledge (SGLang, earliest completion). */
     SimulatedEngine engine(int node);
   }
 

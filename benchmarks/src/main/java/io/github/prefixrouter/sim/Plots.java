@@ -52,6 +52,7 @@ final class Plots {
           case LEAST_LOADED -> new Color(0x1f, 0x77, 0xb4);
           case CHWBL -> new Color(0x2c, 0xa0, 0x2c);
           case ORACLE -> new Color(0x94, 0x67, 0xbd);
+          case EARLIEST_COMPLETION -> new Color(0x17, 0xbe, 0xcf);
           case PAPER -> new Color(0xff, 0x7f, 0x0e);
           case COST_AWARE -> new Color(0xd6, 0x27, 0x28);
           case COST_AWARE_GREEDY -> new Color(0x8c, 0x56, 0x4b);

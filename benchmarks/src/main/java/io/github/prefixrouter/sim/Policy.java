@@ -15,6 +15,11 @@ public enum Policy {
   CHWBL("chwbl", false),
   /** A centralized router with instant, exact knowledge of every cache, SGLang's policy. */
   ORACLE("sglang-oracle", false),
+  /**
+   * A centralized, delay-aware router with instant, exact knowledge of every engine's queue and
+   * cache: the node where the request is expected to finish first (reference column).
+   */
+  EARLIEST_COMPLETION("earliest-completion", false),
   /** The source paper's policy: longest estimated prefix, local on ties (LONGEST_PREFIX). */
   PAPER("paper", true),
   /** The library's default cost-aware policy (COST_AWARE). */
@@ -29,7 +34,7 @@ public enum Policy {
   /** The policies of the main job: every one but the ablation. */
   public static java.util.List<Policy> defaults() {
     return java.util.List.of(
-        NO_ROUTING, RANDOM, LEAST_LOADED, CHWBL, ORACLE, PAPER, COST_AWARE);
+        NO_ROUTING, RANDOM, LEAST_LOADED, CHWBL, ORACLE, EARLIEST_COMPLETION, PAPER, COST_AWARE);
   }
 
   private final String label;

@@ -3,6 +3,7 @@ package io.github.prefixrouter.sim;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.sim.DispatchCluster.Dispatcher;
 import io.github.prefixrouter.sim.DispatchCluster.View;
@@ -29,6 +30,15 @@ class BaselinesTest {
       engines = new SimulatedEngine[n];
       for (int i = 0; i < n; i++) {
         engines[i] = SimulatedEngine.builder().scheduler(sim).capacityTokens(16 * 64).build();
+      }
+    }
+
+    /** Engines of the given profile. */
+    FakeView(int n, EngineProfile profile) {
+      load = new int[n];
+      engines = new SimulatedEngine[n];
+      for (int i = 0; i < n; i++) {
+        engines[i] = profile.newEngine(sim, i + 1);
       }
     }
 
@@ -115,6 +125,63 @@ class BaselinesTest {
     v.load[0] = 2;
     v.load[1] = 1;
     assertEquals(1, d.choose(2, InferenceRequest.of("y", prompt(50_000, 200)), v));
+  }
+
+  private static final long MS = 1_000_000L;
+
+  /** 16-token blocks, 1,024-token caches, one slot, 10 ms + 1 ms per token prefill, 5 ms decode. */
+  private static final EngineProfile PROFILE =
+      new EngineProfile(16, 16 * 64, 1, 10 * MS, MS, 5 * MS);
+
+  @Test
+  void earliestCompletionPicksTheNodeWhereTheRequestEndsFirst() {
+    FakeView v = new FakeView(3, PROFILE);
+    Dispatcher d = Baselines.earliestCompletion(new SplittableRandom(7), 2 * MS, PROFILE);
+    int[] shared = prompt(0, 320);
+    v.warm(2, shared);
+    int[] req = new int[400];
+    System.arraycopy(shared, 0, req, 0, 320);
+    System.arraycopy(prompt(9000, 80), 0, req, 320, 80);
+    // node 0 (entry): 10 + 400 = 410 ms; node 1: 410 + 4 = 414 ms; node 2, which holds the
+    // first 320 tokens: 10 + 80 + 4 = 94 ms
+    assertEquals(2, d.choose(0, InferenceRequest.of("x", req), v),
+        "an idle holder of the prefix 2 ms away beats a cold entry node");
+    // node 2 starts a 300-token miss with 3 output tokens: 10 + 300 + 15 = 325 ms of work, so
+    // node 2 costs 325 + 94 = 419 ms against the entry node's 410 ms
+    v.engines[2].execute(
+        new InferenceRequest("busy", prompt(60_000, 300), GenerationParams.greedy(3)));
+    sim.runNext();
+    assertEquals(325 * MS, v.engines[2].pendingWorkNanos());
+    assertEquals(0, d.choose(0, InferenceRequest.of("x", req), v),
+        "the holder's queued work outweighs the prefix it holds");
+    // 20 ms later 305 ms are left: 305 + 94 = 399 ms, below 410 again
+    sim.advanceTo(sim.nanoTime() + 20 * MS);
+    assertEquals(2, d.choose(0, InferenceRequest.of("x", req), v),
+        "the holder is chosen again once its work left makes it the earliest");
+  }
+
+  @Test
+  void earliestCompletionKeepsTiesAndSlowLinksOnTheEntryNode() {
+    FakeView idle = new FakeView(4, PROFILE);
+    Dispatcher noDelay = Baselines.earliestCompletion(new SplittableRandom(7), 0, PROFILE);
+    for (int entry = 0; entry < 4; entry++) {
+      assertEquals(entry, noDelay.choose(entry, InferenceRequest.of("x", prompt(0, 200)), idle),
+          "idle, empty engines cost the same: the entry node keeps the request");
+    }
+    // one-way 1,000 ms: a forward costs 2 s more, more than any of these prompts' full prefill
+    // (at most 10 + 500 ms), so every request stays where it entered, even where a peer holds
+    // the prompt's prefix
+    FakeView v = new FakeView(4, PROFILE);
+    Dispatcher slow = Baselines.earliestCompletion(new SplittableRandom(7), 1000 * MS, PROFILE);
+    int[] shared = prompt(0, 480);
+    v.warm(3, shared);
+    int[] req = new int[500];
+    System.arraycopy(shared, 0, req, 0, 480);
+    System.arraycopy(prompt(9000, 20), 0, req, 480, 20);
+    for (int entry = 0; entry < 3; entry++) {
+      assertEquals(entry, slow.choose(entry, InferenceRequest.of("x", req), v),
+          "a 2 s round trip never pays for a prefill of at most 510 ms");
+    }
   }
 
   @Test

@@ -118,7 +118,7 @@ class PaperMainTest {
         "\"timeline\"")) {
       assertTrue(json.contains(field), field);
     }
-    assertEquals(28, json.split("\"policy\"").length - 1, "one record per policy x delay x dist");
+    assertEquals(32, json.split("\"policy\"").length - 1, "one record per policy x delay x dist");
     assertTrue(Files.size(dir.resolve("latency-vs-delay-uniform.png")) > 1000);
     assertTrue(Files.size(dir.resolve("hit-rate-over-time-skewed.png")) > 1000);
     assertTrue(Files.size(dir.resolve("topic-share-over-time-paper.png")) > 1000);
