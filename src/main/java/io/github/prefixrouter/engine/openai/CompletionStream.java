@@ -14,6 +14,7 @@ import java.nio.ByteBuffer;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -29,7 +30,9 @@ import org.slf4j.LoggerFactory;
  * {@code finish_reason} (the choice of the first chunk that gives one, a non-empty string, is
  * the output's last: the choices of later chunks are ignored); of its {@code usage} (vLLM sends
  * it in a last chunk with no choices when asked with {@code stream_options.include_usage}) the
- * prompt and cached-token counts, as the non-streamed answer's. An event whose data is empty or
+ * prompt and cached-token counts, as the non-streamed answer's ({@link
+ * OpenAiCompatibleEngine#usage}: a count left out of the usage of a server that has reported
+ * one is 0; without a usage chunk, -1). An event whose data is empty or
  * blank (a proxy's keep-alive) is no chunk and is ignored. {@code data: [DONE]} ends the stream.
  * Any of these is a retryable {@link EngineException}: an {@code error} event, a chunk with an
  * {@code error} member or {@code "object": "error"} (how vLLM reports a failure once the stream
@@ -80,6 +83,8 @@ final class CompletionStream {
   private volatile EngineResult whole;
   /** Where the stream's heap is taken from, before it grows; null: nowhere. */
   private final BodyBudget.Share share;
+  /** Whether the server has reported its cached tokens ({@link OpenAiCompatibleEngine#usage}). */
+  private final AtomicBoolean cachedTokensReported;
   /** The bytes of {@link #share} taken for {@link #text}, {@link #tokens} and {@link #whole}. */
   private long textTaken;
   private long tokensTaken;
@@ -113,6 +118,23 @@ final class CompletionStream {
    */
   CompletionStream(InferenceRequest request, int maxBytes, String apiKey,
       OutputListener listener, BodyBudget.Share share) {
+    this(request, maxBytes, apiKey, listener, share, new AtomicBoolean());
+  }
+
+  /**
+   * A stream as above, of a server whose earlier answers may have reported its cached tokens.
+   *
+   * @param request the request it answers
+   * @param maxBytes the most bytes a line or an event may hold, and the largest output
+   * @param apiKey the key the engine sends the server, taken out of its error messages; or null
+   * @param listener where the pieces go
+   * @param share where the heap is taken from, or null for nowhere
+   * @param cachedTokensReported whether the server has reported its cached tokens, set once the
+   *     stream's usage chunk reports them ({@link OpenAiCompatibleEngine#usage})
+   */
+  CompletionStream(InferenceRequest request, int maxBytes, String apiKey,
+      OutputListener listener, BodyBudget.Share share, AtomicBoolean cachedTokensReported) {
+    this.cachedTokensReported = cachedTokensReported;
     this.request = request;
     this.maxBytes = maxBytes;
     this.apiKey = apiKey;
@@ -197,7 +219,8 @@ final class CompletionStream {
       throw failure("unexpected answer shape: no chunk had a choice of index 0", null);
     }
     try {
-      int[] counts = OpenAiCompatibleEngine.usage(usage == null ? Map.of() : Map.of("usage", usage), request);
+      int[] counts = OpenAiCompatibleEngine.usage(usage == null ? Map.of() : Map.of("usage", usage),
+          request, cachedTokensReported);
       return new EngineResult(Arrays.copyOf(tokens, tokenCount), text.toString(), counts[0],
           counts[1], -1, -1);
     } catch (Json.JsonException e) {
@@ -293,7 +316,8 @@ final class CompletionStream {
       }
       Object u = chunk.get("usage");
       if (u != null && u != Json.NULL) {
-        OpenAiCompatibleEngine.usage(Map.of("usage", u), request); // checked now, used at the end
+        // checked now, used at the end
+        OpenAiCompatibleEngine.usage(Map.of("usage", u), request, cachedTokensReported);
         usage = u;
       }
     } catch (Json.JsonException e) {

@@ -82,8 +82,11 @@ import org.slf4j.LoggerFactory;
  * (of the choice of index 0, wherever it is in the array: a server generating several sequences
  * sends the others with their indexes),
  * {@code usage.prompt_tokens} and {@code usage.prompt_tokens_details.cached_tokens} (reported by
- * vLLM with {@code --enable-prompt-tokens-details} and by SGLang; when absent the result says
- * {@code -1}, unknown). The server does not report prefill and decode times, so those are
+ * vLLM with {@code --enable-prompt-tokens-details}, which leaves it out when the count is 0, and
+ * by SGLang with {@code --enable-cache-report}). Once the server has reported a count, an
+ * answer whose {@code usage} leaves it out is a miss, 0; before that, and in an answer without
+ * a {@code usage}, the result says {@code -1}, unknown. The server does not report prefill and
+ * decode times, so those are
  * {@code -1} too; the node then times each request itself (submission to answer, on its
  * clock), so its cost model and forwarding timeouts still learn the server's speed.
  *
@@ -136,7 +139,8 @@ import org.slf4j.LoggerFactory;
  * arrive: each chunk's {@code choices[0].text} and {@code choices[0].token_ids} (vLLM's
  * per-chunk token ids, with {@code return_token_ids}) go to the listener at once, one chunk at a
  * time, on the HTTP client's thread; the result is their concatenation, with the usage chunk's
- * prompt and cached-token counts ({@code -1}, unknown, without one), and is complete at
+ * prompt and cached-token counts (read as a plain answer's; {@code -1}, unknown, without a
+ * usage chunk), and is complete at
  * {@code data: [DONE]}. A server that ignores {@code return_token_ids} streams text only: the
  * pieces' and the result's tokens are then empty. The failures are those of a plain request (the
  * HTTP status of the answer maps as above), and, all retryable: an {@code error} event or a
@@ -250,6 +254,12 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final RunsById<Running> running = new RunsById<>();
   /** The health probes in flight, until their answers' bodies have ended. */
   private final Set<CompletableFuture<HttpResponse<Void>>> probes = ConcurrentHashMap.newKeySet();
+  /**
+   * Whether the server has reported {@code usage.prompt_tokens_details.cached_tokens} in an
+   * answer, streamed or not: an answer whose usage leaves it out is then a miss, 0
+   * ({@link #usage}).
+   */
+  private final AtomicBoolean cachedTokensReported = new AtomicBoolean();
   private final VllmKvEventSubscriber.Builder kvEvents;
   private VllmKvEventSubscriber subscriber; // guarded by this
   private volatile boolean closed; // written under this
@@ -360,7 +370,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     BodyBudget.Share share = answers.share();
     boolean streamed = listener != OutputListener.IGNORE;
     CompletionStream stream = streamed
-        ? new CompletionStream(request, maxResponseBytes, apiKey, listener, share) : null;
+        ? new CompletionStream(request, maxResponseBytes, apiKey, listener, share,
+            cachedTokensReported) : null;
     Running run = new Running(request.id(), result, stream);
     result.whenComplete((r, e) -> {
       share.close();
@@ -991,7 +1002,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       if (impossible != null) {
         throw new EngineException(where + ": the server answered " + impossible, true);
       }
-      int[] counts = usage(root, request);
+      int[] counts = usage(root, request, cachedTokensReported);
       return new EngineResult(output, text, counts[0], counts[1], -1, -1);
     } catch (Json.JsonException e) {
       throw new EngineException(where + ": unexpected answer shape: " + e.getMessage(), true, e);
@@ -1118,20 +1129,34 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
 
   /**
    * The prompt and cached-token counts of an answer's {@code usage}: {@code prompt_tokens} (the
-   * request's length when absent) and {@code prompt_tokens_details.cached_tokens} (-1, unknown,
-   * when absent).
+   * request's length when absent) and {@code prompt_tokens_details.cached_tokens}. A count given
+   * sets {@code reported}: the server reports its cached tokens. When the count is absent (or
+   * null, or its details are), it is 0 if the answer has a {@code usage} and {@code reported}
+   * is set, since such a server leaves the details out only for 0 (vLLM with
+   * {@code --enable-prompt-tokens-details} does); else -1, unknown (a server that has not
+   * reported a count, or an answer without a {@code usage}).
+   *
+   * @param reported whether the server has reported a count in an earlier answer; set here
+   *     when this one has one
    */
-  static int[] usage(Object root, InferenceRequest request) {
+  static int[] usage(Object root, InferenceRequest request, AtomicBoolean reported) {
     Object promptTokens = Json.path(root, "usage", "prompt_tokens");
     int prompt = promptTokens == null ? request.length() : Json.asInt(promptTokens, "usage.prompt_tokens");
     if (prompt < 0) {
       throw new Json.JsonException("usage.prompt_tokens is negative: " + prompt, -1);
     }
     Object cachedValue = Json.path(root, "usage", "prompt_tokens_details", "cached_tokens");
-    int cached = cachedValue == null ? -1 : Json.asInt(cachedValue, "usage.prompt_tokens_details.cached_tokens");
+    if (cachedValue == null) {
+      // a server that reports the count leaves it out for 0; a missing usage says nothing
+      return new int[] {prompt, Json.path(root, "usage") != null && reported.get() ? 0 : -1};
+    }
+    int cached = Json.asInt(cachedValue, "usage.prompt_tokens_details.cached_tokens");
     if (cached < -1 || cached > prompt) {
       throw new Json.JsonException(
           "usage.prompt_tokens_details.cached_tokens " + cached + " is outside [0, prompt_tokens=" + prompt + "]", -1);
+    }
+    if (cached >= 0 && !reported.get()) {
+      reported.set(true);
     }
     return new int[] {prompt, cached};
   }

@@ -19,6 +19,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.IntStream;
 import net.jqwik.api.Arbitraries;
 import net.jqwik.api.Arbitrary;
@@ -194,6 +195,35 @@ class CompletionStreamProperties {
     assertEquals(style.usage() ? style.cached() : -1, r.cachedPromptTokens());
     assertEquals(-1, r.prefillNanos());
     assertEquals(-1, r.decodeNanos());
+  }
+
+  /**
+   * A stream's cached-token count by what its server reported before: a usage chunk's count as
+   * given; one the usage chunk leaves out (vLLM's way of saying 0) is 0 once the server has
+   * reported a count, else -1, unknown; no usage chunk, -1. A usage chunk with a count marks the
+   * server as reporting them.
+   */
+  @Property(tries = 200)
+  void aCountLeftOutIsAMissOnlyOnceTheServerHasReportedOne(
+      @ForAll("outputs") List<Piece> output, @ForAll("styles") Style style,
+      @ForAll boolean reportedBefore) {
+    Written w = write(output, style);
+    AtomicBoolean reported = new AtomicBoolean(reportedBefore);
+    CompletionStream s = new CompletionStream(REQUEST, 1 << 20, null, (tokens, text) -> { },
+        null, reported);
+    feedInChunks(s, w.bytes(), w.bytes().length, new Random(style.seed()));
+    int expected;
+    if (!style.usage()) {
+      expected = -1;
+    } else if (style.cached() >= 0) {
+      expected = style.cached();
+    } else {
+      expected = reportedBefore ? 0 : -1;
+    }
+    assertEquals(expected, s.result().cachedPromptTokens(), () -> "usage " + style.usage()
+        + ", cached " + style.cached() + ", reported before " + reportedBefore);
+    assertEquals(reportedBefore || style.usage() && style.cached() >= 0, reported.get(),
+        "whether the server is taken to report its cached tokens");
   }
 
   /**

@@ -679,6 +679,45 @@ class OpenAiCompatibleEngineStreamingTest {
     assertTrue(err.getMessage().contains("UTF-8"), err.getMessage());
   }
 
+  /**
+   * The usage chunk of a server that reported {@code cached_tokens} before (in a stream or in a
+   * plain answer) and leaves them out now is a miss, 0, as vLLM leaves them out for 0; a stream
+   * without a usage chunk says nothing, -1.
+   */
+  @Test
+  void aUsageChunkWithoutCachedTokensAfterAReportIsAMiss() throws Exception {
+    String usageWithout = "data: {\"id\":\"cmpl-1\",\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
+        + "\"completion_tokens\":3,\"total_tokens\":7}}\n\n";
+    String reportedAnswer = "{\"choices\":[{\"index\":0,\"text\":\"x\"}],"
+        + "\"usage\":{\"prompt_tokens\":4,\"prompt_tokens_details\":{\"cached_tokens\":2}}}";
+    String output = chunk("a", "[1]", null) + chunk("b", "[2]", "length");
+    // reported in a stream, then left out in a stream
+    OpenAiCompatibleEngine e = builder().build();
+    server.behaviour.set((ex, body) -> send(startStream(ex), output + USAGE + "data: [DONE]\n\n"));
+    assertEquals(2, new Pieces().run(e, request()).get(20, TimeUnit.SECONDS).cachedPromptTokens());
+    server.behaviour.set((ex, body) ->
+        send(startStream(ex), output + usageWithout + "data: [DONE]\n\n"));
+    assertEquals(0, new Pieces().run(e, request()).get(20, TimeUnit.SECONDS).cachedPromptTokens(),
+        "the server reported cached_tokens before and leaves them out only for 0 (as vLLM "
+            + "does): the miss was read as unknown");
+    server.behaviour.set((ex, body) -> send(startStream(ex), output + "data: [DONE]\n\n"));
+    assertEquals(-1, new Pieces().run(e, request()).get(20, TimeUnit.SECONDS).cachedPromptTokens(),
+        "a stream without a usage chunk says nothing of the cache");
+    // reported in a plain answer, then left out in a stream
+    OpenAiCompatibleEngine plainFirst = builder().build();
+    server.behaviour.set((ex, body) -> reply(ex, 200, reportedAnswer));
+    assertEquals(2, plainFirst.execute(request()).get(20, TimeUnit.SECONDS).cachedPromptTokens());
+    server.behaviour.set((ex, body) ->
+        send(startStream(ex), output + usageWithout + "data: [DONE]\n\n"));
+    assertEquals(0,
+        new Pieces().run(plainFirst, request()).get(20, TimeUnit.SECONDS).cachedPromptTokens(),
+        "reported in a plain answer, left out in a stream: the miss was read as unknown");
+    // never reported: unknown, as before
+    assertEquals(-1,
+        new Pieces().run(builder().build(), request()).get(20, TimeUnit.SECONDS)
+            .cachedPromptTokens(), "a server that never reported cached_tokens: unknown");
+  }
+
   @Test
   void aPlainJsonAnswerToAStreamedRequestIsGivenAsOnePiece() throws Exception {
     server.behaviour.set((ex, body) -> reply(ex, 200,

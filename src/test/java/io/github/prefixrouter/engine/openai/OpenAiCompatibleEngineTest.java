@@ -171,6 +171,42 @@ class OpenAiCompatibleEngineTest {
     assertEquals(-1, engine().execute(request()).get(20, TimeUnit.SECONDS).cachedPromptTokens());
   }
 
+  /**
+   * vLLM started with {@code --enable-prompt-tokens-details} leaves {@code prompt_tokens_details}
+   * out of an answer whose count is 0: once the server has reported a count, an answer with a
+   * usage but no count is a complete miss, not an unknown. An answer without any usage says
+   * nothing, and a server that never reported a count stays unknown.
+   */
+  @Test
+  void cachedTokensLeftOutByAServerThatReportedThemAreZero() throws Exception {
+    String without = "{\"choices\":[{\"index\":0,\"text\":\"x\"}],"
+        + "\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1,\"total_tokens\":5}}";
+    String nullDetails = "{\"choices\":[{\"index\":0,\"text\":\"x\"}],"
+        + "\"usage\":{\"prompt_tokens\":4,\"prompt_tokens_details\":null}}";
+    String reported = "{\"choices\":[{\"index\":0,\"text\":\"x\"}],"
+        + "\"usage\":{\"prompt_tokens\":4,\"prompt_tokens_details\":{\"cached_tokens\":2}}}";
+    String noUsage = "{\"choices\":[{\"index\":0,\"text\":\"x\"}]}";
+    OpenAiCompatibleEngine e = engine();
+    server.behaviour.set((ex, body) -> reply(ex, 200, without));
+    assertEquals(-1, e.execute(request()).get(20, TimeUnit.SECONDS).cachedPromptTokens(),
+        "a server that never reported cached_tokens: unknown");
+    server.behaviour.set((ex, body) -> reply(ex, 200, reported));
+    assertEquals(2, e.execute(request()).get(20, TimeUnit.SECONDS).cachedPromptTokens());
+    server.behaviour.set((ex, body) -> reply(ex, 200, without));
+    assertEquals(0, e.execute(request()).get(20, TimeUnit.SECONDS).cachedPromptTokens(),
+        "the server reported cached_tokens before and leaves them out only for 0 (as vLLM "
+            + "does): the miss was read as unknown");
+    server.behaviour.set((ex, body) -> reply(ex, 200, nullDetails));
+    assertEquals(0, e.execute(request()).get(20, TimeUnit.SECONDS).cachedPromptTokens(),
+        "null details after a report: a miss was read as unknown");
+    server.behaviour.set((ex, body) -> reply(ex, 200, noUsage));
+    assertEquals(-1, e.execute(request()).get(20, TimeUnit.SECONDS).cachedPromptTokens(),
+        "an answer without usage says nothing of the cache");
+    server.behaviour.set((ex, body) -> reply(ex, 200, without));
+    assertEquals(-1, engine().execute(request()).get(20, TimeUnit.SECONDS).cachedPromptTokens(),
+        "another adapter, whose server never reported a count: unknown");
+  }
+
   @Test
   void slowAnswerTimesOutNotRetryably() throws Exception {
     OpenAiCompatibleEngine e =
