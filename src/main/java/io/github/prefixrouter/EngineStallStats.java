@@ -11,8 +11,10 @@ package io.github.prefixrouter;
  * {@link RouterConfig#engineFailureLimit()} requests in a row retryably (unreachable, an error
  * status, at capacity by its server's word; not a request its adapter refused at its own limit
  * of requests in flight) with no success between them, until one of the probes it is tried with once per {@link RouterConfig#failureCooldown()} succeeds
- * (docs/routing.md, "A failing engine"). Read it with
- * {@link PrefixRouterNode#engineStallStats()}.
+ * (docs/routing.md, "A failing engine"). It also counts the losses of the engine's whole cache
+ * the engine reported ({@link io.github.prefixrouter.spi.InferenceEngine#setCacheLossListener}:
+ * its server's process went away), for each of which a node with a self-managed tree cleared it.
+ * Read it with {@link PrefixRouterNode#engineStallStats()}.
  *
  * <p>Immutable and thread-safe.
  *
@@ -34,7 +36,10 @@ package io.github.prefixrouter;
  * @param failedInARow retryable failures of the engine since its last success (counted with
  *     {@link RouterConfig#engineFailureLimit()} 0 too, which never makes the engine failing)
  * @param failingSpells times the engine was found failing since the node started
+ * @param cacheLosses times the engine reported its whole cache lost since the node started (the
+ *     OpenAI-compatible adapter: its server's connection refused after the server had answered),
+ *     each time clearing the node's self-managed tree (docs/engines.md, "A server restart")
  */
 public record EngineStallStats(int avoided, int stalled, int outstanding, long silentSeconds,
     long stalls, long recoveries, long reroutes, long refusedForPeers, int failing,
-    long failedInARow, long failingSpells) {}
+    long failedInARow, long failingSpells, long cacheLosses) {}

@@ -10,6 +10,7 @@ import io.github.prefixrouter.spi.InferenceEngine;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -89,6 +90,11 @@ final class EngineKeyWatch implements InferenceEngine {
   @Override
   public void setCacheEventListener(CacheEventListener listener) {
     engine.setCacheEventListener(listener);
+  }
+
+  @Override
+  public void setCacheLossListener(Consumer<String> listener) {
+    engine.setCacheLossListener(listener);
   }
 
   @Override

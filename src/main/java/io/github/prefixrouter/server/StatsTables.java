@@ -421,6 +421,11 @@ final class StatsTables {
               EngineStallStats::failedInARow)
           .counter("failing_spells", W + "failing_spells_total",
               "Times the engine was found failing.", EngineStallStats::failingSpells)
+          .counter("cache_losses", W + "cache_losses_total",
+              "Times the engine's server went away (its connection refused after it had "
+                  + "answered), its cache with it, and the node cleared its self-managed tree "
+                  + "and told its peers.",
+              EngineStallStats::cacheLosses)
           .build();
 
   /**

@@ -3,6 +3,7 @@ package io.github.prefixrouter.spi;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.OutputListener;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Consumer;
 
 /**
  * The LLM engine next to which a node runs: vLLM, SGLang, llama.cpp or any server the host
@@ -116,4 +117,21 @@ public interface InferenceEngine {
    * @param listener where to report every later change of the engine's cache
    */
   default void setCacheEventListener(CacheEventListener listener) {}
+
+  /**
+   * Called once by the node when it is built (before its {@code start()} and any request), when
+   * it runs its tree in self-managed mode, an estimate of the engine's cache from the requests it
+   * ran: {@link #publishesCacheEvents()} is false, or the node's
+   * {@link io.github.prefixrouter.RouterConfig#treeMode()} is {@code SELF_MANAGED}. Otherwise
+   * never called. An engine that can tell that its whole cache is gone (its server's process
+   * went away, and a new one starts empty) calls {@code listener} then, once per loss, with a
+   * short account of what it saw; the node then clears its tree, so that it no longer advertises
+   * those prefixes to its peers, and counts and logs the loss. It may call it from any thread,
+   * also from within {@link #execute}, and must not call it while holding a lock the node's
+   * calls could wait for. The default never calls it: the estimate of a cache lost unseen ages
+   * out as the tree evicts.
+   *
+   * @param listener what to call, with what the engine saw, when its cache was lost
+   */
+  default void setCacheLossListener(Consumer<String> listener) {}
 }

@@ -7,12 +7,13 @@ import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Consumer;
 
 /**
- * An {@link InferenceEngine} passing plain runs, load, cancels and cache events to another: a
- * base for an engine that changes one call and keeps the rest, such as one that fails, stalls or
- * records the runs of a test or a simulation. A subclass overrides the calls it changes and
- * reaches the wrapped engine through {@link #delegate}.
+ * An {@link InferenceEngine} passing plain runs, load, cancels, cache events and cache losses to
+ * another: a base for an engine that changes one call and keeps the rest, such as one that
+ * fails, stalls or records the runs of a test or a simulation. A subclass overrides the calls
+ * it changes and reaches the wrapped engine through {@link #delegate}.
  *
  * <p>A streamed run ({@code execute(request, listener)}) is not passed on: it keeps
  * {@link InferenceEngine}'s default, which streams nothing and runs
@@ -59,5 +60,10 @@ public class ForwardingEngine implements InferenceEngine {
   @Override
   public void setCacheEventListener(CacheEventListener listener) {
     delegate.setCacheEventListener(listener);
+  }
+
+  @Override
+  public void setCacheLossListener(Consumer<String> listener) {
+    delegate.setCacheLossListener(listener);
   }
 }

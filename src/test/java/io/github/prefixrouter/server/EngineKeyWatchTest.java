@@ -68,6 +68,30 @@ class EngineKeyWatchTest {
     assertTrue(lines.get(3).contains("WARN") && lines.get(3).contains("(HTTP 401)"), lines.get(3));
   }
 
+  /**
+   * The node sets its listener of cache losses on the engine it is given, which {@code NodeMain}
+   * wraps in the watch: the adapter within must get it, or a server restart is never told.
+   */
+  @Test
+  void theCacheLossListenerReachesTheEngineWatched() {
+    java.util.concurrent.atomic.AtomicReference<java.util.function.Consumer<String>> set =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    InferenceEngine engine = new InferenceEngine() {
+      @Override
+      public CompletableFuture<EngineResult> execute(InferenceRequest request) {
+        return new CompletableFuture<>();
+      }
+
+      @Override
+      public void setCacheLossListener(java.util.function.Consumer<String> listener) {
+        set.set(listener);
+      }
+    };
+    java.util.function.Consumer<String> listener = why -> { };
+    new EngineKeyWatch(engine, "http://s:8000", false).setCacheLossListener(listener);
+    assertSame(listener, set.get());
+  }
+
   @Test
   void theStandingRefusalIsTheStartsUntilACompletionIsAnswered() {
     Scripted engine = new Scripted();

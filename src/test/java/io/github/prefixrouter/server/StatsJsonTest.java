@@ -88,7 +88,8 @@ class StatsJsonTest {
           Map.entry("outstanding", 0L), Map.entry("silent_seconds", 0L), Map.entry("stalls", 0L),
           Map.entry("recoveries", 0L), Map.entry("reroutes", 0L),
           Map.entry("refused_for_peers", 0L), Map.entry("failing", 0L),
-          Map.entry("failed_in_a_row", 0L), Map.entry("failing_spells", 0L)),
+          Map.entry("failed_in_a_row", 0L), Map.entry("failing_spells", 0L),
+          Map.entry("cache_losses", 0L)),
           s.get("engine_watch"));
       // the reference engine publishes its cache events, so the tree mirrors them
       assertEquals(List.of("stored_events", "removed_events", "cleared_events",

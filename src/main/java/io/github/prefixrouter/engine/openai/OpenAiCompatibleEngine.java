@@ -37,6 +37,7 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
 import java.nio.ByteBuffer;
+import java.nio.channels.UnresolvedAddressException;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
@@ -58,6 +59,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -185,7 +187,10 @@ import org.slf4j.LoggerFactory;
  * or 403 there (vLLM guards only {@code /v1} with its key) makes the server unhealthy.
  *
  * <p><b>Cache events.</b> On its own the adapter reports no cache events, so the node runs its
- * tree in self-managed mode (an estimate of what the server caches). In front of vLLM started
+ * tree in self-managed mode (an estimate of what the server caches). It reports the loss of the
+ * server's whole cache instead: a connection refused after the server had answered says its
+ * process went away, and the node clears that estimate ({@link #setCacheLossListener}); the
+ * adapter then also forgets that the server reports its cached tokens. In front of vLLM started
  * with {@code --kv-events-config}, {@link Builder#kvEvents} makes it subscribe to vLLM's
  * KV-event stream ({@link VllmKvEventSubscriber}) once the node hands it its listener: the
  * node's tree then mirrors exactly what vLLM holds (engine-driven mode). The subscription's
@@ -260,6 +265,13 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * ({@link #usage}).
    */
   private final AtomicBoolean cachedTokensReported = new AtomicBoolean();
+  /**
+   * Whether the server has answered (any status: a completion or a health probe) since this
+   * adapter was built or last found it gone ({@link #serverGone}).
+   */
+  private final AtomicBoolean answered = new AtomicBoolean();
+  /** The node's listener of cache losses ({@link #setCacheLossListener}), or null. */
+  private volatile Consumer<String> cacheLossListener;
   private final VllmKvEventSubscriber.Builder kvEvents;
   private VllmKvEventSubscriber subscriber; // guarded by this
   private volatile boolean closed; // written under this
@@ -425,6 +437,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     try {
       call = client.http().sendAsync(http, info -> {
         deadline.headersArrived();
+        serverAnswered();
         return capped(info, share);
       });
     } catch (Throwable e) { // an Error too (of the host's proxy selector, which the client asks
@@ -491,6 +504,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     try {
       call = client.http().sendAsync(http, info -> {
         deadline.headersArrived();
+        serverAnswered();
         if (info.statusCode() == 200 && isEventStream(info)) {
           EventStreamBody b = new EventStreamBody(request, stream, result);
           events.set(b);
@@ -893,6 +907,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     String where = "request " + request.id() + " to " + completionsUri;
     if (c instanceof BodyBudget.Refused refused) {
       return refusedShare(request, refused);
+    }
+    if (refused(c)) {
+      serverGone(c); // nothing listens where the server answered: told before this failure
     }
     if (c instanceof HttpConnectTimeoutException || c instanceof ConnectException) {
       return new EngineException(where + ": server unreachable: " + c, true, c);
@@ -1309,6 +1326,70 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   }
 
   /**
+   * Has the node told when the server's whole cache is gone: its connection refused after it
+   * had answered (a completion or a health probe, any status). Nothing listens where the
+   * server did, so its process went away and its cache with it; a server started again starts
+   * empty. {@code listener} is called once for that, on the thread that finds the connection
+   * refused (the HTTP client's, or one calling {@link #execute}), before the request's
+   * failure completes; not again until the server has answered again. The node sets it when its
+   * tree is self-managed, and clears the tree. The adapter also forgets that the server
+   * reports its cached tokens ({@link #usage}): the new process may run without that option.
+   * A listener that throws is logged and changes nothing else.
+   *
+   * <p>Only a refused connection counts: a connection not made within {@code connectTimeout},
+   * an address that does not resolve, a connection reset or a stream cut (a proxy, the network)
+   * do not. JDK 17's client tries a connection twice and reports any failure of both tries as
+   * one {@link ConnectException}, so a server on another host that the network cannot reach
+   * ("no route to host") counts too; a server on the node's own host, as the deployment has
+   * it, is refused only when nothing listens. A server restarted between two requests, with
+   * none refused, is not seen.
+   *
+   * @param listener called with what was seen, for the node's log
+   */
+  @Override
+  public void setCacheLossListener(Consumer<String> listener) {
+    this.cacheLossListener = Objects.requireNonNull(listener, "listener");
+  }
+
+  /** The server answered: a later refused connection means it went away. */
+  private void serverAnswered() {
+    if (!answered.get()) {
+      answered.set(true);
+    }
+  }
+
+  /**
+   * Whether {@code c}, a failure of a request or probe before any answer, is a refused
+   * connection: a {@link ConnectException} (so never a connect timeout, an
+   * {@link HttpConnectTimeoutException}), but for one whose address did not resolve.
+   */
+  static boolean refused(Throwable c) {
+    return c instanceof ConnectException
+        && !(c.getCause() instanceof UnresolvedAddressException);
+  }
+
+  /**
+   * The server's connection was refused ({@code c}): if it had answered since it was last found
+   * gone, its process went away, and its cache with it ({@link #setCacheLossListener}).
+   */
+  private void serverGone(Throwable c) {
+    if (!answered.compareAndSet(true, false)) {
+      return; // not answered since: this loss was told, or nothing was cached since the start
+    }
+    cachedTokensReported.set(false);
+    Consumer<String> listener = cacheLossListener;
+    if (listener == null) {
+      return;
+    }
+    try {
+      listener.accept("the server at " + completionsUri + " refused the connection after it had "
+          + "answered (" + c + "): its process went away");
+    } catch (Throwable e) { // an Error too: the request's failure is given all the same
+      log.warn("the cache loss listener of the engine for {} failed", completionsUri, e);
+    }
+  }
+
+  /**
    * Stops the KV-event subscription, if any (its thread ends), and the HTTP client's selector
    * thread: JDK 17's client cannot be closed, and the thread ran until the client was garbage
    * collected. Requests still in flight fail at once with a retryable {@link EngineException},
@@ -1434,6 +1515,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     CompletableFuture<HttpResponse<Void>> call;
     try {
       call = client.http().sendAsync(hb.build(), info -> {
+        serverAnswered();
         status.complete(info.statusCode());
         return HttpResponse.BodySubscribers.discarding();
       });
@@ -1455,6 +1537,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     call.whenComplete((r, e) -> {
       deadline.complete(null);
       if (e != null) {
+        Throwable c = e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
+        if (refused(c)) {
+          serverGone(c);
+        }
         status.completeExceptionally(e);
       }
     });

@@ -8,7 +8,8 @@ import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
 
 /**
- * Assembles a node: the local tree (engine-driven or self-managed), whose block events feed the
+ * Assembles a node: the local tree (engine-driven, fed the engine's cache events; or
+ * self-managed, cleared when the engine reports its cache lost), whose block events feed the
  * gossiped local summary; the anti-entropy engine, sending through the node's transport; and
  * the router's view of the peers over it.
  */
@@ -21,6 +22,9 @@ final class DefaultComponents {
     ConcurrentPrefixTree tree = localTree(config, node.engine());
     if (tree.mode() == ConcurrentPrefixTree.Mode.ENGINE_DRIVEN) {
       node.engine().setCacheEventListener(node.countingProgress(tree.engineEvents()));
+    } else {
+      // the tree estimates the engine's cache: an engine that finds it lost has it cleared
+      node.engine().setCacheLossListener(node::engineCacheLost);
     }
     TreeIndex local = new TreeIndex(tree);
     long generation = generation(node);

@@ -57,6 +57,11 @@ import org.slf4j.LoggerFactory;
  * <p>The start of a stall or of a failing spell is logged at WARN, its end at INFO: once each,
  * whatever the number of requests routed around the engine meanwhile.
  *
+ * <p>It also counts the losses of the engine's whole cache its engine reports (its server's
+ * process went away: the OpenAI-compatible adapter sees its connection refused after the server
+ * had answered), for which the node clears its self-managed tree ({@link #cacheLost}), each
+ * logged at WARN.
+ *
  * <p>Lazy and deterministic: no timer, no thread. The state changes when it is asked (every
  * routing decision, every forward received, every gossip round) on the node's injected clock.
  * Thread-safe: progress is one volatile write (two when it ends a stall); the transitions take
@@ -90,6 +95,8 @@ final class EngineWatch {
   private volatile boolean failing;
   private volatile long lastFailure;
   private long failingSpells;
+  /** Times the engine reported its whole cache lost ({@link #cacheLost}). */
+  private long cacheLosses;
   /**
    * Taken by the run that probes the stalled or failing engine, from its routing decision to its
    * end.
@@ -324,6 +331,19 @@ final class EngineWatch {
     return true;
   }
 
+  /**
+   * The engine's whole cache is gone (its server's process went away, as {@code why} says) and
+   * the node forgot the {@code tokens} it estimated there: counted, and logged at WARN (once per
+   * loss: the engine reports each once).
+   */
+  void cacheLost(String why, long tokens) {
+    synchronized (this) {
+      cacheLosses++;
+    }
+    LOG.warn("node {}: its engine's cache is lost: {}; the node cleared its self-managed tree "
+        + "({} tokens), which its peers are told", nodeId, why, tokens);
+  }
+
   /** A request forwarded by a peer was refused because the engine is avoided, for {@code why}. */
   void refusedForPeer(Reason why) {
     refusals.increment();
@@ -370,6 +390,6 @@ final class EngineWatch {
     long silent = runs == 0 ? 0 : Math.max(0, now - lastProgress);
     return new EngineStallStats(avoided ? 1 : 0, stalled ? 1 : 0, runs,
         silent / 1_000_000_000L, stalls, recoveries, reroutes.sum(), refusals.sum(),
-        failing ? 1 : 0, failedInARow, failingSpells);
+        failing ? 1 : 0, failedInARow, failingSpells, cacheLosses);
   }
 }

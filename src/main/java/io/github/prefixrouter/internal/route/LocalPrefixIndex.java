@@ -37,6 +37,13 @@ public interface LocalPrefixIndex {
   long cachedTokens();
 
   /**
+   * The engine's whole cache is gone (its server's process went away): an index that estimates
+   * that cache from the requests run forgets it all; one mirroring the engine's own events keeps
+   * what they said (they say what the engine holds). The default does nothing.
+   */
+  default void engineCacheLost() {}
+
+  /**
    * Pins the cached prefix of a prompt about to run on the local engine, in the scope whose
    * chains start from {@code scopeRoot}, so the index does not evict it while the engine uses
    * it (an engine keeps the blocks of a running request); the node releases the pin once the

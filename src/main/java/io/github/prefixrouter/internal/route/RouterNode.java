@@ -379,6 +379,19 @@ public final class RouterNode implements PrefixRouterNode {
   }
 
   /**
+   * The engine's whole cache is gone ({@link InferenceEngine#setCacheLossListener}, given by the
+   * default components to an engine next to a self-managed tree): its server's process went
+   * away, as {@code why} says. The local index forgets its estimate of that cache (a
+   * self-managed tree is cleared, and the gossip tells the peers so), and the engine watch
+   * counts and logs the loss.
+   */
+  void engineCacheLost(String why) {
+    long tokens = local.cachedTokens();
+    local.engineCacheLost();
+    engineWatch.cacheLost(why, tokens);
+  }
+
+  /**
    * {@code events}, which also count every store of new blocks as progress of the engine: an
    * engine that caches blocks is computing (a long prefill whose request streams nothing).
    */

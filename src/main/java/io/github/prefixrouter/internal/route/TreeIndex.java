@@ -58,4 +58,15 @@ final class TreeIndex implements LocalPrefixIndex {
   public long cachedTokens() {
     return tree.sizeTokens();
   }
+
+  /**
+   * A self-managed tree is cleared, which its listeners (the gossiped summary) are told as a
+   * clear; an engine-driven one is left as the engine's events made it.
+   */
+  @Override
+  public void engineCacheLost() {
+    if (selfManaged) {
+      tree.clear();
+    }
+  }
 }

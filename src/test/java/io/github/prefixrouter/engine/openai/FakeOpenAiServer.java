@@ -177,10 +177,10 @@ public final class FakeOpenAiServer implements AutoCloseable {
     return false;
   }
 
-  private FakeOpenAiServer(Answer answer) {
+  private FakeOpenAiServer(Answer answer, int port) {
     this.answer = answer;
     try {
-      server = JdkHttpServers.create(new InetSocketAddress("127.0.0.1", 0), 512);
+      server = JdkHttpServers.create(new InetSocketAddress("127.0.0.1", port), 512);
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
@@ -284,7 +284,27 @@ public final class FakeOpenAiServer implements AutoCloseable {
    * @return the running server
    */
   public static FakeOpenAiServer start(Answer answer) {
-    return new FakeOpenAiServer(answer);
+    return new FakeOpenAiServer(answer, 0);
+  }
+
+  /**
+   * Starts a server on {@code port} of loopback: a server started again where one was closed.
+   *
+   * @param answer what it answers
+   * @param port the port, as {@link #port()} gave it
+   * @return the running server
+   */
+  public static FakeOpenAiServer start(Answer answer, int port) {
+    return new FakeOpenAiServer(answer, port);
+  }
+
+  /**
+   * The port it listens on.
+   *
+   * @return the port
+   */
+  public int port() {
+    return server.getAddress().getPort();
   }
 
   /** An answer body with the given {@code usage.prompt_tokens} and {@code token_ids} (JSON). */

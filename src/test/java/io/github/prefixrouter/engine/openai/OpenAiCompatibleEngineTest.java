@@ -207,6 +207,80 @@ class OpenAiCompatibleEngineTest {
         "another adapter, whose server never reported a count: unknown");
   }
 
+  /**
+   * A connection refused after the server had answered says its process went away, and its
+   * cache with it: the node's listener hears it once, however many requests are refused then,
+   * and again only once the server has answered again (a health probe's answer and refusal count
+   * as a completion's). A server that never answered (a node started before it) lost nothing.
+   * The adapter also forgets that the server reported its cached tokens: the new process may
+   * run without that option. A listener that throws changes nothing else.
+   */
+  @Test
+  void aConnectionRefusedAfterAnAnswerIsOneLossOfTheCache() throws Exception {
+    AtomicBoolean reports = new AtomicBoolean(true);
+    FakeOpenAiServer.Answer answer = (prompt, maxTokens) -> "{\"choices\":[{\"index\":0,"
+        + "\"text\":\"x\"}],\"usage\":{\"prompt_tokens\":" + prompt.length
+        + (reports.get() ? ",\"prompt_tokens_details\":{\"cached_tokens\":2}" : "") + "}}";
+    FakeOpenAiServer s = FakeOpenAiServer.start(answer);
+    int port = s.port();
+    s.close();
+    List<String> losses = java.util.Collections.synchronizedList(new ArrayList<>());
+    OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+        .baseUrl("http://127.0.0.1:" + port).requestTimeout(Duration.ofSeconds(5)).build();
+    e.setCacheLossListener(losses::add);
+    try {
+      EngineException before = failure(e.execute(request()), "a refused connection");
+      assertTrue(before.getMessage().contains("server unreachable"), before.getMessage());
+      assertEquals(List.of(), losses, "a server that never answered lost nothing");
+
+      s = FakeOpenAiServer.start(answer, port);
+      assertEquals(2, e.execute(request()).get(20, TimeUnit.SECONDS).cachedPromptTokens());
+      s.close();
+      for (int i = 0; i < 3; i++) {
+        assertTrue(failure(e.execute(request()), "a refused connection").retryable());
+      }
+      assertEquals(1, losses.size(), "one loss, however many requests are refused: " + losses);
+      assertTrue(losses.get(0).contains("refused the connection after it had answered"),
+          losses.get(0));
+
+      // started again without the cached-token report
+      reports.set(false);
+      s = FakeOpenAiServer.start(answer, port);
+      assertEquals(-1, e.execute(request()).get(20, TimeUnit.SECONDS).cachedPromptTokens(),
+          "the new process has not reported its cached tokens: unknown");
+      s.close();
+      assertEquals(-1, e.healthStatus().get(20, TimeUnit.SECONDS));
+      assertEquals(2, losses.size(), "a health probe refused after an answer: " + losses);
+
+      s = FakeOpenAiServer.start(answer, port);
+      assertEquals(200, e.healthStatus().get(20, TimeUnit.SECONDS));
+      s.close();
+      e.setCacheLossListener(why -> {
+        throw new IllegalStateException("a listener that throws");
+      });
+      EngineException after = failure(e.execute(request()), "a refused connection");
+      assertTrue(after.getMessage().contains("server unreachable"), after.getMessage());
+      assertEquals(0, e.load().total(), "the refused request's slot is back");
+    } finally {
+      e.close();
+      s.close();
+    }
+  }
+
+  @Test
+  void onlyAConnectExceptionOfAnAddressThatResolvedIsARefusal() {
+    assertTrue(OpenAiCompatibleEngine.refused(new java.net.ConnectException()));
+    java.net.ConnectException twice = new java.net.ConnectException();
+    twice.initCause(new java.nio.channels.ClosedChannelException()); // JDK 17's client's report
+    assertTrue(OpenAiCompatibleEngine.refused(twice));
+    java.net.ConnectException unresolved = new java.net.ConnectException();
+    unresolved.initCause(new java.nio.channels.UnresolvedAddressException());
+    assertFalse(OpenAiCompatibleEngine.refused(unresolved), "a name that did not resolve");
+    assertFalse(OpenAiCompatibleEngine.refused(
+        new java.net.http.HttpConnectTimeoutException("connect timed out")), "a connect timeout");
+    assertFalse(OpenAiCompatibleEngine.refused(new IOException("Connection reset")));
+  }
+
   @Test
   void slowAnswerTimesOutNotRetryably() throws Exception {
     OpenAiCompatibleEngine e =
