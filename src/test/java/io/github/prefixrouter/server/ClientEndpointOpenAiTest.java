@@ -1179,8 +1179,9 @@ class ClientEndpointOpenAiTest extends ClientEndpointFixture {
               "{\"messages\":[{\"role\":\"user\",\"content\":\"q" + i + "\"}]}"));
         }
         // the calls beyond the budget are refused a second or so apart, each refusal giving the
-        // others room, until those left fit: settled once nothing changed for 2 s
-        server.awaitSettled(sent, Duration.ofSeconds(60));
+        // others room, until those left fit: settled once each call left holds its whole answer
+        server.awaitSettled(sent, () -> held.stats().answerBudgetHeldBytes(),
+            Duration.ofSeconds(60));
         assertTrue(sent.stream().anyMatch(CompletableFuture::isDone),
             "no call was refused its share, " + server.held() + " answers held open");
         List<CompletableFuture<HttpResponse<String>>> refused = new java.util.ArrayList<>();

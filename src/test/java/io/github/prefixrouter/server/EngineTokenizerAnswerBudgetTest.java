@@ -59,7 +59,8 @@ class EngineTokenizerAnswerBudgetTest {
           fs.add(t.tokenize("m", "prompt " + i));
         }
         // the tokenizer's few threads wait for their shares in turn, so this takes a while
-        server.awaitSettled(fs, Duration.ofSeconds(100));
+        server.awaitSettled(fs, () -> t.stats().answerBudgetHeldBytes(),
+            Duration.ofSeconds(100));
         long held = heapInUse() - before;
         // and the HTTP client's own buffers, under 1 MiB a connection
         assertTrue(held <= BUDGET + (48 << 20), n + " tokenize answers of " + (BODY - 1)

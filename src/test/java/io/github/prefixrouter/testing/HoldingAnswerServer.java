@@ -19,8 +19,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.LongSupplier;
 
 /**
  * A model server that answers every request, whatever its path, with the headers of a JSON
@@ -140,27 +140,38 @@ public final class HoldingAnswerServer implements AutoCloseable {
 
   /**
    * Waits until the answers to {@code calls} settle: every answer written whole or cut off by
-   * the client, and nothing changed (the answers written, those cut off, the calls ended) for
-   * 2 s, past the 1 s an answer waits for its share of an answer budget.
+   * the client, and every call either ended or holding its whole answer, {@code length} bytes of
+   * its budget (a plain answer's buffer at its Content-Length, a stream's line at its limit, when
+   * that is {@code length}): {@code heldBytes}, what the answers hold of the budget the calls
+   * share, is {@code length} bytes for each call not ended. A call still reading its answer, or
+   * waiting for its next share, holds less, and one refused gives its share back before it ends;
+   * once each call not ended holds its whole answer, none takes any more, so none is refused any
+   * more, however late the client read the answers. The figures must hold at two polls in a row:
+   * an answer copying its buffer into the next step holds both for that moment.
    *
    * @param calls the calls this server answers, as their callers see them
+   * @param heldBytes what the answers hold of their budget now, in bytes
    * @param max how long to wait at most
    * @throws AssertionError if they have not settled within {@code max}
    * @throws InterruptedException if the waiting thread is interrupted
    */
-  public void awaitSettled(List<? extends CompletableFuture<?>> calls, Duration max)
-      throws InterruptedException {
+  public void awaitSettled(List<? extends CompletableFuture<?>> calls, LongSupplier heldBytes,
+      Duration max) throws InterruptedException {
     long until = System.nanoTime() + max.toNanos();
-    String state = "";
-    long since = System.nanoTime();
-    while (written.get() + writeFailed.get() < calls.size()
-        || System.nanoTime() - since < TimeUnit.SECONDS.toNanos(2)) {
-      String now = written.get() + "/" + writeFailed.get() + "/"
-          + calls.stream().filter(CompletableFuture::isDone).count();
-      if (!now.equals(state)) {
-        state = now;
-        since = System.nanoTime();
+    String last = "";
+    while (true) {
+      long ended = calls.stream().filter(CompletableFuture::isDone).count();
+      long held = heldBytes.getAsLong();
+      boolean settled = written.get() + writeFailed.get() == calls.size()
+          && held == (calls.size() - ended) * (long) length
+          && ended == calls.stream().filter(CompletableFuture::isDone).count();
+      String state = written.get() + " answers written, " + writeFailed.get() + " cut off, "
+          + ended + " of " + calls.size() + " calls ended, " + held + " bytes held (each call "
+          + "not ended holds " + length + " once its answer is read)";
+      if (settled && state.equals(last)) {
+        return;
       }
+      last = settled ? state : "";
       assertTrue(System.nanoTime() < until,
           "not settled within " + max.toSeconds() + " s: " + state);
       Thread.sleep(20);

@@ -101,7 +101,7 @@ class OpenAiCompatibleEngineStatsTest {
           fs.add(streamed ? e.execute(request("r" + i), (tokens, text) -> { })
               : e.execute(request("r" + i)));
         }
-        server.awaitSettled(fs, Duration.ofSeconds(60));
+        server.awaitSettled(fs, () -> e.stats().answerBudgetHeldBytes(), Duration.ofSeconds(60));
         for (CompletableFuture<EngineResult> f : fs) {
           if (f.isDone()) {
             refused++;
