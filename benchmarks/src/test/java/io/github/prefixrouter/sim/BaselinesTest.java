@@ -9,6 +9,7 @@ import io.github.prefixrouter.sim.DispatchCluster.Dispatcher;
 import io.github.prefixrouter.sim.DispatchCluster.View;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import io.github.prefixrouter.testing.SimulatedScheduler;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -107,9 +108,7 @@ class BaselinesTest {
     Dispatcher d = Baselines.sglangOracle(new SplittableRandom(1), 64, 1.5, 0.3);
     int[] shared = prompt(0, 320);
     v.warm(2, shared);
-    int[] req = new int[400];
-    System.arraycopy(shared, 0, req, 0, 320);
-    System.arraycopy(prompt(9000, 80), 0, req, 320, 80);
+    int[] req = sharedThenOwn(shared, 80);
     // balanced, 320/400 = 0.8 > 0.3: best match even when it is the busiest
     v.load[0] = 0;
     v.load[1] = 0;
@@ -139,9 +138,7 @@ class BaselinesTest {
     Dispatcher d = Baselines.earliestCompletion(new SplittableRandom(7), 2 * MS, PROFILE);
     int[] shared = prompt(0, 320);
     v.warm(2, shared);
-    int[] req = new int[400];
-    System.arraycopy(shared, 0, req, 0, 320);
-    System.arraycopy(prompt(9000, 80), 0, req, 320, 80);
+    int[] req = sharedThenOwn(shared, 80);
     // node 0 (entry): 10 + 400 = 410 ms; node 1: 410 + 4 = 414 ms; node 2, which holds the
     // first 320 tokens: 10 + 80 + 4 = 94 ms
     assertEquals(2, d.choose(0, InferenceRequest.of("x", req), v),
@@ -160,6 +157,13 @@ class BaselinesTest {
         "the holder is chosen again once its work left makes it the earliest");
   }
 
+  /** A prompt of {@code shared} then {@code own} tokens no other prompt of these tests has. */
+  private static int[] sharedThenOwn(int[] shared, int own) {
+    int[] req = Arrays.copyOf(shared, shared.length + own);
+    System.arraycopy(prompt(9000, own), 0, req, shared.length, own);
+    return req;
+  }
+
   @Test
   void earliestCompletionKeepsTiesAndSlowLinksOnTheEntryNode() {
     FakeView idle = new FakeView(4, PROFILE);
@@ -175,9 +179,7 @@ class BaselinesTest {
     Dispatcher slow = Baselines.earliestCompletion(new SplittableRandom(7), 1000 * MS, PROFILE);
     int[] shared = prompt(0, 480);
     v.warm(3, shared);
-    int[] req = new int[500];
-    System.arraycopy(shared, 0, req, 0, 480);
-    System.arraycopy(prompt(9000, 20), 0, req, 480, 20);
+    int[] req = sharedThenOwn(shared, 20);
     for (int entry = 0; entry < 3; entry++) {
       assertEquals(entry, slow.choose(entry, InferenceRequest.of("x", req), v),
           "a 2 s round trip never pays for a prefill of at most 510 ms");
