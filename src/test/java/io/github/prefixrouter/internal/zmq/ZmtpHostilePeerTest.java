@@ -388,6 +388,7 @@ class ZmtpHostilePeerTest {
     List<String> stalls = new ArrayList<>();
     for (int run = 0; run < 3; run++) {
       AtomicLong lastWrite = new AtomicLong(System.nanoTime());
+      AtomicLong floods = new AtomicLong();
       try (HostilePeer p = new HostilePeer((s, in, out) -> {
         s.setReceiveBufferSize(4096);
         HostilePeer.readClientHandshake(in);
@@ -396,6 +397,7 @@ class ZmtpHostilePeerTest {
           out.write(pings);
           out.flush();
           lastWrite.set(System.nanoTime());
+          floods.incrementAndGet();
         }
       });
           ZmtpSocket z = new ZmtpSocket(ZmtpSocket.Type.SUB,
@@ -406,7 +408,10 @@ class ZmtpHostilePeerTest {
               while (true) {
                 z.receive();
               }
-            }));
+            }),
+            () -> "the subscriber was not cut within 60 s; the publisher wrote " + floods.get()
+                + " batches of 4,096 PINGs, the last "
+                + (System.nanoTime() - lastWrite.get()) / 1_000_000 + " ms before");
         long stalledFor = System.nanoTime() - lastWrite.get();
         if (e instanceof SocketTimeoutException
             && stalledFor >= readTimeout.toNanos() - TimeUnit.MILLISECONDS.toNanos(100)) {
