@@ -39,7 +39,12 @@ package io.github.prefixrouter;
  * @param cacheLosses times the engine reported its whole cache lost since the node started (the
  *     OpenAI-compatible adapter: its server's connection refused after the server had answered),
  *     each time clearing the node's self-managed tree (docs/engines.md, "A server restart")
+ * @param loadFailures readings of the engine's {@link
+ *     io.github.prefixrouter.spi.InferenceEngine#load()} that threw or returned null since the
+ *     node was built; the node read each as the last good reading, its queue raised to the runs
+ *     it had outstanding on the engine beyond those that reading had running (docs/routing.md,
+ *     "An engine whose load fails")
  */
 public record EngineStallStats(int avoided, int stalled, int outstanding, long silentSeconds,
     long stalls, long recoveries, long reroutes, long refusedForPeers, int failing,
-    long failedInARow, long failingSpells, long cacheLosses) {}
+    long failedInARow, long failingSpells, long cacheLosses, long loadFailures) {}

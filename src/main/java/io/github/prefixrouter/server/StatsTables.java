@@ -426,6 +426,11 @@ final class StatsTables {
                   + "answered), its cache with it, and the node cleared its self-managed tree "
                   + "and told its peers.",
               EngineStallStats::cacheLosses)
+          .counter("load_failures", W + "load_failures_total",
+              "Readings of the engine's load that threw or returned nothing; each was read as "
+                  + "the last good reading, its queue raised to the runs the node has outstanding "
+                  + "on the engine beyond those that reading had running.",
+              EngineStallStats::loadFailures)
           .build();
 
   /**

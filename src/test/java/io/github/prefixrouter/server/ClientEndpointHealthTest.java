@@ -67,7 +67,7 @@ class ClientEndpointHealthTest {
   /** Stats of a watch that sees the engine {@code avoided}, {@code stalled}, {@code failing}. */
   private static EngineStallStats watch(int avoided, int stalled, int failing) {
     return new EngineStallStats(avoided, stalled, stalled, 0, stalled, 0, 0, 0, failing,
-        failing * 3L, failing, 0);
+        failing * 3L, failing, 0, 0);
   }
 
   @Test

@@ -89,7 +89,7 @@ class StatsJsonTest {
           Map.entry("recoveries", 0L), Map.entry("reroutes", 0L),
           Map.entry("refused_for_peers", 0L), Map.entry("failing", 0L),
           Map.entry("failed_in_a_row", 0L), Map.entry("failing_spells", 0L),
-          Map.entry("cache_losses", 0L)),
+          Map.entry("cache_losses", 0L), Map.entry("load_failures", 0L)),
           s.get("engine_watch"));
       // the reference engine publishes its cache events, so the tree mirrors them
       assertEquals(List.of("stored_events", "removed_events", "cleared_events",

@@ -373,7 +373,11 @@ final class EngineWatch {
     return failingRefusals.sum();
   }
 
-  /** Runs the watch counts outstanding now, read without detecting anything (for tests). */
+  /**
+   * Runs the watch counts outstanding now (handed to the engine and not ended), read without
+   * detecting anything: for tests, and for the estimate of a load the engine fails to report
+   * ({@link EngineLoadGuard}).
+   */
   int outstandingNow() {
     return outstanding.get();
   }
@@ -383,13 +387,21 @@ final class EngineWatch {
     return failing;
   }
 
-  /** What the watch has seen, at {@code now}. */
-  synchronized EngineStallStats stats(long now) {
+  /** What the watch has seen, at {@code now}, with no failure of the engine's load. */
+  EngineStallStats stats(long now) {
+    return stats(now, 0);
+  }
+
+  /**
+   * What the watch has seen, at {@code now}, with the failures of the engine's load counted by
+   * the node ({@link EngineLoadGuard#failures}).
+   */
+  synchronized EngineStallStats stats(long now, long loadFailures) {
     boolean avoided = avoid(now);
     int runs = outstanding.get();
     long silent = runs == 0 ? 0 : Math.max(0, now - lastProgress);
     return new EngineStallStats(avoided ? 1 : 0, stalled ? 1 : 0, runs,
         silent / 1_000_000_000L, stalls, recoveries, reroutes.sum(), refusals.sum(),
-        failing ? 1 : 0, failedInARow, failingSpells, cacheLosses);
+        failing ? 1 : 0, failedInARow, failingSpells, cacheLosses, loadFailures);
   }
 }

@@ -195,6 +195,8 @@ public final class RouterNode implements PrefixRouterNode {
   private final RoutePlanner planner;
   /** Whether the local engine is stalled (see {@link EngineWatch}). */
   private final EngineWatch engineWatch;
+  /** The engine's load as the node reads it, a failing reading estimated and counted. */
+  private final EngineLoadGuard engineLoad;
 
   private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
   private final CompletableFuture<Void> stopped = new StopFuture<>();
@@ -325,6 +327,7 @@ public final class RouterNode implements PrefixRouterNode {
     }
     this.engineWatch = new EngineWatch(this.nodeId, config.engineStallTimeout().toNanos(),
         config.engineFailureLimit(), config.failureCooldown().toNanos());
+    this.engineLoad = new EngineLoadGuard(this.nodeId, this.engine, engineWatch::outstandingNow);
     Components parts = components != null ? components : DefaultComponents.create(this);
     this.local = parts.local();
     this.peers = parts.peers();
@@ -422,14 +425,13 @@ public final class RouterNode implements PrefixRouterNode {
     };
   }
 
-  /** The engine's load, guarded against a misbehaving engine. */
+  /**
+   * The engine's load, as the refusal of forwarded work, the planner and the gossip all read it:
+   * a reading that throws or is null is read as the last good one, its queue raised to the runs
+   * outstanding on the engine beyond those it had running ({@link EngineLoadGuard}).
+   */
   EngineLoad engineLoad() {
-    try {
-      EngineLoad l = engine.load();
-      return l != null ? l : EngineLoad.IDLE;
-    } catch (Throwable e) {
-      return EngineLoad.IDLE;
-    }
+    return engineLoad.read();
   }
 
   // ---------------------------------------------------------------- lifecycle
@@ -2614,7 +2616,7 @@ public final class RouterNode implements PrefixRouterNode {
 
   @Override
   public Optional<EngineStallStats> engineStallStats() {
-    return Optional.of(engineWatch.stats(clock.nanoTime()));
+    return Optional.of(engineWatch.stats(clock.nanoTime(), engineLoad.failures()));
   }
 
   /**
