@@ -31,7 +31,8 @@ import java.util.function.Consumer;
  *       endpoint the right token ids, and the right text where the text is the node
  *       tokenizer's (the endpoint cuts them; an engine's own text is cut at stop strings
  *       only: docs/engines.md, "Stops"), only after generating to {@code maxTokens}.
- *   <li>{@link #load()} is cheap and never blocks: the library calls it on its hot path.
+ *   <li>{@link #load()} is cheap and never blocks: the library calls it on its hot path. It
+ *       reports the requests waiting for a slot as its queue, which push-back looks at.
  *   <li>Implementations are thread-safe: the library calls every method from request threads,
  *       transport threads and scheduler tasks at once. Arguments are never null.
  *   <li>{@link #execute}, {@link #cancel} and {@link #load} never wait for the node's stop
@@ -79,6 +80,20 @@ public interface InferenceEngine {
 
   /**
    * The engine's current load. Cheap and non-blocking.
+   *
+   * <p>Requests waiting for a slot must be reported as {@link EngineLoad#queueDepth()}, those
+   * running as {@link EngineLoad#inFlight()}: the node's push-back looks at the queue alone. It
+   * refuses its peers' forwarded work once the queue reaches its high watermark
+   * ({@link io.github.prefixrouter.RouterConfig#highWatermark()}), and its gossip advertises
+   * overload from the queue too; an engine that reports its waiting requests as running is never
+   * pushed back for. The default, {@link EngineLoad#IDLE} whatever runs, turns push-back for
+   * the queue off: the node takes on every forward, and routes as if its engine were idle
+   * (only an engine that refuses work as busy, {@link EngineBusyException}, is then pushed back
+   * for); an engine that runs several requests at once and queues the rest implements this.
+   * An engine that keeps no queue of its own (it hands every request on at once) reports its
+   * requests as running. A call that throws or returns null is counted and read as the last
+   * good reading, its queue raised to the requests the node has outstanding on the engine
+   * beyond those that reading had running (docs/routing.md, "An engine whose load fails").
    *
    * @return the current load; never null ({@link EngineLoad#IDLE} by default)
    */

@@ -49,8 +49,9 @@ import org.junit.jupiter.api.Test;
  * output but as its last (the engine's end of sequence), and a stop token id the output never
  * reaches does not shorten it;
  * the same request gives the same output, also when sampled, on two engines; {@code load()} is
- * cheap and sane, and back to no load once every request ended (completed, cancelled or
- * failed); a stop token id ends the output, as its last token, streamed or not; a stop string
+ * cheap and sane, reports the requests waiting for a slot as queued (unless the engine's test
+ * declares it keeps no queue, {@link #reportsQueuedRequests()}), and is back to no load once
+ * every request ended (completed, cancelled or failed); a stop token id ends the output, as its last token, streamed or not; a stop string
  * ends the output of an engine that gives text, its text just before the stop string or with
  * it, streamed or not (skipped for an engine whose results have no text); cancelling an
  * unknown request is harmless, and so is cancelling one that ended, whose id a later request
@@ -144,6 +145,22 @@ public abstract class InferenceEngineContractTest {
    */
   protected boolean streamsWholeOutput() {
     return false;
+  }
+
+  /**
+   * Whether the engine keeps a queue of its own: it runs at most some number of requests at once
+   * (fewer than 48), and {@code load()} reports those waiting for a slot as {@code queueDepth}.
+   * The node's push-back looks at the queue alone (it refuses its peers' forwards at its high
+   * watermark, and its gossip advertises overload from it), so an engine that queues requests
+   * but reports them as running, or not at all, is never pushed back for. Override to false for
+   * an engine that hands every request on at once and so has no queue to report (an HTTP
+   * adapter with no limit of its own), or that runs 48 requests at once: the queue check is then
+   * skipped.
+   *
+   * @return true (the default) if the engine queues requests beyond those it runs at once
+   */
+  protected boolean reportsQueuedRequests() {
+    return true;
   }
 
   /**
@@ -1240,6 +1257,56 @@ public abstract class InferenceEngineContractTest {
             "a request refused for lack of room must fail with EngineException");
       }
     }
+  }
+
+  /**
+   * {@code load()} reports the requests waiting for a slot as queued: of 48 requests handed on
+   * back to back, as in {@link #executeReturnsAtOnceWhileTheEngineIsBusy}, more than the engine
+   * runs at once, some wait, and {@code load()}, read after each call and while they run, shows
+   * at least one of them in {@code queueDepth}. The node's push-back looks at the queue alone: an
+   * engine that counts its waiting requests as running ({@code new EngineLoad(0, outstanding)})
+   * or reports no load (the default, {@link EngineLoad#IDLE}) is never pushed back for, its
+   * node taking on its peers' forwards however many wait. An engine that refuses the requests it
+   * has no room for instead ({@link io.github.prefixrouter.spi.EngineBusyException}), which the
+   * node answers as push-back, passes too. Skipped for an engine declared to keep no queue of
+   * its own ({@link #reportsQueuedRequests()}).
+   */
+  @Test
+  void loadReportsTheRequestsWaitingForASlotAsQueued() {
+    Assumptions.assumeTrue(reportsQueuedRequests(), "the engine keeps no queue of its own");
+    InferenceEngine e = createEngine();
+    run(e, new InferenceRequest("warm-up", prompt(30), GenerationParams.greedy(2)));
+    int n = 48;
+    List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+    AtomicReference<EngineLoad> deepest = new AtomicReference<>(EngineLoad.IDLE);
+    AtomicReference<EngineLoad> largest = new AtomicReference<>(EngineLoad.IDLE);
+    Runnable sample = () -> {
+      EngineLoad l = e.load();
+      if (l != null && l.queueDepth() > deepest.get().queueDepth()) {
+        deepest.set(l);
+      }
+      if (l != null && l.total() > largest.get().total()) {
+        largest.set(l);
+      }
+    };
+    for (int i = 0; i < n; i++) {
+      InferenceRequest r = new InferenceRequest("queued" + i, prompt(600 + i),
+          GenerationParams.greedy(16));
+      fs.add(assertTimeoutPreemptively(FIRST_CALL_BOUND, () -> e.execute(r),
+          "execute blocked the caller"));
+      sample.run();
+    }
+    assertTrue(awaitCondition(() -> {
+      sample.run();
+      return fs.stream().allMatch(CompletableFuture::isDone);
+    }, patience()), "a request never completed");
+    long refused = fs.stream().filter(f -> f.handle((v, err) -> err != null
+        && (err instanceof CompletionException ? err.getCause() : err)
+            instanceof io.github.prefixrouter.spi.EngineBusyException).join()).count();
+    assertTrue(deepest.get().queueDepth() >= 1 || refused > 0, n + " requests handed on back to"
+        + " back, none refused as busy, and load() never reported one waiting (queueDepth 0;"
+        + " the largest load it reported: " + largest.get() + "): a node never pushes back for"
+        + " an engine whose load() reports no queue");
   }
 
   /**

@@ -1031,9 +1031,59 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void anEngineWhoseLoadNeverReportsAQueueIsCaught() {
+    // every request outstanding reported as running, none as waiting: a node on such an engine
+    // never pushes back, since its refusal of forwarded work and its gossip's overload flag
+    // look at the queue alone. It passed every check of the kit
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          @Override
+          public io.github.prefixrouter.spi.EngineLoad load() {
+            return new io.github.prefixrouter.spi.EngineLoad(0, e.load().total());
+          }
+        }));
+    assertEquals(Set.of("loadReportsTheRequestsWaitingForASlotAsQueued"), failed);
+  }
+
+  @Test
+  void anEngineWhoseLoadIsTheDefaultIsCaught() {
+    // load() not implemented: IDLE whatever runs, which the other load checks forgive no more
+    // than this one
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          @Override
+          public io.github.prefixrouter.spi.EngineLoad load() {
+            return io.github.prefixrouter.spi.EngineLoad.IDLE;
+          }
+        }));
+    assertEquals(Set.of("loadIsSaneAndCheap", "loadReportsTheRequestsWaitingForASlotAsQueued"),
+        failed);
+  }
+
+  @Test
+  void anEngineDeclaredToKeepNoQueueSkipsTheQueueCheckOnly() {
+    // an engine that hands every request on at once (an HTTP adapter with no limit of its own)
+    // has no queue to report: its test declares so, and the queue check is skipped
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          @Override
+          public io.github.prefixrouter.spi.EngineLoad load() {
+            return new io.github.prefixrouter.spi.EngineLoad(0, e.load().total());
+          }
+        }) {
+          @Override
+          protected boolean reportsQueuedRequests() {
+            return false;
+          }
+        });
+    assertEquals(Set.of(), failed);
+  }
+
+  @Test
   void anEngineWhoseLoadKeepsCountingCancelledRequestsIsCaught() {
     // the load counts a request from execute until its result: one that fails or is cancelled
-    // stays counted for ever
+    // stays counted for ever; and it counts every request as running, none as waiting, which the
+    // queue check catches too
     Set<String> failed = failingTests(InferenceEngineContractTest.class,
         () -> new EngineKit((e, n) -> new EngineWrapper(e) {
           final java.util.concurrent.atomic.AtomicInteger counted =
@@ -1056,7 +1106,8 @@ class ContractKitSelfTest {
             return new io.github.prefixrouter.spi.EngineLoad(0, counted.get());
           }
         }));
-    assertEquals(Set.of("loadReturnsToIdleOnceEveryRequestHasEnded"), failed);
+    assertEquals(Set.of("loadReportsTheRequestsWaitingForASlotAsQueued",
+        "loadReturnsToIdleOnceEveryRequestHasEnded"), failed);
   }
 
   @Test

@@ -247,9 +247,14 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
     return engineBuilder().build();
   }
 
-  /** A builder for an adapter talking to the fake server. */
+  /**
+   * A builder for an adapter talking to the fake server, whose 4 threads run 4 requests at once:
+   * its {@code slots}, so that the adapter reports the requests beyond them as queued, as it does
+   * beyond a real server's slots (at the default 256 slots, the kit's 48 requests would all be
+   * reported running). Its limit of requests in flight stays the default's 512.
+   */
   protected OpenAiCompatibleEngine.Builder engineBuilder() {
-    return OpenAiCompatibleEngine.builder().baseUrl(server.base());
+    return OpenAiCompatibleEngine.builder().baseUrl(server.base()).slots(4).maxInFlight(512);
   }
 
   @Override
