@@ -5,6 +5,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetAddress;
+import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.util.ArrayList;
@@ -27,7 +28,20 @@ public final class HostilePeer implements AutoCloseable {
   private volatile int connections;
 
   public HostilePeer(Script script) throws IOException {
-    server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+    this(script, 0);
+  }
+
+  /**
+   * A peer whose connections have a receive buffer of {@code receiveBufferBytes} (0: the
+   * system's), set on the listening socket before it binds so that every connection advertises
+   * a window that small from its first segment on.
+   */
+  public HostilePeer(Script script, int receiveBufferBytes) throws IOException {
+    server = new ServerSocket();
+    if (receiveBufferBytes > 0) {
+      server.setReceiveBufferSize(receiveBufferBytes);
+    }
+    server.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 50);
     thread = new Thread(() -> serve(script), "hostile-peer");
     thread.setDaemon(true);
     thread.start();
