@@ -517,7 +517,7 @@ public final class RouterConfig {
 
   /**
    * Engine queue depth at which (and above which) forwarded work is refused and overload
-   * advertised.
+   * advertised. Default 32.
    *
    * @return engine queue depth from which forwarded work is refused and overload advertised
    */
@@ -526,7 +526,7 @@ public final class RouterConfig {
   }
 
   /**
-   * Engine queue depth at which (and below which) the overload flag clears.
+   * Engine queue depth at which (and below which) the overload flag clears. Default 16.
    *
    * @return engine queue depth at or below which the overload flag clears
    */
