@@ -434,7 +434,7 @@ public interface PrefixRouterNode extends AutoCloseable {
      *     exception's cause is what it threw); or, thrown by the engine's
      *     {@link InferenceEngine#setCacheEventListener}, if the engine publishes cache events and
      *     already has a listener: another node was built on it (see the class documentation;
-     *     {@code SimulatedEngine}: "the cache event listener is already set")
+     *     the library's engines: "the cache event listener is already set")
      * @throws IllegalArgumentException if the configuration is invalid, if the transport's
      *     {@link Transport#maxMessageBytes()} is not positive, if the configuration's
      *     {@link RouterConfig#gossipMessageBytes()} exceeds it, or if its

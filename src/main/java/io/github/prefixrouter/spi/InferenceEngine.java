@@ -129,7 +129,16 @@ public interface InferenceEngine {
    * node's {@link io.github.prefixrouter.RouterConfig#treeMode()} is not {@code SELF_MANAGED}.
    * Otherwise never called.
    *
+   * <p>An engine feeds one listener, so it may refuse a second: it then throws an
+   * {@link IllegalStateException} and keeps the listener it has. The library's engines that
+   * publish cache events ({@code ReferenceEngine}, {@code OpenAiCompatibleEngine} with
+   * {@code kvEvents}, {@code SimulatedEngine}) do, with the message "the cache event listener is
+   * already set". The node calls this from its builder's {@code build()} and lets what it throws
+   * go on as it is: a second engine-driven node built on an engine that refuses fails to build,
+   * and the first node goes on as before.
+   *
    * @param listener where to report every later change of the engine's cache
+   * @throws IllegalStateException if the engine already has a listener and takes only one
    */
   default void setCacheEventListener(CacheEventListener listener) {}
 

@@ -1292,7 +1292,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * Starts the subscription to vLLM's KV events, delivering them to {@code listener}. Called
    * once by the node when {@link #publishesCacheEvents()} is true; does nothing otherwise.
    *
-   * @throws IllegalStateException if called twice, after {@link #close()}, or if the
+   * @throws IllegalStateException if called twice ("the cache event listener is already set"),
+   *     after {@link #close()}, or if the
    *     {@link Builder#kvEvents} builder is incomplete (it names what is missing)
    * @throws IllegalArgumentException if a limit or timeout of the {@link Builder#kvEvents}
    *     builder is out of range (it names the setting): its {@code build()} is called here, not
@@ -1308,7 +1309,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       throw new IllegalStateException("engine closed");
     }
     if (subscriber != null) {
-      throw new IllegalStateException("the cache event listener was already set");
+      throw new IllegalStateException("the cache event listener is already set");
     }
     VllmKvEventSubscriber s = kvEvents.listener(listener).build();
     s.start();

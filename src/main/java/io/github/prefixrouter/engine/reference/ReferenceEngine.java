@@ -412,13 +412,14 @@ public final class ReferenceEngine implements InferenceEngine, AutoCloseable {
    * cached blocks also when it is set after requests ran.
    *
    * @param listener where to report the cache's blocks and their changes
-   * @throws IllegalStateException if a listener was set before
+   * @throws IllegalStateException if a listener was set before ("the cache event listener is
+   *     already set")
    */
   @Override
   public void setCacheEventListener(CacheEventListener listener) {
     Objects.requireNonNull(listener, "listener");
     if (!listenerSet.compareAndSet(false, true)) { // one step: of two callers at once, one sets it
-      throw new IllegalStateException("cache event listener already set");
+      throw new IllegalStateException("the cache event listener is already set");
     }
     cache.setListener(listener);
   }
