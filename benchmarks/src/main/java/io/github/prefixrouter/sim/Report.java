@@ -14,18 +14,27 @@ final class Report {
 
   private Report() {}
 
+  /**
+   * Width of the policy column: the longest policy label, so that every row of every table
+   * lines up, whichever policies it shows.
+   */
+  private static final int POLICY_WIDTH = java.util.Arrays.stream(Policy.values())
+      .mapToInt(p -> p.label().length()).reduce("policy".length(), Math::max);
+
   /** The table: one block per (distribution, delay), one row per policy. */
   static String table(SimConfig cfg, List<RunResult> results) {
     StringBuilder sb = new StringBuilder();
+    String policy = "| %-" + POLICY_WIDTH + "s";
     for (Distribution d : cfg.distributions()) {
       for (int delay : cfg.delaysMs()) {
         sb.append(String.format(Locale.ROOT, "%n%s, network delay %d ms%n", d.label(), delay));
         sb.append(String.format(Locale.ROOT,
-            "| %-14s | %7s | %7s | %7s | %9s | %8s | %9s | %8s | %12s |%n",
+            policy + " | %7s | %7s | %7s | %9s | %8s | %9s | %8s | %12s |%n",
             "policy", "mean s", "p50 s", "p99 s", "vs no-rt", "hit rate", "forwarded",
             "max node", "gossip B/n/s"));
-        sb.append("|----------------|---------|---------|---------|-----------|----------|"
-            + "-----------|----------|--------------|\n");
+        sb.append("|").append("-".repeat(POLICY_WIDTH + 2))
+            .append("|---------|---------|---------|-----------|----------|"
+                + "-----------|----------|--------------|\n");
         RunResult base = PaperRunner.find(results, Policy.NO_ROUTING, delay, d);
         for (Policy p : cfg.policies()) {
           RunResult r = PaperRunner.find(results, p, delay, d);
@@ -36,7 +45,7 @@ final class Report {
           String ratio = base == null ? "-"
               : figure(r.meanLatencySeconds() / base.meanLatencySeconds(), "%.3fx");
           sb.append(String.format(Locale.ROOT,
-              "| %-14s | %7s | %7s | %7s | %9s | %7.1f%% | %8.1f%% | %7.1f%% | %12.0f |%s%n",
+              policy + " | %7s | %7s | %7s | %9s | %7.1f%% | %8.1f%% | %7.1f%% | %12.0f |%s%n",
               p.label(), figure(r.meanLatencySeconds(), "%.3f"),
               figure(r.p50LatencySeconds(), "%.3f"), figure(r.p99LatencySeconds(), "%.3f"),
               ratio, 100 * r.hitRate(), 100 * r.forwardedShare(), 100 * r.maxNodeShare(),
