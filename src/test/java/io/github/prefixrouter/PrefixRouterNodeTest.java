@@ -88,7 +88,9 @@ class PrefixRouterNodeTest {
   /**
    * {@code RouterConfig.blockSize} other than the engine's (a {@code SimulatedEngine} stores
    * blocks of 16 tokens): the engine-driven tree mirrors none of its stores, and says so at
-   * ERROR, naming both sizes. It stayed empty, the stores counted only in malformedEvents.
+   * ERROR, naming the node and both sizes (the line named no node, so that of several nodes in
+   * one process the one at fault could not be told). It stayed empty, the stores counted only
+   * in malformedEvents.
    */
   @Test
   void aBlockSizeOtherThanTheEnginesIsLoggedAtError() {
@@ -111,10 +113,10 @@ class PrefixRouterNodeTest {
       sim.runUntilIdle(100_000);
     });
     assertEquals(List.of("[" + Thread.currentThread().getName() + "] ERROR "
-        + "io.github.prefixrouter.internal.tree.ConcurrentPrefixTree - the engine stores blocks "
-        + "of 16 tokens, the tree's block size is 32: RouterConfig.blockSize must equal the "
-        + "engine's KV block size; such stores cannot be mirrored and are dropped (1 so far, "
-        + "counted in malformedEvents)"), lines,
+        + "io.github.prefixrouter.internal.tree.ConcurrentPrefixTree - node b32: the engine "
+        + "stores blocks of 16 tokens, the tree's block size is 32: RouterConfig.blockSize must "
+        + "equal the engine's KV block size; such stores cannot be mirrored and are dropped (1 so "
+        + "far, counted in malformedEvents)"), lines,
         "what the node's tree logs of an engine of block size 16 under blockSize 32");
   }
 

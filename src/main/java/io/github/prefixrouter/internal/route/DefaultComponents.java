@@ -19,7 +19,7 @@ final class DefaultComponents {
 
   static RouterNode.Components create(RouterNode node) {
     RouterConfig config = node.config();
-    ConcurrentPrefixTree tree = localTree(config, node.engine());
+    ConcurrentPrefixTree tree = localTree(config, node.engine(), node.nodeId());
     if (tree.mode() == ConcurrentPrefixTree.Mode.ENGINE_DRIVEN) {
       node.engine().setCacheEventListener(node.countingProgress(tree.engineEvents()));
     } else {
@@ -65,12 +65,13 @@ final class DefaultComponents {
   /**
    * The local tree in the configured mode: engine-driven when the engine publishes cache events
    * (or the configuration demands it), at most {@link RouterConfig#mirrorLimitTokens()}, else
-   * self-managed at the configured capacity.
+   * self-managed at the configured capacity; its log lines name the node {@code nodeId}.
    *
    * @throws IllegalArgumentException if engine-driven mode is demanded of an engine that
    *     publishes no events
    */
-  static ConcurrentPrefixTree localTree(RouterConfig config, InferenceEngine engine) {
+  static ConcurrentPrefixTree localTree(RouterConfig config, InferenceEngine engine,
+      String nodeId) {
     boolean publishes = engine.publishesCacheEvents();
     ConcurrentPrefixTree.Mode mode = switch (config.treeMode()) {
       case AUTO -> publishes ? ConcurrentPrefixTree.Mode.ENGINE_DRIVEN
@@ -86,7 +87,7 @@ final class DefaultComponents {
     };
     ConcurrentPrefixTree.Builder b = ConcurrentPrefixTree.builder().mode(mode)
         .blockSize(config.blockSize()).salt(config.hashSalt())
-        .capacityTokens(config.treeCapacityTokens());
+        .capacityTokens(config.treeCapacityTokens()).nodeId(nodeId);
     if (mode == ConcurrentPrefixTree.Mode.ENGINE_DRIVEN) {
       b.mirrorLimitTokens(config.mirrorLimitTokens());
     }

@@ -149,6 +149,8 @@ public final class ConcurrentPrefixTree {
 
   private final Mode mode;
   private final int blockSize;
+  /** What the tree's log lines begin with: {@code "node <id>: "}, or nothing without a node. */
+  private final String logPrefix;
   private final BlockHasher hasher;
   private final long capacity;
   /**
@@ -248,6 +250,7 @@ public final class ConcurrentPrefixTree {
   private ConcurrentPrefixTree(Builder b) {
     this.mode = b.mode;
     this.blockSize = b.blockSize;
+    this.logPrefix = b.nodeId == null ? "" : "node " + b.nodeId + ": ";
     this.hasher = new BlockHasher(b.blockSize, b.salt);
     this.capacity = b.capacityTokens;
     this.mirrorLimit = b.mirrorLimitTokens;
@@ -1523,11 +1526,12 @@ public final class ConcurrentPrefixTree {
         }
         Overflow overflow = notice instanceof Overflow o ? o : null;
         if (overflow != null && Long.bitCount(overflow.count()) == 1) { // 1st, 2nd, 4th, 8th...
-          LOG.warn("the mirror of the engine's cache exceeded its limit of {} tokens and dropped "
-              + "its {} least recently stored blocks ({} times, {} blocks so far): the engine "
-              + "stores blocks whose removals do not arrive (a cache larger than the limit, or "
-              + "an integration that loses or never sends BlockRemoved events)",
-              mirrorLimit, overflow.dropped(), overflow.count(), overflow.droppedSoFar());
+          LOG.warn("{}the mirror of the engine's cache exceeded its limit of {} tokens and "
+              + "dropped its {} least recently stored blocks ({} times, {} blocks so far): the "
+              + "engine stores blocks whose removals do not arrive (a cache larger than the "
+              + "limit, or an integration that loses or never sends BlockRemoved events)",
+              logPrefix, mirrorLimit, overflow.dropped(), overflow.count(),
+              overflow.droppedSoFar());
         } else if (overflow != null) {
           LOG.debug("mirror over its limit of {} tokens: dropped {} blocks ({} times)",
               mirrorLimit, overflow.dropped(), overflow.count());
@@ -1594,11 +1598,12 @@ public final class ConcurrentPrefixTree {
       String advice = ": RouterConfig.blockSize must equal the engine's KV block size; such "
           + "stores cannot be mirrored and are dropped ({} so far, counted in malformedEvents)";
       if (m.blocks() > 0 && m.tokens() > 0 && m.tokens() % m.blocks() == 0) {
-        LOG.error("the engine stores blocks of {} tokens, the tree's block size is {}" + advice,
-            m.tokens() / m.blocks(), blockSize, m.count());
+        LOG.error("{}the engine stores blocks of {} tokens, the tree's block size is {}" + advice,
+            logPrefix, m.tokens() / m.blocks(), blockSize, m.count());
       } else {
-        LOG.error("the engine stored {} blocks with {} tokens, not blocks of {} tokens, the "
-            + "tree's block size" + advice, m.blocks(), m.tokens(), blockSize, m.count());
+        LOG.error("{}the engine stored {} blocks with {} tokens, not blocks of {} tokens, the "
+            + "tree's block size" + advice, logPrefix, m.blocks(), m.tokens(), blockSize,
+            m.count());
       }
     }
 
@@ -2797,8 +2802,19 @@ public final class ConcurrentPrefixTree {
     private boolean capacitySet;
     private long mirrorLimitTokens = Long.MAX_VALUE;
     private boolean mirrorLimitSet;
+    private String nodeId;
 
     private Builder() {}
+
+    /**
+     * The id of the node whose tree this is, named in the tree's log lines ({@code "node <id>:
+     * ..."}), so that the trees of several nodes in one process can be told apart (default none:
+     * the lines name no node).
+     */
+    public Builder nodeId(String nodeId) {
+      this.nodeId = Objects.requireNonNull(nodeId, "nodeId");
+      return this;
+    }
 
     /** Self-managed (default) or engine-driven. */
     public Builder mode(Mode mode) {
