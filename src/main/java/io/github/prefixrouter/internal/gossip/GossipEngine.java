@@ -1943,17 +1943,18 @@ public final class GossipEngine {
    * the invented deltas on to others. This node moves its version past the claim without
    * changing its set ({@link LocalSummary#versionAbove}): its next digests show a version above
    * every such replica, and since its delta log restarts there, each replica gets a snapshot,
-   * which installs as newer. A claim {@code maxSequenceJump} or more above (peers would refuse
-   * the new version from third parties), or in the upper half of the counter range, is rejected
-   * instead; at most one claim is followed every {@link #REFRESH_SPACING} rounds, since each
-   * costs every peer a snapshot.
+   * which installs as newer. A claim more than {@code maxSequenceJump} above (which peers
+   * refuse from third parties, as {@link #absurd}: the two agree, so every claim a peer takes is
+   * one this node refutes), or in the upper half of the counter range, is rejected instead; at
+   * most one claim is followed every {@link #REFRESH_SPACING} rounds, since each costs every
+   * peer a snapshot.
    */
   private void refuteVersion(DigestEntry e, long now) {
     long own = summary.version();
     if (e.generation() != generation || e.version() <= own) {
       return;
     }
-    if (e.version() - own >= config.maxSequenceJump()
+    if (e.version() - own > config.maxSequenceJump()
         || e.version() >= GossipMessage.MAX_COUNTER / 2) {
       count(GossipCounter.REJECTED, 1);
       return;

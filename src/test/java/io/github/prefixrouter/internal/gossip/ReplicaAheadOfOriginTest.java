@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
 import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
+import io.github.prefixrouter.internal.gossip.GossipMessage.SnapshotChunk;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
 import java.time.Duration;
@@ -65,6 +66,64 @@ class ReplicaAheadOfOriginTest {
     }
   }
 
+  /**
+   * Deltas taking a replica exactly {@code maxSequenceJump} past its origin: a third party's
+   * claim is absurd only more than the jump above the replica, so peers take it, and the
+   * origin refutes it as it does any claim they take. The origin refused claims of the jump or
+   * more, and such a replica stayed ahead of an idle origin (its real changes all "old") for
+   * the rest of the generation.
+   */
+  @Test
+  void deltasExactlyTheJumpAheadAreUndone() {
+    SimCluster c = SimCluster.of(4, 11, config().maxSequenceJump(8).build());
+    c.delayNanos = 2_000_000;
+    GossipEngine origin = c.nodes.get(1);
+    GossipEngine victim = c.nodes.get(2);
+    GossipEngine liar = c.nodes.get(0);
+    origin.localSummary().onStored(new long[] {11, 12, 13});
+    c.runFor(Duration.ofSeconds(1).toNanos());
+    assertTrue(c.converged(), c.firstDivergence());
+    String id = origin.self().nodeId();
+    long[] at = victim.replicaVersion(id);
+    List<Delta> invented = new ArrayList<>();
+    for (int i = 1; i <= 8; i++) {
+      invented.add(new Delta(at[1] + i, Delta.STORE, new long[] {900 + i}));
+    }
+    victim.handle(liar.self(), new Ack2(1, List.of(new Update(
+        new DigestEntry(id, at[0], at[1] + 8, 1, 0, 0, false), null, at[1], invented))));
+    assertEquals(at[1] + 8, victim.replicaVersion(id)[1], "the victim took the claim");
+    c.runFor(Duration.ofSeconds(2).toNanos()); // the origin is idle
+    assertTrue(c.converged(), () -> "after 2 s: " + c.firstDivergence()
+        + "; origin VERSIONS_REFUTED=" + origin.counter(GossipCounter.VERSIONS_REFUTED)
+        + " REJECTED=" + origin.counter(GossipCounter.REJECTED));
+    assertEquals(1, origin.counter(GossipCounter.VERSIONS_REFUTED));
+    assertEquals(3, victim.replicaOf(id).length);
+  }
+
+  /** The same at the default jump, 2^32: one forged snapshot chunk exactly that far ahead. */
+  @Test
+  void aSnapshotExactlyTheDefaultJumpAheadIsUndone() {
+    SimCluster c = SimCluster.of(3, 11, config().build());
+    c.delayNanos = 2_000_000;
+    GossipEngine liar = c.nodes.get(0);
+    GossipEngine origin = c.nodes.get(1);
+    GossipEngine victim = c.nodes.get(2);
+    origin.localSummary().onStored(new long[] {11, 12, 13});
+    c.runFor(Duration.ofSeconds(1).toNanos());
+    assertTrue(c.converged(), c.firstDivergence());
+    String id = origin.self().nodeId();
+    long[] at = victim.replicaVersion(id);
+    long claim = at[1] + (1L << 32);
+    victim.handle(liar.self(), new SnapshotChunk(id, at[0], claim, 1, 0, 1,
+        new long[] {1}, new long[] {777}));
+    assertEquals(claim, victim.replicaVersion(id)[1], "the victim took the claim");
+    c.runFor(Duration.ofSeconds(2).toNanos()); // the origin is idle
+    assertTrue(c.converged(), () -> "after 2 s: " + c.firstDivergence()
+        + "; origin VERSIONS_REFUTED=" + origin.counter(GossipCounter.VERSIONS_REFUTED)
+        + " REJECTED=" + origin.counter(GossipCounter.REJECTED));
+    assertEquals(3, victim.replicaOf(id).length);
+  }
+
   @Test
   void claimsTooFarAheadAreRejectedAndRefutationsAreSpaced() {
     SimCluster c = SimCluster.of(2, 3, config().maxSequenceJump(1_000).build());
@@ -72,15 +131,16 @@ class ReplicaAheadOfOriginTest {
     GossipEngine other = c.nodes.get(1);
     String id = me.self().nodeId();
     long rejected = me.counter(GossipCounter.REJECTED);
-    // a claim peers would refuse from a third party is not followed
-    me.handle(other.self(), new Syn(1, 1, List.of(new DigestEntry(id, 1, 1_000, 0, 0, 0, false))));
+    // a claim peers would refuse from a third party (more than the jump above) is not followed
+    me.handle(other.self(), new Syn(1, 1, List.of(new DigestEntry(id, 1, 1_001, 0, 0, 0, false))));
     assertEquals(rejected + 1, me.counter(GossipCounter.REJECTED));
     assertEquals(0, me.localSummary().version());
-    me.handle(other.self(), new Syn(2, 1, List.of(new DigestEntry(id, 1, 999, 0, 0, 0, false))));
-    assertEquals(1_000, me.localSummary().version());
+    // one exactly the jump above, which peers take from a third party, is
+    me.handle(other.self(), new Syn(2, 1, List.of(new DigestEntry(id, 1, 1_000, 0, 0, 0, false))));
+    assertEquals(1_001, me.localSummary().version());
     // another claim right after waits for the spacing: each costs every peer a snapshot
     me.handle(other.self(), new Syn(3, 1, List.of(new DigestEntry(id, 1, 1_500, 0, 0, 0, false))));
-    assertEquals(1_000, me.localSummary().version());
+    assertEquals(1_001, me.localSummary().version());
     c.runFor(Duration.ofMillis(100L * 33).toNanos());
     me.handle(other.self(), new Syn(4, 1, List.of(new DigestEntry(id, 1, 1_500, 0, 0, 0, false))));
     assertEquals(1_501, me.localSummary().version());
