@@ -148,5 +148,13 @@ public enum GossipCounter {
    * Times this node began to take its id to be in use by another process ({@link
    * GossipEngine#nodeIdInUse()}): one per episode, however long it lasts.
    */
-  NODE_ID_IN_USE_REPORTS
+  NODE_ID_IN_USE_REPORTS,
+  /**
+   * Replicas restarted from the empty set at version 0 because their origin's own word (a
+   * digest entry, update header or snapshot chunk it sent, of the replica's generation) showed a
+   * version further below the replica's than the origin refutes (more than {@code
+   * maxSequenceJump}): state the origin never made, brought by third parties in steps each
+   * within the jump. Never happens between correct nodes at the default jump.
+   */
+  REPLICAS_BEYOND_REACH_RESTARTED
 }

@@ -52,6 +52,18 @@ import org.slf4j.LoggerFactory;
  * cap asks again for the whole set (its digest shows version 0, rate-limited) once the
  * origin's set would fit, so it does not stay a subset after the origin shrank.
  *
+ * <p><b>A replica ahead of its origin.</b> Deltas or snapshots the origin never made (a lying
+ * or buggy third party) put a replica at a version above the origin's, where it ignores every
+ * real change as older. A third party's claim is taken only within {@code maxSequenceJump} of
+ * the replica it replaces; the origin, seeing a version of its own above its own, refutes any
+ * claim within the jump of its version by moving its version past it ({@link #refuteVersion}),
+ * and every replica below then gets a snapshot. Claims in steps can take a replica beyond
+ * that reach; there the origin's own word (its digest entry, update header or chunk, in the
+ * replica's generation) is believed over the replica: the replica restarts from the empty set
+ * ({@link #restartIfBeyondReach}). Each case is undone in an exchange between the replica's
+ * holder and the origin, in either direction, and an older message of the origin reordered
+ * behind newer relayed state (behind it by the few changes made in flight) restarts nothing.
+ *
  * <p><b>Evictions by store number.</b> An origin numbers the fingerprints it publishes as
  * stored (1, 2, 3, ... per generation) and names evicted blocks by those numbers (about a byte
  * each on the wire instead of a 4-byte fingerprint). Every replica keeps its blocks' numbers in
@@ -1611,9 +1623,11 @@ public final class GossipEngine {
         refuteHeartbeat(e);
         refuteVersion(e, now);
         // a heartbeat claim too far above to follow is answered with this node's own, which
-        // the peer believes over it (inflatedHeartbeat)
+        // the peer believes over it (inflatedHeartbeat); a version claim beyond reach too, which
+        // restarts the peer's replica (beyondReach)
         if (e.generation() < generation || e.version() < summary.version()
-            || e.heartbeat() < heartbeat || e.heartbeat() - heartbeat > config.maxSequenceJump()) {
+            || e.heartbeat() < heartbeat || e.heartbeat() - heartbeat > config.maxSequenceJump()
+            || (e.generation() == generation && beyondReach(summary.version(), e.version()))) {
           budget = addUpdate(updates, known(serveSelf(from, e.generation(), e.version(), budget,
               chunks, snapshotBudget)), budget);
         }
@@ -1669,6 +1683,9 @@ public final class GossipEngine {
             serveMember(m, e.generation(), e.version(), budget, from, chunks, snapshotBudget)),
             budget);
         continue;
+      }
+      if (!thirdParty) {
+        restartIfBeyondReach(m, e.version());
       }
       if (inflatedHeartbeat(m, e, thirdParty)) {
         count(GossipCounter.REJECTED, 1);
@@ -1954,8 +1971,7 @@ public final class GossipEngine {
     if (e.generation() != generation || e.version() <= own) {
       return;
     }
-    if (e.version() - own > config.maxSequenceJump()
-        || e.version() >= GossipMessage.MAX_COUNTER / 2) {
+    if (beyondReach(own, e.version())) {
       count(GossipCounter.REJECTED, 1);
       return;
     }
@@ -1967,6 +1983,43 @@ public final class GossipEngine {
     summary.versionAbove(e.version());
     snapshotCacheRemove(self.nodeId());
     count(GossipCounter.VERSIONS_REFUTED, 1);
+  }
+
+  /**
+   * Whether an origin at version {@code own} rejects a claim of version {@code claimed} of its
+   * own generation rather than refute it ({@link #refuteVersion}): more than {@code
+   * maxSequenceJump} above (peers refuse such a step from third parties, {@link #absurd}), or in
+   * the upper half of the counter range.
+   */
+  private boolean beyondReach(long own, long claimed) {
+    return claimed > own && (claimed - own > config.maxSequenceJump()
+        || claimed >= GossipMessage.MAX_COUNTER / 2);
+  }
+
+  /**
+   * The origin's own word ({@code version}, in the replica's generation: a digest entry, an
+   * update header or a snapshot chunk it sent) against a replica ahead of it. A replica ahead
+   * by no more than the origin refutes is left to the origin ({@link #refuteVersion}), and so is
+   * one ahead of an older message of the origin arriving after newer state from a peer (delayed
+   * or reordered in flight); a replica beyond its reach holds a version the origin never made
+   * and never will refute. Third-party claims are measured against the replica, so a chain of
+   * them, each within {@code maxSequenceJump} of the last, gets there; the replica would then
+   * ignore every real delta and snapshot of the origin (all "older") for the rest of the
+   * generation. It restarts from the empty set at version 0 instead (with an assembly of a
+   * snapshot beyond reach too), so the exchange that brought the word, or the next one, gives
+   * it the origin's real set. Like {@link #inflatedHeartbeat} for heartbeats: only the
+   * origin's word is believed over the replica's, never a third party's.
+   */
+  private void restartIfBeyondReach(Member m, long version) {
+    Assembly a = m.pending;
+    if (a != null && a.generation == m.generation && beyondReach(version, a.version)) {
+      abandonPending(m);
+    }
+    if (!beyondReach(version, m.version)) {
+      return;
+    }
+    restart(m);
+    count(GossipCounter.REPLICAS_BEYOND_REACH_RESTARTED, 1);
   }
 
   private boolean absurd(Member m, DigestEntry e) {
@@ -2499,6 +2552,9 @@ public final class GossipEngine {
       } else if (e.heartbeat() > m.heartbeat) {
         acceptHeartbeat(m, e, now);
       }
+      if (!thirdParty && e.generation() == m.generation) {
+        restartIfBeyondReach(m, e.version());
+      }
     }
     applyDeltas(m, u);
     if (m.version == e.version()) {
@@ -2726,6 +2782,9 @@ public final class GossipEngine {
         m.heartbeat, 0, 0, false))) {
       count(GossipCounter.REJECTED, 1);
       return;
+    }
+    if (!thirdParty && c.generation() == m.generation) {
+      restartIfBeyondReach(m, c.version());
     }
     if (c.generation() < m.generation || (c.generation() == m.generation
         && (c.version() < m.version || (c.version() == m.version && !m.refreshing)))) {

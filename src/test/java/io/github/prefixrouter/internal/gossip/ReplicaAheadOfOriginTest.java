@@ -124,6 +124,114 @@ class ReplicaAheadOfOriginTest {
     assertEquals(3, victim.replicaOf(id).length);
   }
 
+  /**
+   * Two forged snapshots, each within the jump of the replica as it then was (7, then 14 ahead
+   * with a jump of 8), take the replica more than the jump past its origin: beyond what the
+   * origin refutes. Such a replica ignored every real delta and snapshot of the origin (all
+   * "older") for the rest of the generation, and kept sending the origin snapshots of the
+   * forged set. The origin's own word, showing a version beyond its reach below the replica's,
+   * now restarts the replica, which then takes the origin's real set.
+   */
+  @Test
+  void claimsChainedPastTheOriginsReachAreUndoneByItsOwnWord() {
+    SimCluster c = SimCluster.of(3, 11, config().maxSequenceJump(8).build());
+    c.delayNanos = 2_000_000;
+    GossipEngine liar = c.nodes.get(0);
+    GossipEngine origin = c.nodes.get(1);
+    GossipEngine victim = c.nodes.get(2);
+    origin.localSummary().onStored(new long[] {11, 12, 13});
+    c.runFor(Duration.ofSeconds(1).toNanos());
+    assertTrue(c.converged(), c.firstDivergence());
+    String id = origin.self().nodeId();
+    long[] at = victim.replicaVersion(id);
+    victim.handle(liar.self(), new SnapshotChunk(id, at[0], at[1] + 7, 1, 0, 1,
+        new long[] {1}, new long[] {777}));
+    victim.handle(liar.self(), new SnapshotChunk(id, at[0], at[1] + 14, 1, 0, 1,
+        new long[] {1}, new long[] {778}));
+    assertEquals(at[1] + 14, victim.replicaVersion(id)[1], "the victim took both claims");
+    origin.localSummary().onStored(new long[] {14, 15});
+    c.runFor(Duration.ofSeconds(2).toNanos());
+    assertTrue(c.converged(), () -> "after 2 s: " + c.firstDivergence()
+        + "; origin VERSIONS_REFUTED=" + origin.counter(GossipCounter.VERSIONS_REFUTED)
+        + " REJECTED=" + origin.counter(GossipCounter.REJECTED));
+    assertEquals(5, victim.replicaOf(id).length);
+    assertEquals(1, victim.counter(GossipCounter.REPLICAS_BEYOND_REACH_RESTARTED));
+    assertEquals(0, origin.counter(GossipCounter.VERSIONS_REFUTED), "nothing to refute");
+    for (GossipEngine e : c.nodes) {
+      e.checkInvariants();
+    }
+  }
+
+  /**
+   * The origin's own word restarts a replica only when the replica is beyond the origin's
+   * reach: more than {@code maxSequenceJump} above the version the origin shows. An older
+   * message of the origin arriving after newer state relayed by a peer (reordered or delayed in
+   * flight) is legitimate and costs nothing; so is a replica within the jump, which the origin
+   * refutes itself.
+   */
+  @Test
+  void theOriginsWordRestartsOnlyAReplicaBeyondItsReach() {
+    SimCluster c = SimCluster.of(3, 11, config().maxSequenceJump(8).build());
+    c.delayNanos = 2_000_000;
+    GossipEngine liar = c.nodes.get(0);
+    GossipEngine origin = c.nodes.get(1);
+    GossipEngine victim = c.nodes.get(2);
+    String id = origin.self().nodeId();
+    origin.localSummary().onStored(new long[] {11, 12, 13});
+    c.runFor(Duration.ofSeconds(1).toNanos());
+    assertTrue(c.converged(), c.firstDivergence());
+    // a SYN of the origin to the victim, held back in flight while the origin changes three
+    // times and the victim learns the changes
+    List<Syn> held = new ArrayList<>();
+    GossipCodec wire = new GossipCodec(1 << 20, 1_000);
+    c.taken = (from, p) -> {
+      try {
+        if (from.nodeId().equals(id) && wire.decode(p) instanceof Syn s
+            && s.digest().stream().anyMatch(e -> e.nodeId().equals(id))) {
+          held.add(s);
+        }
+      } catch (Exception e) {
+        throw new AssertionError(e);
+      }
+    };
+    c.runFor(Duration.ofMillis(300).toNanos());
+    c.taken = null;
+    Syn old = held.get(held.size() - 1);
+    long oldVersion = old.digest().stream().filter(e -> e.nodeId().equals(id)).findFirst()
+        .orElseThrow().version();
+    for (int i = 0; i < 3; i++) {
+      origin.localSummary().onStored(new long[] {20 + i});
+    }
+    c.runFor(Duration.ofSeconds(1).toNanos());
+    assertTrue(c.converged(), c.firstDivergence());
+    long v = victim.replicaVersion(id)[1];
+    assertEquals(oldVersion + 3, v);
+    c.down.add(victim.self().address()); // what follows is handed to the victim alone
+    victim.handle(origin.self(), old);
+    assertEquals(v, victim.replicaVersion(id)[1], "an older word of the origin, within the jump");
+    assertEquals(6, victim.replicaOf(id).length);
+    // a forged snapshot exactly the jump above the version the origin shows: within its reach,
+    // left to the origin to refute
+    long gen = victim.replicaVersion(id)[0];
+    victim.handle(liar.self(), new SnapshotChunk(id, gen, oldVersion + 8, 1, 0, 1,
+        new long[] {1}, new long[] {777}));
+    assertEquals(oldVersion + 8, victim.replicaVersion(id)[1]);
+    victim.handle(origin.self(), old);
+    assertEquals(oldVersion + 8, victim.replicaVersion(id)[1], "within the origin's reach");
+    // one more step: beyond it
+    victim.handle(liar.self(), new SnapshotChunk(id, gen, oldVersion + 9, 1, 0, 1,
+        new long[] {1}, new long[] {778}));
+    assertEquals(oldVersion + 9, victim.replicaVersion(id)[1]);
+    victim.handle(origin.self(), old);
+    assertEquals(0, victim.replicaVersion(id)[1], "restarted");
+    assertEquals(1, victim.counter(GossipCounter.REPLICAS_BEYOND_REACH_RESTARTED));
+    assertEquals(0, victim.replicaOf(id).length);
+    c.down.clear();
+    c.runFor(Duration.ofSeconds(1).toNanos());
+    assertTrue(c.converged(), c.firstDivergence());
+    assertEquals(6, victim.replicaOf(id).length);
+  }
+
   @Test
   void claimsTooFarAheadAreRejectedAndRefutationsAreSpaced() {
     SimCluster c = SimCluster.of(2, 3, config().maxSequenceJump(1_000).build());
@@ -221,8 +329,9 @@ class ReplicaAheadOfOriginTest {
   @Test
   void inAnHonestClusterNoVersionIsEverRefuted() {
     // churn, loss, duplication and reordering: between honest nodes no peer ever shows a node
-    // a version of its own above its own
-    SimCluster c = SimCluster.of(5, 5, config().deltaLogMaxHashes(40).build());
+    // a version of its own above its own, and no older word of an origin, reordered behind
+    // newer state, restarts a replica (a jump of 8, above the changes an origin makes in flight)
+    SimCluster c = SimCluster.of(5, 5, config().deltaLogMaxHashes(40).maxSequenceJump(8).build());
     c.delayNanos = 2_000_000;
     c.extraDelayNanos = 150_000_000;
     c.loss = 0.2;
@@ -243,6 +352,7 @@ class ReplicaAheadOfOriginTest {
     assertTrue(c.converged(), c.firstDivergence());
     for (GossipEngine e : c.nodes) {
       assertEquals(0, e.counter(GossipCounter.VERSIONS_REFUTED), e.self().nodeId());
+      assertEquals(0, e.counter(GossipCounter.REPLICAS_BEYOND_REACH_RESTARTED), e.self().nodeId());
     }
   }
 }
