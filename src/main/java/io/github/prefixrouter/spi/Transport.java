@@ -88,12 +88,18 @@ public interface Transport extends AutoCloseable {
   /**
    * The largest payload this transport carries, in bytes: {@link #send} and {@link #request}
    * of a larger one lose or fail it. The node's build refuses a configuration whose gossip
-   * messages ({@code RouterConfig.gossipMessageBytes()}) may be larger. The default,
-   * {@link Integer#MAX_VALUE}, declares no limit; a transport with one should return it. The
-   * node reads it once, as it is built: it must be positive and must not throw (the build
-   * fails with an {@code IllegalArgumentException} or an {@code IllegalStateException}
-   * otherwise); {@code TransportContractTest} checks that it stays the same and that a payload
-   * of that size is carried.
+   * messages ({@code RouterConfig.gossipMessageBytes()}) may be larger, and gossip goes by
+   * {@link #send}, whose losses nobody sees: a transport must carry one-way messages of every
+   * size up to this too, not only requests. The default, {@link Integer#MAX_VALUE}, declares
+   * no limit, and promises that: the node accepts gossip messages up to its largest, 16 MiB
+   * ({@code RouterConfig.MAX_GOSSIP_MESSAGE_BYTES}), on such a transport, so its one-way
+   * messages of up to 16 MiB must arrive (as reliably as any one-way message) and its requests
+   * of any size must be carried or fail. A transport with a limit should return it. The node
+   * reads it once, as it is built: it must be positive and must not throw (the build fails
+   * with an {@code IllegalArgumentException} or an {@code IllegalStateException} otherwise);
+   * {@code TransportContractTest} checks that it stays the same, that a request of that size
+   * (up to 64 MiB) is answered, and that a one-way message of that size, or of 16 MiB if it is
+   * larger, arrives.
    *
    * @return the largest payload carried, in bytes
    */

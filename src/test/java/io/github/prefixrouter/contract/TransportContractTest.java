@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
@@ -72,8 +73,9 @@ import org.junit.jupiter.api.Test;
  * {@code PROTOCOL} failure reaches the requester as {@code PROTOCOL} with the handler's message,
  * whole for 100 characters of printable ASCII;
  * a handler may send and request through its own transport; payload arrays passed in are left
- * unchanged; a 64 KiB one-way message (the node's largest gossip message by default; less if
- * the transport's {@code maxMessageBytes()} is less) arrives intact;
+ * unchanged; a one-way message as large as the largest gossip message a node may send on the
+ * transport arrives intact (16 MiB, {@code RouterConfig.MAX_GOSSIP_MESSAGE_BYTES}, or the
+ * transport's {@code maxMessageBytes()} if that is less);
  * requests whose futures the caller cancelled hold nothing that keeps a later request from being
  * answered; a request's callbacks may send and request, and {@code close()} called in one
  * returns within 3 s; and sends and requests from several threads at once each reach their own peer and
@@ -870,7 +872,11 @@ public abstract class TransportContractTest {
 
   @Test
   void aOneWayMessageAsLargeAsTheNodesGossipArrivesIntact() {
-    // gossip messages (digests, deltas, snapshot chunks) are up to 64 KiB, sent one way
+    // gossip messages (digests, deltas, snapshot chunks) are sent one way, up to the node's
+    // gossipMessageBytes, which its build lets go up to the transport's maxMessageBytes() and
+    // 16 MiB: a transport declaring no limit must carry 16 MiB one way. Checked at 64 KiB (the
+    // default) only, one that dropped every larger message passed, and its nodes lost their
+    // larger gossip messages without a word
     ConcurrentLinkedQueue<byte[]> got = new ConcurrentLinkedQueue<>();
     Transport b = started("b", new Transport.InboundHandler() {
       @Override
@@ -885,7 +891,7 @@ public abstract class TransportContractTest {
     });
     Transport a = started("a", echo());
     // a transport that carries less runs nodes whose gossipMessageBytes fits its limit
-    byte[] gossip = new byte[Math.min(GOSSIP_MESSAGE_BYTES, a.maxMessageBytes())];
+    byte[] gossip = new byte[Math.min(MAX_GOSSIP_MESSAGE_BYTES, a.maxMessageBytes())];
     for (int i = 0; i < gossip.length; i++) {
       gossip[i] = (byte) (i * 17 + 3);
     }
@@ -895,8 +901,8 @@ public abstract class TransportContractTest {
     assertArrayEquals(gossip, got.peek());
   }
 
-  /** The largest gossip message the node sends by default, in bytes. */
-  private static final int GOSSIP_MESSAGE_BYTES = 65_536;
+  /** The largest gossip message a node may send: the largest gossipMessageBytes, 16 MiB. */
+  private static final int MAX_GOSSIP_MESSAGE_BYTES = RouterConfig.MAX_GOSSIP_MESSAGE_BYTES;
 
   /** The largest limit whose request at the limit the kit sends (64 MiB). */
   private static final int MAX_CHECKED_LIMIT_BYTES = 64 << 20;

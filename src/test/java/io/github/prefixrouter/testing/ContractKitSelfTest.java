@@ -1662,6 +1662,57 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void aTransportDeclaringNoLimitThatDropsOneWayMessagesAbove64KiBIsCaught() {
+    // no limit declared (the SPI's default), so a node may run gossipMessageBytes up to 16 MiB
+    // on it; the kit sent only 64 KiB one way, and such a transport passed, its nodes then
+    // losing every larger gossip message without a word
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          @Override
+          public void send(PeerAddress to, byte[] payload) {
+            if (payload.length <= 65_536) {
+              t.send(to, payload);
+            }
+          }
+
+          @Override
+          public int maxMessageBytes() {
+            return Integer.MAX_VALUE;
+          }
+        }));
+    assertEquals(Set.of("aOneWayMessageAsLargeAsTheNodesGossipArrivesIntact"), failed);
+  }
+
+  @Test
+  void aTransportDeclaringALimitThatDropsOneWayMessagesBelowItIsCaught() {
+    // 4 MiB declared, as the HTTP transport's default: a node may run gossipMessageBytes of
+    // 4 MiB on it, so one-way messages of that size must arrive too, not only requests
+    Set<String> failed = failingTests(TransportContractTest.class,
+        () -> new TransportKit(t -> new ForwardingTransport(t) {
+          @Override
+          public void send(PeerAddress to, byte[] payload) {
+            if (payload.length <= 65_536) {
+              t.send(to, payload);
+            }
+          }
+
+          @Override
+          public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+            return p.length > 4 << 20
+                ? CompletableFuture.failedFuture(new io.github.prefixrouter.spi.TransportException(
+                    io.github.prefixrouter.spi.TransportException.Kind.TOO_LARGE, "above 4 MiB"))
+                : t.request(to, p, timeout);
+          }
+
+          @Override
+          public int maxMessageBytes() {
+            return 4 << 20;
+          }
+        }));
+    assertEquals(Set.of("aOneWayMessageAsLargeAsTheNodesGossipArrivesIntact"), failed);
+  }
+
+  @Test
   void aTransportWhoseCancelledRequestsKeepTheirSlotIsCaught() {
     // at most 64 requests in flight: a request's slot is given back when its exchange ends, not
     // when the caller cancels its future, so requests cancelled while the peer holds them use
